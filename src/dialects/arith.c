@@ -1,0 +1,311 @@
+/*
+** arith.c -- verifiers and the constant folder of the arith dialect.
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dialects.h"
+
+static const char *const cmpi_preds[] = {"eq", "ne", "slt", "sle", "sgt", "sge",
+                                         "ult", "ule", "ugt", "uge", NULL};
+static const char *const cmpf_preds[] = {"oeq", "one", "olt", "ole", "ogt", "oge", "ord",
+                                         "ueq", "une", "ult", "ule", "ugt", "uge", "uno", NULL};
+
+static int pred_index(const char *const *list, const char *s) {
+  for (int i = 0; s && list[i]; i++)
+    if (strcmp(list[i], s) == 0) return i;
+  return -1;
+}
+
+static IrResult verify_pred(IrOp *op, const char *const *list) {
+  const char *p = ir_op_attr_str(op, "predicate");
+  if (pred_index(list, p) >= 0) return IR_OK;
+  char all[128] = "";
+  for (int i = 0; list[i]; i++) {
+    strcat(all, i ? " " : "");
+    strcat(all, list[i]);
+  }
+  if (!p) ir_op_error(op, "expected string attribute 'predicate' (one of: %s)", all);
+  else ir_op_error(op, "unknown predicate '%s' (one of: %s)", p, all);
+  return IR_FAIL;
+}
+
+IrResult arith_verify_cmpi(IrOp *op) { return verify_pred(op, cmpi_preds); }
+IrResult arith_verify_cmpf(IrOp *op) { return verify_pred(op, cmpf_preds); }
+
+IrResult arith_verify_constant(IrOp *op) {
+  const IrAttr *a = ir_op_attr(op, "value");
+  const IrType *t = op->results[0].type;
+  if (!a || (a->kind != IR_ATTR_INT && a->kind != IR_ATTR_FLOAT)) {
+    ir_op_error(op, "expected a numeric 'value' attribute");
+    return IR_FAIL;
+  }
+  if (a->type != t) {
+    char *at = ir_type_to_string(a->type), *rt = ir_type_to_string(t);
+    ir_op_error(op, "value of type %s does not match result type %s", at, rt);
+    free(at);
+    free(rt);
+    return IR_FAIL;
+  }
+  return IR_OK;
+}
+
+IrResult arith_verify_select(IrOp *op) {
+  const IrType *t = op->operands[1].value->type;
+  if (op->operands[2].value->type != t || op->results[0].type != t) {
+    ir_op_error(op, "requires both choices and the result to have one type");
+    return IR_FAIL;
+  }
+  return IR_OK;
+}
+
+IrResult arith_verify_ext(IrOp *op) {
+  uint32_t from = ir_type_bitwidth(op->operands[0].value->type), to = ir_type_bitwidth(op->results[0].type);
+  if (to <= from) {
+    ir_op_error(op, "result must be wider than the operand (%u -> %u bits)", from, to);
+    return IR_FAIL;
+  }
+  return IR_OK;
+}
+
+IrResult arith_verify_trunc(IrOp *op) {
+  uint32_t from = ir_type_bitwidth(op->operands[0].value->type), to = ir_type_bitwidth(op->results[0].type);
+  bool bf = op->results[0].type->kind == IR_TY_FLOAT && op->operands[0].value->type->kind == IR_TY_FLOAT &&
+            from == to && op->operands[0].value->type != op->results[0].type;
+  if (to >= from && !bf) {
+    ir_op_error(op, "result must be narrower than the operand (%u -> %u bits)", from, to);
+    return IR_FAIL;
+  }
+  return IR_OK;
+}
+
+IrResult arith_verify_index_cast(IrOp *op) {
+  bool a = op->operands[0].value->type->kind == IR_TY_INDEX, b = op->results[0].type->kind == IR_TY_INDEX;
+  if (a == b) {
+    ir_op_error(op, "casts between index and an integer type");
+    return IR_FAIL;
+  }
+  return IR_OK;
+}
+
+IrResult arith_verify_bitcast(IrOp *op) {
+  uint32_t from = ir_type_bitwidth(op->operands[0].value->type), to = ir_type_bitwidth(op->results[0].type);
+  if (from != to) {
+    ir_op_error(op, "requires types of equal width (%u vs %u bits)", from, to);
+    return IR_FAIL;
+  }
+  return IR_OK;
+}
+
+/* {======================================================================
+** Folding
+** ======================================================================= */
+
+static bool const_float(IrValue *v, double *out) {
+  if (!v || !v->def || v->def->kind != OP_ARITH_CONSTANT) return false;
+  const IrAttr *a = ir_op_attr(v->def, "value");
+  if (!a || a->kind != IR_ATTR_FLOAT) return false;
+  *out = a->u.f;
+  return true;
+}
+
+static uint32_t width_of(const IrType *t) { return t->kind == IR_TY_INDEX ? 64 : t->width; }
+
+static uint64_t mask_of(uint32_t w) { return w >= 64 ? ~0ull : ((1ull << w) - 1); }
+
+/* Zero-extended and sign-extended views of a constant of width w. */
+static uint64_t zext(int64_t v, uint32_t w) { return (uint64_t)v & mask_of(w); }
+static int64_t sext(int64_t v, uint32_t w) {
+  if (w >= 64) return v;
+  uint64_t u = zext(v, w);
+  if (u >> (w - 1)) u |= ~mask_of(w);
+  return (int64_t)u;
+}
+
+static bool fold_int_binary(IrOpKind k, int64_t a, int64_t b, uint32_t w, int64_t *r) {
+  uint64_t ua = zext(a, w), ub = zext(b, w);
+  int64_t sa = sext(a, w), sb = sext(b, w);
+  switch (k) {
+  case OP_ARITH_ADDI: *r = (int64_t)(ua + ub); return true;
+  case OP_ARITH_SUBI: *r = (int64_t)(ua - ub); return true;
+  case OP_ARITH_MULI: *r = (int64_t)(ua * ub); return true;
+  case OP_ARITH_DIVSI:
+    if (sb == 0 || (sb == -1 && sa == sext((int64_t)(1ull << (w - 1)), w))) return false;
+    *r = sa / sb;
+    return true;
+  case OP_ARITH_DIVUI:
+    if (!ub) return false;
+    *r = (int64_t)(ua / ub);
+    return true;
+  case OP_ARITH_REMSI:
+    if (sb == 0 || sb == -1) return false;
+    *r = sa % sb;
+    return true;
+  case OP_ARITH_REMUI:
+    if (!ub) return false;
+    *r = (int64_t)(ua % ub);
+    return true;
+  case OP_ARITH_ANDI: *r = (int64_t)(ua & ub); return true;
+  case OP_ARITH_ORI: *r = (int64_t)(ua | ub); return true;
+  case OP_ARITH_XORI: *r = (int64_t)(ua ^ ub); return true;
+  case OP_ARITH_SHLI: *r = ub >= w ? 0 : (int64_t)(ua << ub); return true;
+  case OP_ARITH_SHRUI: *r = ub >= w ? 0 : (int64_t)(ua >> ub); return true;
+  case OP_ARITH_SHRSI:
+    if (ub >= w) *r = sa < 0 ? -1 : 0;
+    else *r = sa < 0 ? ~(~sa >> ub) : sa >> ub;
+    return true;
+  case OP_ARITH_MINSI: *r = sa < sb ? sa : sb; return true;
+  case OP_ARITH_MAXSI: *r = sa > sb ? sa : sb; return true;
+  case OP_ARITH_MINUI: *r = (int64_t)(ua < ub ? ua : ub); return true;
+  case OP_ARITH_MAXUI: *r = (int64_t)(ua > ub ? ua : ub); return true;
+  default: return false;
+  }
+}
+
+static bool fold_cmpi(const char *p, int64_t a, int64_t b, uint32_t w) {
+  uint64_t ua = zext(a, w), ub = zext(b, w);
+  int64_t sa = sext(a, w), sb = sext(b, w);
+  switch (pred_index(cmpi_preds, p)) {
+  case 0: return ua == ub;
+  case 1: return ua != ub;
+  case 2: return sa < sb;
+  case 3: return sa <= sb;
+  case 4: return sa > sb;
+  case 5: return sa >= sb;
+  case 6: return ua < ub;
+  case 7: return ua <= ub;
+  case 8: return ua > ub;
+  default: return ua >= ub;
+  }
+}
+
+static bool fold_cmpf(const char *p, double a, double b) {
+  bool uno = isnan(a) || isnan(b);
+  switch (pred_index(cmpf_preds, p)) {
+  case 0: return !uno && a == b;
+  case 1: return !uno && a != b;
+  case 2: return !uno && a < b;
+  case 3: return !uno && a <= b;
+  case 4: return !uno && a > b;
+  case 5: return !uno && a >= b;
+  case 6: return !uno;
+  case 7: return uno || a == b;
+  case 8: return uno || a != b;
+  case 9: return uno || a < b;
+  case 10: return uno || a <= b;
+  case 11: return uno || a > b;
+  case 12: return uno || a >= b;
+  default: return uno;
+  }
+}
+
+/* x op c identities that need only one constant. */
+static IrValue *fold_identity(IrBuilder *b, IrOp *op, IrValue *x, int64_t c) {
+  const IrType *t = op->results[0].type;
+  switch (op->kind) {
+  case OP_ARITH_ADDI:
+  case OP_ARITH_SUBI:
+  case OP_ARITH_ORI:
+  case OP_ARITH_XORI:
+  case OP_ARITH_SHLI:
+  case OP_ARITH_SHRSI:
+  case OP_ARITH_SHRUI: return c == 0 ? x : NULL;
+  case OP_ARITH_MULI: return c == 1 ? x : c == 0 ? ir_build_const_int(b, 0, t) : NULL;
+  case OP_ARITH_DIVSI:
+  case OP_ARITH_DIVUI: return c == 1 ? x : NULL;
+  case OP_ARITH_ANDI:
+    if (c == 0) return ir_build_const_int(b, 0, t);
+    return zext(c, width_of(t)) == mask_of(width_of(t)) ? x : NULL;
+  default: return NULL;
+  }
+}
+
+static IrValue *fold_cast(IrBuilder *b, IrOp *op) {
+  IrValue *x = op->operands[0].value;
+  const IrType *from = x->type, *to = op->results[0].type;
+  int64_t c;
+  double f;
+  if (dia_const_int(x, &c)) {
+    uint32_t w = width_of(from);
+    switch (op->kind) {
+    case OP_ARITH_EXTSI:
+    case OP_ARITH_INDEX_CAST:
+    case OP_ARITH_TRUNCI: return ir_build_const_int(b, sext(c, w), to);
+    case OP_ARITH_EXTUI:
+    case OP_ARITH_INDEX_CASTUI: return ir_build_const_int(b, (int64_t)zext(c, w), to);
+    case OP_ARITH_SITOFP: return ir_build_const_float(b, (double)sext(c, w), to);
+    case OP_ARITH_UITOFP: return ir_build_const_float(b, (double)zext(c, w), to);
+    default: return NULL;
+    }
+  }
+  if (const_float(x, &f) && (op->kind == OP_ARITH_EXTF || op->kind == OP_ARITH_TRUNCF))
+    return ir_build_const_float(b, f, to);
+  return NULL;
+}
+
+IrValue *arith_fold(IrBuilder *b, IrOp *op) {
+  if (op->nresults != 1) return NULL;
+  const IrType *t = op->results[0].type;
+  if (op->noperands == 1) {
+    double f;
+    if (op->kind == OP_ARITH_NEGF) return const_float(op->operands[0].value, &f) ? ir_build_const_float(b, -f, t) : NULL;
+    return fold_cast(b, op);
+  }
+  if (op->kind == OP_ARITH_SELECT) {
+    int64_t c;
+    if (op->operands[1].value == op->operands[2].value) return op->operands[1].value;
+    if (dia_const_int(op->operands[0].value, &c)) return op->operands[c ? 1 : 2].value;
+    return NULL;
+  }
+  IrValue *x = op->operands[0].value, *y = op->operands[1].value;
+  int64_t a, c;
+  double fa, fb;
+  if (op->kind == OP_ARITH_CMPI) {
+    const IrType *ot = x->type;
+    const char *p = ir_op_attr_str(op, "predicate");
+    if (dia_const_int(x, &a) && dia_const_int(y, &c))
+      return ir_build_const_int(b, fold_cmpi(p, a, c, width_of(ot)), t);
+    if (x == y) {
+      int i = pred_index(cmpi_preds, p);
+      bool r = i == 0 || i == 3 || i == 5 || i == 7 || i == 9;
+      return ir_build_const_int(b, r, t);
+    }
+    return NULL;
+  }
+  if (op->kind == OP_ARITH_CMPF) {
+    if (const_float(x, &fa) && const_float(y, &fb))
+      return ir_build_const_int(b, fold_cmpf(ir_op_attr_str(op, "predicate"), fa, fb), t);
+    return NULL;
+  }
+  if (ir_type_is_float(t)) {
+    if (!const_float(x, &fa) || !const_float(y, &fb)) return NULL;
+    double r;
+    switch (op->kind) {
+    case OP_ARITH_ADDF: r = fa + fb; break;
+    case OP_ARITH_SUBF: r = fa - fb; break;
+    case OP_ARITH_MULF: r = fa * fb; break;
+    case OP_ARITH_DIVF: r = fa / fb; break;
+    case OP_ARITH_MINF: r = isnan(fa) || isnan(fb) ? NAN : fmin(fa, fb); break;
+    case OP_ARITH_MAXF: r = isnan(fa) || isnan(fb) ? NAN : fmax(fa, fb); break;
+    default: return NULL;
+    }
+    return ir_build_const_float(b, r, t);
+  }
+  bool ca = dia_const_int(x, &a), cc = dia_const_int(y, &c);
+  if (ca && cc) {
+    int64_t r;
+    return fold_int_binary(op->kind, a, c, width_of(t), &r) ? ir_build_const_int(b, r, t) : NULL;
+  }
+  if (cc) return fold_identity(b, op, x, c);
+  if (ca && (ir_op_info(op->kind)->traits & T_COMMUTATIVE)) return fold_identity(b, op, y, a);
+  if (x == y) {
+    if (op->kind == OP_ARITH_SUBI || op->kind == OP_ARITH_XORI) return ir_build_const_int(b, 0, t);
+    if (op->kind == OP_ARITH_ANDI || op->kind == OP_ARITH_ORI || op->kind == OP_ARITH_MINSI ||
+        op->kind == OP_ARITH_MAXSI || op->kind == OP_ARITH_MINUI || op->kind == OP_ARITH_MAXUI)
+      return x;
+  }
+  return NULL;
+}
+
+/* }====================================================================== */

@@ -1,0 +1,29 @@
+/*
+** dialects.h -- prototypes of the verifiers and folders named in the dialect
+** tables, generated from the tables themselves.
+*/
+#ifndef TILUA_DIALECTS_H
+#define TILUA_DIALECTS_H
+
+#include "../ir/ir.h"
+
+IrResult noverify(IrOp *op);
+IrValue *nofold(IrBuilder *b, IrOp *op);
+
+#define OP(id, name, sig, nreg, traits, effects, verify, fold, doc)                                \
+  IrResult verify(IrOp *op);                                                                       \
+  IrValue *fold(IrBuilder *b, IrOp *op);
+#define DTYPE(...)
+#include "all.def"
+#undef OP
+#undef DTYPE
+
+/* Helpers shared by dialect verifiers. */
+/* Fetch an integer attribute; emits "expected integer attribute 'name'" when missing. */
+bool dia_need_int(IrOp *op, const char *name, int64_t *out);
+/* The enclosing tile.kernel's kernel_spec entry as integers (default when absent). */
+void dia_kernel_dims(IrOp *op, const char *entry, int64_t out[3], int64_t dflt);
+/* Is a constant integer: stores it. */
+bool dia_const_int(IrValue *v, int64_t *out);
+
+#endif

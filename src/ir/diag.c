@@ -1,0 +1,157 @@
+/*
+** diag.c -- diagnostics: severity, location, message and notes. The core
+** reports every user error this way and never aborts on bad input.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir_impl.h"
+
+static char *vformat(IrContext *ctx, const char *fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  char tmp[512];
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  if (n < 0) n = 0;
+  char *s = arena_alloc(&ctx->arena, (size_t)n + 1);
+  if ((size_t)n < sizeof tmp) memcpy(s, tmp, (size_t)n + 1);
+  else vsnprintf(s, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  return s;
+}
+
+IrDiag *ir_diagv(IrContext *ctx, IrSeverity sev, IrLoc loc, const char *fmt, va_list ap) {
+  IrDiag *d = arena_alloc(&ctx->arena, sizeof *d);
+  d->ctx = ctx;
+  d->severity = sev;
+  d->loc = loc;
+  d->message = vformat(ctx, fmt, ap);
+  if (ctx->diag_tail) ctx->diag_tail->next = d;
+  else ctx->diag_head = d;
+  ctx->diag_tail = d;
+  if (sev == IR_SEV_ERROR) ctx->error_count++;
+  return d;
+}
+
+IrDiag *ir_diag(IrContext *ctx, IrSeverity sev, IrLoc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  IrDiag *d = ir_diagv(ctx, sev, loc, fmt, ap);
+  va_end(ap);
+  return d;
+}
+
+IrDiag *ir_error(IrContext *ctx, IrLoc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  IrDiag *d = ir_diagv(ctx, IR_SEV_ERROR, loc, fmt, ap);
+  va_end(ap);
+  return d;
+}
+
+static IrDiag *op_diag(const IrOp *op, IrSeverity sev, const char *fmt, va_list ap) {
+  IrContext *ctx = ir_op_context(op);
+  char *msg = vformat(ctx, fmt, ap);
+  return ir_diag(ctx, sev, op->loc, "'%s' op %s", ir_op_name(op), msg);
+}
+
+IrDiag *ir_op_error(const IrOp *op, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  IrDiag *d = op_diag(op, IR_SEV_ERROR, fmt, ap);
+  va_end(ap);
+  return d;
+}
+
+IrDiag *ir_op_warning(const IrOp *op, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  IrDiag *d = op_diag(op, IR_SEV_WARNING, fmt, ap);
+  va_end(ap);
+  return d;
+}
+
+static void add_note(IrDiag *d, IrLoc loc, const char *fmt, va_list ap) {
+  IrDiag *n = arena_alloc(&d->ctx->arena, sizeof *n);
+  n->ctx = d->ctx;
+  n->severity = IR_SEV_NOTE;
+  n->loc = loc;
+  n->message = vformat(d->ctx, fmt, ap);
+  IrDiag **tail = &d->notes;
+  while (*tail) tail = &(*tail)->next;
+  *tail = n;
+}
+
+void ir_op_note(IrDiag *d, const IrOp *op, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  add_note(d, op->loc, fmt, ap);
+  va_end(ap);
+}
+
+void ir_note(IrDiag *d, IrLoc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  add_note(d, loc, fmt, ap);
+  va_end(ap);
+}
+
+void ir_set_diag_handler(IrContext *ctx, IrDiagHandler h, void *ud) {
+  ctx->handler = h;
+  ctx->handler_ud = ud;
+}
+
+IrDiag *ir_diag_pending(IrContext *ctx) { return ctx->diag_head; }
+
+void ir_diag_clear(IrContext *ctx) { ctx->diag_head = ctx->diag_tail = NULL; }
+
+void ir_diag_flush(IrContext *ctx) {
+  if (!ctx->handler) return;
+  for (IrDiag *d = ctx->diag_head; d; d = d->next) ctx->handler(d, ctx->handler_ud);
+  ir_diag_clear(ctx);
+}
+
+size_t ir_diag_error_count(IrContext *ctx) { return ctx->error_count; }
+
+static const char *sev_name(IrSeverity s) {
+  switch (s) {
+  case IR_SEV_ERROR: return "error";
+  case IR_SEV_WARNING: return "warning";
+  case IR_SEV_NOTE: return "note";
+  default: return "remark";
+  }
+}
+
+static void format_one(StrBuf *sb, const IrDiag *d) {
+  if (d->loc.file) {
+    sb_printf(sb, "%s:", d->loc.file);
+    if (d->loc.line) sb_printf(sb, "%d:", d->loc.line);
+    if (d->loc.col) sb_printf(sb, "%d:", d->loc.col);
+    sb_putc(sb, ' ');
+  } else if (d->loc.line) {
+    sb_printf(sb, "%d:%d: ", d->loc.line, d->loc.col);
+  }
+  sb_printf(sb, "%s: %s\n", sev_name(d->severity), d->message);
+}
+
+static void format_all(StrBuf *sb, const IrDiag *d) {
+  format_one(sb, d);
+  for (const IrDiag *n = d->notes; n; n = n->next) format_one(sb, n);
+}
+
+void ir_diag_format(const IrDiag *d, FILE *out) {
+  StrBuf sb;
+  sb_init(&sb);
+  format_all(&sb, d);
+  if (sb.data) fputs(sb.data, out);
+  sb_free(&sb);
+}
+
+char *ir_diag_to_string(IrContext *ctx, const IrDiag *d) {
+  StrBuf sb;
+  sb_init(&sb);
+  format_all(&sb, d);
+  char *s = arena_strndup(&ctx->arena, sb.data ? sb.data : "", sb.len);
+  sb_free(&sb);
+  return s;
+}

@@ -1,0 +1,197 @@
+/*
+** verify.c -- the generic verifier: structure from the op tables (operand and
+** result counts and types, regions, terminators), SSA visibility, then each
+** op's own verifier once everything nested in it is sound.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir_impl.h"
+
+#define MAX_ERRORS 50
+
+typedef struct Verifier {
+  IrContext *ctx;
+  PtrMap vis;     /* value -> isolation level + 1 while in scope */
+  uintptr_t level;/* current isolation level */
+  int errors;
+} Verifier;
+
+static void define(Verifier *v, IrValue *val) { ptrmap_set(&v->vis, val, (void *)(v->level + 1)); }
+static void undefine(Verifier *v, IrValue *val) { ptrmap_set(&v->vis, val, NULL); }
+
+static bool fail(Verifier *v) {
+  v->errors++;
+  return false;
+}
+
+static void type_str(StrBuf *sb, const IrType *t) {
+  if (t) ir_print_type(sb, t);
+  else sb_puts(sb, "<null>");
+}
+
+/* Counts and types against the op's signature. */
+static bool check_signature(Verifier *v, IrOp *op, const IrOpInfo *info) {
+  const IrType *stackbuf[32];
+  uint32_t n = op->noperands > op->nresults ? op->noperands : op->nresults;
+  const IrType **types = n <= 32 ? stackbuf : malloc(n * sizeof *types);
+  if (!types) abort();
+  bool ok = true;
+  IrArity ar = ir_op_arity(op->kind);
+  for (int pass = 0; pass < 2 && ok; pass++) {
+    uint32_t cnt = pass == 0 ? op->noperands : op->nresults;
+    const char *what = pass == 0 ? "operand" : "result";
+    int mn = pass == 0 ? ar.min_operands : ar.min_results;
+    int mx = pass == 0 ? ar.max_operands : ar.max_results;
+    for (uint32_t i = 0; i < cnt; i++)
+      types[i] = pass == 0 ? (op->operands[i].value ? op->operands[i].value->type : NULL)
+                           : op->results[i].type;
+    if (pass == 0)
+      for (uint32_t i = 0; i < cnt; i++)
+        if (!op->operands[i].value) {
+          ir_op_error(op, "operand #%u is missing", i);
+          ok = fail(v);
+          break;
+        }
+    if (!ok) break;
+    SigMismatch mm = {0};
+    const char *sig = pass == 0 ? info->sig : ir_sig_results(info->sig);
+    if (ir_sig_check(sig, cnt, types, &mm)) continue;
+    if (mm.count_error) {
+      if (mn == mx) ir_op_error(op, "expected %d %s%s, got %u", mn, what, mn == 1 ? "" : "s", cnt);
+      else if (mx < 0) ir_op_error(op, "expected at least %d %ss, got %u", mn, what, cnt);
+      else ir_op_error(op, "expected %d to %d %ss, got %u", mn, mx, what, cnt);
+    } else {
+      StrBuf sb;
+      sb_init(&sb);
+      type_str(&sb, types[mm.index]);
+      ir_op_error(op, "%s #%u must be %.*s, got %s", what, mm.index, (int)mm.wantn, mm.want,
+                  sb.data);
+      sb_free(&sb);
+    }
+    ok = fail(v);
+  }
+  if (ok && (info->traits & (T_SAME_TYPE | T_SAME_OPERANDS)) && op->noperands) {
+    const IrType *t0 = op->operands[0].value->type;
+    bool same = true;
+    for (uint32_t i = 1; i < op->noperands; i++) same &= op->operands[i].value->type == t0;
+    if ((info->traits & T_SAME_TYPE))
+      for (uint32_t i = 0; i < op->nresults; i++) same &= op->results[i].type == t0;
+    if (!same) {
+      ir_op_error(op, (info->traits & T_SAME_TYPE)
+                          ? "requires the same type for all operands and results"
+                          : "requires all operands to have the same type");
+      ok = fail(v);
+    }
+  }
+  if (types != stackbuf) free(types);
+  return ok;
+}
+
+static bool check_regions(Verifier *v, IrOp *op, const IrOpInfo *info) {
+  if ((int)op->nregions != info->nregions) {
+    ir_op_error(op, "expected %d region%s, got %u", info->nregions, info->nregions == 1 ? "" : "s",
+                op->nregions);
+    return fail(v);
+  }
+  bool ok = true;
+  for (uint32_t r = 0; r < op->nregions; r++) {
+    IrRegion *reg = &op->regions[r];
+    if ((info->traits & T_SINGLE_BLOCK) && reg->first && reg->first->next) {
+      ir_op_error(op, "region #%u must hold a single block", r);
+      ok = fail(v);
+    }
+    if (info->traits & T_NO_TERMINATOR) continue;
+    for (IrBlock *b = reg->first; b; b = b->next)
+      if (!ir_block_terminator(b)) {
+        IrDiag *d = ir_op_error(op, "region #%u: block must end with a terminator", r);
+        if (b->last) ir_op_note(d, b->last, "last operation is '%s'", ir_op_name(b->last));
+        ok = fail(v);
+      }
+  }
+  return ok;
+}
+
+static bool verify_op(Verifier *v, IrOp *op);
+
+static bool verify_region(Verifier *v, IrRegion *r) {
+  bool ok = true;
+  for (IrBlock *b = r->first; b; b = b->next) {
+    for (uint32_t i = 0; i < b->nargs; i++) define(v, b->args[i]);
+    for (IrOp *o = b->first; o && v->errors < MAX_ERRORS; o = o->next) {
+      if (o->parent != b) {
+        ir_op_error(o, "is linked into a block it does not belong to");
+        ok = fail(v);
+        break;
+      }
+      if ((ir_op_info(o->kind)->traits & T_TERMINATOR) && o->next) {
+        ir_op_error(o, "must be the last operation in its block");
+        ok = fail(v);
+      }
+      ok &= verify_op(v, o);
+    }
+  }
+  /* Leave the scope: values defined in these blocks stop being visible. */
+  for (IrBlock *b = r->first; b; b = b->next) {
+    for (uint32_t i = 0; i < b->nargs; i++) undefine(v, b->args[i]);
+    for (IrOp *o = b->first; o; o = o->next)
+      for (uint32_t i = 0; i < o->nresults; i++) undefine(v, &o->results[i]);
+  }
+  return ok;
+}
+
+static bool verify_op(Verifier *v, IrOp *op) {
+  const IrOpInfo *info = ir_op_info(op->kind);
+  bool ok = check_signature(v, op, info);
+  for (uint32_t i = 0; i < op->noperands; i++) {
+    IrValue *val = op->operands[i].value;
+    if (!val) continue;
+    uintptr_t lv = (uintptr_t)ptrmap_get(&v->vis, val);
+    if (lv == v->level + 1) continue;
+    if (lv) {
+      IrOp *iso = NULL;
+      for (IrOp *p = ir_op_parent_op(op); p; p = ir_op_parent_op(p))
+        if (ir_op_info(p->kind)->traits & T_ISOLATED) {
+          iso = p;
+          break;
+        }
+      ir_op_error(op, "operand #%u is defined outside the isolated region of '%s'", i,
+                  iso ? ir_op_name(iso) : "?");
+    } else {
+      IrDiag *d = ir_op_error(op, "operand #%u does not dominate this use", i);
+      if (val->def) ir_op_note(d, val->def, "operand defined here");
+    }
+    ok = fail(v);
+  }
+  ok &= check_regions(v, op, info);
+  for (uint32_t i = 0; i < op->nresults; i++) define(v, &op->results[i]);
+  bool nested_ok = true;
+  if (op->nregions) {
+    bool iso = info->traits & T_ISOLATED;
+    if (iso) v->level++;
+    for (uint32_t r = 0; r < op->nregions; r++) nested_ok &= verify_region(v, &op->regions[r]);
+    if (iso) v->level--;
+  }
+  if (ok && nested_ok && v->errors < MAX_ERRORS && info->verify && info->verify(op) != IR_OK)
+    ok = fail(v);
+  return ok && nested_ok;
+}
+
+IrResult ir_verify(IrOp *root) {
+  Verifier v = {.ctx = ir_op_context(root), .level = 0, .errors = 0};
+  memset(&v.vis, 0, sizeof v.vis);
+  /* Values visible around a nested root: treat the root's ancestors' blocks as in scope. */
+  if (root->parent)
+    for (IrBlock *b = root->parent; b; b = ir_block_parent_op(b) ? ir_block_parent_op(b)->parent : NULL) {
+      for (uint32_t i = 0; i < b->nargs; i++) define(&v, b->args[i]);
+      for (IrOp *o = b->first; o && o != root; o = o->next)
+        for (uint32_t i = 0; i < o->nresults; i++) define(&v, &o->results[i]);
+      if (ir_block_parent_op(b) && (ir_op_info(ir_block_parent_op(b)->kind)->traits & T_ISOLATED))
+        break;
+    }
+  verify_op(&v, root);
+  ptrmap_free(&v.vis);
+  if (v.errors >= MAX_ERRORS)
+    ir_error(v.ctx, root->loc, "too many errors, verification stopped");
+  return v.errors ? IR_FAIL : IR_OK;
+}

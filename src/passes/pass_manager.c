@@ -1,0 +1,227 @@
+/*
+** pass_manager.c -- pass registry, pipeline parsing and the run loop.
+*/
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "passes.h"
+
+static const IrPassInfo pass_table[] = {
+#define PASS(c, name, desc) {name, desc, pass_##c},
+#define PIPELINE(name, list, desc)
+#include "passes.def"
+#undef PASS
+#undef PIPELINE
+};
+
+static const struct {
+  const char *name, *passes, *desc;
+} pipeline_table[] = {
+#define PASS(c, name, desc)
+#define PIPELINE(name, list, desc) {name, list, desc},
+#include "passes.def"
+#undef PASS
+#undef PIPELINE
+    {NULL, NULL, NULL}};
+
+#define NPASSES ((int)(sizeof pass_table / sizeof pass_table[0]))
+#define NPIPELINES ((int)(sizeof pipeline_table / sizeof pipeline_table[0]) - 1)
+
+int ir_pass_count(void) { return NPASSES; }
+const IrPassInfo *ir_pass_at(int i) { return &pass_table[i]; }
+int ir_named_pipeline_count(void) { return NPIPELINES; }
+
+void ir_named_pipeline_at(int i, const char **name, const char **passes, const char **desc) {
+  *name = pipeline_table[i].name;
+  *passes = pipeline_table[i].passes;
+  *desc = pipeline_table[i].desc;
+}
+
+const IrPassInfo *ir_pass_lookup(const char *name, size_t len) {
+  for (int i = 0; i < NPASSES; i++)
+    if (strlen(pass_table[i].name) == len && memcmp(pass_table[i].name, name, len) == 0)
+      return &pass_table[i];
+  return NULL;
+}
+
+static const char *pipeline_lookup(const char *name, size_t len) {
+  for (int i = 0; i < NPIPELINES; i++)
+    if (strlen(pipeline_table[i].name) == len && memcmp(pipeline_table[i].name, name, len) == 0)
+      return pipeline_table[i].passes;
+  return NULL;
+}
+
+/* {======================================================================
+** Parsing "a,b{key=value,key2=value2},c"
+** ======================================================================= */
+
+typedef struct Parse {
+  IrContext *ctx;
+  const char *spec;
+  IrPipelineStep *steps;
+  uint32_t n, cap;
+  int depth; /* named-pipeline nesting, to stop cycles */
+} Parse;
+
+static void push(Parse *ps, const IrPassInfo *pass, const IrAttr *opts) {
+  if (ps->n == ps->cap) {
+    uint32_t ncap = ps->cap ? ps->cap * 2 : 8;
+    IrPipelineStep *ns = arena_alloc(ir_arena(ps->ctx), ncap * sizeof *ns);
+    if (ps->n) memcpy(ns, ps->steps, ps->n * sizeof *ns);
+    ps->steps = ns;
+    ps->cap = ncap;
+  }
+  ps->steps[ps->n++] = (IrPipelineStep){pass, opts};
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n'; }
+
+/* Options: key=value pairs; integers become i64, true/false bools, the rest strings. */
+static const IrAttr *parse_options(Parse *ps, const char *s, size_t n) {
+  IrNamedAttr entries[32];
+  uint32_t k = 0;
+  const char *end = s + n;
+  while (s < end && k < 32) {
+    while (s < end && (is_space(*s) || *s == ',')) s++;
+    if (s >= end) break;
+    const char *key = s;
+    while (s < end && *s != '=' && *s != ',') s++;
+    size_t klen = (size_t)(s - key);
+    while (klen && is_space(key[klen - 1])) klen--;
+    const char *val = "true";
+    size_t vlen = 4;
+    if (s < end && *s == '=') {
+      s++;
+      while (s < end && is_space(*s)) s++;
+      val = s;
+      while (s < end && *s != ',') s++;
+      vlen = (size_t)(s - val);
+      while (vlen && is_space(val[vlen - 1])) vlen--;
+    }
+    char *endp;
+    char buf[64];
+    const IrAttr *a;
+    snprintf(buf, sizeof buf, "%.*s", (int)(vlen < 63 ? vlen : 63), val);
+    long long iv = strtoll(buf, &endp, 0);
+    if (vlen && vlen < 63 && *endp == 0) a = ir_attr_i64(ps->ctx, iv);
+    else if (vlen == 4 && !memcmp(val, "true", 4)) a = ir_attr_bool(ps->ctx, true);
+    else if (vlen == 5 && !memcmp(val, "false", 5)) a = ir_attr_bool(ps->ctx, false);
+    else a = ir_attr_str(ps->ctx, val, vlen);
+    entries[k++] = (IrNamedAttr){ir_intern(ps->ctx, key, klen), a};
+  }
+  return ir_attr_dict(ps->ctx, k, entries);
+}
+
+static void unknown_pass(Parse *ps, const char *name, size_t len) {
+  IrDiag *d = ir_error(ps->ctx, ir_loc_unknown(), "unknown pass or pipeline '%.*s'", (int)len, name);
+  StrBuf sb;
+  sb_init(&sb);
+  for (int i = 0; i < NPASSES; i++) sb_printf(&sb, "%s%s", i ? ", " : "", pass_table[i].name);
+  for (int i = 0; i < NPIPELINES; i++) sb_printf(&sb, ", %s", pipeline_table[i].name);
+  ir_note(d, ir_loc_unknown(), "known: %s", sb.data ? sb.data : "");
+  sb_free(&sb);
+}
+
+static IrResult parse_list(Parse *ps, const char *s) {
+  while (*s) {
+    while (is_space(*s) || *s == ',') s++;
+    if (!*s) break;
+    const char *name = s;
+    while (*s && *s != ',' && *s != '{' && !is_space(*s)) s++;
+    size_t len = (size_t)(s - name);
+    while (is_space(*s)) s++;
+    const IrAttr *opts = NULL;
+    if (*s == '{') {
+      const char *o = ++s;
+      while (*s && *s != '}') s++;
+      if (!*s) {
+        ir_error(ps->ctx, ir_loc_unknown(), "pass '%.*s': unterminated '{' in pipeline", (int)len, name);
+        return IR_FAIL;
+      }
+      opts = parse_options(ps, o, (size_t)(s - o));
+      s++;
+    }
+    while (is_space(*s)) s++;
+    if (*s && *s != ',') {
+      ir_error(ps->ctx, ir_loc_unknown(), "expected ',' after pass '%.*s' in pipeline \"%s\"",
+               (int)len, name, ps->spec);
+      return IR_FAIL;
+    }
+    const IrPassInfo *p = ir_pass_lookup(name, len);
+    if (p) {
+      push(ps, p, opts);
+      continue;
+    }
+    const char *sub = pipeline_lookup(name, len);
+    if (!sub) {
+      unknown_pass(ps, name, len);
+      return IR_FAIL;
+    }
+    if (++ps->depth > 8) {
+      ir_error(ps->ctx, ir_loc_unknown(), "pipeline '%.*s' nests too deeply", (int)len, name);
+      return IR_FAIL;
+    }
+    if (parse_list(ps, sub) != IR_OK) return IR_FAIL;
+    ps->depth--;
+  }
+  return IR_OK;
+}
+
+IrResult ir_pipeline_parse(IrContext *ctx, const char *spec, IrPipeline *out) {
+  Parse ps = {.ctx = ctx, .spec = spec};
+  out->n = 0;
+  out->steps = NULL;
+  if (parse_list(&ps, spec) != IR_OK) return IR_FAIL;
+  out->n = ps.n;
+  out->steps = ps.steps;
+  return IR_OK;
+}
+
+/* }====================================================================== */
+
+void ir_pass_options_default(IrPassOptions *o) {
+  memset(o, 0, sizeof *o);
+  o->verify_each = true;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions *opts) {
+  IrPassOptions dflt;
+  if (!opts) {
+    ir_pass_options_default(&dflt);
+    opts = &dflt;
+  }
+  IrContext *ctx = ir_op_context(module);
+  if (opts->on_stage) {
+    IrStageInfo in = {"input", 0, 0, false, false};
+    opts->on_stage(&in, module, opts->ud);
+  }
+  for (uint32_t i = 0; i < p->n; i++) {
+    IrPassCtx pc = {ctx, p->steps[i].options, false};
+    const char *name = p->steps[i].pass->name;
+    double t0 = now_ms();
+    size_t errs = ir_diag_error_count(ctx);
+    IrResult r = p->steps[i].pass->run(module, &pc);
+    double ms = now_ms() - t0;
+    if (r != IR_OK) {
+      if (ir_diag_error_count(ctx) == errs)
+        ir_error(ctx, module->loc, "pass '%s' failed", name);
+      return IR_FAIL;
+    }
+    if (opts->verify_each && ir_verify(module) != IR_OK) {
+      ir_error(ctx, module->loc, "the IR after pass '%s' does not verify", name);
+      return IR_FAIL;
+    }
+    if (opts->on_stage) {
+      IrStageInfo st = {name, (int)i + 1, ms, pc.changed, opts->verify_each};
+      opts->on_stage(&st, module, opts->ud);
+    }
+  }
+  return IR_OK;
+}

@@ -1,0 +1,69 @@
+/*
+** passes.h -- the pass manager: passes registered by name (passes.def),
+** pipelines parsed from "a,b{opt=1},c", the verifier after every pass,
+** IR dumps and timing per pass through a stage callback.
+*/
+#ifndef TILUA_PASSES_H
+#define TILUA_PASSES_H
+
+#include "../ir/ir.h"
+
+typedef struct IrPassCtx {
+  IrContext *ctx;
+  const IrAttr *options; /* dictionary from "name{key=value,...}", or NULL */
+  bool changed;          /* set by a pass that changed the IR */
+} IrPassCtx;
+
+typedef IrResult (*IrPassFn)(IrOp *module, IrPassCtx *pc);
+
+typedef struct IrPassInfo {
+  const char *name, *description;
+  IrPassFn run;
+} IrPassInfo;
+
+#define PASS(c, name, desc) IrResult pass_##c(IrOp *module, IrPassCtx *pc);
+#define PIPELINE(name, list, desc)
+#include "passes.def"
+#undef PASS
+#undef PIPELINE
+
+/* Registry. */
+int ir_pass_count(void);
+const IrPassInfo *ir_pass_at(int i);
+const IrPassInfo *ir_pass_lookup(const char *name, size_t len);
+int ir_named_pipeline_count(void);
+void ir_named_pipeline_at(int i, const char **name, const char **passes, const char **desc);
+
+typedef struct IrPipelineStep {
+  const IrPassInfo *pass;
+  const IrAttr *options;
+} IrPipelineStep;
+
+typedef struct IrPipeline {
+  uint32_t n;
+  IrPipelineStep *steps; /* context arena */
+} IrPipeline;
+
+/* Parse "a,b{k=1},named-pipeline"; unknown names are diagnosed with the list of passes. */
+IrResult ir_pipeline_parse(IrContext *ctx, const char *spec, IrPipeline *out);
+
+typedef struct IrStageInfo {
+  const char *pass;  /* pass name; "input" for the stage before the first pass */
+  int index;         /* 0 = input, 1.. = after pass i */
+  double ms;         /* pass run time (0 for input) */
+  bool changed;
+  bool verified;     /* the verifier ran after it */
+} IrStageInfo;
+
+typedef struct IrPassOptions {
+  bool verify_each; /* verify after every pass (tests always do) */
+  /* Called with the input and after every pass (e.g. to print or keep the IR). */
+  void (*on_stage)(const IrStageInfo *stage, IrOp *module, void *ud);
+  void *ud;
+} IrPassOptions;
+
+void ir_pass_options_default(IrPassOptions *o);
+/* Run every step; stops at the first failing pass or verification. */
+IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions *opts);
+
+#endif

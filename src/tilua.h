@@ -1,0 +1,4 @@
+/* placeholder, replaced below */
+#ifndef TILUA_H
+#define TILUA_H
+#endif
