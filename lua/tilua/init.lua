@@ -1,1 +1,525 @@
-return {}
+-- tilua: the Lua surface of the kernel compiler.
+--
+-- The C core (tilua.core) owns the IR; this file builds it the way kernel
+-- scripts read: SSA values with arithmetic operators, tl.for_range / tl.if_ /
+-- tl.while_ for structured control flow, tl.kernel for kernels, and
+-- tl.compile to run a pipeline while keeping the IR of every stage.
+--
+-- Errors point at the script line that caused them: the C core skips the
+-- frames of this library when it records locations.
+
+local core = require "tilua.core"
+
+local tl = { core = core, version = "0.1.0" }
+
+local Value = core.metatable("Value")
+local Op = core.metatable("Op")
+local V = Value.__index -- methods of values
+local O = Op.__index -- methods of ops
+
+-- {=====================================================================
+-- Errors at the user's line
+-- ======================================================================
+
+-- Raise msg prefixed with the user's file:line (the innermost frame outside tilua).
+function tl.raise(msg)
+  local file, line = core.user_location()
+  if file then msg = ("%s:%d: %s"):format(file, line, msg) end
+  error(msg, 0)
+end
+local raise = tl.raise
+
+local function is_value(x) return getmetatable(x) == Value end
+tl.is_value = is_value
+
+local function typename(x)
+  if is_value(x) then return tostring(x:type()) end
+  return type(x)
+end
+
+-- }=====================================================================
+
+-- {=====================================================================
+-- Types
+-- ======================================================================
+
+tl.i1, tl.i8, tl.i16, tl.i32, tl.i64 =
+  core.type_int(1), core.type_int(8), core.type_int(16), core.type_int(32), core.type_int(64)
+-- Integers are signless: signedness belongs to the operations (divsi / divui ...).
+tl.u8, tl.u16, tl.u32, tl.u64 = tl.i8, tl.i16, tl.i32, tl.i64
+tl.bool = tl.i1
+tl.f16, tl.bf16, tl.f32, tl.f64 =
+  core.type_float "f16", core.type_float "bf16", core.type_float "f32", core.type_float "f64"
+tl.index = core.type_index()
+tl.none = core.type_none()
+
+function tl.ptr(elem, space) return core.type_ptr(elem, space or "global") end
+function tl.vector(elem, shape) return core.type_vector(elem, type(shape) == "table" and shape or { shape }) end
+function tl.memref(elem, shape, space, swizzle) return core.type_memref(elem, shape, space or "global", swizzle) end
+function tl.tile(elem, shape, space) return core.type_tile(elem, shape, space or "rmem") end
+-- A dialect type: tl.type("cutlass.seq_bar", {2}).
+function tl.type(name, params) return core.type_dialect(name, params) end
+
+local function kind(t) return t:kind() end
+local function is_int(t) local k = kind(t) return k == "int" or k == "index" end
+local function is_float(t) return kind(t) == "float" end
+tl.is_int_type, tl.is_float_type = is_int, is_float
+
+-- }=====================================================================
+
+-- {=====================================================================
+-- Building operations at an insertion point
+-- ======================================================================
+
+local ip_stack = {} -- { {block=, before=} }
+
+-- Run fn(...) with the insertion point at the end of block (or before `before`).
+function tl.at(block, before, fn, ...)
+  ip_stack[#ip_stack + 1] = { block = block, before = before }
+  local res = table.pack(pcall(fn, ...))
+  ip_stack[#ip_stack] = nil
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+function tl.insertion_point() return ip_stack[#ip_stack] end
+
+-- Create an op at the current insertion point; its structure is checked at once.
+-- tl.op(name, operands, result_types, attrs, nregions) -> op
+function tl.op(name, operands, results, attrs, nregions)
+  local ip = ip_stack[#ip_stack]
+  if not ip then raise(("'%s' built outside of a kernel or region"):format(name)) end
+  return core.op_create(tl.context(), name, operands, results, attrs, nregions,
+                        ip.block, ip.before, nil, true)
+end
+
+-- The single result of an op created with tl.op.
+function tl.op1(name, operands, result, attrs)
+  return tl.op(name, operands, { result }, attrs):result(1)
+end
+
+function tl.context() return core.default_context() end
+
+-- }=====================================================================
+
+-- {=====================================================================
+-- Constants and arithmetic on values
+-- ======================================================================
+
+function tl.const(v, t)
+  if is_value(v) then return v end
+  t = t or (math.type(v) == "integer" and tl.i32 or tl.f32)
+  if is_int(t) then
+    if math.type(v) ~= "integer" then
+      if type(v) == "number" and v == math.floor(v) then v = math.tointeger(v)
+      else raise(("cannot use %s as a constant of type %s"):format(tostring(v), tostring(t))) end
+    end
+    return tl.op1("arith.constant", {}, t, { value = core.attr_int(v, t) })
+  elseif is_float(t) then
+    if type(v) ~= "number" then raise(("cannot use a %s as a constant of type %s"):format(type(v), tostring(t))) end
+    return tl.op1("arith.constant", {}, t, { value = core.attr_float(v, t) })
+  end
+  raise(("no constants of type %s"):format(tostring(t)))
+end
+
+-- Bring two operands to one type: Lua numbers become constants of the value's type.
+local function coerce(a, b, what)
+  local va, vb = is_value(a), is_value(b)
+  if va and vb then
+    if a:type() ~= b:type() then
+      raise(("%s: operand types differ: %s and %s (convert one with :cast)"):format(what, tostring(a:type()), tostring(b:type())))
+    end
+  elseif va then
+    if type(b) ~= "number" then raise(("%s: cannot combine %s with a %s"):format(what, tostring(a:type()), typename(b))) end
+    b = tl.const(b, a:type())
+  elseif vb then
+    if type(a) ~= "number" then raise(("%s: cannot combine a %s with %s"):format(what, typename(a), tostring(b:type()))) end
+    a = tl.const(a, b:type())
+  else
+    raise(what .. ": no IR value among the operands")
+  end
+  return a, b
+end
+
+-- binary(int_op, float_op, symbol): a metamethod building the op for the operands' type.
+local function binary(iop, fop, sym)
+  return function(a, b)
+    a, b = coerce(a, b, "'" .. sym .. "'")
+    local t = a:type()
+    local name = is_int(t) and iop or is_float(t) and fop
+    if not name then raise(("'%s' is not defined on %s"):format(sym, tostring(t))) end
+    return tl.op1(name, { a, b }, t)
+  end
+end
+
+Value.__add = binary("arith.addi", "arith.addf", "+")
+Value.__sub = binary("arith.subi", "arith.subf", "-")
+Value.__mul = binary("arith.muli", "arith.mulf", "*")
+Value.__div = function(a, b)
+  local t = is_value(a) and a:type() or b:type()
+  if is_int(t) then raise("'/' on integers: use // (division truncating toward zero) or tl.divu") end
+  return binary(nil, "arith.divf", "/")(a, b)
+end
+Value.__idiv = binary("arith.divsi", nil, "//") -- truncates toward zero, like C
+Value.__mod = binary("arith.remsi", nil, "%") -- sign of the dividend, like C
+Value.__band = binary("arith.andi", nil, "&")
+Value.__bor = binary("arith.ori", nil, "|")
+Value.__bxor = binary("arith.xori", nil, "~")
+Value.__shl = binary("arith.shli", nil, "<<")
+Value.__shr = binary("arith.shrui", nil, ">>") -- logical, as in Lua; tl.shrs is arithmetic
+Value.__unm = function(a)
+  local t = a:type()
+  if is_float(t) then return tl.op1("arith.negf", { a }, t) end
+  return tl.const(0, t) - a
+end
+Value.__bnot = function(a) return a ~ -1 end
+local function no_compare()
+  raise("comparison operators cannot build IR in Lua 5.4 (they must return booleans): use a:lt(b), a:le(b), a:eq(b) ... or tl.lt(a, b)")
+end
+Value.__lt, Value.__le = no_compare, no_compare
+Value.__concat = function() raise("'..' is not defined on IR values") end
+Value.__len = function() raise("'#' is not defined on IR values") end
+
+tl.divu = binary("arith.divui", nil, "divu")
+tl.remu = binary("arith.remui", nil, "remu")
+tl.shrs = binary("arith.shrsi", nil, "shrs")
+tl.min = binary("arith.minsi", "arith.minimumf", "min")
+tl.max = binary("arith.maxsi", "arith.maximumf", "max")
+tl.minu = binary("arith.minui", nil, "minu")
+tl.maxu = binary("arith.maxui", nil, "maxu")
+function tl.fma(a, b, c)
+  a, b = coerce(a, b, "fma")
+  a, c = coerce(a, c, "fma")
+  if not is_float(a:type()) then raise("fma takes floats") end
+  return tl.op1("arith.fma", { a, b, c }, a:type())
+end
+
+-- Comparisons: signed for integers, ordered for floats; u-variants are unsigned.
+local function compare(ipred, fpred)
+  return function(a, b)
+    a, b = coerce(a, b, "comparison")
+    local t = a:type()
+    if is_int(t) then
+      if not ipred then raise("unsigned comparison of floats") end
+      return tl.op1("arith.cmpi", { a, b }, tl.i1, { predicate = ipred })
+    end
+    return tl.op1("arith.cmpf", { a, b }, tl.i1, { predicate = fpred })
+  end
+end
+local comparisons = {
+  eq = compare("eq", "oeq"), ne = compare("ne", "une"),
+  lt = compare("slt", "olt"), le = compare("sle", "ole"),
+  gt = compare("sgt", "ogt"), ge = compare("sge", "oge"),
+  ult = compare("ult"), ule = compare("ule"), ugt = compare("ugt"), uge = compare("uge"),
+}
+for name, f in pairs(comparisons) do
+  V[name] = f
+  tl[name] = f
+end
+
+function tl.select(c, a, b)
+  if not is_value(c) or c:type() ~= tl.i1 then raise("select: the condition must be an i1 value") end
+  a, b = coerce(a, b, "select")
+  return tl.op1("arith.select", { c, a, b }, a:type())
+end
+V.select = tl.select
+
+function tl.logical_and(a, b) return a & b end
+function tl.logical_or(a, b) return a | b end
+function tl.logical_not(a) return a ~ tl.const(1, tl.i1) end
+
+-- v:cast(t): the conversion that fits the two types (sign-extending for integers).
+function V.cast(v, t, unsigned)
+  local from = v:type()
+  if from == t then return v end
+  local fk, tk = kind(from), kind(t)
+  local name
+  if fk == "int" and tk == "int" then
+    local fw, tw = from:info().width, t:info().width
+    name = tw > fw and (unsigned and "arith.extui" or "arith.extsi") or "arith.trunci"
+  elseif (fk == "index" and tk == "int") or (fk == "int" and tk == "index") then
+    name = unsigned and "arith.index_castui" or "arith.index_cast"
+  elseif is_int(from) and tk == "float" then
+    if fk == "index" then v = v:cast(tl.i64) end
+    name = unsigned and "arith.uitofp" or "arith.sitofp"
+  elseif fk == "float" and is_int(t) then
+    if tk == "index" then return v:cast(tl.i64, unsigned):cast(t) end
+    name = unsigned and "arith.fptoui" or "arith.fptosi"
+  elseif fk == "float" and tk == "float" then
+    name = from:info().width < t:info().width and "arith.extf" or "arith.truncf"
+  else
+    raise(("cannot cast %s to %s"):format(tostring(from), tostring(t)))
+  end
+  return tl.op1(name, { v }, t)
+end
+function V.bitcast(v, t) return tl.op1("arith.bitcast", { v }, t) end
+
+function tl.cast(v, t, unsigned)
+  if not is_value(v) then return tl.const(v, t) end
+  return v:cast(t, unsigned)
+end
+
+-- }=====================================================================
+
+-- {=====================================================================
+-- Structured control flow
+-- ======================================================================
+
+local function values_of(list, types, what)
+  local out = {}
+  for i, v in ipairs(list) do
+    if types and types[i] then out[i] = tl.cast(v, types[i])
+    elseif is_value(v) then out[i] = v
+    else raise(("%s #%d is a %s, not an IR value"):format(what, i, type(v))) end
+  end
+  return out
+end
+
+local function types_of(vals)
+  local ts = {}
+  for i, v in ipairs(vals) do ts[i] = v:type() end
+  return ts
+end
+
+local function yield(block, vals)
+  tl.at(block, nil, function() tl.op("scf.yield", vals, {}) end)
+end
+
+-- tl.for_range(lb, ub [, step] [, {inits}], function(iv, ...) return nexts end) -> results...
+function tl.for_range(...)
+  local n = select("#", ...)
+  local body = select(n, ...)
+  if type(body) ~= "function" then raise("for_range: the last argument must be the body function") end
+  local lb, ub, step, inits = ...
+  if n == 3 then step = nil
+  elseif n == 4 and type(step) == "table" and not is_value(step) then inits, step = step, nil end
+  step = step or 1
+  inits = inits or {}
+  local bt = (is_value(lb) and lb:type()) or (is_value(ub) and ub:type()) or (is_value(step) and step:type()) or tl.index
+  if not is_int(bt) then raise("for_range: bounds must be integers or index") end
+  lb, ub, step = tl.cast(lb, bt), tl.cast(ub, bt), tl.cast(step, bt)
+  local init_vals = values_of(inits, nil, "loop-carried value")
+  local itypes = types_of(init_vals)
+  local operands = { lb, ub, step }
+  for _, v in ipairs(init_vals) do operands[#operands + 1] = v end
+  local op = tl.op("scf.for", operands, itypes, nil, 1)
+  local argt = { bt }
+  for _, t in ipairs(itypes) do argt[#argt + 1] = t end
+  local blk = op:region(1):add_block(argt)
+  local args = blk:args()
+  local nexts = table.pack(tl.at(blk, nil, body, table.unpack(args)))
+  if nexts.n ~= #itypes and not (nexts.n == 0 and #itypes == 0) then
+    raise(("for_range: the body returned %d value(s) for %d loop-carried value(s)"):format(nexts.n, #itypes))
+  end
+  yield(blk, values_of({ table.unpack(nexts, 1, nexts.n) }, itypes, "yielded value"))
+  return table.unpack(op:results())
+end
+
+-- Build a region-holding op whose result types come from what its regions yield:
+-- a placeholder op without results holds the regions, then the real op takes them.
+local function rebuild_with_results(tmp, name, operands, rtypes, attrs)
+  if #rtypes == 0 then return tmp end
+  local ip = { block = tmp:block(), before = tmp }
+  local real = core.op_create(tl.context(), name, operands, rtypes, attrs, tmp:nregions(),
+                              ip.block, ip.before, nil, true)
+  real:take_regions(tmp)
+  tmp:erase()
+  return real
+end
+
+-- tl.if_(cond, then_fn [, else_fn]) -> the values then_fn / else_fn return.
+function tl.if_(cond, then_fn, else_fn)
+  if not is_value(cond) or cond:type() ~= tl.i1 then raise("if_: the condition must be an i1 value (use a:lt(b) ...)") end
+  local tmp = tl.op("scf.if", { cond }, {}, nil, 2)
+  local tb = tmp:region(1):add_block()
+  local tv = table.pack(tl.at(tb, nil, then_fn))
+  tv = values_of({ table.unpack(tv, 1, tv.n) }, nil, "value of the then-branch")
+  local rtypes = types_of(tv)
+  yield(tb, tv)
+  if else_fn then
+    local eb = tmp:region(2):add_block()
+    local ev = table.pack(tl.at(eb, nil, else_fn))
+    if ev.n ~= #rtypes then
+      raise(("if_: the branches return %d and %d values"):format(#rtypes, ev.n))
+    end
+    yield(eb, values_of({ table.unpack(ev, 1, ev.n) }, rtypes, "value of the else-branch"))
+  elseif #rtypes > 0 then
+    raise("if_: a then-branch that returns values needs an else-branch")
+  end
+  return table.unpack(rebuild_with_results(tmp, "scf.if", { cond }, rtypes):results())
+end
+
+-- tl.while_({inits}, function(...) return cond, forwarded... end, function(...) return nexts end)
+-- -> the forwarded values when cond is false.
+function tl.while_(inits, cond_fn, body_fn)
+  local init_vals = values_of(inits or {}, nil, "loop-carried value")
+  local itypes = types_of(init_vals)
+  local tmp = tl.op("scf.while", init_vals, {}, nil, 2)
+  local before = tmp:region(1):add_block(itypes)
+  local cv = table.pack(tl.at(before, nil, cond_fn, table.unpack(before:args())))
+  local c = cv[1]
+  if not is_value(c) or c:type() ~= tl.i1 then raise("while_: the condition function must return an i1 value first") end
+  local fwd = values_of({ table.unpack(cv, 2, cv.n) }, nil, "forwarded value")
+  tl.at(before, nil, function()
+    local opds = { c }
+    for _, v in ipairs(fwd) do opds[#opds + 1] = v end
+    tl.op("scf.condition", opds, {})
+  end)
+  local ftypes = types_of(fwd)
+  local after = tmp:region(2):add_block(ftypes)
+  local nv = table.pack(tl.at(after, nil, body_fn, table.unpack(after:args())))
+  if nv.n ~= #itypes then raise(("while_: the body returned %d value(s) for %d loop-carried value(s)"):format(nv.n, #itypes)) end
+  yield(after, values_of({ table.unpack(nv, 1, nv.n) }, itypes, "yielded value"))
+  return table.unpack(rebuild_with_results(tmp, "scf.while", init_vals, ftypes):results())
+end
+
+-- }=====================================================================
+
+-- {=====================================================================
+-- Modules and kernels
+-- ======================================================================
+
+local current_module
+
+-- The module kernels are added to (created on first use); tl.new_module() starts another.
+function tl.module()
+  if not current_module then current_module = tl.context():module() end
+  return current_module
+end
+function tl.new_module()
+  current_module = tl.context():module()
+  return current_module
+end
+function tl.set_module(m) current_module = m end
+
+local Kernel = {}
+Kernel.__index = Kernel
+tl.Kernel = Kernel
+
+-- Parameters: an array of {name, type} pairs (in order), or a map name -> type
+-- (ordered by name).
+local function param_list(params)
+  local list = {}
+  if params == nil then return list end
+  if #params > 0 then
+    for i, p in ipairs(params) do
+      if type(p) ~= "table" or type(p[1]) ~= "string" or getmetatable(p[2]) == nil then
+        raise(("kernel parameter #%d: expected {name, type}"):format(i))
+      end
+      list[#list + 1] = { name = p[1], type = p[2] }
+    end
+  else
+    for name, t in pairs(params) do list[#list + 1] = { name = name, type = t } end
+    table.sort(list, function(a, b) return a.name < b.name end)
+  end
+  return list
+end
+
+local function dims(x, what)
+  if x == nil then return nil end
+  if type(x) == "number" then return { math.tointeger(x) or raise(what .. " must be integers"), 1, 1 } end
+  if type(x) ~= "table" then raise(what .. " must be a number or {x, y, z}") end
+  local d = { x[1] or 1, x[2] or 1, x[3] or 1 }
+  for i = 1, 3 do
+    if math.type(d[i]) ~= "integer" then raise(what .. " must be integers") end
+  end
+  return d
+end
+
+-- tl.kernel(name, { params = ..., block = 128 | {x,y,z}, cluster = {x,y,z}, smem = bytes })
+function tl.kernel(name, spec)
+  if type(name) ~= "string" or name == "" then raise("kernel: expected a name") end
+  spec = spec or {}
+  local params = param_list(spec.params)
+  local ks = { block = dims(spec.block or 128, "block") }
+  if spec.cluster then
+    ks.cluster = dims(spec.cluster, "cluster")
+    ks.num_ctas = ks.cluster[1] * ks.cluster[2] * ks.cluster[3]
+  end
+  if spec.smem then ks.smem = spec.smem end
+  local names = {}
+  for i, p in ipairs(params) do names[i] = p.name end
+  local m = tl.module()
+  local op = core.op_create(tl.context(), "tile.kernel", {}, {}, {
+    sym_name = name, kernel_spec = ks, arg_names = names,
+  }, 1, m:region(1):entry(), nil, nil, true)
+  local ptypes = {}
+  for i, p in ipairs(params) do ptypes[i] = p.type end
+  local body = op:region(1):add_block(ptypes)
+  local args = {}
+  for i, p in ipairs(params) do args[p.name] = body:arg(i) end
+  return setmetatable({ name = name, op = op, body = body, params = params, args = args,
+                        spec = spec, module = m }, Kernel)
+end
+
+-- k:define(function(k, p) ... end): build the body; p maps parameter names to values.
+function Kernel:define(fn)
+  tl.at(self.body, nil, fn, self, self.args)
+  tl.verify(self.module)
+  return self
+end
+
+-- Raise the verifier's diagnostics (at the user's lines) if the op does not verify.
+function tl.verify(op)
+  local ok, msg = op:verify()
+  if not ok then error(msg, 0) end
+  return op
+end
+
+-- }=====================================================================
+
+-- {=====================================================================
+-- Pipelines and stages
+-- ======================================================================
+
+tl.default_pipeline = "cleanup"
+tl.last_stages = {}
+
+-- tl.compile(module_or_kernel [, pipeline [, opts]]) -> module; keeps every stage's IR
+-- in tl.last_stages (the REPL's :stages). opts.print_after_all / opts.print_after = {names}.
+function tl.compile(m, pipeline, opts)
+  if getmetatable(m) == Kernel then m = m.module end
+  m = m or tl.module()
+  opts = opts or {}
+  local stages = {}
+  local print_after = {}
+  for _, n in ipairs(opts.print_after or {}) do print_after[n] = true end
+  local out = opts.out or io.stdout
+  local ok, msg = core.run_pipeline(m, pipeline or tl.default_pipeline, {
+    verify = opts.verify ~= false,
+    on_stage = function(info, op)
+      local text = op:print()
+      stages[#stages + 1] = { name = info.pass, index = info.index, ms = info.ms,
+                              changed = info.changed, ir = text }
+      if info.index > 0 and (opts.print_after_all or print_after[info.pass]) then
+        out:write(("// -----// IR Dump After %s (%.3f ms) //----- //\n"):format(info.pass, info.ms), text)
+      end
+    end,
+  })
+  tl.last_stages = stages
+  if not ok then error(msg, 0) end
+  return m
+end
+
+-- }=====================================================================
+
+-- {=====================================================================
+-- Textual IR
+-- ======================================================================
+
+-- tl.parse(text [, opts]) -> module | nil, message (see tilua.parser).
+function tl.parse(text, opts)
+  local m, msg = require("tilua.parser").parse(text, opts)
+  if m then current_module = m end
+  return m, msg
+end
+
+function tl.parse_file(path, opts)
+  local m, msg = require("tilua.parser").parse_file(path, opts)
+  if m then current_module = m end
+  return m, msg
+end
+
+-- }=====================================================================
+
+return tl

@@ -204,3 +204,22 @@ const IrAttr *ir_attr_dict_get(const IrAttr *dict, const char *name) {
     if (strcmp(dict->u.dict.entries[i].name, name) == 0) return dict->u.dict.entries[i].attr;
   return NULL;
 }
+
+/* The value of a float given by its bits in the type's own format (f16, bf16, f32, f64). */
+double ir_float_from_bits(uint64_t bits, IrFloatKind k) {
+  if (k == IR_F64) {
+    double d;
+    memcpy(&d, &bits, 8);
+    return d;
+  }
+  if (k == IR_F32 || k == IR_BF16) {
+    uint32_t u = k == IR_F32 ? (uint32_t)bits : (uint32_t)(bits & 0xFFFF) << 16;
+    return bits_to_float(u);
+  }
+  uint32_t h = (uint32_t)bits & 0xFFFF, sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+  double v;
+  if (e == 31) v = m ? NAN : INFINITY;
+  else if (e == 0) v = ldexp((double)m, -24);
+  else v = ldexp((double)(m | 1024), (int)e - 25);
+  return sign ? -v : v;
+}

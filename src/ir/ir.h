@@ -234,6 +234,7 @@ const IrAttr *ir_attr_int_array(IrContext *ctx, uint32_t n, const int64_t *v);
 const IrAttr *ir_attr_dict_get(const IrAttr *dict, const char *name);
 /* Round a double to the precision of a float kind. */
 double ir_float_round(double v, IrFloatKind k);
+double ir_float_from_bits(uint64_t bits, IrFloatKind k);
 
 /* }====================================================================== */
 
@@ -574,6 +575,8 @@ char *ir_type_to_string(const IrType *t);                      /* malloc'ed */
 /* Verify op and everything nested in it: structure from the op tables, SSA
 ** dominance, then each op's own verifier. Diagnostics go to the context. */
 IrResult ir_verify(IrOp *root);
+/* Only the op's operand and result counts and types (no regions, no nesting). */
+IrResult ir_verify_signature(IrOp *op);
 /* Check values against a type constraint token of the signature language. */
 bool ir_type_matches(const IrType *t, const char *constraint, size_t len);
 

@@ -29,6 +29,18 @@ static void print_shape(StrBuf *sb, const IrType *t) {
   ir_print_type(sb, t->elem);
 }
 
+static bool is_ident(const char *s, size_t n) {
+  if (!n) return false;
+  if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_')) return false;
+  for (size_t i = 1; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '.' || c == '$'))
+      return false;
+  }
+  return true;
+}
+
 void ir_print_type(StrBuf *sb, const IrType *t) {
   switch (t->kind) {
   case IR_TY_NONE: sb_puts(sb, "none"); break;
@@ -58,25 +70,17 @@ void ir_print_type(StrBuf *sb, const IrType *t) {
     if (t->nparams) {
       sb_putc(sb, '<');
       for (uint32_t i = 0; i < t->nparams; i++) {
+        const IrAttr *a = t->params[i];
         if (i) sb_puts(sb, ", ");
-        ir_print_attr(sb, t->params[i]);
+        if (a->kind == IR_ATTR_STR && is_ident(a->u.str.s, a->u.str.len))
+          sb_putn(sb, a->u.str.s, a->u.str.len); /* keywords print bare: !x.sched<streamk> */
+        else
+          ir_print_attr(sb, a);
       }
       sb_putc(sb, '>');
     }
     break;
   }
-}
-
-static bool is_ident(const char *s, size_t n) {
-  if (!n) return false;
-  if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') || s[0] == '_')) return false;
-  for (size_t i = 1; i < n; i++) {
-    char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-          c == '.' || c == '$'))
-      return false;
-  }
-  return true;
 }
 
 static void print_string(StrBuf *sb, const char *s, size_t n) {

@@ -177,6 +177,12 @@ static bool verify_op(Verifier *v, IrOp *op) {
   return ok && nested_ok;
 }
 
+IrResult ir_verify_signature(IrOp *op) {
+  Verifier v = {.ctx = ir_op_context(op), .level = 0, .errors = 0};
+  bool ok = check_signature(&v, op, ir_op_info(op->kind));
+  return ok ? IR_OK : IR_FAIL;
+}
+
 IrResult ir_verify(IrOp *root) {
   Verifier v = {.ctx = ir_op_context(root), .level = 0, .errors = 0};
   memset(&v.vis, 0, sizeof v.vis);

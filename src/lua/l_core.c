@@ -1,0 +1,97 @@
+/*
+** l_core.c -- luaopen_tilua: the entry point of the Lua library. It installs a
+** searcher for the Lua half of the library (compiled into the binary, or read
+** from a source tree named by TILUA_SOURCE_DIR while developing), preloads the
+** C part as `tilua.core` and runs lua/tilua/init.lua.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "lbind.h"
+
+struct tl_embedded {
+  const char *module, *path, *source;
+  size_t len;
+};
+extern const struct tl_embedded tl_embedded_lua[];
+
+static const struct tl_embedded *find_embedded(const char *module) {
+  for (const struct tl_embedded *e = tl_embedded_lua; e->module; e++)
+    if (strcmp(e->module, module) == 0) return e;
+  return NULL;
+}
+
+/* Load the chunk of an embedded module; from the source tree when asked. */
+static int load_module(lua_State *L, const struct tl_embedded *e) {
+  const char *dir = getenv("TILUA_SOURCE_DIR");
+  int status;
+  if (dir && *dir) {
+    lua_pushfstring(L, "%s/%s", dir, e->path);
+    const char *file = lua_tostring(L, -1);
+    lua_pushfstring(L, "@%s", file);
+    lb_mark_library_chunk(L, lua_tostring(L, -1));
+    lua_pop(L, 1);
+    status = luaL_loadfilex(L, file, "t");
+    lua_remove(L, -2);
+  } else {
+    lua_pushfstring(L, "@%s", e->path);
+    const char *chunkname = lua_tostring(L, -1);
+    lb_mark_library_chunk(L, chunkname);
+    status = luaL_loadbufferx(L, e->source, e->len, chunkname, "t");
+    lua_remove(L, -2);
+  }
+  return status;
+}
+
+/* package.searchers entry: finds tilua.* modules. Stack effect: name -> loader, path */
+static int searcher(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  const struct tl_embedded *e = find_embedded(name);
+  if (!e) {
+    lua_pushfstring(L, "no embedded tilua module '%s'", name);
+    return 1;
+  }
+  if (load_module(L, e) != LUA_OK) return lua_error(L);
+  lua_pushstring(L, e->path);
+  return 2;
+}
+
+int luaopen_tilua_core(lua_State *L) {
+  lua_newtable(L);
+  lb_open_ir(L);
+  lb_open_passes(L);
+  lb_open_extra(L);
+  return 1;
+}
+
+int luaopen_tilua(lua_State *L) {
+  /* package.searchers: insert ours right after the preload searcher */
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "searchers");
+  lua_Integer n = luaL_len(L, -1);
+  int present = 0;
+  for (lua_Integer i = 1; i <= n && !present; i++) {
+    lua_geti(L, -1, i);
+    present = lua_tocfunction(L, -1) == searcher;
+    lua_pop(L, 1);
+  }
+  if (!present) {
+    for (lua_Integer i = n; i >= 2; i--) {
+      lua_geti(L, -1, i);
+      lua_seti(L, -2, i + 1);
+    }
+    lua_pushcfunction(L, searcher);
+    lua_seti(L, -2, 2);
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, luaopen_tilua_core);
+  lua_setfield(L, -2, "tilua.core");
+  lua_pop(L, 2);
+  const struct tl_embedded *init = find_embedded("tilua");
+  if (!init) return luaL_error(L, "tilua: the Lua library was not embedded");
+  if (load_module(L, init) != LUA_OK) return lua_error(L);
+  lua_pushliteral(L, "tilua");
+  lua_call(L, 1, 1);
+  return 1;
+}

@@ -1,0 +1,150 @@
+/*
+** l_pass.c -- Lua bindings of the pass manager: the registry, pipelines and
+** running them with a per-stage callback.
+*/
+#include <string.h>
+
+#include "../passes/passes.h"
+#include "lbind.h"
+
+/* core.passes() -> { {name=, description=}, ... } */
+static int core_passes(lua_State *L) {
+  int n = ir_pass_count();
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    const IrPassInfo *p = ir_pass_at(i);
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, p->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, p->description);
+    lua_setfield(L, -2, "description");
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* core.pipelines() -> { {name=, passes=, description=}, ... } */
+static int core_pipelines(lua_State *L) {
+  int n = ir_named_pipeline_count();
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    const char *name, *passes, *desc;
+    ir_named_pipeline_at(i, &name, &passes, &desc);
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, passes);
+    lua_setfield(L, -2, "passes");
+    lua_pushstring(L, desc);
+    lua_setfield(L, -2, "description");
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* core.pipeline_parse(spec [, ctx]) -> { pass names } | nil, message */
+static int core_pipeline_parse(lua_State *L) {
+  const char *spec = luaL_checkstring(L, 1);
+  LbContext *c = lua_isnoneornil(L, 2) ? lb_default_context(L) : lb_check_context(L, 2);
+  IrPipeline p;
+  if (ir_pipeline_parse(c->ctx, spec, &p) != IR_OK) {
+    lua_pushnil(L);
+    lb_push_diagnostics(L, c->ctx);
+    return 2;
+  }
+  lua_createtable(L, (int)p.n, 0);
+  for (uint32_t i = 0; i < p.n; i++) {
+    lua_pushstring(L, p.steps[i].pass->name);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+typedef struct StageCb {
+  lua_State *L;
+  int fn, op;
+  int failed; /* the callback raised: its error is kept in the registry slot below */
+} StageCb;
+
+static const char *const STAGE_ERR = "tilua.stage_error";
+
+static int call_stage(lua_State *L) {
+  /* fn, info, op are on the stack */
+  lua_call(L, 2, 0);
+  return 0;
+}
+
+static void on_stage(const IrStageInfo *st, IrOp *module, void *ud) {
+  StageCb *cb = ud;
+  lua_State *L = cb->L;
+  if (cb->failed) return;
+  lua_pushcfunction(L, call_stage);
+  lua_pushvalue(L, cb->fn);
+  lua_createtable(L, 0, 5);
+  lua_pushstring(L, st->pass);
+  lua_setfield(L, -2, "pass");
+  lua_pushinteger(L, st->index);
+  lua_setfield(L, -2, "index");
+  lua_pushnumber(L, st->ms);
+  lua_setfield(L, -2, "ms");
+  lua_pushboolean(L, st->changed);
+  lua_setfield(L, -2, "changed");
+  lua_pushboolean(L, st->verified);
+  lua_setfield(L, -2, "verified");
+  lua_pushvalue(L, cb->op);
+  (void)module;
+  if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+    cb->failed = 1;
+    lua_setfield(L, LUA_REGISTRYINDEX, STAGE_ERR);
+  }
+}
+
+/* core.run_pipeline(module_op, spec [, {verify=true, on_stage=fn(info, op)}])
+** -> true | false, message, diagnostics */
+static int core_run_pipeline(lua_State *L) {
+  IrOp *module = lb_check_op(L, 1);
+  const char *spec = luaL_checkstring(L, 2);
+  IrContext *ctx = lb_owner(L, 1)->ctx;
+  IrPassOptions opts;
+  ir_pass_options_default(&opts);
+  StageCb cb = {L, 0, 1, 0};
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "verify");
+    if (!lua_isnil(L, -1)) opts.verify_each = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, 3, "on_stage");
+    if (lua_isfunction(L, -1)) {
+      cb.fn = lua_gettop(L);
+      opts.on_stage = on_stage;
+      opts.ud = &cb;
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+  ir_diag_clear(ctx);
+  IrPipeline p;
+  IrResult r = ir_pipeline_parse(ctx, spec, &p);
+  if (r == IR_OK) r = ir_pipeline_run(&p, module, &opts);
+  if (cb.failed) {
+    ir_diag_clear(ctx);
+    lua_getfield(L, LUA_REGISTRYINDEX, STAGE_ERR);
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, STAGE_ERR);
+    return lua_error(L);
+  }
+  if (r == IR_OK) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  lua_pushboolean(L, 0);
+  lb_push_diagnostics(L, ctx);
+  return 2;
+}
+
+static const luaL_Reg pass_functions[] = {{"passes", core_passes},
+                                          {"pipelines", core_pipelines},
+                                          {"pipeline_parse", core_pipeline_parse},
+                                          {"run_pipeline", core_run_pipeline},
+                                          {NULL, NULL}};
+
+void lb_open_passes(lua_State *L) { luaL_setfuncs(L, pass_functions, 0); }

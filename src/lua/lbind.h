@@ -1,0 +1,85 @@
+/*
+** lbind.h -- shared pieces of the Lua bindings: metatable names, userdata
+** layouts, checkers and pushers, and the user's source location.
+**
+** Every IR object Lua sees is a userdata holding a pointer and, as user value
+** #1, the Context userdata that owns it, so a context outlives its objects.
+** A closed context leaves its objects in place; touching them raises an error.
+*/
+#ifndef TILUA_LBIND_H
+#define TILUA_LBIND_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "../ir/ir.h"
+
+#define LB_CONTEXT "tilua.Context"
+#define LB_OP "tilua.Op"
+#define LB_VALUE "tilua.Value"
+#define LB_BLOCK "tilua.Block"
+#define LB_REGION "tilua.Region"
+#define LB_TYPE "tilua.Type"
+#define LB_ATTR "tilua.Attr"
+
+typedef struct LbContext {
+  IrContext *ctx;
+  int owned; /* destroy on close; 0 when borrowed from a C host */
+} LbContext;
+
+/* All object userdata start with the owning context. */
+typedef struct LbObject {
+  LbContext *owner;
+  void *ptr;
+} LbObject;
+
+/* Contexts. */
+LbContext *lb_push_context(lua_State *L, IrContext *ctx, int owned);
+LbContext *lb_check_context(lua_State *L, int idx);
+/* The default context of this state (created on first use). Pushes it. */
+LbContext *lb_default_context(lua_State *L);
+void lb_set_default_context(lua_State *L, int idx);
+
+/* Objects: push wraps ptr with the context at ctx_idx as owner. */
+void lb_push_object(lua_State *L, const char *mt, void *ptr, int ctx_idx);
+void *lb_check_object(lua_State *L, int idx, const char *mt);
+void *lb_test_object(lua_State *L, int idx, const char *mt); /* NULL if not that kind */
+/* Push the context userdata that owns the object at idx. */
+void lb_push_owner(lua_State *L, int idx);
+LbContext *lb_owner(lua_State *L, int idx);
+
+#define lb_check_op(L, i) ((IrOp *)lb_check_object(L, i, LB_OP))
+#define lb_check_value(L, i) ((IrValue *)lb_check_object(L, i, LB_VALUE))
+#define lb_check_block(L, i) ((IrBlock *)lb_check_object(L, i, LB_BLOCK))
+#define lb_check_region(L, i) ((IrRegion *)lb_check_object(L, i, LB_REGION))
+#define lb_check_type(L, i) ((const IrType *)lb_check_object(L, i, LB_TYPE))
+
+/* Lua value <-> attribute. Integers -> i64, floats -> f64, booleans, strings,
+** Types, Attr userdata, arrays (sequence tables) and dictionaries (string keys). */
+const IrAttr *lb_to_attr(lua_State *L, IrContext *ctx, int idx);
+void lb_push_attr(lua_State *L, const IrAttr *a, int ctx_idx);
+
+/* The location of the innermost user frame: the first Lua frame that is not
+** part of the tilua library (see lb_mark_library_chunk). */
+IrLoc lb_user_loc(lua_State *L, IrContext *ctx);
+/* Raise "file:line: message" at the user's location. */
+int lb_error(lua_State *L, const char *fmt, ...);
+/* Remember that a chunk name belongs to the library, so locations skip it. */
+void lb_mark_library_chunk(lua_State *L, const char *chunkname);
+
+/* Diagnostics of ctx since `from` (or all pending): push a message and clear them.
+** Format: "file:line: message" for the first error, further lines for the rest. */
+void lb_push_diagnostics(lua_State *L, IrContext *ctx);
+/* Push a list of {severity, file, line, col, message, notes} tables and clear. */
+void lb_push_diagnostic_list(lua_State *L, IrContext *ctx);
+
+/* Area openers: each adds its functions to the table at the top of the stack. */
+void lb_open_ir(lua_State *L);
+void lb_open_passes(lua_State *L);
+void lb_open_extra(lua_State *L); /* later areas: PTX, CUDA, schedulers */
+
+#define LB_EXPORT __attribute__((visibility("default")))
+LB_EXPORT int luaopen_tilua(lua_State *L);
+int luaopen_tilua_core(lua_State *L);
+
+#endif
