@@ -1,0 +1,567 @@
+/*
+** cuda_rt.c -- the CUDA Driver API runtime (see cuda_rt.h).
+**
+** libcuda is opened with dlopen on first use, never linked. dlsym finds only
+** cuGetProcAddress_v2 and cuInit; the table of cuda_syms.def is filled by
+** asking cuGetProcAddress_v2 for each plain name at CUDA 12.0: a plain dlsym
+** of "cuCtxSynchronize" could bind a newer symbol whose ABI differs.
+** Every driver call goes through CU_DO/CU_CALL, which report the call text and
+** the driver's error name (Terra's CUDA_DO).
+*/
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <assert.h>
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_rt.h"
+
+#define TLCU_SMEM_DEFAULT (48 * 1024) /* dynamic smem allowed without opt-in */
+
+enum { TLCU_HELD_MODULE = 1, TLCU_HELD_MEM, TLCU_HELD_EVENT };
+
+typedef enum {
+  PROC_SUCCESS = 0,
+  PROC_SYMBOL_NOT_FOUND = 1,
+  PROC_VERSION_NOT_SUFFICIENT = 2
+} ProcStatus;
+typedef CUresult (*GetProcFn)(const char *symbol, void **pfn, int version, unsigned long long flags,
+                              ProcStatus *status);
+typedef CUresult (*InitFn)(unsigned int flags);
+
+/* Function pointers come from dlsym and cuGetProcAddress as void *, copied
+** bytewise (POSIX guarantees the representations agree). */
+_Static_assert(sizeof(void *) == sizeof(GetProcFn), "function and object pointers differ");
+
+/* {======================================================================
+** Error reporting
+** ======================================================================= */
+
+static void tlcu_vset(TlcuRuntime *rt, const char *fmt, va_list ap) {
+  vsnprintf(rt->err, sizeof rt->err, fmt, ap);
+}
+
+/* Set the error message and return `st`. */
+static TlcuResult tlcu_fail(TlcuRuntime *rt, TlcuResult st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tlcu_vset(rt, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+/* Append to the error message (context after a failed call), truncating. */
+static void tlcu_append(TlcuRuntime *rt, const char *fmt, ...) {
+  size_t n = strlen(rt->err);
+  va_list ap;
+  va_start(ap, fmt);
+  if (n + 1 < sizeof rt->err) vsnprintf(rt->err + n, sizeof rt->err - n, fmt, ap);
+  va_end(ap);
+}
+
+/* Names for the results a failed init can give before cuGetErrorName is known. */
+static const char *tlcu_fallback_name(CUresult r) {
+  switch ((int)r) {
+  case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+  case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+  case CUDA_ERROR_STUB_LIBRARY: return "CUDA_ERROR_STUB_LIBRARY";
+  case CUDA_ERROR_INSUFFICIENT_DRIVER: return "CUDA_ERROR_INSUFFICIENT_DRIVER";
+  case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+  default: return NULL;
+  }
+}
+
+/* The driver's name and description of `r`, or stand-ins when it has none;
+** `buf` holds the stand-in name of a code nobody knows. */
+static void tlcu_error_text(TlcuRuntime *rt, CUresult r, const char **name, const char **str,
+                            char *buf, size_t n) {
+  *name = *str = NULL;
+  if (rt->drv.cuGetErrorName && rt->drv.cuGetErrorName(r, name) != CUDA_SUCCESS) *name = NULL;
+  if (rt->drv.cuGetErrorString && rt->drv.cuGetErrorString(r, str) != CUDA_SUCCESS) *str = NULL;
+  if (!*name) *name = tlcu_fallback_name(r);
+  if (!*name) {
+    snprintf(buf, n, "CUDA error %d", (int)r);
+    *name = buf;
+  }
+  if (!*str) *str = "no description from the driver";
+}
+
+/* Check a driver result: on failure the message reads
+** `<call text>: <CUDA_ERROR_NAME> (<error string>)`. */
+static TlcuResult tlcu_check(TlcuRuntime *rt, CUresult r, const char *call) {
+  const char *name, *str;
+  char buf[32];
+  if (r == CUDA_SUCCESS) return TLCU_OK;
+  rt->last = r;
+  tlcu_error_text(rt, r, &name, &str, buf, sizeof buf);
+  return tlcu_fail(rt, TLCU_FAIL, "%s: %s (%s)", call, name, str);
+}
+
+/* Call driver entry point `f` with `args`; report a failure, give its status. */
+#define CU_CALL(rt, f, args) tlcu_check((rt), (rt)->drv.f args, #f #args)
+/* Same, returning TLCU_FAIL from the enclosing function on failure. */
+#define CU_DO(rt, f, args)                                                                         \
+  do {                                                                                             \
+    if (CU_CALL(rt, f, args) != TLCU_OK) return TLCU_FAIL;                                         \
+  } while (0)
+
+/* Every call but init starts here: a runtime that is not ready keeps its
+** state. After a failed init the init message stays as it is. */
+static TlcuResult tlcu_begin(TlcuRuntime *rt) {
+  assert(rt != NULL);
+  switch (rt->state) {
+  case TLCU_READY: return TLCU_OK;
+  case TLCU_FAILED: return rt->init_status;
+  case TLCU_DOWN: return tlcu_fail(rt, TLCU_FAIL, "CUDA runtime was shut down");
+  default: return tlcu_fail(rt, TLCU_FAIL, "CUDA runtime not initialised (tlcu_init first)");
+  }
+}
+
+#define TLCU_BEGIN(rt)                                                                             \
+  do {                                                                                             \
+    TlcuResult st_ = tlcu_begin(rt);                                                               \
+    if (st_ != TLCU_OK) return st_;                                                                \
+  } while (0)
+
+const char *tlcu_error(const TlcuRuntime *rt) { return rt->err; }
+int tlcu_ready(const TlcuRuntime *rt) { return rt->state == TLCU_READY; }
+const char *tlcu_jit_info_log(const TlcuRuntime *rt) { return rt->jit_info; }
+const char *tlcu_jit_error_log(const TlcuRuntime *rt) { return rt->jit_error; }
+
+/* }====================================================================== */
+
+/* {======================================================================
+** What the runtime holds: modules, allocations, events
+** ======================================================================= */
+
+static TlcuResult tlcu_hold(TlcuRuntime *rt, int kind, uint64_t handle) {
+  if (rt->nheld == rt->capheld) {
+    size_t cap = rt->capheld ? 2 * rt->capheld : 16;
+    TlcuHeld *h = realloc(rt->held, cap * sizeof *h);
+    if (!h) return tlcu_fail(rt, TLCU_FAIL, "out of host memory tracking a CUDA handle");
+    rt->held = h;
+    rt->capheld = cap;
+  }
+  rt->held[rt->nheld].kind = kind;
+  rt->held[rt->nheld].handle = handle;
+  rt->nheld++;
+  return TLCU_OK;
+}
+
+/* Forget a handle (latest first: the usual order of release). */
+static void tlcu_unhold(TlcuRuntime *rt, int kind, uint64_t handle) {
+  for (size_t i = rt->nheld; i-- > 0;) {
+    if (rt->held[i].kind == kind && rt->held[i].handle == handle) {
+      rt->held[i] = rt->held[--rt->nheld];
+      return;
+    }
+  }
+}
+
+/* Release one held handle; a failure is reported but does not stop shutdown. */
+static TlcuResult tlcu_release(TlcuRuntime *rt, const TlcuHeld *h) {
+  switch (h->kind) {
+  case TLCU_HELD_MODULE: return CU_CALL(rt, cuModuleUnload, ((CUmodule)(uintptr_t)h->handle));
+  case TLCU_HELD_MEM: return CU_CALL(rt, cuMemFree, ((CUdeviceptr)h->handle));
+  case TLCU_HELD_EVENT: return CU_CALL(rt, cuEventDestroy, ((CUevent)(uintptr_t)h->handle));
+  default: return TLCU_OK;
+  }
+}
+
+static TlcuResult tlcu_release_all(TlcuRuntime *rt) {
+  TlcuResult st = TLCU_OK;
+  while (rt->nheld > 0) {
+    TlcuHeld h = rt->held[--rt->nheld];
+    if (tlcu_release(rt, &h) != TLCU_OK) st = TLCU_FAIL;
+  }
+  free(rt->held);
+  rt->held = NULL;
+  rt->capheld = 0;
+  return st;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Init and shutdown
+** ======================================================================= */
+
+static TlcuResult tlcu_no_driver(TlcuRuntime *rt, const char *libname, const char *why) {
+  return tlcu_fail(rt, TLCU_NO_GPU,
+                   "no CUDA driver: %s not found (dlopen: %s); "
+                   "compiling works, launching needs an NVIDIA GPU",
+                   libname, why ? why : "unknown error");
+}
+
+/* Ask cuGetProcAddress_v2 for every row of cuda_syms.def. */
+static TlcuResult tlcu_resolve(TlcuRuntime *rt, GetProcFn getproc) {
+  void *p;
+  ProcStatus ps;
+  CUresult r;
+#define TLCU_SYM(name, ret, params)                                                                \
+  p = NULL;                                                                                        \
+  ps = PROC_SUCCESS;                                                                               \
+  r = getproc(#name, &p, TLCU_ABI_VERSION, 0 /* CU_GET_PROC_ADDRESS_DEFAULT */, &ps);              \
+  if (r != CUDA_SUCCESS || ps != PROC_SUCCESS || p == NULL)                                        \
+    return tlcu_fail(rt, TLCU_FAIL,                                                                \
+                     "cuGetProcAddress_v2(\"%s\", &fn, %d, 0, &status): result %d, status %d: "    \
+                     "the CUDA driver is older than %d.%d or lacks this entry point",              \
+                     #name, TLCU_ABI_VERSION, (int)r, (int)ps, TLCU_ABI_VERSION / 1000,            \
+                     TLCU_ABI_VERSION % 1000 / 10);                                                \
+  memcpy(&rt->drv.name, &p, sizeof p);
+#include "cuda_syms.def"
+#undef TLCU_SYM
+  return TLCU_OK;
+}
+
+/* Open the library, find the two dlsym entry points, cuInit, fill the table. */
+static TlcuResult tlcu_open_driver(TlcuRuntime *rt, const char *libname) {
+  rt->lib = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
+  if (!rt->lib) return tlcu_no_driver(rt, libname, dlerror());
+  GetProcFn getproc = NULL;
+  InitFn init = NULL;
+  void *p = dlsym(rt->lib, "cuGetProcAddress_v2");
+  memcpy(&getproc, &p, sizeof p);
+  p = dlsym(rt->lib, "cuInit");
+  memcpy(&init, &p, sizeof p);
+  if (!getproc || !init) {
+    tlcu_fail(rt, TLCU_FAIL,
+              "%s has no %s: not a CUDA driver, or one older than CUDA 12.0; "
+              "compiling works, launching needs an NVIDIA GPU with a CUDA 12+ driver",
+              libname, getproc ? "cuInit" : "cuGetProcAddress_v2");
+    dlclose(rt->lib); /* cuInit never ran: nothing of the driver is alive */
+    rt->lib = NULL;
+    return TLCU_FAIL;
+  }
+  CUresult r = init(0);
+  TlcuResult st = tlcu_resolve(rt, getproc);
+  if (r != CUDA_SUCCESS) {
+    TlcuResult cst = tlcu_check(rt, r, "cuInit(0)");
+    int no_gpu = r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_STUB_LIBRARY;
+    tlcu_append(rt, "; compiling works, launching needs an NVIDIA GPU");
+    return no_gpu ? TLCU_NO_GPU : cst;
+  }
+  return st;
+}
+
+static TlcuResult tlcu_query(TlcuRuntime *rt, CUdevice_attribute attr, int *out) {
+  CU_DO(rt, cuDeviceGetAttribute, (out, attr, rt->dev));
+  return TLCU_OK;
+}
+
+static TlcuResult tlcu_read_info(TlcuRuntime *rt) {
+  TlcuDeviceInfo *d = &rt->info;
+  CU_DO(rt, cuDriverGetVersion, (&d->driver_version));
+  CU_DO(rt, cuDeviceGetName, (d->name, (int)sizeof d->name, rt->dev));
+  CU_DO(rt, cuDeviceTotalMem, (&d->total_mem, rt->dev));
+  if (tlcu_query(rt, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &d->sm_count) ||
+      tlcu_query(rt, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &d->cc_major) ||
+      tlcu_query(rt, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &d->cc_minor) ||
+      tlcu_query(rt, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &d->smem_optin))
+    return TLCU_FAIL;
+  return TLCU_OK;
+}
+
+/* Pick the device, retain its primary context, make it current. */
+static TlcuResult tlcu_open_device(TlcuRuntime *rt, int ordinal) {
+  int count = 0;
+  CU_DO(rt, cuDeviceGetCount, (&count));
+  if (count == 0)
+    return tlcu_fail(rt, TLCU_NO_GPU,
+                     "no CUDA device: the driver sees none; "
+                     "compiling works, launching needs an NVIDIA GPU");
+  if (ordinal < 0 || ordinal >= count)
+    return tlcu_fail(rt, TLCU_FAIL, "CUDA device %d does not exist (the driver sees %d: 0..%d)",
+                     ordinal, count, count - 1);
+  CU_DO(rt, cuDeviceGet, (&rt->dev, ordinal));
+  CU_DO(rt, cuDevicePrimaryCtxRetain, (&rt->ctx, rt->dev));
+  rt->info.ordinal = ordinal;
+  CU_DO(rt, cuCtxSetCurrent, (rt->ctx));
+  return tlcu_read_info(rt);
+}
+
+TlcuResult tlcu_init_lib(TlcuRuntime *rt, int ordinal, const char *libname) {
+  assert(rt != NULL);
+  if (rt->state == TLCU_READY)
+    return tlcu_fail(rt, TLCU_FAIL, "CUDA runtime already initialised (tlcu_shutdown first)");
+  memset(rt, 0, sizeof *rt);
+  if (!libname) libname = getenv("TILUA_LIBCUDA");
+  if (!libname || !*libname) libname = TLCU_LIBNAME;
+  TlcuResult st = tlcu_open_driver(rt, libname);
+  if (st == TLCU_OK) st = tlcu_open_device(rt, ordinal);
+  if (st == TLCU_OK) {
+    rt->state = TLCU_READY;
+    return TLCU_OK;
+  }
+  if (rt->ctx) rt->drv.cuDevicePrimaryCtxRelease(rt->dev); /* keep the first message */
+  rt->ctx = NULL;
+  rt->state = TLCU_FAILED;
+  rt->init_status = st;
+  return st;
+}
+
+TlcuResult tlcu_init(TlcuRuntime *rt, int ordinal) { return tlcu_init_lib(rt, ordinal, NULL); }
+
+/* The library stays mapped: once cuInit ran, the driver's threads and exit
+** handlers live in it (Triton and PyTorch never unload it either). */
+TlcuResult tlcu_shutdown(TlcuRuntime *rt) {
+  assert(rt != NULL);
+  if (rt->state != TLCU_READY) {
+    if (rt->state == TLCU_EMPTY) rt->state = TLCU_DOWN;
+    return TLCU_OK;
+  }
+  TlcuResult st = tlcu_release_all(rt);
+  if (CU_CALL(rt, cuDevicePrimaryCtxRelease, (rt->dev)) != TLCU_OK) st = TLCU_FAIL;
+  rt->ctx = NULL;
+  rt->state = TLCU_DOWN;
+  return st;
+}
+
+TlcuResult tlcu_device_info(TlcuRuntime *rt, TlcuDeviceInfo *out) {
+  TLCU_BEGIN(rt);
+  *out = rt->info;
+  return TLCU_OK;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Modules and functions
+** ======================================================================= */
+
+/* Append the JIT error log, or say there was none. */
+static void tlcu_append_jit_log(TlcuRuntime *rt) {
+  if (rt->jit_error[0])
+    tlcu_append(rt, "\nJIT error log:\n%s", rt->jit_error);
+  else
+    tlcu_append(rt, "\n(the JIT error log is empty)");
+}
+
+TlcuResult tlcu_module_load_ptx(TlcuRuntime *rt, const char *ptx, CUmodule *out) {
+  TLCU_BEGIN(rt);
+  CUjit_option opts[4] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                          CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *vals[4] = {rt->jit_info, (void *)(uintptr_t)sizeof rt->jit_info, rt->jit_error,
+                   (void *)(uintptr_t)sizeof rt->jit_error};
+  CUmodule mod = NULL;
+  memset(rt->jit_info, 0, sizeof rt->jit_info);
+  memset(rt->jit_error, 0, sizeof rt->jit_error);
+  TlcuResult st = CU_CALL(rt, cuModuleLoadDataEx, (&mod, ptx, 4, opts, vals));
+  rt->jit_info[sizeof rt->jit_info - 1] = '\0';
+  rt->jit_error[sizeof rt->jit_error - 1] = '\0';
+  if (st != TLCU_OK) {
+    tlcu_append_jit_log(rt);
+    return st;
+  }
+  if (tlcu_hold(rt, TLCU_HELD_MODULE, (uint64_t)(uintptr_t)mod) != TLCU_OK) {
+    rt->drv.cuModuleUnload(mod);
+    return TLCU_FAIL;
+  }
+  *out = mod;
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_module_unload(TlcuRuntime *rt, CUmodule mod) {
+  TLCU_BEGIN(rt);
+  tlcu_unhold(rt, TLCU_HELD_MODULE, (uint64_t)(uintptr_t)mod);
+  CU_DO(rt, cuModuleUnload, (mod));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_function_get(TlcuRuntime *rt, CUmodule mod, const char *name, CUfunction *out) {
+  TLCU_BEGIN(rt);
+  if (CU_CALL(rt, cuModuleGetFunction, (out, mod, name)) != TLCU_OK) {
+    tlcu_append(rt, "; function '%s'", name);
+    return TLCU_FAIL;
+  }
+  return TLCU_OK;
+}
+
+static TlcuResult tlcu_func_attr(TlcuRuntime *rt, CUfunction f, CUfunction_attribute a, int *v) {
+  CU_DO(rt, cuFuncGetAttribute, (v, a, f));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_function_info(TlcuRuntime *rt, CUfunction f, TlcuFuncInfo *out) {
+  TLCU_BEGIN(rt);
+  if (tlcu_func_attr(rt, f, CU_FUNC_ATTRIBUTE_NUM_REGS, &out->num_regs) ||
+      tlcu_func_attr(rt, f, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, &out->local_bytes) ||
+      tlcu_func_attr(rt, f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &out->static_smem) ||
+      tlcu_func_attr(rt, f, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &out->max_threads))
+    return TLCU_FAIL;
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_function_set_max_dynamic_smem(TlcuRuntime *rt, CUfunction f, unsigned int bytes) {
+  TLCU_BEGIN(rt);
+  if (CU_CALL(rt, cuFuncSetAttribute,
+              (f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes)) != TLCU_OK) {
+    tlcu_append(rt, "; %u bytes asked, the device allows %d per block (static included)", bytes,
+                rt->info.smem_optin);
+    return TLCU_FAIL;
+  }
+  return TLCU_OK;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Launch
+** ======================================================================= */
+
+static unsigned int dim1(unsigned int d) { return d ? d : 1; }
+
+/* Fill the driver's config; the cluster attribute only when a cluster is asked. */
+static TlcuResult tlcu_config(TlcuRuntime *rt, const TlcuLaunch *l, CUlaunchConfig *c,
+                              CUlaunchAttribute *cluster) {
+  unsigned int g[3], cl[3];
+  for (int i = 0; i < 3; i++) {
+    g[i] = dim1(l->grid[i]);
+    cl[i] = dim1(l->cluster[i]);
+    if (g[i] % cl[i] != 0)
+      return tlcu_fail(rt, TLCU_FAIL, "launch: grid.%c = %u is not a multiple of cluster.%c = %u",
+                       "xyz"[i], g[i], "xyz"[i], cl[i]);
+  }
+  memset(c, 0, sizeof *c);
+  c->gridDimX = g[0], c->gridDimY = g[1], c->gridDimZ = g[2];
+  c->blockDimX = dim1(l->block[0]), c->blockDimY = dim1(l->block[1]);
+  c->blockDimZ = dim1(l->block[2]);
+  c->sharedMemBytes = l->smem;
+  c->hStream = l->stream;
+  if (cl[0] * cl[1] * cl[2] > 1) {
+    memset(cluster, 0, sizeof *cluster);
+    cluster->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster->value.clusterDim.x = cl[0];
+    cluster->value.clusterDim.y = cl[1];
+    cluster->value.clusterDim.z = cl[2];
+    c->attrs = cluster;
+    c->numAttrs = 1;
+  }
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, void **args) {
+  TLCU_BEGIN(rt);
+  CUlaunchConfig c;
+  CUlaunchAttribute cluster;
+  if (tlcu_config(rt, cfg, &c, &cluster) != TLCU_OK) return TLCU_FAIL;
+  if (c.sharedMemBytes > TLCU_SMEM_DEFAULT &&
+      tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes) != TLCU_OK)
+    return TLCU_FAIL;
+  if (CU_CALL(rt, cuLaunchKernelEx, (&c, f, args, NULL)) != TLCU_OK) {
+    tlcu_append(rt, "; grid (%u,%u,%u), block (%u,%u,%u), cluster (%u,%u,%u), %u B dynamic smem",
+                c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ,
+                dim1(cfg->cluster[0]), dim1(cfg->cluster[1]), dim1(cfg->cluster[2]),
+                c.sharedMemBytes);
+    return TLCU_FAIL;
+  }
+  return TLCU_OK;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Memory and synchronisation
+** ======================================================================= */
+
+TlcuResult tlcu_mem_alloc(TlcuRuntime *rt, size_t bytes, CUdeviceptr *out) {
+  TLCU_BEGIN(rt);
+  CUdeviceptr p = 0;
+  if (CU_CALL(rt, cuMemAlloc, (&p, bytes)) != TLCU_OK) {
+    tlcu_append(rt, "; %zu bytes asked", bytes);
+    return TLCU_FAIL;
+  }
+  if (tlcu_hold(rt, TLCU_HELD_MEM, p) != TLCU_OK) {
+    rt->drv.cuMemFree(p);
+    return TLCU_FAIL;
+  }
+  *out = p;
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_mem_free(TlcuRuntime *rt, CUdeviceptr p) {
+  TLCU_BEGIN(rt);
+  tlcu_unhold(rt, TLCU_HELD_MEM, p);
+  CU_DO(rt, cuMemFree, (p));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_memcpy_htod(TlcuRuntime *rt, CUdeviceptr dst, const void *src, size_t bytes) {
+  TLCU_BEGIN(rt);
+  CU_DO(rt, cuMemcpyHtoD, (dst, src, bytes));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_memcpy_dtoh(TlcuRuntime *rt, void *dst, CUdeviceptr src, size_t bytes) {
+  TLCU_BEGIN(rt);
+  CU_DO(rt, cuMemcpyDtoH, (dst, src, bytes));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_memcpy_dtod(TlcuRuntime *rt, CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  TLCU_BEGIN(rt);
+  CU_DO(rt, cuMemcpyDtoD, (dst, src, bytes));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_memset_d8(TlcuRuntime *rt, CUdeviceptr dst, unsigned char value, size_t bytes) {
+  TLCU_BEGIN(rt);
+  CU_DO(rt, cuMemsetD8, (dst, value, bytes));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_synchronize(TlcuRuntime *rt) {
+  TLCU_BEGIN(rt);
+  CU_DO(rt, cuCtxSynchronize, ());
+  return TLCU_OK;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Events
+** ======================================================================= */
+
+TlcuResult tlcu_event_create(TlcuRuntime *rt, CUevent *out) {
+  TLCU_BEGIN(rt);
+  CUevent e = NULL;
+  CU_DO(rt, cuEventCreate, (&e, 0 /* CU_EVENT_DEFAULT: timing on */));
+  if (tlcu_hold(rt, TLCU_HELD_EVENT, (uint64_t)(uintptr_t)e) != TLCU_OK) {
+    rt->drv.cuEventDestroy(e);
+    return TLCU_FAIL;
+  }
+  *out = e;
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_event_record(TlcuRuntime *rt, CUevent e, CUstream s) {
+  TLCU_BEGIN(rt);
+  CU_DO(rt, cuEventRecord, (e, s));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_event_synchronize(TlcuRuntime *rt, CUevent e) {
+  TLCU_BEGIN(rt);
+  CU_DO(rt, cuEventSynchronize, (e));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_event_elapsed_ms(TlcuRuntime *rt, CUevent start, CUevent end, float *ms) {
+  TLCU_BEGIN(rt);
+  CU_DO(rt, cuEventElapsedTime, (ms, start, end));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_event_destroy(TlcuRuntime *rt, CUevent e) {
+  TLCU_BEGIN(rt);
+  tlcu_unhold(rt, TLCU_HELD_EVENT, (uint64_t)(uintptr_t)e);
+  CU_DO(rt, cuEventDestroy, (e));
+  return TLCU_OK;
+}
+
+/* }====================================================================== */

@@ -1,0 +1,241 @@
+/*
+** cuda_rt.h -- the CUDA Driver API runtime: libcuda.so.1 opened with dlopen at
+** first use, device queries, PTX modules through the driver JIT, launches with
+** cluster dimensions and dynamic shared memory, device memory, events.
+**
+** No CUDA header or SDK is needed to build this: the few driver types below are
+** declared with the layout of CUDA 13.0's cuda.h (do not include both in one
+** file). Only cuGetProcAddress_v2 and cuInit are looked up with dlsym; every
+** other entry point comes from cuGetProcAddress_v2 by its plain name at CUDA
+** 12.0 (see cuda_syms.def), which gives the ABI these prototypes declare.
+**
+** Every function returns a TlcuResult. On failure it leaves a message in the
+** runtime's error buffer (tlcu_error); nothing aborts, prints or longjmps. A
+** failing driver call reads `<call text>: <CUDA_ERROR_NAME> (<error string>)`.
+** After a failed tlcu_init every call returns the init status and leaves the
+** init message in place, so a caller can report "no GPU" once, anywhere.
+**
+** A TlcuRuntime starts zeroed (static, calloc or memset): that is the empty
+** state, safe to shut down. Calls must come from a thread where the runtime's
+** context is current: the one that called tlcu_init. Not thread-safe.
+*/
+#ifndef TILUA_CUDA_RT_H
+#define TILUA_CUDA_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* {======================================================================
+** Driver types (CUDA 13.0 cuda.h layout, only what the runtime uses)
+** ======================================================================= */
+
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+
+/* CUresult: the driver returns more codes than these; any int may arrive. */
+typedef enum cudaError_enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_STUB_LIBRARY = 34,
+  CUDA_ERROR_INSUFFICIENT_DRIVER = 35,
+  CUDA_ERROR_NO_DEVICE = 100,
+  CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_PTX = 218,
+  CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_UNKNOWN = 999
+} CUresult;
+
+typedef enum CUdevice_attribute_enum {
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+} CUdevice_attribute;
+
+typedef enum CUfunction_attribute_enum {
+  CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0,
+  CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
+  CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3,
+  CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
+  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+} CUfunction_attribute;
+
+/* Size values go by value, cast to void *; on return they hold bytes written. */
+typedef enum CUjit_option_enum {
+  CU_JIT_INFO_LOG_BUFFER = 3,
+  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+  CU_JIT_ERROR_LOG_BUFFER = 5,
+  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
+} CUjit_option;
+
+typedef enum CUlaunchAttributeID_enum {
+  CU_LAUNCH_ATTRIBUTE_IGNORE = 0,
+  CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2,
+  CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
+  CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 5
+} CUlaunchAttributeID;
+
+/* 64 bytes, 8-byte aligned like cuda.h's union (it holds pointers). */
+typedef union CUlaunchAttributeValue_union {
+  char pad[64];
+  struct {
+    unsigned int x, y, z;
+  } clusterDim;
+  int cooperative;
+  void *align_ptr_;
+  unsigned long long align_u64_;
+} CUlaunchAttributeValue;
+
+typedef struct CUlaunchAttribute_st {
+  CUlaunchAttributeID id;
+  char pad[8 - sizeof(CUlaunchAttributeID)];
+  CUlaunchAttributeValue value;
+} CUlaunchAttribute;
+
+typedef struct CUlaunchConfig_st {
+  unsigned int gridDimX, gridDimY, gridDimZ; /* in blocks, not clusters */
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes; /* dynamic shared memory per block */
+  CUstream hStream;
+  CUlaunchAttribute *attrs;
+  unsigned int numAttrs;
+} CUlaunchConfig;
+
+_Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute must match cuda.h");
+_Static_assert(sizeof(CUlaunchConfig) == 56, "CUlaunchConfig must match cuda.h");
+
+/* }====================================================================== */
+
+/* {======================================================================
+** The runtime
+** ======================================================================= */
+
+#define TLCU_LIBNAME "libcuda.so.1"
+#define TLCU_ABI_VERSION 12000 /* the CUDA version the prototypes follow */
+#define TLCU_LOG_SIZE 16384    /* each JIT log buffer, NUL included */
+#define TLCU_ERR_SIZE (TLCU_LOG_SIZE + 2048)
+
+typedef enum {
+  TLCU_OK = 0,
+  TLCU_FAIL = 1,  /* a driver call or an argument failed: see tlcu_error */
+  TLCU_NO_GPU = 2 /* no driver library or no device: compiling works, launching not */
+} TlcuResult;
+
+typedef enum { TLCU_EMPTY = 0, TLCU_READY, TLCU_FAILED, TLCU_DOWN } TlcuState;
+
+/* The driver's function pointer table, one field per row of cuda_syms.def. */
+typedef struct TlcuDriver {
+#define TLCU_SYM(name, ret, params) ret(*name) params;
+#include "cuda_syms.def"
+#undef TLCU_SYM
+} TlcuDriver;
+
+typedef struct TlcuDeviceInfo {
+  int ordinal;
+  char name[256];
+  int sm_count;
+  int cc_major, cc_minor;
+  int smem_optin;     /* max opt-in shared memory per block, bytes */
+  size_t total_mem;   /* bytes */
+  int driver_version; /* e.g. 13000 for CUDA 13.0 */
+} TlcuDeviceInfo;
+
+typedef struct TlcuFuncInfo {
+  int num_regs;    /* registers per thread */
+  int local_bytes; /* local memory per thread (spills) */
+  int static_smem; /* static shared memory, bytes */
+  int max_threads; /* max threads per block for this function */
+} TlcuFuncInfo;
+
+/* A launch. A zero in grid, block or cluster reads as 1. */
+typedef struct TlcuLaunch {
+  unsigned int grid[3];    /* in blocks, not clusters */
+  unsigned int block[3];   /* threads */
+  unsigned int smem;       /* dynamic shared memory per block, bytes */
+  unsigned int cluster[3]; /* all <= 1: no cluster attribute */
+  CUstream stream;         /* NULL: the default stream */
+} TlcuLaunch;
+
+/* Something the runtime holds and releases at shutdown. */
+typedef struct TlcuHeld {
+  int kind; /* TLCU_HELD_* in cuda_rt.c */
+  uint64_t handle;
+} TlcuHeld;
+
+typedef struct TlcuRuntime {
+  TlcuState state;
+  TlcuResult init_status; /* what every call returns after a failed init */
+  CUresult last;          /* the last failing driver result, else CUDA_SUCCESS */
+  void *lib;              /* dlopen handle of libcuda */
+  CUdevice dev;
+  CUcontext ctx; /* the device's primary context, retained */
+  TlcuDeviceInfo info;
+  TlcuDriver drv;
+  TlcuHeld *held; /* modules, allocations and events still alive */
+  size_t nheld, capheld;
+  char jit_info[TLCU_LOG_SIZE];  /* info log of the last module load */
+  char jit_error[TLCU_LOG_SIZE]; /* error log of the last module load */
+  char err[TLCU_ERR_SIZE];       /* message of the last failure */
+} TlcuRuntime;
+
+/* }====================================================================== */
+
+/* {======================================================================
+** API
+** ======================================================================= */
+
+/* Open the driver (TILUA_LIBCUDA or libcuda.so.1), cuInit, pick device
+** `ordinal`, retain its primary context and make it current, read the device
+** info. TLCU_NO_GPU when there is no driver library or no device. */
+TlcuResult tlcu_init(TlcuRuntime *rt, int ordinal);
+/* Same with an explicit library name or path (NULL: the default). */
+TlcuResult tlcu_init_lib(TlcuRuntime *rt, int ordinal, const char *libname);
+/* Release every event, allocation and module still held, then the primary
+** context. The library stays mapped (the driver's threads live in it).
+** Idempotent; fine on an empty or failed runtime. */
+TlcuResult tlcu_shutdown(TlcuRuntime *rt);
+
+const char *tlcu_error(const TlcuRuntime *rt); /* "" if nothing failed */
+int tlcu_ready(const TlcuRuntime *rt);         /* 1 after a good init */
+
+TlcuResult tlcu_device_info(TlcuRuntime *rt, TlcuDeviceInfo *out);
+
+/* Load NUL-terminated PTX text through the driver JIT. On failure the error
+** holds the driver's error name and the JIT error log. */
+TlcuResult tlcu_module_load_ptx(TlcuRuntime *rt, const char *ptx, CUmodule *out);
+TlcuResult tlcu_module_unload(TlcuRuntime *rt, CUmodule mod);
+const char *tlcu_jit_info_log(const TlcuRuntime *rt);  /* of the last load */
+const char *tlcu_jit_error_log(const TlcuRuntime *rt); /* of the last load */
+
+TlcuResult tlcu_function_get(TlcuRuntime *rt, CUmodule mod, const char *name, CUfunction *out);
+TlcuResult tlcu_function_info(TlcuRuntime *rt, CUfunction f, TlcuFuncInfo *out);
+TlcuResult tlcu_function_set_max_dynamic_smem(TlcuRuntime *rt, CUfunction f, unsigned int bytes);
+
+/* Launch with cuLaunchKernelEx; `args` points at each argument's value.
+** Dynamic shared memory above 48 KiB raises the function's limit first. */
+TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, void **args);
+
+TlcuResult tlcu_mem_alloc(TlcuRuntime *rt, size_t bytes, CUdeviceptr *out);
+TlcuResult tlcu_mem_free(TlcuRuntime *rt, CUdeviceptr p);
+TlcuResult tlcu_memcpy_htod(TlcuRuntime *rt, CUdeviceptr dst, const void *src, size_t bytes);
+TlcuResult tlcu_memcpy_dtoh(TlcuRuntime *rt, void *dst, CUdeviceptr src, size_t bytes);
+TlcuResult tlcu_memcpy_dtod(TlcuRuntime *rt, CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+TlcuResult tlcu_memset_d8(TlcuRuntime *rt, CUdeviceptr dst, unsigned char value, size_t bytes);
+TlcuResult tlcu_synchronize(TlcuRuntime *rt);
+
+TlcuResult tlcu_event_create(TlcuRuntime *rt, CUevent *out);
+TlcuResult tlcu_event_record(TlcuRuntime *rt, CUevent e, CUstream s);
+TlcuResult tlcu_event_synchronize(TlcuRuntime *rt, CUevent e);
+TlcuResult tlcu_event_elapsed_ms(TlcuRuntime *rt, CUevent start, CUevent end, float *ms);
+TlcuResult tlcu_event_destroy(TlcuRuntime *rt, CUevent e);
+
+/* }====================================================================== */
+
+#endif
