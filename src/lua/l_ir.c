@@ -197,6 +197,11 @@ void lb_push_diagnostics(lua_State *L, IrContext *ctx) {
   ir_diag_clear(ctx);
 }
 
+void lb_push_diagnostics_and_list(lua_State *L, IrContext *ctx) {
+  format_pending(L, ctx);
+  lb_push_diagnostic_list(L, ctx);
+}
+
 static void push_diag_table(lua_State *L, const IrDiag *d) {
   lua_createtable(L, 0, 6);
   lua_pushstring(L, sev_name(d->severity));
@@ -1078,8 +1083,7 @@ static int op_verify(lua_State *L) {
     return 1;
   }
   lua_pushboolean(L, 0);
-  format_pending(L, ctx);
-  lb_push_diagnostic_list(L, ctx);
+  lb_push_diagnostics_and_list(L, ctx);
   return 3; /* false, message, list */
 }
 

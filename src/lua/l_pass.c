@@ -100,7 +100,7 @@ static void on_stage(const IrStageInfo *st, IrOp *module, void *ud) {
 }
 
 /* core.run_pipeline(module_op, spec [, {verify=true, on_stage=fn(info, op)}])
-** -> true | false, message, diagnostics */
+** -> true | false, message, diagnostics (a list, see lb_push_diagnostic_list) */
 static int core_run_pipeline(lua_State *L) {
   IrOp *module = lb_check_op(L, 1);
   const char *spec = luaL_checkstring(L, 2);
@@ -137,8 +137,8 @@ static int core_run_pipeline(lua_State *L) {
     return 1;
   }
   lua_pushboolean(L, 0);
-  lb_push_diagnostics(L, ctx);
-  return 2;
+  lb_push_diagnostics_and_list(L, ctx);
+  return 3;
 }
 
 static const luaL_Reg pass_functions[] = {{"passes", core_passes},

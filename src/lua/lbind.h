@@ -72,6 +72,8 @@ void lb_mark_library_chunk(lua_State *L, const char *chunkname);
 void lb_push_diagnostics(lua_State *L, IrContext *ctx);
 /* Push a list of {severity, file, line, col, message, notes} tables and clear. */
 void lb_push_diagnostic_list(lua_State *L, IrContext *ctx);
+/* Push the message and then the list; clears. */
+void lb_push_diagnostics_and_list(lua_State *L, IrContext *ctx);
 
 /* Area openers: each adds its functions to the table at the top of the stack. */
 void lb_open_ir(lua_State *L);

@@ -1,0 +1,286 @@
+-- tilua.cli: the subcommands of the tilua program.
+--
+--   tilua opt FILE.tir [options]   read textual IR, run passes, print the result
+--
+-- Each subcommand takes the argument list and returns the exit code.
+
+local core = require "tilua.core"
+local parser = require "tilua.parser"
+local diff = require "tilua.diff"
+
+local M = {}
+
+-- {=====================================================================
+-- Diagnostics with the source line and a caret
+-- ======================================================================
+
+-- Format a diagnostic table {severity, file, line, col, message, notes}.
+-- text/file/offset: the input, so that lines of the input get a caret.
+function M.format_diagnostic(d, text, file, offset)
+  local out = {}
+  local function one(x, sev)
+    local where = ""
+    if x.file or x.line > 0 then
+      where = (x.file and (x.file .. ":") or "") .. (x.line > 0 and (x.line .. ":") or "")
+        .. (x.col > 0 and (x.col .. ":") or "") .. " "
+    end
+    local s = where .. sev .. ": " .. x.message
+    if text and x.file == file and x.line > 0 then
+      s = s .. parser.caret(text, x.line - (offset or 0), x.col > 0 and x.col or 1)
+    end
+    out[#out + 1] = s
+  end
+  one(d, d.severity)
+  for _, n in ipairs(d.notes or {}) do one(n, "note") end
+  return table.concat(out, "\n")
+end
+
+-- }=====================================================================
+
+-- {=====================================================================
+-- tilua opt
+-- ======================================================================
+
+local opt_usage = [[
+usage: tilua opt FILE.tir [options]     (FILE '-' reads stdin)
+
+Reads textual IR, verifies it, runs the passes and prints the result.
+Exits 1 with the diagnostics (file:line:col, the line and a caret) on failure.
+
+  -p, --pass LIST          passes or named pipelines to run, comma-separated;
+                           options in braces: --pass 'canonicalize,cse'
+  --print-ir-after-all     print the IR after every pass (to stderr)
+  --print-ir-after LIST    print the IR after the named passes (to stderr)
+  --timing                 print a per-pass timing table (to stderr)
+  --no-verify              do not verify between passes (the input is still verified)
+  --locations              print loc("file":line:col) after each operation
+  --keep-locations         take op locations from loc(...) annotations in the input
+  -o FILE                  write the result to FILE instead of stdout
+  --split-input-file       treat lines '// -----' as separators of independent cases
+  --verify-diagnostics     check the diagnostics against comments
+                           '// expected-error@+N {{text}}' (also -warning, -note);
+                           exit 0 when every expected diagnostic, and no other, appears
+  --list-passes            list the passes and named pipelines
+  -h, --help               show this help
+]]
+
+local function list_passes(out)
+  out:write "passes:\n"
+  for _, p in ipairs(core.passes()) do out:write(("  %-28s %s\n"):format(p.name, p.description)) end
+  out:write "named pipelines:\n"
+  for _, p in ipairs(core.pipelines()) do
+    out:write(("  %-28s %s (%s)\n"):format(p.name, p.description, p.passes))
+  end
+end
+
+local function parse_opt_args(args)
+  local o = { passes = {}, print_after = {} }
+  local i = 1
+  local function value(name)
+    i = i + 1
+    if args[i] == nil then error({ usage = ("option %s needs a value"):format(name) }) end
+    return args[i]
+  end
+  while i <= #args do
+    local a = args[i]
+    local long, eq = a:match "^(%-%-[%w%-]+)=(.*)$"
+    if long then a = long end
+    local function val() if eq then return eq end return value(a) end
+    if a == "-h" or a == "--help" then o.help = true
+    elseif a == "-p" or a == "--pass" or a == "--passes" then o.passes[#o.passes + 1] = val()
+    elseif a == "--print-ir-after-all" then o.print_after_all = true
+    elseif a == "--print-ir-after" then
+      for n in val():gmatch "[^,]+" do o.print_after[n] = true end
+    elseif a == "--timing" then o.timing = true
+    elseif a == "--no-verify" then o.no_verify = true
+    elseif a == "--locations" then o.locations = true
+    elseif a == "--keep-locations" then o.keep_locations = true
+    elseif a == "-o" then o.output = val()
+    elseif a == "--split-input-file" then o.split = true
+    elseif a == "--verify-diagnostics" then o.verify_diagnostics = true
+    elseif a == "--list-passes" then o.list_passes = true
+    elseif a:sub(1, 1) == "-" and a ~= "-" then error({ usage = ("unknown option '%s'"):format(a) })
+    elseif o.file then error({ usage = ("more than one input file ('%s' and '%s')"):format(o.file, a) })
+    else o.file = a end
+    i = i + 1
+  end
+  return o
+end
+
+-- Cut text into cases at lines "// -----"; each case knows its first line.
+local function split_cases(text, split)
+  if not split then return { { text = text, first = 1 } } end
+  local cases, cur, first, n = {}, {}, 1, 0
+  for line in (text .. "\n"):gmatch "(.-)\n" do
+    n = n + 1
+    if line:match "^%s*//%s*%-%-%-%-%-%s*$" then
+      cases[#cases + 1] = { text = table.concat(cur, "\n") .. "\n", first = first }
+      cur, first = {}, n + 1
+    else
+      cur[#cur + 1] = line
+    end
+  end
+  cases[#cases + 1] = { text = table.concat(cur, "\n"), first = first }
+  return cases
+end
+
+-- Expected diagnostics of a case: { {severity=, line=, text=, comment_line=} }
+local function expectations(case)
+  local list, n = {}, case.first - 1
+  for line in (case.text .. "\n"):gmatch "(.-)\n" do
+    n = n + 1
+    for sev, off, txt in line:gmatch "//%s*expected%-(%a+)(@?[%+%-]?%d*)%s*{{(.-)}}" do
+      local target = n
+      if off ~= "" then target = n + (tonumber(off:sub(2)) or 0) end
+      list[#list + 1] = { severity = sev, line = target, text = txt, comment_line = n }
+    end
+  end
+  return list
+end
+
+-- Run one case: parse, verify, run passes. Returns ok, diagnostics (a list of tables), module.
+local function run_case(case, o, file, ctx, log)
+  local m, msg, info = parser.parse(case.text, {
+    file = file, ctx = ctx, line_offset = case.first - 1,
+    locations = o.keep_locations and "keep" or nil,
+  })
+  if not m then
+    return false, { { severity = "error", file = file, line = info and info.line or 0,
+                      col = info and info.col or 0, message = info and info.message or msg, notes = {} } }
+  end
+  local ok, _, list = m:verify()
+  if not ok then return false, list, m end
+  local spec = table.concat(o.passes, ",")
+  if spec ~= "" then
+    local stages = {}
+    local ok2, _, list2 = core.run_pipeline(m, spec, {
+      verify = not o.no_verify,
+      on_stage = function(st, op)
+        stages[#stages + 1] = st
+        if st.index > 0 and (o.print_after_all or o.print_after[st.pass]) then
+          log:write(("// -----// IR Dump After %s (%.3f ms) //----- //\n"):format(st.pass, st.ms))
+          log:write(op:print { locations = o.locations })
+        end
+      end,
+    })
+    if o.timing then
+      log:write "// pass timing (ms)\n"
+      local total = 0
+      for _, st in ipairs(stages) do
+        if st.index > 0 then
+          log:write(("//   %-28s %9.3f%s\n"):format(st.pass, st.ms, st.changed and "  changed" or ""))
+          total = total + st.ms
+        end
+      end
+      log:write(("//   %-28s %9.3f\n"):format("total", total))
+    end
+    if not ok2 then
+      if not list2 or #list2 == 0 then
+        list2 = { { severity = "error", line = 0, col = 0, message = "pipeline failed", notes = {} } }
+      end
+      return false, list2, m
+    end
+  end
+  return true, {}, m
+end
+
+-- Compare diagnostics with expectations; returns a list of problems (strings).
+local function check_expectations(expect, diags, file)
+  local problems, used = {}, {}
+  local function flat(list)
+    local out = {}
+    for _, d in ipairs(list) do
+      out[#out + 1] = d
+      for _, n in ipairs(d.notes or {}) do out[#out + 1] = n end
+    end
+    return out
+  end
+  local all = flat(diags)
+  for _, e in ipairs(expect) do
+    local found
+    for i, d in ipairs(all) do
+      local sev = d.severity or "note"
+      if not used[i] and sev == e.severity and d.line == e.line and d.message:find(e.text, 1, true) then
+        found = i
+        break
+      end
+    end
+    if found then used[found] = true
+    else
+      local near = {}
+      for _, d in ipairs(all) do
+        if d.line == e.line then near[#near + 1] = ("%s: %s"):format(d.severity or "note", d.message) end
+      end
+      problems[#problems + 1] = ("%s:%d: expected %s {{%s}} was not produced%s"):format(file, e.line,
+        e.severity, e.text, #near > 0 and (" (got at that line: " .. table.concat(near, "; ") .. ")") or "")
+    end
+  end
+  for i, d in ipairs(all) do
+    if not used[i] and (d.severity == "error" or d.severity == "warning") then
+      problems[#problems + 1] = ("%s:%d:%d: unexpected %s: %s"):format(d.file or file, d.line, d.col, d.severity, d.message)
+    end
+  end
+  return problems
+end
+
+function M.opt(args)
+  local ok, o = pcall(parse_opt_args, args)
+  if not ok then
+    if type(o) == "table" and o.usage then
+      io.stderr:write("tilua opt: ", o.usage, "\n", opt_usage)
+      return 1
+    end
+    error(o, 0)
+  end
+  if o.help then io.stdout:write(opt_usage) return 0 end
+  if o.list_passes then list_passes(io.stdout) return 0 end
+  if not o.file then io.stderr:write("tilua opt: no input file\n", opt_usage) return 1 end
+  for _, spec in ipairs(o.passes) do
+    local names, err = core.pipeline_parse(spec)
+    if not names then io.stderr:write("tilua opt: ", err, "\n") return 1 end
+  end
+  local text
+  if o.file == "-" then text = io.read "a"
+  else
+    local f, err = io.open(o.file, "rb")
+    if not f then io.stderr:write("tilua opt: cannot open ", err, "\n") return 1 end
+    text = f:read "a"
+    f:close()
+  end
+  local file = o.file == "-" and "<stdin>" or o.file
+  local out = io.stdout
+  if o.output then
+    local f, err = io.open(o.output, "w")
+    if not f then io.stderr:write("tilua opt: cannot write ", err, "\n") return 1 end
+    out = f
+  end
+  local status = 0
+  local results = {}
+  for ci, case in ipairs(split_cases(text, o.split)) do
+    -- every case gets a fresh context, so one case's IR cannot leak into another's
+    local ctx = core.context()
+    local ok2, diags, m = run_case(case, o, file, ctx, io.stderr)
+    if o.verify_diagnostics then
+      local problems = check_expectations(expectations(case), diags, file)
+      for _, p in ipairs(problems) do io.stderr:write(p, "\n") end
+      if #problems > 0 then status = 1 end
+    elseif not ok2 then
+      for _, d in ipairs(diags) do
+        io.stderr:write(M.format_diagnostic(d, case.text, file, case.first - 1), "\n")
+      end
+      status = 1
+    end
+    if ok2 and m and not o.verify_diagnostics then
+      results[#results + 1] = m:print { locations = o.locations }
+    end
+    ctx:close()
+    if ci > 1 and not o.split then break end
+  end
+  if #results > 0 then out:write(table.concat(results, "// -----\n")) end
+  if out ~= io.stdout then out:close() end
+  return status
+end
+
+-- }=====================================================================
+
+return M

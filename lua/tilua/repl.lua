@@ -1,0 +1,173 @@
+-- tilua.repl: the read-eval-print loop of the tilua program, in the manner of
+-- lua.c (`=expr`, multi-line input, results printed), plus commands that
+-- inspect the IR: the current module, the passes, one pass at a time with
+-- what it changed, and every stage of the last pipeline.
+
+local tl = require "tilua"
+local core = require "tilua.core"
+local diff = require "tilua.diff"
+local host = require "tilua.host"
+
+local M = {}
+
+local help = [[
+Lua statements and expressions are evaluated (`=expr` prints expr); an
+unfinished statement continues on the next line. The library is the global `tl`.
+Commands:
+  :ir [locs]          print the current module (tl.module()); 'locs' adds locations
+  :load FILE.tir      parse textual IR into the current module
+  :verify             verify the current module
+  :passes             list the passes and named pipelines
+  :run PASSES         run passes (comma-separated) on the current module and show
+                      what changed (a line diff); the stages are kept for :stages
+  :stages             list the stages of the last pipeline (tl.compile or :run)
+  :stages N|NAME      print the IR after stage N (0 = the input) or the named pass
+  :diff I J           the line diff between stages I and J
+  :help               this help
+  :quit               leave (also end of input)
+]]
+
+local out = io.stdout
+
+local function say(...) out:write(...) out:write "\n" end
+
+local function find_stage(key)
+  local stages = tl.last_stages
+  local n = tonumber(key)
+  if n then
+    for _, s in ipairs(stages) do if s.index == n then return s end end
+    return nil
+  end
+  for i = #stages, 1, -1 do if stages[i].name == key then return stages[i] end end
+end
+
+local commands = {}
+
+function commands.help() out:write(help) end
+
+function commands.ir(arg)
+  out:write(tl.module():print { locations = arg == "locs" })
+end
+
+function commands.load(arg)
+  if arg == "" then return say "usage: :load FILE.tir" end
+  local m, msg = tl.parse_file(arg)
+  if not m then return say(msg) end
+  say(("loaded %s"):format(arg))
+end
+
+function commands.verify()
+  local ok, msg = tl.module():verify()
+  say(ok and "ok: the module verifies" or msg)
+end
+
+function commands.passes()
+  say "passes:"
+  for _, p in ipairs(core.passes()) do say(("  %-28s %s"):format(p.name, p.description)) end
+  say "named pipelines:"
+  for _, p in ipairs(core.pipelines()) do say(("  %-28s %s (%s)"):format(p.name, p.description, p.passes)) end
+end
+
+function commands.run(arg)
+  if arg == "" then return say "usage: :run PASS[,PASS...]" end
+  local m = tl.module()
+  local before = m:print()
+  local ok, err = pcall(tl.compile, m, arg)
+  if not ok then return say(err) end
+  local stages = tl.last_stages
+  for _, s in ipairs(stages) do
+    if s.index > 0 then say(("// %s: %.3f ms%s"):format(s.name, s.ms, s.changed and "" or " (no change)")) end
+  end
+  local d, changed = diff.diff(before, m:print())
+  if changed then out:write(d) else say "// the module is unchanged" end
+end
+
+function commands.stages(arg)
+  local stages = tl.last_stages
+  if #stages == 0 then return say "no stages yet: run a pipeline with :run or tl.compile" end
+  if arg == "" then
+    for _, s in ipairs(stages) do
+      say(("%3d  %-28s %s"):format(s.index, s.name,
+        s.index == 0 and "" or ("%.3f ms%s"):format(s.ms, s.changed and ", changed" or "")))
+    end
+    return
+  end
+  local s = find_stage(arg)
+  if not s then return say(("no stage '%s' (see :stages)"):format(arg)) end
+  say(("// stage %d: after %s"):format(s.index, s.name))
+  out:write(s.ir)
+end
+
+function commands.diff(arg)
+  local a, b = arg:match "^(%S+)%s+(%S+)$"
+  local sa, sb = a and find_stage(a), b and find_stage(b)
+  if not sa or not sb then return say "usage: :diff I J (stage numbers or pass names; see :stages)" end
+  local d, changed = diff.diff(sa.ir, sb.ir)
+  out:write(changed and d or "// no difference\n")
+end
+
+commands.quit = function() return "quit" end
+commands.q = commands.quit
+commands.h = commands.help
+
+local function command(line)
+  local name, arg = line:match "^:(%S*)%s*(.-)%s*$"
+  local f = commands[name]
+  if not f then return say(("unknown command ':%s' (:help lists them)"):format(name)) end
+  local ok, res = pcall(f, arg)
+  if not ok then say(res) end
+  return res
+end
+
+-- Does the chunk fail only because the input ended early?
+local function incomplete(msg) return msg and msg:sub(-5) == "<eof>" end
+
+local function print_results(res)
+  if res.n == 0 then return end
+  local parts = {}
+  for i = 1, res.n do parts[i] = tostring(res[i]) end
+  say(table.concat(parts, "\t"))
+end
+
+local function eval(src)
+  local chunk, err = load("return " .. src, "=stdin", "t")
+  if not chunk then chunk, err = load(src, "=stdin", "t") end
+  if not chunk then return nil, err end
+  local res = table.pack(xpcall(chunk, function(m) return m end))
+  if not res[1] then
+    say(tostring(res[2]))
+    return true
+  end
+  print_results(table.pack(table.unpack(res, 2, res.n)))
+  return true
+end
+
+function M.run()
+  _G.tl = tl
+  while true do
+    local line = host.readline "> "
+    if not line then break end
+    if line:match "^%s*:" then
+      host.add_history(line)
+      if command(line:match "^%s*(.*)$") == "quit" then break end
+    elseif line:match "%S" then
+      local src = line:gsub("^%s*=", "return ", 1)
+      while true do
+        local ok, err = eval(src)
+        if ok then break end
+        if not incomplete(err) then
+          say(err)
+          break
+        end
+        local more = host.readline ">> "
+        if not more then say(err) break end
+        src = src .. "\n" .. more
+      end
+      host.add_history(src)
+    end
+  end
+  if host.isatty(0) then out:write "\n" end
+  return 0
+end
+
+return M
