@@ -1,4 +1,78 @@
-# placeholder
+# tests.cmake -- every test, driven by ctest. Areas append delimited blocks.
+#
+# Busted specs run inside the tilua host (so the sanitizer build covers the
+# Lua bindings too), one ctest per spec file; IR fixtures run through
+# `tilua opt`; C tests are small programs; GPU tests carry the label `gpu`
+# and exit 77 (reported as skipped) where there is no GPU.
+
+set(TILUA_TEST_ENV
+  "TILUA_BUILD_DIR=${CMAKE_BINARY_DIR}"
+  "TILUA_SOURCE_ROOT=${CMAKE_SOURCE_DIR}"
+  "TILUA_PTXAS=${PTXAS_EXECUTABLE}"
+  "LUA_EXECUTABLE=${LUA_EXECUTABLE}")
+if(TILUA_SANITIZE)
+  list(APPEND TILUA_TEST_ENV "TILUA_SANITIZE=1"
+    "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0"
+    "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/spec/lsan.supp:print_suppressions=0"
+    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+endif()
+
+# {=== busted specs: spec/*_spec.lua, one test each
+if(BUSTED_EXECUTABLE)
+  file(GLOB TILUA_SPECS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/*_spec.lua)
+  foreach(spec ${TILUA_SPECS})
+    get_filename_component(name ${spec} NAME_WE)
+    string(REGEX REPLACE "_spec$" "" name ${name})
+    add_test(NAME spec.${name}
+      COMMAND tilua_exe ${BUSTED_EXECUTABLE} --no-auto-insulate -o utfTerminal ${spec}
+      WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(spec.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}" SKIP_RETURN_CODE 77)
+  endforeach()
+else()
+  message(WARNING "busted not found: the Lua specs will not run (tools/bootstrap installs it)")
+endif()
+# }===
+
+# {=== IR fixtures: valid ones round-trip through `tilua opt`, invalid ones carry
+# their expected diagnostics (--verify-diagnostics)
+file(GLOB TILUA_VALID_FIXTURES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/fixtures/valid/*.tir)
+foreach(f ${TILUA_VALID_FIXTURES})
+  get_filename_component(name ${f} NAME_WE)
+  add_test(NAME fixture.valid.${name}
+    COMMAND ${CMAKE_COMMAND} -DTILUA=$<TARGET_FILE:tilua_exe> -DFIXTURE=${f}
+            -P ${CMAKE_SOURCE_DIR}/spec/roundtrip.cmake)
+  set_tests_properties(fixture.valid.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+endforeach()
+file(GLOB TILUA_INVALID_FIXTURES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/fixtures/invalid/*.tir)
+foreach(f ${TILUA_INVALID_FIXTURES})
+  get_filename_component(name ${f} NAME_WE)
+  add_test(NAME fixture.invalid.${name}
+    COMMAND tilua_exe opt --split-input-file --verify-diagnostics ${f})
+  set_tests_properties(fixture.invalid.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+endforeach()
+# }===
+
+# {=== C tests of the core and the embedding example
+add_executable(test_ir spec/c/test_ir.c)
+target_link_libraries(test_ir PRIVATE tilua_core ${LUA_LIBRARY})
+add_test(NAME c.ir COMMAND test_ir)
+set_tests_properties(c.ir PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+
+add_executable(embed_example examples/embed/embed.c)
+target_link_libraries(embed_example PRIVATE tilua)
+target_include_directories(embed_example PRIVATE ${CMAKE_SOURCE_DIR}/src)
+add_test(NAME example.embed COMMAND embed_example ${CMAKE_SOURCE_DIR}/spec/fixtures/valid/scf.tir)
+set_tests_properties(example.embed PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+# }===
+
+# {=== examples: every examples/*.lua runs (GPU parts report skipped without a GPU)
+file(GLOB TILUA_EXAMPLES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/examples/*.lua)
+foreach(ex ${TILUA_EXAMPLES})
+  get_filename_component(name ${ex} NAME_WE)
+  add_test(NAME example.${name} COMMAND tilua_exe ${ex} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(example.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}" SKIP_RETURN_CODE 77)
+endforeach()
+# }===
 
 # {=== cuda: the CUDA Driver API runtime (src/cuda). Without a GPU it runs the
 # no-GPU checks, then exits 77 (skipped); TILUA_PTXAS lets it assemble its PTX.
@@ -10,3 +84,4 @@ if(PTXAS_EXECUTABLE)
   set_property(TEST c.cuda APPEND PROPERTY ENVIRONMENT "TILUA_PTXAS=${PTXAS_EXECUTABLE}")
 endif()
 # }===
+

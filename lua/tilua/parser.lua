@@ -252,7 +252,8 @@ function Builder:attr(a)
     end
     if isfloat then
       if t then self:fail(a.pos, ("float literal for the integer type %s"):format(tostring(t))) end
-      return tonumber(text) + 0.0
+      local v = tonumber(text)
+      return math.type(v) == "integer" and v + 0.0 or v -- keeps -0.0
     end
     local v = math.tointeger(tonumber(text))
     if not v then self:fail(a.pos, "integer literal out of range: " .. text) end

@@ -107,7 +107,7 @@ const IrAttr *ir_attr_float(IrContext *ctx, double v, const IrType *type) {
   assert(ir_type_is_float(type));
   IrAttr proto = {.kind = IR_ATTR_FLOAT, .type = type};
   proto.u.f = ir_float_round(v, type->fkind);
-  if (proto.u.f == 0 && signbit(proto.u.f) == 0) proto.u.f = 0.0; /* one +0 */
+  if (isnan(proto.u.f)) proto.u.f = signbit(proto.u.f) ? -NAN : NAN; /* one nan per sign */
   return unique_attr(ctx, &proto, &proto.u.f, sizeof proto.u.f);
 }
 

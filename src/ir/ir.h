@@ -123,6 +123,7 @@ typedef enum IrMemSpace {
 #define IR_DYNAMIC (-1) /* a dynamic extent in a shape */
 
 struct IrType {
+  IrContext *ctx; /* the context that uniqued it */
   IrTypeKind kind;
   uint32_t width;          /* bits: int and float */
   IrFloatKind fkind;       /* float */

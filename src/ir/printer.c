@@ -155,7 +155,7 @@ void ir_print_attr(StrBuf *sb, const IrAttr *a) {
     break;
   case IR_ATTR_FLOAT:
     print_float(sb, a->u.f, a->type->fkind);
-    if (a->type->fkind != IR_F64) {
+    if (a->type->fkind != IR_F64 || !isfinite(a->u.f)) { /* hex bits need their type */
       sb_puts(sb, " : ");
       ir_print_type(sb, a->type);
     }

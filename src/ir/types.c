@@ -89,6 +89,7 @@ static const IrType *unique_type(IrContext *ctx, const IrType *proto) {
   if (found) return found;
   IrType *t = arena_alloc(&ctx->arena, sizeof *t);
   *t = *proto;
+  t->ctx = ctx;
   if (proto->rank) {
     int64_t *shape = arena_alloc(&ctx->arena, proto->rank * sizeof(int64_t));
     memcpy(shape, proto->shape, proto->rank * sizeof(int64_t));

@@ -961,9 +961,10 @@ static int op_set_operands(lua_State *L) {
 static int op_attr(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
   const IrAttr *a = ir_op_attr(op, luaL_checkstring(L, 2));
+  int raw = lua_toboolean(L, 3);
   if (!a) return 0;
   lb_push_owner(L, 1);
-  if (lua_toboolean(L, 3)) lb_push_object(L, LB_ATTR, (void *)a, -1);
+  if (raw) lb_push_object(L, LB_ATTR, (void *)a, -1);
   else lb_push_attr(L, a, -1);
   return 1;
 }
@@ -977,11 +978,12 @@ static int op_set_attr(lua_State *L) {
 
 static int op_attrs(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
+  int raw = lua_toboolean(L, 2);
   lb_push_owner(L, 1);
   int ci = lua_gettop(L);
   lua_createtable(L, 0, (int)op->nattrs);
   for (uint32_t i = 0; i < op->nattrs; i++) {
-    if (lua_toboolean(L, 2)) lb_push_object(L, LB_ATTR, (void *)op->attrs[i].attr, ci);
+    if (raw) lb_push_object(L, LB_ATTR, (void *)op->attrs[i].attr, ci);
     else lb_push_attr(L, op->attrs[i].attr, ci);
     lua_setfield(L, -2, op->attrs[i].name);
   }

@@ -1,0 +1,131 @@
+-- The tilua program: --help, scripts, `tilua opt`, and a REPL session on stdin.
+local H = dofile "spec/helper.lua"
+
+describe("tilua", function()
+  it("tells the truth in --help", function()
+    local out, _, code = H.tilua_run { "--help" }
+    assert.equal(0, code)
+    assert.matches("usage: .*tilua %[options%] %[script %[args%]%]", out)
+    assert.matches("opt FILE.tir", out)
+    out, _, code = H.tilua_run { "opt", "--help" }
+    assert.equal(0, code)
+    for _, flag in ipairs { "--pass", "--print-ir-after-all", "--split-input-file", "--verify-diagnostics", "--timing" } do
+      assert.truthy(out:find(flag, 1, true), flag)
+    end
+  end)
+
+  it("runs scripts with arguments like lua", function()
+    local out, _, code = H.tilua_run({ "-", "a", "b" }, "print(#arg, arg[1], arg[2], require('tilua').version)")
+    assert.equal(0, code)
+    assert.equal("2\ta\tb\t0.1.0\n", out)
+    out, _, code = H.tilua_run { "-e", "print(1+1)" }
+    assert.equal("2\n", out)
+  end)
+
+  it("reports a missing file and a bad option with a non-zero exit", function()
+    local _, err, code = H.tilua_run { "/no/such/script.lua" }
+    assert.not_equal(0, code)
+    assert.matches("cannot open /no/such/script.lua", err)
+    _, err, code = H.tilua_run { "-Z" }
+    assert.not_equal(0, code)
+    assert.matches("unrecognized option '%-Z'", err)
+  end)
+
+  it("reports script errors at the script's line", function()
+    local script = os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write("local tl = require 'tilua'\nlocal k = tl.kernel('k', {params = {{'a', tl.i32}}})\n",
+            "k:define(function(k, p)\n  local x = p.a + tl.const(1.0, tl.f32)\nend)\n")
+    f:close()
+    local _, err, code = H.tilua_run { script }
+    os.remove(script)
+    assert.not_equal(0, code)
+    assert.truthy(err:find(script .. ":4: '+': operand types differ: i32 and f32", 1, true), err)
+  end)
+end)
+
+describe("tilua opt", function()
+  it("runs passes and prints the result", function()
+    local out, err, code = H.tilua_run { "opt", "spec/fixtures/valid/scf.tir", "--pass", "canonicalize,cse" }
+    assert.equal(0, code, err)
+    assert.matches("tile.kernel", out)
+    assert.falsy(out:find("scf.for", 1, true)) -- pure loops are dead
+  end)
+  it("reads stdin and prints the IR after every pass", function()
+    local out, err, code = H.tilua_run({ "opt", "-", "-p", "cleanup", "--print-ir-after-all", "--timing" },
+      H.slurp "spec/fixtures/valid/arith.tir")
+    assert.equal(0, code)
+    assert.matches("IR Dump After canonicalize", err)
+    assert.matches("IR Dump After cse", err)
+    assert.matches("// pass timing", err)
+  end)
+  it("fails with diagnostics, the source line and a caret", function()
+    local _, err, code = H.tilua_run({ "opt", "-" }, "module {\n  %0 = arith.addi %1, %1 : i32\n}\n")
+    assert.equal(1, code)
+    assert.matches("<stdin>:2:19: error: use of undefined value %%1\n  %%0 = arith.addi %%1, %%1 : i32\n                  %^", err)
+  end)
+  it("reports verifier errors at line:col", function()
+    local _, err, code = H.tilua_run({ "opt", "-" },
+      "module {\n  %0 = arith.constant {value = 1} : i32\n}\n")
+    assert.equal(1, code)
+    assert.matches("<stdin>:2:3: error: 'arith.constant' op value of type i64 does not match result type i32", err)
+  end)
+  it("rejects unknown passes and missing files", function()
+    local _, err, code = H.tilua_run { "opt", "spec/fixtures/valid/scf.tir", "--pass", "nope" }
+    assert.equal(1, code)
+    assert.matches("unknown pass or pipeline 'nope'", err)
+    _, err, code = H.tilua_run { "opt", "/no/such.tir" }
+    assert.equal(1, code)
+    assert.matches("cannot open /no/such.tir", err)
+  end)
+  it("checks expected diagnostics and catches a wrong expectation", function()
+    local text = "module {\n  // expected-error@+1 {{this is not the message}}\n  %0 = arith.constant {value = 1} : i32\n}\n"
+    local _, err, code = H.tilua_run({ "opt", "-", "--verify-diagnostics" }, text)
+    assert.equal(1, code)
+    assert.matches("was not produced", err)
+    assert.matches("unexpected error", err)
+  end)
+end)
+
+describe("the REPL", function()
+  it("shows a module before and after canonicalize", function()
+    local session = table.concat({
+      ":load spec/fixtures/valid/scf.tir",
+      ":ir",
+      ":run canonicalize",
+      ":stages",
+      ":ir",
+      "=1 + 2",
+      "for i = 1, 2 do",
+      "  print('line', i)",
+      "end",
+      ":help",
+      ":quit",
+    }, "\n")
+    local out, err, code = H.tilua_run({ "-i" }, session)
+    assert.equal(0, code, err)
+    local before = out:find("scf.for", 1, true)
+    assert.truthy(before, out)
+    assert.matches("// canonicalize: [%d.]+ ms", out)
+    assert.matches("%- +scf.for", out) -- the diff shows the loop removed
+    assert.matches("1  canonicalize", out)
+    assert.matches("\n3\n", out)
+    assert.matches("line\t1\nline\t2", out)
+    assert.matches(":stages N|NAME", out)
+  end)
+end)
+
+describe("the Lua module", function()
+  it("loads in a stock lua5.4 through package.cpath", function()
+    local lua = os.getenv "LUA_EXECUTABLE"
+    if not lua or lua == "" or H.sanitize then
+      pending("stock lua5.4 not available (or sanitizer build: the stock interpreter is not instrumented)")
+      return
+    end
+    local out, err, code = H.run({ lua, "-e",
+      "package.cpath='" .. H.build .. "/lua/?.so;'..package.cpath; local tl=require'tilua'; " ..
+      "local k=tl.kernel('k',{params={{'a',tl.i32}}}); k:define(function(k,p) local _=p.a+1 end); print(tl.module():print())" })
+    assert.equal(0, code, err)
+    assert.matches("arith.addi", out)
+  end)
+end)

@@ -1,0 +1,67 @@
+-- spec/helper.lua: paths and small utilities shared by the specs.
+-- ctest runs every spec inside the tilua host from the repository root with
+-- TILUA_BUILD_DIR set; run by hand, `busted` finds the module through cpath.
+local H = {}
+
+H.build = os.getenv "TILUA_BUILD_DIR" or "build"
+H.root = os.getenv "TILUA_SOURCE_ROOT" or "."
+H.tilua = H.build .. "/tilua"
+H.sanitize = os.getenv "TILUA_SANITIZE" == "1"
+package.cpath = H.build .. "/lua/?.so;" .. package.cpath
+
+local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+H.quote = quote
+
+local function slurp(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read "a"
+  f:close()
+  return s
+end
+H.slurp = slurp
+
+-- H.run(argv_list [, stdin_text]) -> stdout, stderr, exit code
+function H.run(argv, input)
+  local parts = {}
+  for i, a in ipairs(argv) do parts[i] = quote(a) end
+  local out, err, inp = os.tmpname(), os.tmpname(), os.tmpname()
+  local f = assert(io.open(inp, "wb"))
+  f:write(input or "")
+  f:close()
+  local cmd = table.concat(parts, " ") .. " <" .. inp .. " >" .. out .. " 2>" .. err
+  local ok, how, code = os.execute(cmd)
+  local so, se = slurp(out), slurp(err)
+  os.remove(out)
+  os.remove(err)
+  os.remove(inp)
+  if how == "signal" then code = 128 + code end
+  return so, se, ok and 0 or code
+end
+
+-- The tilua program with arguments.
+function H.tilua_run(args, input)
+  local argv = { H.tilua }
+  for _, a in ipairs(args) do argv[#argv + 1] = a end
+  return H.run(argv, input)
+end
+
+function H.ptxas()
+  local p = os.getenv "TILUA_PTXAS"
+  if p and p ~= "" then return p end
+  local f = io.open("/usr/local/cuda/bin/ptxas", "r")
+  if f then f:close() return "/usr/local/cuda/bin/ptxas" end
+end
+
+function H.files(dir, pattern)
+  local list = {}
+  local p = io.popen("ls " .. quote(dir))
+  for name in p:lines() do
+    if name:match(pattern) then list[#list + 1] = dir .. "/" .. name end
+  end
+  p:close()
+  table.sort(list)
+  return list
+end
+
+return H

@@ -1,0 +1,16 @@
+# roundtrip.cmake -- `tilua opt FIXTURE` must print the fixture back unchanged,
+# and printing that output again must give the same text.
+execute_process(COMMAND ${TILUA} opt ${FIXTURE} RESULT_VARIABLE rc OUTPUT_VARIABLE once ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "tilua opt ${FIXTURE} failed (${rc}):\n${err}")
+endif()
+file(READ ${FIXTURE} original)
+if(NOT once STREQUAL original)
+  get_filename_component(name ${FIXTURE} NAME)
+  file(WRITE ${name}.printed "${once}")
+  message(FATAL_ERROR "${FIXTURE} is not in printed form; see what tilua opt printed in ${name}.printed (in the build folder)")
+endif()
+execute_process(COMMAND ${TILUA} opt - INPUT_FILE ${FIXTURE} RESULT_VARIABLE rc2 OUTPUT_VARIABLE twice ERROR_VARIABLE err2)
+if(NOT rc2 EQUAL 0 OR NOT twice STREQUAL once)
+  message(FATAL_ERROR "print(parse(print)) differs from print for ${FIXTURE}:\n${err2}")
+endif()
