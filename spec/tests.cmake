@@ -85,3 +85,9 @@ if(PTXAS_EXECUTABLE)
 endif()
 # }===
 
+# {=== sched
+add_executable(test_sched spec/c/test_sched.c)
+target_link_libraries(test_sched PRIVATE tilua_core)
+add_test(NAME c.sched COMMAND test_sched)
+set_tests_properties(c.sched PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+# }===
