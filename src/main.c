@@ -27,6 +27,7 @@ static const char *progname = "tilua";
 static const char usage_text[] =
     "usage: %s [options] [script [args]]\n"
     "       %s opt FILE.tir [opt options]     transform textual IR (see 'tilua opt --help')\n"
+    "       %s sched [sched options]          show which worker computes which tile (see 'tilua sched --help')\n"
     "Options:\n"
     "  -e stat   execute string 'stat'\n"
     "  -i        enter the REPL after running the script (or alone)\n"
@@ -41,7 +42,7 @@ static const char usage_text[] =
     "REPL commands start with ':' (':help' lists them).\n"
     "Errors name the script line that caused them; set TILUA_TRACEBACK=1 for Lua tracebacks.\n";
 
-static void print_usage(FILE *f) { fprintf(f, usage_text, progname, progname); }
+static void print_usage(FILE *f) { fprintf(f, usage_text, progname, progname, progname); }
 
 static void print_version(void) {
   printf("tilua 0.1.0 (%s) -- a GPU kernel compiler for Lua\n", LUA_RELEASE);
@@ -337,7 +338,7 @@ static int pmain(lua_State *L) {
   char **argv = ma->argv;
   openlibs(L);
   /* Subcommands: tilua opt ..., tilua sched ... */
-  if (argc >= 2 && strcmp(argv[1], "opt") == 0) {
+  if (argc >= 2 && (strcmp(argv[1], "opt") == 0 || strcmp(argv[1], "sched") == 0)) {
     createargtable(L, argv, argc, 1);
     ma->exit_code = run_module_function(L, "tilua.cli", argv[1], argv + 2, argc - 2);
     lua_pushboolean(L, 1);

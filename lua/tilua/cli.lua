@@ -1,6 +1,7 @@
 -- tilua.cli: the subcommands of the tilua program.
 --
 --   tilua opt FILE.tir [options]   read textual IR, run passes, print the result
+--   tilua sched [options]          show which worker computes which tile
 --
 -- Each subcommand takes the argument list and returns the exit code.
 
@@ -279,6 +280,142 @@ function M.opt(args)
   if #results > 0 then out:write(table.concat(results, "// -----\n")) end
   if out ~= io.stdout then out:close() end
   return status
+end
+
+-- }=====================================================================
+
+-- {=====================================================================
+-- tilua sched
+-- ======================================================================
+
+local sched_usage = [[
+usage: tilua sched [options]
+
+Shows how a tile scheduler assigns output tiles (and StreamK K-splits) to
+workers, using the same reference the compiler lowers (src/sched).
+
+  --kind K             data_parallel | static_persistent | streamk (default streamk)
+  --m M --n N --k K    problem size (elements); --l L batches (default 1)
+  --tile MxNxK         tile shape (default 128x128x64)
+  --tiles MxN[xK]      give tile counts directly instead of --m/--n/--k
+  --workers W          resident workers (default 132: the SMs of an H100/H200)
+  --cluster MxN        cluster shape in CTAs (default 1x1)
+  --swizzle S          swizzle panel width (default 1)
+  --order m|n          traversal: m fastest (column-major, default) or n fastest
+  --decomp D           heuristic | data_parallel | split_k | streamk (default heuristic)
+  --splits S           pieces per tile for split_k
+  --reduction R        deterministic | nondeterministic (default deterministic)
+  --min-k K            minimum k tiles per StreamK unit (default 8)
+  --tiles-per-round T  static persistent: tiles per pipeline round
+  --color / --no-color ANSI colours (default: when stdout is a terminal)
+  --no-splits          omit the list of K splits
+  --svg FILE           also write the picture as SVG
+  -h, --help           show this help
+]]
+
+local function dims(s, n, what)
+  local t = {}
+  for v in tostring(s):gmatch "[^x]+" do t[#t + 1] = math.tointeger(tonumber(v)) end
+  if #t < n - 1 or #t > n then error({ usage = ("%s: expected %s"):format(what, n == 3 and "MxNxK" or "MxN") }) end
+  for i = 1, #t do
+    if not t[i] or t[i] <= 0 then error({ usage = what .. ": expected positive integers" }) end
+  end
+  return t
+end
+
+-- Parse `tilua sched` arguments into a sched_plan configuration and options.
+function M.sched_config(args)
+  local cfg, o = { kind = "streamk", workers = 132 }, { color = nil }
+  local i = 1
+  local function value(name)
+    i = i + 1
+    if args[i] == nil then error({ usage = ("option %s needs a value"):format(name) }) end
+    return args[i]
+  end
+  local function int(name)
+    local v = math.tointeger(tonumber(value(name)))
+    if not v or v < 0 then error({ usage = ("%s needs a non-negative integer"):format(name) }) end
+    return v
+  end
+  while i <= #args do
+    local a = args[i]
+    local long, eq = a:match "^(%-%-[%w%-]+)=(.*)$"
+    if long then
+      table.insert(args, i + 1, eq)
+      a = long
+    end
+    if a == "-h" or a == "--help" then o.help = true
+    elseif a == "--kind" then cfg.kind = value(a)
+    elseif a == "--m" or a == "--n" or a == "--k" or a == "--l" then cfg[a:sub(3)] = int(a)
+    elseif a == "--tile" then cfg.tile = dims(value(a), 3, a)
+    elseif a == "--tiles" then
+      local t = dims(value(a), 3, a)
+      cfg.tiles_m, cfg.tiles_n, cfg.tiles_k = t[1], t[2], t[3] or 1
+    elseif a == "--workers" then cfg.workers = int(a)
+    elseif a == "--cluster" then
+      local t = dims(value(a), 2, a)
+      cfg.cluster_m, cfg.cluster_n = t[1], t[2] or 1
+    elseif a == "--swizzle" then cfg.swizzle = int(a)
+    elseif a == "--order" then
+      local v = value(a)
+      if v ~= "m" and v ~= "n" then error({ usage = "--order takes m or n" }) end
+      cfg.column_major = v == "m"
+    elseif a == "--decomp" then cfg.decomp = value(a)
+    elseif a == "--splits" then cfg.splits = int(a)
+    elseif a == "--reduction" then cfg.reduction = value(a)
+    elseif a == "--min-k" then cfg.min_k = int(a)
+    elseif a == "--tiles-per-round" then cfg.tiles_per_round = int(a)
+    elseif a == "--color" then o.color = true
+    elseif a == "--no-color" then o.color = false
+    elseif a == "--no-splits" then o.splits = false
+    elseif a == "--svg" then o.svg = value(a)
+    else error({ usage = ("unknown option '%s'"):format(a) }) end
+    i = i + 1
+  end
+  if cfg.m or cfg.n or cfg.k then
+    if not (cfg.m and cfg.n and cfg.k) then error({ usage = "--m, --n and --k go together" }) end
+  elseif not cfg.tiles_m then
+    cfg.m, cfg.n, cfg.k = 4096, 4096, 4096
+  end
+  return cfg, o
+end
+
+-- Render a plan: the text picture, and the SVG file when asked. Returns the text.
+function M.sched_render(cfg, o, stdout_is_tty)
+  local plan = core.sched_plan(cfg)
+  local color = o.color
+  if color == nil then color = stdout_is_tty end
+  if o.svg then
+    local f, err = io.open(o.svg, "w")
+    if not f then error({ usage = "cannot write " .. err }) end
+    f:write(plan:svg())
+    f:close()
+  end
+  return plan:render { color = color, splits = o.splits }, plan
+end
+
+function M.sched(args)
+  local ok, res = pcall(function()
+    local cfg, o = M.sched_config(args)
+    if o.help then return sched_usage end
+    local tty = false
+    local hok, host = pcall(require, "tilua.host")
+    if hok then tty = host.isatty(1) end
+    local text = M.sched_render(cfg, o, tty)
+    if o.svg then text = text .. ("svg written to %s\n"):format(o.svg) end
+    return text
+  end)
+  if not ok then
+    if type(res) == "table" and res.usage then
+      io.stderr:write("tilua sched: ", res.usage, "\n")
+      if res.usage:find "^unknown option" then io.stderr:write(sched_usage) end
+      return 1
+    end
+    io.stderr:write("tilua sched: ", tostring(res):gsub("^.-sched: ", ""), "\n")
+    return 1
+  end
+  io.stdout:write(res)
+  return 0
 end
 
 -- }=====================================================================

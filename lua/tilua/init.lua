@@ -522,4 +522,7 @@ end
 
 -- }=====================================================================
 
+-- Building blocks from stdlib/ attach themselves to tl.
+require("tilua.stdlib.sched").attach(tl)
+
 return tl

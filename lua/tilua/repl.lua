@@ -23,6 +23,7 @@ Commands:
   :stages             list the stages of the last pipeline (tl.compile or :run)
   :stages N|NAME      print the IR after stage N (0 = the input) or the named pass
   :diff I J           the line diff between stages I and J
+  :sched OPTIONS      show a tile schedule (same options as `tilua sched --help`)
   :help               this help
   :quit               leave (also end of input)
 ]]
@@ -104,6 +105,21 @@ function commands.diff(arg)
   if not sa or not sb then return say "usage: :diff I J (stage numbers or pass names; see :stages)" end
   local d, changed = diff.diff(sa.ir, sb.ir)
   out:write(changed and d or "// no difference\n")
+end
+
+function commands.sched(arg)
+  local cli = require "tilua.cli"
+  local args = {}
+  for w in arg:gmatch "%S+" do args[#args + 1] = w end
+  local ok, res = pcall(function()
+    local cfg, o = cli.sched_config(args)
+    if o.help then return cli.sched_config({ "--help" }) and "" end
+    return (cli.sched_render(cfg, o, host.isatty(1)))
+  end)
+  if not ok then
+    return say(type(res) == "table" and res.usage or tostring(res))
+  end
+  out:write(res)
 end
 
 commands.quit = function() return "quit" end

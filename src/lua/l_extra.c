@@ -4,4 +4,8 @@
 */
 #include "lbind.h"
 
-void lb_open_extra(lua_State *L) { (void)L; }
+void lb_open_sched(lua_State *L);
+
+void lb_open_extra(lua_State *L) {
+  lb_open_sched(L);
+}

@@ -1,0 +1,217 @@
+-- tilua.interp: a reference interpreter of arith and scf on the CPU.
+--
+-- It runs a region (typically a kernel body) with given argument values and
+-- is how the tests check that lowered arithmetic (schedulers, index math)
+-- computes exactly what the C reference computes, without a GPU. Integers
+-- wrap at their width; floats are f64 or rounded to f32. A hook sees every
+-- op with its operand and result values.
+--
+--   local interp = require "tilua.interp"
+--   local env = interp.run(kernel_op, { 7, 3 }, { on_op = function(op, ins, outs) end })
+--   env:get(value) -> the value's last computed Lua number
+
+local M = {}
+
+local Env = {}
+Env.__index = Env
+
+function Env:get(v) return self.vals[v:id()] end
+function Env:set(v, x) self.vals[v:id()] = x end
+
+local function width_of(t)
+  local info = t:info()
+  if info.kind == "index" then return 64 end
+  return info.width
+end
+
+-- Wrap an integer to width w, sign-extended (the IR's view of a signless integer).
+local function wrap(x, w)
+  if w >= 64 then return x end
+  if w == 1 then return x & 1 end
+  local m = (1 << w) - 1
+  x = x & m
+  if x >> (w - 1) ~= 0 then x = x | ~m end
+  return x
+end
+
+local function zext(x, w)
+  if w >= 64 then return x end
+  return x & ((1 << w) - 1)
+end
+
+local function f32(x) return (string.unpack("f", string.pack("f", x))) end
+
+local function round_float(x, t)
+  local name = t:info().name
+  if name == "f32" then return f32(x) end
+  if name == "f64" then return x end
+  error("interp: " .. name .. " arithmetic is not interpreted")
+end
+
+local function ucmp(a, b) return math.ult(a, b) end
+
+-- Unsigned division of two 64-bit patterns.
+local function udiv(a, b)
+  if b < 0 then return math.ult(a, b) and 0 or 1 end
+  if a >= 0 then return a // b end
+  local q = ((a >> 1) // b) << 1
+  if not math.ult(a - q * b, b) then q = q + 1 end
+  return q
+end
+
+local int_binary = {
+  ["arith.addi"] = function(a, b) return a + b end,
+  ["arith.subi"] = function(a, b) return a - b end,
+  ["arith.muli"] = function(a, b) return a * b end,
+  ["arith.andi"] = function(a, b) return a & b end,
+  ["arith.ori"] = function(a, b) return a | b end,
+  ["arith.xori"] = function(a, b) return a ~ b end,
+}
+
+-- Evaluate one non-region op; returns its results as a list.
+local function eval_simple(op, ins)
+  local name = op:name()
+  local rt = op:nresults() > 0 and op:result(1):type() or nil
+  if name == "arith.constant" then
+    local v = op:attr "value"
+    if rt:kind() == "float" then return { round_float(v, rt) } end
+    return { wrap(v, width_of(rt)) }
+  end
+  local f = int_binary[name]
+  if f then return { wrap(f(ins[1], ins[2]), width_of(rt)) } end
+  local w = rt and (rt:kind() ~= "float" and width_of(rt))
+  local a, b = ins[1], ins[2]
+  if name == "arith.divsi" or name == "arith.remsi" then
+    if b == 0 then error("interp: division by zero in " .. name) end
+    local q = a // b
+    if (a % b ~= 0) and ((a < 0) ~= (b < 0)) then q = q + 1 end -- truncate toward zero
+    if name == "arith.divsi" then return { wrap(q, w) } end
+    return { wrap(a - q * b, w) }
+  elseif name == "arith.divui" or name == "arith.remui" then
+    local ua, ub = zext(a, w), zext(b, w)
+    if ub == 0 then error("interp: division by zero in " .. name) end
+    local q = udiv(ua, ub)
+    if name == "arith.divui" then return { wrap(q, w) } end
+    return { wrap(ua - q * ub, w) }
+  elseif name == "arith.shli" then
+    local s = zext(b, w)
+    return { s >= w and 0 or wrap(a << s, w) }
+  elseif name == "arith.shrui" then
+    local s = zext(b, w)
+    return { s >= w and 0 or wrap(zext(a, w) >> s, w) }
+  elseif name == "arith.shrsi" then
+    local s = zext(b, w)
+    if s >= w then return { a < 0 and -1 or 0 } end
+    return { wrap(a >> s | (a < 0 and ~(-1 >> s) or 0), w) }
+  elseif name == "arith.minsi" then return { math.min(a, b) }
+  elseif name == "arith.maxsi" then return { math.max(a, b) }
+  elseif name == "arith.minui" then return { ucmp(zext(a, w), zext(b, w)) and a or b }
+  elseif name == "arith.maxui" then return { ucmp(zext(a, w), zext(b, w)) and b or a }
+  elseif name == "arith.cmpi" then
+    local ow = width_of(op:operand(1):type())
+    local p = op:attr "predicate"
+    local ua, ub = zext(a, ow), zext(b, ow)
+    local r = ({
+      eq = a == b, ne = a ~= b, slt = a < b, sle = a <= b, sgt = a > b, sge = a >= b,
+      ult = ucmp(ua, ub), ule = not ucmp(ub, ua), ugt = ucmp(ub, ua), uge = not ucmp(ua, ub),
+    })[p]
+    return { r and 1 or 0 }
+  elseif name == "arith.select" then
+    return { a ~= 0 and ins[2] or ins[3] }
+  elseif name == "arith.extsi" or name == "arith.trunci" or name == "arith.index_cast" then
+    return { wrap(a, w) }
+  elseif name == "arith.extui" or name == "arith.index_castui" then
+    return { wrap(zext(a, width_of(op:operand(1):type())), w) }
+  elseif name == "arith.addf" then return { round_float(a + b, rt) }
+  elseif name == "arith.subf" then return { round_float(a - b, rt) }
+  elseif name == "arith.mulf" then return { round_float(a * b, rt) }
+  elseif name == "arith.divf" then return { round_float(a / b, rt) }
+  elseif name == "arith.negf" then return { -a }
+  elseif name == "arith.sitofp" then return { round_float(a + 0.0, rt) }
+  elseif name == "arith.cmpf" then
+    local p = op:attr "predicate"
+    local uno = a ~= a or b ~= b
+    local r = ({ oeq = not uno and a == b, one = not uno and a ~= b, olt = not uno and a < b,
+                 ole = not uno and a <= b, ogt = not uno and a > b, oge = not uno and a >= b })[p]
+    if r == nil then error("interp: cmpf predicate " .. p .. " not interpreted") end
+    return { r and 1 or 0 }
+  end
+  error("interp: cannot interpret '" .. name .. "'")
+end
+
+local run_block
+
+local function operands(env, op)
+  local ins = {}
+  for i, v in ipairs(op:operands()) do
+    local x = env:get(v)
+    if x == nil then error(("interp: operand #%d of '%s' has no value"):format(i, op:name())) end
+    ins[i] = x
+  end
+  return ins
+end
+
+local function set_results(env, op, outs)
+  for i, r in ipairs(op:results()) do env:set(r, outs[i]) end
+end
+
+-- Run the ops of a block; returns the terminator's operand values (if any) and its name.
+function run_block(env, block, args)
+  for i, a in ipairs(block:args()) do env:set(a, args[i]) end
+  for _, op in ipairs(block:ops()) do
+    local name = op:name()
+    local ins = operands(env, op)
+    if name == "scf.yield" or name == "scf.condition" then
+      return ins, name
+    end
+    local outs
+    if name == "scf.for" then
+      local lb, ub, step = ins[1], ins[2], ins[3]
+      local iters = { table.unpack(ins, 4) }
+      local body = op:region(1):entry()
+      local w = width_of(op:operand(1):type())
+      local i, n = lb, 0
+      while i < ub do
+        local args2 = { i }
+        for k, v in ipairs(iters) do args2[k + 1] = v end
+        iters = run_block(env, body, args2)
+        i = wrap(i + step, w)
+        n = n + 1
+        if n > env.max_steps then error("interp: loop runs too long") end
+      end
+      outs = iters
+    elseif name == "scf.if" then
+      local r = op:region(ins[1] ~= 0 and 1 or 2):entry()
+      outs = r and run_block(env, r, {}) or {}
+    elseif name == "scf.while" then
+      local cur, n = ins, 0
+      while true do
+        local c = run_block(env, op:region(1):entry(), cur)
+        local fwd = { table.unpack(c, 2) }
+        if c[1] == 0 then
+          outs = fwd
+          break
+        end
+        cur = run_block(env, op:region(2):entry(), fwd)
+        n = n + 1
+        if n > env.max_steps then error("interp: loop runs too long") end
+      end
+    else
+      outs = eval_simple(op, ins)
+    end
+    set_results(env, op, outs)
+    if env.on_op then env.on_op(op, ins, outs) end
+  end
+  return {}, nil
+end
+
+-- M.run(op_with_region, args [, {on_op = fn(op, ins, outs), max_steps = n}]) -> env
+function M.run(op, args, opts)
+  opts = opts or {}
+  local env = setmetatable({ vals = {}, on_op = opts.on_op, max_steps = opts.max_steps or 1e6 }, Env)
+  run_block(env, op:region(1):entry(), args or {})
+  return env
+end
+
+M.wrap = wrap
+return M

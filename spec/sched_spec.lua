@@ -1,0 +1,147 @@
+-- The tile-scheduler reference through Lua, `tilua sched`, and the TileLang
+-- surface of stdlib/sched.lua checked against the reference by interpreting
+-- the IR it builds.
+local H = dofile "spec/helper.lua"
+local tl = require "tilua"
+local interp = require "tilua.interp"
+local core = tl.core
+
+describe("the scheduler reference", function()
+  it("covers every k-iteration of every tile exactly once", function()
+    math.randomseed(7)
+    for trial = 1, 60 do
+      local cfg = {
+        kind = "streamk", tiles_m = math.random(1, 9), tiles_n = math.random(1, 9),
+        tiles_k = math.random(1, 40), workers = math.random(1, 40),
+        swizzle = math.random(1, 4), column_major = math.random(2) == 1,
+        decomp = ({ "heuristic", "streamk", "split_k", "data_parallel" })[math.random(4)],
+        splits = math.random(1, 4), reduction = math.random(2) == 1 and "deterministic" or "nondeterministic",
+        min_k = math.random(1, 4),
+      }
+      local plan = core.sched_plan(cfg)
+      local info = plan:info()
+      local covered = {}
+      for w = 0, info.grid - 1 do
+        for _, piece in ipairs(plan:pieces(w)) do
+          for k = piece.k_tile_start, piece.k_tile_start + piece.k_tile_count - 1 do
+            local key = piece.tile_idx * 1000 + k
+            assert.is_nil(covered[key], ("trial %d: tile %d k %d twice"):format(trial, piece.tile_idx, k))
+            covered[key] = true
+          end
+        end
+      end
+      local n = 0
+      for _ in pairs(covered) do n = n + 1 end
+      assert.equal(info.tiles * cfg.tiles_k, n, "trial " .. trial)
+      assert.is_true(plan:fixup_model(trial))
+    end
+  end)
+
+  it("needs no workspace for data-parallel and static persistent", function()
+    for _, kind in ipairs { "data_parallel", "static_persistent" } do
+      local plan = core.sched_plan { kind = kind, m = 1000, n = 1000, k = 1000, workers = 7 }
+      assert.equal(0, plan:info().workspace.total)
+      local params, bytes = plan:params()
+      assert.equal(48, #bytes)
+      assert.equal(0, params.k_split_count)
+    end
+  end)
+end)
+
+describe("tilua sched", function()
+  it("prints the grid and the K splits, and writes SVG", function()
+    local svg = os.tmpname()
+    local out, err, code = H.tilua_run { "sched", "--kind", "streamk", "--m", "4096", "--n", "4096",
+      "--k", "8192", "--tile", "128x256x64", "--workers", "132", "--svg", svg }
+    assert.equal(0, code, err)
+    assert.matches("schedule streamk: 32 x 16 tiles, 128 k tiles each", out)
+    assert.matches("k splits", out)
+    local doc = H.slurp(svg)
+    os.remove(svg)
+    assert.matches("^<svg ", doc)
+    assert.matches("</svg>%s*$", doc)
+  end)
+  it("rejects bad options", function()
+    local _, err, code = H.tilua_run { "sched", "--kind", "nope" }
+    assert.equal(1, code)
+    assert.matches("unknown kind 'nope'", err)
+    _, err, code = H.tilua_run { "sched", "--tile", "128x0x64" }
+    assert.equal(1, code)
+    assert.matches("positive integers", err)
+  end)
+end)
+
+-- Build a kernel whose body decodes with the TileLang surface, then interpret it.
+local function tl_kernel(opts, build)
+  tl.new_module()
+  local k = tl.kernel("sched", { params = { { "t", tl.i32 } }, block = 32 })
+  local keep = {}
+  k:define(function(k, p) build(p.t, keep) end)
+  return k, keep
+end
+
+describe("tl.sched.persistent", function()
+  local configs = {}
+  for _, m in ipairs { 1, 5, 8, 13 } do
+    for _, n in ipairs { 1, 3, 7 } do
+      for _, sw in ipairs { 1, 2, 3, 8 } do
+        for _, cl in ipairs { 1, 2 } do
+          for _, cm in ipairs { true, false } do
+            configs[#configs + 1] = { m = m, n = n, swizzle = sw, cluster = cl, column_major = cm }
+          end
+        end
+      end
+    end
+  end
+
+  it(("decodes like the reference (%d configurations)"):format(#configs), function()
+    for _, c in ipairs(configs) do
+      local plan = core.sched_plan { kind = "static_persistent", tiles_m = c.m, tiles_n = c.n,
+        cluster_m = c.cluster, swizzle = c.swizzle, column_major = c.column_major, workers = 3 }
+      local total = plan:info().tiles
+      local k, keep = tl_kernel(c, function(t, keep)
+        local s = tl.sched.persistent { m_tiles = c.m, n_tiles = c.n, workers = 3, swizzle = c.swizzle,
+                                        cluster = c.cluster, column_major = c.column_major, stateful = false }
+        keep.m, keep.n = s:coord(t)
+      end)
+      for t = 0, total + 2 do
+        local env = interp.run(k.op, { t })
+        local rm, rn = plan:tl_coord(t)
+        assert.same({ rm, rn }, { env:get(keep.m), env:get(keep.n) },
+          ("m=%d n=%d swizzle=%d cluster=%d column_major=%s tile %d"):format(c.m, c.n, c.swizzle, c.cluster,
+            tostring(c.column_major), t))
+      end
+    end
+  end)
+
+  it("iterates like the reference in the stateful form", function()
+    for _, c in ipairs { { m = 7, n = 5, sw = 2, cl = 2, w = 4 }, { m = 3, n = 9, sw = 8, cl = 1, w = 5 },
+                         { m = 2, n = 2, sw = 1, cl = 1, w = 9 } } do
+      local plan = core.sched_plan { kind = "static_persistent", tiles_m = c.m, tiles_n = c.n, cluster_m = c.cl,
+        swizzle = c.sw, workers = c.w }
+      local k, keep = tl_kernel(c, function(worker, keep)
+        local s = tl.sched.persistent { m_tiles = c.m, n_tiles = c.n, workers = c.w, swizzle = c.sw, cluster = c.cl }
+        s:init(worker)
+        s:loop(function(s) keep.rec = s.m_idx * 1000 + s.n_idx * 10 + s.current_iter end)
+      end)
+      for w = 0, c.w - 1 do
+        local seen = {}
+        interp.run(k.op, { w }, { on_op = function(op, _, outs)
+          if op == keep.rec:def() then seen[#seen + 1] = outs[1] end
+        end })
+        local want = {}
+        for i, tile in ipairs(plan:persistent(w)) do want[i] = tile.m * 1000 + tile.n * 10 + (i - 1) end
+        assert.same(want, seen, ("worker %d of %d"):format(w, c.w))
+      end
+    end
+  end)
+
+  it("refuses state calls on the stateless form", function()
+    local ok, err = pcall(tl_kernel, {}, function(t)
+      local s = tl.sched.persistent { m_tiles = 4, n_tiles = 4, workers = 2, stateful = false }
+      s:init(t)
+    end)
+    assert.is_false(ok)
+    assert.matches("needs a stateful scheduler", err)
+  end)
+end)

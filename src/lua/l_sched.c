@@ -1,0 +1,341 @@
+/*
+** l_sched.c -- Lua bindings of the tile-scheduler reference (src/sched): a
+** plan built from a configuration table, its pictures, and the per-worker
+** functions, so that tests can compare the lowered IR with the reference and
+** the REPL and `tilua sched` can show a schedule.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "../sched/sched.h"
+#include "lbind.h"
+
+#define LB_PLAN "tilua.SchedPlan"
+
+static SchedPlan *check_plan(lua_State *L, int idx) { return luaL_checkudata(L, idx, LB_PLAN); }
+
+static uint32_t field_u32(lua_State *L, int t, const char *name, uint32_t dflt) {
+  lua_getfield(L, t, name);
+  uint32_t v = dflt;
+  if (!lua_isnil(L, -1)) {
+    int isnum;
+    lua_Integer i = lua_tointegerx(L, -1, &isnum);
+    if (!isnum || i < 0 || i > UINT32_MAX) lb_error(L, "sched: '%s' must be a non-negative integer", name);
+    v = (uint32_t)i;
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+static uint64_t field_u64(lua_State *L, int t, const char *name, uint64_t dflt) {
+  lua_getfield(L, t, name);
+  uint64_t v = dflt;
+  if (!lua_isnil(L, -1)) {
+    int isnum;
+    lua_Integer i = lua_tointegerx(L, -1, &isnum);
+    if (!isnum || i < 0) lb_error(L, "sched: '%s' must be a non-negative integer", name);
+    v = (uint64_t)i;
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* An enum field given by name through one of the sched_*_parse functions. */
+static void field_enum(lua_State *L, int t, const char *name, bool (*parse)(const char *, void *), void *out) {
+  lua_getfield(L, t, name);
+  if (!lua_isnil(L, -1)) {
+    const char *s = lua_tostring(L, -1);
+    if (!s || !parse(s, out)) lb_error(L, "sched: unknown %s '%s'", name, s ? s : "?");
+  }
+  lua_pop(L, 1);
+}
+
+static bool parse_kind(const char *s, void *o) { return sched_kind_parse(s, o); }
+static bool parse_decomp(const char *s, void *o) { return sched_decomp_parse(s, o); }
+static bool parse_reduction(const char *s, void *o) { return sched_reduction_parse(s, o); }
+
+/* core.sched_plan{ kind=, m=, n=, k=, l=, tile={tm,tn,tk} | tiles_m=, tiles_n=, tiles_k=,
+**   workers=, cluster_m=, cluster_n=, swizzle=, column_major=, tiles_per_round=,
+**   decomp=, splits=, reduction=, min_k=, acc_tile_bytes= } -> plan */
+static int core_sched_plan(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  SchedKind kind = SCHED_STREAMK;
+  field_enum(L, 1, "kind", parse_kind, &kind);
+  SchedConfig c;
+  sched_config_init(&c, kind);
+  lua_getfield(L, 1, "m");
+  int gemm = !lua_isnil(L, -1);
+  lua_pop(L, 1);
+  if (gemm) {
+    uint32_t tile[3] = {128, 128, 64};
+    if (lua_getfield(L, 1, "tile") == LUA_TTABLE)
+      for (int i = 0; i < 3; i++) {
+        lua_geti(L, -1, i + 1);
+        if (lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0) tile[i] = (uint32_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+      }
+    lua_pop(L, 1);
+    if (!sched_config_gemm(&c, field_u64(L, 1, "m", 0), field_u64(L, 1, "n", 0), field_u64(L, 1, "k", 0),
+                           field_u64(L, 1, "l", 1), tile[0], tile[1], tile[2]))
+      return lb_error(L, "sched: m, n, k, l and the tile sizes must be positive");
+  } else {
+    c.tiles_m = field_u32(L, 1, "tiles_m", 1);
+    c.tiles_n = field_u32(L, 1, "tiles_n", 1);
+    c.tiles_l = field_u32(L, 1, "tiles_l", 1);
+    c.tiles_k = field_u32(L, 1, "tiles_k", 1);
+  }
+  c.cluster_m = field_u32(L, 1, "cluster_m", 1);
+  c.cluster_n = field_u32(L, 1, "cluster_n", 1);
+  c.swizzle = field_u32(L, 1, "swizzle", 1);
+  lua_getfield(L, 1, "column_major");
+  if (!lua_isnil(L, -1)) c.order = lua_toboolean(L, -1) ? SCHED_ALONG_M : SCHED_ALONG_N;
+  lua_pop(L, 1);
+  c.workers = field_u32(L, 1, "workers", 1);
+  c.tiles_per_round = field_u32(L, 1, "tiles_per_round", 0);
+  field_enum(L, 1, "decomp", parse_decomp, &c.decomp);
+  c.splits = field_u32(L, 1, "splits", c.splits);
+  field_enum(L, 1, "reduction", parse_reduction, &c.reduction);
+  c.min_k = field_u32(L, 1, "min_k", 0);
+  c.acc_tile_bytes = field_u64(L, 1, "acc_tile_bytes", c.acc_tile_bytes);
+  SchedPlan *p = lua_newuserdatauv(L, sizeof *p, 0);
+  memset(p, 0, sizeof *p);
+  const char *err = NULL;
+  if (!sched_plan(p, &c, &err)) return lb_error(L, "sched: %s", err ? err : "bad configuration");
+  luaL_setmetatable(L, LB_PLAN);
+  return 1;
+}
+
+#define SET_INT(name, v)                                                                           \
+  do {                                                                                             \
+    lua_pushinteger(L, (lua_Integer)(v));                                                          \
+    lua_setfield(L, -2, name);                                                                     \
+  } while (0)
+#define SET_BOOL(name, v)                                                                          \
+  do {                                                                                             \
+    lua_pushboolean(L, (v));                                                                       \
+    lua_setfield(L, -2, name);                                                                     \
+  } while (0)
+
+/* plan:info() -> a table of everything the plan decided. */
+static int plan_info(lua_State *L) {
+  SchedPlan *p = check_plan(L, 1);
+  lua_createtable(L, 0, 24);
+  lua_pushstring(L, sched_kind_name(p->cfg.kind));
+  lua_setfield(L, -2, "kind");
+  SET_INT("grid", p->grid);
+  SET_INT("tiles", p->persist.raster.total);
+  SET_INT("grid_m", p->persist.raster.grid_m);
+  SET_INT("grid_n", p->persist.raster.grid_n);
+  SET_INT("tiles_k", p->cfg.tiles_k);
+  SET_INT("workers", p->cfg.workers);
+  if (p->cfg.kind == SCHED_STREAMK) {
+    lua_pushstring(L, sched_decomp_name((SchedDecomp)p->sk.decomp));
+    lua_setfield(L, -2, "decomp");
+    lua_pushstring(L, sched_reduction_name((SchedReduction)p->sk.reduction));
+    lua_setfield(L, -2, "reduction");
+    SET_INT("sk_tiles", p->sk.sk_tiles);
+    SET_INT("sk_units", p->sk.sk_units);
+    SET_INT("dp_tiles", p->sk.dp_tiles);
+    SET_INT("units", p->sk.units);
+    SET_INT("k_per_small", p->sk.k_per_small);
+    SET_INT("big_units", p->sk.big_units);
+    SET_INT("max_splits", p->sk.max_splits);
+    SET_INT("splits", p->sk.splits);
+  }
+  lua_createtable(L, 0, 6);
+  SET_INT("reduction", p->ws.reduction);
+  SET_INT("barriers", p->ws.barriers);
+  SET_INT("barrier_offset", p->ws.barrier_offset);
+  SET_INT("total", p->ws.total);
+  SET_INT("slots_per_tile", p->ws.slots_per_tile);
+  SET_INT("barrier_count", p->ws.barrier_count);
+  lua_setfield(L, -2, "workspace");
+  return 1;
+}
+
+/* plan:params([workspace_ptr]) -> the 48-byte Params as a table and as a string of bytes. */
+static int plan_params(lua_State *L) {
+  SchedPlan *p = check_plan(L, 1);
+  SchedParams s = sched_params_make(p, (uint64_t)luaL_optinteger(L, 2, 0));
+  lua_createtable(L, 0, 11);
+  SET_INT("num_tiles_m", s.num_tiles_m);
+  SET_INT("num_tiles_n", s.num_tiles_n);
+  SET_INT("num_tiles_k", s.num_tiles_k);
+  SET_INT("cluster_shape_x", s.cluster_shape_x);
+  SET_INT("cluster_shape_y", s.cluster_shape_y);
+  SET_INT("cluster_shape_z", s.cluster_shape_z);
+  SET_INT("num_ctas_per_cluster", s.num_ctas_per_cluster);
+  SET_INT("total_ctas", s.total_ctas);
+  SET_INT("workspace_ptr", s.workspace_ptr);
+  SET_INT("k_split_count", s.k_split_count);
+  SET_INT("reserved", s.reserved);
+  lua_pushlstring(L, (const char *)&s, sizeof s);
+  return 2;
+}
+
+static void push_work(lua_State *L, SchedWork w) {
+  lua_createtable(L, 0, 6);
+  SET_INT("linear", w.linear);
+  SET_INT("m", w.m);
+  SET_INT("n", w.n);
+  SET_INT("l", w.l);
+  SET_INT("tile_idx", w.tile_idx);
+  SET_BOOL("valid", w.valid);
+}
+
+static void push_piece(lua_State *L, const SchedSkWork *w) {
+  lua_createtable(L, 0, 11);
+  SET_INT("unit", w->unit);
+  SET_INT("tile_idx", w->tile_idx);
+  SET_INT("m", w->m);
+  SET_INT("n", w->n);
+  SET_INT("l", w->l);
+  SET_INT("k_tile_start", w->k_tile_start);
+  SET_INT("k_tile_count", w->k_tile_count);
+  SET_INT("split_idx", w->split_idx);
+  SET_INT("expected_splits", w->expected_splits);
+  SET_BOOL("is_separate_reduction", w->is_separate_reduction);
+  SET_BOOL("is_final_split", w->is_final_split);
+}
+
+static uint32_t arg_u32(lua_State *L, int i) {
+  lua_Integer v = luaL_checkinteger(L, i);
+  luaL_argcheck(L, v >= 0 && v <= UINT32_MAX, i, "out of range");
+  return (uint32_t)v;
+}
+
+/* plan:unpack(linear) -> {m, n, l} */
+static int plan_unpack(lua_State *L) {
+  SchedPlan *p = check_plan(L, 1);
+  SchedCoord c = sched_raster_unpack(&p->persist.raster, arg_u32(L, 2));
+  lua_createtable(L, 0, 3);
+  SET_INT("m", c.m);
+  SET_INT("n", c.n);
+  SET_INT("l", c.l);
+  return 1;
+}
+
+static int plan_dp_tile(lua_State *L) {
+  SchedPlan *p = check_plan(L, 1);
+  push_work(L, sched_dp_tile(&p->persist.raster, arg_u32(L, 2)));
+  return 1;
+}
+
+/* plan:persistent(worker) -> the list of tiles the worker visits, with increment_pipe. */
+static int plan_persistent(lua_State *L) {
+  SchedPlan *p = check_plan(L, 1);
+  SchedWork w = sched_persistent_first(&p->persist, arg_u32(L, 2));
+  lua_newtable(L);
+  for (int i = 1; w.valid && i <= 1 << 20; i++) {
+    bool inc = false;
+    SchedWork next = sched_persistent_advance(&p->persist, w, &inc);
+    push_work(L, w);
+    SET_BOOL("increment_pipe", inc);
+    lua_rawseti(L, -2, i);
+    w = next;
+  }
+  return 1;
+}
+
+/* plan:pieces(worker) -> every StreamK piece the worker processes, in order. */
+static int plan_pieces(lua_State *L) {
+  SchedPlan *p = check_plan(L, 1);
+  if (p->cfg.kind != SCHED_STREAMK) return lb_error(L, "sched: pieces() needs a streamk plan");
+  SchedCursor c;
+  SchedSkWork w;
+  sched_cursor_begin(&p->sk, &c, arg_u32(L, 2));
+  lua_newtable(L);
+  for (int i = 1; sched_cursor_next(&p->sk, &c, &w); i++) {
+    push_piece(L, &w);
+    SchedFixup f = sched_fixup_role(&p->sk, &w);
+    lua_createtable(L, 0, 8);
+    SET_BOOL("participates", f.participates);
+    SET_BOOL("wait", f.wait);
+    SET_INT("wait_value", f.wait_value);
+    SET_INT("read_first", f.read_first);
+    SET_INT("read_count", f.read_count);
+    SET_BOOL("write", f.write);
+    SET_INT("write_slot", f.write_slot);
+    SET_BOOL("epilogue", f.epilogue);
+    lua_setfield(L, -2, "fixup");
+    lua_rawseti(L, -2, i);
+  }
+  return 1;
+}
+
+/* plan:tl_coord(tile_id) -> m_idx, n_idx (TileLang's stateless decode). */
+static int plan_tl_coord(lua_State *L) {
+  SchedPlan *p = check_plan(L, 1);
+  SchedCoord c = sched_tl_coord(&p->persist, arg_u32(L, 2));
+  lua_pushinteger(L, c.m);
+  lua_pushinteger(L, c.n);
+  return 2;
+}
+
+static int plan_owner(lua_State *L) {
+  SchedPlan *p = check_plan(L, 1);
+  uint32_t contributors = 0;
+  lua_pushinteger(L, sched_plan_owner(p, arg_u32(L, 2), &contributors));
+  lua_pushinteger(L, contributors);
+  return 2;
+}
+
+/* plan:render([{color=, splits=}]) -> text;  plan:svg() -> SVG document */
+static int plan_render(lua_State *L) {
+  SchedPlan *p = check_plan(L, 1);
+  unsigned flags = 0;
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "color");
+    if (lua_toboolean(L, -1)) flags |= SCHED_RENDER_COLOR;
+    lua_getfield(L, 2, "splits");
+    if (lua_isboolean(L, -1) && !lua_toboolean(L, -1)) flags |= SCHED_RENDER_NO_SPLITS;
+    lua_pop(L, 2);
+  }
+  StrBuf sb;
+  sb_init(&sb);
+  sched_render_text(&sb, p, flags);
+  lua_pushlstring(L, sb.data ? sb.data : "", sb.len);
+  sb_free(&sb);
+  return 1;
+}
+
+static int plan_svg(lua_State *L) {
+  SchedPlan *p = check_plan(L, 1);
+  StrBuf sb;
+  sb_init(&sb);
+  sched_render_svg(&sb, p);
+  lua_pushlstring(L, sb.data ? sb.data : "", sb.len);
+  sb_free(&sb);
+  return 1;
+}
+
+/* plan:fixup_model([seed]) -> ok, message: run the CPU model of the fixup protocol. */
+static int plan_fixup_model(lua_State *L) {
+  SchedPlan *p = check_plan(L, 1);
+  if (p->cfg.kind != SCHED_STREAMK) return lb_error(L, "sched: fixup_model() needs a streamk plan");
+  SchedFixupModel m;
+  memset(&m, 0, sizeof m);
+  bool ok = sched_fixup_model_run(&p->sk, (uint64_t)luaL_optinteger(L, 2, 1), &m);
+  lua_pushboolean(L, ok && m.ok);
+  lua_pushstring(L, m.ok ? "ok" : m.error);
+  sched_fixup_model_free(&m);
+  return 2;
+}
+
+static const luaL_Reg plan_methods[] = {{"info", plan_info},       {"params", plan_params},
+                                        {"unpack", plan_unpack},   {"dp_tile", plan_dp_tile},
+                                        {"persistent", plan_persistent}, {"pieces", plan_pieces},
+                                        {"tl_coord", plan_tl_coord}, {"owner", plan_owner},
+                                        {"render", plan_render},   {"svg", plan_svg},
+                                        {"fixup_model", plan_fixup_model}, {NULL, NULL}};
+
+static const luaL_Reg sched_functions[] = {{"sched_plan", core_sched_plan}, {NULL, NULL}};
+
+void lb_open_sched(lua_State *L) {
+  luaL_newmetatable(L, LB_PLAN);
+  lua_newtable(L);
+  luaL_setfuncs(L, plan_methods, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+  luaL_setfuncs(L, sched_functions, 0);
+}

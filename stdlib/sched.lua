@@ -1,0 +1,157 @@
+-- stdlib/sched.lua: TileLang's PersistentTileScheduler (seed 003) as IR
+-- arithmetic, mirroring the reference in src/sched (sched_tl_*) operation for
+-- operation: 32-bit unsigned integer math, compile-time choices (traversal
+-- order, clustering) made here in Lua, runtime work in the IR.
+--
+--   local s = tl.sched.persistent{ m_tiles = M, n_tiles = N, workers = W,
+--                                  swizzle = 8, column_major = true, cluster = 2 }
+--   s:init(worker)
+--   s:loop(function(s) ... s.m_idx, s.n_idx, s.current_iter ... end)
+--   local m, n = s:coord(tile_id)              -- stateless decode
+--
+-- Clustering reshapes the grid to ceil(M / cluster) x N first; swizzle panels
+-- (the last one narrower) and the traversal order then apply; m_idx is the
+-- cluster row: s:block_m(rank) = m_idx * cluster + rank.
+
+local M = {}
+
+function M.attach(tl)
+  tl.sched = tl.sched or {}
+  local raise, is_value = tl.raise, tl.is_value
+
+  local Persistent = {}
+  Persistent.__index = Persistent
+
+  local function u32(v, what)
+    if is_value(v) then
+      if v:type() == tl.i32 then return v end
+      if tl.is_int_type(v:type()) then return v:cast(tl.i32) end
+      raise(what .. " must be an integer value")
+    end
+    if math.type(v) ~= "integer" or v < 0 or v >= 1 << 32 then raise(what .. " must be a non-negative integer") end
+    return v
+  end
+
+  -- Lua-or-IR arithmetic: folds when both sides are Lua integers (u32 wrap).
+  local function c32(v) return is_value(v) and v or tl.const(v, tl.i32) end
+  local function add(a, b)
+    if not is_value(a) and not is_value(b) then return (a + b) & 0xffffffff end
+    return c32(a) + b
+  end
+  local function mul(a, b)
+    if not is_value(a) and not is_value(b) then return (a * b) & 0xffffffff end
+    return c32(a) * b
+  end
+  local function divu(a, b)
+    if not is_value(a) and not is_value(b) then return a // b end
+    return tl.divu(c32(a), b)
+  end
+  local function sub(a, b)
+    if not is_value(a) and not is_value(b) then return (a - b) & 0xffffffff end
+    return c32(a) - b
+  end
+  local function minu(a, b)
+    if not is_value(a) and not is_value(b) then return math.min(a, b) end
+    return tl.minu(c32(a), b)
+  end
+  local function ceil_div(a, b) return divu(add(a, b - 1), b) end
+
+  -- tl.sched.persistent{ m_tiles, n_tiles [, workers] [, swizzle = 1] [, column_major = true]
+  --                      [, cluster = 1] [, stateful = true] }
+  function tl.sched.persistent(opts)
+    local cluster = opts.cluster or 1
+    local swizzle = opts.swizzle or 1
+    if math.type(cluster) ~= "integer" or cluster < 1 then raise("persistent: cluster must be a positive integer") end
+    if math.type(swizzle) ~= "integer" or swizzle < 1 then raise("persistent: swizzle must be a positive integer") end
+    local m_tiles = u32(opts.m_tiles or raise("persistent: m_tiles is required"), "m_tiles")
+    local n_tiles = u32(opts.n_tiles or raise("persistent: n_tiles is required"), "n_tiles")
+    local workers = opts.workers
+    if workers == nil then
+      local sms = tl.device and tl.device.available and tl.device.available() and tl.device.sm_count() or 132
+      workers = sms // cluster
+    end
+    workers = u32(workers, "workers")
+    local column_major = opts.column_major ~= false
+    local s = setmetatable({ cluster = cluster, column_major = column_major,
+                             stateful = opts.stateful ~= false, workers = workers }, Persistent)
+    -- Compile-time shape of the decode (sched_raster_init).
+    s.grid_m = ceil_div(m_tiles, cluster)
+    s.grid_n = n_tiles
+    s.fast = column_major and s.grid_m or s.grid_n
+    s.slow = column_major and s.grid_n or s.grid_m
+    s.swizzle = minu(swizzle, s.slow)
+    s.total = mul(s.grid_m, s.grid_n)
+    return s
+  end
+
+  -- The stateless decode: tile_id -> m_idx (cluster row), n_idx. Mirrors sched_raster_unpack.
+  function Persistent:coord(tile_id)
+    tile_id = c32(u32(tile_id, "tile_id"))
+    local per_l = self.total
+    local l = divu(tile_id, per_l)
+    local rest = tile_id - mul(l, per_l)
+    local panel_size = mul(self.fast, self.swizzle)
+    local panel = divu(rest, panel_size)
+    local base = mul(panel, self.swizzle)
+    -- width = base < slow ? min(swizzle, slow - base) : 1
+    local width = tl.select(c32(base):ult(self.slow), minu(self.swizzle, sub(self.slow, base)), 1)
+    local inside = rest - mul(panel, panel_size)
+    local f = tl.divu(inside, width)
+    local sl = add(base, tl.remu(inside, width))
+    if self.column_major then return f, c32(sl) end
+    return c32(sl), f
+  end
+
+  -- bx = m_idx * cluster + rank
+  function Persistent:block_m(rank, m_idx)
+    return add(mul(m_idx or self.m_idx, self.cluster), rank)
+  end
+
+  local function need_state(s, what)
+    if not s.stateful then raise(("persistent: %s needs a stateful scheduler (stateful = true)"):format(what)) end
+  end
+
+  local function decode(s)
+    s.m_idx, s.n_idx = s:coord(s.linear_idx)
+  end
+
+  -- State: linear_idx = worker, current_iter = 0.
+  function Persistent:init(worker)
+    need_state(self, "init")
+    self.linear_idx = c32(u32(worker, "worker"))
+    self.current_iter = tl.const(0, tl.i32)
+    decode(self)
+  end
+
+  function Persistent:valid()
+    need_state(self, "valid")
+    if not self.linear_idx then raise("persistent: call init(worker) first") end
+    return self.linear_idx:ult(self.total)
+  end
+
+  function Persistent:next_tile()
+    need_state(self, "next_tile")
+    self.current_iter = self.current_iter + 1
+    self.linear_idx = add(self.linear_idx, self.workers)
+    decode(self)
+  end
+
+  -- while valid(): fn(self); next_tile() -- as an scf.while carrying (linear_idx, current_iter).
+  function Persistent:loop(fn)
+    need_state(self, "loop")
+    if not self.linear_idx then raise("persistent: call init(worker) first") end
+    local lin, it = tl.while_({ self.linear_idx, self.current_iter }, function(l, i)
+      return l:ult(self.total), l, i
+    end, function(l, i)
+      self.linear_idx, self.current_iter = l, i
+      decode(self)
+      fn(self)
+      self:next_tile()
+      return self.linear_idx, self.current_iter
+    end)
+    self.linear_idx, self.current_iter = lin, it
+    decode(self)
+  end
+end
+
+return M
