@@ -74,19 +74,42 @@ local function list_passes(out)
   end
 end
 
+-- Walks an argument list: r:next() -> the next option (with "--x=v" split),
+-- r:value() / r:int() -> the option's value. Errors are {usage = message}.
+local function arg_reader(args)
+  local r = { i = 0, pending = nil }
+  function r:next()
+    self.i = self.i + 1
+    local a = args[self.i]
+    if a == nil then return nil end
+    local long, eq = a:match "^(%-%-[%w%-]+)=(.*)$"
+    if long then a, self.pending = long, eq end
+    self.current = a
+    return a
+  end
+  function r:value()
+    if self.pending then
+      local v = self.pending
+      self.pending = nil
+      return v
+    end
+    self.i = self.i + 1
+    if args[self.i] == nil then error({ usage = ("option %s needs a value"):format(self.current) }) end
+    return args[self.i]
+  end
+  function r:int()
+    local v = math.tointeger(tonumber(self:value()))
+    if not v or v < 0 then error({ usage = ("%s needs a non-negative integer"):format(self.current) }) end
+    return v
+  end
+  return r
+end
+
 local function parse_opt_args(args)
   local o = { passes = {}, print_after = {} }
-  local i = 1
-  local function value(name)
-    i = i + 1
-    if args[i] == nil then error({ usage = ("option %s needs a value"):format(name) }) end
-    return args[i]
-  end
-  while i <= #args do
-    local a = args[i]
-    local long, eq = a:match "^(%-%-[%w%-]+)=(.*)$"
-    if long then a = long end
-    local function val() if eq then return eq end return value(a) end
+  local r = arg_reader(args)
+  local function val() return r:value() end
+  for a in r.next, r do
     if a == "-h" or a == "--help" then o.help = true
     elseif a == "-p" or a == "--pass" or a == "--passes" then o.passes[#o.passes + 1] = val()
     elseif a == "--print-ir-after-all" then o.print_after_all = true
@@ -103,7 +126,6 @@ local function parse_opt_args(args)
     elseif a:sub(1, 1) == "-" and a ~= "-" then error({ usage = ("unknown option '%s'"):format(a) })
     elseif o.file then error({ usage = ("more than one input file ('%s' and '%s')"):format(o.file, a) })
     else o.file = a end
-    i = i + 1
   end
   return o
 end
@@ -288,7 +310,9 @@ end
 -- tilua sched
 -- ======================================================================
 
-local sched_usage = [[
+local sched_usage
+M.sched_usage = function() return sched_usage end
+sched_usage = [[
 usage: tilua sched [options]
 
 Shows how a tile scheduler assigns output tiles (and StreamK K-splits) to
@@ -326,24 +350,10 @@ end
 -- Parse `tilua sched` arguments into a sched_plan configuration and options.
 function M.sched_config(args)
   local cfg, o = { kind = "streamk", workers = 132 }, { color = nil }
-  local i = 1
-  local function value(name)
-    i = i + 1
-    if args[i] == nil then error({ usage = ("option %s needs a value"):format(name) }) end
-    return args[i]
-  end
-  local function int(name)
-    local v = math.tointeger(tonumber(value(name)))
-    if not v or v < 0 then error({ usage = ("%s needs a non-negative integer"):format(name) }) end
-    return v
-  end
-  while i <= #args do
-    local a = args[i]
-    local long, eq = a:match "^(%-%-[%w%-]+)=(.*)$"
-    if long then
-      table.insert(args, i + 1, eq)
-      a = long
-    end
+  local r = arg_reader(args)
+  local function value() return r:value() end
+  local function int() return r:int() end
+  for a in r.next, r do
     if a == "-h" or a == "--help" then o.help = true
     elseif a == "--kind" then cfg.kind = value(a)
     elseif a == "--m" or a == "--n" or a == "--k" or a == "--l" then cfg[a:sub(3)] = int(a)
@@ -370,7 +380,6 @@ function M.sched_config(args)
     elseif a == "--no-splits" then o.splits = false
     elseif a == "--svg" then o.svg = value(a)
     else error({ usage = ("unknown option '%s'"):format(a) }) end
-    i = i + 1
   end
   if cfg.m or cfg.n or cfg.k then
     if not (cfg.m and cfg.n and cfg.k) then error({ usage = "--m, --n and --k go together" }) end

@@ -113,7 +113,7 @@ function commands.sched(arg)
   for w in arg:gmatch "%S+" do args[#args + 1] = w end
   local ok, res = pcall(function()
     local cfg, o = cli.sched_config(args)
-    if o.help then return cli.sched_config({ "--help" }) and "" end
+    if o.help then return cli.sched_usage() end
     return (cli.sched_render(cfg, o, host.isatty(1)))
   end)
   if not ok then
