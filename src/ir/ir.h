@@ -155,6 +155,7 @@ const IrType *ir_type_dialect(IrContext *ctx, int dty, uint32_t nparams, const I
 int ir_dialect_type_lookup(const char *name, size_t len); /* -1 if unknown */
 const char *ir_dialect_type_name(int dty);
 const char *ir_dialect_type_doc(int dty);
+const char *ir_dialect_type_params(int dty); /* the parameter spec, e.g. "int ident" */
 int ir_dialect_type_count(void);
 
 bool ir_type_is_int(const IrType *t);      /* i1..i64 */
@@ -307,7 +308,7 @@ typedef enum IrDialectTypeKind {
 
 typedef struct IrOpInfo {
   const char *name;
-  const char *sig;      /* "opd opd... -> res" type constraints, see dialects/README */
+  const char *sig;      /* "opd opd... -> res" type constraints, see opinfo.c / docs/ir.md */
   int nregions;
   uint32_t traits;
   uint32_t effects;

@@ -26,6 +26,7 @@ static const DialectTypeInfo dialect_types[] = {
 int ir_dialect_type_count(void) { return IR_DTY__COUNT; }
 const char *ir_dialect_type_name(int dty) { return dialect_types[dty].name; }
 const char *ir_dialect_type_doc(int dty) { return dialect_types[dty].doc; }
+const char *ir_dialect_type_params(int dty) { return dialect_types[dty].params; }
 
 int ir_dialect_type_lookup(const char *name, size_t len) {
   for (int i = 0; i < IR_DTY__COUNT; i++)

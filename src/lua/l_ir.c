@@ -1433,6 +1433,8 @@ static int core_dialect_types(lua_State *L) {
     lua_setfield(L, -2, "name");
     lua_pushstring(L, ir_dialect_type_doc(k));
     lua_setfield(L, -2, "doc");
+    lua_pushstring(L, ir_dialect_type_params(k));
+    lua_setfield(L, -2, "params");
     lua_rawseti(L, -2, k + 1);
   }
   return 1;
