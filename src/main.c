@@ -34,6 +34,9 @@ static const char usage_text[] =
     "  -l mod    require library 'mod' into global 'mod'\n"
     "  -v        show version information\n"
     "  -E        ignore environment variables (LUA_PATH, LUA_CPATH, TILUA_SOURCE_DIR)\n"
+    "  --emit=ir|ptx  the script's first compile (k:compile, tl.compile) prints the final\n"
+    "                 IR or the PTX and exits 0 without launching (also after the script)\n"
+    "  --stage=NAME   likewise, printing the IR after pass NAME (or 'input', or a number)\n"
     "  --help    show this help\n"
     "  --        stop handling options\n"
     "  -         run stdin as a script and stop handling options\n"
@@ -249,6 +252,23 @@ static int run_module_function(lua_State *L, const char *module, const char *fn,
 #define has_E 16
 #define has_help 32
 
+/* --emit=... and --stage=...: options of the scripts' compile calls (tl.options). */
+static int is_tl_option(const char *a) { return strncmp(a, "--emit=", 7) == 0 || strncmp(a, "--stage=", 8) == 0; }
+
+/* Copy the host's --emit / --stage (before the script) into require("tilua").options. */
+static void set_tl_options(lua_State *L, char **argv, int script) {
+  int top = lua_gettop(L);
+  for (int i = 1; i < script && argv[i] != NULL; i++) {
+    if (!is_tl_option(argv[i])) continue;
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    if (lua_getfield(L, -1, "tilua") == LUA_TTABLE && lua_getfield(L, -1, "options") == LUA_TTABLE) {
+      lua_pushstring(L, strchr(argv[i], '=') + 1);
+      lua_setfield(L, -2, argv[i][2] == 'e' ? "emit" : "stage");
+    }
+    lua_settop(L, top);
+  }
+}
+
 /* Traverse options; returns the bitmask and sets *first to the script index. */
 static int collectargs(char **argv, int *first) {
   int args = 0;
@@ -265,6 +285,7 @@ static int collectargs(char **argv, int *first) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return args | has_help;
     switch (argv[i][1]) {
     case '-':
+      if (is_tl_option(argv[i])) break;
       if (argv[i][2] != '\0') return has_error;
       *first = i + 1;
       return args;
@@ -364,6 +385,7 @@ static int pmain(lua_State *L) {
     lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
   }
   createargtable(L, argv, argc, script);
+  set_tl_options(L, argv, script);
   if (!runargs(L, argv, script)) return 0;
   if (script > 0 && argv[script] != NULL && handle_script(L, argv + script) != LUA_OK) return 0;
   if (args & has_i) {

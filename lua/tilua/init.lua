@@ -525,4 +525,6 @@ end
 -- Building blocks from stdlib/ attach themselves to tl.
 require("tilua.stdlib.sched").attach(tl)
 
+require("tilua.gpu").attach(tl) -- authoring ops of real kernels, PTX, launches, tl.device
+
 return tl

@@ -25,5 +25,12 @@ bool dia_need_int(IrOp *op, const char *name, int64_t *out);
 void dia_kernel_dims(IrOp *op, const char *entry, int64_t out[3], int64_t dflt);
 /* Is a constant integer: stores it. */
 bool dia_const_int(IrValue *v, int64_t *out);
+/* Bytes a value of type t takes in memory (i1 = 1, index and pointers = 8, vectors
+** = elements * element); 0 for types that have no memory form. */
+int64_t dia_type_bytes(const IrType *t);
+/* Can one ld/st move a value of type v (a scalar, or a vector of 4, 8 or 16
+** bytes of non-i1 elements, at most 4 of them when 32 bits or wider)? Emits the
+** error when not. */
+bool dia_check_mem_value(IrOp *op, const IrType *v);
 
 #endif

@@ -1,0 +1,27 @@
+/*
+** l_ptx.c -- Lua binding of the PTX emitter (src/ptx).
+*/
+#include <stdlib.h>
+
+#include "../ptx/ptx.h"
+#include "lbind.h"
+
+/* core.emit_ptx(module_op) -> text | nil, message, diagnostics */
+static int core_emit_ptx(lua_State *L) {
+  IrOp *m = lb_check_op(L, 1);
+  IrContext *ctx = lb_owner(L, 1)->ctx;
+  char *text = NULL;
+  ir_diag_clear(ctx);
+  if (ptx_emit_module(m, &text) != IR_OK) {
+    lua_pushnil(L);
+    lb_push_diagnostics_and_list(L, ctx);
+    return 3;
+  }
+  lua_pushstring(L, text);
+  free(text);
+  return 1;
+}
+
+static const luaL_Reg ptx_functions[] = {{"emit_ptx", core_emit_ptx}, {NULL, NULL}};
+
+void lb_open_ptx(lua_State *L) { luaL_setfuncs(L, ptx_functions, 0); }

@@ -1,0 +1,19 @@
+/*
+** ptx.h -- the PTX emitter: a module whose kernels hold nvvm + arith + scf
+** (what the `ptx` pipeline leaves) to PTX text for sm_90a. docs/ptx.md
+** describes the output: registers, control flow, parameters, each op's PTX.
+*/
+#ifndef TILUA_PTX_H
+#define TILUA_PTX_H
+
+#include "../ir/ir.h"
+
+#define PTX_VERSION "8.0"
+#define PTX_TARGET "sm_90a"
+
+/* Emit every tile.kernel of the module. On success *out is a malloc'ed,
+** NUL-terminated PTX text (the caller frees it); on failure *out is NULL and
+** the context holds diagnostics naming each op that cannot be emitted. */
+IrResult ptx_emit_module(IrOp *module, char **out);
+
+#endif
