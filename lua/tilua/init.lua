@@ -524,6 +524,7 @@ end
 
 -- Building blocks from stdlib/ attach themselves to tl.
 require("tilua.stdlib.sched").attach(tl)
+require("tilua.cutlass").attach(tl, Kernel)
 
 require("tilua.gpu").attach(tl) -- authoring ops of real kernels, PTX, launches, tl.device
 

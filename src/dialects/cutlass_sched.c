@@ -1,0 +1,478 @@
+/*
+** cutlass_sched.c -- verifiers of the tile scheduler family (params, work
+** tiles, handles, advance, workspace sizes, fixup), the MODS probes (seed 001)
+** and block_striped.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dialects.h"
+
+/* Helpers defined in cutlass.c (the dialect has no private header). */
+bool cut_attr_int(IrOp *op, const char *name, bool required, int64_t dflt, int64_t *out);
+bool cut_attr_bool(IrOp *op, const char *name, bool dflt, bool *out);
+int cut_attr_enum(IrOp *op, const char *name, const char *const *names, int dflt);
+bool cut_attr_int_list(IrOp *op, const char *name, int64_t *out, uint32_t max, uint32_t *n);
+int cut_kind_index(const IrType *t, const char *const *names);
+void cut_type_error(IrOp *op, const char *what, const char *want, const IrType *t);
+int64_t cut_kernel_threads(const IrOp *op);
+void cut_kernel_cluster(const IrOp *op, int64_t out[3]);
+int cut_target_sm(const IrOp *op);
+
+/* {======================================================================
+** Scheduler kinds
+** ======================================================================= */
+
+enum { K_DP, K_SP, K_SK, K_SM100 };
+static const char *const kinds[] = {"data_parallel", "static_persistent", "streamk",
+                                    "sm100_streamk", NULL};
+
+/* The kind an op of the params / work-tile creation families builds. */
+static int op_kind(IrOpKind k) {
+  switch (k) {
+  case OP_CUTLASS_SCHED_CREATE_DP_PARAMS:
+  case OP_CUTLASS_SCHED_CREATE_DP_WORK: return K_DP;
+  case OP_CUTLASS_SCHED_CREATE_SP_PARAMS:
+  case OP_CUTLASS_SCHED_CREATE_SP_WORK: return K_SP;
+  case OP_CUTLASS_SCHED_CREATE_SK_PARAMS:
+  case OP_CUTLASS_SCHED_CREATE_SK_WORK: return K_SK;
+  default: return K_SM100;
+  }
+}
+
+/* t must be the dialect type dty of kind k; "<what> must be !name<kind>, got t". */
+static bool want_kind(IrOp *op, const char *what, const IrType *t, int dty, int k) {
+  if (ir_type_is_dialect(t, dty) && cut_kind_index(t, kinds) == k) return true;
+  char want[96];
+  snprintf(want, sizeof want, "!%s<%s>", ir_dialect_type_name(dty), kinds[k]);
+  cut_type_error(op, what, want, t);
+  return false;
+}
+
+/* The kind of a scheduler-family type, reporting an unknown one. */
+static int kind_of(IrOp *op, const char *what, const IrType *t) {
+  int k = cut_kind_index(t, kinds);
+  if (k < 0)
+    cut_type_error(op, what, "of kind data_parallel, static_persistent, streamk or sm100_streamk",
+                   t);
+  return k;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Params and work tiles
+** ======================================================================= */
+
+/* cluster_shape (optional) agrees with the kernel's cluster. */
+static bool check_cluster_shape(IrOp *op) {
+  if (!ir_op_attr(op, "cluster_shape")) return true;
+  int64_t cs[3] = {1, 1, 1}, kc[3];
+  uint32_t n;
+  if (!cut_attr_int_list(op, "cluster_shape", cs, 3, &n)) return false;
+  cut_kernel_cluster(op, kc);
+  if (n == 0 || cs[0] != kc[0] || cs[1] != kc[1] || cs[2] != kc[2]) {
+    ir_op_error(
+        op, "cluster_shape [%lld, %lld, %lld] differs from the kernel's cluster [%lld, %lld, %lld]",
+        (long long)cs[0], (long long)cs[1], (long long)cs[2], (long long)kc[0], (long long)kc[1],
+        (long long)kc[2]);
+    return false;
+  }
+  return true;
+}
+
+/* The optional attributes every kind shares, and the StreamK ones. */
+static bool check_params_attrs(IrOp *op, int k) {
+  static const char *const orders[] = {"along_m", "along_n", NULL};
+  static const char *const decomps[] = {"heuristic", "data_parallel", "split_k", "streamk", NULL};
+  static const char *const reductions[] = {"deterministic", "nondeterministic", NULL};
+  int64_t swizzle, v;
+  if (!check_cluster_shape(op) || !cut_attr_int(op, "swizzle", false, 1, &swizzle) ||
+      cut_attr_enum(op, "raster_order", orders, 0) < 0)
+    return false;
+  if (swizzle < 1) {
+    ir_op_error(op, "expected swizzle >= 1, got %lld", (long long)swizzle);
+    return false;
+  }
+  if (k == K_SP) {
+    if (!cut_attr_int(op, "tiles_per_round", false, 0, &v)) return false;
+    if (v < 0) {
+      ir_op_error(op, "expected tiles_per_round >= 0, got %lld", (long long)v);
+      return false;
+    }
+  }
+  if (k < K_SK) return true;
+  if (cut_attr_enum(op, "decomposition", decomps, 0) < 0 ||
+      cut_attr_enum(op, "reduction", reductions, 0) < 0)
+    return false;
+  if (!cut_attr_int(op, "splits", false, 1, &v)) return false;
+  if (v < 1) {
+    ir_op_error(op, "expected splits >= 1, got %lld", (long long)v);
+    return false;
+  }
+  if (!cut_attr_int(op, "accumulator_tile_bytes", false, 0, &v)) return false;
+  if (v < 0) {
+    ir_op_error(op, "expected accumulator_tile_bytes >= 0, got %lld", (long long)v);
+    return false;
+  }
+  return true;
+}
+
+/* SM100 StreamK needs sm_100+; the generic StreamK is superseded there. */
+static bool check_target(IrOp *op, int k) {
+  int sm = cut_target_sm(op);
+  if (k == K_SM100 && sm < 100) {
+    ir_op_error(op, "the SM100 StreamK scheduler needs an sm_100 or later target, got sm_%d", sm);
+    return false;
+  }
+  if (k == K_SK && sm >= 100) {
+    ir_op_error(
+        op, "the generic StreamK scheduler is illegal on sm_%d: use create_sm100_streamk_params",
+        sm);
+    return false;
+  }
+  return true;
+}
+
+IrResult cutlass_verify_sched_params(IrOp *op) {
+  int k = op_kind(op->kind);
+  if (!want_kind(op, "result", op->results[0].type, IR_DTY_CUTLASS_SCHED_PARAMS, k)) return IR_FAIL;
+  return check_params_attrs(op, k) && check_target(op, k) ? IR_OK : IR_FAIL;
+}
+
+IrResult cutlass_verify_sched_work_create(IrOp *op) {
+  int k = op_kind(op->kind);
+  if (!want_kind(op, "operand #0", op->operands[0].value->type, IR_DTY_CUTLASS_SCHED_PARAMS, k) ||
+      !want_kind(op, "result", op->results[0].type, IR_DTY_CUTLASS_WORK_TILE_INFO, k))
+    return IR_FAIL;
+  return IR_OK;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Handles, advance, workspace, fixup
+** ======================================================================= */
+
+IrResult cutlass_verify_sched_create(IrOp *op) {
+  static const char *const models[] = {"static", "pull", NULL};
+  int k = kind_of(op, "operand #0", op->operands[0].value->type);
+  if (k < 0 || !want_kind(op, "result", op->results[0].type, IR_DTY_CUTLASS_TILE_SCHEDULER, k))
+    return IR_FAIL;
+  int model = cut_attr_enum(op, "model", models, 0);
+  if (model < 0) return IR_FAIL;
+  bool response = op->noperands == 2;
+  if (k != K_DP && (response || model == 1)) {
+    ir_op_error(op, "a %s scheduler must not use the data-parallel WorkID response path (%s)",
+                kinds[k], response ? "a WorkID response operand" : "model = \"pull\"");
+    return IR_FAIL;
+  }
+  if (model == 1 && !response) {
+    ir_op_error(op, "a data_parallel scheduler in the pull model needs a WorkID response source (a "
+                    "ptr<..., shared> operand)");
+    return IR_FAIL;
+  }
+  if (model == 0 && response) {
+    ir_op_error(op, "a WorkID response operand needs model = \"pull\"");
+    return IR_FAIL;
+  }
+  return IR_OK;
+}
+
+IrResult cutlass_verify_sched_advance(IrOp *op) {
+  if (!ir_op_ancestor(op, OP_CUTLASS_ASYNC_EXEC)) {
+    ir_op_error(op, "must be inside a cutlass.async.exec region (it advances the scheduler and may "
+                    "clock the pipeline)");
+    return IR_FAIL;
+  }
+  int k = kind_of(op, "operand #0", op->operands[0].value->type);
+  if (k < 0 ||
+      !want_kind(op, "operand #1", op->operands[1].value->type, IR_DTY_CUTLASS_WORK_TILE_INFO, k) ||
+      !want_kind(op, "result", op->results[0].type, IR_DTY_CUTLASS_WORK_TILE_INFO, k))
+    return IR_FAIL;
+  return IR_OK;
+}
+
+static int64_t align128(int64_t x) { return (x + 127) / 128 * 128; }
+
+/* Sizes agree with the kind: zero unless StreamK; StreamK follows the layout
+** [partials][pad to 128][32-bit counters][pad to 128]. */
+IrResult cutlass_verify_sched_workspace(IrOp *op) {
+  int k = kind_of(op, "operand #0", op->operands[0].value->type);
+  int64_t total, red, bar;
+  if (k < 0 || !cut_attr_int(op, "total_bytes", true, 0, &total) ||
+      !cut_attr_int(op, "reduction_bytes", true, 0, &red) ||
+      !cut_attr_int(op, "barrier_bytes", true, 0, &bar))
+    return IR_FAIL;
+  const int64_t max = (int64_t)1 << 48;
+  if (total < 0 || red < 0 || bar < 0 || total > max || red > max || bar > max) {
+    ir_op_error(op, "workspace sizes must be in [0, 2^48]");
+    return IR_FAIL;
+  }
+  if (k < K_SK && (total || red || bar)) {
+    ir_op_error(op,
+                "a %s scheduler needs no workspace, got total_bytes = %lld, reduction_bytes = "
+                "%lld, barrier_bytes = %lld",
+                kinds[k], (long long)total, (long long)red, (long long)bar);
+    return IR_FAIL;
+  }
+  if (k >= K_SK && bar % 4 != 0) {
+    ir_op_error(op, "barrier_bytes = %lld is not a whole number of 32-bit counters",
+                (long long)bar);
+    return IR_FAIL;
+  }
+  if (k >= K_SK && total != align128(align128(red) + bar)) {
+    ir_op_error(op,
+                "total_bytes = %lld does not match the StreamK layout of reduction_bytes = %lld "
+                "and barrier_bytes = %lld (%lld)",
+                (long long)total, (long long)red, (long long)bar,
+                (long long)align128(align128(red) + bar));
+    return IR_FAIL;
+  }
+  return IR_OK;
+}
+
+IrResult cutlass_verify_sched_fixup(IrOp *op) {
+  int k = kind_of(op, "operand #0", op->operands[0].value->type);
+  if (k < 0) return IR_FAIL;
+  if (k < K_SK) {
+    ir_op_error(op, "fixup is only for StreamK schedulers, got %s", kinds[k]);
+    return IR_FAIL;
+  }
+  if (!want_kind(op, "operand #1", op->operands[1].value->type, IR_DTY_CUTLASS_WORK_TILE_INFO, k))
+    return IR_FAIL;
+  const IrType *acc = op->operands[2].value->type;
+  if (acc->space != IR_MS_RMEM || !ir_type_has_static_shape(acc)) {
+    cut_type_error(op, "the accumulator", "a register memref (memref<..., rmem>) of static shape",
+                   acc);
+    return IR_FAIL;
+  }
+  return IR_OK;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** MODS probes: windows, pairing, cluster shape
+** ======================================================================= */
+
+typedef struct Probes {
+  IrOp **v;
+  size_t n, cap;
+} Probes;
+
+static void probes_push(Probes *p, IrOp *op) {
+  if (p->n == p->cap) {
+    size_t cap = p->cap ? 2 * p->cap : 16;
+    IrOp **nv = realloc(p->v, cap * sizeof *nv);
+    if (!nv) abort();
+    p->v = nv;
+    p->cap = cap;
+  }
+  p->v[p->n++] = op;
+}
+
+static bool is_window_probe(const IrOp *op) {
+  return op->kind == OP_CUTLASS_MODS_START || op->kind == OP_CUTLASS_MODS_END;
+}
+
+/* The probes and throttles of an async.exec region in program order; nested
+** async.exec regions have windows of their own and are skipped. */
+static void collect_probes(IrRegion *r, Probes *p) {
+  for (IrBlock *b = r->first; b; b = b->next)
+    for (IrOp *o = b->first; o; o = o->next) {
+      if (is_window_probe(o) || o->kind == OP_CUTLASS_MODS_THROTTLE) probes_push(p, o);
+      if (o->kind == OP_CUTLASS_ASYNC_EXEC) continue;
+      for (uint32_t i = 0; i < o->nregions; i++)
+        collect_probes(&o->regions[i], p);
+    }
+}
+
+/* The window probes just before and just after op in its async.exec region. */
+static void window_neighbours(IrOp *op, IrOp *exec, IrOp **prev, IrOp **next) {
+  Probes p = {NULL, 0, 0};
+  collect_probes(&exec->regions[0], &p);
+  size_t at = 0;
+  while (at < p.n && p.v[at] != op)
+    at++;
+  *prev = *next = NULL;
+  for (size_t i = at; i-- > 0;)
+    if (is_window_probe(p.v[i])) {
+      *prev = p.v[i];
+      break;
+    }
+  for (size_t i = at + 1; i < p.n; i++)
+    if (is_window_probe(p.v[i])) {
+      *next = p.v[i];
+      break;
+    }
+  free(p.v);
+}
+
+/* MODS ops live only inside cutlass.async.exec regions; returns that region's op. */
+static IrOp *mods_exec(IrOp *op) {
+  IrOp *e = ir_op_ancestor(op, OP_CUTLASS_ASYNC_EXEC);
+  if (!e) ir_op_error(op, "must be inside a cutlass.async.exec region");
+  return e;
+}
+
+/* The participant mask fits the kernel's cluster: one bit per CTA, or per
+** cluster half with is_2cta_mma. */
+static bool check_cluster_participants(IrOp *op, bool two_cta) {
+  int64_t mask, cl[3];
+  if (!dia_const_int(op->operands[1].value, &mask)) return true;
+  cut_kernel_cluster(op, cl);
+  int64_t ctas = cl[0] * cl[1] * cl[2], n = two_cta ? ctas / 2 : ctas;
+  if (two_cta && ctas % 2) {
+    ir_op_error(op, "is_2cta_mma needs an even number of CTAs in the cluster, got %lld",
+                (long long)ctas);
+    return false;
+  }
+  if (mask == 0) {
+    ir_op_error(op, "participant mask is empty");
+    return false;
+  }
+  int need = 0;
+  for (uint64_t m = (uint64_t)mask; m; m >>= 1)
+    need++;
+  if (need > n) {
+    ir_op_error(op,
+                "participant mask 0x%llx needs %d participants, but the %lldx%lldx%lld cluster "
+                "with is_2cta_mma = %s has %lld",
+                (unsigned long long)mask, need, (long long)cl[0], (long long)cl[1],
+                (long long)cl[2], two_cta ? "true" : "false", (long long)n);
+    return false;
+  }
+  return true;
+}
+
+/* Same participant mask: one value, or equal constants. */
+static bool same_mask(IrValue *a, IrValue *b) {
+  int64_t x, y;
+  return a == b || (dia_const_int(a, &x) && dia_const_int(b, &y) && x == y);
+}
+
+/* An end agrees with the start that opened its window. */
+static bool check_pair(IrOp *end, IrOp *start, bool two_cta) {
+  const IrAttr *a = ir_op_attr(start, "is_2cta_mma");
+  if (a && a->kind != IR_ATTR_BOOL) return true; /* the start reports it */
+  bool s2 = a && a->u.b;
+  const char *msg = NULL;
+  if (s2 != two_cta)
+    msg = two_cta ? "is_2cta_mma = true does not match is_2cta_mma = false of its "
+                    "mods_report_mainloop_start"
+                  : "is_2cta_mma = false does not match is_2cta_mma = true of its "
+                    "mods_report_mainloop_start";
+  else if (!same_mask(end->operands[1].value, start->operands[1].value))
+    msg = "participant mask differs from the one of its mods_report_mainloop_start";
+  else if (end->noperands == 3 &&
+           (start->nresults != 1 || end->operands[2].value != &start->results[0]))
+    msg = "timestamp operand is not the result of its mods_report_mainloop_start";
+  if (!msg) return true;
+  ir_op_note(ir_op_error(end, "%s", msg), start, "window opened here");
+  return false;
+}
+
+IrResult cutlass_verify_mods_probe(IrOp *op) {
+  IrOp *exec = mods_exec(op), *prev, *next;
+  bool two_cta;
+  if (!exec || !cut_attr_bool(op, "is_2cta_mma", false, &two_cta)) return IR_FAIL;
+  bool start = op->kind == OP_CUTLASS_MODS_START;
+  if (start && !check_cluster_participants(op, two_cta)) return IR_FAIL;
+  window_neighbours(op, exec, &prev, &next);
+  if (start && (!next || next->kind != OP_CUTLASS_MODS_END)) {
+    IrDiag *d = ir_op_error(
+        op, "has no matching mods_report_mainloop_end in its cutlass.async.exec region");
+    if (next) ir_op_note(d, next, "another window opens here before this one is closed");
+    return IR_FAIL;
+  }
+  if (!start && (!prev || prev->kind != OP_CUTLASS_MODS_START)) {
+    IrDiag *d = ir_op_error(
+        op, "has no matching mods_report_mainloop_start in its cutlass.async.exec region");
+    if (prev) ir_op_note(d, prev, "the previous window was closed here");
+    return IR_FAIL;
+  }
+  return start || check_pair(op, prev, two_cta) ? IR_OK : IR_FAIL;
+}
+
+IrResult cutlass_verify_mods_smid(IrOp *op) { return mods_exec(op) ? IR_OK : IR_FAIL; }
+
+IrResult cutlass_verify_mods_throttle(IrOp *op) {
+  int64_t profile;
+  IrOp *exec = mods_exec(op), *prev, *next;
+  if (!exec || !cut_attr_int(op, "profile", true, 0, &profile)) return IR_FAIL;
+  if (profile < 0 || profile > 2) {
+    ir_op_error(op, "expected profile 0 (none), 1 (nanosleep) or 2 (cooperative), got %lld",
+                (long long)profile);
+    return IR_FAIL;
+  }
+  if (profile < 2) return IR_OK;
+  window_neighbours(op, exec, &prev, &next);
+  if (!prev || prev->kind != OP_CUTLASS_MODS_START || !next || next->kind != OP_CUTLASS_MODS_END) {
+    ir_op_error(op, "profile 2 (cluster-aware) must lie between a matched "
+                    "mods_report_mainloop_start and mods_report_mainloop_end");
+    return IR_FAIL;
+  }
+  return IR_OK;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** block_striped
+** ======================================================================= */
+
+/* Element type: a scalar int or float of 16 bits or more, equal to both operands'. */
+static bool check_element_type(IrOp *op, const IrType *gmem, const IrType *rmem) {
+  const IrAttr *a = ir_op_attr(op, "element_type");
+  if (!a || a->kind != IR_ATTR_TYPE) {
+    ir_op_error(op, "expected type attribute 'element_type'");
+    return false;
+  }
+  const IrType *e = a->u.ty;
+  if ((e->kind != IR_TY_INT && e->kind != IR_TY_FLOAT) || e->width < 16) {
+    cut_type_error(op, "element_type", "an integer or float of at least 16 bits", e);
+    return false;
+  }
+  if (rmem->elem != e || gmem->elem != e) {
+    const IrType *bad = rmem->elem != e ? rmem : gmem;
+    char *et = ir_type_to_string(e), *bt = ir_type_to_string(bad);
+    ir_op_error(op, "element_type %s does not match the elements of %s", et, bt);
+    free(et);
+    free(bt);
+    return false;
+  }
+  return true;
+}
+
+IrResult cutlass_verify_block_striped(IrOp *op) {
+  const IrType *g = op->operands[0].value->type, *r = op->operands[1].value->type;
+  if (g->space != IR_MS_GLOBAL) {
+    cut_type_error(op, "the global-memory operand #0", "a ptr or memref in global memory", g);
+    return IR_FAIL;
+  }
+  if (r->space != IR_MS_RMEM) {
+    cut_type_error(op, "the register-memory operand #1", "a memref in rmem", r);
+    return IR_FAIL;
+  }
+  if (!check_element_type(op, g, r)) return IR_FAIL;
+  if (!ir_type_has_static_shape(r) || (g->kind == IR_TY_MEMREF && !ir_type_has_static_shape(g))) {
+    cut_type_error(op, "the stripe shape", "static", ir_type_has_static_shape(r) ? g : r);
+    return IR_FAIL;
+  }
+  int64_t threads, block = cut_kernel_threads(op);
+  if (!cut_attr_int(op, "threads", true, 0, &threads)) return IR_FAIL;
+  if (threads <= 0 || (block && threads > block)) {
+    ir_op_error(op, "expected threads in [1, %lld] (the block), got %lld",
+                (long long)(block ? block : 1024), (long long)threads);
+    return IR_FAIL;
+  }
+  static const char *const reduce_kinds[] = {"add", "max", NULL};
+  if (op->kind == OP_CUTLASS_BLOCK_STRIPED_REDUCE &&
+      cut_attr_enum(op, "kind", reduce_kinds, -1) < 0)
+    return IR_FAIL;
+  return IR_OK;
+}
+
+/* }====================================================================== */
