@@ -19,16 +19,7 @@ static int pred_index(const char *const *list, const char *s) {
 }
 
 static IrResult verify_pred(IrOp *op, const char *const *list) {
-  const char *p = ir_op_attr_str(op, "predicate");
-  if (pred_index(list, p) >= 0) return IR_OK;
-  char all[128] = "";
-  for (int i = 0; list[i]; i++) {
-    strcat(all, i ? " " : "");
-    strcat(all, list[i]);
-  }
-  if (!p) ir_op_error(op, "expected string attribute 'predicate' (one of: %s)", all);
-  else ir_op_error(op, "unknown predicate '%s' (one of: %s)", p, all);
-  return IR_FAIL;
+  return dia_attr_one_of(op, "predicate", list, false) ? IR_OK : IR_FAIL;
 }
 
 IrResult arith_verify_cmpi(IrOp *op) { return verify_pred(op, cmpi_preds); }

@@ -69,3 +69,43 @@ bool dia_check_mem_value(IrOp *op, const IrType *v) {
   free(s);
   return false;
 }
+
+bool dia_attr_one_of(IrOp *op, const char *name, const char *const *list, bool optional) {
+  const IrAttr *a = ir_op_attr(op, name);
+  if (!a && optional) return true;
+  const char *s = a && a->kind == IR_ATTR_STR ? a->u.str.s : NULL;
+  for (int i = 0; s && list[i]; i++)
+    if (strcmp(s, list[i]) == 0) return true;
+  char all[256] = "";
+  for (int i = 0; list[i] && strlen(all) + strlen(list[i]) + 3 < sizeof all; i++) {
+    strcat(all, i ? ", " : "");
+    strcat(all, list[i]);
+  }
+  if (s) ir_op_error(op, "unknown %s '%s' (expected one of: %s)", name, s, all);
+  else ir_op_error(op, "expected string attribute '%s' (one of: %s)", name, all);
+  return false;
+}
+
+bool dia_attr_int_in(IrOp *op, const char *name, int64_t lo, int64_t hi, int64_t dflt, int64_t *out) {
+  const IrAttr *a = ir_op_attr(op, name);
+  *out = dflt;
+  if (!a) return true;
+  if (a->kind != IR_ATTR_INT || a->u.i < lo || a->u.i > hi) {
+    ir_op_error(op, "attribute '%s' must be an integer in [%lld, %lld]", name, (long long)lo, (long long)hi);
+    return false;
+  }
+  *out = a->u.i;
+  return true;
+}
+
+bool dia_attr_bool(IrOp *op, const char *name, bool dflt, bool *out) {
+  const IrAttr *a = ir_op_attr(op, name);
+  if (out) *out = dflt;
+  if (!a) return true;
+  if (a->kind != IR_ATTR_BOOL) {
+    ir_op_error(op, "attribute '%s' must be a boolean", name);
+    return false;
+  }
+  if (out) *out = a->u.b;
+  return true;
+}

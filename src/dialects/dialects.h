@@ -23,6 +23,13 @@ IrValue *nofold(IrBuilder *b, IrOp *op);
 bool dia_need_int(IrOp *op, const char *name, int64_t *out);
 /* The enclosing tile.kernel's kernel_spec entry as integers (default when absent). */
 void dia_kernel_dims(IrOp *op, const char *entry, int64_t out[3], int64_t dflt);
+/* A string attribute that must be one of list (NULL-terminated); absent is fine when
+** optional. The message names the choices. */
+bool dia_attr_one_of(IrOp *op, const char *name, const char *const *list, bool optional);
+/* An optional integer attribute in [lo, hi]; stores it, or dflt when absent. */
+bool dia_attr_int_in(IrOp *op, const char *name, int64_t lo, int64_t hi, int64_t dflt, int64_t *out);
+/* An optional boolean attribute; stores it (may be NULL), or dflt when absent. */
+bool dia_attr_bool(IrOp *op, const char *name, bool dflt, bool *out);
 /* Is a constant integer: stores it. */
 bool dia_const_int(IrValue *v, int64_t *out);
 /* Bytes a value of type t takes in memory (i1 = 1, index and pointers = 8, vectors

@@ -7,37 +7,12 @@
 
 #include "dialects.h"
 
-/* A string attribute among list (NULL-terminated); absent is fine if optional. */
-static bool attr_in(IrOp *op, const char *name, const char *const *list, bool optional) {
-  const char *s = ir_op_attr_str(op, name);
-  if (!s && optional && !ir_op_attr(op, name)) return true;
-  for (int i = 0; s && list[i]; i++)
-    if (strcmp(s, list[i]) == 0) return true;
-  char all[160] = "";
-  for (int i = 0; list[i]; i++) {
-    strcat(all, i ? ", " : "");
-    strcat(all, list[i]);
-  }
-  if (s)
-    ir_op_error(op, "unknown %s '%s' (expected one of: %s)", name, s, all);
-  else
-    ir_op_error(op, "expected string attribute '%s' (one of: %s)", name, all);
-  return false;
-}
-
-static bool bool_attr(IrOp *op, const char *name) {
-  const IrAttr *a = ir_op_attr(op, name);
-  if (!a || a->kind == IR_ATTR_BOOL) return true;
-  ir_op_error(op, "attribute '%s' must be a boolean", name);
-  return false;
-}
-
 static const char *const scopes[] = {"cta", "cluster", "gpu", "sys", NULL};
 
 /* ld/st: the value must fit one instruction. */
 IrResult nvvm_verify_access(IrOp *op) {
   const IrType *v = op->nresults ? op->results[0].type : op->operands[1].value->type;
-  if (!dia_check_mem_value(op, v) || !bool_attr(op, "volatile")) return IR_FAIL;
+  if (!dia_check_mem_value(op, v) || !dia_attr_bool(op, "volatile", false, NULL)) return IR_FAIL;
   return IR_OK;
 }
 
@@ -57,13 +32,13 @@ IrResult nvvm_verify_atom(IrOp *op) {
     ir_op_error(op, "result must have the type of the value operand");
     return IR_FAIL;
   }
-  if (!attr_in(op, "scope", scopes, true)) return IR_FAIL;
+  if (!dia_attr_one_of(op, "scope", scopes, true)) return IR_FAIL;
   bool w3264 = t->width == 32 || t->width == 64;
   bool isint = t->kind == IR_TY_INT;
   if (cas) {
     if (isint && w3264) return IR_OK;
   } else {
-    if (!attr_in(op, "op", ops, false)) return IR_FAIL;
+    if (!dia_attr_one_of(op, "op", ops, false)) return IR_FAIL;
     const char *o = ir_op_attr_str(op, "op");
     bool fl = strcmp(o, "add") == 0 || strcmp(o, "exch") == 0;
     if (op->nresults == 0 && strcmp(o, "exch") == 0) {
@@ -80,15 +55,15 @@ IrResult nvvm_verify_atom(IrOp *op) {
 
 IrResult nvvm_verify_scope(IrOp *op) {
   static const char *const bar_scopes[] = {"cta", "cluster", NULL};
-  return attr_in(op, "scope", bar_scopes, true) ? IR_OK : IR_FAIL;
+  return dia_attr_one_of(op, "scope", bar_scopes, true) ? IR_OK : IR_FAIL;
 }
 
 IrResult nvvm_verify_fence(IrOp *op) {
   static const char *const spaces[] = {"shared::cta", "shared::cluster", "global", NULL};
   static const char *const sems[] = {"acq_rel", "sc", NULL};
   if (op->kind == OP_NVVM_FENCE_PROXY_ASYNC)
-    return attr_in(op, "space", spaces, true) ? IR_OK : IR_FAIL;
-  return attr_in(op, "sem", sems, true) && attr_in(op, "scope", scopes, false) ? IR_OK : IR_FAIL;
+    return dia_attr_one_of(op, "space", spaces, true) ? IR_OK : IR_FAIL;
+  return dia_attr_one_of(op, "sem", sems, true) && dia_attr_one_of(op, "scope", scopes, false) ? IR_OK : IR_FAIL;
 }
 
 /* wait_group immediates: 0..63 for bulk groups, 0..7 for wgmma. */
@@ -99,10 +74,10 @@ IrResult nvvm_verify_group(IrOp *op) {
     ir_op_error(op, "group %lld is out of range [0, %lld]", (long long)n, (long long)hi);
     return IR_FAIL;
   }
-  return bool_attr(op, "read") ? IR_OK : IR_FAIL;
+  return dia_attr_bool(op, "read", false, NULL) ? IR_OK : IR_FAIL;
 }
 
-IrResult nvvm_verify_aligned(IrOp *op) { return bool_attr(op, "aligned") ? IR_OK : IR_FAIL; }
+IrResult nvvm_verify_aligned(IrOp *op) { return dia_attr_bool(op, "aligned", false, NULL) ? IR_OK : IR_FAIL; }
 
 IrResult nvvm_verify_elect(IrOp *op) {
   const IrAttr *m = ir_op_attr(op, "mask");
@@ -116,7 +91,7 @@ IrResult nvvm_verify_elect(IrOp *op) {
 IrResult nvvm_verify_setmaxreg(IrOp *op) {
   static const char *const actions[] = {"inc", "dec", NULL};
   int64_t n;
-  if (!attr_in(op, "action", actions, false) || !dia_need_int(op, "count", &n)) return IR_FAIL;
+  if (!dia_attr_one_of(op, "action", actions, false) || !dia_need_int(op, "count", &n)) return IR_FAIL;
   if (n < 24 || n > 256 || n % 8) {
     ir_op_error(op, "register count %lld must be a multiple of 8 in [24, 256]", (long long)n);
     return IR_FAIL;

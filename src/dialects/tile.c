@@ -127,44 +127,14 @@ static IrResult type_error(IrOp *op, const char *fmt, const IrType *t) {
   return IR_FAIL;
 }
 
-/* A string attribute that must be one of list (NULL-terminated); absent is ok
-** when dflt_ok. Messages name the choices. */
-static bool one_of(IrOp *op, const char *name, const char *const *list, bool dflt_ok) {
-  const IrAttr *a = ir_op_attr(op, name);
-  if (!a && dflt_ok) return true;
-  const char *s = a && a->kind == IR_ATTR_STR ? a->u.str.s : NULL;
-  for (int i = 0; s && list[i]; i++)
-    if (strcmp(s, list[i]) == 0) return true;
-  char all[160] = "";
-  for (int i = 0; list[i]; i++) {
-    strcat(all, i ? ", " : "");
-    strcat(all, list[i]);
-  }
-  if (s) ir_op_error(op, "unknown %s '%s' (expected one of: %s)", name, s, all);
-  else ir_op_error(op, "expected string attribute '%s' (one of: %s)", name, all);
-  return false;
-}
-
 static const char *const dims_xyz[] = {"x", "y", "z", NULL};
 static const char *const scopes[] = {"cta", "cluster", "gpu", "sys", NULL};
 static const char *const bar_scopes[] = {"cta", "cluster", NULL};
 
 static bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
-/* An optional integer attribute in [lo, hi]; stores it (or dflt when absent). */
-static bool int_attr_in(IrOp *op, const char *name, int64_t lo, int64_t hi, int64_t dflt, int64_t *out) {
-  const IrAttr *a = ir_op_attr(op, name);
-  *out = dflt;
-  if (!a) return true;
-  if (a->kind != IR_ATTR_INT || a->u.i < lo || a->u.i > hi) {
-    ir_op_error(op, "attribute '%s' must be an integer in [%lld, %lld]", name, (long long)lo, (long long)hi);
-    return false;
-  }
-  *out = a->u.i;
-  return true;
-}
 
-IrResult tile_verify_dim(IrOp *op) { return one_of(op, "dim", dims_xyz, false) ? IR_OK : IR_FAIL; }
+IrResult tile_verify_dim(IrOp *op) { return dia_attr_one_of(op, "dim", dims_xyz, false) ? IR_OK : IR_FAIL; }
 
 static int dim_index(IrOp *op) {
   const char *d = ir_op_attr_str(op, "dim");
@@ -268,12 +238,7 @@ static IrResult check_access(IrOp *op, const IrType *p, const IrType *v) {
     free(b);
     return IR_FAIL;
   }
-  if (!dia_check_mem_value(op, v)) return IR_FAIL;
-  const IrAttr *vol = ir_op_attr(op, "volatile");
-  if (vol && vol->kind != IR_ATTR_BOOL) {
-    ir_op_error(op, "attribute 'volatile' must be a boolean");
-    return IR_FAIL;
-  }
+  if (!dia_check_mem_value(op, v) || !dia_attr_bool(op, "volatile", false, NULL)) return IR_FAIL;
   return IR_OK;
 }
 
@@ -301,13 +266,13 @@ IrResult tile_verify_atomic(IrOp *op) {
     if (op->operands[i].value->type != p->elem)
       return type_error(op, "operands must have the pointee type %s", p->elem);
   if (op->results[0].type != p->elem) return type_error(op, "result must have the pointee type %s", p->elem);
-  if (!one_of(op, "scope", scopes, true)) return IR_FAIL;
+  if (!dia_attr_one_of(op, "scope", scopes, true)) return IR_FAIL;
   if (op->kind == OP_TILE_ATOMIC_CAS) {
     if (!ir_type_is_int_width(p->elem, 32) && !ir_type_is_int_width(p->elem, 64))
       return type_error(op, "compare-and-swap takes i32 or i64, got %s", p->elem);
     return IR_OK;
   }
-  if (!one_of(op, "kind", atomic_kinds, false)) return IR_FAIL;
+  if (!dia_attr_one_of(op, "kind", atomic_kinds, false)) return IR_FAIL;
   const char *kind = ir_op_attr_str(op, "kind");
   if (!atomic_type_ok(kind, p->elem)) {
     char *s = tstr(p->elem);
@@ -329,7 +294,7 @@ static bool in_kernel_body(IrOp *op) {
 IrResult tile_verify_alloc_shared(IrOp *op) {
   const IrType *t = op->results[0].type;
   int64_t align, count;
-  if (!int_attr_in(op, "align", 1, 1024, 16, &align)) return IR_FAIL;
+  if (!dia_attr_int_in(op, "align", 1, 1024, 16, &align)) return IR_FAIL;
   if (!is_pow2(align)) {
     ir_op_error(op, "alignment %lld is not a power of two", (long long)align);
     return IR_FAIL;
@@ -342,7 +307,7 @@ IrResult tile_verify_alloc_shared(IrOp *op) {
       ir_op_error(op, "a pointer allocation needs an integer attribute 'count' (elements)");
       return IR_FAIL;
     }
-    if (!int_attr_in(op, "count", 1, 232448, 1, &count)) return IR_FAIL;
+    if (!dia_attr_int_in(op, "count", 1, 232448, 1, &count)) return IR_FAIL;
     if (dia_type_bytes(t->elem) == 0) return type_error(op, "cannot allocate %s (no size)", t->elem);
   }
   return in_kernel_body(op) ? IR_OK : IR_FAIL;
@@ -350,7 +315,7 @@ IrResult tile_verify_alloc_shared(IrOp *op) {
 
 IrResult tile_verify_dynamic_shared(IrOp *op) {
   int64_t align;
-  if (!int_attr_in(op, "align", 1, 1024, 16, &align)) return IR_FAIL;
+  if (!dia_attr_int_in(op, "align", 1, 1024, 16, &align)) return IR_FAIL;
   if (!is_pow2(align)) {
     ir_op_error(op, "alignment %lld is not a power of two", (long long)align);
     return IR_FAIL;
@@ -401,7 +366,7 @@ IrResult tile_verify_agent(IrOp *op) {
     ir_op_error(op, "num_warps must be in [1, 32], got %lld", (long long)nw);
     return IR_FAIL;
   }
-  if (!int_attr_in(op, "warp_id", 0, 31, -1, &wid)) return IR_FAIL;
+  if (!dia_attr_int_in(op, "warp_id", 0, 31, -1, &wid)) return IR_FAIL;
   const IrAttr *name = ir_op_attr(op, "name");
   if (name && name->kind != IR_ATTR_STR) {
     ir_op_error(op, "attribute 'name' must be a string");
@@ -435,8 +400,8 @@ IrResult tile_verify_agent(IrOp *op) {
 
 IrResult tile_verify_fence(IrOp *op) {
   static const char *const spaces[] = {"shared", "global", NULL};
-  if (op->kind == OP_TILE_FENCE) return one_of(op, "scope", scopes, false) ? IR_OK : IR_FAIL;
-  return one_of(op, "space", spaces, true) ? IR_OK : IR_FAIL;
+  if (op->kind == OP_TILE_FENCE) return dia_attr_one_of(op, "scope", scopes, false) ? IR_OK : IR_FAIL;
+  return dia_attr_one_of(op, "space", spaces, true) ? IR_OK : IR_FAIL;
 }
 
 /* mbarriers are i64 words; counts and byte counts must be positive. */
@@ -449,7 +414,7 @@ IrResult tile_verify_mbarrier(IrOp *op) {
     ir_op_error(op, "count %lld is out of range [1, 2^20)", (long long)v);
     return IR_FAIL;
   }
-  return one_of(op, "scope", bar_scopes, true) ? IR_OK : IR_FAIL;
+  return dia_attr_one_of(op, "scope", bar_scopes, true) ? IR_OK : IR_FAIL;
 }
 
 IrResult tile_verify_bulk_copy(IrOp *op) {
@@ -465,13 +430,8 @@ IrResult tile_verify_bulk_copy(IrOp *op) {
 
 IrResult tile_verify_bulk_wait(IrOp *op) {
   int64_t n;
-  if (!int_attr_in(op, "pending", 0, 63, 0, &n)) return IR_FAIL;
-  const IrAttr *r = ir_op_attr(op, "read");
-  if (r && r->kind != IR_ATTR_BOOL) {
-    ir_op_error(op, "attribute 'read' must be a boolean");
-    return IR_FAIL;
-  }
-  return IR_OK;
+  if (!dia_attr_int_in(op, "pending", 0, 63, 0, &n)) return IR_FAIL;
+  return dia_attr_bool(op, "read", false, NULL) ? IR_OK : IR_FAIL;
 }
 
 IrResult tile_verify_named_barrier(IrOp *op) {
