@@ -49,6 +49,14 @@ describe("fuzzing", function()
           local once = m:print()
           local m2 = assert(parser.parse(once, { ctx = ctx }), "printed text does not parse")
           assert.equal(once, m2:print())
+          -- lowering and emission answer with PTX or diagnostics, never a crash
+          local lok, lmsg = core.run_pipeline(m2, "ptx")
+          if lok then
+            local text, emsg = core.emit_ptx(m2)
+            assert.is_true(text ~= nil or type(emsg) == "string")
+          else
+            assert.is_string(lmsg)
+          end
           core.run_pipeline(m, "cleanup")
         else
           assert.is_string(vmsg)
