@@ -1455,6 +1455,16 @@ static int core_mark_library(lua_State *L) {
   return 0;
 }
 
+/* core.type_matches(type, constraint) -> whether the type fits a signature constraint
+** ("intlike", "ptr.shared", "!cutlass.pipeline", "f16|bf16", ...). */
+static int core_type_matches(lua_State *L) {
+  const IrType *t = lb_check_type(L, 1);
+  size_t n;
+  const char *c = luaL_checklstring(L, 2, &n);
+  lua_pushboolean(L, ir_type_matches(t, c, n));
+  return 1;
+}
+
 /* core.metatable(name) -> the metatable of a class ("Value", "Op", ...) for Lua extensions. */
 static int core_metatable(lua_State *L) {
   lua_pushfstring(L, "tilua.%s", luaL_checkstring(L, 1));
@@ -1579,6 +1589,7 @@ static const luaL_Reg core_functions[] = {{"context", core_context},
                                           {"mark_library", core_mark_library},
                                           {"user_location", core_user_location},
                                           {"metatable", core_metatable},
+                                          {"type_matches", core_type_matches},
                                           {NULL, NULL}};
 
 /* Create a metatable with its methods in __index; leaves nothing on the stack. */
