@@ -1,0 +1,110 @@
+-- tools/bench/compile_time.lua: how long tilua takes from a kernel script to PTX,
+-- against nvcc compiling the same kernel written in CUDA C++ to PTX, both
+-- measured in this run on this machine (no GPU needed).
+--
+--   tilua tools/bench/compile_time.lua [reps]
+--
+-- tilua's time covers building the IR from Lua, verifying it, running the `ptx`
+-- pipeline (verifier after every pass) and emitting PTX. nvcc's covers
+-- `nvcc -arch=sm_90a -ptx` of a .cu file (front end, NVVM, PTX). ptxas, which
+-- both would feed, is timed separately. Prints a table; the ratio is nvcc / tilua.
+local tl = require "tilua"
+
+local reps = math.tointeger(tonumber(arg and arg[1] or "")) or 50
+
+local function now() return os.clock() end -- CPU seconds of this process
+local function wall(cmd)                    -- wall seconds of a command
+  local t0 = os.time()
+  local p = io.popen("/usr/bin/time -f %e " .. cmd .. " 2>&1 >/dev/null")
+  local out = p:read "a"
+  local ok = p:close()
+  local secs = tonumber(out:match "([%d%.]+)%s*$")
+  return ok and secs or nil, out, t0
+end
+
+local function median(t)
+  table.sort(t)
+  return t[(#t + 1) // 2]
+end
+
+-- The kernels: built from scratch each time.
+local kernels = {
+  {
+    name = "vector_add",
+    build = function()
+      tl.new_module()
+      local k = tl.kernel("vector_add", {
+        params = { { "a", tl.ptr(tl.f32) }, { "b", tl.ptr(tl.f32) }, { "c", tl.ptr(tl.f32) }, { "n", tl.i32 } },
+        block = 256,
+      })
+      k:define(function(k, p)
+        local i = tl.global_id "x"
+        tl.if_(i:lt(p.n), function() (p.c + i):store((p.a + i):load() + (p.b + i):load()) end)
+      end)
+      return k
+    end,
+    cuda = [[
+extern "C" __global__ void __launch_bounds__(256) vector_add(const float *a, const float *b, float *c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+]],
+  },
+  {
+    name = "ring_copy",
+    build = function()
+      local lib = assert(loadfile("examples/ring_copy.lua"))("--library")
+      return lib.build { stages = 4, chunk = 16384, consumer_warps = 4 }
+    end,
+  },
+}
+
+local nvcc = os.getenv "NVCC" or "/usr/local/cuda/bin/nvcc"
+local have_nvcc = io.open(nvcc, "r")
+if have_nvcc then have_nvcc:close() end
+local have_time = io.open("/usr/bin/time", "r")
+if have_time then have_time:close() end
+
+print(("compile time, median of %d runs (tilua) / 5 runs (nvcc), %s"):format(reps, os.date "%Y-%m-%d"))
+print(("%-12s %12s %12s %12s %8s"):format("kernel", "tilua ms", "ptxas ms", "nvcc ms", "ratio"))
+for _, kd in ipairs(kernels) do
+  local times, ptx = {}, nil
+  for _ = 1, reps do
+    local t0 = now()
+    local k = kd.build()
+    ptx = k:compile()
+    times[#times + 1] = (now() - t0) * 1e3
+  end
+  local t_tilua = median(times)
+  local t_ptxas, t_nvcc = "-", "-"
+  local path = os.tmpname()
+  local f = io.open(path .. ".ptx", "w")
+  f:write(ptx)
+  f:close()
+  if have_time then
+    local ptxas = os.getenv "TILUA_PTXAS" or "/usr/local/cuda/bin/ptxas"
+    local s = {}
+    for _ = 1, 5 do
+      local secs = wall(ptxas .. " -arch=sm_90a -o /dev/null " .. path .. ".ptx")
+      if secs then s[#s + 1] = secs * 1e3 end
+    end
+    if #s > 0 then t_ptxas = ("%.1f"):format(median(s)) end
+    if kd.cuda and have_nvcc then
+      local cu = io.open(path .. ".cu", "w")
+      cu:write(kd.cuda)
+      cu:close()
+      local n = {}
+      for _ = 1, 5 do
+        local secs = wall(nvcc .. " -arch=sm_90a -ptx -o /dev/null " .. path .. ".cu")
+        if secs then n[#n + 1] = secs * 1e3 end
+      end
+      if #n > 0 then t_nvcc = median(n) end
+      os.remove(path .. ".cu")
+    end
+  end
+  os.remove(path .. ".ptx")
+  os.remove(path)
+  local ratio = type(t_nvcc) == "number" and ("%.0fx"):format(t_nvcc / t_tilua) or "-"
+  print(("%-12s %12.3f %12s %12s %8s"):format(kd.name, t_tilua, t_ptxas,
+    type(t_nvcc) == "number" and ("%.0f"):format(t_nvcc) or t_nvcc, ratio))
+end
