@@ -75,7 +75,7 @@ local grammar = P {
   ptr_type = Ct(P "ptr" * sym "<" * Cg(V "type", "elem") * sym "," * ws * Cg(C(ident), "space") * sym ">"
     * Cg(Cc "ptr", "tag")),
   shaped_type = Ct(Cg(C(P "vector" + P "memref" + P "tile"), "tag") * sym "<" * ws
-    * Cg(Ct((C(digits + P "?") * P "x") ^ 1), "shape") * Cg(V "type", "elem")
+    * Cg(Ct((C(digits + P "?") * P "x") ^ 0), "shape") * Cg(V "type", "elem")
     * (sym "," * ws * -(P "swizzle" * digits) * Cg(C(ident), "space")) ^ -1
     * (sym "," * ws * P "swizzle" * Cg(C(digits), "swizzle")) ^ -1 * sym ">"),
   dialect_type = Ct(P "!" * Cg(C(ident), "name") * Cg(Cc "dialect", "tag")
@@ -207,10 +207,17 @@ function Builder:type(t)
     return ty
   else -- vector, memref, tile
     local shape = {}
-    for i, d in ipairs(t.shape) do shape[i] = d == "?" and "?" or math.tointeger(tonumber(d)) end
+    for i, d in ipairs(t.shape) do
+      shape[i] = d == "?" and "?" or math.tointeger(tonumber(d))
+      if not shape[i] or (shape[i] ~= "?" and shape[i] >= 1 << 48) then
+        self:fail(t.pos, ("dimension %s of %s is out of range"):format(d, t.tag))
+      end
+    end
+    if #shape > 16 then self:fail(t.pos, "shapes have at most 16 dimensions") end
     local elem = self:type(t.elem)
     if t.tag == "vector" then
       if t.space then self:fail(t.pos, "vector types take no memory space") end
+      if #shape == 0 then self:fail(t.pos, "a vector needs at least one dimension") end
       return core.type_vector(elem, shape)
     end
     if not t.space then self:fail(t.pos, t.tag .. " types need a memory space") end

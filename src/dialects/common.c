@@ -47,8 +47,8 @@ int64_t dia_type_bytes(const IrType *t) {
   case IR_TY_INDEX:
   case IR_TY_PTR: return 8;
   case IR_TY_VECTOR: {
-    int64_t n = ir_type_num_elements(t), e = dia_type_bytes(t->elem);
-    return n > 0 ? n * e : 0;
+    int64_t n = ir_type_num_elements(t), e = dia_type_bytes(t->elem), bytes;
+    return n > 0 && !__builtin_mul_overflow(n, e, &bytes) ? bytes : 0;
   }
   default: return 0;
   }

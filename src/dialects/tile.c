@@ -302,6 +302,9 @@ IrResult tile_verify_alloc_shared(IrOp *op) {
   if (t->kind == IR_TY_MEMREF) {
     if (!ir_type_has_static_shape(t) || dia_type_bytes(t->elem) == 0)
       return type_error(op, "needs a static shape of sized elements, got %s", t);
+    int64_t n = ir_type_num_elements(t);
+    if (n < 0 || n > 232448 / dia_type_bytes(t->elem))
+      return type_error(op, "%s is larger than the 232448 bytes of shared memory", t);
   } else {
     if (!ir_op_attr(op, "count")) {
       ir_op_error(op, "a pointer allocation needs an integer attribute 'count' (elements)");

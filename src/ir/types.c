@@ -248,7 +248,8 @@ bool ir_type_has_static_shape(const IrType *t) {
 int64_t ir_type_num_elements(const IrType *t) {
   if (!ir_type_has_static_shape(t)) return -1;
   int64_t n = 1;
-  for (uint32_t i = 0; i < t->rank; i++) n *= t->shape[i];
+  for (uint32_t i = 0; i < t->rank; i++)
+    if (__builtin_mul_overflow(n, t->shape[i], &n)) return -1; /* absurd shapes count as dynamic */
   return n;
 }
 

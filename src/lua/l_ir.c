@@ -376,7 +376,8 @@ static uint32_t check_shape(lua_State *L, int idx, int64_t *shape) {
     } else {
       int isnum;
       lua_Integer v = lua_tointegerx(L, -1, &isnum);
-      if (!isnum || v < 0) lb_error(L, "shape extents are non-negative integers or '?'");
+      if (!isnum || v < 0 || v >= (lua_Integer)1 << 48)
+        lb_error(L, "shape extents are integers in [0, 2^48) or '?'");
       shape[i - 1] = v;
     }
     lua_pop(L, 1);
