@@ -291,8 +291,10 @@ function tl.for_range(...)
   local body = select(n, ...)
   if type(body) ~= "function" then raise("for_range: the last argument must be the body function") end
   local lb, ub, step, inits = ...
-  if n == 3 then step = nil
-  elseif n == 4 and type(step) == "table" and not is_value(step) then inits, step = step, nil end
+  if n == 3 then step, inits = nil, nil
+  elseif n == 4 then -- (lb, ub, step, body) or (lb, ub, {inits}, body)
+    if type(step) == "table" and not is_value(step) then step, inits = nil, step else inits = nil end
+  end
   step = step or 1
   inits = inits or {}
   local bt = (is_value(lb) and lb:type()) or (is_value(ub) and ub:type()) or (is_value(step) and step:type()) or tl.index

@@ -464,6 +464,8 @@ static bool nested_removable(const IrOp *op) {
 bool ir_op_is_removable(const IrOp *op) {
   const IrOpInfo *info = ir_op_info(op->kind);
   if (info->traits & (T_TERMINATOR | T_SYMBOL | T_ISOLATED)) return false;
+  const IrAttr *vol = ir_op_attr(op, "volatile"); /* a volatile access is always kept */
+  if (vol && vol->kind == IR_ATTR_BOOL && vol->u.b) return false;
   if (info->traits & T_DROPPABLE) return true;
   if (info->effects) return false;
   if (info->traits & T_RECURSIVE) return nested_removable(op);
