@@ -108,3 +108,12 @@ foreach(t spec.device example.vector_add example.cluster_dsmem example.ring_copy
   endif()
 endforeach()
 # }===
+
+# {=== pipeline: the examples of convert-pipeline-to-nvvm run their GPU parts on the
+# GPU machine (tools/gpu test); elsewhere they compile, pass ptxas and report skipped.
+foreach(t example.pipeline_ring_copy example.seq_bar_pingpong example.splitk_block_striped example.mods_probes)
+  if(TEST ${t})
+    set_property(TEST ${t} APPEND PROPERTY LABELS gpu)
+  endif()
+endforeach()
+# }===

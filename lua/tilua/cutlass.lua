@@ -8,6 +8,7 @@
 --   tl.sched.data_parallel / static_persistent / streamk {...}
 --   tl.mods.mainloop(sched, participants, {is_2cta_mma =}, fn), tl.mods.smid, tl.mods.throttle
 --   tl.bar, tl.bar_arrive, tl.generic_barrier.*, tl.block_striped.*, tl.async.*
+--   tl.cutlass.fragment(elem, shape)   a register fragment for the block_striped ops
 --
 -- Cursors (pipeline and seq_bar states, work tiles) are Lua objects holding
 -- an SSA value: st:advance() builds the increment and the object refers to
@@ -384,6 +385,15 @@ function M.attach(tl, Kernel)
       tl.op("cutlass.block_striped." .. name, { gmem, rmem }, {}, attrs)
     end
   end
+  -- tl.cutlass.fragment(elem, shape): a register fragment (memref<shape x elem, rmem>) for
+  -- the block_striped ops. A stand-in until the tile dialect allocates register memory:
+  -- a zero-operand builtin.unrealized_conversion_cast, which convert-pipeline-to-nvvm backs
+  -- with shared memory (docs/lowering.md).
+  function cut.fragment(elem, shape)
+    if type(shape) ~= "table" then shape = { int_arg(shape, "fragment size") } end
+    return tl.op1("builtin.unrealized_conversion_cast", {}, tl.memref(elem, shape, "rmem"))
+  end
+
   tl.block_striped = {
     load = striped("load"), load_add = striped("load_add"), store = striped("store"),
     reduce = striped("reduce", true),
@@ -442,7 +452,7 @@ function M.attach(tl, Kernel)
   local function params_attrs(o, kind)
     local a = {}
     for _, key in ipairs { "swizzle", "raster_order", "tiles_per_round", "decomposition", "reduction", "splits",
-                           "accumulator_tile_bytes" } do
+                           "accumulator_tile_bytes", "min_k" } do
       a[key] = o[key]
     end
     if o.cluster then a.cluster_shape = { o.cluster[1] or 1, o.cluster[2] or 1, o.cluster[3] or 1 } end
@@ -471,7 +481,7 @@ function M.attach(tl, Kernel)
   -- tl.sched.static_persistent{ ..., workers =, tiles_per_round = }
   function tl.sched.static_persistent(o) return scheduler("static_persistent", o) end
   -- tl.sched.streamk{ ..., workers =, workspace =, decomposition =, reduction =, splits =,
-  --   accumulator_tile_bytes =, variant = "auto" | "sm90" | "sm100" }: auto picks by the target
+  --   accumulator_tile_bytes =, min_k =, variant = "auto" | "sm90" | "sm100" }: auto picks by the target
   function tl.sched.streamk(o)
     local v = o.variant or "auto"
     if v == "auto" then v = tl.context():target_sm() >= 100 and "sm100" or "sm90" end
@@ -526,9 +536,20 @@ function M.attach(tl, Kernel)
     raise("mods: expected a scheduler")
   end
 
+  -- The end probe: with `duration`, its result is the window's length in ns.
+  local function mods_end(h, m, ts, attrs, duration)
+    local opds = ts and { h, m, ts } or { h, m }
+    if duration then
+      if not ts then raise("mods: a duration needs the start's timestamp (timestamp = true)") end
+      return tl.op1("cutlass.tile_scheduler.mods_report_mainloop_end", opds, tl.i64, attrs)
+    end
+    tl.op("cutlass.tile_scheduler.mods_report_mainloop_end", opds, {}, attrs)
+  end
+
   tl.mods = {
-    -- mainloop(sched, participants, { is_2cta_mma =, timestamp = }, fn): opens the MODS window,
-    -- runs fn(start_timestamp), closes it; returns what fn returns.
+    -- mainloop(sched, participants, { is_2cta_mma =, timestamp =, duration = }, fn): opens the
+    -- MODS window, runs fn(start_timestamp), closes it; returns what fn returns, preceded by the
+    -- window's duration (i64 ns) when duration = true (which needs timestamp = true).
     mainloop = function(sched, mask, o, fn)
       if type(o) == "function" then o, fn = {}, o end
       local h, m = handle_of(sched), ival(mask, "participant mask", tl.i64)
@@ -537,7 +558,8 @@ function M.attach(tl, Kernel)
       if o.timestamp then ts = tl.op1("cutlass.tile_scheduler.mods_report_mainloop_start", { h, m }, tl.i64, attrs)
       else tl.op("cutlass.tile_scheduler.mods_report_mainloop_start", { h, m }, {}, attrs) end
       local r = table.pack(fn(ts))
-      tl.op("cutlass.tile_scheduler.mods_report_mainloop_end", ts and { h, m, ts } or { h, m }, {}, attrs)
+      local d = mods_end(h, m, ts, attrs, o.duration)
+      if o.duration then return d, table.unpack(r, 1, r.n) end
       return table.unpack(r, 1, r.n)
     end,
     smid = function() return tl.op1("cutlass.tile_scheduler.mods_report_smid", {}, tl.i32) end,

@@ -4,11 +4,15 @@
 -- is how the tests check that lowered arithmetic (schedulers, index math)
 -- computes exactly what the C reference computes, without a GPU. Integers
 -- wrap at their width; floats are f64 or rounded to f32. A hook sees every
--- op with its operand and result values.
+-- op with its operand and result values; another models the ops outside
+-- arith and scf (memory, barriers), and interp.memory() is one for the tile
+-- pointer ops over a Lua table.
 --
 --   local interp = require "tilua.interp"
 --   local env = interp.run(kernel_op, { 7, 3 }, { on_op = function(op, ins, outs) end })
 --   env:get(value) -> the value's last computed Lua number
+--   interp.run(op, args, { eval = function(op, ins, env) return outs_or_nil end })
+--   env:block(block, args) -> runs a nested block (for region ops an eval hook models)
 
 local M = {}
 
@@ -197,7 +201,8 @@ function run_block(env, block, args)
         if n > env.max_steps then error("interp: loop runs too long") end
       end
     else
-      outs = eval_simple(op, ins)
+      outs = env.eval and env.eval(op, ins, env)
+      if outs == nil then outs = eval_simple(op, ins) end
     end
     set_results(env, op, outs)
     if env.on_op then env.on_op(op, ins, outs) end
@@ -205,12 +210,74 @@ function run_block(env, block, args)
   return {}, nil
 end
 
--- M.run(op_with_region, args [, {on_op = fn(op, ins, outs), max_steps = n}]) -> env
+-- env:block(block, args) -> the values its terminator passes (an eval hook runs
+-- the regions of the ops it models with it).
+function Env:block(block, args) return run_block(self, block, args or {}) end
+
+-- M.run(op_with_region, args [, {on_op = fn(op, ins, outs), eval = fn(op, ins, env),
+-- max_steps = n}]) -> env. eval models the ops interp does not know: it returns
+-- their results as a list ({} for none), or nil to leave the op to interp.
 function M.run(op, args, opts)
   opts = opts or {}
-  local env = setmetatable({ vals = {}, on_op = opts.on_op, max_steps = opts.max_steps or 1e6 }, Env)
+  local env = setmetatable({ vals = {}, on_op = opts.on_op, eval = opts.eval,
+                             max_steps = opts.max_steps or 1e6 }, Env)
   run_block(env, op:region(1):entry(), args or {})
   return env
+end
+
+-- Bytes of one element of type t in memory.
+local function bytes_of(t)
+  local info = t:info()
+  if info.kind == "ptr" or info.kind == "index" then return 8 end
+  return math.max(1, (info.width or 8) // 8)
+end
+
+local atomic_ops = {
+  add = function(a, b) return a + b end, max = math.max, min = math.min, exch = function(_, b) return b end,
+  ["and"] = function(a, b) return a & b end, ["or"] = function(a, b) return a | b end,
+  xor = function(a, b) return a ~ b end,
+}
+
+-- M.memory([mem]) -> eval hook, mem: the tile pointer ops over a Lua table.
+-- Pointers are integer byte addresses (pass pointer arguments as numbers); a
+-- stored element lives at mem[address]; loading an address never stored is
+-- an error. Scalar loads, stores, atomics (umax/umin as max/min) and
+-- compare-and-swap; ptr_cast and int/ptr conversions keep the address.
+function M.memory(mem)
+  mem = mem or {}
+  local function load(p, op)
+    local v = mem[p]
+    if v == nil then error(("interp: '%s' reads address %d, never written"):format(op:name(), p)) end
+    return v
+  end
+  local eval = {
+    ["tile.ptr_add"] = function(op, ins)
+      return { ins[1] + ins[2] * bytes_of(op:result(1):type():info().elem) }
+    end,
+    ["tile.ptr_cast"] = function(_, ins) return { ins[1] } end,
+    ["tile.ptr_to_int"] = function(_, ins) return { ins[1] } end,
+    ["tile.int_to_ptr"] = function(_, ins) return { ins[1] } end,
+    ["tile.load"] = function(op, ins) return { load(ins[1], op) } end,
+    ["tile.store"] = function(_, ins)
+      mem[ins[2]] = ins[1]
+      return {}
+    end,
+    ["tile.atomic"] = function(op, ins)
+      local old, k = load(ins[1], op), op:attr "kind"
+      local f = atomic_ops[k] or (k == "umax" and math.max) or (k == "umin" and math.min)
+      mem[ins[1]] = wrap(f(old, ins[2]), width_of(op:result(1):type()))
+      return { old }
+    end,
+    ["tile.atomic_cas"] = function(op, ins)
+      local old = load(ins[1], op)
+      if old == ins[2] then mem[ins[1]] = ins[3] end
+      return { old }
+    end,
+  }
+  return function(op, ins)
+    local f = eval[op:name()]
+    return f and f(op, ins)
+  end, mem
 end
 
 M.wrap = wrap

@@ -357,6 +357,8 @@ static bool same_mask(IrValue *a, IrValue *b) {
 static bool check_pair(IrOp *end, IrOp *start, bool two_cta) {
   const IrAttr *a = ir_op_attr(start, "is_2cta_mma");
   if (a && a->kind != IR_ATTR_BOOL) return true; /* the start reports it */
+  /* malformed operands are reported by the structural check */
+  if (start->noperands < 2 || end->noperands < 2) return true;
   bool s2 = a && a->u.b;
   const char *msg = NULL;
   if (s2 != two_cta)

@@ -1,0 +1,476 @@
+/*
+** convert_pipeline_to_nvvm_mem.c -- the memory-side patterns of
+** `convert-pipeline-to-nvvm` (seeds 001, 002): block_striped moves and
+** reductions over register fragments, named barriers, generic (global-memory)
+** barriers and the MODS probes. Driver and shared helpers are in
+** convert_pipeline_to_nvvm.c; docs/lowering.md has the table.
+**
+** Register fragments. A memref<..., rmem> is opaque at the authoring level:
+** only block_striped ops (and the StreamK fixup, lowered into them before this
+** pass) touch it, and it is made by a zero-operand
+** builtin.unrealized_conversion_cast (the stand-in until the tile dialect has
+** register allocation). Until then each fragment is backed by shared memory:
+** one allocation of elements x block threads, unit u (V elements) of thread t
+** at ((u * threads + t) * V), so that a warp's accesses are contiguous.
+**
+** The striped mapping. A fragment of shape [..., V] whose innermost row V
+** fits one vector access (4, 8 or 16 bytes) moves in units of V elements,
+** otherwise in single elements; unit u of thread t (t counted from the first
+** thread of the op's executors, t < `threads`) is global unit u * threads + t.
+** Rank-1 fragments thus give thread t the elements t, t + threads, ... (seed 002).
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert_pipeline_to_nvvm.h"
+
+#define THROTTLE_NS(profile) (128 << (profile)) /* profile 1: nanosleep 256 */
+#define MAX_UNROLL 8                            /* units moved without a loop */
+#define SPIN_BACKOFF_NS 32                      /* generic-barrier retries */
+
+bool cpn_is_mem_op(IrOpKind k) {
+  return (k >= OP_CUTLASS_BLOCK_STRIPED_LOAD && k <= OP_CUTLASS_BLOCK_STRIPED_REDUCE) ||
+         k == OP_CUTLASS_BAR || k == OP_CUTLASS_NAMED_BARRIER_ARRIVE ||
+         (k >= OP_CUTLASS_GENERIC_BARRIER_WAIT_EQ && k <= OP_CUTLASS_GENERIC_BARRIER_ARRIVE_INC) ||
+         (k >= OP_CUTLASS_MODS_START && k <= OP_CUTLASS_MODS_THROTTLE);
+}
+
+static bool is_striped(IrOpKind k) {
+  return k >= OP_CUTLASS_BLOCK_STRIPED_LOAD && k <= OP_CUTLASS_BLOCK_STRIPED_REDUCE;
+}
+
+static IrValue *c32(Cpn *c, int64_t v) { return cpn_const(c, v, c->i32); }
+
+/* {======================================================================
+** Register fragments and the striped layout
+** ======================================================================= */
+
+/* Elements per unit: the innermost row when one ld/st moves it, else 1. */
+static int64_t unit_of(const IrType *frag) {
+  int64_t v = frag->rank >= 2 ? frag->shape[frag->rank - 1] : 1, eb = dia_type_bytes(frag->elem);
+  int64_t bytes = v * eb;
+  if (v < 2 || (bytes != 4 && bytes != 8 && bytes != 16) || (eb >= 4 && v > 4)) return 1;
+  return v;
+}
+
+static bool is_frag_root(const IrOp *d) {
+  return d && d->kind == OP_UNREALIZED_CAST && d->noperands == 0 && d->nresults == 1 &&
+         d->results[0].type->kind == IR_TY_MEMREF && d->results[0].type->space == IR_MS_RMEM;
+}
+
+/* The element type the reduce needs and whether this lowering has it. */
+static bool check_reduce_type(IrOp *op, const IrType *e) {
+  const char *kind = ir_op_attr_str(op, "kind");
+  bool max = kind && strcmp(kind, "max") == 0;
+  bool ok = e->kind == IR_TY_FLOAT ? (e->width >= 32 || !max) : (e->width == 32 || e->width == 64);
+  if (ok) return true;
+  char *t = ir_type_to_string(e);
+  ir_op_error(op, "cannot reduce (%s) %s elements: global atomics take 32- and 64-bit integers "
+                  "and floats, and f16/bf16 additions",
+              max ? "max" : "add", t);
+  free(t);
+  return false;
+}
+
+static bool check_striped(Cpn *c, IrOp *op) {
+  IrOp *root = cpn_source(op->operands[1].value)->def;
+  if (!is_frag_root(root)) {
+    ir_op_error(op, "needs its register fragment (operand #1) straight from a zero-operand "
+                    "builtin.unrealized_conversion_cast (the register-fragment stand-in)");
+    return false;
+  }
+  const CpnExec *x = cpn_exec(c, op);
+  int64_t threads = ir_op_attr_int_or(op, "threads", 0), have = 32 * (int64_t)cpn_popcount(x->mask);
+  if (x->subwarp) {
+    ir_op_error(op, "must run on every thread of its executors, not under an elect");
+    return false;
+  }
+  if (threads > have) {
+    ir_op_error(op, "stripes over %lld threads, but its executors 0x%llx have %lld",
+                (long long)threads, (unsigned long long)x->mask, (long long)have);
+    return false;
+  }
+  const IrType *g = op->operands[0].value->type, *f = root->results[0].type;
+  int64_t need = threads * ir_type_num_elements(f);
+  if (g->kind == IR_TY_MEMREF && ir_type_num_elements(g) < need) {
+    ir_op_error(op, "stripes %lld elements over a global memref of %lld", (long long)need,
+                (long long)ir_type_num_elements(g));
+    return false;
+  }
+  if (op->kind == OP_CUTLASS_BLOCK_STRIPED_REDUCE && !check_reduce_type(op, f->elem)) return false;
+  if (!ptrmap_get(&c->frags, root)) {
+    CpnFrag *fr = arena_alloc(ir_arena(c->ctx), sizeof *fr);
+    fr->root = root;
+    fr->elements = ir_type_num_elements(f);
+    ptrmap_set(&c->frags, root, fr);
+  }
+  return true;
+}
+
+/* The fragment's shared backing, allocated at the kernel's entry on first use. */
+static IrValue *frag_base(Cpn *c, CpnFrag *f) {
+  if (f->base) return f->base;
+  IrBuilder saved = c->b;
+  ir_builder_at_start(&c->b, c->entry);
+  c->b.loc = f->root->loc;
+  const IrType *t = ir_type_ptr(c->ctx, f->root->results[0].type->elem, IR_MS_SHARED);
+  f->base = cpn_build1(c, OP_TILE_ALLOC_SHARED, 0, NULL, t);
+  ir_op_set_attr(f->base->def, "count", ir_attr_i64(c->ctx, f->elements * c->threads));
+  ir_op_set_attr(f->base->def, "align", ir_attr_i64(c->ctx, 16));
+  c->b = saved;
+  return f->base;
+}
+
+/* Every fragment root is dead once its block_striped ops are lowered. */
+static bool erase_root(const void *key, void *value, void *ud) {
+  (void)key;
+  (void)ud;
+  CpnFrag *f = value;
+  if (ir_op_results_unused(f->root)) ir_op_erase(f->root);
+  return true;
+}
+
+void cpn_erase_fragments(Cpn *c) {
+  for (size_t i = 0; i < c->frags.cap; i++)
+    if (c->frags.slots && c->frags.slots[i].key)
+      erase_root(c->frags.slots[i].key, c->frags.slots[i].value, NULL);
+}
+
+/* What one striped op moves per unit. */
+typedef struct Stripe {
+  IrOp *op;
+  const IrType *elem, *unit; /* the element and the unit (elem or vector<V x elem>) */
+  int64_t v, units, threads;
+  IrValue *gbase, *fbase, *t, *tid; /* global base, fragment base, thread in stripe, in block */
+} Stripe;
+
+/* Global and fragment pointers of unit u (an i32). */
+static IrValue *gptr(Cpn *c, const Stripe *s, IrValue *u) {
+  IrValue *k = cpn_bin(c, OP_ARITH_ADDI, cpn_bin(c, OP_ARITH_MULI, u, c32(c, s->threads)), s->t);
+  if (s->v > 1) k = cpn_bin(c, OP_ARITH_MULI, k, c32(c, s->v));
+  return cpn_ptr_add(c, s->gbase, k);
+}
+
+static IrValue *fptr(Cpn *c, const Stripe *s, IrValue *u) {
+  IrValue *k = cpn_bin(c, OP_ARITH_ADDI, cpn_bin(c, OP_ARITH_MULI, u, c32(c, c->threads)), s->tid);
+  if (s->v > 1) k = cpn_bin(c, OP_ARITH_MULI, k, c32(c, s->v));
+  return cpn_ptr_add(c, s->fbase, k);
+}
+
+static IrValue *load(Cpn *c, IrValue *p, const IrType *t) { return cpn_build1(c, OP_TILE_LOAD, 1, &p, t); }
+
+static void store(Cpn *c, IrValue *v, IrValue *p) {
+  IrValue *opds[2] = {v, p};
+  cpn_build(c, OP_TILE_STORE, 2, opds, NULL);
+}
+
+static IrValue *extract(Cpn *c, IrValue *vec, int64_t i, const IrType *e) {
+  IrValue *x = cpn_build1(c, OP_TILE_EXTRACT, 1, &vec, e);
+  ir_op_set_attr(x->def, "index", ir_attr_i64(c->ctx, i));
+  return x;
+}
+
+/* a + b, element-wise on units: integer or float addition by the element type. */
+static IrValue *add_units(Cpn *c, const Stripe *s, IrValue *a, IrValue *b) {
+  IrOpKind k = s->elem->kind == IR_TY_FLOAT ? OP_ARITH_ADDF : OP_ARITH_ADDI;
+  if (s->v == 1) return cpn_bin(c, k, a, b);
+  IrValue *e[16];
+  for (int64_t i = 0; i < s->v; i++)
+    e[i] = cpn_bin(c, k, extract(c, a, i, s->elem), extract(c, b, i, s->elem));
+  return cpn_build1(c, OP_TILE_FROM_ELEMENTS, (uint32_t)s->v, e, s->unit);
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Reductions: global atomics per element (f16x2 / bf16x2 packed in pairs)
+** ======================================================================= */
+
+/* red.global.add.noftz.{f16,bf16}[x2] through inline PTX (the atom ops of the
+** nvvm dialect take 32 and 64 bits). */
+static void red_half(Cpn *c, IrValue *p, IrValue *val, const IrType *e, bool pair) {
+  IrValue *opds[2] = {cpn_ptr_to_int(c, p), val};
+  IrOp *r = cpn_build(c, OP_NVVM_INLINE_PTX, 2, opds, NULL);
+  const char *ty = e->fkind == IR_BF16 ? "bf16" : "f16";
+  char buf[64];
+  snprintf(buf, sizeof buf, "red.global.add.noftz.%s%s [$0], $1;", ty, pair ? "x2" : "");
+  ir_op_set_attr(r, "ptx", ir_attr_cstr(c->ctx, buf));
+}
+
+/* Two 16-bit floats as one b32 (element 0 in the low half, as in memory). */
+static IrValue *pack_pair(Cpn *c, IrValue *lo, IrValue *hi) {
+  IrValue *a = ir_build_unary(&c->b, OP_ARITH_EXTUI, ir_build_unary(&c->b, OP_ARITH_BITCAST, lo, c->i16), c->i32);
+  IrValue *b = ir_build_unary(&c->b, OP_ARITH_EXTUI, ir_build_unary(&c->b, OP_ARITH_BITCAST, hi, c->i16), c->i32);
+  return cpn_bin(c, OP_ARITH_ORI, a, cpn_bin(c, OP_ARITH_SHLI, b, c32(c, 16)));
+}
+
+/* Float max through compare-and-swap on the bits (no red.max.f32 in PTX):
+** old = *p; while ((bits(max(old, v)) != old) && (prev = cas(p, old, new)) != old) old = prev. */
+static void max_float(Cpn *c, IrValue *p, IrValue *val) {
+  const IrType *it = ir_type_int(c->ctx, val->type->width);
+  IrValue *pi = cpn_build1(c, OP_TILE_PTR_CAST, 1, &p, ir_type_ptr(c->ctx, it, IR_MS_GLOBAL));
+  IrValue *old0 = load(c, pi, it);
+  IrOp *w = ir_build(&c->b, OP_SCF_WHILE, 1, &old0, 1, &it, 2);
+  IrBlock *before = ir_region_ensure_block(c->ctx, &w->regions[0]);
+  IrBlock *after = ir_region_ensure_block(c->ctx, &w->regions[1]);
+  IrValue *old = ir_block_add_arg(c->ctx, before, it), *prev_in = ir_block_add_arg(c->ctx, after, it);
+  ir_builder_at_end(&c->b, after);
+  cpn_build(c, OP_SCF_YIELD, 1, &prev_in, NULL);
+  ir_builder_at_end(&c->b, before);
+  IrValue *m = cpn_bin(c, OP_ARITH_MAXF, ir_build_unary(&c->b, OP_ARITH_BITCAST, old, val->type), val);
+  IrValue *nb = ir_build_unary(&c->b, OP_ARITH_BITCAST, m, it);
+  IrValue *same = cpn_cmp(c, "eq", nb, old);
+  IrOp *sif = ir_build(&c->b, OP_SCF_IF, 1, &same, 1, &it, 2);
+  IrBlock *t = ir_region_ensure_block(c->ctx, &sif->regions[0]);
+  IrBlock *e = ir_region_ensure_block(c->ctx, &sif->regions[1]);
+  ir_builder_at_end(&c->b, t);
+  cpn_build(c, OP_SCF_YIELD, 1, &old, NULL);
+  ir_builder_at_end(&c->b, e);
+  IrValue *cas_opds[3] = {pi, old, nb};
+  IrValue *prev = cpn_build1(c, OP_TILE_ATOMIC_CAS, 3, cas_opds, it);
+  cpn_build(c, OP_SCF_YIELD, 1, &prev, NULL);
+  ir_builder_after(&c->b, sif);
+  IrValue *got = &sif->results[0];
+  IrValue *cond_opds[2] = {cpn_cmp(c, "ne", got, old), got};
+  cpn_build(c, OP_SCF_CONDITION, 2, cond_opds, NULL);
+  ir_builder_after(&c->b, w);
+}
+
+/* One element (or, for halves, a pair) of the reduction into global p. */
+static void reduce_scalar(Cpn *c, IrValue *p, IrValue *val, bool max) {
+  const IrType *e = val->type;
+  if (e->kind == IR_TY_FLOAT && e->width == 16) {
+    red_half(c, p, val, e, false);
+    return;
+  }
+  if (max && e->kind == IR_TY_FLOAT) {
+    max_float(c, p, val);
+    return;
+  }
+  IrValue *opds[2] = {p, val};
+  IrOp *a = cpn_build(c, OP_TILE_ATOMIC, 2, opds, e);
+  ir_op_set_attr(a, "kind", ir_attr_cstr(c->ctx, max ? "max" : "add"));
+  ir_op_set_attr(a, "scope", ir_attr_cstr(c->ctx, "gpu"));
+}
+
+static void reduce_unit(Cpn *c, const Stripe *s, IrValue *g, IrValue *part, bool max) {
+  if (s->v == 1) {
+    reduce_scalar(c, g, part, max);
+    return;
+  }
+  bool half = s->elem->kind == IR_TY_FLOAT && s->elem->width == 16;
+  for (int64_t i = 0; i < s->v; i += half ? 2 : 1) {
+    IrValue *gi = cpn_ptr_add(c, g, c32(c, i));
+    if (half) { /* a unit is 4-byte aligned when the global base is: pairs are packed */
+      IrValue *pk = pack_pair(c, extract(c, part, i, s->elem), extract(c, part, i + 1, s->elem));
+      red_half(c, gi, pk, s->elem, true);
+    } else {
+      reduce_scalar(c, gi, extract(c, part, i, s->elem), max);
+    }
+  }
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** block_striped
+** ======================================================================= */
+
+/* The moves of one unit u for op's kind. */
+static void striped_unit(Cpn *c, const Stripe *s, IrValue *u) {
+  IrValue *g = gptr(c, s, u), *f = fptr(c, s, u);
+  switch (s->op->kind) {
+  case OP_CUTLASS_BLOCK_STRIPED_LOAD: store(c, load(c, g, s->unit), f); return;
+  case OP_CUTLASS_BLOCK_STRIPED_STORE: store(c, load(c, f, s->unit), g); return;
+  case OP_CUTLASS_BLOCK_STRIPED_LOAD_ADD: /* fused: one global load, one add, back to registers */
+    store(c, add_units(c, s, load(c, g, s->unit), load(c, f, s->unit)), f);
+    return;
+  default: {
+    const char *kind = ir_op_attr_str(s->op, "kind");
+    reduce_unit(c, s, g, load(c, f, s->unit), kind && strcmp(kind, "max") == 0);
+    return;
+  }
+  }
+}
+
+/* Units unrolled when few, else an scf.for over them. */
+static void for_units(Cpn *c, const Stripe *s) {
+  if (s->units <= MAX_UNROLL) {
+    for (int64_t u = 0; u < s->units; u++)
+      striped_unit(c, s, c32(c, u));
+    return;
+  }
+  IrValue *b[3] = {c32(c, 0), c32(c, s->units), c32(c, 1)};
+  IrOp *loop = ir_build(&c->b, OP_SCF_FOR, 3, b, 0, NULL, 1);
+  IrBlock *body = ir_region_ensure_block(c->ctx, &loop->regions[0]);
+  IrValue *u = ir_block_add_arg(c->ctx, body, c->i32);
+  ir_builder_at_end(&c->b, body);
+  IrOp *y = cpn_build(c, OP_SCF_YIELD, 0, NULL, NULL);
+  ir_builder_before(&c->b, y);
+  striped_unit(c, s, u);
+  ir_builder_after(&c->b, loop);
+}
+
+static bool lower_striped(Cpn *c, IrOp *op) {
+  IrOp *root = op->operands[1].value->def;
+  CpnFrag *fr = ptrmap_get(&c->frags, root);
+  const IrType *ft = root->results[0].type;
+  const CpnExec *x = cpn_exec(c, op);
+  Stripe s = {op, ft->elem, ft->elem, unit_of(ft), 0, ir_op_attr_int_or(op, "threads", 1),
+              NULL, frag_base(c, fr), NULL, cpn_tid(c)};
+  s.units = ir_type_num_elements(ft) / s.v;
+  if (s.v > 1) s.unit = ir_type_vector(c->ctx, s.elem, 1, &s.v);
+  IrValue *g = op->operands[0].value;
+  if (g->type->kind == IR_TY_MEMREF)
+    g = cpn_build1(c, OP_TILE_MEMREF_PTR, 1, &g, ir_type_ptr(c->ctx, s.elem, IR_MS_GLOBAL));
+  s.gbase = g;
+  int first = cpn_ctz(x->mask);
+  s.t = first ? cpn_bin(c, OP_ARITH_SUBI, s.tid, c32(c, 32 * first)) : s.tid;
+  IrOp *guard = NULL;
+  if (s.threads < 32 * (int64_t)cpn_popcount(x->mask))
+    guard = cpn_begin_if(c, cpn_cmp(c, "ult", s.t, c32(c, s.threads)));
+  for_units(c, &s);
+  if (guard) cpn_end_if(c, guard);
+  return true;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Named and generic barriers
+** ======================================================================= */
+
+static void named(Cpn *c, IrOp *op) {
+  IrValue *opds[2] = {c32(c, ir_op_attr_int_or(op, "id", 0)), c32(c, ir_op_attr_int_or(op, "count", 0))};
+  cpn_build(c, op->kind == OP_CUTLASS_BAR ? OP_TILE_NAMED_BARRIER_SYNC : OP_TILE_NAMED_BARRIER_ARRIVE,
+            2, opds, NULL);
+}
+
+static void fence_gpu(Cpn *c) {
+  IrOp *f = cpn_build(c, OP_TILE_FENCE, 0, NULL, NULL);
+  ir_op_set_attr(f, "scope", ir_attr_cstr(c->ctx, "gpu"));
+}
+
+/* Acquire: spin on a strong load (ld.volatile, relaxed at system scope) until
+** the counter equals v, or on a CAS from v to 0 (reset), then fence.acq_rel.gpu:
+** a relaxed read followed by a fence is the PTX memory model's acquire pattern.
+** Each retry backs off with a short nanosleep, which also keeps the loop (the
+** load alone is droppable, and canonicalize would remove a loop without effects). */
+static void spin_counter(Cpn *c, IrValue *p, IrValue *v, bool reset) {
+  IrOp *w = cpn_begin_spin(c);
+  IrBuilder at = c->b;
+  ir_builder_before(&c->b, w->regions[1].first->last);
+  IrValue *ns = c32(c, SPIN_BACKOFF_NS);
+  cpn_build(c, OP_NVVM_NANOSLEEP, 1, &ns, NULL);
+  c->b = at;
+  IrValue *got;
+  if (reset) {
+    IrValue *opds[3] = {p, v, c32(c, 0)};
+    got = cpn_build1(c, OP_TILE_ATOMIC_CAS, 3, opds, c->i32);
+    ir_op_set_attr(got->def, "scope", ir_attr_cstr(c->ctx, "gpu"));
+  } else {
+    got = load(c, p, c->i32);
+    ir_op_set_attr(got->def, "volatile", ir_attr_bool(c->ctx, true));
+  }
+  cpn_end_spin(c, w, cpn_cmp(c, "ne", got, v));
+  fence_gpu(c);
+}
+
+/* CUTLASS's GenericBarrier: collective over the op's executors. The first
+** thread of the executors does the memory operation; the executors sync after
+** a wait (everyone sees what the first thread acquired) and before an arrive
+** (everyone's writes precede the release). Under an elect, the executing
+** thread does it alone. */
+static bool lower_generic(Cpn *c, IrOp *op) {
+  const CpnExec *x = cpn_exec(c, op);
+  IrValue *p = cpn_ptr_add(c, op->operands[0].value, op->operands[1].value);
+  bool arrive = op->kind == OP_CUTLASS_GENERIC_BARRIER_ARRIVE_INC;
+  if (arrive && !x->subwarp && !cpn_sync_warps(c, op, x->mask)) return false;
+  IrOp *lead = NULL;
+  if (!x->subwarp)
+    lead = cpn_begin_if(c, cpn_cmp(c, "eq", cpn_tid(c), c32(c, 32 * cpn_ctz(x->mask))));
+  if (arrive) {
+    fence_gpu(c); /* release: fence.acq_rel.gpu, then a relaxed (gpu) red.add */
+    IrValue *opds[2] = {p, c32(c, 1)};
+    IrOp *a = cpn_build(c, OP_TILE_ATOMIC, 2, opds, c->i32);
+    ir_op_set_attr(a, "kind", ir_attr_cstr(c->ctx, "add"));
+    ir_op_set_attr(a, "scope", ir_attr_cstr(c->ctx, "gpu"));
+  } else {
+    spin_counter(c, p, op->operands[2].value, op->kind == OP_CUTLASS_GENERIC_BARRIER_WAIT_EQ_RESET);
+  }
+  if (lead) cpn_end_if(c, lead);
+  if (!arrive && !x->subwarp && !cpn_sync_warps(c, op, x->mask)) return false;
+  return true;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** MODS (seed 001)
+** ======================================================================= */
+
+static IrValue *globaltimer(Cpn *c) { return cpn_build1(c, OP_NVVM_SREG_GLOBALTIMER, 0, NULL, c->i64); }
+
+/* start: arrive (release) on the cluster barrier, then the timestamp.
+** end: drain the bulk groups, wait on the cluster barrier, then the second
+** timestamp; the duration end - start is the optional result.
+** throttle: 0 nothing, 1 nanosleep, 2 a cooperative rendezvous of the cluster
+** (wait for the arrivals of the window's phase, arrive again: the end's wait
+** closes the new phase). */
+static bool lower_mods(Cpn *c, IrOp *op) {
+  switch (op->kind) {
+  case OP_CUTLASS_MODS_START:
+    cpn_build(c, OP_TILE_CLUSTER_ARRIVE, 0, NULL, NULL);
+    if (op->nresults) ir_value_replace_all_uses(&op->results[0], globaltimer(c));
+    return true;
+  case OP_CUTLASS_MODS_END: {
+    IrOp *w = cpn_build(c, OP_TILE_BULK_WAIT, 0, NULL, NULL);
+    ir_op_set_attr(w, "pending", ir_attr_i64(c->ctx, 0));
+    cpn_build(c, OP_TILE_CLUSTER_WAIT, 0, NULL, NULL);
+    if (op->nresults)
+      ir_value_replace_all_uses(&op->results[0], cpn_bin(c, OP_ARITH_SUBI, globaltimer(c), op->operands[2].value));
+    return true;
+  }
+  case OP_CUTLASS_MODS_SMID:
+    ir_value_replace_all_uses(&op->results[0], cpn_build1(c, OP_NVVM_SREG_SMID, 0, NULL, c->i32));
+    return true;
+  default: {
+    int64_t profile = ir_op_attr_int_or(op, "profile", 0);
+    if (profile == 1) {
+      IrValue *ns = c32(c, THROTTLE_NS(profile));
+      cpn_build(c, OP_NVVM_NANOSLEEP, 1, &ns, NULL);
+    } else if (profile == 2) {
+      cpn_build(c, OP_TILE_CLUSTER_WAIT, 0, NULL, NULL);
+      cpn_build(c, OP_TILE_CLUSTER_ARRIVE, 0, NULL, NULL);
+    }
+    return true;
+  }
+  }
+}
+
+static bool check_mods(IrOp *op) {
+  if (op->kind == OP_CUTLASS_MODS_END && op->nresults && op->noperands < 3) {
+    ir_op_error(op, "returns the window's duration, which needs the start's timestamp (operand #2)");
+    return false;
+  }
+  return true;
+}
+
+/* }====================================================================== */
+
+bool cpn_check_mem_op(Cpn *c, IrOp *op) {
+  if (is_striped(op->kind)) return check_striped(c, op);
+  if (op->kind >= OP_CUTLASS_MODS_START && op->kind <= OP_CUTLASS_MODS_THROTTLE) return check_mods(op);
+  return true;
+}
+
+bool cpn_lower_mem_op(Cpn *c, IrOp *op) {
+  bool ok = true;
+  if (is_striped(op->kind)) ok = lower_striped(c, op);
+  else if (op->kind == OP_CUTLASS_BAR || op->kind == OP_CUTLASS_NAMED_BARRIER_ARRIVE) named(c, op);
+  else if (op->kind >= OP_CUTLASS_GENERIC_BARRIER_WAIT_EQ && op->kind <= OP_CUTLASS_GENERIC_BARRIER_ARRIVE_INC)
+    ok = lower_generic(c, op);
+  else ok = lower_mods(c, op);
+  if (ok) ir_op_erase(op);
+  return ok;
+}
