@@ -145,3 +145,63 @@ describe("tl.sched.persistent", function()
     assert.matches("needs a stateful scheduler", err)
   end)
 end)
+
+describe("tl.sched.tiles (the TileLang surface over the cutlass schedulers)", function()
+  local OUT = 1 << 20
+  local function run(kind, cfg, worker, steps)
+    tl.new_module()
+    local k = tl.kernel("tiles", { params = { { "w", tl.i32 }, { "out", tl.ptr(tl.i32) }, { "ws", tl.ptr(tl.i8) } }, block = 32 })
+    k:define(function(k, p)
+      local o = { tiles = { cfg.m, cfg.n, 1, cfg.k }, workers = cfg.workers, workspace = p.ws,
+                  accumulator_tile_bytes = 4 }
+      local sched = tl.sched[kind](o)
+      k:async_exec("sched", { warps = 1 }, function()
+        local s = tl.sched.tiles(sched)
+        s:init(p.w)
+        s:loop(function(s)
+          local base = p.out + s.current_iter * 4
+          tl.store(base, s.m_idx)
+          tl.store(base + 1, s.n_idx)
+          tl.store(base + 2, s.k_begin)
+          tl.store(base + 3, s.k_count)
+        end)
+      end)
+    end)
+    tl.compile(k, "canonicalize,cse,lower-tile-scheduler")
+    local mem_eval, mem = interp.memory()
+    interp.run(k.op, { worker, OUT, 1 << 32 }, { eval = function(op, ins, env)
+      if op:name() == "cutlass.async.exec" then
+        env:block(op:region(1):entry())
+        return {}
+      end
+      return mem_eval(op, ins)
+    end })
+    local recs = {}
+    for i = 0, steps - 1 do
+      if mem[OUT + i * 16] == nil then break end
+      recs[#recs + 1] = { mem[OUT + i * 16], mem[OUT + i * 16 + 4], mem[OUT + i * 16 + 8], mem[OUT + i * 16 + 12] }
+    end
+    return recs
+  end
+
+  it("walks the StreamK pieces of each worker like the reference", function()
+    for _, cfg in ipairs { { m = 3, n = 2, k = 9, workers = 4 }, { m = 5, n = 3, k = 20, workers = 7 } } do
+      local plan = core.sched_plan { kind = "streamk", tiles_m = cfg.m, tiles_n = cfg.n, tiles_k = cfg.k,
+                                     workers = cfg.workers, acc_tile_bytes = 4 }
+      for w = 0, plan:info().grid - 1 do
+        local want = {}
+        for i, pc in ipairs(plan:pieces(w)) do want[i] = { pc.m, pc.n, pc.k_tile_start, pc.k_tile_count } end
+        assert.same(want, run("streamk", cfg, w, 64), ("%dx%d k%d workers %d, worker %d"):format(cfg.m, cfg.n, cfg.k, cfg.workers, w))
+      end
+    end
+  end)
+
+  it("gives each data-parallel worker its one tile", function()
+    local cfg = { m = 4, n = 3, k = 5 }
+    local plan = core.sched_plan { kind = "data_parallel", tiles_m = 4, tiles_n = 3, tiles_k = 5 }
+    for w = 0, 11 do
+      local t = plan:dp_tile(w)
+      assert.same({ { t.m, t.n, 0, 5 } }, run("data_parallel", cfg, w, 4))
+    end
+  end)
+end)

@@ -12,6 +12,14 @@
 -- Clustering reshapes the grid to ceil(M / cluster) x N first; swizzle panels
 -- (the last one narrower) and the traversal order then apply; m_idx is the
 -- cluster row: s:block_m(rank) = m_idx * cluster + rank.
+--
+-- The data-parallel and StreamK counterparts put the same surface over the
+-- cutlass.tile_scheduler ops (lua/tilua/cutlass.lua), which lower-tile-scheduler
+-- turns into the reference's arithmetic:
+--
+--   local s = tl.sched.tiles(tl.sched.streamk{ tiles = {m, n, 1, k}, workers = W, workspace = ws })
+--   s:init(worker)
+--   s:loop(function(s) ... s.m_idx, s.n_idx, s.k_begin, s.k_count, s.is_final ... end)
 
 local M = {}
 
@@ -152,6 +160,73 @@ function M.attach(tl)
     self.linear_idx, self.current_iter = lin, it
     decode(self)
   end
+
+  -- {===================================================================
+  -- The same surface over a cutlass scheduler (data-parallel, static
+  -- persistent, StreamK): tl.sched.tiles(sched)
+  -- ===================================================================
+
+  local Tiles = {}
+  Tiles.__index = Tiles
+
+  -- The fields of the current work tile, read through the accessor ops.
+  local function refresh(s)
+    local w = s.work
+    s.m_idx, s.n_idx, s.l_idx = w:m(), w:n(), w:l()
+    s.k_begin, s.k_count = w:k_tile_start(), w:k_tile_count()
+    s.is_final = w:is_final_split()
+  end
+
+  function tl.sched.tiles(sched)
+    if type(sched) ~= "table" or not sched.work then raise("sched.tiles: expected a scheduler from tl.sched.data_parallel, static_persistent or streamk") end
+    return setmetatable({ sched = sched }, Tiles)
+  end
+
+  -- init(worker): the worker's first unit of work; current_iter = 0.
+  function Tiles:init(worker)
+    self.work = self.sched:work(worker)
+    self.current_iter = tl.const(0, tl.i32)
+    refresh(self)
+  end
+
+  function Tiles:valid()
+    if not self.work then raise("sched.tiles: call init(worker) first") end
+    return self.work:is_valid()
+  end
+
+  -- next_tile(): advance_to_next_work (inside a cutlass.async.exec region, as its verifier requires).
+  function Tiles:next_tile()
+    if not self.work then raise("sched.tiles: call init(worker) first") end
+    self.work:advance()
+    self.current_iter = self.current_iter + 1
+    refresh(self)
+  end
+
+  -- coord(id): the tile of a data-parallel linear id (data-parallel schedulers only).
+  function Tiles:coord(tile_id)
+    if self.sched.kind ~= "data_parallel" then raise("sched.tiles: coord(tile_id) needs a data-parallel scheduler") end
+    local w = self.sched:work(tile_id)
+    return w:m(), w:n()
+  end
+
+  -- loop(fn): while valid(): fn(self); next_tile() -- an scf.while carrying the work tile and current_iter.
+  function Tiles:loop(fn)
+    if not self.work then raise("sched.tiles: call init(worker) first") end
+    local w, it = tl.while_({ self.work.value, self.current_iter }, function(wv, i)
+      self.work.value = wv
+      return self.work:is_valid(), wv, i
+    end, function(wv, i)
+      self.work.value, self.current_iter = wv, i
+      refresh(self)
+      fn(self)
+      self:next_tile()
+      return self.work.value, self.current_iter
+    end)
+    self.work.value, self.current_iter = w, it
+    refresh(self)
+  end
+
+  -- }===================================================================
 end
 
 return M
