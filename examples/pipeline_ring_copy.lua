@@ -105,10 +105,9 @@ local function build(o)
   return k
 end
 
--- run(k, src, dst, n, ctas_per_sm, chunk): launch over a persistent grid.
+-- run(k, src, dst, n, ctas_per_sm, chunk): launch over a persistent grid; returns it.
 local function run(k, src, dst, n, ctas_per_sm, chunk)
-  local chunks = (n // 16 * 16 + chunk - 1) // chunk
-  local grid = math.max(1, math.min(tl.device.sm_count() * (ctas_per_sm or 1), chunks))
+  local grid = tl.device.persistent_grid((n // 16 * 16 + chunk - 1) // chunk, ctas_per_sm)
   k:launch { grid = grid, args = { src, dst, n } }
   return grid
 end

@@ -43,28 +43,7 @@ local function ptx_of(k)
   return ptx
 end
 
-local function has(text, s)
-  assert(text:find(s, 1, true), ("expected %q in:\n%s"):format(s, text))
-end
-local function lacks(text, s)
-  assert(not text:find(s, 1, true), ("did not expect %q in:\n%s"):format(s, text))
-end
-local function seq(text, list)
-  local pos = 1
-  for _, s in ipairs(list) do
-    local a, b = text:find(s, pos, true)
-    assert(a, ("expected %q after position %d in:\n%s"):format(s, pos, text))
-    pos = b + 1
-  end
-end
-local function count(text, s)
-  local n, pos = 0, 1
-  while true do
-    local a, b = text:find(s, pos, true)
-    if not a then return n end
-    n, pos = n + 1, b + 1
-  end
-end
+local has, lacks, seq, count = H.has, H.lacks, H.seq, H.count
 
 -- A kernel with one pipeline; producer agent (1 warp) and consumer agent (W warps).
 local function pipe_kernel(name, o, producer, consumer)

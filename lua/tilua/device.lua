@@ -106,6 +106,11 @@ function M.attach(tl)
   end
   function D.info() return core.device_info() end
   function D.sm_count() return core.device_info().sm_count end
+  -- The grid of a persistent kernel: per_sm CTAs on every SM, but no more CTAs
+  -- than there are units of work (and at least one).
+  function D.persistent_grid(units, per_sm)
+    return math.max(1, math.min(D.sm_count() * (per_sm or 1), units))
+  end
   function D.synchronize() core.device_synchronize() end
   function D.time(fn) return core.device_time(fn) end
   D.f16_bits, D.f16_value, D.bf16_bits, D.bf16_value = f16_bits, f16_value, bf16_bits, bf16_value
