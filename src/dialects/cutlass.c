@@ -5,14 +5,14 @@
 ** cutlass.async.exec, switch_by_executor, cutlass.bar, named and generic
 ** barriers. The model is written down in docs/cutlass.md.
 **
-** The helpers are declared again (extern) at the top of cutlass_pipeline.c
-** and cutlass_sched.c: the dialect has no private header.
+** The helpers are declared in cutlass.h for the other verifier files and the
+** lowering passes.
 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dialects.h"
+#include "cutlass.h"
 
 #define POOL_SLOTS 32     /* barrier slots per CTA shared by pipeline.init and seq_bar.init */
 #define NAMED_BARRIERS 16 /* bar.sync / bar.arrive ids */

@@ -6,19 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dialects.h"
-
-/* Helpers defined in cutlass.c (the dialect has no private header). */
-bool cut_attr_int(IrOp *op, const char *name, bool required, int64_t dflt, int64_t *out);
-int cut_attr_enum(IrOp *op, const char *name, const char *const *names, int dflt);
-bool cut_attr_int_list(IrOp *op, const char *name, int64_t *out, uint32_t max, uint32_t *n);
-int cut_kind_index(const IrType *t, const char *const *names);
-void cut_type_error(IrOp *op, const char *what, const char *want, const IrType *t);
-int cut_popcount(uint64_t m);
-bool cut_mask_contiguous(uint64_t m);
-uint64_t cut_kernel_warp_mask(const IrOp *op);
-void cut_kernel_cluster(const IrOp *op, int64_t out[3]);
-bool cut_claim_slots(IrOp *op, int64_t base, int64_t n);
+#include "cutlass.h"
 
 #define MAX_PARTICIPANTS 16          /* rows of the lowering's mask matrix */
 #define MAX_TX_BYTES ((1 << 20) - 1) /* mbarrier transaction count limit */

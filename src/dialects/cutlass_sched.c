@@ -7,18 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dialects.h"
-
-/* Helpers defined in cutlass.c (the dialect has no private header). */
-bool cut_attr_int(IrOp *op, const char *name, bool required, int64_t dflt, int64_t *out);
-bool cut_attr_bool(IrOp *op, const char *name, bool dflt, bool *out);
-int cut_attr_enum(IrOp *op, const char *name, const char *const *names, int dflt);
-bool cut_attr_int_list(IrOp *op, const char *name, int64_t *out, uint32_t max, uint32_t *n);
-int cut_kind_index(const IrType *t, const char *const *names);
-void cut_type_error(IrOp *op, const char *what, const char *want, const IrType *t);
-int64_t cut_kernel_threads(const IrOp *op);
-void cut_kernel_cluster(const IrOp *op, int64_t out[3]);
-int cut_target_sm(const IrOp *op);
+#include "cutlass.h"
 
 /* {======================================================================
 ** Scheduler kinds

@@ -37,14 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../dialects/dialects.h"
+#include "../dialects/cutlass.h"
 #include "../sched/sched.h"
 #include "passes.h"
-
-/* Helpers of the cutlass dialect (cutlass.c; the dialect has no private header). */
-int cut_target_sm(const IrOp *op);
-void cut_kernel_cluster(const IrOp *op, int64_t out[3]);
-int64_t cut_kernel_threads(const IrOp *op);
 
 #define U32MAX 0xffffffffu
 
