@@ -105,54 +105,13 @@ local function build(o)
   return k
 end
 
--- run(k, src, dst, n, ctas_per_sm, chunk): launch over a persistent grid; returns it.
-local function run(k, src, dst, n, ctas_per_sm, chunk)
-  local grid = tl.device.persistent_grid((n // 16 * 16 + chunk - 1) // chunk, ctas_per_sm)
-  k:launch { grid = grid, args = { src, dst, n } }
-  return grid
-end
+-- The launch and the check are ring_copy.lua's (beside this file).
+local ring = assert(loadfile((debug.getinfo(1, "S").source:match "^@(.*/)" or "./") .. "ring_copy.lua"))("--library")
 
-if ... == "--library" then return { build = build, run = run } end
+if ... == "--library" then return { build = build, run = ring.run } end
 
--- {=== the example: both release modes, on fresh random bytes
-local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
-local CHUNK = 16384
-local variants = {
-  { stages = 4, chunk = CHUNK, consumer_warps = 4, name = "pipeline_ring_copy" },
-  { stages = 3, chunk = CHUNK, consumer_warps = 2, mode = "warp_specialized", name = "pipeline_ring_copy_ws" },
-}
-local kernels = {}
-for i, v in ipairs(variants) do
-  local k = build(v)
-  local ptx = k:compile()
-  print(("%s: PTX %d bytes, %d bytes of shared memory"):format(v.name, #ptx, k:lowered_op():attr("shared_bytes")))
-  tl.check_ptx(v.name, ptx)
-  kernels[i] = k
-end
-
-tl.device.require() -- without a GPU: "SKIP: no GPU" and exit
-
-local n = 64 * 1024 * 1024 + 12345 -- many chunks; not a multiple of the chunk nor of 16
-local src = tl.device.random(tl.u8, n, seed)
-local dst <close> = tl.device.alloc(tl.u8, n)
-local distinct, nd = {}, 0 -- the check is not fooled by constant data
-for _, b in ipairs(src:to_table(1, 4096)) do
-  if not distinct[b] then distinct[b], nd = true, nd + 1 end
-end
-assert(nd > 64, "the random input is not random")
-for i, k in ipairs(kernels) do
-  for _, per_sm in ipairs { 1, 2 } do
-    dst:fill(0)
-    local grid = run(k, src, dst, n, per_sm, CHUNK)
-    tl.device.synchronize()
-    print(("%s: seed %d, %d bytes in %d chunks of %d, grid %d"):format(variants[i].name, seed, n,
-      (n + CHUNK - 1) // CHUNK, CHUNK, grid))
-    local same, at = dst:equals(src)
-    if not same then
-      print(("%s: FAILED, first difference at byte %d"):format(variants[i].name, at - 1))
-      os.exit(1)
-    end
-    print(("%s: OK, %d bytes copied exactly"):format(variants[i].name, n))
-  end
-end
--- }===
+-- the example: both release modes, at 1 and 2 CTAs per SM, on fresh random bytes
+ring.copy_check({
+  { stages = 4, chunk = 16384, consumer_warps = 4, name = "pipeline_ring_copy" },
+  { stages = 3, chunk = 16384, consumer_warps = 2, mode = "warp_specialized", name = "pipeline_ring_copy_ws" },
+}, build, { 1, 2 })

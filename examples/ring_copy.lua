@@ -12,7 +12,7 @@
 -- Bytes after the last multiple of 16 are copied by CTA 0's consumers.
 --
 --   tilua examples/ring_copy.lua [--emit=ir|ptx] [--stage=NAME]
---   loadfile("examples/ring_copy.lua")("--library") -> { build = build, run = run }
+--   loadfile("examples/ring_copy.lua")("--library") -> { build = build, run = run, copy_check = copy_check }
 --
 -- Checked on fresh random bytes (size not a multiple of the chunk); without a
 -- GPU it stops after compiling and ptxas with "SKIP: no GPU" (exit 0, or 77 under ctest).
@@ -147,45 +147,52 @@ local function run(k, src, dst, n, ctas_per_sm, chunk)
   return grid
 end
 
-if ... == "--library" then return { build = build, run = run } end
-
--- {=== the example: both consumer flavours, on fresh random bytes
-local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
-local CHUNK = 16384
-local variants = {
-  { stages = 4, chunk = CHUNK, consumer_warps = 4, name = "ring_copy" },
-  { stages = 4, chunk = CHUNK, consumer_warps = 1, store = "bulk", inflight = 2, name = "ring_copy_bulk" },
-}
-local kernels = {}
-for i, v in ipairs(variants) do
-  local k = build(v)
-  local ptx = k:compile()
-  print(("%s: PTX %d bytes, %d bytes of shared memory"):format(v.name, #ptx, k:lowered_op():attr("shared_bytes")))
-  tl.check_ptx(v.name, ptx)
-  kernels[i] = k
-end
-
-tl.device.require() -- without a GPU: "SKIP: no GPU" and exit
-
-local n = 64 * 1024 * 1024 + 12345 -- many chunks; not a multiple of the chunk nor of 16
-local src = tl.device.random(tl.u8, n, seed)
-local dst <close> = tl.device.alloc(tl.u8, n)
--- the check is not fooled by constant data
-local distinct, nd = {}, 0
-for _, b in ipairs(src:to_table(1, 4096)) do
-  if not distinct[b] then distinct[b], nd = true, nd + 1 end
-end
-assert(nd > 64, "the random input is not random")
-for i, k in ipairs(kernels) do
-  dst:fill(0)
-  local grid = run(k, src, dst, n, 1, CHUNK)
-  tl.device.synchronize()
-  print(("%s: seed %d, %d bytes in %d chunks of %d, grid %d"):format(variants[i].name, seed, n, (n + CHUNK - 1) // CHUNK, CHUNK, grid))
-  local same, at = dst:equals(src)
-  if not same then
-    print(("%s: FAILED, first difference at byte %d"):format(variants[i].name, at - 1))
-    os.exit(1)
+-- copy_check(variants, build, per_sm_list): compile each variant (PTX through ptxas),
+-- then, where there is a GPU, copy fresh random bytes with it at each number of CTAs
+-- per SM and compare exactly. Shared with pipeline_ring_copy.lua.
+local function copy_check(variants, build_fn, per_sm_list)
+  local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
+  local kernels = {}
+  for i, v in ipairs(variants) do
+    local k = build_fn(v)
+    local ptx = k:compile()
+    print(("%s: PTX %d bytes, %d bytes of shared memory"):format(v.name, #ptx, k:lowered_op():attr("shared_bytes")))
+    tl.check_ptx(v.name, ptx)
+    kernels[i] = k
   end
-  print(("%s: OK, %d bytes copied exactly"):format(variants[i].name, n))
+
+  tl.device.require() -- without a GPU: "SKIP: no GPU" and exit
+
+  local n = 64 * 1024 * 1024 + 12345 -- many chunks; not a multiple of the chunk nor of 16
+  local src = tl.device.random(tl.u8, n, seed)
+  local dst <close> = tl.device.alloc(tl.u8, n)
+  local distinct, nd = {}, 0 -- the check is not fooled by constant data
+  for _, b in ipairs(src:to_table(1, 4096)) do
+    if not distinct[b] then distinct[b], nd = true, nd + 1 end
+  end
+  assert(nd > 64, "the random input is not random")
+  for i, k in ipairs(kernels) do
+    local v = variants[i]
+    for _, per_sm in ipairs(per_sm_list) do
+      dst:fill(0)
+      local grid = run(k, src, dst, n, per_sm, v.chunk)
+      tl.device.synchronize()
+      print(("%s: seed %d, %d bytes in %d chunks of %d, grid %d"):format(v.name, seed, n,
+        (n + v.chunk - 1) // v.chunk, v.chunk, grid))
+      local same, at = dst:equals(src)
+      if not same then
+        print(("%s: FAILED, first difference at byte %d"):format(v.name, at - 1))
+        os.exit(1)
+      end
+      print(("%s: OK, %d bytes copied exactly"):format(v.name, n))
+    end
+  end
 end
--- }===
+
+if ... == "--library" then return { build = build, run = run, copy_check = copy_check } end
+
+-- the example: both consumer flavours, on fresh random bytes
+copy_check({
+  { stages = 4, chunk = 16384, consumer_warps = 4, name = "ring_copy" },
+  { stages = 4, chunk = 16384, consumer_warps = 1, store = "bulk", inflight = 2, name = "ring_copy_bulk" },
+}, build, { 1 })

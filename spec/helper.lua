@@ -43,32 +43,7 @@ end
 function H.tilua_run(args, input)
   local argv = { H.tilua }
   for _, a in ipairs(args) do argv[#argv + 1] = a end
-  -- Text checks for printed IR and PTX (plain substrings, not patterns).
-function H.has(text, s)
-  assert(text:find(s, 1, true), ("expected %q in:\n%s"):format(s, text))
-end
-function H.lacks(text, s)
-  assert(not text:find(s, 1, true), ("did not expect %q in:\n%s"):format(s, text))
-end
--- the strings appear in this order
-function H.seq(text, list)
-  local pos = 1
-  for _, s in ipairs(list) do
-    local a, b = text:find(s, pos, true)
-    assert(a, ("expected %q after position %d in:\n%s"):format(s, pos, text))
-    pos = b + 1
-  end
-end
-function H.count(text, s)
-  local n, pos = 0, 1
-  while true do
-    local a, b = text:find(s, pos, true)
-    if not a then return n end
-    n, pos = n + 1, b + 1
-  end
-end
-
-return H.run(argv, input)
+  return H.run(argv, input)
 end
 
 function H.ptxas()
