@@ -40,7 +40,7 @@ function M.attach(tl)
   -- Tensor maps
   -- ====================================================================
 
-  local swizzle_names = { [0] = "none", [32] = "sw32", [64] = "sw64", [128] = "sw128" }
+  local swizzle_names = { [0] = "linear", [32] = "sw32", [64] = "sw64", [128] = "sw128" }
 
   -- tl.tensor_map_type(elem, {box outermost first} [, swizzle bytes]) -> !tile.tensor_map<...>
   function tl.tensor_map_type(elem, box, swizzle)
@@ -61,7 +61,7 @@ function M.attach(tl)
     local p = i.params
     local box = {}
     for k = 3, #p do box[#box + 1] = p[k] end
-    local sw = ({ none = 0, sw32 = 32, sw64 = 64, sw128 = 128 })[p[2]]
+    local sw = ({ linear = 0, sw32 = 32, sw64 = 64, sw128 = 128 })[p[2]]
     return { elem = p[1], swizzle = sw, box = box, rank = #box }
   end
   tl.tensor_map_info = map_info

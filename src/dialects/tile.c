@@ -220,7 +220,6 @@ IrResult tile_verify_memref_ptr(IrOp *op) {
     free(b);
     return IR_FAIL;
   }
-  if (m->swizzle && m->space != IR_MS_SHARED) return type_error(op, "only shared memory is swizzled, got %s", m);
   return IR_OK;
 }
 

@@ -24,7 +24,7 @@ static IrResult type_error(IrOp *op, const char *fmt, const IrType *t) {
 
 
 int64_t tile_swizzle_bytes(const char *s) {
-  if (!s || !strcmp(s, "none")) return 0;
+  if (!s || !strcmp(s, "linear")) return 0;
   return !strcmp(s, "sw32") ? 32 : !strcmp(s, "sw64") ? 64 : !strcmp(s, "sw128") ? 128 : -1;
 }
 
@@ -47,7 +47,7 @@ bool tile_check_tensor_map(IrOp *op, const IrType *t) {
   if (!tma_elem_ok(e)) return type_error(op, "a tensor map cannot hold elements of type %s", e), false;
   int64_t span = tile_swizzle_bytes(sw);
   if (span < 0) {
-    ir_op_error(op, "tensor map swizzle '%s' is not one of none, sw32, sw64, sw128", sw);
+    ir_op_error(op, "tensor map swizzle '%s' is not one of linear, sw32, sw64, sw128", sw);
     return false;
   }
   if (rank < 1 || rank > 5) {
