@@ -103,6 +103,7 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 256, n = 256, k = 256, alpha = 0.5, beta = 2, bias = true, activation = "relu" },
     { m = 640, n = 768, k = 512, cluster = 2 },                        -- B multicast to a cluster of 2
     { m = 1024, n = 256, k = 2048, bn = 128, schedule = "streamk" },
+    { m = 512, n = 512, k = 8192, schedule = "splitk" },
   }
   for _, o in ipairs(cases) do
     it(("matches the reference kernel and the CPU: %dx%dx%d %s"):format(o.m, o.n, o.k, o.schedule or ""), function()
