@@ -104,16 +104,18 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 640, n = 768, k = 512, cluster = 2 },                        -- B multicast to a cluster of 2
     { m = 1024, n = 256, k = 2048, bn = 128, schedule = "streamk" },
     { m = 512, n = 512, k = 8192, schedule = "splitk" },
+    { m = 256, n = 384, k = 512, dtype = "f16", out = "f16", bn = 128 },
   }
   for _, o in ipairs(cases) do
     it(("matches the reference kernel and the CPU: %dx%dx%d %s"):format(o.m, o.n, o.k, o.schedule or ""), function()
       gpu()
       local g = tl.gemm.build(o)
       local c = g.cfg
-      local a = D.random(tl.bf16, c.m * c.k, seed)
-      local b = D.random(tl.bf16, c.n * c.k, seed + 1)
-      local d <close> = D.alloc(tl.bf16, c.m * c.n)
-      local cc = (c.beta and c.beta ~= 0) and D.random(tl.bf16, c.m * c.n, seed + 2) or nil
+      local ein, eout = c.dtype == "f16" and tl.f16 or tl.bf16, c.out == "f16" and tl.f16 or tl.bf16
+      local a = D.random(ein, c.m * c.k, seed)
+      local b = D.random(ein, c.n * c.k, seed + 1)
+      local d <close> = D.alloc(eout, c.m * c.n)
+      local cc = (c.beta and c.beta ~= 0) and D.random(eout, c.m * c.n, seed + 2) or nil
       local bias = c.bias and D.random(tl.f32, c.n, seed + 3) or nil
       for _ = 1, 3 do -- repeated launches: StreamK counters must be back at zero
         d:fill(0)
