@@ -227,7 +227,7 @@ function M.attach(tl, Kernel)
     local ty = core.type_dialect("cutlass.pipeline", { stages, #p, #c })
     local v = tl.op1("cutlass.pipeline.create", {}, ty)
     local attrs = {
-      numStages = stages, numProducers = #p, numConsumers = #c, participants = p, consumers = c,
+      participants = p, consumers = c,
       producer_group_id = o.producer_group_id or 0, consumer_group_id = o.consumer_group_id or 1,
       barrier_id_base = claim_slots(self, 2 * stages, o.barrier_id_base),
       mode = o.mode or ((#p == 1 and #c == 1) and "warp_specialized" or "cooperative"),
@@ -387,7 +387,7 @@ function M.attach(tl, Kernel)
   end
   -- tl.cutlass.fragment(elem, shape): a register fragment (memref<shape x elem, rmem>) for
   -- the block_striped ops. A stand-in until the tile dialect allocates register memory:
-  -- a zero-operand builtin.unrealized_conversion_cast, which convert-pipeline-to-nvvm backs
+  -- a zero-operand builtin.unrealized_conversion_cast, which convert-cutlass-to-nvvm backs
   -- with shared memory (docs/lowering.md).
   function cut.fragment(elem, shape)
     if type(shape) ~= "table" then shape = { int_arg(shape, "fragment size") } end

@@ -13,9 +13,8 @@
 ** Scheduler kinds
 ** ======================================================================= */
 
-enum { K_DP, K_SP, K_SK, K_SM100 };
-static const char *const kinds[] = {"data_parallel", "static_persistent", "streamk",
-                                    "sm100_streamk", NULL};
+enum { K_DP = SCHED_DATA_PARALLEL, K_SP = SCHED_STATIC_PERSISTENT, K_SK = SCHED_STREAMK, K_SM100 = CUT_SCHED_SM100_STREAMK };
+static const char *const *const kinds = CUT_SCHED_KIND_names;
 
 /* The kind an op of the params / work-tile creation families builds. */
 static int op_kind(IrOpKind k) {
@@ -55,54 +54,16 @@ static int kind_of(IrOp *op, const char *what, const IrType *t) {
 ** ======================================================================= */
 
 /* cluster_shape (optional) agrees with the kernel's cluster. */
-static bool check_cluster_shape(IrOp *op) {
+static bool check_cluster_shape(IrOp *op, IrAttrList l) {
   if (!ir_op_attr(op, "cluster_shape")) return true;
-  int64_t cs[3] = {1, 1, 1}, kc[3];
-  uint32_t n;
-  if (!cut_attr_int_list(op, "cluster_shape", cs, 3, &n)) return false;
-  cut_kernel_cluster(op, kc);
-  if (n == 0 || cs[0] != kc[0] || cs[1] != kc[1] || cs[2] != kc[2]) {
+  int64_t cs[3] = {1, 1, 1}, *kc = kernel_spec_of(op).cluster;
+  for (uint32_t i = 0; i < l.n; i++)
+    cs[i] = ir_attr_list_int(l, i);
+  if (l.n == 0 || cs[0] != kc[0] || cs[1] != kc[1] || cs[2] != kc[2]) {
     ir_op_error(
         op, "cluster_shape [%lld, %lld, %lld] differs from the kernel's cluster [%lld, %lld, %lld]",
         (long long)cs[0], (long long)cs[1], (long long)cs[2], (long long)kc[0], (long long)kc[1],
         (long long)kc[2]);
-    return false;
-  }
-  return true;
-}
-
-/* The optional attributes every kind shares, and the StreamK ones. */
-static bool check_params_attrs(IrOp *op, int k) {
-  static const char *const orders[] = {"along_m", "along_n", NULL};
-  static const char *const decomps[] = {"heuristic", "data_parallel", "split_k", "streamk", NULL};
-  static const char *const reductions[] = {"deterministic", "nondeterministic", NULL};
-  int64_t swizzle, v;
-  if (!check_cluster_shape(op) || !cut_attr_int(op, "swizzle", false, 1, &swizzle) ||
-      cut_attr_enum(op, "raster_order", orders, 0) < 0)
-    return false;
-  if (swizzle < 1) {
-    ir_op_error(op, "expected swizzle >= 1, got %lld", (long long)swizzle);
-    return false;
-  }
-  if (k == K_SP) {
-    if (!cut_attr_int(op, "tiles_per_round", false, 0, &v)) return false;
-    if (v < 0) {
-      ir_op_error(op, "expected tiles_per_round >= 0, got %lld", (long long)v);
-      return false;
-    }
-  }
-  if (k < K_SK) return true;
-  if (cut_attr_enum(op, "decomposition", decomps, 0) < 0 ||
-      cut_attr_enum(op, "reduction", reductions, 0) < 0)
-    return false;
-  if (!cut_attr_int(op, "splits", false, 1, &v)) return false;
-  if (v < 1) {
-    ir_op_error(op, "expected splits >= 1, got %lld", (long long)v);
-    return false;
-  }
-  if (!cut_attr_int(op, "accumulator_tile_bytes", false, 0, &v)) return false;
-  if (v < 0) {
-    ir_op_error(op, "expected accumulator_tile_bytes >= 0, got %lld", (long long)v);
     return false;
   }
   return true;
@@ -127,7 +88,8 @@ static bool check_target(IrOp *op, int k) {
 IrResult cutlass_verify_sched_params(IrOp *op) {
   int k = op_kind(op->kind);
   if (!want_kind(op, "result", op->results[0].type, IR_DTY_CUTLASS_SCHED_PARAMS, k)) return IR_FAIL;
-  return check_params_attrs(op, k) && check_target(op, k) ? IR_OK : IR_FAIL;
+  IrAttrList cs = ir_attrs_CUTLASS_SCHED_CREATE_DP_PARAMS(op).cluster_shape;
+  return check_cluster_shape(op, cs) && check_target(op, k) ? IR_OK : IR_FAIL;
 }
 
 IrResult cutlass_verify_sched_work_create(IrOp *op) {
@@ -145,24 +107,22 @@ IrResult cutlass_verify_sched_work_create(IrOp *op) {
 ** ======================================================================= */
 
 IrResult cutlass_verify_sched_create(IrOp *op) {
-  static const char *const models[] = {"static", "pull", NULL};
   int k = kind_of(op, "operand #0", op->operands[0].value->type);
   if (k < 0 || !want_kind(op, "result", op->results[0].type, IR_DTY_CUTLASS_TILE_SCHEDULER, k))
     return IR_FAIL;
-  int model = cut_attr_enum(op, "model", models, 0);
-  if (model < 0) return IR_FAIL;
+  int model = ir_attrs_CUTLASS_SCHED_CREATE(op).model;
   bool response = op->noperands == 2;
-  if (k != K_DP && (response || model == 1)) {
+  if (k != K_DP && (response || model == SCHED_MODEL_PULL)) {
     ir_op_error(op, "a %s scheduler must not use the data-parallel WorkID response path (%s)",
                 kinds[k], response ? "a WorkID response operand" : "model = \"pull\"");
     return IR_FAIL;
   }
-  if (model == 1 && !response) {
+  if (model == SCHED_MODEL_PULL && !response) {
     ir_op_error(op, "a data_parallel scheduler in the pull model needs a WorkID response source (a "
                     "ptr<..., shared> operand)");
     return IR_FAIL;
   }
-  if (model == 0 && response) {
+  if (model == SCHED_MODEL_STATIC && response) {
     ir_op_error(op, "a WorkID response operand needs model = \"pull\"");
     return IR_FAIL;
   }
@@ -189,16 +149,9 @@ static int64_t align128(int64_t x) { return (x + 127) / 128 * 128; }
 ** [partials][pad to 128][32-bit counters][pad to 128]. */
 IrResult cutlass_verify_sched_workspace(IrOp *op) {
   int k = kind_of(op, "operand #0", op->operands[0].value->type);
-  int64_t total, red, bar;
-  if (k < 0 || !cut_attr_int(op, "total_bytes", true, 0, &total) ||
-      !cut_attr_int(op, "reduction_bytes", true, 0, &red) ||
-      !cut_attr_int(op, "barrier_bytes", true, 0, &bar))
-    return IR_FAIL;
-  const int64_t max = (int64_t)1 << 48;
-  if (total < 0 || red < 0 || bar < 0 || total > max || red > max || bar > max) {
-    ir_op_error(op, "workspace sizes must be in [0, 2^48]");
-    return IR_FAIL;
-  }
+  IrAttrs_CUTLASS_SCHED_WORKSPACE_SIZES a = ir_attrs_CUTLASS_SCHED_WORKSPACE_SIZES(op);
+  int64_t total = a.total_bytes, red = a.reduction_bytes, bar = a.barrier_bytes;
+  if (k < 0) return IR_FAIL;
   if (k < K_SK && (total || red || bar)) {
     ir_op_error(op,
                 "a %s scheduler needs no workspace, got total_bytes = %lld, reduction_bytes = "
@@ -311,8 +264,9 @@ static IrOp *mods_exec(IrOp *op) {
 static bool check_cluster_participants(IrOp *op, bool two_cta) {
   int64_t mask, cl[3];
   if (!dia_const_int(op->operands[1].value, &mask)) return true;
-  cut_kernel_cluster(op, cl);
-  int64_t ctas = cl[0] * cl[1] * cl[2], n = two_cta ? ctas / 2 : ctas;
+  KernelSpec ks = kernel_spec_of(op);
+  memcpy(cl, ks.cluster, sizeof cl);
+  int64_t ctas = ks.ctas, n = two_cta ? ctas / 2 : ctas;
   if (two_cta && ctas % 2) {
     ir_op_error(op, "is_2cta_mma needs an even number of CTAs in the cluster, got %lld",
                 (long long)ctas);
@@ -344,11 +298,11 @@ static bool same_mask(IrValue *a, IrValue *b) {
 
 /* An end agrees with the start that opened its window. */
 static bool check_pair(IrOp *end, IrOp *start, bool two_cta) {
-  const IrAttr *a = ir_op_attr(start, "is_2cta_mma");
-  if (a && a->kind != IR_ATTR_BOOL) return true; /* the start reports it */
+  IrAttrs_CUTLASS_MODS_START a = ir_attrs_CUTLASS_MODS_START(start);
+  if (!a.ok) return true; /* the start reports it */
   /* malformed operands are reported by the structural check */
   if (start->noperands < 2 || end->noperands < 2) return true;
-  bool s2 = a && a->u.b;
+  bool s2 = a.is_2cta_mma;
   const char *msg = NULL;
   if (s2 != two_cta)
     msg = two_cta ? "is_2cta_mma = true does not match is_2cta_mma = false of its "
@@ -367,8 +321,8 @@ static bool check_pair(IrOp *end, IrOp *start, bool two_cta) {
 
 IrResult cutlass_verify_mods_probe(IrOp *op) {
   IrOp *exec = mods_exec(op), *prev, *next;
-  bool two_cta;
-  if (!exec || !cut_attr_bool(op, "is_2cta_mma", false, &two_cta)) return IR_FAIL;
+  bool two_cta = ir_attrs_CUTLASS_MODS_START(op).is_2cta_mma;
+  if (!exec) return IR_FAIL;
   bool start = op->kind == OP_CUTLASS_MODS_START;
   if (start && !check_cluster_participants(op, two_cta)) return IR_FAIL;
   window_neighbours(op, exec, &prev, &next);
@@ -390,14 +344,9 @@ IrResult cutlass_verify_mods_probe(IrOp *op) {
 IrResult cutlass_verify_mods_smid(IrOp *op) { return mods_exec(op) ? IR_OK : IR_FAIL; }
 
 IrResult cutlass_verify_mods_throttle(IrOp *op) {
-  int64_t profile;
+  int64_t profile = ir_attrs_CUTLASS_MODS_THROTTLE(op).profile;
   IrOp *exec = mods_exec(op), *prev, *next;
-  if (!exec || !cut_attr_int(op, "profile", true, 0, &profile)) return IR_FAIL;
-  if (profile < 0 || profile > 2) {
-    ir_op_error(op, "expected profile 0 (none), 1 (nanosleep) or 2 (cooperative), got %lld",
-                (long long)profile);
-    return IR_FAIL;
-  }
+  if (!exec) return IR_FAIL;
   if (profile < 2) return IR_OK;
   window_neighbours(op, exec, &prev, &next);
   if (!prev || prev->kind != OP_CUTLASS_MODS_START || !next || next->kind != OP_CUTLASS_MODS_END) {
@@ -415,13 +364,7 @@ IrResult cutlass_verify_mods_throttle(IrOp *op) {
 ** ======================================================================= */
 
 /* Element type: a scalar int or float of 16 bits or more, equal to both operands'. */
-static bool check_element_type(IrOp *op, const IrType *gmem, const IrType *rmem) {
-  const IrAttr *a = ir_op_attr(op, "element_type");
-  if (!a || a->kind != IR_ATTR_TYPE) {
-    ir_op_error(op, "expected type attribute 'element_type'");
-    return false;
-  }
-  const IrType *e = a->u.ty;
+static bool check_element_type(IrOp *op, const IrType *e, const IrType *gmem, const IrType *rmem) {
   if ((e->kind != IR_TY_INT && e->kind != IR_TY_FLOAT) || e->width < 16) {
     cut_type_error(op, "element_type", "an integer or float of at least 16 bits", e);
     return false;
@@ -447,22 +390,22 @@ IrResult cutlass_verify_block_striped(IrOp *op) {
     cut_type_error(op, "the register-memory operand #1", "a memref in rmem", r);
     return IR_FAIL;
   }
-  if (!check_element_type(op, g, r)) return IR_FAIL;
+  IrAttrs_CUTLASS_BLOCK_STRIPED_LOAD a = ir_attrs_CUTLASS_BLOCK_STRIPED_LOAD(op);
+  if (!check_element_type(op, a.element_type, g, r)) return IR_FAIL;
   if (!ir_type_has_static_shape(r) || (g->kind == IR_TY_MEMREF && !ir_type_has_static_shape(g))) {
     cut_type_error(op, "the stripe shape", "static", ir_type_has_static_shape(r) ? g : r);
     return IR_FAIL;
   }
-  int64_t threads, block = cut_kernel_threads(op);
-  if (!cut_attr_int(op, "threads", true, 0, &threads)) return IR_FAIL;
-  if (threads <= 0 || (block && threads > block)) {
-    ir_op_error(op, "expected threads in [1, %lld] (the block), got %lld",
-                (long long)(block ? block : 1024), (long long)threads);
+  KernelSpec ks = kernel_spec_of(op);
+  if (ks.ok && a.threads > ks.threads) {
+    ir_op_error(op, "expected threads in [1, %lld] (the block), got %lld", (long long)ks.threads,
+                (long long)a.threads);
     return IR_FAIL;
   }
-  static const char *const reduce_kinds[] = {"add", "max", NULL};
-  if (op->kind == OP_CUTLASS_BLOCK_STRIPED_REDUCE &&
-      cut_attr_enum(op, "kind", reduce_kinds, -1) < 0)
+  if (op->kind == OP_CUTLASS_BLOCK_STRIPED_REDUCE && a.kind < 0) {
+    ir_op_error(op, "expected string attribute 'kind' (one of: add, max)");
     return IR_FAIL;
+  }
   return IR_OK;
 }
 

@@ -328,6 +328,52 @@ typedef struct IrArity {
 } IrArity;
 IrArity ir_op_arity(IrOpKind k);
 
+/* Attribute rows (ATTR in the op tables; src/ir/opattrs.c). */
+typedef enum IrAttrSpecKind {
+  IR_AS_INT,  /* INT(default | REQ, lo, hi) */
+  IR_AS_BOOL, /* BOOL(default) */
+  IR_AS_ENUM, /* ENUM(LIST, default enumerator | OPT | REQ): a string of LIST_names */
+  IR_AS_STR,  /* STR(REQ | OPT) */
+  IR_AS_INTS, /* INTS(REQ | OPT, at most this many) */
+  IR_AS_STRS, /* STRS(REQ | OPT) */
+  IR_AS_TYPE, /* TYPE(REQ | OPT) */
+  IR_AS_DICT, /* DICT(REQ | OPT) */
+  IR_AS_ANY   /* ANY(REQ | OPT): any attribute, its op's verifier decides */
+} IrAttrSpecKind;
+
+#define IR_ATTR_REQUIRED INT64_MIN /* `REQ` in a row: no default */
+
+typedef struct IrAttrSpec {
+  IrOpKind op;
+  const char *name; /* as the row spells it: a trailing '_' (volatile_) is not part of the name */
+  IrAttrSpecKind kind;
+  int64_t dflt, lo, hi; /* default (IR_ATTR_REQUIRED: none); INT range; INTS: max length */
+  const char *const *names; /* ENUM spellings, NULL-terminated */
+  const char *list;         /* ENUM list name */
+  size_t offset;            /* of the member in the op's IrAttrs_ struct */
+  const char *doc;
+} IrAttrSpec;
+
+/* A list attribute as read: n elements (0 when absent). */
+typedef struct IrAttrList {
+  uint32_t n;
+  const IrAttr *const *elems;
+} IrAttrList;
+int64_t ir_attr_list_int(IrAttrList l, uint32_t i);     /* 0 when not an integer */
+const char *ir_attr_list_str(IrAttrList l, uint32_t i); /* NULL when not a string */
+
+/* The op whose rows give k's attributes: k itself unless ATTRS_AS says another. */
+IrOpKind ir_op_attr_set(IrOpKind k);
+/* The rows of k's attributes (n of them, possibly 0). */
+const IrAttrSpec *ir_op_attr_specs(IrOpKind k, uint32_t *n);
+/* A row's attribute name and its length (without the trailing '_'). */
+size_t ir_attr_spec_name(const IrAttrSpec *s, const char **name);
+/* Check op's attributes against its rows; diagnostics at op. */
+bool ir_op_check_attrs(IrOp *op);
+/* Fill a typed struct of src/dialects/op_attrs.h (its `ok` first) from op,
+** whose attribute set must be `set`. Use the generated ir_attrs_ID(op). */
+void ir_attrs_read(const IrOp *op, IrOpKind set, void *out, size_t size);
+
 /* }====================================================================== */
 
 /* {======================================================================

@@ -24,10 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../dialects/dialects.h"
+#include "../dialects/kernel.h"
 #include "passes.h"
-
-#define MAX_SMEM (227 * 1024) /* sm_90 opt-in maximum per block */
 
 typedef struct Conv {
   IrContext *ctx;
@@ -182,12 +180,11 @@ static bool layout_shared(Conv *c, IrOp **ops, size_t n) {
   int64_t dyn_off = align_up(off, dyn_align);
   for (size_t i = 0; i < n; i++)
     if (ops[i]->kind == OP_TILE_DYNAMIC_SHARED) ops[i]->mark = (uint64_t)dyn_off;
-  const IrAttr *smem = ir_attr_dict_get(ir_op_attr(c->kernel, "kernel_spec"), "smem");
-  int64_t total = dyn_off + (smem && smem->kind == IR_ATTR_INT ? smem->u.i : 0);
-  if (total > MAX_SMEM) {
+  int64_t total = dyn_off + kernel_spec(c->kernel).smem;
+  if (total > SM90_MAX_SMEM) {
     ir_op_error(c->kernel,
                 "needs %lld bytes of shared memory (%lld static + kernel_spec.smem), more than %d",
-                (long long)total, (long long)dyn_off, MAX_SMEM);
+                (long long)total, (long long)dyn_off, SM90_MAX_SMEM);
     return false;
   }
   ir_op_set_attr(c->kernel, "shared_static", ir_attr_i64(c->ctx, dyn_off));
@@ -608,7 +605,7 @@ static IrResult convert_kernel(Conv *c, IrOp *k) {
   c->entry = ir_region_ensure_block(c->ctx, &k->regions[0]);
   c->smem_base = c->linear_tid = c->warp = NULL;
   c->entry_last = NULL;
-  dia_kernel_dims(k, "block", c->block, 1);
+  memcpy(c->block, kernel_spec(k).block, sizeof c->block);
   OpList l = {NULL, 0, 0};
   ir_walk_pre(k, collect, &l);
   bool ok = layout_shared(c, l.ops, l.n);

@@ -1,6 +1,6 @@
 /*
 ** dedupe_wait_groups.c -- the `dedupe-wait-groups` pass: seed 000's wait-group
-** dedupe walker, run right after convert-pipeline-to-nvvm. The async patterns
+** dedupe walker, run right after convert-cutlass-to-nvvm. The async patterns
 ** of that pass emit commit + wait pairs eagerly (async.wait, future_wait,
 ** producer_tail, the MODS end probe); this walker then removes every group
 ** wait that an earlier wait of the same flavour in the same block already

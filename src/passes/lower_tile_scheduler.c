@@ -3,7 +3,7 @@
 ** cutlass.tile_scheduler.* op but the MODS probes becomes arith + scf (plus a
 ** tile.load for the pull model and, for the StreamK fixup, tile pointer ops,
 ** cutlass.generic_barrier and cutlass.block_striped ops that
-** convert-pipeline-to-nvvm lowers next). The arithmetic mirrors the reference
+** convert-cutlass-to-nvvm lowers next). The arithmetic mirrors the reference
 ** in src/sched operation for operation, in 32-bit unsigned integers
 ** (docs/schedulers.md, "The lowering"):
 **
@@ -496,7 +496,7 @@ static bool params_attrs(IrOp *op, Sched *s, SchedConfig *c) {
 /* The cluster shape: the attribute, else the kernel's; the schedulers tile M and N only. */
 static bool params_cluster(IrOp *op, Sched *s, SchedConfig *c) {
   int64_t cl[3];
-  cut_kernel_cluster(op, cl);
+  memcpy(cl, kernel_spec_of(op).cluster, sizeof cl);
   const IrAttr *a = ir_op_attr(op, "cluster_shape");
   for (uint32_t i = 0; a && a->kind == IR_ATTR_ARRAY && i < a->u.arr.n && i < 3; i++)
     if (a->u.arr.elems[i]->kind == IR_ATTR_INT) cl[i] = a->u.arr.elems[i]->u.i;
@@ -672,7 +672,8 @@ static int64_t fixup_threads(const IrOp *op) {
     }
     if (p->kind == OP_TILE_AGENT) return 32 * ir_op_attr_int_or(p, "num_warps", 1);
   }
-  return cut_kernel_threads(op);
+  KernelSpec ks = kernel_spec_of(op);
+  return ks.ok ? ks.threads : 0;
 }
 
 /* A fixup's accumulator fits one partial slot of its params, in elements the

@@ -1163,7 +1163,7 @@ static void emit_unsupported(Emit *e, IrOp *op) {
   if (dl && strncmp(n, "tile", dl) == 0)
     fail(e, op, "lower the tile ops first (convert-tile-to-nvvm, the `ptx` pipeline)");
   else if (dl && strncmp(n, "cutlass", dl) == 0)
-    fail(e, op, "lower the cutlass ops first (convert-pipeline-to-nvvm)");
+    fail(e, op, "lower the cutlass ops first (convert-cutlass-to-nvvm)");
   else
     fail(e, op, "the emitter has no rule for this op");
 }

@@ -1,5 +1,5 @@
 /*
-** convert_pipeline_to_nvvm.c -- the `convert-pipeline-to-nvvm` pass (seeds 000,
+** convert_cutlass_to_nvvm.c -- the `convert-cutlass-to-nvvm` pass (seeds 000,
 ** 001, 002): every cutlass op but the tile scheduler's becomes tile, nvvm,
 ** arith and scf ops that convert-tile-to-nvvm (which runs next) and the PTX
 ** emitter accept. docs/lowering.md has the full table; in short:
@@ -22,7 +22,7 @@
 **   async.exec             its body under scf.if on the warp index
 **   seq_bar.*              slots of the same pool; an i32 cursor (index, phase)
 **   async.*                spins, bulk / wgmma commit + wait; bridges folded away
-**   the rest               convert_pipeline_to_nvvm_mem.c
+**   the rest               convert_cutlass_to_nvvm_mem.c
 **
 ** Everything that can be checked is checked before the IR changes (phase A);
 ** the rewrite (phase B) then runs op by op in pre-order, so that every operand
@@ -32,14 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "convert_pipeline_to_nvvm.h"
+#include "convert_cutlass_to_nvvm.h"
 
 /* {======================================================================
 ** Phase A: what the kernel holds, checked before anything changes
 ** ======================================================================= */
 
-static const char *const mode_names[] = {"cooperative", "warp_specialized", "strided_urem",
-                                         "strided_udiv", "cluster", NULL};
 
 static bool name_has_prefix(const IrOp *op, const char *p) {
   return strncmp(ir_op_name(op), p, strlen(p)) == 0;
@@ -47,14 +45,6 @@ static bool name_has_prefix(const IrOp *op, const char *p) {
 
 static bool is_pipeline_op(IrOpKind k) {
   return k >= OP_CUTLASS_PIPELINE_CREATE && k <= OP_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR;
-}
-
-static void int_list(const IrOp *op, const char *name, int64_t *out, uint32_t *n) {
-  const IrAttr *a = ir_op_attr(op, name);
-  *n = 0;
-  if (!a || a->kind != IR_ATTR_ARRAY) return;
-  for (uint32_t i = 0; i < a->u.arr.n && i < CPN_MAX_PART; i++)
-    if (a->u.arr.elems[i]->kind == IR_ATTR_INT) out[(*n)++] = a->u.arr.elems[i]->u.i;
 }
 
 /* Inits claim barriers for the whole CTA: they must run on every warp. */
@@ -76,18 +66,19 @@ static bool read_pipe(Cpn *c, IrOp *init) {
   CpnPipe *p = arena_alloc(ir_arena(c->ctx), sizeof *p);
   p->create = cr;
   p->init = init;
-  p->stages = ir_op_attr_int_or(init, "numStages", 0);
-  p->base = ir_op_attr_int_or(init, "barrier_id_base", 0);
-  p->tx = ir_op_attr_int_or(init, "transaction_bytes", 0);
-  p->count[0] = cpn_list_at(init, "arrive_count", 0);
-  p->count[1] = cpn_list_at(init, "arrive_count", 1);
-  const char *m = ir_op_attr_str(init, "mode");
-  p->mode = -1;
-  for (int i = 0; m && mode_names[i]; i++)
-    if (strcmp(m, mode_names[i]) == 0) p->mode = i;
-  int_list(init, "participants", p->prod, &p->np);
-  int_list(init, "consumers", p->cons, &p->nc);
-  if (p->mode < 0 || p->count[0] <= 0 || p->count[1] <= 0 || p->stages <= 0) {
+  IrAttrs_CUTLASS_PIPELINE_INIT a = ir_attrs_CUTLASS_PIPELINE_INIT(init);
+  p->stages = cut_pipe_shape(init->operands[0].value->type).stages;
+  p->base = a.barrier_id_base;
+  p->tx = a.transaction_bytes;
+  cut_pipeline_arrive_counts(init, p->count);
+  p->mode = a.mode;
+  p->np = a.participants.n;
+  p->nc = a.consumers.n;
+  for (uint32_t i = 0; i < p->np && i < CUT_MAX_PARTICIPANTS; i++)
+    p->prod[i] = ir_attr_list_int(a.participants, i);
+  for (uint32_t i = 0; i < p->nc && i < CUT_MAX_PARTICIPANTS; i++)
+    p->cons[i] = ir_attr_list_int(a.consumers, i);
+  if (!a.ok || p->count[0] <= 0 || p->count[1] <= 0 || p->stages <= 0) {
     ir_op_error(init, "has no verified mode, numStages and arrive_count (run the verifier first)");
     return false;
   }
@@ -105,9 +96,10 @@ static bool read_seq(Cpn *c, IrOp *init) {
   CpnSeq *s = arena_alloc(ir_arena(c->ctx), sizeof *s);
   s->create = cr;
   s->init = init;
-  s->depth = ir_type_param_int(init->operands[0].value->type, 0, 1);
-  s->base = ir_op_attr_int_or(init, "barrier_id_base", 0);
-  s->count = ir_op_attr_int_or(init, "arrive_count", 1);
+  IrAttrs_CUTLASS_SEQ_BAR_INIT a = ir_attrs_CUTLASS_SEQ_BAR_INIT(init);
+  s->depth = cut_seq_depth(init->operands[0].value->type);
+  s->base = a.barrier_id_base;
+  s->count = a.arrive_count;
   ptrmap_set(&c->handles, cr, s);
   return check_init_scope(c, init);
 }
@@ -129,14 +121,14 @@ static void *handle_of(Cpn *c, IrOp *op) {
 /* An op of another family or unknown to this pass: a diagnostic naming it. */
 static bool check_unknown(Cpn *c, IrOp *op) {
   if (name_has_prefix(op, "cutlass.tile_scheduler.") && !cpn_is_mem_op(op->kind)) {
-    IrDiag *d = ir_op_error(op, "is not lowered by convert-pipeline-to-nvvm: tile scheduler ops "
+    IrDiag *d = ir_op_error(op, "is not lowered by convert-cutlass-to-nvvm: tile scheduler ops "
                                 "are lowered by lower-tile-scheduler, which must run first");
     if (strstr(ir_op_name(op), "sm100") && ir_context_target_sm(c->ctx) < 100)
       ir_note(d, op->loc, "the SM100 StreamK scheduler does not exist on sm_%d",
               ir_context_target_sm(c->ctx));
     return false;
   }
-  ir_op_error(op, "is not lowered by convert-pipeline-to-nvvm");
+  ir_op_error(op, "is not lowered by convert-cutlass-to-nvvm");
   return false;
 }
 
@@ -227,17 +219,16 @@ static IrValue *st_increment(Cpn *c, IrValue *s, int64_t stages) {
   return st_pack(c, index, phase, count);
 }
 
-static int64_t stages_of(const IrType *t) { return ir_type_param_int(t, 0, 1); }
 
 static IrValue *lower_state_op(Cpn *c, IrOp *op) {
   IrValue *s = op->noperands ? op->operands[op->noperands - 1].value : NULL;
   switch (op->kind) {
   case OP_CUTLASS_PIPELINE_STATE_CREATE: {
-    int64_t i = ir_op_attr_int_or(op, "index", 0), ph = ir_op_attr_int_or(op, "phase", 0),
-            n = ir_op_attr_int_or(op, "count", 0);
+    IrAttrs_CUTLASS_PIPELINE_STATE_CREATE a = ir_attrs_CUTLASS_PIPELINE_STATE_CREATE(op);
+    int64_t i = a.index, ph = a.phase, n = a.count;
     return cpn_const(c, (int64_t)(((uint64_t)n << 32) | (uint64_t)(i | ph << 16)), c->i64);
   }
-  case OP_CUTLASS_PIPELINE_STATE_INCREMENT: return st_increment(c, s, stages_of(op->results[0].type));
+  case OP_CUTLASS_PIPELINE_STATE_INCREMENT: return st_increment(c, s, cut_pipe_shape(op->results[0].type).stages);
   case OP_CUTLASS_PIPELINE_STATE_BUMP:
     return cpn_bin(c, OP_ARITH_ADDI, s, cpn_const(c, (int64_t)1 << 32, c->i64));
   case OP_CUTLASS_PIPELINE_STATE_INDEX: return st_index(c, s);
@@ -434,7 +425,12 @@ static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
   IrValue *s = op->operands[1].value, *tok = op->noperands > 2 ? op->operands[2].value : NULL;
   IrValue *index = st_index(c, s);
   bool cl = p->mode == MODE_CLUSTER;
-  Arrival a = {p, index, ir_op_attr_int_or(op, "transaction_bytes", p->tx), 0};
+  int64_t tx = op->kind == OP_CUTLASS_PIPELINE_PRODUCER_COMMIT
+                   ? ir_attrs_CUTLASS_PIPELINE_PRODUCER_COMMIT(op).transaction_bytes
+               : op->kind == OP_CUTLASS_PIPELINE_PRODUCER_EXPECT_TX
+                   ? ir_attrs_CUTLASS_PIPELINE_PRODUCER_EXPECT_TX(op).transaction_bytes
+                   : -1;
+  Arrival a = {p, index, tx >= 0 ? tx : p->tx, 0};
   IrValue *parity;
   switch (op->kind) {
   case OP_CUTLASS_PIPELINE_PRODUCER_ACQUIRE:
@@ -501,9 +497,8 @@ static IrValue *seq_advance(Cpn *c, const CpnSeq *q, IrValue *s) {
 
 static bool lower_seq_op(Cpn *c, IrOp *op, IrValue **res) {
   if (op->kind == OP_CUTLASS_SEQ_BAR_STATE_CREATE) {
-    int64_t d = ir_type_param_int(op->results[0].type, 0, 1);
-    int64_t i = ir_op_attr_int_or(op, "index", 0) % (d > 0 ? d : 1);
-    *res = c32(c, i | ir_op_attr_int_or(op, "phase", 0) << 16);
+    IrAttrs_CUTLASS_SEQ_BAR_STATE_CREATE a = ir_attrs_CUTLASS_SEQ_BAR_STATE_CREATE(op);
+    *res = c32(c, a.index | a.phase << 16); /* the verifier keeps index < depth */
     return true;
   }
   const CpnSeq *q = handle_of(c, op);
@@ -551,7 +546,7 @@ static bool lower_async_wait(Cpn *c, IrOp *op) {
     spin_wait(c, op->operands[1].value, op->operands[2].value, false, CPN_WAIT_HINT);
     return true;
   }
-  group_wait(c, strcmp(fl, "gmma") == 0, true, ir_op_attr_int_or(op, "pending", 0));
+  group_wait(c, strcmp(fl, "gmma") == 0, true, ir_attrs_CUTLASS_ASYNC_WAIT(op).pending);
   return true;
 }
 
@@ -610,7 +605,7 @@ static void lower_region_op(Cpn *c, IrOp *op) {
   ir_builder_before(&c->b, op);
   c->b.loc = op->loc;
   if (op->kind == OP_CUTLASS_ASYNC_EXEC) {
-    uint64_t m = (uint64_t)ir_op_attr_int_or(op, "executors", 0);
+    uint64_t m = (uint64_t)ir_attrs_CUTLASS_ASYNC_EXEC(op).executors;
     const CpnExec *outer = cpn_exec(c, op);
     IrBlock *body = op->regions[0].first;
     if (body) unwrap_block(c, op, body, m == outer->mask ? NULL : cpn_in_mask(c, m));
@@ -726,7 +721,7 @@ static bool finish_kept(Cpn *c, IrOp *op) {
   if (!ir_op_results_unused(op)) {
     if (op->kind == OP_CUTLASS_PIPELINE_CREATE || op->kind == OP_CUTLASS_SEQ_BAR_CREATE) {
       IrUse *u = op->results[0].uses;
-      ir_op_error(u->owner, "uses a handle that convert-pipeline-to-nvvm cannot follow");
+      ir_op_error(u->owner, "uses a handle that convert-cutlass-to-nvvm cannot follow");
       return false;
     }
     ir_builder_before(&c->b, op);
@@ -745,12 +740,11 @@ static void kernel_setup(Cpn *c, IrOp *k) {
   c->entry = ir_region_ensure_block(c->ctx, &k->regions[0]);
   c->entry_last = NULL;
   c->pool = c->tid = c->warp = NULL;
-  dia_kernel_dims(k, "block", c->block, 1);
-  c->threads = c->block[0] * c->block[1] * c->block[2];
-  int64_t w = (c->threads + 31) / 32, cl[3];
-  c->all_warps = w >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << w) - 1);
-  dia_kernel_dims(k, "cluster", cl, 1);
-  c->ctas = cl[0] * cl[1] * cl[2];
+  KernelSpec ks = kernel_spec(k);
+  memcpy(c->block, ks.block, sizeof c->block);
+  c->threads = ks.threads;
+  c->all_warps = kernel_warp_mask(&ks);
+  c->ctas = ks.ctas;
   c->nb_used = 1; /* id 0 is the CTA barrier */
   c->nnb = 0;
   c->cluster_pipes = false;
@@ -817,7 +811,7 @@ static IrResult convert_kernel(Cpn *c, IrOp *k) {
   return ok ? IR_OK : IR_FAIL;
 }
 
-IrResult pass_convert_pipeline_to_nvvm(IrOp *module, IrPassCtx *pc) {
+IrResult pass_convert_cutlass_to_nvvm(IrOp *module, IrPassCtx *pc) {
   Cpn c;
   memset(&c, 0, sizeof c);
   c.ctx = pc->ctx;

@@ -1,5 +1,5 @@
 /*
-** convert_pipeline_to_nvvm_util.c -- helpers of `convert-pipeline-to-nvvm`:
+** convert_cutlass_to_nvvm_util.c -- helpers of `convert-cutlass-to-nvvm`:
 ** building shorthands, the values made once at the kernel's entry (thread and
 ** warp index, the mbarrier pool), executor sets (which warps run an op) and
 ** the named barriers the pass takes for groups of warps.
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "convert_pipeline_to_nvvm.h"
+#include "convert_cutlass_to_nvvm.h"
 
 /* {======================================================================
 ** Building helpers
@@ -133,7 +133,7 @@ static IrValue *make_warp(Cpn *c) { return cpn_build1(c, OP_TILE_WARP_ID, 0, NUL
 static IrValue *make_pool(Cpn *c) {
   const IrType *p = ir_type_ptr(c->ctx, c->i64, IR_MS_SHARED);
   IrValue *v = cpn_build1(c, OP_TILE_ALLOC_SHARED, 0, NULL, p);
-  ir_op_set_attr(v->def, "count", ir_attr_i64(c->ctx, CPN_POOL_SLOTS));
+  ir_op_set_attr(v->def, "count", ir_attr_i64(c->ctx, CUT_POOL_SLOTS));
   ir_op_set_attr(v->def, "align", ir_attr_i64(c->ctx, 8));
   return v;
 }

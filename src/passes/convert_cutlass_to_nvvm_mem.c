@@ -1,9 +1,9 @@
 /*
-** convert_pipeline_to_nvvm_mem.c -- the memory-side patterns of
-** `convert-pipeline-to-nvvm` (seeds 001, 002): block_striped moves and
+** convert_cutlass_to_nvvm_mem.c -- the memory-side patterns of
+** `convert-cutlass-to-nvvm` (seeds 001, 002): block_striped moves and
 ** reductions over register fragments, named barriers, generic (global-memory)
 ** barriers and the MODS probes. Driver and shared helpers are in
-** convert_pipeline_to_nvvm.c; docs/lowering.md has the table.
+** convert_cutlass_to_nvvm.c; docs/lowering.md has the table.
 **
 ** Register fragments. A memref<..., rmem> is opaque at the authoring level:
 ** only block_striped ops (and the StreamK fixup, lowered into them before this
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "convert_pipeline_to_nvvm.h"
+#include "convert_cutlass_to_nvvm.h"
 
 #define THROTTLE_NS(profile) (128 << (profile)) /* profile 1: nanosleep 256 */
 #define MAX_UNROLL 8                            /* units moved without a loop */

@@ -1,24 +1,19 @@
 /*
-** convert_pipeline_to_nvvm.h -- the state shared by the three files of the
-** `convert-pipeline-to-nvvm` pass: convert_pipeline_to_nvvm.c (the driver,
+** convert_cutlass_to_nvvm.h -- the state shared by the three files of the
+** `convert-cutlass-to-nvvm` pass: convert_cutlass_to_nvvm.c (the driver,
 ** pipelines, seq_bar, async tokens, executor regions), _util.c (building
 ** helpers, entry values, executor sets, named barriers) and _mem.c
 ** (block_striped and register fragments, named and generic barriers, MODS).
 ** docs/lowering.md describes what every op becomes.
 */
-#ifndef TILUA_CONVERT_PIPELINE_TO_NVVM_H
-#define TILUA_CONVERT_PIPELINE_TO_NVVM_H
+#ifndef TILUA_CONVERT_CUTLASS_TO_NVVM_H
+#define TILUA_CONVERT_CUTLASS_TO_NVVM_H
 
-#include "../dialects/dialects.h"
+#include "../dialects/cutlass.h"
 #include "passes.h"
 
-#define CPN_POOL_SLOTS 32      /* mbarrier slots per CTA (docs/cutlass.md, the pool) */
-#define CPN_MAX_PART 16        /* participant masks per side */
 #define CPN_WAIT_HINT 0x989680 /* try_wait suspend-time hint (ns), CUTLASS's ClusterBarrier::wait */
 #define CPN_FUTURE_HINT 0x100000 /* the future-wait flavour's hint (seed 000: another constant) */
-
-/* Pipeline modes, in the order of the verifier's list (cutlass_pipeline.c). */
-enum { MODE_COOPERATIVE, MODE_WARP_SPECIALIZED, MODE_STRIDED_UREM, MODE_STRIDED_UDIV, MODE_CLUSTER };
 
 /* Where an op runs: the executor set (warp mask) and whether execution is
 ** narrowed below a warp there (tile.elect_one, an scf.if on an elect). */
@@ -33,7 +28,7 @@ typedef struct CpnPipe {
   int64_t stages, base, tx, count[2]; /* count: arrivals per phase, [full, empty] */
   int mode;
   uint32_t np, nc;
-  int64_t prod[CPN_MAX_PART], cons[CPN_MAX_PART]; /* participant warp masks */
+  int64_t prod[CUT_MAX_PARTICIPANTS], cons[CUT_MAX_PARTICIPANTS]; /* participant warp masks */
 } CpnPipe;
 
 typedef struct CpnSeq {
@@ -71,7 +66,7 @@ typedef struct Cpn {
   bool failed;
 } Cpn;
 
-/* {=== shared helpers (convert_pipeline_to_nvvm_util.c) */
+/* {=== shared helpers (convert_cutlass_to_nvvm_util.c) */
 typedef struct CpnAgentScan {
   Cpn *c;
   int64_t next;
@@ -108,7 +103,7 @@ bool cpn_sync_warps(Cpn *c, IrOp *op, uint64_t m);
 int cpn_ctz(uint64_t m);
 /* }=== */
 
-/* {=== convert_pipeline_to_nvvm_mem.c */
+/* {=== convert_cutlass_to_nvvm_mem.c */
 bool cpn_check_mem_op(Cpn *c, IrOp *op);    /* phase A: can it be lowered? */
 bool cpn_lower_mem_op(Cpn *c, IrOp *op);    /* phase B: block_striped, barriers, MODS */
 bool cpn_is_mem_op(IrOpKind k);
