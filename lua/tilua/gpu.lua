@@ -182,12 +182,13 @@ function M.attach(tl)
     return v
   end
 
-  -- k:shared(elem, {d0, d1, ...} | count [, {align = bytes}]) -> memref | ptr in shared memory
+  -- k:shared(elem, {d0, d1, ...} | count [, {align = bytes, swizzle = 0|32|64|128}]) -> memref | ptr
+  -- in shared memory (a swizzled memref's addresses follow TMA's and wgmma's swizzle)
   function Kernel:shared(elem, shape, opts)
     opts = opts or {}
     return in_body(self, function()
       if type(shape) == "table" then
-        return tl.op1("tile.alloc_shared", {}, tl.memref(elem, shape, "shared"), { align = opts.align })
+        return tl.op1("tile.alloc_shared", {}, tl.memref(elem, shape, "shared", opts.swizzle), { align = opts.align })
       end
       if math.type(shape) ~= "integer" then raise("shared: expected a shape table or an element count") end
       return tl.op1("tile.alloc_shared", {}, tl.ptr(elem, "shared"), { count = shape, align = opts.align })
@@ -461,6 +462,7 @@ function M.attach(tl)
       end
       return { "i" .. (i.width or 64), v }
     end
+    if i.kind == "dialect" and i.name == "tile.tensor_map" then return tl.tensor_map_arg(p, v) end
     raise(("launch: parameter '%s' of type %s cannot be passed"):format(p.name, tostring(t)))
   end
 

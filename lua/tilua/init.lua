@@ -529,5 +529,8 @@ require("tilua.stdlib.sched").attach(tl)
 require("tilua.cutlass").attach(tl, Kernel)
 
 require("tilua.gpu").attach(tl) -- authoring ops of real kernels, PTX, launches, tl.device
+require("tilua.tensor").attach(tl) -- tensor cores and TMA
+require("tilua.stdlib.gemm").attach(tl) -- the Hopper GEMM generator (tl.gemm)
+require("tilua.stdlib.autotune").attach(tl) -- tl.autotune
 
 return tl

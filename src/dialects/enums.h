@@ -39,6 +39,22 @@
   X(PROXY_SHARED_CTA, "shared::cta") X(PROXY_SHARED_CLUSTER, "shared::cluster") X(PROXY_GLOBAL, "global")
 #define FENCE_SEM_LIST(X) X(FENCE_ACQ_REL, "acq_rel") X(FENCE_SC, "sc")
 #define MAXNREG_ACTION_LIST(X) X(MAXNREG_INC, "inc") X(MAXNREG_DEC, "dec")
+/* TMA: reductions of a tensor store; tensor map swizzles X(id, name, bytes of the span). */
+#define TMA_REDUCE_LIST(X)                                                                         \
+  X(TMA_REDUCE_ADD, "add") X(TMA_REDUCE_MIN, "min") X(TMA_REDUCE_MAX, "max")                       \
+  X(TMA_REDUCE_INC, "inc") X(TMA_REDUCE_DEC, "dec") X(TMA_REDUCE_AND, "and")                       \
+  X(TMA_REDUCE_OR, "or") X(TMA_REDUCE_XOR, "xor")
+#define TMA_SWIZZLE_LIST(X)                                                                        \
+  X(TMA_SWIZZLE_LINEAR, "linear", 0) X(TMA_SWIZZLE_32, "sw32", 32) X(TMA_SWIZZLE_64, "sw64", 64)   \
+  X(TMA_SWIZZLE_128, "sw128", 128)
+/* wgmma operand types: X(id, name, K of the instruction, transposes allowed (16-bit
+** types only), an f16 accumulator allowed). */
+#define WGMMA_TYPE_LIST(X)                                                                         \
+  X(WGMMA_F16, "f16", 16, true, true)                                                              \
+  X(WGMMA_BF16, "bf16", 16, true, false)                                                           \
+  X(WGMMA_TF32, "tf32", 8, false, false)                                                           \
+  X(WGMMA_E4M3, "e4m3", 32, false, true)                                                           \
+  X(WGMMA_E5M2, "e5m2", 32, false, true)
 /* }=== */
 
 /* {=== arith: X(id, name, PTX comparison, 's'igned / 'u'nsigned) */
@@ -90,6 +106,9 @@
   E(PROXY_SPACE, "proxy_space")                                                                    \
   E(FENCE_SEM, "fence_sem")                                                                        \
   E(MAXNREG_ACTION, "maxnreg_action")                                                              \
+  E(TMA_REDUCE, "tma_reduce")                                                                      \
+  E(TMA_SWIZZLE, "tma_swizzle")                                                                    \
+  E(WGMMA_TYPE, "wgmma_type")                                                                      \
   E(CMPI_PRED, "cmpi_predicate")                                                                   \
   E(CMPF_PRED, "cmpf_predicate")                                                                   \
   E(PIPELINE_MODE, "pipeline_mode")                                                                \
@@ -113,6 +132,9 @@ IR_ENUM_DECLARE(FENCE_SPACE)
 IR_ENUM_DECLARE(PROXY_SPACE)
 IR_ENUM_DECLARE(FENCE_SEM)
 IR_ENUM_DECLARE(MAXNREG_ACTION)
+IR_ENUM_DECLARE(TMA_REDUCE)
+IR_ENUM_DECLARE(TMA_SWIZZLE)
+IR_ENUM_DECLARE(WGMMA_TYPE)
 IR_ENUM_DECLARE(CMPI_PRED)
 IR_ENUM_DECLARE(CMPF_PRED)
 IR_ENUM_DECLARE(PIPELINE_MODE)

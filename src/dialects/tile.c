@@ -31,6 +31,7 @@ IrResult tile_verify_kernel(IrOp *op) {
       free(s);
       return IR_FAIL;
     }
+    if (ir_type_is_dialect(t, IR_DTY_TILE_TENSOR_MAP) && !tile_check_tensor_map(op, t)) return IR_FAIL;
   }
   if (ir_op_attr(op, "arg_names") && a.arg_names.n != nargs) {
     ir_op_error(op, "arg_names must list one name per parameter (%u)", nargs);
@@ -259,6 +260,11 @@ IrResult tile_verify_alloc_shared(IrOp *op) {
       char *s = tstr(t);
       ir_op_error(op, "%s is larger than the %d bytes of shared memory", s, SM90_MAX_SMEM);
       free(s);
+      return IR_FAIL;
+    }
+    if (t->swizzle && a.align < 8 * (int64_t)t->swizzle) {
+      ir_op_error(op, "a memref swizzled by %u bytes repeats every %u bytes and needs align >= %u, got %lld",
+                  t->swizzle, 8 * t->swizzle, 8 * t->swizzle, (long long)a.align);
       return IR_FAIL;
     }
   } else {
