@@ -79,6 +79,14 @@ void *ptrmap_get(const PtrMap *m, const void *key);
 void ptrmap_set(PtrMap *m, const void *key, void *value);
 void ptrmap_free(PtrMap *m);
 
+/* A growable array of ops (malloc'ed; free with ir_opvec_free). */
+typedef struct IrOpVec {
+  struct IrOp **v;
+  size_t n, cap;
+} IrOpVec;
+void ir_opvec_push(IrOpVec *v, struct IrOp *op);
+void ir_opvec_free(IrOpVec *v);
+
 /* Interned, NUL-terminated copy of s[0..n): equal strings give equal pointers. */
 const char *ir_intern(IrContext *ctx, const char *s, size_t n);
 const char *ir_intern_cstr(IrContext *ctx, const char *s);
@@ -321,6 +329,11 @@ const IrOpInfo *ir_op_info(IrOpKind k);
 int ir_op_lookup(const char *name, size_t len); /* -1 if unknown */
 /* The dialect prefix of an op name ("cutlass" for "cutlass.pipeline.init"). */
 size_t ir_op_dialect_len(IrOpKind k);
+/* The nvvm op a tile op becomes one-to-one (its LOWER row), or -1. */
+int ir_op_lowers_to(IrOpKind k);
+/* The PTX row of an nvvm op: the template the generic emitter expands, or
+** (*by_hand) what a case of the emitter writes; NULL without a row. */
+const char *ir_op_ptx(IrOpKind k, bool *by_hand);
 
 /* Operand and result counts allowed by an op's signature. max = -1: unbounded. */
 typedef struct IrArity {
