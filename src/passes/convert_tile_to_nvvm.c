@@ -148,9 +148,9 @@ static bool layout_shared(Conv *c, IrOp **ops, size_t n) {
                 (long long)total, (long long)dyn_off, SM90_MAX_SMEM);
     return false;
   }
-  ir_op_set_attr(c->rw.kernel, "shared_static", ir_attr_i64(c->rw.ctx, dyn_off));
-  ir_op_set_attr(c->rw.kernel, "shared_bytes", ir_attr_i64(c->rw.ctx, total));
-  ir_op_set_attr(c->rw.kernel, "shared_align", ir_attr_i64(c->rw.ctx, align));
+  rw_set_int(&c->rw, c->rw.kernel, "shared_static", dyn_off);
+  rw_set_int(&c->rw, c->rw.kernel, "shared_bytes", total);
+  rw_set_int(&c->rw, c->rw.kernel, "shared_align", align);
   return true;
 }
 
@@ -403,7 +403,7 @@ static IrOp *build_tma(Conv *c, IrOp *op, IrOpKind k, uint32_t nfixed, IrValue *
   for (uint32_t i = first + (uint32_t)rank; i < op->noperands && n < 16; i++)
     opds[n++] = opd(c, op, i);
   IrOp *t = rw_op(&c->rw, k, n, opds, NULL);
-  ir_op_set_attr(t, "dim", ir_attr_i64(c->rw.ctx, rank));
+  rw_set_int(&c->rw, t, "dim", rank);
   return t;
 }
 
