@@ -199,32 +199,16 @@ IrResult cutlass_verify_sched_fixup(IrOp *op) {
 ** MODS probes: windows, pairing, cluster shape
 ** ======================================================================= */
 
-typedef struct Probes {
-  IrOp **v;
-  size_t n, cap;
-} Probes;
-
-static void probes_push(Probes *p, IrOp *op) {
-  if (p->n == p->cap) {
-    size_t cap = p->cap ? 2 * p->cap : 16;
-    IrOp **nv = realloc(p->v, cap * sizeof *nv);
-    if (!nv) abort();
-    p->v = nv;
-    p->cap = cap;
-  }
-  p->v[p->n++] = op;
-}
-
 static bool is_window_probe(const IrOp *op) {
   return op->kind == OP_CUTLASS_MODS_START || op->kind == OP_CUTLASS_MODS_END;
 }
 
 /* The probes and throttles of an async.exec region in program order; nested
 ** async.exec regions have windows of their own and are skipped. */
-static void collect_probes(IrRegion *r, Probes *p) {
+static void collect_probes(IrRegion *r, IrOpVec *p) {
   for (IrBlock *b = r->first; b; b = b->next)
     for (IrOp *o = b->first; o; o = o->next) {
-      if (is_window_probe(o) || o->kind == OP_CUTLASS_MODS_THROTTLE) probes_push(p, o);
+      if (is_window_probe(o) || o->kind == OP_CUTLASS_MODS_THROTTLE) ir_opvec_push(p, o);
       if (o->kind == OP_CUTLASS_ASYNC_EXEC) continue;
       for (uint32_t i = 0; i < o->nregions; i++)
         collect_probes(&o->regions[i], p);
@@ -233,7 +217,7 @@ static void collect_probes(IrRegion *r, Probes *p) {
 
 /* The window probes just before and just after op in its async.exec region. */
 static void window_neighbours(IrOp *op, IrOp *exec, IrOp **prev, IrOp **next) {
-  Probes p = {NULL, 0, 0};
+  IrOpVec p = {0};
   collect_probes(&exec->regions[0], &p);
   size_t at = 0;
   while (at < p.n && p.v[at] != op)
@@ -249,7 +233,7 @@ static void window_neighbours(IrOp *op, IrOp *exec, IrOp **prev, IrOp **next) {
       *next = p.v[i];
       break;
     }
-  free(p.v);
+  ir_opvec_free(&p);
 }
 
 /* MODS ops live only inside cutlass.async.exec regions; returns that region's op. */

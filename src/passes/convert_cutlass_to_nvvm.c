@@ -690,7 +690,6 @@ static bool finish_kept(Cpn *c, IrOp *op) {
 }
 
 static void kernel_setup(Cpn *c, IrOp *k) {
-  rw_begin_kernel(&c->rw, k);
   c->pool = c->tid = c->warp = NULL;
   KernelSpec ks = kernel_spec(k);
   memcpy(c->block, ks.block, sizeof c->block);
@@ -740,7 +739,8 @@ static bool rewrite(Cpn *c) {
   return true;
 }
 
-static IrResult convert_kernel(Cpn *c, IrOp *k) {
+static IrResult convert_kernel(Rewriter *r, IrOp *k) {
+  Cpn *c = (Cpn *)r;
   kernel_setup(c, k);
   memset(&c->ops, 0, sizeof c->ops);
   rw_collect(k, is_cutlass, &c->ops);
@@ -759,14 +759,7 @@ IrResult pass_convert_cutlass_to_nvvm(IrOp *module, IrPassCtx *pc) {
   Cpn c;
   memset(&c, 0, sizeof c);
   rw_init(&c.rw, pc->ctx);
-  IrBlock *body = module->nregions ? module->regions[0].first : NULL;
-  bool ok = true;
-  for (IrOp *op = body ? body->first : NULL; op; op = op->next) {
-    if (op->kind != OP_TILE_KERNEL) continue;
-    if (convert_kernel(&c, op) != IR_OK) ok = false;
-    else pc->changed = true;
-  }
-  return ok ? IR_OK : IR_FAIL;
+  return rw_each_kernel(&c.rw, module, pc, convert_kernel);
 }
 
 /* }====================================================================== */

@@ -572,8 +572,8 @@ static void replace_all(Conv *c, IrOpVec *l) {
     ir_op_erase(l->v[i]);
 }
 
-static IrResult convert_kernel(Conv *c, IrOp *k) {
-  rw_begin_kernel(&c->rw, k);
+static IrResult convert_kernel(Rewriter *r, IrOp *k) {
+  Conv *c = (Conv *)r;
   c->smem_base = c->linear_tid = c->warp = NULL;
   memcpy(c->block, kernel_spec(k).block, sizeof c->block);
   IrOpVec l = {0};
@@ -597,13 +597,7 @@ IrResult pass_convert_tile_to_nvvm(IrOp *module, IrPassCtx *pc) {
   Conv c;
   memset(&c, 0, sizeof c);
   rw_init(&c.rw, pc->ctx);
-  IrBlock *body = module->nregions ? module->regions[0].first : NULL;
-  for (IrOp *op = body ? body->first : NULL; op; op = op->next) {
-    if (op->kind != OP_TILE_KERNEL) continue;
-    if (convert_kernel(&c, op) != IR_OK) return IR_FAIL;
-    pc->changed = true;
-  }
-  return IR_OK;
+  return rw_each_kernel(&c.rw, module, pc, convert_kernel);
 }
 
 /* }====================================================================== */

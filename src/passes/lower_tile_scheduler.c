@@ -1237,7 +1237,8 @@ static void erase_lowered(Low *L, IrOpVec *ops) {
   }
 }
 
-static IrResult lower_kernel(Low *L, IrOp *k) {
+static IrResult lower_kernel(Rewriter *rw, IrOp *k) {
+  Low *L = (Low *)rw;
   Phase0 p0 = {L, true};
   ir_walk_pre(k, check_op, &p0);
   if (!p0.ok) return IR_FAIL;
@@ -1269,13 +1270,7 @@ IrResult pass_lower_tile_scheduler(IrOp *module, IrPassCtx *pc) {
   Low L;
   memset(&L, 0, sizeof L);
   rw_init(&L.rw, pc->ctx);
-  IrResult r = IR_OK;
-  IrBlock *body = module->nregions ? module->regions[0].first : NULL;
-  for (IrOp *op = body ? body->first : NULL; op && r == IR_OK; op = op->next) {
-    if (op->kind != OP_TILE_KERNEL) continue;
-    r = lower_kernel(&L, op);
-    pc->changed = true;
-  }
+  IrResult r = rw_each_kernel(&L.rw, module, pc, lower_kernel);
   ir_opvec_free(&L.unpacks);
   ir_opvec_free(&L.packlist);
   ptrmap_free(&L.scheds);

@@ -27,6 +27,17 @@ void rw_begin_kernel(Rewriter *r, IrOp *kernel) {
   r->entry_last = NULL;
 }
 
+IrResult rw_each_kernel(Rewriter *r, IrOp *module, IrPassCtx *pc, IrResult (*fn)(Rewriter *r, IrOp *k)) {
+  IrBlock *body = module->nregions ? module->regions[0].first : NULL;
+  for (IrOp *op = body ? body->first : NULL; op; op = op->next) {
+    if (op->kind != OP_TILE_KERNEL) continue;
+    rw_begin_kernel(r, op);
+    if (fn(r, op) != IR_OK) return IR_FAIL;
+    pc->changed = true;
+  }
+  return IR_OK;
+}
+
 void rw_before(Rewriter *r, IrOp *op) {
   ir_builder_before(&r->b, op);
   r->b.loc = op->loc;

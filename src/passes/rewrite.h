@@ -21,6 +21,10 @@ typedef struct Rewriter {
 } Rewriter;
 
 void rw_init(Rewriter *r, IrContext *ctx);
+/* fn(r, k) on every tile.kernel k of module (after rw_begin_kernel) up to the
+** first that fails, so that the kernels after it stay as they were (a pattern
+** checks everything before it changes its kernel); pc->changed when any ran. */
+IrResult rw_each_kernel(Rewriter *r, IrOp *module, IrPassCtx *pc, IrResult (*fn)(Rewriter *r, IrOp *k));
 /* Start on a kernel: its entry block (made if missing), nothing made there yet. */
 void rw_begin_kernel(Rewriter *r, IrOp *kernel);
 /* Build in front of op, with op's location. */
