@@ -383,6 +383,15 @@ const IrAttrSpec *ir_op_attr_specs(IrOpKind k, uint32_t *n);
 size_t ir_attr_spec_name(const IrAttrSpec *s, const char **name);
 /* Check op's attributes against its rows; diagnostics at op. */
 bool ir_op_check_attrs(IrOp *op);
+/* One attribute of op read by its row: its value, or the row's default. */
+typedef struct IrAttrValue {
+  const IrAttrSpec *spec;
+  bool present;  /* set on op, well formed */
+  int64_t i;     /* INT; BOOL 0 or 1; ENUM its index (-1: absent, no default) */
+  const char *s; /* STR; ENUM its spelling (NULL when absent) */
+} IrAttrValue;
+/* false when op's rows declare no attribute `name` (n bytes). */
+bool ir_op_attr_value(const IrOp *op, const char *name, size_t n, IrAttrValue *out);
 /* Fill a typed struct of src/dialects/op_attrs.h (its `ok` first) from op,
 ** whose attribute set must be `set`. Use the generated ir_attrs_ID(op). */
 void ir_attrs_read(const IrOp *op, IrOpKind set, void *out, size_t size);

@@ -149,7 +149,7 @@ static void store(const IrAttrSpec *s, const IrAttr *a, int64_t v, char *p) {
   switch (s->kind) {
   case IR_AS_INT: *(int64_t *)p = a ? v : d; break;
   case IR_AS_BOOL: *(bool *)p = a ? a->u.b : d != 0; break;
-  case IR_AS_ENUM: *(int *)p = (int)(a ? v : d < 0 ? -1 : d); break;
+  case IR_AS_ENUM: *(int *)p = (int)(a ? v : s->dflt < 0 ? -1 : s->dflt); break; /* REQ, OPT: -1 */
   case IR_AS_STR: *(const char **)p = a ? a->u.str.s : NULL; break;
   case IR_AS_INTS:
   case IR_AS_STRS: {
@@ -185,6 +185,33 @@ void ir_attrs_read(const IrOp *op, IrOpKind set, void *out, size_t size) {
     store(&s[i], a, v, (char *)out + s[i].offset);
   }
   *(bool *)out = ok;
+}
+
+bool ir_op_attr_value(const IrOp *op, const char *name, size_t n, IrAttrValue *out) {
+  uint32_t ns;
+  const IrAttrSpec *s = ir_op_attr_specs(op->kind, &ns);
+  for (uint32_t i = 0; i < ns; i++) {
+    const char *sn;
+    if (ir_attr_spec_name(&s[i], &sn) != n || strncmp(sn, name, n) != 0) continue;
+    union { /* any member of a typed struct */
+      int64_t i;
+      bool b;
+      int e;
+      const char *s;
+      IrAttrList l;
+    } m;
+    const IrAttr *a = find(op, &s[i]);
+    int64_t v = 0;
+    if (a && judge(&s[i], a, &v) != GOOD) a = NULL;
+    memset(&m, 0, sizeof m);
+    store(&s[i], a, v, (char *)&m);
+    out->spec = &s[i];
+    out->present = a != NULL;
+    out->i = s[i].kind == IR_AS_BOOL ? m.b : s[i].kind == IR_AS_ENUM ? m.e : m.i;
+    out->s = s[i].kind == IR_AS_STR ? m.s : s[i].kind == IR_AS_ENUM && m.e >= 0 ? s[i].names[m.e] : NULL;
+    return true;
+  }
+  return false;
 }
 
 /* }====================================================================== */
