@@ -116,7 +116,7 @@ static void test_ops_and_uses(void) {
   ir_op_set_attr(t->def, "alpha", ir_attr_i64(ctx, 2));
   CHECK(t->def->nattrs == 2 && strcmp(t->def->attrs[0].name, "alpha") == 0);
   ir_op_set_attr(t->def, "alpha", NULL);
-  CHECK(t->def->nattrs == 1 && ir_op_attr_int_or(t->def, "zeta", 0) == 1);
+  CHECK(t->def->nattrs == 1 && ir_op_attr(t->def, "zeta")->u.i == 1);
   /* clone keeps structure and remaps nested values */
   IrMapping map;
   ir_mapping_init(&map);

@@ -463,9 +463,7 @@ void ir_op_erase_operand(IrOp *op, uint32_t i);
 
 const IrAttr *ir_op_attr(const IrOp *op, const char *name);
 void ir_op_set_attr(IrOp *op, const char *name, const IrAttr *a); /* a == NULL removes */
-bool ir_op_attr_int(const IrOp *op, const char *name, int64_t *out);
-int64_t ir_op_attr_int_or(const IrOp *op, const char *name, int64_t dflt);
-const char *ir_op_attr_str(const IrOp *op, const char *name); /* NULL if absent or not a string */
+/* An op's attributes by their meaning: the typed readers of src/dialects/op_attrs.h. */
 
 /* Blocks and regions. */
 IrBlock *ir_block_create(IrContext *ctx);
