@@ -5,6 +5,7 @@
 -- several configurations, and every PTX this spec emitted through ptxas.
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
+tl.options.keep_stages = true -- the checks read the stages' IR
 
 local has, lacks, count = H.has, H.lacks, H.count
 local emitted = {}

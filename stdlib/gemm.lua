@@ -61,11 +61,19 @@ function M.attach(tl)
     c.stages = c.stages or (c.bn == 256 and 3 or 4)
     c.a_major, c.b_major = c.a_major or "k", c.b_major or "k"
     if c.fp8 and (c.a_major ~= "k" or c.b_major ~= "k") then raise("gemm.build: fp8 operands must be K-major (wgmma cannot transpose them)") end
+    c.cluster = c.cluster or 1 -- CTAs along M that share (multicast) the B tile
+    if c.cluster ~= 1 and c.cluster ~= 2 then raise("gemm.build: cluster must be 1 or 2") end
     c.schedule = c.schedule or "persistent"
-    if c.schedule ~= "persistent" and c.schedule ~= "data_parallel" then
-      raise(("gemm.build: schedule must be persistent or data_parallel, got %s"):format(tostring(c.schedule)))
+    if c.schedule == "splitk" then -- split-K over the StreamK scheduler: `splits` pieces of K per tile
+      c.schedule, c.decomposition = "streamk", "split_k"
+    end
+    if c.schedule ~= "persistent" and c.schedule ~= "data_parallel" and c.schedule ~= "streamk" then
+      raise(("gemm.build: schedule must be persistent, data_parallel, streamk or splitk, got %s"):format(tostring(c.schedule)))
     end
     if c.activation and c.activation ~= "relu" then raise("gemm.build: activation must be nil or \"relu\"") end
+    if c.cluster > 1 and (c.schedule == "streamk" or c.b_major ~= "k") then
+      raise("gemm.build: a cluster needs a K-major B and a persistent or data-parallel schedule")
+    end
     -- TMA reads and writes rows whose byte strides are multiples of 16
     local function aligned(what, elems, bytes)
       if elems * bytes % 16 ~= 0 then
@@ -77,6 +85,7 @@ function M.attach(tl)
     aligned("B", c.b_major == "k" and c.k or c.n, c.ebytes)
     c.tm, c.tn, c.kt = (c.m + BM - 1) // BM, (c.n + c.bn - 1) // c.bn, (c.k + c.bk - 1) // c.bk
     c.tiles = c.tm * c.tn
+    c.ctiles = (c.tm + c.cluster - 1) // c.cluster * c.tn -- cluster tiles
     c.name = c.name or ("gemm_%s_%dx%dx%d"):format(c.dtype, c.m, c.n, c.k)
     return c
   end
@@ -84,7 +93,7 @@ function M.attach(tl)
   -- Tensor-map boxes (outermost first) of the operands as stored.
   local function boxes(c)
     local a = c.a_major == "k" and { BM, c.bk } or { c.bk, 64 }  -- M-major: two 64-wide boxes per stage
-    local b = c.b_major == "k" and { c.bn, c.bk } or { c.bk, 64 } -- N-major: bn / 64 boxes per stage
+    local b = c.b_major == "k" and { c.bn // c.cluster, c.bk } or { c.bk, 64 } -- N-major: bn / 64 boxes per stage
     return a, b, { 64, 64 }
   end
 
@@ -101,7 +110,9 @@ function M.attach(tl)
     if c.alpha_param then params[#params + 1] = { "alpha", tl.f32 } end
     if c.beta and c.beta ~= 0 then params[#params + 1] = { "C", tl.ptr(eout) } end
     if c.bias then params[#params + 1] = { "bias", tl.ptr(tl.f32) } end
-    local k = tl.kernel(c.name, { params = params, block = 384 })
+    if c.schedule == "streamk" then params[#params + 1] = { "ws", tl.ptr(tl.i32) } end
+    local CL = c.cluster
+    local k = tl.kernel(c.name, { params = params, block = 384, cluster = CL > 1 and { CL, 1, 1 } or nil })
     local A_BYTES, B_BYTES = BM * c.bk * c.ebytes, c.bn * c.bk * c.ebytes
     local BN, BK, S = c.bn, c.bk, c.stages
 
@@ -109,19 +120,28 @@ function M.attach(tl)
       local sA = k:shared(ein, { S, BM, BK }, { align = 1024, swizzle = 128 })
       local sB = k:shared(ein, { S, BN, BK }, { align = 1024, swizzle = 128 })
       local sD = k:shared(eout, { 2, BN // 64, 64, 64 }, { align = 1024, swizzle = 128 })
+      -- with a cluster, each CTA's producer writes both CTAs' B stages: every
+      -- stage is released to the producers of the whole cluster (mode "cluster")
       local pipe = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = { { 4, 8 } },
-                                transaction_bytes = A_BYTES + B_BYTES, mode = "cooperative" }
+                                transaction_bytes = A_BYTES + B_BYTES, mode = CL > 1 and "cluster" or "cooperative" }
+      local rank = CL > 1 and tl.cluster_rank() or tl.const(0, tl.i32)
       local function scheduler()
-        local o = { tiles = { c.tm, c.tn, 1, c.kt }, swizzle = c.swizzle or 8, raster_order = c.raster }
+        local o = { tiles = { c.tm, c.tn, 1, c.kt }, swizzle = c.swizzle or 8, raster_order = c.raster,
+                    cluster = CL > 1 and { CL, 1, 1 } or nil }
         if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
-        o.workers = c.grid
+        o.workers = c.grid // CL
+        if c.schedule == "streamk" then
+          o.workspace, o.accumulator_tile_bytes, o.reduction = p.ws, BM * BN * 4, "deterministic"
+          o.decomposition, o.splits = c.decomposition, c.splits
+          return tl.sched.streamk(o)
+        end
         return tl.sched.static_persistent(o)
       end
 
       -- One loop over the CTA's work tiles carrying `cursors` (tables with .value);
       -- body(work) runs for each valid tile.
       local function tiles(sched, cursors, body)
-        local work = sched:work(tl.block_id())
+        local work = sched:work(CL > 1 and tl.cluster_id() or tl.block_id()) -- workers are clusters
         local inits = { work.value }
         for _, cur in ipairs(cursors) do inits[#inits + 1] = cur.value end
         local res = table.pack(tl.while_(inits, function(w, ...)
@@ -147,8 +167,9 @@ function M.attach(tl)
           local st = pipe:producer_start()
           tl.elect_one(function()
             tiles(scheduler(), { st }, function(work)
-              local m0, n0 = work:m() * BM, work:n() * BN
-              tl.cutlass.for_range(0, c.kt, { st }, function(kb)
+              local m0, n0 = (work:m() * CL + rank) * BM, work:n() * BN
+              local kb0, kbn = M.k_range(tl, c, work)
+              tl.cutlass.for_range(kb0, kb0 + kbn, { st }, function(kb)
                 local k0 = kb * BK
                 pipe:producer_acquire(st)
                 local full, s = pipe:full_barrier(st), st:index()
@@ -157,7 +178,10 @@ function M.attach(tl)
                 else
                   for h = 0, 1 do tl.tma_load(sA:ptr(s, h * 64), p.A, full, { k0, m0 + h * 64 }) end
                 end
-                if c.b_major == "k" then
+                if CL > 1 then -- this CTA's share of B, to every CTA of the cluster
+                  local h = rank * (BN // CL)
+                  tl.tma_load(sB:ptr(s, h), p.B, full, { n0 + h, k0 }, { multicast = (1 << CL) - 1 })
+                elseif c.b_major == "k" then
                   tl.tma_load(sB:ptr(s), p.B, full, { n0, k0 })
                 else
                   for h = 0, BN // 64 - 1 do tl.tma_load(sB:ptr(s, h * 64), p.B, full, { k0, n0 + h * 64 }) end
@@ -208,13 +232,14 @@ function M.attach(tl)
           end
 
           tiles(scheduler(), { st }, function(work)
-            local m, n = work:m(), work:n()
+            local m, n = work:m() * CL + rank, work:n()
+            local _, kbn = M.k_range(tl, c, work)
             -- first k block: no stage to release yet
             pipe:consumer_wait(st)
             local acc = { value = mma_stage(tl.zeros(tl.f32, BN // 2), st:index(), true) }
             local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
             st:advance()
-            tl.cutlass.for_range(1, c.kt, { acc, st, rel }, function()
+            tl.cutlass.for_range(1, kbn, { acc, st, rel }, function()
               pipe:consumer_wait(st)
               acc.value = mma_stage(acc.value, st:index(), false)
               tl.wgmma_wait(1)
@@ -224,12 +249,19 @@ function M.attach(tl)
             end)
             tl.wgmma_wait(0)
             pipe:consumer_release(rel)
-            M.epilogue(tl, c, p, sD, acc.value, m, n, cw, t)
+            if c.schedule == "streamk" then
+              local final
+              acc.value, final = M.fixup(tl, c, p, work, acc.value, m, n, cw, t)
+              tl.if_(final, function() M.epilogue(tl, c, p, sD, acc.value, m, n, cw, t) end)
+            else
+              M.epilogue(tl, c, p, sD, acc.value, m, n, cw, t)
+            end
           end)
           tl.if_(t:eq(0), function() tl.bulk_wait(0) end)
         end)
       end)
       -- }===
+      if CL > 1 then tl.cluster_sync() end -- no CTA leaves while another may still write to it
     end)
     return k
   end
@@ -240,8 +272,16 @@ function M.attach(tl)
   function tl.gemm.build(o)
     local c = cfg_of(o)
     local sms = tl.device.available() and tl.device.sm_count() or 132
-    c.grid = c.schedule == "data_parallel" and c.tiles or math.max(1, math.min(sms, c.tiles))
-    local g = setmetatable({ cfg = c, grid = c.grid, flops = 2.0 * c.m * c.n * c.k, workspace_bytes = 0 }, M.Gemm)
+    -- data-parallel: a CTA a tile; persistent: at most a CTA per SM; StreamK: a
+    -- worker per SM, the scheduler spreads the k blocks of all tiles over them
+    c.grid = c.schedule == "data_parallel" and c.ctiles * c.cluster or c.schedule == "streamk" and sms
+             or math.max(1, math.min(sms // c.cluster, c.ctiles)) * c.cluster
+    if c.decomposition == "split_k" and (c.splits == nil or c.splits == "auto") then
+      c.splits = math.max(2, math.min(c.kt, sms // c.tiles)) -- one wave of tiles x splits units
+    end
+    if c.schedule == "streamk" then c.max_splits = M.max_splits(tl, c) end
+    local g = setmetatable({ cfg = c, grid = c.grid, flops = 2.0 * c.m * c.n * c.k,
+                             workspace_bytes = c.schedule == "streamk" and M.workspace_bytes(c) or 0 }, M.Gemm)
     local saved = tl.module() -- each GEMM is a module of its own
     tl.new_module()
     g.kernel = build_kernel(c)
@@ -275,6 +315,13 @@ function M.attach(tl)
     if c.alpha_param then args[#args + 1] = o.alpha or c.alpha or 1 end
     if c.beta and c.beta ~= 0 then args[#args + 1] = o.c or raise("gemm:run: beta ~= 0 needs c") end
     if c.bias then args[#args + 1] = o.bias or raise("gemm:run: bias = true needs a bias buffer") end
+    if c.schedule == "streamk" then
+      if not self.workspace then -- counters start at 0 and the final split of each tile resets its own
+        self.workspace = tl.device.alloc(tl.i32, self.workspace_bytes // 4)
+        self.workspace:fill(0)
+      end
+      args[#args + 1] = self.workspace
+    end
     self.kernel:launch { grid = self.grid, args = args }
     return self
   end
@@ -445,6 +492,67 @@ function M.epilogue(tl, c, p, sD, acc, m, n, cw, t)
     end
     tl.bulk_commit()
   end)
+end
+
+-- The k blocks [begin, begin + count) of a unit of work: all of them for whole
+-- tiles, the StreamK piece's range otherwise.
+function M.k_range(tl, c, work)
+  if c.schedule ~= "streamk" then return tl.const(0, tl.i32), tl.const(c.kt, tl.i32) end
+  return work:k_tile_start(), work:k_tile_count()
+end
+
+-- StreamK workspace: a counter per tile (a 256-byte aligned block), then f32
+-- partial tiles (128 x BN): a slot for each split of a tile but its last, laid
+-- out [tile][split][warpgroup][chunk j][thread] vector<4 x f32> so that every
+-- store and load is coalesced. The plan (tl.core.sched_plan, the reference the
+-- lowering follows) bounds the splits of a tile.
+local function counters_bytes(c) return (c.tiles * 4 + 255) // 256 * 256 end
+function M.max_splits(tl, c)
+  local plan = tl.core.sched_plan { kind = "streamk", tiles_m = c.tm, tiles_n = c.tn, tiles_k = c.kt, workers = c.grid,
+                                    swizzle = c.swizzle or 8, acc_tile_bytes = BM * c.bn * 4,
+                                    decomp = c.decomposition, splits = c.splits }
+  return math.max(1, plan:info().max_splits or 1)
+end
+function M.workspace_bytes(c) return counters_bytes(c) + c.tiles * (c.max_splits - 1) * BM * c.bn * 4 end
+
+-- The StreamK fixup. Every split of a tile but the last stores its partial sum
+-- in its own slot and arrives on the tile's counter (release); the last split
+-- waits (acquire) until the others have all arrived, resets the counter for
+-- the next launch and adds their partials in split order, so the sum is the
+-- same whatever the timing. No split waits for another but the last: no chain
+-- of waits, no deadlock. Returns the accumulator and whether this piece
+-- finishes the tile.
+function M.fixup(tl, c, p, work, acc, m, n, cw, t)
+  local splits, split, final = work:expected_splits(), work:split_idx(), work:is_final_split()
+  local tile = m * c.tn + n
+  local n4 = c.bn // 8 -- vector<4 x f32> chunks per thread
+  local slot = p.ws:as(tl.f32)
+  local function chunk_ptr(s, j)
+    local at = (((tile * (c.max_splits - 1) + s) * 2 + cw) * n4 + j) * 128 + t
+    return slot + (at:cast(tl.i64) * 4 + counters_bytes(c) // 4)
+  end
+  local out = tl.if_(splits:gt(1), function()
+    return tl.if_(final, function()
+      tl.generic_barrier.wait_eq_reset(p.ws, tile, splits - 1)
+      return tl.for_range(tl.const(0, tl.i32), splits - 1, { acc }, function(s, sum)
+        local vals = {}
+        for j = 0, n4 - 1 do
+          local v = chunk_ptr(s, j):load { vector = 4 }
+          for e = 0, 3 do vals[4 * j + e + 1] = tl.extract(sum, 4 * j + e) + tl.extract(v, e) end
+        end
+        return tl.vector_of(tl.f32, vals)
+      end)
+    end, function()
+      for j = 0, n4 - 1 do
+        local vals = {}
+        for e = 0, 3 do vals[e + 1] = tl.extract(acc, 4 * j + e) end
+        chunk_ptr(split, j):store(tl.vector_of(tl.f32, vals))
+      end
+      tl.generic_barrier.arrive_inc(p.ws, tile)
+      return acc
+    end)
+  end, function() return acc end)
+  return out, final
 end
 
 return M

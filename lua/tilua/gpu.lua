@@ -299,7 +299,6 @@ function M.attach(tl)
   -- ====================================================================
 
   tl.ptx_pipeline = "ptx"
-  tl.options = tl.options or {}
 
   -- The effective options: tl.options (the host sets them from its own command
   -- line) over --emit=... / --stage=... among the script's arguments.
@@ -384,7 +383,15 @@ function M.attach(tl)
     os.exit(0, true)
   end
 
-  local compile = tl.compile
+  local compile0 = tl.compile
+  -- --stage and --emit=ir need the stages' IR text: keep it for them
+  local function compile(m, pipeline, opts)
+    local o = options()
+    if o.stage or o.emit == "ir" then
+      opts = setmetatable({ keep_stages = true }, { __index = opts })
+    end
+    return compile0(m, pipeline, opts)
+  end
   -- tl.compile keeps its behaviour; with --emit or --stage it prints and exits.
   function tl.compile(m, pipeline, opts)
     local r = compile(m, pipeline, opts)

@@ -56,13 +56,15 @@ for _, s in ipairs(shapes) do
   local d, r = D.alloc(tl.bf16, m * n), D.alloc(tl.bf16, m * n)
   local function cublas() tl.core.blas_gemm { m = m, n = n, k = k, a = a.raw, b = b.raw, d = r.raw, ["in"] = dt, out = "bf16" } end
   if blas then cublas() end
-  local candidates = { { bn = 256, stages = 3 }, { bn = 128, stages = 5 } }
+  local candidates = { { bn = 256, stages = 3 }, { bn = 128, stages = 5 }, { bn = 256, stages = 3, schedule = "streamk" },
+                       { bn = 128, stages = 5, schedule = "streamk" }, { bn = 256, stages = 3, cluster = 2 },
+                       { bn = 256, stages = 3, schedule = "splitk" }, { bn = 128, stages = 5, schedule = "splitk" } }
   if quick then candidates = { candidates[1] } end
   local g, cfg, times = tl.autotune {
     key = ("gemm/%s/%dx%dx%d"):format(dt, m, n, k),
     candidates = candidates,
     build = function(c)
-      local o = { m = m, n = n, k = k, dtype = dt, bn = c.bn, stages = c.stages }
+      local o = { m = m, n = n, k = k, dtype = dt, bn = c.bn, stages = c.stages, schedule = c.schedule, cluster = c.cluster }
       local gg = tl.gemm.build(o)
       gg.kernel:compile()
       return gg
@@ -71,11 +73,24 @@ for _, s in ipairs(shapes) do
       return best_of(function() gg:run { a = a, b = b, d = d } end, 3)
     end,
   }
+  if not times.cached then
+    local parts = {}
+    for i, cc in ipairs(candidates) do
+      local tm = times[i]
+      parts[#parts + 1] = ("%s%s%s: %s"):format(cc.bn, cc.schedule and (" " .. cc.schedule) or "",
+        cc.cluster and (" c" .. cc.cluster) or "",
+        type(tm) == "number" and ("%.1f"):format(2.0 * m * n * k / tm / 1e9) or "failed")
+    end
+    print(("  autotune %dx%dx%d %s (TFLOP/s): %s"):format(m, n, k, dt, table.concat(parts, ", ")))
+  end
   d:fill(0)
   g:run { a = a, b = b, d = d }
   D.synchronize()
   local ok, report = g:check { a = a, b = b, d = d, reference = blas and r or nil, seed = seed }
-  local row = { shape = ("%dx%dx%d %s"):format(m, n, k, dt), cfg = ("128x%dx%d s%d"):format(g.cfg.bn, g.cfg.bk, g.cfg.stages) }
+  local row = { shape = ("%dx%dx%d %s"):format(m, n, k, dt),
+                cfg = ("128x%dx%d s%d %s%s%s"):format(g.cfg.bn, g.cfg.bk, g.cfg.stages, g.cfg.schedule,
+                  g.cfg.cluster > 1 and " cluster 2" or "",
+                  g.workspace_bytes > 0 and (" ws %.1f MB"):format(g.workspace_bytes / 2 ^ 20) or "") }
   if not ok then
     row.note = "FAILED: " .. report
   else
@@ -89,7 +104,7 @@ for _, s in ipairs(shapes) do
     row.note = report
   end
   rows[#rows + 1] = row
-  print(("%-24s %-14s tilua %7s  cuBLAS %7s  ratio %5s   %s"):format(row.shape, row.cfg,
+  print(("%-24s %-32s tilua %7s  cuBLAS %7s  ratio %5s   %s"):format(row.shape, row.cfg,
     row.ours and ("%.1f"):format(row.ours) or "-", row.blas and ("%.1f"):format(row.blas) or "-",
     (row.ours and row.blas) and ("%.3f"):format(row.ours / row.blas) or "-", row.note))
   a:free() b:free() d:free() r:free()
