@@ -215,26 +215,6 @@ static void collect_probes(IrRegion *r, IrOpVec *p) {
     }
 }
 
-/* The window probes just before and just after op in its async.exec region. */
-static void window_neighbours(IrOp *op, IrOp *exec, IrOp **prev, IrOp **next) {
-  IrOpVec p = {0};
-  collect_probes(&exec->regions[0], &p);
-  size_t at = 0;
-  while (at < p.n && p.v[at] != op)
-    at++;
-  *prev = *next = NULL;
-  for (size_t i = at; i-- > 0;)
-    if (is_window_probe(p.v[i])) {
-      *prev = p.v[i];
-      break;
-    }
-  for (size_t i = at + 1; i < p.n; i++)
-    if (is_window_probe(p.v[i])) {
-      *next = p.v[i];
-      break;
-    }
-  ir_opvec_free(&p);
-}
 
 /* MODS ops live only inside cutlass.async.exec regions; returns that region's op. */
 static IrOp *mods_exec(IrOp *op) {
@@ -303,43 +283,73 @@ static bool check_pair(IrOp *end, IrOp *start, bool two_cta) {
   return false;
 }
 
-IrResult cutlass_verify_mods_probe(IrOp *op) {
-  IrOp *exec = mods_exec(op), *prev, *next;
-  bool two_cta = ir_attrs_CUTLASS_MODS_START(op).is_2cta_mma;
-  if (!exec) return IR_FAIL;
+/* A probe's place among the window probes of its region: the one just before
+** it and the one just after it. */
+static bool check_window(IrOp *op, IrOp *prev, IrOp *next) {
+  if (op->kind == OP_CUTLASS_MODS_THROTTLE) {
+    if (ir_attrs_CUTLASS_MODS_THROTTLE(op).profile < 2 ||
+        (prev && prev->kind == OP_CUTLASS_MODS_START && next && next->kind == OP_CUTLASS_MODS_END))
+      return true;
+    ir_op_error(op, "profile 2 (cluster-aware) must lie between a matched "
+                    "mods_report_mainloop_start and mods_report_mainloop_end");
+    return false;
+  }
   bool start = op->kind == OP_CUTLASS_MODS_START;
-  if (start && !check_cluster_participants(op, two_cta)) return IR_FAIL;
-  window_neighbours(op, exec, &prev, &next);
   if (start && (!next || next->kind != OP_CUTLASS_MODS_END)) {
     IrDiag *d = ir_op_error(
         op, "has no matching mods_report_mainloop_end in its cutlass.async.exec region");
     if (next) ir_op_note(d, next, "another window opens here before this one is closed");
-    return IR_FAIL;
+    return false;
   }
   if (!start && (!prev || prev->kind != OP_CUTLASS_MODS_START)) {
     IrDiag *d = ir_op_error(
         op, "has no matching mods_report_mainloop_start in its cutlass.async.exec region");
     if (prev) ir_op_note(d, prev, "the previous window was closed here");
-    return IR_FAIL;
+    return false;
   }
-  return start || check_pair(op, prev, two_cta) ? IR_OK : IR_FAIL;
+  return start || check_pair(op, prev, ir_attrs_CUTLASS_MODS_START(op).is_2cta_mma);
+}
+
+/* The windows of one async.exec region, in one pass over its probes. */
+static bool check_windows(IrOp *exec) {
+  IrOpVec p = {0};
+  collect_probes(&exec->regions[0], &p);
+  IrOp **next = calloc(p.n + 1, sizeof *next), *prev = NULL;
+  if (!next) abort();
+  for (size_t i = p.n; i-- > 0;) /* next[i]: the first window probe after i */
+    next[i] = i + 1 < p.n && is_window_probe(p.v[i + 1]) ? p.v[i + 1] : next[i + 1];
+  bool ok = true;
+  for (size_t i = 0; i < p.n; i++) {
+    ok = check_window(p.v[i], prev, next[i]) && ok;
+    if (is_window_probe(p.v[i])) prev = p.v[i];
+  }
+  free(next);
+  ir_opvec_free(&p);
+  return ok;
+}
+
+static bool windows_visit(IrOp *op, void *ud) {
+  if (op->kind == OP_CUTLASS_ASYNC_EXEC && !check_windows(op)) *(bool *)ud = false;
+  return true;
+}
+
+/* MODS windows open and close in order in every async.exec region (a kernel rule). */
+IrResult cutlass_verify_kernel_mods(IrOp *k) {
+  bool ok = true;
+  ir_walk_pre(k, windows_visit, &ok);
+  return ok ? IR_OK : IR_FAIL;
+}
+
+/* The local rules of a probe; its window is the kernel rule's. */
+IrResult cutlass_verify_mods_probe(IrOp *op) {
+  if (!mods_exec(op)) return IR_FAIL;
+  bool two_cta = ir_attrs_CUTLASS_MODS_START(op).is_2cta_mma;
+  return op->kind != OP_CUTLASS_MODS_START || check_cluster_participants(op, two_cta) ? IR_OK : IR_FAIL;
 }
 
 IrResult cutlass_verify_mods_smid(IrOp *op) { return mods_exec(op) ? IR_OK : IR_FAIL; }
 
-IrResult cutlass_verify_mods_throttle(IrOp *op) {
-  int64_t profile = ir_attrs_CUTLASS_MODS_THROTTLE(op).profile;
-  IrOp *exec = mods_exec(op), *prev, *next;
-  if (!exec) return IR_FAIL;
-  if (profile < 2) return IR_OK;
-  window_neighbours(op, exec, &prev, &next);
-  if (!prev || prev->kind != OP_CUTLASS_MODS_START || !next || next->kind != OP_CUTLASS_MODS_END) {
-    ir_op_error(op, "profile 2 (cluster-aware) must lie between a matched "
-                    "mods_report_mainloop_start and mods_report_mainloop_end");
-    return IR_FAIL;
-  }
-  return IR_OK;
-}
+IrResult cutlass_verify_mods_throttle(IrOp *op) { return mods_exec(op) ? IR_OK : IR_FAIL; }
 
 /* }====================================================================== */
 
