@@ -150,31 +150,23 @@ static bool is_accessor(const IrOp *op) {
 ** Building arithmetic (32-bit unsigned, as the reference)
 ** ======================================================================= */
 
-static IrValue *c32(Low *L, uint32_t v) { return ir_build_const_int(&L->rw.b, (int64_t)v, L->rw.i32); }
-static IrValue *c64(Low *L, uint64_t v) { return ir_build_const_int(&L->rw.b, (int64_t)v, L->rw.i64); }
-static IrValue *c1(Low *L, bool v) { return ir_build_const_int(&L->rw.b, v, L->rw.i1); }
-static IrValue *bin(Low *L, IrOpKind k, IrValue *a, IrValue *b) {
-  return ir_build_binary(&L->rw.b, k, a, b);
-}
-static IrValue *add(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_ADDI, a, b); }
-static IrValue *sub(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_SUBI, a, b); }
-static IrValue *mul(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_MULI, a, b); }
-static IrValue *divu(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_DIVUI, a, b); }
-static IrValue *remu(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_REMUI, a, b); }
-static IrValue *minu(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_MINUI, a, b); }
-static IrValue *maxu(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_MAXUI, a, b); }
-static IrValue *and1(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_ANDI, a, b); }
-static IrValue *cmp(Low *L, const char *p, IrValue *a, IrValue *b) {
-  return ir_build_cmpi(&L->rw.b, p, a, b);
-}
-static IrValue *sel(Low *L, IrValue *c, IrValue *a, IrValue *b) {
-  return ir_build_select(&L->rw.b, c, a, b);
-}
+/* The scheduler's arithmetic in the reference's words, over rewrite.h. */
+static IrValue *c32(Low *L, uint32_t v) { return rw_const(&L->rw, (int64_t)v, L->rw.i32); }
+static IrValue *c64(Low *L, uint64_t v) { return rw_const(&L->rw, (int64_t)v, L->rw.i64); }
+static IrValue *c1(Low *L, bool v) { return rw_const(&L->rw, v, L->rw.i1); }
+static IrValue *add(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_ADDI, a, b); }
+static IrValue *sub(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_SUBI, a, b); }
+static IrValue *mul(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_MULI, a, b); }
+static IrValue *divu(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_DIVUI, a, b); }
+static IrValue *remu(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_REMUI, a, b); }
+static IrValue *minu(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_MINUI, a, b); }
+static IrValue *maxu(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_MAXUI, a, b); }
+static IrValue *and1(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_ANDI, a, b); }
+static IrValue *cmp(Low *L, const char *p, IrValue *a, IrValue *b) { return rw_cmp(&L->rw, p, a, b); }
+static IrValue *sel(Low *L, IrValue *c, IrValue *a, IrValue *b) { return rw_select(&L->rw, c, a, b); }
 /* C's bool-to-integer promotion: 0 or 1. */
-static IrValue *b2i(Low *L, IrValue *c) { return ir_build_unary(&L->rw.b, OP_ARITH_EXTUI, c, L->rw.i32); }
-static IrValue *zext64(Low *L, IrValue *v) {
-  return ir_build_unary(&L->rw.b, OP_ARITH_EXTUI, v, L->rw.i64);
-}
+static IrValue *b2i(Low *L, IrValue *c) { return rw_cast(&L->rw, OP_ARITH_EXTUI, c, L->rw.i32); }
+static IrValue *zext64(Low *L, IrValue *v) { return rw_cast(&L->rw, OP_ARITH_EXTUI, v, L->rw.i64); }
 
 /* a / b + (a % b != 0): ceil_div32 of sched.c. */
 static IrValue *ceil_div(Low *L, IrValue *a, IrValue *b) {
