@@ -1,6 +1,7 @@
 /*
-** dialects.h -- prototypes of the verifiers and folders named in the dialect
-** tables, generated from the tables themselves.
+** dialects.h -- prototypes of the verifiers, folders and kernel rules named
+** in the dialect tables, generated from the tables themselves; the enum lists,
+** the target's limits and the typed attribute readers come with it.
 */
 #ifndef TILUA_DIALECTS_H
 #define TILUA_DIALECTS_H

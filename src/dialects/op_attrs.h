@@ -6,7 +6,8 @@
 **   a.barrier_id_base, a.mode (a PIPELINE_MODE_* enumerator), a.participants ...
 **
 ** An absent optional attribute reads as its row's default (an ENUM(L, OPT)
-** as -1, a STR/TYPE/DICT/ANY as NULL, a list as empty). The structural
+** as -1, a STR/TYPE/DICT/ANY as NULL, a list as empty); an absent required
+** one as 0, -1 (ENUM) or NULL, with `ok` false. The structural
 ** verifier checks every row (ir_op_check_attrs), so after verification `ok`
 ** is true and every value is in range; on unverified IR a malformed value
 ** reads as its default and `ok` is false. An op with ATTRS_AS(op, other) is
