@@ -8,7 +8,7 @@
 -- (producer_get_barrier), and commits the stage with its transaction bytes
 -- (producer_commit). The consumer warps wait for the stage (consumer_wait), copy
 -- it to global memory with 16-byte vector loads and stores and release it
--- (consumer_release). convert-pipeline-to-nvvm turns the pipeline into the
+-- (consumer_release). convert-cutlass-to-nvvm turns the pipeline into the
 -- mbarrier protocol; the last n % 16 bytes are copied by CTA 0's consumers.
 --
 --   tilua examples/pipeline_ring_copy.lua [--emit=ir|ptx] [--stage=NAME]

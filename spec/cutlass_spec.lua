@@ -62,8 +62,10 @@ describe("the example", function()
                           "cutlass.block_striped.store", "cutlass.bar" } do
       assert.truthy(text:find(op, 1, true), op)
     end
-    -- the post-verify step stamped the derived arrive count (1 producer, 8 consumer warps)
-    assert.truthy(text:find("arrive_count = [1, 8]", 1, true))
+    -- the verifier derives the arrive counts without writing them into the IR, and the
+    -- stage count lives in the pipeline's type only
+    assert.falsy(text:find("arrive_count = [", 1, true))
+    assert.falsy(text:find("numStages", 1, true))
   end)
 
   it("round-trips through the textual form", function()
@@ -230,17 +232,33 @@ module {
   end)
 end)
 
-describe("the post-verify stamp", function()
-  it("adds arrive_count to an init that lacks it", function()
-    local m = parse [[
+describe("the derived arrive counts", function()
+  local src = [[
 module {
   tile.kernel {arg_names = [], kernel_spec = {block = [128, 1, 1]}, sym_name = "k"} {
     %0 = cutlass.pipeline.create : !cutlass.pipeline<2, 1, 1>
-    cutlass.pipeline.init %0 {barrier_id_base = 4, consumer_group_id = 1, consumers = [14], mode = "cooperative", numConsumers = 1, numProducers = 1, numStages = 2, participants = [1], producer_group_id = 0}
+    cutlass.pipeline.init %0 {barrier_id_base = 4, consumer_group_id = 1, consumers = [14], mode = "cooperative", participants = [1], producer_group_id = 0EXTRA}
   }
 }
 ]]
-    assert.truthy(m:print():find("arrive_count = [1, 3]", 1, true))
+  it("are not written into the IR by the verifier; the lowering inits the barriers with them", function()
+    local m = parse((src:gsub("EXTRA", "")))
+    assert.truthy(m:verify())
+    assert.falsy(m:print():find("arrive_count", 1, true))
+    tl.compile(m, "convert-cutlass-to-nvvm")
+    -- full barriers: 1 producer; empty barriers: the 3 warps of consumer mask 0b1110 (cooperative)
+    local counts = {}
+    for c in m:print():gmatch "tile%.mbarrier_init %%%d+, (%%%d+)" do counts[#counts + 1] = c end
+    assert.equal(4, #counts)
+    local text = m:print()
+    local function value(name) return text:match(name:gsub("%%", "%%%%") .. " = arith%.constant {value = (%d+) : i32}") end
+    assert.same({ "1", "3", "1", "3" }, { value(counts[1]), value(counts[2]), value(counts[3]), value(counts[4]) })
+  end)
+  it("must agree with an explicit arrive_count", function()
+    local m = assert(tl.parse((src:gsub("EXTRA", ", arrive_count = [1, 4]")), { file = "cutlass_spec" }))
+    local ok, err = m:verify()
+    assert.falsy(ok)
+    assert.matches("arrive_count does not match the derived %[1, 3%] %(full, empty%)", err)
   end)
 end)
 
@@ -251,8 +269,8 @@ module {
   ^bb0(%0: ptr<f32, global>):
     %1 = cutlass.pipeline.create : !cutlass.pipeline<2, 1, 1>
     %2 = cutlass.pipeline.create : !cutlass.pipeline<2, 1, 1>
-    cutlass.pipeline.init %1 {barrier_id_base = 0, consumer_group_id = 1, consumers = [14], mode = "warp_specialized", numConsumers = 1, numProducers = 1, numStages = 2, participants = [1], producer_group_id = 0}
-    cutlass.pipeline.init %2 {barrier_id_base = 4, consumer_group_id = 1, consumers = [14], mode = "warp_specialized", numConsumers = 1, numProducers = 1, numStages = 2, participants = [1], producer_group_id = 0}
+    cutlass.pipeline.init %1 {barrier_id_base = 0, consumer_group_id = 1, consumers = [14], mode = "warp_specialized", participants = [1], producer_group_id = 0}
+    cutlass.pipeline.init %2 {barrier_id_base = 4, consumer_group_id = 1, consumers = [14], mode = "warp_specialized", participants = [1], producer_group_id = 0}
     %3 = arith.constant {value = 1 : i32} : i32
     %4 = cutlass.tile_scheduler.create_dp_params %3, %3, %3, %3 : !cutlass.tile_scheduler_params<data_parallel>
     %5 = cutlass.tile_scheduler.create %4 : !cutlass.tile_scheduler<data_parallel>

@@ -1,4 +1,4 @@
--- convert-pipeline-to-nvvm and dedupe-wait-groups: the structure of the lowered
+-- convert-cutlass-to-nvvm and dedupe-wait-groups: the structure of the lowered
 -- IR for every conversion pattern (pipeline, seq_bar, async tokens, executors,
 -- block_striped, named and generic barriers, MODS), the diagnostics of what the
 -- pass cannot lower, the wait-group dedupe walker, a CPU model that runs the
@@ -21,7 +21,7 @@ local function build(name, params, body, spec)
   return k
 end
 
-local UPTO = "canonicalize,cse,convert-pipeline-to-nvvm,dedupe-wait-groups"
+local UPTO = "canonicalize,cse,convert-cutlass-to-nvvm,dedupe-wait-groups"
 
 -- The kernel's module after the pass (and a cleanup), as a module and as text.
 local function lower(k, extra)
@@ -57,7 +57,7 @@ local function pipe_kernel(name, o, producer, consumer)
 end
 
 -- {===================================================================
-describe("convert-pipeline-to-nvvm: pipelines", function()
+describe("convert-cutlass-to-nvvm: pipelines", function()
   it("initializes every stage's full and empty barrier once, with the stamped counts, then syncs the CTA", function()
     local k = pipe_kernel("init", { stages = 2, tx = 4096 }, function() end, function() end)
     local _, ir = lower(k)
@@ -256,7 +256,7 @@ end)
 -- }===================================================================
 
 -- {===================================================================
-describe("convert-pipeline-to-nvvm: seq_bar and async tokens", function()
+describe("convert-cutlass-to-nvvm: seq_bar and async tokens", function()
   it("waits on slot index % depth with the cursor's phase, arrives and advances (phase flips on wrap)", function()
     local k = build("seq", {}, function(k)
       local bar = k:seq_bar { depth = 3, arrive_count = 64, barrier_id_base = 4 }
@@ -277,7 +277,7 @@ describe("convert-pipeline-to-nvvm: seq_bar and async tokens", function()
 
   it("lowers the async family: spins, bulk and wgmma commit + wait, nothing for none; bridges go", function()
     local m = assert(tl.parse(assert(H.slurp "spec/fixtures/valid/cutlass_async.tir")))
-    tl.compile(m, "convert-pipeline-to-nvvm,dedupe-wait-groups")
+    tl.compile(m, "convert-cutlass-to-nvvm,dedupe-wait-groups")
     local ir = m:print()
     lacks(ir, "= cutlass.")
     lacks(ir, "cutlass.async.wait")
@@ -303,7 +303,7 @@ module {
     }
   }
 }]])
-    tl.compile(m, "convert-pipeline-to-nvvm")
+    tl.compile(m, "convert-cutlass-to-nvvm")
     local ir = m:print()
     seq(ir, { "nvvm.wgmma.commit.group.sync.aligned", "nvvm.wgmma.wait.group.sync.aligned {group = 2}",
               "nvvm.mbarrier.try_wait.parity.shared", "nvvm.mbarrier.try_wait.parity.shared",
@@ -317,7 +317,7 @@ end)
 -- }===================================================================
 
 -- {===================================================================
-describe("convert-pipeline-to-nvvm: block_striped", function()
+describe("convert-cutlass-to-nvvm: block_striped", function()
   local function striped(name, elem, shape, body, spec)
     return build(name, { { "g", P(elem) } }, function(k, p)
       body(p.g, tl.cutlass.fragment(elem, shape))
@@ -396,7 +396,7 @@ end)
 -- }===================================================================
 
 -- {===================================================================
-describe("convert-pipeline-to-nvvm: named and generic barriers, MODS", function()
+describe("convert-cutlass-to-nvvm: named and generic barriers, MODS", function()
   it("lowers cutlass.bar and named_barrier.arrive to bar.sync / bar.arrive with id and count", function()
     local k = build("named", {}, function(k)
       k:async_exec("a", { first_warp = 0, warps = 4 }, function()
@@ -456,10 +456,10 @@ end)
 -- }===================================================================
 
 -- {===================================================================
-describe("convert-pipeline-to-nvvm: diagnostics", function()
+describe("convert-cutlass-to-nvvm: diagnostics", function()
   local function fails(pattern, k, pipeline)
     local m = k.module:clone()
-    local ok, err = pcall(tl.compile, m, pipeline or "convert-pipeline-to-nvvm")
+    local ok, err = pcall(tl.compile, m, pipeline or "convert-cutlass-to-nvvm")
     assert.is_false(ok)
     assert.matches(pattern, err)
   end
@@ -468,7 +468,7 @@ describe("convert-pipeline-to-nvvm: diagnostics", function()
     local k = build("sched", {}, function(k)
       tl.sched.data_parallel { tiles = { 4, 4, 1, 1 } }
     end)
-    fails("pipeline_lowering_spec.lua:%d+: 'cutlass.tile_scheduler.create_dp_params' op is not lowered by convert%-pipeline%-to%-nvvm: "
+    fails("pipeline_lowering_spec.lua:%d+: 'cutlass.tile_scheduler.create_dp_params' op is not lowered by convert%-cutlass%-to%-nvvm: "
             .. "tile scheduler ops are lowered by lower%-tile%-scheduler, which must run first", k)
   end)
 
@@ -567,7 +567,7 @@ describe("dedupe-wait-groups", function()
     assert.equal(1, count(ir, "nvvm.wgmma.wait.group.sync.aligned"))
   end)
 
-  it("runs right after convert-pipeline-to-nvvm in the ptx pipeline", function()
+  it("runs right after convert-cutlass-to-nvvm in the ptx pipeline", function()
     local found
     for _, p in ipairs(tl.core.pipelines and tl.core.pipelines() or {}) do
       if p.name == "ptx" then found = p.passes end
@@ -576,14 +576,14 @@ describe("dedupe-wait-groups", function()
       local out = H.tilua_run { "opt", "--list-passes" }
       found = out
     end
-    has(found, "convert-pipeline-to-nvvm,dedupe-wait-groups,convert-tile-to-nvvm")
+    has(found, "convert-cutlass-to-nvvm,dedupe-wait-groups,convert-tile-to-nvvm")
   end)
 end)
 -- }===================================================================
 
 -- {===================================================================
 -- A CPU model of the lowered protocol. Every thread of every CTA runs the
--- kernel (as convert-pipeline-to-nvvm left it: tile + nvvm + arith + scf) in a
+-- kernel (as convert-cutlass-to-nvvm left it: tile + nvvm + arith + scf) in a
 -- coroutine through tilua.interp; a random scheduler switches threads at every
 -- memory and barrier op. mbarriers follow the PTX semantics (pending arrivals
 -- and a transaction count; a phase completes when both reach 0; try_wait with

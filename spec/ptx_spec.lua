@@ -472,7 +472,7 @@ describe("the PTX emitter", function()
     end)
     local ptx = compile(k)
     seq(ptx, { "mbarrier.init.shared::cta.b64 [%r", "fence.mbarrier_init.release.cluster;", "bar.sync 0;",
-               "elect.sync %r", "|%p", ", 0xffffffff;", "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r",
+               "elect.sync _|%p", ", 0xffffffff;", "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r",
                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r", "], [%rd", "], %r",
                "mbarrier.try_wait.parity.shared::cta.b64 %p", "fence.proxy.async.shared::cta;",
                "cp.async.bulk.global.shared::cta.bulk_group [%rd", "cp.async.bulk.commit_group;",

@@ -760,7 +760,7 @@ end)
 describe("PTX from the lowered schedulers", function()
   -- Work tiles, accessors and workspace sizes of every kind need nothing but
   -- the tile lowering; advance and fixup (in cutlass.async.exec, with barriers
-  -- and block-striped ops) need convert-pipeline-to-nvvm in the ptx pipeline.
+  -- and block-striped ops) need convert-cutlass-to-nvvm in the ptx pipeline.
   it("passes ptxas without advance and fixup", function()
     local k = all_ops_kernel("deterministic", false)
     local ptx = k:compile(PTX_WITHOUT_PIPELINE)
@@ -771,7 +771,7 @@ describe("PTX from the lowered schedulers", function()
   end)
 
   it("passes ptxas through the whole ptx pipeline, advance and fixup included", function()
-    if not has_pass "convert-pipeline-to-nvvm" then pending("convert-pipeline-to-nvvm is not there yet") end
+    if not has_pass "convert-cutlass-to-nvvm" then pending("convert-cutlass-to-nvvm is not there yet") end
     for _, red in ipairs { "deterministic", "nondeterministic" } do
       local k = all_ops_kernel(red, true)
       local ptx = k:compile()

@@ -109,7 +109,7 @@ foreach(t spec.device example.vector_add example.cluster_dsmem example.ring_copy
 endforeach()
 # }===
 
-# {=== pipeline: the examples of convert-pipeline-to-nvvm run their GPU parts on the
+# {=== pipeline: the examples of convert-cutlass-to-nvvm run their GPU parts on the
 # GPU machine (tools/gpu test); elsewhere they compile, pass ptxas and report skipped.
 foreach(t example.pipeline_ring_copy example.seq_bar_pingpong example.splitk_block_striped example.mods_probes)
   if(TEST ${t})

@@ -1,14 +1,16 @@
--- gen_ops_doc.lua -- writes docs/ops.md from the op tables (src/dialects/*.def)
--- as the library exports them (core.ops(), core.dialect_types()).
+-- gen_ops_doc.lua -- writes docs/ops.md, and the generated parts of
+-- docs/ptx.md, from the op tables (src/dialects/*.def) as the library exports
+-- them (core.ops(), core.dialect_types(), core.enums()).
 --
 --   build/tilua tools/gen_ops_doc.lua [OUT]          (default OUT: docs/ops.md)
 --   TILUA_BUILD_DIR=build lua5.4 tools/gen_ops_doc.lua [OUT]
 --
--- Loaded with dofile (spec/ops_doc_spec.lua) it returns { generate = fn }
--- instead of writing. Columns: operands and results come from the signature;
--- "attributes" are the `names` the one-line contract quotes, except region
--- names (then, else, before, after, body), which go to the regions column of
--- the op that has the regions.
+-- Loaded with dofile (spec/ops_doc_spec.lua) it returns { generate = fn,
+-- ptx = fn(old text of docs/ptx.md) } instead of writing. Columns of ops.md:
+-- operands and results come from the signature, attributes from the ATTR
+-- rows, "lowering" from the LOWER rows (tile) and the PTX rows (nvvm); region
+-- names the contract quotes (then, else, before, after, body) go to the
+-- regions column.
 
 package.cpath = (os.getenv "TILUA_BUILD_DIR" or "build") .. "/lua/?.so;" .. package.cpath
 local core = require("tilua").core
@@ -62,34 +64,62 @@ local function signature(sig)
   return tokens(opds), tokens(res)
 end
 
--- Quoted `names` of the contract, split into attributes and region names.
-local function quoted(op)
-  local attrs, regions, seen = {}, {}, {}
+-- Region names the contract quotes.
+local function region_names(op)
+  local regions, seen = {}, {}
   for name in op.doc:gmatch "`([%w_%.]+)`" do
-    if not seen[name] then
+    if not seen[name] and REGION_NAMES[name] and op.regions > 0 then
       seen[name] = true
-      if REGION_NAMES[name] then
-        if op.regions > 0 then regions[#regions + 1] = "`" .. name .. "`" end
-      else
-        attrs[#attrs + 1] = "`" .. name .. "`"
-      end
+      regions[#regions + 1] = "`" .. name .. "`"
     end
   end
-  return attrs, regions
+  return regions
+end
+
+local INT64_MIN, INT64_MAX = math.mininteger, math.maxinteger
+
+-- One ATTR row: `name` kind, its range or values, its default (or "required").
+local function attribute(a)
+  local s = "`" .. a.name .. "` "
+  if a.kind == "enum" then
+    s = s .. table.concat(a.values, " | ")
+  elseif a.kind == "int" and (a.min ~= INT64_MIN or a.max ~= INT64_MAX) then
+    s = s .. ("int [%s, %s]"):format(a.min == INT64_MIN and "-inf" or a.min, a.max == INT64_MAX and "inf" or a.max)
+  elseif a.max_length then
+    s = s .. ("int list (at most %d)"):format(a.max_length)
+  else
+    s = s .. a.kind
+  end
+  if a.required then return s .. ", required" end
+  if a.default ~= nil then return s .. " = " .. tostring(a.default) end
+  return s
+end
+
+local function attributes(op)
+  local out = {}
+  for _, a in ipairs(op.attributes) do out[#out + 1] = attribute(a) end
+  return #out > 0 and table.concat(out, "; ") or "—"
+end
+
+-- What an op becomes at the next level: its LOWER row (tile) or PTX row (nvvm).
+local function lowering(op)
+  if op.lowers_to then return "`" .. op.lowers_to .. "`" end
+  if op.ptx then return (op.ptx_by_hand and "by hand: " or "") .. "`" .. op.ptx .. "`" end
+  return "—"
 end
 
 local function op_row(op)
   local opds, res = signature(op.signature)
-  local attrs, rnames = quoted(op)
+  local rnames = region_names(op)
   local regions = tostring(op.regions)
   if #rnames > 0 then regions = regions .. " (" .. table.concat(rnames, ", ") .. ")" end
   local recursive = false
   for _, t in ipairs(op.traits) do recursive = recursive or t == "recursive_effects" end
   local effects = #op.effects > 0 and table.concat(op.effects, ", ") or "none"
   if recursive then effects = (#op.effects > 0 and effects .. ", " or "") .. "those of its regions" end
-  return ("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s |"):format(op.name, family(op), cell(opds), cell(res),
-    regions, #attrs > 0 and table.concat(attrs, ", ") or "—", #op.traits > 0 and table.concat(op.traits, ", ") or "—",
-    effects, cell(op.doc))
+  return ("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(op.name, family(op), cell(opds), cell(res),
+    regions, cell(attributes(op)), #op.traits > 0 and table.concat(op.traits, ", ") or "—", effects, cell(op.doc),
+    cell(lowering(op)))
 end
 
 -- The whole document as a string.
@@ -125,8 +155,8 @@ function M.generate()
     out[#out + 1] = ""
     out[#out + 1] = "## " .. d
     out[#out + 1] = ""
-    out[#out + 1] = "| operation | family | operands | results | regions | attributes | traits | side effects | contract |"
-    out[#out + 1] = "|---|---|---|---|---|---|---|---|---|"
+    out[#out + 1] = "| operation | family | operands | results | regions | attributes | traits | side effects | contract | lowering |"
+    out[#out + 1] = "|---|---|---|---|---|---|---|---|---|---|"
     for _, op in ipairs(by[d]) do out[#out + 1] = op_row(op) end
   end
   out[#out + 1] = ""
@@ -140,7 +170,41 @@ function M.generate()
   return table.concat(out, "\n") .. "\n"
 end
 
--- Run as a script: write the file.
+-- {=== docs/ptx.md: the parts between <!-- BEGIN generated: NAME --> and <!-- END generated: NAME -->
+
+local PARTS = {}
+
+-- The one-to-one lowerings of convert-tile-to-nvvm (LOWER rows of tile.def).
+function PARTS.lowerings()
+  local out = { "| tile op | nvvm op (same operands, attributes both declare) |", "|---|---|" }
+  for _, op in ipairs(core.ops()) do
+    if op.lowers_to then out[#out + 1] = ("| `%s` | `%s` |"):format(op.name, op.lowers_to) end
+  end
+  return out
+end
+
+-- The PTX of every nvvm op (PTX rows of nvvm.def).
+function PARTS.nvvm()
+  local out = { "| op | PTX (template, or what the hand-written case writes) |", "|---|---|" }
+  for _, op in ipairs(core.ops()) do
+    if op.ptx then
+      out[#out + 1] = ("| `%s` | %s`%s` |"):format(op.name, op.ptx_by_hand and "by hand: " or "", cell(op.ptx))
+    end
+  end
+  return out
+end
+
+-- The text of docs/ptx.md with its generated parts replaced.
+function M.ptx(text)
+  return (text:gsub("(<!%-%- BEGIN generated: (%w+) [^\n]*%-%->\n).-(<!%-%- END generated: %w+ %-%->)", function(open, name, close)
+    if not PARTS[name] then error("docs/ptx.md: no generated part " .. name) end
+    return open .. table.concat(PARTS[name](), "\n") .. "\n" .. close
+  end))
+end
+
+-- }===
+
+-- Run as a script: write the files.
 local script = arg and arg[0] and arg[0]:match "gen_ops_doc%.lua$"
 if script then
   local path = arg[1] or "docs/ops.md"
@@ -148,6 +212,16 @@ if script then
   f:write(M.generate())
   f:close()
   print("wrote " .. path)
+  local ptx_path = path:gsub("ops%.md$", "ptx.md")
+  if ptx_path ~= path then
+    f = assert(io.open(ptx_path, "rb"))
+    local old = f:read "a"
+    f:close()
+    f = assert(io.open(ptx_path, "wb"))
+    f:write(M.ptx(old))
+    f:close()
+    print("wrote " .. ptx_path)
+  end
 end
 
 return M

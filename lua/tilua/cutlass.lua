@@ -48,19 +48,13 @@ function M.attach(tl, Kernel)
 
   local function ctype(name, param) return core.type_dialect(name, { param }) end
 
-  -- The kernel_spec of the kernel around the current insertion point.
-  local function kernel_spec()
+  -- Threads of the block of the kernel around the insertion point (nil when
+  -- its spec is malformed: the verifier reports that).
+  local function block_threads()
     local ip = tl.insertion_point()
     local op = ip and ip.block:parent()
-    while op and op:name() ~= "tile.kernel" do op = op:block() and op:block():parent() end
-    return op and op:attr("kernel_spec")
-  end
-
-  local function block_threads(spec)
-    local b = spec and spec.block
-    if type(b) == "number" then return b end
-    if type(b) == "table" then return (b[1] or 1) * (b[2] or 1) * (b[3] or 1) end
-    return nil
+    local spec = op and op:kernel_spec()
+    return spec and spec.threads
   end
 
   local function mask_of(first, count) return ((1 << count) - 1) << first end
@@ -86,7 +80,10 @@ function M.attach(tl, Kernel)
   end
   cut.warp_mask = warp_mask
 
-  function Kernel:warps() return ((block_threads(self.op:attr("kernel_spec")) or 0) + 31) // 32 end
+  function Kernel:warps()
+    local spec = self.op:kernel_spec()
+    return spec and spec.warps or 0
+  end
 
   -- k:executor(name, { first_warp = 0, warps = 4 } | { mask = 0xf })
   function Kernel:executor(name, spec)
@@ -227,7 +224,7 @@ function M.attach(tl, Kernel)
     local ty = core.type_dialect("cutlass.pipeline", { stages, #p, #c })
     local v = tl.op1("cutlass.pipeline.create", {}, ty)
     local attrs = {
-      numStages = stages, numProducers = #p, numConsumers = #c, participants = p, consumers = c,
+      participants = p, consumers = c,
       producer_group_id = o.producer_group_id or 0, consumer_group_id = o.consumer_group_id or 1,
       barrier_id_base = claim_slots(self, 2 * stages, o.barrier_id_base),
       mode = o.mode or ((#p == 1 and #c == 1) and "warp_specialized" or "cooperative"),
@@ -258,29 +255,31 @@ function M.attach(tl, Kernel)
   -- A producer/consumer op on (pipe, state [, extra operands]).
   local function role_op(name, result)
     return function(self, st, token, attrs)
-      local opds = { self.value, state_value(st, name) }
+      local opds = { self.value, state_value(st, name:match "[%w_]+$") }
       if token then opds[3] = token end
-      if result then return tl.op1("cutlass.pipeline." .. name, opds, result, attrs) end
-      tl.op("cutlass.pipeline." .. name, opds, {}, attrs)
+      if result then return tl.op1(name, opds, result, attrs) end
+      tl.op(name, opds, {}, attrs)
       return st
     end
   end
-  Pipeline.producer_acquire = role_op("producer_acquire")
-  Pipeline.consumer_wait = role_op("consumer_wait")
-  local try_acquire, try_wait = role_op("producer_try_acquire", tl.i1), role_op("consumer_try_wait", tl.i1)
+  Pipeline.producer_acquire = role_op("cutlass.pipeline.producer_acquire")
+  Pipeline.consumer_wait = role_op("cutlass.pipeline.consumer_wait")
+  local try_acquire = role_op("cutlass.pipeline.producer_try_acquire", tl.i1)
+  local try_wait = role_op("cutlass.pipeline.consumer_try_wait", tl.i1)
   function Pipeline:producer_try_acquire(st) return try_acquire(self, st) end
   function Pipeline:consumer_try_wait(st) return try_wait(self, st) end
-  local release, tail = role_op("consumer_release"), role_op("producer_tail")
+  local release, tail = role_op("cutlass.pipeline.consumer_release"), role_op("cutlass.pipeline.producer_tail")
   function Pipeline:consumer_release(st) return release(self, st) end
   function Pipeline:producer_tail(st) return tail(self, st) end
-  local commit, expect = role_op("producer_commit"), role_op("producer_expect_tx")
+  local commit = role_op("cutlass.pipeline.producer_commit")
+  local expect = role_op("cutlass.pipeline.producer_expect_tx")
   function Pipeline:producer_commit(st, bytes)
     return commit(self, st, nil, bytes and { transaction_bytes = int_arg(bytes, "producer_commit bytes") } or nil)
   end
   function Pipeline:producer_expect_tx(st, bytes)
     return expect(self, st, nil, { transaction_bytes = int_arg(bytes, "producer_expect_tx bytes") })
   end
-  local get_barrier = role_op("producer_get_barrier", tl.ptr(tl.i64, "shared"))
+  local get_barrier = role_op("cutlass.pipeline.producer_get_barrier", tl.ptr(tl.i64, "shared"))
   -- The full barrier of the producer's stage: TMA / bulk copies complete on it.
   function Pipeline:full_barrier(st) return get_barrier(self, st) end
   Pipeline.producer_get_barrier = Pipeline.full_barrier
@@ -314,7 +313,8 @@ function M.attach(tl, Kernel)
   function Kernel:seq_bar(o)
     local depth = int_arg(o.depth, "seq_bar depth")
     local v = tl.op1("cutlass.seq_bar.create", {}, ctype("cutlass.seq_bar", depth))
-    local count = o.arrive_count or block_threads(self.op:attr("kernel_spec"))
+    local spec = self.op:kernel_spec()
+    local count = o.arrive_count or spec and spec.threads
     local init = tl.op("cutlass.seq_bar.init", { v }, {}, {
       arrive_count = int_arg(count, "seq_bar arrive_count"), barrier_id_base = claim_slots(self, depth, o.barrier_id_base) })
     return setmetatable({ value = v, init = init, depth = depth }, SeqBar)
@@ -376,18 +376,18 @@ function M.attach(tl, Kernel)
   local function striped(name, with_kind)
     return function(gmem, rmem, opts)
       opts = opts or {}
-      if not is_value(rmem) then raise("block_striped." .. name .. ": the register memory must be an IR value") end
+      if not is_value(rmem) then raise(name:match "block_striped%.[%w_]+$" .. ": the register memory must be an IR value") end
       local attrs = {
-        threads = int_arg(opts.threads or block_threads(kernel_spec()) or 0, "block_striped threads"),
+        threads = int_arg(opts.threads or block_threads() or 0, "block_striped threads"),
         element_type = opts.element_type or rmem:type():info().elem,
       }
       if with_kind then attrs.kind = opts.kind or "add" end
-      tl.op("cutlass.block_striped." .. name, { gmem, rmem }, {}, attrs)
+      tl.op(name, { gmem, rmem }, {}, attrs)
     end
   end
   -- tl.cutlass.fragment(elem, shape): a register fragment (memref<shape x elem, rmem>) for
   -- the block_striped ops. A stand-in until the tile dialect allocates register memory:
-  -- a zero-operand builtin.unrealized_conversion_cast, which convert-pipeline-to-nvvm backs
+  -- a zero-operand builtin.unrealized_conversion_cast, which convert-cutlass-to-nvvm backs
   -- with shared memory (docs/lowering.md).
   function cut.fragment(elem, shape)
     if type(shape) ~= "table" then shape = { int_arg(shape, "fragment size") } end
@@ -395,8 +395,8 @@ function M.attach(tl, Kernel)
   end
 
   tl.block_striped = {
-    load = striped("load"), load_add = striped("load_add"), store = striped("store"),
-    reduce = striped("reduce", true),
+    load = striped("cutlass.block_striped.load"), load_add = striped("cutlass.block_striped.load_add"),
+    store = striped("cutlass.block_striped.store"), reduce = striped("cutlass.block_striped.reduce", true),
   }
 
   -- }===================================================================
@@ -439,8 +439,18 @@ function M.attach(tl, Kernel)
   WorkTile.__index = WorkTile
   cut.WorkTile = WorkTile
 
-  local short = { data_parallel = "dp", static_persistent = "static_persistent", streamk = "streamk",
-                  sm100_streamk = "sm100_streamk" }
+  -- The ops of each scheduler kind (the kinds of core.enums().sched_kind).
+  local sched_ops = {
+    data_parallel = { params = "cutlass.tile_scheduler.create_dp_params",
+                      work = "cutlass.tile_scheduler.create_dp_work_tile_info" },
+    static_persistent = { params = "cutlass.tile_scheduler.create_static_persistent_params",
+                          work = "cutlass.tile_scheduler.create_static_persistent_work_tile_info" },
+    streamk = { params = "cutlass.tile_scheduler.create_streamk_params",
+                work = "cutlass.tile_scheduler.create_streamk_work_tile_info" },
+    sm100_streamk = { params = "cutlass.tile_scheduler.create_sm100_streamk_params",
+                      work = "cutlass.tile_scheduler.create_sm100_streamk_work_tile_info" },
+  }
+  for _, k in ipairs(core.enums().sched_kind) do assert(sched_ops[k], k) end
 
   -- Problem operands: tiles = {m, n, l, k} or tiles_m / tiles_n / tiles_l / tiles_k.
   local function tile_operands(o)
@@ -466,7 +476,7 @@ function M.attach(tl, Kernel)
       if not is_value(o.workspace) then raise("sched.streamk: workspace must be a global pointer value") end
       opds[6] = o.workspace
     end
-    local params = tl.op1("cutlass.tile_scheduler.create_" .. short[kind] .. "_params", opds,
+    local params = tl.op1(sched_ops[kind].params, opds,
                           ctype("cutlass.tile_scheduler_params", kind), params_attrs(o, kind))
     local hopds = { params }
     if o.response then hopds[2] = o.response end
@@ -491,7 +501,7 @@ function M.attach(tl, Kernel)
 
   -- sched:work(linear_id): the first unit of work of a worker.
   function Scheduler:work(id)
-    local v = tl.op1("cutlass.tile_scheduler.create_" .. short[self.kind] .. "_work_tile_info",
+    local v = tl.op1(sched_ops[self.kind].work,
                      { self.params, ival(id, "worker id") }, ctype("cutlass.work_tile_info", self.kind))
     return setmetatable({ value = v, sched = self }, WorkTile)
   end
@@ -515,13 +525,20 @@ function M.attach(tl, Kernel)
                         self.value:type())
     return self
   end
-  for field, t in pairs { m = tl.i32, n = tl.i32, l = tl.i32, linear_id = tl.i32, tile_idx = tl.i32,
-                          k_tile_start = tl.i32, k_tile_count = tl.i32, split_idx = tl.i32,
-                          expected_splits = tl.i32, is_valid = tl.i1, is_separate_reduction = tl.i1,
-                          is_final_split = tl.i1, increment_pipe = tl.i1 } do
-    WorkTile[field] = function(self)
-      return tl.op1("cutlass.tile_scheduler.work_tile_info." .. field, { self.value }, t)
-    end
+  for field, a in pairs { m = { "cutlass.tile_scheduler.work_tile_info.m", tl.i32 },
+                          n = { "cutlass.tile_scheduler.work_tile_info.n", tl.i32 },
+                          l = { "cutlass.tile_scheduler.work_tile_info.l", tl.i32 },
+                          linear_id = { "cutlass.tile_scheduler.work_tile_info.linear_id", tl.i32 },
+                          tile_idx = { "cutlass.tile_scheduler.work_tile_info.tile_idx", tl.i32 },
+                          k_tile_start = { "cutlass.tile_scheduler.work_tile_info.k_tile_start", tl.i32 },
+                          k_tile_count = { "cutlass.tile_scheduler.work_tile_info.k_tile_count", tl.i32 },
+                          split_idx = { "cutlass.tile_scheduler.work_tile_info.split_idx", tl.i32 },
+                          expected_splits = { "cutlass.tile_scheduler.work_tile_info.expected_splits", tl.i32 },
+                          is_valid = { "cutlass.tile_scheduler.work_tile_info.is_valid", tl.i1 },
+                          is_separate_reduction = { "cutlass.tile_scheduler.work_tile_info.is_separate_reduction", tl.i1 },
+                          is_final_split = { "cutlass.tile_scheduler.work_tile_info.is_final_split", tl.i1 },
+                          increment_pipe = { "cutlass.tile_scheduler.work_tile_info.increment_pipe", tl.i1 } } do
+    WorkTile[field] = function(self) return tl.op1(a[1], { self.value }, a[2]) end
   end
 
   -- }===================================================================

@@ -49,19 +49,24 @@ function M.attach(tl)
   -- Ids and dimensions
   -- ====================================================================
 
-  local function dim_op(name)
+  local dims = {}
+  for _, d in ipairs(core.enums().dim) do dims[d] = true end
+  local function dim_op(fname, opname)
     return function(d)
       d = d or "x"
-      if d ~= "x" and d ~= "y" and d ~= "z" then raise(("%s: dimension must be \"x\", \"y\" or \"z\""):format(name)) end
-      return tl.op1("tile." .. name, {}, tl.i32, { dim = d })
+      if not dims[d] then raise(("%s: dimension must be \"x\", \"y\" or \"z\""):format(fname)) end
+      return tl.op1(opname, {}, tl.i32, { dim = d })
     end
   end
-  for _, n in ipairs { "thread_id", "block_id", "block_dim", "grid_dim", "cluster_id", "cluster_dim",
-                       "cluster_block_id", "cluster_grid_dim" } do
-    tl[n] = dim_op(n)
+  for fname, opname in pairs { thread_id = "tile.thread_id", block_id = "tile.block_id", block_dim = "tile.block_dim",
+                               grid_dim = "tile.grid_dim", cluster_id = "tile.cluster_id",
+                               cluster_dim = "tile.cluster_dim", cluster_block_id = "tile.cluster_block_id",
+                               cluster_grid_dim = "tile.cluster_grid_dim" } do
+    tl[fname] = dim_op(fname, opname)
   end
-  for _, n in ipairs { "cluster_rank", "cluster_size", "warp_id", "lane_id" } do
-    tl[n] = function() return tl.op1("tile." .. n, {}, tl.i32) end
+  for fname, opname in pairs { cluster_rank = "tile.cluster_rank", cluster_size = "tile.cluster_size",
+                               warp_id = "tile.warp_id", lane_id = "tile.lane_id" } do
+    tl[fname] = function() return tl.op1(opname, {}, tl.i32) end
   end
   -- block_id * block_dim + thread_id along d
   function tl.global_id(d) return tl.block_id(d) * tl.block_dim(d) + tl.thread_id(d) end
@@ -430,22 +435,7 @@ function M.attach(tl)
 
   tl.device = require("tilua.device").attach(tl)
 
-  local function dims3(x, what)
-    if x == nil then return nil end
-    if math.type(x) == "integer" then return { x, 1, 1 } end
-    if type(x) ~= "table" then raise(("launch: %s must be an integer or {x, y, z}"):format(what)) end
-    local d = { x[1] or x.x or 1, x[2] or x.y or 1, x[3] or x.z or 1 }
-    for i = 1, 3 do
-      if math.type(d[i]) ~= "integer" or d[i] < 1 then raise(("launch: %s must hold positive integers"):format(what)) end
-    end
-    return d
-  end
 
-  local function spec_dims(op, key)
-    local v = op:attr("kernel_spec")[key]
-    if v == nil then return nil end
-    return dims3(v, key)
-  end
 
   -- One launch argument {type, value} for parameter p.
   local function arg_for(p, v)
@@ -494,9 +484,9 @@ function M.attach(tl)
   local function launch_info(k)
     if k._info and k._info.ptx == k.ptx then return k._info end
     local op = k:lowered_op()
-    local spec = op:attr("kernel_spec")
-    k._info = { ptx = k.ptx, block = spec_dims(op, "block"), cluster = spec_dims(op, "cluster") or { 1, 1, 1 },
-                static = op:attr("shared_static") or 0, smem = spec.smem or 0 }
+    local spec = assert(op:kernel_spec()) -- verified by the compile
+    k._info = { ptx = k.ptx, block = spec.block, cluster = spec.cluster,
+                static = op:attr("shared_static") or 0, smem = spec.smem }
     return k._info
   end
 
@@ -506,12 +496,12 @@ function M.attach(tl)
     if not self.ptx then self:compile() end
     local info = launch_info(self)
     local block, cluster = info.block, info.cluster
-    local b, c = dims3(cfg.block, "block"), dims3(cfg.cluster, "cluster")
+    local b, c = tl.dims3(cfg.block, "launch: block"), tl.dims3(cfg.cluster, "launch: cluster")
     for i = 1, 3 do
       if b and b[i] ~= block[i] then raise(("launch: block {%d,%d,%d} differs from the kernel's {%d,%d,%d}"):format(b[1], b[2], b[3], block[1], block[2], block[3])) end
       if c and c[i] ~= cluster[i] then raise(("launch: cluster {%d,%d,%d} differs from the kernel's {%d,%d,%d}"):format(c[1], c[2], c[3], cluster[1], cluster[2], cluster[3])) end
     end
-    local grid = dims3(cfg.grid or 1, "grid")
+    local grid = tl.dims3(cfg.grid or 1, "launch: grid")
     for i = 1, 3 do
       if grid[i] % cluster[i] ~= 0 then raise(("launch: grid dimension %d (%d) is not a multiple of the cluster's (%d)"):format(i, grid[i], cluster[i])) end
     end

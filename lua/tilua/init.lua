@@ -417,16 +417,19 @@ local function param_list(params)
   return list
 end
 
+-- Three extents from n or {x, y, z} (or {x =, y =, z =}); missing ones are 1.
+-- The one reader of extents a user gives (kernel specs, launches).
 local function dims(x, what)
   if x == nil then return nil end
-  if type(x) == "number" then return { math.tointeger(x) or raise(what .. " must be integers"), 1, 1 } end
-  if type(x) ~= "table" then raise(what .. " must be a number or {x, y, z}") end
-  local d = { x[1] or 1, x[2] or 1, x[3] or 1 }
+  if math.type(x) == "integer" then x = { x } end
+  if type(x) ~= "table" then raise(("%s must be an integer or {x, y, z}"):format(what)) end
+  local d = { x[1] or x.x or 1, x[2] or x.y or 1, x[3] or x.z or 1 }
   for i = 1, 3 do
-    if math.type(d[i]) ~= "integer" then raise(what .. " must be integers") end
+    if math.type(d[i]) ~= "integer" or d[i] < 1 then raise(("%s must hold positive integers"):format(what)) end
   end
   return d
 end
+tl.dims3 = dims
 
 -- tl.kernel(name, { params = ..., block = 128 | {x,y,z}, cluster = {x,y,z}, smem = bytes })
 function tl.kernel(name, spec)

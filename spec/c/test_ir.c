@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dialects/dialects.h"
+#include "dialects/kernel.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
+#include "ptx/ptx.h"
 
 static int failures, checks;
 
@@ -115,7 +116,7 @@ static void test_ops_and_uses(void) {
   ir_op_set_attr(t->def, "alpha", ir_attr_i64(ctx, 2));
   CHECK(t->def->nattrs == 2 && strcmp(t->def->attrs[0].name, "alpha") == 0);
   ir_op_set_attr(t->def, "alpha", NULL);
-  CHECK(t->def->nattrs == 1 && ir_op_attr_int_or(t->def, "zeta", 0) == 1);
+  CHECK(t->def->nattrs == 1 && ir_op_attr(t->def, "zeta")->u.i == 1);
   /* clone keeps structure and remaps nested values */
   IrMapping map;
   ir_mapping_init(&map);
@@ -203,7 +204,53 @@ static void test_printer(void) {
   ir_context_destroy(ctx);
 }
 
+/* The op tables: attribute rows sorted by op (the readers search them),
+** every nvvm op with a PTX row whose template fits the op, LOWER rows into nvvm. */
+static void test_op_tables(void) {
+  for (int k = 0; k < OP__COUNT; k++) {
+    uint32_t n;
+    const IrAttrSpec *s = ir_op_attr_specs((IrOpKind)k, &n);
+    for (uint32_t i = 0; i < n; i++)
+      CHECK(s[i].op == ir_op_attr_set((IrOpKind)k));
+    const char *name = ir_op_info((IrOpKind)k)->name, *why;
+    if (strncmp(name, "nvvm.", 5) == 0 && !ptx_check_template(k, &why)) {
+      fprintf(stderr, "  %s: PTX row: %s\n", name, why);
+      CHECK(!"an nvvm op's PTX row fits it");
+    }
+    int to = ir_op_lowers_to((IrOpKind)k);
+    if (to >= 0) CHECK(strncmp(ir_op_info((IrOpKind)to)->name, "nvvm.", 5) == 0);
+  }
+  const char *why;
+  CHECK(ptx_check_template(OP_NVVM_FENCE, &why));
+}
+
+/* The typed readers: defaults, values, enums, `ok`; the attribute check's messages. */
+static void test_attr_readers(void) {
+  IrContext *ctx = ir_context_create();
+  IrOp *f = ir_op_create(ctx, OP_NVVM_FENCE, ir_loc_unknown(), 0, NULL, 0, NULL, 0);
+  IrAttrs_NVVM_FENCE a = ir_attrs_NVVM_FENCE(f);
+  CHECK(!a.ok && a.sem == FENCE_ACQ_REL && a.scope == -1); /* scope is required */
+  ir_op_set_attr(f, "scope", ir_attr_cstr(ctx, "cluster"));
+  a = ir_attrs_NVVM_FENCE(f);
+  CHECK(a.ok && a.scope == SCOPE_CLUSTER);
+  CHECK(ir_op_check_attrs(f));
+  ir_op_set_attr(f, "sem", ir_attr_cstr(ctx, "seq"));
+  CHECK(!ir_op_check_attrs(f) && diag_has(ctx, "unknown sem 'seq' (one of: acq_rel, sc)"));
+  IrOp *w = ir_op_create(ctx, OP_NVVM_CP_ASYNC_BULK_WAIT_GROUP, ir_loc_unknown(), 0, NULL, 0, NULL, 0);
+  ir_op_set_attr(w, "group", ir_attr_i64(ctx, 64));
+  CHECK(!ir_op_check_attrs(w) && diag_has(ctx, "expected group in [0, 63], got 64"));
+  CHECK(!ir_attrs_NVVM_CP_ASYNC_BULK_WAIT_GROUP(w).ok);
+  IrAttrValue v;
+  ir_op_set_attr(w, "group", ir_attr_i64(ctx, 3));
+  CHECK(ir_op_attr_value(w, "read", 4, &v) && !v.present && v.i == 0);
+  CHECK(ir_op_attr_value(w, "group", 5, &v) && v.present && v.i == 3);
+  CHECK(!ir_op_attr_value(w, "pending", 7, &v));
+  ir_context_destroy(ctx);
+}
+
 int main(void) {
+  test_op_tables();
+  test_attr_readers();
   test_uniquing();
   test_ops_and_uses();
   test_verifier_and_passes();

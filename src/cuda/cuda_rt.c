@@ -19,9 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../dialects/sm90_limits.h"
 #include "cuda_rt.h"
-
-#define TLCU_SMEM_DEFAULT (48 * 1024) /* dynamic smem allowed without opt-in */
 
 enum { TLCU_HELD_MODULE = 1, TLCU_HELD_MEM, TLCU_HELD_EVENT };
 
@@ -450,7 +449,7 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
   CUlaunchConfig c;
   CUlaunchAttribute cluster;
   if (tlcu_config(rt, cfg, &c, &cluster) != TLCU_OK) return TLCU_FAIL;
-  if (c.sharedMemBytes > TLCU_SMEM_DEFAULT &&
+  if (c.sharedMemBytes > SM90_SMEM_DEFAULT &&
       tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes) != TLCU_OK)
     return TLCU_FAIL;
   if (CU_CALL(rt, cuLaunchKernelEx, (&c, f, args, NULL)) != TLCU_OK) {
@@ -468,7 +467,7 @@ TlcuResult tlcu_max_active_clusters(TlcuRuntime *rt, CUfunction f, const TlcuLau
   CUlaunchConfig c;
   CUlaunchAttribute cluster;
   if (tlcu_config(rt, cfg, &c, &cluster) != TLCU_OK) return TLCU_FAIL;
-  if (c.sharedMemBytes > TLCU_SMEM_DEFAULT &&
+  if (c.sharedMemBytes > SM90_SMEM_DEFAULT &&
       tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes) != TLCU_OK)
     return TLCU_FAIL;
   *out = 0;

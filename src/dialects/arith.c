@@ -7,28 +7,10 @@
 
 #include "dialects.h"
 
-static const char *const cmpi_preds[] = {"eq", "ne", "slt", "sle", "sgt", "sge",
-                                         "ult", "ule", "ugt", "uge", NULL};
-static const char *const cmpf_preds[] = {"oeq", "one", "olt", "ole", "ogt", "oge", "ord",
-                                         "ueq", "une", "ult", "ule", "ugt", "uge", "uno", NULL};
-
-static int pred_index(const char *const *list, const char *s) {
-  for (int i = 0; s && list[i]; i++)
-    if (strcmp(list[i], s) == 0) return i;
-  return -1;
-}
-
-static IrResult verify_pred(IrOp *op, const char *const *list) {
-  return dia_attr_one_of(op, "predicate", list, false) ? IR_OK : IR_FAIL;
-}
-
-IrResult arith_verify_cmpi(IrOp *op) { return verify_pred(op, cmpi_preds); }
-IrResult arith_verify_cmpf(IrOp *op) { return verify_pred(op, cmpf_preds); }
-
 IrResult arith_verify_constant(IrOp *op) {
-  const IrAttr *a = ir_op_attr(op, "value");
+  const IrAttr *a = ir_attrs_ARITH_CONSTANT(op).value;
   const IrType *t = op->results[0].type;
-  if (!a || (a->kind != IR_ATTR_INT && a->kind != IR_ATTR_FLOAT)) {
+  if (a->kind != IR_ATTR_INT && a->kind != IR_ATTR_FLOAT) {
     ir_op_error(op, "expected a numeric 'value' attribute");
     return IR_FAIL;
   }
@@ -154,39 +136,39 @@ static bool fold_int_binary(IrOpKind k, int64_t a, int64_t b, uint32_t w, int64_
   }
 }
 
-static bool fold_cmpi(const char *p, int64_t a, int64_t b, uint32_t w) {
+static bool fold_cmpi(int p, int64_t a, int64_t b, uint32_t w) {
   uint64_t ua = zext(a, w), ub = zext(b, w);
   int64_t sa = sext(a, w), sb = sext(b, w);
-  switch (pred_index(cmpi_preds, p)) {
-  case 0: return ua == ub;
-  case 1: return ua != ub;
-  case 2: return sa < sb;
-  case 3: return sa <= sb;
-  case 4: return sa > sb;
-  case 5: return sa >= sb;
-  case 6: return ua < ub;
-  case 7: return ua <= ub;
-  case 8: return ua > ub;
+  switch (p) {
+  case CMPI_EQ: return ua == ub;
+  case CMPI_NE: return ua != ub;
+  case CMPI_SLT: return sa < sb;
+  case CMPI_SLE: return sa <= sb;
+  case CMPI_SGT: return sa > sb;
+  case CMPI_SGE: return sa >= sb;
+  case CMPI_ULT: return ua < ub;
+  case CMPI_ULE: return ua <= ub;
+  case CMPI_UGT: return ua > ub;
   default: return ua >= ub;
   }
 }
 
-static bool fold_cmpf(const char *p, double a, double b) {
+static bool fold_cmpf(int p, double a, double b) {
   bool uno = isnan(a) || isnan(b);
-  switch (pred_index(cmpf_preds, p)) {
-  case 0: return !uno && a == b;
-  case 1: return !uno && a != b;
-  case 2: return !uno && a < b;
-  case 3: return !uno && a <= b;
-  case 4: return !uno && a > b;
-  case 5: return !uno && a >= b;
-  case 6: return !uno;
-  case 7: return uno || a == b;
-  case 8: return uno || a != b;
-  case 9: return uno || a < b;
-  case 10: return uno || a <= b;
-  case 11: return uno || a > b;
-  case 12: return uno || a >= b;
+  switch (p) {
+  case CMPF_OEQ: return !uno && a == b;
+  case CMPF_ONE: return !uno && a != b;
+  case CMPF_OLT: return !uno && a < b;
+  case CMPF_OLE: return !uno && a <= b;
+  case CMPF_OGT: return !uno && a > b;
+  case CMPF_OGE: return !uno && a >= b;
+  case CMPF_ORD: return !uno;
+  case CMPF_UEQ: return uno || a == b;
+  case CMPF_UNE: return uno || a != b;
+  case CMPF_ULT: return uno || a < b;
+  case CMPF_ULE: return uno || a <= b;
+  case CMPF_UGT: return uno || a > b;
+  case CMPF_UGE: return uno || a >= b;
   default: return uno;
   }
 }
@@ -254,19 +236,16 @@ IrValue *arith_fold(IrBuilder *b, IrOp *op) {
   double fa, fb;
   if (op->kind == OP_ARITH_CMPI) {
     const IrType *ot = x->type;
-    const char *p = ir_op_attr_str(op, "predicate");
+    int p = ir_attrs_ARITH_CMPI(op).predicate;
     if (dia_const_int(x, &a) && dia_const_int(y, &c))
       return ir_build_const_int(b, fold_cmpi(p, a, c, width_of(ot)), t);
-    if (x == y) {
-      int i = pred_index(cmpi_preds, p);
-      bool r = i == 0 || i == 3 || i == 5 || i == 7 || i == 9;
-      return ir_build_const_int(b, r, t);
-    }
+    if (x == y) /* reflexive predicates hold */
+      return ir_build_const_int(b, fold_cmpi(p, 0, 0, width_of(ot)), t);
     return NULL;
   }
   if (op->kind == OP_ARITH_CMPF) {
     if (const_float(x, &fa) && const_float(y, &fb))
-      return ir_build_const_int(b, fold_cmpf(ir_op_attr_str(op, "predicate"), fa, fb), t);
+      return ir_build_const_int(b, fold_cmpf(ir_attrs_ARITH_CMPF(op).predicate, fa, fb), t);
     return NULL;
   }
   if (ir_type_is_float(t)) {

@@ -1,9 +1,9 @@
 /*
-** cutlass.c -- the cutlass dialect: helpers shared by its verifiers
-** (attributes, warp masks, executor sets, the target, the per-CTA pool of
-** barrier slots) and the verifiers of the executor and barrier families:
-** cutlass.async.exec, switch_by_executor, cutlass.bar, named and generic
-** barriers. The model is written down in docs/cutlass.md.
+** cutlass.c -- the cutlass dialect: helpers shared by its verifiers (types,
+** the target), the kernel rule of the per-CTA pool of barrier slots, and the
+** verifiers of the executor and barrier families: cutlass.async.exec,
+** switch_by_executor, cutlass.bar, named and generic barriers. The model is
+** written down in docs/cutlass.md.
 **
 ** The helpers are declared in cutlass.h for the other verifier files and the
 ** lowering passes.
@@ -14,90 +14,13 @@
 
 #include "cutlass.h"
 
-#define POOL_SLOTS 32     /* barrier slots per CTA shared by pipeline.init and seq_bar.init */
-#define NAMED_BARRIERS 16 /* bar.sync / bar.arrive ids */
-
 /* {======================================================================
-** Attributes: every reader checks the kind before it reads
+** Types and the target
 ** ======================================================================= */
 
-/* An integer attribute: absent gives dflt unless required; a present one of
-** another kind is an error. */
-bool cut_attr_int(IrOp *op, const char *name, bool required, int64_t dflt, int64_t *out) {
-  const IrAttr *a = ir_op_attr(op, name);
-  if (a && a->kind == IR_ATTR_INT) {
-    *out = a->u.i;
-    return true;
-  }
-  if (!a && !required) {
-    *out = dflt;
-    return true;
-  }
-  ir_op_error(op, "expected integer attribute '%s'", name);
-  return false;
-}
-
-/* A boolean attribute, dflt when absent. */
-bool cut_attr_bool(IrOp *op, const char *name, bool dflt, bool *out) {
-  const IrAttr *a = ir_op_attr(op, name);
-  if (!a) {
-    *out = dflt;
-    return true;
-  }
-  if (a->kind == IR_ATTR_BOOL) {
-    *out = a->u.b;
-    return true;
-  }
-  ir_op_error(op, "expected boolean attribute '%s'", name);
-  return false;
-}
-
-/* Index of a string attribute in a NULL-terminated list of names. Absent: dflt
-** (an error when dflt < 0). Returns -1 after reporting an error. */
-int cut_attr_enum(IrOp *op, const char *name, const char *const *names, int dflt) {
-  const IrAttr *a = ir_op_attr(op, name);
-  if (!a && dflt >= 0) return dflt;
-  if (a && a->kind == IR_ATTR_STR)
-    for (int i = 0; names[i]; i++)
-      if (strcmp(names[i], a->u.str.s) == 0) return i;
-  char all[160] = "";
-  for (int i = 0; names[i]; i++) {
-    if (strlen(all) + strlen(names[i]) + 3 >= sizeof all) break;
-    strcat(all, i ? ", " : "");
-    strcat(all, names[i]);
-  }
-  if (a && a->kind == IR_ATTR_STR)
-    ir_op_error(op, "unknown %s \"%s\" (one of: %s)", name, a->u.str.s, all);
-  else
-    ir_op_error(op, "expected string attribute '%s' (one of: %s)", name, all);
-  return -1;
-}
-
-/* An array of at most max integers. */
-bool cut_attr_int_list(IrOp *op, const char *name, int64_t *out, uint32_t max, uint32_t *n) {
-  const IrAttr *a = ir_op_attr(op, name);
-  bool ok = a && a->kind == IR_ATTR_ARRAY && a->u.arr.n <= max;
-  for (uint32_t i = 0; ok && i < a->u.arr.n; i++) {
-    ok = a->u.arr.elems[i]->kind == IR_ATTR_INT;
-    if (ok) out[i] = a->u.arr.elems[i]->u.i;
-  }
-  if (!ok) {
-    ir_op_error(op, "expected '%s' to be an array of at most %u integers", name, max);
-    return false;
-  }
-  *n = a->u.arr.n;
-  return true;
-}
-
-/* The keyword parameter of a dialect type (its kind or flavor), NULL if none. */
-static const char *cut_type_kind(const IrType *t) { return ir_type_param_str(t, 0); }
-
-/* Index of a type's keyword in names, -1 when missing or unknown. */
+/* Index of a type's keyword (its kind or flavor) in names, -1 when missing or unknown. */
 int cut_kind_index(const IrType *t, const char *const *names) {
-  const char *k = cut_type_kind(t);
-  for (int i = 0; k && names[i]; i++)
-    if (strcmp(names[i], k) == 0) return i;
-  return -1;
+  return ir_enum_index(names, ir_type_param_str(t, 0));
 }
 
 /* Report a type that should have been another: "<what> must be <want>, got <t>". */
@@ -107,117 +30,18 @@ void cut_type_error(IrOp *op, const char *what, const char *want, const IrType *
   free(s);
 }
 
-/* }====================================================================== */
-
-/* {======================================================================
-** Warp masks, the kernel, executor sets, the target
-** ======================================================================= */
-
-int cut_popcount(uint64_t m) {
-  int n = 0;
-  for (; m; m &= m - 1)
-    n++;
-  return n;
+CutPipeShape cut_pipe_shape(const IrType *t) {
+  CutPipeShape s = {ir_type_param_int(t, 0, 0), ir_type_param_int(t, 1, 0), ir_type_param_int(t, 2, 0)};
+  return s;
 }
 
-/* A non-empty run of consecutive set bits. */
-bool cut_mask_contiguous(uint64_t m) {
-  if (!m) return false;
-  while (!(m & 1))
-    m >>= 1;
-  return (m & (m + 1)) == 0;
-}
-
-/* Threads of the enclosing kernel's block, 0 outside a kernel. */
-int64_t cut_kernel_threads(const IrOp *op) {
-  if (op->kind != OP_TILE_KERNEL && !ir_op_ancestor(op, OP_TILE_KERNEL)) return 0;
-  int64_t b[3];
-  dia_kernel_dims((IrOp *)op, "block", b, 1);
-  if (b[0] <= 0 || b[1] <= 0 || b[2] <= 0 || b[0] > 1024 || b[1] > 1024 || b[2] > 1024) return 0;
-  return b[0] * b[1] * b[2];
-}
-
-/* All warps of the enclosing kernel as a mask, 0 outside a kernel. */
-uint64_t cut_kernel_warp_mask(const IrOp *op) {
-  int64_t t = cut_kernel_threads(op), w = (t + 31) / 32;
-  if (w <= 0) return 0;
-  return w >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << w) - 1;
-}
-
-/* CTAs of the enclosing kernel's cluster (each extent >= 1). */
-void cut_kernel_cluster(const IrOp *op, int64_t out[3]) {
-  dia_kernel_dims((IrOp *)op, "cluster", out, 1);
-  for (int i = 0; i < 3; i++)
-    if (out[i] < 1 || out[i] > 1024) out[i] = 1; /* malformed: tile.kernel reports it */
-}
-
-/* Index of block b among the blocks of its region. */
-static uint32_t block_index(const IrBlock *b) {
-  uint32_t i = 0;
-  for (const IrBlock *p = b->parent ? b->parent->first : NULL; p && p != b; p = p->next)
-    i++;
-  return i;
-}
-
-/* Entry i of an integer-array attribute, false when it is not there. */
-static bool list_at(const IrOp *op, const char *name, uint32_t i, int64_t *out) {
-  const IrAttr *a = ir_op_attr(op, name);
-  if (!a || a->kind != IR_ATTR_ARRAY || i >= a->u.arr.n || a->u.arr.elems[i]->kind != IR_ATTR_INT)
-    return false;
-  *out = a->u.arr.elems[i]->u.i;
-  return true;
-}
-
-/* The warps of a tile.agent (issue 4's warp-specialized role, looked up by name):
-** `num_warps` from `warp_id`, else from the sum of the agents before it. 0 if malformed. */
-static uint64_t agent_mask(const IrOp *agent) {
-  int64_t n = ir_op_attr_int_or(agent, "num_warps", 0),
-          first = ir_op_attr_int_or(agent, "warp_id", -1);
-  if (first < 0) {
-    first = 0;
-    for (const IrOp *o = agent->parent ? agent->parent->first : NULL; o && o != agent; o = o->next)
-      if (o->kind == agent->kind) first += ir_op_attr_int_or(o, "num_warps", 0);
-  }
-  if (n < 1 || first < 0 || first + n > 64) return 0;
-  return (n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1) << first;
-}
-
-/* The executor set that runs op: the mask of the innermost switch_by_executor
-** case, cutlass.async.exec or tile.agent around op, else all warps of the
-** kernel. *scope gets the op that sets it (NULL outside a kernel). 0 = unknown. */
-static uint64_t cut_executors(const IrOp *op, IrOp **scope) {
-  *scope = NULL;
-  for (const IrBlock *b = op->parent; b;
-       b = ir_block_parent_op(b) ? ir_block_parent_op(b)->parent : NULL) {
-    IrOp *p = ir_block_parent_op(b);
-    if (!p) break;
-    int64_t m;
-    if (strcmp(ir_op_name(p), "tile.agent") == 0) {
-      *scope = p;
-      return agent_mask(p);
-    }
-    if (p->kind == OP_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR) {
-      *scope = p;
-      return list_at(p, "masks", block_index(b), &m) ? (uint64_t)m : 0;
-    }
-    if (p->kind == OP_CUTLASS_ASYNC_EXEC) {
-      const IrAttr *a = ir_op_attr(p, "executors");
-      *scope = p;
-      return a && a->kind == IR_ATTR_INT ? (uint64_t)a->u.i : 0;
-    }
-    if (p->kind == OP_TILE_KERNEL) {
-      *scope = p;
-      return cut_kernel_warp_mask(p);
-    }
-  }
-  return 0;
-}
+int64_t cut_seq_depth(const IrType *t) { return ir_type_param_int(t, 0, 0); }
 
 /* The SM number of the target: the module attribute `target` ("sm_90a", "sm_100a"
 ** or an integer) when present, else the context's. */
 int cut_target_sm(const IrOp *op) {
   const IrOp *m = op->kind == OP_MODULE ? op : ir_op_ancestor(op, OP_MODULE);
-  const IrAttr *a = m ? ir_op_attr(m, "target") : NULL;
+  const IrAttr *a = m ? ir_attrs_MODULE(m).target : NULL;
   if (a && a->kind == IR_ATTR_INT && a->u.i > 0 && a->u.i < 10000) return (int)a->u.i;
   if (a && a->kind == IR_ATTR_STR && strncmp(a->u.str.s, "sm_", 3) == 0) {
     int sm = atoi(a->u.str.s + 3);
@@ -229,75 +53,80 @@ int cut_target_sm(const IrOp *op) {
 /* }====================================================================== */
 
 /* {======================================================================
-** The per-CTA pool of barrier slots (pipeline.init and seq_bar.init)
+** The per-CTA pool of barrier slots (pipeline.init and seq_bar.init), a
+** kernel rule: each handle is initialized once, claims do not overlap
 ** ======================================================================= */
 
-/* The slots [*base, *base + *n) an init op claims; false when its attributes
-** or types are malformed (its own verifier reports that). */
-static bool slot_range(const IrOp *op, int64_t *base, int64_t *n) {
-  const IrAttr *b = ir_op_attr(op, "barrier_id_base");
-  if (!b || b->kind != IR_ATTR_INT) return false;
-  *base = b->u.i;
+/* The slots [*base, *base + *n) an init op claims (its per-op verifier
+** checked that they lie in the pool). */
+static void slot_range(const IrOp *op, int64_t *base, int64_t *n) {
   if (op->kind == OP_CUTLASS_PIPELINE_INIT) {
-    const IrAttr *s = ir_op_attr(op, "numStages");
-    if (!s || s->kind != IR_ATTR_INT || s->u.i <= 0 || s->u.i > POOL_SLOTS) return false;
-    *n = 2 * s->u.i; /* a full and an empty barrier per stage */
-    return true;
+    *base = ir_attrs_CUTLASS_PIPELINE_INIT(op).barrier_id_base;
+    *n = 2 * cut_pipe_shape(op->operands[0].value->type).stages; /* a full and an empty barrier per stage */
+  } else {
+    *base = ir_attrs_CUTLASS_SEQ_BAR_INIT(op).barrier_id_base;
+    *n = cut_seq_depth(op->operands[0].value->type);
   }
-  if (op->kind == OP_CUTLASS_SEQ_BAR_INIT && op->noperands == 1 && op->operands[0].value) {
-    *n = ir_type_param_int(op->operands[0].value->type, 0, 0);
-    return *n > 0 && *n <= POOL_SLOTS;
-  }
-  return false;
 }
 
 typedef struct PoolScan {
-  IrOp *self;
-  int64_t base, n;
-  IrOp *clash;
-  int64_t cbase, cn;
+  IrOp *claims[CUT_POOL_SLOTS];
+  int nclaims;
+  PtrMap inits; /* handle value -> its first init */
+  bool ok;
 } PoolScan;
 
-/* Pre-order visitor: stop at the op itself, remember the first earlier claimant it overlaps. */
-static bool pool_visit(IrOp *o, void *ud) {
-  PoolScan *s = ud;
-  if (o == s->self) return false;
-  int64_t b, n;
-  if ((o->kind == OP_CUTLASS_PIPELINE_INIT || o->kind == OP_CUTLASS_SEQ_BAR_INIT) &&
-      slot_range(o, &b, &n) && b >= 0 && b + n <= POOL_SLOTS && b < s->base + s->n &&
-      s->base < b + n) {
-    s->clash = o;
-    s->cbase = b;
-    s->cn = n;
+/* A second init of a handle names the first. */
+static bool check_single_init(PoolScan *s, IrOp *op) {
+  IrValue *h = op->operands[0].value;
+  IrOp *first = ptrmap_get(&s->inits, h);
+  if (!first) {
+    ptrmap_set(&s->inits, h, op);
+    return true;
+  }
+  ir_op_note(ir_op_error(op, "initializes a handle that is already initialized"), first,
+             "first initialized here");
+  return false;
+}
+
+/* A claim overlapping an earlier one: the later claimant reports, naming both. */
+static bool check_claim(PoolScan *s, IrOp *op) {
+  int64_t base, n, b, m;
+  slot_range(op, &base, &n);
+  for (int i = 0; i < s->nclaims; i++) {
+    slot_range(s->claims[i], &b, &m);
+    if (b >= base + n || base >= b + m) continue;
+    IrDiag *d = ir_op_error(op, "claims barrier slots [%lld, %lld), overlapping slots [%lld, %lld) of '%s'",
+                            (long long)base, (long long)(base + n), (long long)b, (long long)(b + m),
+                            ir_op_name(s->claims[i]));
+    ir_op_note(d, s->claims[i], "slots [%lld, %lld) claimed here", (long long)b, (long long)(b + m));
     return false;
   }
+  if (s->nclaims < CUT_POOL_SLOTS) s->claims[s->nclaims++] = op; /* disjoint: at most one per slot */
   return true;
 }
 
-/* Check op's claim [base, base + n) on the pool: in range, and not overlapping a
-** claim made earlier in the kernel (the later claimant reports, naming both). */
-bool cut_claim_slots(IrOp *op, int64_t base, int64_t n) {
-  if (base < 0 || base >= POOL_SLOTS) {
-    ir_op_error(op, "expected barrier_id_base in [0, %d), got %lld", POOL_SLOTS, (long long)base);
-    return false;
-  }
-  if (base + n > POOL_SLOTS) {
-    ir_op_error(op, "claims barrier slots [%lld, %lld), past the %d slots of the CTA pool",
-                (long long)base, (long long)(base + n), POOL_SLOTS);
-    return false;
-  }
-  IrOp *root = ir_op_ancestor(op, OP_TILE_KERNEL);
-  if (!root) root = ir_op_ancestor(op, OP_MODULE);
-  if (!root) return true;
-  PoolScan s = {op, base, n, NULL, 0, 0};
-  ir_walk_pre(root, pool_visit, &s);
-  if (!s.clash) return true;
-  IrDiag *d =
-      ir_op_error(op, "claims barrier slots [%lld, %lld), overlapping slots [%lld, %lld) of '%s'",
-                  (long long)base, (long long)(base + n), (long long)s.cbase,
-                  (long long)(s.cbase + s.cn), ir_op_name(s.clash));
-  ir_op_note(d, s.clash, "slots [%lld, %lld) claimed here", (long long)s.cbase,
-             (long long)(s.cbase + s.cn));
+static bool pool_visit(IrOp *o, void *ud) {
+  PoolScan *s = ud;
+  if (o->kind == OP_CUTLASS_PIPELINE_INIT || o->kind == OP_CUTLASS_SEQ_BAR_INIT)
+    s->ok = check_single_init(s, o) && check_claim(s, o) && s->ok;
+  return true;
+}
+
+IrResult cutlass_verify_kernel_barriers(IrOp *k) {
+  PoolScan s;
+  memset(&s, 0, sizeof s);
+  s.ok = true;
+  ir_walk_pre(k, pool_visit, &s);
+  ptrmap_free(&s.inits);
+  return s.ok ? IR_OK : IR_FAIL;
+}
+
+/* An init's claim [base, base + n) lies in the pool (the kernel rule checks overlaps). */
+bool cut_check_claim(IrOp *op, int64_t base, int64_t n) {
+  if (base + n <= CUT_POOL_SLOTS) return true;
+  ir_op_error(op, "claims barrier slots [%lld, %lld), past the %d slots of the CTA pool",
+              (long long)base, (long long)(base + n), CUT_POOL_SLOTS);
   return false;
 }
 
@@ -307,12 +136,12 @@ bool cut_claim_slots(IrOp *op, int64_t base, int64_t n) {
 ** cutlass.async.exec and switch_by_executor
 ** ======================================================================= */
 
-/* A mask nested in the executor set around op (scope from cut_executors). */
+/* A mask nested in the executor set around op (from kernel_exec_of). */
 static bool check_within(IrOp *op, const char *what, uint64_t m, uint64_t outer, IrOp *scope) {
   if (!scope || !outer || !(m & ~outer)) return true;
   if (scope->kind == OP_TILE_KERNEL) {
     ir_op_error(op, "%s 0x%llx name warps beyond the %d warps of the kernel", what,
-                (unsigned long long)m, cut_popcount(outer));
+                (unsigned long long)m, kernel_popcount(outer));
   } else {
     IrDiag *d = ir_op_error(op, "%s 0x%llx are not within the enclosing executors 0x%llx", what,
                             (unsigned long long)m, (unsigned long long)outer);
@@ -322,28 +151,32 @@ static bool check_within(IrOp *op, const char *what, uint64_t m, uint64_t outer,
 }
 
 IrResult cutlass_verify_async_exec(IrOp *op) {
-  int64_t m;
-  if (!cut_attr_int(op, "executors", true, 0, &m)) return IR_FAIL;
-  const IrAttr *agent = ir_op_attr(op, "agent");
-  if (agent && agent->kind != IR_ATTR_STR) {
-    ir_op_error(op, "expected string attribute 'agent'");
-    return IR_FAIL;
-  }
-  if (!cut_mask_contiguous((uint64_t)m)) {
+  uint64_t m = (uint64_t)ir_attrs_CUTLASS_ASYNC_EXEC(op).executors;
+  if (!kernel_mask_contiguous(m)) {
     ir_op_error(op, "executors 0x%llx must be a non-empty contiguous set of warps",
                 (unsigned long long)m);
     return IR_FAIL;
   }
-  IrOp *scope;
-  uint64_t outer = cut_executors(op, &scope);
-  if (!scope) {
+  KernelExec x = kernel_exec_of(op);
+  if (!x.scope) {
     ir_op_error(op, "must be nested in a tile.kernel");
     return IR_FAIL;
   }
-  return check_within(op, "executors", (uint64_t)m, outer, scope) ? IR_OK : IR_FAIL;
+  return check_within(op, "executors", m, x.mask, x.scope) ? IR_OK : IR_FAIL;
 }
 
-#define MAX_CASES 32
+IrValue *cut_switch_case_operand(const IrValue *arg) {
+  IrOp *sw = arg->block ? ir_block_parent_op(arg->block) : NULL;
+  if (!sw || sw->kind != OP_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR) return NULL;
+  IrAttrList segs = ir_attrs_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR(sw).operand_segments;
+  int64_t first = arg->index;
+  uint32_t i = 0;
+  for (IrBlock *b = sw->regions[0].first; b && b != arg->block; b = b->next, i++) {
+    if (i >= segs.n) return NULL;
+    first += ir_attr_list_int(segs, i);
+  }
+  return first >= 0 && first < (int64_t)sw->noperands ? sw->operands[first].value : NULL;
+}
 
 /* Case block i's arguments must match operand group i (count and types). */
 static bool check_case_args(IrOp *op, uint32_t i, IrBlock *b, uint32_t first, int64_t count) {
@@ -366,51 +199,50 @@ static bool check_case_args(IrOp *op, uint32_t i, IrBlock *b, uint32_t first, in
 }
 
 /* Masks: one per case, contiguous, pairwise disjoint, together exactly the enclosing set. */
-static bool check_case_masks(IrOp *op, const int64_t *masks, uint32_t n) {
+static bool check_case_masks(IrOp *op, IrAttrList masks) {
   uint64_t all = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    uint64_t m = (uint64_t)masks[i];
-    if (!cut_mask_contiguous(m)) {
+  for (uint32_t i = 0; i < masks.n; i++) {
+    uint64_t m = (uint64_t)ir_attr_list_int(masks, i);
+    if (!kernel_mask_contiguous(m)) {
       ir_op_error(op, "case #%u mask 0x%llx is not a non-empty contiguous set of warps", i,
                   (unsigned long long)m);
       return false;
     }
-    for (uint32_t j = 0; j < i; j++)
-      if (m & (uint64_t)masks[j]) {
+    for (uint32_t j = 0; j < i; j++) {
+      uint64_t o = (uint64_t)ir_attr_list_int(masks, j);
+      if (m & o) {
         ir_op_error(op, "case #%u mask 0x%llx overlaps case #%u mask 0x%llx", i,
-                    (unsigned long long)m, j, (unsigned long long)masks[j]);
+                    (unsigned long long)m, j, (unsigned long long)o);
         return false;
       }
+    }
     all |= m;
   }
-  IrOp *scope;
-  uint64_t outer = cut_executors(op, &scope);
-  if (!check_within(op, "case masks", all, outer, scope)) return false;
-  if (scope && outer && all != outer) {
+  KernelExec x = kernel_exec_of(op);
+  if (!check_within(op, "case masks", all, x.mask, x.scope)) return false;
+  if (x.scope && x.mask && all != x.mask) {
     IrDiag *d = ir_op_error(op, "case masks cover 0x%llx, not the enclosing executors 0x%llx",
-                            (unsigned long long)all, (unsigned long long)outer);
-    if (scope->kind != OP_TILE_KERNEL) ir_op_note(d, scope, "enclosing executors set here");
+                            (unsigned long long)all, (unsigned long long)x.mask);
+    if (x.scope->kind != OP_TILE_KERNEL) ir_op_note(d, x.scope, "enclosing executors set here");
     return false;
   }
   return true;
 }
 
 IrResult cutlass_verify_switch_by_executor(IrOp *op) {
-  int64_t masks[MAX_CASES], segs[MAX_CASES];
-  uint32_t nm, ns, nb = 0;
-  if (!cut_attr_int_list(op, "masks", masks, MAX_CASES, &nm) ||
-      !cut_attr_int_list(op, "operand_segments", segs, MAX_CASES, &ns))
-    return IR_FAIL;
+  IrAttrs_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR a = ir_attrs_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR(op);
+  uint32_t nb = 0;
   for (IrBlock *b = op->regions[0].first; b; b = b->next)
     nb++;
-  if (nb == 0 || nm != nb || ns != nb) {
+  if (nb == 0 || a.masks.n != nb || a.operand_segments.n != nb) {
     ir_op_error(op, "expects one mask and one operand segment per case block (%u), got %u and %u",
-                nb, nm, ns);
+                nb, a.masks.n, a.operand_segments.n);
     return IR_FAIL;
   }
-  if (!check_case_masks(op, masks, nm)) return IR_FAIL;
-  int64_t sum = 0;
-  for (uint32_t i = 0; i < ns; i++) {
+  if (!check_case_masks(op, a.masks)) return IR_FAIL;
+  int64_t sum = 0, segs[CUT_MAX_CASES];
+  for (uint32_t i = 0; i < nb; i++) {
+    segs[i] = ir_attr_list_int(a.operand_segments, i);
     if (segs[i] < 0 || segs[i] > (int64_t)op->noperands) {
       ir_op_error(op, "operand segment #%u has a bad size %lld", i, (long long)segs[i]);
       return IR_FAIL;
@@ -436,58 +268,39 @@ IrResult cutlass_verify_switch_by_executor(IrOp *op) {
 ** Named barriers (cutlass.bar, cutlass.named_barrier.arrive), generic barriers
 ** ======================================================================= */
 
-/* Ops whose body runs on fewer lanes than a whole warp. They do not exist yet in
-** the authoring dialects; the names are looked up so that adding one is a line here. */
-static const char *const sub_warp_ops[] = {"tile.elect_one", "nvvm.elect_sync_region", NULL};
-
-/* The nearest enclosing op that narrows execution below a warp, or NULL. */
-static IrOp *sub_warp_ancestor(const IrOp *op) {
-  for (IrOp *p = ir_op_parent_op(op); p; p = ir_op_parent_op(p))
-    for (int i = 0; sub_warp_ops[i]; i++)
-      if (strcmp(ir_op_name(p), sub_warp_ops[i]) == 0) return p;
-  return NULL;
-}
-
 /* Warp-cooperative scope: inside a cutlass.async.exec, switch_by_executor case or
 ** tile.agent (their executors are whole warps), not under a sub-warp region. */
-static bool check_warp_scope(IrOp *op, uint64_t *exec) {
-  IrOp *scope;
-  *exec = cut_executors(op, &scope);
-  if (!scope || scope->kind == OP_TILE_KERNEL) {
+static bool check_warp_scope(IrOp *op, KernelExec *x) {
+  *x = kernel_exec_of(op);
+  if (!x->scope || x->scope->kind == OP_TILE_KERNEL) {
     ir_op_error(op, "must be inside warp-cooperative scope (a cutlass.async.exec, "
                     "switch_by_executor case or tile.agent)");
     return false;
   }
-  IrOp *narrow = sub_warp_ancestor(op);
-  if (narrow) {
+  if (x->narrow) {
     IrDiag *d = ir_op_error(op, "must be inside warp-cooperative scope, not under '%s'",
-                            ir_op_name(narrow));
-    ir_op_note(d, narrow, "execution narrows below a warp here");
+                            ir_op_name(x->narrow));
+    ir_op_note(d, x->narrow, "execution narrows below a warp here");
     return false;
   }
   return true;
 }
 
 IrResult cutlass_verify_named_barrier(IrOp *op) {
-  int64_t id, count;
-  if (!cut_attr_int(op, "id", true, 0, &id) || !cut_attr_int(op, "count", true, 0, &count))
-    return IR_FAIL;
-  if (id < 0 || id >= NAMED_BARRIERS) {
-    ir_op_error(op, "expected barrier id in [0, %d), got %lld", NAMED_BARRIERS, (long long)id);
-    return IR_FAIL;
-  }
-  if (count <= 0 || count % 32 != 0) {
+  int64_t count = ir_attrs_CUTLASS_BAR(op).count;
+  if (count % SM90_WARP_SIZE != 0) {
     ir_op_error(op, "expected arrive count to be a positive multiple of 32 (whole warps), got %lld",
                 (long long)count);
     return IR_FAIL;
   }
-  uint64_t exec;
-  if (!check_warp_scope(op, &exec)) return IR_FAIL;
-  int64_t here = 32 * (int64_t)cut_popcount(exec), block = cut_kernel_threads(op);
-  if (exec && count < here) {
+  KernelExec x;
+  if (!check_warp_scope(op, &x)) return IR_FAIL;
+  KernelSpec ks = kernel_spec_of(op);
+  int64_t here = SM90_WARP_SIZE * (int64_t)kernel_popcount(x.mask), block = ks.ok ? ks.threads : 0;
+  if (x.mask && count < here) {
     ir_op_error(
         op, "arrive count %lld is smaller than the %lld threads of the enclosing executors 0x%llx",
-        (long long)count, (long long)here, (unsigned long long)exec);
+        (long long)count, (long long)here, (unsigned long long)x.mask);
     return IR_FAIL;
   }
   if (block && count > block) {

@@ -1,35 +1,39 @@
 /*
-** cutlass.h -- helpers shared by the verifiers of the cutlass dialect
-** (defined in cutlass.c) and by the passes that lower it. The model they
-** implement (executors as warp masks, the barrier-slot pool, the target) is
-** written down in docs/cutlass.md.
+** cutlass.h -- helpers shared by the verifiers of the cutlass dialect and by
+** the passes that lower it. Kernel facts (spec, agents, executor sets) are
+** in kernel.h; the model (executors as warp masks, the barrier-slot pool, the
+** target) is written down in docs/cutlass.md.
 */
 #ifndef TILUA_CUTLASS_H
 #define TILUA_CUTLASS_H
 
-#include "dialects.h"
-
-/* Attributes: every reader checks the kind before it reads. */
-bool cut_attr_int(IrOp *op, const char *name, bool required, int64_t dflt, int64_t *out);
-bool cut_attr_bool(IrOp *op, const char *name, bool dflt, bool *out);
-/* The index of a string attribute in names (NULL-terminated); dflt when absent, -1 (with an error) when unknown. */
-int cut_attr_enum(IrOp *op, const char *name, const char *const *names, int dflt);
-bool cut_attr_int_list(IrOp *op, const char *name, int64_t *out, uint32_t max, uint32_t *n);
+#include "kernel.h"
 
 /* Types: the index of a dialect type's kind parameter in names; "what must be want, got t". */
 int cut_kind_index(const IrType *t, const char *const *names);
 void cut_type_error(IrOp *op, const char *what, const char *want, const IrType *t);
 
-/* Warp masks and the enclosing kernel. */
-int cut_popcount(uint64_t m);
-bool cut_mask_contiguous(uint64_t m);
-int64_t cut_kernel_threads(const IrOp *op);
-uint64_t cut_kernel_warp_mask(const IrOp *op);
-void cut_kernel_cluster(const IrOp *op, int64_t out[3]);
+/* The counts of a !cutlass.pipeline<stages, producers, consumers> (a
+** !cutlass.pipeline_state<stages> has stages only); 0 where a type lacks one. */
+typedef struct CutPipeShape {
+  int64_t stages, producers, consumers;
+} CutPipeShape;
+CutPipeShape cut_pipe_shape(const IrType *t);
+/* The depth of a !cutlass.seq_bar or !cutlass.seq_bar_state. */
+int64_t cut_seq_depth(const IrType *t);
+/* Arrivals per phase of a pipeline's [full, empty] barriers, derived from its
+** cutlass.pipeline.init (docs/cutlass.md); an explicit arrive_count must equal them. */
+void cut_pipeline_arrive_counts(const IrOp *init, int64_t out[2]);
+
+/* The operand of a cutlass.pipeline.switch_by_executor that its case block
+** argument arg stands for (operand group i feeds case block i), or NULL. */
+IrValue *cut_switch_case_operand(const IrValue *arg);
+
+/* An init's claim of slots [base, base + n) lies in the CTA pool (the kernel
+** rule cutlass_verify_kernel_barriers checks that claims do not overlap). */
+bool cut_check_claim(IrOp *op, int64_t base, int64_t n);
+
 /* The target SM: the module's `target` attribute, else the context's. */
 int cut_target_sm(const IrOp *op);
-
-/* Claim barrier slots [base, base + n) of the per-CTA pool; errors name both claimants. */
-bool cut_claim_slots(IrOp *op, int64_t base, int64_t n);
 
 #endif

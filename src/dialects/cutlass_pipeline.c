@@ -8,44 +8,16 @@
 
 #include "cutlass.h"
 
-#define MAX_PARTICIPANTS 16          /* rows of the lowering's mask matrix */
-#define MAX_TX_BYTES ((1 << 20) - 1) /* mbarrier transaction count limit */
-
-/* Pipeline modes (seed 000, Phase B of the producer-acquire lowering). */
-enum {
-  MODE_COOPERATIVE,
-  MODE_WARP_SPECIALIZED,
-  MODE_STRIDED_UREM,
-  MODE_STRIDED_UDIV,
-  MODE_CLUSTER
-};
-static const char *const modes[] = {"cooperative",  "warp_specialized", "strided_urem",
-                                    "strided_udiv", "cluster",          NULL};
-static const char *const roles[] = {"producer", "consumer", NULL};
-
 /* {======================================================================
 ** Types
 ** ======================================================================= */
 
-typedef struct PipeShape {
-  int64_t stages, producers, consumers;
-} PipeShape;
-
-static PipeShape pipe_shape(const IrType *t) {
-  PipeShape s = {ir_type_param_int(t, 0, 0), ir_type_param_int(t, 1, 0),
-                 ir_type_param_int(t, 2, 0)};
-  return s;
-}
-
-/* Stages of a pipeline state type. */
-static int64_t state_stages(const IrType *t) { return ir_type_param_int(t, 0, 0); }
-
 /* A state type must have the stage count of its pipeline. */
 static bool check_state_fits(IrOp *op, const char *what, const IrType *st, const IrType *pipe) {
-  if (state_stages(st) == pipe_shape(pipe).stages) return true;
+  int64_t stages = cut_pipe_shape(pipe).stages;
+  if (cut_pipe_shape(st).stages == stages) return true;
   char *s = ir_type_to_string(st), *p = ir_type_to_string(pipe);
-  ir_op_error(op, "%s %s does not match the %lld stages of %s", what, s,
-              (long long)pipe_shape(pipe).stages, p);
+  ir_op_error(op, "%s %s does not match the %lld stages of %s", what, s, (long long)stages, p);
   free(s);
   free(p);
   return false;
@@ -59,7 +31,7 @@ static bool has_init_user(IrOp *op, IrOpKind init) {
 }
 
 IrResult cutlass_verify_pipeline_create(IrOp *op) {
-  PipeShape s = pipe_shape(op->results[0].type);
+  CutPipeShape s = cut_pipe_shape(op->results[0].type);
   if ((s.stages > 0 && s.producers > 0 && s.consumers > 0) ||
       has_init_user(op, OP_CUTLASS_PIPELINE_INIT))
     return IR_OK;
@@ -78,66 +50,58 @@ IrResult cutlass_verify_pipeline_create(IrOp *op) {
 /* A list of participant warp masks: `count` entries, each a non-empty contiguous
 ** mask inside the kernel's warps, pairwise disjoint. */
 static bool check_participants(IrOp *op, const char *name, const char *count_name, int64_t count,
-                               int64_t *masks, uint32_t *n) {
-  if (!cut_attr_int_list(op, name, masks, MAX_PARTICIPANTS, n)) return false;
-  if ((int64_t)*n != count) {
-    ir_op_error(op, "%s list has %u entr%s, expected %s = %lld", name, *n, *n == 1 ? "y" : "ies",
+                               IrAttrList masks) {
+  uint32_t n = masks.n;
+  if ((int64_t)n != count) {
+    ir_op_error(op, "%s list has %u entr%s, expected %s = %lld", name, n, n == 1 ? "y" : "ies",
                 count_name, (long long)count);
     return false;
   }
-  uint64_t warps = cut_kernel_warp_mask(op);
-  for (uint32_t i = 0; i < *n; i++) {
-    uint64_t m = (uint64_t)masks[i];
-    if (!cut_mask_contiguous(m)) {
+  KernelSpec ks = kernel_spec_of(op);
+  uint64_t warps = kernel_warp_mask(&ks);
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t m = (uint64_t)ir_attr_list_int(masks, i);
+    if (!kernel_mask_contiguous(m)) {
       ir_op_error(op, "%s[%u] = 0x%llx is not a non-empty contiguous warp mask", name, i,
                   (unsigned long long)m);
       return false;
     }
     if (warps && (m & ~warps)) {
       ir_op_error(op, "%s[%u] = 0x%llx names warps beyond the %d warps of the kernel", name, i,
-                  (unsigned long long)m, cut_popcount(warps));
+                  (unsigned long long)m, kernel_popcount(warps));
       return false;
     }
-    for (uint32_t j = 0; j < i; j++)
-      if (m & (uint64_t)masks[j]) {
+    for (uint32_t j = 0; j < i; j++) {
+      uint64_t o = (uint64_t)ir_attr_list_int(masks, j);
+      if (m & o) {
         ir_op_error(op, "%s[%u] = 0x%llx overlaps %s[%u] = 0x%llx", name, i, (unsigned long long)m,
-                    name, j, (unsigned long long)masks[j]);
+                    name, j, (unsigned long long)o);
         return false;
       }
+    }
   }
   return true;
 }
 
-/* The counts and the mode agree with each other, the type and the kernel. */
-static bool check_counts(IrOp *op, int64_t stages, int64_t np, int64_t nc, int mode) {
-  if (stages <= 0) {
-    ir_op_error(op, "expected numStages > 0, got %lld", (long long)stages);
+/* The counts of the type and the mode agree with each other and the kernel. */
+static bool check_counts(IrOp *op, CutPipeShape s, int mode) {
+  if (s.stages <= 0) {
+    ir_op_error(op, "expected numStages > 0, got %lld", (long long)s.stages);
     return false;
   }
-  if (np <= 0 || nc <= 0 || np > MAX_PARTICIPANTS || nc > MAX_PARTICIPANTS) {
+  if (s.producers <= 0 || s.consumers <= 0 || s.producers > CUT_MAX_PARTICIPANTS ||
+      s.consumers > CUT_MAX_PARTICIPANTS) {
     ir_op_error(op, "expected numProducers and numConsumers in [1, %d], got %lld and %lld",
-                MAX_PARTICIPANTS, (long long)np, (long long)nc);
+                CUT_MAX_PARTICIPANTS, (long long)s.producers, (long long)s.consumers);
     return false;
   }
-  PipeShape s = pipe_shape(op->operands[0].value->type);
-  if (s.stages != stages || s.producers != np || s.consumers != nc) {
-    char *t = ir_type_to_string(op->operands[0].value->type);
-    ir_op_error(op,
-                "pipeline type %s does not match numStages = %lld, numProducers = %lld, "
-                "numConsumers = %lld",
-                t, (long long)stages, (long long)np, (long long)nc);
-    free(t);
-    return false;
-  }
-  if (mode == MODE_WARP_SPECIALIZED && (np != 1 || nc != 1)) {
+  if (mode == MODE_WARP_SPECIALIZED && (s.producers != 1 || s.consumers != 1)) {
     ir_op_error(
         op, "mode \"warp_specialized\" needs numProducers = numConsumers = 1, got %lld and %lld",
-        (long long)np, (long long)nc);
+        (long long)s.producers, (long long)s.consumers);
     return false;
   }
-  int64_t cl[3];
-  cut_kernel_cluster(op, cl);
-  if (mode == MODE_CLUSTER && cl[0] * cl[1] * cl[2] == 1) {
+  if (mode == MODE_CLUSTER && kernel_spec_of(op).ctas == 1) {
     ir_op_error(op, "mode \"cluster\" needs a kernel cluster of more than one CTA");
     return false;
   }
@@ -147,95 +111,42 @@ static bool check_counts(IrOp *op, int64_t stages, int64_t np, int64_t nc, int m
 /* Arrivals per phase: [full barrier, empty barrier]. Every producer participant
 ** arrives once (one elected thread, with expect_tx); consumers arrive once each,
 ** once per warp in cooperative mode, once per CTA of the cluster in cluster mode. */
-static void derive_arrive_count(IrOp *op, int mode, int64_t np, int64_t nc, const int64_t *cons,
-                                int64_t out[2]) {
-  out[0] = np;
-  out[1] = nc;
-  if (mode == MODE_COOPERATIVE) {
+void cut_pipeline_arrive_counts(const IrOp *init, int64_t out[2]) {
+  IrAttrs_CUTLASS_PIPELINE_INIT a = ir_attrs_CUTLASS_PIPELINE_INIT(init);
+  CutPipeShape s = cut_pipe_shape(init->operands[0].value->type);
+  out[0] = s.producers;
+  out[1] = s.consumers;
+  if (a.mode == MODE_COOPERATIVE) {
     out[1] = 0;
-    for (int64_t i = 0; i < nc; i++)
-      out[1] += cut_popcount((uint64_t)cons[i]);
-  } else if (mode == MODE_CLUSTER) {
-    int64_t cl[3];
-    cut_kernel_cluster(op, cl);
-    out[1] = nc * cl[0] * cl[1] * cl[2];
+    for (uint32_t i = 0; i < a.consumers.n; i++)
+      out[1] += kernel_popcount((uint64_t)ir_attr_list_int(a.consumers, i));
+  } else if (a.mode == MODE_CLUSTER) {
+    out[1] = s.consumers * kernel_spec_of(init).ctas;
   }
-}
-
-/* The post-verify step: stamp `arrive_count` when absent; a present one must agree. */
-static bool stamp_arrive_count(IrOp *op, const int64_t want[2]) {
-  const IrAttr *a = ir_op_attr(op, "arrive_count");
-  if (!a) {
-    ir_op_set_attr(op, "arrive_count", ir_attr_int_array(ir_op_context(op), 2, want));
-    return true;
-  }
-  bool ok = a->kind == IR_ATTR_ARRAY && a->u.arr.n == 2;
-  for (uint32_t i = 0; ok && i < 2; i++)
-    ok = a->u.arr.elems[i]->kind == IR_ATTR_INT && a->u.arr.elems[i]->u.i == want[i];
-  if (!ok)
-    ir_op_error(op, "arrive_count does not match the derived [%lld, %lld] (full, empty)",
-                (long long)want[0], (long long)want[1]);
-  return ok;
-}
-
-typedef struct InitScan {
-  IrOp *self, *first;
-} InitScan;
-
-/* Pre-order visitor: the first init of the same handle before the op itself. */
-static bool init_visit(IrOp *o, void *ud) {
-  InitScan *s = ud;
-  if (o == s->self) return false;
-  if (o->kind == s->self->kind && o->noperands == 1 &&
-      o->operands[0].value == s->self->operands[0].value) {
-    s->first = o;
-    return false;
-  }
-  return true;
-}
-
-/* A handle is initialized once: a second init names the first. */
-static bool cut_check_single_init(IrOp *op) {
-  IrOp *root = ir_op_ancestor(op, OP_TILE_KERNEL);
-  if (!root) root = ir_op_ancestor(op, OP_MODULE);
-  InitScan s = {op, NULL};
-  if (root) ir_walk_pre(root, init_visit, &s);
-  if (!s.first) return true;
-  ir_op_note(ir_op_error(op, "initializes a handle that is already initialized"), s.first,
-             "first initialized here");
-  return false;
 }
 
 IrResult cutlass_verify_pipeline_init(IrOp *op) {
-  int64_t stages, np, nc, base, pg, cg, tx;
-  if (!cut_attr_int(op, "numStages", true, 0, &stages) ||
-      !cut_attr_int(op, "numProducers", true, 0, &np) ||
-      !cut_attr_int(op, "numConsumers", true, 0, &nc) ||
-      !cut_attr_int(op, "barrier_id_base", true, 0, &base) ||
-      !cut_attr_int(op, "producer_group_id", true, 0, &pg) ||
-      !cut_attr_int(op, "consumer_group_id", true, 0, &cg) ||
-      !cut_attr_int(op, "transaction_bytes", false, 0, &tx))
+  IrAttrs_CUTLASS_PIPELINE_INIT a = ir_attrs_CUTLASS_PIPELINE_INIT(op);
+  CutPipeShape s = cut_pipe_shape(op->operands[0].value->type);
+  if (!check_counts(op, s, a.mode) ||
+      !check_participants(op, "participants", "numProducers", s.producers, a.participants) ||
+      !check_participants(op, "consumers", "numConsumers", s.consumers, a.consumers) ||
+      !cut_check_claim(op, a.barrier_id_base, 2 * s.stages))
     return IR_FAIL;
-  int mode = cut_attr_enum(op, "mode", modes, -1);
-  if (mode < 0 || !check_counts(op, stages, np, nc, mode)) return IR_FAIL;
-  int64_t prod[MAX_PARTICIPANTS], cons[MAX_PARTICIPANTS];
-  uint32_t n;
-  if (!check_participants(op, "participants", "numProducers", np, prod, &n) ||
-      !check_participants(op, "consumers", "numConsumers", nc, cons, &n))
-    return IR_FAIL;
-  if (!cut_check_single_init(op) || !cut_claim_slots(op, base, 2 * stages)) return IR_FAIL;
-  if (pg == cg) {
+  if (a.producer_group_id == a.consumer_group_id) {
     ir_op_error(op, "producer_group_id and consumer_group_id must differ, both are %lld",
-                (long long)pg);
+                (long long)a.producer_group_id);
     return IR_FAIL;
   }
-  if (tx < 0 || tx > MAX_TX_BYTES) {
-    ir_op_error(op, "expected transaction_bytes in [0, %d], got %lld", MAX_TX_BYTES, (long long)tx);
-    return IR_FAIL;
-  }
-  int64_t arrive[2];
-  derive_arrive_count(op, mode, np, nc, cons, arrive);
-  return stamp_arrive_count(op, arrive) ? IR_OK : IR_FAIL;
+  if (!ir_op_attr(op, "arrive_count")) return IR_OK;
+  int64_t want[2];
+  cut_pipeline_arrive_counts(op, want);
+  if (a.arrive_count.n == 2 && ir_attr_list_int(a.arrive_count, 0) == want[0] &&
+      ir_attr_list_int(a.arrive_count, 1) == want[1])
+    return IR_OK;
+  ir_op_error(op, "arrive_count does not match the derived [%lld, %lld] (full, empty)",
+              (long long)want[0], (long long)want[1]);
+  return IR_FAIL;
 }
 
 /* }====================================================================== */
@@ -245,34 +156,15 @@ IrResult cutlass_verify_pipeline_init(IrOp *op) {
 ** ======================================================================= */
 
 IrResult cutlass_verify_pipeline_state_create(IrOp *op) {
-  int role = cut_attr_enum(op, "role", roles, -1);
-  if (role < 0) return IR_FAIL;
   if (!check_state_fits(op, "result type", op->results[0].type, op->operands[0].value->type))
     return IR_FAIL;
-  int64_t stages = state_stages(op->results[0].type), index, phase, count;
-  if (!cut_attr_int(op, "index", false, 0, &index) ||
-      !cut_attr_int(op, "phase", false, 0, &phase) || !cut_attr_int(op, "count", false, 0, &count))
-    return IR_FAIL;
-  if (index < 0 || index >= stages || (phase != 0 && phase != 1) || count < 0) {
-    ir_op_error(op,
-                "expected index in [0, %lld), phase 0 or 1 and count >= 0, got %lld, %lld, %lld",
-                (long long)stages, (long long)index, (long long)phase, (long long)count);
+  IrAttrs_CUTLASS_PIPELINE_STATE_CREATE a = ir_attrs_CUTLASS_PIPELINE_STATE_CREATE(op);
+  int64_t stages = cut_pipe_shape(op->results[0].type).stages;
+  if (a.index >= stages) {
+    ir_op_error(op, "expected index in [0, %lld), got %lld", (long long)stages, (long long)a.index);
     return IR_FAIL;
   }
   return IR_OK;
-}
-
-/* Operand #i of the op that feeds the first block argument of a switch case. */
-static IrValue *switch_case_operand(IrOp *sw, const IrValue *arg) {
-  uint32_t first = 0, i = 0;
-  const IrAttr *segs = ir_op_attr(sw, "operand_segments");
-  if (!segs || segs->kind != IR_ATTR_ARRAY) return NULL;
-  for (IrBlock *b = sw->regions[0].first; b && b != arg->block; b = b->next, i++) {
-    if (i >= segs->u.arr.n || segs->u.arr.elems[i]->kind != IR_ATTR_INT) return NULL;
-    first += (uint32_t)segs->u.arr.elems[i]->u.i;
-  }
-  first += arg->index;
-  return first < sw->noperands ? sw->operands[first].value : NULL;
 }
 
 /* The value feeding a block argument from outside its loop or switch, or NULL. */
@@ -284,7 +176,7 @@ static IrValue *block_arg_source(const IrValue *v) {
     return p->operands[2 + v->index].value;
   if (p->kind == OP_SCF_WHILE && v->block == p->regions[0].first && v->index < p->noperands)
     return p->operands[v->index].value;
-  if (p->kind == OP_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR) return switch_case_operand(p, v);
+  if (p->kind == OP_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR) return cut_switch_case_operand(v);
   return NULL;
 }
 
@@ -324,26 +216,12 @@ static bool check_state_origin(IrOp *op) {
     ir_op_note(d, src, "state created here");
     return false;
   }
-  const char *want = is_producer_op(op->kind) ? "producer" : "consumer";
-  const char *got = ir_op_attr_str(src, "role");
-  if (got && strcmp(got, want) != 0) {
-    IrDiag *d =
-        ir_op_error(op, "expects a %s state, got one created with role = \"%s\"", want, got);
+  int want = is_producer_op(op->kind) ? ROLE_PRODUCER : ROLE_CONSUMER;
+  int got = ir_attrs_CUTLASS_PIPELINE_STATE_CREATE(src).role;
+  if (got >= 0 && got != want) {
+    IrDiag *d = ir_op_error(op, "expects a %s state, got one created with role = \"%s\"",
+                            PIPELINE_ROLE_names[want], PIPELINE_ROLE_names[got]);
     ir_op_note(d, src, "state created here");
-    return false;
-  }
-  return true;
-}
-
-/* transaction_bytes of commit (optional) and expect_tx (required). */
-static bool check_tx_bytes(IrOp *op) {
-  bool needed = op->kind == OP_CUTLASS_PIPELINE_PRODUCER_EXPECT_TX;
-  if (!needed && op->kind != OP_CUTLASS_PIPELINE_PRODUCER_COMMIT) return true;
-  int64_t tx;
-  if (!cut_attr_int(op, "transaction_bytes", needed, 0, &tx)) return false;
-  if (tx < 0 || tx > MAX_TX_BYTES || (needed && tx == 0)) {
-    ir_op_error(op, "expected transaction_bytes in [%d, %d], got %lld", needed ? 1 : 0,
-                MAX_TX_BYTES, (long long)tx);
     return false;
   }
   return true;
@@ -351,9 +229,7 @@ static bool check_tx_bytes(IrOp *op) {
 
 IrResult cutlass_verify_pipeline_role_op(IrOp *op) {
   const IrType *pipe = op->operands[0].value->type, *st = op->operands[1].value->type;
-  if (!check_state_fits(op, "state of type", st, pipe) || !check_state_origin(op) ||
-      !check_tx_bytes(op))
-    return IR_FAIL;
+  if (!check_state_fits(op, "state of type", st, pipe) || !check_state_origin(op)) return IR_FAIL;
   if (op->kind == OP_CUTLASS_PIPELINE_PRODUCER_GET_BARRIER &&
       !ir_type_is_int_width(op->results[0].type->elem, 64)) {
     cut_type_error(op, "result", "ptr<i64, shared> (an mbarrier)", op->results[0].type);
@@ -368,9 +244,8 @@ IrResult cutlass_verify_pipeline_role_op(IrOp *op) {
 ** Async tokens and futures
 ** ======================================================================= */
 
-enum { FL_MBARRIER, FL_BULK, FL_GMMA };
-static const char *const token_flavors[] = {"mbarrier", "bulk", "gmma", NULL};
-static const char *const future_flavors[] = {"mbarrier", "bulk", NULL};
+static const char *const *const token_flavors = TOKEN_FLAVOR_names;
+static const char *const *const future_flavors = FUTURE_FLAVOR_names;
 
 /* The flavor of a token or future type; reports unknown ones. */
 static int flavor_of(IrOp *op, const char *what, const IrType *t, const char *const *names) {
@@ -394,7 +269,7 @@ IrResult cutlass_verify_future_operand(IrOp *op) {
 
 /* mbarrier tokens need (barrier, phase) operands; group tokens take none. */
 static bool check_barrier_operands(IrOp *op, int flavor) {
-  if (flavor == FL_MBARRIER) {
+  if (flavor == FLAVOR_MBARRIER) {
     if (op->noperands != 3) {
       ir_op_error(op, "an mbarrier token needs a barrier and a phase operand");
       return false;
@@ -416,14 +291,14 @@ static bool check_barrier_operands(IrOp *op, int flavor) {
 IrResult cutlass_verify_async_wait(IrOp *op) {
   int f = flavor_of(op, "operand #0", op->operands[0].value->type, token_flavors);
   if (f < 0 || !check_barrier_operands(op, f)) return IR_FAIL;
-  int64_t pending;
-  if (!cut_attr_int(op, "pending", false, 0, &pending)) return IR_FAIL;
-  if (f == FL_MBARRIER && ir_op_attr(op, "pending")) {
+  int64_t pending = ir_attrs_CUTLASS_ASYNC_WAIT(op).pending;
+  if (f == FLAVOR_MBARRIER && ir_op_attr(op, "pending")) {
     ir_op_error(op, "'pending' applies to bulk and gmma tokens only");
     return IR_FAIL;
   }
-  if (pending < 0) {
-    ir_op_error(op, "expected pending >= 0, got %lld", (long long)pending);
+  if (f == FLAVOR_GMMA && pending > SM90_WGMMA_WAIT_MAX) {
+    ir_op_error(op, "expected pending in [0, %d] for a gmma token, got %lld", SM90_WGMMA_WAIT_MAX,
+                (long long)pending);
     return IR_FAIL;
   }
   return IR_OK;
@@ -432,7 +307,7 @@ IrResult cutlass_verify_async_wait(IrOp *op) {
 IrResult cutlass_verify_token_to_async(IrOp *op) {
   int f = flavor_of(op, "operand #0", op->operands[0].value->type, token_flavors);
   if (f < 0) return IR_FAIL;
-  if (f == FL_GMMA) {
+  if (f == FLAVOR_GMMA) {
     ir_op_error(op, "gmma tokens have no future form; wait on them with cutlass.async.wait");
     return IR_FAIL;
   }
@@ -465,14 +340,14 @@ IrResult cutlass_verify_to_async(IrOp *op) {
 ** seq_bar
 ** ======================================================================= */
 
-static int64_t depth_of(const IrType *t) { return ir_type_param_int(t, 0, 0); }
+static int64_t depth_of(const IrType *t) { return cut_seq_depth(t); }
 
 /* A ring type of depth in [1, 32] (the pool holds 32 slots). */
 static bool check_depth(IrOp *op, const char *what, const IrType *t) {
   int64_t d = depth_of(t);
-  if (d > 0 && d <= 32) return true;
+  if (d > 0 && d <= CUT_POOL_SLOTS) return true;
   char *s = ir_type_to_string(t);
-  ir_op_error(op, "%s %s needs a depth in [1, 32], got %lld", what, s, (long long)d);
+  ir_op_error(op, "%s %s needs a depth in [1, %d], got %lld", what, s, CUT_POOL_SLOTS, (long long)d);
   free(s);
   return false;
 }
@@ -484,26 +359,17 @@ IrResult cutlass_verify_seq_bar_create(IrOp *op) {
 
 IrResult cutlass_verify_seq_bar_init(IrOp *op) {
   const IrType *t = op->operands[0].value->type;
-  int64_t base, count;
-  if (!check_depth(op, "operand type", t) || !cut_attr_int(op, "barrier_id_base", true, 0, &base) ||
-      !cut_attr_int(op, "arrive_count", true, 0, &count))
-    return IR_FAIL;
-  if (count <= 0) {
-    ir_op_error(op, "expected arrive_count > 0, got %lld", (long long)count);
-    return IR_FAIL;
-  }
-  return cut_check_single_init(op) && cut_claim_slots(op, base, depth_of(t)) ? IR_OK : IR_FAIL;
+  if (!check_depth(op, "operand type", t)) return IR_FAIL;
+  return cut_check_claim(op, ir_attrs_CUTLASS_SEQ_BAR_INIT(op).barrier_id_base, depth_of(t)) ? IR_OK
+                                                                                               : IR_FAIL;
 }
 
 IrResult cutlass_verify_seq_bar_state_create(IrOp *op) {
   const IrType *t = op->results[0].type;
-  int64_t index, phase;
-  if (!check_depth(op, "result type", t) || !cut_attr_int(op, "index", false, 0, &index) ||
-      !cut_attr_int(op, "phase", false, 0, &phase))
-    return IR_FAIL;
-  if (index < 0 || index >= depth_of(t) || (phase != 0 && phase != 1)) {
-    ir_op_error(op, "expected index in [0, %lld) and phase 0 or 1, got %lld and %lld",
-                (long long)depth_of(t), (long long)index, (long long)phase);
+  int64_t index = ir_attrs_CUTLASS_SEQ_BAR_STATE_CREATE(op).index;
+  if (!check_depth(op, "result type", t)) return IR_FAIL;
+  if (index >= depth_of(t)) {
+    ir_op_error(op, "expected index in [0, %lld), got %lld", (long long)depth_of(t), (long long)index);
     return IR_FAIL;
   }
   return IR_OK;

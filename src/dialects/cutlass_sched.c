@@ -13,9 +13,8 @@
 ** Scheduler kinds
 ** ======================================================================= */
 
-enum { K_DP, K_SP, K_SK, K_SM100 };
-static const char *const kinds[] = {"data_parallel", "static_persistent", "streamk",
-                                    "sm100_streamk", NULL};
+enum { K_DP = SCHED_DATA_PARALLEL, K_SP = SCHED_STATIC_PERSISTENT, K_SK = SCHED_STREAMK, K_SM100 = CUT_SCHED_SM100_STREAMK };
+static const char *const *const kinds = CUT_SCHED_KIND_names;
 
 /* The kind an op of the params / work-tile creation families builds. */
 static int op_kind(IrOpKind k) {
@@ -55,54 +54,16 @@ static int kind_of(IrOp *op, const char *what, const IrType *t) {
 ** ======================================================================= */
 
 /* cluster_shape (optional) agrees with the kernel's cluster. */
-static bool check_cluster_shape(IrOp *op) {
+static bool check_cluster_shape(IrOp *op, IrAttrList l) {
   if (!ir_op_attr(op, "cluster_shape")) return true;
-  int64_t cs[3] = {1, 1, 1}, kc[3];
-  uint32_t n;
-  if (!cut_attr_int_list(op, "cluster_shape", cs, 3, &n)) return false;
-  cut_kernel_cluster(op, kc);
-  if (n == 0 || cs[0] != kc[0] || cs[1] != kc[1] || cs[2] != kc[2]) {
+  int64_t cs[3] = {1, 1, 1}, *kc = kernel_spec_of(op).cluster;
+  for (uint32_t i = 0; i < l.n; i++)
+    cs[i] = ir_attr_list_int(l, i);
+  if (l.n == 0 || cs[0] != kc[0] || cs[1] != kc[1] || cs[2] != kc[2]) {
     ir_op_error(
         op, "cluster_shape [%lld, %lld, %lld] differs from the kernel's cluster [%lld, %lld, %lld]",
         (long long)cs[0], (long long)cs[1], (long long)cs[2], (long long)kc[0], (long long)kc[1],
         (long long)kc[2]);
-    return false;
-  }
-  return true;
-}
-
-/* The optional attributes every kind shares, and the StreamK ones. */
-static bool check_params_attrs(IrOp *op, int k) {
-  static const char *const orders[] = {"along_m", "along_n", NULL};
-  static const char *const decomps[] = {"heuristic", "data_parallel", "split_k", "streamk", NULL};
-  static const char *const reductions[] = {"deterministic", "nondeterministic", NULL};
-  int64_t swizzle, v;
-  if (!check_cluster_shape(op) || !cut_attr_int(op, "swizzle", false, 1, &swizzle) ||
-      cut_attr_enum(op, "raster_order", orders, 0) < 0)
-    return false;
-  if (swizzle < 1) {
-    ir_op_error(op, "expected swizzle >= 1, got %lld", (long long)swizzle);
-    return false;
-  }
-  if (k == K_SP) {
-    if (!cut_attr_int(op, "tiles_per_round", false, 0, &v)) return false;
-    if (v < 0) {
-      ir_op_error(op, "expected tiles_per_round >= 0, got %lld", (long long)v);
-      return false;
-    }
-  }
-  if (k < K_SK) return true;
-  if (cut_attr_enum(op, "decomposition", decomps, 0) < 0 ||
-      cut_attr_enum(op, "reduction", reductions, 0) < 0)
-    return false;
-  if (!cut_attr_int(op, "splits", false, 1, &v)) return false;
-  if (v < 1) {
-    ir_op_error(op, "expected splits >= 1, got %lld", (long long)v);
-    return false;
-  }
-  if (!cut_attr_int(op, "accumulator_tile_bytes", false, 0, &v)) return false;
-  if (v < 0) {
-    ir_op_error(op, "expected accumulator_tile_bytes >= 0, got %lld", (long long)v);
     return false;
   }
   return true;
@@ -127,7 +88,8 @@ static bool check_target(IrOp *op, int k) {
 IrResult cutlass_verify_sched_params(IrOp *op) {
   int k = op_kind(op->kind);
   if (!want_kind(op, "result", op->results[0].type, IR_DTY_CUTLASS_SCHED_PARAMS, k)) return IR_FAIL;
-  return check_params_attrs(op, k) && check_target(op, k) ? IR_OK : IR_FAIL;
+  IrAttrList cs = ir_attrs_CUTLASS_SCHED_CREATE_DP_PARAMS(op).cluster_shape;
+  return check_cluster_shape(op, cs) && check_target(op, k) ? IR_OK : IR_FAIL;
 }
 
 IrResult cutlass_verify_sched_work_create(IrOp *op) {
@@ -145,24 +107,22 @@ IrResult cutlass_verify_sched_work_create(IrOp *op) {
 ** ======================================================================= */
 
 IrResult cutlass_verify_sched_create(IrOp *op) {
-  static const char *const models[] = {"static", "pull", NULL};
   int k = kind_of(op, "operand #0", op->operands[0].value->type);
   if (k < 0 || !want_kind(op, "result", op->results[0].type, IR_DTY_CUTLASS_TILE_SCHEDULER, k))
     return IR_FAIL;
-  int model = cut_attr_enum(op, "model", models, 0);
-  if (model < 0) return IR_FAIL;
+  int model = ir_attrs_CUTLASS_SCHED_CREATE(op).model;
   bool response = op->noperands == 2;
-  if (k != K_DP && (response || model == 1)) {
+  if (k != K_DP && (response || model == SCHED_MODEL_PULL)) {
     ir_op_error(op, "a %s scheduler must not use the data-parallel WorkID response path (%s)",
                 kinds[k], response ? "a WorkID response operand" : "model = \"pull\"");
     return IR_FAIL;
   }
-  if (model == 1 && !response) {
+  if (model == SCHED_MODEL_PULL && !response) {
     ir_op_error(op, "a data_parallel scheduler in the pull model needs a WorkID response source (a "
                     "ptr<..., shared> operand)");
     return IR_FAIL;
   }
-  if (model == 0 && response) {
+  if (model == SCHED_MODEL_STATIC && response) {
     ir_op_error(op, "a WorkID response operand needs model = \"pull\"");
     return IR_FAIL;
   }
@@ -189,16 +149,9 @@ static int64_t align128(int64_t x) { return (x + 127) / 128 * 128; }
 ** [partials][pad to 128][32-bit counters][pad to 128]. */
 IrResult cutlass_verify_sched_workspace(IrOp *op) {
   int k = kind_of(op, "operand #0", op->operands[0].value->type);
-  int64_t total, red, bar;
-  if (k < 0 || !cut_attr_int(op, "total_bytes", true, 0, &total) ||
-      !cut_attr_int(op, "reduction_bytes", true, 0, &red) ||
-      !cut_attr_int(op, "barrier_bytes", true, 0, &bar))
-    return IR_FAIL;
-  const int64_t max = (int64_t)1 << 48;
-  if (total < 0 || red < 0 || bar < 0 || total > max || red > max || bar > max) {
-    ir_op_error(op, "workspace sizes must be in [0, 2^48]");
-    return IR_FAIL;
-  }
+  IrAttrs_CUTLASS_SCHED_WORKSPACE_SIZES a = ir_attrs_CUTLASS_SCHED_WORKSPACE_SIZES(op);
+  int64_t total = a.total_bytes, red = a.reduction_bytes, bar = a.barrier_bytes;
+  if (k < 0) return IR_FAIL;
   if (k < K_SK && (total || red || bar)) {
     ir_op_error(op,
                 "a %s scheduler needs no workspace, got total_bytes = %lld, reduction_bytes = "
@@ -246,58 +199,22 @@ IrResult cutlass_verify_sched_fixup(IrOp *op) {
 ** MODS probes: windows, pairing, cluster shape
 ** ======================================================================= */
 
-typedef struct Probes {
-  IrOp **v;
-  size_t n, cap;
-} Probes;
-
-static void probes_push(Probes *p, IrOp *op) {
-  if (p->n == p->cap) {
-    size_t cap = p->cap ? 2 * p->cap : 16;
-    IrOp **nv = realloc(p->v, cap * sizeof *nv);
-    if (!nv) abort();
-    p->v = nv;
-    p->cap = cap;
-  }
-  p->v[p->n++] = op;
-}
-
 static bool is_window_probe(const IrOp *op) {
   return op->kind == OP_CUTLASS_MODS_START || op->kind == OP_CUTLASS_MODS_END;
 }
 
 /* The probes and throttles of an async.exec region in program order; nested
 ** async.exec regions have windows of their own and are skipped. */
-static void collect_probes(IrRegion *r, Probes *p) {
+static void collect_probes(IrRegion *r, IrOpVec *p) {
   for (IrBlock *b = r->first; b; b = b->next)
     for (IrOp *o = b->first; o; o = o->next) {
-      if (is_window_probe(o) || o->kind == OP_CUTLASS_MODS_THROTTLE) probes_push(p, o);
+      if (is_window_probe(o) || o->kind == OP_CUTLASS_MODS_THROTTLE) ir_opvec_push(p, o);
       if (o->kind == OP_CUTLASS_ASYNC_EXEC) continue;
       for (uint32_t i = 0; i < o->nregions; i++)
         collect_probes(&o->regions[i], p);
     }
 }
 
-/* The window probes just before and just after op in its async.exec region. */
-static void window_neighbours(IrOp *op, IrOp *exec, IrOp **prev, IrOp **next) {
-  Probes p = {NULL, 0, 0};
-  collect_probes(&exec->regions[0], &p);
-  size_t at = 0;
-  while (at < p.n && p.v[at] != op)
-    at++;
-  *prev = *next = NULL;
-  for (size_t i = at; i-- > 0;)
-    if (is_window_probe(p.v[i])) {
-      *prev = p.v[i];
-      break;
-    }
-  for (size_t i = at + 1; i < p.n; i++)
-    if (is_window_probe(p.v[i])) {
-      *next = p.v[i];
-      break;
-    }
-  free(p.v);
-}
 
 /* MODS ops live only inside cutlass.async.exec regions; returns that region's op. */
 static IrOp *mods_exec(IrOp *op) {
@@ -311,8 +228,9 @@ static IrOp *mods_exec(IrOp *op) {
 static bool check_cluster_participants(IrOp *op, bool two_cta) {
   int64_t mask, cl[3];
   if (!dia_const_int(op->operands[1].value, &mask)) return true;
-  cut_kernel_cluster(op, cl);
-  int64_t ctas = cl[0] * cl[1] * cl[2], n = two_cta ? ctas / 2 : ctas;
+  KernelSpec ks = kernel_spec_of(op);
+  memcpy(cl, ks.cluster, sizeof cl);
+  int64_t ctas = ks.ctas, n = two_cta ? ctas / 2 : ctas;
   if (two_cta && ctas % 2) {
     ir_op_error(op, "is_2cta_mma needs an even number of CTAs in the cluster, got %lld",
                 (long long)ctas);
@@ -344,11 +262,11 @@ static bool same_mask(IrValue *a, IrValue *b) {
 
 /* An end agrees with the start that opened its window. */
 static bool check_pair(IrOp *end, IrOp *start, bool two_cta) {
-  const IrAttr *a = ir_op_attr(start, "is_2cta_mma");
-  if (a && a->kind != IR_ATTR_BOOL) return true; /* the start reports it */
+  IrAttrs_CUTLASS_MODS_START a = ir_attrs_CUTLASS_MODS_START(start);
+  if (!a.ok) return true; /* the start reports it */
   /* malformed operands are reported by the structural check */
   if (start->noperands < 2 || end->noperands < 2) return true;
-  bool s2 = a && a->u.b;
+  bool s2 = a.is_2cta_mma;
   const char *msg = NULL;
   if (s2 != two_cta)
     msg = two_cta ? "is_2cta_mma = true does not match is_2cta_mma = false of its "
@@ -365,48 +283,73 @@ static bool check_pair(IrOp *end, IrOp *start, bool two_cta) {
   return false;
 }
 
-IrResult cutlass_verify_mods_probe(IrOp *op) {
-  IrOp *exec = mods_exec(op), *prev, *next;
-  bool two_cta;
-  if (!exec || !cut_attr_bool(op, "is_2cta_mma", false, &two_cta)) return IR_FAIL;
+/* A probe's place among the window probes of its region: the one just before
+** it and the one just after it. */
+static bool check_window(IrOp *op, IrOp *prev, IrOp *next) {
+  if (op->kind == OP_CUTLASS_MODS_THROTTLE) {
+    if (ir_attrs_CUTLASS_MODS_THROTTLE(op).profile < 2 ||
+        (prev && prev->kind == OP_CUTLASS_MODS_START && next && next->kind == OP_CUTLASS_MODS_END))
+      return true;
+    ir_op_error(op, "profile 2 (cluster-aware) must lie between a matched "
+                    "mods_report_mainloop_start and mods_report_mainloop_end");
+    return false;
+  }
   bool start = op->kind == OP_CUTLASS_MODS_START;
-  if (start && !check_cluster_participants(op, two_cta)) return IR_FAIL;
-  window_neighbours(op, exec, &prev, &next);
   if (start && (!next || next->kind != OP_CUTLASS_MODS_END)) {
     IrDiag *d = ir_op_error(
         op, "has no matching mods_report_mainloop_end in its cutlass.async.exec region");
     if (next) ir_op_note(d, next, "another window opens here before this one is closed");
-    return IR_FAIL;
+    return false;
   }
   if (!start && (!prev || prev->kind != OP_CUTLASS_MODS_START)) {
     IrDiag *d = ir_op_error(
         op, "has no matching mods_report_mainloop_start in its cutlass.async.exec region");
     if (prev) ir_op_note(d, prev, "the previous window was closed here");
-    return IR_FAIL;
+    return false;
   }
-  return start || check_pair(op, prev, two_cta) ? IR_OK : IR_FAIL;
+  return start || check_pair(op, prev, ir_attrs_CUTLASS_MODS_START(op).is_2cta_mma);
+}
+
+/* The windows of one async.exec region, in one pass over its probes. */
+static bool check_windows(IrOp *exec) {
+  IrOpVec p = {0};
+  collect_probes(&exec->regions[0], &p);
+  IrOp **next = calloc(p.n + 1, sizeof *next), *prev = NULL;
+  if (!next) abort();
+  for (size_t i = p.n; i-- > 0;) /* next[i]: the first window probe after i */
+    next[i] = i + 1 < p.n && is_window_probe(p.v[i + 1]) ? p.v[i + 1] : next[i + 1];
+  bool ok = true;
+  for (size_t i = 0; i < p.n; i++) {
+    ok = check_window(p.v[i], prev, next[i]) && ok;
+    if (is_window_probe(p.v[i])) prev = p.v[i];
+  }
+  free(next);
+  ir_opvec_free(&p);
+  return ok;
+}
+
+static bool windows_visit(IrOp *op, void *ud) {
+  if (op->kind == OP_CUTLASS_ASYNC_EXEC && !check_windows(op)) *(bool *)ud = false;
+  return true;
+}
+
+/* MODS windows open and close in order in every async.exec region (a kernel rule). */
+IrResult cutlass_verify_kernel_mods(IrOp *k) {
+  bool ok = true;
+  ir_walk_pre(k, windows_visit, &ok);
+  return ok ? IR_OK : IR_FAIL;
+}
+
+/* The local rules of a probe; its window is the kernel rule's. */
+IrResult cutlass_verify_mods_probe(IrOp *op) {
+  if (!mods_exec(op)) return IR_FAIL;
+  bool two_cta = ir_attrs_CUTLASS_MODS_START(op).is_2cta_mma;
+  return op->kind != OP_CUTLASS_MODS_START || check_cluster_participants(op, two_cta) ? IR_OK : IR_FAIL;
 }
 
 IrResult cutlass_verify_mods_smid(IrOp *op) { return mods_exec(op) ? IR_OK : IR_FAIL; }
 
-IrResult cutlass_verify_mods_throttle(IrOp *op) {
-  int64_t profile;
-  IrOp *exec = mods_exec(op), *prev, *next;
-  if (!exec || !cut_attr_int(op, "profile", true, 0, &profile)) return IR_FAIL;
-  if (profile < 0 || profile > 2) {
-    ir_op_error(op, "expected profile 0 (none), 1 (nanosleep) or 2 (cooperative), got %lld",
-                (long long)profile);
-    return IR_FAIL;
-  }
-  if (profile < 2) return IR_OK;
-  window_neighbours(op, exec, &prev, &next);
-  if (!prev || prev->kind != OP_CUTLASS_MODS_START || !next || next->kind != OP_CUTLASS_MODS_END) {
-    ir_op_error(op, "profile 2 (cluster-aware) must lie between a matched "
-                    "mods_report_mainloop_start and mods_report_mainloop_end");
-    return IR_FAIL;
-  }
-  return IR_OK;
-}
+IrResult cutlass_verify_mods_throttle(IrOp *op) { return mods_exec(op) ? IR_OK : IR_FAIL; }
 
 /* }====================================================================== */
 
@@ -415,13 +358,7 @@ IrResult cutlass_verify_mods_throttle(IrOp *op) {
 ** ======================================================================= */
 
 /* Element type: a scalar int or float of 16 bits or more, equal to both operands'. */
-static bool check_element_type(IrOp *op, const IrType *gmem, const IrType *rmem) {
-  const IrAttr *a = ir_op_attr(op, "element_type");
-  if (!a || a->kind != IR_ATTR_TYPE) {
-    ir_op_error(op, "expected type attribute 'element_type'");
-    return false;
-  }
-  const IrType *e = a->u.ty;
+static bool check_element_type(IrOp *op, const IrType *e, const IrType *gmem, const IrType *rmem) {
   if ((e->kind != IR_TY_INT && e->kind != IR_TY_FLOAT) || e->width < 16) {
     cut_type_error(op, "element_type", "an integer or float of at least 16 bits", e);
     return false;
@@ -447,22 +384,22 @@ IrResult cutlass_verify_block_striped(IrOp *op) {
     cut_type_error(op, "the register-memory operand #1", "a memref in rmem", r);
     return IR_FAIL;
   }
-  if (!check_element_type(op, g, r)) return IR_FAIL;
+  IrAttrs_CUTLASS_BLOCK_STRIPED_LOAD a = ir_attrs_CUTLASS_BLOCK_STRIPED_LOAD(op);
+  if (!check_element_type(op, a.element_type, g, r)) return IR_FAIL;
   if (!ir_type_has_static_shape(r) || (g->kind == IR_TY_MEMREF && !ir_type_has_static_shape(g))) {
     cut_type_error(op, "the stripe shape", "static", ir_type_has_static_shape(r) ? g : r);
     return IR_FAIL;
   }
-  int64_t threads, block = cut_kernel_threads(op);
-  if (!cut_attr_int(op, "threads", true, 0, &threads)) return IR_FAIL;
-  if (threads <= 0 || (block && threads > block)) {
-    ir_op_error(op, "expected threads in [1, %lld] (the block), got %lld",
-                (long long)(block ? block : 1024), (long long)threads);
+  KernelSpec ks = kernel_spec_of(op);
+  if (ks.ok && a.threads > ks.threads) {
+    ir_op_error(op, "expected threads in [1, %lld] (the block), got %lld", (long long)ks.threads,
+                (long long)a.threads);
     return IR_FAIL;
   }
-  static const char *const reduce_kinds[] = {"add", "max", NULL};
-  if (op->kind == OP_CUTLASS_BLOCK_STRIPED_REDUCE &&
-      cut_attr_enum(op, "kind", reduce_kinds, -1) < 0)
+  if (op->kind == OP_CUTLASS_BLOCK_STRIPED_REDUCE && a.kind < 0) {
+    ir_op_error(op, "expected string attribute 'kind' (one of: add, max)");
     return IR_FAIL;
+  }
   return IR_OK;
 }
 

@@ -1,6 +1,7 @@
 /*
-** dialects.h -- prototypes of the verifiers and folders named in the dialect
-** tables, generated from the tables themselves.
+** dialects.h -- prototypes of the verifiers, folders and kernel rules named
+** in the dialect tables, generated from the tables themselves; the enum lists,
+** the target's limits and the typed attribute readers come with it.
 */
 #ifndef TILUA_DIALECTS_H
 #define TILUA_DIALECTS_H
@@ -14,22 +15,17 @@ IrValue *nofold(IrBuilder *b, IrOp *op);
   IrResult verify(IrOp *op);                                                                       \
   IrValue *fold(IrBuilder *b, IrOp *op);
 #define DTYPE(...)
+#define KRULE(fn, doc) IrResult fn(IrOp *kernel);
 #include "all.def"
 #undef OP
 #undef DTYPE
+#undef KRULE
+
+#include "enums.h"
+#include "op_attrs.h"
+#include "sm90_limits.h"
 
 /* Helpers shared by dialect verifiers. */
-/* Fetch an integer attribute; emits "expected integer attribute 'name'" when missing. */
-bool dia_need_int(IrOp *op, const char *name, int64_t *out);
-/* The enclosing tile.kernel's kernel_spec entry as integers (default when absent). */
-void dia_kernel_dims(IrOp *op, const char *entry, int64_t out[3], int64_t dflt);
-/* A string attribute that must be one of list (NULL-terminated); absent is fine when
-** optional. The message names the choices. */
-bool dia_attr_one_of(IrOp *op, const char *name, const char *const *list, bool optional);
-/* An optional integer attribute in [lo, hi]; stores it, or dflt when absent. */
-bool dia_attr_int_in(IrOp *op, const char *name, int64_t lo, int64_t hi, int64_t dflt, int64_t *out);
-/* An optional boolean attribute; stores it (may be NULL), or dflt when absent. */
-bool dia_attr_bool(IrOp *op, const char *name, bool dflt, bool *out);
 /* Is a constant integer: stores it. */
 bool dia_const_int(IrValue *v, int64_t *out);
 /* Bytes a value of type t takes in memory (i1 = 1, index and pointers = 8, vectors

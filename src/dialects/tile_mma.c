@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dialects.h"
+#include "kernel.h"
 
 static IrResult type_error(IrOp *op, const char *fmt, const IrType *t) {
   char *s = ir_type_to_string(t);
@@ -24,8 +24,12 @@ static IrResult type_error(IrOp *op, const char *fmt, const IrType *t) {
 
 
 int64_t tile_swizzle_bytes(const char *s) {
-  if (!s || !strcmp(s, "linear")) return 0;
-  return !strcmp(s, "sw32") ? 32 : !strcmp(s, "sw64") ? 64 : !strcmp(s, "sw128") ? 128 : -1;
+#define BYTES(id, name, bytes) bytes,
+  static const int64_t bytes[] = {TMA_SWIZZLE_LIST(BYTES)};
+#undef BYTES
+  if (!s) return 0;
+  int i = ir_enum_index(TMA_SWIZZLE_names, s);
+  return i < 0 ? -1 : bytes[i];
 }
 
 /* Element types a tensor map can describe (CUtensorMapDataType). */
@@ -98,26 +102,18 @@ static IrResult check_coords(IrOp *op, uint32_t first, int rank, bool mask) {
   return IR_OK;
 }
 
-static const char *const reduce_ops[] = {"add", "min", "max", "inc", "dec", "and", "or", "xor", NULL};
-
 IrResult tile_verify_tma(IrOp *op) {
   uint32_t mi = op->kind == OP_TILE_TMA_LOAD ? 1 : 0;
   const IrType *m = op->operands[mi].value->type;
   if (!tile_check_tensor_map(op, m)) return IR_FAIL;
   int rank = tile_tensor_map_rank(m);
   if (op->kind == OP_TILE_TMA_PREFETCH) return check_coords(op, 1, rank, false);
-  if (op->kind == OP_TILE_TMA_STORE) {
-    if (!dia_attr_one_of(op, "reduce", reduce_ops, true)) return IR_FAIL;
-    return check_coords(op, 2, rank, false);
-  }
-  bool mc;
-  if (!dia_attr_bool(op, "multicast", false, &mc)) return IR_FAIL;
+  if (op->kind == OP_TILE_TMA_STORE) return check_coords(op, 2, rank, false);
+  bool mc = ir_attrs_TILE_TMA_LOAD(op).multicast;
   if (!ir_type_is_int_width(op->operands[2].value->type->elem, 64))
     return type_error(op, "the mbarrier must be an i64 in shared memory, got %s", op->operands[2].value->type);
   if (mc) {
-    int64_t cl[3];
-    dia_kernel_dims(op, "cluster", cl, 1);
-    if (cl[0] * cl[1] * cl[2] < 2) {
+    if (kernel_spec_of(op).ctas < 2) {
       ir_op_error(op, "multicast needs a kernel with a cluster of 2 or more CTAs");
       return IR_FAIL;
     }
@@ -144,84 +140,64 @@ static IrResult check_warpgroup(IrOp *op) {
     return IR_FAIL;
   }
   IrOp *a = ir_op_ancestor(op, OP_TILE_AGENT);
-  int64_t nw = a ? ir_op_attr_int_or(a, "num_warps", 0) : 0;
+  int64_t nw = a ? ir_attrs_TILE_AGENT(a).num_warps : 0;
   if (a && nw % 4) {
     IrDiag *d = ir_op_error(op, "is executed by whole warpgroups, but its agent has %lld warps (not a multiple of 4)",
                             (long long)nw);
     ir_op_note(d, a, "the agent");
     return IR_FAIL;
   }
-  int64_t b[3];
-  dia_kernel_dims(op, "block", b, 1);
-  if ((b[0] * b[1] * b[2]) % 128) {
+  int64_t threads = kernel_spec_of(op).threads;
+  if (threads % 128) {
     ir_op_error(op, "is executed by whole warpgroups, but the block has %lld threads (not a multiple of 128)",
-                (long long)(b[0] * b[1] * b[2]));
+                (long long)threads);
     return IR_FAIL;
   }
   return IR_OK;
 }
 
 IrResult tile_verify_warpgroup(IrOp *op) {
-  static const char *const actions[] = {"inc", "dec", NULL};
-  int64_t v;
-  if (op->kind == OP_TILE_WGMMA_WAIT && !dia_attr_int_in(op, "pending", 0, 7, 0, &v)) return IR_FAIL;
-  if (op->kind == OP_TILE_SETMAXNREG) {
-    if (!dia_attr_one_of(op, "action", actions, false)) return IR_FAIL;
-    if (!dia_need_int(op, "count", &v)) return IR_FAIL;
-    if (v < 24 || v > 256 || v % 8) {
-      ir_op_error(op, "register count %lld must be a multiple of 8 in [24, 256]", (long long)v);
-      return IR_FAIL;
-    }
+  if (op->kind == OP_TILE_SETMAXNREG && ir_attrs_TILE_SETMAXNREG(op).count % 8) {
+    ir_op_error(op, "register count %lld must be a multiple of 8 in [%d, %d]",
+                (long long)ir_attrs_TILE_SETMAXNREG(op).count, SM90_MAXNREG_MIN, SM90_MAXNREG_MAX);
+    return IR_FAIL;
   }
   return check_warpgroup(op);
 }
 
 typedef struct MmaKind {
   const char *name;
-  int k;           /* K of the instruction */
-  bool trans;      /* transposes allowed (16-bit types only) */
-  bool f16_accum;  /* an f16 accumulator allowed */
+  int k;          /* K of the instruction */
+  bool trans;     /* transposes allowed (16-bit types only) */
+  bool f16_accum; /* an f16 accumulator allowed */
 } MmaKind;
 
-static const MmaKind mma_kinds[] = {
-    {"f16", 16, true, true}, {"bf16", 16, true, false}, {"tf32", 8, false, false},
-    {"e4m3", 32, false, true}, {"e5m2", 32, false, true}, {NULL, 0, false, false}};
-
-static const MmaKind *mma_kind(const char *s) {
-  for (const MmaKind *m = mma_kinds; s && m->name; m++)
-    if (!strcmp(m->name, s)) return m;
-  return NULL;
-}
+#define MMA_KIND(id, name, k, trans, f16_accum) {name, k, trans, f16_accum},
+static const MmaKind mma_kinds[] = {WGMMA_TYPE_LIST(MMA_KIND)};
+#undef MMA_KIND
 
 static bool is_fp8(const MmaKind *m) { return m->k == 32; }
 
 /* The attributes and operand types of a wgmma (tile or nvvm form). */
 static IrResult check_wgmma(IrOp *op) {
-  static const char *const types[] = {"f16", "bf16", "tf32", "e4m3", "e5m2", NULL};
-  if (!dia_attr_one_of(op, "type_a", types, false) || !dia_attr_one_of(op, "type_b", types, false)) return IR_FAIL;
-  const MmaKind *ka = mma_kind(ir_op_attr_str(op, "type_a")), *kb = mma_kind(ir_op_attr_str(op, "type_b"));
+  IrAttrs_TILE_WGMMA at = ir_attrs_TILE_WGMMA(op);
+  const MmaKind *ka = &mma_kinds[at.type_a], *kb = &mma_kinds[at.type_b];
   if (ka != kb && !(is_fp8(ka) && is_fp8(kb))) {
     ir_op_error(op, "type_a %s and type_b %s cannot be mixed", ka->name, kb->name);
     return IR_FAIL;
   }
-  const IrAttr *sh = ir_op_attr(op, "shape");
-  if (!sh || sh->kind != IR_ATTR_ARRAY || sh->u.arr.n != 3 || sh->u.arr.elems[0]->kind != IR_ATTR_INT ||
-      sh->u.arr.elems[1]->kind != IR_ATTR_INT || sh->u.arr.elems[2]->kind != IR_ATTR_INT) {
+  if (at.shape.n != 3) {
     ir_op_error(op, "expected 'shape' = [64, N, K]");
     return IR_FAIL;
   }
-  int64_t m = sh->u.arr.elems[0]->u.i, n = sh->u.arr.elems[1]->u.i, k = sh->u.arr.elems[2]->u.i;
+  int64_t m = ir_attr_list_int(at.shape, 0), n = ir_attr_list_int(at.shape, 1), k = ir_attr_list_int(at.shape, 2);
   if (m != 64 || n < 8 || n > 256 || n % 8 || k != ka->k) {
     ir_op_error(op, "shape [%lld, %lld, %lld] is not a wgmma shape for %s: m64nNk%d with N a multiple of 8 in [8, 256]",
                 (long long)m, (long long)n, (long long)k, ka->name, ka->k);
     return IR_FAIL;
   }
-  int64_t sa, sb;
-  bool ta, tb;
-  if (!dia_attr_int_in(op, "scale_a", -1, 1, 1, &sa) || !dia_attr_int_in(op, "scale_b", -1, 1, 1, &sb) ||
-      !dia_attr_bool(op, "trans_a", false, &ta) || !dia_attr_bool(op, "trans_b", false, &tb))
-    return IR_FAIL;
-  if (sa == 0 || sb == 0) {
+  bool ta = at.trans_a, tb = at.trans_b;
+  if (at.scale_a == 0 || at.scale_b == 0) {
     ir_op_error(op, "scale_a and scale_b are 1 or -1");
     return IR_FAIL;
   }
@@ -261,10 +237,8 @@ IrResult nvvm_verify_wgmma(IrOp *op) { return check_wgmma(op); }
 
 IrResult tile_verify_wgmma_desc(IrOp *op) {
   static const int64_t ok[] = {0, 32, 64, 128};
-  int64_t sw, lbo, sbo;
-  if (!dia_attr_int_in(op, "swizzle", 0, 128, 0, &sw) || !dia_attr_int_in(op, "lbo", 0, (1 << 18) - 16, 16, &lbo) ||
-      !dia_attr_int_in(op, "sbo", 0, (1 << 18) - 16, 0, &sbo))
-    return IR_FAIL;
+  IrAttrs_TILE_WGMMA_DESC a = ir_attrs_TILE_WGMMA_DESC(op);
+  int64_t sw = a.swizzle, lbo = a.lbo, sbo = a.sbo;
   bool legal = false;
   for (int i = 0; i < 4; i++)
     legal |= sw == ok[i];
@@ -307,8 +281,6 @@ static int64_t matrix_words(const IrType *t) {
 }
 
 static IrResult check_matrix(IrOp *op) {
-  bool tr;
-  if (!dia_attr_bool(op, "trans", false, &tr)) return IR_FAIL;
   bool st = op->kind == OP_TILE_STMATRIX || op->kind == OP_NVVM_STMATRIX;
   int64_t n = 0;
   if (st) {
@@ -359,14 +331,9 @@ IrResult tile_verify_pack(IrOp *op) {
 ** ======================================================================= */
 
 IrResult nvvm_verify_tma(IrOp *op) {
-  int64_t dim;
-  bool mc;
-  if (!dia_need_int(op, "dim", &dim)) return IR_FAIL;
-  if (dim < 1 || dim > 5) {
-    ir_op_error(op, "dim %lld is out of range [1, 5]", (long long)dim);
-    return IR_FAIL;
-  }
-  if (!dia_attr_bool(op, "multicast", false, &mc) || !dia_attr_one_of(op, "reduce", reduce_ops, true)) return IR_FAIL;
+  IrAttrs_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL a = ir_attrs_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL(op);
+  int64_t dim = a.dim;
+  bool mc = a.multicast;
   uint32_t first = op->kind == OP_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL ? 3
                    : op->kind == OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA ? 2
                                                                                  : 1;

@@ -278,3 +278,20 @@ char *sb_take(StrBuf *sb) {
 }
 
 /* }====================================================================== */
+
+void ir_opvec_push(IrOpVec *v, IrOp *op) {
+  if (v->n == v->cap) {
+    size_t cap = v->cap ? 2 * v->cap : 32;
+    IrOp **nv = realloc(v->v, cap * sizeof *nv);
+    if (!nv) abort();
+    v->v = nv;
+    v->cap = cap;
+  }
+  v->v[v->n++] = op;
+}
+
+void ir_opvec_free(IrOpVec *v) {
+  free(v->v);
+  v->v = NULL;
+  v->n = v->cap = 0;
+}

@@ -79,6 +79,14 @@ void *ptrmap_get(const PtrMap *m, const void *key);
 void ptrmap_set(PtrMap *m, const void *key, void *value);
 void ptrmap_free(PtrMap *m);
 
+/* A growable array of ops (malloc'ed; free with ir_opvec_free). */
+typedef struct IrOpVec {
+  struct IrOp **v;
+  size_t n, cap;
+} IrOpVec;
+void ir_opvec_push(IrOpVec *v, struct IrOp *op);
+void ir_opvec_free(IrOpVec *v);
+
 /* Interned, NUL-terminated copy of s[0..n): equal strings give equal pointers. */
 const char *ir_intern(IrContext *ctx, const char *s, size_t n);
 const char *ir_intern_cstr(IrContext *ctx, const char *s);
@@ -321,12 +329,72 @@ const IrOpInfo *ir_op_info(IrOpKind k);
 int ir_op_lookup(const char *name, size_t len); /* -1 if unknown */
 /* The dialect prefix of an op name ("cutlass" for "cutlass.pipeline.init"). */
 size_t ir_op_dialect_len(IrOpKind k);
+/* The nvvm op a tile op becomes one-to-one (its LOWER row), or -1. */
+int ir_op_lowers_to(IrOpKind k);
+/* The PTX row of an nvvm op: the template the generic emitter expands, or
+** (*by_hand) what a case of the emitter writes; NULL without a row. */
+const char *ir_op_ptx(IrOpKind k, bool *by_hand);
 
 /* Operand and result counts allowed by an op's signature. max = -1: unbounded. */
 typedef struct IrArity {
   int min_operands, max_operands, min_results, max_results;
 } IrArity;
 IrArity ir_op_arity(IrOpKind k);
+
+/* Attribute rows (ATTR in the op tables; src/ir/opattrs.c). */
+typedef enum IrAttrSpecKind {
+  IR_AS_INT,  /* INT(default | REQ, lo, hi) */
+  IR_AS_BOOL, /* BOOL(default) */
+  IR_AS_ENUM, /* ENUM(LIST, default enumerator | OPT | REQ): a string of LIST_names */
+  IR_AS_STR,  /* STR(REQ | OPT) */
+  IR_AS_INTS, /* INTS(REQ | OPT, at most this many) */
+  IR_AS_STRS, /* STRS(REQ | OPT) */
+  IR_AS_TYPE, /* TYPE(REQ | OPT) */
+  IR_AS_DICT, /* DICT(REQ | OPT) */
+  IR_AS_ANY   /* ANY(REQ | OPT): any attribute, its op's verifier decides */
+} IrAttrSpecKind;
+
+#define IR_ATTR_REQUIRED INT64_MIN /* `REQ` in a row: no default */
+
+typedef struct IrAttrSpec {
+  IrOpKind op;
+  const char *name; /* as the row spells it: a trailing '_' (volatile_) is not part of the name */
+  IrAttrSpecKind kind;
+  int64_t dflt, lo, hi; /* default (IR_ATTR_REQUIRED: none); INT range; INTS: max length */
+  const char *const *names; /* ENUM spellings, NULL-terminated */
+  const char *list;         /* ENUM list name */
+  size_t offset;            /* of the member in the op's IrAttrs_ struct */
+  const char *doc;
+} IrAttrSpec;
+
+/* A list attribute as read: n elements (0 when absent). */
+typedef struct IrAttrList {
+  uint32_t n;
+  const IrAttr *const *elems;
+} IrAttrList;
+int64_t ir_attr_list_int(IrAttrList l, uint32_t i);     /* 0 when not an integer */
+const char *ir_attr_list_str(IrAttrList l, uint32_t i); /* NULL when not a string */
+
+/* The op whose rows give k's attributes: k itself unless ATTRS_AS says another. */
+IrOpKind ir_op_attr_set(IrOpKind k);
+/* The rows of k's attributes (n of them, possibly 0). */
+const IrAttrSpec *ir_op_attr_specs(IrOpKind k, uint32_t *n);
+/* A row's attribute name and its length (without the trailing '_'). */
+size_t ir_attr_spec_name(const IrAttrSpec *s, const char **name);
+/* Check op's attributes against its rows; diagnostics at op. */
+bool ir_op_check_attrs(IrOp *op);
+/* One attribute of op read by its row: its value, or the row's default. */
+typedef struct IrAttrValue {
+  const IrAttrSpec *spec;
+  bool present;  /* set on op, well formed */
+  int64_t i;     /* INT; BOOL 0 or 1; ENUM its index (-1: absent, no default) */
+  const char *s; /* STR; ENUM its spelling (NULL when absent) */
+} IrAttrValue;
+/* false when op's rows declare no attribute `name` (n bytes). */
+bool ir_op_attr_value(const IrOp *op, const char *name, size_t n, IrAttrValue *out);
+/* Fill a typed struct of src/dialects/op_attrs.h (its `ok` first) from op,
+** whose attribute set must be `set`. Use the generated ir_attrs_ID(op). */
+void ir_attrs_read(const IrOp *op, IrOpKind set, void *out, size_t size);
 
 /* }====================================================================== */
 
@@ -395,9 +463,7 @@ void ir_op_erase_operand(IrOp *op, uint32_t i);
 
 const IrAttr *ir_op_attr(const IrOp *op, const char *name);
 void ir_op_set_attr(IrOp *op, const char *name, const IrAttr *a); /* a == NULL removes */
-bool ir_op_attr_int(const IrOp *op, const char *name, int64_t *out);
-int64_t ir_op_attr_int_or(const IrOp *op, const char *name, int64_t dflt);
-const char *ir_op_attr_str(const IrOp *op, const char *name); /* NULL if absent or not a string */
+/* An op's attributes by their meaning: the typed readers of src/dialects/op_attrs.h. */
 
 /* Blocks and regions. */
 IrBlock *ir_block_create(IrContext *ctx);

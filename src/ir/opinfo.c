@@ -37,6 +37,40 @@ IrValue *nofold(IrBuilder *b, IrOp *op) {
 
 const IrOpInfo *ir_op_info(IrOpKind k) { return &op_table[k]; }
 
+/* LOWER rows: 1 + the nvvm op, 0 for none. */
+static const int lowers_to[OP__COUNT] = {
+#define OP(...)
+#define DTYPE(...)
+#define LOWER(op, to) [OP_##op] = OP_##to + 1,
+#include "../dialects/all.def"
+#undef OP
+#undef DTYPE
+#undef LOWER
+};
+
+int ir_op_lowers_to(IrOpKind k) { return lowers_to[k] - 1; }
+
+/* PTX and PTX_HAND rows. */
+static const struct {
+  const char *text;
+  bool by_hand;
+} ptx_rows[OP__COUNT] = {
+#define OP(...)
+#define DTYPE(...)
+#define PTX(op, text) [OP_##op] = {text, false},
+#define PTX_HAND(op, text) [OP_##op] = {text, true},
+#include "../dialects/all.def"
+#undef OP
+#undef DTYPE
+#undef PTX
+#undef PTX_HAND
+};
+
+const char *ir_op_ptx(IrOpKind k, bool *by_hand) {
+  if (by_hand) *by_hand = ptx_rows[k].by_hand;
+  return ptx_rows[k].text;
+}
+
 int ir_op_lookup(const char *name, size_t len) {
   for (int i = 0; i < OP__COUNT; i++) {
     const char *n = op_table[i].name;

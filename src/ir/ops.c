@@ -203,24 +203,8 @@ void ir_op_set_attr(IrOp *op, const char *name, const IrAttr *a) {
   op->nattrs++;
 }
 
-bool ir_op_attr_int(const IrOp *op, const char *name, int64_t *out) {
-  const IrAttr *a = ir_op_attr(op, name);
-  if (!a) return false;
-  if (a->kind == IR_ATTR_INT) *out = a->u.i;
-  else if (a->kind == IR_ATTR_BOOL) *out = a->u.b;
-  else return false;
-  return true;
-}
 
-int64_t ir_op_attr_int_or(const IrOp *op, const char *name, int64_t dflt) {
-  int64_t v;
-  return ir_op_attr_int(op, name, &v) ? v : dflt;
-}
 
-const char *ir_op_attr_str(const IrOp *op, const char *name) {
-  const IrAttr *a = ir_op_attr(op, name);
-  return a && a->kind == IR_ATTR_STR ? a->u.str.s : NULL;
-}
 
 /* }====================================================================== */
 

@@ -1,7 +1,7 @@
 /*
 ** verify.c -- the generic verifier: structure from the op tables (operand and
-** result counts and types, regions, terminators), SSA visibility, then each
-** op's own verifier once everything nested in it is sound.
+** result counts and types, the attribute rows, regions, terminators), SSA
+** visibility, then each op's own verifier once everything nested in it is sound.
 */
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +143,7 @@ static bool verify_region(Verifier *v, IrRegion *r) {
 static bool verify_op(Verifier *v, IrOp *op) {
   const IrOpInfo *info = ir_op_info(op->kind);
   bool ok = check_signature(v, op, info);
+  if (!ir_op_check_attrs(op)) ok = fail(v);
   for (uint32_t i = 0; i < op->noperands; i++) {
     IrValue *val = op->operands[i].value;
     if (!val) continue;

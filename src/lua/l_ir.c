@@ -1404,6 +1404,7 @@ static void push_op_info(lua_State *L, int kind) {
   lua_setfield(L, -2, "max_results");
   lua_pushboolean(L, (info->traits & T_TERMINATOR) != 0);
   lua_setfield(L, -2, "terminator");
+  lb_push_op_tables(L, kind);
 }
 
 /* core.op_info(name) -> table or nil; core.ops() -> list of tables in table order. */

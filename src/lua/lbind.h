@@ -79,6 +79,8 @@ void lb_push_diagnostics_and_list(lua_State *L, IrContext *ctx);
 void lb_open_ir(lua_State *L);
 void lb_open_passes(lua_State *L);
 void lb_open_extra(lua_State *L); /* later areas: PTX, CUDA, schedulers */
+/* Add an op's attribute, PTX and LOWER rows to the op table on the stack (l_dialect.c). */
+void lb_push_op_tables(lua_State *L, int kind);
 
 #define LB_EXPORT __attribute__((visibility("default")))
 LB_EXPORT int luaopen_tilua(lua_State *L);

@@ -1,6 +1,6 @@
 /*
 ** dedupe_wait_groups.c -- the `dedupe-wait-groups` pass: seed 000's wait-group
-** dedupe walker, run right after convert-pipeline-to-nvvm. The async patterns
+** dedupe walker, run right after convert-cutlass-to-nvvm. The async patterns
 ** of that pass emit commit + wait pairs eagerly (async.wait, future_wait,
 ** producer_tail, the MODS end probe); this walker then removes every group
 ** wait that an earlier wait of the same flavour in the same block already
@@ -38,12 +38,16 @@ static int wait_flavor(const IrOp *op) {
 }
 
 static int64_t pending_of(const IrOp *op) {
-  return ir_op_attr_int_or(op, op->kind == OP_TILE_BULK_WAIT ? "pending" : "group", 0);
+  switch (op->kind) {
+  case OP_TILE_BULK_WAIT: return ir_attrs_TILE_BULK_WAIT(op).pending;
+  case OP_NVVM_CP_ASYNC_BULK_WAIT_GROUP: return ir_attrs_NVVM_CP_ASYNC_BULK_WAIT_GROUP(op).group;
+  default: return ir_attrs_NVVM_WGMMA_WAIT_GROUP_SYNC_ALIGNED(op).group;
+  }
 }
 
 static bool read_only(const IrOp *op) {
-  const IrAttr *a = ir_op_attr(op, "read");
-  return a && a->kind == IR_ATTR_BOOL && a->u.b;
+  if (op->kind == OP_TILE_BULK_WAIT) return ir_attrs_TILE_BULK_WAIT(op).read;
+  return op->kind == OP_NVVM_CP_ASYNC_BULK_WAIT_GROUP && ir_attrs_NVVM_CP_ASYNC_BULK_WAIT_GROUP(op).read;
 }
 
 typedef struct Opens {

@@ -3,7 +3,7 @@
 ** cutlass.tile_scheduler.* op but the MODS probes becomes arith + scf (plus a
 ** tile.load for the pull model and, for the StreamK fixup, tile pointer ops,
 ** cutlass.generic_barrier and cutlass.block_striped ops that
-** convert-pipeline-to-nvvm lowers next). The arithmetic mirrors the reference
+** convert-cutlass-to-nvvm lowers next). The arithmetic mirrors the reference
 ** in src/sched operation for operation, in 32-bit unsigned integers
 ** (docs/schedulers.md, "The lowering"):
 **
@@ -39,7 +39,7 @@
 
 #include "../dialects/cutlass.h"
 #include "../sched/sched.h"
-#include "passes.h"
+#include "rewrite.h"
 
 #define U32MAX 0xffffffffu
 
@@ -47,9 +47,7 @@
 ** Kinds, work-tile fields and the pass state
 ** ======================================================================= */
 
-enum { K_DP, K_SP, K_SK, K_SM100 };
-static const char *const kind_names[] = {"data_parallel", "static_persistent", "streamk",
-                                         "sm100_streamk", NULL};
+enum { K_DP = SCHED_DATA_PARALLEL, K_SP = SCHED_STATIC_PERSISTENT, K_SK = SCHED_STREAMK, K_SM100 = CUT_SCHED_SM100_STREAMK };
 
 /* The fields of a work tile. A kind carries some of them (tile_fields,
 ** piece_fields); the accessors derive the others (a whole tile starts at k 0
@@ -96,62 +94,24 @@ typedef struct Handle {
   IrValue *response;
 } Handle;
 
-typedef struct OpVec {
-  IrOp **v;
-  size_t n, cap;
-} OpVec;
-
-typedef struct MemVec {
-  void **v;
-  size_t n, cap;
-} MemVec;
-
 typedef struct Low {
-  IrContext *ctx;
-  IrBuilder b;
-  const IrType *i1, *i32, *i64;
-  PtrMap scheds;           /* params value -> Sched */
-  PtrMap handles;          /* handle value -> Handle */
-  PtrMap packs;            /* pack casts (op -> op) */
-  MemVec owned;            /* Sched and Handle records, freed at the end */
-  OpVec packlist, unpacks; /* the casts of the kernel being lowered */
+  Rewriter rw;
+  PtrMap scheds;             /* params value -> Sched */
+  PtrMap handles;            /* handle value -> Handle */
+  PtrMap packs;              /* pack casts (op -> op) */
+  IrOpVec packlist, unpacks; /* the casts of the kernel being lowered */
 } Low;
 
-static void vec_push(OpVec *v, IrOp *op) {
-  if (v->n == v->cap) {
-    size_t cap = v->cap ? 2 * v->cap : 32;
-    IrOp **nv = realloc(v->v, cap * sizeof *nv);
-    if (!nv) abort();
-    v->v = nv;
-    v->cap = cap;
-  }
-  v->v[v->n++] = op;
-}
-
-/* A zeroed record that lives until the pass ends. */
-static void *owned_alloc(Low *L, size_t n) {
-  MemVec *m = &L->owned;
-  if (m->n == m->cap) {
-    size_t cap = m->cap ? 2 * m->cap : 16;
-    void **nv = realloc(m->v, cap * sizeof *nv);
-    if (!nv) abort();
-    m->v = nv;
-    m->cap = cap;
-  }
-  void *p = calloc(1, n);
-  if (!p) abort();
-  return m->v[m->n++] = p;
-}
+/* A zeroed record that lives as long as the IR (the context's arena). */
+static void *owned_alloc(Low *L, size_t n) { return arena_alloc(ir_arena(L->rw.ctx), n); }
 
 static bool is_sched_type(const IrType *t, int dty) { return ir_type_is_dialect(t, dty); }
 static bool is_wti(const IrType *t) { return is_sched_type(t, IR_DTY_CUTLASS_WORK_TILE_INFO); }
 
 /* The kind of a scheduler-family type (K_SM100 lowers as K_SK), -1 if unknown. */
 static int type_kind(const IrType *t) {
-  const char *k = ir_type_param_str(t, 0);
-  for (int i = 0; k && kind_names[i]; i++)
-    if (strcmp(k, kind_names[i]) == 0) return i == K_SM100 ? K_SK : i;
-  return -1;
+  int k = cut_kind_index(t, CUT_SCHED_KIND_names);
+  return k == K_SM100 ? K_SK : k;
 }
 
 /* The fields a work tile of type t carries. */
@@ -162,7 +122,7 @@ static const uint8_t *carried(const IrType *t, uint32_t *n) {
 }
 
 static const IrType *field_type(Low *L, int f) {
-  return f >= F_VALID && f <= F_INC_PIPE ? L->i1 : L->i32;
+  return f >= F_VALID && f <= F_INC_PIPE ? L->rw.i1 : L->rw.i32;
 }
 
 /* Is op one of the cutlass.tile_scheduler family (MODS probes included)? */
@@ -190,31 +150,23 @@ static bool is_accessor(const IrOp *op) {
 ** Building arithmetic (32-bit unsigned, as the reference)
 ** ======================================================================= */
 
-static IrValue *c32(Low *L, uint32_t v) { return ir_build_const_int(&L->b, (int64_t)v, L->i32); }
-static IrValue *c64(Low *L, uint64_t v) { return ir_build_const_int(&L->b, (int64_t)v, L->i64); }
-static IrValue *c1(Low *L, bool v) { return ir_build_const_int(&L->b, v, L->i1); }
-static IrValue *bin(Low *L, IrOpKind k, IrValue *a, IrValue *b) {
-  return ir_build_binary(&L->b, k, a, b);
-}
-static IrValue *add(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_ADDI, a, b); }
-static IrValue *sub(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_SUBI, a, b); }
-static IrValue *mul(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_MULI, a, b); }
-static IrValue *divu(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_DIVUI, a, b); }
-static IrValue *remu(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_REMUI, a, b); }
-static IrValue *minu(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_MINUI, a, b); }
-static IrValue *maxu(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_MAXUI, a, b); }
-static IrValue *and1(Low *L, IrValue *a, IrValue *b) { return bin(L, OP_ARITH_ANDI, a, b); }
-static IrValue *cmp(Low *L, const char *p, IrValue *a, IrValue *b) {
-  return ir_build_cmpi(&L->b, p, a, b);
-}
-static IrValue *sel(Low *L, IrValue *c, IrValue *a, IrValue *b) {
-  return ir_build_select(&L->b, c, a, b);
-}
+/* The scheduler's arithmetic in the reference's words, over rewrite.h. */
+static IrValue *c32(Low *L, uint32_t v) { return rw_const(&L->rw, (int64_t)v, L->rw.i32); }
+static IrValue *c64(Low *L, uint64_t v) { return rw_const(&L->rw, (int64_t)v, L->rw.i64); }
+static IrValue *c1(Low *L, bool v) { return rw_const(&L->rw, v, L->rw.i1); }
+static IrValue *add(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_ADDI, a, b); }
+static IrValue *sub(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_SUBI, a, b); }
+static IrValue *mul(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_MULI, a, b); }
+static IrValue *divu(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_DIVUI, a, b); }
+static IrValue *remu(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_REMUI, a, b); }
+static IrValue *minu(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_MINUI, a, b); }
+static IrValue *maxu(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_MAXUI, a, b); }
+static IrValue *and1(Low *L, IrValue *a, IrValue *b) { return rw_bin(&L->rw, OP_ARITH_ANDI, a, b); }
+static IrValue *cmp(Low *L, const char *p, IrValue *a, IrValue *b) { return rw_cmp(&L->rw, p, a, b); }
+static IrValue *sel(Low *L, IrValue *c, IrValue *a, IrValue *b) { return rw_select(&L->rw, c, a, b); }
 /* C's bool-to-integer promotion: 0 or 1. */
-static IrValue *b2i(Low *L, IrValue *c) { return ir_build_unary(&L->b, OP_ARITH_EXTUI, c, L->i32); }
-static IrValue *zext64(Low *L, IrValue *v) {
-  return ir_build_unary(&L->b, OP_ARITH_EXTUI, v, L->i64);
-}
+static IrValue *b2i(Low *L, IrValue *c) { return rw_cast(&L->rw, OP_ARITH_EXTUI, c, L->rw.i32); }
+static IrValue *zext64(Low *L, IrValue *v) { return rw_cast(&L->rw, OP_ARITH_EXTUI, v, L->rw.i64); }
 
 /* a / b + (a % b != 0): ceil_div32 of sched.c. */
 static IrValue *ceil_div(Low *L, IrValue *a, IrValue *b) {
@@ -289,8 +241,8 @@ static void tile_advance(Low *L, const Handle *h, const Work *t, Work *w) {
   IrValue *inc = cmp(L, "eq", next_idx, c32(L, s->tiles_per_round));
   IrValue *linear;
   if (h->pull) {
-    IrOp *ld = ir_build(&L->b, OP_TILE_LOAD, 1, &h->response, 1, &L->i32, 0);
-    ir_op_set_attr(ld, "volatile", ir_attr_bool(L->ctx, true));
+    IrOp *ld = ir_build(&L->rw.b, OP_TILE_LOAD, 1, &h->response, 1, &L->rw.i32, 0);
+    rw_set_bool(&L->rw, ld, "volatile", true);
     linear = &ld->results[0];
   } else {
     linear = add(L, t->f[F_LINEAR], grid_of(L, s));
@@ -453,53 +405,26 @@ static int params_kind(const IrOp *op) {
   }
 }
 
-/* An optional string attribute: its index in names, dflt when absent, -1 if unknown. */
-static int attr_choice(const IrOp *op, const char *name, const char *const *names, int dflt) {
-  const char *v = ir_op_attr_str(op, name);
-  if (!ir_op_attr(op, name)) return dflt;
-  for (int i = 0; v && names[i]; i++)
-    if (strcmp(v, names[i]) == 0) return i;
-  ir_op_error(op, "unknown %s '%s'", name, v ? v : "?");
-  return -1;
-}
-
-/* The attributes of a params op into a configuration. */
-static bool params_attrs(IrOp *op, Sched *s, SchedConfig *c) {
-  static const char *const orders[] = {"along_m", "along_n", NULL};
-  static const char *const decomps[] = {"heuristic", "data_parallel", "split_k", "streamk", NULL};
-  static const char *const reductions[] = {"deterministic", "nondeterministic", NULL};
-  int order = attr_choice(op, "raster_order", orders, 0);
-  int decomp = attr_choice(op, "decomposition", decomps, 0);
-  int red = attr_choice(op, "reduction", reductions, 0);
-  if (order < 0 || decomp < 0 || red < 0) return false;
-  int64_t swz = ir_op_attr_int_or(op, "swizzle", 1),
-          tpr = ir_op_attr_int_or(op, "tiles_per_round", 0);
-  int64_t splits = ir_op_attr_int_or(op, "splits", 1), min_k = ir_op_attr_int_or(op, "min_k", 0);
-  int64_t acc = ir_op_attr_int_or(op, "accumulator_tile_bytes", 0);
-  if (swz < 1 || swz > U32MAX || tpr < 0 || tpr > U32MAX || splits < 1 || splits > U32MAX ||
-      min_k < 0 || min_k > U32MAX || acc < 0) {
-    ir_op_error(op, "scheduler attributes out of range (swizzle, tiles_per_round, splits, min_k, "
-                    "accumulator_tile_bytes)");
-    return false;
-  }
-  c->order = s->order = (SchedOrder)order;
-  c->decomp = (SchedDecomp)decomp;
-  c->reduction = (SchedReduction)red;
-  c->swizzle = s->swizzle = (uint32_t)swz;
-  c->tiles_per_round = s->tiles_per_round = (uint32_t)tpr;
-  c->splits = (uint32_t)splits;
-  c->min_k = (uint32_t)min_k;
-  c->acc_tile_bytes = s->acc_bytes = (uint64_t)acc;
-  return true;
+/* The attributes of a params op (verified: in range) into a configuration. */
+static void params_attrs(IrOp *op, Sched *s, SchedConfig *c) {
+  IrAttrs_CUTLASS_SCHED_CREATE_DP_PARAMS a = ir_attrs_CUTLASS_SCHED_CREATE_DP_PARAMS(op);
+  c->order = s->order = (SchedOrder)a.raster_order;
+  c->decomp = (SchedDecomp)a.decomposition;
+  c->reduction = (SchedReduction)a.reduction;
+  c->swizzle = s->swizzle = (uint32_t)a.swizzle;
+  c->tiles_per_round = s->tiles_per_round = (uint32_t)a.tiles_per_round;
+  c->splits = (uint32_t)a.splits;
+  c->min_k = (uint32_t)a.min_k;
+  c->acc_tile_bytes = s->acc_bytes = (uint64_t)a.accumulator_tile_bytes;
 }
 
 /* The cluster shape: the attribute, else the kernel's; the schedulers tile M and N only. */
 static bool params_cluster(IrOp *op, Sched *s, SchedConfig *c) {
   int64_t cl[3];
-  cut_kernel_cluster(op, cl);
-  const IrAttr *a = ir_op_attr(op, "cluster_shape");
-  for (uint32_t i = 0; a && a->kind == IR_ATTR_ARRAY && i < a->u.arr.n && i < 3; i++)
-    if (a->u.arr.elems[i]->kind == IR_ATTR_INT) cl[i] = a->u.arr.elems[i]->u.i;
+  memcpy(cl, kernel_spec_of(op).cluster, sizeof cl);
+  IrAttrList shape = ir_attrs_CUTLASS_SCHED_CREATE_DP_PARAMS(op).cluster_shape;
+  for (uint32_t i = 0; i < shape.n && i < 3; i++)
+    cl[i] = ir_attr_list_int(shape, i);
   if (cl[2] != 1 || cl[0] < 1 || cl[1] < 1 || cl[0] > 64 || cl[1] > 64) {
     ir_op_error(op,
                 "cluster shape [%lld, %lld, %lld]: the schedulers need [m, n, 1] with m, n in "
@@ -544,7 +469,8 @@ static Sched *plan_params(Low *L, IrOp *op) {
   sched_config_init(&c, s->kind == K_DP   ? SCHED_DATA_PARALLEL
                         : s->kind == K_SP ? SCHED_STATIC_PERSISTENT
                                           : SCHED_STREAMK);
-  if (!params_attrs(op, s, &c) || !params_cluster(op, s, &c)) return NULL;
+  params_attrs(op, s, &c);
+  if (!params_cluster(op, s, &c)) return NULL;
   int bad = -1;
   s->planned = params_constants(op, &c, &bad);
   if (!s->planned) {
@@ -577,8 +503,8 @@ static Sched *plan_params(Low *L, IrOp *op) {
 ** persistent grid), built in front of it. */
 static void build_runtime_raster(Low *L, Sched *s) {
   IrOp *op = s->op;
-  ir_builder_before(&L->b, op);
-  L->b.loc = op->loc;
+  ir_builder_before(&L->rw.b, op);
+  L->rw.b.loc = op->loc;
   IrValue *gm = ceil_div(L, op->operands[0].value, c32(L, s->cluster_m));
   IrValue *gn = ceil_div(L, op->operands[1].value, c32(L, s->cluster_n));
   bool along_m = s->order == SCHED_ALONG_M;
@@ -660,19 +586,12 @@ static bool check_block_args(IrOp *op) {
   return true;
 }
 
-/* Threads that run a fixup: the enclosing executor set or agent, else the block. */
+/* Threads that run a fixup: its executor set (whole warps), else the block. */
 static int64_t fixup_threads(const IrOp *op) {
-  for (const IrOp *p = ir_op_parent_op(op); p && p->kind != OP_TILE_KERNEL;
-       p = ir_op_parent_op(p)) {
-    if (p->kind == OP_CUTLASS_ASYNC_EXEC) {
-      int64_t mask = ir_op_attr_int_or(p, "executors", 0), n = 0;
-      for (uint64_t m = (uint64_t)mask; m; m &= m - 1)
-        n++;
-      return 32 * n;
-    }
-    if (p->kind == OP_TILE_AGENT) return 32 * ir_op_attr_int_or(p, "num_warps", 1);
-  }
-  return cut_kernel_threads(op);
+  KernelExec x = kernel_exec_of(op);
+  if (x.scope && x.scope->kind != OP_TILE_KERNEL) return SM90_WARP_SIZE * (int64_t)kernel_popcount(x.mask);
+  KernelSpec ks = kernel_spec_of(op);
+  return ks.ok ? ks.threads : 0;
 }
 
 /* A fixup's accumulator fits one partial slot of its params, in elements the
@@ -708,7 +627,8 @@ static bool check_fixup(IrOp *op, const Sched *s) {
 
 /* get_workspace_sizes: attributes, when given (not all 0), agree with the plan. */
 static bool check_workspace(IrOp *op, const Sched *s) {
-  int64_t want[3] = {0, 0, 0}, got[3];
+  IrAttrs_CUTLASS_SCHED_WORKSPACE_SIZES a = ir_attrs_CUTLASS_SCHED_WORKSPACE_SIZES(op);
+  int64_t want[3] = {0, 0, 0}, got[3] = {a.total_bytes, a.reduction_bytes, a.barrier_bytes};
   static const char *const names[] = {"total_bytes", "reduction_bytes", "barrier_bytes"};
   if (s->planned) {
     want[0] = (int64_t)s->plan.ws.total;
@@ -716,10 +636,8 @@ static bool check_workspace(IrOp *op, const Sched *s) {
     want[2] = (int64_t)s->plan.ws.barriers;
   }
   bool given = false;
-  for (int i = 0; i < 3; i++) {
-    got[i] = ir_op_attr_int_or(op, names[i], 0);
+  for (int i = 0; i < 3; i++)
     given = given || got[i] != 0;
-  }
   for (int i = 0; given && i < 3; i++)
     if (got[i] != want[i]) {
       IrDiag *d = ir_op_error(op, "%s = %lld differs from the plan's %lld", names[i],
@@ -785,8 +703,7 @@ static bool check_op(IrOp *op, void *ud) {
   } else if (ok && op->kind == OP_CUTLASS_SCHED_CREATE) {
     Handle *h = owned_alloc(L, sizeof *h);
     h->s = sched_behind(L, op);
-    const char *model = ir_op_attr_str(op, "model");
-    h->pull = model && strcmp(model, "pull") == 0;
+    h->pull = ir_attrs_CUTLASS_SCHED_CREATE(op).model == SCHED_MODEL_PULL;
     h->response = op->noperands > 1 ? op->operands[1].value : NULL;
     ok = h->s != NULL;
     if (ok && h->pull && (!h->response || !ir_type_is_int_width(h->response->type->elem, 32))) {
@@ -817,9 +734,9 @@ static bool check_op(IrOp *op, void *ud) {
 
 /* fields -> work tile, where the builder is. */
 static IrValue *pack(Low *L, IrValue *const *fields, uint32_t n, const IrType *t) {
-  IrOp *c = ir_build(&L->b, OP_UNREALIZED_CAST, n, fields, 1, &t, 0);
+  IrOp *c = ir_build(&L->rw.b, OP_UNREALIZED_CAST, n, fields, 1, &t, 0);
   ptrmap_set(&L->packs, c, c);
-  vec_push(&L->packlist, c);
+  ir_opvec_push(&L->packlist, c);
   return &c->results[0];
 }
 
@@ -830,8 +747,8 @@ static IrOp *unpack(Low *L, IrValue *v) {
   const IrType *types[NFIELDS];
   for (uint32_t i = 0; i < n; i++)
     types[i] = field_type(L, fs[i]);
-  IrOp *c = ir_build(&L->b, OP_UNREALIZED_CAST, 1, &v, n, types, 0);
-  vec_push(&L->unpacks, c);
+  IrOp *c = ir_build(&L->rw.b, OP_UNREALIZED_CAST, 1, &v, n, types, 0);
+  ir_opvec_push(&L->unpacks, c);
   return c;
 }
 
@@ -871,8 +788,8 @@ static void expand_type(Low *L, Vals *out, const IrType *t) {
 
 /* Operands of op expanded, unpacking work tiles just before op. */
 static void expand_operands(Low *L, IrOp *op, Vals *out) {
-  ir_builder_before(&L->b, op);
-  L->b.loc = op->loc;
+  ir_builder_before(&L->rw.b, op);
+  L->rw.b.loc = op->loc;
   for (uint32_t i = 0; i < op->noperands; i++) {
     IrValue *v = op->operands[i].value;
     if (!is_wti(v->type)) {
@@ -900,12 +817,11 @@ static uint32_t rebind(Low *L, IrValue *old, IrValue **nv) {
 
 /* switch_by_executor's operand_segments after expansion. */
 static void fix_segments(Low *L, IrOp *old, IrOp *op) {
-  const IrAttr *a = ir_op_attr(old, "operand_segments");
-  if (!a || a->kind != IR_ATTR_ARRAY) return;
-  int64_t seg[64];
-  uint32_t at = 0, n = a->u.arr.n < 64 ? a->u.arr.n : 64;
+  IrAttrList segs = ir_attrs_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR(old).operand_segments;
+  int64_t seg[CUT_MAX_CASES];
+  uint32_t at = 0, n = segs.n < CUT_MAX_CASES ? segs.n : CUT_MAX_CASES;
   for (uint32_t i = 0; i < n; i++) {
-    int64_t len = a->u.arr.elems[i]->kind == IR_ATTR_INT ? a->u.arr.elems[i]->u.i : 0, w = 0;
+    int64_t len = ir_attr_list_int(segs, i), w = 0;
     for (int64_t j = 0; j < len && at < old->noperands; j++, at++) {
       uint32_t k = 1;
       if (is_wti(old->operands[at].value->type)) carried(old->operands[at].value->type, &k);
@@ -913,7 +829,7 @@ static void fix_segments(Low *L, IrOp *old, IrOp *op) {
     }
     seg[i] = w;
   }
-  ir_op_set_attr(op, "operand_segments", ir_attr_int_array(L->ctx, n, seg));
+  ir_op_set_attr(op, "operand_segments", ir_attr_int_array(L->rw.ctx, n, seg));
 }
 
 /* Rebuild a region op whose operands, results or block arguments include work
@@ -924,7 +840,7 @@ static void expand_region_op(Low *L, IrOp *op) {
   expand_operands(L, op, &opds);
   for (uint32_t i = 0; i < op->nresults; i++)
     expand_type(L, &res, op->results[i].type);
-  IrOp *n = ir_op_create(L->ctx, op->kind, op->loc, opds.n, opds.v, res.n, res.t, op->nregions);
+  IrOp *n = ir_op_create(L->rw.ctx, op->kind, op->loc, opds.n, opds.v, res.n, res.t, op->nregions);
   for (uint32_t i = 0; i < op->nattrs; i++)
     ir_op_set_attr(n, op->attrs[i].name, op->attrs[i].attr);
   if (op->kind == OP_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR) fix_segments(L, op, n);
@@ -932,15 +848,15 @@ static void expand_region_op(Low *L, IrOp *op) {
   for (uint32_t r = 0; r < op->nregions; r++)
     for (IrBlock *b = op->regions[r].first; b; b = b->next) {
       Vals at = {0};
-      IrBlock *nb = ir_block_create(L->ctx);
+      IrBlock *nb = ir_block_create(L->rw.ctx);
       ir_region_append_block(&n->regions[r], nb);
       for (uint32_t i = 0; i < b->nargs; i++)
         expand_type(L, &at, b->args[i]->type);
       IrValue **args = calloc(at.n + 1, sizeof *args);
       if (!args) abort();
       for (uint32_t i = 0; i < at.n; i++)
-        args[i] = ir_block_add_arg(L->ctx, nb, at.t[i]);
-      ir_builder_at_end(&L->b, nb);
+        args[i] = ir_block_add_arg(L->rw.ctx, nb, at.t[i]);
+      ir_builder_at_end(&L->rw.b, nb);
       for (uint32_t i = 0, k = 0; i < b->nargs; i++)
         k += rebind(L, b->args[i], args + k);
       while (b->first) {
@@ -951,7 +867,7 @@ static void expand_region_op(Low *L, IrOp *op) {
       free(args);
       vals_free(&at);
     }
-  ir_builder_after(&L->b, n);
+  ir_builder_after(&L->rw.b, n);
   for (uint32_t i = 0, k = 0; i < op->nresults; i++) {
     IrValue *nv[NFIELDS];
     uint32_t want = 1;
@@ -986,18 +902,18 @@ static bool has_wti(const IrOp *op) {
 }
 
 typedef struct Collect {
-  OpVec regions, terms, sched;
+  IrOpVec regions, terms, sched;
 } Collect;
 
 static bool collect_op(IrOp *op, void *ud) {
   Collect *c = ud;
   if (is_sched_op(op) && !is_mods_op(op)) {
-    vec_push(&c->sched, op);
+    ir_opvec_push(&c->sched, op);
   } else if (has_wti(op)) {
     if (ir_op_info(op->kind)->traits & T_TERMINATOR)
-      vec_push(&c->terms, op);
+      ir_opvec_push(&c->terms, op);
     else if (op->nregions)
-      vec_push(&c->regions, op);
+      ir_opvec_push(&c->regions, op);
   }
   return true;
 }
@@ -1106,26 +1022,26 @@ typedef struct Fix {
 
 /* An scf.if on cond (one i1 result when rt is set); its blocks in *t and *e. */
 static IrOp *build_if(Low *L, IrValue *cond, const IrType *rt, IrBlock **t, IrBlock **e) {
-  IrOp *op = ir_build(&L->b, OP_SCF_IF, 1, &cond, rt ? 1 : 0, rt ? &rt : NULL, 2);
-  *t = ir_region_ensure_block(L->ctx, &op->regions[0]);
-  *e = ir_region_ensure_block(L->ctx, &op->regions[1]);
+  IrOp *op = ir_build(&L->rw.b, OP_SCF_IF, 1, &cond, rt ? 1 : 0, rt ? &rt : NULL, 2);
+  *t = ir_region_ensure_block(L->rw.ctx, &op->regions[0]);
+  *e = ir_region_ensure_block(L->rw.ctx, &op->regions[1]);
   return op;
 }
 
 /* Close block b with scf.yield of v (or nothing); the builder moves to b's end. */
 static void yield_in(Low *L, IrBlock *b, IrValue *v) {
-  ir_builder_at_end(&L->b, b);
-  ir_build(&L->b, OP_SCF_YIELD, v ? 1 : 0, v ? &v : NULL, 0, NULL, 0);
+  ir_builder_at_end(&L->rw.b, b);
+  ir_build(&L->rw.b, OP_SCF_YIELD, v ? 1 : 0, v ? &v : NULL, 0, NULL, 0);
 }
 
 static IrValue *ptr_cast(Low *L, IrValue *p, const IrType *t) {
   if (p->type == t) return p;
-  return &ir_build(&L->b, OP_TILE_PTR_CAST, 1, &p, 1, &t, 0)->results[0];
+  return &ir_build(&L->rw.b, OP_TILE_PTR_CAST, 1, &p, 1, &t, 0)->results[0];
 }
 
 static IrValue *ptr_add(Low *L, IrValue *p, IrValue *off) {
   IrValue *opds[2] = {p, off};
-  return &ir_build(&L->b, OP_TILE_PTR_ADD, 2, opds, 1, &p->type, 0)->results[0];
+  return &ir_build(&L->rw.b, OP_TILE_PTR_ADD, 2, opds, 1, &p->type, 0)->results[0];
 }
 
 /* sched_slot_offset: ((tile * ctas + rank) * (max_splits - 1) + slot) * acc_tile_bytes. */
@@ -1138,15 +1054,15 @@ static IrValue *slot_ptr(Low *L, const Fix *x, IrValue *slot) {
 /* cutlass.block_striped.<k> of the accumulator to or from a slot. */
 static void striped(Low *L, const Fix *x, IrOpKind k, IrValue *slot) {
   IrValue *opds[2] = {slot_ptr(L, x, slot), x->acc};
-  IrOp *op = ir_build(&L->b, k, 2, opds, 0, NULL, 0);
-  ir_op_set_attr(op, "threads", ir_attr_i64(L->ctx, x->threads));
-  ir_op_set_attr(op, "element_type", ir_attr_type(L->ctx, x->elem));
+  IrOp *op = ir_build(&L->rw.b, k, 2, opds, 0, NULL, 0);
+  rw_set_int(&L->rw, op, "threads", x->threads);
+  ir_op_set_attr(op, "element_type", ir_attr_type(L->rw.ctx, x->elem));
 }
 
 /* cutlass.generic_barrier.<k> on the counter of this CTA tile. */
 static void barrier(Low *L, const Fix *x, IrOpKind k, IrValue *value) {
   IrValue *opds[3] = {x->counters, x->cta_tile, value};
-  ir_build(&L->b, k, value ? 3 : 2, opds, 0, NULL, 0);
+  ir_build(&L->rw.b, k, value ? 3 : 2, opds, 0, NULL, 0);
 }
 
 /* Publish: store the accumulator to slot s, then add 1 to the counter (release). */
@@ -1166,21 +1082,21 @@ static void fixup_deterministic(Low *L, const Fix *x, IrValue *s, IrValue *epi) 
   IrOp *waits = build_if(L, cmp(L, "ne", s, c32(L, 0)), NULL, &t, &e);
   yield_in(L, e, NULL);
   yield_in(L, t, NULL);
-  ir_builder_before(&L->b, t->last);
+  ir_builder_before(&L->rw.b, t->last);
   build_if(L, epi, NULL, &t2, &e2);
   yield_in(L, t2, NULL);
-  ir_builder_before(&L->b, t2->last);
+  ir_builder_before(&L->rw.b, t2->last);
   barrier(L, x, OP_CUTLASS_GENERIC_BARRIER_WAIT_EQ_RESET, s);
   yield_in(L, e2, NULL);
-  ir_builder_before(&L->b, e2->last);
+  ir_builder_before(&L->rw.b, e2->last);
   barrier(L, x, OP_CUTLASS_GENERIC_BARRIER_WAIT_EQ, s);
-  ir_builder_before(&L->b, t->last);
+  ir_builder_before(&L->rw.b, t->last);
   striped(L, x, OP_CUTLASS_BLOCK_STRIPED_LOAD_ADD, sub(L, s, c32(L, 1)));
-  ir_builder_after(&L->b, waits);
+  ir_builder_after(&L->rw.b, waits);
   build_if(L, cmp(L, "ne", epi, c1(L, true)), NULL, &t, &e);
   yield_in(L, e, NULL);
   yield_in(L, t, NULL);
-  ir_builder_before(&L->b, t->last);
+  ir_builder_before(&L->rw.b, t->last);
   publish(L, x, s);
 }
 
@@ -1191,16 +1107,16 @@ static void fixup_nondeterministic(Low *L, const Fix *x, IrValue *s, IrValue *la
   build_if(L, epi, NULL, &t, &e);
   yield_in(L, e, NULL);
   yield_in(L, t, NULL);
-  ir_builder_before(&L->b, e->last);
+  ir_builder_before(&L->rw.b, e->last);
   publish(L, x, s);
-  ir_builder_before(&L->b, t->last);
+  ir_builder_before(&L->rw.b, t->last);
   barrier(L, x, OP_CUTLASS_GENERIC_BARRIER_WAIT_EQ_RESET, last);
   IrValue *bounds[3] = {c32(L, 0), last, c32(L, 1)};
-  IrOp *loop = ir_build(&L->b, OP_SCF_FOR, 3, bounds, 0, NULL, 1);
-  IrBlock *body = ir_region_ensure_block(L->ctx, &loop->regions[0]);
-  IrValue *j = ir_block_add_arg(L->ctx, body, L->i32);
+  IrOp *loop = ir_build(&L->rw.b, OP_SCF_FOR, 3, bounds, 0, NULL, 1);
+  IrBlock *body = ir_region_ensure_block(L->rw.ctx, &loop->regions[0]);
+  IrValue *j = ir_block_add_arg(L->rw.ctx, body, L->rw.i32);
   yield_in(L, body, NULL);
-  ir_builder_before(&L->b, body->last);
+  ir_builder_before(&L->rw.b, body->last);
   striped(L, x, OP_CUTLASS_BLOCK_STRIPED_LOAD_ADD, j);
 }
 
@@ -1211,15 +1127,15 @@ static void fixup_setup(Low *L, IrOp *op, const Sched *s, const Work *w, Fix *x)
   x->p = p;
   x->acc = op->operands[2].value;
   x->elem = x->acc->type->elem;
-  x->elem_ptr = ir_type_ptr(L->ctx, x->elem, IR_MS_GLOBAL);
+  x->elem_ptr = ir_type_ptr(L->rw.ctx, x->elem, IR_MS_GLOBAL);
   x->threads = fixup_threads(op);
   x->acc_bytes = s->acc_bytes;
   x->ws8 = ptr_cast(L, s->op->operands[5].value,
-                    ir_type_ptr(L->ctx, ir_type_int(L->ctx, 8), IR_MS_GLOBAL));
+                    ir_type_ptr(L->rw.ctx, ir_type_int(L->rw.ctx, 8), IR_MS_GLOBAL));
   x->counters = ptr_cast(L, ptr_add(L, x->ws8, c64(L, s->plan.ws.barrier_offset)),
-                         ir_type_ptr(L->ctx, L->i32, IR_MS_GLOBAL));
+                         ir_type_ptr(L->rw.ctx, L->rw.i32, IR_MS_GLOBAL));
   IrValue *rank = ctas > 1
-                      ? &ir_build(&L->b, OP_TILE_CLUSTER_RANK, 0, NULL, 1, &L->i32, 0)->results[0]
+                      ? &ir_build(&L->rw.b, OP_TILE_CLUSTER_RANK, 0, NULL, 1, &L->rw.i32, 0)->results[0]
                       : c32(L, 0);
   x->cta_tile = add(L, mul(L, w->f[F_TILE_IDX], c32(L, ctas)), rank);
 }
@@ -1238,10 +1154,10 @@ static bool lower_fixup(Low *L, IrOp *op) {
   Fix x;
   fixup_setup(L, op, s, &w, &x);
   IrBlock *t, *e;
-  IrOp *outer = build_if(L, w.f[F_SEPARATE], L->i1, &t, &e);
-  ir_builder_at_end(&L->b, e);
+  IrOp *outer = build_if(L, w.f[F_SEPARATE], L->rw.i1, &t, &e);
+  ir_builder_at_end(&L->rw.b, e);
   yield_in(L, e, c1(L, true));
-  ir_builder_at_end(&L->b, t);
+  ir_builder_at_end(&L->rw.b, t);
   IrValue *sp = w.f[F_SPLIT], *last = sub(L, w.f[F_EXPECTED], c32(L, 1));
   IrValue *epi = cmp(L, "eq", sp, last);
   if (s->plan.sk.reduction == SCHED_REDUCE_DETERMINISTIC)
@@ -1261,8 +1177,8 @@ static bool lower_fixup(Low *L, IrOp *op) {
 
 /* Lower one scheduler op in front of it; MODS probes are left alone. */
 static bool lower_op(Low *L, IrOp *op) {
-  ir_builder_before(&L->b, op);
-  L->b.loc = op->loc;
+  ir_builder_before(&L->rw.b, op);
+  L->rw.b.loc = op->loc;
   if (is_params_op(op)) {
     Sched *s = sched_of(L, &op->results[0]);
     if (!s->planned) build_runtime_raster(L, s);
@@ -1298,14 +1214,14 @@ static void fold_casts(Low *L) {
 ** left; it dies with them (pure: canonicalize removes it). */
 static void detach_handle(Low *L, IrOp *op) {
   if (op->kind != OP_CUTLASS_SCHED_CREATE || !ir_value_has_uses(&op->results[0])) return;
-  ir_builder_before(&L->b, op);
-  L->b.loc = op->loc;
-  IrOp *c = ir_build(&L->b, OP_UNREALIZED_CAST, 0, NULL, 1, &op->results[0].type, 0);
+  ir_builder_before(&L->rw.b, op);
+  L->rw.b.loc = op->loc;
+  IrOp *c = ir_build(&L->rw.b, OP_UNREALIZED_CAST, 0, NULL, 1, &op->results[0].type, 0);
   ir_value_replace_all_uses(&op->results[0], &c->results[0]);
 }
 
 /* Erase the lowered ops, users first. */
-static void erase_lowered(Low *L, OpVec *ops) {
+static void erase_lowered(Low *L, IrOpVec *ops) {
   for (size_t i = ops->n; i-- > 0;) {
     IrOp *op = ops->v[i];
     detach_handle(L, op);
@@ -1313,7 +1229,8 @@ static void erase_lowered(Low *L, OpVec *ops) {
   }
 }
 
-static IrResult lower_kernel(Low *L, IrOp *k) {
+static IrResult lower_kernel(Rewriter *rw, IrOp *k) {
+  Low *L = (Low *)rw;
   Phase0 p0 = {L, true};
   ir_walk_pre(k, check_op, &p0);
   if (!p0.ok) return IR_FAIL;
@@ -1344,23 +1261,10 @@ static IrResult lower_kernel(Low *L, IrOp *k) {
 IrResult pass_lower_tile_scheduler(IrOp *module, IrPassCtx *pc) {
   Low L;
   memset(&L, 0, sizeof L);
-  L.ctx = pc->ctx;
-  ir_builder_init(&L.b, pc->ctx);
-  L.i1 = ir_type_int(pc->ctx, 1);
-  L.i32 = ir_type_int(pc->ctx, 32);
-  L.i64 = ir_type_int(pc->ctx, 64);
-  IrResult r = IR_OK;
-  IrBlock *body = module->nregions ? module->regions[0].first : NULL;
-  for (IrOp *op = body ? body->first : NULL; op && r == IR_OK; op = op->next) {
-    if (op->kind != OP_TILE_KERNEL) continue;
-    r = lower_kernel(&L, op);
-    pc->changed = true;
-  }
-  for (size_t i = 0; i < L.owned.n; i++)
-    free(L.owned.v[i]);
-  free(L.owned.v);
-  free(L.unpacks.v);
-  free(L.packlist.v);
+  rw_init(&L.rw, pc->ctx);
+  IrResult r = rw_each_kernel(&L.rw, module, pc, lower_kernel);
+  ir_opvec_free(&L.unpacks);
+  ir_opvec_free(&L.packlist);
   ptrmap_free(&L.scheds);
   ptrmap_free(&L.handles);
   ptrmap_free(&L.packs);

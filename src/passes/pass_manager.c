@@ -202,6 +202,8 @@ IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions 
     IrStageInfo in = {"input", 0, 0, false, false};
     opts->on_stage(&in, module, opts->ud);
   }
+  /* Passes read attributes and kernel facts through readers that trust verified IR. */
+  if (opts->verify_each && p->n && ir_verify(module) != IR_OK) return IR_FAIL;
   for (uint32_t i = 0; i < p->n; i++) {
     IrPassCtx pc = {ctx, p->steps[i].options, false};
     const char *name = p->steps[i].pass->name;

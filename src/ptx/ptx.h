@@ -16,4 +16,9 @@
 ** the context holds diagnostics naming each op that cannot be emitted. */
 IrResult ptx_emit_module(IrOp *module, char **out);
 
+/* Check the PTX row of op kind `kind` against the op's signature and attribute
+** rows (a template naming an operand the op cannot have, an attribute it does
+** not declare, bad syntax); nvvm ops need a row. false with *why when wrong. */
+bool ptx_check_template(int kind, const char **why);
+
 #endif

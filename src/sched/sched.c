@@ -13,16 +13,20 @@
 ** Names
 ** ======================================================================= */
 
-static const char *const kind_names[] = {"data_parallel", "static_persistent", "streamk"};
-static const char *const decomp_names[] = {"heuristic", "data_parallel", "split_k", "streamk"};
-static const char *const reduction_names[] = {"deterministic", "nondeterministic"};
+#define NAME(id, name) name,
+static const char *const kind_names[] = {SCHED_KIND_LIST(NAME)};
+static const char *const decomp_names[] = {SCHED_DECOMP_LIST(NAME)};
+static const char *const reduction_names[] = {SCHED_REDUCTION_LIST(NAME)};
+#undef NAME
 
-const char *sched_kind_name(SchedKind k) { return (unsigned)k < 3 ? kind_names[k] : "?"; }
+const char *sched_kind_name(SchedKind k) { return (unsigned)k < SCHED__NKINDS ? kind_names[k] : "?"; }
 
-const char *sched_decomp_name(SchedDecomp d) { return (unsigned)d < 4 ? decomp_names[d] : "?"; }
+const char *sched_decomp_name(SchedDecomp d) {
+  return (unsigned)d < SCHED__NDECOMPS ? decomp_names[d] : "?";
+}
 
 const char *sched_reduction_name(SchedReduction r) {
-  return (unsigned)r < 2 ? reduction_names[r] : "?";
+  return (unsigned)r < SCHED__NREDUCTIONS ? reduction_names[r] : "?";
 }
 
 /* Index of s in names[0..n), or of an alias; -1 if neither. */
@@ -39,7 +43,7 @@ bool sched_kind_parse(const char *s, SchedKind *out) {
                                    {"persistent", "static_persistent"},
                                    {"stream_k", "streamk"},
                                    {NULL, NULL}};
-  int i = sched_lookup(s, kind_names, 3, alias);
+  int i = sched_lookup(s, kind_names, SCHED__NKINDS, alias);
   if (i >= 0) *out = (SchedKind)i;
   return i >= 0;
 }
@@ -47,7 +51,7 @@ bool sched_kind_parse(const char *s, SchedKind *out) {
 bool sched_decomp_parse(const char *s, SchedDecomp *out) {
   static const char *alias[][2] = {
       {"dp", "data_parallel"}, {"splitk", "split_k"}, {"stream_k", "streamk"}, {NULL, NULL}};
-  int i = sched_lookup(s, decomp_names, 4, alias);
+  int i = sched_lookup(s, decomp_names, SCHED__NDECOMPS, alias);
   if (i >= 0) *out = (SchedDecomp)i;
   return i >= 0;
 }
@@ -55,7 +59,7 @@ bool sched_decomp_parse(const char *s, SchedDecomp *out) {
 bool sched_reduction_parse(const char *s, SchedReduction *out) {
   static const char *alias[][2] = {
       {"det", "deterministic"}, {"nondet", "nondeterministic"}, {NULL, NULL}};
-  int i = sched_lookup(s, reduction_names, 2, alias);
+  int i = sched_lookup(s, reduction_names, SCHED__NREDUCTIONS, alias);
   if (i >= 0) *out = (SchedReduction)i;
   return i >= 0;
 }

@@ -38,33 +38,39 @@ struct StrBuf; /* ir/ir.h */
 ** Kinds and options
 ** ======================================================================= */
 
+/* X-lists X(enumerator, "spelling"): the C enums below, the names of
+** sched.c, and the attribute values of the cutlass dialect (dialects/enums.h). */
+#define SCHED_ENUM_ID(id, name) id,
+
 /* The scheduler kinds: one per cutlass.tile_scheduler.* op family. */
-typedef enum SchedKind {
-  SCHED_DATA_PARALLEL = 0, /* one output tile per CTA/cluster */
-  SCHED_STATIC_PERSISTENT, /* resident workers stride over the tiles */
-  SCHED_STREAMK            /* K split across workers, fixed up in a workspace */
-} SchedKind;
+#define SCHED_KIND_LIST(X)                                                                         \
+  X(SCHED_DATA_PARALLEL, "data_parallel")         /* one output tile per CTA/cluster */            \
+  X(SCHED_STATIC_PERSISTENT, "static_persistent") /* resident workers stride over the tiles */     \
+  X(SCHED_STREAMK, "streamk") /* K split across workers, fixed up in a workspace */
+typedef enum SchedKind { SCHED_KIND_LIST(SCHED_ENUM_ID) SCHED__NKINDS } SchedKind;
 
 /* How the StreamK kind decomposes the work (CUTLASS's DecompositionMode).
 ** HEURISTIC is only an input: a plan always records the decomposition chosen. */
-typedef enum SchedDecomp {
-  SCHED_DECOMP_HEURISTIC = 0,
-  SCHED_DECOMP_DATA_PARALLEL,
-  SCHED_DECOMP_SPLIT_K,
-  SCHED_DECOMP_STREAMK
-} SchedDecomp;
+#define SCHED_DECOMP_LIST(X)                                                                       \
+  X(SCHED_DECOMP_HEURISTIC, "heuristic")                                                           \
+  X(SCHED_DECOMP_DATA_PARALLEL, "data_parallel")                                                   \
+  X(SCHED_DECOMP_SPLIT_K, "split_k")                                                               \
+  X(SCHED_DECOMP_STREAMK, "streamk")
+typedef enum SchedDecomp { SCHED_DECOMP_LIST(SCHED_ENUM_ID) SCHED__NDECOMPS } SchedDecomp;
 
 /* The order in which the StreamK partials of one tile are added. */
+#define SCHED_REDUCTION_LIST(X)                                                                    \
+  X(SCHED_REDUCE_DETERMINISTIC, "deterministic")      /* turnstile: prefix sums in K order */      \
+  X(SCHED_REDUCE_NONDETERMINISTIC, "nondeterministic") /* partials published in any order */
 typedef enum SchedReduction {
-  SCHED_REDUCE_DETERMINISTIC = 0, /* turnstile: prefix sums in K order */
-  SCHED_REDUCE_NONDETERMINISTIC   /* partials published in any order */
+  SCHED_REDUCTION_LIST(SCHED_ENUM_ID) SCHED__NREDUCTIONS
 } SchedReduction;
 
 /* Traversal order: which axis of the (cluster) tile grid varies fastest. */
-typedef enum SchedOrder {
-  SCHED_ALONG_M = 0, /* column major: m fastest (TileLang column_major=True) */
-  SCHED_ALONG_N      /* row major: n fastest */
-} SchedOrder;
+#define SCHED_ORDER_LIST(X)                                                                        \
+  X(SCHED_ALONG_M, "along_m") /* column major: m fastest (TileLang column_major=True) */          \
+  X(SCHED_ALONG_N, "along_n") /* row major: n fastest */
+typedef enum SchedOrder { SCHED_ORDER_LIST(SCHED_ENUM_ID) SCHED__NORDERS } SchedOrder;
 
 const char *sched_kind_name(SchedKind k);
 const char *sched_decomp_name(SchedDecomp d);

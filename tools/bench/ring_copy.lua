@@ -1,7 +1,7 @@
 -- tools/bench/ring_copy.lua: the warp-specialized ring copy of
 -- examples/ring_copy.lua (plain tile mbarrier ops) and of
 -- examples/pipeline_ring_copy.lua (the same kernel on cutlass.pipeline, lowered by
--- convert-pipeline-to-nvvm) at 1 GiB, as ratios to cuMemcpyDtoD measured in the
+-- convert-cutlass-to-nvvm) at 1 GiB, as ratios to cuMemcpyDtoD measured in the
 -- same run on the same device (goal: >= 0.9). Each configuration is checked
 -- for an exact copy before it is timed. A time is the median over 5 samples of
 -- CUDA events around REPS back-to-back copies, divided by REPS, so that the

@@ -1,5 +1,5 @@
 /*
-** convert_pipeline_to_nvvm.c -- the `convert-pipeline-to-nvvm` pass (seeds 000,
+** convert_cutlass_to_nvvm.c -- the `convert-cutlass-to-nvvm` pass (seeds 000,
 ** 001, 002): every cutlass op but the tile scheduler's becomes tile, nvvm,
 ** arith and scf ops that convert-tile-to-nvvm (which runs next) and the PTX
 ** emitter accept. docs/lowering.md has the full table; in short:
@@ -22,7 +22,7 @@
 **   async.exec             its body under scf.if on the warp index
 **   seq_bar.*              slots of the same pool; an i32 cursor (index, phase)
 **   async.*                spins, bulk / wgmma commit + wait; bridges folded away
-**   the rest               convert_pipeline_to_nvvm_mem.c
+**   the rest               convert_cutlass_to_nvvm_mem.c
 **
 ** Everything that can be checked is checked before the IR changes (phase A);
 ** the rewrite (phase B) then runs op by op in pre-order, so that every operand
@@ -32,14 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "convert_pipeline_to_nvvm.h"
+#include "convert_cutlass_to_nvvm.h"
 
 /* {======================================================================
 ** Phase A: what the kernel holds, checked before anything changes
 ** ======================================================================= */
 
-static const char *const mode_names[] = {"cooperative", "warp_specialized", "strided_urem",
-                                         "strided_udiv", "cluster", NULL};
 
 static bool name_has_prefix(const IrOp *op, const char *p) {
   return strncmp(ir_op_name(op), p, strlen(p)) == 0;
@@ -49,21 +47,13 @@ static bool is_pipeline_op(IrOpKind k) {
   return k >= OP_CUTLASS_PIPELINE_CREATE && k <= OP_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR;
 }
 
-static void int_list(const IrOp *op, const char *name, int64_t *out, uint32_t *n) {
-  const IrAttr *a = ir_op_attr(op, name);
-  *n = 0;
-  if (!a || a->kind != IR_ATTR_ARRAY) return;
-  for (uint32_t i = 0; i < a->u.arr.n && i < CPN_MAX_PART; i++)
-    if (a->u.arr.elems[i]->kind == IR_ATTR_INT) out[(*n)++] = a->u.arr.elems[i]->u.i;
-}
-
 /* Inits claim barriers for the whole CTA: they must run on every warp. */
 static bool check_init_scope(Cpn *c, IrOp *op) {
-  const CpnExec *x = cpn_exec(c, op);
-  if (x->mask == c->all_warps && !x->subwarp) return true;
+  const KernelExec *x = cpn_exec(c, op);
+  if (x->mask == c->all_warps && !x->narrow) return true;
   ir_op_error(op, "must run on every warp of the block (it initializes the barriers with one "
                   "thread, then synchronizes the CTA), not on warps 0x%llx%s",
-              (unsigned long long)x->mask, x->subwarp ? " under an elect" : "");
+              (unsigned long long)x->mask, x->narrow ? " under an elect" : "");
   return false;
 }
 
@@ -73,21 +63,22 @@ static bool read_pipe(Cpn *c, IrOp *init) {
     ir_op_error(init, "initializes a pipeline handle that does not come from cutlass.pipeline.create");
     return false;
   }
-  CpnPipe *p = arena_alloc(ir_arena(c->ctx), sizeof *p);
+  CpnPipe *p = arena_alloc(ir_arena(c->rw.ctx), sizeof *p);
   p->create = cr;
   p->init = init;
-  p->stages = ir_op_attr_int_or(init, "numStages", 0);
-  p->base = ir_op_attr_int_or(init, "barrier_id_base", 0);
-  p->tx = ir_op_attr_int_or(init, "transaction_bytes", 0);
-  p->count[0] = cpn_list_at(init, "arrive_count", 0);
-  p->count[1] = cpn_list_at(init, "arrive_count", 1);
-  const char *m = ir_op_attr_str(init, "mode");
-  p->mode = -1;
-  for (int i = 0; m && mode_names[i]; i++)
-    if (strcmp(m, mode_names[i]) == 0) p->mode = i;
-  int_list(init, "participants", p->prod, &p->np);
-  int_list(init, "consumers", p->cons, &p->nc);
-  if (p->mode < 0 || p->count[0] <= 0 || p->count[1] <= 0 || p->stages <= 0) {
+  IrAttrs_CUTLASS_PIPELINE_INIT a = ir_attrs_CUTLASS_PIPELINE_INIT(init);
+  p->stages = cut_pipe_shape(init->operands[0].value->type).stages;
+  p->base = a.barrier_id_base;
+  p->tx = a.transaction_bytes;
+  cut_pipeline_arrive_counts(init, p->count);
+  p->mode = a.mode;
+  p->np = a.participants.n;
+  p->nc = a.consumers.n;
+  for (uint32_t i = 0; i < p->np && i < CUT_MAX_PARTICIPANTS; i++)
+    p->prod[i] = ir_attr_list_int(a.participants, i);
+  for (uint32_t i = 0; i < p->nc && i < CUT_MAX_PARTICIPANTS; i++)
+    p->cons[i] = ir_attr_list_int(a.consumers, i);
+  if (!a.ok || p->count[0] <= 0 || p->count[1] <= 0 || p->stages <= 0) {
     ir_op_error(init, "has no verified mode, numStages and arrive_count (run the verifier first)");
     return false;
   }
@@ -102,12 +93,13 @@ static bool read_seq(Cpn *c, IrOp *init) {
     ir_op_error(init, "initializes a seq_bar handle that does not come from cutlass.seq_bar.create");
     return false;
   }
-  CpnSeq *s = arena_alloc(ir_arena(c->ctx), sizeof *s);
+  CpnSeq *s = arena_alloc(ir_arena(c->rw.ctx), sizeof *s);
   s->create = cr;
   s->init = init;
-  s->depth = ir_type_param_int(init->operands[0].value->type, 0, 1);
-  s->base = ir_op_attr_int_or(init, "barrier_id_base", 0);
-  s->count = ir_op_attr_int_or(init, "arrive_count", 1);
+  IrAttrs_CUTLASS_SEQ_BAR_INIT a = ir_attrs_CUTLASS_SEQ_BAR_INIT(init);
+  s->depth = cut_seq_depth(init->operands[0].value->type);
+  s->base = a.barrier_id_base;
+  s->count = a.arrive_count;
   ptrmap_set(&c->handles, cr, s);
   return check_init_scope(c, init);
 }
@@ -129,24 +121,24 @@ static void *handle_of(Cpn *c, IrOp *op) {
 /* An op of another family or unknown to this pass: a diagnostic naming it. */
 static bool check_unknown(Cpn *c, IrOp *op) {
   if (name_has_prefix(op, "cutlass.tile_scheduler.") && !cpn_is_mem_op(op->kind)) {
-    IrDiag *d = ir_op_error(op, "is not lowered by convert-pipeline-to-nvvm: tile scheduler ops "
+    IrDiag *d = ir_op_error(op, "is not lowered by convert-cutlass-to-nvvm: tile scheduler ops "
                                 "are lowered by lower-tile-scheduler, which must run first");
-    if (strstr(ir_op_name(op), "sm100") && ir_context_target_sm(c->ctx) < 100)
+    if (strstr(ir_op_name(op), "sm100") && ir_context_target_sm(c->rw.ctx) < 100)
       ir_note(d, op->loc, "the SM100 StreamK scheduler does not exist on sm_%d",
-              ir_context_target_sm(c->ctx));
+              ir_context_target_sm(c->rw.ctx));
     return false;
   }
-  ir_op_error(op, "is not lowered by convert-pipeline-to-nvvm");
+  ir_op_error(op, "is not lowered by convert-cutlass-to-nvvm");
   return false;
 }
 
 /* Consumer releases under an elect cannot make a multi-warp participant's
 ** reads precede a single arrival. */
 static bool check_release_scope(Cpn *c, IrOp *op, const CpnPipe *p) {
-  const CpnExec *x = cpn_exec(c, op);
-  if (!x->subwarp || p->mode == MODE_COOPERATIVE) return true;
+  const KernelExec *x = cpn_exec(c, op);
+  if (!x->narrow || p->mode == MODE_COOPERATIVE) return true;
   for (uint32_t i = 0; i < p->nc; i++)
-    if (cpn_popcount(x->mask & (uint64_t)p->cons[i]) > 1) {
+    if (kernel_popcount(x->mask & (uint64_t)p->cons[i]) > 1) {
       ir_op_error(op, "runs under an elect, but its participant's warps 0x%llx must all finish "
                       "with the stage before its one arrival: release from every thread",
                   (unsigned long long)(x->mask & (uint64_t)p->cons[i]));
@@ -193,53 +185,50 @@ static bool check_op(Cpn *c, IrOp *op) {
 ** Pipeline states: one i64 = index | phase << 16 | count << 32
 ** ======================================================================= */
 
-static IrValue *trunc32(Cpn *c, IrValue *v) { return ir_build_unary(&c->b, OP_ARITH_TRUNCI, v, c->i32); }
-static IrValue *zext64(Cpn *c, IrValue *v) { return ir_build_unary(&c->b, OP_ARITH_EXTUI, v, c->i64); }
-static IrValue *c32(Cpn *c, int64_t v) { return cpn_const(c, v, c->i32); }
-
+static IrValue *trunc32(Cpn *c, IrValue *v) { return rw_cast(&c->rw, OP_ARITH_TRUNCI, v, c->rw.i32); }
+static IrValue *zext64(Cpn *c, IrValue *v) { return rw_cast(&c->rw, OP_ARITH_EXTUI, v, c->rw.i64); }
 static IrValue *st_index(Cpn *c, IrValue *s) {
-  return cpn_bin(c, OP_ARITH_ANDI, trunc32(c, s), c32(c, 0xffff));
+  return rw_bin(&c->rw, OP_ARITH_ANDI, trunc32(c, s), rw_i32(&c->rw, 0xffff));
 }
 
 static IrValue *st_phase(Cpn *c, IrValue *s) {
-  IrValue *hi = cpn_bin(c, OP_ARITH_SHRUI, trunc32(c, s), c32(c, 16));
-  return cpn_bin(c, OP_ARITH_ANDI, hi, c32(c, 1));
+  IrValue *hi = rw_bin(&c->rw, OP_ARITH_SHRUI, trunc32(c, s), rw_i32(&c->rw, 16));
+  return rw_bin(&c->rw, OP_ARITH_ANDI, hi, rw_i32(&c->rw, 1));
 }
 
 static IrValue *st_count(Cpn *c, IrValue *s) {
-  return trunc32(c, cpn_bin(c, OP_ARITH_SHRUI, s, cpn_const(c, 32, c->i64)));
+  return trunc32(c, rw_bin(&c->rw, OP_ARITH_SHRUI, s, rw_const(&c->rw, 32, c->rw.i64)));
 }
 
 static IrValue *st_pack(Cpn *c, IrValue *index, IrValue *phase, IrValue *count) {
-  IrValue *lo = cpn_bin(c, OP_ARITH_ORI, index, cpn_bin(c, OP_ARITH_SHLI, phase, c32(c, 16)));
-  IrValue *hi = cpn_bin(c, OP_ARITH_SHLI, zext64(c, count), cpn_const(c, 32, c->i64));
-  return cpn_bin(c, OP_ARITH_ORI, hi, zext64(c, lo));
+  IrValue *lo = rw_bin(&c->rw, OP_ARITH_ORI, index, rw_bin(&c->rw, OP_ARITH_SHLI, phase, rw_i32(&c->rw, 16)));
+  IrValue *hi = rw_bin(&c->rw, OP_ARITH_SHLI, zext64(c, count), rw_const(&c->rw, 32, c->rw.i64));
+  return rw_bin(&c->rw, OP_ARITH_ORI, hi, zext64(c, lo));
 }
 
 /* index + 1, wrapping to 0 at `stages` and then flipping the phase; count + 1. */
 static IrValue *st_increment(Cpn *c, IrValue *s, int64_t stages) {
-  IrValue *next = cpn_bin(c, OP_ARITH_ADDI, st_index(c, s), c32(c, 1));
-  IrValue *wrap = cpn_cmp(c, "eq", next, c32(c, stages));
-  IrValue *index = ir_build_select(&c->b, wrap, c32(c, 0), next);
-  IrValue *flip = ir_build_unary(&c->b, OP_ARITH_EXTUI, wrap, c->i32);
-  IrValue *phase = cpn_bin(c, OP_ARITH_XORI, st_phase(c, s), flip);
-  IrValue *count = cpn_bin(c, OP_ARITH_ADDI, st_count(c, s), c32(c, 1));
+  IrValue *next = rw_bin(&c->rw, OP_ARITH_ADDI, st_index(c, s), rw_i32(&c->rw, 1));
+  IrValue *wrap = rw_cmp(&c->rw, "eq", next, rw_i32(&c->rw, stages));
+  IrValue *index = rw_select(&c->rw, wrap, rw_i32(&c->rw, 0), next);
+  IrValue *flip = rw_cast(&c->rw, OP_ARITH_EXTUI, wrap, c->rw.i32);
+  IrValue *phase = rw_bin(&c->rw, OP_ARITH_XORI, st_phase(c, s), flip);
+  IrValue *count = rw_bin(&c->rw, OP_ARITH_ADDI, st_count(c, s), rw_i32(&c->rw, 1));
   return st_pack(c, index, phase, count);
 }
 
-static int64_t stages_of(const IrType *t) { return ir_type_param_int(t, 0, 1); }
 
 static IrValue *lower_state_op(Cpn *c, IrOp *op) {
   IrValue *s = op->noperands ? op->operands[op->noperands - 1].value : NULL;
   switch (op->kind) {
   case OP_CUTLASS_PIPELINE_STATE_CREATE: {
-    int64_t i = ir_op_attr_int_or(op, "index", 0), ph = ir_op_attr_int_or(op, "phase", 0),
-            n = ir_op_attr_int_or(op, "count", 0);
-    return cpn_const(c, (int64_t)(((uint64_t)n << 32) | (uint64_t)(i | ph << 16)), c->i64);
+    IrAttrs_CUTLASS_PIPELINE_STATE_CREATE a = ir_attrs_CUTLASS_PIPELINE_STATE_CREATE(op);
+    int64_t i = a.index, ph = a.phase, n = a.count;
+    return rw_const(&c->rw, (int64_t)(((uint64_t)n << 32) | (uint64_t)(i | ph << 16)), c->rw.i64);
   }
-  case OP_CUTLASS_PIPELINE_STATE_INCREMENT: return st_increment(c, s, stages_of(op->results[0].type));
+  case OP_CUTLASS_PIPELINE_STATE_INCREMENT: return st_increment(c, s, cut_pipe_shape(op->results[0].type).stages);
   case OP_CUTLASS_PIPELINE_STATE_BUMP:
-    return cpn_bin(c, OP_ARITH_ADDI, s, cpn_const(c, (int64_t)1 << 32, c->i64));
+    return rw_bin(&c->rw, OP_ARITH_ADDI, s, rw_const(&c->rw, (int64_t)1 << 32, c->rw.i64));
   case OP_CUTLASS_PIPELINE_STATE_INDEX: return st_index(c, s);
   case OP_CUTLASS_PIPELINE_STATE_PHASE: return st_phase(c, s);
   default: return st_count(c, s);
@@ -255,25 +244,25 @@ static IrValue *lower_state_op(Cpn *c, IrOp *op) {
 /* while (!try_wait.parity(bar, parity, hint)) {} -- `scope` cluster makes it .acquire.cluster. */
 static void spin_wait(Cpn *c, IrValue *bar, IrValue *parity, bool cluster, int64_t hint) {
   IrValue *a = cpn_ptr_to_int(c, bar);
-  IrOp *w = cpn_begin_spin(c);
-  IrValue *opds[3] = {a, parity, cpn_const(c, hint, c->i32)};
-  IrOp *tw = cpn_build(c, OP_NVVM_MBARRIER_TRY_WAIT_PARITY_SHARED, 3, opds, c->i1);
-  if (cluster) ir_op_set_attr(tw, "scope", ir_attr_cstr(c->ctx, "cluster"));
-  IrValue *again = cpn_bin(c, OP_ARITH_XORI, &tw->results[0], cpn_const(c, 1, c->i1));
-  cpn_end_spin(c, w, again);
+  IrOp *w = rw_begin_spin(&c->rw);
+  IrValue *opds[3] = {a, parity, rw_const(&c->rw, hint, c->rw.i32)};
+  IrOp *tw = rw_op(&c->rw, OP_NVVM_MBARRIER_TRY_WAIT_PARITY_SHARED, 3, opds, c->rw.i1);
+  if (cluster) rw_set_str(&c->rw, tw, "scope", "cluster");
+  IrValue *again = rw_bin(&c->rw, OP_ARITH_XORI, &tw->results[0], rw_const(&c->rw, 1, c->rw.i1));
+  rw_end_spin(&c->rw, w, again);
 }
 
 /* Only when tok (an i1 from a try op) is false. */
 static void spin_wait_unless(Cpn *c, IrValue *tok, IrValue *bar, IrValue *parity, bool cluster) {
   IrOp *sif = NULL;
-  if (tok) sif = cpn_begin_if(c, cpn_bin(c, OP_ARITH_XORI, tok, cpn_const(c, 1, c->i1)));
+  if (tok) sif = rw_begin_if(&c->rw, rw_bin(&c->rw, OP_ARITH_XORI, tok, rw_const(&c->rw, 1, c->rw.i1)));
   spin_wait(c, bar, parity, cluster, CPN_WAIT_HINT);
-  if (sif) cpn_end_if(c, sif);
+  if (sif) rw_end_if(&c->rw, sif);
 }
 
 static void arrive(Cpn *c, IrValue *bar, const char *scope) {
-  IrOp *a = cpn_build(c, OP_TILE_MBARRIER_ARRIVE, 1, &bar, NULL);
-  if (scope) ir_op_set_attr(a, "scope", ir_attr_cstr(c->ctx, scope));
+  IrOp *a = rw_op(&c->rw, OP_TILE_MBARRIER_ARRIVE, 1, &bar, NULL);
+  if (scope) rw_set_str(&c->rw, a, "scope", scope);
 }
 
 typedef void (*ArriveFn)(Cpn *c, const void *ud);
@@ -282,7 +271,7 @@ enum { SYNC_NONE, SYNC_IF_WARP, SYNC_ALWAYS };
 
 /* One arrival per warp of the participants' warps that run op: the warp's
 ** lanes first sync (their accesses precede the arrival), then one lane arrives. */
-static bool arrive_per_warp(Cpn *c, IrOp *op, const CpnExec *x, uint64_t parts, ArriveFn fn,
+static bool arrive_per_warp(Cpn *c, IrOp *op, const KernelExec *x, uint64_t parts, ArriveFn fn,
                             const void *ud) {
   uint64_t allowed = x->mask & parts;
   if (!allowed) {
@@ -290,38 +279,38 @@ static bool arrive_per_warp(Cpn *c, IrOp *op, const CpnExec *x, uint64_t parts, 
                 (unsigned long long)x->mask, (unsigned long long)parts);
     return false;
   }
-  IrOp *guard = allowed != x->mask ? cpn_begin_if(c, cpn_in_mask(c, allowed)) : NULL, *one = NULL;
-  if (!x->subwarp) {
+  IrOp *guard = allowed != x->mask ? rw_begin_if(&c->rw, cpn_in_mask(c, allowed)) : NULL, *one = NULL;
+  if (!x->narrow) {
     cpn_sync_warps(c, op, 1);
-    one = cpn_begin_if(c, cpn_build1(c, OP_TILE_ELECT, 0, NULL, c->i1));
+    one = rw_begin_if(&c->rw, rw_op1(&c->rw, OP_TILE_ELECT, 0, NULL, c->rw.i1));
   }
   fn(c, ud);
-  if (one) cpn_end_if(c, one);
-  if (guard) cpn_end_if(c, guard);
+  if (one) rw_end_if(&c->rw, one);
+  if (guard) rw_end_if(&c->rw, guard);
   return true;
 }
 
 /* One arrival per participant: the warps of participant i that run op sync
 ** (sync mode), then one lane of its lowest such warp arrives. */
-static bool arrive_per_group(Cpn *c, IrOp *op, const CpnExec *x, const int64_t *parts, uint32_t n,
+static bool arrive_per_group(Cpn *c, IrOp *op, const KernelExec *x, const int64_t *parts, uint32_t n,
                              int sync, ArriveFn fn, const void *ud) {
   bool any = false;
   for (uint32_t i = 0; i < n; i++) {
     uint64_t g = x->mask & (uint64_t)parts[i];
     if (!g) continue;
     any = true;
-    IrOp *guard = g != x->mask ? cpn_begin_if(c, cpn_in_mask(c, g)) : NULL;
-    if (sync != SYNC_NONE && !x->subwarp && !cpn_sync_warps(c, op, g)) return false;
+    IrOp *guard = g != x->mask ? rw_begin_if(&c->rw, cpn_in_mask(c, g)) : NULL;
+    if (sync != SYNC_NONE && !x->narrow && !cpn_sync_warps(c, op, g)) return false;
     IrValue *lead = NULL;
-    if (cpn_popcount(g) > 1) lead = cpn_cmp(c, "eq", cpn_warp(c), c32(c, cpn_ctz(g)));
-    if (!x->subwarp) {
-      IrValue *e = cpn_build1(c, OP_TILE_ELECT, 0, NULL, c->i1);
-      lead = lead ? cpn_bin(c, OP_ARITH_ANDI, lead, e) : e;
+    if (kernel_popcount(g) > 1) lead = rw_cmp(&c->rw, "eq", cpn_warp(c), rw_i32(&c->rw, kernel_ctz(g)));
+    if (!x->narrow) {
+      IrValue *e = rw_op1(&c->rw, OP_TILE_ELECT, 0, NULL, c->rw.i1);
+      lead = lead ? rw_bin(&c->rw, OP_ARITH_ANDI, lead, e) : e;
     }
-    IrOp *one = lead ? cpn_begin_if(c, lead) : NULL;
+    IrOp *one = lead ? rw_begin_if(&c->rw, lead) : NULL;
     fn(c, ud);
-    if (one) cpn_end_if(c, one);
-    if (guard) cpn_end_if(c, guard);
+    if (one) rw_end_if(&c->rw, one);
+    if (guard) rw_end_if(&c->rw, guard);
   }
   if (!any)
     ir_op_error(op, "runs on warps 0x%llx, none of which is a participant of its side",
@@ -336,8 +325,8 @@ static bool arrive_per_group(Cpn *c, IrOp *op, const CpnExec *x, const int64_t *
 ** ======================================================================= */
 
 static IrValue *stage_bar(Cpn *c, const CpnPipe *p, IrValue *index, int empty) {
-  IrValue *k = cpn_bin(c, OP_ARITH_MULI, index, c32(c, 2));
-  return cpn_slot(c, cpn_bin(c, OP_ARITH_ADDI, k, c32(c, p->base + empty)));
+  IrValue *k = rw_bin(&c->rw, OP_ARITH_MULI, index, rw_i32(&c->rw, 2));
+  return cpn_slot(c, rw_bin(&c->rw, OP_ARITH_ADDI, k, rw_i32(&c->rw, p->base + empty)));
 }
 
 /* Do ops after op (creates and constants only) lead to another init? Then the
@@ -355,19 +344,19 @@ static bool init_follows(IrOp *op) {
 /* Thread 0 inits n slots from first with count[k % 2] (or count[0]), fences;
 ** then the CTA (or the cluster) synchronizes. */
 static void init_slots(Cpn *c, IrOp *op, int64_t first, int64_t n, const int64_t *count, int ncount) {
-  IrOp *sif = cpn_begin_if(c, cpn_cmp(c, "eq", cpn_tid(c), c32(c, 0)));
+  IrOp *sif = rw_begin_if(&c->rw, rw_cmp(&c->rw, "eq", cpn_tid(c), rw_i32(&c->rw, 0)));
   for (int64_t k = 0; k < n; k++) {
-    IrValue *opds[2] = {cpn_slot(c, c32(c, first + k)), c32(c, count[ncount > 1 ? k % 2 : 0])};
-    cpn_build(c, OP_TILE_MBARRIER_INIT, 2, opds, NULL);
+    IrValue *opds[2] = {cpn_slot(c, rw_i32(&c->rw, first + k)), rw_i32(&c->rw, count[ncount > 1 ? k % 2 : 0])};
+    rw_op(&c->rw, OP_TILE_MBARRIER_INIT, 2, opds, NULL);
   }
-  cpn_build(c, OP_TILE_FENCE_MBARRIER_INIT, 0, NULL, NULL);
-  cpn_end_if(c, sif);
+  rw_op(&c->rw, OP_TILE_FENCE_MBARRIER_INIT, 0, NULL, NULL);
+  rw_end_if(&c->rw, sif);
   if (init_follows(op)) return;
   if (c->cluster_pipes && c->ctas > 1) {
-    cpn_build(c, OP_TILE_CLUSTER_ARRIVE, 0, NULL, NULL);
-    cpn_build(c, OP_TILE_CLUSTER_WAIT, 0, NULL, NULL);
+    rw_op(&c->rw, OP_TILE_CLUSTER_ARRIVE, 0, NULL, NULL);
+    rw_op(&c->rw, OP_TILE_CLUSTER_WAIT, 0, NULL, NULL);
   } else {
-    cpn_build(c, OP_TILE_BARRIER, 0, NULL, NULL);
+    rw_op(&c->rw, OP_TILE_BARRIER, 0, NULL, NULL);
   }
 }
 
@@ -388,17 +377,17 @@ static void do_arrival(Cpn *c, const void *ud) {
       return;
     }
     for (int64_t r = 0; r < c->ctas; r++) { /* every CTA's empty barrier (multicast producers) */
-      IrValue *opds[2] = {bar, c32(c, r)};
-      IrValue *remote = cpn_build1(c, OP_TILE_MAPA, 2, opds, ir_type_ptr(c->ctx, c->i64, IR_MS_CLUSTER));
+      IrValue *opds[2] = {bar, rw_i32(&c->rw, r)};
+      IrValue *remote = rw_op1(&c->rw, OP_TILE_MAPA, 2, opds, ir_type_ptr(c->rw.ctx, c->rw.i64, IR_MS_CLUSTER));
       arrive(c, remote, "cluster");
     }
     return;
   }
-  IrValue *opds[2] = {stage_bar(c, a->p, a->index, 0), c32(c, a->bytes)};
+  IrValue *opds[2] = {stage_bar(c, a->p, a->index, 0), rw_i32(&c->rw, a->bytes)};
   if (a->kind == 1)
-    cpn_build(c, OP_TILE_MBARRIER_EXPECT_TX, 2, opds, NULL);
+    rw_op(&c->rw, OP_TILE_MBARRIER_EXPECT_TX, 2, opds, NULL);
   else if (a->bytes > 0)
-    cpn_build(c, OP_TILE_MBARRIER_ARRIVE_EXPECT_TX, 2, opds, NULL);
+    rw_op(&c->rw, OP_TILE_MBARRIER_ARRIVE_EXPECT_TX, 2, opds, NULL);
   else
     arrive(c, opds[0], NULL);
 }
@@ -410,35 +399,40 @@ static void do_arrival(Cpn *c, const void *ud) {
 ** (CUTLASS's producer_tail), so that no remote arrival reaches a CTA that left. */
 static void lower_tail(Cpn *c, const CpnPipe *p, IrValue *s) {
   if (p->mode == MODE_CLUSTER) {
-    IrValue *b[4] = {c32(c, 0), c32(c, p->stages), c32(c, 1), s};
-    IrOp *loop = ir_build(&c->b, OP_SCF_FOR, 4, b, 1, &c->i64, 1);
-    IrBlock *body = ir_region_ensure_block(c->ctx, &loop->regions[0]);
-    ir_block_add_arg(c->ctx, body, c->i32);
-    IrValue *st = ir_block_add_arg(c->ctx, body, c->i64);
-    ir_builder_at_end(&c->b, body);
-    IrValue *parity = cpn_bin(c, OP_ARITH_XORI, st_phase(c, st), c32(c, 1));
+    IrValue *b[4] = {rw_i32(&c->rw, 0), rw_i32(&c->rw, p->stages), rw_i32(&c->rw, 1), s};
+    IrOp *loop = ir_build(&c->rw.b, OP_SCF_FOR, 4, b, 1, &c->rw.i64, 1);
+    IrBlock *body = ir_region_ensure_block(c->rw.ctx, &loop->regions[0]);
+    ir_block_add_arg(c->rw.ctx, body, c->rw.i32);
+    IrValue *st = ir_block_add_arg(c->rw.ctx, body, c->rw.i64);
+    ir_builder_at_end(&c->rw.b, body);
+    IrValue *parity = rw_bin(&c->rw, OP_ARITH_XORI, st_phase(c, st), rw_i32(&c->rw, 1));
     spin_wait(c, stage_bar(c, p, st_index(c, st), 1), parity, true, CPN_WAIT_HINT);
     IrValue *next = st_increment(c, st, p->stages);
-    cpn_build(c, OP_SCF_YIELD, 1, &next, NULL);
-    ir_builder_after(&c->b, loop);
+    rw_op(&c->rw, OP_SCF_YIELD, 1, &next, NULL);
+    ir_builder_after(&c->rw.b, loop);
   }
-  IrOp *w = cpn_build(c, OP_TILE_BULK_WAIT, 0, NULL, NULL);
-  ir_op_set_attr(w, "pending", ir_attr_i64(c->ctx, 0));
+  IrOp *w = rw_op(&c->rw, OP_TILE_BULK_WAIT, 0, NULL, NULL);
+  rw_set_int(&c->rw, w, "pending", 0);
 }
 
 /* A producer or consumer op; returns its result (or NULL). */
 static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
   const CpnPipe *p = handle_of(c, op);
   if (!p) return false;
-  const CpnExec *x = cpn_exec(c, op);
+  const KernelExec *x = cpn_exec(c, op);
   IrValue *s = op->operands[1].value, *tok = op->noperands > 2 ? op->operands[2].value : NULL;
   IrValue *index = st_index(c, s);
   bool cl = p->mode == MODE_CLUSTER;
-  Arrival a = {p, index, ir_op_attr_int_or(op, "transaction_bytes", p->tx), 0};
+  int64_t tx = op->kind == OP_CUTLASS_PIPELINE_PRODUCER_COMMIT
+                   ? ir_attrs_CUTLASS_PIPELINE_PRODUCER_COMMIT(op).transaction_bytes
+               : op->kind == OP_CUTLASS_PIPELINE_PRODUCER_EXPECT_TX
+                   ? ir_attrs_CUTLASS_PIPELINE_PRODUCER_EXPECT_TX(op).transaction_bytes
+                   : -1;
+  Arrival a = {p, index, tx >= 0 ? tx : p->tx, 0};
   IrValue *parity;
   switch (op->kind) {
   case OP_CUTLASS_PIPELINE_PRODUCER_ACQUIRE:
-    parity = cpn_bin(c, OP_ARITH_XORI, st_phase(c, s), c32(c, 1));
+    parity = rw_bin(&c->rw, OP_ARITH_XORI, st_phase(c, s), rw_i32(&c->rw, 1));
     spin_wait_unless(c, tok, stage_bar(c, p, index, 1), parity, cl);
     return true;
   case OP_CUTLASS_PIPELINE_CONSUMER_WAIT:
@@ -448,10 +442,10 @@ static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
   case OP_CUTLASS_PIPELINE_CONSUMER_TRY_WAIT: {
     bool prod = op->kind == OP_CUTLASS_PIPELINE_PRODUCER_TRY_ACQUIRE;
     parity = st_phase(c, s);
-    if (prod) parity = cpn_bin(c, OP_ARITH_XORI, parity, c32(c, 1));
+    if (prod) parity = rw_bin(&c->rw, OP_ARITH_XORI, parity, rw_i32(&c->rw, 1));
     IrValue *opds[2] = {stage_bar(c, p, index, prod), parity};
-    IrOp *t = cpn_build(c, OP_TILE_MBARRIER_TEST_WAIT, 2, opds, c->i1);
-    if (prod && cl) ir_op_set_attr(t, "scope", ir_attr_cstr(c->ctx, "cluster"));
+    IrOp *t = rw_op(&c->rw, OP_TILE_MBARRIER_TEST_WAIT, 2, opds, c->rw.i1);
+    if (prod && cl) rw_set_str(&c->rw, t, "scope", "cluster");
     *res = &t->results[0];
     return true;
   }
@@ -482,28 +476,27 @@ static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
 ** ======================================================================= */
 
 static IrValue *seq_slot(Cpn *c, const CpnSeq *q, IrValue *s) {
-  IrValue *index = cpn_bin(c, OP_ARITH_ANDI, s, c32(c, 0xffff));
-  return cpn_slot(c, cpn_bin(c, OP_ARITH_ADDI, index, c32(c, q->base)));
+  IrValue *index = rw_bin(&c->rw, OP_ARITH_ANDI, s, rw_i32(&c->rw, 0xffff));
+  return cpn_slot(c, rw_bin(&c->rw, OP_ARITH_ADDI, index, rw_i32(&c->rw, q->base)));
 }
 
 static IrValue *seq_phase(Cpn *c, IrValue *s) {
-  return cpn_bin(c, OP_ARITH_ANDI, cpn_bin(c, OP_ARITH_SHRUI, s, c32(c, 16)), c32(c, 1));
+  return rw_bin(&c->rw, OP_ARITH_ANDI, rw_bin(&c->rw, OP_ARITH_SHRUI, s, rw_i32(&c->rw, 16)), rw_i32(&c->rw, 1));
 }
 
 /* index + 1; when it wraps to 0 (index % depth == 0) the phase flips. */
 static IrValue *seq_advance(Cpn *c, const CpnSeq *q, IrValue *s) {
-  IrValue *next = cpn_bin(c, OP_ARITH_ADDI, cpn_bin(c, OP_ARITH_ANDI, s, c32(c, 0xffff)), c32(c, 1));
-  IrValue *wrap = cpn_cmp(c, "eq", next, c32(c, q->depth));
-  IrValue *index = ir_build_select(&c->b, wrap, c32(c, 0), next);
-  IrValue *phase = cpn_bin(c, OP_ARITH_XORI, seq_phase(c, s), ir_build_unary(&c->b, OP_ARITH_EXTUI, wrap, c->i32));
-  return cpn_bin(c, OP_ARITH_ORI, index, cpn_bin(c, OP_ARITH_SHLI, phase, c32(c, 16)));
+  IrValue *next = rw_bin(&c->rw, OP_ARITH_ADDI, rw_bin(&c->rw, OP_ARITH_ANDI, s, rw_i32(&c->rw, 0xffff)), rw_i32(&c->rw, 1));
+  IrValue *wrap = rw_cmp(&c->rw, "eq", next, rw_i32(&c->rw, q->depth));
+  IrValue *index = rw_select(&c->rw, wrap, rw_i32(&c->rw, 0), next);
+  IrValue *phase = rw_bin(&c->rw, OP_ARITH_XORI, seq_phase(c, s), rw_cast(&c->rw, OP_ARITH_EXTUI, wrap, c->rw.i32));
+  return rw_bin(&c->rw, OP_ARITH_ORI, index, rw_bin(&c->rw, OP_ARITH_SHLI, phase, rw_i32(&c->rw, 16)));
 }
 
 static bool lower_seq_op(Cpn *c, IrOp *op, IrValue **res) {
   if (op->kind == OP_CUTLASS_SEQ_BAR_STATE_CREATE) {
-    int64_t d = ir_type_param_int(op->results[0].type, 0, 1);
-    int64_t i = ir_op_attr_int_or(op, "index", 0) % (d > 0 ? d : 1);
-    *res = c32(c, i | ir_op_attr_int_or(op, "phase", 0) << 16);
+    IrAttrs_CUTLASS_SEQ_BAR_STATE_CREATE a = ir_attrs_CUTLASS_SEQ_BAR_STATE_CREATE(op);
+    *res = rw_i32(&c->rw, a.index | a.phase << 16); /* the verifier keeps index < depth */
     return true;
   }
   const CpnSeq *q = handle_of(c, op);
@@ -533,14 +526,14 @@ static bool is_none(const IrValue *tok) {
 /* Drain the groups of a flavour down to `pending`: bulk or wgmma commit + wait. */
 static void group_wait(Cpn *c, bool gmma, bool commit, int64_t pending) {
   if (gmma) {
-    cpn_build(c, OP_NVVM_WGMMA_COMMIT_GROUP_SYNC_ALIGNED, 0, NULL, NULL);
-    IrOp *w = cpn_build(c, OP_NVVM_WGMMA_WAIT_GROUP_SYNC_ALIGNED, 0, NULL, NULL);
-    ir_op_set_attr(w, "group", ir_attr_i64(c->ctx, pending));
+    rw_op(&c->rw, OP_NVVM_WGMMA_COMMIT_GROUP_SYNC_ALIGNED, 0, NULL, NULL);
+    IrOp *w = rw_op(&c->rw, OP_NVVM_WGMMA_WAIT_GROUP_SYNC_ALIGNED, 0, NULL, NULL);
+    rw_set_int(&c->rw, w, "group", pending);
     return;
   }
-  if (commit) cpn_build(c, OP_TILE_BULK_COMMIT, 0, NULL, NULL);
-  IrOp *w = cpn_build(c, OP_TILE_BULK_WAIT, 0, NULL, NULL);
-  ir_op_set_attr(w, "pending", ir_attr_i64(c->ctx, pending));
+  if (commit) rw_op(&c->rw, OP_TILE_BULK_COMMIT, 0, NULL, NULL);
+  IrOp *w = rw_op(&c->rw, OP_TILE_BULK_WAIT, 0, NULL, NULL);
+  rw_set_int(&c->rw, w, "pending", pending);
 }
 
 static bool lower_async_wait(Cpn *c, IrOp *op) {
@@ -551,7 +544,7 @@ static bool lower_async_wait(Cpn *c, IrOp *op) {
     spin_wait(c, op->operands[1].value, op->operands[2].value, false, CPN_WAIT_HINT);
     return true;
   }
-  group_wait(c, strcmp(fl, "gmma") == 0, true, ir_op_attr_int_or(op, "pending", 0));
+  group_wait(c, strcmp(fl, "gmma") == 0, true, ir_attrs_CUTLASS_ASYNC_WAIT(op).pending);
   return true;
 }
 
@@ -581,45 +574,28 @@ static bool lower_future_wait(Cpn *c, IrOp *op) {
 ** Executor regions: switch_by_executor cases and async.exec bodies
 ** ======================================================================= */
 
-/* Move the ops of block b in front of pos, or into an scf.if on cond there. */
-static void unwrap_block(Cpn *c, IrOp *pos, IrBlock *b, IrValue *cond) {
-  IrOp *at = pos;
-  IrOp *sif = NULL;
-  if (cond) {
-    sif = cpn_begin_if(c, cond);
-    at = sif->regions[0].first->last; /* its yield */
-  }
-  while (b->first) {
-    IrOp *o = b->first;
-    ir_op_unlink(o);
-    ir_op_insert_before(at, o);
-  }
-}
-
 /* The case blocks' arguments are their operand groups: use those directly. */
 static void forward_case_args(IrOp *sw) {
-  uint32_t first = 0, i = 0;
-  for (IrBlock *b = sw->regions[0].first; b; b = b->next, i++) {
-    for (uint32_t k = 0; k < b->nargs && first + k < sw->noperands; k++)
-      ir_value_replace_all_uses(b->args[k], sw->operands[first + k].value);
-    first += (uint32_t)cpn_list_at(sw, "operand_segments", i);
-  }
+  for (IrBlock *b = sw->regions[0].first; b; b = b->next)
+    for (uint32_t k = 0; k < b->nargs; k++) {
+      IrValue *o = cut_switch_case_operand(b->args[k]);
+      if (o) ir_value_replace_all_uses(b->args[k], o);
+    }
 }
 
+/* The body of an async.exec (under an scf.if on the warp index unless it runs
+** where its parent does), or each case of a switch under an scf.if. */
 static void lower_region_op(Cpn *c, IrOp *op) {
-  ir_builder_before(&c->b, op);
-  c->b.loc = op->loc;
+  rw_before(&c->rw, op);
   if (op->kind == OP_CUTLASS_ASYNC_EXEC) {
-    uint64_t m = (uint64_t)ir_op_attr_int_or(op, "executors", 0);
-    const CpnExec *outer = cpn_exec(c, op);
-    IrBlock *body = op->regions[0].first;
-    if (body) unwrap_block(c, op, body, m == outer->mask ? NULL : cpn_in_mask(c, m));
+    uint64_t m = (uint64_t)ir_attrs_CUTLASS_ASYNC_EXEC(op).executors;
+    const KernelExec *outer = cpn_exec(c, op);
+    rw_inline_block(&c->rw, op->regions[0].first, m == outer->mask ? NULL : cpn_in_mask(c, m));
   } else {
+    IrAttrList masks = ir_attrs_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR(op).masks;
     uint32_t i = 0;
-    for (IrBlock *b = op->regions[0].first; b; b = b->next, i++) {
-      ir_builder_before(&c->b, op);
-      unwrap_block(c, op, b, cpn_in_mask(c, (uint64_t)cpn_list_at(op, "masks", i)));
-    }
+    for (IrBlock *b = op->regions[0].first; b; b = b->next, i++)
+      rw_inline_block(&c->rw, b, cpn_in_mask(c, (uint64_t)ir_attr_list_int(masks, i)));
   }
   ir_op_erase(op);
 }
@@ -630,23 +606,7 @@ static void lower_region_op(Cpn *c, IrOp *op) {
 ** Driver
 ** ======================================================================= */
 
-typedef struct OpList {
-  IrOp **ops;
-  size_t n, cap;
-} OpList;
-
-static bool collect(IrOp *op, void *ud) {
-  OpList *l = ud;
-  if (!name_has_prefix(op, "cutlass.")) return true;
-  if (l->n == l->cap) {
-    l->cap = l->cap ? l->cap * 2 : 64;
-    IrOp **nl = realloc(l->ops, l->cap * sizeof *nl);
-    if (!nl) abort();
-    l->ops = nl;
-  }
-  l->ops[l->n++] = op;
-  return true;
-}
+static bool is_cutlass(const IrOp *op) { return name_has_prefix(op, "cutlass."); }
 
 static bool is_region_op(IrOpKind k) {
   return k == OP_CUTLASS_ASYNC_EXEC || k == OP_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR;
@@ -659,28 +619,18 @@ static bool is_kept(IrOpKind k) {
          k == OP_CUTLASS_ASYNC_TO_ASYNC;
 }
 
-/* Cursor values (block arguments, scf results) take their lowered types. */
-static void retype_value(Cpn *c, IrValue *v) {
-  if (ir_type_is_dialect(v->type, IR_DTY_CUTLASS_PIPELINE_STATE)) v->type = c->i64;
-  else if (ir_type_is_dialect(v->type, IR_DTY_CUTLASS_SEQ_BAR_STATE)) v->type = c->i32;
-}
-
-static bool retype_op(IrOp *op, void *ud) {
-  Cpn *c = ud;
-  if (!name_has_prefix(op, "cutlass."))
-    for (uint32_t i = 0; i < op->nresults; i++)
-      retype_value(c, &op->results[i]);
-  for (uint32_t r = 0; r < op->nregions; r++)
-    for (IrBlock *b = op->regions[r].first; b; b = b->next)
-      for (uint32_t i = 0; i < b->nargs; i++)
-        retype_value(c, b->args[i]);
-  return true;
+/* Cursor values (block arguments, scf results) take their lowered types; the
+** results of cutlass ops keep theirs until the ops are lowered. */
+static const IrType *cursor_type(Rewriter *r, const IrValue *v) {
+  if (v->def && is_cutlass(v->def)) return NULL;
+  if (ir_type_is_dialect(v->type, IR_DTY_CUTLASS_PIPELINE_STATE)) return r->i64;
+  if (ir_type_is_dialect(v->type, IR_DTY_CUTLASS_SEQ_BAR_STATE)) return r->i32;
+  return NULL;
 }
 
 /* Lower one leaf op in front of itself; its result takes the new value. */
 static bool lower_leaf(Cpn *c, IrOp *op) {
-  ir_builder_before(&c->b, op);
-  c->b.loc = op->loc;
+  rw_before(&c->rw, op);
   IrValue *res = NULL;
   bool ok = true;
   switch (op->kind) {
@@ -716,7 +666,7 @@ static bool lower_leaf(Cpn *c, IrOp *op) {
     ir_op_error(op, "has a result that was not lowered");
     return false;
   }
-  ir_op_erase(op);
+  rw_replace(op, NULL);
   return true;
 }
 
@@ -726,114 +676,90 @@ static bool finish_kept(Cpn *c, IrOp *op) {
   if (!ir_op_results_unused(op)) {
     if (op->kind == OP_CUTLASS_PIPELINE_CREATE || op->kind == OP_CUTLASS_SEQ_BAR_CREATE) {
       IrUse *u = op->results[0].uses;
-      ir_op_error(u->owner, "uses a handle that convert-pipeline-to-nvvm cannot follow");
+      ir_op_error(u->owner, "uses a handle that convert-cutlass-to-nvvm cannot follow");
       return false;
     }
-    ir_builder_before(&c->b, op);
-    c->b.loc = op->loc;
+    rw_before(&c->rw, op);
     uint32_t n = op->kind == OP_CUTLASS_ASYNC_CREATE_NONE ? 0 : 1;
     IrValue *src = n ? op->operands[0].value : NULL;
-    IrValue *v = cpn_build1(c, OP_UNREALIZED_CAST, n, &src, op->results[0].type);
-    ir_value_replace_all_uses(&op->results[0], v);
+    rw_replace(op, rw_op1(&c->rw, OP_UNREALIZED_CAST, n, &src, op->results[0].type));
+    return true;
   }
   ir_op_erase(op);
   return true;
 }
 
 static void kernel_setup(Cpn *c, IrOp *k) {
-  c->kernel = k;
-  c->entry = ir_region_ensure_block(c->ctx, &k->regions[0]);
-  c->entry_last = NULL;
   c->pool = c->tid = c->warp = NULL;
-  dia_kernel_dims(k, "block", c->block, 1);
-  c->threads = c->block[0] * c->block[1] * c->block[2];
-  int64_t w = (c->threads + 31) / 32, cl[3];
-  c->all_warps = w >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << w) - 1);
-  dia_kernel_dims(k, "cluster", cl, 1);
-  c->ctas = cl[0] * cl[1] * cl[2];
+  KernelSpec ks = kernel_spec(k);
+  memcpy(c->block, ks.block, sizeof c->block);
+  c->threads = ks.threads;
+  c->all_warps = kernel_warp_mask(&ks);
+  c->ctas = ks.ctas;
   c->nb_used = 1; /* id 0 is the CTA barrier */
   c->nnb = 0;
   c->cluster_pipes = false;
   c->failed = false;
-  memset(&c->agents, 0, sizeof c->agents);
   memset(&c->handles, 0, sizeof c->handles);
   memset(&c->frags, 0, sizeof c->frags);
 }
 
 /* Phase A over the collected ops: contexts, handles, checks. */
 static bool analyze(Cpn *c) {
-  CpnAgentScan as = {c, 0};
-  ir_walk_pre(c->kernel, cpn_agent_visit, &as);
-  ir_walk_pre(c->kernel, cpn_reserve_visit, c);
-  for (size_t i = 0; i < c->nops; i++) {
-    c->ops[i]->mark = i + 1;
-    c->execs[i] = cpn_compute_exec(c, c->ops[i]);
+  ir_walk_pre(c->rw.kernel, cpn_reserve_visit, c);
+  for (size_t i = 0; i < c->ops.n; i++) {
+    c->ops.v[i]->mark = i + 1;
+    c->execs[i] = kernel_exec_of(c->ops.v[i]);
   }
   bool ok = true;
-  for (size_t i = 0; i < c->nops; i++) /* inits first: handles are looked up by their users */
-    if (c->ops[i]->kind == OP_CUTLASS_PIPELINE_INIT || c->ops[i]->kind == OP_CUTLASS_SEQ_BAR_INIT)
-      ok &= check_op(c, c->ops[i]);
-  for (size_t i = 0; i < c->nops; i++)
-    if (c->ops[i]->kind != OP_CUTLASS_PIPELINE_INIT && c->ops[i]->kind != OP_CUTLASS_SEQ_BAR_INIT)
-      ok &= check_op(c, c->ops[i]);
+  for (size_t i = 0; i < c->ops.n; i++) /* inits first: handles are looked up by their users */
+    if (c->ops.v[i]->kind == OP_CUTLASS_PIPELINE_INIT || c->ops.v[i]->kind == OP_CUTLASS_SEQ_BAR_INIT)
+      ok &= check_op(c, c->ops.v[i]);
+  for (size_t i = 0; i < c->ops.n; i++)
+    if (c->ops.v[i]->kind != OP_CUTLASS_PIPELINE_INIT && c->ops.v[i]->kind != OP_CUTLASS_SEQ_BAR_INIT)
+      ok &= check_op(c, c->ops.v[i]);
   return ok;
 }
 
 /* Phase B: leaves in pre-order, then regions innermost first, then the rest. */
 static bool rewrite(Cpn *c) {
-  for (size_t i = 0; i < c->nops; i++)
-    if (c->ops[i]->kind == OP_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR) forward_case_args(c->ops[i]);
-  ir_walk_pre(c->kernel, retype_op, c);
-  for (size_t i = 0; i < c->nops; i++) {
-    IrOp *op = c->ops[i];
+  for (size_t i = 0; i < c->ops.n; i++)
+    if (c->ops.v[i]->kind == OP_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR) forward_case_args(c->ops.v[i]);
+  rw_retype(c->rw.kernel, cursor_type, &c->rw);
+  for (size_t i = 0; i < c->ops.n; i++) {
+    IrOp *op = c->ops.v[i];
     if (is_region_op(op->kind) || is_kept(op->kind)) continue;
     if (!lower_leaf(c, op)) return false;
   }
-  for (size_t i = c->nops; i-- > 0;)
-    if (is_region_op(c->ops[i]->kind)) lower_region_op(c, c->ops[i]);
-  for (size_t i = c->nops; i-- > 0;)
-    if (is_kept(c->ops[i]->kind) && !finish_kept(c, c->ops[i])) return false;
+  for (size_t i = c->ops.n; i-- > 0;)
+    if (is_region_op(c->ops.v[i]->kind)) lower_region_op(c, c->ops.v[i]);
+  for (size_t i = c->ops.n; i-- > 0;)
+    if (is_kept(c->ops.v[i]->kind) && !finish_kept(c, c->ops.v[i])) return false;
   cpn_erase_fragments(c);
   return true;
 }
 
-static IrResult convert_kernel(Cpn *c, IrOp *k) {
+static IrResult convert_kernel(Rewriter *r, IrOp *k) {
+  Cpn *c = (Cpn *)r;
   kernel_setup(c, k);
-  OpList l = {NULL, 0, 0};
-  ir_walk_pre(k, collect, &l);
-  if (l.n == 0) return IR_OK;
-  c->ops = l.ops;
-  c->nops = l.n;
-  c->execs = calloc(l.n, sizeof *c->execs);
+  memset(&c->ops, 0, sizeof c->ops);
+  rw_collect(k, is_cutlass, &c->ops);
+  if (c->ops.n == 0) return IR_OK;
+  c->execs = calloc(c->ops.n, sizeof *c->execs);
   if (!c->execs) abort();
   bool ok = analyze(c) && rewrite(c);
   free(c->execs);
-  free(l.ops);
-  ptrmap_free(&c->agents);
+  ir_opvec_free(&c->ops);
   ptrmap_free(&c->handles);
   ptrmap_free(&c->frags);
-  c->ops = NULL;
-  c->nops = 0;
   return ok ? IR_OK : IR_FAIL;
 }
 
-IrResult pass_convert_pipeline_to_nvvm(IrOp *module, IrPassCtx *pc) {
+IrResult pass_convert_cutlass_to_nvvm(IrOp *module, IrPassCtx *pc) {
   Cpn c;
   memset(&c, 0, sizeof c);
-  c.ctx = pc->ctx;
-  ir_builder_init(&c.b, pc->ctx);
-  c.i1 = ir_type_int(pc->ctx, 1);
-  c.i16 = ir_type_int(pc->ctx, 16);
-  c.i32 = ir_type_int(pc->ctx, 32);
-  c.i64 = ir_type_int(pc->ctx, 64);
-  IrBlock *body = module->nregions ? module->regions[0].first : NULL;
-  bool ok = true;
-  for (IrOp *op = body ? body->first : NULL; op; op = op->next) {
-    if (op->kind != OP_TILE_KERNEL) continue;
-    if (convert_kernel(&c, op) != IR_OK) ok = false;
-    else pc->changed = true;
-  }
-  return ok ? IR_OK : IR_FAIL;
+  rw_init(&c.rw, pc->ctx);
+  return rw_each_kernel(&c.rw, module, pc, convert_kernel);
 }
 
 /* }====================================================================== */

@@ -1,0 +1,160 @@
+/*
+** enums.h -- every enumerated attribute value and type keyword of the
+** dialects, one X-list each: X(enumerator, "spelling" [, extra columns]).
+**
+** A list L gives the enumerators (L_X, in order from 0), L__COUNT and the
+** NULL-terminated spellings L_names[] (enums.c). ATTR rows of the op tables
+** name a list for an enum attribute (ENUM(L, default)); the verifier checks
+** the spelling, the typed readers return the enumerator, the lowerings and the
+** emitter switch on it, and core.enums() gives the lists to Lua and the docs.
+** The scheduler lists live with the reference schedulers (src/sched/sched.h).
+*/
+#ifndef TILUA_ENUMS_H
+#define TILUA_ENUMS_H
+
+#include "../sched/sched.h"
+
+#define IR_ENUM_ID(id, name, ...) id,
+#define IR_ENUM_NAME(id, name, ...) name,
+#define IR_ENUM_ONE(id, name, ...) +1
+
+/* {=== tile and nvvm */
+#define DIM_LIST(X) X(DIM_X, "x") X(DIM_Y, "y") X(DIM_Z, "z")
+/* Memory scopes; the mbarrier sem scopes are the first two (BAR_SCOPE). */
+#define SCOPE_LIST(X) X(SCOPE_CTA, "cta") X(SCOPE_CLUSTER, "cluster") X(SCOPE_GPU, "gpu") X(SCOPE_SYS, "sys")
+#define BAR_SCOPE_LIST(X) X(BAR_SCOPE_CTA, "cta") X(BAR_SCOPE_CLUSTER, "cluster")
+/* Atomic operations: X(id, name, PTX operation, sign of the integer type: s, u or b). */
+#define ATOMIC_KIND_LIST(X)                                                                        \
+  X(ATOMIC_ADD, "add", "add", 'u')                                                                 \
+  X(ATOMIC_MAX, "max", "max", 's')                                                                 \
+  X(ATOMIC_MIN, "min", "min", 's')                                                                 \
+  X(ATOMIC_UMAX, "umax", "max", 'u')                                                               \
+  X(ATOMIC_UMIN, "umin", "min", 'u')                                                               \
+  X(ATOMIC_EXCH, "exch", "exch", 'b')                                                              \
+  X(ATOMIC_AND, "and", "and", 'b')                                                                 \
+  X(ATOMIC_OR, "or", "or", 'b')                                                                    \
+  X(ATOMIC_XOR, "xor", "xor", 'b')
+#define FENCE_SPACE_LIST(X) X(FENCE_SPACE_SHARED, "shared") X(FENCE_SPACE_GLOBAL, "global")
+#define PROXY_SPACE_LIST(X)                                                                        \
+  X(PROXY_SHARED_CTA, "shared::cta") X(PROXY_SHARED_CLUSTER, "shared::cluster") X(PROXY_GLOBAL, "global")
+#define FENCE_SEM_LIST(X) X(FENCE_ACQ_REL, "acq_rel") X(FENCE_SC, "sc")
+#define MAXNREG_ACTION_LIST(X) X(MAXNREG_INC, "inc") X(MAXNREG_DEC, "dec")
+/* TMA: reductions of a tensor store; tensor map swizzles X(id, name, bytes of the span). */
+#define TMA_REDUCE_LIST(X)                                                                         \
+  X(TMA_REDUCE_ADD, "add") X(TMA_REDUCE_MIN, "min") X(TMA_REDUCE_MAX, "max")                       \
+  X(TMA_REDUCE_INC, "inc") X(TMA_REDUCE_DEC, "dec") X(TMA_REDUCE_AND, "and")                       \
+  X(TMA_REDUCE_OR, "or") X(TMA_REDUCE_XOR, "xor")
+#define TMA_SWIZZLE_LIST(X)                                                                        \
+  X(TMA_SWIZZLE_LINEAR, "linear", 0) X(TMA_SWIZZLE_32, "sw32", 32) X(TMA_SWIZZLE_64, "sw64", 64)   \
+  X(TMA_SWIZZLE_128, "sw128", 128)
+/* wgmma operand types: X(id, name, K of the instruction, transposes allowed (16-bit
+** types only), an f16 accumulator allowed). */
+#define WGMMA_TYPE_LIST(X)                                                                         \
+  X(WGMMA_F16, "f16", 16, true, true)                                                              \
+  X(WGMMA_BF16, "bf16", 16, true, false)                                                           \
+  X(WGMMA_TF32, "tf32", 8, false, false)                                                           \
+  X(WGMMA_E4M3, "e4m3", 32, false, true)                                                           \
+  X(WGMMA_E5M2, "e5m2", 32, false, true)
+/* }=== */
+
+/* {=== arith: X(id, name, PTX comparison, 's'igned / 'u'nsigned) */
+#define CMPI_PRED_LIST(X)                                                                          \
+  X(CMPI_EQ, "eq", "eq", 's')                                                                      \
+  X(CMPI_NE, "ne", "ne", 's')                                                                      \
+  X(CMPI_SLT, "slt", "lt", 's')                                                                    \
+  X(CMPI_SLE, "sle", "le", 's')                                                                    \
+  X(CMPI_SGT, "sgt", "gt", 's')                                                                    \
+  X(CMPI_SGE, "sge", "ge", 's')                                                                    \
+  X(CMPI_ULT, "ult", "lt", 'u')                                                                    \
+  X(CMPI_ULE, "ule", "le", 'u')                                                                    \
+  X(CMPI_UGT, "ugt", "gt", 'u')                                                                    \
+  X(CMPI_UGE, "uge", "ge", 'u')
+/* X(id, name, PTX comparison) */
+#define CMPF_PRED_LIST(X)                                                                          \
+  X(CMPF_OEQ, "oeq", "eq") X(CMPF_ONE, "one", "ne") X(CMPF_OLT, "olt", "lt")                       \
+  X(CMPF_OLE, "ole", "le") X(CMPF_OGT, "ogt", "gt") X(CMPF_OGE, "oge", "ge")                       \
+  X(CMPF_ORD, "ord", "num") X(CMPF_UEQ, "ueq", "equ") X(CMPF_UNE, "une", "neu")                    \
+  X(CMPF_ULT, "ult", "ltu") X(CMPF_ULE, "ule", "leu") X(CMPF_UGT, "ugt", "gtu")                    \
+  X(CMPF_UGE, "uge", "geu") X(CMPF_UNO, "uno", "nan")
+/* }=== */
+
+/* {=== cutlass */
+/* Pipeline modes (seed 000, Phase B of the producer-acquire lowering). */
+#define PIPELINE_MODE_LIST(X)                                                                      \
+  X(MODE_COOPERATIVE, "cooperative")                                                               \
+  X(MODE_WARP_SPECIALIZED, "warp_specialized")                                                     \
+  X(MODE_STRIDED_UREM, "strided_urem")                                                             \
+  X(MODE_STRIDED_UDIV, "strided_udiv")                                                             \
+  X(MODE_CLUSTER, "cluster")
+#define PIPELINE_ROLE_LIST(X) X(ROLE_PRODUCER, "producer") X(ROLE_CONSUMER, "consumer")
+/* The kinds of the scheduler types: the reference's, then SM100 StreamK. */
+#define CUT_SCHED_KIND_LIST(X) SCHED_KIND_LIST(X) X(CUT_SCHED_SM100_STREAMK, "sm100_streamk")
+#define SCHED_MODEL_LIST(X) X(SCHED_MODEL_STATIC, "static") X(SCHED_MODEL_PULL, "pull")
+#define STRIPED_REDUCE_LIST(X) X(STRIPED_ADD, "add") X(STRIPED_MAX, "max")
+/* Async token flavors; futures have the first two. */
+#define TOKEN_FLAVOR_LIST(X) X(FLAVOR_MBARRIER, "mbarrier") X(FLAVOR_BULK, "bulk") X(FLAVOR_GMMA, "gmma")
+#define FUTURE_FLAVOR_LIST(X) X(FUTURE_MBARRIER, "mbarrier") X(FUTURE_BULK, "bulk")
+/* }=== */
+
+/* Every list: E(LIST, "name in core.enums()"). */
+#define IR_ENUM_LISTS(E)                                                                           \
+  E(DIM, "dim")                                                                                    \
+  E(SCOPE, "scope")                                                                                \
+  E(BAR_SCOPE, "bar_scope")                                                                        \
+  E(ATOMIC_KIND, "atomic_kind")                                                                    \
+  E(FENCE_SPACE, "fence_space")                                                                    \
+  E(PROXY_SPACE, "proxy_space")                                                                    \
+  E(FENCE_SEM, "fence_sem")                                                                        \
+  E(MAXNREG_ACTION, "maxnreg_action")                                                              \
+  E(TMA_REDUCE, "tma_reduce")                                                                      \
+  E(TMA_SWIZZLE, "tma_swizzle")                                                                    \
+  E(WGMMA_TYPE, "wgmma_type")                                                                      \
+  E(CMPI_PRED, "cmpi_predicate")                                                                   \
+  E(CMPF_PRED, "cmpf_predicate")                                                                   \
+  E(PIPELINE_MODE, "pipeline_mode")                                                                \
+  E(PIPELINE_ROLE, "pipeline_role")                                                                \
+  E(CUT_SCHED_KIND, "sched_kind")                                                                  \
+  E(SCHED_ORDER, "raster_order")                                                                   \
+  E(SCHED_DECOMP, "decomposition")                                                                 \
+  E(SCHED_REDUCTION, "reduction")                                                                  \
+  E(SCHED_MODEL, "sched_model")                                                                    \
+  E(STRIPED_REDUCE, "striped_reduce")                                                              \
+  E(TOKEN_FLAVOR, "token_flavor")                                                                  \
+  E(FUTURE_FLAVOR, "future_flavor")
+
+/* Enumerators of the lists not declared elsewhere (the sched.h ones are). */
+#define IR_ENUM_DECLARE(L) enum { L##_LIST(IR_ENUM_ID) };
+IR_ENUM_DECLARE(DIM)
+IR_ENUM_DECLARE(SCOPE)
+IR_ENUM_DECLARE(BAR_SCOPE)
+IR_ENUM_DECLARE(ATOMIC_KIND)
+IR_ENUM_DECLARE(FENCE_SPACE)
+IR_ENUM_DECLARE(PROXY_SPACE)
+IR_ENUM_DECLARE(FENCE_SEM)
+IR_ENUM_DECLARE(MAXNREG_ACTION)
+IR_ENUM_DECLARE(TMA_REDUCE)
+IR_ENUM_DECLARE(TMA_SWIZZLE)
+IR_ENUM_DECLARE(WGMMA_TYPE)
+IR_ENUM_DECLARE(CMPI_PRED)
+IR_ENUM_DECLARE(CMPF_PRED)
+IR_ENUM_DECLARE(PIPELINE_MODE)
+IR_ENUM_DECLARE(PIPELINE_ROLE)
+IR_ENUM_DECLARE(SCHED_MODEL)
+IR_ENUM_DECLARE(STRIPED_REDUCE)
+IR_ENUM_DECLARE(TOKEN_FLAVOR)
+IR_ENUM_DECLARE(FUTURE_FLAVOR)
+#undef IR_ENUM_DECLARE
+enum { CUT_SCHED_SM100_STREAMK = SCHED_STREAMK + 1 };
+
+/* Counts and spellings of every list. */
+#define IR_ENUM_COUNT(L, lname) enum { L##__COUNT = 0 L##_LIST(IR_ENUM_ONE) };
+IR_ENUM_LISTS(IR_ENUM_COUNT)
+#undef IR_ENUM_COUNT
+#define IR_ENUM_NAMES(L, lname) extern const char *const L##_names[];
+IR_ENUM_LISTS(IR_ENUM_NAMES)
+#undef IR_ENUM_NAMES
+
+/* The index of s in a NULL-terminated list of spellings, -1 if absent. */
+int ir_enum_index(const char *const *names, const char *s);
+
+#endif

@@ -1,0 +1,206 @@
+/*
+** kernel.c -- the facts of a tile.kernel decoded once (kernel.h): the
+** kernel_spec, the warps of the agents and the executor set of an op.
+*/
+#include <string.h>
+
+#include "kernel.h"
+
+/* {======================================================================
+** kernel_spec
+** ======================================================================= */
+
+/* Entry `name` of the spec as 1 to 3 positive integers (1, 1, 1 when absent);
+** *prod gets their product, saturated. */
+static bool spec_dims(const IrAttr *spec, const char *name, int64_t out[3], int64_t *prod) {
+  out[0] = out[1] = out[2] = 1;
+  *prod = 1;
+  const IrAttr *a = ir_attr_dict_get(spec, name);
+  if (!a) return true;
+  if (a->kind == IR_ATTR_INT) {
+    out[0] = a->u.i;
+  } else {
+    uint32_t n = a->kind == IR_ATTR_ARRAY ? a->u.arr.n : 0;
+    if (n < 1 || n > 3) return false;
+    for (uint32_t i = 0; i < n; i++) {
+      if (a->u.arr.elems[i]->kind != IR_ATTR_INT) return false;
+      out[i] = a->u.arr.elems[i]->u.i;
+    }
+  }
+  for (int i = 0; i < 3; i++) {
+    if (out[i] <= 0) return false;
+    if (__builtin_mul_overflow(*prod, out[i], prod)) *prod = INT64_MAX;
+  }
+  return true;
+}
+
+/* What a reader gets from a missing or malformed spec: extents 1, not ok. */
+static void defaults(KernelSpec *ks) {
+  memset(ks, 0, sizeof *ks);
+  ks->block[0] = ks->block[1] = ks->block[2] = 1;
+  ks->cluster[0] = ks->cluster[1] = ks->cluster[2] = 1;
+  ks->threads = ks->warps = ks->ctas = 1;
+}
+
+/* Decode k's spec into ks; with at != NULL report the first problem there. */
+static bool decode(const IrOp *k, KernelSpec *ks, IrOp *at) {
+  defaults(ks);
+  const IrAttr *spec = ir_op_attr(k, "kernel_spec");
+  if (!spec || spec->kind != IR_ATTR_DICT) return false; /* the attribute check reports it */
+  int64_t block[3], cluster[3], threads, ctas;
+  const char *bad = !spec_dims(spec, "block", block, &threads)       ? "block"
+                    : !spec_dims(spec, "cluster", cluster, &ctas) ? "cluster"
+                                                                  : NULL;
+  if (bad) {
+    if (at) ir_op_error(at, "kernel_spec.%s must be 1 to 3 positive integers", bad);
+    return false;
+  }
+  if (!ir_attr_dict_get(spec, "block")) {
+    if (at) ir_op_error(at, "kernel_spec needs 'block' (threads per block)");
+    return false;
+  }
+  if (threads > SM90_MAX_THREADS) {
+    if (at) ir_op_error(at, "block of %lld threads exceeds %d", (long long)threads, SM90_MAX_THREADS);
+    return false;
+  }
+  if (ctas > SM90_MAX_CLUSTER_CTAS) {
+    if (at) ir_op_error(at, "cluster of %lld CTAs exceeds %d", (long long)ctas, SM90_MAX_CLUSTER_CTAS);
+    return false;
+  }
+  const IrAttr *smem = ir_attr_dict_get(spec, "smem");
+  if (smem && (smem->kind != IR_ATTR_INT || smem->u.i < 0 || smem->u.i > SM90_MAX_SMEM)) {
+    if (at) ir_op_error(at, "kernel_spec.smem must be an integer in [0, %d]", SM90_MAX_SMEM);
+    return false;
+  }
+  const IrAttr *nc = ir_attr_dict_get(spec, "num_ctas");
+  if (nc && (nc->kind != IR_ATTR_INT || nc->u.i != ctas)) {
+    if (at) ir_op_error(at, "kernel_spec.num_ctas must equal the cluster size %lld", (long long)ctas);
+    return false;
+  }
+  memcpy(ks->block, block, sizeof block);
+  memcpy(ks->cluster, cluster, sizeof cluster);
+  ks->threads = threads;
+  ks->warps = (threads + SM90_WARP_SIZE - 1) / SM90_WARP_SIZE;
+  ks->ctas = ctas;
+  ks->smem = smem ? smem->u.i : 0;
+  ks->has_cluster = ir_attr_dict_get(spec, "cluster") != NULL;
+  ks->ok = true;
+  return true;
+}
+
+KernelSpec kernel_spec(const IrOp *k) {
+  KernelSpec ks;
+  decode(k, &ks, NULL);
+  return ks;
+}
+
+IrOp *kernel_of(const IrOp *op) {
+  return op->kind == OP_TILE_KERNEL ? (IrOp *)op : ir_op_ancestor(op, OP_TILE_KERNEL);
+}
+
+KernelSpec kernel_spec_of(const IrOp *op) {
+  KernelSpec ks;
+  IrOp *k = kernel_of(op);
+  if (k) decode(k, &ks, NULL);
+  else defaults(&ks);
+  return ks;
+}
+
+bool kernel_spec_check(IrOp *k) {
+  KernelSpec ks;
+  return decode(k, &ks, k);
+}
+
+uint64_t kernel_warp_mask(const KernelSpec *ks) { return ks->ok ? kernel_warps_mask(0, ks->warps) : 0; }
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Warp masks and agents
+** ======================================================================= */
+
+uint64_t kernel_warps_mask(int64_t first, int64_t n) {
+  if (first < 0 || n < 1 || n > 64 || first > 64 - n) return 0;
+  return (n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1) << first;
+}
+
+int kernel_popcount(uint64_t m) { return __builtin_popcountll(m); }
+
+int kernel_ctz(uint64_t m) { return m ? __builtin_ctzll(m) : 0; }
+
+bool kernel_mask_contiguous(uint64_t m) {
+  if (!m) return false;
+  m >>= kernel_ctz(m);
+  return (m & (m + 1)) == 0;
+}
+
+int64_t kernel_agent_first_warp(const IrOp *agent) {
+  int64_t next = 0;
+  for (const IrOp *o = agent->parent ? agent->parent->first : NULL; o; o = o->next) {
+    if (o->kind != OP_TILE_AGENT) continue;
+    IrAttrs_TILE_AGENT a = ir_attrs_TILE_AGENT(o);
+    int64_t first = a.warp_id >= 0 ? a.warp_id : next;
+    if (o == agent) return first;
+    next = first + a.num_warps;
+  }
+  return next;
+}
+
+uint64_t kernel_agent_mask(const IrOp *agent) {
+  return kernel_warps_mask(kernel_agent_first_warp(agent), ir_attrs_TILE_AGENT(agent).num_warps);
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Executor sets
+** ======================================================================= */
+
+static uint32_t block_index(const IrBlock *b) {
+  uint32_t i = 0;
+  for (const IrBlock *p = b->parent ? b->parent->first : NULL; p && p != b; p = p->next)
+    i++;
+  return i;
+}
+
+static bool is_elect(const IrValue *v) {
+  return v && v->def && (v->def->kind == OP_TILE_ELECT || v->def->kind == OP_NVVM_ELECT_SYNC);
+}
+
+/* Does op p narrow execution below a warp for what is in its block b? */
+static bool narrows(const IrOp *p, const IrBlock *b) {
+  if (p->kind == OP_TILE_ELECT_ONE) return true;
+  return p->kind == OP_SCF_IF && p->noperands && b == p->regions[0].first &&
+         is_elect(p->operands[0].value);
+}
+
+KernelExec kernel_exec_of(const IrOp *op) {
+  KernelExec x = {0, NULL, NULL};
+  for (const IrBlock *b = op->parent; b;) {
+    IrOp *p = ir_block_parent_op(b);
+    if (!p) break;
+    if (!x.narrow && narrows(p, b)) x.narrow = p;
+    if (!x.scope) {
+      if (p->kind == OP_TILE_AGENT) {
+        x.scope = p;
+        x.mask = kernel_agent_mask(p);
+      } else if (p->kind == OP_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR) {
+        x.scope = p;
+        x.mask = (uint64_t)ir_attr_list_int(ir_attrs_CUTLASS_PIPELINE_SWITCH_BY_EXECUTOR(p).masks,
+                                            block_index(b));
+      } else if (p->kind == OP_CUTLASS_ASYNC_EXEC) {
+        x.scope = p;
+        x.mask = (uint64_t)ir_attrs_CUTLASS_ASYNC_EXEC(p).executors;
+      } else if (p->kind == OP_TILE_KERNEL) {
+        KernelSpec ks = kernel_spec(p);
+        x.scope = p;
+        x.mask = kernel_warp_mask(&ks);
+      }
+    }
+    if (p->kind == OP_TILE_KERNEL) break;
+    b = p->parent;
+  }
+  return x;
+}
+
+/* }====================================================================== */

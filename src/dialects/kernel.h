@@ -1,0 +1,60 @@
+/*
+** kernel.h -- the facts of a tile.kernel, decoded in one place: its
+** kernel_spec, the warps of its agents and the executor set (warps) that runs
+** an op. Verifiers, lowerings, the emitter and Lua (op:kernel_spec()) use
+** these and nothing else.
+**
+** One strictness rule: kernel_spec_check (run by tile.kernel's verifier)
+** reports any malformed spec; every reader after verification can trust it.
+** Before verification a malformed spec reads with ok = false and extents 1.
+*/
+#ifndef TILUA_KERNEL_H
+#define TILUA_KERNEL_H
+
+#include "dialects.h"
+
+typedef struct KernelSpec {
+  int64_t block[3];   /* threads per block along x, y, z */
+  int64_t cluster[3]; /* CTAs per cluster along x, y, z (1, 1, 1 without a cluster) */
+  int64_t threads;    /* block[0] * block[1] * block[2] */
+  int64_t warps;      /* ceil(threads / 32) */
+  int64_t ctas;       /* CTAs per cluster */
+  int64_t smem;       /* kernel_spec.smem: dynamic shared memory, bytes (0 when absent) */
+  bool has_cluster;   /* the spec names a cluster */
+  bool ok;            /* a kernel with a well-formed spec */
+} KernelSpec;
+
+/* The spec of kernel k (a tile.kernel). */
+KernelSpec kernel_spec(const IrOp *k);
+/* The spec of the kernel around op (op itself when it is one). */
+KernelSpec kernel_spec_of(const IrOp *op);
+/* Report what is malformed in k's spec (at k); false if anything is. */
+bool kernel_spec_check(IrOp *k);
+/* Every warp of the block as a mask (0 when not ok). */
+uint64_t kernel_warp_mask(const KernelSpec *ks);
+/* The enclosing tile.kernel of op (op itself when it is one), or NULL. */
+IrOp *kernel_of(const IrOp *op);
+
+/* Warps [first, first + n) as a mask; 0 when they do not fit 64 bits. */
+uint64_t kernel_warps_mask(int64_t first, int64_t n);
+int kernel_popcount(uint64_t m);
+int kernel_ctz(uint64_t m);
+/* A non-empty run of consecutive set bits. */
+bool kernel_mask_contiguous(uint64_t m);
+
+/* The first warp of a tile.agent: its warp_id, else the warp after the agent
+** before it (the agents of a kernel are its direct children, in order). */
+int64_t kernel_agent_first_warp(const IrOp *agent);
+uint64_t kernel_agent_mask(const IrOp *agent);
+
+/* Where an op runs. */
+typedef struct KernelExec {
+  uint64_t mask; /* the warps (0: unknown, a malformed mask) */
+  IrOp *scope;   /* what sets them: the innermost tile.agent, cutlass.async.exec,
+                 ** switch_by_executor (of a case) or the kernel; NULL outside a kernel */
+  IrOp *narrow;  /* the innermost op around op that narrows execution below a
+                 ** warp: tile.elect_one, or an scf.if on an elect (its then-region) */
+} KernelExec;
+KernelExec kernel_exec_of(const IrOp *op);
+
+#endif

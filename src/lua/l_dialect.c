@@ -1,0 +1,165 @@
+/*
+** l_dialect.c -- what the dialect tables say beyond an op's signature, for
+** Lua and the docs generator: the attribute rows, PTX rows and LOWER rows of
+** every op (added to core.ops() entries), the enum lists (core.enums()), the
+** target's limits (core.limits()) and a kernel's decoded spec
+** (op:kernel_spec()).
+*/
+#include "../dialects/kernel.h"
+#include "../ptx/ptx.h"
+#include "lbind.h"
+
+static const char *const kind_names[] = {"int", "bool", "enum", "string", "int list",
+                                         "string list", "type", "dictionary", "any"};
+
+/* Stack: op table -> op table. The row's default, when it has one. */
+static void push_default(lua_State *L, const IrAttrSpec *s) {
+  if (s->dflt == IR_ATTR_REQUIRED) return;
+  switch (s->kind) {
+  case IR_AS_INT: lua_pushinteger(L, s->dflt); break;
+  case IR_AS_BOOL: lua_pushboolean(L, s->dflt != 0); break;
+  case IR_AS_ENUM:
+    if (s->dflt < 0) return;
+    lua_pushstring(L, s->names[s->dflt]);
+    break;
+  default: return;
+  }
+  lua_setfield(L, -2, "default");
+}
+
+/* Stack: -> list of {name, kind, required, default, min, max, values, max_length, doc}. */
+static void push_attributes(lua_State *L, IrOpKind k) {
+  uint32_t n;
+  const IrAttrSpec *s = ir_op_attr_specs(k, &n);
+  lua_createtable(L, (int)n, 0);
+  for (uint32_t i = 0; i < n; i++) {
+    const char *name;
+    size_t len = ir_attr_spec_name(&s[i], &name);
+    lua_createtable(L, 0, 8);
+    lua_pushlstring(L, name, len);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, kind_names[s[i].kind]);
+    lua_setfield(L, -2, "kind");
+    lua_pushboolean(L, s[i].dflt == IR_ATTR_REQUIRED);
+    lua_setfield(L, -2, "required");
+    push_default(L, &s[i]);
+    if (s[i].kind == IR_AS_INT) {
+      lua_pushinteger(L, s[i].lo);
+      lua_setfield(L, -2, "min");
+      lua_pushinteger(L, s[i].hi);
+      lua_setfield(L, -2, "max");
+    } else if (s[i].kind == IR_AS_INTS) {
+      lua_pushinteger(L, s[i].hi);
+      lua_setfield(L, -2, "max_length");
+    } else if (s[i].kind == IR_AS_ENUM) {
+      lua_newtable(L);
+      for (int j = 0; s[i].names[j]; j++) {
+        lua_pushstring(L, s[i].names[j]);
+        lua_rawseti(L, -2, j + 1);
+      }
+      lua_setfield(L, -2, "values");
+    }
+    lua_pushstring(L, s[i].doc);
+    lua_setfield(L, -2, "doc");
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+}
+
+void lb_push_op_tables(lua_State *L, int kind) {
+  IrOpKind k = (IrOpKind)kind;
+  push_attributes(L, k);
+  lua_setfield(L, -2, "attributes");
+  bool hand;
+  const char *ptx = ir_op_ptx(k, &hand);
+  if (ptx) {
+    lua_pushstring(L, ptx);
+    lua_setfield(L, -2, "ptx");
+    lua_pushboolean(L, hand);
+    lua_setfield(L, -2, "ptx_by_hand");
+  }
+  int to = ir_op_lowers_to(k);
+  if (to >= 0) {
+    lua_pushstring(L, ir_op_info((IrOpKind)to)->name);
+    lua_setfield(L, -2, "lowers_to");
+  }
+}
+
+/* core.enums() -> {list name = {spelling, ...}, ...} */
+static int core_enums(lua_State *L) {
+  lua_newtable(L);
+#define PUSH_LIST(Lst, lname)                                                                      \
+  lua_newtable(L);                                                                                 \
+  for (int i = 0; Lst##_names[i]; i++) {                                                           \
+    lua_pushstring(L, Lst##_names[i]);                                                             \
+    lua_rawseti(L, -2, i + 1);                                                                     \
+  }                                                                                                \
+  lua_setfield(L, -2, lname);
+  IR_ENUM_LISTS(PUSH_LIST)
+#undef PUSH_LIST
+  return 1;
+}
+
+/* core.limits() -> {max_threads = 1024, ...} (sm90_limits.h) */
+static int core_limits(lua_State *L) {
+  lua_newtable(L);
+#define PUSH_LIMIT(name, value, doc)                                                               \
+  lua_pushinteger(L, value);                                                                       \
+  lua_setfield(L, -2, #name);
+  SM90_LIMIT_LIST(PUSH_LIMIT)
+#undef PUSH_LIMIT
+  return 1;
+}
+
+static void push_dims(lua_State *L, const int64_t d[3]) {
+  lua_createtable(L, 3, 0);
+  for (int i = 0; i < 3; i++) {
+    lua_pushinteger(L, d[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+/* op:kernel_spec() -> {block = {x, y, z}, cluster = {x, y, z}, smem, num_ctas,
+** threads, warps, has_cluster} of the kernel around op (op itself may be it);
+** nil, message outside a kernel or when the spec is malformed. */
+static int op_kernel_spec(lua_State *L) {
+  IrOp *op = lb_check_op(L, 1);
+  if (!kernel_of(op)) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "not inside a tile.kernel");
+    return 2;
+  }
+  KernelSpec ks = kernel_spec_of(op);
+  if (!ks.ok) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "the kernel_spec is malformed (the verifier says how)");
+    return 2;
+  }
+  lua_createtable(L, 0, 7);
+  push_dims(L, ks.block);
+  lua_setfield(L, -2, "block");
+  push_dims(L, ks.cluster);
+  lua_setfield(L, -2, "cluster");
+  lua_pushinteger(L, ks.smem);
+  lua_setfield(L, -2, "smem");
+  lua_pushinteger(L, ks.ctas);
+  lua_setfield(L, -2, "num_ctas");
+  lua_pushinteger(L, ks.threads);
+  lua_setfield(L, -2, "threads");
+  lua_pushinteger(L, ks.warps);
+  lua_setfield(L, -2, "warps");
+  lua_pushboolean(L, ks.has_cluster);
+  lua_setfield(L, -2, "has_cluster");
+  return 1;
+}
+
+static const luaL_Reg dialect_functions[] = {{"enums", core_enums}, {"limits", core_limits}, {NULL, NULL}};
+
+/* Stack: core table -> core table. */
+void lb_open_dialect(lua_State *L) {
+  luaL_setfuncs(L, dialect_functions, 0);
+  luaL_getmetatable(L, LB_OP);
+  lua_getfield(L, -1, "__index");
+  lua_pushcfunction(L, op_kernel_spec);
+  lua_setfield(L, -2, "kernel_spec");
+  lua_pop(L, 2);
+}

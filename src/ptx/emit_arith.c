@@ -1,0 +1,416 @@
+/*
+** emit_arith.c -- the arith ops as PTX: integer and float arithmetic,
+** comparisons, selects, conversions and constants (docs/ptx.md, "arith").
+** i8 lives in a .b16 register sign-extended from bit 7 (emit.c).
+*/
+#include <math.h>
+#include <string.h>
+
+#include "emit_impl.h"
+
+/* {======================================================================
+** arith
+** ======================================================================= */
+
+/* Bits of a double rounded to half precision (the value is already exact). */
+static uint16_t half_bits(double v) {
+  float f = (float)v;
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000, exp = (x >> 23) & 0xFF, man = x & 0x7FFFFF;
+  if (exp == 0xFF) return (uint16_t)(sign | 0x7C00 | (man ? 0x200 : 0));
+  int e = (int)exp - 127 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7C00);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)sign;
+    man |= 0x800000;
+    return (uint16_t)(sign | (man >> (14 - e)));
+  }
+  return (uint16_t)(sign | ((uint32_t)e << 10) | (man >> 13));
+}
+
+static void emit_constant(Emit *e, IrOp *op) {
+  const IrAttr *a = ir_attrs_ARITH_CONSTANT(op).value;
+  IrValue *d = &op->results[0];
+  const IrType *t = d->type;
+  if (!a) {
+    px_fail(e, op, "no value");
+    return;
+  }
+  if (a->kind == IR_ATTR_INT) {
+    uint32_t w = px_width_of(t);
+    uint64_t bits = (uint64_t)a->u.i;
+    if (w == 1) {
+      px_emitf(e, "mov.pred %v, %d;", d, (int)(bits & 1));
+      return;
+    }
+    int rw = w <= 16 ? 16 : (int)w;
+    if (rw < 64) bits &= (1ull << rw) - 1;
+    char buf[32];
+    snprintf(buf, sizeof buf, "0x%llX", (unsigned long long)bits);
+    {
+      px_emitf(e, "mov.b%d %v, %s;", rw, d, buf);
+      return;
+    }
+  }
+  char buf[40];
+  if (t->fkind == IR_F64) {
+    uint64_t x;
+    memcpy(&x, &a->u.f, 8);
+    snprintf(buf, sizeof buf, "0d%016llX", (unsigned long long)x);
+    {
+      px_emitf(e, "mov.f64 %v, %s;", d, buf);
+      return;
+    }
+  }
+  if (t->fkind == IR_F32) {
+    float f = (float)a->u.f;
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    snprintf(buf, sizeof buf, "0f%08X", x);
+    {
+      px_emitf(e, "mov.f32 %v, %s;", d, buf);
+      return;
+    }
+  }
+  uint32_t bits;
+  if (t->fkind == IR_F16) {
+    bits = half_bits(a->u.f);
+  } else {
+    float f = (float)a->u.f;
+    memcpy(&bits, &f, 4);
+    bits >>= 16;
+  }
+  snprintf(buf, sizeof buf, "0x%04X", bits);
+  px_emitf(e, "mov.b16 %v, %s;", d, buf);
+}
+
+/* i1 arithmetic as predicate logic (true is -1 when signed). */
+static void emit_pred_binary(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0], *a = op->operands[0].value, *b = op->operands[1].value;
+  switch (op->kind) {
+  case OP_ARITH_ADDI:
+  case OP_ARITH_SUBI:
+  case OP_ARITH_XORI: {
+    px_emitf(e, "xor.pred %v, %v, %v;", d, a, b);
+    return;
+  }
+  case OP_ARITH_ANDI:
+  case OP_ARITH_MULI:
+  case OP_ARITH_MAXSI:
+  case OP_ARITH_MINUI: {
+    px_emitf(e, "and.pred %v, %v, %v;", d, a, b);
+    return;
+  }
+  case OP_ARITH_ORI:
+  case OP_ARITH_MINSI:
+  case OP_ARITH_MAXUI: {
+    px_emitf(e, "or.pred %v, %v, %v;", d, a, b);
+    return;
+  }
+  default: px_fail(e, op, "unsupported on i1");
+  }
+}
+
+enum { I_NORM = 1, I_ZEXT = 2 }; /* i8: re-normalize the result / zero-extend the operands */
+
+/* An integer binary op "<mn>.<suffix> d, a, b". */
+static void emit_int(Emit *e, IrOp *op, const char *mn, char sign, int flags) {
+  IrValue *d = &op->results[0];
+  if (px_is_i1(d->type)) {
+    emit_pred_binary(e, op);
+    return;
+  }
+  IrValue *a = op->operands[0].value, *b = op->operands[1].value;
+  Regs *ra = (flags & I_ZEXT) ? px_zext8(e, a) : px_regs(e, a),
+       *rb = (flags & I_ZEXT) ? px_zext8(e, b) : px_regs(e, b);
+  px_emitf(e, "%s.%s %v, %R, %R;", mn, px_isfx(d->type, sign), d, ra, rb);
+  if (flags & (I_NORM | I_ZEXT)) px_norm8(e, d);
+}
+
+/* The shift amount as the .u32 register PTX wants; amounts >= the width clamp. */
+static Regs *shift_amount(Emit *e, IrValue *b) {
+  uint32_t w = px_width_of(b->type);
+  if (w == 32) return px_regs(e, b);
+  Regs *t = px_tmp(e, RC_B32);
+  if (w == 64) {
+    Regs *c = px_tmp(e, RC_B64);
+    px_emitf(e, "min.u64 %R, %v, 64;", c, b);
+    px_emitf(e, "cvt.u32.u64 %R, %R;", t, c);
+  } else {
+    px_emitf(e, "cvt.u32.u16 %R, %R;", t, px_zext8(e, b));
+  }
+  return t;
+}
+
+static void emit_shift(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0], *a = op->operands[0].value, *b = op->operands[1].value;
+  if (px_is_i1(d->type)) {
+    px_fail(e, op, "unsupported on i1");
+    return;
+  }
+  Regs *amt = shift_amount(e, b);
+  if (op->kind == OP_ARITH_SHLI)
+    px_emitf(e, "shl.%s %v, %v, %R;", px_isfx(d->type, 'b'), d, a, amt);
+  else if (op->kind == OP_ARITH_SHRSI)
+    px_emitf(e, "shr.%s %v, %v, %R;", px_isfx(d->type, 's'), d, a, amt);
+  else
+    px_emitf(e, "shr.%s %v, %R, %R;", px_isfx(d->type, 'u'), d, px_zext8(e, a), amt);
+  px_norm8(e, d);
+}
+
+#define PTX_CMP(id, name, cmp, ...) cmp,
+#define CMP_SIGN(id, name, cmp, sign) sign,
+static const char *const cmpi_ptx[] = {CMPI_PRED_LIST(PTX_CMP)};
+static const char cmpi_sign[] = {CMPI_PRED_LIST(CMP_SIGN)};
+static const char *const cmpf_ptx[] = {CMPF_PRED_LIST(PTX_CMP)};
+#undef PTX_CMP
+#undef CMP_SIGN
+
+static void emit_cmpi(Emit *e, IrOp *op) {
+  int i = ir_attrs_ARITH_CMPI(op).predicate;
+  IrValue *d = &op->results[0], *a = op->operands[0].value, *b = op->operands[1].value;
+  if (px_is_i1(a->type)) {
+    if (i != CMPI_EQ && i != CMPI_NE) {
+      px_fail(e, op, "ordered comparison of i1");
+      return;
+    }
+    px_emitf(e, "xor.pred %v, %v, %v;", d, a, b);
+    if (i == CMPI_EQ) px_emitf(e, "not.pred %v, %v;", d, d);
+    return;
+  }
+  px_emitf(e, "setp.%s.%s %v, %v, %v;", cmpi_ptx[i], px_isfx(a->type, cmpi_sign[i]), d, a, b);
+}
+
+static void emit_cmpf(Emit *e, IrOp *op) {
+  IrValue *a = op->operands[0].value;
+  px_emitf(e, "setp.%s.%s %v, %v, %v;", cmpf_ptx[ir_attrs_ARITH_CMPF(op).predicate], px_fsfx(a->type),
+        &op->results[0], a, op->operands[1].value);
+}
+
+/* Float arithmetic; round to nearest and no contraction (.rn). */
+static void emit_float(Emit *e, IrOp *op, const char *mn) {
+  IrValue *d = &op->results[0], *a = op->operands[0].value, *b = op->operands[1].value;
+  px_emitf(e, "%s.rn.%s %v, %v, %v;", mn, px_fsfx(d->type), d, a, b);
+}
+
+/* f16 / bf16 division through f32. */
+static void emit_divf(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0], *a = op->operands[0].value, *b = op->operands[1].value;
+  if (d->type->width > 16) {
+    emit_float(e, op, "div");
+    return;
+  }
+  Regs *x = px_tmp(e, RC_F32), *y = px_tmp(e, RC_F32);
+  px_emitf(e, "cvt.f32.%s %R, %v;", px_fsfx(a->type), x, a);
+  px_emitf(e, "cvt.f32.%s %R, %v;", px_fsfx(b->type), y, b);
+  px_emitf(e, "div.rn.f32 %R, %R, %R;", x, x, y);
+  px_emitf(e, "cvt.rn.%s.f32 %v, %R;", px_fsfx(d->type), d, x);
+}
+
+/* minimumf / maximumf: NaN if either is NaN (min.NaN; f64 has no such form). */
+static void emit_minmaxf(Emit *e, IrOp *op) {
+  const char *mn = op->kind == OP_ARITH_MINF ? "min" : "max";
+  IrValue *d = &op->results[0], *a = op->operands[0].value, *b = op->operands[1].value;
+  if (d->type->fkind != IR_F64) {
+    px_emitf(e, "%s.NaN.%s %v, %v, %v;", mn, px_fsfx(d->type), d, a, b);
+    return;
+  }
+  Regs *p = px_tmp(e, RC_PRED);
+  px_emitf(e, "%s.f64 %v, %v, %v;", mn, d, a, b);
+  px_emitf(e, "setp.nan.f64 %R, %v, %v;", p, a, b);
+  px_emitf(e, "selp.f64 %v, 0d7FF8000000000000, %v, %R;", d, d, p);
+}
+
+static void emit_select(Emit *e, IrOp *op) {
+  IrValue *c = op->operands[0].value, *a = op->operands[1].value, *b = op->operands[2].value,
+          *d = &op->results[0];
+  Regs *rd = px_regs(e, d), *ra = px_regs(e, a), *rb = px_regs(e, b);
+  if (rd->cls == RC_PRED) {
+    px_emitf(e, "@%v mov.pred %v, %v;", c, d, a);
+    px_emitf(e, "@!%v mov.pred %v, %v;", c, d, b);
+    return;
+  }
+  for (uint32_t i = 0; i < rd->n; i++) {
+    sb_printf(&e->body, "\tselp.%s ", px_rc_mov[rd->cls]);
+    px_put_reg(e, rd, i);
+    sb_puts(&e->body, ", ");
+    px_put_reg(e, ra, i);
+    sb_puts(&e->body, ", ");
+    px_put_reg(e, rb, i);
+    sb_puts(&e->body, ", ");
+    px_put_reg(e, px_regs(e, c), 0);
+    sb_puts(&e->body, ";\n");
+  }
+}
+
+/* Integer conversions between widths 1, 8, 16, 32, 64 (index = 64). */
+static void emit_int_conv(Emit *e, IrOp *op, bool sign) {
+  IrValue *d = &op->results[0], *a = op->operands[0].value;
+  uint32_t wd = px_width_of(d->type), ws = px_width_of(a->type);
+  char sg = sign ? 's' : 'u';
+  if (wd == ws) {
+    px_emitf(e, "mov.%s %v, %v;", px_rc_mov[px_regs(e, d)->cls], d, a);
+    return;
+  }
+  if (ws == 1) {
+    px_emitf(e, "selp.%s %v, %d, 0, %v;", px_isfx(d->type, 'b'), d, sign ? -1 : 1, a);
+    return;
+  }
+  if (wd == 1) {
+    Regs *t = px_new_regs(e, px_regs(e, a)->cls, 1);
+    px_emitf(e, "and.%s %R, %v, 1;", px_isfx(a->type, 'b'), t, a);
+    {
+      px_emitf(e, "setp.ne.%s %v, %R, 0;", px_isfx(a->type, 'b'), d, t);
+      return;
+    }
+  }
+  if (wd == 8) {
+    px_emitf(e, "cvt.s16.s8 %v, %v;", d, a);
+    return;
+  }
+  if (ws == 8 && wd == 16) {
+    if (sign)
+      px_emitf(e, "mov.b16 %v, %v;", d, a);
+    else
+      px_emitf(e, "and.b16 %v, %v, 255;", d, a);
+    return;
+  }
+  if (wd > ws) {
+    px_emitf(e, "cvt.%s.%s %v, %v;", px_isfx(d->type, sg), px_isfx_exact(a->type, sg), d, a);
+    return;
+  }
+  px_emitf(e, "cvt.%s.%s %v, %v;", px_isfx(d->type, 'u'), px_isfx(a->type, 'u'), d, a);
+}
+
+/* sitofp / uitofp. */
+static void emit_itof(Emit *e, IrOp *op, bool sign) {
+  IrValue *d = &op->results[0], *a = op->operands[0].value;
+  const IrType *ft = d->type;
+  if (px_is_i1(a->type)) {
+    const char *one = ft->fkind == IR_F32   ? (sign ? "0fBF800000" : "0f3F800000")
+                      : ft->fkind == IR_F64 ? (sign ? "0dBFF0000000000000" : "0d3FF0000000000000")
+                      : ft->fkind == IR_F16 ? (sign ? "0xBC00" : "0x3C00")
+                                            : (sign ? "0xBF80" : "0x3F80");
+    const char *zero = ft->fkind == IR_F32   ? "0f00000000"
+                       : ft->fkind == IR_F64 ? "0d0000000000000000"
+                                             : "0x0000";
+    const char *ty = ft->width == 16 ? "b16" : px_fsfx(ft);
+    {
+      px_emitf(e, "selp.%s %v, %s, %s, %v;", ty, d, one, zero, a);
+      return;
+    }
+  }
+  const char *src = px_is_i8(a->type) ? (sign ? "s16" : "u8") : px_isfx(a->type, sign ? 's' : 'u');
+  px_emitf(e, "cvt.rn.%s.%s %v, %v;", px_fsfx(ft), src, d, a);
+}
+
+/* fptosi / fptoui, rounding toward zero. */
+static void emit_ftoi(Emit *e, IrOp *op, bool sign) {
+  IrValue *d = &op->results[0], *a = op->operands[0].value;
+  uint32_t w = px_width_of(d->type);
+  if (w == 1) {
+    Regs *t = px_tmp(e, RC_B32);
+    px_emitf(e, "cvt.rzi.s32.%s %R, %v;", px_fsfx(a->type), t, a);
+    {
+      px_emitf(e, "setp.ne.b32 %v, %R, 0;", d, t);
+      return;
+    }
+  }
+  px_emitf(e, "cvt.rzi.%s.%s %v, %v;", px_isfx_exact(d->type, sign ? 's' : 'u'), px_fsfx(a->type), d, a);
+  if (!sign) px_norm8(e, d);
+}
+
+static void emit_fconv(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0], *a = op->operands[0].value;
+  if (d->type->width > a->type->width) {
+    px_emitf(e, "cvt.%s.%s %v, %v;", px_fsfx(d->type), px_fsfx(a->type), d, a);
+    return;
+  }
+  if (d->type->width < a->type->width) {
+    px_emitf(e, "cvt.rn.%s.%s %v, %v;", px_fsfx(d->type), px_fsfx(a->type), d, a);
+    return;
+  }
+  Regs *t = px_tmp(e, RC_F32); /* f16 <-> bf16 */
+  px_emitf(e, "cvt.f32.%s %R, %v;", px_fsfx(a->type), t, a);
+  px_emitf(e, "cvt.rn.%s.f32 %v, %R;", px_fsfx(d->type), d, t);
+}
+
+static void emit_bitcast(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0], *a = op->operands[0].value;
+  Regs *rd = px_regs(e, d);
+  if (rd->cls == RC_PRED) {
+    px_emitf(e, "mov.pred %v, %v;", d, a);
+    return;
+  }
+  px_emitf(e, "mov.b%u %v, %v;",
+        rd->cls == RC_B16                        ? 16u
+        : rd->cls == RC_B32 || rd->cls == RC_F32 ? 32u
+                                                 : 64u,
+        d, a);
+}
+
+static void emit_unary_float(Emit *e, IrOp *op, const char *mn) {
+  px_emitf(e, "%s.%s %v, %v;", mn, px_fsfx(op->results[0].type), &op->results[0], op->operands[0].value);
+}
+
+static void emit_fma(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0];
+  px_emitf(e, "fma.rn.%s %v, %v, %v, %v;", px_fsfx(d->type), d, op->operands[0].value,
+        op->operands[1].value, op->operands[2].value);
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** The arith ops
+** ======================================================================= */
+
+bool px_emit_arith(Emit *e, IrOp *op) {
+  switch (op->kind) {
+  case OP_ARITH_CONSTANT: emit_constant(e, op); return true;
+  case OP_ARITH_ADDI: emit_int(e, op, "add", 's', I_NORM); return true;
+  case OP_ARITH_SUBI: emit_int(e, op, "sub", 's', I_NORM); return true;
+  case OP_ARITH_MULI: emit_int(e, op, "mul.lo", 's', I_NORM); return true;
+  case OP_ARITH_DIVSI: emit_int(e, op, "div", 's', I_NORM); return true;
+  case OP_ARITH_DIVUI: emit_int(e, op, "div", 'u', I_ZEXT); return true;
+  case OP_ARITH_REMSI: emit_int(e, op, "rem", 's', 0); return true;
+  case OP_ARITH_REMUI: emit_int(e, op, "rem", 'u', I_ZEXT); return true;
+  case OP_ARITH_ANDI: emit_int(e, op, "and", 'b', 0); return true;
+  case OP_ARITH_ORI: emit_int(e, op, "or", 'b', 0); return true;
+  case OP_ARITH_XORI: emit_int(e, op, "xor", 'b', 0); return true;
+  case OP_ARITH_MINSI: emit_int(e, op, "min", 's', 0); return true;
+  case OP_ARITH_MAXSI: emit_int(e, op, "max", 's', 0); return true;
+  case OP_ARITH_MINUI: emit_int(e, op, "min", 'u', I_ZEXT); return true;
+  case OP_ARITH_MAXUI: emit_int(e, op, "max", 'u', I_ZEXT); return true;
+  case OP_ARITH_SHLI:
+  case OP_ARITH_SHRSI:
+  case OP_ARITH_SHRUI: emit_shift(e, op); return true;
+  case OP_ARITH_ADDF: emit_float(e, op, "add"); return true;
+  case OP_ARITH_SUBF: emit_float(e, op, "sub"); return true;
+  case OP_ARITH_MULF: emit_float(e, op, "mul"); return true;
+  case OP_ARITH_DIVF: emit_divf(e, op); return true;
+  case OP_ARITH_MINF:
+  case OP_ARITH_MAXF: emit_minmaxf(e, op); return true;
+  case OP_ARITH_NEGF: emit_unary_float(e, op, "neg"); return true;
+  case OP_ARITH_FMA: emit_fma(e, op); return true;
+  case OP_ARITH_CMPI: emit_cmpi(e, op); return true;
+  case OP_ARITH_CMPF: emit_cmpf(e, op); return true;
+  case OP_ARITH_SELECT: emit_select(e, op); return true;
+  case OP_ARITH_EXTSI:
+  case OP_ARITH_TRUNCI:
+  case OP_ARITH_INDEX_CAST: emit_int_conv(e, op, true); return true;
+  case OP_ARITH_EXTUI:
+  case OP_ARITH_INDEX_CASTUI: emit_int_conv(e, op, false); return true;
+  case OP_ARITH_SITOFP: emit_itof(e, op, true); return true;
+  case OP_ARITH_UITOFP: emit_itof(e, op, false); return true;
+  case OP_ARITH_FPTOSI: emit_ftoi(e, op, true); return true;
+  case OP_ARITH_FPTOUI: emit_ftoi(e, op, false); return true;
+  case OP_ARITH_EXTF:
+  case OP_ARITH_TRUNCF: emit_fconv(e, op); return true;
+  case OP_ARITH_BITCAST: emit_bitcast(e, op); return true;
+  default: return false;
+  }
+}
+
+/* }====================================================================== */

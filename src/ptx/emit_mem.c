@@ -1,0 +1,397 @@
+/*
+** emit_mem.c -- the emitter's hand-written cases (the PTX_HAND rows of
+** nvvm.def): loads, stores and atomics (their type suffixes follow the value
+** and the operation), the shared buffer, inline PTX, TMA tensor copies (a
+** coordinate list as long as the map's rank), wgmma and ld/stmatrix (register
+** lists), and the value-level tile ops (vectors are registers).
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit_impl.h"
+
+/* {======================================================================
+** Vectors (tile.extract, tile.from_elements)
+** ======================================================================= */
+
+static void emit_extract(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0], *v = op->operands[0].value;
+  int64_t idx = ir_attrs_TILE_EXTRACT(op).index, eb = dia_type_bytes(v->type->elem);
+  Regs *rv = px_regs(e, v), *rd = px_regs(e, d);
+  if (eb >= 4) {
+    px_mov_reg(e, rd, 0, rv, (uint32_t)idx);
+    return;
+  }
+  int64_t per = 4 / eb, word = idx / per, pos = (idx % per) * eb * 8;
+  Regs w = {RC_B32, 1, rv->base + (uint32_t)word, false}, *t = px_tmp(e, RC_B32);
+  px_emitf(e, "bfe.s32 %R, %R, %d, %d;", t, &w, (int)pos, (int)eb * 8);
+  px_emitf(e, "cvt.u16.u32 %v, %R;", d, t);
+}
+
+static void emit_from_elements(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0];
+  Regs *rd = px_regs(e, d);
+  int64_t eb = dia_type_bytes(d->type->elem), per = eb >= 4 ? 1 : 4 / eb;
+  for (uint32_t i = 0; i < op->noperands; i++) {
+    IrValue *x = op->operands[i].value;
+    Regs w = {RC_B32, 1, rd->base + (uint32_t)(i / per), false};
+    if (eb >= 4) {
+      px_mov_reg(e, rd, i, px_regs(e, x), 0);
+    } else if (i % per == 0) {
+      px_emitf(e, "cvt.u32.u16 %R, %v;", &w, x);
+    } else {
+      Regs *t = px_tmp(e, RC_B32);
+      px_emitf(e, "cvt.u32.u16 %R, %v;", t, x);
+      px_emitf(e, "bfi.b32 %R, %R, %R, %d, %d;", &w, t, &w, (int)((i % per) * eb * 8), (int)eb * 8);
+    }
+  }
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Memory
+** ======================================================================= */
+
+/* The ld/st type of a value and its vector prefix (".v2", ".v4" or ""). */
+static const char *mem_type(Emit *e, IrValue *v, bool load, const char **vec) {
+  Regs *r = px_regs(e, v);
+  *vec = r->n == 4 ? ".v4" : r->n == 2 ? ".v2" : "";
+  if (v->type->kind == IR_TY_VECTOR) return px_rc_mov[r->cls];
+  if (px_is_i8(v->type)) return load ? "s8" : "b8";
+  return px_rc_mov[r->cls];
+}
+
+static const char *space_of(IrOpKind k) {
+  switch (k) {
+  case OP_NVVM_LD_GLOBAL:
+  case OP_NVVM_ST_GLOBAL:
+  case OP_NVVM_ATOM_GLOBAL:
+  case OP_NVVM_ATOM_CAS_GLOBAL:
+  case OP_NVVM_RED_GLOBAL: return ".global";
+  case OP_NVVM_LD_SHARED:
+  case OP_NVVM_ST_SHARED: return ".shared";
+  case OP_NVVM_ATOM_SHARED:
+  case OP_NVVM_ATOM_CAS_SHARED:
+  case OP_NVVM_RED_SHARED: return ".shared::cta";
+  case OP_NVVM_LD_SHARED_CLUSTER:
+  case OP_NVVM_ST_SHARED_CLUSTER:
+  case OP_NVVM_ATOM_SHARED_CLUSTER:
+  case OP_NVVM_ATOM_CAS_SHARED_CLUSTER:
+  case OP_NVVM_RED_SHARED_CLUSTER: return ".shared::cluster";
+  default: return "";
+  }
+}
+
+static const char *volatile_of(IrOp *op) {
+  bool cluster = op->kind == OP_NVVM_LD_SHARED_CLUSTER || op->kind == OP_NVVM_ST_SHARED_CLUSTER;
+  return ir_attrs_NVVM_LD_GLOBAL(op).volatile_ && !cluster ? ".volatile" : "";
+}
+
+static void emit_load(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0], *a = op->operands[0].value;
+  const char *vec, *ty;
+  if (px_is_i1(d->type)) {
+    Regs *t = px_tmp(e, RC_B16);
+    px_emitf(e, "ld%s%s.u8 %R, [%v];", volatile_of(op), space_of(op->kind), t, a);
+    {
+      px_emitf(e, "setp.ne.b16 %v, %R, 0;", d, t);
+      return;
+    }
+  }
+  ty = mem_type(e, d, true, &vec);
+  px_emitf(e, "ld%s%s%s.%s %L, [%v];", volatile_of(op), space_of(op->kind), vec, ty, d, a);
+}
+
+static void emit_store(Emit *e, IrOp *op) {
+  IrValue *a = op->operands[0].value, *v = op->operands[1].value;
+  const char *vec, *ty;
+  if (px_is_i1(v->type)) {
+    Regs *t = px_tmp(e, RC_B16);
+    px_emitf(e, "selp.u16 %R, 1, 0, %v;", t, v);
+    {
+      px_emitf(e, "st%s%s.u8 [%v], %R;", volatile_of(op), space_of(op->kind), a, t);
+      return;
+    }
+  }
+  ty = mem_type(e, v, false, &vec);
+  px_emitf(e, "st%s%s%s.%s [%v], %L;", volatile_of(op), space_of(op->kind), vec, ty, a, v);
+}
+
+/* atom / red: atom.scope.space.op.type; umax / umin are max / min on .u types. */
+#define ATOM_PTX(id, name, ptx, sign) ptx,
+#define ATOM_SIGN(id, name, ptx, sign) sign,
+static const char *const atomic_ptx[] = {ATOMIC_KIND_LIST(ATOM_PTX)};
+static const char atomic_sign[] = {ATOMIC_KIND_LIST(ATOM_SIGN)};
+#undef ATOM_PTX
+#undef ATOM_SIGN
+
+/* atom / red: atom.scope.space.op.type, the integer type signed or unsigned by
+** the operation (umax / umin are max / min on .u types), floats as they are. */
+static void emit_atom(Emit *e, IrOp *op) {
+  IrValue *a = op->operands[0].value, *v = op->operands[1].value;
+  bool cas = ir_op_attr_set(op->kind) == OP_NVVM_ATOM_CAS_GLOBAL, red = op->nresults == 0;
+  const IrType *t = v->type;
+  if (cas) {
+    px_emitf(e, "atom.%s%s.cas.%s %v, [%v], %v, %v;", SCOPE_names[ir_attrs_NVVM_ATOM_CAS_GLOBAL(op).scope],
+             space_of(op->kind), px_isfx(t, 'b'), &op->results[0], a, v, op->operands[2].value);
+    return;
+  }
+  IrAttrs_NVVM_ATOM_GLOBAL at = ir_attrs_NVVM_ATOM_GLOBAL(op);
+  char sign = atomic_sign[at.op];
+  const char *scope = SCOPE_names[at.scope], *mn = atomic_ptx[at.op];
+  const char *ty = sign != 'b' && t->kind == IR_TY_FLOAT ? px_fsfx(t) : px_isfx(t, sign);
+  if (red) {
+    px_emitf(e, "red.%s%s.%s.%s [%v], %v;", scope, space_of(op->kind), mn, ty, a, v);
+    return;
+  }
+  px_emitf(e, "atom.%s%s.%s.%s %v, [%v], %v;", scope, space_of(op->kind), mn, ty, &op->results[0], a, v);
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** The shared buffer, inline PTX, casts
+** ======================================================================= */
+
+static void emit_shared_base(Emit *e, IrOp *op) {
+  e->smem = true;
+  px_emitf(e, "mov.u32 %v, smem;", &op->results[0]);
+}
+
+/* The text with $N replaced by operand N's register. */
+static void emit_inline_ptx(Emit *e, IrOp *op) {
+  const char *s = ir_attrs_NVVM_INLINE_PTX(op).ptx;
+  sb_putc(&e->body, '\t');
+  for (const char *p = s ? s : ""; *p; p++) {
+    char *end;
+    long i = *p == '$' ? strtol(p + 1, &end, 10) : -1;
+    if (i < 0 || i >= (long)op->noperands || end == p + 1) {
+      sb_putc(&e->body, *p);
+      continue;
+    }
+    px_put_reg(e, px_regs(e, op->operands[i].value), 0);
+    p = end - 1;
+  }
+  sb_putc(&e->body, '\n');
+}
+
+/* builtin.unrealized_conversion_cast between values of one register class:
+** the result shares the operand's registers (no instruction). */
+static void emit_cast(Emit *e, IrOp *op) {
+  if (op->noperands != 1 || op->nresults != 1) {
+    px_fail(e, op, "only 1-to-1 casts are emitted");
+    return;
+  }
+  Regs *s = px_regs(e, op->operands[0].value);
+  RegClass cls;
+  uint32_t n;
+  if (!px_type_regs(op->results[0].type, &cls, &n) || cls != s->cls || n != s->n) {
+    px_fail(e, op, "the two types differ in their registers");
+    return;
+  }
+  s->aliased = true;
+  ptrmap_set(&e->regs, &op->results[0], s);
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Tensor cores and TMA
+** ======================================================================= */
+
+/* Put registers [0, n) of r (or the first register of each of the n values)
+** as a braced list. */
+static void put_braced(Emit *e, const Regs *r) {
+  sb_putc(&e->body, '{');
+  for (uint32_t i = 0; i < r->n; i++) {
+    if (i) sb_puts(&e->body, ", ");
+    px_put_reg(e, r, i);
+  }
+  sb_putc(&e->body, '}');
+}
+
+static void put_values(Emit *e, IrOp *op, uint32_t from, uint32_t to) {
+  for (uint32_t i = from; i < to; i++) {
+    if (i > from) sb_puts(&e->body, ", ");
+    px_put_reg(e, px_regs(e, op->operands[i].value), 0);
+  }
+}
+
+static void emit_splat(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0], *x = op->operands[0].value;
+  Regs *rd = px_regs(e, d), *rx = px_regs(e, x);
+  int64_t eb = dia_type_bytes(x->type);
+  if (eb >= 4) {
+    for (uint32_t i = 0; i < rd->n; i++)
+      px_mov_reg(e, rd, i, rx, 0);
+    return;
+  }
+  Regs *w = px_tmp(e, RC_B32), *t = px_tmp(e, RC_B32);
+  px_emitf(e, "cvt.u32.u16 %R, %v;", w, x); /* one packed word, then copies of it */
+  for (int64_t k = 1; k < 4 / eb; k++) {
+    px_emitf(e, "shl.b32 %R, %R, %d;", t, w, (int)(8 * eb));
+    px_emitf(e, "or.b32 %R, %R, %R;", w, w, t);
+    if (eb == 2) break;
+  }
+  if (eb == 1) px_emitf(e, "prmt.b32 %R, %R, 0, 0x0000;", w, w);
+  for (uint32_t i = 0; i < rd->n; i++)
+    px_mov_reg(e, rd, i, w, 0);
+}
+
+/* cvt.rn.{bf16x2,f16x2}.f32 d, hi, lo: the first source lands in the upper half. */
+static void emit_pack(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0];
+  px_emitf(e, "cvt.rn.%sx2.f32 %v, %v, %v;", px_fsfx(d->type->elem), d, op->operands[1].value, op->operands[0].value);
+}
+
+static void emit_tma(Emit *e, IrOp *op) {
+  IrAttrs_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL at =
+      ir_attrs_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL(op);
+  int dim = (int)at.dim;
+  uint32_t nc = (uint32_t)dim;
+  switch (op->kind) {
+  case OP_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL: {
+    bool mc = at.multicast;
+    sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.shared::cluster.global.tile.mbarrier::complete_tx::bytes%s [", dim,
+              mc ? ".multicast::cluster" : "");
+    px_put_reg(e, px_regs(e, op->operands[0].value), 0);
+    sb_puts(&e->body, "], [");
+    px_put_reg(e, px_regs(e, op->operands[1].value), 0);
+    sb_puts(&e->body, ", {");
+    put_values(e, op, 3, 3 + nc);
+    sb_puts(&e->body, "}], [");
+    px_put_reg(e, px_regs(e, op->operands[2].value), 0);
+    sb_puts(&e->body, "]");
+    if (mc) {
+      sb_puts(&e->body, ", ");
+      px_put_reg(e, px_regs(e, op->operands[3 + nc].value), 0);
+    }
+    sb_puts(&e->body, ";\n");
+    return;
+  }
+  case OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA: {
+    const char *red = at.reduce >= 0 ? TMA_REDUCE_names[at.reduce] : NULL;
+    if (red)
+      sb_printf(&e->body, "\tcp.reduce.async.bulk.tensor.%dd.global.shared::cta.%s.tile.bulk_group [", dim, red);
+    else
+      sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.global.shared::cta.tile.bulk_group [", dim);
+    px_put_reg(e, px_regs(e, op->operands[0].value), 0);
+    sb_puts(&e->body, ", {");
+    put_values(e, op, 2, 2 + nc);
+    sb_puts(&e->body, "}], [");
+    px_put_reg(e, px_regs(e, op->operands[1].value), 0);
+    sb_puts(&e->body, "];\n");
+    return;
+  }
+  case OP_NVVM_CP_ASYNC_BULK_PREFETCH_TENSOR:
+    sb_printf(&e->body, "\tcp.async.bulk.prefetch.tensor.%dd.L2.global.tile [", dim);
+    px_put_reg(e, px_regs(e, op->operands[0].value), 0);
+    sb_puts(&e->body, ", {");
+    put_values(e, op, 1, 1 + nc);
+    sb_puts(&e->body, "}];\n");
+    return;
+  default: px_emitf(e, "prefetch.tensormap [%v];", op->operands[0].value); return;
+  }
+}
+
+/* The accumulator is updated in place: the result takes the accumulator's
+** registers when nothing else reads them afterwards (its only use, not
+** aliased), so a loop-carried accumulator needs no copies while the wgmma runs
+** asynchronously; otherwise it is copied first. */
+static void emit_wgmma_mma(Emit *e, IrOp *op) {
+  IrValue *acc = op->operands[0].value, *a = op->operands[1].value, *d = &op->results[0];
+  Regs *racc = px_regs(e, acc), *rd = ptrmap_get(&e->regs, d);
+  if (!rd && ir_value_num_uses(acc) == 1 && !racc->aliased) {
+    rd = racc;
+    ptrmap_set(&e->regs, d, rd);
+  } else {
+    rd = px_regs(e, d);
+    if (rd != racc) px_mov_all(e, rd, racc);
+  }
+  IrAttrs_TILE_WGMMA at = ir_attrs_TILE_WGMMA(op);
+  const char *ta = WGMMA_TYPE_names[at.type_a], *tb = WGMMA_TYPE_names[at.type_b];
+#define WG_TRANS(id, name, k, trans, f16_accum) trans,
+  static const bool transposes[] = {WGMMA_TYPE_LIST(WG_TRANS)};
+#undef WG_TRANS
+  bool trans_ok = transposes[at.type_a], regs_a = a->type->kind == IR_TY_VECTOR;
+  sb_printf(&e->body, "\twgmma.mma_async.sync.aligned.m64n%lldk%lld.%s.%s.%s ",
+            (long long)ir_attr_list_int(at.shape, 1), (long long)ir_attr_list_int(at.shape, 2),
+            px_fsfx(acc->type->elem), ta, tb);
+  put_braced(e, rd);
+  sb_puts(&e->body, ", ");
+  if (regs_a)
+    put_braced(e, px_regs(e, a));
+  else
+    px_put_reg(e, px_regs(e, a), 0);
+  sb_puts(&e->body, ", ");
+  px_put_reg(e, px_regs(e, op->operands[2].value), 0);
+  sb_puts(&e->body, ", ");
+  px_put_reg(e, px_regs(e, op->operands[3].value), 0);
+  sb_printf(&e->body, ", %d, %d", (int)at.scale_a, (int)at.scale_b);
+  if (trans_ok && !regs_a) sb_printf(&e->body, ", %d", at.trans_a ? 1 : 0);
+  if (trans_ok) sb_printf(&e->body, ", %d", at.trans_b ? 1 : 0);
+  sb_puts(&e->body, ";\n");
+}
+
+static void emit_matrix(Emit *e, IrOp *op) {
+  const char *tr = ir_attrs_TILE_STMATRIX(op).trans ? ".trans" : "";
+  if (op->kind == OP_NVVM_STMATRIX) {
+    sb_printf(&e->body, "\tstmatrix.sync.aligned.m8n8.x%u%s.shared.b16 [", op->noperands - 1, tr);
+    px_put_reg(e, px_regs(e, op->operands[0].value), 0);
+    sb_puts(&e->body, "], {");
+    put_values(e, op, 1, op->noperands);
+    sb_puts(&e->body, "};\n");
+    return;
+  }
+  Regs *rd = px_regs(e, &op->results[0]);
+  sb_printf(&e->body, "\tldmatrix.sync.aligned.m8n8.x%u%s.shared.b16 ", rd->n, tr);
+  put_braced(e, rd);
+  sb_puts(&e->body, ", [");
+  px_put_reg(e, px_regs(e, op->operands[0].value), 0);
+  sb_puts(&e->body, "];\n");
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** The hand-written nvvm ops (PTX_HAND rows) and the value-level tile ops
+** ======================================================================= */
+
+bool px_emit_mem(Emit *e, IrOp *op) {
+  switch (op->kind) {
+  case OP_UNREALIZED_CAST: emit_cast(e, op); return true;
+  case OP_TILE_EXTRACT: emit_extract(e, op); return true;
+  case OP_TILE_FROM_ELEMENTS: emit_from_elements(e, op); return true;
+  case OP_TILE_SPLAT: emit_splat(e, op); return true;
+  case OP_TILE_PACK: emit_pack(e, op); return true;
+  case OP_NVVM_LD_GLOBAL:
+  case OP_NVVM_LD_SHARED:
+  case OP_NVVM_LD_SHARED_CLUSTER:
+  case OP_NVVM_LD_GENERIC: emit_load(e, op); return true;
+  case OP_NVVM_ST_GLOBAL:
+  case OP_NVVM_ST_SHARED:
+  case OP_NVVM_ST_SHARED_CLUSTER:
+  case OP_NVVM_ST_GENERIC: emit_store(e, op); return true;
+  case OP_NVVM_ATOM_GLOBAL:
+  case OP_NVVM_ATOM_SHARED:
+  case OP_NVVM_ATOM_SHARED_CLUSTER:
+  case OP_NVVM_ATOM_CAS_GLOBAL:
+  case OP_NVVM_ATOM_CAS_SHARED:
+  case OP_NVVM_ATOM_CAS_SHARED_CLUSTER:
+  case OP_NVVM_RED_GLOBAL:
+  case OP_NVVM_RED_SHARED:
+  case OP_NVVM_RED_SHARED_CLUSTER: emit_atom(e, op); return true;
+  case OP_NVVM_SHARED_BASE: emit_shared_base(e, op); return true;
+  case OP_NVVM_INLINE_PTX: emit_inline_ptx(e, op); return true;
+  case OP_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL:
+  case OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA:
+  case OP_NVVM_CP_ASYNC_BULK_PREFETCH_TENSOR: emit_tma(e, op); return true;
+  case OP_NVVM_WGMMA_MMA_ASYNC: emit_wgmma_mma(e, op); return true;
+  case OP_NVVM_STMATRIX:
+  case OP_NVVM_LDMATRIX: emit_matrix(e, op); return true;
+  default: return false;
+  }
+}
+
+/* }====================================================================== */
