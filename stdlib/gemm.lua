@@ -122,7 +122,10 @@ function M.attach(tl)
       local sD = k:shared(eout, { 2, BN // 64, 64, 64 }, { align = 1024, swizzle = 128 })
       -- with a cluster, each CTA's producer writes both CTAs' B stages: every
       -- stage is released to the producers of the whole cluster (mode "cluster")
-      local pipe = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = { { 4, 8 } },
+      -- (cluster: one participant per warpgroup, so that each warpgroup releases its
+      -- reads on its own instead of both meeting at a barrier every k block)
+      local pipe = k:pipeline { stages = S, producers = { { 0, 1 } },
+                                consumers = CL > 1 and { { 4, 4 }, { 8, 4 } } or { { 4, 8 } },
                                 transaction_bytes = A_BYTES + B_BYTES, mode = CL > 1 and "cluster" or "cooperative" }
       local rank = CL > 1 and tl.cluster_rank() or tl.const(0, tl.i32)
       local function scheduler()
