@@ -275,6 +275,44 @@ describe("convert-pipeline-to-nvvm: seq_bar and async tokens", function()
     has(ir, "value = 65538 : i32") -- the start cursor: index 2 | phase 1 << 16
   end)
 
+  -- Seed 002: "sequence-barrier arrive advances index and flips phase on wraparound" holds by
+  -- construction of the lowering (seq_advance); this runs the lowered cursor arithmetic and
+  -- fails if it ever stops flipping the phase on wrap.
+  it("flips the cursor's phase exactly when an arrive wraps the index (run on the lowered IR)", function()
+    local D, BASE, N = 3, 4, 10
+    local k = build("seq_run", {}, function(k)
+      local bar = k:seq_bar { depth = D, arrive_count = 64, barrier_id_base = BASE }
+      k:async_exec("g", { first_warp = 0, warps = 2 }, function()
+        local st = bar:state { index = 2, phase = 1 }
+        tl.cutlass.for_range(0, N, { st }, function()
+          bar:wait(st)
+          bar:arrive(st)
+        end)
+      end)
+    end, { block = 64 })
+    local m = lower(k, "")
+    local POOL, waits = 1 << 32, {}
+    local eval = interp.memory()
+    interp.run(kernel_of(m), {}, { eval = function(op, ins, env)
+      local n = op:name()
+      if n == "tile.thread_id" or n == "tile.warp_id" then return { 0 } end
+      if n == "tile.alloc_shared" then return { POOL } end
+      if n == "nvvm.mbarrier.try_wait.parity.shared" then
+        waits[#waits + 1] = { (ins[1] - POOL) // 8 - BASE, ins[2] }
+        return { 1 }
+      end
+      if n:match "^tile%.mbarrier" or n:match "^tile%.fence" or n == "tile.barrier" then return {} end
+      return eval(op, ins, env)
+    end })
+    local want, index, phase = {}, 2, 1 -- the reference: advance the index, flip the phase on wrap
+    for i = 1, N do
+      want[i] = { index, phase }
+      index = index + 1
+      if index == D then index, phase = 0, phase ~ 1 end
+    end
+    assert.same(want, waits)
+  end)
+
   it("lowers the async family: spins, bulk and wgmma commit + wait, nothing for none; bridges go", function()
     local m = assert(tl.parse(assert(H.slurp "spec/fixtures/valid/cutlass_async.tir")))
     tl.compile(m, "convert-pipeline-to-nvvm,dedupe-wait-groups")
