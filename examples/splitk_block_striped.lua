@@ -50,6 +50,9 @@ k:define(function(k, p)
       tl.store(ws + row, acc)
     end
   end
+  -- The flat load below reads rows other threads stored: the CTA barrier orders
+  -- their stores before it (the verifier refuses the kernel without it).
+  tl.barrier()
   local frag = tl.cutlass.fragment(tl.i32, { 4, 4 })
   tl.block_striped.load(ws + base, frag)
   tl.block_striped.reduce(p.sum + base, frag, { kind = "add" })

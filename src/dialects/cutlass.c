@@ -151,6 +151,15 @@ void cut_kernel_cluster(const IrOp *op, int64_t out[3]) {
     if (out[i] < 1 || out[i] > 1024) out[i] = 1; /* malformed: tile.kernel reports it */
 }
 
+/* Elements per unit of a block-striped move of fragment type frag: the
+** innermost row when one ld/st moves it (4, 8 or 16 bytes), else 1. */
+int64_t cut_striped_unit(const IrType *frag) {
+  int64_t v = frag->rank >= 2 ? frag->shape[frag->rank - 1] : 1, eb = dia_type_bytes(frag->elem);
+  int64_t bytes = v * eb;
+  if (v < 2 || (bytes != 4 && bytes != 8 && bytes != 16) || (eb >= 4 && v > 4)) return 1;
+  return v;
+}
+
 /* Index of block b among the blocks of its region. */
 static uint32_t block_index(const IrBlock *b) {
   uint32_t i = 0;
@@ -185,7 +194,7 @@ static uint64_t agent_mask(const IrOp *agent) {
 /* The executor set that runs op: the mask of the innermost switch_by_executor
 ** case, cutlass.async.exec or tile.agent around op, else all warps of the
 ** kernel. *scope gets the op that sets it (NULL outside a kernel). 0 = unknown. */
-static uint64_t cut_executors(const IrOp *op, IrOp **scope) {
+uint64_t cut_executors(const IrOp *op, IrOp **scope) {
   *scope = NULL;
   for (const IrBlock *b = op->parent; b;
        b = ir_block_parent_op(b) ? ir_block_parent_op(b)->parent : NULL) {

@@ -26,6 +26,12 @@ bool cut_mask_contiguous(uint64_t m);
 int64_t cut_kernel_threads(const IrOp *op);
 uint64_t cut_kernel_warp_mask(const IrOp *op);
 void cut_kernel_cluster(const IrOp *op, int64_t out[3]);
+/* The executor set (warp mask) that runs op: the innermost switch_by_executor
+** case, cutlass.async.exec or tile.agent around it, else every warp of the
+** kernel; *scope gets the op that sets it (NULL outside a kernel). 0 = unknown. */
+uint64_t cut_executors(const IrOp *op, IrOp **scope);
+/* Elements per unit of a block-striped move of a fragment of type frag. */
+int64_t cut_striped_unit(const IrType *frag);
 /* The target SM: the module's `target` attribute, else the context's. */
 int cut_target_sm(const IrOp *op);
 

@@ -109,7 +109,7 @@ IrResult tile_verify_kernel(IrOp *op) {
       ir_op_note(d, o, "first defined here");
       return IR_FAIL;
     }
-  return IR_OK;
+  return tile_check_sync(op) ? IR_OK : IR_FAIL;
 }
 
 /* {======================================================================
