@@ -146,7 +146,8 @@ static bool check_counts(IrOp *op, int64_t stages, int64_t np, int64_t nc, int m
 
 /* Arrivals per phase: [full barrier, empty barrier]. Every producer participant
 ** arrives once (one elected thread, with expect_tx); consumers arrive once each,
-** once per warp in cooperative mode, once per CTA of the cluster in cluster mode. */
+** once per thread in cooperative mode (every consumer thread releases its own
+** reads), once per CTA of the cluster in cluster mode. */
 static void derive_arrive_count(IrOp *op, int mode, int64_t np, int64_t nc, const int64_t *cons,
                                 int64_t out[2]) {
   out[0] = np;
@@ -154,7 +155,7 @@ static void derive_arrive_count(IrOp *op, int mode, int64_t np, int64_t nc, cons
   if (mode == MODE_COOPERATIVE) {
     out[1] = 0;
     for (int64_t i = 0; i < nc; i++)
-      out[1] += cut_popcount((uint64_t)cons[i]);
+      out[1] += 32 * (int64_t)cut_popcount((uint64_t)cons[i]);
   } else if (mode == MODE_CLUSTER) {
     int64_t cl[3];
     cut_kernel_cluster(op, cl);

@@ -13,9 +13,10 @@
 **   producer_commit        the participant's leader: arrive.expect_tx(full[index],
 **                          bytes) when bytes > 0, else a plain arrive
 **   consumer_wait          spin on try_wait.parity(full[index], phase)
-**   consumer_release       arrive on empty[index]: once per warp (cooperative) or
-**                          once per participant (the others), on every CTA of the
-**                          cluster in mode "cluster"
+**   consumer_release       arrive on empty[index]: from every consumer thread
+**                          (cooperative) or once per participant after its warps
+**                          sync (the others), on every CTA of the cluster in mode
+**                          "cluster"
 **   try_acquire / try_wait test_wait.parity
 **   producer_tail          bulk wait_group 0, or (cluster) a wait on every stage
 **   switch_by_executor     scf.if on the warp index per case
@@ -271,32 +272,37 @@ static void spin_wait_unless(Cpn *c, IrValue *tok, IrValue *bar, IrValue *parity
   if (sif) cpn_end_if(c, sif);
 }
 
-static void arrive(Cpn *c, IrValue *bar, const char *scope) {
-  IrOp *a = cpn_build(c, OP_TILE_MBARRIER_ARRIVE, 1, &bar, NULL);
+/* mbarrier.arrive on bar, for `count` arrivals when count > 1. */
+static void arrive_n(Cpn *c, IrValue *bar, const char *scope, int64_t count) {
+  IrValue *opds[2] = {bar, count > 1 ? c32(c, count) : NULL};
+  IrOp *a = cpn_build(c, OP_TILE_MBARRIER_ARRIVE, count > 1 ? 2 : 1, opds, NULL);
   if (scope) ir_op_set_attr(a, "scope", ir_attr_cstr(c->ctx, scope));
 }
+
+static void arrive(Cpn *c, IrValue *bar, const char *scope) { arrive_n(c, bar, scope, 1); }
 
 typedef void (*ArriveFn)(Cpn *c, const void *ud);
 
 enum { SYNC_NONE, SYNC_IF_WARP, SYNC_ALWAYS };
 
-/* One arrival per warp of the participants' warps that run op: the warp's
-** lanes first sync (their accesses precede the arrival), then one lane arrives. */
-static bool arrive_per_warp(Cpn *c, IrOp *op, const CpnExec *x, uint64_t parts, ArriveFn fn,
-                            const void *ud) {
+/* Cooperative release: every thread of the participants' warps that runs op
+** arrives (the empty barrier counts their threads). Each thread's own arrive
+** has release semantics for its own reads of the stage, so every read is
+** ordered before the producer's acquire and its next (async-proxy) write
+** into the stage; one lane arriving for its warp after bar.warp.sync would
+** rely on an ordering the PTX memory model does not state (docs/testing.md).
+** Under an elect the executing thread arrives for its warp (count 32). */
+static bool arrive_per_thread(Cpn *c, IrOp *op, const CpnExec *x, uint64_t parts, ArriveFn fn,
+                              void *ud, int64_t *count) {
   uint64_t allowed = x->mask & parts;
   if (!allowed) {
     ir_op_error(op, "runs on warps 0x%llx, none of which is a participant (0x%llx)",
                 (unsigned long long)x->mask, (unsigned long long)parts);
     return false;
   }
-  IrOp *guard = allowed != x->mask ? cpn_begin_if(c, cpn_in_mask(c, allowed)) : NULL, *one = NULL;
-  if (!x->subwarp) {
-    cpn_sync_warps(c, op, 1);
-    one = cpn_begin_if(c, cpn_build1(c, OP_TILE_ELECT, 0, NULL, c->i1));
-  }
+  IrOp *guard = allowed != x->mask ? cpn_begin_if(c, cpn_in_mask(c, allowed)) : NULL;
+  *count = x->subwarp ? 32 : 1;
   fn(c, ud);
-  if (one) cpn_end_if(c, one);
   if (guard) cpn_end_if(c, guard);
   return true;
 }
@@ -375,7 +381,8 @@ typedef struct Arrival {
   const CpnPipe *p;
   IrValue *index;
   int64_t bytes;
-  int kind; /* 0 commit, 1 expect_tx, 2 release */
+  int kind;      /* 0 commit, 1 expect_tx, 2 release */
+  int64_t count; /* arrivals one release makes (a cooperative one under an elect: 32) */
 } Arrival;
 
 /* The arrival itself, made by the thread arrive_per_* picked. */
@@ -384,7 +391,7 @@ static void do_arrival(Cpn *c, const void *ud) {
   if (a->kind == 2) {
     IrValue *bar = stage_bar(c, a->p, a->index, 1);
     if (a->p->mode != MODE_CLUSTER) {
-      arrive(c, bar, NULL);
+      arrive_n(c, bar, NULL, a->count);
       return;
     }
     for (int64_t r = 0; r < c->ctas; r++) { /* every CTA's empty barrier (multicast producers) */
@@ -434,7 +441,7 @@ static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
   IrValue *s = op->operands[1].value, *tok = op->noperands > 2 ? op->operands[2].value : NULL;
   IrValue *index = st_index(c, s);
   bool cl = p->mode == MODE_CLUSTER;
-  Arrival a = {p, index, ir_op_attr_int_or(op, "transaction_bytes", p->tx), 0};
+  Arrival a = {p, index, ir_op_attr_int_or(op, "transaction_bytes", p->tx), 0, 1};
   IrValue *parity;
   switch (op->kind) {
   case OP_CUTLASS_PIPELINE_PRODUCER_ACQUIRE:
@@ -468,7 +475,7 @@ static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
       uint64_t all = 0;
       for (uint32_t i = 0; i < p->nc; i++)
         all |= (uint64_t)p->cons[i];
-      return arrive_per_warp(c, op, x, all, do_arrival, &a);
+      return arrive_per_thread(c, op, x, all, do_arrival, &a, &a.count);
     }
     return arrive_per_group(c, op, x, p->cons, p->nc, SYNC_ALWAYS, do_arrival, &a);
   }

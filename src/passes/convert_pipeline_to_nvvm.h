@@ -102,8 +102,8 @@ void cpn_end_if(Cpn *c, IrOp *sif);
 /* scf.while () { cond = body(); scf.condition(cond) } do { } : a spin loop. */
 IrOp *cpn_begin_spin(Cpn *c);
 void cpn_end_spin(Cpn *c, IrOp *w, IrValue *again);
-/* Synchronize the threads of warp mask m (bar.warp.sync, bar.sync 0 or a named
-** barrier of its own); false (with a diagnostic at op) when no id is left. */
+/* Synchronize the threads of warp mask m (bar.sync 0, or a named barrier of
+** its own, also for one warp); false (with a diagnostic at op) when no id is left. */
 bool cpn_sync_warps(Cpn *c, IrOp *op, uint64_t m);
 int cpn_ctz(uint64_t m);
 /* }=== */
