@@ -21,7 +21,7 @@ k:define(function(k, p)
   return r
 end)
 
-tl.compile(k, "canonicalize,cse")
+tl.compile(k, "canonicalize,cse", { keep_stages = true })
 for _, stage in ipairs(tl.last_stages) do
   print(("// ===== stage %d: %s%s"):format(stage.index, stage.name,
     stage.index > 0 and (" (%.3f ms)"):format(stage.ms) or ""))

@@ -14,6 +14,7 @@ local N = 1000003 -- not a multiple of the block
 local BLOCK = 256
 local show_stages = false
 for _, a in ipairs(arg or {}) do show_stages = show_stages or a == "--stages" end
+tl.options.keep_stages = show_stages -- render each stage's IR only when it is shown
 local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
 
 -- {=== build and verify (k:define verifies the module)

@@ -2,6 +2,7 @@
 -- errors at the script's line, verification, compile with stages.
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
+tl.options.keep_stages = true -- the checks read the stages' IR
 
 -- The file:line of the caller, to compare with error messages.
 local function here(level)

@@ -45,6 +45,14 @@ local function sites()
   return list
 end
 
+describe("the stand-in driver", function()
+  it("answers every entry point the runtime asks for (spec/c/fake_cuda.c follows src/cuda/cuda_syms.def)", function()
+    need_fake()
+    local out, err = run({ TILUA_LIBCUDA = FAKE }, { "-e", 'local tl = require "tilua" print(tl.device.available(), tl.device.error())' })
+    assert.equal("true\t", out:gsub("\n$", ""), err)
+  end)
+end)
+
 describe("the launch deadline", function()
   it("reports a kernel past TILUA_LAUNCH_TIMEOUT at its launch and exits 1 without waiting for it", function()
     need_fake()

@@ -5,6 +5,7 @@
 -- passed, where ptxas is missing).
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
+tl.options.keep_stages = true -- the checks read the stages' IR
 
 local emitted = {} -- { {name, ptx} } for the ptxas test at the end
 

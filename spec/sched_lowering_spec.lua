@@ -10,6 +10,7 @@
 -- cases are diagnosed.
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
+tl.options.keep_stages = true -- the checks read the stages' IR
 local interp = require "tilua.interp"
 local core = tl.core
 

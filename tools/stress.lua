@@ -6,7 +6,8 @@
 -- prepared once and run N times (default 100) in this process, each run on
 -- fresh random data (seed S + i, S from TILUA_SEED or the clock) and over one of
 -- its grids in turn: one CTA, one per SM, three per SM, and a count that is no
--- multiple of the SM count (whole clusters for the cluster kernels). Prints a
+-- multiple of the SM count (whole clusters for the cluster kernels; the GEMM
+-- takes a shape of about that many tiles). Prints a
 -- line per failure, then a markdown table (example, runs, failures, grids,
 -- seconds); exits 1 on any failure. A kernel that hangs becomes an error at
 -- the launch deadline (TILUA_LAUNCH_TIMEOUT) and ends the stress run: the
@@ -14,7 +15,7 @@
 local tl = require "tilua"
 
 local EXAMPLES = { "vector_add", "cluster_dsmem", "ring_copy", "pipeline_ring_copy", "seq_bar_pingpong",
-                   "splitk_block_striped", "mods_probes" }
+                   "splitk_block_striped", "mods_probes", "gemm" }
 
 local o = { iterations = 100, seed = tonumber(os.getenv "TILUA_SEED") or os.time() }
 local i = 1

@@ -154,12 +154,13 @@ function M.attach(tl)
     return b
   end
 
-  -- tl.device.random(type, n [, seed]): integers uniform over all bits, floats
-  -- in [-1, 1) (exact in the type). The seed defaults to os.time().
-  function D.random(t, n, seed)
+  -- tl.device.random(type, n [, seed [, kind]]): integers uniform over all bits, floats
+  -- in [-1, 1) (exact in the type). The seed defaults to os.time(). kind "e4m3" or
+  -- "e5m2" fills bytes with finite fp8 values of magnitude in [0.25, 4).
+  function D.random(t, n, seed, kind)
     local b = D.alloc(t, n)
     local i = t:info()
-    local kind = i.kind == "float" and i.name or "bits"
+    kind = kind or (i.kind == "float" and i.name or "bits")
     b.raw:fill_random(kind, seed or os.time())
     return b
   end

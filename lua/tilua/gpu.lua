@@ -183,12 +183,13 @@ function M.attach(tl)
     return v
   end
 
-  -- k:shared(elem, {d0, d1, ...} | count [, {align = bytes}]) -> memref | ptr in shared memory
+  -- k:shared(elem, {d0, d1, ...} | count [, {align = bytes, swizzle = 0|32|64|128}]) -> memref | ptr
+  -- in shared memory (a swizzled memref's addresses follow TMA's and wgmma's swizzle)
   function Kernel:shared(elem, shape, opts)
     opts = opts or {}
     return in_body(self, function()
       if type(shape) == "table" then
-        return tl.op1("tile.alloc_shared", {}, tl.memref(elem, shape, "shared"), { align = opts.align })
+        return tl.op1("tile.alloc_shared", {}, tl.memref(elem, shape, "shared", opts.swizzle), { align = opts.align })
       end
       if math.type(shape) ~= "integer" then raise("shared: expected a shape table or an element count") end
       return tl.op1("tile.alloc_shared", {}, tl.ptr(elem, "shared"), { count = shape, align = opts.align })
@@ -294,7 +295,6 @@ function M.attach(tl)
   -- ====================================================================
 
   tl.ptx_pipeline = "ptx"
-  tl.options = tl.options or {}
 
   -- The effective options: tl.options (the host sets them from its own command
   -- line) over --emit=... / --stage=... among the script's arguments.
@@ -384,7 +384,15 @@ function M.attach(tl)
     os.exit(0, true)
   end
 
-  local compile = tl.compile
+  local compile0 = tl.compile
+  -- --stage and --emit=ir need the stages' IR text: keep it for them
+  local function compile(m, pipeline, opts)
+    local o = options()
+    if o.stage or o.emit == "ir" then
+      opts = setmetatable({ keep_stages = true }, { __index = opts })
+    end
+    return compile0(m, pipeline, opts)
+  end
   -- tl.compile keeps its behaviour; with --emit or --stage it prints and exits.
   function tl.compile(m, pipeline, opts)
     local r = compile(m, pipeline, opts)
@@ -477,6 +485,7 @@ function M.attach(tl)
       end
       return { "i" .. (i.width or 64), v }
     end
+    if i.kind == "dialect" and i.name == "tile.tensor_map" then return tl.tensor_map_arg(p, v) end
     raise(("launch: parameter '%s' of type %s cannot be passed"):format(p.name, tostring(t)))
   end
 

@@ -478,9 +478,20 @@ end
 
 tl.default_pipeline = "cleanup"
 tl.last_stages = {}
+tl.options = tl.options or {}
 
--- tl.compile(module_or_kernel [, pipeline [, opts]]) -> module; keeps every stage's IR
--- in tl.last_stages (the REPL's :stages). opts.print_after_all / opts.print_after = {names}.
+-- A stage whose IR text was not kept says how to keep it when asked for.
+local Stage = { __index = function(_, key)
+  if key == "ir" then
+    raise("the IR of this stage was not kept: set tl.options.keep_stages = true before compiling (the REPL and --stage do)")
+  end
+end }
+
+-- tl.compile(module_or_kernel [, pipeline [, opts]]) -> module. tl.last_stages
+-- lists every stage (name, index, ms, changed); its IR text (`ir`) is rendered
+-- only when asked for: opts.keep_stages or tl.options.keep_stages (the REPL,
+-- --stage and --emit=ir set it), or when printed. opts.print_after_all /
+-- opts.print_after = {names}.
 function tl.compile(m, pipeline, opts)
   if getmetatable(m) == Kernel then m = m.module end
   m = m or tl.module()
@@ -488,14 +499,16 @@ function tl.compile(m, pipeline, opts)
   local stages = {}
   local print_after = {}
   for _, n in ipairs(opts.print_after or {}) do print_after[n] = true end
+  local keep = opts.keep_stages or tl.options.keep_stages
   local out = opts.out or io.stdout
   local ok, msg = core.run_pipeline(m, pipeline or tl.default_pipeline, {
     verify = opts.verify ~= false,
     on_stage = function(info, op)
-      local text = op:print()
-      stages[#stages + 1] = { name = info.pass, index = info.index, ms = info.ms,
-                              changed = info.changed, ir = text }
-      if info.index > 0 and (opts.print_after_all or print_after[info.pass]) then
+      local show = info.index > 0 and (opts.print_after_all or print_after[info.pass])
+      local text = (keep or show) and op:print() or nil
+      stages[#stages + 1] = setmetatable({ name = info.pass, index = info.index, ms = info.ms,
+                                           changed = info.changed, ir = keep and text or nil }, Stage)
+      if show then
         out:write(("// -----// IR Dump After %s (%.3f ms) //----- //\n"):format(info.pass, info.ms), text)
       end
     end,
@@ -531,5 +544,8 @@ require("tilua.stdlib.sched").attach(tl)
 require("tilua.cutlass").attach(tl, Kernel)
 
 require("tilua.gpu").attach(tl) -- authoring ops of real kernels, PTX, launches, tl.device
+require("tilua.tensor").attach(tl) -- tensor cores and TMA
+require("tilua.stdlib.gemm").attach(tl) -- the Hopper GEMM generator (tl.gemm)
+require("tilua.stdlib.autotune").attach(tl) -- tl.autotune
 
 return tl

@@ -8,6 +8,8 @@ local core = require "tilua.core"
 local diff = require "tilua.diff"
 local host = require "tilua.host"
 
+tl.options.keep_stages = true -- :stages and :diff show every stage's IR
+
 local M = {}
 
 local help = [[

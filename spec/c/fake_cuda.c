@@ -231,6 +231,22 @@ static CUresult cuMemFreeHost(void *p) {
 }
 /* }=== */
 
+/* {=== tensor maps and occupancy: accepted, answering one cluster */
+static CUresult cuTensorMapEncodeTiled(void *map, int dtype, unsigned int rank, void *address,
+                                       const uint64_t *dims, const uint64_t *strides,
+                                       const uint32_t *box, const uint32_t *elem_strides,
+                                       int interleave, int swizzle, int l2, int oob) {
+  (void)dtype, (void)rank, (void)address, (void)dims, (void)strides, (void)box;
+  (void)elem_strides, (void)interleave, (void)swizzle, (void)l2, (void)oob;
+  memset(map, 0, 128);
+  return OK;
+}
+static CUresult cuOccupancyMaxActiveClusters(int *clusters, void *f, const void *cfg) {
+  (void)f, (void)cfg;
+  return *clusters = 1, OK;
+}
+/* }=== */
+
 /* {=== events */
 static CUresult cuEventCreate(void **e, unsigned int flags) {
   (void)flags;
@@ -275,7 +291,8 @@ static const struct {
     ENTRY(cuMemcpyDtoD), ENTRY(cuMemsetD8), ENTRY(cuMemHostAlloc),
     ENTRY(cuMemHostGetDevicePointer), ENTRY(cuMemFreeHost), ENTRY(cuEventCreate),
     ENTRY(cuEventRecord), ENTRY(cuEventQuery), ENTRY(cuEventSynchronize),
-    ENTRY(cuEventElapsedTime), ENTRY(cuEventDestroy),
+    ENTRY(cuEventElapsedTime), ENTRY(cuEventDestroy), ENTRY(cuTensorMapEncodeTiled),
+    ENTRY(cuOccupancyMaxActiveClusters),
 };
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,

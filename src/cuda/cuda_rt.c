@@ -649,6 +649,19 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
   return st;
 }
 
+TlcuResult tlcu_max_active_clusters(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, int *out) {
+  TLCU_BEGIN(rt);
+  CUlaunchConfig c;
+  CUlaunchAttribute cluster;
+  if (tlcu_config(rt, cfg, &c, &cluster) != TLCU_OK) return TLCU_FAIL;
+  if (c.sharedMemBytes > TLCU_SMEM_DEFAULT &&
+      tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes) != TLCU_OK)
+    return TLCU_FAIL;
+  *out = 0;
+  CU_DO(rt, cuOccupancyMaxActiveClusters, (out, f, &c));
+  return TLCU_OK;
+}
+
 /* }====================================================================== */
 
 /* {======================================================================
@@ -698,6 +711,14 @@ TlcuResult tlcu_memcpy_dtod(TlcuRuntime *rt, CUdeviceptr dst, CUdeviceptr src, s
 TlcuResult tlcu_memset_d8(TlcuRuntime *rt, CUdeviceptr dst, unsigned char value, size_t bytes) {
   TLCU_DRAIN(rt);
   CU_DO(rt, cuMemsetD8, (dst, value, bytes));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_tensor_map_encode(TlcuRuntime *rt, void *map, const TlcuTensorMapDesc *d) {
+  TLCU_BEGIN(rt);
+  CU_DO(rt, cuTensorMapEncodeTiled,
+        (map, d->dtype, d->rank, (void *)(uintptr_t)d->address, d->dims, d->strides, d->box, d->elem_strides,
+         d->interleave, d->swizzle, d->l2_promotion, d->oob_fill));
   return TLCU_OK;
 }
 

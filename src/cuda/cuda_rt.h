@@ -287,6 +287,22 @@ TlcuResult tlcu_memcpy_dtod(TlcuRuntime *rt, CUdeviceptr dst, CUdeviceptr src, s
 TlcuResult tlcu_memset_d8(TlcuRuntime *rt, CUdeviceptr dst, unsigned char value, size_t bytes);
 TlcuResult tlcu_synchronize(TlcuRuntime *rt);
 
+/* A tiled TMA tensor map (cuTensorMapEncodeTiled) into map (128 bytes, 64-byte
+** aligned). dims and box innermost first; strides: rank - 1 byte strides of
+** dimensions 1.. . The enums are the driver's (CUtensorMapDataType, ...). */
+typedef struct TlcuTensorMapDesc {
+  int dtype;
+  unsigned int rank;
+  CUdeviceptr address;
+  uint64_t dims[5], strides[4];
+  uint32_t box[5], elem_strides[5];
+  int interleave, swizzle, l2_promotion, oob_fill;
+} TlcuTensorMapDesc;
+TlcuResult tlcu_tensor_map_encode(TlcuRuntime *rt, void *map, const TlcuTensorMapDesc *d);
+
+/* Clusters of the launch's cluster shape that can be resident at once. */
+TlcuResult tlcu_max_active_clusters(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, int *out);
+
 TlcuResult tlcu_event_create(TlcuRuntime *rt, CUevent *out);
 TlcuResult tlcu_event_record(TlcuRuntime *rt, CUevent e, CUstream s);
 TlcuResult tlcu_event_synchronize(TlcuRuntime *rt, CUevent e);

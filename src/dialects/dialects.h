@@ -44,4 +44,12 @@ bool dia_check_mem_value(IrOp *op, const IrType *v);
 ** threads wrote with no barrier in between. false after an error. */
 bool tile_check_sync(IrOp *kernel);
 
+/* Tensor maps (tile_mma.c): is t a well-formed !tile.tensor_map (else the error
+** at op)? Its box rank (0 if not a map), box bytes, and the bytes of a swizzle
+** name ("none" 0, "sw32" 32, ...; -1 if unknown). */
+bool tile_check_tensor_map(IrOp *op, const IrType *t);
+int tile_tensor_map_rank(const IrType *t);
+int64_t tile_tensor_map_box_bytes(const IrType *t);
+int64_t tile_swizzle_bytes(const char *s);
+
 #endif

@@ -89,6 +89,7 @@ IrResult tile_verify_kernel(IrOp *op) {
       free(s);
       return IR_FAIL;
     }
+    if (ir_type_is_dialect(t, IR_DTY_TILE_TENSOR_MAP) && !tile_check_tensor_map(op, t)) return IR_FAIL;
   }
   const IrAttr *names = ir_op_attr(op, "arg_names");
   if (names) {
@@ -305,6 +306,11 @@ IrResult tile_verify_alloc_shared(IrOp *op) {
     int64_t n = ir_type_num_elements(t);
     if (n < 0 || n > 232448 / dia_type_bytes(t->elem))
       return type_error(op, "%s is larger than the 232448 bytes of shared memory", t);
+    if (t->swizzle && align < 8 * (int64_t)t->swizzle) {
+      ir_op_error(op, "a memref swizzled by %u bytes repeats every %u bytes and needs align >= %u, got %lld",
+                  t->swizzle, 8 * t->swizzle, 8 * t->swizzle, (long long)align);
+      return IR_FAIL;
+    }
   } else {
     if (!ir_op_attr(op, "count")) {
       ir_op_error(op, "a pointer allocation needs an integer attribute 'count' (elements)");

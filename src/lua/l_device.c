@@ -17,6 +17,7 @@
 
 #include "../cuda/cuda_rt.h"
 #include "lbind.h"
+#include "ldevice.h"
 
 #define LB_BUFFER "tilua.Buffer"
 #define LB_MODULE "tilua.Module"
@@ -26,6 +27,12 @@
 
 static TlcuRuntime rt;
 static int rt_tried;
+
+typedef struct Buffer {
+  CUdeviceptr ptr;
+  size_t bytes;
+  int live; /* device memory attached */
+} Buffer;
 
 /* {======================================================================
 ** The runtime
@@ -60,6 +67,22 @@ static int ensure(lua_State *L) {
 /* Raise "no GPU: ..." unless the runtime is ready. */
 static void need_gpu(lua_State *L) {
   if (!ensure(L)) lb_error(L, "no GPU: %s", tlcu_error(&rt));
+}
+
+TlcuRuntime *lb_cuda(lua_State *L) {
+  need_gpu(L);
+  return &rt;
+}
+
+CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes) {
+  Buffer *b = luaL_testudata(L, idx, LB_BUFFER);
+  if (b) {
+    if (!b->live) lb_error(L, "attempt to use a freed device buffer");
+    if (bytes) *bytes = b->bytes;
+    return b->ptr;
+  }
+  if (bytes) *bytes = 0;
+  return lua_isinteger(L, idx) ? (CUdeviceptr)lua_tointeger(L, idx) : 0;
 }
 
 /* Raise the runtime's last error, prefixed by what was being done; a report
@@ -120,12 +143,6 @@ static int dev_synchronize(lua_State *L) {
 /* {======================================================================
 ** Buffers
 ** ======================================================================= */
-
-typedef struct Buffer {
-  CUdeviceptr ptr;
-  size_t bytes;
-  int live; /* device memory attached */
-} Buffer;
 
 static Buffer *check_buffer(lua_State *L, int idx) {
   Buffer *b = luaL_checkudata(L, idx, LB_BUFFER);
@@ -285,6 +302,11 @@ static size_t put_random(unsigned char *p, const char *kind, uint64_t *s) {
     memcpy(p, &v, 8);
     return 8;
   }
+  if (kind[0] == 'e') { /* fp8 e4m3 / e5m2: finite, |v| in [0.25, 4): sign, 2 exponent bits, 3 or 2 mantissa bits */
+    unsigned sg = (unsigned)(r >> 63) << 7, e = (unsigned)(r >> 56) & 3, m = (unsigned)(r >> 48);
+    *p = kind[1] == '4' ? (unsigned char)(sg | (e + 5) << 3 | (m & 7)) : (unsigned char)(sg | (e + 13) << 2 | (m & 3));
+    return 1;
+  }
   if (kind[0] == 'f' || kind[0] == 'b') { /* f16 / bf16 from 8 bits: k/128 - 1 */
     int k = (int)(r >> 56);
     float f = (float)k / 128.0f - 1.0f;
@@ -311,7 +333,10 @@ static int buf_fill_random(lua_State *L) {
   Buffer *b = check_buffer(L, 1);
   const char *kind = luaL_checkstring(L, 2);
   uint64_t s = (uint64_t)luaL_checkinteger(L, 3) * 0x9E3779B97F4A7C15ULL + 1;
-  size_t esize = !strcmp(kind, "f32") ? 4 : (!strcmp(kind, "f16") || !strcmp(kind, "bf16")) ? 2 : 8;
+  size_t esize = !strcmp(kind, "f32")                                ? 4
+                 : (!strcmp(kind, "f16") || !strcmp(kind, "bf16"))   ? 2
+                 : (!strcmp(kind, "e4m3") || !strcmp(kind, "e5m2")) ? 1
+                                                                     : 8;
   unsigned char *a;
   staging(L, &a, NULL);
   int err = 0;
@@ -409,7 +434,11 @@ static void pack_arg(lua_State *L, int i, uint64_t *slot) {
   *slot = 0;
   if (!t)
     lb_error(L, "launch: argument #%d has no type", i);
-  else if (!strcmp(t, "ptr")) {
+  else if (!strcmp(t, "tmap")) {
+    const uint8_t *m = lb_tensor_map_bytes(L, -1);
+    if (!m) lb_error(L, "launch: argument #%d must be a tensor map", i);
+    *slot = (uint64_t)(uintptr_t)m; /* fn_launch passes the 128 bytes themselves */
+  } else if (!strcmp(t, "ptr")) {
     Buffer *b = luaL_testudata(L, -1, LB_BUFFER);
     if (b && !b->live) lb_error(L, "launch: argument #%d is a freed buffer", i);
     if (!b && !lua_isinteger(L, -1))
@@ -480,8 +509,10 @@ static int fn_launch(lua_State *L) {
     if (!lua_istable(L, -1))
       return lb_error(L, "launch: argument #%d must be {type, value}", i + 1);
     pack_arg(L, i + 1, &slots[i]);
-    lua_pop(L, 1);
-    ptrs[i] = &slots[i];
+    lua_rawgeti(L, -1, 1);
+    bool map = lua_type(L, -1) == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "tmap");
+    lua_pop(L, 2);
+    ptrs[i] = map ? (void *)(uintptr_t)slots[i] : &slots[i];
   }
   cfg.hang = hang_records(L, &cfg); /* last: nothing after it raises before the launch takes it */
   if (cfg.hang) {

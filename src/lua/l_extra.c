@@ -7,9 +7,11 @@
 void lb_open_sched(lua_State *L);
 void lb_open_ptx(lua_State *L);    /* l_ptx.c: the PTX emitter */
 void lb_open_device(lua_State *L); /* l_device.c: tl.device, launches */
+void lb_open_tensor(lua_State *L); /* l_tensor.c: tensor maps, the cuBLASLt peer */
 
 void lb_open_extra(lua_State *L) {
   lb_open_sched(L);
   lb_open_ptx(L);
   lb_open_device(L);
+  lb_open_tensor(L);
 }

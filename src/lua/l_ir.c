@@ -143,12 +143,12 @@ int lb_error(lua_State *L, const char *fmt, ...) {
   const char *file;
   int line;
   va_list ap;
+  char msg[1024]; /* C's formats (%lld, %zu, ...), which lua_pushvfstring lacks */
   va_start(ap, fmt);
-  if (user_frame(L, &file, &line)) lua_pushfstring(L, "%s:%d: ", file, line);
-  else lua_pushliteral(L, "");
-  lua_pushvfstring(L, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  lua_concat(L, 2);
+  if (user_frame(L, &file, &line)) lua_pushfstring(L, "%s:%d: %s", file, line, msg);
+  else lua_pushstring(L, msg);
   return lua_error(L);
 }
 

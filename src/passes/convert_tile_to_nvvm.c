@@ -14,12 +14,16 @@
 **                     an agent carries `warp_id`
 **   elect             nvvm.elect.sync (the region form runs under scf.if)
 **   mbarrier_wait     an scf.while around nvvm.mbarrier.try_wait.parity
+**   TMA               nvvm.cp.async.bulk.tensor.*, coordinates reversed to PTX order
+**   wgmma_desc        arith on the shared address (the matrix-descriptor bits)
+**   memref_ptr        row-major offsets, XOR-swizzled for a swizzled memref
 **   the rest          one nvvm op each (bulk copies, fences, barriers, mapa)
 **
 ** Values of pointer and memref type left in the kernel (scf results and block
 ** arguments, selects) take the integer address type; pointer parameters stay
 ** pointers and reach the body through builtin.unrealized_conversion_cast.
-** tile.extract and tile.from_elements stay: the emitter handles them.
+** tile.extract, tile.from_elements, tile.splat and tile.pack stay: the
+** emitter handles them (vectors are registers).
 */
 #include <stdlib.h>
 #include <string.h>
@@ -271,18 +275,28 @@ static IrValue *lower_ptr_int(Conv *c, IrOp *op) {
   return ir_build_unary(&c->b, OP_ARITH_INDEX_CASTUI, v, rt);
 }
 
-/* Row-major: base + sum(idx_k * stride_k) * element size. */
+/* Row-major: base + sum(idx_k * stride_k) * element size. A swizzled memref
+** (swizzle S bytes, based at a multiple of 8 * S) permutes the 16-byte chunks
+** of each 128-byte row like TMA and wgmma: byte offset o becomes
+** o ^ (((o >> 7) & (S / 16 - 1)) << 4) (CuTe's Swizzle<log2(S/16), 4, 3>). */
 static IrValue *lower_memref_ptr(Conv *c, IrOp *op) {
-  const IrType *m = op->operands[0].value->type;
+  const IrType *m = op->operands[0].value->type, *at = addr_type(c, m->space);
   IrValue *a = opd(c, op, 0);
   int64_t eb = dia_type_bytes(m->elem);
+  IrValue *off = m->swizzle ? cint(c, 0, at) : a;
   for (uint32_t k = 1; k < op->noperands; k++) {
     int64_t stride = 1;
     for (uint32_t j = k; j < m->rank; j++)
       stride *= m->shape[j];
-    a = addr_add(c, a, opd(c, op, k), stride * eb, addr_type(c, m->space));
+    off = addr_add(c, off, opd(c, op, k), stride * eb, at);
   }
-  return a;
+  if (!m->swizzle) return off;
+  IrValue *row = ir_build_binary(&c->b, OP_ARITH_SHRUI, off, cint(c, 7, at));
+  row = ir_build_binary(&c->b, OP_ARITH_ANDI, row, cint(c, m->swizzle / 16 - 1, at));
+  row = ir_build_binary(&c->b, OP_ARITH_SHLI, row, cint(c, 4, at));
+  off = ir_build_binary(&c->b, OP_ARITH_XORI, off, row);
+  IrValue *opds[2] = {a, off};
+  return build1(c, OP_ARITH_ADDI, 2, opds, at);
 }
 
 static IrOpKind by_space(IrMemSpace s, IrOpKind global, IrOpKind shared, IrOpKind cluster,
@@ -451,6 +465,105 @@ static IrValue *lower_cluster_arrive(Conv *c, IrOp *op) {
   return NULL;
 }
 
+/* {======================================================================
+** Tensor cores and TMA
+** ======================================================================= */
+
+/* An nvvm op over operands [0, nfixed) as they are, then the coordinates of a
+** tile TMA op (outermost first) reversed into PTX order (innermost first),
+** then the rest; `dim` is the tensor map's rank. */
+static IrOp *build_tma(Conv *c, IrOp *op, IrOpKind k, uint32_t nfixed, IrValue *const *fixed, uint32_t first,
+                       int rank) {
+  IrValue *opds[16];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < nfixed; i++)
+    opds[n++] = fixed[i];
+  for (int i = rank - 1; i >= 0; i--)
+    opds[n++] = opd(c, op, first + (uint32_t)i);
+  for (uint32_t i = first + (uint32_t)rank; i < op->noperands && n < 16; i++)
+    opds[n++] = opd(c, op, i);
+  IrOp *t = build(c, k, n, opds, NULL);
+  ir_op_set_attr(t, "dim", ir_attr_i64(c->ctx, rank));
+  return t;
+}
+
+static IrValue *lower_tma(Conv *c, IrOp *op) {
+  IrValue *f[3];
+  IrOp *t;
+  switch (op->kind) {
+  case OP_TILE_TMA_LOAD: {
+    int rank = tile_tensor_map_rank(op->operands[1].value->type);
+    f[0] = opd(c, op, 0), f[1] = opd(c, op, 1), f[2] = opd(c, op, 2);
+    t = build_tma(c, op, OP_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL, 3, f, 3, rank);
+    copy_attr(t, op, "multicast", NULL);
+    return NULL;
+  }
+  case OP_TILE_TMA_STORE: {
+    int rank = tile_tensor_map_rank(op->operands[0].value->type);
+    f[0] = opd(c, op, 0), f[1] = opd(c, op, 1);
+    copy_attr(build_tma(c, op, OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA, 2, f, 2, rank), op, "reduce", NULL);
+    return NULL;
+  }
+  default:
+    f[0] = opd(c, op, 0);
+    build_tma(c, op, OP_NVVM_CP_ASYNC_BULK_PREFETCH_TENSOR, 1, f, 1, tile_tensor_map_rank(op->operands[0].value->type));
+    return NULL;
+  }
+}
+
+/* desc = (addr & 0x3FFFF) >> 4 | lbo >> 4 << 16 | sbo >> 4 << 32 | layout << 62,
+** layout 1 = 128B, 2 = 64B, 3 = 32B swizzle, 0 = none (PTX ISA, matrix descriptor). */
+static IrValue *lower_wgmma_desc(Conv *c, IrOp *op) {
+  int64_t sw = ir_op_attr_int_or(op, "swizzle", 0), lbo = ir_op_attr_int_or(op, "lbo", 16),
+          sbo = ir_op_attr_int_or(op, "sbo", 0);
+  int64_t layout = sw == 128 ? 1 : sw == 64 ? 2 : sw == 32 ? 3 : 0;
+  uint64_t hi = (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32 | (uint64_t)layout << 62;
+  IrValue *a = ir_build_binary(&c->b, OP_ARITH_ANDI, opd(c, op, 0), cint(c, 0x3FFFF, c->i32));
+  a = ir_build_binary(&c->b, OP_ARITH_SHRUI, a, cint(c, 4, c->i32));
+  a = ir_build_unary(&c->b, OP_ARITH_EXTUI, a, c->i64);
+  return ir_build_binary(&c->b, OP_ARITH_ORI, a, cint(c, (int64_t)hi, c->i64));
+}
+
+static IrValue *lower_wgmma(Conv *c, IrOp *op) {
+  IrValue *opds[4] = {opd(c, op, 0), opd(c, op, 1), opd(c, op, 2),
+                      op->noperands > 3 ? opd(c, op, 3) : cint(c, 1, c->i1)};
+  IrOp *w = build(c, OP_NVVM_WGMMA_MMA_ASYNC, 4, opds, op->results[0].type);
+  static const char *const attrs[] = {"shape", "type_a", "type_b", "scale_a", "scale_b", "trans_a", "trans_b", NULL};
+  for (const char *const *a = attrs; *a; a++)
+    copy_attr(w, op, *a, NULL);
+  return &w->results[0];
+}
+
+static IrValue *lower_warpgroup(Conv *c, IrOp *op) {
+  switch (op->kind) {
+  case OP_TILE_WGMMA_FENCE: build(c, OP_NVVM_WGMMA_FENCE_ALIGNED, 0, NULL, NULL); break;
+  case OP_TILE_WGMMA_COMMIT: build(c, OP_NVVM_WGMMA_COMMIT_GROUP_SYNC_ALIGNED, 0, NULL, NULL); break;
+  case OP_TILE_WGMMA_WAIT: {
+    IrOp *w = build(c, OP_NVVM_WGMMA_WAIT_GROUP_SYNC_ALIGNED, 0, NULL, NULL);
+    ir_op_set_attr(w, "group", ir_attr_i64(c->ctx, ir_op_attr_int_or(op, "pending", 0)));
+    break;
+  }
+  default: {
+    IrOp *s = build(c, OP_NVVM_SETMAXREGISTER, 0, NULL, NULL);
+    copy_attr(s, op, "action", NULL);
+    copy_attr(s, op, "count", NULL);
+  }
+  }
+  return NULL;
+}
+
+static IrValue *lower_matrix(Conv *c, IrOp *op) {
+  IrValue *opds[5];
+  for (uint32_t i = 0; i < op->noperands && i < 5; i++)
+    opds[i] = opd(c, op, i);
+  bool st = op->kind == OP_TILE_STMATRIX;
+  IrOp *m = build(c, st ? OP_NVVM_STMATRIX : OP_NVVM_LDMATRIX, op->noperands, opds, st ? NULL : op->results[0].type);
+  copy_attr(m, op, "trans", NULL);
+  return st ? NULL : &m->results[0];
+}
+
+/* }====================================================================== */
+
 /* One tile op to its replacement (NULL when it has no result). */
 static IrValue *lower_op(Conv *c, IrOp *op) {
   switch (op->kind) {
@@ -504,6 +617,18 @@ static IrValue *lower_op(Conv *c, IrOp *op) {
   case OP_TILE_CLUSTER_ARRIVE: return lower_cluster_arrive(c, op);
   case OP_TILE_CLUSTER_WAIT: return lower_same(c, op, OP_NVVM_CLUSTER_WAIT);
   case OP_TILE_MAPA: return lower_same(c, op, OP_NVVM_MAPA_SHARED_CLUSTER);
+  case OP_TILE_TMA_LOAD:
+  case OP_TILE_TMA_STORE:
+  case OP_TILE_TMA_PREFETCH: return lower_tma(c, op);
+  case OP_TILE_TENSOR_MAP_PREFETCH: return lower_same(c, op, OP_NVVM_PREFETCH_TENSORMAP);
+  case OP_TILE_WGMMA_DESC: return lower_wgmma_desc(c, op);
+  case OP_TILE_WGMMA: return lower_wgmma(c, op);
+  case OP_TILE_WGMMA_FENCE:
+  case OP_TILE_WGMMA_COMMIT:
+  case OP_TILE_WGMMA_WAIT:
+  case OP_TILE_SETMAXNREG: return lower_warpgroup(c, op);
+  case OP_TILE_STMATRIX:
+  case OP_TILE_LDMATRIX: return lower_matrix(c, op);
   default: return NULL;
   }
 }
@@ -512,7 +637,8 @@ static IrValue *lower_op(Conv *c, IrOp *op) {
 static bool is_pattern(IrOp *op) {
   size_t dl = ir_op_dialect_len(op->kind);
   return dl == 4 && strncmp(ir_op_name(op), "tile", 4) == 0 && op->kind != OP_TILE_KERNEL &&
-         op->kind != OP_TILE_EXTRACT && op->kind != OP_TILE_FROM_ELEMENTS;
+         op->kind != OP_TILE_EXTRACT && op->kind != OP_TILE_FROM_ELEMENTS && op->kind != OP_TILE_SPLAT &&
+         op->kind != OP_TILE_PACK;
 }
 
 /* }====================================================================== */

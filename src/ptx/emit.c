@@ -32,7 +32,10 @@ static const char *const rc_mov[RC__COUNT] = {"pred", "b16", "b32", "b64", "f32"
 typedef struct Regs {
   RegClass cls;
   uint32_t n, base;
+  bool aliased; /* another value holds these registers too (a cast): never updated in place */
 } Regs;
+
+#define MAX_VECTOR_REGS 256 /* registers of one vector value (wgmma accumulators: up to 128) */
 
 typedef struct Emit {
   IrContext *ctx;
@@ -66,6 +69,7 @@ static int scalar_class(const IrType *t) {
            : t->width == 64                  ? RC_B64
                                              : -1;
   case IR_TY_FLOAT: return t->fkind == IR_F32 ? RC_F32 : t->fkind == IR_F64 ? RC_F64 : RC_B16;
+  case IR_TY_DIALECT: return t->dialect_type == IR_DTY_TILE_TENSOR_MAP ? RC_B64 : -1; /* its generic address */
   default: return -1;
   }
 }
@@ -78,7 +82,7 @@ static bool type_regs(const IrType *t, RegClass *cls, uint32_t *n) {
   if (t->kind != IR_TY_VECTOR || t->rank != 1 || t->shape[0] < 1) return false;
   int64_t eb = dia_type_bytes(t->elem), bytes = dia_type_bytes(t);
   int ec = scalar_class(t->elem);
-  if (ec < 0 || ec == RC_PRED || t->shape[0] > 16) return false;
+  if (ec < 0 || ec == RC_PRED || bytes > 4 * MAX_VECTOR_REGS) return false;
   if (eb >= 4) return *cls = (RegClass)ec, *n = (uint32_t)t->shape[0], true;
   if (bytes % 4) return false;
   return *cls = RC_B32, *n = (uint32_t)(bytes / 4), true;
@@ -633,7 +637,7 @@ static void emit_extract(Emit *e, IrOp *op) {
     return;
   }
   int64_t per = 4 / eb, word = idx / per, pos = (idx % per) * eb * 8;
-  Regs w = {RC_B32, 1, rv->base + (uint32_t)word}, *t = tmp(e, RC_B32);
+  Regs w = {RC_B32, 1, rv->base + (uint32_t)word, false}, *t = tmp(e, RC_B32);
   emitf(e, "bfe.s32 %R, %R, %d, %d;", t, &w, (int)pos, (int)eb * 8);
   emitf(e, "cvt.u16.u32 %v, %R;", d, t);
 }
@@ -644,7 +648,7 @@ static void emit_from_elements(Emit *e, IrOp *op) {
   int64_t eb = dia_type_bytes(d->type->elem), per = eb >= 4 ? 1 : 4 / eb;
   for (uint32_t i = 0; i < op->noperands; i++) {
     IrValue *x = op->operands[i].value;
-    Regs w = {RC_B32, 1, rd->base + (uint32_t)(i / per)};
+    Regs w = {RC_B32, 1, rd->base + (uint32_t)(i / per), false};
     if (eb >= 4) {
       mov_reg(e, rd, i, regs(e, x), 0);
     } else if (i % per == 0) {
@@ -1001,6 +1005,7 @@ static void emit_cast(Emit *e, IrOp *op) {
     fail(e, op, "the two types differ in their registers");
     return;
   }
+  s->aliased = true;
   ptrmap_set(&e->regs, &op->results[0], s);
 }
 
@@ -1009,6 +1014,14 @@ static void emit_cast(Emit *e, IrOp *op) {
 /* {======================================================================
 ** Structured control flow
 ** ======================================================================= */
+
+/* A loop takes over the registers of an initial value that nothing else reads
+** (its only use, not aliased): no copy on entry, so an accumulator that wgmma
+** is still writing is not read. Returns the registers to use, or NULL. */
+static Regs *take_over(Emit *e, IrValue *init) {
+  Regs *r = regs(e, init);
+  return ir_value_num_uses(init) == 1 && !r->aliased ? r : NULL;
+}
 
 static Regs **regs_of_values(Emit *e, uint32_t n, IrValue *const *vals) {
   Regs **r = arena_alloc(ir_arena(e->ctx), (n ? n : 1) * sizeof *r);
@@ -1053,13 +1066,19 @@ static void emit_for(Emit *e, IrOp *op) {
     fail(e, op, "too many loop-carried values");
     return;
   }
+  for (uint32_t i = 0; i < n; i++) {
+    Regs *own = take_over(e, op->operands[3 + i].value);
+    if (own && !ptrmap_get(&e->regs, &op->results[i])) ptrmap_set(&e->regs, &op->results[i], own);
+  }
   Regs **iters = regs_of_values(e, n, op_results(op, resv));
   Regs *iv = new_regs(e, regs(e, lb)->cls, 1), *p = tmp(e, RC_PRED);
   bind(e, 1, &body->args[0], &iv);
   bind(e, n, body->args + 1, iters);
   mov_all(e, iv, regs(e, lb));
-  for (uint32_t i = 0; i < n; i++)
-    mov_all(e, iters[i], regs(e, op->operands[3 + i].value));
+  for (uint32_t i = 0; i < n; i++) {
+    Regs *init = regs(e, op->operands[3 + i].value);
+    if (init != iters[i]) mov_all(e, iters[i], init);
+  }
   char l[32];
   label(e, head);
   emitf(e, "setp.ge.%s %R, %R, %v;", isfx(lb->type, 's'), p, iv, ub);
@@ -1125,8 +1144,11 @@ static void emit_while(Emit *e, IrOp *op) {
   Regs **args = arena_alloc(ir_arena(e->ctx), (before->nargs + 1) * sizeof *args);
   for (uint32_t i = 0; i < before->nargs; i++) {
     Regs *s = regs(e, op->operands[i].value);
-    args[i] = new_regs(e, s->cls, s->n);
-    mov_all(e, args[i], s);
+    args[i] = take_over(e, op->operands[i].value);
+    if (!args[i]) {
+      args[i] = new_regs(e, s->cls, s->n);
+      mov_all(e, args[i], s);
+    }
   }
   bind(e, before->nargs, before->args, args);
   bind(e, after->nargs, after->args, res);
@@ -1149,6 +1171,158 @@ static void emit_while(Emit *e, IrOp *op) {
   put_label(e, l, sizeof l, head);
   emitf(e, "bra.uni %s;", l);
   label(e, exit);
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Tensor cores and TMA
+** ======================================================================= */
+
+/* Put registers [0, n) of r (or the first register of each of the n values)
+** as a braced list. */
+static void put_braced(Emit *e, const Regs *r) {
+  sb_putc(&e->body, '{');
+  for (uint32_t i = 0; i < r->n; i++) {
+    if (i) sb_puts(&e->body, ", ");
+    put_reg(e, r, i);
+  }
+  sb_putc(&e->body, '}');
+}
+
+static void put_values(Emit *e, IrOp *op, uint32_t from, uint32_t to) {
+  for (uint32_t i = from; i < to; i++) {
+    if (i > from) sb_puts(&e->body, ", ");
+    put_reg(e, regs(e, op->operands[i].value), 0);
+  }
+}
+
+static void emit_splat(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0], *x = op->operands[0].value;
+  Regs *rd = regs(e, d), *rx = regs(e, x);
+  int64_t eb = dia_type_bytes(x->type);
+  if (eb >= 4) {
+    for (uint32_t i = 0; i < rd->n; i++)
+      mov_reg(e, rd, i, rx, 0);
+    return;
+  }
+  Regs *w = tmp(e, RC_B32), *t = tmp(e, RC_B32);
+  emitf(e, "cvt.u32.u16 %R, %v;", w, x); /* one packed word, then copies of it */
+  for (int64_t k = 1; k < 4 / eb; k++) {
+    emitf(e, "shl.b32 %R, %R, %d;", t, w, (int)(8 * eb));
+    emitf(e, "or.b32 %R, %R, %R;", w, w, t);
+    if (eb == 2) break;
+  }
+  if (eb == 1) emitf(e, "prmt.b32 %R, %R, 0, 0x0000;", w, w);
+  for (uint32_t i = 0; i < rd->n; i++)
+    mov_reg(e, rd, i, w, 0);
+}
+
+/* cvt.rn.{bf16x2,f16x2}.f32 d, hi, lo: the first source lands in the upper half. */
+static void emit_pack(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0];
+  emitf(e, "cvt.rn.%sx2.f32 %v, %v, %v;", fsfx(d->type->elem), d, op->operands[1].value, op->operands[0].value);
+}
+
+static void emit_tma(Emit *e, IrOp *op) {
+  int dim = (int)ir_op_attr_int_or(op, "dim", 1);
+  uint32_t nc = (uint32_t)dim;
+  switch (op->kind) {
+  case OP_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL: {
+    bool mc = flag(op, "multicast");
+    sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.shared::cluster.global.tile.mbarrier::complete_tx::bytes%s [", dim,
+              mc ? ".multicast::cluster" : "");
+    put_reg(e, regs(e, op->operands[0].value), 0);
+    sb_puts(&e->body, "], [");
+    put_reg(e, regs(e, op->operands[1].value), 0);
+    sb_puts(&e->body, ", {");
+    put_values(e, op, 3, 3 + nc);
+    sb_puts(&e->body, "}], [");
+    put_reg(e, regs(e, op->operands[2].value), 0);
+    sb_puts(&e->body, "]");
+    if (mc) {
+      sb_puts(&e->body, ", ");
+      put_reg(e, regs(e, op->operands[3 + nc].value), 0);
+    }
+    sb_puts(&e->body, ";\n");
+    return;
+  }
+  case OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA: {
+    const char *red = ir_op_attr_str(op, "reduce");
+    if (red)
+      sb_printf(&e->body, "\tcp.reduce.async.bulk.tensor.%dd.global.shared::cta.%s.tile.bulk_group [", dim, red);
+    else
+      sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.global.shared::cta.tile.bulk_group [", dim);
+    put_reg(e, regs(e, op->operands[0].value), 0);
+    sb_puts(&e->body, ", {");
+    put_values(e, op, 2, 2 + nc);
+    sb_puts(&e->body, "}], [");
+    put_reg(e, regs(e, op->operands[1].value), 0);
+    sb_puts(&e->body, "];\n");
+    return;
+  }
+  case OP_NVVM_CP_ASYNC_BULK_PREFETCH_TENSOR:
+    sb_printf(&e->body, "\tcp.async.bulk.prefetch.tensor.%dd.L2.global.tile [", dim);
+    put_reg(e, regs(e, op->operands[0].value), 0);
+    sb_puts(&e->body, ", {");
+    put_values(e, op, 1, 1 + nc);
+    sb_puts(&e->body, "}];\n");
+    return;
+  default: emitf(e, "prefetch.tensormap [%v];", op->operands[0].value); return;
+  }
+}
+
+/* The accumulator is updated in place: the result takes the accumulator's
+** registers when nothing else reads them afterwards (its only use, not
+** aliased), so a loop-carried accumulator needs no copies while the wgmma runs
+** asynchronously; otherwise it is copied first. */
+static void emit_wgmma_mma(Emit *e, IrOp *op) {
+  IrValue *acc = op->operands[0].value, *a = op->operands[1].value, *d = &op->results[0];
+  Regs *racc = regs(e, acc), *rd = ptrmap_get(&e->regs, d);
+  if (!rd && ir_value_num_uses(acc) == 1 && !racc->aliased) {
+    rd = racc;
+    ptrmap_set(&e->regs, d, rd);
+  } else {
+    rd = regs(e, d);
+    if (rd != racc) mov_all(e, rd, racc);
+  }
+  const IrAttr *sh = ir_op_attr(op, "shape");
+  const char *ta = ir_op_attr_str(op, "type_a"), *tb = ir_op_attr_str(op, "type_b");
+  bool trans_ok = !strcmp(ta, "f16") || !strcmp(ta, "bf16"), regs_a = a->type->kind == IR_TY_VECTOR;
+  sb_printf(&e->body, "\twgmma.mma_async.sync.aligned.m64n%lldk%lld.%s.%s.%s ", (long long)sh->u.arr.elems[1]->u.i,
+            (long long)sh->u.arr.elems[2]->u.i, fsfx(acc->type->elem), ta, tb);
+  put_braced(e, rd);
+  sb_puts(&e->body, ", ");
+  if (regs_a)
+    put_braced(e, regs(e, a));
+  else
+    put_reg(e, regs(e, a), 0);
+  sb_puts(&e->body, ", ");
+  put_reg(e, regs(e, op->operands[2].value), 0);
+  sb_puts(&e->body, ", ");
+  put_reg(e, regs(e, op->operands[3].value), 0);
+  sb_printf(&e->body, ", %d, %d", (int)ir_op_attr_int_or(op, "scale_a", 1), (int)ir_op_attr_int_or(op, "scale_b", 1));
+  if (trans_ok && !regs_a) sb_printf(&e->body, ", %d", flag(op, "trans_a") ? 1 : 0);
+  if (trans_ok) sb_printf(&e->body, ", %d", flag(op, "trans_b") ? 1 : 0);
+  sb_puts(&e->body, ";\n");
+}
+
+static void emit_matrix(Emit *e, IrOp *op) {
+  const char *tr = flag(op, "trans") ? ".trans" : "";
+  if (op->kind == OP_NVVM_STMATRIX) {
+    sb_printf(&e->body, "\tstmatrix.sync.aligned.m8n8.x%u%s.shared.b16 [", op->noperands - 1, tr);
+    put_reg(e, regs(e, op->operands[0].value), 0);
+    sb_puts(&e->body, "], {");
+    put_values(e, op, 1, op->noperands);
+    sb_puts(&e->body, "};\n");
+    return;
+  }
+  Regs *rd = regs(e, &op->results[0]);
+  sb_printf(&e->body, "\tldmatrix.sync.aligned.m8n8.x%u%s.shared.b16 ", rd->n, tr);
+  put_braced(e, rd);
+  sb_puts(&e->body, ", [");
+  put_reg(e, regs(e, op->operands[0].value), 0);
+  sb_puts(&e->body, "];\n");
 }
 
 /* }====================================================================== */
@@ -1279,6 +1453,15 @@ static void emit_op(Emit *e, IrOp *op) {
   case OP_NVVM_CVTA_GLOBAL:
   case OP_NVVM_CVTA_TO_GLOBAL: emit_cvta(e, op); break;
   case OP_NVVM_INLINE_PTX: emit_inline_ptx(e, op); break;
+  case OP_TILE_SPLAT: emit_splat(e, op); break;
+  case OP_TILE_PACK: emit_pack(e, op); break;
+  case OP_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL:
+  case OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA:
+  case OP_NVVM_CP_ASYNC_BULK_PREFETCH_TENSOR:
+  case OP_NVVM_PREFETCH_TENSORMAP: emit_tma(e, op); break;
+  case OP_NVVM_WGMMA_MMA_ASYNC: emit_wgmma_mma(e, op); break;
+  case OP_NVVM_STMATRIX:
+  case OP_NVVM_LDMATRIX: emit_matrix(e, op); break;
   default: emit_unsupported(e, op); break;
   }
 }
@@ -1298,6 +1481,7 @@ static void emit_block(Emit *e, IrBlock *b) {
 /* The .param type and ld.param type of a parameter. */
 static bool param_types(const IrType *t, const char **decl, const char **ld) {
   *decl = *ld = NULL;
+  if (ir_type_is_dialect(t, IR_DTY_TILE_TENSOR_MAP)) return *decl = *ld = "b8", true;
   if (t->kind == IR_TY_PTR || t->kind == IR_TY_INDEX || ir_type_is_int_width(t, 64))
     *decl = "u64", *ld = "u64";
   else if (ir_type_is_int_width(t, 32))
@@ -1336,9 +1520,15 @@ static void emit_params(Emit *e, IrOp *k, const char *name, IrBlock *body, StrBu
       e->failed = true;
       continue;
     }
-    sb_printf(head, "%s\t.param .%s %s_param_%u", i ? ",\n" : "", decl, name, i);
     char pname[300];
     snprintf(pname, sizeof pname, "[%s_param_%u]", name, i);
+    if (ir_type_is_dialect(arg->type, IR_DTY_TILE_TENSOR_MAP)) { /* by value: its generic address */
+      sb_printf(head, "%s\t.param .align 64 .b8 %s_param_%u[128]", i ? ",\n" : "", name, i);
+      emitf(e, "mov.b64 %v, %s_param_%u;", arg, name, i);
+      emitf(e, "cvta.param.u64 %v, %v;", arg, arg);
+      continue;
+    }
+    sb_printf(head, "%s\t.param .%s %s_param_%u", i ? ",\n" : "", decl, name, i);
     if (is_i1(arg->type)) {
       Regs *t = tmp(e, RC_B16);
       emitf(e, "ld.param.u8 %R, %s;", t, pname);

@@ -1,0 +1,27 @@
+/*
+** ldevice.h -- what the device bindings share: the process's CUDA runtime
+** (l_device.c) and tensor maps (l_tensor.c).
+*/
+#ifndef TILUA_LDEVICE_H
+#define TILUA_LDEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../cuda/cuda_rt.h"
+#include "lbind.h"
+
+#define LB_TENSOR_MAP "tilua.TensorMap"
+
+/* The runtime, initialized; raises "no GPU: ..." at the user's line without one. */
+TlcuRuntime *lb_cuda(lua_State *L);
+/* The device address of a Buffer (its size in *bytes) or of an integer address
+** (size 0); 0 for anything else. Raises on a freed buffer. */
+CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes);
+/* The 128 bytes of the TensorMap at idx (64-byte aligned), or NULL. */
+const uint8_t *lb_tensor_map_bytes(lua_State *L, int idx);
+
+void lb_open_tensor(lua_State *L);
+
+#endif
