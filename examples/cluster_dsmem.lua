@@ -48,7 +48,6 @@ print(("cluster_dsmem: PTX %d bytes"):format(#ptx))
 assert(ptx:find("mapa.shared::cluster.u32", 1, true) and ptx:find(".reqnctapercluster 2, 1, 1", 1, true))
 tl.check_ptx("cluster_dsmem", ptx)
 
-local function wrap32(x) return ((x + 0x80000000) & 0xFFFFFFFF) - 0x80000000 end
 
 -- run{seed, grid, small} -> ok, summary: grid CTAs (a multiple of 2; default two
 -- per SM, 4 when small).
@@ -67,7 +66,7 @@ local function run(o)
     local rank, peer = cta % 2, cta ~ 1
     for t = 0, T - 1 do
       local g, pg = cta * T + t, peer * T + t
-      local want1, want2 = hin[pg + 1], wrap32(hin[pg + 1] * 2 + rank)
+      local want1, want2 = hin[pg + 1], check.i32(hin[pg + 1] * 2 + rank)
       local got1, got2 = hout[g + 1], hout[total + g + 1]
       if not distinct[want1] then distinct[want1], nd = true, nd + 1 end
       if got1 ~= want1 or got2 ~= want2 then

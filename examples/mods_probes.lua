@@ -60,7 +60,7 @@ local function prepare()
   tl.check_ptx("mods_probes", ptx)
 end
 
-local function i32(v) v = v & 0xFFFFFFFF return v >= 0x80000000 and v - 0x100000000 or v end
+local i32 = check.i32
 
 -- run{seed, grid, small} -> ok, summary: grid CTAs (whole clusters; default one
 -- per SM, 2 when small) walk 7 * grid + 5 items.

@@ -69,7 +69,7 @@ local function prepare()
   tl.check_ptx("seq_bar_pingpong", ptx)
 end
 
-local function i32(v) v = v & 0xFFFFFFFF return v >= 0x80000000 and v - 0x100000000 or v end
+local i32 = check.i32
 
 -- run{seed, grid, small} -> ok, summary: grid CTAs (default one per SM, 2 when
 -- small), each ROUNDS rounds (16 when small).

@@ -85,7 +85,7 @@ local function build(RB, P, KS)
   return k
 end
 
-local function i32(v) v = v & 0xFFFFFFFF return v >= 0x80000000 and v - 0x100000000 or v end
+local i32 = check.i32
 
 -- The shape of a run: 2 row blocks x 4 splits of 64 by default (8 CTAs), 1 x 2
 -- of 8 when small; for a grid g, P = 4 (or 3, or g) splits of 4 over ceil(g / P)

@@ -10,24 +10,12 @@ local tl = require "tilua"
 
 local SCRIPT = "spec/fixtures/gpu/deadlock.lua"
 
-local function line_of(mark)
-  local n = 0
-  for l in io.lines(SCRIPT) do
-    n = n + 1
-    if l:find(mark, 1, true) then return n end
-  end
-  error("no line with " .. mark)
-end
+local function line_of(mark) return H.line_of(SCRIPT, mark) end
 
 local function run(env, args)
-  local argv = { "env" }
-  for k, v in pairs(env) do argv[#argv + 1] = k .. "=" .. v end
-  for _, a in ipairs { "timeout", "-k", "10", "90", H.tilua } do argv[#argv + 1] = a end
-  for _, a in ipairs(args) do argv[#argv + 1] = a end
-  local t0 = os.time()
-  local out, err, code = H.run(argv)
-  print(("  %s: exit %d after %d s\n%s"):format(table.concat(args, " "), code, os.time() - t0, err))
-  return out, err, code, os.time() - t0
+  local out, err, code, secs = H.tilua_env(env, args, 90)
+  print(("  %s: exit %d after %d s\n%s"):format(table.concat(args, " "), code, secs, err))
+  return out, err, code, secs
 end
 
 local function gpu()

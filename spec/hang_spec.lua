@@ -11,26 +11,9 @@ local tl = require "tilua"
 local FAKE = os.getenv "TILUA_FAKE_CUDA"
 local SCRIPT = "spec/fixtures/gpu/deadlock.lua"
 
--- The line of SCRIPT that holds mark.
-local function line_of(mark)
-  local n = 0
-  for l in io.lines(SCRIPT) do
-    n = n + 1
-    if l:find(mark, 1, true) then return n end
-  end
-  error("no line with " .. mark)
-end
+local function line_of(mark) return H.line_of(SCRIPT, mark) end
 
--- tilua args... with env set, under `timeout`; -> stdout, stderr, exit code, seconds
-local function run(env, args)
-  local argv = { "env" }
-  for k, v in pairs(env) do argv[#argv + 1] = k .. "=" .. v end
-  for _, a in ipairs { "timeout", "-k", "5", "60", H.tilua } do argv[#argv + 1] = a end
-  for _, a in ipairs(args) do argv[#argv + 1] = a end
-  local t0 = os.time()
-  local out, err, code = H.run(argv)
-  return out, err, code, os.time() - t0
-end
+local function run(env, args) return H.tilua_env(env, args, 60) end
 
 local function need_fake()
   if not FAKE or FAKE == "" then pending("TILUA_FAKE_CUDA is not set (run through ctest)") end

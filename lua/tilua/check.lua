@@ -50,6 +50,12 @@ function M.main(ex, cases)
   if bad > 0 then os.exit(1) end
 end
 
+-- An integer wrapped to 32 bits, signed: what the GPU's i32 arithmetic gives.
+function M.i32(v)
+  v = v & 0xFFFFFFFF
+  return v >= 0x80000000 and v - 0x100000000 or v
+end
+
 -- Count the mismatches of a check: fail(fmt, ...) records one (printing the
 -- first few), done() -> the count.
 function M.mismatches(name, show)
