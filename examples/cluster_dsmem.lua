@@ -25,14 +25,13 @@ local k = tl.kernel("cluster_exchange", {
 k:define(function(k, p)
   local buf = k:shared(tl.i32, { T })
   local inbox = k:shared(tl.i32, { T })
-  tl.cluster_arrive { relaxed = true }     -- this CTA has started (nothing to release yet)
+  tl.cluster_sync()                        -- every CTA of the cluster has started
   local t = tl.thread_id "x"
   local rank = tl.cluster_rank()
   local peer = rank ~ 1
   local g = tl.block_id "x" * T + t
   local v = (p.input + g):load()
   buf:ptr(t):store(v)
-  tl.cluster_wait()                        -- every CTA of the cluster has started
   tl.mapa(inbox:ptr(t), peer):store(v)     -- into the peer's inbox
   tl.cluster_sync()                        -- release our stores, acquire the peer's
   local out = p.out + g
