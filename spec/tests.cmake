@@ -116,7 +116,8 @@ endforeach()
 
 # {=== pipeline: the examples of convert-pipeline-to-nvvm run their GPU parts on the
 # GPU machine (tools/gpu test); elsewhere they compile, pass ptxas and report skipped.
-foreach(t example.pipeline_ring_copy example.seq_bar_pingpong example.splitk_block_striped example.mods_probes)
+foreach(t example.pipeline_ring_copy example.seq_bar_pingpong example.splitk_block_striped example.mods_probes
+          example.gemm)
   if(TEST ${t})
     set_property(TEST ${t} APPEND PROPERTY LABELS gpu)
   endif()
