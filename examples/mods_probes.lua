@@ -54,11 +54,7 @@ k:define(function(k, p)
   end)
 end)
 
-local function prepare()
-  local ptx = k:compile()
-  print(("mods_probes: PTX %d bytes"):format(#ptx))
-  tl.check_ptx("mods_probes", ptx)
-end
+local function prepare() check.compile("mods_probes", k) end
 
 local i32 = check.i32
 

@@ -163,9 +163,7 @@ local function copy_example(name, variants, build_fn, per_sm_list)
   function ex.prepare()
     for i, v in ipairs(variants) do
       local k = build_fn(v)
-      local ptx = k:compile()
-      print(("%s: PTX %d bytes, %d bytes of shared memory"):format(v.name, #ptx, k:lowered_op():attr("shared_bytes")))
-      tl.check_ptx(v.name, ptx)
+      check.compile(v.name, k)
       kernels[i] = k
     end
   end

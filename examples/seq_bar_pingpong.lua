@@ -63,11 +63,7 @@ k:define(function(k, p)
   player(1, goB, goA, 0, p.b, function(v, x) return (v ~ x) * 7 + 1 end)
 end)
 
-local function prepare()
-  local ptx = k:compile()
-  print(("seq_bar_pingpong: PTX %d bytes"):format(#ptx))
-  tl.check_ptx("seq_bar_pingpong", ptx)
-end
+local function prepare() check.compile("seq_bar_pingpong", k) end
 
 local i32 = check.i32
 

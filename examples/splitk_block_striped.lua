@@ -77,10 +77,7 @@ local function build(RB, P, KS)
     tl.block_striped.store(p.chain + base, frag)
     tl.if_(split:lt(P - 1), function() tl.generic_barrier.arrive_inc(p.flags, rb) end)
   end)
-  local ptx = k:compile()
-  print(("splitk_block_striped: %d row blocks, %d splits of %d: PTX %d bytes, %d bytes of shared memory"):format(
-    RB, P, KS, #ptx, k:lowered_op():attr("shared_bytes")))
-  tl.check_ptx("splitk_block_striped", ptx)
+  check.compile(("splitk_block_striped (%d row blocks, %d splits of %d)"):format(RB, P, KS), k)
   kernels[key] = k
   return k
 end

@@ -50,6 +50,16 @@ function M.main(ex, cases)
   if bad > 0 then os.exit(1) end
 end
 
+-- Compile kernel k (honouring --emit and --stage), say how big its PTX and its
+-- shared memory are under `name`, and assemble the PTX with ptxas; -> the PTX.
+function M.compile(name, k)
+  local tl = require "tilua"
+  local ptx = k:compile()
+  print(("%s: PTX %d bytes, %d bytes of shared memory"):format(name, #ptx, k:lowered_op():attr("shared_bytes") or 0))
+  tl.check_ptx(name, ptx)
+  return ptx
+end
+
 -- An integer wrapped to 32 bits, signed: what the GPU's i32 arithmetic gives.
 function M.i32(v)
   v = v & 0xFFFFFFFF
