@@ -223,6 +223,14 @@ function M.attach(tl)
             end
             return tl.wgmma_desc(sB:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
           end
+          -- A stage is released once the wgmmas that read it completed: wgmma.wait_group
+          -- is warpgroup-collective and completes their (async-proxy) reads, so one
+          -- lane of each warp may release for its warp (the lowering counts it as 32
+          -- arrivals), instead of every thread arriving.
+          local function release(st)
+            if CL > 1 then pipe:consumer_release(st) return end
+            tl.elect_one(function() pipe:consumer_release(st) end)
+          end
           local wopts = { type_a = c.dtype, type_b = c.dtype, trans_a = c.a_major ~= "k", trans_b = c.b_major ~= "k" }
           local function mma_stage(acc, s, first)
             tl.wgmma_fence()
@@ -246,12 +254,12 @@ function M.attach(tl)
               pipe:consumer_wait(st)
               acc.value = mma_stage(acc.value, st:index(), false)
               tl.wgmma_wait(1)
-              pipe:consumer_release(rel)
+              release(rel)
               rel:advance()
               st:advance()
             end)
             tl.wgmma_wait(0)
-            pipe:consumer_release(rel)
+            release(rel)
             if c.schedule == "streamk" then
               local final
               acc.value, final = M.fixup(tl, c, p, work, acc.value, m, n, cw, t)

@@ -11,7 +11,8 @@
 --
 -- Clustering reshapes the grid to ceil(M / cluster) x N first; swizzle panels
 -- (the last one narrower) and the traversal order then apply; m_idx is the
--- cluster row: s:block_m(rank) = m_idx * cluster + rank.
+-- cluster row: s:block_m(rank) = m_idx * cluster + rank. coord has no batches:
+-- an id at or past the number of tiles decodes out of range, as TileLang's does.
 --
 -- The data-parallel and StreamK counterparts put the same surface over the
 -- cutlass.tile_scheduler ops (lua/tilua/cutlass.lua), which lower-tile-scheduler
@@ -82,28 +83,31 @@ function M.attach(tl)
     local column_major = opts.column_major ~= false
     local s = setmetatable({ cluster = cluster, column_major = column_major,
                              stateful = opts.stateful ~= false, workers = workers }, Persistent)
-    -- Compile-time shape of the decode (sched_raster_init).
+    -- Compile-time shape of the decode (sched_tl_make). The swizzle is not
+    -- clamped (TileLang's coord takes it as given), so fast * swizzle must fit int32.
     s.grid_m = ceil_div(m_tiles, cluster)
     s.grid_n = n_tiles
     s.fast = column_major and s.grid_m or s.grid_n
     s.slow = column_major and s.grid_n or s.grid_m
-    s.swizzle = minu(swizzle, s.slow)
+    s.swizzle = swizzle
+    if not is_value(s.fast) and s.fast * swizzle > 0x7fffffff then
+      raise("persistent: swizzle too large: the fast extent times the swizzle overflows int32")
+    end
     s.total = mul(s.grid_m, s.grid_n)
     return s
   end
 
-  -- The stateless decode: tile_id -> m_idx (cluster row), n_idx. Mirrors sched_raster_unpack.
+  -- The stateless decode: tile_id -> m_idx (cluster row), n_idx. TileLang's
+  -- coord, mirrored by sched_tl_coord: one batch, no wrap, so an id at or past
+  -- the number of tiles decodes to an out-of-range coordinate.
   function Persistent:coord(tile_id)
     tile_id = c32(u32(tile_id, "tile_id"))
-    local per_l = self.total
-    local l = divu(tile_id, per_l)
-    local rest = tile_id - mul(l, per_l)
     local panel_size = mul(self.fast, self.swizzle)
-    local panel = divu(rest, panel_size)
-    local base = mul(panel, self.swizzle)
+    local group = divu(tile_id, panel_size)
+    local base = mul(group, self.swizzle)
     -- width = base < slow ? min(swizzle, slow - base) : 1
     local width = tl.select(c32(base):ult(self.slow), minu(self.swizzle, sub(self.slow, base)), 1)
-    local inside = rest - mul(panel, panel_size)
+    local inside = tile_id - mul(group, panel_size)
     local f = tl.divu(inside, width)
     local sl = add(base, tl.remu(inside, width))
     if self.column_major then return f, c32(sl) end

@@ -18,7 +18,8 @@
 --                tl.mbarrier_arrive_expect_tx(bar, bytes), tl.mbarrier_expect_tx,
 --                tl.mbarrier_try_wait(bar, parity) / test_wait / wait, tl.mbarrier_inval
 --   bulk copies  tl.bulk_copy(dst, src, bytes [, bar]), tl.bulk_commit(), tl.bulk_wait(n [, {read}])
---   compiling    k:compile([pipeline]) -> PTX, tl.emit_ptx(module), tl.options (--emit, --stage)
+--   compiling    k:compile([pipeline]) -> PTX, tl.emit_ptx(module), tl.options (--emit, --stage,
+--                --debug-hangs / tl.options.debug_hangs)
 --   launching    k:launch{grid, block, cluster, smem, args}; tl.device (tilua.device)
 
 local core = require "tilua.core"
@@ -303,12 +304,17 @@ function M.attach(tl)
   -- The effective options: tl.options (the host sets them from its own command
   -- line) over --emit=... / --stage=... among the script's arguments.
   local function options()
-    local o = { emit = tl.options.emit, stage = tl.options.stage }
+    local o = { emit = tl.options.emit, stage = tl.options.stage, debug_hangs = tl.options.debug_hangs }
     for _, a in ipairs(rawget(_G, "arg") or {}) do
       if type(a) == "string" then
         o.emit = o.emit or a:match "^%-%-emit=(.*)$"
         o.stage = o.stage or a:match "^%-%-stage=(.*)$"
+        o.debug_hangs = o.debug_hangs or a == "--debug-hangs" or nil
       end
+    end
+    local dh = o.debug_hangs
+    if dh ~= nil and dh ~= true and dh ~= false and (math.type(dh) ~= "integer" or dh <= 0) then
+      raise("tl.options.debug_hangs: expected true or a number of milliseconds")
     end
     if o.emit and o.emit ~= "ir" and o.emit ~= "ptx" then raise(("--emit=%s: expected ir or ptx"):format(o.emit)) end
     return o
@@ -403,12 +409,22 @@ function M.attach(tl)
     return r
   end
 
+  -- The pipeline of k:compile: with tl.options.debug_hangs (or --debug-hangs) the
+  -- debug-hangs pass runs last (a number: the milliseconds a wait spins before it
+  -- gives up).
+  local function pipeline_of(pipeline)
+    local p, dh = pipeline or tl.ptx_pipeline, options().debug_hangs
+    if dh == true then return p .. ",debug-hangs" end
+    if dh then return ("%s,debug-hangs{ms=%d}"):format(p, dh) end
+    return p
+  end
+
   -- k:compile([pipeline]) -> PTX. Compiles a copy of the kernel's module, so
   -- the authoring IR stays as built; tl.last_stages gets every stage and the PTX
   -- as the last one ("emit-ptx"). k.lowered is the compiled module.
   function Kernel:compile(pipeline)
     local m = self.module:clone()
-    compile(m, pipeline or tl.ptx_pipeline)
+    compile(m, pipeline_of(pipeline))
     local t0 = os.clock()
     local ok, ptx = pcall(tl.emit_ptx, m)
     if not ok then error(ptx, 0) end
@@ -485,9 +501,18 @@ function M.attach(tl)
     if k._info and k._info.ptx == k.ptx then return k._info end
     local op = k:lowered_op()
     local spec = assert(op:kernel_spec()) -- verified by the compile
+    local sites = op:attr("hang_sites")
     k._info = { ptx = k.ptx, block = spec.block, cluster = spec.cluster,
-                static = op:attr("shared_static") or 0, smem = spec.smem }
+                static = op:attr("shared_static") or 0, smem = spec.smem,
+                hang_sites = sites and table.concat(sites, "\n") }
     return k._info
+  end
+
+  -- "file:line" of the launch in the user's script, for the reports of a kernel
+  -- that hangs or fails.
+  local function launch_site()
+    local file, line = core.user_location()
+    return file and ("%s:%d"):format(file, line) or nil
   end
 
   function Kernel:launch(cfg)
@@ -510,7 +535,8 @@ function M.attach(tl)
       self._module = core.module_load(self.ptx)
       self._fn = self._module:func(self.name)
     end
-    self._fn:launch({ grid = grid, block = block, cluster = cluster, smem = static + dyn }, launch_args(self, cfg.args))
+    self._fn:launch({ grid = grid, block = block, cluster = cluster, smem = static + dyn, name = self.name,
+                      where = launch_site(), hang_sites = info.hang_sites }, launch_args(self, cfg.args))
     return self
   end
 

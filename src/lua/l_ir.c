@@ -1077,13 +1077,16 @@ static int op_clone(lua_State *L) {
   return 1;
 }
 
+/* op:verify() -> true | true, warnings, list | false, message, list */
 static int op_verify(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
   IrContext *ctx = ctx_of(L, 1);
   ir_diag_clear(ctx);
   if (ir_verify(op) == IR_OK) {
     lua_pushboolean(L, 1);
-    return 1;
+    if (!ir_diag_pending(ctx)) return 1;
+    lb_push_diagnostics_and_list(L, ctx); /* warnings */
+    return 3;
   }
   lua_pushboolean(L, 0);
   lb_push_diagnostics_and_list(L, ctx);

@@ -166,13 +166,16 @@ bool sched_tl_make(SchedPersistent *p, uint32_t m_tiles, uint32_t n_tiles, uint3
     return false;
   if (!workers) return fail(err, "workers must be positive");
   if (workers > U32MAX / 2) return fail(err, "too many workers for 32-bit tile ids");
+  if ((uint64_t)p->raster.fast * swizzle > 0x7fffffffu)
+    return fail(err, "swizzle too large: the fast extent times the swizzle overflows int32");
   p->grid = workers;
   p->tiles_per_round = 1;
+  p->tl_swizzle = swizzle;
   return true;
 }
 
 static void tl_update(const SchedPersistent *p, SchedTlState *s) {
-  SchedCoord c = sched_raster_unpack(&p->raster, s->linear_idx);
+  SchedCoord c = sched_tl_coord(p, s->linear_idx);
   s->m_idx = c.m;
   s->n_idx = c.n;
 }
@@ -193,8 +196,19 @@ void sched_tl_next_tile(const SchedPersistent *p, SchedTlState *s) {
   tl_update(p, s);
 }
 
+/* TileLang's coord: sched_raster_unpack over one batch, with the swizzle as
+** given. Past the end the panel is 1 wide (base >= slow) or the fast index
+** reaches the fast extent: the coordinate is out of range, never a wrap. */
 SchedCoord sched_tl_coord(const SchedPersistent *p, uint32_t tile_id) {
-  return sched_raster_unpack(&p->raster, tile_id);
+  const SchedRaster *r = &p->raster;
+  uint64_t w = p->tl_swizzle ? p->tl_swizzle : r->swizzle, panel_size = r->fast * w;
+  uint64_t group = tile_id / panel_size, base = group * w;
+  uint64_t width = base < r->slow ? (w < r->slow - base ? w : r->slow - base) : 1;
+  uint64_t in = tile_id - group * panel_size;
+  uint32_t f = (uint32_t)(in / width), s = (uint32_t)(base + in % width);
+  SchedCoord c = {f, s, 0};
+  if (r->order == SCHED_ALONG_N) c.m = s, c.n = f;
+  return c;
 }
 
 uint32_t sched_tl_block_m(const SchedPersistent *p, uint32_t m_idx, uint32_t rank) {
@@ -237,6 +251,7 @@ bool sched_config_gemm(SchedConfig *c, uint64_t m, uint64_t n, uint64_t k, uint6
 /* Persistent grids: min(workers, tiles); data-parallel: one per tile. */
 static bool plan_persistent(SchedPlan *p, const SchedConfig *c, const char **err) {
   p->persist.tiles_per_round = c->tiles_per_round;
+  p->persist.tl_swizzle = c->swizzle;
   if (c->kind == SCHED_DATA_PARALLEL) {
     p->persist.grid = p->persist.raster.total;
   } else {
