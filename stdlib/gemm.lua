@@ -169,6 +169,9 @@ function M.attach(tl)
         k:async_exec("producer", { first_warp = 0, warps = 1 }, function()
           local st = pipe:producer_start()
           tl.elect_one(function()
+            -- the first TMA of each operand need not wait for its map to be fetched
+            tl.tensor_map_prefetch(p.A)
+            tl.tensor_map_prefetch(p.B)
             tiles(scheduler(), { st }, function(work)
               local m0, n0 = (work:m() * CL + rank) * BM, work:n() * BN
               local kb0, kbn = M.k_range(tl, c, work)
@@ -268,7 +271,9 @@ function M.attach(tl)
               M.epilogue(tl, c, p, sD, acc.value, m, n, cw, t)
             end
           end)
-          tl.if_(t:eq(0), function() tl.bulk_wait(0) end)
+          -- the last stores must have read the staging buffer before the CTA leaves
+          -- (their writes to global memory complete with the grid)
+          tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end)
         end)
       end)
       -- }===

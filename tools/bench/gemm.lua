@@ -57,7 +57,8 @@ for _, s in ipairs(shapes) do
   local function cublas() tl.core.blas_gemm { m = m, n = n, k = k, a = a.raw, b = b.raw, d = r.raw, ["in"] = dt, out = "bf16" } end
   if blas then cublas() end
   local candidates = { { bn = 256, stages = 3 }, { bn = 128, stages = 5 }, { bn = 256, stages = 3, schedule = "streamk" },
-                       { bn = 128, stages = 5, schedule = "streamk" }, { bn = 256, stages = 3, cluster = 2 },
+                       { bn = 128, stages = 5, schedule = "streamk" }, { bn = 128, stages = 6, schedule = "streamk" },
+                       { bn = 256, stages = 3, cluster = 2 },
                        { bn = 256, stages = 3, schedule = "splitk" }, { bn = 128, stages = 5, schedule = "splitk" } }
   if quick then candidates = { candidates[1] } end
   local g, cfg, times = tl.autotune {
