@@ -3,8 +3,9 @@
 -- PTX and assembled with ptxas; on a GPU run on fresh random data, checked
 -- against a plain tilua reference kernel and sampled CPU dot products, and timed.
 --
---   tilua examples/gemm.lua [--m=M] [--n=N] [--k=K] [--dtype=bf16|f16] [--bn=256]
---                           [--a-major=k|m] [--b-major=k|n] [--schedule=persistent|data_parallel]
+--   tilua examples/gemm.lua [--m=M] [--n=N] [--k=K] [--dtype=bf16|f16] [--bn=256] [--stages=S]
+--                           [--a-major=k|m] [--b-major=k|n] [--consumers=cooperative|pingpong]
+--                           [--schedule=persistent|data_parallel|streamk|splitk] [--cluster=1|2]
 --                           [--emit=ir|ptx] [--stage=NAME]
 --
 -- The default shape (1000 x 1480 x 520) is not a multiple of the tile: TMA clips
@@ -32,8 +33,9 @@ local function gemm(shape)
   local g = tl.gemm.build(cfg)
   local t0 = os.clock()
   local ptx = g.kernel:compile()
-  print(("gemm: %s, %d x %d x %d, tile 128 x %d x %d, %d stages, grid %d; PTX %d bytes in %.1f ms")
-    :format(g.cfg.dtype, g.cfg.m, g.cfg.n, g.cfg.k, g.cfg.bn, g.cfg.bk, g.cfg.stages, g.grid, #ptx, (os.clock() - t0) * 1e3))
+  print(("gemm: %s, %d x %d x %d, tile %d x %d x %d, %d stages, %s consumers, %s schedule, grid %d; PTX %d bytes in %.1f ms")
+    :format(g.cfg.dtype, g.cfg.m, g.cfg.n, g.cfg.k, g.cfg.bm, g.cfg.bn, g.cfg.bk, g.cfg.stages, g.cfg.consumers,
+            g.cfg.schedule, g.grid, #ptx, (os.clock() - t0) * 1e3))
   tl.check_ptx("gemm", ptx)
   built[key] = g
   return g
@@ -48,7 +50,8 @@ local function shape(c)
     local bn = o.bn or 256
     local tn = math.max(1, math.floor(math.sqrt(c.grid)))
     local tm = (c.grid + tn - 1) // tn
-    return { m = tm * 128 - 7, n = tn * bn - 8, k = 256 + 64 * (c.seed % 4) } -- TMA: rows of 16-byte multiples
+    local bm = o.consumers == "pingpong" and 64 or 128
+    return { m = tm * bm - 7, n = tn * bn - 8, k = 256 + 64 * (c.seed % 4) } -- TMA: rows of 16-byte multiples
   end
   if c.small then return { m = 200, n = 296, k = 128 } end
   return { m = o.m, n = o.n, k = o.k }
