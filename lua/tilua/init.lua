@@ -134,7 +134,10 @@ local function coerce(a, b, what)
   local va, vb = is_value(a), is_value(b)
   if va and vb then
     if a:type() ~= b:type() then
-      raise(("%s: operand types differ: %s and %s (convert one with :cast)"):format(what, tostring(a:type()), tostring(b:type())))
+      local hint = (a:type() == tl.index or b:type() == tl.index)
+        and "; a tl.for_range whose bounds are all Lua numbers counts in index: give it an i32 bound (tl.const(0)) to count in i32"
+        or ""
+      raise(("%s: operand types differ: %s and %s (convert one with :cast)%s"):format(what, tostring(a:type()), tostring(b:type()), hint))
     end
   elseif va then
     if type(b) ~= "number" then raise(("%s: cannot combine %s with a %s"):format(what, tostring(a:type()), typename(b))) end
@@ -185,6 +188,13 @@ local function no_compare()
 end
 Value.__lt, Value.__le = no_compare, no_compare
 Value.__concat = function() raise("'..' is not defined on IR values") end
+-- The trap of a line starting with '(' after a line ending in ')': Lua reads
+-- `f(x)\n(p + t):store(v)` as `f(x)(p + t)`, a call of the value f returned.
+Value.__call = function()
+  raise("attempt to call an IR value: a line that starts with '(' continues the line before it " ..
+        "(Lua reads `f(x)` newline `(p + t):store(v)` as `f(x)(p + t)`); put a ';' before the '(' " ..
+        "or write tl.store(p + t, v)")
+end
 Value.__len = function() raise("'#' is not defined on IR values") end
 
 tl.divu = binary("arith.divui", nil, "divu")

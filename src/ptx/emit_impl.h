@@ -34,6 +34,14 @@ typedef struct Emit {
   bool failed, smem; /* smem: some kernel uses the dynamic shared buffer */
   int64_t smem_align;
   unsigned version; /* the .version the instructions emitted need, in tenths (PTX_VERSION_MIN at least) */
+  /* Line info: .file N "path" for each source file seen (files: interned path ->
+  ** N, 1-based), and the .loc last written, so that a line is written once. */
+  PtrMap files;
+  StrBuf file_decls;
+  uint32_t nfiles;
+  const char *loc_file;
+  int loc_line;
+  size_t loc_start, loc_end; /* where the last .loc sits in body (replaced when nothing follows it) */
 } Emit;
 
 /* {=== registers and formatting (emit.c) */
