@@ -540,11 +540,39 @@ function M.attach(tl)
     return file and ("%s:%d"):format(file, line) or nil
   end
 
+  -- The launch plan of the compiled kernel (l_launch.c): argument kinds, dims
+  -- and names decoded once; nil when a parameter needs the Lua path (tensor
+  -- maps, 16-bit floats) or the launch carries debug-hangs records.
+  local function launch_plan(k, info)
+    if k._plan_for == k._fn then return k._plan end
+    k._plan_for, k._plan = k._fn, nil
+    if info.hang_sites then return nil end
+    local kinds, names = {}, {}
+    for n, p in ipairs(k.params) do
+      local i = p.type:info()
+      local kind = i.kind == "ptr" and "ptr" or i.kind == "index" and "i64"
+                   or i.kind == "int" and i.width > 1 and ("i" .. i.width)
+                   or i.kind == "float" and (i.width == 32 or i.width == 64) and ("f" .. i.width)
+      if not kind then return nil end
+      kinds[n], names[n] = kind, p.name
+    end
+    k._plan = core.launch_plan(k._fn, { kinds = kinds, names = names, block = info.block, cluster = info.cluster,
+                                        static = info.static, smem = info.smem, name = k.name })
+    return k._plan
+  end
+
   function Kernel:launch(cfg)
     cfg = cfg or {}
-    if not tl.device.available() then raise("no GPU: " .. core.device_error()) end
     if not self.ptx then self:compile() end
     local info = launch_info(self)
+    if self._fn and cfg.block == nil and cfg.cluster == nil then -- the fast path
+      local plan = launch_plan(self, info)
+      if plan then
+        plan:launch(cfg.grid or 1, cfg.args or {}, cfg.smem)
+        return self
+      end
+    end
+    if not tl.device.available() then raise("no GPU: " .. core.device_error()) end
     local block, cluster = info.block, info.cluster
     local b, c = tl.dims3(cfg.block, "launch: block"), tl.dims3(cfg.cluster, "launch: cluster")
     for i = 1, 3 do

@@ -33,8 +33,12 @@ typedef unsigned long long CUdeviceptr;
 enum { OK = 0, NOT_READY = 600, ILLEGAL_INSTRUCTION = 715, NOT_FOUND = 500 };
 enum { RUN_DONE, RUN_HANG, RUN_TRAP };
 
+/* What the next launch does: FAKE_CUDA_KERNELS, from launch FAKE_CUDA_AFTER on
+** (1-based; the earlier ones finish). */
 static int mode(void) {
-  const char *m = getenv("FAKE_CUDA_KERNELS");
+  static long launches;
+  const char *m = getenv("FAKE_CUDA_KERNELS"), *after = getenv("FAKE_CUDA_AFTER");
+  if (after && ++launches < atol(after)) return RUN_DONE;
   return m && !strcmp(m, "hang") ? RUN_HANG : m && !strcmp(m, "trap") ? RUN_TRAP : RUN_DONE;
 }
 
@@ -183,6 +187,11 @@ static CUresult cuLaunchKernelEx(const void *cfg, void *f, void **params, void *
   }
   return OK;
 }
+static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                               unsigned smem, void *stream, void **params, void **extra) {
+  (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)stream, (void)params, (void)extra;
+  return trapped ? ILLEGAL_INSTRUCTION : OK;
+}
 /* }=== */
 
 /* {=== memory */
@@ -286,7 +295,7 @@ static const struct {
     ENTRY(cuDeviceGetAttribute), ENTRY(cuDeviceTotalMem), ENTRY(cuDevicePrimaryCtxRetain),
     ENTRY(cuDevicePrimaryCtxRelease), ENTRY(cuCtxSetCurrent), ENTRY(cuCtxSynchronize),
     ENTRY(cuModuleLoadDataEx), ENTRY(cuModuleUnload), ENTRY(cuModuleGetFunction),
-    ENTRY(cuFuncGetAttribute), ENTRY(cuFuncSetAttribute), ENTRY(cuLaunchKernelEx),
+    ENTRY(cuFuncGetAttribute), ENTRY(cuFuncSetAttribute), ENTRY(cuLaunchKernelEx), ENTRY(cuLaunchKernel),
     ENTRY(cuMemAlloc), ENTRY(cuMemFree), ENTRY(cuMemcpyHtoD), ENTRY(cuMemcpyDtoH),
     ENTRY(cuMemcpyDtoD), ENTRY(cuMemsetD8), ENTRY(cuMemHostAlloc),
     ENTRY(cuMemHostGetDevicePointer), ENTRY(cuMemFreeHost), ENTRY(cuEventCreate),

@@ -252,13 +252,19 @@ TlcuResult tlcu_hang_alloc(TlcuRuntime *rt, size_t slots, unsigned warps_per_blo
   return TLCU_OK;
 }
 
-/* The oldest launch leaves the list: its event and its records go. */
+/* The oldest launch leaves the list: its records go, its event waits for the
+** next launch (creating one per launch would cost about a microsecond). */
 static void pending_pop(TlcuRuntime *rt) {
-  TlcuPending *p = &rt->pending[0];
-  rt->drv.cuEventDestroy(p->done);
+  TlcuPending *p = &rt->pending[rt->phead];
+  if (rt->nspare < TLCU_MAX_PENDING) rt->spare[rt->nspare++] = p->done;
+  else rt->drv.cuEventDestroy(p->done);
   tlcu_hang_free(rt, p->hang);
-  memmove(rt->pending, rt->pending + 1, (rt->npending - 1) * sizeof *p);
+  rt->phead = (rt->phead + 1) % TLCU_MAX_PENDING;
   rt->npending--;
+}
+
+static void destroy_spare_events(TlcuRuntime *rt) {
+  while (rt->nspare) rt->drv.cuEventDestroy(rt->spare[--rt->nspare]);
 }
 
 /* "<where>: kernel 'NAME' <what>", then the launch's debug-hangs records. */
@@ -282,7 +288,7 @@ static TlcuResult kernel_failed(TlcuRuntime *rt, CUresult r) {
   char buf[32], what[320];
   tlcu_error_text(rt, r, &name, &str, buf, sizeof buf);
   snprintf(what, sizeof what, "failed: %s (%s)", name, str);
-  kernel_report(rt, TLCU_FAIL, &rt->pending[0], what);
+  kernel_report(rt, TLCU_FAIL, &rt->pending[rt->phead], what);
   rt->last = r;
   while (rt->npending)
     pending_pop(rt);
@@ -294,7 +300,7 @@ static TlcuResult wedge(TlcuRuntime *rt) {
   static int guarded;
   char what[64];
   snprintf(what, sizeof what, "did not finish within %g s", rt->timeout);
-  kernel_report(rt, TLCU_HUNG, &rt->pending[0], what);
+  kernel_report(rt, TLCU_HUNG, &rt->pending[rt->phead], what);
   rt->state = TLCU_WEDGED;
   if (!guarded) {
     guarded = 1;
@@ -306,7 +312,7 @@ static TlcuResult wedge(TlcuRuntime *rt) {
 /* Wait for the oldest launch: done (it leaves the list), failed, or past
 ** the timeout counted from its launch or from `since`, whichever is later. */
 static TlcuResult wait_oldest(TlcuRuntime *rt, double since) {
-  const TlcuPending *p = &rt->pending[0];
+  const TlcuPending *p = &rt->pending[rt->phead];
   double start = p->launched > since ? p->launched : since;
   long pause = 20;
   for (;;) {
@@ -343,7 +349,7 @@ TlcuResult tlcu_finish(TlcuRuntime *rt) {
 /* Before a launch: forget the finished ones; with the list full, wait for the oldest. */
 static TlcuResult reap(TlcuRuntime *rt) {
   while (rt->npending > 0) {
-    CUresult r = rt->drv.cuEventQuery(rt->pending[0].done);
+    CUresult r = rt->drv.cuEventQuery(rt->pending[rt->phead].done);
     if (r == CUDA_ERROR_NOT_READY) break;
     if (r != CUDA_SUCCESS) return kernel_failed(rt, r);
     pending_pop(rt);
@@ -353,9 +359,10 @@ static TlcuResult reap(TlcuRuntime *rt) {
 
 /* A launch joins the list: an event recorded after it on its stream. */
 static TlcuResult pending_push(TlcuRuntime *rt, const TlcuLaunch *cfg) {
-  TlcuPending *p = &rt->pending[rt->npending];
-  memset(p, 0, sizeof *p);
-  CU_DO(rt, cuEventCreate, (&p->done, TLCU_EVENT_DISABLE_TIMING));
+  TlcuPending *p = &rt->pending[(rt->phead + rt->npending) % TLCU_MAX_PENDING];
+  p->hang = NULL;
+  if (rt->nspare) p->done = rt->spare[--rt->nspare];
+  else CU_DO(rt, cuEventCreate, (&p->done, TLCU_EVENT_DISABLE_TIMING));
   if (CU_CALL(rt, cuEventRecord, (p->done, cfg->stream)) != TLCU_OK) {
     rt->drv.cuEventDestroy(p->done);
     return TLCU_FAIL;
@@ -499,6 +506,7 @@ TlcuResult tlcu_shutdown(TlcuRuntime *rt) {
     if (rt->state == TLCU_EMPTY || rt->state == TLCU_WEDGED) rt->state = TLCU_DOWN;
     return TLCU_OK;
   }
+  destroy_spare_events(rt);
   TlcuResult st = tlcu_release_all(rt);
   if (CU_CALL(rt, cuDevicePrimaryCtxRelease, (rt->dev)) != TLCU_OK) st = TLCU_FAIL;
   rt->ctx = NULL;
@@ -637,7 +645,7 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
   TlcuResult st = tlcu_begin(rt);
   if (st == TLCU_OK) st = reap(rt);
   if (st == TLCU_OK) st = tlcu_config(rt, cfg, &c, &cluster);
-  if (st == TLCU_OK && c.sharedMemBytes > SM90_SMEM_DEFAULT)
+  if (st == TLCU_OK && c.sharedMemBytes > SM90_SMEM_DEFAULT && !cfg->smem_allowed)
     st = tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes);
   if (st == TLCU_OK && CU_CALL(rt, cuLaunchKernelEx, (&c, f, args, NULL)) != TLCU_OK) {
     tlcu_append(rt, "; grid (%u,%u,%u), block (%u,%u,%u), cluster (%u,%u,%u), %u B dynamic smem",

@@ -165,6 +165,13 @@ static int user_frame(lua_State *L, const char **file, int *line) {
   return 0;
 }
 
+void lb_user_where(lua_State *L, char *buf, size_t n) {
+  const char *file;
+  int line;
+  if (user_frame(L, &file, &line)) snprintf(buf, n, "%s:%d", file, line);
+  else if (n) buf[0] = '\0';
+}
+
 IrLoc lb_user_loc(lua_State *L, IrContext *ctx) {
   const char *file;
   int line;

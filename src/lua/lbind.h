@@ -62,6 +62,8 @@ void lb_push_attr(lua_State *L, const IrAttr *a, int ctx_idx);
 /* The location of the innermost user frame: the first Lua frame that is not
 ** part of the tilua library (see lb_mark_library_chunk). */
 IrLoc lb_user_loc(lua_State *L, IrContext *ctx);
+/* "file:line" of the innermost user frame into buf (empty when there is none). */
+void lb_user_where(lua_State *L, char *buf, size_t n);
 /* Raise "file:line: message" at the user's location. */
 int lb_error(lua_State *L, const char *fmt, ...);
 /* Remember that a chunk name belongs to the library, so locations skip it. */
