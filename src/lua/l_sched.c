@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sched/sched.h"
+#include "../sched/worker.h"
 #include "lbind.h"
 
 #define LB_PLAN "tilua.SchedPlan"
@@ -251,6 +251,7 @@ static int plan_pieces(lua_State *L) {
     lua_createtable(L, 0, 8);
     SET_BOOL("participates", f.participates);
     SET_BOOL("wait", f.wait);
+    SET_BOOL("reset", f.reset);
     SET_INT("wait_value", f.wait_value);
     SET_INT("read_first", f.read_first);
     SET_INT("read_count", f.read_count);
@@ -322,6 +323,146 @@ static int plan_fixup_model(lua_State *L) {
   return 2;
 }
 
+
+/* {======================================================================
+** The staged arithmetic for the Lua surface (stdlib/sched.lua)
+** ======================================================================= */
+
+/* core.sched_stage(what, at, ...): worker.c's arithmetic on Lua integers
+** (known: folded here) and IR values (built at the insertion point `at`,
+** {block =, before =}, with the user's location). */
+typedef struct LStage {
+  StageIr ir;
+  IrBuilder b;
+  Stage *st;     /* NULL without an insertion point: everything must be known */
+  int owner_idx; /* the context userdata the built values belong to */
+} LStage;
+
+static void stage_open(lua_State *L, LStage *s, int at) {
+  memset(s, 0, sizeof *s);
+  if (lua_isnoneornil(L, at)) return;
+  luaL_checktype(L, at, LUA_TTABLE);
+  lua_getfield(L, at, "block");
+  IrBlock *blk = lb_check_block(L, -1);
+  IrContext *ctx = lb_owner(L, -1)->ctx;
+  lb_push_owner(L, -1);
+  s->owner_idx = lua_gettop(L);
+  ir_builder_init(&s->b, ctx);
+  ir_builder_at_end(&s->b, blk);
+  if (lua_getfield(L, at, "before") != LUA_TNIL) ir_builder_before(&s->b, lb_check_op(L, -1));
+  lua_pop(L, 1);
+  s->b.loc = lb_user_loc(L, ctx);
+  stage_ir_init(&s->ir, &s->b);
+  s->st = &s->ir.st;
+}
+
+/* A Lua integer in [0, 2^32), a boolean, or an i32 / i1 value of the builder's context. */
+static SInt stage_arg(lua_State *L, LStage *s, int idx, const char *what) {
+  if (lua_isboolean(L, idx)) return st_bool(lua_toboolean(L, idx));
+  if (lua_isinteger(L, idx)) {
+    lua_Integer v = lua_tointeger(L, idx);
+    if (v < 0 || v > UINT32_MAX) lb_error(L, "sched: %s = %I is not a 32-bit unsigned integer", what, v);
+    return st_k((uint32_t)v);
+  }
+  IrValue *v = lb_test_object(L, idx, LB_VALUE);
+  if (!v) lb_error(L, "sched: %s must be an integer or an IR value, got %s", what, luaL_typename(L, idx));
+  if (!s->st) lb_error(L, "sched: %s is an IR value, built outside of a kernel or region", what);
+  if (lb_owner(L, idx)->ctx != s->b.ctx) lb_error(L, "sched: %s belongs to another context", what);
+  if (!ir_type_is_int_width(v->type, 32) && !ir_type_is_int_width(v->type, 1))
+    lb_error(L, "sched: %s must be an i32 value", what);
+  return stage_ir_value(v);
+}
+
+static SInt stage_field(lua_State *L, LStage *s, int t, const char *name) {
+  lua_getfield(L, t, name);
+  SInt x = stage_arg(L, s, -1, name);
+  lua_pop(L, 1);
+  return x;
+}
+
+/* Push a result: a boolean or an integer when known, else the value. */
+static void stage_push(lua_State *L, LStage *s, SInt x) {
+  if (!st_known(x) && s->st)
+    lb_push_object(L, LB_VALUE, x.v, s->owner_idx);
+  else if (x.bits == 1)
+    lua_pushboolean(L, st_get(x) != 0);
+  else
+    lua_pushinteger(L, (lua_Integer)st_get(x));
+}
+
+static const char *const raster_fields[] = {"grid_m", "grid_n", "fast", "slow", "swizzle", "per_l", "total"};
+
+static SRaster stage_raster(lua_State *L, LStage *s, int t) {
+  luaL_checktype(L, t, LUA_TTABLE);
+  SRaster r;
+  SInt *f[] = {&r.grid_m, &r.grid_n, &r.fast, &r.slow, &r.swizzle, &r.per_l, &r.total};
+  for (int i = 0; i < 7; i++)
+    *f[i] = stage_field(L, s, t, raster_fields[i]);
+  lua_getfield(L, t, "column_major");
+  r.order = lua_toboolean(L, -1) ? SCHED_ALONG_M : SCHED_ALONG_N;
+  lua_pop(L, 1);
+  return r;
+}
+
+static void push_raster(lua_State *L, LStage *s, const SRaster *r) {
+  const SInt *f[] = {&r->grid_m, &r->grid_n, &r->fast, &r->slow, &r->swizzle, &r->per_l, &r->total};
+  lua_createtable(L, 0, 8);
+  for (int i = 0; i < 7; i++) {
+    stage_push(L, s, *f[i]);
+    lua_setfield(L, -2, raster_fields[i]);
+  }
+  SET_BOOL("column_major", r->order == SCHED_ALONG_M);
+}
+
+/*
+** raster, tiles_m, tiles_n, tiles_l, cluster_m, cluster_n, swizzle, column_major -> raster
+** unpack, raster, linear -> m, n, l          valid, raster, linear -> linear < total
+** block_m, m, cluster, rank -> m * cluster + rank
+** tl_next, grid, linear, iter -> linear + grid, iter + 1
+*/
+static int core_sched_stage(lua_State *L) {
+  static const char *const whats[] = {"raster", "unpack", "valid", "block_m", "tl_next", NULL};
+  int what = luaL_checkoption(L, 1, NULL, whats);
+  LStage s;
+  stage_open(L, &s, 2);
+  SWork w;
+  memset(&w, 0, sizeof w);
+  switch (what) {
+  case 0: {
+    static const char *const names[] = {"tiles_m", "tiles_n", "tiles_l", "cluster_m", "cluster_n", "swizzle"};
+    SInt a[6];
+    for (int i = 0; i < 6; i++)
+      a[i] = stage_arg(L, &s, 3 + i, names[i]);
+    SchedOrder order = lua_toboolean(L, 9) ? SCHED_ALONG_M : SCHED_ALONG_N;
+    SRaster r = sw_raster_shape(s.st, a[0], a[1], a[2], a[3], a[4], a[5], order);
+    push_raster(L, &s, &r);
+    return 1;
+  }
+  case 1:
+  case 2: {
+    SRaster r = stage_raster(L, &s, 3);
+    sw_work_at(s.st, &r, stage_arg(L, &s, 4, "tile_id"), st_k(0), &w);
+    if (what == 2) return stage_push(L, &s, w.f[SF_VALID]), 1;
+    for (int f = SF_M; f <= SF_L; f++)
+      stage_push(L, &s, w.f[f]);
+    return 3;
+  }
+  case 3:
+    stage_push(L, &s, sw_block_m(s.st, stage_arg(L, &s, 3, "m_idx"), stage_arg(L, &s, 4, "cluster"),
+                                 stage_arg(L, &s, 5, "rank")));
+    return 1;
+  default: {
+    SInt linear = stage_arg(L, &s, 4, "linear_idx"), iter = stage_arg(L, &s, 5, "current_iter");
+    sw_tl_next(s.st, stage_arg(L, &s, 3, "workers"), &linear, &iter);
+    stage_push(L, &s, linear);
+    stage_push(L, &s, iter);
+    return 2;
+  }
+  }
+}
+
+/* }====================================================================== */
+
 static const luaL_Reg plan_methods[] = {{"info", plan_info},       {"params", plan_params},
                                         {"unpack", plan_unpack},   {"dp_tile", plan_dp_tile},
                                         {"persistent", plan_persistent}, {"pieces", plan_pieces},
@@ -329,7 +470,8 @@ static const luaL_Reg plan_methods[] = {{"info", plan_info},       {"params", pl
                                         {"render", plan_render},   {"svg", plan_svg},
                                         {"fixup_model", plan_fixup_model}, {NULL, NULL}};
 
-static const luaL_Reg sched_functions[] = {{"sched_plan", core_sched_plan}, {NULL, NULL}};
+static const luaL_Reg sched_functions[] = {
+    {"sched_plan", core_sched_plan}, {"sched_stage", core_sched_stage}, {NULL, NULL}};
 
 void lb_open_sched(lua_State *L) {
   luaL_newmetatable(L, LB_PLAN);

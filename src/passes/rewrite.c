@@ -132,6 +132,10 @@ IrOp *rw_begin_if(Rewriter *r, IrValue *cond) {
   return sif;
 }
 
+void rw_begin_else(Rewriter *r, IrOp *sif) {
+  into_block(r, ir_region_ensure_block(r->ctx, &sif->regions[1]));
+}
+
 void rw_end_if(Rewriter *r, IrOp *sif) { ir_builder_after(&r->b, sif); }
 
 IrOp *rw_begin_spin(Rewriter *r) {

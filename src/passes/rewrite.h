@@ -54,9 +54,10 @@ void rw_copy_attr(IrOp *to, const IrOp *from, const char *name, const char *as);
 /* }=== */
 
 /* {=== structured control flow */
-/* scf.if cond { ... }: the builder goes into the then-block, before its yield;
-** rw_end_if puts it after the if. */
+/* scf.if cond { ... } [else { ... }]: the builder goes into the then-block,
+** before its yield; rw_begin_else into the else-block; rw_end_if after the if. */
 IrOp *rw_begin_if(Rewriter *r, IrValue *cond);
+void rw_begin_else(Rewriter *r, IrOp *sif);
 void rw_end_if(Rewriter *r, IrOp *sif);
 /* scf.while () { ...; scf.condition(again) } do { scf.yield }: a spin loop; the
 ** builder goes into the before-block, rw_end_spin closes it and steps after it. */
