@@ -544,7 +544,9 @@ end
 require("tilua.stdlib.sched").attach(tl)
 require("tilua.cutlass").attach(tl, Kernel)
 
-require("tilua.gpu").attach(tl) -- authoring ops of real kernels, PTX, launches, tl.device
+require("tilua.tile").attach(tl) -- the authoring ops of real kernels (tile dialect)
+require("tilua.compile").attach(tl) -- PTX, ptxas, k:compile, --emit / --stage
+require("tilua.launch").attach(tl) -- k:launch, tl.device
 require("tilua.tensor").attach(tl) -- tensor cores and TMA
 require("tilua.stdlib.gemm").attach(tl) -- the Hopper GEMM generator (tl.gemm)
 require("tilua.stdlib.autotune").attach(tl) -- tl.autotune
