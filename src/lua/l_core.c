@@ -56,11 +56,12 @@ static int searcher(lua_State *L) {
   return 2;
 }
 
+/* tilua.core: every binding area of LB_AREAS in one table. */
 int luaopen_tilua_core(lua_State *L) {
   lua_newtable(L);
-  lb_open_ir(L);
-  lb_open_passes(L);
-  lb_open_extra(L);
+#define OPEN_AREA(name) lb_open_##name(L);
+  LB_AREAS(OPEN_AREA)
+#undef OPEN_AREA
   return 1;
 }
 

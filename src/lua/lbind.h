@@ -75,10 +75,21 @@ void lb_push_diagnostic_list(lua_State *L, IrContext *ctx);
 /* Push the message and then the list; clears. */
 void lb_push_diagnostics_and_list(lua_State *L, IrContext *ctx);
 
-/* Area openers: each adds its functions to the table at the top of the stack. */
-void lb_open_ir(lua_State *L);
-void lb_open_passes(lua_State *L);
-void lb_open_extra(lua_State *L); /* later areas: PTX, CUDA, schedulers */
+/* The binding areas, X(name): lb_open_<name> adds the area's
+** functions to the table at the top of the stack (tilua.core); l_core.c opens
+** them in this order. A new area is one line here. */
+#define LB_AREAS(X)                                                                                \
+  X(ir)      /* l_ir.c: contexts, types, attributes, ops, blocks, values, locations */             \
+  X(passes)  /* l_pass.c: the pass manager and pipelines */                                        \
+  X(sched)   /* l_sched.c: the scheduler reference and its staged arithmetic */                    \
+  X(ptx)     /* l_ptx.c: the PTX emitter */                                                        \
+  X(device)  /* l_device.c: tl.device, modules, launches */                                        \
+  X(tensor)  /* l_tensor.c: tensor maps, the cuBLASLt peer */                                      \
+  X(dialect) /* l_dialect.c: op table rows, enums, limits, kernel specs */
+#define LB_AREA_OPENER(name) void lb_open_##name(lua_State *L);
+LB_AREAS(LB_AREA_OPENER)
+#undef LB_AREA_OPENER
+
 /* Add an op's attribute, PTX and LOWER rows to the op table on the stack (l_dialect.c). */
 void lb_push_op_tables(lua_State *L, int kind);
 

@@ -22,6 +22,4 @@ CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes);
 /* The 128 bytes of the TensorMap at idx (64-byte aligned), or NULL. */
 const uint8_t *lb_tensor_map_bytes(lua_State *L, int idx);
 
-void lb_open_tensor(lua_State *L);
-
 #endif
