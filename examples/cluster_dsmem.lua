@@ -10,9 +10,10 @@
 --
 -- Checked on fresh random integers against a CPU reference; without a GPU it
 -- stops after compiling and ptxas with "SKIP: no GPU" (exit 0, or 77 under ctest).
+--   loadfile("examples/cluster_dsmem.lua")("--library") -> the example (tilua.check)
 local tl = require "tilua"
+local check = require "tilua.check"
 
-local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 local T = 256 -- threads per CTA = elements per CTA
 
 local k = tl.kernel("cluster_exchange", {
@@ -24,6 +25,7 @@ local k = tl.kernel("cluster_exchange", {
 k:define(function(k, p)
   local buf = k:shared(tl.i32, { T })
   local inbox = k:shared(tl.i32, { T })
+  tl.cluster_sync()                        -- every CTA of the cluster has started
   local t = tl.thread_id "x"
   local rank = tl.cluster_rank()
   local peer = rank ~ 1
@@ -45,38 +47,39 @@ print(("cluster_dsmem: PTX %d bytes"):format(#ptx))
 assert(ptx:find("mapa.shared::cluster.u32", 1, true) and ptx:find(".reqnctapercluster 2, 1, 1", 1, true))
 tl.check_ptx("cluster_dsmem", ptx)
 
-tl.device.require() -- without a GPU: "SKIP: no GPU" and exit
 
-local ctas = 2 * tl.device.sm_count()
-local total = ctas * T
-print(("cluster_dsmem: seed %d, %d CTAs in clusters of 2, %d elements"):format(seed, ctas, total))
-local input = tl.device.random(tl.i32, total, seed)
-local out <close> = tl.device.alloc(tl.i32, 2 * total)
-out:fill(-1)
-k:launch { grid = ctas, args = { input, out, total } }
-tl.device.synchronize()
-
-local hin, hout = input:to_table(), out:to_table()
-local function wrap32(x) return ((x + 0x80000000) & 0xFFFFFFFF) - 0x80000000 end
-local bad, distinct = 0, {}
-for cta = 0, ctas - 1 do
-  local rank, peer = cta % 2, cta ~ 1
-  for t = 0, T - 1 do
-    local g, pg = cta * T + t, peer * T + t
-    local want1, want2 = hin[pg + 1], wrap32(hin[pg + 1] * 2 + rank)
-    local got1, got2 = hout[g + 1], hout[total + g + 1]
-    distinct[want1] = true
-    if got1 ~= want1 or got2 ~= want2 then
-      bad = bad + 1
-      if bad <= 5 then print(("  cta %d thread %d: got %d, %d; expected %d, %d"):format(cta, t, got1, got2, want1, want2)) end
+-- run{seed, grid, small} -> ok, summary: grid CTAs (a multiple of 2; default two
+-- per SM, 4 when small).
+local function run(o)
+  local ctas = o.grid or (o.small and 4 or 2 * tl.device.sm_count())
+  local total = ctas * T
+  local input <close> = tl.device.random(tl.i32, total, o.seed)
+  local out <close> = tl.device.alloc(tl.i32, 2 * total)
+  out:fill(-1)
+  k:launch { grid = ctas, args = { input, out, total } }
+  tl.device.synchronize()
+  local hin, hout = input:to_table(), out:to_table()
+  local fail, failures = check.mismatches("cluster_dsmem")
+  local distinct, nd = {}, 0
+  for cta = 0, ctas - 1 do
+    local rank, peer = cta % 2, cta ~ 1
+    for t = 0, T - 1 do
+      local g, pg = cta * T + t, peer * T + t
+      local want1, want2 = hin[pg + 1], check.i32(hin[pg + 1] * 2 + rank)
+      local got1, got2 = hout[g + 1], hout[total + g + 1]
+      if not distinct[want1] then distinct[want1], nd = true, nd + 1 end
+      if got1 ~= want1 or got2 ~= want2 then
+        fail("cta %d thread %d: got %d, %d; expected %d, %d", cta, t, got1, got2, want1, want2)
+      end
     end
   end
+  if nd <= total // 2 then return false, "the random input repeats too much" end
+  local what = ("seed %d, %d CTAs in clusters of 2, %d elements"):format(o.seed, ctas, total)
+  if failures() > 0 then return false, ("%s: %d of %d threads wrong"):format(what, failures(), total) end
+  return true, what .. " exchanged through DSMEM"
 end
-local nd = 0
-for _ in pairs(distinct) do nd = nd + 1 end
-assert(nd > total // 2, "the random input repeats too much")
-if bad > 0 then
-  print(("cluster_dsmem: FAILED, %d of %d threads wrong"):format(bad, total))
-  os.exit(1)
-end
-print(("cluster_dsmem: OK, %d CTAs exchanged %d elements through DSMEM"):format(ctas, total))
+
+local example = { name = "cluster_dsmem", prepare = function() end, run = run,
+                  grids = function(sms) return check.grids(sms, 2) end }
+if ... == "--library" then return example end
+check.main(example)

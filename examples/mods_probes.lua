@@ -18,7 +18,9 @@
 -- the probes are lowered.
 --
 --   tilua examples/mods_probes.lua [--emit=ir|ptx] [--stage=NAME]
+--   loadfile("examples/mods_probes.lua")("--library") -> the example (tilua.check)
 local tl = require "tilua"
+local check = require "tilua.check"
 
 local ITEM = 128 -- integers per work item (one per thread)
 
@@ -52,59 +54,60 @@ k:define(function(k, p)
   end)
 end)
 
-local ptx = k:compile()
-print(("mods_probes: PTX %d bytes"):format(#ptx))
-tl.check_ptx("mods_probes", ptx)
+local function prepare() check.compile("mods_probes", k) end
 
-tl.device.require() -- without a GPU: "SKIP: no GPU" and exit
+local i32 = check.i32
 
-local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
-local sms = tl.device.sm_count()
-local grid = sms // 2 * 2          -- one CTA per SM, whole clusters
-local items = 7 * grid + 5         -- uneven shares: some CTAs walk one more item
-local x = tl.device.random(tl.i32, items * ITEM, seed)
-local sums = tl.device.alloc(tl.i32, items)
-local smid, start, duration = tl.device.alloc(tl.i32, grid), tl.device.alloc(tl.i64, grid), tl.device.alloc(tl.i64, grid)
-sums:fill(0)
-smid:fill(-1)
-start:fill(-1)
-duration:fill(-1)
-k:launch { grid = grid, args = { x, sums, smid, start, duration, items } }
-tl.device.synchronize()
-print(("mods_probes: seed %d, %d CTAs in clusters of 2 on %d SMs, %d items"):format(seed, grid, sms, items))
+-- run{seed, grid, small} -> ok, summary: grid CTAs (whole clusters; default one
+-- per SM, 2 when small) walk 7 * grid + 5 items.
+local function run(o)
+  local sms = tl.device.sm_count()
+  local grid = o.grid or (o.small and 2 or sms // 2 * 2)
+  local items = 7 * grid + 5 -- uneven shares: some CTAs walk one more item
+  local x <close> = tl.device.random(tl.i32, items * ITEM, o.seed)
+  local sums <close> = tl.device.alloc(tl.i32, items)
+  local smid <close> = tl.device.alloc(tl.i32, grid)
+  local start <close> = tl.device.alloc(tl.i64, grid)
+  local duration <close> = tl.device.alloc(tl.i64, grid)
+  sums:fill(0)
+  smid:fill(-1)
+  start:fill(-1)
+  duration:fill(-1)
+  k:launch { grid = grid, args = { x, sums, smid, start, duration, items } }
+  tl.device.synchronize()
+  local X, S = x:to_table(), sums:to_table()
+  local SM, T0, D = smid:to_table(), start:to_table(), duration:to_table()
+  local fail, failures = check.mismatches("mods_probes", 8)
+  for it = 0, items - 1 do
+    local s = 0
+    for j = 0, ITEM - 1 do s = s + X[it * ITEM + j + 1] end
+    if S[it + 1] ~= i32(s) then fail("item %d sums to %d, the CPU says %d", it, S[it + 1], i32(s)) end
+  end
+  local lo, hi, dmax, used = math.maxinteger, math.mininteger, 0, {}
+  for c = 1, grid do
+    if SM[c] < 0 or SM[c] >= sms then fail("CTA %d reported SM id %d, not in [0, %d)", c - 1, SM[c], sms) end
+    if T0[c] <= 0 then fail("CTA %d never opened its window (start %d)", c - 1, T0[c]) end
+    if D[c] < 0 or D[c] > 10 * 1000000000 then fail("CTA %d: window of %d ns", c - 1, D[c]) end
+    lo, hi = math.min(lo, T0[c]), math.max(hi, T0[c])
+    dmax = math.max(dmax, D[c])
+    used[SM[c]] = true
+  end
+  if hi - lo > 10 * 1000000000 then fail("window starts spread over %d ns", hi - lo) end
+  for c = 1, grid, 2 do -- the cluster barrier: neither CTA's window closes before the other's opened
+    local e1, e2 = T0[c] + D[c], T0[c + 1] + D[c + 1]
+    if e1 < T0[c + 1] or e2 < T0[c] then
+      fail("cluster %d: windows [%d, %d] and [%d, %d] do not overlap", (c - 1) // 2, T0[c], e1, T0[c + 1], e2)
+    end
+  end
+  local nsm = 0
+  for _ in pairs(used) do nsm = nsm + 1 end
+  local what = ("seed %d, %d CTAs in clusters of 2 on %d SMs, %d items"):format(o.seed, grid, sms, items)
+  if failures() > 0 then return false, ("%s: %d problems"):format(what, failures()) end
+  return true, ("%s: %d distinct SMs reported; windows opened within %d ns of each other, the longest lasted %d ns; "
+    .. "the sums match the CPU"):format(what, nsm, hi - lo, dmax)
+end
 
-local function i32(v) v = v & 0xFFFFFFFF return v >= 0x80000000 and v - 0x100000000 or v end
-local X, S = x:to_table(), sums:to_table()
-local SM, T0, D = smid:to_table(), start:to_table(), duration:to_table()
-local bad = 0
-local function fail(fmt, ...)
-  bad = bad + 1
-  if bad <= 8 then print("mods_probes: " .. fmt:format(...)) end
-end
-for it = 0, items - 1 do
-  local s = 0
-  for j = 0, ITEM - 1 do s = s + X[it * ITEM + j + 1] end
-  if S[it + 1] ~= i32(s) then fail("item %d sums to %d, the CPU says %d", it, S[it + 1], i32(s)) end
-end
-local lo, hi, dmax, used = math.maxinteger, math.mininteger, 0, {}
-for c = 1, grid do
-  if SM[c] < 0 or SM[c] >= sms then fail("CTA %d reported SM id %d, not in [0, %d)", c - 1, SM[c], sms) end
-  if T0[c] <= 0 then fail("CTA %d never opened its window (start %d)", c - 1, T0[c]) end
-  if D[c] < 0 or D[c] > 10 * 1000000000 then fail("CTA %d: window of %d ns", c - 1, D[c]) end
-  lo, hi = math.min(lo, T0[c]), math.max(hi, T0[c])
-  dmax = math.max(dmax, D[c])
-  used[SM[c]] = true
-end
-if hi - lo > 10 * 1000000000 then fail("window starts spread over %d ns", hi - lo) end
-for c = 1, grid, 2 do -- the cluster barrier: neither CTA's window closes before the other's opened
-  local e1, e2 = T0[c] + D[c], T0[c + 1] + D[c + 1]
-  if e1 < T0[c + 1] or e2 < T0[c] then fail("cluster %d: windows [%d, %d] and [%d, %d] do not overlap", (c - 1) // 2, T0[c], e1, T0[c + 1], e2) end
-end
-local nsm = 0
-for _ in pairs(used) do nsm = nsm + 1 end
-if bad > 0 then
-  print(("mods_probes: FAILED, %d problems"):format(bad))
-  os.exit(1)
-end
-print(("mods_probes: OK, %d CTAs on %d distinct SMs reported; windows opened within %d ns of each other, the longest lasted %d ns; %d sums match the CPU"):format(
-  grid, nsm, hi - lo, dmax, items))
+local example = { name = "mods_probes", prepare = prepare, run = run,
+                  grids = function(sms) return check.grids(sms, 2) end }
+if ... == "--library" then return example end
+check.main(example)

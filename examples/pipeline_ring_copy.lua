@@ -12,16 +12,19 @@
 -- mbarrier protocol; the last n % 16 bytes are copied by CTA 0's consumers.
 --
 --   tilua examples/pipeline_ring_copy.lua [--emit=ir|ptx] [--stage=NAME]
---   loadfile("examples/pipeline_ring_copy.lua")("--library") -> { build = build, run = run }
+--   loadfile("examples/pipeline_ring_copy.lua")("--library") -> the example (tilua.check),
+--     with build and launch (for tools/bench)
 --
 -- Checked byte for byte on fresh random bytes (size not a multiple of the
 -- chunk); without a GPU it stops after compiling and ptxas ("SKIP: no GPU").
 local tl = require "tilua"
+local check = require "tilua.check"
 
 -- build{stages, chunk, consumer_warps, mode} -> kernel pipeline_ring_copy(src, dst, n)
--- with block 32 * (1 + consumer_warps). mode: "cooperative" (each consumer warp
--- releases a stage: the empty barrier counts warps) or "warp_specialized" (the
--- consumer warps sync and one thread releases).
+-- with block 32 * (1 + consumer_warps). mode: "cooperative" (every consumer thread
+-- releases its own reads of a stage: the empty barrier counts threads) or
+-- "warp_specialized" (the consumer warps meet at a named barrier and one thread
+-- releases).
 local function build(o)
   local S, C, W = o.stages or 4, o.chunk or 16384, o.consumer_warps or 4
   local CT = 32 * W             -- consumer threads
@@ -108,10 +111,11 @@ end
 -- The launch and the check are ring_copy.lua's (beside this file).
 local ring = assert(loadfile((debug.getinfo(1, "S").source:match "^@(.*/)" or "./") .. "ring_copy.lua"))("--library")
 
-if ... == "--library" then return { build = build, run = ring.run } end
-
 -- the example: both release modes, at 1 and 2 CTAs per SM, on fresh random bytes
-ring.copy_check({
+local example = ring.copy_example("pipeline_ring_copy", {
   { stages = 4, chunk = 16384, consumer_warps = 4, name = "pipeline_ring_copy" },
   { stages = 3, chunk = 16384, consumer_warps = 2, mode = "warp_specialized", name = "pipeline_ring_copy_ws" },
 }, build, { 1, 2 })
+example.build, example.launch = build, ring.launch
+if ... == "--library" then return example end
+check.main(example)

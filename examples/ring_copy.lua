@@ -12,11 +12,13 @@
 -- Bytes after the last multiple of 16 are copied by CTA 0's consumers.
 --
 --   tilua examples/ring_copy.lua [--emit=ir|ptx] [--stage=NAME]
---   loadfile("examples/ring_copy.lua")("--library") -> { build = build, run = run, copy_check = copy_check }
+--   loadfile("examples/ring_copy.lua")("--library") -> the example (tilua.check), with
+--     build, launch (for tools/bench) and copy_example (for pipeline_ring_copy.lua)
 --
 -- Checked on fresh random bytes (size not a multiple of the chunk); without a
 -- GPU it stops after compiling and ptxas with "SKIP: no GPU" (exit 0, or 77 under ctest).
 local tl = require "tilua"
+local check = require "tilua.check"
 
 -- build{stages, chunk, consumer_warps, store = "threads" | "bulk", inflight} -> kernel
 -- ring_copy(src, dst, n) with block 32 * (1 + consumer_warps).
@@ -140,59 +142,64 @@ local function build(o)
   return k
 end
 
--- run(k, src, dst, n, ctas_per_sm, chunk): launch over a persistent grid; returns it.
-local function run(k, src, dst, n, ctas_per_sm, chunk)
-  local grid = tl.device.persistent_grid((n // 16 * 16 + chunk - 1) // chunk, ctas_per_sm)
+-- launch(k, src, dst, n, ctas_per_sm, chunk [, grid]): launch over a persistent grid
+-- (per_sm CTAs on every SM, at most one per chunk), or over `grid` CTAs; returns it.
+local function launch(k, src, dst, n, ctas_per_sm, chunk, grid)
+  grid = grid or tl.device.persistent_grid((n // 16 * 16 + chunk - 1) // chunk, ctas_per_sm)
   k:launch { grid = grid, args = { src, dst, n } }
   return grid
 end
 
--- copy_check(variants, build, per_sm_list): compile each variant (PTX through ptxas),
--- then, where there is a GPU, copy fresh random bytes with it at each number of CTAs
--- per SM and compare exactly. Shared with pipeline_ring_copy.lua.
-local function copy_check(variants, build_fn, per_sm_list)
-  local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
+-- copy_example(name, variants, build, per_sm_list) -> the example (tilua.check) of
+-- ring copies: prepare() compiles each variant (PTX through ptxas); run{seed,
+-- grid, small} copies fresh random bytes with each variant (at each number of
+-- CTAs per SM of per_sm_list, or over `grid` CTAs) and compares them exactly.
+-- The size is never a multiple of the chunk nor of 16: 64 MiB + 12345 by
+-- default, 1 MiB + 12345 when small, 4 to 16 MiB with a varying tail for a grid.
+-- Shared with pipeline_ring_copy.lua.
+local function copy_example(name, variants, build_fn, per_sm_list)
   local kernels = {}
-  for i, v in ipairs(variants) do
-    local k = build_fn(v)
-    local ptx = k:compile()
-    print(("%s: PTX %d bytes, %d bytes of shared memory"):format(v.name, #ptx, k:lowered_op():attr("shared_bytes")))
-    tl.check_ptx(v.name, ptx)
-    kernels[i] = k
-  end
-
-  tl.device.require() -- without a GPU: "SKIP: no GPU" and exit
-
-  local n = 64 * 1024 * 1024 + 12345 -- many chunks; not a multiple of the chunk nor of 16
-  local src = tl.device.random(tl.u8, n, seed)
-  local dst <close> = tl.device.alloc(tl.u8, n)
-  local distinct, nd = {}, 0 -- the check is not fooled by constant data
-  for _, b in ipairs(src:to_table(1, 4096)) do
-    if not distinct[b] then distinct[b], nd = true, nd + 1 end
-  end
-  assert(nd > 64, "the random input is not random")
-  for i, k in ipairs(kernels) do
-    local v = variants[i]
-    for _, per_sm in ipairs(per_sm_list) do
-      dst:fill(0)
-      local grid = run(k, src, dst, n, per_sm, v.chunk)
-      tl.device.synchronize()
-      print(("%s: seed %d, %d bytes in %d chunks of %d, grid %d"):format(v.name, seed, n,
-        (n + v.chunk - 1) // v.chunk, v.chunk, grid))
-      local same, at = dst:equals(src)
-      if not same then
-        print(("%s: FAILED, first difference at byte %d"):format(v.name, at - 1))
-        os.exit(1)
-      end
-      print(("%s: OK, %d bytes copied exactly"):format(v.name, n))
+  local ex = { name = name, grids = function(sms) return check.grids(sms) end }
+  function ex.prepare()
+    for i, v in ipairs(variants) do
+      local k = build_fn(v)
+      check.compile(v.name, k)
+      kernels[i] = k
     end
   end
+  function ex.run(o)
+    local n = o.small and (1 << 20) + 12345 or o.grid and (4 + o.seed % 13) * (1 << 20) + 1 + o.seed % 4093
+              or 64 * 1024 * 1024 + 12345
+    local src <close> = tl.device.random(tl.u8, n, o.seed)
+    local dst <close> = tl.device.alloc(tl.u8, n)
+    local distinct, nd = {}, 0 -- the check is not fooled by constant data
+    for _, b in ipairs(src:to_table(1, 4096)) do
+      if not distinct[b] then distinct[b], nd = true, nd + 1 end
+    end
+    if nd <= 64 then return false, "the random input is not random" end
+    local done = {}
+    for i, k in ipairs(kernels) do
+      local v = variants[i]
+      for _, per_sm in ipairs(o.grid and { 0 } or per_sm_list) do
+        dst:fill(0)
+        local grid = launch(k, src, dst, n, per_sm, v.chunk, o.grid)
+        tl.device.synchronize()
+        local same, at = dst:equals(src)
+        local what = ("%s: seed %d, %d bytes in %d chunks of %d, grid %d"):format(v.name, o.seed, n,
+          (n + v.chunk - 1) // v.chunk, v.chunk, grid)
+        if not same then return false, ("%s: first difference at byte %d"):format(what, at - 1) end
+        done[#done + 1] = what
+      end
+    end
+    return true, table.concat(done, "; ") .. ": every byte copied exactly"
+  end
+  return ex
 end
 
-if ... == "--library" then return { build = build, run = run, copy_check = copy_check } end
-
--- the example: both consumer flavours, on fresh random bytes
-copy_check({
+local example = copy_example("ring_copy", {
   { stages = 4, chunk = 16384, consumer_warps = 4, name = "ring_copy" },
   { stages = 4, chunk = 16384, consumer_warps = 1, store = "bulk", inflight = 2, name = "ring_copy_bulk" },
 }, build, { 1 })
+example.build, example.launch, example.copy_example = build, launch, copy_example
+if ... == "--library" then return example end
+check.main(example)

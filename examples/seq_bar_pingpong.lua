@@ -15,7 +15,9 @@
 -- in order and that the final value equals the CPU's on the same random data.
 --
 --   tilua examples/seq_bar_pingpong.lua [--emit=ir|ptx] [--stage=NAME]
+--   loadfile("examples/seq_bar_pingpong.lua")("--library") -> the example (tilua.check)
 local tl = require "tilua"
+local check = require "tilua.check"
 
 local ROUNDS = 128
 
@@ -61,51 +63,49 @@ k:define(function(k, p)
   player(1, goB, goA, 0, p.b, function(v, x) return (v ~ x) * 7 + 1 end)
 end)
 
-local ptx = k:compile()
-print(("seq_bar_pingpong: PTX %d bytes"):format(#ptx))
-tl.check_ptx("seq_bar_pingpong", ptx)
+local function prepare() check.compile("seq_bar_pingpong", k) end
 
-tl.device.require() -- without a GPU: "SKIP: no GPU" and exit
+local i32 = check.i32
 
-local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
-local grid = tl.device.sm_count()
-local a = tl.device.random(tl.i32, grid * ROUNDS, seed)
-local b = tl.device.random(tl.i32, grid * ROUNDS, seed + 1)
-local log = tl.device.alloc(tl.i32, grid * 2 * ROUNDS)
-local counts = tl.device.alloc(tl.i32, grid)
-local out = tl.device.alloc(tl.i32, grid)
-log:fill(-1)
-counts:fill(0)
-out:fill(0)
-k:launch { grid = grid, args = { a, b, log, counts, out, ROUNDS } }
-tl.device.synchronize()
-print(("seq_bar_pingpong: seed %d, %d CTAs x %d rounds per warpgroup"):format(seed, grid, ROUNDS))
-
-local function i32(v) v = v & 0xFFFFFFFF return v >= 0x80000000 and v - 0x100000000 or v end
-local A, B, L, N, O = a:to_table(), b:to_table(), log:to_table(), counts:to_table(), out:to_table()
-local bad = 0
-for c = 0, grid - 1 do
-  local v, why = c, nil
-  for i = 0, ROUNDS - 1 do
-    v = i32(v * 31 + A[c * ROUNDS + i + 1])
-    v = i32((v ~ B[c * ROUNDS + i + 1]) * 7 + 1)
-  end
-  if N[c + 1] ~= 2 * ROUNDS then why = ("%d turns logged, expected %d"):format(N[c + 1], 2 * ROUNDS) end
-  for j = 0, 2 * ROUNDS - 1 do
-    local want = (j % 2) * 65536 + j // 2
-    if not why and L[c * 2 * ROUNDS + j + 1] ~= want then
-      why = ("turn %d was (group %d, round %d), expected (group %d, round %d)"):format(j,
-        L[c * 2 * ROUNDS + j + 1] >> 16, L[c * 2 * ROUNDS + j + 1] & 0xFFFF, j % 2, j // 2)
+-- run{seed, grid, small} -> ok, summary: grid CTAs (default one per SM, 2 when
+-- small), each ROUNDS rounds (16 when small).
+local function run(o)
+  local grid, rounds = o.grid or (o.small and 2 or tl.device.sm_count()), o.small and 16 or ROUNDS
+  local a <close> = tl.device.random(tl.i32, grid * rounds, o.seed)
+  local b <close> = tl.device.random(tl.i32, grid * rounds, o.seed + 1)
+  local log <close> = tl.device.alloc(tl.i32, grid * 2 * rounds)
+  local counts <close> = tl.device.alloc(tl.i32, grid)
+  local out <close> = tl.device.alloc(tl.i32, grid)
+  log:fill(-1)
+  counts:fill(0)
+  out:fill(0)
+  k:launch { grid = grid, args = { a, b, log, counts, out, rounds } }
+  tl.device.synchronize()
+  local A, B, L, N, O = a:to_table(), b:to_table(), log:to_table(), counts:to_table(), out:to_table()
+  local fail, failures = check.mismatches("seq_bar_pingpong")
+  for c = 0, grid - 1 do
+    local v, why = c, nil
+    for i = 0, rounds - 1 do
+      v = i32(v * 31 + A[c * rounds + i + 1])
+      v = i32((v ~ B[c * rounds + i + 1]) * 7 + 1)
     end
+    if N[c + 1] ~= 2 * rounds then why = ("%d turns logged, expected %d"):format(N[c + 1], 2 * rounds) end
+    for j = 0, 2 * rounds - 1 do
+      local want, got = (j % 2) * 65536 + j // 2, L[c * 2 * rounds + j + 1]
+      if not why and got ~= want then
+        why = ("turn %d was (group %d, round %d), expected (group %d, round %d)"):format(j, got >> 16, got & 0xFFFF,
+          j % 2, j // 2)
+      end
+    end
+    if not why and O[c + 1] ~= v then why = ("final value %d, the CPU says %d"):format(O[c + 1], v) end
+    if why then fail("CTA %d: %s", c, why) end
   end
-  if not why and O[c + 1] ~= v then why = ("final value %d, the CPU says %d"):format(O[c + 1], v) end
-  if why then
-    bad = bad + 1
-    if bad <= 5 then print(("seq_bar_pingpong: CTA %d: %s"):format(c, why)) end
-  end
+  local what = ("seed %d, %d CTAs x %d rounds per warpgroup"):format(o.seed, grid, rounds)
+  if failures() > 0 then return false, ("%s: %d CTAs wrong"):format(what, failures()) end
+  return true, what .. ": every CTA alternated A, B and matches the CPU"
 end
-if bad > 0 then
-  print(("seq_bar_pingpong: FAILED in %d of %d CTAs"):format(bad, grid))
-  os.exit(1)
-end
-print(("seq_bar_pingpong: OK, %d CTAs alternated A, B for %d rounds each and match the CPU"):format(grid, ROUNDS))
+
+local example = { name = "seq_bar_pingpong", prepare = prepare, run = run,
+                  grids = function(sms) return check.grids(sms) end }
+if ... == "--library" then return example end
+check.main(example)

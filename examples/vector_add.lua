@@ -4,16 +4,18 @@
 -- result against a CPU reference.
 --
 --   tilua examples/vector_add.lua [--stages] [--emit=ir|ptx] [--stage=NAME]
+--   loadfile("examples/vector_add.lua")("--library") -> the example (tilua.check)
 --
 -- Without a GPU it stops after the ptxas check with "SKIP: no GPU" (exit 0, or 77 under ctest).
 local tl = require "tilua"
+local check = require "tilua.check"
 
-local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 local N = 1000003 -- not a multiple of the block
 local BLOCK = 256
 local show_stages = false
 for _, a in ipairs(arg or {}) do show_stages = show_stages or a == "--stages" end
 tl.options.keep_stages = show_stages -- render each stage's IR only when it is shown
+local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
 
 -- {=== build and verify (k:define verifies the module)
 local add = tl.kernel("vector_add", {
@@ -40,31 +42,34 @@ end
 tl.check_ptx("vector_add", ptx)
 -- }===
 
-tl.device.require() -- without a GPU: "SKIP: no GPU" and exit
-
 -- {=== launch on fresh random data and check against the CPU
-print(("vector_add: seed %d, %d elements on %s"):format(seed, N, tl.device.info().name))
-local a, b = tl.device.random(tl.f32, N, seed), tl.device.random(tl.f32, N, seed + 1)
-local c <close> = tl.device.alloc(tl.f32, N)
-c:fill(0)
-add:launch { grid = (N + BLOCK - 1) // BLOCK, args = { a, b, c, N } }
-tl.device.synchronize()
-
-local ha, hb, hc = a:to_table(), b:to_table(), c:to_table()
-local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
-local bad, nonzero = 0, 0
-for i = 1, N do
-  local want = f32(ha[i] + hb[i])
-  if hc[i] ~= want then
-    bad = bad + 1
-    if bad <= 5 then print(("  c[%d] = %.9g, expected %.9g"):format(i - 1, hc[i], want)) end
+-- run{seed, grid, small} -> ok, summary: n = grid * BLOCK - 37 elements for a
+-- given grid (never a multiple of the block), else 4099 (small) or N.
+local function run(o)
+  local n = o.grid and o.grid * BLOCK - 37 or o.small and 4099 or N
+  local a <close> = tl.device.random(tl.f32, n, o.seed)
+  local b <close> = tl.device.random(tl.f32, n, o.seed + 1)
+  local c <close> = tl.device.alloc(tl.f32, n)
+  c:fill(0)
+  local grid = (n + BLOCK - 1) // BLOCK
+  add:launch { grid = grid, args = { a, b, c, n } }
+  tl.device.synchronize()
+  local ha, hb, hc = a:to_table(), b:to_table(), c:to_table()
+  local fail, failures = check.mismatches("vector_add")
+  local nonzero = 0
+  for i = 1, n do
+    local want = f32(ha[i] + hb[i])
+    if hc[i] ~= want then fail("c[%d] = %.9g, expected %.9g", i - 1, hc[i], want) end
+    if ha[i] ~= 0 then nonzero = nonzero + 1 end
   end
-  if ha[i] ~= 0 then nonzero = nonzero + 1 end
+  if nonzero <= n // 2 then return false, "the random input is mostly zeros" end
+  local what = ("seed %d, %d elements, grid %d on %s"):format(o.seed, n, grid, tl.device.info().name)
+  if failures() > 0 then return false, ("%s: %d elements differ"):format(what, failures()) end
+  return true, what .. ": every element matches the CPU reference"
 end
-assert(nonzero > N // 2, "the random input is mostly zeros")
-if bad > 0 then
-  print(("vector_add: FAILED, %d of %d elements differ"):format(bad, N))
-  os.exit(1)
-end
-print(("vector_add: OK, %d elements match the CPU reference"):format(N))
 -- }===
+
+local example = { name = "vector_add", prepare = function() end, run = run,
+                  grids = function(sms) return check.grids(sms) end }
+if ... == "--library" then return example end
+check.main(example)

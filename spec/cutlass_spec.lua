@@ -246,19 +246,19 @@ module {
     assert.truthy(m:verify())
     assert.falsy(m:print():find("arrive_count", 1, true))
     tl.compile(m, "convert-cutlass-to-nvvm")
-    -- full barriers: 1 producer; empty barriers: the 3 warps of consumer mask 0b1110 (cooperative)
+    -- full barriers: 1 producer; empty barriers: the 96 threads of consumer mask 0b1110 (cooperative: every thread arrives)
     local counts = {}
     for c in m:print():gmatch "tile%.mbarrier_init %%%d+, (%%%d+)" do counts[#counts + 1] = c end
     assert.equal(4, #counts)
     local text = m:print()
     local function value(name) return text:match(name:gsub("%%", "%%%%") .. " = arith%.constant {value = (%d+) : i32}") end
-    assert.same({ "1", "3", "1", "3" }, { value(counts[1]), value(counts[2]), value(counts[3]), value(counts[4]) })
+    assert.same({ "1", "96", "1", "96" }, { value(counts[1]), value(counts[2]), value(counts[3]), value(counts[4]) })
   end)
   it("must agree with an explicit arrive_count", function()
     local m = assert(tl.parse((src:gsub("EXTRA", ", arrive_count = [1, 4]")), { file = "cutlass_spec" }))
     local ok, err = m:verify()
     assert.falsy(ok)
-    assert.matches("arrive_count does not match the derived %[1, 3%] %(full, empty%)", err)
+    assert.matches("arrive_count does not match the derived %[1, 96%] %(full, empty%)", err)
   end)
 end)
 

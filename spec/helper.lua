@@ -39,6 +39,28 @@ function H.run(argv, input)
   return so, se, ok and 0 or code
 end
 
+-- H.line_of(path, mark) -> the number of the first line of path that holds mark.
+function H.line_of(path, mark)
+  local n = 0
+  for l in io.lines(path) do
+    n = n + 1
+    if l:find(mark, 1, true) then return n end
+  end
+  error(("no line of %s holds %q"):format(path, mark))
+end
+
+-- H.tilua_env(env, args [, seconds]) -> stdout, stderr, exit code, seconds taken: the
+-- tilua program with the variables of env set, killed after `seconds` (default 60).
+function H.tilua_env(env, args, seconds)
+  local argv = { "env" }
+  for k, v in pairs(env) do argv[#argv + 1] = k .. "=" .. v end
+  for _, a in ipairs { "timeout", "-k", "5", tostring(seconds or 60), H.tilua } do argv[#argv + 1] = a end
+  for _, a in ipairs(args) do argv[#argv + 1] = a end
+  local t0 = os.time()
+  local out, err, code = H.run(argv)
+  return out, err, code, os.time() - t0
+end
+
 -- The tilua program with arguments.
 function H.tilua_run(args, input)
   local argv = { H.tilua }

@@ -64,7 +64,7 @@ describe("convert-cutlass-to-nvvm: pipelines", function()
     seq(ir, { "tile.alloc_shared {align = 8, count = 32} : ptr<i64, shared>", "arith.cmpi", "scf.if", "tile.mbarrier_init", "tile.mbarrier_init", "tile.mbarrier_init",
               "tile.mbarrier_init", "tile.fence_mbarrier_init", "tile.barrier" })
     assert.equal(4, count(ir, "tile.mbarrier_init"))
-    has(ir, "value = 4 : i32") -- the empty barrier counts the 4 consumer warps (cooperative)
+    has(ir, "value = 128 : i32") -- the empty barrier counts the 128 consumer threads (cooperative)
     lacks(ir, "cutlass.")
   end)
 
@@ -170,20 +170,29 @@ describe("convert-cutlass-to-nvvm: pipelines", function()
     has(ir, "value = 128 : i32") -- the 4 warps of the participant
   end)
 
-  it("releases once per consumer warp (cooperative) or once per participant after a sync (warp_specialized)", function()
-    local function rel(mode)
-      local k = pipe_kernel("release_" .. mode, { mode = mode }, function() end, function(pipe)
+  -- Every consumer thread releases its own reads (cooperative); a participant's warps meet at a
+  -- named barrier before its one arrival (warp_specialized), also when it is one warp: bar.sync
+  -- orders the lanes' reads before the leader's release, bar.warp.sync does not (docs/testing.md).
+  it("releases from every consumer thread (cooperative) or once per participant after a named barrier", function()
+    local function rel(mode, warps, elect)
+      local k = pipe_kernel("release_" .. mode, { mode = mode, consumer_warps = warps }, function() end, function(pipe)
         local st = pipe:consumer_start()
-        pipe:consumer_release(st)
+        if elect then tl.elect_one(function() pipe:consumer_release(st) end) else pipe:consumer_release(st) end
       end)
       local _, ir = lower(k)
       return ir
     end
-    local coop, ws = rel("cooperative"), rel("warp_specialized")
-    seq(coop, { 'nvvm.inline_ptx {ptx = "bar.warp.sync -1;"}', "tile.elect", "scf.if", "tile.mbarrier_arrive" })
+    local coop, ws, ws1 = rel("cooperative"), rel("warp_specialized"), rel("warp_specialized", 1)
+    has(coop, "value = 128 : i32") -- 4 warps of arrivals from every thread
+    lacks(coop, "tile.elect")
     lacks(coop, "tile.named_barrier_sync")
     seq(ws, { "tile.named_barrier_sync", "arith.cmpi", "tile.elect", "arith.andi", "scf.if", "tile.mbarrier_arrive" })
-    lacks(ws, "bar.warp.sync")
+    seq(ws1, { "value = 32 : i32", "tile.named_barrier_sync", "tile.elect", "scf.if", "tile.mbarrier_arrive" })
+    for _, ir in ipairs { coop, ws, ws1 } do lacks(ir, "bar.warp.sync") end
+    -- under an elect the one thread arrives for its warp: count 32
+    local e = rel("cooperative", 4, true)
+    seq(e, { "tile.elect", "value = 32 : i32", "tile.mbarrier_arrive %" })
+    assert.truthy(e:find("tile%.mbarrier_arrive %%%d+, %%%d+"), "an arrive with a count")
   end)
 
   it("probes with test_wait, skips a wait when the try token is true, and gives the full barrier's address", function()
@@ -273,6 +282,44 @@ describe("convert-cutlass-to-nvvm: seq_bar and async tokens", function()
     seq(ir, { "nvvm.mbarrier.try_wait.parity.shared", "tile.mbarrier_arrive", "arith.select", "arith.xori",
               "nvvm.mbarrier.try_wait.parity.shared" })
     has(ir, "value = 65538 : i32") -- the start cursor: index 2 | phase 1 << 16
+  end)
+
+  -- Seed 002: "sequence-barrier arrive advances index and flips phase on wraparound" holds by
+  -- construction of the lowering (seq_advance); this runs the lowered cursor arithmetic and
+  -- fails if it ever stops flipping the phase on wrap.
+  it("flips the cursor's phase exactly when an arrive wraps the index (run on the lowered IR)", function()
+    local D, BASE, N = 3, 4, 10
+    local k = build("seq_run", {}, function(k)
+      local bar = k:seq_bar { depth = D, arrive_count = 64, barrier_id_base = BASE }
+      k:async_exec("g", { first_warp = 0, warps = 2 }, function()
+        local st = bar:state { index = 2, phase = 1 }
+        tl.cutlass.for_range(0, N, { st }, function()
+          bar:wait(st)
+          bar:arrive(st)
+        end)
+      end)
+    end, { block = 64 })
+    local m = lower(k, "")
+    local POOL, waits = 1 << 32, {}
+    local eval = interp.memory()
+    interp.run(kernel_of(m), {}, { eval = function(op, ins, env)
+      local n = op:name()
+      if n == "tile.thread_id" or n == "tile.warp_id" then return { 0 } end
+      if n == "tile.alloc_shared" then return { POOL } end
+      if n == "nvvm.mbarrier.try_wait.parity.shared" then
+        waits[#waits + 1] = { (ins[1] - POOL) // 8 - BASE, ins[2] }
+        return { 1 }
+      end
+      if n:match "^tile%.mbarrier" or n:match "^tile%.fence" or n == "tile.barrier" then return {} end
+      return eval(op, ins, env)
+    end })
+    local want, index, phase = {}, 2, 1 -- the reference: advance the index, flip the phase on wrap
+    for i = 1, N do
+      want[i] = { index, phase }
+      index = index + 1
+      if index == D then index, phase = 0, phase ~ 1 end
+    end
+    assert.same(want, waits)
   end)
 
   it("lowers the async family: spins, bulk and wgmma commit + wait, nothing for none; bridges go", function()
@@ -720,11 +767,6 @@ local function simulate(kop, o)
     ["tile.barrier"] = function() sync("cta", block) return {} end,
     ["tile.named_barrier_sync"] = function(_, ins) sync("named" .. ins[1], ins[2]) return {} end,
     ["tile.mapa"] = function(_, ins) return { ins[1] } end,
-    ["nvvm.inline_ptx"] = function(op) -- bar.warp.sync: the 32 lanes of the warp meet
-      assert(op:attr("ptx") == "bar.warp.sync -1;", op:attr("ptx"))
-      sync("warp" .. cur.tid // 32, 32)
-      return {}
-    end,
   }
   for _, n in ipairs { "tile.fence_mbarrier_init", "tile.fence", "tile.fence_proxy_async", "tile.bulk_commit", "tile.bulk_wait", "nvvm.nanosleep" } do
     E[n] = function() maybe_yield() return {} end

@@ -298,6 +298,7 @@ describe("the PTX emitter", function()
       return build("det", { { "g", P(tl.f32) } }, function(k, p)
         local s = k:shared(tl.f32, 32)
         tl.for_range(0, 4, function(i) (s + i):store(p.g:load()) end)
+        tl.barrier() -- every thread stored s[0]: the barrier orders those stores before the loads
         p.g:store(s:load())
       end)
     end

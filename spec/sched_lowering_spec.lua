@@ -669,6 +669,27 @@ describe("the lowered module", function()
     end
   end)
 
+  -- Seed 000: "StreamK fixup uses release/acquire-style ordering around partials". It holds by
+  -- construction (publish = store, then arrive; wait, then add); this fails if either lowering
+  -- ever reorders it.
+  it("publishes a partial before it releases, and acquires before it reads it (seed 000's fixup order)", function()
+    for _, red in ipairs { "deterministic", "nondeterministic" } do
+      local k = all_ops_kernel(red, true)
+      tl.compile(k, UPTO)
+      local ir = k.module:print()
+      assert.truthy(ir:find("cutlass%.block_striped%.store[^\n]*\n%s*cutlass%.generic_barrier%.arrive_inc"),
+        red .. ": the partial's store right before the release")
+      H.seq(ir, { "cutlass.generic_barrier.wait_eq_reset", "cutlass.block_striped.load_add" })
+      if red == "deterministic" then H.seq(ir, { "cutlass.generic_barrier.wait_eq ", "cutlass.block_striped.load_add" }) end
+      tl.compile(k, "convert-cutlass-to-nvvm")
+      ir = k.module:print()
+      -- release: every thread's stores, the executors' barrier, then one thread's fence and add
+      H.seq(ir, { "tile.store", "tile.barrier", 'tile.fence {scope = "gpu"}', '{kind = "add", scope = "gpu"}' })
+      -- acquire: the spin, its fence, the executors' barrier, then the loads of the slot
+      H.seq(ir, { "tile.atomic_cas", 'tile.fence {scope = "gpu"}', "tile.barrier", "tile.load" })
+    end
+  end)
+
   it("passes work tiles into switch_by_executor cases as their fields", function()
     local c = { kind = "sp", m = 5, n = 4, l = 1, k = 3, cm = 1, cn = 1, swizzle = 2, order = "along_m", tpr = 2,
                 workers = 3 }

@@ -137,13 +137,13 @@ describe("tl.sched.persistent", function()
   end)
 
   it("folds Lua integers with the reference's own arithmetic (core.sched_stage)", function()
-    for _, c in ipairs { { m = 13, n = 7, sw = 3, cl = 2, cm = true }, { m = 5, n = 9, sw = 8, cl = 1, cm = false } } do
+    for _, c in ipairs { { m = 13, n = 7, sw = 3, cl = 2, cm = true }, { m = 5, n = 9, sw = 8, cl = 1, cm = false }, { m = 4, n = 3, sw = 40, cl = 1, cm = true } } do
       local plan = core.sched_plan { kind = "static_persistent", tiles_m = c.m, tiles_n = c.n, cluster_m = c.cl,
         swizzle = c.sw, column_major = c.cm, workers = 3 }
       local r = core.sched_stage("raster", nil, c.m, c.n, 1, c.cl, 1, c.sw, c.cm)
       assert.equal(plan:info().tiles, r.total)
       for t = 0, r.total + 3 do
-        local m, n = core.sched_stage("unpack", nil, r, t)
+        local m, n = core.sched_stage("tl_coord", nil, r, c.sw, t)
         local rm, rn = plan:tl_coord(t)
         assert.same({ rm, rn }, { m, n })
         assert.equal(t < r.total, core.sched_stage("valid", nil, r, t))
@@ -161,6 +161,76 @@ describe("tl.sched.persistent", function()
       assert.is_false(ok)
       assert.matches("not a 32%-bit unsigned integer", err)
     end)
+  end)
+
+  -- Seed 003's stateless loop: for w < waves: (m, n) = coord(workers * w + worker), kept when
+  -- in bounds. Past the end TileLang decodes out of range (no wrap into a batch), so the
+  -- loop must yield exactly the stateful schedule of that worker.
+  local function random_case(i)
+    local m, n = math.random(1, 30), math.random(1, 30)
+    return { m = m, n = n, workers = math.random(1, i % 4 == 0 and 200 or 40), sw = math.random(1, i % 3 == 0 and 40 or 8),
+             cl = math.random(1, 4), cm = math.random(2) == 1 }
+  end
+  local function stateless(c, coord, worker, grid_m)
+    local total = grid_m * c.n
+    local got = {}
+    for w = 0, (total + c.workers - 1) // c.workers - 1 do
+      local m, n = coord(c.workers * w + worker)
+      if m < grid_m and n < c.n then got[#got + 1] = m * 1000 + n end
+    end
+    return got
+  end
+  local function planned(c, worker)
+    local plan = core.sched_plan { kind = "static_persistent", tiles_m = c.m, tiles_n = c.n, cluster_m = c.cl,
+      swizzle = c.sw, column_major = c.cm, workers = c.workers }
+    local want = {}
+    for i, tile in ipairs(plan:persistent(worker)) do want[i] = tile.m * 1000 + tile.n end
+    return plan, want
+  end
+
+  it("stateless loop == stateful schedule past the end (3000 random cases, bindings)", function()
+    math.randomseed(11)
+    local plan = core.sched_plan { kind = "static_persistent", tiles_m = 4, tiles_n = 3, workers = 5 }
+    assert.same({ 1, 3 }, { plan:tl_coord(13) }) -- seed 003's example: out of range, not (1, 0)
+    for i = 1, 3000 do
+      local c = random_case(i)
+      local grid_m = (c.m + c.cl - 1) // c.cl
+      local worker = math.random(0, c.workers - 1)
+      local p, want = planned(c, worker)
+      assert.same(want, stateless(c, function(id) return p:tl_coord(id) end, worker, grid_m),
+        ("case %d: m=%d n=%d workers=%d swizzle=%d cluster=%d column_major=%s worker %d"):format(i, c.m, c.n,
+          c.workers, c.sw, c.cl, tostring(c.cm), worker))
+    end
+  end)
+
+  it("stateless loop == stateful schedule past the end (stdlib IR, random cases)", function()
+    math.randomseed(12)
+    for i = 1, 120 do
+      local c = random_case(i)
+      local grid_m = (c.m + c.cl - 1) // c.cl
+      local waves = (grid_m * c.n + c.workers - 1) // c.workers
+      local k, keep = tl_kernel(c, function(worker, keep)
+        local s = tl.sched.persistent { m_tiles = c.m, n_tiles = c.n, workers = c.workers, swizzle = c.sw,
+                                        cluster = c.cl, column_major = c.cm }
+        tl.for_range(tl.const(0, tl.i32), waves, function(w) -- the stateless loop
+          local m, n = s:coord(tl.const(c.workers, tl.i32) * w + worker)
+          tl.if_(m:ult(grid_m) & n:ult(c.n), function() keep.less = m * 1000 + n end)
+        end)
+        s:init(worker)
+        s:loop(function(s) keep.full = s.m_idx * 1000 + s.n_idx end)
+      end)
+      local worker = math.random(0, c.workers - 1)
+      local less, full = {}, {}
+      interp.run(k.op, { worker }, { on_op = function(op, _, outs)
+        if op == keep.less:def() then less[#less + 1] = outs[1] end
+        if op == keep.full:def() then full[#full + 1] = outs[1] end
+      end })
+      local _, want = planned(c, worker)
+      local what = ("case %d: m=%d n=%d workers=%d swizzle=%d cluster=%d column_major=%s worker %d"):format(i, c.m,
+        c.n, c.workers, c.sw, c.cl, tostring(c.cm), worker)
+      assert.same(want, less, what)
+      assert.same(want, full, what)
+    end
   end)
 
   it("refuses state calls on the stateless form", function()

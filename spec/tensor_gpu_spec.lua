@@ -102,6 +102,8 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 512, n = 512, k = 4096, schedule = "streamk" },             -- split tiles and the fixup
     { m = 256, n = 256, k = 256, alpha = 0.5, beta = 2, bias = true, activation = "relu" },
     { m = 640, n = 768, k = 512, cluster = 2 },                        -- B multicast to a cluster of 2
+    { m = 576, n = 512, k = 384, consumers = "pingpong" },            -- alternating warpgroups, odd tile count
+    { m = 512, n = 384, k = 320, consumers = "pingpong", bn = 128, stages = 4, a_major = "m", b_major = "n" },
     { m = 1024, n = 256, k = 2048, bn = 128, schedule = "streamk" },
     { m = 512, n = 512, k = 8192, schedule = "splitk" },
     { m = 256, n = 384, k = 512, dtype = "f16", out = "f16", bn = 128 },

@@ -201,6 +201,9 @@ describe("the GEMM generator (stdlib/gemm.lua)", function()
     { m = 512, n = 512, k = 512, bias = true, beta = 0.5, activation = "relu", alpha = 2 },
     { m = 512, n = 384, k = 512, bn = 128, stages = 5, schedule = "data_parallel" },
     { m = 256, n = 256, k = 64, dtype = "f16", out = "f16" },
+    { m = 512, n = 512, k = 512, consumers = "pingpong" },
+    { m = 1024, n = 1024, k = 16384, schedule = "splitk", bn = 128 },
+    { m = 640, n = 768, k = 512, cluster = 2 },
   }
   for _, o in ipairs(configs) do
     it(("compiles %dx%dx%d %s to PTX that keeps every accumulator in registers"):format(o.m, o.n, o.k, o.dtype or "bf16"), function()

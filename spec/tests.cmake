@@ -11,6 +11,11 @@ set(TILUA_TEST_ENV
   "TILUA_PTXAS=${PTXAS_EXECUTABLE}"
   "LUA_EXECUTABLE=${LUA_EXECUTABLE}"
   "TILUA_NO_GPU_EXIT=77")
+# A stand-in CUDA driver (spec/c/fake_cuda.c): the specs run the hang and
+# kernel-failure paths of the runtime through it (TILUA_LIBCUDA) without a GPU.
+add_library(fakecuda MODULE spec/c/fake_cuda.c)
+target_include_directories(fakecuda PRIVATE ${CMAKE_SOURCE_DIR}/src)
+list(APPEND TILUA_TEST_ENV "TILUA_FAKE_CUDA=$<TARGET_FILE:fakecuda>")
 if(TILUA_SANITIZE)
   list(APPEND TILUA_TEST_ENV "TILUA_SANITIZE=1"
     "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0"
@@ -111,7 +116,8 @@ endforeach()
 
 # {=== pipeline: the examples of convert-cutlass-to-nvvm run their GPU parts on the
 # GPU machine (tools/gpu test); elsewhere they compile, pass ptxas and report skipped.
-foreach(t example.pipeline_ring_copy example.seq_bar_pingpong example.splitk_block_striped example.mods_probes)
+foreach(t example.pipeline_ring_copy example.seq_bar_pingpong example.splitk_block_striped example.mods_probes
+          example.gemm)
   if(TEST ${t})
     set_property(TEST ${t} APPEND PROPERTY LABELS gpu)
   endif()

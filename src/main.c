@@ -37,6 +37,8 @@ static const char usage_text[] =
     "  --emit=ir|ptx  the script's first compile (k:compile, tl.compile) prints the final\n"
     "                 IR or the PTX and exits 0 without launching (also after the script)\n"
     "  --stage=NAME   likewise, printing the IR after pass NAME (or 'input', or a number)\n"
+    "  --debug-hangs  compile kernels so that an mbarrier wait gives up after 1 s and\n"
+    "                 says which barrier, phase and warp; barrier waits are recorded\n"
     "  --help    show this help\n"
     "  --        stop handling options\n"
     "  -         run stdin as a script and stop handling options\n"
@@ -252,18 +254,25 @@ static int run_module_function(lua_State *L, const char *module, const char *fn,
 #define has_E 16
 #define has_help 32
 
-/* --emit=... and --stage=...: options of the scripts' compile calls (tl.options). */
-static int is_tl_option(const char *a) { return strncmp(a, "--emit=", 7) == 0 || strncmp(a, "--stage=", 8) == 0; }
+/* --emit=..., --stage=... and --debug-hangs: options of the scripts' compile
+** calls (tl.options). */
+static int is_tl_option(const char *a) {
+  return strncmp(a, "--emit=", 7) == 0 || strncmp(a, "--stage=", 8) == 0 ||
+         strcmp(a, "--debug-hangs") == 0;
+}
 
-/* Copy the host's --emit / --stage (before the script) into require("tilua").options. */
+/* Copy the host's --emit / --stage / --debug-hangs (before the script) into
+** require("tilua").options. */
 static void set_tl_options(lua_State *L, char **argv, int script) {
   int top = lua_gettop(L);
   for (int i = 1; i < script && argv[i] != NULL; i++) {
     if (!is_tl_option(argv[i])) continue;
     lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
     if (lua_getfield(L, -1, "tilua") == LUA_TTABLE && lua_getfield(L, -1, "options") == LUA_TTABLE) {
-      lua_pushstring(L, strchr(argv[i], '=') + 1);
-      lua_setfield(L, -2, argv[i][2] == 'e' ? "emit" : "stage");
+      const char *eq = strchr(argv[i], '=');
+      if (eq) lua_pushstring(L, eq + 1);
+      else lua_pushboolean(L, 1);
+      lua_setfield(L, -2, argv[i][2] == 'e' ? "emit" : argv[i][2] == 's' ? "stage" : "debug_hangs");
     }
     lua_settop(L, top);
   }

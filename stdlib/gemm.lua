@@ -28,7 +28,6 @@
 -- loads read zeros, stores are clipped). Column-major operands (a_major = "m",
 -- b_major = "n") use MN-major descriptors (16-bit types only).
 local M = {}
-local BM = 128 -- rows of a CTA tile: two consumer warpgroups of 64
 
 function M.attach(tl)
   local raise = tl.raise
@@ -58,7 +57,8 @@ function M.attach(tl)
     c.kstep = c.fp8 and 32 or 16
     c.bn = c.bn or 256
     if c.bn % 64 ~= 0 or c.bn < 64 or c.bn > 256 then raise("gemm.build: bn must be 64, 128, 192 or 256") end
-    c.stages = c.stages or (c.bn == 256 and 3 or 4)
+    c.consumers = c.consumers or "cooperative"
+    c.stages = c.stages or (c.consumers == "pingpong" and 2 or c.bn == 256 and 3 or 4)
     c.a_major, c.b_major = c.a_major or "k", c.b_major or "k"
     if c.fp8 and (c.a_major ~= "k" or c.b_major ~= "k") then raise("gemm.build: fp8 operands must be K-major (wgmma cannot transpose them)") end
     c.cluster = c.cluster or 1 -- CTAs along M that share (multicast) the B tile
@@ -83,7 +83,14 @@ function M.attach(tl)
     aligned("D", c.n, 2)
     aligned("A", c.a_major == "k" and c.k or c.m, c.ebytes)
     aligned("B", c.b_major == "k" and c.k or c.n, c.ebytes)
-    c.tm, c.tn, c.kt = (c.m + BM - 1) // BM, (c.n + c.bn - 1) // c.bn, (c.k + c.bk - 1) // c.bk
+    if c.consumers ~= "cooperative" and c.consumers ~= "pingpong" then
+      raise(("gemm.build: consumers must be cooperative or pingpong, got %s"):format(tostring(c.consumers)))
+    end
+    if c.consumers == "pingpong" and (c.cluster > 1 or c.schedule == "streamk") then
+      raise("gemm.build: ping-pong consumers need a persistent or data-parallel schedule without a cluster")
+    end
+    c.bm = c.consumers == "pingpong" and 64 or 128 -- rows of a tile: a warpgroup's, or both's
+    c.tm, c.tn, c.kt = (c.m + c.bm - 1) // c.bm, (c.n + c.bn - 1) // c.bn, (c.k + c.bk - 1) // c.bk
     c.tiles = c.tm * c.tn
     c.ctiles = (c.tm + c.cluster - 1) // c.cluster * c.tn -- cluster tiles
     c.name = c.name or ("gemm_%s_%dx%dx%d"):format(c.dtype, c.m, c.n, c.k)
@@ -92,7 +99,7 @@ function M.attach(tl)
 
   -- Tensor-map boxes (outermost first) of the operands as stored.
   local function boxes(c)
-    local a = c.a_major == "k" and { BM, c.bk } or { c.bk, 64 }  -- M-major: two 64-wide boxes per stage
+    local a = c.a_major == "k" and { c.bm, c.bk } or { c.bk, 64 } -- M-major: bm / 64 boxes per stage
     local b = c.b_major == "k" and { c.bn // c.cluster, c.bk } or { c.bk, 64 } -- N-major: bn / 64 boxes per stage
     return a, b, { 64, 64 }
   end
@@ -111,19 +118,32 @@ function M.attach(tl)
     if c.beta and c.beta ~= 0 then params[#params + 1] = { "C", tl.ptr(eout) } end
     if c.bias then params[#params + 1] = { "bias", tl.ptr(tl.f32) } end
     if c.schedule == "streamk" then params[#params + 1] = { "ws", tl.ptr(tl.i32) } end
-    local CL = c.cluster
+    local CL, PP = c.cluster, c.consumers == "pingpong"
+    local TM, BN, BK, S = c.bm, c.bn, c.bk, c.stages
     local k = tl.kernel(c.name, { params = params, block = 384, cluster = CL > 1 and { CL, 1, 1 } or nil })
-    local A_BYTES, B_BYTES = BM * c.bk * c.ebytes, c.bn * c.bk * c.ebytes
-    local BN, BK, S = c.bn, c.bk, c.stages
+    local A_BYTES, B_BYTES = TM * BK * c.ebytes, BN * BK * c.ebytes
+    -- consumer groups: cooperative, one (both warpgroups share every tile, 64
+    -- rows each); ping-pong, two (warpgroup g takes every other tile, with a
+    -- pipeline of its own, their mainloops ordered by two seq_bars)
+    local NG = PP and 2 or 1
 
     k:define(function(k, p)
-      local sA = k:shared(ein, { S, BM, BK }, { align = 1024, swizzle = 128 })
-      local sB = k:shared(ein, { S, BN, BK }, { align = 1024, swizzle = 128 })
+      local sA, sB, pipes = {}, {}, {}
+      for g = 1, NG do
+        sA[g] = k:shared(ein, { S, TM, BK }, { align = 1024, swizzle = 128 })
+        sB[g] = k:shared(ein, { S, BN, BK }, { align = 1024, swizzle = 128 })
+      end
       local sD = k:shared(eout, { 2, BN // 64, 64, 64 }, { align = 1024, swizzle = 128 })
-      -- with a cluster, each CTA's producer writes both CTAs' B stages: every
-      -- stage is released to the producers of the whole cluster (mode "cluster")
-      local pipe = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = { { 4, 8 } },
+      for g = 1, NG do
+        -- with a cluster, each CTA's producer writes both CTAs' B stages: every
+        -- stage is released to the producers of the whole cluster (mode "cluster"),
+        -- one participant per warpgroup, so that each warpgroup releases its reads on
+        -- its own instead of both meeting at a barrier every k block
+        local consumers = PP and { { 4 * g, 4 } } or CL > 1 and { { 4, 4 }, { 8, 4 } } or { { 4, 8 } }
+        pipes[g] = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers,
                                 transaction_bytes = A_BYTES + B_BYTES, mode = CL > 1 and "cluster" or "cooperative" }
+      end
+      local go = PP and { k:seq_bar { depth = 1, arrive_count = 128 }, k:seq_bar { depth = 1, arrive_count = 128 } }
       local rank = CL > 1 and tl.cluster_rank() or tl.const(0, tl.i32)
       local function scheduler()
         local o = { tiles = { c.tm, c.tn, 1, c.kt }, swizzle = c.swizzle or 8, raster_order = c.raster,
@@ -131,109 +151,147 @@ function M.attach(tl)
         if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
         o.workers = c.grid // CL
         if c.schedule == "streamk" then
-          o.workspace, o.accumulator_tile_bytes, o.reduction = p.ws, BM * BN * 4, "deterministic"
+          o.workspace, o.accumulator_tile_bytes, o.reduction = p.ws, TM * BN * 4, "deterministic"
           o.decomposition, o.splits = c.decomposition, c.splits
           return tl.sched.streamk(o)
         end
         return tl.sched.static_persistent(o)
       end
 
-      -- One loop over the CTA's work tiles carrying `cursors` (tables with .value);
-      -- body(work) runs for each valid tile.
-      local function tiles(sched, cursors, body)
-        local work = sched:work(CL > 1 and tl.cluster_id() or tl.block_id()) -- workers are clusters
-        local inits = { work.value }
-        for _, cur in ipairs(cursors) do inits[#inits + 1] = cur.value end
-        local res = table.pack(tl.while_(inits, function(w, ...)
+      -- The CTA's work tiles in order, carrying `cursors` (tables with .value):
+      -- tile j goes to bodies[j % #bodies + 1] (a body may be false: nothing to do).
+      local function tiles(cursors, bodies)
+        local work = scheduler():work(CL > 1 and tl.cluster_id() or tl.block_id()) -- workers are clusters
+        local function values()
+          local v = { work.value }
+          for _, cur in ipairs(cursors) do v[#v + 1] = cur.value end
+          return table.unpack(v)
+        end
+        local function assign(...)
+          local v = { ... }
+          work.value = v[1]
+          for i, cur in ipairs(cursors) do cur.value = v[i + 1] end
+        end
+        local function visit(body)
+          if body then body(work) end
+          work:advance()
+        end
+        assign(tl.while_({ values() }, function(w, ...)
           work.value = w
           return work:is_valid(), w, ...
-        end, function(w, ...)
-          local vals = { ... }
-          work.value = w
-          for i, cur in ipairs(cursors) do cur.value = vals[i] end
-          body(work)
-          work:advance()
-          local outs = { work.value }
-          for _, cur in ipairs(cursors) do outs[#outs + 1] = cur.value end
-          return table.unpack(outs)
+        end, function(...)
+          assign(...)
+          visit(bodies[1])
+          for b = 2, #bodies do
+            local before = table.pack(values())
+            assign(tl.if_(work:is_valid(), function()
+              visit(bodies[b])
+              return values()
+            end, function()
+              assign(table.unpack(before, 1, before.n)) -- the values from before the then-branch
+              return table.unpack(before, 1, before.n)
+            end))
+          end
+          return values()
         end))
-        for i, cur in ipairs(cursors) do cur.value = res[i + 1] end
       end
 
-      -- {=== the producer warpgroup: TMA loads into the pipeline's stages
+      -- {=== the producer warpgroup: TMA loads into the pipelines' stages
       k:agent("producer", { warps = 4 }, function()
         tl.setmaxnreg(40, "dec")
         k:async_exec("producer", { first_warp = 0, warps = 1 }, function()
-          local st = pipe:producer_start()
+          local sts = {}
+          for g = 1, NG do sts[g] = pipes[g]:producer_start() end
           tl.elect_one(function()
-            tiles(scheduler(), { st }, function(work)
-              local m0, n0 = (work:m() * CL + rank) * BM, work:n() * BN
-              local kb0, kbn = M.k_range(tl, c, work)
-              tl.cutlass.for_range(kb0, kb0 + kbn, { st }, function(kb)
-                local k0 = kb * BK
-                pipe:producer_acquire(st)
-                local full, s = pipe:full_barrier(st), st:index()
-                if c.a_major == "k" then
-                  tl.tma_load(sA:ptr(s), p.A, full, { m0, k0 })
-                else
-                  for h = 0, 1 do tl.tma_load(sA:ptr(s, h * 64), p.A, full, { k0, m0 + h * 64 }) end
-                end
-                if CL > 1 then -- this CTA's share of B, to every CTA of the cluster
-                  local h = rank * (BN // CL)
-                  tl.tma_load(sB:ptr(s, h), p.B, full, { n0 + h, k0 }, { multicast = (1 << CL) - 1 })
-                elseif c.b_major == "k" then
-                  tl.tma_load(sB:ptr(s), p.B, full, { n0, k0 })
-                else
-                  for h = 0, BN // 64 - 1 do tl.tma_load(sB:ptr(s, h * 64), p.B, full, { k0, n0 + h * 64 }) end
-                end
-                pipe:producer_commit(st)
-                st:advance()
-              end)
-            end)
-            pipe:producer_tail(st)
+            -- the first TMA of each operand need not wait for its map to be fetched
+            tl.tensor_map_prefetch(p.A)
+            tl.tensor_map_prefetch(p.B)
+            local function load(g)
+              local pipe, st = pipes[g], sts[g]
+              return function(work)
+                local m0, n0 = (work:m() * CL + rank) * TM, work:n() * BN
+                local kb0, kbn = M.k_range(tl, c, work)
+                tl.cutlass.for_range(kb0, kb0 + kbn, { st }, function(kb)
+                  local k0 = kb * BK
+                  pipe:producer_acquire(st)
+                  local full, s = pipe:full_barrier(st), st:index()
+                  if c.a_major == "k" then
+                    tl.tma_load(sA[g]:ptr(s), p.A, full, { m0, k0 })
+                  else
+                    for h = 0, TM // 64 - 1 do tl.tma_load(sA[g]:ptr(s, h * 64), p.A, full, { k0, m0 + h * 64 }) end
+                  end
+                  if CL > 1 then -- this CTA's share of B, to every CTA of the cluster
+                    local h = rank * (BN // CL)
+                    tl.tma_load(sB[g]:ptr(s, h), p.B, full, { n0 + h, k0 }, { multicast = (1 << CL) - 1 })
+                  elseif c.b_major == "k" then
+                    tl.tma_load(sB[g]:ptr(s), p.B, full, { n0, k0 })
+                  else
+                    for h = 0, BN // 64 - 1 do tl.tma_load(sB[g]:ptr(s, h * 64), p.B, full, { k0, n0 + h * 64 }) end
+                  end
+                  pipe:producer_commit(st)
+                  st:advance()
+                end)
+              end
+            end
+            local bodies = {}
+            for g = 1, NG do bodies[g] = load(g) end
+            tiles(sts, bodies)
+            for g = 1, NG do pipes[g]:producer_tail(sts[g]) end
           end)
         end)
       end)
       -- }===
 
-      -- {=== the consumer warpgroups: wgmma mainloop and epilogue
-      k:agent("consumer", { warps = 8 }, function(a)
+      -- {=== a consumer group (warps [first, first + n)): wgmma mainloop and epilogue
+      local function consumer(g, first, n, a)
+        local pipe = pipes[g]
         tl.setmaxnreg(232, "inc")
-        k:async_exec("consumer", { first_warp = 4, warps = 8 }, function()
-          local cw = a:warp_id() // 4 -- which consumer: rows [64 cw, 64 cw + 64) of the tile
+        k:async_exec("consumer", { first_warp = first, warps = n }, function()
+          -- the warpgroup: its rows of the tile, its half of the staging buffer
+          local wg = PP and tl.const(g - 1, tl.i32) or a:warp_id() // 4
+          local rows = PP and tl.const(0, tl.i32) or wg * 64
           local t = a:thread_id() % 128
           local st = pipe:consumer_start()
-          -- descriptors of stage s, k step kk
           -- descriptors of stage s, k step kk. K-major: 128-byte rows of K, 8-row
           -- groups 1024 bytes apart (sbo); a k step moves along the row. MN-major:
           -- boxes of 64 (k) x 64 (m or n) elements; a k step is 16 rows (2048 bytes),
           -- 64-wide MN atoms are a box (8192 bytes, lbo) apart.
           local function desc_a(s, kk)
             if c.a_major == "k" then
-              return tl.wgmma_desc(sA:ptr(s, cw * 64, kk * c.kstep), { swizzle = 128, sbo = 1024 })
+              return tl.wgmma_desc(sA[g]:ptr(s, rows, kk * c.kstep), { swizzle = 128, sbo = 1024 })
             end
-            return tl.wgmma_desc(sA:ptr(s, cw * 64 + kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
+            return tl.wgmma_desc(sA[g]:ptr(s, rows + kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
           end
           local function desc_b(s, kk)
             if c.b_major == "k" then
-              return tl.wgmma_desc(sB:ptr(s, 0, kk * c.kstep), { swizzle = 128, sbo = 1024 })
+              return tl.wgmma_desc(sB[g]:ptr(s, 0, kk * c.kstep), { swizzle = 128, sbo = 1024 })
             end
-            return tl.wgmma_desc(sB:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
+            return tl.wgmma_desc(sB[g]:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
+          end
+          -- A stage is released once the wgmmas that read it completed: wgmma.wait_group
+          -- is warpgroup-collective and completes their (async-proxy) reads, so one
+          -- lane of each warp may release for its warp (the lowering counts it as 32
+          -- arrivals), instead of every thread arriving.
+          local function release(s)
+            if CL > 1 then pipe:consumer_release(s) return end
+            tl.elect_one(function() pipe:consumer_release(s) end)
           end
           local wopts = { type_a = c.dtype, type_b = c.dtype, trans_a = c.a_major ~= "k", trans_b = c.b_major ~= "k" }
-          local function mma_stage(acc, s, first)
+          local function mma_stage(acc, s, first_step)
             tl.wgmma_fence()
             for kk = 0, BK // c.kstep - 1 do
-              wopts.scale_d = (first and kk == 0) and false or nil -- D = A*B on a tile's first step
+              wopts.scale_d = (first_step and kk == 0) and false or nil -- D = A*B on a tile's first step
               acc = tl.wgmma(acc, desc_a(s, kk), desc_b(s, kk), wopts)
             end
             tl.wgmma_commit()
             return acc
           end
+          local turn = PP and go[g]:state { phase = g == 1 and 1 or 0 } -- group 1 goes first
 
-          tiles(scheduler(), { st }, function(work)
+          local function mainloop(work)
             local m, n = work:m() * CL + rank, work:n()
             local _, kbn = M.k_range(tl, c, work)
+            if PP then go[g]:wait(turn) end
             -- first k block: no stage to release yet
             pipe:consumer_wait(st)
             local acc = { value = mma_stage(tl.zeros(tl.f32, BN // 2), st:index(), true) }
@@ -243,23 +301,34 @@ function M.attach(tl)
               pipe:consumer_wait(st)
               acc.value = mma_stage(acc.value, st:index(), false)
               tl.wgmma_wait(1)
-              pipe:consumer_release(rel)
+              release(rel)
               rel:advance()
               st:advance()
             end)
             tl.wgmma_wait(0)
-            pipe:consumer_release(rel)
+            release(rel)
+            if PP then go[3 - g]:arrive(turn) end -- the other group's mainloop may start
             if c.schedule == "streamk" then
               local final
-              acc.value, final = M.fixup(tl, c, p, work, acc.value, m, n, cw, t)
-              tl.if_(final, function() M.epilogue(tl, c, p, sD, acc.value, m, n, cw, t) end)
+              acc.value, final = M.fixup(tl, c, p, work, acc.value, m, n, wg, t)
+              tl.if_(final, function() M.epilogue(tl, c, p, sD, acc.value, m, n, wg, rows, t) end)
             else
-              M.epilogue(tl, c, p, sD, acc.value, m, n, cw, t)
+              M.epilogue(tl, c, p, sD, acc.value, m, n, wg, rows, t)
             end
-          end)
-          tl.if_(t:eq(0), function() tl.bulk_wait(0) end)
+          end
+          local bodies = PP and (g == 1 and { mainloop, false } or { false, mainloop }) or { mainloop }
+          tiles(PP and { st, turn } or { st }, bodies)
+          -- the last stores must have read the staging buffer before the CTA leaves
+          -- (their writes to global memory complete with the grid)
+          tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end)
         end)
-      end)
+      end
+      if PP then
+        k:agent("consumer0", { warps = 4 }, function(a) consumer(1, 4, 4, a) end)
+        k:agent("consumer1", { warps = 4 }, function(a) consumer(2, 8, 4, a) end)
+      else
+        k:agent("consumer", { warps = 8 }, function(a) consumer(1, 4, 8, a) end)
+      end
       -- }===
       if CL > 1 then tl.cluster_sync() end -- no CTA leaves while another may still write to it
     end)
@@ -439,11 +508,11 @@ end
 -- the staging buffer sD (BN/64 chunks of 64 x 64, 128-byte swizzle), then one
 -- thread stores the chunks with TMA. The thread that stores waits for the
 -- previous tile's stores to finish reading sD first.
-function M.epilogue(tl, c, p, sD, acc, m, n, cw, t)
+function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t)
   local BN = c.bn
   local bar_id = 1 + cw -- named barriers 1 and 2: one per consumer warpgroup
   local f = tl.wgmma_fragment(t)
-  local row0 = m * BM + cw * 64 + f.row -- global row of the thread's first element
+  local row0 = m * c.bm + rows + f.row -- global row of the thread's first element
   local col0 = n * BN + f.col
   local vals = {}
   for i = 0, BN // 2 - 1 do
@@ -488,7 +557,7 @@ function M.epilogue(tl, c, p, sD, acc, m, n, cw, t)
   tl.named_barrier_sync(bar_id, 128)
   tl.if_(t:eq(0), function()
     for ch = 0, BN // 64 - 1 do
-      tl.tma_store(p.D, sD:ptr(cw, ch, 0, 0), { m * BM + cw * 64, n * BN + ch * 64 })
+      tl.tma_store(p.D, sD:ptr(cw, ch, 0, 0), { m * c.bm + rows, n * BN + ch * 64 })
     end
     tl.bulk_commit()
   end)
@@ -509,11 +578,11 @@ end
 local function counters_bytes(c) return (c.tiles * 4 + 255) // 256 * 256 end
 function M.max_splits(tl, c)
   local plan = tl.core.sched_plan { kind = "streamk", tiles_m = c.tm, tiles_n = c.tn, tiles_k = c.kt, workers = c.grid,
-                                    swizzle = c.swizzle or 8, acc_tile_bytes = BM * c.bn * 4,
+                                    swizzle = c.swizzle or 8, acc_tile_bytes = c.bm * c.bn * 4,
                                     decomp = c.decomposition, splits = c.splits }
   return math.max(1, plan:info().max_splits or 1)
 end
-function M.workspace_bytes(c) return counters_bytes(c) + c.tiles * (c.max_splits - 1) * BM * c.bn * 4 end
+function M.workspace_bytes(c) return counters_bytes(c) + c.tiles * (c.max_splits - 1) * c.bm * c.bn * 4 end
 
 -- The StreamK fixup. Every split of a tile but the last stores its partial sum
 -- in its own slot and arrives on the tile's counter (release); the last split

@@ -13,7 +13,8 @@
 --
 -- Clustering reshapes the grid to ceil(M / cluster) x N first; swizzle panels
 -- (the last one narrower) and the traversal order then apply; m_idx is the
--- cluster row: s:block_m(rank) = m_idx * cluster + rank.
+-- cluster row: s:block_m(rank) = m_idx * cluster + rank. coord has no batches:
+-- an id at or past the number of tiles decodes out of range, as TileLang's does.
 --
 -- The data-parallel and StreamK counterparts put the same surface over the
 -- cutlass.tile_scheduler ops (lua/tilua/cutlass.lua), which lower-tile-scheduler
@@ -63,15 +64,22 @@ function M.attach(tl)
     local column_major = opts.column_major ~= false
     local s = setmetatable({ cluster = cluster, column_major = column_major,
                              stateful = opts.stateful ~= false, workers = workers }, Persistent)
-    -- The shape of the decode (sched_raster_init's arithmetic): one cluster row of `cluster` tiles.
+    -- The shape of the decode (sched_tl_make's arithmetic): one cluster row of
+    -- `cluster` tiles. The swizzle is not clamped (TileLang's coord takes it as
+    -- given), so fast * swizzle must fit int32.
     s.raster = stage("raster", m_tiles, n_tiles, 1, cluster, 1, swizzle, column_major)
-    s.total = s.raster.total
+    s.swizzle, s.total = swizzle, s.raster.total
+    if not is_value(s.raster.fast) and s.raster.fast * swizzle > 0x7fffffff then
+      raise("persistent: swizzle too large: the fast extent times the swizzle overflows int32")
+    end
     return s
   end
 
-  -- The stateless decode: tile_id -> m_idx (cluster row), n_idx (sched_raster_unpack).
+  -- The stateless decode: tile_id -> m_idx (cluster row), n_idx. TileLang's
+  -- coord (sched_tl_coord): one batch, no wrap, so an id at or past the number
+  -- of tiles decodes to an out-of-range coordinate.
   function Persistent:coord(tile_id)
-    local m, n = stage("unpack", self.raster, u32(tile_id, "tile_id"))
+    local m, n = stage("tl_coord", self.raster, self.swizzle, u32(tile_id, "tile_id"))
     return m, n
   end
 

@@ -1,5 +1,6 @@
 -- tilua.compile: compiling kernels to PTX (k:compile, tl.emit_ptx), assembling
--- it with ptxas (tl.ptxas, tl.check_ptx), and the options --emit / --stage.
+-- it with ptxas (tl.ptxas, tl.check_ptx), and the options --emit / --stage /
+-- --debug-hangs (tl.options.debug_hangs).
 -- init.lua attaches it with one line: require("tilua.compile").attach(tl).
 
 local core = require "tilua.core"
@@ -15,12 +16,17 @@ function M.attach(tl)
   -- The effective options: tl.options (the host sets them from its own command
   -- line) over --emit=... / --stage=... among the script's arguments.
   local function options()
-    local o = { emit = tl.options.emit, stage = tl.options.stage }
+    local o = { emit = tl.options.emit, stage = tl.options.stage, debug_hangs = tl.options.debug_hangs }
     for _, a in ipairs(rawget(_G, "arg") or {}) do
       if type(a) == "string" then
         o.emit = o.emit or a:match "^%-%-emit=(.*)$"
         o.stage = o.stage or a:match "^%-%-stage=(.*)$"
+        o.debug_hangs = o.debug_hangs or a == "--debug-hangs" or nil
       end
+    end
+    local dh = o.debug_hangs
+    if dh ~= nil and dh ~= true and dh ~= false and (math.type(dh) ~= "integer" or dh <= 0) then
+      raise("tl.options.debug_hangs: expected true or a number of milliseconds")
     end
     if o.emit and o.emit ~= "ir" and o.emit ~= "ptx" then raise(("--emit=%s: expected ir or ptx"):format(o.emit)) end
     return o
@@ -115,12 +121,22 @@ function M.attach(tl)
     return r
   end
 
+  -- The pipeline of k:compile: with tl.options.debug_hangs (or --debug-hangs) the
+  -- debug-hangs pass runs last (a number: the milliseconds a wait spins before it
+  -- gives up).
+  local function pipeline_of(pipeline)
+    local p, dh = pipeline or tl.ptx_pipeline, options().debug_hangs
+    if dh == true then return p .. ",debug-hangs" end
+    if dh then return ("%s,debug-hangs{ms=%d}"):format(p, dh) end
+    return p
+  end
+
   -- k:compile([pipeline]) -> PTX. Compiles a copy of the kernel's module, so
   -- the authoring IR stays as built; tl.last_stages gets every stage and the PTX
   -- as the last one ("emit-ptx"). k.lowered is the compiled module.
   function Kernel:compile(pipeline)
     local m = self.module:clone()
-    compile(m, pipeline or tl.ptx_pipeline)
+    compile(m, pipeline_of(pipeline))
     local t0 = os.clock()
     local ok, ptx = pcall(tl.emit_ptx, m)
     if not ok then error(ptx, 0) end

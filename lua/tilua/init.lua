@@ -464,10 +464,12 @@ function Kernel:define(fn)
   return self
 end
 
--- Raise the verifier's diagnostics (at the user's lines) if the op does not verify.
+-- Raise the verifier's diagnostics (at the user's lines) if the op does not
+-- verify; print its warnings (to stderr) when it does.
 function tl.verify(op)
   local ok, msg = op:verify()
   if not ok then error(msg, 0) end
+  if msg then io.stderr:write(msg, "\n") end
   return op
 end
 

@@ -56,9 +56,18 @@ function M.attach(tl)
     if k._info and k._info.ptx == k.ptx then return k._info end
     local op = k:lowered_op()
     local spec = assert(op:kernel_spec()) -- verified by the compile
+    local sites = op:attr("hang_sites")
     k._info = { ptx = k.ptx, block = spec.block, cluster = spec.cluster,
-                static = op:attr("shared_static") or 0, smem = spec.smem }
+                static = op:attr("shared_static") or 0, smem = spec.smem,
+                hang_sites = sites and table.concat(sites, "\n") }
     return k._info
+  end
+
+  -- "file:line" of the launch in the user's script, for the reports of a kernel
+  -- that hangs or fails.
+  local function launch_site()
+    local file, line = core.user_location()
+    return file and ("%s:%d"):format(file, line) or nil
   end
 
   -- k:launch{ grid = n | {x,y,z}, block = ..., cluster = ..., smem = bytes, args = {...} }
@@ -85,7 +94,8 @@ function M.attach(tl)
       self._module = core.module_load(self.ptx)
       self._fn = self._module:func(self.name)
     end
-    self._fn:launch({ grid = grid, block = block, cluster = cluster, smem = static + dyn }, launch_args(self, cfg.args))
+    self._fn:launch({ grid = grid, block = block, cluster = cluster, smem = static + dyn, name = self.name,
+                      where = launch_site(), hang_sites = info.hang_sites }, launch_args(self, cfg.args))
     return self
   end
 end

@@ -61,7 +61,7 @@ end
 
 function commands.verify()
   local ok, msg = tl.module():verify()
-  say(ok and "ok: the module verifies" or msg)
+  say(ok and ("ok: the module verifies" .. (msg and ("\n" .. msg) or "")) or msg)
 end
 
 function commands.passes()

@@ -11,7 +11,7 @@
 ** broken module, and times a 256 MiB cuMemcpyDtoD with events.
 **
 ** Builds standalone, without Lua:
-**   gcc -std=c11 -I src spec/c/test_cuda.c src/cuda/cuda_rt.c -ldl
+**   gcc -std=c11 -I src spec/c/test_cuda.c src/cuda/cuda_rt.c src/cuda/hang.c -ldl
 */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L

@@ -283,6 +283,23 @@ static void golden_persistent(void) {
   CHECK(p.ws.total == 0 && p.params.workspace_ptr == 0 && p.params.k_split_count == 0);
 }
 
+/* Seed 003's example shape: 4 x 3 tiles, 5 workers. Id 13 is past the end;
+** TileLang decodes it to (1, 3), out of range, not to another worker's tile. */
+static void golden_tl_past_end(void) {
+  set_ctx("TileLang 4x3, 5 workers");
+  SchedPersistent p;
+  CHECK(sched_tl_make(&p, 4, 3, 5, 1, true, 1, NULL));
+  SchedCoord c = sched_tl_coord(&p, 13);
+  CHECK(c.m == 1 && c.n == 3);
+  c = sched_tl_coord(&p, 12);
+  CHECK(c.m == 0 && c.n == 3);
+  CHECK(sched_tl_make(&p, 4, 3, 5, 8, true, 1, NULL)); /* swizzle wider than n: not clamped */
+  c = sched_tl_coord(&p, 13);
+  CHECK(c.m == 4 && c.n == 1);
+  const char *err = NULL;
+  CHECK(!sched_tl_make(&p, 1u << 20, 3, 5, 1u << 12, true, 1, &err) && err);
+}
+
 static void golden_errors(void) {
   SchedConfig c;
   SchedPlan p;
@@ -353,7 +370,7 @@ static void golden_render(void) {
 ** Properties
 ** ======================================================================= */
 
-static long n_combos;
+static long n_combos, n_tl_cases;
 static long n_decomp[4], n_pieces_total, n_models;
 
 /* The decode is a bijection onto the cluster grid; cluster ranks expand it
@@ -450,6 +467,48 @@ static void prop_persistent(const SchedConfig *base) {
   }
   CHECK(ok);
   CHECK_EQ(visited, tl.raster.total);
+}
+
+/* Seed 003's two loops over one random TileLang configuration: for every
+** worker, the stateless `for w < waves: coord(workers * w + worker), keep it
+** if in bounds` yields exactly the stateful init / valid / next_tile
+** sequence, every tile once over all workers, and coord agrees with
+** TileLang's own formula (ref_tilelang) on every id the loops form. */
+static void prop_tl_stateless(uint32_t i) {
+  uint32_t m = 1 + rnd(40), n = 1 + rnd(40), workers = 1 + rnd(i % 4 == 0 ? 400 : 60);
+  uint32_t swizzle = 1 + rnd(i % 3 == 0 ? 64 : 9), cluster = 1 + rnd(4);
+  bool column_major = rnd(2);
+  set_ctx("TileLang m=%u n=%u workers=%u swizzle=%u cluster=%u %s", m, n, workers, swizzle,
+          cluster, column_major ? "column-major" : "row-major");
+  SchedPersistent p;
+  CHECK(sched_tl_make(&p, m, n, workers, swizzle, column_major, cluster, NULL));
+  uint32_t total = p.raster.total, waves = (total + workers - 1) / workers;
+  uint8_t *seen = xcalloc(total, 1);
+  bool same = true, refs = true;
+  for (uint32_t w = 0; w < workers; w++) {
+    SchedTlState s;
+    sched_tl_init(&p, &s, w);
+    for (uint32_t wave = 0; wave < waves; wave++) {
+      uint32_t id = workers * wave + w;
+      SchedCoord c = sched_tl_coord(&p, id);
+      SchedCoord r = ref_tilelang(id, m, n, swizzle, column_major, cluster);
+      refs &= c.m == r.m && c.n == r.n;
+      if (c.m >= p.raster.grid_m || c.n >= p.raster.grid_n) { /* out of bounds: skipped */
+        same &= id >= total;
+        continue;
+      }
+      same &= id < total && sched_tl_valid(&p, &s) && s.m_idx == c.m && s.n_idx == c.n;
+      seen[(size_t)c.m * p.raster.grid_n + c.n]++;
+      sched_tl_next_tile(&p, &s);
+    }
+    same &= !sched_tl_valid(&p, &s); /* the stateful loop has no tile left either */
+  }
+  for (uint32_t t = 0; t < total; t++)
+    same &= seen[t] == 1;
+  CHECK(same);
+  CHECK(refs);
+  free(seen);
+  n_tl_cases++;
 }
 
 typedef struct Piece {
@@ -707,17 +766,22 @@ int main(void) {
   golden_fixup_roles();
   golden_persistent();
   golden_errors();
+  golden_tl_past_end();
   golden_render();
   prop_raster_small();
   prop_streamk_small();
   for (uint32_t i = 0; i < 3000; i++)
     prop_combo(i);
+  for (uint32_t i = 0; i < 4000; i++)
+    prop_tl_stateless(i);
   free(pieces);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
   printf("test_sched: %ld combinations (plans: %ld data-parallel, %ld split-k, %ld streamk; "
-         "%ld pieces, %ld fixup models), %ld checks, %ld failures (%.2f s)\n",
+         "%ld pieces, %ld fixup models), %ld TileLang stateless-vs-stateful cases, %ld checks, "
+         "%ld failures (%.2f s)\n",
          n_combos, n_decomp[SCHED_DECOMP_DATA_PARALLEL], n_decomp[SCHED_DECOMP_SPLIT_K],
-         n_decomp[SCHED_DECOMP_STREAMK], n_pieces_total, n_models, n_checks, n_fail, secs);
+         n_decomp[SCHED_DECOMP_STREAMK], n_pieces_total, n_models, n_tl_cases, n_checks, n_fail,
+         secs);
   return n_fail ? 1 : 0;
 }

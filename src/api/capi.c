@@ -247,10 +247,14 @@ static lua_State *ctx_lua(TlCtx *c) {
   lua_State *L = luaL_newstate();
   if (!L) return NULL;
   luaL_openlibs(L);
-  luaL_requiref(L, "tilua", luaopen_tilua, 0);
+  /* the C half (its metatables), then the default context, then the Lua half:
+  ** the library's types (tl.f32, ...) are made in the default context */
+  luaL_requiref(L, "tilua.core", luaopen_tilua_core, 0);
   lua_pop(L, 1);
   lb_push_context(L, c->ir, 0);
   lb_set_default_context(L, -1);
+  lua_pop(L, 1);
+  luaL_requiref(L, "tilua", luaopen_tilua, 0);
   lua_pop(L, 1);
   c->L = L;
   return L;

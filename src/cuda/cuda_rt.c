@@ -18,9 +18,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../dialects/sm90_limits.h"
 #include "cuda_rt.h"
+#include "hang.h"
+
+#define TLCU_EVENT_DISABLE_TIMING 2    /* CU_EVENT_DISABLE_TIMING: the launch events */
+#define TLCU_MEMHOSTALLOC_DEVICEMAP 2  /* CU_MEMHOSTALLOC_DEVICEMAP */
+#define TLCU_HANG_LINES 16             /* debug-hangs records shown in a report */
 
 enum { TLCU_HELD_MODULE = 1, TLCU_HELD_MEM, TLCU_HELD_EVENT };
 
@@ -51,6 +58,7 @@ static TlcuResult tlcu_fail(TlcuRuntime *rt, TlcuResult st, const char *fmt, ...
   va_start(ap, fmt);
   tlcu_vset(rt, fmt, ap);
   va_end(ap);
+  rt->kernel_msg = 0;
   return st;
 }
 
@@ -117,6 +125,7 @@ static TlcuResult tlcu_begin(TlcuRuntime *rt) {
   case TLCU_READY: return TLCU_OK;
   case TLCU_FAILED: return rt->init_status;
   case TLCU_DOWN: return tlcu_fail(rt, TLCU_FAIL, "CUDA runtime was shut down");
+  case TLCU_WEDGED: return TLCU_HUNG; /* the hang's message stays */
   default: return tlcu_fail(rt, TLCU_FAIL, "CUDA runtime not initialised (tlcu_init first)");
   }
 }
@@ -129,6 +138,8 @@ static TlcuResult tlcu_begin(TlcuRuntime *rt) {
 
 const char *tlcu_error(const TlcuRuntime *rt) { return rt->err; }
 int tlcu_ready(const TlcuRuntime *rt) { return rt->state == TLCU_READY; }
+int tlcu_kernel_report(const TlcuRuntime *rt) { return rt->kernel_msg; }
+void tlcu_set_timeout(TlcuRuntime *rt, double seconds) { rt->timeout = seconds > 0 ? seconds : 0; }
 const char *tlcu_jit_info_log(const TlcuRuntime *rt) { return rt->jit_info; }
 const char *tlcu_jit_error_log(const TlcuRuntime *rt) { return rt->jit_error; }
 
@@ -182,6 +193,179 @@ static TlcuResult tlcu_release_all(TlcuRuntime *rt) {
   rt->held = NULL;
   rt->capheld = 0;
   return st;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Launch deadlines: the launches not yet seen finished, oldest first
+** ======================================================================= */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void pause_us(long us) {
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
+/* At exit after a hang: the driver's own exit handlers (registered before
+** this one, so run after it) would wait for the kernel; leave without them. */
+static void tlcu_exit_guard(void) {
+  fflush(NULL);
+  _exit(EXIT_FAILURE);
+}
+
+void tlcu_hang_free(TlcuRuntime *rt, TlcuHang *h) {
+  if (!h) return;
+  if (h->host && rt->state != TLCU_WEDGED) rt->drv.cuMemFreeHost(h->host);
+  free(h->sites);
+  free(h);
+}
+
+TlcuResult tlcu_hang_alloc(TlcuRuntime *rt, size_t slots, unsigned warps_per_block,
+                           const char *sites, TlcuHang **out) {
+  TLCU_BEGIN(rt);
+  size_t bytes = (slots ? slots : 1) * TLHANG_SLOT_WORDS * sizeof(uint32_t);
+  TlcuHang *h = calloc(1, sizeof *h);
+  if (h) h->sites = strdup(sites ? sites : "");
+  if (!h || !h->sites) {
+    free(h);
+    return tlcu_fail(rt, TLCU_FAIL, "out of host memory for the debug-hangs records");
+  }
+  if (CU_CALL(rt, cuMemHostAlloc, (&h->host, bytes, TLCU_MEMHOSTALLOC_DEVICEMAP)) != TLCU_OK) {
+    h->host = NULL;
+    tlcu_hang_free(rt, h);
+    return TLCU_FAIL;
+  }
+  memset(h->host, 0, bytes);
+  h->slots = slots;
+  h->warps_per_block = warps_per_block;
+  if (CU_CALL(rt, cuMemHostGetDevicePointer, (&h->dev, h->host, 0)) != TLCU_OK) {
+    tlcu_hang_free(rt, h);
+    return TLCU_FAIL;
+  }
+  *out = h;
+  return TLCU_OK;
+}
+
+/* The oldest launch leaves the list: its event and its records go. */
+static void pending_pop(TlcuRuntime *rt) {
+  TlcuPending *p = &rt->pending[0];
+  rt->drv.cuEventDestroy(p->done);
+  tlcu_hang_free(rt, p->hang);
+  memmove(rt->pending, rt->pending + 1, (rt->npending - 1) * sizeof *p);
+  rt->npending--;
+}
+
+/* "<where>: kernel 'NAME' <what>", then the launch's debug-hangs records. */
+static TlcuResult kernel_report(TlcuRuntime *rt, TlcuResult st, const TlcuPending *p,
+                                const char *what) {
+  tlcu_fail(rt, st, "%s%skernel '%s' %s", p->where, p->where[0] ? ": " : "", p->name, what);
+  if (p->hang) {
+    tlcu_append(rt, "\n  debug-hangs records:");
+    if (!tlhang_format(p->hang->host, p->hang->slots, p->hang->warps_per_block, p->hang->sites,
+                       rt->err, sizeof rt->err, TLCU_HANG_LINES))
+      tlcu_append(rt, " none (no warp gave up on an mbarrier or waits at a barrier)");
+  }
+  rt->kernel_msg = 1;
+  return st;
+}
+
+/* The oldest launch failed: report it; the launches after it are dropped
+** (the context's error is sticky, they cannot have run). */
+static TlcuResult kernel_failed(TlcuRuntime *rt, CUresult r) {
+  const char *name, *str;
+  char buf[32], what[320];
+  tlcu_error_text(rt, r, &name, &str, buf, sizeof buf);
+  snprintf(what, sizeof what, "failed: %s (%s)", name, str);
+  kernel_report(rt, TLCU_FAIL, &rt->pending[0], what);
+  rt->last = r;
+  while (rt->npending)
+    pending_pop(rt);
+  return TLCU_FAIL;
+}
+
+/* The oldest launch ran past its deadline: report it and stop touching the device. */
+static TlcuResult wedge(TlcuRuntime *rt) {
+  static int guarded;
+  char what[64];
+  snprintf(what, sizeof what, "did not finish within %g s", rt->timeout);
+  kernel_report(rt, TLCU_HUNG, &rt->pending[0], what);
+  rt->state = TLCU_WEDGED;
+  if (!guarded) {
+    guarded = 1;
+    atexit(tlcu_exit_guard);
+  }
+  return TLCU_HUNG;
+}
+
+/* Wait for the oldest launch: done (it leaves the list), failed, or past
+** the timeout counted from its launch or from `since`, whichever is later. */
+static TlcuResult wait_oldest(TlcuRuntime *rt, double since) {
+  const TlcuPending *p = &rt->pending[0];
+  double start = p->launched > since ? p->launched : since;
+  long pause = 20;
+  for (;;) {
+    CUresult r = rt->drv.cuEventQuery(p->done);
+    if (r == CUDA_SUCCESS) {
+      pending_pop(rt);
+      return TLCU_OK;
+    }
+    if (r != CUDA_ERROR_NOT_READY) return kernel_failed(rt, r);
+    if (rt->timeout > 0 && now_s() - start > rt->timeout) return wedge(rt);
+    pause_us(pause);
+    if (pause < 1000) pause *= 2;
+  }
+}
+
+TlcuResult tlcu_finish(TlcuRuntime *rt) {
+  TLCU_BEGIN(rt);
+  double since = 0;
+  while (rt->npending > 0) {
+    TlcuResult st = wait_oldest(rt, since);
+    if (st != TLCU_OK) return st;
+    since = now_s();
+  }
+  return TLCU_OK;
+}
+
+/* Before anything that blocks on the device: every launch finished in time. */
+#define TLCU_DRAIN(rt)                                                                             \
+  do {                                                                                             \
+    TlcuResult st_ = tlcu_finish(rt);                                                              \
+    if (st_ != TLCU_OK) return st_;                                                                \
+  } while (0)
+
+/* Before a launch: forget the finished ones; with the list full, wait for the oldest. */
+static TlcuResult reap(TlcuRuntime *rt) {
+  while (rt->npending > 0) {
+    CUresult r = rt->drv.cuEventQuery(rt->pending[0].done);
+    if (r == CUDA_ERROR_NOT_READY) break;
+    if (r != CUDA_SUCCESS) return kernel_failed(rt, r);
+    pending_pop(rt);
+  }
+  return rt->npending == TLCU_MAX_PENDING ? wait_oldest(rt, 0) : TLCU_OK;
+}
+
+/* A launch joins the list: an event recorded after it on its stream. */
+static TlcuResult pending_push(TlcuRuntime *rt, const TlcuLaunch *cfg) {
+  TlcuPending *p = &rt->pending[rt->npending];
+  memset(p, 0, sizeof *p);
+  CU_DO(rt, cuEventCreate, (&p->done, TLCU_EVENT_DISABLE_TIMING));
+  if (CU_CALL(rt, cuEventRecord, (p->done, cfg->stream)) != TLCU_OK) {
+    rt->drv.cuEventDestroy(p->done);
+    return TLCU_FAIL;
+  }
+  p->launched = now_s();
+  snprintf(p->name, sizeof p->name, "%s", cfg->name ? cfg->name : "?");
+  snprintf(p->where, sizeof p->where, "%s", cfg->where ? cfg->where : "");
+  p->hang = cfg->hang;
+  rt->npending++;
+  return TLCU_OK;
 }
 
 /* }====================================================================== */
@@ -310,8 +494,9 @@ TlcuResult tlcu_init(TlcuRuntime *rt, int ordinal) { return tlcu_init_lib(rt, or
 ** handlers live in it (Triton and PyTorch never unload it either). */
 TlcuResult tlcu_shutdown(TlcuRuntime *rt) {
   assert(rt != NULL);
-  if (rt->state != TLCU_READY) {
-    if (rt->state == TLCU_EMPTY) rt->state = TLCU_DOWN;
+  if (rt->state == TLCU_READY && tlcu_finish(rt) == TLCU_HUNG) return TLCU_HUNG;
+  if (rt->state != TLCU_READY) { /* wedged: nothing is released, nothing touched */
+    if (rt->state == TLCU_EMPTY || rt->state == TLCU_WEDGED) rt->state = TLCU_DOWN;
     return TLCU_OK;
   }
   TlcuResult st = tlcu_release_all(rt);
@@ -366,7 +551,7 @@ TlcuResult tlcu_module_load_ptx(TlcuRuntime *rt, const char *ptx, CUmodule *out)
 }
 
 TlcuResult tlcu_module_unload(TlcuRuntime *rt, CUmodule mod) {
-  TLCU_BEGIN(rt);
+  TLCU_DRAIN(rt);
   tlcu_unhold(rt, TLCU_HELD_MODULE, (uint64_t)(uintptr_t)mod);
   CU_DO(rt, cuModuleUnload, (mod));
   return TLCU_OK;
@@ -445,21 +630,23 @@ static TlcuResult tlcu_config(TlcuRuntime *rt, const TlcuLaunch *l, CUlaunchConf
 }
 
 TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, void **args) {
-  TLCU_BEGIN(rt);
   CUlaunchConfig c;
   CUlaunchAttribute cluster;
-  if (tlcu_config(rt, cfg, &c, &cluster) != TLCU_OK) return TLCU_FAIL;
-  if (c.sharedMemBytes > SM90_SMEM_DEFAULT &&
-      tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes) != TLCU_OK)
-    return TLCU_FAIL;
-  if (CU_CALL(rt, cuLaunchKernelEx, (&c, f, args, NULL)) != TLCU_OK) {
+  TlcuResult st = tlcu_begin(rt);
+  if (st == TLCU_OK) st = reap(rt);
+  if (st == TLCU_OK) st = tlcu_config(rt, cfg, &c, &cluster);
+  if (st == TLCU_OK && c.sharedMemBytes > SM90_SMEM_DEFAULT)
+    st = tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes);
+  if (st == TLCU_OK && CU_CALL(rt, cuLaunchKernelEx, (&c, f, args, NULL)) != TLCU_OK) {
     tlcu_append(rt, "; grid (%u,%u,%u), block (%u,%u,%u), cluster (%u,%u,%u), %u B dynamic smem",
                 c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ,
                 dim1(cfg->cluster[0]), dim1(cfg->cluster[1]), dim1(cfg->cluster[2]),
                 c.sharedMemBytes);
-    return TLCU_FAIL;
+    st = TLCU_FAIL;
   }
-  return TLCU_OK;
+  if (st == TLCU_OK) st = pending_push(rt, cfg);
+  if (st != TLCU_OK && rt->state != TLCU_WEDGED) tlcu_hang_free(rt, cfg->hang);
+  return st;
 }
 
 TlcuResult tlcu_max_active_clusters(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, int *out) {
@@ -497,32 +684,32 @@ TlcuResult tlcu_mem_alloc(TlcuRuntime *rt, size_t bytes, CUdeviceptr *out) {
 }
 
 TlcuResult tlcu_mem_free(TlcuRuntime *rt, CUdeviceptr p) {
-  TLCU_BEGIN(rt);
+  TLCU_DRAIN(rt);
   tlcu_unhold(rt, TLCU_HELD_MEM, p);
   CU_DO(rt, cuMemFree, (p));
   return TLCU_OK;
 }
 
 TlcuResult tlcu_memcpy_htod(TlcuRuntime *rt, CUdeviceptr dst, const void *src, size_t bytes) {
-  TLCU_BEGIN(rt);
+  TLCU_DRAIN(rt);
   CU_DO(rt, cuMemcpyHtoD, (dst, src, bytes));
   return TLCU_OK;
 }
 
 TlcuResult tlcu_memcpy_dtoh(TlcuRuntime *rt, void *dst, CUdeviceptr src, size_t bytes) {
-  TLCU_BEGIN(rt);
+  TLCU_DRAIN(rt);
   CU_DO(rt, cuMemcpyDtoH, (dst, src, bytes));
   return TLCU_OK;
 }
 
 TlcuResult tlcu_memcpy_dtod(TlcuRuntime *rt, CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-  TLCU_BEGIN(rt);
+  TLCU_DRAIN(rt);
   CU_DO(rt, cuMemcpyDtoD, (dst, src, bytes));
   return TLCU_OK;
 }
 
 TlcuResult tlcu_memset_d8(TlcuRuntime *rt, CUdeviceptr dst, unsigned char value, size_t bytes) {
-  TLCU_BEGIN(rt);
+  TLCU_DRAIN(rt);
   CU_DO(rt, cuMemsetD8, (dst, value, bytes));
   return TLCU_OK;
 }
@@ -536,7 +723,7 @@ TlcuResult tlcu_tensor_map_encode(TlcuRuntime *rt, void *map, const TlcuTensorMa
 }
 
 TlcuResult tlcu_synchronize(TlcuRuntime *rt) {
-  TLCU_BEGIN(rt);
+  TLCU_DRAIN(rt);
   CU_DO(rt, cuCtxSynchronize, ());
   return TLCU_OK;
 }
@@ -566,7 +753,7 @@ TlcuResult tlcu_event_record(TlcuRuntime *rt, CUevent e, CUstream s) {
 }
 
 TlcuResult tlcu_event_synchronize(TlcuRuntime *rt, CUevent e) {
-  TLCU_BEGIN(rt);
+  TLCU_DRAIN(rt);
   CU_DO(rt, cuEventSynchronize, (e));
   return TLCU_OK;
 }

@@ -12,6 +12,19 @@
 ** Every function returns a TlcuResult. On failure it leaves a message in the
 ** runtime's error buffer (tlcu_error); nothing aborts, prints or longjmps. A
 ** failing driver call reads `<call text>: <CUDA_ERROR_NAME> (<error string>)`.
+**
+** Launches have a deadline. Every launch records an event; before any call
+** that would block on the device (synchronize, copies, memset, frees, module
+** unload, event waits) the runtime polls the events of the launches not yet
+** seen finished, oldest first, each for at most the timeout (tlcu_set_timeout;
+** counted from its launch, or from when the one before it was seen done). A
+** kernel past it is reported as `<where>: kernel 'NAME' did not finish within
+** T s` (TLCU_HUNG) and the runtime is wedged: it never touches the device
+** again (every call fails with that message, shutdown releases nothing), and
+** the process exits with status 1 at exit() without running the driver's own
+** exit handlers, which would wait for the kernel. A kernel that failed is
+** reported as `<where>: kernel 'NAME' failed: <CUDA_ERROR_NAME> (...)`.
+** tlcu_kernel_report says when the message is one of those two.
 ** After a failed tlcu_init every call returns the init status and leaves the
 ** init message in place, so a caller can report "no GPU" once, anywhere.
 **
@@ -49,6 +62,7 @@ typedef enum cudaError_enum {
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_PTX = 218,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_UNKNOWN = 999
 } CUresult;
 
@@ -124,11 +138,34 @@ _Static_assert(sizeof(CUlaunchConfig) == 56, "CUlaunchConfig must match cuda.h")
 
 typedef enum {
   TLCU_OK = 0,
-  TLCU_FAIL = 1,  /* a driver call or an argument failed: see tlcu_error */
-  TLCU_NO_GPU = 2 /* no driver library or no device: compiling works, launching not */
+  TLCU_FAIL = 1,   /* a driver call or an argument failed: see tlcu_error */
+  TLCU_NO_GPU = 2, /* no driver library or no device: compiling works, launching not */
+  TLCU_HUNG = 3    /* a kernel did not finish in time: the runtime is wedged */
 } TlcuResult;
 
-typedef enum { TLCU_EMPTY = 0, TLCU_READY, TLCU_FAILED, TLCU_DOWN } TlcuState;
+typedef enum { TLCU_EMPTY = 0, TLCU_READY, TLCU_FAILED, TLCU_DOWN, TLCU_WEDGED } TlcuState;
+
+#define TLCU_MAX_PENDING 64 /* launches tracked at once; the oldest is waited for first */
+
+/* The debug-hangs records of one launch: mapped host memory the kernel writes
+** (one slot per warp of the grid, layout in hang.h) and the host reads, even
+** while the kernel hangs. Made by tlcu_hang_alloc, owned by the launch. */
+typedef struct TlcuHang {
+  void *host;
+  CUdeviceptr dev;
+  size_t slots;
+  unsigned warps_per_block;
+  char *sites; /* the wait sites, one per line: "file:line: what" */
+} TlcuHang;
+
+/* A launch not yet seen finished. */
+typedef struct TlcuPending {
+  CUevent done;    /* recorded after the launch */
+  double launched; /* monotonic seconds */
+  char name[128];  /* the kernel */
+  char where[256]; /* the launch in the script ("file:line"), or "" */
+  TlcuHang *hang;  /* its debug-hangs records, or NULL */
+} TlcuPending;
 
 /* The driver's function pointer table, one field per row of cuda_syms.def. */
 typedef struct TlcuDriver {
@@ -161,6 +198,9 @@ typedef struct TlcuLaunch {
   unsigned int smem;       /* dynamic shared memory per block, bytes */
   unsigned int cluster[3]; /* all <= 1: no cluster attribute */
   CUstream stream;         /* NULL: the default stream */
+  const char *name;        /* the kernel, for reports (NULL: "kernel") */
+  const char *where;       /* the launch's place in the script, for reports (NULL: none) */
+  TlcuHang *hang;          /* debug-hangs records (the launch takes them), or NULL */
 } TlcuLaunch;
 
 /* Something the runtime holds and releases at shutdown. */
@@ -180,6 +220,10 @@ typedef struct TlcuRuntime {
   TlcuDriver drv;
   TlcuHeld *held; /* modules, allocations and events still alive */
   size_t nheld, capheld;
+  TlcuPending pending[TLCU_MAX_PENDING]; /* launches not yet seen finished, oldest first */
+  size_t npending;
+  double timeout;  /* seconds a launch may run; 0: no limit */
+  int kernel_msg;  /* the error message reports a kernel (hung or failed) */
   char jit_info[TLCU_LOG_SIZE];  /* info log of the last module load */
   char jit_error[TLCU_LOG_SIZE]; /* error log of the last module load */
   char err[TLCU_ERR_SIZE];       /* message of the last failure */
@@ -204,6 +248,13 @@ TlcuResult tlcu_shutdown(TlcuRuntime *rt);
 
 const char *tlcu_error(const TlcuRuntime *rt); /* "" if nothing failed */
 int tlcu_ready(const TlcuRuntime *rt);         /* 1 after a good init */
+/* 1 when the last error reports a kernel that hung or failed (its message
+** starts with the launch's place, not with a driver call). */
+int tlcu_kernel_report(const TlcuRuntime *rt);
+/* Seconds a launch may run before it is reported as hung (0: no limit). */
+void tlcu_set_timeout(TlcuRuntime *rt, double seconds);
+/* Wait, within the deadlines, until every launch so far has finished. */
+TlcuResult tlcu_finish(TlcuRuntime *rt);
 
 TlcuResult tlcu_device_info(TlcuRuntime *rt, TlcuDeviceInfo *out);
 
@@ -219,8 +270,14 @@ TlcuResult tlcu_function_info(TlcuRuntime *rt, CUfunction f, TlcuFuncInfo *out);
 TlcuResult tlcu_function_set_max_dynamic_smem(TlcuRuntime *rt, CUfunction f, unsigned int bytes);
 
 /* Launch with cuLaunchKernelEx; `args` points at each argument's value.
-** Dynamic shared memory above 48 KiB raises the function's limit first. */
+** Dynamic shared memory above 48 KiB raises the function's limit first. The
+** launch gets a deadline (above) and takes cfg->hang, even when it fails. */
 TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, void **args);
+/* Zeroed mapped host memory for `slots` debug-hangs slots (hang.h) and a
+** copy of the sites; the kernel's extra parameter is (*out)->dev. */
+TlcuResult tlcu_hang_alloc(TlcuRuntime *rt, size_t slots, unsigned warps_per_block,
+                           const char *sites, TlcuHang **out);
+void tlcu_hang_free(TlcuRuntime *rt, TlcuHang *h);
 
 TlcuResult tlcu_mem_alloc(TlcuRuntime *rt, size_t bytes, CUdeviceptr *out);
 TlcuResult tlcu_mem_free(TlcuRuntime *rt, CUdeviceptr p);

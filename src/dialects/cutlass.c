@@ -37,6 +37,15 @@ CutPipeShape cut_pipe_shape(const IrType *t) {
 
 int64_t cut_seq_depth(const IrType *t) { return ir_type_param_int(t, 0, 0); }
 
+/* Elements per unit of a block-striped move of fragment type frag: the
+** innermost row when one ld/st moves it (4, 8 or 16 bytes), else 1. */
+int64_t cut_striped_unit(const IrType *frag) {
+  int64_t v = frag->rank >= 2 ? frag->shape[frag->rank - 1] : 1, eb = dia_type_bytes(frag->elem);
+  int64_t bytes = v * eb;
+  if (v < 2 || (bytes != 4 && bytes != 8 && bytes != 16) || (eb >= 4 && v > 4)) return 1;
+  return v;
+}
+
 /* The SM number of the target: the module attribute `target` ("sm_90a", "sm_100a"
 ** or an integer) when present, else the context's. */
 int cut_target_sm(const IrOp *op) {

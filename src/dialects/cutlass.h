@@ -33,6 +33,9 @@ IrValue *cut_switch_case_operand(const IrValue *arg);
 ** rule cutlass_verify_kernel_barriers checks that claims do not overlap). */
 bool cut_check_claim(IrOp *op, int64_t base, int64_t n);
 
+/* Elements per unit of a block-striped move of a fragment of type frag. */
+int64_t cut_striped_unit(const IrType *frag);
+
 /* The target SM: the module's `target` attribute, else the context's. */
 int cut_target_sm(const IrOp *op);
 

@@ -110,7 +110,8 @@ static bool check_counts(IrOp *op, CutPipeShape s, int mode) {
 
 /* Arrivals per phase: [full barrier, empty barrier]. Every producer participant
 ** arrives once (one elected thread, with expect_tx); consumers arrive once each,
-** once per warp in cooperative mode, once per CTA of the cluster in cluster mode. */
+** once per thread in cooperative mode (every consumer thread releases its own
+** reads), once per CTA of the cluster in cluster mode. */
 void cut_pipeline_arrive_counts(const IrOp *init, int64_t out[2]) {
   IrAttrs_CUTLASS_PIPELINE_INIT a = ir_attrs_CUTLASS_PIPELINE_INIT(init);
   CutPipeShape s = cut_pipe_shape(init->operands[0].value->type);
@@ -119,7 +120,7 @@ void cut_pipeline_arrive_counts(const IrOp *init, int64_t out[2]) {
   if (a.mode == MODE_COOPERATIVE) {
     out[1] = 0;
     for (uint32_t i = 0; i < a.consumers.n; i++)
-      out[1] += kernel_popcount((uint64_t)ir_attr_list_int(a.consumers, i));
+      out[1] += 32 * (int64_t)kernel_popcount((uint64_t)ir_attr_list_int(a.consumers, i));
   } else if (a.mode == MODE_CLUSTER) {
     out[1] = s.consumers * kernel_spec_of(init).ctas;
   }

@@ -35,6 +35,10 @@ int64_t dia_type_bytes(const IrType *t);
 ** bytes of non-i1 elements, at most 4 of them when 32 bits or wider)? Emits the
 ** error when not. */
 bool dia_check_mem_value(IrOp *op, const IrType *v);
+/* The kernel-wide synchronization checks of a tile.kernel (tile_sync.c):
+** distributed shared memory before the cluster barrier, reads of what other
+** threads wrote with no barrier in between. false after an error. */
+bool tile_check_sync(IrOp *kernel);
 
 /* Tensor maps (tile_mma.c): is t a well-formed !tile.tensor_map (else the error
 ** at op)? Its box rank (0 if not a map), box bytes, and the bytes of a swizzle

@@ -432,6 +432,7 @@ struct IrOp {
   uint32_t nattrs, cap_attrs;
   IrNamedAttr *attrs; /* sorted by name */
   uint64_t mark;      /* scratch for passes */
+  bool erased;        /* ir_op_erase'd: its memory stays in the arena, handles must not use it */
 };
 
 struct IrBlock {

@@ -328,11 +328,17 @@ static void drop_all_uses(IrOp *op) {
       for (IrOp *o = b->first; o; o = o->next) drop_all_uses(o);
 }
 
+static bool mark_erased(IrOp *op, void *ud) {
+  (void)ud;
+  op->erased = true;
+  return true;
+}
+
 void ir_op_erase(IrOp *op) {
   drop_all_uses(op);
   assert(ir_op_results_unused(op) && "erasing an op whose results are still used");
   ir_op_unlink(op);
-  op->kind = op->kind; /* memory stays in the arena until the context dies */
+  ir_walk_pre(op, mark_erased, NULL); /* memory stays in the arena until the context dies */
 }
 
 /* }====================================================================== */

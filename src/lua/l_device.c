@@ -44,12 +44,16 @@ static int sentinel_gc(lua_State *L) {
   return 0;
 }
 
-/* Initialize once (TILUA_DEVICE picks the ordinal); true when a GPU is ready. */
+#define LAUNCH_TIMEOUT 10.0 /* seconds a kernel may run (TILUA_LAUNCH_TIMEOUT; 0: no limit) */
+
+/* Initialize once (TILUA_DEVICE picks the ordinal, TILUA_LAUNCH_TIMEOUT the
+** seconds a launch may run); true when a GPU is ready. */
 static int ensure(lua_State *L) {
   if (!rt_tried) {
     rt_tried = 1;
-    const char *ord = getenv("TILUA_DEVICE");
+    const char *ord = getenv("TILUA_DEVICE"), *to = getenv("TILUA_LAUNCH_TIMEOUT");
     tlcu_init(&rt, ord ? atoi(ord) : 0);
+    tlcu_set_timeout(&rt, to && *to ? strtod(to, NULL) : LAUNCH_TIMEOUT);
     lua_newuserdatauv(L, 1, 0);
     lua_newtable(L);
     lua_pushcfunction(L, sentinel_gc);
@@ -81,8 +85,13 @@ CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes) {
   return lua_isinteger(L, idx) ? (CUdeviceptr)lua_tointeger(L, idx) : 0;
 }
 
-/* Raise the runtime's last error, prefixed by what was being done. */
+/* Raise the runtime's last error, prefixed by what was being done; a report
+** of a kernel that hung or failed names the launch's own line and goes as is. */
 static int rt_error(lua_State *L, const char *what) {
+  if (tlcu_kernel_report(&rt)) {
+    lua_pushstring(L, tlcu_error(&rt));
+    return lua_error(L);
+  }
   return lb_error(L, "%s: %s", what, tlcu_error(&rt));
 }
 
@@ -449,7 +458,33 @@ static void pack_arg(lua_State *L, int i, uint64_t *slot) {
   lua_pop(L, 2);
 }
 
-/* core.launch(fn, {grid=, block=, cluster=, smem=}, { {type, value}, ... }) */
+/* The debug-hangs records of a launch when cfg (at index 2) asks for them
+** (hang_sites): one slot per warp of the grid. */
+static TlcuHang *hang_records(lua_State *L, const TlcuLaunch *cfg) {
+  if (lua_getfield(L, 2, "hang_sites") != LUA_TSTRING) {
+    lua_pop(L, 1);
+    return NULL;
+  }
+  const char *sites = lua_tostring(L, -1);
+  unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2], warps = (threads + 31) / 32;
+  size_t slots = (size_t)cfg->grid[0] * cfg->grid[1] * cfg->grid[2] * warps;
+  TlcuHang *h = NULL;
+  if (tlcu_hang_alloc(&rt, slots, warps, sites, &h) != TLCU_OK) rt_error(L, "launch");
+  lua_pop(L, 1);
+  return h;
+}
+
+static const char *opt_field(lua_State *L, int idx, const char *k) {
+  lua_getfield(L, idx, k);
+  const char *s = lua_tostring(L, -1); /* stays alive in the table */
+  lua_pop(L, 1);
+  return s;
+}
+
+/* core.launch(fn, {grid=, block=, cluster=, smem=, name=, where=, hang_sites=},
+** { {type, value}, ... }): name and where (the script's line) go into the
+** reports of a kernel that hangs or fails; hang_sites (the lowered kernel's
+** debug-hangs sites) adds the records' address as the last argument. */
 static int fn_launch(lua_State *L) {
   CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -463,8 +498,10 @@ static int fn_launch(lua_State *L) {
   lua_getfield(L, 2, "smem");
   cfg.smem = (unsigned int)luaL_optinteger(L, -1, 0);
   lua_pop(L, 1);
+  cfg.name = opt_field(L, 2, "name");
+  cfg.where = opt_field(L, 2, "where");
   int n = (int)luaL_len(L, 3);
-  if (n > 64) return lb_error(L, "launch: too many arguments (%d)", n);
+  if (n > 63) return lb_error(L, "launch: too many arguments (%d)", n);
   uint64_t slots[64];
   void *ptrs[64];
   for (int i = 0; i < n; i++) {
@@ -476,6 +513,11 @@ static int fn_launch(lua_State *L) {
     bool map = lua_type(L, -1) == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "tmap");
     lua_pop(L, 2);
     ptrs[i] = map ? (void *)(uintptr_t)slots[i] : &slots[i];
+  }
+  cfg.hang = hang_records(L, &cfg); /* last: nothing after it raises before the launch takes it */
+  if (cfg.hang) {
+    slots[n] = (uint64_t)cfg.hang->dev;
+    ptrs[n] = &slots[n];
   }
   if (tlcu_launch(&rt, *f, &cfg, ptrs) != TLCU_OK) return rt_error(L, "launch");
   return 0;

@@ -61,16 +61,39 @@ void lb_push_object(lua_State *L, const char *mt, void *ptr, int ctx_idx) {
   lua_setiuservalue(L, -2, 1);
 }
 
+/* The op an object lives in (itself, the op of a region, the parent op of a
+** block, the defining op of a value), to refuse objects of erased ops. */
+static const IrOp *host_op(const char *mt, void *ptr) {
+  if (mt == (const char *)LB_OP || !strcmp(mt, LB_OP)) return ptr;
+  if (!strcmp(mt, LB_VALUE)) {
+    const IrValue *v = ptr;
+    return v->def ? v->def : v->block ? ir_block_parent_op(v->block) : NULL;
+  }
+  if (!strcmp(mt, LB_BLOCK)) return ir_block_parent_op(ptr);
+  if (!strcmp(mt, LB_REGION)) return ((const IrRegion *)ptr)->parent;
+  return NULL;
+}
+
+static void check_not_erased(lua_State *L, const char *mt, void *ptr) {
+  const IrOp *h = host_op(mt, ptr);
+  if (!h || !h->erased) return;
+  if (h == ptr) lb_error(L, "attempt to use an erased op ('%s')", ir_op_name(h));
+  lb_error(L, "attempt to use a %s of an erased op ('%s')", mt + 6, ir_op_name(h));
+}
+
+
 void *lb_test_object(lua_State *L, int idx, const char *mt) {
   LbObject *o = luaL_testudata(L, idx, mt);
   if (!o) return NULL;
   if (!o->owner->ctx) luaL_error(L, "attempt to use an object of a closed tilua context");
+  check_not_erased(L, mt, o->ptr);
   return o->ptr;
 }
 
 void *lb_check_object(lua_State *L, int idx, const char *mt) {
   LbObject *o = luaL_checkudata(L, idx, mt);
   if (!o->owner->ctx) luaL_error(L, "attempt to use an object of a closed tilua context");
+  check_not_erased(L, mt, o->ptr);
   return o->ptr;
 }
 
@@ -91,6 +114,16 @@ static void push_like(lua_State *L, const char *mt, void *ptr, int idx) {
 
 /* The IrContext of an object argument, checking it matches `ctx` when given. */
 static IrContext *ctx_of(lua_State *L, int idx) { return lb_owner(L, idx)->ctx; }
+
+/* Objects a and b must belong to one context: IR never points into another's arena. */
+static void same_context(lua_State *L, int a, int b, const char *what) {
+  if (ctx_of(L, a) != ctx_of(L, b)) lb_error(L, "%s: the objects belong to different contexts", what);
+}
+
+/* Moving op to a place inside itself would cut it loose from the IR. */
+static void not_inside(lua_State *L, const IrOp *op, const IrOp *place, const char *what) {
+  if (place && ir_op_is_ancestor(op, place)) lb_error(L, "%s: the place is inside the op itself", what);
+}
 
 /* }====================================================================== */
 
@@ -570,7 +603,21 @@ static int is_sequence(lua_State *L, int idx) {
   return count == n;
 }
 
-const IrAttr *lb_to_attr(lua_State *L, IrContext *ctx, int idx) {
+/* Tables nest at most this deep in an attribute (the printer and the parser
+** handle any depth; this bounds the C stack the conversion uses). */
+#define LB_ATTR_MAX_DEPTH 256
+
+/* An attribute or type userdata of the context ctx (another context's is an error). */
+static const void *attr_object(lua_State *L, IrContext *ctx, int idx, const char *mt) {
+  const void *p = lb_test_object(L, idx, mt);
+  if (p && lb_owner(L, idx)->ctx != ctx) lb_error(L, "attribute value: a %s of another context", mt + 6);
+  return p;
+}
+
+/* The Lua value at idx as an attribute. `seen` (a stack index) holds the tables
+** being converted, to refuse one that contains itself; scratch arrays are userdata,
+** so that an error on the way leaks nothing. */
+static const IrAttr *to_attr(lua_State *L, IrContext *ctx, int idx, int seen, int depth) {
   idx = lua_absindex(L, idx);
   switch (lua_type(L, idx)) {
   case LUA_TNUMBER:
@@ -583,13 +630,22 @@ const IrAttr *lb_to_attr(lua_State *L, IrContext *ctx, int idx) {
     return ir_attr_str(ctx, s, n);
   }
   case LUA_TUSERDATA: {
-    const IrAttr *a = lb_test_object(L, idx, LB_ATTR);
+    const IrAttr *a = attr_object(L, ctx, idx, LB_ATTR);
     if (a) return a;
-    const IrType *t = lb_test_object(L, idx, LB_TYPE);
+    const IrType *t = attr_object(L, ctx, idx, LB_TYPE);
     if (t) return ir_attr_type(ctx, t);
     break;
   }
   case LUA_TTABLE: {
+    if (depth >= LB_ATTR_MAX_DEPTH) lb_error(L, "attribute value: tables nested deeper than %d levels", LB_ATTR_MAX_DEPTH);
+    if (!lua_checkstack(L, 8)) lb_error(L, "attribute value: out of Lua stack space");
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, seen) != LUA_TNIL) lb_error(L, "attribute value: a table that contains itself");
+    lua_pop(L, 1);
+    lua_pushvalue(L, idx);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, seen);
+    const IrAttr *a = NULL;
     if (lua_getmetatable(L, idx)) { /* a DSL object that knows its attribute form */
       lua_pop(L, 1);
       if (luaL_getmetafield(L, idx, "__dict") != LUA_TNIL) {
@@ -599,56 +655,62 @@ const IrAttr *lb_to_attr(lua_State *L, IrContext *ctx, int idx) {
       if (luaL_getmetafield(L, idx, "__attr") != LUA_TNIL) {
         lua_pushvalue(L, idx);
         lua_call(L, 1, 1);
-        const IrAttr *a = lb_to_attr(L, ctx, -1);
+        a = to_attr(L, ctx, -1, seen, depth + 1);
         lua_pop(L, 1);
-        return a;
+        goto done;
       }
     }
     if (is_sequence(L, idx)) {
       lua_Integer n = luaL_len(L, idx);
-      const IrAttr **elems = malloc(((size_t)n + 1) * sizeof *elems);
-      if (!elems) luaL_error(L, "out of memory");
+      if (n > (lua_Integer)UINT32_MAX) lb_error(L, "attribute value: an array of %lld elements", (long long)n);
+      const IrAttr **elems = lua_newuserdatauv(L, ((size_t)n + 1) * sizeof *elems, 0);
       for (lua_Integer i = 1; i <= n; i++) {
         lua_geti(L, idx, i);
-        elems[i - 1] = lb_to_attr(L, ctx, -1); /* may raise: leaks elems, bounded */
+        elems[i - 1] = to_attr(L, ctx, -1, seen, depth + 1);
         lua_pop(L, 1);
       }
-      const IrAttr *a = ir_attr_array(ctx, (uint32_t)n, elems);
-      free(elems);
-      return a;
+      a = ir_attr_array(ctx, (uint32_t)n, elems);
+      lua_pop(L, 1);
+      goto done;
     }
   dict:;
-    uint32_t n = 0, cap = 8;
-    IrNamedAttr *es = malloc(cap * sizeof *es);
-    if (!es) luaL_error(L, "out of memory");
+    uint32_t n = 0;
     lua_pushnil(L);
     while (lua_next(L, idx)) {
-      if (lua_type(L, -2) != LUA_TSTRING) {
-        free(es);
-        lb_error(L, "attribute dictionaries take string keys");
-      }
-      if (n == cap) {
-        cap *= 2;
-        IrNamedAttr *ne = realloc(es, cap * sizeof *es);
-        if (!ne) {
-          free(es);
-          luaL_error(L, "out of memory");
-        }
-        es = ne;
-      }
-      es[n].name = ir_intern_cstr(ctx, lua_tostring(L, -2));
-      es[n].attr = lb_to_attr(L, ctx, -1);
       n++;
       lua_pop(L, 1);
     }
-    const IrAttr *a = ir_attr_dict(ctx, n, es);
-    free(es);
+    IrNamedAttr *es = lua_newuserdatauv(L, ((size_t)n + 1) * sizeof *es, 0);
+    int esi = lua_gettop(L);
+    n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+      if (lua_type(L, -2) != LUA_TSTRING) lb_error(L, "attribute dictionaries take string keys");
+      es[n].name = ir_intern_cstr(ctx, lua_tostring(L, -2));
+      es[n].attr = to_attr(L, ctx, -1, seen, depth + 1);
+      n++;
+      lua_pop(L, 1);
+    }
+    a = ir_attr_dict(ctx, n, es);
+    lua_remove(L, esi);
+  done:
+    lua_pushvalue(L, idx);
+    lua_pushnil(L);
+    lua_rawset(L, seen);
     return a;
   }
   default: break;
   }
   lb_error(L, "cannot make an attribute from a %s", luaL_typename(L, idx));
   return NULL;
+}
+
+const IrAttr *lb_to_attr(lua_State *L, IrContext *ctx, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_newtable(L); /* the tables being converted */
+  const IrAttr *a = to_attr(L, ctx, idx, lua_gettop(L), 0);
+  lua_pop(L, 1);
+  return a;
 }
 
 void lb_push_attr(lua_State *L, const IrAttr *a, int ctx_idx) {
@@ -862,6 +924,8 @@ static int core_op_create(lua_State *L) {
   }
   IrBlock *block = lua_isnoneornil(L, 7) ? NULL : lb_check_block(L, 7);
   IrOp *before = lua_isnoneornil(L, 8) ? NULL : lb_check_op(L, 8);
+  if (block && ctx_of(L, 7) != c->ctx) return lb_error(L, "'%s': the block belongs to another context", name);
+  if (before && ctx_of(L, 8) != c->ctx) return lb_error(L, "'%s': the insertion point belongs to another context", name);
   if (before) {
     if (!before->parent) return lb_error(L, "'%s': insertion point is not in a block", name);
     ir_op_insert_before(before, op);
@@ -948,10 +1012,11 @@ static int op_set_operands(lua_State *L) {
   for (uint32_t i = 0; i < n; i++) {
     lua_geti(L, 2, (lua_Integer)i + 1);
     vals[i] = lb_test_object(L, -1, LB_VALUE);
+    bool other = vals[i] && ctx_of(L, -1) != ctx_of(L, 1);
     lua_pop(L, 1);
-    if (!vals[i]) {
+    if (!vals[i] || other) {
       free(vals);
-      return lb_error(L, "set_operands: element #%d is not a value", (int)i + 1);
+      return lb_error(L, "set_operands: element #%d is not a value%s", (int)i + 1, other ? " of the op's context" : "");
     }
   }
   ir_op_set_operands(op, n, vals);
@@ -1038,16 +1103,23 @@ static int op_unlink(lua_State *L) {
 /* op:insert(block [, before]): link a detached op at the end of block or before an op. */
 static int op_insert(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
-  if (op->parent) ir_op_unlink(op);
   IrOp *before = lua_isnoneornil(L, 3) ? NULL : lb_check_op(L, 3);
+  IrBlock *block = before ? NULL : lb_check_block(L, 2);
+  same_context(L, 1, before ? 3 : 2, "insert");
+  if (before && !before->parent) return lb_error(L, "insert: the op to insert before is not in a block");
+  not_inside(L, op, before ? before : ir_block_parent_op(block), "insert");
+  if (op == before) return 0;
+  if (op->parent) ir_op_unlink(op);
   if (before) ir_op_insert_before(before, op);
-  else ir_block_append(lb_check_block(L, 2), op);
+  else ir_block_append(block, op);
   return 0;
 }
 
 static int op_move_before(lua_State *L) {
   IrOp *op = lb_check_op(L, 1), *pos = lb_check_op(L, 2);
+  same_context(L, 1, 2, "move_before");
   if (op == pos || !pos->parent) return lb_error(L, "move_before: bad position");
+  not_inside(L, op, pos, "move_before");
   ir_op_move_before(op, pos);
   return 0;
 }
@@ -1055,6 +1127,9 @@ static int op_move_before(lua_State *L) {
 /* op:take_regions(other): move the blocks of other's regions into op's (empty) regions. */
 static int op_take_regions(lua_State *L) {
   IrOp *op = lb_check_op(L, 1), *other = lb_check_op(L, 2);
+  same_context(L, 1, 2, "take_regions");
+  if (op == other) return 0;
+  not_inside(L, other, op, "take_regions");
   if (op->nregions != other->nregions) return lb_error(L, "take_regions: region counts differ");
   for (uint32_t r = 0; r < op->nregions; r++) {
     if (op->regions[r].first) return lb_error(L, "take_regions: region %d is not empty", (int)r + 1);
@@ -1077,13 +1152,16 @@ static int op_clone(lua_State *L) {
   return 1;
 }
 
+/* op:verify() -> true | true, warnings, list | false, message, list */
 static int op_verify(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
   IrContext *ctx = ctx_of(L, 1);
   ir_diag_clear(ctx);
   if (ir_verify(op) == IR_OK) {
     lua_pushboolean(L, 1);
-    return 1;
+    if (!ir_diag_pending(ctx)) return 1;
+    lb_push_diagnostics_and_list(L, ctx); /* warnings */
+    return 3;
   }
   lua_pushboolean(L, 0);
   lb_push_diagnostics_and_list(L, ctx);
@@ -1208,8 +1286,9 @@ static int region_add_block(lua_State *L) {
   for (uint32_t i = 0; i < n; i++) {
     lua_geti(L, 2, (lua_Integer)i + 1);
     const IrType *t = lb_test_object(L, -1, LB_TYPE);
+    bool other = t && ctx_of(L, -1) != ctx;
     lua_pop(L, 1);
-    if (!t) return lb_error(L, "add_block: argument type #%d is not a type", (int)i + 1);
+    if (!t || other) return lb_error(L, "add_block: argument type #%d is not a type%s", (int)i + 1, other ? " of the region's context" : "");
     ir_block_add_arg(ctx, b, t);
   }
   ir_region_append_block(r, b);

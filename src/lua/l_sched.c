@@ -417,18 +417,19 @@ static void push_raster(lua_State *L, LStage *s, const SRaster *r) {
 /*
 ** raster, tiles_m, tiles_n, tiles_l, cluster_m, cluster_n, swizzle, column_major -> raster
 ** unpack, raster, linear -> m, n, l          valid, raster, linear -> linear < total
+** tl_coord, raster, swizzle, tile_id -> m, n (TileLang's coord: the swizzle as given)
 ** block_m, m, cluster, rank -> m * cluster + rank
 ** tl_next, grid, linear, iter -> linear + grid, iter + 1
 */
 static int core_sched_stage(lua_State *L) {
-  static const char *const whats[] = {"raster", "unpack", "valid", "block_m", "tl_next", NULL};
+  enum { RASTER, UNPACK, VALID, BLOCK_M, TL_NEXT, TL_COORD };
+  static const char *const whats[] = {"raster", "unpack", "valid", "block_m", "tl_next", "tl_coord", NULL};
   int what = luaL_checkoption(L, 1, NULL, whats);
   LStage s;
   stage_open(L, &s, 2);
   SWork w;
   memset(&w, 0, sizeof w);
-  switch (what) {
-  case 0: {
+  if (what == RASTER) {
     static const char *const names[] = {"tiles_m", "tiles_n", "tiles_l", "cluster_m", "cluster_n", "swizzle"};
     SInt a[6];
     for (int i = 0; i < 6; i++)
@@ -438,27 +439,30 @@ static int core_sched_stage(lua_State *L) {
     push_raster(L, &s, &r);
     return 1;
   }
-  case 1:
-  case 2: {
-    SRaster r = stage_raster(L, &s, 3);
-    sw_work_at(s.st, &r, stage_arg(L, &s, 4, "tile_id"), st_k(0), &w);
-    if (what == 2) return stage_push(L, &s, w.f[SF_VALID]), 1;
-    for (int f = SF_M; f <= SF_L; f++)
-      stage_push(L, &s, w.f[f]);
-    return 3;
-  }
-  case 3:
+  if (what == BLOCK_M) {
     stage_push(L, &s, sw_block_m(s.st, stage_arg(L, &s, 3, "m_idx"), stage_arg(L, &s, 4, "cluster"),
                                  stage_arg(L, &s, 5, "rank")));
     return 1;
-  default: {
+  }
+  if (what == TL_NEXT) {
     SInt linear = stage_arg(L, &s, 4, "linear_idx"), iter = stage_arg(L, &s, 5, "current_iter");
     sw_tl_next(s.st, stage_arg(L, &s, 3, "workers"), &linear, &iter);
     stage_push(L, &s, linear);
     stage_push(L, &s, iter);
     return 2;
   }
+  SRaster r = stage_raster(L, &s, 3);
+  if (what == TL_COORD) {
+    sw_tl_coord(s.st, &r, stage_arg(L, &s, 4, "swizzle"), stage_arg(L, &s, 5, "tile_id"), &w);
+    stage_push(L, &s, w.f[SF_M]);
+    stage_push(L, &s, w.f[SF_N]);
+    return 2;
   }
+  sw_work_at(s.st, &r, stage_arg(L, &s, 4, "tile_id"), st_k(0), &w);
+  if (what == VALID) return stage_push(L, &s, w.f[SF_VALID]), 1;
+  for (int f = SF_M; f <= SF_L; f++)
+    stage_push(L, &s, w.f[f]);
+  return 3;
 }
 
 /* }====================================================================== */

@@ -13,9 +13,10 @@
 **   producer_commit        the participant's leader: arrive.expect_tx(full[index],
 **                          bytes) when bytes > 0, else a plain arrive
 **   consumer_wait          spin on try_wait.parity(full[index], phase)
-**   consumer_release       arrive on empty[index]: once per warp (cooperative) or
-**                          once per participant (the others), on every CTA of the
-**                          cluster in mode "cluster"
+**   consumer_release       arrive on empty[index]: from every consumer thread
+**                          (cooperative) or once per participant after its warps
+**                          sync (the others), on every CTA of the cluster in mode
+**                          "cluster"
 **   try_acquire / try_wait test_wait.parity
 **   producer_tail          bulk wait_group 0, or (cluster) a wait on every stage
 **   switch_by_executor     scf.if on the warp index per case
@@ -260,32 +261,37 @@ static void spin_wait_unless(Cpn *c, IrValue *tok, IrValue *bar, IrValue *parity
   if (sif) rw_end_if(&c->rw, sif);
 }
 
-static void arrive(Cpn *c, IrValue *bar, const char *scope) {
-  IrOp *a = rw_op(&c->rw, OP_TILE_MBARRIER_ARRIVE, 1, &bar, NULL);
+/* mbarrier.arrive on bar, for `count` arrivals when count > 1. */
+static void arrive_n(Cpn *c, IrValue *bar, const char *scope, int64_t count) {
+  IrValue *opds[2] = {bar, count > 1 ? rw_i32(&c->rw, count) : NULL};
+  IrOp *a = rw_op(&c->rw, OP_TILE_MBARRIER_ARRIVE, count > 1 ? 2 : 1, opds, NULL);
   if (scope) rw_set_str(&c->rw, a, "scope", scope);
 }
+
+static void arrive(Cpn *c, IrValue *bar, const char *scope) { arrive_n(c, bar, scope, 1); }
 
 typedef void (*ArriveFn)(Cpn *c, const void *ud);
 
 enum { SYNC_NONE, SYNC_IF_WARP, SYNC_ALWAYS };
 
-/* One arrival per warp of the participants' warps that run op: the warp's
-** lanes first sync (their accesses precede the arrival), then one lane arrives. */
-static bool arrive_per_warp(Cpn *c, IrOp *op, const KernelExec *x, uint64_t parts, ArriveFn fn,
-                            const void *ud) {
+/* Cooperative release: every thread of the participants' warps that runs op
+** arrives (the empty barrier counts their threads). Each thread's own arrive
+** has release semantics for its own reads of the stage, so every read is
+** ordered before the producer's acquire and its next (async-proxy) write
+** into the stage; one lane arriving for its warp after bar.warp.sync would
+** rely on an ordering the PTX memory model does not state (docs/testing.md).
+** Under an elect the executing thread arrives for its warp (count 32). */
+static bool arrive_per_thread(Cpn *c, IrOp *op, const KernelExec *x, uint64_t parts, ArriveFn fn,
+                              void *ud, int64_t *count) {
   uint64_t allowed = x->mask & parts;
   if (!allowed) {
     ir_op_error(op, "runs on warps 0x%llx, none of which is a participant (0x%llx)",
                 (unsigned long long)x->mask, (unsigned long long)parts);
     return false;
   }
-  IrOp *guard = allowed != x->mask ? rw_begin_if(&c->rw, cpn_in_mask(c, allowed)) : NULL, *one = NULL;
-  if (!x->narrow) {
-    cpn_sync_warps(c, op, 1);
-    one = rw_begin_if(&c->rw, rw_op1(&c->rw, OP_TILE_ELECT, 0, NULL, c->rw.i1));
-  }
+  IrOp *guard = allowed != x->mask ? rw_begin_if(&c->rw, cpn_in_mask(c, allowed)) : NULL;
+  *count = x->narrow ? 32 : 1;
   fn(c, ud);
-  if (one) rw_end_if(&c->rw, one);
   if (guard) rw_end_if(&c->rw, guard);
   return true;
 }
@@ -364,7 +370,8 @@ typedef struct Arrival {
   const CpnPipe *p;
   IrValue *index;
   int64_t bytes;
-  int kind; /* 0 commit, 1 expect_tx, 2 release */
+  int kind;      /* 0 commit, 1 expect_tx, 2 release */
+  int64_t count; /* arrivals one release makes (a cooperative one under an elect: 32) */
 } Arrival;
 
 /* The arrival itself, made by the thread arrive_per_* picked. */
@@ -373,7 +380,7 @@ static void do_arrival(Cpn *c, const void *ud) {
   if (a->kind == 2) {
     IrValue *bar = stage_bar(c, a->p, a->index, 1);
     if (a->p->mode != MODE_CLUSTER) {
-      arrive(c, bar, NULL);
+      arrive_n(c, bar, NULL, a->count);
       return;
     }
     for (int64_t r = 0; r < c->ctas; r++) { /* every CTA's empty barrier (multicast producers) */
@@ -428,7 +435,7 @@ static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
                : op->kind == OP_CUTLASS_PIPELINE_PRODUCER_EXPECT_TX
                    ? ir_attrs_CUTLASS_PIPELINE_PRODUCER_EXPECT_TX(op).transaction_bytes
                    : -1;
-  Arrival a = {p, index, tx >= 0 ? tx : p->tx, 0};
+  Arrival a = {p, index, tx >= 0 ? tx : p->tx, 0, 1};
   IrValue *parity;
   switch (op->kind) {
   case OP_CUTLASS_PIPELINE_PRODUCER_ACQUIRE:
@@ -462,7 +469,7 @@ static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
       uint64_t all = 0;
       for (uint32_t i = 0; i < p->nc; i++)
         all |= (uint64_t)p->cons[i];
-      return arrive_per_warp(c, op, x, all, do_arrival, &a);
+      return arrive_per_thread(c, op, x, all, do_arrival, &a, &a.count);
     }
     return arrive_per_group(c, op, x, p->cons, p->nc, SYNC_ALWAYS, do_arrival, &a);
   }

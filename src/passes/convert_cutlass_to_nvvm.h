@@ -70,8 +70,8 @@ IrValue *cpn_in_mask(Cpn *c, uint64_t mask);
 /* What a switch_by_executor case argument stands for: its operand (through
 ** nested cases); any other value is itself. */
 IrValue *cpn_source(IrValue *v);
-/* Synchronize the threads of warp mask m (bar.warp.sync, bar.sync 0 or a named
-** barrier of its own); false (with a diagnostic at op) when no id is left. */
+/* Synchronize the threads of warp mask m (bar.sync 0, or a named barrier of
+** its own, also for one warp); false (with a diagnostic at op) when no id is left. */
 bool cpn_sync_warps(Cpn *c, IrOp *op, uint64_t m);
 /* }=== */
 

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../dialects/cutlass.h"
 #include "convert_cutlass_to_nvvm.h"
 
 #define THROTTLE_NS(profile) (128 << (profile)) /* profile 1: nanosleep 256 */
@@ -42,14 +43,6 @@ static bool is_striped(IrOpKind k) {
 /* {======================================================================
 ** Register fragments and the striped layout
 ** ======================================================================= */
-
-/* Elements per unit: the innermost row when one ld/st moves it, else 1. */
-static int64_t unit_of(const IrType *frag) {
-  int64_t v = frag->rank >= 2 ? frag->shape[frag->rank - 1] : 1, eb = dia_type_bytes(frag->elem);
-  int64_t bytes = v * eb;
-  if (v < 2 || (bytes != 4 && bytes != 8 && bytes != 16) || (eb >= 4 && v > 4)) return 1;
-  return v;
-}
 
 static bool is_frag_root(const IrOp *d) {
   return d && d->kind == OP_UNREALIZED_CAST && d->noperands == 0 && d->nresults == 1 &&
@@ -307,7 +300,7 @@ static bool lower_striped(Cpn *c, IrOp *op) {
   CpnFrag *fr = ptrmap_get(&c->frags, root);
   const IrType *ft = root->results[0].type;
   const KernelExec *x = cpn_exec(c, op);
-  Stripe s = {op, ft->elem, ft->elem, unit_of(ft), 0, ir_attrs_CUTLASS_BLOCK_STRIPED_LOAD(op).threads,
+  Stripe s = {op, ft->elem, ft->elem, cut_striped_unit(ft), 0, ir_attrs_CUTLASS_BLOCK_STRIPED_LOAD(op).threads,
               NULL, frag_base(c, fr), NULL, cpn_tid(c)};
   s.units = ir_type_num_elements(ft) / s.v;
   if (s.v > 1) s.unit = ir_type_vector(c->rw.ctx, s.elem, 1, &s.v);

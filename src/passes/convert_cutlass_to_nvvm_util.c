@@ -135,11 +135,11 @@ static int named_barrier_for(Cpn *c, IrOp *op, uint64_t m) {
   return -1;
 }
 
+/* A named barrier even for one warp: bar.sync is a barrier the PTX memory
+** model orders memory with (its threads' accesses before it happen before
+** every later op of the others, e.g. one lane's release), bar.warp.sync is not
+** one (docs/testing.md). */
 bool cpn_sync_warps(Cpn *c, IrOp *op, uint64_t m) {
-  if (kernel_popcount(m) == 1) {
-    rw_set_str(&c->rw, rw_op(&c->rw, OP_NVVM_INLINE_PTX, 0, NULL, NULL), "ptx", "bar.warp.sync -1;");
-    return true;
-  }
   if (m == c->all_warps) {
     rw_op(&c->rw, OP_TILE_BARRIER, 0, NULL, NULL);
     return true;

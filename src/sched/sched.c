@@ -161,13 +161,16 @@ bool sched_tl_make(SchedPersistent *p, uint32_t m_tiles, uint32_t n_tiles, uint3
     return false;
   if (!workers) return fail(err, "workers must be positive");
   if (workers > U32MAX / 2) return fail(err, "too many workers for 32-bit tile ids");
+  if ((uint64_t)p->raster.fast * swizzle > 0x7fffffffu)
+    return fail(err, "swizzle too large: the fast extent times the swizzle overflows int32");
   p->grid = workers;
   p->tiles_per_round = 1;
+  p->tl_swizzle = swizzle;
   return true;
 }
 
 static void tl_update(const SchedPersistent *p, SchedTlState *s) {
-  SchedCoord c = sched_raster_unpack(&p->raster, s->linear_idx);
+  SchedCoord c = sched_tl_coord(p, s->linear_idx);
   s->m_idx = c.m;
   s->n_idx = c.n;
 }
@@ -190,8 +193,16 @@ void sched_tl_next_tile(const SchedPersistent *p, SchedTlState *s) {
   tl_update(p, s);
 }
 
+/* TileLang's coord (worker.c), evaluated in 64 bits: a plan's swizzle is
+** not bounded like sched_tl_make's, and the product fast * swizzle must not wrap. */
 SchedCoord sched_tl_coord(const SchedPersistent *p, uint32_t tile_id) {
-  return sched_raster_unpack(&p->raster, tile_id);
+  const SchedRaster *r = &p->raster;
+  SRaster x = {st_k64(r->grid_m), st_k64(r->grid_n), st_k64(r->fast), st_k64(r->slow),
+               st_k64(r->swizzle), st_k64(r->per_l), st_k64(r->total), (SchedOrder)r->order};
+  SWork w;
+  sw_tl_coord(NULL, &x, st_k64(p->tl_swizzle ? p->tl_swizzle : r->swizzle), st_k64(tile_id), &w);
+  SchedCoord c = {st_u32(w.f[SF_M]), st_u32(w.f[SF_N]), 0};
+  return c;
 }
 
 uint32_t sched_tl_block_m(const SchedPersistent *p, uint32_t m_idx, uint32_t rank) {
@@ -234,6 +245,7 @@ bool sched_config_gemm(SchedConfig *c, uint64_t m, uint64_t n, uint64_t k, uint6
 /* Persistent grids: min(workers, tiles); data-parallel: one per tile. */
 static bool plan_persistent(SchedPlan *p, const SchedConfig *c, const char **err) {
   p->persist.tiles_per_round = c->tiles_per_round;
+  p->persist.tl_swizzle = c->swizzle;
   if (c->kind != SCHED_DATA_PARALLEL && !c->workers) return fail(err, "workers must be positive");
   p->persist.grid =
       st_u32(sw_persistent_grid(NULL, c->kind, st_k(c->workers), st_k(p->persist.raster.total)));

@@ -153,8 +153,8 @@ typedef struct SchedCoord {
 bool sched_raster_init(SchedRaster *r, uint32_t tiles_m, uint32_t tiles_n, uint32_t tiles_l,
                        uint32_t cluster_m, uint32_t cluster_n, uint32_t swizzle, SchedOrder order,
                        const char **err);
-/* Seed 000's raster_unpack. Defined for every id: ids >= total decode to
-** some coordinate without dividing by zero (TileLang's clamp). */
+/* Seed 000's raster_unpack, batches included. Defined for every id without
+** dividing by zero: an id >= total decodes to a batch l >= tiles_l. */
 SchedCoord sched_raster_unpack(const SchedRaster *r, uint32_t linear);
 /* The CTA tile of rank (rank_m, rank_n) in cluster tile c; false when the
 ** cluster overhangs the grid there (that CTA skips the tile). */
@@ -180,6 +180,7 @@ typedef struct SchedPersistent {
   SchedRaster raster;
   uint32_t grid;            /* workers (clusters) striding over the tiles */
   uint32_t tiles_per_round; /* tiles_per_pipeline_round; 0 never clocks */
+  uint32_t tl_swizzle;      /* swizzle_size as given: TileLang's coord does not clamp it */
 } SchedPersistent;
 
 /* Data-parallel: cluster `linear` computes tile `linear` (0 <= linear < total). */
@@ -191,7 +192,15 @@ SchedWork sched_persistent_advance(const SchedPersistent *p, SchedWork t, bool *
 
 /* TileLang's PersistentTileScheduler (seed 003). The stateful form keeps its
 ** four scalars here (m_idx is the cluster row); the stateless form is
-** sched_tl_coord alone. Build p with sched_tl_make. */
+** sched_tl_coord alone. Build p with sched_tl_make.
+**
+** sched_tl_coord is TileLang's coord: one batch, no wrap. An id at or past
+** the number of tiles decodes to an out-of-range coordinate (m_idx >= the
+** cluster rows or n_idx >= n_tiles), never to another tile, so that seed
+** 003's stateless loop `for w < waves: (m, n) = coord(workers * w + worker);
+** if in bounds: compute` computes every tile exactly once, as the stateful
+** loop does. sched_tl_make refuses a fast extent * swizzle over 2^31 - 1
+** (TileLang does this arithmetic in int32). */
 typedef struct SchedTlState {
   uint32_t m_idx, n_idx, linear_idx, current_iter;
 } SchedTlState;

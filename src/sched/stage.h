@@ -61,6 +61,8 @@ struct Stage {
 static inline SInt st_k(uint32_t k) { return (SInt){NULL, k, 32}; }
 static inline SInt st_k64(uint64_t k) { return (SInt){NULL, k, 64}; }
 static inline SInt st_bool(bool k) { return (SInt){NULL, k, 1}; }
+/* k, known, of the width of x. */
+static inline SInt st_k_as(SInt x, uint64_t k) { return (SInt){NULL, k, x.bits}; }
 /* A backend value of the given width. */
 static inline SInt st_value(void *v, unsigned bits) { return (SInt){v, 0, (uint8_t)bits}; }
 

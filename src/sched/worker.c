@@ -51,24 +51,38 @@ SRaster sw_raster_known(const SchedRaster *r) {
 }
 
 /*
-** l is the slowest index; inside an l-slice, panel p covers slow lines
-** [p*swizzle, p*swizzle + width) where width is swizzle except for a narrower
-** last panel. Inside a panel the slow index varies fastest. For ids past the
-** end, width is 1 so nothing divides by zero (TileLang's clamp).
+** Inside an l-slice, panel p covers slow lines [p*swizzle, p*swizzle + width)
+** where width is swizzle except for a narrower last panel; inside a panel the
+** slow index varies fastest. Past the last panel width is 1, so nothing
+** divides by zero (TileLang's clamp). Width-generic: the host may evaluate it
+** in 64 bits (TileLang's coord with a swizzle as given).
 */
-void sw_raster_unpack(Stage *s, const SRaster *r, SInt linear, SWork *w) {
-  SInt l = DIV(linear, r->per_l);
-  SInt rest = SUB(linear, MUL(l, r->per_l));
-  SInt panel_size = MUL(r->fast, r->swizzle);
+static void panel_unpack(Stage *s, const SRaster *r, SInt swizzle, SInt rest, SWork *w) {
+  SInt panel_size = MUL(r->fast, swizzle);
   SInt panel = DIV(rest, panel_size);
-  SInt base = MUL(panel, r->swizzle);
-  SInt width = SEL(LT(base, r->slow), MIN(r->swizzle, SUB(r->slow, base)), K(1));
+  SInt base = MUL(panel, swizzle);
+  SInt one = st_k_as(base, 1);
+  SInt width = SEL(LT(base, r->slow), MIN(swizzle, SUB(r->slow, base)), one);
   SInt in = SUB(rest, MUL(panel, panel_size));
   SInt f = DIV(in, width), sl = ADD(base, REM(in, width));
   bool along_m = r->order == SCHED_ALONG_M;
   w->f[SF_M] = along_m ? f : sl;
   w->f[SF_N] = along_m ? sl : f;
+}
+
+/* l is the slowest index: an id past the end decodes to a batch l >= tiles_l. */
+void sw_raster_unpack(Stage *s, const SRaster *r, SInt linear, SWork *w) {
+  SInt l = DIV(linear, r->per_l);
+  panel_unpack(s, r, r->swizzle, SUB(linear, MUL(l, r->per_l)), w);
   w->f[SF_L] = l;
+}
+
+/* TileLang's coord: one batch, the swizzle as given (not clamped). An id at
+** or past the number of tiles decodes out of range (m or n past its extent),
+** never to another tile. */
+void sw_tl_coord(Stage *s, const SRaster *r, SInt swizzle, SInt tile_id, SWork *w) {
+  panel_unpack(s, r, swizzle, tile_id, w);
+  w->f[SF_L] = st_k_as(tile_id, 0);
 }
 
 void sw_work_at(Stage *s, const SRaster *r, SInt linear, SInt tile_idx, SWork *w) {

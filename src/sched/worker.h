@@ -58,6 +58,9 @@ SRaster sw_raster_shape(Stage *s, SInt tiles_m, SInt tiles_n, SInt tiles_l, SInt
 SRaster sw_raster_known(const SchedRaster *r);
 /* linear -> SF_M, SF_N, SF_L in cluster tiles. */
 void sw_raster_unpack(Stage *s, const SRaster *r, SInt linear, SWork *w);
+/* TileLang's coord: tile_id -> SF_M, SF_N (SF_L 0) of one batch, the swizzle
+** as given; out of range past the end. */
+void sw_tl_coord(Stage *s, const SRaster *r, SInt swizzle, SInt tile_id, SWork *w);
 /* The tile at linear: its coordinates, SF_LINEAR, SF_TILE_IDX, SF_VALID
 ** (linear < total) and SF_INC_PIPE (false). */
 void sw_work_at(Stage *s, const SRaster *r, SInt linear, SInt tile_idx, SWork *w);

@@ -57,6 +57,14 @@ extern "C" __global__ void __launch_bounds__(256) vector_add(const float *a, con
       return lib.build { stages = 4, chunk = 16384, consumer_warps = 4 }
     end,
   },
+  {
+    name = "gemm (stdlib/gemm.lua, 4096^3, persistent)",
+    build = function() return tl.gemm.build({ m = 4096, n = 4096, k = 4096 }).kernel end,
+  },
+  {
+    name = "gemm (StreamK)",
+    build = function() return tl.gemm.build({ m = 1024, n = 1024, k = 16384, schedule = "streamk" }).kernel end,
+  },
 }
 
 local nvcc = os.getenv "NVCC" or "/usr/local/cuda/bin/nvcc"

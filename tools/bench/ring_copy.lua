@@ -65,7 +65,7 @@ for i, c in ipairs(configs) do
   local k = L.build(c)
   k:compile()
   dst:fill(0)
-  L.run(k, src, dst, n, c.ctas, c.chunk)
+  L.launch(k, src, dst, n, c.ctas, c.chunk)
   tl.device.synchronize()
   local label = c.pipeline and ("pipeline %s S=%d C=%dK W=%d x%d/SM"):format(c.mode == "warp_specialized" and "ws" or "coop",
       c.stages, c.chunk // 1024, c.consumer_warps, c.ctas)
@@ -76,7 +76,7 @@ for i, c in ipairs(configs) do
     print(("%s: WRONG copy, first difference at byte %d"):format(label, at - 1))
     os.exit(1)
   end
-  local ms = time(function() L.run(k, src, dst, n, c.ctas, c.chunk) end)
+  local ms = time(function() L.launch(k, src, dst, n, c.ctas, c.chunk) end)
   rows[#rows + 1] = { label, ms, memcpy_ms / ms }
   if c.pipeline then pbest = math.max(pbest, memcpy_ms / ms) else best = math.max(best, memcpy_ms / ms) end
 end

@@ -1,0 +1,100 @@
+-- A hang becomes an error (src/cuda/cuda_rt.c, hang.c; src/passes/debug_hangs.c),
+-- checked without a GPU: spec/fixtures/gpu/deadlock.lua runs against a stand-in
+-- driver (spec/c/fake_cuda.c, through TILUA_LIBCUDA) whose kernels never finish,
+-- or trap after writing debug-hangs records. Its calls that would wait for a
+-- hung kernel block forever, as the real driver's do, so a runtime that made one
+-- after the deadline would hang here (every run is under `timeout`).
+-- spec/hang_gpu_spec.lua runs the same kernel on the GPU.
+local H = dofile "spec/helper.lua"
+local tl = require "tilua"
+
+local FAKE = os.getenv "TILUA_FAKE_CUDA"
+local SCRIPT = "spec/fixtures/gpu/deadlock.lua"
+
+local function line_of(mark) return H.line_of(SCRIPT, mark) end
+
+local function run(env, args) return H.tilua_env(env, args, 60) end
+
+local function need_fake()
+  if not FAKE or FAKE == "" then pending("TILUA_FAKE_CUDA is not set (run through ctest)") end
+end
+
+-- The wait sites the debug-hangs pass gave the kernel (its final IR).
+local function sites()
+  local out, err, code = H.tilua_run { "--debug-hangs", "--emit=ir", SCRIPT }
+  assert.equal(0, code, err)
+  local list = {}
+  for s in out:match("hang_sites = (%b[])"):gmatch '"(.-)"' do list[#list + 1] = s end
+  return list
+end
+
+describe("the stand-in driver", function()
+  it("answers every entry point the runtime asks for (spec/c/fake_cuda.c follows src/cuda/cuda_syms.def)", function()
+    need_fake()
+    local out, err = run({ TILUA_LIBCUDA = FAKE }, { "-e", 'local tl = require "tilua" print(tl.device.available(), tl.device.error())' })
+    assert.equal("true\t", out:gsub("\n$", ""), err)
+  end)
+end)
+
+describe("the launch deadline", function()
+  it("reports a kernel past TILUA_LAUNCH_TIMEOUT at its launch and exits 1 without waiting for it", function()
+    need_fake()
+    local out, err, code, secs = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "hang", TILUA_LAUNCH_TIMEOUT = "1" },
+                                     { SCRIPT })
+    assert.equal(1, code, err)
+    assert.truthy(err:find(("%s:%d: kernel 'deadlock' did not finish within 1 s"):format(SCRIPT, line_of "-- LAUNCH"),
+      1, true), err)
+    assert.falsy(out:find("finished", 1, true))
+    assert.is_true(secs < 20, ("took %d s"):format(secs))
+  end)
+
+  it("takes fractions of a second", function()
+    need_fake()
+    local _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "hang", TILUA_LAUNCH_TIMEOUT = "0.5" }, { SCRIPT })
+    assert.equal(1, code, err)
+    assert.truthy(err:find("kernel 'deadlock' did not finish within 0.5 s", 1, true), err)
+  end)
+
+  it("reports a kernel that fails at its launch, with its debug-hangs records and their sites", function()
+    need_fake()
+    local s = sites()
+    local _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "trap", FAKE_CUDA_RECORDS = "1" },
+                             { "--debug-hangs", SCRIPT })
+    assert.equal(1, code, err)
+    assert.truthy(err:find(("%s:%d: kernel 'deadlock' failed: CUDA_ERROR_ILLEGAL_INSTRUCTION"):format(SCRIPT,
+      line_of "-- LAUNCH"), 1, true), err)
+    assert.truthy(err:find("block 0 warp 0 lane 0 gave up after 1000123 us waiting on the mbarrier at shared 0x40 " ..
+      "for phase parity 1: " .. s[1], 1, true), err)
+    assert.truthy(err:find("block 0 warp 1 waits at named barrier 1 (64 threads): " .. s[2], 1, true), err)
+  end)
+end)
+
+describe("the debug-hangs pass", function()
+  it("instruments every mbarrier wait loop and barrier wait, with its script line", function()
+    local s = sites()
+    local function has_site(mark, what)
+      local want = ("%s:%d: %s"):format(SCRIPT, line_of(mark), what)
+      for _, x in ipairs(s) do if x == want then return true end end
+      error(("no site %q in %s"):format(want, table.concat(s, "; ")))
+    end
+    has_site("HANG: the producer waits", "mbarrier wait")
+    has_site("HANG: the consumer waits", "mbarrier wait")
+    local out, err, code = H.tilua_run { "--debug-hangs", "--emit=ptx", SCRIPT }
+    assert.equal(0, code, err)
+    assert.truthy(out:find(".param .u64 deadlock_param_1", 1, true), "the records' address: one more parameter")
+    assert.truthy(out:find("%globaltimer", 1, true))
+    assert.truthy(out:find("fence.sc.sys;", 1, true))
+    assert.truthy(out:find("trap;", 1, true))
+    local ok, log = tl.ptxas(out)
+    assert(ok ~= false, log)
+  end)
+
+  it("is off by default, and refuses a bad option", function()
+    local out = H.tilua_run { "--emit=ptx", SCRIPT }
+    assert.falsy(out:find("trap;", 1, true))
+    assert.falsy(out:find("deadlock_param_1", 1, true))
+    local _, err, code = H.tilua_run { "opt", "-p", "debug-hangs{ms=0}", "spec/fixtures/valid/scf.tir" }
+    assert.equal(1, code)
+    assert.matches("option ms must be a positive integer", err)
+  end)
+end)
