@@ -567,19 +567,9 @@ static const luaL_Reg device_functions[] = {
     {"device_time", dev_time},           {"buffer_alloc", buf_alloc},
     {"module_load", mod_load},           {NULL, NULL}};
 
-static void new_class(lua_State *L, const char *name, const luaL_Reg *meta,
-                      const luaL_Reg *methods) {
-  luaL_newmetatable(L, name);
-  luaL_setfuncs(L, meta, 0);
-  lua_newtable(L);
-  luaL_setfuncs(L, methods, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
-}
-
 void lb_open_device(lua_State *L) {
-  new_class(L, LB_BUFFER, buffer_meta, buffer_methods);
-  new_class(L, LB_MODULE, module_meta, module_methods);
-  new_class(L, LB_FUNCTION, no_meta, function_methods);
+  lb_new_class(L, LB_BUFFER, buffer_meta, buffer_methods);
+  lb_new_class(L, LB_MODULE, module_meta, module_methods);
+  lb_new_class(L, LB_FUNCTION, no_meta, function_methods);
   luaL_setfuncs(L, device_functions, 0);
 }

@@ -15,29 +15,11 @@
 static SchedPlan *check_plan(lua_State *L, int idx) { return luaL_checkudata(L, idx, LB_PLAN); }
 
 static uint32_t field_u32(lua_State *L, int t, const char *name, uint32_t dflt) {
-  lua_getfield(L, t, name);
-  uint32_t v = dflt;
-  if (!lua_isnil(L, -1)) {
-    int isnum;
-    lua_Integer i = lua_tointegerx(L, -1, &isnum);
-    if (!isnum || i < 0 || i > UINT32_MAX) lb_error(L, "sched: '%s' must be a non-negative integer", name);
-    v = (uint32_t)i;
-  }
-  lua_pop(L, 1);
-  return v;
+  return (uint32_t)lb_opt_int_field(L, t, name, dflt, 0, UINT32_MAX, "sched");
 }
 
 static uint64_t field_u64(lua_State *L, int t, const char *name, uint64_t dflt) {
-  lua_getfield(L, t, name);
-  uint64_t v = dflt;
-  if (!lua_isnil(L, -1)) {
-    int isnum;
-    lua_Integer i = lua_tointegerx(L, -1, &isnum);
-    if (!isnum || i < 0) lb_error(L, "sched: '%s' must be a non-negative integer", name);
-    v = (uint64_t)i;
-  }
-  lua_pop(L, 1);
-  return v;
+  return (uint64_t)lb_opt_int_field(L, t, name, (lua_Integer)dflt, 0, LUA_MAXINTEGER, "sched");
 }
 
 /* An enum field given by name through one of the sched_*_parse functions. */
@@ -105,50 +87,36 @@ static int core_sched_plan(lua_State *L) {
   return 1;
 }
 
-#define SET_INT(name, v)                                                                           \
-  do {                                                                                             \
-    lua_pushinteger(L, (lua_Integer)(v));                                                          \
-    lua_setfield(L, -2, name);                                                                     \
-  } while (0)
-#define SET_BOOL(name, v)                                                                          \
-  do {                                                                                             \
-    lua_pushboolean(L, (v));                                                                       \
-    lua_setfield(L, -2, name);                                                                     \
-  } while (0)
-
 /* plan:info() -> a table of everything the plan decided. */
 static int plan_info(lua_State *L) {
   SchedPlan *p = check_plan(L, 1);
   lua_createtable(L, 0, 24);
-  lua_pushstring(L, sched_kind_name(p->cfg.kind));
-  lua_setfield(L, -2, "kind");
-  SET_INT("grid", p->grid);
-  SET_INT("tiles", p->persist.raster.total);
-  SET_INT("grid_m", p->persist.raster.grid_m);
-  SET_INT("grid_n", p->persist.raster.grid_n);
-  SET_INT("tiles_k", p->cfg.tiles_k);
-  SET_INT("workers", p->cfg.workers);
+  lb_set_str(L, "kind", sched_kind_name(p->cfg.kind));
+  lb_set_int(L, "grid", (lua_Integer)p->grid);
+  lb_set_int(L, "tiles", (lua_Integer)p->persist.raster.total);
+  lb_set_int(L, "grid_m", (lua_Integer)p->persist.raster.grid_m);
+  lb_set_int(L, "grid_n", (lua_Integer)p->persist.raster.grid_n);
+  lb_set_int(L, "tiles_k", (lua_Integer)p->cfg.tiles_k);
+  lb_set_int(L, "workers", (lua_Integer)p->cfg.workers);
   if (p->cfg.kind == SCHED_STREAMK) {
-    lua_pushstring(L, sched_decomp_name((SchedDecomp)p->sk.decomp));
-    lua_setfield(L, -2, "decomp");
-    lua_pushstring(L, sched_reduction_name((SchedReduction)p->sk.reduction));
-    lua_setfield(L, -2, "reduction");
-    SET_INT("sk_tiles", p->sk.sk_tiles);
-    SET_INT("sk_units", p->sk.sk_units);
-    SET_INT("dp_tiles", p->sk.dp_tiles);
-    SET_INT("units", p->sk.units);
-    SET_INT("k_per_small", p->sk.k_per_small);
-    SET_INT("big_units", p->sk.big_units);
-    SET_INT("max_splits", p->sk.max_splits);
-    SET_INT("splits", p->sk.splits);
+    lb_set_str(L, "decomp", sched_decomp_name((SchedDecomp)p->sk.decomp));
+    lb_set_str(L, "reduction", sched_reduction_name((SchedReduction)p->sk.reduction));
+    lb_set_int(L, "sk_tiles", (lua_Integer)p->sk.sk_tiles);
+    lb_set_int(L, "sk_units", (lua_Integer)p->sk.sk_units);
+    lb_set_int(L, "dp_tiles", (lua_Integer)p->sk.dp_tiles);
+    lb_set_int(L, "units", (lua_Integer)p->sk.units);
+    lb_set_int(L, "k_per_small", (lua_Integer)p->sk.k_per_small);
+    lb_set_int(L, "big_units", (lua_Integer)p->sk.big_units);
+    lb_set_int(L, "max_splits", (lua_Integer)p->sk.max_splits);
+    lb_set_int(L, "splits", (lua_Integer)p->sk.splits);
   }
   lua_createtable(L, 0, 6);
-  SET_INT("reduction", p->ws.reduction);
-  SET_INT("barriers", p->ws.barriers);
-  SET_INT("barrier_offset", p->ws.barrier_offset);
-  SET_INT("total", p->ws.total);
-  SET_INT("slots_per_tile", p->ws.slots_per_tile);
-  SET_INT("barrier_count", p->ws.barrier_count);
+  lb_set_int(L, "reduction", (lua_Integer)p->ws.reduction);
+  lb_set_int(L, "barriers", (lua_Integer)p->ws.barriers);
+  lb_set_int(L, "barrier_offset", (lua_Integer)p->ws.barrier_offset);
+  lb_set_int(L, "total", (lua_Integer)p->ws.total);
+  lb_set_int(L, "slots_per_tile", (lua_Integer)p->ws.slots_per_tile);
+  lb_set_int(L, "barrier_count", (lua_Integer)p->ws.barrier_count);
   lua_setfield(L, -2, "workspace");
   return 1;
 }
@@ -158,44 +126,44 @@ static int plan_params(lua_State *L) {
   SchedPlan *p = check_plan(L, 1);
   SchedParams s = sched_params_make(p, (uint64_t)luaL_optinteger(L, 2, 0));
   lua_createtable(L, 0, 11);
-  SET_INT("num_tiles_m", s.num_tiles_m);
-  SET_INT("num_tiles_n", s.num_tiles_n);
-  SET_INT("num_tiles_k", s.num_tiles_k);
-  SET_INT("cluster_shape_x", s.cluster_shape_x);
-  SET_INT("cluster_shape_y", s.cluster_shape_y);
-  SET_INT("cluster_shape_z", s.cluster_shape_z);
-  SET_INT("num_ctas_per_cluster", s.num_ctas_per_cluster);
-  SET_INT("total_ctas", s.total_ctas);
-  SET_INT("workspace_ptr", s.workspace_ptr);
-  SET_INT("k_split_count", s.k_split_count);
-  SET_INT("reserved", s.reserved);
+  lb_set_int(L, "num_tiles_m", (lua_Integer)s.num_tiles_m);
+  lb_set_int(L, "num_tiles_n", (lua_Integer)s.num_tiles_n);
+  lb_set_int(L, "num_tiles_k", (lua_Integer)s.num_tiles_k);
+  lb_set_int(L, "cluster_shape_x", (lua_Integer)s.cluster_shape_x);
+  lb_set_int(L, "cluster_shape_y", (lua_Integer)s.cluster_shape_y);
+  lb_set_int(L, "cluster_shape_z", (lua_Integer)s.cluster_shape_z);
+  lb_set_int(L, "num_ctas_per_cluster", (lua_Integer)s.num_ctas_per_cluster);
+  lb_set_int(L, "total_ctas", (lua_Integer)s.total_ctas);
+  lb_set_int(L, "workspace_ptr", (lua_Integer)s.workspace_ptr);
+  lb_set_int(L, "k_split_count", (lua_Integer)s.k_split_count);
+  lb_set_int(L, "reserved", (lua_Integer)s.reserved);
   lua_pushlstring(L, (const char *)&s, sizeof s);
   return 2;
 }
 
 static void push_work(lua_State *L, SchedWork w) {
   lua_createtable(L, 0, 6);
-  SET_INT("linear", w.linear);
-  SET_INT("m", w.m);
-  SET_INT("n", w.n);
-  SET_INT("l", w.l);
-  SET_INT("tile_idx", w.tile_idx);
-  SET_BOOL("valid", w.valid);
+  lb_set_int(L, "linear", (lua_Integer)w.linear);
+  lb_set_int(L, "m", (lua_Integer)w.m);
+  lb_set_int(L, "n", (lua_Integer)w.n);
+  lb_set_int(L, "l", (lua_Integer)w.l);
+  lb_set_int(L, "tile_idx", (lua_Integer)w.tile_idx);
+  lb_set_bool(L, "valid", w.valid);
 }
 
 static void push_piece(lua_State *L, const SchedSkWork *w) {
   lua_createtable(L, 0, 11);
-  SET_INT("unit", w->unit);
-  SET_INT("tile_idx", w->tile_idx);
-  SET_INT("m", w->m);
-  SET_INT("n", w->n);
-  SET_INT("l", w->l);
-  SET_INT("k_tile_start", w->k_tile_start);
-  SET_INT("k_tile_count", w->k_tile_count);
-  SET_INT("split_idx", w->split_idx);
-  SET_INT("expected_splits", w->expected_splits);
-  SET_BOOL("is_separate_reduction", w->is_separate_reduction);
-  SET_BOOL("is_final_split", w->is_final_split);
+  lb_set_int(L, "unit", (lua_Integer)w->unit);
+  lb_set_int(L, "tile_idx", (lua_Integer)w->tile_idx);
+  lb_set_int(L, "m", (lua_Integer)w->m);
+  lb_set_int(L, "n", (lua_Integer)w->n);
+  lb_set_int(L, "l", (lua_Integer)w->l);
+  lb_set_int(L, "k_tile_start", (lua_Integer)w->k_tile_start);
+  lb_set_int(L, "k_tile_count", (lua_Integer)w->k_tile_count);
+  lb_set_int(L, "split_idx", (lua_Integer)w->split_idx);
+  lb_set_int(L, "expected_splits", (lua_Integer)w->expected_splits);
+  lb_set_bool(L, "is_separate_reduction", w->is_separate_reduction);
+  lb_set_bool(L, "is_final_split", w->is_final_split);
 }
 
 static uint32_t arg_u32(lua_State *L, int i) {
@@ -209,9 +177,9 @@ static int plan_unpack(lua_State *L) {
   SchedPlan *p = check_plan(L, 1);
   SchedCoord c = sched_raster_unpack(&p->persist.raster, arg_u32(L, 2));
   lua_createtable(L, 0, 3);
-  SET_INT("m", c.m);
-  SET_INT("n", c.n);
-  SET_INT("l", c.l);
+  lb_set_int(L, "m", (lua_Integer)c.m);
+  lb_set_int(L, "n", (lua_Integer)c.n);
+  lb_set_int(L, "l", (lua_Integer)c.l);
   return 1;
 }
 
@@ -230,7 +198,7 @@ static int plan_persistent(lua_State *L) {
     bool inc = false;
     SchedWork next = sched_persistent_advance(&p->persist, w, &inc);
     push_work(L, w);
-    SET_BOOL("increment_pipe", inc);
+    lb_set_bool(L, "increment_pipe", inc);
     lua_rawseti(L, -2, i);
     w = next;
   }
@@ -249,15 +217,15 @@ static int plan_pieces(lua_State *L) {
     push_piece(L, &w);
     SchedFixup f = sched_fixup_role(&p->sk, &w);
     lua_createtable(L, 0, 8);
-    SET_BOOL("participates", f.participates);
-    SET_BOOL("wait", f.wait);
-    SET_BOOL("reset", f.reset);
-    SET_INT("wait_value", f.wait_value);
-    SET_INT("read_first", f.read_first);
-    SET_INT("read_count", f.read_count);
-    SET_BOOL("write", f.write);
-    SET_INT("write_slot", f.write_slot);
-    SET_BOOL("epilogue", f.epilogue);
+    lb_set_bool(L, "participates", f.participates);
+    lb_set_bool(L, "wait", f.wait);
+    lb_set_bool(L, "reset", f.reset);
+    lb_set_int(L, "wait_value", (lua_Integer)f.wait_value);
+    lb_set_int(L, "read_first", (lua_Integer)f.read_first);
+    lb_set_int(L, "read_count", (lua_Integer)f.read_count);
+    lb_set_bool(L, "write", f.write);
+    lb_set_int(L, "write_slot", (lua_Integer)f.write_slot);
+    lb_set_bool(L, "epilogue", f.epilogue);
     lua_setfield(L, -2, "fixup");
     lua_rawseti(L, -2, i);
   }
@@ -411,7 +379,7 @@ static void push_raster(lua_State *L, LStage *s, const SRaster *r) {
     stage_push(L, s, *f[i]);
     lua_setfield(L, -2, raster_fields[i]);
   }
-  SET_BOOL("column_major", r->order == SCHED_ALONG_M);
+  lb_set_bool(L, "column_major", r->order == SCHED_ALONG_M);
 }
 
 /*
@@ -478,10 +446,6 @@ static const luaL_Reg sched_functions[] = {
     {"sched_plan", core_sched_plan}, {"sched_stage", core_sched_stage}, {NULL, NULL}};
 
 void lb_open_sched(lua_State *L) {
-  luaL_newmetatable(L, LB_PLAN);
-  lua_newtable(L);
-  luaL_setfuncs(L, plan_methods, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
+  lb_new_class(L, LB_PLAN, NULL, plan_methods);
   luaL_setfuncs(L, sched_functions, 0);
 }

@@ -75,6 +75,28 @@ void lb_push_diagnostic_list(lua_State *L, IrContext *ctx);
 /* Push the message and then the list; clears. */
 void lb_push_diagnostics_and_list(lua_State *L, IrContext *ctx);
 
+/* A class: the metatable `name` with the metamethods meta (or none) and the
+** methods as its __index. */
+void lb_new_class(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods);
+/* t[key] = v for the table t at the top of the stack. */
+static inline void lb_set_int(lua_State *L, const char *key, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, key);
+}
+static inline void lb_set_bool(lua_State *L, const char *key, int v) {
+  lua_pushboolean(L, v);
+  lua_setfield(L, -2, key);
+}
+static inline void lb_set_str(lua_State *L, const char *key, const char *v) {
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, key);
+}
+/* The integer field key of the table at idx, dflt when absent; raises
+** "who: 'key' must be an integer" or "... is out of range [lo, hi]" at the
+** user's line otherwise. */
+lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer dflt, lua_Integer lo,
+                             lua_Integer hi, const char *who);
+
 /* The binding areas, X(name): lb_open_<name> adds the area's
 ** functions to the table at the top of the stack (tilua.core); l_core.c opens
 ** them in this order. A new area is one line here. */

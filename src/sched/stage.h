@@ -30,24 +30,18 @@ typedef struct SInt {
   uint8_t bits;
 } SInt;
 
-/* The operations a backend builds: comparisons give width 1, ST_ZEXT the
-** width asked for, the others their operands' width. */
-typedef enum StageOp {
-  ST_ADD,
-  ST_SUB,
-  ST_MUL,
-  ST_DIV,
-  ST_REM,
-  ST_MIN,
-  ST_MAX,
-  ST_AND, /* arithmetic */
-  ST_EQ,
-  ST_NE,
-  ST_LT,
-  ST_LE,
-  ST_GE, /* unsigned comparisons */
-  ST_ZEXT
-} StageOp;
+/* The binary operations a backend builds, X(enumerator, shorthand): the
+** arithmetic ones give their operands' width, the unsigned comparisons
+** (from ST_EQ on) width 1. ST_ZEXT widens to the width asked for. */
+/* clang-format off */
+#define STAGE_BINARY_LIST(X)                                                                       \
+  X(ST_ADD, add) X(ST_SUB, sub) X(ST_MUL, mul) X(ST_DIV, div) X(ST_REM, rem)                       \
+  X(ST_MIN, min) X(ST_MAX, max) X(ST_AND, and)                                                     \
+  X(ST_EQ, eq) X(ST_NE, ne) X(ST_LT, lt) X(ST_LE, le) X(ST_GE, ge)
+/* clang-format on */
+#define STAGE_OP_ID(id, name) id,
+typedef enum StageOp { STAGE_BINARY_LIST(STAGE_OP_ID) ST_ZEXT } StageOp;
+#undef STAGE_OP_ID
 
 /* The integer interface: constant, the operations above, select. */
 typedef struct Stage Stage;
@@ -121,19 +115,11 @@ static inline SInt st_select(Stage *s, SInt c, SInt a, SInt b) {
   return st_build_select(s, c, a, b);
 }
 
-static inline SInt st_add(Stage *s, SInt a, SInt b) { return st_op(s, ST_ADD, a, b); }
-static inline SInt st_sub(Stage *s, SInt a, SInt b) { return st_op(s, ST_SUB, a, b); }
-static inline SInt st_mul(Stage *s, SInt a, SInt b) { return st_op(s, ST_MUL, a, b); }
-static inline SInt st_div(Stage *s, SInt a, SInt b) { return st_op(s, ST_DIV, a, b); }
-static inline SInt st_rem(Stage *s, SInt a, SInt b) { return st_op(s, ST_REM, a, b); }
-static inline SInt st_min(Stage *s, SInt a, SInt b) { return st_op(s, ST_MIN, a, b); }
-static inline SInt st_max(Stage *s, SInt a, SInt b) { return st_op(s, ST_MAX, a, b); }
-static inline SInt st_and(Stage *s, SInt a, SInt b) { return st_op(s, ST_AND, a, b); }
-static inline SInt st_eq(Stage *s, SInt a, SInt b) { return st_op(s, ST_EQ, a, b); }
-static inline SInt st_ne(Stage *s, SInt a, SInt b) { return st_op(s, ST_NE, a, b); }
-static inline SInt st_lt(Stage *s, SInt a, SInt b) { return st_op(s, ST_LT, a, b); }
-static inline SInt st_le(Stage *s, SInt a, SInt b) { return st_op(s, ST_LE, a, b); }
-static inline SInt st_ge(Stage *s, SInt a, SInt b) { return st_op(s, ST_GE, a, b); }
+/* st_add(s, a, b), st_sub, ... st_ge: one per binary operation. */
+#define STAGE_SHORTHAND(id, name)                                                                  \
+  static inline SInt st_##name(Stage *s, SInt a, SInt b) { return st_op(s, id, a, b); }
+STAGE_BINARY_LIST(STAGE_SHORTHAND)
+#undef STAGE_SHORTHAND
 /* not c, as c != true. */
 static inline SInt st_not(Stage *s, SInt c) { return st_ne(s, c, st_bool(true)); }
 /* C's bool-to-integer promotion: 0 or 1. */
