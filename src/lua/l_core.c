@@ -65,15 +65,16 @@ void lb_new_class(lua_State *L, const char *name, const luaL_Reg *meta, const lu
   lua_pop(L, 1);
 }
 
-lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer dflt, lua_Integer lo,
-                             lua_Integer hi, const char *who) {
+lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer dflt,
+                             lua_Integer lo, lua_Integer hi, const char *who) {
   lua_getfield(L, idx, key);
   lua_Integer v = dflt;
   if (!lua_isnil(L, -1)) {
     int isint;
     v = lua_tointegerx(L, -1, &isint);
     if (!isint) lb_error(L, "%s: '%s' must be an integer", who, key);
-    if (v < lo || v > hi) lb_error(L, "%s: '%s' = %I is out of range [%I, %I]", who, key, v, lo, hi);
+    if (v < lo || v > hi)
+      lb_error(L, "%s: '%s' = %I is out of range [%I, %I]", who, key, v, lo, hi);
   }
   lua_pop(L, 1);
   return v;

@@ -12,6 +12,32 @@
 
 #define LB_PLAN "tilua.SchedPlan"
 
+/* The records pushed as tables, X-lists of their members (I: integer, B: boolean). */
+/* clang-format off */
+#define STREAMK_MEMBERS(I, B)                                                                      \
+  I(sk_tiles) I(sk_units) I(dp_tiles) I(units) I(k_per_small) I(big_units) I(max_splits) I(splits)
+#define WORKSPACE_MEMBERS(I, B)                                                                    \
+  I(reduction) I(barriers) I(barrier_offset) I(total) I(slots_per_tile) I(barrier_count)
+#define PARAMS_MEMBERS(I, B)                                                                       \
+  I(num_tiles_m) I(num_tiles_n) I(num_tiles_k) I(cluster_shape_x) I(cluster_shape_y)              \
+  I(cluster_shape_z) I(num_ctas_per_cluster) I(total_ctas) I(workspace_ptr) I(k_split_count)      \
+  I(reserved)
+#define WORK_MEMBERS(I, B) I(linear) I(m) I(n) I(l) I(tile_idx) B(valid)
+#define PIECE_MEMBERS(I, B)                                                                        \
+  I(unit) I(tile_idx) I(m) I(n) I(l) I(k_tile_start) I(k_tile_count) I(split_idx)                  \
+  I(expected_splits) B(is_separate_reduction) B(is_final_split)
+#define FIXUP_MEMBERS(I, B)                                                                        \
+  B(participates) B(wait) B(reset) I(wait_value) I(read_first) I(read_count) B(write)             \
+  I(write_slot) B(epilogue)
+#define COORD_MEMBERS(I, B) I(m) I(n) I(l)
+/* Push record r as a new table of its members. */
+#define PUSH_RECORD(MEMBERS, n)                                                                    \
+  do {                                                                                             \
+    lua_createtable(L, 0, n);                                                                      \
+    MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)                                                 \
+  } while (0)
+/* clang-format on */
+
 static SchedPlan *check_plan(lua_State *L, int idx) { return luaL_checkudata(L, idx, LB_PLAN); }
 
 static uint32_t field_u32(lua_State *L, int t, const char *name, uint32_t dflt) {
@@ -23,7 +49,8 @@ static uint64_t field_u64(lua_State *L, int t, const char *name, uint64_t dflt) 
 }
 
 /* An enum field given by name through one of the sched_*_parse functions. */
-static void field_enum(lua_State *L, int t, const char *name, bool (*parse)(const char *, void *), void *out) {
+static void field_enum(lua_State *L, int t, const char *name, bool (*parse)(const char *, void *),
+                       void *out) {
   lua_getfield(L, t, name);
   if (!lua_isnil(L, -1)) {
     const char *s = lua_tostring(L, -1);
@@ -53,12 +80,14 @@ static int core_sched_plan(lua_State *L) {
     if (lua_getfield(L, 1, "tile") == LUA_TTABLE)
       for (int i = 0; i < 3; i++) {
         lua_geti(L, -1, i + 1);
-        if (lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0) tile[i] = (uint32_t)lua_tointeger(L, -1);
+        if (lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0)
+          tile[i] = (uint32_t)lua_tointeger(L, -1);
         lua_pop(L, 1);
       }
     lua_pop(L, 1);
-    if (!sched_config_gemm(&c, field_u64(L, 1, "m", 0), field_u64(L, 1, "n", 0), field_u64(L, 1, "k", 0),
-                           field_u64(L, 1, "l", 1), tile[0], tile[1], tile[2]))
+    if (!sched_config_gemm(&c, field_u64(L, 1, "m", 0), field_u64(L, 1, "n", 0),
+                           field_u64(L, 1, "k", 0), field_u64(L, 1, "l", 1), tile[0], tile[1],
+                           tile[2]))
       return lb_error(L, "sched: m, n, k, l and the tile sizes must be positive");
   } else {
     c.tiles_m = field_u32(L, 1, "tiles_m", 1);
@@ -92,31 +121,20 @@ static int plan_info(lua_State *L) {
   SchedPlan *p = check_plan(L, 1);
   lua_createtable(L, 0, 24);
   lb_set_str(L, "kind", sched_kind_name(p->cfg.kind));
-  lb_set_int(L, "grid", (lua_Integer)p->grid);
-  lb_set_int(L, "tiles", (lua_Integer)p->persist.raster.total);
-  lb_set_int(L, "grid_m", (lua_Integer)p->persist.raster.grid_m);
-  lb_set_int(L, "grid_n", (lua_Integer)p->persist.raster.grid_n);
-  lb_set_int(L, "tiles_k", (lua_Integer)p->cfg.tiles_k);
-  lb_set_int(L, "workers", (lua_Integer)p->cfg.workers);
+  lb_set_int(L, "grid", p->grid);
+  lb_set_int(L, "tiles", p->persist.raster.total);
+  lb_set_int(L, "grid_m", p->persist.raster.grid_m);
+  lb_set_int(L, "grid_n", p->persist.raster.grid_n);
+  lb_set_int(L, "tiles_k", p->cfg.tiles_k);
+  lb_set_int(L, "workers", p->cfg.workers);
   if (p->cfg.kind == SCHED_STREAMK) {
     lb_set_str(L, "decomp", sched_decomp_name((SchedDecomp)p->sk.decomp));
     lb_set_str(L, "reduction", sched_reduction_name((SchedReduction)p->sk.reduction));
-    lb_set_int(L, "sk_tiles", (lua_Integer)p->sk.sk_tiles);
-    lb_set_int(L, "sk_units", (lua_Integer)p->sk.sk_units);
-    lb_set_int(L, "dp_tiles", (lua_Integer)p->sk.dp_tiles);
-    lb_set_int(L, "units", (lua_Integer)p->sk.units);
-    lb_set_int(L, "k_per_small", (lua_Integer)p->sk.k_per_small);
-    lb_set_int(L, "big_units", (lua_Integer)p->sk.big_units);
-    lb_set_int(L, "max_splits", (lua_Integer)p->sk.max_splits);
-    lb_set_int(L, "splits", (lua_Integer)p->sk.splits);
+    const SchedStreamK r = p->sk;
+    STREAMK_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
   }
-  lua_createtable(L, 0, 6);
-  lb_set_int(L, "reduction", (lua_Integer)p->ws.reduction);
-  lb_set_int(L, "barriers", (lua_Integer)p->ws.barriers);
-  lb_set_int(L, "barrier_offset", (lua_Integer)p->ws.barrier_offset);
-  lb_set_int(L, "total", (lua_Integer)p->ws.total);
-  lb_set_int(L, "slots_per_tile", (lua_Integer)p->ws.slots_per_tile);
-  lb_set_int(L, "barrier_count", (lua_Integer)p->ws.barrier_count);
+  const SchedWorkspace r = p->ws;
+  PUSH_RECORD(WORKSPACE_MEMBERS, 6);
   lua_setfield(L, -2, "workspace");
   return 1;
 }
@@ -124,46 +142,17 @@ static int plan_info(lua_State *L) {
 /* plan:params([workspace_ptr]) -> the 48-byte Params as a table and as a string of bytes. */
 static int plan_params(lua_State *L) {
   SchedPlan *p = check_plan(L, 1);
-  SchedParams s = sched_params_make(p, (uint64_t)luaL_optinteger(L, 2, 0));
-  lua_createtable(L, 0, 11);
-  lb_set_int(L, "num_tiles_m", (lua_Integer)s.num_tiles_m);
-  lb_set_int(L, "num_tiles_n", (lua_Integer)s.num_tiles_n);
-  lb_set_int(L, "num_tiles_k", (lua_Integer)s.num_tiles_k);
-  lb_set_int(L, "cluster_shape_x", (lua_Integer)s.cluster_shape_x);
-  lb_set_int(L, "cluster_shape_y", (lua_Integer)s.cluster_shape_y);
-  lb_set_int(L, "cluster_shape_z", (lua_Integer)s.cluster_shape_z);
-  lb_set_int(L, "num_ctas_per_cluster", (lua_Integer)s.num_ctas_per_cluster);
-  lb_set_int(L, "total_ctas", (lua_Integer)s.total_ctas);
-  lb_set_int(L, "workspace_ptr", (lua_Integer)s.workspace_ptr);
-  lb_set_int(L, "k_split_count", (lua_Integer)s.k_split_count);
-  lb_set_int(L, "reserved", (lua_Integer)s.reserved);
-  lua_pushlstring(L, (const char *)&s, sizeof s);
+  SchedParams r = sched_params_make(p, (uint64_t)luaL_optinteger(L, 2, 0));
+  PUSH_RECORD(PARAMS_MEMBERS, 11);
+  lua_pushlstring(L, (const char *)&r, sizeof r);
   return 2;
 }
 
-static void push_work(lua_State *L, SchedWork w) {
-  lua_createtable(L, 0, 6);
-  lb_set_int(L, "linear", (lua_Integer)w.linear);
-  lb_set_int(L, "m", (lua_Integer)w.m);
-  lb_set_int(L, "n", (lua_Integer)w.n);
-  lb_set_int(L, "l", (lua_Integer)w.l);
-  lb_set_int(L, "tile_idx", (lua_Integer)w.tile_idx);
-  lb_set_bool(L, "valid", w.valid);
-}
+static void push_work(lua_State *L, SchedWork r) { PUSH_RECORD(WORK_MEMBERS, 6); }
 
 static void push_piece(lua_State *L, const SchedSkWork *w) {
-  lua_createtable(L, 0, 11);
-  lb_set_int(L, "unit", (lua_Integer)w->unit);
-  lb_set_int(L, "tile_idx", (lua_Integer)w->tile_idx);
-  lb_set_int(L, "m", (lua_Integer)w->m);
-  lb_set_int(L, "n", (lua_Integer)w->n);
-  lb_set_int(L, "l", (lua_Integer)w->l);
-  lb_set_int(L, "k_tile_start", (lua_Integer)w->k_tile_start);
-  lb_set_int(L, "k_tile_count", (lua_Integer)w->k_tile_count);
-  lb_set_int(L, "split_idx", (lua_Integer)w->split_idx);
-  lb_set_int(L, "expected_splits", (lua_Integer)w->expected_splits);
-  lb_set_bool(L, "is_separate_reduction", w->is_separate_reduction);
-  lb_set_bool(L, "is_final_split", w->is_final_split);
+  const SchedSkWork r = *w;
+  PUSH_RECORD(PIECE_MEMBERS, 11);
 }
 
 static uint32_t arg_u32(lua_State *L, int i) {
@@ -175,11 +164,8 @@ static uint32_t arg_u32(lua_State *L, int i) {
 /* plan:unpack(linear) -> {m, n, l} */
 static int plan_unpack(lua_State *L) {
   SchedPlan *p = check_plan(L, 1);
-  SchedCoord c = sched_raster_unpack(&p->persist.raster, arg_u32(L, 2));
-  lua_createtable(L, 0, 3);
-  lb_set_int(L, "m", (lua_Integer)c.m);
-  lb_set_int(L, "n", (lua_Integer)c.n);
-  lb_set_int(L, "l", (lua_Integer)c.l);
+  SchedCoord r = sched_raster_unpack(&p->persist.raster, arg_u32(L, 2));
+  PUSH_RECORD(COORD_MEMBERS, 3);
   return 1;
 }
 
@@ -215,17 +201,8 @@ static int plan_pieces(lua_State *L) {
   lua_newtable(L);
   for (int i = 1; sched_cursor_next(&p->sk, &c, &w); i++) {
     push_piece(L, &w);
-    SchedFixup f = sched_fixup_role(&p->sk, &w);
-    lua_createtable(L, 0, 8);
-    lb_set_bool(L, "participates", f.participates);
-    lb_set_bool(L, "wait", f.wait);
-    lb_set_bool(L, "reset", f.reset);
-    lb_set_int(L, "wait_value", (lua_Integer)f.wait_value);
-    lb_set_int(L, "read_first", (lua_Integer)f.read_first);
-    lb_set_int(L, "read_count", (lua_Integer)f.read_count);
-    lb_set_bool(L, "write", f.write);
-    lb_set_int(L, "write_slot", (lua_Integer)f.write_slot);
-    lb_set_bool(L, "epilogue", f.epilogue);
+    SchedFixup r = sched_fixup_role(&p->sk, &w);
+    PUSH_RECORD(FIXUP_MEMBERS, 9);
     lua_setfield(L, -2, "fixup");
     lua_rawseti(L, -2, i);
   }
@@ -291,7 +268,6 @@ static int plan_fixup_model(lua_State *L) {
   return 2;
 }
 
-
 /* {======================================================================
 ** The staged arithmetic for the Lua surface (stdlib/sched.lua)
 ** ======================================================================= */
@@ -329,11 +305,13 @@ static SInt stage_arg(lua_State *L, LStage *s, int idx, const char *what) {
   if (lua_isboolean(L, idx)) return st_bool(lua_toboolean(L, idx));
   if (lua_isinteger(L, idx)) {
     lua_Integer v = lua_tointeger(L, idx);
-    if (v < 0 || v > UINT32_MAX) lb_error(L, "sched: %s = %I is not a 32-bit unsigned integer", what, v);
+    if (v < 0 || v > UINT32_MAX)
+      lb_error(L, "sched: %s = %I is not a 32-bit unsigned integer", what, v);
     return st_k((uint32_t)v);
   }
   IrValue *v = lb_test_object(L, idx, LB_VALUE);
-  if (!v) lb_error(L, "sched: %s must be an integer or an IR value, got %s", what, luaL_typename(L, idx));
+  if (!v)
+    lb_error(L, "sched: %s must be an integer or an IR value, got %s", what, luaL_typename(L, idx));
   if (!s->st) lb_error(L, "sched: %s is an IR value, built outside of a kernel or region", what);
   if (lb_owner(L, idx)->ctx != s->b.ctx) lb_error(L, "sched: %s belongs to another context", what);
   if (!ir_type_is_int_width(v->type, 32) && !ir_type_is_int_width(v->type, 1))
@@ -358,7 +336,8 @@ static void stage_push(lua_State *L, LStage *s, SInt x) {
     lua_pushinteger(L, (lua_Integer)st_get(x));
 }
 
-static const char *const raster_fields[] = {"grid_m", "grid_n", "fast", "slow", "swizzle", "per_l", "total"};
+static const char *const raster_fields[] = {"grid_m",  "grid_n", "fast", "slow",
+                                            "swizzle", "per_l",  "total"};
 
 static SRaster stage_raster(lua_State *L, LStage *s, int t) {
   luaL_checktype(L, t, LUA_TTABLE);
@@ -391,14 +370,16 @@ static void push_raster(lua_State *L, LStage *s, const SRaster *r) {
 */
 static int core_sched_stage(lua_State *L) {
   enum { RASTER, UNPACK, VALID, BLOCK_M, TL_NEXT, TL_COORD };
-  static const char *const whats[] = {"raster", "unpack", "valid", "block_m", "tl_next", "tl_coord", NULL};
+  static const char *const whats[] = {"raster",  "unpack",   "valid", "block_m",
+                                      "tl_next", "tl_coord", NULL};
   int what = luaL_checkoption(L, 1, NULL, whats);
   LStage s;
   stage_open(L, &s, 2);
   SWork w;
   memset(&w, 0, sizeof w);
   if (what == RASTER) {
-    static const char *const names[] = {"tiles_m", "tiles_n", "tiles_l", "cluster_m", "cluster_n", "swizzle"};
+    static const char *const names[] = {"tiles_m",   "tiles_n",   "tiles_l",
+                                        "cluster_m", "cluster_n", "swizzle"};
     SInt a[6];
     for (int i = 0; i < 6; i++)
       a[i] = stage_arg(L, &s, 3 + i, names[i]);
@@ -408,8 +389,9 @@ static int core_sched_stage(lua_State *L) {
     return 1;
   }
   if (what == BLOCK_M) {
-    stage_push(L, &s, sw_block_m(s.st, stage_arg(L, &s, 3, "m_idx"), stage_arg(L, &s, 4, "cluster"),
-                                 stage_arg(L, &s, 5, "rank")));
+    stage_push(L, &s,
+               sw_block_m(s.st, stage_arg(L, &s, 3, "m_idx"), stage_arg(L, &s, 4, "cluster"),
+                          stage_arg(L, &s, 5, "rank")));
     return 1;
   }
   if (what == TL_NEXT) {
@@ -435,12 +417,18 @@ static int core_sched_stage(lua_State *L) {
 
 /* }====================================================================== */
 
-static const luaL_Reg plan_methods[] = {{"info", plan_info},       {"params", plan_params},
-                                        {"unpack", plan_unpack},   {"dp_tile", plan_dp_tile},
-                                        {"persistent", plan_persistent}, {"pieces", plan_pieces},
-                                        {"tl_coord", plan_tl_coord}, {"owner", plan_owner},
-                                        {"render", plan_render},   {"svg", plan_svg},
-                                        {"fixup_model", plan_fixup_model}, {NULL, NULL}};
+static const luaL_Reg plan_methods[] = {{"info", plan_info},
+                                        {"params", plan_params},
+                                        {"unpack", plan_unpack},
+                                        {"dp_tile", plan_dp_tile},
+                                        {"persistent", plan_persistent},
+                                        {"pieces", plan_pieces},
+                                        {"tl_coord", plan_tl_coord},
+                                        {"owner", plan_owner},
+                                        {"render", plan_render},
+                                        {"svg", plan_svg},
+                                        {"fixup_model", plan_fixup_model},
+                                        {NULL, NULL}};
 
 static const luaL_Reg sched_functions[] = {
     {"sched_plan", core_sched_plan}, {"sched_stage", core_sched_stage}, {NULL, NULL}};

@@ -91,6 +91,11 @@ static inline void lb_set_str(lua_State *L, const char *key, const char *v) {
   lua_pushstring(L, v);
   lua_setfield(L, -2, key);
 }
+/* A record's members as fields of the same names: with the record in scope as
+** `r`, LIST(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER) where LIST(I, B) names
+** them, I(member) for integers and B(member) for booleans. */
+#define LB_SET_INT_MEMBER(m) lb_set_int(L, #m, (lua_Integer)r.m);
+#define LB_SET_BOOL_MEMBER(m) lb_set_bool(L, #m, r.m);
 /* The integer field key of the table at idx, dflt when absent; raises
 ** "who: 'key' must be an integer" or "... is out of range [lo, hi]" at the
 ** user's line otherwise. */
