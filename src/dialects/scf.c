@@ -15,10 +15,8 @@ static bool types_agree(IrOp *op, const char *what, uint32_t n, IrValue *const *
   }
   for (uint32_t i = 0; i < n; i++)
     if (vals[i]->type != types[i]) {
-      char *a = ir_type_to_string(vals[i]->type), *b = ir_type_to_string(types[i]);
-      ir_op_error(op, "%s: #%u has type %s, but %s #%u is %s", what, i, a, against, i, b);
-      free(a);
-      free(b);
+      ir_op_error(op, "%s: #%u has type %s, but %s #%u is %s", what, i,
+                  ir_op_type_str(op, vals[i]->type), against, i, ir_op_type_str(op, types[i]));
       return false;
     }
   return true;
