@@ -204,6 +204,7 @@ static void erase_lowered(Low *L, IrOpVec *ops) {
 
 static IrResult lower_kernel(Rewriter *rw, IrOp *k) {
   Low *L = (Low *)rw;
+  stage_ir_init(&L->st, &L->rw.b);
   if (!ir_walk_pre(k, lts_check_op, L)) return IR_FAIL;
   LtsCollect c;
   memset(&c, 0, sizeof c);
@@ -228,10 +229,7 @@ static IrResult lower_kernel(Rewriter *rw, IrOp *k) {
 
 IrResult pass_lower_tile_scheduler(IrOp *module, IrPassCtx *pc) {
   Low L;
-  memset(&L, 0, sizeof L);
-  rw_init(&L.rw, pc->ctx);
-  stage_ir_init(&L.st, &L.rw.b);
-  IrResult r = rw_each_kernel(&L.rw, module, pc, lower_kernel);
+  IrResult r = rw_run(&L.rw, sizeof L, module, pc, lower_kernel);
   ir_opvec_free(&L.unpacks);
   ir_opvec_free(&L.packlist);
   ptrmap_free(&L.scheds);

@@ -38,6 +38,13 @@ IrResult rw_each_kernel(Rewriter *r, IrOp *module, IrPassCtx *pc, IrResult (*fn)
   return IR_OK;
 }
 
+IrResult rw_run(Rewriter *state, size_t size, IrOp *module, IrPassCtx *pc,
+                IrResult (*fn)(Rewriter *r, IrOp *k)) {
+  memset(state, 0, size);
+  rw_init(state, pc->ctx);
+  return rw_each_kernel(state, module, pc, fn);
+}
+
 void rw_before(Rewriter *r, IrOp *op) {
   ir_builder_before(&r->b, op);
   r->b.loc = op->loc;

@@ -25,6 +25,10 @@ void rw_init(Rewriter *r, IrContext *ctx);
 ** first that fails, so that the kernels after it stay as they were (a pattern
 ** checks everything before it changes its kernel); pc->changed when any ran. */
 IrResult rw_each_kernel(Rewriter *r, IrOp *module, IrPassCtx *pc, IrResult (*fn)(Rewriter *r, IrOp *k));
+/* A whole pass: its state (size bytes, a Rewriter first) zeroed and
+** initialized, then fn on every kernel by rw_each_kernel. */
+IrResult rw_run(Rewriter *state, size_t size, IrOp *module, IrPassCtx *pc,
+                IrResult (*fn)(Rewriter *r, IrOp *k));
 /* Start on a kernel: its entry block (made if missing), nothing made there yet. */
 void rw_begin_kernel(Rewriter *r, IrOp *kernel);
 /* Build in front of op, with op's location. */
