@@ -1,5 +1,7 @@
 -- tilua.filecheck: the CHECK directives of pass fixtures (`tilua opt --check`).
+local H = dofile "spec/helper.lua"
 local fc = require "tilua.filecheck"
+local core = require("tilua").core
 
 local OUT = [[
 module {
@@ -59,5 +61,53 @@ describe("filecheck", function()
   it("reads the options of RUN lines", function()
     assert.same({ "-p", "canonicalize,cse", "--split-input-file" },
       fc.run_options "// RUN: -p canonicalize,cse\nmodule {\n// RUN: --split-input-file\n")
+  end)
+
+  it("runs through tilua opt --check, failing at the directive's line", function()
+    local f = os.tmpname()
+    local h = assert(io.open(f, "w"))
+    h:write [[
+// RUN: -p canonicalize
+module {
+  tile.kernel {arg_names = ["p"], kernel_spec = {block = [32, 1, 1]}, sym_name = "k"} {
+  ^bb0(%0: ptr<i32, global>):
+    %1 = arith.constant {value = 2 : i32} : i32
+    %2 = arith.muli %1, %1 : i32
+    tile.store %2, %0
+  }
+}
+// CHECK: arith.constant {value = 4 : i32}
+// CHECK-NEXT: tile.store
+]]
+    h:close()
+    local out, err, code = H.tilua_run { "opt", "--check", f }
+    assert.equal(0, code, err)
+    assert.equal("", out)
+    h = assert(io.open(f, "a"))
+    h:write "// CHECK-NOT: }\n"
+    h:close()
+    out, err, code = H.tilua_run { "opt", "--check", f }
+    assert.equal(1, code)
+    assert.matches(":12: CHECK%-NOT: '}' found at output line 6", err)
+    os.remove(f)
+  end)
+end)
+
+describe("pass fixtures", function()
+  it("exist for every registered pass (spec/fixtures/passes/<pass>.tir, run by ctest)", function()
+    local missing = {}
+    for _, p in ipairs(core.passes()) do
+      local path = ("spec/fixtures/passes/%s.tir"):format(p.name:gsub("%-", "_"))
+      local f = io.open(path)
+      if f then
+        local text = f:read "a"
+        f:close()
+        assert.truthy(text:find("// RUN:", 1, true), path .. " has no RUN line")
+        assert.truthy(text:find("// CHECK", 1, true), path .. " has no CHECK lines")
+      else
+        missing[#missing + 1] = path
+      end
+    end
+    assert.same({}, missing)
   end)
 end)

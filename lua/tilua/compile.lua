@@ -1,6 +1,13 @@
 -- tilua.compile: compiling kernels to PTX (k:compile, tl.emit_ptx), assembling
--- it with ptxas (tl.ptxas, tl.check_ptx), and the options --emit / --stage /
--- --debug-hangs (tl.options.debug_hangs).
+-- it with ptxas (tl.ptxas, tl.check_ptx), and the host's say over compiles:
+--
+--   tl.options.stage_hook   fn(stages, module, ptx) after every tl.compile and
+--                           k:compile (ptx nil for tl.compile); the host's
+--                           (`tilua --emit/--stage` prints and exits there)
+--   tl.options.stage_hook_ir  the hook reads the stages' IR: keep it
+--   tl.options.debug_hangs  true or milliseconds: k:compile adds debug-hangs
+--
+-- The library never reads `arg` and never exits: the host owns both.
 -- init.lua attaches it with one line: require("tilua.compile").attach(tl).
 
 local core = require "tilua.core"
@@ -13,25 +20,22 @@ function M.attach(tl)
 
   tl.ptx_pipeline = "ptx"
 
-  -- The effective options: tl.options (the host sets them from its own command
-  -- line) over --emit=... / --stage=... among the script's arguments.
-  local function options()
-    local o = { emit = tl.options.emit, stage = tl.options.stage, debug_hangs = tl.options.debug_hangs }
-    for _, a in ipairs(rawget(_G, "arg") or {}) do
-      if type(a) == "string" then
-        o.emit = o.emit or a:match "^%-%-emit=(.*)$"
-        o.stage = o.stage or a:match "^%-%-stage=(.*)$"
-        o.debug_hangs = o.debug_hangs or a == "--debug-hangs" or nil
-      end
-    end
-    local dh = o.debug_hangs
+  -- tl.options.debug_hangs, checked: nil, false, true or milliseconds.
+  local function debug_hangs()
+    local dh = tl.options.debug_hangs
     if dh ~= nil and dh ~= true and dh ~= false and (math.type(dh) ~= "integer" or dh <= 0) then
       raise("tl.options.debug_hangs: expected true or a number of milliseconds")
     end
-    if o.emit and o.emit ~= "ir" and o.emit ~= "ptx" then raise(("--emit=%s: expected ir or ptx"):format(o.emit)) end
-    return o
+    return dh
   end
-  tl.effective_options = options
+
+  -- Hand a compile's stages to the host's hook, if it set one.
+  local function stage_hook(stages, module, ptx)
+    local hook = tl.options.stage_hook
+    if hook == nil then return end
+    if type(hook) ~= "function" then raise("tl.options.stage_hook: expected a function") end
+    hook(stages, module, ptx)
+  end
 
   -- tl.emit_ptx(module) -> PTX text (raises the emitter's diagnostics)
   function tl.emit_ptx(m)
@@ -74,58 +78,26 @@ function M.attach(tl)
     return true
   end
 
-  -- Print what --emit / --stage ask for and exit 0; else return.
-  local function honour(stages, ptx)
-    local o = options()
-    if not o.emit and not o.stage then return end
-    local text
-    if o.stage then
-      for i = #stages, 1, -1 do
-        if stages[i].name == o.stage or tostring(stages[i].index) == o.stage then text = stages[i].ir break end
-      end
-      if not text then
-        local names = {}
-        for _, s in ipairs(stages) do names[#names + 1] = s.name end
-        raise(("--stage=%s: no such stage (stages: %s)"):format(o.stage, table.concat(names, ", ")))
-      end
-    elseif o.emit == "ptx" then
-      text = ptx or tl.emit_ptx(tl.module())
-    else
-      text = stages[#stages].ir
-      for i = #stages, 1, -1 do
-        if stages[i].name ~= "emit-ptx" then text = stages[i].ir break end
-      end
-    end
-    io.stdout:write(text)
-    io.stdout:flush()
-    os.exit(0, true)
-  end
-
   local compile0 = tl.compile
-  -- --stage and --emit=ir need the stages' IR text: keep it for them
+  -- tl.compile with the stages' IR kept when the hook reads it.
   local function compile(m, pipeline, opts)
-    local o = options()
-    if o.stage or o.emit == "ir" then
+    if tl.options.stage_hook and tl.options.stage_hook_ir then
       opts = setmetatable({ keep_stages = true }, { __index = opts })
     end
     return compile0(m, pipeline, opts)
   end
-  -- tl.compile keeps its behaviour; with --emit or --stage it prints and exits.
+  -- tl.compile keeps its behaviour, then hands its stages to the hook.
   function tl.compile(m, pipeline, opts)
     local r = compile(m, pipeline, opts)
-    local o = options()
-    if o.emit or o.stage then
-      local ptx = o.emit == "ptx" and not o.stage and tl.emit_ptx(r) or nil
-      honour(tl.last_stages, ptx)
-    end
+    stage_hook(tl.last_stages, r, nil)
     return r
   end
 
-  -- The pipeline of k:compile: with tl.options.debug_hangs (or --debug-hangs) the
-  -- debug-hangs pass runs last (a number: the milliseconds a wait spins before it
-  -- gives up).
+  -- The pipeline of k:compile: with tl.options.debug_hangs (tilua --debug-hangs)
+  -- the debug-hangs pass runs last (a number: the milliseconds a wait spins
+  -- before it gives up).
   local function pipeline_of(pipeline)
-    local p, dh = pipeline or tl.ptx_pipeline, options().debug_hangs
+    local p, dh = pipeline or tl.ptx_pipeline, debug_hangs()
     if dh == true then return p .. ",debug-hangs" end
     if dh then return ("%s,debug-hangs{ms=%d}"):format(p, dh) end
     return p
@@ -144,7 +116,7 @@ function M.attach(tl)
     stages[#stages + 1] = { name = "emit-ptx", index = #stages, ms = (os.clock() - t0) * 1e3, changed = true, ir = ptx }
     self.lowered, self.ptx = m, ptx
     self._fn = nil
-    honour(stages, ptx)
+    stage_hook(stages, m, ptx)
     return ptx
   end
 
