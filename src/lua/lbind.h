@@ -106,7 +106,9 @@ lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer
 ** functions to the table at the top of the stack (tilua.core); l_core.c opens
 ** them in this order. A new area is one line here. */
 #define LB_AREAS(X)                                                                                \
-  X(ir)      /* l_ir.c: contexts, types, attributes, ops, blocks, values, locations */             \
+  X(ir)      /* l_ir.c: contexts, object userdata, locations, the registry of ops */              \
+  X(types)   /* l_type.c: types and attributes */                                                  \
+  X(ops)     /* l_op.c: ops, regions, blocks, values */                                            \
   X(passes)  /* l_pass.c: the pass manager and pipelines */                                        \
   X(sched)   /* l_sched.c: the scheduler reference and its staged arithmetic */                    \
   X(ptx)     /* l_ptx.c: the PTX emitter */                                                        \
