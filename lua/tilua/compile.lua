@@ -62,7 +62,30 @@ function M.attach(tl)
     local log = p:read "a"
     local ok = p:close()
     os.remove(path)
-    return ok == true, log
+    return ok == true, tl.ptx_log_lines(ptx, log, path)
+  end
+
+  -- ptxas names lines of a temporary file: say instead which script line the
+  -- PTX line came from (the .loc before it), keeping the PTX line for reference.
+  function tl.ptx_log_lines(ptx, log, path)
+    local files, locs, n = {}, {}, 0
+    local cur
+    for line in (ptx .. "\n"):gmatch "(.-)\n" do
+      n = n + 1
+      local id, name = line:match '^%.file (%d+) "(.*)"$'
+      if id then files[tonumber(id)] = name:gsub("\\(.)", "%1") end
+      local f, l = line:match "^%s*%.loc (%d+) (%d+)"
+      if f then cur = { tonumber(f), tonumber(l) } end
+      locs[n] = cur
+    end
+    local esc = path and path:gsub("%p", "%%%0")
+    return (log:gsub("ptxas ([^,\n]+), line (%d+); ", function(file, ln)
+      if esc and not file:match("^" .. esc .. "$") then return nil end
+      local at = locs[tonumber(ln)]
+      local src = at and files[at[1]]
+      if not src then return ("ptxas (PTX line %s): "):format(ln) end
+      return ("%s:%d: ptxas (PTX line %s): "):format(src, at[2], ln)
+    end))
   end
 
   -- Assemble ptx and say so under `name`: "ok", "skipped" without ptxas; raises when

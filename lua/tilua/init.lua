@@ -72,7 +72,14 @@ function tl.type(name, params) return core.type_dialect(name, params) end
 local function kind(t) return t:kind() end
 local function is_int(t) local k = kind(t) return k == "int" or k == "index" end
 local function is_float(t) return kind(t) == "float" end
-tl.is_int_type, tl.is_float_type = is_int, is_float
+-- A packed pair vector<2 x f16|bf16>: add, sub, mul, fma, min, max and neg work on
+-- both halves at once (add.rn.bf16x2 ...).
+local function is_pair(t)
+  if kind(t) ~= "vector" then return false end
+  local i = t:info()
+  return #i.shape == 1 and i.shape[1] == 2 and (i.elem == tl.f16 or i.elem == tl.bf16)
+end
+tl.is_int_type, tl.is_float_type, tl.is_packed_pair = is_int, is_float, is_pair
 
 -- }=====================================================================
 
@@ -136,14 +143,17 @@ local function coerce(a, b, what)
   local va, vb = is_value(a), is_value(b)
   if va and vb then
     if a:type() ~= b:type() then
-      raise(("%s: operand types differ: %s and %s (convert one with :cast)"):format(what, tostring(a:type()), tostring(b:type())))
+      local hint = (a:type() == tl.index or b:type() == tl.index)
+        and "; a tl.for_range whose bounds are all Lua numbers counts in index: give it an i32 bound (tl.const(0)) to count in i32"
+        or ""
+      raise(("%s: operand types differ: %s and %s (convert one with :cast)%s"):format(what, tostring(a:type()), tostring(b:type()), hint))
     end
   elseif va then
     if type(b) ~= "number" then raise(("%s: cannot combine %s with a %s"):format(what, tostring(a:type()), typename(b))) end
-    b = tl.const(b, a:type())
+    b = is_pair(a:type()) and tl.splat(tl.const(b, a:type():info().elem), 2) or tl.const(b, a:type())
   elseif vb then
     if type(a) ~= "number" then raise(("%s: cannot combine a %s with %s"):format(what, typename(a), tostring(b:type()))) end
-    a = tl.const(a, b:type())
+    a = is_pair(b:type()) and tl.splat(tl.const(a, b:type():info().elem), 2) or tl.const(a, b:type())
   else
     raise(what .. ": no IR value among the operands")
   end
@@ -155,7 +165,7 @@ local function binary(iop, fop, sym)
   return function(a, b)
     a, b = coerce(a, b, "'" .. sym .. "'")
     local t = a:type()
-    local name = is_int(t) and iop or is_float(t) and fop
+    local name = is_int(t) and iop or (is_float(t) or is_pair(t) and fop ~= "arith.divf") and fop
     if not name then raise(("'%s' is not defined on %s"):format(sym, tostring(t))) end
     return tl.op1(name, { a, b }, t)
   end
@@ -178,7 +188,7 @@ Value.__shl = binary("arith.shli", nil, "<<")
 Value.__shr = binary("arith.shrui", nil, ">>") -- logical, as in Lua; tl.shrs is arithmetic
 Value.__unm = function(a)
   local t = a:type()
-  if is_float(t) then return tl.op1("arith.negf", { a }, t) end
+  if is_float(t) or is_pair(t) then return tl.op1("arith.negf", { a }, t) end
   return tl.const(0, t) - a
 end
 Value.__bnot = function(a) return a ~ -1 end
@@ -187,6 +197,13 @@ local function no_compare()
 end
 Value.__lt, Value.__le = no_compare, no_compare
 Value.__concat = function() raise("'..' is not defined on IR values") end
+-- The trap of a line starting with '(' after a line ending in ')': Lua reads
+-- `f(x)\n(p + t):store(v)` as `f(x)(p + t)`, a call of the value f returned.
+Value.__call = function()
+  raise("attempt to call an IR value: a line that starts with '(' continues the line before it " ..
+        "(Lua reads `f(x)` newline `(p + t):store(v)` as `f(x)(p + t)`); put a ';' before the '(' " ..
+        "or write tl.store(p + t, v)")
+end
 Value.__len = function() raise("'#' is not defined on IR values") end
 
 tl.divu = binary("arith.divui", nil, "divu")
@@ -199,7 +216,7 @@ tl.maxu = binary("arith.maxui", nil, "maxu")
 function tl.fma(a, b, c)
   a, b = coerce(a, b, "fma")
   a, c = coerce(a, c, "fma")
-  if not is_float(a:type()) then raise("fma takes floats") end
+  if not is_float(a:type()) and not is_pair(a:type()) then raise("fma takes floats or packed pairs (vector<2 x f16|bf16>)") end
   return tl.op1("arith.fma", { a, b, c }, a:type())
 end
 
@@ -559,6 +576,7 @@ require("tilua.tile").attach(tl) -- the authoring ops of real kernels (tile dial
 require("tilua.compile").attach(tl) -- PTX, ptxas, k:compile, --emit / --stage
 require("tilua.launch").attach(tl) -- k:launch, tl.device
 require("tilua.tensor").attach(tl) -- tensor cores and TMA
+require("tilua.warp").attach(tl) -- warp-wide exchange, mma.sync, approximate math, inline PTX
 require("tilua.stdlib.gemm").attach(tl) -- the Hopper GEMM generator (tl.gemm)
 require("tilua.stdlib.autotune").attach(tl) -- tl.autotune
 

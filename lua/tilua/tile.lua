@@ -131,12 +131,14 @@ function M.attach(tl)
     return info(p)
   end
 
-  -- tl.load(p [, {vector = n, volatile = bool}])
+  -- tl.load(p [, {vector = n, volatile = bool, cache = "cg", evict = "evict_last",
+  -- nc = bool, prefetch = 64|128|256}]): the last four are hints of global loads
   function tl.load(p, opts)
     local i = check_ptr(p, "load")
     opts = opts or {}
     local rt = opts.vector and tl.vector(i.elem, opts.vector) or i.elem
-    return tl.op1("tile.load", { p }, rt, { volatile = opts.volatile })
+    return tl.op1("tile.load", { p }, rt, { volatile = opts.volatile, cache = opts.cache, evict = opts.evict,
+                                            nc = opts.nc, prefetch = opts.prefetch })
   end
   V.load = tl.load
 

@@ -528,14 +528,16 @@ static void tlcu_append_jit_log(TlcuRuntime *rt) {
 
 TlcuResult tlcu_module_load_ptx(TlcuRuntime *rt, const char *ptx, CUmodule *out) {
   TLCU_BEGIN(rt);
-  CUjit_option opts[4] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-                          CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *vals[4] = {rt->jit_info, (void *)(uintptr_t)sizeof rt->jit_info, rt->jit_error,
-                   (void *)(uintptr_t)sizeof rt->jit_error};
+  /* line info: the .loc lines (script lines) reach the cubin, so compute-sanitizer
+  ** and the profilers name the .lua file and line */
+  CUjit_option opts[5] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+                          CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_GENERATE_LINE_INFO};
+  void *vals[5] = {rt->jit_info, (void *)(uintptr_t)sizeof rt->jit_info, rt->jit_error,
+                   (void *)(uintptr_t)sizeof rt->jit_error, (void *)(uintptr_t)1};
   CUmodule mod = NULL;
   memset(rt->jit_info, 0, sizeof rt->jit_info);
   memset(rt->jit_error, 0, sizeof rt->jit_error);
-  TlcuResult st = CU_CALL(rt, cuModuleLoadDataEx, (&mod, ptx, 4, opts, vals));
+  TlcuResult st = CU_CALL(rt, cuModuleLoadDataEx, (&mod, ptx, 5, opts, vals));
   rt->jit_info[sizeof rt->jit_info - 1] = '\0';
   rt->jit_error[sizeof rt->jit_error - 1] = '\0';
   if (st != TLCU_OK) {

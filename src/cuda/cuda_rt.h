@@ -86,7 +86,8 @@ typedef enum CUjit_option_enum {
   CU_JIT_INFO_LOG_BUFFER = 3,
   CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
   CU_JIT_ERROR_LOG_BUFFER = 5,
-  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
+  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+  CU_JIT_GENERATE_LINE_INFO = 13
 } CUjit_option;
 
 typedef enum CUlaunchAttributeID_enum {

@@ -185,7 +185,13 @@ static IrResult check_access(IrOp *op, const IrType *p, const IrType *v) {
   return dia_check_mem_value(op, v) ? IR_OK : IR_FAIL;
 }
 
-IrResult tile_verify_load(IrOp *op) { return check_access(op, op->operands[0].value->type, op->results[0].type); }
+IrResult tile_verify_load(IrOp *op) {
+  const IrType *p = op->operands[0].value->type;
+  IrAttrs_TILE_LOAD a = ir_attrs_TILE_LOAD(op);
+  if (!tile_check_load_hints(op, p->space == IR_MS_GLOBAL, a.volatile_, a.cache, a.evict, a.nc, a.prefetch))
+    return IR_FAIL;
+  return check_access(op, p, op->results[0].type);
+}
 IrResult tile_verify_store(IrOp *op) { return check_access(op, op->operands[1].value->type, op->operands[0].value->type); }
 
 /* Which value types an atomic kind takes: add i32 i64 f32 f64; exch 32/64-bit

@@ -310,9 +310,21 @@ IrResult tile_verify_splat(IrOp *op) {
   return IR_OK;
 }
 
+/* tile.pack: into a half pair, or with fp8 into an i16; tile.unpack_fp8: an
+** i16 into a vector<2xf16>. */
 IrResult tile_verify_pack(IrOp *op) {
   const IrType *v = op->results[0].type;
-  if (v->rank != 1 || v->shape[0] != 2 || !is_half(v->elem))
+  if (op->kind == OP_TILE_UNPACK_FP8) {
+    if (v->kind != IR_TY_VECTOR || v->rank != 1 || v->shape[0] != 2 || v->elem->kind != IR_TY_FLOAT ||
+        v->elem->fkind != IR_F16)
+      return dia_type_error(op, "unpacks into a vector<2xf16>, got %s", v);
+    return IR_OK;
+  }
+  if (ir_attrs_TILE_PACK(op).fp8 >= 0) {
+    if (!ir_type_is_int_width(v, 16)) return dia_type_error(op, "packs two fp8 values into an i16, got %s", v);
+    return IR_OK;
+  }
+  if (v->kind != IR_TY_VECTOR || v->rank != 1 || v->shape[0] != 2 || !is_half(v->elem))
     return dia_type_error(op, "packs into a vector<2xbf16> or vector<2xf16>, got %s", v);
   return IR_OK;
 }
