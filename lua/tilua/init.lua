@@ -29,6 +29,15 @@ function tl.raise(msg)
 end
 local raise = tl.raise
 
+-- tl.stop(code [, message]): end the script with an exit code. The library
+-- never exits the process itself: this raises a stop that the host handles
+-- (`tilua` prints the message and exits with the code; an embedding host gets
+-- an error whose `exit_code` and `message` say what was asked).
+local Stop = { __tostring = function(s) return s.message or ("stop " .. s.exit_code) end }
+function tl.stop(code, message)
+  error(setmetatable({ exit_code = code, message = message }, Stop), 0)
+end
+
 local function is_value(x) return getmetatable(x) == Value end
 tl.is_value = is_value
 
@@ -563,7 +572,9 @@ end
 require("tilua.stdlib.sched").attach(tl)
 require("tilua.cutlass").attach(tl, Kernel)
 
-require("tilua.gpu").attach(tl) -- authoring ops of real kernels, PTX, launches, tl.device
+require("tilua.tile").attach(tl) -- the authoring ops of real kernels (tile dialect)
+require("tilua.compile").attach(tl) -- PTX, ptxas, k:compile, --emit / --stage
+require("tilua.launch").attach(tl) -- k:launch, tl.device
 require("tilua.tensor").attach(tl) -- tensor cores and TMA
 require("tilua.warp").attach(tl) -- warp-wide exchange, mma.sync, approximate math, inline PTX
 require("tilua.stdlib.gemm").attach(tl) -- the Hopper GEMM generator (tl.gemm)

@@ -1,5 +1,5 @@
 -- tilua.tensor: Hopper tensor cores and TMA (docs/tensor.md). init.lua
--- attaches it after tilua.gpu: require("tilua.tensor").attach(tl).
+-- attaches it after tilua.launch: require("tilua.tensor").attach(tl).
 --
 --   tensor maps  tl.tensor_map_type(elem, box [, swizzle]) (a kernel parameter type),
 --                tl.device.tensor_map{buffer, shape, box, ...} (the host side)
@@ -92,7 +92,7 @@ function M.attach(tl)
     return core.tensor_map(d)
   end
 
-  -- The launch argument for a tensor map parameter of type t (gpu.lua calls it).
+  -- The launch argument for a tensor map parameter of type t (launch.lua calls it).
   function tl.tensor_map_arg(p, v)
     local want = map_info(p.type)
     local ok, got = pcall(function() return v:info() end)

@@ -35,6 +35,8 @@ int64_t dia_type_bytes(const IrType *t);
 ** bytes of non-i1 elements, at most 4 of them when 32 bits or wider)? Emits the
 ** error when not. */
 bool dia_check_mem_value(IrOp *op, const IrType *v);
+/* An error naming one type (fmt holds a single %s for it); IR_FAIL. */
+IrResult dia_type_error(IrOp *op, const char *fmt, const IrType *t);
 /* The kernel-wide synchronization checks of a tile.kernel (tile_sync.c):
 ** distributed shared memory before the cluster barrier, reads of what other
 ** threads wrote with no barrier in between. false after an error. */

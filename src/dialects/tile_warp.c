@@ -10,13 +10,6 @@
 
 #include "dialects.h"
 
-static IrResult type_error(IrOp *op, const char *fmt, const IrType *t) {
-  char *s = ir_type_to_string(t);
-  ir_op_error(op, fmt, s);
-  free(s);
-  return IR_FAIL;
-}
-
 static IrResult whole_warp(IrOp *op) {
   if (!ir_op_ancestor(op, OP_TILE_ELECT_ONE)) return IR_OK;
   ir_op_error(op, "is executed by whole warps and cannot be inside 'tile.elect_one'");
@@ -26,7 +19,7 @@ static IrResult whole_warp(IrOp *op) {
 IrResult tile_verify_shfl(IrOp *op) {
   IrAttrs_TILE_SHFL a = ir_attrs_TILE_SHFL(op);
   if (op->results[0].type != op->operands[0].value->type)
-    return type_error(op, "result must have the type of the value operand, %s", op->operands[0].value->type);
+    return dia_type_error(op, "result must have the type of the value operand, %s", op->operands[0].value->type);
   if (a.width & (a.width - 1)) {
     ir_op_error(op, "width %lld is not a power of two (1 .. 32)", (long long)a.width);
     return IR_FAIL;
@@ -61,8 +54,8 @@ IrResult tile_verify_mma_sync(IrOp *op) {
   if (mma_operand(op, 0, "A", 16) != IR_OK || mma_operand(op, 1, "B", 8) != IR_OK) return IR_FAIL;
   const IrType *c = op->operands[2].value->type;
   if (c->rank != 1 || c->shape[0] != 4 || c->elem->kind != IR_TY_FLOAT || c->elem->fkind != IR_F32)
-    return type_error(op, "the accumulator C must be vector<4xf32>, got %s", c);
-  if (op->results[0].type != c) return type_error(op, "the result must have the accumulator's type %s", c);
+    return dia_type_error(op, "the accumulator C must be vector<4xf32>, got %s", c);
+  if (op->results[0].type != c) return dia_type_error(op, "the result must have the accumulator's type %s", c);
   return whole_warp(op);
 }
 

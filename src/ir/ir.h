@@ -640,6 +640,8 @@ void ir_print_attr(StrBuf *sb, const IrAttr *a);
 void ir_print_op(StrBuf *sb, IrOp *op, const IrPrintOptions *opts);
 char *ir_op_to_string(IrOp *op, const IrPrintOptions *opts); /* malloc'ed */
 char *ir_type_to_string(const IrType *t);                      /* malloc'ed */
+/* t's text in the arena of op's context, for diagnostics about op: no free. */
+const char *ir_op_type_str(const IrOp *op, const IrType *t);
 
 /* Verify op and everything nested in it: structure from the op tables, SSA
 ** dominance, then each op's own verifier. Diagnostics go to the context. */

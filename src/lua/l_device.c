@@ -104,27 +104,20 @@ static int dev_error(lua_State *L) {
   return 1;
 }
 
-static void set_int(lua_State *L, const char *k, lua_Integer v) {
-  lua_pushinteger(L, v);
-  lua_setfield(L, -2, k);
-}
+/* TlcuDeviceInfo and TlcuFuncInfo as tables: X-lists of their members. */
+#define DEVICE_MEMBERS(I, B)                                                                       \
+  I(ordinal) I(sm_count) I(cc_major) I(cc_minor) I(smem_optin) I(total_mem) I(driver_version)
+#define FUNCTION_MEMBERS(I, B) I(num_regs) I(local_bytes) I(static_smem) I(max_threads)
 
 /* core.device_info() -> {name, ordinal, sm_count, cc_major, cc_minor, smem_optin, total_mem,
  * driver_version} */
 static int dev_info(lua_State *L) {
   need_gpu(L);
-  TlcuDeviceInfo in;
-  if (tlcu_device_info(&rt, &in) != TLCU_OK) return lb_cuda_error(L, "device info");
+  TlcuDeviceInfo r;
+  if (tlcu_device_info(&rt, &r) != TLCU_OK) return lb_cuda_error(L, "device info");
   lua_createtable(L, 0, 8);
-  lua_pushstring(L, in.name);
-  lua_setfield(L, -2, "name");
-  set_int(L, "ordinal", in.ordinal);
-  set_int(L, "sm_count", in.sm_count);
-  set_int(L, "cc_major", in.cc_major);
-  set_int(L, "cc_minor", in.cc_minor);
-  set_int(L, "smem_optin", in.smem_optin);
-  set_int(L, "total_mem", (lua_Integer)in.total_mem);
-  set_int(L, "driver_version", in.driver_version);
+  lb_set_str(L, "name", r.name);
+  DEVICE_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
   return 1;
 }
 
@@ -398,13 +391,10 @@ static int mod_func(lua_State *L) {
 /* fn:info() -> {num_regs, local_bytes, static_smem, max_threads} */
 static int fn_info(lua_State *L) {
   CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
-  TlcuFuncInfo fi;
-  if (!*f || tlcu_function_info(&rt, *f, &fi) != TLCU_OK) return lb_cuda_error(L, "function info");
+  TlcuFuncInfo r;
+  if (!*f || tlcu_function_info(&rt, *f, &r) != TLCU_OK) return lb_cuda_error(L, "function info");
   lua_createtable(L, 0, 4);
-  set_int(L, "num_regs", fi.num_regs);
-  set_int(L, "local_bytes", fi.local_bytes);
-  set_int(L, "static_smem", fi.static_smem);
-  set_int(L, "max_threads", fi.max_threads);
+  FUNCTION_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
   return 1;
 }
 
@@ -564,19 +554,9 @@ static const luaL_Reg device_functions[] = {
     {"device_time", dev_time},           {"buffer_alloc", buf_alloc},
     {"module_load", mod_load},           {NULL, NULL}};
 
-static void new_class(lua_State *L, const char *name, const luaL_Reg *meta,
-                      const luaL_Reg *methods) {
-  luaL_newmetatable(L, name);
-  luaL_setfuncs(L, meta, 0);
-  lua_newtable(L);
-  luaL_setfuncs(L, methods, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
-}
-
 void lb_open_device(lua_State *L) {
-  new_class(L, LB_BUFFER, buffer_meta, buffer_methods);
-  new_class(L, LB_MODULE, module_meta, module_methods);
-  new_class(L, LB_FUNCTION, no_meta, function_methods);
+  lb_new_class(L, LB_BUFFER, buffer_meta, buffer_methods);
+  lb_new_class(L, LB_MODULE, module_meta, module_methods);
+  lb_new_class(L, LB_FUNCTION, no_meta, function_methods);
   luaL_setfuncs(L, device_functions, 0);
 }

@@ -24,11 +24,7 @@ TlcuRuntime *lb_cuda(lua_State *L);
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes);
 /* The 128 bytes of the TensorMap at idx (64-byte aligned), or NULL. */
 const uint8_t *lb_tensor_map_bytes(lua_State *L, int idx);
-
 /* Raise the runtime's last failure as "what: message" (a kernel's own report as is). */
 int lb_cuda_error(lua_State *L, const char *what);
-
-void lb_open_tensor(lua_State *L);
-void lb_open_launch(lua_State *L); /* l_launch.c */
 
 #endif

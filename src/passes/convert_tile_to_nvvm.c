@@ -597,9 +597,7 @@ static IrResult convert_kernel(Rewriter *r, IrOp *k) {
 
 IrResult pass_convert_tile_to_nvvm(IrOp *module, IrPassCtx *pc) {
   Conv c;
-  memset(&c, 0, sizeof c);
-  rw_init(&c.rw, pc->ctx);
-  return rw_each_kernel(&c.rw, module, pc, convert_kernel);
+  return rw_run(&c.rw, sizeof c, module, pc, convert_kernel);
 }
 
 /* }====================================================================== */

@@ -38,6 +38,13 @@ IrResult rw_each_kernel(Rewriter *r, IrOp *module, IrPassCtx *pc, IrResult (*fn)
   return IR_OK;
 }
 
+IrResult rw_run(Rewriter *state, size_t size, IrOp *module, IrPassCtx *pc,
+                IrResult (*fn)(Rewriter *r, IrOp *k)) {
+  memset(state, 0, size);
+  rw_init(state, pc->ctx);
+  return rw_each_kernel(state, module, pc, fn);
+}
+
 void rw_before(Rewriter *r, IrOp *op) {
   ir_builder_before(&r->b, op);
   r->b.loc = op->loc;
@@ -130,6 +137,10 @@ IrOp *rw_begin_if(Rewriter *r, IrValue *cond) {
   IrOp *sif = ir_build(&r->b, OP_SCF_IF, 1, &cond, 0, NULL, 2);
   into_block(r, ir_region_ensure_block(r->ctx, &sif->regions[0]));
   return sif;
+}
+
+void rw_begin_else(Rewriter *r, IrOp *sif) {
+  into_block(r, ir_region_ensure_block(r->ctx, &sif->regions[1]));
 }
 
 void rw_end_if(Rewriter *r, IrOp *sif) { ir_builder_after(&r->b, sif); }

@@ -253,54 +253,58 @@ static void emit_unpack_fp8(Emit *e, IrOp *op) {
            op->operands[0].value);
 }
 
+/* " [reg]": operand i as an address. */
+static void put_address(Emit *e, IrOp *op, uint32_t i) {
+  sb_puts(&e->body, " [");
+  put_values(e, op, i, i + 1);
+  sb_puts(&e->body, "]");
+}
+
+/* " [map, {c0, c1, ...}]": the tensor map (operand map) and n coordinates from operand first. */
+static void put_tensor(Emit *e, IrOp *op, uint32_t map, uint32_t first, uint32_t n) {
+  sb_puts(&e->body, " [");
+  put_values(e, op, map, map + 1);
+  sb_puts(&e->body, ", {");
+  put_values(e, op, first, first + n);
+  sb_puts(&e->body, "}]");
+}
+
 static void emit_tma(Emit *e, IrOp *op) {
   IrAttrs_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL at =
       ir_attrs_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL(op);
   int dim = (int)at.dim;
   uint32_t nc = (uint32_t)dim;
   switch (op->kind) {
-  case OP_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL: {
-    bool mc = at.multicast;
-    sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.shared::cluster.global.tile.mbarrier::complete_tx::bytes%s [", dim,
-              mc ? ".multicast::cluster" : "");
-    px_put_reg(e, px_regs(e, op->operands[0].value), 0);
-    sb_puts(&e->body, "], [");
-    px_put_reg(e, px_regs(e, op->operands[1].value), 0);
-    sb_puts(&e->body, ", {");
-    put_values(e, op, 3, 3 + nc);
-    sb_puts(&e->body, "}], [");
-    px_put_reg(e, px_regs(e, op->operands[2].value), 0);
-    sb_puts(&e->body, "]");
-    if (mc) {
+  case OP_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL:
+    sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.shared::cluster.global.tile.mbarrier::complete_tx::bytes%s", dim,
+              at.multicast ? ".multicast::cluster" : "");
+    put_address(e, op, 0);
+    sb_puts(&e->body, ",");
+    put_tensor(e, op, 1, 3, nc);
+    sb_puts(&e->body, ",");
+    put_address(e, op, 2);
+    if (at.multicast) {
       sb_puts(&e->body, ", ");
-      px_put_reg(e, px_regs(e, op->operands[3 + nc].value), 0);
+      put_values(e, op, 3 + nc, 4 + nc);
     }
-    sb_puts(&e->body, ";\n");
-    return;
-  }
-  case OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA: {
-    const char *red = at.reduce >= 0 ? TMA_REDUCE_names[at.reduce] : NULL;
-    if (red)
-      sb_printf(&e->body, "\tcp.reduce.async.bulk.tensor.%dd.global.shared::cta.%s.tile.bulk_group [", dim, red);
+    break;
+  case OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA:
+    if (at.reduce >= 0)
+      sb_printf(&e->body, "\tcp.reduce.async.bulk.tensor.%dd.global.shared::cta.%s.tile.bulk_group", dim,
+                TMA_REDUCE_names[at.reduce]);
     else
-      sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.global.shared::cta.tile.bulk_group [", dim);
-    px_put_reg(e, px_regs(e, op->operands[0].value), 0);
-    sb_puts(&e->body, ", {");
-    put_values(e, op, 2, 2 + nc);
-    sb_puts(&e->body, "}], [");
-    px_put_reg(e, px_regs(e, op->operands[1].value), 0);
-    sb_puts(&e->body, "];\n");
-    return;
-  }
+      sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.global.shared::cta.tile.bulk_group", dim);
+    put_tensor(e, op, 0, 2, nc);
+    sb_puts(&e->body, ",");
+    put_address(e, op, 1);
+    break;
   case OP_NVVM_CP_ASYNC_BULK_PREFETCH_TENSOR:
-    sb_printf(&e->body, "\tcp.async.bulk.prefetch.tensor.%dd.L2.global.tile [", dim);
-    px_put_reg(e, px_regs(e, op->operands[0].value), 0);
-    sb_puts(&e->body, ", {");
-    put_values(e, op, 1, 1 + nc);
-    sb_puts(&e->body, "}];\n");
-    return;
+    sb_printf(&e->body, "\tcp.async.bulk.prefetch.tensor.%dd.L2.global.tile", dim);
+    put_tensor(e, op, 0, 1, nc);
+    break;
   default: px_emitf(e, "prefetch.tensormap [%v];", op->operands[0].value); return;
   }
+  sb_puts(&e->body, ";\n");
 }
 
 /* The accumulator is updated in place: the result takes the accumulator's
