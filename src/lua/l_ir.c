@@ -132,7 +132,20 @@ void lb_not_inside(lua_State *L, const IrOp *op, const IrOp *place, const char *
 ** Locations and errors
 ** ======================================================================= */
 
+/* is_library_chunk's answers by source pointer (the chunk's name string, which
+** lives as long as its functions), per thread, with the state they belong to;
+** cleared when a chunk is marked. Finding the user's frame runs for every op
+** built, through every library frame above it. */
+typedef struct LibChunkMemo {
+  const lua_State *L;
+  const char *source;
+  char name[96]; /* a copy: the pointer of a collected chunk's name may be reused */
+  int lib;
+} LibChunkMemo;
+static _Thread_local LibChunkMemo lib_memo[64];
+
 void lb_mark_library_chunk(lua_State *L, const char *chunkname) {
+  memset(lib_memo, 0, sizeof lib_memo);
   if (lua_getfield(L, LUA_REGISTRYINDEX, LIBCHUNKS) != LUA_TTABLE) {
     lua_pop(L, 1);
     lua_newtable(L);
@@ -145,10 +158,16 @@ void lb_mark_library_chunk(lua_State *L, const char *chunkname) {
 }
 
 static int is_library_chunk(lua_State *L, const char *source) {
+  LibChunkMemo *m = &lib_memo[((uintptr_t)source >> 4) % (sizeof lib_memo / sizeof lib_memo[0])];
+  if (m->source == source && m->L == L && strcmp(m->name, source) == 0) return m->lib;
   int lib = 0;
   if (lua_getfield(L, LUA_REGISTRYINDEX, LIBCHUNKS) == LUA_TTABLE)
     lib = lua_getfield(L, -1, source) != LUA_TNIL, lua_pop(L, 1);
   lua_pop(L, 1);
+  if (strlen(source) < sizeof m->name) {
+    m->L = L, m->source = source, m->lib = lib;
+    strcpy(m->name, source);
+  }
   return lib;
 }
 
@@ -156,9 +175,8 @@ static int is_library_chunk(lua_State *L, const char *source) {
 static int user_frame(lua_State *L, const char **file, int *line) {
   lua_Debug ar;
   for (int level = 1; lua_getstack(L, level, &ar); level++) {
-    if (!lua_getinfo(L, "Sl", &ar)) continue;
-    if (ar.currentline <= 0 || ar.what[0] == 'C') continue;
-    if (is_library_chunk(L, ar.source)) continue;
+    if (!lua_getinfo(L, "S", &ar) || ar.what[0] == 'C' || is_library_chunk(L, ar.source)) continue;
+    if (!lua_getinfo(L, "l", &ar) || ar.currentline <= 0) continue;
     *file = ar.source[0] == '@' || ar.source[0] == '=' ? ar.source + 1 : ar.short_src;
     *line = ar.currentline;
     return 1;

@@ -22,18 +22,34 @@ static uint32_t list_len(lua_State *L, int idx) {
 /* core.op_create(ctx, name, operands, result_types, attrs, nregions, block, before, loc, check)
 ** Creates an op; inserts it at the end of `block` or before `before` when given.
 ** check = true runs the signature check at once and raises on failure. */
+/* The kind of an op name; memoized by the name's pointer (Lua interns short
+** strings, so one name is one pointer), checked against the table's name. */
+static int op_kind_of(const char *name, size_t len) {
+  static _Thread_local struct {
+    const char *p;
+    int kind;
+  } memo[128];
+  unsigned h = (unsigned)(((uintptr_t)name >> 4) % 128);
+  if (memo[h].p == name && strcmp(ir_op_info((IrOpKind)memo[h].kind)->name, name) == 0) return memo[h].kind;
+  int kind = ir_op_lookup(name, len);
+  if (kind >= 0) memo[h].p = name, memo[h].kind = kind;
+  return kind;
+}
+
 static int core_op_create(lua_State *L) {
   LbContext *c = lb_check_context(L, 1);
   size_t nlen;
   const char *name = luaL_checklstring(L, 2, &nlen);
-  int kind = ir_op_lookup(name, nlen);
+  int kind = op_kind_of(name, nlen);
   if (kind < 0) return lb_error(L, "unknown operation '%s'", name);
   uint32_t nopd = list_len(L, 3), nres = list_len(L, 4);
-  IrValue **opds = malloc((nopd + 1) * sizeof *opds);
-  const IrType **rtys = malloc((nres + 1) * sizeof *rtys);
+  IrValue *opd_buf[16];
+  const IrType *rty_buf[16];
+  IrValue **opds = nopd < 16 ? opd_buf : malloc((nopd + 1) * sizeof *opds);
+  const IrType **rtys = nres < 16 ? rty_buf : malloc((nres + 1) * sizeof *rtys);
   if (!opds || !rtys) {
-    free(opds);
-    free(rtys);
+    if (opds != opd_buf) free(opds);
+    if (rtys != rty_buf) free((void *)rtys);
     return luaL_error(L, "out of memory");
   }
   /* Collect operands and types; on a bad argument free and raise. */
@@ -53,21 +69,13 @@ static int core_op_create(lua_State *L) {
     else if (lb_ctx_of(L, -1) != c->ctx) bad = "result type (of another context)", badi = i;
     lua_pop(L, 1);
   }
-  if (bad) {
-    free(opds);
-    free(rtys);
-    return lb_error(L, "'%s': bad %s #%d", name, bad, (int)badi + 1);
-  }
   lua_Integer nreg = luaL_optinteger(L, 6, ir_op_info((IrOpKind)kind)->nregions);
-  if (nreg < 0 || nreg > 16) {
-    free(opds);
-    free(rtys);
-    return lb_error(L, "'%s': bad region count", name);
-  }
-  IrLoc loc = lb_opt_loc(L, 9, c->ctx);
-  IrOp *op = ir_op_create(c->ctx, (IrOpKind)kind, loc, nopd, opds, nres, rtys, (uint32_t)nreg);
-  free(opds);
-  free(rtys);
+  if (!bad && (nreg < 0 || nreg > 16)) bad = "region count", badi = 0;
+  IrLoc loc = bad ? ir_loc_unknown() : lb_opt_loc(L, 9, c->ctx); /* (raises only on a bad loc table) */
+  IrOp *op = bad ? NULL : ir_op_create(c->ctx, (IrOpKind)kind, loc, nopd, opds, nres, rtys, (uint32_t)nreg);
+  if (opds != opd_buf) free(opds);
+  if (rtys != rty_buf) free((void *)rtys);
+  if (bad) return lb_error(L, "'%s': bad %s #%d", name, bad, (int)badi + 1);
   if (!lua_isnoneornil(L, 5)) {
     luaL_checktype(L, 5, LUA_TTABLE);
     lua_pushnil(L);
