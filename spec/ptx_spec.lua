@@ -575,6 +575,15 @@ print "not reached with --emit or --stage"
     has(out, "not reached")
     os.remove(script)
   end)
+
+  it("say so and exit 1 when the script compiles nothing", function()
+    local out, err, code = H.tilua_run { "examples/cutlass_pipeline.lua", "--emit=ptx" }
+    assert.equal(1, code, out)
+    has(err, "--emit=ptx: the script compiled no kernel")
+    _, err, code = H.tilua_run { "--stage=input", "examples/cutlass_pipeline.lua" }
+    assert.equal(1, code)
+    has(err, "--stage=input: the script compiled no kernel")
+  end)
 end)
 -- }===================================================================
 

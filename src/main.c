@@ -35,7 +35,8 @@ static const char usage_text[] =
     "  -v        show version information\n"
     "  -E        ignore environment variables (LUA_PATH, LUA_CPATH, TILUA_SOURCE_DIR)\n"
     "  --emit=ir|ptx  the script's first compile (k:compile, tl.compile) prints the final\n"
-    "                 IR or the PTX and exits 0 without launching (also after the script)\n"
+    "                 IR or the PTX and exits 0 without launching (also after the script);\n"
+    "                 a script that compiles nothing is an error\n"
     "  --stage=NAME   likewise, printing the IR after pass NAME (or 'input', or a number)\n"
     "  --debug-hangs  compile kernels so that an mbarrier wait gives up after 1 s and\n"
     "                 says which barrier, phase and warp; barrier waits are recorded\n"
@@ -313,6 +314,20 @@ static int set_script_options(lua_State *L, char **argv) {
   return report(L, status) == LUA_OK;
 }
 
+/* After the script: tilua.cli.script_done() reports an --emit or --stage
+** that no compile answered. */
+static int script_done(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tilua.cli");
+  int status = docall(L, 1, 1);
+  if (status == LUA_OK) {
+    lua_getfield(L, -1, "script_done");
+    lua_remove(L, -2);
+    status = docall(L, 0, 0);
+  }
+  return report(L, status) == LUA_OK;
+}
+
 /* Traverse options; returns the bitmask and sets *first to the script index. */
 static int collectargs(char **argv, int *first) {
   int args = 0;
@@ -431,7 +446,10 @@ static int pmain(lua_State *L) {
   createargtable(L, argv, argc, script);
   if (!set_script_options(L, argv)) return 0;
   if (!runargs(L, argv, script)) return 0;
-  if (script > 0 && argv[script] != NULL && handle_script(L, argv + script) != LUA_OK) return 0;
+  if (script > 0 && argv[script] != NULL) {
+    if (handle_script(L, argv + script) != LUA_OK) return 0;
+    if (!script_done(L)) return 0;
+  }
   if (args & has_i) {
     if (doREPL(L) != 0) return 0;
   } else if (script < 1 || argv[script] == NULL) {

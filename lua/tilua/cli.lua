@@ -496,6 +496,15 @@ function M.script_options(o)
     io.stdout:flush()
     os.exit(0, true)
   end
+  M.asked = o.stage and ("--stage=" .. o.stage) or ("--emit=" .. o.emit)
+end
+
+-- After the script: --emit / --stage asked for a compile that never came (the
+-- hook ends the program when one does). An error, not silence and exit 0.
+function M.script_done()
+  if M.asked then
+    error(("%s: the script compiled no kernel (nothing called k:compile, k:launch or tl.compile), so there is nothing to print"):format(M.asked), 0)
+  end
 end
 
 -- }=====================================================================
