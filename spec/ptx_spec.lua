@@ -587,6 +587,18 @@ print "not reached with --emit or --stage"
 end)
 -- }===================================================================
 
+describe("the stages of k:compile", function()
+  it("say changed only for the passes that changed something", function()
+    local k = build("plain", { { "g", P(tl.i32) } }, function(k, p) p.g:store(tl.thread_id()) end)
+    compile(k)
+    local changed = {}
+    for _, s in ipairs(tl.last_stages) do changed[s.name] = changed[s.name] or s.changed end
+    assert.is_false(changed["lower-tile-scheduler"])
+    assert.is_false(changed["convert-cutlass-to-nvvm"])
+    assert.is_true(changed["convert-tile-to-nvvm"])
+  end)
+end)
+
 describe("line info", function()
   it("writes .file and a .loc of the script line before each line's instructions", function()
     local line_store

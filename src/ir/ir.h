@@ -454,6 +454,9 @@ IrOp *ir_op_create(IrContext *ctx, IrOpKind kind, IrLoc loc, uint32_t noperands,
                    IrValue *const *operands, uint32_t nresults, const IrType *const *result_types,
                    uint32_t nregions);
 IrContext *ir_op_context(const IrOp *op);
+/* How many changes the IR of ctx has had (ops placed, moved or unlinked,
+** operands and attributes set): a pass changed something iff it moved. */
+uint64_t ir_context_edits(const IrContext *ctx);
 const char *ir_op_name(const IrOp *op);
 static inline IrValue *ir_op_operand(const IrOp *op, uint32_t i) { return op->operands[i].value; }
 static inline IrValue *ir_op_result(IrOp *op, uint32_t i) { return &op->results[i]; }

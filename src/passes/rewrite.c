@@ -31,9 +31,10 @@ IrResult rw_each_kernel(Rewriter *r, IrOp *module, IrPassCtx *pc, IrResult (*fn)
   IrBlock *body = module->nregions ? module->regions[0].first : NULL;
   for (IrOp *op = body ? body->first : NULL; op; op = op->next) {
     if (op->kind != OP_TILE_KERNEL) continue;
+    uint64_t edits = ir_context_edits(r->ctx);
     rw_begin_kernel(r, op);
     if (fn(r, op) != IR_OK) return IR_FAIL;
-    pc->changed = true;
+    if (ir_context_edits(r->ctx) != edits) pc->changed = true;
   }
   return IR_OK;
 }
