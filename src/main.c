@@ -281,6 +281,24 @@ static int run_module_function(lua_State *L, const char *module, const char *fn,
 #define has_E 16
 #define has_help 32
 
+/* tilua.cli.<fn>(the nargs values on top of the stack, which it pops); false
+** after reporting an error. */
+static int call_cli(lua_State *L, const char *fn, int nargs) {
+  int base = lua_gettop(L) - nargs; /* the arguments: base + 1 .. top */
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tilua.cli");
+  int status = docall(L, 1, 1);
+  if (status == LUA_OK) {
+    lua_getfield(L, -1, fn);
+    lua_remove(L, -2);
+    lua_insert(L, base + 1); /* the function below its arguments */
+    status = docall(L, nargs, 0);
+  }
+  report(L, status);
+  lua_settop(L, base);
+  return status == LUA_OK;
+}
+
 /* --emit=..., --stage=... and --debug-hangs: the host's options of the
 ** scripts' compiles, before the script or among its arguments. */
 static int is_tl_option(const char *a) {
@@ -300,33 +318,12 @@ static int set_script_options(lua_State *L, char **argv) {
     else lua_pushboolean(L, 1);
     lua_setfield(L, -2, argv[i][2] == 'e' ? "emit" : argv[i][2] == 's' ? "stage" : "debug_hangs");
   }
-  int t = lua_gettop(L);
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "tilua.cli");
-  int status = docall(L, 1, 1);
-  if (status == LUA_OK) {
-    lua_getfield(L, -1, "script_options");
-    lua_remove(L, -2);
-    lua_pushvalue(L, t);
-    status = docall(L, 1, 0);
-  }
-  lua_remove(L, t);
-  return report(L, status) == LUA_OK;
+  return call_cli(L, "script_options", 1);
 }
 
 /* After the script: tilua.cli.script_done() reports an --emit or --stage
 ** that no compile answered. */
-static int script_done(lua_State *L) {
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "tilua.cli");
-  int status = docall(L, 1, 1);
-  if (status == LUA_OK) {
-    lua_getfield(L, -1, "script_done");
-    lua_remove(L, -2);
-    status = docall(L, 0, 0);
-  }
-  return report(L, status) == LUA_OK;
-}
+static int script_done(lua_State *L) { return call_cli(L, "script_done", 0); }
 
 /* Traverse options; returns the bitmask and sets *first to the script index. */
 static int collectargs(char **argv, int *first) {

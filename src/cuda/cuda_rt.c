@@ -183,6 +183,13 @@ static TlcuResult tlcu_release(TlcuRuntime *rt, const TlcuHeld *h) {
   }
 }
 
+/* Give one handle back now: it leaves the held list and the driver frees it. */
+static TlcuResult tlcu_give_back(TlcuRuntime *rt, int kind, uint64_t handle) {
+  TlcuHeld h = {kind, handle};
+  tlcu_unhold(rt, kind, handle);
+  return tlcu_release(rt, &h) == TLCU_OK ? TLCU_OK : TLCU_FAIL;
+}
+
 static TlcuResult tlcu_release_all(TlcuRuntime *rt) {
   TlcuResult st = TLCU_OK;
   while (rt->nheld > 0) {
@@ -562,9 +569,7 @@ TlcuResult tlcu_module_load_ptx(TlcuRuntime *rt, const char *ptx, CUmodule *out)
 
 TlcuResult tlcu_module_unload(TlcuRuntime *rt, CUmodule mod) {
   TLCU_DRAIN(rt);
-  tlcu_unhold(rt, TLCU_HELD_MODULE, (uint64_t)(uintptr_t)mod);
-  CU_DO(rt, cuModuleUnload, (mod));
-  return TLCU_OK;
+  return tlcu_give_back(rt, TLCU_HELD_MODULE, (uint64_t)(uintptr_t)mod);
 }
 
 TlcuResult tlcu_function_get(TlcuRuntime *rt, CUmodule mod, const char *name, CUfunction *out) {
@@ -695,9 +700,7 @@ TlcuResult tlcu_mem_alloc(TlcuRuntime *rt, size_t bytes, CUdeviceptr *out) {
 
 TlcuResult tlcu_mem_free(TlcuRuntime *rt, CUdeviceptr p) {
   TLCU_DRAIN(rt);
-  tlcu_unhold(rt, TLCU_HELD_MEM, p);
-  CU_DO(rt, cuMemFree, (p));
-  return TLCU_OK;
+  return tlcu_give_back(rt, TLCU_HELD_MEM, p);
 }
 
 TlcuResult tlcu_memcpy_htod(TlcuRuntime *rt, CUdeviceptr dst, const void *src, size_t bytes) {
@@ -776,9 +779,7 @@ TlcuResult tlcu_event_elapsed_ms(TlcuRuntime *rt, CUevent start, CUevent end, fl
 
 TlcuResult tlcu_event_destroy(TlcuRuntime *rt, CUevent e) {
   TLCU_BEGIN(rt);
-  tlcu_unhold(rt, TLCU_HELD_EVENT, (uint64_t)(uintptr_t)e);
-  CU_DO(rt, cuEventDestroy, (e));
-  return TLCU_OK;
+  return tlcu_give_back(rt, TLCU_HELD_EVENT, (uint64_t)(uintptr_t)e);
 }
 
 /* }====================================================================== */

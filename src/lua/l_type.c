@@ -400,24 +400,20 @@ static const IrType *typed_attr_type(lua_State *L, int idx, IrContext *ctx, int 
   return t;
 }
 
-/* core.attr_int(v [, type [, ctx]]) */
-static int core_attr_int(lua_State *L) {
-  lua_Integer v = luaL_checkinteger(L, 1);
+/* core.attr_int(v [, type [, ctx]]), core.attr_float(v [, type [, ctx]]): the
+** context is the type's, else ctx, else the default one. */
+static int typed_attr(lua_State *L, bool is_float) {
   int ci;
   LbContext *c = lua_isnoneornil(L, 2) ? lb_ctx_arg(L, 3, &ci) : (lb_push_owner(L, 2), ci = lua_gettop(L), lb_owner(L, 2));
-  const IrType *t = typed_attr_type(L, 2, c->ctx, 0);
-  lb_push_object(L, LB_ATTR, (void *)ir_attr_int(c->ctx, v, t), ci);
+  const IrType *t = typed_attr_type(L, 2, c->ctx, is_float);
+  const IrAttr *a = is_float ? ir_attr_float(c->ctx, luaL_checknumber(L, 1), t)
+                             : ir_attr_int(c->ctx, luaL_checkinteger(L, 1), t);
+  lb_push_object(L, LB_ATTR, (void *)a, ci);
   return 1;
 }
 
-static int core_attr_float(lua_State *L) {
-  lua_Number v = luaL_checknumber(L, 1);
-  int ci;
-  LbContext *c = lua_isnoneornil(L, 2) ? lb_ctx_arg(L, 3, &ci) : (lb_push_owner(L, 2), ci = lua_gettop(L), lb_owner(L, 2));
-  const IrType *t = typed_attr_type(L, 2, c->ctx, 1);
-  lb_push_object(L, LB_ATTR, (void *)ir_attr_float(c->ctx, v, t), ci);
-  return 1;
-}
+static int core_attr_int(lua_State *L) { return typed_attr(L, false); }
+static int core_attr_float(lua_State *L) { return typed_attr(L, true); }
 
 /* core.attr_float_bits(bits, type): a float attribute from its bit pattern (inf, nan). */
 static int core_attr_float_bits(lua_State *L) {
