@@ -168,23 +168,12 @@ describe("mma.sync", function()
         local A, Bm = p.a + w * (16 * K), p.b + w * (8 * K)
         local function a(r, col) return (A + (r * K + col)):load() end
         local function b(kk, n) return (Bm + (n * K + kk)):load() end
+        -- the fragments through tl.mma_fragment (its layouts are checked against
+        -- the PTX ISA's in warp_spec.lua; here the GPU agrees with them)
+        local fr = tl.mma_fragment(lane, c.type)
         local av, bv = {}, {}
-        if c.type == "tf32" then
-          av = { a(g, q), a(g + 8, q), a(g, q + 4), a(g + 8, q + 4) }
-          bv = { b(q, g), b(q + 4, g) }
-        elseif K == 16 then
-          for _, rc in ipairs { { 0, 0 }, { 0, 1 }, { 8, 0 }, { 8, 1 }, { 0, 8 }, { 0, 9 }, { 8, 8 }, { 8, 9 } } do
-            av[#av + 1] = a(g + rc[1], q * 2 + rc[2])
-          end
-          for _, kk in ipairs { 0, 1, 8, 9 } do bv[#bv + 1] = b(q * 2 + kk, g) end
-        else -- K = 32, bytes
-          for _, rc in ipairs { { 0, 0 }, { 8, 0 }, { 0, 16 }, { 8, 16 } } do
-            for i = 0, 3 do av[#av + 1] = a(g + rc[1], q * 4 + rc[2] + i) end
-          end
-          for _, kk in ipairs { 0, 16 } do
-            for i = 0, 3 do bv[#bv + 1] = b(q * 4 + kk + i, g) end
-          end
-        end
+        for i = 0, (c.type == "tf32" and 3 or K == 16 and 7 or 15) do av[#av + 1] = a(fr.a(i)) end
+        for i = 0, (c.type == "tf32" and 1 or K == 16 and 3 or 7) do bv[#bv + 1] = b(fr.b(i)) end
         local C = p.c + w * 128
         local cv = tl.vector_of(tl.f32, { (C + (g * 8 + q * 2)):load(), (C + (g * 8 + q * 2 + 1)):load(),
                                           (C + ((g + 8) * 8 + q * 2)):load(), (C + ((g + 8) * 8 + q * 2 + 1)):load() })

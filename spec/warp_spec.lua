@@ -110,6 +110,30 @@ describe("mma.sync", function()
   end)
 end)
 
+describe("mma.sync fragments", function()
+  it("place every element of A, B and C exactly once, as the PTX ISA lays them out", function()
+    for _, c in ipairs { { "bf16", 16, 8, 4 }, { "tf32", 8, 4, 2 }, { "e4m3", 32, 16, 8 } } do
+      local ty, K, na, nb = table.unpack(c)
+      local seen_a, seen_b, seen_c = {}, {}, {}
+      for lane = 0, 31 do
+        local f = tl.mma_fragment(lane, ty)
+        for i = 0, na - 1 do local r, k = f.a(i); seen_a[r * K + k] = (seen_a[r * K + k] or 0) + 1 end
+        for i = 0, nb - 1 do local k, n = f.b(i); seen_b[k * 8 + n] = (seen_b[k * 8 + n] or 0) + 1 end
+        for i = 0, 3 do local r, n = f.c(i); seen_c[r * 8 + n] = (seen_c[r * 8 + n] or 0) + 1 end
+      end
+      for x = 0, 16 * K - 1 do assert.equal(1, seen_a[x], ty .. " A") end
+      for x = 0, K * 8 - 1 do assert.equal(1, seen_b[x], ty .. " B") end
+      for x = 0, 16 * 8 - 1 do assert.equal(1, seen_c[x], ty .. " C") end
+    end
+    -- spot checks against the PTX ISA's figures (m16n8k16, lane 5: group 1, thread 1)
+    local f = tl.mma_fragment(5, "bf16")
+    assert.same({ 1, 2 }, { f.a(0) })
+    assert.same({ 9, 11 }, { f.a(7) })
+    assert.same({ 11, 1 }, { f.b(3) })
+    assert.same({ 9, 3 }, { f.c(3) })
+  end)
+end)
+
 describe("approximate math", function()
   it("writes the MUFU instruction of each function and type", function()
     local k = build("math", { F, { "x", tl.f32 } }, function(k, p)

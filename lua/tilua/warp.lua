@@ -6,7 +6,8 @@
 --              tl.shfl_idx / shfl_up / shfl_down / shfl_xor(v, lane_or_delta [, opts])
 --   votes      tl.vote_all / vote_any / vote_uni(pred [, {mask}]) -> i1, tl.ballot(pred) -> i32
 --   reduce     tl.redux(kind, v [, {mask}]): add min max umin umax and or xor over the warp
---   mma.sync   tl.mma_sync(a, b, c [, {type_a = "bf16", type_b}]) -> d (vector<4xf32>)
+--   mma.sync   tl.mma_sync(a, b, c [, {type_a = "bf16", type_b}]) -> d (vector<4xf32>),
+--              tl.mma_fragment(lane, type) (register element -> row, column)
 --   math       tl.ex2, tl.lg2, tl.rsqrt, tl.rcp_approx, tl.sqrt_approx, tl.sin, tl.cos,
 --              tl.tanh (approximate: MUFU), or tl.approx(fn, x)
 --   inline PTX tl.inline_ptx(text, {operands}, {result types} [, {constraints = "r,r"}])
@@ -85,6 +86,32 @@ function M.attach(tl)
     if not (is_value(a) and is_value(b) and is_value(c)) then raise("mma_sync: a, b and c must be IR values (vectors)") end
     local ta = opts.type_a or "bf16"
     return tl.op1("tile.mma_sync", { a, b, c }, c:type(), { type_a = ta, type_b = opts.type_b or ta })
+  end
+
+  -- tl.mma_fragment(lane, type) -> the (row, column) of each register element of
+  -- an m16n8kK fragment for that lane, as build-time functions of the element index
+  -- (0-based, in the order of the registers' elements):
+  --   f.a(i) -> row, k   (i in 0 .. 7 for 16-bit types, 0 .. 3 for tf32, 0 .. 15 for fp8)
+  --   f.b(i) -> k, col   (i in 0 .. 3, 0 .. 1, 0 .. 7)
+  --   f.c(i) -> row, col (i in 0 .. 3: the accumulator)
+  -- lane is an integer (0 .. 31) or an i32 value; the results follow it.
+  function tl.mma_fragment(lane, ty)
+    ty = ty or "bf16"
+    local g, q = lane // 4, lane % 4
+    local f = { c = function(i) return g + 8 * (i // 2), q * 2 + i % 2 end }
+    if ty == "tf32" then
+      f.a = function(i) return g + 8 * (i % 2), q + 4 * (i // 2) end
+      f.b = function(i) return q + 4 * i, g end
+    elseif ty == "e4m3" or ty == "e5m2" then
+      f.a = function(i) return g + 8 * ((i // 4) % 2), q * 4 + i % 4 + 16 * (i // 8) end
+      f.b = function(i) return q * 4 + i % 4 + 16 * (i // 4), g end
+    elseif ty == "bf16" or ty == "f16" then
+      f.a = function(i) return g + 8 * ((i // 2) % 2), q * 2 + i % 2 + 8 * (i // 4) end
+      f.b = function(i) return q * 2 + i % 2 + 8 * (i // 2), g end
+    else
+      raise(("mma_fragment: type must be one of bf16 f16 tf32 e4m3 e5m2, got %s"):format(tostring(ty)))
+    end
+    return f
   end
 
   function tl.approx(fn, x)
