@@ -54,6 +54,26 @@ describe("launch plans", function()
     end
   end)
 
+  it("name the launch that failed, not the later one the sticky error refuses", function()
+    need_fake()
+    local f = os.tmpname() .. ".lua"
+    local h = assert(io.open(f, "w"))
+    h:write [[
+local tl = require "tilua"
+local k = tl.kernel("boom", { params = { { "n", tl.i32 } }, block = 32 })
+k:define(function(k, p) end)
+k:launch { grid = 1, args = { 1 } }
+k:launch { grid = 1, args = { 2 } }
+k:launch { grid = 1, args = { 3 } }
+tl.device.synchronize()
+]]
+    h:close()
+    local _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "trap", FAKE_CUDA_AFTER = "2" }, { f })
+    os.remove(f)
+    assert.equal(1, code, err)
+    assert.truthy(err:find(":5: kernel 'boom' failed: CUDA_ERROR_ILLEGAL_INSTRUCTION", 1, true), err)
+  end)
+
   it("report a hung kernel at the line of its (fast-path) launch", function()
     need_fake()
     local f = os.tmpname() .. ".lua"

@@ -170,9 +170,8 @@ static void write_records(uint32_t *s) {
   w1[TLHANG_SITE] = 2, w1[TLHANG_BARRIER] = 1, w1[TLHANG_PHASE] = 64, w1[TLHANG_STATE] = TLHANG_NAMED;
 }
 
-static CUresult cuLaunchKernelEx(const void *cfg, void *f, void **params, void **extra) {
-  (void)cfg, (void)extra;
-  Fn *fn = f;
+/* What a launch does, either entry point. */
+static CUresult run_kernel(Fn *fn, void **params) {
   if (trapped) return ILLEGAL_INSTRUCTION;
   int m = mode();
   if (m == RUN_HANG) hung = 1;
@@ -187,10 +186,14 @@ static CUresult cuLaunchKernelEx(const void *cfg, void *f, void **params, void *
   }
   return OK;
 }
+static CUresult cuLaunchKernelEx(const void *cfg, void *f, void **params, void **extra) {
+  (void)cfg, (void)extra;
+  return run_kernel(f, params);
+}
 static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                                unsigned smem, void *stream, void **params, void **extra) {
-  (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)stream, (void)params, (void)extra;
-  return trapped ? ILLEGAL_INSTRUCTION : OK;
+  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)stream, (void)extra;
+  return run_kernel(f, params);
 }
 /* }=== */
 

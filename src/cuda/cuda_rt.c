@@ -355,6 +355,9 @@ TlcuResult tlcu_finish(TlcuRuntime *rt) {
 
 /* Before a launch: forget the finished ones; with the list full, wait for the oldest. */
 static TlcuResult reap(TlcuRuntime *rt) {
+  /* a query per launch costs the driver; with few launches in flight let them be
+  ** (a failure is then reported at a later launch or at the next synchronize) */
+  if (rt->npending < TLCU_MAX_PENDING / 2) return TLCU_OK;
   while (rt->npending > 0) {
     CUresult r = rt->drv.cuEventQuery(rt->pending[rt->phead].done);
     if (r == CUDA_ERROR_NOT_READY) break;
@@ -652,12 +655,19 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
   if (st == TLCU_OK) st = tlcu_config(rt, cfg, &c, &cluster);
   if (st == TLCU_OK && c.sharedMemBytes > SM90_SMEM_DEFAULT && !cfg->smem_allowed)
     st = tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes);
-  if (st == TLCU_OK && CU_CALL(rt, cuLaunchKernelEx, (&c, f, args, NULL)) != TLCU_OK) {
+  /* without a cluster the plain entry point, which costs the driver less */
+  if (st == TLCU_OK && (c.numAttrs ? CU_CALL(rt, cuLaunchKernelEx, (&c, f, args, NULL))
+                                   : CU_CALL(rt, cuLaunchKernel, (f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX,
+                                                                  c.blockDimY, c.blockDimZ, c.sharedMemBytes, c.hStream,
+                                                                  args, NULL))) != TLCU_OK) {
     tlcu_append(rt, "; grid (%u,%u,%u), block (%u,%u,%u), cluster (%u,%u,%u), %u B dynamic smem",
                 c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ,
                 dim1(cfg->cluster[0]), dim1(cfg->cluster[1]), dim1(cfg->cluster[2]),
                 c.sharedMemBytes);
     st = TLCU_FAIL;
+    /* an earlier launch that failed makes this one fail too (the error is
+    ** sticky): name that one, at its line, when it is still in the list */
+    if (rt->npending && tlcu_finish(rt) != TLCU_OK && rt->kernel_msg) st = TLCU_FAIL;
   }
   if (st == TLCU_OK) st = pending_push(rt, cfg);
   if (st != TLCU_OK && rt->state != TLCU_WEDGED) tlcu_hang_free(rt, cfg->hang);
