@@ -109,6 +109,19 @@ function tl.op(name, operands, results, attrs, nregions)
                         ip.block, ip.before, nil, true)
 end
 
+-- tl.at_caller(fn, ...): run fn(...) (a library routine that builds IR) with
+-- every op it builds located at the user's line that called it, found once
+-- (not by a walk of the stack for each op); returns fn's results.
+function tl.at_caller(fn, ...)
+  local file, line = core.user_location()
+  if not file then return fn(...) end
+  local before = core.pin_location(file, line)
+  local r = table.pack(pcall(fn, ...))
+  core.pin_location(before)
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
 -- The single result of an op created with tl.op.
 function tl.op1(name, operands, result, attrs)
   return tl.op(name, operands, { result }, attrs):result(1)

@@ -191,11 +191,42 @@ void lb_user_where(lua_State *L, char *buf, size_t n) {
   else if (n) buf[0] = '\0';
 }
 
+/* A pinned location (core.pin_location): while set, the ops built take it
+** instead of walking the stack for the user's frame (a library routine that
+** builds a whole kernel pins its caller's line once). */
+static const char PINNED_LOC = 0;
+
 IrLoc lb_user_loc(lua_State *L, IrContext *ctx) {
   const char *file;
   int line;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &PINNED_LOC) == LUA_TTABLE) {
+    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, -2, 2);
+    IrLoc loc = ir_loc(ctx, lua_tostring(L, -2), (int)lua_tointeger(L, -1), 0);
+    lua_pop(L, 3);
+    return loc;
+  }
+  lua_pop(L, 1);
   if (user_frame(L, &file, &line)) return ir_loc(ctx, file, line, 0);
   return ir_loc_unknown();
+}
+
+/* core.pin_location(file, line) | core.pin_location(nil): returns the pin before. */
+static int core_pin_location(lua_State *L) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &PINNED_LOC);
+  if (lua_isnoneornil(L, 1)) {
+    lua_pushnil(L);
+  } else if (lua_istable(L, 1)) {
+    lua_pushvalue(L, 1);
+  } else {
+    lua_createtable(L, 2, 0);
+    lua_pushstring(L, luaL_checkstring(L, 1));
+    lua_rawseti(L, -2, 1);
+    lua_pushinteger(L, luaL_checkinteger(L, 2));
+    lua_rawseti(L, -2, 2);
+  }
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &PINNED_LOC);
+  return 1; /* the previous pin (a table or nil), to restore */
 }
 
 int lb_error(lua_State *L, const char *fmt, ...) {
@@ -566,6 +597,7 @@ static const luaL_Reg core_functions[] = {
     {"memspaces", core_memspaces},
     {"mark_library", core_mark_library},
     {"user_location", core_user_location},
+    {"pin_location", core_pin_location},
     {"metatable", core_metatable},
     {"type_matches", core_type_matches},
     {NULL, NULL}};
