@@ -103,8 +103,13 @@ local function arg_reader(args)
     return args[self.i]
   end
   function r:int()
-    local v = math.tointeger(tonumber(self:value()))
-    if not v or v < 0 then error({ usage = ("%s needs a non-negative integer"):format(self.current) }) end
+    local text = self:value()
+    local n = tonumber(text)
+    local v = math.tointeger(n)
+    if n and not v and n == math.floor(n) then
+      error({ usage = ("%s %s is out of range (at most %d)"):format(self.current, text, math.maxinteger) })
+    end
+    if not v or v < 0 then error({ usage = ("%s needs a non-negative integer, got '%s'"):format(self.current, text) }) end
     return v
   end
   return r
@@ -154,17 +159,26 @@ local function split_cases(text, split)
 end
 
 -- Expected diagnostics of a case: { {severity=, line=, text=, comment_line=} }
-local function expectations(case)
-  local list, n = {}, case.first - 1
+-- Offsets past a million lines are refused (as problems), not wrapped.
+local function expectations(case, file)
+  local list, bad, n = {}, {}, case.first - 1
   for line in (case.text .. "\n"):gmatch "(.-)\n" do
     n = n + 1
     for sev, off, txt in line:gmatch "//%s*expected%-(%a+)(@?[%+%-]?%d*)%s*{{(.-)}}" do
       local target = n
-      if off ~= "" then target = n + (tonumber(off:sub(2)) or 0) end
-      list[#list + 1] = { severity = sev, line = target, text = txt, comment_line = n }
+      if off ~= "" then
+        local d = math.tointeger(tonumber(off:sub(2)))
+        if not d or math.abs(d) > 1000000 then
+          bad[#bad + 1] = ("%s:%d: the line offset of expected-%s%s is out of range"):format(file, n, sev, off)
+          target = nil
+        else
+          target = n + d
+        end
+      end
+      if target then list[#list + 1] = { severity = sev, line = target, text = txt, comment_line = n } end
     end
   end
-  return list
+  return list, bad
 end
 
 -- Run one case: parse, verify, run passes. Returns ok, diagnostics (a list of tables), module.
@@ -302,7 +316,9 @@ function M.opt(args)
     local ctx = core.context()
     local ok2, diags, m = run_case(case, o, file, ctx, io.stderr)
     if o.verify_diagnostics then
-      local problems = check_expectations(expectations(case), diags, file)
+      local expect, bad = expectations(case, file)
+      local problems = check_expectations(expect, diags, file)
+      table.move(bad, 1, #bad, #problems + 1, problems)
       for _, p in ipairs(problems) do io.stderr:write(p, "\n") end
       if #problems > 0 then status = 1 end
     else -- the errors, or the warnings of a module that verifies
@@ -370,7 +386,7 @@ workers, using the same reference the compiler lowers (src/sched).
 
 local function dims(s, n, what)
   local t = {}
-  for v in tostring(s):gmatch "[^x]+" do t[#t + 1] = math.tointeger(tonumber(v)) end
+  for v in (tostring(s) .. "x"):gmatch "([^x]*)x" do t[#t + 1] = math.tointeger(tonumber(v)) or false end
   if #t < n - 1 or #t > n then error({ usage = ("%s: expected %s"):format(what, n == 3 and "MxNxK" or "MxN") }) end
   for i = 1, #t do
     if not t[i] or t[i] <= 0 then error({ usage = what .. ": expected positive integers" }) end

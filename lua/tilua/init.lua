@@ -90,12 +90,15 @@ tl.is_int_type, tl.is_float_type, tl.is_packed_pair = is_int, is_float, is_pair
 local ip_stack = {} -- { {block=, before=} }
 
 -- Run fn(...) with the insertion point at the end of block (or before `before`).
+-- Pops the insertion point when tl.at's frame ends, by a return or an error.
+-- A to-be-closed variable instead of pcall: pcall is a C call, and Lua allows
+-- about 200 nested ones, so nesting regions through pcall stopped at ~190.
+local pop_ip = setmetatable({}, { __close = function() ip_stack[#ip_stack] = nil end })
+
 function tl.at(block, before, fn, ...)
   ip_stack[#ip_stack + 1] = { block = block, before = before }
-  local res = table.pack(pcall(fn, ...))
-  ip_stack[#ip_stack] = nil
-  if not res[1] then error(res[2], 0) end
-  return table.unpack(res, 2, res.n)
+  local _ <close> = pop_ip
+  return fn(...)
 end
 
 function tl.insertion_point() return ip_stack[#ip_stack] end
@@ -109,17 +112,23 @@ function tl.op(name, operands, results, attrs, nregions)
                         ip.block, ip.before, nil, true)
 end
 
+-- The locations tl.at_caller pinned before, restored as its frames end (as pop_ip).
+local pinned, npinned = {}, 0
+local unpin = setmetatable({}, { __close = function()
+  core.pin_location(pinned[npinned] or nil)
+  pinned[npinned], npinned = nil, npinned - 1
+end })
+
 -- tl.at_caller(fn, ...): run fn(...) (a library routine that builds IR) with
 -- every op it builds located at the user's line that called it, found once
 -- (not by a walk of the stack for each op); returns fn's results.
 function tl.at_caller(fn, ...)
   local file, line = core.user_location()
   if not file then return fn(...) end
-  local before = core.pin_location(file, line)
-  local r = table.pack(pcall(fn, ...))
-  core.pin_location(before)
-  if not r[1] then error(r[2], 0) end
-  return table.unpack(r, 2, r.n)
+  npinned = npinned + 1
+  pinned[npinned] = core.pin_location(file, line) or false
+  local _ <close> = unpin
+  return fn(...)
 end
 
 -- The single result of an op created with tl.op.

@@ -1,119 +1,48 @@
--- tilua.parser: the textual IR, read with LPeg and built through tilua.core.
+-- tilua.parser: the textual IR, read with LPeg and built as it is read.
 --
--- The grammar mirrors src/ir/printer.c:
+-- The syntax mirrors src/ir/printer.c:
 --
 --   op      <- (values '=')? opname operands? attrdict? (':' types)? region* loc?
 --   region  <- '{' block* '}'      block <- label? op*
 --   label   <- '^' name ('(' %v ':' type (',' ...)* ')')? ':'
 --
--- Comments run from // to the end of the line. A syntax error names the
--- farthest position the grammar reached and what it expected there; errors
--- found while building (unknown ops, undefined values) name the token's spot.
+-- Comments run from // to the end of the line. LPeg patterns read the flat
+-- pieces (an op's header, value lists, names, numbers, strings); the nesting of
+-- regions is a stack in the builder (src/lua/l_parse.c) and attributes and
+-- types are read by recursive descent over the text, so no depth of nesting
+-- hits a limit of LPeg's or of the C stack. Each op is built as soon as its
+-- header is read; types and attribute dictionaries are memoized by their text.
+-- Every error names file:line:col with the source line and a caret.
 
 local lpeg = require "lpeg"
 local core = require "tilua.core"
 
-local P, R, S, V, C, Cc, Ct, Cg, Cp, Cmt =
-  lpeg.P, lpeg.R, lpeg.S, lpeg.V, lpeg.C, lpeg.Cc, lpeg.Ct, lpeg.Cg, lpeg.Cp, lpeg.Cmt
+local P, R, S, C, Ct, Cp = lpeg.P, lpeg.R, lpeg.S, lpeg.C, lpeg.Ct, lpeg.Cp
+local byte, sub, find = string.byte, string.sub, string.find
 
 local M = {}
 
 -- {=====================================================================
--- Lexical pieces and the "expected" bookkeeping
+-- Lexical pieces
 -- ======================================================================
-
-local farthest, expected -- the farthest failure and what was expected there
-
--- expect(p, what): p, or remember that `what` was expected here and fail.
-local function expect(p, what)
-  return p + Cmt(P(true), function(_, i)
-    if i > farthest then farthest, expected = i, { [what] = true }
-    elseif i == farthest then expected[what] = true end
-    return false
-  end) * P(false)
-end
 
 local comment = P "//" * (1 - P "\n") ^ 0
 local ws = (S " \t\r\n" + comment) ^ 0
-local function sym(s) return ws * expect(P(s), "'" .. s .. "'") end
-
 local alpha = R("az", "AZ") + P "_"
 local alnum = alpha + R "09"
 local ident = alpha * (alnum + S "$.") ^ 0
-local digits = R "09" ^ 1
-local hexnum = P "0x" * R("09", "af", "AF") ^ 1
+local vname = P "%" * (alnum + S "$.-") ^ 1
 
-local escapes = { n = "\n", t = "\t", ['"'] = '"', ["\\"] = "\\" }
-local strchar = (P "\\" * C(S 'nt"\\')) / escapes
-  + (P "\\" * C(R("09", "af", "AF") * R("09", "af", "AF"))) / function(h) return string.char(tonumber(h, 16)) end
-  + C(1 - S '"\\\n')
-local string_lit = P '"' * Ct(strchar ^ 0) / table.concat * expect(P '"', "a closing '\"'")
-
-local number = C(P "-" ^ -1 * (hexnum + digits * (P "." * digits ^ 0) ^ -1 * (S "eE" * S "+-" ^ -1 * digits) ^ -1))
-
--- }=====================================================================
-
--- {=====================================================================
--- The grammar: an AST of plain tables; `pos` fields are byte offsets
--- ======================================================================
-
-local function at(tag)
-  return function(pos, t)
-    t.pos, t.tag = pos, t.tag or tag
-    return t
-  end
-end
-
-local grammar = P {
-  "top",
-  top = Ct((ws * V "op") ^ 0) * ws * expect(P(-1), "an operation or the end of the input"),
-
-  type = ws * (Cp() * (V "dialect_type" + V "ptr_type" + V "shaped_type" + V "scalar_type") / at())
-    + ws * expect(P(false), "a type"),
-  scalar_type = Ct(Cg(C(P "index" + P "none" + P "bf16" + P "f16" + P "f32" + P "f64" + P "i" * digits), "name")
-    * -alnum * Cg(Cc "scalar", "tag")),
-  ptr_type = Ct(P "ptr" * sym "<" * Cg(V "type", "elem") * sym "," * ws * Cg(C(ident), "space") * sym ">"
-    * Cg(Cc "ptr", "tag")),
-  shaped_type = Ct(Cg(C(P "vector" + P "memref" + P "tile"), "tag") * sym "<" * ws
-    * Cg(Ct((C(digits + P "?") * P "x") ^ 0), "shape") * Cg(V "type", "elem")
-    * (sym "," * ws * -(P "swizzle" * digits) * Cg(C(ident), "space")) ^ -1
-    * (sym "," * ws * P "swizzle" * Cg(C(digits), "swizzle")) ^ -1 * sym ">"),
-  dialect_type = Ct(P "!" * Cg(C(ident), "name") * Cg(Cc "dialect", "tag")
-    * Cg(Ct((sym "<" * V "param" * (sym "," * V "param") ^ 0 * sym ">") ^ -1), "params")),
-  param = ws * (V "attr" + Cp() * Ct(Cg(C(ident), "value")) / at "str"),
-
-  attr = ws * (
-      Cp() * Ct(Cg(number, "text") * (sym ":" * Cg(V "type", "type")) ^ -1) / at "num"
-    + Cp() * Ct(Cg(string_lit, "value")) / at "str"
-    + Cp() * Ct(Cg(C(P "true" + P "false") * -alnum / function(b) return b == "true" end, "value")) / at "bool"
-    + Cp() * Ct(P "@" * Cg(C(ident) + string_lit, "value")) / at "sym"
-    + Cp() * Ct(P "[" * Cg(Ct((V "attr" * (sym "," * V "attr") ^ 0) ^ -1), "list") * sym "]") / at "array"
-    + Cp() * Ct(P "{" * Cg(Ct((V "entry" * (sym "," * V "entry") ^ 0) ^ -1), "list") * sym "}") / at "dict"
-    + Cp() * Ct(Cg(V "type", "type")) / at "typeattr"
-  ) + ws * expect(P(false), "an attribute value"),
-  entry = ws * Ct(Cg(Cp(), "pos") * Cg(C(ident) + string_lit, "key") * sym "=" * Cg(V "attr", "attr")),
-
-  value = ws * Ct(Cg(Cp(), "pos") * Cg(C(P "%" * (alnum + S "$.-") ^ 1), "name")),
-  values = Ct(V "value" * (sym "," * V "value") ^ 0),
-  operands = V "values" * -(ws * P "="),
-  attrdict = ws * #(P "{" * ws * (ident + string_lit) * ws * P "=") * P "{"
-    * Ct(V "entry" * (sym "," * V "entry") ^ 0) * sym "}",
-  types = Ct(V "type" * (sym "," * V "type") ^ 0),
-  loc = ws * P "loc(" * ws * Ct(Cg(string_lit + C(P "unknown"), "file")
-    * (P ":" * Cg(C(digits) / tonumber, "line")) ^ -1 * (P ":" * Cg(C(digits) / tonumber, "col")) ^ -1) * sym ")",
-  op = ws * Ct(Cg(Cp(), "pos")
-    * (Cg(V "values", "results") * sym "=") ^ -1
-    * ws * Cg(Cp(), "namepos") * Cg(expect(C(ident), "an operation name"), "name")
-    * (ws * Cg(V "operands", "operands")) ^ -1
-    * Cg(V "attrdict", "attrs") ^ -1
-    * (sym ":" * Cg(V "types", "types")) ^ -1
-    * Cg(Ct(V "region" ^ 0), "regions")
-    * Cg(V "loc", "loc") ^ -1),
-  region = ws * Ct(Cg(Cp(), "pos") * P "{" * Cg(Ct(V "block" ^ 0), "blocks") * sym "}"),
-  block = Ct(Cg(V "label", "args") * Cg(Ct(V "op" ^ 0), "ops")) + Ct(Cg(Ct(V "op" ^ 1), "ops")),
-  label = ws * P "^" * ident * Ct((sym "(" * V "blockarg" * (sym "," * V "blockarg") ^ 0 * sym ")") ^ -1) * sym ":",
-  blockarg = Ct(Cg(V "value", "value") * sym ":" * Cg(V "type", "type")),
-}
+local skip_ws = ws * Cp()
+local ident_p = C(ident) * Cp()
+local vlist = Ct(C(vname) * (ws * P "," * ws * C(vname)) ^ 0)
+-- an op's header: results '=' name operands (operands not followed by '=': those
+-- would be the next op's results)
+local header = Cp() * (vlist * ws * P "=" * ws) ^ -1 * Cp() * C(ident) * (ws * vlist * -(ws * P "=")) ^ -1 * Cp()
+local number_p = C(P "-" ^ -1 * (P "0x" * R("09", "af", "AF") ^ 1
+  + R "09" ^ 1 * (P "." * R "09" ^ 0) ^ -1 * (S "eE" * S "+-" ^ -1 * R "09" ^ 1) ^ -1)) * Cp()
+local label_p = P "^" * ident * Cp()
+local dict_ahead = P "{" * ws * (ident + P '"') * ws * P "="
 
 -- }=====================================================================
 
@@ -121,7 +50,7 @@ local grammar = P {
 -- Positions and messages
 -- ======================================================================
 
--- Line starts of text, for byte offset -> line:col.
+-- Line starts of text, for byte offset -> line:col (built on first need).
 local function line_index(text)
   local starts = { 1 }
   for i in text:gmatch "()\n" do starts[#starts + 1] = i + 1 end
@@ -143,6 +72,13 @@ function M.caret(text, line, col)
   for l in (text .. "\n"):gmatch "(.-)\n" do
     n = n + 1
     if n == line then
+      if #l > 160 then -- a window of the line around col, not kilobytes of it
+        local from = math.max(1, col - 60)
+        local head = from > 1 and "..." or ""
+        local tail = from + 119 < #l and "..." or ""
+        col = col - from + 1 + #head
+        l = head .. l:sub(from, from + 119) .. tail
+      end
       local lead = l:sub(1, col - 1):gsub("[^\t]", " ")
       return "\n" .. l .. "\n" .. lead .. "^"
     end
@@ -156,195 +92,572 @@ function M.format_error(text, file, line, col, msg, offset)
   return ("%s:%d:%d: error: %s"):format(file, line + (offset or 0), col, msg) .. M.caret(text, line, col)
 end
 
-local function expected_list()
-  local names = {}
-  for k in pairs(expected) do names[#names + 1] = k end
-  table.sort(names)
-  if #names == 0 then return "valid input" end
-  if #names == 1 then return names[1] end
-  return table.concat(names, ", ", 1, #names - 1) .. " or " .. names[#names]
-end
-
 -- }=====================================================================
 
 -- {=====================================================================
--- Building the IR from the AST
+-- The reader: one per parse
 -- ======================================================================
 
 local DICT = { __dict = true } -- keeps an empty {} a dictionary
 
-local Builder = {}
-Builder.__index = Builder
+local Reader = {}
+Reader.__index = Reader
 
-function Builder:fail(pos, msg) error({ pos = pos, msg = msg }, 0) end
+local function fail(pos, msg) error({ pos = pos, msg = msg }, 0) end
 
-function Builder:loc(pos)
-  local line, col = line_col(self.lines, pos)
-  return { file = self.file, line = line + self.line_offset, col = col }
+function Reader:ws(pos) return skip_ws:match(self.text, pos) end
+
+function Reader:expect(pos, s, what)
+  pos = self:ws(pos)
+  if sub(self.text, pos, pos + #s - 1) ~= s then fail(pos, "expected " .. (what or ("'" .. s .. "'"))) end
+  return pos + #s
 end
 
-function Builder:type(t)
-  local ctx = self.ctx
-  if t.tag == "scalar" then
-    local n = t.name
-    if n == "index" then return core.type_index(ctx) end
-    if n == "none" then return core.type_none(ctx) end
-    if n:sub(1, 1) == "i" then
-      local w = tonumber(n:sub(2))
-      if not w or w < 1 or w > 64 then self:fail(t.pos, ("integer width must be in [1, 64] in '%s'"):format(n)) end
-      return core.type_int(w, ctx)
+function Reader:peek(pos, s) return sub(self.text, pos, pos + #s - 1) == s end
+
+-- A string literal at pos ('"'): its value and the position after it.
+function Reader:string(pos)
+  local text, parts, i = self.text, {}, pos + 1
+  while true do
+    local j = find(text, '["\\\n]', i)
+    if not j or byte(text, j) == 10 then fail(pos, "unterminated string (expected a closing '\"')") end
+    parts[#parts + 1] = sub(text, i, j - 1)
+    if byte(text, j) == 34 then return table.concat(parts), j + 1 end
+    local e = sub(text, j + 1, j + 1)
+    local esc = ({ n = "\n", t = "\t", ['"'] = '"', ["\\"] = "\\" })[e]
+    if esc then
+      parts[#parts + 1], i = esc, j + 2
+    elseif find(sub(text, j + 1, j + 2), "^%x%x$") then
+      parts[#parts + 1], i = string.char(tonumber(sub(text, j + 1, j + 2), 16)), j + 3
+    else
+      fail(j, "bad escape in a string (\\n \\t \\\" \\\\ or two hex digits)")
     end
-    return core.type_float(n, ctx)
-  elseif t.tag == "ptr" then
-    local elem = self:type(t.elem)
-    self:space(t, t.space)
-    return core.type_ptr(elem, t.space)
-  elseif t.tag == "dialect" then
-    local params = {}
-    for i, p in ipairs(t.params) do params[i] = self:attr(p) end
-    local ty, err = core.type_dialect(t.name, params, ctx, true)
-    if not ty then self:fail(t.pos, err) end
-    return ty
-  else -- vector, memref, tile
-    local shape = {}
-    for i, d in ipairs(t.shape) do
-      shape[i] = d == "?" and "?" or math.tointeger(tonumber(d))
-      if not shape[i] or (shape[i] ~= "?" and shape[i] >= 1 << 48) then
-        self:fail(t.pos, ("dimension %s of %s is out of range"):format(d, t.tag))
-      end
-    end
-    if #shape > 16 then self:fail(t.pos, "shapes have at most 16 dimensions") end
-    local elem = self:type(t.elem)
-    if t.tag == "vector" then
-      if t.space then self:fail(t.pos, "vector types take no memory space") end
-      if #shape == 0 then self:fail(t.pos, "a vector needs at least one dimension") end
-      return core.type_vector(elem, shape)
-    end
-    if not t.space then self:fail(t.pos, t.tag .. " types need a memory space") end
-    self:space(t, t.space)
-    if t.tag == "memref" then
-      local sw = t.swizzle and tonumber(t.swizzle) or 0
-      if sw ~= 0 and sw ~= 32 and sw ~= 64 and sw ~= 128 then
-        self:fail(t.pos, "swizzle must be 32, 64 or 128")
-      end
-      return core.type_memref(elem, shape, t.space, sw)
-    end
-    if t.swizzle then self:fail(t.pos, "tile types take no swizzle") end
-    return core.type_tile(elem, shape, t.space)
   end
 end
 
+-- {=== types
+
 local spaces
-function Builder:space(node, s)
+local function space_ok(s)
   if not spaces then
     spaces = {}
     for _, n in ipairs(core.memspaces()) do spaces[n] = true end
   end
-  if not spaces[s] then self:fail(node.pos, ("unknown memory space '%s'"):format(s)) end
+  return spaces[s]
 end
 
--- An AST attribute -> the Lua value that tilua.core turns into exactly that attribute.
-function Builder:attr(a)
-  local tag = a.tag
-  if tag == "num" then
-    local text, t = a.text, a.type and self:type(a.type)
-    local isfloat = text:find "[%.eE]" and not text:find "^%-?0x"
-    if t and t:kind() == "float" then
-      if text:find "^%-?0x" then
-        local bits = math.tointeger(tonumber(text))
-        if not bits then self:fail(a.pos, "bad hexadecimal float bits") end
-        return core.attr_float_bits(bits, t)
+-- A type at pos: the type and the position after it, memoized by its text.
+function Reader:type(pos)
+  pos = self:ws(pos)
+  local stop = self:type_end(pos)
+  local key = sub(self.text, pos, stop - 1)
+  local t = self.types[key]
+  if not t then
+    t = self:type_uncached(pos)
+    self.types[key] = t
+  end
+  return t, stop
+end
+
+-- Where the type at pos ends: its name, and its balanced <...> if any.
+function Reader:type_end(pos)
+  local text = self.text
+  local _, e = find(text, "^!?[%a_][%w_$.]*", pos)
+  if not e then fail(pos, "expected a type") end
+  local i = e + 1
+  if byte(text, i) ~= 60 then return i end -- '<'
+  local depth = 0
+  while true do
+    local j = find(text, '[<>"]', i)
+    if not j then fail(pos, "expected '>' to close the type") end
+    local ch = byte(text, j)
+    if ch == 34 then
+      local _, after = self:string(j)
+      i = after
+    else
+      depth = depth + (ch == 60 and 1 or -1)
+      i = j + 1
+      if depth == 0 then return i end
+    end
+  end
+end
+
+local scalar = { index = true, none = true, bf16 = true, f16 = true, f32 = true, f64 = true }
+
+function Reader:type_uncached(pos)
+  local text, ctx = self.text, self.ctx
+  local name, p = ident_p:match(text, pos)
+  if byte(text, pos) == 33 then -- '!': a dialect type
+    name, p = ident_p:match(text, pos + 1)
+    if not name then fail(pos, "expected a dialect type name after '!'") end
+    local params = {}
+    if byte(text, p) == 60 then
+      p = p + 1
+      if byte(text, self:ws(p)) ~= 62 then
+        repeat
+          local v
+          v, p = self:param(p)
+          params[#params + 1] = v
+          p = self:ws(p)
+          local more = byte(text, p) == 44
+          if more then p = p + 1 end
+        until not more
       end
-      return core.attr_float(tonumber(text), t)
+      p = self:expect(p, ">")
     end
-    if isfloat then
-      if t then self:fail(a.pos, ("float literal for the integer type %s"):format(tostring(t))) end
-      local v = tonumber(text)
-      return math.type(v) == "integer" and v + 0.0 or v -- keeps -0.0
+    local ty, err = core.type_dialect(name, params, ctx, true)
+    if not ty then fail(pos, err) end
+    return ty
+  end
+  if scalar[name] then
+    if name == "index" then return core.type_index(ctx) end
+    if name == "none" then return core.type_none(ctx) end
+    return core.type_float(name, ctx)
+  end
+  local w = name:match "^i(%d+)$"
+  if w then
+    w = tonumber(w)
+    if w < 1 or w > 64 then fail(pos, ("integer width must be in [1, 64] in '%s'"):format(name)) end
+    return core.type_int(w, ctx)
+  end
+  if name == "ptr" then
+    p = self:expect(p, "<")
+    local elem
+    elem, p = self:type(p)
+    p = self:expect(p, ",")
+    local sp
+    p = self:ws(p)
+    local q
+    sp, q = ident_p:match(text, p)
+    if not sp then fail(p, "expected a memory space") end
+    p = q
+    if not space_ok(sp) then fail(pos, ("unknown memory space '%s'"):format(sp)) end
+    self:expect(p, ">")
+    return core.type_ptr(elem, sp)
+  end
+  if name == "vector" or name == "memref" or name == "tile" then
+    p = self:expect(p, "<")
+    p = self:ws(p)
+    local shape = {}
+    while true do -- dims: 4x, ?x
+      local d, e = find(text, "^%d+x", p)
+      if d then
+        local v = math.tointeger(tonumber(sub(text, p, e - 1)))
+        if not v or v < 1 or v >= 1 << 48 then
+          fail(p, ("dimension %s of %s is out of range [1, 2^48)"):format(sub(text, p, e - 1), name))
+        end
+        shape[#shape + 1], p = v, e + 1
+      elseif byte(text, p) == 63 and byte(text, p + 1) == 120 then
+        shape[#shape + 1], p = "?", p + 2
+      else
+        break
+      end
     end
-    local v = math.tointeger(tonumber(text))
-    if not v then self:fail(a.pos, "integer literal out of range: " .. text) end
-    if t then
-      local k = t:kind()
-      if k ~= "int" and k ~= "index" then self:fail(a.pos, ("an integer cannot have type %s"):format(tostring(t))) end
-      return core.attr_int(v, t)
+    if #shape > 16 then fail(pos, "shapes have at most 16 dimensions") end
+    local elem
+    elem, p = self:type(p)
+    local sp, sw
+    p = self:ws(p)
+    if byte(text, p) == 44 then
+      local id, q
+      p = self:ws(p + 1)
+      id, q = ident_p:match(text, p)
+      if not id then fail(p, "expected a memory space") end
+      p = q
+      if id:match "^swizzle%d+$" then sw = id else sp = id end
+      p = self:ws(p)
+      if not sw and byte(text, p) == 44 then
+        local q
+        p = self:ws(p + 1)
+        sw, q = ident_p:match(text, p)
+        if not sw or not sw:match "^swizzle%d+$" then fail(p, "expected swizzle32, swizzle64 or swizzle128") end
+        p = q
+      end
     end
-    return v
-  elseif tag == "str" or tag == "bool" then
-    return a.value
-  elseif tag == "sym" then
-    return core.attr_sym(a.value, self.ctx)
-  elseif tag == "typeattr" then
-    return self:type(a.type)
-  elseif tag == "array" then
-    local l = {}
-    for i, e in ipairs(a.list) do l[i] = self:attr(e) end
-    return l
-  elseif tag == "dict" then
-    return self:dict(a.list)
+    self:expect(p, ">")
+    if name == "vector" then
+      if sp or sw then fail(pos, "vector types take no memory space") end
+      if #shape == 0 then fail(pos, "a vector needs at least one dimension") end
+      return core.type_vector(elem, shape)
+    end
+    if not sp then fail(pos, name .. " types need a memory space") end
+    if not space_ok(sp) then fail(pos, ("unknown memory space '%s'"):format(sp)) end
+    if name == "memref" then
+      local bytes = sw and tonumber(sw:match "%d+") or 0
+      if bytes ~= 0 and bytes ~= 32 and bytes ~= 64 and bytes ~= 128 then fail(pos, "swizzle must be 32, 64 or 128") end
+      return core.type_memref(elem, shape, sp, bytes)
+    end
+    if sw then fail(pos, "tile types take no swizzle") end
+    return core.type_tile(elem, shape, sp)
   end
-  self:fail(a.pos, "bad attribute")
+  fail(pos, ("unknown type '%s'"):format(name))
 end
 
-function Builder:dict(entries)
-  local d = setmetatable({}, DICT)
-  for _, e in ipairs(entries) do
-    if d[e.key] ~= nil then self:fail(e.pos, ("duplicate attribute '%s'"):format(e.key)) end
-    d[e.key] = self:attr(e.attr)
+-- A dialect type parameter: an attribute, or a bare identifier (a string).
+function Reader:param(pos)
+  pos = self:ws(pos)
+  local c = byte(self.text, pos)
+  local id, p = ident_p:match(self.text, pos)
+  if id and not (c == 105 and id:match "^i%d+$") and not scalar[id] and id ~= "true" and id ~= "false"
+     and id ~= "ptr" and id ~= "vector" and id ~= "memref" and id ~= "tile" then
+    return id, p
   end
-  return d
+  return self:attr(pos)
 end
 
-function Builder:lookup(v)
-  for i = #self.scopes, 1, -1 do
-    local val = self.scopes[i][v.name]
-    if val then return val end
-  end
-  self:fail(v.pos, ("use of undefined value %s"):format(v.name))
+-- }=== types
+
+-- {=== attributes
+
+-- The range an integer literal of width w may take: signed or unsigned (as MLIR).
+local function int_fits(v, t)
+  local i = t:info()
+  local w = i.kind == "index" and 64 or i.width
+  if w >= 64 then return true end
+  return v >= -(1 << (w - 1)) and v < (1 << w)
 end
 
-function Builder:define(v, val)
-  local scope = self.scopes[#self.scopes]
-  if scope[v.name] then self:fail(v.pos, ("redefinition of value %s"):format(v.name)) end
-  scope[v.name] = val
+local float_bits = { f16 = 16, bf16 = 16, f32 = 32, f64 = 64 }
+
+-- What the bindings convert (LB_ATTR_MAX_DEPTH in l_type.c): deeper is an error here, at its bracket.
+local MAX_ATTR_DEPTH = 4096
+
+-- An attribute value at pos -> the Lua value core.attr turns into it, and the position after.
+function Reader:attr(pos)
+  local text = self.text
+  pos = self:ws(pos)
+  local c = byte(text, pos)
+  if c == 34 then return self:string(pos) end
+  if c == 91 then -- '['
+    local list, p = {}, self:ws(pos + 1)
+    if byte(text, p) == 93 then return list, p + 1 end
+    local depth = (self.attr_depth or 0) + 1
+    if depth > MAX_ATTR_DEPTH then fail(pos, ("attribute values nest at most %d deep"):format(MAX_ATTR_DEPTH)) end
+    self.attr_depth = depth
+    while true do
+      local v
+      v, p = self:attr(p)
+      self.attr_depth = depth
+      list[#list + 1] = v
+      p = self:ws(p)
+      local ch = byte(text, p)
+      if ch == 93 then
+        self.attr_depth = depth - 1
+        return list, p + 1
+      end
+      if ch ~= 44 then fail(p, "expected ',' or ']'") end
+      p = p + 1
+    end
+  end
+  if c == 123 then return self:dict(pos) end
+  if c == 64 then -- '@'
+    local p = pos + 1
+    local name
+    if byte(text, p) == 34 then name, p = self:string(p) else name, p = ident_p:match(text, p) end
+    if not name then fail(pos, "expected a symbol name after '@'") end
+    return core.attr_sym(name, self.ctx), p
+  end
+  local num, p = number_p:match(text, pos)
+  if num then
+    local q = self:ws(p)
+    local t
+    if byte(text, q) == 58 then t, p = self:type(q + 1) end -- ': type'
+    return self:number(pos, num, t), p
+  end
+  local id, ip = ident_p:match(text, pos)
+  if id == "true" or id == "false" then return id == "true", ip end
+  if not c or not (id or c == 33) then fail(pos, "expected a type or an attribute value") end
+  local t
+  t, p = self:type(pos)
+  return t, p
 end
 
-function Builder:op(o, block)
-  if not core.op_info(o.name) then self:fail(o.namepos, ("unknown operation '%s'"):format(o.name)) end
-  local operands = {}
-  for i, v in ipairs(o.operands or {}) do operands[i] = self:lookup(v) end
-  local types = {}
-  for i, t in ipairs(o.types or {}) do types[i] = self:type(t) end
-  local results = o.results or {}
-  if #results ~= #types then
-    self:fail(o.pos, ("'%s' defines %d result%s but lists %d type%s"):format(o.name,
-      #results, #results == 1 and "" or "s", #types, #types == 1 and "" or "s"))
+-- Lua wraps hexadecimal integers modulo 2^64; more than 16 significant
+-- digits is out of range rather than wrapped.
+local function hex_integer(text)
+  local digits = text:match "0x0*(%x*)$"
+  if not digits or #digits > 16 then return nil end
+  return math.tointeger(tonumber(text))
+end
+
+function Reader:number(pos, text, t)
+  local hex = text:find "^%-?0x"
+  if t and t:kind() == "float" then
+    if hex then
+      local bits = hex_integer(text)
+      local w = float_bits[t:info().name]
+      if not bits or text:byte(1) == 45 or (w < 64 and (bits < 0 or bits >= 1 << w)) then
+        fail(pos, ("hexadecimal float bits %s do not fit %s"):format(text, tostring(t)))
+      end
+      return core.attr_float_bits(bits, t)
+    end
+    return core.attr_float(tonumber(text), t)
   end
-  local attrs = o.attrs and self:dict(o.attrs) or nil
-  local loc
-  if o.loc and self.keep_locs then
-    loc = { file = o.loc.file ~= "unknown" and o.loc.file or nil, line = o.loc.line or 0, col = o.loc.col or 0 }
+  if not hex and text:find "[%.eE]" then
+    if t then fail(pos, ("float literal for the integer type %s"):format(tostring(t))) end
+    local v = tonumber(text)
+    return math.type(v) == "integer" and v + 0.0 or v -- keeps -0.0
+  end
+  local v
+  if hex then v = hex_integer(text) else v = math.tointeger(tonumber(text)) end
+  if not v then fail(pos, "integer literal out of range: " .. text) end
+  if t then
+    local k = t:kind()
+    if k ~= "int" and k ~= "index" then fail(pos, ("an integer cannot have type %s"):format(tostring(t))) end
+    if not int_fits(v, t) then fail(pos, ("integer literal %s out of the range of %s"):format(text, tostring(t))) end
+    return core.attr_int(v, t)
+  end
+  return v
+end
+
+-- A dictionary at pos ('{'): a table marked as a dictionary, and the position after.
+function Reader:dict(pos)
+  local text = self.text
+  local d, p = setmetatable({}, DICT), self:ws(pos + 1)
+  if byte(text, p) == 125 then return d, p + 1 end
+  local depth = (self.attr_depth or 0) + 1
+  if depth > MAX_ATTR_DEPTH then fail(pos, ("attribute values nest at most %d deep"):format(MAX_ATTR_DEPTH)) end
+  while true do
+    self.attr_depth = depth
+    p = self:ws(p)
+    local key, kp
+    if byte(text, p) == 34 then key, kp = self:string(p) else key, kp = ident_p:match(text, p) end
+    if not key then fail(p, "expected an attribute name") end
+    if d[key] ~= nil then fail(p, ("duplicate attribute '%s'"):format(key)) end
+    kp = self:expect(kp, "=")
+    d[key], p = self:attr(kp)
+    p = self:ws(p)
+    local ch = byte(text, p)
+    if ch == 125 then
+      self.attr_depth = depth - 1
+      return d, p + 1
+    end
+    if ch ~= 44 then fail(p, "expected ',' or '}'") end
+    p = p + 1
+  end
+end
+
+-- An op's attribute dictionary at pos, as an Attr, memoized by its text.
+function Reader:attr_dict(pos)
+  local d, stop = self:dict(pos)
+  local key = sub(self.text, pos, stop - 1)
+  local a = self.dicts[key]
+  if not a then
+    a = core.attr(d, self.ctx)
+    self.dicts[key] = a
+  end
+  return a, stop
+end
+
+-- }=== attributes
+
+-- {=== values and scopes
+
+function Reader:lookup(name, pos)
+  local id = self.names[name]
+  if not id then fail(pos, ("use of undefined value %s"):format(name)) end
+  return id
+end
+
+function Reader:define(name, id, pos)
+  if self.names[name] then fail(pos, ("redefinition of value %s"):format(name)) end
+  self.names[name] = id
+  local scope = self.scope
+  scope[#scope + 1] = name
+end
+
+function Reader:open_scope()
+  self.scopes[#self.scopes + 1] = self.scope
+  self.scope = {}
+end
+
+function Reader:close_scope()
+  for _, n in ipairs(self.scope) do self.names[n] = nil end
+  self.scope = self.scopes[#self.scopes]
+  self.scopes[#self.scopes] = nil
+end
+
+-- }=== values and scopes
+
+-- line:col of pos; ops come in order, so a cursor moves forward from the last
+-- answer (a search only when pos went back, as for an error).
+function Reader:linecol(pos)
+  local starts = self.lines
+  if not starts then
+    starts = line_index(self.text)
+    self.lines, self.cur = starts, 1
+  end
+  local cur = self.cur
+  if starts[cur] > pos then
+    cur = line_col(starts, pos)
   else
-    loc = self:loc(o.pos)
+    local n = #starts
+    while cur < n and starts[cur + 1] <= pos do cur = cur + 1 end
   end
-  local op = core.op_create(self.ctx, o.name, operands, types, attrs, #o.regions, block, nil, loc, false)
-  for r, region in ipairs(o.regions) do
-    local reg = op:region(r)
-    self.scopes[#self.scopes + 1] = {}
-    for _, b in ipairs(region.blocks) do
-      local argtypes, args = {}, b.args or {}
-      for i, a in ipairs(args) do argtypes[i] = self:type(a.type) end
-      local blk = reg:add_block(argtypes)
-      for i, a in ipairs(args) do self:define(a.value, blk:arg(i)) end
-      for _, inner in ipairs(b.ops) do self:op(inner, blk) end
-    end
-    self.scopes[#self.scopes] = nil
-  end
-  for i, r in ipairs(results) do self:define(r, op:result(i)) end
-  return op
+  self.cur = cur
+  return cur + self.line_offset, pos - starts[cur] + 1
 end
 
--- }=====================================================================
+-- loc(...) at pos: file, line, col and the position after.
+function Reader:loc(pos)
+  local text = self.text
+  local p = self:ws(pos + 4)
+  local file
+  if byte(text, p) == 34 then file, p = self:string(p)
+  elseif self:peek(p, "unknown") then p = p + 7
+  else fail(p, "expected a file name or 'unknown'") end
+  local line, col = 0, 0
+  local d, e = find(text, "^:(%d+)", p)
+  if d then line, p = tonumber(sub(text, d + 1, e)), e + 1 end
+  d, e = find(text, "^:(%d+)", p)
+  if d then col, p = tonumber(sub(text, d + 1, e)), e + 1 end
+  return file, line, col, self:expect(p, ")")
+end
+
+-- One op at pos: built, and opened when regions follow. The position after its header.
+function Reader:op(pos)
+  local text, pb = self.text, self.pb
+  local start, results, namepos, name, operands, stop = header:match(text, pos)
+  if not start then fail(pos, "expected an operation") end
+  if type(results) == "number" then -- no results: the captures shifted
+    results, namepos, name, operands, stop = nil, results, namepos, name, operands
+  end
+  if type(operands) == "number" then operands, stop = nil, operands end
+  local known = self.known[name]
+  if known == nil then
+    known = core.op_info(name) ~= nil
+    self.known[name] = known
+  end
+  if not known then fail(namepos, ("unknown operation '%s'"):format(name)) end
+  local ids = {}
+  if operands then
+    for i, v in ipairs(operands) do ids[i] = self:lookup(v, find(text, v, namepos, true) or namepos) end
+  end
+  local p = self:ws(stop)
+  local dict
+  if dict_ahead:match(text, p) then dict, p = self:attr_dict(p) p = self:ws(p) end
+  local types = {}
+  if byte(text, p) == 58 and byte(text, p + 1) ~= 58 then -- ':' types
+    p = p + 1
+    repeat
+      local t
+      t, p = self:type(p)
+      types[#types + 1] = t
+      p = self:ws(p)
+      local more = byte(text, p) == 44
+      if more then p = p + 1 end
+    until not more
+  end
+  local nres = results and #results or 0
+  if nres ~= #types then
+    fail(start, ("'%s' defines %d result%s but lists %d type%s"):format(name,
+      nres, nres == 1 and "" or "s", #types, #types == 1 and "" or "s"))
+  end
+  local has_regions = byte(text, p) == 123
+  local line, col = self:linecol(start)
+  self.last_pos = start
+  local first = pb:op(name, nres, ids, types, dict, has_regions, line, col)
+  for i = 1, nres do self:define(results[i], first + i - 1, start) end
+  if has_regions then
+    self:open_scope()
+    self.block_open = false
+    return p + 1
+  end
+  if self:peek(p, "loc(") then
+    local f, l, c
+    f, l, c, p = self:loc(p)
+    if self.keep_locs then pb:loc(f, l, c) end
+  end
+  return p
+end
+
+-- A block label at pos ('^'): the block, its arguments defined. The position after.
+function Reader:label(pos)
+  local text = self.text
+  local p = label_p:match(text, pos)
+  if not p then fail(pos, "expected a block label") end
+  local names, types, at = {}, {}, {}
+  if byte(text, p) == 40 then -- '('
+    p = self:ws(p + 1)
+    if byte(text, p) ~= 41 then
+      repeat
+        p = self:ws(p)
+        local _, e = find(text, "^%%[%w_$.%-]+", p)
+        if not e then fail(p, "expected a block argument (%name)") end
+        names[#names + 1], at[#at + 1] = sub(text, p, e), p
+        p = self:expect(e + 1, ":")
+        types[#types + 1], p = self:type(p)
+        p = self:ws(p)
+        local more = byte(text, p) == 44
+        if more then p = p + 1 end
+      until not more
+    end
+    p = self:expect(p, ")")
+  end
+  p = self:expect(p, ":")
+  local first = self.pb:block(types)
+  for i, n in ipairs(names) do self:define(n, first + i - 1, at[i]) end
+  self.block_open = true
+  return p
+end
+
+-- The end of a region at pos ('}'): the next region of the same op, or the op closed.
+function Reader:region_end(pos)
+  local text, pb = self.text, self.pb
+  if pb:depth() == 0 then fail(pos, "unexpected '}'") end
+  self:close_scope()
+  local p = self:ws(pos + 1)
+  if byte(text, p) == 123 and not dict_ahead:match(text, p) then -- '{' the next region
+    if not pb:next_region() then fail(p, "an operation has at most 16 regions") end
+    self:open_scope()
+    self.block_open = false
+    return p + 1
+  end
+  if self:peek(p, "loc(") then
+    local f, l, c
+    f, l, c, p = self:loc(p)
+    if self.keep_locs then pb:close(f, l, c) else pb:close() end
+  else
+    pb:close()
+  end
+  self.block_open = pb:depth() > 0 -- back in the enclosing op's block
+  return p
+end
+
+function Reader:run()
+  local text, pb = self.text, self.pb
+  local p = self:ws(1)
+  local n = #text
+  -- `module {` (or `module {attrs} {`) holds everything; else a module is made
+  local module_text = self:peek(p, "module") and (find(text, "^module%s*{", p) or find(text, "^module%s*%b{}%s*{", p))
+  if not module_text then
+    pb:top()
+    self.block_open = true
+  end
+  local module_read = false
+  while true do
+    p = self:ws(p)
+    if p > n then break end
+    local c = byte(text, p)
+    if c == 125 then -- '}'
+      p = self:region_end(p)
+    elseif c == 94 then -- '^'
+      if pb:depth() == 0 then fail(p, "a block label outside of any region") end
+      p = self:label(p)
+    else
+      if pb:depth() > 0 and not self.block_open then
+        pb:block({})
+        self.block_open = true
+      elseif pb:depth() == 0 and module_text then
+        if module_read then fail(p, "expected the end of the input after the module") end
+        module_read = true
+      end
+      p = self:op(p)
+    end
+  end
+  if pb:depth() > 0 then fail(n + 1, "expected '}' or an operation name (a region is not closed)") end
+  return pb:result()
+end
 
 -- M.parse(text [, opts]) -> module op | nil, message, {line=, col=, message=}
 -- opts: file (name used in locations and messages), ctx (context),
@@ -354,29 +667,25 @@ function M.parse(text, opts)
   opts = opts or {}
   local file = opts.file or "<input>"
   local ctx = opts.ctx or core.default_context()
-  farthest, expected = 0, {}
-  local b = setmetatable({ ctx = ctx, file = file, lines = line_index(text), scopes = { {} },
-                           line_offset = opts.line_offset or 0, keep_locs = opts.locations == "keep" }, Builder)
-  local ast = grammar:match(text)
-  if not ast then
-    local pos = farthest > 0 and farthest or 1
-    local line, col = line_col(b.lines, pos)
-    local msg = "expected " .. expected_list()
-    return nil, M.format_error(text, file, line, col, msg, b.line_offset),
-      { line = line + b.line_offset, col = col, message = msg }
+  local r = setmetatable({ text = text, ctx = ctx, file = file, line_offset = opts.line_offset or 0,
+                           keep_locs = opts.locations == "keep", types = {}, dicts = {}, names = {}, known = {},
+                           scope = {}, scopes = {}, pb = core.parse_builder(ctx, file) }, Reader)
+  local ok, res = pcall(r.run, r)
+  if ok then
+    if not res then
+      local line, col = r:linecol(1)
+      local msg = "expected an operation"
+      return nil, M.format_error(text, file, line - r.line_offset, col, msg, r.line_offset),
+        { line = line, col = col, message = msg }
+    end
+    return res
   end
-  local ok, res = pcall(function()
-    if #ast == 1 and ast[1].name == "module" then return b:op(ast[1], nil) end
-    local m = ctx:module({ file = file, line = 1 + b.line_offset, col = 1 })
-    local body = m:region(1):entry()
-    for _, o in ipairs(ast) do b:op(o, body) end
-    return m
-  end)
-  if ok then return res end
-  if type(res) ~= "table" then error(res, 0) end -- a bug, not bad input
-  local line, col = line_col(b.lines, res.pos)
-  return nil, M.format_error(text, file, line, col, res.msg, b.line_offset),
-    { line = line + b.line_offset, col = col, message = res.msg }
+  if type(res) ~= "table" then -- an error of the builder or the bindings: at the op being read
+    res = { pos = r.last_pos or 1, msg = tostring(res):gsub("^[^:]*:%d+: ", "") }
+  end
+  local line, col = r:linecol(res.pos)
+  return nil, M.format_error(text, file, line - r.line_offset, col, res.msg, r.line_offset),
+    { line = line, col = col, message = res.msg }
 end
 
 -- M.parse_file(path [, opts]) reads path ("-" for stdin) and parses it.

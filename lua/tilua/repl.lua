@@ -133,17 +133,53 @@ local function command(line)
   local f = commands[name]
   if not f then return say(("unknown command ':%s' (:help lists them)"):format(name)) end
   local ok, res = pcall(f, arg)
-  if not ok then say(res) end
+  if not ok then say(safe_tostring(res)) end
   return res
 end
 
 -- Does the chunk fail only because the input ended early?
 local function incomplete(msg) return msg and msg:sub(-5) == "<eof>" end
 
+-- tostring that cannot fail: a __tostring that raises or returns a
+-- non-string says so instead of ending the session.
+local function safe_tostring(v)
+  local ok, s = pcall(tostring, v)
+  if ok and type(s) == "string" then return s end
+  return ("<%s whose __tostring failed: %s>"):format(type(v), ok and "it returned a non-string" or
+    (type(s) == "string" and s or "an error object"))
+end
+
+-- A table shown by its contents (sorted keys, nested to depth 2, cycles
+-- named), not as `table: 0x...`.
+local function show(v, depth, seen)
+  if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) ~= "table" or getmetatable(v) then return safe_tostring(v) end
+  depth, seen = depth or 0, seen or {}
+  if seen[v] then return "<cycle>" end
+  if depth >= 2 then return "{...}" end
+  seen[v] = true
+  local parts, n = {}, #v
+  for i = 1, math.min(n, 32) do parts[#parts + 1] = show(v[i], depth + 1, seen) end
+  if n > 32 then parts[#parts + 1] = ("... (%d items)"):format(n) end
+  local keys = {}
+  for k in pairs(v) do
+    if not (math.type(k) == "integer" and k >= 1 and k <= n) then keys[#keys + 1] = k end
+  end
+  table.sort(keys, function(a, b) return safe_tostring(a) < safe_tostring(b) end)
+  for i, k in ipairs(keys) do
+    if i > 32 then parts[#parts + 1] = "..." break end
+    local ks = type(k) == "string" and k:match "^[%a_][%w_]*$" and k or ("[" .. show(k, 2, seen) .. "]")
+    parts[#parts + 1] = ks .. " = " .. show(v[k], depth + 1, seen)
+  end
+  seen[v] = nil
+  return "{ " .. table.concat(parts, ", ") .. (#parts > 0 and " }" or "}")
+end
+M.show = show
+
 local function print_results(res)
   if res.n == 0 then return end
   local parts = {}
-  for i = 1, res.n do parts[i] = tostring(res[i]) end
+  for i = 1, res.n do parts[i] = type(res[i]) == "string" and res[i] or show(res[i]) end
   say(table.concat(parts, "\t"))
 end
 
@@ -153,7 +189,7 @@ local function eval(src)
   if not chunk then return nil, err end
   local res = table.pack(xpcall(chunk, function(m) return m end))
   if not res[1] then
-    say(tostring(res[2]))
+    say(safe_tostring(res[2]))
     return true
   end
   print_results(table.pack(table.unpack(res, 2, res.n)))
@@ -170,18 +206,23 @@ function M.run()
       if command(line:match "^%s*(.*)$") == "quit" then break end
     elseif line:match "%S" then
       local src = line:gsub("^%s*=", "return ", 1)
-      while true do
-        local ok, err = eval(src)
-        if ok then break end
-        if not incomplete(err) then
-          say(err)
-          break
+      local eof = false
+      local ok, perr = pcall(function()
+        while true do
+          local ok, err = eval(src)
+          if ok then break end
+          if not incomplete(err) then
+            say(err)
+            break
+          end
+          local more = host.readline ">> "
+          if not more then say(err) eof = true break end
+          src = src .. "\n" .. more
         end
-        local more = host.readline ">> "
-        if not more then say(err) break end
-        src = src .. "\n" .. more
-      end
+      end)
+      if not ok then say(safe_tostring(perr)) end
       host.add_history(src)
+      if eof then break end
     end
   end
   if host.isatty(0) then out:write "\n" end

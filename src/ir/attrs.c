@@ -92,7 +92,49 @@ static double round_f16(double v) {
   return v < 0 ? -q : q;
 }
 
+/* Mantissa bits of each float kind. */
+static int mantissa_bits(IrFloatKind k) {
+  return k == IR_F16 ? 10 : k == IR_BF16 ? 7 : k == IR_F32 ? 23 : 52;
+}
+
+/* A NaN of kind k held in a double: the sign and the top mantissa bits carry
+** the kind's payload bit for bit (signalling NaNs included), the rest is 0.
+** Built from bits, since a float <-> double conversion quiets a signalling NaN. */
+static double nan_of(int sign, uint64_t mant, IrFloatKind k) {
+  int w = mantissa_bits(k);
+  mant &= ((uint64_t)1 << w) - 1;
+  if (!mant) mant = (uint64_t)1 << (w - 1); /* the quiet bit: still a NaN */
+  uint64_t u = (uint64_t)(sign != 0) << 63 | (uint64_t)0x7FF << 52 | mant << (52 - w);
+  double d;
+  memcpy(&d, &u, 8);
+  return d;
+}
+
+/* The payload of a NaN in kind k (its top mantissa bits). */
+static uint64_t nan_payload(double v, IrFloatKind k) {
+  uint64_t u;
+  memcpy(&u, &v, 8);
+  return (u & (((uint64_t)1 << 52) - 1)) >> (52 - mantissa_bits(k));
+}
+
+uint64_t ir_float_nan_bits(double v, IrFloatKind k) {
+  uint64_t u;
+  memcpy(&u, &v, 8);
+  uint64_t sign = u >> 63, mant = nan_payload(v, k);
+  switch (k) {
+  case IR_F16: return sign << 15 | 0x7C00u | mant;
+  case IR_BF16: return sign << 15 | 0x7F80u | mant;
+  case IR_F32: return sign << 31 | 0x7F800000u | mant;
+  default: return u;
+  }
+}
+
 double ir_float_round(double v, IrFloatKind k) {
+  if (isnan(v)) {
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    return nan_of((int)(u >> 63), nan_payload(v, k), k);
+  }
   switch (k) {
   case IR_F16: return round_f16(v);
   case IR_BF16: return round_bf16(v);
@@ -107,7 +149,6 @@ const IrAttr *ir_attr_float(IrContext *ctx, double v, const IrType *type) {
   assert(ir_type_is_float(type));
   IrAttr proto = {.kind = IR_ATTR_FLOAT, .type = type};
   proto.u.f = ir_float_round(v, type->fkind);
-  if (isnan(proto.u.f)) proto.u.f = signbit(proto.u.f) ? -NAN : NAN; /* one nan per sign */
   return unique_attr(ctx, &proto, &proto.u.f, sizeof proto.u.f);
 }
 
@@ -214,11 +255,14 @@ double ir_float_from_bits(uint64_t bits, IrFloatKind k) {
   }
   if (k == IR_F32 || k == IR_BF16) {
     uint32_t u = k == IR_F32 ? (uint32_t)bits : (uint32_t)(bits & 0xFFFF) << 16;
+    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x7FFFFFu))
+      return nan_of((int)(u >> 31), (u & 0x7FFFFFu) >> (k == IR_BF16 ? 16 : 0), k);
     return bits_to_float(u);
   }
   uint32_t h = (uint32_t)bits & 0xFFFF, sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
   double v;
-  if (e == 31) v = m ? NAN : INFINITY;
+  if (e == 31 && m) return nan_of((int)sign, m, k);
+  if (e == 31) v = INFINITY;
   else if (e == 0) v = ldexp((double)m, -24);
   else v = ldexp((double)(m | 1024), (int)e - 25);
   return sign ? -v : v;

@@ -245,6 +245,8 @@ const IrAttr *ir_attr_dict_get(const IrAttr *dict, const char *name);
 /* Round a double to the precision of a float kind. */
 double ir_float_round(double v, IrFloatKind k);
 double ir_float_from_bits(uint64_t bits, IrFloatKind k);
+/* The bit pattern in kind k of a NaN attribute value (its payload is kept). */
+uint64_t ir_float_nan_bits(double v, IrFloatKind k);
 
 /* }====================================================================== */
 

@@ -115,6 +115,7 @@ static void print_key(StrBuf *sb, const char *s) {
 
 /* Bits of a float value in its own format (for inf and nan). */
 static uint64_t float_bits(double v, IrFloatKind k) {
+  if (isnan(v)) return ir_float_nan_bits(v, k);
   if (k == IR_F64) {
     uint64_t u;
     memcpy(&u, &v, 8);
@@ -125,9 +126,8 @@ static uint64_t float_bits(double v, IrFloatKind k) {
   memcpy(&u, &f, 4);
   if (k == IR_F32) return u;
   if (k == IR_BF16) return u >> 16;
-  /* f16: only inf and nan come here */
-  uint32_t sign = (u >> 31) << 15;
-  return isnan(v) ? (sign | 0x7E00u) : (sign | 0x7C00u);
+  /* f16: only inf comes here */
+  return (u >> 31) << 15 | 0x7C00u;
 }
 
 static void print_float(StrBuf *sb, double v, IrFloatKind k) {

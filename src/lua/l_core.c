@@ -74,7 +74,8 @@ lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer
     v = lua_tointegerx(L, -1, &isint);
     if (!isint) lb_error(L, "%s: '%s' must be an integer", who, key);
     if (v < lo || v > hi)
-      lb_error(L, "%s: '%s' = %I is out of range [%I, %I]", who, key, v, lo, hi);
+      lb_error(L, "%s: '%s' = %lld is out of range [%lld, %lld]", who, key, (long long)v,
+               (long long)lo, (long long)hi);
   }
   lua_pop(L, 1);
   return v;

@@ -88,7 +88,8 @@ static int core_sched_plan(lua_State *L) {
     if (!sched_config_gemm(&c, field_u64(L, 1, "m", 0), field_u64(L, 1, "n", 0),
                            field_u64(L, 1, "k", 0), field_u64(L, 1, "l", 1), tile[0], tile[1],
                            tile[2]))
-      return lb_error(L, "sched: m, n, k, l and the tile sizes must be positive");
+      return lb_error(L, "sched: m, n, k, l and the tile sizes must be positive, with fewer than "
+                         "2^32 tiles along each of m, n, k and l");
   } else {
     c.tiles_m = field_u32(L, 1, "tiles_m", 1);
     c.tiles_n = field_u32(L, 1, "tiles_n", 1);
@@ -226,9 +227,21 @@ static int plan_owner(lua_State *L) {
   return 2;
 }
 
+/* A picture has one cell per tile: past this many it would be megabytes of
+** text nobody reads (and unbounded memory for --m 2^31). */
+#define SCHED_RENDER_MAX_TILES 65536u
+
+static void check_drawable(lua_State *L, const SchedPlan *p) {
+  uint32_t tiles = p->persist.raster.total;
+  if (tiles > SCHED_RENDER_MAX_TILES)
+    lb_error(L, "sched: the plan has %u output tiles; a picture shows at most %u (use a larger --tile "
+             "or a smaller problem)", tiles, SCHED_RENDER_MAX_TILES);
+}
+
 /* plan:render([{color=, splits=}]) -> text;  plan:svg() -> SVG document */
 static int plan_render(lua_State *L) {
   SchedPlan *p = check_plan(L, 1);
+  check_drawable(L, p);
   unsigned flags = 0;
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "color");
@@ -247,6 +260,7 @@ static int plan_render(lua_State *L) {
 
 static int plan_svg(lua_State *L) {
   SchedPlan *p = check_plan(L, 1);
+  check_drawable(L, p);
   StrBuf sb;
   sb_init(&sb);
   sched_render_svg(&sb, p);
@@ -306,7 +320,7 @@ static SInt stage_arg(lua_State *L, LStage *s, int idx, const char *what) {
   if (lua_isinteger(L, idx)) {
     lua_Integer v = lua_tointeger(L, idx);
     if (v < 0 || v > UINT32_MAX)
-      lb_error(L, "sched: %s = %I is not a 32-bit unsigned integer", what, v);
+      lb_error(L, "sched: %s = %lld is not a 32-bit unsigned integer", what, (long long)v);
     return st_k((uint32_t)v);
   }
   IrValue *v = lb_test_object(L, idx, LB_VALUE);

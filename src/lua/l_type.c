@@ -257,7 +257,7 @@ static int is_sequence(lua_State *L, int idx) {
 
 /* Tables nest at most this deep in an attribute (the printer and the parser
 ** handle any depth; this bounds the C stack the conversion uses). */
-#define LB_ATTR_MAX_DEPTH 256
+#define LB_ATTR_MAX_DEPTH 4096
 
 /* An attribute or type userdata of the context ctx (another context's is an error). */
 static const void *attr_object(lua_State *L, IrContext *ctx, int idx, const char *mt) {

@@ -117,6 +117,7 @@ lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer
   X(device)  /* l_device.c: tl.device, modules, launches */                                        \
   X(tensor)  /* l_tensor.c: tensor maps, the cuBLASLt peer */                                      \
   X(launch)  /* l_launch.c: launch plans, the raw-launch peer */                                   \
+  X(parse)   /* l_parse.c: the builder of the textual-IR parser */                                 \
   X(dialect) /* l_dialect.c: op table rows, enums, limits, kernel specs */
 #define LB_AREA_OPENER(name) void lb_open_##name(lua_State *L);
 LB_AREAS(LB_AREA_OPENER)

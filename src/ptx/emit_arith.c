@@ -54,6 +54,13 @@ static void emit_constant(Emit *e, IrOp *op) {
     }
   }
   char buf[40];
+  if (isnan(a->u.f)) { /* the payload as written, not quieted by a conversion */
+    uint64_t x = ir_float_nan_bits(a->u.f, t->fkind);
+    if (t->fkind == IR_F64) px_emitf(e, "mov.f64 %v, 0d%016llX;", d, (unsigned long long)x);
+    else if (t->fkind == IR_F32) px_emitf(e, "mov.f32 %v, 0f%08X;", d, (unsigned)x);
+    else px_emitf(e, "mov.b16 %v, 0x%04X;", d, (unsigned)x);
+    return;
+  }
   if (t->fkind == IR_F64) {
     uint64_t x;
     memcpy(&x, &a->u.f, 8);
