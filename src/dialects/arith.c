@@ -17,8 +17,8 @@ IrResult arith_verify_constant(IrOp *op) {
   if (a->type != t) {
     char *at = ir_type_to_string(a->type), *rt = ir_type_to_string(t);
     ir_op_error(op, "value of type %s does not match result type %s", at, rt);
-    free(at);
-    free(rt);
+    ir_free(at);
+    ir_free(rt);
     return IR_FAIL;
   }
   return IR_OK;

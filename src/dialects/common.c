@@ -40,6 +40,6 @@ bool dia_check_mem_value(IrOp *op, const IrType *v) {
   if (ok) return true;
   char *s = ir_type_to_string(v);
   ir_op_error(op, "cannot move %s in one instruction (scalars, or vectors of 4, 8 or 16 bytes of non-i1 elements)", s);
-  free(s);
+  ir_free(s);
   return false;
 }

@@ -27,7 +27,7 @@ int cut_kind_index(const IrType *t, const char *const *names) {
 void cut_type_error(IrOp *op, const char *what, const char *want, const IrType *t) {
   char *s = ir_type_to_string(t);
   ir_op_error(op, "%s must be %s, got %s", what, want, s);
-  free(s);
+  ir_free(s);
 }
 
 CutPipeShape cut_pipe_shape(const IrType *t) {
@@ -208,8 +208,8 @@ static bool check_case_args(IrOp *op, uint32_t i, IrBlock *b, uint32_t first, in
     char *a = ir_type_to_string(b->args[j]->type), *w = ir_type_to_string(want);
     ir_op_error(op, "case #%u argument #%u has type %s, but operand #%u is %s", i, j, a, first + j,
                 w);
-    free(a);
-    free(w);
+    ir_free(a);
+    ir_free(w);
     return false;
   }
   return true;

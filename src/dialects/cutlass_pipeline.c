@@ -18,8 +18,8 @@ static bool check_state_fits(IrOp *op, const char *what, const IrType *st, const
   if (cut_pipe_shape(st).stages == stages) return true;
   char *s = ir_type_to_string(st), *p = ir_type_to_string(pipe);
   ir_op_error(op, "%s %s does not match the %lld stages of %s", what, s, (long long)stages, p);
-  free(s);
-  free(p);
+  ir_free(s);
+  ir_free(p);
   return false;
 }
 
@@ -354,7 +354,7 @@ static bool check_depth(IrOp *op, const char *what, const IrType *t) {
   if (d > 0 && d <= CUT_POOL_SLOTS) return true;
   char *s = ir_type_to_string(t);
   ir_op_error(op, "%s %s needs a depth in [1, %d], got %lld", what, s, CUT_POOL_SLOTS, (long long)d);
-  free(s);
+  ir_free(s);
   return false;
 }
 
@@ -387,8 +387,8 @@ IrResult cutlass_verify_seq_bar_use(IrOp *op) {
     char *s = ir_type_to_string(st), *b = ir_type_to_string(bar);
     ir_op_error(op, "state of type %s does not match the depth %lld of %s", s,
                 (long long)depth_of(bar), b);
-    free(s);
-    free(b);
+    ir_free(s);
+    ir_free(b);
     return IR_FAIL;
   }
   if (op->nresults == 1 && op->results[0].type != st) {

@@ -42,7 +42,7 @@ IrResult nvvm_verify_atom(IrOp *op) {
   }
   char *s = ir_type_to_string(t);
   ir_op_error(op, "does not take %s", s);
-  free(s);
+  ir_free(s);
   return IR_FAIL;
 }
 

@@ -17,8 +17,8 @@ static bool types_agree(IrOp *op, const char *what, uint32_t n, IrValue *const *
     if (vals[i]->type != types[i]) {
       char *a = ir_type_to_string(vals[i]->type), *b = ir_type_to_string(types[i]);
       ir_op_error(op, "%s: #%u has type %s, but %s #%u is %s", what, i, a, against, i, b);
-      free(a);
-      free(b);
+      ir_free(a);
+      ir_free(b);
       return false;
     }
   return true;

@@ -28,7 +28,7 @@ IrResult tile_verify_kernel(IrOp *op) {
     if (!ok) {
       char *s = ir_type_to_string(t);
       ir_op_error(op, "parameter #%u has type %s; kernels take scalars and global pointers", i, s);
-      free(s);
+      ir_free(s);
       return IR_FAIL;
     }
     if (ir_type_is_dialect(t, IR_DTY_TILE_TENSOR_MAP) && !tile_check_tensor_map(op, t)) return IR_FAIL;
@@ -96,7 +96,7 @@ static char *tstr(const IrType *t) { return ir_type_to_string(t); }
 static IrResult type_error(IrOp *op, const char *fmt, const IrType *t) {
   char *s = tstr(t);
   ir_op_error(op, fmt, s);
-  free(s);
+  ir_free(s);
   return IR_FAIL;
 }
 
@@ -174,8 +174,8 @@ IrResult tile_verify_memref_ptr(IrOp *op) {
   if (r->elem != m->elem || r->space != m->space) {
     char *a = tstr(m), *b = tstr(r);
     ir_op_error(op, "result %s must point to the element type in the space of %s", b, a);
-    free(a);
-    free(b);
+    ir_free(a);
+    ir_free(b);
     return IR_FAIL;
   }
   return IR_OK;
@@ -193,8 +193,8 @@ static IrResult check_access(IrOp *op, const IrType *p, const IrType *v) {
   if (!fits) {
     char *a = tstr(v), *b = tstr(p);
     ir_op_error(op, "value type %s must be the pointee of %s or a vector of it", a, b);
-    free(a);
-    free(b);
+    ir_free(a);
+    ir_free(b);
     return IR_FAIL;
   }
   return dia_check_mem_value(op, v) ? IR_OK : IR_FAIL;
@@ -231,7 +231,7 @@ IrResult tile_verify_atomic(IrOp *op) {
   if (!atomic_type_ok(kind, p->elem)) {
     char *s = tstr(p->elem);
     ir_op_error(op, "atomic %s does not take %s", ATOMIC_KIND_names[kind], s);
-    free(s);
+    ir_free(s);
     return IR_FAIL;
   }
   return IR_OK;
@@ -259,7 +259,7 @@ IrResult tile_verify_alloc_shared(IrOp *op) {
     if (n < 0 || n > SM90_MAX_SMEM / dia_type_bytes(t->elem)) {
       char *s = tstr(t);
       ir_op_error(op, "%s is larger than the %d bytes of shared memory", s, SM90_MAX_SMEM);
-      free(s);
+      ir_free(s);
       return IR_FAIL;
     }
     if (t->swizzle && a.align < 8 * (int64_t)t->swizzle) {
@@ -307,7 +307,7 @@ IrResult tile_verify_from_elements(IrOp *op) {
   if (v->rank != 1 || v->shape[0] != (int64_t)op->noperands) {
     char *s = tstr(v);
     ir_op_error(op, "%u elements do not make a %s", op->noperands, s);
-    free(s);
+    ir_free(s);
     return IR_FAIL;
   }
   for (uint32_t i = 0; i < op->noperands; i++)

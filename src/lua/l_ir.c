@@ -565,7 +565,7 @@ static int type_kind(lua_State *L) {
 static int type_tostring(lua_State *L) {
   char *s = ir_type_to_string(lb_check_type(L, 1));
   lua_pushstring(L, s);
-  free(s);
+  ir_free(s);
   return 1;
 }
 
@@ -870,13 +870,8 @@ static int core_op_create(lua_State *L) {
   int kind = ir_op_lookup(name, nlen);
   if (kind < 0) return lb_error(L, "unknown operation '%s'", name);
   uint32_t nopd = list_len(L, 3), nres = list_len(L, 4);
-  IrValue **opds = malloc((nopd + 1) * sizeof *opds);
-  const IrType **rtys = malloc((nres + 1) * sizeof *rtys);
-  if (!opds || !rtys) {
-    free(opds);
-    free(rtys);
-    return luaL_error(L, "out of memory");
-  }
+  IrValue **opds = ir_malloc((nopd + 1) * sizeof *opds);
+  const IrType **rtys = ir_malloc((nres + 1) * sizeof *rtys);
   /* Collect operands and types; on a bad argument free and raise. */
   const char *bad = NULL;
   uint32_t badi = 0;
@@ -895,20 +890,20 @@ static int core_op_create(lua_State *L) {
     lua_pop(L, 1);
   }
   if (bad) {
-    free(opds);
-    free(rtys);
+    ir_free(opds);
+    ir_free(rtys);
     return lb_error(L, "'%s': bad %s #%d", name, bad, (int)badi + 1);
   }
   lua_Integer nreg = luaL_optinteger(L, 6, ir_op_info((IrOpKind)kind)->nregions);
   if (nreg < 0 || nreg > 16) {
-    free(opds);
-    free(rtys);
+    ir_free(opds);
+    ir_free(rtys);
     return lb_error(L, "'%s': bad region count", name);
   }
   IrLoc loc = opt_loc(L, 9, c->ctx);
   IrOp *op = ir_op_create(c->ctx, (IrOpKind)kind, loc, nopd, opds, nres, rtys, (uint32_t)nreg);
-  free(opds);
-  free(rtys);
+  ir_free(opds);
+  ir_free(rtys);
   if (!lua_isnoneornil(L, 5)) {
     luaL_checktype(L, 5, LUA_TTABLE);
     lua_pushnil(L);
@@ -1007,20 +1002,19 @@ static int op_set_operand(lua_State *L) {
 static int op_set_operands(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
   uint32_t n = list_len(L, 2);
-  IrValue **vals = malloc((n + 1) * sizeof *vals);
-  if (!vals) return luaL_error(L, "out of memory");
+  IrValue **vals = ir_malloc((n + 1) * sizeof *vals);
   for (uint32_t i = 0; i < n; i++) {
     lua_geti(L, 2, (lua_Integer)i + 1);
     vals[i] = lb_test_object(L, -1, LB_VALUE);
     bool other = vals[i] && ctx_of(L, -1) != ctx_of(L, 1);
     lua_pop(L, 1);
     if (!vals[i] || other) {
-      free(vals);
+      ir_free(vals);
       return lb_error(L, "set_operands: element #%d is not a value%s", (int)i + 1, other ? " of the op's context" : "");
     }
   }
   ir_op_set_operands(op, n, vals);
-  free(vals);
+  ir_free(vals);
   return 0;
 }
 
@@ -1178,7 +1172,7 @@ static int op_print(lua_State *L) {
   }
   char *s = ir_op_to_string(op, &o);
   lua_pushstring(L, s);
-  free(s);
+  ir_free(s);
   return 1;
 }
 
@@ -1408,7 +1402,7 @@ static int value_tostring(lua_State *L) {
   char *t = ir_type_to_string(v->type);
   if (v->def) lua_pushfstring(L, "value #%d of '%s' : %s", (int)v->index + 1, ir_op_name(v->def), t);
   else lua_pushfstring(L, "block argument #%d : %s", (int)v->index + 1, t);
-  free(t);
+  ir_free(t);
   return 1;
 }
 
