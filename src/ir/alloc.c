@@ -176,4 +176,10 @@ void ir_protect_pop(IrProtect *p) {
 
 bool ir_protected(void) { return top != NULL; }
 
+bool ir_protect_failed(void) {
+  for (IrProtect *p = top; p; p = p->prev)
+    if (p->failed) return true;
+  return false;
+}
+
 /* }====================================================================== */

@@ -74,6 +74,9 @@ typedef struct IrProtect {
 void ir_protect_push(IrProtect *p, void (*raise)(void *ud), void *ud);
 void ir_protect_pop(IrProtect *p);
 bool ir_protected(void); /* is a protected call running on this thread? */
+/* Did an allocation fail in a protected call still running (a Lua script that
+** caught the error)? The bindings then refuse to touch the IR. */
+bool ir_protect_failed(void);
 
 /* Test mode: count allocations from now on and fail the n-th (0: never). */
 void ir_alloc_fail_at(uint64_t n);
