@@ -147,7 +147,8 @@ const IrOp *tl_value_host(const IrValue *v) {
 
 bool tl_check_live_op(TlCtx *c, const char *fn, const char *what, const IrOp *op) {
   if (!op || !op->erased) return true;
-  tl_error(c, fn, "%s belongs to an erased op ('%s')", what, ir_op_name(op));
+  if (!strcmp(what, "the op")) tl_error(c, fn, "the op ('%s') was erased", ir_op_name(op));
+  else tl_error(c, fn, "%s belongs to an erased op ('%s')", what, ir_op_name(op));
   return false;
 }
 

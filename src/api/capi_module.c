@@ -79,7 +79,7 @@ tlOperation tlModuleGetOperation(tlModule m) {
 tlBlock tlModuleGetBody(tlModule m) {
   tlBlock r = {NULL, 0};
   TlCtx *c = enter_module(m, "tlModuleGetBody");
-  if (c) r = tl_block(c, OP(m)->regions[0].first);
+  if (c) TL_PROTECTED(c, "tlModuleGetBody", r = tl_block(c, ir_region_ensure_block(c->ir, &OP(m)->regions[0])));
   return r;
 }
 
@@ -163,7 +163,7 @@ static IrOp *make_kernel(TlCtx *c, IrOp *mod, const KernelArgs *a) {
   }
   ir_op_set_attr(k, "arg_names", ir_attr_array(ctx, (uint32_t)a->n, names));
   ir_free(names);
-  ir_block_append(mod->regions[0].first, k);
+  ir_block_append(ir_region_ensure_block(ctx, &mod->regions[0]), k); /* a parsed `module {}` has no block */
   return k;
 }
 
