@@ -206,6 +206,9 @@ TL_API tlLogicalResult tlModuleVerify(tlModule m);
 ** every pass too). Failure on invalid input, an unknown pass or a failing pass. */
 TL_API tlLogicalResult tlModuleRunPipeline(tlModule m, tlStringRef pipeline);
 TL_API void tlModulePrint(tlModule m, tlStringCallback callback, void *userData);
+/* Verify, then emit the PTX (sm_90a) of a module the `ptx` pipeline lowered, in
+** one piece through callback (not NULL); failure and diagnostics otherwise. */
+TL_API tlLogicalResult tlModuleEmitPTX(tlModule m, tlStringCallback callback, void *userData);
 
 /* }====================================================================== */
 

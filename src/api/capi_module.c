@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../passes/passes.h"
+#include "../ptx/ptx.h"
 #include "capi_impl.h"
 
 #define OP(o) ((IrOp *)(o).ptr)
@@ -128,6 +129,27 @@ static void print_op(IrOp *op, tlStringCallback cb, void *ud) {
 void tlModulePrint(tlModule m, tlStringCallback callback, void *userData) {
   TlCtx *c = enter_module(m, "tlModulePrint");
   if (c && callback) TL_PROTECTED(c, "tlModulePrint", print_op(OP(m), callback, userData));
+}
+
+static bool emit_ptx(IrOp *m, tlStringCallback cb, void *ud) {
+  char *text = NULL;
+  if (ir_verify(m) != IR_OK || ptx_emit_module(m, &text) != IR_OK) return false;
+  cb(tlStringRefCreate(text, strlen(text)), ud);
+  ir_free(text);
+  return true;
+}
+
+tlLogicalResult tlModuleEmitPTX(tlModule m, tlStringCallback callback, void *userData) {
+  static const char fn[] = "tlModuleEmitPTX";
+  TlCtx *c = enter_module(m, fn);
+  bool ok = false;
+  if (!c) return (tlLogicalResult){0};
+  if (!callback) {
+    tl_error(c, fn, "the callback is NULL");
+    return (tlLogicalResult){0};
+  }
+  TL_PROTECTED(c, fn, ok = emit_ptx(OP(m), callback, userData));
+  return c->broken ? (tlLogicalResult){0} : tl_done(c, ok);
 }
 
 /* }====================================================================== */

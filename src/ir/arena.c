@@ -108,7 +108,7 @@ void *hash_find(HashTable *t, const void *key, size_t n, uint64_t h) {
 
 static void hash_grow(HashTable *t) {
   size_t ncap = t->cap ? t->cap * 2 : 64;
-  HashEntry *ns = ir_calloc_owned(ncap, sizeof(HashEntry)); /* the context's tables */
+  HashEntry *ns = t->owned ? ir_calloc_owned(ncap, sizeof(HashEntry)) : ir_calloc(ncap, sizeof(HashEntry));
   for (size_t i = 0; i < t->cap; i++) {
     HashEntry *e = &t->slots[i];
     if (!e->hash) continue;

@@ -12,6 +12,7 @@ IrContext *ir_context_create(void) {
   IrContext *ctx = ir_calloc_owned(1, sizeof *ctx);
   if (!ctx) return NULL;
   arena_init(&ctx->arena);
+  ctx->strings.owned = ctx->types.owned = ctx->attrs.owned = true;
   ctx->target_sm = 90;
   return ctx;
 }

@@ -109,6 +109,7 @@ typedef struct HashEntry {
 typedef struct HashTable {
   HashEntry *slots;
   size_t cap, count;
+  bool owned; /* a context's table: its slots are kept when a protected call fails */
 } HashTable;
 
 uint64_t hash_bytes(const void *p, size_t n);
