@@ -8,7 +8,7 @@
 ** or a leak (LeakSanitizer at exit) -- until an n past the last allocation
 ** lets the whole run succeed.
 **
-**   test_alloc_fail FIXTURE.tir [STRIDE]     (or TILUA_ALLOC_STRIDE)
+**   test_alloc_fail FIXTURE.tir [STRIDE]     (TILUA_ALLOC_STRIDE overrides STRIDE)
 **
 ** STRIDE k tries n = 1, 1+k, 1+2k, ... (the bounded ctest run); 1 tries every n.
 */
@@ -88,7 +88,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: test_alloc_fail FIXTURE.tir [STRIDE]\n");
     return 2;
   }
-  const char *s = argc > 2 ? argv[2] : getenv("TILUA_ALLOC_STRIDE");
+  const char *s = getenv("TILUA_ALLOC_STRIDE"); /* overrides the argument: the full run on demand */
+  if (!s && argc > 2) s = argv[2];
   uint64_t stride = s ? strtoull(s, NULL, 10) : 1;
   if (!stride) stride = 1;
   size_t len;
