@@ -36,6 +36,66 @@ describe("the stand-in driver", function()
   end)
 end)
 
+describe("launch plans", function()
+  it("take every launch after the first, with the Lua path's checks and messages", function()
+    need_fake()
+    local f = "spec/fixtures/gpu/launch_plan.lua"
+    local out, err, code = run({ TILUA_LIBCUDA = FAKE }, { f })
+    assert.equal(0, code, err)
+    for _, want in ipairs {
+      "plan:\ttrue",
+      f .. ":21: launch: argument 'n' must be an integer, got many",
+      f .. ":21: launch: missing argument 'x' (#3)",
+      f .. ":21: launch: 4 arguments for 3 parameters",
+      f .. ":21: launch: argument 'out' must be a device buffer, got number",
+      f .. ":21: launch: grid 0 is out of range",
+    } do
+      assert.truthy(out:find(want, 1, true), ("%q not in:\n%s"):format(want, out))
+    end
+  end)
+
+  it("name the launch that failed, not the later one the sticky error refuses", function()
+    need_fake()
+    local f = os.tmpname() .. ".lua"
+    local h = assert(io.open(f, "w"))
+    h:write [[
+local tl = require "tilua"
+local k = tl.kernel("boom", { params = { { "n", tl.i32 } }, block = 32 })
+k:define(function(k, p) end)
+k:launch { grid = 1, args = { 1 } }
+k:launch { grid = 1, args = { 2 } }
+k:launch { grid = 1, args = { 3 } }
+tl.device.synchronize()
+]]
+    h:close()
+    local _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "trap", FAKE_CUDA_AFTER = "2" }, { f })
+    os.remove(f)
+    assert.equal(1, code, err)
+    assert.truthy(err:find(":5: kernel 'boom' failed: CUDA_ERROR_ILLEGAL_INSTRUCTION", 1, true), err)
+  end)
+
+  it("report a hung kernel at the line of its (fast-path) launch", function()
+    need_fake()
+    local f = os.tmpname() .. ".lua"
+    local h = assert(io.open(f, "w"))
+    h:write [[
+local tl = require "tilua"
+local k = tl.kernel("spin", { params = { { "n", tl.i32 } }, block = 32 })
+k:define(function(k, p) end)
+k:launch { grid = 1, args = { 1 } }
+tl.device.synchronize()
+k:launch { grid = 1, args = { 2 } }
+tl.device.synchronize()
+]]
+    h:close()
+    local _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "hang", FAKE_CUDA_AFTER = "2",
+                               TILUA_LAUNCH_TIMEOUT = "0.5" }, { f })
+    os.remove(f)
+    assert.equal(1, code, err)
+    assert.truthy(err:find(":6: kernel 'spin' did not finish within 0.5 s", 1, true), err)
+  end)
+end)
+
 describe("the launch deadline", function()
   it("reports a kernel past TILUA_LAUNCH_TIMEOUT at its launch and exits 1 without waiting for it", function()
     need_fake()

@@ -575,8 +575,58 @@ print "not reached with --emit or --stage"
     has(out, "not reached")
     os.remove(script)
   end)
+
+  it("say so and exit 1 when the script compiles nothing", function()
+    local out, err, code = H.tilua_run { "examples/cutlass_pipeline.lua", "--emit=ptx" }
+    assert.equal(1, code, out)
+    has(err, "--emit=ptx: the script compiled no kernel")
+    _, err, code = H.tilua_run { "--stage=input", "examples/cutlass_pipeline.lua" }
+    assert.equal(1, code)
+    has(err, "--stage=input: the script compiled no kernel")
+  end)
 end)
 -- }===================================================================
+
+describe("the stages of k:compile", function()
+  it("say changed only for the passes that changed something", function()
+    local k = build("plain", { { "g", P(tl.i32) } }, function(k, p) p.g:store(tl.thread_id()) end)
+    compile(k)
+    local changed = {}
+    for _, s in ipairs(tl.last_stages) do changed[s.name] = changed[s.name] or s.changed end
+    assert.is_false(changed["lower-tile-scheduler"])
+    assert.is_false(changed["convert-cutlass-to-nvvm"])
+    assert.is_true(changed["convert-tile-to-nvvm"])
+  end)
+end)
+
+describe("line info", function()
+  it("writes .file and a .loc of the script line before each line's instructions", function()
+    local line_store
+    local k = build("lines", { { "g", P(tl.i32) } }, function(k, p)
+      local t = tl.thread_id()
+      line_store = debug.getinfo(1, "l").currentline + 1
+      p.g:store(t * 3)
+    end)
+    local ptx = compile(k)
+    assert.matches('%.file 1 "[^"]*ptx_spec%.lua"', ptx)
+    assert.matches("%.loc 1 " .. line_store .. " 0\n\tmov%.b32 %%r%d+, 0x3;\n\tmul%.lo%.s32", ptx)
+    assert.is_nil(ptx:find("%.loc[^\n]*\n\t%.loc"), "a .loc that covers no instruction")
+  end)
+
+  it("maps ptxas errors back to the script line", function()
+    local bad_line
+    local k = build("ptxas_err", { { "g", P(tl.i32) } }, function(k, p)
+      bad_line = debug.getinfo(1, "l").currentline + 1
+      tl.inline_ptx("bogus.op $0;", { tl.thread_id() }, {})
+    end)
+    local ptx = k:compile()
+    local ok, log = tl.ptxas(ptx)
+    if ok == nil then pending("ptxas not found: " .. log) end
+    assert.is_false(ok)
+    assert.matches("ptx_spec%.lua:" .. bad_line .. ": ptxas %(PTX line %d+%): error", log)
+    assert.is_nil(log:find("/tmp/", 1, true))
+  end)
+end)
 
 describe("ptxas", function()
   it("assembles every PTX this spec emitted for sm_90a", function()

@@ -136,6 +136,33 @@ describe("tl.sched.persistent", function()
     end
   end)
 
+  it("folds Lua integers with the reference's own arithmetic (core.sched_stage)", function()
+    for _, c in ipairs { { m = 13, n = 7, sw = 3, cl = 2, cm = true }, { m = 5, n = 9, sw = 8, cl = 1, cm = false }, { m = 4, n = 3, sw = 40, cl = 1, cm = true } } do
+      local plan = core.sched_plan { kind = "static_persistent", tiles_m = c.m, tiles_n = c.n, cluster_m = c.cl,
+        swizzle = c.sw, column_major = c.cm, workers = 3 }
+      local r = core.sched_stage("raster", nil, c.m, c.n, 1, c.cl, 1, c.sw, c.cm)
+      assert.equal(plan:info().tiles, r.total)
+      for t = 0, r.total + 3 do
+        local m, n = core.sched_stage("tl_coord", nil, r, c.sw, t)
+        local rm, rn = plan:tl_coord(t)
+        assert.same({ rm, rn }, { m, n })
+        assert.equal(t < r.total, core.sched_stage("valid", nil, r, t))
+      end
+    end
+    assert.same({ 9, 1 }, { core.sched_stage("tl_next", nil, 4, 5, 0) })
+    tl.new_module()
+    local k = tl.kernel("v", { params = { { "t", tl.i32 } }, block = 32 })
+    k:define(function(k, p)
+      local r = core.sched_stage("raster", nil, 4, 4, 1, 1, 1, 1, true)
+      local ok, err = pcall(core.sched_stage, "unpack", nil, r, p.t)
+      assert.is_false(ok)
+      assert.matches("built outside of a kernel", err)
+      ok, err = pcall(core.sched_stage, "unpack", tl.insertion_point(), r, -1)
+      assert.is_false(ok)
+      assert.matches("not a 32%-bit unsigned integer", err)
+    end)
+  end)
+
   -- Seed 003's stateless loop: for w < waves: (m, n) = coord(workers * w + worker), kept when
   -- in bounds. Past the end TileLang decodes out of range (no wrap into a batch), so the
   -- loop must yield exactly the stateful schedule of that worker.

@@ -47,7 +47,7 @@ endif()
 # }===
 
 # {=== IR fixtures: valid ones round-trip through `tilua opt`, invalid ones carry
-# their expected diagnostics (--verify-diagnostics)
+# their expected diagnostics (--verify-diagnostics), pass fixtures their CHECK lines
 file(GLOB TILUA_VALID_FIXTURES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/fixtures/valid/*.tir)
 foreach(f ${TILUA_VALID_FIXTURES})
   get_filename_component(name ${f} NAME_WE)
@@ -62,6 +62,14 @@ foreach(f ${TILUA_INVALID_FIXTURES})
   add_test(NAME fixture.invalid.${name}
     COMMAND tilua_exe opt --split-input-file --verify-diagnostics ${f})
   set_tests_properties(fixture.invalid.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+endforeach()
+# Pass fixtures: one input -> output fixture per pass, each carrying its options
+# (// RUN:) and expectations (// CHECK: ...), run by `tilua opt --check`.
+file(GLOB TILUA_PASS_FIXTURES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/fixtures/passes/*.tir)
+foreach(f ${TILUA_PASS_FIXTURES})
+  get_filename_component(name ${f} NAME_WE)
+  add_test(NAME fixture.pass.${name} COMMAND tilua_exe opt --check ${f})
+  set_tests_properties(fixture.pass.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
 endforeach()
 # }===
 

@@ -35,7 +35,8 @@ static const char usage_text[] =
     "  -v        show version information\n"
     "  -E        ignore environment variables (LUA_PATH, LUA_CPATH, TILUA_SOURCE_DIR)\n"
     "  --emit=ir|ptx  the script's first compile (k:compile, tl.compile) prints the final\n"
-    "                 IR or the PTX and exits 0 without launching (also after the script)\n"
+    "                 IR or the PTX and exits 0 without launching (also after the script);\n"
+    "                 a script that compiles nothing is an error\n"
     "  --stage=NAME   likewise, printing the IR after pass NAME (or 'input', or a number)\n"
     "  --debug-hangs  compile kernels so that an mbarrier wait gives up after 1 s and\n"
     "                 says which barrier, phase and warp; barrier waits are recorded\n"
@@ -75,8 +76,33 @@ static void l_message(const char *msg) {
   fflush(stderr);
 }
 
+/* The exit code a script asked for with tl.stop (-1: none). */
+static int stop_code = -1;
+
+/* Is the error object at idx a stop ({exit_code = n, message = s}, tl.stop)? */
+static int is_stop(lua_State *L, int idx) {
+  if (!lua_istable(L, idx)) return 0;
+  int isint = lua_getfield(L, idx, "exit_code") == LUA_TNUMBER && lua_isinteger(L, -1);
+  lua_pop(L, 1);
+  return isint;
+}
+
+/* A stop ends the program with its code, its message on stdout. */
+static void take_stop(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_getfield(L, idx, "exit_code");
+  stop_code = (int)lua_tointeger(L, -1);
+  lua_getfield(L, idx, "message");
+  if (lua_isstring(L, -1)) printf("%s\n", lua_tostring(L, -1));
+  fflush(stdout);
+  lua_pop(L, 2);
+}
+
 static int report(lua_State *L, int status) {
-  if (status != LUA_OK) {
+  if (status != LUA_OK && is_stop(L, -1)) {
+    take_stop(L, -1);
+    lua_pop(L, 1);
+  } else if (status != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
     if (!msg) msg = "(error object is not a string)";
     l_message(msg);
@@ -88,6 +114,7 @@ static int report(lua_State *L, int status) {
 /* Message handler: adds a traceback, except for errors raised by the tilua
 ** library at the user's line, whose message already says where. */
 static int msghandler(lua_State *L) {
+  if (is_stop(L, 1)) return 1; /* as it is: report() reads its code */
   const char *msg = lua_tostring(L, 1);
   if (msg == NULL) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
@@ -254,29 +281,49 @@ static int run_module_function(lua_State *L, const char *module, const char *fn,
 #define has_E 16
 #define has_help 32
 
-/* --emit=..., --stage=... and --debug-hangs: options of the scripts' compile
-** calls (tl.options). */
+/* tilua.cli.<fn>(the nargs values on top of the stack, which it pops); false
+** after reporting an error. */
+static int call_cli(lua_State *L, const char *fn, int nargs) {
+  int base = lua_gettop(L) - nargs; /* the arguments: base + 1 .. top */
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tilua.cli");
+  int status = docall(L, 1, 1);
+  if (status == LUA_OK) {
+    lua_getfield(L, -1, fn);
+    lua_remove(L, -2);
+    lua_insert(L, base + 1); /* the function below its arguments */
+    status = docall(L, nargs, 0);
+  }
+  report(L, status);
+  lua_settop(L, base);
+  return status == LUA_OK;
+}
+
+/* --emit=..., --stage=... and --debug-hangs: the host's options of the
+** scripts' compiles, before the script or among its arguments. */
 static int is_tl_option(const char *a) {
   return strncmp(a, "--emit=", 7) == 0 || strncmp(a, "--stage=", 8) == 0 ||
          strcmp(a, "--debug-hangs") == 0;
 }
 
-/* Copy the host's --emit / --stage / --debug-hangs (before the script) into
-** require("tilua").options. */
-static void set_tl_options(lua_State *L, char **argv, int script) {
-  int top = lua_gettop(L);
-  for (int i = 1; i < script && argv[i] != NULL; i++) {
+/* Hand them to tilua.cli.script_options{emit =, stage =, debug_hangs =}, which
+** sets tl.options (debug_hangs, and the stage hook that prints what --emit and
+** --stage ask for and exits). The script's own arguments keep them. */
+static int set_script_options(lua_State *L, char **argv) {
+  lua_createtable(L, 0, 3);
+  for (int i = 1; argv[i] != NULL; i++) {
     if (!is_tl_option(argv[i])) continue;
-    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    if (lua_getfield(L, -1, "tilua") == LUA_TTABLE && lua_getfield(L, -1, "options") == LUA_TTABLE) {
-      const char *eq = strchr(argv[i], '=');
-      if (eq) lua_pushstring(L, eq + 1);
-      else lua_pushboolean(L, 1);
-      lua_setfield(L, -2, argv[i][2] == 'e' ? "emit" : argv[i][2] == 's' ? "stage" : "debug_hangs");
-    }
-    lua_settop(L, top);
+    const char *eq = strchr(argv[i], '=');
+    if (eq) lua_pushstring(L, eq + 1);
+    else lua_pushboolean(L, 1);
+    lua_setfield(L, -2, argv[i][2] == 'e' ? "emit" : argv[i][2] == 's' ? "stage" : "debug_hangs");
   }
+  return call_cli(L, "script_options", 1);
 }
+
+/* After the script: tilua.cli.script_done() reports an --emit or --stage
+** that no compile answered. */
+static int script_done(lua_State *L) { return call_cli(L, "script_done", 0); }
 
 /* Traverse options; returns the bitmask and sets *first to the script index. */
 static int collectargs(char **argv, int *first) {
@@ -394,9 +441,12 @@ static int pmain(lua_State *L) {
     lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
   }
   createargtable(L, argv, argc, script);
-  set_tl_options(L, argv, script);
+  if (!set_script_options(L, argv)) return 0;
   if (!runargs(L, argv, script)) return 0;
-  if (script > 0 && argv[script] != NULL && handle_script(L, argv + script) != LUA_OK) return 0;
+  if (script > 0 && argv[script] != NULL) {
+    if (handle_script(L, argv + script) != LUA_OK) return 0;
+    if (!script_done(L)) return 0;
+  }
   if (args & has_i) {
     if (doREPL(L) != 0) return 0;
   } else if (script < 1 || argv[script] == NULL) {
@@ -425,6 +475,7 @@ int main(int argc, char **argv) {
   int result = lua_toboolean(L, -1);
   report(L, status);
   lua_close(L);
+  if (stop_code >= 0) return stop_code;
   if (status != LUA_OK || !result) return EXIT_FAILURE;
   return ma.exit_code;
 }

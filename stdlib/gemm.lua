@@ -353,7 +353,7 @@ function M.attach(tl)
                              workspace_bytes = c.schedule == "streamk" and M.workspace_bytes(c) or 0 }, M.Gemm)
     local saved = tl.module() -- each GEMM is a module of its own
     tl.new_module()
-    g.kernel = build_kernel(c)
+    g.kernel = tl.at_caller(build_kernel, c) -- every op at the user's line
     tl.set_module(saved)
     return g
   end

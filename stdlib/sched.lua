@@ -1,7 +1,9 @@
 -- stdlib/sched.lua: TileLang's PersistentTileScheduler (seed 003) as IR
--- arithmetic, mirroring the reference in src/sched (sched_tl_*) operation for
--- operation: 32-bit unsigned integer math, compile-time choices (traversal
--- order, clustering) made here in Lua, runtime work in the IR.
+-- arithmetic. The arithmetic is the reference's own (src/sched/worker.c, the
+-- same code the host and lower-tile-scheduler run), reached through
+-- core.sched_stage: Lua integers are folded at build time, IR values become
+-- 32-bit unsigned arith at the insertion point. The compile-time choices
+-- (traversal order, clustering) and the loop structure are made here.
 --
 --   local s = tl.sched.persistent{ m_tiles = M, n_tiles = N, workers = W,
 --                                  swizzle = 8, column_major = true, cluster = 2 }
@@ -41,29 +43,8 @@ function M.attach(tl)
     return v
   end
 
-  -- Lua-or-IR arithmetic: folds when both sides are Lua integers (u32 wrap).
-  local function c32(v) return is_value(v) and v or tl.const(v, tl.i32) end
-  local function add(a, b)
-    if not is_value(a) and not is_value(b) then return (a + b) & 0xffffffff end
-    return c32(a) + b
-  end
-  local function mul(a, b)
-    if not is_value(a) and not is_value(b) then return (a * b) & 0xffffffff end
-    return c32(a) * b
-  end
-  local function divu(a, b)
-    if not is_value(a) and not is_value(b) then return a // b end
-    return tl.divu(c32(a), b)
-  end
-  local function sub(a, b)
-    if not is_value(a) and not is_value(b) then return (a - b) & 0xffffffff end
-    return c32(a) - b
-  end
-  local function minu(a, b)
-    if not is_value(a) and not is_value(b) then return math.min(a, b) end
-    return tl.minu(c32(a), b)
-  end
-  local function ceil_div(a, b) return divu(add(a, b - 1), b) end
+  -- worker.c's arithmetic at the current insertion point (core.sched_stage).
+  local function stage(what, ...) return tl.core.sched_stage(what, tl.insertion_point(), ...) end
 
   -- tl.sched.persistent{ m_tiles, n_tiles [, workers] [, swizzle = 1] [, column_major = true]
   --                      [, cluster = 1] [, stateful = true] }
@@ -83,40 +64,28 @@ function M.attach(tl)
     local column_major = opts.column_major ~= false
     local s = setmetatable({ cluster = cluster, column_major = column_major,
                              stateful = opts.stateful ~= false, workers = workers }, Persistent)
-    -- Compile-time shape of the decode (sched_tl_make). The swizzle is not
-    -- clamped (TileLang's coord takes it as given), so fast * swizzle must fit int32.
-    s.grid_m = ceil_div(m_tiles, cluster)
-    s.grid_n = n_tiles
-    s.fast = column_major and s.grid_m or s.grid_n
-    s.slow = column_major and s.grid_n or s.grid_m
-    s.swizzle = swizzle
-    if not is_value(s.fast) and s.fast * swizzle > 0x7fffffff then
+    -- The shape of the decode (sched_tl_make's arithmetic): one cluster row of
+    -- `cluster` tiles. The swizzle is not clamped (TileLang's coord takes it as
+    -- given), so fast * swizzle must fit int32.
+    s.raster = stage("raster", m_tiles, n_tiles, 1, cluster, 1, swizzle, column_major)
+    s.swizzle, s.total = swizzle, s.raster.total
+    if not is_value(s.raster.fast) and s.raster.fast * swizzle > 0x7fffffff then
       raise("persistent: swizzle too large: the fast extent times the swizzle overflows int32")
     end
-    s.total = mul(s.grid_m, s.grid_n)
     return s
   end
 
   -- The stateless decode: tile_id -> m_idx (cluster row), n_idx. TileLang's
-  -- coord, mirrored by sched_tl_coord: one batch, no wrap, so an id at or past
-  -- the number of tiles decodes to an out-of-range coordinate.
+  -- coord (sched_tl_coord): one batch, no wrap, so an id at or past the number
+  -- of tiles decodes to an out-of-range coordinate.
   function Persistent:coord(tile_id)
-    tile_id = c32(u32(tile_id, "tile_id"))
-    local panel_size = mul(self.fast, self.swizzle)
-    local group = divu(tile_id, panel_size)
-    local base = mul(group, self.swizzle)
-    -- width = base < slow ? min(swizzle, slow - base) : 1
-    local width = tl.select(c32(base):ult(self.slow), minu(self.swizzle, sub(self.slow, base)), 1)
-    local inside = tile_id - mul(group, panel_size)
-    local f = tl.divu(inside, width)
-    local sl = add(base, tl.remu(inside, width))
-    if self.column_major then return f, c32(sl) end
-    return c32(sl), f
+    local m, n = stage("tl_coord", self.raster, self.swizzle, u32(tile_id, "tile_id"))
+    return m, n
   end
 
   -- bx = m_idx * cluster + rank
   function Persistent:block_m(rank, m_idx)
-    return add(mul(m_idx or self.m_idx, self.cluster), rank)
+    return stage("block_m", u32(m_idx or self.m_idx, "m_idx"), self.cluster, u32(rank, "rank"))
   end
 
   local function need_state(s, what)
@@ -130,7 +99,8 @@ function M.attach(tl)
   -- State: linear_idx = worker, current_iter = 0.
   function Persistent:init(worker)
     need_state(self, "init")
-    self.linear_idx = c32(u32(worker, "worker"))
+    local w = u32(worker, "worker")
+    self.linear_idx = is_value(w) and w or tl.const(w, tl.i32)
     self.current_iter = tl.const(0, tl.i32)
     decode(self)
   end
@@ -138,13 +108,12 @@ function M.attach(tl)
   function Persistent:valid()
     need_state(self, "valid")
     if not self.linear_idx then raise("persistent: call init(worker) first") end
-    return self.linear_idx:ult(self.total)
+    return stage("valid", self.raster, self.linear_idx)
   end
 
   function Persistent:next_tile()
     need_state(self, "next_tile")
-    self.current_iter = self.current_iter + 1
-    self.linear_idx = add(self.linear_idx, self.workers)
+    self.linear_idx, self.current_iter = stage("tl_next", self.workers, self.linear_idx, self.current_iter)
     decode(self)
   end
 
@@ -153,7 +122,7 @@ function M.attach(tl)
     need_state(self, "loop")
     if not self.linear_idx then raise("persistent: call init(worker) first") end
     local lin, it = tl.while_({ self.linear_idx, self.current_iter }, function(l, i)
-      return l:ult(self.total), l, i
+      return stage("valid", self.raster, l), l, i
     end, function(l, i)
       self.linear_idx, self.current_iter = l, i
       decode(self)

@@ -6,7 +6,8 @@
 --
 -- that `loadfile("examples/x.lua")("--library")` returns; run as a script, the
 -- example calls check.main(example, cases or fn() -> cases), which prepares it, stops with
--- "SKIP: no GPU" where there is none, runs each case and exits 1 on a failure.
+-- "SKIP: no GPU" where there is none, runs each case and raises when one fails
+-- (the host exits 1).
 -- A case o: { seed = n, grid = CTAs (nil: the example's own), small = bool }.
 -- TILUA_SEED fixes the seed of a script run; TILUA_SMALL=1 makes its problems
 -- small (tools/gpu sanitize runs the examples under compute-sanitizer so).
@@ -47,7 +48,7 @@ function M.main(ex, cases)
     print(("%s: %s %s"):format(ex.name, ok and "OK," or "FAILED,", summary))
     if not ok then bad = bad + 1 end
   end
-  if bad > 0 then os.exit(1) end
+  if bad > 0 then error(("%s: %d of %d cases failed"):format(ex.name, bad, #(cases or { {} })), 0) end
 end
 
 -- Compile kernel k (honouring --emit and --stage), say how big its PTX and its

@@ -8,6 +8,7 @@
 local core = require "tilua.core"
 local parser = require "tilua.parser"
 local diff = require "tilua.diff"
+local filecheck = require "tilua.filecheck"
 
 local M = {}
 
@@ -61,6 +62,10 @@ Exits 1 with the diagnostics (file:line:col, the line and a caret) on failure.
   --verify-diagnostics     check the diagnostics against comments
                            '// expected-error@+N {{text}}' (also -warning, -note);
                            exit 0 when every expected diagnostic, and no other, appears
+  --check                  a pass fixture: add the options of its '// RUN:' lines and
+                           check each case's result against its '// CHECK:',
+                           'CHECK-NEXT:', 'CHECK-SAME:' and 'CHECK-NOT:' lines
+                           (docs/testing.md); prints the failures, not the IR
   --list-passes            list the passes and named pipelines
   -h, --help               show this help
 ]]
@@ -122,6 +127,7 @@ local function parse_opt_args(args)
     elseif a == "-o" then o.output = val()
     elseif a == "--split-input-file" then o.split = true
     elseif a == "--verify-diagnostics" then o.verify_diagnostics = true
+    elseif a == "--check" then o.check = true
     elseif a == "--list-passes" then o.list_passes = true
     elseif a:sub(1, 1) == "-" and a ~= "-" then error({ usage = ("unknown option '%s'"):format(a) })
     elseif o.file then error({ usage = ("more than one input file ('%s' and '%s')"):format(o.file, a) })
@@ -259,10 +265,6 @@ function M.opt(args)
   if o.help then io.stdout:write(opt_usage) return 0 end
   if o.list_passes then list_passes(io.stdout) return 0 end
   if not o.file then io.stderr:write("tilua opt: no input file\n", opt_usage) return 1 end
-  for _, spec in ipairs(o.passes) do
-    local names, err = core.pipeline_parse(spec)
-    if not names then io.stderr:write("tilua opt: ", err, "\n") return 1 end
-  end
   local text
   if o.file == "-" then text = io.read "a"
   else
@@ -270,6 +272,21 @@ function M.opt(args)
     if not f then io.stderr:write("tilua opt: cannot open ", err, "\n") return 1 end
     text = f:read "a"
     f:close()
+  end
+  if o.check then
+    local ok3, run = pcall(parse_opt_args, filecheck.run_options(text))
+    if not ok3 or run.file then
+      io.stderr:write(("tilua opt: %s: bad RUN line: %s\n"):format(o.file, run.file and "it names a file" or run.usage or run))
+      return 1
+    end
+    for k, v in pairs(run) do
+      if k == "passes" then table.move(v, 1, #v, #o.passes + 1, o.passes)
+      elseif k ~= "print_after" and o[k] == nil then o[k] = v end
+    end
+  end
+  for _, spec in ipairs(o.passes) do
+    local names, err = core.pipeline_parse(spec)
+    if not names then io.stderr:write("tilua opt: ", err, "\n") return 1 end
   end
   local file = o.file == "-" and "<stdin>" or o.file
   local out = io.stdout
@@ -279,7 +296,7 @@ function M.opt(args)
     out = f
   end
   local status = 0
-  local results = {}
+  local results, checked = {}, 0
   for ci, case in ipairs(split_cases(text, o.split)) do
     -- every case gets a fresh context, so one case's IR cannot leak into another's
     local ctx = core.context()
@@ -294,11 +311,24 @@ function M.opt(args)
       end
       if not ok2 then status = 1 end
     end
-    if ok2 and m and not o.verify_diagnostics then
+    if ok2 and m and o.check and not o.verify_diagnostics then
+      local ok4, problems = pcall(function()
+        local directives = filecheck.directives(case.text, case.first)
+        checked = checked + #directives
+        return filecheck.check(m:print { locations = o.locations }, directives, file)
+      end)
+      if not ok4 then problems = { ("%s:%d: %s"):format(file, problems.line or 0, problems.message or tostring(problems)) } end
+      for _, p in ipairs(problems) do io.stderr:write(p, "\n") end
+      if #problems > 0 then status = 1 end
+    elseif ok2 and m and not o.verify_diagnostics then
       results[#results + 1] = m:print { locations = o.locations }
     end
     ctx:close()
     if ci > 1 and not o.split then break end
+  end
+  if o.check and not o.verify_diagnostics and checked == 0 then
+    io.stderr:write(("tilua opt: %s: --check found no CHECK lines\n"):format(file))
+    status = 1
   end
   if #results > 0 then out:write(table.concat(results, "// -----\n")) end
   if out ~= io.stdout then out:close() end
@@ -426,6 +456,55 @@ function M.sched(args)
   end
   io.stdout:write(res)
   return 0
+end
+
+-- }=====================================================================
+
+-- {=====================================================================
+-- A script's compiles: --emit, --stage, --debug-hangs (src/main.c)
+-- ======================================================================
+
+-- The text --emit / --stage ask for from a compile's stages (ptx: k:compile's).
+local function emitted(tl, o, stages, module, ptx)
+  if o.stage then
+    for i = #stages, 1, -1 do
+      if stages[i].name == o.stage or tostring(stages[i].index) == o.stage then return stages[i].ir end
+    end
+    local names = {}
+    for _, st in ipairs(stages) do names[#names + 1] = st.name end
+    tl.raise(("--stage=%s: no such stage (stages: %s)"):format(o.stage, table.concat(names, ", ")))
+  end
+  if o.emit == "ptx" then return ptx or tl.emit_ptx(module) end
+  for i = #stages, 1, -1 do
+    if stages[i].name ~= "emit-ptx" then return stages[i].ir end
+  end
+end
+
+-- The host's options of a script's compiles ({emit =, stage =, debug_hangs =}
+-- from its command line): tl.options.debug_hangs, and with --emit or --stage a
+-- stage hook that prints what they ask for from the first compile and ends the
+-- program (the host's to end: the library never exits).
+function M.script_options(o)
+  local tl = require "tilua"
+  if o.emit and o.emit ~= "ir" and o.emit ~= "ptx" then error(("--emit=%s: expected ir or ptx"):format(o.emit), 0) end
+  if o.debug_hangs then tl.options.debug_hangs = true end
+  if not o.emit and not o.stage then return end
+  -- --stage and --emit=ir print the IR of a stage: have it kept
+  tl.options.stage_hook_ir = o.stage ~= nil or o.emit == "ir"
+  tl.options.stage_hook = function(stages, module, ptx)
+    io.stdout:write(emitted(tl, o, stages, module, ptx))
+    io.stdout:flush()
+    os.exit(0, true)
+  end
+  M.asked = o.stage and ("--stage=" .. o.stage) or ("--emit=" .. o.emit)
+end
+
+-- After the script: --emit / --stage asked for a compile that never came (the
+-- hook ends the program when one does). An error, not silence and exit 0.
+function M.script_done()
+  if M.asked then
+    error(("%s: the script compiled no kernel (nothing called k:compile, k:launch or tl.compile), so there is nothing to print"):format(M.asked), 0)
+  end
 end
 
 -- }=====================================================================

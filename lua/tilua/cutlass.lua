@@ -59,15 +59,21 @@ function M.attach(tl, Kernel)
 
   local function mask_of(first, count) return ((1 << count) - 1) << first end
 
+  -- A class cut[name] (its own __index), inheriting base's methods when given.
+  local function class(name, base)
+    local c = setmetatable({}, base and { __index = base })
+    c.__index = c
+    cut[name] = c
+    return c
+  end
+
   -- }===================================================================
 
   -- {===================================================================
   -- Executors: warp masks and cutlass.async.exec
   -- ====================================================================
 
-  local Executor = {}
-  Executor.__index = Executor
-  cut.Executor = Executor
+  local Executor = class "Executor"
 
   -- A warp mask from an executor, a number (the mask) or {first, count}.
   local function warp_mask(x, what)
@@ -188,12 +194,7 @@ function M.attach(tl, Kernel)
   -- Pipelines
   -- ====================================================================
 
-  local Pipeline = {}
-  Pipeline.__index = Pipeline
-  cut.Pipeline = Pipeline
-  local State = setmetatable({}, { __index = Cursor })
-  State.__index = State
-  cut.State = State
+  local Pipeline, State = class "Pipeline", class("State", Cursor)
 
   -- Participant masks: lists of executors / masks, or counts that split the
   -- block's warps into equal contiguous groups, producers first.
@@ -302,12 +303,7 @@ function M.attach(tl, Kernel)
   -- Sequence barriers
   -- ====================================================================
 
-  local SeqBar = {}
-  SeqBar.__index = SeqBar
-  cut.SeqBar = SeqBar
-  local SeqState = setmetatable({}, { __index = Cursor })
-  SeqState.__index = SeqState
-  cut.SeqState = SeqState
+  local SeqBar, SeqState = class "SeqBar", class("SeqState", Cursor)
 
   -- k:seq_bar{ depth = 2, arrive_count = 128, barrier_id_base = }
   function Kernel:seq_bar(o)
@@ -432,12 +428,7 @@ function M.attach(tl, Kernel)
   -- Tile schedulers
   -- ====================================================================
 
-  local Scheduler = {}
-  Scheduler.__index = Scheduler
-  cut.Scheduler = Scheduler
-  local WorkTile = setmetatable({}, { __index = Cursor })
-  WorkTile.__index = WorkTile
-  cut.WorkTile = WorkTile
+  local Scheduler, WorkTile = class "Scheduler", class("WorkTile", Cursor)
 
   -- The ops of each scheduler kind (the kinds of core.enums().sched_kind).
   local sched_ops = {

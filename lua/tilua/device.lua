@@ -97,12 +97,12 @@ function M.attach(tl)
 
   function D.available() return core.device_available() end
   function D.error() return core.device_error() end
-  -- Stop a GPU script cleanly where there is no GPU: print "SKIP: no GPU (why)" and
-  -- exit with TILUA_NO_GPU_EXIT (77 under ctest, which reports it as skipped; else 0).
+  -- Stop a GPU script cleanly where there is no GPU: "SKIP: no GPU (why)" and
+  -- exit code TILUA_NO_GPU_EXIT (77 under ctest, which reports it as skipped;
+  -- else 0), through tl.stop: the host prints and exits.
   function D.require()
     if core.device_available() then return end
-    print("SKIP: no GPU (" .. core.device_error() .. ")")
-    os.exit(tonumber(os.getenv "TILUA_NO_GPU_EXIT") or 0)
+    tl.stop(tonumber(os.getenv "TILUA_NO_GPU_EXIT") or 0, "SKIP: no GPU (" .. core.device_error() .. ")")
   end
   function D.info() return core.device_info() end
   function D.sm_count() return core.device_info().sm_count end

@@ -29,6 +29,15 @@ function tl.raise(msg)
 end
 local raise = tl.raise
 
+-- tl.stop(code [, message]): end the script with an exit code. The library
+-- never exits the process itself: this raises a stop that the host handles
+-- (`tilua` prints the message and exits with the code; an embedding host gets
+-- an error whose `exit_code` and `message` say what was asked).
+local Stop = { __tostring = function(s) return s.message or ("stop " .. s.exit_code) end }
+function tl.stop(code, message)
+  error(setmetatable({ exit_code = code, message = message }, Stop), 0)
+end
+
 local function is_value(x) return getmetatable(x) == Value end
 tl.is_value = is_value
 
@@ -63,7 +72,14 @@ function tl.type(name, params) return core.type_dialect(name, params) end
 local function kind(t) return t:kind() end
 local function is_int(t) local k = kind(t) return k == "int" or k == "index" end
 local function is_float(t) return kind(t) == "float" end
-tl.is_int_type, tl.is_float_type = is_int, is_float
+-- A packed pair vector<2 x f16|bf16>: add, sub, mul, fma, min, max and neg work on
+-- both halves at once (add.rn.bf16x2 ...).
+local function is_pair(t)
+  if kind(t) ~= "vector" then return false end
+  local i = t:info()
+  return #i.shape == 1 and i.shape[1] == 2 and (i.elem == tl.f16 or i.elem == tl.bf16)
+end
+tl.is_int_type, tl.is_float_type, tl.is_packed_pair = is_int, is_float, is_pair
 
 -- }=====================================================================
 
@@ -91,6 +107,19 @@ function tl.op(name, operands, results, attrs, nregions)
   if not ip then raise(("'%s' built outside of a kernel or region"):format(name)) end
   return core.op_create(tl.context(), name, operands, results, attrs, nregions,
                         ip.block, ip.before, nil, true)
+end
+
+-- tl.at_caller(fn, ...): run fn(...) (a library routine that builds IR) with
+-- every op it builds located at the user's line that called it, found once
+-- (not by a walk of the stack for each op); returns fn's results.
+function tl.at_caller(fn, ...)
+  local file, line = core.user_location()
+  if not file then return fn(...) end
+  local before = core.pin_location(file, line)
+  local r = table.pack(pcall(fn, ...))
+  core.pin_location(before)
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
 end
 
 -- The single result of an op created with tl.op.
@@ -127,14 +156,17 @@ local function coerce(a, b, what)
   local va, vb = is_value(a), is_value(b)
   if va and vb then
     if a:type() ~= b:type() then
-      raise(("%s: operand types differ: %s and %s (convert one with :cast)"):format(what, tostring(a:type()), tostring(b:type())))
+      local hint = (a:type() == tl.index or b:type() == tl.index)
+        and "; a tl.for_range whose bounds are all Lua numbers counts in index: give it an i32 bound (tl.const(0)) to count in i32"
+        or ""
+      raise(("%s: operand types differ: %s and %s (convert one with :cast)%s"):format(what, tostring(a:type()), tostring(b:type()), hint))
     end
   elseif va then
     if type(b) ~= "number" then raise(("%s: cannot combine %s with a %s"):format(what, tostring(a:type()), typename(b))) end
-    b = tl.const(b, a:type())
+    b = is_pair(a:type()) and tl.splat(tl.const(b, a:type():info().elem), 2) or tl.const(b, a:type())
   elseif vb then
     if type(a) ~= "number" then raise(("%s: cannot combine a %s with %s"):format(what, typename(a), tostring(b:type()))) end
-    a = tl.const(a, b:type())
+    a = is_pair(b:type()) and tl.splat(tl.const(a, b:type():info().elem), 2) or tl.const(a, b:type())
   else
     raise(what .. ": no IR value among the operands")
   end
@@ -146,7 +178,7 @@ local function binary(iop, fop, sym)
   return function(a, b)
     a, b = coerce(a, b, "'" .. sym .. "'")
     local t = a:type()
-    local name = is_int(t) and iop or is_float(t) and fop
+    local name = is_int(t) and iop or (is_float(t) or is_pair(t) and fop ~= "arith.divf") and fop
     if not name then raise(("'%s' is not defined on %s"):format(sym, tostring(t))) end
     return tl.op1(name, { a, b }, t)
   end
@@ -169,7 +201,7 @@ Value.__shl = binary("arith.shli", nil, "<<")
 Value.__shr = binary("arith.shrui", nil, ">>") -- logical, as in Lua; tl.shrs is arithmetic
 Value.__unm = function(a)
   local t = a:type()
-  if is_float(t) then return tl.op1("arith.negf", { a }, t) end
+  if is_float(t) or is_pair(t) then return tl.op1("arith.negf", { a }, t) end
   return tl.const(0, t) - a
 end
 Value.__bnot = function(a) return a ~ -1 end
@@ -178,6 +210,13 @@ local function no_compare()
 end
 Value.__lt, Value.__le = no_compare, no_compare
 Value.__concat = function() raise("'..' is not defined on IR values") end
+-- The trap of a line starting with '(' after a line ending in ')': Lua reads
+-- `f(x)\n(p + t):store(v)` as `f(x)(p + t)`, a call of the value f returned.
+Value.__call = function()
+  raise("attempt to call an IR value: a line that starts with '(' continues the line before it " ..
+        "(Lua reads `f(x)` newline `(p + t):store(v)` as `f(x)(p + t)`); put a ';' before the '(' " ..
+        "or write tl.store(p + t, v)")
+end
 Value.__len = function() raise("'#' is not defined on IR values") end
 
 tl.divu = binary("arith.divui", nil, "divu")
@@ -190,7 +229,7 @@ tl.maxu = binary("arith.maxui", nil, "maxu")
 function tl.fma(a, b, c)
   a, b = coerce(a, b, "fma")
   a, c = coerce(a, c, "fma")
-  if not is_float(a:type()) then raise("fma takes floats") end
+  if not is_float(a:type()) and not is_pair(a:type()) then raise("fma takes floats or packed pairs (vector<2 x f16|bf16>)") end
   return tl.op1("arith.fma", { a, b, c }, a:type())
 end
 
@@ -546,8 +585,11 @@ end
 require("tilua.stdlib.sched").attach(tl)
 require("tilua.cutlass").attach(tl, Kernel)
 
-require("tilua.gpu").attach(tl) -- authoring ops of real kernels, PTX, launches, tl.device
+require("tilua.tile").attach(tl) -- the authoring ops of real kernels (tile dialect)
+require("tilua.compile").attach(tl) -- PTX, ptxas, k:compile, --emit / --stage
+require("tilua.launch").attach(tl) -- k:launch, tl.device
 require("tilua.tensor").attach(tl) -- tensor cores and TMA
+require("tilua.warp").attach(tl) -- warp-wide exchange, mma.sync, approximate math, inline PTX
 require("tilua.stdlib.gemm").attach(tl) -- the Hopper GEMM generator (tl.gemm)
 require("tilua.stdlib.autotune").attach(tl) -- tl.autotune
 

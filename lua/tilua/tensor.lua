@@ -1,5 +1,5 @@
 -- tilua.tensor: Hopper tensor cores and TMA (docs/tensor.md). init.lua
--- attaches it after tilua.gpu: require("tilua.tensor").attach(tl).
+-- attaches it after tilua.launch: require("tilua.tensor").attach(tl).
 --
 --   tensor maps  tl.tensor_map_type(elem, box [, swizzle]) (a kernel parameter type),
 --                tl.device.tensor_map{buffer, shape, box, ...} (the host side)
@@ -10,7 +10,7 @@
 --                tl.wgmma_fence(), tl.wgmma_commit(), tl.wgmma_wait(n),
 --                tl.wgmma_fragment(thread) (element -> row, column)
 --   registers    tl.setmaxnreg(count, "inc"|"dec"), tl.stmatrix, tl.ldmatrix,
---                tl.splat(x, n), tl.zeros(elem, n), tl.pack(lo, hi, elem)
+--                tl.splat(x, n), tl.zeros(elem, n), tl.pack(lo, hi, elem), tl.unpack_fp8(v, fmt)
 --
 -- Coordinates, shapes and boxes list dimensions outermost first, like memref
 -- shapes; the lowering puts them in PTX's innermost-first order.
@@ -92,7 +92,7 @@ function M.attach(tl)
     return core.tensor_map(d)
   end
 
-  -- The launch argument for a tensor map parameter of type t (gpu.lua calls it).
+  -- The launch argument for a tensor map parameter of type t (launch.lua calls it).
   function tl.tensor_map_arg(p, v)
     local want = map_info(p.type)
     local ok, got = pcall(function() return v:info() end)
@@ -239,9 +239,17 @@ function M.attach(tl)
     return tl.op1("tile.splat", { x }, tl.vector(x:type(), n))
   end
   function tl.zeros(elem, n) return tl.splat(tl.const(0, elem), n) end
-  -- tl.pack(lo, hi [, elem = tl.bf16]) -> vector<2 x elem> from two f32 (rounded to nearest)
+  -- tl.pack(lo, hi [, elem = tl.bf16]) -> vector<2 x elem> from two f32 (rounded to
+  -- nearest); elem "e4m3" or "e5m2": an i16 holding two fp8 bytes (lo in the low byte)
   function tl.pack(lo, hi, elem)
-    return tl.op1("tile.pack", { tl.cast(lo, tl.f32), tl.cast(hi, tl.f32) }, tl.vector(elem or tl.bf16, 2))
+    local opds = { tl.cast(lo, tl.f32), tl.cast(hi, tl.f32) }
+    if elem == "e4m3" or elem == "e5m2" then return tl.op1("tile.pack", opds, tl.i16, { fp8 = elem }) end
+    return tl.op1("tile.pack", opds, tl.vector(elem or tl.bf16, 2))
+  end
+  -- tl.unpack_fp8(v, "e4m3" | "e5m2") -> vector<2xf16>: the two fp8 bytes of an i16, exactly
+  function tl.unpack_fp8(v, fmt)
+    if not is_value(v) or v:type() ~= tl.i16 then raise("unpack_fp8: expected an i16 value holding two fp8 bytes") end
+    return tl.op1("tile.unpack_fp8", { v }, tl.vector(tl.f16, 2), { fp8 = fmt })
   end
 
   -- }===================================================================

@@ -33,8 +33,12 @@ typedef unsigned long long CUdeviceptr;
 enum { OK = 0, NOT_READY = 600, ILLEGAL_INSTRUCTION = 715, NOT_FOUND = 500 };
 enum { RUN_DONE, RUN_HANG, RUN_TRAP };
 
+/* What the next launch does: FAKE_CUDA_KERNELS, from launch FAKE_CUDA_AFTER on
+** (1-based; the earlier ones finish). */
 static int mode(void) {
-  const char *m = getenv("FAKE_CUDA_KERNELS");
+  static long launches;
+  const char *m = getenv("FAKE_CUDA_KERNELS"), *after = getenv("FAKE_CUDA_AFTER");
+  if (after && ++launches < atol(after)) return RUN_DONE;
   return m && !strcmp(m, "hang") ? RUN_HANG : m && !strcmp(m, "trap") ? RUN_TRAP : RUN_DONE;
 }
 
@@ -166,9 +170,8 @@ static void write_records(uint32_t *s) {
   w1[TLHANG_SITE] = 2, w1[TLHANG_BARRIER] = 1, w1[TLHANG_PHASE] = 64, w1[TLHANG_STATE] = TLHANG_NAMED;
 }
 
-static CUresult cuLaunchKernelEx(const void *cfg, void *f, void **params, void **extra) {
-  (void)cfg, (void)extra;
-  Fn *fn = f;
+/* What a launch does, either entry point. */
+static CUresult run_kernel(Fn *fn, void **params) {
   if (trapped) return ILLEGAL_INSTRUCTION;
   int m = mode();
   if (m == RUN_HANG) hung = 1;
@@ -182,6 +185,15 @@ static CUresult cuLaunchKernelEx(const void *cfg, void *f, void **params, void *
     trapped = 1;
   }
   return OK;
+}
+static CUresult cuLaunchKernelEx(const void *cfg, void *f, void **params, void **extra) {
+  (void)cfg, (void)extra;
+  return run_kernel(f, params);
+}
+static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                               unsigned smem, void *stream, void **params, void **extra) {
+  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)stream, (void)extra;
+  return run_kernel(f, params);
 }
 /* }=== */
 
@@ -286,7 +298,7 @@ static const struct {
     ENTRY(cuDeviceGetAttribute), ENTRY(cuDeviceTotalMem), ENTRY(cuDevicePrimaryCtxRetain),
     ENTRY(cuDevicePrimaryCtxRelease), ENTRY(cuCtxSetCurrent), ENTRY(cuCtxSynchronize),
     ENTRY(cuModuleLoadDataEx), ENTRY(cuModuleUnload), ENTRY(cuModuleGetFunction),
-    ENTRY(cuFuncGetAttribute), ENTRY(cuFuncSetAttribute), ENTRY(cuLaunchKernelEx),
+    ENTRY(cuFuncGetAttribute), ENTRY(cuFuncSetAttribute), ENTRY(cuLaunchKernelEx), ENTRY(cuLaunchKernel),
     ENTRY(cuMemAlloc), ENTRY(cuMemFree), ENTRY(cuMemcpyHtoD), ENTRY(cuMemcpyDtoH),
     ENTRY(cuMemcpyDtoD), ENTRY(cuMemsetD8), ENTRY(cuMemHostAlloc),
     ENTRY(cuMemHostGetDevicePointer), ENTRY(cuMemFreeHost), ENTRY(cuEventCreate),

@@ -183,6 +183,13 @@ static TlcuResult tlcu_release(TlcuRuntime *rt, const TlcuHeld *h) {
   }
 }
 
+/* Give one handle back now: it leaves the held list and the driver frees it. */
+static TlcuResult tlcu_give_back(TlcuRuntime *rt, int kind, uint64_t handle) {
+  TlcuHeld h = {kind, handle};
+  tlcu_unhold(rt, kind, handle);
+  return tlcu_release(rt, &h) == TLCU_OK ? TLCU_OK : TLCU_FAIL;
+}
+
 static TlcuResult tlcu_release_all(TlcuRuntime *rt) {
   TlcuResult st = TLCU_OK;
   while (rt->nheld > 0) {
@@ -252,13 +259,19 @@ TlcuResult tlcu_hang_alloc(TlcuRuntime *rt, size_t slots, unsigned warps_per_blo
   return TLCU_OK;
 }
 
-/* The oldest launch leaves the list: its event and its records go. */
+/* The oldest launch leaves the list: its records go, its event waits for the
+** next launch (creating one per launch would cost about a microsecond). */
 static void pending_pop(TlcuRuntime *rt) {
-  TlcuPending *p = &rt->pending[0];
-  rt->drv.cuEventDestroy(p->done);
+  TlcuPending *p = &rt->pending[rt->phead];
+  if (rt->nspare < TLCU_MAX_PENDING) rt->spare[rt->nspare++] = p->done;
+  else rt->drv.cuEventDestroy(p->done);
   tlcu_hang_free(rt, p->hang);
-  memmove(rt->pending, rt->pending + 1, (rt->npending - 1) * sizeof *p);
+  rt->phead = (rt->phead + 1) % TLCU_MAX_PENDING;
   rt->npending--;
+}
+
+static void destroy_spare_events(TlcuRuntime *rt) {
+  while (rt->nspare) rt->drv.cuEventDestroy(rt->spare[--rt->nspare]);
 }
 
 /* "<where>: kernel 'NAME' <what>", then the launch's debug-hangs records. */
@@ -282,7 +295,7 @@ static TlcuResult kernel_failed(TlcuRuntime *rt, CUresult r) {
   char buf[32], what[320];
   tlcu_error_text(rt, r, &name, &str, buf, sizeof buf);
   snprintf(what, sizeof what, "failed: %s (%s)", name, str);
-  kernel_report(rt, TLCU_FAIL, &rt->pending[0], what);
+  kernel_report(rt, TLCU_FAIL, &rt->pending[rt->phead], what);
   rt->last = r;
   while (rt->npending)
     pending_pop(rt);
@@ -294,7 +307,7 @@ static TlcuResult wedge(TlcuRuntime *rt) {
   static int guarded;
   char what[64];
   snprintf(what, sizeof what, "did not finish within %g s", rt->timeout);
-  kernel_report(rt, TLCU_HUNG, &rt->pending[0], what);
+  kernel_report(rt, TLCU_HUNG, &rt->pending[rt->phead], what);
   rt->state = TLCU_WEDGED;
   if (!guarded) {
     guarded = 1;
@@ -306,7 +319,7 @@ static TlcuResult wedge(TlcuRuntime *rt) {
 /* Wait for the oldest launch: done (it leaves the list), failed, or past
 ** the timeout counted from its launch or from `since`, whichever is later. */
 static TlcuResult wait_oldest(TlcuRuntime *rt, double since) {
-  const TlcuPending *p = &rt->pending[0];
+  const TlcuPending *p = &rt->pending[rt->phead];
   double start = p->launched > since ? p->launched : since;
   long pause = 20;
   for (;;) {
@@ -342,8 +355,11 @@ TlcuResult tlcu_finish(TlcuRuntime *rt) {
 
 /* Before a launch: forget the finished ones; with the list full, wait for the oldest. */
 static TlcuResult reap(TlcuRuntime *rt) {
+  /* a query per launch costs the driver; with few launches in flight let them be
+  ** (a failure is then reported at a later launch or at the next synchronize) */
+  if (rt->npending < TLCU_MAX_PENDING / 2) return TLCU_OK;
   while (rt->npending > 0) {
-    CUresult r = rt->drv.cuEventQuery(rt->pending[0].done);
+    CUresult r = rt->drv.cuEventQuery(rt->pending[rt->phead].done);
     if (r == CUDA_ERROR_NOT_READY) break;
     if (r != CUDA_SUCCESS) return kernel_failed(rt, r);
     pending_pop(rt);
@@ -353,9 +369,10 @@ static TlcuResult reap(TlcuRuntime *rt) {
 
 /* A launch joins the list: an event recorded after it on its stream. */
 static TlcuResult pending_push(TlcuRuntime *rt, const TlcuLaunch *cfg) {
-  TlcuPending *p = &rt->pending[rt->npending];
-  memset(p, 0, sizeof *p);
-  CU_DO(rt, cuEventCreate, (&p->done, TLCU_EVENT_DISABLE_TIMING));
+  TlcuPending *p = &rt->pending[(rt->phead + rt->npending) % TLCU_MAX_PENDING];
+  p->hang = NULL;
+  if (rt->nspare) p->done = rt->spare[--rt->nspare];
+  else CU_DO(rt, cuEventCreate, (&p->done, TLCU_EVENT_DISABLE_TIMING));
   if (CU_CALL(rt, cuEventRecord, (p->done, cfg->stream)) != TLCU_OK) {
     rt->drv.cuEventDestroy(p->done);
     return TLCU_FAIL;
@@ -499,6 +516,7 @@ TlcuResult tlcu_shutdown(TlcuRuntime *rt) {
     if (rt->state == TLCU_EMPTY || rt->state == TLCU_WEDGED) rt->state = TLCU_DOWN;
     return TLCU_OK;
   }
+  destroy_spare_events(rt);
   TlcuResult st = tlcu_release_all(rt);
   if (CU_CALL(rt, cuDevicePrimaryCtxRelease, (rt->dev)) != TLCU_OK) st = TLCU_FAIL;
   rt->ctx = NULL;
@@ -528,14 +546,16 @@ static void tlcu_append_jit_log(TlcuRuntime *rt) {
 
 TlcuResult tlcu_module_load_ptx(TlcuRuntime *rt, const char *ptx, CUmodule *out) {
   TLCU_BEGIN(rt);
-  CUjit_option opts[4] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-                          CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *vals[4] = {rt->jit_info, (void *)(uintptr_t)sizeof rt->jit_info, rt->jit_error,
-                   (void *)(uintptr_t)sizeof rt->jit_error};
+  /* line info: the .loc lines (script lines) reach the cubin, so compute-sanitizer
+  ** and the profilers name the .lua file and line */
+  CUjit_option opts[5] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+                          CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_GENERATE_LINE_INFO};
+  void *vals[5] = {rt->jit_info, (void *)(uintptr_t)sizeof rt->jit_info, rt->jit_error,
+                   (void *)(uintptr_t)sizeof rt->jit_error, (void *)(uintptr_t)1};
   CUmodule mod = NULL;
   memset(rt->jit_info, 0, sizeof rt->jit_info);
   memset(rt->jit_error, 0, sizeof rt->jit_error);
-  TlcuResult st = CU_CALL(rt, cuModuleLoadDataEx, (&mod, ptx, 4, opts, vals));
+  TlcuResult st = CU_CALL(rt, cuModuleLoadDataEx, (&mod, ptx, 5, opts, vals));
   rt->jit_info[sizeof rt->jit_info - 1] = '\0';
   rt->jit_error[sizeof rt->jit_error - 1] = '\0';
   if (st != TLCU_OK) {
@@ -552,9 +572,7 @@ TlcuResult tlcu_module_load_ptx(TlcuRuntime *rt, const char *ptx, CUmodule *out)
 
 TlcuResult tlcu_module_unload(TlcuRuntime *rt, CUmodule mod) {
   TLCU_DRAIN(rt);
-  tlcu_unhold(rt, TLCU_HELD_MODULE, (uint64_t)(uintptr_t)mod);
-  CU_DO(rt, cuModuleUnload, (mod));
-  return TLCU_OK;
+  return tlcu_give_back(rt, TLCU_HELD_MODULE, (uint64_t)(uintptr_t)mod);
 }
 
 TlcuResult tlcu_function_get(TlcuRuntime *rt, CUmodule mod, const char *name, CUfunction *out) {
@@ -635,14 +653,21 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
   TlcuResult st = tlcu_begin(rt);
   if (st == TLCU_OK) st = reap(rt);
   if (st == TLCU_OK) st = tlcu_config(rt, cfg, &c, &cluster);
-  if (st == TLCU_OK && c.sharedMemBytes > SM90_SMEM_DEFAULT)
+  if (st == TLCU_OK && c.sharedMemBytes > SM90_SMEM_DEFAULT && !cfg->smem_allowed)
     st = tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes);
-  if (st == TLCU_OK && CU_CALL(rt, cuLaunchKernelEx, (&c, f, args, NULL)) != TLCU_OK) {
+  /* without a cluster the plain entry point, which costs the driver less */
+  if (st == TLCU_OK && (c.numAttrs ? CU_CALL(rt, cuLaunchKernelEx, (&c, f, args, NULL))
+                                   : CU_CALL(rt, cuLaunchKernel, (f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX,
+                                                                  c.blockDimY, c.blockDimZ, c.sharedMemBytes, c.hStream,
+                                                                  args, NULL))) != TLCU_OK) {
     tlcu_append(rt, "; grid (%u,%u,%u), block (%u,%u,%u), cluster (%u,%u,%u), %u B dynamic smem",
                 c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ,
                 dim1(cfg->cluster[0]), dim1(cfg->cluster[1]), dim1(cfg->cluster[2]),
                 c.sharedMemBytes);
     st = TLCU_FAIL;
+    /* an earlier launch that failed makes this one fail too (the error is
+    ** sticky): name that one, at its line, when it is still in the list */
+    if (rt->npending && tlcu_finish(rt) != TLCU_OK && rt->kernel_msg) st = TLCU_FAIL;
   }
   if (st == TLCU_OK) st = pending_push(rt, cfg);
   if (st != TLCU_OK && rt->state != TLCU_WEDGED) tlcu_hang_free(rt, cfg->hang);
@@ -685,9 +710,7 @@ TlcuResult tlcu_mem_alloc(TlcuRuntime *rt, size_t bytes, CUdeviceptr *out) {
 
 TlcuResult tlcu_mem_free(TlcuRuntime *rt, CUdeviceptr p) {
   TLCU_DRAIN(rt);
-  tlcu_unhold(rt, TLCU_HELD_MEM, p);
-  CU_DO(rt, cuMemFree, (p));
-  return TLCU_OK;
+  return tlcu_give_back(rt, TLCU_HELD_MEM, p);
 }
 
 TlcuResult tlcu_memcpy_htod(TlcuRuntime *rt, CUdeviceptr dst, const void *src, size_t bytes) {
@@ -766,9 +789,7 @@ TlcuResult tlcu_event_elapsed_ms(TlcuRuntime *rt, CUevent start, CUevent end, fl
 
 TlcuResult tlcu_event_destroy(TlcuRuntime *rt, CUevent e) {
   TLCU_BEGIN(rt);
-  tlcu_unhold(rt, TLCU_HELD_EVENT, (uint64_t)(uintptr_t)e);
-  CU_DO(rt, cuEventDestroy, (e));
-  return TLCU_OK;
+  return tlcu_give_back(rt, TLCU_HELD_EVENT, (uint64_t)(uintptr_t)e);
 }
 
 /* }====================================================================== */

@@ -86,7 +86,8 @@ typedef enum CUjit_option_enum {
   CU_JIT_INFO_LOG_BUFFER = 3,
   CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
   CU_JIT_ERROR_LOG_BUFFER = 5,
-  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
+  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+  CU_JIT_GENERATE_LINE_INFO = 13
 } CUjit_option;
 
 typedef enum CUlaunchAttributeID_enum {
@@ -201,6 +202,7 @@ typedef struct TlcuLaunch {
   const char *name;        /* the kernel, for reports (NULL: "kernel") */
   const char *where;       /* the launch's place in the script, for reports (NULL: none) */
   TlcuHang *hang;          /* debug-hangs records (the launch takes them), or NULL */
+  int smem_allowed;        /* the function's dynamic shared memory attribute already allows smem */
 } TlcuLaunch;
 
 /* Something the runtime holds and releases at shutdown. */
@@ -220,8 +222,10 @@ typedef struct TlcuRuntime {
   TlcuDriver drv;
   TlcuHeld *held; /* modules, allocations and events still alive */
   size_t nheld, capheld;
-  TlcuPending pending[TLCU_MAX_PENDING]; /* launches not yet seen finished, oldest first */
-  size_t npending;
+  TlcuPending pending[TLCU_MAX_PENDING]; /* launches not yet seen finished: a ring, oldest at phead */
+  size_t npending, phead;
+  CUevent spare[TLCU_MAX_PENDING]; /* events of finished launches, for the next ones */
+  size_t nspare;
   double timeout;  /* seconds a launch may run; 0: no limit */
   int kernel_msg;  /* the error message reports a kernel (hung or failed) */
   char jit_info[TLCU_LOG_SIZE];  /* info log of the last module load */

@@ -15,10 +15,8 @@ IrResult arith_verify_constant(IrOp *op) {
     return IR_FAIL;
   }
   if (a->type != t) {
-    char *at = ir_type_to_string(a->type), *rt = ir_type_to_string(t);
-    ir_op_error(op, "value of type %s does not match result type %s", at, rt);
-    ir_free(at);
-    ir_free(rt);
+    ir_op_error(op, "value of type %s does not match result type %s", ir_op_type_str(op, a->type),
+                ir_op_type_str(op, t));
     return IR_FAIL;
   }
   return IR_OK;

@@ -38,8 +38,12 @@ bool dia_check_mem_value(IrOp *op, const IrType *v) {
   else
     ok = ok && (scalar->kind == IR_TY_INT || scalar->kind == IR_TY_FLOAT || scalar->kind == IR_TY_INDEX);
   if (ok) return true;
-  char *s = ir_type_to_string(v);
-  ir_op_error(op, "cannot move %s in one instruction (scalars, or vectors of 4, 8 or 16 bytes of non-i1 elements)", s);
-  ir_free(s);
+  ir_op_error(op, "cannot move %s in one instruction (scalars, or vectors of 4, 8 or 16 bytes of non-i1 elements)",
+              ir_op_type_str(op, v));
   return false;
+}
+
+IrResult dia_type_error(IrOp *op, const char *fmt, const IrType *t) {
+  ir_op_error(op, fmt, ir_op_type_str(op, t));
+  return IR_FAIL;
 }

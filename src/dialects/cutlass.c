@@ -25,9 +25,7 @@ int cut_kind_index(const IrType *t, const char *const *names) {
 
 /* Report a type that should have been another: "<what> must be <want>, got <t>". */
 void cut_type_error(IrOp *op, const char *what, const char *want, const IrType *t) {
-  char *s = ir_type_to_string(t);
-  ir_op_error(op, "%s must be %s, got %s", what, want, s);
-  ir_free(s);
+  ir_op_error(op, "%s must be %s, got %s", what, want, ir_op_type_str(op, t));
 }
 
 CutPipeShape cut_pipe_shape(const IrType *t) {
@@ -205,11 +203,8 @@ static bool check_case_args(IrOp *op, uint32_t i, IrBlock *b, uint32_t first, in
   for (uint32_t j = 0; j < b->nargs; j++) {
     const IrType *want = op->operands[first + j].value->type;
     if (b->args[j]->type == want) continue;
-    char *a = ir_type_to_string(b->args[j]->type), *w = ir_type_to_string(want);
-    ir_op_error(op, "case #%u argument #%u has type %s, but operand #%u is %s", i, j, a, first + j,
-                w);
-    ir_free(a);
-    ir_free(w);
+    ir_op_error(op, "case #%u argument #%u has type %s, but operand #%u is %s", i, j,
+                ir_op_type_str(op, b->args[j]->type), first + j, ir_op_type_str(op, want));
     return false;
   }
   return true;

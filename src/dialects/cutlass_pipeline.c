@@ -16,10 +16,8 @@
 static bool check_state_fits(IrOp *op, const char *what, const IrType *st, const IrType *pipe) {
   int64_t stages = cut_pipe_shape(pipe).stages;
   if (cut_pipe_shape(st).stages == stages) return true;
-  char *s = ir_type_to_string(st), *p = ir_type_to_string(pipe);
-  ir_op_error(op, "%s %s does not match the %lld stages of %s", what, s, (long long)stages, p);
-  ir_free(s);
-  ir_free(p);
+  ir_op_error(op, "%s %s does not match the %lld stages of %s", what, ir_op_type_str(op, st),
+              (long long)stages, ir_op_type_str(op, pipe));
   return false;
 }
 
@@ -352,9 +350,8 @@ static int64_t depth_of(const IrType *t) { return cut_seq_depth(t); }
 static bool check_depth(IrOp *op, const char *what, const IrType *t) {
   int64_t d = depth_of(t);
   if (d > 0 && d <= CUT_POOL_SLOTS) return true;
-  char *s = ir_type_to_string(t);
-  ir_op_error(op, "%s %s needs a depth in [1, %d], got %lld", what, s, CUT_POOL_SLOTS, (long long)d);
-  ir_free(s);
+  ir_op_error(op, "%s %s needs a depth in [1, %d], got %lld", what, ir_op_type_str(op, t),
+              CUT_POOL_SLOTS, (long long)d);
   return false;
 }
 
@@ -384,11 +381,8 @@ IrResult cutlass_verify_seq_bar_state_create(IrOp *op) {
 IrResult cutlass_verify_seq_bar_use(IrOp *op) {
   const IrType *bar = op->operands[0].value->type, *st = op->operands[1].value->type;
   if (depth_of(st) != depth_of(bar)) {
-    char *s = ir_type_to_string(st), *b = ir_type_to_string(bar);
-    ir_op_error(op, "state of type %s does not match the depth %lld of %s", s,
-                (long long)depth_of(bar), b);
-    ir_free(s);
-    ir_free(b);
+    ir_op_error(op, "state of type %s does not match the depth %lld of %s", ir_op_type_str(op, st),
+                (long long)depth_of(bar), ir_op_type_str(op, bar));
     return IR_FAIL;
   }
   if (op->nresults == 1 && op->results[0].type != st) {

@@ -364,10 +364,8 @@ static bool check_element_type(IrOp *op, const IrType *e, const IrType *gmem, co
   }
   if (rmem->elem != e || gmem->elem != e) {
     const IrType *bad = rmem->elem != e ? rmem : gmem;
-    char *et = ir_type_to_string(e), *bt = ir_type_to_string(bad);
-    ir_op_error(op, "element_type %s does not match the elements of %s", et, bt);
-    ir_free(et);
-    ir_free(bt);
+    ir_op_error(op, "element_type %s does not match the elements of %s", ir_op_type_str(op, e),
+                ir_op_type_str(op, bad));
     return false;
   }
   return true;

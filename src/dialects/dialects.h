@@ -35,10 +35,20 @@ int64_t dia_type_bytes(const IrType *t);
 ** bytes of non-i1 elements, at most 4 of them when 32 bits or wider)? Emits the
 ** error when not. */
 bool dia_check_mem_value(IrOp *op, const IrType *v);
+/* An error naming one type (fmt holds a single %s for it); IR_FAIL. */
+IrResult dia_type_error(IrOp *op, const char *fmt, const IrType *t);
 /* The kernel-wide synchronization checks of a tile.kernel (tile_sync.c):
 ** distributed shared memory before the cluster barrier, reads of what other
 ** threads wrote with no barrier in between. false after an error. */
 bool tile_check_sync(IrOp *kernel);
+
+/* Warp-wide ops and load hints (tile_warp.c): the PTX instruction of a verified
+** tile.math / nvvm.math.approx; are a load's cache hints allowed (else the
+** error at op)? cache and evict are -1 when absent. */
+const char *tile_math_instruction(IrOp *op);
+bool tile_check_load_hints(IrOp *op, bool global, bool vol, int cache, int evict, bool nc, int64_t prefetch);
+/* The inline-asm constraint letter (h r l f d) of the registers of a type, 0 if none (nvvm.c). */
+char nvvm_constraint_of(const IrType *t);
 
 /* Tensor maps (tile_mma.c): is t a well-formed !tile.tensor_map (else the error
 ** at op)? Its box rank (0 if not a map), box bytes, and the bytes of a swizzle

@@ -55,6 +55,36 @@
   X(WGMMA_TF32, "tf32", 8, false, false)                                                           \
   X(WGMMA_E4M3, "e4m3", 32, false, true)                                                           \
   X(WGMMA_E5M2, "e5m2", 32, false, true)
+/* fp8 formats of conversions (tile.pack, tile.unpack_fp8). */
+#define FP8_TYPE_LIST(X) X(FP8_E4M3, "e4m3") X(FP8_E5M2, "e5m2")
+/* Warp-wide exchange: shfl.sync modes, vote.sync predicates, redux.sync
+** operations X(id, name, PTX operation, sign of the type: s, u or b). */
+#define SHFL_MODE_LIST(X) X(SHFL_IDX, "idx") X(SHFL_UP, "up") X(SHFL_DOWN, "down") X(SHFL_BFLY, "bfly")
+#define VOTE_MODE_LIST(X) X(VOTE_ALL, "all") X(VOTE_ANY, "any") X(VOTE_UNI, "uni")
+#define REDUX_KIND_LIST(X)                                                                         \
+  X(REDUX_ADD, "add", "add", 's')                                                                  \
+  X(REDUX_MIN, "min", "min", 's')                                                                  \
+  X(REDUX_MAX, "max", "max", 's')                                                                  \
+  X(REDUX_UMIN, "umin", "min", 'u')                                                                \
+  X(REDUX_UMAX, "umax", "max", 'u')                                                                \
+  X(REDUX_AND, "and", "and", 'b')                                                                  \
+  X(REDUX_OR, "or", "or", 'b')                                                                     \
+  X(REDUX_XOR, "xor", "xor", 'b')
+/* Approximate math: X(id, name, PTX instruction for f32, for f16, for bf16 (NULL: none)). */
+#define MATH_FN_LIST(X)                                                                            \
+  X(MATH_EX2, "ex2", "ex2.approx.ftz.f32", "ex2.approx.f16", "ex2.approx.ftz.bf16")                \
+  X(MATH_LG2, "lg2", "lg2.approx.ftz.f32", NULL, NULL)                                             \
+  X(MATH_RSQRT, "rsqrt", "rsqrt.approx.ftz.f32", NULL, NULL)                                       \
+  X(MATH_RCP, "rcp", "rcp.approx.ftz.f32", NULL, NULL)                                             \
+  X(MATH_SQRT, "sqrt", "sqrt.approx.ftz.f32", NULL, NULL)                                          \
+  X(MATH_SIN, "sin", "sin.approx.ftz.f32", NULL, NULL)                                             \
+  X(MATH_COS, "cos", "cos.approx.ftz.f32", NULL, NULL)                                             \
+  X(MATH_TANH, "tanh", "tanh.approx.f32", "tanh.approx.f16", "tanh.approx.bf16")
+/* Load hints: the cache operator (.ca .cg .cs .lu .cv) and the L1 eviction priority. */
+#define LOAD_CACHE_LIST(X) X(CACHE_CA, "ca") X(CACHE_CG, "cg") X(CACHE_CS, "cs") X(CACHE_LU, "lu") X(CACHE_CV, "cv")
+#define L1_EVICT_LIST(X)                                                                           \
+  X(EVICT_NORMAL, "evict_normal") X(EVICT_UNCHANGED, "evict_unchanged") X(EVICT_FIRST, "evict_first") \
+  X(EVICT_LAST, "evict_last") X(EVICT_NO_ALLOCATE, "no_allocate")
 /* }=== */
 
 /* {=== arith: X(id, name, PTX comparison, 's'igned / 'u'nsigned) */
@@ -109,6 +139,13 @@
   E(TMA_REDUCE, "tma_reduce")                                                                      \
   E(TMA_SWIZZLE, "tma_swizzle")                                                                    \
   E(WGMMA_TYPE, "wgmma_type")                                                                      \
+  E(FP8_TYPE, "fp8_type")                                                                          \
+  E(SHFL_MODE, "shfl_mode")                                                                        \
+  E(VOTE_MODE, "vote_mode")                                                                        \
+  E(REDUX_KIND, "redux_kind")                                                                      \
+  E(MATH_FN, "math_fn")                                                                            \
+  E(LOAD_CACHE, "load_cache")                                                                      \
+  E(L1_EVICT, "l1_evict")                                                                          \
   E(CMPI_PRED, "cmpi_predicate")                                                                   \
   E(CMPF_PRED, "cmpf_predicate")                                                                   \
   E(PIPELINE_MODE, "pipeline_mode")                                                                \
@@ -135,6 +172,13 @@ IR_ENUM_DECLARE(MAXNREG_ACTION)
 IR_ENUM_DECLARE(TMA_REDUCE)
 IR_ENUM_DECLARE(TMA_SWIZZLE)
 IR_ENUM_DECLARE(WGMMA_TYPE)
+IR_ENUM_DECLARE(FP8_TYPE)
+IR_ENUM_DECLARE(SHFL_MODE)
+IR_ENUM_DECLARE(VOTE_MODE)
+IR_ENUM_DECLARE(REDUX_KIND)
+IR_ENUM_DECLARE(MATH_FN)
+IR_ENUM_DECLARE(LOAD_CACHE)
+IR_ENUM_DECLARE(L1_EVICT)
 IR_ENUM_DECLARE(CMPI_PRED)
 IR_ENUM_DECLARE(CMPF_PRED)
 IR_ENUM_DECLARE(PIPELINE_MODE)

@@ -15,10 +15,8 @@ static bool types_agree(IrOp *op, const char *what, uint32_t n, IrValue *const *
   }
   for (uint32_t i = 0; i < n; i++)
     if (vals[i]->type != types[i]) {
-      char *a = ir_type_to_string(vals[i]->type), *b = ir_type_to_string(types[i]);
-      ir_op_error(op, "%s: #%u has type %s, but %s #%u is %s", what, i, a, against, i, b);
-      ir_free(a);
-      ir_free(b);
+      ir_op_error(op, "%s: #%u has type %s, but %s #%u is %s", what, i,
+                  ir_op_type_str(op, vals[i]->type), against, i, ir_op_type_str(op, types[i]));
       return false;
     }
   return true;
@@ -41,6 +39,15 @@ static const IrType **arg_types(IrBlock *b, uint32_t from, const IrType **buf) {
 
 /* Allocation-free small arrays for the common case. */
 #define SMALL 64
+
+/* The terminator of block b when it is an op of kind k, else NULL after
+** "<where> must end with <k>" at op. */
+static IrOp *terminator(IrOp *op, IrBlock *b, IrOpKind k, const char *where) {
+  IrOp *t = ir_block_terminator(b);
+  if (t && t->kind == k) return t;
+  ir_op_error(op, "%s must end with %s", where, ir_op_info(k)->name);
+  return NULL;
+}
 
 IrResult scf_verify_for(IrOp *op) {
   IrValue *lb = op->operands[0].value, *ub = op->operands[1].value, *st = op->operands[2].value;
@@ -69,11 +76,8 @@ IrResult scf_verify_for(IrOp *op) {
   if (!types_agree(op, "initial values", niter, operand_values(op, 3, vals), niter,
                    arg_types(body, 1, types), "body argument"))
     return IR_FAIL;
-  IrOp *y = ir_block_terminator(body);
-  if (!y || y->kind != OP_SCF_YIELD) {
-    ir_op_error(op, "body must end with scf.yield");
-    return IR_FAIL;
-  }
+  IrOp *y = terminator(op, body, OP_SCF_YIELD, "body");
+  if (!y) return IR_FAIL;
   return types_agree(y, "yielded values", y->noperands, operand_values(y, 0, vals), op->nresults,
                      result_types(op, types), "result")
              ? IR_OK
@@ -95,22 +99,16 @@ IrResult scf_verify_while(IrOp *op) {
   if (!types_agree(op, "initial values", op->noperands, operand_values(op, 0, vals), before->nargs,
                    arg_types(before, 0, types), "`before` argument"))
     return IR_FAIL;
-  IrOp *c = ir_block_terminator(before);
-  if (!c || c->kind != OP_SCF_CONDITION) {
-    ir_op_error(op, "`before` region must end with scf.condition");
-    return IR_FAIL;
-  }
+  IrOp *c = terminator(op, before, OP_SCF_CONDITION, "`before` region");
+  if (!c) return IR_FAIL;
   if (!types_agree(c, "forwarded values", c->noperands - 1, operand_values(c, 1, vals), op->nresults,
                    result_types(op, types), "result"))
     return IR_FAIL;
   if (!types_agree(c, "forwarded values", c->noperands - 1, vals, after->nargs,
                    arg_types(after, 0, types), "`after` argument"))
     return IR_FAIL;
-  IrOp *y = ir_block_terminator(after);
-  if (!y || y->kind != OP_SCF_YIELD) {
-    ir_op_error(op, "`after` region must end with scf.yield");
-    return IR_FAIL;
-  }
+  IrOp *y = terminator(op, after, OP_SCF_YIELD, "`after` region");
+  if (!y) return IR_FAIL;
   return types_agree(y, "yielded values", y->noperands, operand_values(y, 0, vals), before->nargs,
                      arg_types(before, 0, types), "`before` argument")
              ? IR_OK
@@ -136,11 +134,8 @@ IrResult scf_verify_if(IrOp *op) {
       ir_op_error(op, "regions take no arguments");
       return IR_FAIL;
     }
-    IrOp *y = ir_block_terminator(b);
-    if (!y || y->kind != OP_SCF_YIELD) {
-      ir_op_error(op, "regions must end with scf.yield");
-      return IR_FAIL;
-    }
+    IrOp *y = terminator(op, b, OP_SCF_YIELD, "regions");
+    if (!y) return IR_FAIL;
     IrValue *vals[SMALL];
     const IrType *types[SMALL];
     if (y->noperands > SMALL ||

@@ -89,17 +89,6 @@ IrResult tile_verify_kernel_agents(IrOp *k) {
 ** Authoring ops: ids, pointers, memory, shared memory, agents, barriers
 ** ======================================================================= */
 
-/* Type text for a message; the caller frees. */
-static char *tstr(const IrType *t) { return ir_type_to_string(t); }
-
-/* An error naming one type: fmt holds a single %s for it. */
-static IrResult type_error(IrOp *op, const char *fmt, const IrType *t) {
-  char *s = tstr(t);
-  ir_op_error(op, fmt, s);
-  ir_free(s);
-  return IR_FAIL;
-}
-
 
 static bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
@@ -132,9 +121,9 @@ static uint32_t space_bits(IrMemSpace s) { return s == IR_MS_SHARED || s == IR_M
 
 IrResult tile_verify_ptr_add(IrOp *op) {
   if (op->results[0].type != op->operands[0].value->type)
-    return type_error(op, "result type must equal the pointer type %s", op->operands[0].value->type);
+    return dia_type_error(op, "result type must equal the pointer type %s", op->operands[0].value->type);
   if (dia_type_bytes(op->operands[0].value->type->elem) == 0)
-    return type_error(op, "cannot offset a pointer to %s (no size)", op->operands[0].value->type->elem);
+    return dia_type_error(op, "cannot offset a pointer to %s (no size)", op->operands[0].value->type->elem);
   return IR_OK;
 }
 
@@ -166,16 +155,14 @@ IrResult tile_verify_ptr_int(IrOp *op) {
 
 IrResult tile_verify_memref_ptr(IrOp *op) {
   const IrType *m = op->operands[0].value->type, *r = op->results[0].type;
-  if (!ir_type_has_static_shape(m)) return type_error(op, "needs a memref of static shape, got %s", m);
+  if (!ir_type_has_static_shape(m)) return dia_type_error(op, "needs a memref of static shape, got %s", m);
   if (op->noperands - 1 > m->rank) {
     ir_op_error(op, "has %u indices for a memref of rank %u", op->noperands - 1, m->rank);
     return IR_FAIL;
   }
   if (r->elem != m->elem || r->space != m->space) {
-    char *a = tstr(m), *b = tstr(r);
-    ir_op_error(op, "result %s must point to the element type in the space of %s", b, a);
-    ir_free(a);
-    ir_free(b);
+    ir_op_error(op, "result %s must point to the element type in the space of %s",
+                ir_op_type_str(op, r), ir_op_type_str(op, m));
     return IR_FAIL;
   }
   return IR_OK;
@@ -191,16 +178,20 @@ static IrResult check_access(IrOp *op, const IrType *p, const IrType *v) {
   }
   bool fits = v == p->elem || (v->kind == IR_TY_VECTOR && v->rank == 1 && v->elem == p->elem);
   if (!fits) {
-    char *a = tstr(v), *b = tstr(p);
-    ir_op_error(op, "value type %s must be the pointee of %s or a vector of it", a, b);
-    ir_free(a);
-    ir_free(b);
+    ir_op_error(op, "value type %s must be the pointee of %s or a vector of it", ir_op_type_str(op, v),
+                ir_op_type_str(op, p));
     return IR_FAIL;
   }
   return dia_check_mem_value(op, v) ? IR_OK : IR_FAIL;
 }
 
-IrResult tile_verify_load(IrOp *op) { return check_access(op, op->operands[0].value->type, op->results[0].type); }
+IrResult tile_verify_load(IrOp *op) {
+  const IrType *p = op->operands[0].value->type;
+  IrAttrs_TILE_LOAD a = ir_attrs_TILE_LOAD(op);
+  if (!tile_check_load_hints(op, p->space == IR_MS_GLOBAL, a.volatile_, a.cache, a.evict, a.nc, a.prefetch))
+    return IR_FAIL;
+  return check_access(op, p, op->results[0].type);
+}
 IrResult tile_verify_store(IrOp *op) { return check_access(op, op->operands[1].value->type, op->operands[0].value->type); }
 
 /* Which value types an atomic kind takes: add i32 i64 f32 f64; exch 32/64-bit
@@ -220,18 +211,16 @@ IrResult tile_verify_atomic(IrOp *op) {
   }
   for (uint32_t i = 1; i < op->noperands; i++)
     if (op->operands[i].value->type != p->elem)
-      return type_error(op, "operands must have the pointee type %s", p->elem);
-  if (op->results[0].type != p->elem) return type_error(op, "result must have the pointee type %s", p->elem);
+      return dia_type_error(op, "operands must have the pointee type %s", p->elem);
+  if (op->results[0].type != p->elem) return dia_type_error(op, "result must have the pointee type %s", p->elem);
   if (op->kind == OP_TILE_ATOMIC_CAS) {
     if (!ir_type_is_int_width(p->elem, 32) && !ir_type_is_int_width(p->elem, 64))
-      return type_error(op, "compare-and-swap takes i32 or i64, got %s", p->elem);
+      return dia_type_error(op, "compare-and-swap takes i32 or i64, got %s", p->elem);
     return IR_OK;
   }
   int kind = ir_attrs_TILE_ATOMIC(op).kind;
   if (!atomic_type_ok(kind, p->elem)) {
-    char *s = tstr(p->elem);
-    ir_op_error(op, "atomic %s does not take %s", ATOMIC_KIND_names[kind], s);
-    ir_free(s);
+    ir_op_error(op, "atomic %s does not take %s", ATOMIC_KIND_names[kind], ir_op_type_str(op, p->elem));
     return IR_FAIL;
   }
   return IR_OK;
@@ -254,12 +243,10 @@ IrResult tile_verify_alloc_shared(IrOp *op) {
   }
   if (t->kind == IR_TY_MEMREF) {
     if (!ir_type_has_static_shape(t) || dia_type_bytes(t->elem) == 0)
-      return type_error(op, "needs a static shape of sized elements, got %s", t);
+      return dia_type_error(op, "needs a static shape of sized elements, got %s", t);
     int64_t n = ir_type_num_elements(t);
     if (n < 0 || n > SM90_MAX_SMEM / dia_type_bytes(t->elem)) {
-      char *s = tstr(t);
-      ir_op_error(op, "%s is larger than the %d bytes of shared memory", s, SM90_MAX_SMEM);
-      ir_free(s);
+      ir_op_error(op, "%s is larger than the %d bytes of shared memory", ir_op_type_str(op, t), SM90_MAX_SMEM);
       return IR_FAIL;
     }
     if (t->swizzle && a.align < 8 * (int64_t)t->swizzle) {
@@ -272,7 +259,7 @@ IrResult tile_verify_alloc_shared(IrOp *op) {
       ir_op_error(op, "a pointer allocation needs an integer attribute 'count' (elements)");
       return IR_FAIL;
     }
-    if (dia_type_bytes(t->elem) == 0) return type_error(op, "cannot allocate %s (no size)", t->elem);
+    if (dia_type_bytes(t->elem) == 0) return dia_type_error(op, "cannot allocate %s (no size)", t->elem);
   }
   return in_kernel_body(op) ? IR_OK : IR_FAIL;
 }
@@ -293,25 +280,23 @@ IrResult tile_verify_dynamic_shared(IrOp *op) {
 IrResult tile_verify_extract(IrOp *op) {
   const IrType *v = op->operands[0].value->type;
   int64_t idx = ir_attrs_TILE_EXTRACT(op).index;
-  if (v->rank != 1) return type_error(op, "takes a vector of rank 1, got %s", v);
+  if (v->rank != 1) return dia_type_error(op, "takes a vector of rank 1, got %s", v);
   if (idx >= v->shape[0]) {
     ir_op_error(op, "index %lld is out of range for %lld elements", (long long)idx, (long long)v->shape[0]);
     return IR_FAIL;
   }
-  if (op->results[0].type != v->elem) return type_error(op, "result must be the element type %s", v->elem);
+  if (op->results[0].type != v->elem) return dia_type_error(op, "result must be the element type %s", v->elem);
   return IR_OK;
 }
 
 IrResult tile_verify_from_elements(IrOp *op) {
   const IrType *v = op->results[0].type;
   if (v->rank != 1 || v->shape[0] != (int64_t)op->noperands) {
-    char *s = tstr(v);
-    ir_op_error(op, "%u elements do not make a %s", op->noperands, s);
-    ir_free(s);
+    ir_op_error(op, "%u elements do not make a %s", op->noperands, ir_op_type_str(op, v));
     return IR_FAIL;
   }
   for (uint32_t i = 0; i < op->noperands; i++)
-    if (op->operands[i].value->type != v->elem) return type_error(op, "every element must have type %s", v->elem);
+    if (op->operands[i].value->type != v->elem) return dia_type_error(op, "every element must have type %s", v->elem);
   return IR_OK;
 }
 
@@ -333,7 +318,7 @@ IrResult tile_verify_agent(IrOp *op) {
 /* mbarriers are i64 words; counts and byte counts must be positive. */
 IrResult tile_verify_mbarrier(IrOp *op) {
   const IrType *p = op->operands[0].value->type;
-  if (!ir_type_is_int_width(p->elem, 64)) return type_error(op, "the mbarrier must be an i64 in shared memory, got %s", p);
+  if (!ir_type_is_int_width(p->elem, 64)) return dia_type_error(op, "the mbarrier must be an i64 in shared memory, got %s", p);
   int64_t v;
   if (op->noperands > 1 && op->kind != OP_TILE_MBARRIER_TRY_WAIT && op->kind != OP_TILE_MBARRIER_TEST_WAIT &&
       op->kind != OP_TILE_MBARRIER_WAIT && dia_const_int(op->operands[1].value, &v) &&
@@ -351,7 +336,7 @@ IrResult tile_verify_bulk_copy(IrOp *op) {
     return IR_FAIL;
   }
   if (op->kind == OP_TILE_BULK_COPY_G2S && !ir_type_is_int_width(op->operands[3].value->type->elem, 64))
-    return type_error(op, "the mbarrier must be an i64 in shared memory, got %s", op->operands[3].value->type);
+    return dia_type_error(op, "the mbarrier must be an i64 in shared memory, got %s", op->operands[3].value->type);
   return IR_OK;
 }
 
@@ -371,7 +356,7 @@ IrResult tile_verify_named_barrier(IrOp *op) {
 
 IrResult tile_verify_mapa(IrOp *op) {
   if (op->results[0].type->elem == op->operands[0].value->type->elem) return IR_OK;
-  return type_error(op, "result must point to the same type as the operand %s", op->operands[0].value->type);
+  return dia_type_error(op, "result must point to the same type as the operand %s", op->operands[0].value->type);
 }
 
 /* }====================================================================== */

@@ -11,13 +11,6 @@
 
 #include "kernel.h"
 
-static IrResult type_error(IrOp *op, const char *fmt, const IrType *t) {
-  char *s = ir_type_to_string(t);
-  ir_op_error(op, fmt, s);
-  ir_free(s);
-  return IR_FAIL;
-}
-
 /* {======================================================================
 ** Tensor maps
 ** ======================================================================= */
@@ -42,13 +35,13 @@ int tile_tensor_map_rank(const IrType *t) { return ir_type_is_dialect(t, IR_DTY_
 
 bool tile_check_tensor_map(IrOp *op, const IrType *t) {
   if (!ir_type_is_dialect(t, IR_DTY_TILE_TENSOR_MAP)) {
-    type_error(op, "expected a !tile.tensor_map, got %s", t);
+    dia_type_error(op, "expected a !tile.tensor_map, got %s", t);
     return false;
   }
   const IrType *e = t->params[0]->u.ty;
   const char *sw = t->params[1]->u.str.s;
   int rank = (int)t->nparams - 2;
-  if (!tma_elem_ok(e)) return type_error(op, "a tensor map cannot hold elements of type %s", e), false;
+  if (!tma_elem_ok(e)) return dia_type_error(op, "a tensor map cannot hold elements of type %s", e), false;
   int64_t span = tile_swizzle_bytes(sw);
   if (span < 0) {
     ir_op_error(op, "tensor map swizzle '%s' is not one of linear, sw32, sw64, sw128", sw);
@@ -96,9 +89,9 @@ static IrResult check_coords(IrOp *op, uint32_t first, int rank, bool mask) {
   }
   for (uint32_t i = first; i < first + (uint32_t)rank; i++)
     if (!ir_type_is_int_width(op->operands[i].value->type, 32))
-      return type_error(op, "coordinates are i32, got %s", op->operands[i].value->type);
+      return dia_type_error(op, "coordinates are i32, got %s", op->operands[i].value->type);
   if (mask && !ir_type_is_int_width(op->operands[want - 1].value->type, 16))
-    return type_error(op, "the multicast CTA mask is an i16, got %s", op->operands[want - 1].value->type);
+    return dia_type_error(op, "the multicast CTA mask is an i16, got %s", op->operands[want - 1].value->type);
   return IR_OK;
 }
 
@@ -111,7 +104,7 @@ IrResult tile_verify_tma(IrOp *op) {
   if (op->kind == OP_TILE_TMA_STORE) return check_coords(op, 2, rank, false);
   bool mc = ir_attrs_TILE_TMA_LOAD(op).multicast;
   if (!ir_type_is_int_width(op->operands[2].value->type->elem, 64))
-    return type_error(op, "the mbarrier must be an i64 in shared memory, got %s", op->operands[2].value->type);
+    return dia_type_error(op, "the mbarrier must be an i64 in shared memory, got %s", op->operands[2].value->type);
   if (mc) {
     if (kernel_spec_of(op).ctas < 2) {
       ir_op_error(op, "multicast needs a kernel with a cluster of 2 or more CTAs");
@@ -215,16 +208,16 @@ static IrResult check_wgmma(IrOp *op) {
     ir_free(s);
     return IR_FAIL;
   }
-  if (op->results[0].type != acc) return type_error(op, "the result must have the accumulator's type %s", acc);
+  if (op->results[0].type != acc) return dia_type_error(op, "the result must have the accumulator's type %s", acc);
   if (a->kind == IR_TY_VECTOR) {
-    if (dia_type_bytes(a) != 16) return type_error(op, "A in registers is 16 bytes (4 x 32 bits) per thread, got %s", a);
+    if (dia_type_bytes(a) != 16) return dia_type_error(op, "A in registers is 16 bytes (4 x 32 bits) per thread, got %s", a);
     if (ta) {
       ir_op_error(op, "A in registers cannot be transposed (trans_a)");
       return IR_FAIL;
     }
   }
   if (op->noperands > 3 && !ir_type_is_int_width(op->operands[3].value->type, 1))
-    return type_error(op, "scale-d is an i1, got %s", op->operands[3].value->type);
+    return dia_type_error(op, "scale-d is an i1, got %s", op->operands[3].value->type);
   return IR_OK;
 }
 
@@ -287,7 +280,7 @@ static IrResult check_matrix(IrOp *op) {
     n = op->noperands - 1;
     for (uint32_t i = 1; i < op->noperands; i++)
       if (!is_b32_pair(op->operands[i].value->type))
-        return type_error(op, "each matrix is one 32-bit register: an i32 or a vector<2 x 16-bit>, got %s",
+        return dia_type_error(op, "each matrix is one 32-bit register: an i32 or a vector<2 x 16-bit>, got %s",
                           op->operands[i].value->type);
   } else {
     n = matrix_words(op->results[0].type);
@@ -313,14 +306,26 @@ IrResult nvvm_verify_matrix(IrOp *op) { return check_matrix(op); }
 IrResult tile_verify_splat(IrOp *op) {
   const IrType *v = op->results[0].type;
   if (v->rank != 1 || v->elem != op->operands[0].value->type)
-    return type_error(op, "result must be a vector of the operand's type, got %s", v);
+    return dia_type_error(op, "result must be a vector of the operand's type, got %s", v);
   return IR_OK;
 }
 
+/* tile.pack: into a half pair, or with fp8 into an i16; tile.unpack_fp8: an
+** i16 into a vector<2xf16>. */
 IrResult tile_verify_pack(IrOp *op) {
   const IrType *v = op->results[0].type;
-  if (v->rank != 1 || v->shape[0] != 2 || !is_half(v->elem))
-    return type_error(op, "packs into a vector<2xbf16> or vector<2xf16>, got %s", v);
+  if (op->kind == OP_TILE_UNPACK_FP8) {
+    if (v->kind != IR_TY_VECTOR || v->rank != 1 || v->shape[0] != 2 || v->elem->kind != IR_TY_FLOAT ||
+        v->elem->fkind != IR_F16)
+      return dia_type_error(op, "unpacks into a vector<2xf16>, got %s", v);
+    return IR_OK;
+  }
+  if (ir_attrs_TILE_PACK(op).fp8 >= 0) {
+    if (!ir_type_is_int_width(v, 16)) return dia_type_error(op, "packs two fp8 values into an i16, got %s", v);
+    return IR_OK;
+  }
+  if (v->kind != IR_TY_VECTOR || v->rank != 1 || v->shape[0] != 2 || !is_half(v->elem))
+    return dia_type_error(op, "packs into a vector<2xbf16> or vector<2xf16>, got %s", v);
   return IR_OK;
 }
 

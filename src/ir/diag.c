@@ -55,21 +55,18 @@ static IrDiag *op_diag(const IrOp *op, IrSeverity sev, const char *fmt, va_list 
   return ir_diag(ctx, sev, op->loc, "'%s' op %s", ir_op_name(op), msg);
 }
 
-IrDiag *ir_op_error(const IrOp *op, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  IrDiag *d = op_diag(op, IR_SEV_ERROR, fmt, ap);
-  va_end(ap);
-  return d;
-}
-
-IrDiag *ir_op_warning(const IrOp *op, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  IrDiag *d = op_diag(op, IR_SEV_WARNING, fmt, ap);
-  va_end(ap);
-  return d;
-}
+/* ir_op_error, ir_op_warning: the variadic fronts of op_diag. */
+#define OP_DIAG_FRONT(name, sev)                                                                   \
+  IrDiag *name(const IrOp *op, const char *fmt, ...) {                                             \
+    va_list ap;                                                                                    \
+    va_start(ap, fmt);                                                                             \
+    IrDiag *d = op_diag(op, sev, fmt, ap);                                                         \
+    va_end(ap);                                                                                    \
+    return d;                                                                                      \
+  }
+OP_DIAG_FRONT(ir_op_error, IR_SEV_ERROR)
+OP_DIAG_FRONT(ir_op_warning, IR_SEV_WARNING)
+#undef OP_DIAG_FRONT
 
 static void add_note(IrDiag *d, IrLoc loc, const char *fmt, va_list ap) {
   IrDiag *n = arena_alloc(&d->ctx->arena, sizeof *n);

@@ -505,6 +505,9 @@ IrOp *ir_op_create(IrContext *ctx, IrOpKind kind, IrLoc loc, uint32_t noperands,
                    IrValue *const *operands, uint32_t nresults, const IrType *const *result_types,
                    uint32_t nregions);
 IrContext *ir_op_context(const IrOp *op);
+/* How many changes the IR of ctx has had (ops placed, moved or unlinked,
+** operands and attributes set): a pass changed something iff it moved. */
+uint64_t ir_context_edits(const IrContext *ctx);
 const char *ir_op_name(const IrOp *op);
 static inline IrValue *ir_op_operand(const IrOp *op, uint32_t i) { return op->operands[i].value; }
 static inline IrValue *ir_op_result(IrOp *op, uint32_t i) { return &op->results[i]; }
@@ -691,6 +694,8 @@ void ir_print_attr(StrBuf *sb, const IrAttr *a);
 void ir_print_op(StrBuf *sb, IrOp *op, const IrPrintOptions *opts);
 char *ir_op_to_string(IrOp *op, const IrPrintOptions *opts); /* free with ir_free */
 char *ir_type_to_string(const IrType *t);                      /* free with ir_free */
+/* t's text in the arena of op's context, for diagnostics about op: no free. */
+const char *ir_op_type_str(const IrOp *op, const IrType *t);
 
 /* Verify op and everything nested in it: structure from the op tables, SSA
 ** dominance, then each op's own verifier. Diagnostics go to the context. */

@@ -15,6 +15,7 @@ struct IrContext {
   void *handler_ud;
   size_t error_count;
   int target_sm;
+  uint64_t edits; /* changes to the IR: ops placed, moved or unlinked, operands and attributes set */
 };
 
 /* Unique an object by its key bytes: returns the existing object or stores `obj`. */

@@ -150,6 +150,9 @@ static bool matches_one(const IrType *t, const char *c, size_t n) {
   if (eq(c, n, "index")) return t->kind == IR_TY_INDEX;
   if (eq(c, n, "intlike")) return ir_type_is_intlike(t);
   if (eq(c, n, "float")) return t->kind == IR_TY_FLOAT;
+  if (eq(c, n, "floatx2")) /* a packed pair: f16x2, bf16x2 */
+    return t->kind == IR_TY_VECTOR && t->rank == 1 && t->shape[0] == 2 && t->elem->kind == IR_TY_FLOAT &&
+           (t->elem->fkind == IR_F16 || t->elem->fkind == IR_BF16);
   if (eq(c, n, "num")) return ir_type_is_intlike(t) || t->kind == IR_TY_FLOAT;
   if (eq(c, n, "vector")) return t->kind == IR_TY_VECTOR;
   if (eq(c, n, "shaped"))

@@ -12,7 +12,13 @@
 ** Use lists
 ** ======================================================================= */
 
+/* Count a change to the IR (passes report "changed" from it). */
+static void edited(const IrOp *op) { ir_op_context(op)->edits++; }
+
+uint64_t ir_context_edits(const IrContext *ctx) { return ctx->edits; }
+
 static void use_link(IrUse *u, IrValue *v) {
+  edited(u->owner);
   u->value = v;
   if (!v) return;
   u->next = v->uses;
@@ -23,6 +29,7 @@ static void use_link(IrUse *u, IrValue *v) {
 
 static void use_unlink(IrUse *u) {
   if (!u->value) return;
+  edited(u->owner);
   *u->pprev = u->next;
   if (u->next) u->next->pprev = u->pprev;
   u->next = NULL;
@@ -179,6 +186,7 @@ void ir_op_set_attr(IrOp *op, const char *name, const IrAttr *a) {
   uint32_t i = 0;
   while (i < op->nattrs && strcmp(op->attrs[i].name, name) < 0) i++;
   bool present = i < op->nattrs && op->attrs[i].name == name;
+  if (present ? op->attrs[i].attr != a : a != NULL) ctx->edits++;
   if (!a) {
     if (present) {
       memmove(&op->attrs[i], &op->attrs[i + 1], (op->nattrs - i - 1) * sizeof(IrNamedAttr));
@@ -274,6 +282,7 @@ bool ir_op_is_ancestor(const IrOp *anc, const IrOp *op) {
 
 void ir_block_append(IrBlock *b, IrOp *op) {
   assert(!op->parent);
+  edited(op);
   op->parent = b;
   op->prev = b->last;
   op->next = NULL;
@@ -289,6 +298,7 @@ void ir_block_prepend(IrBlock *b, IrOp *op) {
 
 void ir_op_insert_before(IrOp *pos, IrOp *op) {
   assert(!op->parent && pos->parent);
+  edited(op);
   IrBlock *b = pos->parent;
   op->parent = b;
   op->next = pos;
@@ -306,6 +316,7 @@ void ir_op_insert_after(IrOp *pos, IrOp *op) {
 void ir_op_unlink(IrOp *op) {
   IrBlock *b = op->parent;
   if (!b) return;
+  edited(op);
   if (op->prev) op->prev->next = op->next;
   else b->first = op->next;
   if (op->next) op->next->prev = op->prev;

@@ -317,4 +317,13 @@ char *ir_type_to_string(const IrType *t) {
   return sb_take(&sb);
 }
 
+const char *ir_op_type_str(const IrOp *op, const IrType *t) {
+  StrBuf sb;
+  sb_init(&sb);
+  ir_print_type(&sb, t);
+  char *s = arena_strndup(ir_arena(ir_op_context(op)), sb.data ? sb.data : "", sb.len);
+  sb_free(&sb);
+  return s;
+}
+
 /* }====================================================================== */

@@ -56,11 +56,36 @@ static int searcher(lua_State *L) {
   return 2;
 }
 
+void lb_new_class(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods) {
+  luaL_newmetatable(L, name); /* sets __name too */
+  if (meta) luaL_setfuncs(L, meta, 0);
+  lua_newtable(L);
+  luaL_setfuncs(L, methods, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+}
+
+lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer dflt,
+                             lua_Integer lo, lua_Integer hi, const char *who) {
+  lua_getfield(L, idx, key);
+  lua_Integer v = dflt;
+  if (!lua_isnil(L, -1)) {
+    int isint;
+    v = lua_tointegerx(L, -1, &isint);
+    if (!isint) lb_error(L, "%s: '%s' must be an integer", who, key);
+    if (v < lo || v > hi)
+      lb_error(L, "%s: '%s' = %I is out of range [%I, %I]", who, key, v, lo, hi);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* tilua.core: every binding area of LB_AREAS in one table. */
 int luaopen_tilua_core(lua_State *L) {
   lua_newtable(L);
-  lb_open_ir(L);
-  lb_open_passes(L);
-  lb_open_extra(L);
+#define OPEN_AREA(name) lb_open_##name(L);
+  LB_AREAS(OPEN_AREA)
+#undef OPEN_AREA
   return 1;
 }
 

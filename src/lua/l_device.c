@@ -19,9 +19,6 @@
 #include "lbind.h"
 #include "ldevice.h"
 
-#define LB_BUFFER "tilua.Buffer"
-#define LB_MODULE "tilua.Module"
-#define LB_FUNCTION "tilua.Function"
 #define SENTINEL "tilua.cuda_runtime"
 #define CHUNK ((size_t)64 << 20) /* host staging for fills and compares */
 
@@ -87,7 +84,7 @@ CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes) {
 
 /* Raise the runtime's last error, prefixed by what was being done; a report
 ** of a kernel that hung or failed names the launch's own line and goes as is. */
-static int rt_error(lua_State *L, const char *what) {
+int lb_cuda_error(lua_State *L, const char *what) {
   if (tlcu_kernel_report(&rt)) {
     lua_pushstring(L, tlcu_error(&rt));
     return lua_error(L);
@@ -107,34 +104,27 @@ static int dev_error(lua_State *L) {
   return 1;
 }
 
-static void set_int(lua_State *L, const char *k, lua_Integer v) {
-  lua_pushinteger(L, v);
-  lua_setfield(L, -2, k);
-}
+/* TlcuDeviceInfo and TlcuFuncInfo as tables: X-lists of their members. */
+#define DEVICE_MEMBERS(I, B)                                                                       \
+  I(ordinal) I(sm_count) I(cc_major) I(cc_minor) I(smem_optin) I(total_mem) I(driver_version)
+#define FUNCTION_MEMBERS(I, B) I(num_regs) I(local_bytes) I(static_smem) I(max_threads)
 
 /* core.device_info() -> {name, ordinal, sm_count, cc_major, cc_minor, smem_optin, total_mem,
  * driver_version} */
 static int dev_info(lua_State *L) {
   need_gpu(L);
-  TlcuDeviceInfo in;
-  if (tlcu_device_info(&rt, &in) != TLCU_OK) return rt_error(L, "device info");
+  TlcuDeviceInfo r;
+  if (tlcu_device_info(&rt, &r) != TLCU_OK) return lb_cuda_error(L, "device info");
   lua_createtable(L, 0, 8);
-  lua_pushstring(L, in.name);
-  lua_setfield(L, -2, "name");
-  set_int(L, "ordinal", in.ordinal);
-  set_int(L, "sm_count", in.sm_count);
-  set_int(L, "cc_major", in.cc_major);
-  set_int(L, "cc_minor", in.cc_minor);
-  set_int(L, "smem_optin", in.smem_optin);
-  set_int(L, "total_mem", (lua_Integer)in.total_mem);
-  set_int(L, "driver_version", in.driver_version);
+  lb_set_str(L, "name", r.name);
+  DEVICE_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
   return 1;
 }
 
 /* core.device_synchronize(): waits for the device; raises launch failures. */
 static int dev_synchronize(lua_State *L) {
   need_gpu(L);
-  if (tlcu_synchronize(&rt) != TLCU_OK) return rt_error(L, "synchronize");
+  if (tlcu_synchronize(&rt) != TLCU_OK) return lb_cuda_error(L, "synchronize");
   return 0;
 }
 
@@ -161,7 +151,7 @@ static int buf_alloc(lua_State *L) {
   b->live = 0;
   luaL_setmetatable(L, LB_BUFFER);
   if (n > 0 && tlcu_mem_alloc(&rt, (size_t)n, &b->ptr) != TLCU_OK)
-    return rt_error(L, "device alloc");
+    return lb_cuda_error(L, "device alloc");
   b->bytes = (size_t)n;
   b->live = 1;
   return 1;
@@ -204,7 +194,7 @@ static int buf_upload(lua_State *L) {
   if (off > b->bytes || len > b->bytes - off)
     return lb_error(L, "%lld bytes at offset %lld do not fit a buffer of %lld bytes",
                     (long long)len, (long long)off, (long long)b->bytes);
-  if (len && tlcu_memcpy_htod(&rt, b->ptr + off, s, len) != TLCU_OK) return rt_error(L, "upload");
+  if (len && tlcu_memcpy_htod(&rt, b->ptr + off, s, len) != TLCU_OK) return lb_cuda_error(L, "upload");
   return 0;
 }
 
@@ -214,7 +204,7 @@ static int buf_download(lua_State *L) {
   size_t off, n = range(L, b, 2, &off);
   luaL_Buffer lb;
   char *p = luaL_buffinitsize(L, &lb, n ? n : 1);
-  if (n && tlcu_memcpy_dtoh(&rt, p, b->ptr + off, n) != TLCU_OK) return rt_error(L, "download");
+  if (n && tlcu_memcpy_dtoh(&rt, p, b->ptr + off, n) != TLCU_OK) return lb_cuda_error(L, "download");
   luaL_pushresultsize(&lb, n);
   return 1;
 }
@@ -225,7 +215,7 @@ static int buf_copy_from(lua_State *L) {
   lua_Integer n = luaL_optinteger(L, 3, (lua_Integer)(s->bytes < d->bytes ? s->bytes : d->bytes));
   if (n < 0 || (size_t)n > d->bytes || (size_t)n > s->bytes)
     return lb_error(L, "copy of %lld bytes does not fit", (long long)n);
-  if (n && tlcu_memcpy_dtod(&rt, d->ptr, s->ptr, (size_t)n) != TLCU_OK) return rt_error(L, "copy");
+  if (n && tlcu_memcpy_dtod(&rt, d->ptr, s->ptr, (size_t)n) != TLCU_OK) return lb_cuda_error(L, "copy");
   return 0;
 }
 
@@ -234,7 +224,7 @@ static int buf_memset(lua_State *L) {
   Buffer *b = check_buffer(L, 1);
   lua_Integer v = luaL_checkinteger(L, 2);
   if (b->bytes && tlcu_memset_d8(&rt, b->ptr, (unsigned char)v, b->bytes) != TLCU_OK)
-    return rt_error(L, "memset");
+    return lb_cuda_error(L, "memset");
   return 0;
 }
 
@@ -274,7 +264,7 @@ static int buf_equals(lua_State *L) {
   }
   free(a);
   free(b);
-  if (err) return rt_error(L, "compare");
+  if (err) return lb_cuda_error(L, "compare");
   lua_pushboolean(L, same);
   if (same) return 1;
   lua_pushinteger(L, (lua_Integer)at);
@@ -349,7 +339,7 @@ static int buf_fill_random(lua_State *L) {
     err = tlcu_memcpy_htod(&rt, b->ptr + at, a, n) != TLCU_OK;
   }
   free(a);
-  if (err) return rt_error(L, "random fill");
+  if (err) return lb_cuda_error(L, "random fill");
   return 0;
 }
 
@@ -372,7 +362,7 @@ static int mod_load(lua_State *L) {
   m->mod = NULL;
   m->live = 0;
   luaL_setmetatable(L, LB_MODULE);
-  if (tlcu_module_load_ptx(&rt, ptx, &m->mod) != TLCU_OK) return rt_error(L, "loading the PTX");
+  if (tlcu_module_load_ptx(&rt, ptx, &m->mod) != TLCU_OK) return lb_cuda_error(L, "loading the PTX");
   m->live = 1;
   return 1;
 }
@@ -394,20 +384,17 @@ static int mod_func(lua_State *L) {
   luaL_setmetatable(L, LB_FUNCTION);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
-  if (tlcu_function_get(&rt, m->mod, name, f) != TLCU_OK) return rt_error(L, "kernel lookup");
+  if (tlcu_function_get(&rt, m->mod, name, f) != TLCU_OK) return lb_cuda_error(L, "kernel lookup");
   return 1;
 }
 
 /* fn:info() -> {num_regs, local_bytes, static_smem, max_threads} */
 static int fn_info(lua_State *L) {
   CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
-  TlcuFuncInfo fi;
-  if (!*f || tlcu_function_info(&rt, *f, &fi) != TLCU_OK) return rt_error(L, "function info");
+  TlcuFuncInfo r;
+  if (!*f || tlcu_function_info(&rt, *f, &r) != TLCU_OK) return lb_cuda_error(L, "function info");
   lua_createtable(L, 0, 4);
-  set_int(L, "num_regs", fi.num_regs);
-  set_int(L, "local_bytes", fi.local_bytes);
-  set_int(L, "static_smem", fi.static_smem);
-  set_int(L, "max_threads", fi.max_threads);
+  FUNCTION_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
   return 1;
 }
 
@@ -469,7 +456,7 @@ static TlcuHang *hang_records(lua_State *L, const TlcuLaunch *cfg) {
   unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2], warps = (threads + 31) / 32;
   size_t slots = (size_t)cfg->grid[0] * cfg->grid[1] * cfg->grid[2] * warps;
   TlcuHang *h = NULL;
-  if (tlcu_hang_alloc(&rt, slots, warps, sites, &h) != TLCU_OK) rt_error(L, "launch");
+  if (tlcu_hang_alloc(&rt, slots, warps, sites, &h) != TLCU_OK) lb_cuda_error(L, "launch");
   lua_pop(L, 1);
   return h;
 }
@@ -519,7 +506,7 @@ static int fn_launch(lua_State *L) {
     slots[n] = (uint64_t)cfg.hang->dev;
     ptrs[n] = &slots[n];
   }
-  if (tlcu_launch(&rt, *f, &cfg, ptrs) != TLCU_OK) return rt_error(L, "launch");
+  if (tlcu_launch(&rt, *f, &cfg, ptrs) != TLCU_OK) return lb_cuda_error(L, "launch");
   return 0;
 }
 
@@ -530,7 +517,7 @@ static int dev_time(lua_State *L) {
   CUevent a = NULL, b = NULL;
   if (tlcu_event_create(&rt, &a) != TLCU_OK || tlcu_event_create(&rt, &b) != TLCU_OK) {
     if (a) tlcu_event_destroy(&rt, a);
-    return rt_error(L, "event");
+    return lb_cuda_error(L, "event");
   }
   float ms = 0;
   int bad = tlcu_event_record(&rt, a, NULL) != TLCU_OK;
@@ -567,19 +554,9 @@ static const luaL_Reg device_functions[] = {
     {"device_time", dev_time},           {"buffer_alloc", buf_alloc},
     {"module_load", mod_load},           {NULL, NULL}};
 
-static void new_class(lua_State *L, const char *name, const luaL_Reg *meta,
-                      const luaL_Reg *methods) {
-  luaL_newmetatable(L, name);
-  luaL_setfuncs(L, meta, 0);
-  lua_newtable(L);
-  luaL_setfuncs(L, methods, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
-}
-
 void lb_open_device(lua_State *L) {
-  new_class(L, LB_BUFFER, buffer_meta, buffer_methods);
-  new_class(L, LB_MODULE, module_meta, module_methods);
-  new_class(L, LB_FUNCTION, no_meta, function_methods);
+  lb_new_class(L, LB_BUFFER, buffer_meta, buffer_methods);
+  lb_new_class(L, LB_MODULE, module_meta, module_methods);
+  lb_new_class(L, LB_FUNCTION, no_meta, function_methods);
   luaL_setfuncs(L, device_functions, 0);
 }

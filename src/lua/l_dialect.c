@@ -38,19 +38,14 @@ static void push_attributes(lua_State *L, IrOpKind k) {
     lua_createtable(L, 0, 8);
     lua_pushlstring(L, name, len);
     lua_setfield(L, -2, "name");
-    lua_pushstring(L, kind_names[s[i].kind]);
-    lua_setfield(L, -2, "kind");
-    lua_pushboolean(L, s[i].dflt == IR_ATTR_REQUIRED);
-    lua_setfield(L, -2, "required");
+    lb_set_str(L, "kind", kind_names[s[i].kind]);
+    lb_set_bool(L, "required", s[i].dflt == IR_ATTR_REQUIRED);
     push_default(L, &s[i]);
     if (s[i].kind == IR_AS_INT) {
-      lua_pushinteger(L, s[i].lo);
-      lua_setfield(L, -2, "min");
-      lua_pushinteger(L, s[i].hi);
-      lua_setfield(L, -2, "max");
+      lb_set_int(L, "min", s[i].lo);
+      lb_set_int(L, "max", s[i].hi);
     } else if (s[i].kind == IR_AS_INTS) {
-      lua_pushinteger(L, s[i].hi);
-      lua_setfield(L, -2, "max_length");
+      lb_set_int(L, "max_length", s[i].hi);
     } else if (s[i].kind == IR_AS_ENUM) {
       lua_newtable(L);
       for (int j = 0; s[i].names[j]; j++) {
@@ -59,8 +54,7 @@ static void push_attributes(lua_State *L, IrOpKind k) {
       }
       lua_setfield(L, -2, "values");
     }
-    lua_pushstring(L, s[i].doc);
-    lua_setfield(L, -2, "doc");
+    lb_set_str(L, "doc", s[i].doc);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
 }
@@ -72,15 +66,12 @@ void lb_push_op_tables(lua_State *L, int kind) {
   bool hand;
   const char *ptx = ir_op_ptx(k, &hand);
   if (ptx) {
-    lua_pushstring(L, ptx);
-    lua_setfield(L, -2, "ptx");
-    lua_pushboolean(L, hand);
-    lua_setfield(L, -2, "ptx_by_hand");
+    lb_set_str(L, "ptx", ptx);
+    lb_set_bool(L, "ptx_by_hand", hand);
   }
   int to = ir_op_lowers_to(k);
   if (to >= 0) {
-    lua_pushstring(L, ir_op_info((IrOpKind)to)->name);
-    lua_setfield(L, -2, "lowers_to");
+    lb_set_str(L, "lowers_to", ir_op_info((IrOpKind)to)->name);
   }
 }
 
@@ -102,9 +93,7 @@ static int core_enums(lua_State *L) {
 /* core.limits() -> {max_threads = 1024, ...} (sm90_limits.h) */
 static int core_limits(lua_State *L) {
   lua_newtable(L);
-#define PUSH_LIMIT(name, value, doc)                                                               \
-  lua_pushinteger(L, value);                                                                       \
-  lua_setfield(L, -2, #name);
+#define PUSH_LIMIT(name, value, doc) lb_set_int(L, #name, value);
   SM90_LIMIT_LIST(PUSH_LIMIT)
 #undef PUSH_LIMIT
   return 1;
@@ -139,16 +128,11 @@ static int op_kernel_spec(lua_State *L) {
   lua_setfield(L, -2, "block");
   push_dims(L, ks.cluster);
   lua_setfield(L, -2, "cluster");
-  lua_pushinteger(L, ks.smem);
-  lua_setfield(L, -2, "smem");
-  lua_pushinteger(L, ks.ctas);
-  lua_setfield(L, -2, "num_ctas");
-  lua_pushinteger(L, ks.threads);
-  lua_setfield(L, -2, "threads");
-  lua_pushinteger(L, ks.warps);
-  lua_setfield(L, -2, "warps");
-  lua_pushboolean(L, ks.has_cluster);
-  lua_setfield(L, -2, "has_cluster");
+  lb_set_int(L, "smem", ks.smem);
+  lb_set_int(L, "num_ctas", ks.ctas);
+  lb_set_int(L, "threads", ks.threads);
+  lb_set_int(L, "warps", ks.warps);
+  lb_set_bool(L, "has_cluster", ks.has_cluster);
   return 1;
 }
 

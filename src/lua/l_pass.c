@@ -81,16 +81,12 @@ static void on_stage(const IrStageInfo *st, IrOp *module, void *ud) {
   lua_pushcfunction(L, call_stage);
   lua_pushvalue(L, cb->fn);
   lua_createtable(L, 0, 5);
-  lua_pushstring(L, st->pass);
-  lua_setfield(L, -2, "pass");
-  lua_pushinteger(L, st->index);
-  lua_setfield(L, -2, "index");
+  lb_set_str(L, "pass", st->pass);
+  lb_set_int(L, "index", st->index);
   lua_pushnumber(L, st->ms);
   lua_setfield(L, -2, "ms");
-  lua_pushboolean(L, st->changed);
-  lua_setfield(L, -2, "changed");
-  lua_pushboolean(L, st->verified);
-  lua_setfield(L, -2, "verified");
+  lb_set_bool(L, "changed", st->changed);
+  lb_set_bool(L, "verified", st->verified);
   lua_pushvalue(L, cb->op);
   (void)module;
   if (lua_pcall(L, 3, 0, 0) != LUA_OK) {

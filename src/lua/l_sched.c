@@ -7,41 +7,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sched/sched.h"
+#include "../sched/worker.h"
 #include "lbind.h"
 
 #define LB_PLAN "tilua.SchedPlan"
 
+/* The records pushed as tables, X-lists of their members (I: integer, B: boolean). */
+/* clang-format off */
+#define STREAMK_MEMBERS(I, B)                                                                      \
+  I(sk_tiles) I(sk_units) I(dp_tiles) I(units) I(k_per_small) I(big_units) I(max_splits) I(splits)
+#define WORKSPACE_MEMBERS(I, B)                                                                    \
+  I(reduction) I(barriers) I(barrier_offset) I(total) I(slots_per_tile) I(barrier_count)
+#define PARAMS_MEMBERS(I, B)                                                                       \
+  I(num_tiles_m) I(num_tiles_n) I(num_tiles_k) I(cluster_shape_x) I(cluster_shape_y)              \
+  I(cluster_shape_z) I(num_ctas_per_cluster) I(total_ctas) I(workspace_ptr) I(k_split_count)      \
+  I(reserved)
+#define WORK_MEMBERS(I, B) I(linear) I(m) I(n) I(l) I(tile_idx) B(valid)
+#define PIECE_MEMBERS(I, B)                                                                        \
+  I(unit) I(tile_idx) I(m) I(n) I(l) I(k_tile_start) I(k_tile_count) I(split_idx)                  \
+  I(expected_splits) B(is_separate_reduction) B(is_final_split)
+#define FIXUP_MEMBERS(I, B)                                                                        \
+  B(participates) B(wait) B(reset) I(wait_value) I(read_first) I(read_count) B(write)             \
+  I(write_slot) B(epilogue)
+#define COORD_MEMBERS(I, B) I(m) I(n) I(l)
+/* Push record r as a new table of its members. */
+#define PUSH_RECORD(MEMBERS, n)                                                                    \
+  do {                                                                                             \
+    lua_createtable(L, 0, n);                                                                      \
+    MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)                                                 \
+  } while (0)
+/* clang-format on */
+
 static SchedPlan *check_plan(lua_State *L, int idx) { return luaL_checkudata(L, idx, LB_PLAN); }
 
 static uint32_t field_u32(lua_State *L, int t, const char *name, uint32_t dflt) {
-  lua_getfield(L, t, name);
-  uint32_t v = dflt;
-  if (!lua_isnil(L, -1)) {
-    int isnum;
-    lua_Integer i = lua_tointegerx(L, -1, &isnum);
-    if (!isnum || i < 0 || i > UINT32_MAX) lb_error(L, "sched: '%s' must be a non-negative integer", name);
-    v = (uint32_t)i;
-  }
-  lua_pop(L, 1);
-  return v;
+  return (uint32_t)lb_opt_int_field(L, t, name, dflt, 0, UINT32_MAX, "sched");
 }
 
 static uint64_t field_u64(lua_State *L, int t, const char *name, uint64_t dflt) {
-  lua_getfield(L, t, name);
-  uint64_t v = dflt;
-  if (!lua_isnil(L, -1)) {
-    int isnum;
-    lua_Integer i = lua_tointegerx(L, -1, &isnum);
-    if (!isnum || i < 0) lb_error(L, "sched: '%s' must be a non-negative integer", name);
-    v = (uint64_t)i;
-  }
-  lua_pop(L, 1);
-  return v;
+  return (uint64_t)lb_opt_int_field(L, t, name, (lua_Integer)dflt, 0, LUA_MAXINTEGER, "sched");
 }
 
 /* An enum field given by name through one of the sched_*_parse functions. */
-static void field_enum(lua_State *L, int t, const char *name, bool (*parse)(const char *, void *), void *out) {
+static void field_enum(lua_State *L, int t, const char *name, bool (*parse)(const char *, void *),
+                       void *out) {
   lua_getfield(L, t, name);
   if (!lua_isnil(L, -1)) {
     const char *s = lua_tostring(L, -1);
@@ -71,12 +80,14 @@ static int core_sched_plan(lua_State *L) {
     if (lua_getfield(L, 1, "tile") == LUA_TTABLE)
       for (int i = 0; i < 3; i++) {
         lua_geti(L, -1, i + 1);
-        if (lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0) tile[i] = (uint32_t)lua_tointeger(L, -1);
+        if (lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0)
+          tile[i] = (uint32_t)lua_tointeger(L, -1);
         lua_pop(L, 1);
       }
     lua_pop(L, 1);
-    if (!sched_config_gemm(&c, field_u64(L, 1, "m", 0), field_u64(L, 1, "n", 0), field_u64(L, 1, "k", 0),
-                           field_u64(L, 1, "l", 1), tile[0], tile[1], tile[2]))
+    if (!sched_config_gemm(&c, field_u64(L, 1, "m", 0), field_u64(L, 1, "n", 0),
+                           field_u64(L, 1, "k", 0), field_u64(L, 1, "l", 1), tile[0], tile[1],
+                           tile[2]))
       return lb_error(L, "sched: m, n, k, l and the tile sizes must be positive");
   } else {
     c.tiles_m = field_u32(L, 1, "tiles_m", 1);
@@ -105,50 +116,25 @@ static int core_sched_plan(lua_State *L) {
   return 1;
 }
 
-#define SET_INT(name, v)                                                                           \
-  do {                                                                                             \
-    lua_pushinteger(L, (lua_Integer)(v));                                                          \
-    lua_setfield(L, -2, name);                                                                     \
-  } while (0)
-#define SET_BOOL(name, v)                                                                          \
-  do {                                                                                             \
-    lua_pushboolean(L, (v));                                                                       \
-    lua_setfield(L, -2, name);                                                                     \
-  } while (0)
-
 /* plan:info() -> a table of everything the plan decided. */
 static int plan_info(lua_State *L) {
   SchedPlan *p = check_plan(L, 1);
   lua_createtable(L, 0, 24);
-  lua_pushstring(L, sched_kind_name(p->cfg.kind));
-  lua_setfield(L, -2, "kind");
-  SET_INT("grid", p->grid);
-  SET_INT("tiles", p->persist.raster.total);
-  SET_INT("grid_m", p->persist.raster.grid_m);
-  SET_INT("grid_n", p->persist.raster.grid_n);
-  SET_INT("tiles_k", p->cfg.tiles_k);
-  SET_INT("workers", p->cfg.workers);
+  lb_set_str(L, "kind", sched_kind_name(p->cfg.kind));
+  lb_set_int(L, "grid", p->grid);
+  lb_set_int(L, "tiles", p->persist.raster.total);
+  lb_set_int(L, "grid_m", p->persist.raster.grid_m);
+  lb_set_int(L, "grid_n", p->persist.raster.grid_n);
+  lb_set_int(L, "tiles_k", p->cfg.tiles_k);
+  lb_set_int(L, "workers", p->cfg.workers);
   if (p->cfg.kind == SCHED_STREAMK) {
-    lua_pushstring(L, sched_decomp_name((SchedDecomp)p->sk.decomp));
-    lua_setfield(L, -2, "decomp");
-    lua_pushstring(L, sched_reduction_name((SchedReduction)p->sk.reduction));
-    lua_setfield(L, -2, "reduction");
-    SET_INT("sk_tiles", p->sk.sk_tiles);
-    SET_INT("sk_units", p->sk.sk_units);
-    SET_INT("dp_tiles", p->sk.dp_tiles);
-    SET_INT("units", p->sk.units);
-    SET_INT("k_per_small", p->sk.k_per_small);
-    SET_INT("big_units", p->sk.big_units);
-    SET_INT("max_splits", p->sk.max_splits);
-    SET_INT("splits", p->sk.splits);
+    lb_set_str(L, "decomp", sched_decomp_name((SchedDecomp)p->sk.decomp));
+    lb_set_str(L, "reduction", sched_reduction_name((SchedReduction)p->sk.reduction));
+    const SchedStreamK r = p->sk;
+    STREAMK_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
   }
-  lua_createtable(L, 0, 6);
-  SET_INT("reduction", p->ws.reduction);
-  SET_INT("barriers", p->ws.barriers);
-  SET_INT("barrier_offset", p->ws.barrier_offset);
-  SET_INT("total", p->ws.total);
-  SET_INT("slots_per_tile", p->ws.slots_per_tile);
-  SET_INT("barrier_count", p->ws.barrier_count);
+  const SchedWorkspace r = p->ws;
+  PUSH_RECORD(WORKSPACE_MEMBERS, 6);
   lua_setfield(L, -2, "workspace");
   return 1;
 }
@@ -156,46 +142,17 @@ static int plan_info(lua_State *L) {
 /* plan:params([workspace_ptr]) -> the 48-byte Params as a table and as a string of bytes. */
 static int plan_params(lua_State *L) {
   SchedPlan *p = check_plan(L, 1);
-  SchedParams s = sched_params_make(p, (uint64_t)luaL_optinteger(L, 2, 0));
-  lua_createtable(L, 0, 11);
-  SET_INT("num_tiles_m", s.num_tiles_m);
-  SET_INT("num_tiles_n", s.num_tiles_n);
-  SET_INT("num_tiles_k", s.num_tiles_k);
-  SET_INT("cluster_shape_x", s.cluster_shape_x);
-  SET_INT("cluster_shape_y", s.cluster_shape_y);
-  SET_INT("cluster_shape_z", s.cluster_shape_z);
-  SET_INT("num_ctas_per_cluster", s.num_ctas_per_cluster);
-  SET_INT("total_ctas", s.total_ctas);
-  SET_INT("workspace_ptr", s.workspace_ptr);
-  SET_INT("k_split_count", s.k_split_count);
-  SET_INT("reserved", s.reserved);
-  lua_pushlstring(L, (const char *)&s, sizeof s);
+  SchedParams r = sched_params_make(p, (uint64_t)luaL_optinteger(L, 2, 0));
+  PUSH_RECORD(PARAMS_MEMBERS, 11);
+  lua_pushlstring(L, (const char *)&r, sizeof r);
   return 2;
 }
 
-static void push_work(lua_State *L, SchedWork w) {
-  lua_createtable(L, 0, 6);
-  SET_INT("linear", w.linear);
-  SET_INT("m", w.m);
-  SET_INT("n", w.n);
-  SET_INT("l", w.l);
-  SET_INT("tile_idx", w.tile_idx);
-  SET_BOOL("valid", w.valid);
-}
+static void push_work(lua_State *L, SchedWork r) { PUSH_RECORD(WORK_MEMBERS, 6); }
 
 static void push_piece(lua_State *L, const SchedSkWork *w) {
-  lua_createtable(L, 0, 11);
-  SET_INT("unit", w->unit);
-  SET_INT("tile_idx", w->tile_idx);
-  SET_INT("m", w->m);
-  SET_INT("n", w->n);
-  SET_INT("l", w->l);
-  SET_INT("k_tile_start", w->k_tile_start);
-  SET_INT("k_tile_count", w->k_tile_count);
-  SET_INT("split_idx", w->split_idx);
-  SET_INT("expected_splits", w->expected_splits);
-  SET_BOOL("is_separate_reduction", w->is_separate_reduction);
-  SET_BOOL("is_final_split", w->is_final_split);
+  const SchedSkWork r = *w;
+  PUSH_RECORD(PIECE_MEMBERS, 11);
 }
 
 static uint32_t arg_u32(lua_State *L, int i) {
@@ -207,11 +164,8 @@ static uint32_t arg_u32(lua_State *L, int i) {
 /* plan:unpack(linear) -> {m, n, l} */
 static int plan_unpack(lua_State *L) {
   SchedPlan *p = check_plan(L, 1);
-  SchedCoord c = sched_raster_unpack(&p->persist.raster, arg_u32(L, 2));
-  lua_createtable(L, 0, 3);
-  SET_INT("m", c.m);
-  SET_INT("n", c.n);
-  SET_INT("l", c.l);
+  SchedCoord r = sched_raster_unpack(&p->persist.raster, arg_u32(L, 2));
+  PUSH_RECORD(COORD_MEMBERS, 3);
   return 1;
 }
 
@@ -230,7 +184,7 @@ static int plan_persistent(lua_State *L) {
     bool inc = false;
     SchedWork next = sched_persistent_advance(&p->persist, w, &inc);
     push_work(L, w);
-    SET_BOOL("increment_pipe", inc);
+    lb_set_bool(L, "increment_pipe", inc);
     lua_rawseti(L, -2, i);
     w = next;
   }
@@ -247,16 +201,8 @@ static int plan_pieces(lua_State *L) {
   lua_newtable(L);
   for (int i = 1; sched_cursor_next(&p->sk, &c, &w); i++) {
     push_piece(L, &w);
-    SchedFixup f = sched_fixup_role(&p->sk, &w);
-    lua_createtable(L, 0, 8);
-    SET_BOOL("participates", f.participates);
-    SET_BOOL("wait", f.wait);
-    SET_INT("wait_value", f.wait_value);
-    SET_INT("read_first", f.read_first);
-    SET_INT("read_count", f.read_count);
-    SET_BOOL("write", f.write);
-    SET_INT("write_slot", f.write_slot);
-    SET_BOOL("epilogue", f.epilogue);
+    SchedFixup r = sched_fixup_role(&p->sk, &w);
+    PUSH_RECORD(FIXUP_MEMBERS, 9);
     lua_setfield(L, -2, "fixup");
     lua_rawseti(L, -2, i);
   }
@@ -322,20 +268,172 @@ static int plan_fixup_model(lua_State *L) {
   return 2;
 }
 
-static const luaL_Reg plan_methods[] = {{"info", plan_info},       {"params", plan_params},
-                                        {"unpack", plan_unpack},   {"dp_tile", plan_dp_tile},
-                                        {"persistent", plan_persistent}, {"pieces", plan_pieces},
-                                        {"tl_coord", plan_tl_coord}, {"owner", plan_owner},
-                                        {"render", plan_render},   {"svg", plan_svg},
-                                        {"fixup_model", plan_fixup_model}, {NULL, NULL}};
+/* {======================================================================
+** The staged arithmetic for the Lua surface (stdlib/sched.lua)
+** ======================================================================= */
 
-static const luaL_Reg sched_functions[] = {{"sched_plan", core_sched_plan}, {NULL, NULL}};
+/* core.sched_stage(what, at, ...): worker.c's arithmetic on Lua integers
+** (known: folded here) and IR values (built at the insertion point `at`,
+** {block =, before =}, with the user's location). */
+typedef struct LStage {
+  StageIr ir;
+  IrBuilder b;
+  Stage *st;     /* NULL without an insertion point: everything must be known */
+  int owner_idx; /* the context userdata the built values belong to */
+} LStage;
+
+static void stage_open(lua_State *L, LStage *s, int at) {
+  memset(s, 0, sizeof *s);
+  if (lua_isnoneornil(L, at)) return;
+  luaL_checktype(L, at, LUA_TTABLE);
+  lua_getfield(L, at, "block");
+  IrBlock *blk = lb_check_block(L, -1);
+  IrContext *ctx = lb_owner(L, -1)->ctx;
+  lb_push_owner(L, -1);
+  s->owner_idx = lua_gettop(L);
+  ir_builder_init(&s->b, ctx);
+  ir_builder_at_end(&s->b, blk);
+  if (lua_getfield(L, at, "before") != LUA_TNIL) ir_builder_before(&s->b, lb_check_op(L, -1));
+  lua_pop(L, 1);
+  s->b.loc = lb_user_loc(L, ctx);
+  stage_ir_init(&s->ir, &s->b);
+  s->st = &s->ir.st;
+}
+
+/* A Lua integer in [0, 2^32), a boolean, or an i32 / i1 value of the builder's context. */
+static SInt stage_arg(lua_State *L, LStage *s, int idx, const char *what) {
+  if (lua_isboolean(L, idx)) return st_bool(lua_toboolean(L, idx));
+  if (lua_isinteger(L, idx)) {
+    lua_Integer v = lua_tointeger(L, idx);
+    if (v < 0 || v > UINT32_MAX)
+      lb_error(L, "sched: %s = %I is not a 32-bit unsigned integer", what, v);
+    return st_k((uint32_t)v);
+  }
+  IrValue *v = lb_test_object(L, idx, LB_VALUE);
+  if (!v)
+    lb_error(L, "sched: %s must be an integer or an IR value, got %s", what, luaL_typename(L, idx));
+  if (!s->st) lb_error(L, "sched: %s is an IR value, built outside of a kernel or region", what);
+  if (lb_owner(L, idx)->ctx != s->b.ctx) lb_error(L, "sched: %s belongs to another context", what);
+  if (!ir_type_is_int_width(v->type, 32) && !ir_type_is_int_width(v->type, 1))
+    lb_error(L, "sched: %s must be an i32 value", what);
+  return stage_ir_value(v);
+}
+
+static SInt stage_field(lua_State *L, LStage *s, int t, const char *name) {
+  lua_getfield(L, t, name);
+  SInt x = stage_arg(L, s, -1, name);
+  lua_pop(L, 1);
+  return x;
+}
+
+/* Push a result: a boolean or an integer when known, else the value. */
+static void stage_push(lua_State *L, LStage *s, SInt x) {
+  if (!st_known(x) && s->st)
+    lb_push_object(L, LB_VALUE, x.v, s->owner_idx);
+  else if (x.bits == 1)
+    lua_pushboolean(L, st_get(x) != 0);
+  else
+    lua_pushinteger(L, (lua_Integer)st_get(x));
+}
+
+static const char *const raster_fields[] = {"grid_m",  "grid_n", "fast", "slow",
+                                            "swizzle", "per_l",  "total"};
+
+static SRaster stage_raster(lua_State *L, LStage *s, int t) {
+  luaL_checktype(L, t, LUA_TTABLE);
+  SRaster r;
+  SInt *f[] = {&r.grid_m, &r.grid_n, &r.fast, &r.slow, &r.swizzle, &r.per_l, &r.total};
+  for (int i = 0; i < 7; i++)
+    *f[i] = stage_field(L, s, t, raster_fields[i]);
+  lua_getfield(L, t, "column_major");
+  r.order = lua_toboolean(L, -1) ? SCHED_ALONG_M : SCHED_ALONG_N;
+  lua_pop(L, 1);
+  return r;
+}
+
+static void push_raster(lua_State *L, LStage *s, const SRaster *r) {
+  const SInt *f[] = {&r->grid_m, &r->grid_n, &r->fast, &r->slow, &r->swizzle, &r->per_l, &r->total};
+  lua_createtable(L, 0, 8);
+  for (int i = 0; i < 7; i++) {
+    stage_push(L, s, *f[i]);
+    lua_setfield(L, -2, raster_fields[i]);
+  }
+  lb_set_bool(L, "column_major", r->order == SCHED_ALONG_M);
+}
+
+/*
+** raster, tiles_m, tiles_n, tiles_l, cluster_m, cluster_n, swizzle, column_major -> raster
+** unpack, raster, linear -> m, n, l          valid, raster, linear -> linear < total
+** tl_coord, raster, swizzle, tile_id -> m, n (TileLang's coord: the swizzle as given)
+** block_m, m, cluster, rank -> m * cluster + rank
+** tl_next, grid, linear, iter -> linear + grid, iter + 1
+*/
+static int core_sched_stage(lua_State *L) {
+  enum { RASTER, UNPACK, VALID, BLOCK_M, TL_NEXT, TL_COORD };
+  static const char *const whats[] = {"raster",  "unpack",   "valid", "block_m",
+                                      "tl_next", "tl_coord", NULL};
+  int what = luaL_checkoption(L, 1, NULL, whats);
+  LStage s;
+  stage_open(L, &s, 2);
+  SWork w;
+  memset(&w, 0, sizeof w);
+  if (what == RASTER) {
+    static const char *const names[] = {"tiles_m",   "tiles_n",   "tiles_l",
+                                        "cluster_m", "cluster_n", "swizzle"};
+    SInt a[6];
+    for (int i = 0; i < 6; i++)
+      a[i] = stage_arg(L, &s, 3 + i, names[i]);
+    SchedOrder order = lua_toboolean(L, 9) ? SCHED_ALONG_M : SCHED_ALONG_N;
+    SRaster r = sw_raster_shape(s.st, a[0], a[1], a[2], a[3], a[4], a[5], order);
+    push_raster(L, &s, &r);
+    return 1;
+  }
+  if (what == BLOCK_M) {
+    stage_push(L, &s,
+               sw_block_m(s.st, stage_arg(L, &s, 3, "m_idx"), stage_arg(L, &s, 4, "cluster"),
+                          stage_arg(L, &s, 5, "rank")));
+    return 1;
+  }
+  if (what == TL_NEXT) {
+    SInt linear = stage_arg(L, &s, 4, "linear_idx"), iter = stage_arg(L, &s, 5, "current_iter");
+    sw_tl_next(s.st, stage_arg(L, &s, 3, "workers"), &linear, &iter);
+    stage_push(L, &s, linear);
+    stage_push(L, &s, iter);
+    return 2;
+  }
+  SRaster r = stage_raster(L, &s, 3);
+  if (what == TL_COORD) {
+    sw_tl_coord(s.st, &r, stage_arg(L, &s, 4, "swizzle"), stage_arg(L, &s, 5, "tile_id"), &w);
+    stage_push(L, &s, w.f[SF_M]);
+    stage_push(L, &s, w.f[SF_N]);
+    return 2;
+  }
+  sw_work_at(s.st, &r, stage_arg(L, &s, 4, "tile_id"), st_k(0), &w);
+  if (what == VALID) return stage_push(L, &s, w.f[SF_VALID]), 1;
+  for (int f = SF_M; f <= SF_L; f++)
+    stage_push(L, &s, w.f[f]);
+  return 3;
+}
+
+/* }====================================================================== */
+
+static const luaL_Reg plan_methods[] = {{"info", plan_info},
+                                        {"params", plan_params},
+                                        {"unpack", plan_unpack},
+                                        {"dp_tile", plan_dp_tile},
+                                        {"persistent", plan_persistent},
+                                        {"pieces", plan_pieces},
+                                        {"tl_coord", plan_tl_coord},
+                                        {"owner", plan_owner},
+                                        {"render", plan_render},
+                                        {"svg", plan_svg},
+                                        {"fixup_model", plan_fixup_model},
+                                        {NULL, NULL}};
+
+static const luaL_Reg sched_functions[] = {
+    {"sched_plan", core_sched_plan}, {"sched_stage", core_sched_stage}, {NULL, NULL}};
 
 void lb_open_sched(lua_State *L) {
-  luaL_newmetatable(L, LB_PLAN);
-  lua_newtable(L);
-  luaL_setfuncs(L, plan_methods, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
+  lb_new_class(L, LB_PLAN, NULL, plan_methods);
   luaL_setfuncs(L, sched_functions, 0);
 }

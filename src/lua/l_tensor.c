@@ -59,14 +59,7 @@ static int int_list(lua_State *L, int idx, const char *key, int64_t *v, int max,
 }
 
 static lua_Integer opt_int(lua_State *L, int idx, const char *key, lua_Integer dflt) {
-  lua_getfield(L, idx, key);
-  lua_Integer v = dflt;
-  if (!lua_isnil(L, -1)) {
-    if (!lua_isinteger(L, -1)) lb_error(L, "tensor_map: '%s' must be an integer", key);
-    v = lua_tointeger(L, -1);
-  }
-  lua_pop(L, 1);
-  return v;
+  return lb_opt_int_field(L, idx, key, dflt, LUA_MININTEGER, LUA_MAXINTEGER, "tensor_map");
 }
 
 /* Fill the driver's description (innermost first) from t, checking the rules. */
@@ -168,14 +161,10 @@ static void set_list(lua_State *L, const char *k, const int64_t *v, int n) {
 static int tm_info(lua_State *L) {
   TensorMap *t = luaL_checkudata(L, 1, LB_TENSOR_MAP);
   lua_createtable(L, 0, 7);
-  lua_pushstring(L, t->dtype);
-  lua_setfield(L, -2, "dtype");
-  lua_pushinteger(L, t->elem_bytes);
-  lua_setfield(L, -2, "elem_bytes");
-  lua_pushinteger(L, t->rank);
-  lua_setfield(L, -2, "rank");
-  lua_pushinteger(L, t->swizzle);
-  lua_setfield(L, -2, "swizzle");
+  lb_set_str(L, "dtype", t->dtype);
+  lb_set_int(L, "elem_bytes", t->elem_bytes);
+  lb_set_int(L, "rank", t->rank);
+  lb_set_int(L, "swizzle", t->swizzle);
   set_list(L, "shape", t->shape, t->rank);
   set_list(L, "strides", t->strides, t->rank);
   set_list(L, "box", t->box, t->rank);
@@ -241,10 +230,6 @@ static const luaL_Reg tensor_functions[] = {
     {"tensor_map", tm_new}, {"blas_available", blas_available}, {"blas_gemm", blas_gemm}, {NULL, NULL}};
 
 void lb_open_tensor(lua_State *L) {
-  luaL_newmetatable(L, LB_TENSOR_MAP);
-  lua_newtable(L);
-  luaL_setfuncs(L, tm_methods, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
+  lb_new_class(L, LB_TENSOR_MAP, NULL, tm_methods);
   luaL_setfuncs(L, tensor_functions, 0);
 }

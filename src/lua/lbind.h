@@ -62,6 +62,8 @@ void lb_push_attr(lua_State *L, const IrAttr *a, int ctx_idx);
 /* The location of the innermost user frame: the first Lua frame that is not
 ** part of the tilua library (see lb_mark_library_chunk). */
 IrLoc lb_user_loc(lua_State *L, IrContext *ctx);
+/* "file:line" of the innermost user frame into buf (empty when there is none). */
+void lb_user_where(lua_State *L, char *buf, size_t n);
 /* Raise "file:line: message" at the user's location. */
 int lb_error(lua_State *L, const char *fmt, ...);
 /* Remember that a chunk name belongs to the library, so locations skip it. */
@@ -75,10 +77,51 @@ void lb_push_diagnostic_list(lua_State *L, IrContext *ctx);
 /* Push the message and then the list; clears. */
 void lb_push_diagnostics_and_list(lua_State *L, IrContext *ctx);
 
-/* Area openers: each adds its functions to the table at the top of the stack. */
-void lb_open_ir(lua_State *L);
-void lb_open_passes(lua_State *L);
-void lb_open_extra(lua_State *L); /* later areas: PTX, CUDA, schedulers */
+/* A class: the metatable `name` with the metamethods meta (or none) and the
+** methods as its __index. */
+void lb_new_class(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods);
+/* t[key] = v for the table t at the top of the stack. */
+static inline void lb_set_int(lua_State *L, const char *key, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, key);
+}
+static inline void lb_set_bool(lua_State *L, const char *key, int v) {
+  lua_pushboolean(L, v);
+  lua_setfield(L, -2, key);
+}
+static inline void lb_set_str(lua_State *L, const char *key, const char *v) {
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, key);
+}
+/* A record's members as fields of the same names: with the record in scope as
+** `r`, LIST(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER) where LIST(I, B) names
+** them, I(member) for integers and B(member) for booleans. */
+#define LB_SET_INT_MEMBER(m) lb_set_int(L, #m, (lua_Integer)r.m);
+#define LB_SET_BOOL_MEMBER(m) lb_set_bool(L, #m, r.m);
+/* The integer field key of the table at idx, dflt when absent; raises
+** "who: 'key' must be an integer" or "... is out of range [lo, hi]" at the
+** user's line otherwise. */
+lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer dflt, lua_Integer lo,
+                             lua_Integer hi, const char *who);
+
+/* The binding areas, X(name): lb_open_<name> adds the area's
+** functions to the table at the top of the stack (tilua.core); l_core.c opens
+** them in this order. A new area is one line here. */
+#define LB_AREAS(X)                                                                                \
+  X(ir)      /* l_ir.c: contexts, object userdata, locations, the registry of ops */              \
+  X(types)   /* l_type.c: types and attributes */                                                  \
+  X(ops)     /* l_op.c: ops, regions, blocks, values */                                            \
+  X(passes)  /* l_pass.c: the pass manager and pipelines */                                        \
+  X(sched)   /* l_sched.c: the scheduler reference and its staged arithmetic */                    \
+  X(ptx)     /* l_ptx.c: the PTX emitter */                                                        \
+  X(device)  /* l_device.c: tl.device, modules, launches */                                        \
+  X(tensor)  /* l_tensor.c: tensor maps, the cuBLASLt peer */                                      \
+  X(launch)  /* l_launch.c: launch plans, the raw-launch peer */                                   \
+  X(dialect) /* l_dialect.c: op table rows, enums, limits, kernel specs */
+#define LB_AREA_OPENER(name) void lb_open_##name(lua_State *L);
+LB_AREAS(LB_AREA_OPENER)
+#undef LB_AREA_OPENER
+
 /* Add an op's attribute, PTX and LOWER rows to the op table on the stack (l_dialect.c). */
 void lb_push_op_tables(lua_State *L, int kind);
 

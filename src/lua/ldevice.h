@@ -13,6 +13,9 @@
 #include "lbind.h"
 
 #define LB_TENSOR_MAP "tilua.TensorMap"
+#define LB_BUFFER "tilua.Buffer"
+#define LB_MODULE "tilua.Module"
+#define LB_FUNCTION "tilua.Function" /* a CUfunction; its user value keeps the module */
 
 /* The runtime, initialized; raises "no GPU: ..." at the user's line without one. */
 TlcuRuntime *lb_cuda(lua_State *L);
@@ -21,7 +24,7 @@ TlcuRuntime *lb_cuda(lua_State *L);
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes);
 /* The 128 bytes of the TensorMap at idx (64-byte aligned), or NULL. */
 const uint8_t *lb_tensor_map_bytes(lua_State *L, int idx);
-
-void lb_open_tensor(lua_State *L);
+/* Raise the runtime's last failure as "what: message" (a kernel's own report as is). */
+int lb_cuda_error(lua_State *L, const char *what);
 
 #endif

@@ -58,12 +58,17 @@ static bool check_init_scope(Cpn *c, IrOp *op) {
   return false;
 }
 
-static bool read_pipe(Cpn *c, IrOp *init) {
+/* The create op of the handle an init initializes (of kind k), else NULL after an error. */
+static IrOp *created_by(IrOp *init, IrOpKind k, const char *what) {
   IrOp *cr = init->operands[0].value->def;
-  if (!cr || cr->kind != OP_CUTLASS_PIPELINE_CREATE) {
-    ir_op_error(init, "initializes a pipeline handle that does not come from cutlass.pipeline.create");
-    return false;
-  }
+  if (cr && cr->kind == k) return cr;
+  ir_op_error(init, "initializes a %s handle that does not come from %s", what, ir_op_info(k)->name);
+  return NULL;
+}
+
+static bool read_pipe(Cpn *c, IrOp *init) {
+  IrOp *cr = created_by(init, OP_CUTLASS_PIPELINE_CREATE, "pipeline");
+  if (!cr) return false;
   CpnPipe *p = arena_alloc(ir_arena(c->rw.ctx), sizeof *p);
   p->create = cr;
   p->init = init;
@@ -89,11 +94,8 @@ static bool read_pipe(Cpn *c, IrOp *init) {
 }
 
 static bool read_seq(Cpn *c, IrOp *init) {
-  IrOp *cr = init->operands[0].value->def;
-  if (!cr || cr->kind != OP_CUTLASS_SEQ_BAR_CREATE) {
-    ir_op_error(init, "initializes a seq_bar handle that does not come from cutlass.seq_bar.create");
-    return false;
-  }
+  IrOp *cr = created_by(init, OP_CUTLASS_SEQ_BAR_CREATE, "seq_bar");
+  if (!cr) return false;
   CpnSeq *s = arena_alloc(ir_arena(c->rw.ctx), sizeof *s);
   s->create = cr;
   s->init = init;
@@ -763,9 +765,7 @@ static IrResult convert_kernel(Rewriter *r, IrOp *k) {
 
 IrResult pass_convert_cutlass_to_nvvm(IrOp *module, IrPassCtx *pc) {
   Cpn c;
-  memset(&c, 0, sizeof c);
-  rw_init(&c.rw, pc->ctx);
-  return rw_each_kernel(&c.rw, module, pc, convert_kernel);
+  return rw_run(&c.rw, sizeof c, module, pc, convert_kernel);
 }
 
 /* }====================================================================== */

@@ -246,12 +246,14 @@ static IrOpKind by_space(IrMemSpace s, IrOpKind global, IrOpKind shared, IrOpKin
                               : generic;
 }
 
+static void copy_declared_attrs(IrOp *n, const IrOp *op);
+
 static IrValue *lower_load(Conv *c, IrOp *op) {
   IrOpKind k = by_space(op->operands[0].value->type->space, OP_NVVM_LD_GLOBAL, OP_NVVM_LD_SHARED,
                         OP_NVVM_LD_SHARED_CLUSTER, OP_NVVM_LD_GENERIC);
   IrValue *a = opd(c, op, 0);
   IrOp *ld = rw_op(&c->rw, k, 1, &a, op->results[0].type);
-  rw_copy_attr(ld, op, "volatile", NULL);
+  copy_declared_attrs(ld, op); /* volatile, and the hints of a global load */
   return &ld->results[0];
 }
 
@@ -516,7 +518,7 @@ static bool is_pattern(const IrOp *op) {
   size_t dl = ir_op_dialect_len(op->kind);
   return dl == 4 && strncmp(ir_op_name(op), "tile", 4) == 0 && op->kind != OP_TILE_KERNEL &&
          op->kind != OP_TILE_EXTRACT && op->kind != OP_TILE_FROM_ELEMENTS && op->kind != OP_TILE_SPLAT &&
-         op->kind != OP_TILE_PACK;
+         op->kind != OP_TILE_PACK && op->kind != OP_TILE_UNPACK_FP8;
 }
 
 /* Pointer parameters reach the body as integers through one cast each; the
@@ -595,9 +597,7 @@ static IrResult convert_kernel(Rewriter *r, IrOp *k) {
 
 IrResult pass_convert_tile_to_nvvm(IrOp *module, IrPassCtx *pc) {
   Conv c;
-  memset(&c, 0, sizeof c);
-  rw_init(&c.rw, pc->ctx);
-  return rw_each_kernel(&c.rw, module, pc, convert_kernel);
+  return rw_run(&c.rw, sizeof c, module, pc, convert_kernel);
 }
 
 /* }====================================================================== */

@@ -31,11 +31,19 @@ IrResult rw_each_kernel(Rewriter *r, IrOp *module, IrPassCtx *pc, IrResult (*fn)
   IrBlock *body = module->nregions ? module->regions[0].first : NULL;
   for (IrOp *op = body ? body->first : NULL; op; op = op->next) {
     if (op->kind != OP_TILE_KERNEL) continue;
+    uint64_t edits = ir_context_edits(r->ctx);
     rw_begin_kernel(r, op);
     if (fn(r, op) != IR_OK) return IR_FAIL;
-    pc->changed = true;
+    if (ir_context_edits(r->ctx) != edits) pc->changed = true;
   }
   return IR_OK;
+}
+
+IrResult rw_run(Rewriter *state, size_t size, IrOp *module, IrPassCtx *pc,
+                IrResult (*fn)(Rewriter *r, IrOp *k)) {
+  memset(state, 0, size);
+  rw_init(state, pc->ctx);
+  return rw_each_kernel(state, module, pc, fn);
 }
 
 void rw_before(Rewriter *r, IrOp *op) {
@@ -130,6 +138,10 @@ IrOp *rw_begin_if(Rewriter *r, IrValue *cond) {
   IrOp *sif = ir_build(&r->b, OP_SCF_IF, 1, &cond, 0, NULL, 2);
   into_block(r, ir_region_ensure_block(r->ctx, &sif->regions[0]));
   return sif;
+}
+
+void rw_begin_else(Rewriter *r, IrOp *sif) {
+  into_block(r, ir_region_ensure_block(r->ctx, &sif->regions[1]));
 }
 
 void rw_end_if(Rewriter *r, IrOp *sif) { ir_builder_after(&r->b, sif); }

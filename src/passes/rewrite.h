@@ -25,6 +25,10 @@ void rw_init(Rewriter *r, IrContext *ctx);
 ** first that fails, so that the kernels after it stay as they were (a pattern
 ** checks everything before it changes its kernel); pc->changed when any ran. */
 IrResult rw_each_kernel(Rewriter *r, IrOp *module, IrPassCtx *pc, IrResult (*fn)(Rewriter *r, IrOp *k));
+/* A whole pass: its state (size bytes, a Rewriter first) zeroed and
+** initialized, then fn on every kernel by rw_each_kernel. */
+IrResult rw_run(Rewriter *state, size_t size, IrOp *module, IrPassCtx *pc,
+                IrResult (*fn)(Rewriter *r, IrOp *k));
 /* Start on a kernel: its entry block (made if missing), nothing made there yet. */
 void rw_begin_kernel(Rewriter *r, IrOp *kernel);
 /* Build in front of op, with op's location. */
@@ -54,9 +58,10 @@ void rw_copy_attr(IrOp *to, const IrOp *from, const char *name, const char *as);
 /* }=== */
 
 /* {=== structured control flow */
-/* scf.if cond { ... }: the builder goes into the then-block, before its yield;
-** rw_end_if puts it after the if. */
+/* scf.if cond { ... } [else { ... }]: the builder goes into the then-block,
+** before its yield; rw_begin_else into the else-block; rw_end_if after the if. */
 IrOp *rw_begin_if(Rewriter *r, IrValue *cond);
+void rw_begin_else(Rewriter *r, IrOp *sif);
 void rw_end_if(Rewriter *r, IrOp *sif);
 /* scf.while () { ...; scf.condition(again) } do { scf.yield }: a spin loop; the
 ** builder goes into the before-block, rw_end_spin closes it and steps after it. */

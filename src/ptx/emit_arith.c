@@ -85,31 +85,25 @@ static void emit_constant(Emit *e, IrOp *op) {
   px_emitf(e, "mov.b16 %v, %s;", d, buf);
 }
 
-/* i1 arithmetic as predicate logic (true is -1 when signed). */
+/* i1 arithmetic as predicate logic (true is -1 when signed): add, sub and xor
+** are xor; and, mul, the signed max and the unsigned min are and; or, the
+** signed min and the unsigned max are or. */
 static void emit_pred_binary(Emit *e, IrOp *op) {
-  IrValue *d = &op->results[0], *a = op->operands[0].value, *b = op->operands[1].value;
+  const char *logic;
   switch (op->kind) {
   case OP_ARITH_ADDI:
   case OP_ARITH_SUBI:
-  case OP_ARITH_XORI: {
-    px_emitf(e, "xor.pred %v, %v, %v;", d, a, b);
-    return;
-  }
+  case OP_ARITH_XORI: logic = "xor"; break;
   case OP_ARITH_ANDI:
   case OP_ARITH_MULI:
   case OP_ARITH_MAXSI:
-  case OP_ARITH_MINUI: {
-    px_emitf(e, "and.pred %v, %v, %v;", d, a, b);
-    return;
-  }
+  case OP_ARITH_MINUI: logic = "and"; break;
   case OP_ARITH_ORI:
   case OP_ARITH_MINSI:
-  case OP_ARITH_MAXUI: {
-    px_emitf(e, "or.pred %v, %v, %v;", d, a, b);
-    return;
+  case OP_ARITH_MAXUI: logic = "or"; break;
+  default: px_fail(e, op, "unsupported on i1"); return;
   }
-  default: px_fail(e, op, "unsupported on i1");
-  }
+  px_emitf(e, "%s.pred %v, %v, %v;", logic, &op->results[0], op->operands[0].value, op->operands[1].value);
 }
 
 enum { I_NORM = 1, I_ZEXT = 2 }; /* i8: re-normalize the result / zero-extend the operands */

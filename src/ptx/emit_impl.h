@@ -1,9 +1,10 @@
 /*
 ** emit_impl.h -- the state and the shared helpers of the PTX emitter's three
 ** files: emit.c (registers, the generic path of PTX templates, control flow,
-** the op switch, kernels), emit_arith.c (arith) and emit_mem.c (vectors, loads,
-** stores, atomics, tensor cores and TMA: the nvvm ops whose PTX_HAND rows say
-** a template cannot write them).
+** the op switch, kernels), emit_arith.c (arith), emit_mem.c (vectors, loads,
+** stores, atomics, tensor cores and TMA) and emit_warp.c (warp-wide ops,
+** mma.sync, approximate math, inline PTX): the nvvm ops whose PTX_HAND rows
+** say a template cannot write them.
 */
 #ifndef TILUA_EMIT_IMPL_H
 #define TILUA_EMIT_IMPL_H
@@ -32,6 +33,15 @@ typedef struct Emit {
   uint32_t label, kernel;
   bool failed, smem; /* smem: some kernel uses the dynamic shared buffer */
   int64_t smem_align;
+  unsigned version; /* the .version the instructions emitted need, in tenths (PTX_VERSION_MIN at least) */
+  /* Line info: .file N "path" for each source file seen (files: interned path ->
+  ** N, 1-based), and the .loc last written, so that a line is written once. */
+  PtrMap files;
+  StrBuf file_decls;
+  uint32_t nfiles;
+  const char *loc_file;
+  int loc_line;
+  size_t loc_start, loc_end; /* where the last .loc sits in body (replaced when nothing follows it) */
 } Emit;
 
 /* {=== registers and formatting (emit.c) */
@@ -46,7 +56,7 @@ Regs *px_regs(Emit *e, IrValue *v);
 void px_put_reg(Emit *e, const Regs *r, uint32_t i);
 void px_put_list(Emit *e, const Regs *r); /* r0, or {r0, r1, ...} */
 /* One instruction line: %v a value (first register), %L a value (all, braced
-** when several), %R a Regs *, %s %d %l %u as printf, %% a percent sign. */
+** when several), %R a Regs *, %s %d %l %u as printf, %x as 0x%x, %% a percent sign. */
 void px_emitf(Emit *e, const char *fmt, ...);
 void px_mov_reg(Emit *e, const Regs *d, uint32_t i, const Regs *s, uint32_t j);
 void px_mov_all(Emit *e, const Regs *d, const Regs *s);
@@ -66,5 +76,6 @@ Regs *px_zext8(Emit *e, IrValue *v);
 /* The hand-written cases: false when op is not theirs. */
 bool px_emit_arith(Emit *e, IrOp *op); /* emit_arith.c */
 bool px_emit_mem(Emit *e, IrOp *op);   /* emit_mem.c */
+bool px_emit_warp(Emit *e, IrOp *op);  /* emit_warp.c */
 
 #endif

@@ -1,10 +1,11 @@
 /*
 ** emit_mem.c -- the emitter's hand-written cases (the PTX_HAND rows of
 ** nvvm.def): loads, stores and atomics (their type suffixes follow the value
-** and the operation), the shared buffer, inline PTX, TMA tensor copies (a
+** and the operation), the shared buffer, TMA tensor copies (a
 ** coordinate list as long as the map's rank), wgmma and ld/stmatrix (register
 ** lists), and the value-level tile ops (vectors are registers).
 */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +89,19 @@ static const char *volatile_of(IrOp *op) {
   return ir_attrs_NVVM_LD_GLOBAL(op).volatile_ && !cluster ? ".volatile" : "";
 }
 
+/* The cache hints of a global load: {.cop}{.nc}{.L1::evict}{.L2::NB} (verified
+** to combine), in a buffer of the emitter's arena. */
+static const char *load_hints(Emit *e, IrOp *op) {
+  if (op->kind != OP_NVVM_LD_GLOBAL) return "";
+  IrAttrs_NVVM_LD_GLOBAL a = ir_attrs_NVVM_LD_GLOBAL(op);
+  if (a.cache < 0 && a.evict < 0 && !a.nc && !a.prefetch) return "";
+  char *buf = arena_alloc(ir_arena(e->ctx), 64);
+  snprintf(buf, 64, "%s%s%s%s%s%s", a.cache >= 0 ? "." : "", a.cache >= 0 ? LOAD_CACHE_names[a.cache] : "",
+           a.nc ? ".nc" : "", a.evict >= 0 ? ".L1::" : "", a.evict >= 0 ? L1_EVICT_names[a.evict] : "",
+           a.prefetch == 64 ? ".L2::64B" : a.prefetch == 128 ? ".L2::128B" : a.prefetch == 256 ? ".L2::256B" : "");
+  return buf;
+}
+
 static void emit_load(Emit *e, IrOp *op) {
   IrValue *d = &op->results[0], *a = op->operands[0].value;
   const char *vec, *ty;
@@ -100,7 +114,7 @@ static void emit_load(Emit *e, IrOp *op) {
     }
   }
   ty = mem_type(e, d, true, &vec);
-  px_emitf(e, "ld%s%s%s.%s %L, [%v];", volatile_of(op), space_of(op->kind), vec, ty, d, a);
+  px_emitf(e, "ld%s%s%s%s.%s %L, [%v];", volatile_of(op), space_of(op->kind), load_hints(e, op), vec, ty, d, a);
 }
 
 static void emit_store(Emit *e, IrOp *op) {
@@ -157,23 +171,6 @@ static void emit_atom(Emit *e, IrOp *op) {
 static void emit_shared_base(Emit *e, IrOp *op) {
   e->smem = true;
   px_emitf(e, "mov.u32 %v, smem;", &op->results[0]);
-}
-
-/* The text with $N replaced by operand N's register. */
-static void emit_inline_ptx(Emit *e, IrOp *op) {
-  const char *s = ir_attrs_NVVM_INLINE_PTX(op).ptx;
-  sb_putc(&e->body, '\t');
-  for (const char *p = s ? s : ""; *p; p++) {
-    char *end;
-    long i = *p == '$' ? strtol(p + 1, &end, 10) : -1;
-    if (i < 0 || i >= (long)op->noperands || end == p + 1) {
-      sb_putc(&e->body, *p);
-      continue;
-    }
-    px_put_reg(e, px_regs(e, op->operands[i].value), 0);
-    p = end - 1;
-  }
-  sb_putc(&e->body, '\n');
 }
 
 /* builtin.unrealized_conversion_cast between values of one register class:
@@ -242,7 +239,34 @@ static void emit_splat(Emit *e, IrOp *op) {
 /* cvt.rn.{bf16x2,f16x2}.f32 d, hi, lo: the first source lands in the upper half. */
 static void emit_pack(Emit *e, IrOp *op) {
   IrValue *d = &op->results[0];
-  px_emitf(e, "cvt.rn.%sx2.f32 %v, %v, %v;", px_fsfx(d->type->elem), d, op->operands[1].value, op->operands[0].value);
+  int fp8 = ir_attrs_TILE_PACK(op).fp8;
+  if (fp8 >= 0)
+    px_emitf(e, "cvt.rn.satfinite.%sx2.f32 %v, %v, %v;", FP8_TYPE_names[fp8], d, op->operands[1].value,
+             op->operands[0].value);
+  else
+    px_emitf(e, "cvt.rn.%sx2.f32 %v, %v, %v;", px_fsfx(d->type->elem), d, op->operands[1].value, op->operands[0].value);
+}
+
+/* cvt.rn.f16x2.{e4m3x2,e5m2x2} d, a: the low byte becomes the low half. */
+static void emit_unpack_fp8(Emit *e, IrOp *op) {
+  px_emitf(e, "cvt.rn.f16x2.%sx2 %v, %v;", FP8_TYPE_names[ir_attrs_TILE_UNPACK_FP8(op).fp8], &op->results[0],
+           op->operands[0].value);
+}
+
+/* " [reg]": operand i as an address. */
+static void put_address(Emit *e, IrOp *op, uint32_t i) {
+  sb_puts(&e->body, " [");
+  put_values(e, op, i, i + 1);
+  sb_puts(&e->body, "]");
+}
+
+/* " [map, {c0, c1, ...}]": the tensor map (operand map) and n coordinates from operand first. */
+static void put_tensor(Emit *e, IrOp *op, uint32_t map, uint32_t first, uint32_t n) {
+  sb_puts(&e->body, " [");
+  put_values(e, op, map, map + 1);
+  sb_puts(&e->body, ", {");
+  put_values(e, op, first, first + n);
+  sb_puts(&e->body, "}]");
 }
 
 static void emit_tma(Emit *e, IrOp *op) {
@@ -251,48 +275,36 @@ static void emit_tma(Emit *e, IrOp *op) {
   int dim = (int)at.dim;
   uint32_t nc = (uint32_t)dim;
   switch (op->kind) {
-  case OP_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL: {
-    bool mc = at.multicast;
-    sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.shared::cluster.global.tile.mbarrier::complete_tx::bytes%s [", dim,
-              mc ? ".multicast::cluster" : "");
-    px_put_reg(e, px_regs(e, op->operands[0].value), 0);
-    sb_puts(&e->body, "], [");
-    px_put_reg(e, px_regs(e, op->operands[1].value), 0);
-    sb_puts(&e->body, ", {");
-    put_values(e, op, 3, 3 + nc);
-    sb_puts(&e->body, "}], [");
-    px_put_reg(e, px_regs(e, op->operands[2].value), 0);
-    sb_puts(&e->body, "]");
-    if (mc) {
+  case OP_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL:
+    sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.shared::cluster.global.tile.mbarrier::complete_tx::bytes%s", dim,
+              at.multicast ? ".multicast::cluster" : "");
+    put_address(e, op, 0);
+    sb_puts(&e->body, ",");
+    put_tensor(e, op, 1, 3, nc);
+    sb_puts(&e->body, ",");
+    put_address(e, op, 2);
+    if (at.multicast) {
       sb_puts(&e->body, ", ");
-      px_put_reg(e, px_regs(e, op->operands[3 + nc].value), 0);
+      put_values(e, op, 3 + nc, 4 + nc);
     }
-    sb_puts(&e->body, ";\n");
-    return;
-  }
-  case OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA: {
-    const char *red = at.reduce >= 0 ? TMA_REDUCE_names[at.reduce] : NULL;
-    if (red)
-      sb_printf(&e->body, "\tcp.reduce.async.bulk.tensor.%dd.global.shared::cta.%s.tile.bulk_group [", dim, red);
+    break;
+  case OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA:
+    if (at.reduce >= 0)
+      sb_printf(&e->body, "\tcp.reduce.async.bulk.tensor.%dd.global.shared::cta.%s.tile.bulk_group", dim,
+                TMA_REDUCE_names[at.reduce]);
     else
-      sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.global.shared::cta.tile.bulk_group [", dim);
-    px_put_reg(e, px_regs(e, op->operands[0].value), 0);
-    sb_puts(&e->body, ", {");
-    put_values(e, op, 2, 2 + nc);
-    sb_puts(&e->body, "}], [");
-    px_put_reg(e, px_regs(e, op->operands[1].value), 0);
-    sb_puts(&e->body, "];\n");
-    return;
-  }
+      sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.global.shared::cta.tile.bulk_group", dim);
+    put_tensor(e, op, 0, 2, nc);
+    sb_puts(&e->body, ",");
+    put_address(e, op, 1);
+    break;
   case OP_NVVM_CP_ASYNC_BULK_PREFETCH_TENSOR:
-    sb_printf(&e->body, "\tcp.async.bulk.prefetch.tensor.%dd.L2.global.tile [", dim);
-    px_put_reg(e, px_regs(e, op->operands[0].value), 0);
-    sb_puts(&e->body, ", {");
-    put_values(e, op, 1, 1 + nc);
-    sb_puts(&e->body, "}];\n");
-    return;
+    sb_printf(&e->body, "\tcp.async.bulk.prefetch.tensor.%dd.L2.global.tile", dim);
+    put_tensor(e, op, 0, 1, nc);
+    break;
   default: px_emitf(e, "prefetch.tensormap [%v];", op->operands[0].value); return;
   }
+  sb_puts(&e->body, ";\n");
 }
 
 /* The accumulator is updated in place: the result takes the accumulator's
@@ -365,6 +377,7 @@ bool px_emit_mem(Emit *e, IrOp *op) {
   case OP_TILE_FROM_ELEMENTS: emit_from_elements(e, op); return true;
   case OP_TILE_SPLAT: emit_splat(e, op); return true;
   case OP_TILE_PACK: emit_pack(e, op); return true;
+  case OP_TILE_UNPACK_FP8: emit_unpack_fp8(e, op); return true;
   case OP_NVVM_LD_GLOBAL:
   case OP_NVVM_LD_SHARED:
   case OP_NVVM_LD_SHARED_CLUSTER:
@@ -383,7 +396,6 @@ bool px_emit_mem(Emit *e, IrOp *op) {
   case OP_NVVM_RED_SHARED:
   case OP_NVVM_RED_SHARED_CLUSTER: emit_atom(e, op); return true;
   case OP_NVVM_SHARED_BASE: emit_shared_base(e, op); return true;
-  case OP_NVVM_INLINE_PTX: emit_inline_ptx(e, op); return true;
   case OP_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL:
   case OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA:
   case OP_NVVM_CP_ASYNC_BULK_PREFETCH_TENSOR: emit_tma(e, op); return true;

@@ -8,7 +8,9 @@
 
 #include "../ir/ir.h"
 
-#define PTX_VERSION "8.0"
+/* The .version written: the lowest that has every instruction used (8.0 for
+** sm_90a; 8.4 for mma.sync on fp8), in tenths. */
+#define PTX_VERSION_MIN 80
 #define PTX_TARGET "sm_90a"
 
 /* Emit every tile.kernel of the module. On success *out is an ir_malloc block of

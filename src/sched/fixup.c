@@ -121,7 +121,15 @@ static bool model_step(Model *md, uint32_t wi, uint32_t *remaining) {
     return true;
   }
   SchedFixup f = sched_fixup_role(md->p, &wk->piece);
-  if (f.wait && md->barrier[wk->piece.tile_idx] != f.wait_value) return false;
+  uint32_t t = wk->piece.tile_idx;
+  if (f.wait && md->barrier[t] != f.wait_value) return false;
+  /* The lowering resets the counter in the wait itself: only sound for the
+  ** final split, after which nothing touches the counter (the final check
+  ** finds a counter that moved again). */
+  if (f.wait && f.reset) {
+    if (!f.epilogue) return violation(md, "tile %u: a wait that is not the final split's resets", t);
+    md->barrier[t] = 0;
+  }
   wk->has = false;
   md->m->steps++;
   model_exec(md, wi, &wk->piece, &f);

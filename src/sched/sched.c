@@ -5,7 +5,7 @@
 */
 #include <string.h>
 
-#include "sched.h"
+#include "worker.h"
 
 #define U32MAX 0xffffffffu
 
@@ -70,9 +70,6 @@ bool sched_reduction_parse(const char *s, SchedReduction *out) {
 ** Raster unpack
 ** ======================================================================= */
 
-static uint32_t ceil_div32(uint32_t a, uint32_t b) { return a / b + (a % b != 0); }
-static uint32_t min32(uint32_t a, uint32_t b) { return a < b ? a : b; }
-
 static bool fail(const char **err, const char *msg) {
   if (err) *err = msg;
   return false;
@@ -89,13 +86,12 @@ bool sched_raster_init(SchedRaster *r, uint32_t tiles_m, uint32_t tiles_n, uint3
   r->tiles_m = tiles_m, r->tiles_n = tiles_n, r->tiles_l = tiles_l;
   r->cluster_m = cluster_m, r->cluster_n = cluster_n;
   r->order = (uint32_t)order;
-  r->grid_m = ceil_div32(tiles_m, cluster_m);
-  r->grid_n = ceil_div32(tiles_n, cluster_n);
-  r->fast = order == SCHED_ALONG_M ? r->grid_m : r->grid_n;
-  r->slow = order == SCHED_ALONG_M ? r->grid_n : r->grid_m;
-  /* A panel wider than the slow extent decodes valid ids exactly like one
-  ** of the slow extent; clamping keeps fast * swizzle within per_l. */
-  r->swizzle = min32(swizzle, r->slow);
+  SRaster x = sw_raster_shape(NULL, st_k(tiles_m), st_k(tiles_n), st_k(tiles_l), st_k(cluster_m),
+                              st_k(cluster_n), st_k(swizzle), order);
+  r->grid_m = st_u32(x.grid_m), r->grid_n = st_u32(x.grid_n);
+  r->fast = st_u32(x.fast), r->slow = st_u32(x.slow);
+  r->swizzle = st_u32(x.swizzle);
+  /* the counts the workers form, checked in 64 bits before they wrap */
   uint64_t per_l = (uint64_t)r->grid_m * r->grid_n;
   uint64_t total = per_l * tiles_l;
   if (total > U32MAX / 2) return fail(err, "too many tiles for 32-bit tile ids");
@@ -104,30 +100,18 @@ bool sched_raster_init(SchedRaster *r, uint32_t tiles_m, uint32_t tiles_n, uint3
   return true;
 }
 
-/*
-** l is the slowest index; inside an l-slice, panel p covers slow lines
-** [p*swizzle, p*swizzle + width) where width is swizzle except for a narrower
-** last panel. Inside a panel the slow index varies fastest. For ids past the
-** end, width is clamped to 1 so nothing divides by zero.
-*/
 SchedCoord sched_raster_unpack(const SchedRaster *r, uint32_t linear) {
-  uint32_t l = linear / r->per_l;
-  uint32_t rest = linear - l * r->per_l;
-  uint32_t panel_size = r->fast * r->swizzle;
-  uint32_t panel = rest / panel_size;
-  uint32_t base = panel * r->swizzle;
-  uint32_t width = base < r->slow ? min32(r->swizzle, r->slow - base) : 1;
-  uint32_t in = rest - panel * panel_size;
-  uint32_t f = in / width, s = base + in % width;
-  SchedCoord c = {f, s, l};
-  if (r->order == SCHED_ALONG_N) c.m = s, c.n = f;
+  SRaster x = sw_raster_known(r);
+  SWork w;
+  sw_raster_unpack(NULL, &x, st_k(linear), &w);
+  SchedCoord c = {st_u32(w.f[SF_M]), st_u32(w.f[SF_N]), st_u32(w.f[SF_L])};
   return c;
 }
 
 bool sched_cta_tile(const SchedRaster *r, SchedCoord c, uint32_t rank_m, uint32_t rank_n,
                     SchedCoord *out) {
-  out->m = c.m * r->cluster_m + rank_m;
-  out->n = c.n * r->cluster_n + rank_n;
+  out->m = st_u32(sw_block_m(NULL, st_k(c.m), st_k(r->cluster_m), st_k(rank_m)));
+  out->n = st_u32(sw_block_m(NULL, st_k(c.n), st_k(r->cluster_n), st_k(rank_n)));
   out->l = c.l;
   return out->m < r->tiles_m && out->n < r->tiles_n;
 }
@@ -138,10 +122,17 @@ bool sched_cta_tile(const SchedRaster *r, SchedCoord c, uint32_t rank_m, uint32_
 ** Data-parallel, static persistent, TileLang
 ** ======================================================================= */
 
+static SchedWork work_of(const SWork *w) {
+  SchedWork t = {st_u32(w->f[SF_LINEAR]),   st_u32(w->f[SF_M]), st_u32(w->f[SF_N]), st_u32(w->f[SF_L]),
+                 st_u32(w->f[SF_TILE_IDX]), st_get(w->f[SF_VALID]) != 0};
+  return t;
+}
+
 static SchedWork work_at(const SchedRaster *r, uint32_t linear, uint32_t tile_idx) {
-  SchedCoord c = sched_raster_unpack(r, linear);
-  SchedWork w = {linear, c.m, c.n, c.l, tile_idx, linear < r->total};
-  return w;
+  SRaster x = sw_raster_known(r);
+  SWork w;
+  sw_work_at(NULL, &x, st_k(linear), st_k(tile_idx), &w);
+  return work_of(&w);
 }
 
 SchedWork sched_dp_tile(const SchedRaster *r, uint32_t linear) { return work_at(r, linear, 0); }
@@ -153,9 +144,13 @@ SchedWork sched_persistent_first(const SchedPersistent *p, uint32_t worker) {
 /* Seed 000's persistent_advance: stride by the grid; the tile just finished
 ** clocks the pipeline when it is the last of a round. */
 SchedWork sched_persistent_advance(const SchedPersistent *p, SchedWork t, bool *increment_pipe) {
-  bool inc = t.tile_idx + 1 == p->tiles_per_round;
-  if (increment_pipe) *increment_pipe = inc;
-  return work_at(&p->raster, t.linear + p->grid, inc ? 0 : t.tile_idx + 1);
+  SRaster x = sw_raster_known(&p->raster);
+  SWork from, w;
+  from.f[SF_LINEAR] = st_k(t.linear);
+  from.f[SF_TILE_IDX] = st_k(t.tile_idx);
+  sw_persistent_advance(NULL, &x, st_k(p->grid), st_k(p->tiles_per_round), &from, NULL, &w);
+  if (increment_pipe) *increment_pipe = st_get(w.f[SF_INC_PIPE]) != 0;
+  return work_of(&w);
 }
 
 bool sched_tl_make(SchedPersistent *p, uint32_t m_tiles, uint32_t n_tiles, uint32_t workers,
@@ -191,28 +186,27 @@ bool sched_tl_valid(const SchedPersistent *p, const SchedTlState *s) {
 }
 
 void sched_tl_next_tile(const SchedPersistent *p, SchedTlState *s) {
-  s->current_iter += 1;
-  s->linear_idx += p->grid;
+  SInt linear = st_k(s->linear_idx), iter = st_k(s->current_iter);
+  sw_tl_next(NULL, st_k(p->grid), &linear, &iter);
+  s->linear_idx = st_u32(linear);
+  s->current_iter = st_u32(iter);
   tl_update(p, s);
 }
 
-/* TileLang's coord: sched_raster_unpack over one batch, with the swizzle as
-** given. Past the end the panel is 1 wide (base >= slow) or the fast index
-** reaches the fast extent: the coordinate is out of range, never a wrap. */
+/* TileLang's coord (worker.c), evaluated in 64 bits: a plan's swizzle is
+** not bounded like sched_tl_make's, and the product fast * swizzle must not wrap. */
 SchedCoord sched_tl_coord(const SchedPersistent *p, uint32_t tile_id) {
   const SchedRaster *r = &p->raster;
-  uint64_t w = p->tl_swizzle ? p->tl_swizzle : r->swizzle, panel_size = r->fast * w;
-  uint64_t group = tile_id / panel_size, base = group * w;
-  uint64_t width = base < r->slow ? (w < r->slow - base ? w : r->slow - base) : 1;
-  uint64_t in = tile_id - group * panel_size;
-  uint32_t f = (uint32_t)(in / width), s = (uint32_t)(base + in % width);
-  SchedCoord c = {f, s, 0};
-  if (r->order == SCHED_ALONG_N) c.m = s, c.n = f;
+  SRaster x = {st_k64(r->grid_m), st_k64(r->grid_n), st_k64(r->fast), st_k64(r->slow),
+               st_k64(r->swizzle), st_k64(r->per_l), st_k64(r->total), (SchedOrder)r->order};
+  SWork w;
+  sw_tl_coord(NULL, &x, st_k64(p->tl_swizzle ? p->tl_swizzle : r->swizzle), st_k64(tile_id), &w);
+  SchedCoord c = {st_u32(w.f[SF_M]), st_u32(w.f[SF_N]), 0};
   return c;
 }
 
 uint32_t sched_tl_block_m(const SchedPersistent *p, uint32_t m_idx, uint32_t rank) {
-  return m_idx * p->raster.cluster_m + rank;
+  return st_u32(sw_block_m(NULL, st_k(m_idx), st_k(p->raster.cluster_m), st_k(rank)));
 }
 
 /* }====================================================================== */
@@ -252,12 +246,9 @@ bool sched_config_gemm(SchedConfig *c, uint64_t m, uint64_t n, uint64_t k, uint6
 static bool plan_persistent(SchedPlan *p, const SchedConfig *c, const char **err) {
   p->persist.tiles_per_round = c->tiles_per_round;
   p->persist.tl_swizzle = c->swizzle;
-  if (c->kind == SCHED_DATA_PARALLEL) {
-    p->persist.grid = p->persist.raster.total;
-  } else {
-    if (!c->workers) return fail(err, "workers must be positive");
-    p->persist.grid = min32(c->workers, p->persist.raster.total);
-  }
+  if (c->kind != SCHED_DATA_PARALLEL && !c->workers) return fail(err, "workers must be positive");
+  p->persist.grid =
+      st_u32(sw_persistent_grid(NULL, c->kind, st_k(c->workers), st_k(p->persist.raster.total)));
   p->grid = p->persist.grid;
   p->ws = sched_workspace_none();
   return true;

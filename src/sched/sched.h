@@ -3,17 +3,19 @@
 ** output tile and which slice of K.
 **
 ** One implementation shared by the host (launch planning, workspace
-** allocation, the REPL picture) and mirrored operation for operation by the
-** lowering of cutlass.tile_scheduler.* (seeds 000 and 003; docs/schedulers.md).
+** allocation, the REPL picture), the lowering of cutlass.tile_scheduler.* and
+** the Lua surface tl.sched.persistent (seeds 000 and 003; docs/schedulers.md).
 **
 ** Two layers:
 **   - planning (host only): sched_config_*, sched_plan, the *_init functions.
 **     They validate, may loop, and fill flat records of uint32_t.
-**   - per-worker functions (mirrored on the device): raster unpack, data-
-**     parallel tile, persistent advance, the TileLang surface, StreamK unit
-**     ranges, the piece cursor, fixup roles and workspace offsets. Each is a
-**     small pure integer computation over explicit records: no globals, no
-**     allocation, no floating point, no loops except the cursor's one step.
+**   - per-worker functions: raster unpack, data-parallel tile, persistent
+**     advance, the TileLang surface, StreamK unit ranges, the piece cursor,
+**     fixup roles and workspace offsets. They are written once, over staged
+**     integers, in worker.c (which also builds them into kernels); the
+**     functions here are their host reading. Each is a small pure integer
+**     computation over explicit records: no globals, no allocation, no
+**     floating point, no loops.
 **
 ** Widths: every count, id and k index a worker computes is uint32_t (the
 ** device does 32-bit integer arithmetic); the planner checks that every
@@ -321,6 +323,7 @@ uint64_t sched_barrier_offset(const SchedStreamK *p, uint64_t acc_tile_bytes, ui
 typedef struct SchedFixup {
   bool participates; /* false: a whole tile, no fixup */
   bool wait;         /* wait for barrier == wait_value */
+  bool reset;        /* the wait also resets the barrier (the final split's) */
   uint32_t wait_value;
   uint32_t read_first, read_count;
   bool write; /* store to write_slot and arrive */

@@ -5,7 +5,7 @@
 */
 #include <string.h>
 
-#include "sched.h"
+#include "worker.h"
 
 #define U32MAX 0xffffffffu
 #define DEFAULT_MIN_K 8
@@ -141,116 +141,56 @@ bool sched_streamk_init(SchedStreamK *p, const SchedRaster *r, uint32_t k_tiles,
 /* }====================================================================== */
 
 /* {======================================================================
-** Units, pieces and the cursor (mirrored on the device)
+** Units, pieces and the cursor: the host's reading of worker.c
 ** ======================================================================= */
 
-/* Units [0, big) hold small + 1 k tiles, the rest small. */
 void sched_sk_unit_range(const SchedStreamK *p, uint32_t u, uint32_t *lo, uint32_t *hi) {
-  if (p->decomp == SCHED_DECOMP_SPLIT_K) {
-    uint32_t t = u / p->splits, s = u % p->splits, r = p->k_tiles % p->splits;
-    *lo = t * p->k_tiles + s * p->k_per_small + min32(s, r);
-    *hi = *lo + p->k_per_small + (s < r);
-    return;
-  }
-  uint32_t small = p->k_per_small, big = p->big_units;
-  *lo = u * small + min32(u, big);
-  *hi = *lo + small + (u < big);
-}
-
-/* The StreamK unit holding flat k index f: inverse of the ranges above. */
-static uint32_t sk_unit_of(const SchedStreamK *p, uint32_t f) {
-  uint32_t small = p->k_per_small, big = p->big_units;
-  uint32_t big_end = big * (small + 1);
-  return f < big_end ? f / (small + 1) : (f - big) / small;
+  SInt l, h;
+  sw_sk_unit_range(NULL, p, st_k(u), &l, &h);
+  *lo = st_u32(l), *hi = st_u32(h);
 }
 
 void sched_sk_tile_units(const SchedStreamK *p, uint32_t t, uint32_t *first, uint32_t *count) {
-  if (t >= p->sk_tiles) { /* data-parallel tail tile: one unit */
-    *first = p->sk_units + (t - p->sk_tiles);
-    *count = 1;
-  } else if (p->decomp == SCHED_DECOMP_SPLIT_K) {
-    *first = t * p->splits;
-    *count = p->splits;
-  } else {
-    uint32_t lo = t * p->k_tiles;
-    *first = sk_unit_of(p, lo);
-    *count = sk_unit_of(p, lo + p->k_tiles - 1) - *first + 1;
-  }
+  SInt f, n;
+  sw_sk_tile_units(NULL, p, st_k(t), &f, &n);
+  *first = st_u32(f), *count = st_u32(n);
 }
 
-static void sk_finish(const SchedStreamK *p, SchedSkWork *w) {
-  SchedCoord c = sched_raster_unpack(&p->raster, w->tile_idx);
-  w->m = c.m, w->n = c.n, w->l = c.l;
-  w->is_separate_reduction = w->k_tile_count != p->k_tiles;
-  w->is_final_split = w->k_tile_start + w->k_tile_count == p->k_tiles;
-}
-
-/* The piece of unit u made of the part of [lo, hi) in the tile of hi - 1. */
-static SchedSkWork sk_piece(const SchedStreamK *p, uint32_t u, uint32_t lo, uint32_t hi) {
-  SchedSkWork w;
-  uint32_t t = (hi - 1) / p->k_tiles, tile_lo = t * p->k_tiles;
-  uint32_t start = max32(lo, tile_lo), first;
-  w.unit = u;
-  w.tile_idx = t;
-  w.k_tile_start = start - tile_lo;
-  w.k_tile_count = hi - start;
-  sched_sk_tile_units(p, t, &first, &w.expected_splits);
-  w.split_idx = u - first;
-  sk_finish(p, &w);
-  return w;
-}
-
-/* A data-parallel tail unit: its whole tile. */
-static SchedSkWork sk_dp_piece(const SchedStreamK *p, uint32_t u) {
-  SchedSkWork w;
-  w.unit = u;
-  w.tile_idx = p->sk_tiles + (u - p->sk_units);
-  w.k_tile_start = 0;
-  w.k_tile_count = p->k_tiles;
-  w.split_idx = 0;
-  w.expected_splits = 1;
-  sk_finish(p, &w);
-  return w;
+static SchedSkWork piece_of(const SWork *w) {
+  SchedSkWork x;
+  x.unit = st_u32(w->f[SF_LINEAR]);
+  x.tile_idx = st_u32(w->f[SF_TILE_IDX]);
+  x.m = st_u32(w->f[SF_M]), x.n = st_u32(w->f[SF_N]), x.l = st_u32(w->f[SF_L]);
+  x.k_tile_start = st_u32(w->f[SF_K_START]);
+  x.k_tile_count = st_u32(w->f[SF_K_COUNT]);
+  x.split_idx = st_u32(w->f[SF_SPLIT]);
+  x.expected_splits = st_u32(w->f[SF_EXPECTED]);
+  x.is_separate_reduction = st_get(w->f[SF_SEPARATE]) != 0;
+  x.is_final_split = st_get(w->f[SF_FINAL]) != 0;
+  return x;
 }
 
 SchedSkWork sched_streamk_tile(const SchedStreamK *p, uint32_t u) {
-  if (u >= p->sk_units) return sk_dp_piece(p, u);
-  uint32_t lo, hi;
-  sched_sk_unit_range(p, u, &lo, &hi);
-  return sk_piece(p, u, lo, hi);
-}
-
-static void cursor_load(const SchedStreamK *p, SchedCursor *c) {
-  if (c->unit < p->sk_units)
-    sched_sk_unit_range(p, c->unit, &c->lo, &c->hi);
-  else
-    c->lo = c->hi = 0;
+  SWork w;
+  sw_streamk_tile(NULL, p, st_k(u), &w);
+  return piece_of(&w);
 }
 
 void sched_cursor_begin(const SchedStreamK *p, SchedCursor *c, uint32_t worker) {
-  c->unit = worker < p->grid ? worker : p->units;
-  cursor_load(p, c);
+  SInt u, lo, hi;
+  sw_cursor_begin(NULL, p, st_k(worker), &u, &lo, &hi);
+  c->unit = st_u32(u), c->lo = st_u32(lo), c->hi = st_u32(hi);
 }
 
-/* One step: hand out the top piece of the current unit, or move to the
-** worker's next unit. A data-parallel unit is one piece. */
 bool sched_cursor_next(const SchedStreamK *p, SchedCursor *c, SchedSkWork *out) {
-  while (c->unit < p->units) {
-    if (c->unit >= p->sk_units) {
-      *out = sk_dp_piece(p, c->unit);
-      c->unit += p->grid;
-      cursor_load(p, c);
-      return true;
-    }
-    if (c->hi > c->lo) {
-      *out = sk_piece(p, c->unit, c->lo, c->hi);
-      c->hi -= out->k_tile_count;
-      return true;
-    }
-    c->unit += p->grid;
-    cursor_load(p, c);
-  }
-  return false;
+  SWork w;
+  sw_cursor_next(NULL, p, st_k(c->unit), st_k(c->lo), st_k(c->hi), &w);
+  c->unit = st_u32(w.f[SF_CUR_UNIT]);
+  c->lo = st_u32(w.f[SF_CUR_LO]);
+  c->hi = st_u32(w.f[SF_CUR_HI]);
+  if (!st_get(w.f[SF_VALID])) return false;
+  *out = piece_of(&w);
+  return true;
 }
 
 /* }====================================================================== */
@@ -289,8 +229,7 @@ SchedWorkspace sched_workspace_sizes(const SchedStreamK *p, uint64_t acc_tile_by
 
 uint64_t sched_slot_offset(const SchedStreamK *p, uint64_t acc_tile_bytes, uint32_t tile,
                            uint32_t rank, uint32_t slot) {
-  uint64_t cta_tile = (uint64_t)tile * ctas_per_tile(p) + rank;
-  return (cta_tile * (p->max_splits - 1) + slot) * acc_tile_bytes;
+  return st_get(sw_slot_offset(NULL, p, acc_tile_bytes, st_k(tile), st_k(rank), st_k(slot)));
 }
 
 uint64_t sched_barrier_offset(const SchedStreamK *p, uint64_t acc_tile_bytes, uint32_t tile,
@@ -300,33 +239,27 @@ uint64_t sched_barrier_offset(const SchedStreamK *p, uint64_t acc_tile_bytes, ui
   return align_up(reduction * acc_tile_bytes, SCHED_WORKSPACE_ALIGN) + cta_tile * 4;
 }
 
-/*
-** Deterministic (turnstile): split s waits until s splits have published,
-** adds slot s-1 (the sum of splits 0..s-1, in K order) and publishes the sum
-** through split s in slot s; the final split adds slot e-2 and finishes.
-** Nondeterministic: every non-final split publishes its own partial in slot s
-** without waiting; the final split waits for all e-1 of them and adds them.
-*/
+/* The role of worker.c; a piece that does not participate has none (the
+** lowering builds the role inside `if participates`). */
 SchedFixup sched_fixup_role(const SchedStreamK *p, const SchedSkWork *w) {
   SchedFixup f;
   memset(&f, 0, sizeof f);
   if (!w->is_separate_reduction) return f;
-  uint32_t s = w->split_idx, last = w->expected_splits - 1;
+  SWork x;
+  memset(&x, 0, sizeof x);
+  x.f[SF_SPLIT] = st_k(w->split_idx);
+  x.f[SF_EXPECTED] = st_k(w->expected_splits);
+  x.f[SF_SEPARATE] = st_bool(true);
+  SFixup r = sw_fixup_role(NULL, p, &x);
   f.participates = true;
-  f.epilogue = s == last;
-  f.write = !f.epilogue;
-  f.write_slot = f.write ? s : 0;
-  if (p->reduction == SCHED_REDUCE_DETERMINISTIC) {
-    f.wait = s > 0;
-    f.wait_value = s;
-    f.read_first = s > 0 ? s - 1 : 0;
-    f.read_count = s > 0;
-  } else if (f.epilogue) {
-    f.wait = true;
-    f.wait_value = last;
-    f.read_first = 0;
-    f.read_count = last;
-  }
+  f.wait = st_get(r.wait) != 0;
+  f.reset = st_get(r.reset) != 0;
+  f.wait_value = st_u32(r.wait_value);
+  f.read_first = st_u32(r.read_first);
+  f.read_count = st_u32(r.read_count);
+  f.write = st_get(r.write) != 0;
+  f.write_slot = st_u32(r.write_slot);
+  f.epilogue = st_get(r.epilogue) != 0;
   return f;
 }
 

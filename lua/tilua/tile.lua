@@ -1,5 +1,5 @@
--- tilua.gpu: the authoring ops of real kernels, compiling kernels to PTX and
--- launching them. init.lua attaches it with one line: require("tilua.gpu").attach(tl).
+-- tilua.tile: the authoring ops of real kernels (the tile dialect's surface).
+-- init.lua attaches it with one line: require("tilua.tile").attach(tl).
 --
 --   ids          tl.thread_id("x"), tl.block_id, tl.block_dim, tl.grid_dim,
 --                tl.cluster_id, tl.cluster_dim, tl.cluster_block_id, tl.cluster_grid_dim,
@@ -18,9 +18,8 @@
 --                tl.mbarrier_arrive_expect_tx(bar, bytes), tl.mbarrier_expect_tx,
 --                tl.mbarrier_try_wait(bar, parity) / test_wait / wait, tl.mbarrier_inval
 --   bulk copies  tl.bulk_copy(dst, src, bytes [, bar]), tl.bulk_commit(), tl.bulk_wait(n [, {read}])
---   compiling    k:compile([pipeline]) -> PTX, tl.emit_ptx(module), tl.options (--emit, --stage,
---                --debug-hangs / tl.options.debug_hangs)
---   launching    k:launch{grid, block, cluster, smem, args}; tl.device (tilua.device)
+--
+-- Compiling is tilua.compile, launching tilua.launch.
 
 local core = require "tilua.core"
 
@@ -132,12 +131,14 @@ function M.attach(tl)
     return info(p)
   end
 
-  -- tl.load(p [, {vector = n, volatile = bool}])
+  -- tl.load(p [, {vector = n, volatile = bool, cache = "cg", evict = "evict_last",
+  -- nc = bool, prefetch = 64|128|256}]): the last four are hints of global loads
   function tl.load(p, opts)
     local i = check_ptr(p, "load")
     opts = opts or {}
     local rt = opts.vector and tl.vector(i.elem, opts.vector) or i.elem
-    return tl.op1("tile.load", { p }, rt, { volatile = opts.volatile })
+    return tl.op1("tile.load", { p }, rt, { volatile = opts.volatile, cache = opts.cache, evict = opts.evict,
+                                            nc = opts.nc, prefetch = opts.prefetch })
   end
   V.load = tl.load
 
@@ -292,253 +293,6 @@ function M.attach(tl)
   end
   function tl.bulk_commit() op0("tile.bulk_commit") end
   function tl.bulk_wait(n, opts) op0("tile.bulk_wait", nil, { pending = n or 0, read = (opts or {}).read }) end
-
-  -- }===================================================================
-
-  -- {===================================================================
-  -- Compiling to PTX; --emit and --stage
-  -- ====================================================================
-
-  tl.ptx_pipeline = "ptx"
-
-  -- The effective options: tl.options (the host sets them from its own command
-  -- line) over --emit=... / --stage=... among the script's arguments.
-  local function options()
-    local o = { emit = tl.options.emit, stage = tl.options.stage, debug_hangs = tl.options.debug_hangs }
-    for _, a in ipairs(rawget(_G, "arg") or {}) do
-      if type(a) == "string" then
-        o.emit = o.emit or a:match "^%-%-emit=(.*)$"
-        o.stage = o.stage or a:match "^%-%-stage=(.*)$"
-        o.debug_hangs = o.debug_hangs or a == "--debug-hangs" or nil
-      end
-    end
-    local dh = o.debug_hangs
-    if dh ~= nil and dh ~= true and dh ~= false and (math.type(dh) ~= "integer" or dh <= 0) then
-      raise("tl.options.debug_hangs: expected true or a number of milliseconds")
-    end
-    if o.emit and o.emit ~= "ir" and o.emit ~= "ptx" then raise(("--emit=%s: expected ir or ptx"):format(o.emit)) end
-    return o
-  end
-  tl.effective_options = options
-
-  -- tl.emit_ptx(module) -> PTX text (raises the emitter's diagnostics)
-  function tl.emit_ptx(m)
-    if getmetatable(m) == Kernel then m = m.module end
-    local text, msg = core.emit_ptx(m)
-    if not text then error(msg, 0) end
-    return text
-  end
-
-  -- tl.ptxas(ptx [, arch]) -> true, log | false, log | nil, "ptxas not found ...":
-  -- assembles the PTX with ptxas (TILUA_PTXAS, else /usr/local/cuda/bin/ptxas).
-  function tl.ptxas(ptx, arch)
-    local exe = os.getenv "TILUA_PTXAS"
-    if not exe or exe == "" then
-      local f = io.open("/usr/local/cuda/bin/ptxas", "r")
-      if f then f:close() exe = "/usr/local/cuda/bin/ptxas" end
-    end
-    if not exe then return nil, "ptxas not found (set TILUA_PTXAS)" end
-    local path = os.tmpname()
-    local f = assert(io.open(path, "wb"))
-    f:write(ptx)
-    f:close()
-    local p = io.popen(("'%s' -arch=%s -o /dev/null '%s' 2>&1"):format(exe, arch or "sm_90a", path))
-    local log = p:read "a"
-    local ok = p:close()
-    os.remove(path)
-    return ok == true, log
-  end
-
-  -- Assemble ptx and say so under `name`: "ok", "skipped" without ptxas; raises when
-  -- ptxas rejects it. Returns true, false (no ptxas) or raises.
-  function tl.check_ptx(name, ptx)
-    local ok, log = tl.ptxas(ptx)
-    if ok == nil then
-      print(("%s: ptxas check skipped: %s"):format(name, log))
-      return false
-    end
-    if not ok then error(("%s: ptxas rejected the PTX:\n%s"):format(name, log), 0) end
-    print(("%s: ptxas -arch=sm_90a: ok"):format(name))
-    return true
-  end
-
-  -- Print what --emit / --stage ask for and exit 0; else return.
-  local function honour(stages, ptx)
-    local o = options()
-    if not o.emit and not o.stage then return end
-    local text
-    if o.stage then
-      for i = #stages, 1, -1 do
-        if stages[i].name == o.stage or tostring(stages[i].index) == o.stage then text = stages[i].ir break end
-      end
-      if not text then
-        local names = {}
-        for _, s in ipairs(stages) do names[#names + 1] = s.name end
-        raise(("--stage=%s: no such stage (stages: %s)"):format(o.stage, table.concat(names, ", ")))
-      end
-    elseif o.emit == "ptx" then
-      text = ptx or tl.emit_ptx(tl.module())
-    else
-      text = stages[#stages].ir
-      for i = #stages, 1, -1 do
-        if stages[i].name ~= "emit-ptx" then text = stages[i].ir break end
-      end
-    end
-    io.stdout:write(text)
-    io.stdout:flush()
-    os.exit(0, true)
-  end
-
-  local compile0 = tl.compile
-  -- --stage and --emit=ir need the stages' IR text: keep it for them
-  local function compile(m, pipeline, opts)
-    local o = options()
-    if o.stage or o.emit == "ir" then
-      opts = setmetatable({ keep_stages = true }, { __index = opts })
-    end
-    return compile0(m, pipeline, opts)
-  end
-  -- tl.compile keeps its behaviour; with --emit or --stage it prints and exits.
-  function tl.compile(m, pipeline, opts)
-    local r = compile(m, pipeline, opts)
-    local o = options()
-    if o.emit or o.stage then
-      local ptx = o.emit == "ptx" and not o.stage and tl.emit_ptx(r) or nil
-      honour(tl.last_stages, ptx)
-    end
-    return r
-  end
-
-  -- The pipeline of k:compile: with tl.options.debug_hangs (or --debug-hangs) the
-  -- debug-hangs pass runs last (a number: the milliseconds a wait spins before it
-  -- gives up).
-  local function pipeline_of(pipeline)
-    local p, dh = pipeline or tl.ptx_pipeline, options().debug_hangs
-    if dh == true then return p .. ",debug-hangs" end
-    if dh then return ("%s,debug-hangs{ms=%d}"):format(p, dh) end
-    return p
-  end
-
-  -- k:compile([pipeline]) -> PTX. Compiles a copy of the kernel's module, so
-  -- the authoring IR stays as built; tl.last_stages gets every stage and the PTX
-  -- as the last one ("emit-ptx"). k.lowered is the compiled module.
-  function Kernel:compile(pipeline)
-    local m = self.module:clone()
-    compile(m, pipeline_of(pipeline))
-    local t0 = os.clock()
-    local ok, ptx = pcall(tl.emit_ptx, m)
-    if not ok then error(ptx, 0) end
-    local stages = tl.last_stages
-    stages[#stages + 1] = { name = "emit-ptx", index = #stages, ms = (os.clock() - t0) * 1e3, changed = true, ir = ptx }
-    self.lowered, self.ptx = m, ptx
-    self._fn = nil
-    honour(stages, ptx)
-    return ptx
-  end
-
-  -- The compiled tile.kernel op of this kernel (after k:compile).
-  function Kernel:lowered_op()
-    for _, op in ipairs(self.lowered:region(1):entry():ops()) do
-      if op:name() == "tile.kernel" and op:attr("sym_name") == self.name then return op end
-    end
-  end
-
-  -- }===================================================================
-
-  -- {===================================================================
-  -- Launching
-  -- ====================================================================
-
-  tl.device = require("tilua.device").attach(tl)
-
-
-
-  -- One launch argument {type, value} for parameter p.
-  local function arg_for(p, v)
-    local t = p.type
-    local i = t:info()
-    if i.kind == "ptr" then
-      if type(v) == "table" and v.raw then return { "ptr", v.raw } end
-      if math.type(v) == "integer" then return { "ptr", v } end
-      raise(("launch: argument '%s' must be a device buffer, got %s"):format(p.name, type(v)))
-    end
-    if i.kind == "float" then
-      if type(v) ~= "number" then raise(("launch: argument '%s' must be a number"):format(p.name)) end
-      if i.width == 16 then return { "b16", tl.device.float_bits(v, i.name) } end
-      return { i.width == 32 and "f32" or "f64", v }
-    end
-    if i.kind == "int" or i.kind == "index" then
-      if type(v) == "boolean" then v = v and 1 or 0 end
-      if math.type(v) ~= "integer" then
-        if type(v) == "number" and v == math.floor(v) then v = math.tointeger(v)
-        else raise(("launch: argument '%s' must be an integer, got %s"):format(p.name, tostring(v))) end
-      end
-      return { "i" .. (i.width or 64), v }
-    end
-    if i.kind == "dialect" and i.name == "tile.tensor_map" then return tl.tensor_map_arg(p, v) end
-    raise(("launch: parameter '%s' of type %s cannot be passed"):format(p.name, tostring(t)))
-  end
-
-  local function launch_args(k, args)
-    args = args or {}
-    local list = {}
-    for n, p in ipairs(k.params) do
-      local v = args[n]
-      if v == nil then v = args[p.name] end
-      if v == nil then raise(("launch: missing argument '%s' (#%d)"):format(p.name, n)) end
-      list[n] = arg_for(p, v)
-    end
-    if #args > #k.params then raise(("launch: %d arguments for %d parameters"):format(#args, #k.params)) end
-    return list
-  end
-
-  -- k:launch{ grid = n | {x,y,z}, block = ..., cluster = ..., smem = bytes, args = {...} }
-  -- block and cluster default to the kernel_spec (and must match it); smem is
-  -- the dynamic part after the static allocations (default kernel_spec.smem).
-  -- Asynchronous: tl.device.synchronize() waits and reports failures.
-  -- What every launch needs from the compiled kernel, computed once per compile.
-  local function launch_info(k)
-    if k._info and k._info.ptx == k.ptx then return k._info end
-    local op = k:lowered_op()
-    local spec = assert(op:kernel_spec()) -- verified by the compile
-    local sites = op:attr("hang_sites")
-    k._info = { ptx = k.ptx, block = spec.block, cluster = spec.cluster,
-                static = op:attr("shared_static") or 0, smem = spec.smem,
-                hang_sites = sites and table.concat(sites, "\n") }
-    return k._info
-  end
-
-  -- "file:line" of the launch in the user's script, for the reports of a kernel
-  -- that hangs or fails.
-  local function launch_site()
-    local file, line = core.user_location()
-    return file and ("%s:%d"):format(file, line) or nil
-  end
-
-  function Kernel:launch(cfg)
-    cfg = cfg or {}
-    if not tl.device.available() then raise("no GPU: " .. core.device_error()) end
-    if not self.ptx then self:compile() end
-    local info = launch_info(self)
-    local block, cluster = info.block, info.cluster
-    local b, c = tl.dims3(cfg.block, "launch: block"), tl.dims3(cfg.cluster, "launch: cluster")
-    for i = 1, 3 do
-      if b and b[i] ~= block[i] then raise(("launch: block {%d,%d,%d} differs from the kernel's {%d,%d,%d}"):format(b[1], b[2], b[3], block[1], block[2], block[3])) end
-      if c and c[i] ~= cluster[i] then raise(("launch: cluster {%d,%d,%d} differs from the kernel's {%d,%d,%d}"):format(c[1], c[2], c[3], cluster[1], cluster[2], cluster[3])) end
-    end
-    local grid = tl.dims3(cfg.grid or 1, "launch: grid")
-    for i = 1, 3 do
-      if grid[i] % cluster[i] ~= 0 then raise(("launch: grid dimension %d (%d) is not a multiple of the cluster's (%d)"):format(i, grid[i], cluster[i])) end
-    end
-    local static, dyn = info.static, cfg.smem or info.smem
-    if not self._fn then
-      self._module = core.module_load(self.ptx)
-      self._fn = self._module:func(self.name)
-    end
-    self._fn:launch({ grid = grid, block = block, cluster = cluster, smem = static + dyn, name = self.name,
-                      where = launch_site(), hang_sites = info.hang_sites }, launch_args(self, cfg.args))
-    return self
-  end
 
   -- }===================================================================
 end

@@ -1,0 +1,131 @@
+-- tilua.launch: launching compiled kernels (k:launch) and the device
+-- (tl.device, tilua.device). init.lua attaches it with one line:
+-- require("tilua.launch").attach(tl).
+
+local core = require "tilua.core"
+
+local M = {}
+
+function M.attach(tl)
+  local raise = tl.raise
+  local Kernel = tl.Kernel
+
+  tl.device = require("tilua.device").attach(tl)
+
+  -- One launch argument {type, value} for parameter p.
+  local function arg_for(p, v)
+    local t = p.type
+    local i = t:info()
+    if i.kind == "ptr" then
+      if type(v) == "table" and v.raw then return { "ptr", v.raw } end
+      if math.type(v) == "integer" then return { "ptr", v } end
+      raise(("launch: argument '%s' must be a device buffer, got %s"):format(p.name, type(v)))
+    end
+    if i.kind == "float" then
+      if type(v) ~= "number" then raise(("launch: argument '%s' must be a number"):format(p.name)) end
+      if i.width == 16 then return { "b16", tl.device.float_bits(v, i.name) } end
+      return { i.width == 32 and "f32" or "f64", v }
+    end
+    if i.kind == "int" or i.kind == "index" then
+      if type(v) == "boolean" then v = v and 1 or 0 end
+      if math.type(v) ~= "integer" then
+        if type(v) == "number" and v == math.floor(v) then v = math.tointeger(v)
+        else raise(("launch: argument '%s' must be an integer, got %s"):format(p.name, tostring(v))) end
+      end
+      return { "i" .. (i.width or 64), v }
+    end
+    if i.kind == "dialect" and i.name == "tile.tensor_map" then return tl.tensor_map_arg(p, v) end
+    raise(("launch: parameter '%s' of type %s cannot be passed"):format(p.name, tostring(t)))
+  end
+
+  local function launch_args(k, args)
+    args = args or {}
+    local list = {}
+    for n, p in ipairs(k.params) do
+      local v = args[n]
+      if v == nil then v = args[p.name] end
+      if v == nil then raise(("launch: missing argument '%s' (#%d)"):format(p.name, n)) end
+      list[n] = arg_for(p, v)
+    end
+    if #args > #k.params then raise(("launch: %d arguments for %d parameters"):format(#args, #k.params)) end
+    return list
+  end
+
+  -- What every launch needs from the compiled kernel, computed once per compile.
+  local function launch_info(k)
+    if k._info and k._info.ptx == k.ptx then return k._info end
+    local op = k:lowered_op()
+    local spec = assert(op:kernel_spec()) -- verified by the compile
+    local sites = op:attr("hang_sites")
+    k._info = { ptx = k.ptx, block = spec.block, cluster = spec.cluster,
+                static = op:attr("shared_static") or 0, smem = spec.smem,
+                hang_sites = sites and table.concat(sites, "\n") }
+    return k._info
+  end
+
+  -- "file:line" of the launch in the user's script, for the reports of a kernel
+  -- that hangs or fails.
+  local function launch_site()
+    local file, line = core.user_location()
+    return file and ("%s:%d"):format(file, line) or nil
+  end
+
+  -- k:launch{ grid = n | {x,y,z}, block = ..., cluster = ..., smem = bytes, args = {...} }
+  -- block and cluster default to the kernel_spec (and must match it); smem is
+  -- the dynamic part after the static allocations (default kernel_spec.smem).
+  -- Asynchronous: tl.device.synchronize() waits and reports failures.
+  -- The launch plan of the compiled kernel (l_launch.c): argument kinds, dims
+  -- and names decoded once; nil when a parameter needs the Lua path (tensor
+  -- maps, 16-bit floats) or the launch carries debug-hangs records.
+  local function launch_plan(k, info)
+    if k._plan_for == k._fn then return k._plan end
+    k._plan_for, k._plan = k._fn, nil
+    if info.hang_sites then return nil end
+    local kinds, names = {}, {}
+    for n, p in ipairs(k.params) do
+      local i = p.type:info()
+      local kind = i.kind == "ptr" and "ptr" or i.kind == "index" and "i64"
+                   or i.kind == "int" and i.width > 1 and ("i" .. i.width)
+                   or i.kind == "float" and (i.width == 32 or i.width == 64) and ("f" .. i.width)
+      if not kind then return nil end
+      kinds[n], names[n] = kind, p.name
+    end
+    k._plan = core.launch_plan(k._fn, { kinds = kinds, names = names, block = info.block, cluster = info.cluster,
+                                        static = info.static, smem = info.smem, name = k.name })
+    return k._plan
+  end
+
+  function Kernel:launch(cfg)
+    cfg = cfg or {}
+    if not self.ptx then self:compile() end
+    local info = launch_info(self)
+    if self._fn and cfg.block == nil and cfg.cluster == nil then -- the fast path
+      local plan = launch_plan(self, info)
+      if plan then
+        plan:launch(cfg.grid or 1, cfg.args or {}, cfg.smem)
+        return self
+      end
+    end
+    if not tl.device.available() then raise("no GPU: " .. core.device_error()) end
+    local block, cluster = info.block, info.cluster
+    local b, c = tl.dims3(cfg.block, "launch: block"), tl.dims3(cfg.cluster, "launch: cluster")
+    for i = 1, 3 do
+      if b and b[i] ~= block[i] then raise(("launch: block {%d,%d,%d} differs from the kernel's {%d,%d,%d}"):format(b[1], b[2], b[3], block[1], block[2], block[3])) end
+      if c and c[i] ~= cluster[i] then raise(("launch: cluster {%d,%d,%d} differs from the kernel's {%d,%d,%d}"):format(c[1], c[2], c[3], cluster[1], cluster[2], cluster[3])) end
+    end
+    local grid = tl.dims3(cfg.grid or 1, "launch: grid")
+    for i = 1, 3 do
+      if grid[i] % cluster[i] ~= 0 then raise(("launch: grid dimension %d (%d) is not a multiple of the cluster's (%d)"):format(i, grid[i], cluster[i])) end
+    end
+    local static, dyn = info.static, cfg.smem or info.smem
+    if not self._fn then
+      self._module = core.module_load(self.ptx)
+      self._fn = self._module:func(self.name)
+    end
+    self._fn:launch({ grid = grid, block = block, cluster = cluster, smem = static + dyn, name = self.name,
+                      where = launch_site(), hang_sites = info.hang_sites }, launch_args(self, cfg.args))
+    return self
+  end
+end
+
+return M

@@ -1,0 +1,261 @@
+/*
+** l_launch.c -- launch plans: what every launch of a compiled kernel needs,
+** decoded once (the kind of each argument, block, cluster, static shared
+** memory, the kernel's name), so that a launch converts its arguments and
+** calls the runtime without building a table; and the raw cuLaunchKernel loop
+** that tools/bench/launch.lua measures it against.
+**
+**   plan = core.launch_plan(fn, {kinds = {"ptr", "i32", ...}, names = {...},
+**                                block = {x,y,z}, cluster = {x,y,z}, static = bytes,
+**                                smem = bytes, name = "k"})
+**   plan:launch(grid, args [, smem])    grid: n or {x [, y [, z]]}; args by position or name
+**   plan:raw_loop(n, grid, args) -> seconds of n raw cuLaunchKernel calls
+**   core.now() -> monotonic seconds
+*/
+#include <string.h>
+#include <time.h>
+
+#include "ldevice.h"
+
+#define LB_LAUNCH_PLAN "tilua.LaunchPlan"
+#define PLAN_MAX_ARGS 63
+
+typedef enum { ARG_PTR, ARG_I8, ARG_I16, ARG_I32, ARG_I64, ARG_F32, ARG_F64 } ArgKind;
+static const char *const arg_kind_names[] = {"ptr", "i8", "i16", "i32", "i64", "f32", "f64", NULL};
+
+typedef struct Plan {
+  CUfunction fn;
+  int nargs;
+  unsigned char kinds[PLAN_MAX_ARGS];
+  unsigned block[3], cluster[3];
+  unsigned static_smem, smem;
+  unsigned smem_allowed; /* the largest shared memory the function's attribute was raised to */
+  char name[128];
+} Plan;
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int core_now(lua_State *L) {
+  lua_pushnumber(L, now_s());
+  return 1;
+}
+
+static void dims_field(lua_State *L, int t, const char *key, unsigned d[3]) {
+  d[0] = d[1] = d[2] = 1;
+  if (lua_getfield(L, t, key) == LUA_TTABLE)
+    for (int i = 0; i < 3; i++) {
+      lua_Integer v = (lua_geti(L, -1, i + 1), lua_tointeger(L, -1));
+      lua_pop(L, 1);
+      if (v < 1 || v > 0x7fffffff) lb_error(L, "launch plan: %s[%d] is out of range", key, i + 1);
+      d[i] = (unsigned)v;
+    }
+  lua_pop(L, 1);
+}
+
+static lua_Integer int_field(lua_State *L, int t, const char *key) {
+  lua_getfield(L, t, key);
+  lua_Integer v = luaL_optinteger(L, -1, 0);
+  lua_pop(L, 1);
+  if (v < 0 || v > 0x7fffffff) lb_error(L, "launch plan: %s is out of range", key);
+  return v;
+}
+
+/* core.launch_plan(fn, spec) -> plan, or nil when an argument kind has no fast path. */
+static int core_launch_plan(lua_State *L) {
+  CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_getfield(L, 2, "kinds");
+  luaL_checktype(L, -1, LUA_TTABLE);
+  int n = (int)luaL_len(L, -1);
+  if (n > PLAN_MAX_ARGS) return 0;
+  unsigned char kinds[PLAN_MAX_ARGS];
+  for (int i = 0; i < n; i++) {
+    lua_geti(L, -1, i + 1);
+    const char *k = lua_tostring(L, -1);
+    int j = 0;
+    while (k && arg_kind_names[j] && strcmp(arg_kind_names[j], k)) j++;
+    lua_pop(L, 1);
+    if (!k || !arg_kind_names[j]) return 0; /* tensor maps, 16-bit floats: the Lua path */
+    kinds[i] = (unsigned char)j;
+  }
+  lua_pop(L, 1);
+  Plan *p = lua_newuserdatauv(L, sizeof *p, 2);
+  memset(p, 0, sizeof *p);
+  p->fn = *f;
+  p->nargs = n;
+  memcpy(p->kinds, kinds, (size_t)n);
+  dims_field(L, 2, "block", p->block);
+  dims_field(L, 2, "cluster", p->cluster);
+  p->static_smem = (unsigned)int_field(L, 2, "static");
+  p->smem = (unsigned)int_field(L, 2, "smem");
+  lua_getfield(L, 2, "name");
+  snprintf(p->name, sizeof p->name, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "kernel");
+  lua_pop(L, 1);
+  luaL_setmetatable(L, LB_LAUNCH_PLAN);
+  lua_pushvalue(L, 1); /* the function (and through it the module) lives as long as the plan */
+  lua_setiuservalue(L, -2, 1);
+  lua_getfield(L, 2, "names");
+  lua_setiuservalue(L, -2, 2);
+  return 1;
+}
+
+/* The name of parameter i (0-based), for messages. */
+static const char *param_name(lua_State *L, int plan, int i) {
+  lua_getiuservalue(L, plan, 2);
+  const char *s = lua_istable(L, -1) && lua_geti(L, -1, i + 1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+  return s; /* stays on the stack until the error is raised */
+}
+
+/* Convert argument i (at idx) into its slot; raises with the parameter's name. */
+static void pack(lua_State *L, int plan, const Plan *p, int i, int idx, uint64_t *slot) {
+  *slot = 0;
+  switch ((ArgKind)p->kinds[i]) {
+  case ARG_PTR: {
+    if (lua_isinteger(L, idx)) {
+      *slot = (uint64_t)lua_tointeger(L, idx);
+      return;
+    }
+    CUdeviceptr a = 0;
+    if (lua_istable(L, idx)) {
+      lua_getfield(L, idx, "raw");
+      size_t bytes;
+      a = lb_buffer_address(L, -1, &bytes);
+      lua_pop(L, 1);
+    }
+    if (!a)
+      lb_error(L, "launch: argument '%s' must be a device buffer, got %s", param_name(L, plan, i), luaL_typename(L, idx));
+    *slot = (uint64_t)a;
+    return;
+  }
+  case ARG_F32:
+  case ARG_F64: {
+    if (lua_type(L, idx) != LUA_TNUMBER) lb_error(L, "launch: argument '%s' must be a number", param_name(L, plan, i));
+    double d = lua_tonumber(L, idx);
+    if (p->kinds[i] == ARG_F32) {
+      float f = (float)d;
+      memcpy(slot, &f, 4);
+    } else {
+      memcpy(slot, &d, 8);
+    }
+    return;
+  }
+  default: {
+    int ok;
+    lua_Integer v = lua_isboolean(L, idx) ? lua_toboolean(L, idx) : lua_tointegerx(L, idx, &ok);
+    if (!lua_isboolean(L, idx) && (!ok || lua_type(L, idx) != LUA_TNUMBER))
+      lb_error(L, "launch: argument '%s' must be an integer, got %s", param_name(L, plan, i),
+               luaL_tolstring(L, idx, NULL));
+    uint64_t u = (uint64_t)v; /* little endian: the low bytes are the narrow value */
+    memcpy(slot, &u, 8);
+    return;
+  }
+  }
+}
+
+/* The grid at idx (an integer or {x [, y [, z]]}), a multiple of the cluster. */
+static void grid_arg(lua_State *L, int idx, const Plan *p, unsigned g[3]) {
+  g[0] = g[1] = g[2] = 1;
+  if (lua_isinteger(L, idx)) {
+    lua_Integer v = lua_tointeger(L, idx);
+    if (v < 1 || v > 0x7fffffff) lb_error(L, "launch: grid %lld is out of range", (long long)v);
+    g[0] = (unsigned)v;
+  } else if (lua_istable(L, idx)) {
+    for (int i = 0; i < 3; i++) {
+      int t = lua_geti(L, idx, i + 1);
+      lua_Integer v = t == LUA_TNIL ? 1 : lua_tointeger(L, -1);
+      lua_pop(L, 1);
+      if (v < 1 || v > 0x7fffffff) lb_error(L, "launch: grid[%d] is out of range", i + 1);
+      g[i] = (unsigned)v;
+    }
+  } else {
+    lb_error(L, "launch: grid must be an integer or {x, y, z}, got %s", luaL_typename(L, idx));
+  }
+  for (int i = 0; i < 3; i++)
+    if (g[i] % p->cluster[i])
+      lb_error(L, "launch: grid dimension %d (%u) is not a multiple of the cluster's (%u)", i + 1, g[i], p->cluster[i]);
+}
+
+/* The arguments in the table at idx: by position, else by parameter name. */
+static void pack_all(lua_State *L, int plan, const Plan *p, int idx, uint64_t *slots, void **ptrs) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_Unsigned len = lua_rawlen(L, idx);
+  if (len > (lua_Unsigned)p->nargs) lb_error(L, "launch: %d arguments for %d parameters", (int)len, p->nargs);
+  for (int i = 0; i < p->nargs; i++) {
+    if (lua_rawgeti(L, idx, i + 1) == LUA_TNIL) {
+      lua_pop(L, 1);
+      const char *name = param_name(L, plan, i);
+      lua_getfield(L, idx, name);
+      lua_remove(L, -2); /* the names table */
+      lua_remove(L, -2); /* the name */
+      if (lua_isnil(L, -1)) lb_error(L, "launch: missing argument '%s' (#%d)", param_name(L, plan, i), i + 1);
+    }
+    pack(L, plan, p, i, lua_gettop(L), &slots[i]);
+    lua_pop(L, 1);
+    ptrs[i] = &slots[i];
+  }
+}
+
+/* plan:launch(grid, args [, smem]): asynchronous, like Kernel:launch. */
+static int plan_launch(lua_State *L) {
+  Plan *p = luaL_checkudata(L, 1, LB_LAUNCH_PLAN);
+  TlcuRuntime *rt = lb_cuda(L);
+  uint64_t slots[PLAN_MAX_ARGS];
+  void *ptrs[PLAN_MAX_ARGS];
+  TlcuLaunch cfg;
+  memset(&cfg, 0, sizeof cfg);
+  grid_arg(L, 2, p, cfg.grid);
+  pack_all(L, 1, p, 3, slots, ptrs);
+  lua_Integer dyn = luaL_optinteger(L, 4, p->smem);
+  if (dyn < 0 || dyn > 0x7fffffff) return lb_error(L, "launch: smem %lld is out of range", (long long)dyn);
+  memcpy(cfg.block, p->block, sizeof cfg.block);
+  memcpy(cfg.cluster, p->cluster, sizeof cfg.cluster);
+  cfg.smem = p->static_smem + (unsigned)dyn;
+  cfg.smem_allowed = cfg.smem <= p->smem_allowed;
+  cfg.name = p->name;
+  char where[256];
+  lb_user_where(L, where, sizeof where);
+  cfg.where = where;
+  if (tlcu_launch(rt, p->fn, &cfg, ptrs) != TLCU_OK) return lb_cuda_error(L, "launch");
+  if (cfg.smem > p->smem_allowed) p->smem_allowed = cfg.smem;
+  return 0;
+}
+
+/* plan:raw_loop(n, grid, args) -> seconds: n plain cuLaunchKernel calls with the
+** arguments packed once, then a synchronize (not timed). The peer of a launch. */
+static int plan_raw_loop(lua_State *L) {
+  Plan *p = luaL_checkudata(L, 1, LB_LAUNCH_PLAN);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  TlcuRuntime *rt = lb_cuda(L);
+  uint64_t slots[PLAN_MAX_ARGS];
+  void *ptrs[PLAN_MAX_ARGS];
+  unsigned g[3];
+  grid_arg(L, 3, p, g);
+  pack_all(L, 1, p, 4, slots, ptrs);
+  if (p->cluster[0] * p->cluster[1] * p->cluster[2] > 1 || p->static_smem + p->smem > 48 * 1024)
+    return lb_error(L, "raw_loop: only for kernels without a cluster and with at most 48 KiB of shared memory");
+  double t0 = now_s();
+  for (lua_Integer i = 0; i < n; i++)
+    if (rt->drv.cuLaunchKernel(p->fn, g[0], g[1], g[2], p->block[0], p->block[1], p->block[2], p->static_smem + p->smem,
+                               NULL, ptrs, NULL) != CUDA_SUCCESS)
+      return lb_error(L, "raw_loop: cuLaunchKernel failed");
+  double t = now_s() - t0;
+  if (tlcu_synchronize(rt) != TLCU_OK) return lb_cuda_error(L, "raw_loop");
+  lua_pushnumber(L, t);
+  return 1;
+}
+
+static const luaL_Reg plan_methods[] = {{"launch", plan_launch}, {"raw_loop", plan_raw_loop}, {NULL, NULL}};
+static const luaL_Reg launch_functions[] = {{"launch_plan", core_launch_plan}, {"now", core_now}, {NULL, NULL}};
+
+void lb_open_launch(lua_State *L) {
+  luaL_newmetatable(L, LB_LAUNCH_PLAN);
+  lua_newtable(L);
+  luaL_setfuncs(L, plan_methods, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+  luaL_setfuncs(L, launch_functions, 0);
+}
