@@ -79,6 +79,26 @@ target_link_libraries(test_ir PRIVATE tilua_core ${LUA_LIBRARY})
 add_test(NAME c.ir COMMAND test_ir)
 set_tests_properties(c.ir PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
 
+# The C API's contract (src/tilua.h): one program per case, linked to the
+# shared library; each exits 0 only when every misuse failed cleanly.
+file(GLOB TILUA_CAPI_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/c/capi/*.c)
+foreach(t ${TILUA_CAPI_TESTS})
+  get_filename_component(name ${t} NAME_WE)
+  add_executable(${name} ${t})
+  target_link_libraries(${name} PRIVATE tilua)
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  add_test(NAME c.${name} COMMAND ${name})
+  set_tests_properties(c.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+endforeach()
+
+# The allocation-failure run: the n-th allocation of the core fails while a
+# real kernel is parsed, verified, lowered and emitted through the C API.
+# ctest tries every 53rd n (TILUA_ALLOC_STRIDE=1 for every n; docs/testing.md).
+add_executable(test_alloc_fail spec/c/test_alloc_fail.c)
+target_link_libraries(test_alloc_fail PRIVATE tilua_core ${LUA_LIBRARY})
+add_test(NAME c.alloc_fail COMMAND test_alloc_fail ${CMAKE_SOURCE_DIR}/spec/fixtures/alloc/gemm_bf16.tir 53)
+set_tests_properties(c.alloc_fail PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+
 add_executable(embed_example examples/embed/embed.c)
 target_link_libraries(embed_example PRIVATE tilua)
 target_include_directories(embed_example PRIVATE ${CMAKE_SOURCE_DIR}/src)

@@ -14,6 +14,31 @@
 **       tlLogicalResultIsSuccess(tlModuleRunPipeline(m, tlStringRefCreateFromCString("cleanup"))))
 **     tlModulePrint(m, write_to_stdout, NULL);
 **   tlContextDestroy(ctx);
+**
+** The contract (docs/capi.md has the long form). No argument makes a call
+** undefined behaviour except a handle that was never made by this API (forged
+** or uninitialised memory) and a dangling pointer inside a tlStringRef or an
+** array; everything else is checked:
+**
+** - A failing call returns the null handle, a failure tlLogicalResult, false,
+**   0 or -1 (each function says which) and, when it can name the context the
+**   call was about, reports one error diagnostic "tlFunction: why" there.
+** - Null handles propagate: a null handle argument gives the null result with
+**   no new diagnostic (the call that made the null one reported it).
+** - Every handle remembers its context. A handle of another context is
+**   refused with a diagnostic; a handle of a destroyed context is refused too
+**   (its memory is never touched) and, there being no context to report to,
+**   the refusal is printed to stderr. An op erased by a pass, and the values,
+**   blocks and results of one, are refused likewise.
+** - tlStringRef: data may be NULL only when length is 0 (the empty string).
+** - Counts are intptr_t: a negative count, a count above INT32_MAX, or a
+**   positive count with a NULL array is refused. Positions out of range give
+**   the null handle and a diagnostic.
+** - Out of memory: a call whose allocation fails returns its failure result
+**   and reports "out of memory"; the context is then broken: every later call
+**   on it fails (with a diagnostic) except tlContextDestroy.
+** - A context and its handles are for one thread at a time; different contexts
+**   may be used on different threads.
 */
 #ifndef TILUA_H
 #define TILUA_H
@@ -32,9 +57,13 @@ extern "C" {
 #define TL_API
 #endif
 
+/* A handle: the object and the serial number of the context that made it
+** (serials are never reused, so a handle of a destroyed context is detected).
+** A zero-initialised handle is the null handle. */
 #define TL_DEFINE_HANDLE(name, storage)                                                            \
   typedef struct name {                                                                            \
     storage *ptr;                                                                                  \
+    uint64_t context;                                                                              \
   } name
 
 TL_DEFINE_HANDLE(tlContext, void);
@@ -47,7 +76,8 @@ TL_DEFINE_HANDLE(tlAttribute, const void);
 TL_DEFINE_HANDLE(tlDiagnostic, const void);
 #undef TL_DEFINE_HANDLE
 
-/* A string with a length; not necessarily NUL-terminated. */
+/* A string with a length; not necessarily NUL-terminated. data may be NULL
+** only when length is 0. */
 typedef struct tlStringRef {
   const char *data;
   size_t length;
@@ -78,6 +108,7 @@ static inline tlStringRef tlStringRefCreate(const char *s, size_t n) {
   tlStringRef r = {s, n};
   return r;
 }
+/* s == NULL gives the empty string. */
 TL_API tlStringRef tlStringRefCreateFromCString(const char *s);
 static inline bool tlLogicalResultIsSuccess(tlLogicalResult r) { return r.value != 0; }
 static inline bool tlLogicalResultIsFailure(tlLogicalResult r) { return r.value == 0; }
@@ -86,12 +117,19 @@ static inline bool tlLogicalResultIsFailure(tlLogicalResult r) { return r.value 
 ** Context and diagnostics
 ** ======================================================================= */
 
+/* A new context; the null context when memory runs out. */
 TL_API tlContext tlContextCreate(void);
+/* Frees the context and everything made in it. A null context is ignored; a
+** context destroyed before is refused (printed to stderr), never freed twice. */
 TL_API void tlContextDestroy(tlContext ctx);
+/* handler NULL restores the default (print to stderr). */
 TL_API void tlContextAttachDiagnosticHandler(tlContext ctx, tlDiagnosticHandler handler, void *userData);
-/* The target as an SM number (90 = sm_90a, the default). */
-TL_API void tlContextSetTargetSM(tlContext ctx, int sm);
+/* The target as an SM number (90 = sm_90a, the default; 100 and up enable the
+** sm100 schedulers). Failure (and a diagnostic) for sm < 90 or a bad context. */
+TL_API tlLogicalResult tlContextSetTargetSM(tlContext ctx, int sm);
 
+/* A diagnostic handle stays valid until its context is destroyed. On a null
+** diagnostic: error severity, empty strings, 0, a null note, nothing printed. */
 TL_API tlDiagnosticSeverity tlDiagnosticGetSeverity(tlDiagnostic d);
 TL_API tlStringRef tlDiagnosticGetMessage(tlDiagnostic d);
 /* The file of the location (a Lua chunk or an IR file); empty when unknown. */
@@ -99,35 +137,46 @@ TL_API tlStringRef tlDiagnosticGetFile(tlDiagnostic d);
 TL_API int tlDiagnosticGetLine(tlDiagnostic d);   /* 0 when unknown */
 TL_API int tlDiagnosticGetColumn(tlDiagnostic d); /* 0 when unknown */
 TL_API intptr_t tlDiagnosticGetNumNotes(tlDiagnostic d);
+/* The null diagnostic for a position out of range (no diagnostic about it). */
 TL_API tlDiagnostic tlDiagnosticGetNote(tlDiagnostic d, intptr_t pos);
-/* "file:line:col: error: message" and its notes, one per line. */
+/* "file:line:col: error: message" and its notes, one per line; callback NULL: nothing. */
 TL_API void tlDiagnosticPrint(tlDiagnostic d, tlStringCallback callback, void *userData);
 
 /* }====================================================================== */
 
 /* {======================================================================
-** Types and attributes
+** Types and attributes (uniqued: equal ones are the same handle)
 ** ======================================================================= */
 
-TL_API tlType tlIntegerTypeGet(tlContext ctx, unsigned width); /* 1..64 */
+/* The null type (and a diagnostic) for a width outside 1..64. */
+TL_API tlType tlIntegerTypeGet(tlContext ctx, unsigned width);
 TL_API tlType tlIndexTypeGet(tlContext ctx);
 TL_API tlType tlF16TypeGet(tlContext ctx);
 TL_API tlType tlBF16TypeGet(tlContext ctx);
 TL_API tlType tlF32TypeGet(tlContext ctx);
 TL_API tlType tlF64TypeGet(tlContext ctx);
-/* ptr<elem, space>; space is "global", "shared", ...; a null type for an unknown space. */
+/* ptr<elem, space>; space is "global", "shared", ...; the null type (and a
+** diagnostic) for an unknown space. */
 TL_API tlType tlPointerTypeGet(tlType elem, tlStringRef space);
 TL_API bool tlTypeIsNull(tlType t);
+/* Same type of the same context (two null types are equal). */
 TL_API bool tlTypeEqual(tlType a, tlType b);
+/* Prints nothing for a null type or callback. */
 TL_API void tlTypePrint(tlType t, tlStringCallback callback, void *userData);
 
+/* type: an integer or index type; value must fit its width, signed or
+** unsigned (300 does not fit i8). Otherwise the null attribute and a diagnostic. */
 TL_API tlAttribute tlIntegerAttrGet(tlType type, int64_t value);
+/* type: a float type (the value is rounded to it). */
 TL_API tlAttribute tlFloatAttrGet(tlType type, double value);
 TL_API tlAttribute tlBoolAttrGet(tlContext ctx, bool value);
 TL_API tlAttribute tlStringAttrGet(tlContext ctx, tlStringRef s);
 TL_API tlAttribute tlTypeAttrGet(tlType type);
+/* n elements, none null, all of ctx. */
 TL_API tlAttribute tlArrayAttrGet(tlContext ctx, intptr_t n, const tlAttribute *elements);
+/* n entries with non-empty names and attributes of ctx; a repeated name keeps the last. */
 TL_API tlAttribute tlDictionaryAttrGet(tlContext ctx, intptr_t n, const tlNamedAttribute *entries);
+/* Only pairs its arguments (the checks happen where the pair is used). */
 TL_API tlNamedAttribute tlNamedAttributeGet(tlStringRef name, tlAttribute a);
 TL_API bool tlAttributeIsNull(tlAttribute a);
 TL_API void tlAttributePrint(tlAttribute a, tlStringCallback callback, void *userData);
@@ -139,18 +188,27 @@ TL_API void tlAttributePrint(tlAttribute a, tlStringCallback callback, void *use
 ** ======================================================================= */
 
 TL_API tlModule tlModuleCreateEmpty(tlContext ctx);
-/* Parse textual IR; a null module (and diagnostics with line:col) on failure. */
+/* Parse textual IR; a null module (and diagnostics with file:line:col) on
+** failure. filename may be empty. */
 TL_API tlModule tlModuleCreateParse(tlContext ctx, tlStringRef text, tlStringRef filename);
-/* Run a Lua kernel script (it sees `require "tilua"`) and return the module it
-** built; a null module (and a diagnostic at the script's line) on failure. */
+/* Run a Lua kernel script (it sees `require "tilua"`, whose default context is
+** ctx) and return the module it built (tl.module()); a null module and a
+** diagnostic at the script's line on failure. The module is ctx's: a script
+** whose tl.module() belongs to another context (one the script made), or that
+** closes the default context, fails. No Lua error reaches the host; after a
+** script that closed the default context the Lua state is made afresh. */
 TL_API tlModule tlModuleCreateFromScript(tlContext ctx, tlStringRef script, tlStringRef chunkname);
 TL_API bool tlModuleIsNull(tlModule m);
 TL_API tlOperation tlModuleGetOperation(tlModule m);
 TL_API tlBlock tlModuleGetBody(tlModule m);
 TL_API tlLogicalResult tlModuleVerify(tlModule m);
-/* Run "pass,pass{opt=v},named-pipeline"; the verifier runs after every pass. */
+/* Verify, then run "pass,pass{opt=v},named-pipeline" (the verifier runs after
+** every pass too). Failure on invalid input, an unknown pass or a failing pass. */
 TL_API tlLogicalResult tlModuleRunPipeline(tlModule m, tlStringRef pipeline);
 TL_API void tlModulePrint(tlModule m, tlStringCallback callback, void *userData);
+/* Verify, then emit the PTX (sm_90a) of a module the `ptx` pipeline lowered, in
+** one piece through callback (not NULL); failure and diagnostics otherwise. */
+TL_API tlLogicalResult tlModuleEmitPTX(tlModule m, tlStringCallback callback, void *userData);
 
 /* }====================================================================== */
 
@@ -158,19 +216,21 @@ TL_API void tlModulePrint(tlModule m, tlStringCallback callback, void *userData)
 ** Building operations
 ** ======================================================================= */
 
-/* A tile.kernel named `name` at the end of the module, with typed parameters
-** (names may be NULL) and a block size; returns the kernel op. */
+/* A tile.kernel named `name` (non-empty) at the end of the module, with
+** nParams typed parameters (names may be NULL: arg0, arg1, ...) and a block
+** size (0 counts as 1; the verifier checks the limits); returns the kernel op. */
 TL_API tlOperation tlKernelCreate(tlModule m, tlStringRef name, intptr_t nParams,
                                   const tlType *paramTypes, const tlStringRef *paramNames,
                                   unsigned blockX, unsigned blockY, unsigned blockZ);
 /* The entry block of region `region` of op, created with these argument types if
-** the region is empty. */
+** the region is empty (else the types are not looked at). */
 TL_API tlBlock tlOperationGetRegionBlock(tlOperation op, intptr_t region, intptr_t nArgs,
                                          const tlType *argTypes);
-TL_API intptr_t tlBlockGetNumArguments(tlBlock b);
+TL_API intptr_t tlBlockGetNumArguments(tlBlock b); /* -1 for a null or refused block */
 TL_API tlValue tlBlockGetArgument(tlBlock b, intptr_t pos);
 /* Create an op by name at the end of `block`; a null op (and a diagnostic) when
-** the name is unknown or the operand and result types do not fit its signature. */
+** the name is unknown, an argument is refused (see the contract above; at most
+** 16 regions), or the operand and result types do not fit its signature. */
 TL_API tlOperation tlOperationCreate(tlBlock block, tlStringRef name, intptr_t nOperands,
                                      const tlValue *operands, intptr_t nResults,
                                      const tlType *resultTypes, intptr_t nAttributes,

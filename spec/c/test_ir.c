@@ -67,7 +67,7 @@ static void test_uniquing(void) {
   CHECK(ir_attr_dict_get(d1, "b") == ir_attr_i64(ctx, 2));
   char *s = ir_type_to_string(ir_type_memref(ctx, f32, 2, s3, IR_MS_SHARED, 64));
   CHECK(strcmp(s, "memref<4x?xf32, shared, swizzle64>") == 0);
-  free(s);
+  ir_free(s);
   ir_context_destroy(ctx);
 }
 
@@ -132,8 +132,8 @@ static void test_ops_and_uses(void) {
   CHECK(ir_verify(m) == IR_OK);
   char *a = ir_op_to_string(k, NULL), *c = ir_op_to_string(k2, NULL);
   CHECK(strstr(c, "arith.muli") != NULL);
-  free(a);
-  free(c);
+  ir_free(a);
+  ir_free(c);
   ir_context_destroy(ctx);
 }
 
@@ -182,7 +182,7 @@ static void test_verifier_and_passes(void) {
   CHECK(n == 2);
   char *text = ir_op_to_string(m, NULL);
   CHECK(strstr(text, "arith.addi") == NULL);
-  free(text);
+  ir_free(text);
   ir_context_destroy(ctx);
 }
 
@@ -200,7 +200,7 @@ static void test_printer(void) {
   char *s = ir_op_to_string(m, &o);
   CHECK(strstr(s, "{value = 0.33333334 : f32} : f32 loc(\"k.lua\":12)") != NULL);
   CHECK(strstr(s, "{value = 0x7C00 : f16}") != NULL);
-  free(s);
+  ir_free(s);
   ir_context_destroy(ctx);
 }
 

@@ -66,14 +66,22 @@ int cut_target_sm(const IrOp *op) {
 
 /* The slots [*base, *base + *n) an init op claims (its per-op verifier
 ** checked that they lie in the pool). */
+static int64_t clamp_slots(int64_t v) { return v < 0 ? 0 : v > CUT_POOL_SLOTS ? CUT_POOL_SLOTS : v; }
+
+/* The slots an init claims, clamped to the pool: the init's own verifier rejects
+** a claim outside it, and the clamp keeps the sums of the overlap test in range. */
 static void slot_range(const IrOp *op, int64_t *base, int64_t *n) {
+  int64_t b, m;
   if (op->kind == OP_CUTLASS_PIPELINE_INIT) {
-    *base = ir_attrs_CUTLASS_PIPELINE_INIT(op).barrier_id_base;
-    *n = 2 * cut_pipe_shape(op->operands[0].value->type).stages; /* a full and an empty barrier per stage */
+    b = ir_attrs_CUTLASS_PIPELINE_INIT(op).barrier_id_base;
+    m = cut_pipe_shape(op->operands[0].value->type).stages;
+    m = clamp_slots(m) * 2; /* a full and an empty barrier per stage */
   } else {
-    *base = ir_attrs_CUTLASS_SEQ_BAR_INIT(op).barrier_id_base;
-    *n = cut_seq_depth(op->operands[0].value->type);
+    b = ir_attrs_CUTLASS_SEQ_BAR_INIT(op).barrier_id_base;
+    m = cut_seq_depth(op->operands[0].value->type);
   }
+  *base = clamp_slots(b);
+  *n = clamp_slots(m);
 }
 
 typedef struct PoolScan {
@@ -131,7 +139,7 @@ IrResult cutlass_verify_kernel_barriers(IrOp *k) {
 
 /* An init's claim [base, base + n) lies in the pool (the kernel rule checks overlaps). */
 bool cut_check_claim(IrOp *op, int64_t base, int64_t n) {
-  if (base + n <= CUT_POOL_SLOTS) return true;
+  if (base >= 0 && n >= 0 && base <= CUT_POOL_SLOTS && n <= CUT_POOL_SLOTS - base) return true;
   ir_op_error(op, "claims barrier slots [%lld, %lld), past the %d slots of the CTA pool",
               (long long)base, (long long)(base + n), CUT_POOL_SLOTS);
   return false;

@@ -87,6 +87,11 @@ static bool check_counts(IrOp *op, CutPipeShape s, int mode) {
     ir_op_error(op, "expected numStages > 0, got %lld", (long long)s.stages);
     return false;
   }
+  if (s.stages > CUT_POOL_SLOTS / 2) { /* a full and an empty barrier slot per stage */
+    ir_op_error(op, "expected numStages <= %d (two of the %d barrier slots per stage), got %lld",
+                CUT_POOL_SLOTS / 2, CUT_POOL_SLOTS, (long long)s.stages);
+    return false;
+  }
   if (s.producers <= 0 || s.consumers <= 0 || s.producers > CUT_MAX_PARTICIPANTS ||
       s.consumers > CUT_MAX_PARTICIPANTS) {
     ir_op_error(op, "expected numProducers and numConsumers in [1, %d], got %lld and %lld",

@@ -314,8 +314,7 @@ static bool check_window(IrOp *op, IrOp *prev, IrOp *next) {
 static bool check_windows(IrOp *exec) {
   IrOpVec p = {0};
   collect_probes(&exec->regions[0], &p);
-  IrOp **next = calloc(p.n + 1, sizeof *next), *prev = NULL;
-  if (!next) abort();
+  IrOp **next = ir_calloc(p.n + 1, sizeof *next), *prev = NULL;
   for (size_t i = p.n; i-- > 0;) /* next[i]: the first window probe after i */
     next[i] = i + 1 < p.n && is_window_probe(p.v[i + 1]) ? p.v[i + 1] : next[i + 1];
   bool ok = true;
@@ -323,7 +322,7 @@ static bool check_windows(IrOp *exec) {
     ok = check_window(p.v[i], prev, next[i]) && ok;
     if (is_window_probe(p.v[i])) prev = p.v[i];
   }
-  free(next);
+  ir_free(next);
   ir_opvec_free(&p);
   return ok;
 }

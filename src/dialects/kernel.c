@@ -11,7 +11,7 @@
 ** ======================================================================= */
 
 /* Entry `name` of the spec as 1 to 3 positive integers (1, 1, 1 when absent);
-** *prod gets their product, saturated. */
+** *prod gets their product, INT64_MAX when it overflows. */
 static bool spec_dims(const IrAttr *spec, const char *name, int64_t out[3], int64_t *prod) {
   out[0] = out[1] = out[2] = 1;
   *prod = 1;
@@ -32,6 +32,16 @@ static bool spec_dims(const IrAttr *spec, const char *name, int64_t out[3], int6
     if (__builtin_mul_overflow(*prod, out[i], prod)) *prod = INT64_MAX;
   }
   return true;
+}
+
+/* "block of 2048 threads exceeds 1024"; a product past int64 names the extents. */
+static void too_many(IrOp *at, const char *what, const int64_t d[3], int64_t prod, const char *unit,
+                     int max) {
+  if (prod == INT64_MAX)
+    ir_op_error(at, "%s [%lld, %lld, %lld] has more than 2^63 %s, the limit is %d", what,
+                (long long)d[0], (long long)d[1], (long long)d[2], unit, max);
+  else
+    ir_op_error(at, "%s of %lld %s exceeds %d", what, (long long)prod, unit, max);
 }
 
 /* What a reader gets from a missing or malformed spec: extents 1, not ok. */
@@ -60,11 +70,15 @@ static bool decode(const IrOp *k, KernelSpec *ks, IrOp *at) {
     return false;
   }
   if (threads > SM90_MAX_THREADS) {
-    if (at) ir_op_error(at, "block of %lld threads exceeds %d", (long long)threads, SM90_MAX_THREADS);
+    if (at) too_many(at, "block", block, threads, "threads", SM90_MAX_THREADS);
+    return false;
+  }
+  if (block[2] > SM90_MAX_BLOCK_Z) { /* x and y are bounded by the thread count */
+    if (at) ir_op_error(at, "block extent z = %lld exceeds %d", (long long)block[2], SM90_MAX_BLOCK_Z);
     return false;
   }
   if (ctas > SM90_MAX_CLUSTER_CTAS) {
-    if (at) ir_op_error(at, "cluster of %lld CTAs exceeds %d", (long long)ctas, SM90_MAX_CLUSTER_CTAS);
+    if (at) too_many(at, "cluster", cluster, ctas, "CTAs", SM90_MAX_CLUSTER_CTAS);
     return false;
   }
   const IrAttr *smem = ir_attr_dict_get(spec, "smem");

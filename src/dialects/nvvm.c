@@ -45,7 +45,7 @@ IrResult nvvm_verify_atom(IrOp *op) {
   }
   char *s = ir_type_to_string(t);
   ir_op_error(op, "does not take %s", s);
-  free(s);
+  ir_free(s);
   return IR_FAIL;
 }
 
@@ -125,7 +125,7 @@ IrResult nvvm_verify_inline_ptx(IrOp *op) {
       char want = nvvm_constraint_of(t);
       ir_op_error(op, "constraints: %s %u is %s, whose registers take '%c', not '%c'", res ? "result" : "operand", idx, s,
                   want ? want : '?', c ? c : ' ');
-      free(s);
+      ir_free(s);
       return IR_FAIL;
     }
     k++;

@@ -10,6 +10,7 @@
 #define SM90_WARP_SIZE 32
 #define SM90_MAX_THREADS 1024                                /* threads per block */
 #define SM90_MAX_WARPS (SM90_MAX_THREADS / SM90_WARP_SIZE)   /* warps per block */
+#define SM90_MAX_BLOCK_Z 64                                  /* block extent z (x and y: max_threads) */
 #define SM90_MAX_CLUSTER_CTAS 16                             /* CTAs per cluster (non-portable opt-in) */
 #define SM90_MAX_SMEM (227 * 1024)                           /* shared memory per block (opt-in), bytes */
 #define SM90_SMEM_DEFAULT (48 * 1024)                        /* dynamic shared memory without opt-in */
@@ -35,6 +36,7 @@
   X(warp_size, SM90_WARP_SIZE, "threads per warp")                                                \
   X(max_threads, SM90_MAX_THREADS, "threads per block")                                           \
   X(max_warps, SM90_MAX_WARPS, "warps per block")                                                 \
+  X(max_block_z, SM90_MAX_BLOCK_Z, "block extent z")                                              \
   X(max_cluster_ctas, SM90_MAX_CLUSTER_CTAS, "CTAs per cluster")                                  \
   X(max_smem, SM90_MAX_SMEM, "shared memory per block, bytes (opt-in)")                           \
   X(smem_default, SM90_SMEM_DEFAULT, "dynamic shared memory without opt-in, bytes")               \

@@ -28,7 +28,7 @@ IrResult tile_verify_kernel(IrOp *op) {
     if (!ok) {
       char *s = ir_type_to_string(t);
       ir_op_error(op, "parameter #%u has type %s; kernels take scalars and global pointers", i, s);
-      free(s);
+      ir_free(s);
       return IR_FAIL;
     }
     if (ir_type_is_dialect(t, IR_DTY_TILE_TENSOR_MAP) && !tile_check_tensor_map(op, t)) return IR_FAIL;

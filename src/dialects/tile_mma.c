@@ -205,7 +205,7 @@ static IrResult check_wgmma(IrOp *op) {
     char *s = ir_type_to_string(acc);
     ir_op_error(op, "the accumulator of a m64n%lld %s wgmma is a vector<%lldxf32>%s, got %s", (long long)n, ka->name,
                 (long long)(n / 2), ka->f16_accum ? " or f16" : "", s);
-    free(s);
+    ir_free(s);
     return IR_FAIL;
   }
   if (op->results[0].type != acc) return dia_type_error(op, "the result must have the accumulator's type %s", acc);

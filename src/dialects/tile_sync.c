@@ -88,8 +88,7 @@ typedef struct Sync {
 } Sync;
 
 static void *scratch(Sync *s, size_t n) {
-  Chunk *c = calloc(1, sizeof *c + n);
-  if (!c) abort();
+  Chunk *c = ir_calloc(1, sizeof *c + n);
   c->next = s->chunks;
   s->chunks = c;
   return c->data;
@@ -527,8 +526,7 @@ typedef struct Spans {
 static void span_push(Spans *sp, int64_t lo, int64_t hi, int64_t t) {
   if (sp->n == sp->cap) {
     sp->cap = sp->cap ? 2 * sp->cap : 256;
-    Span *nv = realloc(sp->v, sp->cap * sizeof *nv);
-    if (!nv) abort();
+    Span *nv = ir_realloc(sp->v, sp->cap * sizeof *nv);
     sp->v = nv;
   }
   sp->v[sp->n++] = (Span){lo, hi, t};
@@ -673,8 +671,8 @@ static void check_pair(Sync *s, IrOp *rd, IrOp *wr) {
   } else if (striped_read) {
     report_read(s, rd, wr, NULL, NULL, false);
   }
-  free(ws.v);
-  free(rs.v);
+  ir_free(ws.v);
+  ir_free(rs.v);
 }
 
 static void check_read(Sync *s, IrOp *rd, const State *st) {
@@ -863,7 +861,7 @@ bool tile_check_sync(IrOp *kernel) {
   ptrmap_free(&s.reported);
   while (s.chunks) {
     Chunk *n = s.chunks->next;
-    free(s.chunks);
+    ir_free(s.chunks);
     s.chunks = n;
   }
   return !s.failed;

@@ -36,7 +36,7 @@ static IrResult mma_operand(IrOp *op, uint32_t i, const char *name, int64_t byte
     char *s = ir_type_to_string(t);
     ir_op_error(op, "%s must be %lld bytes of registers per lane (e.g. vector<%lldxi32>), got %s", name,
                 (long long)bytes, (long long)bytes / 4, s);
-    free(s);
+    ir_free(s);
     return IR_FAIL;
   }
   return IR_OK;
@@ -78,7 +78,7 @@ IrResult tile_verify_math(IrOp *op) {
   if (fn >= 0 && !ins) {
     char *s = ir_type_to_string(t);
     ir_op_error(op, "%s has no approximation on %s (f32 only; ex2 and tanh also f16 and bf16)", MATH_FN_names[fn], s);
-    free(s);
+    ir_free(s);
     return IR_FAIL;
   }
   return IR_OK;

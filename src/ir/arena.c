@@ -28,18 +28,14 @@ void arena_free(Arena *a) {
   ArenaChunk *c = a->head;
   while (c) {
     ArenaChunk *n = c->next;
-    free(c);
+    ir_free(c);
     c = n;
   }
   a->head = NULL;
 }
 
 static ArenaChunk *arena_new_chunk(size_t size) {
-  ArenaChunk *c = malloc(sizeof(ArenaChunk) + size);
-  if (!c) {
-    fprintf(stderr, "tilua: out of memory\n");
-    abort();
-  }
+  ArenaChunk *c = ir_malloc_owned(sizeof(ArenaChunk) + size);
   c->size = size;
   c->used = 0;
   c->next = NULL;
@@ -47,6 +43,8 @@ static ArenaChunk *arena_new_chunk(size_t size) {
 }
 
 void *arena_alloc(Arena *a, size_t n) {
+  ir_alloc_tick();
+  if (n > SIZE_MAX / 2) ir_out_of_memory(); /* the rounding and the chunk header would wrap */
   n = (n + 15) & ~(size_t)15;
   if (n == 0) n = 16;
   ArenaChunk *c = a->head;
@@ -110,11 +108,7 @@ void *hash_find(HashTable *t, const void *key, size_t n, uint64_t h) {
 
 static void hash_grow(HashTable *t) {
   size_t ncap = t->cap ? t->cap * 2 : 64;
-  HashEntry *ns = calloc(ncap, sizeof(HashEntry));
-  if (!ns) {
-    fprintf(stderr, "tilua: out of memory\n");
-    abort();
-  }
+  HashEntry *ns = t->owned ? ir_calloc_owned(ncap, sizeof(HashEntry)) : ir_calloc(ncap, sizeof(HashEntry));
   for (size_t i = 0; i < t->cap; i++) {
     HashEntry *e = &t->slots[i];
     if (!e->hash) continue;
@@ -122,7 +116,7 @@ static void hash_grow(HashTable *t) {
     while (ns[j].hash) j = (j + 1) & (ncap - 1);
     ns[j] = *e;
   }
-  free(t->slots);
+  ir_free(t->slots);
   t->slots = ns;
   t->cap = ncap;
 }
@@ -149,7 +143,7 @@ void hash_insert(HashTable *t, const void *key, size_t n, uint64_t h, void *valu
 }
 
 void hash_free(HashTable *t) {
-  free(t->slots);
+  ir_free(t->slots);
   t->slots = NULL;
   t->cap = t->count = 0;
 }
@@ -175,15 +169,14 @@ void ptrmap_set(PtrMap *m, const void *key, void *value) {
   assert(key);
   if ((m->count + 1) * 4 > m->cap * 3) {
     size_t ncap = m->cap ? m->cap * 2 : 64;
-    PtrMapEntry *ns = calloc(ncap, sizeof *ns);
-    if (!ns) abort();
+    PtrMapEntry *ns = ir_calloc(ncap, sizeof *ns);
     for (size_t i = 0; i < m->cap; i++) {
       if (!m->slots[i].key) continue;
       size_t j = ptr_hash(m->slots[i].key) & (ncap - 1);
       while (ns[j].key) j = (j + 1) & (ncap - 1);
       ns[j] = m->slots[i];
     }
-    free(m->slots);
+    ir_free(m->slots);
     m->slots = ns;
     m->cap = ncap;
   }
@@ -203,7 +196,7 @@ void ptrmap_set(PtrMap *m, const void *key, void *value) {
 }
 
 void ptrmap_free(PtrMap *m) {
-  free(m->slots);
+  ir_free(m->slots);
   m->slots = NULL;
   m->cap = m->count = 0;
 }
@@ -220,7 +213,7 @@ void sb_init(StrBuf *sb) {
 }
 
 void sb_free(StrBuf *sb) {
-  free(sb->data);
+  ir_free(sb->data);
   sb_init(sb);
 }
 
@@ -228,11 +221,7 @@ static void sb_reserve(StrBuf *sb, size_t extra) {
   if (sb->len + extra + 1 <= sb->cap) return;
   size_t ncap = sb->cap ? sb->cap * 2 : 256;
   while (ncap < sb->len + extra + 1) ncap *= 2;
-  char *nd = realloc(sb->data, ncap);
-  if (!nd) {
-    fprintf(stderr, "tilua: out of memory\n");
-    abort();
-  }
+  char *nd = ir_realloc(sb->data, ncap);
   sb->data = nd;
   sb->cap = ncap;
 }
@@ -267,8 +256,7 @@ void sb_printf(StrBuf *sb, const char *fmt, ...) {
 
 char *sb_take(StrBuf *sb) {
   if (!sb->data) {
-    char *e = malloc(1);
-    if (!e) abort();
+    char *e = ir_malloc(1);
     e[0] = 0;
     return e;
   }
@@ -282,8 +270,7 @@ char *sb_take(StrBuf *sb) {
 void ir_opvec_push(IrOpVec *v, IrOp *op) {
   if (v->n == v->cap) {
     size_t cap = v->cap ? 2 * v->cap : 32;
-    IrOp **nv = realloc(v->v, cap * sizeof *nv);
-    if (!nv) abort();
+    IrOp **nv = ir_realloc(v->v, cap * sizeof *nv);
     v->v = nv;
     v->cap = cap;
   }
@@ -291,7 +278,7 @@ void ir_opvec_push(IrOpVec *v, IrOp *op) {
 }
 
 void ir_opvec_free(IrOpVec *v) {
-  free(v->v);
+  ir_free(v->v);
   v->v = NULL;
   v->n = v->cap = 0;
 }

@@ -14,8 +14,7 @@ static const IrAttr *unique_attr(IrContext *ctx, const IrAttr *proto, const void
                                  size_t plen) {
   size_t n = sizeof(uint32_t) + sizeof(void *) + plen;
   unsigned char stackbuf[256];
-  unsigned char *key = n <= sizeof stackbuf ? stackbuf : malloc(n);
-  if (!key) abort();
+  unsigned char *key = n <= sizeof stackbuf ? stackbuf : ir_malloc(n);
   uint32_t kind = proto->kind;
   memcpy(key, &kind, sizeof kind);
   memcpy(key + sizeof kind, &proto->type, sizeof(void *));
@@ -30,7 +29,7 @@ static const IrAttr *unique_attr(IrContext *ctx, const IrAttr *proto, const void
     hash_insert(&ctx->attrs, kcopy, n, h, a);
     found = a;
   }
-  if (key != stackbuf) free(key);
+  if (key != stackbuf) ir_free(key);
   return found;
 }
 
@@ -198,11 +197,10 @@ const IrAttr *ir_attr_array(IrContext *ctx, uint32_t n, const IrAttr *const *ele
 
 const IrAttr *ir_attr_int_array(IrContext *ctx, uint32_t n, const int64_t *v) {
   const IrAttr *stackbuf[16] = {0};
-  const IrAttr **elems = n <= 16 ? stackbuf : malloc(n * sizeof *elems);
-  if (!elems) abort();
+  const IrAttr **elems = n <= 16 ? stackbuf : ir_malloc(n * sizeof *elems);
   for (uint32_t i = 0; i < n; i++) elems[i] = ir_attr_i64(ctx, v[i]);
   const IrAttr *a = ir_attr_array(ctx, n, elems);
-  if (elems != stackbuf) free(elems);
+  if (elems != stackbuf) ir_free(elems);
   return a;
 }
 
@@ -211,8 +209,7 @@ static int cmp_named(const void *a, const void *b) {
 }
 
 const IrAttr *ir_attr_dict(IrContext *ctx, uint32_t n, const IrNamedAttr *entries) {
-  IrNamedAttr *sorted = malloc((n ? n : 1) * sizeof *sorted);
-  if (!sorted) abort();
+  IrNamedAttr *sorted = ir_malloc((n ? n : 1) * sizeof *sorted);
   uint32_t m = 0;
   /* Later entries win over earlier ones with the same name. */
   for (uint32_t i = 0; i < n; i++) {
@@ -235,7 +232,7 @@ const IrAttr *ir_attr_dict(IrContext *ctx, uint32_t n, const IrNamedAttr *entrie
     a->u.dict.n = m;
     a->u.dict.entries = copy;
   }
-  free(sorted);
+  ir_free(sorted);
   return a;
 }
 

@@ -9,9 +9,10 @@
 #include "ir_impl.h"
 
 IrContext *ir_context_create(void) {
-  IrContext *ctx = calloc(1, sizeof *ctx);
+  IrContext *ctx = ir_calloc_owned(1, sizeof *ctx);
   if (!ctx) return NULL;
   arena_init(&ctx->arena);
+  ctx->strings.owned = ctx->types.owned = ctx->attrs.owned = true;
   ctx->target_sm = 90;
   return ctx;
 }
@@ -22,7 +23,7 @@ void ir_context_destroy(IrContext *ctx) {
   hash_free(&ctx->types);
   hash_free(&ctx->attrs);
   arena_free(&ctx->arena);
-  free(ctx);
+  ir_free(ctx);
 }
 
 Arena *ir_arena(IrContext *ctx) { return &ctx->arena; }

@@ -10,6 +10,7 @@
 #ifndef TILUA_IR_H
 #define TILUA_IR_H
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -33,6 +34,55 @@ typedef struct IrLoc {
   const char *file; /* interned; NULL = unknown */
   int line, col;    /* 0 = unknown */
 } IrLoc;
+
+/* {======================================================================
+** Allocation (alloc.c): every allocation of the core goes through these.
+** ======================================================================= */
+
+/* Like malloc & co., but a failure never returns NULL: it abandons the
+** innermost protected call (below), or aborts when there is none. Free with
+** ir_free only. */
+void *ir_malloc(size_t n);
+void *ir_calloc(size_t n, size_t size);
+void *ir_realloc(void *p, size_t n);
+void ir_free(void *p);
+char *ir_strndup(const char *s, size_t n);
+/* Blocks a context keeps until it is destroyed (arena chunks, uniquing tables):
+** a failed protected call does not free them. */
+void *ir_malloc_owned(size_t n);
+void *ir_calloc_owned(size_t n, size_t size);
+/* An allocation that needs no new block (an arena request): counted by the
+** test mode, and failed when it says so. */
+void ir_alloc_tick(void);
+/* Fail as an allocation does (a request too large to represent). */
+_Noreturn void ir_out_of_memory(void);
+
+/* A protected call: between push and pop, a failed allocation frees the
+** scratch blocks allocated since push, sets `failed` and either calls `raise`
+** (which must not return: it throws a Lua error) or longjmps to `jb`, which
+** the caller set with setjmp right after push. Call pop on both paths.
+** A context an abandoned call was changing is left consistent enough to be
+** destroyed, nothing more: callers stop using it (see src/api). */
+typedef struct IrProtect {
+  jmp_buf jb;
+  struct IrProtect *prev;
+  uint64_t mark;
+  void (*raise)(void *ud);
+  void *raise_ud;
+  bool failed;
+} IrProtect;
+void ir_protect_push(IrProtect *p, void (*raise)(void *ud), void *ud);
+void ir_protect_pop(IrProtect *p);
+bool ir_protected(void); /* is a protected call running on this thread? */
+/* Did an allocation fail in a protected call still running (a Lua script that
+** caught the error)? The bindings then refuse to touch the IR. */
+bool ir_protect_failed(void);
+
+/* Test mode: count allocations from now on and fail the n-th (0: never). */
+void ir_alloc_fail_at(uint64_t n);
+uint64_t ir_alloc_count(void); /* allocations counted since ir_alloc_fail_at */
+
+/* }====================================================================== */
 
 /* {======================================================================
 ** Arena and string interning
@@ -59,6 +109,7 @@ typedef struct HashEntry {
 typedef struct HashTable {
   HashEntry *slots;
   size_t cap, count;
+  bool owned; /* a context's table: its slots are kept when a protected call fails */
 } HashTable;
 
 uint64_t hash_bytes(const void *p, size_t n);
@@ -79,7 +130,7 @@ void *ptrmap_get(const PtrMap *m, const void *key);
 void ptrmap_set(PtrMap *m, const void *key, void *value);
 void ptrmap_free(PtrMap *m);
 
-/* A growable array of ops (malloc'ed; free with ir_opvec_free). */
+/* A growable array of ops (ir_malloc; free with ir_opvec_free). */
 typedef struct IrOpVec {
   struct IrOp **v;
   size_t n, cap;
@@ -638,13 +689,13 @@ void sb_printf(StrBuf *sb, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-char *sb_take(StrBuf *sb); /* malloc'ed, caller frees */
+char *sb_take(StrBuf *sb); /* the caller frees it with ir_free */
 
 void ir_print_type(StrBuf *sb, const IrType *t);
 void ir_print_attr(StrBuf *sb, const IrAttr *a);
 void ir_print_op(StrBuf *sb, IrOp *op, const IrPrintOptions *opts);
-char *ir_op_to_string(IrOp *op, const IrPrintOptions *opts); /* malloc'ed */
-char *ir_type_to_string(const IrType *t);                      /* malloc'ed */
+char *ir_op_to_string(IrOp *op, const IrPrintOptions *opts); /* free with ir_free */
+char *ir_type_to_string(const IrType *t);                      /* free with ir_free */
 /* t's text in the arena of op's context, for diagnostics about op: no free. */
 const char *ir_op_type_str(const IrOp *op, const IrType *t);
 

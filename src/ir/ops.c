@@ -160,13 +160,12 @@ void ir_op_append_operand(IrOp *op, IrValue *v) {
 void ir_op_erase_operand(IrOp *op, uint32_t i) {
   assert(i < op->noperands);
   uint32_t n = op->noperands;
-  IrValue **vals = malloc(n * sizeof *vals);
-  if (!vals) abort();
+  IrValue **vals = ir_malloc(n * sizeof *vals);
   uint32_t m = 0;
   for (uint32_t j = 0; j < n; j++)
     if (j != i) vals[m++] = op->operands[j].value;
   ir_op_set_operands(op, m, vals);
-  free(vals);
+  ir_free(vals);
 }
 
 /* }====================================================================== */
@@ -384,16 +383,15 @@ void ir_region_clone_into(IrContext *ctx, IrRegion *src, IrRegion *dst, IrMappin
 
 IrOp *ir_op_clone(IrContext *ctx, IrOp *op, IrMapping *map) {
   IrValue *stackbuf[16];
-  IrValue **opds = op->noperands <= 16 ? stackbuf : malloc(op->noperands * sizeof *opds);
+  IrValue **opds = op->noperands <= 16 ? stackbuf : ir_malloc(op->noperands * sizeof *opds);
   const IrType *tstack[16];
-  const IrType **rtypes = op->nresults <= 16 ? tstack : malloc(op->nresults * sizeof *rtypes);
-  if (!opds || !rtypes) abort();
+  const IrType **rtypes = op->nresults <= 16 ? tstack : ir_malloc(op->nresults * sizeof *rtypes);
   for (uint32_t i = 0; i < op->noperands; i++) opds[i] = mapped(map, op->operands[i].value);
   for (uint32_t i = 0; i < op->nresults; i++) rtypes[i] = op->results[i].type;
   IrOp *c = ir_op_create(ctx, op->kind, op->loc, op->noperands, opds, op->nresults, rtypes,
                          op->nregions);
-  if (opds != stackbuf) free(opds);
-  if (rtypes != tstack) free(rtypes);
+  if (opds != stackbuf) ir_free(opds);
+  if (rtypes != tstack) ir_free(rtypes);
   for (uint32_t i = 0; i < op->nattrs; i++) ir_op_set_attr(c, op->attrs[i].name, op->attrs[i].attr);
   for (uint32_t i = 0; i < op->nresults; i++) ir_mapping_set(map, &op->results[i], &c->results[i]);
   for (uint32_t r = 0; r < op->nregions; r++)

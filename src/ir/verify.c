@@ -34,8 +34,7 @@ static void type_str(StrBuf *sb, const IrType *t) {
 static bool check_signature(Verifier *v, IrOp *op, const IrOpInfo *info) {
   const IrType *stackbuf[32];
   uint32_t n = op->noperands > op->nresults ? op->noperands : op->nresults;
-  const IrType **types = n <= 32 ? stackbuf : malloc(n * sizeof *types);
-  if (!types) abort();
+  const IrType **types = n <= 32 ? stackbuf : ir_malloc(n * sizeof *types);
   bool ok = true;
   IrArity ar = ir_op_arity(op->kind);
   for (int pass = 0; pass < 2 && ok; pass++) {
@@ -84,7 +83,7 @@ static bool check_signature(Verifier *v, IrOp *op, const IrOpInfo *info) {
       ok = fail(v);
     }
   }
-  if (types != stackbuf) free(types);
+  if (types != stackbuf) ir_free(types);
   return ok;
 }
 

@@ -27,7 +27,13 @@ LbContext *lb_push_context(lua_State *L, IrContext *ctx, int owned) {
   return c;
 }
 
+/* After a failed allocation of the core in this protected call the IR may be half changed. */
+static void check_memory(lua_State *L) {
+  if (ir_protect_failed()) luaL_error(L, "not enough memory (an allocation of the tilua core failed)");
+}
+
 LbContext *lb_check_context(lua_State *L, int idx) {
+  check_memory(L);
   LbContext *c = luaL_checkudata(L, idx, LB_CONTEXT);
   if (!c->ctx) luaL_error(L, "attempt to use a closed tilua context");
   return c;
@@ -84,6 +90,7 @@ static void check_not_erased(lua_State *L, const char *mt, void *ptr) {
 
 
 void *lb_test_object(lua_State *L, int idx, const char *mt) {
+  check_memory(L);
   LbObject *o = luaL_testudata(L, idx, mt);
   if (!o) return NULL;
   if (!o->owner->ctx) luaL_error(L, "attempt to use an object of a closed tilua context");
@@ -92,6 +99,7 @@ void *lb_test_object(lua_State *L, int idx, const char *mt) {
 }
 
 void *lb_check_object(lua_State *L, int idx, const char *mt) {
+  check_memory(L);
   LbObject *o = luaL_checkudata(L, idx, mt);
   if (!o->owner->ctx) luaL_error(L, "attempt to use an object of a closed tilua context");
   check_not_erased(L, mt, o->ptr);

@@ -45,13 +45,8 @@ static int core_op_create(lua_State *L) {
   uint32_t nopd = list_len(L, 3), nres = list_len(L, 4);
   IrValue *opd_buf[16];
   const IrType *rty_buf[16];
-  IrValue **opds = nopd < 16 ? opd_buf : malloc((nopd + 1) * sizeof *opds);
-  const IrType **rtys = nres < 16 ? rty_buf : malloc((nres + 1) * sizeof *rtys);
-  if (!opds || !rtys) {
-    if (opds != opd_buf) free(opds);
-    if (rtys != rty_buf) free((void *)rtys);
-    return luaL_error(L, "out of memory");
-  }
+  IrValue **opds = nopd < 16 ? opd_buf : ir_malloc((nopd + 1) * sizeof *opds);
+  const IrType **rtys = nres < 16 ? rty_buf : ir_malloc((nres + 1) * sizeof *rtys);
   /* Collect operands and types; on a bad argument free and raise. */
   const char *bad = NULL;
   uint32_t badi = 0;
@@ -73,8 +68,8 @@ static int core_op_create(lua_State *L) {
   if (!bad && (nreg < 0 || nreg > 16)) bad = "region count", badi = 0;
   IrLoc loc = bad ? ir_loc_unknown() : lb_opt_loc(L, 9, c->ctx); /* (raises only on a bad loc table) */
   IrOp *op = bad ? NULL : ir_op_create(c->ctx, (IrOpKind)kind, loc, nopd, opds, nres, rtys, (uint32_t)nreg);
-  if (opds != opd_buf) free(opds);
-  if (rtys != rty_buf) free((void *)rtys);
+  if (opds != opd_buf) ir_free(opds);
+  if (rtys != rty_buf) ir_free((void *)rtys);
   if (bad) return lb_error(L, "'%s': bad %s #%d", name, bad, (int)badi + 1);
   if (!lua_isnoneornil(L, 5)) {
     luaL_checktype(L, 5, LUA_TTABLE);
@@ -174,20 +169,19 @@ static int op_set_operand(lua_State *L) {
 static int op_set_operands(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
   uint32_t n = list_len(L, 2);
-  IrValue **vals = malloc((n + 1) * sizeof *vals);
-  if (!vals) return luaL_error(L, "out of memory");
+  IrValue **vals = ir_malloc((n + 1) * sizeof *vals);
   for (uint32_t i = 0; i < n; i++) {
     lua_geti(L, 2, (lua_Integer)i + 1);
     vals[i] = lb_test_object(L, -1, LB_VALUE);
     bool other = vals[i] && lb_ctx_of(L, -1) != lb_ctx_of(L, 1);
     lua_pop(L, 1);
     if (!vals[i] || other) {
-      free(vals);
+      ir_free(vals);
       return lb_error(L, "set_operands: element #%d is not a value%s", (int)i + 1, other ? " of the op's context" : "");
     }
   }
   ir_op_set_operands(op, n, vals);
-  free(vals);
+  ir_free(vals);
   return 0;
 }
 
@@ -345,7 +339,7 @@ static int op_print(lua_State *L) {
   }
   char *s = ir_op_to_string(op, &o);
   lua_pushstring(L, s);
-  free(s);
+  ir_free(s);
   return 1;
 }
 
@@ -575,7 +569,7 @@ static int value_tostring(lua_State *L) {
   char *t = ir_type_to_string(v->type);
   if (v->def) lua_pushfstring(L, "value #%d of '%s' : %s", (int)v->index + 1, ir_op_name(v->def), t);
   else lua_pushfstring(L, "block argument #%d : %s", (int)v->index + 1, t);
-  free(t);
+  ir_free(t);
   return 1;
 }
 

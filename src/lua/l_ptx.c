@@ -18,7 +18,7 @@ static int core_emit_ptx(lua_State *L) {
     return 3;
   }
   lua_pushstring(L, text);
-  free(text);
+  ir_free(text);
   return 1;
 }
 

@@ -231,7 +231,7 @@ static int type_kind(lua_State *L) {
 static int type_tostring(lua_State *L) {
   char *s = ir_type_to_string(lb_check_type(L, 1));
   lua_pushstring(L, s);
-  free(s);
+  ir_free(s);
   return 1;
 }
 

@@ -754,10 +754,9 @@ static IrResult convert_kernel(Rewriter *r, IrOp *k) {
   memset(&c->ops, 0, sizeof c->ops);
   rw_collect(k, is_cutlass, &c->ops);
   if (c->ops.n == 0) return IR_OK;
-  c->execs = calloc(c->ops.n, sizeof *c->execs);
-  if (!c->execs) abort();
+  c->execs = ir_calloc(c->ops.n, sizeof *c->execs);
   bool ok = analyze(c) && rewrite(c);
-  free(c->execs);
+  ir_free(c->execs);
   ir_opvec_free(&c->ops);
   ptrmap_free(&c->handles);
   ptrmap_free(&c->frags);

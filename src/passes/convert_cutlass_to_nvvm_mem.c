@@ -58,7 +58,7 @@ static bool check_reduce_type(IrOp *op, const IrType *e) {
   ir_op_error(op, "cannot reduce (%s) %s elements: global atomics take 32- and 64-bit integers "
                   "and floats, and f16/bf16 additions",
               max ? "max" : "add", t);
-  free(t);
+  ir_free(t);
   return false;
 }
 

@@ -23,8 +23,7 @@ static void key_put(Key *k, const void *p, size_t n) {
   if (k->n + n > k->cap) {
     size_t ncap = k->cap ? k->cap * 2 : 256;
     while (ncap < k->n + n) ncap *= 2;
-    unsigned char *nb = realloc(k->buf, ncap);
-    if (!nb) abort();
+    unsigned char *nb = ir_realloc(k->buf, ncap);
     k->buf = nb;
     k->cap = ncap;
   }
@@ -90,8 +89,7 @@ static void cse_block(Cse *c, IrBlock *blk, Key *k) {
     hash_insert(&c->table, kc, k->n, h, op);
     if (nadded == cap) {
       cap = cap ? cap * 2 : 16;
-      IrOp **na = realloc(added, cap * sizeof *na);
-      if (!na) abort();
+      IrOp **na = ir_realloc(added, cap * sizeof *na);
       added = na;
     }
     added[nadded++] = op;
@@ -100,7 +98,7 @@ static void cse_block(Cse *c, IrBlock *blk, Key *k) {
     op_key(k, added[i]);
     hash_insert(&c->table, k->buf, k->n, hash_bytes(k->buf, k->n), NULL);
   }
-  free(added);
+  ir_free(added);
 }
 
 static void cse_region(Cse *c, IrRegion *r, Key *k) {
@@ -112,7 +110,7 @@ IrResult pass_cse(IrOp *module, IrPassCtx *pc) {
   Key k = {NULL, 0, 0};
   for (uint32_t r = 0; r < module->nregions; r++) cse_region(&c, &module->regions[r], &k);
   hash_free(&c.table);
-  free(k.buf);
+  ir_free(k.buf);
   pc->changed = c.changed;
   return IR_OK;
 }

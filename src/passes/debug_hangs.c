@@ -58,8 +58,7 @@ static int64_t site(Dbg *d, const IrOp *op, const char *what) {
   snprintf(buf, sizeof buf, "%s:%d: %s", op->loc.file ? op->loc.file : "?", op->loc.line, what);
   if (d->nsites == d->cap) {
     d->cap = d->cap ? 2 * d->cap : 16;
-    const IrAttr **n = realloc(d->sites, d->cap * sizeof *n);
-    if (!n) abort();
+    const IrAttr **n = ir_realloc(d->sites, d->cap * sizeof *n);
     d->sites = n;
   }
   d->sites[d->nsites++] = ir_attr_cstr(d->ctx, buf);
@@ -169,8 +168,7 @@ static bool collect(IrOp *op, void *ud) {
   if (!want) return true;
   if (l->n == l->cap) {
     l->cap = l->cap ? 2 * l->cap : 32;
-    IrOp **n = realloc(l->v, l->cap * sizeof *n);
-    if (!n) abort();
+    IrOp **n = ir_realloc(l->v, l->cap * sizeof *n);
     l->v = n;
   }
   l->v[l->n++] = op;
@@ -186,13 +184,12 @@ static void instrument_kernel(Dbg *d, IrOp *k) {
   IrValue *records = ir_block_add_arg(d->ctx, entry, d->i64);
   const IrAttr *names = ir_op_attr(k, "arg_names");
   uint32_t n = names && names->kind == IR_ATTR_ARRAY ? names->u.arr.n : 0;
-  const IrAttr **nn = calloc(n + 1, sizeof *nn);
-  if (!nn) abort();
+  const IrAttr **nn = ir_calloc(n + 1, sizeof *nn);
   for (uint32_t i = 0; i < n; i++)
     nn[i] = names->u.arr.elems[i];
   nn[n] = ir_attr_cstr(d->ctx, TLHANG_PARAM);
   ir_op_set_attr(k, "arg_names", ir_attr_array(d->ctx, n + 1, nn));
-  free(nn);
+  ir_free(nn);
   entry_values(d, records);
   for (size_t i = 0; i < l.n; i++) {
     IrOp *op = l.v[i];
@@ -200,7 +197,7 @@ static void instrument_kernel(Dbg *d, IrOp *k) {
     else instrument_barrier(d, op);
   }
   ir_op_set_attr(k, "hang_sites", ir_attr_array(d->ctx, d->nsites, d->sites));
-  free(l.v);
+  ir_free(l.v);
 }
 
 IrResult pass_debug_hangs(IrOp *module, IrPassCtx *pc) {
@@ -224,6 +221,6 @@ IrResult pass_debug_hangs(IrOp *module, IrPassCtx *pc) {
       instrument_kernel(&d, op);
       pc->changed = true;
     }
-  free(d.sites);
+  ir_free(d.sites);
   return IR_OK;
 }

@@ -61,17 +61,16 @@ typedef struct Vals {
 static void vals_push(Vals *a, IrValue *v, const IrType *t) {
   if (a->n == a->cap) {
     a->cap = a->cap ? 2 * a->cap : 16;
-    a->v = realloc(a->v, a->cap * sizeof *a->v);
-    a->t = realloc(a->t, a->cap * sizeof *a->t);
-    if (!a->v || !a->t) abort();
+    a->v = ir_realloc(a->v, a->cap * sizeof *a->v);
+    a->t = ir_realloc(a->t, a->cap * sizeof *a->t);
   }
   a->v[a->n] = v;
   a->t[a->n++] = t;
 }
 
 static void vals_free(Vals *a) {
-  free(a->v);
-  free(a->t);
+  ir_free(a->v);
+  ir_free(a->t);
 }
 
 /* The types of t expanded: a work tile type becomes its fields'. */
@@ -152,8 +151,7 @@ static void expand_region_op(Low *L, IrOp *op) {
       ir_region_append_block(&n->regions[r], nb);
       for (uint32_t i = 0; i < b->nargs; i++)
         expand_type(L, &at, b->args[i]->type);
-      IrValue **args = calloc(at.n + 1, sizeof *args);
-      if (!args) abort();
+      IrValue **args = ir_calloc(at.n + 1, sizeof *args);
       for (uint32_t i = 0; i < at.n; i++)
         args[i] = ir_block_add_arg(L->rw.ctx, nb, at.t[i]);
       ir_builder_at_end(&L->rw.b, nb);
@@ -164,7 +162,7 @@ static void expand_region_op(Low *L, IrOp *op) {
         ir_op_unlink(o);
         ir_block_append(nb, o);
       }
-      free(args);
+      ir_free(args);
       vals_free(&at);
     }
   ir_builder_after(&L->rw.b, n);

@@ -146,7 +146,7 @@ bool lts_check_fixup(IrOp *op, const Sched *s) {
                 "the accumulator %s must hold integers or floats of at least 16 bits (its "
                 "partial tiles move with block-striped ops)",
                 ts);
-    free(ts);
+    ir_free(ts);
     return false;
   }
   int64_t threads = lts_fixup_threads(op);

@@ -90,7 +90,7 @@ Regs *px_regs(Emit *e, IrValue *v) {
     char *s = ir_type_to_string(v->type);
     IrOp *at = v->def ? v->def : ir_block_parent_op(v->block);
     if (at) ir_op_error(at, "cannot be emitted as PTX: no register holds a value of type %s", s);
-    free(s);
+    ir_free(s);
     e->failed = true;
     r = px_new_regs(e, RC_B32, 1); /* keep going to report more */
   } else {
@@ -178,15 +178,14 @@ static void parallel_copy(Emit *e, uint32_t n, Regs *const *d, Regs *const *s) {
       if (d[i] != s[i]) px_mov_all(e, d[i], s[i]);
     return;
   }
-  Regs **t = malloc((n ? n : 1) * sizeof *t);
-  if (!t) abort();
+  Regs **t = ir_malloc((n ? n : 1) * sizeof *t);
   for (uint32_t i = 0; i < n; i++) {
     t[i] = px_new_regs(e, s[i]->cls, s[i]->n);
     px_mov_all(e, t[i], s[i]);
   }
   for (uint32_t i = 0; i < n; i++)
     px_mov_all(e, d[i], t[i]);
-  free(t);
+  ir_free(t);
 }
 
 /* }====================================================================== */
@@ -679,7 +678,7 @@ static void emit_params(Emit *e, IrOp *k, const char *name, IrBlock *body, StrBu
     if (!param_types(arg->type, &decl, &ld)) {
       char *s = ir_type_to_string(arg->type);
       ir_op_error(k, "cannot be emitted as PTX: parameter #%u has type %s", i, s);
-      free(s);
+      ir_free(s);
       e->failed = true;
       continue;
     }

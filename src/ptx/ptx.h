@@ -13,8 +13,8 @@
 #define PTX_VERSION_MIN 80
 #define PTX_TARGET "sm_90a"
 
-/* Emit every tile.kernel of the module. On success *out is a malloc'ed,
-** NUL-terminated PTX text (the caller frees it); on failure *out is NULL and
+/* Emit every tile.kernel of the module. On success *out is an ir_malloc block of
+** NUL-terminated PTX text (the caller frees it with ir_free); on failure *out is NULL and
 ** the context holds diagnostics naming each op that cannot be emitted. */
 IrResult ptx_emit_module(IrOp *module, char **out);
 
