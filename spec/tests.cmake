@@ -151,3 +151,19 @@ foreach(t example.pipeline_ring_copy example.seq_bar_pingpong example.splitk_blo
   endif()
 endforeach()
 # }===
+
+# {=== fuzz: the IR and Lua surfaces (tools/fuzz/fuzz.lua) for a bounded time,
+# a fresh seed each run (printed); longer under the sanitizers, where a crash
+# or an overflow is a report. TILUA_FUZZ_SECONDS overrides; docs/testing.md
+# says how to run it for hours.
+if(TILUA_SANITIZE)
+  set(TILUA_FUZZ_DEFAULT_SECONDS 40)
+else()
+  set(TILUA_FUZZ_DEFAULT_SECONDS 10)
+endif()
+add_test(NAME fuzz.surfaces
+  COMMAND sh -c "exec \"$0\" tools/fuzz/fuzz.lua --seconds \${TILUA_FUZZ_SECONDS:-${TILUA_FUZZ_DEFAULT_SECONDS}} --save \"$1\""
+          $<TARGET_FILE:tilua_exe> ${CMAKE_BINARY_DIR}
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(fuzz.surfaces PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+# }===

@@ -115,6 +115,7 @@ static int report(lua_State *L, int status) {
 ** library at the user's line, whose message already says where. */
 static int msghandler(lua_State *L) {
   if (is_stop(L, 1)) return 1; /* as it is: report() reads its code */
+  lb_locate_error(L, 1); /* an error inside the library: at the script's line */
   const char *msg = lua_tostring(L, 1);
   if (msg == NULL) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;

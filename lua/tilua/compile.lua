@@ -48,6 +48,10 @@ function M.attach(tl)
   -- tl.ptxas(ptx [, arch]) -> true, log | false, log | nil, "ptxas not found ...":
   -- assembles the PTX with ptxas (TILUA_PTXAS, else /usr/local/cuda/bin/ptxas).
   function tl.ptxas(ptx, arch)
+    if type(ptx) ~= "string" then tl.raise(("ptxas: expected PTX text, got %s"):format(type(ptx))) end
+    if arch ~= nil and (type(arch) ~= "string" or not arch:match "^sm_%d+[af]?$") then
+      tl.raise(("ptxas: arch must be like 'sm_90a', got %s"):format(type(arch) == "string" and ("'" .. arch .. "'") or type(arch)))
+    end
     local exe = os.getenv "TILUA_PTXAS"
     if not exe or exe == "" then
       local f = io.open("/usr/local/cuda/bin/ptxas", "r")

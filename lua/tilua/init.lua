@@ -35,6 +35,12 @@ local raise = tl.raise
 -- an error whose `exit_code` and `message` say what was asked).
 local Stop = { __tostring = function(s) return s.message or ("stop " .. s.exit_code) end }
 function tl.stop(code, message)
+  if math.type(code) ~= "integer" or code < 0 or code > 255 then
+    raise(("stop: the exit code must be an integer in [0, 255], got %s"):format(tostring(code)))
+  end
+  if message ~= nil and type(message) ~= "string" then
+    raise(("stop: the message must be a string, got %s"):format(type(message)))
+  end
   error(setmetatable({ exit_code = code, message = message }, Stop), 0)
 end
 
@@ -52,15 +58,36 @@ end
 -- Types
 -- ======================================================================
 
-tl.i1, tl.i8, tl.i16, tl.i32, tl.i64 =
-  core.type_int(1), core.type_int(8), core.type_int(16), core.type_int(32), core.type_int(64)
--- Integers are signless: signedness belongs to the operations (divsi / divui ...).
-tl.u8, tl.u16, tl.u32, tl.u64 = tl.i8, tl.i16, tl.i32, tl.i64
-tl.bool = tl.i1
-tl.f16, tl.bf16, tl.f32, tl.f64 =
-  core.type_float "f16", core.type_float "bf16", core.type_float "f32", core.type_float "f64"
-tl.index = core.type_index()
-tl.none = core.type_none()
+-- tl.i32 & co. are the default context's types, looked up when read: a script
+-- that closes the default context (or sets another) gets the new one's types.
+-- Integers are signless: signedness belongs to the operations (divsi / divui ...),
+-- so u8..u64 are i8..i64 and bool is i1.
+local builtin_types = {
+  i1 = function() return core.type_int(1) end, i8 = function() return core.type_int(8) end,
+  i16 = function() return core.type_int(16) end, i32 = function() return core.type_int(32) end,
+  i64 = function() return core.type_int(64) end,
+  f16 = function() return core.type_float "f16" end, bf16 = function() return core.type_float "bf16" end,
+  f32 = function() return core.type_float "f32" end, f64 = function() return core.type_float "f64" end,
+  index = function() return core.type_index() end, none = function() return core.type_none() end,
+}
+for u, i in pairs { u8 = "i8", u16 = "i16", u32 = "i32", u64 = "i64", bool = "i1" } do builtin_types[u] = builtin_types[i] end
+local types_of_ctx = setmetatable({}, { __mode = "k" }) -- context -> { name -> type }
+setmetatable(tl, { __index = function(_, key)
+  local make = builtin_types[key]
+  if not make then return nil end
+  local ctx = core.default_context()
+  local cache = types_of_ctx[ctx]
+  if not cache then
+    cache = {}
+    types_of_ctx[ctx] = cache
+  end
+  local t = cache[key]
+  if not t then
+    t = make()
+    cache[key] = t
+  end
+  return t
+end })
 
 function tl.ptr(elem, space) return core.type_ptr(elem, space or "global") end
 function tl.vector(elem, shape) return core.type_vector(elem, type(shape) == "table" and shape or { shape }) end

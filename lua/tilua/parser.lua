@@ -43,6 +43,18 @@ local number_p = C(P "-" ^ -1 * (P "0x" * R("09", "af", "AF") ^ 1
   + R "09" ^ 1 * (P "." * R "09" ^ 0) ^ -1 * (S "eE" * S "+-" ^ -1 * R "09" ^ 1) ^ -1)) * Cp()
 local label_p = P "^" * ident * Cp()
 local dict_ahead = P "{" * ws * (ident + P '"') * ws * P "="
+-- The rest of an op after its operands, in one match: the attribute
+-- dictionary's text span and each result type's position and text, so the
+-- common case is table lookups of texts seen before. Nesting deeper than
+-- LPeg's backtrack stack makes the match raise; the op is then read piece by
+-- piece (Reader:op_slow), which has no depth limit.
+local str_tok = P '"' * (P "\\" * 1 + (1 - S '"\\\n')) ^ 0 * P '"'
+local braces = P { "{" * ((1 - S '{}"') + str_tok + lpeg.V(1)) ^ 0 * "}" }
+local angles = P { "<" * ((1 - S '<>"') + str_tok + lpeg.V(1)) ^ 0 * ">" }
+local type_tok = P "!" ^ -1 * alpha * (alnum + S "$.") ^ 0 * angles ^ -1
+local type_list = Ct(Cp() * C(type_tok) * (ws * P "," * ws * Cp() * C(type_tok)) ^ 0)
+local op_tail = ws * (#dict_ahead * Cp() * braces * Cp() + lpeg.Cc(false) * lpeg.Cc(false)) * ws
+  * (P ":" * -P ":" * ws * type_list + lpeg.Cc(false)) * ws * Cp()
 
 -- }=====================================================================
 
@@ -438,14 +450,39 @@ function Reader:dict(pos)
 end
 
 -- An op's attribute dictionary at pos, as an Attr, memoized by its text.
-function Reader:attr_dict(pos)
-  local d, stop = self:dict(pos)
-  local key = sub(self.text, pos, stop - 1)
-  local a = self.dicts[key]
-  if not a then
-    a = core.attr(d, self.ctx)
-    self.dicts[key] = a
+-- Where the balanced {...} at pos ends (strings skipped), or nil if it does not.
+function Reader:braces_end(pos)
+  local text, depth, i = self.text, 0, pos
+  while true do
+    local j = find(text, '[{}"]', i)
+    if not j then return nil end
+    local ch = byte(text, j)
+    if ch == 34 then -- skip the string: to its closing quote, past escapes
+      i = j + 1
+      while true do
+        local q = find(text, '["\\\n]', i)
+        if not q or byte(text, q) == 10 then return nil end
+        if byte(text, q) == 34 then i = q + 1 break end
+        i = q + 2
+      end
+    else
+      depth = depth + (ch == 123 and 1 or -1)
+      i = j + 1
+      if depth == 0 then return i end
+    end
   end
+end
+
+-- Most ops repeat a dictionary seen before: the text is looked up first and
+-- read (then converted) only when new.
+function Reader:attr_dict(pos)
+  local stop = self:braces_end(pos)
+  local a = stop and self.dicts[sub(self.text, pos, stop - 1)]
+  if a then return a, stop end
+  local d
+  d, stop = self:dict(pos)
+  a = core.attr(d, self.ctx)
+  self.dicts[sub(self.text, pos, stop - 1)] = a
   return a, stop
 end
 
@@ -515,6 +552,27 @@ function Reader:loc(pos)
 end
 
 -- One op at pos: built, and opened when regions follow. The position after its header.
+-- The dictionary and the result types of an op, piece by piece (any depth).
+function Reader:op_tail_slow(stop)
+  local text = self.text
+  local p = self:ws(stop)
+  local dict
+  if dict_ahead:match(text, p) then dict, p = self:attr_dict(p) p = self:ws(p) end
+  local types = {}
+  if byte(text, p) == 58 and byte(text, p + 1) ~= 58 then -- ':' types
+    p = p + 1
+    repeat
+      local t
+      t, p = self:type(p)
+      types[#types + 1] = t
+      p = self:ws(p)
+      local more = byte(text, p) == 44
+      if more then p = p + 1 end
+    until not more
+  end
+  return dict, types, p
+end
+
 function Reader:op(pos)
   local text, pb = self.text, self.pb
   local start, results, namepos, name, operands, stop = header:match(text, pos)
@@ -531,22 +589,31 @@ function Reader:op(pos)
   if not known then fail(namepos, ("unknown operation '%s'"):format(name)) end
   local ids = {}
   if operands then
-    for i, v in ipairs(operands) do ids[i] = self:lookup(v, find(text, v, namepos, true) or namepos) end
+    local names = self.names
+    for i, v in ipairs(operands) do
+      local id = names[v]
+      if not id then self:lookup(v, find(text, v, namepos, true) or namepos) end
+      ids[i] = id
+    end
   end
-  local p = self:ws(stop)
-  local dict
-  if dict_ahead:match(text, p) then dict, p = self:attr_dict(p) p = self:ws(p) end
-  local types = {}
-  if byte(text, p) == 58 and byte(text, p + 1) ~= 58 then -- ':' types
-    p = p + 1
-    repeat
-      local t
-      t, p = self:type(p)
-      types[#types + 1] = t
-      p = self:ws(p)
-      local more = byte(text, p) == 44
-      if more then p = p + 1 end
-    until not more
+  local ok, dpos, dstop, tlist, p = pcall(op_tail.match, op_tail, text, stop)
+  local dict, types
+  if ok and p then
+    if dpos then
+      dict = self.dicts[sub(text, dpos, dstop - 1)]
+      if not dict then dict = self:attr_dict(dpos) end
+    end
+    types = {}
+    if tlist then
+      local memo = self.types
+      for i = 2, #tlist, 2 do
+        local t = memo[tlist[i]]
+        if not t then t = self:type(tlist[i - 1]) end
+        types[i // 2] = t
+      end
+    end
+  else
+    dict, types, p = self:op_tail_slow(stop)
   end
   local nres = results and #results or 0
   if nres ~= #types then

@@ -187,7 +187,7 @@ local function eval(src)
   local chunk, err = load("return " .. src, "=stdin", "t")
   if not chunk then chunk, err = load(src, "=stdin", "t") end
   if not chunk then return nil, err end
-  local res = table.pack(xpcall(chunk, function(m) return m end))
+  local res = table.pack(xpcall(chunk, tl.core.locate_error))
   if not res[1] then
     say(safe_tostring(res[2]))
     return true

@@ -62,6 +62,13 @@ static void report_lua_error(TlCtx *c, const char *fn, const char *msg) {
   });
 }
 
+/* The message handler: an error raised inside the library is reported at the
+** script's line (lb_locate_error). */
+static int locate_handler(lua_State *L) {
+  lb_locate_error(L, 1);
+  return 1;
+}
+
 /* Call f(L) with one light userdata argument under lua_pcall and a protected
 ** call of the core. Returns the status; on an error the message is reported
 ** to c. A failed allocation of the core closes the state and breaks c; Lua's
@@ -82,9 +89,12 @@ static int call_lua(TlCtx *c, const char *fn, lua_CFunction f, void *arg) {
   }
   IrProtect p;
   ir_protect_push(&p, raise_lua, L);
-  lua_pushcfunction(L, f); /* a light C function and a light userdata: neither allocates */
+  int base = lua_gettop(L) + 1;
+  lua_pushcfunction(L, locate_handler); /* light C functions and a light userdata: none allocates */
+  lua_pushcfunction(L, f);
   lua_pushlightuserdata(L, arg);
-  int status = lua_pcall(L, 1, 0, 0);
+  int status = lua_pcall(L, 1, 0, base);
+  lua_remove(L, base);
   ir_protect_pop(&p);
   if (p.failed) { /* even if the script caught the error: what the core was changing is suspect */
     tl_lua_close(c);

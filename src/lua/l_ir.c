@@ -35,7 +35,7 @@ static void check_memory(lua_State *L) {
 LbContext *lb_check_context(lua_State *L, int idx) {
   check_memory(L);
   LbContext *c = luaL_checkudata(L, idx, LB_CONTEXT);
-  if (!c->ctx) luaL_error(L, "attempt to use a closed tilua context");
+  if (!c->ctx) lb_error(L, "attempt to use a closed tilua context");
   return c;
 }
 
@@ -93,7 +93,7 @@ void *lb_test_object(lua_State *L, int idx, const char *mt) {
   check_memory(L);
   LbObject *o = luaL_testudata(L, idx, mt);
   if (!o) return NULL;
-  if (!o->owner->ctx) luaL_error(L, "attempt to use an object of a closed tilua context");
+  if (!o->owner->ctx) lb_error(L, "attempt to use an object of a closed tilua context");
   check_not_erased(L, mt, o->ptr);
   return o->ptr;
 }
@@ -101,7 +101,7 @@ void *lb_test_object(lua_State *L, int idx, const char *mt) {
 void *lb_check_object(lua_State *L, int idx, const char *mt) {
   check_memory(L);
   LbObject *o = luaL_checkudata(L, idx, mt);
-  if (!o->owner->ctx) luaL_error(L, "attempt to use an object of a closed tilua context");
+  if (!o->owner->ctx) lb_error(L, "attempt to use an object of a closed tilua context");
   check_not_erased(L, mt, o->ptr);
   return o->ptr;
 }
@@ -190,6 +190,41 @@ static int user_frame(lua_State *L, const char **file, int *line) {
     return 1;
   }
   return 0;
+}
+
+/* An error message as the user should read it, for a message handler (the
+** stack of the error is still there): a message located in a library chunk
+** ("lua/tilua/compile.lua:73: attempt to ...", or a C function's bad argument
+** through one) or not located at all is given the innermost user frame's
+** file:line instead. Messages located in user code, and non-strings, are kept. */
+int lb_locate_error(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) != LUA_TSTRING) return 0;
+  const char *msg = lua_tostring(L, idx), *file;
+  int line;
+  if (!user_frame(L, &file, &line)) return 0;
+  const char *rest = msg;
+  const char *colon = strchr(msg, ':');
+  if (colon && colon > msg && colon - msg < 200 && colon[1] >= '0' && colon[1] <= '9') {
+    const char *d = colon + 1;
+    while (*d >= '0' && *d <= '9') d++;
+    if (*d != ':') goto unlocated;
+    char chunk[208];
+    snprintf(chunk, sizeof chunk, "@%.*s", (int)(colon - msg), msg);
+    if (!is_library_chunk(L, chunk)) return 0; /* located in user code */
+    rest = d[1] == ' ' ? d + 2 : d + 1;
+  }
+unlocated:
+  lua_pushfstring(L, "%s:%d: %s", file, line, rest);
+  lua_replace(L, idx);
+  return 1;
+}
+
+/* core.locate_error(msg) -> msg (see lb_locate_error); for xpcall handlers. */
+static int core_locate_error(lua_State *L) {
+  lua_settop(L, 1);
+  lb_locate_error(L, 1);
+  return 1;
 }
 
 void lb_user_where(lua_State *L, char *buf, size_t n) {
@@ -606,6 +641,7 @@ static const luaL_Reg core_functions[] = {
     {"mark_library", core_mark_library},
     {"user_location", core_user_location},
     {"pin_location", core_pin_location},
+    {"locate_error", core_locate_error},
     {"metatable", core_metatable},
     {"type_matches", core_type_matches},
     {NULL, NULL}};

@@ -49,7 +49,7 @@ static PB *check_pb(lua_State *L) {
   PB *p = luaL_checkudata(L, 1, LB_PARSE_BUILDER);
   if (!p->ctx) luaL_error(L, "parse builder used after it was collected");
   lua_getiuservalue(L, 1, 1); /* its context must still be open */
-  if (!((LbContext *)lua_touserdata(L, -1))->ctx) luaL_error(L, "attempt to use an object of a closed tilua context");
+  if (!((LbContext *)lua_touserdata(L, -1))->ctx) lb_error(L, "attempt to use an object of a closed tilua context");
   lua_pop(L, 1);
   return p;
 }

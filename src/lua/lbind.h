@@ -66,6 +66,9 @@ IrLoc lb_user_loc(lua_State *L, IrContext *ctx);
 void lb_user_where(lua_State *L, char *buf, size_t n);
 /* Raise "file:line: message" at the user's location. */
 int lb_error(lua_State *L, const char *fmt, ...);
+/* In a message handler: relocate an error raised in library code to the
+** user's line (1 if the message at idx was replaced). */
+int lb_locate_error(lua_State *L, int idx);
 /* Remember that a chunk name belongs to the library, so locations skip it. */
 void lb_mark_library_chunk(lua_State *L, const char *chunkname);
 
