@@ -81,8 +81,9 @@ describe("bad input", function()
       ["10_lua_cross_context_uaf.lua"] = ":6: 'arith.constant': the block belongs to another context",
       ["11_lua_insert_other_context_uaf.lua"] = ":6: insert: the objects belong to different contexts",
       ["12_lua_clone_close_default_uaf.lua"] = ":8: insert: the objects belong to different contexts",
-      ["13_lua_cyclic_attr_stack_overflow.lua"] = ":5: attribute value: a table that contains itself",
-      ["14_lua_deep_attr_stack_overflow.lua"] = ":6: attribute value: tables nested deeper than",
+      -- smem is checked before it becomes an attribute now; the conversion itself below
+      ["13_lua_cyclic_attr_stack_overflow.lua"] = ":5: kernel 'k': smem must be a non-negative integer",
+      ["14_lua_deep_attr_stack_overflow.lua"] = ":6: kernel 'k': smem must be a non-negative integer",
       ["15_lua_erased_op_reinsert_null_deref.lua"] = ":14: attempt to use an erased op ('arith.addi')",
     }
     for f, msg in pairs(expected) do
@@ -92,6 +93,27 @@ describe("bad input", function()
         assert.truthy(err:find(f .. msg, 1, true), err)
       end)
     end
+
+    it("13, 14: a cyclic or too deep table as an attribute value is an error at the line", function()
+      local cyc = {}
+      cyc.self = cyc
+      local deep = {}
+      local c = deep
+      for _ = 1, 100000 do c[1] = {} c = c[1] end
+      tl.new_module()
+      local k = tl.kernel("attrs", { block = 32 })
+      local line = debug.getinfo(1, "l").currentline
+      local ok, err = pcall(k.define, k, function()
+        tl.op("arith.constant", {}, { tl.i64 }, { value = 1, x = cyc })
+      end)
+      assert.is_false(ok)
+      assert.matches(":" .. (line + 2) .. ": attribute value: a table that contains itself", err)
+      ok, err = pcall(k.define, k, function()
+        tl.op("arith.constant", {}, { tl.i64 }, { value = 1, x = deep })
+      end)
+      assert.is_false(ok)
+      assert.matches(":" .. (line + 7) .. ": attribute value: tables nested deeper than 4096 levels", err)
+    end)
 
     it("16: what the DSL nests, the parser reads back (1000 nested scf.if, 1000 nested arrays)", function()
       local _, err, code = no_crash(H.tilua_run { DIR .. "16_lua_dsl_deep_if_not_reparsable.lua" })

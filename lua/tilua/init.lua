@@ -507,10 +507,28 @@ end
 tl.dims3 = dims
 
 -- tl.kernel(name, { params = ..., block = 128 | {x,y,z}, cluster = {x,y,z}, smem = bytes })
+local kernel_options = { params = true, block = true, cluster = true, smem = true }
+
 function tl.kernel(name, spec)
   if type(name) ~= "string" or name == "" then raise("kernel: expected a name") end
+  if spec ~= nil and type(spec) ~= "table" then
+    raise(("kernel '%s': the options must be a table { params =, block =, cluster =, smem = }, got a %s"):format(name, type(spec)))
+  end
   spec = spec or {}
+  for key in pairs(spec) do
+    if not kernel_options[key] then
+      raise(("kernel '%s': unknown option '%s' (known: params, block, cluster, smem)"):format(name, tostring(key)))
+    end
+  end
+  if spec.smem ~= nil and (math.type(spec.smem) ~= "integer" or spec.smem < 0) then
+    raise(("kernel '%s': smem must be a non-negative integer (bytes)"):format(name))
+  end
   local params = param_list(spec.params)
+  local seen = {}
+  for i, p in ipairs(params) do
+    if seen[p.name] then raise(("kernel '%s': parameter #%d repeats the name '%s'"):format(name, i, p.name)) end
+    seen[p.name] = true
+  end
   local ks = { block = dims(spec.block or 128, "block") }
   if spec.cluster then
     ks.cluster = dims(spec.cluster, "cluster")
@@ -534,7 +552,17 @@ end
 
 -- k:define(function(k, p) ... end): build the body; p maps parameter names to values.
 function Kernel:define(fn)
-  tl.at(self.body, nil, fn, self, self.args)
+  if type(fn) ~= "function" then raise("define: expected a function(k, p) that builds the body") end
+  if self.defined then raise(("define: kernel '%s' is already defined (build a new tl.kernel to start over)"):format(self.name)) end
+  -- a failed define leaves an empty body behind, so that a corrected define
+  -- of the same kernel can follow (in the REPL, say)
+  local ok, err = pcall(tl.at, self.body, nil, fn, self, self.args)
+  if not ok then
+    local ops = self.body:ops()
+    for i = #ops, 1, -1 do pcall(ops[i].erase, ops[i]) end
+    error(err, 0)
+  end
+  self.defined = true
   tl.verify(self.module)
   return self
 end

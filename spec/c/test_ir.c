@@ -172,8 +172,17 @@ static void test_verifier_and_passes(void) {
   CHECK(ir_pipeline_parse(ctx, "canonicalize,nope", &p) == IR_FAIL);
   CHECK(diag_has(ctx, "unknown pass or pipeline 'nope'"));
   CHECK(ir_pipeline_parse(ctx, "cleanup", &p) == IR_OK && p.n == 3);
-  CHECK(ir_pipeline_parse(ctx, "cse{max=3, name=x}", &p) == IR_OK && p.n == 1 &&
-        ir_attr_dict_get(p.steps[0].options, "max")->u.i == 3);
+  CHECK(ir_pipeline_parse(ctx, "debug-hangs{ms=3}", &p) == IR_OK && p.n == 1 &&
+        ir_attr_dict_get(p.steps[0].options, "ms")->u.i == 3);
+  /* options a pass does not read, empty names and options on a pipeline are errors */
+  CHECK(ir_pipeline_parse(ctx, "cse{max=3}", &p) == IR_FAIL);
+  CHECK(diag_has(ctx, "pass 'cse' takes no options (got 'max')"));
+  CHECK(ir_pipeline_parse(ctx, "debug-hangs{ms=3, name=x}", &p) == IR_FAIL);
+  CHECK(diag_has(ctx, "pass 'debug-hangs' has no option 'name' (it reads: ms)"));
+  CHECK(ir_pipeline_parse(ctx, ",,,", &p) == IR_FAIL);
+  CHECK(diag_has(ctx, "empty pass name in pipeline \",,,\""));
+  CHECK(ir_pipeline_parse(ctx, "cleanup{x=1}", &p) == IR_FAIL);
+  CHECK(diag_has(ctx, "pipeline 'cleanup' takes no options"));
   CHECK(ir_pipeline_parse(ctx, "cleanup", &p) == IR_OK);
   CHECK(ir_pipeline_run(&p, m, NULL) == IR_OK);
   n = 0;

@@ -362,13 +362,6 @@ void tlTypePrint(tlType t, tlStringCallback callback, void *userData) {
     TL_PROTECTED(c, "tlTypePrint", print_type_or_attr(c, "tlTypePrint", TYPE(t), NULL, callback, userData));
 }
 
-/* Does v fit a width-bit integer, read as signed or as unsigned? */
-static bool int_fits(int64_t v, uint32_t width) {
-  if (width >= 64) return true;
-  int64_t lo = -((int64_t)1 << (width - 1)), hi = ((int64_t)1 << width) - 1;
-  return v >= lo && v <= hi;
-}
-
 tlAttribute tlIntegerAttrGet(tlType type, int64_t value) {
   static const char fn[] = "tlIntegerAttrGet";
   TlCtx *c = tl_enter(type.context, type.ptr, fn);
@@ -378,7 +371,7 @@ tlAttribute tlIntegerAttrGet(tlType type, int64_t value) {
     tl_error(c, fn, "the type is not an integer or index type");
     return r;
   }
-  if (!int_fits(value, ir_type_bitwidth(TYPE(type)))) {
+  if (!ir_int_fits(value, ir_type_bitwidth(TYPE(type)))) {
     tl_error(c, fn, "%lld does not fit in i%u", (long long)value, ir_type_bitwidth(TYPE(type)));
     return r;
   }

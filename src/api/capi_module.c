@@ -110,7 +110,7 @@ tlLogicalResult tlModuleRunPipeline(tlModule m, tlStringRef pipeline) {
   TlCtx *c = enter_module(m, fn);
   bool ok = false;
   if (!c || !tl_check_string(c, fn, "the pipeline", pipeline)) return (tlLogicalResult){0};
-  if (memchr(pipeline.data, 0, pipeline.length)) {
+  if (pipeline.length && memchr(pipeline.data, 0, pipeline.length)) { /* {NULL, 0}: memchr(NULL) is UB */
     tl_error(c, fn, "the pipeline text holds a NUL byte");
     return (tlLogicalResult){0};
   }

@@ -144,6 +144,13 @@ double ir_float_round(double v, IrFloatKind k) {
 
 /* }====================================================================== */
 
+bool ir_int_fits(int64_t v, uint32_t width) {
+  if (width >= 64) return true;
+  if (width == 0) return v == 0;
+  int64_t lo = -((int64_t)1 << (width - 1)), hi = ((int64_t)1 << width) - 1;
+  return v >= lo && v <= hi;
+}
+
 const IrAttr *ir_attr_float(IrContext *ctx, double v, const IrType *type) {
   assert(ir_type_is_float(type));
   IrAttr proto = {.kind = IR_ATTR_FLOAT, .type = type};

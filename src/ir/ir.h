@@ -278,6 +278,8 @@ struct IrAttr {
 };
 
 /* Integers are truncated to the type's width and sign-extended. */
+/* Does v fit a width-bit integer, read as signed or as unsigned (as MLIR)? */
+bool ir_int_fits(int64_t v, uint32_t width);
 const IrAttr *ir_attr_int(IrContext *ctx, int64_t v, const IrType *type);
 const IrAttr *ir_attr_i64(IrContext *ctx, int64_t v);
 const IrAttr *ir_attr_i32(IrContext *ctx, int64_t v);

@@ -182,7 +182,9 @@ static int is_library_chunk(lua_State *L, const char *source) {
 /* Find the innermost user frame; fills file (a Lua-owned string) and line. */
 static int user_frame(lua_State *L, const char **file, int *line) {
   lua_Debug ar;
-  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+  /* lua_getstack walks from the top each time: bounded, so that a stack
+  ** overflow's message handler does not take quadratic time */
+  for (int level = 1; level <= 1000 && lua_getstack(L, level, &ar); level++) {
     if (!lua_getinfo(L, "S", &ar) || ar.what[0] == 'C' || is_library_chunk(L, ar.source)) continue;
     if (!lua_getinfo(L, "l", &ar) || ar.currentline <= 0) continue;
     *file = ar.source[0] == '@' || ar.source[0] == '=' ? ar.source + 1 : ar.short_src;

@@ -406,8 +406,17 @@ static int typed_attr(lua_State *L, bool is_float) {
   int ci;
   LbContext *c = lua_isnoneornil(L, 2) ? lb_ctx_arg(L, 3, &ci) : (lb_push_owner(L, 2), ci = lua_gettop(L), lb_owner(L, 2));
   const IrType *t = typed_attr_type(L, 2, c->ctx, is_float);
-  const IrAttr *a = is_float ? ir_attr_float(c->ctx, luaL_checknumber(L, 1), t)
-                             : ir_attr_int(c->ctx, luaL_checkinteger(L, 1), t);
+  const IrAttr *a;
+  if (is_float) {
+    a = ir_attr_float(c->ctx, luaL_checknumber(L, 1), t);
+  } else {
+    int isint;
+    lua_Integer v = lua_tointegerx(L, 1, &isint);
+    uint32_t w = ir_type_bitwidth(t);
+    if (!isint) return lb_error(L, "an integer constant of %u bits: expected an integer, got %s", w, luaL_typename(L, 1));
+    if (!ir_int_fits(v, w)) return lb_error(L, "%lld is out of the range of a %u-bit integer", (long long)v, w);
+    a = ir_attr_int(c->ctx, v, t);
+  }
   lb_push_object(L, LB_ATTR, (void *)a, ci);
   return 1;
 }

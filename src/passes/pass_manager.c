@@ -8,7 +8,7 @@
 #include "passes.h"
 
 static const IrPassInfo pass_table[] = {
-#define PASS(c, name, desc) {name, desc, pass_##c},
+#define PASS(c, name, options, desc) {name, desc, pass_##c, options},
 #define PIPELINE(name, list, desc)
 #include "passes.def"
 #undef PASS
@@ -18,7 +18,7 @@ static const IrPassInfo pass_table[] = {
 static const struct {
   const char *name, *passes, *desc;
 } pipeline_table[] = {
-#define PASS(c, name, desc)
+#define PASS(c, name, options, desc)
 #define PIPELINE(name, list, desc) {name, list, desc},
 #include "passes.def"
 #undef PASS
@@ -123,10 +123,46 @@ static void unknown_pass(Parse *ps, const char *name, size_t len) {
   sb_free(&sb);
 }
 
+/* Does the space-separated list hold the word key[0..len)? */
+static bool has_word(const char *list, const char *key, size_t len) {
+  for (const char *w = list; *w;) {
+    while (*w == ' ') w++;
+    const char *e = w;
+    while (*e && *e != ' ') e++;
+    if ((size_t)(e - w) == len && len && !memcmp(w, key, len)) return true;
+    w = e;
+  }
+  return false;
+}
+
+/* Every option given must be one the pass reads (a misspelt one would be
+** ignored silently). */
+static IrResult check_options(Parse *ps, const IrPassInfo *p, const IrAttr *opts) {
+  if (!opts) return IR_OK;
+  for (uint32_t i = 0; i < opts->u.dict.n; i++) {
+    const char *key = opts->u.dict.entries[i].name;
+    if (has_word(p->options, key, strlen(key))) continue;
+    if (!*p->options) ir_error(ps->ctx, ir_loc_unknown(), "pass '%s' takes no options (got '%s')", p->name, key);
+    else ir_error(ps->ctx, ir_loc_unknown(), "pass '%s' has no option '%s' (it reads: %s)", p->name, key, p->options);
+    return IR_FAIL;
+  }
+  return IR_OK;
+}
+
 static IrResult parse_list(Parse *ps, const char *s) {
+  bool first = true;
   while (*s) {
-    while (is_space(*s) || *s == ',') s++;
-    if (!*s) break;
+    while (is_space(*s)) s++;
+    if (!first) {
+      if (*s != ',') break; /* the caller's ',' check below reports it */
+      s++;
+      while (is_space(*s)) s++;
+    }
+    first = false;
+    if (!*s || *s == ',') {
+      ir_error(ps->ctx, ir_loc_unknown(), "empty pass name in pipeline \"%s\"", ps->spec);
+      return IR_FAIL;
+    }
     const char *name = s;
     while (*s && *s != ',' && *s != '{' && !is_space(*s)) s++;
     size_t len = (size_t)(s - name);
@@ -150,12 +186,17 @@ static IrResult parse_list(Parse *ps, const char *s) {
     }
     const IrPassInfo *p = ir_pass_lookup(name, len);
     if (p) {
+      if (check_options(ps, p, opts) != IR_OK) return IR_FAIL;
       push(ps, p, opts);
       continue;
     }
     const char *sub = pipeline_lookup(name, len);
     if (!sub) {
       unknown_pass(ps, name, len);
+      return IR_FAIL;
+    }
+    if (opts) {
+      ir_error(ps->ctx, ir_loc_unknown(), "pipeline '%.*s' takes no options", (int)len, name);
       return IR_FAIL;
     }
     if (++ps->depth > 8) {

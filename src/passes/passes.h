@@ -19,9 +19,10 @@ typedef IrResult (*IrPassFn)(IrOp *module, IrPassCtx *pc);
 typedef struct IrPassInfo {
   const char *name, *description;
   IrPassFn run;
+  const char *options; /* the option names it reads, space-separated */
 } IrPassInfo;
 
-#define PASS(c, name, desc) IrResult pass_##c(IrOp *module, IrPassCtx *pc);
+#define PASS(c, name, options, desc) IrResult pass_##c(IrOp *module, IrPassCtx *pc);
 #define PIPELINE(name, list, desc)
 #include "passes.def"
 #undef PASS
