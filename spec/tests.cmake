@@ -91,6 +91,16 @@ foreach(t ${TILUA_CAPI_TESTS})
   set_tests_properties(c.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
 endforeach()
 
+# The C API fuzzer (tools/fuzz/capi_fuzz.c): random call sequences over pools of
+# handles (destroyed contexts, nulls, bad counts and strings, mutated IR of the
+# valid fixtures, misbehaving scripts) for a bounded time, a fresh seed each run
+# (printed; a failure prints the line that replays its input).
+add_executable(capi_fuzz tools/fuzz/capi_fuzz.c)
+target_link_libraries(capi_fuzz PRIVATE tilua m ${CMAKE_DL_LIBS})
+target_include_directories(capi_fuzz PRIVATE ${CMAKE_SOURCE_DIR}/src)
+add_test(NAME fuzz.capi COMMAND capi_fuzz --seconds 5 --corpus ${CMAKE_SOURCE_DIR}/spec/fixtures/valid)
+set_tests_properties(fuzz.capi PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+
 # The allocation-failure run: the n-th allocation of the core fails while a
 # real kernel is parsed, verified, lowered and emitted through the C API.
 # ctest tries every 53rd n (TILUA_ALLOC_STRIDE=1 for every n; docs/testing.md).
