@@ -152,6 +152,41 @@ describe("bad input", function()
       assert.equal(arrays, m2:print())
     end)
 
+    it("refuses regions nested past 2048 levels in the text, the DSL and the verifier, without recursing", function()
+      local n = 100000
+      local text = "module {\n  tile.kernel {arg_names = [\"c\"], kernel_spec = {block = [128, 1, 1]}, sym_name = \"k\"} {\n"
+        .. "  ^bb0(%0: i1):\n" .. ("scf.if %0 {\n"):rep(n) .. ("scf.yield\n} {\n}\n"):rep(n) .. "  }\n}\n"
+      local m, err = parser.parse(text, { file = "deep.tir" })
+      assert.is_nil(m)
+      assert.matches("^deep%.tir:2050:1: error: regions nest at most 2048 levels deep", err)
+      -- the DSL
+      tl.new_module()
+      local k = tl.kernel("deep_dsl", { params = { { "n", tl.i32 } }, block = 128 })
+      local line = debug.getinfo(1, "l").currentline
+      local ok, derr = pcall(k.define, k, function(_, p)
+        local function rec(d) if d > 0 then tl.if_(p.n:lt(d), function() rec(d - 1) end) end end
+        rec(5000)
+      end)
+      assert.is_false(ok)
+      assert.matches(":" .. (line + 2) .. ": regions nest at most 2048 levels deep", derr)
+      -- raw ops of the core API, nested past the limit: the verifier says so
+      local ctx = tl.core.context()
+      local mod = ctx:module()
+      local blk = mod:region(1):entry()
+      local i1 = tl.core.type_int(1, ctx)
+      local c = tl.core.op_create(ctx, "arith.constant", {}, { i1 }, { value = tl.core.attr_int(1, i1) }, 0, blk)
+      for _ = 1, 2100 do
+        local op = tl.core.op_create(ctx, "scf.if", { c:result(1) }, {}, nil, 2, blk)
+        blk = op:region(1):add_block()
+        op:region(2):add_block()
+      end
+      local vok, vmsg = mod:verify()
+      assert.is_false(vok)
+      assert.matches("regions nest more than 2048 levels deep", vmsg)
+      assert.matches("not printed", mod:print())
+      ctx:close()
+    end)
+
     it("answers an unclosed deep nesting with a located error", function()
       local m, err = parser.parse("module {\n  %0 = arith.constant {x = " .. ("["):rep(5000) .. "} : i32\n}", { file = "d.tir" })
       assert.is_nil(m)

@@ -122,7 +122,12 @@ local ip_stack = {} -- { {block=, before=} }
 -- about 200 nested ones, so nesting regions through pcall stopped at ~190.
 local pop_ip = setmetatable({}, { __close = function() ip_stack[#ip_stack] = nil end })
 
+local max_nesting = core.max_nesting
+
 function tl.at(block, before, fn, ...)
+  if #ip_stack >= max_nesting - 2 then -- the module and the kernel are two levels
+    raise(("regions nest at most %d levels deep"):format(max_nesting))
+  end
   ip_stack[#ip_stack + 1] = { block = block, before = before }
   local _ <close> = pop_ip
   return fn(...)

@@ -621,6 +621,9 @@ function Reader:op(pos)
       nres, nres == 1 and "" or "s", #types, #types == 1 and "" or "s"))
   end
   local has_regions = byte(text, p) == 123
+  if has_regions and pb:depth() >= core.max_nesting then
+    fail(start, ("regions nest at most %d levels deep"):format(core.max_nesting))
+  end
   local line, col = self:linecol(start)
   self.last_pos = start
   local first = pb:op(name, nres, ids, types, dict, has_regions, line, col)

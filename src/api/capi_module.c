@@ -306,6 +306,13 @@ tlOperation tlOperationCreate(tlBlock block, tlStringRef name, intptr_t nOperand
     tl_error(c, fn, "region count %lld is out of range [0, 16]", (long long)nRegions);
     return r;
   }
+  if (nRegions > 0) { /* the verifier, printer and passes recurse once per level */
+    IrOp *holder = ir_block_parent_op((IrBlock *)block.ptr);
+    if (holder && ir_op_depth(holder) + 1 >= IR_MAX_NESTING) {
+      tl_error(c, fn, "regions nest at most %d levels deep", IR_MAX_NESTING);
+      return r;
+    }
+  }
   for (intptr_t i = 0; i < nOperands; i++) {
     char w[48];
     snprintf(w, sizeof w, "operand #%lld", (long long)i);

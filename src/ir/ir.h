@@ -701,6 +701,16 @@ char *ir_type_to_string(const IrType *t);                      /* free with ir_f
 /* t's text in the arena of op's context, for diagnostics about op: no free. */
 const char *ir_op_type_str(const IrOp *op, const IrType *t);
 
+/* Ops nest at most this deep under a root (the verifier, the printer and the
+** passes recurse once per level: about 400 bytes of C stack each in a normal
+** build). The parser, the Lua builder and the C API refuse deeper nesting;
+** the verifier reports it (found without recursion) before it recurses. */
+#define IR_MAX_NESTING 2048
+/* The first op nested more than limit levels under root, or NULL (no recursion). */
+IrOp *ir_op_too_deep(IrOp *root, uint32_t limit);
+/* How many ops enclose op (0 for a detached or top-level op). */
+uint32_t ir_op_depth(const IrOp *op);
+
 /* Verify op and everything nested in it: structure from the op tables, SSA
 ** dominance, then each op's own verifier. Diagnostics go to the context. */
 IrResult ir_verify(IrOp *root);

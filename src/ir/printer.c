@@ -297,6 +297,10 @@ static void print_op_at(Printer *p, IrOp *op, int level) {
 }
 
 void ir_print_op(StrBuf *sb, IrOp *op, const IrPrintOptions *opts) {
+  if (ir_op_too_deep(op, IR_MAX_NESTING)) { /* the recursion below would overrun the C stack */
+    sb_printf(sb, "// '%s': regions nest more than %d levels deep, not printed\n", ir_op_name(op), IR_MAX_NESTING);
+    return;
+  }
   Printer p = {.sb = sb, .next = 0, .opts = opts, .indent = 2};
   if (opts && opts->indent > 0) p.indent = opts->indent;
   print_op_at(&p, op, 0);

@@ -183,7 +183,70 @@ IrResult ir_verify_signature(IrOp *op) {
   return ok ? IR_OK : IR_FAIL;
 }
 
+/* {======================================================================
+** Nesting depth, without recursion
+** ======================================================================= */
+
+static IrOp *first_op_of_blocks(IrBlock *b) {
+  for (; b; b = b->next)
+    if (b->first) return b->first;
+  return NULL;
+}
+
+static IrOp *first_op_of_regions(IrOp *op, uint32_t from) {
+  for (uint32_t i = from; i < op->nregions; i++) {
+    IrOp *o = first_op_of_blocks(op->regions[i].first);
+    if (o) return o;
+  }
+  return NULL;
+}
+
+IrOp *ir_op_too_deep(IrOp *root, uint32_t limit) {
+  uint32_t depth = 0;
+  IrOp *op = root;
+  for (;;) {
+    if (depth > limit) return op;
+    IrOp *child = first_op_of_regions(op, 0);
+    if (child) {
+      op = child, depth++;
+      continue;
+    }
+    for (;;) { /* the next op in pre-order, climbing out of finished regions */
+      if (op == root) return NULL;
+      if (op->next) {
+        op = op->next;
+        break;
+      }
+      IrBlock *b = op->parent;
+      IrOp *parent = b->parent->parent;
+      IrOp *n = first_op_of_blocks(b->next);
+      if (!n) n = first_op_of_regions(parent, (uint32_t)(b->parent - parent->regions) + 1);
+      if (n) {
+        op = n;
+        break;
+      }
+      op = parent, depth--;
+    }
+  }
+}
+
+uint32_t ir_op_depth(const IrOp *op) {
+  uint32_t d = 0;
+  while (op->parent && op->parent->parent && op->parent->parent->parent) {
+    op = op->parent->parent->parent;
+    d++;
+  }
+  return d;
+}
+
+/* }====================================================================== */
+
 IrResult ir_verify(IrOp *root) {
+  IrOp *deep = ir_op_too_deep(root, IR_MAX_NESTING);
+  if (deep) {
+    ir_op_error(deep, "regions nest more than %d levels deep", IR_MAX_NESTING);
+    return IR_FAIL;
+  }
   Verifier v = {.ctx = ir_op_context(root), .level = 0, .errors = 0};
   memset(&v.vis, 0, sizeof v.vis);
   /* Values visible around a nested root: treat the root's ancestors' blocks as in scope. */
