@@ -113,6 +113,35 @@ describe("the REPL", function()
     assert.matches("line\t1\nline\t2", out)
     assert.matches(":stages N|NAME", out)
   end)
+
+  it("keeps locals, numbers the lines it reads, survives a failed define and opens after a script's stop", function()
+    local session = table.concat({
+      "local x = 5",
+      "local function f() return x + 1 end",
+      "=f()",
+      "local k = tl.kernel('r', { params = { { 'n', tl.i32 } }, block = 32 })",
+      "k:define(function(k, p) local y = p.n + nil end)",
+      "k:define(function(k, p) tl.barrier() end)",
+      "error('boom')",
+      "=#k.body:ops() > 0",
+    }, "\n") .. "\n"
+    local out, err, code = H.tilua_run({ "-i" }, session)
+    assert.equal(0, code, err)
+    assert.matches("\n6\n", out)
+    assert.matches("stdin:5: ", out) -- the failed define, at its line
+    assert.matches("stdin:7: boom", out)
+    assert.matches("\ntrue\n", out)
+    -- a script that stops (here: tl.stop) hands over to the REPL with -i
+    local f = os.tmpname()
+    local h = assert(io.open(f, "w"))
+    h:write("local tl = require 'tilua'\nmade = 41\ntl.stop(77, 'no GPU here')\n")
+    h:close()
+    out, err, code = H.tilua_run({ "-i", f }, "=made + 1\n")
+    os.remove(f)
+    assert.equal(0, code, err)
+    assert.matches("no GPU here", out)
+    assert.matches("\n42\n", out)
+  end)
 end)
 
 describe("the Lua module", function()

@@ -144,12 +144,30 @@ static int docall(lua_State *L, int narg, int nres) {
 ** Host functions for the Lua side (readline, isatty)
 ** ======================================================================= */
 
+#ifdef TILUA_USE_READLINE
+/* Ctrl-C while typing drops the line and gives a fresh prompt (as a shell
+** does) instead of ending the session; Ctrl-C while a chunk runs interrupts
+** it (laction). */
+static void readline_sigint(int sig) {
+  (void)sig;
+  fputs("^C\n", stdout);
+  rl_replace_line("", 0);
+  rl_on_new_line();
+  rl_redisplay();
+}
+
+/* The file history is kept in across sessions (host.history_file). */
+static char *history_path = NULL;
+#endif
+
 /* host.readline(prompt) -> line | nil at end of input */
 static int host_readline(lua_State *L) {
   const char *prompt = luaL_optstring(L, 1, "> ");
 #ifdef TILUA_USE_READLINE
   if (isatty(0)) {
+    void (*before)(int) = signal(SIGINT, readline_sigint);
     char *line = readline(prompt);
+    signal(SIGINT, before);
     if (!line) return 0;
     lua_pushstring(L, line);
     free(line);
@@ -175,7 +193,28 @@ static int host_readline(lua_State *L) {
 static int host_add_history(lua_State *L) {
 #ifdef TILUA_USE_READLINE
   const char *line = luaL_checkstring(L, 1);
-  if (isatty(0) && *line) add_history(line);
+  if (isatty(0) && *line) {
+    add_history(line);
+    if (history_path && append_history(1, history_path) == 0) history_truncate_file(history_path, 1000);
+  }
+#else
+  (void)L;
+#endif
+  return 0;
+}
+
+/* host.history_file(path): read the history of earlier sessions from path and
+** append each new line to it (a terminal session only). */
+static int host_history_file(lua_State *L) {
+#ifdef TILUA_USE_READLINE
+  const char *path = luaL_checkstring(L, 1);
+  if (!isatty(0)) return 0;
+  free(history_path);
+  history_path = strdup(path);
+  if (read_history(history_path) != 0) { /* no file yet: make it, so append_history works */
+    FILE *f = fopen(history_path, "a");
+    if (f) fclose(f);
+  }
 #else
   (void)L;
 #endif
@@ -188,7 +227,8 @@ static int host_isatty(lua_State *L) {
 }
 
 static const luaL_Reg host_functions[] = {
-    {"readline", host_readline}, {"add_history", host_add_history}, {"isatty", host_isatty}, {NULL, NULL}};
+    {"readline", host_readline}, {"add_history", host_add_history}, {"history_file", host_history_file},
+    {"isatty", host_isatty},     {NULL, NULL}};
 
 static int luaopen_tilua_host(lua_State *L) {
   luaL_newlib(L, host_functions);
@@ -445,8 +485,12 @@ static int pmain(lua_State *L) {
   if (!set_script_options(L, argv)) return 0;
   if (!runargs(L, argv, script)) return 0;
   if (script > 0 && argv[script] != NULL) {
-    if (handle_script(L, argv + script) != LUA_OK) return 0;
-    if (!script_done(L)) return 0;
+    int ok = handle_script(L, argv + script) == LUA_OK && script_done(L);
+    if (!ok && !(args & has_i)) return 0;
+    if (!ok) { /* -i: the REPL opens after the script's error or stop (tl.device.require without a GPU) */
+      stop_code = -1;
+      fputs("(the script ended early; the REPL has what it built)\n", stderr);
+    }
   }
   if (args & has_i) {
     if (doREPL(L) != 0) return 0;

@@ -56,7 +56,10 @@ function commands.load(arg)
   if arg == "" then return say "usage: :load FILE.tir" end
   local m, msg = tl.parse_file(arg)
   if not m then return say(msg) end
-  say(("loaded %s"):format(arg))
+  local ok, vmsg = m:verify()
+  if not ok then return say(("loaded %s, which does not verify:\n%s"):format(arg, vmsg)) end
+  if vmsg then say(vmsg) end
+  say(("loaded %s (verified)"):format(arg))
 end
 
 function commands.verify()
@@ -183,9 +186,28 @@ local function print_results(res)
   say(table.concat(parts, "\t"))
 end
 
-local function eval(src)
-  local chunk, err = load("return " .. src, "=stdin", "t")
-  if not chunk then chunk, err = load(src, "=stdin", "t") end
+-- A top-level `local x = ...` would be gone on the next line (each input is
+-- its own chunk): the REPL makes it a global, as a user means it.
+local function globalize(src)
+  local name = src:match "^%s*local%s+function%s+([%a_][%w_]*)"
+  if name then return (src:gsub("^%s*local%s+function", "function", 1)) end
+  local names, rest = src:match "^%s*local%s+([%a_][%w_]*%s*[%a_%w%s,]-)%s*(=.*)$"
+  if names and not names:find "<" then return names .. " " .. rest end
+  names = src:match "^%s*local%s+([%a_][%w_]*[%w_%s,]*)%s*$"
+  if names then return names .. " = nil" end
+  return src
+end
+M.globalize = globalize
+
+-- Inputs are numbered through the session: an error says `stdin:7:` for the
+-- seventh line typed (the chunk starts with that many newlines).
+local line_no = 0
+
+local function eval(src, first_line)
+  local pad = ("\n"):rep((first_line or 1) - 1)
+  src = globalize(src)
+  local chunk, err = load(pad .. "return " .. src, "=stdin", "t")
+  if not chunk then chunk, err = load(pad .. src, "=stdin", "t") end
   if not chunk then return nil, err end
   local res = table.pack(xpcall(chunk, tl.core.locate_error))
   if not res[1] then
@@ -198,18 +220,24 @@ end
 
 function M.run()
   _G.tl = tl
+  local home = os.getenv "HOME"
+  local hist = os.getenv "TILUA_HISTORY" or (home and home .. "/.tilua_history")
+  if hist and hist ~= "" then host.history_file(hist) end
   while true do
     local line = host.readline "> "
     if not line then break end
+    line_no = line_no + 1
     if line:match "^%s*:" then
       host.add_history(line)
       if command(line:match "^%s*(.*)$") == "quit" then break end
     elseif line:match "%S" then
+      local typed = line
       local src = line:gsub("^%s*=", "return ", 1)
       local eof = false
+      local first = line_no
       local ok, perr = pcall(function()
         while true do
-          local ok, err = eval(src)
+          local ok, err = eval(src, first)
           if ok then break end
           if not incomplete(err) then
             say(err)
@@ -217,11 +245,13 @@ function M.run()
           end
           local more = host.readline ">> "
           if not more then say(err) eof = true break end
+          line_no = line_no + 1
           src = src .. "\n" .. more
+          typed = typed .. "\n" .. more
         end
       end)
       if not ok then say(safe_tostring(perr)) end
-      host.add_history(src)
+      host.add_history(typed) -- as typed: `=x`, not `return x`
       if eof then break end
     end
   end
