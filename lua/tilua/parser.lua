@@ -119,6 +119,20 @@ local function fail(pos, msg) error({ pos = pos, msg = msg }, 0) end
 
 function Reader:ws(pos) return skip_ws:match(self.text, pos) end
 
+-- item (, item)* at pos: read(self, p) -> value, position after; the list and the position after it.
+function Reader:comma_list(p, read)
+  local list, text = {}, self.text
+  repeat
+    local v
+    v, p = read(self, p)
+    list[#list + 1] = v
+    p = self:ws(p)
+    local more = byte(text, p) == 44
+    if more then p = p + 1 end
+  until not more
+  return list, p
+end
+
 function Reader:expect(pos, s, what)
   pos = self:ws(pos)
   if sub(self.text, pos, pos + #s - 1) ~= s then fail(pos, "expected " .. (what or ("'" .. s .. "'"))) end
@@ -205,16 +219,7 @@ function Reader:type_uncached(pos)
     local params = {}
     if byte(text, p) == 60 then
       p = p + 1
-      if byte(text, self:ws(p)) ~= 62 then
-        repeat
-          local v
-          v, p = self:param(p)
-          params[#params + 1] = v
-          p = self:ws(p)
-          local more = byte(text, p) == 44
-          if more then p = p + 1 end
-        until not more
-      end
+      if byte(text, self:ws(p)) ~= 62 then params, p = self:comma_list(p, self.param) end
       p = self:expect(p, ">")
     end
     local ty, err = core.type_dialect(name, params, ctx, true)
@@ -559,17 +564,7 @@ function Reader:op_tail_slow(stop)
   local dict
   if dict_ahead:match(text, p) then dict, p = self:attr_dict(p) p = self:ws(p) end
   local types = {}
-  if byte(text, p) == 58 and byte(text, p + 1) ~= 58 then -- ':' types
-    p = p + 1
-    repeat
-      local t
-      t, p = self:type(p)
-      types[#types + 1] = t
-      p = self:ws(p)
-      local more = byte(text, p) == 44
-      if more then p = p + 1 end
-    until not more
-  end
+  if byte(text, p) == 58 and byte(text, p + 1) ~= 58 then types, p = self:comma_list(p + 1, self.type) end -- ': types'
   return dict, types, p
 end
 
@@ -650,17 +645,13 @@ function Reader:label(pos)
   if byte(text, p) == 40 then -- '('
     p = self:ws(p + 1)
     if byte(text, p) ~= 41 then
-      repeat
-        p = self:ws(p)
-        local _, e = find(text, "^%%[%w_$.%-]+", p)
-        if not e then fail(p, "expected a block argument (%name)") end
-        names[#names + 1], at[#at + 1] = sub(text, p, e), p
-        p = self:expect(e + 1, ":")
-        types[#types + 1], p = self:type(p)
-        p = self:ws(p)
-        local more = byte(text, p) == 44
-        if more then p = p + 1 end
-      until not more
+      types, p = self:comma_list(p, function(_, q)
+        q = self:ws(q)
+        local _, e = find(text, "^%%[%w_$.%-]+", q)
+        if not e then fail(q, "expected a block argument (%name)") end
+        names[#names + 1], at[#at + 1] = sub(text, q, e), q
+        return self:type(self:expect(e + 1, ":"))
+      end)
     end
     p = self:expect(p, ")")
   end
