@@ -2,12 +2,13 @@
 --
 --   tilua examples/hello.lua
 --
--- The kernel computes a polynomial with a loop and a branch; canonicalize
--- folds the constant arithmetic and cse merges the repeated expressions.
+-- The kernel computes a polynomial with a loop and a branch and stores it;
+-- canonicalize folds the constant arithmetic and cse merges the repeated
+-- expressions (the store keeps the kernel alive through both).
 local tl = require "tilua"
 
 local k = tl.kernel("poly", {
-  params = { { "x", tl.f32 }, { "n", tl.i32 } },
+  params = { { "x", tl.f32 }, { "n", tl.i32 }, { "out", tl.ptr(tl.f32) } },
   block = 128,
 })
 
@@ -18,7 +19,7 @@ k:define(function(k, p)
     return acc + term
   end)
   local r = tl.if_(p.n:gt(two), function() return acc * 0.5 end, function() return acc end)
-  return r
+  p.out:store(r)
 end)
 
 tl.compile(k, "canonicalize,cse", { keep_stages = true })

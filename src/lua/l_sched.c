@@ -75,16 +75,16 @@ static int core_sched_plan(lua_State *L) {
   lua_getfield(L, 1, "m");
   int gemm = !lua_isnil(L, -1);
   lua_pop(L, 1);
+  uint32_t tile[3] = {128, 128, 64};
+  if (lua_getfield(L, 1, "tile") == LUA_TTABLE)
+    for (int i = 0; i < 3; i++) {
+      lua_geti(L, -1, i + 1);
+      if (lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0)
+        tile[i] = (uint32_t)lua_tointeger(L, -1);
+      lua_pop(L, 1);
+    }
+  lua_pop(L, 1);
   if (gemm) {
-    uint32_t tile[3] = {128, 128, 64};
-    if (lua_getfield(L, 1, "tile") == LUA_TTABLE)
-      for (int i = 0; i < 3; i++) {
-        lua_geti(L, -1, i + 1);
-        if (lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0)
-          tile[i] = (uint32_t)lua_tointeger(L, -1);
-        lua_pop(L, 1);
-      }
-    lua_pop(L, 1);
     if (!sched_config_gemm(&c, field_u64(L, 1, "m", 0), field_u64(L, 1, "n", 0),
                            field_u64(L, 1, "k", 0), field_u64(L, 1, "l", 1), tile[0], tile[1],
                            tile[2]))
@@ -95,6 +95,8 @@ static int core_sched_plan(lua_State *L) {
     c.tiles_n = field_u32(L, 1, "tiles_n", 1);
     c.tiles_l = field_u32(L, 1, "tiles_l", 1);
     c.tiles_k = field_u32(L, 1, "tiles_k", 1);
+    /* the f32 accumulator of one tile, as the m/n/k form computes it */
+    c.acc_tile_bytes = (uint64_t)tile[0] * tile[1] * 4;
   }
   c.cluster_m = field_u32(L, 1, "cluster_m", 1);
   c.cluster_n = field_u32(L, 1, "cluster_n", 1);
