@@ -144,6 +144,42 @@ describe("the REPL", function()
   end)
 end)
 
+describe("the IR diff", function()
+  local diff = require "tilua.diff"
+  it("keeps value names across renumbering and shows what went before what came", function()
+    local a = table.concat({
+      "  %3 = arith.constant {value = 1 : i32} : i32",
+      "  %4 = arith.constant {value = 1 : i32} : i32",
+      "  %5 = arith.addi %3, %4 : i32",
+      "  %6 = arith.mulf %0, %0 : f32",
+      "  %7 = arith.mulf %0, %0 : f32",
+      "  %8 = arith.addf %6, %7 : f32",
+      "  tile.store %8, %2",
+      "  %9 = arith.cmpi %1, %5 {predicate = \"sgt\"} : i1",
+    }, "\n") .. "\n"
+    local b = table.concat({
+      "  %3 = arith.constant {value = 2 : i32} : i32",
+      "  %4 = arith.mulf %0, %0 : f32",
+      "  %5 = arith.addf %4, %4 : f32",
+      "  tile.store %5, %2",
+      "  %6 = arith.cmpi %1, %3 {predicate = \"sgt\"} : i1",
+    }, "\n") .. "\n"
+    local d, changed = diff.diff_ir(a, b)
+    assert.is_true(changed)
+    -- the renumbered lines are context, not changes; the real changes are there
+    assert.matches("\n    tile%.store %%5, %%2\n", d)
+    assert.matches("\n    %%6 = arith%.cmpi %%1, %%3", d)
+    assert.equal(1, select(2, d:gsub("\n%-   %%%d+' = arith%.mulf", "")))
+    assert.matches("\n%-   %%5 = arith%.addf [^\n]*\n%+   %%5 = arith%.addf %%4, %%4", d)
+    assert.matches("%-   %%3 = arith%.addi %%3', %%4' : i32\n", d)
+    assert.matches("\n%+   %%3 = arith%.constant {value = 2 : i32}", d)
+    -- '-' lines of a hunk come before its '+' lines
+    assert.is_nil(d:find("\n%+[^\n]*\n%-"))
+    local plain = diff.diff(a, b)
+    assert.is_true(select(2, plain:gsub("\n[-+]", "")) > select(2, d:gsub("\n[-+]", "")))
+  end)
+end)
+
 describe("the Lua module", function()
   it("loads in a stock lua5.4 through package.cpath", function()
     local lua = os.getenv "LUA_EXECUTABLE"

@@ -40,10 +40,10 @@ function M.diff(a, b, context)
     while i <= xs or j <= ys do
       if i <= xs and j <= ys and x[head + i] == y[head + j] then
         ops[#ops + 1] = { " ", x[head + i] }; i, j = i + 1, j + 1
-      elseif j <= ys and (i > xs or L[i][j + 1] >= L[i + 1][j]) then
-        ops[#ops + 1] = { "+", y[head + j] }; j = j + 1
+      elseif i <= xs and (j > ys or L[i + 1][j] >= L[i][j + 1]) then
+        ops[#ops + 1] = { "-", x[head + i] }; i = i + 1 -- what went, then what came
       else
-        ops[#ops + 1] = { "-", x[head + i] }; i = i + 1
+        ops[#ops + 1] = { "+", y[head + j] }; j = j + 1
       end
     end
   end
@@ -68,5 +68,67 @@ function M.diff(a, b, context)
   end
   return table.concat(out, "\n") .. (#out > 0 and "\n" or ""), changed
 end
+
+-- {=== IR diffs with stable value names
+
+-- The longest common subsequence of two lists of keys: the matched index pairs.
+local function lcs_pairs(x, y)
+  local n, m = #x, #y
+  if n * m > 4e6 then return {} end
+  local L = {}
+  for i = n + 1, 1, -1 do
+    L[i] = {}
+    for j = m + 1, 1, -1 do
+      if i > n or j > m then L[i][j] = 0
+      elseif x[i] == y[j] then L[i][j] = L[i + 1][j + 1] + 1
+      else L[i][j] = math.max(L[i + 1][j], L[i][j + 1]) end
+    end
+  end
+  local pairs_, i, j = {}, 1, 1
+  while i <= n and j <= m do
+    if x[i] == y[j] then pairs_[#pairs_ + 1] = { i, j }; i, j = i + 1, j + 1
+    elseif L[i + 1][j] >= L[i][j + 1] then i = i + 1
+    else j = j + 1 end
+  end
+  return pairs_
+end
+
+local VALUE = "%%[%w_$.%-]+"
+
+-- M.diff_ir(a, b [, context]): the diff of two printings of IR in which a
+-- value keeps its name: passes renumber values, so the lines of a that match
+-- lines of b but for value names (same op, same shape) lend b's names to a's
+-- values, everywhere in a, before the line diff. What remains is what the
+-- pass changed: an op gone, an operand replaced, an op added.
+function M.diff_ir(a, b, context)
+  local x, y = lines(a), lines(b)
+  local kx, ky = {}, {}
+  for i, l in ipairs(x) do kx[i] = l:gsub(VALUE, "%%_") end
+  for j, l in ipairs(y) do ky[j] = l:gsub(VALUE, "%%_") end
+  local map, taken = {}, {}
+  for _, p in ipairs(lcs_pairs(kx, ky)) do
+    local bn = {}
+    for v in y[p[2]]:gmatch(VALUE) do bn[#bn + 1] = v end
+    local k = 0
+    for v in x[p[1]]:gmatch(VALUE) do
+      k = k + 1
+      local w = bn[k]
+      if w and map[v] == nil and not taken[w] then map[v], taken[w] = w, true end
+    end
+  end
+  -- a's values without a counterpart keep their name unless b uses it
+  local renamed = {}
+  for i, l in ipairs(x) do
+    renamed[i] = l:gsub(VALUE, function(v)
+      local w = map[v]
+      if w then return w end
+      if taken[v] then return v .. "'" end -- gone, and its name is another value's in b
+      return v
+    end)
+  end
+  return M.diff(table.concat(renamed, "\n") .. "\n", b, context)
+end
+
+-- }===
 
 return M

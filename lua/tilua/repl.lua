@@ -24,7 +24,9 @@ Commands:
                       what changed (a line diff); the stages are kept for :stages
   :stages             list the stages of the last pipeline (tl.compile or :run)
   :stages N|NAME      print the IR after stage N (0 = the input) or the named pass
-  :diff I J           the line diff between stages I and J
+  :diff I J           the line diff between stages I and J (values keep their
+                      names across renumbering; %N' is a value that is gone
+                      whose name another value has now)
   :sched OPTIONS      show a tile schedule (same options as `tilua sched --help`)
   :help               this help
   :quit               leave (also end of input)
@@ -84,7 +86,7 @@ function commands.run(arg)
   for _, s in ipairs(stages) do
     if s.index > 0 then say(("// %s: %.3f ms%s"):format(s.name, s.ms, s.changed and "" or " (no change)")) end
   end
-  local d, changed = diff.diff(before, m:print())
+  local d, changed = diff.diff_ir(before, m:print())
   if changed then out:write(d) else say "// the module is unchanged" end
 end
 
@@ -108,7 +110,7 @@ function commands.diff(arg)
   local a, b = arg:match "^(%S+)%s+(%S+)$"
   local sa, sb = a and find_stage(a), b and find_stage(b)
   if not sa or not sb then return say "usage: :diff I J (stage numbers or pass names; see :stages)" end
-  local d, changed = diff.diff(sa.ir, sb.ir)
+  local d, changed = diff.diff_ir(sa.ir, sb.ir)
   out:write(changed and d or "// no difference\n")
 end
 
