@@ -324,7 +324,7 @@ local function run_lua(src)
   local ok, msg = with_budget(10, chunk)
   if msg == HANG then
     problem("hang", "ran past 10 s", src, "lua")
-  elseif ok then
+  elseif ok or (type(msg) == "table" and math.type(rawget(msg, "exit_code")) == "integer") then -- tl.stop is an end, not an error
     stats.accepted = stats.accepted + 1
   else
     stats.rejected = stats.rejected + 1
