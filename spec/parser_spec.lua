@@ -17,6 +17,36 @@ describe("the parser", function()
     end)
   end
 
+  it("reads the same with and without the C fast path, on the fixtures and on mutations of them", function()
+    local corpus = {}
+    for _, d in ipairs { "spec/fixtures/valid", "spec/fixtures/invalid", "spec/fixtures/alloc" } do
+      for _, f in ipairs(H.files(d, "%.tir$")) do corpus[#corpus + 1] = H.slurp(f) end
+    end
+    math.randomseed(20261124)
+    local rng = math.random
+    local function read(text, fast)
+      local ctx = tl.core.context()
+      local m, err = parser.parse(text, { file = "same.tir", ctx = ctx, fast = fast })
+      local out = m and m:print { locations = true } or err
+      ctx:close()
+      return out
+    end
+    local inputs = {}
+    for i, t in ipairs(corpus) do inputs[i] = t end
+    for _ = 1, 1500 do
+      local t = corpus[rng(#corpus)]
+      local pos = rng(#t + 1)
+      local r = rng(3)
+      if r == 1 then t = t:sub(1, pos - 1) .. t:sub(pos + rng(12))
+      elseif r == 2 then t = t:sub(1, pos - 1) .. ({ "%0", "%9", ",", "=", ":", "{", "}", " i32", "loc(", "\n" })[rng(10)] .. t:sub(pos)
+      else t = t:sub(1, pos - 1) end
+      inputs[#inputs + 1] = t
+    end
+    for _, t in ipairs(inputs) do
+      assert.equal(read(t, false), read(t, true))
+    end
+  end)
+
   it("records line:col locations", function()
     local m = assert(parser.parse("module {\n  %0 = arith.constant {value = 1 : i32} : i32\n}", { file = "x.tir" }))
     local op = m:region(1):entry():first()

@@ -181,6 +181,7 @@ function Reader:type(pos)
   if not t then
     t = self:type_uncached(pos)
     self.types[key] = t
+    self.pb:memo_type(key, t)
   end
   return t, stop
 end
@@ -487,7 +488,9 @@ function Reader:attr_dict(pos)
   local d
   d, stop = self:dict(pos)
   a = core.attr(d, self.ctx)
-  self.dicts[sub(self.text, pos, stop - 1)] = a
+  local key = sub(self.text, pos, stop - 1)
+  self.dicts[key] = a
+  self.pb:memo_dict(key, a)
   return a, stop
 end
 
@@ -495,29 +498,21 @@ end
 
 -- {=== values and scopes
 
+-- The names in scope live in the parse builder (src/lua/l_parse.c), which
+-- reads the plain ops itself (pb:fast) and needs them too.
 function Reader:lookup(name, pos)
-  local id = self.names[name]
+  local id = self.pb:lookup(name)
   if not id then fail(pos, ("use of undefined value %s"):format(name)) end
   return id
 end
 
 function Reader:define(name, id, pos)
-  if self.names[name] then fail(pos, ("redefinition of value %s"):format(name)) end
-  self.names[name] = id
-  local scope = self.scope
-  scope[#scope + 1] = name
+  if not self.pb:define(name, id) then fail(pos, ("redefinition of value %s"):format(name)) end
 end
 
-function Reader:open_scope()
-  self.scopes[#self.scopes + 1] = self.scope
-  self.scope = {}
-end
+function Reader:open_scope() self.pb:open_scope() end
 
-function Reader:close_scope()
-  for _, n in ipairs(self.scope) do self.names[n] = nil end
-  self.scope = self.scopes[#self.scopes]
-  self.scopes[#self.scopes] = nil
-end
+function Reader:close_scope() self.pb:close_scope() end
 
 -- }=== values and scopes
 
@@ -584,9 +579,8 @@ function Reader:op(pos)
   if not known then fail(namepos, ("unknown operation '%s'"):format(name)) end
   local ids = {}
   if operands then
-    local names = self.names
     for i, v in ipairs(operands) do
-      local id = names[v]
+      local id = pb:lookup(v)
       if not id then self:lookup(v, find(text, v, namepos, true) or namepos) end
       ids[i] = id
     end
@@ -713,7 +707,8 @@ function Reader:run()
         if module_read then fail(p, "expected the end of the input after the module") end
         module_read = true
       end
-      p = self:op(p)
+      local q = self.fast and pb:fast(p) or p -- the plain ops, read in C
+      if q > p then p = q else p = self:op(p) end
     end
   end
   if pb:depth() > 0 then fail(n + 1, "expected '}' or an operation name (a region is not closed)") end
@@ -723,14 +718,16 @@ end
 -- M.parse(text [, opts]) -> module op | nil, message, {line=, col=, message=}
 -- opts: file (name used in locations and messages), ctx (context),
 -- line_offset (added to every line, for cases cut out of a larger file),
--- locations = "text" (default: line:col of the text) or "keep" (use loc(...) annotations).
+-- locations = "text" (default: line:col of the text) or "keep" (use loc(...) annotations),
+-- fast = false (read every op in Lua, not the plain ones in C: for testing that both agree).
 function M.parse(text, opts)
   opts = opts or {}
   local file = opts.file or "<input>"
   local ctx = opts.ctx or core.default_context()
   local r = setmetatable({ text = text, ctx = ctx, file = file, line_offset = opts.line_offset or 0,
-                           keep_locs = opts.locations == "keep", types = {}, dicts = {}, names = {}, known = {},
-                           scope = {}, scopes = {}, pb = core.parse_builder(ctx, file) }, Reader)
+                           keep_locs = opts.locations == "keep", types = {}, dicts = {}, known = {},
+                           pb = core.parse_builder(ctx, file), fast = opts.fast ~= false }, Reader)
+  r.pb:source(text, r.line_offset)
   local ok, res = pcall(r.run, r)
   if ok then
     if not res then

@@ -35,9 +35,44 @@ typedef struct Open {
   IrBlock *block;   /* the block being filled (NULL: none yet) */
 } Open;
 
+/* A value name in scope: its text (in PB.namebuf) and id; chained by hash. */
+typedef struct Name {
+  size_t off, len;
+  uint32_t hash, next; /* next: index + 1 of the next name in the bucket (0: none) */
+  lua_Integer id;
+} Name;
+
+/* A memo entry: the text of a type, an attribute dictionary or an op name
+** (in PB.memobuf) and what it read as. */
+typedef struct Memo {
+  size_t off, len;
+  uint32_t hash;
+  char kind; /* 't' type, 'd' dictionary, 'o' op kind (ptr = kind + 1) */
+  const void *ptr;
+} Memo;
+
 typedef struct PB {
   IrContext *ctx;
   const char *file; /* interned */
+  /* the text (a Lua string the userdata keeps in its second user value) */
+  const char *text;
+  size_t len;
+  int line_offset;
+  size_t lpos, lstart; /* a position whose line (lline) and line start are known */
+  int lline;
+  /* value names in scope: a stack (scopes pop from its end) and a hash of it */
+  Name *names;
+  size_t nnames, capnames;
+  char *namebuf;
+  size_t nnamebuf, capnamebuf;
+  uint32_t buckets[1024]; /* index + 1 of the newest name of each bucket */
+  size_t *scopes;
+  size_t nscopes, capscopes;
+  /* memo of texts read before (open addressing, power-of-two size) */
+  Memo *memo;
+  size_t nmemo, capmemo;
+  char *memobuf;
+  size_t nmemobuf, capmemobuf;
   IrValue **vals;   /* id -> value; id 0 is unused */
   size_t nvals, capvals;
   Open *stack; /* stack[0]: the top level (op NULL, block: where top ops go) */
@@ -58,8 +93,14 @@ static int pb_gc(lua_State *L) {
   PB *p = luaL_checkudata(L, 1, LB_PARSE_BUILDER);
   free(p->vals);
   free(p->stack);
+  free(p->names);
+  free(p->namebuf);
+  free(p->scopes);
+  free(p->memo);
+  free(p->memobuf);
   p->vals = NULL;
   p->stack = NULL;
+  p->names = NULL, p->namebuf = NULL, p->scopes = NULL, p->memo = NULL, p->memobuf = NULL;
   p->ctx = NULL;
   return 0;
 }
@@ -88,7 +129,7 @@ static lua_Integer add_values(lua_State *L, PB *p, IrValue *v, uint32_t n, size_
 static int core_parse_builder(lua_State *L) {
   LbContext *c = lb_check_context(L, 1);
   const char *file = luaL_checkstring(L, 2);
-  PB *p = lua_newuserdatauv(L, sizeof *p, 1);
+  PB *p = lua_newuserdatauv(L, sizeof *p, 2);
   memset(p, 0, sizeof *p);
   luaL_setmetatable(L, LB_PARSE_BUILDER);
   lua_pushvalue(L, 1);
@@ -114,6 +155,28 @@ static uint32_t list_len(lua_State *L, int idx) {
   if (lua_isnoneornil(L, idx)) return 0;
   luaL_checktype(L, idx, LUA_TTABLE);
   return (uint32_t)lua_rawlen(L, idx);
+}
+
+/* Build an op and place it where the parser stands; its first result's id. */
+static lua_Integer place_op(lua_State *L, PB *p, int kind, uint32_t nopd, IrValue **opds, uint32_t nres,
+                            const IrType **tys, const IrAttr *dict, uint32_t nreg, IrLoc loc) {
+  Open *at = &p->stack[p->depth - 1];
+  if (!at->block && !(p->depth == 1 && !p->top_op)) {
+    luaL_error(L, "an operation outside of any block");
+    return 0;
+  }
+  IrOp *op = ir_op_create(p->ctx, (IrOpKind)kind, loc, nopd, opds, nres, tys, nreg);
+  for (uint32_t i = 0; dict && i < dict->u.dict.n; i++)
+    ir_op_set_attr(op, dict->u.dict.entries[i].name, dict->u.dict.entries[i].attr);
+  if (at->block) ir_block_append(at->block, op);
+  else p->top_op = op; /* `module { ... }` itself */
+  p->last = op;
+  lua_Integer first = add_values(L, p, op->results, nres, sizeof *op->results);
+  if (nreg > 0) {
+    grow(L, (void **)&p->stack, &p->capstack, p->depth + 1, sizeof *p->stack);
+    p->stack[p->depth++] = (Open){op, 0, NULL};
+  }
+  return first;
 }
 
 /* pb:op(name, nres, {ids}, {types}, dict, has_regions, line, col) -> first result id */
@@ -147,21 +210,346 @@ static int pb_op(lua_State *L) {
   const IrAttr *dict = lua_isnoneornil(L, 6) ? NULL : lb_check_object(L, 6, LB_ATTR);
   if (dict && dict->kind != IR_ATTR_DICT) return luaL_error(L, "attributes must be a dictionary");
   IrLoc loc = {p->file, (int)luaL_checkinteger(L, 8), (int)luaL_checkinteger(L, 9)};
-  IrOp *op = ir_op_create(p->ctx, (IrOpKind)kind, loc, nopd, opds, nres, tys, nreg);
-  for (uint32_t i = 0; dict && i < dict->u.dict.n; i++)
-    ir_op_set_attr(op, dict->u.dict.entries[i].name, dict->u.dict.entries[i].attr);
-  Open *at = &p->stack[p->depth - 1];
-  if (at->block) ir_block_append(at->block, op);
-  else if (p->depth == 1 && !p->top_op) p->top_op = op; /* `module { ... }` itself */
-  else return luaL_error(L, "an operation outside of any block");
-  p->last = op;
-  lua_pushinteger(L, add_values(L, p, op->results, nres, sizeof *op->results));
-  if (nreg > 0) {
-    grow(L, (void **)&p->stack, &p->capstack, p->depth + 1, sizeof *p->stack);
-    p->stack[p->depth++] = (Open){op, 0, NULL};
-  }
+  lua_pushinteger(L, place_op(L, p, kind, nopd, opds, nres, tys, dict, nreg, loc));
   return 1;
 }
+
+/* {======================================================================
+** Value names and scopes, and the memo of texts read before
+** ======================================================================= */
+
+static uint32_t text_hash(const char *s, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  return h;
+}
+
+#define NBUCKETS (sizeof ((PB *)0)->buckets / sizeof ((PB *)0)->buckets[0])
+
+static Name *find_name(PB *p, const char *s, size_t n, uint32_t h) {
+  for (uint32_t i = p->buckets[h & (NBUCKETS - 1)]; i; i = p->names[i - 1].next) {
+    Name *nm = &p->names[i - 1];
+    if (nm->hash == h && nm->len == n && memcmp(p->namebuf + nm->off, s, n) == 0) return nm;
+  }
+  return NULL;
+}
+
+/* Define a name in the innermost scope; 0 if it is already visible. */
+static int define_name(lua_State *L, PB *p, const char *s, size_t n, lua_Integer id) {
+  uint32_t h = text_hash(s, n);
+  if (find_name(p, s, n, h)) return 0;
+  grow(L, (void **)&p->names, &p->capnames, p->nnames + 1, sizeof *p->names);
+  grow(L, (void **)&p->namebuf, &p->capnamebuf, p->nnamebuf + n, 1);
+  memcpy(p->namebuf + p->nnamebuf, s, n);
+  uint32_t *b = &p->buckets[h & (NBUCKETS - 1)];
+  p->names[p->nnames] = (Name){p->nnamebuf, n, h, *b, id};
+  p->nnamebuf += n;
+  *b = (uint32_t)++p->nnames;
+  return 1;
+}
+
+/* pb:define(name, id) -> false if the name is already visible */
+static int pb_define(lua_State *L) {
+  PB *p = check_pb(L);
+  size_t n;
+  const char *s = luaL_checklstring(L, 2, &n);
+  lua_pushboolean(L, define_name(L, p, s, n, luaL_checkinteger(L, 3)));
+  return 1;
+}
+
+/* pb:lookup(name) -> id | nil */
+static int pb_lookup(lua_State *L) {
+  PB *p = check_pb(L);
+  size_t n;
+  const char *s = luaL_checklstring(L, 2, &n);
+  Name *nm = find_name(p, s, n, text_hash(s, n));
+  if (!nm) return 0;
+  lua_pushinteger(L, nm->id);
+  return 1;
+}
+
+static int pb_open_scope(lua_State *L) {
+  PB *p = check_pb(L);
+  grow(L, (void **)&p->scopes, &p->capscopes, p->nscopes + 1, sizeof *p->scopes);
+  p->scopes[p->nscopes++] = p->nnames;
+  return 0;
+}
+
+/* The names of the innermost scope go: the newest first, each at the head of its bucket. */
+static int pb_close_scope(lua_State *L) {
+  PB *p = check_pb(L);
+  if (!p->nscopes) return luaL_error(L, "no scope to close");
+  size_t mark = p->scopes[--p->nscopes];
+  while (p->nnames > mark) {
+    Name *nm = &p->names[--p->nnames];
+    p->buckets[nm->hash & (NBUCKETS - 1)] = nm->next;
+    p->nnamebuf = nm->off;
+  }
+  return 0;
+}
+
+static const void *memo_get(PB *p, char kind, const char *s, size_t n) {
+  if (!p->capmemo) return NULL;
+  uint32_t h = text_hash(s, n) ^ (uint32_t)kind;
+  for (size_t i = h & (p->capmemo - 1);; i = (i + 1) & (p->capmemo - 1)) {
+    Memo *m = &p->memo[i];
+    if (!m->kind) return NULL;
+    if (m->hash == h && m->kind == kind && m->len == n && memcmp(p->memobuf + m->off, s, n) == 0) return m->ptr;
+  }
+}
+
+static void memo_put(lua_State *L, PB *p, char kind, const char *s, size_t n, const void *ptr) {
+  if (memo_get(p, kind, s, n)) return;
+  if ((p->nmemo + 1) * 2 > p->capmemo) { /* rehash at half full */
+    size_t cap = p->capmemo ? p->capmemo * 2 : 256;
+    Memo *old = p->memo;
+    size_t oldcap = p->capmemo;
+    p->memo = calloc(cap, sizeof *p->memo);
+    if (!p->memo) {
+      p->memo = old;
+      luaL_error(L, "out of memory");
+    }
+    p->capmemo = cap;
+    for (size_t i = 0; i < oldcap; i++)
+      if (old[i].kind) {
+        size_t j = old[i].hash & (cap - 1);
+        while (p->memo[j].kind) j = (j + 1) & (cap - 1);
+        p->memo[j] = old[i];
+      }
+    free(old);
+  }
+  grow(L, (void **)&p->memobuf, &p->capmemobuf, p->nmemobuf + n, 1);
+  memcpy(p->memobuf + p->nmemobuf, s, n);
+  uint32_t h = text_hash(s, n) ^ (uint32_t)kind;
+  size_t j = h & (p->capmemo - 1);
+  while (p->memo[j].kind) j = (j + 1) & (p->capmemo - 1);
+  p->memo[j] = (Memo){p->nmemobuf, n, h, kind, ptr};
+  p->nmemobuf += n;
+  p->nmemo++;
+}
+
+/* pb:memo_type(text, type), pb:memo_dict(text, dict): what a text read as. */
+static int pb_memo_type(lua_State *L) {
+  PB *p = check_pb(L);
+  size_t n;
+  const char *s = luaL_checklstring(L, 2, &n);
+  memo_put(L, p, 't', s, n, lb_check_type_of(L, 3, p->ctx));
+  return 0;
+}
+
+static int pb_memo_dict(lua_State *L) {
+  PB *p = check_pb(L);
+  size_t n;
+  const char *s = luaL_checklstring(L, 2, &n);
+  const IrAttr *a = lb_check_object(L, 3, LB_ATTR);
+  if (a->kind == IR_ATTR_DICT) memo_put(L, p, 'd', s, n, a);
+  return 0;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** The fast path: plain ops read here, in C
+** ======================================================================= */
+
+/* pb:source(text, line_offset): the text pb:fast reads (kept alive here). */
+static int pb_source(lua_State *L) {
+  PB *p = check_pb(L);
+  p->text = luaL_checklstring(L, 2, &p->len);
+  p->line_offset = (int)luaL_optinteger(L, 3, 0);
+  p->lpos = p->lstart = 0;
+  p->lline = 1;
+  lua_pushvalue(L, 2);
+  lua_setiuservalue(L, 1, 2);
+  return 0;
+}
+
+static int is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static int is_alnum(int c) { return is_alpha(c) || (c >= '0' && c <= '9'); }
+
+/* As the parser's `ws`: blanks and // comments. */
+static size_t skip_ws(const char *t, size_t n, size_t i) {
+  for (;;) {
+    while (i < n && (t[i] == ' ' || t[i] == '\t' || t[i] == '\r' || t[i] == '\n')) i++;
+    if (i + 1 < n && t[i] == '/' && t[i + 1] == '/') {
+      while (i < n && t[i] != '\n') i++;
+      continue;
+    }
+    return i;
+  }
+}
+
+static size_t ident_end(const char *t, size_t n, size_t i) { /* [%a_][%w_$.]* */
+  if (i >= n || !is_alpha(t[i])) return i;
+  i++;
+  while (i < n && (is_alnum(t[i]) || t[i] == '$' || t[i] == '.')) i++;
+  return i;
+}
+
+static size_t vname_end(const char *t, size_t n, size_t i) { /* %[%w_$.-]+ */
+  if (i >= n || t[i] != '%') return i;
+  size_t j = i + 1;
+  while (j < n && (is_alnum(t[j]) || t[j] == '$' || t[j] == '.' || t[j] == '-')) j++;
+  return j > i + 1 ? j : i;
+}
+
+static size_t string_end(const char *t, size_t n, size_t i) { /* past the closing quote; 0: none */
+  for (i++; i < n; i++) {
+    if (t[i] == '\n') return 0;
+    if (t[i] == '\\') i++;
+    else if (t[i] == '"') return i + 1;
+  }
+  return 0;
+}
+
+/* Past the balanced open...close at i (strings skipped); 0 when unbalanced. */
+static size_t balanced_end(const char *t, size_t n, size_t i, char open, char close) {
+  int depth = 0;
+  while (i < n) {
+    char c = t[i];
+    if (c == '"') {
+      i = string_end(t, n, i);
+      if (!i) return 0;
+      continue;
+    }
+    if (c == open) depth++;
+    else if (c == close && --depth == 0) return i + 1;
+    i++;
+  }
+  return 0;
+}
+
+/* A list of value names at i: their spans; the position after (i when none). */
+static size_t name_list(const char *t, size_t n, size_t i, size_t off[16], size_t len[16], uint32_t *count) {
+  *count = 0;
+  size_t e = vname_end(t, n, i);
+  if (e == i) return i;
+  for (;;) {
+    if (*count == 16) return (size_t)-1;
+    off[*count] = i, len[*count] = e - i, (*count)++;
+    size_t q = skip_ws(t, n, e);
+    if (q >= n || t[q] != ',') return e;
+    q = skip_ws(t, n, q + 1);
+    size_t e2 = vname_end(t, n, q);
+    if (e2 == q) return (size_t)-1;
+    i = q, e = e2;
+  }
+}
+
+static void line_of(PB *p, size_t pos, int *line, int *col) {
+  if (pos < p->lpos) p->lpos = p->lstart = 0, p->lline = 1;
+  for (const char *t = p->text, *nl; (nl = memchr(t + p->lpos, '\n', pos - p->lpos)) != NULL;) {
+    p->lline++;
+    p->lpos = p->lstart = (size_t)(nl - t) + 1;
+  }
+  p->lpos = pos;
+  *line = p->lline + p->line_offset;
+  *col = (int)(pos - p->lstart) + 1;
+}
+
+/* Read one plain op at start (no regions, no loc(...), every name, type and
+** dictionary known): build it and return the position after it; 0 to leave it
+** to the parser (which also gives the errors). */
+static size_t fast_op(lua_State *L, PB *p, size_t start) {
+  const char *t = p->text;
+  size_t n = p->len, q = start;
+  size_t roff[16], rlen[16], ooff[16], olen[16];
+  uint32_t nres = 0, nopd = 0;
+  if (t[q] == '%') {
+    q = name_list(t, n, q, roff, rlen, &nres);
+    if (q == (size_t)-1) return 0;
+    q = skip_ws(t, n, q);
+    if (q >= n || t[q] != '=') return 0;
+    q = skip_ws(t, n, q + 1);
+  }
+  size_t name = q, e = ident_end(t, n, q);
+  if (e == q) return 0;
+  const void *k = memo_get(p, 'o', t + name, e - name);
+  if (!k) {
+    int kind = ir_op_lookup(t + name, e - name);
+    if (kind < 0) return 0;
+    k = (const void *)(intptr_t)(kind + 1);
+    memo_put(L, p, 'o', t + name, e - name, k);
+  }
+  int kind = (int)(intptr_t)k - 1;
+  q = skip_ws(t, n, e);
+  size_t after = name_list(t, n, q, ooff, olen, &nopd);
+  if (after == (size_t)-1) return 0;
+  if (nopd) {
+    size_t w = skip_ws(t, n, after);
+    if (w < n && t[w] == '=') nopd = 0; /* the next op's results */
+    else q = skip_ws(t, n, after);
+  }
+  IrValue *opds[16];
+  for (uint32_t i = 0; i < nopd; i++) {
+    Name *nm = find_name(p, t + ooff[i], olen[i], text_hash(t + ooff[i], olen[i]));
+    if (!nm) return 0;
+    opds[i] = p->vals[nm->id];
+  }
+  const IrAttr *dict = NULL;
+  if (q < n && t[q] == '{') { /* a dictionary: `{ name =` or `{ "name" =` ahead */
+    size_t d = skip_ws(t, n, q + 1), de = t[d] == '"' ? string_end(t, n, d) : ident_end(t, n, d);
+    if (!de || de == d) return 0;
+    de = skip_ws(t, n, de);
+    if (de >= n || t[de] != '=') return 0;
+    size_t end = balanced_end(t, n, q, '{', '}');
+    if (!end || !(dict = memo_get(p, 'd', t + q, end - q))) return 0;
+    q = skip_ws(t, n, end);
+  }
+  const IrType *tys[16];
+  uint32_t ntys = 0;
+  if (q + 1 < n && t[q] == ':' && t[q + 1] != ':') {
+    q++;
+    for (;;) {
+      q = skip_ws(t, n, q);
+      size_t b = q + (q < n && t[q] == '!'), te = ident_end(t, n, b);
+      if (te == b || ntys == 16) return 0;
+      if (te < n && t[te] == '<' && !(te = balanced_end(t, n, te, '<', '>'))) return 0;
+      if (!(tys[ntys++] = memo_get(p, 't', t + q, te - q))) return 0;
+      q = skip_ws(t, n, te);
+      if (q >= n || t[q] != ',') break;
+      q++;
+    }
+  }
+  if (ntys != nres) return 0;
+  if (q < n && t[q] == '{') return 0;                             /* regions: the parser's */
+  if (q + 4 <= n && memcmp(t + q, "loc(", 4) == 0) return 0;     /* a location annotation */
+  for (uint32_t i = 0; i < nres; i++) {                           /* names new, and distinct */
+    if (find_name(p, t + roff[i], rlen[i], text_hash(t + roff[i], rlen[i]))) return 0;
+    for (uint32_t j = 0; j < i; j++)
+      if (rlen[j] == rlen[i] && memcmp(t + roff[j], t + roff[i], rlen[i]) == 0) return 0;
+  }
+  int line, col;
+  line_of(p, start, &line, &col);
+  IrLoc loc = {p->file, line, col};
+  lua_Integer first = place_op(L, p, kind, nopd, opds, nres, tys, dict, 0, loc);
+  for (uint32_t i = 0; i < nres; i++) define_name(L, p, t + roff[i], rlen[i], first + i);
+  return q;
+}
+
+/* pb:fast(pos) -> the position after the plain ops read from pos (pos itself
+** when the op there is the parser's to read). */
+static int pb_fast(lua_State *L) {
+  PB *p = check_pb(L);
+  lua_Integer pos1 = luaL_checkinteger(L, 2);
+  if (!p->text || pos1 < 1 || (size_t)pos1 > p->len + 1) return luaL_error(L, "fast: no source or a bad position");
+  size_t pos = (size_t)pos1 - 1;
+  if (p->depth < 2 || !p->stack[p->depth - 1].block) { /* only inside an open block */
+    lua_pushinteger(L, pos1);
+    return 1;
+  }
+  for (;;) {
+    size_t start = skip_ws(p->text, p->len, pos);
+    if (start >= p->len || p->text[start] == '}' || p->text[start] == '^') break;
+    size_t next = fast_op(L, p, start);
+    if (!next) break;
+    pos = next;
+  }
+  lua_pushinteger(L, (lua_Integer)pos + 1);
+  return 1;
+}
+
+/* }====================================================================== */
 
 /* pb:block({types}) -> first argument id */
 static int pb_block(lua_State *L) {
@@ -248,10 +636,12 @@ static int pb_region(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg pb_methods[] = {{"top", pb_top},         {"op", pb_op},         {"block", pb_block},
-                                      {"next_region", pb_next_region}, {"close", pb_close}, {"loc", pb_loc},
-                                      {"result", pb_result},   {"depth", pb_depth},   {"region", pb_region},
-                                      {NULL, NULL}};
+static const luaL_Reg pb_methods[] = {
+    {"top", pb_top},           {"op", pb_op},           {"block", pb_block},           {"next_region", pb_next_region},
+    {"close", pb_close},       {"loc", pb_loc},         {"result", pb_result},         {"depth", pb_depth},
+    {"region", pb_region},     {"define", pb_define},   {"lookup", pb_lookup},         {"open_scope", pb_open_scope},
+    {"close_scope", pb_close_scope}, {"memo_type", pb_memo_type}, {"memo_dict", pb_memo_dict},
+    {"source", pb_source},     {"fast", pb_fast},       {NULL, NULL}};
 static const luaL_Reg pb_meta[] = {{"__gc", pb_gc}, {NULL, NULL}};
 static const luaL_Reg parse_functions[] = {{"parse_builder", core_parse_builder}, {NULL, NULL}};
 
