@@ -521,6 +521,9 @@ void ir_op_append_operand(IrOp *op, IrValue *v);
 void ir_op_erase_operand(IrOp *op, uint32_t i);
 
 const IrAttr *ir_op_attr(const IrOp *op, const char *name);
+/* All the entries of a dictionary attribute as the op's attributes (one copy
+** when the op has none yet). */
+void ir_op_set_attrs_of_dict(IrOp *op, const IrAttr *dict);
 void ir_op_set_attr(IrOp *op, const char *name, const IrAttr *a); /* a == NULL removes */
 /* An op's attributes by their meaning: the typed readers of src/dialects/op_attrs.h. */
 

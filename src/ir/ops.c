@@ -180,6 +180,20 @@ const IrAttr *ir_op_attr(const IrOp *op, const char *name) {
   return NULL;
 }
 
+void ir_op_set_attrs_of_dict(IrOp *op, const IrAttr *dict) {
+  if (op->nattrs || !dict->u.dict.n) { /* the general way */
+    for (uint32_t i = 0; i < dict->u.dict.n; i++)
+      ir_op_set_attr(op, dict->u.dict.entries[i].name, dict->u.dict.entries[i].attr);
+    return;
+  }
+  IrContext *ctx = ir_op_context(op);
+  uint32_t n = dict->u.dict.n; /* interned and sorted by name, as an op keeps them */
+  op->attrs = arena_alloc(&ctx->arena, n * sizeof *op->attrs);
+  memcpy(op->attrs, dict->u.dict.entries, n * sizeof *op->attrs);
+  op->nattrs = op->cap_attrs = n;
+  ctx->edits++;
+}
+
 void ir_op_set_attr(IrOp *op, const char *name, const IrAttr *a) {
   IrContext *ctx = ir_op_context(op);
   name = ir_intern_cstr(ctx, name);

@@ -166,8 +166,7 @@ static lua_Integer place_op(lua_State *L, PB *p, int kind, uint32_t nopd, IrValu
     return 0;
   }
   IrOp *op = ir_op_create(p->ctx, (IrOpKind)kind, loc, nopd, opds, nres, tys, nreg);
-  for (uint32_t i = 0; dict && i < dict->u.dict.n; i++)
-    ir_op_set_attr(op, dict->u.dict.entries[i].name, dict->u.dict.entries[i].attr);
+  if (dict) ir_op_set_attrs_of_dict(op, dict);
   if (at->block) ir_block_append(at->block, op);
   else p->top_op = op; /* `module { ... }` itself */
   p->last = op;
