@@ -98,7 +98,13 @@ endforeach()
 add_executable(capi_fuzz tools/fuzz/capi_fuzz.c)
 target_link_libraries(capi_fuzz PRIVATE tilua m ${CMAKE_DL_LIBS})
 target_include_directories(capi_fuzz PRIVATE ${CMAKE_SOURCE_DIR}/src)
-add_test(NAME fuzz.capi COMMAND capi_fuzz --seconds 5 --corpus ${CMAKE_SOURCE_DIR}/spec/fixtures/valid)
+# 20 s under the sanitizers (with fuzz.surfaces' 40 s: the bounded minute), 5 s otherwise
+if(TILUA_SANITIZE)
+  set(TILUA_CAPI_FUZZ_SECONDS 20)
+else()
+  set(TILUA_CAPI_FUZZ_SECONDS 5)
+endif()
+add_test(NAME fuzz.capi COMMAND capi_fuzz --seconds ${TILUA_CAPI_FUZZ_SECONDS} --corpus ${CMAKE_SOURCE_DIR}/spec/fixtures/valid)
 set_tests_properties(fuzz.capi PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
 
 # The allocation-failure run: the n-th allocation of the core fails while a
