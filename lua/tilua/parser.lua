@@ -193,20 +193,7 @@ function Reader:type_end(pos)
   if not e then fail(pos, "expected a type") end
   local i = e + 1
   if byte(text, i) ~= 60 then return i end -- '<'
-  local depth = 0
-  while true do
-    local j = find(text, '[<>"]', i)
-    if not j then fail(pos, "expected '>' to close the type") end
-    local ch = byte(text, j)
-    if ch == 34 then
-      local _, after = self:string(j)
-      i = after
-    else
-      depth = depth + (ch == 60 and 1 or -1)
-      i = j + 1
-      if depth == 0 then return i end
-    end
-  end
+  return self:balanced_end(i, "[<>\"]", 60) or fail(pos, "expected '>' to close the type")
 end
 
 local scalar = { index = true, none = true, bf16 = true, f16 = true, f32 = true, f64 = true }
@@ -347,25 +334,13 @@ function Reader:attr(pos)
   local c = byte(text, pos)
   if c == 34 then return self:string(pos) end
   if c == 91 then -- '['
-    local list, p = {}, self:ws(pos + 1)
-    if byte(text, p) == 93 then return list, p + 1 end
-    local depth = (self.attr_depth or 0) + 1
-    if depth > MAX_ATTR_DEPTH then fail(pos, ("attribute values nest at most %d deep"):format(MAX_ATTR_DEPTH)) end
-    self.attr_depth = depth
-    while true do
+    local list = {}
+    return list, self:bracketed(pos, 93, function(p)
       local v
       v, p = self:attr(p)
-      self.attr_depth = depth
       list[#list + 1] = v
-      p = self:ws(p)
-      local ch = byte(text, p)
-      if ch == 93 then
-        self.attr_depth = depth - 1
-        return list, p + 1
-      end
-      if ch ~= 44 then fail(p, "expected ',' or ']'") end
-      p = p + 1
-    end
+      return p
+    end)
   end
   if c == 123 then return self:dict(pos) end
   if c == 64 then -- '@'
@@ -428,39 +403,51 @@ function Reader:number(pos, text, t)
   return v
 end
 
--- A dictionary at pos ('{'): a table marked as a dictionary, and the position after.
-function Reader:dict(pos)
+-- The items of a bracketed list at pos (its opening bracket): item(p) reads
+-- one and returns the position after it; the position after the closing byte.
+-- Nesting deeper than MAX_ATTR_DEPTH is an error at the bracket.
+function Reader:bracketed(pos, close, item)
   local text = self.text
-  local d, p = setmetatable({}, DICT), self:ws(pos + 1)
-  if byte(text, p) == 125 then return d, p + 1 end
+  local p = self:ws(pos + 1)
+  if byte(text, p) == close then return p + 1 end
   local depth = (self.attr_depth or 0) + 1
   if depth > MAX_ATTR_DEPTH then fail(pos, ("attribute values nest at most %d deep"):format(MAX_ATTR_DEPTH)) end
   while true do
     self.attr_depth = depth
-    p = self:ws(p)
-    local key, kp
-    if byte(text, p) == 34 then key, kp = self:string(p) else key, kp = ident_p:match(text, p) end
-    if not key then fail(p, "expected an attribute name") end
-    if d[key] ~= nil then fail(p, ("duplicate attribute '%s'"):format(key)) end
-    kp = self:expect(kp, "=")
-    d[key], p = self:attr(kp)
-    p = self:ws(p)
+    p = self:ws(item(self:ws(p)))
     local ch = byte(text, p)
-    if ch == 125 then
+    if ch == close then
       self.attr_depth = depth - 1
-      return d, p + 1
+      return p + 1
     end
-    if ch ~= 44 then fail(p, "expected ',' or '}'") end
+    if ch ~= 44 then fail(p, ("expected ',' or '%s'"):format(string.char(close))) end
     p = p + 1
   end
 end
 
+-- A dictionary at pos ('{'): a table marked as a dictionary, and the position after.
+function Reader:dict(pos)
+  local text = self.text
+  local d = setmetatable({}, DICT)
+  return d, self:bracketed(pos, 125, function(p)
+    local key, kp
+    if byte(text, p) == 34 then key, kp = self:string(p) else key, kp = ident_p:match(text, p) end
+    if not key then fail(p, "expected an attribute name") end
+    if d[key] ~= nil then fail(p, ("duplicate attribute '%s'"):format(key)) end
+    local v
+    v, p = self:attr(self:expect(kp, "="))
+    d[key] = v
+    return p
+  end)
+end
+
 -- An op's attribute dictionary at pos, as an Attr, memoized by its text.
--- Where the balanced {...} at pos ends (strings skipped), or nil if it does not.
-function Reader:braces_end(pos)
+-- Where the balanced bracket at pos ends (strings skipped), or nil if it does
+-- not: set is the find class of the open and close bytes and '"', open the open byte.
+function Reader:balanced_end(pos, set, open)
   local text, depth, i = self.text, 0, pos
   while true do
-    local j = find(text, '[{}"]', i)
+    local j = find(text, set, i)
     if not j then return nil end
     local ch = byte(text, j)
     if ch == 34 then -- skip the string: to its closing quote, past escapes
@@ -472,7 +459,7 @@ function Reader:braces_end(pos)
         i = q + 2
       end
     else
-      depth = depth + (ch == 123 and 1 or -1)
+      depth = depth + (ch == open and 1 or -1)
       i = j + 1
       if depth == 0 then return i end
     end
@@ -482,7 +469,7 @@ end
 -- Most ops repeat a dictionary seen before: the text is looked up first and
 -- read (then converted) only when new.
 function Reader:attr_dict(pos)
-  local stop = self:braces_end(pos)
+  local stop = self:balanced_end(pos, '[{}"]', 123)
   local a = stop and self.dicts[sub(self.text, pos, stop - 1)]
   if a then return a, stop end
   local d
@@ -617,17 +604,24 @@ function Reader:op(pos)
   self.last_pos = start
   local first = pb:op(name, nres, ids, types, dict, has_regions, line, col)
   for i = 1, nres do self:define(results[i], first + i - 1, start) end
-  if has_regions then
-    self:open_scope()
-    self.block_open = false
-    return p + 1
-  end
-  if self:peek(p, "loc(") then
-    local f, l, c
-    f, l, c, p = self:loc(p)
-    if self.keep_locs then pb:loc(f, l, c) end
-  end
-  return p
+  if has_regions then return self:enter_region(p) end
+  local had, f, l, c, after = self:trailing_loc(p)
+  if had and self.keep_locs then pb:loc(f, l, c) end
+  return after
+end
+
+-- The '{' of a region at pos: a scope for its names, its first block to come.
+function Reader:enter_region(pos)
+  self:open_scope()
+  self.block_open = false
+  return pos + 1
+end
+
+-- A loc(...) at pos, if there is one: true, file (nil: unknown), line, col and
+-- the position after; false and pos when there is none.
+function Reader:trailing_loc(pos)
+  if not self:peek(pos, "loc(") then return false, nil, nil, nil, pos end
+  return true, self:loc(pos)
 end
 
 -- A block label at pos ('^'): the block, its arguments defined. The position after.
@@ -664,17 +658,11 @@ function Reader:region_end(pos)
   local p = self:ws(pos + 1)
   if byte(text, p) == 123 and not dict_ahead:match(text, p) then -- '{' the next region
     if not pb:next_region() then fail(p, "an operation has at most 16 regions") end
-    self:open_scope()
-    self.block_open = false
-    return p + 1
+    return self:enter_region(p)
   end
-  if self:peek(p, "loc(") then
-    local f, l, c
-    f, l, c, p = self:loc(p)
-    if self.keep_locs then pb:close(f, l, c) else pb:close() end
-  else
-    pb:close()
-  end
+  local had, f, l, c
+  had, f, l, c, p = self:trailing_loc(p)
+  if had and self.keep_locs then pb:close(f, l, c) else pb:close() end
   self.block_open = pb:depth() > 0 -- back in the enclosing op's block
   return p
 end
