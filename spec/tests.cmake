@@ -183,3 +183,14 @@ add_test(NAME fuzz.surfaces
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(fuzz.surfaces PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
 # }===
+
+# {=== install: `cmake --install` into a temporary prefix, then examples/embed
+# built against that copy only (find_package(tilua) and pkg-config) and run, and
+# the installed Lua module loaded by a stock lua5.4 (spec/install_test.sh).
+add_test(NAME install.embed
+  COMMAND sh ${CMAKE_SOURCE_DIR}/spec/install_test.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR}
+          ${CMAKE_C_COMPILER} ${CMAKE_INSTALL_LIBDIR} ${TILUA_INSTALL_LMODDIR}
+          $<IF:$<BOOL:${TILUA_SANITIZE}>,1,0> "${LUA_EXECUTABLE}")
+set_tests_properties(install.embed PROPERTIES
+  ENVIRONMENT "${TILUA_TEST_ENV};CMAKE_COMMAND=${CMAKE_COMMAND}" LABELS install)
+# }===
