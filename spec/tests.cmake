@@ -120,6 +120,9 @@ target_link_libraries(embed_example PRIVATE tilua)
 target_include_directories(embed_example PRIVATE ${CMAKE_SOURCE_DIR}/src)
 add_test(NAME example.embed COMMAND embed_example ${CMAKE_SOURCE_DIR}/spec/fixtures/valid/scf.tir)
 set_tests_properties(example.embed PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+# the whole job from C on the GPU (tlDeviceLaunch); skipped (77) without one
+add_test(NAME example.embed_gpu COMMAND embed_example --gpu)
+set_tests_properties(example.embed_gpu PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}" SKIP_RETURN_CODE 77 LABELS gpu)
 # }===
 
 # {=== examples: every examples/*.lua runs (GPU parts report skipped without a GPU)

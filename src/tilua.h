@@ -74,6 +74,7 @@ TL_DEFINE_HANDLE(tlValue, void);
 TL_DEFINE_HANDLE(tlType, const void);
 TL_DEFINE_HANDLE(tlAttribute, const void);
 TL_DEFINE_HANDLE(tlDiagnostic, const void);
+TL_DEFINE_HANDLE(tlDevice, void);
 #undef TL_DEFINE_HANDLE
 
 /* A string with a length; not necessarily NUL-terminated. data may be NULL
@@ -240,6 +241,47 @@ TL_API tlValue tlOperationGetResult(tlOperation op, intptr_t pos);
 TL_API tlLogicalResult tlOperationVerify(tlOperation op);
 TL_API void tlOperationPrint(tlOperation op, tlStringCallback callback, void *userData);
 TL_API tlType tlValueGetType(tlValue v);
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Running on the GPU: the CUDA driver is loaded at run time (libcuda.so.1,
+** or TILUA_LIBCUDA); nothing here needs the CUDA toolkit.
+** ======================================================================= */
+
+/* A kernel argument: its kind and its value (a pointer is a device address
+** from tlDeviceAlloc). */
+typedef enum tlKernelArgKind { TL_ARG_I32, TL_ARG_I64, TL_ARG_F32, TL_ARG_F64, TL_ARG_POINTER } tlKernelArgKind;
+typedef struct tlKernelArg {
+  tlKernelArgKind kind;
+  union {
+    int32_t i32;
+    int64_t i64;
+    float f32;
+    double f64;
+    uint64_t pointer;
+  } value;
+} tlKernelArg;
+
+/* Open GPU `ordinal` for ctx (one device per context; it is closed with the
+** context). The null handle and a diagnostic where there is no driver or GPU. */
+TL_API tlDevice tlDeviceOpen(tlContext ctx, int ordinal);
+TL_API bool tlDeviceIsNull(tlDevice d);
+TL_API void tlDeviceClose(tlDevice d);
+/* Device memory: an address (bytes > 0), freed with tlDeviceFree. */
+TL_API tlLogicalResult tlDeviceAlloc(tlDevice d, size_t bytes, uint64_t *address);
+TL_API tlLogicalResult tlDeviceFree(tlDevice d, uint64_t address);
+TL_API tlLogicalResult tlDeviceCopyToDevice(tlDevice d, uint64_t dst, const void *src, size_t bytes);
+TL_API tlLogicalResult tlDeviceCopyToHost(tlDevice d, void *dst, uint64_t src, size_t bytes);
+/* Launch kernel `kernel` of module m (lowered by the `ptx` pipeline: its PTX is
+** emitted and loaded here, and reused while m does not change) on grid[3]
+** blocks (a multiple of the kernel's cluster), with the block size and shared
+** memory of its kernel_spec, and wait for it. The arguments must match the
+** kernel's parameters in number and kind (pointer, i32, i64 or index, f32,
+** f64); a mismatch is refused with a diagnostic before anything is launched.
+** A failure of the kernel (a trap, a bad address) is a failure here. */
+TL_API tlLogicalResult tlDeviceLaunch(tlDevice d, tlModule m, tlStringRef kernel, const unsigned grid[3],
+                                      intptr_t nArgs, const tlKernelArg *args);
 
 /* }====================================================================== */
 

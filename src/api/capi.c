@@ -200,6 +200,7 @@ void tlContextDestroy(tlContext ctx) {
     stale("tlContextDestroy");
     return;
   }
+  tl_device_close(c);
   tl_lua_close(c);
   ir_context_destroy(c->ir);
   free(c);

@@ -12,6 +12,7 @@
 #include "../tilua.h"
 
 typedef struct LbContext LbContext;
+typedef struct TlDevice TlDevice; /* capi_device.c */
 
 typedef struct TlCtx {
   IrContext *ir;
@@ -22,6 +23,7 @@ typedef struct TlCtx {
   tlDiagnosticHandler handler;
   void *ud;
   bool broken;       /* an allocation failed in a call that was changing it */
+  TlDevice *device;  /* tlDeviceOpen's, closed with the context */
   struct TlCtx *next; /* the registry */
 } TlCtx;
 
@@ -88,6 +90,8 @@ TL_MAKER(tl_diag, tlDiagnostic, const IrDiag)
 /* After a failed allocation: break c and report it (without allocating if need be). */
 void tl_out_of_memory(TlCtx *c, const char *fn);
 
+/* The GPU (capi_device.c): close c's device, if open. */
+void tl_device_close(TlCtx *c);
 /* The Lua half (capi_lua.c). */
 void tl_lua_close(TlCtx *c);
 

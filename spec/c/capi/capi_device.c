@@ -1,0 +1,107 @@
+/* The C API's GPU (tlDevice*): without a driver, a null device and a
+** diagnostic; with the stand-in driver (TILUA_FAKE_CUDA, spec/c/fake_cuda.c,
+** whose kernels do nothing), every misuse of tlDeviceLaunch is refused before
+** anything is launched, and a good launch goes through. */
+#include <stdlib.h>
+
+#include "capi_check.h"
+
+static const char *const KERNEL =
+    "module {\n"
+    "  tile.kernel {arg_names = [\"p\", \"n\"], kernel_spec = {block = [32, 1, 1]}, sym_name = \"k\"} {\n"
+    "  ^bb0(%0: ptr<f32, global>, %1: i32):\n"
+    "    %2 = arith.constant {value = 1.0 : f32} : f32\n"
+    "    tile.store %2, %0\n"
+    "  }\n"
+    "}\n";
+
+int main(void) {
+  const char *fake = getenv("TILUA_FAKE_CUDA");
+  /* no driver: refused with a diagnostic */
+  setenv("TILUA_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+  tlContext c = new_context();
+  int before = errors;
+  CHECK(tlDeviceIsNull(tlDeviceOpen(c, 0)));
+  CHECK_ERROR(before, "tlDeviceOpen: no GPU");
+  tlContextDestroy(c);
+  if (!fake || !*fake) {
+    printf("capi_device: the stand-in driver is not built (TILUA_FAKE_CUDA): the launch checks are skipped\n");
+    return failures ? 1 : 0;
+  }
+  setenv("TILUA_LIBCUDA", fake, 1);
+  c = new_context();
+  tlModule m = tlModuleCreateParse(c, str(KERNEL), str("k.tir"));
+  CHECK(!tlModuleIsNull(m) && tlLogicalResultIsSuccess(tlModuleRunPipeline(m, str("ptx"))));
+  tlDevice d = tlDeviceOpen(c, 0);
+  CHECK(!tlDeviceIsNull(d));
+  before = errors;
+  CHECK(tlDeviceIsNull(tlDeviceOpen(c, 0)));
+  CHECK_ERROR(before, "one per context");
+
+  uint64_t buf = 0;
+  CHECK(tlLogicalResultIsSuccess(tlDeviceAlloc(d, 1024, &buf)) && buf);
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceAlloc(d, 1024, NULL)));
+  CHECK_ERROR(before, "the address pointer is NULL");
+  float host[4] = {1, 2, 3, 4};
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceCopyToDevice(d, buf, NULL, sizeof host)));
+  CHECK_ERROR(before, "the source is NULL");
+  CHECK(tlLogicalResultIsSuccess(tlDeviceCopyToDevice(d, buf, host, sizeof host)));
+
+  unsigned grid[3] = {4, 1, 1}, zero[3] = {0, 1, 1};
+  tlKernelArg args[2] = {{TL_ARG_POINTER, {0}}, {TL_ARG_I32, {0}}};
+  args[0].value.pointer = buf;
+  args[1].value.i32 = 4;
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceLaunch(d, m, str("nope"), grid, 2, args)));
+  CHECK_ERROR(before, "the module has no kernel 'nope'");
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceLaunch(d, m, str("k"), grid, 1, args)));
+  CHECK_ERROR(before, "kernel 'k' takes 2 arguments, got 1");
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceLaunch(d, m, str("k"), grid, -1, args)));
+  CHECK(errors == before + 1);
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceLaunch(d, m, str("k"), grid, 2, NULL)));
+  CHECK(errors == before + 1);
+  args[1].kind = TL_ARG_F64;
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceLaunch(d, m, str("k"), grid, 2, args)));
+  CHECK_ERROR(before, "argument #1: the kernel wants i32, got f64");
+  args[1].kind = (tlKernelArgKind)99;
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceLaunch(d, m, str("k"), grid, 2, args)));
+  CHECK_ERROR(before, "an unknown kind");
+  args[1].kind = TL_ARG_I32;
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceLaunch(d, m, str("k"), zero, 2, args)));
+  CHECK_ERROR(before, "three non-zero extents");
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceLaunch(d, m, str("k"), NULL, 2, args)));
+  CHECK_ERROR(before, "three non-zero extents");
+  /* a module of another context */
+  tlContext other = new_context();
+  tlModule om = tlModuleCreateParse(other, str(KERNEL), str("k.tir"));
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceLaunch(d, om, str("k"), grid, 2, args)));
+  CHECK(errors == before + 1);
+  tlContextDestroy(other);
+  /* the good launch (the stand-in driver runs nothing), twice: the loaded module is reused */
+  CHECK(tlLogicalResultIsSuccess(tlDeviceLaunch(d, m, str("k"), grid, 2, args)));
+  CHECK(tlLogicalResultIsSuccess(tlDeviceLaunch(d, m, str("k"), grid, 2, args)));
+  CHECK(tlLogicalResultIsSuccess(tlDeviceCopyToHost(d, host, buf, sizeof host)));
+  CHECK(tlLogicalResultIsSuccess(tlDeviceFree(d, buf)));
+  /* closed: refused */
+  tlDeviceClose(d);
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceAlloc(d, 16, &buf)));
+  CHECK_ERROR(before, "the device was closed");
+  /* a device of a destroyed context: refused without being touched */
+  d = tlDeviceOpen(c, 0);
+  CHECK(!tlDeviceIsNull(d));
+  tlContextDestroy(c);
+  CHECK(tlLogicalResultIsFailure(tlDeviceAlloc(d, 16, &buf)));
+  tlDeviceClose(d);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,251 @@
+/*
+** capi_device.c -- the C API's GPU: device memory, and launching a kernel of a
+** module lowered by the `ptx` pipeline, with typed arguments checked against
+** the kernel's parameters (a wrong count or type would otherwise be undefined
+** behaviour in cuLaunchKernel). The CUDA driver is loaded at run time
+** (src/cuda/cuda_rt.c): without one, tlDeviceOpen fails with a diagnostic.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cuda/cuda_rt.h"
+#include "../dialects/kernel.h"
+#include "../ptx/ptx.h"
+#include "capi_impl.h"
+
+struct TlDevice {
+  TlcuRuntime rt;
+  CUmodule mod;           /* the module of the last launch, kept for the next */
+  const IrOp *mod_of;     /* ... of this module op */
+  uint64_t mod_edits;     /* ... at this count of the context's edits */
+};
+
+static TlCtx *enter_device(tlDevice d, const char *fn) {
+  TlCtx *c = tl_enter(d.context, d.ptr, fn);
+  if (c && c->device != d.ptr) {
+    tl_error(c, fn, "the device was closed");
+    return NULL;
+  }
+  return c;
+}
+
+static bool cuda_ok(TlCtx *c, const char *fn, TlcuResult r) {
+  if (r == TLCU_OK) return true;
+  tl_error(c, fn, "%s", tlcu_error(&c->device->rt));
+  return false;
+}
+
+void tl_device_close(TlCtx *c) {
+  TlDevice *d = c->device;
+  if (!d) return;
+  if (d->mod) tlcu_module_unload(&d->rt, d->mod);
+  tlcu_shutdown(&d->rt);
+  free(d);
+  c->device = NULL;
+}
+
+tlDevice tlDeviceOpen(tlContext ctx, int ordinal) {
+  static const char fn[] = "tlDeviceOpen";
+  tlDevice r = {NULL, 0};
+  TlCtx *c = tl_enter(ctx.context, ctx.ptr, fn);
+  if (!c) return r;
+  if (c->device) {
+    tl_error(c, fn, "the context has a device open already (one per context)");
+    return r;
+  }
+  TlDevice *d = calloc(1, sizeof *d);
+  if (!d) {
+    tl_error(c, fn, "out of memory");
+    return r;
+  }
+  if (tlcu_init(&d->rt, ordinal) != TLCU_OK) {
+    tl_error(c, fn, "no GPU: %s", tlcu_error(&d->rt));
+    tlcu_shutdown(&d->rt);
+    free(d);
+    return r;
+  }
+  c->device = d;
+  r.ptr = d;
+  r.context = c->serial;
+  return r;
+}
+
+bool tlDeviceIsNull(tlDevice d) { return d.ptr == NULL; }
+
+void tlDeviceClose(tlDevice d) {
+  TlCtx *c = enter_device(d, "tlDeviceClose");
+  if (c) tl_device_close(c);
+}
+
+tlLogicalResult tlDeviceAlloc(tlDevice d, size_t bytes, uint64_t *address) {
+  static const char fn[] = "tlDeviceAlloc";
+  TlCtx *c = enter_device(d, fn);
+  if (!c) return (tlLogicalResult){0};
+  if (!address || !bytes) {
+    tl_error(c, fn, !address ? "the address pointer is NULL" : "zero bytes asked for");
+    return (tlLogicalResult){0};
+  }
+  CUdeviceptr p = 0;
+  if (!cuda_ok(c, fn, tlcu_mem_alloc(&c->device->rt, bytes, &p))) return (tlLogicalResult){0};
+  *address = (uint64_t)p;
+  return (tlLogicalResult){1};
+}
+
+tlLogicalResult tlDeviceFree(tlDevice d, uint64_t address) {
+  static const char fn[] = "tlDeviceFree";
+  TlCtx *c = enter_device(d, fn);
+  if (!c) return (tlLogicalResult){0};
+  return (tlLogicalResult){cuda_ok(c, fn, tlcu_mem_free(&c->device->rt, (CUdeviceptr)address))};
+}
+
+tlLogicalResult tlDeviceCopyToDevice(tlDevice d, uint64_t dst, const void *src, size_t bytes) {
+  static const char fn[] = "tlDeviceCopyToDevice";
+  TlCtx *c = enter_device(d, fn);
+  if (!c) return (tlLogicalResult){0};
+  if (bytes && !src) {
+    tl_error(c, fn, "the source is NULL");
+    return (tlLogicalResult){0};
+  }
+  return (tlLogicalResult){!bytes || cuda_ok(c, fn, tlcu_memcpy_htod(&c->device->rt, (CUdeviceptr)dst, src, bytes))};
+}
+
+tlLogicalResult tlDeviceCopyToHost(tlDevice d, void *dst, uint64_t src, size_t bytes) {
+  static const char fn[] = "tlDeviceCopyToHost";
+  TlCtx *c = enter_device(d, fn);
+  if (!c) return (tlLogicalResult){0};
+  if (bytes && !dst) {
+    tl_error(c, fn, "the destination is NULL");
+    return (tlLogicalResult){0};
+  }
+  return (tlLogicalResult){!bytes || cuda_ok(c, fn, tlcu_memcpy_dtoh(&c->device->rt, dst, (CUdeviceptr)src, bytes))};
+}
+
+/* The kernel op named `name` at the top of module m, or NULL. */
+static IrOp *find_kernel(IrOp *m, tlStringRef name) {
+  IrBlock *body = m->nregions ? m->regions[0].first : NULL;
+  for (IrOp *op = body ? body->first : NULL; op; op = op->next) {
+    const IrAttr *sym = ir_op_attr(op, "sym_name");
+    if (op->kind == OP_TILE_KERNEL && sym && sym->kind == IR_ATTR_STR && sym->u.str.len == name.length &&
+        memcmp(sym->u.str.s, name.data, name.length) == 0)
+      return op;
+  }
+  return NULL;
+}
+
+/* The argument kind a parameter of type t takes (-1: none the C API passes). */
+static int arg_kind(const IrType *t) {
+  if (t->kind == IR_TY_PTR) return TL_ARG_POINTER;
+  if (t->kind == IR_TY_INDEX || ir_type_is_int_width(t, 64)) return TL_ARG_I64;
+  if (ir_type_is_int_width(t, 32)) return TL_ARG_I32;
+  if (ir_type_is_float(t) && t->fkind == IR_F32) return TL_ARG_F32;
+  if (ir_type_is_float(t) && t->fkind == IR_F64) return TL_ARG_F64;
+  return -1;
+}
+
+static const char *const arg_kind_names[] = {"i32", "i64", "f32", "f64", "pointer"};
+
+/* The loaded module of m's PTX: the one of the last launch when m has not
+** changed since. */
+static bool load_module(TlCtx *c, const char *fn, IrOp *m, CUmodule *out) {
+  TlDevice *d = c->device;
+  if (d->mod && d->mod_of == m && d->mod_edits == ir_context_edits(c->ir)) {
+    *out = d->mod;
+    return true;
+  }
+  char *ptx = NULL;
+  bool ok = false;
+  TL_PROTECTED(c, fn, ok = ir_verify(m) == IR_OK && ptx_emit_module(m, &ptx) == IR_OK);
+  if (!ok || c->broken) {
+    if (!c->broken) tl_error(c, fn, "the module does not verify or cannot be emitted as PTX (lower it with the `ptx` pipeline)");
+    ir_free(ptx);
+    return false;
+  }
+  CUmodule mod;
+  TlcuResult r = tlcu_module_load_ptx(&d->rt, ptx, &mod);
+  ir_free(ptx);
+  if (r != TLCU_OK) {
+    tl_error(c, fn, "%s\n%s", tlcu_error(&d->rt), tlcu_jit_error_log(&d->rt));
+    return false;
+  }
+  if (d->mod) tlcu_module_unload(&d->rt, d->mod);
+  d->mod = mod, d->mod_of = m, d->mod_edits = ir_context_edits(c->ir);
+  *out = mod;
+  return true;
+}
+
+tlLogicalResult tlDeviceLaunch(tlDevice dev, tlModule m, tlStringRef kernel, const unsigned grid[3], intptr_t nArgs,
+                               const tlKernelArg *args) {
+  static const char fn[] = "tlDeviceLaunch";
+  TlCtx *c = enter_device(dev, fn);
+  tlLogicalResult fail = {0};
+  if (!c || !tl_check_owner(c, fn, "the module", m.context, m.ptr) || !tl_check_string(c, fn, "the kernel name", kernel) ||
+      !tl_check_count(c, fn, "argument", nArgs, args))
+    return fail;
+  IrOp *mod = (IrOp *)m.ptr;
+  if (!tl_check_live_op(c, fn, "the module", mod)) return fail;
+  if (mod->kind != OP_MODULE) {
+    tl_error(c, fn, "the module handle holds a '%s' op", ir_op_name(mod));
+    return fail;
+  }
+  if (!grid || !grid[0] || !grid[1] || !grid[2]) {
+    tl_error(c, fn, "the grid must have three non-zero extents");
+    return fail;
+  }
+  IrOp *k = find_kernel(mod, kernel);
+  if (!k) {
+    tl_error(c, fn, "the module has no kernel '%.*s'", (int)(kernel.length > 64 ? 64 : kernel.length), kernel.data);
+    return fail;
+  }
+  IrBlock *entry = k->regions[0].first;
+  uint32_t nparams = entry ? entry->nargs : 0;
+  if ((uint32_t)nArgs != nparams) {
+    tl_error(c, fn, "kernel '%.*s' takes %u arguments, got %lld", (int)kernel.length, kernel.data, nparams,
+             (long long)nArgs);
+    return fail;
+  }
+  void *ptrs[64];
+  if (nparams > 64) {
+    tl_error(c, fn, "at most 64 arguments");
+    return fail;
+  }
+  for (uint32_t i = 0; i < nparams; i++) {
+    int want = arg_kind(entry->args[i]->type);
+    if (want < 0) {
+      tl_error(c, fn, "parameter #%u of kernel '%.*s' has a type the C API does not pass", i, (int)kernel.length,
+               kernel.data);
+      return fail;
+    }
+    if ((int)args[i].kind != want) {
+      tl_error(c, fn, "argument #%u: the kernel wants %s, got %s", i, arg_kind_names[want],
+               (unsigned)args[i].kind < 5 ? arg_kind_names[args[i].kind] : "an unknown kind");
+      return fail;
+    }
+    ptrs[i] = (void *)&args[i].value;
+  }
+  KernelSpec ks = kernel_spec(k);
+  CUmodule cm;
+  CUfunction f;
+  if (!load_module(c, fn, mod, &cm)) return fail;
+  char name[256];
+  snprintf(name, sizeof name, "%.*s", (int)kernel.length, kernel.data);
+  if (!cuda_ok(c, fn, tlcu_function_get(&c->device->rt, cm, name, &f))) return fail;
+  TlcuLaunch cfg;
+  memset(&cfg, 0, sizeof cfg);
+  for (int i = 0; i < 3; i++) {
+    if (ks.has_cluster && grid[i] % (unsigned)ks.cluster[i]) {
+      tl_error(c, fn, "grid extent %u is not a multiple of the kernel's cluster (%lld along %c)", grid[i],
+               (long long)ks.cluster[i], "xyz"[i]);
+      return fail;
+    }
+    cfg.grid[i] = grid[i];
+    cfg.block[i] = (unsigned)ks.block[i];
+    cfg.cluster[i] = ks.has_cluster ? (unsigned)ks.cluster[i] : 1;
+  }
+  cfg.smem = (unsigned)ks.smem;
+  cfg.name = name;
+  if (cfg.smem > 48 * 1024 && !cuda_ok(c, fn, tlcu_function_set_max_dynamic_smem(&c->device->rt, f, cfg.smem)))
+    return fail;
+  cfg.smem_allowed = 1;
+  if (!cuda_ok(c, fn, tlcu_launch(&c->device->rt, f, &cfg, ptrs))) return fail;
+  return (tlLogicalResult){cuda_ok(c, fn, tlcu_synchronize(&c->device->rt))};
+}
