@@ -144,6 +144,49 @@ describe("the REPL", function()
   end)
 end)
 
+describe("tilua --trace=FILE", function()
+  it("writes every stage of every compile as one self-contained HTML page", function()
+    local f = os.tmpname()
+    local out, err, code = H.tilua_run { "--trace=" .. f, "examples/hello.lua" }
+    assert.equal(0, code, err)
+    assert.truthy(out:find("stage 2: cse", 1, true))
+    local html = H.slurp(f)
+    assert.matches("^<!DOCTYPE html>", html)
+    assert.matches("<h2 id=\"compile%-1\">compile 1: poly</h2>", html)
+    for _, st in ipairs { "input", "canonicalize", "cse" } do assert.truthy(html:find(">" .. st .. "<", 1, true), st) end
+    assert.truthy(html:find('class="del"', 1, true) and html:find('class="add"', 1, true))
+    assert.is_nil(html:find("<script", 1, true), "no script")
+    assert.is_nil(html:find("https?://"), "nothing fetched")
+    -- every element opened is closed, in order (void elements aside)
+    local stack, void = {}, { meta = true, br = true }
+    for slash, tag in html:gmatch "<(/?)([%a][%w]*)[^>]*>" do
+      tag = tag:lower()
+      if not void[tag] and tag ~= "!doctype" then
+        if slash == "" then stack[#stack + 1] = tag
+        else
+          assert.equal(stack[#stack], tag)
+          stack[#stack] = nil
+        end
+      end
+    end
+    assert.equal(0, #stack)
+    -- in a real browser, where one is installed
+    local browser
+    for _, b in ipairs { "chromium", "chromium-browser", "google-chrome", "firefox" } do
+      local p = io.popen("command -v " .. b .. " 2>/dev/null")
+      local path = p:read "l"
+      p:close()
+      if path and path ~= "" then browser = path break end
+    end
+    if browser and not browser:find "firefox" then
+      local dom = H.run { browser, "--headless", "--no-sandbox", "--dump-dom", "file://" .. f }
+      assert.truthy(dom:find("compile 1: poly", 1, true), dom)
+    end
+    os.remove(f)
+    if not browser then pending("no headless browser installed: the page was checked for structure only") end
+  end)
+end)
+
 describe("the IR diff", function()
   local diff = require "tilua.diff"
   it("keeps value names across renumbering and shows what went before what came", function()

@@ -38,6 +38,8 @@ static const char usage_text[] =
     "                 IR or the PTX and exits 0 without launching (also after the script);\n"
     "                 a script that compiles nothing is an error\n"
     "  --stage=NAME   likewise, printing the IR after pass NAME (or 'input', or a number)\n"
+    "  --trace=FILE   write every stage of every compile of the script to FILE, one HTML\n"
+    "                 page with the IR before and after each pass side by side\n"
     "  --debug-hangs  compile kernels so that an mbarrier wait gives up after 1 s and\n"
     "                 says which barrier, phase and warp; barrier waits are recorded\n"
     "  --help    show this help\n"
@@ -343,7 +345,7 @@ static int call_cli(lua_State *L, const char *fn, int nargs) {
 /* --emit=..., --stage=... and --debug-hangs: the host's options of the
 ** scripts' compiles, before the script or among its arguments. */
 static int is_tl_option(const char *a) {
-  return strncmp(a, "--emit=", 7) == 0 || strncmp(a, "--stage=", 8) == 0 ||
+  return strncmp(a, "--emit=", 7) == 0 || strncmp(a, "--stage=", 8) == 0 || strncmp(a, "--trace=", 8) == 0 ||
          strcmp(a, "--debug-hangs") == 0;
 }
 
@@ -357,7 +359,7 @@ static int set_script_options(lua_State *L, char **argv) {
     const char *eq = strchr(argv[i], '=');
     if (eq) lua_pushstring(L, eq + 1);
     else lua_pushboolean(L, 1);
-    lua_setfield(L, -2, argv[i][2] == 'e' ? "emit" : argv[i][2] == 's' ? "stage" : "debug_hangs");
+    lua_setfield(L, -2, argv[i][2] == 'e' ? "emit" : argv[i][2] == 's' ? "stage" : argv[i][2] == 't' ? "trace" : "debug_hangs");
   }
   return call_cli(L, "script_options", 1);
 }

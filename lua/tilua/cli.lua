@@ -504,15 +504,45 @@ function M.script_options(o)
   local tl = require "tilua"
   if o.emit and o.emit ~= "ir" and o.emit ~= "ptx" then error(("--emit=%s: expected ir or ptx"):format(o.emit), 0) end
   if o.debug_hangs then tl.options.debug_hangs = true end
+  if o.trace then M.trace_to(tl, o.trace) end
   if not o.emit and not o.stage then return end
   -- --stage and --emit=ir print the IR of a stage: have it kept
   tl.options.stage_hook_ir = o.stage ~= nil or o.emit == "ir"
+  local traced = tl.options.stage_hook
   tl.options.stage_hook = function(stages, module, ptx)
+    if traced then traced(stages, module, ptx) end
     io.stdout:write(emitted(tl, o, stages, module, ptx))
     io.stdout:flush()
     os.exit(0, true)
   end
   M.asked = o.stage and ("--stage=" .. o.stage) or ("--emit=" .. o.emit)
+end
+
+-- --trace=FILE: every compile's stages, kept, and the page rewritten after
+-- each compile (so it is there whatever the script does next).
+function M.trace_to(tl, path)
+  local trace = require "tilua.trace"
+  local f, err = io.open(path, "w")
+  if not f then error(("--trace: cannot write %s"):format(err), 0) end
+  f:close()
+  local compiles = {}
+  local script = arg and arg[0] or "script"
+  tl.options.stage_hook_ir = true
+  tl.options.stage_hook = function(stages, module)
+    local names = {}
+    for _, op in ipairs(module and module:region(1):entry():ops() or {}) do
+      local sym = op:attr "sym_name"
+      if sym then names[#names + 1] = tostring(sym) end
+    end
+    local copy = {}
+    for i, st in ipairs(stages) do
+      copy[i] = { name = st.name, index = st.index, ms = st.ms, changed = st.changed, ir = st.ir }
+    end
+    compiles[#compiles + 1] = { label = #names > 0 and table.concat(names, ", ") or "module", stages = copy }
+    local out = assert(io.open(path, "w"))
+    out:write(trace.render(compiles, ("tilua trace of %s"):format(script)))
+    out:close()
+  end
 end
 
 -- After the script: --emit / --stage asked for a compile that never came (the

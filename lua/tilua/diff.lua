@@ -10,9 +10,8 @@ local function lines(s)
   return t
 end
 
--- M.diff(a, b [, context]) -> text of the diff, and whether anything differs.
-function M.diff(a, b, context)
-  context = context or 3
+-- The line operations turning a into b: { {" " | "-" | "+", line} }.
+function M.ops(a, b)
   local x, y = lines(a), lines(b)
   local n, m = #x, #y
   -- trim the common head and tail so the table stays small
@@ -48,6 +47,13 @@ function M.diff(a, b, context)
     end
   end
   for k = n - tail + 1, n do ops[#ops + 1] = { " ", x[k] } end
+  return ops
+end
+
+-- M.diff(a, b [, context]) -> text of the diff, and whether anything differs.
+function M.diff(a, b, context)
+  context = context or 3
+  local ops = M.ops(a, b)
   -- keep changed lines and their context
   local keep, changed = {}, false
   for k, o in ipairs(ops) do
@@ -100,7 +106,7 @@ local VALUE = "%%[%w_$.%-]+"
 -- lines of b but for value names (same op, same shape) lend b's names to a's
 -- values, everywhere in a, before the line diff. What remains is what the
 -- pass changed: an op gone, an operand replaced, an op added.
-function M.diff_ir(a, b, context)
+local function renamed_ir(a, b)
   local x, y = lines(a), lines(b)
   local kx, ky = {}, {}
   for i, l in ipairs(x) do kx[i] = l:gsub(VALUE, "%%_") end
@@ -126,8 +132,13 @@ function M.diff_ir(a, b, context)
       return v
     end)
   end
-  return M.diff(table.concat(renamed, "\n") .. "\n", b, context)
+  return table.concat(renamed, "\n") .. "\n"
 end
+
+function M.diff_ir(a, b, context) return M.diff(renamed_ir(a, b), b, context) end
+
+-- M.ops_ir(a, b): M.ops of the IR texts, with stable value names (as diff_ir).
+function M.ops_ir(a, b) return M.ops(renamed_ir(a, b), b) end
 
 -- }===
 
