@@ -587,6 +587,40 @@ print "not reached with --emit or --stage"
 end)
 -- }===================================================================
 
+describe("the compile cache", function()
+  local function saxpy()
+    return build("saxpy_cached", { { "x", P(tl.f32) }, { "a", tl.f32 } }, function(k, p)
+      p.x:store(p.x:load() * p.a)
+    end)
+  end
+
+  it("gives an identical module's compile again, stages and all, and never a changed one's", function()
+    local k1 = saxpy()
+    local ptx1 = k1:compile()
+    local n1 = #tl.last_stages
+    assert.is_nil(tl.last_stages[1].cached)
+    local k2 = saxpy() -- built again from scratch: the same text
+    local ptx2 = k2:compile()
+    assert.equal(ptx1, ptx2)
+    assert.equal(n1, #tl.last_stages)
+    for _, st in ipairs(tl.last_stages) do assert.is_true(st.cached) end
+    assert.equal(k1.lowered:print(), k2.lowered:print())
+    -- a different kernel misses
+    local k3 = build("saxpy_cached", { { "x", P(tl.f32) }, { "a", tl.f32 } }, function(k, p)
+      p.x:store(p.x:load() + p.a)
+    end)
+    local ptx3 = k3:compile()
+    assert.are_not.equal(ptx1, ptx3)
+    assert.is_nil(tl.last_stages[1].cached)
+    -- off: every compile compiles
+    tl.options.compile_cache = false
+    local ptx4 = saxpy():compile()
+    tl.options.compile_cache = nil
+    assert.equal(ptx1, ptx4)
+    assert.is_nil(tl.last_stages[1].cached)
+  end)
+end)
+
 describe("the stages of k:compile", function()
   it("say changed only for the passes that changed something", function()
     local k = build("plain", { { "g", P(tl.i32) } }, function(k, p) p.g:store(tl.thread_id()) end)

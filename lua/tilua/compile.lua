@@ -6,6 +6,7 @@
 --                           (`tilua --emit/--stage` prints and exits there)
 --   tl.options.stage_hook_ir  the hook reads the stages' IR: keep it
 --   tl.options.debug_hangs  true or milliseconds: k:compile adds debug-hangs
+--   tl.options.compile_cache  false: k:compile always compiles (see below)
 --
 -- The library never reads `arg` and never exits: the host owns both.
 -- init.lua attaches it with one line: require("tilua.compile").attach(tl).
@@ -133,9 +134,47 @@ function M.attach(tl)
   -- k:compile([pipeline]) -> PTX. Compiles a copy of the kernel's module, so
   -- the authoring IR stays as built; tl.last_stages gets every stage and the PTX
   -- as the last one ("emit-ptx"). k.lowered is the compiled module.
+  --
+  -- The compile cache: a compile of a module whose text, pipeline and stage
+  -- keeping are those of an earlier one (in the same context) gives the
+  -- earlier result again: its PTX, its lowered module and a copy of its stages
+  -- (each marked `cached`), handed to the hook as a fresh compile's are, so
+  -- nothing is hidden from inspection. tl.options.compile_cache = false turns
+  -- it off (benchmarks of the compiler itself).
+  local caches = setmetatable({}, { __mode = "k" }) -- context -> { key -> entry }
+
+  local function copy_stages(stages, cached)
+    local out = {}
+    for i, st in ipairs(stages) do
+      out[i] = setmetatable({ name = st.name, index = st.index, ms = st.ms, changed = st.changed, ir = rawget(st, "ir"),
+                              cached = cached }, getmetatable(st))
+    end
+    return out
+  end
+
   function Kernel:compile(pipeline)
+    local p = pipeline_of(pipeline)
+    local cache, key
+    if tl.options.compile_cache ~= false then
+      local keep = tl.options.keep_stages or (tl.options.stage_hook and tl.options.stage_hook_ir) and true or false
+      local ctx = tl.context()
+      cache = caches[ctx]
+      if not cache then
+        cache = {}
+        caches[ctx] = cache
+      end
+      key = p .. "\0" .. tostring(keep) .. "\0" .. self.module:print()
+      local hit = cache[key]
+      if hit then
+        tl.last_stages = copy_stages(hit.stages, true)
+        self.lowered, self.ptx = hit.lowered, hit.ptx
+        self._fn = nil
+        stage_hook(tl.last_stages, hit.lowered, hit.ptx)
+        return hit.ptx
+      end
+    end
     local m = self.module:clone()
-    compile(m, pipeline_of(pipeline))
+    compile(m, p)
     local t0 = os.clock()
     local ok, ptx = pcall(tl.emit_ptx, m)
     if not ok then error(ptx, 0) end
@@ -143,6 +182,7 @@ function M.attach(tl)
     stages[#stages + 1] = { name = "emit-ptx", index = #stages, ms = (os.clock() - t0) * 1e3, changed = true, ir = ptx }
     self.lowered, self.ptx = m, ptx
     self._fn = nil
+    if cache then cache[key] = { ptx = ptx, lowered = m, stages = copy_stages(stages, nil) } end
     stage_hook(stages, m, ptx)
     return ptx
   end

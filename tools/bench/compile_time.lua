@@ -9,6 +9,7 @@
 -- `nvcc -arch=sm_90a -ptx` of a .cu file (front end, NVVM, PTX). ptxas, which
 -- both would feed, is timed separately. Prints a table; the ratio is nvcc / tilua.
 local tl = require "tilua"
+tl.options.compile_cache = false -- every rep compiles: this measures the compiler, not the cache
 
 local reps = math.tointeger(tonumber(arg and arg[1] or "")) or 50
 
