@@ -98,25 +98,27 @@ tlLogicalResult tlDeviceFree(tlDevice d, uint64_t address) {
   return (tlLogicalResult){cuda_ok(c, fn, tlcu_mem_free(&c->device->rt, (CUdeviceptr)address))};
 }
 
+/* The device of a copy whose host side (named what) is host; NULL on a refusal. */
+static TlCtx *enter_copy(tlDevice d, const char *fn, const void *host, size_t bytes, const char *what) {
+  TlCtx *c = enter_device(d, fn);
+  if (c && bytes && !host) {
+    tl_error(c, fn, "the %s is NULL", what);
+    return NULL;
+  }
+  return c;
+}
+
 tlLogicalResult tlDeviceCopyToDevice(tlDevice d, uint64_t dst, const void *src, size_t bytes) {
   static const char fn[] = "tlDeviceCopyToDevice";
-  TlCtx *c = enter_device(d, fn);
+  TlCtx *c = enter_copy(d, fn, src, bytes, "source");
   if (!c) return (tlLogicalResult){0};
-  if (bytes && !src) {
-    tl_error(c, fn, "the source is NULL");
-    return (tlLogicalResult){0};
-  }
   return (tlLogicalResult){!bytes || cuda_ok(c, fn, tlcu_memcpy_htod(&c->device->rt, (CUdeviceptr)dst, src, bytes))};
 }
 
 tlLogicalResult tlDeviceCopyToHost(tlDevice d, void *dst, uint64_t src, size_t bytes) {
   static const char fn[] = "tlDeviceCopyToHost";
-  TlCtx *c = enter_device(d, fn);
+  TlCtx *c = enter_copy(d, fn, dst, bytes, "destination");
   if (!c) return (tlLogicalResult){0};
-  if (bytes && !dst) {
-    tl_error(c, fn, "the destination is NULL");
-    return (tlLogicalResult){0};
-  }
   return (tlLogicalResult){!bytes || cuda_ok(c, fn, tlcu_memcpy_dtoh(&c->device->rt, dst, (CUdeviceptr)src, bytes))};
 }
 
