@@ -167,9 +167,9 @@ static int host_readline(lua_State *L) {
   const char *prompt = luaL_optstring(L, 1, "> ");
 #ifdef TILUA_USE_READLINE
   if (isatty(0)) {
-    void (*before)(int) = signal(SIGINT, readline_sigint);
+    signal(SIGINT, readline_sigint);
     char *line = readline(prompt);
-    signal(SIGINT, before);
+    signal(SIGINT, laction); /* Ctrl-C while the line runs: interrupt it, every time */
     if (!line) return 0;
     lua_pushstring(L, line);
     free(line);
