@@ -708,8 +708,20 @@ TlcuResult tlcu_mem_alloc(TlcuRuntime *rt, size_t bytes, CUdeviceptr *out) {
   return TLCU_OK;
 }
 
+/* Is the handle held (made by this runtime and not given back)? */
+static int tlcu_holds(const TlcuRuntime *rt, int kind, uint64_t handle) {
+  for (size_t i = rt->nheld; i-- > 0;)
+    if (rt->held[i].kind == kind && rt->held[i].handle == handle) return 1;
+  return 0;
+}
+
 TlcuResult tlcu_mem_free(TlcuRuntime *rt, CUdeviceptr p) {
   TLCU_DRAIN(rt);
+  /* an address not allocated here, or freed already, never reaches the driver
+  ** (freeing it again could free what another allocation now holds) */
+  if (!tlcu_holds(rt, TLCU_HELD_MEM, p))
+    return tlcu_fail(rt, TLCU_FAIL, "device address 0x%llx was not allocated by this runtime, or was freed already",
+                     (unsigned long long)p);
   return tlcu_give_back(rt, TLCU_HELD_MEM, p);
 }
 

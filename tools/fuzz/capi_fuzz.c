@@ -712,7 +712,7 @@ static void one_call(void) {
   for (int i = 0; i < nctx; i++)
     if (ctxs[i].context == f) c = ctxs[i];
   if (!chance(90)) c = ctx_pick(); /* sometimes a context other than the focus */
-  switch (below(60)) {
+  switch (below(61)) {
   /* contexts */
   case 0:
   case 1: ctx_create(); break;
@@ -1133,6 +1133,41 @@ static void one_call(void) {
     ok_op += op.ptr != NULL;
     op_add(op);
     if (op.ptr) value_add(tlOperationGetResult(op, 0));
+    break;
+  }
+  case 56: { /* the GPU calls (no driver here, or the stand-in through TILUA_LIBCUDA) with null,
+                closed and other contexts' devices */
+    static tlDevice devs[4];
+    static unsigned ndev;
+    cur_fn = "tlDevice*";
+    if (chance(30) && c.ptr) {
+      tlDevice nd = tlDeviceOpen(c, (int)below(3) - 1);
+      if (!tlDeviceIsNull(nd)) devs[ndev++ % 4] = nd;
+    }
+    tlDevice d = devs[below(4)];
+    uint64_t addr = 0;
+    char buf[64] = {0};
+    switch (below(6)) {
+    case 0:
+    case 1:
+    case 2: /* copies only to memory allocated here (a made-up device address is the caller's fault) */
+      if (tlLogicalResultIsSuccess(tlDeviceAlloc(d, chance(80) ? 64 : 0, chance(90) ? &addr : NULL))) {
+        tlDeviceCopyToDevice(d, addr, chance(80) ? buf : NULL, below(2) * 64);
+        tlDeviceCopyToHost(d, chance(80) ? buf : NULL, addr, below(2) * 64);
+        tlDeviceFree(d, addr);
+      }
+      break;
+    case 3: {
+      unsigned g[3] = {(unsigned)below(3), 1, 1};
+      tlKernelArg a[2] = {{(tlKernelArgKind)below(6), {0}}, {TL_ARG_I32, {0}}};
+      static const char *launch_names[] = {"k", "scale", "main", "", "nope"};
+      tlDeviceLaunch(d, module_pick(f), GEN_STR(launch_names), chance(80) ? g : NULL, (intptr_t)below(4) - 1,
+                     chance(80) ? a : NULL); /* at most 2 arguments: the array's length */
+      break;
+    }
+    case 4: tlDeviceClose(d); break;
+    default: tlDeviceFree(d, 12345); break;
+    }
     break;
   }
   case 52: /* a destroyed context's handle in the middle of building */
