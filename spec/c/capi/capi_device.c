@@ -92,6 +92,13 @@ int main(void) {
   CHECK(tlLogicalResultIsSuccess(tlDeviceLaunch(d, m, str("k"), grid, 2, args)));
   CHECK(tlLogicalResultIsSuccess(tlDeviceCopyToHost(d, host, buf, sizeof host)));
   CHECK(tlLogicalResultIsSuccess(tlDeviceFree(d, buf)));
+  /* a second free, or an address never allocated: refused before the driver sees it */
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceFree(d, buf)));
+  CHECK_ERROR(before, "was not allocated by this runtime, or was freed already");
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceFree(d, 12345)));
+  CHECK_ERROR(before, "was not allocated by this runtime");
   /* closed: refused */
   tlDeviceClose(d);
   before = errors;
