@@ -155,7 +155,7 @@ describe("the REPL in a pseudo-terminal", function()
       "sleep 0.6", "printf '=x+2\\n'", "sleep 0.6", "printf ':quit\\n'",
     }
     local cmd = ("(%s) | timeout 30 script -qfec %s /dev/null"):format(table.concat(steps, "; "),
-      H.quote(H.tilua .. " -i"))
+      H.quote("TILUA_HISTORY= " .. H.tilua .. " -i")) -- no history file written by a test
     local p = io.popen(cmd .. " 2>&1")
     local out = p:read("a"):gsub("\r", ""):gsub("\27%[%?2004[hl]", "")
     p:close()
