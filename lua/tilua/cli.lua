@@ -534,11 +534,8 @@ function M.trace_to(tl, path)
       local sym = op:attr "sym_name"
       if sym then names[#names + 1] = tostring(sym) end
     end
-    local copy = {}
-    for i, st in ipairs(stages) do
-      copy[i] = { name = st.name, index = st.index, ms = st.ms, changed = st.changed, ir = st.ir }
-    end
-    compiles[#compiles + 1] = { label = #names > 0 and table.concat(names, ", ") or "module", stages = copy }
+    -- each compile makes its own stage list (a cache hit a copy): kept as it is
+    compiles[#compiles + 1] = { label = #names > 0 and table.concat(names, ", ") or "module", stages = stages }
     local out = assert(io.open(path, "w"))
     out:write(trace.render(compiles, ("tilua trace of %s"):format(script)))
     out:close()
