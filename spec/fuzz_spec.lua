@@ -47,7 +47,10 @@ describe("fuzzing", function()
         if vok then
           -- a valid module must round-trip
           local once = m:print()
-          local m2 = assert(parser.parse(once, { ctx = ctx }), "printed text does not parse")
+          local m2, perr = parser.parse(once, { ctx = ctx })
+          if not m2 then
+            error(("printed text does not parse (seed %d): %s\n--- input\n%s\n--- printed\n%s"):format(seed, perr, text, once))
+          end
           assert.equal(once, m2:print())
           -- lowering and emission answer with PTX or diagnostics, never a crash
           local lok, lmsg = core.run_pipeline(m2, "ptx")

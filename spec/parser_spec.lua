@@ -65,6 +65,18 @@ describe("the parser", function()
     assert.equal("module", m:name())
   end)
 
+  -- found by the fuzzer: a dictionary whose first key is quoted was read as a
+  -- region holding a generic op
+  it("reads attribute dictionaries whose first key is quoted, braces in strings and all", function()
+    for _, text in ipairs { 'module {"x,N" = 1 : i32} {\n}\n', 'module {"a}" = 1 : i32, b = "{"} {\n}\n',
+      'module {"\\DB\\0D" = [1 : i32]} {\n}\n' } do
+      local m = assert(parser.parse(text))
+      assert.equal(text, m:print())
+    end
+    local m = assert(parser.parse "module {\n}\n")
+    assert.equal("module {\n}\n", m:print())
+  end)
+
   it("reports the farthest syntax error with a caret", function()
     local m, err, info = parser.parse("module {\n  %0 = arith.constant {value = } : i32\n}", { file = "e.tir" })
     assert.is_nil(m)

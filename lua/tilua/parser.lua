@@ -42,7 +42,6 @@ local header = Cp() * (vlist * ws * P "=" * ws) ^ -1 * Cp() * C(ident) * (ws * v
 local number_p = C(P "-" ^ -1 * (P "0x" * R("09", "af", "AF") ^ 1
   + R "09" ^ 1 * (P "." * R "09" ^ 0) ^ -1 * (S "eE" * S "+-" ^ -1 * R "09" ^ 1) ^ -1)) * Cp()
 local label_p = P "^" * ident * Cp()
-local dict_ahead = P "{" * ws * (ident + P '"') * ws * P "="
 -- The rest of an op after its operands, in one match: the attribute
 -- dictionary's text span and each result type's position and text, so the
 -- common case is table lookups of texts seen before. Nesting deeper than
@@ -50,6 +49,9 @@ local dict_ahead = P "{" * ws * (ident + P '"') * ws * P "="
 -- piece (Reader:op_slow), which has no depth limit.
 local str_tok = P '"' * (P "\\" * 1 + (1 - S '"\\\n')) ^ 0 * P '"'
 local braces = P { "{" * ((1 - S '{}"') + str_tok + lpeg.V(1)) ^ 0 * "}" }
+-- '{' that opens an attribute dictionary (a key, bare or quoted, then '=')
+-- rather than a region
+local dict_ahead = P "{" * ws * (ident + str_tok) * ws * P "="
 local angles = P { "<" * ((1 - S '<>"') + str_tok + lpeg.V(1)) ^ 0 * ">" }
 local type_tok = P "!" ^ -1 * alpha * (alnum + S "$.") ^ 0 * angles ^ -1
 local type_list = Ct(Cp() * C(type_tok) * (ws * P "," * ws * Cp() * C(type_tok)) ^ 0)
@@ -671,8 +673,8 @@ function Reader:run()
   local text, pb = self.text, self.pb
   local p = self:ws(1)
   local n = #text
-  -- `module {` (or `module {attrs} {`) holds everything; else a module is made
-  local module_text = self:peek(p, "module") and (find(text, "^module%s*{", p) or find(text, "^module%s*%b{}%s*{", p))
+  -- `module {` (a region, or `{attrs} {`) holds everything; else a module is made
+  local module_text = self:peek(p, "module") and find(text, "^module%s*{", p)
   if not module_text then
     pb:top()
     self.block_open = true
