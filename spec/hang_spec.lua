@@ -94,6 +94,57 @@ tl.device.synchronize()
     assert.equal(1, code, err)
     assert.truthy(err:find(":6: kernel 'spin' did not finish within 0.5 s", 1, true), err)
   end)
+  -- launches of one kernel from one line share an event (TLCU_GROUP_MAX of them),
+  -- so a failure among them is named at that line with the group's size
+  local function script(body)
+    local f = os.tmpname() .. ".lua"
+    local h = assert(io.open(f, "w"))
+    h:write('local tl = require "tilua"\n',
+            'local k = tl.kernel("boom", { params = { { "n", tl.i32 } }, block = 32 })\n',
+            'k:define(function(k, p) end)\n', body)
+    h:close()
+    return f
+  end
+
+  it("name a failure among consecutive launches from one line, with their count", function()
+    need_fake()
+    local f = script "for i = 1, 5 do k:launch { grid = 1, args = { i } } end\ntl.device.synchronize()\n"
+    local _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "trap", FAKE_CUDA_AFTER = "3" }, { f })
+    os.remove(f)
+    assert.equal(1, code, err)
+    -- the failure sticks, so the fourth launch is refused and the first three are the group
+    assert.truthy(err:find(":4: kernel 'boom' (one of 3 consecutive launches) failed: CUDA_ERROR_ILLEGAL_INSTRUCTION",
+      1, true), err)
+  end)
+
+  it("give a group of hung launches one timeout per launch", function()
+    need_fake()
+    local f = script "for i = 1, 3 do k:launch { grid = 1, args = { i } } end\ntl.device.synchronize()\n"
+    local _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "hang", TILUA_LAUNCH_TIMEOUT = "0.2" }, { f })
+    os.remove(f)
+    assert.equal(1, code, err)
+    assert.truthy(err:find(":4: kernel 'boom' (one of 3 consecutive launches) did not finish within 0.6 s", 1, true), err)
+  end)
+
+  it("follow thousands of launches from two lines, and name the first failing one's line", function()
+    need_fake()
+    local f = script [[
+for i = 1, 1500 do
+  k:launch { grid = 1, args = { i } }
+  if i % 3 == 0 then k:launch { grid = 2, args = { i } } end
+end
+tl.device.synchronize()
+print("ok")
+]]
+    local out, err, code = run({ TILUA_LIBCUDA = FAKE }, { f })
+    assert.equal(0, code, err)
+    assert.equal("ok\n", out)
+    -- launch 1001 is the 751st at line 5 (every third i adds one at line 6)
+    _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "trap", FAKE_CUDA_AFTER = "1001" }, { f })
+    os.remove(f)
+    assert.equal(1, code, err)
+    assert.truthy(err:find(":5: kernel 'boom'", 1, true), err)
+  end)
 end)
 
 describe("the launch deadline", function()

@@ -267,7 +267,7 @@ static void pending_pop(TlcuRuntime *rt) {
   else rt->drv.cuEventDestroy(p->done);
   tlcu_hang_free(rt, p->hang);
   rt->phead = (rt->phead + 1) % TLCU_MAX_PENDING;
-  rt->npending--;
+  if (--rt->npending == 0) rt->open = 0;
 }
 
 static void destroy_spare_events(TlcuRuntime *rt) {
@@ -277,7 +277,9 @@ static void destroy_spare_events(TlcuRuntime *rt) {
 /* "<where>: kernel 'NAME' <what>", then the launch's debug-hangs records. */
 static TlcuResult kernel_report(TlcuRuntime *rt, TlcuResult st, const TlcuPending *p,
                                 const char *what) {
-  tlcu_fail(rt, st, "%s%skernel '%s' %s", p->where, p->where[0] ? ": " : "", p->name, what);
+  char group[64] = "";
+  if (p->count > 1) snprintf(group, sizeof group, " (one of %u consecutive launches)", p->count);
+  tlcu_fail(rt, st, "%s%skernel '%s'%s %s", p->where, p->where[0] ? ": " : "", p->name, group, what);
   if (p->hang) {
     tlcu_append(rt, "\n  debug-hangs records:");
     if (!tlhang_format(p->hang->host, p->hang->slots, p->hang->warps_per_block, p->hang->sites,
@@ -306,7 +308,7 @@ static TlcuResult kernel_failed(TlcuRuntime *rt, CUresult r) {
 static TlcuResult wedge(TlcuRuntime *rt) {
   static int guarded;
   char what[64];
-  snprintf(what, sizeof what, "did not finish within %g s", rt->timeout);
+  snprintf(what, sizeof what, "did not finish within %g s", rt->timeout * rt->pending[rt->phead].count);
   kernel_report(rt, TLCU_HUNG, &rt->pending[rt->phead], what);
   rt->state = TLCU_WEDGED;
   if (!guarded) {
@@ -316,8 +318,9 @@ static TlcuResult wedge(TlcuRuntime *rt) {
   return TLCU_HUNG;
 }
 
-/* Wait for the oldest launch: done (it leaves the list), failed, or past
-** the timeout counted from its launch or from `since`, whichever is later. */
+/* Wait for the oldest group: done (it leaves the list), failed, or past its
+** timeouts (one per launch) counted from its first launch or from `since`,
+** whichever is later. */
 static TlcuResult wait_oldest(TlcuRuntime *rt, double since) {
   const TlcuPending *p = &rt->pending[rt->phead];
   double start = p->launched > since ? p->launched : since;
@@ -329,14 +332,28 @@ static TlcuResult wait_oldest(TlcuRuntime *rt, double since) {
       return TLCU_OK;
     }
     if (r != CUDA_ERROR_NOT_READY) return kernel_failed(rt, r);
-    if (rt->timeout > 0 && now_s() - start > rt->timeout) return wedge(rt);
+    if (rt->timeout > 0 && now_s() - start > rt->timeout * p->count) return wedge(rt);
     pause_us(pause);
     if (pause < 1000) pause *= 2;
   }
 }
 
+/* The open group is complete: its event goes after its last launch. */
+static TlcuResult close_group(TlcuRuntime *rt) {
+  if (!rt->open) return TLCU_OK;
+  rt->open = 0;
+  TlcuPending *p = &rt->pending[(rt->phead + rt->npending - 1) % TLCU_MAX_PENDING];
+  if (CU_CALL(rt, cuEventRecord, (p->done, p->stream)) == TLCU_OK) return TLCU_OK;
+  rt->drv.cuEventDestroy(p->done); /* the group is no longer followed */
+  p->done = NULL;
+  tlcu_hang_free(rt, p->hang);
+  rt->npending--;
+  return TLCU_FAIL;
+}
+
 TlcuResult tlcu_finish(TlcuRuntime *rt) {
   TLCU_BEGIN(rt);
+  if (close_group(rt) != TLCU_OK) return TLCU_FAIL;
   double since = 0;
   while (rt->npending > 0) {
     TlcuResult st = wait_oldest(rt, since);
@@ -353,36 +370,56 @@ TlcuResult tlcu_finish(TlcuRuntime *rt) {
     if (st_ != TLCU_OK) return st_;                                                                \
   } while (0)
 
-/* Before a launch: forget the finished ones; with the list full, wait for the oldest. */
+/* Before a launch: forget the finished groups; with the list full, wait for the oldest. */
 static TlcuResult reap(TlcuRuntime *rt) {
   /* a query per launch costs the driver; with few launches in flight let them be
   ** (a failure is then reported at a later launch or at the next synchronize) */
   if (rt->npending < TLCU_MAX_PENDING / 2) return TLCU_OK;
-  while (rt->npending > 0) {
+  /* events of one stream complete in order: when the newest of the older half
+  ** is done, so is every group before it, and one query forgets them all */
+  size_t half = rt->npending / 2, i;
+  const TlcuPending *mid = &rt->pending[(rt->phead + half - 1) % TLCU_MAX_PENDING];
+  for (i = 0; i < half && rt->pending[(rt->phead + i) % TLCU_MAX_PENDING].stream == mid->stream; i++) {}
+  if (i == half && rt->drv.cuEventQuery(mid->done) == CUDA_SUCCESS)
+    while (half--)
+      pending_pop(rt);
+  while (rt->npending > (size_t)rt->open) { /* the open group has no event yet */
     CUresult r = rt->drv.cuEventQuery(rt->pending[rt->phead].done);
     if (r == CUDA_ERROR_NOT_READY) break;
     if (r != CUDA_SUCCESS) return kernel_failed(rt, r);
     pending_pop(rt);
   }
-  return rt->npending == TLCU_MAX_PENDING ? wait_oldest(rt, 0) : TLCU_OK;
+  if (rt->npending < TLCU_MAX_PENDING) return TLCU_OK;
+  if (close_group(rt) != TLCU_OK) return TLCU_FAIL;
+  return wait_oldest(rt, 0);
 }
 
-/* A launch joins the list: an event recorded after it on its stream. */
-static TlcuResult pending_push(TlcuRuntime *rt, const TlcuLaunch *cfg) {
+/* May this launch join the open group (the same kernel, line and stream, no
+** debug-hangs records, room left)? Else the group closes before it. */
+static int joins_group(const TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg) {
+  if (!rt->open || cfg->hang) return 0;
+  const TlcuPending *p = &rt->pending[(rt->phead + rt->npending - 1) % TLCU_MAX_PENDING];
+  return p->fn == f && p->stream == cfg->stream && p->count < TLCU_GROUP_MAX &&
+         !strcmp(p->name, cfg->name ? cfg->name : "?") && !strcmp(p->where, cfg->where ? cfg->where : "");
+}
+
+/* A launch opens a group in the list; its event is recorded when the group
+** closes (close_group). A launch with debug-hangs records is a group alone. */
+static TlcuResult pending_push(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg) {
   TlcuPending *p = &rt->pending[(rt->phead + rt->npending) % TLCU_MAX_PENDING];
   p->hang = NULL;
   if (rt->nspare) p->done = rt->spare[--rt->nspare];
   else CU_DO(rt, cuEventCreate, (&p->done, TLCU_EVENT_DISABLE_TIMING));
-  if (CU_CALL(rt, cuEventRecord, (p->done, cfg->stream)) != TLCU_OK) {
-    rt->drv.cuEventDestroy(p->done);
-    return TLCU_FAIL;
-  }
   p->launched = now_s();
+  p->count = 1;
+  p->fn = f;
+  p->stream = cfg->stream;
   snprintf(p->name, sizeof p->name, "%s", cfg->name ? cfg->name : "?");
   snprintf(p->where, sizeof p->where, "%s", cfg->where ? cfg->where : "");
   p->hang = cfg->hang;
   rt->npending++;
-  return TLCU_OK;
+  rt->open = 1;
+  return cfg->hang ? close_group(rt) : TLCU_OK;
 }
 
 /* }====================================================================== */
@@ -652,6 +689,8 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
   CUlaunchAttribute cluster;
   TlcuResult st = tlcu_begin(rt);
   if (st == TLCU_OK) st = reap(rt);
+  int joins = st == TLCU_OK && joins_group(rt, f, cfg);
+  if (st == TLCU_OK && !joins) st = close_group(rt);
   if (st == TLCU_OK) st = tlcu_config(rt, cfg, &c, &cluster);
   if (st == TLCU_OK && c.sharedMemBytes > SM90_SMEM_DEFAULT && !cfg->smem_allowed)
     st = tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes);
@@ -669,7 +708,12 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
     ** sticky): name that one, at its line, when it is still in the list */
     if (rt->npending && tlcu_finish(rt) != TLCU_OK && rt->kernel_msg) st = TLCU_FAIL;
   }
-  if (st == TLCU_OK) st = pending_push(rt, cfg);
+  if (st == TLCU_OK && joins) {
+    TlcuPending *g = &rt->pending[(rt->phead + rt->npending - 1) % TLCU_MAX_PENDING];
+    if (++g->count == TLCU_GROUP_MAX) st = close_group(rt);
+  } else if (st == TLCU_OK) {
+    st = pending_push(rt, f, cfg);
+  }
   if (st != TLCU_OK && rt->state != TLCU_WEDGED) tlcu_hang_free(rt, cfg->hang);
   return st;
 }

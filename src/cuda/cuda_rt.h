@@ -146,7 +146,11 @@ typedef enum {
 
 typedef enum { TLCU_EMPTY = 0, TLCU_READY, TLCU_FAILED, TLCU_DOWN, TLCU_WEDGED } TlcuState;
 
-#define TLCU_MAX_PENDING 64 /* launches tracked at once; the oldest is waited for first */
+#define TLCU_MAX_PENDING 64 /* launch groups tracked at once; the oldest is waited for first */
+/* Consecutive launches of one kernel from one script line on one stream share
+** an event, up to this many: an event per launch costs the driver more than
+** the launch. Their deadline is as many timeouts. */
+#define TLCU_GROUP_MAX 8
 
 /* The debug-hangs records of one launch: mapped host memory the kernel writes
 ** (one slot per warp of the grid, layout in hang.h) and the host reads, even
@@ -159,10 +163,13 @@ typedef struct TlcuHang {
   char *sites; /* the wait sites, one per line: "file:line: what" */
 } TlcuHang;
 
-/* A launch not yet seen finished. */
+/* A group of launches not yet seen finished. */
 typedef struct TlcuPending {
-  CUevent done;    /* recorded after the launch */
-  double launched; /* monotonic seconds */
+  CUevent done;    /* recorded after the group's last launch (not yet while the group is open) */
+  double launched; /* monotonic seconds, of the first launch */
+  unsigned count;  /* launches in the group: consecutive, one function, line and stream */
+  CUfunction fn;
+  CUstream stream;
   char name[128];  /* the kernel */
   char where[256]; /* the launch in the script ("file:line"), or "" */
   TlcuHang *hang;  /* its debug-hangs records, or NULL */
@@ -224,6 +231,7 @@ typedef struct TlcuRuntime {
   size_t nheld, capheld;
   TlcuPending pending[TLCU_MAX_PENDING]; /* launches not yet seen finished: a ring, oldest at phead */
   size_t npending, phead;
+  int open; /* the newest group's event is not recorded yet: identical launches may join it */
   CUevent spare[TLCU_MAX_PENDING]; /* events of finished launches, for the next ones */
   size_t nspare;
   double timeout;  /* seconds a launch may run; 0: no limit */
