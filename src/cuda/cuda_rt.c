@@ -374,7 +374,9 @@ TlcuResult tlcu_finish(TlcuRuntime *rt) {
 static TlcuResult reap(TlcuRuntime *rt) {
   /* a query per launch costs the driver; with few launches in flight let them be
   ** (a failure is then reported at a later launch or at the next synchronize) */
-  if (rt->npending < TLCU_MAX_PENDING / 2) return TLCU_OK;
+  if (rt->npending < TLCU_MAX_PENDING / 2 || (rt->npending < rt->reap_at && rt->npending < TLCU_MAX_PENDING))
+    return TLCU_OK;
+  size_t before = rt->npending;
   /* events of one stream complete in order: when the newest of the older half
   ** is done, so is every group before it, and one query forgets them all */
   size_t half = rt->npending / 2, i;
@@ -389,6 +391,8 @@ static TlcuResult reap(TlcuRuntime *rt) {
     if (r != CUDA_SUCCESS) return kernel_failed(rt, r);
     pending_pop(rt);
   }
+  /* the GPU lags behind: ask again only after a few more groups, not at every launch */
+  rt->reap_at = rt->npending < before ? 0 : rt->npending + TLCU_MAX_PENDING / 16;
   if (rt->npending < TLCU_MAX_PENDING) return TLCU_OK;
   if (close_group(rt) != TLCU_OK) return TLCU_FAIL;
   return wait_oldest(rt, 0);

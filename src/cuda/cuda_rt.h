@@ -232,6 +232,7 @@ typedef struct TlcuRuntime {
   TlcuPending pending[TLCU_MAX_PENDING]; /* launches not yet seen finished: a ring, oldest at phead */
   size_t npending, phead;
   int open; /* the newest group's event is not recorded yet: identical launches may join it */
+  size_t reap_at; /* the list's length at which a launch next looks for finished groups */
   CUevent spare[TLCU_MAX_PENDING]; /* events of finished launches, for the next ones */
   size_t nspare;
   double timeout;  /* seconds a launch may run; 0: no limit */
