@@ -124,7 +124,7 @@ local function live_classes()
   tl.new_module()
   local k = tl.kernel("doc_live", { params = { { "x", tl.ptr(tl.f32) }, { "ws", tl.ptr(tl.i32) } }, block = 128 })
   add("Kernel", k)
-  pcall(k.define, k, function(k, p)
+  local ok, err = pcall(k.define, k, function(k, p)
     local v = tl.thread_id "x"
     add("Value", v)
     add("Op", v:def())
@@ -147,6 +147,7 @@ local function live_classes()
     add("sched.persistent", tl.sched.persistent { m_tiles = 2, n_tiles = 2, workers = 2 })
     k:agent("a", { warps = 4 }, function(a) classes.agent = a end)
   end)
+  assert(ok, "building the live objects: " .. tostring(err))
   add("Context", tl.context())
   add("SchedPlan", core.sched_plan { kind = "streamk", tiles_m = 2, tiles_n = 2, tiles_k = 4, workers = 3 })
   add("device.Buffer", setmetatable({}, tl.device.Buffer))
@@ -298,7 +299,10 @@ local function run_here(chunk)
     if name == "TILUA_AUTOTUNE_CACHE" then return cache end
     return getenv(name)
   end
+  local print0 = print
+  print = function() end -- what the library prints for an example (tl.check_ptx)
   local ok, err = pcall(chunk)
+  print = print0
   os.getenv = getenv
   os.remove(cache)
   for k in pairs(tl.options) do tl.options[k] = nil end
