@@ -115,6 +115,15 @@ describe("bad input", function()
       assert.matches(":" .. (line + 7) .. ": attribute value: tables nested deeper than 4096 levels", err)
     end)
 
+    -- the default context was pushed where the optional type is read
+    it("typed attributes take their type as optional, and refuse a wrong one", function()
+      assert.equal("5", tostring(tl.core.attr_int(5)))
+      assert.equal("0.5", tostring(tl.core.attr_float(0.5)))
+      assert.equal("3 : i32", tostring(tl.core.attr_int(3, tl.i32)))
+      assert.has_error(function() tl.core.attr_int(3, tl.f32) end, "expected an integer or index type for the attribute")
+      assert.has_error(function() tl.core.attr_int(3, tl.context()) end)
+    end)
+
     it("16: what the DSL nests, the parser reads back (1000 nested scf.if, 1000 nested arrays)", function()
       local _, err, code = no_crash(H.tilua_run { DIR .. "16_lua_dsl_deep_if_not_reparsable.lua" })
       assert.equal(0, code, err)

@@ -361,8 +361,11 @@ local function types_of(vals)
   return ts
 end
 
-local function yield(block, vals)
-  tl.at(block, nil, function() tl.op("scf.yield", vals, {}) end)
+-- scf.yield at the end of block; a Lua number among vals becomes a constant of
+-- its type there, inside the region (a constant made outside would not dominate
+-- a use in an isolated region).
+local function yield(block, vals, types, what)
+  tl.at(block, nil, function() tl.op("scf.yield", types and values_of(vals, types, what) or vals, {}) end)
 end
 
 -- tl.for_range(lb, ub [, step] [, {inits}], function(iv, ...) return nexts end) -> results...
@@ -393,7 +396,7 @@ function tl.for_range(...)
   if nexts.n ~= #itypes and not (nexts.n == 0 and #itypes == 0) then
     raise(("for_range: the body returned %d value(s) for %d loop-carried value(s)"):format(nexts.n, #itypes))
   end
-  yield(blk, values_of({ table.unpack(nexts, 1, nexts.n) }, itypes, "yielded value"))
+  yield(blk, { table.unpack(nexts, 1, nexts.n) }, itypes, "yielded value")
   return table.unpack(op:results())
 end
 
@@ -424,7 +427,7 @@ function tl.if_(cond, then_fn, else_fn)
     if ev.n ~= #rtypes then
       raise(("if_: the branches return %d and %d values"):format(#rtypes, ev.n))
     end
-    yield(eb, values_of({ table.unpack(ev, 1, ev.n) }, rtypes, "value of the else-branch"))
+    yield(eb, { table.unpack(ev, 1, ev.n) }, rtypes, "value of the else-branch")
   elseif #rtypes > 0 then
     raise("if_: a then-branch that returns values needs an else-branch")
   end
@@ -451,7 +454,7 @@ function tl.while_(inits, cond_fn, body_fn)
   local after = tmp:region(2):add_block(ftypes)
   local nv = table.pack(tl.at(after, nil, body_fn, table.unpack(after:args())))
   if nv.n ~= #itypes then raise(("while_: the body returned %d value(s) for %d loop-carried value(s)"):format(nv.n, #itypes)) end
-  yield(after, values_of({ table.unpack(nv, 1, nv.n) }, itypes, "yielded value"))
+  yield(after, { table.unpack(nv, 1, nv.n) }, itypes, "yielded value")
   return table.unpack(rebuild_with_results(tmp, "scf.while", init_vals, ftypes):results())
 end
 

@@ -404,6 +404,7 @@ static const IrType *typed_attr_type(lua_State *L, int idx, IrContext *ctx, int 
 ** context is the type's, else ctx, else the default one. */
 static int typed_attr(lua_State *L, bool is_float) {
   int ci;
+  lua_settop(L, 3); /* what lb_ctx_arg pushes must not land where the type is read */
   LbContext *c = lua_isnoneornil(L, 2) ? lb_ctx_arg(L, 3, &ci) : (lb_push_owner(L, 2), ci = lua_gettop(L), lb_owner(L, 2));
   const IrType *t = typed_attr_type(L, 2, c->ctx, is_float);
   const IrAttr *a;
