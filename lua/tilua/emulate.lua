@@ -531,6 +531,7 @@ end
 
 -- A blocking parity wait on b: a request ready when it passes.
 function Run:wait(W, rec, addr, parity, expected, role_what)
+  W.wait_addr = addr
   request(W, rec, function()
     local b = W.cta.bars[addr]
     return b ~= nil and passes(b, parity)
@@ -1245,9 +1246,25 @@ function Run:deadlock()
       if b.pending == 0 and b.tx ~= 0 then txbad = b end
     end
   end
+  local kind = "deadlock"
+  for _, W in ipairs(self.warps) do
+    if not W.done and W.req.rec.name:find "wait" and W.wait_addr and not W.cta.bars[W.wait_addr] then
+      kind = "uninitialized"
+      table.insert(lines, 2, ("%s waits at %s on %s, which no one initialized"):format(W.label, W.req.rec.loc,
+        self:barrier_name(W.cta, W.wait_addr)))
+      break
+    end
+  end
   lines[#lines + 1] = "barriers:"
   lines[#lines + 1] = self:barrier_report()
-  local kind = "deadlock"
+  for _, cta in ipairs(self.ctas) do
+    for _, b in ipairs(cta.bar_list) do
+      if b.pending > 0 and b.pending < b.count then
+        lines[#lines + 1] = ("note: %s: %d of %d arrivals came for phase %d: an arrive count larger than the arrivals, or a missing arrive")
+          :format(b.name, b.count - b.pending, b.count, b.completed)
+      end
+    end
+  end
   if txbad then
     kind = "tx_bytes"
     table.insert(lines, 2, ("transaction-byte mismatch: %s has all its arrivals but a tx-count of %d bytes"):format(txbad.name, txbad.tx))
