@@ -70,6 +70,23 @@ describe("tl.emulate", function()
     end
   end
 
+  it("runs examples/vector_add.lua's kernel on 3 CTAs as the Lua reference computes it", function()
+    tl.new_module() -- the example builds its kernel into the current module
+    assert(loadfile "examples/vector_add.lua")("--library")
+    local n = 3 * 256 - 37
+    local a, b = {}, {}
+    for i = 1, n do
+      a[i], b[i] = string.pack("<f", i * 0.25 - 7), string.pack("<f", 1 / i)
+    end
+    local r = tl.emulate(tl.module(), { grid = 3, args = { table.concat(a), table.concat(b), { bytes = 4 * n }, n } })
+    assert(r.ok, r.report)
+    local c = r.read(3)
+    for i = 1, n do
+      local want = string.unpack("<f", string.pack("<f", string.unpack("<f", a[i]) + string.unpack("<f", b[i])))
+      assert.are.equal(want, (string.unpack("<f", c, 4 * i - 3)))
+    end
+  end)
+
   it("reports a deadlock with each warp's role, op, line and every barrier's state", function()
     local k = prc.build { stages = 2, chunk = 512, consumer_warps = 1, name = "dl" }
     ops(k, "cutlass.pipeline.consumer_release")[1]:erase()

@@ -76,7 +76,7 @@ local function codec_of(t)
     local n = 1
     for _, d in ipairs(info.shape) do n = n * d end
     local e = codec_of(info.elem)
-    return { size = n * e.size, n = n, elem = e, vector = true }
+    return { size = n * e.size, n = n, elem = e, vector = true, raw = e.width == 8 and not e.fmt }
   end
   if kind == "float" then
     local name = info.name
@@ -115,6 +115,9 @@ local function decode_op(op, d)
     rec.codec = codec_of(op:result(1):type())
   elseif name == "tile.store" then
     rec.codec = codec_of(op:operand(1):type())
+  elseif name == "tile.extract" then
+    local info = op:result(1):type():info()
+    rec.width = info.kind == "int" and info.width or nil
   elseif name == "tile.atomic" or name == "tile.atomic_cas" then
     rec.codec = codec_of(op:result(1):type())
   elseif name == "tile.alloc_shared" or name == "tile.dynamic_shared" then
@@ -378,6 +381,7 @@ function Run:load(W, rec, addr)
   local c = rec.codec
   if addr >= SHARED_BASE then self:shadow_read(W.cta, W.actor, W.vc, addr, c.size, rec.loc) end
   local bytes = read_bytes(self, W, addr, c.size)
+  if c.raw then return bytes end -- a vector of bytes: kept unsigned (tile.extract wraps)
   if c.vector then
     local v = {}
     for i = 1, c.n do v[i] = decode_scalar(c.elem, bytes, (i - 1) * c.elem.size) end
@@ -390,7 +394,9 @@ function Run:store(W, rec, addr, v)
   local c = rec.codec
   if addr >= SHARED_BASE then self:shadow_write(W.cta, W.actor, W.vc, addr, c.size, rec.loc) end
   local out = {}
-  if c.vector then
+  if c.raw then
+    for i = 1, c.size do out[i] = v[i] & 0xff end
+  elseif c.vector then
     for i = 1, c.n do encode_scalar(c.elem, v[i], out, (i - 1) * c.elem.size) end
   else
     encode_scalar(c, v, out, 0)
@@ -716,7 +722,8 @@ handlers["tile.store"] = function(R, W, rec, ins, ctx)
 end
 handlers["tile.extract"] = function(R, W, rec, ins, ctx)
   local i = rec.op:attr "index"
-  return eval_lanes(R, W, rec, ins, ctx, function(v) return { v[1][i + 1] } end)
+  local w = rec.width
+  return eval_lanes(R, W, rec, ins, ctx, function(v) return { w and wrap(v[1][i + 1], w) or v[1][i + 1] } end)
 end
 handlers["tile.from_elements"] = function(R, W, rec, ins, ctx)
   return eval_lanes(R, W, rec, ins, ctx, function(v) return { { table.unpack(v) } } end)
@@ -1112,6 +1119,12 @@ end
 -- buffer, or an address; other parameters numbers.
 function Run:setup_args()
   local k = self.k
+  local cache = self.o._cache
+  if cache and cache.base then -- the checker's later runs: the same arguments, the initial bytes shared
+    self.global = setmetatable({}, { __index = cache.base })
+    self.buffers, self.args, self.next_global = cache.buffers, cache.args, cache.next_global
+    return
+  end
   for i, p in ipairs(k.params) do
     local a = self.o.args and self.o.args[i]
     if a == nil then error(("emulate: argument %d (%s) is missing"):format(i, p.type), 0) end
@@ -1128,6 +1141,10 @@ function Run:setup_args()
     else
       self.args[i] = a
     end
+  end
+  if cache then
+    cache.base, cache.buffers, cache.args, cache.next_global = self.global, self.buffers, self.args, self.next_global
+    self.global = setmetatable({}, { __index = cache.base })
   end
 end
 
@@ -1427,6 +1444,7 @@ function M.check(k, o)
   o = o or {}
   local dk = prepare(k)
   local budget = o.max_states or 20000
+  o = setmetatable({ _cache = {} }, { __index = o })
   local visited, states, runs = {}, 0, 0
   local frames = {}
   local t0 = os.clock()
