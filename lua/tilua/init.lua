@@ -665,4 +665,9 @@ require("tilua.warp").attach(tl) -- warp-wide exchange, mma.sync, approximate ma
 require("tilua.stdlib.gemm").attach(tl) -- the Hopper GEMM generator (tl.gemm)
 require("tilua.stdlib.autotune").attach(tl) -- tl.autotune
 
+-- The CPU emulator of a kernel's barrier protocols and the checker over it
+-- (docs/protocol.md).
+function tl.emulate(k, opts) return require("tilua.emulate").run(k, opts) end
+function tl.verify_protocol(k, opts) return require("tilua.emulate").check(k, opts) end
+
 return tl

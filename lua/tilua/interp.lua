@@ -281,4 +281,5 @@ function M.memory(mem)
 end
 
 M.wrap = wrap
+M.eval = eval_simple -- one arith op over its operand values -> its results (tilua.emulate)
 return M

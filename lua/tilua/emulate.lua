@@ -1,0 +1,1504 @@
+-- tilua.emulate: a CPU emulator of a kernel's IR at the authoring level (the
+-- cutlass pipeline ops and the tile mbarrier / bulk-copy / barrier ops, before
+-- lowering), and the protocol checker built on it (docs/protocol.md).
+--
+-- Every warp of every CTA is a coroutine that runs its 32 lanes together
+-- (SIMT): a value is one Lua value when it is the same in every active lane,
+-- else a per-lane table; scf.if on a lane-varying condition runs both sides
+-- under their lane masks. A warp runs on its own until it reaches a
+-- synchronizing op (an mbarrier or pipeline op, a CTA barrier); it yields
+-- there, and the scheduler picks which ready actor (a warp at its next
+-- synchronizing op, or a bulk copy in flight) moves next. A step is that op
+-- plus the warp's local code up to its next synchronizing op.
+--
+-- Shared memory is checked with vector clocks (happens-before): every
+-- arrive releases, every wait that passes acquires the phase it saw, a CTA
+-- barrier joins the warps, a bulk copy is an actor of its own that starts with
+-- its issuer's clock and releases on the barrier it completes on. A read of
+-- shared bytes whose last write is not ordered before it (a stage not yet
+-- filled) and a write of bytes whose reads are not ordered before it (a stage
+-- overwritten before it was released) are protocol errors, as are a wait that
+-- passes on the wrong phase of a pipeline stage, an arrive that runs past the
+-- end of a phase, a phase left half-arrived or with transaction bytes
+-- outstanding at the end, a use of an mbarrier not initialized (or whose
+-- initialization is not ordered before the use), and a deadlock.
+--
+--   local em = require "tilua.emulate"
+--   local r = em.run(kernel_or_op, { grid = 1, args = { "src bytes", 4096, 1000 }, policy = "random", seed = 7 })
+--   r.ok, r.error (a report), r.read(i [, n]) (the bytes of buffer argument i), r.steps, r.trace
+--   local c = em.check(kernel_or_op, { grid = 1, args = {...}, max_states = 20000 })
+--   c.ok, c.report, c.states, c.runs, c.violation.kind
+
+local interp = require "tilua.interp"
+
+local M = {}
+
+local SHARED_BASE = 1 << 40       -- shared addresses: SHARED_BASE + offset (per CTA)
+local SLOT_BASE = SHARED_BASE + (1 << 30) -- the 32 barrier slots of the cutlass pool
+local GLOBAL_BASE = 1 << 32       -- global buffers are allocated from here
+
+local LV = { __name = "lanes" }   -- metatable of a lane-varying value
+local function varying(x) return getmetatable(x) == LV end
+local function at(x, l)
+  if getmetatable(x) == LV then return x[l] end
+  return x
+end
+
+local wrap = interp.wrap
+local eval_arith = interp.eval
+
+-- {=====================================================================
+-- Decoding: the IR once into Lua records (no C calls while running)
+-- ======================================================================
+
+local function loc_of(op)
+  local file, line = op:loc()
+  if not file then return "?" end
+  return file .. ":" .. tostring(line)
+end
+
+local function bytes_of(t)
+  local info = t:info()
+  if info.kind == "ptr" or info.kind == "index" then return 8 end
+  if info.kind == "vector" then
+    local n = 1
+    for _, d in ipairs(info.shape) do n = n * d end
+    return n * bytes_of(info.elem)
+  end
+  return math.max(1, (info.width or 8) // 8)
+end
+
+-- A codec for a loaded or stored type: size, and read / write of its bytes.
+local function codec_of(t)
+  local info = t:info()
+  local kind = info.kind
+  if kind == "vector" then
+    local n = 1
+    for _, d in ipairs(info.shape) do n = n * d end
+    local e = codec_of(info.elem)
+    return { size = n * e.size, n = n, elem = e, vector = true, raw = e.width == 8 and not e.fmt }
+  end
+  if kind == "float" then
+    local name = info.name
+    if name == "f32" then return { size = 4, fmt = "<f" } end
+    if name == "f64" then return { size = 8, fmt = "<d" } end
+    return { size = bytes_of(t), unsupported = name }
+  end
+  if kind == "ptr" or kind == "index" then return { size = 8, width = 64 } end
+  local w = info.width or 64
+  return { size = math.max(1, w // 8), width = w }
+end
+
+local decode_block
+
+local function decode_op(op, d)
+  d.nid = d.nid + 1
+  local rec = { name = op:name(), op = op, id = d.nid, loc = loc_of(op), ins = {}, outs = {} }
+  for i, v in ipairs(op:operands()) do rec.ins[i] = v:id() end
+  for i, v in ipairs(op:results()) do rec.outs[i] = v:id() end
+  local nreg = op:nregions()
+  if nreg > 0 then
+    rec.regions = {}
+    for r = 1, nreg do
+      local blocks = {}
+      for _, b in ipairs(op:region(r):blocks()) do blocks[#blocks + 1] = decode_block(b, d) end
+      rec.regions[r] = blocks
+    end
+  end
+  local name = rec.name
+  if name == "tile.ptr_add" then
+    rec.scale = bytes_of(op:result(1):type():info().elem)
+  elseif name == "tile.memref_ptr" then
+    local info = op:operand(1):type():info()
+    rec.shape, rec.scale = info.shape, bytes_of(info.elem)
+  elseif name == "tile.load" then
+    rec.codec = codec_of(op:result(1):type())
+  elseif name == "tile.store" then
+    rec.codec = codec_of(op:operand(1):type())
+  elseif name == "tile.extract" then
+    local info = op:result(1):type():info()
+    rec.width = info.kind == "int" and info.width or nil
+  elseif name == "tile.atomic" or name == "tile.atomic_cas" then
+    rec.codec = codec_of(op:result(1):type())
+  elseif name == "tile.alloc_shared" or name == "tile.dynamic_shared" then
+    local t = op:result(1):type()
+    local info = t:info()
+    local size
+    if name == "tile.dynamic_shared" then
+      size = 0
+    elseif info.kind == "memref" then
+      size = bytes_of(info.elem)
+      for _, n in ipairs(info.shape) do size = size * n end
+    else
+      size = (op:attr "count" or 1) * bytes_of(info.elem)
+    end
+    local align = op:attr "align" or 16
+    d.smem = (d.smem + align - 1) // align * align
+    rec.offset, rec.size = d.smem, size
+    rec.elem = info.kind == "memref" and bytes_of(info.elem) or bytes_of(info.elem)
+    d.smem = d.smem + size
+    d.allocs[#d.allocs + 1] = rec
+  elseif name == "tile.agent" then
+    local wid = op:attr "warp_id"
+    local first = (wid and wid >= 0) and wid or d.next_warp
+    rec.first, rec.nwarps, rec.role = first, op:attr "num_warps", op:attr "name" or "agent"
+    d.next_warp = first + rec.nwarps
+  elseif name == "cutlass.pipeline.create" then
+    local params = op:result(1):type():info().params
+    rec.stages, rec.np, rec.nc = params[1], params[2], params[3]
+  end
+  return rec
+end
+
+function decode_block(b, d)
+  local blk = { args = {}, ops = {} }
+  for i, a in ipairs(b:args()) do blk.args[i] = a:id() end
+  for i, o in ipairs(b:ops()) do blk.ops[i] = decode_op(o, d) end
+  return blk
+end
+
+-- The tile.kernel op of a kernel object, a module or the op itself.
+local function kernel_op(k)
+  if type(k) == "table" and k.op then return k.op end
+  if type(k) == "userdata" and k.name then
+    if k:name() == "tile.kernel" then return k end
+    local found
+    k:walk(function(o) if not found and o:name() == "tile.kernel" then found = o end end)
+    if found then return found end
+  end
+  error("emulate: expected a kernel (tl.kernel), a tile.kernel op or a module holding one", 3)
+end
+
+local function decode(kop)
+  local d = { smem = 0, allocs = {}, next_warp = 0, nid = 0 }
+  local ks = kop:kernel_spec() or {}
+  local body = decode_block(kop:region(1):entry(), d)
+  local block = ks.block or { 32, 1, 1 }
+  if block[2] ~= 1 or block[3] ~= 1 then error("emulate: only 1-D blocks are modelled", 0) end
+  local params = {}
+  for i, a in ipairs(kop:region(1):entry():args()) do
+    params[i] = { kind = a:type():info().kind, type = tostring(a:type()) }
+  end
+  return { body = body, threads = block[1], warps = (block[1] + 31) // 32, smem = d.smem,
+           allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel",
+           cluster = ks.has_cluster }
+end
+
+-- }=====================================================================
+
+-- {=====================================================================
+-- Vector clocks
+-- ======================================================================
+
+local function vc_copy(v)
+  local c = {}
+  for k, x in pairs(v) do c[k] = x end
+  return c
+end
+local function vc_join(into, v)
+  for k, x in pairs(v) do
+    if (into[k] or 0) < x then into[k] = x end
+  end
+end
+
+-- }=====================================================================
+
+-- {=====================================================================
+-- One emulation
+-- ======================================================================
+
+local Violation = {}
+Violation.__index = Violation
+
+local function violation(kind, msg, extra)
+  local v = setmetatable({ kind = kind, message = msg }, Violation)
+  if extra then for k, x in pairs(extra) do v[k] = x end end
+  error(v, 0)
+end
+
+local function not_modelled(rec)
+  error(("emulate: op %s is not modelled (at %s)"):format(rec.name, rec.loc), 0)
+end
+
+local function popcount(x)
+  local n = 0
+  while x ~= 0 do
+    n, x = n + (x & 1), x >> 1
+  end
+  return n
+end
+local function lowest_bit(x)
+  local i = 0
+  while x ~= 0 and x & 1 == 0 do
+    i, x = i + 1, x >> 1
+  end
+  return i
+end
+
+-- The derived arrive counts of a pipeline.init ([full, empty]), as
+-- cut_pipeline_arrive_counts (cutlass_pipeline.c) derives them.
+local function arrive_counts(op, np, nc)
+  local mode = op:attr "mode"
+  local full, empty = np, nc
+  if mode == "cooperative" then
+    empty = 0
+    for _, m in ipairs(op:attr "consumers") do empty = empty + 32 * popcount(m) end
+  elseif mode == "cluster" then
+    error(("emulate: op cutlass.pipeline.init in mode cluster is not modelled (at %s)"):format(loc_of(op)), 0)
+  end
+  return full, empty, mode
+end
+
+local Run = {}
+Run.__index = Run
+
+-- A new emulation of the decoded kernel k with options o and a chooser
+-- choose(run, options) -> the index of the actor that moves.
+local function new_run(k, o, choose)
+  local R = setmetatable({ k = k, o = o, choose = choose, global = {}, ctas = {}, actors = {},
+                           warps = {}, copies = {}, nactors = 0, steps = 0, trace = {},
+                           max_steps = o.max_steps or 200000, next_global = GLOBAL_BASE,
+                           buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 16 }, Run)
+  return R
+end
+
+function Run:new_actor()
+  self.nactors = self.nactors + 1
+  return self.nactors
+end
+
+-- Global memory: bytes in one table.
+function Run:alloc_global(bytes)
+  local base = self.next_global
+  local n = type(bytes) == "string" and #bytes or (type(bytes) == "table" and #bytes or bytes)
+  self.next_global = base + (n + 255) // 256 * 256 + 256
+  local g = self.global
+  if type(bytes) == "string" then
+    for i = 1, n do g[base + i - 1] = bytes:byte(i) end
+  elseif type(bytes) == "table" then
+    for i = 1, n do g[base + i - 1] = bytes[i] & 0xff end
+  end
+  return base, n
+end
+
+local function space_of(addr) return addr >= SHARED_BASE and "shared" or "global" end
+
+-- The byte table of an address in warp W's CTA.
+local function mem_of(R, W, addr)
+  if addr >= SHARED_BASE then return W.cta.shared end
+  return R.global
+end
+
+local function read_bytes(R, W, addr, n)
+  local m = mem_of(R, W, addr)
+  local out = {}
+  for i = 0, n - 1 do out[i + 1] = m[addr + i] or 0 end
+  return out
+end
+
+local function decode_scalar(c, bytes, off)
+  if c.unsupported then error("emulate: loads of " .. c.unsupported .. " are not modelled", 0) end
+  if c.fmt then
+    local s = {}
+    for i = 1, c.size do s[i] = string.char(bytes[off + i]) end
+    return (string.unpack(c.fmt, table.concat(s)))
+  end
+  local x = 0
+  for i = c.size, 1, -1 do x = (x << 8) | bytes[off + i] end
+  return wrap(x, c.width)
+end
+
+local function encode_scalar(c, v, out, off)
+  if c.unsupported then error("emulate: stores of " .. c.unsupported .. " are not modelled", 0) end
+  if c.fmt then
+    local s = string.pack(c.fmt, v)
+    for i = 1, c.size do out[off + i] = s:byte(i) end
+    return
+  end
+  for i = 1, c.size do
+    out[off + i] = v & 0xff
+    v = v >> 8
+  end
+end
+
+-- {=== the shared-memory race check (per CTA, per granule)
+
+local function who(R, actor)
+  local a = R.actors[actor]
+  return a and a.label or ("actor " .. actor)
+end
+
+-- A read of [addr, addr + n) in shared memory by actor `a` with clock vc at loc.
+function Run:shadow_read(cta, a, vc, addr, n, loc, what)
+  local g = self.granule
+  local sw, sr = cta.shadow_w, cta.shadow_r
+  for q = addr // g, (addr + n - 1) // g do
+    local w = sw[q]
+    if w == nil then
+      violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that nothing wrote yet (a stage read before it was filled)")
+        :format(who(self, a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n))
+    elseif w.actor ~= a and (vc[w.actor] or 0) < w.clock then
+      violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that %s wrote at %s with no synchronization ordering the write before the read (a stage read before it was filled)")
+        :format(who(self, a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, who(self, w.actor), w.loc))
+    end
+    local r = sr[q]
+    if not r then
+      r = {}
+      sr[q] = r
+    end
+    r[a] = { vc[a] or 0, loc }
+  end
+  if what then return end
+end
+
+function Run:shadow_write(cta, a, vc, addr, n, loc)
+  local g = self.granule
+  local sw, sr = cta.shadow_w, cta.shadow_r
+  for q = addr // g, (addr + n - 1) // g do
+    local w = sw[q]
+    if w and w.actor ~= a and (vc[w.actor] or 0) < w.clock then
+      violation("overwrite", ("%s at %s writes shared bytes [%d, %d) that %s wrote at %s with no synchronization in between")
+        :format(who(self, a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, who(self, w.actor), w.loc))
+    end
+    local r = sr[q]
+    if r then
+      for ra, e in pairs(r) do
+        if ra ~= a and (vc[ra] or 0) < e[1] then
+          violation("overwrite", ("%s at %s overwrites shared bytes [%d, %d) that %s read at %s before that read was released to it (a stage overwritten before every consumer released it)")
+            :format(who(self, a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, who(self, ra), e[2]))
+        end
+      end
+      sr[q] = nil
+    end
+    sw[q] = { actor = a, clock = vc[a] or 0, loc = loc }
+  end
+end
+
+-- }===
+
+-- Load / store of a codec's bytes at addr by warp W (a lane).
+function Run:load(W, rec, addr)
+  local c = rec.codec
+  if addr >= SHARED_BASE then self:shadow_read(W.cta, W.actor, W.vc, addr, c.size, rec.loc) end
+  local bytes = read_bytes(self, W, addr, c.size)
+  if c.raw then return bytes end -- a vector of bytes: kept unsigned (tile.extract wraps)
+  if c.vector then
+    local v = {}
+    for i = 1, c.n do v[i] = decode_scalar(c.elem, bytes, (i - 1) * c.elem.size) end
+    return v
+  end
+  return decode_scalar(c, bytes, 0)
+end
+
+function Run:store(W, rec, addr, v)
+  local c = rec.codec
+  if addr >= SHARED_BASE then self:shadow_write(W.cta, W.actor, W.vc, addr, c.size, rec.loc) end
+  local out = {}
+  if c.raw then
+    for i = 1, c.size do out[i] = v[i] & 0xff end
+  elseif c.vector then
+    for i = 1, c.n do encode_scalar(c.elem, v[i], out, (i - 1) * c.elem.size) end
+  else
+    encode_scalar(c, v, out, 0)
+  end
+  local m = mem_of(self, W, addr)
+  for i = 1, c.size do m[addr + i - 1] = out[i] end
+end
+
+-- {=== mbarriers
+
+function Run:barrier_name(cta, addr)
+  local b = cta.bars[addr]
+  if b and b.name then return b.name end
+  if addr >= SLOT_BASE then return ("barrier slot %d"):format((addr - SLOT_BASE) // 8) end
+  for _, a in ipairs(self.k.allocs) do
+    local base = SHARED_BASE + a.offset
+    if addr >= base and addr < base + math.max(a.size, 1) then
+      return ("mbarrier %s[%d]"):format(a.loc, (addr - base) // 8)
+    end
+  end
+  return ("mbarrier at shared offset %d"):format(addr - SHARED_BASE)
+end
+
+function Run:init_barrier(W, addr, count, loc, name)
+  local cta = W.cta
+  local b = { addr = addr, count = count, pending = count, tx = 0, completed = 0, vc = {}, last_vc = {},
+              init_actor = W.actor, init_clock = W.vc[W.actor], init_loc = loc }
+  b.name = name or self:barrier_name(cta, addr)
+  cta.bars[addr] = b
+  cta.bar_list[#cta.bar_list + 1] = b
+  W.vc[W.actor] = W.vc[W.actor] + 1
+  return b
+end
+
+-- The mbarrier at addr, checked to be initialized before the user (actor a, clock vc).
+function Run:bar(W, addr, rec, a, vc)
+  local b = W.cta.bars[addr]
+  if not b then
+    violation("uninitialized", ("%s at %s uses %s, which is not initialized")
+      :format(who(self, a or W.actor), rec.loc, self:barrier_name(W.cta, addr)))
+  end
+  a, vc = a or W.actor, vc or W.vc
+  if b.init_actor ~= a and (vc[b.init_actor] or 0) < b.init_clock + 1 then
+    violation("uninitialized", ("%s at %s uses %s, whose initialization by %s at %s is not ordered before the use (a missing barrier after the init)")
+      :format(who(self, a), rec.loc, b.name, who(self, b.init_actor), b.init_loc))
+  end
+  return b
+end
+
+function Run:complete_phase(b)
+  b.completed = b.completed + 1
+  b.pending, b.tx = b.count, 0
+  b.last_vc, b.vc = b.vc, {}
+end
+
+-- n arrivals on b by actor a (clock vc) at rec; expect: tx bytes first.
+function Run:arrive(b, n, a, vc, rec, expect)
+  if expect then b.tx = b.tx + expect end
+  vc_join(b.vc, vc)
+  for i = 1, n do
+    if b.pending <= 0 then
+      violation("arrive_count", ("%s at %s arrives on %s, whose phase %d has no arrival left (count %d)")
+        :format(who(self, a), rec.loc, b.name, b.completed, b.count))
+    end
+    b.pending = b.pending - 1
+    if b.pending == 0 and b.tx == 0 then
+      self:complete_phase(b)
+      if i < n then
+        violation("arrive_count", ("%s at %s makes %d arrivals on %s at once, but phase %d completed after %d of them (count %d): the rest arrive on the next phase")
+          :format(who(self, a), rec.loc, n, b.name, b.completed - 1, i, b.count))
+      end
+      vc_join(b.vc, vc)
+    end
+  end
+end
+
+function Run:complete_tx(b, bytes, a, vc)
+  b.tx = b.tx - bytes
+  vc_join(b.vc, vc)
+  if b.pending == 0 and b.tx == 0 then self:complete_phase(b) end
+end
+
+-- Does a wait for parity p pass? (the phase of that parity completed: the
+-- current phase's parity differs)
+local function passes(b, p) return (b.completed & 1) ~= (p & 1) end
+
+-- }===
+
+-- {=== requests: what a warp yields at a synchronizing op
+
+-- A warp's request: { rec, ready = fn() -> bool, perform = fn() -> results?, describe = fn() -> text }
+local function request(W, rec, ready, perform, describe)
+  return coroutine.yield { rec = rec, ready = ready, perform = perform, describe = describe, warp = W }
+end
+
+-- A rendezvous of `n` warps of a CTA on key (bar.sync, a group sync): arrive, then wait.
+function Run:rendezvous(W, rec, key, n, what)
+  local cta = W.cta
+  local s = cta.syncs[key]
+  if not s then
+    s = { gen = 0, arrived = 0, vc = {}, last_vc = {}, n = n, what = what }
+    cta.syncs[key] = s
+    cta.sync_list[#cta.sync_list + 1] = s
+  end
+  local gen
+  request(W, rec, function() return true end, function()
+    gen = s.gen
+    s.arrived = s.arrived + 1
+    vc_join(s.vc, W.vc)
+    W.vc[W.actor] = W.vc[W.actor] + 1
+    if s.arrived == s.n then
+      s.gen, s.arrived, s.last_vc, s.vc = s.gen + 1, 0, s.vc, {}
+    end
+  end, function() return ("arrives at %s"):format(what) end)
+  request(W, rec, function() return s.gen > gen end, function()
+    vc_join(W.vc, s.last_vc)
+  end, function()
+    return ("waits at %s: %d of %d warps arrived"):format(what, s.arrived, s.n)
+  end)
+end
+
+-- The per-(warp, barrier) phase check of a passing wait: successive waits of
+-- one warp on one barrier see consecutive phases.
+function Run:observe(W, b, rec, expected, role_what)
+  if expected and b.completed ~= expected then
+    violation("phase", ("%s at %s passes its wait on %s having seen %d completed phase(s), but its %s needs exactly %d: the wait passed on the wrong phase")
+      :format(W.label, rec.loc, b.name, b.completed, role_what, expected))
+  end
+  local seen = W.seen[b]
+  if seen and not expected and b.completed ~= seen + 1 then
+    violation("phase", ("%s at %s passes its wait on %s at %d completed phase(s), after it passed one at %d: %s")
+      :format(W.label, rec.loc, b.name, b.completed, seen,
+              b.completed == seen and "the same phase twice (the wait passed on the wrong phase)" or "a phase went by unobserved"))
+  end
+  W.seen[b] = b.completed
+  vc_join(W.vc, b.last_vc)
+end
+
+-- A blocking parity wait on b: a request ready when it passes.
+function Run:wait(W, rec, addr, parity, expected, role_what)
+  W.wait_addr = addr
+  request(W, rec, function()
+    local b = W.cta.bars[addr]
+    return b ~= nil and passes(b, parity)
+  end, function()
+    local b = self:bar(W, addr, rec)
+    self:observe(W, b, rec, expected, role_what)
+  end, function()
+    local b = W.cta.bars[addr]
+    if not b then return ("waits on %s (not initialized)"):format(self:barrier_name(W.cta, addr)) end
+    return ("waits on %s for parity %d"):format(b.name, parity)
+  end)
+end
+
+-- }===
+
+-- {=== bulk copies
+
+-- A bulk copy global -> shared in flight: an actor of its own.
+function Run:issue_g2s(W, rec, dst, src, bytes, bar)
+  self.copy_seq = self.copy_seq + 1
+  local id = self:new_actor()
+  local vc = vc_copy(W.vc)
+  vc[id] = 1
+  local c = { id = id, kind = "copy", vc = vc, dst = dst, src = src, bytes = bytes, bar = bar, rec = rec,
+              W = W, seq = self.copy_seq, key = "c" .. self.copy_seq }
+  c.label = ("bulk copy %d (from %s)"):format(self.copy_seq, W.label)
+  self.actors[id] = c
+  self.copies[#self.copies + 1] = c
+  W.vc[W.actor] = W.vc[W.actor] + 1
+end
+
+function Run:complete_g2s(c)
+  local W = c.W
+  for i = #self.copies, 1, -1 do
+    if self.copies[i] == c then table.remove(self.copies, i) end
+  end
+  local b = self:bar(W, c.bar, c.rec, c.id, c.vc)
+  if c.dst < SHARED_BASE then violation("model", "bulk_copy_g2s into global memory at " .. c.rec.loc) end
+  self:shadow_write(W.cta, c.id, c.vc, c.dst, c.bytes, c.rec.loc)
+  local g, s = self.global, W.cta.shared
+  for i = 0, c.bytes - 1 do s[c.dst + i] = g[c.src + i] or 0 end
+  self:complete_tx(b, c.bytes, c.id, c.vc)
+end
+
+-- Performs the bulk shared -> global copies of groups (reads at wait time).
+function Run:drain_s2g(W, keep)
+  while #W.bulk_groups > keep do
+    local grp = table.remove(W.bulk_groups, 1)
+    for _, c in ipairs(grp) do
+      self:shadow_read(W.cta, c.id, c.vc, c.src, c.bytes, c.rec.loc)
+      local s, g = W.cta.shared, self.global
+      for i = 0, c.bytes - 1 do g[c.dst + i] = s[c.src + i] or 0 end
+      vc_join(W.vc, c.vc)
+    end
+  end
+end
+
+-- }===
+
+-- {=== the interpreter of one warp
+
+local exec_block
+
+local function lanes_of(ctx) return ctx.mask end
+
+-- Evaluate a pure / per-lane op over the active lanes.
+local function eval_lanes(R, W, rec, ins, ctx, f)
+  local uniform = true
+  for i = 1, #ins do
+    if varying(ins[i]) then
+      uniform = false
+      break
+    end
+  end
+  if uniform and not rec.per_lane then return f(ins, ctx.mask[1]) end
+  local outs = {}
+  local nres = #rec.outs
+  for r = 1, nres do outs[r] = setmetatable({}, LV) end
+  local li = {}
+  for _, l in ipairs(ctx.mask) do
+    for i = 1, #ins do li[i] = at(ins[i], l) end
+    local o = f(li, l)
+    for r = 1, nres do outs[r][l] = o[r] end
+  end
+  return outs
+end
+
+local PER_LANE = {
+  ["tile.thread_id"] = true, ["tile.lane_id"] = true, ["tile.agent_thread_id"] = true, ["tile.elect"] = true,
+  ["tile.atomic"] = true, ["tile.atomic_cas"] = true, ["tile.store"] = true, ["tile.load"] = true,
+}
+
+-- The value of the single uniform operand i, or an error naming the op.
+local function uniform(rec, x, what)
+  if varying(x) then
+    error(("emulate: %s at %s has a lane-varying %s, which is not modelled"):format(rec.name, rec.loc, what), 0)
+  end
+  return x
+end
+
+-- Pipelines: per CTA, per create op.
+local function pipe_of(R, W, x, rec)
+  if type(x) ~= "table" or x.kind ~= "pipe" then error("emulate: " .. rec.name .. " at " .. rec.loc .. ": no pipeline handle", 0) end
+  return x
+end
+
+local function stage_bar(p, index, empty) return SLOT_BASE + 8 * (p.base + 2 * index + empty) end
+
+-- The arrival of a producer / consumer participant group (arrive_per_group):
+-- the warps of each group that runs the op sync unless under an elect, then
+-- one lane of the lowest of them arrives. fn(n) makes the arrivals.
+local function per_group(R, W, rec, ctx, groups, sync, fn)
+  local any = false
+  for gi, gm in ipairs(groups) do
+    local g = ctx.exec & gm
+    if g ~= 0 and (g >> W.w) & 1 == 1 then
+      any = true
+      if sync and not ctx.narrow and popcount(g) > 1 then
+        R:rendezvous(W, rec, ("group %d of op %d"):format(gi, rec.id), popcount(g),
+          ("the sync of participant %d before %s at %s"):format(gi - 1, rec.name, rec.loc))
+      end
+      if ctx.narrow then
+        fn(#ctx.mask)
+      elseif W.w == lowest_bit(g) then
+        fn(1)
+      end
+    elseif g ~= 0 then
+      any = true
+    end
+  end
+  if not any then
+    error(("emulate: %s at %s runs on warps none of which is a participant of its side"):format(rec.name, rec.loc), 0)
+  end
+end
+
+local handlers = {}
+
+handlers["tile.thread_id"] = function(R, W, rec, ins, ctx)
+  local dim = rec.op:attr "dim"
+  return eval_lanes(R, W, rec, ins, ctx, function(_, l) return { dim == "x" and 32 * W.w + l or 0 } end)
+end
+handlers["tile.lane_id"] = function(R, W, rec, ins, ctx)
+  return eval_lanes(R, W, rec, ins, ctx, function(_, l) return { l } end)
+end
+handlers["tile.warp_id"] = function(_, W) return { W.w } end
+handlers["tile.agent_warp_id"] = function(_, W, _, _, ctx) return { W.w - ctx.agent_first } end
+handlers["tile.agent_thread_id"] = function(R, W, rec, ins, ctx)
+  return eval_lanes(R, W, rec, ins, ctx, function(_, l) return { 32 * (W.w - ctx.agent_first) + l } end)
+end
+handlers["tile.elect"] = function(R, W, rec, ins, ctx)
+  local first = ctx.mask[1]
+  return eval_lanes(R, W, rec, ins, ctx, function(_, l) return { l == first and 1 or 0 } end)
+end
+handlers["tile.block_id"] = function(_, W, rec) return { rec.op:attr "dim" == "x" and W.cta.id or 0 } end
+handlers["tile.grid_dim"] = function(R, _, rec) return { rec.op:attr "dim" == "x" and R.grid or 1 } end
+handlers["tile.block_dim"] = function(R, _, rec) return { rec.op:attr "dim" == "x" and R.k.threads or 1 } end
+handlers["tile.alloc_shared"] = function(_, _, rec) return { SHARED_BASE + rec.offset } end
+handlers["tile.dynamic_shared"] = function(_, _, rec) return { SHARED_BASE + rec.offset } end
+handlers["tile.ptr_add"] = function(R, W, rec, ins, ctx)
+  local s = rec.scale
+  return eval_lanes(R, W, rec, ins, ctx, function(v) return { v[1] + v[2] * s } end)
+end
+local function same(R, W, rec, ins, ctx) return eval_lanes(R, W, rec, ins, ctx, function(v) return { v[1] } end) end
+handlers["tile.ptr_cast"], handlers["tile.ptr_to_int"], handlers["tile.int_to_ptr"] = same, same, same
+handlers["tile.memref_ptr"] = function(R, W, rec, ins, ctx)
+  local shape, scale = rec.shape, rec.scale
+  return eval_lanes(R, W, rec, ins, ctx, function(v)
+    local off = 0
+    for d = 1, #shape do off = off * shape[d] + (v[d + 1] or 0) end
+    return { v[1] + off * scale }
+  end)
+end
+handlers["tile.load"] = function(R, W, rec, ins, ctx)
+  return eval_lanes(R, W, rec, ins, ctx, function(v) return { R:load(W, rec, v[1]) } end)
+end
+handlers["tile.store"] = function(R, W, rec, ins, ctx)
+  eval_lanes(R, W, rec, ins, ctx, function(v)
+    R:store(W, rec, v[2], v[1])
+    return {}
+  end)
+  return {}
+end
+handlers["tile.extract"] = function(R, W, rec, ins, ctx)
+  local i = rec.op:attr "index"
+  local w = rec.width
+  return eval_lanes(R, W, rec, ins, ctx, function(v) return { w and wrap(v[1][i + 1], w) or v[1][i + 1] } end)
+end
+handlers["tile.from_elements"] = function(R, W, rec, ins, ctx)
+  return eval_lanes(R, W, rec, ins, ctx, function(v) return { { table.unpack(v) } } end)
+end
+local atomic_f = {
+  add = function(a, b) return a + b end, max = math.max, min = math.min, umax = math.max, umin = math.min,
+  exch = function(_, b) return b end, ["and"] = function(a, b) return a & b end,
+  ["or"] = function(a, b) return a | b end, xor = function(a, b) return a ~ b end,
+}
+handlers["tile.atomic"] = function(R, W, rec, ins, ctx)
+  local f = atomic_f[rec.op:attr "kind"]
+  return eval_lanes(R, W, rec, ins, ctx, function(v)
+    local old = R:load(W, rec, v[1])
+    R:store(W, rec, v[1], wrap(f(old, v[2]), rec.codec.width or 64))
+    return { old }
+  end)
+end
+handlers["tile.atomic_cas"] = function(R, W, rec, ins, ctx)
+  return eval_lanes(R, W, rec, ins, ctx, function(v)
+    local old = R:load(W, rec, v[1])
+    if old == v[2] then R:store(W, rec, v[1], v[3]) end
+    return { old }
+  end)
+end
+local function nop() return {} end
+handlers["tile.fence"], handlers["tile.fence_proxy_async"], handlers["tile.fence_mbarrier_init"] = nop, nop, nop
+
+handlers["tile.elect_one"] = function(R, W, rec, _, ctx)
+  local sub = setmetatable({ mask = { ctx.mask[1] }, narrow = true }, { __index = ctx })
+  exec_block(R, W, rec.regions[1][1], {}, sub)
+  return {}
+end
+handlers["tile.agent"] = function(R, W, rec, _, ctx)
+  if W.w < rec.first or W.w >= rec.first + rec.nwarps then return {} end
+  local exec = ((1 << rec.nwarps) - 1) << rec.first
+  local sub = setmetatable({ exec = exec, agent_first = rec.first, role = rec.role }, { __index = ctx })
+  local old = W.role
+  W.role = rec.role
+  W.label = ("%s warp %d%s"):format(rec.role, W.w, R.grid > 1 and (" (CTA %d)"):format(W.cta.id) or "")
+  exec_block(R, W, rec.regions[1][1], {}, sub)
+  W.role = old
+  return {}
+end
+handlers["cutlass.async.exec"] = function(R, W, rec, _, ctx)
+  local m = rec.op:attr "executors"
+  if (m >> W.w) & 1 == 0 then return {} end
+  local sub = setmetatable({ exec = m, agent_first = lowest_bit(m) }, { __index = ctx })
+  exec_block(R, W, rec.regions[1][1], {}, sub)
+  return {}
+end
+
+-- mbarriers (tile)
+local function per_address(rec, ins, ctx, i)
+  -- the lanes grouped by the address operand i: { [addr] = nlanes }
+  local x = ins[i]
+  local groups, order = {}, {}
+  for _, l in ipairs(ctx.mask) do
+    local a = at(x, l)
+    if not groups[a] then order[#order + 1] = a end
+    groups[a] = (groups[a] or 0) + 1
+  end
+  return groups, order
+end
+
+handlers["tile.mbarrier_init"] = function(R, W, rec, ins, ctx)
+  local groups, order = per_address(rec, ins, ctx, 1)
+  for _, a in ipairs(order) do R:init_barrier(W, a, uniform(rec, ins[2], "count"), rec.loc) end
+  return {}
+end
+handlers["tile.mbarrier_inval"] = function(_, W, rec, ins)
+  W.cta.bars[uniform(rec, ins[1], "barrier")] = nil
+  return {}
+end
+local function arrive_handler(expect_idx, count_idx, arrive)
+  return function(R, W, rec, ins, ctx)
+    local groups, order = per_address(rec, ins, ctx, 1)
+    request(W, rec, function() return true end, function()
+      for _, a in ipairs(order) do
+        local b = R:bar(W, a, rec)
+        local n = groups[a]
+        local bytes = expect_idx and uniform(rec, ins[expect_idx], "byte count") * n or nil
+        if arrive then
+          local cnt = count_idx and ins[count_idx] and uniform(rec, ins[count_idx], "count") or 1
+          R:arrive(b, n * cnt, W.actor, W.vc, rec, bytes)
+        else
+          b.tx = b.tx + bytes
+        end
+      end
+      W.vc[W.actor] = W.vc[W.actor] + 1
+    end, function() return "arrives" end)
+    return {}
+  end
+end
+handlers["tile.mbarrier_arrive"] = arrive_handler(nil, 2, true)
+handlers["tile.mbarrier_arrive_expect_tx"] = arrive_handler(2, nil, true)
+handlers["tile.mbarrier_expect_tx"] = arrive_handler(2, nil, false)
+handlers["tile.mbarrier_wait"] = function(R, W, rec, ins)
+  R:wait(W, rec, uniform(rec, ins[1], "barrier"), uniform(rec, ins[2], "parity"))
+  return {}
+end
+-- try_wait "waits a while": modelled as a wait that succeeds (the false path is not explored)
+handlers["tile.mbarrier_try_wait"] = function(R, W, rec, ins)
+  R:wait(W, rec, uniform(rec, ins[1], "barrier"), uniform(rec, ins[2], "parity"))
+  return { 1 }
+end
+handlers["tile.mbarrier_test_wait"] = function(R, W, rec, ins)
+  local addr, parity = uniform(rec, ins[1], "barrier"), uniform(rec, ins[2], "parity")
+  local r = request(W, rec, function() return true end, function()
+    local b = R:bar(W, addr, rec)
+    if passes(b, parity) then
+      vc_join(W.vc, b.last_vc)
+      return 1
+    end
+    return 0
+  end, function() return "tests" end)
+  return { r }
+end
+handlers["tile.bulk_copy_g2s"] = function(R, W, rec, ins, ctx)
+  for _, l in ipairs(ctx.mask) do
+    R:issue_g2s(W, rec, at(ins[1], l), at(ins[2], l), at(ins[3], l), at(ins[4], l))
+  end
+  return {}
+end
+handlers["tile.bulk_copy_s2g"] = function(R, W, rec, ins, ctx)
+  for _, l in ipairs(ctx.mask) do
+    local id = R:new_actor()
+    local vc = vc_copy(W.vc)
+    vc[id] = 1
+    local c = { id = id, vc = vc, dst = at(ins[1], l), src = at(ins[2], l), bytes = at(ins[3], l), rec = rec }
+    c.label = ("bulk store (from %s)"):format(W.label)
+    R.actors[id] = c
+    W.bulk_open[#W.bulk_open + 1] = c
+    W.vc[W.actor] = W.vc[W.actor] + 1
+  end
+  return {}
+end
+handlers["tile.bulk_commit"] = function(_, W)
+  W.bulk_groups[#W.bulk_groups + 1] = W.bulk_open
+  W.bulk_open = {}
+  return {}
+end
+handlers["tile.bulk_wait"] = function(R, W, rec)
+  R:drain_s2g(W, rec.op:attr "pending" or 0)
+  return {}
+end
+handlers["tile.barrier"] = function(R, W, rec)
+  R:rendezvous(W, rec, "bar.sync 0", R.k.warps, "the CTA barrier (tile.barrier)")
+  return {}
+end
+
+-- cutlass pipelines
+handlers["cutlass.pipeline.create"] = function(R, W, rec)
+  local p = W.cta.pipes[rec.id]
+  if not p then
+    p = { kind = "pipe", stages = rec.stages, np = rec.np, nc = rec.nc, loc = rec.loc }
+    W.cta.pipes[rec.id] = p
+  end
+  return { p }
+end
+handlers["cutlass.pipeline.init"] = function(R, W, rec, ins, ctx)
+  local p = pipe_of(R, W, ins[1], rec)
+  local op = rec.op
+  local full, empty, mode = arrive_counts(op, p.np, p.nc)
+  local given = op:attr "arrive_count"
+  if given and #given == 2 then full, empty = given[1], given[2] end
+  p.mode, p.base = mode, op:attr "barrier_id_base" or 0
+  p.prod, p.cons = op:attr "participants", op:attr "consumers"
+  p.tx = op:attr "transaction_bytes" or 0
+  p.counts = { full, empty }
+  -- thread 0 inits the 2S slots, then the CTA synchronizes (the lowering's init_slots)
+  if W.w == 0 and ctx.mask[1] == 0 then
+    for s = 0, p.stages - 1 do
+      R:init_barrier(W, stage_bar(p, s, 0), full, rec.loc, ("full[%d] of the pipeline at %s"):format(s, p.loc))
+      R:init_barrier(W, stage_bar(p, s, 1), empty, rec.loc, ("empty[%d] of the pipeline at %s"):format(s, p.loc))
+    end
+  end
+  R:rendezvous(W, rec, "bar.sync 0", R.k.warps, "the CTA barrier after cutlass.pipeline.init")
+  return {}
+end
+handlers["cutlass.pipeline.state.create"] = function(_, _, rec, ins)
+  local op = rec.op
+  local p = ins[1]
+  local i, ph, n = op:attr "index" or 0, op:attr "phase" or 0, op:attr "count" or 0
+  return { { index = i, phase = ph, count = n, ticket = i, stages = p.stages, role = op:attr "role" } }
+end
+handlers["cutlass.pipeline.state.increment"] = function(_, _, _, ins)
+  local s = ins[1]
+  local i, ph = s.index + 1, s.phase
+  if i == s.stages then i, ph = 0, ph ~ 1 end
+  return { { index = i, phase = ph, count = s.count + 1, ticket = s.ticket + 1, stages = s.stages, role = s.role } }
+end
+handlers["cutlass.pipeline.state.bump"] = function(_, _, _, ins)
+  local s = ins[1]
+  return { { index = s.index, phase = s.phase, count = s.count + 1, ticket = s.ticket, stages = s.stages, role = s.role } }
+end
+handlers["cutlass.pipeline.state.index"] = function(_, _, _, ins) return { ins[1].index } end
+handlers["cutlass.pipeline.state.phase"] = function(_, _, _, ins) return { ins[1].phase } end
+handlers["cutlass.pipeline.state.count"] = function(_, _, _, ins) return { ins[1].count } end
+handlers["cutlass.pipeline.producer_get_barrier"] = function(R, W, rec, ins)
+  return { stage_bar(pipe_of(R, W, ins[1], rec), ins[2].index, 0) }
+end
+local function skipped(rec, ins)
+  return ins[3] ~= nil and uniform(rec, ins[3], "token") ~= 0
+end
+handlers["cutlass.pipeline.producer_acquire"] = function(R, W, rec, ins)
+  local p, s = pipe_of(R, W, ins[1], rec), ins[2]
+  if skipped(rec, ins) then return {} end
+  R:wait(W, rec, stage_bar(p, s.index, 1), s.phase ~ 1, s.ticket // p.stages,
+    ("acquire of stage %d in round %d"):format(s.index, s.ticket // p.stages))
+  return {}
+end
+handlers["cutlass.pipeline.consumer_wait"] = function(R, W, rec, ins)
+  local p, s = pipe_of(R, W, ins[1], rec), ins[2]
+  if skipped(rec, ins) then return {} end
+  R:wait(W, rec, stage_bar(p, s.index, 0), s.phase, s.ticket // p.stages + 1,
+    ("wait for stage %d in round %d"):format(s.index, s.ticket // p.stages))
+  return {}
+end
+local function probe(empty)
+  return function(R, W, rec, ins)
+    local p, s = pipe_of(R, W, ins[1], rec), ins[2]
+    local addr, parity = stage_bar(p, s.index, empty), empty == 1 and s.phase ~ 1 or s.phase
+    local r = request(W, rec, function() return true end, function()
+      local b = R:bar(W, addr, rec)
+      if passes(b, parity) then
+        vc_join(W.vc, b.last_vc)
+        return 1
+      end
+      return 0
+    end, function() return "tests" end)
+    return { r }
+  end
+end
+handlers["cutlass.pipeline.producer_try_acquire"] = probe(1)
+handlers["cutlass.pipeline.consumer_try_wait"] = probe(0)
+local function arrival(R, W, rec, addr, n, bytes, arrive)
+  local b = R:bar(W, addr, rec)
+  if arrive then
+    R:arrive(b, n, W.actor, W.vc, rec, bytes)
+  else
+    b.tx = b.tx + bytes
+  end
+end
+handlers["cutlass.pipeline.producer_commit"] = function(R, W, rec, ins, ctx)
+  local p, s = pipe_of(R, W, ins[1], rec), ins[2]
+  local tx = rec.op:attr "transaction_bytes"
+  if tx == nil or tx < 0 then tx = p.tx end
+  per_group(R, W, rec, ctx, p.prod, true, function(n)
+    request(W, rec, function() return true end, function()
+      arrival(R, W, rec, stage_bar(p, s.index, 0), n, tx > 0 and tx * n or nil, true)
+      W.vc[W.actor] = W.vc[W.actor] + 1
+    end, function() return "commits" end)
+  end)
+  return {}
+end
+handlers["cutlass.pipeline.producer_expect_tx"] = function(R, W, rec, ins, ctx)
+  local p, s = pipe_of(R, W, ins[1], rec), ins[2]
+  local tx = rec.op:attr "transaction_bytes"
+  per_group(R, W, rec, ctx, p.prod, false, function(n)
+    request(W, rec, function() return true end, function()
+      arrival(R, W, rec, stage_bar(p, s.index, 0), n, tx * n, false)
+    end, function() return "expects bytes" end)
+  end)
+  return {}
+end
+handlers["cutlass.pipeline.consumer_release"] = function(R, W, rec, ins, ctx)
+  local p, s = pipe_of(R, W, ins[1], rec), ins[2]
+  local addr = stage_bar(p, s.index, 1)
+  if p.mode == "cooperative" then
+    local all = 0
+    for _, m in ipairs(p.cons) do all = all | m end
+    if (all >> W.w) & 1 == 0 then
+      error(("emulate: %s at %s runs on warp %d, which is not a consumer participant"):format(rec.name, rec.loc, W.w), 0)
+    end
+    local n = #ctx.mask * (ctx.narrow and 32 or 1)
+    request(W, rec, function() return true end, function()
+      arrival(R, W, rec, addr, n, nil, true)
+      W.vc[W.actor] = W.vc[W.actor] + 1
+    end, function() return "releases" end)
+    return {}
+  end
+  per_group(R, W, rec, ctx, p.cons, true, function(n)
+    request(W, rec, function() return true end, function()
+      arrival(R, W, rec, addr, n, nil, true)
+      W.vc[W.actor] = W.vc[W.actor] + 1
+    end, function() return "releases" end)
+  end)
+  return {}
+end
+handlers["cutlass.pipeline.producer_tail"] = function(R, W, rec, ins)
+  local p = pipe_of(R, W, ins[1], rec)
+  if p.mode == "cluster" then not_modelled(rec) end
+  R:drain_s2g(W, 0)
+  return {}
+end
+
+-- Runs a block over ctx.mask; returns the terminator's operand values.
+function exec_block(R, W, blk, args, ctx)
+  local vals = W.vals
+  for i, a in ipairs(blk.args) do vals[a] = args[i] end
+  for _, rec in ipairs(blk.ops) do
+    local name = rec.name
+    local ins = {}
+    for i, id in ipairs(rec.ins) do ins[i] = vals[id] end
+    if name == "scf.yield" or name == "scf.condition" then return ins end
+    local outs
+    if name == "scf.for" then
+      local lb, ub, step = uniform(rec, ins[1], "lower bound"), uniform(rec, ins[2], "upper bound"),
+        uniform(rec, ins[3], "step")
+      local iters = { table.unpack(ins, 4) }
+      local body = rec.regions[1][1]
+      local i = lb
+      while i < ub do
+        local a = { i }
+        for k2, v in ipairs(iters) do a[k2 + 1] = v end
+        iters = exec_block(R, W, body, a, ctx)
+        i = i + step
+      end
+      outs = iters
+    elseif name == "scf.if" then
+      local c = ins[1]
+      if not varying(c) then
+        local blocks = rec.regions[c ~= 0 and 1 or 2]
+        outs = blocks and blocks[1] and exec_block(R, W, blocks[1], {}, ctx) or {}
+      else
+        local tm, em = {}, {}
+        for _, l in ipairs(ctx.mask) do
+          if c[l] ~= 0 then tm[#tm + 1] = l else em[#em + 1] = l end
+        end
+        local to, eo = {}, {}
+        if #tm > 0 and rec.regions[1][1] then
+          to = exec_block(R, W, rec.regions[1][1], {}, setmetatable({ mask = tm }, { __index = ctx }))
+        end
+        if #em > 0 and rec.regions[2] and rec.regions[2][1] then
+          eo = exec_block(R, W, rec.regions[2][1], {}, setmetatable({ mask = em }, { __index = ctx }))
+        end
+        outs = {}
+        for r = 1, #rec.outs do
+          local v = setmetatable({}, LV)
+          for _, l in ipairs(tm) do v[l] = at(to[r], l) end
+          for _, l in ipairs(em) do v[l] = at(eo[r], l) end
+          outs[r] = v
+        end
+      end
+    elseif name == "scf.while" then
+      local cur = ins
+      while true do
+        local c = exec_block(R, W, rec.regions[1][1], cur, ctx)
+        local fwd = { table.unpack(c, 2) }
+        if uniform(rec, c[1], "condition") == 0 then
+          outs = fwd
+          break
+        end
+        cur = exec_block(R, W, rec.regions[2][1], fwd, ctx)
+      end
+    else
+      local h = handlers[name]
+      if h then
+        outs = h(R, W, rec, ins, ctx)
+      elseif name:match "^arith%." then
+        outs = eval_lanes(R, W, rec, ins, ctx, function(v) return eval_arith(rec.op, v) end)
+      else
+        not_modelled(rec)
+      end
+    end
+    for i, id in ipairs(rec.outs) do vals[id] = outs[i] end
+  end
+  return {}
+end
+
+for name in pairs(PER_LANE) do
+  local h = handlers[name]
+  if h then
+    handlers[name] = function(R, W, rec, ins, ctx)
+      rec.per_lane = true
+      return h(R, W, rec, ins, ctx)
+    end
+  end
+end
+
+-- }===
+
+-- {=== setting up and stepping
+
+local function all_lanes()
+  local m = {}
+  for l = 0, 31 do m[#m + 1] = l end
+  return m
+end
+
+-- Arguments: a pointer parameter takes a byte string (or a table of bytes,
+-- or a number of zero bytes { bytes = n }) copied into a fresh global
+-- buffer, or an address; other parameters numbers.
+function Run:setup_args()
+  local k = self.k
+  local cache = self.o._cache
+  if cache and cache.base then -- the checker's later runs: the same arguments, the initial bytes shared
+    self.global = setmetatable({}, { __index = cache.base })
+    self.buffers, self.args, self.next_global = cache.buffers, cache.args, cache.next_global
+    return
+  end
+  for i, p in ipairs(k.params) do
+    local a = self.o.args and self.o.args[i]
+    if a == nil then error(("emulate: argument %d (%s) is missing"):format(i, p.type), 0) end
+    if p.kind == "ptr" then
+      if type(a) == "string" or type(a) == "table" then
+        local bytes = a
+        if type(a) == "table" and a.bytes then bytes = string.rep("\0", a.bytes) end
+        local base, n = self:alloc_global(bytes)
+        self.buffers[i] = { base = base, n = n }
+        self.args[i] = base
+      else
+        self.args[i] = a
+      end
+    else
+      self.args[i] = a
+    end
+  end
+  if cache then
+    cache.base, cache.buffers, cache.args, cache.next_global = self.global, self.buffers, self.args, self.next_global
+    self.global = setmetatable({}, { __index = cache.base })
+  end
+end
+
+function Run:start()
+  self:setup_args()
+  local k = self.k
+  self.grid = self.o.grid or 1
+  for c = 0, self.grid - 1 do
+    local cta = { id = c, shared = {}, shadow_w = {}, shadow_r = {}, bars = {}, bar_list = {}, syncs = {},
+                  sync_list = {}, pipes = {} }
+    self.ctas[c + 1] = cta
+    for w = 0, k.warps - 1 do
+      local id = self:new_actor()
+      local W = { id = id, actor = id, w = w, cta = cta, vals = {}, vc = { [id] = 1 }, seen = {}, bulk_open = {},
+                  bulk_groups = {}, kind = "warp", done = false, nsync = 0, role = "kernel" }
+      W.label = ("kernel warp %d%s"):format(w, self.grid > 1 and (" (CTA %d)"):format(c) or "")
+      W.key = "w" .. id
+      self.actors[id] = W
+      self.warps[#self.warps + 1] = W
+      local ctx = { mask = all_lanes(), exec = (1 << k.warps) - 1, agent_first = 0, narrow = false }
+      W.co = coroutine.create(function()
+        exec_block(self, W, k.body, self.args, ctx)
+        -- every bulk store completes before the CTA exits
+        self:drain_s2g(W, 0)
+        if #W.bulk_open > 0 then
+          W.bulk_groups[#W.bulk_groups + 1] = W.bulk_open
+          W.bulk_open = {}
+          self:drain_s2g(W, 0)
+        end
+      end)
+    end
+  end
+  for _, W in ipairs(self.warps) do self:resume(W) end
+end
+
+-- Resume warp W until its next request (or its end).
+function Run:resume(W, value)
+  local ok, req = coroutine.resume(W.co, value)
+  if not ok then
+    if type(req) == "table" and getmetatable(req) == Violation then error(req, 0) end
+    error(req, 0)
+  end
+  if coroutine.status(W.co) == "dead" then
+    W.done, W.req = true, nil
+  else
+    W.req = req
+  end
+end
+
+-- The actors that can move now, in a fixed order (warps, then copies).
+function Run:runnable()
+  local out = {}
+  for _, W in ipairs(self.warps) do
+    if not W.done and W.req.ready() then out[#out + 1] = W end
+  end
+  for _, c in ipairs(self.copies) do out[#out + 1] = c end
+  return out
+end
+
+function Run:step(a)
+  self.steps = self.steps + 1
+  if self.steps > self.max_steps then
+    error(("emulate: more than %d steps (max_steps): a livelock, or raise max_steps"):format(self.max_steps), 0)
+  end
+  if a.kind == "copy" then
+    self.trace[#self.trace + 1] = ("%s: %s at %s completes (%d bytes)"):format(a.label, a.rec.name, a.rec.loc, a.bytes)
+    self:complete_g2s(a)
+    return
+  end
+  local req = a.req
+  self.trace[#self.trace + 1] = ("%s: %s at %s"):format(a.label, req.rec.name, req.rec.loc)
+  a.nsync = a.nsync + 1
+  local r = req.perform()
+  self:resume(a, r)
+end
+
+-- The synchronization state, as a string (the checker's state hash).
+function Run:state_key()
+  local parts = {}
+  for _, W in ipairs(self.warps) do
+    parts[#parts + 1] = W.done and "d" or (W.req.rec.id .. ":" .. W.nsync)
+  end
+  for _, cta in ipairs(self.ctas) do
+    for _, b in ipairs(cta.bar_list) do
+      parts[#parts + 1] = b.completed .. "/" .. b.pending .. "/" .. b.tx
+    end
+    for _, s in ipairs(cta.sync_list) do parts[#parts + 1] = s.gen .. "/" .. s.arrived end
+  end
+  for _, c in ipairs(self.copies) do parts[#parts + 1] = c.key end
+  return table.concat(parts, ",")
+end
+
+-- The state of every barrier, one line each.
+function Run:barrier_report()
+  local lines = {}
+  for _, cta in ipairs(self.ctas) do
+    for _, b in ipairs(cta.bar_list) do
+      lines[#lines + 1] = ("  %s%s: %d phase(s) completed (current parity %d), %d of %d arrivals pending, tx-count %d")
+        :format(b.name, self.grid > 1 and (" (CTA %d)"):format(cta.id) or "", b.completed, b.completed & 1,
+                b.pending, b.count, b.tx)
+    end
+  end
+  return table.concat(lines, "\n")
+end
+
+function Run:deadlock()
+  local lines = { "deadlock: no warp can move and some have not finished" }
+  local txbad
+  for _, W in ipairs(self.warps) do
+    if not W.done then
+      lines[#lines + 1] = ("  %s %s at %s (%s)"):format(W.label, W.req.describe(), W.req.rec.loc, W.req.rec.name)
+    end
+  end
+  for _, cta in ipairs(self.ctas) do
+    for _, b in ipairs(cta.bar_list) do
+      if b.pending == 0 and b.tx ~= 0 then txbad = b end
+    end
+  end
+  local kind = "deadlock"
+  for _, W in ipairs(self.warps) do
+    if not W.done and W.req.rec.name:find "wait" and W.wait_addr and not W.cta.bars[W.wait_addr] then
+      kind = "uninitialized"
+      table.insert(lines, 2, ("%s waits at %s on %s, which no one initialized"):format(W.label, W.req.rec.loc,
+        self:barrier_name(W.cta, W.wait_addr)))
+      break
+    end
+  end
+  lines[#lines + 1] = "barriers:"
+  lines[#lines + 1] = self:barrier_report()
+  for _, cta in ipairs(self.ctas) do
+    for _, b in ipairs(cta.bar_list) do
+      if b.pending > 0 and b.pending < b.count then
+        lines[#lines + 1] = ("note: %s: %d of %d arrivals came for phase %d: an arrive count larger than the arrivals, or a missing arrive")
+          :format(b.name, b.count - b.pending, b.count, b.completed)
+      end
+    end
+  end
+  if txbad then
+    kind = "tx_bytes"
+    table.insert(lines, 2, ("transaction-byte mismatch: %s has all its arrivals but a tx-count of %d bytes"):format(txbad.name, txbad.tx))
+  end
+  return { kind = kind, message = table.concat(lines, "\n") }
+end
+
+-- At the end: no phase left half-arrived, no transaction bytes outstanding.
+function Run:final_check()
+  for _, cta in ipairs(self.ctas) do
+    for _, b in ipairs(cta.bar_list) do
+      if b.tx ~= 0 then
+        return { kind = "tx_bytes", message = ("transaction-byte mismatch: %s ends with a tx-count of %d bytes (phase %d, %d of %d arrivals pending)")
+          :format(b.name, b.tx, b.completed, b.pending, b.count) }
+      end
+      if b.pending ~= b.count then
+        return { kind = "arrive_count", message = ("arrive-count mismatch: %s ends with phase %d half arrived: %d of %d arrivals pending")
+          :format(b.name, b.completed, b.pending, b.count) }
+      end
+    end
+  end
+end
+
+-- The fewest completed phases of any barrier that was used (a ring wrapped
+-- twice has every stage barrier at 2 or more).
+function Run:min_phases()
+  local m
+  for _, cta in ipairs(self.ctas) do
+    for _, b in ipairs(cta.bar_list) do
+      if not m or b.completed < m then m = b.completed end
+    end
+  end
+  return m
+end
+
+-- Run to the end (or a violation); returns nil or a failure {kind, message}.
+function Run:go()
+  local ok, err = pcall(function()
+    self:start()
+    while true do
+      local rs = self:runnable()
+      if #rs == 0 then
+        local live = false
+        for _, W in ipairs(self.warps) do live = live or not W.done end
+        if live then return self:deadlock() end
+        return self:final_check()
+      end
+      local i = #rs == 1 and 1 or self.choose(self, rs)
+      if i == nil then return { kind = "pruned" } end
+      self:step(rs[i])
+    end
+  end)
+  if ok then return err end
+  if type(err) == "table" and getmetatable(err) == Violation then return { kind = err.kind, message = err.message } end
+  error(err, 0)
+end
+
+-- }===
+
+-- {=====================================================================
+-- Policies and the public entry points
+-- ======================================================================
+
+local function rng(seed)
+  local s = (seed or 1) & 0xffffffff
+  if s == 0 then s = 0x9e3779b9 end
+  return function(n)
+    s = s ~ ((s << 13) & 0xffffffff)
+    s = s ~ (s >> 17)
+    s = s ~ ((s << 5) & 0xffffffff)
+    return s % n + 1
+  end
+end
+
+local function policy_chooser(policy, seed)
+  policy = policy or "round_robin"
+  if policy == "round_robin" then
+    local last = 0
+    return function(_, rs)
+      for i, a in ipairs(rs) do
+        if a.id > last then
+          last = a.id
+          return i
+        end
+      end
+      last = rs[1].id
+      return 1
+    end
+  elseif policy == "random" then
+    local r = rng(seed)
+    return function(_, rs) return r(#rs) end
+  elseif policy == "adversarial" then
+    -- the same warp runs ahead as long as it can; copies complete as late as possible
+    local last
+    return function(_, rs)
+      for i, a in ipairs(rs) do
+        if a == last then return i end
+      end
+      for i, a in ipairs(rs) do
+        if a.kind == "warp" then
+          last = a
+          return i
+        end
+      end
+      return 1
+    end
+  end
+  error("emulate: unknown policy '" .. tostring(policy) .. "' (round_robin, random, adversarial)", 0)
+end
+
+local function format_trace(trace, limit)
+  local lines = {}
+  local from = 1
+  if limit and #trace > limit then
+    from = #trace - limit + 1
+    lines[1] = ("  ... %d earlier steps"):format(from - 1)
+  end
+  for i = from, #trace do lines[#lines + 1] = ("  %d. %s"):format(i, trace[i]) end
+  return table.concat(lines, "\n")
+end
+M.format_trace = format_trace
+
+local decoded = setmetatable({}, { __mode = "k" })
+
+local function prepare(k)
+  local kop = kernel_op(k)
+  return decode(kop)
+end
+
+-- run(kernel, opts) -> result: ok, error (kind, message), report (text with the
+-- interleaving), steps, trace, read(i [, n]) / read_global(addr, n) -> string.
+function M.run(k, o)
+  o = o or {}
+  local dk = prepare(k)
+  local R = new_run(dk, o, policy_chooser(o.policy, o.seed))
+  local fail = R:go()
+  local res = { ok = fail == nil, steps = R.steps, trace = R.trace, min_phases = R:min_phases(), run = R }
+  if fail then
+    res.error = fail
+    res.report = ("emulate: %s\n%s\ninterleaving (%d steps):\n%s"):format(fail.kind, fail.message, #R.trace,
+      format_trace(R.trace, o.trace_limit or 60))
+  end
+  function res.read_global(addr, n)
+    local out = {}
+    for i = 0, n - 1 do out[i + 1] = string.char(R.global[addr + i] or 0) end
+    return table.concat(out)
+  end
+  function res.read(i, n)
+    local b = R.buffers[i]
+    if not b then error("emulate: argument " .. i .. " is not a buffer", 2) end
+    return res.read_global(b.base, n or b.n)
+  end
+  return res
+end
+
+-- check(kernel, opts) -> result: ok, states, runs, violation (kind, message),
+-- report, budget_exceeded. Depth-first over the choice of the actor that moves
+-- at each step where more than one can, pruning states already seen.
+function M.check(k, o)
+  o = o or {}
+  local dk = prepare(k)
+  local budget = o.max_states or 20000
+  o = setmetatable({ _cache = {} }, { __index = o })
+  local visited, states, runs = {}, 0, 0
+  local frames = {}
+  local t0 = os.clock()
+  local exceeded = false
+  local min_phases
+  while true do
+    runs = runs + 1
+    local depth = 0
+    local R
+    local chooser = function(run, rs)
+      depth = depth + 1
+      local f = frames[depth]
+      if f then return f.idx end
+      local key = run:state_key()
+      if visited[key] then return nil end
+      states = states + 1
+      if states > budget then
+        exceeded = true
+        return nil
+      end
+      visited[key] = true
+      frames[depth] = { idx = 1, n = #rs }
+      return 1
+    end
+    R = new_run(dk, o, chooser)
+    local fail = R:go()
+    if fail and fail.kind ~= "pruned" then
+      local res = { ok = false, states = states, runs = runs, violation = fail, trace = R.trace,
+                    seconds = os.clock() - t0 }
+      res.report = ("verify-protocol: %s\n%s\ncounterexample (%d steps):\n%s"):format(fail.kind, fail.message,
+        #R.trace, format_trace(R.trace, o.trace_limit))
+      return res
+    end
+    if not fail then
+      local m = R:min_phases()
+      if m and (not min_phases or m < min_phases) then min_phases = m end
+    end
+    if exceeded then break end
+    -- backtrack: the deepest frame with an untried choice
+    while #frames > 0 and frames[#frames].idx >= frames[#frames].n do frames[#frames] = nil end
+    if #frames == 0 then break end
+    frames[#frames].idx = frames[#frames].idx + 1
+  end
+  local res = { ok = not exceeded, states = states, runs = runs, seconds = os.clock() - t0,
+                budget_exceeded = exceeded, min_phases = min_phases }
+  if exceeded then
+    res.violation = { kind = "budget", message = ("state budget exceeded: %d states explored (max_states = %d) in %d runs; the schedules after them were not checked")
+      :format(states, budget, runs) }
+    res.report = "verify-protocol: " .. res.violation.message
+  else
+    res.report = ("verify-protocol: no violation in %d states (%d runs)"):format(states, runs)
+  end
+  return res
+end
+
+M.SHARED_BASE, M.GLOBAL_BASE = SHARED_BASE, GLOBAL_BASE
+return M
