@@ -85,7 +85,7 @@ static int core_enums(lua_State *L) {
     lua_rawseti(L, -2, i + 1);                                                                     \
   }                                                                                                \
   lua_setfield(L, -2, lname);
-  IR_ENUM_LISTS(PUSH_LIST)
+  IR_ENUM_LISTS(PUSH_LIST, PUSH_LIST)
 #undef PUSH_LIST
   return 1;
 }

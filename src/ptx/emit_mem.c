@@ -132,13 +132,8 @@ static void emit_store(Emit *e, IrOp *op) {
   px_emitf(e, "st%s%s%s.%s [%v], %L;", volatile_of(op), space_of(op->kind), vec, ty, a, v);
 }
 
-/* atom / red: atom.scope.space.op.type; umax / umin are max / min on .u types. */
-#define ATOM_PTX(id, name, ptx, sign) ptx,
-#define ATOM_SIGN(id, name, ptx, sign) sign,
-static const char *const atomic_ptx[] = {ATOMIC_KIND_LIST(ATOM_PTX)};
-static const char atomic_sign[] = {ATOMIC_KIND_LIST(ATOM_SIGN)};
-#undef ATOM_PTX
-#undef ATOM_SIGN
+static const char *const atomic_ptx[] = {ATOMIC_KIND_LIST(PX_OP_PTX)};
+static const char atomic_sign[] = {ATOMIC_KIND_LIST(PX_OP_SIGN)};
 
 /* atom / red: atom.scope.space.op.type, the integer type signed or unsigned by
 ** the operation (umax / umin are max / min on .u types), floats as they are. */

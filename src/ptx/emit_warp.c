@@ -20,12 +20,8 @@ static void emit_shfl(Emit *e, IrOp *op) {
 }
 
 static void emit_redux(Emit *e, IrOp *op) {
-#define REDUX_PTX(id, name, ptx, sign) ptx,
-#define REDUX_SIGN(id, name, ptx, sign) sign,
-  static const char *const ptx[] = {REDUX_KIND_LIST(REDUX_PTX)};
-  static const char sign[] = {REDUX_KIND_LIST(REDUX_SIGN)};
-#undef REDUX_PTX
-#undef REDUX_SIGN
+  static const char *const ptx[] = {REDUX_KIND_LIST(PX_OP_PTX)};
+  static const char sign[] = {REDUX_KIND_LIST(PX_OP_SIGN)};
   IrAttrs_TILE_REDUX a = ir_attrs_TILE_REDUX(op);
   px_emitf(e, "redux.sync.%s.%s %v, %v, %x;", ptx[a.kind], px_isfx(op->results[0].type, sign[a.kind]),
            &op->results[0], op->operands[0].value, (unsigned)a.mask);
