@@ -42,6 +42,13 @@ void tl_error(TlCtx *c, const char *fn, const char *fmt, ...)
 #endif
     ;
 
+/* The check of an argument: ok, or "fn: message" reported as tl_error does and false. */
+bool tl_require(TlCtx *c, const char *fn, bool ok, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
 /* Checks of the contract; each reports to c and returns false. */
 bool tl_check_string(TlCtx *c, const char *fn, const char *what, tlStringRef s);
 bool tl_check_count(TlCtx *c, const char *fn, const char *what, intptr_t n, const void *array);
