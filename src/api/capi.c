@@ -79,10 +79,13 @@ static void report_static(TlCtx *c, const char *msg) {
   trampoline(&d, c);
 }
 
-static void verror(TlCtx *c, const char *fn, const char *fmt, va_list ap) {
+void tl_error(TlCtx *c, const char *fn, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
   char msg[512];
   int n = snprintf(msg, sizeof msg, "%s: ", fn);
   vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+  va_end(ap);
   IrProtect p;
   ir_protect_push(&p, NULL, NULL);
   if (setjmp(p.jb) == 0) {
@@ -94,22 +97,6 @@ static void verror(TlCtx *c, const char *fn, const char *fmt, va_list ap) {
     c->broken = true;
     report_static(c, msg);
   }
-}
-
-void tl_error(TlCtx *c, const char *fn, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  verror(c, fn, fmt, ap);
-  va_end(ap);
-}
-
-bool tl_require(TlCtx *c, const char *fn, bool ok, const char *fmt, ...) {
-  if (ok) return true;
-  va_list ap;
-  va_start(ap, fmt);
-  verror(c, fn, fmt, ap);
-  va_end(ap);
-  return false;
 }
 
 void tl_out_of_memory(TlCtx *c, const char *fn) {
@@ -340,8 +327,8 @@ tlType tlIntegerTypeGet(tlContext ctx, unsigned width) {
 static int space_arg(TlCtx *c, const char *fn, tlStringRef space) {
   if (!tl_check_string(c, fn, "the memory space", space)) return -1;
   int sp = ir_memspace_lookup(space.data, space.length);
-  tl_require(c, fn, sp >= 0, "unknown memory space '%.*s'", (int)(space.length > 64 ? 64 : space.length),
-             space.data);
+  if (sp < 0)
+    tl_error(c, fn, "unknown memory space '%.*s'", (int)(space.length > 64 ? 64 : space.length), space.data);
   return sp;
 }
 

@@ -42,12 +42,8 @@ void tl_error(TlCtx *c, const char *fn, const char *fmt, ...)
 #endif
     ;
 
-/* The check of an argument: ok, or "fn: message" reported as tl_error does and false. */
-bool tl_require(TlCtx *c, const char *fn, bool ok, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
+/* The check of an argument: ok, or the error tl_error(c, fn, fmt, ...) and false. */
+#define tl_require(c, fn, ok, ...) ((ok) || (tl_error(c, fn, __VA_ARGS__), false))
 
 /* Checks of the contract; each reports to c and returns false. */
 bool tl_check_string(TlCtx *c, const char *fn, const char *what, tlStringRef s);

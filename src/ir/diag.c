@@ -68,15 +68,6 @@ OP_DIAG_FRONT(ir_op_error, IR_SEV_ERROR)
 OP_DIAG_FRONT(ir_op_warning, IR_SEV_WARNING)
 #undef OP_DIAG_FRONT
 
-bool ir_op_require(const IrOp *op, bool ok, const char *fmt, ...) {
-  if (ok) return true;
-  va_list ap;
-  va_start(ap, fmt);
-  op_diag(op, IR_SEV_ERROR, fmt, ap);
-  va_end(ap);
-  return false;
-}
-
 static void add_note(IrDiag *d, IrLoc loc, const char *fmt, va_list ap) {
   IrDiag *n = arena_alloc(&d->ctx->arena, sizeof *n);
   n->ctx = d->ctx;
