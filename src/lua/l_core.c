@@ -87,8 +87,7 @@ int luaopen_tilua_core(lua_State *L) {
 #define OPEN_AREA(name) lb_open_##name(L);
   LB_AREAS(OPEN_AREA)
 #undef OPEN_AREA
-  lua_pushinteger(L, IR_MAX_NESTING);
-  lua_setfield(L, -2, "max_nesting");
+  lb_set_int(L, "max_nesting", IR_MAX_NESTING);
   return 1;
 }
 

@@ -176,19 +176,16 @@ static const char *const type_kind_names[] = {"none", "int", "float", "index", "
 static int type_info(lua_State *L) {
   const IrType *t = lb_check_type(L, 1);
   lua_createtable(L, 0, 8);
-  lua_pushstring(L, type_kind_names[t->kind]);
-  lua_setfield(L, -2, "kind");
+  lb_set_str(L, "kind", type_kind_names[t->kind]);
   if (t->kind == IR_TY_INT || t->kind == IR_TY_FLOAT || t->kind == IR_TY_INDEX) {
-    lua_pushinteger(L, ir_type_bitwidth(t));
-    lua_setfield(L, -2, "width");
+    lb_set_int(L, "width", ir_type_bitwidth(t));
   }
   if (t->elem) {
     lb_push_like(L, LB_TYPE, (void *)t->elem, 1);
     lua_setfield(L, -2, "elem");
   }
   if (t->kind == IR_TY_PTR || t->kind == IR_TY_MEMREF || t->kind == IR_TY_TILE) {
-    lua_pushstring(L, ir_memspace_name(t->space));
-    lua_setfield(L, -2, "space");
+    lb_set_str(L, "space", ir_memspace_name(t->space));
   }
   if (t->rank) {
     lua_createtable(L, (int)t->rank, 0);
@@ -200,17 +197,14 @@ static int type_info(lua_State *L) {
     lua_setfield(L, -2, "shape");
   }
   if (t->swizzle) {
-    lua_pushinteger(L, t->swizzle);
-    lua_setfield(L, -2, "swizzle");
+    lb_set_int(L, "swizzle", t->swizzle);
   }
   if (t->kind == IR_TY_FLOAT) {
     static const char *const fn[] = {"f16", "bf16", "f32", "f64"};
-    lua_pushstring(L, fn[t->fkind]);
-    lua_setfield(L, -2, "name");
+    lb_set_str(L, "name", fn[t->fkind]);
   }
   if (t->kind == IR_TY_DIALECT) {
-    lua_pushstring(L, ir_dialect_type_name(t->dialect_type));
-    lua_setfield(L, -2, "name");
+    lb_set_str(L, "name", ir_dialect_type_name(t->dialect_type));
     lua_createtable(L, (int)t->nparams, 0);
     for (uint32_t i = 0; i < t->nparams; i++) {
       lb_push_owner(L, 1);

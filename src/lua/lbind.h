@@ -96,6 +96,14 @@ static inline void lb_set_str(lua_State *L, const char *key, const char *v) {
   lua_pushstring(L, v);
   lua_setfield(L, -2, key);
 }
+/* A list of n values: push(L, i) pushes the one at 0-based i. */
+static inline void lb_push_list(lua_State *L, int n, void (*push)(lua_State *L, int i)) {
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    push(L, i);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
 /* A record's members as fields of the same names: with the record in scope as
 ** `r`, LIST(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER) where LIST(I, B) names
 ** them, I(member) for integers and B(member) for booleans. */
