@@ -332,9 +332,10 @@ void lb_push_diagnostics(lua_State *L, IrContext *ctx) {
   ir_diag_clear(ctx);
 }
 
-void lb_push_diagnostics_and_list(lua_State *L, IrContext *ctx) {
+int lb_return_diagnostics(lua_State *L, IrContext *ctx) {
   format_pending(L, ctx);
   lb_push_diagnostic_list(L, ctx);
+  return 3;
 }
 
 static void push_diag_table(lua_State *L, const IrDiag *d) {
@@ -422,17 +423,15 @@ static int core_default_context(lua_State *L) {
   return 1;
 }
 
-/* The context argument at idx, or the default one; pushes it and returns its index. */
-LbContext *lb_ctx_arg(lua_State *L, int idx, int *pushed_at) {
+LbCtxArg lb_ctx_arg(lua_State *L, int idx) {
+  LbContext *c;
   if (lua_isnoneornil(L, idx)) {
-    LbContext *c = lb_default_context(L);
-    *pushed_at = lua_gettop(L);
-    return c;
+    c = lb_default_context(L);
+  } else {
+    c = lb_check_context(L, idx);
+    lua_pushvalue(L, idx);
   }
-  LbContext *c = lb_check_context(L, idx);
-  lua_pushvalue(L, idx);
-  *pushed_at = lua_gettop(L);
-  return c;
+  return (LbCtxArg){c->ctx, lua_gettop(L)};
 }
 
 /* }====================================================================== */

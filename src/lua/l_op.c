@@ -246,12 +246,10 @@ static int op_verify(lua_State *L) {
   if (ir_verify(op) == IR_OK) {
     lua_pushboolean(L, 1);
     if (!ir_diag_pending(ctx)) return 1;
-    lb_push_diagnostics_and_list(L, ctx); /* warnings */
-    return 3;
+    return lb_return_diagnostics(L, ctx); /* warnings */
   }
   lua_pushboolean(L, 0);
-  lb_push_diagnostics_and_list(L, ctx);
-  return 3; /* false, message, list */
+  return lb_return_diagnostics(L, ctx);
 }
 
 static int op_print(lua_State *L) {

@@ -126,8 +126,7 @@ static int core_run_pipeline(lua_State *L) {
     return 1;
   }
   lua_pushboolean(L, 0);
-  lb_push_diagnostics_and_list(L, ctx);
-  return 3;
+  return lb_return_diagnostics(L, ctx);
 }
 
 static const luaL_Reg pass_functions[] = {{"passes", core_passes},

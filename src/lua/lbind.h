@@ -77,8 +77,9 @@ void lb_mark_library_chunk(lua_State *L, const char *chunkname);
 void lb_push_diagnostics(lua_State *L, IrContext *ctx);
 /* Push a list of {severity, file, line, col, message, notes} tables and clear. */
 void lb_push_diagnostic_list(lua_State *L, IrContext *ctx);
-/* Push the message and then the list; clears. */
-void lb_push_diagnostics_and_list(lua_State *L, IrContext *ctx);
+/* The results "v, message, list" of a call (v pushed by the caller): push the
+** message and then the list, clear them; returns 3. */
+int lb_return_diagnostics(lua_State *L, IrContext *ctx);
 
 /* A class: the metatable `name` with the metamethods meta (or none) and the
 ** methods as its __index. */
