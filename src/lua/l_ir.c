@@ -622,7 +622,5 @@ static const luaL_Reg core_functions[] = {
     {"type_matches", core_type_matches},
     {NULL, NULL}};
 
-void lb_open_ir(lua_State *L) {
-  lb_new_class(L, LB_CONTEXT, context_meta, context_methods);
-  luaL_setfuncs(L, core_functions, 0);
-}
+static const LbClass ir_classes[] = {{LB_CONTEXT, context_meta, context_methods}, {NULL, NULL, NULL}};
+const LbArea lb_area_ir = {ir_classes, core_functions};

@@ -546,10 +546,9 @@ static const luaL_Reg op_functions[] = {
     {"op_create", core_op_create},
     {NULL, NULL}};
 
-void lb_open_ops(lua_State *L) {
-  lb_new_class(L, LB_OP, op_meta, op_methods);
-  lb_new_class(L, LB_REGION, plain_meta, region_methods);
-  lb_new_class(L, LB_BLOCK, plain_meta, block_methods);
-  lb_new_class(L, LB_VALUE, value_meta, value_methods);
-  luaL_setfuncs(L, op_functions, 0);
-}
+static const LbClass op_classes[] = {{LB_OP, op_meta, op_methods},
+                                     {LB_REGION, plain_meta, region_methods},
+                                     {LB_BLOCK, plain_meta, block_methods},
+                                     {LB_VALUE, value_meta, value_methods},
+                                     {NULL, NULL, NULL}};
+const LbArea lb_area_ops = {op_classes, op_functions};

@@ -135,4 +135,4 @@ static const luaL_Reg pass_functions[] = {{"passes", core_passes},
                                           {"run_pipeline", core_run_pipeline},
                                           {NULL, NULL}};
 
-void lb_open_passes(lua_State *L) { luaL_setfuncs(L, pass_functions, 0); }
+const LbArea lb_area_passes = {NULL, pass_functions};

@@ -23,4 +23,4 @@ static int core_emit_ptx(lua_State *L) {
 
 static const luaL_Reg ptx_functions[] = {{"emit_ptx", core_emit_ptx}, {NULL, NULL}};
 
-void lb_open_ptx(lua_State *L) { luaL_setfuncs(L, ptx_functions, 0); }
+const LbArea lb_area_ptx = {NULL, ptx_functions};

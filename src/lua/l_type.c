@@ -519,8 +519,6 @@ static const luaL_Reg type_functions[] = {
     {"emit_error", core_emit_error},
     {NULL, NULL}};
 
-void lb_open_types(lua_State *L) {
-  lb_new_class(L, LB_TYPE, type_meta, type_methods);
-  lb_new_class(L, LB_ATTR, attr_meta, attr_methods);
-  luaL_setfuncs(L, type_functions, 0);
-}
+static const LbClass type_classes[] = {
+    {LB_TYPE, type_meta, type_methods}, {LB_ATTR, attr_meta, attr_methods}, {NULL, NULL, NULL}};
+const LbArea lb_area_types = {type_classes, type_functions};
