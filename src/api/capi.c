@@ -218,11 +218,8 @@ void tlContextAttachDiagnosticHandler(tlContext ctx, tlDiagnosticHandler handler
 
 tlLogicalResult tlContextSetTargetSM(tlContext ctx, int sm) {
   TlCtx *c = tl_enter(ctx.context, ctx.ptr, "tlContextSetTargetSM");
-  if (!c) return (tlLogicalResult){0};
-  if (sm < 90) {
-    tl_error(c, "tlContextSetTargetSM", "sm %d is not supported (90 or above)", sm);
+  if (!c || !tl_require(c, "tlContextSetTargetSM", sm >= 90, "sm %d is not supported (90 or above)", sm))
     return (tlLogicalResult){0};
-  }
   ir_context_set_target_sm(c->ir, sm);
   return (tlLogicalResult){1};
 }
@@ -319,27 +316,28 @@ TYPE_GETTER(tlF64TypeGet, ir_type_float(c->ir, IR_F64))
 tlType tlIntegerTypeGet(tlContext ctx, unsigned width) {
   TlCtx *c = tl_enter(ctx.context, ctx.ptr, "tlIntegerTypeGet");
   tlType r = {NULL, 0};
-  if (!c) return r;
-  if (width < 1 || width > 64) {
-    tl_error(c, "tlIntegerTypeGet", "integer width %u is out of range [1, 64]", width);
+  if (!c || !tl_require(c, "tlIntegerTypeGet", width >= 1 && width <= 64,
+                        "integer width %u is out of range [1, 64]", width))
     return r;
-  }
   TL_PROTECTED(c, "tlIntegerTypeGet", r = tl_type(c, ir_type_int(c->ir, width)));
   return r;
+}
+
+/* The memory space a string names; -1, reported, when it names none. */
+static int space_arg(TlCtx *c, const char *fn, tlStringRef space) {
+  if (!tl_check_string(c, fn, "the memory space", space)) return -1;
+  int sp = ir_memspace_lookup(space.data, space.length);
+  if (sp < 0)
+    tl_error(c, fn, "unknown memory space '%.*s'", (int)(space.length > 64 ? 64 : space.length), space.data);
+  return sp;
 }
 
 tlType tlPointerTypeGet(tlType elem, tlStringRef space) {
   static const char fn[] = "tlPointerTypeGet";
   TlCtx *c = tl_enter(elem.context, elem.ptr, fn);
   tlType r = {NULL, 0};
-  if (!c || !tl_check_string(c, fn, "the memory space", space)) return r;
-  int sp = ir_memspace_lookup(space.data, space.length);
-  if (sp < 0) {
-    tl_error(c, fn, "unknown memory space '%.*s'", (int)(space.length > 64 ? 64 : space.length),
-             space.data);
-    return r;
-  }
-  TL_PROTECTED(c, fn, r = tl_type(c, ir_type_ptr(c->ir, TYPE(elem), (IrMemSpace)sp)));
+  int sp = c ? space_arg(c, fn, space) : -1;
+  if (sp >= 0) TL_PROTECTED(c, fn, r = tl_type(c, ir_type_ptr(c->ir, TYPE(elem), (IrMemSpace)sp)));
   return r;
 }
 
@@ -367,15 +365,10 @@ tlAttribute tlIntegerAttrGet(tlType type, int64_t value) {
   static const char fn[] = "tlIntegerAttrGet";
   TlCtx *c = tl_enter(type.context, type.ptr, fn);
   tlAttribute r = {NULL, 0};
-  if (!c) return r;
-  if (!ir_type_is_intlike(TYPE(type))) {
-    tl_error(c, fn, "the type is not an integer or index type");
+  if (!c || !tl_require(c, fn, ir_type_is_intlike(TYPE(type)), "the type is not an integer or index type") ||
+      !tl_require(c, fn, ir_int_fits(value, ir_type_bitwidth(TYPE(type))), "%lld does not fit in i%u",
+                  (long long)value, ir_type_bitwidth(TYPE(type))))
     return r;
-  }
-  if (!ir_int_fits(value, ir_type_bitwidth(TYPE(type)))) {
-    tl_error(c, fn, "%lld does not fit in i%u", (long long)value, ir_type_bitwidth(TYPE(type)));
-    return r;
-  }
   TL_PROTECTED(c, fn, r = tl_attr(c, ir_attr_int(c->ir, value, TYPE(type))));
   return r;
 }
@@ -384,11 +377,7 @@ tlAttribute tlFloatAttrGet(tlType type, double value) {
   static const char fn[] = "tlFloatAttrGet";
   TlCtx *c = tl_enter(type.context, type.ptr, fn);
   tlAttribute r = {NULL, 0};
-  if (!c) return r;
-  if (!ir_type_is_float(TYPE(type))) {
-    tl_error(c, fn, "the type is not a float type");
-    return r;
-  }
+  if (!c || !tl_require(c, fn, ir_type_is_float(TYPE(type)), "the type is not a float type")) return r;
   TL_PROTECTED(c, fn, r = tl_attr(c, ir_attr_float(c->ir, value, TYPE(type))));
   return r;
 }

@@ -42,6 +42,9 @@ void tl_error(TlCtx *c, const char *fn, const char *fmt, ...)
 #endif
     ;
 
+/* The check of an argument: ok, or the error tl_error(c, fn, fmt, ...) and false. */
+#define tl_require(c, fn, ok, ...) ((ok) || (tl_error(c, fn, __VA_ARGS__), false))
+
 /* Checks of the contract; each reports to c and returns false. */
 bool tl_check_string(TlCtx *c, const char *fn, const char *what, tlStringRef s);
 bool tl_check_count(TlCtx *c, const char *fn, const char *what, intptr_t n, const void *array);

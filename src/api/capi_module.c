@@ -221,17 +221,18 @@ static IrBlock *region_block(TlCtx *c, IrRegion *reg, intptr_t n, const tlType *
   return reg->first;
 }
 
+/* Index i of op's n regions or results (`what`); reported when out of range. */
+static bool check_op_index(TlCtx *c, const char *fn, const char *what, intptr_t i, uint32_t n, IrOp *op) {
+  return tl_require(c, fn, i >= 0 && i < (intptr_t)n, "%s %lld is out of range ('%s' has %u)", what, (long long)i,
+                    ir_op_name(op), n);
+}
+
 tlBlock tlOperationGetRegionBlock(tlOperation op, intptr_t region, intptr_t nArgs, const tlType *argTypes) {
   static const char fn[] = "tlOperationGetRegionBlock";
   TlCtx *c = enter_op(op.context, op.ptr, fn, "the op");
   tlBlock r = {NULL, 0};
-  if (!c) return r;
   IrOp *o = OP(op);
-  if (region < 0 || region >= (intptr_t)o->nregions) {
-    tl_error(c, fn, "region %lld is out of range ('%s' has %u)", (long long)region, ir_op_name(o),
-             o->nregions);
-    return r;
-  }
+  if (!c || !check_op_index(c, fn, "region", region, o->nregions, o)) return r;
   IrRegion *reg = &o->regions[region];
   if (!reg->first && !check_types(c, fn, "argument type", nArgs, argTypes)) return r;
   TL_PROTECTED(c, fn, r = tl_block(c, region_block(c, reg, nArgs, argTypes)));
@@ -246,12 +247,10 @@ tlValue tlBlockGetArgument(tlBlock b, intptr_t pos) {
   static const char fn[] = "tlBlockGetArgument";
   TlCtx *c = enter_block(b, fn);
   tlValue r = {NULL, 0};
-  if (!c) return r;
   IrBlock *blk = b.ptr;
-  if (pos < 0 || pos >= (intptr_t)blk->nargs) {
-    tl_error(c, fn, "argument %lld is out of range (the block has %u)", (long long)pos, blk->nargs);
+  if (!c || !tl_require(c, fn, pos >= 0 && pos < (intptr_t)blk->nargs,
+                        "argument %lld is out of range (the block has %u)", (long long)pos, blk->nargs))
     return r;
-  }
   return tl_value(c, blk->args[pos]);
 }
 
@@ -293,26 +292,20 @@ tlOperation tlOperationCreate(tlBlock block, tlStringRef name, intptr_t nOperand
   tlOperation r = {NULL, 0};
   if (!c || !tl_check_string(c, fn, "the op name", name)) return r;
   int kind = ir_op_lookup(name.data ? name.data : "", name.length);
-  if (kind < 0) {
-    tl_error(c, fn, "unknown operation '%.*s'", (int)(name.length > 64 ? 64 : name.length), name.data);
-    return r;
-  }
-  if (!tl_check_count(c, fn, "operand", nOperands, operands) ||
+  if (!tl_require(c, fn, kind >= 0, "unknown operation '%.*s'", (int)(name.length > 64 ? 64 : name.length),
+                  name.data) ||
+      !tl_check_count(c, fn, "operand", nOperands, operands) ||
       !check_types(c, fn, "result type", nResults, resultTypes) ||
       !tl_check_count(c, fn, "attribute", nAttributes, attributes) ||
-      !tl_check_named(c, fn, nAttributes, attributes))
+      !tl_check_named(c, fn, nAttributes, attributes) ||
+      !tl_require(c, fn, nRegions >= 0 && nRegions <= 16, "region count %lld is out of range [0, 16]",
+                  (long long)nRegions))
     return r;
-  if (nRegions < 0 || nRegions > 16) {
-    tl_error(c, fn, "region count %lld is out of range [0, 16]", (long long)nRegions);
+  /* the verifier, printer and passes recurse once per level */
+  IrOp *holder = nRegions > 0 ? ir_block_parent_op((IrBlock *)block.ptr) : NULL;
+  if (!tl_require(c, fn, !holder || ir_op_depth(holder) + 1 < IR_MAX_NESTING, "regions nest at most %d levels deep",
+                  IR_MAX_NESTING))
     return r;
-  }
-  if (nRegions > 0) { /* the verifier, printer and passes recurse once per level */
-    IrOp *holder = ir_block_parent_op((IrBlock *)block.ptr);
-    if (holder && ir_op_depth(holder) + 1 >= IR_MAX_NESTING) {
-      tl_error(c, fn, "regions nest at most %d levels deep", IR_MAX_NESTING);
-      return r;
-    }
-  }
   for (intptr_t i = 0; i < nOperands; i++) {
     char w[48];
     snprintf(w, sizeof w, "operand #%lld", (long long)i);
@@ -332,13 +325,8 @@ tlValue tlOperationGetResult(tlOperation op, intptr_t pos) {
   static const char fn[] = "tlOperationGetResult";
   TlCtx *c = enter_op(op.context, op.ptr, fn, "the op");
   tlValue r = {NULL, 0};
-  if (!c) return r;
   IrOp *o = OP(op);
-  if (pos < 0 || pos >= (intptr_t)o->nresults) {
-    tl_error(c, fn, "result %lld is out of range ('%s' has %u)", (long long)pos, ir_op_name(o),
-             o->nresults);
-    return r;
-  }
+  if (!c || !check_op_index(c, fn, "result", pos, o->nresults, o)) return r;
   return tl_value(c, &o->results[pos]);
 }
 

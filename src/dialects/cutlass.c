@@ -309,18 +309,12 @@ IrResult cutlass_verify_named_barrier(IrOp *op) {
   if (!check_warp_scope(op, &x)) return IR_FAIL;
   KernelSpec ks = kernel_spec_of(op);
   int64_t here = SM90_WARP_SIZE * (int64_t)kernel_popcount(x.mask), block = ks.ok ? ks.threads : 0;
-  if (x.mask && count < here) {
-    ir_op_error(
-        op, "arrive count %lld is smaller than the %lld threads of the enclosing executors 0x%llx",
-        (long long)count, (long long)here, (unsigned long long)x.mask);
-    return IR_FAIL;
-  }
-  if (block && count > block) {
-    ir_op_error(op, "arrive count %lld exceeds the %lld threads of the block", (long long)count,
-                (long long)block);
-    return IR_FAIL;
-  }
-  return IR_OK;
+  bool ok = ir_op_require(op, !x.mask || count >= here,
+                          "arrive count %lld is smaller than the %lld threads of the enclosing executors 0x%llx",
+                          (long long)count, (long long)here, (unsigned long long)x.mask) &&
+            ir_op_require(op, !block || count <= block, "arrive count %lld exceeds the %lld threads of the block",
+                          (long long)count, (long long)block);
+  return ok ? IR_OK : IR_FAIL;
 }
 
 IrResult cutlass_verify_generic_barrier(IrOp *op) {

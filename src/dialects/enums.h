@@ -23,17 +23,13 @@
 /* Memory scopes; the mbarrier sem scopes are the first two (BAR_SCOPE). */
 #define SCOPE_LIST(X) X(SCOPE_CTA, "cta") X(SCOPE_CLUSTER, "cluster") X(SCOPE_GPU, "gpu") X(SCOPE_SYS, "sys")
 #define BAR_SCOPE_LIST(X) X(BAR_SCOPE_CTA, "cta") X(BAR_SCOPE_CLUSTER, "cluster")
-/* Atomic operations: X(id, name, PTX operation, sign of the integer type: s, u or b). */
+/* Atomic operations: X(id, name, PTX operation, sign of the integer type: s, u or b); a
+** line each for the arithmetic ones, their unsigned forms, exchange and the bitwise ones. */
 #define ATOMIC_KIND_LIST(X)                                                                        \
-  X(ATOMIC_ADD, "add", "add", 'u')                                                                 \
-  X(ATOMIC_MAX, "max", "max", 's')                                                                 \
-  X(ATOMIC_MIN, "min", "min", 's')                                                                 \
-  X(ATOMIC_UMAX, "umax", "max", 'u')                                                               \
-  X(ATOMIC_UMIN, "umin", "min", 'u')                                                               \
+  X(ATOMIC_ADD, "add", "add", 'u') X(ATOMIC_MAX, "max", "max", 's') X(ATOMIC_MIN, "min", "min", 's') \
+  X(ATOMIC_UMAX, "umax", "max", 'u') X(ATOMIC_UMIN, "umin", "min", 'u')                            \
   X(ATOMIC_EXCH, "exch", "exch", 'b')                                                              \
-  X(ATOMIC_AND, "and", "and", 'b')                                                                 \
-  X(ATOMIC_OR, "or", "or", 'b')                                                                    \
-  X(ATOMIC_XOR, "xor", "xor", 'b')
+  X(ATOMIC_AND, "and", "and", 'b') X(ATOMIC_OR, "or", "or", 'b') X(ATOMIC_XOR, "xor", "xor", 'b')
 #define FENCE_SPACE_LIST(X) X(FENCE_SPACE_SHARED, "shared") X(FENCE_SPACE_GLOBAL, "global")
 #define PROXY_SPACE_LIST(X)                                                                        \
   X(PROXY_SHARED_CTA, "shared::cta") X(PROXY_SHARED_CLUSTER, "shared::cluster") X(PROXY_GLOBAL, "global")
@@ -58,18 +54,14 @@
 /* fp8 formats of conversions (tile.pack, tile.unpack_fp8). */
 #define FP8_TYPE_LIST(X) X(FP8_E4M3, "e4m3") X(FP8_E5M2, "e5m2")
 /* Warp-wide exchange: shfl.sync modes, vote.sync predicates, redux.sync
-** operations X(id, name, PTX operation, sign of the type: s, u or b). */
+** operations X(id, name, PTX operation, sign of the type: s, u or b), a line each
+** for the arithmetic ones, their unsigned forms and the bitwise ones. */
 #define SHFL_MODE_LIST(X) X(SHFL_IDX, "idx") X(SHFL_UP, "up") X(SHFL_DOWN, "down") X(SHFL_BFLY, "bfly")
 #define VOTE_MODE_LIST(X) X(VOTE_ALL, "all") X(VOTE_ANY, "any") X(VOTE_UNI, "uni")
 #define REDUX_KIND_LIST(X)                                                                         \
-  X(REDUX_ADD, "add", "add", 's')                                                                  \
-  X(REDUX_MIN, "min", "min", 's')                                                                  \
-  X(REDUX_MAX, "max", "max", 's')                                                                  \
-  X(REDUX_UMIN, "umin", "min", 'u')                                                                \
-  X(REDUX_UMAX, "umax", "max", 'u')                                                                \
-  X(REDUX_AND, "and", "and", 'b')                                                                  \
-  X(REDUX_OR, "or", "or", 'b')                                                                     \
-  X(REDUX_XOR, "xor", "xor", 'b')
+  X(REDUX_ADD, "add", "add", 's') X(REDUX_MIN, "min", "min", 's') X(REDUX_MAX, "max", "max", 's')  \
+  X(REDUX_UMIN, "umin", "min", 'u') X(REDUX_UMAX, "umax", "max", 'u')                              \
+  X(REDUX_AND, "and", "and", 'b') X(REDUX_OR, "or", "or", 'b') X(REDUX_XOR, "xor", "xor", 'b')
 /* Approximate math: X(id, name, PTX instruction for f32, for f16, for bf16 (NULL: none)). */
 #define MATH_FN_LIST(X)                                                                            \
   X(MATH_EX2, "ex2", "ex2.approx.ftz.f32", "ex2.approx.f16", "ex2.approx.ftz.bf16")                \
@@ -87,18 +79,14 @@
   X(EVICT_LAST, "evict_last") X(EVICT_NO_ALLOCATE, "no_allocate")
 /* }=== */
 
-/* {=== arith: X(id, name, PTX comparison, 's'igned / 'u'nsigned) */
+/* {=== arith: X(id, name, PTX comparison, 's'igned / 'u'nsigned): equality, then the
+** signed and the unsigned orderings, two a line */
 #define CMPI_PRED_LIST(X)                                                                          \
-  X(CMPI_EQ, "eq", "eq", 's')                                                                      \
-  X(CMPI_NE, "ne", "ne", 's')                                                                      \
-  X(CMPI_SLT, "slt", "lt", 's')                                                                    \
-  X(CMPI_SLE, "sle", "le", 's')                                                                    \
-  X(CMPI_SGT, "sgt", "gt", 's')                                                                    \
-  X(CMPI_SGE, "sge", "ge", 's')                                                                    \
-  X(CMPI_ULT, "ult", "lt", 'u')                                                                    \
-  X(CMPI_ULE, "ule", "le", 'u')                                                                    \
-  X(CMPI_UGT, "ugt", "gt", 'u')                                                                    \
-  X(CMPI_UGE, "uge", "ge", 'u')
+  X(CMPI_EQ, "eq", "eq", 's') X(CMPI_NE, "ne", "ne", 's')                                          \
+  X(CMPI_SLT, "slt", "lt", 's') X(CMPI_SLE, "sle", "le", 's')                                      \
+  X(CMPI_SGT, "sgt", "gt", 's') X(CMPI_SGE, "sge", "ge", 's')                                      \
+  X(CMPI_ULT, "ult", "lt", 'u') X(CMPI_ULE, "ule", "le", 'u')                                      \
+  X(CMPI_UGT, "ugt", "gt", 'u') X(CMPI_UGE, "uge", "ge", 'u')
 /* X(id, name, PTX comparison) */
 #define CMPF_PRED_LIST(X)                                                                          \
   X(CMPF_OEQ, "oeq", "eq") X(CMPF_ONE, "one", "ne") X(CMPF_OLT, "olt", "lt")                       \
@@ -126,8 +114,9 @@
 #define FUTURE_FLAVOR_LIST(X) X(FUTURE_MBARRIER, "mbarrier") X(FUTURE_BULK, "bulk")
 /* }=== */
 
-/* Every list: E(LIST, "name in core.enums()"). */
-#define IR_ENUM_LISTS(E)                                                                           \
+/* Every list: E(LIST, "name in core.enums()"), or S(...) for the lists whose
+** enumerators sched.h declares. */
+#define IR_ENUM_LISTS(E, S)                                                                        \
   E(DIM, "dim")                                                                                    \
   E(SCOPE, "scope")                                                                                \
   E(BAR_SCOPE, "bar_scope")                                                                        \
@@ -150,52 +139,29 @@
   E(CMPF_PRED, "cmpf_predicate")                                                                   \
   E(PIPELINE_MODE, "pipeline_mode")                                                                \
   E(PIPELINE_ROLE, "pipeline_role")                                                                \
-  E(CUT_SCHED_KIND, "sched_kind")                                                                  \
-  E(SCHED_ORDER, "raster_order")                                                                   \
-  E(SCHED_DECOMP, "decomposition")                                                                 \
-  E(SCHED_REDUCTION, "reduction")                                                                  \
+  S(CUT_SCHED_KIND, "sched_kind")                                                                  \
+  S(SCHED_ORDER, "raster_order")                                                                   \
+  S(SCHED_DECOMP, "decomposition")                                                                 \
+  S(SCHED_REDUCTION, "reduction")                                                                  \
   E(SCHED_MODEL, "sched_model")                                                                    \
   E(STRIPED_REDUCE, "striped_reduce")                                                              \
   E(TOKEN_FLAVOR, "token_flavor")                                                                  \
   E(FUTURE_FLAVOR, "future_flavor")
 
-/* Enumerators of the lists not declared elsewhere (the sched.h ones are). */
-#define IR_ENUM_DECLARE(L) enum { L##_LIST(IR_ENUM_ID) };
-IR_ENUM_DECLARE(DIM)
-IR_ENUM_DECLARE(SCOPE)
-IR_ENUM_DECLARE(BAR_SCOPE)
-IR_ENUM_DECLARE(ATOMIC_KIND)
-IR_ENUM_DECLARE(FENCE_SPACE)
-IR_ENUM_DECLARE(PROXY_SPACE)
-IR_ENUM_DECLARE(FENCE_SEM)
-IR_ENUM_DECLARE(MAXNREG_ACTION)
-IR_ENUM_DECLARE(TMA_REDUCE)
-IR_ENUM_DECLARE(TMA_SWIZZLE)
-IR_ENUM_DECLARE(WGMMA_TYPE)
-IR_ENUM_DECLARE(FP8_TYPE)
-IR_ENUM_DECLARE(SHFL_MODE)
-IR_ENUM_DECLARE(VOTE_MODE)
-IR_ENUM_DECLARE(REDUX_KIND)
-IR_ENUM_DECLARE(MATH_FN)
-IR_ENUM_DECLARE(LOAD_CACHE)
-IR_ENUM_DECLARE(L1_EVICT)
-IR_ENUM_DECLARE(CMPI_PRED)
-IR_ENUM_DECLARE(CMPF_PRED)
-IR_ENUM_DECLARE(PIPELINE_MODE)
-IR_ENUM_DECLARE(PIPELINE_ROLE)
-IR_ENUM_DECLARE(SCHED_MODEL)
-IR_ENUM_DECLARE(STRIPED_REDUCE)
-IR_ENUM_DECLARE(TOKEN_FLAVOR)
-IR_ENUM_DECLARE(FUTURE_FLAVOR)
+/* Enumerators of the lists not declared elsewhere. */
+#define IR_ENUM_DECLARE(L, lname) enum { L##_LIST(IR_ENUM_ID) };
+#define IR_ENUM_DECLARED(L, lname)
+IR_ENUM_LISTS(IR_ENUM_DECLARE, IR_ENUM_DECLARED)
 #undef IR_ENUM_DECLARE
+#undef IR_ENUM_DECLARED
 enum { CUT_SCHED_SM100_STREAMK = SCHED_STREAMK + 1 };
 
 /* Counts and spellings of every list. */
 #define IR_ENUM_COUNT(L, lname) enum { L##__COUNT = 0 L##_LIST(IR_ENUM_ONE) };
-IR_ENUM_LISTS(IR_ENUM_COUNT)
+IR_ENUM_LISTS(IR_ENUM_COUNT, IR_ENUM_COUNT)
 #undef IR_ENUM_COUNT
 #define IR_ENUM_NAMES(L, lname) extern const char *const L##_names[];
-IR_ENUM_LISTS(IR_ENUM_NAMES)
+IR_ENUM_LISTS(IR_ENUM_NAMES, IR_ENUM_NAMES)
 #undef IR_ENUM_NAMES
 
 /* The index of s in a NULL-terminated list of spellings, -1 if absent. */

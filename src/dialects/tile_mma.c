@@ -43,32 +43,21 @@ bool tile_check_tensor_map(IrOp *op, const IrType *t) {
   int rank = (int)t->nparams - 2;
   if (!tma_elem_ok(e)) return dia_type_error(op, "a tensor map cannot hold elements of type %s", e), false;
   int64_t span = tile_swizzle_bytes(sw);
-  if (span < 0) {
-    ir_op_error(op, "tensor map swizzle '%s' is not one of linear, sw32, sw64, sw128", sw);
+  if (!ir_op_require(op, span >= 0, "tensor map swizzle '%s' is not one of linear, sw32, sw64, sw128", sw) ||
+      !ir_op_require(op, rank >= 1 && rank <= 5, "a tensor map box has 1 to 5 dimensions, got %d", rank))
     return false;
-  }
-  if (rank < 1 || rank > 5) {
-    ir_op_error(op, "a tensor map box has 1 to 5 dimensions, got %d", rank);
-    return false;
-  }
   for (int i = 0; i < rank; i++) {
     int64_t b = t->params[2 + i]->u.i;
-    if (b < 1 || b > 256) {
-      ir_op_error(op, "tensor map box extent %lld (dimension %d) is out of range [1, 256]", (long long)b, i);
+    if (!ir_op_require(op, b >= 1 && b <= 256, "tensor map box extent %lld (dimension %d) is out of range [1, 256]",
+                       (long long)b, i))
       return false;
-    }
   }
   int64_t inner = t->params[1 + rank]->u.i * dia_type_bytes(e);
-  if (inner % 16) {
-    ir_op_error(op, "the innermost box extent is %lld bytes, not a multiple of 16", (long long)inner);
-    return false;
-  }
-  if (span && inner > span) {
-    ir_op_error(op, "the innermost box extent is %lld bytes, more than the %lld-byte swizzle span", (long long)inner,
-                (long long)span);
-    return false;
-  }
-  return true;
+  return ir_op_require(op, inner % 16 == 0, "the innermost box extent is %lld bytes, not a multiple of 16",
+                       (long long)inner) &&
+         ir_op_require(op, !span || inner <= span,
+                       "the innermost box extent is %lld bytes, more than the %lld-byte swizzle span",
+                       (long long)inner, (long long)span);
 }
 
 int64_t tile_tensor_map_box_bytes(const IrType *t) {

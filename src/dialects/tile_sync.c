@@ -687,29 +687,31 @@ static void check_read(Sync *s, IrOp *rd, const State *st) {
 ** The walk
 ** ======================================================================= */
 
-/* Accesses to another CTA's shared memory. */
-static bool is_dsmem(const IrOp *op) {
+/* What an op is to the walk: an access to another CTA's shared memory
+** (reported before the cluster barrier), or a blocking synchronization (the
+** writes before it are out of the check). */
+typedef enum { ROLE_NONE, ROLE_DSMEM, ROLE_SYNC } Role;
+
+/* ROLE_DSMEM when operand #i points into another CTA's shared memory. */
+static Role dsmem_at(const IrOp *op, uint32_t i) {
+  return op->operands[i].value->type->space == IR_MS_CLUSTER ? ROLE_DSMEM : ROLE_NONE;
+}
+
+static Role role_of(const IrOp *op) {
   switch (op->kind) {
   case OP_TILE_LOAD:
   case OP_TILE_ATOMIC:
   case OP_TILE_ATOMIC_CAS:
   case OP_TILE_MBARRIER_ARRIVE:
-  case OP_TILE_MBARRIER_ARRIVE_EXPECT_TX: return op->operands[0].value->type->space == IR_MS_CLUSTER;
-  case OP_TILE_STORE: return op->operands[1].value->type->space == IR_MS_CLUSTER;
+  case OP_TILE_MBARRIER_ARRIVE_EXPECT_TX: return dsmem_at(op, 0);
+  case OP_TILE_STORE: return dsmem_at(op, 1);
   case OP_NVVM_LD_SHARED_CLUSTER:
   case OP_NVVM_ST_SHARED_CLUSTER:
   case OP_NVVM_ATOM_SHARED_CLUSTER:
   case OP_NVVM_ATOM_CAS_SHARED_CLUSTER:
   case OP_NVVM_RED_SHARED_CLUSTER:
   case OP_NVVM_MBARRIER_ARRIVE_SHARED_CLUSTER:
-  case OP_NVVM_MBARRIER_ARRIVE_EXPECT_TX_SHARED_CLUSTER: return true;
-  default: return false;
-  }
-}
-
-/* Blocking synchronization: the writes before it are out of the check. */
-static bool is_sync(const IrOp *op) {
-  switch (op->kind) {
+  case OP_NVVM_MBARRIER_ARRIVE_EXPECT_TX_SHARED_CLUSTER: return ROLE_DSMEM;
   case OP_TILE_BARRIER:
   case OP_TILE_NAMED_BARRIER_SYNC:
   case OP_TILE_CLUSTER_WAIT:
@@ -737,8 +739,8 @@ static bool is_sync(const IrOp *op) {
   case OP_CUTLASS_ASYNC_FUTURE_WAIT:
   case OP_CUTLASS_SCHED_FIXUP:
   case OP_CUTLASS_MODS_END:
-  case OP_CUTLASS_MODS_THROTTLE: return true;
-  default: return false;
+  case OP_CUTLASS_MODS_THROTTLE: return ROLE_SYNC;
+  default: return ROLE_NONE;
   }
 }
 
@@ -796,7 +798,8 @@ static State walk_loop_body(Sync *s, IrRegion *r, State st) {
 
 static State walk_op(Sync *s, IrOp *op, State st) {
   s->walked++;
-  if (is_dsmem(op) && s->ctas > 1 && st.cluster != CL_SYNCED) report_dsmem(s, op, st.cluster);
+  Role role = role_of(op);
+  if (role == ROLE_DSMEM && s->ctas > 1 && st.cluster != CL_SYNCED) report_dsmem(s, op, st.cluster);
   bool write, striped;
   IrValue *m = mem_operand(op, &write, &striped);
   if (m && checked_space(m->type)) {
@@ -810,7 +813,7 @@ static State walk_op(Sync *s, IrOp *op, State st) {
     }
   }
   st.cluster = cluster_after(op, st.cluster);
-  if (is_sync(op)) st.pend = NULL;
+  if (role == ROLE_SYNC) st.pend = NULL;
   if (!op->nregions) return st;
   if (op->kind == OP_SCF_FOR) return meet(s, st, walk_loop_body(s, &op->regions[0], st), st);
   if (op->kind == OP_SCF_WHILE) {

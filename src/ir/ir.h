@@ -639,6 +639,8 @@ IrDiag *ir_error(IrContext *ctx, IrLoc loc, const char *fmt, ...);
 /* "'dialect.op' op <message>" at the op's location. */
 IrDiag *ir_op_error(const IrOp *op, const char *fmt, ...);
 IrDiag *ir_op_warning(const IrOp *op, const char *fmt, ...);
+/* A check of op: ok, or the error ir_op_error(op, fmt, ...) and false. */
+#define ir_op_require(op, ok, ...) ((ok) || (ir_op_error(op, __VA_ARGS__), false))
 void ir_note(IrDiag *d, IrLoc loc, const char *fmt, ...);
 void ir_op_note(IrDiag *d, const IrOp *op, const char *fmt, ...);
 /* Deliver pending diagnostics to the handler (if one is set) and clear them. */

@@ -58,7 +58,7 @@ static const struct {
 #define OP(...)
 #define DTYPE(...)
 #define PTX(op, text) [OP_##op] = {text, false},
-#define PTX_HAND(op, text) [OP_##op] = {text, true},
+#define PTX_HAND(op, fn, text) [OP_##op] = {text, true},
 #include "../dialects/all.def"
 #undef OP
 #undef DTYPE

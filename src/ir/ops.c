@@ -17,6 +17,18 @@ static void edited(const IrOp *op) { ir_op_context(op)->edits++; }
 
 uint64_t ir_context_edits(const IrContext *ctx) { return ctx->edits; }
 
+/* Link node last into list: the lists of first/last and prev/next/parent
+** pointers of blocks in a region and of ops in a block. */
+#define LINK_LAST(list, node)                                                                      \
+  do {                                                                                             \
+    (node)->parent = (list);                                                                       \
+    (node)->prev = (list)->last;                                                                   \
+    (node)->next = NULL;                                                                           \
+    if ((list)->last) (list)->last->next = (node);                                                 \
+    else (list)->first = (node);                                                                   \
+    (list)->last = (node);                                                                         \
+  } while (0)
+
 static void use_link(IrUse *u, IrValue *v) {
   edited(u->owner);
   u->value = v;
@@ -253,12 +265,7 @@ IrValue *ir_block_add_arg(IrContext *ctx, IrBlock *b, const IrType *t) {
 
 void ir_region_append_block(IrRegion *r, IrBlock *b) {
   assert(!b->parent);
-  b->parent = r;
-  b->prev = r->last;
-  b->next = NULL;
-  if (r->last) r->last->next = b;
-  else r->first = b;
-  r->last = b;
+  LINK_LAST(r, b);
 }
 
 IrBlock *ir_region_entry(IrRegion *r) { return r->first; }
@@ -297,12 +304,7 @@ bool ir_op_is_ancestor(const IrOp *anc, const IrOp *op) {
 void ir_block_append(IrBlock *b, IrOp *op) {
   assert(!op->parent);
   edited(op);
-  op->parent = b;
-  op->prev = b->last;
-  op->next = NULL;
-  if (b->last) b->last->next = op;
-  else b->first = op;
-  b->last = op;
+  LINK_LAST(b, op);
 }
 
 void ir_block_prepend(IrBlock *b, IrOp *op) {

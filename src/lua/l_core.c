@@ -56,13 +56,17 @@ static int searcher(lua_State *L) {
   return 2;
 }
 
-void lb_new_class(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods) {
-  luaL_newmetatable(L, name); /* sets __name too */
-  if (meta) luaL_setfuncs(L, meta, 0);
-  lua_newtable(L);
-  luaL_setfuncs(L, methods, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
+void lb_new_class(lua_State *L, const LbClass *c) {
+  luaL_newmetatable(L, c->name); /* sets __name too; an existing one is pushed */
+  if (c->meta) luaL_setfuncs(L, c->meta, 0);
+  if (lua_getfield(L, -1, "__index") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "__index");
+  }
+  luaL_setfuncs(L, c->methods, 0);
+  lua_pop(L, 2);
 }
 
 lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer dflt,
@@ -83,12 +87,17 @@ lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer
 
 /* tilua.core: every binding area of LB_AREAS in one table. */
 int luaopen_tilua_core(lua_State *L) {
+  static const LbArea *const areas[] = {
+#define AREA_REF(name) &lb_area_##name,
+      LB_AREAS(AREA_REF)
+#undef AREA_REF
+  };
   lua_newtable(L);
-#define OPEN_AREA(name) lb_open_##name(L);
-  LB_AREAS(OPEN_AREA)
-#undef OPEN_AREA
-  lua_pushinteger(L, IR_MAX_NESTING);
-  lua_setfield(L, -2, "max_nesting");
+  for (size_t i = 0; i < sizeof areas / sizeof *areas; i++) {
+    for (const LbClass *c = areas[i]->classes; c && c->name; c++) lb_new_class(L, c);
+    luaL_setfuncs(L, areas[i]->functions, 0);
+  }
+  lb_set_int(L, "max_nesting", IR_MAX_NESTING);
   return 1;
 }
 

@@ -546,7 +546,6 @@ static const luaL_Reg buffer_meta[] = {{"__gc", buf_free}, {"__close", buf_free}
 static const luaL_Reg module_methods[] = {{"func", mod_func}, {"unload", mod_unload}, {NULL, NULL}};
 static const luaL_Reg module_meta[] = {{"__gc", mod_unload}, {"__close", mod_unload}, {NULL, NULL}};
 static const luaL_Reg function_methods[] = {{"info", fn_info}, {"launch", fn_launch}, {NULL, NULL}};
-static const luaL_Reg no_meta[] = {{NULL, NULL}};
 
 static const luaL_Reg device_functions[] = {
     {"device_available", dev_available}, {"device_error", dev_error},
@@ -554,9 +553,8 @@ static const luaL_Reg device_functions[] = {
     {"device_time", dev_time},           {"buffer_alloc", buf_alloc},
     {"module_load", mod_load},           {NULL, NULL}};
 
-void lb_open_device(lua_State *L) {
-  lb_new_class(L, LB_BUFFER, buffer_meta, buffer_methods);
-  lb_new_class(L, LB_MODULE, module_meta, module_methods);
-  lb_new_class(L, LB_FUNCTION, no_meta, function_methods);
-  luaL_setfuncs(L, device_functions, 0);
-}
+static const LbClass device_classes[] = {{LB_BUFFER, buffer_meta, buffer_methods},
+                                         {LB_MODULE, module_meta, module_methods},
+                                         {LB_FUNCTION, NULL, function_methods},
+                                         {NULL, NULL, NULL}};
+const LbArea lb_area_device = {device_classes, device_functions};

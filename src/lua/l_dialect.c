@@ -85,7 +85,7 @@ static int core_enums(lua_State *L) {
     lua_rawseti(L, -2, i + 1);                                                                     \
   }                                                                                                \
   lua_setfield(L, -2, lname);
-  IR_ENUM_LISTS(PUSH_LIST)
+  IR_ENUM_LISTS(PUSH_LIST, PUSH_LIST)
 #undef PUSH_LIST
   return 1;
 }
@@ -138,12 +138,7 @@ static int op_kernel_spec(lua_State *L) {
 
 static const luaL_Reg dialect_functions[] = {{"enums", core_enums}, {"limits", core_limits}, {NULL, NULL}};
 
-/* Stack: core table -> core table. */
-void lb_open_dialect(lua_State *L) {
-  luaL_setfuncs(L, dialect_functions, 0);
-  luaL_getmetatable(L, LB_OP);
-  lua_getfield(L, -1, "__index");
-  lua_pushcfunction(L, op_kernel_spec);
-  lua_setfield(L, -2, "kernel_spec");
-  lua_pop(L, 2);
-}
+/* op:kernel_spec() joins the methods of the Op class (l_op.c). */
+static const luaL_Reg op_methods[] = {{"kernel_spec", op_kernel_spec}, {NULL, NULL}};
+static const LbClass dialect_classes[] = {{LB_OP, NULL, op_methods}, {NULL, NULL, NULL}};
+const LbArea lb_area_dialect = {dialect_classes, dialect_functions};

@@ -332,25 +332,21 @@ void lb_push_diagnostics(lua_State *L, IrContext *ctx) {
   ir_diag_clear(ctx);
 }
 
-void lb_push_diagnostics_and_list(lua_State *L, IrContext *ctx) {
+int lb_return_diagnostics(lua_State *L, IrContext *ctx) {
   format_pending(L, ctx);
   lb_push_diagnostic_list(L, ctx);
+  return 3;
 }
 
 static void push_diag_table(lua_State *L, const IrDiag *d) {
   lua_createtable(L, 0, 6);
-  lua_pushstring(L, sev_name(d->severity));
-  lua_setfield(L, -2, "severity");
+  lb_set_str(L, "severity", sev_name(d->severity));
   if (d->loc.file) {
-    lua_pushstring(L, d->loc.file);
-    lua_setfield(L, -2, "file");
+    lb_set_str(L, "file", d->loc.file);
   }
-  lua_pushinteger(L, d->loc.line);
-  lua_setfield(L, -2, "line");
-  lua_pushinteger(L, d->loc.col);
-  lua_setfield(L, -2, "col");
-  lua_pushstring(L, d->message);
-  lua_setfield(L, -2, "message");
+  lb_set_int(L, "line", d->loc.line);
+  lb_set_int(L, "col", d->loc.col);
+  lb_set_str(L, "message", d->message);
   lua_newtable(L);
   int i = 1;
   for (const IrDiag *n = d->notes; n; n = n->next) {
@@ -427,17 +423,15 @@ static int core_default_context(lua_State *L) {
   return 1;
 }
 
-/* The context argument at idx, or the default one; pushes it and returns its index. */
-LbContext *lb_ctx_arg(lua_State *L, int idx, int *pushed_at) {
+LbCtxArg lb_ctx_arg(lua_State *L, int idx) {
+  LbContext *c;
   if (lua_isnoneornil(L, idx)) {
-    LbContext *c = lb_default_context(L);
-    *pushed_at = lua_gettop(L);
-    return c;
+    c = lb_default_context(L);
+  } else {
+    c = lb_check_context(L, idx);
+    lua_pushvalue(L, idx);
   }
-  LbContext *c = lb_check_context(L, idx);
-  lua_pushvalue(L, idx);
-  *pushed_at = lua_gettop(L);
-  return c;
+  return (LbCtxArg){c->ctx, lua_gettop(L)};
 }
 
 /* }====================================================================== */
@@ -517,32 +511,22 @@ static void push_op_info(lua_State *L, int kind) {
   const IrOpInfo *info = ir_op_info((IrOpKind)kind);
   IrArity a = ir_op_arity((IrOpKind)kind);
   lua_createtable(L, 0, 12);
-  lua_pushstring(L, info->name);
-  lua_setfield(L, -2, "name");
+  lb_set_str(L, "name", info->name);
   lua_pushlstring(L, info->name, ir_op_dialect_len((IrOpKind)kind));
   lua_setfield(L, -2, "dialect");
-  lua_pushstring(L, info->sig);
-  lua_setfield(L, -2, "signature");
-  lua_pushinteger(L, info->nregions);
-  lua_setfield(L, -2, "regions");
-  lua_pushstring(L, info->doc);
-  lua_setfield(L, -2, "doc");
+  lb_set_str(L, "signature", info->sig);
+  lb_set_int(L, "regions", info->nregions);
+  lb_set_str(L, "doc", info->doc);
   push_traits(L, info->traits);
   lua_setfield(L, -2, "traits");
   push_effects(L, info->effects);
   lua_setfield(L, -2, "effects");
-  lua_pushboolean(L, info->verify != noverify);
-  lua_setfield(L, -2, "has_verifier");
-  lua_pushinteger(L, a.min_operands);
-  lua_setfield(L, -2, "min_operands");
-  lua_pushinteger(L, a.max_operands);
-  lua_setfield(L, -2, "max_operands");
-  lua_pushinteger(L, a.min_results);
-  lua_setfield(L, -2, "min_results");
-  lua_pushinteger(L, a.max_results);
-  lua_setfield(L, -2, "max_results");
-  lua_pushboolean(L, (info->traits & T_TERMINATOR) != 0);
-  lua_setfield(L, -2, "terminator");
+  lb_set_bool(L, "has_verifier", info->verify != noverify);
+  lb_set_int(L, "min_operands", a.min_operands);
+  lb_set_int(L, "max_operands", a.max_operands);
+  lb_set_int(L, "min_results", a.min_results);
+  lb_set_int(L, "max_results", a.max_results);
+  lb_set_bool(L, "terminator", (info->traits & T_TERMINATOR) != 0);
   lb_push_op_tables(L, kind);
 }
 
@@ -557,36 +541,26 @@ static int core_op_info(lua_State *L) {
 }
 
 static int core_ops(lua_State *L) {
-  lua_createtable(L, OP__COUNT, 0);
-  for (int k = 0; k < OP__COUNT; k++) {
-    push_op_info(L, k);
-    lua_rawseti(L, -2, k + 1);
-  }
+  lb_push_list(L, OP__COUNT, push_op_info);
   return 1;
+}
+
+static void push_dialect_type(lua_State *L, int k) {
+  lua_createtable(L, 0, 2);
+  lb_set_str(L, "name", ir_dialect_type_name(k));
+  lb_set_str(L, "doc", ir_dialect_type_doc(k));
+  lb_set_str(L, "params", ir_dialect_type_params(k));
 }
 
 static int core_dialect_types(lua_State *L) {
-  int n = ir_dialect_type_count();
-  lua_createtable(L, n, 0);
-  for (int k = 0; k < n; k++) {
-    lua_createtable(L, 0, 2);
-    lua_pushstring(L, ir_dialect_type_name(k));
-    lua_setfield(L, -2, "name");
-    lua_pushstring(L, ir_dialect_type_doc(k));
-    lua_setfield(L, -2, "doc");
-    lua_pushstring(L, ir_dialect_type_params(k));
-    lua_setfield(L, -2, "params");
-    lua_rawseti(L, -2, k + 1);
-  }
+  lb_push_list(L, ir_dialect_type_count(), push_dialect_type);
   return 1;
 }
 
+static void push_memspace(lua_State *L, int k) { lua_pushstring(L, ir_memspace_name((IrMemSpace)k)); }
+
 static int core_memspaces(lua_State *L) {
-  lua_createtable(L, IR_MS__COUNT, 0);
-  for (int k = 0; k < IR_MS__COUNT; k++) {
-    lua_pushstring(L, ir_memspace_name((IrMemSpace)k));
-    lua_rawseti(L, -2, k + 1);
-  }
+  lb_push_list(L, IR_MS__COUNT, push_memspace);
   return 1;
 }
 
@@ -648,7 +622,5 @@ static const luaL_Reg core_functions[] = {
     {"type_matches", core_type_matches},
     {NULL, NULL}};
 
-void lb_open_ir(lua_State *L) {
-  lb_new_class(L, LB_CONTEXT, context_meta, context_methods);
-  luaL_setfuncs(L, core_functions, 0);
-}
+static const LbClass ir_classes[] = {{LB_CONTEXT, context_meta, context_methods}, {NULL, NULL, NULL}};
+const LbArea lb_area_ir = {ir_classes, core_functions};

@@ -17,8 +17,13 @@ IrContext *lb_ctx_of(lua_State *L, int idx);
 void lb_same_context(lua_State *L, int a, int b, const char *what);
 /* Moving op to a place inside itself would cut it loose from the IR. */
 void lb_not_inside(lua_State *L, const IrOp *op, const IrOp *place, const char *what);
-/* The context argument at idx, or the default one; pushes it and returns its index. */
-LbContext *lb_ctx_arg(lua_State *L, int idx, int *pushed_at);
+/* The context argument at idx, or the default one: pushed, its userdata at
+** stack index `at` (the owner of what is made in it). */
+typedef struct LbCtxArg {
+  IrContext *ctx;
+  int at;
+} LbCtxArg;
+LbCtxArg lb_ctx_arg(lua_State *L, int idx);
 /* A location argument: nil (the user's frame) or {file=, line=, col=}. */
 IrLoc lb_opt_loc(lua_State *L, int idx, IrContext *ctx);
 /* __eq of object userdata; a stable identity for use as a table key. */

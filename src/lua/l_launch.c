@@ -251,11 +251,5 @@ static int plan_raw_loop(lua_State *L) {
 static const luaL_Reg plan_methods[] = {{"launch", plan_launch}, {"raw_loop", plan_raw_loop}, {NULL, NULL}};
 static const luaL_Reg launch_functions[] = {{"launch_plan", core_launch_plan}, {"now", core_now}, {NULL, NULL}};
 
-void lb_open_launch(lua_State *L) {
-  luaL_newmetatable(L, LB_LAUNCH_PLAN);
-  lua_newtable(L);
-  luaL_setfuncs(L, plan_methods, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
-  luaL_setfuncs(L, launch_functions, 0);
-}
+static const LbClass launch_classes[] = {{LB_LAUNCH_PLAN, NULL, plan_methods}, {NULL, NULL, NULL}};
+const LbArea lb_area_launch = {launch_classes, launch_functions};

@@ -19,6 +19,16 @@ static uint32_t list_len(lua_State *L, int idx) {
   return (uint32_t)luaL_len(L, idx);
 }
 
+/* Element #i + 1 of the list at idx when it is an object of class mt and of
+** ctx, else NULL (*other: it is one of another context). */
+static void *list_object(lua_State *L, int idx, uint32_t i, const char *mt, IrContext *ctx, bool *other) {
+  lua_geti(L, idx, (lua_Integer)i + 1);
+  void *p = lb_test_object(L, -1, mt);
+  *other = p && lb_ctx_of(L, -1) != ctx;
+  lua_pop(L, 1);
+  return *other ? NULL : p;
+}
+
 /* core.op_create(ctx, name, operands, result_types, attrs, nregions, block, before, loc, check)
 ** Creates an op; inserts it at the end of `block` or before `before` when given.
 ** check = true runs the signature check at once and raises on failure. */
@@ -50,20 +60,13 @@ static int core_op_create(lua_State *L) {
   /* Collect operands and types; on a bad argument free and raise. */
   const char *bad = NULL;
   uint32_t badi = 0;
-  for (uint32_t i = 0; i < nopd && !bad; i++) {
-    lua_geti(L, 3, (lua_Integer)i + 1);
-    opds[i] = lb_test_object(L, -1, LB_VALUE);
-    if (!opds[i]) bad = "operand", badi = i;
-    else if (lb_ctx_of(L, -1) != c->ctx) bad = "operand (of another context)", badi = i;
-    lua_pop(L, 1);
-  }
-  for (uint32_t i = 0; i < nres && !bad; i++) {
-    lua_geti(L, 4, (lua_Integer)i + 1);
-    rtys[i] = lb_test_object(L, -1, LB_TYPE);
-    if (!rtys[i]) bad = "result type", badi = i;
-    else if (lb_ctx_of(L, -1) != c->ctx) bad = "result type (of another context)", badi = i;
-    lua_pop(L, 1);
-  }
+  bool other = false;
+  for (uint32_t i = 0; i < nopd && !bad; i++)
+    if (!(opds[i] = list_object(L, 3, i, LB_VALUE, c->ctx, &other)))
+      bad = other ? "operand (of another context)" : "operand", badi = i;
+  for (uint32_t i = 0; i < nres && !bad; i++)
+    if (!(rtys[i] = list_object(L, 4, i, LB_TYPE, c->ctx, &other)))
+      bad = other ? "result type (of another context)" : "result type", badi = i;
   lua_Integer nreg = luaL_optinteger(L, 6, ir_op_info((IrOpKind)kind)->nregions);
   if (!bad && (nreg < 0 || nreg > 16)) bad = "region count", badi = 0;
   IrLoc loc = bad ? ir_loc_unknown() : lb_opt_loc(L, 9, c->ctx); /* (raises only on a bad loc table) */
@@ -103,54 +106,10 @@ static int op_name(lua_State *L) {
   return 1;
 }
 
-static int op_nresults(lua_State *L) {
-  lua_pushinteger(L, lb_check_op(L, 1)->nresults);
-  return 1;
-}
-
 static uint32_t check_index(lua_State *L, int idx, uint32_t n, const char *what) {
   lua_Integer i = luaL_checkinteger(L, idx);
   if (i < 1 || (lua_Unsigned)i > n) lb_error(L, "%s index %d out of range [1, %d]", what, (int)i, (int)n);
   return (uint32_t)(i - 1);
-}
-
-static int op_result(lua_State *L) {
-  IrOp *op = lb_check_op(L, 1);
-  uint32_t i = check_index(L, 2, op->nresults, "result");
-  lb_push_like(L, LB_VALUE, &op->results[i], 1);
-  return 1;
-}
-
-static int op_results(lua_State *L) {
-  IrOp *op = lb_check_op(L, 1);
-  lua_createtable(L, (int)op->nresults, 0);
-  for (uint32_t i = 0; i < op->nresults; i++) {
-    lb_push_like(L, LB_VALUE, &op->results[i], 1);
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
-  return 1;
-}
-
-static int op_noperands(lua_State *L) {
-  lua_pushinteger(L, lb_check_op(L, 1)->noperands);
-  return 1;
-}
-
-static int op_operand(lua_State *L) {
-  IrOp *op = lb_check_op(L, 1);
-  uint32_t i = check_index(L, 2, op->noperands, "operand");
-  lb_push_like(L, LB_VALUE, op->operands[i].value, 1);
-  return 1;
-}
-
-static int op_operands(lua_State *L) {
-  IrOp *op = lb_check_op(L, 1);
-  lua_createtable(L, (int)op->noperands, 0);
-  for (uint32_t i = 0; i < op->noperands; i++) {
-    lb_push_like(L, LB_VALUE, op->operands[i].value, 1);
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
-  return 1;
 }
 
 static IrValue *check_value_of(lua_State *L, int idx, IrContext *ctx) {
@@ -171,11 +130,9 @@ static int op_set_operands(lua_State *L) {
   uint32_t n = list_len(L, 2);
   IrValue **vals = ir_malloc((n + 1) * sizeof *vals);
   for (uint32_t i = 0; i < n; i++) {
-    lua_geti(L, 2, (lua_Integer)i + 1);
-    vals[i] = lb_test_object(L, -1, LB_VALUE);
-    bool other = vals[i] && lb_ctx_of(L, -1) != lb_ctx_of(L, 1);
-    lua_pop(L, 1);
-    if (!vals[i] || other) {
+    bool other;
+    vals[i] = list_object(L, 2, i, LB_VALUE, lb_ctx_of(L, 1), &other);
+    if (!vals[i]) {
       ir_free(vals);
       return lb_error(L, "set_operands: element #%d is not a value%s", (int)i + 1, other ? " of the op's context" : "");
     }
@@ -214,38 +171,6 @@ static int op_attrs(lua_State *L) {
     else lb_push_attr(L, op->attrs[i].attr, ci);
     lua_setfield(L, -2, op->attrs[i].name);
   }
-  return 1;
-}
-
-static int op_nregions(lua_State *L) {
-  lua_pushinteger(L, lb_check_op(L, 1)->nregions);
-  return 1;
-}
-
-static int op_region(lua_State *L) {
-  IrOp *op = lb_check_op(L, 1);
-  uint32_t i = check_index(L, 2, op->nregions, "region");
-  lb_push_like(L, LB_REGION, &op->regions[i], 1);
-  return 1;
-}
-
-static int op_parent(lua_State *L) {
-  lb_push_like(L, LB_OP, ir_op_parent_op(lb_check_op(L, 1)), 1);
-  return 1;
-}
-
-static int op_block(lua_State *L) {
-  lb_push_like(L, LB_BLOCK, lb_check_op(L, 1)->parent, 1);
-  return 1;
-}
-
-static int op_next(lua_State *L) {
-  lb_push_like(L, LB_OP, lb_check_op(L, 1)->next, 1);
-  return 1;
-}
-
-static int op_prev(lua_State *L) {
-  lb_push_like(L, LB_OP, lb_check_op(L, 1)->prev, 1);
   return 1;
 }
 
@@ -321,12 +246,10 @@ static int op_verify(lua_State *L) {
   if (ir_verify(op) == IR_OK) {
     lua_pushboolean(L, 1);
     if (!ir_diag_pending(ctx)) return 1;
-    lb_push_diagnostics_and_list(L, ctx); /* warnings */
-    return 3;
+    return lb_return_diagnostics(L, ctx); /* warnings */
   }
   lua_pushboolean(L, 0);
-  lb_push_diagnostics_and_list(L, ctx);
-  return 3; /* false, message, list */
+  return lb_return_diagnostics(L, ctx);
 }
 
 static int op_print(lua_State *L) {
@@ -397,16 +320,6 @@ static int op_set_loc(lua_State *L) {
   return 0;
 }
 
-static int op_is_pure(lua_State *L) {
-  lua_pushboolean(L, ir_op_is_pure(lb_check_op(L, 1)));
-  return 1;
-}
-
-static int op_is_removable(lua_State *L) {
-  lua_pushboolean(L, ir_op_is_removable(lb_check_op(L, 1)));
-  return 1;
-}
-
 /* op:error(msg): raise "file:line: 'name' op msg" at the op's location. */
 static int op_error(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
@@ -422,22 +335,6 @@ static int op_error(lua_State *L) {
 ** Regions, blocks and values
 ** ======================================================================= */
 
-static int region_blocks(lua_State *L) {
-  IrRegion *r = lb_check_region(L, 1);
-  lua_newtable(L);
-  int i = 1;
-  for (IrBlock *b = r->first; b; b = b->next) {
-    lb_push_like(L, LB_BLOCK, b, 1);
-    lua_rawseti(L, -2, i++);
-  }
-  return 1;
-}
-
-static int region_entry(lua_State *L) {
-  lb_push_like(L, LB_BLOCK, lb_check_region(L, 1)->first, 1);
-  return 1;
-}
-
 /* r:add_block([types]) -> a new block appended to the region, with arguments of those types. */
 static int region_add_block(lua_State *L) {
   IrRegion *r = lb_check_region(L, 1);
@@ -445,11 +342,9 @@ static int region_add_block(lua_State *L) {
   IrBlock *b = ir_block_create(ctx);
   uint32_t n = list_len(L, 2);
   for (uint32_t i = 0; i < n; i++) {
-    lua_geti(L, 2, (lua_Integer)i + 1);
-    const IrType *t = lb_test_object(L, -1, LB_TYPE);
-    bool other = t && lb_ctx_of(L, -1) != ctx;
-    lua_pop(L, 1);
-    if (!t || other) return lb_error(L, "add_block: argument type #%d is not a type%s", (int)i + 1, other ? " of the region's context" : "");
+    bool other;
+    const IrType *t = list_object(L, 2, i, LB_TYPE, ctx, &other);
+    if (!t) return lb_error(L, "add_block: argument type #%d is not a type%s", (int)i + 1, other ? " of the region's context" : "");
     ir_block_add_arg(ctx, b, t);
   }
   ir_region_append_block(r, b);
@@ -457,103 +352,10 @@ static int region_add_block(lua_State *L) {
   return 1;
 }
 
-static int region_parent(lua_State *L) {
-  lb_push_like(L, LB_OP, lb_check_region(L, 1)->parent, 1);
-  return 1;
-}
-
-static int block_args(lua_State *L) {
-  IrBlock *b = lb_check_block(L, 1);
-  lua_createtable(L, (int)b->nargs, 0);
-  for (uint32_t i = 0; i < b->nargs; i++) {
-    lb_push_like(L, LB_VALUE, b->args[i], 1);
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
-  return 1;
-}
-
-static int block_arg(lua_State *L) {
-  IrBlock *b = lb_check_block(L, 1);
-  lb_push_like(L, LB_VALUE, b->args[check_index(L, 2, b->nargs, "argument")], 1);
-  return 1;
-}
-
-static int block_nargs(lua_State *L) {
-  lua_pushinteger(L, lb_check_block(L, 1)->nargs);
-  return 1;
-}
-
 static int block_add_arg(lua_State *L) {
   IrBlock *b = lb_check_block(L, 1);
   const IrType *t = lb_check_type_of(L, 2, lb_ctx_of(L, 1));
   lb_push_like(L, LB_VALUE, ir_block_add_arg(lb_ctx_of(L, 1), b, t), 1);
-  return 1;
-}
-
-static int block_ops(lua_State *L) {
-  IrBlock *b = lb_check_block(L, 1);
-  lua_newtable(L);
-  int i = 1;
-  for (IrOp *o = b->first; o; o = o->next) {
-    lb_push_like(L, LB_OP, o, 1);
-    lua_rawseti(L, -2, i++);
-  }
-  return 1;
-}
-
-static int block_first(lua_State *L) {
-  lb_push_like(L, LB_OP, lb_check_block(L, 1)->first, 1);
-  return 1;
-}
-
-static int block_last(lua_State *L) {
-  lb_push_like(L, LB_OP, lb_check_block(L, 1)->last, 1);
-  return 1;
-}
-
-static int block_terminator(lua_State *L) {
-  lb_push_like(L, LB_OP, ir_block_terminator(lb_check_block(L, 1)), 1);
-  return 1;
-}
-
-static int block_parent(lua_State *L) {
-  lb_push_like(L, LB_OP, ir_block_parent_op(lb_check_block(L, 1)), 1);
-  return 1;
-}
-
-static int value_type(lua_State *L) {
-  lb_push_like(L, LB_TYPE, (void *)lb_check_value(L, 1)->type, 1);
-  return 1;
-}
-
-static int value_def(lua_State *L) {
-  lb_push_like(L, LB_OP, lb_check_value(L, 1)->def, 1);
-  return 1;
-}
-
-static int value_block(lua_State *L) {
-  lb_push_like(L, LB_BLOCK, lb_check_value(L, 1)->block, 1);
-  return 1;
-}
-
-static int value_index(lua_State *L) {
-  lua_pushinteger(L, lb_check_value(L, 1)->index + 1);
-  return 1;
-}
-
-static int value_nuses(lua_State *L) {
-  lua_pushinteger(L, ir_value_num_uses(lb_check_value(L, 1)));
-  return 1;
-}
-
-static int value_users(lua_State *L) {
-  IrValue *v = lb_check_value(L, 1);
-  lua_newtable(L);
-  int i = 1;
-  for (IrUse *u = v->uses; u; u = u->next) {
-    lb_push_like(L, LB_OP, u->owner, 1);
-    lua_rawseti(L, -2, i++);
-  }
   return 1;
 }
 
@@ -572,6 +374,106 @@ static int value_tostring(lua_State *L) {
   ir_free(t);
   return 1;
 }
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Accessors: the methods that push what their receiver (#1) holds
+** ======================================================================= */
+
+/* The receiver `self` of a method of class C (op, region, block, value). */
+#define SELF_op IrOp
+#define SELF_region IrRegion
+#define SELF_block IrBlock
+#define SELF_value IrValue
+#define SELF(C) SELF_##C *self = lb_check_##C(L, 1)
+
+/* C:name() -> the object expr (class mt, self's owner; nil for NULL). */
+#define LINK_METHOD(C, name, mt, expr)                                                             \
+  static int C##_##name(lua_State *L) {                                                            \
+    SELF(C);                                                                                       \
+    lb_push_like(L, mt, (void *)(expr), 1);                                                        \
+    return 1;                                                                                      \
+  }
+/* C:name(i) -> the object expr of the 0-based i, one of n (`what`s). */
+#define INDEX_METHOD(C, name, mt, n, expr, what)                                                   \
+  static int C##_##name(lua_State *L) {                                                            \
+    SELF(C);                                                                                       \
+    uint32_t i = check_index(L, 2, n, what);                                                       \
+    lb_push_like(L, mt, (void *)(expr), 1);                                                        \
+    return 1;                                                                                      \
+  }
+/* C:name() -> {objects}: expr for each 0-based i below n. */
+#define ARRAY_METHOD(C, name, mt, n, expr)                                                         \
+  static int C##_##name(lua_State *L) {                                                            \
+    SELF(C);                                                                                       \
+    lua_createtable(L, (int)(n), 0);                                                               \
+    for (uint32_t i = 0; i < (n); i++) {                                                           \
+      lb_push_like(L, mt, (void *)(expr), 1);                                                      \
+      lua_rawseti(L, -2, (lua_Integer)i + 1);                                                      \
+    }                                                                                              \
+    return 1;                                                                                      \
+  }
+/* C:name() -> {objects}: expr for each `it` of the chain of T from first. */
+#define CHAIN_METHOD(C, name, mt, T, first, expr)                                                  \
+  static int C##_##name(lua_State *L) {                                                            \
+    SELF(C);                                                                                       \
+    lua_newtable(L);                                                                               \
+    int i = 1;                                                                                     \
+    for (T *it = first; it; it = it->next) {                                                       \
+      lb_push_like(L, mt, expr, 1);                                                                \
+      lua_rawseti(L, -2, i++);                                                                     \
+    }                                                                                              \
+    return 1;                                                                                      \
+  }
+/* C:name() -> an integer or a boolean. */
+#define INT_METHOD(C, name, expr)                                                                  \
+  static int C##_##name(lua_State *L) {                                                            \
+    SELF(C);                                                                                       \
+    lua_pushinteger(L, expr);                                                                      \
+    return 1;                                                                                      \
+  }
+#define BOOL_METHOD(C, name, expr)                                                                 \
+  static int C##_##name(lua_State *L) {                                                            \
+    SELF(C);                                                                                       \
+    lua_pushboolean(L, expr);                                                                      \
+    return 1;                                                                                      \
+  }
+
+INT_METHOD(op, nresults, self->nresults)
+INT_METHOD(op, noperands, self->noperands)
+INT_METHOD(op, nregions, self->nregions)
+INDEX_METHOD(op, result, LB_VALUE, self->nresults, &self->results[i], "result")
+INDEX_METHOD(op, operand, LB_VALUE, self->noperands, self->operands[i].value, "operand")
+INDEX_METHOD(op, region, LB_REGION, self->nregions, &self->regions[i], "region")
+ARRAY_METHOD(op, results, LB_VALUE, self->nresults, &self->results[i])
+ARRAY_METHOD(op, operands, LB_VALUE, self->noperands, self->operands[i].value)
+LINK_METHOD(op, parent, LB_OP, ir_op_parent_op(self))
+LINK_METHOD(op, block, LB_BLOCK, self->parent)
+LINK_METHOD(op, next, LB_OP, self->next)
+LINK_METHOD(op, prev, LB_OP, self->prev)
+BOOL_METHOD(op, is_pure, ir_op_is_pure(self))
+BOOL_METHOD(op, is_removable, ir_op_is_removable(self))
+
+CHAIN_METHOD(region, blocks, LB_BLOCK, IrBlock, self->first, it)
+LINK_METHOD(region, entry, LB_BLOCK, self->first)
+LINK_METHOD(region, parent, LB_OP, self->parent)
+
+INT_METHOD(block, nargs, self->nargs)
+INDEX_METHOD(block, arg, LB_VALUE, self->nargs, self->args[i], "argument")
+ARRAY_METHOD(block, args, LB_VALUE, self->nargs, self->args[i])
+CHAIN_METHOD(block, ops, LB_OP, IrOp, self->first, it)
+LINK_METHOD(block, first, LB_OP, self->first)
+LINK_METHOD(block, last, LB_OP, self->last)
+LINK_METHOD(block, terminator, LB_OP, ir_block_terminator(self))
+LINK_METHOD(block, parent, LB_OP, ir_block_parent_op(self))
+
+LINK_METHOD(value, type, LB_TYPE, self->type)
+LINK_METHOD(value, def, LB_OP, self->def)
+LINK_METHOD(value, block, LB_BLOCK, self->block)
+INT_METHOD(value, index, self->index + 1)
+INT_METHOD(value, nuses, ir_value_num_uses(self))
+CHAIN_METHOD(value, users, LB_OP, IrUse, self->uses, it->owner)
 
 /* }====================================================================== */
 
@@ -644,10 +546,9 @@ static const luaL_Reg op_functions[] = {
     {"op_create", core_op_create},
     {NULL, NULL}};
 
-void lb_open_ops(lua_State *L) {
-  lb_new_class(L, LB_OP, op_meta, op_methods);
-  lb_new_class(L, LB_REGION, plain_meta, region_methods);
-  lb_new_class(L, LB_BLOCK, plain_meta, block_methods);
-  lb_new_class(L, LB_VALUE, value_meta, value_methods);
-  luaL_setfuncs(L, op_functions, 0);
-}
+static const LbClass op_classes[] = {{LB_OP, op_meta, op_methods},
+                                     {LB_REGION, plain_meta, region_methods},
+                                     {LB_BLOCK, plain_meta, block_methods},
+                                     {LB_VALUE, value_meta, value_methods},
+                                     {NULL, NULL, NULL}};
+const LbArea lb_area_ops = {op_classes, op_functions};

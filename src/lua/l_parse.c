@@ -644,12 +644,5 @@ static const luaL_Reg pb_methods[] = {
 static const luaL_Reg pb_meta[] = {{"__gc", pb_gc}, {NULL, NULL}};
 static const luaL_Reg parse_functions[] = {{"parse_builder", core_parse_builder}, {NULL, NULL}};
 
-void lb_open_parse(lua_State *L) {
-  luaL_newmetatable(L, LB_PARSE_BUILDER);
-  luaL_setfuncs(L, pb_meta, 0);
-  lua_newtable(L);
-  luaL_setfuncs(L, pb_methods, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
-  luaL_setfuncs(L, parse_functions, 0);
-}
+static const LbClass parse_classes[] = {{LB_PARSE_BUILDER, pb_meta, pb_methods}, {NULL, NULL, NULL}};
+const LbArea lb_area_parse = {parse_classes, parse_functions};

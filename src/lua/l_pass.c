@@ -7,38 +7,31 @@
 #include "../passes/passes.h"
 #include "lbind.h"
 
+static void push_pass(lua_State *L, int i) {
+  const IrPassInfo *p = ir_pass_at(i);
+  lua_createtable(L, 0, 2);
+  lb_set_str(L, "name", p->name);
+  lb_set_str(L, "description", p->description);
+}
+
 /* core.passes() -> { {name=, description=}, ... } */
 static int core_passes(lua_State *L) {
-  int n = ir_pass_count();
-  lua_createtable(L, n, 0);
-  for (int i = 0; i < n; i++) {
-    const IrPassInfo *p = ir_pass_at(i);
-    lua_createtable(L, 0, 2);
-    lua_pushstring(L, p->name);
-    lua_setfield(L, -2, "name");
-    lua_pushstring(L, p->description);
-    lua_setfield(L, -2, "description");
-    lua_rawseti(L, -2, i + 1);
-  }
+  lb_push_list(L, ir_pass_count(), push_pass);
   return 1;
+}
+
+static void push_pipeline(lua_State *L, int i) {
+  const char *name, *passes, *desc;
+  ir_named_pipeline_at(i, &name, &passes, &desc);
+  lua_createtable(L, 0, 3);
+  lb_set_str(L, "name", name);
+  lb_set_str(L, "passes", passes);
+  lb_set_str(L, "description", desc);
 }
 
 /* core.pipelines() -> { {name=, passes=, description=}, ... } */
 static int core_pipelines(lua_State *L) {
-  int n = ir_named_pipeline_count();
-  lua_createtable(L, n, 0);
-  for (int i = 0; i < n; i++) {
-    const char *name, *passes, *desc;
-    ir_named_pipeline_at(i, &name, &passes, &desc);
-    lua_createtable(L, 0, 3);
-    lua_pushstring(L, name);
-    lua_setfield(L, -2, "name");
-    lua_pushstring(L, passes);
-    lua_setfield(L, -2, "passes");
-    lua_pushstring(L, desc);
-    lua_setfield(L, -2, "description");
-    lua_rawseti(L, -2, i + 1);
-  }
+  lb_push_list(L, ir_named_pipeline_count(), push_pipeline);
   return 1;
 }
 
@@ -133,8 +126,7 @@ static int core_run_pipeline(lua_State *L) {
     return 1;
   }
   lua_pushboolean(L, 0);
-  lb_push_diagnostics_and_list(L, ctx);
-  return 3;
+  return lb_return_diagnostics(L, ctx);
 }
 
 static const luaL_Reg pass_functions[] = {{"passes", core_passes},
@@ -143,4 +135,4 @@ static const luaL_Reg pass_functions[] = {{"passes", core_passes},
                                           {"run_pipeline", core_run_pipeline},
                                           {NULL, NULL}};
 
-void lb_open_passes(lua_State *L) { luaL_setfuncs(L, pass_functions, 0); }
+const LbArea lb_area_passes = {NULL, pass_functions};

@@ -14,8 +14,7 @@ static int core_emit_ptx(lua_State *L) {
   ir_diag_clear(ctx);
   if (ptx_emit_module(m, &text) != IR_OK) {
     lua_pushnil(L);
-    lb_push_diagnostics_and_list(L, ctx);
-    return 3;
+    return lb_return_diagnostics(L, ctx);
   }
   lua_pushstring(L, text);
   ir_free(text);
@@ -24,4 +23,4 @@ static int core_emit_ptx(lua_State *L) {
 
 static const luaL_Reg ptx_functions[] = {{"emit_ptx", core_emit_ptx}, {NULL, NULL}};
 
-void lb_open_ptx(lua_State *L) { luaL_setfuncs(L, ptx_functions, 0); }
+const LbArea lb_area_ptx = {NULL, ptx_functions};

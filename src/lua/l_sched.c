@@ -449,7 +449,5 @@ static const luaL_Reg plan_methods[] = {{"info", plan_info},
 static const luaL_Reg sched_functions[] = {
     {"sched_plan", core_sched_plan}, {"sched_stage", core_sched_stage}, {NULL, NULL}};
 
-void lb_open_sched(lua_State *L) {
-  lb_new_class(L, LB_PLAN, NULL, plan_methods);
-  luaL_setfuncs(L, sched_functions, 0);
-}
+static const LbClass sched_classes[] = {{LB_PLAN, NULL, plan_methods}, {NULL, NULL, NULL}};
+const LbArea lb_area_sched = {sched_classes, sched_functions};

@@ -229,7 +229,5 @@ static const luaL_Reg tm_methods[] = {{"info", tm_info}, {"bytes", tm_bytes}, {N
 static const luaL_Reg tensor_functions[] = {
     {"tensor_map", tm_new}, {"blas_available", blas_available}, {"blas_gemm", blas_gemm}, {NULL, NULL}};
 
-void lb_open_tensor(lua_State *L) {
-  lb_new_class(L, LB_TENSOR_MAP, NULL, tm_methods);
-  luaL_setfuncs(L, tensor_functions, 0);
-}
+static const LbClass tensor_classes[] = {{LB_TENSOR_MAP, NULL, tm_methods}, {NULL, NULL, NULL}};
+const LbArea lb_area_tensor = {tensor_classes, tensor_functions};

@@ -2,6 +2,7 @@
 ** l_type.c -- Lua bindings of IR types and attributes: the core.type_* and
 ** core.attr* constructors, Type and Attr methods, and Lua values <-> attributes.
 */
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,33 +20,29 @@ static void push_type(lua_State *L, const IrType *t, int ctx_idx) {
 /* core.type_int(width [, ctx]) */
 static int core_type_int(lua_State *L) {
   lua_Integer w = luaL_checkinteger(L, 1);
-  int ci;
-  LbContext *c = lb_ctx_arg(L, 2, &ci);
+  LbCtxArg c = lb_ctx_arg(L, 2);
   if (w < 1 || w > 64) return lb_error(L, "integer width must be in [1, 64], got %d", (int)w);
-  push_type(L, ir_type_int(c->ctx, (uint32_t)w), ci);
+  push_type(L, ir_type_int(c.ctx, (uint32_t)w), c.at);
   return 1;
 }
 
 static int core_type_float(lua_State *L) {
   static const char *const names[] = {"f16", "bf16", "f32", "f64", NULL};
   int k = luaL_checkoption(L, 1, NULL, names);
-  int ci;
-  LbContext *c = lb_ctx_arg(L, 2, &ci);
-  push_type(L, ir_type_float(c->ctx, (IrFloatKind)k), ci);
+  LbCtxArg c = lb_ctx_arg(L, 2);
+  push_type(L, ir_type_float(c.ctx, (IrFloatKind)k), c.at);
   return 1;
 }
 
 static int core_type_index(lua_State *L) {
-  int ci;
-  LbContext *c = lb_ctx_arg(L, 1, &ci);
-  push_type(L, ir_type_index(c->ctx), ci);
+  LbCtxArg c = lb_ctx_arg(L, 1);
+  push_type(L, ir_type_index(c.ctx), c.at);
   return 1;
 }
 
 static int core_type_none(lua_State *L) {
-  int ci;
-  LbContext *c = lb_ctx_arg(L, 1, &ci);
-  push_type(L, ir_type_none(c->ctx), ci);
+  LbCtxArg c = lb_ctx_arg(L, 1);
+  push_type(L, ir_type_none(c.ctx), c.at);
   return 1;
 }
 
@@ -84,50 +81,65 @@ static uint32_t check_shape(lua_State *L, int idx, int64_t *shape) {
   return (uint32_t)n;
 }
 
+/* The arguments of a type of elements: elem (#1), its context, and the shape (#2). */
+typedef struct Shaped {
+  const IrType *elem;
+  IrContext *ctx;
+  uint32_t n;
+  int64_t shape[16];
+} Shaped;
+
+static Shaped check_shaped(lua_State *L) {
+  Shaped a;
+  a.elem = lb_check_type(L, 1);
+  a.ctx = lb_ctx_of(L, 1);
+  a.n = check_shape(L, 2, a.shape);
+  return a;
+}
+
+/* A type made in the context of the element type #1. */
+static int push_derived(lua_State *L, const IrType *t) {
+  lb_push_like(L, LB_TYPE, (void *)t, 1);
+  return 1;
+}
+
 /* core.type_ptr(elem, space) */
 static int core_type_ptr(lua_State *L) {
   const IrType *elem = lb_check_type(L, 1);
-  IrContext *ctx = lb_ctx_of(L, 1);
-  IrMemSpace sp = check_space(L, 2, IR_MS_GLOBAL);
-  lb_push_owner(L, 1);
-  push_type(L, ir_type_ptr(ctx, elem, sp), -1);
-  return 1;
+  return push_derived(L, ir_type_ptr(lb_ctx_of(L, 1), elem, check_space(L, 2, IR_MS_GLOBAL)));
 }
 
 /* core.type_vector(elem, shape) */
 static int core_type_vector(lua_State *L) {
-  const IrType *elem = lb_check_type(L, 1);
-  int64_t shape[16];
-  uint32_t n = check_shape(L, 2, shape);
-  if (n == 0) return lb_error(L, "a vector needs at least one dimension");
-  lb_push_owner(L, 1);
-  push_type(L, ir_type_vector(lb_ctx_of(L, 1), elem, n, shape), -1);
-  return 1;
+  Shaped a = check_shaped(L);
+  if (a.n == 0) return lb_error(L, "a vector needs at least one dimension");
+  return push_derived(L, ir_type_vector(a.ctx, a.elem, a.n, a.shape));
 }
 
 /* core.type_memref(elem, shape, space, swizzle) */
 static int core_type_memref(lua_State *L) {
-  const IrType *elem = lb_check_type(L, 1);
-  int64_t shape[16];
-  uint32_t n = check_shape(L, 2, shape);
+  Shaped a = check_shaped(L);
   IrMemSpace sp = check_space(L, 3, IR_MS_GLOBAL);
   lua_Integer sw = luaL_optinteger(L, 4, 0);
   if (sw != 0 && sw != 32 && sw != 64 && sw != 128)
     return lb_error(L, "swizzle must be 0, 32, 64 or 128 (bytes), got %d", (int)sw);
-  lb_push_owner(L, 1);
-  push_type(L, ir_type_memref(lb_ctx_of(L, 1), elem, n, shape, sp, (uint32_t)sw), -1);
-  return 1;
+  return push_derived(L, ir_type_memref(a.ctx, a.elem, a.n, a.shape, sp, (uint32_t)sw));
 }
 
 /* core.type_tile(elem, shape, space) */
 static int core_type_tile(lua_State *L) {
-  const IrType *elem = lb_check_type(L, 1);
-  int64_t shape[16];
-  uint32_t n = check_shape(L, 2, shape);
-  IrMemSpace sp = check_space(L, 3, IR_MS_RMEM);
-  lb_push_owner(L, 1);
-  push_type(L, ir_type_tile(lb_ctx_of(L, 1), elem, n, shape, sp), -1);
-  return 1;
+  Shaped a = check_shaped(L);
+  return push_derived(L, ir_type_tile(a.ctx, a.elem, a.n, a.shape, check_space(L, 3, IR_MS_RMEM)));
+}
+
+/* Bad input: nil, message with noraise, else the message raised. */
+static int soft_error(lua_State *L, int noraise, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  lua_pushnil(L);
+  const char *msg = lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  return noraise ? 2 : lb_error(L, "%s", msg);
 }
 
 /* core.type_dialect(name, {params...} [, ctx [, noraise]]): with noraise, bad
@@ -135,16 +147,10 @@ static int core_type_tile(lua_State *L) {
 static int core_type_dialect(lua_State *L) {
   size_t len;
   const char *name = luaL_checklstring(L, 1, &len);
-  int ci;
-  LbContext *c = lb_ctx_arg(L, 3, &ci);
+  LbCtxArg c = lb_ctx_arg(L, 3);
   int noraise = lua_toboolean(L, 4);
   int dty = ir_dialect_type_lookup(name, len);
-  if (dty < 0) {
-    if (!noraise) return lb_error(L, "unknown dialect type '!%s'", name);
-    lua_pushnil(L);
-    lua_pushfstring(L, "unknown dialect type '!%s'", name);
-    return 2;
-  }
+  if (dty < 0) return soft_error(L, noraise, "unknown dialect type '!%s'", name);
   const IrAttr *params[32];
   uint32_t n = 0;
   if (!lua_isnoneornil(L, 2)) {
@@ -153,19 +159,14 @@ static int core_type_dialect(lua_State *L) {
     if (np > 32) return lb_error(L, "too many type parameters");
     for (lua_Integer i = 1; i <= np; i++) {
       lua_geti(L, 2, i);
-      params[n++] = lb_to_attr(L, c->ctx, -1);
+      params[n++] = lb_to_attr(L, c.ctx, -1);
       lua_pop(L, 1);
     }
   }
   const char *err = NULL;
-  const IrType *t = ir_type_dialect(c->ctx, dty, n, params, &err);
-  if (!t) {
-    if (!noraise) return lb_error(L, "!%s: %s", name, err);
-    lua_pushnil(L);
-    lua_pushfstring(L, "!%s: %s", name, err);
-    return 2;
-  }
-  push_type(L, t, ci);
+  const IrType *t = ir_type_dialect(c.ctx, dty, n, params, &err);
+  if (!t) return soft_error(L, noraise, "!%s: %s", name, err);
+  push_type(L, t, c.at);
   return 1;
 }
 
@@ -176,19 +177,16 @@ static const char *const type_kind_names[] = {"none", "int", "float", "index", "
 static int type_info(lua_State *L) {
   const IrType *t = lb_check_type(L, 1);
   lua_createtable(L, 0, 8);
-  lua_pushstring(L, type_kind_names[t->kind]);
-  lua_setfield(L, -2, "kind");
+  lb_set_str(L, "kind", type_kind_names[t->kind]);
   if (t->kind == IR_TY_INT || t->kind == IR_TY_FLOAT || t->kind == IR_TY_INDEX) {
-    lua_pushinteger(L, ir_type_bitwidth(t));
-    lua_setfield(L, -2, "width");
+    lb_set_int(L, "width", ir_type_bitwidth(t));
   }
   if (t->elem) {
     lb_push_like(L, LB_TYPE, (void *)t->elem, 1);
     lua_setfield(L, -2, "elem");
   }
   if (t->kind == IR_TY_PTR || t->kind == IR_TY_MEMREF || t->kind == IR_TY_TILE) {
-    lua_pushstring(L, ir_memspace_name(t->space));
-    lua_setfield(L, -2, "space");
+    lb_set_str(L, "space", ir_memspace_name(t->space));
   }
   if (t->rank) {
     lua_createtable(L, (int)t->rank, 0);
@@ -200,17 +198,14 @@ static int type_info(lua_State *L) {
     lua_setfield(L, -2, "shape");
   }
   if (t->swizzle) {
-    lua_pushinteger(L, t->swizzle);
-    lua_setfield(L, -2, "swizzle");
+    lb_set_int(L, "swizzle", t->swizzle);
   }
   if (t->kind == IR_TY_FLOAT) {
     static const char *const fn[] = {"f16", "bf16", "f32", "f64"};
-    lua_pushstring(L, fn[t->fkind]);
-    lua_setfield(L, -2, "name");
+    lb_set_str(L, "name", fn[t->fkind]);
   }
   if (t->kind == IR_TY_DIALECT) {
-    lua_pushstring(L, ir_dialect_type_name(t->dialect_type));
-    lua_setfield(L, -2, "name");
+    lb_set_str(L, "name", ir_dialect_type_name(t->dialect_type));
     lua_createtable(L, (int)t->nparams, 0);
     for (uint32_t i = 0; i < t->nparams; i++) {
       lb_push_owner(L, 1);
@@ -403,22 +398,27 @@ static const IrType *typed_attr_type(lua_State *L, int idx, IrContext *ctx, int 
 /* core.attr_int(v [, type [, ctx]]), core.attr_float(v [, type [, ctx]]): the
 ** context is the type's, else ctx, else the default one. */
 static int typed_attr(lua_State *L, bool is_float) {
-  int ci;
+  LbCtxArg c;
   lua_settop(L, 3); /* what lb_ctx_arg pushes must not land where the type is read */
-  LbContext *c = lua_isnoneornil(L, 2) ? lb_ctx_arg(L, 3, &ci) : (lb_push_owner(L, 2), ci = lua_gettop(L), lb_owner(L, 2));
-  const IrType *t = typed_attr_type(L, 2, c->ctx, is_float);
+  if (lua_isnoneornil(L, 2)) {
+    c = lb_ctx_arg(L, 3);
+  } else {
+    lb_push_owner(L, 2);
+    c = (LbCtxArg){lb_owner(L, 2)->ctx, lua_gettop(L)};
+  }
+  const IrType *t = typed_attr_type(L, 2, c.ctx, is_float);
   const IrAttr *a;
   if (is_float) {
-    a = ir_attr_float(c->ctx, luaL_checknumber(L, 1), t);
+    a = ir_attr_float(c.ctx, luaL_checknumber(L, 1), t);
   } else {
     int isint;
     lua_Integer v = lua_tointegerx(L, 1, &isint);
     uint32_t w = ir_type_bitwidth(t);
     if (!isint) return lb_error(L, "an integer constant of %u bits: expected an integer, got %s", w, luaL_typename(L, 1));
     if (!ir_int_fits(v, w)) return lb_error(L, "%lld is out of the range of a %u-bit integer", (long long)v, w);
-    a = ir_attr_int(c->ctx, v, t);
+    a = ir_attr_int(c.ctx, v, t);
   }
-  lb_push_object(L, LB_ATTR, (void *)a, ci);
+  lb_push_object(L, LB_ATTR, (void *)a, c.at);
   return 1;
 }
 
@@ -446,18 +446,16 @@ static int core_emit_error(lua_State *L) {
 static int core_attr_sym(lua_State *L) {
   size_t n;
   const char *s = luaL_checklstring(L, 1, &n);
-  int ci;
-  LbContext *c = lb_ctx_arg(L, 2, &ci);
-  lb_push_object(L, LB_ATTR, (void *)ir_attr_sym(c->ctx, s, n), ci);
+  LbCtxArg c = lb_ctx_arg(L, 2);
+  lb_push_object(L, LB_ATTR, (void *)ir_attr_sym(c.ctx, s, n), c.at);
   return 1;
 }
 
 /* core.attr(luavalue [, ctx]) -> Attr: explicit conversion. */
 static int core_attr(lua_State *L) {
-  int ci;
-  LbContext *c = lb_ctx_arg(L, 2, &ci);
-  const IrAttr *a = lb_to_attr(L, c->ctx, 1);
-  lb_push_object(L, LB_ATTR, (void *)a, ci);
+  LbCtxArg c = lb_ctx_arg(L, 2);
+  const IrAttr *a = lb_to_attr(L, c.ctx, 1);
+  lb_push_object(L, LB_ATTR, (void *)a, c.at);
   return 1;
 }
 
@@ -521,8 +519,6 @@ static const luaL_Reg type_functions[] = {
     {"emit_error", core_emit_error},
     {NULL, NULL}};
 
-void lb_open_types(lua_State *L) {
-  lb_new_class(L, LB_TYPE, type_meta, type_methods);
-  lb_new_class(L, LB_ATTR, attr_meta, attr_methods);
-  luaL_setfuncs(L, type_functions, 0);
-}
+static const LbClass type_classes[] = {
+    {LB_TYPE, type_meta, type_methods}, {LB_ATTR, attr_meta, attr_methods}, {NULL, NULL, NULL}};
+const LbArea lb_area_types = {type_classes, type_functions};

@@ -77,12 +77,17 @@ void lb_mark_library_chunk(lua_State *L, const char *chunkname);
 void lb_push_diagnostics(lua_State *L, IrContext *ctx);
 /* Push a list of {severity, file, line, col, message, notes} tables and clear. */
 void lb_push_diagnostic_list(lua_State *L, IrContext *ctx);
-/* Push the message and then the list; clears. */
-void lb_push_diagnostics_and_list(lua_State *L, IrContext *ctx);
+/* The results "v, message, list" of a call (v pushed by the caller): push the
+** message and then the list, clear them; returns 3. */
+int lb_return_diagnostics(lua_State *L, IrContext *ctx);
 
 /* A class: the metatable `name` with the metamethods meta (or none) and the
-** methods as its __index. */
-void lb_new_class(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods);
+** methods in its __index table; a class made before gets them added. */
+typedef struct LbClass {
+  const char *name;
+  const luaL_Reg *meta, *methods;
+} LbClass;
+void lb_new_class(lua_State *L, const LbClass *c);
 /* t[key] = v for the table t at the top of the stack. */
 static inline void lb_set_int(lua_State *L, const char *key, lua_Integer v) {
   lua_pushinteger(L, v);
@@ -96,6 +101,14 @@ static inline void lb_set_str(lua_State *L, const char *key, const char *v) {
   lua_pushstring(L, v);
   lua_setfield(L, -2, key);
 }
+/* A list of n values: push(L, i) pushes the one at 0-based i. */
+static inline void lb_push_list(lua_State *L, int n, void (*push)(lua_State *L, int i)) {
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    push(L, i);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
 /* A record's members as fields of the same names: with the record in scope as
 ** `r`, LIST(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER) where LIST(I, B) names
 ** them, I(member) for integers and B(member) for booleans. */
@@ -107,9 +120,15 @@ static inline void lb_set_str(lua_State *L, const char *key, const char *v) {
 lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer dflt, lua_Integer lo,
                              lua_Integer hi, const char *who);
 
-/* The binding areas, X(name): lb_open_<name> adds the area's
-** functions to the table at the top of the stack (tilua.core); l_core.c opens
-** them in this order. A new area is one line here. */
+/* A binding area: its classes (up to one without a name; NULL for none) and
+** the functions it adds to tilua.core. */
+typedef struct LbArea {
+  const LbClass *classes;
+  const luaL_Reg *functions;
+} LbArea;
+
+/* The binding areas, X(name): each file defines its lb_area_<name>; l_core.c
+** opens them in this order. A new area is one line here. */
 #define LB_AREAS(X)                                                                                \
   X(ir)      /* l_ir.c: contexts, object userdata, locations, the registry of ops */              \
   X(types)   /* l_type.c: types and attributes */                                                  \
@@ -122,9 +141,9 @@ lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer
   X(launch)  /* l_launch.c: launch plans, the raw-launch peer */                                   \
   X(parse)   /* l_parse.c: the builder of the textual-IR parser */                                 \
   X(dialect) /* l_dialect.c: op table rows, enums, limits, kernel specs */
-#define LB_AREA_OPENER(name) void lb_open_##name(lua_State *L);
-LB_AREAS(LB_AREA_OPENER)
-#undef LB_AREA_OPENER
+#define LB_AREA_DECLARE(name) extern const LbArea lb_area_##name;
+LB_AREAS(LB_AREA_DECLARE)
+#undef LB_AREA_DECLARE
 
 /* Add an op's attribute, PTX and LOWER rows to the op table on the stack (l_dialect.c). */
 void lb_push_op_tables(lua_State *L, int kind);

@@ -58,20 +58,29 @@ static bool check_init_scope(Cpn *c, IrOp *op) {
   return false;
 }
 
-/* The create op of the handle an init initializes (of kind k), else NULL after an error. */
-static IrOp *created_by(IrOp *init, IrOpKind k, const char *what) {
+/* A zeroed record of size bytes, a CpnHandle first, for the handle init
+** initializes, whose create op must be of kind k; NULL after an error. */
+static void *new_handle(Cpn *c, IrOp *init, IrOpKind k, const char *what, size_t size) {
   IrOp *cr = init->operands[0].value->def;
-  if (cr && cr->kind == k) return cr;
-  ir_op_error(init, "initializes a %s handle that does not come from %s", what, ir_op_info(k)->name);
-  return NULL;
+  if (!cr || cr->kind != k) {
+    ir_op_error(init, "initializes a %s handle that does not come from %s", what, ir_op_info(k)->name);
+    return NULL;
+  }
+  CpnHandle *h = arena_alloc(ir_arena(c->rw.ctx), size);
+  h->create = cr;
+  h->init = init;
+  return h;
+}
+
+/* A handle read whole: its users find it by its create op; then where its init runs. */
+static bool keep_handle(Cpn *c, CpnHandle *h) {
+  ptrmap_set(&c->handles, h->create, h);
+  return check_init_scope(c, h->init);
 }
 
 static bool read_pipe(Cpn *c, IrOp *init) {
-  IrOp *cr = created_by(init, OP_CUTLASS_PIPELINE_CREATE, "pipeline");
-  if (!cr) return false;
-  CpnPipe *p = arena_alloc(ir_arena(c->rw.ctx), sizeof *p);
-  p->create = cr;
-  p->init = init;
+  CpnPipe *p = new_handle(c, init, OP_CUTLASS_PIPELINE_CREATE, "pipeline", sizeof *p);
+  if (!p) return false;
   IrAttrs_CUTLASS_PIPELINE_INIT a = ir_attrs_CUTLASS_PIPELINE_INIT(init);
   p->stages = cut_pipe_shape(init->operands[0].value->type).stages;
   p->base = a.barrier_id_base;
@@ -89,22 +98,17 @@ static bool read_pipe(Cpn *c, IrOp *init) {
     return false;
   }
   if (p->mode == MODE_CLUSTER) c->cluster_pipes = true;
-  ptrmap_set(&c->handles, cr, p);
-  return check_init_scope(c, init);
+  return keep_handle(c, &p->h);
 }
 
 static bool read_seq(Cpn *c, IrOp *init) {
-  IrOp *cr = created_by(init, OP_CUTLASS_SEQ_BAR_CREATE, "seq_bar");
-  if (!cr) return false;
-  CpnSeq *s = arena_alloc(ir_arena(c->rw.ctx), sizeof *s);
-  s->create = cr;
-  s->init = init;
+  CpnSeq *s = new_handle(c, init, OP_CUTLASS_SEQ_BAR_CREATE, "seq_bar", sizeof *s);
+  if (!s) return false;
   IrAttrs_CUTLASS_SEQ_BAR_INIT a = ir_attrs_CUTLASS_SEQ_BAR_INIT(init);
   s->depth = cut_seq_depth(init->operands[0].value->type);
   s->base = a.barrier_id_base;
   s->count = a.arrive_count;
-  ptrmap_set(&c->handles, cr, s);
-  return check_init_scope(c, init);
+  return keep_handle(c, &s->h);
 }
 
 /* The handle operand #0 of a pipeline or seq_bar op, from its create and init. */

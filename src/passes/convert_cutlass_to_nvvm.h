@@ -15,9 +15,14 @@
 #define CPN_WAIT_HINT 0x989680 /* try_wait suspend-time hint (ns), CUTLASS's ClusterBarrier::wait */
 #define CPN_FUTURE_HINT 0x100000 /* the future-wait flavour's hint (seed 000: another constant) */
 
+/* The ops of a pipeline or seq_bar handle: the first member of CpnPipe and CpnSeq. */
+typedef struct CpnHandle {
+  IrOp *create, *init;
+} CpnHandle;
+
 /* What the init of a pipeline says (its handle's only init). */
 typedef struct CpnPipe {
-  IrOp *create, *init;
+  CpnHandle h;
   int64_t stages, base, tx, count[2]; /* count: arrivals per phase, [full, empty] */
   int mode;
   uint32_t np, nc;
@@ -25,7 +30,7 @@ typedef struct CpnPipe {
 } CpnPipe;
 
 typedef struct CpnSeq {
-  IrOp *create, *init;
+  CpnHandle h;
   int64_t depth, base, count;
 } CpnSeq;
 

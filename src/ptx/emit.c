@@ -612,6 +612,17 @@ static void put_loc(Emit *e, const IrOp *op) {
   e->loc_line = op->loc.line;
 }
 
+/* The writer of each op with a PTX_HAND row. */
+static void (*const hand_writers[OP__COUNT])(Emit *, IrOp *) = {
+#define OP(...)
+#define DTYPE(...)
+#define PTX_HAND(id, fn, text) [OP_##id] = fn,
+#include "../dialects/all.def"
+#undef OP
+#undef DTYPE
+#undef PTX_HAND
+};
+
 /* Control flow here, the hand-written cases, else the op's PTX template. */
 static void emit_op(Emit *e, IrOp *op) {
   put_loc(e, op);
@@ -621,7 +632,11 @@ static void emit_op(Emit *e, IrOp *op) {
   case OP_SCF_WHILE: emit_while(e, op); return;
   default: break;
   }
-  if (px_emit_arith(e, op) || px_emit_mem(e, op) || px_emit_warp(e, op)) return;
+  if (px_emit_arith(e, op) || px_emit_values(e, op)) return;
+  if (hand_writers[op->kind]) {
+    hand_writers[op->kind](e, op);
+    return;
+  }
   bool hand;
   const char *tmpl = ir_op_ptx(op->kind, &hand);
   if (tmpl && !hand) emit_template(e, op, tmpl);

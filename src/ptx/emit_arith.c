@@ -160,13 +160,9 @@ static void emit_shift(Emit *e, IrOp *op) {
   px_norm8(e, d);
 }
 
-#define PTX_CMP(id, name, cmp, ...) cmp,
-#define CMP_SIGN(id, name, cmp, sign) sign,
-static const char *const cmpi_ptx[] = {CMPI_PRED_LIST(PTX_CMP)};
-static const char cmpi_sign[] = {CMPI_PRED_LIST(CMP_SIGN)};
-static const char *const cmpf_ptx[] = {CMPF_PRED_LIST(PTX_CMP)};
-#undef PTX_CMP
-#undef CMP_SIGN
+static const char *const cmpi_ptx[] = {CMPI_PRED_LIST(PX_OP_PTX)};
+static const char cmpi_sign[] = {CMPI_PRED_LIST(PX_OP_SIGN)};
+static const char *const cmpf_ptx[] = {CMPF_PRED_LIST(PX_OP_PTX)};
 
 static void emit_cmpi(Emit *e, IrOp *op) {
   int i = ir_attrs_ARITH_CMPI(op).predicate;

@@ -73,9 +73,23 @@ void px_norm8(Emit *e, IrValue *v);
 Regs *px_zext8(Emit *e, IrValue *v);
 /* }=== */
 
-/* The hand-written cases: false when op is not theirs. */
-bool px_emit_arith(Emit *e, IrOp *op); /* emit_arith.c */
-bool px_emit_mem(Emit *e, IrOp *op);   /* emit_mem.c */
-bool px_emit_warp(Emit *e, IrOp *op);  /* emit_warp.c */
+/* The PTX columns of the operation lists of enums.h (ATOMIC_KIND, REDUX_KIND,
+** CMPI_PRED: X(id, name, PTX operation, sign); CMPF_PRED has no sign) as array
+** elements, indexed by the enumerator. */
+#define PX_OP_PTX(id, name, ptx, ...) ptx,
+#define PX_OP_SIGN(id, name, ptx, sign) sign,
+
+/* The hand-written cases of the arith ops and of the value-level tile ops:
+** false when op is not theirs. */
+bool px_emit_arith(Emit *e, IrOp *op);  /* emit_arith.c */
+bool px_emit_values(Emit *e, IrOp *op); /* emit_mem.c */
+/* The writers that PTX_HAND rows name (emit_mem.c, emit_warp.c). */
+#define OP(...)
+#define DTYPE(...)
+#define PTX_HAND(id, fn, text) void fn(Emit *e, IrOp *op);
+#include "../dialects/all.def"
+#undef OP
+#undef DTYPE
+#undef PTX_HAND
 
 #endif

@@ -102,7 +102,7 @@ static const char *load_hints(Emit *e, IrOp *op) {
   return buf;
 }
 
-static void emit_load(Emit *e, IrOp *op) {
+void px_emit_load(Emit *e, IrOp *op) {
   IrValue *d = &op->results[0], *a = op->operands[0].value;
   const char *vec, *ty;
   if (px_is_i1(d->type)) {
@@ -117,7 +117,7 @@ static void emit_load(Emit *e, IrOp *op) {
   px_emitf(e, "ld%s%s%s%s.%s %L, [%v];", volatile_of(op), space_of(op->kind), load_hints(e, op), vec, ty, d, a);
 }
 
-static void emit_store(Emit *e, IrOp *op) {
+void px_emit_store(Emit *e, IrOp *op) {
   IrValue *a = op->operands[0].value, *v = op->operands[1].value;
   const char *vec, *ty;
   if (px_is_i1(v->type)) {
@@ -132,17 +132,12 @@ static void emit_store(Emit *e, IrOp *op) {
   px_emitf(e, "st%s%s%s.%s [%v], %L;", volatile_of(op), space_of(op->kind), vec, ty, a, v);
 }
 
-/* atom / red: atom.scope.space.op.type; umax / umin are max / min on .u types. */
-#define ATOM_PTX(id, name, ptx, sign) ptx,
-#define ATOM_SIGN(id, name, ptx, sign) sign,
-static const char *const atomic_ptx[] = {ATOMIC_KIND_LIST(ATOM_PTX)};
-static const char atomic_sign[] = {ATOMIC_KIND_LIST(ATOM_SIGN)};
-#undef ATOM_PTX
-#undef ATOM_SIGN
+static const char *const atomic_ptx[] = {ATOMIC_KIND_LIST(PX_OP_PTX)};
+static const char atomic_sign[] = {ATOMIC_KIND_LIST(PX_OP_SIGN)};
 
 /* atom / red: atom.scope.space.op.type, the integer type signed or unsigned by
 ** the operation (umax / umin are max / min on .u types), floats as they are. */
-static void emit_atom(Emit *e, IrOp *op) {
+void px_emit_atom(Emit *e, IrOp *op) {
   IrValue *a = op->operands[0].value, *v = op->operands[1].value;
   bool cas = ir_op_attr_set(op->kind) == OP_NVVM_ATOM_CAS_GLOBAL, red = op->nresults == 0;
   const IrType *t = v->type;
@@ -168,7 +163,7 @@ static void emit_atom(Emit *e, IrOp *op) {
 ** The shared buffer, inline PTX, casts
 ** ======================================================================= */
 
-static void emit_shared_base(Emit *e, IrOp *op) {
+void px_emit_shared_base(Emit *e, IrOp *op) {
   e->smem = true;
   px_emitf(e, "mov.u32 %v, smem;", &op->results[0]);
 }
@@ -269,7 +264,7 @@ static void put_tensor(Emit *e, IrOp *op, uint32_t map, uint32_t first, uint32_t
   sb_puts(&e->body, "}]");
 }
 
-static void emit_tma(Emit *e, IrOp *op) {
+void px_emit_tma(Emit *e, IrOp *op) {
   IrAttrs_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL at =
       ir_attrs_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL(op);
   int dim = (int)at.dim;
@@ -311,7 +306,7 @@ static void emit_tma(Emit *e, IrOp *op) {
 ** registers when nothing else reads them afterwards (its only use, not
 ** aliased), so a loop-carried accumulator needs no copies while the wgmma runs
 ** asynchronously; otherwise it is copied first. */
-static void emit_wgmma_mma(Emit *e, IrOp *op) {
+void px_emit_wgmma_mma(Emit *e, IrOp *op) {
   IrValue *acc = op->operands[0].value, *a = op->operands[1].value, *d = &op->results[0];
   Regs *racc = px_regs(e, acc), *rd = ptrmap_get(&e->regs, d);
   if (!rd && ir_value_num_uses(acc) == 1 && !racc->aliased) {
@@ -346,7 +341,7 @@ static void emit_wgmma_mma(Emit *e, IrOp *op) {
   sb_puts(&e->body, ";\n");
 }
 
-static void emit_matrix(Emit *e, IrOp *op) {
+void px_emit_matrix(Emit *e, IrOp *op) {
   const char *tr = ir_attrs_TILE_STMATRIX(op).trans ? ".trans" : "";
   if (op->kind == OP_NVVM_STMATRIX) {
     sb_printf(&e->body, "\tstmatrix.sync.aligned.m8n8.x%u%s.shared.b16 [", op->noperands - 1, tr);
@@ -367,10 +362,10 @@ static void emit_matrix(Emit *e, IrOp *op) {
 /* }====================================================================== */
 
 /* {======================================================================
-** The hand-written nvvm ops (PTX_HAND rows) and the value-level tile ops
+** The value-level tile ops (the nvvm ops above are their PTX_HAND rows')
 ** ======================================================================= */
 
-bool px_emit_mem(Emit *e, IrOp *op) {
+bool px_emit_values(Emit *e, IrOp *op) {
   switch (op->kind) {
   case OP_UNREALIZED_CAST: emit_cast(e, op); return true;
   case OP_TILE_EXTRACT: emit_extract(e, op); return true;
@@ -378,30 +373,6 @@ bool px_emit_mem(Emit *e, IrOp *op) {
   case OP_TILE_SPLAT: emit_splat(e, op); return true;
   case OP_TILE_PACK: emit_pack(e, op); return true;
   case OP_TILE_UNPACK_FP8: emit_unpack_fp8(e, op); return true;
-  case OP_NVVM_LD_GLOBAL:
-  case OP_NVVM_LD_SHARED:
-  case OP_NVVM_LD_SHARED_CLUSTER:
-  case OP_NVVM_LD_GENERIC: emit_load(e, op); return true;
-  case OP_NVVM_ST_GLOBAL:
-  case OP_NVVM_ST_SHARED:
-  case OP_NVVM_ST_SHARED_CLUSTER:
-  case OP_NVVM_ST_GENERIC: emit_store(e, op); return true;
-  case OP_NVVM_ATOM_GLOBAL:
-  case OP_NVVM_ATOM_SHARED:
-  case OP_NVVM_ATOM_SHARED_CLUSTER:
-  case OP_NVVM_ATOM_CAS_GLOBAL:
-  case OP_NVVM_ATOM_CAS_SHARED:
-  case OP_NVVM_ATOM_CAS_SHARED_CLUSTER:
-  case OP_NVVM_RED_GLOBAL:
-  case OP_NVVM_RED_SHARED:
-  case OP_NVVM_RED_SHARED_CLUSTER: emit_atom(e, op); return true;
-  case OP_NVVM_SHARED_BASE: emit_shared_base(e, op); return true;
-  case OP_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL:
-  case OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA:
-  case OP_NVVM_CP_ASYNC_BULK_PREFETCH_TENSOR: emit_tma(e, op); return true;
-  case OP_NVVM_WGMMA_MMA_ASYNC: emit_wgmma_mma(e, op); return true;
-  case OP_NVVM_STMATRIX:
-  case OP_NVVM_LDMATRIX: emit_matrix(e, op); return true;
   default: return false;
   }
 }

@@ -12,26 +12,22 @@
 
 /* shfl.sync.mode.b32 d, a, b, c, mask: c = (32 - width) << 8 | clamp, the
 ** clamp lane 31 except for up (0), as CUDA's __shfl*_sync write it. */
-static void emit_shfl(Emit *e, IrOp *op) {
+void px_emit_shfl(Emit *e, IrOp *op) {
   IrAttrs_TILE_SHFL a = ir_attrs_TILE_SHFL(op);
   unsigned c = (unsigned)((32 - a.width) << 8) | (a.mode == SHFL_UP ? 0u : 31u);
   px_emitf(e, "shfl.sync.%s.b32 %v, %v, %v, %u, %x;", SHFL_MODE_names[a.mode], &op->results[0],
            op->operands[0].value, op->operands[1].value, c, (unsigned)a.mask);
 }
 
-static void emit_redux(Emit *e, IrOp *op) {
-#define REDUX_PTX(id, name, ptx, sign) ptx,
-#define REDUX_SIGN(id, name, ptx, sign) sign,
-  static const char *const ptx[] = {REDUX_KIND_LIST(REDUX_PTX)};
-  static const char sign[] = {REDUX_KIND_LIST(REDUX_SIGN)};
-#undef REDUX_PTX
-#undef REDUX_SIGN
+void px_emit_redux(Emit *e, IrOp *op) {
+  static const char *const ptx[] = {REDUX_KIND_LIST(PX_OP_PTX)};
+  static const char sign[] = {REDUX_KIND_LIST(PX_OP_SIGN)};
   IrAttrs_TILE_REDUX a = ir_attrs_TILE_REDUX(op);
   px_emitf(e, "redux.sync.%s.%s %v, %v, %x;", ptx[a.kind], px_isfx(op->results[0].type, sign[a.kind]),
            &op->results[0], op->operands[0].value, (unsigned)a.mask);
 }
 
-static void emit_math(Emit *e, IrOp *op) {
+void px_emit_math(Emit *e, IrOp *op) {
   const char *ins = tile_math_instruction(op);
   if (!ins) {
     px_fail(e, op, "no approximation of this function on this type");
@@ -56,7 +52,7 @@ static Regs *b32_regs(Emit *e, IrValue *v) {
   return t;
 }
 
-static void emit_mma_sync(Emit *e, IrOp *op) {
+void px_emit_mma_sync(Emit *e, IrOp *op) {
 #define MMA_K(id, name, k, trans, f16acc) k,
   static const int kdim[] = {WGMMA_TYPE_LIST(MMA_K)};
 #undef MMA_K
@@ -87,7 +83,7 @@ static char constraint_at(const char *cs, uint32_t k) {
 
 /* The text with $N / $rN replaced by the registers of operand / result N
 ** (braced lists for vectors), an 'n' operand by its value, $$ by $. */
-static void emit_inline_ptx(Emit *e, IrOp *op) {
+void px_emit_inline_ptx(Emit *e, IrOp *op) {
   IrAttrs_NVVM_INLINE_PTX a = ir_attrs_NVVM_INLINE_PTX(op);
   const char *s = a.ptx ? a.ptx : "";
   sb_putc(&e->body, '\t');
@@ -117,15 +113,4 @@ static void emit_inline_ptx(Emit *e, IrOp *op) {
     p = end - 1;
   }
   sb_putc(&e->body, '\n');
-}
-
-bool px_emit_warp(Emit *e, IrOp *op) {
-  switch (op->kind) {
-  case OP_NVVM_SHFL_SYNC: emit_shfl(e, op); return true;
-  case OP_NVVM_REDUX_SYNC: emit_redux(e, op); return true;
-  case OP_NVVM_MATH_APPROX: emit_math(e, op); return true;
-  case OP_NVVM_MMA_SYNC: emit_mma_sync(e, op); return true;
-  case OP_NVVM_INLINE_PTX: emit_inline_ptx(e, op); return true;
-  default: return false;
-  }
 }
