@@ -829,9 +829,10 @@ handlers["tile.mbarrier_try_wait"] = function(R, W, rec, ins)
   R:wait(W, rec, uniform(rec, ins[1], "barrier"), uniform(rec, ins[2], "parity"))
   return { 1 }
 end
-handlers["tile.mbarrier_test_wait"] = function(R, W, rec, ins)
-  local addr, parity = uniform(rec, ins[1], "barrier"), uniform(rec, ins[2], "parity")
-  local r = request(W, rec, function() return true end, function()
+-- A non-blocking test of a barrier's phase: 1 (and what the phase publishes
+-- becomes visible) when `parity` has completed, else 0.
+local function test_phase(R, W, rec, addr, parity)
+  return request(W, rec, function() return true end, function()
     local b = R:bar(W, addr, rec)
     if passes(b, parity) then
       vc_join(W.vc, b.last_vc)
@@ -839,7 +840,9 @@ handlers["tile.mbarrier_test_wait"] = function(R, W, rec, ins)
     end
     return 0
   end, function() return "tests" end)
-  return { r }
+end
+handlers["tile.mbarrier_test_wait"] = function(R, W, rec, ins)
+  return { test_phase(R, W, rec, uniform(rec, ins[1], "barrier"), uniform(rec, ins[2], "parity")) }
 end
 handlers["tile.bulk_copy_g2s"] = function(R, W, rec, ins, ctx)
   for _, l in ipairs(ctx.mask) do
@@ -945,16 +948,7 @@ end
 local function probe(empty)
   return function(R, W, rec, ins)
     local p, s = pipe_of(R, W, ins[1], rec), ins[2]
-    local addr, parity = stage_bar(p, s.index, empty), empty == 1 and s.phase ~ 1 or s.phase
-    local r = request(W, rec, function() return true end, function()
-      local b = R:bar(W, addr, rec)
-      if passes(b, parity) then
-        vc_join(W.vc, b.last_vc)
-        return 1
-      end
-      return 0
-    end, function() return "tests" end)
-    return { r }
+    return { test_phase(R, W, rec, stage_bar(p, s.index, empty), empty == 1 and s.phase ~ 1 or s.phase) }
   end
 end
 handlers["cutlass.pipeline.producer_try_acquire"] = probe(1)
@@ -967,27 +961,26 @@ local function arrival(R, W, rec, addr, n, bytes, arrive)
     b.tx = b.tx + bytes
   end
 end
-handlers["cutlass.pipeline.producer_commit"] = function(R, W, rec, ins, ctx)
-  local p, s = pipe_of(R, W, ins[1], rec), ins[2]
-  local tx = rec.op:attr "transaction_bytes"
-  if tx == nil or tx < 0 then tx = p.tx end
-  per_group(R, W, rec, ctx, p.prod, true, function(n)
+-- The producers' part on stage s's full barrier, once per participant group:
+-- a commit arrives (with `bytes` each when given), an expect_tx only adds bytes.
+local function producer_arrivals(R, W, rec, ctx, p, s, bytes, commit, what)
+  per_group(R, W, rec, ctx, p.prod, commit, function(n)
     request(W, rec, function() return true end, function()
-      arrival(R, W, rec, stage_bar(p, s.index, 0), n, tx > 0 and tx * n or nil, true)
-      W.vc[W.actor] = W.vc[W.actor] + 1
-    end, function() return "commits" end)
+      arrival(R, W, rec, stage_bar(p, s.index, 0), n, bytes and bytes * n, commit)
+      if commit then W.vc[W.actor] = W.vc[W.actor] + 1 end
+    end, function() return what end)
   end)
   return {}
 end
-handlers["cutlass.pipeline.producer_expect_tx"] = function(R, W, rec, ins, ctx)
-  local p, s = pipe_of(R, W, ins[1], rec), ins[2]
+handlers["cutlass.pipeline.producer_commit"] = function(R, W, rec, ins, ctx)
+  local p = pipe_of(R, W, ins[1], rec)
   local tx = rec.op:attr "transaction_bytes"
-  per_group(R, W, rec, ctx, p.prod, false, function(n)
-    request(W, rec, function() return true end, function()
-      arrival(R, W, rec, stage_bar(p, s.index, 0), n, tx * n, false)
-    end, function() return "expects bytes" end)
-  end)
-  return {}
+  if tx == nil or tx < 0 then tx = p.tx end
+  return producer_arrivals(R, W, rec, ctx, p, ins[2], tx > 0 and tx or nil, true, "commits")
+end
+handlers["cutlass.pipeline.producer_expect_tx"] = function(R, W, rec, ins, ctx)
+  local p = pipe_of(R, W, ins[1], rec)
+  return producer_arrivals(R, W, rec, ctx, p, ins[2], rec.op:attr "transaction_bytes", false, "expects bytes")
 end
 handlers["cutlass.pipeline.consumer_release"] = function(R, W, rec, ins, ctx)
   local p, s = pipe_of(R, W, ins[1], rec), ins[2]
