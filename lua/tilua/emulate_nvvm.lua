@@ -496,7 +496,7 @@ return function(handlers, x)
   end
   handlers["nvvm.barrier"], handlers["tile.named_barrier_sync"] = named_sync, named_sync
   -- bar.arrive id, count: arrives without waiting (the barrier's generation moves on when the count is reached)
-  handlers["nvvm.barrier.arrive"] = function(R, W, rec, ins)
+  local function named_arrive(R, W, rec, ins)
     local id = uniform(rec, ins[1], "barrier id")
     local n = (uniform(rec, ins[2], "thread count") + 31) // 32
     local cta, key = W.cta, "bar.sync " .. id
@@ -516,6 +516,7 @@ return function(handlers, x)
     end, function() return ("arrives at named barrier %d"):format(id) end)
     return {}
   end
+  handlers["nvvm.barrier.arrive"], handlers["tile.named_barrier_arrive"] = named_arrive, named_arrive
   local function nop() return {} end
   for _, n in ipairs { "nvvm.fence", "nvvm.fence.proxy.async", "nvvm.fence.mbarrier_init", "nvvm.nanosleep",
                        "nvvm.setmaxregister" } do
