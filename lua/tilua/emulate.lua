@@ -1153,7 +1153,9 @@ function Run:start()
       local id = self:new_actor()
       local W = { id = id, actor = id, w = w, cta = cta, vals = {}, vc = { [id] = 1 }, seen = {}, bulk_open = {},
                   bulk_groups = {}, kind = "warp", done = false, nsync = 0, role = "kernel" }
-      W.label = ("kernel warp %d%s"):format(w, self.grid > 1 and (" (CTA %d)"):format(c) or "")
+      local role = self.o.roles and self.o.roles[w] -- roles the lowering erased (tile.agent), by warp
+      if role then W.role = role end
+      W.label = ("%s warp %d%s"):format(role or "kernel", w, self.grid > 1 and (" (CTA %d)"):format(c) or "")
       W.key = "w" .. id
       self.actors[id] = W
       self.warps[#self.warps + 1] = W
@@ -1494,4 +1496,15 @@ function M.check(k, o)
 end
 
 M.SHARED_BASE, M.GLOBAL_BASE = SHARED_BASE, GLOBAL_BASE
+
+-- The extension point: ext(handlers, api) adds or wraps op handlers (a
+-- handler is fn(R, W, rec, ins, ctx) -> results); api holds the helpers they
+-- use. emulate_nvvm.lua (the nvvm ops after lowering) registers through it.
+function M.extend(ext)
+  return ext(handlers, { M = M, Run = Run, request = request, eval_lanes = eval_lanes, per_address = per_address,
+                         uniform = uniform, at = at, varying = varying, LV = LV, test_phase = test_phase,
+                         passes = passes, codec_of = codec_of, violation = violation, not_modelled = not_modelled,
+                         SHARED_BASE = SHARED_BASE, kernel_op = kernel_op })
+end
+M.extend(require "tilua.emulate_nvvm")
 return M

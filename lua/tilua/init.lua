@@ -669,5 +669,6 @@ require("tilua.stdlib.autotune").attach(tl) -- tl.autotune
 -- (docs/protocol.md).
 function tl.emulate(k, opts) return require("tilua.emulate").run(k, opts) end
 function tl.verify_protocol(k, opts) return require("tilua.emulate").check(k, opts) end
+function tl.check_lowering(k, opts) return require("tilua.emulate").check_lowering(k, opts) end
 
 return tl

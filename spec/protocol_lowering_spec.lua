@@ -1,0 +1,210 @@
+-- The emulator and the protocol checker on lowered IR (emulate_nvvm.lua) and
+-- tl.check_lowering: the ring-copy examples copy every byte and check clean at
+-- every stage of the `ptx` pipeline, and lowering bugs simulated by mutating
+-- the IR right after a given pass are reported at that pass, with a
+-- counterexample at the examples' lines (docs/protocol.md, "Lowered IR and the
+-- check after every pass").
+dofile "spec/helper.lua"
+local tl = require "tilua"
+
+local rc = assert(loadfile "examples/ring_copy.lua")("--library")
+local prc = assert(loadfile "examples/pipeline_ring_copy.lua")("--library")
+
+local function bytes(n, seed)
+  local t, s = {}, seed or 7
+  for i = 1, n do
+    s = (s * 1103515245 + 12345) & 0x7fffffff
+    t[i] = string.char((s >> 16) & 0xff)
+  end
+  return table.concat(t)
+end
+
+-- as in protocol_spec.lua: every ring wraps at least twice on one CTA
+local cases = {
+  rc = { name = "ring_copy", build = function() return rc.build { stages = 2, chunk = 512, consumer_warps = 1, name = "rc" } end,
+         n = 5 * 512 + 13 * 16 + 5 },
+  rcb = { name = "ring_copy_bulk", build = function()
+      return rc.build { stages = 3, chunk = 512, consumer_warps = 1, store = "bulk", inflight = 2, name = "rcb" }
+    end, n = 7 * 512 + 7 },
+  prc = { name = "pipeline_ring_copy", build = function()
+      return prc.build { stages = 2, chunk = 512, consumer_warps = 1, name = "prc" }
+    end, n = 5 * 512 + 37 },
+  prc2 = { name = "pipeline_ring_copy (2 consumer warps)", build = function()
+      return prc.build { stages = 2, chunk = 1024, consumer_warps = 2, name = "prc2" }
+    end, n = 5 * 1024 + 37, slow = true },
+  prcws = { name = "pipeline_ring_copy_ws", build = function()
+      return prc.build { stages = 2, chunk = 1024, consumer_warps = 2, mode = "warp_specialized", name = "prcws" }
+    end, n = 5 * 1024 + 37, slow = true },
+}
+
+local function args(src) return { src, { bytes = #src }, #src } end
+
+-- Every op named `name` inside op (program order).
+local function ops(op, name)
+  local out = {}
+  op:walk(function(o) if o:name() == name then out[#out + 1] = o end end)
+  return out
+end
+
+local PASSES = { "canonicalize", "cse", "lower-tile-scheduler", "convert-cutlass-to-nvvm", "dedupe-wait-groups",
+                 "convert-tile-to-nvvm", "canonicalize", "cse", "canonicalize" }
+
+describe("the emulator on lowered IR", function()
+  for _, key in ipairs { "rc", "rcb", "prc", "prcws" } do -- (prc2: 11 s more, nothing new at the nvvm level)
+    local c = cases[key]
+    it("copies every byte and checks clean at every stage of ptx: " .. c.name, function()
+      local k = c.build()
+      local src = bytes(c.n, 3)
+      local seen = {}
+      local t0 = os.clock()
+      local r = tl.check_lowering(k, { args = args(src), after_pass = function(pass, i, kop)
+        seen[#seen + 1] = pass
+        for _, grid in ipairs(c.slow and { 2 } or { 1, 2 }) do -- (the slow ones: one emulation per stage)
+          for _, policy in ipairs(c.slow and { "random" } or { "round_robin", "random", "adversarial" }) do
+            local e = tl.emulate(kop, { grid = grid, args = args(src), policy = policy, seed = 5 + i })
+            assert(e.ok, ("after %s (%s, grid %d): %s"):format(pass, policy, grid, tostring(e.report)))
+            assert(e.read(2) == src, ("after %s (%s, grid %d): the copy differs from its source"):format(pass, policy, grid))
+          end
+        end
+      end })
+      assert(r.ok, r.report)
+      assert.are.same(PASSES, r.passes)
+      assert.are.equal(#PASSES + 1, #r.stages)
+      assert.are.equal("input", seen[1])
+      assert.are.equal(#PASSES + 1, #seen)
+      for _, st in ipairs(r.stages) do
+        assert(st.ok, st.report)
+        assert.is_true(st.min_phases >= 1, st.name)
+      end
+      print(("\n  %s: %.2f s (%d emulations per stage)\n%s"):format(c.name, os.clock() - t0, c.slow and 1 or 6, r.report))
+    end)
+  end
+
+  it("runs a compiled kernel's nvvm IR (k.lowered) with the warps' roles", function()
+    local c = cases.prcws
+    local k = c.build()
+    k:compile()
+    local kop = k:lowered_op()
+    local names = {}
+    kop:walk(function(o) names[o:name()] = true end)
+    assert.is_nil(names["cutlass.pipeline.consumer_wait"])
+    assert.is_true(names["nvvm.mbarrier.try_wait.parity.shared"])
+    assert.is_true(names["nvvm.barrier"]) -- the consumer warps' named barrier before their release
+    local src = bytes(c.n, 9)
+    local e = tl.emulate(kop, { grid = 3, args = args(src), policy = "random", seed = 1,
+                                roles = { [0] = "producer", "consumer", "consumer" } })
+    assert(e.ok, e.report)
+    assert(e.read(2) == src)
+    local named = false
+    for _, step in ipairs(e.trace) do
+      named = named or step:match "^consumer warp 2 %(CTA %d%): nvvm.mbarrier.try_wait.parity.shared at examples/pipeline_ring_copy.lua:%d+$" ~= nil
+    end
+    assert.is_true(named, "no step names the consumer warp's spin loop at its line")
+  end)
+
+  it("treats a try_wait spin loop as a wait: a lost arrive is a deadlock, not a livelock", function()
+    local k = cases.rc.build()
+    k:compile()
+    local kop = k:lowered_op()
+    ops(kop, "nvvm.mbarrier.arrive.shared")[1]:erase() -- the consumer's release
+    local e = tl.emulate(kop, { args = args(bytes(cases.rc.n)), max_steps = 10000 })
+    assert.is_false(e.ok)
+    assert.are.equal("deadlock", e.error.kind)
+    assert.matches("kernel warp 0 waits on mbarrier at shared offset 1040 for parity 0 at examples/ring_copy.lua:83", e.report)
+  end)
+end)
+
+describe("tl.check_lowering", function()
+  -- a new constant before `before`
+  local function const(before, value, type)
+    return tl.core.op_create(tl.context(), "arith.constant", {}, { type }, { value = value }, 0, nil, before, nil)
+  end
+
+  -- A lowering bug: `mutate(kop)` right after the pass numbered `at` of
+  -- the ptx pipeline; check_lowering must blame that pass with one of `kinds`
+  -- and a counterexample whose every step names its role, op and example line.
+  local function broken(what, key, at, kinds, mutate, lines)
+    it(("blames %s (pass %d) for: %s"):format(PASSES[at], at, what), function()
+      local c = cases[key]
+      local done = false
+      local r = tl.check_lowering(c.build(), { args = args(bytes(c.n)), after_pass = function(_, i, kop)
+        if i == at then
+          mutate(kop)
+          done = true
+        end
+      end })
+      assert.is_true(done)
+      assert.is_false(r.ok, "the mutant passed")
+      assert.are.equal(PASSES[at], r.broken_by)
+      assert.are.equal(at, r.broken_at)
+      local ok = false
+      for _, kind in ipairs(kinds) do ok = ok or r.violation.kind == kind end
+      assert(ok, ("expected %s, got:\n%s"):format(table.concat(kinds, " or "), r.report))
+      assert.matches("^" .. PASSES[at]:gsub("%-", "%%-") .. " broke the protocol: verify%-protocol: " .. r.violation.kind, r.report)
+      for i = 1, at do assert(r.stages[i].ok, r.stages[i].name) end -- clean up to the pass before
+      assert.is_true(#r.trace >= 1, r.report)
+      for _, step in ipairs(r.trace) do
+        assert(step:match "^[%w_]+ warp %d+: [%w_.]+ at examples/[%w_]+%.lua:%d+$"
+               or step:match "^bulk copy %d+ %(from [%w_]+ warp %d+%): [%w_.]+ at examples/[%w_]+%.lua:%d+ completes",
+               "a step does not name its role, op and line: " .. step)
+      end
+      for _, l in ipairs(lines or {}) do assert.matches(l, r.report) end
+      print(("\n  %s -> %s after %s (%d steps, %.2f s)\n%s"):format(what, r.violation.kind, r.broken_by, #r.trace,
+        r.seconds, r.violation.message))
+    end)
+  end
+
+  broken("an nvvm mbarrier.init counting one arrival too many (ring_copy)", "rc", 6, { "deadlock" }, function(kop)
+    local inits = ops(kop, "nvvm.mbarrier.init.shared")
+    for i = 2, #inits, 2 do -- full, empty, full, empty: the empty barriers (32 consumer threads)
+      local o = inits[i]
+      o:set_operand(2, const(o, 33, o:operand(2):type()):result(1))
+    end
+  end, { "32 of 33 arrivals came", "producer warp 0 waits on mbarrier examples/ring_copy.lua:%d+%[%d%] for parity" })
+
+  broken("the consumer's try_wait parity flipped (pipeline_ring_copy)", "prc", 4, { "phase", "unfilled" }, function(kop)
+    local waits = ops(kop, "nvvm.mbarrier.try_wait.parity.shared")
+    local w = waits[2] -- the consumer's wait on full[s]
+    local p = w:operand(2)
+    local one = const(w, 1, p:type())
+    local flipped = tl.core.op_create(tl.context(), "arith.xori", { p, one:result(1) }, { p:type() }, {}, 0, nil, w, nil)
+    w:set_operand(2, flipped:result(1))
+  end, { "consumer warp 1" })
+
+  broken("the consumer's arrive dropped (ring_copy)", "rc", 7, { "deadlock" }, function(kop)
+    ops(kop, "nvvm.mbarrier.arrive.shared")[1]:erase()
+  end, { "producer warp 0 waits on mbarrier examples/ring_copy.lua:%d+%[0%] for parity 0 at examples/ring_copy.lua:83" })
+
+  broken("the bar.sync after the mbarrier inits removed (pipeline_ring_copy)", "prc", 6, { "uninitialized" }, function(kop)
+    ops(kop, "nvvm.barrier0")[1]:erase()
+  end, { "is not ordered before the use" })
+
+  broken("the consumer warps' named barrier before their release removed (ws)", "prcws", 4, { "overwrite" }, function(kop)
+    ops(kop, "tile.named_barrier_sync")[1]:erase()
+  end, { "overwrites shared bytes .* that consumer warp 2 read at examples/pipeline_ring_copy.lua:%d+" })
+
+  broken("16 transaction bytes too few in arrive.expect_tx (pipeline_ring_copy)", "prc", 6, { "tx_bytes" }, function(kop)
+    local a = ops(kop, "nvvm.mbarrier.arrive.expect_tx.shared")[1]
+    a:set_operand(2, const(a, 512 - 16, a:operand(2):type()):result(1))
+  end, { "transaction%-byte mismatch" })
+
+  broken("a bulk store's slot released before the store read it (ring_copy bulk)", "rcb", 6, { "overwrite", "unfilled" },
+    function(kop)
+      for _, o in ipairs(ops(kop, "nvvm.cp.async.bulk.wait_group")) do
+        if o:attr "read" then o:set_attr("group", 3) end
+      end
+    end)
+
+  it("says when the input is already broken, and which passes it ran", function()
+    local c = cases.rc
+    local r = tl.check_lowering(c.build(), { args = args(bytes(c.n)), after_pass = function(_, i, kop)
+      if i == 0 then ops(kop, "tile.barrier")[1]:erase() end
+    end })
+    assert.is_false(r.ok)
+    assert.is_nil(r.broken_by)
+    assert.matches("^check_lowering: the input's protocol is already incorrect: verify%-protocol: uninitialized", r.report)
+    local p = tl.check_lowering(c.build(), { args = args(bytes(c.n)), pipeline = "canonicalize,convert-tile-to-nvvm" })
+    assert(p.ok, p.report)
+    assert.are.same({ "canonicalize", "convert-tile-to-nvvm" }, p.passes)
+  end)
+end)
