@@ -873,7 +873,7 @@ handlers["tile.bulk_wait"] = function(R, W, rec)
   return {}
 end
 handlers["tile.barrier"] = function(R, W, rec)
-  R:rendezvous(W, rec, "bar.sync 0", R.k.warps, "the CTA barrier (tile.barrier)")
+  R:rendezvous(W, rec, "bar.sync 0", R.k.warps, "the CTA barrier (bar.sync 0)")
   return {}
 end
 

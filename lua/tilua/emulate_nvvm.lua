@@ -291,26 +291,19 @@ return function(handlers, x)
 
   -- {=== loads, stores, atomics
 
-  local function load(space)
+  -- a load or store in `space`, lane by lane; the codec comes from the value's type
+  local function access(space, is_store)
     return function(R, W, rec, ins, ctx)
       rec.per_lane = true
-      rec.codec = rec.codec or codec_of(rec.op:result(1):type())
+      rec.codec = rec.codec or codec_of(is_store and rec.op:operand(2):type() or rec.op:result(1):type())
       local a = space == "shared" and sh(ins[1]) or ins[1]
-      return eval_lanes(R, W, rec, { a }, ctx, function(v) return { R:load(W, rec, v[1]) } end)
-    end
-  end
-  local function store(space)
-    return function(R, W, rec, ins, ctx)
-      rec.per_lane = true
-      rec.codec = rec.codec or codec_of(rec.op:operand(2):type())
-      local a = space == "shared" and sh(ins[1]) or ins[1]
-      eval_lanes(R, W, rec, { a, ins[2] }, ctx, function(v)
-        R:store(W, rec, v[1], v[2])
-        return {}
-      end)
+      if not is_store then return eval_lanes(R, W, rec, { a }, ctx, function(v) return { R:load(W, rec, v[1]) } end) end
+      eval_lanes(R, W, rec, { a, ins[2] }, ctx, function(v) R:store(W, rec, v[1], v[2]) return {} end)
       return {}
     end
   end
+  local function load(space) return access(space, false) end
+  local function store(space) return access(space, true) end
   handlers["nvvm.ld.global"], handlers["nvvm.ld.shared"], handlers["nvvm.ld"] = load "global", load "shared", load "generic"
   handlers["nvvm.st.global"], handlers["nvvm.st.shared"], handlers["nvvm.st"] = store "global", store "shared", store "generic"
   local atomic_f = {
@@ -483,10 +476,7 @@ return function(handlers, x)
 
   -- {=== CTA and named barriers, fences
 
-  handlers["nvvm.barrier0"] = function(R, W, rec)
-    R:rendezvous(W, rec, "bar.sync 0", R.k.warps, "the CTA barrier (bar.sync 0)")
-    return {}
-  end
+  handlers["nvvm.barrier0"] = handlers["tile.barrier"] -- bar.sync 0, the CTA barrier
   -- bar.sync id, count: `count` threads (whole warps) of the block, all of them without a count
   local function named_sync(R, W, rec, ins)
     local id = uniform(rec, ins[1], "barrier id")
