@@ -29,6 +29,6 @@ typedef struct SigMismatch {
   int count_error; /* 1: too few, 2: too many */
 } SigMismatch;
 bool ir_sig_check(const char *p, uint32_t n, const IrType *const *types, SigMismatch *mm);
-const char *ir_sig_results(const char *sig);
+const char *ir_op_sig_results(IrOpKind k);
 
 #endif

@@ -10,6 +10,7 @@
 ** num (intlike or float) ptr ptr.<space> memref memref.<space> tile tile.<space>
 ** vector shaped (memref, tile or vector) !dialect.type (any parameters).
 */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "../dialects/dialects.h"
@@ -228,6 +229,16 @@ bad:
   return false;
 }
 
-const char *ir_sig_results(const char *sig) { return sig_results(sig); }
+/* The result part of op kind k's signature, found once per kind (the verifier
+** asks for it at every op it checks). */
+const char *ir_op_sig_results(IrOpKind k) {
+  static _Atomic(const char *) found[sizeof op_table / sizeof op_table[0]];
+  const char *r = atomic_load_explicit(&found[k], memory_order_relaxed);
+  if (!r) {
+    r = sig_results(op_table[k].sig);
+    atomic_store_explicit(&found[k], r, memory_order_relaxed);
+  }
+  return r;
+}
 
 /* }====================================================================== */

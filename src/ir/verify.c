@@ -36,12 +36,9 @@ static bool check_signature(Verifier *v, IrOp *op, const IrOpInfo *info) {
   uint32_t n = op->noperands > op->nresults ? op->noperands : op->nresults;
   const IrType **types = n <= 32 ? stackbuf : ir_malloc(n * sizeof *types);
   bool ok = true;
-  IrArity ar = ir_op_arity(op->kind);
   for (int pass = 0; pass < 2 && ok; pass++) {
     uint32_t cnt = pass == 0 ? op->noperands : op->nresults;
     const char *what = pass == 0 ? "operand" : "result";
-    int mn = pass == 0 ? ar.min_operands : ar.min_results;
-    int mx = pass == 0 ? ar.max_operands : ar.max_results;
     for (uint32_t i = 0; i < cnt; i++)
       types[i] = pass == 0 ? (op->operands[i].value ? op->operands[i].value->type : NULL)
                            : op->results[i].type;
@@ -54,9 +51,12 @@ static bool check_signature(Verifier *v, IrOp *op, const IrOpInfo *info) {
         }
     if (!ok) break;
     SigMismatch mm = {0};
-    const char *sig = pass == 0 ? info->sig : ir_sig_results(info->sig);
+    const char *sig = pass == 0 ? info->sig : ir_op_sig_results(op->kind);
     if (ir_sig_check(sig, cnt, types, &mm)) continue;
     if (mm.count_error) {
+      IrArity ar = ir_op_arity(op->kind); /* parsed from the signature: only for the message */
+      int mn = pass == 0 ? ar.min_operands : ar.min_results;
+      int mx = pass == 0 ? ar.max_operands : ar.max_results;
       if (mn == mx) ir_op_error(op, "expected %d %s%s, got %u", mn, what, mn == 1 ? "" : "s", cnt);
       else if (mx < 0) ir_op_error(op, "expected at least %d %ss, got %u", mn, what, cnt);
       else ir_op_error(op, "expected %d to %d %ss, got %u", mn, mx, what, cnt);

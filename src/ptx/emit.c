@@ -285,10 +285,10 @@ static size_t tpl_name(const char *p) {
 
 /* Operand or result i: is it there (checking: may it be)? */
 static bool tpl_has(Tpl *t, bool result, long i) {
+  if (t->op) return i < (long)(result ? t->op->nresults : t->op->noperands);
   IrArity a = ir_op_arity(t->kind);
-  if (!t->op) return i < (result ? (a.max_results < 0 ? 1L << 30 : a.max_results)
-                                 : (a.max_operands < 0 ? 1L << 30 : a.max_operands));
-  return i < (long)(result ? t->op->nresults : t->op->noperands);
+  return i < (result ? (a.max_results < 0 ? 1L << 30 : a.max_results)
+                     : (a.max_operands < 0 ? 1L << 30 : a.max_operands));
 }
 
 static void tpl_value(Tpl *t, bool out, bool result, long i) {
