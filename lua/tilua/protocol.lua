@@ -38,7 +38,8 @@ end
 
 -- The arguments for a size n: every integer (and index) parameter gets n, a
 -- float parameter 1.0, a pointer parameter a fresh zeroed buffer of `bytes`
--- bytes (default n times its element size).
+-- bytes (default n times its element size), or with o.fill == "pattern" one
+-- whose byte j is j % 251 + 1 (the REPL's :check).
 local function args_for(kop, n, o)
   local args, shown = {}, {}
   for i, a in ipairs(kop:region(1):entry():args()) do
@@ -46,7 +47,13 @@ local function args_for(kop, n, o)
     local info = t:info()
     if info.kind == "ptr" then
       local b = o.bytes or n * elem_bytes(info.elem)
-      args[i], shown[i] = { bytes = b }, ("%d zero bytes"):format(b)
+      if o.fill == "pattern" then -- byte j = j % 251 + 1: data that moved shows in :replay
+        local t = {}
+        for j = 0, b - 1 do t[j + 1] = string.char(j % 251 + 1) end
+        args[i], shown[i] = table.concat(t), ("%d bytes 01 02 03 ..."):format(b)
+      else
+        args[i], shown[i] = { bytes = b }, ("%d zero bytes"):format(b)
+      end
     elseif info.kind == "float" then
       args[i], shown[i] = 1.0, "1.0"
     else
