@@ -54,6 +54,8 @@ Exits 1 with the diagnostics (file:line:col, the line and a caret) on failure.
   --print-ir-after-all     print the IR after every pass (to stderr)
   --print-ir-after LIST    print the IR after the named passes (to stderr)
   --timing                 print a per-pass timing table (to stderr)
+  --stats                  print the statistics passes report (verify-protocol: the
+                           states and runs of each kernel's check; to stderr)
   --no-verify              do not verify between passes (the input is still verified)
   --locations              print loc("file":line:col) after each operation
   --keep-locations         take op locations from loc(...) annotations in the input
@@ -126,6 +128,7 @@ local function parse_opt_args(args)
     elseif a == "--print-ir-after" then
       for n in val():gmatch "[^,]+" do o.print_after[n] = true end
     elseif a == "--timing" then o.timing = true
+    elseif a == "--stats" then o.stats = true
     elseif a == "--no-verify" then o.no_verify = true
     elseif a == "--locations" then o.locations = true
     elseif a == "--keep-locations" then o.keep_locations = true
@@ -207,6 +210,14 @@ local function run_case(case, o, file, ctx, log)
         end
       end,
     })
+    if o.stats then
+      for _, st in ipairs(stages) do
+        if st.stats then
+          log:write(("// %s statistics\n"):format(st.pass))
+          for _, x in ipairs(st.stats) do log:write(("//   %-36s %s\n"):format(x.name, tostring(x.value))) end
+        end
+      end
+    end
     if o.timing then
       log:write "// pass timing (ms)\n"
       local total = 0

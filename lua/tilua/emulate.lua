@@ -1411,7 +1411,13 @@ end
 function M.run(k, o)
   o = o or {}
   local dk = prepare(k)
-  local R = new_run(dk, o, policy_chooser(o.policy, o.seed))
+  -- tilua.protocol's replay: o.policy may be a function (run, ready actors) -> index,
+  -- and o.on_step(run, actor) is called before every step
+  local R = new_run(dk, o, type(o.policy) == "function" and o.policy or policy_chooser(o.policy, o.seed))
+  if o.on_step then
+    local step = R.step
+    R.step = function(run, a) o.on_step(run, a) return step(run, a) end
+  end
   local fail = R:go()
   local res = { ok = fail == nil, steps = R.steps, trace = R.trace, min_phases = R:min_phases(), run = R }
   if fail then

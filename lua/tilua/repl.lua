@@ -28,6 +28,15 @@ Commands:
                       names across renumbering; %N' is a value that is gone
                       whose name another value has now)
   :sched OPTIONS      show a tile schedule (same options as `tilua sched --help`)
+  :check [KERNEL] [key=value ...]
+                      check the barrier protocol of the current module's first kernel
+                      (or KERNEL: a kernel's name or a global holding a tl.kernel) on
+                      the CPU emulator and print the report; options grid, max_states,
+                      n, bytes (inputs chosen as docs/protocol.md says); options given
+                      once are kept for the next :check
+  :replay [N]         step through the last :check's counterexample on the emulator:
+                      each role's position, each barrier's phase and pending arrivals,
+                      the stage buffers; N shows the state after step N only
   :help               this help
   :quit               leave (also end of input)
 ]]
@@ -35,6 +44,15 @@ Commands:
 local out = io.stdout
 
 local function say(...) out:write(...) out:write "\n" end
+
+-- tostring that cannot fail: a __tostring that raises or returns a
+-- non-string says so instead of ending the session.
+local function safe_tostring(v)
+  local ok, s = pcall(tostring, v)
+  if ok and type(s) == "string" then return s end
+  return ("<%s whose __tostring failed: %s>"):format(type(v), ok and "it returned a non-string" or
+    (type(s) == "string" and s or "an error object"))
+end
 
 local function find_stage(key)
   local stages = tl.last_stages
@@ -129,6 +147,78 @@ function commands.sched(arg)
   out:write(res)
 end
 
+-- :check and :replay (tilua.protocol)
+local check_opts = {}  -- the options last given to :check
+local last_check       -- the last :check's result (its counterexample, if any)
+
+local function find_kernel(name)
+  local P = require "tilua.protocol"
+  if name == nil then
+    local ks = P.kernels(tl.module())
+    if #ks == 0 then return nil, "no kernel in the current module (define one, or :load a .tir file)" end
+    return ks[1]
+  end
+  local g = rawget(_G, name)
+  if type(g) == "table" and g.op then return g.op end
+  for _, k in ipairs(P.kernels(tl.module())) do
+    if k:attr "sym_name" == name then return k end
+  end
+  return nil, ("no kernel '%s' in the current module (nor a global holding a tl.kernel)"):format(name)
+end
+
+function commands.check(arg)
+  local P = require "tilua.protocol"
+  local name
+  local given = {}
+  for w in arg:gmatch "%S+" do
+    local key, v = w:match "^([%a_]+)=(%S+)$"
+    if key then
+      if not (key == "grid" or key == "max_states" or key == "n" or key == "bytes") then
+        return say(("unknown option '%s' (grid, max_states, n, bytes)"):format(key))
+      end
+      local n = math.tointeger(tonumber(v))
+      if not n or n < 1 then return say(("%s needs a positive integer, got '%s'"):format(key, v)) end
+      given[key] = n
+    elseif not name then name = w
+    else return say "usage: :check [KERNEL] [key=value ...]" end
+  end
+  if next(given) then check_opts = given end
+  local kop, err = find_kernel(name)
+  if not kop then return say(err) end
+  local o = { fill = "pattern" }
+  for k, v in pairs(check_opts) do o[k] = v end
+  local ok, r = pcall(P.check, kop, o)
+  if not ok then
+    last_check = nil
+    return say(safe_tostring(r))
+  end
+  last_check = r
+  say(("kernel '%s', grid %d, inputs %s"):format(r.name, r.grid, r.inputs))
+  say(r.report)
+  say(("(%d states, %d runs, %.3f s)%s"):format(r.states, r.runs, r.seconds,
+    r.ok and "" or (r.trace and #r.trace > 0 and ": :replay steps through the counterexample" or "")))
+end
+
+function commands.replay(arg)
+  local P = require "tilua.protocol"
+  if not last_check or last_check.ok or not last_check.trace then
+    return say "no counterexample to replay: :check a kernel whose protocol has a violation first"
+  end
+  local n
+  if arg ~= "" then
+    n = math.tointeger(tonumber(arg))
+    if not n or n < 0 then return say "usage: :replay [N] (a step number)" end
+  end
+  local frames = P.replay(last_check.kernel, last_check)
+  if n then
+    if n > frames.n then return say(("the counterexample has %d steps"):format(frames.n)) end
+    say(P.format_frame(frames[n]))
+  else
+    for i = 0, frames.n do say(P.format_frame(frames[i])) end
+  end
+  say("end: " .. frames.outcome)
+end
+
 commands.quit = function() return "quit" end
 commands.q = commands.quit
 commands.h = commands.help
@@ -144,15 +234,6 @@ end
 
 -- Does the chunk fail only because the input ended early?
 local function incomplete(msg) return msg and msg:sub(-5) == "<eof>" end
-
--- tostring that cannot fail: a __tostring that raises or returns a
--- non-string says so instead of ending the session.
-local function safe_tostring(v)
-  local ok, s = pcall(tostring, v)
-  if ok and type(s) == "string" then return s end
-  return ("<%s whose __tostring failed: %s>"):format(type(v), ok and "it returned a non-string" or
-    (type(s) == "string" and s or "an error object"))
-end
 
 -- A table shown by its contents (sorted keys, nested to depth 2, cycles
 -- named), not as `table: 0x...`.

@@ -9,12 +9,14 @@
 
 static void push_pass(lua_State *L, int i) {
   const IrPassInfo *p = ir_pass_at(i);
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 4);
   lb_set_str(L, "name", p->name);
   lb_set_str(L, "description", p->description);
+  lb_set_str(L, "options", p->options);
+  lb_set_bool(L, "lua", p->lua_fn != NULL);
 }
 
-/* core.passes() -> { {name=, description=}, ... } */
+/* core.passes() -> { {name=, description=, options=, lua=}, ... } */
 static int core_passes(lua_State *L) {
   lb_push_list(L, ir_pass_count(), push_pass);
   return 1;
@@ -60,6 +62,7 @@ typedef struct StageCb {
 } StageCb;
 
 static const char *const STAGE_ERR = "tilua.stage_error";
+static const char *const PASS_STATS = "tilua.pass_stats"; /* the last Lua pass's statistics */
 
 static int call_stage(lua_State *L) {
   /* fn, info, op are on the stack */
@@ -80,6 +83,10 @@ static void on_stage(const IrStageInfo *st, IrOp *module, void *ud) {
   lua_setfield(L, -2, "ms");
   lb_set_bool(L, "changed", st->changed);
   lb_set_bool(L, "verified", st->verified);
+  lua_getfield(L, LUA_REGISTRYINDEX, PASS_STATS); /* a Lua pass's statistics, for this stage only */
+  lua_setfield(L, -2, "stats");
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, PASS_STATS);
   lua_pushvalue(L, cb->op);
   (void)module;
   if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
@@ -87,6 +94,103 @@ static void on_stage(const IrStageInfo *st, IrOp *module, void *ud) {
     lua_setfield(L, LUA_REGISTRYINDEX, STAGE_ERR);
   }
 }
+
+/* {======================================================================
+** Passes implemented in Lua (LUA_PASS rows of passes.def)
+**
+** The pass manager calls run_lua_pass for them; it calls the function
+** lua_fn of the module tilua.lua_passes in the Lua state that runs the pipeline:
+**   fn(module_op, options) -> nil | { errors = { {message =, op =, notes = { {message =, op =} }} },
+**                                     stats = { {name =, value =}, ... }, changed = bool }
+** Each error becomes an error diagnostic at its op's location (the module's without
+** one) and fails the pass; stats reach the stage callback (info.stats). A Lua error
+** in the pass is a pass error too.
+** ======================================================================= */
+
+typedef struct LuaPassCall {
+  const IrPassInfo *pass;
+  IrOp *module;
+  IrPassCtx *pc;
+  size_t errors; /* diagnostics reported from the result */
+} LuaPassCall;
+
+static IrLoc entry_loc(lua_State *L, int idx, IrLoc dflt) {
+  IrLoc loc = dflt;
+  if (lua_getfield(L, idx, "op") != LUA_TNIL) loc = lb_check_op(L, -1)->loc;
+  lua_pop(L, 1);
+  return loc;
+}
+
+static const char *entry_message(lua_State *L, int idx) {
+  const char *m = lua_getfield(L, idx, "message") == LUA_TSTRING ? lua_tostring(L, -1) : "(no message)";
+  lua_pop(L, 1); /* the string stays referenced by the entry table */
+  return m;
+}
+
+/* call_lua_pass(call, module_op, options): in a protected call. */
+static int call_lua_pass(lua_State *L) {
+  LuaPassCall *c = lua_touserdata(L, 1);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tilua.lua_passes");
+  lua_call(L, 1, 1);
+  if (lua_getfield(L, -1, c->pass->lua_fn) != LUA_TFUNCTION)
+    return luaL_error(L, "tilua.lua_passes has no function '%s'", c->pass->lua_fn);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 3);
+  lua_call(L, 2, 1);
+  int res = lua_gettop(L);
+  if (!lua_istable(L, res)) return 0;
+  lua_getfield(L, res, "changed");
+  if (lua_toboolean(L, -1)) c->pc->changed = true;
+  lua_pop(L, 1);
+  lua_getfield(L, res, "stats");
+  lua_setfield(L, LUA_REGISTRYINDEX, PASS_STATS);
+  if (lua_getfield(L, res, "errors") == LUA_TTABLE) {
+    int errs = lua_gettop(L);
+    lua_Integer n = luaL_len(L, errs);
+    for (lua_Integer i = 1; i <= n; i++) {
+      lua_geti(L, errs, i);
+      int e = lua_gettop(L);
+      luaL_checktype(L, e, LUA_TTABLE);
+      IrDiag *d = ir_error(c->pc->ctx, entry_loc(L, e, c->module->loc), "%s", entry_message(L, e));
+      c->errors++;
+      if (lua_getfield(L, e, "notes") == LUA_TTABLE) {
+        int notes = lua_gettop(L);
+        lua_Integer nn = luaL_len(L, notes);
+        for (lua_Integer j = 1; j <= nn; j++) {
+          lua_geti(L, notes, j);
+          int ni = lua_gettop(L);
+          if (lua_istable(L, ni)) ir_note(d, entry_loc(L, ni, c->module->loc), "%s", entry_message(L, ni));
+          lua_pop(L, 1);
+        }
+      }
+      lua_settop(L, errs);
+    }
+  }
+  return 0;
+}
+
+static IrResult run_lua_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc, void *ud) {
+  StageCb *cb = ud;
+  lua_State *L = cb->L;
+  LuaPassCall c = {pass, module, pc, 0};
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, PASS_STATS);
+  lua_pushcfunction(L, call_lua_pass);
+  lua_pushlightuserdata(L, &c);
+  lua_pushvalue(L, cb->op);
+  if (pc->options) lb_push_attr(L, pc->options, cb->op);
+  else lua_newtable(L);
+  if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+    ir_error(pc->ctx, module->loc, "pass '%s' (Lua): %s", pass->name,
+             lua_isstring(L, -1) ? lua_tostring(L, -1) : "an error object");
+    lua_pop(L, 1);
+    return IR_FAIL;
+  }
+  return c.errors ? IR_FAIL : IR_OK;
+}
+
+/* }====================================================================== */
 
 /* core.run_pipeline(module_op, spec [, {verify=true, on_stage=fn(info, op)}])
 ** -> true | false, message, diagnostics (a list, see lb_push_diagnostic_list) */
@@ -97,6 +201,8 @@ static int core_run_pipeline(lua_State *L) {
   IrPassOptions opts;
   ir_pass_options_default(&opts);
   StageCb cb = {L, 0, 1, 0};
+  opts.run_lua = run_lua_pass;
+  opts.lua_ud = &cb;
   if (lua_istable(L, 3)) {
     lua_getfield(L, 3, "verify");
     if (!lua_isnil(L, -1)) opts.verify_each = lua_toboolean(L, -1);

@@ -8,10 +8,12 @@
 #include "passes.h"
 
 static const IrPassInfo pass_table[] = {
-#define PASS(c, name, options, desc) {name, desc, pass_##c, options},
+#define PASS(c, name, options, desc) {name, desc, pass_##c, options, NULL},
+#define LUA_PASS(c, name, options, desc) {name, desc, NULL, options, #c},
 #define PIPELINE(name, list, desc)
 #include "passes.def"
 #undef PASS
+#undef LUA_PASS
 #undef PIPELINE
 };
 
@@ -19,9 +21,11 @@ static const struct {
   const char *name, *passes, *desc;
 } pipeline_table[] = {
 #define PASS(c, name, options, desc)
+#define LUA_PASS(c, name, options, desc)
 #define PIPELINE(name, list, desc) {name, list, desc},
 #include "passes.def"
 #undef PASS
+#undef LUA_PASS
 #undef PIPELINE
     {NULL, NULL, NULL}};
 
@@ -250,7 +254,16 @@ IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions 
     const char *name = p->steps[i].pass->name;
     double t0 = now_ms();
     size_t errs = ir_diag_error_count(ctx);
-    IrResult r = p->steps[i].pass->run(module, &pc);
+    const IrPassInfo *pass = p->steps[i].pass;
+    IrResult r;
+    if (pass->run) r = pass->run(module, &pc);
+    else if (opts->run_lua) r = opts->run_lua(pass, module, &pc, opts->lua_ud);
+    else {
+      ir_error(ctx, module->loc,
+               "pass '%s' is implemented in Lua (tilua.lua_passes.%s): it runs where a Lua state runs the "
+               "pipeline (the tilua program, the Lua library), not through this API", name, pass->lua_fn);
+      return IR_FAIL;
+    }
     double ms = now_ms() - t0;
     if (r != IR_OK) {
       if (ir_diag_error_count(ctx) == errs)

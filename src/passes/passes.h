@@ -18,14 +18,17 @@ typedef IrResult (*IrPassFn)(IrOp *module, IrPassCtx *pc);
 
 typedef struct IrPassInfo {
   const char *name, *description;
-  IrPassFn run;
+  IrPassFn run;        /* NULL for a pass implemented in Lua */
   const char *options; /* the option names it reads, space-separated */
+  const char *lua_fn;  /* a LUA_PASS: its function in the Lua module tilua.lua_passes; else NULL */
 } IrPassInfo;
 
 #define PASS(c, name, options, desc) IrResult pass_##c(IrOp *module, IrPassCtx *pc);
+#define LUA_PASS(c, name, options, desc)
 #define PIPELINE(name, list, desc)
 #include "passes.def"
 #undef PASS
+#undef LUA_PASS
 #undef PIPELINE
 
 /* Registry. */
@@ -61,6 +64,10 @@ typedef struct IrPassOptions {
   /* Called with the input and after every pass (e.g. to print or keep the IR). */
   void (*on_stage)(const IrStageInfo *stage, IrOp *module, void *ud);
   void *ud;
+  /* Runs a pass implemented in Lua (IrPassInfo.lua_fn); NULL where no Lua state runs the
+  ** pipeline, and then such a pass is an error. The Lua bindings set it (src/lua/l_pass.c). */
+  IrResult (*run_lua)(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc, void *ud);
+  void *lua_ud;
 } IrPassOptions;
 
 void ir_pass_options_default(IrPassOptions *o);

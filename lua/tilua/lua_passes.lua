@@ -1,0 +1,39 @@
+-- tilua.lua_passes: the passes implemented in Lua. Each LUA_PASS row of
+-- src/passes/passes.def names a function here; the pass manager calls it, in
+-- the Lua state that runs the pipeline (src/lua/l_pass.c), as
+--   fn(module_op, options) -> nil | { errors = { {message =, op =, notes = {...}} },
+--                                     stats = { {name =, value =}, ... }, changed = bool }
+-- where options is the table of `name{key=value,...}` (only the keys that
+-- passes.def declares reach it). An error fails the pass at its op's location.
+
+local M = {}
+
+-- verify-protocol{grid=G, max_states=S, n=N, bytes=B, trace=T}: the checker on
+-- every tile.kernel of the module, with the inputs of tilua.protocol.inputs
+-- (docs/protocol.md, "Running the checker").
+function M.verify_protocol(module, o)
+  local P = require "tilua.protocol"
+  local errors, stats = {}, {}
+  local states, runs, seconds = 0, 0, 0
+  for _, kop in ipairs(P.kernels(module)) do
+    local ok, r = pcall(P.check, kop, { grid = o.grid, max_states = o.max_states, n = o.n, bytes = o.bytes,
+                                         trace = o.trace })
+    if not ok then
+      errors[#errors + 1] = { op = kop, message = ("verify-protocol: kernel '%s': %s"):format(kop:attr "sym_name" or "?", tostring(r)) }
+    else
+      states, runs, seconds = states + r.states, runs + r.runs, seconds + r.seconds
+      stats[#stats + 1] = { name = ("%s: states"):format(r.name), value = r.states }
+      stats[#stats + 1] = { name = ("%s: runs"):format(r.name), value = r.runs }
+      if r.min_phases then stats[#stats + 1] = { name = ("%s: fewest phases of a barrier"):format(r.name), value = r.min_phases } end
+      stats[#stats + 1] = { name = ("%s: inputs"):format(r.name), value = r.inputs }
+      local d = P.diagnostic(r)
+      if d then errors[#errors + 1] = d end
+    end
+  end
+  stats[#stats + 1] = { name = "states", value = states }
+  stats[#stats + 1] = { name = "runs", value = runs }
+  stats[#stats + 1] = { name = "seconds", value = ("%.3f"):format(seconds) }
+  return { errors = errors, stats = stats }
+end
+
+return M

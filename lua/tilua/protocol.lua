@@ -1,0 +1,271 @@
+-- tilua.protocol: the user's access to the protocol checker (docs/protocol.md,
+-- "Running the checker"): the inputs chosen for a kernel's parameters when
+-- none are given (textual IR, the REPL), the checker's result as pass
+-- diagnostics at the ops of the IR (the verify-protocol pass,
+-- tilua.lua_passes), and the replay of a counterexample on the emulator, one
+-- frame per step (the REPL's :replay).
+--
+--   local P = require "tilua.protocol"
+--   local r = P.check(kernel, { grid = 1, max_states = 20000 })  -- r.inputs: what it chose
+--   for _, f in ipairs(P.replay(kernel, r)) do print(P.format_frame(f)) end
+
+local em = require "tilua.emulate"
+
+local M = {}
+
+-- The tile.kernel ops of a module (or the op itself, or a kernel object's).
+function M.kernels(x)
+  if type(x) == "table" and x.op then return { x.op } end
+  if x:name() == "tile.kernel" then return { x } end
+  local out = {}
+  x:walk(function(o) if o:name() == "tile.kernel" then out[#out + 1] = o end end)
+  return out
+end
+
+local function kernel_of(x)
+  local ks = M.kernels(x)
+  if #ks == 0 then error("no tile.kernel to check", 0) end
+  return ks[1]
+end
+
+local function elem_bytes(t)
+  local info = t:info()
+  if info.kind == "int" then return math.max(1, (info.width + 7) // 8) end
+  if info.kind == "float" then return (info.width or 32) // 8 end
+  if info.kind == "index" or info.kind == "ptr" then return 8 end
+  return 1
+end
+
+-- The arguments for a size n: every integer (and index) parameter gets n, a
+-- float parameter 1.0, a pointer parameter a fresh zeroed buffer of `bytes`
+-- bytes (default n times its element size), or with o.fill == "pattern" one
+-- whose byte j is j % 251 + 1 (the REPL's :check).
+local function args_for(kop, n, o)
+  local args, shown = {}, {}
+  for i, a in ipairs(kop:region(1):entry():args()) do
+    local t = a:type()
+    local info = t:info()
+    if info.kind == "ptr" then
+      local b = o.bytes or n * elem_bytes(info.elem)
+      if o.fill == "pattern" then -- byte j = j % 251 + 1: data that moved shows in :replay
+        local t = {}
+        for j = 0, b - 1 do t[j + 1] = string.char(j % 251 + 1) end
+        args[i], shown[i] = table.concat(t), ("%d bytes 01 02 03 ..."):format(b)
+      else
+        args[i], shown[i] = { bytes = b }, ("%d zero bytes"):format(b)
+      end
+    elseif info.kind == "float" then
+      args[i], shown[i] = 1.0, "1.0"
+    else
+      args[i], shown[i] = n, tostring(n)
+    end
+  end
+  return args, shown
+end
+
+M.SIZES = { 64, 256, 1024, 4096, 16384 }
+
+-- inputs(kernel, o) -> args, description. o.args wins; else the size n is
+-- o.n, or the first of M.SIZES at which one round-robin emulation completes
+-- every mbarrier's phase at least twice (every ring wraps twice), fails (the
+-- checker will say why), or uses no mbarrier; else the largest.
+function M.inputs(k, o)
+  o = o or {}
+  local kop = kernel_of(k)
+  if o.args then return o.args, "the arguments given" end
+  local sizes = o.n and { o.n } or M.SIZES
+  local args, shown, n
+  for _, size in ipairs(sizes) do
+    n = size
+    args, shown = args_for(kop, n, o)
+    if #sizes == 1 then break end
+    local ok, r = pcall(em.run, kop, { grid = o.grid or 1, args = args, max_steps = o.max_steps })
+    if not ok or not r.ok or not r.min_phases or r.min_phases >= 2 then break end
+  end
+  local d = #shown == 0 and "no parameters" or ("n = %d: (%s)"):format(n, table.concat(shown, ", "))
+  return args, d, n
+end
+
+-- check(kernel, o) -> the checker's result (tl.verify_protocol's) plus
+-- kernel (the op), inputs (the description), args, grid, name.
+function M.check(k, o)
+  o = o or {}
+  local kop = kernel_of(k)
+  local args, desc, n = M.inputs(kop, o)
+  local grid = o.grid or 1
+  local r = em.check(kop, { grid = grid, args = args, max_states = o.max_states or 20000,
+                            trace_limit = o.trace, max_steps = o.max_steps })
+  r.kernel, r.args, r.grid, r.inputs, r.n = kop, args, grid, desc, n
+  r.name = kop:attr "sym_name" or "kernel"
+  return r
+end
+
+-- {=== diagnostics at the ops
+
+-- "file:line" -> the first op there.
+local function ops_by_loc(kop)
+  local map = {}
+  kop:walk(function(o)
+    local file, line = o:loc()
+    if file then
+      local key = file .. ":" .. tostring(line)
+      if not map[key] then map[key] = o end
+    end
+  end)
+  return map
+end
+
+-- The op a violation is at: the op a deadlocked warp waits at, else the op of
+-- the counterexample's last step, else the kernel.
+local function violation_op(r, map)
+  local msg = r.violation and r.violation.message or ""
+  for loc in msg:gmatch "at (%S+:%d+) %([%w_.]+%)" do
+    if map[loc] then return map[loc] end
+  end
+  for i = #(r.trace or {}), 1, -1 do
+    local last
+    for loc in r.trace[i]:gmatch " at (%S+:%d+)" do last = loc end
+    if last and map[last] then return map[last] end
+  end
+  return r.kernel
+end
+
+-- The pass's result for a checker's result: nil or an error at the op.
+function M.diagnostic(r)
+  if r.ok then return nil end
+  local map = ops_by_loc(r.kernel)
+  local text = r.report:gsub("^verify%-protocol: ", "")
+  if r.budget_exceeded then
+    return { op = r.kernel, message = ("the check of kernel '%s' (inputs %s, grid %d) is incomplete: %s")
+             :format(r.name, r.inputs, r.grid, text) }
+  end
+  return { op = violation_op(r, map),
+           message = ("protocol violation in kernel '%s' (inputs %s, grid %d; %d states, %d runs): %s")
+             :format(r.name, r.inputs, r.grid, r.states, r.runs, text) }
+end
+
+-- }===
+
+-- {=== replay
+
+-- Follow the counterexample's trace: at each choice, the actor its next line names.
+local function follow(trace)
+  return function(run, rs)
+    local line = trace[run.steps + 1]
+    if line then
+      for i, a in ipairs(rs) do
+        if line:sub(1, #a.label + 2) == a.label .. ": " then return i end
+      end
+    end
+    return 1
+  end
+end
+
+local function hex(bytes)
+  local t = {}
+  for i = 1, #bytes do t[i] = ("%02x"):format(bytes[i]) end
+  return table.concat(t, " ")
+end
+
+-- The shared allocations (with their stage count: the first dimension of a
+-- memref of rank 2 or more), in the emulator's order.
+local function shared_buffers(kop)
+  local out = {}
+  kop:walk(function(o)
+    local n = o:name()
+    if n == "tile.alloc_shared" or n == "tile.dynamic_shared" then
+      local info = o:result(1):type():info()
+      local file, line = o:loc()
+      out[#out + 1] = { memref = info.kind == "memref", stages = info.kind == "memref" and #info.shape >= 2 and info.shape[1] or 1,
+                        loc = file and (file .. ":" .. tostring(line)) or "?" }
+    end
+  end)
+  return out
+end
+
+local function snapshot(run, bufs)
+  local f = { roles = {}, barriers = {}, buffers = {}, copies = {} }
+  for _, W in ipairs(run.warps) do
+    local pos
+    if W.done then pos = "finished"
+    elseif W.req then
+      local d = W.req.describe and select(2, pcall(W.req.describe))
+      pos = ("at %s (%s)%s"):format(W.req.rec.loc, W.req.rec.name, type(d) == "string" and (" " .. d) or "")
+    else pos = "not started" end
+    f.roles[#f.roles + 1] = ("%s: %s"):format(W.label, pos)
+  end
+  for _, cta in ipairs(run.ctas) do
+    local ctag = #run.ctas > 1 and (" (CTA %d)"):format(cta.id) or ""
+    for _, b in ipairs(cta.bar_list) do
+      f.barriers[#f.barriers + 1] = ("%s%s: phase %d (parity %d), %d of %d arrivals pending, tx %d")
+        :format(b.name, ctag, b.completed, b.completed & 1, b.pending, b.count, b.tx)
+    end
+    for i, a in ipairs(run.k.allocs) do
+      local info = bufs[i]
+      if info and info.memref and a.size > 0 then
+        local per = a.size // info.stages
+        for s = 0, info.stages - 1 do
+          local base = em.SHARED_BASE + a.offset + s * per
+          local written, first = 0, {}
+          for j = 0, per - 1 do
+            local v = cta.shared[base + j]
+            if v ~= nil then written = written + 1 end
+            if j < 8 then first[#first + 1] = v or 0 end
+          end
+          f.buffers[#f.buffers + 1] = ("%s%s%s: %d of %d bytes written, %s ..."):format(info.loc,
+            info.stages > 1 and ("[%d]"):format(s) or "", ctag, written, per, hex(first))
+        end
+      end
+    end
+  end
+  for _, c in ipairs(run.copies) do
+    f.copies[#f.copies + 1] = ("%s: %d bytes in flight (%s at %s)"):format(c.label, c.bytes, c.rec.name, c.rec.loc)
+  end
+  return f
+end
+
+-- replay(kernel, r [, o]) -> frames: the counterexample of the checker's
+-- result r run again on the emulator; frame i = { step = i, line = the
+-- step, roles, barriers, buffers, copies } (the state after step i; frame 0
+-- is the start), plus frames.outcome (the emulator's report of the end).
+function M.replay(k, r, o)
+  o = o or {}
+  local kop = r.kernel or kernel_of(k)
+  local bufs = shared_buffers(kop)
+  local trace = r.trace or {}
+  local frames = {}
+  local res = em.run(kop, { grid = r.grid, args = r.args, policy = follow(trace),
+                            on_step = function(run) frames[#frames + 1] = snapshot(run, bufs) end })
+  frames[#frames + 1] = snapshot(res.run, bufs)
+  -- frames[j] is the state before step j: number them by the step after which they hold
+  local out = {}
+  for j, f in ipairs(frames) do
+    f.step = j - 1
+    f.line = res.trace[j - 1]
+    out[j - 1] = f
+  end
+  out.n = #frames - 1
+  out.outcome = res.ok and "the run ends without a violation" or ("%s: %s"):format(res.error.kind,
+    res.error.message:match "^[^\n]*")
+  return out
+end
+
+function M.format_frame(f)
+  local lines = { f.step == 0 and "start" or ("step %d: %s"):format(f.step, f.line or "?") }
+  lines[#lines + 1] = "  roles:"
+  for _, x in ipairs(f.roles) do lines[#lines + 1] = "    " .. x end
+  if #f.barriers > 0 then
+    lines[#lines + 1] = "  barriers:"
+    for _, x in ipairs(f.barriers) do lines[#lines + 1] = "    " .. x end
+  end
+  if #f.buffers > 0 then
+    lines[#lines + 1] = "  stage buffers:"
+    for _, x in ipairs(f.buffers) do lines[#lines + 1] = "    " .. x end
+  end
+  for _, x in ipairs(f.copies) do lines[#lines + 1] = "  " .. x end
+  return table.concat(lines, "\n")
+end
+
+-- }===
+
+return M
