@@ -127,6 +127,28 @@ static const char *entry_message(lua_State *L, int idx) {
   return m;
 }
 
+/* The {message =, op =} entries of the list at idx: each an error that fails the
+** pass (its `notes` list its notes), or with a parent a note of it. */
+static void report_entries(lua_State *L, int idx, LuaPassCall *c, IrDiag *parent) {
+  lua_Integer n = luaL_len(L, idx);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, idx, i);
+    int e = lua_gettop(L);
+    if (!parent) luaL_checktype(L, e, LUA_TTABLE);
+    if (lua_istable(L, e)) {
+      IrLoc loc = entry_loc(L, e, c->module->loc);
+      if (parent) {
+        ir_note(parent, loc, "%s", entry_message(L, e));
+      } else {
+        IrDiag *d = ir_error(c->pc->ctx, loc, "%s", entry_message(L, e));
+        c->errors++;
+        if (lua_getfield(L, e, "notes") == LUA_TTABLE) report_entries(L, lua_gettop(L), c, d);
+      }
+    }
+    lua_settop(L, e - 1);
+  }
+}
+
 /* call_lua_pass(call, module_op, options): in a protected call. */
 static int call_lua_pass(lua_State *L) {
   LuaPassCall *c = lua_touserdata(L, 1);
@@ -145,28 +167,7 @@ static int call_lua_pass(lua_State *L) {
   lua_pop(L, 1);
   lua_getfield(L, res, "stats");
   lua_setfield(L, LUA_REGISTRYINDEX, PASS_STATS);
-  if (lua_getfield(L, res, "errors") == LUA_TTABLE) {
-    int errs = lua_gettop(L);
-    lua_Integer n = luaL_len(L, errs);
-    for (lua_Integer i = 1; i <= n; i++) {
-      lua_geti(L, errs, i);
-      int e = lua_gettop(L);
-      luaL_checktype(L, e, LUA_TTABLE);
-      IrDiag *d = ir_error(c->pc->ctx, entry_loc(L, e, c->module->loc), "%s", entry_message(L, e));
-      c->errors++;
-      if (lua_getfield(L, e, "notes") == LUA_TTABLE) {
-        int notes = lua_gettop(L);
-        lua_Integer nn = luaL_len(L, notes);
-        for (lua_Integer j = 1; j <= nn; j++) {
-          lua_geti(L, notes, j);
-          int ni = lua_gettop(L);
-          if (lua_istable(L, ni)) ir_note(d, entry_loc(L, ni, c->module->loc), "%s", entry_message(L, ni));
-          lua_pop(L, 1);
-        }
-      }
-      lua_settop(L, errs);
-    }
-  }
+  if (lua_getfield(L, res, "errors") == LUA_TTABLE) report_entries(L, lua_gettop(L), c, NULL);
   return 0;
 }
 
