@@ -208,3 +208,46 @@ describe("tl.check_lowering", function()
     assert.are.same({ "canonicalize", "convert-tile-to-nvvm" }, p.passes)
   end)
 end)
+
+-- The pass manager's own check after every pass (IrPassOptions.check_each):
+-- tl.compile's check_protocol, tl.options.check_protocol, tilua --check-protocol,
+-- tilua opt --check-protocol. With its own inputs (tilua.protocol.inputs).
+describe("the check after every pass of the pass manager", function()
+  local H = dofile "spec/helper.lua"
+  it("passes a correct kernel through ptx, checking the input and every pass that changed it", function()
+    local k = cases.rc.build()
+    local checked = 0
+    tl.compile(k, "ptx", { check_protocol = true })
+    for _, st in ipairs(tl.last_stages) do if st.changed then checked = checked + 1 end end
+    assert.is_true(checked >= 3)
+  end)
+
+  it("says the input is wrong before any pass runs", function()
+    local k = cases.prc.build()
+    ops(k.op, "cutlass.pipeline.consumer_release")[1]:erase()
+    local ok, err = pcall(tl.compile, k, "ptx", { check_protocol = true })
+    assert.is_false(ok)
+    assert.matches("protocol violation in kernel 'prc'", err)
+    assert.matches("verify%-protocol: the input is already wrong %(before any pass%)", err)
+    assert.equal(1, #tl.last_stages) -- only the input: no pass ran
+  end)
+
+  it("is tilua opt --check-protocol and tilua --check-protocol", function()
+    local _, err, code = H.tilua_run { "opt", "spec/fixtures/passes/verify_protocol.tir", "-p", "ptx", "--check-protocol" }
+    assert.equal(0, code, err)
+    local bad = "spec/fixtures/passes/verify_protocol_invalid.tir"
+    local text = H.slurp(bad)
+    local f = os.tmpname() .. ".tir"
+    local h = assert(io.open(f, "w"))
+    local first = (text:match("^(.-)\n// %-%-%-%-%-") or text):gsub("// expected%-[^\n]*", "")
+    h:write(first)
+    h:close()
+    _, err, code = H.tilua_run { "opt", f, "-p", "ptx", "--check-protocol" }
+    os.remove(f)
+    assert.equal(1, code, err)
+    assert.matches("the input is already wrong", err)
+    local out
+    out, err, code = H.tilua_run { "--help" }
+    assert.truthy(out:find("--check-protocol", 1, true), out)
+  end)
+end)

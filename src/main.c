@@ -42,6 +42,9 @@ static const char usage_text[] =
     "                 page with the IR before and after each pass side by side\n"
     "  --debug-hangs  compile kernels so that an mbarrier wait gives up after 1 s and\n"
     "                 says which barrier, phase and warp; barrier waits are recorded\n"
+    "  --check-protocol  check every compile's barrier protocols on the CPU emulator, on\n"
+    "                 its input and after every pass that changes it (also\n"
+    "                 TILUA_CHECK_PROTOCOL=1; docs/protocol.md)\n"
     "  --help    show this help\n"
     "  --        stop handling options\n"
     "  -         run stdin as a script and stop handling options\n"
@@ -342,24 +345,33 @@ static int call_cli(lua_State *L, const char *fn, int nargs) {
   return status == LUA_OK;
 }
 
-/* --emit=..., --stage=... and --debug-hangs: the host's options of the
-** scripts' compiles, before the script or among its arguments. */
-static int is_tl_option(const char *a) {
-  return strncmp(a, "--emit=", 7) == 0 || strncmp(a, "--stage=", 8) == 0 || strncmp(a, "--trace=", 8) == 0 ||
-         strcmp(a, "--debug-hangs") == 0;
+/* --emit=..., --stage=..., --trace=..., --debug-hangs and --check-protocol: the
+** host's options of the scripts' compiles, before the script or among its
+** arguments; the field of tilua.cli.script_options's table each one sets. */
+static const char *tl_option_field(const char *a) {
+  static const struct { const char *flag, *field; } opts[] = {
+      {"--emit=", "emit"}, {"--stage=", "stage"}, {"--trace=", "trace"},
+      {"--debug-hangs", "debug_hangs"}, {"--check-protocol", "check_protocol"}};
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+    size_t n = strlen(opts[i].flag);
+    if (opts[i].flag[n - 1] == '=' ? strncmp(a, opts[i].flag, n) == 0 : strcmp(a, opts[i].flag) == 0)
+      return opts[i].field;
+  }
+  return NULL;
 }
+static int is_tl_option(const char *a) { return tl_option_field(a) != NULL; }
 
-/* Hand them to tilua.cli.script_options{emit =, stage =, debug_hangs =}, which
+/* Hand them to tilua.cli.script_options{emit =, stage =, debug_hangs =, ...}, which
 ** sets tl.options (debug_hangs, and the stage hook that prints what --emit and
 ** --stage ask for and exits). The script's own arguments keep them. */
 static int set_script_options(lua_State *L, char **argv) {
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 5);
   for (int i = 1; argv[i] != NULL; i++) {
     if (!is_tl_option(argv[i])) continue;
     const char *eq = strchr(argv[i], '=');
     if (eq) lua_pushstring(L, eq + 1);
     else lua_pushboolean(L, 1);
-    lua_setfield(L, -2, argv[i][2] == 'e' ? "emit" : argv[i][2] == 's' ? "stage" : argv[i][2] == 't' ? "trace" : "debug_hangs");
+    lua_setfield(L, -2, tl_option_field(argv[i]));
   }
   return call_cli(L, "script_options", 1);
 }

@@ -57,6 +57,9 @@ Exits 1 with the diagnostics (file:line:col, the line and a caret) on failure.
   --stats                  print the statistics passes report (verify-protocol: the
                            states and runs of each kernel's check; to stderr)
   --no-verify              do not verify between passes (the input is still verified)
+  --check-protocol         run verify-protocol on the input and after every pass that
+                           changes the IR: a pass that breaks a barrier protocol is
+                           named (kernels the emulator cannot run are skipped)
   --locations              print loc("file":line:col) after each operation
   --keep-locations         take op locations from loc(...) annotations in the input
   -o FILE                  write the result to FILE instead of stdout
@@ -130,6 +133,7 @@ local function parse_opt_args(args)
     elseif a == "--timing" then o.timing = true
     elseif a == "--stats" then o.stats = true
     elseif a == "--no-verify" then o.no_verify = true
+    elseif a == "--check-protocol" then o.check_protocol = true
     elseif a == "--locations" then o.locations = true
     elseif a == "--keep-locations" then o.keep_locations = true
     elseif a == "-o" then o.output = val()
@@ -202,6 +206,7 @@ local function run_case(case, o, file, ctx, log)
     local stages = {}
     local ok2, _, list2 = core.run_pipeline(m, spec, {
       verify = not o.no_verify,
+      check_protocol = o.check_protocol,
       on_stage = function(st, op)
         stages[#stages + 1] = st
         if st.index > 0 and (o.print_after_all or o.print_after[st.pass]) then
@@ -515,6 +520,7 @@ function M.script_options(o)
   local tl = require "tilua"
   if o.emit and o.emit ~= "ir" and o.emit ~= "ptx" then error(("--emit=%s: expected ir or ptx"):format(o.emit), 0) end
   if o.debug_hangs then tl.options.debug_hangs = true end
+  if o.check_protocol or os.getenv "TILUA_CHECK_PROTOCOL" == "1" then tl.options.check_protocol = true end
   if o.trace then M.trace_to(tl, o.trace) end
   if not o.emit and not o.stage then return end
   -- --stage and --emit=ir print the IR of a stage: have it kept

@@ -100,7 +100,7 @@ static void on_stage(const IrStageInfo *st, IrOp *module, void *ud) {
 **
 ** The pass manager calls run_lua_pass for them; it calls the function
 ** lua_fn of the module tilua.lua_passes in the Lua state that runs the pipeline:
-**   fn(module_op, options) -> nil | { errors = { {message =, op =, notes = { {message =, op =} }} },
+**   fn(module_op, options, after) -> nil | { errors = { {message =, op =, notes = { {message =, op =} }} },
 **                                     stats = { {name =, value =}, ... }, changed = bool }
 ** Each error becomes an error diagnostic at its op's location (the module's without
 ** one) and fails the pass; stats reach the stage callback (info.stats). A Lua error
@@ -159,14 +159,18 @@ static int call_lua_pass(lua_State *L) {
     return luaL_error(L, "tilua.lua_passes has no function '%s'", c->pass->lua_fn);
   lua_pushvalue(L, 2);
   lua_pushvalue(L, 3);
-  lua_call(L, 2, 1);
+  if (c->pc->after) lua_pushstring(L, c->pc->after);
+  else lua_pushnil(L);
+  lua_call(L, 3, 1);
   int res = lua_gettop(L);
   if (!lua_istable(L, res)) return 0;
   lua_getfield(L, res, "changed");
   if (lua_toboolean(L, -1)) c->pc->changed = true;
   lua_pop(L, 1);
-  lua_getfield(L, res, "stats");
-  lua_setfield(L, LUA_REGISTRYINDEX, PASS_STATS);
+  if (!c->pc->after) { /* a check after a pass does not speak for that pass's stage */
+    lua_getfield(L, res, "stats");
+    lua_setfield(L, LUA_REGISTRYINDEX, PASS_STATS);
+  }
   if (lua_getfield(L, res, "errors") == LUA_TTABLE) report_entries(L, lua_gettop(L), c, NULL);
   return 0;
 }
@@ -175,8 +179,10 @@ static IrResult run_lua_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc
   StageCb *cb = ud;
   lua_State *L = cb->L;
   LuaPassCall c = {pass, module, pc, 0};
-  lua_pushnil(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, PASS_STATS);
+  if (!pc->after) {
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, PASS_STATS);
+  }
   lua_pushcfunction(L, call_lua_pass);
   lua_pushlightuserdata(L, &c);
   lua_pushvalue(L, cb->op);
@@ -207,6 +213,9 @@ static int core_run_pipeline(lua_State *L) {
   if (lua_istable(L, 3)) {
     lua_getfield(L, 3, "verify");
     if (!lua_isnil(L, -1)) opts.verify_each = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (lua_getfield(L, 3, "check_protocol"), lua_toboolean(L, -1))
+      opts.check_each = ir_pass_lookup("verify-protocol", strlen("verify-protocol"));
     lua_pop(L, 1);
     lua_getfield(L, 3, "on_stage");
     if (lua_isfunction(L, -1)) {

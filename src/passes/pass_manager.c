@@ -236,6 +236,31 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* Run one pass, in C or (a LUA_PASS) through the Lua state running the pipeline. */
+static IrResult run_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc, const IrPassOptions *opts) {
+  if (pass->run) return pass->run(module, pc);
+  if (opts->run_lua) return opts->run_lua(pass, module, pc, opts->lua_ud);
+  ir_error(pc->ctx, module->loc,
+           "pass '%s' is implemented in Lua (tilua.lua_passes.%s): it runs where a Lua state runs the "
+           "pipeline (the tilua program, the Lua library), not through this API", pass->name, pass->lua_fn);
+  return IR_FAIL;
+}
+
+/* The check of IrPassOptions.check_each after pass `after` (or "input"). */
+static IrResult check_after(IrOp *module, const char *after, const IrPassOptions *opts) {
+  if (!opts->check_each) return IR_OK;
+  IrContext *ctx = ir_op_context(module);
+  IrPassCtx pc = {ctx, NULL, false, after};
+  size_t errs = ir_diag_error_count(ctx);
+  if (run_pass(opts->check_each, module, &pc, opts) == IR_OK) return IR_OK;
+  if (ir_diag_error_count(ctx) == errs) ir_error(ctx, module->loc, "'%s' failed", opts->check_each->name);
+  if (strcmp(after, "input") == 0)
+    ir_error(ctx, module->loc, "%s: the input is already wrong (before any pass)", opts->check_each->name);
+  else
+    ir_error(ctx, module->loc, "%s: pass '%s' broke what held before it", opts->check_each->name, after);
+  return IR_FAIL;
+}
+
 IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions *opts) {
   IrPassOptions dflt;
   if (!opts) {
@@ -249,21 +274,13 @@ IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions 
   }
   /* Passes read attributes and kernel facts through readers that trust verified IR. */
   if (opts->verify_each && p->n && ir_verify(module) != IR_OK) return IR_FAIL;
+  if (p->n && check_after(module, "input", opts) != IR_OK) return IR_FAIL;
   for (uint32_t i = 0; i < p->n; i++) {
-    IrPassCtx pc = {ctx, p->steps[i].options, false};
+    IrPassCtx pc = {ctx, p->steps[i].options, false, NULL};
     const char *name = p->steps[i].pass->name;
     double t0 = now_ms();
     size_t errs = ir_diag_error_count(ctx);
-    const IrPassInfo *pass = p->steps[i].pass;
-    IrResult r;
-    if (pass->run) r = pass->run(module, &pc);
-    else if (opts->run_lua) r = opts->run_lua(pass, module, &pc, opts->lua_ud);
-    else {
-      ir_error(ctx, module->loc,
-               "pass '%s' is implemented in Lua (tilua.lua_passes.%s): it runs where a Lua state runs the "
-               "pipeline (the tilua program, the Lua library), not through this API", name, pass->lua_fn);
-      return IR_FAIL;
-    }
+    IrResult r = run_pass(p->steps[i].pass, module, &pc, opts);
     double ms = now_ms() - t0;
     if (r != IR_OK) {
       if (ir_diag_error_count(ctx) == errs)
@@ -275,6 +292,8 @@ IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions 
       ir_error(ctx, module->loc, "the IR after pass '%s' does not verify", name);
       return IR_FAIL;
     }
+    if (pc.changed && p->steps[i].pass != opts->check_each && check_after(module, name, opts) != IR_OK)
+      return IR_FAIL;
     if (opts->on_stage) {
       IrStageInfo st = {name, (int)i + 1, ms, pc.changed, opts->verify_each};
       opts->on_stage(&st, module, opts->ud);

@@ -12,6 +12,8 @@ typedef struct IrPassCtx {
   IrContext *ctx;
   const IrAttr *options; /* dictionary from "name{key=value,...}", or NULL */
   bool changed;          /* set by a pass that changed the IR */
+  const char *after;     /* a check run by the pass manager (IrPassOptions.check_each): the pass
+                         ** it runs after ("input" before the first); NULL for a pipeline step */
 } IrPassCtx;
 
 typedef IrResult (*IrPassFn)(IrOp *module, IrPassCtx *pc);
@@ -68,6 +70,10 @@ typedef struct IrPassOptions {
   ** pipeline, and then such a pass is an error. The Lua bindings set it (src/lua/l_pass.c). */
   IrResult (*run_lua)(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc, void *ud);
   void *lua_ud;
+  /* A checking pass run on the verified input and after every pass that changed the
+  ** IR (verify-protocol: tl.options.check_protocol, --check-protocol), so that a pass
+  ** that breaks what the check proves is named; NULL for none. */
+  const IrPassInfo *check_each;
 } IrPassOptions;
 
 void ir_pass_options_default(IrPassOptions *o);
