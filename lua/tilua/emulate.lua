@@ -565,10 +565,13 @@ local function passes(b, p) return (b.completed & 1) ~= (p & 1) end
 -- actors on different objects commute: the checker's sleep sets); nil: any.
 -- acc: how: "r" reads it (a wait, a test), "a" arrives (arrivals commute with
 -- each other), "w" (default) anything else.
-local function request(W, rec, ready, perform, describe, obj, acc)
+-- completes: for an arrival, fn() -> whether it would complete the phase now.
+local function request(W, rec, ready, perform, describe, obj, acc, completes)
   return coroutine.yield { rec = rec, ready = ready, perform = perform, describe = describe, warp = W, obj = obj,
-                           acc = acc or "w" }
+                           acc = acc or "w", completes = completes }
 end
+-- an arrival of n on barrier-like b (pending, tx) completes its phase?
+local function completes_on(b, n) return b == nil or (b.pending <= n) end
 
 -- A rendezvous of `n` warps of a CTA on key (bar.sync, a group sync): arrive, then wait.
 function Run:rendezvous(W, rec, key, n, what, nowait)
@@ -588,13 +591,14 @@ function Run:rendezvous(W, rec, key, n, what, nowait)
     if s.arrived == s.n then
       s.gen, s.arrived, s.last_vc, s.vc = s.gen + 1, 0, s.vc, {}
     end
-  end, function() return ("arrives at %s"):format(what) end, "s" .. cta.id .. key, "a")
+  end, function() return ("arrives at %s"):format(what) end, "s" .. cta.id .. key, "a",
+  function() return s.arrived + 1 >= s.n end)
   if nowait then return end
   request(W, rec, function() return s.gen > gen end, function()
     vc_join(W.vc, s.last_vc)
   end, function()
     return ("waits at %s: %d of %d warps arrived"):format(what, s.arrived, s.n)
-  end, "s" .. cta.id .. key, "r")
+  end, "s" .. cta.id .. key, n == self.k.warps and "re" or "r")
 end
 
 -- The per-(warp, barrier) phase check of a passing wait: successive waits of
@@ -901,7 +905,8 @@ local function arrive_handler(expect_idx, count_idx, arrive)
         end
       end
       W.vc[W.actor] = W.vc[W.actor] + 1
-    end, function() return "arrives" end, #order == 1 and W.cta.id .. ":" .. order[1] or nil, "a")
+    end, function() return "arrives" end, #order == 1 and W.cta.id .. ":" .. order[1] or nil, "a",
+    function() return not arrive or completes_on(W.cta.bars[order[1]], groups[order[1]]) end)
     return {}
   end
 end
@@ -1056,7 +1061,8 @@ local function producer_arrivals(R, W, rec, ctx, p, s, bytes, commit, what)
     request(W, rec, function() return true end, function()
       arrival(R, W, rec, stage_bar(p, s.index, 0), n, bytes and bytes * n, commit)
       if commit then W.vc[W.actor] = W.vc[W.actor] + 1 end
-    end, function() return what end, W.cta.id .. ":" .. stage_bar(p, s.index, 0), "a")
+    end, function() return what end, W.cta.id .. ":" .. stage_bar(p, s.index, 0), "a",
+    function() return not commit or completes_on(W.cta.bars[stage_bar(p, s.index, 0)], n) end)
   end)
   return {}
 end
@@ -1083,14 +1089,16 @@ handlers["cutlass.pipeline.consumer_release"] = function(R, W, rec, ins, ctx)
     request(W, rec, function() return true end, function()
       arrival(R, W, rec, addr, n, nil, true)
       W.vc[W.actor] = W.vc[W.actor] + 1
-    end, function() return "releases" end, W.cta.id .. ":" .. addr, "a")
+    end, function() return "releases" end, W.cta.id .. ":" .. addr, "a",
+    function() return completes_on(W.cta.bars[addr], n) end)
     return {}
   end
   per_group(R, W, rec, ctx, p.cons, true, function(n)
     request(W, rec, function() return true end, function()
       arrival(R, W, rec, addr, n, nil, true)
       W.vc[W.actor] = W.vc[W.actor] + 1
-    end, function() return "releases" end, W.cta.id .. ":" .. addr, "a")
+    end, function() return "releases" end, W.cta.id .. ":" .. addr, "a",
+    function() return completes_on(W.cta.bars[addr], n) end)
   end)
   return {}
 end
@@ -1142,7 +1150,8 @@ handlers["cutlass.seq_bar.arrive"] = function(R, W, rec, ins, ctx)
   request(W, rec, function() return true end, function()
     R:arrive(R:bar(W, addr, rec), n, W.actor, W.vc, rec)
     W.vc[W.actor] = W.vc[W.actor] + 1
-  end, function() return "arrives" end, W.cta.id .. ":" .. addr, "a")
+  end, function() return "arrives" end, W.cta.id .. ":" .. addr, "a",
+  function() return completes_on(W.cta.bars[addr], n) end)
   local i, ph = st.index + 1, st.phase
   if i == q.depth then i, ph = 0, ph ~ 1 end
   return { { index = i, phase = ph, depth = q.depth } }
@@ -1239,7 +1248,7 @@ handlers["tile.cluster_arrive"] = function(R, W, rec, _, ctx)
     W.cluster_phase = b.completed
     R:arrive(b, n, W.actor, W.vc, rec)
     W.vc[W.actor] = W.vc[W.actor] + 1
-  end, function() return "arrives" end, "cluster " .. b.name, "a")
+  end, function() return "arrives" end, "cluster " .. b.name, "a", function() return completes_on(b, n) end)
   return {}
 end
 handlers["tile.cluster_wait"] = function(R, W, rec)
@@ -1252,7 +1261,7 @@ handlers["tile.cluster_wait"] = function(R, W, rec)
     vc_join(W.vc, b.last_vc)
   end, function()
     return ("waits on %s (%d phase(s) completed, %d of %d threads to arrive)"):format(b.name, b.completed, b.pending, b.count)
-  end, "cluster " .. b.name, "r")
+  end, "cluster " .. b.name, "re")
   return {}
 end
 handlers["tile.cluster_sync"] = function(R, W, rec, ins, ctx)
@@ -1846,14 +1855,23 @@ end
 -- A state is explored again only with the actors asleep both times.
 
 -- The step an actor would take next: { obj, acc } (see request).
+-- acc "n": an arrival that does not complete its phase (it commutes with waits
+-- too, and nothing can disable it).
 local function step_of(a)
   if a.kind == "copy" then return { obj = a.obj, acc = "a" } end
-  return { obj = a.req.obj, acc = a.req.acc }
+  local acc = a.req.acc
+  if acc == "a" and a.req.completes and not a.req.completes() then acc = "n" end
+  if acc == "re" then acc = "e" end
+  return { obj = a.req.obj, acc = acc }
 end
 local function independent(x, y)
   if x.obj == nil or y.obj == nil then return false end
   if x.obj ~= y.obj then return true end
-  return x.acc == y.acc and (x.acc == "a" or x.acc == "r")
+  local p, q = x.acc, y.acc
+  if p == "e" then p = "r" end
+  if q == "e" then q = "r" end
+  if p == "n" or q == "n" then return p ~= "w" and q ~= "w" end
+  return p == q and (p == "a" or p == "r")
 end
 local function actor_key(a) return a.key end
 
@@ -1910,6 +1928,18 @@ function M.check(k, o)
           end
         end
         if #cands == 0 then return nil end -- every move was explored from an equivalent state
+        if por and o.eager ~= false then
+          -- an arrival that does not complete its phase is always enabled and
+          -- commutes with every other step: it alone is a persistent set
+          -- so is a passing wait at a barrier every warp of the CTA (or
+          -- cluster) must arrive at again before it can complete again
+          for _, key in ipairs(cands) do
+            if steps[key].acc == "n" or steps[key].acc == "e" then
+              cands = { key }
+              break
+            end
+          end
+        end
         f = { cands = cands, steps = steps, idx = 1, sleep = sleep }
         frames[depth] = f
       end
@@ -1927,7 +1957,10 @@ function M.check(k, o)
       local st = f.steps[want]
       next_sleep = {}
       if por then
+        local live = {}
+        for _, a in ipairs(rs) do live[actor_key(a)] = a end
         for a, s2 in pairs(f.sleep) do
+          if live[a] then s2 = step_of(live[a]) end -- the sleeper's step as of now
           if independent(s2, st) then next_sleep[a] = s2 end
         end
         for i = 1, f.idx - 1 do
