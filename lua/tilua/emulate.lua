@@ -209,7 +209,7 @@ local function decode(kop)
     params[i] = { kind = a:type():info().kind, type = tostring(a:type()) }
   end
   return { body = body, threads = block[1], warps = (block[1] + 31) // 32, smem = d.smem,
-           allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel",
+           allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel", loc = loc_of(kop),
            cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1 }
 end
 
@@ -1549,7 +1549,11 @@ function Run:start()
       end)
     end
   end
-  for _, W in ipairs(self.warps) do self:resume(W) end
+  for _, W in ipairs(self.warps) do
+    self.starting = W
+    self:resume(W)
+  end
+  self.starting = nil
 end
 
 -- Resume warp W until its next request (or its end).
@@ -1743,7 +1747,12 @@ function Run:go()
     end
   end)
   if ok then return err end
-  if type(err) == "table" and getmetatable(err) == Violation then return { kind = err.kind, message = err.message } end
+  if type(err) == "table" and getmetatable(err) == Violation then
+    if self.starting then -- in a warp's code before its first synchronizing op
+      self.trace[#self.trace + 1] = ("%s: tile.kernel at %s"):format(self.starting.label, self.k.loc)
+    end
+    return { kind = err.kind, message = err.message }
+  end
   error(err, 0)
 end
 
