@@ -81,5 +81,6 @@ end
 
 local example = { name = "cluster_dsmem", prepare = function() end, run = run,
                   grids = function(sms) return check.grids(sms, 2) end }
+example.kernel = k -- the kernel (for the emulator's tests)
 if ... == "--library" then return example end
 check.main(example)

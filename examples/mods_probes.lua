@@ -109,5 +109,6 @@ end
 
 local example = { name = "mods_probes", prepare = prepare, run = run,
                   grids = function(sms) return check.grids(sms, 2) end }
+example.kernel = k -- the kernel (for the emulator's tests)
 if ... == "--library" then return example end
 check.main(example)

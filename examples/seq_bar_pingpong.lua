@@ -107,5 +107,6 @@ end
 
 local example = { name = "seq_bar_pingpong", prepare = prepare, run = run,
                   grids = function(sms) return check.grids(sms) end }
+example.kernel = k -- the kernel (for the emulator's tests)
 if ... == "--library" then return example end
 check.main(example)

@@ -141,6 +141,7 @@ end
 
 local example = { name = "splitk_block_striped", prepare = function() build(shape {}) end, run = run,
                   grids = function(sms) return check.grids(sms) end }
+example.build = build -- build(RB, P, KS) -> the kernel (for the emulator's tests)
 if ... == "--library" then return example end
 -- the default shape, then one CTA per SM (the missing barrier of issue 8 showed under
 -- load); small (under compute-sanitizer): the small shape alone

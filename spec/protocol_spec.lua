@@ -102,10 +102,10 @@ describe("tl.emulate", function()
   it("says which op it does not model", function()
     tl.new_module()
     local k = tl.kernel("nm", { params = {}, block = 32 })
-    k:define(function() tl.cluster_arrive() end)
+    k:define(function(k) k:async_exec("x", { first_warp = 0, warps = 1 }, function() tl.mods.throttle(1) end) end)
     local ok, err = pcall(tl.emulate, k, { args = {} })
     assert.is_false(ok)
-    assert.matches("emulate: op tile.cluster_arrive is not modelled %(at [^ ]*protocol_spec.lua:%d+%)", err)
+    assert.matches("emulate: op cutlass.tile_scheduler.mods_throttle is not modelled %(at [^ ]*protocol_spec.lua:%d+%)", err)
   end)
 end)
 
@@ -135,7 +135,8 @@ describe("tl.verify_protocol", function()
     it("catches: " .. what, function()
       local k = build()
       local lines = mutate(k)
-      local r = tl.verify_protocol(k, { args = args(n) })
+      local o = type(n) == "table" and n or { args = args(n) }
+      local r = tl.verify_protocol(k, { args = o.args, grid = o.grid })
       assert.is_false(r.ok, "the mutant passed")
       local ok = false
       for _, kind in ipairs(kinds) do ok = ok or r.violation.kind == kind end
@@ -143,6 +144,7 @@ describe("tl.verify_protocol", function()
       assert.is_true(#r.trace >= 1, r.report)
       for _, step in ipairs(r.trace) do
         assert(step:match "^[%w_]+ warp %d+: [%w_.]+ at examples/[%w_]+%.lua:%d+$"
+               or step:match "^[%w_]+ warp %d+ %(CTA %d+%): [%w_.]+ at examples/[%w_]+%.lua:%d+$"
                or step:match "^bulk copy %d+ %(from [%w_]+ warp %d+%): tile.bulk_copy_g2s at examples/[%w_]+%.lua:%d+ completes",
                "a step does not name its role, op and line: " .. step)
       end
@@ -275,4 +277,227 @@ describe("tl.verify_protocol", function()
     assert.are.equal("unfilled", bad.violation.kind)
     assert.matches("kernel warp %d at [^ ]*protocol_spec.lua:%d+ reads shared bytes", bad.report)
   end)
+
+  -- {=== seq_bar, clusters and DSMEM, block_striped and generic barriers
+
+  local function i32s(t)
+    local o = {}
+    for i, v in ipairs(t) do o[i] = string.pack("<i4", v) end
+    return table.concat(o)
+  end
+  local function i32(x) return ((x + 0x80000000) & 0xffffffff) - 0x80000000 end
+  local function ints(str)
+    local t = {}
+    for i = 1, #str // 4 do t[i] = string.unpack("<i4", str, 4 * i - 3) end
+    return t
+  end
+  local function lib(f)
+    tl.new_module() -- the examples build their kernels into the current module
+    return assert(loadfile("examples/" .. f .. ".lua"))("--library")
+  end
+
+  -- seq_bar_pingpong: `rounds` rounds on `grid` CTAs, the example's own host check
+  local function seq_args(grid, rounds)
+    local a, b = {}, {}
+    for i = 1, grid * rounds do a[i], b[i] = i32(i * 7919 * 7919 - 30000), i32(i * 104729 + 5) end
+    return { i32s(a), i32s(b), { bytes = 8 * grid * rounds }, { bytes = 4 * grid }, { bytes = 4 * grid }, rounds }, a, b
+  end
+  local SEQ = { grid = 1, args = (seq_args(1, 3)) }
+  local function seq_build() return lib("seq_bar_pingpong").kernel end
+
+  it("emulates seq_bar_pingpong as its CPU reference computes it (every policy, 2 CTAs)", function()
+    local k = seq_build()
+    for _, policy in ipairs { "round_robin", "random", "adversarial" } do
+      local grid, rounds = 2, 5
+      local ar, a, b = seq_args(grid, rounds)
+      ar[3] = string.rep("\255", 8 * grid * rounds) -- the log starts at -1
+      local r = tl.emulate(k, { grid = grid, args = ar, policy = policy, seed = 5 })
+      assert(r.ok, r.report)
+      local L, N, O = ints(r.read(3)), ints(r.read(4)), ints(r.read(5))
+      for c = 0, grid - 1 do
+        local v = c
+        for i = 0, rounds - 1 do
+          v = i32(v * 31 + a[c * rounds + i + 1])
+          v = i32((v ~ b[c * rounds + i + 1]) * 7 + 1)
+        end
+        assert.are.equal(2 * rounds, N[c + 1])
+        for j = 0, 2 * rounds - 1 do assert.are.equal((j % 2) * 65536 + j // 2, L[c * 2 * rounds + j + 1]) end
+        assert.are.equal(v, O[c + 1])
+      end
+    end
+  end)
+
+  -- cluster_dsmem: CTAs in clusters of 2 exchange slices through DSMEM
+  local T = 256
+  local function cl_args(ctas)
+    local inp = {}
+    for i = 1, T * ctas do inp[i] = i32(i * 2654435761) end
+    return { i32s(inp), { bytes = 8 * T * ctas }, T * ctas }, inp
+  end
+  local CL = { grid = 2, args = (cl_args(2)) }
+  local function cl_build() return lib("cluster_dsmem").kernel end
+
+  it("emulates cluster_dsmem on 2 clusters as its CPU reference computes it", function()
+    local ctas = 4
+    local ar, inp = cl_args(ctas)
+    for _, policy in ipairs { "round_robin", "random", "adversarial" } do
+      local r = tl.emulate(cl_build(), { grid = ctas, args = ar, policy = policy, seed = 3 })
+      assert(r.ok, r.report)
+      local out = ints(r.read(2))
+      for cta = 0, ctas - 1 do
+        local rank, peer = cta % 2, cta ~ 1
+        for t = 0, T - 1 do
+          local g, pg = cta * T + t, peer * T + t
+          assert.are.equal(inp[pg + 1], out[g + 1])
+          assert.are.equal(i32(inp[pg + 1] * 2 + rank), out[T * ctas + g + 1])
+        end
+      end
+    end
+  end)
+
+  -- splitk_block_striped: RB row blocks, P splits of KS
+  local function sk_args(RB, P, KS)
+    local M, K = RB * 2048, P * KS
+    local A, X, mx = {}, {}, {}
+    for i = 1, K * M do A[i] = (i * 7919) % 2001 - 1000 end
+    for i = 1, K do X[i] = i * 13 - 20 end
+    for i = 1, M do mx[i] = -2147483648 end
+    return { i32s(A), i32s(X), { bytes = 4 * P * M }, { bytes = 4 * M }, i32s(mx), { bytes = 4 * M }, { bytes = 4 * RB } },
+      A, X
+  end
+  local SK = { grid = 2, args = (sk_args(1, 2, 1)) }
+  local function sk_build() return lib("splitk_block_striped").build(1, 2, 1) end
+
+  it("emulates splitk_block_striped (1 x 3 splits of 2) as its CPU reference computes it", function()
+    local RB, P, KS = 1, 3, 2
+    local M = RB * 2048
+    local ar, A, X = sk_args(RB, P, KS)
+    local r = tl.emulate(lib("splitk_block_striped").build(RB, P, KS), { grid = P * RB, args = ar, policy = "random", seed = 9 })
+    assert(r.ok, r.report)
+    local S, MX, C, F = ints(r.read(4)), ints(r.read(5)), ints(r.read(6)), ints(r.read(7))
+    for row = 0, M - 1 do
+      local total, best = 0, nil
+      for sp = 0, P - 1 do
+        local part = 0
+        for kk = sp * KS, (sp + 1) * KS - 1 do part = part + A[kk * M + row + 1] * X[kk + 1] end
+        part = i32(part)
+        total = i32(total + part)
+        best = (best == nil or part > best) and part or best
+      end
+      assert.are.equal(total, S[row + 1])
+      assert.are.equal(best, MX[row + 1])
+      assert.are.equal(total, C[row + 1])
+    end
+    assert.are.equal(0, F[1]) -- the last split reset its counter
+  end)
+
+  for _, c in ipairs {
+    { "seq_bar_pingpong", seq_build, SEQ }, { "cluster_dsmem", cl_build, CL }, { "splitk_block_striped", sk_build, SK },
+  } do
+    it("finds no violation in " .. c[1], function()
+      local t0 = os.clock()
+      local r = tl.verify_protocol(c[2](), { grid = c[3].grid, args = c[3].args })
+      assert(r.ok, r.report)
+      assert.is_true(r.min_phases == nil or r.min_phases >= 1)
+      print(("\n  %s: %d states, %d runs, %.2f s"):format(c[1], r.states, r.runs, os.clock() - t0))
+    end)
+  end
+
+  local function state_creates(k, pick)
+    local l = ops(k, "cutlass.seq_bar.state.create")
+    return l[pick]
+  end
+
+  catches("seq_bar: group B starting on the wrong phase (both groups go at once)", { "unfilled", "overwrite", "deadlock" },
+    seq_build, function(k)
+      state_creates(k, 2):set_attr("phase", 1)
+    end, SEQ)
+
+  catches("seq_bar: group A starting on the wrong phase", { "deadlock" }, seq_build, function(k)
+    state_creates(k, 1):set_attr("phase", 0)
+    return { "waits on slot 0 of the seq_bar at examples/seq_bar_pingpong.lua:34" }
+  end, SEQ)
+
+  catches("seq_bar: an arrive count one too many", { "deadlock" }, seq_build, function(k)
+    ops(k, "cutlass.seq_bar.init")[2]:set_attr("arrive_count", 129)
+    return { "128 of 129 arrivals came" }
+  end, SEQ)
+
+  catches("seq_bar: an arrive count one too few", { "arrive_count" }, seq_build, function(k)
+    ops(k, "cutlass.seq_bar.init")[2]:set_attr("arrive_count", 127)
+  end, SEQ)
+
+  catches("seq_bar: group B skipping its wait (a consumer skipping acquire)", { "unfilled", "overwrite", "arrive_count" },
+    seq_build, function(k)
+      ops(k, "cutlass.seq_bar.wait")[2]:erase()
+    end, SEQ)
+
+  catches("seq_bar: B's ring initialized after group A started (no CTA barrier orders its init first)", { "uninitialized" },
+    seq_build, function(k)
+      local init = ops(k, "cutlass.seq_bar.init")[2]
+      init:move_before(ops(k, "cutlass.async.exec")[2]) -- ...it runs after A's loop: A arrives on B's ring first
+    end, SEQ)
+
+  local function erase_cluster_sync(k, i)
+    ops(k, "tile.cluster_wait")[i]:erase()
+    ops(k, "tile.cluster_arrive")[i]:erase()
+  end
+
+  catches("cluster_dsmem: the cluster sync before the DSMEM stores deleted", { "dsmem" }, cl_build, function(k)
+    erase_cluster_sync(k, 1)
+    return { "before the cluster is known to have started" }
+  end, CL)
+
+  catches("cluster_dsmem: the cluster sync between the DSMEM stores and the reads deleted", { "unfilled", "overwrite" },
+    cl_build, function(k)
+      erase_cluster_sync(k, 2)
+    end, CL)
+
+  catches("cluster_dsmem: the last cluster sync deleted (a CTA exits while its peer reads it)", { "dsmem" },
+    cl_build, function(k)
+      erase_cluster_sync(k, 3)
+      return { "a missing cluster barrier before the exit" }
+    end, CL)
+
+  catches("splitk: the barrier before the block-striped read deleted", { "unfilled", "overwrite" }, sk_build, function(k)
+    ops(k, "tile.barrier")[1]:erase()
+    return { "splitk_block_striped.lua:69" } -- the flat block_striped.load
+  end, SK)
+
+  catches("splitk: the fixup reads before the finisher's barrier (its wait deleted)", { "unfilled", "overwrite" },
+    sk_build, function(k)
+      for _, o in ipairs(ops(k, "cutlass.generic_barrier.wait_eq_reset")) do o:erase() end
+      for _, o in ipairs(ops(k, "cutlass.generic_barrier.wait_eq")) do o:erase() end
+    end, SK)
+
+  catches("splitk: the finisher's arrive deleted", { "deadlock" }, sk_build, function(k)
+    ops(k, "cutlass.generic_barrier.arrive_inc")[1]:erase()
+    return { "waits until the counter" }
+  end, SK)
+
+  it("catches: a named barrier used by more threads than it counts", function()
+    local function build(count)
+      tl.new_module()
+      local k = tl.kernel("nb", { params = { { "out", tl.ptr(tl.i32) } }, block = 64 })
+      k:define(function(k, p)
+        local buf = k:shared(tl.i32, 64)
+        local t = tl.thread_id()
+        ;(buf + t):store(t * 5)
+        tl.named_barrier_sync(1, count)
+        ;(p.out + t):store((buf + t):load())
+      end)
+      return k
+    end
+    local good = tl.verify_protocol(build(64), { args = { { bytes = 256 } } })
+    assert(good.ok, good.report)
+    local e = tl.emulate(build(64), { args = { { bytes = 256 } } })
+    assert(e.ok, e.report)
+    for t = 0, 63 do assert.are.equal(t * 5, string.unpack("<i4", e.read(1), 4 * t + 1)) end
+    local bad = tl.verify_protocol(build(32), { args = { { bytes = 256 } } })
+    assert.is_false(bad.ok)
+    assert.are.equal("bar_count", bad.violation.kind)
+    assert.matches("a barrier used by more threads than it counts", bad.report)
+  end)
+
+  -- }===
 end)

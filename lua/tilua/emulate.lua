@@ -36,6 +36,8 @@ local M = {}
 local SHARED_BASE = 1 << 40       -- shared addresses: SHARED_BASE + offset (per CTA)
 local SLOT_BASE = SHARED_BASE + (1 << 30) -- the 32 barrier slots of the cutlass pool
 local GLOBAL_BASE = 1 << 32       -- global buffers are allocated from here
+local DSMEM_BASE = 1 << 48        -- a shared address of CTA c seen through the cluster (mapa):
+                                  -- DSMEM_BASE + c << 32 + (its offset from SHARED_BASE)
 
 local LV = { __name = "lanes" }   -- metatable of a lane-varying value
 local function varying(x) return getmetatable(x) == LV end
@@ -146,6 +148,18 @@ local function decode_op(op, d)
   elseif name == "cutlass.pipeline.create" then
     local params = op:result(1):type():info().params
     rec.stages, rec.np, rec.nc = params[1], params[2], params[3]
+  elseif name == "cutlass.seq_bar.create" then
+    rec.depth = op:result(1):type():info().params[1]
+  elseif name == "builtin.unrealized_conversion_cast" and op:noperands() == 0 then
+    local info = op:result(1):type():info()
+    if info.kind == "memref" and info.space == "rmem" then -- a register fragment
+      local n = 1
+      for _, x in ipairs(info.shape) do n = n * x end
+      local eb = bytes_of(info.elem)
+      local v = #info.shape >= 2 and info.shape[#info.shape] or 1
+      if v < 2 or (v * eb ~= 4 and v * eb ~= 8 and v * eb ~= 16) or (eb >= 4 and v > 4) then v = 1 end
+      rec.frag = { n = n, v = v, codec = codec_of(info.elem) } -- cut_striped_unit
+    end
   end
   return rec
 end
@@ -154,6 +168,21 @@ function decode_block(b, d)
   local blk = { args = {}, ops = {} }
   for i, a in ipairs(b:args()) do blk.args[i] = a:id() end
   for i, o in ipairs(b:ops()) do blk.ops[i] = decode_op(o, d) end
+  -- an init followed (through creates and constants only) by another init: the
+  -- CTA synchronizes once, after the last of the run (the lowering's init_follows)
+  local INIT = { ["cutlass.pipeline.init"] = true, ["cutlass.seq_bar.init"] = true }
+  local PASS = { ["cutlass.pipeline.create"] = true, ["cutlass.seq_bar.create"] = true, ["arith.constant"] = true }
+  for i, r in ipairs(blk.ops) do
+    if INIT[r.name] then
+      for j = i + 1, #blk.ops do
+        if INIT[blk.ops[j].name] then
+          r.init_follows = true
+          break
+        end
+        if not PASS[blk.ops[j].name] then break end
+      end
+    end
+  end
   return blk
 end
 
@@ -180,8 +209,8 @@ local function decode(kop)
     params[i] = { kind = a:type():info().kind, type = tostring(a:type()) }
   end
   return { body = body, threads = block[1], warps = (block[1] + 31) // 32, smem = d.smem,
-           allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel",
-           cluster = ks.has_cluster }
+           allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel", loc = loc_of(kop),
+           cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1 }
 end
 
 -- }=====================================================================
@@ -283,16 +312,20 @@ end
 
 local function space_of(addr) return addr >= SHARED_BASE and "shared" or "global" end
 
--- The byte table of an address in warp W's CTA.
+-- The byte table of an address in warp W's CTA (a cluster address: the CTA it names).
 local function mem_of(R, W, addr)
-  if addr >= SHARED_BASE then return W.cta.shared end
-  return R.global
+  if addr >= DSMEM_BASE then
+    local cta = R.ctas[((addr - DSMEM_BASE) >> 32) + 1]
+    return cta.shared, SHARED_BASE + (addr & 0xffffffff), cta
+  end
+  if addr >= SHARED_BASE then return W.cta.shared, addr, W.cta end
+  return R.global, addr
 end
 
 local function read_bytes(R, W, addr, n)
-  local m = mem_of(R, W, addr)
+  local m, a = mem_of(R, W, addr)
   local out = {}
-  for i = 0, n - 1 do out[i + 1] = m[addr + i] or 0 end
+  for i = 0, n - 1 do out[i + 1] = m[a + i] or 0 end
   return out
 end
 
@@ -329,18 +362,27 @@ local function who(R, actor)
 end
 
 -- A read of [addr, addr + n) in shared memory by actor `a` with clock vc at loc.
+local function range_of(sp, addr, n)
+  if sp.is_global then return ("global bytes [0x%x, 0x%x)"):format(addr, addr + n) end
+  return ("shared bytes [%d, %d)%s"):format(addr - SHARED_BASE, addr - SHARED_BASE + n, sp.remote_of or "")
+end
+
 function Run:shadow_read(cta, a, vc, addr, n, loc, what)
-  local g = self.granule
+  local g = cta.granule or self.granule
   local sw, sr = cta.shadow_w, cta.shadow_r
   for q = addr // g, (addr + n - 1) // g do
     local w = sw[q]
     if w == nil then
+      if cta.is_global then goto record end -- the host wrote it
       violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that nothing wrote yet (a stage read before it was filled)")
         :format(who(self, a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n))
     elseif w.actor ~= a and (vc[w.actor] or 0) < w.clock then
-      violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that %s wrote at %s with no synchronization ordering the write before the read (a stage read before it was filled)")
-        :format(who(self, a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, who(self, w.actor), w.loc))
+      violation("unfilled", ("%s at %s reads %s that %s wrote at %s with no synchronization ordering the write before the read (%s)")
+        :format(who(self, a), loc, range_of(cta, addr, n), who(self, w.actor), w.loc,
+                cta.is_global and "a read of what another thread or CTA wrote with no barrier in between"
+                or "a stage read before it was filled"))
     end
+    ::record::
     local r = sr[q]
     if not r then
       r = {}
@@ -352,20 +394,22 @@ function Run:shadow_read(cta, a, vc, addr, n, loc, what)
 end
 
 function Run:shadow_write(cta, a, vc, addr, n, loc)
-  local g = self.granule
+  local g = cta.granule or self.granule
   local sw, sr = cta.shadow_w, cta.shadow_r
   for q = addr // g, (addr + n - 1) // g do
     local w = sw[q]
     if w and w.actor ~= a and (vc[w.actor] or 0) < w.clock then
-      violation("overwrite", ("%s at %s writes shared bytes [%d, %d) that %s wrote at %s with no synchronization in between")
-        :format(who(self, a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, who(self, w.actor), w.loc))
+      violation("overwrite", ("%s at %s writes %s that %s wrote at %s with no synchronization in between")
+        :format(who(self, a), loc, range_of(cta, addr, n), who(self, w.actor), w.loc))
     end
     local r = sr[q]
     if r then
       for ra, e in pairs(r) do
         if ra ~= a and (vc[ra] or 0) < e[1] then
-          violation("overwrite", ("%s at %s overwrites shared bytes [%d, %d) that %s read at %s before that read was released to it (a stage overwritten before every consumer released it)")
-            :format(who(self, a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, who(self, ra), e[2]))
+          violation("overwrite", ("%s at %s overwrites %s that %s read at %s before that read was released to it (%s)")
+            :format(who(self, a), loc, range_of(cta, addr, n), who(self, ra), e[2],
+                    cta.is_global and "a write racing with another thread's or CTA's read"
+                    or "a stage overwritten before every consumer released it"))
         end
       end
       sr[q] = nil
@@ -377,9 +421,35 @@ end
 -- }===
 
 -- Load / store of a codec's bytes at addr by warp W (a lane).
-function Run:load(W, rec, addr)
+-- The space (CTA or global) whose shadow an access of actor W at addr uses, and
+-- the address in it; a cluster address is checked against the cluster's start
+-- and the target CTA's exit (DSMEM).
+function Run:access(W, rec, addr, write)
+  if addr >= DSMEM_BASE then
+    local m, a, cta = mem_of(self, W, addr)
+    if cta ~= W.cta then
+      if (W.vc[cta.start] or 0) < 1 then
+        violation("dsmem", ("%s at %s %s the shared memory of CTA %d through the cluster before the cluster is known to have started (no cluster barrier orders CTA %d's start before the access)")
+          :format(W.label, rec.loc, write and "writes" or "reads", cta.id, cta.id))
+      end
+      if cta.exited then
+        violation("dsmem", ("%s at %s %s the shared memory of CTA %d, which has exited (a missing cluster barrier before the exit)")
+          :format(W.label, rec.loc, write and "writes" or "reads", cta.id))
+      end
+      cta.remote[#cta.remote + 1] = { actor = W.actor, clock = W.vc[W.actor], loc = rec.loc, label = W.label }
+    end
+    return cta, a
+  end
+  if addr >= SHARED_BASE then return W.cta, addr end
+  return self.gspace, addr
+end
+
+function Run:load(W, rec, addr, atomic)
   local c = rec.codec
-  if addr >= SHARED_BASE then self:shadow_read(W.cta, W.actor, W.vc, addr, c.size, rec.loc) end
+  if not atomic then
+    local sp, a = self:access(W, rec, addr, false)
+    self:shadow_read(sp, W.actor, W.vc, a, c.size, rec.loc)
+  end
   local bytes = read_bytes(self, W, addr, c.size)
   if c.raw then return bytes end -- a vector of bytes: kept unsigned (tile.extract wraps)
   if c.vector then
@@ -390,9 +460,12 @@ function Run:load(W, rec, addr)
   return decode_scalar(c, bytes, 0)
 end
 
-function Run:store(W, rec, addr, v)
+function Run:store(W, rec, addr, v, atomic)
   local c = rec.codec
-  if addr >= SHARED_BASE then self:shadow_write(W.cta, W.actor, W.vc, addr, c.size, rec.loc) end
+  if not atomic then
+    local sp, a = self:access(W, rec, addr, true)
+    self:shadow_write(sp, W.actor, W.vc, a, c.size, rec.loc)
+  end
   local out = {}
   if c.raw then
     for i = 1, c.size do out[i] = v[i] & 0xff end
@@ -401,8 +474,8 @@ function Run:store(W, rec, addr, v)
   else
     encode_scalar(c, v, out, 0)
   end
-  local m = mem_of(self, W, addr)
-  for i = 1, c.size do m[addr + i - 1] = out[i] end
+  local m, a = mem_of(self, W, addr)
+  for i = 1, c.size do m[a + i - 1] = out[i] end
 end
 
 -- {=== mbarriers
@@ -488,12 +561,20 @@ local function passes(b, p) return (b.completed & 1) ~= (p & 1) end
 -- {=== requests: what a warp yields at a synchronizing op
 
 -- A warp's request: { rec, ready = fn() -> bool, perform = fn() -> results?, describe = fn() -> text }
-local function request(W, rec, ready, perform, describe)
-  return coroutine.yield { rec = rec, ready = ready, perform = perform, describe = describe, warp = W }
+-- obj names the synchronization object the op touches (steps of different
+-- actors on different objects commute: the checker's sleep sets); nil: any.
+-- acc: how: "r" reads it (a wait, a test), "a" arrives (arrivals commute with
+-- each other), "w" (default) anything else.
+-- completes: for an arrival, fn() -> whether it would complete the phase now.
+local function request(W, rec, ready, perform, describe, obj, acc, completes)
+  return coroutine.yield { rec = rec, ready = ready, perform = perform, describe = describe, warp = W, obj = obj,
+                           acc = acc or "w", completes = completes }
 end
+-- an arrival of n on barrier-like b (pending, tx) completes its phase?
+local function completes_on(b, n) return b == nil or (b.pending <= n) end
 
 -- A rendezvous of `n` warps of a CTA on key (bar.sync, a group sync): arrive, then wait.
-function Run:rendezvous(W, rec, key, n, what)
+function Run:rendezvous(W, rec, key, n, what, nowait)
   local cta = W.cta
   local s = cta.syncs[key]
   if not s then
@@ -510,12 +591,14 @@ function Run:rendezvous(W, rec, key, n, what)
     if s.arrived == s.n then
       s.gen, s.arrived, s.last_vc, s.vc = s.gen + 1, 0, s.vc, {}
     end
-  end, function() return ("arrives at %s"):format(what) end)
+  end, function() return ("arrives at %s"):format(what) end, "s" .. cta.id .. key, "a",
+  function() return s.arrived + 1 >= s.n end)
+  if nowait then return end
   request(W, rec, function() return s.gen > gen end, function()
     vc_join(W.vc, s.last_vc)
   end, function()
     return ("waits at %s: %d of %d warps arrived"):format(what, s.arrived, s.n)
-  end)
+  end, "s" .. cta.id .. key, n == self.k.warps and "re" or "r")
 end
 
 -- The per-(warp, barrier) phase check of a passing wait: successive waits of
@@ -548,7 +631,7 @@ function Run:wait(W, rec, addr, parity, expected, role_what)
     local b = W.cta.bars[addr]
     if not b then return ("waits on %s (not initialized)"):format(self:barrier_name(W.cta, addr)) end
     return ("waits on %s for parity %d"):format(b.name, parity)
-  end)
+  end, W.cta.id .. ":" .. addr, "r")
 end
 
 -- }===
@@ -564,6 +647,7 @@ function Run:issue_g2s(W, rec, dst, src, bytes, bar)
   local c = { id = id, kind = "copy", vc = vc, dst = dst, src = src, bytes = bytes, bar = bar, rec = rec,
               W = W, seq = self.copy_seq, key = "c" .. self.copy_seq }
   c.label = ("bulk copy %d (from %s)"):format(self.copy_seq, W.label)
+  c.obj = W.cta.id .. ":" .. bar
   self.actors[id] = c
   self.copies[#self.copies + 1] = c
   W.vc[W.actor] = W.vc[W.actor] + 1
@@ -736,15 +820,15 @@ local atomic_f = {
 handlers["tile.atomic"] = function(R, W, rec, ins, ctx)
   local f = atomic_f[rec.op:attr "kind"]
   return eval_lanes(R, W, rec, ins, ctx, function(v)
-    local old = R:load(W, rec, v[1])
-    R:store(W, rec, v[1], wrap(f(old, v[2]), rec.codec.width or 64))
+    local old = R:load(W, rec, v[1], true)
+    R:store(W, rec, v[1], wrap(f(old, v[2]), rec.codec.width or 64), true)
     return { old }
   end)
 end
 handlers["tile.atomic_cas"] = function(R, W, rec, ins, ctx)
   return eval_lanes(R, W, rec, ins, ctx, function(v)
-    local old = R:load(W, rec, v[1])
-    if old == v[2] then R:store(W, rec, v[1], v[3]) end
+    local old = R:load(W, rec, v[1], true)
+    if old == v[2] then R:store(W, rec, v[1], v[3], true) end
     return { old }
   end)
 end
@@ -760,18 +844,26 @@ handlers["tile.agent"] = function(R, W, rec, _, ctx)
   if W.w < rec.first or W.w >= rec.first + rec.nwarps then return {} end
   local exec = ((1 << rec.nwarps) - 1) << rec.first
   local sub = setmetatable({ exec = exec, agent_first = rec.first, role = rec.role }, { __index = ctx })
-  local old = W.role
-  W.role = rec.role
+  local old, oldg = W.role, W.grp
+  W.role, W.grp = rec.role, exec
   W.label = ("%s warp %d%s"):format(rec.role, W.w, R.grid > 1 and (" (CTA %d)"):format(W.cta.id) or "")
   exec_block(R, W, rec.regions[1][1], {}, sub)
-  W.role = old
+  W.role, W.grp = old, oldg
   return {}
 end
 handlers["cutlass.async.exec"] = function(R, W, rec, _, ctx)
   local m = rec.op:attr "executors"
   if (m >> W.w) & 1 == 0 then return {} end
   local sub = setmetatable({ exec = m, agent_first = lowest_bit(m) }, { __index = ctx })
+  local old, oldl, oldg = W.role, W.label, W.grp
+  local role = rec.op:attr "agent"
+  if role and role ~= "" then
+    W.role = role
+    W.label = ("%s warp %d%s"):format(role, W.w, R.grid > 1 and (" (CTA %d)"):format(W.cta.id) or "")
+  end
+  W.grp = m
   exec_block(R, W, rec.regions[1][1], {}, sub)
+  W.role, W.label, W.grp = old, oldl, oldg
   return {}
 end
 
@@ -813,7 +905,8 @@ local function arrive_handler(expect_idx, count_idx, arrive)
         end
       end
       W.vc[W.actor] = W.vc[W.actor] + 1
-    end, function() return "arrives" end)
+    end, function() return "arrives" end, #order == 1 and W.cta.id .. ":" .. order[1] or nil, "a",
+    function() return not arrive or completes_on(W.cta.bars[order[1]], groups[order[1]]) end)
     return {}
   end
 end
@@ -839,7 +932,7 @@ local function test_phase(R, W, rec, addr, parity)
       return 1
     end
     return 0
-  end, function() return "tests" end)
+  end, function() return "tests" end, W.cta.id .. ":" .. addr, "r")
 end
 handlers["tile.mbarrier_test_wait"] = function(R, W, rec, ins)
   return { test_phase(R, W, rec, uniform(rec, ins[1], "barrier"), uniform(rec, ins[2], "parity")) }
@@ -968,7 +1061,8 @@ local function producer_arrivals(R, W, rec, ctx, p, s, bytes, commit, what)
     request(W, rec, function() return true end, function()
       arrival(R, W, rec, stage_bar(p, s.index, 0), n, bytes and bytes * n, commit)
       if commit then W.vc[W.actor] = W.vc[W.actor] + 1 end
-    end, function() return what end)
+    end, function() return what end, W.cta.id .. ":" .. stage_bar(p, s.index, 0), "a",
+    function() return not commit or completes_on(W.cta.bars[stage_bar(p, s.index, 0)], n) end)
   end)
   return {}
 end
@@ -995,14 +1089,16 @@ handlers["cutlass.pipeline.consumer_release"] = function(R, W, rec, ins, ctx)
     request(W, rec, function() return true end, function()
       arrival(R, W, rec, addr, n, nil, true)
       W.vc[W.actor] = W.vc[W.actor] + 1
-    end, function() return "releases" end)
+    end, function() return "releases" end, W.cta.id .. ":" .. addr, "a",
+    function() return completes_on(W.cta.bars[addr], n) end)
     return {}
   end
   per_group(R, W, rec, ctx, p.cons, true, function(n)
     request(W, rec, function() return true end, function()
       arrival(R, W, rec, addr, n, nil, true)
       W.vc[W.actor] = W.vc[W.actor] + 1
-    end, function() return "releases" end)
+    end, function() return "releases" end, W.cta.id .. ":" .. addr, "a",
+    function() return completes_on(W.cta.bars[addr], n) end)
   end)
   return {}
 end
@@ -1012,6 +1108,281 @@ handlers["cutlass.pipeline.producer_tail"] = function(R, W, rec, ins)
   R:drain_s2g(W, 0)
   return {}
 end
+
+-- seq_bar (ordered sequence barriers): slots [base, base + depth) of the pool,
+-- each inited by thread 0 with arrive_count; a state is (index, phase); wait
+-- spins on the slot's parity, arrive is an arrival by every thread that runs it
+-- and advances the state (the index wraps at the depth and flips the phase).
+handlers["cutlass.seq_bar.create"] = function(_, W, rec)
+  local q = W.cta.pipes[rec.id]
+  if not q then
+    q = { kind = "seq", depth = rec.depth, loc = rec.loc }
+    W.cta.pipes[rec.id] = q
+  end
+  return { q }
+end
+local function seq_slot(q, index) return SLOT_BASE + 8 * (q.base + index) end
+handlers["cutlass.seq_bar.init"] = function(R, W, rec, ins, ctx)
+  local q = ins[1]
+  q.base, q.count = rec.op:attr "barrier_id_base" or 0, rec.op:attr "arrive_count"
+  if W.w == 0 and ctx.mask[1] == 0 then
+    for i = 0, q.depth - 1 do
+      R:init_barrier(W, seq_slot(q, i), q.count, rec.loc, ("slot %d of the seq_bar at %s"):format(i, q.loc))
+    end
+  end
+  if not rec.init_follows then
+    R:rendezvous(W, rec, "bar.sync 0", R.k.warps, "the CTA barrier after the barrier inits")
+  end
+  return {}
+end
+handlers["cutlass.seq_bar.state.create"] = function(_, _, rec, ins)
+  return { { index = rec.op:attr "index" or 0, phase = rec.op:attr "phase" or 0, depth = ins[1] and ins[1].depth } }
+end
+handlers["cutlass.seq_bar.wait"] = function(R, W, rec, ins)
+  local q, st = ins[1], ins[2]
+  R:wait(W, rec, seq_slot(q, st.index), st.phase)
+  return {}
+end
+handlers["cutlass.seq_bar.arrive"] = function(R, W, rec, ins, ctx)
+  local q, st = ins[1], ins[2]
+  local addr = seq_slot(q, st.index)
+  local n = #ctx.mask
+  request(W, rec, function() return true end, function()
+    R:arrive(R:bar(W, addr, rec), n, W.actor, W.vc, rec)
+    W.vc[W.actor] = W.vc[W.actor] + 1
+  end, function() return "arrives" end, W.cta.id .. ":" .. addr, "a",
+  function() return completes_on(W.cta.bars[addr], n) end)
+  local i, ph = st.index + 1, st.phase
+  if i == q.depth then i, ph = 0, ph ~ 1 end
+  return { { index = i, phase = ph, depth = q.depth } }
+end
+
+-- Named barriers (bar.sync / bar.arrive id, count): count threads, a warp
+-- counts as 32; a barrier that more warps use than its count holds is a report.
+function Run:named_bar(W, rec, id, count, wait)
+  local cta = W.cta
+  if count % 32 ~= 0 then
+    violation("bar_count", ("%s at %s uses named barrier %d with a count of %d threads, not a multiple of the warp size")
+      :format(W.label, rec.loc, id, count))
+  end
+  local users = cta.nbars[id]
+  if not users then
+    users = { n = 0 }
+    cta.nbars[id] = users
+  end
+  if not users[W.w] then
+    users[W.w], users.n = true, users.n + 1
+    if 32 * users.n > count then
+      violation("bar_count", ("%s at %s is the %d-th warp to use named barrier %d, which counts %d threads (%d warps): a barrier used by more threads than it counts")
+        :format(W.label, rec.loc, users.n, id, count, count // 32))
+    end
+  end
+  local key = "bar " .. id
+  local s = cta.syncs[key]
+  if s and s.n ~= count // 32 then
+    violation("bar_count", ("%s at %s uses named barrier %d with a count of %d threads, another warp with %d")
+      :format(W.label, rec.loc, id, count, 32 * s.n))
+  end
+  if wait then
+    self:rendezvous(W, rec, key, count // 32, ("named barrier %d (%d threads)"):format(id, count))
+  else
+    self:rendezvous(W, rec, key, count // 32, ("named barrier %d (%d threads)"):format(id, count), true)
+  end
+end
+handlers["tile.named_barrier_sync"] = function(R, W, rec, ins)
+  R:named_bar(W, rec, uniform(rec, ins[1], "barrier id"), uniform(rec, ins[2], "thread count"), true)
+  return {}
+end
+handlers["tile.named_barrier_arrive"] = function(R, W, rec, ins)
+  R:named_bar(W, rec, uniform(rec, ins[1], "barrier id"), uniform(rec, ins[2], "thread count"), false)
+  return {}
+end
+handlers["cutlass.bar"] = function(R, W, rec)
+  R:named_bar(W, rec, rec.op:attr "id", rec.op:attr "count", true)
+  return {}
+end
+handlers["cutlass.named_barrier.arrive"] = function(R, W, rec)
+  R:named_bar(W, rec, rec.op:attr "id", rec.op:attr "count", false)
+  return {}
+end
+
+-- Clusters: CTAs c - c % size .. of one cluster; the cluster barrier
+-- (barrier.cluster.arrive / wait, every thread of the cluster) is a phase
+-- barrier of its own; mapa names a shared address of another CTA.
+handlers["tile.cluster_rank"] = function(_, W) return { W.cta.rank } end
+handlers["tile.cluster_size"] = function(R) return { R.k.cluster or 1 } end
+handlers["tile.mapa"] = function(R, W, rec, ins, ctx)
+  return eval_lanes(R, W, rec, ins, ctx, function(v)
+    local addr, rank = v[1], v[2]
+    local size = R.k.cluster or 1
+    if rank < 0 or rank >= size then
+      violation("dsmem", ("%s at %s maps a shared address to rank %d of a cluster of %d"):format(W.label, rec.loc, rank, size))
+    end
+    if addr >= DSMEM_BASE then addr = SHARED_BASE + (addr & 0xffffffff) end
+    local target = W.cta.id - W.cta.rank + rank
+    return { DSMEM_BASE + (target << 32) + (addr - SHARED_BASE) }
+  end)
+end
+-- The cluster barrier of W's cluster (made at its first use, kept by the
+-- cluster's first CTA): every thread of the cluster's CTAs arrives.
+local function cluster_bar(R, W)
+  local lead = R.ctas[W.cta.id - W.cta.rank + 1]
+  local b = lead.cluster_bar
+  if not b then
+    local n = (R.k.cluster or 1) * R.k.threads
+    b = { count = n, pending = n, tx = 0, completed = 0, vc = {}, last_vc = {}, cluster = true,
+          name = ("the cluster barrier of cluster %d"):format(lead.id // (R.k.cluster or 1)) }
+    lead.cluster_bar = b
+    lead.bar_list[#lead.bar_list + 1] = b
+  end
+  return b
+end
+handlers["tile.cluster_arrive"] = function(R, W, rec, _, ctx)
+  local b = cluster_bar(R, W)
+  local n = #ctx.mask
+  request(W, rec, function() return true end, function()
+    if W.cluster_phase then
+      violation("arrive_count", ("%s at %s arrives on %s again before waiting for the phase it arrived on")
+        :format(W.label, rec.loc, b.name))
+    end
+    W.cluster_phase = b.completed
+    R:arrive(b, n, W.actor, W.vc, rec)
+    W.vc[W.actor] = W.vc[W.actor] + 1
+  end, function() return "arrives" end, "cluster " .. b.name, "a", function() return completes_on(b, n) end)
+  return {}
+end
+handlers["tile.cluster_wait"] = function(R, W, rec)
+  local b = cluster_bar(R, W)
+  request(W, rec, function() return W.cluster_phase == nil or b.completed > W.cluster_phase end, function()
+    if W.cluster_phase == nil then
+      violation("arrive_count", ("%s at %s waits on %s without having arrived"):format(W.label, rec.loc, b.name))
+    end
+    W.cluster_phase = nil
+    vc_join(W.vc, b.last_vc)
+  end, function()
+    return ("waits on %s (%d phase(s) completed, %d of %d threads to arrive)"):format(b.name, b.completed, b.pending, b.count)
+  end, "cluster " .. b.name, "re")
+  return {}
+end
+handlers["tile.cluster_sync"] = function(R, W, rec, ins, ctx)
+  handlers["tile.cluster_arrive"](R, W, rec, ins, ctx)
+  return handlers["tile.cluster_wait"](R, W, rec, ins, ctx)
+end
+
+-- Register fragments (a zero-operand unrealized_conversion_cast to a
+-- memref<..., rmem>): per lane, private; block_striped moves them in units
+-- (cut_striped_unit): unit u of thread t (counted from the executors' first
+-- thread, t < threads) is global unit u * threads + t.
+handlers["builtin.unrealized_conversion_cast"] = function(_, _, rec)
+  if not rec.frag then not_modelled(rec) end
+  return { { kind = "frag", n = rec.frag.n, v = rec.frag.v, codec = rec.frag.codec, lanes = {} } }
+end
+local function striped(kind)
+  return function(R, W, rec, ins, ctx)
+    local f = ins[2]
+    if type(f) ~= "table" or f.kind ~= "frag" then not_modelled(rec) end
+    local threads = rec.op:attr "threads"
+    local v, units, es = f.v, f.n // f.v, f.codec.size
+    local erec = { codec = f.codec, loc = rec.loc }
+    local max = rec.op:attr "kind" == "max"
+    for _, l in ipairs(ctx.mask) do
+      local t = 32 * (W.w - ctx.agent_first) + l
+      local g = at(ins[1], l)
+      local data = f.lanes[l]
+      if not data then
+        data = {}
+        f.lanes[l] = data
+      end
+      if t < threads then
+        for u = 0, units - 1 do
+          local base = g + (u * threads + t) * v * es
+          for i = 0, v - 1 do
+            local a, fi = base + i * es, u * v + i + 1
+            if kind == "load" then
+              data[fi] = R:load(W, erec, a)
+            elseif kind == "store" then
+              R:store(W, erec, a, data[fi] or 0)
+            elseif kind == "load_add" then
+              local x = R:load(W, erec, a)
+              data[fi] = f.codec.fmt and string.unpack("<f", string.pack("<f", x + (data[fi] or 0)))
+                or wrap(x + (data[fi] or 0), f.codec.width)
+            else -- reduce: a global atomic per element
+              local old = R:load(W, erec, a, true)
+              local x = data[fi] or 0
+              local nv = max and math.max(old, x) or old + x
+              if not f.codec.fmt then nv = wrap(nv, f.codec.width) end
+              R:store(W, erec, a, nv, true)
+            end
+          end
+        end
+      end
+    end
+    return {}
+  end
+end
+handlers["cutlass.block_striped.load"] = striped("load")
+handlers["cutlass.block_striped.store"] = striped("store")
+handlers["cutlass.block_striped.load_add"] = striped("load_add")
+handlers["cutlass.block_striped.reduce"] = striped("reduce")
+
+-- Generic (global-memory) barriers of the StreamK fixup (CUTLASS's
+-- GenericBarrier): a counter at ptr + index; the first thread of the executors
+-- spins until it equals v (wait_eq_reset: and sets it to 0), then the
+-- executors sync; arrive_inc: the executors sync, then the first thread
+-- increments it (release). The counter carries the clock of its releases.
+function Run:gbar_at(addr)
+  local g = self.gbars[addr]
+  if not g then
+    g = { vc = {} }
+    self.gbars[addr] = g
+    self.gbar_list[#self.gbar_list + 1] = addr
+  end
+  return g
+end
+local function i32_at(R, addr)
+  local v = 0
+  for i = 3, 0, -1 do v = (v << 8) | (R.global[addr + i] or 0) end
+  return wrap(v, 32)
+end
+local function set_i32(R, addr, v)
+  for i = 0, 3 do R.global[addr + i] = (v >> (8 * i)) & 0xff end
+end
+local function generic(kind)
+  return function(R, W, rec, ins, ctx)
+    local addr = uniform(rec, ins[1], "pointer") + 4 * uniform(rec, ins[2], "index")
+    local lead = ctx.narrow or W.w == lowest_bit(ctx.exec)
+    local n = popcount(ctx.exec)
+    local key = ("generic barrier op %d"):format(rec.id)
+    local obj = "g" .. addr
+    local sync = not ctx.narrow and n > 1
+    if kind == "arrive" then
+      if sync then R:rendezvous(W, rec, key, n, ("the executors' sync before %s at %s"):format(rec.name, rec.loc)) end
+      if lead then
+        request(W, rec, function() return true end, function()
+          local g = R:gbar_at(addr)
+          vc_join(g.vc, W.vc)
+          W.vc[W.actor] = W.vc[W.actor] + 1
+          set_i32(R, addr, i32_at(R, addr) + 1)
+        end, function() return "arrives" end, obj, "a")
+      end
+    else
+      if lead then
+        local want = uniform(rec, ins[3], "value")
+        R:gbar_at(addr)
+        request(W, rec, function() return i32_at(R, addr) == want end, function()
+          vc_join(W.vc, R:gbar_at(addr).vc)
+          if kind == "reset" then set_i32(R, addr, 0) end
+        end, function() return ("waits until the counter at 0x%x (now %d) equals %d"):format(addr, i32_at(R, addr), want) end,
+        obj, kind == "reset" and "w" or "r")
+      end
+      if sync then R:rendezvous(W, rec, key, n, ("the executors' sync after %s at %s"):format(rec.name, rec.loc)) end
+    end
+    return {}
+  end
+end
+handlers["cutlass.generic_barrier.arrive_inc"] = generic("arrive")
+handlers["cutlass.generic_barrier.wait_eq"] = generic("wait")
+handlers["cutlass.generic_barrier.wait_eq_reset"] = generic("reset")
 
 -- Runs a block over ctx.mask; returns the terminator's operand values.
 function exec_block(R, W, blk, args, ctx)
@@ -1145,13 +1516,21 @@ function Run:start()
   self:setup_args()
   local k = self.k
   self.grid = self.o.grid or 1
+  self.gspace = { is_global = true, shadow_w = {}, shadow_r = {}, granule = 4 } -- 4: no false sharing of i32s
+  self.gbars, self.gbar_list = {}, {}
+  local csize = k.cluster or 1
+  if self.grid % csize ~= 0 then
+    error(("emulate: a grid of %d CTAs is not a whole number of clusters of %d"):format(self.grid, csize), 0)
+  end
   for c = 0, self.grid - 1 do
     local cta = { id = c, shared = {}, shadow_w = {}, shadow_r = {}, bars = {}, bar_list = {}, syncs = {},
-                  sync_list = {}, pipes = {} }
+                  sync_list = {}, pipes = {}, start = self:new_actor(), remote = {}, live = k.warps,
+                  rank = c % csize, remote_of = (" of CTA %d"):format(c), nbars = {} }
+    self.actors[cta.start] = { label = ("the start of CTA %d"):format(c) }
     self.ctas[c + 1] = cta
     for w = 0, k.warps - 1 do
       local id = self:new_actor()
-      local W = { id = id, actor = id, w = w, cta = cta, vals = {}, vc = { [id] = 1 }, seen = {}, bulk_open = {},
+      local W = { id = id, actor = id, w = w, cta = cta, vals = {}, vc = { [id] = 1, [cta.start] = 1 }, seen = {}, bulk_open = {},
                   bulk_groups = {}, kind = "warp", done = false, nsync = 0, role = "kernel" }
       local role = self.o.roles and self.o.roles[w] -- roles the lowering erased (tile.agent), by warp
       if role then W.role = role end
@@ -1172,7 +1551,11 @@ function Run:start()
       end)
     end
   end
-  for _, W in ipairs(self.warps) do self:resume(W) end
+  for _, W in ipairs(self.warps) do
+    self.starting = W
+    self:resume(W)
+  end
+  self.starting = nil
 end
 
 -- Resume warp W until its next request (or its end).
@@ -1184,6 +1567,20 @@ function Run:resume(W, value)
   end
   if coroutine.status(W.co) == "dead" then
     W.done, W.req = true, nil
+    local cta = W.cta
+    cta.exit_vc = cta.exit_vc or {}
+    vc_join(cta.exit_vc, W.vc)
+    cta.live = cta.live - 1
+    if cta.live == 0 then
+      -- the CTA exits: every access of another CTA to its shared memory must happen before
+      cta.exited = true
+      for _, r in ipairs(cta.remote) do
+        if (cta.exit_vc[r.actor] or 0) < r.clock then
+          violation("dsmem", ("CTA %d exits (its last warp, %s, finished) while %s's access at %s to its shared memory is not ordered before the exit (a missing cluster barrier before the exit)")
+            :format(cta.id, W.label, r.label, r.loc))
+        end
+      end
+    end
   else
     W.req = req
   end
@@ -1219,8 +1616,29 @@ end
 -- The synchronization state, as a string (the checker's state hash).
 function Run:state_key()
   local parts = {}
-  for _, W in ipairs(self.warps) do
-    parts[#parts + 1] = W.done and "d" or (W.req.rec.id .. ":" .. W.nsync)
+  if self.o.symmetry == false then
+    for _, W in ipairs(self.warps) do
+      parts[#parts + 1] = W.done and "d" or (W.req.rec.id .. ":" .. W.nsync)
+    end
+  else
+    -- symmetry: the warps of one CTA in one agent / executor group are
+    -- interchangeable; their positions are kept as a sorted multiset
+    local groups, order = {}, {}
+    for _, W in ipairs(self.warps) do
+      local g = W.cta.id .. "/" .. tostring(W.grp)
+      local t = groups[g]
+      if not t then
+        t = {}
+        groups[g] = t
+        order[#order + 1] = g
+      end
+      t[#t + 1] = W.done and "d" or (W.req.rec.id .. ":" .. W.nsync)
+    end
+    for _, g in ipairs(order) do
+      local t = groups[g]
+      table.sort(t)
+      parts[#parts + 1] = g .. "=" .. table.concat(t, ";")
+    end
   end
   for _, cta in ipairs(self.ctas) do
     for _, b in ipairs(cta.bar_list) do
@@ -1229,6 +1647,7 @@ function Run:state_key()
     for _, s in ipairs(cta.sync_list) do parts[#parts + 1] = s.gen .. "/" .. s.arrived end
   end
   for _, c in ipairs(self.copies) do parts[#parts + 1] = c.key end
+  for _, a in ipairs(self.gbar_list) do parts[#parts + 1] = "g" .. (self.global[a] or 0) end
   return table.concat(parts, ",")
 end
 
@@ -1324,13 +1743,18 @@ function Run:go()
         if live then return self:deadlock() end
         return self:final_check()
       end
-      local i = #rs == 1 and 1 or self.choose(self, rs)
+      local i = (#rs == 1 and not self.o._por) and 1 or self.choose(self, rs)
       if i == nil then return { kind = "pruned" } end
       self:step(rs[i])
     end
   end)
   if ok then return err end
-  if type(err) == "table" and getmetatable(err) == Violation then return { kind = err.kind, message = err.message } end
+  if type(err) == "table" and getmetatable(err) == Violation then
+    if self.starting then -- in a warp's code before its first synchronizing op
+      self.trace[#self.trace + 1] = ("%s: tile.kernel at %s"):format(self.starting.label, self.k.loc)
+    end
+    return { kind = err.kind, message = err.message }
+  end
   error(err, 0)
 end
 
@@ -1440,12 +1864,40 @@ end
 
 -- check(kernel, opts) -> result: ok, states, runs, violation (kind, message),
 -- report, budget_exceeded. Depth-first over the choice of the actor that moves
--- at each step where more than one can, pruning states already seen.
+-- at each step where more than one can, pruning states already seen, with
+-- sleep sets (a partial-order reduction): after the schedules that start with
+-- actor a are explored, a sleeps in its siblings' subtrees until a step
+-- dependent with a's next one runs (steps of different actors on different
+-- synchronization objects, two arrivals or two waits on one object, commute).
+-- A state is explored again only with the actors asleep both times.
+
+-- The step an actor would take next: { obj, acc } (see request).
+-- acc "n": an arrival that does not complete its phase (it commutes with waits
+-- too, and nothing can disable it).
+local function step_of(a)
+  if a.kind == "copy" then return { obj = a.obj, acc = "a" } end
+  local acc = a.req.acc
+  if acc == "a" and a.req.completes and not a.req.completes() then acc = "n" end
+  if acc == "re" then acc = "e" end
+  return { obj = a.req.obj, acc = acc }
+end
+local function independent(x, y)
+  if x.obj == nil or y.obj == nil then return false end
+  if x.obj ~= y.obj then return true end
+  local p, q = x.acc, y.acc
+  if p == "e" then p = "r" end
+  if q == "e" then q = "r" end
+  if p == "n" or q == "n" then return p ~= "w" and q ~= "w" end
+  return p == q and (p == "a" or p == "r")
+end
+local function actor_key(a) return a.key end
+
 function M.check(k, o)
   o = o or {}
   local dk = prepare(k)
   local budget = o.max_states or 20000
-  o = setmetatable({ _cache = {} }, { __index = o })
+  local por = o.por ~= false
+  o = setmetatable({ _cache = {}, _por = por }, { __index = o })
   local visited, states, runs = {}, 0, 0
   local frames = {}
   local t0 = os.clock()
@@ -1454,21 +1906,86 @@ function M.check(k, o)
   while true do
     runs = runs + 1
     local depth = 0
+    local next_sleep = {}
     local R
     local chooser = function(run, rs)
       depth = depth + 1
       local f = frames[depth]
-      if f then return f.idx end
-      local key = run:state_key()
-      if visited[key] then return nil end
-      states = states + 1
-      if states > budget then
-        exceeded = true
-        return nil
+      if not f then
+        local sleep = next_sleep
+        if #rs > 1 or not por then
+          local key = run:state_key()
+          local old = visited[key]
+          if old then
+            if not por then return nil end
+            local sub, inter = true, {}
+            for a, st in pairs(old) do
+              if sleep[a] then inter[a] = st else sub = false end
+            end
+            if sub then return nil end
+            sleep = inter
+            visited[key] = inter
+          else
+            states = states + 1
+            if states > budget then
+              exceeded = true
+              return nil
+            end
+            local copy = {}
+            for a, st in pairs(sleep) do copy[a] = st end
+            visited[key] = copy
+          end
+        end
+        local cands, steps = {}, {}
+        for _, a in ipairs(rs) do
+          local key = actor_key(a)
+          if not sleep[key] then
+            cands[#cands + 1] = key
+            steps[key] = step_of(a)
+          end
+        end
+        if #cands == 0 then return nil end -- every move was explored from an equivalent state
+        if por and o.eager ~= false then
+          -- an arrival that does not complete its phase is always enabled and
+          -- commutes with every other step: it alone is a persistent set
+          -- so is a passing wait at a barrier every warp of the CTA (or
+          -- cluster) must arrive at again before it can complete again
+          for _, key in ipairs(cands) do
+            if steps[key].acc == "n" or steps[key].acc == "e" then
+              cands = { key }
+              break
+            end
+          end
+        end
+        f = { cands = cands, steps = steps, idx = 1, sleep = sleep }
+        frames[depth] = f
       end
-      visited[key] = true
-      frames[depth] = { idx = 1, n = #rs }
-      return 1
+      local want = f.cands[f.idx]
+      local idx
+      for i, a in ipairs(rs) do
+        if actor_key(a) == want then
+          idx = i
+          break
+        end
+      end
+      assert(idx, "verify-protocol: a replay diverged")
+      -- the child's sleep set: what slept here or was explored before `want`,
+      -- independent of want's step
+      local st = f.steps[want]
+      next_sleep = {}
+      if por then
+        local live = {}
+        for _, a in ipairs(rs) do live[actor_key(a)] = a end
+        for a, s2 in pairs(f.sleep) do
+          if live[a] then s2 = step_of(live[a]) end -- the sleeper's step as of now
+          if independent(s2, st) then next_sleep[a] = s2 end
+        end
+        for i = 1, f.idx - 1 do
+          local a = f.cands[i]
+          if independent(f.steps[a], st) then next_sleep[a] = f.steps[a] end
+        end
+      end
+      return idx
     end
     R = new_run(dk, o, chooser)
     local fail = R:go()
@@ -1485,7 +2002,7 @@ function M.check(k, o)
     end
     if exceeded then break end
     -- backtrack: the deepest frame with an untried choice
-    while #frames > 0 and frames[#frames].idx >= frames[#frames].n do frames[#frames] = nil end
+    while #frames > 0 and frames[#frames].idx >= #frames[#frames].cands do frames[#frames] = nil end
     if #frames == 0 then break end
     frames[#frames].idx = frames[#frames].idx + 1
   end
