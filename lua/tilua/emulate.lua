@@ -1320,10 +1320,10 @@ local function striped(kind)
     return {}
   end
 end
-handlers["cutlass.block_striped.load"] = striped("load")
-handlers["cutlass.block_striped.store"] = striped("store")
-handlers["cutlass.block_striped.load_add"] = striped("load_add")
-handlers["cutlass.block_striped.reduce"] = striped("reduce")
+for name, kind in pairs { ["cutlass.block_striped.load"] = "load", ["cutlass.block_striped.store"] = "store",
+                          ["cutlass.block_striped.load_add"] = "load_add", ["cutlass.block_striped.reduce"] = "reduce" } do
+  handlers[name] = striped(kind)
+end
 
 -- Generic (global-memory) barriers of the StreamK fixup (CUTLASS's
 -- GenericBarrier): a counter at ptr + index; the first thread of the executors
@@ -1380,9 +1380,10 @@ local function generic(kind)
     return {}
   end
 end
-handlers["cutlass.generic_barrier.arrive_inc"] = generic("arrive")
-handlers["cutlass.generic_barrier.wait_eq"] = generic("wait")
-handlers["cutlass.generic_barrier.wait_eq_reset"] = generic("reset")
+for name, kind in pairs { ["cutlass.generic_barrier.arrive_inc"] = "arrive", ["cutlass.generic_barrier.wait_eq"] = "wait",
+                          ["cutlass.generic_barrier.wait_eq_reset"] = "reset" } do
+  handlers[name] = generic(kind)
+end
 
 -- Runs a block over ctx.mask; returns the terminator's operand values.
 function exec_block(R, W, blk, args, ctx)

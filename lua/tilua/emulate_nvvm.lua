@@ -234,7 +234,9 @@ return function(handlers, x)
     if i32_result(rec) then outs[1] = window(outs[1]) end
     return outs
   end
-  handlers["builtin.unrealized_conversion_cast"] = function(_, _, rec, ins)
+  local fragment = handlers["builtin.unrealized_conversion_cast"] -- register fragments (no operand)
+  handlers["builtin.unrealized_conversion_cast"] = function(R, W, rec, ins, ctx)
+    if rec.frag then return fragment(R, W, rec, ins, ctx) end
     if #rec.outs ~= 1 or #ins ~= 1 then not_modelled(rec) end
     if i32_result(rec) then return { window(ins[1]) } end
     return { ins[1] }
@@ -477,36 +479,14 @@ return function(handlers, x)
   -- {=== CTA and named barriers, fences
 
   handlers["nvvm.barrier0"] = handlers["tile.barrier"] -- bar.sync 0, the CTA barrier
-  -- bar.sync id, count: `count` threads (whole warps) of the block, all of them without a count
-  local function named_sync(R, W, rec, ins)
-    local id = uniform(rec, ins[1], "barrier id")
-    local n = ins[2] and (uniform(rec, ins[2], "thread count") + 31) // 32 or R.k.warps
-    R:rendezvous(W, rec, "bar.sync " .. id, n, ("named barrier %d of %d threads (%s at %s)"):format(id, 32 * n, rec.name, rec.loc))
-    return {}
+  -- bar.sync id[, count] and bar.arrive id, count: named barriers as at the tile
+  -- level (Run:named_bar, with its count checks); bar.sync without a count is
+  -- every thread of the block
+  local named_sync = handlers["tile.named_barrier_sync"]
+  handlers["nvvm.barrier"] = function(R, W, rec, ins, ctx)
+    return named_sync(R, W, rec, { ins[1], ins[2] or 32 * R.k.warps }, ctx)
   end
-  handlers["nvvm.barrier"], handlers["tile.named_barrier_sync"] = named_sync, named_sync
-  -- bar.arrive id, count: arrives without waiting (the barrier's generation moves on when the count is reached)
-  local function named_arrive(R, W, rec, ins)
-    local id = uniform(rec, ins[1], "barrier id")
-    local n = (uniform(rec, ins[2], "thread count") + 31) // 32
-    local cta, key = W.cta, "bar.sync " .. id
-    local s = cta.syncs[key]
-    if not s then
-      s = { gen = 0, arrived = 0, vc = {}, last_vc = {}, n = n, what = ("named barrier %d"):format(id) }
-      cta.syncs[key] = s
-      cta.sync_list[#cta.sync_list + 1] = s
-    end
-    request(W, rec, function() return true end, function()
-      s.arrived = s.arrived + 1
-      for k2, v in pairs(W.vc) do
-        if (s.vc[k2] or 0) < v then s.vc[k2] = v end
-      end
-      W.vc[W.actor] = W.vc[W.actor] + 1
-      if s.arrived == s.n then s.gen, s.arrived, s.last_vc, s.vc = s.gen + 1, 0, s.vc, {} end
-    end, function() return ("arrives at named barrier %d"):format(id) end)
-    return {}
-  end
-  handlers["nvvm.barrier.arrive"], handlers["tile.named_barrier_arrive"] = named_arrive, named_arrive
+  handlers["nvvm.barrier.arrive"] = handlers["tile.named_barrier_arrive"]
   local function nop() return {} end
   for _, n in ipairs { "nvvm.fence", "nvvm.fence.proxy.async", "nvvm.fence.mbarrier_init", "nvvm.nanosleep",
                        "nvvm.setmaxregister" } do
