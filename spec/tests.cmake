@@ -133,6 +133,16 @@ foreach(ex ${TILUA_EXAMPLES})
   add_test(NAME example.${name} COMMAND tilua_exe ${ex} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(example.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}" SKIP_RETURN_CODE 77)
 endforeach()
+# an example's first compile with the protocol checked on its input and after
+# every pass (--check-protocol; --emit=ptx ends the script there). Only where the
+# checker's own inputs (at most 16384 elements) wrap every ring twice: the ring
+# copies' full-size 16 KiB stages would need 128 KiB (spec/protocol_lowering_spec.lua
+# checks them at small sizes).
+foreach(name seq_bar_pingpong)
+  add_test(NAME example.${name}.check_protocol COMMAND tilua_exe --check-protocol --emit=ptx
+           ${CMAKE_SOURCE_DIR}/examples/${name}.lua WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(example.${name}.check_protocol PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+endforeach()
 # }===
 
 # {=== cuda: the CUDA Driver API runtime (src/cuda). Without a GPU it runs the

@@ -19,6 +19,9 @@ local M = {}
 -- the check speaks only where it can prove. Within one pipeline run a kernel is
 -- checked again only when its text changed, and never again once skipped.
 local seen = {} -- kernel name -> { text =, skipped = } of this pipeline run's checks
+-- after every pass, sizes from small up: a kernel without mbarriers (whose
+-- loops may run n times) is checked at the smallest, and cheaply
+local AFTER_SIZES = { 8, 64, 256, 1024, 4096, 16384 }
 function M.verify_protocol(module, o, after)
   local P = require "tilua.protocol"
   local errors, stats = {}, {}
@@ -30,7 +33,7 @@ function M.verify_protocol(module, o, after)
     local ok, r
     if not (last and (last.skipped or last.text == text)) then
       ok, r = pcall(P.check, kop, { grid = o.grid, max_states = o.max_states or (after and 2000), n = o.n,
-                                     bytes = o.bytes, trace = o.trace })
+                                     bytes = o.bytes, trace = o.trace, sizes = after and AFTER_SIZES })
       if after then seen[name] = { text = text, skipped = not ok or r.budget_exceeded } end
     end
     if after and (ok == nil or not ok or r.budget_exceeded) then

@@ -66,14 +66,14 @@ end
 M.SIZES = { 64, 256, 1024, 4096, 16384 }
 
 -- inputs(kernel, o) -> args, description. o.args wins; else the size n is
--- o.n, or the first of M.SIZES at which one round-robin emulation completes
+-- o.n, or the first of o.sizes or M.SIZES at which one round-robin emulation completes
 -- every mbarrier's phase at least twice (every ring wraps twice), fails (the
 -- checker will say why), or uses no mbarrier; else the largest.
 function M.inputs(k, o)
   o = o or {}
   local kop = kernel_of(k)
   if o.args then return o.args, "the arguments given" end
-  local sizes = o.n and { o.n } or M.SIZES
+  local sizes = o.n and { o.n } or o.sizes or M.SIZES
   local args, shown, n
   for _, size in ipairs(sizes) do
     n = size
