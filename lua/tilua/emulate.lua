@@ -288,6 +288,7 @@ local function new_run(k, o, choose)
   local R = setmetatable({ k = k, o = o, choose = choose, global = {}, ctas = {}, actors = {},
                            warps = {}, copies = {}, nactors = 0, steps = 0, trace = {},
                            max_steps = o.max_steps or 200000, next_global = GLOBAL_BASE,
+                           max_ops = o.max_ops or 4000000, ops = 0,
                            buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 16 }, Run)
   return R
 end
@@ -1394,6 +1395,11 @@ function exec_block(R, W, blk, args, ctx)
   for i, a in ipairs(blk.args) do vals[a] = args[i] end
   for _, rec in ipairs(blk.ops) do
     local name = rec.name
+    R.ops = R.ops + 1 -- a loop without a synchronizing op takes no steps: bound the ops too
+    if R.ops > R.max_ops then
+      error(("emulate: more than %d ops run (max_ops) at %s: a loop that does not end, or raise max_ops")
+        :format(R.max_ops, rec.loc), 0)
+    end
     local ins = {}
     for i, id in ipairs(rec.ins) do ins[i] = vals[id] end
     if name == "scf.yield" or name == "scf.condition" then return ins end
