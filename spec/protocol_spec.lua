@@ -501,3 +501,18 @@ describe("tl.verify_protocol", function()
 
   -- }===
 end)
+
+-- A loop without a synchronizing op takes no steps: the ops are bounded too.
+describe("tl.emulate's bounds", function()
+  it("stops a loop that does not end at max_ops, at its line", function()
+    tl.new_module()
+    local k = tl.kernel("spin", { params = { { "x", tl.ptr(tl.i32) }, { "n", tl.i32 } }, block = 32 })
+    k:define(function(k, p)
+      local r = tl.while_({ p.n }, function(v) return v:ge(0), v end, function(v) return v + 0 end)
+      p.x:store(r)
+    end)
+    local ok, err = pcall(tl.emulate, k, { args = { { bytes = 4 }, 1 }, max_ops = 10000 })
+    assert.is_false(ok)
+    assert.matches("emulate: more than 10000 ops run %(max_ops%) at [^ ]*protocol_spec.lua:%d+: a loop that does not end", err)
+  end)
+end)
