@@ -235,7 +235,7 @@ describe("tile schedulers on the emulator", function()
         if d and d:name() == "cutlass.tile_scheduler.work_tile_info.is_valid" then guard = o else inner = o end
       end
       inner:move_before(guard) -- the store runs whether the tile is valid or not
-      return { "CTA 15%) at spec/protocol_sched_spec.lua:%d+ writes global bytes" }
+      return { "CTA 15%) at [^ ]*protocol_sched_spec.lua:%d+ writes global bytes" }
     end, { grid = TM * TN + 2, args = sched_args })
 
   catches("StreamK: the cursor begun at the same worker in every CTA (two CTAs cover the same k tiles)", { "overwrite" },
