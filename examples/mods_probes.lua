@@ -58,6 +58,8 @@ local function prepare() check.compile("mods_probes", k) end
 
 local i32 = check.i32
 
+local verify
+
 -- run{seed, grid, small} -> ok, summary: grid CTAs (whole clusters; default one
 -- per SM, 2 when small) walk 7 * grid + 5 items.
 local function run(o)
@@ -75,8 +77,14 @@ local function run(o)
   duration:fill(-1)
   k:launch { grid = grid, args = { x, sums, smid, start, duration, items } }
   tl.device.synchronize()
-  local X, S = x:to_table(), sums:to_table()
-  local SM, T0, D = smid:to_table(), start:to_table(), duration:to_table()
+  return verify(o.seed, grid, items, sms, x:to_table(), sums:to_table(), smid:to_table(), start:to_table(),
+                duration:to_table())
+end
+
+-- verify(seed, grid, items, sms, X, S, SM, T0, D) -> ok, summary: the host's check of
+-- the results (1-based tables of the inputs and of the four outputs) against the CPU
+-- reference; also used by the emulator's tests (spec/protocol_sched_spec.lua).
+function verify(seed, grid, items, sms, X, S, SM, T0, D)
   local fail, failures = check.mismatches("mods_probes", 8)
   for it = 0, items - 1 do
     local s = 0
@@ -101,7 +109,7 @@ local function run(o)
   end
   local nsm = 0
   for _ in pairs(used) do nsm = nsm + 1 end
-  local what = ("seed %d, %d CTAs in clusters of 2 on %d SMs, %d items"):format(o.seed, grid, sms, items)
+  local what = ("seed %d, %d CTAs in clusters of 2 on %d SMs, %d items"):format(seed, grid, sms, items)
   if failures() > 0 then return false, ("%s: %d problems"):format(what, failures()) end
   return true, ("%s: %d distinct SMs reported; windows opened within %d ns of each other, the longest lasted %d ns; "
     .. "the sums match the CPU"):format(what, nsm, hi - lo, dmax)
@@ -110,5 +118,6 @@ end
 local example = { name = "mods_probes", prepare = prepare, run = run,
                   grids = function(sms) return check.grids(sms, 2) end }
 example.kernel = k -- the kernel (for the emulator's tests)
+example.verify = verify -- the host check and CPU reference (for the emulator's tests)
 if ... == "--library" then return example end
 check.main(example)

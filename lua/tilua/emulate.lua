@@ -2040,4 +2040,5 @@ function M.extend(ext)
                          SHARED_BASE = SHARED_BASE, kernel_op = kernel_op })
 end
 M.extend(require "tilua.emulate_nvvm")
+M.extend(require "tilua.emulate_sched") -- the tile schedulers and the MODS probes
 return M
