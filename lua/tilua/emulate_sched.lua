@@ -88,11 +88,13 @@ return function(handlers, x)
   end
   for name in pairs(KIND) do handlers[name] = params_handler end
 
-  local function sched_of(rec, v)
-    if type(v) ~= "table" or v.kind ~= "sched" then
-      error(("emulate: %s at %s: operand #0 does not come from a scheduler params or create op"):format(rec.name, rec.loc), 0)
-    end
+  -- v, an emulator value of `kind`, or an error saying what it should have been
+  local function value_of(rec, v, kind, what)
+    if type(v) ~= "table" or v.kind ~= kind then error(("emulate: %s at %s: %s"):format(rec.name, rec.loc, what), 0) end
     return v
+  end
+  local function sched_of(rec, v)
+    return value_of(rec, v, "sched", "operand #0 does not come from a scheduler params or create op")
   end
 
   handlers["cutlass.tile_scheduler.create"] = function(_, _, rec, ins)
@@ -143,16 +145,14 @@ return function(handlers, x)
       return { work_at(s, id, 0) }
     end)
   end
-  for _, n in ipairs { "dp", "static_persistent", "streamk", "sm100_streamk" } do
-    handlers["cutlass.tile_scheduler.create_" .. n .. "_work_tile_info"] = work_create
+  for _, name in ipairs { "cutlass.tile_scheduler.create_dp_work_tile_info",
+                          "cutlass.tile_scheduler.create_static_persistent_work_tile_info",
+                          "cutlass.tile_scheduler.create_streamk_work_tile_info",
+                          "cutlass.tile_scheduler.create_sm100_streamk_work_tile_info" } do
+    handlers[name] = work_create
   end
 
-  local function work_of(rec, t)
-    if type(t) ~= "table" or t.kind ~= "work" then
-      error(("emulate: %s at %s: not a work tile"):format(rec.name, rec.loc), 0)
-    end
-    return t
-  end
+  local function work_of(rec, t) return value_of(rec, t, "work", "not a work tile") end
 
   handlers["cutlass.tile_scheduler.advance_to_next_work"] = function(R, W, rec, ins, ctx)
     sched_of(rec, ins[1])
