@@ -30,7 +30,7 @@ describe("the verify-protocol pass", function()
     end
     assert.truthy(found)
     assert.is_true(found.lua)
-    assert.equal("grid max_states n bytes trace", found.options)
+    assert.equal("grid max_states n bytes trace max_ops", found.options)
     assert.is_false(core.passes()[1].lua)
   end)
 
@@ -53,7 +53,7 @@ describe("the verify-protocol pass", function()
     assert.matches("nvvm%.", out) -- lowered after the check
     _, err, code = H.tilua_run { "opt", GOOD, "-p", "verify-protocol{grd=2}" }
     assert.equal(1, code)
-    assert.matches("pass 'verify%-protocol' has no option 'grd' %(it reads: grid max_states n bytes trace%)", err)
+    assert.matches("pass 'verify%-protocol' has no option 'grd' %(it reads: grid max_states n bytes trace max_ops%)", err)
   end)
 
   it("reports an exceeded state budget as an error at the kernel", function()

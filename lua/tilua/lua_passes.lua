@@ -33,7 +33,8 @@ function M.verify_protocol(module, o, after)
     local ok, r
     if not (last and (last.skipped or last.text == text)) then
       ok, r = pcall(P.check, kop, { grid = o.grid, max_states = o.max_states or (after and 2000), n = o.n,
-                                     bytes = o.bytes, trace = o.trace, sizes = after and AFTER_SIZES })
+                                     bytes = o.bytes, trace = o.trace, max_ops = o.max_ops,
+                                     sizes = after and AFTER_SIZES })
       if after then seen[name] = { text = text, skipped = not ok or r.budget_exceeded } end
     end
     if after and (ok == nil or not ok or r.budget_exceeded) then

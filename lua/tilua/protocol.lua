@@ -79,7 +79,7 @@ function M.inputs(k, o)
     n = size
     args, shown = args_for(kop, n, o)
     if #sizes == 1 then break end
-    local ok, r = pcall(em.run, kop, { grid = o.grid or 1, args = args, max_steps = o.max_steps })
+    local ok, r = pcall(em.run, kop, { grid = o.grid or 1, args = args, max_steps = o.max_steps, max_ops = o.max_ops })
     if not ok or not r.ok or not r.min_phases or r.min_phases >= 2 then break end
   end
   local d = #shown == 0 and "no parameters" or ("n = %d: (%s)"):format(n, table.concat(shown, ", "))
@@ -94,7 +94,7 @@ function M.check(k, o)
   local args, desc, n = M.inputs(kop, o)
   local grid = o.grid or 1
   local r = em.check(kop, { grid = grid, args = args, max_states = o.max_states or 20000,
-                            trace_limit = o.trace, max_steps = o.max_steps })
+                            trace_limit = o.trace, max_steps = o.max_steps, max_ops = o.max_ops })
   r.kernel, r.args, r.grid, r.inputs, r.n = kop, args, grid, desc, n
   r.name = kop:attr "sym_name" or "kernel"
   return r

@@ -159,7 +159,7 @@ end
 local pass_names = {}
 for _, p in ipairs(core.passes and core.passes() or {}) do
   local name = type(p) == "table" and p.name or p
-  if type(p) == "table" and p.lua then name = name .. "{max_states=20,n=8}" end
+  if type(p) == "table" and p.lua then name = name .. "{max_states=20,n=8,max_ops=100000}" end
   pass_names[#pass_names + 1] = name
 end
 
