@@ -2034,4 +2034,5 @@ function M.extend(ext)
                          SHARED_BASE = SHARED_BASE, kernel_op = kernel_op })
 end
 M.extend(require "tilua.emulate_nvvm")
+M.extend(require "tilua.emulate_mma")
 return M
