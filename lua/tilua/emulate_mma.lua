@@ -145,28 +145,32 @@ return function(handlers, api)
     return x
   end
 
-  -- Every element of the box at coords (outermost first): f(smem_offset, global_addr or nil (out of bounds)).
-  local function box_each(m, coords, f)
-    local rank, box = #m.box, m.box
+  -- Every row (innermost dimension) of the box at coords (outermost first):
+  -- f(smem_offset of the row, global address of its first in-bounds element or
+  -- nil, first and last in-bounds element of the row (0-based)).
+  local function box_rows(m, coords, f)
+    local rank, box, eb = #m.box, m.box, m.ebytes
+    local inner = box[rank]
+    local c0 = coords[rank]
+    local lo, hi = math.max(0, -c0), math.min(inner, m.shape[rank] - c0) - 1
     local idx = {}
-    for d = 1, rank do idx[d] = 0 end
-    local n = 1
-    for d = 1, rank do n = n * box[d] end
-    for e = 0, n - 1 do
-      local inb, ga = true, m.base
-      for d = 1, rank do
+    for d = 1, rank - 1 do idx[d] = 0 end
+    local rows = 1
+    for d = 1, rank - 1 do rows = rows * box[d] end
+    for e = 0, rows - 1 do
+      local inb, ga = hi >= lo, m.base + (c0 + lo) * m.strides[rank]
+      for d = 1, rank - 1 do
         local c = coords[d] + idx[d]
         if c < 0 or c >= m.shape[d] then inb = false end
         ga = ga + c * m.strides[d]
       end
-      f(e * m.ebytes, inb and ga or nil)
-      for d = rank, 1, -1 do
+      f(e * inner * eb, inb and ga or nil, lo, hi)
+      for d = rank - 1, 1, -1 do
         idx[d] = idx[d] + 1
         if idx[d] < box[d] then break end
         idx[d] = 0
       end
     end
-    return n * m.ebytes
   end
   local function box_bytes(m)
     local n = m.ebytes
@@ -207,11 +211,17 @@ return function(handlers, api)
     self:shadow_write(W.cta, c.id, c.vc, c.dst, c.bytes, c.rec.loc)
     local g, s = self.global, W.cta.shared
     local m, off0, sw = c.tma.map, c.dst - SHARED_BASE, c.tma.map.swizzle
-    local eb = m.ebytes
-    box_each(m, c.tma.coords, function(o, ga)
-      for j = 0, eb - 1 do
-        local sa = SHARED_BASE + swz(off0 + o + j, sw)
-        s[sa] = ga and (g[ga + j] or 0) or 0
+    local eb, rowb = m.ebytes, m.box[#m.box] * m.ebytes
+    box_rows(m, c.tma.coords, function(o, ga, lo, hi)
+      local base = off0 + o
+      local jlo, jhi = lo * eb, (hi + 1) * eb - 1
+      if not ga then jlo, jhi = rowb, rowb - 1 end
+      ga = (ga or 0) - jlo
+      for c0 = 0, rowb - 1, 16 do -- the swizzle permutes 16-byte chunks
+        local sa = SHARED_BASE + swz(base + c0, sw) - c0
+        for j = c0, math.min(c0 + 15, rowb - 1) do
+          s[sa + j] = (j >= jlo and j <= jhi) and (g[ga + j] or 0) or 0 -- out of bounds: zeros
+        end
       end
     end)
     self:complete_tx(b, c.bytes, c.id, c.vc)
@@ -249,9 +259,11 @@ return function(handlers, api)
         if c.tma then
           local m, off0, sw = c.tma.map, c.src - SHARED_BASE, c.tma.map.swizzle
           local eb = m.ebytes
-          box_each(m, c.tma.coords, function(o, ga)
-            if ga then
-              for j = 0, eb - 1 do g[ga + j] = s[SHARED_BASE + swz(off0 + o + j, sw)] or 0 end
+          box_rows(m, c.tma.coords, function(o, ga, lo, hi)
+            if ga then -- out of bounds: dropped
+              local base = off0 + o
+              ga = ga - lo * eb
+              for j = lo * eb, (hi + 1) * eb - 1 do g[ga + j] = s[SHARED_BASE + swz(base + j, sw)] or 0 end
             end
           end)
         else
@@ -412,28 +424,45 @@ return function(handlers, api)
     local cta = W.cta
     local da, db = desc_decode(g.desc_a), desc_decode(g.desc_b)
     local wr = W.w % 4
-    -- A: rows 16 wr .. 16 wr + 15
-    local A = {}
+    -- the values: tl.emulate computes them; the checker (its runs share o._cache)
+    -- only reads the operands (the race check) unless opts.mma_values is true
+    local values = R.o.mma_values
+    if values == nil then values = R.o._cache == nil end
+    local seen = {}
+    local function read(o)
+      local q = o >> 4
+      if not seen[q] then -- one race check per 16-byte granule
+        seen[q] = true
+        R:shadow_read(cta, g.actor, g.vc, SHARED_BASE + (q << 4), 16, rec.loc)
+      end
+      return values and dec(read16(s, SHARED_BASE + o)) or 0
+    end
     local offa = g.trans_a and mnmajor_off or kmajor_off
     local offb = g.trans_b and mnmajor_off or kmajor_off
-    for r = 0, 15 do
-      local row = {}
-      local m = 16 * wr + r
-      for k = 0, K - 1 do
-        local o = offa(da, m, k, eb)
-        R:shadow_read(cta, g.actor, g.vc, SHARED_BASE + o, 2, rec.loc)
-        row[k] = dec(read16(s, SHARED_BASE + o)) * g.scale_a
+    if not values then -- one element per 16-byte granule: the race check only
+      local step = 16 // eb
+      for r = 0, 15 do
+        for k = 0, K - 1, (g.trans_a and 1 or step) do
+          if g.trans_a then
+            for mm = 16 * wr + r, 16 * wr + r do read(offa(da, mm, k, eb)) end
+          else
+            read(offa(da, 16 * wr + r, k, eb))
+          end
+        end
       end
+      for n = 0, N - 1, (g.trans_b and step or 1) do
+        for k = 0, K - 1, (g.trans_b and 1 or step) do read(offb(db, n, k, eb)) end
+      end
+    end
+    local A, B = {}, {} -- A: rows 16 wr .. 16 wr + 15 of the warpgroup's 64
+    for r = 0, values and 15 or -1 do
+      local row = {}
+      for k = 0, K - 1 do row[k] = read(offa(da, 16 * wr + r, k, eb)) * g.scale_a end
       A[r] = row
     end
-    local B = {}
-    for n = 0, N - 1 do
+    for n = 0, values and N - 1 or -1 do
       local col = {}
-      for k = 0, K - 1 do
-        local o = offb(db, n, k, eb)
-        R:shadow_read(cta, g.actor, g.vc, SHARED_BASE + o, 2, rec.loc)
-        col[k] = dec(read16(s, SHARED_BASE + o)) * g.scale_b
-      end
+      for k = 0, K - 1 do col[k] = read(offb(db, n, k, eb)) * g.scale_b end
       B[n] = col
     end
     local src, dst, scale_d = g.src, g.dst, g.scale_d
@@ -442,13 +471,18 @@ return function(handlers, api)
       local out = dst[l]
       local gid, tq = l // 4, l % 4
       for i = 0, N // 2 - 1 do
-        local j, r = i // 4, i % 4
-        local row = gid + 8 * (r // 2)
-        local col = 8 * j + 2 * tq + (r % 2)
-        local acc = scale_d and rawget(c_in, i + 1) or 0.0
-        if acc == nil then acc = c_in[i + 1] end -- a pending input: reported
-        local a, b = A[row], B[col]
-        for k = 0, K - 1 do acc = f32(acc + a[k] * b[k]) end
+        local acc = 0.0
+        if scale_d then
+          acc = rawget(c_in, i + 1)
+          if acc == nil then acc = c_in[i + 1] end -- a pending input: reported
+        end
+        if values then
+          local r = i % 4
+          local a, b = A[gid + 8 * (r // 2)], B[8 * (i // 4) + 2 * tq + (r % 2)]
+          local dot = 0.0 -- the k16 slice's products (exact) summed in f64, added to C, rounded to f32 once
+          for k = 0, K - 1 do dot = dot + a[k] * b[k] end
+          acc = f32(acc + dot)
+        end
         rawset(out, i + 1, acc)
       end
       rawset(out, "__info", nil)
