@@ -37,8 +37,10 @@ local function f16(x) -- the small integers of these tests only
 end
 local ENC = { bf16 = bf16, f16 = f16 }
 
--- Small integer inputs (every sum exact) as A (M x K) and B (N x K), K-major.
-local function inputs(M, N, K, dt)
+-- Small integer inputs (every sum exact): A (M x K) and B (N x K) as values,
+-- and the tensor-map arguments holding them K-major (or A K x M with am, B K x
+-- N with bn: MN-major) and D.
+local function inputs(M, N, K, dt, am, bm)
   local A, B, ab, bb = {}, {}, {}, {}
   local enc = ENC[dt]
   for i = 0, M - 1 do
@@ -53,7 +55,17 @@ local function inputs(M, N, K, dt)
       B[j * K + k], bb[#bb + 1] = v, string.pack("<I2", enc(v))
     end
   end
-  local args = { { data = table.concat(ab), shape = { M, K } }, { data = table.concat(bb), shape = { N, K } },
+  local function transpose(t, rows, cols) -- t: rows x cols of 2-byte strings -> cols x rows
+    local o = {}
+    for c = 0, cols - 1 do
+      for r = 0, rows - 1 do o[#o + 1] = t[r * cols + c + 1] end
+    end
+    return o
+  end
+  if am then ab = transpose(ab, M, K) end
+  if bm then bb = transpose(bb, N, K) end
+  local args = { { data = table.concat(ab), shape = am and { K, M } or { M, K } },
+                 { data = table.concat(bb), shape = bm and { K, N } or { N, K } },
                  { bytes = M * N * 2, shape = { M, N } } }
   return A, B, args
 end
@@ -101,6 +113,31 @@ describe("the stdlib GEMM on the emulator", function()
           assert.is_true(r.read(3) == want, p .. ": D differs from the reference")
         end
       end)
+  end
+
+  -- the other shapes of the kernel: MN-major operands (transposed descriptors,
+  -- 64 x 64 boxes), ping-pong consumers (two pipelines, seq_bar turns),
+  -- persistent and split-K schedules (a workspace, generic barriers)
+  local variants = {
+    { a_major = "m", b_major = "n" },
+    { consumers = "pingpong" },
+    { schedule = "persistent" },
+    { schedule = "splitk", splits = 2 },
+  }
+  for _, v in ipairs(variants) do
+    local name = {}
+    for key, x in pairs(v) do name[#name + 1] = key .. " = " .. tostring(x) end
+    table.sort(name)
+    it("matches the reference with " .. table.concat(name, ", "), function()
+      local cfg = { m = 128, n = 128, k = 128, bn = 64, stages = 2, schedule = "data_parallel" }
+      for key, x in pairs(v) do cfg[key] = x end
+      local k, g = gemm(cfg)
+      local A, B, args = inputs(128, 128, 128, "bf16", v.a_major == "m", v.b_major == "n")
+      if #k:region(1):entry():args() == 4 then args[4] = { bytes = math.max(16, g.workspace_bytes) } end
+      local r = tl.emulate(k, { grid = g.grid, args = args, policy = "random", seed = 11 })
+      assert(r.ok, r.report)
+      assert.is_true(r.read(3) == reference(A, B, 128, 128, 128, "bf16"))
+    end)
   end
 
   it("needs the swizzle; an accumulator read before its wgmma_wait is an error", function()
