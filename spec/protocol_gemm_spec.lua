@@ -158,8 +158,7 @@ describe("the stdlib GEMM on the emulator", function()
     r = tl.emulate(k, { grid = g.grid, args = args })
     assert.is_false(r.ok)
     assert.equal("wgmma", r.error.kind)
-    assert.matches("reads the accumulator of the wgmma at spec/protocol_gemm_spec.lua:18 before a wgmma_wait", r.report,
-                   1, true)
+    assert.matches("reads the accumulator of the wgmma at [^ ]*spec/protocol_gemm_spec%.lua:18 before a wgmma_wait", r.report)
   end)
 end)
 
