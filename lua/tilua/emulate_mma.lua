@@ -439,16 +439,10 @@ return function(handlers, api)
     end
     local offa = g.trans_a and mnmajor_off or kmajor_off
     local offb = g.trans_b and mnmajor_off or kmajor_off
-    if not values then -- one element per 16-byte granule: the race check only
+    if not values then -- the race check only: one element per 16-byte granule along the contiguous dimension
       local step = 16 // eb
       for r = 0, 15 do
-        for k = 0, K - 1, (g.trans_a and 1 or step) do
-          if g.trans_a then
-            for mm = 16 * wr + r, 16 * wr + r do read(offa(da, mm, k, eb)) end
-          else
-            read(offa(da, 16 * wr + r, k, eb))
-          end
-        end
+        for k = 0, K - 1, (g.trans_a and 1 or step) do read(offa(da, 16 * wr + r, k, eb)) end
       end
       for n = 0, N - 1, (g.trans_b and step or 1) do
         for k = 0, K - 1, (g.trans_b and 1 or step) do read(offb(db, n, k, eb)) end
