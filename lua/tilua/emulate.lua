@@ -2041,4 +2041,5 @@ function M.extend(ext)
 end
 M.extend(require "tilua.emulate_nvvm")
 M.extend(require "tilua.emulate_sched") -- the tile schedulers and the MODS probes
+M.extend(require "tilua.emulate_mma") -- TMA tensor copies and wgmma
 return M

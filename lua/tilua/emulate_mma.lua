@@ -1,0 +1,532 @@
+-- tilua.emulate_mma: the emulator's handlers for TMA tensor copies and wgmma at
+-- the authoring level (tile.tma_load / tma_store, tile.wgmma_desc / wgmma /
+-- wgmma_fence / commit / wait, tile.stmatrix, tile.pack, tile.splat, and the
+-- swizzle of tile.memref_ptr on a swizzled memref), registered into
+-- emulate.lua's handler table through emulate.extend (docs/protocol.md, "TMA
+-- tensor copies and wgmma").
+--
+-- Tensor maps. A kernel parameter of type !tile.tensor_map<elem, swz, box...>
+-- takes a table { data = bytes (or bytes = n), shape = {outermost .. innermost}
+-- [, strides = {elements, outermost first, one per dimension}] }: its data is
+-- copied into a fresh global buffer (r.read(i) reads it back); the element
+-- size, box and swizzle come from the parameter's type, as a launch checks
+-- that the host's map matches it.
+--
+-- Swizzle (CuTe's Swizzle<log2(S/16), 4, 3>, the same for TMA, wgmma and a
+-- swizzled memref's ptr): byte offset o -> o ^ (((o >> 7) & (S/16 - 1)) << 4),
+-- applied to the shared address's offset (the buffers are aligned to the
+-- pattern's period, so the offset's permutation is the address's).
+
+local interp = require "tilua.interp"
+local wrap = interp.wrap
+
+local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
+
+local function swz(o, s)
+  if s == 0 or s == nil then return o end
+  return o ~ (((o >> 7) & (s // 16 - 1)) << 4)
+end
+
+-- 16-bit floats <-> numbers (exact decode; encode rounds to nearest even)
+local function bf16_dec(h) return (string.unpack("<f", string.pack("<I4", (h & 0xffff) << 16))) end
+local function bf16_enc(x)
+  local b = string.unpack("<I4", string.pack("<f", x))
+  if (b & 0x7f800000) == 0x7f800000 and (b & 0x7fffff) ~= 0 then return 0x7fc0 end -- NaN
+  return ((b + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff
+end
+local function f16_dec(h)
+  local s, e, m = (h >> 15) & 1, (h >> 10) & 0x1f, h & 0x3ff
+  local v
+  if e == 0 then v = m * 2.0 ^ -24
+  elseif e == 31 then v = m == 0 and math.huge or (0 / 0)
+  else v = (1 + m / 1024) * 2.0 ^ (e - 15) end
+  return s == 1 and -v or v
+end
+local function f16_enc(x)
+  if x ~= x then return 0x7e00 end
+  local s = (x < 0 or (x == 0 and 1 / x < 0)) and 0x8000 or 0
+  x = math.abs(x)
+  if x >= 65520 then return s | 0x7c00 end
+  if x < 2.0 ^ -14 then -- subnormal: units of 2^-24, round to nearest even
+    local q = x / 2.0 ^ -24
+    local r = math.floor(q)
+    if q - r > 0.5 or (q - r == 0.5 and r % 2 == 1) then r = r + 1 end
+    return s | math.tointeger(r)
+  end
+  local m, e = math.frexp(x) -- x = m * 2^e, m in [0.5, 1)
+  local q = (m * 2 - 1) * 1024
+  local r = math.floor(q)
+  if q - r > 0.5 or (q - r == 0.5 and r % 2 == 1) then r = r + 1 end
+  local ex = e - 1 + 15
+  if r == 1024 then r, ex = 0, ex + 1 end
+  if ex >= 31 then return s | 0x7c00 end
+  return s | (ex << 10) | math.tointeger(r)
+end
+local DEC = { bf16 = bf16_dec, f16 = f16_dec }
+local ENC = { bf16 = bf16_enc, f16 = f16_enc }
+
+local ELEM_BYTES = { bf16 = 2, f16 = 2, f32 = 4, tf32 = 4, e4m3 = 1, e5m2 = 1, i8 = 1, i16 = 2, i32 = 4, i64 = 8,
+                     f64 = 8, u8 = 1 }
+
+-- The parameter type "!tile.tensor_map<bf16, sw128, 128, 64>" -> elem, bytes, swizzle, box (outermost first)
+local function map_type(t)
+  local body = t:match "^!tile%.tensor_map<(.*)>$"
+  if not body then return nil end
+  local parts = {}
+  for x in body:gmatch "[^,%s]+" do parts[#parts + 1] = x end
+  local sw = ({ linear = 0, sw32 = 32, sw64 = 64, sw128 = 128 })[parts[2]] or 0
+  local box = {}
+  for i = 3, #parts do box[#box + 1] = math.tointeger(tonumber(parts[i])) end
+  return { elem = parts[1], ebytes = ELEM_BYTES[parts[1]] or 2, swizzle = sw, box = box }
+end
+
+return function(handlers, api)
+  local Run, violation, at, eval_lanes, LV = api.Run, api.violation, api.at, api.eval_lanes, api.LV
+  local SHARED_BASE = api.SHARED_BASE
+  local function vc_join_into(into, v)
+    for k, x in pairs(v) do
+      if (into[k] or 0) < x then into[k] = x end
+    end
+  end
+  local function vc_copy(v)
+    local c = {}
+    for k, x in pairs(v) do c[k] = x end
+    return c
+  end
+
+  -- {=== tensor maps: kernel arguments
+
+  local setup_args = Run.setup_args
+  function Run:setup_args()
+    local k = self.k
+    local cache = self.o._cache
+    local maps = {}
+    for i, p in ipairs(k.params) do
+      local mt = map_type(p.type)
+      if mt then
+        local a = self.o.args and self.o.args[i]
+        if type(a) ~= "table" or not a.shape then
+          error(("emulate: argument %d (%s) must be a tensor map table { data = bytes, shape = {...} }"):format(i, p.type), 0)
+        end
+        if #a.shape ~= #mt.box then
+          error(("emulate: argument %d: a tensor map of rank %d for %s"):format(i, #a.shape, p.type), 0)
+        end
+        if not (cache and cache.base) then
+          local bytes = a.data or string.rep("\0", a.bytes or 0)
+          local base, n = self:alloc_global(bytes)
+          self.buffers[i] = { base = base, n = n }
+        end
+        maps[i] = mt
+      end
+    end
+    setup_args(self)
+    for i, mt in pairs(maps) do
+      local a = self.o.args[i]
+      local rank = #a.shape
+      local strides = {} -- bytes, outermost first
+      if a.strides then
+        for d = 1, rank do strides[d] = a.strides[d] * mt.ebytes end
+      else
+        local s = mt.ebytes
+        for d = rank, 1, -1 do
+          strides[d] = s
+          s = s * a.shape[d]
+        end
+      end
+      self.args[i] = { kind = "tmap", base = self.buffers[i].base, shape = a.shape, strides = strides, box = mt.box,
+                       ebytes = mt.ebytes, swizzle = mt.swizzle, elem = mt.elem, arg = i }
+    end
+  end
+
+  local function tmap_of(rec, x)
+    if type(x) ~= "table" or x.kind ~= "tmap" then
+      violation("model", ("%s at %s: the tensor map operand is not a tensor map argument"):format(rec.name, rec.loc))
+    end
+    return x
+  end
+
+  -- Every row (innermost dimension) of the box at coords (outermost first):
+  -- f(smem_offset of the row, global address of its first in-bounds element or
+  -- nil, first and last in-bounds element of the row (0-based)).
+  local function box_rows(m, coords, f)
+    local rank, box, eb = #m.box, m.box, m.ebytes
+    local inner = box[rank]
+    local c0 = coords[rank]
+    local lo, hi = math.max(0, -c0), math.min(inner, m.shape[rank] - c0) - 1
+    local idx = {}
+    for d = 1, rank - 1 do idx[d] = 0 end
+    local rows = 1
+    for d = 1, rank - 1 do rows = rows * box[d] end
+    for e = 0, rows - 1 do
+      local inb, ga = hi >= lo, m.base + (c0 + lo) * m.strides[rank]
+      for d = 1, rank - 1 do
+        local c = coords[d] + idx[d]
+        if c < 0 or c >= m.shape[d] then inb = false end
+        ga = ga + c * m.strides[d]
+      end
+      f(e * inner * eb, inb and ga or nil, lo, hi)
+      for d = rank - 1, 1, -1 do
+        idx[d] = idx[d] + 1
+        if idx[d] < box[d] then break end
+        idx[d] = 0
+      end
+    end
+  end
+  local function box_bytes(m)
+    local n = m.ebytes
+    for _, b in ipairs(m.box) do n = n * b end
+    return n
+  end
+
+  -- }===
+
+  -- {=== TMA loads: a copy actor completing its bytes on the mbarrier
+
+  handlers["tile.tma_load"] = function(R, W, rec, ins, ctx)
+    if #ins > 3 + #(ins[2].box or {}) then
+      violation("model", ("tile.tma_load at %s: multicast is not modelled"):format(rec.loc))
+    end
+    for _, l in ipairs(ctx.mask) do
+      local m = tmap_of(rec, at(ins[2], l))
+      local coords = {}
+      for d = 1, #m.box do coords[d] = at(ins[3 + d], l) end
+      local dst = at(ins[1], l)
+      R:issue_g2s(W, rec, dst, 0, box_bytes(m), at(ins[3], l))
+      local c = R.copies[#R.copies]
+      c.tma = { map = m, coords = coords }
+      c.label = ("tma load %d (from %s)"):format(R.copy_seq, W.label)
+    end
+    return {}
+  end
+
+  local complete_g2s = Run.complete_g2s
+  function Run:complete_g2s(c)
+    if not c.tma then return complete_g2s(self, c) end
+    local W = c.W
+    for i = #self.copies, 1, -1 do
+      if self.copies[i] == c then table.remove(self.copies, i) end
+    end
+    local b = self:bar(W, c.bar, c.rec, c.id, c.vc)
+    if c.dst < SHARED_BASE then violation("model", "tma_load into global memory at " .. c.rec.loc) end
+    self:shadow_write(W.cta, c.id, c.vc, c.dst, c.bytes, c.rec.loc)
+    local g, s = self.global, W.cta.shared
+    local m, off0, sw = c.tma.map, c.dst - SHARED_BASE, c.tma.map.swizzle
+    local eb, rowb = m.ebytes, m.box[#m.box] * m.ebytes
+    box_rows(m, c.tma.coords, function(o, ga, lo, hi)
+      local base = off0 + o
+      local jlo, jhi = lo * eb, (hi + 1) * eb - 1
+      if not ga then jlo, jhi = rowb, rowb - 1 end
+      ga = (ga or 0) - jlo
+      for c0 = 0, rowb - 1, 16 do -- the swizzle permutes 16-byte chunks
+        local sa = SHARED_BASE + swz(base + c0, sw) - c0
+        for j = c0, math.min(c0 + 15, rowb - 1) do
+          s[sa + j] = (j >= jlo and j <= jhi) and (g[ga + j] or 0) or 0 -- out of bounds: zeros
+        end
+      end
+    end)
+    self:complete_tx(b, c.bytes, c.id, c.vc)
+  end
+
+  -- }===
+
+  -- {=== TMA stores: join the warp's bulk group, performed at its bulk_wait
+
+  handlers["tile.tma_store"] = function(R, W, rec, ins, ctx)
+    if rec.op:attr "reduce" then violation("model", ("tile.tma_store at %s: reduce is not modelled"):format(rec.loc)) end
+    for _, l in ipairs(ctx.mask) do
+      local m = tmap_of(rec, at(ins[1], l))
+      local coords = {}
+      for d = 1, #m.box do coords[d] = at(ins[2 + d], l) end
+      local id = R:new_actor()
+      local vc = vc_copy(W.vc)
+      vc[id] = 1
+      local c = { id = id, vc = vc, dst = 0, src = at(ins[2], l), bytes = box_bytes(m), rec = rec,
+                  tma = { map = m, coords = coords } }
+      c.label = ("tma store (from %s)"):format(W.label)
+      R.actors[id] = c
+      W.bulk_open[#W.bulk_open + 1] = c
+      W.vc[W.actor] = W.vc[W.actor] + 1
+    end
+    return {}
+  end
+
+  function Run:drain_s2g(W, keep)
+    while #W.bulk_groups > keep do
+      local grp = table.remove(W.bulk_groups, 1)
+      for _, c in ipairs(grp) do
+        self:shadow_read(W.cta, c.id, c.vc, c.src, c.bytes, c.rec.loc)
+        local s, g = W.cta.shared, self.global
+        if c.tma then
+          local m, off0, sw = c.tma.map, c.src - SHARED_BASE, c.tma.map.swizzle
+          local eb = m.ebytes
+          box_rows(m, c.tma.coords, function(o, ga, lo, hi)
+            if ga then -- out of bounds: dropped
+              local base = off0 + o
+              ga = ga - lo * eb
+              for j = lo * eb, (hi + 1) * eb - 1 do g[ga + j] = s[SHARED_BASE + swz(base + j, sw)] or 0 end
+            end
+          end)
+        else
+          for i = 0, c.bytes - 1 do g[c.dst + i] = s[c.src + i] or 0 end
+        end
+        vc_join_into(W.vc, c.vc)
+      end
+    end
+  end
+
+  -- }===
+
+  -- {=== no-ops and register values
+
+  local function nop() return {} end
+  handlers["tile.tensor_map_prefetch"] = nop
+  handlers["tile.tma_prefetch"] = nop
+  handlers["tile.setmaxnreg"] = nop
+  handlers["tile.wgmma_fence"] = nop
+
+  handlers["tile.splat"] = function(R, W, rec, ins, ctx)
+    if not rec.n then
+      local info = rec.op:result(1):type():info()
+      local n = 1
+      for _, d in ipairs(info.shape) do n = n * d end
+      rec.n = n
+    end
+    local n = rec.n
+    return eval_lanes(R, W, rec, ins, ctx, function(v)
+      local t = {}
+      for i = 1, n do t[i] = v[1] end
+      return { t }
+    end)
+  end
+
+  -- tile.pack f32, f32 -> vector<2 x bf16|f16>: the two halves rounded to nearest
+  -- even, held as the 32-bit register (lo | hi << 16) stmatrix stores.
+  handlers["tile.pack"] = function(R, W, rec, ins, ctx)
+    if not rec.enc then
+      local info = rec.op:result(1):type():info()
+      local e = info.elem and info.elem:info().name
+      rec.enc = ENC[e]
+      if not rec.enc then violation("model", ("tile.pack at %s to %s is not modelled"):format(rec.loc, tostring(e))) end
+    end
+    local enc = rec.enc
+    return eval_lanes(R, W, rec, ins, ctx, function(v) return { enc(v[1]) | (enc(v[2]) << 16) } end)
+  end
+
+  -- memref_ptr of a swizzled memref: the row-major offset, swizzled
+  local memref_ptr = handlers["tile.memref_ptr"]
+  handlers["tile.memref_ptr"] = function(R, W, rec, ins, ctx)
+    if rec.swizzle == nil then rec.swizzle = rec.op:operand(1):type():info().swizzle or 0 end
+    if rec.swizzle == 0 then return memref_ptr(R, W, rec, ins, ctx) end
+    local shape, scale, sw = rec.shape, rec.scale, rec.swizzle
+    return eval_lanes(R, W, rec, ins, ctx, function(v)
+      local off = 0
+      for d = 1, #shape do off = off * shape[d] + (v[d + 1] or 0) end
+      local base = v[1] - SHARED_BASE
+      return { SHARED_BASE + swz(base + off * scale, sw) }
+    end)
+  end
+
+  -- stmatrix: matrix q's row r at the address of lane 8q + r; lane 4r + c holds
+  -- its elements 2c, 2c + 1 in register q (trans: lane 4r + c holds column r's
+  -- rows 2c, 2c + 1).
+  handlers["tile.stmatrix"] = function(R, W, rec, ins, ctx)
+    local nm = #ins - 1
+    local trans = rec.op:attr "trans"
+    if #ctx.mask ~= 32 then violation("model", ("tile.stmatrix at %s with %d active lanes"):format(rec.loc, #ctx.mask)) end
+    local s = W.cta.shared
+    for q = 0, nm - 1 do
+      for r = 0, 7 do
+        local addr = at(ins[1], 8 * q + r)
+        if addr < SHARED_BASE then violation("model", "stmatrix to global memory at " .. rec.loc) end
+        R:shadow_write(W.cta, W.actor, W.vc, addr, 16, rec.loc)
+        for c = 0, 7 do
+          local h
+          if trans then -- element (row r, col c) of the stored matrix is the fragment's (c, r)
+            local reg = at(ins[2 + q], 4 * c + r // 2)
+            h = (reg >> (16 * (r % 2))) & 0xffff
+          else
+            local reg = at(ins[2 + q], 4 * r + c // 2)
+            h = (reg >> (16 * (c % 2))) & 0xffff
+          end
+          s[addr + 2 * c] = h & 0xff
+          s[addr + 2 * c + 1] = h >> 8
+        end
+      end
+    end
+    return {}
+  end
+
+  -- }===
+
+  -- {=== wgmma
+
+  -- tile.wgmma_desc: start >> 4 (bits 0-13), lbo >> 4 (16-29), sbo >> 4 (32-45),
+  -- layout (62-63: 1 = 128B, 2 = 64B, 3 = 32B). The start is the offset in
+  -- the CTA's shared window (the emulator's shared address - SHARED_BASE).
+  local LAYOUT = { [0] = 0, [128] = 1, [64] = 2, [32] = 3 }
+  local SWZ_OF = { [0] = 0, [1] = 128, [2] = 64, [3] = 32 }
+  handlers["tile.wgmma_desc"] = function(R, W, rec, ins, ctx)
+    local op = rec.op
+    local lbo, sbo, sw = op:attr "lbo" or 16, op:attr "sbo" or 0, op:attr "swizzle" or 0
+    return eval_lanes(R, W, rec, ins, ctx, function(v)
+      local a = v[1] - SHARED_BASE
+      return { (((a & 0x3ffff) >> 4) & 0x3fff) | (((lbo >> 4) & 0x3fff) << 16) | (((sbo >> 4) & 0x3fff) << 32)
+               | (LAYOUT[sw] << 62) }
+    end)
+  end
+  local function desc_decode(d)
+    return { start = (d & 0x3fff) << 4, lbo = ((d >> 16) & 0x3fff) << 4, sbo = ((d >> 32) & 0x3fff) << 4,
+             swizzle = SWZ_OF[(d >> 62) & 3] }
+  end
+
+  -- The shared offset of element (row, k) of a K-major operand (rows M or N,
+  -- 16-bit elements): 8-row core-matrix groups sbo apart, rows of a group 128
+  -- (swizzled) or 16 (no swizzle: k chunks of 8 lbo apart) bytes apart.
+  local function kmajor_off(dd, row, k, eb)
+    if dd.swizzle == 0 then
+      return dd.start + (row // 8) * dd.sbo + (k * eb // 16) * dd.lbo + (row % 8) * 16 + (k * eb) % 16
+    end
+    -- a swizzled row is `swizzle` bytes wide (128B: 128 bytes)
+    local o = dd.start + (row // 8) * dd.sbo + (row % 8) * dd.swizzle + k * eb
+    return swz(o, dd.swizzle)
+  end
+  -- MN-major (transposed): element (mn, k) of 16-bit type: k rows of the atom
+  -- (8 k per sbo), mn along the row, atoms of swizzle/eb mn elements lbo apart.
+  local function mnmajor_off(dd, mn, k, eb)
+    if dd.swizzle == 0 then
+      return dd.start + (k // 8) * dd.sbo + (mn // 8) * dd.lbo + (k % 8) * 16 + (mn % 8) * eb
+    end
+    local per = dd.swizzle // eb
+    local o = dd.start + (mn // per) * dd.lbo + (k // 8) * dd.sbo + (k % 8) * dd.swizzle + (mn % per) * eb
+    return swz(o, dd.swizzle)
+  end
+
+  local function read16(s, addr) return (s[addr] or 0) | ((s[addr + 1] or 0) << 8) end
+
+  -- A pending accumulator: reading it before its wgmma_wait is a violation.
+  local PENDING = {}
+  PENDING.__index = function(t, i)
+    local info = rawget(t, "__info")
+    if info and type(i) == "number" then
+      violation("wgmma", ("%s reads the accumulator of the wgmma at %s before a wgmma_wait completed it")
+        :format(info.W.label, info.rec.loc))
+    end
+    return nil
+  end
+
+  -- Perform one wgmma of warp W (its 16 rows of the warpgroup's 64): read A and B
+  -- from shared memory (with the race check, at the warp's clock when it issued),
+  -- D = A * B + C per lane in f32 (products exact, a sequential f32 sum over k).
+  local function perform(R, W, g)
+    local rec, N, K = g.rec, g.N, g.K
+    local dec, eb = g.dec, 2
+    local s = W.cta.shared
+    local cta = W.cta
+    local da, db = desc_decode(g.desc_a), desc_decode(g.desc_b)
+    local wr = W.w % 4
+    -- the values: tl.emulate computes them; the checker (its runs share o._cache)
+    -- only reads the operands (the race check) unless opts.mma_values is true
+    local values = R.o.mma_values
+    if values == nil then values = R.o._cache == nil end
+    local seen = {}
+    local function read(o)
+      local q = o >> 4
+      if not seen[q] then -- one race check per 16-byte granule
+        seen[q] = true
+        R:shadow_read(cta, g.actor, g.vc, SHARED_BASE + (q << 4), 16, rec.loc)
+      end
+      return values and dec(read16(s, SHARED_BASE + o)) or 0
+    end
+    local offa = g.trans_a and mnmajor_off or kmajor_off
+    local offb = g.trans_b and mnmajor_off or kmajor_off
+    if not values then -- the race check only: one element per 16-byte granule along the contiguous dimension
+      local step = 16 // eb
+      for r = 0, 15 do
+        for k = 0, K - 1, (g.trans_a and 1 or step) do read(offa(da, 16 * wr + r, k, eb)) end
+      end
+      for n = 0, N - 1, (g.trans_b and step or 1) do
+        for k = 0, K - 1, (g.trans_b and 1 or step) do read(offb(db, n, k, eb)) end
+      end
+    end
+    local A, B = {}, {} -- A: rows 16 wr .. 16 wr + 15 of the warpgroup's 64
+    for r = 0, values and 15 or -1 do
+      local row = {}
+      for k = 0, K - 1 do row[k] = read(offa(da, 16 * wr + r, k, eb)) * g.scale_a end
+      A[r] = row
+    end
+    for n = 0, values and N - 1 or -1 do
+      local col = {}
+      for k = 0, K - 1 do col[k] = read(offb(db, n, k, eb)) * g.scale_b end
+      B[n] = col
+    end
+    local src, dst, scale_d = g.src, g.dst, g.scale_d
+    for l = 0, 31 do
+      local c_in = at(src, l)
+      local out = dst[l]
+      local gid, tq = l // 4, l % 4
+      for i = 0, N // 2 - 1 do
+        local acc = 0.0
+        if scale_d then
+          acc = rawget(c_in, i + 1)
+          if acc == nil then acc = c_in[i + 1] end -- a pending input: reported
+        end
+        if values then
+          local r = i % 4
+          local a, b = A[gid + 8 * (r // 2)], B[8 * (i // 4) + 2 * tq + (r % 2)]
+          local dot = 0.0 -- the k16 slice's products (exact) summed in f64, added to C, rounded to f32 once
+          for k = 0, K - 1 do dot = dot + a[k] * b[k] end
+          acc = f32(acc + dot)
+        end
+        rawset(out, i + 1, acc)
+      end
+      rawset(out, "__info", nil)
+      setmetatable(out, nil)
+    end
+  end
+
+  handlers["tile.wgmma"] = function(R, W, rec, ins, ctx)
+    if not rec.wg then
+      local op = rec.op
+      local shape = op:attr "shape"
+      local ta = op:attr "type_a"
+      if not DEC[ta] or op:operand(2):type():info().kind ~= "int" then
+        violation("model", ("tile.wgmma at %s: %s operands%s are not modelled (bf16 / f16 descriptors are)")
+          :format(rec.loc, ta, op:operand(2):type():info().kind ~= "int" and " in registers" or ""))
+      end
+      rec.wg = { N = shape[2], K = shape[3], dec = DEC[ta], trans_a = op:attr "trans_a" or false,
+                 trans_b = op:attr "trans_b" or false, scale_a = op:attr "scale_a" or 1, scale_b = op:attr "scale_b" or 1 }
+    end
+    if #ctx.mask ~= 32 then violation("model", ("tile.wgmma at %s with %d active lanes"):format(rec.loc, #ctx.mask)) end
+    local wg = rec.wg
+    local scale_d = true
+    if ins[4] ~= nil then scale_d = at(ins[4], 0) ~= 0 and at(ins[4], 0) ~= false end
+    local dst = setmetatable({}, LV)
+    for l = 0, 31 do dst[l] = setmetatable({ __info = { W = W, rec = rec } }, PENDING) end
+    local g = { rec = rec, N = wg.N, K = wg.K, dec = wg.dec, trans_a = wg.trans_a, trans_b = wg.trans_b,
+                scale_a = wg.scale_a, scale_b = wg.scale_b, desc_a = at(ins[2], 0), desc_b = at(ins[3], 0),
+                src = ins[1], dst = dst, scale_d = scale_d, actor = W.actor, vc = vc_copy(W.vc) }
+    W.wg_open = W.wg_open or {}
+    W.wg_open[#W.wg_open + 1] = g
+    return { dst }
+  end
+  handlers["tile.wgmma_commit"] = function(_, W)
+    W.wg_groups = W.wg_groups or {}
+    W.wg_groups[#W.wg_groups + 1] = W.wg_open or {}
+    W.wg_open = {}
+    return {}
+  end
+  -- wgmma_wait {pending = K}: every committed group but the newest K completes
+  -- now (reads its operands, writes its accumulators), so the operands are read
+  -- as late as the protocol allows.
+  handlers["tile.wgmma_wait"] = function(R, W, rec)
+    local keep = rec.op:attr "pending" or 0
+    local groups = W.wg_groups or {}
+    while #groups > keep do
+      local grp = table.remove(groups, 1)
+      for _, g in ipairs(grp) do perform(R, W, g) end
+    end
+    return {}
+  end
+
+  -- }===
+end
