@@ -657,17 +657,28 @@ function Run:issue_g2s(W, rec, dst, src, bytes, bar)
   W.vc[W.actor] = W.vc[W.actor] + 1
 end
 
+-- The bytes of one copy global -> shared (a TMA load: emulate_mma.lua).
+function Run:write_g2s(W, c)
+  local g, s = self.global, W.cta.shared
+  for i = 0, c.bytes - 1 do s[c.dst + i] = g[c.src + i] or 0 end
+end
+
 function Run:complete_g2s(c)
   local W = c.W
   for i = #self.copies, 1, -1 do
     if self.copies[i] == c then table.remove(self.copies, i) end
   end
   local b = self:bar(W, c.bar, c.rec, c.id, c.vc)
-  if c.dst < SHARED_BASE then violation("model", "bulk_copy_g2s into global memory at " .. c.rec.loc) end
+  if c.dst < SHARED_BASE then violation("model", c.rec.name .. " into global memory at " .. c.rec.loc) end
   self:shadow_write(W.cta, c.id, c.vc, c.dst, c.bytes, c.rec.loc)
-  local g, s = self.global, W.cta.shared
-  for i = 0, c.bytes - 1 do s[c.dst + i] = g[c.src + i] or 0 end
+  self:write_g2s(W, c)
   self:complete_tx(b, c.bytes, c.id, c.vc)
+end
+
+-- The bytes of one bulk shared -> global copy (a TMA store: emulate_mma.lua).
+function Run:write_s2g(W, c)
+  local s, g = W.cta.shared, self.global
+  for i = 0, c.bytes - 1 do g[c.dst + i] = s[c.src + i] or 0 end
 end
 
 -- Performs the bulk shared -> global copies of groups (reads at wait time).
@@ -676,8 +687,7 @@ function Run:drain_s2g(W, keep)
     local grp = table.remove(W.bulk_groups, 1)
     for _, c in ipairs(grp) do
       self:shadow_read(W.cta, c.id, c.vc, c.src, c.bytes, c.rec.loc)
-      local s, g = W.cta.shared, self.global
-      for i = 0, c.bytes - 1 do g[c.dst + i] = s[c.src + i] or 0 end
+      self:write_s2g(W, c)
       vc_join(W.vc, c.vc)
     end
   end
@@ -947,17 +957,20 @@ handlers["tile.bulk_copy_g2s"] = function(R, W, rec, ins, ctx)
   end
   return {}
 end
+-- A copy shared -> global joins warp W's open bulk group (performed at its wait).
+function Run:issue_s2g(W, rec, dst, src, bytes, what)
+  local id = self:new_actor()
+  local vc = vc_copy(W.vc)
+  vc[id] = 1
+  local c = { id = id, vc = vc, dst = dst, src = src, bytes = bytes, rec = rec,
+              label = ("%s (from %s)"):format(what, W.label) }
+  self.actors[id] = c
+  W.bulk_open[#W.bulk_open + 1] = c
+  W.vc[W.actor] = W.vc[W.actor] + 1
+  return c
+end
 handlers["tile.bulk_copy_s2g"] = function(R, W, rec, ins, ctx)
-  for _, l in ipairs(ctx.mask) do
-    local id = R:new_actor()
-    local vc = vc_copy(W.vc)
-    vc[id] = 1
-    local c = { id = id, vc = vc, dst = at(ins[1], l), src = at(ins[2], l), bytes = at(ins[3], l), rec = rec }
-    c.label = ("bulk store (from %s)"):format(W.label)
-    R.actors[id] = c
-    W.bulk_open[#W.bulk_open + 1] = c
-    W.vc[W.actor] = W.vc[W.actor] + 1
-  end
+  for _, l in ipairs(ctx.mask) do R:issue_s2g(W, rec, at(ins[1], l), at(ins[2], l), at(ins[3], l), "bulk store") end
   return {}
 end
 handlers["tile.bulk_commit"] = function(_, W)
@@ -2037,7 +2050,7 @@ function M.extend(ext)
   return ext(handlers, { M = M, Run = Run, request = request, eval_lanes = eval_lanes, per_address = per_address,
                          uniform = uniform, at = at, varying = varying, LV = LV, test_phase = test_phase,
                          passes = passes, codec_of = codec_of, violation = violation, not_modelled = not_modelled,
-                         SHARED_BASE = SHARED_BASE, kernel_op = kernel_op })
+                         SHARED_BASE = SHARED_BASE, kernel_op = kernel_op, vc_copy = vc_copy, vc_join = vc_join })
 end
 M.extend(require "tilua.emulate_nvvm")
 M.extend(require "tilua.emulate_sched") -- the tile schedulers and the MODS probes

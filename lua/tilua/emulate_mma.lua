@@ -83,16 +83,7 @@ end
 return function(handlers, api)
   local Run, violation, at, eval_lanes, LV = api.Run, api.violation, api.at, api.eval_lanes, api.LV
   local SHARED_BASE = api.SHARED_BASE
-  local function vc_join_into(into, v)
-    for k, x in pairs(v) do
-      if (into[k] or 0) < x then into[k] = x end
-    end
-  end
-  local function vc_copy(v)
-    local c = {}
-    for k, x in pairs(v) do c[k] = x end
-    return c
-  end
+  local vc_copy = api.vc_copy
 
   -- {=== tensor maps: kernel arguments
 
@@ -199,33 +190,32 @@ return function(handlers, api)
     return {}
   end
 
-  local complete_g2s = Run.complete_g2s
-  function Run:complete_g2s(c)
-    if not c.tma then return complete_g2s(self, c) end
-    local W = c.W
-    for i = #self.copies, 1, -1 do
-      if self.copies[i] == c then table.remove(self.copies, i) end
+  -- TMA copies move their box row by row through the copy hooks of emulate.lua:
+  -- move(g, s, m, shared offset of the row, global address, lo, hi), g and s the
+  -- global and shared bytes; other copies keep the plain bytes
+  local function box_mover(plain, side, move)
+    return function(self, W, c)
+      if not c.tma then return plain(self, W, c) end
+      local m = c.tma.map
+      local off0 = c[side] - SHARED_BASE
+      box_rows(m, c.tma.coords, function(o, ga, lo, hi) move(self.global, W.cta.shared, m, off0 + o, ga, lo, hi) end)
     end
-    local b = self:bar(W, c.bar, c.rec, c.id, c.vc)
-    if c.dst < SHARED_BASE then violation("model", "tma_load into global memory at " .. c.rec.loc) end
-    self:shadow_write(W.cta, c.id, c.vc, c.dst, c.bytes, c.rec.loc)
-    local g, s = self.global, W.cta.shared
-    local m, off0, sw = c.tma.map, c.dst - SHARED_BASE, c.tma.map.swizzle
-    local eb, rowb = m.ebytes, m.box[#m.box] * m.ebytes
-    box_rows(m, c.tma.coords, function(o, ga, lo, hi)
-      local base = off0 + o
-      local jlo, jhi = lo * eb, (hi + 1) * eb - 1
-      if not ga then jlo, jhi = rowb, rowb - 1 end
-      ga = (ga or 0) - jlo
-      for c0 = 0, rowb - 1, 16 do -- the swizzle permutes 16-byte chunks
-        local sa = SHARED_BASE + swz(base + c0, sw) - c0
-        for j = c0, math.min(c0 + 15, rowb - 1) do
-          s[sa + j] = (j >= jlo and j <= jhi) and (g[ga + j] or 0) or 0 -- out of bounds: zeros
-        end
-      end
-    end)
-    self:complete_tx(b, c.bytes, c.id, c.vc)
   end
+
+  -- a TMA load writes its box swizzled, zeros where it lies outside the tensor
+  Run.write_g2s = box_mover(Run.write_g2s, "dst", function(g, s, m, base, ga, lo, hi)
+    local eb, sw = m.ebytes, m.swizzle
+    local rowb = m.box[#m.box] * eb
+    local jlo, jhi = lo * eb, (hi + 1) * eb - 1
+    if not ga then jlo, jhi = rowb, rowb - 1 end
+    ga = (ga or 0) - jlo
+    for c0 = 0, rowb - 1, 16 do -- the swizzle permutes 16-byte chunks
+      local sa = SHARED_BASE + swz(base + c0, sw) - c0
+      for j = c0, math.min(c0 + 15, rowb - 1) do
+        s[sa + j] = (j >= jlo and j <= jhi) and (g[ga + j] or 0) or 0 -- out of bounds: zeros
+      end
+    end
+  end)
 
   -- }===
 
@@ -237,42 +227,19 @@ return function(handlers, api)
       local m = tmap_of(rec, at(ins[1], l))
       local coords = {}
       for d = 1, #m.box do coords[d] = at(ins[2 + d], l) end
-      local id = R:new_actor()
-      local vc = vc_copy(W.vc)
-      vc[id] = 1
-      local c = { id = id, vc = vc, dst = 0, src = at(ins[2], l), bytes = box_bytes(m), rec = rec,
-                  tma = { map = m, coords = coords } }
-      c.label = ("tma store (from %s)"):format(W.label)
-      R.actors[id] = c
-      W.bulk_open[#W.bulk_open + 1] = c
-      W.vc[W.actor] = W.vc[W.actor] + 1
+      local c = R:issue_s2g(W, rec, 0, at(ins[2], l), box_bytes(m), "tma store")
+      c.tma = { map = m, coords = coords }
     end
     return {}
   end
 
-  function Run:drain_s2g(W, keep)
-    while #W.bulk_groups > keep do
-      local grp = table.remove(W.bulk_groups, 1)
-      for _, c in ipairs(grp) do
-        self:shadow_read(W.cta, c.id, c.vc, c.src, c.bytes, c.rec.loc)
-        local s, g = W.cta.shared, self.global
-        if c.tma then
-          local m, off0, sw = c.tma.map, c.src - SHARED_BASE, c.tma.map.swizzle
-          local eb = m.ebytes
-          box_rows(m, c.tma.coords, function(o, ga, lo, hi)
-            if ga then -- out of bounds: dropped
-              local base = off0 + o
-              ga = ga - lo * eb
-              for j = lo * eb, (hi + 1) * eb - 1 do g[ga + j] = s[SHARED_BASE + swz(base + j, sw)] or 0 end
-            end
-          end)
-        else
-          for i = 0, c.bytes - 1 do g[c.dst + i] = s[c.src + i] or 0 end
-        end
-        vc_join_into(W.vc, c.vc)
-      end
-    end
-  end
+  -- a TMA store writes its box, unswizzled, and drops what lies outside the tensor
+  Run.write_s2g = box_mover(Run.write_s2g, "src", function(g, s, m, base, ga, lo, hi)
+    if not ga then return end -- out of bounds: dropped
+    local eb = m.ebytes
+    ga = ga - lo * eb
+    for j = lo * eb, (hi + 1) * eb - 1 do g[ga + j] = s[SHARED_BASE + swz(base + j, m.swizzle)] or 0 end
+  end)
 
   -- }===
 
