@@ -4,16 +4,13 @@
 -- nothing wrong in its pipeline, and seeded bugs are caught with a
 -- counterexample at this file's lines (docs/protocol.md, "TMA tensor copies
 -- and wgmma").
-dofile "spec/helper.lua"
+local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 
 -- The GEMM's kernel with its tile scheduler lowered (lower-tile-scheduler: the
 -- scheduler ops become arith + scf), in a module of its own.
-local function ops(k, name)
-  local t = {}
-  k:walk(function(o) if o:name() == name then t[#t + 1] = o end end)
-  return t
-end
+local ops = dofile("spec/protocol_helper.lua").ops
+local BUILD_LINE = H.line_of("spec/protocol_gemm_spec.lua", "local g = " .. "tl.gemm.build") -- every op of the kernel is there
 local function gemm(cfg)
   local g = tl.gemm.build(cfg) -- every op of the kernel is at this line
   local m = g.kernel.op:parent()
@@ -158,7 +155,7 @@ describe("the stdlib GEMM on the emulator", function()
     r = tl.emulate(k, { grid = g.grid, args = args })
     assert.is_false(r.ok)
     assert.equal("wgmma", r.error.kind)
-    assert.matches("reads the accumulator of the wgmma at [^ ]*spec/protocol_gemm_spec%.lua:18 before a wgmma_wait", r.report)
+    assert.matches("reads the accumulator of the wgmma at [^ ]*spec/protocol_gemm_spec%.lua:" .. BUILD_LINE .. " before a wgmma_wait", r.report)
   end)
 end)
 
@@ -198,7 +195,7 @@ describe("verify_protocol on the GEMM", function()
       assert.is_false(c.ok, "the mutant passed")
       assert.equal(mu.kind, c.violation.kind, c.report)
       assert.matches(mu.msg, c.report, 1, true)
-      assert.matches("spec/protocol_gemm_spec.lua:18", c.report, 1, true)
+      assert.matches("spec/protocol_gemm_spec.lua:" .. BUILD_LINE, c.report, 1, true)
       assert.is_true(#c.trace > 0)
     end)
   end

@@ -7,44 +7,10 @@
 dofile "spec/helper.lua"
 local tl = require "tilua"
 
-local rc = assert(loadfile "examples/ring_copy.lua")("--library")
-local prc = assert(loadfile "examples/pipeline_ring_copy.lua")("--library")
-
-local function bytes(n, seed)
-  local t, s = {}, seed or 7
-  for i = 1, n do
-    s = (s * 1103515245 + 12345) & 0x7fffffff
-    t[i] = string.char((s >> 16) & 0xff)
-  end
-  return table.concat(t)
-end
-
--- as in protocol_spec.lua: every ring wraps at least twice on one CTA
-local cases = {
-  rc = { name = "ring_copy", build = function() return rc.build { stages = 2, chunk = 512, consumer_warps = 1, name = "rc" } end,
-         n = 5 * 512 + 13 * 16 + 5 },
-  rcb = { name = "ring_copy_bulk", build = function()
-      return rc.build { stages = 3, chunk = 512, consumer_warps = 1, store = "bulk", inflight = 2, name = "rcb" }
-    end, n = 7 * 512 + 7 },
-  prc = { name = "pipeline_ring_copy", build = function()
-      return prc.build { stages = 2, chunk = 512, consumer_warps = 1, name = "prc" }
-    end, n = 5 * 512 + 37 },
-  prc2 = { name = "pipeline_ring_copy (2 consumer warps)", build = function()
-      return prc.build { stages = 2, chunk = 1024, consumer_warps = 2, name = "prc2" }
-    end, n = 5 * 1024 + 37, slow = true },
-  prcws = { name = "pipeline_ring_copy_ws", build = function()
-      return prc.build { stages = 2, chunk = 1024, consumer_warps = 2, mode = "warp_specialized", name = "prcws" }
-    end, n = 5 * 1024 + 37, slow = true },
-}
+local PH = dofile "spec/protocol_helper.lua"
+local bytes, ops, cases = PH.bytes, PH.ops, PH.cases
 
 local function args(src) return { src, { bytes = #src }, #src } end
-
--- Every op named `name` inside op (program order).
-local function ops(op, name)
-  local out = {}
-  op:walk(function(o) if o:name() == name then out[#out + 1] = o end end)
-  return out
-end
 
 local PASSES = { "canonicalize", "cse", "lower-tile-scheduler", "convert-cutlass-to-nvvm", "dedupe-wait-groups",
                  "convert-tile-to-nvvm", "canonicalize", "cse", "canonicalize" }

@@ -6,46 +6,10 @@
 dofile "spec/helper.lua"
 local tl = require "tilua"
 
-local rc = assert(loadfile "examples/ring_copy.lua")("--library")
-local prc = assert(loadfile "examples/pipeline_ring_copy.lua")("--library")
-
--- n pseudo-random bytes (not constant: a copy that drops or repeats a chunk shows)
-local function bytes(n, seed)
-  local t, s = {}, seed or 7
-  for i = 1, n do
-    s = (s * 1103515245 + 12345) & 0x7fffffff
-    t[i] = string.char((s >> 16) & 0xff)
-  end
-  return table.concat(t)
-end
-
--- The small kernels: every ring wraps at least twice on one CTA (chunks > 2 * stages),
--- the size is not a multiple of the chunk nor of 16.
-local cases = {
-  { name = "ring_copy", build = function() return rc.build { stages = 2, chunk = 512, consumer_warps = 1, name = "rc" } end,
-    n = 5 * 512 + 13 * 16 + 5 },
-  { name = "ring_copy_bulk", build = function()
-      return rc.build { stages = 3, chunk = 512, consumer_warps = 1, store = "bulk", inflight = 2, name = "rcb" }
-    end, n = 7 * 512 + 7 },
-  { name = "pipeline_ring_copy", build = function()
-      return prc.build { stages = 2, chunk = 512, consumer_warps = 1, name = "prc" }
-    end, n = 5 * 512 + 37 },
-  { name = "pipeline_ring_copy (2 consumer warps)", build = function()
-      return prc.build { stages = 2, chunk = 1024, consumer_warps = 2, name = "prc2" }
-    end, n = 5 * 1024 + 37, slow = true },
-  { name = "pipeline_ring_copy_ws", build = function()
-      return prc.build { stages = 2, chunk = 1024, consumer_warps = 2, mode = "warp_specialized", name = "prcws" }
-    end, n = 5 * 1024 + 37, slow = true },
-}
+local PH = dofile "spec/protocol_helper.lua"
+local rc, prc, bytes, ops, cases = PH.rc, PH.prc, PH.bytes, PH.ops, PH.cases
 
 local function args(n, seed) return { bytes(n, seed), { bytes = n }, n } end
-
--- Every op of kernel k named `name` (in program order).
-local function ops(k, name)
-  local out = {}
-  k.op:walk(function(o) if o:name() == name then out[#out + 1] = o end end)
-  return out
-end
 
 -- The line of the first op named `name` in k.
 local function line_of(o)
@@ -137,20 +101,10 @@ describe("tl.verify_protocol", function()
       local lines = mutate(k)
       local o = type(n) == "table" and n or { args = args(n) }
       local r = tl.verify_protocol(k, { args = o.args, grid = o.grid })
-      assert.is_false(r.ok, "the mutant passed")
-      local ok = false
-      for _, kind in ipairs(kinds) do ok = ok or r.violation.kind == kind end
-      assert(ok, ("expected %s, got:\n%s"):format(table.concat(kinds, " or "), r.report))
-      assert.is_true(#r.trace >= 1, r.report)
-      for _, step in ipairs(r.trace) do
-        assert(step:match "^[%w_]+ warp %d+: [%w_.]+ at examples/[%w_]+%.lua:%d+$"
-               or step:match "^[%w_]+ warp %d+ %(CTA %d+%): [%w_.]+ at examples/[%w_]+%.lua:%d+$"
-               or step:match "^bulk copy %d+ %(from [%w_]+ warp %d+%): tile.bulk_copy_g2s at examples/[%w_]+%.lua:%d+ completes",
-               "a step does not name its role, op and line: " .. step)
-      end
-      for _, l in ipairs(lines or {}) do assert.matches(l, r.report) end
-      print(("\n  %s -> %s (%d steps, %d states)\n%s"):format(what, r.violation.kind, #r.trace, r.states,
-        r.violation.message))
+      PH.assert_caught(r, what, kinds, lines, {
+        "^[%w_]+ warp %d+: [%w_.]+ at examples/[%w_]+%.lua:%d+$",
+        "^[%w_]+ warp %d+ %(CTA %d+%): [%w_.]+ at examples/[%w_]+%.lua:%d+$",
+        "^bulk copy %d+ %(from [%w_]+ warp %d+%): tile.bulk_copy_g2s at examples/[%w_]+%.lua:%d+ completes" })
     end)
   end
 

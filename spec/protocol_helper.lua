@@ -1,0 +1,63 @@
+-- What the protocol specs share (spec/protocol*_spec.lua): test bytes, op
+-- lookup, the small ring-copy kernels and the check of a caught mutant.
+local M = {}
+
+-- n pseudo-random bytes (not constant: a copy that drops or repeats a chunk shows)
+function M.bytes(n, seed)
+  local t, s = {}, seed or 7
+  for i = 1, n do
+    s = (s * 1103515245 + 12345) & 0x7fffffff
+    t[i] = string.char((s >> 16) & 0xff)
+  end
+  return table.concat(t)
+end
+
+-- Every op named `name` inside x (an op, or a kernel object: its op), in program order.
+function M.ops(x, name)
+  local out = {}
+  local op = type(x) == "table" and x.op or x
+  op:walk(function(o) if o:name() == name then out[#out + 1] = o end end)
+  return out
+end
+
+M.rc = assert(loadfile "examples/ring_copy.lua")("--library")
+M.prc = assert(loadfile "examples/pipeline_ring_copy.lua")("--library")
+
+-- The small ring copies, in this order and by key: every ring wraps at least
+-- twice on one CTA (chunks > 2 * stages), the size is not a multiple of the
+-- chunk nor of 16.
+M.cases = {
+  { key = "rc", name = "ring_copy", n = 5 * 512 + 13 * 16 + 5,
+    build = function() return M.rc.build { stages = 2, chunk = 512, consumer_warps = 1, name = "rc" } end },
+  { key = "rcb", name = "ring_copy_bulk", n = 7 * 512 + 7, build = function()
+      return M.rc.build { stages = 3, chunk = 512, consumer_warps = 1, store = "bulk", inflight = 2, name = "rcb" }
+    end },
+  { key = "prc", name = "pipeline_ring_copy", n = 5 * 512 + 37,
+    build = function() return M.prc.build { stages = 2, chunk = 512, consumer_warps = 1, name = "prc" } end },
+  { key = "prc2", name = "pipeline_ring_copy (2 consumer warps)", n = 5 * 1024 + 37, slow = true,
+    build = function() return M.prc.build { stages = 2, chunk = 1024, consumer_warps = 2, name = "prc2" } end },
+  { key = "prcws", name = "pipeline_ring_copy_ws", n = 5 * 1024 + 37, slow = true, build = function()
+      return M.prc.build { stages = 2, chunk = 1024, consumer_warps = 2, mode = "warp_specialized", name = "prcws" }
+    end },
+}
+for _, c in ipairs(M.cases) do M.cases[c.key] = c end
+
+-- A checker's result r for a mutant: a violation of one of `kinds`, every
+-- counterexample step matching one of `step_patterns`, the report holding each
+-- of `lines`; printed under `what`.
+function M.assert_caught(r, what, kinds, lines, step_patterns)
+  assert(not r.ok, "the mutant passed")
+  local ok = false
+  for _, kind in ipairs(kinds) do ok = ok or r.violation.kind == kind end
+  assert(ok, ("expected %s, got:\n%s"):format(table.concat(kinds, " or "), r.report))
+  assert(#r.trace >= 1, r.report)
+  for _, step in ipairs(r.trace) do
+    local named = false
+    for _, p in ipairs(step_patterns) do named = named or step:match(p) ~= nil end
+    assert(named, "a step does not name its role, op and line: " .. step)
+  end
+  for _, l in ipairs(lines or {}) do assert(r.report:match(l), ("%q not in:\n%s"):format(l, r.report)) end
+  print(("\n  %s -> %s (%d steps, %d states)\n%s"):format(what, r.violation.kind, #r.trace, r.states, r.violation.message))
+end
+
+return M
