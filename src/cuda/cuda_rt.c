@@ -338,11 +338,14 @@ static TlcuResult wait_oldest(TlcuRuntime *rt, double since) {
   }
 }
 
+/* The newest group in the list (the open one, when one is). */
+static TlcuPending *newest_group(TlcuRuntime *rt) { return &rt->pending[(rt->phead + rt->npending - 1) % TLCU_MAX_PENDING]; }
+
 /* The open group is complete: its event goes after its last launch. */
 static TlcuResult close_group(TlcuRuntime *rt) {
   if (!rt->open) return TLCU_OK;
   rt->open = 0;
-  TlcuPending *p = &rt->pending[(rt->phead + rt->npending - 1) % TLCU_MAX_PENDING];
+  TlcuPending *p = newest_group(rt);
   if (CU_CALL(rt, cuEventRecord, (p->done, p->stream)) == TLCU_OK) return TLCU_OK;
   rt->drv.cuEventDestroy(p->done); /* the group is no longer followed */
   p->done = NULL;
@@ -400,9 +403,9 @@ static TlcuResult reap(TlcuRuntime *rt) {
 
 /* May this launch join the open group (the same kernel, line and stream, no
 ** debug-hangs records, room left)? Else the group closes before it. */
-static int joins_group(const TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg) {
+static int joins_group(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg) {
   if (!rt->open || cfg->hang) return 0;
-  const TlcuPending *p = &rt->pending[(rt->phead + rt->npending - 1) % TLCU_MAX_PENDING];
+  const TlcuPending *p = newest_group(rt);
   return p->fn == f && p->stream == cfg->stream && p->count < TLCU_GROUP_MAX &&
          !strcmp(p->name, cfg->name ? cfg->name : "?") && !strcmp(p->where, cfg->where ? cfg->where : "");
 }
@@ -713,7 +716,7 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
     if (rt->npending && tlcu_finish(rt) != TLCU_OK && rt->kernel_msg) st = TLCU_FAIL;
   }
   if (st == TLCU_OK && joins) {
-    TlcuPending *g = &rt->pending[(rt->phead + rt->npending - 1) % TLCU_MAX_PENDING];
+    TlcuPending *g = newest_group(rt);
     if (++g->count == TLCU_GROUP_MAX) st = close_group(rt);
   } else if (st == TLCU_OK) {
     st = pending_push(rt, f, cfg);
