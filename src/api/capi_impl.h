@@ -97,5 +97,8 @@ void tl_out_of_memory(TlCtx *c, const char *fn);
 void tl_device_close(TlCtx *c);
 /* The Lua half (capi_lua.c). */
 void tl_lua_close(TlCtx *c);
+/* Run a pipeline holding passes written in Lua on module, in c's Lua state. */
+struct IrPipeline;
+bool tl_lua_run_pipeline(TlCtx *c, const char *fn, IrOp *module, struct IrPipeline *p);
 
 #endif

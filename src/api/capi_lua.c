@@ -13,6 +13,7 @@
 #include <lualib.h>
 
 #include "../lua/lbind.h"
+#include "../passes/passes.h"
 #include "capi_impl.h"
 
 /* {======================================================================
@@ -167,6 +168,32 @@ tlModule tlModuleCreateParse(tlContext ctx, tlStringRef text, tlStringRef filena
   if (call_lua(c, fn, parse_in_lua, &pc) != LUA_OK) return r;
   tl_done(c, pc.module != NULL);
   return tl_module(c, pc.module);
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Pipelines with passes written in Lua (LUA_PASS rows: verify-protocol, ...)
+** ======================================================================= */
+
+typedef struct PipelineCall {
+  TlCtx *c;
+  IrOp *module;
+  IrPipeline *pipeline;
+  IrResult result;
+} PipelineCall;
+
+static int pipeline_in_lua(lua_State *L) {
+  PipelineCall *pc = lua_touserdata(L, 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, pc->c->lua_ctx_ref);
+  lb_push_object(L, LB_OP, pc->module, lua_gettop(L)); /* a handle on the host's module, owned by the context */
+  pc->result = lb_run_pipeline(L, -1, pc->pipeline);
+  return 0;
+}
+
+bool tl_lua_run_pipeline(TlCtx *c, const char *fn, IrOp *module, IrPipeline *p) {
+  PipelineCall pc = {c, module, p, IR_FAIL};
+  return call_lua(c, fn, pipeline_in_lua, &pc) == LUA_OK && pc.result == IR_OK;
 }
 
 /* }====================================================================== */

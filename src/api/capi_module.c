@@ -101,8 +101,10 @@ static bool run_pipeline(TlCtx *c, IrOp *m, tlStringRef pipeline) {
   ir_free(spec);
   /* the passes trust verified IR: invalid input stops here with the verifier's errors */
   if (r == IR_OK) r = ir_verify(m);
-  if (r == IR_OK) r = ir_pipeline_run(&p, m, NULL);
-  return r == IR_OK;
+  if (r != IR_OK) return false;
+  for (uint32_t i = 0; i < p.n; i++) /* a pass written in Lua runs in the context's Lua state */
+    if (p.steps[i].pass->lua_fn) return tl_lua_run_pipeline(c, "tlModuleRunPipeline", m, &p);
+  return ir_pipeline_run(&p, m, NULL) == IR_OK;
 }
 
 tlLogicalResult tlModuleRunPipeline(tlModule m, tlStringRef pipeline) {

@@ -245,6 +245,17 @@ static int core_run_pipeline(lua_State *L) {
   return lb_return_diagnostics(L, ctx);
 }
 
+/* Run a parsed pipeline on the module op at op_idx from C (the C API): its Lua
+** passes run in L. Diagnostics stay in the context. */
+IrResult lb_run_pipeline(lua_State *L, int op_idx, struct IrPipeline *p) {
+  IrPassOptions opts;
+  ir_pass_options_default(&opts);
+  StageCb cb = {L, 0, lua_absindex(L, op_idx), 0};
+  opts.run_lua = run_lua_pass;
+  opts.lua_ud = &cb;
+  return ir_pipeline_run(p, lb_check_op(L, op_idx), &opts);
+}
+
 static const luaL_Reg pass_functions[] = {{"passes", core_passes},
                                           {"pipelines", core_pipelines},
                                           {"pipeline_parse", core_pipeline_parse},

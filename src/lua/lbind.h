@@ -148,6 +148,11 @@ LB_AREAS(LB_AREA_DECLARE)
 /* Add an op's attribute, PTX and LOWER rows to the op table on the stack (l_dialect.c). */
 void lb_push_op_tables(lua_State *L, int kind);
 
+/* Run a parsed pipeline on the module op at op_idx, its Lua passes (LUA_PASS rows)
+** in L: for hosts that hold a module outside Lua, the C API (l_pass.c). */
+struct IrPipeline;
+IrResult lb_run_pipeline(lua_State *L, int op_idx, struct IrPipeline *p);
+
 #define LB_EXPORT __attribute__((visibility("default")))
 LB_EXPORT int luaopen_tilua(lua_State *L);
 int luaopen_tilua_core(lua_State *L);

@@ -242,7 +242,7 @@ static IrResult run_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc, co
   if (opts->run_lua) return opts->run_lua(pass, module, pc, opts->lua_ud);
   ir_error(pc->ctx, module->loc,
            "pass '%s' is implemented in Lua (tilua.lua_passes.%s): it runs where a Lua state runs the "
-           "pipeline (the tilua program, the Lua library), not through this API", pass->name, pass->lua_fn);
+           "pipeline (the tilua program, the Lua library, the C API), not from plain C", pass->name, pass->lua_fn);
   return IR_FAIL;
 }
 

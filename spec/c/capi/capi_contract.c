@@ -66,6 +66,25 @@ int main(void) {
   CHECK(tlLogicalResultIsFailure(tlModuleRunPipeline(m, tlStringRefCreate("cse\0x", 5))));
   CHECK_ERROR(before, "NUL byte");
 
+  /* a pass written in Lua (verify-protocol) runs through the context's Lua state:
+  ** a wait that no arrival satisfies is a deadlock with its counterexample */
+  tlModule dead = tlModuleCreateParse(c, str(
+      "module {\n"
+      "  tile.kernel {kernel_spec = {block = [32, 1, 1]}, sym_name = \"dead\"} {\n"
+      "    %0 = tile.alloc_shared {align = 8, count = 1} : ptr<i64, shared>\n"
+      "    %1 = arith.constant {value = 1 : i32} : i32\n"
+      "    tile.mbarrier_init %0, %1\n"
+      "    tile.barrier\n"
+      "    %2 = arith.constant {value = 0 : i32} : i32\n"
+      "    tile.mbarrier_wait %0, %2\n"
+      "  }\n"
+      "}\n"), str("dead.tir"));
+  CHECK(!tlModuleIsNull(dead));
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlModuleRunPipeline(dead, str("verify-protocol"))));
+  CHECK_ERROR(before, "deadlock");
+  CHECK(tlLogicalResultIsSuccess(tlModuleRunPipeline(m, str("verify-protocol,canonicalize"))));
+
   /* integer attributes must fit their type, signed or unsigned */
   tlType i8 = tlIntegerTypeGet(c, 8);
   CHECK(!tlAttributeIsNull(tlIntegerAttrGet(i8, 255)));
