@@ -270,7 +270,8 @@ static const char *spaces[] = {"global", "shared", "local", "const", "generic", 
                                "tmem", "shared_cluster", "", "GLOBAL", "global\0x"};
 static const char *pipelines[] = {"cleanup", "ptx", "canonicalize", "cse", "canonicalize,cse",
                                   "cleanup,ptx", "ptx,ptx", "cleanup{x=1}", "canonicalize{",
-                                  ",", "", "garbage", "cleanup,,cse", "{}", "ptx{sm=100}"};
+                                  ",", "", "garbage", "cleanup,,cse", "{}", "ptx{sm=100}",
+                                  "verify-protocol{max_states=50,max_ops=20000},ptx"};
 
 static char scratch[64][320];
 static unsigned scratch_i;
