@@ -92,7 +92,7 @@ end })
 function tl.ptr(elem, space) return core.type_ptr(elem, space or "global") end
 function tl.vector(elem, shape) return core.type_vector(elem, type(shape) == "table" and shape or { shape }) end
 function tl.memref(elem, shape, space, swizzle) return core.type_memref(elem, shape, space or "global", swizzle) end
-function tl.tile(elem, shape, space) return core.type_tile(elem, shape, space or "rmem") end
+function tl.tile(elem, shape, space, layout) return core.type_tile(elem, shape, space or "rmem", layout) end
 -- A dialect type: tl.type("cutlass.seq_bar", {2}).
 function tl.type(name, params) return core.type_dialect(name, params) end
 

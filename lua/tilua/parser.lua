@@ -263,7 +263,7 @@ function Reader:type_uncached(pos)
     if #shape > 16 then fail(pos, "shapes have at most 16 dimensions") end
     local elem
     elem, p = self:type(p)
-    local sp, sw
+    local sp, sw, layout
     p = self:ws(p)
     if byte(text, p) == 44 then
       local id, q
@@ -276,9 +276,13 @@ function Reader:type_uncached(pos)
       if not sw and byte(text, p) == 44 then
         local q
         p = self:ws(p + 1)
-        sw, q = ident_p:match(text, p)
-        if not sw or not sw:match "^swizzle%d+$" then fail(p, "expected swizzle32, swizzle64 or swizzle128") end
-        p = q
+        if name == "tile" and byte(text, p) == 123 then -- '{': a tile's layout
+          layout, p = self:dict(p)
+        else
+          sw, q = ident_p:match(text, p)
+          if not sw or not sw:match "^swizzle%d+$" then fail(p, "expected swizzle32, swizzle64 or swizzle128") end
+          p = q
+        end
       end
     end
     self:expect(p, ">")
@@ -295,7 +299,7 @@ function Reader:type_uncached(pos)
       return core.type_memref(elem, shape, sp, bytes)
     end
     if sw then fail(pos, "tile types take no swizzle") end
-    return core.type_tile(elem, shape, sp)
+    return core.type_tile(elem, shape, sp, layout)
   end
   fail(pos, ("unknown type '%s'"):format(name))
 end

@@ -58,4 +58,9 @@ int tile_tensor_map_rank(const IrType *t);
 int64_t tile_tensor_map_box_bytes(const IrType *t);
 int64_t tile_swizzle_bytes(const char *s);
 
+/* The tile-program level (tileas.c): is the layout of a tile type well formed, is
+** t a well-formed !tileas.tensor (else the error at op)? */
+bool tileas_check_layout(IrOp *op, const IrType *t);
+bool tileas_check_tensor(IrOp *op, const IrType *t);
+
 #endif

@@ -114,6 +114,19 @@
 #define FUTURE_FLAVOR_LIST(X) X(FUTURE_MBARRIER, "mbarrier") X(FUTURE_BULK, "bulk")
 /* }=== */
 
+/* {=== tileas (the tile-program level, docs/tileprog.md) */
+/* Elementwise functions of tileas.math; reductions of tileas.reduce; agent roles. */
+#define TILEAS_MATH_FN_LIST(X)                                                                     \
+  X(TMATH_EXP, "exp") X(TMATH_EXP2, "exp2") X(TMATH_LOG, "log") X(TMATH_LOG2, "log2")              \
+  X(TMATH_SQRT, "sqrt") X(TMATH_RSQRT, "rsqrt") X(TMATH_ABS, "abs")
+#define TILEAS_REDUCE_KIND_LIST(X) X(TREDUCE_ADD, "add") X(TREDUCE_MAX, "max") X(TREDUCE_MIN, "min")
+#define AGENT_KIND_LIST(X) X(AGENT_PRODUCER, "producer") X(AGENT_CONSUMER, "consumer") X(AGENT_COMPUTE, "compute")
+/* The `kind` of a tile layout: register layouts, then the shared one. */
+#define LAYOUT_KIND_LIST(X)                                                                        \
+  X(LAYOUT_BLOCKED, "blocked") X(LAYOUT_MMA, "mma") X(LAYOUT_MMA_OPERAND, "mma_operand")           \
+  X(LAYOUT_SLICE, "slice") X(LAYOUT_REPLICATED, "replicated") X(LAYOUT_SHARED, "shared")
+/* }=== */
+
 /* Every list: E(LIST, "name in core.enums()"), or S(...) for the lists whose
 ** enumerators sched.h declares. */
 #define IR_ENUM_LISTS(E, S)                                                                        \
@@ -146,7 +159,11 @@
   E(SCHED_MODEL, "sched_model")                                                                    \
   E(STRIPED_REDUCE, "striped_reduce")                                                              \
   E(TOKEN_FLAVOR, "token_flavor")                                                                  \
-  E(FUTURE_FLAVOR, "future_flavor")
+  E(FUTURE_FLAVOR, "future_flavor")                                                               \
+  E(TILEAS_MATH_FN, "tileas_math_fn")                                                              \
+  E(TILEAS_REDUCE_KIND, "tileas_reduce_kind")                                                      \
+  E(AGENT_KIND, "agent_kind")                                                                      \
+  E(LAYOUT_KIND, "layout_kind")
 
 /* Enumerators of the lists not declared elsewhere. */
 #define IR_ENUM_DECLARE(L, lname) enum { L##_LIST(IR_ENUM_ID) };

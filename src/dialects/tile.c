@@ -32,6 +32,7 @@ IrResult tile_verify_kernel(IrOp *op) {
       return IR_FAIL;
     }
     if (ir_type_is_dialect(t, IR_DTY_TILE_TENSOR_MAP) && !tile_check_tensor_map(op, t)) return IR_FAIL;
+    if (ir_type_is_dialect(t, IR_DTY_TILEAS_TENSOR) && !tileas_check_tensor(op, t)) return IR_FAIL;
   }
   if (ir_op_attr(op, "arg_names") && a.arg_names.n != nargs) {
     ir_op_error(op, "arg_names must list one name per parameter (%u)", nargs);

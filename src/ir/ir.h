@@ -191,6 +191,7 @@ struct IrType {
   uint32_t rank;           /* vector, memref, tile */
   const int64_t *shape;    /* rank extents; IR_DYNAMIC for '?' */
   uint32_t swizzle;        /* memref: 0, 32, 64 or 128 (bytes) */
+  const IrAttr *layout;    /* tile: a dictionary (docs/tileprog.md), NULL = unassigned */
   int dialect_type;        /* IR_DTY_* for IR_TY_DIALECT */
   uint32_t nparams;        /* dialect type parameters */
   const IrAttr *const *params;
@@ -207,6 +208,10 @@ const IrType *ir_type_memref(IrContext *ctx, const IrType *elem, uint32_t rank,
                              const int64_t *shape, IrMemSpace space, uint32_t swizzle);
 const IrType *ir_type_tile(IrContext *ctx, const IrType *elem, uint32_t rank,
                            const int64_t *shape, IrMemSpace space);
+/* A tile type with a layout: a dictionary attribute of the same context, or NULL
+** (the same as ir_type_tile). Printed last: tile<128x64xbf16, shared, {kind = "shared"}>. */
+const IrType *ir_type_tile_layout(IrContext *ctx, const IrType *elem, uint32_t rank,
+                                  const int64_t *shape, IrMemSpace space, const IrAttr *layout);
 /* A dialect type; params are checked against the dialect's type table.
 ** Returns NULL (and sets *err to a static message) when they do not fit. */
 const IrType *ir_type_dialect(IrContext *ctx, int dty, uint32_t nparams, const IrAttr *const *params,

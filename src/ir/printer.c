@@ -63,6 +63,10 @@ void ir_print_type(StrBuf *sb, const IrType *t) {
     print_shape(sb, t);
     sb_printf(sb, ", %s", ir_memspace_name(t->space));
     if (t->swizzle) sb_printf(sb, ", swizzle%u", t->swizzle);
+    if (t->layout) {
+      sb_puts(sb, ", ");
+      ir_print_attr(sb, t->layout);
+    }
     sb_putc(sb, '>');
     break;
   case IR_TY_DIALECT:

@@ -81,6 +81,7 @@ static const IrType *unique_type(IrContext *ctx, const IrType *proto) {
   key_put(&k, &proto->rank, sizeof proto->rank);
   for (uint32_t i = 0; i < proto->rank; i++) key_put(&k, &proto->shape[i], sizeof(int64_t));
   key_put(&k, &proto->swizzle, sizeof proto->swizzle);
+  key_put(&k, &proto->layout, sizeof proto->layout); /* attributes are uniqued too */
   key_put(&k, &proto->dialect_type, sizeof proto->dialect_type);
   key_put(&k, &proto->nparams, sizeof proto->nparams);
   for (uint32_t i = 0; i < proto->nparams; i++) key_put(&k, &proto->params[i], sizeof(void *));
@@ -138,29 +139,37 @@ const IrType *ir_type_ptr(IrContext *ctx, const IrType *elem, IrMemSpace space) 
 }
 
 static const IrType *shaped(IrContext *ctx, IrTypeKind kind, const IrType *elem, uint32_t rank,
-                            const int64_t *shape, IrMemSpace space, uint32_t swizzle) {
+                            const int64_t *shape, IrMemSpace space, uint32_t swizzle,
+                            const IrAttr *layout) {
   assert(rank <= 16);
   return unique_type(ctx, &(IrType){.kind = kind,
                                     .elem = elem,
                                     .rank = rank,
                                     .shape = shape,
                                     .space = space,
-                                    .swizzle = swizzle});
+                                    .swizzle = swizzle,
+                                    .layout = layout});
 }
 
 const IrType *ir_type_vector(IrContext *ctx, const IrType *elem, uint32_t rank,
                              const int64_t *shape) {
-  return shaped(ctx, IR_TY_VECTOR, elem, rank, shape, IR_MS_RMEM, 0);
+  return shaped(ctx, IR_TY_VECTOR, elem, rank, shape, IR_MS_RMEM, 0, NULL);
 }
 
 const IrType *ir_type_memref(IrContext *ctx, const IrType *elem, uint32_t rank,
                              const int64_t *shape, IrMemSpace space, uint32_t swizzle) {
-  return shaped(ctx, IR_TY_MEMREF, elem, rank, shape, space, swizzle);
+  return shaped(ctx, IR_TY_MEMREF, elem, rank, shape, space, swizzle, NULL);
 }
 
 const IrType *ir_type_tile(IrContext *ctx, const IrType *elem, uint32_t rank, const int64_t *shape,
                            IrMemSpace space) {
-  return shaped(ctx, IR_TY_TILE, elem, rank, shape, space, 0);
+  return shaped(ctx, IR_TY_TILE, elem, rank, shape, space, 0, NULL);
+}
+
+const IrType *ir_type_tile_layout(IrContext *ctx, const IrType *elem, uint32_t rank,
+                                  const int64_t *shape, IrMemSpace space, const IrAttr *layout) {
+  assert(!layout || layout->kind == IR_ATTR_DICT);
+  return shaped(ctx, IR_TY_TILE, elem, rank, shape, space, 0, layout);
 }
 
 /* Does one parameter fit one token of a DTYPE parameter spec? */

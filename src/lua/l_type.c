@@ -126,10 +126,14 @@ static int core_type_memref(lua_State *L) {
   return push_derived(L, ir_type_memref(a.ctx, a.elem, a.n, a.shape, sp, (uint32_t)sw));
 }
 
-/* core.type_tile(elem, shape, space) */
+/* core.type_tile(elem, shape, space [, layout]): layout a dictionary (a table or
+** an Attr), absent or nil for none. */
 static int core_type_tile(lua_State *L) {
   Shaped a = check_shaped(L);
-  return push_derived(L, ir_type_tile(a.ctx, a.elem, a.n, a.shape, check_space(L, 3, IR_MS_RMEM)));
+  IrMemSpace sp = check_space(L, 3, IR_MS_RMEM);
+  const IrAttr *layout = lua_isnoneornil(L, 4) ? NULL : lb_to_attr(L, a.ctx, 4);
+  if (layout && layout->kind != IR_ATTR_DICT) return lb_error(L, "a tile layout is a dictionary");
+  return push_derived(L, ir_type_tile_layout(a.ctx, a.elem, a.n, a.shape, sp, layout));
 }
 
 /* Bad input: nil, message with noraise, else the message raised. */
@@ -173,7 +177,7 @@ static int core_type_dialect(lua_State *L) {
 static const char *const type_kind_names[] = {"none", "int", "float", "index", "ptr",
                                               "vector", "memref", "tile", "dialect"};
 
-/* t:info() -> {kind=, width=, elem=, space=, shape=, swizzle=, name=, params=} */
+/* t:info() -> {kind=, width=, elem=, space=, shape=, swizzle=, layout=, name=, params=} */
 static int type_info(lua_State *L) {
   const IrType *t = lb_check_type(L, 1);
   lua_createtable(L, 0, 8);
@@ -200,6 +204,12 @@ static int type_info(lua_State *L) {
   if (t->swizzle) {
     lb_set_int(L, "swizzle", t->swizzle);
   }
+  if (t->layout) {
+    lb_push_owner(L, 1);
+    lb_push_attr(L, t->layout, -1);
+    lua_remove(L, -2);
+    lua_setfield(L, -2, "layout");
+  }
   if (t->kind == IR_TY_FLOAT) {
     static const char *const fn[] = {"f16", "bf16", "f32", "f64"};
     lb_set_str(L, "name", fn[t->fkind]);
@@ -220,6 +230,15 @@ static int type_info(lua_State *L) {
 
 static int type_kind(lua_State *L) {
   lua_pushstring(L, type_kind_names[lb_check_type(L, 1)->kind]);
+  return 1;
+}
+
+/* t:layout() -> the layout of a tile type as a table, nil when it has none */
+static int type_layout(lua_State *L) {
+  const IrType *t = lb_check_type(L, 1);
+  if (!t->layout) return 0;
+  lb_push_owner(L, 1);
+  lb_push_attr(L, t->layout, -1);
   return 1;
 }
 
@@ -494,7 +513,8 @@ static int attr_kind(lua_State *L) {
 
 /* }====================================================================== */
 
-static const luaL_Reg type_methods[] = {{"info", type_info}, {"kind", type_kind}, {"id", lb_object_id}, {NULL, NULL}};
+static const luaL_Reg type_methods[] = {
+    {"info", type_info}, {"kind", type_kind}, {"layout", type_layout}, {"id", lb_object_id}, {NULL, NULL}};
 static const luaL_Reg type_meta[] = {{"__tostring", type_tostring}, {"__eq", lb_object_eq}, {NULL, NULL}};
 
 static const luaL_Reg attr_methods[] = {
