@@ -77,7 +77,10 @@ Exits 1 with the diagnostics (file:line:col, the line and a caret) on failure.
 
 local function list_passes(out)
   out:write "passes:\n"
-  for _, p in ipairs(core.passes()) do out:write(("  %-28s %s\n"):format(p.name, p.description)) end
+  for _, p in ipairs(core.passes()) do
+    local req = #p.requires > 0 and (" (requires %s)"):format(table.concat(p.requires, ", ")) or ""
+    out:write(("  %-28s %s%s\n"):format(p.name, p.description, req))
+  end
   out:write "named pipelines:\n"
   for _, p in ipairs(core.pipelines()) do
     out:write(("  %-28s %s (%s)\n"):format(p.name, p.description, p.passes))

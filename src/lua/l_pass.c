@@ -9,14 +9,24 @@
 
 static void push_pass(lua_State *L, int i) {
   const IrPassInfo *p = ir_pass_at(i);
-  lua_createtable(L, 0, 4);
+  lua_createtable(L, 0, 5);
   lb_set_str(L, "name", p->name);
   lb_set_str(L, "description", p->description);
   lb_set_str(L, "options", p->options);
   lb_set_bool(L, "lua", p->lua_fn != NULL);
+  uint32_t req = ir_pass_requires(p);
+  lua_newtable(L);
+  for (int f = 0, n = 0; f < IR_FACT__COUNT; f++) {
+    if (!(req & (1u << f))) continue;
+    const char *id, *what, *by;
+    ir_pass_fact_info((IrPassFact)f, &id, &what, &by);
+    lua_pushstring(L, id);
+    lua_rawseti(L, -2, ++n);
+  }
+  lua_setfield(L, -2, "requires");
 }
 
-/* core.passes() -> { {name=, description=, options=, lua=}, ... } */
+/* core.passes() -> { {name=, description=, options=, lua=, requires = {FACT, ...}}, ... } */
 static int core_passes(lua_State *L) {
   lb_push_list(L, ir_pass_count(), push_pass);
   return 1;

@@ -10,29 +10,50 @@
 static const IrPassInfo pass_table[] = {
 #define PASS(c, name, options, desc) {name, desc, pass_##c, options, NULL},
 #define LUA_PASS(c, name, options, desc) {name, desc, NULL, options, #c},
-#define PIPELINE(name, list, desc)
-#include "passes.def"
-#undef PASS
-#undef LUA_PASS
-#undef PIPELINE
+#include "passes_def.h"
 };
 
 static const struct {
   const char *name, *passes, *desc;
 } pipeline_table[] = {
-#define PASS(c, name, options, desc)
-#define LUA_PASS(c, name, options, desc)
 #define PIPELINE(name, list, desc) {name, list, desc},
-#include "passes.def"
-#undef PASS
-#undef LUA_PASS
-#undef PIPELINE
+#include "passes_def.h"
     {NULL, NULL, NULL}};
+
+static const struct {
+  const char *id, *what, *by;
+  IrOp *(*check)(IrOp *module, StrBuf *why);
+} fact_table[] = {
+#define FACT(id, what, by) {#id, what, by, fact_##id},
+#include "passes_def.h"
+};
+
+/* A REQUIRES row names its pass by its function: a misspelt or Lua pass does not compile. */
+static const struct {
+  IrPassFn pass;
+  IrPassFact fact;
+} requires_table[] = {
+#define REQUIRES(c, fact) {pass_##c, IR_FACT_##fact},
+#include "passes_def.h"
+    {NULL, IR_FACT__COUNT}};
 
 #define NPASSES ((int)(sizeof pass_table / sizeof pass_table[0]))
 #define NPIPELINES ((int)(sizeof pipeline_table / sizeof pipeline_table[0]) - 1)
 
 int ir_pass_count(void) { return NPASSES; }
+
+uint32_t ir_pass_requires(const IrPassInfo *p) {
+  uint32_t m = 0;
+  for (int i = 0; p->run && requires_table[i].pass; i++)
+    if (requires_table[i].pass == p->run) m |= 1u << requires_table[i].fact;
+  return m;
+}
+
+void ir_pass_fact_info(IrPassFact f, const char **id, const char **what, const char **by) {
+  *id = fact_table[f].id;
+  *what = fact_table[f].what;
+  *by = fact_table[f].by;
+}
 const IrPassInfo *ir_pass_at(int i) { return &pass_table[i]; }
 int ir_named_pipeline_count(void) { return NPIPELINES; }
 
@@ -246,6 +267,26 @@ static IrResult run_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc, co
   return IR_FAIL;
 }
 
+/* The ordering invariants: every fact the pass requires holds, else an error
+** at the op that breaks it naming the fact, and a note on what makes it hold. */
+static IrResult check_requires(const IrPassInfo *pass, IrOp *module) {
+  uint32_t req = ir_pass_requires(pass);
+  for (int f = 0; f < IR_FACT__COUNT; f++) {
+    if (!(req & (1u << f))) continue;
+    StrBuf why;
+    sb_init(&why);
+    IrOp *at = fact_table[f].check(module, &why);
+    if (at) {
+      IrDiag *d = ir_op_error(at, "pass '%s' requires %s (%s)", pass->name, fact_table[f].what,
+                              why.data ? why.data : "");
+      ir_note(d, at->loc, "to make %s hold: %s", fact_table[f].id, fact_table[f].by);
+    }
+    sb_free(&why);
+    if (at) return IR_FAIL;
+  }
+  return IR_OK;
+}
+
 /* The check of IrPassOptions.check_each after pass `after` (or "input"). */
 static IrResult check_after(IrOp *module, const char *after, const IrPassOptions *opts) {
   if (!opts->check_each) return IR_OK;
@@ -278,6 +319,7 @@ IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions 
   for (uint32_t i = 0; i < p->n; i++) {
     IrPassCtx pc = {ctx, p->steps[i].options, false, NULL};
     const char *name = p->steps[i].pass->name;
+    if (check_requires(p->steps[i].pass, module) != IR_OK) return IR_FAIL;
     double t0 = now_ms();
     size_t errs = ir_diag_error_count(ctx);
     IrResult r = run_pass(p->steps[i].pass, module, &pc, opts);

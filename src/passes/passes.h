@@ -25,18 +25,27 @@ typedef struct IrPassInfo {
   const char *lua_fn;  /* a LUA_PASS: its function in the Lua module tilua.lua_passes; else NULL */
 } IrPassInfo;
 
+/* Facts about a module that a pass may require (FACT rows of passes.def); each
+** is checked by fact_<ID> (pass_facts.c): NULL where it holds, else the op where
+** it does not, with the reason appended to *why. */
+typedef enum IrPassFact {
+#define FACT(id, what, by) IR_FACT_##id,
+#include "passes_def.h"
+  IR_FACT__COUNT
+} IrPassFact;
+
 #define PASS(c, name, options, desc) IrResult pass_##c(IrOp *module, IrPassCtx *pc);
-#define LUA_PASS(c, name, options, desc)
-#define PIPELINE(name, list, desc)
-#include "passes.def"
-#undef PASS
-#undef LUA_PASS
-#undef PIPELINE
+#define FACT(id, what, by) IrOp *fact_##id(IrOp *module, StrBuf *why);
+#include "passes_def.h"
 
 /* Registry. */
 int ir_pass_count(void);
 const IrPassInfo *ir_pass_at(int i);
 const IrPassInfo *ir_pass_lookup(const char *name, size_t len);
+/* The facts pass p requires (its REQUIRES rows), a mask of 1 << IrPassFact. */
+uint32_t ir_pass_requires(const IrPassInfo *p);
+/* What fact f says ("kernel_spec on the kernel") and what makes it hold. */
+void ir_pass_fact_info(IrPassFact f, const char **id, const char **what, const char **by);
 int ir_named_pipeline_count(void);
 void ir_named_pipeline_at(int i, const char **name, const char **passes, const char **desc);
 
