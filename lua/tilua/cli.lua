@@ -243,6 +243,7 @@ local function run_case(case, o, file, ctx, log)
       end
       return false, list2, m
     end
+    for _, d in ipairs(list2 or {}) do warnings[#warnings + 1] = d end -- the passes' warnings
   end
   return true, warnings, m
 end

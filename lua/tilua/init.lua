@@ -607,7 +607,8 @@ end }
 -- --stage and --emit=ir set it), or when printed. opts.print_after_all /
 -- opts.print_after = {names}. opts.check_protocol or tl.options.check_protocol
 -- (tilua --check-protocol, TILUA_CHECK_PROTOCOL=1) runs verify-protocol on the
--- input and after every pass that changes the IR (docs/protocol.md).
+-- input and after every pass that changes the IR (docs/protocol.md). The
+-- passes' warnings go to stderr.
 function tl.compile(m, pipeline, opts)
   if getmetatable(m) == Kernel then m = m.module end
   m = m or tl.module()
@@ -632,6 +633,7 @@ function tl.compile(m, pipeline, opts)
   })
   tl.last_stages = stages
   if not ok then error(msg, 0) end
+  if msg then io.stderr:write(msg, "\n") end -- the passes' warnings
   return m
 end
 

@@ -102,6 +102,17 @@ IrDiag *ir_diag_pending(IrContext *ctx) { return ctx->diag_head; }
 
 void ir_diag_clear(IrContext *ctx) { ctx->diag_head = ctx->diag_tail = NULL; }
 
+IrDiag *ir_diag_last(IrContext *ctx) { return ctx->diag_tail; }
+
+void ir_diag_drop_after(IrContext *ctx, IrDiag *mark) {
+  if (!mark) {
+    ir_diag_clear(ctx);
+    return;
+  }
+  mark->next = NULL;
+  ctx->diag_tail = mark;
+}
+
 void ir_diag_flush(IrContext *ctx) {
   if (!ctx->handler) return;
   for (IrDiag *d = ctx->diag_head; d; d = d->next) ctx->handler(d, ctx->handler_ud);

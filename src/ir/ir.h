@@ -389,6 +389,8 @@ const IrOpInfo *ir_op_info(IrOpKind k);
 int ir_op_lookup(const char *name, size_t len); /* -1 if unknown */
 /* The dialect prefix of an op name ("cutlass" for "cutlass.pipeline.init"). */
 size_t ir_op_dialect_len(IrOpKind k);
+/* Is k an op of `dialect` ("tile" holds tile.kernel, not tileas.dot)? */
+bool ir_op_in_dialect(IrOpKind k, const char *dialect);
 /* The nvvm op a tile op becomes one-to-one (its LOWER row), or -1. */
 int ir_op_lowers_to(IrOpKind k);
 /* The PTX row of an nvvm op: the template the generic emitter expands, or
@@ -654,6 +656,9 @@ void ir_set_diag_handler(IrContext *ctx, IrDiagHandler h, void *ud);
 /* Pending diagnostics (when no handler is set they accumulate here). */
 IrDiag *ir_diag_pending(IrContext *ctx);
 void ir_diag_clear(IrContext *ctx);
+/* The last pending diagnostic (NULL: none), and dropping the ones after it. */
+IrDiag *ir_diag_last(IrContext *ctx);
+void ir_diag_drop_after(IrContext *ctx, IrDiag *mark);
 size_t ir_diag_error_count(IrContext *ctx); /* errors emitted since creation */
 /* "file:line:col: error: message" plus notes, one per line. */
 void ir_diag_format(const IrDiag *d, FILE *out);

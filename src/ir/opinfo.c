@@ -85,6 +85,11 @@ size_t ir_op_dialect_len(IrOpKind k) {
   return dot ? (size_t)(dot - n) : 0;
 }
 
+bool ir_op_in_dialect(IrOpKind k, const char *dialect) {
+  size_t n = ir_op_dialect_len(k);
+  return n == strlen(dialect) && strncmp(op_table[k].name, dialect, n) == 0;
+}
+
 /* {======================================================================
 ** Signatures
 ** ======================================================================= */

@@ -210,7 +210,7 @@ static IrResult run_lua_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc
 /* }====================================================================== */
 
 /* core.run_pipeline(module_op, spec [, {verify=true, on_stage=fn(info, op)}])
-** -> true | false, message, diagnostics (a list, see lb_push_diagnostic_list) */
+** -> true | true, warnings, list | false, message, list (diagnostics: lb_push_diagnostic_list) */
 static int core_run_pipeline(lua_State *L) {
   IrOp *module = lb_check_op(L, 1);
   const char *spec = luaL_checkstring(L, 2);
@@ -247,12 +247,9 @@ static int core_run_pipeline(lua_State *L) {
     lua_setfield(L, LUA_REGISTRYINDEX, STAGE_ERR);
     return lua_error(L);
   }
-  if (r == IR_OK) {
-    lua_pushboolean(L, 1);
-    return 1;
-  }
-  lua_pushboolean(L, 0);
-  return lb_return_diagnostics(L, ctx);
+  lua_pushboolean(L, r == IR_OK);
+  if (r == IR_OK && !ir_diag_pending(ctx)) return 1;
+  return lb_return_diagnostics(L, ctx); /* the errors, or the passes' warnings */
 }
 
 /* Run a parsed pipeline on the module op at op_idx from C (the C API): its Lua

@@ -515,8 +515,7 @@ static IrValue *lower_op(Conv *c, IrOp *op) {
 
 /* The ops this pass rewrites: every tile op but the kernel and the vector ops. */
 static bool is_pattern(const IrOp *op) {
-  size_t dl = ir_op_dialect_len(op->kind);
-  return dl == 4 && strncmp(ir_op_name(op), "tile", 4) == 0 && op->kind != OP_TILE_KERNEL &&
+  return ir_op_in_dialect(op->kind, "tile") && op->kind != OP_TILE_KERNEL &&
          op->kind != OP_TILE_EXTRACT && op->kind != OP_TILE_FROM_ELEMENTS && op->kind != OP_TILE_SPLAT &&
          op->kind != OP_TILE_PACK && op->kind != OP_TILE_UNPACK_FP8;
 }

@@ -267,6 +267,17 @@ static IrResult run_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc, co
   return IR_FAIL;
 }
 
+/* The verifier around passes: a warning it gives repeats one of the input,
+** already seen by whoever verified it, so it is dropped when it passes and the
+** pipeline's warnings are the passes' own. */
+static IrResult verify_quiet(IrOp *module) {
+  IrContext *ctx = ir_op_context(module);
+  IrDiag *mark = ir_diag_last(ctx);
+  if (ir_verify(module) != IR_OK) return IR_FAIL;
+  ir_diag_drop_after(ctx, mark);
+  return IR_OK;
+}
+
 /* The ordering invariants: every fact the pass requires holds, else an error
 ** at the op that breaks it naming the fact, and a note on what makes it hold. */
 static IrResult check_requires(const IrPassInfo *pass, IrOp *module) {
@@ -314,7 +325,7 @@ IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions 
     opts->on_stage(&in, module, opts->ud);
   }
   /* Passes read attributes and kernel facts through readers that trust verified IR. */
-  if (opts->verify_each && p->n && ir_verify(module) != IR_OK) return IR_FAIL;
+  if (opts->verify_each && p->n && verify_quiet(module) != IR_OK) return IR_FAIL;
   if (p->n && check_after(module, "input", opts) != IR_OK) return IR_FAIL;
   for (uint32_t i = 0; i < p->n; i++) {
     IrPassCtx pc = {ctx, p->steps[i].options, false, NULL};
@@ -330,7 +341,7 @@ IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions 
       return IR_FAIL;
     }
     /* a pass that changed nothing leaves the IR it was given, verified already */
-    if (opts->verify_each && pc.changed && ir_verify(module) != IR_OK) {
+    if (opts->verify_each && pc.changed && verify_quiet(module) != IR_OK) {
       ir_error(ctx, module->loc, "the IR after pass '%s' does not verify", name);
       return IR_FAIL;
     }

@@ -202,6 +202,23 @@ void rw_collect(IrOp *root, bool (*pick)(const IrOp *op), IrOpVec *out) {
   ir_walk_pre(root, collect_visit, &c);
 }
 
+typedef struct Find {
+  bool (*pick)(const IrOp *op);
+  IrOp *found;
+} Find;
+
+static bool find_visit(IrOp *op, void *ud) {
+  Find *f = ud;
+  if (f->pick(op)) f->found = op;
+  return !f->found;
+}
+
+IrOp *rw_find(IrOp *root, bool (*pick)(const IrOp *op)) {
+  Find f = {pick, NULL};
+  ir_walk_pre(root, find_visit, &f);
+  return f.found;
+}
+
 typedef struct Retype {
   const IrType *(*map)(Rewriter *r, const IrValue *v);
   Rewriter *r;

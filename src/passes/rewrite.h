@@ -80,6 +80,8 @@ void rw_inline_block(Rewriter *r, IrBlock *b, IrValue *cond);
 /* {=== walks and replacement */
 /* The ops under root (root included) for which pick says yes, in pre-order. */
 void rw_collect(IrOp *root, bool (*pick)(const IrOp *op), IrOpVec *out);
+/* The first of them, or NULL. */
+IrOp *rw_find(IrOp *root, bool (*pick)(const IrOp *op));
 /* Give the values under root a new type: the results of every op, and the
 ** arguments of every block but root's own entry block (a kernel's parameters
 ** keep theirs). map returns the new type of v, or NULL to keep it. */

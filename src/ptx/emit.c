@@ -575,11 +575,9 @@ static void emit_while(Emit *e, IrOp *op) {
 ** ======================================================================= */
 
 static void emit_unsupported(Emit *e, IrOp *op) {
-  size_t dl = ir_op_dialect_len(op->kind);
-  const char *n = ir_op_name(op);
-  if (dl && strncmp(n, "tile", dl) == 0)
+  if (ir_op_in_dialect(op->kind, "tile"))
     px_fail(e, op, "lower the tile ops first (convert-tile-to-nvvm, the `ptx` pipeline)");
-  else if (dl && strncmp(n, "cutlass", dl) == 0)
+  else if (ir_op_in_dialect(op->kind, "cutlass"))
     px_fail(e, op, "lower the cutlass ops first (convert-cutlass-to-nvvm)");
   else
     px_fail(e, op, "the emitter has no rule for this op");
