@@ -489,6 +489,7 @@ return function(handlers, x)
   handlers["nvvm.barrier.arrive"] = handlers["tile.named_barrier_arrive"]
   local function nop() return {} end
   for _, n in ipairs { "nvvm.fence", "nvvm.fence.proxy.async", "nvvm.fence.mbarrier_init", "nvvm.nanosleep",
+                       "tileas.pragma", -- a scheduler knob (tileas-insert-OCG-knobs): no effect on the program
                        "nvvm.setmaxregister" } do
     handlers[n] = nop
   end
