@@ -73,7 +73,12 @@ describe("structured fuzzing", function()
                       core.type_ptr(f32, "global"), core.type_ptr(i32, "global"),
                       core.type_ptr(core.type_int(64, ctx), "shared"), core.type_ptr(f32, "shared"),
                       core.type_memref(f32, { 8 }, "rmem"), core.type_memref(i32, { 4, 4 }, "rmem"),
-                      core.type_memref(f32, { 4, 8 }, "shared"), core.type_vector(f32, { 4 }) }
+                      core.type_memref(f32, { 4, 8 }, "shared"), core.type_vector(f32, { 4 }),
+                      -- tile programs: register and shared tiles, with and without a layout
+                      core.type_tile(f32, { 4, 8 }), core.type_tile(core.type_float("bf16", ctx), { 4, 8 }),
+                      core.type_tile(core.type_int(1, ctx), { 4, 8 }), core.type_tile(f32, { 8 }),
+                      core.type_tile(f32, { 4, 8 }, "rmem", { kind = "mma", warps = { 1, 1 } }),
+                      core.type_tile(f32, { 4, 8 }, "shared", { kind = "shared", swizzle = 128 }) }
       for _, d in ipairs(core.dialect_types()) do
         local params = {}
         for tok in (d.params or ""):gmatch "%S+" do

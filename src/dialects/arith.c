@@ -22,17 +22,74 @@ IrResult arith_verify_constant(IrOp *op) {
   return IR_OK;
 }
 
+/* {======================================================================
+** Tiles, elementwise
+** ======================================================================= */
+
+/* The element type of a tile, else t itself. */
+static const IrType *scalar_of(const IrType *t) { return t->kind == IR_TY_TILE ? t->elem : t; }
+
+/* Are the tiles among op's operands and results (from operand `first` on)
+** register tiles of one shape, and is a tile there only with tiles (a scalar
+** never mixes with tiles)? Else the error. */
+static bool elementwise_tiles(IrOp *op, uint32_t first) {
+  const IrType *shape = NULL;
+  bool scalar = false;
+  for (uint32_t i = first; i < op->noperands + op->nresults; i++) {
+    const IrType *t = i < op->noperands ? op->operands[i].value->type : op->results[i - op->noperands].type;
+    if (t->kind != IR_TY_TILE) {
+      scalar = true;
+      continue;
+    }
+    if (t->space != IR_MS_RMEM) {
+      ir_op_error(op, "elementwise ops take register tiles, got %s", ir_op_type_str(op, t));
+      return false;
+    }
+    if (shape && (shape->rank != t->rank || memcmp(shape->shape, t->shape, t->rank * sizeof(int64_t)) != 0)) {
+      ir_op_error(op, "elementwise tiles of different shapes: %s and %s", ir_op_type_str(op, shape),
+                  ir_op_type_str(op, t));
+      return false;
+    }
+    shape = t;
+  }
+  if (shape && scalar) {
+    ir_op_error(op, "tiles and scalars do not mix: every operand and result is a tile, or none");
+    return false;
+  }
+  return true;
+}
+
+IrResult arith_verify_elementwise(IrOp *op) {
+  const IrType *t = op->operands[0].value->type;
+  if (t->kind != IR_TY_TILE && op->results[0].type->kind != IR_TY_TILE) return IR_OK;
+  if (!elementwise_tiles(op, 0)) return IR_FAIL;
+  bool is_int = op->kind == OP_ARITH_ADDI || op->kind == OP_ARITH_SUBI || op->kind == OP_ARITH_MULI;
+  if (is_int ? !ir_type_is_intlike(t->elem) : !ir_type_is_float(t->elem))
+    return dia_type_error(op, is_int ? "needs integer tiles, got %s" : "needs float tiles, got %s", t);
+  if (op->kind == OP_ARITH_CMPF && !ir_type_is_int_width(op->results[0].type->elem, 1))
+    return dia_type_error(op, "the result must be a tile of i1, got %s", op->results[0].type);
+  return IR_OK;
+}
+
 IrResult arith_verify_select(IrOp *op) {
   const IrType *t = op->operands[1].value->type;
   if (op->operands[2].value->type != t || op->results[0].type != t) {
     ir_op_error(op, "requires both choices and the result to have one type");
     return IR_FAIL;
   }
-  return IR_OK;
+  const IrType *c = op->operands[0].value->type;
+  if (c->kind == IR_TY_TILE && !ir_type_is_int_width(c->elem, 1))
+    return dia_type_error(op, "the condition must be i1 or a tile of i1, got %s", c);
+  /* a scalar condition picks a whole tile; a tile of them picks elementwise */
+  return elementwise_tiles(op, c->kind == IR_TY_TILE ? 0 : 1) ? IR_OK : IR_FAIL;
 }
 
+/* }====================================================================== */
+
 IrResult arith_verify_ext(IrOp *op) {
-  uint32_t from = ir_type_bitwidth(op->operands[0].value->type), to = ir_type_bitwidth(op->results[0].type);
+  if (!elementwise_tiles(op, 0)) return IR_FAIL;
+  uint32_t from = ir_type_bitwidth(scalar_of(op->operands[0].value->type)),
+           to = ir_type_bitwidth(scalar_of(op->results[0].type));
   if (to <= from) {
     ir_op_error(op, "result must be wider than the operand (%u -> %u bits)", from, to);
     return IR_FAIL;
@@ -41,9 +98,10 @@ IrResult arith_verify_ext(IrOp *op) {
 }
 
 IrResult arith_verify_trunc(IrOp *op) {
-  uint32_t from = ir_type_bitwidth(op->operands[0].value->type), to = ir_type_bitwidth(op->results[0].type);
-  bool bf = op->results[0].type->kind == IR_TY_FLOAT && op->operands[0].value->type->kind == IR_TY_FLOAT &&
-            from == to && op->operands[0].value->type != op->results[0].type;
+  if (!elementwise_tiles(op, 0)) return IR_FAIL;
+  const IrType *a = scalar_of(op->operands[0].value->type), *r = scalar_of(op->results[0].type);
+  uint32_t from = ir_type_bitwidth(a), to = ir_type_bitwidth(r);
+  bool bf = r->kind == IR_TY_FLOAT && a->kind == IR_TY_FLOAT && from == to && a != r;
   if (to >= from && !bf) {
     ir_op_error(op, "result must be narrower than the operand (%u -> %u bits)", from, to);
     return IR_FAIL;
@@ -218,6 +276,7 @@ static IrValue *fold_cast(IrBuilder *b, IrOp *op) {
 IrValue *arith_fold(IrBuilder *b, IrOp *op) {
   if (op->nresults != 1) return NULL;
   const IrType *t = op->results[0].type;
+  if (t->kind == IR_TY_TILE && op->kind != OP_ARITH_SELECT) return NULL; /* no tile constants */
   if (op->noperands == 1) {
     double f;
     if (op->kind == OP_ARITH_NEGF) return const_float(op->operands[0].value, &f) ? ir_build_const_float(b, -f, t) : NULL;
