@@ -66,6 +66,22 @@ describe("idempotence", function()
   it("tileas-insert-OCG-knobs does not repeat a knob", function()
     for _, c in ipairs(cases "tileas_insert_OCG_knobs") do idempotent(c, "tileas-insert-OCG-knobs") end
   end)
+
+  it("sink-negf-through-shapes: nothing left to sink or fold", function()
+    for _, c in ipairs(cases "sink_negf_through_shapes") do idempotent(c, "sink-negf-through-shapes") end
+  end)
+end)
+
+describe("sink-negf-through-shapes", function()
+  it("notes a negf that stays only when asked (explain)", function()
+    local text = H.slurp(FIX .. "sink_negf_through_shapes_explain.tir")
+    local _, msg = run(text, "sink-negf-through-shapes")
+    assert.is_nil(msg)
+    _, msg = run(text, "sink-negf-through-shapes{explain=false}")
+    assert.is_nil(msg)
+    _, msg = run(text, "sink-negf-through-shapes{explain=true}")
+    assert.equal(2, H.count(msg, "note: no broadcast/expand_dim op"))
+  end)
 end)
 
 -- The line after each `.pragma` line of the PTX (directives .loc skipped).
