@@ -117,6 +117,25 @@ describe("tileas-insert-OCG-knobs in the PTX", function()
   end)
 end)
 
+describe("tileas-insert-OCG-knobs and the protocol checker", function()
+  it("takes a knob as what it is, no effect on the program", function()
+    local m = run([[
+module {
+  tile.kernel {arg_names = [], kernel_spec = {block = [32, 1, 1], num_ctas = 1}, sym_name = "k"} {
+    %0 = tile.alloc_shared {align = 8, count = 1} : ptr<i64, shared>
+    %1 = arith.constant {value = 32 : i32} : i32
+    %2 = arith.constant {value = 0 : i32} : i32
+    tile.mbarrier_init %0, %1
+    tile.fence_mbarrier_init
+    tile.barrier
+    tile.mbarrier_arrive %0
+    tile.mbarrier_wait %0, %2
+  }
+}]], "ptx,tileas-insert-OCG-knobs,verify-protocol")
+    assert.equal(4, H.count(m:print(), "next knob FenceCode"))
+  end)
+end)
+
 describe("ordering invariants", function()
   local function requires(name)
     for _, p in ipairs(core.passes()) do
