@@ -89,63 +89,135 @@ describe("the verify-protocol pass", function()
   end)
 end)
 
-local session = {
-  ":replay",
-  ":check",
-  ":load %s",
-  ":check",
-  ":replay 9",
-  ":replay 99",
-  ":replay",
-  ":check nosuch",
-  ":check ring_copy n=4096 grid=1",
-  ":help",
-  ":quit",
-}
+-- Lua patterns that must match in this order (each from the last character
+-- of the one before: a pattern may begin with the newline another ended with).
+local function in_order(text, patterns)
+  local pos = 1
+  for _, p in ipairs(patterns) do
+    local a, b = text:find(p, pos)
+    assert(a, ("expected %q after position %d in:\n%s"):format(p, pos, text))
+    pos = b
+  end
+end
 
-local function check_session(out, f)
+-- The session for the invalid fixture f: the REPL's commands, then the
+-- interactive replay's. `copy`: the counterexample's step at which the bulk copy
+-- completes (which step is which depends on the checker's reductions: the
+-- spec asks the checker, with the inputs :check chooses, instead of fixing it).
+local function session(f)
+  local tl = require "tilua"
+  local P = require "tilua.protocol"
+  local r = P.check(assert(tl.parse_file(f)), { fill = "pattern" })
+  local copy
+  for i, l in ipairs(r.trace) do
+    if l:match "^bulk copy 1 .* completes" then copy = i end
+  end
+  assert(copy and copy > 2 and #r.trace == 9, r.report)
+  local lines = {
+    ":replay",
+    ":check",
+    ":load " .. f,
+    ":check",
+    ":replay 9",
+    ":replay 99",
+    ":replay all",
+    ":replay",   -- the interactive replay: the start
+    "",          -- enter: step 1
+    "n 4",       -- step 5
+    "b",         -- step 4
+    "p",         -- what p can print
+    "g " .. (copy - 1), -- the copy in flight
+    "p m1",
+    "n",         -- the copy completes
+    "p s1",
+    "p nosuch",
+    "n x",
+    "zz",
+    "h",
+    "c",         -- to the end
+    "n",         -- past it
+    "r",         -- the start again
+    "q",
+    ":replay",
+    ":check nosuch", -- leaves the replay and runs
+    ":check ring_copy n=4096 grid=1",
+    ":help",
+    ":quit",
+  }
+  return lines, copy
+end
+
+local function check_session(out, f, copy)
   local line = H.line_of(f, "tile.mbarrier_arrive %113")
   assert.matches("no counterexample to replay: :check a kernel whose protocol has a violation first", out)
   assert.matches("no kernel in the current module", out)
   assert.matches("kernel 'ring_copy', grid 1, inputs n = 64: %(64 bytes 01 02 03 %.%.%., 64 bytes 01 02 03 %.%.%., 64%)", out)
   assert.matches("verify%-protocol: arrive_count\narrive%-count mismatch", out)
   assert.matches("%(%d+ states, %d+ runs, [%d.]+ s%): :replay steps through the counterexample", out)
-  -- :replay 9: the state after the last step
-  assert.matches("step 9: consumer warp 1: tile.mbarrier_arrive at [^\n]*:" .. line .. "\n  roles:\n    producer warp 0: finished\n    consumer warp 1: finished\n  barriers:\n", out)
-  assert.matches("mbarrier [^\n]*:%d+%[0%]: phase 0 %(parity 0%), 1 of 33 arrivals pending, tx 0", out)
-  assert.matches("mbarrier [^\n]*:%d+%[0%]: phase 1 %(parity 1%), 1 of 1 arrivals pending, tx 0", out)
-  assert.matches("stage buffers:\n    [^\n]*:%d+%[0%]: 64 of 512 bytes written, 01 02 03 04 05 06 07 08 %.%.%.\n    [^\n]*:%d+%[1%]: 0 of 512 bytes written", out)
+  -- :replay 9: the state after the last step, what it changed marked *
+  assert.matches("step 9: consumer warp 1: tile.mbarrier_arrive at [^\n]*:" .. line .. "\n  roles:\n    producer warp 0: finished\n  %* consumer warp 1: finished\n  barriers:\n", out)
+  assert.matches("  %* %[m%d%] mbarrier [^\n]*:%d+%[0%]: phase 0 %(parity 0%), 1 of 33 arrivals pending, tx 0", out)
+  assert.matches("    %[m1%] mbarrier [^\n]*:%d+%[0%]: phase 1 %(parity 1%), 1 of 1 arrivals pending, tx 0", out)
+  assert.matches("stage buffers:\n    %[s1%] [^\n]*:%d+%[0%]: 64 of 512 bytes written, 01 02 03 04 05 06 07 08 %.%.%.\n    %[s2%] [^\n]*:%d+%[1%]: 0 of 512 bytes written", out)
   assert.matches("end: arrive_count: arrive%-count mismatch", out)
   assert.matches("the counterexample has 9 steps", out)
-  -- :replay: every step from the start, each role at its op and line
+  -- :replay all: every step from the start, each role at its op and line
   assert.matches("\nstart\n  roles:\n    kernel warp 0: at [^\n]*:%d+ %(tile.barrier%)", out)
-  -- (which step is which depends on the checker's reductions: not the numbers)
-  assert.matches("step %d+: producer warp 0: tile.mbarrier_wait at [^\n]*\n  roles:\n    producer warp 0: at [^\n]*:%d+ %(tile.mbarrier_arrive_expect_tx%)", out)
+  assert.matches("step %d+: producer warp 0: tile.mbarrier_wait at [^\n]*\n  roles:\n  %* producer warp 0: at [^\n]*:%d+ %(tile.mbarrier_arrive_expect_tx%)", out)
   assert.matches("step %d+: bulk copy 1 %(from producer warp 0%): tile.bulk_copy_g2s at [^\n]* completes %(64 bytes%)", out)
   assert.matches("bulk copy 1 %(from producer warp 0%): 64 bytes in flight", out)
-  assert.matches("no kernel 'nosuch' in the current module", out)
+  -- the interactive replay, in the order typed
+  local at = out:find("the counterexample has 9 steps", 1, true)
+  at = out:find("\nend: ", at, true) -- after :replay all
+  in_order(out:sub(at + 1), {
+    "\nstart\n  roles:\n",
+    "\nstep 1: kernel warp 0: tile%.barrier at [^\n]*\n  roles:\n",            -- enter
+    "\nstep 5: [^\n]*\n  roles:\n",                                              -- n 4
+    "\nstep 4: [^\n]*\n  roles:\n",                                              -- b
+    "\nm1  mbarrier [^\n]*\nm2  mbarrier [^\n]*\nm3  [^\n]*\nm4  [^\n]*\ns1  [^\n]*\ns2  [^\n]*\n", -- p
+    "\nstep " .. (copy - 1) .. ": ",                                             -- g
+    "\n%[m1%] mbarrier [^\n]*: phase 0 %(parity 0%), 0 of 1 arrivals pending, tx 64\n"
+      .. "  waiting: consumer warp 1: at [^\n]*%(tile%.mbarrier_wait%) waits on mbarrier [^\n]* for parity 0\n"
+      .. "  completing on it: bulk copy 1 %(from producer warp 0%): 64 bytes %(tile%.bulk_copy_g2s at [^\n]*%)\n", -- p m1
+    "\nstep " .. copy .. ": bulk copy 1 [^\n]* completes %(64 bytes%)\n",      -- n
+    "\n%[s1%] [^\n]*%[0%]: 64 of 512 bytes written\n  0000: 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 10\n"
+      .. "  0010: 11 [^\n]*\n  0020: [^\n]*\n  0030: [^\n]* 3f 40\n  0040: %.%. %.%. [^\n]*\n      %.%.%. 27 more line%(s%) the same\n", -- p s1
+    "\nnothing named 'nosuch': one of\n  m1  mbarrier",                        -- p nosuch
+    "\n'n' needs a step count, got 'x'\n",
+    "\nunknown replay command 'zz' %(h lists them%)\n",
+    "\nAt the replay> prompt",                                                   -- h
+    "\nstep 8: consumer warp 1: [^\n]*\nstep 9: [^\n]*\n  roles:\n",            -- c: a line a step, then the end
+    "\nend: arrive_count: ",
+    "\nat the end %(step 9 of 9%): arrive_count: ",                              -- n
+    "\nstart\n  roles:\n",                                                       -- r
+    "\nstart\n  roles:\n",                                                       -- :replay again
+    "\nno kernel 'nosuch' in the current module",                              -- :check typed at the prompt
+  })
   -- the options given are used: a deadlock at n = 4096
   assert.matches("kernel 'ring_copy', grid 1, inputs n = 4096: [^\n]*\nverify%-protocol: deadlock\n", out)
   assert.matches(":check %[KERNEL%] %[key=value %.%.%.%]", out)
-  assert.matches(":replay %[N%]", out)
+  assert.matches(":replay all +print every step", out)
+  assert.matches(":replay +step through the last :check's counterexample", out)
 end
 
 describe("the REPL's :check and :replay", function()
   it("check the current kernel and step through the counterexample (stdin)", function()
     local f = bad_file()
-    local out, err, code = H.tilua_run({ "-i" }, table.concat(session, "\n"):format(f) .. "\n")
+    local lines, copy = session(f)
+    local out, err, code = H.tilua_run({ "-i" }, table.concat(lines, "\n") .. "\n")
     assert.equal(0, code, err)
-    check_session(out, f)
+    check_session(out, f, copy)
     os.remove(f)
   end)
 
-  it("do the same in a pseudo-terminal", function()
+  it("do the same in a pseudo-terminal (the replay> prompt)", function()
     local ok = os.execute "command -v script >/dev/null 2>&1"
     if not ok then pending("no `script` (util-linux) to make a pseudo-terminal") return end
     local f = bad_file()
+    local lines, copy = session(f)
     local steps = {}
-    for _, l in ipairs(session) do
-      steps[#steps + 1] = ("printf '%%s\\n' %s"):format(H.quote(l:format(f)))
+    for _, l in ipairs(lines) do
+      steps[#steps + 1] = ("printf '%%s\\n' %s"):format(H.quote(l))
       steps[#steps + 1] = "sleep 0.3"
     end
     local cmd = ("(%s) | timeout 60 script -qfec %s /dev/null"):format(table.concat(steps, "; "),
@@ -153,7 +225,11 @@ describe("the REPL's :check and :replay", function()
     local p = io.popen(cmd .. " 2>&1")
     local out = p:read("a"):gsub("\r", ""):gsub("\27%[%?2004[hl]", "")
     p:close()
-    check_session(out, f)
+    check_session(out, f, copy)
+    -- the prompt says where the replay is
+    assert.matches("replay 0/9> ", out)
+    assert.matches("replay " .. copy .. "/9> ", out)
+    assert.matches("replay 9/9> ", out)
     os.remove(f)
   end)
 end)

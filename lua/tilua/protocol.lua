@@ -3,11 +3,13 @@
 -- none are given (textual IR, the REPL), the checker's result as pass
 -- diagnostics at the ops of the IR (the verify-protocol pass,
 -- tilua.lua_passes), and the replay of a counterexample on the emulator, one
--- frame per step (the REPL's :replay).
+-- frame per step (the REPL's :replay steps through them).
 --
 --   local P = require "tilua.protocol"
 --   local r = P.check(kernel, { grid = 1, max_states = 20000 })  -- r.inputs: what it chose
---   for _, f in ipairs(P.replay(kernel, r)) do print(P.format_frame(f)) end
+--   local frames = P.replay(kernel, r)                            -- frames[0 .. frames.n]
+--   for i = 0, frames.n do print(P.format_frame(frames[i], frames[i - 1])) end
+--   print(P.print_item(frames[3], "s1"))                          -- every byte of a stage after step 3
 
 local em = require "tilua.emulate"
 
@@ -183,8 +185,28 @@ local function shared_buffers(kop)
   return out
 end
 
-local function snapshot(run, bufs)
-  local f = { roles = {}, barriers = {}, buffers = {}, copies = {} }
+-- A stage's bytes as two strings: the values (0 where unwritten) and a mask
+-- ("x" written, "." not), for `p` (print_item); prev: the same stage's strings
+-- in the frame before, shared when nothing changed (frames stay small).
+local function stage_bytes(shared, base, n, prev)
+  local vals, mask = {}, {}
+  local written = 0
+  for j = 0, n - 1 do
+    local v = shared[base + j]
+    if v ~= nil then written = written + 1 end
+    vals[j + 1], mask[j + 1] = v or 0, v ~= nil and "x" or "."
+  end
+  local parts = {}
+  for j = 1, n, 4096 do parts[#parts + 1] = string.char(table.unpack(vals, j, math.min(n, j + 4095))) end
+  local data, m = table.concat(parts), table.concat(mask)
+  if prev and prev.data == data and prev.mask == m then return prev.data, prev.mask, written end
+  return data, m, written
+end
+
+-- One frame: the state of the run, as lines (roles, barriers, buffers, copies)
+-- and as records for `p` (bars, bufs); prev: the frame before.
+local function snapshot(run, bufs, prev)
+  local f = { roles = {}, barriers = {}, buffers = {}, copies = {}, bars = {}, bufs = {} }
   for _, W in ipairs(run.warps) do
     local pos
     if W.done then pos = "finished"
@@ -197,23 +219,35 @@ local function snapshot(run, bufs)
   for _, cta in ipairs(run.ctas) do
     local ctag = #run.ctas > 1 and (" (CTA %d)"):format(cta.id) or ""
     for _, b in ipairs(cta.bar_list) do
-      f.barriers[#f.barriers + 1] = ("%s%s: phase %d (parity %d), %d of %d arrivals pending, tx %d")
+      local line = ("%s%s: phase %d (parity %d), %d of %d arrivals pending, tx %d")
         :format(b.name, ctag, b.completed, b.completed & 1, b.pending, b.count, b.tx)
+      -- who waits on it, and the copies that complete on it
+      local waiters, copies = {}, {}
+      for i, W in ipairs(run.warps) do
+        if W.cta == cta and not W.done and W.req and f.roles[i]:find("on " .. b.name .. " ", 1, true) then
+          waiters[#waiters + 1] = f.roles[i]
+        end
+      end
+      for _, c in ipairs(run.copies) do
+        if c.W.cta == cta and cta.bars[c.bar] == b then
+          copies[#copies + 1] = ("%s: %d bytes (%s at %s)"):format(c.label, c.bytes, c.rec.name, c.rec.loc)
+        end
+      end
+      f.barriers[#f.barriers + 1] = line
+      f.bars[#f.bars + 1] = { name = b.name .. ctag, line = line, waiters = waiters, copies = copies }
     end
     for i, a in ipairs(run.k.allocs) do
       local info = bufs[i]
       if info and info.memref and a.size > 0 then
         local per = a.size // info.stages
         for s = 0, info.stages - 1 do
-          local base = em.SHARED_BASE + a.offset + s * per
-          local written, first = 0, {}
-          for j = 0, per - 1 do
-            local v = cta.shared[base + j]
-            if v ~= nil then written = written + 1 end
-            if j < 8 then first[#first + 1] = v or 0 end
-          end
-          f.buffers[#f.buffers + 1] = ("%s%s%s: %d of %d bytes written, %s ..."):format(info.loc,
-            info.stages > 1 and ("[%d]"):format(s) or "", ctag, written, per, hex(first))
+          local name = info.loc .. (info.stages > 1 and ("[%d]"):format(s) or "") .. ctag
+          local p = prev and prev.bufs[#f.bufs + 1]
+          local data, mask, written = stage_bytes(cta.shared, em.SHARED_BASE + a.offset + s * per, per,
+                                                  p and p.name == name and p or nil)
+          f.buffers[#f.buffers + 1] = ("%s: %d of %d bytes written, %s ..."):format(name, written, per,
+            hex { data:byte(1, math.min(8, per)) })
+          f.bufs[#f.bufs + 1] = { name = name, data = data, mask = mask }
         end
       end
     end
@@ -226,8 +260,9 @@ end
 
 -- replay(kernel, r [, o]) -> frames: the counterexample of the checker's
 -- result r run again on the emulator; frame i = { step = i, line = the
--- step, roles, barriers, buffers, copies } (the state after step i; frame 0
--- is the start), plus frames.outcome (the emulator's report of the end).
+-- step, roles, barriers, buffers, copies, bars, bufs } (the state after step i; frame 0
+-- is the start), plus frames.n (the steps) and frames.outcome (the
+-- emulator's report of the end).
 function M.replay(k, r, o)
   o = o or {}
   local kop = r.kernel or kernel_of(k)
@@ -235,8 +270,8 @@ function M.replay(k, r, o)
   local trace = r.trace or {}
   local frames = {}
   local res = em.run(kop, { grid = r.grid, args = r.args, policy = follow(trace),
-                            on_step = function(run) frames[#frames + 1] = snapshot(run, bufs) end })
-  frames[#frames + 1] = snapshot(res.run, bufs)
+                            on_step = function(run) frames[#frames + 1] = snapshot(run, bufs, frames[#frames]) end })
+  frames[#frames + 1] = snapshot(res.run, bufs, frames[#frames])
   -- frames[j] is the state before step j: number them by the step after which they hold
   local out = {}
   for j, f in ipairs(frames) do
@@ -250,19 +285,92 @@ function M.replay(k, r, o)
   return out
 end
 
-function M.format_frame(f)
+-- The frame as text: roles, barriers (m1, m2, ...), stage buffers (s1, ...)
+-- and copies in flight; a line that differs from the frame before (prev) is
+-- marked `*` (what the step changed).
+function M.format_frame(f, prev)
   local lines = { f.step == 0 and "start" or ("step %d: %s"):format(f.step, f.line or "?") }
-  lines[#lines + 1] = "  roles:"
-  for _, x in ipairs(f.roles) do lines[#lines + 1] = "    " .. x end
-  if #f.barriers > 0 then
-    lines[#lines + 1] = "  barriers:"
-    for _, x in ipairs(f.barriers) do lines[#lines + 1] = "    " .. x end
+  local function section(title, xs, pxs, tag)
+    if #xs == 0 then return end
+    if title then lines[#lines + 1] = "  " .. title .. ":" end
+    for i, x in ipairs(xs) do
+      local changed = prev and (pxs[i] ~= x)
+      lines[#lines + 1] = (title and (changed and "  * " or "    ") or (changed and "* " or "  "))
+        .. (tag and ("[%s%d] "):format(tag, i) or "") .. x
+    end
   end
-  if #f.buffers > 0 then
-    lines[#lines + 1] = "  stage buffers:"
-    for _, x in ipairs(f.buffers) do lines[#lines + 1] = "    " .. x end
+  section("roles", f.roles, prev and prev.roles)
+  section("barriers", f.barriers, prev and prev.barriers, "m")
+  section("stage buffers", f.buffers, prev and prev.buffers, "s")
+  section(nil, f.copies, prev and prev.copies)
+  return table.concat(lines, "\n")
+end
+
+-- The items `p` prints in frame f: every barrier (m1, ...) and stage buffer (s1, ...).
+function M.items(f)
+  local out = {}
+  for i, b in ipairs(f.bars) do out[#out + 1] = ("m%d  %s"):format(i, b.name) end
+  for i, b in ipairs(f.bufs) do out[#out + 1] = ("s%d  %s"):format(i, b.name) end
+  return out
+end
+
+-- A stage's bytes, 16 a line with their offset (`..`: not written yet); a run
+-- of identical lines is shown once.
+local function dump(b)
+  local lines, last, rep = {}, nil, 0
+  local function flush()
+    if rep > 0 then lines[#lines + 1] = ("      ... %d more line(s) the same"):format(rep) end
+    rep = 0
   end
-  for _, x in ipairs(f.copies) do lines[#lines + 1] = "  " .. x end
+  for off = 0, #b.data - 1, 16 do
+    local t = {}
+    for j = off + 1, math.min(#b.data, off + 16) do
+      t[#t + 1] = b.mask:sub(j, j) == "x" and ("%02x"):format(b.data:byte(j)) or ".."
+    end
+    local body = table.concat(t, " ")
+    if body == last then rep = rep + 1
+    else
+      flush()
+      lines[#lines + 1] = ("  %04x: %s"):format(off, body)
+      last = body
+    end
+  end
+  flush()
+  return lines
+end
+
+-- print_item(f, what) -> text: the barriers and stage buffers of frame f that
+-- `what` names (m1, s2, ... or a part of the name): a barrier's state, the
+-- roles that wait on it and the copies that complete on it; every byte of a buffer.
+function M.print_item(f, what)
+  local picked = {}
+  local kind, idx = what:match "^([ms])(%d+)$"
+  idx = tonumber(idx)
+  if kind == "m" and f.bars[idx] then picked[1] = { "m", idx }
+  elseif kind == "s" and f.bufs[idx] then picked[1] = { "s", idx }
+  else
+    for i, b in ipairs(f.bars) do if b.name:find(what, 1, true) then picked[#picked + 1] = { "m", i } end end
+    for i, b in ipairs(f.bufs) do if b.name:find(what, 1, true) then picked[#picked + 1] = { "s", i } end end
+  end
+  if #picked == 0 then
+    return ("nothing named '%s': %s"):format(what, #f.bars + #f.bufs == 0 and "the kernel has no barrier or stage buffer"
+      or ("one of\n  " .. table.concat(M.items(f), "\n  ")))
+  end
+  local lines = {}
+  for _, p in ipairs(picked) do
+    if p[1] == "m" then
+      local b = f.bars[p[2]]
+      lines[#lines + 1] = ("[m%d] %s"):format(p[2], b.line)
+      for _, w in ipairs(b.waiters) do lines[#lines + 1] = "  waiting: " .. w end
+      for _, c in ipairs(b.copies) do lines[#lines + 1] = "  completing on it: " .. c end
+      if #b.waiters + #b.copies == 0 then lines[#lines + 1] = "  nothing waits on it or completes on it" end
+    else
+      local b = f.bufs[p[2]]
+      local written = select(2, b.mask:gsub("x", ""))
+      lines[#lines + 1] = ("[s%d] %s: %d of %d bytes written"):format(p[2], b.name, written, #b.data)
+      for _, l in ipairs(dump(b)) do lines[#lines + 1] = l end
+    end
+  end
   return table.concat(lines, "\n")
 end
 

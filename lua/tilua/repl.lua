@@ -34,9 +34,14 @@ Commands:
                       the CPU emulator and print the report; options grid, max_states,
                       n, bytes (inputs chosen as docs/protocol.md says); options given
                       once are kept for the next :check
-  :replay [N]         step through the last :check's counterexample on the emulator:
-                      each role's position, each barrier's phase and pending arrivals,
-                      the stage buffers; N shows the state after step N only
+  :replay             step through the last :check's counterexample on the emulator,
+                      at a replay> prompt: each role's position (op and line), each
+                      barrier's phase, pending arrivals and tx bytes, the stage
+                      buffers (hex); enter or n: next step, b: back, r: restart,
+                      g N: go to step N, c: continue to the end, p NAME: print a
+                      barrier or stage buffer, q: quit (h at the prompt: all of them)
+  :replay all         print every step (no prompt: for scripts)
+  :replay N           print the state after step N
   :help               this help
   :quit               leave (also end of input)
 ]]
@@ -199,22 +204,82 @@ function commands.check(arg)
     r.ok and "" or (r.trace and #r.trace > 0 and ": :replay steps through the counterexample" or "")))
 end
 
+local replay_help = [[
+At the replay> prompt (step I of N):
+  n, enter    the next step              n K   K steps on
+  b           back one step              b K   K steps back
+  r           restart (the start, before step 1)
+  g K         go to step K
+  c           continue to the end: one line per step, then the state at the end
+  l           show the current step again
+  p           list the barriers (m1, m2, ...) and stage buffers (s1, ...)
+  p NAME      print a barrier (its state, who waits on it, the copies completing
+              on it) or every byte of a stage buffer (.. = not written yet);
+              NAME is m1, s2, ... or a part of the name
+  h           this help
+  q           leave the replay; a line starting with ':' leaves it and runs that command
+A line marked * changed in the step shown.
+]]
+
+local command -- (below) a REPL command line: the replay runs one when it is typed
+
+-- The interactive replay: frames from protocol.replay, the current one i.
+local function replay_loop(P, frames)
+  local i = 0
+  local function show(j)
+    i = j
+    say(P.format_frame(frames[i], frames[i - 1]))
+    if i == frames.n then say("end: " .. frames.outcome) end
+  end
+  show(0)
+  while true do
+    local line = host.readline(("replay %d/%d> "):format(i, frames.n))
+    if not line then return end
+    local cmd, rest = line:match "^%s*(%S*)%s*(.-)%s*$"
+    if cmd:sub(1, 1) == ":" then return command(line:match "^%s*(.*)$") end
+    local k = rest ~= "" and math.tointeger(tonumber(rest)) or nil
+    if rest ~= "" and cmd ~= "p" and (not k or k < 0) then
+      say(("'%s' needs a step count, got '%s'"):format(cmd, rest))
+    elseif cmd == "" or cmd == "n" then
+      if i == frames.n then say(("at the end (step %d of %d): %s"):format(i, frames.n, frames.outcome))
+      else show(math.min(frames.n, i + (k or 1))) end
+    elseif cmd == "b" then
+      if i == 0 then say "at the start" else show(math.max(0, i - (k or 1))) end
+    elseif cmd == "r" then show(0)
+    elseif cmd == "g" then
+      if not k or k > frames.n then say(("g K: a step from 0 to %d"):format(frames.n)) else show(k) end
+    elseif cmd == "c" then
+      for j = i + 1, frames.n - 1 do say(("step %d: %s"):format(j, frames[j].line)) end
+      show(frames.n)
+    elseif cmd == "l" then show(i)
+    elseif cmd == "p" then
+      if rest == "" then
+        local items = P.items(frames[i])
+        say(#items == 0 and "no barrier or stage buffer" or table.concat(items, "\n"))
+      else say(P.print_item(frames[i], rest)) end
+    elseif cmd == "h" or cmd == "?" then out:write(replay_help)
+    elseif cmd == "q" then return
+    else say(("unknown replay command '%s' (h lists them)"):format(cmd)) end
+  end
+end
+
 function commands.replay(arg)
   local P = require "tilua.protocol"
   if not last_check or last_check.ok or not last_check.trace then
     return say "no counterexample to replay: :check a kernel whose protocol has a violation first"
   end
   local n
-  if arg ~= "" then
+  if arg ~= "" and arg ~= "all" then
     n = math.tointeger(tonumber(arg))
-    if not n or n < 0 then return say "usage: :replay [N] (a step number)" end
+    if not n or n < 0 then return say "usage: :replay [all | N] (N: a step number)" end
   end
   local frames = P.replay(last_check.kernel, last_check)
+  if arg == "" then return replay_loop(P, frames) end
   if n then
     if n > frames.n then return say(("the counterexample has %d steps"):format(frames.n)) end
-    say(P.format_frame(frames[n]))
+    say(P.format_frame(frames[n], frames[n - 1]))
   else
-    for i = 0, frames.n do say(P.format_frame(frames[i])) end
+    for i = 0, frames.n do say(P.format_frame(frames[i], frames[i - 1])) end
   end
   say("end: " .. frames.outcome)
 end
@@ -223,7 +288,7 @@ commands.quit = function() return "quit" end
 commands.q = commands.quit
 commands.h = commands.help
 
-local function command(line)
+function command(line)
   local name, arg = line:match "^:(%S*)%s*(.-)%s*$"
   local f = commands[name]
   if not f then return say(("unknown command ':%s' (:help lists them)"):format(name)) end
