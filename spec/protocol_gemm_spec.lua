@@ -119,6 +119,8 @@ describe("the stdlib GEMM on the emulator", function()
     { a_major = "m", b_major = "n" },
     { consumers = "pingpong" },
     { schedule = "persistent" },
+    { schedule = "persistent", sms = 1 },                         -- one CTA walks both tiles
+    { schedule = "persistent", sms = 1, consumers = "pingpong" }, -- each warpgroup two of the four
     { schedule = "splitk", splits = 2 },
   }
   for _, v in ipairs(variants) do
@@ -129,6 +131,7 @@ describe("the stdlib GEMM on the emulator", function()
       local cfg = { m = 128, n = 128, k = 128, bn = 64, stages = 2, schedule = "data_parallel" }
       for key, x in pairs(v) do cfg[key] = x end
       local k, g = gemm(cfg)
+      if v.sms then assert.equal(1, g.grid) end
       local A, B, args = inputs(128, 128, 128, "bf16", v.a_major == "m", v.b_major == "n")
       if #k:region(1):entry():args() == 4 then args[4] = { bytes = math.max(16, g.workspace_bytes) } end
       local r = tl.emulate(k, { grid = g.grid, args = args, policy = "random", seed = 11 })

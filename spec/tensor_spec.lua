@@ -222,6 +222,16 @@ describe("the GEMM generator (stdlib/gemm.lua)", function()
       "gemm.build: D rows of 100 elements are 200 bytes; TMA needs a multiple of 16")
     assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, dtype = "e4m3", a_major = "m" } end,
       "gemm.build: fp8 operands must be K-major (wgmma cannot transpose them)")
+    assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, sms = 0 } end,
+      "gemm.build: 'sms' must be a positive integer")
+  end)
+
+  it("plans the persistent and StreamK grids for `sms` SMs", function()
+    assert.equal(1, tl.gemm.build { m = 256, n = 256, k = 64, bn = 128, sms = 1 }.grid) -- one CTA, 4 tiles
+    assert.equal(3, tl.gemm.build { m = 256, n = 256, k = 64, bn = 128, sms = 3 }.grid)
+    assert.equal(4, tl.gemm.build { m = 256, n = 256, k = 64, bn = 128, sms = 64 }.grid) -- a CTA per tile at most
+    assert.equal(4, tl.gemm.build { m = 256, n = 256, k = 64, bn = 128, sms = 1, schedule = "data_parallel" }.grid)
+    assert.equal(5, tl.gemm.build { m = 256, n = 256, k = 64, bn = 128, sms = 5, schedule = "streamk" }.grid)
   end)
 
   it("leaves ptxas no wgmma to serialize (no injected waits, no spills)", function()

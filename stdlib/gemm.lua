@@ -340,7 +340,12 @@ function M.attach(tl)
   tl.gemm.config = cfg_of
   function tl.gemm.build(o)
     local c = cfg_of(o)
-    local sms = tl.device.available() and tl.device.sm_count() or 132
+    -- the SMs the grid is planned for: the device's, or o.sms (a smaller
+    -- persistent grid: each CTA walks several tiles)
+    if c.sms ~= nil and (math.type(c.sms) ~= "integer" or c.sms < 1) then
+      raise("gemm.build: 'sms' must be a positive integer")
+    end
+    local sms = c.sms or (tl.device.available() and tl.device.sm_count() or 132)
     -- data-parallel: a CTA a tile; persistent: at most a CTA per SM; StreamK: a
     -- worker per SM, the scheduler spreads the k blocks of all tiles over them
     c.grid = c.schedule == "data_parallel" and c.ctiles * c.cluster or c.schedule == "streamk" and sms
