@@ -71,5 +71,6 @@ end
 
 local example = { name = "vector_add", prepare = function() end, run = run,
                   grids = function(sms) return check.grids(sms) end }
+example.kernel = add -- the kernel (for the emulator's tests)
 if ... == "--library" then return example end
 check.main(example)

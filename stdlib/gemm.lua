@@ -47,6 +47,9 @@ function M.attach(tl)
     for _, key in ipairs { "m", "n", "k" } do
       if math.type(c[key]) ~= "integer" or c[key] < 1 then raise(("gemm.build: '%s' must be a positive integer"):format(key)) end
     end
+    if c.sms ~= nil and (math.type(c.sms) ~= "integer" or c.sms < 1) then
+      raise("gemm.build: 'sms' must be a positive integer")
+    end
     c.dtype = c.dtype or "bf16"
     if not in_types[c.dtype] then raise(("gemm.build: dtype must be bf16, f16, e4m3 or e5m2, got %s"):format(tostring(c.dtype))) end
     c.out = c.out or "bf16"
@@ -340,11 +343,8 @@ function M.attach(tl)
   tl.gemm.config = cfg_of
   function tl.gemm.build(o)
     local c = cfg_of(o)
-    -- the SMs the grid is planned for: the device's, or o.sms (a smaller
+    -- the SMs the grid is planned for: the device's, or c.sms (a smaller
     -- persistent grid: each CTA walks several tiles)
-    if c.sms ~= nil and (math.type(c.sms) ~= "integer" or c.sms < 1) then
-      raise("gemm.build: 'sms' must be a positive integer")
-    end
     local sms = c.sms or (tl.device.available() and tl.device.sm_count() or 132)
     -- data-parallel: a CTA a tile; persistent: at most a CTA per SM; StreamK: a
     -- worker per SM, the scheduler spreads the k blocks of all tiles over them
