@@ -7,17 +7,13 @@
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 
--- The GEMM's kernel with its tile scheduler lowered (lower-tile-scheduler: the
--- scheduler ops become arith + scf), in a module of its own.
-local ops = dofile("spec/protocol_helper.lua").ops
+-- The GEMM's kernel with its tile scheduler lowered, in a module of its own.
+local PH = dofile "spec/protocol_helper.lua"
+local ops = PH.ops
 local BUILD_LINE = H.line_of("spec/protocol_gemm_spec.lua", "local g = " .. "tl.gemm.build") -- every op of the kernel is there
 local function gemm(cfg)
   local g = tl.gemm.build(cfg) -- every op of the kernel is at this line
-  local m = g.kernel.op:parent()
-  while m:name() ~= "module" do m = m:parent() end
-  m = m:clone()
-  assert(tl.core.run_pipeline(m, "lower-tile-scheduler"))
-  return ops(m, "tile.kernel")[1], g
+  return PH.lowered_gemm(g), g
 end
 
 local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end

@@ -1,5 +1,6 @@
--- What the protocol specs share (spec/protocol*_spec.lua): test bytes, op
--- lookup, the small ring-copy kernels and the check of a caught mutant.
+-- What the protocol specs share (spec/protocol*_spec.lua, spec/emulate_gpu_spec.lua):
+-- test bytes, op lookup, the GEMM as the emulator runs it, the small ring-copy
+-- kernels and the check of a caught mutant.
 local M = {}
 
 -- n pseudo-random bytes (not constant: a copy that drops or repeats a chunk shows)
@@ -18,6 +19,18 @@ function M.ops(x, name)
   local op = type(x) == "table" and x.op or x
   op:walk(function(o) if o:name() == name then out[#out + 1] = o end end)
   return out
+end
+
+-- The kernel of a built stdlib GEMM g with its tile scheduler lowered
+-- (lower-tile-scheduler: the scheduler ops become arith + scf), in a clone of
+-- its module: the kernel as the ptx pipeline has it just before
+-- convert-cutlass-to-nvvm, which the emulator runs.
+function M.lowered_gemm(g)
+  local m = g.kernel.op:parent()
+  while m:name() ~= "module" do m = m:parent() end
+  m = m:clone()
+  assert(require("tilua").core.run_pipeline(m, "lower-tile-scheduler"))
+  return M.ops(m, "tile.kernel")[1]
 end
 
 M.rc = assert(loadfile "examples/ring_copy.lua")("--library")
