@@ -96,8 +96,8 @@ function M.attach(tl)
   local tile_kernel_options = { params = true, num_warps = true, cluster = true, target = true, smem = true }
 
   -- tl.tile_kernel(name, {params = {name = type, ...} | {{name, type}, ...},
-  -- num_warps = 4, cluster = {x, y, z}, target = 90, smem}) -> a kernel whose
-  -- body k:define builds; params are tl.tensor types and scalars.
+  -- num_warps = 4, cluster = {x, y, z} (default 1, 1, 1), target = 90, smem}) ->
+  -- a kernel whose body k:define builds; params are tl.tensor types and scalars.
   function tl.tile_kernel(name, opts)
     opts = opts or {}
     if type(opts) ~= "table" then raise("tile_kernel: the options must be a table") end
@@ -136,7 +136,8 @@ function M.attach(tl)
     for i, p in ipairs(params) do
       if getmetatable(p[2]) == nil then raise(("tile_kernel parameter '%s' (#%d): expected a type"):format(p[1], i)) end
     end
-    local k = tl.kernel(name, { params = params, block = 32 * nw, cluster = opts.cluster, smem = opts.smem })
+    -- always a cluster, so that kernel_spec.num_ctas is there (the passes' KERNEL_SPEC fact)
+    local k = tl.kernel(name, { params = params, block = 32 * nw, cluster = opts.cluster or { 1, 1, 1 }, smem = opts.smem })
     k.op:set_attr("target_spec", target)
     for pname, shape in pairs(tiles) do default_tile[k.args[pname]] = shape end
     k.tile_program = true
