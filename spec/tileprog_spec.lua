@@ -194,7 +194,7 @@ describe("the builders", function()
       local row = tl.load(p.A, { 0, 0 }, { 1, 8 })
       local y = -(x * 2 + row - x / 3)
       local c = y:lt(x)
-      local z = tl.select(c, y, 0.0)
+      local z = tl.select(c, y, 0.0) + tl.select(c, 1.0, 0.0)
       tl.store(p.A, { 0, 0 }, tl.minimum(z, x) + tl.abs(x))
     end)
     local m = k.module

@@ -403,7 +403,9 @@ function M.attach(tl)
     if not is_tile(c) and not is_tile(a) and not is_tile(b) then return scalar_select(c, a, b) end
     if is_tile(c) then
       if info(c).elem ~= tl.i1 then raise("select: the condition must be a tile of i1 (from a comparison)") end
-      if not is_tile(a) and not is_tile(b) then a = tl.full(info(c).shape, a, is_value(a) and a:type() or b:type()) end
+      if not is_tile(a) and not is_tile(b) then -- both scalars: tiles of the condition's shape
+        a = tl.full(info(c).shape, a, is_value(a) and a:type() or is_value(b) and b:type() or nil)
+      end
     end
     a, b = tile_operands(a, b, "select")
     if is_tile(c) and not same_shape(info(c).shape, info(a).shape) then
