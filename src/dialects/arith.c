@@ -80,8 +80,11 @@ IrResult arith_verify_select(IrOp *op) {
   const IrType *c = op->operands[0].value->type;
   if (c->kind == IR_TY_TILE && !ir_type_is_int_width(c->elem, 1))
     return dia_type_error(op, "the condition must be i1 or a tile of i1, got %s", c);
-  /* a scalar condition picks a whole tile; a tile of them picks elementwise */
-  return elementwise_tiles(op, c->kind == IR_TY_TILE ? 0 : 1) ? IR_OK : IR_FAIL;
+  /* a scalar condition picks a whole tile: registers, or a shared tensor (an
+  ** alias of two buffers, which tileas-remove-buffer-alias collapses); a tile
+  ** of them picks elementwise */
+  if (c->kind != IR_TY_TILE) return IR_OK;
+  return elementwise_tiles(op, 0) ? IR_OK : IR_FAIL;
 }
 
 /* }====================================================================== */

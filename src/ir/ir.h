@@ -538,6 +538,11 @@ void ir_op_set_attr(IrOp *op, const char *name, const IrAttr *a); /* a == NULL r
 IrBlock *ir_block_create(IrContext *ctx);
 IrValue *ir_block_add_arg(IrContext *ctx, IrBlock *b, const IrType *t);
 void ir_region_append_block(IrRegion *r, IrBlock *b);
+/* Remove argument i (unused) of b; the arguments after it move down. */
+void ir_block_erase_arg(IrBlock *b, uint32_t i);
+/* Move every block of src to the end of dst (an op rebuilt with other operands
+** or results keeps its regions). */
+void ir_region_take(IrRegion *dst, IrRegion *src);
 IrBlock *ir_region_entry(IrRegion *r); /* first block or NULL */
 /* The entry block, created (with no arguments) if the region is empty. */
 IrBlock *ir_region_ensure_block(IrContext *ctx, IrRegion *r);

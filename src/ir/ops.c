@@ -263,6 +263,31 @@ IrValue *ir_block_add_arg(IrContext *ctx, IrBlock *b, const IrType *t) {
   return v;
 }
 
+void ir_block_erase_arg(IrBlock *b, uint32_t i) {
+  assert(i < b->nargs && !b->args[i]->uses);
+  memmove(b->args + i, b->args + i + 1, (b->nargs - i - 1) * sizeof *b->args);
+  b->nargs--;
+  for (uint32_t j = i; j < b->nargs; j++)
+    b->args[j]->index = j;
+  IrOp *owner = ir_block_parent_op(b);
+  if (owner) edited(owner);
+}
+
+void ir_region_take(IrRegion *dst, IrRegion *src) {
+  for (IrBlock *b = src->first; b; b = b->next)
+    b->parent = dst;
+  if (!src->first) return;
+  if (dst->last) {
+    dst->last->next = src->first;
+    src->first->prev = dst->last;
+  } else {
+    dst->first = src->first;
+  }
+  dst->last = src->last;
+  src->first = src->last = NULL;
+  if (dst->parent) edited(dst->parent);
+}
+
 void ir_region_append_block(IrRegion *r, IrBlock *b) {
   assert(!b->parent);
   LINK_LAST(r, b);

@@ -1,0 +1,76 @@
+/*
+** tileas_layout.h -- what the tileas passes read and change in a tile's
+** layout (docs/tileprog.md): entries of the layout dictionary, its CTA part,
+** the elementwise ops (whose tiles share one layout), the target and the
+** value-forwarding structure of the scf ops (loop-carried slots).
+*/
+#ifndef TILUA_TILEAS_LAYOUT_H
+#define TILUA_TILEAS_LAYOUT_H
+
+#include "rewrite.h"
+
+#define TAS_MAX_RANK 16
+
+/* Is t a tile type? */
+bool tas_is_tile(const IrType *t);
+/* Entry `key` of t's layout, or NULL (also for a tile without a layout). */
+const IrAttr *tas_layout_get(const IrType *t, const char *key);
+/* Integer entry `key` of t's layout, or dflt. */
+int64_t tas_layout_int(const IrType *t, const char *key, int64_t dflt);
+/* t with layout entry `key` set to v (v NULL: removed); t must have a layout. */
+const IrType *tas_layout_with(IrContext *ctx, const IrType *t, const char *key, const IrAttr *v);
+/* t with another element type (same shape, space and layout). */
+const IrType *tas_with_elem(IrContext *ctx, const IrType *t, const IrType *elem);
+
+/* The CTA part: t->rank extents (1 where the layout says nothing). */
+void tas_cta(const IrType *t, int64_t *cta);
+int64_t tas_cta_count(const IrType *t); /* the product of the CTA part */
+bool tas_same_cta(const IrType *a, const IrType *b);
+/* t with the CTA part cta (dropped when every extent is 1); t must have a layout. */
+const IrType *tas_with_cta(IrContext *ctx, const IrType *t, const int64_t *cta);
+/* t with the CTA part of `like` (same rank), spelled as like spells it. */
+const IrType *tas_with_cta_of(IrContext *ctx, const IrType *t, const IrType *like);
+
+/* An elementwise op on tiles: an arith op or tileas.math with a tile result;
+** its tile operands and result share shape and layout (casts change only the
+** element type). */
+bool tas_elementwise(const IrOp *op);
+/* The compute capability the passes target: the kernel's target_spec (90 by default). */
+int64_t tas_target(const IrOp *kernel);
+/* Size in bytes of an element type. */
+int64_t tas_elem_bytes(const IrType *elem);
+
+/* {=== loop-carried slots
+** A slot is a set of values of an scf op that must have one type: the
+** values that carry it (block arguments, results) and the operands that
+** feed it (initial values, yields, conditions). Slots of scf.for: one per
+** loop-carried value; scf.while: the `before` slots (init, before argument,
+** yield) and the `after` slots (condition operand, after argument, result);
+** scf.if: one per result (the two yields). */
+typedef struct TasUse {
+  IrOp *op;
+  uint32_t index;
+} TasUse;
+typedef struct TasSlot {
+  IrOp *owner;       /* the scf op */
+  uint32_t nvalues, nfeeds;
+  IrValue *values[2]; /* carriers */
+  TasUse feeds[2];    /* operands feeding it */
+} TasSlot;
+/* The slot that value v carries (a block argument or result of an scf op). */
+bool tas_slot_of_value(const IrValue *v, TasSlot *s);
+/* The slot that operand `index` of op feeds (op: an scf terminator, or an
+** scf.for / scf.while taking initial values). */
+bool tas_slot_of_use(IrOp *op, uint32_t index, TasSlot *s);
+/* Drop slot s, whose values are unused: its feeds, its block arguments and
+** its result (the owner is rebuilt without them, its regions moved). */
+void tas_drop_slot(IrContext *ctx, const TasSlot *s);
+/* Every slot of op (an scf op), in order: slot i of scf.for, the before then
+** after slots of scf.while, the results of scf.if; false past the last. */
+bool tas_slot_at(IrOp *op, uint32_t i, TasSlot *s);
+/* }=== */
+
+/* An integer option of the pass (pc->options), or dflt. */
+int64_t tas_option(const IrPassCtx *pc, const char *name, int64_t dflt);
+
+#endif
