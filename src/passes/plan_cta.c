@@ -1,0 +1,379 @@
+/*
+** plan_cta.c -- the `tileas-plan-cta` pass (seed 004's TileASPlanCTA, D19):
+** decides how the CTAs of a cluster share the tiles of a program, and records
+** it in the CTA part (`cta`) of the tile layouts and in `multicast` on loads.
+**
+** With kernel_spec.num_ctas = n > 1 a program runs on a cluster of n CTAs
+** (Triton's num_ctas): a tile of layout cta [c0, c1] is cut into c0 x c1
+** blocks, block (i, j) held by the CTAs of cluster rank r with
+** r mod c0 = i and (r / c0) mod c1 = j; where c0 * c1 < n the blocks are
+** replicated, each on n / (c0 * c1) CTAs. docs/passes.md says what is decided:
+**
+**   1. the dots: acc [M, N] split [sm, sn] (sm first: M in chunks of 128, then
+**      64; sn = n / sm, N / sn >= 64), a split [sm, 1], b split [1, sn];
+**      markers (convert_layouts that change only the CTA part) go before its
+**      operands (backward) and after its result (forward), which is fixed; a cta of [2, 1] on the accumulator is two CTAs cooperating
+**      on one tile;
+**   2. the seeds: those markers and every convert_layout of the input that
+**      changes the CTA part (backward, then forward); with none, the anchors:
+**      each tiled_load and alloc_tensor split along its first dim that the n
+**      CTAs divide (forward markers);
+**   3. the worklist: a backward marker makes its operand's producer produce the
+**      new CTA part (through elementwise ops, loop-carried slots, splat, loads,
+**      alloc_tensor, convert_layout); a forward marker makes its users take it
+**      (elementwise ops, slots, copy, tiled_store, convert_layout). A value is
+**      retyped at most once; other users of a retyped value get a forward
+**      marker; a convert_layout that becomes an identity is erased, so marker
+**      pairs merge. What cannot move stays a convert_layout;
+**   4. multicast: a shared tiled_load whose blocks are replicated on k > 1
+**      CTAs gets multicast = k (each of the k loads 1/k and multicasts it).
+**
+** num_ctas = 1 leaves the IR as it is.
+*/
+#include "../dialects/kernel.h"
+#include "tileas_layout.h"
+
+enum { BACKWARD = 1, FORWARD = 2 };
+
+typedef struct Plan {
+  Rewriter r;
+  int64_t nctas;
+  PtrMap dir;    /* marker (a convert_layout) -> its directions */
+  PtrMap fixed;  /* value -> non-NULL: retyped by the pass, never again */
+  IrOpVec queue;
+  size_t head;
+  bool changed;
+} Plan;
+
+/* {======================================================================
+** Markers
+** ======================================================================= */
+
+static void enqueue(Plan *p, IrOp *cvt, int dir) {
+  ptrmap_set(&p->dir, cvt, (void *)(intptr_t)dir);
+  ir_opvec_push(&p->queue, cvt);
+}
+
+static bool is_fixed(Plan *p, const IrValue *v) { return ptrmap_get(&p->fixed, v) != NULL; }
+
+static void set_type(Plan *p, IrValue *v, const IrType *t) {
+  if (v->type == t) return;
+  v->type = t;
+  ptrmap_set(&p->fixed, v, v);
+  p->changed = true;
+}
+
+static IrValue *build_convert(Plan *p, IrValue *x, const IrType *t) {
+  return rw_op1(&p->r, OP_TILEAS_CONVERT_LAYOUT, 1, &x, t);
+}
+
+/* Operand index of op must have type t: a backward marker in front of op. */
+static void demand(Plan *p, IrOp *op, uint32_t index, const IrType *t) {
+  IrValue *x = op->operands[index].value;
+  if (x->type == t) return;
+  rw_before(&p->r, op);
+  IrValue *c = build_convert(p, x, t);
+  ir_op_set_operand(op, index, c);
+  enqueue(p, c->def, BACKWARD);
+}
+
+/* Give v the type t; its users (but `keep`) see the old type through a
+** forward marker. */
+static void retype(Plan *p, IrValue *v, const IrType *t, IrOp *keep) {
+  const IrType *old = v->type;
+  if (old == t) return;
+  set_type(p, v, t);
+  IrUse *u = v->uses;
+  while (u && u->owner == keep) u = u->next;
+  if (!u) return;
+  if (v->def) {
+    ir_builder_after(&p->r.b, v->def);
+    p->r.b.loc = v->def->loc;
+  } else {
+    ir_builder_at_start(&p->r.b, v->block);
+    p->r.b.loc = ir_block_parent_op(v->block)->loc;
+  }
+  IrValue *c = build_convert(p, v, old);
+  for (IrUse *n; u; u = n) {
+    n = u->next;
+    if (u->owner != keep && u->owner != c->def) ir_op_set_operand(u->owner, u->index, c);
+  }
+  enqueue(p, c->def, FORWARD);
+}
+
+/* An identity convert_layout goes away. */
+static bool drop_identity(Plan *p, IrOp *cvt) {
+  if (cvt->erased || cvt->operands[0].value->type != cvt->results[0].type) return false;
+  rw_replace(cvt, cvt->operands[0].value);
+  p->changed = true;
+  return true;
+}
+
+/* A convert_layout of a convert_layout used only there converts from the
+** first's operand: a pair merges into one, or into none. */
+static bool fold_chain(Plan *p, IrOp *cvt) {
+  IrValue *x = cvt->operands[0].value;
+  while (x->def && x->def->kind == OP_TILEAS_CONVERT_LAYOUT && ir_value_num_uses(x) == 1) {
+    IrOp *inner = x->def;
+    ir_op_set_operand(cvt, 0, inner->operands[0].value);
+    ir_op_erase(inner);
+    p->changed = true;
+    x = cvt->operands[0].value;
+  }
+  return drop_identity(p, cvt);
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Slots and elementwise ops: what one CTA part ties together
+** ======================================================================= */
+
+static bool slot_free(Plan *p, const TasSlot *s) {
+  for (uint32_t i = 0; i < s->nvalues; i++)
+    if (is_fixed(p, s->values[i]) || !s->values[i]->type->layout) return false;
+  return true;
+}
+
+/* Every value of slot s gets the CTA part of t; `from` (a value of the slot
+** reached by a backward marker, or NULL) keeps its users; the feed `use`
+** (reached by a forward marker, or NULL) takes x directly. */
+static void retype_slot(Plan *p, const TasSlot *s, const IrType *like, IrValue *from, const TasUse *use,
+                        IrValue *x) {
+  for (uint32_t i = 0; i < s->nvalues; i++) {
+    IrValue *v = s->values[i];
+    const IrType *t = tas_with_cta_of(p->r.ctx, v->type, like);
+    if (v == from) set_type(p, v, t);
+    else retype(p, v, t, NULL);
+  }
+  for (uint32_t i = 0; i < s->nfeeds; i++) {
+    TasUse f = s->feeds[i];
+    if (use && f.op == use->op && f.index == use->index) ir_op_set_operand(f.op, f.index, x);
+    else demand(p, f.op, f.index, s->values[0]->type);
+  }
+}
+
+/* The tile operands of an elementwise op (but `skip`) take the CTA part of like. */
+static void demand_operands(Plan *p, IrOp *op, const IrType *like, uint32_t skip) {
+  for (uint32_t i = 0; i < op->noperands; i++) {
+    const IrType *t = op->operands[i].value->type;
+    if (i != skip && tas_is_tile(t) && t->layout) demand(p, op, i, tas_with_cta_of(p->r.ctx, t, like));
+  }
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Propagation
+** ======================================================================= */
+
+/* Can the producer of x make the CTA part itself? */
+static bool producer_takes(Plan *p, IrValue *x) {
+  if (!x->type->layout || is_fixed(p, x)) return false;
+  TasSlot s;
+  if (tas_slot_of_value(x, &s)) return slot_free(p, &s);
+  if (!x->def) return false;
+  switch (x->def->kind) {
+  case OP_TILEAS_CONVERT_LAYOUT:
+  case OP_TILEAS_SPLAT:
+  case OP_TILEAS_TILED_LOAD:
+  case OP_TILEAS_ALLOC_TENSOR: return true;
+  default: return tas_elementwise(x->def);
+  }
+}
+
+/* Backward: the producer of the marker's operand makes the marker's CTA part. */
+static bool push_backward(Plan *p, IrOp *cvt) {
+  IrValue *x = cvt->operands[0].value;
+  const IrType *want = cvt->results[0].type;
+  if (!producer_takes(p, x)) return false;
+  const IrType *t = tas_with_cta_of(p->r.ctx, x->type, want);
+  TasSlot s;
+  bool slot = tas_slot_of_value(x, &s);
+  retype(p, x, t, cvt);
+  IrOp *def = x->def;
+  drop_identity(p, cvt);
+  if (slot) retype_slot(p, &s, t, x, NULL, NULL);
+  else if (def->kind == OP_TILEAS_CONVERT_LAYOUT) drop_identity(p, def); /* a pair merges */
+  else if (tas_elementwise(def)) demand_operands(p, def, t, UINT32_MAX);
+  return true;
+}
+
+/* Forward, one use: can (op, index) take x, of the new CTA part, directly?
+** With dry, only say; else make it so. */
+static bool user_takes(Plan *p, IrOp *op, uint32_t index, IrValue *x, bool dry) {
+  TasSlot s;
+  if (tas_slot_of_use(op, index, &s)) {
+    if (!slot_free(p, &s)) return false;
+    if (!dry) retype_slot(p, &s, x->type, NULL, &(TasUse){op, index}, x);
+    return true;
+  }
+  bool eltwise = tas_elementwise(op);
+  if (eltwise && (is_fixed(p, &op->results[0]) || !op->results[0].type->layout)) return false;
+  if (!eltwise && op->kind != OP_TILEAS_CONVERT_LAYOUT && op->kind != OP_TILEAS_TILED_STORE &&
+      op->kind != OP_TILEAS_COPY)
+    return false;
+  if (dry) return true;
+  ir_op_set_operand(op, index, x);
+  if (op->kind == OP_TILEAS_CONVERT_LAYOUT) drop_identity(p, op);
+  else if (op->kind == OP_TILEAS_COPY) demand_operands(p, op, x->type, index); /* one CTA part */
+  if (!eltwise) return true;
+  demand_operands(p, op, x->type, index);
+  retype(p, &op->results[0], tas_with_cta_of(p->r.ctx, op->results[0].type, x->type), NULL);
+  return true;
+}
+
+/* Does any use of v take the CTA part of `like` directly? */
+static bool some_user_takes(Plan *p, IrValue *v, IrValue *like) {
+  for (IrUse *u = v->uses; u; u = u->next)
+    if (user_takes(p, u->owner, u->index, like, true)) return true;
+  return false;
+}
+
+/* Forward: the users of the marker's result take its operand instead. A
+** convert_layout that changes more than the CTA part is split first: it keeps
+** the rest, and a marker after it carries the CTA part on. */
+static void push_forward(Plan *p, IrOp *cvt) {
+  IrValue *x = cvt->operands[0].value, *y = &cvt->results[0];
+  if (tas_with_cta_of(p->r.ctx, y->type, x->type) != x->type) {
+    if (!is_fixed(p, y) && y->type->layout && some_user_takes(p, y, x))
+      retype(p, y, tas_with_cta_of(p->r.ctx, y->type, x->type), NULL);
+    return;
+  }
+  IrOpVec users = {0};
+  for (IrUse *u = y->uses; u; u = u->next)
+    ir_opvec_push(&users, u->owner);
+  for (size_t i = 0; i < users.n; i++) {
+    IrOp *op = users.v[i];
+    if (op->erased) continue;
+    for (uint32_t k = 0; k < op->noperands; k++)
+      if (op->operands[k].value == y && !user_takes(p, op, k, x, false)) break;
+  }
+  ir_opvec_free(&users);
+  if (!cvt->erased && !ir_value_has_uses(y)) {
+    ir_op_erase(cvt);
+    p->changed = true;
+  }
+}
+
+static void propagate(Plan *p) {
+  while (p->head < p->queue.n) {
+    IrOp *cvt = p->queue.v[p->head++];
+    if (cvt->erased || fold_chain(p, cvt)) continue;
+    int dir = (int)(intptr_t)ptrmap_get(&p->dir, cvt);
+    if ((dir & BACKWARD) && push_backward(p, cvt)) continue;
+    if (dir & FORWARD) push_forward(p, cvt);
+  }
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Decisions: dots, seeds, anchors, multicast
+** ======================================================================= */
+
+/* The CTA tiling of a dot's accumulator [M, N] on n CTAs (M first). */
+static void dot_tiling(int64_t m, int64_t n_, int64_t n, int64_t *sm, int64_t *sn) {
+  for (int64_t chunk = 128; chunk >= 64; chunk /= 2) {
+    int64_t s = m / chunk < 1 ? 1 : m / chunk > n ? n : m / chunk;
+    while (n % s) s--;
+    if (n_ % (n / s) == 0 && n_ / (n / s) >= 64) {
+      *sm = s, *sn = n / s;
+      return;
+    }
+  }
+  *sm = *sn = 1; /* no legal split: every CTA computes the whole tile */
+}
+
+static void plan_dot(Plan *p, IrOp *dot) {
+  IrAttrs_TILEAS_DOT at = ir_attrs_TILEAS_DOT(dot);
+  IrValue *acc = dot->operands[2].value;
+  for (uint32_t i = 0; i < 3; i++)
+    if (!dot->operands[i].value->type->layout) return;
+  int64_t sm, sn;
+  dot_tiling(acc->type->shape[0], acc->type->shape[1], p->nctas, &sm, &sn);
+  int64_t c_acc[2] = {sm, sn}, c_a[2] = {sm, 1}, c_b[2] = {1, sn};
+  if (at.transpose_a) c_a[0] = 1, c_a[1] = sm;
+  if (at.transpose_b) c_b[0] = sn, c_b[1] = 1;
+  const int64_t *want[3] = {c_a, c_b, c_acc};
+  for (uint32_t i = 0; i < 3; i++)
+    demand(p, dot, i, tas_with_cta(p->r.ctx, dot->operands[i].value->type, want[i]));
+  retype(p, &dot->results[0], dot->operands[2].value->type, NULL);
+}
+
+static bool pick_dot(const IrOp *op) { return op->kind == OP_TILEAS_DOT; }
+static bool pick_convert(const IrOp *op) { return op->kind == OP_TILEAS_CONVERT_LAYOUT; }
+static bool pick_anchor(const IrOp *op) {
+  return op->kind == OP_TILEAS_TILED_LOAD || op->kind == OP_TILEAS_ALLOC_TENSOR;
+}
+
+/* Split an anchor's tile along its first dim that the CTAs divide. */
+static void seed_anchor(Plan *p, IrOp *op) {
+  IrValue *v = &op->results[0];
+  if (!v->type->layout || tas_cta_count(v->type) != 1) return;
+  for (uint32_t d = 0; d < v->type->rank; d++) {
+    if (v->type->shape[d] % p->nctas) continue;
+    int64_t cta[TAS_MAX_RANK];
+    tas_cta(v->type, cta);
+    cta[d] = p->nctas;
+    retype(p, v, tas_with_cta(p->r.ctx, v->type, cta), NULL);
+    return;
+  }
+}
+
+static void seed(Plan *p, IrOp *k) {
+  size_t planned = p->queue.n;
+  IrOpVec v = {0};
+  rw_collect(k, pick_convert, &v);
+  for (size_t i = v.n; i-- > 0;) /* outermost first: each folds the chain below it */
+    if (!v.v[i]->erased) fold_chain(p, v.v[i]);
+  for (size_t i = 0; i < v.n; i++)
+    if (!v.v[i]->erased && !ptrmap_get(&p->dir, v.v[i]) && !tas_same_cta(v.v[i]->operands[0].value->type, v.v[i]->results[0].type))
+      enqueue(p, v.v[i], BACKWARD | FORWARD);
+  ir_opvec_free(&v);
+  if (p->queue.n > planned || planned > 0) return;
+  rw_collect(k, pick_anchor, &v);
+  for (size_t i = 0; i < v.n; i++)
+    seed_anchor(p, v.v[i]);
+  ir_opvec_free(&v);
+}
+
+static void decide_multicast(Plan *p, IrOp *k) {
+  IrOpVec v = {0};
+  rw_collect(k, pick_anchor, &v);
+  for (size_t i = 0; i < v.n; i++) {
+    IrOp *op = v.v[i];
+    const IrType *t = op->results[0].type;
+    int64_t blocks = tas_cta_count(t);
+    if (op->kind != OP_TILEAS_TILED_LOAD || t->space != IR_MS_SHARED || p->nctas % blocks) continue;
+    if (p->nctas / blocks > 1) rw_set_int(&p->r, op, "multicast", p->nctas / blocks);
+  }
+  ir_opvec_free(&v);
+}
+
+/* }====================================================================== */
+
+static IrResult plan_kernel(Rewriter *r, IrOp *k) {
+  Plan *p = (Plan *)r;
+  p->nctas = kernel_spec(k).ctas;
+  if (p->nctas <= 1) return IR_OK; /* one CTA: nothing to share */
+  IrOpVec dots = {0};
+  rw_collect(k, pick_dot, &dots);
+  for (size_t i = 0; i < dots.n; i++)
+    plan_dot(p, dots.v[i]);
+  ir_opvec_free(&dots);
+  seed(p, k);
+  propagate(p);
+  decide_multicast(p, k);
+  return IR_OK;
+}
+
+IrResult pass_plan_cta(IrOp *module, IrPassCtx *pc) {
+  Plan p;
+  IrResult res = rw_run(&p.r, sizeof p, module, pc, plan_kernel);
+  if (p.changed) pc->changed = true;
+  ptrmap_free(&p.dir);
+  ptrmap_free(&p.fixed);
+  ir_opvec_free(&p.queue);
+  return res;
+}
