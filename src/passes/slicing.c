@@ -1,0 +1,303 @@
+/*
+** slicing.c -- the `tileas-slicing` pass (seed 004's TileASSlicingPass, D20):
+** a loop with the attribute `sliceCount = N` runs N slices (copies of its
+** body, for consecutive iterations) per iteration, then the iterations left:
+**
+**   scf.for %i = lb to ub step s (iter %a = init) {sliceCount = N} { body }
+** becomes
+**   split = lb + max(ub - lb, 0) / (s * N) * (s * N)
+**   %m = scf.for %j = lb to split step s * N (iter %a = init) {
+**     body(%j, %a) -> %a1; body(%j + s, %a1) -> %a2; ...; yield %aN }
+**   scf.for %i = split to ub step s (iter %a = %m) { body }   the residual
+**
+** The residual is the original loop, restarted at split; it goes when the
+** bounds are constants and N * s divides the trip count. scf.while is sliced
+** when it counts: its `before` block is `cmpi slt|ult %iv, %ub` and an
+** scf.condition forwarding every argument in order, its `after` block yields
+** %iv + %step (ub and step from outside); the slices chain through the
+** yields and the main loop's condition compares against split. Loops nested
+** in a sliced body are sliced first (inner loops first), so the copies hold
+** their slices. Every sliceCount is checked before anything changes:
+**
+**   sliceCount not an integer >= 1       The sliceCountneed to be aIntegerAttr
+**   on another op than scf.for / while   unsupported op in Slicing pass
+**   a lower bound not a constant, block
+**   argument or pure arith op            unsupported op to be a lower bound in slicing pass
+**   an scf.while that does not count     fail to get an initial forOperand in slicing pass
+**   an agent, agent_switch, isolated or
+**   symbol op in the body                is not expected inside sliced part in SlicingPass
+*/
+#include <string.h>
+
+#include "../dialects/dialects.h"
+#include "../dialects/enums.h"
+#include "tileas_layout.h"
+
+typedef struct Slicing {
+  Rewriter r;
+} Slicing;
+
+/* What the slices need of a loop. */
+typedef struct Loop {
+  IrOp *op;
+  int64_t n;       /* slices */
+  IrValue *lb, *ub, *step;
+  uint32_t iv;     /* scf.while: the counting argument */
+  bool unsigned_;  /* scf.while: ult */
+  IrBlock *body;   /* scf.for's body, scf.while's `after` */
+} Loop;
+
+static bool has_slice_count(const IrOp *op) { return ir_op_attr(op, "sliceCount") != NULL; }
+
+static bool defined_outside(const IrValue *v, const IrOp *loop) {
+  IrOp *def = v->def ? v->def : ir_block_parent_op(v->block);
+  return !ir_op_is_ancestor(loop, def) || (def == loop && !v->def);
+}
+
+/* {======================================================================
+** Checks
+** ======================================================================= */
+
+static bool lower_bound_ok(const Loop *l) {
+  IrOp *def = l->lb->def;
+  if (!def || ir_op_is_pure(def)) return true;
+  IrDiag *d = ir_op_error(l->op, "unsupported op to be a lower bound in slicing pass ");
+  ir_op_note(d, def, "the lower bound is made here");
+  return false;
+}
+
+/* The counting argument of an scf.while (the `before` block compares it, the
+** `after` block steps it), else false. */
+static bool while_counts(Loop *l) {
+  IrOp *w = l->op;
+  IrBlock *before = w->regions[0].first, *after = w->regions[1].first;
+  IrOp *cmp = before ? before->first : NULL, *cond = cmp ? cmp->next : NULL;
+  if (!cond || cond->kind != OP_SCF_CONDITION || cond->next || cmp->kind != OP_ARITH_CMPI) return false;
+  int pred = ir_attrs_ARITH_CMPI(cmp).predicate;
+  IrValue *iv = cmp->operands[0].value;
+  if (pred != CMPI_SLT && pred != CMPI_ULT) return false;
+  if (iv->def || iv->block != before || !defined_outside(cmp->operands[1].value, w)) return false;
+  if (cond->operands[0].value != &cmp->results[0] || cond->noperands != before->nargs + 1) return false;
+  for (uint32_t i = 0; i < before->nargs; i++)
+    if (cond->operands[i + 1].value != before->args[i]) return false;
+  IrOp *yield = after ? ir_block_terminator(after) : NULL;
+  IrValue *next = yield && iv->index < yield->noperands ? yield->operands[iv->index].value : NULL;
+  IrOp *add = next ? next->def : NULL;
+  if (!add || add->kind != OP_ARITH_ADDI || add->parent != after) return false;
+  IrValue *a = after->args[iv->index], *x = add->operands[0].value, *y = add->operands[1].value;
+  IrValue *step = x == a ? y : y == a ? x : NULL;
+  if (!step || !defined_outside(step, w)) return false;
+  *l = (Loop){w, l->n, w->operands[iv->index].value, cmp->operands[1].value, step, iv->index,
+              pred == CMPI_ULT, after};
+  return true;
+}
+
+static bool body_visit(IrOp *op, void *ud) {
+  IrOp **bad = ud;
+  uint32_t traits = ir_op_info(op->kind)->traits;
+  if (op->kind == OP_TILEAS_AGENT || op->kind == OP_TILEAS_AGENT_SWITCH || (traits & (T_ISOLATED | T_SYMBOL))) {
+    *bad = op;
+    return false;
+  }
+  return true;
+}
+
+/* Read and check one loop with a sliceCount (no change yet). */
+static bool check_loop(IrOp *op, Loop *l) {
+  const IrAttr *a = ir_op_attr(op, "sliceCount");
+  if (a->kind != IR_ATTR_INT || a->u.i < 1) {
+    ir_op_error(op, "The sliceCountneed to be aIntegerAttr");
+    return false;
+  }
+  *l = (Loop){.op = op, .n = a->u.i};
+  if (op->kind == OP_SCF_FOR) {
+    *l = (Loop){op, a->u.i, op->operands[0].value, op->operands[1].value, op->operands[2].value, 0, false,
+                op->regions[0].first};
+  } else if (op->kind == OP_SCF_WHILE) {
+    if (!while_counts(l)) {
+      ir_op_error(op, " fail to get an initial forOperand in slicing pass ");
+      return false;
+    }
+  } else {
+    ir_op_error(op, "unsupported op in Slicing pass");
+    return false;
+  }
+  IrOp *bad = NULL;
+  for (IrOp *o = l->body->first; o && !bad; o = o->next)
+    ir_walk_pre(o, body_visit, &bad);
+  if (bad) {
+    ir_op_error(bad, "is not expected inside sliced part in SlicingPass");
+    return false;
+  }
+  return lower_bound_ok(l);
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Slicing
+** ======================================================================= */
+
+static IrValue *k_of(Slicing *s, int64_t v, const IrType *t) { return rw_const(&s->r, v, t); }
+
+/* split = lb + max(ub - lb, 0) / (s * N) * (s * N), folded when it can be;
+** *whole says the residual is empty for sure. */
+static IrValue *split_point(Slicing *s, const Loop *l, IrValue *sn, bool *whole) {
+  int64_t lb, ub, st;
+  const IrType *t = l->lb->type;
+  *whole = false;
+  if (dia_const_int(l->lb, &lb) && dia_const_int(l->ub, &ub) && dia_const_int(l->step, &st) && st > 0) {
+    int64_t diff = ub > lb ? ub - lb : 0, span = st * l->n;
+    *whole = diff % span == 0;
+    return k_of(s, lb + diff / span * span, t);
+  }
+  IrValue *diff = rw_bin(&s->r, OP_ARITH_SUBI, l->ub, l->lb);
+  IrValue *zero = k_of(s, 0, t);
+  IrValue *pos = l->unsigned_ ? rw_select(&s->r, rw_cmp(&s->r, "ult", l->lb, l->ub), diff, zero)
+                              : rw_bin(&s->r, OP_ARITH_MAXSI, diff, zero);
+  IrValue *q = rw_bin(&s->r, l->unsigned_ ? OP_ARITH_DIVUI : OP_ARITH_DIVSI, pos, sn);
+  return rw_bin(&s->r, OP_ARITH_ADDI, l->lb, rw_bin(&s->r, OP_ARITH_MULI, q, sn));
+}
+
+/* Clone the body's ops but its terminator at the builder, with `args` for
+** its arguments; the values it would yield go to `out`. */
+static void one_slice(Slicing *s, IrBlock *body, IrValue **args, IrValue **out) {
+  IrMapping m;
+  ir_mapping_init(&m);
+  for (uint32_t i = 0; i < body->nargs; i++)
+    ir_mapping_set(&m, body->args[i], args[i]);
+  IrOp *term = ir_block_terminator(body);
+  for (IrOp *o = body->first; o != term; o = o->next)
+    ir_builder_insert(&s->r.b, ir_op_clone(s->r.ctx, o, &m));
+  for (uint32_t i = 0; i < term->noperands; i++) {
+    IrValue *v = term->operands[i].value, *mv = ir_mapping_get(&m, v);
+    out[i] = mv ? mv : v;
+  }
+  ir_mapping_free(&m);
+}
+
+/* The main loop's slices: N copies of the body chained through their yields
+** (scf.for: the induction variable of copy k is %j + k * s). */
+static void fill_slices(Slicing *s, const Loop *l, IrBlock *nb, IrValue **vals) {
+  IrBlock *body = l->body;
+  bool is_for = l->op->kind == OP_SCF_FOR;
+  uint32_t nargs = body->nargs;
+  for (uint32_t i = 0; i < nargs; i++)
+    vals[i] = nb->args[i];
+  for (int64_t k = 0; k < l->n; k++) {
+    IrValue *out[64];
+    if (is_for && k > 0) {
+      int64_t st;
+      IrValue *off = dia_const_int(l->step, &st) ? k_of(s, k * st, l->step->type)
+                                                  : rw_bin(&s->r, OP_ARITH_MULI, l->step, k_of(s, k, l->step->type));
+      vals[0] = rw_bin(&s->r, OP_ARITH_ADDI, nb->args[0], off);
+    }
+    one_slice(s, body, vals, out);
+    for (uint32_t i = 0; i < nargs - is_for; i++)
+      vals[i + is_for] = out[i];
+  }
+}
+
+static void copy_attrs(IrOp *to, const IrOp *from) {
+  for (uint32_t i = 0; i < from->nattrs; i++)
+    if (strcmp(from->attrs[i].name, "sliceCount") != 0) ir_op_set_attr(to, from->attrs[i].name, from->attrs[i].attr);
+}
+
+static IrOp *main_for(Slicing *s, const Loop *l, IrValue *split, IrValue *sn) {
+  IrOp *op = l->op;
+  uint32_t n = op->noperands;
+  IrValue *opds[64];
+  const IrType *types[64];
+  opds[0] = l->lb, opds[1] = split, opds[2] = sn;
+  for (uint32_t i = 3; i < n; i++)
+    opds[i] = op->operands[i].value;
+  for (uint32_t i = 0; i < op->nresults; i++)
+    types[i] = op->results[i].type;
+  IrOp *m = ir_build(&s->r.b, OP_SCF_FOR, n, opds, op->nresults, types, 1);
+  copy_attrs(m, op);
+  IrBlock *nb = ir_region_ensure_block(s->r.ctx, &m->regions[0]);
+  for (uint32_t i = 0; i < l->body->nargs; i++)
+    ir_block_add_arg(s->r.ctx, nb, l->body->args[i]->type);
+  IrBuilder saved = s->r.b;
+  ir_builder_at_end(&s->r.b, nb);
+  IrValue *vals[64];
+  fill_slices(s, l, nb, vals);
+  ir_build(&s->r.b, OP_SCF_YIELD, op->nresults, vals + 1, 0, NULL, 0);
+  s->r.b = saved;
+  return m;
+}
+
+static IrOp *main_while(Slicing *s, const Loop *l, IrValue *split) {
+  IrOp *op = l->op;
+  IrValue *opds[64];
+  const IrType *types[64];
+  for (uint32_t i = 0; i < op->noperands; i++)
+    opds[i] = op->operands[i].value;
+  for (uint32_t i = 0; i < op->nresults; i++)
+    types[i] = op->results[i].type;
+  IrOp *m = ir_build(&s->r.b, OP_SCF_WHILE, op->noperands, opds, op->nresults, types, 2);
+  copy_attrs(m, op);
+  IrMapping map;
+  ir_mapping_init(&map);
+  ir_mapping_set(&map, l->ub, split);
+  ir_region_clone_into(s->r.ctx, &op->regions[0], &m->regions[0], &map);
+  ir_mapping_free(&map);
+  IrBlock *nb = ir_region_ensure_block(s->r.ctx, &m->regions[1]);
+  for (uint32_t i = 0; i < l->body->nargs; i++)
+    ir_block_add_arg(s->r.ctx, nb, l->body->args[i]->type);
+  IrBuilder saved = s->r.b;
+  ir_builder_at_end(&s->r.b, nb);
+  IrValue *vals[64];
+  fill_slices(s, l, nb, vals);
+  ir_build(&s->r.b, OP_SCF_YIELD, l->body->nargs, vals, 0, NULL, 0);
+  s->r.b = saved;
+  return m;
+}
+
+static void slice_loop(Slicing *s, const Loop *l) {
+  IrOp *op = l->op;
+  ir_op_set_attr(op, "sliceCount", NULL);
+  if (l->n == 1) return;
+  rw_before(&s->r, op);
+  int64_t st;
+  IrValue *sn = dia_const_int(l->step, &st) ? k_of(s, st * l->n, l->step->type)
+                                             : rw_bin(&s->r, OP_ARITH_MULI, l->step, k_of(s, l->n, l->step->type));
+  bool whole;
+  IrValue *split = split_point(s, l, sn, &whole);
+  bool is_for = op->kind == OP_SCF_FOR;
+  IrOp *m = is_for ? main_for(s, l, split, sn) : main_while(s, l, split);
+  if (whole) { /* no iteration left for the original loop */
+    for (uint32_t i = 0; i < op->nresults; i++)
+      ir_value_replace_all_uses(&op->results[i], &m->results[i]);
+    ir_op_erase(op);
+    return;
+  }
+  /* the residual: the original loop, from where the main loop stopped */
+  uint32_t first = is_for ? 3 : 0;
+  for (uint32_t i = 0; i < m->nresults; i++)
+    ir_op_set_operand(op, first + i, &m->results[i]);
+  if (is_for) ir_op_set_operand(op, 0, split);
+}
+
+/* }====================================================================== */
+
+static IrResult slicing_kernel(Rewriter *r, IrOp *k) {
+  Slicing *s = (Slicing *)r;
+  IrOpVec v = {0};
+  rw_collect(k, has_slice_count, &v);
+  bool ok = true;
+  Loop *loops = ir_malloc((v.n + 1) * sizeof *loops);
+  for (size_t i = 0; i < v.n; i++)
+    ok = check_loop(v.v[i], &loops[i]) && ok;
+  /* pre-order reversed: inner loops before the loops around them */
+  for (size_t i = v.n; ok && i-- > 0;)
+    slice_loop(s, &loops[i]);
+  ir_free(loops);
+  ir_opvec_free(&v);
+  return ok ? IR_OK : IR_FAIL;
+}
+
+IrResult pass_slicing(IrOp *module, IrPassCtx *pc) {
+  Slicing s;
+  return rw_run(&s.r, sizeof s, module, pc, slicing_kernel);
+}
