@@ -146,8 +146,7 @@ static void refine_vec(Prep *p, IrOp *op, int64_t target, int64_t threads) {
   int64_t run = contiguous(t, threads), vec = 1;
   while (vec * 2 <= cap && run % (vec * 2) == 0)
     vec *= 2;
-  const IrAttr *old = ir_op_attr(op, "vec");
-  if (old && old->kind == IR_ATTR_INT && old->u.i == vec) return;
+  if (ir_attrs_TILEAS_TILED_LOAD(op).vec == vec) return;
   rw_set_int(&p->r, op, "vec", vec);
   p->changed = true;
 }
