@@ -13,8 +13,9 @@
 **   tileas.splat of a scalar                    rematerialized: the splat is
 **                                               made again at the agent's start
 **   other register tiles (fragments spread      handed off: right after the
-**   over all the CTA's warps; the agent's       value, alloc_tensor + copy
-**   warps hold only part)                       (every warp writes its part);
+**   over all the CTA's warps; the agent's       value, alloc_tensor (with the
+**   warps hold only part)                       value's CTA part) + copy
+**                                               (every warp writes its part);
 **                                               at the agent's start a
 **                                               convert_layout reads it in the
 **                                               layout the agent's uses have
@@ -62,6 +63,7 @@ static IrValue *buffer_of(Boundary *b, IrValue *v) {
   IrNamedAttr kind = {ir_intern_cstr(b->r.ctx, "kind"), ir_attr_cstr(b->r.ctx, "shared")};
   const IrType *t = ir_type_tile_layout(b->r.ctx, v->type->elem, v->type->rank, v->type->shape, IR_MS_SHARED,
                                         ir_attr_dict(b->r.ctx, 1, &kind));
+  t = tas_with_cta_of(b->r.ctx, t, v->type); /* each CTA of a cluster keeps its part */
   buf = rw_op1(&b->r, OP_TILEAS_ALLOC_TENSOR, 0, NULL, t);
   IrValue *opds[2] = {v, buf};
   rw_op(&b->r, OP_TILEAS_COPY, 2, opds, NULL);
