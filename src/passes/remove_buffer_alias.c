@@ -4,7 +4,8 @@
 ** tensor itself, so later passes see one allocation behind each use.
 **
 ** A buffer is a shared tile. Its own values are the results of alloc_tensor,
-** tiled_load and convert_layout; any other buffer value is an alias:
+** tiled_load, convert_layout and extract_slice (a static view of its operand);
+** any other buffer value is an alias:
 **
 **   arith.select c, a, b   each user U (with no buffer result) becomes
 **                          scf.if c { U(a) } else { U(b) }; a select of one
@@ -39,7 +40,9 @@ static bool is_alias(const IrValue *v) {
   if (!is_buffer(v->type)) return false;
   if (!v->def) return true;
   IrOpKind k = v->def->kind;
-  return k != OP_TILEAS_ALLOC_TENSOR && k != OP_TILEAS_TILED_LOAD && k != OP_TILEAS_CONVERT_LAYOUT;
+  /* a static slice (a consumer's rows of a ring) names its tensor through its operand */
+  return k != OP_TILEAS_ALLOC_TENSOR && k != OP_TILEAS_TILED_LOAD && k != OP_TILEAS_CONVERT_LAYOUT &&
+         k != OP_TILEAS_EXTRACT_SLICE;
 }
 
 /* The op an alias comes from: its definition, or the op owning its block. */
