@@ -180,23 +180,23 @@ static void mark_slice(IrOp *user, IrOp *access) {
 }
 
 static void slice_and_fuse(Prep *p, IrOp *access) {
+  uint64_t tag = (uint64_t)(uintptr_t)access;
+  size_t marked = 0, in_place = 0;
   for (IrOp *o = access->parent->first; o; o = o->next)
     o->mark = 0;
   mark_slice(access, access);
-  IrOp *o = access->parent->first;
-  while (o && o != access) {
-    IrOp *next = o->next;
-    if (o->mark == (uint64_t)(uintptr_t)access && next != access) {
-      bool only_slice_after = true; /* already in place: nothing but slice ops up to the access */
-      for (IrOp *q = next; q != access; q = q->next)
-        only_slice_after = only_slice_after && q->mark == (uint64_t)(uintptr_t)access;
-      if (!only_slice_after) {
-        ir_op_move_before(o, access);
-        p->changed = true;
-      }
-    }
-    o = next;
-  }
+  for (IrOp *o = access->parent->first; o != access; o = o->next)
+    marked += o->mark == tag;
+  for (IrOp *o = access->prev; o && o->mark == tag; o = o->prev)
+    in_place++;
+  if (in_place == marked) return; /* already right before it */
+  IrOpVec slice = {0};
+  for (IrOp *o = access->parent->first; o != access; o = o->next)
+    if (o->mark == tag) ir_opvec_push(&slice, o);
+  for (size_t i = 0; i < slice.n; i++) /* in order: the slice keeps its own */
+    ir_op_move_before(slice.v[i], access);
+  ir_opvec_free(&slice);
+  p->changed = true;
 }
 
 /* }====================================================================== */
