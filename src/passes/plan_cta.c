@@ -36,13 +36,12 @@
 enum { BACKWARD = 1, FORWARD = 2 };
 
 typedef struct Plan {
-  Rewriter r;
+  TasPass t; /* first: the rewriter, whether values were retyped */
   int64_t nctas;
   PtrMap dir;    /* marker (a convert_layout) -> its directions */
   PtrMap fixed;  /* value -> non-NULL: retyped by the pass, never again */
   IrOpVec queue;
   size_t head;
-  bool changed;
 } Plan;
 
 /* {======================================================================
@@ -60,18 +59,18 @@ static void set_type(Plan *p, IrValue *v, const IrType *t) {
   if (v->type == t) return;
   v->type = t;
   ptrmap_set(&p->fixed, v, v);
-  p->changed = true;
+  p->t.changed = true;
 }
 
 static IrValue *build_convert(Plan *p, IrValue *x, const IrType *t) {
-  return rw_op1(&p->r, OP_TILEAS_CONVERT_LAYOUT, 1, &x, t);
+  return rw_op1(&p->t.r, OP_TILEAS_CONVERT_LAYOUT, 1, &x, t);
 }
 
 /* Operand index of op must have type t: a backward marker in front of op. */
 static void demand(Plan *p, IrOp *op, uint32_t index, const IrType *t) {
   IrValue *x = op->operands[index].value;
   if (x->type == t) return;
-  rw_before(&p->r, op);
+  rw_before(&p->t.r, op);
   IrValue *c = build_convert(p, x, t);
   ir_op_set_operand(op, index, c);
   enqueue(p, c->def, BACKWARD);
@@ -86,13 +85,7 @@ static void retype(Plan *p, IrValue *v, const IrType *t, IrOp *keep) {
   IrUse *u = v->uses;
   while (u && u->owner == keep) u = u->next;
   if (!u) return;
-  if (v->def) {
-    ir_builder_after(&p->r.b, v->def);
-    p->r.b.loc = v->def->loc;
-  } else {
-    ir_builder_at_start(&p->r.b, v->block);
-    p->r.b.loc = ir_block_parent_op(v->block)->loc;
-  }
+  rw_after_value(&p->t.r, v);
   IrValue *c = build_convert(p, v, old);
   for (IrUse *n; u; u = n) {
     n = u->next;
@@ -105,7 +98,7 @@ static void retype(Plan *p, IrValue *v, const IrType *t, IrOp *keep) {
 static bool drop_identity(Plan *p, IrOp *cvt) {
   if (cvt->erased || cvt->operands[0].value->type != cvt->results[0].type) return false;
   rw_replace(cvt, cvt->operands[0].value);
-  p->changed = true;
+  p->t.changed = true;
   return true;
 }
 
@@ -117,7 +110,7 @@ static bool fold_chain(Plan *p, IrOp *cvt) {
     IrOp *inner = x->def;
     ir_op_set_operand(cvt, 0, inner->operands[0].value);
     ir_op_erase(inner);
-    p->changed = true;
+    p->t.changed = true;
     x = cvt->operands[0].value;
   }
   return drop_identity(p, cvt);
@@ -142,7 +135,7 @@ static void retype_slot(Plan *p, const TasSlot *s, const IrType *like, IrValue *
                         IrValue *x) {
   for (uint32_t i = 0; i < s->nvalues; i++) {
     IrValue *v = s->values[i];
-    const IrType *t = tas_with_cta_of(p->r.ctx, v->type, like);
+    const IrType *t = tas_with_cta_of(p->t.r.ctx, v->type, like);
     if (v == from) set_type(p, v, t);
     else retype(p, v, t, NULL);
   }
@@ -157,7 +150,7 @@ static void retype_slot(Plan *p, const TasSlot *s, const IrType *like, IrValue *
 static void demand_operands(Plan *p, IrOp *op, const IrType *like, uint32_t skip) {
   for (uint32_t i = 0; i < op->noperands; i++) {
     const IrType *t = op->operands[i].value->type;
-    if (i != skip && tas_is_tile(t) && t->layout) demand(p, op, i, tas_with_cta_of(p->r.ctx, t, like));
+    if (i != skip && tas_is_tile(t) && t->layout) demand(p, op, i, tas_with_cta_of(p->t.r.ctx, t, like));
   }
 }
 
@@ -187,7 +180,7 @@ static bool push_backward(Plan *p, IrOp *cvt) {
   IrValue *x = cvt->operands[0].value;
   const IrType *want = cvt->results[0].type;
   if (!producer_takes(p, x)) return false;
-  const IrType *t = tas_with_cta_of(p->r.ctx, x->type, want);
+  const IrType *t = tas_with_cta_of(p->t.r.ctx, x->type, want);
   TasSlot s;
   bool slot = tas_slot_of_value(x, &s);
   retype(p, x, t, cvt);
@@ -219,7 +212,7 @@ static bool user_takes(Plan *p, IrOp *op, uint32_t index, IrValue *x, bool dry) 
   else if (op->kind == OP_TILEAS_COPY) demand_operands(p, op, x->type, index); /* one CTA part */
   if (!eltwise) return true;
   demand_operands(p, op, x->type, index);
-  retype(p, &op->results[0], tas_with_cta_of(p->r.ctx, op->results[0].type, x->type), NULL);
+  retype(p, &op->results[0], tas_with_cta_of(p->t.r.ctx, op->results[0].type, x->type), NULL);
   return true;
 }
 
@@ -235,9 +228,9 @@ static bool some_user_takes(Plan *p, IrValue *v, IrValue *like) {
 ** the rest, and a marker after it carries the CTA part on. */
 static void push_forward(Plan *p, IrOp *cvt) {
   IrValue *x = cvt->operands[0].value, *y = &cvt->results[0];
-  if (tas_with_cta_of(p->r.ctx, y->type, x->type) != x->type) {
+  if (tas_with_cta_of(p->t.r.ctx, y->type, x->type) != x->type) {
     if (!is_fixed(p, y) && y->type->layout && some_user_takes(p, y, x))
-      retype(p, y, tas_with_cta_of(p->r.ctx, y->type, x->type), NULL);
+      retype(p, y, tas_with_cta_of(p->t.r.ctx, y->type, x->type), NULL);
     return;
   }
   IrOpVec users = {0};
@@ -252,7 +245,7 @@ static void push_forward(Plan *p, IrOp *cvt) {
   ir_opvec_free(&users);
   if (!cvt->erased && !ir_value_has_uses(y)) {
     ir_op_erase(cvt);
-    p->changed = true;
+    p->t.changed = true;
   }
 }
 
@@ -297,7 +290,7 @@ static void plan_dot(Plan *p, IrOp *dot) {
   if (at.transpose_b) c_b[0] = sn, c_b[1] = 1;
   const int64_t *want[3] = {c_a, c_b, c_acc};
   for (uint32_t i = 0; i < 3; i++)
-    demand(p, dot, i, tas_with_cta(p->r.ctx, dot->operands[i].value->type, want[i]));
+    demand(p, dot, i, tas_with_cta(p->t.r.ctx, dot->operands[i].value->type, want[i]));
   retype(p, &dot->results[0], dot->operands[2].value->type, NULL);
 }
 
@@ -316,7 +309,7 @@ static void seed_anchor(Plan *p, IrOp *op) {
     int64_t cta[TAS_MAX_RANK];
     tas_cta(v->type, cta);
     cta[d] = p->nctas;
-    retype(p, v, tas_with_cta(p->r.ctx, v->type, cta), NULL);
+    retype(p, v, tas_with_cta(p->t.r.ctx, v->type, cta), NULL);
     return;
   }
 }
@@ -346,7 +339,7 @@ static void decide_multicast(Plan *p, IrOp *k) {
     const IrType *t = op->results[0].type;
     int64_t blocks = tas_cta_count(t);
     if (op->kind != OP_TILEAS_TILED_LOAD || t->space != IR_MS_SHARED || p->nctas % blocks) continue;
-    if (p->nctas / blocks > 1) rw_set_int(&p->r, op, "multicast", p->nctas / blocks);
+    if (p->nctas / blocks > 1) rw_set_int(&p->t.r, op, "multicast", p->nctas / blocks);
   }
   ir_opvec_free(&v);
 }
@@ -370,8 +363,7 @@ static IrResult plan_kernel(Rewriter *r, IrOp *k) {
 
 IrResult pass_plan_cta(IrOp *module, IrPassCtx *pc) {
   Plan p;
-  IrResult res = rw_run(&p.r, sizeof p, module, pc, plan_kernel);
-  if (p.changed) pc->changed = true;
+  IrResult res = tas_run(&p.t, sizeof p, module, pc, plan_kernel);
   ptrmap_free(&p.dir);
   ptrmap_free(&p.fixed);
   ir_opvec_free(&p.queue);

@@ -100,26 +100,17 @@ static int64_t box_limit(const IrType *t, uint32_t d, int64_t inner) {
   return divisor_upto(t->shape[d], cap);
 }
 
-/* Step 1: a view that is missing, or a box a copy cannot take, is made anew. */
-static void decompose_view(Prep *p, IrOp *op) {
+/* The view of a TMA access: its box made anew (step 6, `fresh`), or only
+** where it is missing or a copy cannot take it (step 1). */
+static void make_view(Prep *p, IrOp *op, bool fresh) {
   const IrType *t = tile_of(op);
   int64_t box[TAS_MAX_RANK], order[TAS_MAX_RANK];
   bool has_box, has_order;
   read_view(op, box, order, &has_box, &has_order);
-  for (uint32_t d = 0; d < t->rank; d++)
-    if (!has_box || box[d] < 1 || box[d] > box_limit(t, d, order[0]) || t->shape[d] % box[d])
-      box[d] = box_limit(t, d, order[0]);
-  set_view(p, op, box, order, t->rank);
-}
-
-/* Step 6: the box of a stale view is the widest a copy takes. */
-static void refresh_box(Prep *p, IrOp *op) {
-  const IrType *t = tile_of(op);
-  int64_t box[TAS_MAX_RANK], order[TAS_MAX_RANK];
-  bool has_box, has_order;
-  read_view(op, box, order, &has_box, &has_order);
-  for (uint32_t d = 0; d < t->rank; d++)
-    box[d] = box_limit(t, d, order[0]);
+  for (uint32_t d = 0; d < t->rank; d++) {
+    int64_t widest = box_limit(t, d, order[0]);
+    if (fresh || !has_box || box[d] < 1 || box[d] > widest || t->shape[d] % box[d]) box[d] = widest;
+  }
   set_view(p, op, box, order, t->rank);
 }
 
@@ -232,7 +223,7 @@ static IrResult steps_1_to_3(Rewriter *r, IrOp *k) {
   IrOpVec v = {0};
   rw_collect(k, pick_access, &v);
   for (size_t i = 0; i < v.n; i++)
-    if (shared(tile_of(v.v[i]))) decompose_view(p, v.v[i]);
+    if (shared(tile_of(v.v[i]))) make_view(p, v.v[i], false);
   for (size_t i = 0; i < v.n; i++)
     if (!shared(tile_of(v.v[i])) && tile_of(v.v[i])->rank) refine_vec(p, v.v[i], target, threads);
   for (size_t i = 0; i < v.n; i++)
@@ -250,7 +241,7 @@ static IrResult steps_5_and_6(Rewriter *r, IrOp *k) {
   ir_opvec_free(&v);
   rw_collect(k, pick_access, &v);
   for (size_t i = 0; i < v.n; i++)
-    if (ptrmap_get(&p->stale, v.v[i]) && shared(tile_of(v.v[i]))) refresh_box(p, v.v[i]);
+    if (ptrmap_get(&p->stale, v.v[i]) && shared(tile_of(v.v[i]))) make_view(p, v.v[i], true);
   ir_opvec_free(&v);
   return IR_OK;
 }

@@ -28,11 +28,7 @@
 
 #include "tileas_layout.h"
 
-typedef struct Alias {
-  Rewriter r;
-  int64_t max_iterations;
-  bool changed;
-} Alias;
+typedef TasPass Alias;
 
 static bool is_buffer(const IrType *t) { return tas_is_tile(t) && t->space == IR_MS_SHARED; }
 
@@ -313,10 +309,5 @@ static IrResult alias_kernel(Rewriter *r, IrOp *k) {
 
 IrResult pass_remove_buffer_alias(IrOp *module, IrPassCtx *pc) {
   Alias a;
-  memset(&a, 0, sizeof a);
-  rw_init(&a.r, pc->ctx);
-  a.max_iterations = tas_option(pc, "max_iterations", 10);
-  IrResult res = rw_each_kernel(&a.r, module, pc, alias_kernel);
-  if (a.changed) pc->changed = true;
-  return res;
+  return tas_run(&a, sizeof a, module, pc, alias_kernel);
 }

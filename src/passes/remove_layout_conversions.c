@@ -29,11 +29,7 @@
 
 #include "tileas_layout.h"
 
-typedef struct Rlc {
-  Rewriter r;
-  int64_t max_iterations;
-  bool changed;
-} Rlc;
+typedef TasPass Rlc;
 
 static bool pick_convert(const IrOp *op) { return op->kind == OP_TILEAS_CONVERT_LAYOUT; }
 
@@ -217,10 +213,5 @@ static IrResult rlc_kernel(Rewriter *r, IrOp *k) {
 
 IrResult pass_remove_layout_conversions(IrOp *module, IrPassCtx *pc) {
   Rlc c;
-  memset(&c, 0, sizeof c);
-  rw_init(&c.r, pc->ctx);
-  c.max_iterations = tas_option(pc, "max_iterations", 10);
-  IrResult res = rw_each_kernel(&c.r, module, pc, rlc_kernel);
-  if (c.changed) pc->changed = true;
-  return res;
+  return tas_run(&c, sizeof c, module, pc, rlc_kernel);
 }

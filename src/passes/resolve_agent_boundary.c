@@ -53,13 +53,7 @@ static Delivery delivery(const IrValue *v) {
 static IrValue *buffer_of(Boundary *b, IrValue *v) {
   IrValue *buf = ptrmap_get(&b->buffers, v);
   if (buf) return buf;
-  if (v->def) {
-    ir_builder_after(&b->r.b, v->def);
-    b->r.b.loc = v->def->loc;
-  } else {
-    ir_builder_at_start(&b->r.b, v->block);
-    b->r.b.loc = ir_block_parent_op(v->block)->loc;
-  }
+  rw_after_value(&b->r, v);
   IrNamedAttr kind = {ir_intern_cstr(b->r.ctx, "kind"), ir_attr_cstr(b->r.ctx, "shared")};
   const IrType *t = ir_type_tile_layout(b->r.ctx, v->type->elem, v->type->rank, v->type->shape, IR_MS_SHARED,
                                         ir_attr_dict(b->r.ctx, 1, &kind));

@@ -51,6 +51,16 @@ void rw_before(Rewriter *r, IrOp *op) {
   r->b.loc = op->loc;
 }
 
+void rw_after_value(Rewriter *r, IrValue *v) {
+  if (v->def) {
+    ir_builder_after(&r->b, v->def);
+    r->b.loc = v->def->loc;
+  } else {
+    ir_builder_at_start(&r->b, v->block);
+    r->b.loc = ir_block_parent_op(v->block)->loc;
+  }
+}
+
 IrValue *rw_at_entry(Rewriter *r, IrValue *(*fn)(Rewriter *r)) {
   IrBuilder saved = r->b;
   if (r->entry_last)

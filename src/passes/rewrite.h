@@ -33,6 +33,9 @@ IrResult rw_run(Rewriter *state, size_t size, IrOp *module, IrPassCtx *pc,
 void rw_begin_kernel(Rewriter *r, IrOp *kernel);
 /* Build in front of op, with op's location. */
 void rw_before(Rewriter *r, IrOp *op);
+/* Build right after v is defined: after its op, or at the start of its block
+** (an argument), with the location of that op (or of the block's owner). */
+void rw_after_value(Rewriter *r, IrValue *v);
 /* fn(r) at the start of the kernel's entry block, after what earlier calls
 ** made there, so that its value dominates the kernel; the builder comes back. */
 IrValue *rw_at_entry(Rewriter *r, IrValue *(*fn)(Rewriter *r));

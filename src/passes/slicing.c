@@ -203,54 +203,48 @@ static void copy_attrs(IrOp *to, const IrOp *from) {
     if (strcmp(from->attrs[i].name, "sliceCount") != 0) ir_op_set_attr(to, from->attrs[i].name, from->attrs[i].attr);
 }
 
-static IrOp *main_for(Slicing *s, const Loop *l, IrValue *split, IrValue *sn) {
+/* A main loop like l's (kind, attributes but sliceCount, result types) on
+** operands opds; its `after` / body block holds the slices and their yield. */
+static IrOp *main_loop(Slicing *s, const Loop *l, uint32_t n, IrValue **opds) {
   IrOp *op = l->op;
-  uint32_t n = op->noperands;
-  IrValue *opds[64];
+  bool is_for = op->kind == OP_SCF_FOR;
   const IrType *types[64];
-  opds[0] = l->lb, opds[1] = split, opds[2] = sn;
-  for (uint32_t i = 3; i < n; i++)
-    opds[i] = op->operands[i].value;
   for (uint32_t i = 0; i < op->nresults; i++)
     types[i] = op->results[i].type;
-  IrOp *m = ir_build(&s->r.b, OP_SCF_FOR, n, opds, op->nresults, types, 1);
+  IrOp *m = ir_build(&s->r.b, op->kind, n, opds, op->nresults, types, op->nregions);
   copy_attrs(m, op);
-  IrBlock *nb = ir_region_ensure_block(s->r.ctx, &m->regions[0]);
+  IrBlock *nb = ir_region_ensure_block(s->r.ctx, &m->regions[is_for ? 0 : 1]);
   for (uint32_t i = 0; i < l->body->nargs; i++)
     ir_block_add_arg(s->r.ctx, nb, l->body->args[i]->type);
   IrBuilder saved = s->r.b;
   ir_builder_at_end(&s->r.b, nb);
   IrValue *vals[64];
   fill_slices(s, l, nb, vals);
-  ir_build(&s->r.b, OP_SCF_YIELD, op->nresults, vals + 1, 0, NULL, 0);
+  ir_build(&s->r.b, OP_SCF_YIELD, l->body->nargs - is_for, vals + is_for, 0, NULL, 0);
   s->r.b = saved;
   return m;
 }
 
-static IrOp *main_while(Slicing *s, const Loop *l, IrValue *split) {
-  IrOp *op = l->op;
+/* scf.for: from lb to split by s * N. */
+static IrOp *main_for(Slicing *s, const Loop *l, IrValue *split, IrValue *sn) {
   IrValue *opds[64];
-  const IrType *types[64];
-  for (uint32_t i = 0; i < op->noperands; i++)
-    opds[i] = op->operands[i].value;
-  for (uint32_t i = 0; i < op->nresults; i++)
-    types[i] = op->results[i].type;
-  IrOp *m = ir_build(&s->r.b, OP_SCF_WHILE, op->noperands, opds, op->nresults, types, 2);
-  copy_attrs(m, op);
+  opds[0] = l->lb, opds[1] = split, opds[2] = sn;
+  for (uint32_t i = 3; i < l->op->noperands; i++)
+    opds[i] = l->op->operands[i].value;
+  return main_loop(s, l, l->op->noperands, opds);
+}
+
+/* scf.while: its `before` block compares against split. */
+static IrOp *main_while(Slicing *s, const Loop *l, IrValue *split) {
+  IrValue *opds[64];
+  for (uint32_t i = 0; i < l->op->noperands; i++)
+    opds[i] = l->op->operands[i].value;
+  IrOp *m = main_loop(s, l, l->op->noperands, opds);
   IrMapping map;
   ir_mapping_init(&map);
   ir_mapping_set(&map, l->ub, split);
-  ir_region_clone_into(s->r.ctx, &op->regions[0], &m->regions[0], &map);
+  ir_region_clone_into(s->r.ctx, &l->op->regions[0], &m->regions[0], &map);
   ir_mapping_free(&map);
-  IrBlock *nb = ir_region_ensure_block(s->r.ctx, &m->regions[1]);
-  for (uint32_t i = 0; i < l->body->nargs; i++)
-    ir_block_add_arg(s->r.ctx, nb, l->body->args[i]->type);
-  IrBuilder saved = s->r.b;
-  ir_builder_at_end(&s->r.b, nb);
-  IrValue *vals[64];
-  fill_slices(s, l, nb, vals);
-  ir_build(&s->r.b, OP_SCF_YIELD, l->body->nargs, vals, 0, NULL, 0);
-  s->r.b = saved;
   return m;
 }
 

@@ -226,7 +226,13 @@ void tas_drop_slot(IrContext *ctx, const TasSlot *s) {
 
 /* }====================================================================== */
 
-int64_t tas_option(const IrPassCtx *pc, const char *name, int64_t dflt) {
-  const IrAttr *a = pc->options ? ir_attr_dict_get(pc->options, name) : NULL;
-  return a && a->kind == IR_ATTR_INT ? a->u.i : dflt;
+IrResult tas_run(TasPass *state, size_t size, IrOp *module, IrPassCtx *pc,
+                 IrResult (*fn)(Rewriter *r, IrOp *k)) {
+  memset(state, 0, size);
+  rw_init(&state->r, pc->ctx);
+  const IrAttr *a = pc->options ? ir_attr_dict_get(pc->options, "max_iterations") : NULL;
+  state->max_iterations = a && a->kind == IR_ATTR_INT ? a->u.i : 10;
+  IrResult res = rw_each_kernel(&state->r, module, pc, fn);
+  if (state->changed) pc->changed = true;
+  return res;
 }

@@ -70,7 +70,17 @@ void tas_drop_slot(IrContext *ctx, const TasSlot *s);
 bool tas_slot_at(IrOp *op, uint32_t i, TasSlot *s);
 /* }=== */
 
-/* An integer option of the pass (pc->options), or dflt. */
-int64_t tas_option(const IrPassCtx *pc, const char *name, int64_t dflt);
+/* The state a tileas pass starts with: the rewriter, its option
+** max_iterations (where the pass declares it; 10 by default) and whether it
+** retyped values (a retype is no edit the pass manager sees). */
+typedef struct TasPass {
+  Rewriter r;
+  int64_t max_iterations;
+  bool changed;
+} TasPass;
+/* rw_run for a state of size bytes with a TasPass first: max_iterations
+** read from pc, pc->changed also when the pass retyped values. */
+IrResult tas_run(TasPass *state, size_t size, IrOp *module, IrPassCtx *pc,
+                 IrResult (*fn)(Rewriter *r, IrOp *k));
 
 #endif
