@@ -48,7 +48,7 @@ local function at(x, l)
 end
 
 local wrap = interp.wrap
-local eval_arith = interp.eval
+local compile_arith = interp.compile
 
 -- {=====================================================================
 -- Decoding: the IR once into Lua records (no C calls while running)
@@ -289,7 +289,15 @@ local function new_run(k, o, choose)
                            warps = {}, copies = {}, nactors = 0, steps = 0, trace = {},
                            max_steps = o.max_steps or 200000, next_global = GLOBAL_BASE,
                            max_ops = o.max_ops or 4000000, ops = 0,
-                           buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 16 }, Run)
+                           buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 16,
+                           read_recs = {}, write_recs = {} }, Run)
+  -- protocol-only runs (the checker's, unless o.values): bulk and TMA copies,
+  -- wgmma and stmatrix move no bytes; their footprints still go through the
+  -- race check (docs/protocol.md, "Protocol-only runs")
+  local values = o.values
+  if values == nil then values = o.mma_values end
+  if values == nil then values = o._cache == nil end
+  R.values = values
   return R
 end
 
@@ -307,7 +315,25 @@ function Run:alloc_global(bytes)
   self.next_global = base + (n // GLOBAL_SPACING + 1) * GLOBAL_SPACING
   local g = self.global
   if type(bytes) == "string" then
-    for i = 1, n do g[base + i - 1] = bytes:byte(i) end
+    -- copied into the table when first read (a run that reads none of it, as
+    -- the checker's do not read a GEMM's operands, copies nothing)
+    local segs = self.segments
+    if not segs then
+      segs = {}
+      self.segments = segs
+      setmetatable(g, { __index = function(t, a)
+        local i = (a - GLOBAL_BASE) // GLOBAL_SPACING
+        local sg = segs[i]
+        if not sg then return nil end
+        segs[i] = nil
+        local str, b0 = sg.bytes, sg.base
+        for j = 1, #str do
+          if rawget(t, b0 + j) == nil then rawset(t, b0 + j, str:byte(j)) end -- not what was stored since
+        end
+        return rawget(t, a)
+      end })
+    end
+    segs[(base - GLOBAL_BASE) // GLOBAL_SPACING] = { base = base - 1, bytes = bytes }
   elseif type(bytes) == "table" then
     for i = 1, n do g[base + i - 1] = bytes[i] & 0xff end
   end
@@ -371,9 +397,17 @@ local function range_of(sp, addr, n)
   return ("shared bytes [%d, %d)%s"):format(addr - SHARED_BASE, addr - SHARED_BASE + n, sp.remote_of or "")
 end
 
-function Run:shadow_read(cta, a, vc, addr, n, loc, what)
+function Run:shadow_read(cta, a, vc, addr, n, loc)
   local g = cta.granule or self.granule
   local sw, sr = cta.shadow_w, cta.shadow_r
+  -- one record for every granule of this read, and of the actor's next reads
+  -- at the same clock and op (records are never changed)
+  local clock = vc[a] or 0
+  local e = self.read_recs[a]
+  if not e or e[1] ~= clock or e[2] ~= loc then
+    e = { clock, loc }
+    self.read_recs[a] = e
+  end
   for q = addr // g, (addr + n - 1) // g do
     local w = sw[q]
     if w == nil then
@@ -392,14 +426,19 @@ function Run:shadow_read(cta, a, vc, addr, n, loc, what)
       r = {}
       sr[q] = r
     end
-    r[a] = { vc[a] or 0, loc }
+    r[a] = e -- one record for every granule of this read
   end
-  if what then return end
 end
 
 function Run:shadow_write(cta, a, vc, addr, n, loc)
   local g = cta.granule or self.granule
   local sw, sr = cta.shadow_w, cta.shadow_r
+  local clock = vc[a] or 0
+  local w_rec = self.write_recs[a] -- as read_recs (shadow_read)
+  if not w_rec or w_rec.clock ~= clock or w_rec.loc ~= loc then
+    w_rec = { actor = a, clock = clock, loc = loc }
+    self.write_recs[a] = w_rec
+  end
   for q = addr // g, (addr + n - 1) // g do
     local w = sw[q]
     if w and w.actor ~= a and (vc[w.actor] or 0) < w.clock then
@@ -418,7 +457,7 @@ function Run:shadow_write(cta, a, vc, addr, n, loc)
       end
       sr[q] = nil
     end
-    sw[q] = { actor = a, clock = vc[a] or 0, loc = loc }
+    sw[q] = w_rec
   end
 end
 
@@ -454,6 +493,12 @@ function Run:load(W, rec, addr, atomic)
     local sp, a = self:access(W, rec, addr, false)
     self:shadow_read(sp, W.actor, W.vc, a, c.size, rec.loc)
   end
+  if c.width and not c.vector then -- an integer: straight from the bytes
+    local m, a = mem_of(self, W, addr)
+    local x = 0
+    for i = a + c.size - 1, a, -1 do x = (x << 8) | (m[i] or 0) end
+    return wrap(x, c.width)
+  end
   local bytes = read_bytes(self, W, addr, c.size)
   if c.raw then return bytes end -- a vector of bytes: kept unsigned (tile.extract wraps)
   if c.vector then
@@ -469,6 +514,14 @@ function Run:store(W, rec, addr, v, atomic)
   if not atomic then
     local sp, a = self:access(W, rec, addr, true)
     self:shadow_write(sp, W.actor, W.vc, a, c.size, rec.loc)
+  end
+  if c.width and not c.vector then -- an integer: straight to the bytes
+    local m, a = mem_of(self, W, addr)
+    for i = a, a + c.size - 1 do
+      m[i] = v & 0xff
+      v = v >> 8
+    end
+    return
   end
   local out = {}
   if c.raw then
@@ -659,6 +712,7 @@ end
 
 -- The bytes of one copy global -> shared (a TMA load: emulate_mma.lua).
 function Run:write_g2s(W, c)
+  if not self.values then return end
   local g, s = self.global, W.cta.shared
   for i = 0, c.bytes - 1 do s[c.dst + i] = g[c.src + i] or 0 end
 end
@@ -677,6 +731,7 @@ end
 
 -- The bytes of one bulk shared -> global copy (a TMA store: emulate_mma.lua).
 function Run:write_s2g(W, c)
+  if not self.values then return end
   local s, g = W.cta.shared, self.global
   for i = 0, c.bytes - 1 do g[c.dst + i] = s[c.src + i] or 0 end
 end
@@ -844,8 +899,27 @@ function exec_block(R, W, blk, args, ctx)
       local h = handlers[name]
       if h then
         outs = h(R, W, rec, ins, ctx)
-      elseif name:match "^arith%." then
-        outs = eval_lanes(R, W, rec, ins, ctx, function(v) return eval_arith(rec.op, v) end)
+      elseif rec.arith or name:match "^arith%." then
+        local f = rec.arith
+        if not f then -- compiled at its first run (an op never run raises nothing)
+          f = compile_arith(rec.op)
+          rec.arith = f
+        end
+        local a, b, c = ins[1], ins[2], ins[3]
+        local va, vb, vc = varying(a), varying(b), varying(c)
+        if not (va or vb or vc) then
+          outs = { f(a, b, c) }
+        else
+          local v = setmetatable({}, LV)
+          for _, l in ipairs(ctx.mask) do
+            local x, y, z = a, b, c
+            if va then x = a[l] end
+            if vb then y = b[l] end
+            if vc then z = c[l] end
+            v[l] = f(x, y, z)
+          end
+          outs = { v }
+        end
       else
         not_modelled(rec)
       end
@@ -882,7 +956,7 @@ function Run:setup_args()
     if p.kind == "ptr" then
       if type(a) == "string" or type(a) == "table" then
         local bytes = a
-        if type(a) == "table" and a.bytes then bytes = string.rep("\0", a.bytes) end
+        if type(a) == "table" and a.bytes then bytes = a.bytes end -- zeros: nothing stored
         local base, n = self:alloc_global(bytes)
         self.buffers[i] = { base = base, n = n }
         self.args[i] = base

@@ -103,7 +103,7 @@ return function(handlers, api)
           error(("emulate: argument %d: a tensor map of rank %d for %s"):format(i, #a.shape, p.type), 0)
         end
         if not (cache and cache.base) then
-          local bytes = a.data or string.rep("\0", a.bytes or 0)
+          local bytes = a.data or a.bytes or 0 -- a number: zeros, nothing stored
           local base, n = self:alloc_global(bytes)
           self.buffers[i] = { base = base, n = n }
         end
@@ -196,6 +196,7 @@ return function(handlers, api)
   local function box_mover(plain, side, move)
     return function(self, W, c)
       if not c.tma then return plain(self, W, c) end
+      if not self.values then return end -- protocol-only: the footprint is checked, no bytes move
       local m = c.tma.map
       local off0 = c[side] - SHARED_BASE
       box_rows(m, c.tma.coords, function(o, ga, lo, hi) move(self.global, W.cta.shared, m, off0 + o, ga, lo, hi) end)
@@ -306,7 +307,7 @@ return function(handlers, api)
         local addr = at(ins[1], 8 * q + r)
         if addr < SHARED_BASE then violation("model", "stmatrix to global memory at " .. rec.loc) end
         R:shadow_write(W.cta, W.actor, W.vc, addr, 16, rec.loc)
-        for c = 0, 7 do
+        for c = 0, R.values and 7 or -1 do
           local h
           if trans then -- element (row r, col c) of the stored matrix is the fragment's (c, r)
             local reg = at(ins[2 + q], 4 * c + r // 2)
@@ -391,10 +392,9 @@ return function(handlers, api)
     local cta = W.cta
     local da, db = desc_decode(g.desc_a), desc_decode(g.desc_b)
     local wr = W.w % 4
-    -- the values: tl.emulate computes them; the checker (its runs share o._cache)
-    -- only reads the operands (the race check) unless opts.mma_values is true
-    local values = R.o.mma_values
-    if values == nil then values = R.o._cache == nil end
+    -- the values: tl.emulate computes them; the checker's protocol-only runs
+    -- only read the operands (the race check)
+    local values = R.values
     local seen = {}
     local function read(o)
       local q = o >> 4

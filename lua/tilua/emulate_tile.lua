@@ -51,14 +51,15 @@ return function(handlers, api)
       return { v[1] + off * scale }
     end)
   end
+  -- loads and stores: every active lane (eval_lanes' per-lane path, without its tables)
   handlers["tile.load"] = function(R, W, rec, ins, ctx)
-    return eval_lanes(R, W, rec, ins, ctx, function(v) return { R:load(W, rec, v[1]) } end)
+    local p, out = ins[1], setmetatable({}, LV)
+    for _, l in ipairs(ctx.mask) do out[l] = R:load(W, rec, at(p, l)) end
+    return { out }
   end
   handlers["tile.store"] = function(R, W, rec, ins, ctx)
-    eval_lanes(R, W, rec, ins, ctx, function(v)
-      R:store(W, rec, v[2], v[1])
-      return {}
-    end)
+    local v, p = ins[1], ins[2]
+    for _, l in ipairs(ctx.mask) do R:store(W, rec, at(p, l), at(v, l)) end
     return {}
   end
   handlers["tile.extract"] = function(R, W, rec, ins, ctx)
@@ -387,7 +388,7 @@ return function(handlers, api)
     q.base, q.count = rec.op:attr "barrier_id_base" or 0, rec.op:attr "arrive_count"
     if W.w == 0 and ctx.mask[1] == 0 then
       for i = 0, q.depth - 1 do
-        R:init_barrier(W, seq_slot(q, i), q.count, rec.loc, ("slot %d of the seq_bar at %s"):format(i, q.loc))
+        R:init_barrier(W, seq_slot(q, i, W, rec), q.count, rec.loc, ("slot %d of the seq_bar at %s"):format(i, q.loc))
       end
     end
     if not rec.init_follows then
@@ -400,12 +401,12 @@ return function(handlers, api)
   end
   handlers["cutlass.seq_bar.wait"] = function(R, W, rec, ins)
     local q, st = ins[1], ins[2]
-    R:wait(W, rec, seq_slot(q, st.index), st.phase)
+    R:wait(W, rec, seq_slot(q, st.index, W, rec), st.phase)
     return {}
   end
   handlers["cutlass.seq_bar.arrive"] = function(R, W, rec, ins, ctx)
     local q, st = ins[1], ins[2]
-    local addr = seq_slot(q, st.index)
+    local addr = seq_slot(q, st.index, W, rec)
     local n = #ctx.mask
     request(W, rec, function() return true end, function()
       R:arrive(R:bar(W, addr, rec), n, W.actor, W.vc, rec)

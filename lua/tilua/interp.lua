@@ -72,76 +72,101 @@ local int_binary = {
   ["arith.xori"] = function(a, b) return a ~ b end,
 }
 
--- Evaluate one non-region op; returns its results as a list.
-local function eval_simple(op, ins)
+-- One non-region op compiled once: compile(op) -> fn(a, b, c) -> its result.
+-- Everything the op's types and attributes decide is looked up here, so that
+-- running it (per lane, per iteration: tilua.emulate) makes no C calls.
+local function compile(op)
   local name = op:name()
   local rt = op:nresults() > 0 and op:result(1):type() or nil
   if name == "arith.constant" then
     local v = op:attr "value"
-    if rt:kind() == "float" then return { round_float(v, rt) } end
-    return { wrap(v, width_of(rt)) }
+    v = rt:kind() == "float" and round_float(v, rt) or wrap(v, width_of(rt))
+    return function() return v end
   end
+  local float = rt and rt:kind() == "float"
+  local w = rt and not float and width_of(rt)
   local f = int_binary[name]
-  if f then return { wrap(f(ins[1], ins[2]), width_of(rt)) } end
-  local w = rt and (rt:kind() ~= "float" and width_of(rt))
-  local a, b = ins[1], ins[2]
+  if f then return function(a, b) return wrap(f(a, b), w) end end
   if name == "arith.divsi" or name == "arith.remsi" then
-    if b == 0 then error("interp: division by zero in " .. name) end
-    local q = a // b
-    if (a % b ~= 0) and ((a < 0) ~= (b < 0)) then q = q + 1 end -- truncate toward zero
-    if name == "arith.divsi" then return { wrap(q, w) } end
-    return { wrap(a - q * b, w) }
+    local rem = name == "arith.remsi"
+    return function(a, b)
+      if b == 0 then error("interp: division by zero in " .. name) end
+      local q = a // b
+      if (a % b ~= 0) and ((a < 0) ~= (b < 0)) then q = q + 1 end -- truncate toward zero
+      return wrap(rem and a - q * b or q, w)
+    end
   elseif name == "arith.divui" or name == "arith.remui" then
-    local ua, ub = zext(a, w), zext(b, w)
-    if ub == 0 then error("interp: division by zero in " .. name) end
-    local q = udiv(ua, ub)
-    if name == "arith.divui" then return { wrap(q, w) } end
-    return { wrap(ua - q * ub, w) }
+    local rem = name == "arith.remui"
+    return function(a, b)
+      local ua, ub = zext(a, w), zext(b, w)
+      if ub == 0 then error("interp: division by zero in " .. name) end
+      local q = udiv(ua, ub)
+      return wrap(rem and ua - q * ub or q, w)
+    end
   elseif name == "arith.shli" then
-    local s = zext(b, w)
-    return { s >= w and 0 or wrap(a << s, w) }
+    return function(a, b)
+      local s = zext(b, w)
+      return s >= w and 0 or wrap(a << s, w)
+    end
   elseif name == "arith.shrui" then
-    local s = zext(b, w)
-    return { s >= w and 0 or wrap(zext(a, w) >> s, w) }
+    return function(a, b)
+      local s = zext(b, w)
+      return s >= w and 0 or wrap(zext(a, w) >> s, w)
+    end
   elseif name == "arith.shrsi" then
-    local s = zext(b, w)
-    if s >= w then return { a < 0 and -1 or 0 } end
-    return { wrap(a >> s | (a < 0 and ~(-1 >> s) or 0), w) }
-  elseif name == "arith.minsi" then return { math.min(a, b) }
-  elseif name == "arith.maxsi" then return { math.max(a, b) }
-  elseif name == "arith.minui" then return { ucmp(zext(a, w), zext(b, w)) and a or b }
-  elseif name == "arith.maxui" then return { ucmp(zext(a, w), zext(b, w)) and b or a }
+    return function(a, b)
+      local s = zext(b, w)
+      if s >= w then return a < 0 and -1 or 0 end
+      return wrap(a >> s | (a < 0 and ~(-1 >> s) or 0), w)
+    end
+  elseif name == "arith.minsi" then return function(a, b) return math.min(a, b) end
+  elseif name == "arith.maxsi" then return function(a, b) return math.max(a, b) end
+  elseif name == "arith.minui" then return function(a, b) return ucmp(zext(a, w), zext(b, w)) and a or b end
+  elseif name == "arith.maxui" then return function(a, b) return ucmp(zext(a, w), zext(b, w)) and b or a end
   elseif name == "arith.cmpi" then
     local ow = width_of(op:operand(1):type())
     local p = op:attr "predicate"
-    local ua, ub = zext(a, ow), zext(b, ow)
-    local r = ({
-      eq = a == b, ne = a ~= b, slt = a < b, sle = a <= b, sgt = a > b, sge = a >= b,
-      ult = ucmp(ua, ub), ule = not ucmp(ub, ua), ugt = ucmp(ub, ua), uge = not ucmp(ua, ub),
+    local cmp = ({
+      eq = function(a, b) return a == b end, ne = function(a, b) return a ~= b end,
+      slt = function(a, b) return a < b end, sle = function(a, b) return a <= b end,
+      sgt = function(a, b) return a > b end, sge = function(a, b) return a >= b end,
+      ult = function(a, b) return ucmp(zext(a, ow), zext(b, ow)) end,
+      ule = function(a, b) return not ucmp(zext(b, ow), zext(a, ow)) end,
+      ugt = function(a, b) return ucmp(zext(b, ow), zext(a, ow)) end,
+      uge = function(a, b) return not ucmp(zext(a, ow), zext(b, ow)) end,
     })[p]
-    return { r and 1 or 0 }
+    if not cmp then error("interp: cmpi predicate " .. tostring(p) .. " not interpreted") end
+    return function(a, b) return cmp(a, b) and 1 or 0 end
   elseif name == "arith.select" then
-    return { a ~= 0 and ins[2] or ins[3] }
+    return function(a, b, c) return a ~= 0 and b or c end
   elseif name == "arith.extsi" or name == "arith.trunci" or name == "arith.index_cast" then
-    return { wrap(a, w) }
+    return function(a) return wrap(a, w) end
   elseif name == "arith.extui" or name == "arith.index_castui" then
-    return { wrap(zext(a, width_of(op:operand(1):type())), w) }
-  elseif name == "arith.addf" then return { round_float(a + b, rt) }
-  elseif name == "arith.subf" then return { round_float(a - b, rt) }
-  elseif name == "arith.mulf" then return { round_float(a * b, rt) }
-  elseif name == "arith.divf" then return { round_float(a / b, rt) }
-  elseif name == "arith.negf" then return { -a }
-  elseif name == "arith.sitofp" then return { round_float(a + 0.0, rt) }
+    local iw = width_of(op:operand(1):type())
+    return function(a) return wrap(zext(a, iw), w) end
+  elseif name == "arith.negf" then return function(a) return -a end
+  elseif name == "arith.sitofp" then return function(a) return round_float(a + 0.0, rt) end
   elseif name == "arith.cmpf" then
     local p = op:attr "predicate"
-    local uno = a ~= a or b ~= b
-    local r = ({ oeq = not uno and a == b, one = not uno and a ~= b, olt = not uno and a < b,
-                 ole = not uno and a <= b, ogt = not uno and a > b, oge = not uno and a >= b })[p]
-    if r == nil then error("interp: cmpf predicate " .. p .. " not interpreted") end
-    return { r and 1 or 0 }
+    local cmp = ({ oeq = function(a, b) return a == b end, one = function(a, b) return a ~= b end,
+                   olt = function(a, b) return a < b end, ole = function(a, b) return a <= b end,
+                   ogt = function(a, b) return a > b end, oge = function(a, b) return a >= b end })[p]
+    if not cmp then error("interp: cmpf predicate " .. tostring(p) .. " not interpreted") end
+    return function(a, b) return (a == a and b == b and cmp(a, b)) and 1 or 0 end
+  end
+  local fop = ({ ["arith.addf"] = function(a, b) return a + b end, ["arith.subf"] = function(a, b) return a - b end,
+                 ["arith.mulf"] = function(a, b) return a * b end, ["arith.divf"] = function(a, b) return a / b end })[name]
+  if fop then
+    local rn = rt:info().name
+    if rn == "f64" then return fop end
+    if rn ~= "f32" then error("interp: " .. rn .. " arithmetic is not interpreted") end
+    return function(a, b) return f32(fop(a, b)) end
   end
   error("interp: cannot interpret '" .. name .. "'")
 end
+
+-- Evaluate one non-region op; returns its results as a list.
+local function eval_simple(op, ins) return { compile(op)(ins[1], ins[2], ins[3]) } end
 
 local run_block
 
@@ -281,5 +306,6 @@ function M.memory(mem)
 end
 
 M.wrap = wrap
-M.eval = eval_simple -- one arith op over its operand values -> its results (tilua.emulate)
+M.eval = eval_simple -- one arith op over its operand values -> its results
+M.compile = compile   -- one arith op -> fn(a, b, c) -> its result (tilua.emulate)
 return M
