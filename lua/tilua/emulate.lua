@@ -201,6 +201,13 @@ end
 
 local function decode(kop)
   local d = { smem = 0, allocs = {}, next_warp = 0, nid = 0 }
+  local bar_arrives = false -- a named-barrier arrive that does not wait (Run:rendezvous)
+  kop:walk(function(o)
+    local n = o:name()
+    if n == "tile.named_barrier_arrive" or n == "cutlass.named_barrier.arrive" or n == "nvvm.barrier.arrive" then
+      bar_arrives = true
+    end
+  end)
   local ks = kop:kernel_spec() or {}
   local body = decode_block(kop:region(1):entry(), d)
   local block = ks.block or { 32, 1, 1 }
@@ -211,7 +218,7 @@ local function decode(kop)
   end
   return { body = body, threads = block[1], warps = (block[1] + 31) // 32, smem = d.smem,
            allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel", loc = loc_of(kop),
-           cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1 }
+           cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1, bar_arrives = bar_arrives }
 end
 
 -- }=====================================================================
@@ -577,6 +584,19 @@ function Run:bar(W, addr, rec, a, vc)
 end
 
 function Run:complete_phase(b)
+  -- every wait that passed on the phase before must be ordered before this
+  -- completion: else it could have come after it, seen the other parity and
+  -- missed its phase (what lets the checker take passing waits eagerly)
+  local obs = b.observers
+  if obs then
+    for _, e in ipairs(obs) do
+      if (b.vc[e.actor] or 0) < e.clock then
+        violation("phase", ("%s at %s passed its wait on %s at %d completed phase(s), and phase %d then completed with no arrival ordered after that wait: the wait could have come after the completion and missed the phase it waited for (phase aliasing)")
+          :format(who(self, e.actor), e.loc, b.name, b.completed, b.completed + 1))
+      end
+    end
+    b.observers = nil
+  end
   b.completed = b.completed + 1
   b.pending, b.tx = b.count, 0
   b.last_vc, b.vc = b.vc, {}
@@ -631,6 +651,9 @@ end
 local function completes_on(b, n) return b == nil or (b.pending <= n) end
 
 -- A rendezvous of `n` warps of a CTA on key (bar.sync, a group sync): arrive, then wait.
+-- The wait, once it passes, stays passable and its generation cannot complete
+-- again without this warp, unless a warp may arrive without waiting (bar.arrive
+-- on a named barrier: the kernel has one): then it is not taken eagerly.
 function Run:rendezvous(W, rec, key, n, what, nowait)
   local cta = W.cta
   local s = cta.syncs[key]
@@ -655,7 +678,7 @@ function Run:rendezvous(W, rec, key, n, what, nowait)
     vc_join(W.vc, s.last_vc)
   end, function()
     return ("waits at %s: %d of %d warps arrived"):format(what, s.arrived, s.n)
-  end, "s" .. cta.id .. key, n == self.k.warps and "re" or "r")
+  end, "s" .. cta.id .. key, (n == self.k.warps or not (self.k.bar_arrives and key:match "^bar ")) and "re" or "r")
 end
 
 -- The per-(warp, barrier) phase check of a passing wait: successive waits of
@@ -673,6 +696,10 @@ function Run:observe(W, b, rec, expected, role_what)
   end
   W.seen[b] = b.completed
   vc_join(W.vc, b.last_vc)
+  -- the wait is an event of its own, which the next completion must follow (complete_phase)
+  W.vc[W.actor] = W.vc[W.actor] + 1
+  b.observers = b.observers or {}
+  b.observers[#b.observers + 1] = { actor = W.actor, clock = W.vc[W.actor], loc = rec.loc }
 end
 
 -- A blocking parity wait on b: a request ready when it passes.
@@ -688,7 +715,7 @@ function Run:wait(W, rec, addr, parity, expected, role_what)
     local b = W.cta.bars[addr]
     if not b then return ("waits on %s (not initialized)"):format(self:barrier_name(W.cta, addr)) end
     return ("waits on %s for parity %d"):format(b.name, parity)
-  end, W.cta.id .. ":" .. addr, "r")
+  end, W.cta.id .. ":" .. addr, "rp")
 end
 
 -- }===
@@ -1336,10 +1363,13 @@ end
 -- acc "n": an arrival that does not complete its phase (it commutes with waits
 -- too, and nothing can disable it).
 local function step_of(a)
-  if a.kind == "copy" then return { obj = a.obj, acc = "a" } end
+  if a.kind == "copy" then
+    local b = a.W.cta.bars[a.bar]
+    return { obj = a.obj, acc = (b and not (b.pending == 0 and b.tx == a.bytes)) and "n" or "a" }
+  end
   local acc = a.req.acc
   if acc == "a" and a.req.completes and not a.req.completes() then acc = "n" end
-  if acc == "re" then acc = "e" end
+  if acc == "re" or acc == "rp" then acc = "e" end
   return { obj = a.req.obj, acc = acc }
 end
 local function independent(x, y)

@@ -382,7 +382,13 @@ return function(handlers, api)
     end
     return { q }
   end
-  local function seq_slot(q, index) return SLOT_BASE + 8 * (q.base + index) end
+  local function seq_slot(q, index, W, rec)
+    if not q.base then -- its slots are known from its init: none ran yet
+      violation("uninitialized", ("%s at %s uses the seq_bar at %s, which no warp initialized yet")
+        :format(W.label, rec.loc, q.loc))
+    end
+    return SLOT_BASE + 8 * (q.base + index)
+  end
   handlers["cutlass.seq_bar.init"] = function(R, W, rec, ins, ctx)
     local q = ins[1]
     q.base, q.count = rec.op:attr "barrier_id_base" or 0, rec.op:attr "arrive_count"
