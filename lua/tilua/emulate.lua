@@ -202,10 +202,13 @@ end
 local function decode(kop)
   local d = { smem = 0, allocs = {}, next_warp = 0, nid = 0 }
   local bar_arrives = false -- a named-barrier arrive that does not wait (Run:rendezvous)
+  local cluster_local = true -- no synchronization object in global memory (M.check)
   kop:walk(function(o)
     local n = o:name()
     if n == "tile.named_barrier_arrive" or n == "cutlass.named_barrier.arrive" or n == "nvvm.barrier.arrive" then
       bar_arrives = true
+    elseif n:match "^cutlass%.generic_barrier%." or n == "cutlass.tile_scheduler.fixup" then
+      cluster_local = false
     end
   end)
   local ks = kop:kernel_spec() or {}
@@ -218,7 +221,8 @@ local function decode(kop)
   end
   return { body = body, threads = block[1], warps = (block[1] + 31) // 32, smem = d.smem,
            allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel", loc = loc_of(kop),
-           cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1, bar_arrives = bar_arrives }
+           cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1, bar_arrives = bar_arrives,
+           cluster_local = cluster_local }
 end
 
 -- }=====================================================================
@@ -1382,6 +1386,7 @@ local function independent(x, y)
   return p == q and (p == "a" or p == "r")
 end
 local function actor_key(a) return a.key end
+local function cluster_of(a, size) return (a.cta or a.W.cta).id // size end
 
 function M.check(k, o)
   o = o or {}
@@ -1428,9 +1433,20 @@ function M.check(k, o)
           end
         end
         local cands, steps = {}, {}
+        -- clusters that share no synchronization object: the enabled actors
+        -- of one cluster are a persistent set (the others' steps commute with
+        -- theirs, and cannot enable or disable them), so one cluster runs
+        -- while the others wait: their states add up instead of multiplying
+        local only
+        if por and o.clusters ~= false and dk.cluster_local and #run.ctas > dk.cluster then
+          for _, a in ipairs(rs) do
+            local c = cluster_of(a, dk.cluster)
+            if not only or c < only then only = c end
+          end
+        end
         for _, a in ipairs(rs) do
           local key = actor_key(a)
-          if not sleep[key] then
+          if not sleep[key] and (not only or cluster_of(a, dk.cluster) == only) then
             cands[#cands + 1] = key
             steps[key] = step_of(a)
           end
