@@ -110,7 +110,8 @@ describe("the stdlib GEMM on the emulator", function()
 
   -- the other shapes of the kernel: MN-major operands (transposed descriptors,
   -- 64 x 64 boxes), ping-pong consumers (two pipelines, seq_bar turns),
-  -- persistent and split-K schedules (a workspace, generic barriers)
+  -- persistent and split-K schedules (a workspace, generic barriers), a
+  -- cluster of 2 (B multicast to both CTAs, stages released on both)
   local variants = {
     { a_major = "m", b_major = "n" },
     { consumers = "pingpong" },
@@ -118,6 +119,7 @@ describe("the stdlib GEMM on the emulator", function()
     { schedule = "persistent", sms = 1 },                         -- one CTA walks both tiles
     { schedule = "persistent", sms = 1, consumers = "pingpong" }, -- each warpgroup two of the four
     { schedule = "splitk", splits = 2 },
+    { cluster = 2 },
   }
   for _, v in ipairs(variants) do
     local name = {}

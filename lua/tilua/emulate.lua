@@ -203,9 +203,12 @@ local function decode(kop)
   local d = { smem = 0, allocs = {}, next_warp = 0, nid = 0 }
   local bar_arrives = false -- a named-barrier arrive that does not wait (Run:rendezvous)
   local cluster_local = true -- no synchronization object in global memory (M.check)
+  local cluster_pipes = false -- a pipeline of mode cluster: the inits end with a cluster sync
   kop:walk(function(o)
     local n = o:name()
-    if n == "tile.named_barrier_arrive" or n == "cutlass.named_barrier.arrive" or n == "nvvm.barrier.arrive" then
+    if n == "cutlass.pipeline.init" and o:attr "mode" == "cluster" then
+      cluster_pipes = true
+    elseif n == "tile.named_barrier_arrive" or n == "cutlass.named_barrier.arrive" or n == "nvvm.barrier.arrive" then
       bar_arrives = true
     elseif n:match "^cutlass%.generic_barrier%." or n == "cutlass.tile_scheduler.fixup" then
       cluster_local = false
@@ -222,7 +225,7 @@ local function decode(kop)
   return { body = body, threads = block[1], warps = (block[1] + 31) // 32, smem = d.smem,
            allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel", loc = loc_of(kop),
            cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1, bar_arrives = bar_arrives,
-           cluster_local = cluster_local }
+           cluster_local = cluster_local, cluster_pipes = cluster_pipes }
 end
 
 -- }=====================================================================
@@ -278,14 +281,14 @@ end
 
 -- The derived arrive counts of a pipeline.init ([full, empty]), as
 -- cut_pipeline_arrive_counts (cutlass_pipeline.c) derives them.
-local function arrive_counts(op, np, nc)
+local function arrive_counts(op, np, nc, ctas)
   local mode = op:attr "mode"
   local full, empty = np, nc
   if mode == "cooperative" then
     empty = 0
     for _, m in ipairs(op:attr "consumers") do empty = empty + 32 * popcount(m) end
-  elseif mode == "cluster" then
-    error(("emulate: op cutlass.pipeline.init in mode cluster is not modelled (at %s)"):format(loc_of(op)), 0)
+  elseif mode == "cluster" then -- every consumer participant of every CTA of the cluster
+    empty = nc * ctas
   end
   return full, empty, mode
 end
@@ -573,11 +576,26 @@ function Run:init_barrier(W, addr, count, loc, name)
 end
 
 -- The mbarrier at addr, checked to be initialized before the user (actor a, clock vc).
-function Run:bar(W, addr, rec, a, vc)
-  local b = W.cta.bars[addr]
+-- The CTA whose mbarrier a shared address names (a cluster address: the CTA
+-- it maps to), the address in that CTA, and the synchronization object's key.
+local function bar_ref(R, W, addr)
+  if addr >= DSMEM_BASE then
+    local cta = R.ctas[((addr - DSMEM_BASE) >> 32) + 1]
+    local a = SHARED_BASE + (addr & 0xffffffff)
+    return cta, a, cta.id .. ":" .. a
+  end
+  return W.cta, addr, W.cta.id .. ":" .. addr
+end
+
+-- cta: the barrier's CTA when not W's (a multicast copy's); a cluster address
+-- (a remote arrival) is checked as a DSMEM access (Run:access).
+function Run:bar(W, addr, rec, a, vc, cta)
+  if addr >= DSMEM_BASE then cta, addr = self:access(W, rec, addr, true) end
+  cta = cta or W.cta
+  local b = cta.bars[addr]
   if not b then
     violation("uninitialized", ("%s at %s uses %s, which is not initialized")
-      :format(who(self, a or W.actor), rec.loc, self:barrier_name(W.cta, addr)))
+      :format(who(self, a or W.actor), rec.loc, self:barrier_name(cta, addr)))
   end
   a, vc = a or W.actor, vc or W.vc
   if b.init_actor ~= a and (vc[b.init_actor] or 0) < b.init_clock + 1 then
@@ -726,16 +744,18 @@ end
 
 -- {=== bulk copies
 
--- A bulk copy global -> shared in flight: an actor of its own.
-function Run:issue_g2s(W, rec, dst, src, bytes, bar)
+-- A bulk copy global -> shared in flight: an actor of its own; cta: the CTA it
+-- writes and completes on, when not the issuer's (a TMA multicast).
+function Run:issue_g2s(W, rec, dst, src, bytes, bar, cta)
   self.copy_seq = self.copy_seq + 1
   local id = self:new_actor()
   local vc = vc_copy(W.vc)
   vc[id] = 1
+  cta = cta or W.cta
   local c = { id = id, kind = "copy", vc = vc, dst = dst, src = src, bytes = bytes, bar = bar, rec = rec,
-              W = W, seq = self.copy_seq, key = "c" .. self.copy_seq }
+              W = W, cta = cta, seq = self.copy_seq, key = "c" .. self.copy_seq }
   c.label = ("bulk copy %d (from %s)"):format(self.copy_seq, W.label)
-  c.obj = W.cta.id .. ":" .. bar
+  c.obj = cta.id .. ":" .. bar
   self.actors[id] = c
   self.copies[#self.copies + 1] = c
   W.vc[W.actor] = W.vc[W.actor] + 1
@@ -744,7 +764,7 @@ end
 -- The bytes of one copy global -> shared (a TMA load: emulate_mma.lua).
 function Run:write_g2s(W, c)
   if not self.values then return end
-  local g, s = self.global, W.cta.shared
+  local g, s = self.global, c.cta.shared
   for i = 0, c.bytes - 1 do s[c.dst + i] = g[c.src + i] or 0 end
 end
 
@@ -753,9 +773,9 @@ function Run:complete_g2s(c)
   for i = #self.copies, 1, -1 do
     if self.copies[i] == c then table.remove(self.copies, i) end
   end
-  local b = self:bar(W, c.bar, c.rec, c.id, c.vc)
+  local b = self:bar(W, c.bar, c.rec, c.id, c.vc, c.cta)
   if c.dst < SHARED_BASE then violation("model", c.rec.name .. " into global memory at " .. c.rec.loc) end
-  self:shadow_write(W.cta, c.id, c.vc, c.dst, c.bytes, c.rec.loc)
+  self:shadow_write(c.cta, c.id, c.vc, c.dst, c.bytes, c.rec.loc)
   self:write_g2s(W, c)
   self:complete_tx(b, c.bytes, c.id, c.vc)
 end
@@ -1368,7 +1388,7 @@ end
 -- too, and nothing can disable it).
 local function step_of(a)
   if a.kind == "copy" then
-    local b = a.W.cta.bars[a.bar]
+    local b = a.cta.bars[a.bar]
     return { obj = a.obj, acc = (b and not (b.pending == 0 and b.tx == a.bytes)) and "n" or "a" }
   end
   local acc = a.req.acc
@@ -1386,7 +1406,7 @@ local function independent(x, y)
   return p == q and (p == "a" or p == "r")
 end
 local function actor_key(a) return a.key end
-local function cluster_of(a, size) return (a.cta or a.W.cta).id // size end
+local function cluster_of(a, size) return a.cta.id // size end
 
 function M.check(k, o)
   o = o or {}
@@ -1537,7 +1557,8 @@ local api = { M = M, Run = Run, request = request, eval_lanes = eval_lanes, unif
               not_modelled = not_modelled, SHARED_BASE = SHARED_BASE, SLOT_BASE = SLOT_BASE,
               DSMEM_BASE = DSMEM_BASE, kernel_op = kernel_op, vc_copy = vc_copy, vc_join = vc_join,
               stage_bar = stage_bar, pipe_of = pipe_of, per_group = per_group, completes_on = completes_on,
-              lowest_bit = lowest_bit, popcount = popcount, arrive_counts = arrive_counts, exec_block = exec_block }
+              lowest_bit = lowest_bit, popcount = popcount, arrive_counts = arrive_counts, exec_block = exec_block,
+              bar_ref = bar_ref }
 function M.extend(ext)
   return ext(handlers, api)
 end

@@ -173,19 +173,35 @@ return function(handlers, api)
 
   -- {=== TMA loads: a copy actor completing its bytes on the mbarrier
 
+  -- multicast (a mask operand after the coordinates): the box goes to the same
+  -- shared offset of every CTA of the mask (ranks in the cluster) and completes
+  -- its bytes on the barrier at the same offset there: a copy actor per CTA
   handlers["tile.tma_load"] = function(R, W, rec, ins, ctx)
-    if #ins > 3 + #(ins[2].box or {}) then
-      violation("model", ("tile.tma_load at %s: multicast is not modelled"):format(rec.loc))
-    end
     for _, l in ipairs(ctx.mask) do
       local m = tmap_of(rec, at(ins[2], l))
       local coords = {}
       for d = 1, #m.box do coords[d] = at(ins[3 + d], l) end
       local dst = at(ins[1], l)
-      R:issue_g2s(W, rec, dst, 0, box_bytes(m), at(ins[3], l))
-      local c = R.copies[#R.copies]
-      c.tma = { map = m, coords = coords }
-      c.label = ("tma load %d (from %s)"):format(R.copy_seq, W.label)
+      if rec.multicast == nil then rec.multicast = rec.op:attr "multicast" or false end
+      local mask = rec.multicast and at(ins[4 + #m.box], l) & 0xffff -- an i16
+      local ctas = { W.cta }
+      if mask then
+        ctas = {}
+        local size, first = R.k.cluster or 1, W.cta.id - W.cta.rank
+        for r = 0, size - 1 do
+          if (mask >> r) & 1 == 1 then ctas[#ctas + 1] = R.ctas[first + r + 1] end
+        end
+        if mask >> size ~= 0 or #ctas == 0 then
+          violation("model", ("tile.tma_load at %s: multicast mask 0x%x for a cluster of %d"):format(rec.loc, mask, size))
+        end
+      end
+      for _, cta in ipairs(ctas) do
+        R:issue_g2s(W, rec, dst, 0, box_bytes(m), at(ins[3], l), cta)
+        local c = R.copies[#R.copies]
+        c.tma = { map = m, coords = coords }
+        c.label = ("tma load %d (from %s%s)"):format(R.copy_seq, W.label,
+          mask and (", to CTA %d"):format(cta.id) or "")
+      end
     end
     return {}
   end
@@ -199,7 +215,8 @@ return function(handlers, api)
       if not self.values then return end -- protocol-only: the footprint is checked, no bytes move
       local m = c.tma.map
       local off0 = c[side] - SHARED_BASE
-      box_rows(m, c.tma.coords, function(o, ga, lo, hi) move(self.global, W.cta.shared, m, off0 + o, ga, lo, hi) end)
+      local shared = (c.cta or W.cta).shared -- a load's target CTA (multicast), a store's own
+      box_rows(m, c.tma.coords, function(o, ga, lo, hi) move(self.global, shared, m, off0 + o, ga, lo, hi) end)
     end
   end
 

@@ -12,6 +12,7 @@ return function(handlers, api)
   local violation, not_modelled, passes, codec_of = api.violation, api.not_modelled, api.passes, api.codec_of
   local stage_bar, pipe_of, per_group, completes_on = api.stage_bar, api.pipe_of, api.per_group, api.completes_on
   local lowest_bit, popcount, arrive_counts = api.lowest_bit, api.popcount, api.arrive_counts
+  local bar_ref = api.bar_ref
   local vc_join, vc_copy, exec_block = api.vc_join, api.vc_copy, api.exec_block
   local SHARED_BASE, SLOT_BASE, DSMEM_BASE = api.SHARED_BASE, api.SLOT_BASE, api.DSMEM_BASE
   local wrap = interp.wrap
@@ -240,10 +241,21 @@ return function(handlers, api)
     end
     return { p }
   end
+  -- After the last init of a run of inits (init_follows) the CTA synchronizes,
+  -- or the cluster when a pipeline spans it (the lowering's init_slots).
+  local function init_sync(R, W, rec, ins, ctx, what)
+    if rec.init_follows then return end
+    if R.k.cluster_pipes and (R.k.cluster or 1) > 1 then
+      handlers["tile.cluster_arrive"](R, W, rec, ins, ctx)
+      handlers["tile.cluster_wait"](R, W, rec, ins, ctx)
+    else
+      R:rendezvous(W, rec, "bar.sync 0", R.k.warps, what)
+    end
+  end
   handlers["cutlass.pipeline.init"] = function(R, W, rec, ins, ctx)
     local p = pipe_of(R, W, ins[1], rec)
     local op = rec.op
-    local full, empty, mode = arrive_counts(op, p.np, p.nc)
+    local full, empty, mode = arrive_counts(op, p.np, p.nc, R.k.cluster or 1)
     local given = op:attr "arrive_count"
     if given and #given == 2 then full, empty = given[1], given[2] end
     p.mode, p.base = mode, op:attr "barrier_id_base" or 0
@@ -257,7 +269,7 @@ return function(handlers, api)
         R:init_barrier(W, stage_bar(p, s, 1), empty, rec.loc, ("empty[%d] of the pipeline at %s"):format(s, p.loc))
       end
     end
-    R:rendezvous(W, rec, "bar.sync 0", R.k.warps, "the CTA barrier after cutlass.pipeline.init")
+    init_sync(R, W, rec, ins, ctx, "the CTA barrier after cutlass.pipeline.init")
     return {}
   end
   handlers["cutlass.pipeline.state.create"] = function(_, _, rec, ins)
@@ -354,18 +366,38 @@ return function(handlers, api)
       function() return completes_on(W.cta.bars[addr], n) end)
       return {}
     end
+    -- cluster mode: the stage is released on every CTA of the cluster (their
+    -- producers multicast into this one), one remote arrive each
+    local targets = { addr }
+    if p.mode == "cluster" then
+      targets = {}
+      local first = W.cta.id - W.cta.rank
+      for r = 0, (R.k.cluster or 1) - 1 do targets[#targets + 1] = DSMEM_BASE + ((first + r) << 32) + (addr - SHARED_BASE) end
+    end
     per_group(R, W, rec, ctx, p.cons, true, function(n)
-      request(W, rec, function() return true end, function()
-        arrival(R, W, rec, addr, n, nil, true)
-        W.vc[W.actor] = W.vc[W.actor] + 1
-      end, function() return "releases" end, W.cta.id .. ":" .. addr, "a",
-      function() return completes_on(W.cta.bars[addr], n) end)
+      for _, a in ipairs(targets) do
+        local cta, local_addr, key = bar_ref(R, W, a)
+        request(W, rec, function() return true end, function()
+          arrival(R, W, rec, a, n, nil, true)
+          W.vc[W.actor] = W.vc[W.actor] + 1
+        end, function() return #targets > 1 and ("releases on CTA %d"):format(cta.id) or "releases" end, key, "a",
+        function() return completes_on(cta.bars[local_addr], n) end)
+      end
     end)
     return {}
   end
-  handlers["cutlass.pipeline.producer_tail"] = function(R, W, rec, ins)
+  -- producer_tail: drain the bulk groups; in cluster mode first wait until
+  -- every stage was released (acquire each in turn), so that no remote release
+  -- reaches a CTA that left
+  handlers["cutlass.pipeline.producer_tail"] = function(R, W, rec, ins, ctx)
     local p = pipe_of(R, W, ins[1], rec)
-    if p.mode == "cluster" then not_modelled(rec) end
+    if p.mode == "cluster" then
+      local s = ins[2]
+      for _ = 1, p.stages do
+        handlers["cutlass.pipeline.producer_acquire"](R, W, rec, { p, s }, ctx)
+        s = handlers["cutlass.pipeline.state.increment"](R, W, rec, { s }, ctx)[1]
+      end
+    end
     R:drain_s2g(W, 0)
     return {}
   end
@@ -397,9 +429,7 @@ return function(handlers, api)
         R:init_barrier(W, seq_slot(q, i, W, rec), q.count, rec.loc, ("slot %d of the seq_bar at %s"):format(i, q.loc))
       end
     end
-    if not rec.init_follows then
-      R:rendezvous(W, rec, "bar.sync 0", R.k.warps, "the CTA barrier after the barrier inits")
-    end
+    init_sync(R, W, rec, ins, ctx, "the CTA barrier after the barrier inits")
     return {}
   end
   handlers["cutlass.seq_bar.state.create"] = function(_, _, rec, ins)
@@ -477,6 +507,9 @@ return function(handlers, api)
   -- (barrier.cluster.arrive / wait, every thread of the cluster) is a phase
   -- barrier of its own; mapa names a shared address of another CTA.
   handlers["tile.cluster_rank"] = function(_, W) return { W.cta.rank } end
+  handlers["tile.cluster_id"] = function(R, W, rec)
+    return { rec.op:attr "dim" == "x" and W.cta.id // (R.k.cluster or 1) or 0 }
+  end
   handlers["tile.cluster_size"] = function(R) return { R.k.cluster or 1 } end
   handlers["tile.mapa"] = function(R, W, rec, ins, ctx)
     return eval_lanes(R, W, rec, ins, ctx, function(v)
