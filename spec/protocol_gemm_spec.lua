@@ -173,6 +173,38 @@ describe("verify_protocol on the GEMM", function()
     assert.is_true(c.states > 100)
   end)
 
+  -- two CTAs: two tiles along N (independent CTAs, checked one after the
+  -- other), and a cluster of 2 along M (B multicast, stages released on both)
+  local two = {
+    { name = "grid 2", cfg = { m = 128, n = 128, k = 256, bn = 64, stages = 2, schedule = "data_parallel" } },
+    { name = "a cluster of 2", cfg = { m = 256, n = 64, k = 256, bn = 64, stages = 2, schedule = "data_parallel", cluster = 2 } },
+  }
+  for _, t in ipairs(two) do
+    it("reports nothing on two CTAs: " .. t.name, function()
+      local k, g = gemm(t.cfg)
+      assert.equal(2, g.grid)
+      local _, _, a = inputs(t.cfg.m, t.cfg.n, t.cfg.k, "bf16")
+      local c = tl.verify_protocol(k, { grid = g.grid, args = a, max_states = 20000 })
+      assert(c.ok, c.report)
+      assert.is_true(c.min_phases >= 2)
+    end)
+  end
+
+  it("catches a cluster CTA that may exit while its peer still releases into it", function()
+    -- producer_tail (which waits for every remote release) and the final cluster sync deleted
+    local t = two[2]
+    local k, g = gemm(t.cfg)
+    ops(k, "cutlass.pipeline.producer_tail")[1]:erase()
+    local a, w = ops(k, "tile.cluster_arrive"), ops(k, "tile.cluster_wait")
+    a[#a]:erase()
+    w[#w]:erase()
+    local _, _, args2 = inputs(t.cfg.m, t.cfg.n, t.cfg.k, "bf16")
+    local c = tl.verify_protocol(k, { grid = g.grid, args = args2 })
+    assert.is_false(c.ok, "the mutant passed")
+    assert.equal("dsmem", c.violation.kind, c.report)
+    assert.matches("which has exited (a missing cluster barrier before the exit)", c.report, 1, true)
+  end)
+
   local mutants = {
     { name = "the consumer's wait for a full stage deleted", kind = "unfilled",
       seed = function(k) ops(k, "cutlass.pipeline.consumer_wait")[2]:erase() end,

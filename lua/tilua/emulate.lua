@@ -199,13 +199,20 @@ local function kernel_op(k)
   error("emulate: expected a kernel (tl.kernel), a tile.kernel op or a module holding one", 3)
 end
 
+-- The ops that probe an mbarrier's phase without waiting: name -> true, or
+-- fn(op) -> whether this one does (the models register them: api.PROBES).
+local PROBES = {}
+
 local function decode(kop)
   local d = { smem = 0, allocs = {}, next_warp = 0, nid = 0 }
   local bar_arrives = false -- a named-barrier arrive that does not wait (Run:rendezvous)
   local cluster_local = true -- no synchronization object in global memory (M.check)
   local cluster_pipes = false -- a pipeline of mode cluster: the inits end with a cluster sync
+  local probes = false -- an op that tests an mbarrier's phase without waiting (step_of)
   kop:walk(function(o)
     local n = o:name()
+    local probe = PROBES[n]
+    if probe and (probe == true or probe(o)) then probes = true end
     if n == "cutlass.pipeline.init" and o:attr "mode" == "cluster" then
       cluster_pipes = true
     elseif n == "tile.named_barrier_arrive" or n == "cutlass.named_barrier.arrive" or n == "nvvm.barrier.arrive" then
@@ -225,7 +232,7 @@ local function decode(kop)
   return { body = body, threads = block[1], warps = (block[1] + 31) // 32, smem = d.smem,
            allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel", loc = loc_of(kop),
            cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1, bar_arrives = bar_arrives,
-           cluster_local = cluster_local, cluster_pipes = cluster_pipes }
+           cluster_local = cluster_local, cluster_pipes = cluster_pipes, probes = probes }
 end
 
 -- }=====================================================================
@@ -243,6 +250,12 @@ local function vc_join(into, v)
   for k, x in pairs(v) do
     if (into[k] or 0) < x then into[k] = x end
   end
+end
+local function vc_leq(v, w) -- v happens before (or is) w
+  for k, x in pairs(v) do
+    if (w[k] or 0) < x then return false end
+  end
+  return true
 end
 
 -- }=====================================================================
@@ -605,6 +618,10 @@ function Run:bar(W, addr, rec, a, vc, cta)
   return b
 end
 
+-- Does a wait for parity p pass? (the phase of that parity completed: the
+-- current phase's parity differs)
+local function passes(b, p) return (b.completed & 1) ~= (p & 1) end
+
 function Run:complete_phase(b)
   -- every wait that passed on the phase before must be ordered before this
   -- completion: else it could have come after it, seen the other parity and
@@ -618,6 +635,14 @@ function Run:complete_phase(b)
       end
     end
     b.observers = nil
+  end
+  -- so must every wait that could pass now and has not yet: this completion
+  -- would make it miss its phase
+  for _, X in ipairs(self.warps) do
+    if X.waiting_at and X.cta.bars[X.waiting_at] == b and passes(b, X.wait_parity) then
+      violation("phase", ("%s waits at %s on %s for parity %d, which passes at %d completed phase(s), and phase %d completes before that wait passed and with no arrival ordered after it: the wait misses the phase it waited for (phase aliasing)")
+        :format(X.label, X.req.rec.loc, b.name, X.wait_parity, b.completed, b.completed + 1))
+    end
   end
   b.completed = b.completed + 1
   b.pending, b.tx = b.count, 0
@@ -651,9 +676,6 @@ function Run:complete_tx(b, bytes, a, vc)
   if b.pending == 0 and b.tx == 0 then self:complete_phase(b) end
 end
 
--- Does a wait for parity p pass? (the phase of that parity completed: the
--- current phase's parity differs)
-local function passes(b, p) return (b.completed & 1) ~= (p & 1) end
 
 -- }===
 
@@ -663,7 +685,9 @@ local function passes(b, p) return (b.completed & 1) ~= (p & 1) end
 -- obj names the synchronization object the op touches (steps of different
 -- actors on different objects commute: the checker's sleep sets); nil: any.
 -- acc: how: "r" reads it (a wait, a test), "a" arrives (arrivals commute with
--- each other), "w" (default) anything else.
+-- each other), "w" (default) anything else; the checker takes some alone
+-- (step_of): "am" an mbarrier arrival, "ae" an arrival at a barrier whose
+-- waits nothing can disable, "re" / "rp" a wait at such a barrier / an mbarrier.
 -- completes: for an arrival, fn() -> whether it would complete the phase now.
 local function request(W, rec, ready, perform, describe, obj, acc, completes)
   return coroutine.yield { rec = rec, ready = ready, perform = perform, describe = describe, warp = W, obj = obj,
@@ -675,7 +699,8 @@ local function completes_on(b, n) return b == nil or (b.pending <= n) end
 -- A rendezvous of `n` warps of a CTA on key (bar.sync, a group sync): arrive, then wait.
 -- The wait, once it passes, stays passable and its generation cannot complete
 -- again without this warp, unless a warp may arrive without waiting (bar.arrive
--- on a named barrier: the kernel has one): then it is not taken eagerly.
+-- on a named barrier: the kernel has one): then neither the arrival nor the
+-- wait is taken eagerly.
 function Run:rendezvous(W, rec, key, n, what, nowait)
   local cta = W.cta
   local s = cta.syncs[key]
@@ -685,6 +710,7 @@ function Run:rendezvous(W, rec, key, n, what, nowait)
     cta.sync_list[#cta.sync_list + 1] = s
   end
   local gen
+  local eager = n == self.k.warps or not (self.k.bar_arrives and key:match "^bar ")
   request(W, rec, function() return true end, function()
     gen = s.gen
     s.arrived = s.arrived + 1
@@ -693,14 +719,14 @@ function Run:rendezvous(W, rec, key, n, what, nowait)
     if s.arrived == s.n then
       s.gen, s.arrived, s.last_vc, s.vc = s.gen + 1, 0, s.vc, {}
     end
-  end, function() return ("arrives at %s"):format(what) end, "s" .. cta.id .. key, "a",
+  end, function() return ("arrives at %s"):format(what) end, "s" .. cta.id .. key, eager and "ae" or "a",
   function() return s.arrived + 1 >= s.n end)
   if nowait then return end
   request(W, rec, function() return s.gen > gen end, function()
     vc_join(W.vc, s.last_vc)
   end, function()
     return ("waits at %s: %d of %d warps arrived"):format(what, s.arrived, s.n)
-  end, "s" .. cta.id .. key, (n == self.k.warps or not (self.k.bar_arrives and key:match "^bar ")) and "re" or "r")
+  end, "s" .. cta.id .. key, eager and "re" or "r")
 end
 
 -- The per-(warp, barrier) phase check of a passing wait: successive waits of
@@ -727,6 +753,15 @@ end
 -- A blocking parity wait on b: a request ready when it passes.
 function Run:wait(W, rec, addr, parity, expected, role_what)
   W.wait_addr = addr
+  local b = W.cta.bars[addr]
+  if b and not passes(b, parity) and not vc_leq(b.last_vc, W.vc) then
+    -- the barrier's last completion is not ordered before the warp got here:
+    -- the wait could have come first, passed on the phase before, and been
+    -- overtaken (what complete_phase reports in that order)
+    violation("phase", ("%s reaches its wait at %s on %s for parity %d with %d phase(s) completed, but the last completion is not ordered before it: the wait could have come first, passed on phase %d and missed phase %d (phase aliasing)")
+      :format(W.label, rec.loc, b.name, parity, b.completed, b.completed - 1, b.completed))
+  end
+  W.waiting_at, W.wait_parity = addr, parity
   request(W, rec, function()
     local b = W.cta.bars[addr]
     return b ~= nil and passes(b, parity)
@@ -738,6 +773,7 @@ function Run:wait(W, rec, addr, parity, expected, role_what)
     if not b then return ("waits on %s (not initialized)"):format(self:barrier_name(W.cta, addr)) end
     return ("waits on %s for parity %d"):format(b.name, parity)
   end, W.cta.id .. ":" .. addr, "rp")
+  W.waiting_at = nil
 end
 
 -- }===
@@ -775,6 +811,13 @@ function Run:complete_g2s(c)
   end
   local b = self:bar(W, c.bar, c.rec, c.id, c.vc, c.cta)
   if c.dst < SHARED_BASE then violation("model", c.rec.name .. " into global memory at " .. c.rec.loc) end
+  if c.cta ~= W.cta then -- a multicast into another CTA: a DSMEM access of it (Run:access)
+    if c.cta.exited then
+      violation("dsmem", ("%s at %s writes the shared memory of CTA %d, which has exited (a missing cluster barrier before the exit)")
+        :format(c.label, c.rec.loc, c.cta.id))
+    end
+    c.cta.remote[#c.cta.remote + 1] = { actor = c.id, clock = c.vc[c.id], loc = c.rec.loc, label = c.label }
+  end
   self:shadow_write(c.cta, c.id, c.vc, c.dst, c.bytes, c.rec.loc)
   self:write_g2s(W, c)
   self:complete_tx(b, c.bytes, c.id, c.vc)
@@ -1384,15 +1427,26 @@ end
 -- A state is explored again only with the actors asleep both times.
 
 -- The step an actor would take next: { obj, acc } (see request).
--- acc "n": an arrival that does not complete its phase (it commutes with waits
--- too, and nothing can disable it).
-local function step_of(a)
-  if a.kind == "copy" then
+-- acc "n": an arrival taken alone (it commutes with waits too, and nothing can
+-- disable it): one that does not complete its phase; at a barrier whose waits
+-- nothing can disable, any; at an mbarrier, any unless the kernel probes
+-- mbarriers (a probe's result would depend on the order): the waits that
+-- its completion would overtake are reported (Run:complete_phase, Run:wait).
+-- acc "e": a passing wait taken alone.
+local function step_of(a, probes)
+  if a.kind == "copy" then -- an arrival of bytes on an mbarrier
     local b = a.cta.bars[a.bar]
-    return { obj = a.obj, acc = (b and not (b.pending == 0 and b.tx == a.bytes)) and "n" or "a" }
+    local completes = not b or (b.pending == 0 and b.tx == a.bytes)
+    return { obj = a.obj, acc = (probes and completes) and "a" or "n" }
   end
   local acc = a.req.acc
-  if acc == "a" and a.req.completes and not a.req.completes() then acc = "n" end
+  if acc == "am" then
+    acc = (probes and a.req.completes and a.req.completes()) and "a" or "n"
+  elseif acc == "ae" then
+    acc = "n"
+  elseif acc == "a" and a.req.completes and not a.req.completes() then
+    acc = "n"
+  end
   if acc == "re" or acc == "rp" then acc = "e" end
   return { obj = a.req.obj, acc = acc }
 end
@@ -1468,7 +1522,7 @@ function M.check(k, o)
           local key = actor_key(a)
           if not sleep[key] and (not only or cluster_of(a, dk.cluster) == only) then
             cands[#cands + 1] = key
-            steps[key] = step_of(a)
+            steps[key] = step_of(a, dk.probes)
           end
         end
         if #cands == 0 then return nil end -- every move was explored from an equivalent state
@@ -1504,7 +1558,7 @@ function M.check(k, o)
         local live = {}
         for _, a in ipairs(rs) do live[actor_key(a)] = a end
         for a, s2 in pairs(f.sleep) do
-          if live[a] then s2 = step_of(live[a]) end -- the sleeper's step as of now
+          if live[a] then s2 = step_of(live[a], dk.probes) end -- the sleeper's step as of now
           if independent(s2, st) then next_sleep[a] = s2 end
         end
         for i = 1, f.idx - 1 do
@@ -1558,7 +1612,7 @@ local api = { M = M, Run = Run, request = request, eval_lanes = eval_lanes, unif
               DSMEM_BASE = DSMEM_BASE, kernel_op = kernel_op, vc_copy = vc_copy, vc_join = vc_join,
               stage_bar = stage_bar, pipe_of = pipe_of, per_group = per_group, completes_on = completes_on,
               lowest_bit = lowest_bit, popcount = popcount, arrive_counts = arrive_counts, exec_block = exec_block,
-              bar_ref = bar_ref }
+              bar_ref = bar_ref, PROBES = PROBES }
 function M.extend(ext)
   return ext(handlers, api)
 end

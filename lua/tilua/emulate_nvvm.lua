@@ -453,6 +453,8 @@ return function(handlers, x)
     end
     return { probe(R, W, rec, addr, parity) }
   end
+  x.PROBES["nvvm.mbarrier.test_wait.parity.shared"] = true
+  x.PROBES["nvvm.mbarrier.try_wait.parity.shared"] = function(op) return not is_spin { op = op } end
   handlers["nvvm.mbarrier.test_wait.parity.shared"] = function(R, W, rec, ins)
     return { probe(R, W, rec, sh(uniform(rec, ins[1], "barrier")), uniform(rec, ins[2], "parity")) }
   end

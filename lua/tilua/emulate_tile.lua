@@ -164,8 +164,11 @@ return function(handlers, api)
           end
         end
         W.vc[W.actor] = W.vc[W.actor] + 1
-      end, function() return "arrives" end, #order == 1 and W.cta.id .. ":" .. order[1] or nil, "a",
-      function() return not arrive or completes_on(W.cta.bars[order[1]], groups[order[1]]) end)
+      end, function() return "arrives" end, #order == 1 and select(3, bar_ref(R, W, order[1])) or nil, "am",
+      function()
+        local cta, a = bar_ref(R, W, order[1])
+        return arrive and completes_on(cta.bars[a], groups[order[1]])
+      end)
       return {}
     end
   end
@@ -334,8 +337,8 @@ return function(handlers, api)
       request(W, rec, function() return true end, function()
         arrival(R, W, rec, stage_bar(p, s.index, 0), n, bytes and bytes * n, commit)
         if commit then W.vc[W.actor] = W.vc[W.actor] + 1 end
-      end, function() return what end, W.cta.id .. ":" .. stage_bar(p, s.index, 0), "a",
-      function() return not commit or completes_on(W.cta.bars[stage_bar(p, s.index, 0)], n) end)
+      end, function() return what end, W.cta.id .. ":" .. stage_bar(p, s.index, 0), "am",
+      function() return commit and completes_on(W.cta.bars[stage_bar(p, s.index, 0)], n) end)
     end)
     return {}
   end
@@ -362,7 +365,7 @@ return function(handlers, api)
       request(W, rec, function() return true end, function()
         arrival(R, W, rec, addr, n, nil, true)
         W.vc[W.actor] = W.vc[W.actor] + 1
-      end, function() return "releases" end, W.cta.id .. ":" .. addr, "a",
+      end, function() return "releases" end, W.cta.id .. ":" .. addr, "am",
       function() return completes_on(W.cta.bars[addr], n) end)
       return {}
     end
@@ -380,7 +383,7 @@ return function(handlers, api)
         request(W, rec, function() return true end, function()
           arrival(R, W, rec, a, n, nil, true)
           W.vc[W.actor] = W.vc[W.actor] + 1
-        end, function() return #targets > 1 and ("releases on CTA %d"):format(cta.id) or "releases" end, key, "a",
+        end, function() return #targets > 1 and ("releases on CTA %d"):format(cta.id) or "releases" end, key, "am",
         function() return completes_on(cta.bars[local_addr], n) end)
       end
     end)
@@ -447,7 +450,7 @@ return function(handlers, api)
     request(W, rec, function() return true end, function()
       R:arrive(R:bar(W, addr, rec), n, W.actor, W.vc, rec)
       W.vc[W.actor] = W.vc[W.actor] + 1
-    end, function() return "arrives" end, W.cta.id .. ":" .. addr, "a",
+    end, function() return "arrives" end, W.cta.id .. ":" .. addr, "am",
     function() return completes_on(W.cta.bars[addr], n) end)
     local i, ph = st.index + 1, st.phase
     if i == q.depth then i, ph = 0, ph ~ 1 end
@@ -548,7 +551,7 @@ return function(handlers, api)
       W.cluster_phase = b.completed
       R:arrive(b, n, W.actor, W.vc, rec)
       W.vc[W.actor] = W.vc[W.actor] + 1
-    end, function() return "arrives" end, "cluster " .. b.name, "a", function() return completes_on(b, n) end)
+    end, function() return "arrives" end, "cluster " .. b.name, "ae", function() return completes_on(b, n) end)
     return {}
   end
   handlers["tile.cluster_wait"] = function(R, W, rec)
@@ -687,4 +690,7 @@ return function(handlers, api)
 
   -- what the other models use
   api.test_phase, api.per_address = test_phase, per_address
+  for _, n in ipairs { "tile.mbarrier_test_wait", "cutlass.pipeline.producer_try_acquire", "cutlass.pipeline.consumer_try_wait" } do
+    api.PROBES[n] = true
+  end
 end
