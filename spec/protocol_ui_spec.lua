@@ -82,6 +82,43 @@ describe("the verify-protocol pass", function()
     os.remove(f)
   end)
 
+  -- A module's text in a .tir file of its own.
+  local function tir_of(m)
+    local f = os.tmpname()
+    os.remove(f)
+    f = f .. ".tir"
+    local h = assert(io.open(f, "w"))
+    h:write(m:print())
+    h:close()
+    return f
+  end
+
+  it("runs a cluster's CTAs together, at a size at which a plain run reports nothing (cluster_dsmem)", function()
+    local tl = require "tilua"
+    tl.new_module()
+    assert(loadfile "examples/cluster_dsmem.lua")("--library")
+    local f = tir_of(tl.module())
+    local _, err, code = H.tilua_run { "opt", f, "--pass", "verify-protocol", "--stats" }
+    assert.equal(0, code, err) -- grid 1 would not be whole clusters of 2
+    -- total = 64 or 256 is too small for 2 CTAs of 256 threads: their output slices overlap
+    assert.matches("cluster_exchange: inputs +n = 1024: %(4096 zero bytes, 4096 zero bytes, 1024%)", err)
+    os.remove(f)
+  end)
+
+  it("guesses a tensor map as one zeroed box: the stdlib GEMM checks from its IR alone", function()
+    local tl = require "tilua"
+    tl.new_module()
+    local g = tl.gemm.build { m = 128, n = 64, k = 256, bn = 64, stages = 2, schedule = "data_parallel" }
+    local m = g.kernel.op:parent()
+    while m:name() ~= "module" do m = m:parent() end
+    local f = tir_of(m)
+    local _, err, code = H.tilua_run { "opt", f, "--pass", "verify-protocol", "--stats" }
+    assert.equal(0, code, err)
+    assert.matches(": inputs +n = 64: %(a tensor map of 128 x 64 zeros, a tensor map of 64 x 64 zeros, a tensor map of 64 x 64 zeros%)", err)
+    assert.matches(": fewest phases of a barrier +[2-9]", err)
+    os.remove(f)
+  end)
+
   it("runs through the Lua library's core.run_pipeline too", function()
     -- (the C API, which has no runner, refuses it: src/passes/pass_manager.c)
     local m = assert(require("tilua").parse_file(GOOD))

@@ -47,7 +47,18 @@ local function args_for(kop, n, o)
   for i, a in ipairs(kop:region(1):entry():args()) do
     local t = a:type()
     local info = t:info()
-    if info.kind == "ptr" then
+    local elem, box = tostring(t):match "^!tile%.tensor_map<([^,]+),%s*[^,]+,%s*(.*)>$"
+    if box then -- a tensor map: a zeroed tensor of one box (TMA fills outside it with zeros, clips stores)
+      local shape, elems = {}, 1
+      for d in box:gmatch "%d+" do
+        shape[#shape + 1] = math.tointeger(d)
+        elems = elems * shape[#shape]
+      end
+      local bits = tonumber(elem:match "%d+$") or 8 -- bf16, f32, i8; e4m3 / e5m2: one byte
+      if elem:match "^e%dm%d" then bits = 8 end
+      args[i] = { bytes = elems * bits // 8, shape = shape }
+      shown[i] = ("a tensor map of %s zeros"):format(table.concat(shape, " x "))
+    elseif info.kind == "ptr" then
       local b = o.bytes or n * elem_bytes(info.elem)
       if o.fill == "pattern" then -- byte j = j % 251 + 1: data that moved shows in :replay
         local t = {}
@@ -68,21 +79,38 @@ end
 M.SIZES = { 64, 256, 1024, 4096, 16384 }
 
 -- inputs(kernel, o) -> args, description. o.args wins; else the size n is
--- o.n, or the first of o.sizes or M.SIZES at which one round-robin emulation completes
--- every mbarrier's phase at least twice (every ring wraps twice), fails (the
--- checker will say why), or uses no mbarrier; else the largest.
+-- o.n; for a kernel without integer parameters the first of o.sizes or
+-- M.SIZES; else the first of them at which one round-robin emulation
+-- (protocol-only, as the checker's) completes every mbarrier's phase at least
+-- twice (every ring wraps twice) or uses no mbarrier, and reports nothing (a
+-- guessed size can be too small for the kernel: a length that two
+-- parameters share); else the first at which it failed (the checker will say
+-- why), else the largest.
 function M.inputs(k, o)
   o = o or {}
   local kop = kernel_of(k)
   if o.args then return o.args, "the arguments given" end
   local sizes = o.n and { o.n } or o.sizes or M.SIZES
+  local sized = false -- an integer parameter: the size can change what the kernel does
+  for _, a in ipairs(kop:region(1):entry():args()) do
+    local kind = a:type():info().kind
+    sized = sized or kind == "int" or kind == "index"
+  end
+  if not sized then sizes = { sizes[1] } end -- only the buffers' sizes would change: no run needed
   local args, shown, n
-  for _, size in ipairs(sizes) do
+  local failed
+  for i, size in ipairs(sizes) do
     n = size
     args, shown = args_for(kop, n, o)
     if #sizes == 1 then break end
-    local ok, r = pcall(em.run, kop, { grid = o.grid or 1, args = args, max_steps = o.max_steps, max_ops = o.max_ops })
-    if not ok or not r.ok or not r.min_phases or r.min_phases >= 2 then break end
+    local ok, r = pcall(em.run, kop, { grid = o.grid or 1, args = args, max_steps = o.max_steps, max_ops = o.max_ops,
+                                       values = false })
+    if ok and r.ok and (not r.min_phases or r.min_phases >= 2) then
+      failed = nil
+      break
+    end
+    if not (ok and r.ok) and not failed then failed = { args, shown, n } end
+    if i == #sizes and failed then args, shown, n = table.unpack(failed) end
   end
   local d = #shown == 0 and "no parameters" or ("n = %d: (%s)"):format(n, table.concat(shown, ", "))
   return args, d, n
@@ -90,11 +118,18 @@ end
 
 -- check(kernel, o) -> the checker's result (tl.verify_protocol's) plus
 -- kernel (the op), inputs (the description), args, grid, name.
+-- The CTAs of the kernel's cluster (the smallest grid it runs on).
+local function cluster_size(kop)
+  local ks = kop:kernel_spec() or {}
+  return ks.has_cluster and ks.cluster and ks.cluster[1] or 1
+end
+
 function M.check(k, o)
   o = o or {}
   local kop = kernel_of(k)
+  local grid = o.grid or cluster_size(kop)
+  o = setmetatable({ grid = grid }, { __index = o })
   local args, desc, n = M.inputs(kop, o)
-  local grid = o.grid or 1
   local r = em.check(kop, { grid = grid, args = args, max_states = o.max_states or 20000,
                             trace_limit = o.trace, max_steps = o.max_steps, max_ops = o.max_ops })
   r.kernel, r.args, r.grid, r.inputs, r.n = kop, args, grid, desc, n
