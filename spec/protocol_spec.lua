@@ -63,6 +63,28 @@ describe("tl.emulate", function()
     assert.matches("consumer warp 1: cutlass.pipeline.consumer_wait at examples/pipeline_ring_copy.lua:79", r.report)
   end)
 
+  it("runs each case of cutlass.pipeline.switch_by_executor on its warps, with its operands", function()
+    tl.new_module()
+    local k = tl.kernel("cases", { params = { { "out", tl.ptr(tl.i32) } }, block = 96 })
+    k:define(function(k, p)
+      local a = k:executor("a", { first_warp = 0, warps = 1 })
+      local b = k:executor("b", { first_warp = 1, warps = 2 })
+      k:async_exec("both", { first_warp = 0, warps = 3 }, function()
+        tl.cutlass.switch_by_executor {
+          { a, { tl.const(7, tl.i32) }, function(x) tl.if_(tl.lane_id():eq(0), function() (p.out + 0):store(x) end) end },
+          { b, { tl.const(9, tl.i32), tl.const(2, tl.i32) }, function(y, z)
+              local w = tl.warp_id()
+              tl.if_(tl.lane_id():eq(0), function() (p.out + w):store(y * z + w) end)
+            end },
+        }
+      end)
+    end)
+    local r = tl.emulate(k, { args = { { bytes = 12 } } })
+    assert(r.ok, r.report)
+    local x, y, z = string.unpack("<i4<i4<i4", r.read(1))
+    assert.are.same({ 7, 19, 20 }, { x, y, z })
+  end)
+
   it("says which op it does not model", function()
     tl.new_module()
     local k = tl.kernel("nm", { params = {}, block = 32 })

@@ -126,6 +126,27 @@ return function(handlers, api)
     return {}
   end
 
+  -- switch_by_executor: case i runs on the warps of masks[i], its block's
+  -- arguments the i-th group of operands (operand_segments), as the lowering's
+  -- scf.if per case
+  handlers["cutlass.pipeline.switch_by_executor"] = function(R, W, rec, ins, ctx)
+    local op = rec.op
+    local masks, segs = op:attr "masks", op:attr "operand_segments"
+    local first = 1
+    for i, blk in ipairs(rec.regions[1]) do
+      local m, n = masks[i], segs[i] or 0
+      if (m >> W.w) & 1 == 1 then
+        local sub = setmetatable({ exec = m, agent_first = lowest_bit(m) }, { __index = ctx })
+        local old = W.grp
+        W.grp = m
+        exec_block(R, W, blk, { table.unpack(ins, first, first + n - 1) }, sub)
+        W.grp = old
+      end
+      first = first + n
+    end
+    return {}
+  end
+
   -- mbarriers (tile)
   local function per_address(rec, ins, ctx, i)
     -- the lanes grouped by the address operand i: { [addr] = nlanes }
