@@ -21,7 +21,7 @@ local M = {}
 local seen = {} -- kernel name -> { text =, skipped = } of this pipeline run's checks
 -- after every pass, sizes from small up: a kernel without mbarriers (whose
 -- loops may run n times) is checked at the smallest, and cheaply
-local AFTER_SIZES = { 8, 64, 256, 1024, 4096, 16384 }
+local AFTER_SIZES = { 8, 64, 256, 1024, 4096, 16384, 65536, 262144 }
 function M.verify_protocol(module, o, after)
   local P = require "tilua.protocol"
   local errors, stats = {}, {}

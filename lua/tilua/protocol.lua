@@ -76,7 +76,7 @@ local function args_for(kop, n, o)
   return args, shown
 end
 
-M.SIZES = { 64, 256, 1024, 4096, 16384 }
+M.SIZES = { 64, 256, 1024, 4096, 16384, 65536, 262144 }
 
 -- inputs(kernel, o) -> args, description. o.args wins; else the size n is
 -- o.n; for a kernel without integer parameters the first of o.sizes or
