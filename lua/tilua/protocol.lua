@@ -84,8 +84,8 @@ M.SIZES = { 64, 256, 1024, 4096, 16384, 65536, 262144 }
 -- (protocol-only, as the checker's) completes every mbarrier's phase at least
 -- twice (every ring wraps twice) or uses no mbarrier, and reports nothing (a
 -- guessed size can be too small for the kernel: a length that two
--- parameters share); else the first at which it failed (the checker will say
--- why), else the largest.
+-- parameters share); else (no larger size tried once 4 failed) the first at
+-- which it failed (the checker will say why), else the largest.
 function M.inputs(k, o)
   o = o or {}
   local kop = kernel_of(k)
@@ -109,8 +109,16 @@ function M.inputs(k, o)
       failed = nil
       break
     end
-    if not (ok and r.ok) and not failed then failed = { args, shown, n } end
-    if i == #sizes and failed then args, shown, n = table.unpack(failed) end
+    if not (ok and r.ok) then
+      failed = failed or { args, shown, n, 0 }
+      failed[4] = failed[4] + 1
+    end
+    -- a kernel that fails at 4 sizes is taken to fail at all (its loops may
+    -- run n times: the larger sizes would only cost time)
+    if failed and (i == #sizes or failed[4] == 4) then
+      args, shown, n = table.unpack(failed, 1, 3)
+      break
+    end
   end
   local d = #shown == 0 and "no parameters" or ("n = %d: (%s)"):format(n, table.concat(shown, ", "))
   return args, d, n
