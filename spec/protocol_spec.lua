@@ -535,4 +535,19 @@ describe("tl.emulate's bounds", function()
     assert.is_false(ok)
     assert.matches("emulate: more than 10000 ops run %(max_ops%) at [^ ]*protocol_spec.lua:%d+: a loop that does not end", err)
   end)
+
+  it("counts the elements a block-striped move loops over (a fragment of 2^31 elements)", function()
+    local m = assert(tl.parse([[
+module {
+  tile.kernel {arg_names = ["partials"], kernel_spec = {block = [128, 1, 1]}, sym_name = "striped"} {
+  ^bb0(%0: ptr<f32, global>):
+    %1 = builtin.unrealized_conversion_cast : memref<2147483648xf32, rmem>
+    cutlass.block_striped.load_add %0, %1 {element_type = f32, threads = 128}
+  }
+}
+]], { file = "huge.tir" }))
+    local ok, err = pcall(tl.emulate, m, { args = { { bytes = 16 } }, max_ops = 100000 })
+    assert.is_false(ok)
+    assert.matches("emulate: more than 100000 ops run %(max_ops%) at huge.tir:5", err)
+  end)
 end)

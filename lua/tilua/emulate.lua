@@ -925,17 +925,23 @@ local handlers = {}
 -- The op models: emulate_tile.lua (the authoring level), registered at the end.
 
 
+-- n more ops run at rec: a loop without a synchronizing op takes no steps, so
+-- the ops are bounded too (a handler that loops over elements counts them).
+function Run:tick(rec, n)
+  self.ops = self.ops + n
+  if self.ops > self.max_ops then
+    error(("emulate: more than %d ops run (max_ops) at %s: a loop that does not end, or raise max_ops")
+      :format(self.max_ops, rec.loc), 0)
+  end
+end
+
 -- Runs a block over ctx.mask; returns the terminator's operand values.
 function exec_block(R, W, blk, args, ctx)
   local vals = W.vals
   for i, a in ipairs(blk.args) do vals[a] = args[i] end
   for _, rec in ipairs(blk.ops) do
     local name = rec.name
-    R.ops = R.ops + 1 -- a loop without a synchronizing op takes no steps: bound the ops too
-    if R.ops > R.max_ops then
-      error(("emulate: more than %d ops run (max_ops) at %s: a loop that does not end, or raise max_ops")
-        :format(R.max_ops, rec.loc), 0)
-    end
+    R:tick(rec, 1)
     local ins = {}
     for i, id in ipairs(rec.ins) do ins[i] = vals[id] end
     if name == "scf.yield" or name == "scf.condition" then return ins end

@@ -618,6 +618,7 @@ return function(handlers, api)
           f.lanes[l] = data
         end
         if t < threads then
+          R:tick(rec, units * v) -- its elements, one op each
           for u = 0, units - 1 do
             local base = g + (u * threads + t) * v * es
             for i = 0, v - 1 do

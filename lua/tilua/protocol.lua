@@ -124,14 +124,14 @@ function M.inputs(k, o)
   return args, d, n
 end
 
--- check(kernel, o) -> the checker's result (tl.verify_protocol's) plus
--- kernel (the op), inputs (the description), args, grid, name.
 -- The CTAs of the kernel's cluster (the smallest grid it runs on).
 local function cluster_size(kop)
   local ks = kop:kernel_spec() or {}
   return ks.has_cluster and ks.cluster and ks.cluster[1] or 1
 end
 
+-- check(kernel, o) -> the checker's result (tl.verify_protocol's) plus
+-- kernel (the op), inputs (the description), args, grid, name.
 function M.check(k, o)
   o = o or {}
   local kop = kernel_of(k)
