@@ -23,11 +23,8 @@ local limit = tonumber(arg[1]) or 300
 local TMP = os.tmpname()
 os.remove(TMP)
 
-local function ops(x, name)
-  local out = {}
-  x:walk(function(o) if o:name() == name then out[#out + 1] = o end end)
-  return out
-end
+local PH = dofile "spec/protocol_helper.lua" -- the specs' small ring copies, op lookup, test bytes
+local ops = PH.ops
 
 -- The GEMM's kernel with its tile scheduler lowered, as spec/protocol_gemm_spec.lua checks it.
 local function gemm(cfg)
@@ -64,9 +61,8 @@ local function i32s(t)
   for i, v in ipairs(t) do o[i] = string.pack("<i4", v) end
   return table.concat(o)
 end
-local function ring(key) -- the ring copies of the protocol specs (spec/protocol_helper.lua)
+local function ring(key) -- the ring copies of the protocol specs
   return function()
-    local PH = dofile "spec/protocol_helper.lua"
     local c = PH.cases[key]
     return c.build(), 1, { PH.bytes(c.n, 1), { bytes = c.n }, c.n }
   end
