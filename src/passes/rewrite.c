@@ -262,3 +262,71 @@ void rw_replace(IrOp *op, IrValue *v) {
 }
 
 /* }====================================================================== */
+
+/* Dead-code elimination, last op first so that whole dead chains go in one sweep. */
+bool rw_dce_block(IrBlock *blk) {
+  bool changed = false;
+  for (IrOp *op = blk->last, *prev; op; op = prev) {
+    prev = op->prev;
+    for (uint32_t r = 0; r < op->nregions; r++)
+      for (IrBlock *b = op->regions[r].first; b; b = b->next) changed |= rw_dce_block(b);
+    if (ir_op_results_unused(op) && ir_op_is_removable(op)) {
+      ir_op_erase(op);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+/* Is loop-carried value i of an scf.for dead: its result unused, its block
+** argument read only by the yield that passes it on unchanged? */
+static bool for_iter_dead(IrOp *loop, uint32_t i) {
+  IrBlock *body = loop->regions[0].first;
+  IrValue *arg = body->args[1 + i];
+  IrOp *y = ir_block_terminator(body);
+  if (ir_value_has_uses(&loop->results[i]) || !y || y->operands[i].value != arg) return false;
+  for (IrUse *u = arg->uses; u; u = u->next)
+    if (u->owner != y) return false;
+  return true;
+}
+
+IrOp *rw_for_drop_dead(Rewriter *r, IrOp *loop) {
+  uint32_t n = loop->nresults, keep = 0;
+  bool *dead = ir_calloc(n ? n : 1, sizeof *dead);
+  for (uint32_t i = 0; i < n; i++) keep += !(dead[i] = for_iter_dead(loop, i));
+  if (keep == n) {
+    ir_free(dead);
+    return loop;
+  }
+  IrValue **opds = ir_malloc((3 + keep) * sizeof *opds);
+  const IrType **types = ir_malloc((keep ? keep : 1) * sizeof *types);
+  for (uint32_t i = 0; i < 3; i++) opds[i] = loop->operands[i].value;
+  for (uint32_t i = 0, j = 0; i < n; i++)
+    if (!dead[i]) {
+      opds[3 + j] = loop->operands[3 + i].value;
+      types[j++] = loop->results[i].type;
+    }
+  IrOp *nl = ir_op_create(r->ctx, OP_SCF_FOR, loop->loc, 3 + keep, opds, keep, types, 1);
+  for (uint32_t i = 0; i < loop->nattrs; i++) ir_op_set_attr(nl, loop->attrs[i].name, loop->attrs[i].attr);
+  ir_op_insert_before(loop, nl);
+  IrBlock *old = loop->regions[0].first, *body = ir_region_ensure_block(r->ctx, &nl->regions[0]);
+  ir_value_replace_all_uses(old->args[0], ir_block_add_arg(r->ctx, body, old->args[0]->type));
+  for (uint32_t i = 0, j = 0; i < n; i++)
+    if (!dead[i]) {
+      ir_value_replace_all_uses(old->args[1 + i], ir_block_add_arg(r->ctx, body, old->args[1 + i]->type));
+      ir_value_replace_all_uses(&loop->results[i], &nl->results[j++]);
+    }
+  IrOp *y = ir_block_terminator(old);
+  for (uint32_t i = n; i-- > 0;)
+    if (dead[i]) ir_op_erase_operand(y, i);
+  while (old->first) {
+    IrOp *o = old->first;
+    ir_op_unlink(o);
+    ir_block_append(body, o);
+  }
+  ir_op_erase(loop);
+  ir_free(opds);
+  ir_free(types);
+  ir_free(dead);
+  return nl;
+}
