@@ -131,6 +131,9 @@ local function eval_simple(op, ins)
   elseif name == "arith.mulf" then return { round_float(a * b, rt) }
   elseif name == "arith.divf" then return { round_float(a / b, rt) }
   elseif name == "arith.negf" then return { -a }
+  elseif name == "arith.maximumf" or name == "arith.minimumf" then -- NaN if either is (IEEE maximum / minimum)
+    if a ~= a or b ~= b then return { 0 / 0 } end
+    return { (name == "arith.maximumf") == (a >= b) and a or b }
   elseif name == "arith.sitofp" then return { round_float(a + 0.0, rt) }
   elseif name == "arith.cmpf" then
     local p = op:attr "predicate"

@@ -467,7 +467,7 @@ local function lower_kernel(tl, G, kop)
         if n == "tileas.convert_layout" and layout_kind(op:result(1)) ~= layout_kind(op:operand(1)) then
           fail(op, "convert_layout from %s to %s is not lowered yet", tostring(layout_kind(op:operand(1))), tostring(layout_kind(op:result(1))))
         end
-        if getmetatable(x) == Line and ri.rank == 2 then -- a row (along 2) or column (along 1) over the fragment
+        if getmetatable(x) == Line and #ri.shape == 2 then -- a row (along 2) or column (along 1) over the fragment
           vmap[op:result(1):id()] = frag(ri.elem, 0, function(i)
             local dr, dc = env.f.offset(i)
             return x:at(x.along == 2 and dc or dr)
@@ -562,7 +562,8 @@ local function lower_kernel(tl, G, kop)
         for d = 1, 2 do coords[d] = get(ld:operand(1 + d), ld) * r.shape[d] end
         for h = 0, r.nbox - 1 do
           local c2 = h == 0 and coords[2] or coords[2] + h * r.box[2]
-          tl.tma_load(r.smem:ptr(env.stage, h * r.shape[1]), args[e.lowered_map], env.full, { coords[1], c2 })
+          local dst = h == 0 and r.smem:ptr(env.stage) or r.smem:ptr(env.stage, h * r.shape[1])
+          tl.tma_load(dst, args[e.lowered_map], env.full, { coords[1], c2 })
         end
       end
       k:agent("producer", { warps = ag.warps, warp_id = warp_id(ag) }, function()
@@ -717,11 +718,11 @@ local function lower_kernel(tl, G, kop)
             local e = P.by_arg[op:operand(1):id()]
             local ri = tile_of(op:result(1))
             local kind = layout_kind(op:result(1))
-            if kind == "slice" and ri.rank == 1 and ri.layout.parent and ri.layout.parent.kind == "mma" then
+            if kind == "slice" and #ri.shape == 1 and ri.layout.parent and ri.layout.parent.kind == "mma" then
               local along = ri.layout.dim == 0 and 2 or 1 -- slice dim 0 removed: a row over N
               local base = get(op:operand(2), op) * ri.shape[1] + (along == 2 and f.col or f.row)
               vmap[op:result(1):id()] = line(ri.elem, along, function(off) return load_at(e, op, { base + off }) end)
-            elseif kind == "mma" and ri.rank == 2 then
+            elseif kind == "mma" and #ri.shape == 2 then
               local r0, c0 = tile_rows_cols(get(op:operand(2), op), get(op:operand(3), op), ri)
               vmap[op:result(1):id()] = frag(ri.elem, ri.shape[1] * ri.shape[2] // 128, function(i)
                 local dr, dc = f.offset(i)
