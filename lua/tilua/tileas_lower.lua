@@ -165,8 +165,12 @@ local function plan_params(tl, kop, agents)
         elseif n == "tileas.tiled_store" or not M.is_ring_load(op) then
           e.ptr = true
         end
-      elseif n == "tileas.num_programs" or n == "tileas.is_valid_program_id" then
-        P.programs = true
+      elseif n == "tileas.num_programs" then
+        P.programs = P.programs or {}
+        P.programs[op:attr "dim"] = true
+      elseif n == "tileas.is_valid_program_id" then -- the scheduler reads the grid of programs
+        P.programs = P.programs or {}
+        P.programs.x, P.programs.y = true, true
       end
     end)
   end
@@ -201,9 +205,9 @@ local function plan_params(tl, kop, agents)
       add(e.name, e.type, "arg:" .. e.name)
     end
   end
-  if P.programs then
-    P.lowered_programs = {}
-    for d, dim in ipairs { "x", "y", "z" } do
+  P.lowered_programs = {}
+  for d, dim in ipairs { "x", "y", "z" } do
+    if P.programs and P.programs[dim] then
       P.lowered_programs[d] = #params + 1
       add("programs_" .. dim, tl.i32, "programs:" .. dim)
     end
@@ -266,6 +270,7 @@ local function lower_kernel(tl, G, kop)
   end
   local P = plan_params(tl, kop, agents)
   local spec = kop:kernel_spec()
+  local persistent = false -- a persistent tile loop was lowered
   local warps = 0
   local producer, consumers = nil, {}
   for _, ag in ipairs(agents) do
@@ -511,6 +516,7 @@ local function lower_kernel(tl, G, kop)
         end
         if #op:results() > 0 and op:result(1):nuses() > 0 then fail(op, "the persistent loop's result is used after it") end
         local after = op:region(2):entry()
+        persistent = true
         G.tile_loop(tl, scheduler():work(tl.block_id()), cursors, { function(work)
           local saved = env.program_id
           local ids = {}
@@ -518,7 +524,8 @@ local function lower_kernel(tl, G, kop)
             ids[dim] = ids[dim] or (dim == "x" and work:m() or dim == "y" and work:n() or tl.const(0))
             return ids[dim]
           end
-          vmap[after:arg(1):id()] = work:linear_id()
+          -- the linear program id whose x = q mod nx and y = q / nx are the work tile's m and n
+          vmap[after:arg(1):id()] = work:m() + work:n() * programs(1)
           for _, o in ipairs(after:ops()) do
             if o:name() == "tileas.cancel_next_program_id" then vmap[o:result(1):id()] = tl.const(0)
             else at_loc(o, lower_op, o, env) end
@@ -783,7 +790,7 @@ local function lower_kernel(tl, G, kop)
   kop:erase()
   k.op:set_attr("sym_name", name)
   k.op:set_attr("tileas.params", P.launch)
-  k.op:set_attr("tileas.launch", { persistent = P.programs and true or false })
+  k.op:set_attr("tileas.launch", { persistent = persistent })
 end
 
 -- }=====================================================================
