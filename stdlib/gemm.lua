@@ -262,21 +262,8 @@ function M.attach(tl)
             local m, n = work:m() * CL + rank, work:n()
             local _, kbn = M.k_range(tl, c, work)
             if PP then go[g]:wait(turn) end
-            -- first k block: no stage to release yet
-            pipe:consumer_wait(st)
-            local acc = { value = mma_stage(tl.zeros(tl.f32, BN // 2), st:index(), true) }
-            local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
-            st:advance()
-            tl.cutlass.for_range(1, kbn, { acc, st, rel }, function()
-              pipe:consumer_wait(st)
-              acc.value = mma_stage(acc.value, st:index(), false)
-              tl.wgmma_wait(1)
-              release(rel)
-              rel:advance()
-              st:advance()
-            end)
-            tl.wgmma_wait(0)
-            release(rel)
+            local acc = { value = M.mainloop(tl, pipe, st, 0, kbn, function() return tl.zeros(tl.f32, BN // 2) end,
+                                             function(a, s, _, first) return mma_stage(a, s, first) end, release) }
             if PP then go[3 - g]:arrive(turn) end -- the other group's mainloop may start
             if c.schedule == "streamk" then
               local final
@@ -511,6 +498,31 @@ function M.tile_loop(tl, work, cursors, bodies)
     end
     return values()
   end))
+end
+
+-- A consumer's mainloop over the k blocks [lb, ub) (at least one) of pipeline
+-- `pipe` from its cursor st: per k block wait for the stage and issue
+-- mma(acc, stage, k block, first) (wgmma_fence ... commit); then wait until one
+-- group is in flight and release the stage before (release(cursor)), so the
+-- tensor cores always have the next group queued. The first k block is peeled
+-- (nothing to release yet; `first` lets it start from init() without reading
+-- it, scale-d false). Returns the accumulator after the last group completed.
+function M.mainloop(tl, pipe, st, lb, ub, init, mma, release)
+  pipe:consumer_wait(st)
+  local acc = { value = mma(init(), st:index(), lb, true) }
+  local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
+  st:advance()
+  tl.cutlass.for_range(lb + 1, ub, { acc, st, rel }, function(kb)
+    pipe:consumer_wait(st)
+    acc.value = mma(acc.value, st:index(), kb, false)
+    tl.wgmma_wait(1)
+    release(rel)
+    rel:advance()
+    st:advance()
+  end)
+  tl.wgmma_wait(0)
+  release(rel)
+  return acc.value
 end
 
 -- The epilogue of one consumer warpgroup: acc (its 64 x BN fragment) scaled,

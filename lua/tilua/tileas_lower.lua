@@ -229,10 +229,12 @@ end
 -- rows (along = 1) the thread holds), or a Ring (a shared ring, possibly
 -- sliced to a consumer's rows).
 
-local Frag = {}
-Frag.__index = Frag
-local function frag(elem, n, at) return setmetatable({ elem = elem, n = n, fn = at, cache = {} }, Frag) end
-function Frag:at(i)
+-- Frags and Lines compute an element when it is first asked for (at(i)),
+-- so that what the epilogue never reads is never built.
+local Lazy = {}
+Lazy.__index = Lazy
+local function lazy(kind, elem, at) return setmetatable({ kind = kind, elem = elem, fn = at, cache = {} }, Lazy) end
+function Lazy:at(i)
   local v = self.cache[i]
   if v == nil then
     v = self.fn(i)
@@ -240,18 +242,14 @@ function Frag:at(i)
   end
   return v
 end
-
-local Line = {}
-Line.__index = Line
-local function line(elem, along, at) return setmetatable({ elem = elem, along = along, fn = at, cache = {} }, Line) end
-function Line:at(off)
-  local v = self.cache[off]
-  if v == nil then
-    v = self.fn(off)
-    self.cache[off] = v
-  end
-  return v
+local function frag(elem, _, at) return lazy("frag", elem, at) end
+local function line(elem, along, at)
+  local l = lazy("line", elem, at)
+  l.along = along
+  return l
 end
+local function is_frag(x) return getmetatable(x) == Lazy and x.kind == "frag" end
+local function is_line(x) return getmetatable(x) == Lazy and x.kind == "line" end
 
 local Ring = {}
 Ring.__index = Ring
@@ -411,7 +409,7 @@ local function lower_kernel(tl, G, kop)
       local n = ri.shape[1] * ri.shape[2] // 128
       local nm = op:name()
       local src = opds[1]
-      if nm == "arith.truncf" and getmetatable(src) == Frag then
+      if nm == "arith.truncf" and is_frag(src) then
         local f = frag(ri.elem, n, function(i) return tl.op1(nm, { src:at(i) }, ri.elem, attrs) end)
         f.trunc_of = src -- the store packs the wide values
         return f
@@ -419,7 +417,7 @@ local function lower_kernel(tl, G, kop)
       return frag(ri.elem, n, function(i)
         local xs = {}
         for j, o in ipairs(opds) do
-          if getmetatable(o) == Frag then xs[j] = o:at(i) elseif tl.is_value(o) then xs[j] = o
+          if is_frag(o) then xs[j] = o:at(i) elseif tl.is_value(o) then xs[j] = o
           else fail(op, "an operand of an elementwise op that is not a tile of the accumulator's layout") end
         end
         return tl.op1(nm, xs, ri.elem, attrs)
@@ -472,7 +470,7 @@ local function lower_kernel(tl, G, kop)
         if n == "tileas.convert_layout" and layout_kind(op:result(1)) ~= layout_kind(op:operand(1)) then
           fail(op, "convert_layout from %s to %s is not lowered yet", tostring(layout_kind(op:operand(1))), tostring(layout_kind(op:result(1))))
         end
-        if getmetatable(x) == Line and #ri.shape == 2 then -- a row (along 2) or column (along 1) over the fragment
+        if is_line(x) and #ri.shape == 2 then -- a row (along 2) or column (along 1) over the fragment
           vmap[op:result(1):id()] = frag(ri.elem, 0, function(i)
             local dr, dc = env.f.offset(i)
             return x:at(x.along == 2 and dc or dr)
@@ -483,7 +481,7 @@ local function lower_kernel(tl, G, kop)
       elseif n == "tileas.math" then
         local x = get(op:operand(1), op)
         local fn = math_fns[op:attr "fn"]
-        if getmetatable(x) ~= Frag or tile_of(op:result(1)).elem ~= tl.f32 then fail(op, "tileas.math of f32 accumulator tiles only") end
+        if not is_frag(x) or tile_of(op:result(1)).elem ~= tl.f32 then fail(op, "tileas.math of f32 accumulator tiles only") end
         vmap[op:result(1):id()] = frag(x.elem, x.n, function(i) return fn(x:at(i)) end)
       elseif n:match "^arith%." and op:nresults() == 1 and tile_of(op:result(1)) then
         vmap[op:result(1):id()] = elementwise(op, env)
@@ -674,9 +672,9 @@ local function lower_kernel(tl, G, kop)
               return tl.vector_of(tl.f32, vals)
             end
             local yield = b:terminator()
-            local function step(kk, acc, first)
+            local function step(kk, acc, s, first)
               vmap[b:arg(1):id()], vmap[b:arg(2):id()] = kk, { vec = acc }
-              env.acc_in, env.first_step, env.stage = acc, first, st:index()
+              env.acc_in, env.first_step, env.stage = acc, first, s
               lower_block(b, env)
               local out = get(yield:operand(1), yield)
               if not out.vec then fail(yield, "the pipelined loop must yield the dot's result") end
@@ -684,21 +682,8 @@ local function lower_kernel(tl, G, kop)
             end
             local lb, ub = get(op:operand(1), op), get(op:operand(2), op)
             local function mainloop()
-              pipe:consumer_wait(st)
-              local acc = { value = step(lb, zero and tl.zeros(tl.f32, n) or vec_of(init), zero) }
-              local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
-              st:advance()
-              tl.cutlass.for_range(lb + 1, ub, { acc, st, rel }, function(kk)
-                pipe:consumer_wait(st)
-                acc.value = step(kk, acc.value, false)
-                tl.wgmma_wait(1)
-                release(rel)
-                rel:advance()
-                st:advance()
-              end)
-              tl.wgmma_wait(0)
-              release(rel)
-              return acc.value
+              return G.mainloop(tl, pipe, st, lb, ub, function() return zero and tl.zeros(tl.f32, n) or vec_of(init) end,
+                                function(acc, s, kk, first) return step(kk, acc, s, first) end, release)
             end
             local ubc, lbc = const_int(op:operand(2)), const_int(op:operand(1))
             local res
@@ -745,7 +730,7 @@ local function lower_kernel(tl, G, kop)
             local tile = op:operand(op:noperands())
             local ri = tile_of(tile)
             local x = get(tile, op)
-            if getmetatable(x) ~= Frag and not x.vec then fail(op, "tiled_store of a tile not in the mma layout is not lowered yet") end
+            if not is_frag(x) and not x.vec then fail(op, "tiled_store of a tile not in the mma layout is not lowered yet") end
             if x.vec then
               local vec = x.vec
               x = frag(tl.f32, ri.shape[2] // 2, function(i) return tl.extract(vec, i) end)

@@ -94,10 +94,6 @@ void rw_replace(IrOp *op, IrValue *v);
 /* Erase the removable ops of blk (and of the blocks nested in it) whose
 ** results are unused; true when one went. */
 bool rw_dce_block(IrBlock *blk);
-/* An scf.for without its dead loop-carried values (result unused, carried on
-** unchanged by the yield and read by nothing else): the loop, or the one that
-** replaces it (same attributes and body). */
-IrOp *rw_for_drop_dead(Rewriter *r, IrOp *loop);
 /* }=== */
 
 #endif

@@ -24,8 +24,7 @@
 */
 #include <string.h>
 
-#include "../dialects/dialects.h"
-#include "rewrite.h"
+#include "tileas_layout.h"
 
 typedef struct Lay {
   Rewriter rw;
@@ -152,13 +151,7 @@ static IrValue *convert_operand(Lay *L, IrOp *op, uint32_t i) {
 ** Collecting the constraints
 ** ======================================================================= */
 
-static bool elementwise(const IrOp *op) {
-  if (op->kind == OP_TILEAS_MATH || op->kind == OP_TILEAS_BROADCAST) return true;
-  if (strncmp(ir_op_name(op), "arith.", 6) != 0) return false;
-  for (uint32_t i = 0; i < op->nresults; i++)
-    if (is_tile(&op->results[i])) return true;
-  return false;
-}
+static bool elementwise(const IrOp *op) { return tas_elementwise(op) || op->kind == OP_TILEAS_BROADCAST; }
 
 static bool feeds_dot_operand(const IrUse *u) {
   return u->owner->kind == OP_TILEAS_DOT && u->index < 2;
@@ -230,60 +223,31 @@ static bool visit_seed(IrOp *op, void *ud) {
   return true;
 }
 
-/* Operands i of a and j of b (or results / block args given as values) share a layout. */
-static void must_share(Lay *L, IrOp *at, IrValue *a, IrValue *b) {
-  if (is_tile(a) && is_tile(b) && !unite(L, a, b)) fail_at(L, at, "values carried together have different layouts");
+/* The values of an scf op's loop-carried slots (and of an if's results) share a layout. */
+static void unite_slots(Lay *L, IrOp *op) {
+  TasSlot sl;
+  for (uint32_t i = 0; tas_slot_at(op, i, &sl); i++) {
+    IrValue *first = sl.values[0];
+    if (!is_tile(first)) continue;
+    bool ok = true;
+    for (uint32_t j = 1; j < sl.nvalues; j++) ok &= unite(L, first, sl.values[j]);
+    for (uint32_t j = 0; j < sl.nfeeds; j++)
+      if (sl.feeds[j].op) ok &= unite(L, first, sl.feeds[j].op->operands[sl.feeds[j].index].value);
+    if (!ok) fail_at(L, op, "values carried together have different layouts");
+  }
 }
-
-static IrOp *terminator_of(IrRegion *r) { return r->first ? ir_block_terminator(r->first) : NULL; }
 
 static bool visit_unite(IrOp *op, void *ud) {
   Lay *L = ud;
   if (elementwise(op)) {
-    IrValue *first = NULL;
-    for (uint32_t i = 0; i < op->nresults; i++)
-      if (is_tile(&op->results[i])) {
-        if (first) must_share(L, op, first, &op->results[i]);
-        first = &op->results[i];
-      }
+    IrValue *res = &op->results[0];
     for (uint32_t i = 0; i < op->noperands; i++) {
       IrValue *v = op->operands[i].value;
       if (!is_tile(v)) continue;
-      if (!unite(L, first, v)) unite(L, first, convert_operand(L, op, i)); /* two layouts meet */
+      if (!unite(L, res, v)) unite(L, res, convert_operand(L, op, i)); /* two layouts meet */
     }
-    return true;
-  }
-  switch (op->kind) {
-  case OP_SCF_FOR: {
-    IrBlock *body = op->regions[0].first;
-    IrOp *y = terminator_of(&op->regions[0]);
-    for (uint32_t i = 0; i < op->nresults; i++) {
-      must_share(L, op, op->operands[3 + i].value, &op->results[i]);
-      if (body) must_share(L, op, body->args[1 + i], &op->results[i]);
-      if (y) must_share(L, op, y->operands[i].value, &op->results[i]);
-    }
-    break;
-  }
-  case OP_SCF_WHILE: {
-    IrBlock *before = op->regions[0].first, *after = op->regions[1].first;
-    IrOp *cond = terminator_of(&op->regions[0]), *y = terminator_of(&op->regions[1]);
-    for (uint32_t i = 0; before && i < before->nargs; i++) {
-      must_share(L, op, op->operands[i].value, before->args[i]);
-      if (y) must_share(L, op, y->operands[i].value, before->args[i]);
-    }
-    for (uint32_t i = 0; i < op->nresults; i++) {
-      if (cond) must_share(L, op, cond->operands[1 + i].value, &op->results[i]);
-      if (after) must_share(L, op, after->args[i], &op->results[i]);
-    }
-    break;
-  }
-  case OP_SCF_IF:
-    for (uint32_t r = 0; r < op->nregions; r++) {
-      IrOp *y = terminator_of(&op->regions[r]);
-      for (uint32_t i = 0; y && i < op->nresults; i++) must_share(L, op, y->operands[i].value, &op->results[i]);
-    }
-    break;
-  default: break;
+  } else {
+    unite_slots(L, op);
   }
   return true;
 }

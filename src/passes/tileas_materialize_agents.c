@@ -27,8 +27,7 @@
 */
 #include <string.h>
 
-#include "../dialects/dialects.h"
-#include "rewrite.h"
+#include "tileas_layout.h"
 
 #define MAX_RINGS 8
 #define WG_ROWS 64 /* rows of a wgmma accumulator fragment: one warpgroup's */
@@ -148,7 +147,15 @@ static void share(Prop *p, IrOp *at, IrValue *a, IrValue *b) {
     fail_at(p->m, at, "tileas-materialize-agents: %s", "values meet whose dims along the accumulator's M differ");
 }
 
-static IrOp *terminator_of(IrRegion *r) { return r->first ? ir_block_terminator(r->first) : NULL; }
+/* The values of an scf op's slots share their dims. */
+static void share_slots(Prop *p, IrOp *op) {
+  TasSlot sl;
+  for (uint32_t i = 0; tas_slot_at(op, i, &sl); i++) {
+    for (uint32_t j = 1; j < sl.nvalues; j++) share(p, op, sl.values[0], sl.values[j]);
+    for (uint32_t j = 0; j < sl.nfeeds; j++)
+      if (sl.feeds[j].op) share(p, op, sl.values[0], sl.feeds[j].op->operands[sl.feeds[j].index].value);
+  }
+}
 
 /* One step of the propagation of "this dim runs along M" through an op. */
 static bool visit_mdim(IrOp *op, void *ud) {
@@ -175,34 +182,8 @@ static bool visit_mdim(IrOp *op, void *ud) {
     }
     break;
   }
-  case OP_SCF_FOR: {
-    IrBlock *body = op->regions[0].first;
-    IrOp *y = terminator_of(&op->regions[0]);
-    for (uint32_t i = 0; i < op->nresults; i++) {
-      share(p, op, op->operands[3 + i].value, &op->results[i]);
-      if (body) share(p, op, body->args[1 + i], &op->results[i]);
-      if (y) share(p, op, y->operands[i].value, &op->results[i]);
-    }
-    break;
-  }
-  case OP_SCF_WHILE: {
-    IrBlock *before = op->regions[0].first, *after = op->regions[1].first;
-    IrOp *cond = terminator_of(&op->regions[0]), *y = terminator_of(&op->regions[1]);
-    for (uint32_t i = 0; before && i < before->nargs; i++) {
-      share(p, op, op->operands[i].value, before->args[i]);
-      if (y) share(p, op, y->operands[i].value, before->args[i]);
-    }
-    for (uint32_t i = 0; i < op->nresults; i++) {
-      if (cond) share(p, op, cond->operands[1 + i].value, &op->results[i]);
-      if (after) share(p, op, after->args[i], &op->results[i]);
-    }
-    break;
-  }
-  case OP_SCF_IF:
-    for (uint32_t r = 0; r < op->nregions; r++) {
-      IrOp *y = terminator_of(&op->regions[r]);
-      for (uint32_t i = 0; y && i < op->nresults; i++) share(p, op, y->operands[i].value, &op->results[i]);
-    }
+  case OP_SCF_FOR: case OP_SCF_WHILE: case OP_SCF_IF:
+    share_slots(p, op);
     break;
   case OP_TILEAS_EXTRACT_SLICE: case OP_TILEAS_EXTRACT: case OP_TILEAS_TILED_LOAD: case OP_TILEAS_TILED_STORE:
   case OP_TILEAS_COPY: case OP_TILEAS_ALLOC_TENSOR: case OP_TILEAS_SPLAT:
@@ -292,6 +273,21 @@ static IrOp *copy_of(IrMapping *map, IrOp *op) {
 
 static bool pick_dot(const IrOp *op) { return op->kind == OP_TILEAS_DOT; }
 static bool pick_store(const IrOp *op) { return op->kind == OP_TILEAS_TILED_STORE; }
+
+/* Is slot s of an scf.for dead: its result unused, its block argument read
+** only by the yield that carries it on unchanged? */
+static bool dead_slot(const TasSlot *s) {
+  IrValue *arg = NULL, *res = NULL;
+  for (uint32_t i = 0; i < s->nvalues; i++) {
+    if (s->values[i]->def) res = s->values[i];
+    else arg = s->values[i];
+  }
+  if (!arg || !res || ir_value_has_uses(res)) return false;
+  for (IrUse *u = arg->uses; u; u = u->next)
+    if (u->owner->kind != OP_SCF_YIELD || u->owner->parent != arg->block) return false;
+  return true;
+}
+
 static bool pick_for(const IrOp *op) { return op->kind == OP_SCF_FOR; }
 
 /* Remove what an agent does not need: dead ops and dead loop-carried values, to a fixed point. */
@@ -300,8 +296,15 @@ static void prune(Mat *m, IrOp *a) {
     again = rw_dce_block(a->regions[0].first);
     IrOpVec loops = {0};
     rw_collect(a, pick_for, &loops);
-    for (uint32_t i = 0; i < loops.n; i++)
-      if (rw_for_drop_dead(&m->rw, loops.v[i]) != loops.v[i]) again = true;
+    for (uint32_t i = 0; i < loops.n && !again; i++) {
+      TasSlot sl;
+      for (uint32_t j = 0; tas_slot_at(loops.v[i], j, &sl); j++)
+        if (dead_slot(&sl)) {
+          tas_drop_slot(m->rw.ctx, &sl);
+          again = true; /* the loop was rebuilt: collect again */
+          break;
+        }
+    }
     ir_opvec_free(&loops);
   }
 }
