@@ -334,9 +334,7 @@ static IrResult assign_kernel(Rewriter *r, IrOp *k) {
 
 IrResult pass_tileas_assign_layouts(IrOp *module, IrPassCtx *pc) {
   Lay L;
-  memset(&L, 0, sizeof L);
-  rw_init(&L.rw, pc->ctx);
-  IrResult res = rw_each_kernel(&L.rw, module, pc, assign_kernel);
+  IrResult res = rw_run(&L.rw, sizeof L, module, pc, assign_kernel);
   if (L.changed) pc->changed = true;
   ptrmap_free(&L.index);
   ir_free(L.vals);

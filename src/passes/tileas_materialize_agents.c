@@ -441,9 +441,7 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
 
 IrResult pass_tileas_materialize_agents(IrOp *module, IrPassCtx *pc) {
   Mat m;
-  memset(&m, 0, sizeof m);
-  rw_init(&m.rw, pc->ctx);
-  IrResult res = rw_each_kernel(&m.rw, module, pc, materialize_kernel);
+  IrResult res = rw_run(&m.rw, sizeof m, module, pc, materialize_kernel);
   ptrmap_free(&m.mdim);
   return res;
 }
