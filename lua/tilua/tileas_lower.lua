@@ -454,7 +454,12 @@ local function lower_kernel(tl, G, kop)
       elseif n == "tileas.extract_slice" then
         local r = get(op:operand(1), op)
         if getmetatable(r) ~= Ring then fail(op, "extract_slice of register tiles is not lowered yet") end
-        local offs = op:attr "offsets"
+        local offs, per = op:attr "offsets", op:attr "tileas.replica_offsets"
+        if per and env.replica then -- one code for every replica: the offsets of this one
+          offs = { env.replica * per[1], env.replica * per[2] }
+          if per[1] == 0 then offs[1] = 0 end
+          if per[2] == 0 then offs[2] = 0 end
+        end
         vmap[op:result(1):id()] = setmetatable({ ring = r.ring or r, offsets = { offs[1], offs[2] }, shape = tile_of(op:result(1)).shape }, Ring)
       elseif n == "tileas.dot" then
         return env.dot(op)
@@ -485,6 +490,8 @@ local function lower_kernel(tl, G, kop)
         vmap[op:result(1):id()] = frag(x.elem, x.n, function(i) return fn(x:at(i)) end)
       elseif n:match "^arith%." and op:nresults() == 1 and tile_of(op:result(1)) then
         vmap[op:result(1):id()] = elementwise(op, env)
+      elseif n == "arith.constant" and op:attr "tileas.replica" and env.replica then
+        vmap[op:result(1):id()] = env.replica
       elseif n:match "^tileas%." then
         fail(op, "'%s' is not lowered yet", n)
       elseif op:nregions() > 0 then
@@ -539,11 +546,22 @@ local function lower_kernel(tl, G, kop)
       if d and d:name() == "arith.constant" then return d:attr "value" end
     end
 
+    -- The bounds of a pipelined loop, which runs at least once: the consumer's
+    -- first k block is peeled (with nothing in flight yet), and a loop with no k
+    -- block left would wait for a stage no producer fills. Once more is harmless
+    -- where the extent is 0: TMA reads zeros past the tensor's edge.
+    local function k_blocks(op)
+      local lb, ub = get(op:operand(1), op), get(op:operand(2), op)
+      local lbc, ubc = const_int(op:operand(1)), const_int(op:operand(2))
+      if lbc and ubc and ubc > lbc then return lb, ub end
+      return lb, tl.max(ub, lb + 1)
+    end
+
     -- an agent's first warp, given only where it is not where the agents before it end
     local next_warp = 0
-    local function warp_id(ag)
+    local function warp_id(ag, warps)
       local w = ag.first ~= next_warp and ag.first or nil
-      next_warp = ag.first + ag.warps
+      next_warp = ag.first + (warps or ag.warps)
       return w
     end
 
@@ -578,7 +596,8 @@ local function lower_kernel(tl, G, kop)
           env.pipelined_for = function(op)
             local b = op:region(1):entry()
             if op:nresults() > 0 then fail(op, "the producer's pipelined loop carries values") end
-            tl.cutlass.for_range(get(op:operand(1), op), get(op:operand(2), op), { st }, function(kk)
+            local lb, ub = k_blocks(op)
+            tl.cutlass.for_range(lb, ub, { st }, function(kk)
               vmap[b:arg(1):id()] = kk
               pipe:producer_acquire(st)
               env.full, env.stage = pipe:full_barrier(st), st:index()
@@ -604,12 +623,33 @@ local function lower_kernel(tl, G, kop)
 
     -- {=== a consumer (one warpgroup: 64 rows of the accumulator)
     local regs = #consumers == 1 and 240 or 232
-    local function consumer_agent(ag)
+    -- replicas (tileas.replica, tileas-materialize-agents): one code on all their
+    -- warpgroups (stdlib/gemm.lua's cooperative consumers), the replica index
+    -- the warpgroup's
+    local function replicas_of(list)
+      local n = #list
+      if n < 2 then return false end
+      local shape
+      for i, ag in ipairs(list) do
+        local rep = ag.op:attr "tileas.replica"
+        if not rep or rep[1] ~= i - 1 or rep[2] ~= n or ag.first ~= list[1].first + 4 * (i - 1) then return false end
+        local names = {}
+        each_op(ag.op, function(op) names[#names + 1] = op:name() end)
+        names = table.concat(names, " ")
+        if shape and names ~= shape then fail(ag.op, "consumer replicas that differ in more than their replica index") end
+        shape = names
+      end
+      return true
+    end
+    local function consumer_agent(ag, count)
       local env = { agent = ag }
       local a = ag.op
-      k:agent(#consumers == 1 and "consumer" or ("consumer" .. ag.index), { warps = 4, warp_id = warp_id(ag) }, function(ta)
+      local name = (#consumers == 1 or count > 1) and "consumer" or ("consumer" .. ag.index)
+      k:agent(name, { warps = 4 * count, warp_id = warp_id(ag, 4 * count) }, function(ta)
         tl.setmaxnreg(regs, "inc")
-        k:async_exec("consumer", { first_warp = ag.first, warps = 4 }, function()
+        k:async_exec("consumer", { first_warp = ag.first, warps = 4 * count }, function()
+          if count > 1 then env.replica = ta.warp_id() // 4 end -- this warpgroup's replica
+          local wg = env.replica or ag.index
           local t = ta.thread_id() % 128
           local f = tl.wgmma_fragment(t)
           env.f = f
@@ -626,8 +666,8 @@ local function lower_kernel(tl, G, kop)
               return tl.wgmma_desc(ring.smem:ptr(s, off[1], off[2] + kk * kstep), { swizzle = ring.swizzle, sbo = 1024 })
             end
             -- MN-major, boxes of {k rows, 64}: 16 k rows a step, 64-wide atoms a box apart
-            local chunk = off[2] // ring.box[2]
-            return tl.wgmma_desc(ring.smem:ptr(s, chunk * ring.shape[1] + off[1] + kk * 16, 0),
+            local row = off[2] // ring.box[2] * ring.shape[1] + off[1] + kk * 16
+            return tl.wgmma_desc(ring.smem:ptr(s, row, 0),
                                  { swizzle = ring.swizzle, lbo = ring.shape[1] * ring.box[2] * elem_bytes(ring.elem), sbo = 1024 })
           end
           local wtype = { [tl.bf16:id()] = "bf16", [tl.f16:id()] = "f16" }
@@ -680,23 +720,12 @@ local function lower_kernel(tl, G, kop)
               if not out.vec then fail(yield, "the pipelined loop must yield the dot's result") end
               return out.vec
             end
-            local lb, ub = get(op:operand(1), op), get(op:operand(2), op)
+            local lb, ub = k_blocks(op)
             local function mainloop()
               return G.mainloop(tl, pipe, st, lb, ub, function() return zero and tl.zeros(tl.f32, n) or vec_of(init) end,
                                 function(acc, s, kk, first) return step(kk, acc, s, first) end, release)
             end
-            local ubc, lbc = const_int(op:operand(2)), const_int(op:operand(1))
-            local res
-            if ubc and lbc and ubc > lbc then res = mainloop()
-            else -- no k block at all: the accumulator as it started
-              local before = st.value
-              local v, after = tl.if_(ub:gt(lb), function()
-                local r = mainloop()
-                return r, st.value
-              end, function() return vec_of(init), before end)
-              st.value = after
-              res = v
-            end
+            local res = mainloop()
             local acc = res
             vmap[op:result(1):id()] = frag(tl.f32, n, function(i) return tl.extract(acc, i) end)
           end
@@ -742,7 +771,7 @@ local function lower_kernel(tl, G, kop)
               local vals = {}
               for i = 0, ri.shape[2] // 2 - 1 do vals[i] = wide:at(i) end
               G.store_fragment(tl, { bn = ri.shape[2], out = ri.elem, staging = staging, map = args[e.lowered_map],
-                                     warpgroup = ag.index, barrier = 1 + ag.index, thread = t,
+                                     warpgroup = wg, barrier = 1 + wg, thread = t,
                                      coords = function(ch) return { tm * ri.shape[1], tn * ri.shape[2] + ch * 64 } end },
                                  vals)
               env.tma_stored = true
@@ -768,7 +797,8 @@ local function lower_kernel(tl, G, kop)
     end
     for _, r in ipairs(rings) do vmap[r.value:id()] = r end
     producer_agent(producer)
-    for _, c in ipairs(consumers) do consumer_agent(c) end
+    if replicas_of(consumers) then consumer_agent(consumers[1], #consumers)
+    else for _, c in ipairs(consumers) do consumer_agent(c, 1) end end
   end)
 
   -- the lowered kernel replaces the program

@@ -17,7 +17,11 @@
 **               each computes its half of the rows: the tiles along the
 **               accumulator's M get half the rows, the A ring is sliced
 **               (tileas.extract_slice) and tile coordinates along M become
-**               2 * m + c
+**               2 * m + c. The consumers are replicas: `tileas.replica =
+**               [c, 2]` on each, and they differ only in c (an arith.constant
+**               marked `tileas.replica`) and the slice's offsets (c times its
+**               `tileas.replica_offsets`), so a lowering may run one code on
+**               both warpgroups
 **
 ** Each agent is a copy of the whole body (a persistent loop included: every
 ** agent walks the same deterministic tile sequence) from which the dead ops
@@ -215,12 +219,15 @@ static const IrType *half_type_of(Rewriter *r, const IrValue *v) {
                              half_layout(r->ctx, t->layout, m->rows / m->nconsumers));
 }
 
-/* c * n + i before op (tile coordinates of half tiles along M). */
+/* c * n + i before op (tile coordinates of half tiles along M); i is the
+** consumer's replica index, a constant marked `tileas.replica`. */
 static IrValue *half_coord(Mat *m, IrOp *op, IrValue *c, int64_t idx) {
   Rewriter *r = &m->rw;
   rw_before(r, op);
   IrValue *v = rw_bin(r, OP_ARITH_MULI, c, rw_i32(r, m->nconsumers));
-  return idx ? rw_bin(r, OP_ARITH_ADDI, v, rw_i32(r, idx)) : v;
+  IrValue *i = rw_i32(r, idx);
+  rw_set_bool(r, i->def, "tileas.replica", true);
+  return rw_bin(r, OP_ARITH_ADDI, v, i);
 }
 
 typedef struct Split {
@@ -358,6 +365,9 @@ static IrOp *build_consumer(Mat *m, IrOp *first, IrOp *at, int64_t idx) {
         IrOp *sl = ir_op_create(ctx, OP_TILEAS_EXTRACT_SLICE, dot->loc, 1, &ring, 1, &st, 0);
         ir_op_set_attr(sl, "offsets", ir_attr_int_array(ctx, 2, off));
         ir_op_set_attr(sl, "sizes", ir_attr_int_array(ctx, 2, size));
+        int64_t per[2] = {0, 0}; /* the offsets are the replica index times these */
+        per[trans] = rows;
+        ir_op_set_attr(sl, "tileas.replica_offsets", ir_attr_int_array(ctx, 2, per));
         ir_op_insert_before(dot, sl);
         ring = &sl->results[0];
       }
@@ -368,6 +378,8 @@ static IrOp *build_consumer(Mat *m, IrOp *first, IrOp *at, int64_t idx) {
   ir_mapping_free(&map);
   prune(m, a);
   if (m->nconsumers > 1) {
+    int64_t rep[2] = {idx, m->nconsumers};
+    ir_op_set_attr(a, "tileas.replica", ir_attr_int_array(ctx, 2, rep));
     ptrmap_free(&m->mdim);
     for (Prop p = {m, true}; p.again && !m->failed;) {
       p.again = false;
