@@ -81,7 +81,7 @@ function M.attach(tl)
     if type(shape) ~= "table" or #shape < 1 then raise(("launch: tensor '%s' needs its shape {dims}"):format(name)) end
     local strides = v.strides
     if not strides then -- row-major
-      strides, strides[#shape] = {}, 1
+      strides = { [#shape] = 1 }
       for d = #shape - 1, 1, -1 do strides[d] = strides[d + 1] * shape[d + 1] end
     end
     return { buffer = buf, shape = shape, strides = strides }
