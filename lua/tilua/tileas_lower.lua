@@ -686,7 +686,6 @@ local function lower_kernel(tl, G, kop)
                            scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
             tl.wgmma_fence()
             for kk = 0, K // 16 - 1 do
-              opts.scale_d = (env.first_step and kk == 0) and false or nil
               acc = tl.wgmma(acc, desc(ra, env.stage, kk, 16, not at.transpose_a),
                              desc(rb, env.stage, kk, 16, at.transpose_b), opts)
             end
@@ -704,6 +703,7 @@ local function lower_kernel(tl, G, kop)
             if layout_kind(op:result(1)) ~= "mma" or ri.shape[1] ~= 64 then fail(op, "the carried value must be a 64-row mma accumulator") end
             local n = ri.shape[2] // 2
             local init = get(op:operand(4), op)
+            -- a zero accumulator starts from zeros, as stdlib/gemm.lua's does
             local zero = init.splat and const_int(init.splat) == 0
             local function vec_of(x)
               if x.vec then return x.vec end
@@ -712,9 +712,9 @@ local function lower_kernel(tl, G, kop)
               return tl.vector_of(tl.f32, vals)
             end
             local yield = b:terminator()
-            local function step(kk, acc, s, first)
+            local function step(kk, acc, s)
               vmap[b:arg(1):id()], vmap[b:arg(2):id()] = kk, { vec = acc }
-              env.acc_in, env.first_step, env.stage = acc, first, s
+              env.acc_in, env.stage = acc, s
               lower_block(b, env)
               local out = get(yield:operand(1), yield)
               if not out.vec then fail(yield, "the pipelined loop must yield the dot's result") end
@@ -723,7 +723,7 @@ local function lower_kernel(tl, G, kop)
             local lb, ub = k_blocks(op)
             local function mainloop()
               return G.mainloop(tl, pipe, st, lb, ub, function() return zero and tl.zeros(tl.f32, n) or vec_of(init) end,
-                                function(acc, s, kk, first) return step(kk, acc, s, first) end, release)
+                                function(acc, s, kk) return step(kk, acc, s) end, release)
             end
             local res = mainloop()
             local acc = res
