@@ -169,6 +169,86 @@ describe("the lowered tile programs on the CPU emulator", function()
   end
 end)
 
+describe("a tile program of one consumer warpgroup (64-row tiles) on the CPU emulator", function()
+  it("Y = X . X^T, 130 x 130 x 72: the CPU reference, bit for bit", function()
+    tl.new_module()
+    local k = tl.tile_kernel("xxt", { params = { X = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.bf16, 2), K = tl.i32 },
+                                      cluster = { 1, 1, 1 } })
+    k:define(function(k, p)
+      local m, n = tl.program_id("x"), tl.program_id("y")
+      local acc = tl.for_tiles(p.K, { tile = 64, stages = 2 }, tl.zeros({ 64, 64 }, tl.f32), function(kk, acc)
+        return tl.dot(tl.load(p.X, { m, kk }, { 64, 64 }), tl.load(p.X, { n, kk }, { 64, 64 }), acc, { transpose_b = true })
+      end)
+      tl.store(p.Y, { m, n }, acc:cast(tl.bf16))
+    end)
+    local kop = lowered(k)
+    local R, K = 130, 72
+    local data, want = inputs(R, R, K) -- X is A; B (the same values' layout) is ignored
+    local args, y = {}, nil
+    for i, e in ipairs(kop:attr "tileas.params") do
+      if e == "map:Y" then y = i end
+      args[i] = ({ ["map:X"] = { data = data.a, shape = { R, K } }, ["map:Y"] = { bytes = R * R * 2, shape = { R, R } },
+                   ["arg:K"] = K, ["programs:x"] = 3, ["programs:y"] = 3 })[e]
+    end
+    local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 3 })
+    assert(r.ok, r.report)
+    local A = {}
+    for i = 0, R - 1 do for kk = 0, K - 1 do A[i * K + kk] = ((i * 7 + kk * 3) % 5) - 2 end end
+    local out, bad = r.read(y), 0
+    for i = 0, R - 1 do
+      for j = 0, R - 1 do
+        local s = 0
+        for kk = 0, K - 1 do s = s + A[i * K + kk] * A[j * K + kk] end
+        if from_bf16((string.unpack("<I2", out, 1 + 2 * (i * R + j)))) ~= s then bad = bad + 1 end
+      end
+    end
+    assert.equal(0, bad)
+  end)
+end)
+
+describe("B stored K x N (the issue's tl.load(p.B, {kk, pid_n})) on the CPU emulator", function()
+  it("MN-major descriptors, a stage of B in four 64 x 64 boxes: the CPU reference, bit for bit", function()
+    tl.new_module()
+    local k = tl.tile_kernel("kn", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2),
+                                                K = tl.i32 }, cluster = { 1, 1, 1 } })
+    k:define(function(k, p)
+      local m, n = tl.program_id("x"), tl.program_id("y")
+      local acc = tl.for_tiles(p.K, 64, tl.zeros({ 128, 256 }, tl.f32), function(kk, acc)
+        return tl.dot(tl.load(p.A, { m, kk }, { 128, 64 }), tl.load(p.B, { kk, n }, { 64, 256 }), acc)
+      end)
+      tl.store(p.C, { m, n }, acc:cast(tl.bf16))
+    end)
+    local kop = lowered(k)
+    local M, N, K = 200, 300, 136
+    local A, B, ab, bb = {}, {}, {}, {}
+    for i = 0, M - 1 do
+      for kk = 0, K - 1 do A[i * K + kk] = ((i * 7 + kk * 3) % 5) - 2; ab[#ab + 1] = string.pack("<I2", bf16(A[i * K + kk])) end
+    end
+    for kk = 0, K - 1 do
+      for j = 0, N - 1 do B[kk * N + j] = ((j * 5 + kk * 11 + 1) % 3) - 1; bb[#bb + 1] = string.pack("<I2", bf16(B[kk * N + j])) end
+    end
+    local vals = { ["map:A"] = { data = table.concat(ab), shape = { M, K } }, ["map:B"] = { data = table.concat(bb), shape = { K, N } },
+                   ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 2, ["programs:y"] = 2 }
+    local args, c = {}, nil
+    for i, e in ipairs(kop:attr "tileas.params") do
+      args[i] = vals[e]
+      if e == "map:C" then c = i end
+    end
+    assert.equal("!tile.tensor_map<bf16, sw128, 64, 64>", tostring(kop:region(1):entry():arg(2):type()))
+    local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 1 })
+    assert(r.ok, r.report)
+    local out, bad = r.read(c), 0
+    for i = 0, M - 1 do
+      for j = 0, N - 1 do
+        local sum = 0
+        for kk = 0, K - 1 do sum = sum + A[i * K + kk] * B[kk * N + j] end
+        if from_bf16((string.unpack("<I2", out, 1 + 2 * (i * N + j)))) ~= sum then bad = bad + 1 end
+      end
+    end
+    assert.equal(0, bad)
+  end)
+end)
+
 describe("launching a tile program", function()
   local fake = os.getenv "TILUA_FAKE_CUDA"
   it("takes device buffers with shapes for its tensors and builds the tensor maps (stand-in driver)", function()
