@@ -505,8 +505,8 @@ end
 -- mma(acc, stage, k block, first) (wgmma_fence ... commit); then wait until one
 -- group is in flight and release the stage before (release(cursor)), so the
 -- tensor cores always have the next group queued. The first k block is peeled
--- (nothing to release yet; `first` lets it start from init() without reading
--- it, scale-d false). Returns the accumulator after the last group completed.
+-- (nothing to release yet; `first` is true for it, and it starts from init()).
+-- Returns the accumulator after the last group completed.
 function M.mainloop(tl, pipe, st, lb, ub, init, mma, release)
   pipe:consumer_wait(st)
   local acc = { value = mma(init(), st:index(), lb, true) }
