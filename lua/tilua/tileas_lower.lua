@@ -625,29 +625,28 @@ local function lower_kernel(tl, G, kop)
     local regs = #consumers == 1 and 240 or 232
     -- replicas (tileas.replica, tileas-materialize-agents): one code on all their
     -- warpgroups (stdlib/gemm.lua's cooperative consumers), the replica index
-    -- the warpgroup's
+    -- the warpgroup's. The code is the last replica's: the passes may fold the
+    -- others' (an index of 0 added goes), not its marked index. Replicas were
+    -- copies that differed in their index only, and every pass since kept what
+    -- each computes, so the last one's code with another index is that replica.
     local function replicas_of(list)
       local n = #list
-      if n < 2 then return false end
-      local shape
+      if n < 2 then return nil end
       for i, ag in ipairs(list) do
         local rep = ag.op:attr "tileas.replica"
-        if not rep or rep[1] ~= i - 1 or rep[2] ~= n or ag.first ~= list[1].first + 4 * (i - 1) then return false end
-        local names = {}
-        each_op(ag.op, function(op) names[#names + 1] = op:name() end)
-        names = table.concat(names, " ")
-        if shape and names ~= shape then fail(ag.op, "consumer replicas that differ in more than their replica index") end
-        shape = names
+        if not rep or rep[1] ~= i - 1 or rep[2] ~= n or ag.first ~= list[1].first + 4 * (i - 1) then return nil end
       end
-      return true
+      return list[n]
     end
-    local function consumer_agent(ag, count)
+    -- consumer agent ag (or `count` replicas from warp `first`, ag's code)
+    local function consumer_agent(ag, count, first)
       local env = { agent = ag }
       local a = ag.op
       local name = (#consumers == 1 or count > 1) and "consumer" or ("consumer" .. ag.index)
-      k:agent(name, { warps = 4 * count, warp_id = warp_id(ag, 4 * count) }, function(ta)
+      local place = { first = first or ag.first, warps = 4 * count }
+      k:agent(name, { warps = 4 * count, warp_id = warp_id(place, 4 * count) }, function(ta)
         tl.setmaxnreg(regs, "inc")
-        k:async_exec("consumer", { first_warp = ag.first, warps = 4 * count }, function()
+        k:async_exec("consumer", { first_warp = place.first, warps = 4 * count }, function()
           if count > 1 then env.replica = ta.warp_id() // 4 end -- this warpgroup's replica
           local wg = env.replica or ag.index
           local t = ta.thread_id() % 128
@@ -797,7 +796,8 @@ local function lower_kernel(tl, G, kop)
     end
     for _, r in ipairs(rings) do vmap[r.value:id()] = r end
     producer_agent(producer)
-    if replicas_of(consumers) then consumer_agent(consumers[1], #consumers)
+    local template = replicas_of(consumers)
+    if template then consumer_agent(template, #consumers, consumers[1].first)
     else for _, c in ipairs(consumers) do consumer_agent(c, 1) end end
   end)
 
