@@ -21,53 +21,54 @@ local TILEAS = "tileas-assign-layouts,tileas-dynamic-persistent,tileas-materiali
 
 local lowered = PH.lowered_tile -- the kernel the emulator runs
 
--- {=== inputs and the CPU reference (small integers: every sum exact)
+-- {=== inputs, the emulator's run and the CPU reference (small integers: every sum exact)
 local function bf16(x)
   local b = string.unpack("<I4", string.pack("<f", x))
   return ((b + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff
 end
 local function from_bf16(h) return (string.unpack("<f", string.pack("<I4", h << 16))) end
 
-local function inputs(M, N, K, with_bias)
-  local A, B, ab, bb = {}, {}, {}, {}
-  for i = 0, M - 1 do
-    for k = 0, K - 1 do
-      local v = ((i * 7 + k * 3) % 5) - 2
-      A[i * K + k], ab[#ab + 1] = v, string.pack("<I2", bf16(v))
+-- A rows x cols matrix of f(i, j): its values (row-major, from 0) and its bf16 bytes.
+local function matrix(rows, cols, f)
+  local v, bytes = {}, {}
+  for i = 0, rows - 1 do
+    for j = 0, cols - 1 do
+      v[i * cols + j] = f(i, j)
+      bytes[#bytes + 1] = string.pack("<I2", bf16(v[i * cols + j]))
     end
   end
-  for j = 0, N - 1 do
-    for k = 0, K - 1 do
-      local v = ((j * 5 + k * 11 + 1) % 3) - 1
-      B[j * K + k], bb[#bb + 1] = v, string.pack("<I2", bf16(v))
-    end
+  return v, table.concat(bytes)
+end
+local function a_value(i, k) return ((i * 7 + k * 3) % 5) - 2 end
+local function b_value(j, k) return ((j * 5 + k * 11 + 1) % 3) - 1 end
+
+-- The lowered kernel kop on the emulator (`grid` CTAs, a random schedule),
+-- each parameter filled as its tileas.params entry says from `values`
+-- (entry -> argument, as the launcher would); -> the bytes of parameter `out`.
+local function emulate(kop, grid, values, out)
+  local args, at = {}, nil
+  for i, e in ipairs(kop:attr "tileas.params") do
+    args[i] = assert(values[e], "no value for " .. e)
+    if e == out then at = i end
   end
-  local bias, bs = {}, {}
-  for j = 0, N - 1 do bias[j], bs[#bs + 1] = (j % 7) - 3, string.pack("<f", (j % 7) - 3) end
-  local function want(i, j)
-    local s = 0
-    for k = 0, K - 1 do s = s + A[i * K + k] * B[j * K + k] end
-    if with_bias then s = math.max(s + bias[j], 0) end
-    return s
-  end
-  return { a = table.concat(ab), b = table.concat(bb), bias = table.concat(bs) }, want
+  local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = 7 })
+  assert(r.ok, r.report)
+  return r.read(assert(at))
 end
 
--- The lowered kernel's arguments, by its tileas.params (as the launcher fills them).
-local function emulator_args(kop, data, M, N, K)
-  local args = {}
-  for i, e in ipairs(kop:attr "tileas.params") do
-    local kind, name, dim = e:match "^(%a+):([^:]*):?(%d*)$"
-    local shape = ({ A = { M, K }, B = { N, K }, C = { M, N }, bias = { N } })[name]
-    if kind == "map" then
-      args[i] = name == "C" and { bytes = M * N * 2, shape = shape } or { data = data[name:lower()], shape = shape }
-    elseif kind == "ptr" then args[i] = data[name]
-    elseif kind == "dim" then args[i] = shape[tonumber(dim) + 1]
-    elseif kind == "programs" then args[i] = name == "x" and (M + 127) // 128 or (N + 255) // 256
-    elseif name == "K" then args[i] = K
-    else error("unexpected parameter " .. e) end
+-- Assert that the bf16 M x N matrix of bytes `out` is want(i, j) everywhere.
+local function assert_result(out, M, N, want)
+  local bad, first = 0, nil
+  for i = 0, M - 1 do
+    for j = 0, N - 1 do
+      local got, w = from_bf16((string.unpack("<I2", out, 1 + 2 * (i * N + j)))), want(i, j)
+      if got ~= w then
+        bad = bad + 1
+        first = first or ("[%d, %d] = %g, want %g"):format(i, j, got, w)
+      end
+    end
   end
-  return args
+  assert.equal(0, bad, first)
 end
 -- }===
 
@@ -141,27 +142,24 @@ describe("the lowered tile programs on the CPU emulator", function()
   }
   for _, c in ipairs(cases) do
     it(("%s, %d x %d x %d on %d persistent CTA(s): the CPU reference, bit for bit"):format(c.ex.name, c.m, c.n, c.k, c.ctas), function()
-      local kop = lowered(c.ex.build())
-      local data, want = inputs(c.m, c.n, c.k, c.bias)
-      local r = tl.emulate(kop, { grid = c.ctas, args = emulator_args(kop, data, c.m, c.n, c.k), policy = "random", seed = 7 })
-      assert(r.ok, r.report)
-      local out, bad, first = r.read(3), 0, nil
-      for i = 0, c.m - 1 do
-        for j = 0, c.n - 1 do
-          local got = from_bf16((string.unpack("<I2", out, 1 + 2 * (i * c.n + j))))
-          if got ~= want(i, j) then
-            bad = bad + 1
-            first = first or ("C[%d, %d] = %g, want %g"):format(i, j, got, want(i, j))
-          end
-        end
-      end
-      assert.equal(0, bad, first)
+      local M, N, K = c.m, c.n, c.k
+      local A, ab = matrix(M, K, a_value)
+      local B, bb = matrix(N, K, b_value)
+      local bias = {}
+      for j = 0, N - 1 do bias[j + 1] = string.pack("<f", (j % 7) - 3) end
+      local out = emulate(lowered(c.ex.build()), c.ctas, {
+        ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
+        ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["ptr:bias"] = table.concat(bias), ["dim:bias:0"] = N,
+        ["arg:K"] = K, ["programs:x"] = (M + 127) // 128, ["programs:y"] = (N + 255) // 256 }, "map:C")
+      assert_result(out, M, N, function(i, j)
+        local s = 0
+        for k = 0, K - 1 do s = s + A[i * K + k] * B[j * K + k] end
+        return c.bias and math.max(s + (j % 7) - 3, 0) or s
+      end)
     end)
   end
-end)
 
-describe("a tile program of one consumer warpgroup (64-row tiles) on the CPU emulator", function()
-  it("Y = X . X^T, 136 x 136 x 72: the CPU reference, bit for bit", function()
+  it("one consumer warpgroup (64-row tiles): Y = X . X^T, 136 x 136 x 72", function()
     tl.new_module()
     local k = tl.tile_kernel("xxt", { params = { X = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.bf16, 2), K = tl.i32 },
                                       cluster = { 1, 1, 1 } })
@@ -172,33 +170,18 @@ describe("a tile program of one consumer warpgroup (64-row tiles) on the CPU emu
       end)
       tl.store(p.Y, { m, n }, acc:cast(tl.bf16))
     end)
-    local kop = lowered(k)
     local R, K = 136, 72
-    local data, want = inputs(R, R, K) -- X is A; B (the same values' layout) is ignored
-    local args, y = {}, nil
-    for i, e in ipairs(kop:attr "tileas.params") do
-      if e == "map:Y" then y = i end
-      args[i] = ({ ["map:X"] = { data = data.a, shape = { R, K } }, ["map:Y"] = { bytes = R * R * 2, shape = { R, R } },
-                   ["arg:K"] = K, ["programs:x"] = 3, ["programs:y"] = 3 })[e]
-    end
-    local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 3 })
-    assert(r.ok, r.report)
-    local A = {}
-    for i = 0, R - 1 do for kk = 0, K - 1 do A[i * K + kk] = ((i * 7 + kk * 3) % 5) - 2 end end
-    local out, bad = r.read(y), 0
-    for i = 0, R - 1 do
-      for j = 0, R - 1 do
-        local s = 0
-        for kk = 0, K - 1 do s = s + A[i * K + kk] * A[j * K + kk] end
-        if from_bf16((string.unpack("<I2", out, 1 + 2 * (i * R + j)))) ~= s then bad = bad + 1 end
-      end
-    end
-    assert.equal(0, bad)
+    local X, xb = matrix(R, K, a_value)
+    local out = emulate(lowered(k), 2, { ["map:X"] = { data = xb, shape = { R, K } },
+      ["map:Y"] = { bytes = R * R * 2, shape = { R, R } }, ["arg:K"] = K, ["programs:x"] = 3, ["programs:y"] = 3 }, "map:Y")
+    assert_result(out, R, R, function(i, j)
+      local s = 0
+      for kk = 0, K - 1 do s = s + X[i * K + kk] * X[j * K + kk] end
+      return s
+    end)
   end)
-end)
 
-describe("B stored K x N (the issue's tl.load(p.B, {kk, pid_n})) on the CPU emulator", function()
-  it("MN-major descriptors, a stage of B in four 64 x 64 boxes: the CPU reference, bit for bit", function()
+  it("B stored K x N (the issue's tl.load(p.B, {kk, pid_n})): MN-major descriptors, B's stage in four 64 x 64 boxes", function()
     tl.new_module()
     local k = tl.tile_kernel("kn", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2),
                                                 K = tl.i32 }, cluster = { 1, 1, 1 } })
@@ -210,33 +193,17 @@ describe("B stored K x N (the issue's tl.load(p.B, {kk, pid_n})) on the CPU emul
       tl.store(p.C, { m, n }, acc:cast(tl.bf16))
     end)
     local kop = lowered(k)
-    local M, N, K = 200, 296, 136
-    local A, B, ab, bb = {}, {}, {}, {}
-    for i = 0, M - 1 do
-      for kk = 0, K - 1 do A[i * K + kk] = ((i * 7 + kk * 3) % 5) - 2; ab[#ab + 1] = string.pack("<I2", bf16(A[i * K + kk])) end
-    end
-    for kk = 0, K - 1 do
-      for j = 0, N - 1 do B[kk * N + j] = ((j * 5 + kk * 11 + 1) % 3) - 1; bb[#bb + 1] = string.pack("<I2", bf16(B[kk * N + j])) end
-    end
-    local vals = { ["map:A"] = { data = table.concat(ab), shape = { M, K } }, ["map:B"] = { data = table.concat(bb), shape = { K, N } },
-                   ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 2, ["programs:y"] = 2 }
-    local args, c = {}, nil
-    for i, e in ipairs(kop:attr "tileas.params") do
-      args[i] = vals[e]
-      if e == "map:C" then c = i end
-    end
     assert.equal("!tile.tensor_map<bf16, sw128, 64, 64>", tostring(kop:region(1):entry():arg(2):type()))
-    local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 1 })
-    assert(r.ok, r.report)
-    local out, bad = r.read(c), 0
-    for i = 0, M - 1 do
-      for j = 0, N - 1 do
-        local sum = 0
-        for kk = 0, K - 1 do sum = sum + A[i * K + kk] * B[kk * N + j] end
-        if from_bf16((string.unpack("<I2", out, 1 + 2 * (i * N + j)))) ~= sum then bad = bad + 1 end
-      end
-    end
-    assert.equal(0, bad)
+    local M, N, K = 200, 296, 136
+    local A, ab = matrix(M, K, a_value)
+    local B, bb = matrix(K, N, function(kk, j) return b_value(j, kk) end)
+    local out = emulate(kop, 2, { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { K, N } },
+      ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 2, ["programs:y"] = 2 }, "map:C")
+    assert_result(out, M, N, function(i, j)
+      local s = 0
+      for kk = 0, K - 1 do s = s + A[i * K + kk] * B[kk * N + j] end
+      return s
+    end)
   end)
 end)
 
