@@ -56,12 +56,14 @@ local function emulate(kop, grid, values, out)
   return r.read(assert(at))
 end
 
--- Assert that the bf16 M x N matrix of bytes `out` is want(i, j) everywhere.
-local function assert_result(out, M, N, want)
+-- Assert that the M x N matrix of bytes `out` (bf16, or f32) is want(i, j) everywhere.
+local function assert_result(out, M, N, want, f32)
   local bad, first = 0, nil
   for i = 0, M - 1 do
     for j = 0, N - 1 do
-      local got, w = from_bf16((string.unpack("<I2", out, 1 + 2 * (i * N + j)))), want(i, j)
+      local got = f32 and string.unpack("<f", out, 1 + 4 * (i * N + j))
+                  or from_bf16((string.unpack("<I2", out, 1 + 2 * (i * N + j))))
+      local w = want(i, j)
       if got ~= w then
         bad = bad + 1
         first = first or ("[%d, %d] = %g, want %g"):format(i, j, got, w)
@@ -158,6 +160,30 @@ describe("the lowered tile programs on the CPU emulator", function()
       end)
     end)
   end
+
+  it("an f32 result (plain stores of the fragment), a scalar parameter: C = s * A . B^T - 1, 150 x 200 x 72", function()
+    tl.new_module()
+    local k = tl.tile_kernel("scaled", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2),
+                                                    C = tl.tensor(tl.f32, 2), K = tl.i32, s = tl.f32 } })
+    k:define(function(k, p)
+      local m, n = tl.program_id("x"), tl.program_id("y")
+      local acc = tl.for_tiles(p.K, 64, tl.zeros({ 128, 128 }, tl.f32), function(kk, acc)
+        return tl.dot(tl.load(p.A, { m, kk }, { 128, 64 }), tl.load(p.B, { n, kk }, { 128, 64 }), acc)
+      end)
+      tl.store(p.C, { m, n }, acc * p.s - 1.0)
+    end)
+    local M, N, K = 150, 200, 72
+    local A, ab = matrix(M, K, a_value)
+    local B, bb = matrix(N, K, b_value)
+    local out = emulate(lowered(k), 2, { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
+      ["ptr:C"] = ("\0"):rep(4 * M * N), ["dim:C:0"] = M, ["dim:C:1"] = N, ["stride:C:0"] = N, ["arg:K"] = K,
+      ["arg:s"] = 0.5, ["programs:x"] = 2, ["programs:y"] = 2 }, "ptr:C")
+    assert_result(out, M, N, function(i, j)
+      local s = 0
+      for kk = 0, K - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
+      return s * 0.5 - 1
+    end, true)
+  end)
 
   it("one consumer warpgroup (64-row tiles): Y = X . X^T, 136 x 136 x 72", function()
     tl.new_module()
