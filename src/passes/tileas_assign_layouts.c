@@ -27,13 +27,13 @@
 #include "tileas_layout.h"
 
 typedef struct Lay {
-  Rewriter rw;
+  TasPass base;         /* base.changed: a value was retyped */
   PtrMap index;         /* value -> 1 + its number */
   IrValue **vals;       /* by number */
   uint32_t *up;         /* union-find parent, by number */
   const IrAttr **of;    /* the layout of a class (at its root), NULL: none yet */
   uint32_t n, cap;
-  bool changed, failed;
+  bool failed;
 } Lay;
 
 static bool is_tile(const IrValue *v) { return v && v->type->kind == IR_TY_TILE; }
@@ -138,7 +138,7 @@ static bool seed(Lay *L, IrValue *v, const IrAttr *l) {
 /* A tileas.convert_layout of op's operand i, inserted before op: op reads it instead. */
 static IrValue *convert_operand(Lay *L, IrOp *op, uint32_t i) {
   IrValue *v = op->operands[i].value;
-  IrOp *cv = ir_op_create(L->rw.ctx, OP_TILEAS_CONVERT_LAYOUT, op->loc, 1, &v, 1, &v->type, 0);
+  IrOp *cv = ir_op_create(L->base.r.ctx, OP_TILEAS_CONVERT_LAYOUT, op->loc, 1, &v, 1, &v->type, 0);
   ir_op_insert_before(op, cv);
   ir_op_set_operand(op, i, &cv->results[0]);
   add_value(L, &cv->results[0]);
@@ -168,7 +168,7 @@ static void split_load_uses(Lay *L, IrOp *load) {
     else other = true;
   }
   if (!dot || !other) return;
-  IrOp *cv = ir_op_create(L->rw.ctx, OP_TILEAS_CONVERT_LAYOUT, load->loc, 1, &v, 1, &v->type, 0);
+  IrOp *cv = ir_op_create(L->base.r.ctx, OP_TILEAS_CONVERT_LAYOUT, load->loc, 1, &v, 1, &v->type, 0);
   ir_op_insert_after(load, cv);
   for (IrUse *u = v->uses, *next; u; u = next) {
     next = u->next;
@@ -189,7 +189,7 @@ static bool visit_collect(IrOp *op, void *ud) {
     IrValue *v = &op->results[i];
     if (!is_tile(v)) continue;
     add_value(L, v);
-    if (v->type->space == IR_MS_SHARED && !layout_of(L, v)) seed(L, v, shared_layout(L->rw.ctx, v->type));
+    if (v->type->space == IR_MS_SHARED && !layout_of(L, v)) seed(L, v, shared_layout(L->base.r.ctx, v->type));
   }
   for (uint32_t r = 0; r < op->nregions; r++)
     for (IrBlock *b = op->regions[r].first; b; b = b->next)
@@ -207,7 +207,7 @@ static IrDiag *fail_at(Lay *L, IrOp *op, const char *what) {
 static bool visit_seed(IrOp *op, void *ud) {
   Lay *L = ud;
   if (op->kind != OP_TILEAS_DOT) return true;
-  IrContext *ctx = L->rw.ctx;
+  IrContext *ctx = L->base.r.ctx;
   IrValue *acc = op->operands[2].value;
   const IrAttr *m = mma_layout(ctx, acc->type->shape[0]);
   if (!seed(L, acc, m) || !seed(L, &op->results[0], m) || !unite(L, acc, &op->results[0]))
@@ -255,7 +255,7 @@ static bool visit_unite(IrOp *op, void *ud) {
 /* expand_dim and reduce: the slice relation between operand and result, both
 ** ways; true when a layout was derived. */
 static bool derive(Lay *L, IrOp *op) {
-  IrContext *ctx = L->rw.ctx;
+  IrContext *ctx = L->base.r.ctx;
   bool expand = op->kind == OP_TILEAS_EXPAND_DIM;
   if (!expand && op->kind != OP_TILEAS_REDUCE) return false;
   IrValue *x = op->operands[0].value, *y = &op->results[0];
@@ -326,7 +326,7 @@ static IrResult assign_kernel(Rewriter *r, IrOp *k) {
     const IrType *nt = ir_type_tile_layout(r->ctx, t->elem, t->rank, t->shape, sp, l);
     if (nt != t) {
       v->type = nt;
-      L->changed = true;
+      L->base.changed = true;
     }
   }
   return IR_OK;
@@ -334,8 +334,7 @@ static IrResult assign_kernel(Rewriter *r, IrOp *k) {
 
 IrResult pass_tileas_assign_layouts(IrOp *module, IrPassCtx *pc) {
   Lay L;
-  IrResult res = rw_run(&L.rw, sizeof L, module, pc, assign_kernel);
-  if (L.changed) pc->changed = true;
+  IrResult res = tas_run(&L.base, sizeof L, module, pc, assign_kernel);
   ptrmap_free(&L.index);
   ir_free(L.vals);
   ir_free(L.up);
