@@ -392,6 +392,54 @@ cases[#cases + 1] = { example = "gemm", name = "the stdlib GEMM (8 configuration
   end
 end }
 
+-- {=====================================================================
+-- The tile programs (examples/tile_gemm.lua, tile_gemm_bias_relu.lua): the
+-- kernel tile-to-ptx compiles, launched with buffers and shapes, and for the
+-- emulator the same program lowered up to its tile scheduler
+-- (PH.lowered_tile), on as many persistent CTAs as the launch takes.
+-- ======================================================================
+
+local function tile_both(name, M, N, K, seed)
+  local k = example(name).build()
+  k:compile()
+  local kop = PH.lowered_tile(k)
+  local A = encode(gemm_values("int", M * K, seed), "bf16")
+  local B = encode(gemm_values("int", N * K, seed + 1), "bf16")
+  local bias_vals, bias = gemm_values("int", N, seed + 2), {}
+  for i, v in ipairs(bias_vals) do bias[i] = string.pack("<f", v) end
+  bias = table.concat(bias)
+  local C = ("\255"):rep(2 * M * N)
+  local programs = { (M + 127) // 128, (N + 255) // 256 }
+  local grid = math.min(tl.device.sm_count(), programs[1] * programs[2])
+  local values = { ["map:A"] = { data = A, shape = { M, K } }, ["map:B"] = { data = B, shape = { N, K } },
+                   ["map:C"] = { data = C, shape = { M, N } }, ["ptr:bias"] = bias, ["dim:bias:0"] = N,
+                   ["arg:K"] = K, ["programs:x"] = programs[1], ["programs:y"] = programs[2] }
+  local args, c = {}, nil
+  for i, e in ipairs(kop:attr "tileas.params") do
+    args[i] = assert(values[e], e)
+    if e == "map:C" then c = i end
+  end
+  local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = seed })
+  assert(r.ok, r.report)
+  local r2 = STANDIN and tl.emulate(kop, { grid = grid, args = args, policy = "adversarial" })
+  assert(not r2 or r2.ok, r2 and r2.report)
+  local a, b, d, bb = tl.device.from(tl.u8, A), tl.device.from(tl.u8, B), tl.device.from(tl.u8, C), tl.device.from(tl.u8, bias)
+  k:run { grid = programs, args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, bias = { bb, { N } }, K = K } }
+  local outs = { { name = "C", init = C, gpu = d:to_string(), emu = r.read(c), emu2 = r2 and r2.read(c) } }
+  for _, x in ipairs { a, b, d, bb } do x:free() end
+  return outs, grid
+end
+
+for _, name in ipairs { "tile_gemm", "tile_gemm_bias_relu" } do
+  cases[#cases + 1] = { example = name, name = name .. " (tile-to-ptx; edges, persistent CTAs walking tiles)", run = function(seed)
+    for _, s in ipairs { { 200, 296, 136 }, { 128, 256, 64 } } do
+      local outs, grid = tile_both(name, s[1], s[2], s[3], seed)
+      check_outputs(("%s %d x %d x %d, grid %d, seed %d"):format(name, s[1], s[2], s[3], grid, seed), outs, STANDIN)
+      seed = seed + 3
+    end
+  end }
+end
+
 -- }=====================================================================
 
 describe("the emulator against the GPU", function()

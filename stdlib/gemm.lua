@@ -161,42 +161,9 @@ function M.attach(tl)
         return tl.sched.static_persistent(o)
       end
 
-      -- The CTA's work tiles in order, carrying `cursors` (tables with .value):
-      -- tile j goes to bodies[j % #bodies + 1] (a body may be false: nothing to do).
+      -- The CTA's work tiles in order (M.tile_loop); workers are clusters.
       local function tiles(cursors, bodies)
-        local work = scheduler():work(CL > 1 and tl.cluster_id() or tl.block_id()) -- workers are clusters
-        local function values()
-          local v = { work.value }
-          for _, cur in ipairs(cursors) do v[#v + 1] = cur.value end
-          return table.unpack(v)
-        end
-        local function assign(...)
-          local v = { ... }
-          work.value = v[1]
-          for i, cur in ipairs(cursors) do cur.value = v[i + 1] end
-        end
-        local function visit(body)
-          if body then body(work) end
-          work:advance()
-        end
-        assign(tl.while_({ values() }, function(w, ...)
-          work.value = w
-          return work:is_valid(), w, ...
-        end, function(...)
-          assign(...)
-          visit(bodies[1])
-          for b = 2, #bodies do
-            local before = table.pack(values())
-            assign(tl.if_(work:is_valid(), function()
-              visit(bodies[b])
-              return values()
-            end, function()
-              assign(table.unpack(before, 1, before.n)) -- the values from before the then-branch
-              return table.unpack(before, 1, before.n)
-            end))
-          end
-          return values()
-        end))
+        M.tile_loop(tl, scheduler():work(CL > 1 and tl.cluster_id() or tl.block_id()), cursors, bodies)
       end
 
       -- {=== the producer warpgroup: TMA loads into the pipelines' stages
@@ -295,21 +262,8 @@ function M.attach(tl)
             local m, n = work:m() * CL + rank, work:n()
             local _, kbn = M.k_range(tl, c, work)
             if PP then go[g]:wait(turn) end
-            -- first k block: no stage to release yet
-            pipe:consumer_wait(st)
-            local acc = { value = mma_stage(tl.zeros(tl.f32, BN // 2), st:index(), true) }
-            local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
-            st:advance()
-            tl.cutlass.for_range(1, kbn, { acc, st, rel }, function()
-              pipe:consumer_wait(st)
-              acc.value = mma_stage(acc.value, st:index(), false)
-              tl.wgmma_wait(1)
-              release(rel)
-              rel:advance()
-              st:advance()
-            end)
-            tl.wgmma_wait(0)
-            release(rel)
+            local acc = { value = M.mainloop(tl, pipe, st, 0, kbn, function() return tl.zeros(tl.f32, BN // 2) end,
+                                             function(a, s, _, first) return mma_stage(a, s, first) end, release) }
             if PP then go[3 - g]:arrive(turn) end -- the other group's mainloop may start
             if c.schedule == "streamk" then
               local final
@@ -508,11 +462,71 @@ function M.attach(tl)
   end
 end
 
+-- The work tiles of a CTA in order, from the scheduler's first work tile
+-- `work`, carrying `cursors` (tables with .value): tile j goes to
+-- bodies[j % #bodies + 1] (a body may be false: nothing to do).
+function M.tile_loop(tl, work, cursors, bodies)
+  local function values()
+    local v = { work.value }
+    for _, cur in ipairs(cursors) do v[#v + 1] = cur.value end
+    return table.unpack(v)
+  end
+  local function assign(...)
+    local v = { ... }
+    work.value = v[1]
+    for i, cur in ipairs(cursors) do cur.value = v[i + 1] end
+  end
+  local function visit(body)
+    if body then body(work) end
+    work:advance()
+  end
+  assign(tl.while_({ values() }, function(w, ...)
+    work.value = w
+    return work:is_valid(), w, ...
+  end, function(...)
+    assign(...)
+    visit(bodies[1])
+    for b = 2, #bodies do
+      local before = table.pack(values())
+      assign(tl.if_(work:is_valid(), function()
+        visit(bodies[b])
+        return values()
+      end, function()
+        assign(table.unpack(before, 1, before.n)) -- the values from before the then-branch
+        return table.unpack(before, 1, before.n)
+      end))
+    end
+    return values()
+  end))
+end
+
+-- A consumer's mainloop over the k blocks [lb, ub) (at least one) of pipeline
+-- `pipe` from its cursor st: per k block wait for the stage and issue
+-- mma(acc, stage, k block, first) (wgmma_fence ... commit); then wait until one
+-- group is in flight and release the stage before (release(cursor)), so the
+-- tensor cores always have the next group queued. The first k block is peeled
+-- (nothing to release yet; `first` is true for it, and it starts from init()).
+-- Returns the accumulator after the last group completed.
+function M.mainloop(tl, pipe, st, lb, ub, init, mma, release)
+  pipe:consumer_wait(st)
+  local acc = { value = mma(init(), st:index(), lb, true) }
+  local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
+  st:advance()
+  tl.cutlass.for_range(lb + 1, ub, { acc, st, rel }, function(kb)
+    pipe:consumer_wait(st)
+    acc.value = mma(acc.value, st:index(), kb, false)
+    tl.wgmma_wait(1)
+    release(rel)
+    rel:advance()
+    st:advance()
+  end)
+  tl.wgmma_wait(0)
+  release(rel)
+  return acc.value
+end
+
 -- The epilogue of one consumer warpgroup: acc (its 64 x BN fragment) scaled,
--- biased and activated in registers, packed to pairs, stmatrix into its half of
--- the staging buffer sD (BN/64 chunks of 64 x 64, 128-byte swizzle), then one
--- thread stores the chunks with TMA. The thread that stores waits for the
--- previous tile's stores to finish reading sD first.
+-- biased and activated in registers, then stored (M.store_fragment).
 function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t)
   local BN = c.bn
   local bar_id = 1 + cw -- named barriers 1 and 2: one per consumer warpgroup
@@ -545,7 +559,20 @@ function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t)
       vals[i] = v
     end
   end
-  local eout = c.out == "f16" and tl.f16 or tl.bf16
+  M.store_fragment(tl, { bn = BN, out = c.out == "f16" and tl.f16 or tl.bf16, staging = sD, map = p.D,
+                         warpgroup = cw, barrier = bar_id, thread = t,
+                         coords = function(ch) return { m * c.bm + rows, n * BN + ch * 64 } end }, vals)
+end
+
+-- Store the f32 values `vals` (0-based, vals[i] the wgmma fragment's element i)
+-- of one consumer warpgroup's 64 x o.bn fragment through the tensor map
+-- o.map (chunk ch of 64 columns at o.coords(ch)): pairs packed to o.out, stmatrix into its half
+-- (o.warpgroup) of the staging buffer o.staging (bn/64 chunks of 64 x 64,
+-- 128-byte swizzle), then one thread (o.thread == 0) stores the chunks with
+-- TMA, after waiting for the previous tile's stores to finish reading it. The
+-- warpgroup's 128 threads meet at named barrier o.barrier.
+function M.store_fragment(tl, o, vals)
+  local BN, cw, t, sD, bar_id = o.bn, o.warpgroup, o.thread, o.staging, o.barrier
   local lane = t % 32
   local q, rr = lane // 8, lane % 8
   tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end)
@@ -555,14 +582,14 @@ function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t)
     local row = (t // 32) * 16 + (q % 2) * 8 + rr
     local col = (q // 2) * 8 + (j % 8) * 8
     local regs = {}
-    for r = 0, 3 do regs[r + 1] = tl.pack(vals[4 * j + 2 * r], vals[4 * j + 2 * r + 1], eout) end
+    for r = 0, 3 do regs[r + 1] = tl.pack(vals[4 * j + 2 * r], vals[4 * j + 2 * r + 1], o.out) end
     tl.stmatrix(sD:ptr(cw, j // 8, row, col), regs)
   end
   tl.fence_proxy_async("shared")
   tl.named_barrier_sync(bar_id, 128)
   tl.if_(t:eq(0), function()
     for ch = 0, BN // 64 - 1 do
-      tl.tma_store(p.D, sD:ptr(cw, ch, 0, 0), { m * c.bm + rows, n * BN + ch * 64 })
+      tl.tma_store(o.map, sD:ptr(cw, ch, 0, 0), o.coords(ch))
     end
     tl.bulk_commit()
   end)

@@ -153,7 +153,8 @@ function M.attach(tl)
   end
 
   function Kernel:compile(pipeline)
-    local p = pipeline_of(pipeline)
+    -- a tile program (tl.tile_kernel) goes through tile-to-ptx
+    local p = pipeline_of(pipeline or (self.tile_program and "tile-to-ptx") or nil)
     local cache, key
     if tl.options.compile_cache ~= false then
       local keep = tl.options.keep_stages or (tl.options.stage_hook and tl.options.stage_hook_ir) and true or false

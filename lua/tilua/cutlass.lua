@@ -253,20 +253,22 @@ function M.attach(tl, Kernel)
     return st.value
   end
 
-  -- A producer/consumer op on (pipe, state [, extra operands]).
+  -- A producer/consumer op on (pipe, state [, extra operands]); result: a
+  -- function giving its result type (in the context of the moment).
   local function role_op(name, result)
     return function(self, st, token, attrs)
       local opds = { self.value, state_value(st, name:match "[%w_]+$") }
       if token then opds[3] = token end
-      if result then return tl.op1(name, opds, result, attrs) end
+      if result then return tl.op1(name, opds, result(), attrs) end
       tl.op(name, opds, {}, attrs)
       return st
     end
   end
   Pipeline.producer_acquire = role_op("cutlass.pipeline.producer_acquire")
   Pipeline.consumer_wait = role_op("cutlass.pipeline.consumer_wait")
-  local try_acquire = role_op("cutlass.pipeline.producer_try_acquire", tl.i1)
-  local try_wait = role_op("cutlass.pipeline.consumer_try_wait", tl.i1)
+  local function i1() return tl.i1 end
+  local try_acquire = role_op("cutlass.pipeline.producer_try_acquire", i1)
+  local try_wait = role_op("cutlass.pipeline.consumer_try_wait", i1)
   function Pipeline:producer_try_acquire(st) return try_acquire(self, st) end
   function Pipeline:consumer_try_wait(st) return try_wait(self, st) end
   local release, tail = role_op("cutlass.pipeline.consumer_release"), role_op("cutlass.pipeline.producer_tail")
@@ -280,7 +282,7 @@ function M.attach(tl, Kernel)
   function Pipeline:producer_expect_tx(st, bytes)
     return expect(self, st, nil, { transaction_bytes = int_arg(bytes, "producer_expect_tx bytes") })
   end
-  local get_barrier = role_op("cutlass.pipeline.producer_get_barrier", tl.ptr(tl.i64, "shared"))
+  local get_barrier = role_op("cutlass.pipeline.producer_get_barrier", function() return tl.ptr(tl.i64, "shared") end)
   -- The full barrier of the producer's stage: TMA / bulk copies complete on it.
   function Pipeline:full_barrier(st) return get_barrier(self, st) end
   Pipeline.producer_get_barrier = Pipeline.full_barrier
@@ -516,20 +518,20 @@ function M.attach(tl, Kernel)
                         self.value:type())
     return self
   end
-  for field, a in pairs { m = { "cutlass.tile_scheduler.work_tile_info.m", tl.i32 },
-                          n = { "cutlass.tile_scheduler.work_tile_info.n", tl.i32 },
-                          l = { "cutlass.tile_scheduler.work_tile_info.l", tl.i32 },
-                          linear_id = { "cutlass.tile_scheduler.work_tile_info.linear_id", tl.i32 },
-                          tile_idx = { "cutlass.tile_scheduler.work_tile_info.tile_idx", tl.i32 },
-                          k_tile_start = { "cutlass.tile_scheduler.work_tile_info.k_tile_start", tl.i32 },
-                          k_tile_count = { "cutlass.tile_scheduler.work_tile_info.k_tile_count", tl.i32 },
-                          split_idx = { "cutlass.tile_scheduler.work_tile_info.split_idx", tl.i32 },
-                          expected_splits = { "cutlass.tile_scheduler.work_tile_info.expected_splits", tl.i32 },
-                          is_valid = { "cutlass.tile_scheduler.work_tile_info.is_valid", tl.i1 },
-                          is_separate_reduction = { "cutlass.tile_scheduler.work_tile_info.is_separate_reduction", tl.i1 },
-                          is_final_split = { "cutlass.tile_scheduler.work_tile_info.is_final_split", tl.i1 },
-                          increment_pipe = { "cutlass.tile_scheduler.work_tile_info.increment_pipe", tl.i1 } } do
-    WorkTile[field] = function(self) return tl.op1(a[1], { self.value }, a[2]) end
+  for field, a in pairs { m = { "cutlass.tile_scheduler.work_tile_info.m", "i32" },
+                          n = { "cutlass.tile_scheduler.work_tile_info.n", "i32" },
+                          l = { "cutlass.tile_scheduler.work_tile_info.l", "i32" },
+                          linear_id = { "cutlass.tile_scheduler.work_tile_info.linear_id", "i32" },
+                          tile_idx = { "cutlass.tile_scheduler.work_tile_info.tile_idx", "i32" },
+                          k_tile_start = { "cutlass.tile_scheduler.work_tile_info.k_tile_start", "i32" },
+                          k_tile_count = { "cutlass.tile_scheduler.work_tile_info.k_tile_count", "i32" },
+                          split_idx = { "cutlass.tile_scheduler.work_tile_info.split_idx", "i32" },
+                          expected_splits = { "cutlass.tile_scheduler.work_tile_info.expected_splits", "i32" },
+                          is_valid = { "cutlass.tile_scheduler.work_tile_info.is_valid", "i1" },
+                          is_separate_reduction = { "cutlass.tile_scheduler.work_tile_info.is_separate_reduction", "i1" },
+                          is_final_split = { "cutlass.tile_scheduler.work_tile_info.is_final_split", "i1" },
+                          increment_pipe = { "cutlass.tile_scheduler.work_tile_info.increment_pipe", "i1" } } do
+    WorkTile[field] = function(self) return tl.op1(a[1], { self.value }, tl[a[2]]) end
   end
 
   -- }===================================================================

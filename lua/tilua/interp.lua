@@ -145,6 +145,12 @@ local function compile(op)
     local iw = width_of(op:operand(1):type())
     return function(a) return wrap(zext(a, iw), w) end
   elseif name == "arith.negf" then return function(a) return -a end
+  elseif name == "arith.maximumf" or name == "arith.minimumf" then -- NaN if either is (IEEE maximum / minimum)
+    local max = name == "arith.maximumf"
+    return function(a, b)
+      if a ~= a or b ~= b then return 0 / 0 end
+      return max == (a >= b) and a or b
+    end
   elseif name == "arith.sitofp" then return function(a) return round_float(a + 0.0, rt) end
   elseif name == "arith.cmpf" then
     local p = op:attr "predicate"

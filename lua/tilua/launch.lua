@@ -52,6 +52,8 @@ function M.attach(tl)
   end
 
   -- What every launch needs from the compiled kernel, computed once per compile.
+  -- A tile program (tile-to-ptx) launches with the lowered kernel's parameters:
+  -- `tile` lists how each is filled (its `tileas.params`), `params` them.
   local function launch_info(k)
     if k._info and k._info.ptx == k.ptx then return k._info end
     local op = k:lowered_op()
@@ -59,9 +61,82 @@ function M.attach(tl)
     local sites = op:attr("hang_sites")
     k._info = { ptx = k.ptx, block = spec.block, cluster = spec.cluster,
                 static = op:attr("shared_static") or 0, smem = spec.smem,
-                hang_sites = sites and table.concat(sites, "\n") }
+                hang_sites = sites and table.concat(sites, "\n"), tile = op:attr("tileas.params"),
+                persistent = (op:attr("tileas.launch") or {}).persistent }
+    if k._info.tile then
+      local names, params = op:attr("arg_names") or {}, {}
+      for i, a in ipairs(op:region(1):entry():args()) do params[i] = { name = names[i], type = a:type() } end
+      k._info.params = params
+    end
     return k._info
   end
+
+  -- {=== tile programs: tensors given as buffers with shapes
+
+  -- A tensor argument: {buffer, {dims}} or {buffer = buf, shape = {dims} [, strides = {elements}]}.
+  local function tensor_arg(name, v)
+    if type(v) ~= "table" then raise(("launch: tensor '%s' must be {buffer, {dims}} or {buffer =, shape =}, got %s"):format(name, type(v))) end
+    local buf, shape = v.buffer or v[1], v.shape or v[2]
+    if type(buf) ~= "table" or not buf.raw then raise(("launch: tensor '%s' needs a device buffer"):format(name)) end
+    if type(shape) ~= "table" or #shape < 1 then raise(("launch: tensor '%s' needs its shape {dims}"):format(name)) end
+    local strides = v.strides
+    if not strides then -- row-major
+      strides = { [#shape] = 1 }
+      for d = #shape - 1, 1, -1 do strides[d] = strides[d + 1] * shape[d + 1] end
+    end
+    return { buffer = buf, shape = shape, strides = strides }
+  end
+
+  -- The grid and arguments of a tile program's launch: cfg.grid is the grid
+  -- of programs (what num_programs reads); a persistent kernel runs on at most
+  -- one CTA per SM. Tensor maps are made once per buffer and shape.
+  local function tile_launch(k, info, cfg)
+    local args = cfg.args or {}
+    local programs = tl.dims3(cfg.grid or 1, "launch: grid")
+    local tensors, list = {}, {}
+    local function tensor(name)
+      if not tensors[name] then
+        local v = args[name]
+        if v == nil then raise(("launch: missing tensor '%s'"):format(name)) end
+        tensors[name] = tensor_arg(name, v)
+      end
+      return tensors[name]
+    end
+    k._maps = k._maps or {}
+    for i, entry in ipairs(info.tile) do
+      local kind, name, dim = entry:match "^(%a+):([^:]*):?(%d*)$"
+      local p = info.params[i]
+      if kind == "map" then
+        local t = tensor(name)
+        local key = ("%s\0%s\0%s\0%s"):format(name, tostring(t.buffer.raw), table.concat(t.shape, ","), table.concat(t.strides, ","))
+        local m = k._maps[key]
+        if not m then
+          m = tl.device.tensor_map { buffer = t.buffer, type = p.type, shape = t.shape, strides = t.strides }
+          k._maps[key] = m
+        end
+        list[i] = { "tmap", m }
+      elseif kind == "ptr" then
+        list[i] = { "ptr", tensor(name).buffer.raw }
+      elseif kind == "dim" then
+        list[i] = { "i32", tensor(name).shape[tonumber(dim) + 1] }
+      elseif kind == "stride" then
+        list[i] = { "i64", tensor(name).strides[tonumber(dim) + 1] }
+      elseif kind == "programs" then
+        list[i] = { "i32", programs[({ x = 1, y = 2, z = 3 })[name]] }
+      else -- arg:name, a scalar
+        local v = args[name]
+        if v == nil then raise(("launch: missing argument '%s'"):format(name)) end
+        list[i] = arg_for(p, v)
+      end
+    end
+    local grid = programs
+    if info.persistent then
+      grid = { tl.device.persistent_grid(programs[1] * programs[2] * programs[3]), 1, 1 }
+    end
+    return grid, list
+  end
+
+  -- }===
 
   -- "file:line" of the launch in the user's script, for the reports of a kernel
   -- that hangs or fails.
@@ -99,7 +174,7 @@ function M.attach(tl)
     cfg = cfg or {}
     if not self.ptx then self:compile() end
     local info = launch_info(self)
-    if self._fn and cfg.block == nil and cfg.cluster == nil then -- the fast path
+    if self._fn and cfg.block == nil and cfg.cluster == nil and not info.tile then -- the fast path
       local plan = launch_plan(self, info)
       if plan then
         plan:launch(cfg.grid or 1, cfg.args or {}, cfg.smem)
@@ -113,7 +188,9 @@ function M.attach(tl)
       if b and b[i] ~= block[i] then raise(("launch: block {%d,%d,%d} differs from the kernel's {%d,%d,%d}"):format(b[1], b[2], b[3], block[1], block[2], block[3])) end
       if c and c[i] ~= cluster[i] then raise(("launch: cluster {%d,%d,%d} differs from the kernel's {%d,%d,%d}"):format(c[1], c[2], c[3], cluster[1], cluster[2], cluster[3])) end
     end
-    local grid = tl.dims3(cfg.grid or 1, "launch: grid")
+    local grid, targs = nil, nil
+    if info.tile then grid, targs = tile_launch(self, info, cfg)
+    else grid = tl.dims3(cfg.grid or 1, "launch: grid") end
     for i = 1, 3 do
       if grid[i] % cluster[i] ~= 0 then raise(("launch: grid dimension %d (%d) is not a multiple of the cluster's (%d)"):format(i, grid[i], cluster[i])) end
     end
@@ -123,7 +200,14 @@ function M.attach(tl)
       self._fn = self._module:func(self.name)
     end
     self._fn:launch({ grid = grid, block = block, cluster = cluster, smem = static + dyn, name = self.name,
-                      where = launch_site(), hang_sites = info.hang_sites }, launch_args(self, cfg.args))
+                      where = launch_site(), hang_sites = info.hang_sites }, targs or launch_args(self, cfg.args))
+    return self
+  end
+
+  -- k:run(cfg): k:launch(cfg), then wait for it (failures raise here).
+  function Kernel:run(cfg)
+    self:launch(cfg)
+    tl.device.synchronize()
     return self
   end
 end

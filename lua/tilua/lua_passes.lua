@@ -58,4 +58,10 @@ function M.verify_protocol(module, o, after)
   return { errors = errors, stats = stats }
 end
 
+-- convert-tileas-to-cutlass: a tile program's agents to the tile / cutlass
+-- level (lua/tilua/tileas_lower.lua, docs/tileprog.md).
+function M.convert_tileas_to_cutlass(module)
+  return require("tilua.tileas_lower").convert(module)
+end
+
 return M

@@ -477,6 +477,13 @@ CHAIN_METHOD(value, users, LB_OP, IrUse, self->uses, it->owner)
 
 /* }====================================================================== */
 
+/* op:context(): the context the op belongs to (so that builders can make more of its IR). */
+static int op_context(lua_State *L) {
+  lb_check_op(L, 1);
+  lua_getiuservalue(L, 1, 1);
+  return 1;
+}
+
 static const luaL_Reg op_methods[] = {{"name", op_name},
                                       {"nresults", op_nresults},
                                       {"result", op_result},
@@ -509,6 +516,7 @@ static const luaL_Reg op_methods[] = {{"name", op_name},
                                       {"is_pure", op_is_pure},
                                       {"is_removable", op_is_removable},
                                       {"error", op_error},
+                                      {"context", op_context},
                                       {"id", lb_object_id},
                                       {NULL, NULL}};
 static const luaL_Reg op_meta[] = {{"__tostring", op_tostring}, {"__eq", lb_object_eq}, {NULL, NULL}};

@@ -5,7 +5,7 @@
 ** droppable) are ever erased: side effects always survive.
 */
 #include "../dialects/dialects.h"
-#include "passes.h"
+#include "rewrite.h"
 
 typedef struct Canon {
   IrBuilder b;
@@ -42,19 +42,6 @@ static void fold_block(Canon *c, IrBlock *blk) {
   IR_FOR_EACH_OP(op, blk) fold_op(c, op);
 }
 
-/* Dead-code elimination, last op first so that whole dead chains go in one sweep. */
-static void dce_block(Canon *c, IrBlock *blk) {
-  for (IrOp *op = blk->last, *prev; op; op = prev) {
-    prev = op->prev;
-    for (uint32_t r = 0; r < op->nregions; r++)
-      for (IrBlock *b = op->regions[r].first; b; b = b->next) dce_block(c, b);
-    if (ir_op_results_unused(op) && ir_op_is_removable(op)) {
-      ir_op_erase(op);
-      c->changed = true;
-    }
-  }
-}
-
 IrResult pass_canonicalize(IrOp *module, IrPassCtx *pc) {
   Canon c;
   ir_builder_init(&c.b, pc->ctx);
@@ -63,7 +50,7 @@ IrResult pass_canonicalize(IrOp *module, IrPassCtx *pc) {
     for (uint32_t r = 0; r < module->nregions; r++)
       for (IrBlock *b = module->regions[r].first; b; b = b->next) {
         fold_block(&c, b);
-        dce_block(&c, b);
+        if (rw_dce_block(b)) c.changed = true;
       }
     if (!c.changed) break;
     pc->changed = true;

@@ -262,3 +262,18 @@ void rw_replace(IrOp *op, IrValue *v) {
 }
 
 /* }====================================================================== */
+
+/* Dead-code elimination, last op first so that whole dead chains go in one sweep. */
+bool rw_dce_block(IrBlock *blk) {
+  bool changed = false;
+  for (IrOp *op = blk->last, *prev; op; op = prev) {
+    prev = op->prev;
+    for (uint32_t r = 0; r < op->nregions; r++)
+      for (IrBlock *b = op->regions[r].first; b; b = b->next) changed |= rw_dce_block(b);
+    if (ir_op_results_unused(op) && ir_op_is_removable(op)) {
+      ir_op_erase(op);
+      changed = true;
+    }
+  }
+  return changed;
+}

@@ -91,6 +91,9 @@ IrOp *rw_find(IrOp *root, bool (*pick)(const IrOp *op));
 void rw_retype(IrOp *root, const IrType *(*map)(Rewriter *r, const IrValue *v), Rewriter *r);
 /* Replace op's result 0 by v (when both are there), then erase op. */
 void rw_replace(IrOp *op, IrValue *v);
+/* Erase the removable ops of blk (and of the blocks nested in it) whose
+** results are unused; true when one went. */
+bool rw_dce_block(IrBlock *blk);
 /* }=== */
 
 #endif

@@ -1,0 +1,459 @@
+/*
+** tileas_materialize_agents.c -- the `tileas-materialize-agents` pass: our
+** stand-in for seed 004's upstream MaterializeSchedule. A kernel whose body
+** holds a loop marked `tileas.pipeline = {stages = S}`, in which tiled_loads
+** feed the operands of tileas.dot ops, becomes warp-specialized agents:
+**
+**   rings       one tileas.alloc_tensor per such load, at the top of the
+**               kernel: the load's tile in shared memory, `tileas.stages = S`
+**               deep (a ring of a cutlass.pipeline once lowered)
+**   producer    tileas.agent {kind = producer, num_warps = 4}: the body
+**               with only what the loads need; each load is copied
+**               (tileas.copy) into its ring
+**   consumers   tileas.agent {kind = consumer, num_warps = 4}, one per
+**               64 rows of the accumulator (a wgmma warpgroup's): the body
+**               with the dots reading the rings and everything after the
+**               loop on the accumulator (the epilogue). With two consumers
+**               each computes its half of the rows: the tiles along the
+**               accumulator's M get half the rows, the A ring is sliced
+**               (tileas.extract_slice) and tile coordinates along M become
+**               2 * m + c. The consumers are replicas: `tileas.replica =
+**               [c, 2]` on each, and they differ only in c (an arith.constant
+**               marked `tileas.replica`) and the slice's offsets (c times its
+**               `tileas.replica_offsets`), so a lowering may run one code on
+**               both warpgroups
+**
+** Each agent is a copy of the whole body (a persistent loop included: every
+** agent walks the same deterministic tile sequence) from which the dead ops
+** and loop-carried values are then removed. Values cross agents only through
+** the rings (and what is defined above the agents). The kernel's block
+** becomes the agents' warps. A kernel with agents already is left alone.
+*/
+#include <string.h>
+
+#include "tileas_layout.h"
+
+#define MAX_RINGS 8
+#define WG_ROWS 64 /* rows of a wgmma accumulator fragment: one warpgroup's */
+
+typedef struct Mat {
+  Rewriter rw;
+  IrOp *loop;                 /* the pipelined loop (of the original body) */
+  int64_t stages;
+  IrOp *loads[MAX_RINGS];     /* its tiled_loads that feed dot operands */
+  IrValue *rings[MAX_RINGS];
+  uint32_t nloads;
+  int64_t rows;               /* the accumulator's M */
+  uint32_t nconsumers;
+  PtrMap mdim;                /* consumer copy: value -> 1 + the dim that runs along M */
+  bool failed;
+} Mat;
+
+static IrDiag *fail_at(Mat *m, IrOp *op, const char *fmt, const char *what) {
+  m->failed = true;
+  return ir_op_error(op, fmt, what);
+}
+
+/* {======================================================================
+** Finding the pipelined loop
+** ======================================================================= */
+
+static bool feeds_dot_operand_only(IrValue *v) {
+  if (!v->uses) return false;
+  for (IrUse *u = v->uses; u; u = u->next)
+    if (u->owner->kind != OP_TILEAS_DOT || u->index >= 2) return false;
+  return true;
+}
+
+static bool visit_find(IrOp *op, void *ud) {
+  Mat *m = ud;
+  if (m->loop || op->kind != OP_SCF_FOR || !ir_op_attr(op, "tileas.pipeline")) return !m->loop;
+  IrBlock *body = op->regions[0].first;
+  uint32_t n = 0;
+  for (IrOp *o = body ? body->first : NULL; o; o = o->next) {
+    if (o->kind == OP_TILEAS_TILED_LOAD && feeds_dot_operand_only(&o->results[0])) {
+      if (n == MAX_RINGS) {
+        fail_at(m, o, "tileas-materialize-agents: more than %s loads feed the dots of one loop", "8");
+        return false;
+      }
+      m->loads[n++] = o;
+    }
+    if (o->kind == OP_TILEAS_DOT) {
+      int64_t rows = o->results[0].type->shape[0];
+      if (m->rows && rows != m->rows) {
+        fail_at(m, o, "tileas-materialize-agents: %s", "the dots of a pipelined loop have accumulators of different rows");
+        return false;
+      }
+      m->rows = rows;
+    }
+  }
+  if (!n) return true;
+  m->loop = op;
+  m->nloads = n;
+  const IrAttr *stages = ir_attr_dict_get(ir_op_attr(op, "tileas.pipeline"), "stages");
+  m->stages = stages && stages->kind == IR_ATTR_INT ? stages->u.i : 0;
+  return false;
+}
+
+static bool visit_has_agent(IrOp *op, void *ud) {
+  bool *found = ud;
+  if (op->kind == OP_TILEAS_AGENT || op->kind == OP_TILEAS_AGENT_SWITCH) *found = true;
+  return !*found;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Layouts and types of the consumers' halves
+** ======================================================================= */
+
+/* A layout for a consumer of `rows` rows: mma layouts (also as a slice's
+** parent) have rows / 16 warps along M. */
+static const IrAttr *half_layout(IrContext *ctx, const IrAttr *l, int64_t rows) {
+  if (!l || l->kind != IR_ATTR_DICT) return l;
+  const IrAttr *kind = ir_attr_dict_get(l, "kind");
+  bool mma = kind && kind->kind == IR_ATTR_STR && strcmp(kind->u.str.s, "mma") == 0;
+  IrNamedAttr e[16];
+  uint32_t n = l->u.dict.n < 16 ? l->u.dict.n : 16;
+  for (uint32_t i = 0; i < n; i++) {
+    e[i] = l->u.dict.entries[i];
+    if (strcmp(e[i].name, "parent") == 0) e[i].attr = half_layout(ctx, e[i].attr, rows);
+    if (mma && strcmp(e[i].name, "warps") == 0 && e[i].attr->kind == IR_ATTR_ARRAY && e[i].attr->u.arr.n == 2) {
+      int64_t w[2] = {rows / 16, 1};
+      e[i].attr = ir_attr_int_array(ctx, 2, w);
+    }
+  }
+  return ir_attr_dict(ctx, n, e);
+}
+
+static int get_mdim(Mat *m, IrValue *v) { return (int)(uintptr_t)ptrmap_get(&m->mdim, v) - 1; }
+
+/* Record that dim d of v runs along M; false on a conflict. */
+static bool set_mdim(Mat *m, IrValue *v, int d, bool *again) {
+  if (!v || v->type->kind != IR_TY_TILE || d < 0 || (uint32_t)d >= v->type->rank) return true;
+  int have = get_mdim(m, v);
+  if (have == d) return true;
+  if (have >= 0) return false;
+  ptrmap_set(&m->mdim, v, (void *)(uintptr_t)(d + 1));
+  *again = true;
+  return true;
+}
+
+typedef struct Prop {
+  Mat *m;
+  bool again;
+} Prop;
+
+static void share(Prop *p, IrOp *at, IrValue *a, IrValue *b) {
+  if (!a || !b || a->type->kind != IR_TY_TILE || b->type->kind != IR_TY_TILE) return;
+  int da = get_mdim(p->m, a), db = get_mdim(p->m, b);
+  if ((da >= 0 && !set_mdim(p->m, b, da, &p->again)) || (db >= 0 && !set_mdim(p->m, a, db, &p->again)))
+    fail_at(p->m, at, "tileas-materialize-agents: %s", "values meet whose dims along the accumulator's M differ");
+}
+
+/* The values of an scf op's slots share their dims. */
+static void share_slots(Prop *p, IrOp *op) {
+  TasSlot sl;
+  for (uint32_t i = 0; tas_slot_at(op, i, &sl); i++) {
+    for (uint32_t j = 1; j < sl.nvalues; j++) share(p, op, sl.values[0], sl.values[j]);
+    for (uint32_t j = 0; j < sl.nfeeds; j++)
+      if (sl.feeds[j].op) share(p, op, sl.values[0], sl.feeds[j].op->operands[sl.feeds[j].index].value);
+  }
+}
+
+/* One step of the propagation of "this dim runs along M" through an op. */
+static bool visit_mdim(IrOp *op, void *ud) {
+  Prop *p = ud;
+  Mat *m = p->m;
+  switch (op->kind) {
+  case OP_TILEAS_DOT:
+    set_mdim(m, op->operands[2].value, 0, &p->again);
+    set_mdim(m, &op->results[0], 0, &p->again);
+    break;
+  case OP_TILEAS_EXPAND_DIM:
+  case OP_TILEAS_REDUCE: {
+    bool expand = op->kind == OP_TILEAS_EXPAND_DIM;
+    IrValue *x = op->operands[0].value, *y = &op->results[0];
+    int e = (int)(expand ? ir_attrs_TILEAS_EXPAND_DIM(op).dim : ir_attrs_TILEAS_REDUCE(op).dim);
+    int dx = get_mdim(m, x), dy = get_mdim(m, y);
+    if (expand) {
+      if (dx >= 0) set_mdim(m, y, dx >= e ? dx + 1 : dx, &p->again);
+      if (dy >= 0 && dy != e) set_mdim(m, x, dy > e ? dy - 1 : dy, &p->again);
+    } else {
+      if (dx == e) return !fail_at(m, op, "tileas-materialize-agents: %s", "a reduction along the accumulator's M spans the consumers");
+      if (dx >= 0) set_mdim(m, y, dx > e ? dx - 1 : dx, &p->again);
+      if (dy >= 0) set_mdim(m, x, dy >= e ? dy + 1 : dy, &p->again);
+    }
+    break;
+  }
+  case OP_SCF_FOR: case OP_SCF_WHILE: case OP_SCF_IF:
+    share_slots(p, op);
+    break;
+  case OP_TILEAS_EXTRACT_SLICE: case OP_TILEAS_EXTRACT: case OP_TILEAS_TILED_LOAD: case OP_TILEAS_TILED_STORE:
+  case OP_TILEAS_COPY: case OP_TILEAS_ALLOC_TENSOR: case OP_TILEAS_SPLAT:
+    break; /* each handled where it is split (or nothing to share) */
+  default: /* elementwise (arith, math, broadcast, convert_layout): every tile shares its dims */
+    for (uint32_t i = 0; i < op->nresults; i++) {
+      for (uint32_t j = 0; j < op->noperands; j++) share(p, op, &op->results[i], op->operands[j].value);
+      if (i) share(p, op, &op->results[0], &op->results[i]);
+    }
+    break;
+  }
+  return !m->failed;
+}
+
+/* Does v get split: its dim along M is the accumulator's full M? */
+static bool is_split(Mat *m, const IrValue *v) {
+  int d = get_mdim(m, (IrValue *)v);
+  return d >= 0 && v->type->shape[d] == m->rows;
+}
+
+static const IrType *half_type_of(Rewriter *r, const IrValue *v) {
+  Mat *m = (Mat *)r;
+  const IrType *t = v->type;
+  if (t->kind != IR_TY_TILE) return NULL;
+  int64_t shape[16];
+  memcpy(shape, t->shape, t->rank * sizeof *shape);
+  if (is_split(m, v)) shape[get_mdim(m, (IrValue *)v)] = m->rows / m->nconsumers;
+  return ir_type_tile_layout(r->ctx, t->elem, t->rank, shape, t->space,
+                             half_layout(r->ctx, t->layout, m->rows / m->nconsumers));
+}
+
+/* c * n + i before op (tile coordinates of half tiles along M); i is the
+** consumer's replica index, a constant marked `tileas.replica`. */
+static IrValue *half_coord(Mat *m, IrOp *op, IrValue *c, int64_t idx) {
+  Rewriter *r = &m->rw;
+  rw_before(r, op);
+  IrValue *v = rw_bin(r, OP_ARITH_MULI, c, rw_i32(r, m->nconsumers));
+  IrValue *i = rw_i32(r, idx);
+  rw_set_bool(r, i->def, "tileas.replica", true);
+  return rw_bin(r, OP_ARITH_ADDI, v, i);
+}
+
+typedef struct Split {
+  Mat *m;
+  int64_t idx; /* this consumer's half */
+} Split;
+
+/* Before retyping: coordinates of split tiles, and the slices that an op
+** cannot take across the halves. */
+static bool visit_split(IrOp *op, void *ud) {
+  Split *s = ud;
+  Mat *m = s->m;
+  if (op->kind == OP_TILEAS_TILED_LOAD || op->kind == OP_TILEAS_TILED_STORE) {
+    IrValue *tile = op->kind == OP_TILEAS_TILED_LOAD ? &op->results[0] : op->operands[op->noperands - 1].value;
+    if (is_split(m, tile)) {
+      uint32_t at = 1 + (uint32_t)get_mdim(m, tile);
+      ir_op_set_operand(op, at, half_coord(m, op, op->operands[at].value, s->idx));
+    }
+  } else if ((op->kind == OP_TILEAS_EXTRACT_SLICE || op->kind == OP_TILEAS_EXTRACT) &&
+             is_split(m, op->operands[0].value)) {
+    fail_at(m, op, "tileas-materialize-agents: %s", "cannot take a slice or element across the consumers' rows");
+  }
+  return !m->failed;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Building the agents
+** ======================================================================= */
+
+static IrOp *new_agent(Mat *m, IrOp *at, const char *kind, int64_t warps) {
+  IrOp *a = ir_op_create(m->rw.ctx, OP_TILEAS_AGENT, at->loc, 0, NULL, 0, NULL, 1);
+  rw_set_str(&m->rw, a, "kind", kind);
+  rw_set_int(&m->rw, a, "num_warps", warps);
+  ir_region_ensure_block(m->rw.ctx, &a->regions[0]);
+  return a;
+}
+
+/* A copy of the body's ops from `first` on into agent a; map gets the copies. */
+static void copy_body(Mat *m, IrOp *first, IrOp *a, IrMapping *map) {
+  IrBlock *into = a->regions[0].first;
+  for (IrOp *o = first; o; o = o->next) ir_block_append(into, ir_op_clone(m->rw.ctx, o, map));
+}
+
+static IrOp *copy_of(IrMapping *map, IrOp *op) {
+  IrValue *v = ir_mapping_get(map, &op->results[0]);
+  return v ? v->def : NULL;
+}
+
+static bool pick_dot(const IrOp *op) { return op->kind == OP_TILEAS_DOT; }
+static bool pick_store(const IrOp *op) { return op->kind == OP_TILEAS_TILED_STORE; }
+
+/* Is slot s of an scf.for dead: its result unused, its block argument read
+** only by the yield that carries it on unchanged? */
+static bool dead_slot(const TasSlot *s) {
+  IrValue *arg = NULL, *res = NULL;
+  for (uint32_t i = 0; i < s->nvalues; i++) {
+    if (s->values[i]->def) res = s->values[i];
+    else arg = s->values[i];
+  }
+  if (!arg || !res || ir_value_has_uses(res)) return false;
+  for (IrUse *u = arg->uses; u; u = u->next)
+    if (u->owner->kind != OP_SCF_YIELD || u->owner->parent != arg->block) return false;
+  return true;
+}
+
+static bool pick_for(const IrOp *op) { return op->kind == OP_SCF_FOR; }
+
+/* Remove what an agent does not need: dead ops and dead loop-carried values, to a fixed point. */
+static void prune(Mat *m, IrOp *a) {
+  for (bool again = true; again;) {
+    again = rw_dce_block(a->regions[0].first);
+    IrOpVec loops = {0};
+    rw_collect(a, pick_for, &loops);
+    for (uint32_t i = 0; i < loops.n && !again; i++) {
+      TasSlot sl;
+      for (uint32_t j = 0; tas_slot_at(loops.v[i], j, &sl); j++)
+        if (dead_slot(&sl)) {
+          tas_drop_slot(m->rw.ctx, &sl);
+          again = true; /* the loop was rebuilt: collect again */
+          break;
+        }
+    }
+    ir_opvec_free(&loops);
+  }
+}
+
+/* The producer: loads copied into their rings; no dots, no stores. */
+static IrOp *build_producer(Mat *m, IrOp *first, IrOp *at) {
+  IrOp *a = new_agent(m, at, "producer", 4);
+  IrMapping map;
+  ir_mapping_init(&map);
+  copy_body(m, first, a, &map);
+  for (uint32_t i = 0; i < m->nloads; i++) {
+    IrOp *ld = copy_of(&map, m->loads[i]);
+    IrValue *opds[2] = {&ld->results[0], m->rings[i]};
+    IrOp *cp = ir_op_create(m->rw.ctx, OP_TILEAS_COPY, ld->loc, 2, opds, 0, NULL, 0);
+    ir_op_insert_after(ld, cp);
+  }
+  ir_mapping_free(&map);
+  IrOpVec ops = {0};
+  rw_collect(a, pick_dot, &ops);
+  for (uint32_t i = 0; i < ops.n; i++) rw_replace(ops.v[i], ops.v[i]->operands[2].value);
+  ops.n = 0;
+  rw_collect(a, pick_store, &ops);
+  for (uint32_t i = 0; i < ops.n; i++) ir_op_erase(ops.v[i]);
+  ir_opvec_free(&ops);
+  prune(m, a);
+  return a;
+}
+
+/* Consumer idx of m->nconsumers: the dots read the rings (the A ring sliced
+** to its rows), its half of every tile along M. */
+static IrOp *build_consumer(Mat *m, IrOp *first, IrOp *at, int64_t idx) {
+  IrContext *ctx = m->rw.ctx;
+  IrOp *a = new_agent(m, at, "consumer", 4);
+  IrMapping map;
+  ir_mapping_init(&map);
+  copy_body(m, first, a, &map);
+  int64_t rows = m->rows / m->nconsumers;
+  for (uint32_t i = 0; i < m->nloads; i++) {
+    IrOp *ld = copy_of(&map, m->loads[i]);
+    for (IrUse *u = ld->results[0].uses, *next; u; u = next) {
+      next = u->next;
+      IrOp *dot = u->owner;
+      IrValue *ring = m->rings[i];
+      bool trans = u->index == 0 ? ir_attrs_TILEAS_DOT(dot).transpose_a : false;
+      if (u->index == 0 && m->nconsumers > 1) { /* A: this consumer's rows of the ring */
+        const IrType *t = ring->type;
+        int64_t off[2] = {0, 0}, size[2] = {t->shape[0], t->shape[1]};
+        off[trans] = idx * rows;
+        size[trans] = rows;
+        const IrType *st = ir_type_tile_layout(ctx, t->elem, 2, size, t->space, t->layout);
+        IrOp *sl = ir_op_create(ctx, OP_TILEAS_EXTRACT_SLICE, dot->loc, 1, &ring, 1, &st, 0);
+        ir_op_set_attr(sl, "offsets", ir_attr_int_array(ctx, 2, off));
+        ir_op_set_attr(sl, "sizes", ir_attr_int_array(ctx, 2, size));
+        int64_t per[2] = {0, 0}; /* the offsets are the replica index times these */
+        per[trans] = rows;
+        ir_op_set_attr(sl, "tileas.replica_offsets", ir_attr_int_array(ctx, 2, per));
+        ir_op_insert_before(dot, sl);
+        ring = &sl->results[0];
+      }
+      ir_op_set_operand(dot, u->index, ring);
+    }
+    ir_op_erase(ld);
+  }
+  ir_mapping_free(&map);
+  prune(m, a);
+  if (m->nconsumers > 1) {
+    int64_t rep[2] = {idx, m->nconsumers};
+    ir_op_set_attr(a, "tileas.replica", ir_attr_int_array(ctx, 2, rep));
+    ptrmap_free(&m->mdim);
+    for (Prop p = {m, true}; p.again && !m->failed;) {
+      p.again = false;
+      ir_walk_pre(a, visit_mdim, &p);
+    }
+    Split s = {m, idx};
+    if (!m->failed) ir_walk_pre(a, visit_split, &s);
+    if (!m->failed) rw_retype(a, half_type_of, &m->rw);
+  }
+  return a;
+}
+
+/* kernel_spec with block = {32 * warps, 1, 1}. */
+static void set_block(Mat *m, IrOp *k, int64_t warps) {
+  const IrAttr *spec = ir_op_attr(k, "kernel_spec");
+  IrNamedAttr e[16];
+  uint32_t n = 0;
+  for (uint32_t i = 0; spec && i < spec->u.dict.n && n < 15; i++)
+    if (strcmp(spec->u.dict.entries[i].name, "block") != 0) e[n++] = spec->u.dict.entries[i];
+  int64_t block[3] = {32 * warps, 1, 1};
+  e[n++] = (IrNamedAttr){"block", ir_attr_int_array(m->rw.ctx, 3, block)};
+  ir_op_set_attr(k, "kernel_spec", ir_attr_dict(m->rw.ctx, n, e));
+}
+
+static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
+  Mat *m = (Mat *)r;
+  bool has_agents = false;
+  ir_walk_pre(k, visit_has_agent, &has_agents);
+  if (has_agents) return IR_OK;
+  m->loop = NULL;
+  m->nloads = 0;
+  m->rows = 0;
+  ir_walk_pre(k, visit_find, m);
+  if (m->failed) return IR_FAIL;
+  if (!m->loop) return IR_OK;
+  if (m->stages < 1) {
+    ir_op_error(m->loop, "tileas-materialize-agents: tileas.pipeline needs stages >= 1");
+    return IR_FAIL;
+  }
+  if (m->rows % WG_ROWS != 0 || m->rows / WG_ROWS > 2) {
+    ir_op_error(m->loop, "tileas-materialize-agents: the accumulator has %lld rows; consumers (wgmma warpgroups) take "
+                "64 rows each, one or two of them (64 or 128 rows)", (long long)m->rows);
+    return IR_FAIL;
+  }
+  m->nconsumers = (uint32_t)(m->rows / WG_ROWS);
+  IrBlock *body = r->entry;
+  IrOp *first = body->first;
+  /* the rings, at the top */
+  for (uint32_t i = 0; i < m->nloads; i++) {
+    const IrType *t = m->loads[i]->results[0].type;
+    IrOp *ring = ir_op_create(r->ctx, OP_TILEAS_ALLOC_TENSOR, m->loads[i]->loc, 0, NULL, 1, &t, 0);
+    rw_set_int(r, ring, "tileas.stages", m->stages);
+    ir_op_insert_before(first, ring);
+    m->rings[i] = &ring->results[0];
+  }
+  IrOp *agents[3];
+  uint32_t na = 0;
+  agents[na++] = build_producer(m, first, k);
+  for (uint32_t c = 0; c < m->nconsumers && !m->failed; c++) agents[na++] = build_consumer(m, first, k, c);
+  if (m->failed) {
+    for (uint32_t i = 0; i < na; i++) ir_op_erase(agents[i]);
+    return IR_FAIL;
+  }
+  /* the body's own ops go, last first (every use before its value) */
+  IrOp *last_ring = m->rings[m->nloads - 1]->def;
+  while (body->last != last_ring) ir_op_erase(body->last);
+  for (uint32_t i = 0; i < na; i++) ir_block_append(body, agents[i]);
+  set_block(m, k, 4 * (int64_t)na);
+  return IR_OK;
+}
+
+IrResult pass_tileas_materialize_agents(IrOp *module, IrPassCtx *pc) {
+  Mat m;
+  IrResult res = rw_run(&m.rw, sizeof m, module, pc, materialize_kernel);
+  ptrmap_free(&m.mdim);
+  return res;
+}
