@@ -354,7 +354,13 @@ static bool init_follows(IrOp *op) {
 }
 
 /* Thread 0 inits n slots from first with count[k % 2] (or count[0]), fences;
-** then the CTA (or the cluster) synchronizes. */
+** then the CTA (or the cluster) synchronizes. The cluster's is seed 004's DSMEM
+** handshake (S01) where a multi-CTA parent exists: the release fence is already
+** there (fence.mbarrier_init.release.cluster, the only writes the peers need
+** are the inits), so the arrive is relaxed, then the wait; the peers' barrier
+** addresses are mapped (mapa) where they arrive on them. One CTA takes the
+** seed's bypass: no cluster barrier, a CTA barrier (the other warps must see
+** the inits). */
 static void init_slots(Cpn *c, IrOp *op, int64_t first, int64_t n, const int64_t *count, int ncount) {
   IrOp *sif = rw_begin_if(&c->rw, rw_cmp(&c->rw, "eq", cpn_tid(c), rw_i32(&c->rw, 0)));
   for (int64_t k = 0; k < n; k++) {
@@ -365,7 +371,8 @@ static void init_slots(Cpn *c, IrOp *op, int64_t first, int64_t n, const int64_t
   rw_end_if(&c->rw, sif);
   if (init_follows(op)) return;
   if (c->cluster_pipes && c->ctas > 1) {
-    rw_op(&c->rw, OP_TILE_CLUSTER_ARRIVE, 0, NULL, NULL);
+    IrOp *a = rw_op(&c->rw, OP_TILE_CLUSTER_ARRIVE, 0, NULL, NULL);
+    ir_op_set_attr(a, "relaxed", ir_attr_bool(c->rw.ctx, true));
     rw_op(&c->rw, OP_TILE_CLUSTER_WAIT, 0, NULL, NULL);
   } else {
     rw_op(&c->rw, OP_TILE_BARRIER, 0, NULL, NULL);
