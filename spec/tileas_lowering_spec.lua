@@ -87,6 +87,8 @@ describe("tile programs to PTX (tile-to-ptx)", function()
       assert.matches("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", ptx, 1, true)
       assert.matches("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes", ptx, 1, true)
       assert.matches("stmatrix.sync.aligned", ptx, 1, true)
+      -- one CTA: seed 004's bypass, no cluster handshake (a CTA barrier after the inits)
+      assert.is_nil(ptx:find("barrier.cluster", 1, true))
       local ok, log = tl.ptxas(ptx)
       if ok == nil then pending("ptxas not found: " .. log) return end
       assert(ok, log)
@@ -133,6 +135,24 @@ describe("tile programs to PTX (tile-to-ptx)", function()
     end
     tl.options.compile_cache = nil
     assert.is_true(best < 50, ("%.1f ms"):format(best)) -- the target is 10 ms on a quiet machine (docs/PERF.md)
+  end)
+
+  it("refuses a cluster of 2 CTAs, naming tileas-plan-cta's plan (the accumulator split along N, A multicast)", function()
+    tl.new_module()
+    local k = tl.tile_kernel("gemm_cluster2", {
+      params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 },
+      cluster = { 2, 1, 1 } })
+    k:define(function(k, p)
+      local acc = tl.zeros({ 128, 256 }, tl.f32)
+      acc = tl.for_tiles(p.K, { tile = 64, stages = 3 }, acc, function(kk, acc)
+        return tl.dot(tl.load(p.A, { tl.program_id "x", kk }, { 128, 64 }), tl.load(p.B, { tl.program_id "y", kk }, { 256, 64 }), acc)
+      end)
+      tl.store(p.C, { tl.program_id "x", tl.program_id "y" }, acc:cast(tl.bf16))
+    end)
+    local ok, err = pcall(k.compile, k)
+    assert.is_false(ok)
+    assert.matches("convert-tileas-to-cutlass: clusters of more than one CTA are not lowered yet " ..
+                   "(tileas-plan-cta's plan: the accumulator split cta = [1, 2], 'A' multicast to 2 CTAs)", tostring(err), 1, true)
   end)
 end)
 

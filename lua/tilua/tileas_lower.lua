@@ -287,7 +287,23 @@ local function lower_kernel(tl, G, kop)
   if not producer or #consumers == 0 then fail(kop, "a producer and at least one consumer agent are needed") end
   warps = (warps + 3) // 4 * 4
   local cluster = spec.cluster or { 1, 1, 1 }
-  if cluster[1] * cluster[2] * cluster[3] ~= 1 then fail(kop, "clusters of more than one CTA are not lowered yet") end
+  if cluster[1] * cluster[2] * cluster[3] ~= 1 then
+    -- say what tileas-plan-cta decided, the plan a cluster lowering has to follow
+    local plan = {}
+    each_op(kop, function(op)
+      local n = op:name()
+      if n == "tileas.dot" and not plan.acc then
+        local l = tile_of(op:result(1)).layout
+        plan.acc = true
+        table.insert(plan, 1, ("the accumulator split cta = [%s]"):format(table.concat(l and l.cta or { 1, 1 }, ", ")))
+      elseif n == "tileas.tiled_load" and op:attr "multicast" then
+        local e = P.by_arg[op:operand(1):id()]
+        plan[#plan + 1] = ("'%s' multicast to %d CTAs"):format(e and e.name or "?", op:attr "multicast")
+      end
+    end)
+    fail(kop, "clusters of more than one CTA are not lowered yet (tileas-plan-cta's plan: %s)",
+         #plan > 0 and table.concat(plan, ", ") or "none")
+  end
 
   -- rings: the pre-agent allocations marked with their stages
   local rings, pre, stages = {}, {}, nil
