@@ -7,7 +7,7 @@
 --
 --   C[M, N] = A[M, K] . B[N, K]^T   (bf16 in, f32 accumulation, bf16 out)
 --
---   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--emit=ir|ptx] [--stage=NAME]
+--   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data and checks C against the plain
 -- reference kernel of stdlib/gemm.lua and sampled CPU dot products; without
@@ -18,11 +18,13 @@ local tl = require "tilua"
 local check = require "tilua.check"
 
 -- {=== the tile program
-local function build()
+-- o.cluster = 2: the program runs on a cluster of 2 CTAs (tileas-plan-cta
+-- splits the tile along N, each CTA 128 x 128, and multicasts A to both)
+local function build(o)
   tl.new_module()
   local k = tl.tile_kernel("tile_gemm", {
     params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 },
-    cluster = { 1, 1, 1 } })
+    cluster = { (o or {}).cluster or 1, 1, 1 } })
   k:define(function(k, p)
     local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
     local acc = tl.zeros({ 128, 256 }, tl.f32)
@@ -83,7 +85,8 @@ local function harness(name, build, fused, o)
   return { name = name, prepare = prepare, run = run, build = build, grids = function() return { 1 } end }
 end
 
-local example = harness("tile_gemm", build, false, options(...))
+local opts = options(...)
+local example = harness("tile_gemm", function(o) return build(o or opts) end, false, opts)
 example.harness, example.options = harness, options
 if ... == "--library" then return example end
 check.main(example)

@@ -62,7 +62,8 @@ function M.attach(tl)
     k._info = { ptx = k.ptx, block = spec.block, cluster = spec.cluster,
                 static = op:attr("shared_static") or 0, smem = spec.smem,
                 hang_sites = sites and table.concat(sites, "\n"), tile = op:attr("tileas.params"),
-                persistent = (op:attr("tileas.launch") or {}).persistent }
+                persistent = (op:attr("tileas.launch") or {}).persistent,
+                tile_cluster = (op:attr("tileas.launch") or {}).cluster }
     if k._info.tile then
       local names, params = op:attr("arg_names") or {}, {}
       for i, a in ipairs(op:region(1):entry():args()) do params[i] = { name = names[i], type = a:type() } end
@@ -129,9 +130,12 @@ function M.attach(tl)
         list[i] = arg_for(p, v)
       end
     end
-    local grid = programs
+    -- a program of a cluster of n CTAs (along x) runs on all n
+    local n = info.tile_cluster or 1
+    local grid = { programs[1] * n, programs[2], programs[3] }
     if info.persistent then
-      grid = { tl.device.persistent_grid(programs[1] * programs[2] * programs[3]), 1, 1 }
+      grid = { tl.device.persistent_grid(programs[1] * programs[2] * programs[3] * n) // n * n, 1, 1 }
+      if grid[1] == 0 then grid[1] = n end
     end
     return grid, list
   end

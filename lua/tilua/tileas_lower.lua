@@ -117,9 +117,42 @@ local function ring_box(shape, eb, sw)
   return { shape[1], cols }, shape[2] // cols
 end
 
+-- A CTA's block of a tile on a cluster of n CTAs (tileas-plan-cta's `cta`
+-- part, docs/passes.md): its shape, and the `cta` split (nil: the whole tile).
+local function cta_part(ti, n)
+  local c = ti.layout and ti.layout.cta
+  if n == 1 or not c then return ti.shape, nil end
+  local shape = {}
+  for d, x in ipairs(ti.shape) do shape[d] = x // (c[d] or 1) end
+  return shape, c
+end
+
+-- The multicast of the loads into a ring: k > 1 where tileas-plan-cta
+-- replicated the ring's blocks on k CTAs (each loads 1/k of its block along
+-- the first dim and multicasts it).
+local function ring_multicast(ring)
+  for _, u in ipairs(ring:users()) do
+    local d = u:name() == "tileas.copy" and u:operand(2) == ring and u:operand(1):def()
+    if d and d:name() == "tileas.tiled_load" and d:attr "multicast" then return d:attr "multicast" end
+  end
+  return 1
+end
+
+-- A ring's geometry on a CTA of n: the tile info, the CTA's block shape, its
+-- `cta` split, the multicast k, the TMA box (a 1/k piece) and boxes per stage.
+local function ring_geometry(ring, n)
+  local ti = tile_of(ring)
+  local shape, c = cta_part(ti, n)
+  local k = n > 1 and ring_multicast(ring) or 1
+  local sw = ti.layout and ti.layout.swizzle or 0
+  local box, nbox = ring_box(shape, elem_bytes(ti.elem), sw)
+  if k > 1 then box = { box[1] // k, box[2] } end
+  return { ti = ti, shape = shape, cta = c, multicast = k, swizzle = sw, box = box, nbox = nbox }
+end
+
 -- The plan of the kernel's parameters: for each tensor parameter, whether TMA
 -- loads it (its map type), TMA stores it, or plain loads and stores read it.
-local function plan_params(tl, kop, agents)
+local function plan_params(tl, kop, agents, nctas)
   local body = kop:region(1):entry()
   local names = kop:attr "arg_names" or {}
   local P = { list = {}, by_arg = {} }
@@ -149,17 +182,15 @@ local function plan_params(tl, kop, agents)
         if ld and ld:name() == "tileas.tiled_load" and ring:def() and ring:def():attr "tileas.stages" then
           local e = tensor(ld)
           e.ring_loaded = true
-          local ti = tile_of(ring)
-          local sw = ti.layout and ti.layout.swizzle or 0
-          local box = ring_box(ti.shape, elem_bytes(ti.elem), sw)
-          want_map(e, op, tl.tensor_map_type(ti.elem, box, sw))
+          local g = ring_geometry(ring, nctas)
+          want_map(e, op, tl.tensor_map_type(g.ti.elem, g.box, g.swizzle))
         end
       elseif n == "tileas.tiled_load" or n == "tileas.tiled_store" then
         local e = tensor(op)
         local tile = n == "tileas.tiled_store" and op:operand(op:noperands()) or op:result(1)
         local ti = tile_of(tile)
         if n == "tileas.tiled_store" and ag.kind == "consumer" and ti.layout and ti.layout.kind == "mma"
-           and elem_bytes(ti.elem) == 2 and ti.shape[2] % 64 == 0 then
+           and elem_bytes(ti.elem) == 2 and cta_part(ti, nctas)[2] % 64 == 0 then
           want_map(e, op, tl.tensor_map_type(ti.elem, { 64, 64 }, 128))
           P.tma_stores = true
         elseif n == "tileas.tiled_store" or not M.is_ring_load(op) then
@@ -266,8 +297,11 @@ local function lower_kernel(tl, G, kop)
   if #agents == 0 then
     fail(kop, "kernel '%s' has no agents: run tileas-materialize-agents first (a tile program needs a loop marked tileas.pipeline whose tiled_loads feed tileas.dot ops)", kop:attr "sym_name")
   end
-  local P = plan_params(tl, kop, agents)
   local spec = kop:kernel_spec()
+  local cluster = spec.cluster or { 1, 1, 1 }
+  local nctas = cluster[1] * cluster[2] * cluster[3]
+  if nctas > 1 and (cluster[2] ~= 1 or cluster[3] ~= 1) then fail(kop, "clusters along y or z are not lowered yet") end
+  local P = plan_params(tl, kop, agents, nctas)
   local persistent = false -- a persistent tile loop was lowered
   local warps = 0
   local producer, consumers = nil, {}
@@ -286,38 +320,21 @@ local function lower_kernel(tl, G, kop)
   end
   if not producer or #consumers == 0 then fail(kop, "a producer and at least one consumer agent are needed") end
   warps = (warps + 3) // 4 * 4
-  local cluster = spec.cluster or { 1, 1, 1 }
-  if cluster[1] * cluster[2] * cluster[3] ~= 1 then
-    -- say what tileas-plan-cta decided, the plan a cluster lowering has to follow
-    local plan = {}
-    each_op(kop, function(op)
-      local n = op:name()
-      if n == "tileas.dot" and not plan.acc then
-        local l = tile_of(op:result(1)).layout
-        plan.acc = true
-        table.insert(plan, 1, ("the accumulator split cta = [%s]"):format(table.concat(l and l.cta or { 1, 1 }, ", ")))
-      elseif n == "tileas.tiled_load" and op:attr "multicast" then
-        local e = P.by_arg[op:operand(1):id()]
-        plan[#plan + 1] = ("'%s' multicast to %d CTAs"):format(e and e.name or "?", op:attr "multicast")
-      end
-    end)
-    fail(kop, "clusters of more than one CTA are not lowered yet (tileas-plan-cta's plan: %s)",
-         #plan > 0 and table.concat(plan, ", ") or "none")
-  end
 
   -- rings: the pre-agent allocations marked with their stages
   local rings, pre, stages = {}, {}, nil
   for _, op in ipairs(body:ops()) do
     local n = op:name()
     if n == "tileas.alloc_tensor" and op:attr "tileas.stages" then
-      local ti = tile_of(op:result(1))
       local s = op:attr "tileas.stages"
       if stages and s ~= stages then fail(op, "rings of %d and %d stages", stages, s) end
       stages = s
-      local sw = ti.layout and ti.layout.swizzle or 0
-      local box, nbox = ring_box(ti.shape, elem_bytes(ti.elem), sw)
-      rings[#rings + 1] = setmetatable({ value = op:result(1), op = op, elem = ti.elem, shape = ti.shape, swizzle = sw,
-                                         box = box, nbox = nbox, bytes = ti.shape[1] * ti.shape[2] * elem_bytes(ti.elem) },
+      -- on a cluster a ring holds the CTA's block of the program's tile
+      local g = ring_geometry(op:result(1), nctas)
+      if g.multicast > 1 and g.cta then fail(op, "multicast of a ring split among the CTAs is not lowered yet") end
+      rings[#rings + 1] = setmetatable({ value = op:result(1), op = op, elem = g.ti.elem, shape = g.shape, tile = g.ti,
+                                         swizzle = g.swizzle, box = g.box, nbox = g.nbox, multicast = g.multicast,
+                                         bytes = g.shape[1] * g.shape[2] * elem_bytes(g.ti.elem) },
                                        Ring)
     elseif n ~= "tileas.agent" and n ~= "tileas.agent_switch" then
       pre[#pre + 1] = op
@@ -330,7 +347,8 @@ local function lower_kernel(tl, G, kop)
   local name = kop:attr "sym_name"
   local saved = tl.module()
   tl.set_module(kop:parent())
-  local ok, k = pcall(tl.kernel, name .. "__tileas_lowering", { params = P.params, block = 32 * warps })
+  local ok, k = pcall(tl.kernel, name .. "__tileas_lowering", { params = P.params, block = 32 * warps,
+                                                                  cluster = nctas > 1 and cluster or nil })
   tl.set_module(saved)
   if not ok then error(k, 0) end
   k.op:move_before(kop)
@@ -348,9 +366,31 @@ local function lower_kernel(tl, G, kop)
     for i, c in ipairs(consumers) do
       if c.first ~= first_consumer + 4 * (i - 1) then fail(c.op, "the consumer agents must take consecutive warpgroups") end
     end
-    local pipe = k:pipeline { stages = stages, producers = { { producer.first, 1 } },
-                              consumers = { { first_consumer, 4 * #consumers } },
-                              transaction_bytes = tx, mode = "cooperative" }
+    -- a cluster's pipeline (mode cluster, as stdlib/gemm.lua's cluster = 2): a
+    -- multicast producer writes the stages of every CTA, so each stage is
+    -- released to the whole cluster, one participant per consumer warpgroup;
+    -- its init ends with seed 004's DSMEM handshake (convert-cutlass-to-nvvm)
+    local parts = { { first_consumer, 4 * #consumers } }
+    if nctas > 1 then
+      parts = {}
+      for i = 1, #consumers do parts[i] = { first_consumer + 4 * (i - 1), 4 } end
+    end
+    local pipe = k:pipeline { stages = stages, producers = { { producer.first, 1 } }, consumers = parts,
+                              transaction_bytes = tx, mode = nctas > 1 and "cluster" or "cooperative" }
+    local rank = nctas > 1 and tl.cluster_rank() or nil
+    -- element offsets of this CTA's block of a tile (cta_part): nil along a
+    -- dim the cluster does not split
+    local function block_offsets(ti)
+      local shape, c = cta_part(ti, nctas)
+      local offs, stride = {}, 1
+      for d = 1, #shape do
+        local cd = c and c[d] or 1
+        if cd > 1 then offs[d] = rank // stride % cd * shape[d] end
+        stride = stride * cd
+      end
+      return shape, offs
+    end
+    local function plus(x, off) return off and x + off or x end
     -- }===
 
     local vmap = {} -- program value -> lowered
@@ -523,9 +563,19 @@ local function lower_kernel(tl, G, kop)
     -- }===
 
     -- {=== the tile loop: scf.while over is_valid_program_id
+    -- the workers are the clusters, whose CTAs run the same programs: the
+    -- scheduler of a cluster of n (stdlib/gemm.lua's) walks n tiles of M at
+    -- once, so it is given n times the programs along M and its work tile's m
+    -- (the cluster's) is the program's
     local function scheduler()
-      return tl.sched.static_persistent { tiles = { programs(1), programs(2), 1, 1 }, swizzle = 8,
-                                          workers = tl.grid_dim("x") }
+      local many = nctas > 1
+      return tl.sched.static_persistent { tiles = { many and programs(1) * nctas or programs(1), programs(2), 1, 1 }, swizzle = 8,
+                                          workers = many and tl.grid_dim("x") // nctas or tl.grid_dim("x"),
+                                          cluster = nctas > 1 and cluster or nil }
+    end
+    local function program_id(dim)
+      if nctas > 1 and dim == "x" then return tl.cluster_id(dim) end
+      return tl.block_id(dim)
     end
     -- env.persistent for an agent whose cursors are `cursors`
     local function persistent_loop(env, cursors)
@@ -538,7 +588,7 @@ local function lower_kernel(tl, G, kop)
         if #op:results() > 0 and op:result(1):nuses() > 0 then fail(op, "the persistent loop's result is used after it") end
         local after = op:region(2):entry()
         persistent = true
-        G.tile_loop(tl, scheduler():work(tl.block_id()), cursors, { function(work)
+        G.tile_loop(tl, scheduler():work(program_id("x")), cursors, { function(work)
           local saved = env.program_id
           local ids = {}
           env.program_id = function(dim)
@@ -585,7 +635,7 @@ local function lower_kernel(tl, G, kop)
     local function producer_agent(ag)
       local env = { agent = ag }
       local a = ag.op
-      env.program_id = function(dim) return tl.block_id(dim) end
+      env.program_id = program_id
       env.dot = function(op) fail(op, "a dot in the producer agent") end
       env.tiled_store = function(op) fail(op, "a tiled_store in the producer agent") end
       env.tiled_load = function(op)
@@ -597,12 +647,21 @@ local function lower_kernel(tl, G, kop)
         local r = ring_of[op:operand(2):id()]
         if not ld or not r or not env.stage then fail(op, "a copy in the producer that is not a load into a ring inside the pipelined loop") end
         local e = P.by_arg[ld:operand(1):id()]
-        local coords = {}
-        for d = 1, 2 do coords[d] = get(ld:operand(1 + d), ld) * r.shape[d] end
+        -- the CTA's block of the program's tile; multicast: this CTA's 1/k
+        -- piece of it (rows rank * box), to every CTA of the cluster
+        local _, offs = block_offsets(r.tile)
+        local coords, piece, mc = {}, nil, nil
+        for d = 1, 2 do coords[d] = plus(get(ld:operand(1 + d), ld) * r.tile.shape[d], offs[d]) end
+        if r.multicast > 1 then
+          if r.multicast ~= nctas then fail(op, "a multicast to %d of %d CTAs is not lowered yet", r.multicast, nctas) end
+          piece, mc = rank * r.box[1], (1 << nctas) - 1
+          coords[1] = coords[1] + piece
+        end
         for h = 0, r.nbox - 1 do
           local c2 = h == 0 and coords[2] or coords[2] + h * r.box[2]
-          local dst = h == 0 and r.smem:ptr(env.stage) or r.smem:ptr(env.stage, h * r.shape[1])
-          tl.tma_load(dst, args[e.lowered_map], env.full, { coords[1], c2 })
+          local row = h > 0 and plus(tl.const(h * r.shape[1], tl.i32), piece) or piece
+          local dst = row and r.smem:ptr(env.stage, row) or r.smem:ptr(env.stage)
+          tl.tma_load(dst, args[e.lowered_map], env.full, { coords[1], c2 }, mc and { multicast = mc } or nil)
         end
       end
       k:agent("producer", { warps = ag.warps, warp_id = warp_id(ag) }, function()
@@ -669,7 +728,7 @@ local function lower_kernel(tl, G, kop)
           local f = tl.wgmma_fragment(t)
           env.f = f
           local st = pipe:consumer_start()
-          env.program_id = function(dim) return tl.block_id(dim) end
+          env.program_id = program_id
           env.persistent = persistent_loop(env, { st })
           env.copy = function(op) fail(op, "a copy in a consumer agent is not lowered yet") end
 
@@ -708,15 +767,19 @@ local function lower_kernel(tl, G, kop)
             vmap[op:result(1):id()] = { vec = acc }
           end
 
-          local function release(s) tl.elect_one(function() pipe:consumer_release(s) end) end
+          -- (a cluster's pipeline counts every thread's release, as stdlib/gemm.lua's)
+          local function release(s)
+            if nctas > 1 then pipe:consumer_release(s) return end
+            tl.elect_one(function() pipe:consumer_release(s) end)
+          end
 
           -- the pipelined loop: the accumulator carried as vector<N/2 x f32>
           env.pipelined_for = function(op)
             local b = op:region(1):entry()
             if op:nresults() ~= 1 then fail(op, "a consumer's pipelined loop carries one accumulator, got %d values", op:nresults()) end
-            local ri = tile_of(op:result(1))
-            if layout_kind(op:result(1)) ~= "mma" or ri.shape[1] ~= 64 then fail(op, "the carried value must be a 64-row mma accumulator") end
-            local n = ri.shape[2] // 2
+            local shape = cta_part(tile_of(op:result(1)), nctas) -- the CTA's block (wgmma's N)
+            if layout_kind(op:result(1)) ~= "mma" or shape[1] ~= 64 then fail(op, "the carried value must be a 64-row mma accumulator") end
+            local n = shape[2] // 2
             local init = get(op:operand(4), op)
             -- a zero accumulator starts from zeros, as stdlib/gemm.lua's does
             local zero = init.splat and const_int(init.splat) == 0
@@ -746,15 +809,19 @@ local function lower_kernel(tl, G, kop)
           end
 
           -- values in the mma layout: rows and columns of this thread's elements
+          -- (on a cluster, of this CTA's block of the tile)
           local function tile_rows_cols(tile_coord_m, tile_coord_n, ri)
-            return tile_coord_m * ri.shape[1] + f.row, tile_coord_n * ri.shape[2] + f.col
+            local _, offs = block_offsets(ri)
+            return plus(tile_coord_m * ri.shape[1] + f.row, offs[1]), plus(tile_coord_n * ri.shape[2] + f.col, offs[2])
           end
 
           env.tiled_load = function(op)
             local e = P.by_arg[op:operand(1):id()]
             local ri = tile_of(op:result(1))
             local kind = layout_kind(op:result(1))
-            if kind == "slice" and #ri.shape == 1 and ri.layout.parent and ri.layout.parent.kind == "mma" then
+            if kind == "slice" and nctas > 1 then
+              fail(op, "tiled_load of a slice on a cluster is not lowered yet")
+            elseif kind == "slice" and #ri.shape == 1 and ri.layout.parent and ri.layout.parent.kind == "mma" then
               local along = ri.layout.dim == 0 and 2 or 1 -- slice dim 0 removed: a row over N
               local base = get(op:operand(2), op) * ri.shape[1] + (along == 2 and f.col or f.row)
               vmap[op:result(1):id()] = line(ri.elem, along, function(off) return load_at(e, op, { base + off }) end)
@@ -773,26 +840,29 @@ local function lower_kernel(tl, G, kop)
             local e = P.by_arg[op:operand(1):id()]
             local tile = op:operand(op:noperands())
             local ri = tile_of(tile)
+            local shape, offs = block_offsets(ri) -- this CTA's block of the tile
             local x = get(tile, op)
             if not is_frag(x) and not x.vec then fail(op, "tiled_store of a tile not in the mma layout is not lowered yet") end
             if x.vec then
               local vec = x.vec
-              x = frag(tl.f32, ri.shape[2] // 2, function(i) return tl.extract(vec, i) end)
+              x = frag(tl.f32, shape[2] // 2, function(i) return tl.extract(vec, i) end)
             end
             local tm, tn = get(op:operand(2), op), get(op:operand(3), op)
             if e.lowered_map and elem_bytes(ri.elem) == 2 then
-              staging = staging or k:shared(ri.elem, { #consumers, ri.shape[2] // 64, 64, 64 }, { align = 1024, swizzle = 128 })
+              staging = staging or k:shared(ri.elem, { #consumers, shape[2] // 64, 64, 64 }, { align = 1024, swizzle = 128 })
               local wide = x.trunc_of or x
               local vals = {}
-              for i = 0, ri.shape[2] // 2 - 1 do vals[i] = wide:at(i) end
-              G.store_fragment(tl, { bn = ri.shape[2], out = ri.elem, staging = staging, map = args[e.lowered_map],
+              for i = 0, shape[2] // 2 - 1 do vals[i] = wide:at(i) end
+              G.store_fragment(tl, { bn = shape[2], out = ri.elem, staging = staging, map = args[e.lowered_map],
                                      warpgroup = wg, barrier = 1 + wg, thread = t,
-                                     coords = function(ch) return { tm * ri.shape[1], tn * ri.shape[2] + ch * 64 } end },
+                                     coords = function(ch)
+                                       return { plus(tm * ri.shape[1], offs[1]), plus(tn * ri.shape[2] + ch * 64, offs[2]) }
+                                     end },
                                  vals)
               env.tma_stored = true
             else
               local r0, c0 = tile_rows_cols(tm, tn, ri)
-              for i = 0, ri.shape[2] // 2 - 1 do
+              for i = 0, shape[2] // 2 - 1 do
                 local dr, dc = f.offset(i)
                 store_at(e, op, { r0 + dr, c0 + dc }, x:at(i))
               end
@@ -808,20 +878,21 @@ local function lower_kernel(tl, G, kop)
     -- }===
 
     for _, op in ipairs(pre) do
-      if op:name() ~= "tileas.alloc_tensor" then at_loc(op, lower_op, op, { program_id = tl.block_id }) end
+      if op:name() ~= "tileas.alloc_tensor" then at_loc(op, lower_op, op, { program_id = program_id }) end
     end
     for _, r in ipairs(rings) do vmap[r.value:id()] = r end
     producer_agent(producer)
     local template = replicas_of(consumers)
     if template then consumer_agent(template, #consumers, consumers[1].first)
     else for _, c in ipairs(consumers) do consumer_agent(c, 1) end end
+    if nctas > 1 then tl.cluster_sync() end -- no CTA leaves while a peer may still write to it
   end)
 
   -- the lowered kernel replaces the program
   kop:erase()
   k.op:set_attr("sym_name", name)
   k.op:set_attr("tileas.params", P.launch)
-  k.op:set_attr("tileas.launch", { persistent = persistent })
+  k.op:set_attr("tileas.launch", { persistent = persistent, cluster = nctas > 1 and nctas or nil })
 end
 
 -- }=====================================================================
