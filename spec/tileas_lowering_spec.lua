@@ -186,6 +186,20 @@ describe("the lowered tile programs on the CPU emulator", function()
     end)
   end
 
+  it("the protocol checker is clean on a cluster of 2 (every interleaving it explores; the ring wraps)", function()
+    local M, N, K = 128, 256, 256 -- 4 k blocks through 3 stages
+    local _, ab = matrix(M, K, a_value)
+    local _, bb = matrix(N, K, b_value)
+    local kop = lowered(gemm_example.build { cluster = 2 })
+    local values = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
+                     ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1 }
+    local args = {}
+    for i, e in ipairs(kop:attr "tileas.params") do args[i] = assert(values[e], e) end
+    local c = tl.verify_protocol(kop, { grid = 2, args = args, max_states = 2000 })
+    assert(c.ok, c.report)
+    assert.is_true(c.states > 100)
+  end)
+
   it("an f32 result (plain stores of the fragment), a scalar parameter: C = s * A . B^T - 1, 150 x 200 x 72", function()
     tl.new_module()
     local k = tl.tile_kernel("scaled", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2),
@@ -273,7 +287,11 @@ describe("launching a tile program", function()
                                         bias = { bias, { N } }, K = K } }
       local ok, err = pcall(k.launch, k, { grid = { 3, 2 }, args = { A = { a, { M, K } }, B = { b, { N, K } }, K = K } })
       print(ok, err)
+      -- a cluster of 2: whole clusters of CTAs (launch refuses a grid that is not)
+      local k2 = loadfile("examples/tile_gemm.lua")("--library").build { cluster = 2 }
+      print("cluster", pcall(k2.run, k2, { grid = { 3, 2 }, args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { c, { M, N } }, K = K } }))
     ]] })
     assert.matches("false%s+.-missing tensor 'C'", out, nil, err)
+    assert.matches("cluster%s+true", out, nil, err)
   end)
 end)
