@@ -28,6 +28,11 @@
 --   scf.while over is_valid_program_id       the static persistent tile scheduler's loop
 --     (tileas-dynamic-persistent)            (stdlib/gemm.lua's M.tile_loop): program ids
 --                                            are the work tile's m and n
+--   a cluster of n CTAs (along x)            tileas-plan-cta's plan: rings hold the CTA's
+--                                            block, a ring replicated on all n is loaded
+--                                            1/n per CTA and TMA-multicast; a pipeline of
+--                                            mode cluster (seed 004's DSMEM handshake at
+--                                            its init); the clusters are the workers
 --   !tileas.tensor parameters               a tensor map (TMA; the box the lowering
 --                                            chose) and/or a pointer with its dims and
 --                                            row strides; hidden parameters give the
