@@ -495,6 +495,73 @@ describe("tl.verify_protocol", function()
     assert.matches("consumer warp 1 [^\n]*protocol_spec.lua:%d+ [^\n]*mbarrier [^\n]*phase aliasing", bad.report)
   end)
 
+  -- cutlass_pipeline: the warp-specialized StreamK skeleton (a 4-warp producer,
+  -- two math warpgroups in a switch_by_executor taking turns through seq_bars)
+  -- on one cluster: one tile of 8 k steps, every ring twice around
+  local CP = { grid = 2 }
+  local function cp_build()
+    local ex = lib("cutlass_pipeline")
+    CP.args = ex.args(8)
+    return ex.kernel
+  end
+
+  it("emulates cutlass_pipeline's skeleton (switch_by_executor) with every ring twice around, every policy", function()
+    local k = cp_build()
+    for _, policy in ipairs { "round_robin", "random", "adversarial" } do
+      local r = tl.emulate(k, { grid = CP.grid, args = CP.args, policy = policy, seed = 9 })
+      assert(r.ok, r.report)
+      assert.is_true(r.min_phases >= 2)
+      local turns = {} -- the two math warpgroups ran their own case
+      for _, step in ipairs(r.trace) do
+        local w = step:match "^math warp (%d+) %(CTA 0%): cutlass.seq_bar.wait"
+        if w then turns[tonumber(w) < 8 and "math0" or "math1"] = true end
+      end
+      assert.is_true(turns.math0 and turns.math1)
+    end
+  end)
+
+  it("finds no violation in cutlass_pipeline", function()
+    local t0 = os.clock()
+    local r = tl.verify_protocol(cp_build(), { grid = CP.grid, args = CP.args })
+    assert(r.ok, r.report)
+    assert.is_true(r.min_phases >= 2)
+    print(("\n  cutlass_pipeline: %d states, %d runs, %.2f s"):format(r.states, r.runs, os.clock() - t0))
+  end)
+
+  local cp_steps = { "^[%w_]+ warp %d+ %(CTA %d+%): [%w_.]+ at examples/[%w_]+%.lua:%d+$",
+                     "^bulk copy %d+ %(from [%w_]+ warp %d+ %(CTA %d+%)%): tile.bulk_copy_g2s at examples/[%w_]+%.lua:%d+ completes" }
+  local function cp_catches(what, kinds, mutate)
+    it("catches: cutlass_pipeline: " .. what, function()
+      local k = cp_build()
+      local lines = mutate(k)
+      PH.assert_caught(tl.verify_protocol(k, { grid = CP.grid, args = CP.args }), what, kinds, lines, cp_steps)
+    end)
+  end
+
+  cp_catches("math0's consumer_release deleted", { "deadlock" }, function(k)
+    ops(k, "cutlass.pipeline.consumer_release")[1]:erase()
+    return { "load warp 0 %(CTA 0%) waits on empty%[0%]" }
+  end)
+
+  cp_catches("the producer's bulk copy deleted (committed bytes nothing delivers)", { "tx_bytes" }, function(k)
+    ops(k, "tile.bulk_copy_g2s")[1]:erase()
+    return { "has all its arrivals but a tx%-count of 32768 bytes" }
+  end)
+
+  cp_catches("transaction_bytes of the commit 16 short", { "tx_bytes" }, function(k)
+    ops(k, "cutlass.pipeline.producer_commit")[1]:set_attr("transaction_bytes", 32768 - 16)
+    return { "tx%-count of %-16 bytes" }
+  end)
+
+  cp_catches("math1 starting on the wrong phase (both warpgroups go at once)", { "phase", "deadlock" }, function(k)
+    ops(k, "cutlass.seq_bar.state.create")[2]:set_attr("phase", 1)
+  end)
+
+  cp_catches("math1 handing the turn to itself (its arrive on its own seq_bar)", { "deadlock" }, function(k)
+    local a = ops(k, "cutlass.seq_bar.arrive")
+    a[2]:set_operand(1, a[1]:operand(1))
+  end)
+
   it("catches: a named barrier used by more threads than it counts", function()
     local function build(count)
       tl.new_module()
