@@ -1280,13 +1280,13 @@ function Run:final_check()
   end
 end
 
--- The fewest completed phases of any barrier that was used (a ring wrapped
--- twice has every stage barrier at 2 or more).
+-- The fewest completed phases of any mbarrier that was used (a ring wrapped
+-- twice has every stage barrier at 2 or more); a cluster barrier is no ring.
 function Run:min_phases()
   local m
   for _, cta in ipairs(self.ctas) do
     for _, b in ipairs(cta.bar_list) do
-      if not m or b.completed < m then m = b.completed end
+      if not b.cluster and (not m or b.completed < m) then m = b.completed end
     end
   end
   return m
@@ -1431,6 +1431,8 @@ end
 -- dependent with a's next one runs (steps of different actors on different
 -- synchronization objects, two arrivals or two waits on one object, commute).
 -- A state is explored again only with the actors asleep both times.
+-- opts.max_states (default 20000) and opts.max_seconds (none: the check after
+-- every pass gives one) bound it: budget_exceeded, and the report says which.
 
 -- The step an actor would take next: { obj, acc } (see request).
 -- acc "n": an arrival taken alone (it commutes with waits too, and nothing can
@@ -1480,6 +1482,10 @@ function M.check(k, o)
   local exceeded = false
   local min_phases
   while true do
+    if o.max_seconds and os.clock() - t0 > o.max_seconds then -- a time budget, between runs
+      exceeded = "time"
+      break
+    end
     runs = runs + 1
     local depth = 0
     local next_sleep = {}
@@ -1594,8 +1600,12 @@ function M.check(k, o)
     frames[#frames].idx = frames[#frames].idx + 1
   end
   local res = { ok = not exceeded, states = states, runs = runs, seconds = os.clock() - t0,
-                budget_exceeded = exceeded, min_phases = min_phases }
-  if exceeded then
+                budget_exceeded = exceeded and true, min_phases = min_phases }
+  if exceeded == "time" then
+    res.violation = { kind = "budget", message = ("time budget exceeded: %d states explored in %d runs, %.1f s (max_seconds = %g); the schedules after them were not checked")
+      :format(states, runs, res.seconds, o.max_seconds) }
+    res.report = "verify-protocol: " .. res.violation.message
+  elseif exceeded then
     res.violation = { kind = "budget", message = ("state budget exceeded: %d states explored (max_states = %d) in %d runs; the schedules after them were not checked")
       :format(states, budget, runs) }
     res.report = "verify-protocol: " .. res.violation.message
