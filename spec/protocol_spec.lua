@@ -226,6 +226,58 @@ describe("tl.verify_protocol", function()
       end
     end, cases[2].n)
 
+  -- The shortest counterexample, proved by brute force: every schedule of at
+  -- most `limit` steps, named by its choices where more than one actor could
+  -- move -> the fewest steps of a run ending in a `kind` violation, or nil.
+  local function fewest_steps(k, a, kind, limit)
+    local best
+    local function explore(prefix)
+      local n, seen = 0, {}
+      local ok, r = pcall(tl.emulate, k, { args = a, max_steps = limit, policy = function(_, rs)
+        n = n + 1
+        seen[n] = #rs
+        return prefix[n] or 1
+      end })
+      if ok and not r.ok and r.error.kind == kind and (not best or #r.trace < best) then best = #r.trace end
+      for j = #prefix + 1, n do -- the other choices after the prefix (the run took the first)
+        for c = 2, seen[j] do
+          local p = { table.unpack(prefix) }
+          for i = #prefix + 1, j - 1 do p[i] = 1 end
+          p[j] = c
+          explore(p)
+        end
+      end
+    end
+    explore({})
+    return best
+  end
+
+  it("reports a shortest counterexample, shorter than the first one found depth-first", function()
+    local function mutant()
+      local k = P.build()
+      for _, o in ipairs(ops(k, "cutlass.pipeline.state.create")) do
+        if o:attr "role" == "consumer" then o:set_attr("phase", 1) end
+      end
+      return k
+    end
+    local a = args(P.n)
+    local first = tl.verify_protocol(mutant(), { args = a, shortest = false })
+    local r = tl.verify_protocol(mutant(), { args = a })
+    assert.are.equal("phase", first.violation.kind)
+    assert.are.equal("phase", r.violation.kind)
+    assert.is_true(r.shortest)
+    assert.is_true(#r.trace < #first.trace, ("%d steps, the first found %d"):format(#r.trace, #first.trace))
+    assert.are.equal(#first.trace, r.first_steps)
+    assert.matches(("counterexample %%(%d steps%%):"):format(#r.trace), r.report)
+    -- no schedule reaches a phase violation in fewer steps; one does in as many
+    assert.is_nil(fewest_steps(mutant(), a, "phase", #r.trace - 1))
+    assert.are.equal(#r.trace, fewest_steps(mutant(), a, "phase", #r.trace))
+    -- and the emulator, scheduled as the trace says, ends in the same violation
+    local replay = require("tilua.protocol").replay(mutant(), { args = a, grid = 1, trace = r.trace })
+    assert.are.equal(#r.trace, replay.n)
+    assert.matches("^phase: ", replay.outcome)
+  end)
+
   it("catches: a missing tile.barrier before a read of what another warp wrote", function()
     -- (the kernel verifier refuses the kernel without the barrier: it is built
     -- with one, which the mutant then loses)
