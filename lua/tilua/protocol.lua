@@ -138,8 +138,15 @@ end
 -- 3S for a ring whose releases lag a lap behind its fills) and, for a ring of
 -- B bytes, 2B and 3B bytes in the elements of every pointer parameter (a
 -- length that the ring moves); each also times the grid (a persistent kernel
--- shares the work among its CTAs). A kernel without a ring the authoring level
--- shows (lowered IR) also tries M.SIZES above one element per thread.
+-- shares the work among its CTAs). A kernel with mbarriers but no ring the
+-- authoring level shows (lowered IR) also tries M.SIZES above one element per
+-- thread; one without mbarriers has no ring to wrap: one element per thread.
+local MBAR_INIT = { ["tile.mbarrier_init"] = true, ["nvvm.mbarrier.init.shared"] = true, ["nvvm.mbarrier.init"] = true }
+local function has_mbarriers(kop)
+  local found = false
+  kop:walk(function(o) found = found or MBAR_INIT[o:name()] ~= nil end)
+  return found
+end
 local function derived_sizes(kop, grid)
   local ks = kop:kernel_spec() or {}
   local per_thread = grid * (ks.threads or 32)
@@ -160,7 +167,7 @@ local function derived_sizes(kop, grid)
       end
     end
   end
-  if #rs == 0 then
+  if #rs == 0 and has_mbarriers(kop) then
     for _, v in ipairs(M.SIZES) do if v > per_thread then add(v) end end
   end
   table.sort(out)
@@ -178,7 +185,7 @@ local function cluster_size(kop)
   return ks.has_cluster and ks.cluster and ks.cluster[1] or 1
 end
 
--- inputs(kernel, o) -> args, description, n. o.args wins; else the size n is
+-- inputs(kernel, o) -> args, description, n, failure. o.args wins; else the size n is
 -- o.n; for a kernel without integer parameters the first of the sizes derived
 -- from the kernel (o.sizes; only the buffers' sizes would change: no run
 -- needed); else the first of them at which one round-robin emulation on
@@ -189,7 +196,8 @@ end
 -- own). Where no size qualifies, the smallest at which it failed (the checker
 -- finds the violation there, with a short counterexample; no larger size is
 -- tried once 4 failed: a kernel whose loops run n times would only cost
--- time), else the largest.
+-- time; `failure` is then the emulation's {kind, message}: a schedule that
+-- already fails), else the largest.
 function M.inputs(k, o)
   o = o or {}
   local kop = kernel_of(k)
@@ -204,7 +212,7 @@ function M.inputs(k, o)
   if not sized then sizes = { sizes[1] } end
   local workers = workers_params(kop)
   local nworkers = math.max(1, grid // cluster_size(kop)) -- workers are clusters
-  local pick, failed, fails = nil, nil, 0
+  local pick, failed, failure, fails = nil, nil, nil, 0
   for _, size in ipairs(sizes) do
     if #sizes == 1 then
       pick = size
@@ -218,14 +226,15 @@ function M.inputs(k, o)
       break
     end
     if not (ok and r.ok) then
-      failed, fails = failed or size, fails + 1
+      if not failed then failed, failure = size, ok and r.error or { kind = "error", message = tostring(r) } end
+      fails = fails + 1
       if fails == 4 then break end
     end
   end
   local n = pick or failed or sizes[#sizes]
   local args, shown = args_for(kop, n, o, nworkers, workers)
   local d = #shown == 0 and "no parameters" or ("n = %d: (%s)"):format(n, table.concat(shown, ", "))
-  return args, d, n
+  return args, d, n, not pick and failed and failure or nil
 end
 
 -- check(kernel, o) -> the checker's result (tl.verify_protocol's) plus
@@ -237,7 +246,7 @@ function M.check(k, o)
   o = setmetatable({ grid = grid }, { __index = o })
   local args, desc, n = M.inputs(kop, o)
   local r = em.check(kop, { grid = grid, args = args, max_states = o.max_states or 20000, max_seconds = o.max_seconds,
-                            trace_limit = o.trace, max_steps = o.max_steps, max_ops = o.max_ops })
+                            trace_limit = o.trace, max_steps = o.max_steps, max_ops = o.max_ops, shortest = o.shortest })
   r.kernel, r.args, r.grid, r.inputs, r.n = kop, args, grid, desc, n
   r.name = kop:attr "sym_name" or "kernel"
   return r
