@@ -1,6 +1,6 @@
 -- tilua.protocol: the user's access to the protocol checker (docs/protocol.md,
--- "Running the checker"): the inputs chosen for a kernel's parameters when
--- none are given (textual IR, the REPL), the checker's result as pass
+-- "Running the checker"): the inputs derived from a kernel when none are given
+-- (textual IR, the REPL, the check after every pass), the checker's result as pass
 -- diagnostics at the ops of the IR (the verify-protocol pass,
 -- tilua.lua_passes), and the replay of a counterexample on the emulator, one
 -- frame per step (the REPL's :replay steps through them).
