@@ -84,7 +84,7 @@ function M.assert_caught(r, what, kinds, lines, step_patterns)
     assert(named, "a step does not name its role, op and line: " .. step)
   end
   for _, l in ipairs(lines or {}) do assert(r.report:match(l), ("%q not in:\n%s"):format(l, r.report)) end
-  print(("\n  %s -> %s (%d steps, %d states)\n%s"):format(what, r.violation.kind, #r.trace, r.states, r.violation.message))
+  print(("\n  %s -> %s (%d steps, %d states; the first found %s)\n%s"):format(what, r.violation.kind, #r.trace, r.states, tostring(r.first_steps), r.violation.message))
 end
 
 return M

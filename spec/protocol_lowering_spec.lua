@@ -198,6 +198,86 @@ describe("the check after every pass of the pass manager", function()
     assert.equal(1, #tl.last_stages) -- only the input: no pass ran
   end)
 
+  it("in the mode \"passes\" notes an input already wrong and fails only where a pass broke what held", function()
+    local LP = require "tilua.lua_passes"
+    local function bad()
+      local k = cases.prc.build()
+      ops(k.op, "cutlass.pipeline.consumer_release")[1]:erase()
+      return k
+    end
+    tl.compile(bad(), "ptx", { check_protocol = "passes" }) -- no error
+    assert.are.same({ after = "input", kernel = "prc", why = "the input is already wrong: deadlock" }, LP.log[1])
+    for i = 2, #LP.log do assert.equal("unchanged, or skipped before", LP.log[i].why) end -- not checked further
+    assert.is_false((pcall(tl.compile, bad(), "ptx", { check_protocol = true }))) -- strict: the same input fails
+    -- a correct input, then "a pass" that drops the release: an error at that stage
+    local k = cases.prc.build()
+    local r = LP.verify_protocol(k.module, { mode = "passes" }, "input")
+    assert.are.same({}, r.errors)
+    ops(k.op, "cutlass.pipeline.consumer_release")[1]:erase()
+    r = LP.verify_protocol(k.module, { mode = "passes" }, "cse")
+    assert.equal(1, #r.errors)
+    assert.matches("protocol violation in kernel 'prc' %(inputs n = 2048: .-%): deadlock", r.errors[1].message)
+    -- opts.check_protocol = false: no check even where tl.options asks for one
+    tl.options.check_protocol = true
+    local ok = pcall(tl.compile, bad(), "ptx", { check_protocol = false })
+    tl.options.check_protocol = nil
+    assert.is_true(ok)
+  end)
+
+  it("is on in the environment (TILUA_CHECK_PROTOCOL=1 or passes), off with TILUA_SKIP_CHECK_PROTOCOL=1", function()
+    local script = { "--emit=ptx", "spec/fixtures/gpu/deadlock.lua" } -- a pipeline that deadlocks on purpose
+    local _, err, code = H.tilua_env({ TILUA_CHECK_PROTOCOL = "1" }, script)
+    assert.equal(1, code, err)
+    assert.matches("verify%-protocol: the input is already wrong", err)
+    _, err, code = H.tilua_env({ TILUA_CHECK_PROTOCOL = "passes" }, script)
+    assert.equal(0, code, err)
+    _, err, code = H.tilua_env({ TILUA_CHECK_PROTOCOL = "1", TILUA_SKIP_CHECK_PROTOCOL = "1" }, script)
+    assert.equal(0, code, err)
+  end)
+
+  it("gives up a kernel at the time budget (max_seconds), as it does at the state budget", function()
+    local r = tl.verify_protocol(cases.prc.build(), { args = args(bytes(cases.prc.n)), max_seconds = 0 })
+    assert.is_true(r.budget_exceeded)
+    assert.matches("^verify%-protocol: time budget exceeded: %d+ states explored in %d+ runs, [%d.]+ s %(max_seconds = 0%)", r.report)
+  end)
+
+  -- The examples as ctest runs them (TILUA_CHECK_PROTOCOL=1), with the check's
+  -- log: each kernel checked on its input and after every pass that changed it,
+  -- every ring at least twice around (the sizes derived from the kernel), and
+  -- skipped only where the emulator does not model an op (the nvvm cluster ops).
+  local rings = { ring_copy = { "ring_copy", "ring_copy_bulk" },
+                  pipeline_ring_copy = { "pipeline_ring_copy", "pipeline_ring_copy_ws" },
+                  seq_bar_pingpong = { "seq_bar_pingpong" }, cluster_dsmem = {} }
+  for _, ex in ipairs { "ring_copy", "pipeline_ring_copy", "seq_bar_pingpong", "cluster_dsmem" } do
+    it("checks every kernel of examples/" .. ex .. ".lua after every pass, every ring twice around", function()
+      local log = os.tmpname()
+      local _, err, code = H.tilua_env({ TILUA_CHECK_PROTOCOL = "1", TILUA_CHECK_PROTOCOL_LOG = log,
+                                         TILUA_NO_GPU_EXIT = "77" }, { "examples/" .. ex .. ".lua" }, 300)
+      assert(code == 0 or code == 77, err)
+      local kernels = {}
+      for line in H.slurp(log):gmatch "[^\n]+" do
+        local name, after, what, a, b = line:match "^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t?([^\t]*)"
+        local k = kernels[name] or { checked = {}, skipped = {} }
+        kernels[name] = k
+        if what == "checked" then
+          k.checked[#k.checked + 1] = after
+          k.min = math.min(k.min or math.huge, tonumber(b) or math.huge)
+        elseif a ~= "unchanged, or skipped before" then -- (a text no pass changed, or skipped at an earlier stage)
+          k.skipped[#k.skipped + 1] = after
+          assert(a:find("is not modelled", 1, true), ("%s after %s skipped: %s"):format(name, after, a))
+        end
+      end
+      os.remove(log)
+      for _, name in ipairs(rings[ex]) do
+        local k = assert(kernels[name], "no check of " .. name)
+        assert.is_true(#k.checked >= 4, name) -- input, canonicalize, the conversions, the cleanups
+        assert.are.same({}, k.skipped)
+        assert.is_true(k.min >= 2, name)
+      end
+      for name, k in pairs(kernels) do assert.equal("input", k.checked[1], name) end
+    end)
+  end
+
   it("is tilua opt --check-protocol and tilua --check-protocol", function()
     local _, err, code = H.tilua_run { "opt", "spec/fixtures/passes/verify_protocol.tir", "-p", "ptx", "--check-protocol" }
     assert.equal(0, code, err)

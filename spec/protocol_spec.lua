@@ -226,6 +226,58 @@ describe("tl.verify_protocol", function()
       end
     end, cases[2].n)
 
+  -- The shortest counterexample, proved by brute force: every schedule of at
+  -- most `limit` steps, named by its choices where more than one actor could
+  -- move -> the fewest steps of a run ending in a `kind` violation, or nil.
+  local function fewest_steps(k, a, kind, limit)
+    local best
+    local function explore(prefix)
+      local n, seen = 0, {}
+      local ok, r = pcall(tl.emulate, k, { args = a, max_steps = limit, policy = function(_, rs)
+        n = n + 1
+        seen[n] = #rs
+        return prefix[n] or 1
+      end })
+      if ok and not r.ok and r.error.kind == kind and (not best or #r.trace < best) then best = #r.trace end
+      for j = #prefix + 1, n do -- the other choices after the prefix (the run took the first)
+        for c = 2, seen[j] do
+          local p = { table.unpack(prefix) }
+          for i = #prefix + 1, j - 1 do p[i] = 1 end
+          p[j] = c
+          explore(p)
+        end
+      end
+    end
+    explore({})
+    return best
+  end
+
+  it("reports a shortest counterexample, shorter than the first one found depth-first", function()
+    local function mutant()
+      local k = P.build()
+      for _, o in ipairs(ops(k, "cutlass.pipeline.state.create")) do
+        if o:attr "role" == "consumer" then o:set_attr("phase", 1) end
+      end
+      return k
+    end
+    local a = args(P.n)
+    local first = tl.verify_protocol(mutant(), { args = a, shortest = false })
+    local r = tl.verify_protocol(mutant(), { args = a })
+    assert.are.equal("phase", first.violation.kind)
+    assert.are.equal("phase", r.violation.kind)
+    assert.is_true(r.shortest)
+    assert.is_true(#r.trace < #first.trace, ("%d steps, the first found %d"):format(#r.trace, #first.trace))
+    assert.are.equal(#first.trace, r.first_steps)
+    assert.matches(("counterexample %%(%d steps%%):"):format(#r.trace), r.report)
+    -- no schedule reaches a phase violation in fewer steps; one does in as many
+    assert.is_nil(fewest_steps(mutant(), a, "phase", #r.trace - 1))
+    assert.are.equal(#r.trace, fewest_steps(mutant(), a, "phase", #r.trace))
+    -- and the emulator, scheduled as the trace says, ends in the same violation
+    local replay = require("tilua.protocol").replay(mutant(), { args = a, grid = 1, trace = r.trace })
+    assert.are.equal(#r.trace, replay.n)
+    assert.matches("^phase: ", replay.outcome)
+  end)
+
   it("catches: a missing tile.barrier before a read of what another warp wrote", function()
     -- (the kernel verifier refuses the kernel without the barrier: it is built
     -- with one, which the mutant then loses)
@@ -493,6 +545,73 @@ describe("tl.verify_protocol", function()
     assert.is_false(bad.ok)
     assert.are.equal("phase", bad.violation.kind, bad.report)
     assert.matches("consumer warp 1 [^\n]*protocol_spec.lua:%d+ [^\n]*mbarrier [^\n]*phase aliasing", bad.report)
+  end)
+
+  -- cutlass_pipeline: the warp-specialized StreamK skeleton (a 4-warp producer,
+  -- two math warpgroups in a switch_by_executor taking turns through seq_bars)
+  -- on one cluster: one tile of 8 k steps, every ring twice around
+  local CP = { grid = 2 }
+  local function cp_build()
+    local ex = lib("cutlass_pipeline")
+    CP.args = ex.args(8)
+    return ex.kernel
+  end
+
+  it("emulates cutlass_pipeline's skeleton (switch_by_executor) with every ring twice around, every policy", function()
+    local k = cp_build()
+    for _, policy in ipairs { "round_robin", "random", "adversarial" } do
+      local r = tl.emulate(k, { grid = CP.grid, args = CP.args, policy = policy, seed = 9 })
+      assert(r.ok, r.report)
+      assert.is_true(r.min_phases >= 2)
+      local turns = {} -- the two math warpgroups ran their own case
+      for _, step in ipairs(r.trace) do
+        local w = step:match "^math warp (%d+) %(CTA 0%): cutlass.seq_bar.wait"
+        if w then turns[tonumber(w) < 8 and "math0" or "math1"] = true end
+      end
+      assert.is_true(turns.math0 and turns.math1)
+    end
+  end)
+
+  it("finds no violation in cutlass_pipeline", function()
+    local t0 = os.clock()
+    local r = tl.verify_protocol(cp_build(), { grid = CP.grid, args = CP.args })
+    assert(r.ok, r.report)
+    assert.is_true(r.min_phases >= 2)
+    print(("\n  cutlass_pipeline: %d states, %d runs, %.2f s"):format(r.states, r.runs, os.clock() - t0))
+  end)
+
+  local cp_steps = { "^[%w_]+ warp %d+ %(CTA %d+%): [%w_.]+ at examples/[%w_]+%.lua:%d+$",
+                     "^bulk copy %d+ %(from [%w_]+ warp %d+ %(CTA %d+%)%): tile.bulk_copy_g2s at examples/[%w_]+%.lua:%d+ completes" }
+  local function cp_catches(what, kinds, mutate)
+    it("catches: cutlass_pipeline: " .. what, function()
+      local k = cp_build()
+      local lines = mutate(k)
+      PH.assert_caught(tl.verify_protocol(k, { grid = CP.grid, args = CP.args }), what, kinds, lines, cp_steps)
+    end)
+  end
+
+  cp_catches("math0's consumer_release deleted", { "deadlock" }, function(k)
+    ops(k, "cutlass.pipeline.consumer_release")[1]:erase()
+    return { "load warp 0 %(CTA 0%) waits on empty%[0%]" }
+  end)
+
+  cp_catches("the producer's bulk copy deleted (committed bytes nothing delivers)", { "tx_bytes" }, function(k)
+    ops(k, "tile.bulk_copy_g2s")[1]:erase()
+    return { "has all its arrivals but a tx%-count of 32768 bytes" }
+  end)
+
+  cp_catches("transaction_bytes of the commit 16 short", { "tx_bytes" }, function(k)
+    ops(k, "cutlass.pipeline.producer_commit")[1]:set_attr("transaction_bytes", 32768 - 16)
+    return { "tx%-count of %-16 bytes" }
+  end)
+
+  cp_catches("math1 starting on the wrong phase (both warpgroups go at once)", { "phase", "deadlock" }, function(k)
+    ops(k, "cutlass.seq_bar.state.create")[2]:set_attr("phase", 1)
+  end)
+
+  cp_catches("math1 handing the turn to itself (its arrive on its own seq_bar)", { "deadlock" }, function(k)
+    local a = ops(k, "cutlass.seq_bar.arrive")
+    a[2]:set_operand(1, a[1]:operand(1))
   end)
 
   it("catches: a named barrier used by more threads than it counts", function()

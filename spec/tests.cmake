@@ -16,6 +16,19 @@ set(TILUA_TEST_ENV
 add_library(fakecuda MODULE spec/c/fake_cuda.c)
 target_include_directories(fakecuda PRIVATE ${CMAKE_SOURCE_DIR}/src)
 list(APPEND TILUA_TEST_ENV "TILUA_FAKE_CUDA=$<TARGET_FILE:fakecuda>")
+# verify-protocol after every pass of every compile (docs/protocol.md, "The check
+# after every pass"): the examples strict (=1: an input already wrong fails too),
+# the specs with =passes (only a pass that breaks what held fails: their kernels
+# include deliberately wrong ones). -DTILUA_TEST_CHECK_PROTOCOL=OFF, or
+# TILUA_SKIP_CHECK_PROTOCOL=1 in ctest's environment, turns it off for speed.
+option(TILUA_TEST_CHECK_PROTOCOL "tests check the barrier protocol after every pass" ON)
+if(TILUA_TEST_CHECK_PROTOCOL)
+  set(TILUA_TEST_CHECK_SPECS "TILUA_CHECK_PROTOCOL=passes")
+  set(TILUA_TEST_CHECK_EXAMPLES "TILUA_CHECK_PROTOCOL=1")
+else()
+  set(TILUA_TEST_CHECK_SPECS "TILUA_CHECK_PROTOCOL=0")
+  set(TILUA_TEST_CHECK_EXAMPLES "TILUA_CHECK_PROTOCOL=0")
+endif()
 if(TILUA_SANITIZE)
   list(APPEND TILUA_TEST_ENV "TILUA_SANITIZE=1"
     "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0"
@@ -39,7 +52,8 @@ if(BUSTED_EXECUTABLE)
         COMMAND tilua_exe ${BUSTED_EXECUTABLE} --no-auto-insulate -o utfTerminal ${spec}
         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     endif()
-    set_tests_properties(spec.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}" SKIP_RETURN_CODE 77)
+    set_tests_properties(spec.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV};${TILUA_TEST_CHECK_SPECS}"
+                         SKIP_RETURN_CODE 77)
   endforeach()
 else()
   message(WARNING "busted not found: the Lua specs will not run (tools/bootstrap installs it)")
@@ -131,17 +145,9 @@ file(GLOB TILUA_EXAMPLES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/examples/*.lua)
 foreach(ex ${TILUA_EXAMPLES})
   get_filename_component(name ${ex} NAME_WE)
   add_test(NAME example.${name} COMMAND tilua_exe ${ex} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(example.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}" SKIP_RETURN_CODE 77)
-endforeach()
-# an example's first compile with the protocol checked on its input and after
-# every pass (--check-protocol; --emit=ptx ends the script there). Only where the
-# checker's own inputs (at most 16384 elements) wrap every ring twice: the ring
-# copies' full-size 16 KiB stages would need 128 KiB (spec/protocol_lowering_spec.lua
-# checks them at small sizes).
-foreach(name seq_bar_pingpong)
-  add_test(NAME example.${name}.check_protocol COMMAND tilua_exe --check-protocol --emit=ptx
-           ${CMAKE_SOURCE_DIR}/examples/${name}.lua WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(example.${name}.check_protocol PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+  # every compile of the example checked on its input and after every pass
+  set_tests_properties(example.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV};${TILUA_TEST_CHECK_EXAMPLES}"
+                       SKIP_RETURN_CODE 77)
 endforeach()
 # }===
 

@@ -135,8 +135,8 @@ function M.attach(tl)
   -- the authoring IR stays as built; tl.last_stages gets every stage and the PTX
   -- as the last one ("emit-ptx"). k.lowered is the compiled module.
   --
-  -- The compile cache: a compile of a module whose text, pipeline and stage
-  -- keeping are those of an earlier one (in the same context) gives the
+  -- The compile cache: a compile of a module whose text, pipeline, stage
+  -- keeping and protocol check are those of an earlier one (in the same context) gives the
   -- earlier result again: its PTX, its lowered module and a copy of its stages
   -- (each marked `cached`), handed to the hook as a fresh compile's are, so
   -- nothing is hidden from inspection. tl.options.compile_cache = false turns
@@ -164,7 +164,8 @@ function M.attach(tl)
         cache = {}
         caches[ctx] = cache
       end
-      key = p .. "\0" .. tostring(keep) .. "\0" .. self.module:print()
+      -- a compile without the protocol check does not stand for one with it
+      key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol or false) .. "\0" .. self.module:print()
       local hit = cache[key]
       if hit then
         tl.last_stages = copy_stages(hit.stages, true)

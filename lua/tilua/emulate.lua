@@ -1280,13 +1280,13 @@ function Run:final_check()
   end
 end
 
--- The fewest completed phases of any barrier that was used (a ring wrapped
--- twice has every stage barrier at 2 or more).
+-- The fewest completed phases of any mbarrier that was used (a ring wrapped
+-- twice has every stage barrier at 2 or more); a cluster barrier is no ring.
 function Run:min_phases()
   local m
   for _, cta in ipairs(self.ctas) do
     for _, b in ipairs(cta.bar_list) do
-      if not m or b.completed < m then m = b.completed end
+      if not b.cluster and (not m or b.completed < m) then m = b.completed end
     end
   end
   return m
@@ -1431,6 +1431,8 @@ end
 -- dependent with a's next one runs (steps of different actors on different
 -- synchronization objects, two arrivals or two waits on one object, commute).
 -- A state is explored again only with the actors asleep both times.
+-- opts.max_states (default 20000) and opts.max_seconds (none: the check after
+-- every pass gives one) bound it: budget_exceeded, and the report says which.
 
 -- The step an actor would take next: { obj, acc } (see request).
 -- acc "n": an arrival taken alone (it commutes with waits too, and nothing can
@@ -1468,6 +1470,62 @@ end
 local function actor_key(a) return a.key end
 local function cluster_of(a, size) return a.cta.id // size end
 
+-- shortest(dk, o, kind, bound) -> failure, trace, exhausted: a shortest
+-- schedule (fewest steps) reaching a violation of `kind`, breadth-first over
+-- the schedules with the checker's state hashing (a state first reached at
+-- depth d is not expanded again deeper), shorter than `bound` steps; nil when
+-- there is none (the depth-first one is a shortest), or when the time budget
+-- (o.shortest_seconds, 0.5 s) runs out (exhausted true). Each node is its path
+-- of actor keys, replayed from the start; its children are replayed one step
+-- further. No reduction: a sleep set or an eager step could lengthen a path.
+local function shortest(dk, o, kind, bound)
+  local deadline = os.clock() + (o.shortest_seconds or 0.5)
+  local ro = setmetatable({ _por = true }, { __index = o }) -- the chooser sees every step
+  -- replay path, then take `extra` (a key) if given; -> failure, run, key and
+  -- runnable keys at the next choice (nil where the run ended first)
+  local function replay(path, extra)
+    local depth, key, keys = 0, nil, nil
+    local R = new_run(dk, ro, function(run, rs)
+      depth = depth + 1
+      local want = path[depth] or (depth == #path + 1 and extra)
+      if not want then
+        key, keys = run:state_key(), {}
+        for i, a in ipairs(rs) do keys[i] = actor_key(a) end
+        return nil
+      end
+      for i, a in ipairs(rs) do
+        if actor_key(a) == want then return i end
+      end
+      error("verify-protocol: a replay diverged", 0)
+    end)
+    local ok, fail = pcall(R.go, R) -- a model error on a path the first search did not take: no violation
+    return ok and fail or { kind = "error" }, R, key, keys
+  end
+  local fail, _, key, keys = replay({})
+  if fail.kind ~= "pruned" then return nil, nil, false end -- the run ends before its first choice
+  local seen = { [key] = true }
+  local level = { { path = {}, keys = keys } }
+  for _ = 1, bound - 1 do
+    local next_level = {}
+    for _, node in ipairs(level) do
+      for _, a in ipairs(node.keys) do
+        if os.clock() > deadline then return nil, nil, true end
+        local f, run, k2, ks = replay(node.path, a)
+        if f and f.kind == kind then return f, run.trace, false end
+        if f and f.kind == "pruned" and not seen[k2] then
+          seen[k2] = true
+          local p = { table.unpack(node.path) }
+          p[#p + 1] = a
+          next_level[#next_level + 1] = { path = p, keys = ks }
+        end
+      end
+    end
+    if #next_level == 0 then break end
+    level = next_level
+  end
+  return nil, nil, false
+end
+
 function M.check(k, o)
   o = o or {}
   local dk = prepare(k)
@@ -1480,6 +1538,10 @@ function M.check(k, o)
   local exceeded = false
   local min_phases
   while true do
+    if o.max_seconds and os.clock() - t0 > o.max_seconds then -- a time budget, between runs
+      exceeded = "time"
+      break
+    end
     runs = runs + 1
     local depth = 0
     local next_sleep = {}
@@ -1578,9 +1640,16 @@ function M.check(k, o)
     local fail = R:go()
     if fail and fail.kind ~= "pruned" then
       local res = { ok = false, states = states, runs = runs, violation = fail, trace = R.trace,
-                    seconds = os.clock() - t0 }
-      res.report = ("verify-protocol: %s\n%s\ncounterexample (%d steps):\n%s"):format(fail.kind, fail.message,
-        #R.trace, format_trace(R.trace, o.trace_limit))
+                    first_steps = #R.trace }
+      if o.shortest ~= false then
+        local sfail, strace, exhausted = shortest(dk, o, fail.kind, #R.trace)
+        res.shortest = not exhausted
+        if sfail then res.violation, res.trace = sfail, strace end
+      end
+      res.seconds = os.clock() - t0
+      res.report = ("verify-protocol: %s\n%s\ncounterexample (%d steps%s):\n%s"):format(res.violation.kind,
+        res.violation.message, #res.trace, res.shortest == false and ", the first found: no shorter one within the budget" or "",
+        format_trace(res.trace, o.trace_limit))
       return res
     end
     if not fail then
@@ -1594,8 +1663,12 @@ function M.check(k, o)
     frames[#frames].idx = frames[#frames].idx + 1
   end
   local res = { ok = not exceeded, states = states, runs = runs, seconds = os.clock() - t0,
-                budget_exceeded = exceeded, min_phases = min_phases }
-  if exceeded then
+                budget_exceeded = exceeded and true, min_phases = min_phases }
+  if exceeded == "time" then
+    res.violation = { kind = "budget", message = ("time budget exceeded: %d states explored in %d runs, %.1f s (max_seconds = %g); the schedules after them were not checked")
+      :format(states, runs, res.seconds, o.max_seconds) }
+    res.report = "verify-protocol: " .. res.violation.message
+  elseif exceeded then
     res.violation = { kind = "budget", message = ("state budget exceeded: %d states explored (max_states = %d) in %d runs; the schedules after them were not checked")
       :format(states, budget, runs) }
     res.report = "verify-protocol: " .. res.violation.message

@@ -596,10 +596,20 @@ return function(handlers, api)
   -- Register fragments (a zero-operand unrealized_conversion_cast to a
   -- memref<..., rmem>): per lane, private; block_striped moves them in units
   -- (cut_striped_unit): unit u of thread t (counted from the executors' first
-  -- thread, t < threads) is global unit u * threads + t.
+  -- thread, t < threads) is global unit u * threads + t. Reading an element
+  -- nothing wrote is an `unfilled` report, as convert-cutlass-to-nvvm's shared
+  -- backing of the fragment makes it at the nvvm level.
   handlers["builtin.unrealized_conversion_cast"] = function(_, _, rec)
     if not rec.frag then not_modelled(rec) end
-    return { { kind = "frag", n = rec.frag.n, v = rec.frag.v, codec = rec.frag.codec, lanes = {} } }
+    return { { kind = "frag", n = rec.frag.n, v = rec.frag.v, codec = rec.frag.codec, lanes = {}, loc = rec.loc } }
+  end
+  local function frag_elem(W, rec, f, data, fi, t)
+    local x = data[fi]
+    if x == nil then
+      violation("unfilled", ("%s at %s reads element %d of thread %d's register fragment (made at %s), which nothing wrote")
+        :format(W.label, rec.loc, fi - 1, t, f.loc))
+    end
+    return x
   end
   local function striped(kind)
     return function(R, W, rec, ins, ctx)
@@ -626,14 +636,13 @@ return function(handlers, api)
               if kind == "load" then
                 data[fi] = R:load(W, erec, a)
               elseif kind == "store" then
-                R:store(W, erec, a, data[fi] or 0)
+                R:store(W, erec, a, frag_elem(W, rec, f, data, fi, t))
               elseif kind == "load_add" then
-                local x = R:load(W, erec, a)
-                data[fi] = f.codec.fmt and string.unpack("<f", string.pack("<f", x + (data[fi] or 0)))
-                  or wrap(x + (data[fi] or 0), f.codec.width)
+                local x, y = R:load(W, erec, a), frag_elem(W, rec, f, data, fi, t)
+                data[fi] = f.codec.fmt and string.unpack("<f", string.pack("<f", x + y)) or wrap(x + y, f.codec.width)
               else -- reduce: a global atomic per element
                 local old = R:load(W, erec, a, true)
-                local x = data[fi] or 0
+                local x = frag_elem(W, rec, f, data, fi, t)
                 local nv = max and math.max(old, x) or old + x
                 if not f.codec.fmt then nv = wrap(nv, f.codec.width) end
                 R:store(W, erec, a, nv, true)

@@ -605,10 +605,11 @@ end }
 -- lists every stage (name, index, ms, changed); its IR text (`ir`) is rendered
 -- only when asked for: opts.keep_stages or tl.options.keep_stages (the REPL,
 -- --stage and --emit=ir set it), or when printed. opts.print_after_all /
--- opts.print_after = {names}. opts.check_protocol or tl.options.check_protocol
+-- opts.print_after = {names}. opts.check_protocol, else tl.options.check_protocol
 -- (tilua --check-protocol, TILUA_CHECK_PROTOCOL=1) runs verify-protocol on the
--- input and after every pass that changes the IR (docs/protocol.md). The
--- passes' warnings go to stderr.
+-- input and after every pass that changes the IR; "passes" (TILUA_CHECK_PROTOCOL=passes,
+-- the tests' default) fails only where a pass broke what held (docs/protocol.md).
+-- The passes' warnings go to stderr.
 function tl.compile(m, pipeline, opts)
   if getmetatable(m) == Kernel then m = m.module end
   m = m or tl.module()
@@ -620,7 +621,7 @@ function tl.compile(m, pipeline, opts)
   local out = opts.out or io.stdout
   local ok, msg = core.run_pipeline(m, pipeline or tl.default_pipeline, {
     verify = opts.verify ~= false,
-    check_protocol = opts.check_protocol or tl.options.check_protocol,
+    check_protocol = opts.check_protocol == nil and tl.options.check_protocol or opts.check_protocol,
     on_stage = function(info, op)
       local show = info.index > 0 and (opts.print_after_all or print_after[info.pass])
       local text = (keep or show) and op:print() or nil

@@ -11,35 +11,106 @@
 
 local M = {}
 
--- verify-protocol{grid=G, max_states=S, n=N, bytes=B, trace=T}: the checker on
--- every tile.kernel of the module, with the inputs of tilua.protocol.inputs
--- (docs/protocol.md, "Running the checker"). As the check after every pass a
--- kernel the emulator cannot run (an op it does not model) or cannot finish
--- exploring (the state budget, 2000 states unless given) is skipped, not an error:
+-- verify-protocol{grid=G, max_states=S, max_seconds=T, n=N, bytes=B, trace=T}: the
+-- checker on every tile.kernel of the module, with the inputs of
+-- tilua.protocol.inputs (docs/protocol.md, "Running the checker"). As the check
+-- after every pass a kernel the emulator cannot run (an op it does not model)
+-- or cannot finish exploring (the budgets: 2000 states, 5 s, unless given) is skipped, not an error:
 -- the check speaks only where it can prove. Within one pipeline run a kernel is
--- checked again only when its text changed, and never again once skipped.
-local seen = {} -- kernel name -> { text =, skipped = } of this pipeline run's checks
--- after every pass, sizes from small up: a kernel without mbarriers (whose
--- loops may run n times) is checked at the smallest, and cheaply
-local AFTER_SIZES = { 8, 64, 256, 1024, 4096, 16384, 65536, 262144 }
+-- checked again only when its text changed, never again once skipped, and at
+-- every stage with the inputs chosen at its first check (the same problem
+-- before and after each pass). With the mode "passes" (check_protocol =
+-- "passes": the tests' default) an input that is already wrong is noted, not an
+-- error, and not checked further: only a pass that breaks what held fails.
+local seen = {} -- kernel name -> { text =, skipped =, args =, inputs =, grid = } of this pipeline run's checks
+-- M.log: what the check after every pass did in the last pipeline run, one
+-- entry per stage and kernel: { after =, kernel =, why = (not checked) | states
+-- =, runs =, min_phases =, inputs =, ok =, seconds = }; TILUA_CHECK_PROTOCOL_LOG=FILE
+-- appends each entry to FILE as a line of tab-separated fields (kernel, after,
+-- then "checked", states, fewest phases, inputs, seconds, or "skipped", why). The specs
+-- read them: that a kernel was checked at every stage, every ring twice around.
+M.log = {}
+local function log(e)
+  M.log[#M.log + 1] = e
+  local path = os.getenv "TILUA_CHECK_PROTOCOL_LOG"
+  if not path or path == "" then return end
+  local f = io.open(path, "a")
+  if not f then return end
+  local line = e.why and { e.kernel, e.after, "skipped", e.why }
+    or { e.kernel, e.after, "checked", e.states, e.min_phases or "-", e.inputs, ("%.3f s"):format(e.seconds) }
+  for i, x in ipairs(line) do line[i] = tostring(x):gsub("[\t\n]", " ") end
+  f:write(table.concat(line, "\t"), "\n")
+  f:close()
+end
+-- Results of checks that passed or were skipped, by the kernel's text (with
+-- its locations) and inputs: a kernel compiled again, or with a pipeline that
+-- reaches the same IR, is not explored again (a violation is not kept: its
+-- report names the ops of its own module). At most MEMO_MAX kept.
+local memo, nmemo, MEMO_MAX = {}, 0, 32
+local function memo_key(kop, o, last)
+  return table.concat({ kop:print { locations = true }, tostring(o.grid), tostring(o.n), tostring(o.bytes),
+                        tostring(o.max_states), tostring(o.max_seconds), tostring(last and last.inputs),
+                        tostring(last and last.grid) }, "\0")
+end
+local function skip_reason(ok, r)
+  if not ok then return tostring(r) end
+  if r.budget_exceeded then return r.violation.message:match "^[^:]*" end -- "state (or time) budget exceeded"
+  if not r.ok and r.violation.kind == "model" then return "not modelled: " .. r.violation.message end
+end
 function M.verify_protocol(module, o, after)
   local P = require "tilua.protocol"
   local errors, stats = {}, {}
   local states, runs, seconds = 0, 0, 0
-  if after == "input" then seen = {} end
+  if after == "input" then seen, M.log = {}, {} end
   for _, kop in ipairs(P.kernels(module)) do
     local name, text = kop:attr "sym_name" or "?", after and kop:print()
     local last = after and seen[name]
     local ok, r
+    local t0 = os.clock() -- the check's time, the choice of its inputs included
     if not (last and (last.skipped or last.text == text)) then
-      ok, r = pcall(P.check, kop, { grid = o.grid, max_states = o.max_states or (after and 2000), n = o.n,
-                                     bytes = o.bytes, trace = o.trace, max_ops = o.max_ops,
-                                     sizes = after and AFTER_SIZES })
-      if after then seen[name] = { text = text, skipped = not ok or r.budget_exceeded } end
+      local key = after and memo_key(kop, o, last)
+      local hit = key and memo[key]
+      -- mode "passes": an input whose plain run at the chosen size already
+      -- fails is wrong (that run is one of the schedules): no search
+      local early, args, desc = nil, last and last.args, last and last.inputs
+      if not hit and after == "input" and o.mode == "passes" and not o.n then
+        local ok2, a, d, _, failure = pcall(P.inputs, kop, { grid = o.grid, bytes = o.bytes, max_ops = o.max_ops })
+        if ok2 and failure and failure.kind ~= "error" then early = failure
+        elseif ok2 then args, desc = a, d end
+      end
+      if hit then
+        ok, r = hit.ok, hit.r
+      elseif early then
+        ok, r = true, { ok = false, violation = early }
+      else
+        ok, r = pcall(P.check, kop, { grid = o.grid or (last and last.grid), max_states = o.max_states or (after and 2000),
+                                       max_seconds = o.max_seconds or (after and 5),
+                                       n = o.n, bytes = o.bytes, trace = o.trace, max_ops = o.max_ops,
+                                       args = args, inputs = desc,
+                                       -- an input already wrong is only noted in this mode: no shortest search
+                                       shortest = not (after == "input" and o.mode == "passes") })
+        if key and (not ok or r.ok or skip_reason(ok, r)) then
+          if nmemo >= MEMO_MAX then memo, nmemo = {}, 0 end
+          memo[key], nmemo = { ok = ok, r = r }, nmemo + 1
+        end
+      end
+      if after then
+        local why = skip_reason(ok, r)
+        if not why and after == "input" and o.mode == "passes" and not r.ok then
+          why = "the input is already wrong: " .. r.violation.kind
+        end
+        seen[name] = { text = text, skipped = why, args = ok and r.args, inputs = ok and r.inputs, grid = ok and r.grid }
+      end
     end
-    if after and (ok == nil or not ok or r.budget_exceeded) then
-      stats[#stats + 1] = { name = ("%s: not checked"):format(name),
-                            value = ok == nil and "unchanged, or skipped before" or ok and "the state budget" or tostring(r) }
+    local why = after and (ok == nil and "unchanged, or skipped before" or seen[name].skipped)
+    if after then
+      log(why and { after = after, kernel = name, why = why }
+          or ok and { after = after, kernel = name, states = r.states, runs = r.runs, min_phases = r.min_phases,
+                      inputs = r.inputs, ok = r.ok, seconds = os.clock() - t0 }
+          or { after = after, kernel = name, why = tostring(r) })
+    end
+    if why then
+      stats[#stats + 1] = { name = ("%s: not checked"):format(name), value = why }
     elseif not ok then
       errors[#errors + 1] = { op = kop, message = ("verify-protocol: kernel '%s': %s"):format(kop:attr "sym_name" or "?", tostring(r)) }
     else

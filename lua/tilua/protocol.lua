@@ -1,6 +1,6 @@
 -- tilua.protocol: the user's access to the protocol checker (docs/protocol.md,
--- "Running the checker"): the inputs chosen for a kernel's parameters when
--- none are given (textual IR, the REPL), the checker's result as pass
+-- "Running the checker"): the inputs derived from a kernel when none are given
+-- (textual IR, the REPL, the check after every pass), the checker's result as pass
 -- diagnostics at the ops of the IR (the verify-protocol pass,
 -- tilua.lua_passes), and the replay of a counterexample on the emulator, one
 -- frame per step (the REPL's :replay steps through them).
@@ -38,11 +38,12 @@ local function elem_bytes(t)
   return 1
 end
 
--- The arguments for a size n: every integer (and index) parameter gets n, a
--- float parameter 1.0, a pointer parameter a fresh zeroed buffer of `bytes`
--- bytes (default n times its element size), or with o.fill == "pattern" one
--- whose byte j is j % 251 + 1 (the REPL's :check).
-local function args_for(kop, n, o)
+-- The arguments for a size n: every integer (and index) parameter gets n (a
+-- scheduler's worker count: nworkers, see workers_params), a float parameter
+-- 1.0, a pointer parameter a fresh zeroed buffer of `bytes` bytes (default n
+-- times its element size), or with o.fill == "pattern" one whose byte j is
+-- j % 251 + 1 (the REPL's :check).
+local function args_for(kop, n, o, nworkers, workers)
   local args, shown = {}, {}
   for i, a in ipairs(kop:region(1):entry():args()) do
     local t = a:type()
@@ -69,6 +70,8 @@ local function args_for(kop, n, o)
       end
     elseif info.kind == "float" then
       args[i], shown[i] = 1.0, "1.0"
+    elseif workers[i] then
+      args[i], shown[i] = nworkers, ("%d (workers: the grid's clusters)"):format(nworkers)
     else
       args[i], shown[i] = n, tostring(n)
     end
@@ -76,58 +79,162 @@ local function args_for(kop, n, o)
   return args, shown
 end
 
-M.SIZES = { 64, 256, 1024, 4096, 16384, 65536, 262144 }
+-- {=== the inputs derived from the kernel
 
--- inputs(kernel, o) -> args, description. o.args wins; else the size n is
--- o.n; for a kernel without integer parameters the first of o.sizes or
--- M.SIZES; else the first of them at which one round-robin emulation
--- (protocol-only, as the checker's) completes every mbarrier's phase at least
--- twice (every ring wraps twice) or uses no mbarrier, and reports nothing (a
--- guessed size can be too small for the kernel: a length that two
--- parameters share); else (no larger size tried once 4 failed) the first at
--- which it failed (the checker will say why), else the largest.
+-- Integer parameters that are the worker count of a persistent or StreamK
+-- scheduler (operand 5 of its params op): { [parameter index] = true }. They
+-- get the grid's clusters, so that every worker the plan counts on runs (a
+-- StreamK fixup waits for its peers: fewer CTAs than workers is a deadlock of
+-- the inputs, not of the kernel).
+local WORKERS = { ["cutlass.tile_scheduler.create_static_persistent_params"] = 5,
+                  ["cutlass.tile_scheduler.create_streamk_params"] = 5,
+                  ["cutlass.tile_scheduler.create_sm100_streamk_params"] = 5 }
+local function workers_params(kop)
+  local index, out = {}, {}
+  for i, a in ipairs(kop:region(1):entry():args()) do index[a:id()] = i end
+  kop:walk(function(o)
+    local w = WORKERS[o:name()]
+    if w and o:noperands() >= w then
+      local i = index[o:operand(w):id()]
+      if i then out[i] = true end
+    end
+  end)
+  return out
+end
+
+-- The rings of a kernel at the authoring level: { depth = stages [, bytes =
+-- the bytes of all its stages] } for each cutlass pipeline (stages x
+-- transaction_bytes), seq_bar (depth), shared memref of rank 2 or more (its
+-- first dimension, all its bytes) and shared array of mbarriers (i64, count).
+local function rings(kop)
+  local out, stages = {}, {}
+  kop:walk(function(o)
+    local n = o:name()
+    if n == "cutlass.pipeline.create" then
+      stages[o:result(1):id()] = o:result(1):type():info().params[1]
+    elseif n == "cutlass.pipeline.init" then
+      local s = stages[o:operand(1):id()]
+      local tx = o:attr "transaction_bytes" or 0
+      if s then out[#out + 1] = { depth = s, bytes = tx > 0 and s * tx or nil } end
+    elseif n == "cutlass.seq_bar.create" then
+      out[#out + 1] = { depth = o:result(1):type():info().params[1] }
+    elseif n == "tile.alloc_shared" then
+      local info = o:result(1):type():info()
+      if info.kind == "memref" and #info.shape >= 2 then
+        local b = elem_bytes(info.elem)
+        for _, d in ipairs(info.shape) do b = b * d end
+        out[#out + 1] = { depth = info.shape[1], bytes = b }
+      elseif info.kind == "ptr" and (o:attr "count" or 1) > 1 and info.elem:info().kind == "int"
+             and info.elem:info().width == 64 then
+        out[#out + 1] = { depth = o:attr "count" }
+      end
+    end
+  end)
+  return out
+end
+
+-- The sizes to try, smallest first: one element per thread of the grid, and
+-- for every ring of depth S, 2S and 3S (counts of iterations: k steps, rounds;
+-- 3S for a ring whose releases lag a lap behind its fills) and, for a ring of
+-- B bytes, 2B and 3B bytes in the elements of every pointer parameter (a
+-- length that the ring moves); each also times the grid (a persistent kernel
+-- shares the work among its CTAs). A kernel with mbarriers but no ring the
+-- authoring level shows (lowered IR) also tries M.SIZES above one element per
+-- thread; one without mbarriers has no ring to wrap: one element per thread.
+local MBAR_INIT = { ["tile.mbarrier_init"] = true, ["nvvm.mbarrier.init.shared"] = true, ["nvvm.mbarrier.init"] = true }
+local function has_mbarriers(kop)
+  local found = false
+  kop:walk(function(o) found = found or MBAR_INIT[o:name()] ~= nil end)
+  return found
+end
+local function derived_sizes(kop, grid)
+  local ks = kop:kernel_spec() or {}
+  local per_thread = grid * (ks.threads or 32)
+  local rs = rings(kop)
+  local elems = {}
+  for _, a in ipairs(kop:region(1):entry():args()) do
+    local info = a:type():info()
+    if info.kind == "ptr" then elems[elem_bytes(info.elem)] = true end
+  end
+  local set, out = {}, {}
+  local function add(v) if v >= 1 and not set[v] then set[v], out[#out + 1] = true, v end end
+  add(per_thread)
+  for _, r in ipairs(rs) do
+    for _, f in ipairs { 2, 3, 2 * grid, 3 * grid } do -- on grid CTAs a persistent kernel shares the work
+      add(f * r.depth)
+      if r.bytes then
+        for e in pairs(elems) do add((f * r.bytes + e - 1) // e) end
+      end
+    end
+  end
+  if #rs == 0 and has_mbarriers(kop) then
+    for _, v in ipairs(M.SIZES) do if v > per_thread then add(v) end end
+  end
+  table.sort(out)
+  return out
+end
+
+-- }===
+
+M.SIZES = { 8, 64, 256, 1024, 4096, 16384, 65536, 262144 }
+
+-- The CTAs of the kernel's cluster (the smallest grid it runs on: a check's
+-- grid when none is given).
+local function cluster_size(kop)
+  local ks = kop:kernel_spec() or {}
+  return ks.has_cluster and ks.cluster and ks.cluster[1] or 1
+end
+
+-- inputs(kernel, o) -> args, description, n, failure. o.args wins; else the size n is
+-- o.n; for a kernel without integer parameters the first of the sizes derived
+-- from the kernel (o.sizes; only the buffers' sizes would change: no run
+-- needed); else the first of them at which one round-robin emulation on
+-- o.grid CTAs (protocol-only, as the checker's) runs clean and completes at
+-- least two phases of every mbarrier that is not a cluster barrier (every
+-- ring wraps twice; or it uses none). Sizes below it at which the emulation
+-- fails are passed over (an input too small for the kernel can fail on its
+-- own). Where no size qualifies, the smallest at which it failed (the checker
+-- finds the violation there, with a short counterexample; no larger size is
+-- tried once 4 failed: a kernel whose loops run n times would only cost
+-- time; `failure` is then the emulation's {kind, message}: a schedule that
+-- already fails), else the largest.
 function M.inputs(k, o)
   o = o or {}
   local kop = kernel_of(k)
-  if o.args then return o.args, "the arguments given" end
-  local sizes = o.n and { o.n } or o.sizes or M.SIZES
+  if o.args then return o.args, o.inputs or "the arguments given", o.n end
+  local grid = o.grid or cluster_size(kop)
+  local sizes = o.n and { o.n } or o.sizes or derived_sizes(kop, grid)
   local sized = false -- an integer parameter: the size can change what the kernel does
   for _, a in ipairs(kop:region(1):entry():args()) do
     local kind = a:type():info().kind
     sized = sized or kind == "int" or kind == "index"
   end
-  if not sized then sizes = { sizes[1] } end -- only the buffers' sizes would change: no run needed
-  local args, shown, n
-  local failed
-  for i, size in ipairs(sizes) do
-    n = size
-    args, shown = args_for(kop, n, o)
-    if #sizes == 1 then break end
-    local ok, r = pcall(em.run, kop, { grid = o.grid or 1, args = args, max_steps = o.max_steps, max_ops = o.max_ops,
+  if not sized then sizes = { sizes[1] } end
+  local workers = workers_params(kop)
+  local nworkers = math.max(1, grid // cluster_size(kop)) -- workers are clusters
+  local pick, failed, failure, fails = nil, nil, nil, 0
+  for _, size in ipairs(sizes) do
+    if #sizes == 1 then
+      pick = size
+      break
+    end
+    local args = args_for(kop, size, o, nworkers, workers)
+    local ok, r = pcall(em.run, kop, { grid = grid, args = args, max_steps = o.max_steps, max_ops = o.max_ops,
                                        values = false })
     if ok and r.ok and (not r.min_phases or r.min_phases >= 2) then
-      failed = nil
+      pick = size
       break
     end
     if not (ok and r.ok) then
-      failed = failed or { args, shown, n, 0 }
-      failed[4] = failed[4] + 1
-    end
-    -- a kernel that fails at 4 sizes is taken to fail at all (its loops may
-    -- run n times: the larger sizes would only cost time)
-    if failed and (i == #sizes or failed[4] == 4) then
-      args, shown, n = table.unpack(failed, 1, 3)
-      break
+      if not failed then failed, failure = size, ok and r.error or { kind = "error", message = tostring(r) } end
+      fails = fails + 1
+      if fails == 4 then break end
     end
   end
+  local n = pick or failed or sizes[#sizes]
+  local args, shown = args_for(kop, n, o, nworkers, workers)
   local d = #shown == 0 and "no parameters" or ("n = %d: (%s)"):format(n, table.concat(shown, ", "))
-  return args, d, n
-end
-
--- The CTAs of the kernel's cluster (the smallest grid it runs on).
-local function cluster_size(kop)
-  local ks = kop:kernel_spec() or {}
-  return ks.has_cluster and ks.cluster and ks.cluster[1] or 1
+  return args, d, n, not pick and failed and failure or nil
 end
 
 -- check(kernel, o) -> the checker's result (tl.verify_protocol's) plus
@@ -138,8 +245,8 @@ function M.check(k, o)
   local grid = o.grid or cluster_size(kop)
   o = setmetatable({ grid = grid }, { __index = o })
   local args, desc, n = M.inputs(kop, o)
-  local r = em.check(kop, { grid = grid, args = args, max_states = o.max_states or 20000,
-                            trace_limit = o.trace, max_steps = o.max_steps, max_ops = o.max_ops })
+  local r = em.check(kop, { grid = grid, args = args, max_states = o.max_states or 20000, max_seconds = o.max_seconds,
+                            trace_limit = o.trace, max_steps = o.max_steps, max_ops = o.max_ops, shortest = o.shortest })
   r.kernel, r.args, r.grid, r.inputs, r.n = kop, args, grid, desc, n
   r.name = kop:attr "sym_name" or "kernel"
   return r

@@ -69,6 +69,7 @@ typedef struct StageCb {
   lua_State *L;
   int fn, op;
   int failed; /* the callback raised: its error is kept in the registry slot below */
+  const char *check_mode; /* check_protocol = "passes": the check's `mode` option (lua_passes.lua) */
 } StageCb;
 
 static const char *const STAGE_ERR = "tilua.stage_error";
@@ -198,6 +199,10 @@ static IrResult run_lua_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc
   lua_pushvalue(L, cb->op);
   if (pc->options) lb_push_attr(L, pc->options, cb->op);
   else lua_newtable(L);
+  if (pc->after && cb->check_mode) {
+    lua_pushstring(L, cb->check_mode);
+    lua_setfield(L, -2, "mode");
+  }
   if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
     ir_error(pc->ctx, module->loc, "pass '%s' (Lua): %s", pass->name,
              lua_isstring(L, -1) ? lua_tostring(L, -1) : "an error object");
@@ -209,7 +214,7 @@ static IrResult run_lua_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc
 
 /* }====================================================================== */
 
-/* core.run_pipeline(module_op, spec [, {verify=true, on_stage=fn(info, op)}])
+/* core.run_pipeline(module_op, spec [, {verify=true, on_stage=fn(info, op), check_protocol=true | "passes"}])
 ** -> true | true, warnings, list | false, message, list (diagnostics: lb_push_diagnostic_list) */
 static int core_run_pipeline(lua_State *L) {
   IrOp *module = lb_check_op(L, 1);
@@ -217,15 +222,18 @@ static int core_run_pipeline(lua_State *L) {
   IrContext *ctx = lb_owner(L, 1)->ctx;
   IrPassOptions opts;
   ir_pass_options_default(&opts);
-  StageCb cb = {L, 0, 1, 0};
+  StageCb cb = {L, 0, 1, 0, NULL};
   opts.run_lua = run_lua_pass;
   opts.lua_ud = &cb;
   if (lua_istable(L, 3)) {
     lua_getfield(L, 3, "verify");
     if (!lua_isnil(L, -1)) opts.verify_each = lua_toboolean(L, -1);
     lua_pop(L, 1);
-    if (lua_getfield(L, 3, "check_protocol"), lua_toboolean(L, -1))
+    if (lua_getfield(L, 3, "check_protocol"), lua_toboolean(L, -1)) {
       opts.check_each = ir_pass_lookup("verify-protocol", strlen("verify-protocol"));
+      /* a string is the check's mode; the options table keeps it alive */
+      if (lua_type(L, -1) == LUA_TSTRING) cb.check_mode = lua_tostring(L, -1);
+    }
     lua_pop(L, 1);
     lua_getfield(L, 3, "on_stage");
     if (lua_isfunction(L, -1)) {
@@ -257,7 +265,7 @@ static int core_run_pipeline(lua_State *L) {
 IrResult lb_run_pipeline(lua_State *L, int op_idx, struct IrPipeline *p) {
   IrPassOptions opts;
   ir_pass_options_default(&opts);
-  StageCb cb = {L, 0, lua_absindex(L, op_idx), 0};
+  StageCb cb = {L, 0, lua_absindex(L, op_idx), 0, NULL};
   opts.run_lua = run_lua_pass;
   opts.lua_ud = &cb;
   return ir_pipeline_run(p, lb_check_op(L, op_idx), &opts);
