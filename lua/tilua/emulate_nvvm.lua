@@ -321,8 +321,8 @@ return function(handlers, x)
       rec.codec = rec.codec or codec_of(rec.op:operand(2):type())
       local a = space == "shared" and sh(ins[1]) or ins[1]
       local outs = eval_lanes(R, W, rec, { a, ins[2] }, ctx, function(v)
-        local old = R:load(W, rec, v[1])
-        R:store(W, rec, v[1], wrap(f(old, v[2]), rec.codec.width or 64))
+        local old = R:load(W, rec, v[1], true) -- atomic: no race with other atomics
+        R:store(W, rec, v[1], wrap(f(old, v[2]), rec.codec.width or 64), true)
         return { old }
       end)
       return result and outs or {}
@@ -334,8 +334,8 @@ return function(handlers, x)
       rec.codec = rec.codec or codec_of(rec.op:operand(2):type())
       local a = space == "shared" and sh(ins[1]) or ins[1]
       return eval_lanes(R, W, rec, { a, ins[2], ins[3] }, ctx, function(v)
-        local old = R:load(W, rec, v[1])
-        if old == v[2] then R:store(W, rec, v[1], v[3]) end
+        local old = R:load(W, rec, v[1], true)
+        if old == v[2] then R:store(W, rec, v[1], v[3], true) end
         return { old }
       end)
     end
