@@ -20,7 +20,6 @@
 -- waits instead of spinning forever).
 
 local WINDOW = 0x400000 -- nvvm.shared.base
-local wrap = require("tilua.interp").wrap
 
 -- {=====================================================================
 -- check_lowering: the checker on the input and after every pass
@@ -308,11 +307,7 @@ return function(handlers, x)
   local function store(space) return access(space, true) end
   handlers["nvvm.ld.global"], handlers["nvvm.ld.shared"], handlers["nvvm.ld"] = load "global", load "shared", load "generic"
   handlers["nvvm.st.global"], handlers["nvvm.st.shared"], handlers["nvvm.st"] = store "global", store "shared", store "generic"
-  local atomic_f = {
-    add = function(a, b) return a + b end, max = math.max, min = math.min, umax = math.max, umin = math.min,
-    exch = function(_, b) return b end, ["and"] = function(a, b) return a & b end,
-    ["or"] = function(a, b) return a | b end, xor = function(a, b) return a ~ b end,
-  }
+  local atomic_f, atomic_update, atomic_cas = x.atomic_f, x.atomic_update, x.atomic_cas
   local function atom(space, result)
     return function(R, W, rec, ins, ctx)
       local f = atomic_f[rec.op:attr "op"]
@@ -320,11 +315,7 @@ return function(handlers, x)
       rec.per_lane = true
       rec.codec = rec.codec or codec_of(rec.op:operand(2):type())
       local a = space == "shared" and sh(ins[1]) or ins[1]
-      local outs = eval_lanes(R, W, rec, { a, ins[2] }, ctx, function(v)
-        local old = R:load(W, rec, v[1], true) -- atomic: no race with other atomics
-        R:store(W, rec, v[1], wrap(f(old, v[2]), rec.codec.width or 64), true)
-        return { old }
-      end)
+      local outs = eval_lanes(R, W, rec, { a, ins[2] }, ctx, function(v) return { atomic_update(R, W, rec, v[1], f, v[2]) } end)
       return result and outs or {}
     end
   end
@@ -333,11 +324,7 @@ return function(handlers, x)
       rec.per_lane = true
       rec.codec = rec.codec or codec_of(rec.op:operand(2):type())
       local a = space == "shared" and sh(ins[1]) or ins[1]
-      return eval_lanes(R, W, rec, { a, ins[2], ins[3] }, ctx, function(v)
-        local old = R:load(W, rec, v[1], true)
-        if old == v[2] then R:store(W, rec, v[1], v[3], true) end
-        return { old }
-      end)
+      return eval_lanes(R, W, rec, { a, ins[2], ins[3] }, ctx, function(v) return { atomic_cas(R, W, rec, v[1], v[2], v[3]) } end)
     end
   end
   handlers["nvvm.atom.global"], handlers["nvvm.atom.shared"] = atom("global", true), atom("shared", true)

@@ -76,20 +76,25 @@ return function(handlers, api)
     exch = function(_, b) return b end, ["and"] = function(a, b) return a & b end,
     ["or"] = function(a, b) return a | b end, xor = function(a, b) return a ~ b end,
   }
+  -- one lane's read-modify-write (atomic: no race with other atomics), shared with
+  -- the lowered nvvm.atom / red / atom.cas (emulate_nvvm.lua); returns the old value
+  local function atomic_update(R, W, rec, addr, f, b)
+    local old = R:load(W, rec, addr, true)
+    R:store(W, rec, addr, wrap(f(old, b), rec.codec.width or 64), true)
+    return old
+  end
+  local function atomic_cas(R, W, rec, addr, expected, new)
+    local old = R:load(W, rec, addr, true)
+    if old == expected then R:store(W, rec, addr, new, true) end
+    return old
+  end
+  api.atomic_f, api.atomic_update, api.atomic_cas = atomic_f, atomic_update, atomic_cas
   handlers["tile.atomic"] = function(R, W, rec, ins, ctx)
     local f = atomic_f[rec.op:attr "kind"]
-    return eval_lanes(R, W, rec, ins, ctx, function(v)
-      local old = R:load(W, rec, v[1], true)
-      R:store(W, rec, v[1], wrap(f(old, v[2]), rec.codec.width or 64), true)
-      return { old }
-    end)
+    return eval_lanes(R, W, rec, ins, ctx, function(v) return { atomic_update(R, W, rec, v[1], f, v[2]) } end)
   end
   handlers["tile.atomic_cas"] = function(R, W, rec, ins, ctx)
-    return eval_lanes(R, W, rec, ins, ctx, function(v)
-      local old = R:load(W, rec, v[1], true)
-      if old == v[2] then R:store(W, rec, v[1], v[3], true) end
-      return { old }
-    end)
+    return eval_lanes(R, W, rec, ins, ctx, function(v) return { atomic_cas(R, W, rec, v[1], v[2], v[3]) } end)
   end
   local function nop() return {} end
   handlers["tile.fence"], handlers["tile.fence_proxy_async"], handlers["tile.fence_mbarrier_init"] = nop, nop, nop
