@@ -313,12 +313,12 @@ local function plan_schedule(tl, G, kop, agents, nconsumers, nctas)
         fail(loop, "%s adds the partial sums of a tile's splits: the k loop must carry one accumulator that starts at zero (tl.zeros)", what)
       end
       local body = loop:region(1):entry()
-      local yield = body:terminator()
+      local sums = { [body:arg(2):id()] = true } -- the accumulator plus dot products
       for _, op in ipairs(body:ops()) do
         local n = op:name()
-        local sum = n == "tileas.dot" and op:operand(3) == body:arg(2) and yield:operand(1) == op:result(1)
-        local scalar = n:match "^arith%." and not tile_of(op:result(1))
-        if not (sum or scalar or n == "tileas.extract_slice" or n == "scf.yield") then
+        if n == "tileas.dot" and sums[op:operand(3):id()] then sums[op:result(1):id()] = true
+        elseif n == "scf.yield" and not sums[op:operand(1):id()] or
+               not (n == "scf.yield" or n == "tileas.extract_slice" or n == "tileas.splat" or n:match "^arith%." and not tile_of(op:result(1))) then
           fail(op, "%s adds the partial sums of a tile's splits: the k loop may only add dot products to its accumulator (then the epilogue after the loop), found '%s'", what, n)
         end
       end
