@@ -461,4 +461,25 @@ describe("launching a tile program", function()
     assert.matches("false%s+.-missing tensor 'C'", out, nil, err)
     assert.matches("cluster%s+true", out, nil, err)
   end)
+
+  it("StreamK: on the workers it was planned for, the workspace allocated and zeroed once, only its grid of programs", function()
+    if tl.device.available() or not fake then pending("runs against the stand-in driver (ctest sets TILUA_FAKE_CUDA)") return end
+    local out, err = H.tilua_env({ TILUA_LIBCUDA = fake }, { "-e", [[
+      local tl = require "tilua"
+      local ex = loadfile("examples/tile_gemm.lua")("--library")
+      local M, N, K = 300, 400, 1024
+      local k = ex.build { m = M, n = N, k = K, schedule = "streamk", workers = 5 }
+      local a, b, c = tl.device.alloc(tl.bf16, M * K), tl.device.alloc(tl.bf16, N * K), tl.device.alloc(tl.bf16, M * N)
+      local args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { c, { M, N } }, K = K }
+      k:run { grid = { 3, 2 }, args = args }
+      local ws = k._workspace
+      print("workspace", ws.bytes == k:lowered_op():attr("tileas.launch").workspace_bytes, ws:to_string():match("^%z+$") ~= nil)
+      k:run { grid = { 3, 2 }, args = args }
+      print("kept", k._workspace == ws)
+      print("grid", pcall(k.run, k, { grid = { 2, 2 }, args = args }))
+    ]] })
+    assert.matches("workspace%s+true%s+true", out, nil, err)
+    assert.matches("kept%s+true", out, nil, err)
+    assert.matches("grid%s+false%s+.-launch: streamk kernel 'tile_gemm' was planned for a grid of programs {3, 2}, got {2, 2, 1}", out, nil, err)
+  end)
 end)

@@ -121,6 +121,7 @@ function M.attach(tl)
     k._maps = k._maps or {}
     for i, entry in ipairs(info.tile) do
       local kind, name, dim = entry:match "^(%a+):([^:]*):?(%d*)$"
+      if entry == "workspace" then kind = entry end
       local p = info.params[i]
       if kind == "map" then
         local t = tensor(name)
