@@ -20,7 +20,7 @@ local ex = assert(loadfile "examples/tile_gemm.lua")("--library")
 local CASES = {
   { m = 256, n = 256, k = 4096, workers = 0 },                  -- 2 tiles on every SM: deep splits
   { m = 1000, n = 1480, k = 520, workers = 0 },                 -- ragged, 48 tiles of 9 k blocks
-  { m = 300, n = 700, k = 2000, workers = 7 },                  -- ragged, 9 tiles on 7 workers
+  { m = 300, n = 712, k = 2000, workers = 7 },                  -- ragged (K too), 9 tiles on 7 workers
   { m = 4096, n = 4096, k = 1024, workers = 0 },                -- 512 tiles: data-parallel waves + a StreamK tail
   { m = 520, n = 264, k = 3000, workers = 5, schedule = "splitk", splits = 3 },
 }
