@@ -27,7 +27,9 @@
 --                                            others with plain stores
 --   scf.while over is_valid_program_id       the static persistent tile scheduler's loop
 --     (tileas-dynamic-persistent)            (stdlib/gemm.lua's M.tile_loop): program ids
---                                            are the work tile's m and n
+--                                            are the work tile's m and n; with the
+--                                            StreamK schedule (plan_schedule) the
+--                                            StreamK scheduler's, the k loop split
 --   a cluster of n CTAs (along x)            tileas-plan-cta's plan: rings hold the CTA's
 --                                            block, a ring replicated on all n is loaded
 --                                            1/n per CTA and TMA-multicast; a pipeline of
