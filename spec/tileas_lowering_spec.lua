@@ -280,6 +280,165 @@ describe("the lowered tile programs on the CPU emulator", function()
   end)
 end)
 
+describe("StreamK: the k loop split over workers (tl.tile_kernel's schedule)", function()
+  -- A tile program of 64 x 64 tiles (one consumer warpgroup: the StreamK
+  -- pieces then have one warpgroup a tile) with the schedule s (nil:
+  -- persistent): Y = X . X^T + 1 in f32 (plain stores of the fragment).
+  local function xxt(tile, K, s)
+    tl.new_module()
+    local k = tl.tile_kernel("xxt_sk", { params = { X = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.f32, 2) }, schedule = s })
+    k:define(function(k, p)
+      local m, n = tl.program_id("x"), tl.program_id("y")
+      local acc = tl.for_tiles(K, { tile = 64, stages = 2 }, tl.zeros({ tile, tile }, tl.f32), function(kk, acc)
+        return tl.dot(tl.load(p.X, { m, kk }, { tile, 64 }), tl.load(p.X, { n, kk }, { tile, 64 }), acc, { transpose_b = true })
+      end)
+      tl.store(p.Y, { m, n }, acc + 1.0)
+    end)
+    return k
+  end
+
+  -- the GEMM of examples/tile_gemm.lua (--schedule=...) and the X . X^T of 64 x 64 tiles,
+  -- ragged, on several worker counts; each against the CPU and its persistent version
+  local cases = {
+    { m = 120, n = 500, k = 760, workers = 3, schedule = "streamk", splits = 2 },  -- 2 tiles of 12 k blocks: StreamK units
+    { m = 200, n = 296, k = 256, workers = 8, schedule = "splitk", splits = 2 },   -- 4 tiles, 2 splits each
+    { r = 136, k = 1000, workers = 2, splits = 2 },                               -- 9 tiles of 16 k blocks
+    { r = 136, k = 1000, workers = 4, splits = 2 },
+    { r = 136, k = 1000, workers = 7, splits = 2 },
+  }
+  local persistent = {} -- the persistent kernel's result, by problem
+  for _, c in ipairs(cases) do
+    local label = c.r and ("X . X^T (64 x 64 tiles, one consumer), %d x %d x %d"):format(c.r, c.r, c.k)
+                  or ("tile_gemm --schedule=%s, %d x %d x %d"):format(c.schedule, c.m, c.n, c.k)
+    it(("%s on %d workers: the CPU reference and the persistent kernel, bit for bit"):format(label, c.workers), function()
+      local kop, ref, values, out, problem, build_persistent
+      if c.r then
+        local R, K = c.r, c.k
+        local X, xb = matrix(R, K, a_value)
+        local t = (R + 63) // 64
+        kop = lowered(xxt(64, K, { kind = "streamk", programs = { t, t }, workers = c.workers }))
+        values = { ["map:X"] = { data = xb, shape = { R, K } }, ["ptr:Y"] = ("\0"):rep(4 * R * R), ["dim:Y:0"] = R,
+                   ["dim:Y:1"] = R, ["stride:Y:0"] = R, ["programs:x"] = t, ["programs:y"] = t }
+        ref = { M = R, N = R, f32 = true, f = function(i, j)
+          local s = 0
+          for kk = 0, K - 1 do s = s + X[i * K + kk] * X[j * K + kk] end
+          return s + 1
+        end }
+        out, problem = "ptr:Y", ("xxt %d %d"):format(R, K)
+        build_persistent = function() return xxt(64, K) end
+      else
+        local M, N, K = c.m, c.n, c.k
+        local A, ab = matrix(M, K, a_value)
+        local B, bb = matrix(N, K, b_value)
+        kop = lowered(gemm_example.build { m = M, n = N, k = K, schedule = c.schedule, workers = c.workers })
+        values = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
+                   ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K,
+                   ["programs:x"] = (M + 127) // 128, ["programs:y"] = (N + 255) // 256 }
+        ref = { M = M, N = N, f = function(i, j) -- (the f32 sum is exact; C is it rounded to bf16)
+          local s = 0
+          for kk = 0, K - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
+          return from_bf16(bf16(s))
+        end }
+        out, problem = "map:C", ("gemm %d %d %d"):format(M, N, K)
+        build_persistent = function() return gemm_example.build { m = M, n = N, k = K } end
+      end
+      local L = kop:attr "tileas.launch"
+      assert.equal(c.workers, L.workers)
+      assert.equal(c.schedule or "streamk", L.schedule)
+      -- the plan splits some tile (the workspace holds its partial sums)
+      local plan_splits = (L.workspace_bytes - 256) // ((c.r and 64 * 64 or 128 * 256) * 4 * values["programs:x"] * values["programs:y"]) + 1
+      assert.equal(c.splits, plan_splits)
+      values.workspace = { bytes = L.workspace_bytes }
+      local got = emulate(kop, c.workers, values, out)
+      assert_result(got, ref.M, ref.N, ref.f, ref.f32)
+      persistent[problem] = persistent[problem] or emulate(lowered(build_persistent()), 2, values, out)
+      assert.equal(persistent[problem], got)
+    end)
+  end
+
+  it("the protocol checker is clean: a tile split over 2 workers (the fixup's counter), the ring wrapping", function()
+    local M, N, K = 128, 256, 1024 -- 16 k blocks through 3 stages, 2 splits
+    local kop = lowered(gemm_example.build { m = M, n = N, k = K, schedule = "streamk", workers = 2 })
+    local L = kop:attr "tileas.launch"
+    assert.is_true(L.workspace_bytes > 256)
+    local values = { ["map:A"] = { bytes = M * K * 2, shape = { M, K } }, ["map:B"] = { bytes = N * K * 2, shape = { N, K } },
+                     ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1,
+                     workspace = { bytes = L.workspace_bytes } }
+    local args = {}
+    for i, e in ipairs(kop:attr "tileas.params") do args[i] = assert(values[e], e) end
+    local c = tl.verify_protocol(kop, { grid = 2, args = args, max_states = 2000 })
+    assert(c.ok, c.report)
+    assert.is_true(c.states > 100)
+  end)
+
+  it("compiles to PTX that ptxas takes: the fixup's generic barriers as stdlib/gemm.lua's StreamK GEMM has them", function()
+    local k = gemm_example.build { m = 1000, n = 1480, k = 520, schedule = "streamk", workers = 132 }
+    local ptx = k:compile()
+    assert.matches("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", ptx, 1, true)
+    local std = tl.gemm.build { m = 1000, n = 1480, k = 520, bn = 256, schedule = "streamk", sms = 132 }.kernel:compile()
+    -- the final split waits for the others' partial sums (and resets the counter); the others arrive
+    for _, ins in ipairs { "atom.gpu.global.cas.b32", "red.gpu.global.add.u32", "ld.global.v4.f32", "st.global.v4.f32" } do
+      local n = select(2, ptx:gsub(ins:gsub("%.", "%%."), ""))
+      assert.is_true(n > 0, ins)
+      assert.equal(select(2, std:gsub(ins:gsub("%.", "%%."), "")), n, ins)
+    end
+    local kop = k:lowered_op()
+    assert.same({ "map:A", "map:B", "map:C", "arg:K", "programs:x", "programs:y", "workspace" }, kop:attr "tileas.params")
+    local ok, log = tl.ptxas(ptx)
+    if ok == nil then pending("ptxas not found: " .. log) return end
+    assert(ok, log)
+  end)
+
+  -- a kernel StreamK cannot split: the error at the line of the program that prevents it
+  local function sk_program(body, s)
+    tl.new_module()
+    local k = tl.tile_kernel("sk", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 },
+                                     schedule = s or { kind = "streamk", programs = { 2, 2 }, workers = 3 }, cluster = s and s.cluster })
+    k:define(function(k, p)
+      local m, n = tl.program_id("x"), tl.program_id("y")
+      body(p, m, n)
+    end)
+    return k
+  end
+  local function dot(p, m, n, kk, acc)
+    return tl.dot(tl.load(p.A, { m, kk }, { 128, 64 }), tl.load(p.B, { n, kk }, { 256, 64 }), acc)
+  end
+  local function line_of(fn) return debug.getinfo(fn, "S").linedefined end
+  local bad = {
+    { "a count of k blocks known at run time", function(p, m, n)
+        local acc = tl.for_tiles(p.K, 64, tl.zeros({ 128, 256 }, tl.f32), function(kk, acc) return dot(p, m, n, kk, acc) end)
+        tl.store(p.C, { m, n }, acc:cast(tl.bf16))
+      end, "StreamK plans the split of the k loop at compile time: its count of k blocks must be a constant", 1 },
+    { "an accumulator that does not start at zero", function(p, m, n)
+        local acc = tl.for_tiles(640, 64, tl.full({ 128, 256 }, 1.0, tl.f32), function(kk, acc) return dot(p, m, n, kk, acc) end)
+        tl.store(p.C, { m, n }, acc:cast(tl.bf16))
+      end, "the k loop must carry one accumulator that starts at zero", 1 },
+    { "a loop that scales its accumulator (not a sum)", function(p, m, n)
+        local acc = tl.for_tiles(640, 64, tl.zeros({ 128, 256 }, tl.f32), function(kk, acc)
+          return dot(p, m, n, kk, acc) * 0.5
+        end)
+        tl.store(p.C, { m, n }, acc:cast(tl.bf16))
+      end, "the k loop may only add dot products to its accumulator %(then the epilogue after the loop%), found 'arith.mulf'", 2 },
+  }
+  for _, b in ipairs(bad) do
+    it(("refuses %s, at the program's line"):format(b[1]), function()
+      local k = sk_program(b[2])
+      local ok, err = pcall(k.compile, k)
+      assert.is_false(ok)
+      assert.matches(("tileas_lowering_spec.lua:%d: convert%%-tileas%%-to%%-cutlass: .*"):format(line_of(b[2]) + b[4]) .. b[3], err)
+    end)
+  end
+  it("refuses a cluster, and a schedule without its grid of programs", function()
+    local k = gemm_example.build { m = 300, n = 400, k = 640, schedule = "streamk", cluster = 2 }
+    local ok, err = pcall(k.compile, k)
+    assert.is_false(ok)
+    assert.matches("tile_gemm.lua:%d+: convert%-tileas%-to%-cutlass: StreamK on a cluster is not lowered", err)
+    ok, err = pcall(sk_program, function() end, { kind = "streamk", workers = 4 })
+    assert.is_false(ok)
+    assert.matches("schedule.programs must be the grid of programs {x, y}", err, 1, true)
+  end)
+end)
+
 describe("launching a tile program", function()
   local fake = os.getenv "TILUA_FAKE_CUDA"
   it("takes device buffers with shapes for its tensors and builds the tensor maps (stand-in driver)", function()
@@ -301,5 +460,26 @@ describe("launching a tile program", function()
     ]] })
     assert.matches("false%s+.-missing tensor 'C'", out, nil, err)
     assert.matches("cluster%s+true", out, nil, err)
+  end)
+
+  it("StreamK: on the workers it was planned for, the workspace allocated and zeroed once, only its grid of programs", function()
+    if tl.device.available() or not fake then pending("runs against the stand-in driver (ctest sets TILUA_FAKE_CUDA)") return end
+    local out, err = H.tilua_env({ TILUA_LIBCUDA = fake }, { "-e", [[
+      local tl = require "tilua"
+      local ex = loadfile("examples/tile_gemm.lua")("--library")
+      local M, N, K = 300, 400, 1024
+      local k = ex.build { m = M, n = N, k = K, schedule = "streamk", workers = 5 }
+      local a, b, c = tl.device.alloc(tl.bf16, M * K), tl.device.alloc(tl.bf16, N * K), tl.device.alloc(tl.bf16, M * N)
+      local args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { c, { M, N } }, K = K }
+      k:run { grid = { 3, 2 }, args = args }
+      local ws = k._workspace
+      print("workspace", ws.bytes == k:lowered_op():attr("tileas.launch").workspace_bytes, ws:to_string():match("^%z+$") ~= nil)
+      k:run { grid = { 3, 2 }, args = args }
+      print("kept", k._workspace == ws)
+      print("grid", pcall(k.run, k, { grid = { 2, 2 }, args = args }))
+    ]] })
+    assert.matches("workspace%s+true%s+true", out, nil, err)
+    assert.matches("kept%s+true", out, nil, err)
+    assert.matches("grid%s+false%s+.-launch: streamk kernel 'tile_gemm' was planned for a grid of programs {3, 2}, got {2, 2, 1}", out, nil, err)
   end)
 end)

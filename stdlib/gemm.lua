@@ -152,12 +152,8 @@ function M.attach(tl)
         local o = { tiles = { c.tm, c.tn, 1, c.kt }, swizzle = c.swizzle or 8, raster_order = c.raster,
                     cluster = CL > 1 and { CL, 1, 1 } or nil }
         if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
+        if c.schedule == "streamk" then return M.streamk_scheduler(tl, c, p.ws) end
         o.workers = c.grid // CL
-        if c.schedule == "streamk" then
-          o.workspace, o.accumulator_tile_bytes, o.reduction = p.ws, TM * BN * 4, "deterministic"
-          o.decomposition, o.splits = c.decomposition, c.splits
-          return tl.sched.streamk(o)
-        end
         return tl.sched.static_persistent(o)
       end
 
@@ -304,10 +300,7 @@ function M.attach(tl)
     -- worker per SM, the scheduler spreads the k blocks of all tiles over them
     c.grid = c.schedule == "data_parallel" and c.ctiles * c.cluster or c.schedule == "streamk" and sms
              or math.max(1, math.min(sms // c.cluster, c.ctiles)) * c.cluster
-    if c.decomposition == "split_k" and (c.splits == nil or c.splits == "auto") then
-      c.splits = math.max(2, math.min(c.kt, sms // c.tiles)) -- one wave of tiles x splits units
-    end
-    if c.schedule == "streamk" then c.max_splits = M.max_splits(tl, c) end
+    if c.schedule == "streamk" then M.plan_streamk(tl, c) end
     local g = setmetatable({ cfg = c, grid = c.grid, flops = 2.0 * c.m * c.n * c.k,
                              workspace_bytes = c.schedule == "streamk" and M.workspace_bytes(c) or 0 }, M.Gemm)
     local saved = tl.module() -- each GEMM is a module of its own
@@ -603,16 +596,36 @@ function M.k_range(tl, c, work)
 end
 
 -- StreamK workspace: a counter per tile (a 256-byte aligned block), then f32
--- partial tiles (128 x BN): a slot for each split of a tile but its last, laid
+-- partial tiles (bm x BN): a slot for each split of a tile but its last, laid
 -- out [tile][split][warpgroup][chunk j][thread] vector<4 x f32> so that every
 -- store and load is coalesced. The plan (tl.core.sched_plan, the reference the
 -- lowering follows) bounds the splits of a tile.
+--
+-- The StreamK pieces take a configuration c: tiles c.tm x c.tn of c.bm x c.bn
+-- (a 64-row warpgroup each), c.kt k blocks, c.grid workers, c.decomposition
+-- (nil or "split_k") and c.splits, c.swizzle, c.raster; the tile programs'
+-- lowering (lua/tilua/tileas_lower.lua) builds one for its StreamK schedule.
 local function counters_bytes(c) return (c.tiles * 4 + 255) // 256 * 256 end
 function M.max_splits(tl, c)
   local plan = tl.core.sched_plan { kind = "streamk", tiles_m = c.tm, tiles_n = c.tn, tiles_k = c.kt, workers = c.grid,
                                     swizzle = c.swizzle or 8, acc_tile_bytes = c.bm * c.bn * 4,
                                     decomp = c.decomposition, splits = c.splits }
   return math.max(1, plan:info().max_splits or 1)
+end
+-- The plan of c: split-K's default splits (one wave of tiles x splits units)
+-- and c.max_splits, which sizes the workspace. Returns c.
+function M.plan_streamk(tl, c)
+  if c.decomposition == "split_k" and (c.splits == nil or c.splits == "auto") then
+    c.splits = math.max(2, math.min(c.kt, c.grid // c.tiles))
+  end
+  c.max_splits = M.max_splits(tl, c)
+  return c
+end
+-- The StreamK scheduler of c, its workspace the i32 pointer ws.
+function M.streamk_scheduler(tl, c, ws)
+  return tl.sched.streamk { tiles = { c.tm, c.tn, 1, c.kt }, swizzle = c.swizzle or 8, raster_order = c.raster,
+                            workers = c.grid, workspace = ws, accumulator_tile_bytes = c.bm * c.bn * 4,
+                            reduction = "deterministic", decomposition = c.decomposition, splits = c.splits }
 end
 function M.workspace_bytes(c) return counters_bytes(c) + c.tiles * (c.max_splits - 1) * c.bm * c.bn * 4 end
 
@@ -629,7 +642,7 @@ function M.fixup(tl, c, p, work, acc, m, n, cw, t)
   local n4 = c.bn // 8 -- vector<4 x f32> chunks per thread
   local slot = p.ws:as(tl.f32)
   local function chunk_ptr(s, j)
-    local at = (((tile * (c.max_splits - 1) + s) * 2 + cw) * n4 + j) * 128 + t
+    local at = (((tile * (c.max_splits - 1) + s) * (c.bm // 64) + cw) * n4 + j) * 128 + t
     return slot + (at:cast(tl.i64) * 4 + counters_bytes(c) // 4)
   end
   local out = tl.if_(splits:gt(1), function()

@@ -63,7 +63,8 @@ function M.attach(tl)
                 static = op:attr("shared_static") or 0, smem = spec.smem,
                 hang_sites = sites and table.concat(sites, "\n"), tile = op:attr("tileas.params"),
                 persistent = (op:attr("tileas.launch") or {}).persistent,
-                tile_cluster = (op:attr("tileas.launch") or {}).cluster }
+                tile_cluster = (op:attr("tileas.launch") or {}).cluster,
+                tile_launch = op:attr("tileas.launch") }
     if k._info.tile then
       local names, params = op:attr("arg_names") or {}, {}
       for i, a in ipairs(op:region(1):entry():args()) do params[i] = { name = names[i], type = a:type() } end
@@ -88,9 +89,23 @@ function M.attach(tl)
     return { buffer = buf, shape = shape, strides = strides }
   end
 
+  -- A StreamK kernel's workspace (tileas.launch's workspace_bytes): allocated
+  -- and zeroed at its first launch, then kept; the tiles' counters start at 0
+  -- and each tile's final split resets its own (stdlib/gemm.lua's fixup).
+  local function streamk_workspace(k, L)
+    if not k._workspace or k._workspace_for ~= k.ptx then
+      if k._workspace then k._workspace:free() end
+      k._workspace = tl.device.alloc(tl.i32, math.max(1, L.workspace_bytes // 4))
+      k._workspace:fill(0)
+      k._workspace_for = k.ptx
+    end
+    return k._workspace
+  end
+
   -- The grid and arguments of a tile program's launch: cfg.grid is the grid
   -- of programs (what num_programs reads); a persistent kernel runs on at most
-  -- one CTA per SM. Tensor maps are made once per buffer and shape.
+  -- one CTA per SM, a StreamK one on the workers it was planned for (and only
+  -- for its grid of programs). Tensor maps are made once per buffer and shape.
   local function tile_launch(k, info, cfg)
     local args = cfg.args or {}
     local programs = tl.dims3(cfg.grid or 1, "launch: grid")
@@ -106,6 +121,7 @@ function M.attach(tl)
     k._maps = k._maps or {}
     for i, entry in ipairs(info.tile) do
       local kind, name, dim = entry:match "^(%a+):([^:]*):?(%d*)$"
+      if entry == "workspace" then kind = entry end
       local p = info.params[i]
       if kind == "map" then
         local t = tensor(name)
@@ -124,11 +140,21 @@ function M.attach(tl)
         list[i] = { "i64", tensor(name).strides[tonumber(dim) + 1] }
       elseif kind == "programs" then
         list[i] = { "i32", programs[({ x = 1, y = 2, z = 3 })[name]] }
+      elseif kind == "workspace" then
+        list[i] = { "ptr", streamk_workspace(k, info.tile_launch).raw }
       else -- arg:name, a scalar
         local v = args[name]
         if v == nil then raise(("launch: missing argument '%s'"):format(name)) end
         list[i] = arg_for(p, v)
       end
+    end
+    local L = info.tile_launch or {}
+    if L.workers then -- StreamK: the grid of programs it was planned for, on its workers
+      if programs[1] ~= L.programs[1] or programs[2] ~= L.programs[2] or programs[3] ~= 1 then
+        raise(("launch: %s kernel '%s' was planned for a grid of programs {%d, %d}, got {%d, %d, %d}"):format(
+          L.schedule, k.name, L.programs[1], L.programs[2], programs[1], programs[2], programs[3]))
+      end
+      return { L.workers, 1, 1 }, list
     end
     -- a program of a cluster of n CTAs (along x) runs on all n
     local n = info.tile_cluster or 1

@@ -27,7 +27,9 @@
 --                                            others with plain stores
 --   scf.while over is_valid_program_id       the static persistent tile scheduler's loop
 --     (tileas-dynamic-persistent)            (stdlib/gemm.lua's M.tile_loop): program ids
---                                            are the work tile's m and n
+--                                            are the work tile's m and n; with the
+--                                            StreamK schedule (plan_schedule) the
+--                                            StreamK scheduler's, the k loop split
 --   a cluster of n CTAs (along x)            tileas-plan-cta's plan: rings hold the CTA's
 --                                            block, a ring replicated on all n is loaded
 --                                            1/n per CTA and TMA-multicast; a pipeline of
@@ -255,6 +257,99 @@ end
 -- }=====================================================================
 
 -- {=====================================================================
+-- The schedule: the tile scheduler that hands out the work
+-- ======================================================================
+--
+-- tl.tile_kernel's `schedule` (the kernel's `tileas.schedule`): by default the
+-- static persistent scheduler hands out whole programs. StreamK (and split-K,
+-- its decomposition into equal pieces) also splits each program's k loop over
+-- the workers, as stdlib/gemm.lua's schedule = "streamk" / "splitk", with its
+-- pieces: a worker runs the k blocks of its unit of work (M.k_range), the
+-- fixup (M.fixup) adds the partial sums of a tile's splits through the
+-- workspace, and only the tile's final split runs what follows the k loop
+-- (the epilogue). So the loop may only add dot products into an accumulator
+-- that starts at zero, nothing before it may store, and the plan (on the host,
+-- tl.core.sched_plan) needs the tile counts as constants: the grid of programs
+-- and the workers from the option, the count of k blocks from the loop.
+
+local function const_int(v)
+  local d = v:def()
+  if d and d:name() == "arith.constant" then return d:attr "value" end
+end
+
+local function ops_named(root, name)
+  local out = {}
+  each_op(root, function(op) if op:name() == name then out[#out + 1] = op end end)
+  return out
+end
+
+-- The StreamK plan of kernel kop (nil: the static persistent scheduler): the
+-- configuration c of stdlib/gemm.lua's StreamK pieces (M.plan_streamk) and
+-- the workspace's bytes. Checks that the program can be split so.
+local function plan_schedule(tl, G, kop, agents, nconsumers, nctas)
+  local s = kop:attr "tileas.schedule"
+  if not s then return nil end
+  local what = s.kind == "splitk" and "split-K" or "StreamK"
+  if nctas > 1 then fail(kop, "%s on a cluster is not lowered (nor is it in stdlib/gemm.lua)", what) end
+  local kt, bn
+  for _, ag in ipairs(agents) do
+    local whiles = ops_named(ag.op, "scf.while")
+    if #whiles ~= 1 then
+      fail(ag.op, "%s splits the work of the persistent loop (tileas-dynamic-persistent): the %s agent has %d scf.while loops", what, ag.kind, #whiles)
+    end
+    local loops = {}
+    each_op(ag.op, function(op) if op:name() == "scf.for" and op:attr "tileas.pipeline" then loops[#loops + 1] = op end end)
+    local loop = loops[1]
+    if #loops ~= 1 or loop:parent() ~= whiles[1] then
+      fail(loop or ag.op, "%s splits one k loop (marked tileas.pipeline) of the persistent loop's body; the %s agent has %d", what, ag.kind, #loops)
+    end
+    local lb, ub = const_int(loop:operand(1)), const_int(loop:operand(2))
+    if lb ~= 0 or not ub then
+      fail(loop, "%s plans the split of the k loop at compile time: its count of k blocks must be a constant (tl.for_tiles of an integer extent, the problem's K), not a value known at run time", what)
+    end
+    kt = ub
+    if ag.kind == "consumer" then
+      -- sum: one accumulator from zero, to which the body only adds dot products
+      local init = loop:noperands() == 4 and loop:operand(4):def()
+      if loop:nresults() ~= 1 or not init or init:name() ~= "tileas.splat" or const_int(init:operand(1)) ~= 0 then
+        fail(loop, "%s adds the partial sums of a tile's splits: the k loop must carry one accumulator that starts at zero (tl.zeros)", what)
+      end
+      local body = loop:region(1):entry()
+      local sums = { [body:arg(2):id()] = true } -- the accumulator plus dot products
+      for _, op in ipairs(body:ops()) do
+        local n = op:name()
+        if n == "tileas.dot" and sums[op:operand(3):id()] then sums[op:result(1):id()] = true
+        elseif n == "scf.yield" and not sums[op:operand(1):id()] or
+               not (n == "scf.yield" or n == "tileas.extract_slice" or n == "tileas.splat" or n:match "^arith%." and not tile_of(op:result(1))) then
+          fail(op, "%s adds the partial sums of a tile's splits: the k loop may only add dot products to its accumulator (then the epilogue after the loop), found '%s'", what, n)
+        end
+      end
+      -- what precedes the loop runs on every split of the tile
+      for _, op in ipairs(whiles[1]:region(2):entry():ops()) do
+        if op == loop then break end
+        if op:name() == "tileas.tiled_store" or op:name() == "tileas.copy" then
+          fail(op, "%s runs what precedes the k loop on every split of a tile: a store there would be repeated (store after the loop)", what)
+        end
+      end
+      bn = tile_of(loop:result(1)).shape[2]
+    end
+  end
+  local c = G.plan_streamk(tl, { schedule = "streamk", decomposition = s.kind == "splitk" and "split_k" or nil,
+                                 splits = s.splits, tm = s.programs[1], tn = s.programs[2], kt = kt,
+                                 tiles = s.programs[1] * s.programs[2], grid = s.workers, bm = 64 * nconsumers, bn = bn })
+  return { kind = s.kind, c = c, programs = s.programs, workspace_bytes = G.workspace_bytes(c) }
+end
+
+-- The workspace parameter of a StreamK kernel (the launch allocates it zeroed).
+local function add_workspace_param(tl, P)
+  P.params[#P.params + 1] = { "workspace", tl.ptr(tl.i32) }
+  P.launch[#P.launch + 1] = "workspace"
+  P.lowered_workspace = #P.params
+end
+
+-- }=====================================================================
+
+-- {=====================================================================
 -- Values of the lowering
 -- ======================================================================
 --
@@ -324,6 +419,8 @@ local function lower_kernel(tl, G, kop)
     end
   end
   if not producer or #consumers == 0 then fail(kop, "a producer and at least one consumer agent are needed") end
+  local S = plan_schedule(tl, G, kop, agents, #consumers, nctas)
+  if S then add_workspace_param(tl, P) end
   warps = (warps + 3) // 4 * 4
 
   -- rings: the pre-agent allocations marked with their stages
@@ -573,6 +670,7 @@ local function lower_kernel(tl, G, kop)
     -- once, so it is given n times the programs along M and its work tile's m
     -- (the cluster's) is the program's
     local function scheduler()
+      if S then return G.streamk_scheduler(tl, S.c, args[P.lowered_workspace]) end
       local many = nctas > 1
       return tl.sched.static_persistent { tiles = { many and programs(1) * nctas or programs(1), programs(2), 1, 1 }, swizzle = 8,
                                           workers = many and tl.grid_dim("x") // nctas or tl.grid_dim("x"),
@@ -581,6 +679,15 @@ local function lower_kernel(tl, G, kop)
     local function program_id(dim)
       if nctas > 1 and dim == "x" then return tl.cluster_id(dim) end
       return tl.block_id(dim)
+    end
+    -- StreamK: the unit of work `work` of an agent's persistent loop; its k
+    -- loop runs the unit's k blocks (stdlib/gemm.lua's M.k_range)
+    local function streamk_unit(env, work)
+      env.work = work
+      env.k_range = function()
+        local kb0, kbn = G.k_range(tl, S.c, work)
+        return kb0, kb0 + kbn
+      end
     end
     -- env.persistent for an agent whose cursors are `cursors`
     local function persistent_loop(env, cursors)
@@ -602,26 +709,34 @@ local function lower_kernel(tl, G, kop)
           end
           -- the linear program id whose x = q mod nx and y = q / nx are the work tile's m and n
           vmap[after:arg(1):id()] = work:m() + work:n() * programs(1)
-          for _, o in ipairs(after:ops()) do
-            if o:name() == "tileas.cancel_next_program_id" then vmap[o:result(1):id()] = tl.const(0)
-            else at_loc(o, lower_op, o, env) end
+          if S then streamk_unit(env, work) end
+          local ops = after:ops()
+          local function lower_from(i)
+            for j = i, #ops do
+              local o = ops[j]
+              if o:name() == "tileas.cancel_next_program_id" then vmap[o:result(1):id()] = tl.const(0)
+              else at_loc(o, lower_op, o, env) end
+              if env.final then -- StreamK: what follows the k loop is the final split's
+                local final = env.final
+                env.final = nil
+                tl.if_(final, function() lower_from(j + 1) end)
+                return
+              end
+            end
           end
-          env.program_id = saved
+          lower_from(1)
+          env.program_id, env.work, env.k_range = saved, nil, nil
         end })
       end
     end
     -- }===
 
-    local function const_int(v)
-      local d = v:def()
-      if d and d:name() == "arith.constant" then return d:attr "value" end
-    end
-
     -- The bounds of a pipelined loop, which runs at least once: the consumer's
     -- first k block is peeled (with nothing in flight yet), and a loop with no k
     -- block left would wait for a stage no producer fills. Once more is harmless
     -- where the extent is 0: TMA reads zeros past the tensor's edge.
-    local function k_blocks(op)
+    local function k_blocks(op, env)
+      if env.k_range then return env.k_range() end
       local lb, ub = get(op:operand(1), op), get(op:operand(2), op)
       local lbc, ubc = const_int(op:operand(1)), const_int(op:operand(2))
       if lbc and ubc and ubc > lbc then return lb, ub end
@@ -676,7 +791,7 @@ local function lower_kernel(tl, G, kop)
           env.pipelined_for = function(op)
             local b = op:region(1):entry()
             if op:nresults() > 0 then fail(op, "the producer's pipelined loop carries values") end
-            local lb, ub = k_blocks(op)
+            local lb, ub = k_blocks(op, env)
             tl.cutlass.for_range(lb, ub, { st }, function(kk)
               vmap[b:arg(1):id()] = kk
               pipe:producer_acquire(st)
@@ -803,13 +918,16 @@ local function lower_kernel(tl, G, kop)
               if not out.vec then fail(yield, "the pipelined loop must yield the dot's result") end
               return out.vec
             end
-            local lb, ub = k_blocks(op)
+            local lb, ub = k_blocks(op, env)
             local function mainloop()
               return G.mainloop(tl, pipe, st, lb, ub, function() return zero and tl.zeros(tl.f32, n) or vec_of(init) end,
                                 function(acc, s, kk) return step(kk, acc, s) end, release)
             end
-            local res = mainloop()
-            local acc = res
+            local acc = mainloop()
+            if env.work and S then -- StreamK: the sum of the tile's splits, on its final split (env.final)
+              acc, env.final = G.fixup(tl, S.c, { ws = args[P.lowered_workspace] }, env.work, acc,
+                                       env.work:m(), env.work:n(), wg, t)
+            end
             vmap[op:result(1):id()] = frag(tl.f32, n, function(i) return tl.extract(acc, i) end)
           end
 
@@ -897,7 +1015,9 @@ local function lower_kernel(tl, G, kop)
   kop:erase()
   k.op:set_attr("sym_name", name)
   k.op:set_attr("tileas.params", P.launch)
-  k.op:set_attr("tileas.launch", { persistent = persistent, cluster = nctas > 1 and nctas or nil })
+  k.op:set_attr("tileas.launch", { persistent = persistent, cluster = nctas > 1 and nctas or nil,
+                                   schedule = S and S.kind or nil, programs = S and S.programs or nil,
+                                   workers = S and S.c.grid or nil, workspace_bytes = S and S.workspace_bytes or nil })
 end
 
 -- }=====================================================================

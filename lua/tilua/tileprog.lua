@@ -93,17 +93,41 @@ function M.attach(tl)
     return setmetatable({ type = t, tile = tile }, TensorParam)
   end
 
-  local tile_kernel_options = { params = true, num_warps = true, cluster = true, target = true, smem = true }
+  local tile_kernel_options = { params = true, num_warps = true, cluster = true, target = true, smem = true, schedule = true }
+
+  -- The `schedule` option of tl.tile_kernel -> the kernel's `tileas.schedule`
+  -- attribute (nil: persistent). StreamK and split-K plan the split of the k
+  -- loop on the host (tl.core.sched_plan): the grid of programs and the
+  -- workers are compile-time constants, as the k loop's count must be.
+  local function schedule_attr(name, s)
+    if s == nil or s == "persistent" then return nil end
+    local what = ("tile_kernel '%s': schedule"):format(tostring(name))
+    if type(s) ~= "table" or (s.kind ~= "streamk" and s.kind ~= "splitk" and s.kind ~= "persistent") then
+      raise(what .. " must be \"persistent\" or {kind = \"streamk\" | \"splitk\", programs = {x, y}, workers = n [, splits = s]}")
+    end
+    if s.kind == "persistent" then return nil end
+    local p = s.programs
+    if type(p) ~= "table" or #p ~= 2 or math.type(p[1]) ~= "integer" or math.type(p[2]) ~= "integer" or p[1] < 1 or p[2] < 1 then
+      raise(what .. ".programs must be the grid of programs {x, y} (positive integers): " .. s.kind .. " plans the k loop's split at compile time")
+    end
+    local w = s.workers or (tl.device.available() and tl.device.sm_count() or 132)
+    if math.type(w) ~= "integer" or w < 1 then raise(what .. ".workers must be a positive integer") end
+    if s.splits ~= nil and (s.kind ~= "splitk" or math.type(s.splits) ~= "integer" or s.splits < 1) then
+      raise(what .. ".splits is a positive integer, for kind = \"splitk\" only")
+    end
+    return { kind = s.kind, programs = { p[1], p[2] }, workers = w, splits = s.splits }
+  end
 
   -- tl.tile_kernel(name, {params = {name = type, ...} | {{name, type}, ...},
-  -- num_warps = 4, cluster = {x, y, z} (default 1, 1, 1), target = 90, smem}) ->
+  -- num_warps = 4, cluster = {x, y, z} (default 1, 1, 1), target = 90, smem,
+  -- schedule = "persistent" | {kind = "streamk" | "splitk", programs, workers, splits}}) ->
   -- a kernel whose body k:define builds; params are tl.tensor types and scalars.
   function tl.tile_kernel(name, opts)
     opts = opts or {}
     if type(opts) ~= "table" then raise("tile_kernel: the options must be a table") end
     for key in pairs(opts) do
       if not tile_kernel_options[key] then
-        raise(("tile_kernel '%s': unknown option '%s' (known: params, num_warps, cluster, target, smem)"):format(
+        raise(("tile_kernel '%s': unknown option '%s' (known: params, num_warps, cluster, target, smem, schedule)"):format(
           tostring(name), tostring(key)))
       end
     end
@@ -139,6 +163,8 @@ function M.attach(tl)
     -- always a cluster, so that kernel_spec.num_ctas is there (the passes' KERNEL_SPEC fact)
     local k = tl.kernel(name, { params = params, block = 32 * nw, cluster = opts.cluster or { 1, 1, 1 }, smem = opts.smem })
     k.op:set_attr("target_spec", target)
+    local sched = schedule_attr(name, opts.schedule)
+    if sched then k.op:set_attr("tileas.schedule", sched) end
     for pname, shape in pairs(tiles) do default_tile[k.args[pname]] = shape end
     k.tile_program = true
     return k
