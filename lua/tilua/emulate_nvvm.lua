@@ -377,7 +377,8 @@ return function(handlers, x)
   handlers["nvvm.mbarrier.inval.shared"] = as_tile "tile.mbarrier_inval"
 
   -- Is the try_wait rec the test of a spin loop: scf.while whose before region
-  -- is the try_wait, pure arith and scf.condition(not result), whose after region only yields?
+  -- is the try_wait, pure arith (and tileas.pragma knobs) and scf.condition(not
+  -- result), whose after region only yields?
   local function is_spin(rec)
     if rec.spin ~= nil then return rec.spin end
     local op = rec.op
@@ -391,7 +392,7 @@ return function(handlers, x)
           local n = o:name()
           if n == "scf.condition" then
             cond = o:operand(1)
-          elseif o ~= op and not n:match "^arith%." then
+          elseif o ~= op and not n:match "^arith%." and n ~= "tileas.pragma" then -- (a scheduler knob: no effect)
             pure = false
           end
         end
