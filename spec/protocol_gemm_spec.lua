@@ -275,6 +275,27 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
     end)
   end
 
+  it("takes nvvm.getctarank of a mapa'd address as its rank (the cluster's remote releases through it)", function()
+    local cfg = { m = 256, n = 64, k = 256, bn = 64, stages = 2, schedule = "data_parallel", cluster = 2 } -- the ring wraps
+    local k, g = gemm(cfg, "ptx")
+    -- mapa(a, r) becomes mapa(a, getctarank(mapa(a, r))): the same address only if getctarank is r
+    local maps = ops(k, "nvvm.mapa.shared.cluster")
+    assert.is_true(#maps >= 2)
+    for _, m in ipairs(maps) do
+      local inner = m:clone()
+      inner:insert(nil, m)
+      local rank = tl.core.op_create(tl.context(), "nvvm.getctarank.shared.cluster", { inner:result(1) },
+                                     { m:operand(2):type() }, {}, 0, nil, m, nil)
+      m:set_operand(2, rank:result(1))
+    end
+    local A, B, args = inputs(cfg.m, cfg.n, cfg.k, "bf16")
+    local r = tl.emulate(k, { grid = g.grid, args = args, policy = "random", seed = 3 })
+    assert(r.ok, r.report)
+    assert.is_true(r.read(3) == reference(A, B, cfg.m, cfg.n, cfg.k, "bf16"))
+    local c = tl.verify_protocol(k, { grid = g.grid, args = args, max_states = 20000 })
+    assert(c.ok, c.report)
+  end)
+
   -- tl.check_lowering: the checker on the input and after each pass, every
   -- stage explored (none skipped: a `model` report would fail it), each under 1 s
   local checked = {
