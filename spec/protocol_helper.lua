@@ -24,12 +24,13 @@ end
 -- The kernel of a built stdlib GEMM g with its tile scheduler lowered
 -- (lower-tile-scheduler: the scheduler ops become arith + scf), in a clone of
 -- its module: the kernel as the ptx pipeline has it just before
--- convert-cutlass-to-nvvm, which the emulator runs.
-function M.lowered_gemm(g)
+-- convert-cutlass-to-nvvm, which the emulator runs; or after `pipeline`
+-- ("ptx": the nvvm-level kernel the emitter gets).
+function M.lowered_gemm(g, pipeline)
   local m = g.kernel.op:parent()
   while m:name() ~= "module" do m = m:parent() end
   m = m:clone()
-  assert(require("tilua").core.run_pipeline(m, "lower-tile-scheduler"))
+  assert(require("tilua").core.run_pipeline(m, pipeline or "lower-tile-scheduler"))
   return M.ops(m, "tile.kernel")[1]
 end
 

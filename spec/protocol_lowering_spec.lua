@@ -256,13 +256,13 @@ describe("the check after every pass of the pass manager", function()
   end)
 
   -- The examples as ctest runs them (TILUA_CHECK_PROTOCOL=1), with the check's
-  -- log: each kernel checked on its input and after every pass that changed it,
-  -- every ring at least twice around (the sizes derived from the kernel), and
-  -- skipped only where the emulator does not model an op (the nvvm cluster ops).
+  -- log: each kernel checked on its input and after every pass that changed it
+  -- (the nvvm stages of the GEMM's TMA, wgmma and cluster ops too), every ring
+  -- at least twice around (the sizes derived from the kernel), none skipped.
   local rings = { ring_copy = { "ring_copy", "ring_copy_bulk" },
                   pipeline_ring_copy = { "pipeline_ring_copy", "pipeline_ring_copy_ws" },
-                  seq_bar_pingpong = { "seq_bar_pingpong" }, cluster_dsmem = {} }
-  for _, ex in ipairs { "ring_copy", "pipeline_ring_copy", "seq_bar_pingpong", "cluster_dsmem" } do
+                  seq_bar_pingpong = { "seq_bar_pingpong" }, cluster_dsmem = {}, gemm = {} }
+  for _, ex in ipairs { "ring_copy", "pipeline_ring_copy", "seq_bar_pingpong", "cluster_dsmem", "gemm" } do
     it("checks every kernel of examples/" .. ex .. ".lua after every pass, every ring twice around", function()
       local log = os.tmpname()
       local _, err, code = H.tilua_env({ TILUA_CHECK_PROTOCOL = "1", TILUA_CHECK_PROTOCOL_LOG = log,
@@ -288,7 +288,14 @@ describe("the check after every pass of the pass manager", function()
         assert.are.same({}, k.skipped)
         assert.is_true(k.min >= 2, name)
       end
-      for name, k in pairs(kernels) do assert.equal("input", k.checked[1], name) end
+      for name, k in pairs(kernels) do
+        assert.equal("input", k.checked[1], name)
+        assert.are.same({}, k.skipped, name)
+        local nvvm = false
+        for _, after in ipairs(k.checked) do nvvm = nvvm or after == "convert-tile-to-nvvm" end
+        assert(nvvm, name .. " not checked after convert-tile-to-nvvm")
+      end
+      assert.is_not_nil(next(kernels))
     end)
   end
 

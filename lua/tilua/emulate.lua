@@ -877,10 +877,18 @@ local PER_LANE = {
   ["tile.atomic"] = true, ["tile.atomic_cas"] = true, ["tile.store"] = true, ["tile.load"] = true,
 }
 
--- The value of the single uniform operand i, or an error naming the op.
+-- The value of the single uniform operand i (a lane-varying value whose lanes
+-- agree, like a warpgroup index from the lowered thread id, is uniform), or an
+-- error naming the op.
 local function uniform(rec, x, what)
   if varying(x) then
-    error(("emulate: %s at %s has a lane-varying %s, which is not modelled"):format(rec.name, rec.loc, what), 0)
+    local v
+    for _, y in pairs(x) do
+      if v == nil then v = y elseif y ~= v then
+        error(("emulate: %s at %s has a lane-varying %s, which is not modelled"):format(rec.name, rec.loc, what), 0)
+      end
+    end
+    return v
   end
   return x
 end
@@ -1709,4 +1717,5 @@ end
 M.extend(require "tilua.emulate_nvvm")
 M.extend(require "tilua.emulate_sched") -- the tile schedulers and the MODS probes
 M.extend(require "tilua.emulate_mma") -- TMA tensor copies and wgmma
+M.extend(require "tilua.emulate_nvvm_mma") -- their nvvm forms, and the nvvm cluster ops
 return M

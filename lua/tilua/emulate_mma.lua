@@ -192,7 +192,7 @@ return function(handlers, api)
           if (mask >> r) & 1 == 1 then ctas[#ctas + 1] = R.ctas[first + r + 1] end
         end
         if mask >> size ~= 0 or #ctas == 0 then
-          violation("model", ("tile.tma_load at %s: multicast mask 0x%x for a cluster of %d"):format(rec.loc, mask, size))
+          violation("model", ("%s at %s: multicast mask 0x%x for a cluster of %d"):format(rec.name, rec.loc, mask, size))
         end
       end
       for _, cta in ipairs(ctas) do
@@ -240,7 +240,7 @@ return function(handlers, api)
   -- {=== TMA stores: join the warp's bulk group, performed at its bulk_wait
 
   handlers["tile.tma_store"] = function(R, W, rec, ins, ctx)
-    if rec.op:attr "reduce" then violation("model", ("tile.tma_store at %s: reduce is not modelled"):format(rec.loc)) end
+    if rec.op:attr "reduce" then violation("model", ("%s at %s: reduce is not modelled"):format(rec.name, rec.loc)) end
     for _, l in ipairs(ctx.mask) do
       local m = tmap_of(rec, at(ins[1], l))
       local coords = {}
@@ -317,7 +317,7 @@ return function(handlers, api)
   handlers["tile.stmatrix"] = function(R, W, rec, ins, ctx)
     local nm = #ins - 1
     local trans = rec.op:attr "trans"
-    if #ctx.mask ~= 32 then violation("model", ("tile.stmatrix at %s with %d active lanes"):format(rec.loc, #ctx.mask)) end
+    if #ctx.mask ~= 32 then violation("model", ("%s at %s with %d active lanes"):format(rec.name, rec.loc, #ctx.mask)) end
     local s = W.cta.shared
     for q = 0, nm - 1 do
       for r = 0, 7 do
@@ -474,13 +474,13 @@ return function(handlers, api)
       local shape = op:attr "shape"
       local ta = op:attr "type_a"
       if not DEC[ta] or op:operand(2):type():info().kind ~= "int" then
-        violation("model", ("tile.wgmma at %s: %s operands%s are not modelled (bf16 / f16 descriptors are)")
-          :format(rec.loc, ta, op:operand(2):type():info().kind ~= "int" and " in registers" or ""))
+        violation("model", ("%s at %s: %s operands%s are not modelled (bf16 / f16 descriptors are)")
+          :format(rec.name, rec.loc, ta, op:operand(2):type():info().kind ~= "int" and " in registers" or ""))
       end
       rec.wg = { N = shape[2], K = shape[3], dec = DEC[ta], trans_a = op:attr "trans_a" or false,
                  trans_b = op:attr "trans_b" or false, scale_a = op:attr "scale_a" or 1, scale_b = op:attr "scale_b" or 1 }
     end
-    if #ctx.mask ~= 32 then violation("model", ("tile.wgmma at %s with %d active lanes"):format(rec.loc, #ctx.mask)) end
+    if #ctx.mask ~= 32 then violation("model", ("%s at %s with %d active lanes"):format(rec.name, rec.loc, #ctx.mask)) end
     local wg = rec.wg
     local scale_d = true
     if ins[4] ~= nil then scale_d = at(ins[4], 0) ~= 0 and at(ins[4], 0) ~= false end
@@ -502,13 +502,16 @@ return function(handlers, api)
   -- wgmma_wait {pending = K}: every committed group but the newest K completes
   -- now (reads its operands, writes its accumulators), so the operands are read
   -- as late as the protocol allows.
-  handlers["tile.wgmma_wait"] = function(R, W, rec)
-    local keep = rec.op:attr "pending" or 0
+  local function wgmma_wait(R, W, keep)
     local groups = W.wg_groups or {}
     while #groups > keep do
       local grp = table.remove(groups, 1)
       for _, g in ipairs(grp) do perform(R, W, g) end
     end
+  end
+  api.wgmma_wait = wgmma_wait -- (nvvm.wgmma.wait.group's count is `group`)
+  handlers["tile.wgmma_wait"] = function(R, W, rec)
+    wgmma_wait(R, W, rec.op:attr "pending" or 0)
     return {}
   end
 

@@ -9,7 +9,10 @@
 -- window: nvvm.shared.base is WINDOW, and an address a of the window is the
 -- emulator's shared address SHARED_BASE + a - WINDOW (a tile-level shared
 -- pointer turned into an i32 by tile.ptr_to_int becomes a window address, so
--- the two levels mix in the stages between the conversions).
+-- the two levels mix in the stages between the conversions). A shared::cluster
+-- address naming another CTA's shared memory (what nvvm.mapa returns) is the
+-- i32 CLUSTER + (CTA << 18) + offset, the emulator's DSMEM_BASE + (CTA << 32)
+-- + offset (the offset of a CTA's shared window is below 2^18).
 --
 -- A spin loop `scf.while { %ok = nvvm.mbarrier.try_wait.parity %bar, %p; scf.condition (not %ok) }`
 -- is a blocking wait: the warp blocks until the phase of that parity completed
@@ -20,6 +23,7 @@
 -- waits instead of spinning forever).
 
 local WINDOW = 0x400000 -- nvvm.shared.base
+local CLUSTER = 0x40000000 -- the shared::cluster addresses of other CTAs (mapa)
 
 -- {=====================================================================
 -- check_lowering: the checker on the input and after every pass
@@ -193,30 +197,33 @@ return function(handlers, x)
   local M, request, eval_lanes, per_address = x.M, x.request, x.eval_lanes, x.per_address
   local uniform, at, varying, LV, passes = x.uniform, x.at, x.varying, x.LV, x.passes
   local codec_of, not_modelled = x.codec_of, x.not_modelled
-  local SHARED_BASE = x.SHARED_BASE
+  local SHARED_BASE, DSMEM_BASE = x.SHARED_BASE, x.DSMEM_BASE
 
   -- {=== addresses
 
-  -- A shared-window address (or a tile-level shared address) -> the emulator's.
-  local function sh(a)
-    if varying(a) then
+  -- f applied to every lane of a (or to a uniform a)
+  local function lanewise(f)
+    return function(a)
+      if not varying(a) then return f(a) end
       local o = setmetatable({}, LV)
-      for l, v in pairs(a) do o[l] = v >= SHARED_BASE and v or SHARED_BASE + v - WINDOW end
+      for l, v in pairs(a) do o[l] = f(v) end
       return o
     end
+  end
+  -- A shared-window or cluster-window address (or a tile-level shared address) -> the emulator's.
+  local sh = lanewise(function(a)
     if a >= SHARED_BASE then return a end
+    if a >= CLUSTER then return DSMEM_BASE + ((a - CLUSTER) >> 18 << 32) + ((a - CLUSTER) & 0x3ffff) end
     return SHARED_BASE + a - WINDOW
-  end
-  -- The emulator's shared address -> the window's i32.
-  local function window(a)
-    if varying(a) then
-      local o = setmetatable({}, LV)
-      for l, v in pairs(a) do o[l] = v >= SHARED_BASE and v - SHARED_BASE + WINDOW or v end
-      return o
-    end
-    if type(a) == "number" and a >= SHARED_BASE then return a - SHARED_BASE + WINDOW end
+  end)
+  -- The emulator's shared address -> the window's i32 (a DSMEM address: the cluster window's).
+  local window = lanewise(function(a)
+    if type(a) ~= "number" then return a end
+    if a >= DSMEM_BASE then return CLUSTER + ((a - DSMEM_BASE) >> 32 << 18) + (a & 0xffffffff) end
+    if a >= SHARED_BASE then return a - SHARED_BASE + WINDOW end
     return a
-  end
+  end)
+  x.nvvm_shared, x.nvvm_window = sh, window -- for emulate_nvvm_mma.lua
   local function i32_result(rec)
     if rec.i32 == nil then
       local info = rec.op:result(1):type():info()
@@ -269,16 +276,19 @@ return function(handlers, x)
   handlers[sreg .. "nctaid.y"], handlers[sreg .. "nctaid.z"] = one, one
   handlers[sreg .. "warpid"] = const(function(_, W) return W.w end)
   handlers[sreg .. "smid"] = const(function(_, W) return W.cta.id end)
-  -- clusters of one block (cluster launches are not modelled)
-  handlers[sreg .. "clusterid.x"] = handlers[sreg .. "ctaid.x"]
+  -- clusters along x (kernel_spec.cluster; CTAs c - c % size .. of one cluster, as emulate_tile.lua has them)
+  handlers[sreg .. "clusterid.x"] = const(function(R, W) return W.cta.id // (R.k.cluster or 1) end)
   handlers[sreg .. "clusterid.y"], handlers[sreg .. "clusterid.z"] = zero, zero
-  handlers[sreg .. "nclusterid.x"] = handlers[sreg .. "nctaid.x"]
+  handlers[sreg .. "nclusterid.x"] = const(function(R) return R.grid // (R.k.cluster or 1) end)
   handlers[sreg .. "nclusterid.y"], handlers[sreg .. "nclusterid.z"] = one, one
-  for _, d in ipairs { "x", "y", "z" } do
+  handlers[sreg .. "cluster.ctaid.x"] = handlers["tile.cluster_rank"]
+  handlers[sreg .. "cluster.nctaid.x"] = handlers["tile.cluster_size"]
+  for _, d in ipairs { "y", "z" } do
     handlers[sreg .. "cluster.ctaid." .. d] = zero
     handlers[sreg .. "cluster.nctaid." .. d] = one
   end
-  handlers[sreg .. "cluster.ctarank"], handlers[sreg .. "cluster.nctarank"] = zero, one
+  handlers[sreg .. "cluster.ctarank"] = handlers["tile.cluster_rank"]
+  handlers[sreg .. "cluster.nctarank"] = handlers["tile.cluster_size"]
   -- timers: the steps taken so far (monotonic)
   local clock = const(function(R) return R.steps end)
   handlers[sreg .. "clock"], handlers[sreg .. "clock64"], handlers[sreg .. "globaltimer"] = clock, clock, clock
@@ -367,7 +377,8 @@ return function(handlers, x)
   handlers["nvvm.mbarrier.inval.shared"] = as_tile "tile.mbarrier_inval"
 
   -- Is the try_wait rec the test of a spin loop: scf.while whose before region
-  -- is the try_wait, pure arith and scf.condition(not result), whose after region only yields?
+  -- is the try_wait, pure arith (and tileas.pragma knobs) and scf.condition(not
+  -- result), whose after region only yields?
   local function is_spin(rec)
     if rec.spin ~= nil then return rec.spin end
     local op = rec.op
@@ -381,7 +392,7 @@ return function(handlers, x)
           local n = o:name()
           if n == "scf.condition" then
             cond = o:operand(1)
-          elseif o ~= op and not n:match "^arith%." then
+          elseif o ~= op and not n:match "^arith%." and n ~= "tileas.pragma" then -- (a scheduler knob: no effect)
             pure = false
           end
         end
