@@ -201,6 +201,52 @@ describe("lowering bugs of the generic barrier", function()
   end
 end)
 
+describe("the stdlib GEMM's split-K fixup", function()
+  -- 128 x 64 x 512 in 2 splits on 2 CTAs: the tile's two pieces, the second the finisher
+  local cfg = { m = 128, n = 64, k = 512, bn = 64, stages = 2, schedule = "splitk", splits = 2, sms = 2 }
+  local function build()
+    local g = tl.gemm.build(cfg)
+    local m = g.kernel.op:parent()
+    while m:name() ~= "module" do m = m:parent() end
+    local args = { { bytes = cfg.m * cfg.k * 2, shape = { cfg.m, cfg.k } },
+                   { bytes = cfg.n * cfg.k * 2, shape = { cfg.n, cfg.k } },
+                   { bytes = cfg.m * cfg.n * 2, shape = { cfg.m, cfg.n } }, { bytes = g.workspace_bytes } }
+    return ops(m, "tile.kernel")[1], g.grid, args
+  end
+  -- the stages before convert-tile-to-nvvm: its nvvm TMA and wgmma ops are not modelled yet
+  local PIPE = "canonicalize,cse,lower-tile-scheduler,convert-cutlass-to-nvvm,dedupe-wait-groups"
+
+  it("checks clean with its generic barrier lowered (up to convert-tile-to-nvvm)", function()
+    local k, grid, args = build()
+    assert.are.equal(2, grid)
+    local r = tl.check_lowering(k, { grid = grid, args = args, pipeline = PIPE, max_states = 2000 })
+    assert(r.ok, r.report)
+    for _, st in ipairs(r.stages) do assert.is_true(st.seconds < 1, st.name) end
+    print("\n  " .. r.report)
+  end)
+
+  it("blames convert-cutlass-to-nvvm for the finisher's wait deleted", function()
+    local k, grid, args = build()
+    local r = tl.check_lowering(k, { grid = grid, args = args, pipeline = PIPE, max_states = 2000,
+      after_pass = function(_, i, kop)
+        if i == TILE_LEVEL then
+          for _, w in ipairs(ops(kop, "scf.while")) do
+            for _, o in ipairs(w:region(1):blocks()[1]:ops()) do
+              if o:name() == "tile.load" or o:name() == "tile.atomic_cas" then
+                w:erase()
+                break
+              end
+            end
+          end
+        end
+      end })
+    assert.is_false(r.ok, "the mutant passed")
+    assert.are.equal("convert-cutlass-to-nvvm", r.broken_by, r.report)
+    assert(r.violation.kind == "unfilled" or r.violation.kind == "overwrite", r.report)
+    assert.matches("global bytes", r.report, 1, true)
+  end)
+end)
+
 describe("bulk stores in the global race check", function()
   local c = cases.rcb
   local function args(src) return { src, { bytes = #src }, #src } end
