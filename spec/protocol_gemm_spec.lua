@@ -205,6 +205,23 @@ describe("verify_protocol on the GEMM", function()
     assert.matches("which has exited (a missing cluster barrier before the exit)", c.report, 1, true)
   end)
 
+  it("catches two CTAs storing one tile (the TMA store's column made CTA 0's)", function()
+    local t = two[1] -- two tiles along N, one per CTA
+    local k, g = gemm(t.cfg)
+    for _, st in ipairs(ops(k, "tile.tma_store")) do
+      local n = st:noperands() -- the innermost coordinate, D's column: 0 in both CTAs
+      local v = st:operand(n)
+      local zero = tl.core.op_create(tl.context(), "arith.constant", {}, { v:type() },
+                                     { value = tl.core.attr_int(0, v:type()) }, 0, nil, st, nil)
+      st:set_operand(n, zero:result(1))
+    end
+    local _, _, a = inputs(t.cfg.m, t.cfg.n, t.cfg.k, "bf16")
+    local c = tl.verify_protocol(k, { grid = g.grid, args = a })
+    assert.is_false(c.ok, "the mutant passed")
+    assert.equal("overwrite", c.violation.kind, c.report)
+    assert.matches("tma store %(from [%w_]+ warp %d+ %(CTA 1%)%) at [^ ]+ writes global bytes %[0x%x+, 0x%x+%) that tma store %(from [%w_]+ warp %d+ %(CTA 0%)%)", c.report)
+  end)
+
   local mutants = {
     { name = "the consumer's wait for a full stage deleted", kind = "unfilled",
       seed = function(k) ops(k, "cutlass.pipeline.consumer_wait")[2]:erase() end,

@@ -70,6 +70,33 @@ M.cases = {
 }
 for _, c in ipairs(M.cases) do M.cases[c.key] = c end
 
+-- StreamK with its fixup: 2 tiles of 4 k tiles over 3 workers (a grid of 3), each
+-- tile in two pieces (tile 0: CTA 0 then CTA 1's final split; tile 1: CTA 1 then
+-- CTA 2's); arguments out, ws (the workspace), part (the pieces' partial sums).
+function M.build_fixup()
+  local tl = require "tilua"
+  tl.new_module()
+  local k = tl.kernel("sched_fixup", { params = { { "out", tl.ptr(tl.i32) }, { "ws", tl.ptr(tl.i8) },
+                                                  { "part", tl.ptr(tl.i32) } }, block = 32 })
+  k:define(function(k, p)
+    k:async_exec("worker", { first_warp = 0, warps = 1 }, function()
+      local s = tl.sched.streamk { tiles = { 1, 2, 1, 4 }, workers = 3, workspace = p.ws, decomposition = "streamk",
+                                   min_k = 1, accumulator_tile_bytes = 32 * 4 * 4 }
+      local T = tl.sched.tiles(s)
+      T:init(tl.block_id())
+      T:loop(function(T)
+        local w = T.work
+        local _ = w:is_valid() -- (the mutant's stand-in for the fixup's result)
+        local acc = tl.op1("builtin.unrealized_conversion_cast", {}, tl.memref(tl.i32, { 4 }, "rmem"))
+        tl.block_striped.load(p.part + w:tile_idx() * 128, acc, { threads = 32 }) -- the piece's partial sums
+        local epilogue = s:fixup(w, acc)
+        tl.if_(epilogue, function() tl.block_striped.store(p.out + w:tile_idx() * 128, acc, { threads = 32 }) end)
+      end)
+    end)
+  end)
+  return k
+end
+
 -- A checker's result r for a mutant: a violation of one of `kinds`, every
 -- counterexample step matching one of `step_patterns`, the report holding each
 -- of `lines`; printed under `what`.

@@ -288,16 +288,7 @@ describe("the lowered schedulers on the GPU", function()
         local steps = 1
         for w = 0, info.grid - 1 do steps = math.max(steps, #plan:pieces(w)) end
         local k = fixup_kernel(cc, steps + 1)
-        -- compiled without the protocol check after every pass: at the nvvm level the
-        -- lowered generic barrier (fence + global atomic, a spin on a volatile load) is
-        -- no synchronization to the emulator, so the CTAs' handover through the
-        -- workspace reads as a race (docs/protocol.md, "What it does not do")
-        local checked = tl.options.check_protocol
-        tl.options.check_protocol = false
-        local ok, ptx = pcall(k.compile, k)
-        tl.options.check_protocol = checked
-        assert(ok, ptx)
-        check_ptx("sched_fixup " .. name_of(cc), ptx)
+        check_ptx("sched_fixup " .. name_of(cc), k:compile())
         runs[#runs + 1] = { c = cc, info = info, k = k }
       end
       problems[#problems + 1] = runs

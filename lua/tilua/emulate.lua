@@ -202,6 +202,9 @@ end
 -- The ops that probe an mbarrier's phase without waiting: name -> true, or
 -- fn(op) -> whether this one does (the models register them: api.PROBES).
 local PROBES = {}
+-- The ops that synchronize CTAs through global memory (a spin loop on a
+-- global word: emulate_global.lua), as PROBES: no cluster-at-a-time reduction.
+local CROSS_CTA = {}
 
 local function decode(kop)
   local d = { smem = 0, allocs = {}, next_warp = 0, nid = 0 }
@@ -213,6 +216,8 @@ local function decode(kop)
     local n = o:name()
     local probe = PROBES[n]
     if probe and (probe == true or probe(o)) then probes = true end
+    local cross = CROSS_CTA[n]
+    if cross and (cross == true or cross(o)) then cluster_local = false end
     if n == "cutlass.pipeline.init" and o:attr "mode" == "cluster" then
       cluster_pipes = true
     elseif n == "tile.named_barrier_arrive" or n == "cutlass.named_barrier.arrive" or n == "nvvm.barrier.arrive" then
@@ -830,12 +835,19 @@ function Run:write_s2g(W, c)
   for i = 0, c.bytes - 1 do g[c.dst + i] = s[c.src + i] or 0 end
 end
 
--- Performs the bulk shared -> global copies of groups (reads at wait time).
+-- The global bytes one bulk shared -> global copy writes: f(addr, n) for each
+-- range (a TMA store's box: emulate_mma.lua).
+function Run:s2g_footprint(_, c, f) f(c.dst, c.bytes) end
+
+-- Performs the bulk shared -> global copies of groups (reads at wait time);
+-- their global writes go through the race check as the copy's (two CTAs
+-- storing one tile with no order between them is an `overwrite`).
 function Run:drain_s2g(W, keep)
   while #W.bulk_groups > keep do
     local grp = table.remove(W.bulk_groups, 1)
     for _, c in ipairs(grp) do
       self:shadow_read(W.cta, c.id, c.vc, c.src, c.bytes, c.rec.loc)
+      self:s2g_footprint(W, c, function(a, n) self:shadow_write(self.gspace, c.id, c.vc, a, n, c.rec.loc) end)
       self:write_s2g(W, c)
       vc_join(W.vc, c.vc)
     end
@@ -887,6 +899,20 @@ local function uniform(rec, x, what)
       if v == nil then v = y elseif y ~= v then
         error(("emulate: %s at %s has a lane-varying %s, which is not modelled"):format(rec.name, rec.loc, what), 0)
       end
+    end
+    return v
+  end
+  return x
+end
+
+-- The value of x over the active lanes: a lane-varying value whose lanes
+-- agree (a loop run by one lane under an scf.if, its condition per lane) is
+-- that value; else the error of uniform.
+local function uniform_over(rec, x, ctx, what)
+  if varying(x) then
+    local v = x[ctx.mask[1]]
+    for _, l in ipairs(ctx.mask) do
+      if x[l] ~= v then return uniform(rec, x, what) end
     end
     return v
   end
@@ -997,7 +1023,7 @@ function exec_block(R, W, blk, args, ctx)
       while true do
         local c = exec_block(R, W, rec.regions[1][1], cur, ctx)
         local fwd = { table.unpack(c, 2) }
-        if uniform(rec, c[1], "condition") == 0 then
+        if uniform_over(rec, c[1], ctx, "condition") == 0 then
           outs = fwd
           break
         end
@@ -1464,6 +1490,13 @@ local function step_of(a, probes)
     acc = "n"
   end
   if acc == "re" or acc == "rp" then acc = "e" end
+  -- an arrival on a global word (a generic barrier's counter), and a wait
+  -- there that passes (a spin's load, or its CAS that resets): taken alone,
+  -- arrivals first (docs/protocol.md, "Steps on global words"), yet
+  -- dependent with the word's other steps
+  if acc == "ag" then return { obj = a.req.obj, acc = "a", eager = 1 } end
+  if acc == "rg" then return { obj = a.req.obj, acc = "r", eager = 2 } end
+  if acc == "wg" then return { obj = a.req.obj, acc = "w", eager = 2 } end
   return { obj = a.req.obj, acc = acc }
 end
 local function independent(x, y)
@@ -1587,16 +1620,37 @@ function M.check(k, o)
         -- of one cluster are a persistent set (the others' steps commute with
         -- theirs, and cannot enable or disable them), so one cluster runs
         -- while the others wait: their states add up instead of multiplying
-        local only
-        if por and o.clusters ~= false and dk.cluster_local and #run.ctas > dk.cluster then
-          for _, a in ipairs(rs) do
-            local c = cluster_of(a, dk.cluster)
-            if not only or c < only then only = c end
+        -- In a kernel whose clusters synchronize through global words (a
+        -- StreamK fixup), the same holds for the steps on objects of one
+        -- cluster (every object but a global word): the enabled ones of the
+        -- lowest cluster that has any go first, the steps on global words
+        -- (the only ones that order clusters) when no cluster has another.
+        local only, inner
+        if por and o.clusters ~= false and #run.ctas > dk.cluster then
+          if dk.cluster_local then
+            for _, a in ipairs(rs) do
+              local c = cluster_of(a, dk.cluster)
+              if not only or c < only then only = c end
+            end
+          else
+            inner = {}
+            for _, a in ipairs(rs) do
+              local obj = step_of(a, dk.probes).obj
+              if obj == nil then -- any object: no reduction
+                only = nil
+                break
+              end
+              if not obj:match "^g%d" then
+                inner[a] = true
+                local c = cluster_of(a, dk.cluster)
+                if not only or c < only then only = c end
+              end
+            end
           end
         end
         for _, a in ipairs(rs) do
           local key = actor_key(a)
-          if not sleep[key] and (not only or cluster_of(a, dk.cluster) == only) then
+          if not sleep[key] and (not only or (cluster_of(a, dk.cluster) == only and (not inner or inner[a]))) then
             cands[#cands + 1] = key
             steps[key] = step_of(a, dk.probes)
           end
@@ -1607,12 +1661,16 @@ function M.check(k, o)
           -- commutes with every other step: it alone is a persistent set
           -- so is a passing wait at a barrier every warp of the CTA (or
           -- cluster) must arrive at again before it can complete again
+          -- so is a step on a global word (eager: arrivals first, then waits;
+          -- the bound of docs/protocol.md, "Steps on global words")
+          local pick, rank = nil, 3
           for _, key in ipairs(cands) do
-            if steps[key].acc == "n" or steps[key].acc == "e" then
-              cands = { key }
-              break
-            end
+            local st = steps[key]
+            local r = (st.acc == "n" or st.acc == "e") and 0 or st.eager or 3
+            if r < rank then pick, rank = key, r end
+            if r == 0 then break end
           end
+          if pick then cands = { pick } end
         end
         f = { cands = cands, steps = steps, idx = 1, sleep = sleep }
         frames[depth] = f
@@ -1699,7 +1757,8 @@ local api = { M = M, Run = Run, request = request, eval_lanes = eval_lanes, unif
               DSMEM_BASE = DSMEM_BASE, kernel_op = kernel_op, vc_copy = vc_copy, vc_join = vc_join,
               stage_bar = stage_bar, pipe_of = pipe_of, per_group = per_group, completes_on = completes_on,
               lowest_bit = lowest_bit, popcount = popcount, arrive_counts = arrive_counts, exec_block = exec_block,
-              bar_ref = bar_ref, PROBES = PROBES }
+              bar_ref = bar_ref, PROBES = PROBES, CROSS_CTA = CROSS_CTA, GLOBAL_BASE = GLOBAL_BASE,
+              compile_arith = compile_arith, mem_of = mem_of }
 function M.extend(ext)
   return ext(handlers, api)
 end
@@ -1718,4 +1777,5 @@ M.extend(require "tilua.emulate_nvvm")
 M.extend(require "tilua.emulate_sched") -- the tile schedulers and the MODS probes
 M.extend(require "tilua.emulate_mma") -- TMA tensor copies and wgmma
 M.extend(require "tilua.emulate_nvvm_mma") -- their nvvm forms, and the nvvm cluster ops
+M.extend(require "tilua.emulate_global") -- fences, strong accesses and spin loops on global words
 return M

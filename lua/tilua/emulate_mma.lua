@@ -259,6 +259,14 @@ return function(handlers, api)
     for j = lo * eb, (hi + 1) * eb - 1 do g[ga + j] = s[SHARED_BASE + swz(base + j, m.swizzle)] or 0 end
   end)
 
+  -- what it writes, for the global race check: the in-bounds part of each row of the box
+  local footprint = Run.s2g_footprint
+  function Run:s2g_footprint(W, c, f)
+    if not c.tma then return footprint(self, W, c, f) end
+    local eb = c.tma.map.ebytes
+    box_rows(c.tma.map, c.tma.coords, function(_, ga, lo, hi) if ga then f(ga, (hi - lo + 1) * eb) end end)
+  end
+
   -- }===
 
   -- {=== no-ops and register values

@@ -3,7 +3,7 @@
 -- cluster barriers, cutlass pipelines and seq_bars, block_striped fragments,
 -- generic barriers). emulate.lua runs them: each handler is
 -- fn(R, W, rec, ins, ctx) -> results, registered through emulate.extend as
--- emulate_nvvm.lua, emulate_sched.lua and emulate_mma.lua register theirs.
+-- emulate_nvvm.lua, emulate_sched.lua, emulate_mma.lua and emulate_global.lua register theirs.
 local interp = require "tilua.interp"
 
 return function(handlers, api)
@@ -702,7 +702,7 @@ return function(handlers, api)
             vc_join(g.vc, W.vc)
             W.vc[W.actor] = W.vc[W.actor] + 1
             set_i32(R, addr, i32_at(R, addr) + 1)
-          end, function() return "arrives" end, obj, "a")
+          end, function() return "arrives" end, obj, "ag")
         end
       else
         if lead then
@@ -712,7 +712,7 @@ return function(handlers, api)
             vc_join(W.vc, R:gbar_at(addr).vc)
             if kind == "reset" then set_i32(R, addr, 0) end
           end, function() return ("waits until the counter at 0x%x (now %d) equals %d"):format(addr, i32_at(R, addr), want) end,
-          obj, kind == "reset" and "w" or "r")
+          obj, kind == "reset" and "wg" or "rg")
         end
         if sync then R:rendezvous(W, rec, key, n, ("the executors' sync after %s at %s"):format(rec.name, rec.loc)) end
       end

@@ -185,6 +185,32 @@ local function cluster_size(kop)
   return ks.has_cluster and ks.cluster and ks.cluster[1] or 1
 end
 
+-- The grid a check uses when none is given: one cluster, or for a StreamK
+-- kernel whose scheduler counts a constant number of workers (clusters) every
+-- one of them (a StreamK fixup waits for the peers its plan counts on: fewer
+-- CTAs would be a deadlock of the inputs; a worker count that is a parameter
+-- gets the grid's clusters instead, args_for). More than M.MAX_GRID CTAs is
+-- an error that asks for a grid (the check after every pass skips the kernel).
+M.MAX_GRID = 8
+local STREAMK = { ["cutlass.tile_scheduler.create_streamk_params"] = true,
+                  ["cutlass.tile_scheduler.create_sm100_streamk_params"] = true }
+local function default_grid(kop)
+  local cs, workers = cluster_size(kop), nil
+  kop:walk(function(o)
+    if STREAMK[o:name()] and o:noperands() >= 5 then
+      local d = o:operand(5):def()
+      local v = d and d:name() == "arith.constant" and d:attr "value"
+      if math.type(v) == "integer" and v > (workers or 0) then workers = v end
+    end
+  end)
+  if workers and workers * cs > M.MAX_GRID then
+    error(("a StreamK kernel planned for %d workers (%d CTAs): more than the %d CTAs a check runs without `grid`")
+      :format(workers, workers * cs, M.MAX_GRID), 0)
+  end
+  return workers and workers * cs or cs
+end
+M.default_grid = default_grid
+
 -- inputs(kernel, o) -> args, description, n, failure. o.args wins; else the size n is
 -- o.n; for a kernel without integer parameters the first of the sizes derived
 -- from the kernel (o.sizes; only the buffers' sizes would change: no run
@@ -202,7 +228,7 @@ function M.inputs(k, o)
   o = o or {}
   local kop = kernel_of(k)
   if o.args then return o.args, o.inputs or "the arguments given", o.n end
-  local grid = o.grid or cluster_size(kop)
+  local grid = o.grid or default_grid(kop)
   local sizes = o.n and { o.n } or o.sizes or derived_sizes(kop, grid)
   local sized = false -- an integer parameter: the size can change what the kernel does
   for _, a in ipairs(kop:region(1):entry():args()) do
@@ -242,7 +268,7 @@ end
 function M.check(k, o)
   o = o or {}
   local kop = kernel_of(k)
-  local grid = o.grid or cluster_size(kop)
+  local grid = o.grid or default_grid(kop)
   o = setmetatable({ grid = grid }, { __index = o })
   local args, desc, n = M.inputs(kop, o)
   local r = em.check(kop, { grid = grid, args = args, max_states = o.max_states or 20000, max_seconds = o.max_seconds,
