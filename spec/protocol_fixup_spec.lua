@@ -213,10 +213,10 @@ describe("the stdlib GEMM's split-K fixup", function()
                    { bytes = cfg.m * cfg.n * 2, shape = { cfg.m, cfg.n } }, { bytes = g.workspace_bytes } }
     return ops(m, "tile.kernel")[1], g.grid, args
   end
-  -- the stages before convert-tile-to-nvvm: its nvvm TMA and wgmma ops are not modelled yet
-  local PIPE = "canonicalize,cse,lower-tile-scheduler,convert-cutlass-to-nvvm,dedupe-wait-groups"
+  -- every stage of the ptx pipeline (the nvvm TMA and wgmma of emulate_nvvm_mma.lua included)
+  local PIPE = nil
 
-  it("checks clean with its generic barrier lowered (up to convert-tile-to-nvvm)", function()
+  it("checks clean with its generic barrier lowered, at every stage of the ptx pipeline", function()
     local k, grid, args = build()
     assert.are.equal(2, grid)
     local r = tl.check_lowering(k, { grid = grid, args = args, pipeline = PIPE, max_states = 2000 })

@@ -273,6 +273,7 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
     { name = "MN-major operands", cfg = { m = 128, n = 64, k = 128, a_major = "m", b_major = "n" } },
     { name = "f16", cfg = { m = 128, n = 64, k = 256, dtype = "f16", out = "f16" } },
     { name = "ping-pong consumers", cfg = { m = 128, n = 128, k = 128, consumers = "pingpong" } },
+    { name = "split-K (the fixup's lowered generic barrier)", cfg = { m = 128, n = 128, k = 256, schedule = "splitk", splits = 2, sms = 4 } },
   }
   for _, c in ipairs(configs) do
     it("matches the CPU reference bit for bit: " .. c.name, function()
@@ -284,6 +285,7 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
       local dt = cfg.dtype or "bf16"
       local A, B, args = inputs(cfg.m, cfg.n, cfg.k, dt, cfg.a_major == "m", cfg.b_major == "n")
       local want = reference(A, B, cfg.m, cfg.n, cfg.k, cfg.out or "bf16")
+      if g.workspace_bytes > 0 then args[4] = { bytes = g.workspace_bytes } end
       for _, p in ipairs { "round_robin", "random" } do
         local r = tl.emulate(k, { grid = g.grid, args = args, policy = p, seed = 7 })
         assert(r.ok, r.report)
