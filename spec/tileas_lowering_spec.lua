@@ -165,19 +165,24 @@ describe("the lowered tile programs on the CPU emulator", function()
     -- clusters of 2 CTAs (tileas-plan-cta: each CTA 128 x 128 of a tile, A multicast
     -- to both): edges, a CTA whose block is past N, 4 tiles on 2 clusters
     { ex = gemm_example, m = 136, n = 264, k = 72, ctas = 4, cluster = 2 },
+    -- a 256-row program on clusters of 2 (tileas-plan-cta splits M: each CTA
+    -- 128 x 256, its two warpgroups 64 rows each of both halves, B multicast):
+    -- edges along M and N, a CTA whose rows are all past M, 4 programs on 2 clusters
+    { ex = gemm_example, m = 300, n = 264, k = 72, ctas = 4, cluster = 2, bm = 256 },
   }
   for _, c in ipairs(cases) do
     it(("%s, %d x %d x %d on %d persistent CTA(s)%s: the CPU reference, bit for bit"):format(c.ex.name, c.m, c.n, c.k, c.ctas,
-       c.cluster and (" in clusters of %d"):format(c.cluster) or ""), function()
+       c.cluster and (" in clusters of %d%s"):format(c.cluster, c.bm and (", %d-row programs"):format(c.bm) or "") or ""), function()
       local M, N, K = c.m, c.n, c.k
       local A, ab = matrix(M, K, a_value)
       local B, bb = matrix(N, K, b_value)
       local bias = {}
       for j = 0, N - 1 do bias[j + 1] = string.pack("<f", (j % 7) - 3) end
-      local out = emulate(lowered(c.ex.build { cluster = c.cluster }), c.ctas, {
+      local bm = c.bm or 128
+      local out = emulate(lowered(c.ex.build { cluster = c.cluster, bm = c.bm }), c.ctas, {
         ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
         ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["ptr:bias"] = table.concat(bias), ["dim:bias:0"] = N,
-        ["arg:K"] = K, ["programs:x"] = (M + 127) // 128, ["programs:y"] = (N + 255) // 256 }, "map:C")
+        ["arg:K"] = K, ["programs:x"] = (M + bm - 1) // bm, ["programs:y"] = (N + 255) // 256 }, "map:C")
       assert_result(out, M, N, function(i, j)
         local s = 0
         for k = 0, K - 1 do s = s + A[i * K + k] * B[j * K + k] end
