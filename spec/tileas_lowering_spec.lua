@@ -307,6 +307,35 @@ describe("the lowered tile programs on the CPU emulator", function()
     end)
   end)
 
+  -- tileas-plan-cta on clusters of 2 for other tiles: 256 x 128 and 256 x 64 split
+  -- M (128 rows a CTA, two consumers; B multicast), 128 x 64 M too (64 rows a
+  -- CTA, one consumer), 128 x 128 N (64 columns a CTA, A multicast)
+  for _, t in ipairs { { 256, 128 }, { 256, 64 }, { 128, 64 }, { 128, 128 } } do
+    it(("a %d x %d program on a cluster of 2: Y = X . W^T, 300 x 200 x 72 on 2 clusters"):format(t[1], t[2]), function()
+      tl.new_module()
+      local k = tl.tile_kernel("xwt", { params = { X = tl.tensor(tl.bf16, 2), W = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.bf16, 2),
+                                                   K = tl.i32 }, cluster = { 2, 1, 1 } })
+      k:define(function(k, p)
+        local m, n = tl.program_id("x"), tl.program_id("y")
+        local acc = tl.for_tiles(p.K, { tile = 64, stages = 2 }, tl.zeros(t, tl.f32), function(kk, acc)
+          return tl.dot(tl.load(p.X, { m, kk }, { t[1], 64 }), tl.load(p.W, { n, kk }, { t[2], 64 }), acc, { transpose_b = true })
+        end)
+        tl.store(p.Y, { m, n }, acc:cast(tl.bf16))
+      end)
+      local M, N, K = 300, 200, 72
+      local X, xb = matrix(M, K, a_value)
+      local W, wb = matrix(N, K, b_value)
+      local out = emulate(lowered(k), 4, { ["map:X"] = { data = xb, shape = { M, K } }, ["map:W"] = { data = wb, shape = { N, K } },
+        ["map:Y"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = (M + t[1] - 1) // t[1],
+        ["programs:y"] = (N + t[2] - 1) // t[2] }, "map:Y")
+      assert_result(out, M, N, function(i, j)
+        local s = 0
+        for kk = 0, K - 1 do s = s + X[i * K + kk] * W[j * K + kk] end
+        return s
+      end)
+    end)
+  end
+
   it("B stored K x N (the issue's tl.load(p.B, {kk, pid_n})): MN-major descriptors, B's stage in four 64 x 64 boxes", function()
     tl.new_module()
     local k = tl.tile_kernel("kn", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2),
