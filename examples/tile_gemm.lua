@@ -7,7 +7,7 @@
 --
 --   C[M, N] = A[M, K] . B[N, K]^T   (bf16 in, f32 accumulation, bf16 out)
 --
---   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--bm=128|256]
+--   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--bm=128|256] [--stages=S]
 --                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data and checks C against the plain
@@ -22,7 +22,7 @@ local check = require "tilua.check"
 -- o.cluster = 2: the program runs on a cluster of 2 CTAs (tileas-plan-cta
 -- splits the tile along N, each CTA 128 x 128, and multicasts A to both);
 -- with o.bm = 256 (a 256 x 256 tile) it splits M instead: each CTA 128 x 256,
--- B multicast, as stdlib/gemm.lua's cluster = 2.
+-- B multicast, as stdlib/gemm.lua's cluster = 2. o.stages: the pipeline's depth (3).
 -- o.schedule = "streamk" (or "splitk"): the k loop of every program split over
 -- o.workers CTAs (default: one per SM) by the StreamK scheduler, for the
 -- problem o.m x o.n x o.k only (the split is planned at compile time: the grid
@@ -40,7 +40,7 @@ local function build(o)
   k:define(function(k, p)
     local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
     local acc = tl.zeros({ bm, 256 }, tl.f32)
-    acc = tl.for_tiles(streamk and o.k or p.K, { tile = 64, stages = 3 }, acc, function(kk, acc)
+    acc = tl.for_tiles(streamk and o.k or p.K, { tile = 64, stages = o.stages or 3 }, acc, function(kk, acc)
       local a = tl.load(p.A, { pid_m, kk }, { bm, 64 })
       local b = tl.load(p.B, { pid_n, kk }, { 256, 64 }) -- B stored [N, K]: dot takes it transposed
       return tl.dot(a, b, acc)

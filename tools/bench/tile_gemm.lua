@@ -10,7 +10,7 @@
 -- 5%. Also the compile time from script to PTX (the median of 20; the target is
 -- under 10 ms), which needs no GPU: without one the bench prints it and stops.
 --
---   tilua tools/bench/tile_gemm.lua [--m=4096] [--n=4096] [--k=4096] [--fused] [--cluster=2 [--bm=256]] [--streamk]
+--   tilua tools/bench/tile_gemm.lua [--m=4096] [--n=4096] [--k=4096] [--fused] [--cluster=2 [--bm=256]] [--streamk] [--stages=S]
 --   (--fused: examples/tile_gemm_bias_relu.lua against stdlib/gemm.lua with bias and relu;
 --   --cluster=2: the tile program on clusters of 2 CTAs -- tileas-plan-cta splits
 --   its 128 x 256 tile along N, 128 x 128 a CTA, A multicast -- against
@@ -18,7 +18,7 @@
 --   configuration, so the ratio is only indicative; --cluster=2 --bm=256: a
 --   256 x 256 program, which tileas-plan-cta splits along M, 128 x 256 a CTA,
 --   B multicast: stdlib/gemm.lua's cluster = 2 configuration, the same per-CTA
---   tile, compared bit for bit;
+--   tile, compared bit for bit; --stages=S: both pipelines S deep instead of 3;
 --   --streamk: the tile program with schedule = "streamk" -- its k loop split
 --   over one worker per SM, planned for this problem -- against stdlib/gemm.lua's
 --   schedule = "streamk" with the same tile and workers: the same plan)
@@ -31,14 +31,14 @@ for _, a in ipairs(arg or {}) do
   if a == "--fused" then o.fused = true end
   if a == "--streamk" then o.schedule = "streamk" end
 end
-if o.fused and o.cluster and o.cluster ~= 1 then error("--cluster needs the plain tile GEMM (not --fused)", 0) end
+if o.fused and (o.cluster and o.cluster ~= 1 or o.stages) then error("--cluster and --stages need the plain tile GEMM (not --fused)", 0) end
 if o.bm and o.bm ~= 128 and (o.cluster or 1) * 128 ~= o.bm then error("--bm=256 needs --cluster=2 (128 rows a CTA)", 0) end
 local bm = o.bm or 128
 if o.schedule and (o.fused or (o.cluster or 1) ~= 1) then error("--streamk needs the plain tile GEMM on one CTA", 0) end
 -- the tile program's build options (StreamK: planned for this problem, one worker per SM)
 local function build_opts()
-  if not o.schedule then return { cluster = o.cluster, bm = o.bm } end
-  return { m = o.m, n = o.n, k = o.k, schedule = o.schedule,
+  if not o.schedule then return { cluster = o.cluster, bm = o.bm, stages = o.stages } end
+  return { m = o.m, n = o.n, k = o.k, schedule = o.schedule, stages = o.stages,
            workers = tl.device.available() and tl.device.sm_count() or 132 }
 end
 local ex = assert(loadfile(o.fused and "examples/tile_gemm_bias_relu.lua" or "examples/tile_gemm.lua"))("--library")
@@ -80,7 +80,7 @@ if o.fused then args.bias = { bias, { N } } end
 local grid = { (M + bm - 1) // bm, (N + 255) // 256 }
 local function tile() k:launch { grid = grid, args = args } end
 
-local g = tl.gemm.build { m = M, n = N, k = K, bn = 256, stages = 3, schedule = o.schedule or "persistent", cluster = o.cluster or 1,
+local g = tl.gemm.build { m = M, n = N, k = K, bn = 256, stages = o.stages or 3, schedule = o.schedule or "persistent", cluster = o.cluster or 1,
                           bias = o.fused or nil, activation = o.fused and "relu" or nil }
 g.kernel:compile()
 local std_args = { a = a, b = b, d = c_std, bias = o.fused and bias or nil }
