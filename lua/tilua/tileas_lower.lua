@@ -31,8 +31,9 @@
 --                                            StreamK schedule (plan_schedule) the
 --                                            StreamK scheduler's, the k loop split
 --   a cluster of n CTAs (along x)            tileas-plan-cta's plan: rings hold the CTA's
---                                            block, a ring replicated on all n is loaded
---                                            1/n per CTA and TMA-multicast; a pipeline of
+--                                            block (of every piece, with cta_repeat: a
+--                                            TMA load each), a ring replicated on all n
+--                                            is loaded 1/n per CTA and TMA-multicast; a pipeline of
 --                                            mode cluster (seed 004's DSMEM handshake at
 --                                            its init); the clusters are the workers
 --   !tileas.tensor parameters               a tensor map (TMA; the box the lowering
