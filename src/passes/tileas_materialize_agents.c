@@ -227,6 +227,16 @@ static const IrType *half_type_of(Rewriter *r, const IrValue *v) {
                              half_layout(r->ctx, t->layout, m->rows / m->nconsumers / m->cta_rows));
 }
 
+/* One consumer on a cluster that splits M: the tiles keep their shapes, the
+** mma layouts take the warps of the CTA's block (one warpgroup's rows). */
+static const IrType *block_type_of(Rewriter *r, const IrValue *v) {
+  Mat *m = (Mat *)r;
+  const IrType *t = v->type;
+  if (t->kind != IR_TY_TILE) return NULL;
+  return ir_type_tile_layout(r->ctx, t->elem, t->rank, t->shape, t->space,
+                             half_layout(r->ctx, t->layout, m->rows / m->cta_rows));
+}
+
 /* c * n + i before op (tile coordinates of half tiles along M); i is the
 ** consumer's replica index, a constant marked `tileas.replica`. */
 static IrValue *half_coord(Mat *m, IrOp *op, IrValue *c, int64_t idx) {
@@ -396,6 +406,8 @@ static IrOp *build_consumer(Mat *m, IrOp *first, IrOp *at, int64_t idx) {
     Split s = {m, idx};
     if (!m->failed) ir_walk_pre(a, visit_split, &s);
     if (!m->failed) rw_retype(a, half_type_of, &m->rw);
+  } else if (m->cta_rows > 1) {
+    rw_retype(a, block_type_of, &m->rw);
   }
   return a;
 }
