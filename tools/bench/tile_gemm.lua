@@ -18,7 +18,8 @@
 --   configuration, so the ratio is only indicative; --cluster=2 --bm=256: a
 --   256 x 256 program, which tileas-plan-cta splits along M, 128 x 256 a CTA,
 --   B multicast: stdlib/gemm.lua's cluster = 2 configuration, the same per-CTA
---   tile, compared bit for bit; --stages=S: both pipelines S deep instead of 3;
+--   tile, compared bit for bit; --stages=S: the tile program's pipeline S deep
+--   instead of 3, stdlib/gemm.lua's too where its per-CTA tile is the same;
 --   --streamk: the tile program with schedule = "streamk" -- its k loop split
 --   over one worker per SM, planned for this problem -- against stdlib/gemm.lua's
 --   schedule = "streamk" with the same tile and workers: the same plan)
@@ -34,6 +35,9 @@ end
 if o.fused and (o.cluster and o.cluster ~= 1 or o.stages) then error("--cluster and --stages need the plain tile GEMM (not --fused)", 0) end
 if o.bm and o.bm ~= 128 and (o.cluster or 1) * 128 ~= o.bm then error("--bm=256 needs --cluster=2 (128 rows a CTA)", 0) end
 local bm = o.bm or 128
+-- stdlib/gemm.lua at the tile program's depth where its per-CTA tile is the same
+-- (not the N split, whose stages are half the bytes: stdlib keeps 3)
+local std_stages = ((o.cluster or 1) == 1 or bm == 256) and o.stages or 3
 if o.schedule and (o.fused or (o.cluster or 1) ~= 1) then error("--streamk needs the plain tile GEMM on one CTA", 0) end
 -- the tile program's build options (StreamK: planned for this problem, one worker per SM)
 local function build_opts()
@@ -65,8 +69,8 @@ end
 local D = tl.device
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 local M, N, K = o.m, o.n, o.k
-print(("tile_gemm bench on %s (%d SMs), %d x %d x %d, cluster %d, %d x 256 programs, schedule %s, seed %d"):format(
-  D.info().name, D.sm_count(), M, N, K, o.cluster or 1, bm, o.schedule or "persistent", seed))
+print(("tile_gemm bench on %s (%d SMs), %d x %d x %d, cluster %d, %d x 256 programs, schedule %s, stages %d (stdlib %d), seed %d")
+  :format(D.info().name, D.sm_count(), M, N, K, o.cluster or 1, bm, o.schedule or "persistent", o.stages or 3, std_stages, seed))
 
 local a = D.random(tl.bf16, M * K, seed)
 local b = D.random(tl.bf16, N * K, seed + 1)
@@ -80,7 +84,7 @@ if o.fused then args.bias = { bias, { N } } end
 local grid = { (M + bm - 1) // bm, (N + 255) // 256 }
 local function tile() k:launch { grid = grid, args = args } end
 
-local g = tl.gemm.build { m = M, n = N, k = K, bn = 256, stages = o.stages or 3, schedule = o.schedule or "persistent", cluster = o.cluster or 1,
+local g = tl.gemm.build { m = M, n = N, k = K, bn = 256, stages = std_stages, schedule = o.schedule or "persistent", cluster = o.cluster or 1,
                           bias = o.fused or nil, activation = o.fused and "relu" or nil }
 g.kernel:compile()
 local std_args = { a = a, b = b, d = c_std, bias = o.fused and bias or nil }
