@@ -156,6 +156,19 @@ local function piece_rows(ring, offs, op)
   return { offs[1] // pc.rows * pc.block_rows, offs[2] }
 end
 
+-- Does convert_layout op change the CTA part (tileas-plan-cta's marker that
+-- stayed: data moving between the cluster's CTAs)?
+local function moves_between_ctas(op)
+  local x, y = tile_of(op:operand(1)), tile_of(op:result(1))
+  local function same(a, b)
+    a, b = a or {}, b or {}
+    for d = 1, math.max(#a, #b) do if (a[d] or 1) ~= (b[d] or 1) then return false end end
+    return true
+  end
+  local lx, ly = x.layout or {}, y.layout or {}
+  return not same(lx.cta, ly.cta) or not same(lx.cta_repeat, ly.cta_repeat)
+end
+
 -- The multicast of the loads into a ring: k > 1 where tileas-plan-cta
 -- replicated the ring's blocks on k CTAs (each loads 1/k of its block along
 -- the first dim and multicasts it).
@@ -658,6 +671,9 @@ local function lower_kernel(tl, G, kop)
         local ri = tile_of(op:result(1))
         if n == "tileas.convert_layout" and layout_kind(op:result(1)) ~= layout_kind(op:operand(1)) then
           fail(op, "convert_layout from %s to %s is not lowered yet", tostring(layout_kind(op:operand(1))), tostring(layout_kind(op:result(1))))
+        end
+        if n == "tileas.convert_layout" and nctas > 1 and moves_between_ctas(op) then
+          fail(op, "a convert_layout between the cluster's CTAs (its CTA part changes) is not lowered yet")
         end
         if is_line(x) and #ri.shape == 2 then -- a row (along 2) or column (along 1) over the fragment
           vmap[op:result(1):id()] = frag(ri.elem, 0, function(i)

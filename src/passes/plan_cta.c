@@ -204,7 +204,7 @@ static bool producer_takes(Plan *p, IrValue *x) {
   case OP_TILEAS_SPLAT:
   case OP_TILEAS_TILED_LOAD:
   case OP_TILEAS_ALLOC_TENSOR: return true;
-  case OP_TILEAS_EXTRACT_SLICE: return piece_dim(x->def) >= 0 && !is_fixed(p, x->def->operands[0].value);
+  case OP_TILEAS_EXTRACT_SLICE: return piece_dim(x->def) >= 0; /* its operand then gets a marker */
   default: return tas_elementwise(x->def);
   }
 }
