@@ -7,7 +7,7 @@
 --
 --   C[M, N] = A[M, K] . B[N, K]^T   (bf16 in, f32 accumulation, bf16 out)
 --
---   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2]
+--   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--bm=128|256] [--stages=S]
 --                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data and checks C against the plain
@@ -20,25 +20,28 @@ local check = require "tilua.check"
 
 -- {=== the tile program
 -- o.cluster = 2: the program runs on a cluster of 2 CTAs (tileas-plan-cta
--- splits the tile along N, each CTA 128 x 128, and multicasts A to both).
+-- splits the tile along N, each CTA 128 x 128, and multicasts A to both);
+-- with o.bm = 256 (a 256 x 256 tile) it splits M instead: each CTA 128 x 256,
+-- B multicast, as stdlib/gemm.lua's cluster = 2. o.stages: the pipeline's depth (3).
 -- o.schedule = "streamk" (or "splitk"): the k loop of every program split over
 -- o.workers CTAs (default: one per SM) by the StreamK scheduler, for the
 -- problem o.m x o.n x o.k only (the split is planned at compile time: the grid
 -- of programs and K are constants; the parameter K is then unused).
 local function build(o)
   o = o or {}
+  local bm = o.bm or 128
   local streamk = o.schedule == "streamk" or o.schedule == "splitk"
   tl.new_module()
   local k = tl.tile_kernel("tile_gemm", {
     params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 },
     cluster = { o.cluster or 1, 1, 1 },
-    schedule = streamk and { kind = o.schedule, programs = { (o.m + 127) // 128, (o.n + 255) // 256 },
+    schedule = streamk and { kind = o.schedule, programs = { (o.m + bm - 1) // bm, (o.n + 255) // 256 },
                              workers = o.workers, splits = o.splits } or nil })
   k:define(function(k, p)
     local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
-    local acc = tl.zeros({ 128, 256 }, tl.f32)
-    acc = tl.for_tiles(streamk and o.k or p.K, { tile = 64, stages = 3 }, acc, function(kk, acc)
-      local a = tl.load(p.A, { pid_m, kk }, { 128, 64 })
+    local acc = tl.zeros({ bm, 256 }, tl.f32)
+    acc = tl.for_tiles(streamk and o.k or p.K, { tile = 64, stages = o.stages or 3 }, acc, function(kk, acc)
+      local a = tl.load(p.A, { pid_m, kk }, { bm, 64 })
       local b = tl.load(p.B, { pid_n, kk }, { 256, 64 }) -- B stored [N, K]: dot takes it transposed
       return tl.dot(a, b, acc)
     end)
@@ -83,7 +86,7 @@ local function harness(name, build, fused, o)
     local bias <close> = fused and tl.device.random(tl.f32, N, c.seed + 2) or nil
     local d <close> = tl.device.alloc(tl.bf16, M * N)
     d:fill(0)
-    kernel:run { grid = { (M + 127) // 128, (N + 255) // 256 },
+    kernel:run { grid = { (M + (o.bm or 128) - 1) // (o.bm or 128), (N + 255) // 256 },
                  args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K,
                           bias = fused and { bias, { N } } or nil } }
     local ref = tl.gemm.build { m = M, n = N, k = K, bias = fused or nil, activation = fused and "relu" or nil }

@@ -157,6 +157,54 @@ describe("tile programs to PTX (tile-to-ptx)", function()
   end)
 end)
 
+describe("a 256-row tile program on a cluster of 2 (--cluster=2 --bm=256): tileas-plan-cta's M split", function()
+  it("is stdlib/gemm.lua's cluster = 2 kernel: the same instructions, A's TMA in two 64-row pieces; ptxas takes it", function()
+    local function histogram(ptx)
+      local h = {}
+      for ins in ptx:gmatch "\n%s+([%a][%w_.:]*)" do
+        if ins:match "^wgmma" or ins:match "^cp%.async" or ins:match "^mbarrier" or ins:match "^stmatrix" or ins:match "^mapa"
+           or ins:match "^setmaxnreg" or ins:match "^bar%." or ins:match "^barrier" or ins:match "^fence" or ins:match "^elect" then
+          h[ins] = (h[ins] or 0) + 1
+        end
+      end
+      return h
+    end
+    local k = gemm_example.build { cluster = 2, bm = 256 }
+    local ptx = k:compile()
+    local op = k:lowered_op()
+    assert.same({ persistent = true, cluster = 2 }, op:attr "tileas.launch")
+    local types = {}
+    for i, a in ipairs(op:region(1):entry():args()) do types[i] = tostring(a:type()) end
+    -- A: 64-row pieces (each CTA its 64 rows of both 128-row halves); B: 128 of its 256 rows, multicast
+    assert.same({ "!tile.tensor_map<bf16, sw128, 64, 64>", "!tile.tensor_map<bf16, sw128, 128, 64>",
+                  "!tile.tensor_map<bf16, sw128, 64, 64>", "i32", "i32", "i32" }, types)
+    local tile = histogram(ptx)
+    local g = tl.gemm.build { m = 4096, n = 4096, k = 4096, bn = 256, stages = 3, schedule = "persistent", cluster = 2 }
+    local std = histogram(g.kernel:compile())
+    local a_load = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+    assert.equal(2 * std[a_load], tile[a_load])
+    tile[a_load], std[a_load] = nil, nil
+    assert.same(std, tile)
+    local ok, log = tl.ptxas(ptx)
+    if ok == nil then pending("ptxas not found: " .. log) return end
+    assert(ok, log)
+  end)
+
+  it("the protocol checker is clean on it (every interleaving it explores; the ring wraps)", function()
+    local M, N, K = 256, 256, 256 -- 4 k blocks through 3 stages
+    local _, ab = matrix(M, K, a_value)
+    local _, bb = matrix(N, K, b_value)
+    local kop = lowered(gemm_example.build { cluster = 2, bm = 256 })
+    local values = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
+                     ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1 }
+    local args = {}
+    for i, e in ipairs(kop:attr "tileas.params") do args[i] = assert(values[e], e) end
+    local c = tl.verify_protocol(kop, { grid = 2, args = args, max_states = 2000 })
+    assert(c.ok, c.report)
+    assert.is_true(c.states > 100)
+  end)
+end)
+
 describe("the lowered tile programs on the CPU emulator", function()
   local cases = {
     { ex = gemm_example, m = 128, n = 256, k = 128, ctas = 1 },                  -- one tile
@@ -165,19 +213,24 @@ describe("the lowered tile programs on the CPU emulator", function()
     -- clusters of 2 CTAs (tileas-plan-cta: each CTA 128 x 128 of a tile, A multicast
     -- to both): edges, a CTA whose block is past N, 4 tiles on 2 clusters
     { ex = gemm_example, m = 136, n = 264, k = 72, ctas = 4, cluster = 2 },
+    -- a 256-row program on clusters of 2 (tileas-plan-cta splits M: each CTA
+    -- 128 x 256, its two warpgroups 64 rows each of both halves, B multicast):
+    -- edges along M and N, a CTA whose rows are all past M, 4 programs on 2 clusters
+    { ex = gemm_example, m = 300, n = 264, k = 72, ctas = 4, cluster = 2, bm = 256 },
   }
   for _, c in ipairs(cases) do
     it(("%s, %d x %d x %d on %d persistent CTA(s)%s: the CPU reference, bit for bit"):format(c.ex.name, c.m, c.n, c.k, c.ctas,
-       c.cluster and (" in clusters of %d"):format(c.cluster) or ""), function()
+       c.cluster and (" in clusters of %d%s"):format(c.cluster, c.bm and (", %d-row programs"):format(c.bm) or "") or ""), function()
       local M, N, K = c.m, c.n, c.k
       local A, ab = matrix(M, K, a_value)
       local B, bb = matrix(N, K, b_value)
       local bias = {}
       for j = 0, N - 1 do bias[j + 1] = string.pack("<f", (j % 7) - 3) end
-      local out = emulate(lowered(c.ex.build { cluster = c.cluster }), c.ctas, {
+      local bm = c.bm or 128
+      local out = emulate(lowered(c.ex.build { cluster = c.cluster, bm = c.bm }), c.ctas, {
         ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
         ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["ptr:bias"] = table.concat(bias), ["dim:bias:0"] = N,
-        ["arg:K"] = K, ["programs:x"] = (M + 127) // 128, ["programs:y"] = (N + 255) // 256 }, "map:C")
+        ["arg:K"] = K, ["programs:x"] = (M + bm - 1) // bm, ["programs:y"] = (N + 255) // 256 }, "map:C")
       assert_result(out, M, N, function(i, j)
         local s = 0
         for k = 0, K - 1 do s = s + A[i * K + k] * B[j * K + k] end
@@ -253,6 +306,35 @@ describe("the lowered tile programs on the CPU emulator", function()
       return s
     end)
   end)
+
+  -- tileas-plan-cta on clusters of 2 for other tiles: 256 x 128 and 256 x 64 split
+  -- M (128 rows a CTA, two consumers; B multicast), 128 x 64 M too (64 rows a
+  -- CTA, one consumer), 128 x 128 N (64 columns a CTA, A multicast)
+  for _, t in ipairs { { 256, 128 }, { 256, 64 }, { 128, 64 }, { 128, 128 } } do
+    it(("a %d x %d program on a cluster of 2: Y = X . W^T, 300 x 200 x 72 on 2 clusters"):format(t[1], t[2]), function()
+      tl.new_module()
+      local k = tl.tile_kernel("xwt", { params = { X = tl.tensor(tl.bf16, 2), W = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.bf16, 2),
+                                                   K = tl.i32 }, cluster = { 2, 1, 1 } })
+      k:define(function(k, p)
+        local m, n = tl.program_id("x"), tl.program_id("y")
+        local acc = tl.for_tiles(p.K, { tile = 64, stages = 2 }, tl.zeros(t, tl.f32), function(kk, acc)
+          return tl.dot(tl.load(p.X, { m, kk }, { t[1], 64 }), tl.load(p.W, { n, kk }, { t[2], 64 }), acc, { transpose_b = true })
+        end)
+        tl.store(p.Y, { m, n }, acc:cast(tl.bf16))
+      end)
+      local M, N, K = 300, 200, 72
+      local X, xb = matrix(M, K, a_value)
+      local W, wb = matrix(N, K, b_value)
+      local out = emulate(lowered(k), 4, { ["map:X"] = { data = xb, shape = { M, K } }, ["map:W"] = { data = wb, shape = { N, K } },
+        ["map:Y"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = (M + t[1] - 1) // t[1],
+        ["programs:y"] = (N + t[2] - 1) // t[2] }, "map:Y")
+      assert_result(out, M, N, function(i, j)
+        local s = 0
+        for kk = 0, K - 1 do s = s + X[i * K + kk] * W[j * K + kk] end
+        return s
+      end)
+    end)
+  end
 
   it("B stored K x N (the issue's tl.load(p.B, {kk, pid_n})): MN-major descriptors, B's stage in four 64 x 64 boxes", function()
     tl.new_module()

@@ -31,8 +31,9 @@
 --                                            StreamK schedule (plan_schedule) the
 --                                            StreamK scheduler's, the k loop split
 --   a cluster of n CTAs (along x)            tileas-plan-cta's plan: rings hold the CTA's
---                                            block, a ring replicated on all n is loaded
---                                            1/n per CTA and TMA-multicast; a pipeline of
+--                                            block (of every piece, with cta_repeat: a
+--                                            TMA load each), a ring replicated on all n
+--                                            is loaded 1/n per CTA and TMA-multicast; a pipeline of
 --                                            mode cluster (seed 004's DSMEM handshake at
 --                                            its init); the clusters are the workers
 --   !tileas.tensor parameters               a tensor map (TMA; the box the lowering
@@ -134,6 +135,40 @@ local function cta_part(ti, n)
   return shape, c
 end
 
+-- The pieces of a tile split with a `cta_repeat` (tileas-plan-cta: a ring
+-- whose replica consumers each slice one piece): along dim 1 (rows), how many
+-- and the rows of one in the program's tile and in the CTA's block (1 piece of
+-- the whole tile without one). A CTA holds its block of every piece.
+local function cta_pieces(ti, shape)
+  local rep = ti.layout and ti.layout.cta_repeat
+  if rep and (rep[2] or 1) ~= 1 then fail(nil, "a cta_repeat along columns is not lowered yet") end
+  local n = rep and rep[1] or 1
+  return { n = n, rows = ti.shape[1] // n, block_rows = shape[1] // n }
+end
+
+-- Offsets {row, col} of a slice of a ring in the program's tile, in the
+-- CTA's block (the smem): a slice of one piece of a cta_repeat is the CTA's
+-- block of that piece.
+local function piece_rows(ring, offs, op)
+  local pc = ring.pieces
+  if not pc or pc.n == 1 then return offs end
+  if offs[1] % pc.rows ~= 0 then fail(op, "a slice of a ring split by cta_repeat that is not one of its pieces") end
+  return { offs[1] // pc.rows * pc.block_rows, offs[2] }
+end
+
+-- Does convert_layout op change the CTA part (tileas-plan-cta's marker that
+-- stayed: data moving between the cluster's CTAs)?
+local function moves_between_ctas(op)
+  local x, y = tile_of(op:operand(1)), tile_of(op:result(1))
+  local function same(a, b)
+    a, b = a or {}, b or {}
+    for d = 1, math.max(#a, #b) do if (a[d] or 1) ~= (b[d] or 1) then return false end end
+    return true
+  end
+  local lx, ly = x.layout or {}, y.layout or {}
+  return not same(lx.cta, ly.cta) or not same(lx.cta_repeat, ly.cta_repeat)
+end
+
 -- The multicast of the loads into a ring: k > 1 where tileas-plan-cta
 -- replicated the ring's blocks on k CTAs (each loads 1/k of its block along
 -- the first dim and multicasts it).
@@ -154,7 +189,9 @@ local function ring_geometry(ring, n)
   local sw = ti.layout and ti.layout.swizzle or 0
   local box, nbox = ring_box(shape, elem_bytes(ti.elem), sw)
   if k > 1 then box = { box[1] // k, box[2] } end
-  return { ti = ti, shape = shape, cta = c, multicast = k, swizzle = sw, box = box, nbox = nbox }
+  local pieces = cta_pieces(ti, shape)
+  if pieces.n > 1 then box = { pieces.block_rows, box[2] } end -- a TMA load per piece
+  return { ti = ti, shape = shape, cta = c, multicast = k, swizzle = sw, box = box, nbox = nbox, pieces = pieces }
 end
 
 -- The plan of the kernel's parameters: for each tensor parameter, whether TMA
@@ -435,7 +472,7 @@ local function lower_kernel(tl, G, kop)
       local g = ring_geometry(op:result(1), nctas)
       if g.multicast > 1 and g.cta then fail(op, "multicast of a ring split among the CTAs is not lowered yet") end
       rings[#rings + 1] = setmetatable({ value = op:result(1), op = op, elem = g.ti.elem, shape = g.shape, tile = g.ti,
-                                         swizzle = g.swizzle, box = g.box, nbox = g.nbox, multicast = g.multicast,
+                                         swizzle = g.swizzle, box = g.box, nbox = g.nbox, multicast = g.multicast, pieces = g.pieces,
                                          bytes = g.shape[1] * g.shape[2] * elem_bytes(g.ti.elem) },
                                        Ring)
     elseif n ~= "tileas.agent" and n ~= "tileas.agent_switch" then
@@ -480,14 +517,14 @@ local function lower_kernel(tl, G, kop)
     local pipe = k:pipeline { stages = stages, producers = { { producer.first, 1 } }, consumers = parts,
                               transaction_bytes = tx, mode = nctas > 1 and "cluster" or "cooperative" }
     local rank = nctas > 1 and tl.cluster_rank() or nil
-    -- element offsets of this CTA's block of a tile (cta_part): nil along a
-    -- dim the cluster does not split
+    -- element offsets of this CTA's block of a tile (cta_part; of each piece
+    -- of a cta_repeat): nil along a dim the cluster does not split
     local function block_offsets(ti)
       local shape, c = cta_part(ti, nctas)
       local offs, stride = {}, 1
       for d = 1, #shape do
         local cd = c and c[d] or 1
-        if cd > 1 then offs[d] = rank // stride % cd * shape[d] end
+        if cd > 1 then offs[d] = rank // stride % cd * (d == 1 and cta_pieces(ti, shape).block_rows or shape[d]) end
         stride = stride * cd
       end
       return shape, offs
@@ -613,6 +650,8 @@ local function lower_kernel(tl, G, kop)
         local r = get(op:operand(1), op)
         if getmetatable(r) ~= Ring then fail(op, "extract_slice of register tiles is not lowered yet") end
         local offs, per = op:attr "offsets", op:attr "tileas.replica_offsets"
+        local ring = r.ring or r
+        offs, per = piece_rows(ring, offs, op), per and piece_rows(ring, per, op)
         if per and env.replica then -- one code for every replica: the offsets of this one
           offs = { env.replica * per[1], env.replica * per[2] }
           if per[1] == 0 then offs[1] = 0 end
@@ -632,6 +671,9 @@ local function lower_kernel(tl, G, kop)
         local ri = tile_of(op:result(1))
         if n == "tileas.convert_layout" and layout_kind(op:result(1)) ~= layout_kind(op:operand(1)) then
           fail(op, "convert_layout from %s to %s is not lowered yet", tostring(layout_kind(op:operand(1))), tostring(layout_kind(op:result(1))))
+        end
+        if n == "tileas.convert_layout" and nctas > 1 and moves_between_ctas(op) then
+          fail(op, "a convert_layout between the cluster's CTAs (its CTA part changes) is not lowered yet")
         end
         if is_line(x) and #ri.shape == 2 then -- a row (along 2) or column (along 1) over the fragment
           vmap[op:result(1):id()] = frag(ri.elem, 0, function(i)
@@ -777,11 +819,16 @@ local function lower_kernel(tl, G, kop)
           piece, mc = rank * r.box[1], (1 << nctas) - 1
           coords[1] = coords[1] + piece
         end
-        for h = 0, r.nbox - 1 do
-          local c2 = h == 0 and coords[2] or coords[2] + h * r.box[2]
-          local row = h > 0 and plus(tl.const(h * r.shape[1], tl.i32), piece) or piece
-          local dst = row and r.smem:ptr(env.stage, row) or r.smem:ptr(env.stage)
-          tl.tma_load(dst, args[e.lowered_map], env.full, { coords[1], c2 }, mc and { multicast = mc } or nil)
+        -- (a cta_repeat: the CTA's block of every piece, a load each)
+        for pc = 0, r.pieces.n - 1 do
+          local c1 = pc == 0 and coords[1] or coords[1] + pc * r.pieces.rows
+          for h = 0, r.nbox - 1 do
+            local c2 = h == 0 and coords[2] or coords[2] + h * r.box[2]
+            local at = h * r.shape[1] + pc * r.pieces.block_rows
+            local row = at > 0 and plus(tl.const(at, tl.i32), piece) or piece
+            local dst = row and r.smem:ptr(env.stage, row) or r.smem:ptr(env.stage)
+            tl.tma_load(dst, args[e.lowered_map], env.full, { c1, c2 }, mc and { multicast = mc } or nil)
+          end
         end
       end
       k:agent("producer", { warps = ag.warps, warp_id = warp_id(ag) }, function()

@@ -10,7 +10,9 @@
 ** replicated, each on n / (c0 * c1) CTAs. docs/passes.md says what is decided:
 **
 **   1. the dots: acc [M, N] split [sm, sn] (sm first: M in chunks of 128, then
-**      64; sn = n / sm, N / sn >= 64), a split [sm, 1], b split [1, sn];
+**      64; sn = n / sm, N / sn >= 64; tas_dot_split), a split [sm, 1], b split
+**      [1, sn]; M is the program's: a replica consumer's rows times the
+**      replicas (tileas.replica = [c, r]);
 **      markers (convert_layouts that change only the CTA part) go before its
 **      operands (backward) and after its result (forward), which is fixed; a cta of [2, 1] on the accumulator is two CTAs cooperating
 **      on one tile;
@@ -20,7 +22,8 @@
 **      CTAs divide (forward markers);
 **   3. the worklist: a backward marker makes its operand's producer produce the
 **      new CTA part (through elementwise ops, loop-carried slots, splat, loads,
-**      alloc_tensor, convert_layout); a forward marker makes its users take it
+**      alloc_tensor, convert_layout, an extract_slice of one piece: its operand
+**      split alike in every piece, `cta_repeat`); a forward marker makes its users take it
 **      (elementwise ops, slots, copy, tiled_store, convert_layout). A value is
 **      retyped at most once; other users of a retyped value get a forward
 **      marker; a convert_layout that becomes an identity is erased, so marker
@@ -160,6 +163,36 @@ static void demand_operands(Plan *p, IrOp *op, const IrType *like, uint32_t skip
 ** Propagation
 ** ======================================================================= */
 
+/* The dim along which extract_slice op takes one of equal pieces of its
+** operand (sizes dividing it, at a multiple of them; whole along the other
+** dims), or -1. */
+static int piece_dim(IrOp *op) {
+  const IrType *x = op->operands[0].value->type, *y = op->results[0].type;
+  IrAttrs_TILEAS_EXTRACT_SLICE at = ir_attrs_TILEAS_EXTRACT_SLICE(op);
+  if (!x->layout || x->rank != y->rank || at.offsets.n != x->rank) return -1;
+  int d = -1;
+  for (uint32_t i = 0; i < x->rank; i++) {
+    int64_t off = ir_attr_list_int(at.offsets, i);
+    if (y->shape[i] == x->shape[i] && off == 0) continue;
+    if (d >= 0 || x->shape[i] % y->shape[i] || off % y->shape[i]) return -1;
+    d = (int)i;
+  }
+  return d;
+}
+
+/* The operand of a piece slice that makes the slice's CTA part `want`: the
+** same split of every piece (cta_repeat: the pieces along the sliced dim). */
+static const IrType *pieces_type(Plan *p, IrOp *slice, const IrType *want) {
+  const IrType *x = slice->operands[0].value->type;
+  int d = piece_dim(slice);
+  int64_t cta[TAS_MAX_RANK], rep[TAS_MAX_RANK];
+  tas_cta(want, cta);
+  for (uint32_t i = 0; i < x->rank; i++) rep[i] = 1;
+  rep[d] = x->shape[d] / slice->results[0].type->shape[d];
+  const IrType *t = tas_with_cta(p->t.r.ctx, x, cta);
+  return rep[d] > 1 && tas_cta_count(t) > 1 ? tas_layout_with(p->t.r.ctx, t, "cta_repeat", ir_attr_int_array(p->t.r.ctx, x->rank, rep)) : t;
+}
+
 /* Can the producer of x make the CTA part itself? */
 static bool producer_takes(Plan *p, IrValue *x) {
   if (!x->type->layout || is_fixed(p, x)) return false;
@@ -171,6 +204,7 @@ static bool producer_takes(Plan *p, IrValue *x) {
   case OP_TILEAS_SPLAT:
   case OP_TILEAS_TILED_LOAD:
   case OP_TILEAS_ALLOC_TENSOR: return true;
+  case OP_TILEAS_EXTRACT_SLICE: return piece_dim(x->def) >= 0; /* its operand then gets a marker */
   default: return tas_elementwise(x->def);
   }
 }
@@ -188,6 +222,7 @@ static bool push_backward(Plan *p, IrOp *cvt) {
   drop_identity(p, cvt);
   if (slot) retype_slot(p, &s, t, x, NULL, NULL);
   else if (def->kind == OP_TILEAS_CONVERT_LAYOUT) drop_identity(p, def); /* a pair merges */
+  else if (def->kind == OP_TILEAS_EXTRACT_SLICE) demand(p, def, 0, pieces_type(p, def, t));
   else if (tas_elementwise(def)) demand_operands(p, def, t, UINT32_MAX);
   return true;
 }
@@ -265,17 +300,14 @@ static void propagate(Plan *p) {
 ** Decisions: dots, seeds, anchors, multicast
 ** ======================================================================= */
 
-/* The CTA tiling of a dot's accumulator [M, N] on n CTAs (M first). */
-static void dot_tiling(int64_t m, int64_t n_, int64_t n, int64_t *sm, int64_t *sn) {
-  for (int64_t chunk = 128; chunk >= 64; chunk /= 2) {
-    int64_t s = m / chunk < 1 ? 1 : m / chunk > n ? n : m / chunk;
-    while (n % s) s--;
-    if (n_ % (n / s) == 0 && n_ / (n / s) >= 64) {
-      *sm = s, *sn = n / s;
-      return;
-    }
+/* The replica consumers (tileas.replica = [c, n] on the agent) that split
+** the rows of the program's accumulator: its M is n times a replica's. */
+static int64_t replicas(IrOp *op) {
+  for (IrOp *a = ir_op_parent_op(op); a; a = ir_op_parent_op(a)) {
+    const IrAttr *rep = a->kind == OP_TILEAS_AGENT ? ir_op_attr(a, "tileas.replica") : NULL;
+    if (rep && rep->kind == IR_ATTR_ARRAY && rep->u.arr.n == 2) return rep->u.arr.elems[1]->u.i;
   }
-  *sm = *sn = 1; /* no legal split: every CTA computes the whole tile */
+  return 1;
 }
 
 static void plan_dot(Plan *p, IrOp *dot) {
@@ -284,7 +316,7 @@ static void plan_dot(Plan *p, IrOp *dot) {
   for (uint32_t i = 0; i < 3; i++)
     if (!dot->operands[i].value->type->layout) return;
   int64_t sm, sn;
-  dot_tiling(acc->type->shape[0], acc->type->shape[1], p->nctas, &sm, &sn);
+  tas_dot_split(acc->type->shape[0] * replicas(dot), acc->type->shape[1], p->nctas, &sm, &sn);
   int64_t c_acc[2] = {sm, sn}, c_a[2] = {sm, 1}, c_b[2] = {1, sn};
   if (at.transpose_a) c_a[0] = 1, c_a[1] = sm;
   if (at.transpose_b) c_b[0] = sn, c_b[1] = 1;

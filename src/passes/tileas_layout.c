@@ -32,11 +32,14 @@ const IrType *tas_with_elem(IrContext *ctx, const IrType *t, const IrType *elem)
   return ir_type_tile_layout(ctx, elem, t->rank, t->shape, t->space, t->layout);
 }
 
-void tas_cta(const IrType *t, int64_t *cta) {
-  const IrAttr *a = tas_layout_get(t, "cta");
+static void ints_of(const IrType *t, const char *key, int64_t *out) {
+  const IrAttr *a = tas_layout_get(t, key);
   for (uint32_t i = 0; i < t->rank; i++)
-    cta[i] = a && a->kind == IR_ATTR_ARRAY && i < a->u.arr.n ? a->u.arr.elems[i]->u.i : 1;
+    out[i] = a && a->kind == IR_ATTR_ARRAY && i < a->u.arr.n ? a->u.arr.elems[i]->u.i : 1;
 }
+
+void tas_cta(const IrType *t, int64_t *cta) { ints_of(t, "cta", cta); }
+void tas_cta_repeat(const IrType *t, int64_t *rep) { ints_of(t, "cta_repeat", rep); }
 
 int64_t tas_cta_count(const IrType *t) {
   int64_t cta[TAS_MAX_RANK], n = 1;
@@ -47,26 +50,44 @@ int64_t tas_cta_count(const IrType *t) {
 }
 
 bool tas_same_cta(const IrType *a, const IrType *b) {
-  int64_t ca[TAS_MAX_RANK], cb[TAS_MAX_RANK];
+  int64_t ca[TAS_MAX_RANK], cb[TAS_MAX_RANK], ra[TAS_MAX_RANK], rb[TAS_MAX_RANK];
   if (a->rank != b->rank) return false;
   tas_cta(a, ca);
   tas_cta(b, cb);
-  return memcmp(ca, cb, a->rank * sizeof(int64_t)) == 0;
+  tas_cta_repeat(a, ra);
+  tas_cta_repeat(b, rb);
+  return memcmp(ca, cb, a->rank * sizeof(int64_t)) == 0 && memcmp(ra, rb, a->rank * sizeof(int64_t)) == 0;
 }
 
 const IrType *tas_with_cta(IrContext *ctx, const IrType *t, const int64_t *cta) {
   bool trivial = true;
   for (uint32_t i = 0; i < t->rank; i++)
     trivial = trivial && cta[i] == 1;
+  if (tas_layout_get(t, "cta_repeat")) t = tas_layout_with(ctx, t, "cta_repeat", NULL); /* a plain split */
   if (trivial) /* absent means all 1: a type that says [1, 1] keeps saying it */
     return tas_cta_count(t) == 1 ? t : tas_layout_with(ctx, t, "cta", NULL);
   return tas_layout_with(ctx, t, "cta", ir_attr_int_array(ctx, t->rank, cta));
 }
 
 const IrType *tas_with_cta_of(IrContext *ctx, const IrType *t, const IrType *like) {
-  const IrAttr *a = tas_layout_get(like, "cta");
-  if (a == tas_layout_get(t, "cta")) return t;
-  return tas_layout_with(ctx, t, "cta", a); /* as like says it, or not */
+  static const char *const keys[] = {"cta", "cta_repeat"};
+  for (int i = 0; i < 2; i++) {
+    const IrAttr *a = tas_layout_get(like, keys[i]);
+    if (a != tas_layout_get(t, keys[i])) t = tas_layout_with(ctx, t, keys[i], a); /* as like says it, or not */
+  }
+  return t;
+}
+
+void tas_dot_split(int64_t m, int64_t n_, int64_t n, int64_t *sm, int64_t *sn) {
+  for (int64_t chunk = 128; chunk >= 64; chunk /= 2) {
+    int64_t s = m / chunk < 1 ? 1 : m / chunk > n ? n : m / chunk;
+    while (n % s) s--;
+    if (n_ % (n / s) == 0 && n_ / (n / s) >= 64) {
+      *sm = s, *sn = n / s;
+      return;
+    }
+  }
+  *sm = *sn = 1; /* no legal split: every CTA computes the whole tile */
 }
 
 bool tas_elementwise(const IrOp *op) {

@@ -22,14 +22,23 @@ const IrType *tas_layout_with(IrContext *ctx, const IrType *t, const char *key, 
 /* t with another element type (same shape, space and layout). */
 const IrType *tas_with_elem(IrContext *ctx, const IrType *t, const IrType *elem);
 
-/* The CTA part: t->rank extents (1 where the layout says nothing). */
+/* The CTA part: t->rank extents (1 where the layout says nothing). With
+** `cta_repeat` [r0, r1, ...] the tile is r0 x r1 x ... equal pieces, each
+** split by `cta` (a CTA holds its block of every piece: a ring whose replica
+** consumers each slice one piece). */
 void tas_cta(const IrType *t, int64_t *cta);
+void tas_cta_repeat(const IrType *t, int64_t *rep);
 int64_t tas_cta_count(const IrType *t); /* the product of the CTA part */
 bool tas_same_cta(const IrType *a, const IrType *b);
 /* t with the CTA part cta (dropped when every extent is 1); t must have a layout. */
 const IrType *tas_with_cta(IrContext *ctx, const IrType *t, const int64_t *cta);
-/* t with the CTA part of `like` (same rank), spelled as like spells it. */
+/* t with the CTA part (`cta`, `cta_repeat`) of `like` (same rank), spelled as like spells it. */
 const IrType *tas_with_cta_of(IrContext *ctx, const IrType *t, const IrType *like);
+/* tileas-plan-cta's split [sm, sn] of a dot's accumulator [m, n_] among n
+** CTAs (docs/passes.md): sm = clamp(m / chunk, 1, n), rounded down to a
+** divisor of n, for chunk 128 then 64, the first with n_ / sn >= 64; else
+** [1, 1]. tileas-materialize-agents counts its consumers per CTA block with it. */
+void tas_dot_split(int64_t m, int64_t n_, int64_t n, int64_t *sm, int64_t *sn);
 
 /* An elementwise op on tiles: an arith op or tileas.math with a tile result;
 ** its tile operands and result share shape and layout (casts change only the

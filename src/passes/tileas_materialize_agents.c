@@ -11,7 +11,10 @@
 **               with only what the loads need; each load is copied
 **               (tileas.copy) into its ring
 **   consumers   tileas.agent {kind = consumer, num_warps = 4}, one per
-**               64 rows of the accumulator (a wgmma warpgroup's): the body
+**               64 rows of a CTA's accumulator (a wgmma warpgroup's; on a
+**               cluster whose CTAs split M by tileas-plan-cta's rule, the
+**               rows of a CTA's block: each consumer then has rows of every
+**               block, and plan-cta splits them): the body
 **               with the dots reading the rings and everything after the
 **               loop on the accumulator (the epilogue). With two consumers
 **               each computes its half of the rows: the tiles along the
@@ -31,6 +34,7 @@
 */
 #include <string.h>
 
+#include "../dialects/kernel.h"
 #include "tileas_layout.h"
 
 #define MAX_RINGS 8
@@ -44,6 +48,8 @@ typedef struct Mat {
   IrValue *rings[MAX_RINGS];
   uint32_t nloads;
   int64_t rows;               /* the accumulator's M */
+  int64_t cols;               /* its N */
+  int64_t cta_rows;           /* the CTAs of a cluster that tileas-plan-cta will split M among */
   uint32_t nconsumers;
   PtrMap mdim;                /* consumer copy: value -> 1 + the dim that runs along M */
   bool failed;
@@ -85,6 +91,7 @@ static bool visit_find(IrOp *op, void *ud) {
         return false;
       }
       m->rows = rows;
+      m->cols = o->results[0].type->shape[1];
     }
   }
   if (!n) return true;
@@ -215,8 +222,19 @@ static const IrType *half_type_of(Rewriter *r, const IrValue *v) {
   int64_t shape[16];
   memcpy(shape, t->shape, t->rank * sizeof *shape);
   if (is_split(m, v)) shape[get_mdim(m, (IrValue *)v)] = m->rows / m->nconsumers;
+  /* a warpgroup's rows: the consumer's part of its CTA's block */
   return ir_type_tile_layout(r->ctx, t->elem, t->rank, shape, t->space,
-                             half_layout(r->ctx, t->layout, m->rows / m->nconsumers));
+                             half_layout(r->ctx, t->layout, m->rows / m->nconsumers / m->cta_rows));
+}
+
+/* One consumer on a cluster that splits M: the tiles keep their shapes, the
+** mma layouts take the warps of the CTA's block (one warpgroup's rows). */
+static const IrType *block_type_of(Rewriter *r, const IrValue *v) {
+  Mat *m = (Mat *)r;
+  const IrType *t = v->type;
+  if (t->kind != IR_TY_TILE) return NULL;
+  return ir_type_tile_layout(r->ctx, t->elem, t->rank, t->shape, t->space,
+                             half_layout(r->ctx, t->layout, m->rows / m->cta_rows));
 }
 
 /* c * n + i before op (tile coordinates of half tiles along M); i is the
@@ -388,6 +406,8 @@ static IrOp *build_consumer(Mat *m, IrOp *first, IrOp *at, int64_t idx) {
     Split s = {m, idx};
     if (!m->failed) ir_walk_pre(a, visit_split, &s);
     if (!m->failed) rw_retype(a, half_type_of, &m->rw);
+  } else if (m->cta_rows > 1) {
+    rw_retype(a, block_type_of, &m->rw);
   }
   return a;
 }
@@ -419,12 +439,21 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
     ir_op_error(m->loop, "tileas-materialize-agents: tileas.pipeline needs stages >= 1");
     return IR_FAIL;
   }
-  if (m->rows % WG_ROWS != 0 || m->rows / WG_ROWS > 2) {
-    ir_op_error(m->loop, "tileas-materialize-agents: the accumulator has %lld rows; consumers (wgmma warpgroups) take "
-                "64 rows each, one or two of them (64 or 128 rows)", (long long)m->rows);
+  /* on a cluster, tileas-plan-cta's rule splits M among cta_rows CTAs: the
+  ** consumers are a CTA block's warpgroups (each then holds its rows of
+  ** every block: consumer c the program's rows c * rows / n, split by CTA) */
+  int64_t sn;
+  m->cta_rows = 1;
+  KernelSpec ks = kernel_spec(k);
+  if (ks.ctas > 1) tas_dot_split(m->rows, m->cols, ks.ctas, &m->cta_rows, &sn);
+  int64_t block = m->rows / m->cta_rows;
+  if (m->rows % m->cta_rows || block % WG_ROWS != 0 || block / WG_ROWS > 2) {
+    ir_op_error(m->loop, "tileas-materialize-agents: the accumulator has %lld rows, %lld a CTA; consumers (wgmma "
+                "warpgroups) take 64 rows each, one or two of them per CTA (64 or 128 rows)",
+                (long long)m->rows, (long long)block);
     return IR_FAIL;
   }
-  m->nconsumers = (uint32_t)(m->rows / WG_ROWS);
+  m->nconsumers = (uint32_t)(block / WG_ROWS);
   IrBlock *body = r->entry;
   IrOp *first = body->first;
   /* the rings, at the top */

@@ -10,12 +10,16 @@
 -- 5%. Also the compile time from script to PTX (the median of 20; the target is
 -- under 10 ms), which needs no GPU: without one the bench prints it and stops.
 --
---   tilua tools/bench/tile_gemm.lua [--m=4096] [--n=4096] [--k=4096] [--fused] [--cluster=2] [--streamk]
+--   tilua tools/bench/tile_gemm.lua [--m=4096] [--n=4096] [--k=4096] [--fused] [--cluster=2 [--bm=256]] [--streamk] [--stages=S]
 --   (--fused: examples/tile_gemm_bias_relu.lua against stdlib/gemm.lua with bias and relu;
 --   --cluster=2: the tile program on clusters of 2 CTAs -- tileas-plan-cta splits
 --   its 128 x 256 tile along N, 128 x 128 a CTA, A multicast -- against
 --   stdlib/gemm.lua's cluster = 2, 128 x 256 a CTA, B multicast: not the same
---   configuration, so the ratio is only indicative;
+--   configuration, so the ratio is only indicative; --cluster=2 --bm=256: a
+--   256 x 256 program, which tileas-plan-cta splits along M, 128 x 256 a CTA,
+--   B multicast: stdlib/gemm.lua's cluster = 2 configuration, the same per-CTA
+--   tile, compared bit for bit; --stages=S: the tile program's pipeline S deep
+--   instead of 3, stdlib/gemm.lua's too where its per-CTA tile is the same;
 --   --streamk: the tile program with schedule = "streamk" -- its k loop split
 --   over one worker per SM, planned for this problem -- against stdlib/gemm.lua's
 --   schedule = "streamk" with the same tile and workers: the same plan)
@@ -28,12 +32,17 @@ for _, a in ipairs(arg or {}) do
   if a == "--fused" then o.fused = true end
   if a == "--streamk" then o.schedule = "streamk" end
 end
-if o.fused and o.cluster and o.cluster ~= 1 then error("--cluster needs the plain tile GEMM (not --fused)", 0) end
+if o.fused and (o.cluster and o.cluster ~= 1 or o.stages) then error("--cluster and --stages need the plain tile GEMM (not --fused)", 0) end
+if o.bm and o.bm ~= 128 and (o.cluster or 1) * 128 ~= o.bm then error("--bm=256 needs --cluster=2 (128 rows a CTA)", 0) end
+local bm = o.bm or 128
+-- stdlib/gemm.lua at the tile program's depth where its per-CTA tile is the same
+-- (not the N split, whose stages are half the bytes: stdlib keeps 3)
+local std_stages = ((o.cluster or 1) == 1 or bm == 256) and o.stages or 3
 if o.schedule and (o.fused or (o.cluster or 1) ~= 1) then error("--streamk needs the plain tile GEMM on one CTA", 0) end
 -- the tile program's build options (StreamK: planned for this problem, one worker per SM)
 local function build_opts()
-  if not o.schedule then return { cluster = o.cluster } end
-  return { m = o.m, n = o.n, k = o.k, schedule = o.schedule,
+  if not o.schedule then return { cluster = o.cluster, bm = o.bm, stages = o.stages } end
+  return { m = o.m, n = o.n, k = o.k, schedule = o.schedule, stages = o.stages,
            workers = tl.device.available() and tl.device.sm_count() or 132 }
 end
 local ex = assert(loadfile(o.fused and "examples/tile_gemm_bias_relu.lua" or "examples/tile_gemm.lua"))("--library")
@@ -60,8 +69,8 @@ end
 local D = tl.device
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 local M, N, K = o.m, o.n, o.k
-print(("tile_gemm bench on %s (%d SMs), %d x %d x %d, cluster %d, schedule %s, seed %d"):format(D.info().name, D.sm_count(),
-  M, N, K, o.cluster or 1, o.schedule or "persistent", seed))
+print(("tile_gemm bench on %s (%d SMs), %d x %d x %d, cluster %d, %d x 256 programs, schedule %s, stages %d (stdlib %d), seed %d")
+  :format(D.info().name, D.sm_count(), M, N, K, o.cluster or 1, bm, o.schedule or "persistent", o.stages or 3, std_stages, seed))
 
 local a = D.random(tl.bf16, M * K, seed)
 local b = D.random(tl.bf16, N * K, seed + 1)
@@ -72,10 +81,10 @@ local k = ex.build(build_opts())
 k:compile()
 local args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { c_tile, { M, N } }, K = K }
 if o.fused then args.bias = { bias, { N } } end
-local grid = { (M + 127) // 128, (N + 255) // 256 }
+local grid = { (M + bm - 1) // bm, (N + 255) // 256 }
 local function tile() k:launch { grid = grid, args = args } end
 
-local g = tl.gemm.build { m = M, n = N, k = K, bn = 256, stages = 3, schedule = o.schedule or "persistent", cluster = o.cluster or 1,
+local g = tl.gemm.build { m = M, n = N, k = K, bn = 256, stages = std_stages, schedule = o.schedule or "persistent", cluster = o.cluster or 1,
                           bias = o.fused or nil, activation = o.fused and "relu" or nil }
 g.kernel:compile()
 local std_args = { a = a, b = b, d = c_std, bias = o.fused and bias or nil }

@@ -1,0 +1,61 @@
+-- Tile programs on clusters of 2 CTAs on the GPU (tools/gpu test): the tile
+-- GEMM of examples/tile_gemm.lua compiled by tile-to-ptx with cluster = {2, 1, 1},
+-- as a 256-row program (tileas-plan-cta splits M: each CTA 128 x 256, B
+-- multicast, as stdlib/gemm.lua's cluster = 2) and as a 128-row one (split
+-- along N, A multicast), on fresh random bf16 inputs and shapes that are not
+-- multiples of the tile. Each result is checked against stdlib/gemm.lua's
+-- reference kernel on every element and against sampled CPU dot products;
+-- the M split, which has stdlib/gemm.lua's cluster = 2 instructions and
+-- accumulation order, also bit for bit against that kernel's result. Without
+-- a GPU every test is pending (the runner reports the spec skipped).
+-- TILUA_SMALL=1 leaves out the 4096 x 4096 case.
+local tl = require "tilua"
+
+local GPU = tl.device.available()
+local SEED = tonumber(os.getenv "TILUA_SEED") or os.time()
+local function gpu()
+  if not GPU then pending("no GPU: " .. tl.device.error()) end
+  -- the stand-in driver (spec/c/fake_cuda.c) runs no kernel
+  if tl.device.info().name == "Fake GPU" then pending("the stand-in driver runs no kernel") end
+end
+local D = tl.device
+local example = assert(loadfile "examples/tile_gemm.lua")("--library")
+
+local cases = {
+  { bm = 256, m = 1000, n = 1480, k = 520 },  -- edges along M, N and K
+  { bm = 256, m = 300, n = 264, k = 72 },     -- a CTA whose rows are all past M
+  { bm = 128, m = 1000, n = 1480, k = 520 },  -- the N split
+}
+if not os.getenv "TILUA_SMALL" then -- (tools/gpu sanitize runs small problems)
+  table.insert(cases, 3, { bm = 256, m = 4096, n = 4096, k = 1024 }) -- whole tiles, every SM's cluster walking several
+end
+
+describe("the tile GEMM on clusters of 2 CTAs", function()
+  for i, c in ipairs(cases) do
+    it(("%d-row programs (%s split), %d x %d x %d: stdlib/gemm.lua's reference kernel and CPU samples%s"):format(
+         c.bm, c.bm == 256 and "M" or "N", c.m, c.n, c.k, c.bm == 256 and ", its cluster = 2 kernel bit for bit" or ""), function()
+      gpu()
+      local seed = SEED + 100 * i
+      print(("case %d: TILUA_SEED=%d"):format(i, SEED))
+      local M, N, K = c.m, c.n, c.k
+      local k = example.build { cluster = 2, bm = c.bm }
+      k:compile()
+      local a <close> = D.random(tl.bf16, M * K, seed)
+      local b <close> = D.random(tl.bf16, N * K, seed + 1)
+      local d <close> = D.alloc(tl.bf16, M * N)
+      d:fill(0)
+      k:run { grid = { (M + c.bm - 1) // c.bm, (N + 255) // 256 },
+              args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K } }
+      local g = tl.gemm.build { m = M, n = N, k = K, bn = 256, stages = 3, schedule = "persistent", cluster = 2 }
+      local ok, report = g:check { a = a, b = b, d = d, seed = seed, samples = 64 }
+      assert(ok, report)
+      if c.bm == 256 then
+        local s <close> = D.alloc(tl.bf16, M * N)
+        s:fill(0)
+        g:run { a = a, b = b, d = s }
+        D.synchronize()
+        assert(d:equals(s), "the tile GEMM's result differs from stdlib/gemm.lua's cluster = 2 kernel's")
+      end
+    end)
+  end
+end)
