@@ -94,6 +94,11 @@ end
 
 local decode_block
 
+-- Decoders the models register (api.DECODERS): op name -> fn(rec, op, d), run
+-- on an op's record once its regions are decoded; and fns(dk, kop, d) run on
+-- the decoded kernel (api.KERNEL_DECODERS). emulate_tileas.lua uses them.
+local DECODERS, KERNEL_DECODERS = {}, {}
+
 local function decode_op(op, d)
   d.nid = d.nid + 1
   local rec = { name = op:name(), op = op, id = d.nid, loc = loc_of(op), ins = {}, outs = {} }
@@ -162,6 +167,8 @@ local function decode_op(op, d)
       rec.frag = { n = n, v = v, codec = codec_of(info.elem) } -- cut_striped_unit
     end
   end
+  local dh = DECODERS[name]
+  if dh then dh(rec, op, d) end
   return rec
 end
 
@@ -234,10 +241,12 @@ local function decode(kop)
   for i, a in ipairs(kop:region(1):entry():args()) do
     params[i] = { kind = a:type():info().kind, type = tostring(a:type()) }
   end
-  return { body = body, threads = block[1], warps = (block[1] + 31) // 32, smem = d.smem,
-           allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel", loc = loc_of(kop),
-           cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1, bar_arrives = bar_arrives,
-           cluster_local = cluster_local, cluster_pipes = cluster_pipes, probes = probes }
+  local dk = { body = body, threads = block[1], warps = (block[1] + 31) // 32, smem = d.smem,
+              allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel", loc = loc_of(kop),
+              cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1, bar_arrives = bar_arrives,
+              cluster_local = cluster_local, cluster_pipes = cluster_pipes, probes = probes }
+  for _, f in ipairs(KERNEL_DECODERS) do f(dk, kop, d) end
+  return dk
 end
 
 -- }=====================================================================
@@ -1758,7 +1767,8 @@ local api = { M = M, Run = Run, request = request, eval_lanes = eval_lanes, unif
               stage_bar = stage_bar, pipe_of = pipe_of, per_group = per_group, completes_on = completes_on,
               lowest_bit = lowest_bit, popcount = popcount, arrive_counts = arrive_counts, exec_block = exec_block,
               bar_ref = bar_ref, PROBES = PROBES, CROSS_CTA = CROSS_CTA, GLOBAL_BASE = GLOBAL_BASE,
-              compile_arith = compile_arith, mem_of = mem_of }
+              compile_arith = compile_arith, mem_of = mem_of,
+              DECODERS = DECODERS, KERNEL_DECODERS = KERNEL_DECODERS }
 function M.extend(ext)
   return ext(handlers, api)
 end
@@ -1778,4 +1788,5 @@ M.extend(require "tilua.emulate_sched") -- the tile schedulers and the MODS prob
 M.extend(require "tilua.emulate_mma") -- TMA tensor copies and wgmma
 M.extend(require "tilua.emulate_nvvm_mma") -- their nvvm forms, and the nvvm cluster ops
 M.extend(require "tilua.emulate_global") -- fences, strong accesses and spin loops on global words
+M.extend(require "tilua.emulate_tileas") -- tile programs (the tileas dialect)
 return M
