@@ -331,7 +331,7 @@ local function new_run(k, o, choose)
                            max_steps = o.max_steps or 200000, next_global = GLOBAL_BASE,
                            max_ops = o.max_ops or 4000000, ops = 0,
                            buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 16,
-                           read_recs = {}, write_recs = {} }, Run)
+                           read_recs = {}, write_recs = {}, rnext = setmetatable({}, { __mode = "k" }) }, Run)
   -- protocol-only runs (the checker's, unless o.values): bulk and TMA copies,
   -- wgmma and stmatrix move no bytes; their footprints still go through the
   -- race check (docs/protocol.md, "Protocol-only runs")
@@ -449,8 +449,21 @@ function Run:shadow_read(cta, a, vc, addr, n, loc)
     e = { clock, loc }
     self.read_recs[a] = e
   end
+  -- the readers of a granule are a set shared by every granule that the same
+  -- reads reached (never changed: a read moves a granule to the set with its
+  -- record added, made once per set and record: self.rnext), so that a large
+  -- write checks each distinct reader set once (a wgmma stage read by 8
+  -- warps in many small reads, then overwritten by a TMA box)
+  local nexts = self.rnext[e]
+  if not nexts then
+    nexts = setmetatable({}, { __mode = "k" })
+    self.rnext[e] = nexts
+  end
+  local last_w, from, to = false, false, nil
   for q = addr // g, (addr + n - 1) // g do
     local w = sw[q]
+    if w == last_w then goto record end
+    last_w = w
     if w == nil then
       if cta.is_global then goto record end -- the host wrote it
       violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that nothing wrote yet (a stage read before it was filled)")
@@ -463,11 +476,19 @@ function Run:shadow_read(cta, a, vc, addr, n, loc)
     end
     ::record::
     local r = sr[q]
-    if not r then
-      r = {}
-      sr[q] = r
+    if r == from then
+      sr[q] = to
+    elseif not (r and r[a] == e) then
+      local nr = nexts[r or nexts]
+      if not nr then
+        nr = {}
+        if r then for ra, x in pairs(r) do nr[ra] = x end end
+        nr[a] = e -- one record for every granule of this read
+        nexts[r or nexts] = nr
+      end
+      from, to = r, nr
+      sr[q] = nr
     end
-    r[a] = e -- one record for every granule of this read
   end
 end
 
@@ -480,14 +501,19 @@ function Run:shadow_write(cta, a, vc, addr, n, loc)
     w_rec = { actor = a, clock = clock, loc = loc }
     self.write_recs[a] = w_rec
   end
+  local last_w, last_r = false, false -- shared records and reader sets: each checked once (shadow_read)
   for q = addr // g, (addr + n - 1) // g do
     local w = sw[q]
-    if w and w.actor ~= a and (vc[w.actor] or 0) < w.clock then
+    if w and w ~= last_w and w.actor ~= a and (vc[w.actor] or 0) < w.clock then
       violation("overwrite", ("%s at %s writes %s that %s wrote at %s with no synchronization in between")
         :format(who(self, a), loc, range_of(cta, addr, n), who(self, w.actor), w.loc))
     end
+    last_w = w
     local r = sr[q]
-    if r then
+    if r and r == last_r then
+      sr[q] = nil
+    elseif r then
+      last_r = r
       for ra, e in pairs(r) do
         if ra ~= a and (vc[ra] or 0) < e[1] then
           violation("overwrite", ("%s at %s overwrites %s that %s read at %s before that read was released to it (%s)")
