@@ -23,7 +23,7 @@
 -- at the linear program id c and claims the next one from the scheduler's
 -- counter (a step of its own: the checker explores which worker gets which
 -- program); every agent of a CTA walks the same sequence (the lowering's
--- deterministic schedule: the first agent to reach its k-th claim makes it).
+-- deterministic schedule): the first agent claims, the others take its claims.
 --
 -- Rings (tileas-materialize-agents): an alloc_tensor with `tileas.stages = S`
 -- is S stages in shared memory, handed from the producer to the consumers
@@ -138,7 +138,8 @@ return function(handlers, api)
     if rec.kind == "consumer" then t.consumers = t.consumers + 1 end
   end
   D["scf.for"] = function(rec, op)
-    if op:attr "tileas.pipeline" then rec.name = "tileas.pipelined_for" end
+    local p = op:attr "tileas.pipeline"
+    if p then rec.name, rec.stages = "tileas.pipelined_for", p.stages or 1 end
   end
   -- elementwise arith ops on tiles: their own handler
   local ELEMENTWISE = { "addi", "subi", "muli", "addf", "subf", "mulf", "divf", "maximumf", "minimumf", "negf",
@@ -266,13 +267,14 @@ return function(handlers, api)
     cta.claims = cta.claims or {}
     W.nclaims = (W.nclaims or 0) + 1
     local k = W.nclaims
-    if cta.claims[k] == nil then
+    if W.w == 0 then -- the first agent claims (a step on the scheduler's counter: the workers' order matters)
       request(W, rec, function() return true end, function()
-        if cta.claims[k] == nil then -- another agent of the CTA may have claimed it meanwhile
-          cta.claims[k] = R.claimed
-          R.claimed = R.claimed + 1
-        end
+        cta.claims[k] = R.claimed
+        R.claimed = R.claimed + 1
       end, function() return "claims the next program id" end, "programs", "w")
+    else -- the others take its claim (a wait nothing can undo once it passes)
+      request(W, rec, function() return cta.claims[k] ~= nil end, function() end,
+        function() return ("waits for the CTA's claim %d of a program id"):format(k) end, "c" .. cta.id, "re")
     end
     return { cta.claims[k] }
   end
@@ -344,21 +346,31 @@ return function(handlers, api)
       for k2, v in ipairs(iters) do a[k2 + 1] = v end
       iters = exec_block(R, W, body, a, ctx)
       if consumer then -- the consumer releases the stage of every ring
-        local rings = R.k.tileas.rings
-        if #rings > 0 then
+        for _, rg in ipairs(R.k.tileas.rings) do -- one arrival each: an arrival commutes with the others' steps
+          local addr = ring_bar(R, W, rg, it.j % rg.stages, 1)
           request(W, rec, function() return true end, function()
-            for _, rg in ipairs(rings) do
-              local b = R:bar(W, ring_bar(R, W, rg, it.j % rg.stages, 1), rec)
-              R:arrive(b, 1, W.actor, W.vc, rec)
-            end
+            R:arrive(R:bar(W, addr, rec), 1, W.actor, W.vc, rec)
             W.vc[W.actor] = W.vc[W.actor] + 1
-          end, function() return ("releases stage %d of the rings"):format(it.j % rings[1].stages) end,
-          #rings == 1 and (W.cta.id .. ":" .. ring_bar(R, W, rings[1], it.j % rings[1].stages, 1)) or nil, "am")
+          end, function() return ("releases stage %d of the ring at %s"):format(it.j % rg.stages, rg.loc) end,
+          W.cta.id .. ":" .. addr, "am", function() return api.completes_on(W.cta.bars[addr], 1) end)
         end
       end
     end
     W.pipe = outer
+    W.laps = ((W.pipe_j or -1) + 1) // rec.stages -- across the run (a persistent loop runs it again)
     return iters
+  end
+  -- the fewest laps of a pipelined loop's ring (iterations / stages, per
+  -- agent): before tileas-materialize-agents makes the rings, what their
+  -- barriers' phases will count (the inputs are chosen so that every ring wraps twice)
+  local min_phases = Run.min_phases
+  function Run:min_phases()
+    local m = min_phases(self)
+    if not self.k.tileas then return m end
+    for _, W in ipairs(self.warps) do
+      if W.laps and (not m or W.laps < m) then m = W.laps end
+    end
+    return m
   end
 
   -- the value of a tile operand: a register tile, or a shared tensor read
@@ -384,7 +396,9 @@ return function(handlers, api)
       end
       addr, key = addr + s * ar.stage_bytes, ar.id .. ":" .. s
     end
-    R:shadow_read(cta, W.actor, W.vc, addr, ar.stage_bytes, rec.loc)
+    -- a stage (a shared tensor) is read and written whole at this level: one
+    -- unit of the race check, its first byte
+    R:shadow_read(cta, W.actor, W.vc, addr, 1, rec.loc)
     return cta.stensors[key] or new_tile(ar.tt.shape, ar.tt.elem, nil)
   end
 
@@ -394,7 +408,7 @@ return function(handlers, api)
     local ar, cta = dst.rec, W.cta
     cta.stensors = cta.stensors or {}
     if not ar.stages then
-      R:shadow_write(cta, W.actor, W.vc, dst.addr, ar.stage_bytes, rec.loc)
+      R:shadow_write(cta, W.actor, W.vc, dst.addr, 1, rec.loc)
       cta.stensors[ar.id] = src
       return {}
     end
@@ -408,7 +422,7 @@ return function(handlers, api)
       ("acquire of stage %d of the ring at %s in round %d"):format(s, ar.loc, round))
     local full = ring_bar(R, W, ar, s, 0)
     request(W, rec, function() return true end, function()
-      R:shadow_write(cta, W.actor, W.vc, dst.addr + s * ar.stage_bytes, ar.stage_bytes, rec.loc)
+      R:shadow_write(cta, W.actor, W.vc, dst.addr + s * ar.stage_bytes, 1, rec.loc)
       cta.stensors[ar.id .. ":" .. s] = src
       R:arrive(R:bar(W, full, rec), 1, W.actor, W.vc, rec)
       W.vc[W.actor] = W.vc[W.actor] + 1

@@ -73,7 +73,7 @@ function M.verify_protocol(module, o, after)
       -- mode "passes": an input whose plain run at the chosen size already
       -- fails is wrong (that run is one of the schedules): no search
       local early, args, desc = nil, last and last.args, last and last.inputs
-      if not hit and after == "input" and o.mode == "passes" and not o.n then
+      if not hit and after == "input" and o.mode == "passes" and not o.n and not P.is_tile_program(kop) then
         local ok2, a, d, _, failure = pcall(P.inputs, kop, { grid = o.grid, bytes = o.bytes, max_ops = o.max_ops })
         if ok2 and failure and failure.kind ~= "error" then early = failure
         elseif ok2 then args, desc = a, d end
@@ -86,7 +86,7 @@ function M.verify_protocol(module, o, after)
         ok, r = pcall(P.check, kop, { grid = o.grid or (last and last.grid), max_states = o.max_states or (after and 2000),
                                        max_seconds = o.max_seconds or (after and 5),
                                        n = o.n, bytes = o.bytes, trace = o.trace, max_ops = o.max_ops,
-                                       args = args, inputs = desc,
+                                       args = args, inputs = desc, tile = last and last.tile,
                                        -- an input already wrong is only noted in this mode: no shortest search
                                        shortest = not (after == "input" and o.mode == "passes") })
         if key and (not ok or r.ok or skip_reason(ok, r)) then
@@ -99,7 +99,9 @@ function M.verify_protocol(module, o, after)
         if not why and after == "input" and o.mode == "passes" and not r.ok then
           why = "the input is already wrong: " .. r.violation.kind
         end
-        seen[name] = { text = text, skipped = why, args = ok and r.args, inputs = ok and r.inputs, grid = ok and r.grid }
+        -- a tile program's stages: its problem (their parameters change with the lowering)
+        seen[name] = { text = text, skipped = why, args = ok and not r.tile and r.args, inputs = ok and r.inputs,
+                       grid = ok and not r.tile and r.grid, tile = ok and r.tile }
       end
     end
     local why = after and (ok == nil and "unchanged, or skipped before" or seen[name].skipped)
