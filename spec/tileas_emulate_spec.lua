@@ -169,7 +169,7 @@ describe("tile programs on the emulator (tileas)", function()
     for i = 1, 15 do assert.equal(vals[i] + 1, y[i]) end -- every element by one of 4 programs, none past the edge
   end)
 
-  it("reports two programs storing one tile (a race between programs), at the input and after the lowering", function()
+  it("reports two programs storing one tile (a race between programs), with the inputs given and on the derived problem", function()
     tl.new_module()
     local k = tl.tile_kernel("same_tile", { params = { X = tl.tensor(tl.f32, 2), Y = tl.tensor(tl.f32, 2) } })
     k:define(function(_, p)
@@ -186,7 +186,7 @@ describe("tile programs on the emulator (tileas)", function()
     assert.equal("overwrite", r.violation.kind)
   end)
 
-  it("reports a consumer reading a ring stage the producer has not filled (the implied handoff broken)", function()
+  it("checks the rings' implied handoff: clean, every ring twice around; a ring the producer no longer fills deadlocks", function()
     local kop = stage_kernel(gemm_example.build(), "tileas-materialize-agents")
     local c = P.check(kop, {})
     assert(c.ok, c.report)
@@ -206,11 +206,12 @@ describe("the check after every pass on tile programs", function()
   -- checked on its input and after every pass of tile-to-ptx that changed it,
   -- every ring twice around, each check under a second, skipped only where the
   -- emulator does not model an op (the nvvm level's)
-  for _, ex in ipairs { "tile_gemm", "tile_gemm_bias_relu" } do
-    it("checks examples/" .. ex .. ".lua at every stage, every ring twice around", function()
+  for _, c in ipairs { { "tile_gemm" }, { "tile_gemm_bias_relu" }, { "tile_gemm", "--cluster=2" } } do
+    local ex = c[1]
+    it(("checks examples/%s.lua%s at every stage, every ring twice around"):format(ex, c[2] and " " .. c[2] or ""), function()
       local log = os.tmpname()
       local _, err, code = H.tilua_env({ TILUA_CHECK_PROTOCOL = "1", TILUA_CHECK_PROTOCOL_LOG = log,
-                                         TILUA_NO_GPU_EXIT = "77" }, { "examples/" .. ex .. ".lua" }, 300)
+                                         TILUA_NO_GPU_EXIT = "77" }, { "examples/" .. ex .. ".lua", c[2] }, 300)
       assert(code == 0 or code == 77, err)
       local checked, skipped = {}, {}
       for line in H.slurp(log):gmatch "[^\n]+" do

@@ -576,14 +576,24 @@ return function(handlers, api)
     local av, bv, cv = a.v, b.v, acc.v
     local round = round_of(rec)
     local out = {}
-    -- a[i, k] at ai(i, k), b[k, j] at bi(k, j): as given, or transposed
+    -- a[i, k] at ia + k * sak, b[k, j] at jb + k * sbk: as given, or transposed
+    local sak, sbk = ta and M or 1, tb and 1 or N
+    -- a row of a or a column of b that is all zeros (a tile past a tensor's
+    -- edge) gives the sum the loop would: 0.0
+    local function zero(v, base, stride)
+      for k = 0, K - 1 do if v[base + k * stride] ~= 0 then return false end end
+      return true
+    end
+    local zcol = {}
+    for j = 0, N - 1 do zcol[j] = zero(bv, tb and j * K + 1 or j + 1, sbk) end
     for i = 0, M - 1 do
+      local ia = ta and i + 1 or i * K + 1
+      local zrow = zero(av, ia, sak)
       for j = 0, N - 1 do
         local s = 0.0
-        for k = 0, K - 1 do
-          local x = ta and av[k * M + i + 1] or av[i * K + k + 1]
-          local y = tb and bv[j * K + k + 1] or bv[k * N + j + 1]
-          s = s + x * y
+        if not (zrow or zcol[j]) then
+          local jb = tb and j * K + 1 or j + 1
+          for k = 0, K - 1 do s = s + av[ia + k * sak] * bv[jb + k * sbk] end
         end
         out[i * N + j + 1] = round(cv[i * N + j + 1] + sa * sb * s)
       end

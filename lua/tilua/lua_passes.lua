@@ -42,13 +42,17 @@ local function log(e)
   f:write(table.concat(line, "\t"), "\n")
   f:close()
 end
--- Results of checks that passed or were skipped, by the kernel's text (with
--- its locations) and inputs: a kernel compiled again, or with a pipeline that
--- reaches the same IR, is not explored again (a violation is not kept: its
--- report names the ops of its own module). At most MEMO_MAX kept.
-local memo, nmemo, MEMO_MAX = {}, 0, 32
-local function memo_key(kop, o, last)
-  return table.concat({ kop:print { locations = true }, tostring(o.grid), tostring(o.n), tostring(o.bytes),
+-- Results of checks that passed or were skipped, by the kernel's text and
+-- inputs: a kernel compiled again, or with a pipeline that reaches the same
+-- IR, is not explored again (a violation is not kept: its report names the ops
+-- of its own module). A pass does not depend on locations (the lowering of a
+-- tile program gives its ops the line that compiled it): kept by the text
+-- alone; a skip by the text with locations (its reason names an op). At most
+-- MEMO_MAX kept (the stages of a few compiles of a tile program: tile-to-ptx
+-- has 20).
+local memo, nmemo, MEMO_MAX = {}, 0, 128
+local function memo_key(text, o, last)
+  return table.concat({ text, tostring(o.grid), tostring(o.n), tostring(o.bytes),
                         tostring(o.max_states), tostring(o.max_seconds), tostring(last and last.inputs),
                         tostring(last and last.grid) }, "\0")
 end
@@ -68,8 +72,10 @@ function M.verify_protocol(module, o, after)
     local ok, r
     local t0 = os.clock() -- the check's time, the choice of its inputs included
     if not (last and (last.skipped or last.text == text)) then
-      local key = after and memo_key(kop, o, last)
+      local key = after and memo_key(text, o, last)
       local hit = key and memo[key]
+      local loc_key = key and not hit and memo_key(kop:print { locations = true }, o, last)
+      hit = hit or (loc_key and memo[loc_key])
       -- mode "passes": an input whose plain run at the chosen size already
       -- fails is wrong (that run is one of the schedules): no search
       local early, args, desc = nil, last and last.args, last and last.inputs
@@ -91,7 +97,7 @@ function M.verify_protocol(module, o, after)
                                        shortest = not (after == "input" and o.mode == "passes") })
         if key and (not ok or r.ok or skip_reason(ok, r)) then
           if nmemo >= MEMO_MAX then memo, nmemo = {}, 0 end
-          memo[key], nmemo = { ok = ok, r = r }, nmemo + 1
+          memo[(ok and r.ok) and key or loc_key], nmemo = { ok = ok, r = r }, nmemo + 1
         end
       end
       if after then
