@@ -400,8 +400,16 @@ function M.check(k, o)
     local r = em.check(kop, { grid = grid, workers = workers, args = args, max_states = o.max_states or 20000,
                               max_seconds = o.max_seconds, trace_limit = o.trace, max_steps = o.max_steps,
                               max_ops = o.max_ops, shortest = o.shortest })
-    r.kernel, r.args, r.grid, r.inputs, r.n, r.tile = kop, args, type(grid) == "number" and grid or 1,
-      describe_problem(p), p.n, p
+    -- grid: the CTAs (a number, as the messages show it); launch: what a replay passes
+    local ctas = grid
+    if type(grid) == "table" then
+      local persistent = false
+      kop:walk(function(op) persistent = persistent or op:name() == "tileas.cancel_next_program_id" end)
+      ctas = grid[1] * grid[2]
+      if persistent then ctas = math.min(workers, ctas) end
+    end
+    r.kernel, r.args, r.grid, r.inputs, r.n, r.tile = kop, args, ctas, describe_problem(p), p.n, p
+    r.launch = { grid = grid, workers = workers }
     r.name = kop:attr "sym_name" or "kernel"
     return r
   end
@@ -582,7 +590,8 @@ function M.replay(k, r, o)
   local bufs = shared_buffers(kop)
   local trace = r.trace or {}
   local frames = {}
-  local res = em.run(kop, { grid = r.grid, args = r.args, policy = follow(trace),
+  local res = em.run(kop, { grid = r.launch and r.launch.grid or r.grid, workers = r.launch and r.launch.workers,
+                            args = r.args, policy = follow(trace),
                             on_step = function(run) frames[#frames + 1] = snapshot(run, bufs, frames[#frames]) end })
   frames[#frames + 1] = snapshot(res.run, bufs, frames[#frames])
   -- frames[j] is the state before step j: number them by the step after which they hold
