@@ -1243,26 +1243,42 @@ function Run:step(a)
   self:resume(a, r)
 end
 
+-- A live warp's position: its op and how many steps it took (kept on its
+-- request: a step makes a new one)
+local function position(W)
+  local req = W.req
+  local p = req.pos
+  if not p then
+    p = req.rec.id .. ":" .. W.nsync
+    req.pos = p
+  end
+  return p
+end
+
 -- The synchronization state, as a string (the checker's state hash).
 function Run:state_key()
   local parts = {}
   if self.o.symmetry == false then
     for _, W in ipairs(self.warps) do
-      parts[#parts + 1] = W.done and "d" or (W.req.rec.id .. ":" .. W.nsync)
+      parts[#parts + 1] = W.done and "d" or position(W)
     end
   else
     -- symmetry: the warps of one CTA in one agent / executor group are
     -- interchangeable; their positions are kept as a sorted multiset
     local groups, order = {}, {}
     for _, W in ipairs(self.warps) do
-      local g = W.cta.id .. "/" .. tostring(W.grp)
+      local g = W.gkey -- the group's key, kept while the warp's group is the same
+      if not g or W.gkey_grp ~= W.grp then
+        g = W.cta.id .. "/" .. tostring(W.grp)
+        W.gkey, W.gkey_grp = g, W.grp
+      end
       local t = groups[g]
       if not t then
         t = {}
         groups[g] = t
         order[#order + 1] = g
       end
-      t[#t + 1] = W.done and "d" or (W.req.rec.id .. ":" .. W.nsync)
+      t[#t + 1] = W.done and "d" or position(W)
     end
     for _, g in ipairs(order) do
       local t = groups[g]
