@@ -153,6 +153,28 @@ describe("tile programs on the emulator (tileas)", function()
     end end
   end)
 
+  it("models dot's transpose_a and negate_b, and subf, divf, minimumf, truncf, extf on tiles", function()
+    -- x^T [8, 4] given as x [4, 8] (transpose_a) times -x [4, 8]: [8, 8]
+    local y = run_op(function(x)
+      return tl.dot(x, x, tl.zeros({ 8, 8 }, tl.f32), { transpose_a = true, negate_b = true })
+    end, { 8, 8 }, xs)
+    for i = 0, 7 do for j = 0, 7 do
+      local s = 0
+      for k = 0, 3 do s = s + x_at(k, i) * x_at(k, j) end
+      assert.equal(-s, y[i * 8 + j + 1])
+    end end
+    y = run_op(function(x) return tl.minimum((x - 0.5) / 4.0, 0.25) end, { 4, 8 }, xs)
+    for i = 1, 32 do assert.equal(math.min((xs[i] - 0.5) / 4, 0.25), y[i]) end
+    -- through bf16 and back: 1/3 rounds to bf16's 8 bits of mantissa
+    y = run_op(function(x) return (x / 3.0):cast(tl.bf16):cast(tl.f32) end, { 4, 8 }, xs)
+    for i = 1, 32 do
+      local v = string.unpack("<f", string.pack("<f", xs[i] / 3))
+      local b = string.unpack("<I4", string.pack("<f", v))
+      b = ((b + 0x7fff + ((b >> 16) & 1)) >> 16) << 16
+      assert.equal((string.unpack("<f", string.pack("<I4", b))), y[i])
+    end
+  end)
+
   it("reads zeros past a tensor's edge and drops stores past it; program ids", function()
     tl.new_module()
     local k = tl.tile_kernel("edge", { params = { X = tl.tensor(tl.f32, 2), Y = tl.tensor(tl.f32, 2) } })
@@ -202,6 +224,22 @@ describe("tile programs on the emulator (tileas)", function()
     c = P.check(kop, {})
     assert.is_false(c.ok)
     assert.equal("deadlock", c.violation.kind, c.report)
+  end)
+
+  it("reports two consumer agents storing the same rows (the replica index of the second made 0)", function()
+    local kop = stage_kernel(gemm_example.build(), "tileas-materialize-agents")
+    local n = 0
+    for _, op in ipairs(PH.ops(kop, "arith.constant")) do
+      if op:attr "tileas.replica" and op:attr "value" == 1 then
+        op:set_attr("value", 0)
+        n = n + 1
+      end
+    end
+    assert.equal(1, n)
+    local c = P.check(kop, {})
+    assert.is_false(c.ok)
+    assert.equal("overwrite", c.violation.kind, c.report)
+    assert.matches("consumer agent %d .* writes global bytes .* that consumer agent %d .* wrote", c.violation.message)
   end)
 end)
 
