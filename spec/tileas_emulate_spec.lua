@@ -175,6 +175,19 @@ describe("tile programs on the emulator (tileas)", function()
     end
   end)
 
+  it("takes tileas.pragma for a knob, not for a tile program (a lowered kernel keeps it)", function()
+    tl.new_module()
+    local k = tl.kernel("inc", { params = { { "x", tl.ptr(tl.i32) } }, block = 64 })
+    k:define(function(_, p)
+      tl.op("tileas.pragma", {}, {}, { text = "FenceCode" })
+      local i = tl.thread_id "x"
+      ;(p.x + i):store((p.x + i):load() + 1)
+    end)
+    local r = tl.emulate(k, { args = { string.rep("\0", 256) } })
+    assert(r.ok, r.report)
+    assert.equal(string.rep(string.pack("<i4", 1), 64), r.read(1)) -- every thread of 2 warps ran
+  end)
+
   it("reads zeros past a tensor's edge and drops stores past it; program ids", function()
     tl.new_module()
     local k = tl.tile_kernel("edge", { params = { X = tl.tensor(tl.f32, 2), Y = tl.tensor(tl.f32, 2) } })

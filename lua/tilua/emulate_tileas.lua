@@ -103,15 +103,11 @@ return function(handlers, api)
   for _, name in ipairs { "tileas.get_program_id", "tileas.num_programs", "tileas.splat", "tileas.dot",
                           "tileas.math", "tileas.reduce", "tileas.broadcast", "tileas.expand_dim",
                           "tileas.extract_slice", "tileas.extract", "tileas.convert_layout", "tileas.copy",
-                          "tileas.tiled_store", "tileas.pragma", "tileas.agent_switch" } do
+                          "tileas.tiled_load", "tileas.tiled_store", "tileas.agent_switch" } do
     D[name] = function(rec, op, d)
       mark(d)
       result_tile(rec, op)
     end
-  end
-  D["tileas.tiled_load"] = function(rec, op, d)
-    mark(d)
-    result_tile(rec, op)
   end
   D["tileas.is_valid_program_id"] = function(_, _, d) mark(d).persistent = true end
   D["tileas.cancel_next_program_id"] = function(_, _, d) mark(d).persistent = true end
@@ -296,7 +292,9 @@ return function(handlers, api)
     exec_block(R, W, rec.regions[1][1], {}, ctx)
     return {}
   end
-  handlers["tileas.pragma"] = function() return {} end
+  -- a scheduler knob: no effect (not a mark of a tile program: lowered
+  -- kernels keep it; emulate_nvvm.lua models it there already)
+  handlers["tileas.pragma"] = handlers["tileas.pragma"] or function() return {} end
 
   -- }===
 
