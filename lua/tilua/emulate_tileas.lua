@@ -20,10 +20,12 @@
 -- Program ids: without a persistent loop, CTA c runs program (c mod gx, c //
 -- gx mod gy, ...) of the grid of programs; with one (tileas-dynamic-persistent:
 -- is_valid_program_id, cancel_next_program_id), CTA c is a worker that starts
--- at the linear program id c and claims the next one from the scheduler's
--- counter (a step of its own: the checker explores which worker gets which
--- program); every agent of a CTA walks the same sequence (the lowering's
--- deterministic schedule): the first agent claims, the others take its claims.
+-- at the linear program id c, and its k-th claim is c + k * workers (the
+-- static persistent scheduler that convert-tileas-to-cutlass lowers it to);
+-- with claims = "dynamic" it claims the next id from the scheduler's counter
+-- instead (a step of its own: the checker explores which worker gets which
+-- program); every agent of a CTA walks the same sequence: the first agent
+-- claims, the others take its claims.
 --
 -- Rings (tileas-materialize-agents): an alloc_tensor with `tileas.stages = S`
 -- is S stages in shared memory, handed from the producer to the consumers
@@ -91,6 +93,10 @@ return function(handlers, api)
     for _, d in ipairs(shape) do n = n * d end
     return n
   end
+  -- the ops a tile op counts against max_ops (Run:tick): its rows (the
+  -- elements of the innermost dim are one op), so a protocol-only run of a
+  -- large tile program stays within the budget that bounds loops
+  local function rows_of(shape) return count(shape) // shape[#shape] end
   local function new_tile(shape, elem, v) return setmetatable({ shape = shape, elem = elem, v = v }, TILE) end
 
   -- {=== decoding
@@ -153,7 +159,7 @@ return function(handlers, api)
     -- one actor per agent (one per program before there are agents)
     dk.warps = math.max(1, t.agents)
     dk.cluster = 1 -- a program on a cluster is one program here (its CTA split is the lowering's)
-    dk.cluster_local = not t.persistent -- workers share the scheduler's counter
+    dk.cluster_local = true -- the CTAs share no synchronization object (but dynamic claims: Run:start)
     dk.arg_names = kop:attr "arg_names"
   end)
 
@@ -173,7 +179,9 @@ return function(handlers, api)
     self.programs, self.nprograms = programs, n
     local ctas = n
     if k.tileas.persistent then ctas = math.min(o.workers or n, n) end
-    self.claimed = ctas -- the scheduler's counter: the next program id to hand out
+    if o.claims == "dynamic" then -- the scheduler's counter: the next id to hand out, shared by the workers
+      self.claimed, k.cluster_local = ctas, false
+    end
     local args = o.args
     if args and args[1] == nil and next(args) ~= nil and k.arg_names then -- by name
       local pos = {}
@@ -260,9 +268,12 @@ return function(handlers, api)
   end
   handlers["tileas.cancel_next_program_id"] = function(R, W, rec)
     local cta = W.cta
-    cta.claims = cta.claims or {}
     W.nclaims = (W.nclaims or 0) + 1
     local k = W.nclaims
+    if R.o.claims ~= "dynamic" then -- the lowering's static persistent schedule: worker c's k-th is c + k * workers
+      return { cta.id + k * R.grid }
+    end
+    cta.claims = cta.claims or {}
     if W.w == 0 then -- the first agent claims (a step on the scheduler's counter: the workers' order matters)
       request(W, rec, function() return true end, function()
         cta.claims[k] = R.claimed
@@ -498,7 +509,7 @@ return function(handlers, api)
         end
       end
     end)
-    R:tick(rec, count(tt.shape))
+    R:tick(rec, rows_of(tt.shape))
     return { new_tile(tt.shape, tt.elem, v) }
   end
   handlers["tileas.tiled_store"] = function(R, W, rec, ins)
@@ -525,7 +536,7 @@ return function(handlers, api)
         end
       end
     end)
-    R:tick(rec, count(x.shape))
+    R:tick(rec, rows_of(x.shape))
     return {}
   end
 
@@ -536,8 +547,8 @@ return function(handlers, api)
   local function result(R, rec, f) -- a tile of the result type, element i = f(i) (values only)
     local tt = rec.tt
     local n = count(tt.shape)
-    R:tick(rec, n)
     if not R.values then return new_tile(tt.shape, tt.elem, nil) end
+    R:tick(rec, rows_of(tt.shape))
     local v = {}
     for i = 1, n do v[i] = f(i) end
     return new_tile(tt.shape, tt.elem, v)
@@ -569,8 +580,8 @@ return function(handlers, api)
     local sb = op:attr "negate_b" and -1 or 1
     local M, N = rec.tt.shape[1], rec.tt.shape[2]
     local K = ta and a.shape[1] or a.shape[2]
-    R:tick(rec, M * N * K // 64 + 1)
     if not R.values then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
+    R:tick(rec, M)
     local av, bv, cv = a.v, b.v, acc.v
     local round = round_of(rec)
     local out = {}
@@ -618,7 +629,7 @@ return function(handlers, api)
     local xs = strides_of(shape)
     local n = count(shape) // shape[dim]
     local round = (codec(x.elem) or { round = function(y) return y end }).round
-    R:tick(rec, count(shape))
+    R:tick(rec, rows_of(shape))
     local function reduce_at(base) -- base: the element index with coordinate 0 along dim
       local s = x.v[base + 1]
       for k = 1, shape[dim] - 1 do s = round(f(s, x.v[base + k * xs[dim] + 1])) end

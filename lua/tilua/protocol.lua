@@ -293,6 +293,11 @@ local function tile_problem(kop, n)
     end
   end)
   local p = { n = n, programs = { 2, 1 }, workers = 2, tensors = {}, scalars = {} }
+  -- StreamK / split-K: planned for its grid of programs (and its workers: the
+  -- lowered kernel's grid, tileas.launch; at the tileas level, which walks
+  -- whole programs, 2 workers as for every persistent program)
+  local s = kop:attr "tileas.schedule"
+  if s and s.programs then p.programs = { s.programs[1], s.programs[2] } end
   for i, a in ipairs(kop:region(1):entry():args()) do
     local nm = names[i] or ("arg" .. i)
     local elem, rank = tostring(a:type()):match "^!tileas%.tensor<%s*([%w_]+)%s*,%s*(%d+)"
@@ -326,10 +331,13 @@ function M.tile_args(kop, p)
     end
     return args, p.programs, p.workers
   end
+  local launch = kop:attr "tileas.launch" or {}
   for i, e in ipairs(filled) do
     local what, nm, d = e:match "^(%w+):([^:]+):?(%d*)$"
     local t = p.tensors[nm]
-    if what == "map" or what == "ptr" then
+    if e == "workspace" then -- a StreamK kernel's (the launch allocates it zeroed)
+      args[i] = { bytes = math.max(4, launch.workspace_bytes or 0) }
+    elseif what == "map" or what == "ptr" then
       args[i] = what == "map" and tensor_arg(t) or { bytes = tensor_arg(t).bytes }
     elseif what == "dim" then
       args[i] = t.shape[tonumber(d) + 1]
@@ -343,9 +351,9 @@ function M.tile_args(kop, p)
       args[i] = p.programs[({ x = 1, y = 2, z = 3 })[nm]] or 1
     end
   end
-  local launch = kop:attr "tileas.launch" or {}
   local programs = p.programs[1] * p.programs[2]
-  local grid = (launch.persistent and math.min(p.workers, programs) or programs) * (launch.cluster or 1)
+  local grid = launch.workers -- StreamK: the workers it was planned for
+    or (launch.persistent and math.min(p.workers, programs) or programs) * (launch.cluster or 1)
   return args, grid
 end
 
