@@ -278,7 +278,7 @@ return function(handlers, api)
       request(W, rec, function() return true end, function()
         cta.claims[k] = R.claimed
         R.claimed = R.claimed + 1
-      end, function() return "claims the next program id" end, "programs", "w")
+      end, function() return "claims the next program id" end, "g0", "w") -- g0: a global word of its own (it orders the CTAs)
     else -- the others take its claim (a wait nothing can undo once it passes)
       request(W, rec, function() return cta.claims[k] ~= nil end, function() end,
         function() return ("waits for the CTA's claim %d of a program id"):format(k) end, "c" .. cta.id, "re")
