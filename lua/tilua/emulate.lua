@@ -94,6 +94,11 @@ end
 
 local decode_block
 
+-- Decoders the models register (api.DECODERS): op name -> fn(rec, op, d), run
+-- on an op's record once its regions are decoded; and fns(dk, kop, d) run on
+-- the decoded kernel (api.KERNEL_DECODERS). emulate_tileas.lua uses them.
+local DECODERS, KERNEL_DECODERS = {}, {}
+
 local function decode_op(op, d)
   d.nid = d.nid + 1
   local rec = { name = op:name(), op = op, id = d.nid, loc = loc_of(op), ins = {}, outs = {} }
@@ -162,6 +167,8 @@ local function decode_op(op, d)
       rec.frag = { n = n, v = v, codec = codec_of(info.elem) } -- cut_striped_unit
     end
   end
+  local dh = DECODERS[name]
+  if dh then dh(rec, op, d) end
   return rec
 end
 
@@ -234,10 +241,12 @@ local function decode(kop)
   for i, a in ipairs(kop:region(1):entry():args()) do
     params[i] = { kind = a:type():info().kind, type = tostring(a:type()) }
   end
-  return { body = body, threads = block[1], warps = (block[1] + 31) // 32, smem = d.smem,
-           allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel", loc = loc_of(kop),
-           cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1, bar_arrives = bar_arrives,
-           cluster_local = cluster_local, cluster_pipes = cluster_pipes, probes = probes }
+  local dk = { body = body, threads = block[1], warps = (block[1] + 31) // 32, smem = d.smem,
+              allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel", loc = loc_of(kop),
+              cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1, bar_arrives = bar_arrives,
+              cluster_local = cluster_local, cluster_pipes = cluster_pipes, probes = probes }
+  for _, f in ipairs(KERNEL_DECODERS) do f(dk, kop, d) end
+  return dk
 end
 
 -- }=====================================================================
@@ -322,7 +331,7 @@ local function new_run(k, o, choose)
                            max_steps = o.max_steps or 200000, next_global = GLOBAL_BASE,
                            max_ops = o.max_ops or 4000000, ops = 0,
                            buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 16,
-                           read_recs = {}, write_recs = {} }, Run)
+                           read_recs = {}, write_recs = {}, rnext = setmetatable({}, { __mode = "k" }) }, Run)
   -- protocol-only runs (the checker's, unless o.values): bulk and TMA copies,
   -- wgmma and stmatrix move no bytes; their footprints still go through the
   -- race check (docs/protocol.md, "Protocol-only runs")
@@ -440,8 +449,21 @@ function Run:shadow_read(cta, a, vc, addr, n, loc)
     e = { clock, loc }
     self.read_recs[a] = e
   end
+  -- the readers of a granule are a set shared by every granule that the same
+  -- reads reached (never changed: a read moves a granule to the set with its
+  -- record added, made once per set and record: self.rnext), so that a large
+  -- write checks each distinct reader set once (a wgmma stage read by 8
+  -- warps in many small reads, then overwritten by a TMA box)
+  local nexts = self.rnext[e]
+  if not nexts then
+    nexts = setmetatable({}, { __mode = "k" })
+    self.rnext[e] = nexts
+  end
+  local last_w, from, to = false, false, nil
   for q = addr // g, (addr + n - 1) // g do
     local w = sw[q]
+    if w == last_w then goto record end
+    last_w = w
     if w == nil then
       if cta.is_global then goto record end -- the host wrote it
       violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that nothing wrote yet (a stage read before it was filled)")
@@ -454,11 +476,19 @@ function Run:shadow_read(cta, a, vc, addr, n, loc)
     end
     ::record::
     local r = sr[q]
-    if not r then
-      r = {}
-      sr[q] = r
+    if r == from then
+      sr[q] = to
+    elseif not (r and r[a] == e) then
+      local nr = nexts[r or nexts]
+      if not nr then
+        nr = {}
+        if r then for ra, x in pairs(r) do nr[ra] = x end end
+        nr[a] = e -- one record for every granule of this read
+        nexts[r or nexts] = nr
+      end
+      from, to = r, nr
+      sr[q] = nr
     end
-    r[a] = e -- one record for every granule of this read
   end
 end
 
@@ -471,14 +501,19 @@ function Run:shadow_write(cta, a, vc, addr, n, loc)
     w_rec = { actor = a, clock = clock, loc = loc }
     self.write_recs[a] = w_rec
   end
+  local last_w, last_r = false, false -- shared records and reader sets: each checked once (shadow_read)
   for q = addr // g, (addr + n - 1) // g do
     local w = sw[q]
-    if w and w.actor ~= a and (vc[w.actor] or 0) < w.clock then
+    if w and w ~= last_w and w.actor ~= a and (vc[w.actor] or 0) < w.clock then
       violation("overwrite", ("%s at %s writes %s that %s wrote at %s with no synchronization in between")
         :format(who(self, a), loc, range_of(cta, addr, n), who(self, w.actor), w.loc))
     end
+    last_w = w
     local r = sr[q]
-    if r then
+    if r and r == last_r then
+      sr[q] = nil
+    elseif r then
+      last_r = r
       for ra, e in pairs(r) do
         if ra ~= a and (vc[ra] or 0) < e[1] then
           violation("overwrite", ("%s at %s overwrites %s that %s read at %s before that read was released to it (%s)")
@@ -1208,26 +1243,42 @@ function Run:step(a)
   self:resume(a, r)
 end
 
+-- A live warp's position: its op and how many steps it took (kept on its
+-- request: a step makes a new one)
+local function position(W)
+  local req = W.req
+  local p = req.pos
+  if not p then
+    p = req.rec.id .. ":" .. W.nsync
+    req.pos = p
+  end
+  return p
+end
+
 -- The synchronization state, as a string (the checker's state hash).
 function Run:state_key()
   local parts = {}
   if self.o.symmetry == false then
     for _, W in ipairs(self.warps) do
-      parts[#parts + 1] = W.done and "d" or (W.req.rec.id .. ":" .. W.nsync)
+      parts[#parts + 1] = W.done and "d" or position(W)
     end
   else
     -- symmetry: the warps of one CTA in one agent / executor group are
     -- interchangeable; their positions are kept as a sorted multiset
     local groups, order = {}, {}
     for _, W in ipairs(self.warps) do
-      local g = W.cta.id .. "/" .. tostring(W.grp)
+      local g = W.gkey -- the group's key, kept while the warp's group is the same
+      if not g or W.gkey_grp ~= W.grp then
+        g = W.cta.id .. "/" .. tostring(W.grp)
+        W.gkey, W.gkey_grp = g, W.grp
+      end
       local t = groups[g]
       if not t then
         t = {}
         groups[g] = t
         order[#order + 1] = g
       end
-      t[#t + 1] = W.done and "d" or (W.req.rec.id .. ":" .. W.nsync)
+      t[#t + 1] = W.done and "d" or position(W)
     end
     for _, g in ipairs(order) do
       local t = groups[g]
@@ -1758,7 +1809,8 @@ local api = { M = M, Run = Run, request = request, eval_lanes = eval_lanes, unif
               stage_bar = stage_bar, pipe_of = pipe_of, per_group = per_group, completes_on = completes_on,
               lowest_bit = lowest_bit, popcount = popcount, arrive_counts = arrive_counts, exec_block = exec_block,
               bar_ref = bar_ref, PROBES = PROBES, CROSS_CTA = CROSS_CTA, GLOBAL_BASE = GLOBAL_BASE,
-              compile_arith = compile_arith, mem_of = mem_of }
+              compile_arith = compile_arith, mem_of = mem_of,
+              DECODERS = DECODERS, KERNEL_DECODERS = KERNEL_DECODERS }
 function M.extend(ext)
   return ext(handlers, api)
 end
@@ -1778,4 +1830,5 @@ M.extend(require "tilua.emulate_sched") -- the tile schedulers and the MODS prob
 M.extend(require "tilua.emulate_mma") -- TMA tensor copies and wgmma
 M.extend(require "tilua.emulate_nvvm_mma") -- their nvvm forms, and the nvvm cluster ops
 M.extend(require "tilua.emulate_global") -- fences, strong accesses and spin loops on global words
+M.extend(require "tilua.emulate_tileas") -- tile programs (the tileas dialect)
 return M

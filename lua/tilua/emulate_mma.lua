@@ -84,6 +84,7 @@ return function(handlers, api)
   local Run, violation, at, eval_lanes, LV = api.Run, api.violation, api.at, api.eval_lanes, api.LV
   local SHARED_BASE = api.SHARED_BASE
   local vc_copy = api.vc_copy
+  api.float16 = { dec = DEC, enc = ENC } -- the 16-bit floats, for emulate_tileas.lua
 
   -- {=== tensor maps: kernel arguments
 

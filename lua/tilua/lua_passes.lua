@@ -42,13 +42,17 @@ local function log(e)
   f:write(table.concat(line, "\t"), "\n")
   f:close()
 end
--- Results of checks that passed or were skipped, by the kernel's text (with
--- its locations) and inputs: a kernel compiled again, or with a pipeline that
--- reaches the same IR, is not explored again (a violation is not kept: its
--- report names the ops of its own module). At most MEMO_MAX kept.
-local memo, nmemo, MEMO_MAX = {}, 0, 32
-local function memo_key(kop, o, last)
-  return table.concat({ kop:print { locations = true }, tostring(o.grid), tostring(o.n), tostring(o.bytes),
+-- Results of checks that passed or were skipped, by the kernel's text and
+-- inputs: a kernel compiled again, or with a pipeline that reaches the same
+-- IR, is not explored again (a violation is not kept: its report names the ops
+-- of its own module). A pass does not depend on locations (the lowering of a
+-- tile program gives its ops the line that compiled it): kept by the text
+-- alone; a skip by the text with locations (its reason names an op). At most
+-- MEMO_MAX kept (the stages of a few compiles of a tile program: tile-to-ptx
+-- has 20).
+local memo, nmemo, MEMO_MAX = {}, 0, 128
+local function memo_key(text, o, last)
+  return table.concat({ text, tostring(o.grid), tostring(o.n), tostring(o.bytes),
                         tostring(o.max_states), tostring(o.max_seconds), tostring(last and last.inputs),
                         tostring(last and last.grid) }, "\0")
 end
@@ -68,12 +72,14 @@ function M.verify_protocol(module, o, after)
     local ok, r
     local t0 = os.clock() -- the check's time, the choice of its inputs included
     if not (last and (last.skipped or last.text == text)) then
-      local key = after and memo_key(kop, o, last)
+      local key = after and memo_key(text, o, last)
       local hit = key and memo[key]
+      local loc_key = key and not hit and memo_key(kop:print { locations = true }, o, last)
+      hit = hit or (loc_key and memo[loc_key])
       -- mode "passes": an input whose plain run at the chosen size already
       -- fails is wrong (that run is one of the schedules): no search
       local early, args, desc = nil, last and last.args, last and last.inputs
-      if not hit and after == "input" and o.mode == "passes" and not o.n then
+      if not hit and after == "input" and o.mode == "passes" and not o.n and not P.is_tile_program(kop) then
         local ok2, a, d, _, failure = pcall(P.inputs, kop, { grid = o.grid, bytes = o.bytes, max_ops = o.max_ops })
         if ok2 and failure and failure.kind ~= "error" then early = failure
         elseif ok2 then args, desc = a, d end
@@ -86,12 +92,12 @@ function M.verify_protocol(module, o, after)
         ok, r = pcall(P.check, kop, { grid = o.grid or (last and last.grid), max_states = o.max_states or (after and 2000),
                                        max_seconds = o.max_seconds or (after and 5),
                                        n = o.n, bytes = o.bytes, trace = o.trace, max_ops = o.max_ops,
-                                       args = args, inputs = desc,
+                                       args = args, inputs = desc, tile = last and last.tile,
                                        -- an input already wrong is only noted in this mode: no shortest search
                                        shortest = not (after == "input" and o.mode == "passes") })
         if key and (not ok or r.ok or skip_reason(ok, r)) then
           if nmemo >= MEMO_MAX then memo, nmemo = {}, 0 end
-          memo[key], nmemo = { ok = ok, r = r }, nmemo + 1
+          memo[(ok and r.ok) and key or loc_key], nmemo = { ok = ok, r = r }, nmemo + 1
         end
       end
       if after then
@@ -99,7 +105,9 @@ function M.verify_protocol(module, o, after)
         if not why and after == "input" and o.mode == "passes" and not r.ok then
           why = "the input is already wrong: " .. r.violation.kind
         end
-        seen[name] = { text = text, skipped = why, args = ok and r.args, inputs = ok and r.inputs, grid = ok and r.grid }
+        -- a tile program's stages: its problem (their parameters change with the lowering)
+        seen[name] = { text = text, skipped = why, args = ok and not r.tile and r.args, inputs = ok and r.inputs,
+                       grid = ok and not r.tile and r.grid, tile = ok and r.tile }
       end
     end
     local why = after and (ok == nil and "unchanged, or skipped before" or seen[name].skipped)

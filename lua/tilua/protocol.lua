@@ -263,11 +263,164 @@ function M.inputs(k, o)
   return args, d, n, not pick and failed and failure or nil
 end
 
+-- {=== tile programs (docs/protocol.md, "Tile programs")
+
+-- A tile program: a kernel with a !tileas.tensor parameter.
+function M.is_tile_program(kop)
+  for _, a in ipairs(kop:region(1):entry():args()) do
+    if tostring(a:type()):match "^!tileas%.tensor<" then return true end
+  end
+  return false
+end
+
+-- The problem of a tile program at size n, which every stage of tile-to-ptx is
+-- checked on: 2 programs along x (two programs could store one tile), 2
+-- workers once persistent, every integer parameter n, every tensor dim the
+-- larger of n and twice the largest tile the kernel reads or writes along it.
+local function tile_problem(kop, n)
+  local names = kop:attr "arg_names" or {}
+  local extents = {} -- parameter index -> {max tile extent per dim}
+  local index = {}
+  for i, a in ipairs(kop:region(1):entry():args()) do index[a:id()] = i end
+  kop:walk(function(o)
+    local name = o:name()
+    if name == "tileas.tiled_load" or name == "tileas.tiled_store" then
+      local i = index[o:operand(1):id()]
+      local t = name == "tileas.tiled_load" and o:result(1):type() or o:operand(o:noperands()):type()
+      local e = extents[i] or {}
+      for d, x in ipairs(t:info().shape) do e[d] = math.max(e[d] or 1, x) end
+      extents[i] = e
+    end
+  end)
+  local p = { n = n, programs = { 2, 1 }, workers = 2, tensors = {}, scalars = {} }
+  -- StreamK / split-K: planned for its grid of programs (and its workers: the
+  -- lowered kernel's grid, tileas.launch; at the tileas level, which walks
+  -- whole programs, 2 workers as for every persistent program)
+  local s = kop:attr "tileas.schedule"
+  if s and s.programs then p.programs = { s.programs[1], s.programs[2] } end
+  for i, a in ipairs(kop:region(1):entry():args()) do
+    local nm = names[i] or ("arg" .. i)
+    local elem, rank = tostring(a:type()):match "^!tileas%.tensor<%s*([%w_]+)%s*,%s*(%d+)"
+    if elem then
+      local shape = {}
+      for d = 1, tonumber(rank) do shape[d] = math.max(n, 2 * ((extents[i] or {})[d] or 1)) end
+      p.tensors[nm] = { shape = shape, ebytes = (tonumber(elem:match "%d+$") or 8) // 8 }
+    else
+      p.scalars[nm] = a:type():info().kind == "float" and 1.0 or n
+    end
+  end
+  return p
+end
+
+local function tensor_arg(t)
+  local n = t.ebytes
+  for _, d in ipairs(t.shape) do n = n * d end
+  return { bytes = n, shape = t.shape }
+end
+
+-- The arguments of a stage of tile-to-ptx for problem p: the tile program's
+-- (by position), or, once convert-tileas-to-cutlass made its parameters what
+-- `tileas.params` says, those the launcher would pass (tensor maps, pointers,
+-- dims, strides, the grid of programs); -> args, grid, workers, description.
+function M.tile_args(kop, p)
+  local args = {}
+  local filled = kop:attr "tileas.params"
+  if not filled then
+    for i, nm in ipairs(kop:attr "arg_names" or {}) do
+      args[i] = p.tensors[nm] and tensor_arg(p.tensors[nm]) or p.scalars[nm]
+    end
+    return args, p.programs, p.workers
+  end
+  local launch = kop:attr "tileas.launch" or {}
+  for i, e in ipairs(filled) do
+    local what, nm, d = e:match "^(%w+):([^:]+):?(%d*)$"
+    local t = p.tensors[nm]
+    if e == "workspace" then -- a StreamK kernel's (the launch allocates it zeroed)
+      args[i] = { bytes = math.max(4, launch.workspace_bytes or 0) }
+    elseif what == "map" or what == "ptr" then
+      args[i] = what == "map" and tensor_arg(t) or { bytes = tensor_arg(t).bytes }
+    elseif what == "dim" then
+      args[i] = t.shape[tonumber(d) + 1]
+    elseif what == "stride" then
+      local s = 1
+      for j = tonumber(d) + 2, #t.shape do s = s * t.shape[j] end
+      args[i] = s
+    elseif what == "arg" then
+      args[i] = p.scalars[nm]
+    elseif what == "programs" then
+      args[i] = p.programs[({ x = 1, y = 2, z = 3 })[nm]] or 1
+    end
+  end
+  local programs = p.programs[1] * p.programs[2]
+  local grid = launch.workers -- StreamK: the workers it was planned for
+    or (launch.persistent and math.min(p.workers, programs) or programs) * (launch.cluster or 1)
+  return args, grid
+end
+
+local function describe_problem(p)
+  local t = {}
+  for nm, x in pairs(p.tensors) do t[#t + 1] = ("%s %s"):format(nm, table.concat(x.shape, " x ")) end
+  for nm, x in pairs(p.scalars) do t[#t + 1] = ("%s = %s"):format(nm, tostring(x)) end
+  table.sort(t)
+  return ("programs %d x %d (%d workers once persistent): %s"):format(p.programs[1], p.programs[2], p.workers,
+    table.concat(t, ", "))
+end
+
+-- The problem chosen at a tile program's input: the first size at which one
+-- protocol-only emulation runs clean with every pipelined loop's ring wrapping
+-- twice (2 laps of its stages: what its barriers will count once lowered).
+local function choose_tile_problem(kop, o)
+  local sizes = { 8, 64, 128, 256 }
+  kop:walk(function(op)
+    local pl = op:name() == "scf.for" and op:attr "tileas.pipeline"
+    if pl then
+      for _, t in ipairs { 16, 32, 64, 128 } do
+        sizes[#sizes + 1] = 2 * (pl.stages or 1) * t
+        sizes[#sizes + 1] = 3 * (pl.stages or 1) * t
+      end
+    end
+  end)
+  table.sort(sizes)
+  local first
+  for _, n in ipairs(o.n and { o.n } or sizes) do
+    local p = tile_problem(kop, n)
+    first = first or p
+    local args, grid, workers = M.tile_args(kop, p)
+    local ok, r = pcall(em.run, kop, { grid = grid, workers = workers, args = args, values = false,
+                                       max_steps = o.max_steps, max_ops = o.max_ops })
+    if ok and r.ok and (not r.min_phases or r.min_phases >= 2) then return p end
+  end
+  return first
+end
+
+-- }===
+
 -- check(kernel, o) -> the checker's result (tl.verify_protocol's) plus
--- kernel (the op), inputs (the description), args, grid, name.
+-- kernel (the op), inputs (the description), args, grid, name; a tile
+-- program (or a stage of one given o.tile, the problem its input was checked
+-- on) also tile: the problem.
 function M.check(k, o)
   o = o or {}
   local kop = kernel_of(k)
+  if not o.args and (M.is_tile_program(kop) or (o.tile and kop:attr "tileas.params")) then
+    local p = o.tile or choose_tile_problem(kop, o)
+    local args, grid, workers = M.tile_args(kop, p)
+    local r = em.check(kop, { grid = grid, workers = workers, args = args, max_states = o.max_states or 20000,
+                              max_seconds = o.max_seconds, trace_limit = o.trace, max_steps = o.max_steps,
+                              max_ops = o.max_ops, shortest = o.shortest })
+    -- grid: the CTAs (a number, as the messages show it); launch: what a replay passes
+    local ctas = grid
+    if type(grid) == "table" then
+      local persistent = false
+      kop:walk(function(op) persistent = persistent or op:name() == "tileas.cancel_next_program_id" end)
+      ctas = grid[1] * grid[2]
+      if persistent then ctas = math.min(workers, ctas) end
+    end
+    r.kernel, r.args, r.grid, r.inputs, r.n, r.tile = kop, args, ctas, describe_problem(p), p.n, p
+    r.launch = { grid = grid, workers = workers }
+    r.name = kop:attr "sym_name" or "kernel"
+    return r
+  end
   local grid = o.grid or default_grid(kop)
   o = setmetatable({ grid = grid }, { __index = o })
   local args, desc, n = M.inputs(kop, o)
@@ -445,7 +598,8 @@ function M.replay(k, r, o)
   local bufs = shared_buffers(kop)
   local trace = r.trace or {}
   local frames = {}
-  local res = em.run(kop, { grid = r.grid, args = r.args, policy = follow(trace),
+  local res = em.run(kop, { grid = r.launch and r.launch.grid or r.grid, workers = r.launch and r.launch.workers,
+                            args = r.args, policy = follow(trace),
                             on_step = function(run) frames[#frames + 1] = snapshot(run, bufs, frames[#frames]) end })
   frames[#frames + 1] = snapshot(res.run, bufs, frames[#frames])
   -- frames[j] is the state before step j: number them by the step after which they hold
