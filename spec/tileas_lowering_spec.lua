@@ -519,6 +519,13 @@ describe("StreamK: the k loop split over workers (tl.tile_kernel's schedule)", f
     assert.is_false(ok)
     assert.matches("schedule.programs must be the grid of programs {x, y}", err, 1, true)
   end)
+  it("refuses a plan the scheduler cannot make (tile ids past 32 bits) as the program's error", function()
+    local k = gemm_example.build { m = 128 * 100000, n = 256 * 100000, k = 640, schedule = "streamk", workers = 132 }
+    local ok, err = pcall(k.compile, k)
+    assert.is_false(ok)
+    assert.matches("tile_gemm.lua:%d+: convert%-tileas%-to%-cutlass: StreamK of 100000 x 100000 programs on 132 workers cannot be planned: too many tiles", err)
+    assert.is_nil(err:find("stack traceback", 1, true))
+  end)
 end)
 
 describe("launching a tile program", function()

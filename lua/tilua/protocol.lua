@@ -192,6 +192,9 @@ end
 -- gets the grid's clusters instead, args_for). More than M.MAX_GRID CTAs is
 -- an error that asks for a grid (the check after every pass skips the kernel).
 M.MAX_GRID = 8
+-- A StreamK tile program is checked on the grid of programs it was planned
+-- for; past this many, it is skipped (each program is walked by the workers).
+M.MAX_PROGRAMS = 64
 local STREAMK = { ["cutlass.tile_scheduler.create_streamk_params"] = true,
                   ["cutlass.tile_scheduler.create_sm100_streamk_params"] = true }
 local function default_grid(kop)
@@ -297,7 +300,14 @@ local function tile_problem(kop, n)
   -- lowered kernel's grid, tileas.launch; at the tileas level, which walks
   -- whole programs, 2 workers as for every persistent program)
   local s = kop:attr "tileas.schedule"
-  if s and s.programs then p.programs = { s.programs[1], s.programs[2] } end
+  if s and s.programs then
+    local x, y = s.programs[1], s.programs[2]
+    if math.type(x) ~= "integer" or math.type(y) ~= "integer" or x < 1 or y < 1 or x * y > M.MAX_PROGRAMS then
+      error(("a StreamK tile program planned for %s x %s programs: more than the %d programs a check runs")
+        :format(tostring(x), tostring(y), M.MAX_PROGRAMS), 0)
+    end
+    p.programs = { x, y }
+  end
   for i, a in ipairs(kop:region(1):entry():args()) do
     local nm = names[i] or ("arg" .. i)
     local elem, rank = tostring(a:type()):match "^!tileas%.tensor<%s*([%w_]+)%s*,%s*(%d+)"

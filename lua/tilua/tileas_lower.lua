@@ -324,7 +324,8 @@ end
 -- configuration c of stdlib/gemm.lua's StreamK pieces (M.plan_streamk) and
 -- the workspace's bytes. Checks that the program can be split so.
 local function plan_schedule(tl, G, kop, agents, nconsumers, nctas)
-  local s = kop:attr "tileas.schedule"
+  local s, err = require("tilua.tileprog").schedule(kop:attr "tileas.schedule", "tileas.schedule")
+  if err then fail(kop, "%s", err) end
   if not s then return nil end
   local what = s.kind == "splitk" and "split-K" or "StreamK"
   if nctas > 1 then fail(kop, "%s on a cluster is not lowered (nor is it in stdlib/gemm.lua)", what) end
@@ -371,9 +372,12 @@ local function plan_schedule(tl, G, kop, agents, nconsumers, nctas)
       bn = tile_of(loop:result(1)).shape[2]
     end
   end
-  local c = G.plan_streamk(tl, { schedule = "streamk", decomposition = s.kind == "splitk" and "split_k" or nil,
+  -- the planner refuses what does not fit its 32-bit tile ids: the program's error, not an internal one
+  local ok, c = pcall(G.plan_streamk, tl, { schedule = "streamk", decomposition = s.kind == "splitk" and "split_k" or nil,
                                  splits = s.splits, tm = s.programs[1], tn = s.programs[2], kt = kt,
                                  tiles = s.programs[1] * s.programs[2], grid = s.workers, bm = 64 * nconsumers, bn = bn })
+  if not ok then fail(kop, "%s of %d x %d programs on %d workers cannot be planned: %s", what, s.programs[1], s.programs[2],
+                      s.workers, tostring(c):gsub("^.-sched: ", "")) end
   return { kind = s.kind, c = c, programs = s.programs, workspace_bytes = G.workspace_bytes(c) }
 end
 

@@ -24,6 +24,29 @@ local core = require "tilua.core"
 
 local M = {}
 
+-- A kernel's schedule -> the `tileas.schedule` table (nil: persistent), or
+-- nil and the error message (what: how the message names it). The same
+-- rules for tl.tile_kernel's option and for the attribute read from textual
+-- IR by convert-tileas-to-cutlass; default_workers() when workers is absent.
+function M.schedule(s, what, default_workers)
+  if s == nil or s == "persistent" then return nil end
+  if type(s) ~= "table" or (s.kind ~= "streamk" and s.kind ~= "splitk" and s.kind ~= "persistent") then
+    return nil, what .. " must be \"persistent\" or {kind = \"streamk\" | \"splitk\", programs = {x, y}, workers = n [, splits = s]}"
+  end
+  if s.kind == "persistent" then return nil end
+  local p = s.programs
+  if type(p) ~= "table" or #p ~= 2 or math.type(p[1]) ~= "integer" or math.type(p[2]) ~= "integer" or p[1] < 1 or p[2] < 1 then
+    return nil, what .. ".programs must be the grid of programs {x, y} (positive integers): " .. s.kind .. " plans the k loop's split at compile time"
+  end
+  local w = s.workers
+  if w == nil and default_workers then w = default_workers() end
+  if math.type(w) ~= "integer" or w < 1 then return nil, what .. ".workers must be a positive integer" end
+  if s.splits ~= nil and (s.kind ~= "splitk" or math.type(s.splits) ~= "integer" or s.splits < 1) then
+    return nil, what .. ".splits is a positive integer, for kind = \"splitk\" only"
+  end
+  return { kind = s.kind, programs = { p[1], p[2] }, workers = w, splits = s.splits }
+end
+
 function M.attach(tl)
   local raise, is_value = tl.raise, tl.is_value
   local Value = core.metatable("Value")
@@ -100,22 +123,10 @@ function M.attach(tl)
   -- loop on the host (tl.core.sched_plan): the grid of programs and the
   -- workers are compile-time constants, as the k loop's count must be.
   local function schedule_attr(name, s)
-    if s == nil or s == "persistent" then return nil end
-    local what = ("tile_kernel '%s': schedule"):format(tostring(name))
-    if type(s) ~= "table" or (s.kind ~= "streamk" and s.kind ~= "splitk" and s.kind ~= "persistent") then
-      raise(what .. " must be \"persistent\" or {kind = \"streamk\" | \"splitk\", programs = {x, y}, workers = n [, splits = s]}")
-    end
-    if s.kind == "persistent" then return nil end
-    local p = s.programs
-    if type(p) ~= "table" or #p ~= 2 or math.type(p[1]) ~= "integer" or math.type(p[2]) ~= "integer" or p[1] < 1 or p[2] < 1 then
-      raise(what .. ".programs must be the grid of programs {x, y} (positive integers): " .. s.kind .. " plans the k loop's split at compile time")
-    end
-    local w = s.workers or (tl.device.available() and tl.device.sm_count() or 132)
-    if math.type(w) ~= "integer" or w < 1 then raise(what .. ".workers must be a positive integer") end
-    if s.splits ~= nil and (s.kind ~= "splitk" or math.type(s.splits) ~= "integer" or s.splits < 1) then
-      raise(what .. ".splits is a positive integer, for kind = \"splitk\" only")
-    end
-    return { kind = s.kind, programs = { p[1], p[2] }, workers = w, splits = s.splits }
+    local sched, err = M.schedule(s, ("tile_kernel '%s': schedule"):format(tostring(name)),
+                                  function() return tl.device.available() and tl.device.sm_count() or 132 end)
+    if err then raise(err) end
+    return sched
   end
 
   -- tl.tile_kernel(name, {params = {name = type, ...} | {{name, type}, ...},
