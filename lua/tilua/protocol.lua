@@ -195,6 +195,8 @@ M.MAX_GRID = 8
 -- A StreamK tile program is checked on the grid of programs it was planned
 -- for; past this many, it is skipped (each program is walked by the workers).
 M.MAX_PROGRAMS = 64
+-- ... and on tensors of at most this many bytes each (twice its largest tile along each dim)
+M.MAX_TENSOR_BYTES = 64 << 20
 local STREAMK = { ["cutlass.tile_scheduler.create_streamk_params"] = true,
                   ["cutlass.tile_scheduler.create_sm100_streamk_params"] = true }
 local function default_grid(kop)
@@ -313,8 +315,17 @@ local function tile_problem(kop, n)
     local elem, rank = tostring(a:type()):match "^!tileas%.tensor<%s*([%w_]+)%s*,%s*(%d+)"
     if elem then
       local shape = {}
-      for d = 1, tonumber(rank) do shape[d] = math.max(n, 2 * ((extents[i] or {})[d] or 1)) end
-      p.tensors[nm] = { shape = shape, ebytes = (tonumber(elem:match "%d+$") or 8) // 8 }
+      local ebytes = (tonumber(elem:match "%d+$") or 8) // 8
+      local bytes = ebytes
+      for d = 1, tonumber(rank) do
+        shape[d] = math.max(n, 2 * ((extents[i] or {})[d] or 1))
+        bytes = bytes * shape[d]
+      end
+      if bytes > M.MAX_TENSOR_BYTES then
+        error(("tensor '%s' of the derived problem would take %d bytes (its tiles are that large): more than the %d a check allocates")
+          :format(nm, bytes, M.MAX_TENSOR_BYTES), 0)
+      end
+      p.tensors[nm] = { shape = shape, ebytes = ebytes }
     else
       p.scalars[nm] = a:type():info().kind == "float" and 1.0 or n
     end
