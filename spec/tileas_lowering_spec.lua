@@ -431,6 +431,22 @@ describe("row reductions of the accumulator (softmax, examples/tile_gemm_softmax
     assert.is_true(c.states > 100)
   end)
 
+  it("is checked after every pass of tile-to-ptx, the nvvm stages too (their shfl.sync and ex2 modelled)", function()
+    local lp = require "tilua.lua_passes"
+    local saved = tl.options.check_protocol
+    tl.options.check_protocol = true
+    local ok, err = pcall(function() ex.build():compile() end)
+    tl.options.check_protocol = saved
+    assert(ok, err)
+    local after = {}
+    for _, e in ipairs(lp.log) do
+      assert(not e.why or e.why:match "^unchanged", ("after %s: not checked: %s"):format(e.after, tostring(e.why)))
+      assert(e.why or e.ok, e.after)
+      if not e.why then after[e.after] = true end
+    end
+    assert.is_true(after["convert-tileas-to-cutlass"] and after["convert-tile-to-nvvm"] and after["tileas-materialize-agents"])
+  end)
+
   -- what the lowering refuses, at the program's line
   local function program(fn)
     tl.new_module()
