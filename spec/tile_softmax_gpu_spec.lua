@@ -60,7 +60,7 @@ describe("the softmax tile program on the GPU", function()
       run(d2)
       assert.is_true(d:equals(d2), "a second launch gave other bytes")
       local av, bv, got = a:to_table(), b:to_table(), d:to_table()
-      local bad, first, rows = 0, nil, 0
+      local bad, first, rows, worst_sum = 0, nil, 0, nil
       for r = 0, M - 1 do
         if not c.every or r % c.every == 0 or r >= M - 130 then
           rows = rows + 1
@@ -74,11 +74,12 @@ describe("the softmax tile program on the GPU", function()
               first = first or ("C[%d, %d] = %.6g, want %.6g"):format(r, j, g, want[j])
             end
           end
-          assert.near(1, sum, 0.02, ("row %d sums to %g"):format(r, sum))
+          if not worst_sum or math.abs(sum - 1) > math.abs(worst_sum[2] - 1) then worst_sum = { r, sum } end
         end
       end
       print(("tile_softmax_gpu: %d x %d x %d on %s: %d rows checked, %d mismatches"):format(M, N, K, D.info().name, rows, bad))
       assert.equal(0, bad, first)
+      assert.near(1, worst_sum[2], 0.02, ("row %d sums to %g"):format(worst_sum[1], worst_sum[2]))
     end)
   end
 end)
