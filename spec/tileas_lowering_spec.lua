@@ -469,6 +469,24 @@ describe("row reductions of the accumulator (softmax, examples/tile_gemm_softmax
         tl.store(p.C, { m, 0 }, acc - tl.expand_dim(tl.reduce(acc, 0, "add"), 0))
       end, "a reduce along dim 0 of the accumulator %(its rows are spread over warps and warpgroups%) is not lowered yet", 1 },
   }
+  it("refuses a reduce on a cluster (the tile split among the CTAs), at the reduce's line", function()
+    tl.new_module()
+    local k = tl.tile_kernel("red2", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.f32, 2),
+                                                  K = tl.i32 }, cluster = { 2, 1, 1 } })
+    local line
+    k:define(function(k, p)
+      local m = tl.program_id("x")
+      local acc = tl.for_tiles(p.K, 64, tl.zeros({ 256, 256 }, tl.f32), function(kk, acc)
+        return tl.dot(tl.load(p.A, { m, kk }, { 256, 64 }), tl.load(p.B, { 0, kk }, { 256, 64 }), acc)
+      end)
+      line = debug.getinfo(1, "l").currentline + 1
+      tl.store(p.C, { m, 0 }, acc - tl.expand_dim(tl.reduce(acc, 1, "max"), 1))
+    end)
+    local ok, err = pcall(k.compile, k)
+    assert.is_false(ok)
+    assert.matches(("tileas_lowering_spec.lua:%d: convert%%-tileas%%-to%%-cutlass: a reduce of a tile the cluster's CTAs split"):format(line), err)
+  end)
+
   for _, b in ipairs(bad) do
     it(("refuses %s, at the program's line"):format(b[1]), function()
       local k = b[2] and program(b[2]) or ex.build { row_tiles = true }

@@ -810,6 +810,11 @@ local function lower_kernel(tl, G, kop)
           fail(op, "convert_layout from %s to %s is not lowered yet", tostring(layout_kind(op:operand(1))), tostring(layout_kind(op:result(1))))
         end
         if n == "tileas.convert_layout" and nctas > 1 and moves_between_ctas(op) then
+          for _, u in ipairs(op:result(1):users()) do -- tileas-plan-cta's gather of what a reduce reads
+            if u:name() == "tileas.reduce" then
+              fail(u, "a reduce of a tile the cluster's CTAs split (tileas-plan-cta gathers it between the CTAs) is not lowered yet")
+            end
+          end
           fail(op, "a convert_layout between the cluster's CTAs (its CTA part changes) is not lowered yet")
         end
         if is_line(x) and #ri.shape == 2 then -- a row (along 2) or column (along 1) over the fragment
