@@ -12,7 +12,7 @@
 -- shfl.xor 1 and 2 combine the 4 lanes of a quad that hold a row; exp is
 -- ex2.approx, the result stored with stdlib/gemm.lua's stmatrix + TMA store.
 --
---   tilua examples/tile_gemm_softmax.lua [--m=M] [--k=K] [--emit=ir|ptx] [--stage=NAME]
+--   tilua examples/tile_gemm_softmax.lua [--m=M] [--k=K] [--emit=ir|ptx] [--stage=NAME]   (N is 256)
 --
 -- On a GPU it runs on fresh random data (a ragged M) and checks C against a
 -- CPU reference: |C - ref| <= (2^-8 + 2^-14) |ref| + 2^-24 (bf16's rounding,
@@ -58,6 +58,8 @@ local function options(...)
     local key, v = a:match "^%-%-([%w_-]+)=(.*)$"
     if key and key ~= "emit" and key ~= "stage" then o[key] = math.tointeger(tonumber(v)) or v end
   end
+  -- the row is the tile's N columns: fewer keys would read TMA's zeros as scores
+  if o.n and o.n ~= N then error(("tile_gemm_softmax: the rows have the tile's %d keys (--n=%d), got --n=%s"):format(N, N, tostring(o.n)), 0) end
   return o
 end
 
