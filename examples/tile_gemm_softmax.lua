@@ -12,7 +12,7 @@
 -- shfl.xor 1 and 2 combine the 4 lanes of a quad that hold a row; exp is
 -- ex2.approx, the result stored with stdlib/gemm.lua's stmatrix + TMA store.
 --
---   tilua examples/tile_gemm_softmax.lua [--m=M] [--k=K] [--emit=ir|ptx] [--stage=NAME]   (N is 256)
+--   tilua examples/tile_gemm_softmax.lua [--m=M] [--k=K] [--cluster=2 --bm=256] [--emit=ir|ptx] [--stage=NAME]   (N is 256)
 --
 -- On a GPU it runs on fresh random data (a ragged M) and checks C against a
 -- CPU reference: |C - ref| <= (2^-8 + 2^-14) |ref| + 2^-24 (bf16's rounding,
@@ -25,21 +25,24 @@ local check = require "tilua.check"
 local N = 256 -- the row: the program tile's columns
 
 -- {=== the tile program
--- o.row_tiles = true: B's column tile is the program's y instead of 0, so
--- that a row spans several program tiles along N (not lowered: the error at
--- the tl.reduce line)
+-- o.cluster = 2, o.bm = 256: a 256-row program on a cluster of 2 CTAs
+-- (tileas-plan-cta splits M: each CTA reduces whole rows of its 128 x 256
+-- block). o.row_tiles = true: B's column tile is the program's y instead of
+-- 0, so that a row spans several program tiles along N (not lowered: the
+-- error at the tl.reduce line).
 local function build(o)
   o = o or {}
+  local bm = o.bm or 128
   tl.new_module()
   local k = tl.tile_kernel("tile_gemm_softmax", {
     params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32, scale = tl.f32 },
-    cluster = { 1, 1, 1 } })
+    cluster = { o.cluster or 1, 1, 1 } })
   k:define(function(k, p)
     local pid_m = tl.program_id("x")
     local col = o.row_tiles and tl.program_id("y") or 0 -- the whole row: one tile of columns
-    local acc = tl.zeros({ 128, N }, tl.f32)
+    local acc = tl.zeros({ bm, N }, tl.f32)
     acc = tl.for_tiles(p.K, { tile = 64, stages = 3 }, acc, function(kk, acc)
-      local a = tl.load(p.A, { pid_m, kk }, { 128, 64 })
+      local a = tl.load(p.A, { pid_m, kk }, { bm, 64 })
       local b = tl.load(p.B, { col, kk }, { N, 64 }) -- B stored [N, K]: dot takes it transposed
       return tl.dot(a, b, acc)
     end)
@@ -89,7 +92,7 @@ local kernel
 local example = { name = "tile_gemm_softmax", build = build, reference = reference, close = close, N = N }
 function example.prepare()
   local t0 = os.clock()
-  kernel = build()
+  kernel = build(o)
   kernel:compile()
   print(("tile_gemm_softmax: script to PTX in %.1f ms (tile-to-ptx: %d stages)"):format((os.clock() - t0) * 1e3, #tl.last_stages))
   check.compile("tile_gemm_softmax", kernel)
@@ -103,7 +106,8 @@ function example.run(c)
   local b <close> = tl.device.random(tl.bf16, N * K, c.seed + 1)
   local d <close> = tl.device.alloc(tl.bf16, M * N)
   d:fill(0)
-  kernel:run { grid = { (M + 127) // 128, 1 },
+  local bm = o.bm or 128
+  kernel:run { grid = { (M + bm - 1) // bm, 1 },
                args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K, scale = scale } }
   local av, bv, got = a:to_table(), b:to_table(), d:to_table()
   local fail, count = check.mismatches("tile_gemm_softmax")
@@ -116,8 +120,8 @@ function example.run(c)
       if not close(g, want[j]) then fail("C[%d, %d] = %.6g, want %.6g", i, j, g, want[j]) end
     end
   end
-  return count() == 0, ("seed %d, %d x %d x %d on %s: %d mismatches, worst relative error %.2g"):format(
-    c.seed, M, N, K, tl.device.info().name, count(), worst)
+  return count() == 0, ("seed %d, %d x %d x %d%s on %s: %d mismatches, worst relative error %.2g"):format(
+    c.seed, M, N, K, o.cluster and (", clusters of %d"):format(o.cluster) or "", tl.device.info().name, count(), worst)
 end
 function example.grids() return { 1 } end
 

@@ -4,7 +4,8 @@
 -- epilogue (quad shuffles), compiled by tile-to-ptx, against a CPU reference
 -- on fresh random inputs at ragged M and K: every element of the checked rows
 -- within bf16's rounding, |C - ref| <= (2^-8 + 2^-14) |ref| + 2^-24 (the
--- example's `close`), every row summing to 1. A second launch gives the same
+-- example's `close`), every row summing to 1; on one CTA and with 256-row
+-- programs on clusters of 2 (tileas-plan-cta's M split). A second launch gives the same
 -- bytes. Without a GPU the kernel is still compiled and assembled, and the
 -- launches report pending. TILUA_SEED fixes the seed; TILUA_SMALL=1 keeps the
 -- two small cases.
@@ -25,20 +26,32 @@ local CASES = {
   { m = 200, k = 72 },
   { m = 1000, k = 200 },
   { m = 4099, k = 136, every = 13 },
+  { m = 1000, k = 200, cluster = 2, bm = 256 }, -- 256-row programs on clusters of 2 (M split)
+  { m = 300, k = 72, cluster = 2, bm = 256 },
 }
-if os.getenv "TILUA_SMALL" then CASES = { CASES[1], CASES[2] } end -- (tools/gpu sanitize runs small problems)
+if os.getenv "TILUA_SMALL" then CASES = { CASES[1], CASES[2], CASES[6] } end -- (tools/gpu sanitize runs small problems)
 
 describe("the softmax tile program on the GPU", function()
-  local k
-  it("compiles to PTX that ptxas takes", function()
-    k = ex.build()
-    local ok, log = tl.ptxas(k:compile())
-    if ok == nil then pending("ptxas not found: " .. log) return end
-    assert(ok, log)
+  local kernels = {} -- by cluster
+  local function kernel(c)
+    local key = c.cluster or 1
+    if not kernels[key] then
+      kernels[key] = ex.build { cluster = c.cluster, bm = c.bm }
+      kernels[key]:compile()
+    end
+    return kernels[key]
+  end
+  it("compiles to PTX that ptxas takes (one CTA, clusters of 2)", function()
+    for _, c in ipairs { {}, { cluster = 2, bm = 256 } } do
+      local ok, log = tl.ptxas(kernel(c):compile())
+      if ok == nil then pending("ptxas not found: " .. log) return end
+      assert(ok, log)
+    end
   end)
 
   for i, c in ipairs(CASES) do
-    it(("%d x %d x %d: the CPU reference within bf16's rounding, rows summing to 1, the same bytes twice"):format(c.m, N, c.k), function()
+    it(("%d x %d x %d%s: the CPU reference within bf16's rounding, rows summing to 1, the same bytes twice"):format(c.m, N, c.k,
+       c.cluster and (" (%d-row programs on clusters of %d)"):format(c.bm, c.cluster) or ""), function()
       if not GPU then pending("no GPU: " .. tl.device.error()) return end
       local D = tl.device
       local s = seed + 10 * i
@@ -50,10 +63,10 @@ describe("the softmax tile program on the GPU", function()
       local d2 <close> = D.alloc(tl.bf16, M * N)
       d:fill(0)
       d2:fill(0)
-      k = k or ex.build()
-      k:compile()
+      local k = kernel(c)
+      local bm = c.bm or 128
       local function run(out)
-        k:run { grid = { (M + 127) // 128, 1 },
+        k:run { grid = { (M + bm - 1) // bm, 1 },
                 args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { out, { M, N } }, K = K, scale = scale } }
       end
       run(d)
@@ -77,7 +90,8 @@ describe("the softmax tile program on the GPU", function()
           if not worst_sum or math.abs(sum - 1) > math.abs(worst_sum[2] - 1) then worst_sum = { r, sum } end
         end
       end
-      print(("tile_softmax_gpu: %d x %d x %d on %s: %d rows checked, %d mismatches"):format(M, N, K, D.info().name, rows, bad))
+      print(("tile_softmax_gpu: %d x %d x %d%s on %s: %d rows checked, %d mismatches"):format(M, N, K,
+        c.cluster and (", clusters of %d"):format(c.cluster) or "", D.info().name, rows, bad))
       assert.equal(0, bad, first)
       assert.near(1, worst_sum[2], 0.02, ("row %d sums to %g"):format(worst_sum[1], worst_sum[2]))
     end)

@@ -369,14 +369,15 @@ end)
 -- bf16's rounding (half an ulp) and the f32 work's error (ex2, the order of sums).
 describe("row reductions of the accumulator (softmax, examples/tile_gemm_softmax.lua)", function()
   local ex = softmax_example
-  local function softmax_run(M, K, ctas, kop)
+  local function softmax_run(M, K, ctas, o)
     local A, ab = matrix(M, K, a_value)
     local B, bb = matrix(ex.N, K, b_value)
     local scale = 1 / 16
-    local out = emulate(kop or lowered(ex.build()), ctas, {
+    local bm = o and o.bm or 128
+    local out = emulate(lowered(ex.build(o)), ctas, {
       ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { ex.N, K } },
       ["map:C"] = { bytes = M * ex.N * 2, shape = { M, ex.N } }, ["arg:K"] = K, ["arg:scale"] = scale,
-      ["programs:x"] = (M + 127) // 128, ["programs:y"] = 1 }, "map:C")
+      ["programs:x"] = (M + bm - 1) // bm, ["programs:y"] = 1 }, "map:C")
     local a, b = {}, {} -- 1-based, as the example's reference reads them
     for i = 0, M * K - 1 do a[i + 1] = A[i] end
     for i = 0, ex.N * K - 1 do b[i + 1] = B[i] end
@@ -401,6 +402,12 @@ describe("row reductions of the accumulator (softmax, examples/tile_gemm_softmax
       softmax_run(c.m, c.k, c.ctas)
     end)
   end
+
+  -- tileas-plan-cta carries the CTA part through the reduce (along N, which it
+  -- does not split), expand_dim and broadcast: each CTA reduces whole rows of its block
+  it("a 256-row program on clusters of 2 (M split: 128 x 256 a CTA), 300 x 256 x 72 on 2 clusters", function()
+    softmax_run(300, 72, 4, { cluster = 2, bm = 256 })
+  end)
 
   it("reduces each row in registers: its quad's shuffles, ex2; PTX that ptxas takes", function()
     local k = ex.build()
@@ -469,15 +476,15 @@ describe("row reductions of the accumulator (softmax, examples/tile_gemm_softmax
         tl.store(p.C, { m, 0 }, acc - tl.expand_dim(tl.reduce(acc, 0, "add"), 0))
       end, "a reduce along dim 0 of the accumulator %(its rows are spread over warps and warpgroups%) is not lowered yet", 1 },
   }
-  it("refuses a reduce on a cluster (the tile split among the CTAs), at the reduce's line", function()
+  it("refuses a reduce of rows a cluster splits (N split: tileas-plan-cta gathers them), at the reduce's line", function()
     tl.new_module()
     local k = tl.tile_kernel("red2", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.f32, 2),
                                                   K = tl.i32 }, cluster = { 2, 1, 1 } })
     local line
     k:define(function(k, p)
       local m = tl.program_id("x")
-      local acc = tl.for_tiles(p.K, 64, tl.zeros({ 256, 256 }, tl.f32), function(kk, acc)
-        return tl.dot(tl.load(p.A, { m, kk }, { 256, 64 }), tl.load(p.B, { 0, kk }, { 256, 64 }), acc)
+      local acc = tl.for_tiles(p.K, 64, tl.zeros({ 128, 256 }, tl.f32), function(kk, acc) -- split along N
+        return tl.dot(tl.load(p.A, { m, kk }, { 128, 64 }), tl.load(p.B, { 0, kk }, { 256, 64 }), acc)
       end)
       line = debug.getinfo(1, "l").currentline + 1
       tl.store(p.C, { m, 0 }, acc - tl.expand_dim(tl.reduce(acc, 1, "max"), 1))
