@@ -85,6 +85,52 @@ describe("tl.emulate", function()
     assert.are.same({ 7, 19, 20 }, { x, y, z })
   end)
 
+  it("models tile.shfl lane by lane (every mode, segments of 32 and 8 lanes) and tile.math (ex2, f32)", function()
+    tl.new_module()
+    local modes = { "idx", "up", "down", "bfly" }
+    local k = tl.kernel("shfl", { params = { { "out", tl.ptr(tl.i32) }, { "e", tl.ptr(tl.f32) } }, block = 32 })
+    k:define(function(k, p)
+      local l = tl.lane_id()
+      local v = l * 10 + 1
+      for m, mode in ipairs(modes) do
+        for w, width in ipairs { 32, 8 } do
+          local b = mode == "idx" and 13 or mode == "bfly" and 5 or 3
+          (p.out + (((m - 1) * 2 + w - 1) * 32 + l)):store(tl.shfl(v, b, { mode = mode, width = width }))
+        end
+      end
+      (p.e + l):store(tl.ex2(l:cast(tl.f32) * 0.5 - 4.0))
+    end)
+    local r = tl.emulate(k, { args = { { bytes = 4 * 8 * 32 }, { bytes = 4 * 32 } } })
+    assert(r.ok, r.report)
+    local out, e = r.read(1), r.read(2)
+    for m, mode in ipairs(modes) do
+      for w, width in ipairs { 32, 8 } do
+        local b = mode == "idx" and 13 or mode == "bfly" and 5 or 3
+        for l = 0, 31 do
+          local seg, src = l // width * width, nil
+          if mode == "idx" then src = seg + b % width
+          elseif mode == "up" then src = l - b >= seg and l - b or l
+          elseif mode == "down" then src = l + b < seg + width and l + b or l
+          else src = (l ~ b) < seg + width and (l ~ b) or l end
+          assert.equal(src * 10 + 1, (string.unpack("<i4", out, 1 + 4 * (((m - 1) * 2 + w - 1) * 32 + l))), mode .. " " .. width .. " lane " .. l)
+        end
+      end
+    end
+    for l = 0, 31 do assert.near(2.0 ^ (l * 0.5 - 4), (string.unpack("<f", e, 1 + 4 * l)), 2.0 ^ (l * 0.5 - 4) * 2.0 ^ -23) end
+  end)
+
+  it("refuses a tile.shfl that lanes of its mask do not execute, at its line", function()
+    tl.new_module()
+    local k = tl.kernel("shfl_half", { params = { { "out", tl.ptr(tl.i32) } }, block = 32 })
+    k:define(function(k, p)
+      local l = tl.lane_id()
+      tl.if_(l:lt(16), function() (p.out + l):store(tl.shfl_xor(l, 1)) end)
+    end)
+    local ok, err = pcall(tl.emulate, k, { args = { { bytes = 4 * 32 } } })
+    assert.is_false(ok)
+    assert.matches("emulate: tile.shfl at [^ ]*protocol_spec.lua:%d+: lane 16 of its mask does not execute it", err)
+  end)
+
   it("says which op it does not model", function()
     tl.new_module()
     local k = tl.kernel("nm", { params = {}, block = 32 })

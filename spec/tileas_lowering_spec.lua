@@ -12,6 +12,7 @@ local PH = dofile "spec/protocol_helper.lua"
 
 local gemm_example = assert(loadfile "examples/tile_gemm.lua")("--library")
 local fused_example = assert(loadfile "examples/tile_gemm_bias_relu.lua")("--library")
+local softmax_example = assert(loadfile "examples/tile_gemm_softmax.lua")("--library")
 
 -- tile-to-ptx's tileas part: its stages before the ptx pipeline
 local TILEAS = "tileas-assign-layouts,tileas-dynamic-persistent,tileas-materialize-agents," ..
@@ -361,6 +362,149 @@ describe("the lowered tile programs on the CPU emulator", function()
     end)
   end)
 end)
+
+-- {=== row reductions in the epilogue: softmax(A . B^T * scale) of examples/tile_gemm_softmax.lua
+-- The reference in doubles from the exact dot products (small integers); the
+-- kernel's bf16 result within |got - want| <= (2^-8 + 2^-14) |want| + 2^-24:
+-- bf16's rounding (half an ulp) and the f32 work's error (ex2, the order of sums).
+describe("row reductions of the accumulator (softmax, examples/tile_gemm_softmax.lua)", function()
+  local ex = softmax_example
+  local function softmax_run(M, K, ctas, o)
+    local A, ab = matrix(M, K, a_value)
+    local B, bb = matrix(ex.N, K, b_value)
+    local scale = 1 / 16
+    local bm = o and o.bm or 128
+    local out = emulate(lowered(ex.build(o)), ctas, {
+      ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { ex.N, K } },
+      ["map:C"] = { bytes = M * ex.N * 2, shape = { M, ex.N } }, ["arg:K"] = K, ["arg:scale"] = scale,
+      ["programs:x"] = (M + bm - 1) // bm, ["programs:y"] = 1 }, "map:C")
+    local a, b = {}, {} -- 1-based, as the example's reference reads them
+    for i = 0, M * K - 1 do a[i + 1] = A[i] end
+    for i = 0, ex.N * K - 1 do b[i + 1] = B[i] end
+    local bad, first, rows = 0, nil, {}
+    for i = 0, M - 1 do
+      local want = ex.reference(a, b, K, scale, i)
+      for j = 0, ex.N - 1 do
+        local got = from_bf16((string.unpack("<I2", out, 1 + 2 * (i * ex.N + j))))
+        if not ex.close(got, want[j]) then
+          bad = bad + 1
+          first = first or ("[%d, %d] = %.8g, want %.8g"):format(i, j, got, want[j])
+        end
+        rows[i] = (rows[i] or 0) + got
+      end
+    end
+    assert.equal(0, bad, first)
+    for i = 0, M - 1 do assert.near(1, rows[i], 0.02) end -- every row sums to 1 (bf16 values)
+  end
+
+  for _, c in ipairs { { m = 128, k = 64, ctas = 1 }, { m = 200, k = 192, ctas = 2 }, { m = 200, k = 136, ctas = 1 } } do
+    it(("%d x 256 x %d on %d persistent CTA(s): the CPU reference within bf16's rounding"):format(c.m, c.k, c.ctas), function()
+      softmax_run(c.m, c.k, c.ctas)
+    end)
+  end
+
+  -- tileas-plan-cta carries the CTA part through the reduce (along N, which it
+  -- does not split), expand_dim and broadcast: each CTA reduces whole rows of its block
+  it("a 256-row program on clusters of 2 (M split: 128 x 256 a CTA), 300 x 256 x 72 on 2 clusters", function()
+    softmax_run(300, 72, 4, { cluster = 2, bm = 256 })
+  end)
+
+  it("reduces each row in registers: its quad's shuffles, ex2; PTX that ptxas takes", function()
+    local k = ex.build()
+    local ptx = k:compile()
+    -- 2 reductions x 2 rows a thread x 2 shuffles (xor 1, 2)
+    local n = 0
+    for _ in ptx:gmatch "shfl%.sync%.bfly%.b32" do n = n + 1 end
+    assert.equal(8, n)
+    assert.matches("ex2.approx", ptx, 1, true)
+    assert.matches("stmatrix.sync.aligned", ptx, 1, true)
+    local ok, log = tl.ptxas(ptx)
+    if ok == nil then pending("ptxas not found: " .. log) return end
+    assert(ok, log)
+  end)
+
+  it("the protocol checker is clean on it (the ring wraps)", function()
+    local M, K = 128, 256 -- 4 k blocks through 3 stages
+    local _, ab = matrix(M, K, a_value)
+    local _, bb = matrix(ex.N, K, b_value)
+    local kop = lowered(ex.build())
+    local values = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { ex.N, K } },
+                     ["map:C"] = { bytes = M * ex.N * 2, shape = { M, ex.N } }, ["arg:K"] = K, ["arg:scale"] = 0.0625,
+                     ["programs:x"] = 1, ["programs:y"] = 1 }
+    local args = {}
+    for i, e in ipairs(kop:attr "tileas.params") do args[i] = assert(values[e], e) end
+    local c = tl.verify_protocol(kop, { grid = 1, args = args, max_states = 2000 })
+    assert(c.ok, c.report)
+    assert.is_true(c.states > 100)
+  end)
+
+  it("is checked after every pass of tile-to-ptx, the nvvm stages too (their shfl.sync and ex2 modelled)", function()
+    local lp = require "tilua.lua_passes"
+    local saved = tl.options.check_protocol
+    tl.options.check_protocol = true
+    local ok, err = pcall(function() ex.build():compile() end)
+    tl.options.check_protocol = saved
+    assert(ok, err)
+    local after = {}
+    for _, e in ipairs(lp.log) do
+      assert(not e.why or e.why:match "^unchanged", ("after %s: not checked: %s"):format(e.after, tostring(e.why)))
+      assert(e.why or e.ok, e.after)
+      if not e.why then after[e.after] = true end
+    end
+    assert.is_true(after["convert-tileas-to-cutlass"] and after["convert-tile-to-nvvm"] and after["tileas-materialize-agents"])
+  end)
+
+  -- what the lowering refuses, at the program's line
+  local function program(fn)
+    tl.new_module()
+    local k = tl.tile_kernel("red", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.f32, 2),
+                                                 K = tl.i32 }, cluster = { 1, 1, 1 } })
+    k:define(function(k, p)
+      local m, n = tl.program_id("x"), tl.program_id("y")
+      local acc = tl.for_tiles(p.K, 64, tl.zeros({ 64, 256 }, tl.f32), function(kk, acc) -- one consumer
+        return tl.dot(tl.load(p.A, { m, kk }, { 64, 64 }), tl.load(p.B, { 0, kk }, { 256, 64 }), acc)
+      end)
+      fn(p, m, acc)
+    end)
+    return k
+  end
+  local function line_of(fn) return debug.getinfo(fn, "S").linedefined end
+  local bad = {
+    { "a row spanning several program tiles along N (examples/tile_gemm_softmax.lua, row_tiles)", nil,
+      "a reduce along dim 1 of a tile whose columns are one of several program tiles of the row %(the tiled_load of 'B' that gives them has a coordinate along them that depends on the program id%)" },
+    { "a reduce along dim 0 (the rows of several warps; of two consumers tileas-materialize-agents refuses it)", function(p, m, acc)
+        tl.store(p.C, { m, 0 }, acc - tl.expand_dim(tl.reduce(acc, 0, "add"), 0))
+      end, "a reduce along dim 0 of the accumulator %(its rows are spread over warps and warpgroups%) is not lowered yet", 1 },
+  }
+  it("refuses a reduce of rows a cluster splits (N split: tileas-plan-cta gathers them), at the reduce's line", function()
+    tl.new_module()
+    local k = tl.tile_kernel("red2", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.f32, 2),
+                                                  K = tl.i32 }, cluster = { 2, 1, 1 } })
+    local line
+    k:define(function(k, p)
+      local m = tl.program_id("x")
+      local acc = tl.for_tiles(p.K, 64, tl.zeros({ 128, 256 }, tl.f32), function(kk, acc) -- split along N
+        return tl.dot(tl.load(p.A, { m, kk }, { 128, 64 }), tl.load(p.B, { 0, kk }, { 256, 64 }), acc)
+      end)
+      line = debug.getinfo(1, "l").currentline + 1
+      tl.store(p.C, { m, 0 }, acc - tl.expand_dim(tl.reduce(acc, 1, "max"), 1))
+    end)
+    local ok, err = pcall(k.compile, k)
+    assert.is_false(ok)
+    assert.matches(("tileas_lowering_spec.lua:%d: convert%%-tileas%%-to%%-cutlass: a reduce of a tile the cluster's CTAs split"):format(line), err)
+  end)
+
+  for _, b in ipairs(bad) do
+    it(("refuses %s, at the program's line"):format(b[1]), function()
+      local k = b[2] and program(b[2]) or ex.build { row_tiles = true }
+      local ok, err = pcall(k.compile, k)
+      assert.is_false(ok)
+      local where = b[2] and ("tileas_lowering_spec.lua:%d"):format(line_of(b[2]) + b[4]) or "tile_gemm_softmax.lua:%d+"
+      assert.matches(where .. ": convert%-tileas%-to%-cutlass: " .. b[3], err)
+    end)
+  end
+end)
+-- }===
 
 describe("StreamK: the k loop split over workers (tl.tile_kernel's schedule)", function()
   -- A tile program of 64 x 64 tiles (one consumer warpgroup: the StreamK

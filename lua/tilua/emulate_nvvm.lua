@@ -487,6 +487,9 @@ return function(handlers, x)
     return named_sync(R, W, rec, { ins[1], ins[2] or 32 * R.k.warps }, ctx)
   end
   handlers["nvvm.barrier.arrive"] = handlers["tile.named_barrier_arrive"]
+  -- warp shuffles and MUFU math: the tile level's models (the same attributes)
+  handlers["nvvm.shfl.sync"] = handlers["tile.shfl"]
+  handlers["nvvm.math.approx"] = handlers["tile.math"]
   local function nop() return {} end
   for _, n in ipairs { "nvvm.fence", "nvvm.fence.proxy.async", "nvvm.fence.mbarrier_init", "nvvm.nanosleep",
                        "tileas.pragma", -- a scheduler knob (tileas-insert-OCG-knobs): no effect on the program

@@ -71,6 +71,64 @@ return function(handlers, api)
   handlers["tile.from_elements"] = function(R, W, rec, ins, ctx)
     return eval_lanes(R, W, rec, ins, ctx, function(v) return { { table.unpack(v) } } end)
   end
+  -- tile.shfl (shfl.sync): lane l takes lane src's value within segments of
+  -- `width` lanes (a lane with no source keeps its own); every lane of `mask`
+  -- must execute it together (warp-wide: the warp's active lanes are the
+  -- ones that do)
+  handlers["tile.shfl"] = function(R, W, rec, ins, ctx)
+    if not rec.shfl then
+      local a = rec.op:attrs()
+      rec.shfl = { mode = a.mode, width = a.width or 32, mask = a.mask or 0xffffffff }
+    end
+    local o = rec.shfl
+    local active = {}
+    for _, l in ipairs(ctx.mask) do active[l] = true end
+    for l = 0, 31 do
+      if (o.mask >> l) & 1 == 1 and not active[l] then
+        error(("emulate: tile.shfl at %s: lane %d of its mask does not execute it"):format(rec.loc, l), 0)
+      end
+    end
+    local x, b, w = ins[1], ins[2], o.width
+    local out = setmetatable({}, LV)
+    for _, l in ipairs(ctx.mask) do
+      local d, seg = at(b, l), l & ~(w - 1)
+      local src
+      if o.mode == "idx" then src = seg + (d & (w - 1))
+      elseif o.mode == "up" then src = l - d < seg and l or l - d
+      elseif o.mode == "down" then src = l + d >= seg + w and l or l + d
+      else src = (l ~ d) >= seg + w and l or (l ~ d) end
+      if not active[src] then
+        error(("emulate: tile.shfl at %s: lane %d reads lane %d, which does not execute it"):format(rec.loc, l, src), 0)
+      end
+      out[l] = at(x, src)
+    end
+    return { out }
+  end
+  -- tile.math (MUFU): the exact function rounded to f32, subnormals flushed
+  -- (within the hardware's approximation error of what ex2.approx.ftz gives)
+  local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
+  local function ftz(x) return (x ~= 0 and math.abs(x) < 2.0 ^ -126) and 0.0 * x or x end
+  local math_f = {
+    ex2 = function(x) return 2.0 ^ x end, lg2 = function(x) return math.log(x, 2) end,
+    rsqrt = function(x) return 1 / math.sqrt(x) end, rcp = function(x) return 1 / x end, sqrt = math.sqrt,
+    sin = math.sin, cos = math.cos,
+    tanh = function(x)
+      if math.abs(x) > 20 then return x > 0 and 1.0 or -1.0 end
+      local e = math.exp(2 * x)
+      return (e - 1) / (e + 1)
+    end,
+  }
+  handlers["tile.math"] = function(R, W, rec, ins, ctx)
+    if not rec.math then
+      if rec.op:result(1):type() ~= require("tilua").f32 then not_modelled(rec) end
+      rec.math = math_f[rec.op:attr "fn"]
+    end
+    local fn = rec.math
+    return eval_lanes(R, W, rec, ins, ctx, function(v)
+      local y = fn(ftz(v[1]))
+      return { ftz(y == y and math.abs(y) ~= math.huge and f32(y) or y) }
+    end)
+  end
   local atomic_f = {
     add = function(a, b) return a + b end, max = math.max, min = math.min, umax = math.max, umin = math.min,
     exch = function(_, b) return b end, ["and"] = function(a, b) return a & b end,

@@ -603,6 +603,19 @@ local function lower_kernel(tl, G, kop)
       local opds = {}
       for i, v in ipairs(op:operands()) do opds[i] = get(v, op) end
       local kind = layout_kind(res)
+      local along -- slices of the mma layout (a row's reduction): per value the thread holds
+      for _, o in ipairs(opds) do if is_line(o) then along = along or o.along end end
+      if kind == "slice" and along then
+        local attrs, nm = op:attrs(true), op:name()
+        return line(ri.elem, along, function(off)
+          local xs = {}
+          for j, o in ipairs(opds) do
+            if is_line(o) and o.along == along then xs[j] = o:at(off) elseif tl.is_value(o) then xs[j] = o
+            else fail(op, "an operand of an elementwise op of slices that is not a slice of the accumulator's layout") end
+          end
+          return tl.op1(nm, xs, ri.elem, attrs)
+        end)
+      end
       if kind ~= "mma" then fail(op, "elementwise ops on tiles of layout '%s' are not lowered yet (only the accumulator's mma layout)", tostring(kind)) end
       local attrs = op:attrs(true)
       local n = ri.shape[1] * ri.shape[2] // 128
@@ -633,6 +646,121 @@ local function lower_kernel(tl, G, kop)
       abs = function(x) return tl.max(x, -x) end,
     }
 
+    -- A reduce along dim 1 (N) of a consumer's accumulator tile: a Line of the
+    -- rows the thread holds. In the wgmma fragment a row's values are in the 4
+    -- lanes of a quad (2 of every 8 columns each): each lane combines its own
+    -- (a tree), then shfl.xor 1 and 2 within the quad give every lane of it the
+    -- row's value. Computed here (not lazily): the shuffles need the whole warp.
+    local reduce_fns = {
+      add = function(a, b) return a + b end,
+      max = function(a, b) return tl.max(a, b) end,
+      min = function(a, b) return tl.min(a, b) end,
+    }
+    local row_varies -- (below: does a reduced row span several program tiles?)
+    local function lower_reduce(op, env)
+      local x = get(op:operand(1), op)
+      local xi, ri = tile_of(op:operand(1)), tile_of(op:result(1))
+      local dim, kind = op:attr "dim", op:attr "kind"
+      if not env.f or not is_frag(x) or #xi.shape ~= 2 then
+        fail(op, "tileas.reduce of a tile not in the accumulator's mma layout (in a consumer) is not lowered yet")
+      end
+      if dim ~= 1 then
+        fail(op, "a reduce along dim %d of the accumulator (its rows are spread over warps and warpgroups) is not lowered yet: only along dim 1, the row of a quad of lanes", dim)
+      end
+      if xi.elem ~= tl.f32 then fail(op, "reduce of %s tiles is not lowered yet (f32 accumulators)", tostring(xi.elem)) end
+      local shape, c = cta_part(xi, nctas)
+      if c and (c[2] or 1) > 1 then
+        fail(op, "a reduce along dim 1 of a tile the cluster's CTAs split along it (cta = [%d, %d]): the row spans several CTAs, which is not lowered", c[1], c[2])
+      end
+      local src = row_varies(op:operand(1))
+      if src then
+        fail(op, "a reduce along dim 1 of a tile whose columns are one of several program tiles of the row (the tiled_load of '%s' that gives them has a coordinate along them that depends on the program id): a row spanning several program tiles along N is not lowered; reduce a tile that holds the whole row (a constant coordinate)", src)
+      end
+      local comb = reduce_fns[kind]
+      local n = shape[1] * shape[2] // 128
+      local rows = {}
+      for _, dr in ipairs { 0, 8 } do
+        local vals = {}
+        for i = 0, n - 1 do
+          local r = env.f.offset(i)
+          if r == dr then vals[#vals + 1] = x:at(i) end
+        end
+        while #vals > 1 do
+          local nx = {}
+          for j = 1, #vals, 2 do nx[#nx + 1] = vals[j + 1] and comb(vals[j], vals[j + 1]) or vals[j] end
+          vals = nx
+        end
+        local v = vals[1]
+        v = comb(v, tl.shfl_xor(v, 1))
+        rows[dr] = comb(v, tl.shfl_xor(v, 2))
+      end
+      vmap[op:result(1):id()] = line(ri.elem, 1, function(dr) return rows[dr] end)
+    end
+
+    -- Where a reduced row's columns come from: tiled_loads (the dot's B ring's,
+    -- in the producer) whose coordinate along them depends on the program id
+    -- (get_program_id, the persistent loop's id) make the tile one of several
+    -- program tiles of the row. -> the tensor's name, or nil.
+    function row_varies(v)
+      local dep = {}
+      local function depends(x)
+        local id = x:id()
+        if dep[id] == nil then
+          dep[id] = false
+          local d, r = x:def(), false
+          if not d then
+            local b = x:owner_block()
+            r = b ~= nil and b:parent():name() == "scf.while"
+          elseif d:name() == "tileas.get_program_id" then
+            r = true
+          else
+            for _, o in ipairs(d:operands()) do r = r or depends(o) end
+          end
+          dep[id] = r
+        end
+        return dep[id]
+      end
+      local function load_varies(ld, d)
+        if depends(ld:operand(2 + d)) then return P.by_arg[ld:operand(1):id()].name end
+      end
+      local seen = {}
+      local function trace(t)
+        if not tile_of(t) or seen[t:id()] then return nil end
+        seen[t:id()] = true
+        local d = t:def()
+        if not d then -- a value a loop carries: its init and what the body yields
+          local b = t:owner_block()
+          local o = b:parent()
+          if o:name() ~= "scf.for" then return nil end
+          return trace(o:operand(3 + t:index() - 1)) or trace(b:terminator():operand(t:index() - 1))
+        end
+        local n = d:name()
+        if n == "scf.for" then
+          return trace(d:operand(3 + t:index())) or trace(d:region(1):entry():terminator():operand(t:index()))
+        elseif n == "tileas.tiled_load" then
+          return load_varies(d, 1)
+        elseif n == "tileas.dot" then -- its columns are B's rows ([N, K]) or columns ([K, N])
+          local b = d:operand(2)
+          while b:def() and b:def():name() == "tileas.extract_slice" do b = b:def():operand(1) end
+          for _, u in ipairs(b:users()) do
+            local ld = u:name() == "tileas.copy" and u:operand(2) == b and u:operand(1):def()
+            if ld and ld:name() == "tileas.tiled_load" then
+              local r = load_varies(ld, d:attr "transpose_b" and 0 or 1)
+              if r then return r end
+            end
+          end
+          return trace(d:operand(3))
+        elseif n == "tileas.math" or n == "tileas.convert_layout" or n:match "^arith%." then
+          for _, o in ipairs(d:operands()) do
+            local r = trace(o)
+            if r then return r end
+          end
+        end
+        return nil
+      end
+      return trace(v)
+    end
+
     -- lower one op (not a loop of the pipeline: those are lower_for / lower_while)
     local function lower_op(op, env)
       local n = op:name()
@@ -646,6 +774,11 @@ local function lower_kernel(tl, G, kop)
       elseif n == "tileas.splat" then
         local ri = tile_of(op:result(1))
         local s = get(op:operand(1), op)
+        local l = ri.layout
+        if l and l.kind == "slice" and #ri.shape == 1 and l.parent and l.parent.kind == "mma" then
+          vmap[op:result(1):id()] = line(ri.elem, l.dim == 0 and 2 or 1, function() return s end)
+          return
+        end
         if layout_kind(op:result(1)) ~= "mma" then fail(op, "splats of layout '%s' are not lowered yet", tostring(layout_kind(op:result(1)))) end
         local f = frag(ri.elem, ri.shape[1] * ri.shape[2] // 128, function() return s end)
         f.splat = op:operand(1)
@@ -677,6 +810,11 @@ local function lower_kernel(tl, G, kop)
           fail(op, "convert_layout from %s to %s is not lowered yet", tostring(layout_kind(op:operand(1))), tostring(layout_kind(op:result(1))))
         end
         if n == "tileas.convert_layout" and nctas > 1 and moves_between_ctas(op) then
+          for _, u in ipairs(op:result(1):users()) do -- tileas-plan-cta's gather of what a reduce reads
+            if u:name() == "tileas.reduce" then
+              fail(u, "a reduce of a tile the cluster's CTAs split (tileas-plan-cta gathers it between the CTAs) is not lowered yet")
+            end
+          end
           fail(op, "a convert_layout between the cluster's CTAs (its CTA part changes) is not lowered yet")
         end
         if is_line(x) and #ri.shape == 2 then -- a row (along 2) or column (along 1) over the fragment
@@ -687,11 +825,17 @@ local function lower_kernel(tl, G, kop)
         else
           vmap[op:result(1):id()] = x
         end
+      elseif n == "tileas.reduce" then
+        lower_reduce(op, env)
       elseif n == "tileas.math" then
         local x = get(op:operand(1), op)
         local fn = math_fns[op:attr "fn"]
-        if not is_frag(x) or tile_of(op:result(1)).elem ~= tl.f32 then fail(op, "tileas.math of f32 accumulator tiles only") end
-        vmap[op:result(1):id()] = frag(x.elem, x.n, function(i) return fn(x:at(i)) end)
+        if not (is_frag(x) or is_line(x)) or tile_of(op:result(1)).elem ~= tl.f32 then
+          fail(op, "tileas.math of f32 accumulator tiles (or of their slices) only")
+        end
+        local y = lazy(x.kind, x.elem, function(i) return fn(x:at(i)) end)
+        y.along = x.along
+        vmap[op:result(1):id()] = y
       elseif n:match "^arith%." and op:nresults() == 1 and tile_of(op:result(1)) then
         vmap[op:result(1):id()] = elementwise(op, env)
       elseif n == "arith.constant" and op:attr "tileas.replica" and env.replica then

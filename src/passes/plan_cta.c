@@ -24,7 +24,9 @@
 **      new CTA part (through elementwise ops, loop-carried slots, splat, loads,
 **      alloc_tensor, convert_layout, an extract_slice of one piece: its operand
 **      split alike in every piece, `cta_repeat`); a forward marker makes its users take it
-**      (elementwise ops, slots, copy, tiled_store, convert_layout). A value is
+**      (elementwise ops, slots, copy, tiled_store, convert_layout, and the
+**      shape ops: a reduce along a dim the CTAs do not split, expand_dim,
+**      broadcast; a slice layout's CTA part is its parent's). A value is
 **      retyped at most once; other users of a retyped value get a forward
 **      marker; a convert_layout that becomes an identity is erased, so marker
 **      pairs merge. What cannot move stays a convert_layout;
@@ -227,6 +229,24 @@ static bool push_backward(Plan *p, IrOp *cvt) {
   return true;
 }
 
+/* Do the shape ops (reduce, expand_dim, broadcast) carry x's CTA part to
+** their result (a slice's in its parent)? A reduce only along a dim the CTAs
+** do not split: each CTA reduces whole rows of its block. */
+static bool shape_op_takes(const IrOp *op, const IrValue *x) {
+  switch (op->kind) {
+  case OP_TILEAS_REDUCE: {
+    if (!tas_is_tile(op->results[0].type) || !tas_is_tile(x->type)) return false;
+    int64_t cta[TAS_MAX_RANK], rep[TAS_MAX_RANK], d = ir_attrs_TILEAS_REDUCE(op).dim;
+    tas_cta(x->type, cta);
+    tas_cta_repeat(x->type, rep);
+    return d >= 0 && (uint32_t)d < x->type->rank && cta[d] == 1 && rep[d] == 1;
+  }
+  case OP_TILEAS_EXPAND_DIM:
+  case OP_TILEAS_BROADCAST: return true;
+  default: return false;
+  }
+}
+
 /* Forward, one use: can (op, index) take x, of the new CTA part, directly?
 ** With dry, only say; else make it so. */
 static bool user_takes(Plan *p, IrOp *op, uint32_t index, IrValue *x, bool dry) {
@@ -234,6 +254,14 @@ static bool user_takes(Plan *p, IrOp *op, uint32_t index, IrValue *x, bool dry) 
   if (tas_slot_of_use(op, index, &s)) {
     if (!slot_free(p, &s)) return false;
     if (!dry) retype_slot(p, &s, x->type, NULL, &(TasUse){op, index}, x);
+    return true;
+  }
+  if (shape_op_takes(op, x)) {
+    IrValue *r = &op->results[0];
+    if (is_fixed(p, r) || !r->type->layout) return false;
+    if (dry) return true;
+    ir_op_set_operand(op, index, x);
+    retype(p, r, tas_with_cta_of(p->t.r.ctx, r->type, x->type), NULL);
     return true;
   }
   bool eltwise = tas_elementwise(op);

@@ -18,14 +18,18 @@ int64_t tas_layout_int(const IrType *t, const char *key, int64_t dflt) {
   return a && a->kind == IR_ATTR_INT ? a->u.i : dflt;
 }
 
-const IrType *tas_layout_with(IrContext *ctx, const IrType *t, const char *key, const IrAttr *v) {
-  const IrAttr *l = t->layout;
+/* Layout dictionary l with entry `key` set to v (v NULL: removed). */
+static const IrAttr *dict_with(IrContext *ctx, const IrAttr *l, const char *key, const IrAttr *v) {
   IrNamedAttr e[32];
   uint32_t n = 0;
   for (uint32_t i = 0; i < l->u.dict.n && n < 31; i++)
     if (strcmp(l->u.dict.entries[i].name, key) != 0) e[n++] = l->u.dict.entries[i];
   if (v) e[n++] = (IrNamedAttr){ir_intern_cstr(ctx, key), v};
-  return ir_type_tile_layout(ctx, t->elem, t->rank, t->shape, t->space, ir_attr_dict(ctx, n, e));
+  return ir_attr_dict(ctx, n, e);
+}
+
+const IrType *tas_layout_with(IrContext *ctx, const IrType *t, const char *key, const IrAttr *v) {
+  return ir_type_tile_layout(ctx, t->elem, t->rank, t->shape, t->space, dict_with(ctx, t->layout, key, v));
 }
 
 const IrType *tas_with_elem(IrContext *ctx, const IrType *t, const IrType *elem) {
@@ -69,13 +73,24 @@ const IrType *tas_with_cta(IrContext *ctx, const IrType *t, const int64_t *cta) 
   return tas_layout_with(ctx, t, "cta", ir_attr_int_array(ctx, t->rank, cta));
 }
 
+/* The dictionary that holds a layout's CTA part: a slice's parent's. */
+static const IrAttr *cta_holder(const IrAttr *l) {
+  const IrAttr *k = ir_attr_dict_get(l, "kind"), *parent = ir_attr_dict_get(l, "parent");
+  bool slice = k && k->kind == IR_ATTR_STR && strcmp(k->u.str.s, "slice") == 0;
+  return slice && parent && parent->kind == IR_ATTR_DICT ? parent : l;
+}
+
 const IrType *tas_with_cta_of(IrContext *ctx, const IrType *t, const IrType *like) {
   static const char *const keys[] = {"cta", "cta_repeat"};
+  if (!t->layout) return t;
+  const IrAttr *holder = cta_holder(t->layout), *from = like->layout ? cta_holder(like->layout) : NULL, *h = holder;
   for (int i = 0; i < 2; i++) {
-    const IrAttr *a = tas_layout_get(like, keys[i]);
-    if (a != tas_layout_get(t, keys[i])) t = tas_layout_with(ctx, t, keys[i], a); /* as like says it, or not */
+    const IrAttr *a = from ? ir_attr_dict_get(from, keys[i]) : NULL;
+    if (a != ir_attr_dict_get(h, keys[i])) h = dict_with(ctx, h, keys[i], a); /* as like says it, or not */
   }
-  return t;
+  if (h == holder) return t;
+  const IrAttr *l = holder == t->layout ? h : dict_with(ctx, t->layout, "parent", h); /* a slice: its parent's */
+  return ir_type_tile_layout(ctx, t->elem, t->rank, t->shape, t->space, l);
 }
 
 void tas_dot_split(int64_t m, int64_t n_, int64_t n, int64_t *sm, int64_t *sn) {

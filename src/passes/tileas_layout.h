@@ -32,7 +32,8 @@ int64_t tas_cta_count(const IrType *t); /* the product of the CTA part */
 bool tas_same_cta(const IrType *a, const IrType *b);
 /* t with the CTA part cta (dropped when every extent is 1); t must have a layout. */
 const IrType *tas_with_cta(IrContext *ctx, const IrType *t, const int64_t *cta);
-/* t with the CTA part (`cta`, `cta_repeat`) of `like` (same rank), spelled as like spells it. */
+/* t with the CTA part (`cta`, `cta_repeat`) of `like`, spelled as like spells it;
+** a slice layout's CTA part is its parent's (the rank of the parent). */
 const IrType *tas_with_cta_of(IrContext *ctx, const IrType *t, const IrType *like);
 /* tileas-plan-cta's split [sm, sn] of a dot's accumulator [m, n_] among n
 ** CTAs (docs/passes.md): sm = clamp(m / chunk, 1, n), rounded down to a
