@@ -17,10 +17,7 @@ local function gemm(cfg, pipeline)
 end
 
 local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
-local function bf16(x) -- round to nearest even
-  local b = string.unpack("<I4", string.pack("<f", x))
-  return ((b + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff
-end
+local bf16 = PH.bf16 -- round to nearest even
 local function f16(x) -- the small integers of these tests only
   assert(x == math.floor(x) and math.abs(x) <= 2048)
   if x == 0 then return 0 end

@@ -115,4 +115,22 @@ function M.assert_caught(r, what, kinds, lines, step_patterns)
   print(("\n  %s -> %s (%d steps, %d states; the first found %s)\n%s"):format(what, r.violation.kind, #r.trace, r.states, tostring(r.first_steps), r.violation.message))
 end
 
+-- f32 x -> its bf16 bits, rounded to nearest even
+function M.bf16(x)
+  local b = string.unpack("<I4", string.pack("<f", x))
+  return ((b + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff
+end
+
+-- A rows x cols matrix of f(i, j): its values (row-major, from 0) and its bf16 bytes.
+function M.matrix(rows, cols, f)
+  local v, bytes = {}, {}
+  for i = 0, rows - 1 do
+    for j = 0, cols - 1 do
+      v[i * cols + j] = f(i, j)
+      bytes[#bytes + 1] = string.pack("<I2", M.bf16(v[i * cols + j]))
+    end
+  end
+  return v, table.concat(bytes)
+end
+
 return M

@@ -12,20 +12,7 @@ local P = require "tilua.protocol"
 local gemm_example = assert(loadfile "examples/tile_gemm.lua")("--library")
 local fused_example = assert(loadfile "examples/tile_gemm_bias_relu.lua")("--library")
 
-local function bf16(x)
-  local b = string.unpack("<I4", string.pack("<f", x))
-  return ((b + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff
-end
-local function matrix(rows, cols, f)
-  local v, bytes = {}, {}
-  for i = 0, rows - 1 do
-    for j = 0, cols - 1 do
-      v[i * cols + j] = f(i, j)
-      bytes[#bytes + 1] = string.pack("<I2", bf16(v[i * cols + j]))
-    end
-  end
-  return v, table.concat(bytes)
-end
+local bf16, matrix = PH.bf16, PH.matrix
 local function f32s(t) -- a list of numbers -> f32 bytes
   local out = {}
   for i, x in ipairs(t) do out[i] = string.pack("<f", x) end

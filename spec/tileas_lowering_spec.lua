@@ -23,23 +23,9 @@ local TILEAS = "tileas-assign-layouts,tileas-dynamic-persistent,tileas-materiali
 local lowered = PH.lowered_tile -- the kernel the emulator runs
 
 -- {=== inputs, the emulator's run and the CPU reference (small integers: every sum exact)
-local function bf16(x)
-  local b = string.unpack("<I4", string.pack("<f", x))
-  return ((b + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff
-end
+local bf16, matrix = PH.bf16, PH.matrix
 local function from_bf16(h) return (string.unpack("<f", string.pack("<I4", h << 16))) end
 
--- A rows x cols matrix of f(i, j): its values (row-major, from 0) and its bf16 bytes.
-local function matrix(rows, cols, f)
-  local v, bytes = {}, {}
-  for i = 0, rows - 1 do
-    for j = 0, cols - 1 do
-      v[i * cols + j] = f(i, j)
-      bytes[#bytes + 1] = string.pack("<I2", bf16(v[i * cols + j]))
-    end
-  end
-  return v, table.concat(bytes)
-end
 local function a_value(i, k) return ((i * 7 + k * 3) % 5) - 2 end
 local function b_value(j, k) return ((j * 5 + k * 11 + 1) % 3) - 1 end
 
