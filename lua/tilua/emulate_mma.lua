@@ -137,32 +137,42 @@ return function(handlers, api)
     return x
   end
 
-  -- Every row (innermost dimension) of the box at coords (outermost first):
-  -- f(smem_offset of the row, global address of its first in-bounds element or
-  -- nil, first and last in-bounds element of the row (0-based)).
-  local function box_rows(m, coords, f)
-    local rank, box, eb = #m.box, m.box, m.ebytes
+  -- Every row (innermost dimension) of a box of `box` elements starting at
+  -- element coordinates `start` (outermost first) of a tensor of `shape`
+  -- elements at `base` with byte `strides`: f(index of the row's first
+  -- element in the box, global address of its first in-bounds element or nil,
+  -- first and last in-bounds element of the row (0-based)). TMA boxes here,
+  -- the tiles of tileas.tiled_load / tiled_store in emulate_tileas.lua.
+  local function rows_of_box(base, shape, strides, box, start, f)
+    local rank = #box
     local inner = box[rank]
-    local c0 = coords[rank]
-    local lo, hi = math.max(0, -c0), math.min(inner, m.shape[rank] - c0) - 1
+    local c0 = start[rank]
+    local lo, hi = math.max(0, -c0), math.min(inner, shape[rank] - c0) - 1
     local idx = {}
     for d = 1, rank - 1 do idx[d] = 0 end
     local rows = 1
     for d = 1, rank - 1 do rows = rows * box[d] end
     for e = 0, rows - 1 do
-      local inb, ga = hi >= lo, m.base + (c0 + lo) * m.strides[rank]
+      local inb, ga = hi >= lo, base + (c0 + lo) * strides[rank]
       for d = 1, rank - 1 do
-        local c = coords[d] + idx[d]
-        if c < 0 or c >= m.shape[d] then inb = false end
-        ga = ga + c * m.strides[d]
+        local c = start[d] + idx[d]
+        if c < 0 or c >= shape[d] then inb = false end
+        ga = ga + c * strides[d]
       end
-      f(e * inner * eb, inb and ga or nil, lo, hi)
+      f(e * inner, inb and ga or nil, lo, hi)
       for d = rank - 1, 1, -1 do
         idx[d] = idx[d] + 1
         if idx[d] < box[d] then break end
         idx[d] = 0
       end
     end
+  end
+  api.rows_of_box = rows_of_box
+
+  -- the box at coords of tensor map m: f(smem offset of the row, ...) as above
+  local function box_rows(m, coords, f)
+    local eb = m.ebytes
+    rows_of_box(m.base, m.shape, m.strides, m.box, coords, function(e, ga, lo, hi) f(e * eb, ga, lo, hi) end)
   end
   local function box_bytes(m)
     local n = m.ebytes

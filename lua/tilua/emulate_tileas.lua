@@ -455,29 +455,9 @@ return function(handlers, api)
   -- f(index of the row's first element in the tile, global address of its
   -- first in-bounds element or nil, first and last in-bounds column).
   local function tile_rows(t, shape, coords, f)
-    local rank = #shape
-    local eb = t.codec.size
-    local inner = shape[rank]
-    local c0 = coords[rank] * inner
-    local lo, hi = math.max(0, -c0), math.min(inner, t.shape[rank] - c0) - 1
-    local idx = {}
-    for d = 1, rank - 1 do idx[d] = 0 end
-    local rows = 1
-    for d = 1, rank - 1 do rows = rows * shape[d] end
-    for e = 0, rows - 1 do
-      local inb, ga = hi >= lo, t.base + (c0 + lo) * t.strides[rank] * eb
-      for d = 1, rank - 1 do
-        local c = coords[d] * shape[d] + idx[d]
-        if c < 0 or c >= t.shape[d] then inb = false end
-        ga = ga + c * t.strides[d] * eb
-      end
-      f(e * inner, inb and ga or nil, lo, hi)
-      for d = rank - 1, 1, -1 do
-        idx[d] = idx[d] + 1
-        if idx[d] < shape[d] then break end
-        idx[d] = 0
-      end
-    end
+    local eb, start, strides = t.codec.size, {}, {}
+    for d = 1, #shape do start[d], strides[d] = coords[d] * shape[d], t.strides[d] * eb end
+    api.rows_of_box(t.base, t.shape, strides, shape, start, f)
   end
   local function coords_of(rec, ins, from, to)
     local c = {}
