@@ -245,6 +245,12 @@ describe("tile programs on the emulator (tileas)", function()
     ok, err = pcall(P.check, big.op, {})
     assert.is_false(ok)
     assert.matches("planned for 9 x 8 programs: more than the 64 programs a check runs", err, 1, true)
+    -- a pipelined loop's stages that are not a count (textual IR can say anything)
+    local g = gemm_example.build {}
+    g.op:walk(function(op) if op:attr "tileas.pipeline" then op:set_attr("tileas.pipeline", { stages = 1e308 }) end end)
+    ok, err = pcall(P.check, g.op, {})
+    assert.is_false(ok)
+    assert.matches("tileas.pipeline's stages must be an integer from 1 to 64, got 1e+308", err, 1, true)
   end)
 
   it("checks the rings' implied handoff: clean, every ring twice around; a ring the producer no longer fills deadlocks", function()

@@ -395,9 +395,15 @@ local function choose_tile_problem(kop, o)
   kop:walk(function(op)
     local pl = op:name() == "scf.for" and op:attr "tileas.pipeline"
     if pl then
+      local st = pl.stages or 1
+      if math.type(st) ~= "integer" or st < 1 or st > 64 then
+        local file, line = op:loc()
+        error(("the loop at %s:%s: tileas.pipeline's stages must be an integer from 1 to 64, got %s")
+          :format(file or "?", line or "?", tostring(st)), 0)
+      end
       for _, t in ipairs { 16, 32, 64, 128 } do
-        sizes[#sizes + 1] = 2 * (pl.stages or 1) * t
-        sizes[#sizes + 1] = 3 * (pl.stages or 1) * t
+        sizes[#sizes + 1] = 2 * st * t
+        sizes[#sizes + 1] = 3 * st * t
       end
     end
   end)

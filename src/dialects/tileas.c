@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernel.h"
+#include "sm90_limits.h"
 
 #define TILEAS_MAX_TENSOR_RANK 5 /* what a TMA box can address */
 
@@ -136,8 +137,26 @@ IrResult tileas_verify_tiled_access(IrOp *op) {
   return static_tile(op, tile) && check_layouts(op) ? IR_OK : IR_FAIL;
 }
 
+/* A ring's depth (`tileas.stages`, tileas-materialize-agents): whole stages
+** that fit the shared memory of one block, so a lowering or the protocol
+** model never sizes a ring from a float or an absurd count. */
+static bool check_ring_stages(IrOp *op) {
+  const IrAttr *st = ir_op_attr(op, "tileas.stages");
+  if (!st) return true;
+  const IrType *t = op->results[0].type;
+  int64_t bytes = (ir_type_bitwidth(t->elem) + 7) / 8;
+  for (uint32_t d = 0; d < t->rank; d++) bytes *= t->shape[d];
+  int64_t most = bytes > 0 ? SM90_MAX_SMEM / bytes : 0;
+  if (st->kind != IR_ATTR_INT || st->u.i < 1 || st->u.i > most) {
+    ir_op_error(op, "tileas.stages must be an integer from 1 to %lld (stages of %lld bytes in %d bytes of shared memory)",
+                (long long)most, (long long)bytes, SM90_MAX_SMEM);
+    return false;
+  }
+  return true;
+}
+
 IrResult tileas_verify_alloc_tensor(IrOp *op) {
-  return static_tile(op, op->results[0].type) && check_layouts(op) ? IR_OK : IR_FAIL;
+  return static_tile(op, op->results[0].type) && check_layouts(op) && check_ring_stages(op) ? IR_OK : IR_FAIL;
 }
 
 IrResult tileas_verify_copy(IrOp *op) {
