@@ -431,11 +431,8 @@ local function tile_both(name, M, N, K, seed)
   local values = { ["map:A"] = { data = A, shape = { M, K } }, ["map:B"] = { data = B, shape = { N, K } },
                    ["map:C"] = { data = C, shape = { M, N } }, ["ptr:bias"] = bias, ["dim:bias:0"] = N,
                    ["arg:K"] = K, ["programs:x"] = programs[1], ["programs:y"] = programs[2] }
-  local args, c = {}, nil
-  for i, e in ipairs(kop:attr "tileas.params") do
-    args[i] = assert(values[e], e)
-    if e == "map:C" then c = i end
-  end
+  local args, at = PH.params_args(kop, values)
+  local c = at["map:C"]
   local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = seed })
   assert(r.ok, r.report)
   local r2 = STANDIN and tl.emulate(kop, { grid = grid, args = args, policy = "adversarial" })
@@ -477,11 +474,8 @@ cases[#cases + 1] = { example = "tile_gemm_softmax", name = "tile_gemm_softmax (
     local values = { ["map:A"] = { data = A, shape = { M, K } }, ["map:B"] = { data = B, shape = { N, K } },
                      ["map:C"] = { data = C, shape = { M, N } }, ["arg:K"] = K, ["arg:scale"] = 1 / 16,
                      ["programs:x"] = (M + 127) // 128, ["programs:y"] = 1 }
-    local args, c = {}, nil
-    for i, e in ipairs(kop:attr "tileas.params") do
-      args[i] = assert(values[e], e)
-      if e == "map:C" then c = i end
-    end
+    local args, at = PH.params_args(kop, values)
+    local c = at["map:C"]
     local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = seed })
     assert(r.ok, r.report)
     local r2 = STANDIN and tl.emulate(kop, { grid = grid, args = args, policy = "adversarial" })

@@ -133,4 +133,16 @@ function M.matrix(rows, cols, f)
   return v, table.concat(bytes)
 end
 
+-- The arguments of a lowered tile program (convert-tileas-to-cutlass), each
+-- parameter filled as its tileas.params entry says from `values` (entry ->
+-- argument, as the launcher would); -> args, and the position of each entry.
+function M.params_args(kop, values)
+  local args, at = {}, {}
+  for i, e in ipairs(kop:attr "tileas.params") do
+    args[i] = assert(values[e], "no value for " .. e)
+    at[e] = i
+  end
+  return args, at
+end
+
 return M

@@ -56,8 +56,7 @@ describe("tile programs on the emulator (tileas)", function()
         local kop = PH.lowered_tile(k)
         local values = { ["map:A"] = problem.A, ["map:B"] = problem.B, ["map:C"] = problem.C, ["arg:K"] = K,
                          ["ptr:bias"] = problem.bias.data, ["dim:bias:0"] = N, ["programs:x"] = 2, ["programs:y"] = 2 }
-        local args = {}
-        for i, e in ipairs(kop:attr "tileas.params") do args[i] = assert(values[e], e) end
+        local args = PH.params_args(kop, values)
         local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 5 })
         assert(r.ok, r.report)
         lowered = r.read(3)

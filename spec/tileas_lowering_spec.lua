@@ -33,14 +33,10 @@ local function b_value(j, k) return ((j * 5 + k * 11 + 1) % 3) - 1 end
 -- each parameter filled as its tileas.params entry says from `values`
 -- (entry -> argument, as the launcher would); -> the bytes of parameter `out`.
 local function emulate(kop, grid, values, out)
-  local args, at = {}, nil
-  for i, e in ipairs(kop:attr "tileas.params") do
-    args[i] = assert(values[e], "no value for " .. e)
-    if e == out then at = i end
-  end
+  local args, at = PH.params_args(kop, values)
   local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = 7 })
   assert(r.ok, r.report)
-  return r.read(assert(at))
+  return r.read(assert(at[out]))
 end
 
 -- Assert that the M x N matrix of bytes `out` (bf16, or f32) is want(i, j) everywhere.
@@ -184,8 +180,7 @@ describe("a 256-row tile program on a cluster of 2 (--cluster=2 --bm=256): tilea
     local kop = lowered(gemm_example.build { cluster = 2, bm = 256 })
     local values = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
                      ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1 }
-    local args = {}
-    for i, e in ipairs(kop:attr "tileas.params") do args[i] = assert(values[e], e) end
+    local args = PH.params_args(kop, values)
     local c = tl.verify_protocol(kop, { grid = 2, args = args, max_states = 2000 })
     assert(c.ok, c.report)
     assert.is_true(c.states > 100)
@@ -233,8 +228,7 @@ describe("the lowered tile programs on the CPU emulator", function()
     local kop = lowered(gemm_example.build { cluster = 2 })
     local values = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
                      ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1 }
-    local args = {}
-    for i, e in ipairs(kop:attr "tileas.params") do args[i] = assert(values[e], e) end
+    local args = PH.params_args(kop, values)
     local c = tl.verify_protocol(kop, { grid = 2, args = args, max_states = 2000 })
     assert(c.ok, c.report)
     assert.is_true(c.states > 100)
@@ -417,8 +411,7 @@ describe("row reductions of the accumulator (softmax, examples/tile_gemm_softmax
     local values = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { ex.N, K } },
                      ["map:C"] = { bytes = M * ex.N * 2, shape = { M, ex.N } }, ["arg:K"] = K, ["arg:scale"] = 0.0625,
                      ["programs:x"] = 1, ["programs:y"] = 1 }
-    local args = {}
-    for i, e in ipairs(kop:attr "tileas.params") do args[i] = assert(values[e], e) end
+    local args = PH.params_args(kop, values)
     local c = tl.verify_protocol(kop, { grid = 1, args = args, max_states = 2000 })
     assert(c.ok, c.report)
     assert.is_true(c.states > 100)
@@ -576,8 +569,7 @@ describe("StreamK: the k loop split over workers (tl.tile_kernel's schedule)", f
     local values = { ["map:A"] = { bytes = M * K * 2, shape = { M, K } }, ["map:B"] = { bytes = N * K * 2, shape = { N, K } },
                      ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1,
                      workspace = { bytes = L.workspace_bytes } }
-    local args = {}
-    for i, e in ipairs(kop:attr "tileas.params") do args[i] = assert(values[e], e) end
+    local args = PH.params_args(kop, values)
     local c = tl.verify_protocol(kop, { grid = 2, args = args, max_states = 2000 })
     assert(c.ok, c.report)
     assert.is_true(c.states > 100)
