@@ -30,7 +30,8 @@ describe("the verify-protocol pass", function()
     end
     assert.truthy(found)
     assert.is_true(found.lua)
-    assert.equal("grid max_states max_seconds n bytes trace max_ops", found.options)
+    assert.equal("grid:1..1048576 max_states:1..100000000 max_seconds:0.001..86400.0 n:1..2147483647 "
+      .. "bytes:1..2147483647 trace:0..1000000 max_ops:1..1000000000000", found.options)
     assert.is_false(core.passes()[1].lua)
   end)
 
@@ -54,7 +55,7 @@ describe("the verify-protocol pass", function()
     assert.matches("nvvm%.", out) -- lowered after the check
     _, err, code = H.tilua_run { "opt", GOOD, "-p", "verify-protocol{grd=2}" }
     assert.equal(1, code)
-    assert.matches("pass 'verify%-protocol' has no option 'grd' %(it reads: grid max_states max_seconds n bytes trace max_ops%)", err)
+    assert.matches("pass 'verify%-protocol' has no option 'grd' %(it reads: grid:1%.%.1048576 max_states:", err)
   end)
 
   it("reports an exceeded state budget as an error at the kernel", function()

@@ -5,8 +5,14 @@
 --                           k:compile (ptx nil for tl.compile); the host's
 --                           (`tilua --emit/--stage` prints and exits there)
 --   tl.options.stage_hook_ir  the hook reads the stages' IR: keep it
---   tl.options.debug_hangs  true or milliseconds: k:compile adds debug-hangs
---   tl.options.compile_cache  false: k:compile always compiles (see below)
+--   tl.options.debug_hangs  true or milliseconds (1 to 86400000): k:compile adds debug-hangs
+--   tl.options.compile_cache  false: k:compile always compiles; a number: the
+--                           compiles kept per context (default 64; see below)
+--   tl.options.keep_stages  keep every stage's IR (the REPL, --stage)
+--   tl.options.check_protocol  true or "passes": verify-protocol after every pass
+--
+-- tl.options checks every value when it is set: an unknown option or a value
+-- of the wrong kind or out of range is an error at the line that sets it.
 --
 -- The library never reads `arg` and never exits: the host owns both.
 -- init.lua attaches it with one line: require("tilua.compile").attach(tl).
@@ -21,14 +27,52 @@ function M.attach(tl)
 
   tl.ptx_pipeline = "ptx"
 
-  -- tl.options.debug_hangs, checked: nil, false, true or milliseconds.
-  local function debug_hangs()
-    local dh = tl.options.debug_hangs
-    if dh ~= nil and dh ~= true and dh ~= false and (math.type(dh) ~= "integer" or dh <= 0) then
-      raise("tl.options.debug_hangs: expected true or a number of milliseconds")
-    end
-    return dh
+  -- {=== tl.options: what each option may be, checked when it is set
+  local function int_in(lo, hi)
+    return function(v) return math.type(v) == "integer" and v >= lo and v <= hi end,
+      ("an integer in [%d, %d]"):format(lo, hi)
   end
+  local function bool_or(check, what)
+    return function(v) return v == nil or type(v) == "boolean" or check(v) end, "nil, true, false or " .. what
+  end
+  local OPTIONS = {
+    stage_hook = { function(v) return v == nil or type(v) == "function" end, "nil or a function" },
+    stage_hook_ir = { bool_or(function() return false end, "nothing else") },
+    keep_stages = { bool_or(function() return false end, "nothing else") },
+    debug_hangs = { bool_or(int_in(1, 86400000)) }, -- milliseconds: debug-hangs{ms=...}'s range
+    compile_cache = { bool_or(int_in(1, 100000)) },
+    check_protocol = { bool_or(function(v) return v == "passes" end, '"passes"') },
+  }
+  local function check_option(key, v)
+    local spec = OPTIONS[key]
+    if not spec then
+      local names = {}
+      for k in pairs(OPTIONS) do names[#names + 1] = k end
+      table.sort(names)
+      raise(("tl.options has no option %s (options: %s)"):format(tostring(key), table.concat(names, ", ")))
+    end
+    if not spec[1](v) then
+      raise(("tl.options.%s must be %s, got %s"):format(key, spec[2], type(v) == "string" and ("'" .. v .. "'") or tostring(v)))
+    end
+  end
+  do
+    local values = {}
+    for k, v in pairs(tl.options) do
+      check_option(k, v)
+      values[k] = v
+    end
+    tl.options = setmetatable({}, {
+      __index = function(_, k) return values[k] end,
+      __newindex = function(_, k, v)
+        check_option(k, v)
+        values[k] = v
+      end,
+      __pairs = function() return next, values, nil end,
+    })
+  end
+  -- }===
+
+  local function debug_hangs() return tl.options.debug_hangs end
 
   -- Hand a compile's stages to the host's hook, if it set one.
   local function stage_hook(stages, module, ptx)
@@ -139,9 +183,33 @@ function M.attach(tl)
   -- keeping and protocol check are those of an earlier one (in the same context) gives the
   -- earlier result again: its PTX, its lowered module and a copy of its stages
   -- (each marked `cached`), handed to the hook as a fresh compile's are, so
-  -- nothing is hidden from inspection. tl.options.compile_cache = false turns
-  -- it off (benchmarks of the compiler itself).
-  local caches = setmetatable({}, { __mode = "k" }) -- context -> { key -> entry }
+  -- nothing is hidden from inspection. It keeps tl.options.compile_cache
+  -- compiles per context (default 64), the least recently used going first;
+  -- tl.options.compile_cache = false turns it off (benchmarks of the compiler itself).
+  local caches = setmetatable({}, { __mode = "k" }) -- context -> { entries = {key -> entry}, n, clock }
+  local CACHE_DEFAULT = 64
+
+  local function cache_get(cache, key)
+    local e = cache.entries[key]
+    if e then
+      cache.clock = cache.clock + 1
+      e.used = cache.clock
+    end
+    return e
+  end
+  local function cache_put(cache, key, e, limit)
+    if not cache.entries[key] then cache.n = cache.n + 1 end
+    cache.clock = cache.clock + 1
+    e.used = cache.clock
+    cache.entries[key] = e
+    while cache.n > limit do -- out goes the least recently used
+      local old, oldest = nil, math.huge
+      for k, v in pairs(cache.entries) do
+        if v.used < oldest then old, oldest = k, v.used end
+      end
+      cache.entries[old], cache.n = nil, cache.n - 1
+    end
+  end
 
   local function copy_stages(stages, cached)
     local out = {}
@@ -161,12 +229,12 @@ function M.attach(tl)
       local ctx = tl.context()
       cache = caches[ctx]
       if not cache then
-        cache = {}
+        cache = { entries = {}, n = 0, clock = 0 }
         caches[ctx] = cache
       end
       -- a compile without the protocol check does not stand for one with it
       key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol or false) .. "\0" .. self.module:print()
-      local hit = cache[key]
+      local hit = cache_get(cache, key)
       if hit then
         tl.last_stages = copy_stages(hit.stages, true)
         self.lowered, self.ptx = hit.lowered, hit.ptx
@@ -184,7 +252,10 @@ function M.attach(tl)
     stages[#stages + 1] = { name = "emit-ptx", index = #stages, ms = (os.clock() - t0) * 1e3, changed = true, ir = ptx }
     self.lowered, self.ptx = m, ptx
     self._fn = nil
-    if cache then cache[key] = { ptx = ptx, lowered = m, stages = copy_stages(stages, nil) } end
+    if cache then
+      local limit = math.type(tl.options.compile_cache) == "integer" and tl.options.compile_cache or CACHE_DEFAULT
+      cache_put(cache, key, { ptx = ptx, lowered = m, stages = copy_stages(stages, nil) }, limit)
+    end
     stage_hook(stages, m, ptx)
     return ptx
   end

@@ -329,7 +329,7 @@ local function new_run(k, o, choose)
   local R = setmetatable({ k = k, o = o, choose = choose, global = {}, ctas = {}, actors = {},
                            warps = {}, copies = {}, nactors = 0, steps = 0, trace = {},
                            max_steps = o.max_steps or 200000, next_global = GLOBAL_BASE,
-                           max_ops = o.max_ops or 4000000, ops = 0,
+                           max_ops = o.max_ops or 4000000, ops = 0, next_clock = 4096,
                            buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 16,
                            read_recs = {}, write_recs = {}, rnext = setmetatable({}, { __mode = "k" }) }, Run)
   -- protocol-only runs (the checker's, unless o.values): bulk and TMA copies,
@@ -341,6 +341,19 @@ local function new_run(k, o, choose)
   R.values = values
   return R
 end
+
+-- The time budget: o.deadline, a time of os.clock() (tilua.protocol's
+-- max_seconds). A run past it stops at the next CTA it starts, the next step
+-- or 4096th op with OUT_OF_TIME: a check reports its budget as exceeded, a
+-- plain run fails. It bounds the work of one run, however large its grid.
+local OUT_OF_TIME = setmetatable({}, { __tostring = function() return "emulate: the time budget (max_seconds) ran out" end })
+M.OUT_OF_TIME = OUT_OF_TIME
+function Run:clock()
+  local d = self.o.deadline
+  if d and os.clock() > d then error(OUT_OF_TIME, 0) end
+end
+-- The most warps a run emulates (a warp is a coroutine and its state).
+local MAX_WARPS = 1 << 20
 
 function Run:new_actor()
   self.nactors = self.nactors + 1
@@ -998,6 +1011,10 @@ local handlers = {}
 -- the ops are bounded too (a handler that loops over elements counts them).
 function Run:tick(rec, n)
   self.ops = self.ops + n
+  if self.ops >= self.next_clock then
+    self.next_clock = self.ops + 4096
+    self:clock()
+  end
   if self.ops > self.max_ops then
     error(("emulate: more than %d ops run (max_ops) at %s: a loop that does not end, or raise max_ops")
       :format(self.max_ops, rec.loc), 0)
@@ -1152,7 +1169,12 @@ function Run:start()
   if self.grid % csize ~= 0 then
     error(("emulate: a grid of %d CTAs is not a whole number of clusters of %d"):format(self.grid, csize), 0)
   end
+  if self.grid * k.warps > MAX_WARPS then
+    error(("emulate: a grid of %d CTAs of %d warps each is more than the %d warps a run emulates")
+      :format(self.grid, k.warps, MAX_WARPS), 0)
+  end
   for c = 0, self.grid - 1 do
+    if c & 63 == 0 then self:clock() end
     local cta = { id = c, shared = {}, shadow_w = {}, shadow_r = {}, bars = {}, bar_list = {}, syncs = {},
                   sync_list = {}, pipes = {}, start = self:new_actor(), remote = {}, live = k.warps,
                   rank = c % csize, remote_of = (" of CTA %d"):format(c), nbars = {} }
@@ -1228,6 +1250,7 @@ end
 
 function Run:step(a)
   self.steps = self.steps + 1
+  self:clock()
   if self.steps > self.max_steps then
     error(("emulate: more than %d steps (max_steps): a livelock, or raise max_steps"):format(self.max_steps), 0)
   end
@@ -1623,14 +1646,16 @@ function M.check(k, o)
   local dk = prepare(k)
   local budget = o.max_states or 20000
   local por = o.por ~= false
-  o = setmetatable({ _cache = {}, _por = por }, { __index = o })
+  local t0 = os.clock()
+  local deadline = o.max_seconds and t0 + o.max_seconds
+  if o.deadline and (not deadline or o.deadline < deadline) then deadline = o.deadline end
+  o = setmetatable({ _cache = {}, _por = por, deadline = deadline }, { __index = o })
   local visited, states, runs = {}, 0, 0
   local frames = {}
-  local t0 = os.clock()
   local exceeded = false
   local min_phases
   while true do
-    if o.max_seconds and os.clock() - t0 > o.max_seconds then -- a time budget, between runs
+    if deadline and os.clock() > deadline then -- a time budget, between runs (and in them: OUT_OF_TIME)
       exceeded = "time"
       break
     end
@@ -1754,7 +1779,12 @@ function M.check(k, o)
       return idx
     end
     R = new_run(dk, o, chooser)
-    local fail = R:go()
+    local gone, fail = pcall(R.go, R)
+    if not gone then
+      if fail ~= OUT_OF_TIME then error(fail, 0) end
+      exceeded = "time"
+      break
+    end
     if fail and fail.kind ~= "pruned" then
       local res = { ok = false, states = states, runs = runs, violation = fail, trace = R.trace,
                     first_steps = #R.trace }
@@ -1783,7 +1813,7 @@ function M.check(k, o)
                 budget_exceeded = exceeded and true, min_phases = min_phases }
   if exceeded == "time" then
     res.violation = { kind = "budget", message = ("time budget exceeded: %d states explored in %d runs, %.1f s (max_seconds = %g); the schedules after them were not checked")
-      :format(states, runs, res.seconds, o.max_seconds) }
+      :format(states, runs, res.seconds, o.max_seconds or (deadline - t0)) }
     res.report = "verify-protocol: " .. res.violation.message
   elseif exceeded then
     res.violation = { kind = "budget", message = ("state budget exceeded: %d states explored (max_states = %d) in %d runs; the schedules after them were not checked")

@@ -80,7 +80,8 @@ function M.verify_protocol(module, o, after)
       -- fails is wrong (that run is one of the schedules): no search
       local early, args, desc = nil, last and last.args, last and last.inputs
       if not hit and after == "input" and o.mode == "passes" and not o.n and not P.is_tile_program(kop) then
-        local ok2, a, d, _, failure = pcall(P.inputs, kop, { grid = o.grid, bytes = o.bytes, max_ops = o.max_ops })
+        local ok2, a, d, _, failure = pcall(P.inputs, kop, { grid = o.grid, bytes = o.bytes, max_ops = o.max_ops,
+                                                           max_seconds = o.max_seconds or 5 })
         if ok2 and failure and failure.kind ~= "error" then early = failure
         elseif ok2 then args, desc = a, d end
       end

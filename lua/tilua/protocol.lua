@@ -229,8 +229,16 @@ M.default_grid = default_grid
 -- tried once 4 failed: a kernel whose loops run n times would only cost
 -- time; `failure` is then the emulation's {kind, message}: a schedule that
 -- already fails), else the largest.
+-- o.max_seconds (or o.deadline, a time of os.clock()) bounds the runs.
+local function with_deadline(o)
+  if o.max_seconds and not o.deadline then
+    return setmetatable({ deadline = os.clock() + o.max_seconds }, { __index = o })
+  end
+  return o
+end
+
 function M.inputs(k, o)
-  o = o or {}
+  o = with_deadline(o or {})
   local kop = kernel_of(k)
   if o.args then return o.args, o.inputs or "the arguments given", o.n end
   local grid = o.grid or default_grid(kop)
@@ -251,7 +259,7 @@ function M.inputs(k, o)
     end
     local args = args_for(kop, size, o, nworkers, workers)
     local ok, r = pcall(em.run, kop, { grid = grid, args = args, max_steps = o.max_steps, max_ops = o.max_ops,
-                                       values = false })
+                                       values = false, deadline = o.deadline })
     if ok and r.ok and (not r.min_phases or r.min_phases >= 2) then
       pick = size
       break
@@ -414,7 +422,7 @@ local function choose_tile_problem(kop, o)
     first = first or p
     local args, grid, workers = M.tile_args(kop, p)
     local ok, r = pcall(em.run, kop, { grid = grid, workers = workers, args = args, values = false,
-                                       max_steps = o.max_steps, max_ops = o.max_ops })
+                                       max_steps = o.max_steps, max_ops = o.max_ops, deadline = o.deadline })
     if ok and r.ok and (not r.min_phases or r.min_phases >= 2) then return p end
   end
   return first
@@ -427,14 +435,14 @@ end
 -- program (or a stage of one given o.tile, the problem its input was checked
 -- on) also tile: the problem.
 function M.check(k, o)
-  o = o or {}
+  o = with_deadline(o or {})
   local kop = kernel_of(k)
   if not o.args and (M.is_tile_program(kop) or (o.tile and kop:attr "tileas.params")) then
     local p = o.tile or choose_tile_problem(kop, o)
     local args, grid, workers = M.tile_args(kop, p)
     local r = em.check(kop, { grid = grid, workers = workers, args = args, max_states = o.max_states or 20000,
                               max_seconds = o.max_seconds, trace_limit = o.trace, max_steps = o.max_steps,
-                              max_ops = o.max_ops, shortest = o.shortest })
+                              max_ops = o.max_ops, shortest = o.shortest, deadline = o.deadline })
     -- grid: the CTAs (a number, as the messages show it); launch: what a replay passes
     local ctas = grid
     if type(grid) == "table" then
@@ -452,7 +460,8 @@ function M.check(k, o)
   o = setmetatable({ grid = grid }, { __index = o })
   local args, desc, n = M.inputs(kop, o)
   local r = em.check(kop, { grid = grid, args = args, max_states = o.max_states or 20000, max_seconds = o.max_seconds,
-                            trace_limit = o.trace, max_steps = o.max_steps, max_ops = o.max_ops, shortest = o.shortest })
+                            trace_limit = o.trace, max_steps = o.max_steps, max_ops = o.max_ops, shortest = o.shortest,
+                            deadline = o.deadline })
   r.kernel, r.args, r.grid, r.inputs, r.n = kop, args, grid, desc, n
   r.name = kop:attr "sym_name" or "kernel"
   return r

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "dialects.h"
 
 IrResult arith_verify_constant(IrOp *op) {
@@ -144,24 +145,14 @@ static bool const_float(IrValue *v, double *out) {
 
 static uint32_t width_of(const IrType *t) { return t->kind == IR_TY_INDEX ? 64 : t->width; }
 
-static uint64_t mask_of(uint32_t w) { return w >= 64 ? ~0ull : ((1ull << w) - 1); }
-
-/* Zero-extended and sign-extended views of a constant of width w. */
-static uint64_t zext(int64_t v, uint32_t w) { return (uint64_t)v & mask_of(w); }
-static int64_t sext(int64_t v, uint32_t w) {
-  if (w >= 64) return v;
-  uint64_t u = zext(v, w);
-  if (u >> (w - 1)) u |= ~mask_of(w);
-  return (int64_t)u;
-}
-
 static bool fold_int_binary(IrOpKind k, int64_t a, int64_t b, uint32_t w, int64_t *r) {
   uint64_t ua = zext(a, w), ub = zext(b, w);
   int64_t sa = sext(a, w), sb = sext(b, w);
   switch (k) {
-  case OP_ARITH_ADDI: *r = (int64_t)(ua + ub); return true;
-  case OP_ARITH_SUBI: *r = (int64_t)(ua - ub); return true;
-  case OP_ARITH_MULI: *r = (int64_t)(ua * ub); return true;
+  /* the IR's integers wrap (two's complement at width w): so does the fold */
+  case OP_ARITH_ADDI: *r = wrap_add(a, b); return true;
+  case OP_ARITH_SUBI: *r = wrap_sub(a, b); return true;
+  case OP_ARITH_MULI: *r = wrap_mul(a, b); return true;
   case OP_ARITH_DIVSI:
     if (sb == 0 || (sb == -1 && sa == sext((int64_t)(1ull << (w - 1)), w))) return false;
     *r = sa / sb;
@@ -248,7 +239,7 @@ static IrValue *fold_identity(IrBuilder *b, IrOp *op, IrValue *x, int64_t c) {
   case OP_ARITH_DIVUI: return c == 1 ? x : NULL;
   case OP_ARITH_ANDI:
     if (c == 0) return ir_build_const_int(b, 0, t);
-    return zext(c, width_of(t)) == mask_of(width_of(t)) ? x : NULL;
+    return zext(c, width_of(t)) == wrap_mask(width_of(t)) ? x : NULL;
   default: return NULL;
   }
 }

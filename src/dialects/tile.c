@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "kernel.h"
 
 IrResult tile_verify_kernel(IrOp *op) {
@@ -123,8 +124,13 @@ static uint32_t space_bits(IrMemSpace s) { return s == IR_MS_SHARED || s == IR_M
 IrResult tile_verify_ptr_add(IrOp *op) {
   if (op->results[0].type != op->operands[0].value->type)
     return dia_type_error(op, "result type must equal the pointer type %s", op->operands[0].value->type);
-  if (dia_type_bytes(op->operands[0].value->type->elem) == 0)
-    return dia_type_error(op, "cannot offset a pointer to %s (no size)", op->operands[0].value->type->elem);
+  int64_t eb = dia_type_bytes(op->operands[0].value->type->elem), k, bytes;
+  if (eb == 0) return dia_type_error(op, "cannot offset a pointer to %s (no size)", op->operands[0].value->type->elem);
+  if (dia_const_int(op->operands[1].value, &k) && !ck_mul(k, eb, &bytes)) {
+    ir_op_error(op, "offset of %lld elements of %lld bytes is out of the range of a 64-bit address", (long long)k,
+                (long long)eb);
+    return IR_FAIL;
+  }
   return IR_OK;
 }
 
@@ -157,6 +163,16 @@ IrResult tile_verify_ptr_int(IrOp *op) {
 IrResult tile_verify_memref_ptr(IrOp *op) {
   const IrType *m = op->operands[0].value->type, *r = op->results[0].type;
   if (!ir_type_has_static_shape(m)) return dia_type_error(op, "needs a memref of static shape, got %s", m);
+  int64_t stride = dia_type_bytes(m->elem), k, off;
+  for (uint32_t i = m->rank; i-- > 0;) { /* row-major byte strides, and constant indices times them */
+    if (i + 1 < op->noperands && dia_const_int(op->operands[i + 1].value, &k) && !ck_mul(k, stride, &off)) {
+      ir_op_error(op, "index #%u (%lld) times its stride of %lld bytes is out of the range of a 64-bit address", i + 1,
+                  (long long)k, (long long)stride);
+      return IR_FAIL;
+    }
+    if (!ck_mul(stride, m->shape[i], &stride))
+      return dia_type_error(op, "memref %s has more bytes than a 64-bit address reaches", m);
+  }
   if (op->noperands - 1 > m->rank) {
     ir_op_error(op, "has %u indices for a memref of rank %u", op->noperands - 1, m->rank);
     return IR_FAIL;

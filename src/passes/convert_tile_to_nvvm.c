@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "rewrite.h"
 
 typedef struct Conv {
@@ -95,12 +96,14 @@ static IrValue *to_width(Conv *c, IrValue *v, const IrType *t) {
 }
 
 /* base + off * scale in integer type at (base may still carry its pointer type:
-** the final retyping gives it `at`). */
+** the final retyping gives it `at`). A constant offset is scaled here (the
+** verifier refused one whose bytes do not fit 64 bits); the address arithmetic
+** itself wraps at the address width, as the integer ops it becomes. */
 static IrValue *addr_add(Conv *c, IrValue *base, IrValue *off, int64_t scale, const IrType *at) {
-  int64_t k;
-  if (dia_const_int(off, &k)) {
+  int64_t k, bytes;
+  if (dia_const_int(off, &k) && ck_mul(k, scale, &bytes)) {
     if (k == 0) return base;
-    off = rw_const(&c->rw, k * scale, at);
+    off = rw_const(&c->rw, bytes, at);
   } else {
     off = to_width(c, off, at);
     if (scale != 1) off = rw_bin(&c->rw, OP_ARITH_MULI, off, rw_const(&c->rw, scale, at));
@@ -115,39 +118,42 @@ static IrValue *addr_add(Conv *c, IrValue *base, IrValue *off, int64_t scale, co
 ** Shared-memory layout and warp assignment (before any rewrite)
 ** ======================================================================= */
 
-static int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
-
+/* The bytes of an allocation (the verifier bounds each by the shared memory). */
 static int64_t alloc_bytes(IrOp *op) {
   const IrType *t = op->results[0].type;
-  if (t->kind == IR_TY_MEMREF) return ir_type_num_elements(t) * dia_type_bytes(t->elem);
-  return ir_attrs_TILE_ALLOC_SHARED(op).count * dia_type_bytes(t->elem);
+  int64_t n = t->kind == IR_TY_MEMREF ? ir_type_num_elements(t) : ir_attrs_TILE_ALLOC_SHARED(op).count, bytes;
+  return n >= 0 && ck_mul(n, dia_type_bytes(t->elem), &bytes) ? bytes : -1;
 }
 
 /* Offsets in op->mark for every allocation (in program order), then the
 ** dynamic part; records the sizes on the kernel. */
 static bool layout_shared(Conv *c, IrOp **ops, size_t n) {
-  int64_t off = 0, align = TILE_DEFAULT_ALIGN, dyn_align = 1;
-  for (size_t i = 0; i < n; i++) {
+  int64_t off = 0, align = TILE_DEFAULT_ALIGN, dyn_align = 1, bytes, dyn_off, total;
+  bool fits = true;
+  for (size_t i = 0; i < n && fits; i++) {
     int64_t a = ops[i]->kind == OP_TILE_ALLOC_SHARED ? ir_attrs_TILE_ALLOC_SHARED(ops[i]).align
                 : ops[i]->kind == OP_TILE_DYNAMIC_SHARED ? ir_attrs_TILE_DYNAMIC_SHARED(ops[i]).align
                                                          : TILE_DEFAULT_ALIGN;
     if (a > align) align = a;
     if (ops[i]->kind == OP_TILE_DYNAMIC_SHARED && a > dyn_align) dyn_align = a;
     if (ops[i]->kind != OP_TILE_ALLOC_SHARED) continue;
-    off = align_up(off, a);
+    fits = (bytes = alloc_bytes(ops[i])) >= 0 && ck_align_up(off, a, &off);
     ops[i]->mark = (uint64_t)off;
-    off += alloc_bytes(ops[i]);
+    fits = fits && ck_add(off, bytes, &off);
   }
-  int64_t dyn_off = align_up(off, dyn_align);
-  for (size_t i = 0; i < n; i++)
-    if (ops[i]->kind == OP_TILE_DYNAMIC_SHARED) ops[i]->mark = (uint64_t)dyn_off;
-  int64_t total = dyn_off + kernel_spec(c->rw.kernel).smem;
+  fits = fits && ck_align_up(off, dyn_align, &dyn_off) && ck_add(dyn_off, kernel_spec(c->rw.kernel).smem, &total);
+  if (!fits) {
+    ir_op_error(c->rw.kernel, "needs more bytes of shared memory than 64 bits count");
+    return false;
+  }
   if (total > SM90_MAX_SMEM) {
     ir_op_error(c->rw.kernel,
                 "needs %lld bytes of shared memory (%lld static + kernel_spec.smem), more than %d",
                 (long long)total, (long long)dyn_off, SM90_MAX_SMEM);
     return false;
   }
+  for (size_t i = 0; i < n; i++)
+    if (ops[i]->kind == OP_TILE_DYNAMIC_SHARED) ops[i]->mark = (uint64_t)dyn_off;
   rw_set_int(&c->rw, c->rw.kernel, "shared_static", dyn_off);
   rw_set_int(&c->rw, c->rw.kernel, "shared_bytes", total);
   rw_set_int(&c->rw, c->rw.kernel, "shared_align", align);
@@ -224,10 +230,10 @@ static IrValue *lower_memref_ptr(Conv *c, IrOp *op) {
   int64_t eb = dia_type_bytes(m->elem);
   IrValue *off = m->swizzle ? rw_const(&c->rw, 0, at) : a;
   for (uint32_t k = 1; k < op->noperands; k++) {
-    int64_t stride = 1;
+    int64_t stride = eb; /* fits: the verifier counted the memref's bytes */
     for (uint32_t j = k; j < m->rank; j++)
-      stride *= m->shape[j];
-    off = addr_add(c, off, opd(c, op, k), stride * eb, at);
+      stride = wrap_mul(stride, m->shape[j]);
+    off = addr_add(c, off, opd(c, op, k), stride, at);
   }
   if (!m->swizzle) return off;
   IrValue *row = rw_bin(&c->rw, OP_ARITH_SHRUI, off, rw_const(&c->rw, 7, at));

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "../cuda/hang.h"
+#include "../ir/checked.h"
 #include "../dialects/dialects.h"
 #include "../dialects/kernel.h"
 #include "passes.h"
@@ -208,12 +209,12 @@ IrResult pass_debug_hangs(IrOp *module, IrPassCtx *pc) {
   d.i1 = ir_type_int(pc->ctx, 1);
   d.i32 = ir_type_int(pc->ctx, 32);
   d.i64 = ir_type_int(pc->ctx, 64);
+  /* the pass manager checked ms against its row (1..86400000): the nanoseconds fit */
   const IrAttr *ms = pc->options ? ir_attr_dict_get(pc->options, "ms") : NULL;
-  if (ms && (ms->kind != IR_ATTR_INT || ms->u.i <= 0)) {
-    ir_error(pc->ctx, module->loc, "debug-hangs: option ms must be a positive integer");
+  if (!ck_mul(ms && ms->kind == IR_ATTR_INT ? ms->u.i : DEFAULT_MS, 1000000, &d.limit_ns)) {
+    ir_error(pc->ctx, module->loc, "debug-hangs: option ms is out of range");
     return IR_FAIL;
   }
-  d.limit_ns = (ms ? ms->u.i : DEFAULT_MS) * 1000000;
   IrBlock *body = module->nregions ? module->regions[0].first : NULL;
   for (IrOp *op = body ? body->first : NULL; op; op = op->next)
     if (op->kind == OP_TILE_KERNEL) {

@@ -1,6 +1,8 @@
 /*
 ** pass_manager.c -- pass registry, pipeline parsing and the run loop.
 */
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -102,7 +104,25 @@ static void push(Parse *ps, const IrPassInfo *pass, const IrAttr *opts) {
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n'; }
 
-/* Options: key=value pairs; integers become i64, true/false bools, the rest strings. */
+/* An option's value: an integer that fits 64 bits becomes i64, a number f64,
+** true/false a bool, anything else (a wider integer too) a string. */
+static const IrAttr *option_value(IrContext *ctx, const char *val, size_t vlen) {
+  char buf[64], *endp;
+  if (vlen == 0 || vlen >= sizeof buf) return ir_attr_str(ctx, val, vlen);
+  memcpy(buf, val, vlen);
+  buf[vlen] = '\0';
+  errno = 0;
+  long long iv = strtoll(buf, &endp, 0);
+  if (*endp == 0 && errno == 0) return ir_attr_i64(ctx, iv);
+  if (*endp == 0) return ir_attr_str(ctx, val, vlen); /* an integer out of the range of 64 bits */
+  double dv = strtod(buf, &endp);
+  if (*endp == 0 && isfinite(dv)) return ir_attr_float(ctx, dv, ir_type_float(ctx, IR_F64));
+  if (vlen == 4 && !memcmp(val, "true", 4)) return ir_attr_bool(ctx, true);
+  if (vlen == 5 && !memcmp(val, "false", 5)) return ir_attr_bool(ctx, false);
+  return ir_attr_str(ctx, val, vlen);
+}
+
+/* Options: key=value pairs (see option_value). */
 static const IrAttr *parse_options(Parse *ps, const char *s, size_t n) {
   IrNamedAttr entries[32];
   uint32_t k = 0;
@@ -124,15 +144,7 @@ static const IrAttr *parse_options(Parse *ps, const char *s, size_t n) {
       vlen = (size_t)(s - val);
       while (vlen && is_space(val[vlen - 1])) vlen--;
     }
-    char *endp;
-    char buf[64];
-    const IrAttr *a;
-    snprintf(buf, sizeof buf, "%.*s", (int)(vlen < 63 ? vlen : 63), val);
-    long long iv = strtoll(buf, &endp, 0);
-    if (vlen && vlen < 63 && *endp == 0) a = ir_attr_i64(ps->ctx, iv);
-    else if (vlen == 4 && !memcmp(val, "true", 4)) a = ir_attr_bool(ps->ctx, true);
-    else if (vlen == 5 && !memcmp(val, "false", 5)) a = ir_attr_bool(ps->ctx, false);
-    else a = ir_attr_str(ps->ctx, val, vlen);
+    const IrAttr *a = option_value(ps->ctx, val, vlen);
     entries[k++] = (IrNamedAttr){ir_intern(ps->ctx, key, klen), a};
   }
   return ir_attr_dict(ps->ctx, k, entries);
@@ -148,27 +160,76 @@ static void unknown_pass(Parse *ps, const char *name, size_t len) {
   sb_free(&sb);
 }
 
-/* Does the space-separated list hold the word key[0..len)? */
-static bool has_word(const char *list, const char *key, size_t len) {
+/* The word of the space-separated option list that declares key[0..len)
+** (`name`, `name:bool`, `name:LO..HI`): where its kind starts (after the
+** colon, or at its end), NULL when the list has none. *end gets its end. */
+static const char *option_word(const char *list, const char *key, size_t len, const char **end) {
   for (const char *w = list; *w;) {
     while (*w == ' ') w++;
-    const char *e = w;
-    while (*e && *e != ' ') e++;
-    if ((size_t)(e - w) == len && len && !memcmp(w, key, len)) return true;
+    const char *e = w, *colon = NULL;
+    while (*e && *e != ' ') {
+      if (*e == ':' && !colon) colon = e;
+      e++;
+    }
+    size_t n = (size_t)((colon ? colon : e) - w);
+    if (n == len && len && !memcmp(w, key, len)) {
+      *end = e;
+      return colon ? colon + 1 : e;
+    }
     w = e;
   }
-  return false;
+  return NULL;
+}
+
+/* Does the value fit the option's kind (kind[0..end))? `want` gets what it should be. */
+static bool option_fits(const IrAttr *v, const char *kind, const char *end, char *want, size_t n) {
+  size_t klen = (size_t)(end - kind);
+  if (klen == 0) return true;
+  if (klen == 4 && !memcmp(kind, "bool", 4)) {
+    snprintf(want, n, "true or false");
+    return v->kind == IR_ATTR_BOOL;
+  }
+  char lo_s[24], hi_s[24];
+  const char *dots = strstr(kind, "..");
+  if (!dots || dots > end || (size_t)(dots - kind) >= sizeof lo_s || (size_t)(end - dots - 2) >= sizeof hi_s) {
+    snprintf(want, n, "(a malformed option row)");
+    return false;
+  }
+  snprintf(lo_s, sizeof lo_s, "%.*s", (int)(dots - kind), kind);
+  snprintf(hi_s, sizeof hi_s, "%.*s", (int)(end - dots - 2), dots + 2);
+  if (strchr(lo_s, '.') || strchr(hi_s, '.')) {
+    double lo = strtod(lo_s, NULL), hi = strtod(hi_s, NULL);
+    double x = v->kind == IR_ATTR_INT ? (double)v->u.i : v->kind == IR_ATTR_FLOAT ? v->u.f : NAN;
+    snprintf(want, n, "a number in [%s, %s]", lo_s, hi_s);
+    return x >= lo && x <= hi;
+  }
+  long long lo = strtoll(lo_s, NULL, 10), hi = strtoll(hi_s, NULL, 10);
+  snprintf(want, n, "an integer in [%s, %s]", lo_s, hi_s);
+  return v->kind == IR_ATTR_INT && v->u.i >= lo && v->u.i <= hi;
 }
 
 /* Every option given must be one the pass reads (a misspelt one would be
-** ignored silently). */
+** ignored silently), of the kind and in the range its word says. */
 static IrResult check_options(Parse *ps, const IrPassInfo *p, const IrAttr *opts) {
   if (!opts) return IR_OK;
   for (uint32_t i = 0; i < opts->u.dict.n; i++) {
-    const char *key = opts->u.dict.entries[i].name;
-    if (has_word(p->options, key, strlen(key))) continue;
-    if (!*p->options) ir_error(ps->ctx, ir_loc_unknown(), "pass '%s' takes no options (got '%s')", p->name, key);
-    else ir_error(ps->ctx, ir_loc_unknown(), "pass '%s' has no option '%s' (it reads: %s)", p->name, key, p->options);
+    const char *key = opts->u.dict.entries[i].name, *end;
+    const IrAttr *v = opts->u.dict.entries[i].attr;
+    const char *kind = option_word(p->options, key, strlen(key), &end);
+    char want[128];
+    if (kind && option_fits(v, kind, end, want, sizeof want)) continue;
+    if (kind) {
+      StrBuf got;
+      sb_init(&got);
+      ir_print_attr(&got, v);
+      ir_error(ps->ctx, ir_loc_unknown(), "pass '%s': option %s must be %s, got %s", p->name, key, want,
+               got.data ? got.data : "");
+      sb_free(&got);
+    } else if (!*p->options) {
+      ir_error(ps->ctx, ir_loc_unknown(), "pass '%s' takes no options (got '%s')", p->name, key);
+    } else {
+      ir_error(ps->ctx, ir_loc_unknown(), "pass '%s' has no option '%s' (it reads: %s)", p->name, key, p->options);
+    }
     return IR_FAIL;
   }
   return IR_OK;

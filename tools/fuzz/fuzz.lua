@@ -1,7 +1,8 @@
--- tools/fuzz/fuzz.lua: the fuzzer of tilua's textual IR and Lua surfaces.
+-- tools/fuzz/fuzz.lua: the fuzzer of tilua's textual IR, Lua and lowering surfaces.
 --
---   tilua tools/fuzz/fuzz.lua [--surface opt|lua|all] [--seconds S] [--inputs N]
---                             [--seed X] [--save DIR] [--quiet]
+--   tilua tools/fuzz/fuzz.lua [--surface opt|lua|lower|all] [--seconds S | --inputs N]
+--                             [--seed X] [--skip K] [--save DIR] [--quiet]
+--   tilua tools/fuzz/fuzz.lua --replay DIR     (every *.tir and *.lua of DIR, in name order)
 --
 -- opt: mutated IR fixtures (spec/fixtures/*) go through what `tilua opt` does:
 --      parse, verify, print and parse again, a pipeline (cleanup, ptx or a random
@@ -11,12 +12,25 @@
 --      contexts closed under live handles, erased ops reused, wrong argument
 --      types and ranges, self-referencing tables...). A script that fails must
 --      fail at one of its own lines (`fuzz.lua:N:`), not inside the library.
+-- lower: valid kernels (the authoring-level kernels of the examples in
+--      tools/fuzz/corpus/kernels, the valid and pass fixtures) with their numbers
+--      (constants, attributes, shapes, block sizes) replaced by boundary values
+--      (0, -1, 2^31, 2^32, INT64_MAX, INT64_MIN, ...); every one that verifies
+--      goes through every named pipeline (cleanup, ptx, tile-to-ptx) and the PTX
+--      emitter. A pipeline must end in PTX or in located errors: in the
+--      sanitizer build an overflow in a fold, an address, a size or an index
+--      computation ends the run with its report.
 --
--- A crash ends the process: the input that caused it is in DIR/current.<surface>
--- (written before each input runs). An input that runs past 10 s of CPU is a
--- hang. Problems (unlocated errors, round-trip differences, hangs) are counted,
--- the first few of each kind printed and saved under DIR. The C API has its own
--- fuzzer, tools/fuzz/capi_fuzz.c. Exits 1 when a problem was found.
+-- Input i of a surface is drawn from the seed and i alone (math.randomseed(seed, i)),
+-- so `--seed X --skip i --inputs 1` replays it; the seed is printed first. A crash
+-- ends the process: the input that caused it is in DIR/current.<ext> (written
+-- before each input runs). An input that runs past 10 s of CPU is a hang.
+-- Problems (unlocated errors, round-trip differences, hangs) are counted, the
+-- first few of each kind printed and saved under DIR. Every finding becomes a
+-- file of tools/fuzz/corpus, which ctest replays (--replay) with a fixed list of
+-- seeds (spec/tests.cmake); tools/fuzz/campaign.sh runs a surface for as long as
+-- wanted and restarts after a crash. The C API has its own fuzzer,
+-- tools/fuzz/capi_fuzz.c. Exits 1 when a problem was found.
 local tl = require "tilua"
 local parser = require "tilua.parser"
 local core = tl.core
@@ -35,6 +49,8 @@ do
     elseif a == "--seconds" then opts.seconds = tonumber(val())
     elseif a == "--inputs" then opts.inputs = math.tointeger(tonumber(val()))
     elseif a == "--seed" then opts.seed = math.tointeger(tonumber(val()))
+    elseif a == "--skip" then opts.skip = math.tointeger(tonumber(val()))
+    elseif a == "--replay" then opts.replay = val()
     elseif a == "--save" then opts.save = val()
     elseif a == "--quiet" then opts.quiet = true
     elseif a == "-h" or a == "--help" then
@@ -45,10 +61,14 @@ do
     i = i + 1
   end
 end
-if not (opts.surface == "opt" or opts.surface == "lua" or opts.surface == "all") then
-  error("--surface takes opt, lua or all", 0)
+if not ({ opt = true, lua = true, lower = true, all = true })[opts.surface] then
+  error("--surface takes opt, lua, lower or all", 0)
 end
 opts.seed = opts.seed or os.time()
+opts.skip = opts.skip or 0
+if not opts.quiet and not opts.replay then
+  io.stderr:write(("fuzz: seed %d, surface %s, from input %d\n"):format(opts.seed, opts.surface, opts.skip))
+end
 
 local function files(dir, pat)
   local out = {}
@@ -170,15 +190,27 @@ local function opt_input(rng)
 end
 
 local function located_ir(msg) return type(msg) == "string" and msg:match "^fuzz%.tir:%d+:%d+: error: " end
+-- the messages of a pipeline or the emitter: the first at its op, no severity
+local function located_any(msg) return type(msg) == "string" and msg:match "^fuzz%.tir:%d+:%d+: " end
 
-local function run_opt(text, rng)
-  local ctx = core.context()
+-- A pipeline for an opt input: cleanup, ptx, or a random list of passes.
+local function pick_pipeline(rng)
+  local r = rng(3)
+  if r == 1 then return "cleanup" end
+  if r == 2 or #pass_names == 0 then return "ptx" end
+  local l = {}
+  for i = 1, rng(4) do l[i] = pass_names[rng(#pass_names)] end
+  return table.concat(l, ",")
+end
+
+-- Parse and verify text in ctx: the module, or nil when it was rejected (a
+-- rejection must be located, or it is a problem).
+local function parse_verified(text, ctx)
   local m, msg = parser.parse(text, { file = "fuzz.tir", ctx = ctx })
   if not m then
     stats.rejected = stats.rejected + 1
     if not located_ir(msg) then problem("opt-unlocated", safe_tostring(msg), text, "tir") end
-    ctx:close()
-    return
+    return nil
   end
   local ok, vmsg = m:verify()
   if not ok then
@@ -186,6 +218,31 @@ local function run_opt(text, rng)
     if type(vmsg) ~= "string" or not vmsg:match "^fuzz%.tir:%d+:%d+: " then
       problem("verify-unlocated", safe_tostring(vmsg), text, "tir")
     end
+    return nil
+  end
+  return m
+end
+
+-- A verified module through a pipeline and the emitter: PTX, or diagnostics
+-- (located ones when `located`: the lowering surface's rule).
+local function lower(m, pipeline, text, located)
+  local lok, lmsg = core.run_pipeline(m, pipeline)
+  if lok then
+    local ptx, emsg = core.emit_ptx(m)
+    if ptx == nil and type(emsg) ~= "string" then problem("emit", safe_tostring(emsg), text, "tir") end
+    if ptx == nil and located and not located_any(emsg) then problem("emit-unlocated", emsg, text, "tir") end
+  elseif type(lmsg) ~= "string" then
+    problem("pipeline", safe_tostring(lmsg), text, "tir")
+  elseif located and not located_any(lmsg) then
+    problem("pipeline-unlocated", pipeline .. ": " .. lmsg, text, "tir")
+  end
+  return lok
+end
+
+local function run_opt(text, pipelines)
+  local ctx = core.context()
+  local m = parse_verified(text, ctx)
+  if not m then
     ctx:close()
     return
   end
@@ -197,24 +254,89 @@ local function run_opt(text, rng)
   elseif m2:print() ~= once then
     problem("roundtrip-print", "printed text differs after a second parse", text, "tir")
   end
-  local pipeline
-  local r = rng(3)
-  if r == 1 then pipeline = "cleanup"
-  elseif r == 2 or #pass_names == 0 then pipeline = "ptx"
-  else
-    local l = {}
-    for i = 1, rng(4) do l[i] = pass_names[rng(#pass_names)] end
-    pipeline = table.concat(l, ",")
-  end
-  local lok, lmsg = core.run_pipeline(m, pipeline)
-  if lok then
-    local ptx, emsg = core.emit_ptx(m)
-    if ptx == nil and type(emsg) ~= "string" then problem("emit", tostring(emsg), text, "tir") end
-  elseif type(lmsg) ~= "string" then
-    problem("pipeline", tostring(lmsg), text, "tir")
+  for i, p in ipairs(pipelines) do
+    lower(i == 1 and m or assert(parser.parse(text, { file = "fuzz.tir", ctx = ctx })), p, text, false)
   end
   ctx:close()
 end
+-- }===
+
+-- {=== lower: valid kernels with boundary numbers, through every named pipeline
+local named_pipelines = {}
+for _, p in ipairs(core.pipelines()) do named_pipelines[#named_pipelines + 1] = p.name end
+
+-- The kernels: the cases that parse and verify as they are.
+local kernels = {}
+local function add_kernels(dir)
+  for _, f in ipairs(files(dir, "%.tir$")) do
+    for case in (slurp(f) .. "\n// -----\n"):gmatch "(.-)\n// %-%-%-%-%-\n" do
+      local ctx = core.context()
+      local m = case:match "%S" and parser.parse(case, { file = "fuzz.tir", ctx = ctx })
+      if m and m:verify() then kernels[#kernels + 1] = case end
+      ctx:close()
+    end
+  end
+end
+
+-- Where the numbers of a text are: integer literals that are not part of a
+-- name (%12, ^bb0, i32, sm_90a), and the extents of shapes (2x1024xi8).
+local function number_spans(text)
+  local spans = {}
+  for s, e in text:gmatch "()%-?%d+()" do
+    local before, after = text:sub(s - 1, s - 1), text:sub(e, e)
+    if not before:match "[%w_%%^#%.]" and not after:match "[%a_%.]" or after == "x" then
+      spans[#spans + 1] = { s, e - 1 }
+    end
+  end
+  return spans
+end
+
+local BOUNDARY = { "0", "1", "-1", "2", "3", "7", "8", "15", "16", "31", "32", "33", "63", "64", "65", "127", "128",
+  "255", "256", "1023", "1024", "1025", "4095", "4096", "65535", "65536", "1048575", "1048576", "232448", "232449",
+  "2147483647", "2147483648", "-2147483648", "-2147483649", "4294967295", "4294967296", "9007199254740993",
+  "4611686018427387904", "9223372036854775807", "-9223372036854775808", "-9223372036854775807", "-4611686018427387905" }
+
+local function boundary(rng)
+  if rng(8) == 1 then -- a power of two, or one off it
+    local v = 1 << (rng(63) - 1)
+    return tostring(v + rng(3) - 2)
+  end
+  return BOUNDARY[rng(#BOUNDARY)]
+end
+
+local function lower_input(rng)
+  local text = kernels[rng(#kernels)]
+  local spans = number_spans(text)
+  if #spans == 0 then return text end
+  local pick = {}
+  for _ = 1, rng(3) do pick[rng(#spans)] = true end
+  local out, at = {}, 1
+  for i, sp in ipairs(spans) do
+    if pick[i] then
+      out[#out + 1] = text:sub(at, sp[1] - 1)
+      local b = boundary(rng)
+      -- a shape extent stays positive: the parser has no negative extents
+      if text:sub(sp[2] + 1, sp[2] + 1) == "x" then b = b:gsub("^%-", "") end
+      out[#out + 1] = b
+      at = sp[2] + 1
+    end
+  end
+  out[#out + 1] = text:sub(at)
+  return table.concat(out)
+end
+
+local function run_lower(text)
+  local ctx = core.context()
+  local m = parse_verified(text, ctx)
+  if m then
+    stats.accepted = stats.accepted + 1
+    for i, p in ipairs(named_pipelines) do
+      lower(i == 1 and m or assert(parser.parse(text, { file = "fuzz.tir", ctx = ctx })), p, text, true)
+    end
+  end
+  ctx:close()
+end
+-- }===
 -- }===
 
 -- {=== lua: random scripts
@@ -343,37 +465,78 @@ local function run_lua(src)
 end
 -- }===
 
-local surfaces = opts.surface == "all" and { "opt", "lua" } or { opts.surface }
-local t0 = os.clock()
-local budget = opts.seconds or 10
-local per = {}
-for i, s in ipairs(surfaces) do per[s] = { inputs = 0, seed = opts.seed + i } end
-local which = 0
-while true do
-  if opts.inputs and stats.inputs >= opts.inputs then break end
-  if not opts.inputs and os.clock() - t0 >= budget then break end
-  which = which % #surfaces + 1
-  local s = surfaces[which]
-  local st = per[s]
-  math.randomseed(st.seed, st.inputs)
+-- One input of surface s, drawn from (seed, index) alone.
+local function run_input(s, seed, index)
+  math.randomseed(seed, index)
   local rng = math.random
-  st.inputs = st.inputs + 1
+  save("current.index", ("%s %d %d\n"):format(s, seed, index))
   stats.inputs = stats.inputs + 1
   if s == "opt" then
     local text = opt_input(rng)
     save("current.tir", text)
-    local ok, err = with_budget(10, run_opt, text, rng)
+    local ok, err = with_budget(10, run_opt, text, { pick_pipeline(rng) })
     if err == HANG then problem("hang", "ran past 10 s", text, "tir")
     elseif not ok then problem("opt-raised", safe_tostring(err), text, "tir") end
+  elseif s == "lower" then
+    local text = lower_input(rng)
+    save("current.tir", text)
+    local ok, err = with_budget(10, run_lower, text)
+    if err == HANG then problem("hang", "ran past 10 s", text, "tir")
+    elseif not ok then problem("lower-raised", safe_tostring(err), text, "tir") end
   else
     local src = lua_program(rng)
     save("current.lua", src)
     run_lua(src)
   end
 end
-local secs = os.clock() - t0
+
+local t0 = os.clock()
 local parts = {}
-for s, st in pairs(per) do parts[#parts + 1] = ("%s %d (seed %d)"):format(s, st.inputs, st.seed) end
+if opts.replay then
+  -- every file of the corpus: IR through the opt surface's checks with every
+  -- named pipeline and the lowering surface's, scripts through the lua surface's
+  add_kernels "tools/fuzz/corpus/kernels"
+  for _, f in ipairs(files(opts.replay, "%.[lt][ui][ar]$")) do
+    local text = slurp(f)
+    stats.inputs = stats.inputs + 1
+    if f:match "%.tir$" then
+      local ok, err = with_budget(10, run_opt, text, named_pipelines)
+      if ok then ok, err = with_budget(10, run_lower, text) end
+      if err == HANG then problem("hang", f .. " ran past 10 s", text, "tir")
+      elseif not ok then problem("replay-raised", f .. ": " .. safe_tostring(err), text, "tir") end
+    else
+      run_lua(text)
+    end
+  end
+  parts[1] = ("replay of %s"):format(opts.replay)
+else
+  local surfaces = opts.surface == "all" and { "opt", "lua", "lower" } or { opts.surface }
+  local per = {}
+  for i, s in ipairs(surfaces) do
+    per[s] = { inputs = 0, seed = opts.seed + ({ opt = 1, lua = 2, lower = 3 })[s] }
+    if s == "lower" then
+      for _, d in ipairs { "tools/fuzz/corpus/kernels", "spec/fixtures/valid", "spec/fixtures/passes", "spec/fixtures/alloc" } do
+        add_kernels(d)
+      end
+      assert(#kernels > 0, "no valid kernels to start from")
+    end
+  end
+  local budget = opts.seconds or 10
+  local which, n = 0, 0
+  while true do
+    if opts.inputs and n >= opts.inputs then break end
+    if not opts.inputs and os.clock() - t0 >= budget then break end
+    which = which % #surfaces + 1
+    local s = surfaces[which]
+    local st = per[s]
+    run_input(s, st.seed, opts.skip + st.inputs)
+    st.inputs, n = st.inputs + 1, n + 1
+  end
+  for s, st in pairs(per) do
+    parts[#parts + 1] = ("%s %d (seed %d, inputs %d..%d)"):format(s, st.inputs, st.seed, opts.skip, opts.skip + st.inputs - 1)
+  end
+end
+local secs = os.clock() - t0
 table.sort(parts)
 local kl = {}
 for k, n in pairs(kinds) do kl[#kl + 1] = ("%s %d"):format(k, n) end
