@@ -95,11 +95,12 @@ set_tests_properties(c.ir PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
 
 # The C API's contract (src/tilua.h): one program per case, linked to the
 # shared library; each exits 0 only when every misuse failed cleanly.
+find_package(Threads REQUIRED) # capi_threads
 file(GLOB TILUA_CAPI_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/c/capi/*.c)
 foreach(t ${TILUA_CAPI_TESTS})
   get_filename_component(name ${t} NAME_WE)
   add_executable(${name} ${t})
-  target_link_libraries(${name} PRIVATE tilua)
+  target_link_libraries(${name} PRIVATE tilua Threads::Threads)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src)
   add_test(NAME c.${name} COMMAND ${name})
   set_tests_properties(c.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")

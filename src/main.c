@@ -166,7 +166,11 @@ static void readline_sigint(int sig) {
 static char *history_path = NULL;
 #endif
 
-/* host.readline(prompt) -> line | nil at end of input */
+/* The longest line the REPL reads: an endless one (tilua -i < /dev/zero) is an
+** error after that much, as in a bounded buffer, not a process that grows. */
+#define MAX_LINE (1 << 20)
+
+/* host.readline(prompt) -> line | nil at end of input | nil, message past MAX_LINE bytes */
 static int host_readline(lua_State *L) {
   const char *prompt = luaL_optstring(L, 1, "> ");
 #ifdef TILUA_USE_READLINE
@@ -187,7 +191,13 @@ static int host_readline(lua_State *L) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   int c, any = 0;
+  size_t n = 0;
   while ((c = getchar()) != EOF && c != '\n') {
+    if (++n > MAX_LINE) {
+      lua_pushnil(L);
+      lua_pushfstring(L, "stdin: a line longer than %d bytes (the REPL reads at most that much)", MAX_LINE);
+      return 2;
+    }
     luaL_addchar(&b, (char)c);
     any = 1;
   }

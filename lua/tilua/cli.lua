@@ -299,14 +299,8 @@ function M.opt(args)
   if o.help then io.stdout:write(opt_usage) return 0 end
   if o.list_passes then list_passes(io.stdout) return 0 end
   if not o.file then io.stderr:write("tilua opt: no input file\n", opt_usage) return 1 end
-  local text
-  if o.file == "-" then text = io.read "a"
-  else
-    local f, err = io.open(o.file, "rb")
-    if not f then io.stderr:write("tilua opt: cannot open ", err, "\n") return 1 end
-    text = f:read "a"
-    f:close()
-  end
+  local text, rerr = parser.read_input(o.file)
+  if not text then io.stderr:write("tilua opt: ", rerr, "\n") return 1 end
   if o.check then
     local ok3, run = pcall(parse_opt_args, filecheck.run_options(text))
     if not ok3 or run.file then

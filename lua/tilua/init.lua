@@ -114,13 +114,36 @@ tl.is_int_type, tl.is_float_type, tl.is_packed_pair = is_int, is_float, is_pair
 -- Building operations at an insertion point
 -- ======================================================================
 
-local ip_stack = {} -- { {block=, before=} }
+-- The insertion points, innermost last: { block =, before =, co = the coroutine
+-- that set it }. Ops go to the innermost one set by the running coroutine or
+-- by one that resumed it: two kernels defined in coroutines that take turns
+-- each build into their own, and a coroutine started inside a define builds
+-- into it. An insertion point goes when tl.at's frame ends, by a return or an
+-- error (a to-be-closed variable instead of pcall: pcall is a C call, and Lua
+-- allows about 200 nested ones, so nesting regions through pcall stopped at ~190).
+local ip_stack = {}
 
--- Run fn(...) with the insertion point at the end of block (or before `before`).
--- Pops the insertion point when tl.at's frame ends, by a return or an error.
--- A to-be-closed variable instead of pcall: pcall is a C call, and Lua allows
--- about 200 nested ones, so nesting regions through pcall stopped at ~190.
-local pop_ip = setmetatable({}, { __close = function() ip_stack[#ip_stack] = nil end })
+local function remove_ip(e)
+  for i = #ip_stack, 1, -1 do
+    if ip_stack[i] == e then
+      table.remove(ip_stack, i)
+      return
+    end
+  end
+end
+
+-- The innermost insertion point of the running coroutine (or of one that
+-- resumed it); those of coroutines that died in a define are dropped.
+local function current_ip()
+  local co = coroutine.running()
+  for i = #ip_stack, 1, -1 do
+    local e = ip_stack[i]
+    if e.co == co then return e end
+    local st = coroutine.status(e.co)
+    if st == "normal" then return e end
+    if st == "dead" then table.remove(ip_stack, i) end
+  end
+end
 
 local max_nesting = core.max_nesting
 
@@ -128,17 +151,18 @@ function tl.at(block, before, fn, ...)
   if #ip_stack >= max_nesting - 2 then -- the module and the kernel are two levels
     raise(("regions nest at most %d levels deep"):format(max_nesting))
   end
-  ip_stack[#ip_stack + 1] = { block = block, before = before }
-  local _ <close> = pop_ip
+  local e = { block = block, before = before, co = coroutine.running() }
+  ip_stack[#ip_stack + 1] = e
+  local _ <close> = setmetatable({}, { __close = function() remove_ip(e) end })
   return fn(...)
 end
 
-function tl.insertion_point() return ip_stack[#ip_stack] end
+function tl.insertion_point() return current_ip() end
 
 -- Create an op at the current insertion point; its structure is checked at once.
 -- tl.op(name, operands, result_types, attrs, nregions) -> op
 function tl.op(name, operands, results, attrs, nregions)
-  local ip = ip_stack[#ip_stack]
+  local ip = current_ip()
   if not ip then raise(("'%s' built outside of a kernel or region"):format(name)) end
   return core.op_create(tl.context(), name, operands, results, attrs, nregions,
                         ip.block, ip.before, nil, true)

@@ -23,7 +23,7 @@ function M.attach(tl)
     end
     if i.kind == "float" then
       if type(v) ~= "number" then raise(("launch: argument '%s' must be a number"):format(p.name)) end
-      if i.width == 16 then return { "b16", tl.device.float_bits(v, i.name) } end
+      if i.width == 16 then return { "b16", tl.device.float_bits(v, i.name), p.name } end
       return { i.width == 32 and "f32" or "f64", v }
     end
     if i.kind == "int" or i.kind == "index" then
@@ -32,7 +32,7 @@ function M.attach(tl)
         if type(v) == "number" and v == math.floor(v) then v = math.tointeger(v)
         else raise(("launch: argument '%s' must be an integer, got %s"):format(p.name, tostring(v))) end
       end
-      return { "i" .. (i.width or 64), v }
+      return { "i" .. (i.width or 64), v, p.name }
     end
     if i.kind == "dialect" and i.name == "tile.tensor_map" then return tl.tensor_map_arg(p, v) end
     raise(("launch: parameter '%s' of type %s cannot be passed"):format(p.name, tostring(t)))
@@ -229,7 +229,7 @@ function M.attach(tl)
       self._module = core.module_load(self.ptx)
       self._fn = self._module:func(self.name)
     end
-    self._fn:launch({ grid = grid, block = block, cluster = cluster, smem = static + dyn, name = self.name,
+    self._fn:launch({ grid = grid, block = block, cluster = cluster, static = static, smem = dyn, name = self.name,
                       where = launch_site(), hang_sites = info.hang_sites }, targs or launch_args(self, cfg.args))
     return self
   end

@@ -713,7 +713,9 @@ end
 -- opts: file (name used in locations and messages), ctx (context),
 -- line_offset (added to every line, for cases cut out of a larger file),
 -- locations = "text" (default: line:col of the text) or "keep" (use loc(...) annotations),
--- fast = false (read every op in Lua, not the plain ones in C: for testing that both agree).
+-- fast = false (read every op in Lua, not the plain ones in C: for testing that both agree),
+-- stats = a table that gets lookups and probes (the names compared by them: the specs
+-- check that a lookup stays O(1)).
 function M.parse(text, opts)
   opts = opts or {}
   local file = opts.file or "<input>"
@@ -723,6 +725,7 @@ function M.parse(text, opts)
                            pb = core.parse_builder(ctx, file), fast = opts.fast ~= false }, Reader)
   r.pb:source(text, r.line_offset)
   local ok, res = pcall(r.run, r)
+  if opts.stats then opts.stats.lookups, opts.stats.probes = r.pb:probes() end
   if ok then
     if not res then
       local line, col = r:linecol(1)
@@ -740,17 +743,36 @@ function M.parse(text, opts)
     { line = line, col = col, message = res.msg }
 end
 
+-- M.read_input(path) -> text | nil, message: the file (stdin for "-") read in
+-- pieces of 1 MiB, refused past M.MAX_INPUT bytes (an endless input, as
+-- /dev/zero, is an error after that much, not a process that grows without end).
+M.MAX_INPUT = 128 << 20
+function M.read_input(path)
+  local f, err = io.stdin, nil
+  if path ~= "-" then
+    f, err = io.open(path, "rb")
+    if not f then return nil, ("cannot open %s"):format(err) end
+  end
+  local parts, n = {}, 0
+  while true do
+    local piece = f:read(1 << 20)
+    if not piece then break end
+    n = n + #piece
+    if n > M.MAX_INPUT then
+      if f ~= io.stdin then f:close() end
+      return nil, ("%s: more than %d bytes of input (the limit of textual IR)"):format(
+        path == "-" and "<stdin>" or path, M.MAX_INPUT)
+    end
+    parts[#parts + 1] = piece
+  end
+  if f ~= io.stdin then f:close() end
+  return table.concat(parts)
+end
+
 -- M.parse_file(path [, opts]) reads path ("-" for stdin) and parses it.
 function M.parse_file(path, opts)
-  local text
-  if path == "-" then
-    text = io.read "a"
-  else
-    local f, err = io.open(path, "rb")
-    if not f then return nil, ("cannot open %s"):format(err) end
-    text = f:read "a"
-    f:close()
-  end
+  local text, err = M.read_input(path)
+  if not text then return nil, err end
   opts = opts or {}
   opts.file = opts.file or (path == "-" and "<stdin>" or path)
   local m, msg, info = M.parse(text, opts)

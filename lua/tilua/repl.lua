@@ -348,18 +348,27 @@ end
 M.globalize = globalize
 
 -- Inputs are numbered through the session: an error says `stdin:7:` for the
--- seventh line typed (the chunk starts with that many newlines).
+-- seventh line typed. Each input is its own chunk, named `=stdin#N` when it
+-- starts at line N: the library's locations count from there (lb_user_loc),
+-- and Lua's own messages (`stdin#N:L:`) are said as `stdin:N+L-1:` here, so
+-- the cost of an input does not grow with the lines before it.
 local line_no = 0
 
+local MAX_STATEMENT_LINES, MAX_STATEMENT_BYTES = 1000, 1 << 20
+
+local function absolute(msg)
+  return (msg:gsub("stdin#(%d+):(%d+):", function(n, l) return ("stdin:%d:"):format(n + l - 1) end))
+end
+
 local function eval(src, first_line)
-  local pad = ("\n"):rep((first_line or 1) - 1)
+  local name = ("=stdin#%d"):format(first_line or 1)
   src = globalize(src)
-  local chunk, err = load(pad .. "return " .. src, "=stdin", "t")
-  if not chunk then chunk, err = load(pad .. src, "=stdin", "t") end
-  if not chunk then return nil, err end
+  local chunk, err = load("return " .. src, name, "t")
+  if not chunk then chunk, err = load(src, name, "t") end
+  if not chunk then return nil, absolute(err) end
   local res = table.pack(xpcall(chunk, tl.core.locate_error))
   if not res[1] then
-    say(safe_tostring(res[2]))
+    say(absolute(safe_tostring(res[2])))
     return true
   end
   print_results(table.pack(table.unpack(res, 2, res.n)))
@@ -372,8 +381,14 @@ function M.run()
   local hist = os.getenv "TILUA_HISTORY" or (home and home .. "/.tilua_history")
   if hist and hist ~= "" then host.history_file(hist) end
   while true do
-    local line = host.readline "> "
-    if not line then break end
+    local line, rerr = host.readline "> "
+    if not line then
+      if rerr then
+        say(rerr)
+        return 1
+      end
+      break
+    end
     line_no = line_no + 1
     if line:match "^%s*:" then
       host.add_history(line)
@@ -391,9 +406,16 @@ function M.run()
             say(err)
             break
           end
-          local more = host.readline ">> "
-          if not more then say(err) eof = true break end
+          local more, rerr = host.readline ">> "
+          if not more then say(rerr or err) eof = true break end
           line_no = line_no + 1
+          -- each line loads the statement again (as lua.c does): bounded, so
+          -- that an input that never completes costs at most that much
+          if line_no - first >= MAX_STATEMENT_LINES or #src + #more >= MAX_STATEMENT_BYTES then
+            say(("stdin:%d: a statement of more than %d lines or %d bytes (the REPL reads no longer ones; run a file)")
+              :format(first, MAX_STATEMENT_LINES, MAX_STATEMENT_BYTES))
+            break
+          end
           src = src .. "\n" .. more
           typed = typed .. "\n" .. more
         end

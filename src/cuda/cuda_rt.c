@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -306,15 +307,12 @@ static TlcuResult kernel_failed(TlcuRuntime *rt, CUresult r) {
 
 /* The oldest launch ran past its deadline: report it and stop touching the device. */
 static TlcuResult wedge(TlcuRuntime *rt) {
-  static int guarded;
+  static atomic_flag guarded = ATOMIC_FLAG_INIT; /* the one process-wide fact: the exit guard is set */
   char what[64];
   snprintf(what, sizeof what, "did not finish within %g s", rt->timeout * rt->pending[rt->phead].count);
   kernel_report(rt, TLCU_HUNG, &rt->pending[rt->phead], what);
   rt->state = TLCU_WEDGED;
-  if (!guarded) {
-    guarded = 1;
-    atexit(tlcu_exit_guard);
-  }
+  if (!atomic_flag_test_and_set(&guarded)) atexit(tlcu_exit_guard);
   return TLCU_HUNG;
 }
 
@@ -666,13 +664,18 @@ static unsigned int dim1(unsigned int d) { return d ? d : 1; }
 static TlcuResult tlcu_config(TlcuRuntime *rt, const TlcuLaunch *l, CUlaunchConfig *c,
                               CUlaunchAttribute *cluster) {
   unsigned int g[3], cl[3];
+  /* every launch (k:launch, a launch plan, tlDeviceLaunch) is checked here, the same way */
   for (int i = 0; i < 3; i++) {
     g[i] = dim1(l->grid[i]);
     cl[i] = dim1(l->cluster[i]);
+    unsigned max = i ? SM90_MAX_GRID_YZ : SM90_MAX_GRID_X;
+    if (g[i] > max) return tlcu_fail(rt, TLCU_FAIL, "grid.%c = %u is more than the %u blocks it may be", "xyz"[i], g[i], max);
     if (g[i] % cl[i] != 0)
       return tlcu_fail(rt, TLCU_FAIL, "launch: grid.%c = %u is not a multiple of cluster.%c = %u",
                        "xyz"[i], g[i], "xyz"[i], cl[i]);
   }
+  if (l->smem > SM90_MAX_SMEM)
+    return tlcu_fail(rt, TLCU_FAIL, "%u bytes of shared memory, more than the %d a block may have", l->smem, SM90_MAX_SMEM);
   memset(c, 0, sizeof *c);
   c->gridDimX = g[0], c->gridDimY = g[1], c->gridDimZ = g[2];
   c->blockDimX = dim1(l->block[0]), c->blockDimY = dim1(l->block[1]);

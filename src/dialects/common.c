@@ -28,6 +28,17 @@ int64_t dia_type_bytes(const IrType *t) {
   }
 }
 
+static bool ident_char(char c, bool first) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$' || (!first && c >= '0' && c <= '9');
+}
+
+bool dia_ptx_ident(const char *s, size_t len) {
+  if (!s || !len) return false;
+  for (size_t i = 0; i < len; i++)
+    if (!ident_char(s[i], i == 0)) return false;
+  return true;
+}
+
 bool dia_check_mem_value(IrOp *op, const IrType *v) {
   const IrType *scalar = v->kind == IR_TY_VECTOR ? v->elem : v;
   int64_t bytes = dia_type_bytes(v), eb = dia_type_bytes(scalar);

@@ -31,6 +31,9 @@ bool dia_const_int(IrValue *v, int64_t *out);
 /* Bytes a value of type t takes in memory (i1 = 1, index and pointers = 8, vectors
 ** = elements * element); 0 for types that have no memory form. */
 int64_t dia_type_bytes(const IrType *t);
+/* Is s[0..len) a PTX identifier (a letter, '_' or '$', then letters, digits,
+** '_' or '$'; no NUL inside)? Kernel names become `.entry` names. */
+bool dia_ptx_ident(const char *s, size_t len);
 /* Can one ld/st move a value of type v (a scalar, or a vector of 4, 8 or 16
 ** bytes of non-i1 elements, at most 4 of them when 32 bits or wider)? Emits the
 ** error when not. */

@@ -12,6 +12,8 @@
 #define SM90_MAX_WARPS (SM90_MAX_THREADS / SM90_WARP_SIZE)   /* warps per block */
 #define SM90_MAX_BLOCK_Z 64                                  /* block extent z (x and y: max_threads) */
 #define SM90_MAX_CLUSTER_CTAS 16                             /* CTAs per cluster (non-portable opt-in) */
+#define SM90_MAX_GRID_X 2147483647                           /* grid extent x, blocks */
+#define SM90_MAX_GRID_YZ 65535                               /* grid extents y and z, blocks */
 #define SM90_MAX_SMEM (227 * 1024)                           /* shared memory per block (opt-in), bytes */
 #define SM90_SMEM_DEFAULT (48 * 1024)                        /* dynamic shared memory without opt-in */
 #define SM90_MAX_SMEM_ALIGN 1024                             /* largest alignment a shared allocation asks */
@@ -38,6 +40,8 @@
   X(max_warps, SM90_MAX_WARPS, "warps per block")                                                 \
   X(max_block_z, SM90_MAX_BLOCK_Z, "block extent z")                                              \
   X(max_cluster_ctas, SM90_MAX_CLUSTER_CTAS, "CTAs per cluster")                                  \
+  X(max_grid_x, SM90_MAX_GRID_X, "grid extent x, blocks")                                         \
+  X(max_grid_yz, SM90_MAX_GRID_YZ, "grid extents y and z, blocks")                                \
   X(max_smem, SM90_MAX_SMEM, "shared memory per block, bytes (opt-in)")                           \
   X(smem_default, SM90_SMEM_DEFAULT, "dynamic shared memory without opt-in, bytes")               \
   X(max_smem_align, SM90_MAX_SMEM_ALIGN, "largest shared allocation alignment, bytes")            \

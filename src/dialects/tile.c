@@ -13,6 +13,16 @@ IrResult tile_verify_kernel(IrOp *op) {
     ir_op_error(op, "expected a non-empty string attribute 'sym_name'");
     return IR_FAIL;
   }
+  const IrAttr *sn = ir_op_attr(op, "sym_name");
+  if (!dia_ptx_ident(sn->u.str.s, sn->u.str.len)) {
+    StrBuf shown;
+    sb_init(&shown);
+    ir_print_attr(&shown, sn);
+    ir_op_error(op, "kernel name %s is not a PTX identifier (a letter, '_' or '$', then letters, digits, '_' or '$')",
+                shown.data ? shown.data : "");
+    sb_free(&shown);
+    return IR_FAIL;
+  }
   IrOp *parent = ir_op_parent_op(op);
   if (!parent || parent->kind != OP_MODULE) {
     ir_op_error(op, "must be directly inside a module");

@@ -57,6 +57,8 @@ static int searcher(lua_State *L) {
 }
 
 void lb_new_class(lua_State *L, const LbClass *c) {
+  lb_register_bindings(L, c->meta);
+  lb_register_bindings(L, c->methods);
   luaL_newmetatable(L, c->name); /* sets __name too; an existing one is pushed */
   if (c->meta) luaL_setfuncs(L, c->meta, 0);
   if (lua_getfield(L, -1, "__index") != LUA_TTABLE) {
@@ -95,6 +97,7 @@ int luaopen_tilua_core(lua_State *L) {
   lua_newtable(L);
   for (size_t i = 0; i < sizeof areas / sizeof *areas; i++) {
     for (const LbClass *c = areas[i]->classes; c && c->name; c++) lb_new_class(L, c);
+    lb_register_bindings(L, areas[i]->functions);
     luaL_setfuncs(L, areas[i]->functions, 0);
   }
   lb_set_int(L, "max_nesting", IR_MAX_NESTING);

@@ -16,14 +16,13 @@
 #include <string.h>
 
 #include "../cuda/cuda_rt.h"
+#include "../dialects/sm90_limits.h"
 #include "lbind.h"
 #include "ldevice.h"
 
 #define SENTINEL "tilua.cuda_runtime"
 #define CHUNK ((size_t)64 << 20) /* host staging for fills and compares */
 
-static TlcuRuntime rt;
-static int rt_tried;
 
 typedef struct Buffer {
   CUdeviceptr ptr;
@@ -36,39 +35,47 @@ typedef struct Buffer {
 ** ======================================================================= */
 
 static int sentinel_gc(lua_State *L) {
-  (void)L;
-  tlcu_shutdown(&rt);
+  tlcu_shutdown(lua_touserdata(L, 1));
   return 0;
 }
 
 #define LAUNCH_TIMEOUT 10.0 /* seconds a kernel may run (TILUA_LAUNCH_TIMEOUT; 0: no limit) */
 
-/* Initialize once (TILUA_DEVICE picks the ordinal, TILUA_LAUNCH_TIMEOUT the
-** seconds a launch may run); true when a GPU is ready. */
-static int ensure(lua_State *L) {
-  if (!rt_tried) {
-    rt_tried = 1;
-    const char *ord = getenv("TILUA_DEVICE"), *to = getenv("TILUA_LAUNCH_TIMEOUT");
-    tlcu_init(&rt, ord ? atoi(ord) : 0);
-    tlcu_set_timeout(&rt, to && *to ? strtod(to, NULL) : LAUNCH_TIMEOUT);
-    lua_newuserdatauv(L, 1, 0);
-    lua_newtable(L);
-    lua_pushcfunction(L, sentinel_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_setmetatable(L, -2);
-    lua_setfield(L, LUA_REGISTRYINDEX, SENTINEL);
+/* The CUDA runtime of this Lua state (each state has its own: two states on
+** two threads never share one), initialized on first use (TILUA_DEVICE picks
+** the ordinal, TILUA_LAUNCH_TIMEOUT the seconds a launch may run) and shut
+** down when the state closes. */
+static TlcuRuntime *runtime(lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, SENTINEL) == LUA_TUSERDATA) {
+    TlcuRuntime *rt = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return rt;
   }
-  return tlcu_ready(&rt);
+  lua_pop(L, 1);
+  TlcuRuntime *rt = lua_newuserdatauv(L, sizeof *rt, 0);
+  memset(rt, 0, sizeof *rt);
+  lua_newtable(L);
+  lua_pushcfunction(L, sentinel_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, SENTINEL);
+  const char *ord = getenv("TILUA_DEVICE"), *to = getenv("TILUA_LAUNCH_TIMEOUT");
+  tlcu_init(rt, ord ? atoi(ord) : 0);
+  tlcu_set_timeout(rt, to && *to ? strtod(to, NULL) : LAUNCH_TIMEOUT);
+  return rt;
 }
+
+/* True when a GPU is ready. */
+static int ensure(lua_State *L) { return tlcu_ready(runtime(L)); }
 
 /* Raise "no GPU: ..." unless the runtime is ready. */
 static void need_gpu(lua_State *L) {
-  if (!ensure(L)) lb_error(L, "no GPU: %s", tlcu_error(&rt));
+  if (!ensure(L)) lb_error(L, "no GPU: %s", tlcu_error(runtime(L)));
 }
 
 TlcuRuntime *lb_cuda(lua_State *L) {
   need_gpu(L);
-  return &rt;
+  return runtime(L);
 }
 
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes) {
@@ -85,11 +92,11 @@ CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes) {
 /* Raise the runtime's last error, prefixed by what was being done; a report
 ** of a kernel that hung or failed names the launch's own line and goes as is. */
 int lb_cuda_error(lua_State *L, const char *what) {
-  if (tlcu_kernel_report(&rt)) {
-    lua_pushstring(L, tlcu_error(&rt));
+  if (tlcu_kernel_report(runtime(L))) {
+    lua_pushstring(L, tlcu_error(runtime(L)));
     return lua_error(L);
   }
-  return lb_error(L, "%s: %s", what, tlcu_error(&rt));
+  return lb_error(L, "%s: %s", what, tlcu_error(runtime(L)));
 }
 
 /* core.device_available() -> boolean */
@@ -100,7 +107,7 @@ static int dev_available(lua_State *L) {
 
 /* core.device_error() -> why there is no GPU ("" when there is one) */
 static int dev_error(lua_State *L) {
-  lua_pushstring(L, ensure(L) ? "" : tlcu_error(&rt));
+  lua_pushstring(L, ensure(L) ? "" : tlcu_error(runtime(L)));
   return 1;
 }
 
@@ -114,7 +121,7 @@ static int dev_error(lua_State *L) {
 static int dev_info(lua_State *L) {
   need_gpu(L);
   TlcuDeviceInfo r;
-  if (tlcu_device_info(&rt, &r) != TLCU_OK) return lb_cuda_error(L, "device info");
+  if (tlcu_device_info(runtime(L), &r) != TLCU_OK) return lb_cuda_error(L, "device info");
   lua_createtable(L, 0, 8);
   lb_set_str(L, "name", r.name);
   DEVICE_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
@@ -124,7 +131,7 @@ static int dev_info(lua_State *L) {
 /* core.device_synchronize(): waits for the device; raises launch failures. */
 static int dev_synchronize(lua_State *L) {
   need_gpu(L);
-  if (tlcu_synchronize(&rt) != TLCU_OK) return lb_cuda_error(L, "synchronize");
+  if (tlcu_synchronize(runtime(L)) != TLCU_OK) return lb_cuda_error(L, "synchronize");
   return 0;
 }
 
@@ -150,7 +157,7 @@ static int buf_alloc(lua_State *L) {
   b->bytes = 0;
   b->live = 0;
   luaL_setmetatable(L, LB_BUFFER);
-  if (n > 0 && tlcu_mem_alloc(&rt, (size_t)n, &b->ptr) != TLCU_OK)
+  if (n > 0 && tlcu_mem_alloc(runtime(L), (size_t)n, &b->ptr) != TLCU_OK)
     return lb_cuda_error(L, "device alloc");
   b->bytes = (size_t)n;
   b->live = 1;
@@ -159,7 +166,7 @@ static int buf_alloc(lua_State *L) {
 
 static int buf_free(lua_State *L) {
   Buffer *b = luaL_checkudata(L, 1, LB_BUFFER);
-  if (b->live && b->ptr) tlcu_mem_free(&rt, b->ptr);
+  if (b->live && b->ptr) tlcu_mem_free(runtime(L), b->ptr);
   b->live = 0;
   b->ptr = 0;
   return 0;
@@ -194,7 +201,7 @@ static int buf_upload(lua_State *L) {
   if (off > b->bytes || len > b->bytes - off)
     return lb_error(L, "%lld bytes at offset %lld do not fit a buffer of %lld bytes",
                     (long long)len, (long long)off, (long long)b->bytes);
-  if (len && tlcu_memcpy_htod(&rt, b->ptr + off, s, len) != TLCU_OK) return lb_cuda_error(L, "upload");
+  if (len && tlcu_memcpy_htod(runtime(L), b->ptr + off, s, len) != TLCU_OK) return lb_cuda_error(L, "upload");
   return 0;
 }
 
@@ -204,7 +211,7 @@ static int buf_download(lua_State *L) {
   size_t off, n = range(L, b, 2, &off);
   luaL_Buffer lb;
   char *p = luaL_buffinitsize(L, &lb, n ? n : 1);
-  if (n && tlcu_memcpy_dtoh(&rt, p, b->ptr + off, n) != TLCU_OK) return lb_cuda_error(L, "download");
+  if (n && tlcu_memcpy_dtoh(runtime(L), p, b->ptr + off, n) != TLCU_OK) return lb_cuda_error(L, "download");
   luaL_pushresultsize(&lb, n);
   return 1;
 }
@@ -215,7 +222,7 @@ static int buf_copy_from(lua_State *L) {
   lua_Integer n = luaL_optinteger(L, 3, (lua_Integer)(s->bytes < d->bytes ? s->bytes : d->bytes));
   if (n < 0 || (size_t)n > d->bytes || (size_t)n > s->bytes)
     return lb_error(L, "copy of %lld bytes does not fit", (long long)n);
-  if (n && tlcu_memcpy_dtod(&rt, d->ptr, s->ptr, (size_t)n) != TLCU_OK) return lb_cuda_error(L, "copy");
+  if (n && tlcu_memcpy_dtod(runtime(L), d->ptr, s->ptr, (size_t)n) != TLCU_OK) return lb_cuda_error(L, "copy");
   return 0;
 }
 
@@ -223,7 +230,7 @@ static int buf_copy_from(lua_State *L) {
 static int buf_memset(lua_State *L) {
   Buffer *b = check_buffer(L, 1);
   lua_Integer v = luaL_checkinteger(L, 2);
-  if (b->bytes && tlcu_memset_d8(&rt, b->ptr, (unsigned char)v, b->bytes) != TLCU_OK)
+  if (b->bytes && tlcu_memset_d8(runtime(L), b->ptr, (unsigned char)v, b->bytes) != TLCU_OK)
     return lb_cuda_error(L, "memset");
   return 0;
 }
@@ -251,8 +258,8 @@ static int buf_equals(lua_State *L) {
   int same = 1, err = 0;
   for (; at < x->bytes && same && !err; at += CHUNK) {
     size_t n = x->bytes - at < CHUNK ? x->bytes - at : CHUNK;
-    err = tlcu_memcpy_dtoh(&rt, a, x->ptr + at, n) != TLCU_OK ||
-          tlcu_memcpy_dtoh(&rt, b, y->ptr + at, n) != TLCU_OK;
+    err = tlcu_memcpy_dtoh(runtime(L), a, x->ptr + at, n) != TLCU_OK ||
+          tlcu_memcpy_dtoh(runtime(L), b, y->ptr + at, n) != TLCU_OK;
     if (!err && memcmp(a, b, n) != 0) {
       same = 0;
       size_t i = 0;
@@ -336,7 +343,7 @@ static int buf_fill_random(lua_State *L) {
       k += put_random(a + k, kind, &s);
     while (k < n)
       a[k++] = (unsigned char)rng_next(&s);
-    err = tlcu_memcpy_htod(&rt, b->ptr + at, a, n) != TLCU_OK;
+    err = tlcu_memcpy_htod(runtime(L), b->ptr + at, a, n) != TLCU_OK;
   }
   free(a);
   if (err) return lb_cuda_error(L, "random fill");
@@ -362,14 +369,14 @@ static int mod_load(lua_State *L) {
   m->mod = NULL;
   m->live = 0;
   luaL_setmetatable(L, LB_MODULE);
-  if (tlcu_module_load_ptx(&rt, ptx, &m->mod) != TLCU_OK) return lb_cuda_error(L, "loading the PTX");
+  if (tlcu_module_load_ptx(runtime(L), ptx, &m->mod) != TLCU_OK) return lb_cuda_error(L, "loading the PTX");
   m->live = 1;
   return 1;
 }
 
 static int mod_unload(lua_State *L) {
   Module *m = luaL_checkudata(L, 1, LB_MODULE);
-  if (m->live) tlcu_module_unload(&rt, m->mod);
+  if (m->live) tlcu_module_unload(runtime(L), m->mod);
   m->live = 0;
   return 0;
 }
@@ -384,7 +391,7 @@ static int mod_func(lua_State *L) {
   luaL_setmetatable(L, LB_FUNCTION);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
-  if (tlcu_function_get(&rt, m->mod, name, f) != TLCU_OK) return lb_cuda_error(L, "kernel lookup");
+  if (tlcu_function_get(runtime(L), m->mod, name, f) != TLCU_OK) return lb_cuda_error(L, "kernel lookup");
   return 1;
 }
 
@@ -392,7 +399,7 @@ static int mod_func(lua_State *L) {
 static int fn_info(lua_State *L) {
   CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   TlcuFuncInfo r;
-  if (!*f || tlcu_function_info(&rt, *f, &r) != TLCU_OK) return lb_cuda_error(L, "function info");
+  if (!*f || tlcu_function_info(runtime(L), *f, &r) != TLCU_OK) return lb_cuda_error(L, "function info");
   lua_createtable(L, 0, 4);
   FUNCTION_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
   return 1;
@@ -412,7 +419,22 @@ static void get_dims(lua_State *L, int cfg, const char *key, unsigned int d[3]) 
   lua_pop(L, 1);
 }
 
-/* One argument {type, value} into an 8-byte slot. Types: ptr (a Buffer or an
+unsigned lb_launch_smem(lua_State *L, lua_Integer static_bytes, lua_Integer dynamic) {
+  if (dynamic < 0 || dynamic > SM90_MAX_SMEM || static_bytes + dynamic > SM90_MAX_SMEM)
+    lb_error(L, "launch: smem %lld is out of range: the dynamic shared memory is 0 to %lld bytes (%d in all, %lld static)",
+             (long long)dynamic, (long long)(SM90_MAX_SMEM - static_bytes), SM90_MAX_SMEM, (long long)static_bytes);
+  return (unsigned)(static_bytes + dynamic);
+}
+
+void lb_launch_int(lua_State *L, const char *param, int width, lua_Integer v) {
+  if (width >= 64) return;
+  lua_Integer lo = -((lua_Integer)1 << (width - 1)), hi = ((lua_Integer)1 << width) - 1;
+  if (v < lo || v > hi)
+    lb_error(L, "launch: argument '%s' = %lld does not fit its type i%d (%lld to %lld)", param, (long long)v, width,
+             (long long)lo, (long long)hi);
+}
+
+/* One argument {type, value [, name]} into an 8-byte slot. Types: ptr (a Buffer or an
 ** address), i1 i8 i16 i32 i64 (integers), f32 f64 (numbers), b16 (16 bits given as an integer). */
 static void pack_arg(lua_State *L, int i, uint64_t *slot) {
   lua_rawgeti(L, -1, 1);
@@ -439,6 +461,12 @@ static void pack_arg(lua_State *L, int i, uint64_t *slot) {
     memcpy(slot, &d, 8);
   } else {
     if (!lua_isinteger(L, -1)) lb_error(L, "launch: argument #%d (%s) must be an integer", i, t);
+    char param[64];
+    lua_rawgeti(L, -3, 3); /* the parameter's name, when given */
+    if (lua_isstring(L, -1)) snprintf(param, sizeof param, "%s", lua_tostring(L, -1));
+    else snprintf(param, sizeof param, "#%d", i);
+    lua_pop(L, 1);
+    if (t[0] == 'i' || t[0] == 'b') lb_launch_int(L, param, atoi(t + 1), lua_tointeger(L, -1));
     uint64_t v = (uint64_t)lua_tointeger(L, -1);
     memcpy(slot, &v, 8); /* little endian: the low bytes are the narrow value */
   }
@@ -456,7 +484,7 @@ static TlcuHang *hang_records(lua_State *L, const TlcuLaunch *cfg) {
   unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2], warps = (threads + 31) / 32;
   size_t slots = (size_t)cfg->grid[0] * cfg->grid[1] * cfg->grid[2] * warps;
   TlcuHang *h = NULL;
-  if (tlcu_hang_alloc(&rt, slots, warps, sites, &h) != TLCU_OK) lb_cuda_error(L, "launch");
+  if (tlcu_hang_alloc(runtime(L), slots, warps, sites, &h) != TLCU_OK) lb_cuda_error(L, "launch");
   lua_pop(L, 1);
   return h;
 }
@@ -468,7 +496,7 @@ static const char *opt_field(lua_State *L, int idx, const char *k) {
   return s;
 }
 
-/* core.launch(fn, {grid=, block=, cluster=, smem=, name=, where=, hang_sites=},
+/* core.launch(fn, {grid=, block=, cluster=, static=, smem=, name=, where=, hang_sites=},
 ** { {type, value}, ... }): name and where (the script's line) go into the
 ** reports of a kernel that hangs or fails; hang_sites (the lowered kernel's
 ** debug-hangs sites) adds the records' address as the last argument. */
@@ -482,9 +510,10 @@ static int fn_launch(lua_State *L) {
   get_dims(L, 2, "grid", cfg.grid);
   get_dims(L, 2, "block", cfg.block);
   get_dims(L, 2, "cluster", cfg.cluster);
+  lua_getfield(L, 2, "static");
   lua_getfield(L, 2, "smem");
-  cfg.smem = (unsigned int)luaL_optinteger(L, -1, 0);
-  lua_pop(L, 1);
+  cfg.smem = lb_launch_smem(L, luaL_optinteger(L, -2, 0), luaL_optinteger(L, -1, 0));
+  lua_pop(L, 2);
   cfg.name = opt_field(L, 2, "name");
   cfg.where = opt_field(L, 2, "where");
   int n = (int)luaL_len(L, 3);
@@ -506,7 +535,7 @@ static int fn_launch(lua_State *L) {
     slots[n] = (uint64_t)cfg.hang->dev;
     ptrs[n] = &slots[n];
   }
-  if (tlcu_launch(&rt, *f, &cfg, ptrs) != TLCU_OK) return lb_cuda_error(L, "launch");
+  if (tlcu_launch(runtime(L), *f, &cfg, ptrs) != TLCU_OK) return lb_cuda_error(L, "launch");
   return 0;
 }
 
@@ -515,20 +544,20 @@ static int dev_time(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   need_gpu(L);
   CUevent a = NULL, b = NULL;
-  if (tlcu_event_create(&rt, &a) != TLCU_OK || tlcu_event_create(&rt, &b) != TLCU_OK) {
-    if (a) tlcu_event_destroy(&rt, a);
+  if (tlcu_event_create(runtime(L), &a) != TLCU_OK || tlcu_event_create(runtime(L), &b) != TLCU_OK) {
+    if (a) tlcu_event_destroy(runtime(L), a);
     return lb_cuda_error(L, "event");
   }
   float ms = 0;
-  int bad = tlcu_event_record(&rt, a, NULL) != TLCU_OK;
+  int bad = tlcu_event_record(runtime(L), a, NULL) != TLCU_OK;
   lua_pushvalue(L, 1);
   int st = bad ? LUA_OK : lua_pcall(L, 0, 0, 0);
   if (!bad && st == LUA_OK)
-    bad = tlcu_event_record(&rt, b, NULL) != TLCU_OK || tlcu_event_synchronize(&rt, b) != TLCU_OK ||
-          tlcu_event_elapsed_ms(&rt, a, b, &ms) != TLCU_OK;
-  if (bad) lua_pushfstring(L, "timing: %s", tlcu_error(&rt));
-  tlcu_event_destroy(&rt, a);
-  tlcu_event_destroy(&rt, b);
+    bad = tlcu_event_record(runtime(L), b, NULL) != TLCU_OK || tlcu_event_synchronize(runtime(L), b) != TLCU_OK ||
+          tlcu_event_elapsed_ms(runtime(L), a, b, &ms) != TLCU_OK;
+  if (bad) lua_pushfstring(L, "timing: %s", tlcu_error(runtime(L)));
+  tlcu_event_destroy(runtime(L), a);
+  tlcu_event_destroy(runtime(L), b);
   if (bad || st != LUA_OK) return lua_error(L);
   lua_pushnumber(L, ms);
   return 1;

@@ -16,6 +16,8 @@
 
 static const char *const LIBCHUNKS = "tilua.libchunks";
 static const char *const DEFAULT_CTX = "tilua.default_context";
+static const char BINDINGS = 0;        /* registry: C function -> true, every binding of tilua.core */
+static const char BINDING_THREADS = 0; /* registry: weak set of the coroutines that called a binding */
 
 LbContext *lb_push_context(lua_State *L, IrContext *ctx, int owned) {
   LbContext *c = lua_newuserdatauv(L, sizeof *c, 0);
@@ -27,9 +29,36 @@ LbContext *lb_push_context(lua_State *L, IrContext *ctx, int owned) {
   return c;
 }
 
+/* A coroutine that calls a binding is remembered (weakly), so that a close
+** can look for the binding calls in progress on its stack (context_in_use). */
+static void note_thread(lua_State *L) {
+  if (lua_pushthread(L)) { /* the main thread: always looked at */
+    lua_pop(L, 1);
+    return;
+  }
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &BINDING_THREADS) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &BINDING_THREADS);
+  }
+  lua_pushvalue(L, -2);
+  if (lua_rawget(L, -2) == LUA_TNIL) {
+    lua_pushvalue(L, -3);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -4);
+  }
+  lua_pop(L, 3);
+}
+
 /* After a failed allocation of the core in this protected call the IR may be half changed. */
 static void check_memory(lua_State *L) {
   if (ir_protect_failed()) luaL_error(L, "not enough memory (an allocation of the tilua core failed)");
+  note_thread(L);
 }
 
 LbContext *lb_check_context(lua_State *L, int idx) {
@@ -40,6 +69,7 @@ LbContext *lb_check_context(lua_State *L, int idx) {
 }
 
 LbContext *lb_default_context(lua_State *L) {
+  note_thread(L);
   if (lua_getfield(L, LUA_REGISTRYINDEX, DEFAULT_CTX) == LUA_TUSERDATA) {
     LbContext *c = lua_touserdata(L, -1);
     if (c->ctx) return c;
@@ -179,16 +209,29 @@ static int is_library_chunk(lua_State *L, const char *source) {
   return lib;
 }
 
-/* Find the innermost user frame; fills file (a Lua-owned string) and line. */
-static int user_frame(lua_State *L, const char **file, int *line) {
+/* Where a frame is: its chunk's name and the line. A chunk named "=NAME#N"
+** (the REPL's inputs: each its own chunk, numbered through the session) is
+** NAME from line N on. file gets a Lua-owned string or fb (n bytes). */
+static void frame_where(const lua_Debug *ar, char *fb, size_t n, const char **file, int *line) {
+  *file = ar->source[0] == '@' || ar->source[0] == '=' ? ar->source + 1 : ar->short_src;
+  *line = ar->currentline;
+  const char *hash = ar->source[0] == '=' ? strrchr(ar->source, '#') : NULL;
+  if (!hash || !hash[1] || strspn(hash + 1, "0123456789") != strlen(hash + 1) || strlen(hash + 1) > 9) return;
+  snprintf(fb, n, "%.*s", (int)(hash - ar->source - 1), ar->source + 1);
+  *file = fb;
+  *line += atoi(hash + 1) - 1;
+}
+
+/* Find the innermost user frame; fills file (a Lua-owned string, or fb of n
+** bytes) and line. */
+static int user_frame(lua_State *L, char *fb, size_t n, const char **file, int *line) {
   lua_Debug ar;
   /* lua_getstack walks from the top each time: bounded, so that a stack
   ** overflow's message handler does not take quadratic time */
   for (int level = 1; level <= 1000 && lua_getstack(L, level, &ar); level++) {
     if (!lua_getinfo(L, "S", &ar) || ar.what[0] == 'C' || is_library_chunk(L, ar.source)) continue;
     if (!lua_getinfo(L, "l", &ar) || ar.currentline <= 0) continue;
-    *file = ar.source[0] == '@' || ar.source[0] == '=' ? ar.source + 1 : ar.short_src;
-    *line = ar.currentline;
+    frame_where(&ar, fb, n, file, line);
     return 1;
   }
   return 0;
@@ -204,7 +247,8 @@ int lb_locate_error(lua_State *L, int idx) {
   if (lua_type(L, idx) != LUA_TSTRING) return 0;
   const char *msg = lua_tostring(L, idx), *file;
   int line;
-  if (!user_frame(L, &file, &line)) return 0;
+  char fb[128];
+  if (!user_frame(L, fb, sizeof fb, &file, &line)) return 0;
   const char *rest = msg;
   const char *colon = strchr(msg, ':');
   if (colon && colon > msg && colon - msg < 200 && colon[1] >= '0' && colon[1] <= '9') {
@@ -232,7 +276,8 @@ static int core_locate_error(lua_State *L) {
 void lb_user_where(lua_State *L, char *buf, size_t n) {
   const char *file;
   int line;
-  if (user_frame(L, &file, &line)) snprintf(buf, n, "%s:%d", file, line);
+  char fb[128];
+  if (user_frame(L, fb, sizeof fb, &file, &line)) snprintf(buf, n, "%s:%d", file, line);
   else if (n) buf[0] = '\0';
 }
 
@@ -244,6 +289,7 @@ static const char PINNED_LOC = 0;
 IrLoc lb_user_loc(lua_State *L, IrContext *ctx) {
   const char *file;
   int line;
+  char fb[128];
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &PINNED_LOC) == LUA_TTABLE) {
     lua_rawgeti(L, -1, 1);
     lua_rawgeti(L, -2, 2);
@@ -252,7 +298,7 @@ IrLoc lb_user_loc(lua_State *L, IrContext *ctx) {
     return loc;
   }
   lua_pop(L, 1);
-  if (user_frame(L, &file, &line)) return ir_loc(ctx, file, line, 0);
+  if (user_frame(L, fb, sizeof fb, &file, &line)) return ir_loc(ctx, file, line, 0);
   return ir_loc_unknown();
 }
 
@@ -277,12 +323,13 @@ static int core_pin_location(lua_State *L) {
 int lb_error(lua_State *L, const char *fmt, ...) {
   const char *file;
   int line;
+  char fb[128];
   va_list ap;
   char msg[1024]; /* C's formats (%lld, %zu, ...), which lua_pushvfstring lacks */
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (user_frame(L, &file, &line)) lua_pushfstring(L, "%s:%d: %s", file, line, msg);
+  if (user_frame(L, fb, sizeof fb, &file, &line)) lua_pushfstring(L, "%s:%d: %s", file, line, msg);
   else lua_pushstring(L, msg);
   return lua_error(L);
 }
@@ -372,7 +419,99 @@ void lb_push_diagnostic_list(lua_State *L, IrContext *ctx) {
 ** Context methods
 ** ======================================================================= */
 
+/* {=== No context vanishes under a binding
+** A binding holds raw pointers into a context while it runs, and some of
+** what it does can run Lua code: a metamethod (__len, __index, an __attr
+** hook), a finalizer run by an allocation, a debug hook. Such code may not
+** close a context that a binding call in progress is using: close is refused
+** with an error at the script's line. A call in progress is a frame of a
+** tilua C function (BINDINGS) on the stack of the running thread, the main
+** thread or a coroutine that called a binding and is running or resumed
+** another (BINDING_THREADS), and it uses the context when one of its values
+** is the context or a userdata whose first user value is (every IR object, a
+** parse builder). */
+
+/* Is the value at the top of T the context userdata c, or an object of it? */
+static bool belongs_to(lua_State *T, const LbContext *c) {
+  if (lua_type(T, -1) != LUA_TUSERDATA) return false;
+  if (lua_touserdata(T, -1) == c) return true;
+  bool of = lua_getiuservalue(T, -1, 1) == LUA_TUSERDATA && lua_touserdata(T, -1) == c;
+  lua_pop(T, 1);
+  return of;
+}
+
+/* Does some binding frame of thread T (from level `from`) use c? L holds BINDINGS at `set`. */
+static bool thread_uses(lua_State *L, int set, lua_State *T, int from, const LbContext *c) {
+  lua_Debug ar;
+  for (int level = from; lua_getstack(T, level, &ar); level++) {
+    if (!lua_getinfo(T, "Sf", &ar)) continue;
+    lua_xmove(T, L, 1);
+    bool binding = ar.what[0] == 'C' && lua_rawget(L, set) == LUA_TBOOLEAN;
+    lua_pop(L, 1);
+    if (!binding) continue;
+    for (int n = 1; lua_getlocal(T, &ar, n); n++) {
+      bool uses = belongs_to(T, c);
+      lua_pop(T, 1);
+      if (uses) return true;
+    }
+  }
+  return false;
+}
+
+static bool context_in_use(lua_State *L, const LbContext *c) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &BINDINGS) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return false;
+  }
+  int set = lua_gettop(L);
+  bool used = thread_uses(L, set, L, 1, c); /* level 0 is this close */
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  lua_State *main = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  if (!used && main != L) used = thread_uses(L, set, main, 0, c);
+  if (!used && lua_rawgetp(L, LUA_REGISTRYINDEX, &BINDING_THREADS) == LUA_TTABLE) {
+    for (lua_pushnil(L); !used && lua_next(L, -2); lua_pop(L, 1)) {
+      lua_State *T = lua_tothread(L, -2);
+      if (T && T != L && T != main && lua_status(T) == LUA_OK) used = thread_uses(L, set, T, 0, c);
+    }
+    if (used) lua_pop(L, 2); /* the key and value lua_next left */
+  }
+  lua_settop(L, set - 1);
+  return used;
+}
+
+/* Remember every function of a binding table as a binding (luaopen_tilua_core). */
+void lb_register_bindings(lua_State *L, const luaL_Reg *fns) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &BINDINGS) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &BINDINGS);
+  }
+  for (; fns && fns->name; fns++)
+    if (fns->func) {
+      lua_pushcfunction(L, fns->func);
+      lua_pushboolean(L, 1);
+      lua_rawset(L, -3);
+    }
+  lua_pop(L, 1);
+}
+/* }=== */
+
+/* ctx:close() and <close>: destroys an owned context, refused while a binding call uses it. */
 static int ctx_close(lua_State *L) {
+  LbContext *c = luaL_checkudata(L, 1, LB_CONTEXT);
+  if (!c->ctx) return 0;
+  if (context_in_use(L, c))
+    return lb_error(L, "cannot close a tilua context while a tilua call is using it (this code runs inside that "
+                       "call: a metamethod, a finalizer or a hook)");
+  if (c->owned) ir_context_destroy(c->ctx);
+  c->ctx = NULL;
+  return 0;
+}
+
+/* __gc: nothing can reach the context any more, no binding call either. */
+static int ctx_gc(lua_State *L) {
   LbContext *c = luaL_checkudata(L, 1, LB_CONTEXT);
   if (c->ctx && c->owned) ir_context_destroy(c->ctx);
   c->ctx = NULL;
@@ -591,7 +730,8 @@ static int core_metatable(lua_State *L) {
 static int core_user_location(lua_State *L) {
   const char *file;
   int line;
-  if (!user_frame(L, &file, &line)) return 0;
+  char fb[128];
+  if (!user_frame(L, fb, sizeof fb, &file, &line)) return 0;
   lua_pushstring(L, file);
   lua_pushinteger(L, line);
   return 2;
@@ -605,7 +745,7 @@ static const luaL_Reg context_methods[] = {{"close", ctx_close},
                                           {"diagnostics", ctx_diagnostics},
                                           {NULL, NULL}};
 static const luaL_Reg context_meta[] = {
-    {"__gc", ctx_close}, {"__close", ctx_close}, {"__tostring", ctx_tostring}, {NULL, NULL}};
+    {"__gc", ctx_gc}, {"__close", ctx_close}, {"__tostring", ctx_tostring}, {NULL, NULL}};
 
 static const luaL_Reg core_functions[] = {
     {"context", core_context},

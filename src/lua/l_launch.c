@@ -149,6 +149,8 @@ static void pack(lua_State *L, int plan, const Plan *p, int i, int idx, uint64_t
     if (!lua_isboolean(L, idx) && (!ok || lua_type(L, idx) != LUA_TNUMBER))
       lb_error(L, "launch: argument '%s' must be an integer, got %s", param_name(L, plan, i),
                luaL_tolstring(L, idx, NULL));
+    static const int widths[] = {[ARG_I8] = 8, [ARG_I16] = 16, [ARG_I32] = 32, [ARG_I64] = 64};
+    lb_launch_int(L, param_name(L, plan, i), widths[p->kinds[i]], v);
     uint64_t u = (uint64_t)v; /* little endian: the low bytes are the narrow value */
     memcpy(slot, &u, 8);
     return;
@@ -209,11 +211,9 @@ static int plan_launch(lua_State *L) {
   memset(&cfg, 0, sizeof cfg);
   grid_arg(L, 2, p, cfg.grid);
   pack_all(L, 1, p, 3, slots, ptrs);
-  lua_Integer dyn = luaL_optinteger(L, 4, p->smem);
-  if (dyn < 0 || dyn > 0x7fffffff) return lb_error(L, "launch: smem %lld is out of range", (long long)dyn);
+  cfg.smem = lb_launch_smem(L, p->static_smem, luaL_optinteger(L, 4, p->smem));
   memcpy(cfg.block, p->block, sizeof cfg.block);
   memcpy(cfg.cluster, p->cluster, sizeof cfg.cluster);
-  cfg.smem = p->static_smem + (unsigned)dyn;
   cfg.smem_allowed = cfg.smem <= p->smem_allowed;
   cfg.name = p->name;
   char where[256];

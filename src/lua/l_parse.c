@@ -65,7 +65,9 @@ typedef struct PB {
   size_t nnames, capnames;
   char *namebuf;
   size_t nnamebuf, capnamebuf;
-  uint32_t buckets[1024]; /* index + 1 of the newest name of each bucket */
+  uint32_t *buckets; /* index + 1 of the newest name of each bucket (a power of two of */
+  size_t nbuckets;   /* them, at least as many as names: a lookup stays O(1) in a block of 1M ops) */
+  uint64_t lookups, probes; /* names looked up, and names compared doing so (pb:probes()) */
   size_t *scopes;
   size_t nscopes, capscopes;
   /* memo of texts read before (open addressing, power-of-two size) */
@@ -94,13 +96,14 @@ static int pb_gc(lua_State *L) {
   free(p->vals);
   free(p->stack);
   free(p->names);
+  free(p->buckets);
   free(p->namebuf);
   free(p->scopes);
   free(p->memo);
   free(p->memobuf);
   p->vals = NULL;
   p->stack = NULL;
-  p->names = NULL, p->namebuf = NULL, p->scopes = NULL, p->memo = NULL, p->memobuf = NULL;
+  p->names = NULL, p->buckets = NULL, p->namebuf = NULL, p->scopes = NULL, p->memo = NULL, p->memobuf = NULL;
   p->ctx = NULL;
   return 0;
 }
@@ -109,6 +112,7 @@ static void grow(lua_State *L, void **a, size_t *cap, size_t need, size_t elem) 
   if (need <= *cap) return;
   size_t n = *cap ? *cap : 64;
   while (n < need) n *= 2;
+  if (n > SIZE_MAX / elem) luaL_error(L, "out of memory");
   void *m = realloc(*a, n * elem);
   if (!m) luaL_error(L, "out of memory");
   *a = m;
@@ -223,28 +227,53 @@ static uint32_t text_hash(const char *s, size_t n) {
   return h;
 }
 
-#define NBUCKETS (sizeof ((PB *)0)->buckets / sizeof ((PB *)0)->buckets[0])
-
 static Name *find_name(PB *p, const char *s, size_t n, uint32_t h) {
-  for (uint32_t i = p->buckets[h & (NBUCKETS - 1)]; i; i = p->names[i - 1].next) {
+  p->lookups++;
+  if (!p->nbuckets) return NULL;
+  for (uint32_t i = p->buckets[h & (p->nbuckets - 1)]; i; i = p->names[i - 1].next) {
     Name *nm = &p->names[i - 1];
+    p->probes++;
     if (nm->hash == h && nm->len == n && memcmp(p->namebuf + nm->off, s, n) == 0) return nm;
   }
   return NULL;
+}
+
+/* Twice the buckets, the names put back oldest first: each bucket's chain
+** stays newest first, as closing a scope needs. */
+static void rehash(lua_State *L, PB *p) {
+  size_t cap = p->nbuckets, n = p->nbuckets ? p->nbuckets * 2 : 1024;
+  grow(L, (void **)&p->buckets, &cap, n, sizeof *p->buckets);
+  p->nbuckets = n;
+  memset(p->buckets, 0, n * sizeof *p->buckets);
+  for (size_t i = 0; i < p->nnames; i++) {
+    uint32_t *b = &p->buckets[p->names[i].hash & (n - 1)];
+    p->names[i].next = *b;
+    *b = (uint32_t)(i + 1);
+  }
 }
 
 /* Define a name in the innermost scope; 0 if it is already visible. */
 static int define_name(lua_State *L, PB *p, const char *s, size_t n, lua_Integer id) {
   uint32_t h = text_hash(s, n);
   if (find_name(p, s, n, h)) return 0;
+  if (p->nnames >= UINT32_MAX - 1) luaL_error(L, "too many names in scope");
+  if (p->nnames + 1 > p->nbuckets) rehash(L, p);
   grow(L, (void **)&p->names, &p->capnames, p->nnames + 1, sizeof *p->names);
   grow(L, (void **)&p->namebuf, &p->capnamebuf, p->nnamebuf + n, 1);
   memcpy(p->namebuf + p->nnamebuf, s, n);
-  uint32_t *b = &p->buckets[h & (NBUCKETS - 1)];
+  uint32_t *b = &p->buckets[h & (p->nbuckets - 1)];
   p->names[p->nnames] = (Name){p->nnamebuf, n, h, *b, id};
   p->nnamebuf += n;
   *b = (uint32_t)++p->nnames;
   return 1;
+}
+
+/* pb:probes() -> lookups, names compared: what the specs read to see lookups stay O(1) */
+static int pb_probes(lua_State *L) {
+  PB *p = check_pb(L);
+  lua_pushinteger(L, (lua_Integer)p->lookups);
+  lua_pushinteger(L, (lua_Integer)p->probes);
+  return 2;
 }
 
 /* pb:define(name, id) -> false if the name is already visible */
@@ -281,7 +310,7 @@ static int pb_close_scope(lua_State *L) {
   size_t mark = p->scopes[--p->nscopes];
   while (p->nnames > mark) {
     Name *nm = &p->names[--p->nnames];
-    p->buckets[nm->hash & (NBUCKETS - 1)] = nm->next;
+    p->buckets[nm->hash & (p->nbuckets - 1)] = nm->next;
     p->nnamebuf = nm->off;
   }
   return 0;
@@ -640,7 +669,7 @@ static const luaL_Reg pb_methods[] = {
     {"close", pb_close},       {"loc", pb_loc},         {"result", pb_result},         {"depth", pb_depth},
     {"region", pb_region},     {"define", pb_define},   {"lookup", pb_lookup},         {"open_scope", pb_open_scope},
     {"close_scope", pb_close_scope}, {"memo_type", pb_memo_type}, {"memo_dict", pb_memo_dict},
-    {"source", pb_source},     {"fast", pb_fast},       {NULL, NULL}};
+    {"source", pb_source},     {"fast", pb_fast},       {"probes", pb_probes},         {NULL, NULL}};
 static const luaL_Reg pb_meta[] = {{"__gc", pb_gc}, {NULL, NULL}};
 static const luaL_Reg parse_functions[] = {{"parse_builder", core_parse_builder}, {NULL, NULL}};
 

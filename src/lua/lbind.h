@@ -120,6 +120,10 @@ static inline void lb_push_list(lua_State *L, int n, void (*push)(lua_State *L, 
 lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer dflt, lua_Integer lo,
                              lua_Integer hi, const char *who);
 
+/* Remember the functions of fns as bindings: a context they use cannot be
+** closed while they run (l_ir.c; luaopen_tilua_core registers every area). */
+void lb_register_bindings(lua_State *L, const luaL_Reg *fns);
+
 /* A binding area: its classes (up to one without a name; NULL for none) and
 ** the functions it adds to tilua.core. */
 typedef struct LbArea {

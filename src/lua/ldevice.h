@@ -24,6 +24,13 @@ TlcuRuntime *lb_cuda(lua_State *L);
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes);
 /* The 128 bytes of the TensorMap at idx (64-byte aligned), or NULL. */
 const uint8_t *lb_tensor_map_bytes(lua_State *L, int idx);
+/* What both launch paths of a script (fn:launch, plan:launch) check before a
+** Lua integer becomes the runtime's: the dynamic shared memory (0 and up,
+** static + dynamic within SM90_MAX_SMEM; their sum returned), and an integer
+** argument of a width-bit parameter (its signed or unsigned reading: -2^(w-1)
+** .. 2^w - 1). The runtime checks the rest for every launch (tlcu_launch). */
+unsigned lb_launch_smem(lua_State *L, lua_Integer static_bytes, lua_Integer dynamic);
+void lb_launch_int(lua_State *L, const char *param, int width, lua_Integer v);
 /* Raise the runtime's last failure as "what: message" (a kernel's own report as is). */
 int lb_cuda_error(lua_State *L, const char *what);
 

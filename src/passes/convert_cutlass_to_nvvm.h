@@ -48,6 +48,7 @@ typedef struct Cpn {
   IrValue *pool, *tid, *warp; /* made on demand at the entry */
   IrOpVec ops;                /* the cutlass ops of the kernel, pre-order */
   KernelExec *execs;          /* where each runs (ops.v[i]->mark == i + 1) */
+  KernelExec exec_other;      /* cpn_exec's answer for an op not among them (the pass's, not a static) */
   PtrMap handles;    /* pipeline.create / seq_bar.create -> CpnPipe / CpnSeq */
   PtrMap frags;      /* fragment root -> CpnFrag */
   uint32_t nb_used;  /* named barrier ids taken (bit i = id i) */

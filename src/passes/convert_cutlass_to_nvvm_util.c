@@ -99,9 +99,8 @@ IrValue *cpn_source(IrValue *v) {
 const KernelExec *cpn_exec(Cpn *c, IrOp *op) {
   size_t i = (size_t)op->mark;
   if (i >= 1 && i <= c->ops.n && c->ops.v[i - 1] == op) return &c->execs[i - 1];
-  static KernelExec none;
-  none = kernel_exec_of(op);
-  return &none;
+  c->exec_other = kernel_exec_of(op);
+  return &c->exec_other;
 }
 
 /* Named barrier ids the kernel uses itself (constant ids), so that ours differ. */

@@ -672,17 +672,6 @@ static bool param_types(const IrType *t, const char **decl, const char **ld) {
   return *decl != NULL;
 }
 
-static bool valid_ident(const char *s) {
-  if (!s || !*s ||
-      !((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_' || *s == '$'))
-    return false;
-  for (s++; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-          *s == '_' || *s == '$'))
-      return false;
-  return true;
-}
-
 /* Load the parameters at the entry: a global pointer also goes through cvta.to.global. */
 static void emit_params(Emit *e, IrOp *k, const char *name, IrBlock *body, StrBuf *head) {
   for (uint32_t i = 0; i < body->nargs; i++) {
@@ -721,7 +710,7 @@ static void emit_params(Emit *e, IrOp *k, const char *name, IrBlock *body, StrBu
 static void emit_kernel(Emit *e, IrOp *k, StrBuf *out) {
   IrAttrs_TILE_KERNEL ka = ir_attrs_TILE_KERNEL(k);
   const char *name = ka.sym_name;
-  if (!valid_ident(name)) {
+  if (!dia_ptx_ident(name, name ? strlen(name) : 0)) {
     px_fail(e, k, "the kernel name is not a PTX identifier");
     return;
   }
