@@ -20,6 +20,11 @@
 ** their slices. Every sliceCount is checked before anything changes:
 **
 **   sliceCount not an integer >= 1       The sliceCountneed to be aIntegerAttr
+**   sliceCount above SLICE_MAX, a step
+**   times it out of the loop's type, a
+**   kernel of more than SLICE_MAX_OPS
+**   ops once sliced, a loop of more than
+**   SLICE_MAX_VALUES values               (each says so)
 **   on another op than scf.for / while   unsupported op in Slicing pass
 **   a lower bound not a constant, block
 **   argument or pure arith op            unsupported op to be a lower bound in slicing pass
@@ -30,12 +35,17 @@
 #include <string.h>
 
 #include "../dialects/dialects.h"
+#include "../ir/checked.h"
 #include "../dialects/enums.h"
 #include "tileas_layout.h"
 
 typedef struct Slicing {
   Rewriter r;
 } Slicing;
+
+#define SLICE_MAX 1024          /* slices of one loop */
+#define SLICE_MAX_OPS (1 << 20) /* ops of a kernel once its loops are sliced (copies multiply) */
+#define SLICE_MAX_VALUES 64     /* operands, results and block arguments of a sliced loop */
 
 /* What the slices need of a loop. */
 typedef struct Loop {
@@ -109,6 +119,14 @@ static bool check_loop(IrOp *op, Loop *l) {
     ir_op_error(op, "The sliceCountneed to be aIntegerAttr");
     return false;
   }
+  if (a->u.i > SLICE_MAX) {
+    ir_op_error(op, "sliceCount = %lld: a loop is sliced at most %d times", (long long)a->u.i, SLICE_MAX);
+    return false;
+  }
+  if (op->noperands > SLICE_MAX_VALUES || op->nresults > SLICE_MAX_VALUES) {
+    ir_op_error(op, "slicing takes loops of at most %d values", SLICE_MAX_VALUES);
+    return false;
+  }
   *l = (Loop){.op = op, .n = a->u.i};
   if (op->kind == OP_SCF_FOR) {
     *l = (Loop){op, a->u.i, op->operands[0].value, op->operands[1].value, op->operands[2].value, 0, false,
@@ -122,6 +140,13 @@ static bool check_loop(IrOp *op, Loop *l) {
     ir_op_error(op, "unsupported op in Slicing pass");
     return false;
   }
+  int64_t st, sn;
+  uint32_t w = l->step->type->kind == IR_TY_INDEX ? 64 : l->step->type->width;
+  if (dia_const_int(l->step, &st) && (!ck_mul(st, l->n, &sn) || sext(sn, w) != sn)) {
+    ir_op_error(op, "sliceCount = %lld times the step %lld does not fit the loop's %u-bit integers", (long long)l->n,
+                (long long)st, w);
+    return false;
+  }
   IrOp *bad = NULL;
   for (IrOp *o = l->body->first; o && !bad; o = o->next)
     ir_walk_pre(o, body_visit, &bad);
@@ -130,6 +155,19 @@ static bool check_loop(IrOp *op, Loop *l) {
     return false;
   }
   return lower_bound_ok(l);
+}
+
+/* The ops under op once every loop is sliced: N slices and a residual for a
+** sliced loop (saturating at INT64_MAX). */
+static int64_t ops_after(const IrOp *op) {
+  int64_t inner = 0, copies = 1, n;
+  for (uint32_t r = 0; r < op->nregions; r++)
+    for (IrBlock *b = op->regions[r].first; b; b = b->next)
+      for (IrOp *o = b->first; o; o = o->next)
+        if (!ck_add(inner, ops_after(o), &inner)) inner = INT64_MAX;
+  const IrAttr *a = ir_op_attr(op, "sliceCount");
+  if (a && a->kind == IR_ATTR_INT && a->u.i > 1) copies = a->u.i + 1;
+  return ck_mul(copies, inner, &n) && ck_add(n, 1, &n) ? n : INT64_MAX;
 }
 
 /* }====================================================================== */
@@ -146,15 +184,17 @@ static IrValue *split_point(Slicing *s, const Loop *l, IrValue *sn, bool *whole)
   int64_t lb, ub, st;
   const IrType *t = l->lb->type;
   *whole = false;
-  if (dia_const_int(l->lb, &lb) && dia_const_int(l->ub, &ub) && dia_const_int(l->step, &st) && st > 0) {
-    int64_t diff = ub > lb ? ub - lb : 0, span = st * l->n;
+  int64_t diff = 0, span, split;
+  /* folded when nothing overflows (check_loop made sure the span fits); else built */
+  if (dia_const_int(l->lb, &lb) && dia_const_int(l->ub, &ub) && dia_const_int(l->step, &st) && st > 0 &&
+      (ub <= lb || ck_sub(ub, lb, &diff)) && ck_mul(st, l->n, &span) && ck_add(lb, diff / span * span, &split)) {
     *whole = diff % span == 0;
-    return k_of(s, lb + diff / span * span, t);
+    return k_of(s, split, t);
   }
-  IrValue *diff = rw_bin(&s->r, OP_ARITH_SUBI, l->ub, l->lb);
+  IrValue *d = rw_bin(&s->r, OP_ARITH_SUBI, l->ub, l->lb);
   IrValue *zero = k_of(s, 0, t);
-  IrValue *pos = l->unsigned_ ? rw_select(&s->r, rw_cmp(&s->r, "ult", l->lb, l->ub), diff, zero)
-                              : rw_bin(&s->r, OP_ARITH_MAXSI, diff, zero);
+  IrValue *pos = l->unsigned_ ? rw_select(&s->r, rw_cmp(&s->r, "ult", l->lb, l->ub), d, zero)
+                              : rw_bin(&s->r, OP_ARITH_MAXSI, d, zero);
   IrValue *q = rw_bin(&s->r, l->unsigned_ ? OP_ARITH_DIVUI : OP_ARITH_DIVSI, pos, sn);
   return rw_bin(&s->r, OP_ARITH_ADDI, l->lb, rw_bin(&s->r, OP_ARITH_MULI, q, sn));
 }
@@ -188,7 +228,7 @@ static void fill_slices(Slicing *s, const Loop *l, IrBlock *nb, IrValue **vals) 
     IrValue *out[64];
     if (is_for && k > 0) {
       int64_t st;
-      IrValue *off = dia_const_int(l->step, &st) ? k_of(s, k * st, l->step->type)
+      IrValue *off = dia_const_int(l->step, &st) ? k_of(s, wrap_mul(k, st), l->step->type) /* < st * n: fits */
                                                   : rw_bin(&s->r, OP_ARITH_MULI, l->step, k_of(s, k, l->step->type));
       vals[0] = rw_bin(&s->r, OP_ARITH_ADDI, nb->args[0], off);
     }
@@ -254,7 +294,7 @@ static void slice_loop(Slicing *s, const Loop *l) {
   if (l->n == 1) return;
   rw_before(&s->r, op);
   int64_t st;
-  IrValue *sn = dia_const_int(l->step, &st) ? k_of(s, st * l->n, l->step->type)
+  IrValue *sn = dia_const_int(l->step, &st) ? k_of(s, wrap_mul(st, l->n), l->step->type) /* fits: check_loop */
                                              : rw_bin(&s->r, OP_ARITH_MULI, l->step, k_of(s, l->n, l->step->type));
   bool whole;
   IrValue *split = split_point(s, l, sn, &whole);
@@ -283,6 +323,12 @@ static IrResult slicing_kernel(Rewriter *r, IrOp *k) {
   Loop *loops = ir_malloc((v.n + 1) * sizeof *loops);
   for (size_t i = 0; i < v.n; i++)
     ok = check_loop(v.v[i], &loops[i]) && ok;
+  int64_t total = ok ? ops_after(k) : 0;
+  if (total > SLICE_MAX_OPS) {
+    ir_op_error(k, "slicing its loops would make %s%lld ops, more than the %d a kernel may have",
+                total == INT64_MAX ? "more than " : "", (long long)total, SLICE_MAX_OPS);
+    ok = false;
+  }
   /* pre-order reversed: inner loops before the loops around them */
   for (size_t i = v.n; ok && i-- > 0;)
     slice_loop(s, &loops[i]);

@@ -18,7 +18,11 @@ WORK=${TMPDIR:-/tmp}/fuzz-campaign-$SURFACE-$SEED
 FOUND=$ROOT/tools/fuzz/found
 mkdir -p "$WORK" "$FOUND"
 echo "campaign: surface $SURFACE, seed $SEED, inputs 0..$((INPUTS - 1)), $TILUA" | tee "$WORK/log"
-export ASAN_OPTIONS="detect_leaks=0:exitcode=86" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=86"
+# an input that takes more than FUZZ_RSS_MB (default 3072) of memory is a finding too:
+# the sanitizers' hard limit, or the address space of a build without them
+RSS=${FUZZ_RSS_MB:-3072}
+export ASAN_OPTIONS="detect_leaks=0:exitcode=86:hard_rss_limit_mb=$RSS" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=86"
+if ! ldd "$TILUA" 2>/dev/null | grep -q libasan; then ulimit -v $((RSS * 1024)); fi
 cd "$ROOT" || exit 2
 at=0 crashes=0 problems=0 start=$(date +%s)
 while [ "$at" -lt "$INPUTS" ]; do
