@@ -108,18 +108,15 @@ endforeach()
 
 # The C API fuzzer (tools/fuzz/capi_fuzz.c): random call sequences over pools of
 # handles (destroyed contexts, nulls, bad counts and strings, mutated IR of the
-# valid fixtures, misbehaving scripts) for a bounded time, a fresh seed each run
-# (printed; a failure prints the line that replays its input).
+# valid fixtures, misbehaving scripts), the same inputs on every run: a fixed
+# list of seeds and a fixed count (a failure prints the line that replays its
+# input; `capi_fuzz --seconds S` without --seed is a random campaign).
 add_executable(capi_fuzz tools/fuzz/capi_fuzz.c)
 target_link_libraries(capi_fuzz PRIVATE tilua m ${CMAKE_DL_LIBS})
 target_include_directories(capi_fuzz PRIVATE ${CMAKE_SOURCE_DIR}/src)
-# 20 s under the sanitizers (with fuzz.surfaces' 40 s: the bounded minute), 5 s otherwise
-if(TILUA_SANITIZE)
-  set(TILUA_CAPI_FUZZ_SECONDS 20)
-else()
-  set(TILUA_CAPI_FUZZ_SECONDS 5)
-endif()
-add_test(NAME fuzz.capi COMMAND capi_fuzz --seconds ${TILUA_CAPI_FUZZ_SECONDS} --corpus ${CMAKE_SOURCE_DIR}/spec/fixtures/valid)
+add_test(NAME fuzz.capi
+  COMMAND sh -c "for seed in 20261124 20261128; do \"$0\" --seed $seed --iterations 250 --corpus \"$1\" || exit 1; done"
+          $<TARGET_FILE:capi_fuzz> ${CMAKE_SOURCE_DIR}/spec/fixtures/valid)
 # the GPU calls go to the stand-in driver, whose kernels do nothing
 set_tests_properties(fuzz.capi PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV};TILUA_LIBCUDA=$<TARGET_FILE:fakecuda>")
 
@@ -189,20 +186,28 @@ foreach(t example.pipeline_ring_copy example.seq_bar_pingpong example.splitk_blo
 endforeach()
 # }===
 
-# {=== fuzz: the IR and Lua surfaces (tools/fuzz/fuzz.lua) for a bounded time,
-# a fresh seed each run (printed); longer under the sanitizers, where a crash
-# or an overflow is a report. TILUA_FUZZ_SECONDS overrides; docs/testing.md
-# says how to run it for hours.
-if(TILUA_SANITIZE)
-  set(TILUA_FUZZ_DEFAULT_SECONDS 40)
-else()
-  set(TILUA_FUZZ_DEFAULT_SECONDS 10)
-endif()
-add_test(NAME fuzz.surfaces
-  COMMAND sh -c "exec \"$0\" tools/fuzz/fuzz.lua --seconds \${TILUA_FUZZ_SECONDS:-${TILUA_FUZZ_DEFAULT_SECONDS}} --save \"$1\""
-          $<TARGET_FILE:tilua_exe> ${CMAKE_BINARY_DIR}
+# {=== fuzz: the IR, Lua and lowering surfaces (tools/fuzz/fuzz.lua), each on a
+# fixed list of seeds and a fixed count of inputs, and the corpus of earlier
+# findings (tools/fuzz/corpus) replayed: the same inputs on every run, so the
+# verdict is the same on every clone. Random campaigns (a fresh seed, hours of
+# inputs) are tools/fuzz/campaign.sh's; each finding becomes a corpus file.
+set(TILUA_FUZZ_SEEDS "20261124 20261128 7")
+foreach(surface opt lua lower)
+  if(surface STREQUAL "lower")
+    set(n 300)
+  else()
+    set(n 600)
+  endif()
+  add_test(NAME fuzz.${surface}
+    COMMAND sh -c "for seed in ${TILUA_FUZZ_SEEDS}; do \"$0\" tools/fuzz/fuzz.lua --surface ${surface} --seed $seed --inputs ${n} --save \"$1\" || exit 1; done"
+            $<TARGET_FILE:tilua_exe> ${CMAKE_BINARY_DIR}
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(fuzz.${surface} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+endforeach()
+add_test(NAME fuzz.corpus
+  COMMAND $<TARGET_FILE:tilua_exe> tools/fuzz/fuzz.lua --replay tools/fuzz/corpus --save ${CMAKE_BINARY_DIR}
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-set_tests_properties(fuzz.surfaces PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
+set_tests_properties(fuzz.corpus PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
 # }===
 
 # {=== install: `cmake --install` into a temporary prefix, then examples/embed
