@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "cutlass.h"
 
 /* {======================================================================
@@ -39,8 +40,8 @@ int64_t cut_seq_depth(const IrType *t) { return ir_type_param_int(t, 0, 0); }
 ** innermost row when one ld/st moves it (4, 8 or 16 bytes), else 1. */
 int64_t cut_striped_unit(const IrType *frag) {
   int64_t v = frag->rank >= 2 ? frag->shape[frag->rank - 1] : 1, eb = dia_type_bytes(frag->elem);
-  int64_t bytes = v * eb;
-  if (v < 2 || (bytes != 4 && bytes != 8 && bytes != 16) || (eb >= 4 && v > 4)) return 1;
+  int64_t bytes;
+  if (v < 2 || !ck_mul(v, eb, &bytes) || (bytes != 4 && bytes != 8 && bytes != 16) || (eb >= 4 && v > 4)) return 1;
   return v;
 }
 

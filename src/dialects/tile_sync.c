@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "cutlass.h"
 #include "kernel.h"
 
@@ -114,8 +115,8 @@ static int64_t *per_thread(Sync *s) { return scratch(s, (size_t)s->nthreads * si
 /* a + sign * b. */
 static Lin lin_add(Sync *s, const Lin *a, const Lin *b, int64_t sign) {
   if (!a->known || !b->known) return unknown;
-  Lin r = *a;
-  r.c = a->c + sign * b->c;
+  Lin r = *a; /* sums that overflow read as unknown (as the IR's wrapping would) */
+  if (!ck_muladd(sign, b->c, a->c, &r.c)) return unknown;
   for (int i = 0; i < b->nterms; i++) {
     int j = 0;
     while (j < r.nterms && r.t[j].sym != b->t[i].sym)
@@ -124,7 +125,7 @@ static Lin lin_add(Sync *s, const Lin *a, const Lin *b, int64_t sign) {
       if (r.nterms == MAX_TERMS) return unknown;
       r.t[r.nterms++] = (Term){b->t[i].sym, 0};
     }
-    r.t[j].coef += sign * b->t[i].coef;
+    if (!ck_muladd(sign, b->t[i].coef, r.t[j].coef, &r.t[j].coef)) return unknown;
   }
   int n = 0; /* drop cancelled terms */
   for (int i = 0; i < r.nterms; i++)
@@ -133,7 +134,7 @@ static Lin lin_add(Sync *s, const Lin *a, const Lin *b, int64_t sign) {
   if (a->k || b->k) {
     r.k = per_thread(s);
     for (int64_t t = 0; t < s->nthreads; t++)
-      r.k[t] = (a->k ? a->k[t] : 0) + sign * (b->k ? b->k[t] : 0);
+      if (!ck_muladd(sign, b->k ? b->k[t] : 0, a->k ? a->k[t] : 0, &r.k[t])) return unknown;
   }
   return r;
 }
@@ -141,13 +142,13 @@ static Lin lin_add(Sync *s, const Lin *a, const Lin *b, int64_t sign) {
 static Lin lin_scale(Sync *s, const Lin *a, int64_t f) {
   if (!a->known) return unknown;
   Lin r = *a;
-  r.c *= f;
+  if (!ck_mul(r.c, f, &r.c)) return unknown;
   for (int i = 0; i < r.nterms; i++)
-    r.t[i].coef *= f;
+    if (!ck_mul(r.t[i].coef, f, &r.t[i].coef)) return unknown;
   if (a->k) {
     r.k = per_thread(s);
     for (int64_t t = 0; t < s->nthreads; t++)
-      r.k[t] = a->k[t] * f;
+      if (!ck_mul(a->k[t], f, &r.k[t])) return unknown;
   }
   if (!f) r = constant(0);
   return r;
@@ -247,8 +248,8 @@ static bool elementwise(IrOpKind k, int64_t a, int64_t b, int64_t *r) {
   case OP_ARITH_XORI: *r = a ^ b; return true;
   case OP_ARITH_SHRUI:
   case OP_ARITH_SHRSI: return b >= 0 && b < 63 && a >= 0 ? (*r = a >> b, true) : false;
-  case OP_ARITH_SHLI: return b >= 0 && b < 32 ? (*r = a << b, true) : false;
-  case OP_ARITH_MULI: *r = a * b; return true;
+  case OP_ARITH_SHLI: return b < 32 && ck_shl(a, b, r);
+  case OP_ARITH_MULI: return ck_mul(a, b, r);
   case OP_ARITH_MINSI:
   case OP_ARITH_MINUI: *r = a < b ? a : b; return true;
   case OP_ARITH_MAXSI:
@@ -276,14 +277,18 @@ static Lin combine(Sync *s, IrOp *op, const Lin *a, const Lin *b) {
     if (!cmp || !d.known || d.nterms) return unknown;
     Lin r = constant(0);
     r.k = per_thread(s);
-    for (int64_t t = 0; t < s->nthreads; t++)
-      r.k[t] = compare(attr_str(op, "predicate"), (d.k ? d.k[t] : 0) + d.c, 0);
+    for (int64_t t = 0; t < s->nthreads; t++) {
+      int64_t x;
+      if (!ck_add(d.k ? d.k[t] : 0, d.c, &x)) return unknown;
+      r.k[t] = compare(attr_str(op, "predicate"), x, 0);
+    }
     return r;
   }
   Lin r = constant(0);
   r.k = per_thread(s);
   for (int64_t t = 0; t < s->nthreads; t++) {
-    int64_t x = a->c + (a->k ? a->k[t] : 0), y = b->c + (b->k ? b->k[t] : 0);
+    int64_t x, y;
+    if (!ck_add(a->c, a->k ? a->k[t] : 0, &x) || !ck_add(b->c, b->k ? b->k[t] : 0, &y)) return unknown;
     if (cmp) r.k[t] = compare(attr_str(op, "predicate"), x, y);
     else if (!elementwise(op->kind, x, y, &r.k[t])) return unknown;
   }
@@ -337,9 +342,12 @@ static Lin eval_op(Sync *s, IrOp *op, IrValue *v) {
     if (!d.known || d.nterms || a->nterms) return unknown;
     Lin r = *y; /* y + (cond ? x - y : 0) */
     r.k = per_thread(s);
-    for (int64_t t = 0; t < s->nthreads; t++)
-      r.k[t] = (y->k ? y->k[t] : 0) +
-               ((a->c + (a->k ? a->k[t] : 0)) ? d.c + (d.k ? d.k[t] : 0) : 0);
+    for (int64_t t = 0; t < s->nthreads; t++) {
+      int64_t cond, diff = 0;
+      if (!ck_add(a->c, a->k ? a->k[t] : 0, &cond) || (cond && !ck_add(d.c, d.k ? d.k[t] : 0, &diff)) ||
+          !ck_add(y->k ? y->k[t] : 0, diff, &r.k[t]))
+        return unknown;
+    }
     return r;
   }
   if (!b || !a->known || !b->known) return unknown;
@@ -405,7 +413,7 @@ static void address(Sync *s, IrValue *p, Access *a) {
           Lin o = lin_scale(s, eval(s, d->operands[i + 1].value), stride);
           a->off = lin_add(s, &a->off, &o, 1);
         }
-        stride *= m->shape[i] > 0 ? m->shape[i] : 1;
+        if (!ck_mul(stride, m->shape[i] > 0 ? m->shape[i] : 1, &stride)) a->off = unknown;
       }
     } else if (d->kind != OP_TILE_PTR_CAST) {
       break;
@@ -538,7 +546,10 @@ static bool const_loop(IrOp *loop, int64_t *lb, int64_t *step, int64_t *trip) {
   if (!dia_const_int(loop->operands[0].value, lb) || !dia_const_int(loop->operands[1].value, &ub) ||
       !dia_const_int(loop->operands[2].value, step) || *step <= 0)
     return false;
-  *trip = ub > *lb ? (ub - *lb + *step - 1) / *step : 0;
+  int64_t span;
+  if (ub <= *lb) *trip = 0;
+  else if (ck_sub(ub, *lb, &span) && ck_add(span, *step - 1, &span)) *trip = span / *step;
+  else return false;
   return *trip <= MAX_ENUM_TRIP;
 }
 
@@ -569,20 +580,27 @@ static bool spans_of(Sync *s, const Access *a, IrOp *op, IrOp *other, Spans *sp)
   if ((double)trip[0] * trip[1] * a->units * s->nthreads > MAX_SPANS) return false;
   for (int64_t i0 = 0; i0 < trip[0]; i0++)
     for (int64_t i1 = 0; i1 < trip[1]; i1++) {
-      int64_t shift = a->off.c + (nen > 0 ? en[0].coef * (lb[0] + i0 * step[0]) : 0) +
-                      (nen > 1 ? en[1].coef * (lb[1] + i1 * step[1]) : 0);
+      /* byte offsets that do not fit 64 bits: the accesses cannot be compared */
+      int64_t shift = a->off.c, iv[2], part;
+      for (int e = 0; e < nen; e++)
+        if (!ck_muladd(e ? i1 : i0, step[e], lb[e], &iv[e]) || !ck_mul(en[e].coef, iv[e], &part) ||
+            !ck_add(shift, part, &shift))
+          return false;
       for (int64_t t = 0; t < s->nthreads; t++) {
         if (!in_set(a->active, t)) continue;
-        int64_t base = shift + (a->off.k ? a->off.k[t] : 0);
+        int64_t base, lo, hi;
+        if (!ck_add(shift, a->off.k ? a->off.k[t] : 0, &base)) return false;
         if (!a->striped) {
-          span_push(sp, base, base + a->bytes, t);
+          if (!ck_add(base, a->bytes, &hi)) return false;
+          span_push(sp, base, hi, t);
           continue;
         }
         int64_t r = t - a->first;
         if (r < 0 || r >= a->threads) continue;
         for (int64_t u = 0; u < a->units; u++) {
-          int64_t lo = base + (u * a->threads + r) * a->bytes;
-          span_push(sp, lo, lo + a->bytes, t);
+          if (!ck_muladd(u, a->threads, r, &lo) || !ck_muladd(lo, a->bytes, base, &lo) || !ck_add(lo, a->bytes, &hi))
+            return false;
+          span_push(sp, lo, hi, t);
         }
       }
     }

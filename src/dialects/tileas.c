@@ -5,6 +5,7 @@
 */
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "kernel.h"
 #include "sm90_limits.h"
 
@@ -293,8 +294,13 @@ IrResult tileas_verify_extract_slice(IrOp *op) {
       return IR_FAIL;
     }
     if (off < 0 || off > t->shape[i] - size) {
-      ir_op_error(op, "the slice [%lld, %lld) of dim %u is outside [0, %lld)", (long long)off,
-                  (long long)(off + size), i, (long long)t->shape[i]);
+      int64_t end;
+      if (ck_add(off, size, &end))
+        ir_op_error(op, "the slice [%lld, %lld) of dim %u is outside [0, %lld)", (long long)off, (long long)end, i,
+                    (long long)t->shape[i]);
+      else
+        ir_op_error(op, "the slice of dim %u at %lld, %lld long, is outside [0, %lld)", i, (long long)off,
+                    (long long)size, (long long)t->shape[i]);
       return IR_FAIL;
     }
   }

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "../dialects/cutlass.h"
 #include "convert_cutlass_to_nvvm.h"
 
@@ -81,7 +82,11 @@ static bool check_striped(Cpn *c, IrOp *op) {
     return false;
   }
   const IrType *g = op->operands[0].value->type, *f = root->results[0].type;
-  int64_t need = threads * ir_type_num_elements(f);
+  int64_t need;
+  if (!ck_mul(threads, ir_type_num_elements(f), &need)) {
+    ir_op_error(op, "stripes more elements over its %lld threads than 64 bits count", (long long)threads);
+    return false;
+  }
   if (g->kind == IR_TY_MEMREF && ir_type_num_elements(g) < need) {
     ir_op_error(op, "stripes %lld elements over a global memref of %lld", (long long)need,
                 (long long)ir_type_num_elements(g));

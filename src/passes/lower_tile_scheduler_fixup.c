@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "lower_tile_scheduler.h"
 
 /* What the fixup of one piece builds on: the accumulator and the workspace. */
@@ -150,8 +151,11 @@ bool lts_check_fixup(IrOp *op, const Sched *s) {
     return false;
   }
   int64_t threads = lts_fixup_threads(op);
-  uint64_t need = (uint64_t)ir_type_num_elements(acc) * (uint64_t)dia_type_bytes(e) *
-                  (uint64_t)(threads > 0 ? threads : 1);
+  int64_t bytes;
+  uint64_t need = ck_mul(ir_type_num_elements(acc), dia_type_bytes(e), &bytes) &&
+                          ck_mul(bytes, threads > 0 ? threads : 1, &bytes) && bytes >= 0
+                      ? (uint64_t)bytes
+                      : UINT64_MAX; /* more than any params can say */
   const SchedStreamK *p = &s->plan.sk;
   bool partials = p->sk_tiles > 0 && p->max_splits > 1;
   if (partials && s->acc_bytes < need) {

@@ -28,6 +28,7 @@
 */
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "tileas_layout.h"
 
 typedef struct Prep {
@@ -204,7 +205,8 @@ static bool pick_shared_maker(const IrOp *op) {
 static void compact(Prep *p, IrOp *op) {
   IrValue *v = &op->results[0];
   int64_t sw = tas_layout_int(v->type, "swizzle", 0);
-  int64_t row = v->type->shape[v->type->rank - 1] * tas_elem_bytes(v->type->elem), fit = 128;
+  int64_t row, fit = 128;
+  if (!ck_mul(v->type->shape[v->type->rank - 1], tas_elem_bytes(v->type->elem), &row)) row = INT64_MAX;
   while (fit > row && fit > 0)
     fit = fit == 32 ? 0 : fit / 2;
   if (sw <= fit) return;

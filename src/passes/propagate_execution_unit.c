@@ -15,6 +15,7 @@
 */
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "../dialects/dialects.h"
 #include "../dialects/sm90_limits.h"
 #include "rewrite.h"
@@ -26,8 +27,10 @@ static int64_t switch_warps(const IrOp *sw) {
   for (uint32_t i = 0, h = 0; i < a.num_warps.n; i++) {
     bool hole = h < a.holes.n && ir_attr_list_int(a.holes, h) == i;
     h += hole;
-    int64_t e = ir_attr_list_int(a.warp_id, i) +
-                (hole ? ir_attr_list_int(a.agent_strides, i) : ir_attr_list_int(a.num_warps, i));
+    int64_t e;
+    if (!ck_add(ir_attr_list_int(a.warp_id, i),
+                hole ? ir_attr_list_int(a.agent_strides, i) : ir_attr_list_int(a.num_warps, i), &e))
+      e = INT64_MAX;
     if (e > end) end = e;
   }
   return end;
@@ -67,6 +70,11 @@ static IrResult propagate_kernel(Rewriter *r, IrOp *k) {
   int64_t warps = fold(r, k, &src, false);
   if (warps < 0) return IR_FAIL;
   if (!warps) return IR_OK;
+  if (warps > SM90_MAX_WARPS) {
+    ir_op_error(src, "the agents span %s%lld warps, more than the %d of a block", warps == INT64_MAX ? "more than " : "",
+                (long long)warps, SM90_MAX_WARPS);
+    return IR_FAIL;
+  }
   fold(r, k, &src, true);
   const IrAttr *spec = ir_op_attr(k, "kernel_spec");
   int64_t block[3] = {warps * SM90_WARP_SIZE, 1, 1};

@@ -24,6 +24,7 @@
 */
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "tileas_layout.h"
 
 typedef struct Lay {
@@ -59,7 +60,8 @@ static const IrAttr *mma_layout(IrContext *ctx, int64_t m) {
 
 /* shared: the swizzle that covers a row of the tile (the innermost dim), as TMA and wgmma read it. */
 static const IrAttr *shared_layout(IrContext *ctx, const IrType *t) {
-  int64_t row = t->shape[t->rank - 1] * (ir_type_bitwidth(t->elem) / 8);
+  int64_t row;
+  if (!ck_mul(t->shape[t->rank - 1], ir_type_bitwidth(t->elem) / 8, &row)) row = INT64_MAX;
   int64_t sw = row >= 128 ? 128 : row >= 64 ? 64 : row >= 32 ? 32 : 0;
   IrNamedAttr e[] = {{"kind", ir_attr_cstr(ctx, "shared")}, {"swizzle", ir_attr_i64(ctx, sw)}};
   return dict(ctx, 2, e);
