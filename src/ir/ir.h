@@ -726,6 +726,11 @@ const char *ir_op_type_str(const IrOp *op, const IrType *t);
 ** build). The parser, the Lua builder and the C API refuse deeper nesting;
 ** the verifier reports it (found without recursion) before it recurses. */
 #define IR_MAX_NESTING 2048
+/* A tile (register or shared, tile<...>) holds at most this many elements, and
+** its extents are at least 1: every size, index and byte count the tile
+** passes compute from a tile's shape then fits 64 bits (the verifier checks
+** every result). */
+#define IR_MAX_TILE_ELEMENTS (1 << 24)
 /* The first op nested more than limit levels under root, or NULL (no recursion). */
 IrOp *ir_op_too_deep(IrOp *root, uint32_t limit);
 /* How many ops enclose op (0 for a detached or top-level op). */

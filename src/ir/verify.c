@@ -139,9 +139,28 @@ static bool verify_region(Verifier *v, IrRegion *r) {
   return ok;
 }
 
+/* Tiles of at most IR_MAX_TILE_ELEMENTS elements, every extent at least 1 (or dynamic). */
+static bool check_tile_sizes(Verifier *v, IrOp *op) {
+  for (uint32_t i = 0; i < op->nresults; i++) {
+    const IrType *t = op->results[i].type;
+    if (t->kind != IR_TY_TILE) continue;
+    int64_t n = 1;
+    bool ok = true;
+    for (uint32_t d = 0; d < t->rank && ok; d++)
+      ok = t->shape[d] == IR_DYNAMIC || (t->shape[d] >= 1 && !__builtin_mul_overflow(n, t->shape[d], &n) &&
+                                         n <= IR_MAX_TILE_ELEMENTS);
+    if (ok) continue;
+    ir_op_error(op, "result #%u is a %s: a tile has extents of at least 1 and at most %d elements", i,
+                ir_op_type_str(op, t), IR_MAX_TILE_ELEMENTS);
+    return fail(v);
+  }
+  return true;
+}
+
 static bool verify_op(Verifier *v, IrOp *op) {
   const IrOpInfo *info = ir_op_info(op->kind);
   bool ok = check_signature(v, op, info);
+  if (!check_tile_sizes(v, op)) ok = false;
   if (!ir_op_check_attrs(op)) ok = fail(v);
   for (uint32_t i = 0; i < op->noperands; i++) {
     IrValue *val = op->operands[i].value;
