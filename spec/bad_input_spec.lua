@@ -75,6 +75,124 @@ describe("bad input", function()
     end)
   end)
 
+  describe("lowering arithmetic that cannot overflow", function()
+    it("07: a ptr_add offset of INT64_MIN elements is refused at the op, not lowered with an overflow", function()
+      local _, err, code = no_crash(H.tilua_run { "opt", "-p", "ptx", DIR .. "07_opt_ptr_add_int64_min.tir" })
+      assert.equal(1, code)
+      assert.matches("07_opt_ptr_add_int64_min%.tir:%d+:%d+: error: 'tile%.ptr_add' op offset of "
+        .. "%-9223372036854775808 elements of 8 bytes is out of the range of a 64%-bit address", err)
+    end)
+
+    it("the IR's integers wrap when they fold (two's complement at their width), on purpose", function()
+      local m = assert(parser.parse([[
+module {
+  tile.kernel {arg_names = ["p"], kernel_spec = {block = [32, 1, 1]}, sym_name = "k"} {
+  ^bb0(%0: ptr<i64, global>):
+    %1 = arith.constant {value = 2147483647 : i32} : i32
+    %2 = arith.constant {value = 1 : i32} : i32
+    %3 = arith.addi %1, %2 : i32
+    %4 = arith.extsi %3 : i64
+    tile.store %4, %0
+    %5 = arith.constant {value = -9223372036854775808} : i64
+    %6 = arith.constant {value = -1} : i64
+    %7 = arith.muli %5, %6 : i64
+    tile.store %7, %0
+  }
+}]], { file = "w.tir" }))
+      assert.is_true((tl.core.run_pipeline(m, "canonicalize")))
+      local text = m:print()
+      assert.truthy(text:find("value = -2147483648} : i64", 1, true), text)
+      assert.truthy(text:find("value = -9223372036854775808} : i64", 1, true), text)
+      assert.falsy(text:find("arith.muli", 1, true), text)
+    end)
+
+    it("50: debug-hangs{ms=INT64_MAX} and tl.options.debug_hangs = 2^62 are range errors", function()
+      local _, err, code = no_crash(H.tilua_run { "opt", "spec/fixtures/valid/arith.tir", "--pass",
+                                                 "debug-hangs{ms=9223372036854775807}" })
+      assert.equal(1, code)
+      assert.truthy(err:find("pass 'debug-hangs': option ms must be an integer in [1, 86400000], got 9223372036854775807", 1, true), err)
+      _, err, code = no_crash(H.tilua_run { "opt", "spec/fixtures/valid/arith.tir", "--pass",
+                                           "debug-hangs{ms=99999999999999999999}" })
+      assert.equal(1, code)
+      assert.truthy(err:find('option ms must be an integer in [1, 86400000], got "99999999999999999999"', 1, true), err)
+      local line = debug.getinfo(1, "l").currentline
+      local ok, msg = pcall(function() tl.options.debug_hangs = 1 << 62 end)
+      assert.is_false(ok)
+      assert.matches(":" .. (line + 1) .. ": tl.options.debug_hangs must be nil, true, false or an integer in %[1, 86400000%], got 4611686018427387904", msg)
+      assert.is_nil(tl.options.debug_hangs)
+    end)
+
+    it("every pass option is checked against its kind and range before the pass runs", function()
+      local cases = {
+        { "verify-protocol{grid=0}", "option grid must be an integer in [1, 1048576], got 0" },
+        { "verify-protocol{grid=2147483648}", "option grid must be an integer in [1, 1048576], got 2147483648" },
+        { "verify-protocol{max_seconds=forever}", 'option max_seconds must be a number in [0.001, 86400.0], got "forever"' },
+        { "sink-negf-through-shapes{explain=2}", "option explain must be true or false, got 2" },
+        { "tileas-remove-buffer-alias{max_iterations=-1}", "option max_iterations must be an integer in [1, 100000], got -1" },
+      }
+      for _, c in ipairs(cases) do
+        local _, err, code = no_crash(H.tilua_run { "opt", "spec/fixtures/valid/arith.tir", "--pass", c[1] })
+        assert.equal(1, code)
+        assert.truthy(err:find(c[2], 1, true), c[1] .. ": " .. err)
+      end
+    end)
+
+    it("51: verify-protocol{grid=100000, max_seconds=1} stops at its budget", function()
+      local _, err, code = no_crash(H.tilua_env({}, { "opt", "spec/fixtures/passes/verify_protocol.tir", "--pass",
+                                                     "verify-protocol{grid=100000,max_seconds=1}" }, 60))
+      assert.equal(1, code) -- 124 would be the kill after 60 s
+      assert.matches("kernel 'ring_copy' %(inputs [^)]*%), grid 100000%) is incomplete: time budget exceeded", err)
+    end)
+  end)
+
+  describe("no context vanishes under a binding", function()
+    local expected = {
+      ["52_attr_len_closes_context_uaf.lua"] = ":4: cannot close a tilua context while a tilua call is using it",
+      ["53_oplist_len_closes_context_nullderef.lua"] = ":4: cannot close a tilua context while a tilua call is using it",
+      ["54_attr_hook_closes_context_uaf.lua"] = ":6: cannot close a tilua context while a tilua call is using it",
+      -- the finalizers' closes are refused inside binding calls (caught by their pcall); the
+      -- script ends with its own report
+      ["55_finalizer_closes_context_uaf.lua"] = ":19: OK finalizers ",
+    }
+    for f, msg in pairs(expected) do
+      it(f .. " fails at its line, the context intact", function()
+        local _, err, code = no_crash(H.tilua_run { DIR .. f })
+        assert.equal(1, code)
+        assert.truthy(err:find(f .. msg, 1, true), err)
+      end)
+    end
+
+    it("a close from a coroutine that a metamethod resumes is refused too; other contexts close", function()
+      local other = tl.core.context()
+      local line = debug.getinfo(1, "l").currentline
+      local t = setmetatable({}, { __len = function()
+        other:close() -- not used by the call: closes
+        return coroutine.wrap(function() tl.context():close() return 0 end)()
+      end })
+      local ok, err = pcall(tl.core.op_create, tl.context(), "arith.constant", t, {}, nil, 0)
+      assert.is_false(ok)
+      assert.matches(":" .. (line + 3) .. ": cannot close a tilua context while a tilua call is using it", err)
+      assert.matches("closed", tostring(other))
+      assert.not_matches("closed", tostring(tl.context()))
+      -- outside any call the close works
+      local c = tl.core.context()
+      c:close()
+      assert.matches("closed", tostring(c))
+    end)
+
+    it("58: two kernels defined in coroutines that take turns each get their own ops", function()
+      local out, err, code = no_crash(H.tilua_run { DIR .. "58_coroutines_build_into_the_wrong_kernel.lua" })
+      assert.equal(0, code, err)
+      assert.matches("^true\ntrue\nmodule {", out)
+      local k = out:match('sym_name = "k"}(.-)\n  }')
+      local kb = out:match('sym_name = "kb"}(.-)\n  }')
+      assert.truthy(k and k:find("tile.ptr_add %0, %2 : ptr<f32, global>", 1, true), out)
+      assert.truthy(kb and kb:find("tile.store %6, %8", 1, true), out)
+      local m = assert(parser.parse(out:match "(module {.*)$"))
+      assert.is_true((m:verify()))
+    end)
+  end)
+
   describe("through the Lua bindings", function()
     local expected = {
       ["01b_lua_block_overflow.lua"] = ":3: 'tile.kernel' op block",
@@ -220,6 +338,101 @@ describe("bad input", function()
     it("shows a table by its contents", function()
       local out = H.tilua_run({ "-i" }, "x = {1, 2, a = {b = 3}}\nx.self = x\n=x\n")
       assert.truthy(out:find("{ 1, 2, a = { b = 3 }, self = <cycle> }", 1, true), out)
+    end)
+  end)
+
+  describe("bounded everywhere", function()
+    it("56: the REPL is linear in its input: 100k piped lines, numbered through the session", function()
+      local lines = {}
+      for i = 1, 100000 do lines[i] = "=1" end
+      lines[#lines + 1] = "error('last')"
+      local f = os.tmpname()
+      local h = assert(io.open(f, "wb"))
+      h:write(table.concat(lines, "\n"), "\n")
+      h:close()
+      local out, err, code = no_crash(H.run { "sh", "-c", "timeout -k 5 120 " .. H.quote(H.tilua) .. " -i < " .. H.quote(f) })
+      os.remove(f)
+      assert.equal(0, code, err)
+      local _, ones = out:gsub("\n1", "")
+      assert.equal(100000, ones)
+      assert.truthy(out:find("stdin:100001: last", 1, true), out:sub(-300))
+    end)
+
+    it("56: a statement that never completes is cut at 1000 lines; the session goes on", function()
+      local out, err, code = no_crash(H.tilua_run({ "-i" }, "x = [[\n" .. ("text\n"):rep(1500) .. "]]\n=\"after\"\n"))
+      assert.equal(0, code, err)
+      assert.truthy(out:find("stdin:1: a statement of more than 1000 lines or 1048576 bytes", 1, true), out:sub(1, 500))
+      assert.truthy(out:find("after", 1, true), out:sub(-300))
+    end)
+
+    it("57: endless input is an error after a bounded amount, not a process that grows", function()
+      local _, err, code = no_crash(H.run { "sh", "-c", "timeout -k 5 60 " .. H.quote(H.tilua) .. " -i < /dev/zero" })
+      assert.equal(1, code)
+      _, err, code = no_crash(H.run { "sh", "-c", "timeout -k 5 60 " .. H.quote(H.tilua) .. " opt /dev/zero" })
+      assert.equal(1, code)
+      assert.truthy(err:find("tilua opt: /dev/zero: more than 134217728 bytes of input (the limit of textual IR)", 1, true), err)
+      _, err, code = no_crash(H.run { "sh", "-c", "yes 'module {}' | timeout -k 5 60 " .. H.quote(H.tilua) .. " opt -" })
+      assert.equal(1, code)
+      assert.truthy(err:find("tilua opt: <stdin>: more than 134217728 bytes", 1, true), err)
+    end)
+
+    it("57: a REPL line longer than 1 MiB is an error that ends the session", function()
+      local out, _, code = no_crash(H.tilua_run({ "-i" }, "=1\n" .. ("x"):rep((1 << 20) + 10) .. "\n=2\n"))
+      assert.equal(1, code)
+      assert.truthy(out:find("stdin: a line longer than 1048576 bytes", 1, true), out:sub(1, 300))
+    end)
+
+    it("61: looking up a name in one block of 200k ops stays O(1) (the name table grows)", function()
+      local t = { "module {\n  tile.kernel {arg_names = [\"n\"], kernel_spec = {block = [128, 1, 1]}, sym_name = \"k\"} {\n"
+        .. "  ^bb0(%0: i32):\n    %1 = arith.constant {value = 3 : i32} : i32\n" }
+      local ops = { "xori", "addi", "muli" }
+      for i = 2, 200000 do t[#t + 1] = ("    %%%d = arith.%s %%%d, %%0 : i32\n"):format(i, ops[i % 3 + 1], i - 1) end
+      t[#t + 1] = "  }\n}\n"
+      local stats = {}
+      local m = assert(parser.parse(table.concat(t), { stats = stats }))
+      assert.is_true(stats.lookups >= 400000)
+      -- a fixed table of 1024 buckets compared ~100 names per lookup here
+      assert.is_true(stats.probes / stats.lookups < 2, ("%d probes for %d lookups"):format(stats.probes, stats.lookups))
+      assert.equal(200000, #m:region(1):entry():ops()[1]:region(1):entry():ops())
+    end)
+
+    it("the compile cache keeps the most recently used compiles only", function()
+      tl.new_module()
+      tl.options.compile_cache = 3
+      local ks = {}
+      for i = 1, 5 do
+        ks[i] = tl.kernel("cache" .. i, { params = { { "a", tl.ptr(tl.f32) } }, block = 32 })
+        ks[i]:define(function(_, p) (p.a + tl.thread_id()):store(1.0 * i) end)
+        ks[i].module = ks[i].module:clone() -- each its own module text
+      end
+      for i = 1, 5 do ks[i]:compile() end
+      ks[5]:compile()
+      assert.is_true(tl.last_stages[1].cached)
+      ks[1]:compile() -- out: the least recently used
+      assert.is_nil(tl.last_stages[1].cached)
+      tl.options.compile_cache = nil
+      assert.has_error(function() tl.options.compile_cache = 0 end)
+    end)
+
+    it("60: the first launch and the later ones check alike; integer arguments fit their type", function()
+      local fake = os.getenv "TILUA_FAKE_CUDA"
+      if not fake or fake == "" then pending "TILUA_FAKE_CUDA is not set (run through ctest)" return end
+      local out, err, code = no_crash(H.tilua_env({ TILUA_LIBCUDA = fake }, { DIR .. "60_launch_checks_differ_first_vs_later.lua" }))
+      assert.equal(0, code, err)
+      local smem = "launch: smem %-1 is out of range: the dynamic shared memory is 0 to 232448 bytes"
+      assert.matches("first\tfalse\t[^\n]*60_launch_checks_differ_first_vs_later%.lua:8: " .. smem, out)
+      assert.matches("second\tfalse\t[^\n]*:9: " .. smem, out)
+      assert.matches("third\tfalse\t[^\n]*:10: launch: grid%.y = 65536 is more than the 65535 blocks it may be", out)
+      assert.matches("i32 2%^53\tfalse\t[^\n]*:11: launch: argument 'n' = 9007199254740992 does not fit its type i32 %(%-2147483648 to 4294967295%)", out)
+    end)
+
+    it("a kernel named \"k\\0evil\" is refused, not emitted as .entry k", function()
+      tl.new_module()
+      local line = debug.getinfo(1, "l").currentline
+      local k = tl.kernel("k\0evil", { block = 32 })
+      local ok, err = pcall(k.define, k, function() end) -- the kernel op is verified at its line
+      assert.is_false(ok)
+      assert.matches(":" .. (line + 1) .. ": 'tile.kernel' op kernel name \"k\\00evil\" is not a PTX identifier", err)
     end)
   end)
 
