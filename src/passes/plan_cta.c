@@ -35,6 +35,7 @@
 **
 ** num_ctas = 1 leaves the IR as it is.
 */
+#include "../ir/checked.h"
 #include "../dialects/kernel.h"
 #include "tileas_layout.h"
 
@@ -343,8 +344,9 @@ static void plan_dot(Plan *p, IrOp *dot) {
   IrValue *acc = dot->operands[2].value;
   for (uint32_t i = 0; i < 3; i++)
     if (!dot->operands[i].value->type->layout) return;
-  int64_t sm, sn;
-  tas_dot_split(acc->type->shape[0] * replicas(dot), acc->type->shape[1], p->nctas, &sm, &sn);
+  int64_t sm, sn, rows;
+  if (!ck_mul(acc->type->shape[0], replicas(dot), &rows)) rows = INT64_MAX; /* an absurd replica count */
+  tas_dot_split(rows, acc->type->shape[1], p->nctas, &sm, &sn);
   int64_t c_acc[2] = {sm, sn}, c_a[2] = {sm, 1}, c_b[2] = {1, sn};
   if (at.transpose_a) c_a[0] = 1, c_a[1] = sm;
   if (at.transpose_b) c_b[0] = sn, c_b[1] = 1;

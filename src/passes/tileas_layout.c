@@ -4,6 +4,7 @@
 */
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "../dialects/dialects.h"
 #include "tileas_layout.h"
 
@@ -49,7 +50,7 @@ int64_t tas_cta_count(const IrType *t) {
   int64_t cta[TAS_MAX_RANK], n = 1;
   tas_cta(t, cta);
   for (uint32_t i = 0; i < t->rank; i++)
-    n *= cta[i];
+    if (!ck_mul(n, cta[i], &n)) return INT64_MAX; /* a layout's cta of no real kernel */
   return n;
 }
 

@@ -190,8 +190,9 @@ local function opt_input(rng)
 end
 
 local function located_ir(msg) return type(msg) == "string" and msg:match "^fuzz%.tir:%d+:%d+: error: " end
--- the messages of a pipeline or the emitter: the first at its op, no severity
-local function located_any(msg) return type(msg) == "string" and msg:match "^fuzz%.tir:%d+:%d+: " end
+-- the messages of a pipeline or the emitter: the first at its op (a file:line), no
+-- severity (a tile program's lowering builds its ops at the line that compiled it)
+local function located_any(msg) return type(msg) == "string" and msg:match "^[^:\n]+:%d+:" end
 
 -- A pipeline for an opt input: cleanup, ptx, or a random list of passes.
 local function pick_pipeline(rng)
