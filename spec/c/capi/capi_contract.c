@@ -112,6 +112,15 @@ int main(void) {
   before = errors;
   CHECK(tlOperationIsNull(tlKernelCreate(m, str(""), 0, NULL, NULL, 32, 1, 1)));
   CHECK_ERROR(before, "the kernel name is empty");
+  /* a name that is no PTX identifier (a NUL inside it) is refused by the verifier, never emitted as `.entry k` */
+  {
+    tlModule mm = tlModuleCreateEmpty(c);
+    tlOperation evil = tlKernelCreate(mm, tlStringRefCreate("k\0evil", 6), 0, NULL, NULL, 32, 1, 1);
+    CHECK(!tlOperationIsNull(evil));
+    before = errors;
+    CHECK(!tlLogicalResultIsSuccess(tlModuleEmitPTX(mm, sink, NULL)));
+    CHECK(errors > before && strstr(last, "is not a PTX identifier") != NULL);
+  }
   before = errors;
   CHECK(tlOperationIsNull(tlOperationCreate(body, str("no.such_op"), 0, NULL, 0, NULL, 0, NULL, 0)));
   CHECK_ERROR(before, "unknown operation 'no.such_op'");
