@@ -497,7 +497,9 @@ if opts.replay then
   -- every file of the corpus: IR through the opt surface's checks with every
   -- named pipeline and the lowering surface's, scripts through the lua surface's
   add_kernels "tools/fuzz/corpus/kernels"
-  for _, f in ipairs(files(opts.replay, "%.[lt][ui][ar]$")) do
+  local inputs = files(opts.replay, "%.tir$")
+  for _, f in ipairs(files(opts.replay, "%.lua$")) do inputs[#inputs + 1] = f end
+  for _, f in ipairs(inputs) do
     local text = slurp(f)
     stats.inputs = stats.inputs + 1
     if f:match "%.tir$" then
