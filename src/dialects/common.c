@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "dialects.h"
 
 bool dia_const_int(IrValue *v, int64_t *out) {
@@ -22,7 +23,7 @@ int64_t dia_type_bytes(const IrType *t) {
   case IR_TY_PTR: return 8;
   case IR_TY_VECTOR: {
     int64_t n = ir_type_num_elements(t), e = dia_type_bytes(t->elem), bytes;
-    return n > 0 && !__builtin_mul_overflow(n, e, &bytes) ? bytes : 0;
+    return n > 0 && ck_mul(n, e, &bytes) ? bytes : 0;
   }
   default: return 0;
   }

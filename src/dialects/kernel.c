@@ -4,6 +4,7 @@
 */
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "kernel.h"
 
 /* {======================================================================
@@ -29,7 +30,7 @@ static bool spec_dims(const IrAttr *spec, const char *name, int64_t out[3], int6
   }
   for (int i = 0; i < 3; i++) {
     if (out[i] <= 0) return false;
-    if (__builtin_mul_overflow(*prod, out[i], prod)) *prod = INT64_MAX;
+    if (!ck_mul(*prod, out[i], prod)) *prod = INT64_MAX;
   }
   return true;
 }

@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <string.h>
 
+#include "checked.h"
 #include "ir_impl.h"
 
 /* {======================================================================
@@ -258,7 +259,7 @@ int64_t ir_type_num_elements(const IrType *t) {
   if (!ir_type_has_static_shape(t)) return -1;
   int64_t n = 1;
   for (uint32_t i = 0; i < t->rank; i++)
-    if (__builtin_mul_overflow(n, t->shape[i], &n)) return -1; /* absurd shapes count as dynamic */
+    if (!ck_mul(n, t->shape[i], &n)) return -1; /* absurd shapes count as dynamic */
   return n;
 }
 

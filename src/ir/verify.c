@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked.h"
 #include "ir_impl.h"
 
 #define MAX_ERRORS 50
@@ -147,7 +148,7 @@ static bool check_tile_sizes(Verifier *v, IrOp *op) {
     int64_t n = 1;
     bool ok = true;
     for (uint32_t d = 0; d < t->rank && ok; d++)
-      ok = t->shape[d] == IR_DYNAMIC || (t->shape[d] >= 1 && !__builtin_mul_overflow(n, t->shape[d], &n) &&
+      ok = t->shape[d] == IR_DYNAMIC || (t->shape[d] >= 1 && ck_mul(n, t->shape[d], &n) &&
                                          n <= IR_MAX_TILE_ELEMENTS);
     if (ok) continue;
     ir_op_error(op, "result #%u is a %s: a tile has extents of at least 1 and at most %d elements", i,

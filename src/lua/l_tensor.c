@@ -16,6 +16,7 @@
 */
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "../cuda/blas.h"
 #include "ldevice.h"
 
@@ -122,7 +123,7 @@ static int tm_new(lua_State *L) {
   if (!ns) { /* contiguous, row-major */
     t->strides[t->rank - 1] = 1;
     for (int o = t->rank - 2; o >= 0; o--)
-      if (__builtin_mul_overflow(t->strides[o + 1], t->shape[o + 1], &t->strides[o]))
+      if (!ck_mul(t->strides[o + 1], t->shape[o + 1], &t->strides[o]))
         lb_error(L, "tensor_map: the shape is too large");
   }
   t->swizzle = (int)opt_int(L, 1, "swizzle", 0);
