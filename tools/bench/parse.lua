@@ -4,10 +4,15 @@
 --
 --   tilua tools/bench/parse.lua [ops ...]      (default: 100000 1000000)
 --
--- The module is the warp-specialized GEMM fixture's kernel body repeated
--- until it has the requested number of ops (every op of the fixture: region
--- ops, attribute dictionaries, types of every dialect). Each size runs in a
--- fresh tilua process, so the peak resident size (VmHWM) is that size's own.
+-- Two shapes of module at each size: the warp-specialized GEMM fixture's
+-- kernel body repeated until it has the requested number of ops (every op of
+-- the fixture: region ops, attribute dictionaries, types of every dialect;
+-- kernels of ~800 ops), and one kernel whose body is one block of that many
+-- ops, each using the one before (names in scope all at once: the parser's
+-- name table must grow with them). The last column is the one-block shape's
+-- time per op over the GEMM shape's: about 1 when parsing is linear in the
+-- size of a block. Each measurement runs in a fresh tilua process, so the
+-- peak resident size (VmHWM) is its own.
 local sizes = {}
 for i = 1, #(arg or {}) do sizes[#sizes + 1] = math.tointeger(tonumber(arg[i])) end
 
@@ -27,16 +32,26 @@ if child then
   local tl = require "tilua"
   local parser = require "tilua.parser"
   local want = math.tointeger(tonumber(child))
-  local src = assert(io.open(FIXTURE)):read "a"
-  local m0 = assert(parser.parse(src, { file = FIXTURE }))
-  -- the body of the first kernel, renamed per copy so the symbols stay unique
-  local kernel = m0:print():match "\n(  tile%.kernel .-\n  })\n"
-  local per = select(2, kernel:gsub("\n    ", ""))
-  local copies, parts = math.max(1, want // per), { "module {\n" }
-  for i = 1, copies do parts[#parts + 1] = (kernel:gsub('sym_name = "([^"]*)"', 'sym_name = "%1_' .. i .. '"')) .. "\n" end
-  parts[#parts + 1] = "}\n"
+  local parts
+  if os.getenv "TILUA_PARSE_SHAPE" == "block" then
+    parts = { 'module {\n  tile.kernel {arg_names = ["n"], kernel_spec = {block = [128, 1, 1]}, sym_name = "k"} {\n'
+      .. "  ^bb0(%0: i32):\n    %1 = arith.constant {value = 3 : i32} : i32\n" }
+    local kinds = { "xori", "addi", "muli" }
+    for i = 2, want - 1 do parts[#parts + 1] = ("    %%%d = arith.%s %%%d, %%0 : i32\n"):format(i, kinds[i % 3 + 1], i - 1) end
+    parts[#parts + 1] = "  }\n}\n"
+  else
+    local src = assert(io.open(FIXTURE)):read "a"
+    local m0 = assert(parser.parse(src, { file = FIXTURE }))
+    -- the body of the first kernel, renamed per copy so the symbols stay unique
+    local kernel = m0:print():match "\n(  tile%.kernel .-\n  })\n"
+    local per = select(2, kernel:gsub("\n    ", ""))
+    local copies = math.max(1, want // per)
+    parts = { "module {\n" }
+    for i = 1, copies do parts[#parts + 1] = (kernel:gsub('sym_name = "([^"]*)"', 'sym_name = "%1_' .. i .. '"')) .. "\n" end
+    parts[#parts + 1] = "}\n"
+  end
   local text = table.concat(parts)
-  m0 = nil
+  parts = nil
   collectgarbage()
   local base = peak_mb()
   local t0 = os.clock()
@@ -59,14 +74,18 @@ end
 if #sizes == 0 then sizes = { 100000, 1000000 } end
 local exe = arg[-1] or "tilua"
 local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-print(("%-10s %-10s %-9s %-9s %-9s %-10s %-10s %s"):format("ops", "text MB", "parse s", "verify s", "print s",
-  "peak MB", "base MB", "parse µs/op"))
+print(("%-6s %-10s %-10s %-9s %-9s %-9s %-10s %-10s %-12s %s"):format("shape", "ops", "text MB", "parse s", "verify s",
+  "print s", "peak MB", "base MB", "parse µs/op", "block / gemm"))
 for _, n in ipairs(sizes) do
-  local p = io.popen(("TILUA_PARSE_OPS=%d %s %s"):format(n, sh_quote(exe), sh_quote(arg[0])))
-  local line = p:read "a"
-  p:close()
-  local ops, tp, tv, tpr, peak, base, bytes = line:match "(%d+)\t([%d.]+)\t([%d.]+)\t([%d.]+)\t(%d+)\t(%d+)\t(%d+)"
-  if not ops then error("the measurement failed:\n" .. line) end
-  print(("%-10s %-10.1f %-9s %-9s %-9s %-10s %-10s %.2f"):format(ops, tonumber(bytes) / 2 ^ 20, tp, tv, tpr, peak, base,
-    tonumber(tp) / tonumber(ops) * 1e6))
+  local per_op = {}
+  for _, shape in ipairs { "gemm", "block" } do
+    local p = io.popen(("TILUA_PARSE_SHAPE=%s TILUA_PARSE_OPS=%d %s %s"):format(shape, n, sh_quote(exe), sh_quote(arg[0])))
+    local line = p:read "a"
+    p:close()
+    local ops, tp, tv, tpr, peak, base, bytes = line:match "(%d+)\t([%d.]+)\t([%d.]+)\t([%d.]+)\t(%d+)\t(%d+)\t(%d+)"
+    if not ops then error("the measurement failed:\n" .. line) end
+    per_op[shape] = tonumber(tp) / tonumber(ops) * 1e6
+    print(("%-6s %-10s %-10.1f %-9s %-9s %-9s %-10s %-10s %-12.2f %s"):format(shape, ops, tonumber(bytes) / 2 ^ 20, tp,
+      tv, tpr, peak, base, per_op[shape], shape == "block" and ("%.2f"):format(per_op.block / per_op.gemm) or ""))
+  end
 end
