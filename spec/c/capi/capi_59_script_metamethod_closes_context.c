@@ -1,4 +1,4 @@
-/* Repro 59: a script whose metamethod, attribute hook or finalizer closes the
+/* A script whose metamethod, attribute hook or finalizer closes the
 ** (borrowed) default context in the middle of a binding call took the host
 ** down. The close is refused with an error at the script's line; the host's
 ** context stays usable. */
