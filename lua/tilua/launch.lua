@@ -128,8 +128,10 @@ function M.attach(tl)
         local key = ("%s\0%s\0%s\0%s"):format(name, tostring(t.buffer.raw), table.concat(t.shape, ","), table.concat(t.strides, ","))
         local m = k._maps[key]
         if not m then
+          -- bounded: launches on ever new buffers start the cache afresh (it keeps its buffers alive)
+          if (k._nmaps or 0) >= 64 then k._maps, k._nmaps = {}, 0 end
           m = tl.device.tensor_map { buffer = t.buffer, type = p.type, shape = t.shape, strides = t.strides }
-          k._maps[key] = m
+          k._maps[key], k._nmaps = m, (k._nmaps or 0) + 1
         end
         list[i] = { "tmap", m }
       elseif kind == "ptr" then
