@@ -668,9 +668,18 @@ describe("launching a tile program", function()
       -- a cluster of 2: whole clusters of CTAs (launch refuses a grid that is not)
       local k2 = loadfile("examples/tile_gemm.lua")("--library").build { cluster = 2 }
       print("cluster", pcall(k2.run, k2, { grid = { 3, 2 }, args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { c, { M, N } }, K = K } }))
+      -- launches on ever new buffers: the tensor maps kept stay bounded
+      for _ = 1, 70 do
+        k:launch { grid = { 3, 2 }, args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { tl.device.alloc(tl.bf16, M * N), { M, N } },
+                                              bias = { bias, { N } }, K = K } }
+      end
+      local n = 0
+      for _ in pairs(k._maps) do n = n + 1 end
+      print("maps", n <= 64)
     ]] })
     assert.matches("false%s+.-missing tensor 'C'", out, nil, err)
     assert.matches("cluster%s+true", out, nil, err)
+    assert.matches("maps%s+true", out, nil, err)
   end)
 
   it("StreamK: on the workers it was planned for, the workspace allocated and zeroed once, only its grid of programs", function()
