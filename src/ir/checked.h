@@ -37,6 +37,16 @@ static inline bool ck_align_up(int64_t v, int64_t a, int64_t *r) {
   *r = s / a * a;
   return true;
 }
+/* Unsigned sizes (the scheduler's): the exact result, or UINT64_MAX when it does
+** not fit, a size no plan can use, which the range checks after it refuse. */
+static inline uint64_t sat_mul_u64(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+static inline uint64_t sat_add_u64(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
 /* Is v in [lo, hi]? */
 static inline bool ck_in(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
 

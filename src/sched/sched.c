@@ -5,6 +5,7 @@
 */
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "worker.h"
 
 #define U32MAX 0xffffffffu
@@ -238,7 +239,7 @@ bool sched_config_gemm(SchedConfig *c, uint64_t m, uint64_t n, uint64_t k, uint6
   if (tm > U32MAX || tn > U32MAX || tk > U32MAX || l > U32MAX) return false;
   c->tiles_m = (uint32_t)tm, c->tiles_n = (uint32_t)tn, c->tiles_k = (uint32_t)tk;
   c->tiles_l = (uint32_t)l;
-  c->acc_tile_bytes = (uint64_t)tile_m * tile_n * 4;
+  c->acc_tile_bytes = sat_mul_u64((uint64_t)tile_m * tile_n, 4); /* f32 accumulators */
   return true;
 }
 

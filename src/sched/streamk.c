@@ -5,6 +5,7 @@
 */
 #include <string.h>
 
+#include "../ir/checked.h"
 #include "worker.h"
 
 #define U32MAX 0xffffffffu
@@ -199,7 +200,8 @@ bool sched_cursor_next(const SchedStreamK *p, SchedCursor *c, SchedSkWork *out) 
 ** Workspace and fixup roles
 ** ======================================================================= */
 
-static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+/* x rounded up to a multiple of a; a size that does not fit stays UINT64_MAX */
+static uint64_t align_up(uint64_t x, uint64_t a) { return x > UINT64_MAX - a ? UINT64_MAX : (x + a - 1) / a * a; }
 
 SchedWorkspace sched_workspace_none(void) {
   SchedWorkspace ws;
@@ -220,10 +222,10 @@ SchedWorkspace sched_workspace_sizes(const SchedStreamK *p, uint64_t acc_tile_by
   uint64_t tiles = (uint64_t)p->sk_tiles * ctas_per_tile(p);
   ws.slots_per_tile = p->max_splits - 1;
   ws.barrier_count = (uint32_t)tiles;
-  ws.reduction = tiles * ws.slots_per_tile * acc_tile_bytes;
+  ws.reduction = sat_mul_u64(sat_mul_u64(tiles, ws.slots_per_tile), acc_tile_bytes);
   ws.barriers = tiles * sizeof(uint32_t);
   ws.barrier_offset = align_up(ws.reduction, SCHED_WORKSPACE_ALIGN);
-  ws.total = align_up(ws.barrier_offset + ws.barriers, SCHED_WORKSPACE_ALIGN);
+  ws.total = align_up(sat_add_u64(ws.barrier_offset, ws.barriers), SCHED_WORKSPACE_ALIGN);
   return ws;
 }
 
