@@ -3,7 +3,7 @@
 #
 #   tools/fuzz/campaign.sh TILUA SURFACE SEED INPUTS [CHUNK]
 #
-# Runs inputs 0 .. INPUTS-1 of SURFACE (opt, lua or lower) drawn from SEED with the
+# Runs inputs FUZZ_START (default 0, to go on where a campaign stopped) .. INPUTS-1 of SURFACE (opt, lua or lower) drawn from SEED with the
 # tilua program TILUA (build-asan/tilua: the sanitizer build, where an overflow or a
 # use-after-free ends the process with its report), CHUNK inputs per process
 # (default 20000). A process that crashes is restarted at the input after the one
@@ -17,14 +17,14 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${TMPDIR:-/tmp}/fuzz-campaign-$SURFACE-$SEED
 FOUND=$ROOT/tools/fuzz/found
 mkdir -p "$WORK" "$FOUND"
-echo "campaign: surface $SURFACE, seed $SEED, inputs 0..$((INPUTS - 1)), $TILUA" | tee "$WORK/log"
+echo "campaign: surface $SURFACE, seed $SEED, inputs ${FUZZ_START:-0}..$((INPUTS - 1)), $TILUA" | tee -a "$WORK/log"
 # an input that takes more than FUZZ_RSS_MB (default 3072) of memory is a finding too:
 # the sanitizers' hard limit, or the address space of a build without them
 RSS=${FUZZ_RSS_MB:-3072}
 export ASAN_OPTIONS="detect_leaks=0:exitcode=86:hard_rss_limit_mb=$RSS" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=86"
 if ! ldd "$TILUA" 2>/dev/null | grep -q libasan; then ulimit -v $((RSS * 1024)); fi
 cd "$ROOT" || exit 2
-at=0 crashes=0 problems=0 start=$(date +%s)
+at=${FUZZ_START:-0} crashes=0 problems=0 start=$(date +%s)
 while [ "$at" -lt "$INPUTS" ]; do
   n=$CHUNK
   [ $((at + n)) -gt "$INPUTS" ] && n=$((INPUTS - at))
