@@ -49,5 +49,5 @@ while [ "$at" -lt "$INPUTS" ]; do
   fi
   echo "$(date +%T) $at inputs done, $crashes crashes, $problems chunks with problems" >> "$WORK/log"
 done
-echo "campaign: surface $SURFACE, seed $SEED: $at inputs in $(( $(date +%s) - start )) s, $crashes crashes, $problems chunks with problems" | tee -a "$WORK/log"
+echo "campaign: surface $SURFACE, seed $SEED: inputs ${FUZZ_START:-0}..$((at - 1)) in $(( $(date +%s) - start )) s, $crashes crashes, $problems chunks with problems" | tee -a "$WORK/log"
 [ $crashes -eq 0 ] && [ $problems -eq 0 ]
