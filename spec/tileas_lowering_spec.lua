@@ -676,7 +676,7 @@ describe("launching a tile program", function()
       local n = 0
       for _ in pairs(k._maps) do n = n + 1 end
       print("maps", n <= 64)
-    ]] })
+    ]] }, 300)
     assert.matches("false%s+.-missing tensor 'C'", out, nil, err)
     assert.matches("cluster%s+true", out, nil, err)
     assert.matches("maps%s+true", out, nil, err)
