@@ -9,17 +9,7 @@ local tl = require "tilua"
 local parser = require "tilua.parser"
 local core = tl.core
 
--- The same inputs on every run: a fixed seed and count (TILUA_FUZZ_SEED and
--- TILUA_FUZZ_INPUTS change them; TILUA_FUZZ_SECONDS runs for a time instead,
--- by hand: tools/fuzz is where random campaigns live).
-local SECONDS = tonumber(os.getenv "TILUA_FUZZ_SECONDS")
-local INPUTS = tonumber(os.getenv "TILUA_FUZZ_INPUTS")
-local seed = tonumber(os.getenv "TILUA_FUZZ_SEED") or 20261128
--- more(runs, default_inputs): go on for another input?
-local function more(runs, default_inputs, deadline)
-  if SECONDS then return os.clock() < deadline end
-  return runs < (INPUTS or default_inputs)
-end
+local seed, more = H.fuzz_seed, H.fuzz_more
 
 -- Attribute dictionaries seen per op name in the valid fixtures, parsed into
 -- ctx (attributes belong to one context; the bindings refuse another's).
@@ -62,7 +52,7 @@ describe("structured fuzzing", function()
     end
     local idents = { "streamk", "data_parallel", "static_persistent", "sm100", "mbarrier", "bulk", "gmma",
                      "producer", "consumer", "x", "y" }
-    local deadline = os.clock() + (SECONDS or 0)
+    local deadline = H.fuzz_deadline()
     local modules, verified, lowered = 0, 0, 0
     local samples = {} -- emitted PTX, a few of which ptxas must accept
     local ctx, seen_attrs, uses

@@ -6,17 +6,7 @@ local tl = require "tilua"
 local parser = require "tilua.parser"
 local core = tl.core
 
--- The same inputs on every run: a fixed seed and count (TILUA_FUZZ_SEED and
--- TILUA_FUZZ_INPUTS change them; TILUA_FUZZ_SECONDS runs for a time instead,
--- by hand: tools/fuzz is where random campaigns live).
-local SECONDS = tonumber(os.getenv "TILUA_FUZZ_SECONDS")
-local INPUTS = tonumber(os.getenv "TILUA_FUZZ_INPUTS")
-local seed = tonumber(os.getenv "TILUA_FUZZ_SEED") or 20261128
--- more(runs, default_inputs): go on for another input?
-local function more(runs, default_inputs, deadline)
-  if SECONDS then return os.clock() < deadline end
-  return runs < (INPUTS or default_inputs)
-end
+local seed, more = H.fuzz_seed, H.fuzz_more
 
 local corpus = {}
 for _, f in ipairs(H.files("spec/fixtures/valid", "%.tir$")) do corpus[#corpus + 1] = H.slurp(f) end
@@ -43,7 +33,7 @@ describe("fuzzing", function()
   it(("the parser answers every mutated input with a module or a located error (seed %d)"):format(seed), function()
     math.randomseed(seed)
     local rng = math.random
-    local deadline = os.clock() + (SECONDS or 0)
+    local deadline = H.fuzz_deadline()
     local runs, errors = 0, 0
     while more(runs, 2000, deadline) do
       local text = corpus[rng(#corpus)]
@@ -89,7 +79,7 @@ describe("fuzzing", function()
     local rng = math.random
     local ops = core.ops()
     local types = { tl.i1, tl.i32, tl.i64, tl.f16, tl.f32, tl.index, tl.ptr(tl.f32), tl.none }
-    local deadline = os.clock() + (SECONDS or 0)
+    local deadline = H.fuzz_deadline()
     local runs, rejected = 0, 0
     while more(runs, 5000, deadline) do
       tl.new_module()

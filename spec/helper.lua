@@ -68,6 +68,18 @@ function H.tilua_run(args, input)
   return H.run(argv, input)
 end
 
+-- The fuzz specs' inputs, the same on every run: a fixed seed and count
+-- (TILUA_FUZZ_SEED and TILUA_FUZZ_INPUTS change them; TILUA_FUZZ_SECONDS runs
+-- for a time instead, by hand: tools/fuzz is where random campaigns live).
+-- H.fuzz_more(runs, default_inputs, deadline): go on for another input?
+H.fuzz_seed = tonumber(os.getenv "TILUA_FUZZ_SEED") or 20261128
+local FUZZ_SECONDS, FUZZ_INPUTS = tonumber(os.getenv "TILUA_FUZZ_SECONDS"), tonumber(os.getenv "TILUA_FUZZ_INPUTS")
+function H.fuzz_deadline() return os.clock() + (FUZZ_SECONDS or 0) end
+function H.fuzz_more(runs, default_inputs, deadline)
+  if FUZZ_SECONDS then return os.clock() < deadline end
+  return runs < (FUZZ_INPUTS or default_inputs)
+end
+
 function H.ptxas()
   local p = os.getenv "TILUA_PTXAS"
   if p and p ~= "" then return p end
