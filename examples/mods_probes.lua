@@ -18,9 +18,9 @@
 -- the probes are lowered.
 --
 --   tilua examples/mods_probes.lua [--emit=ir|ptx] [--stage=NAME]
---   loadfile("examples/mods_probes.lua")("--library") -> the example (tilua.check)
+--   loadfile("examples/mods_probes.lua")("--library") -> the example (tilua.gpu.check)
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
 local ITEM = 128 -- integers per work item (one per thread)
 

@@ -21,9 +21,9 @@
 -- The host checks all three exactly against the CPU on fresh random data.
 --
 --   tilua examples/splitk_block_striped.lua [--emit=ir|ptx] [--stage=NAME]
---   loadfile("examples/splitk_block_striped.lua")("--library") -> the example (tilua.check)
+--   loadfile("examples/splitk_block_striped.lua")("--library") -> the example (tilua.gpu.check)
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
 local T = 128       -- threads per CTA
 local ROWS = T * 16 -- rows per row block (16 per thread)

@@ -210,7 +210,7 @@ describe("tilua --trace=FILE", function()
 end)
 
 describe("the IR diff", function()
-  local diff = require "tilua.diff"
+  local diff = require "tilua.host.diff"
   it("keeps value names across renumbering and shows what went before what came", function()
     local a = table.concat({
       "  %3 = arith.constant {value = 1 : i32} : i32",

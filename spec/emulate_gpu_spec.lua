@@ -566,7 +566,7 @@ describe("the cases", function()
     assert.matches("a run: the emulator wrote none of the outputs", err)
   end)
 
-  it("cover every example that launches a kernel (its check goes through tilua.check's main)", function()
+  it("cover every example that launches a kernel (its check goes through tilua.gpu.check's main)", function()
     local covered = {}
     for _, c in ipairs(cases) do covered[c.example] = true end
     local launching = 0

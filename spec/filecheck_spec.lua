@@ -1,6 +1,6 @@
--- tilua.filecheck: the CHECK directives of pass fixtures (`tilua opt --check`).
+-- tilua.host.filecheck: the CHECK directives of pass fixtures (`tilua opt --check`).
 local H = dofile "spec/helper.lua"
-local fc = require "tilua.filecheck"
+local fc = require "tilua.host.filecheck"
 local core = require("tilua").core
 
 local OUT = [[

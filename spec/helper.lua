@@ -75,11 +75,14 @@ function H.ptxas()
   if f then f:close() return "/usr/local/cuda/bin/ptxas" end
 end
 
-function H.files(dir, pattern)
+-- H.files(dir, pattern [, recursive]): the files of dir (and of its folders,
+-- recursive) whose names match pattern, sorted.
+function H.files(dir, pattern, recursive)
   local list = {}
-  local p = io.popen("ls " .. quote(dir))
+  local p = io.popen(recursive and ("find " .. quote(dir) .. " -type f") or ("ls " .. quote(dir)))
   for name in p:lines() do
-    if name:match(pattern) then list[#list + 1] = dir .. "/" .. name end
+    local path = recursive and name or (dir .. "/" .. name)
+    if name:match(pattern) then list[#list + 1] = path end
   end
   p:close()
   table.sort(list)

@@ -163,11 +163,11 @@ end
 local builtin_types = { "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool", "f16", "bf16", "f32",
   "f64", "index", "none" }
 
--- tl.options fields the library reads (lua/tilua/*.lua, stdlib/*.lua).
+-- tl.options fields the library reads (lua/tilua/**.lua, stdlib/*.lua).
 local function option_names()
   local names, seen = {}, {}
   for _, dir in ipairs { "lua/tilua", "stdlib" } do
-    for _, f in ipairs(H.files(H.root .. "/" .. dir, "%.lua$")) do
+    for _, f in ipairs(H.files(H.root .. "/" .. dir, "%.lua$", true)) do
       for name in H.slurp(f):gmatch "tl%.options%.([%a_][%w_]*)" do
         if not seen[name] then seen[name] = true; names[#names + 1] = "tl.options." .. name end
       end

@@ -8,7 +8,7 @@
 -- (pending, never passed, where ptxas is missing).
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
-local interp = require "tilua.interp"
+local interp = require "tilua.emulate.interp"
 
 local emitted = {} -- { {name, ptx} } for the ptxas test at the end
 local P = function(t, s) return tl.ptr(t, s) end
@@ -634,7 +634,7 @@ end)
 -- {===================================================================
 -- A CPU model of the lowered protocol. Every thread of every CTA runs the
 -- kernel (as convert-cutlass-to-nvvm left it: tile + nvvm + arith + scf) in a
--- coroutine through tilua.interp; a random scheduler switches threads at every
+-- coroutine through tilua.emulate.interp; a random scheduler switches threads at every
 -- memory and barrier op. mbarriers follow the PTX semantics (pending arrivals
 -- and a transaction count; a phase completes when both reach 0; try_wait with
 -- parity p succeeds once the current phase's parity differs from p); bulk

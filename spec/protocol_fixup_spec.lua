@@ -78,7 +78,7 @@ describe("the lowered generic barrier", function()
   end
 
   it("is checked by the pass manager after every pass, on every worker the StreamK plan counts on", function()
-    local lp = require "tilua.lua_passes"
+    local lp = require "tilua.passes.verify_protocol"
     tl.compile(build_fixup(), "ptx", { check_protocol = true })
     local n = 0
     for _, e in ipairs(lp.log) do
@@ -88,7 +88,7 @@ describe("the lowered generic barrier", function()
     end
     assert.is_true(n >= 6) -- the input and every pass that changed the kernel
     -- the grid is the plan's 3 workers (a worker count the kernel takes as a constant)
-    local P = require "tilua.protocol"
+    local P = require "tilua.emulate.protocol"
     assert.are.equal(3, P.check(build_fixup(), { max_states = 2000 }).grid)
   end)
 

@@ -177,7 +177,7 @@ end)
 
 -- The pass manager's own check after every pass (IrPassOptions.check_each):
 -- tl.compile's check_protocol, tl.options.check_protocol, tilua --check-protocol,
--- tilua opt --check-protocol. With its own inputs (tilua.protocol.inputs).
+-- tilua opt --check-protocol. With its own inputs (tilua.emulate.protocol.inputs).
 describe("the check after every pass of the pass manager", function()
   local H = dofile "spec/helper.lua"
   it("passes a correct kernel through ptx, checking the input and every pass that changed it", function()
@@ -213,7 +213,7 @@ describe("the check after every pass of the pass manager", function()
   end)
 
   it("in the mode \"passes\" notes an input already wrong and fails only where a pass broke what held", function()
-    local LP = require "tilua.lua_passes"
+    local LP = require "tilua.passes.verify_protocol"
     local function bad()
       local k = cases.prc.build()
       ops(k.op, "cutlass.pipeline.consumer_release")[1]:erase()

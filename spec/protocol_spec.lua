@@ -319,7 +319,7 @@ describe("tl.verify_protocol", function()
     assert.is_nil(fewest_steps(mutant(), a, "phase", #r.trace - 1))
     assert.are.equal(#r.trace, fewest_steps(mutant(), a, "phase", #r.trace))
     -- and the emulator, scheduled as the trace says, ends in the same violation
-    local replay = require("tilua.protocol").replay(mutant(), { args = a, grid = 1, trace = r.trace })
+    local replay = require("tilua.emulate.protocol").replay(mutant(), { args = a, grid = 1, trace = r.trace })
     assert.are.equal(#r.trace, replay.n)
     assert.matches("^phase: ", replay.outcome)
   end)

@@ -146,7 +146,7 @@ end
 -- spec asks the checker, with the inputs :check chooses, instead of fixing it).
 local function session(f)
   local tl = require "tilua"
-  local P = require "tilua.protocol"
+  local P = require "tilua.emulate.protocol"
   local r = P.check(assert(tl.parse_file(f)), { fill = "pattern" })
   local copy
   for i, l in ipairs(r.trace) do

@@ -11,7 +11,7 @@
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 tl.options.keep_stages = true -- the checks read the stages' IR
-local interp = require "tilua.interp"
+local interp = require "tilua.emulate.interp"
 local core = tl.core
 
 local UPTO = "canonicalize,cse,lower-tile-scheduler"

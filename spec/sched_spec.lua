@@ -3,7 +3,7 @@
 -- the IR it builds.
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
-local interp = require "tilua.interp"
+local interp = require "tilua.emulate.interp"
 local core = tl.core
 
 describe("the scheduler reference", function()

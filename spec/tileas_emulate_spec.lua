@@ -7,7 +7,7 @@
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 local PH = dofile "spec/protocol_helper.lua"
-local P = require "tilua.protocol"
+local P = require "tilua.emulate.protocol"
 
 local gemm_example = assert(loadfile "examples/tile_gemm.lua")("--library")
 local fused_example = assert(loadfile "examples/tile_gemm_bias_relu.lua")("--library")

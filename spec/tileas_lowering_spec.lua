@@ -418,7 +418,7 @@ describe("row reductions of the accumulator (softmax, examples/tile_gemm_softmax
   end)
 
   it("is checked after every pass of tile-to-ptx, the nvvm stages too (their shfl.sync and ex2 modelled)", function()
-    local lp = require "tilua.lua_passes"
+    local lp = require "tilua.passes.verify_protocol"
     local saved = tl.options.check_protocol
     tl.options.check_protocol = true
     local ok, err = pcall(function() ex.build():compile() end)

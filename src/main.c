@@ -3,7 +3,7 @@
 ** which every lowering stage can be inspected, and transforms textual IR
 ** (`tilua opt`). Shaped after lua.c: main creates the state and runs a
 ** protected main with a traceback handler; the REPL itself lives in
-** lua/tilua/repl.lua and reads lines through the host's readline.
+** lua/tilua/host/repl.lua and reads lines through the host's readline.
 */
 #include <signal.h>
 #include <stdio.h>
@@ -298,7 +298,7 @@ static int handle_script(lua_State *L, char **argv) {
   return report(L, status);
 }
 
-/* Run a function of a tilua Lua module with the remaining arguments: tilua.cli.<fn>(args...) */
+/* Run a function of a tilua Lua module with the remaining arguments: tilua.host.cli.<fn>(args...) */
 static int run_module_function(lua_State *L, const char *module, const char *fn, char **argv, int argc) {
   lua_getglobal(L, "require");
   lua_pushstring(L, module);
@@ -328,12 +328,12 @@ static int run_module_function(lua_State *L, const char *module, const char *fn,
 #define has_E 16
 #define has_help 32
 
-/* tilua.cli.<fn>(the nargs values on top of the stack, which it pops); false
+/* tilua.host.cli.<fn>(the nargs values on top of the stack, which it pops); false
 ** after reporting an error. */
 static int call_cli(lua_State *L, const char *fn, int nargs) {
   int base = lua_gettop(L) - nargs; /* the arguments: base + 1 .. top */
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "tilua.cli");
+  lua_pushliteral(L, "tilua.host.cli");
   int status = docall(L, 1, 1);
   if (status == LUA_OK) {
     lua_getfield(L, -1, fn);
@@ -348,7 +348,7 @@ static int call_cli(lua_State *L, const char *fn, int nargs) {
 
 /* --emit=..., --stage=..., --trace=..., --debug-hangs and --check-protocol: the
 ** host's options of the scripts' compiles, before the script or among its
-** arguments; the field of tilua.cli.script_options's table each one sets. */
+** arguments; the field of tilua.host.cli.script_options's table each one sets. */
 static const char *tl_option_field(const char *a) {
   static const struct { const char *flag, *field; } opts[] = {
       {"--emit=", "emit"}, {"--stage=", "stage"}, {"--trace=", "trace"},
@@ -362,7 +362,7 @@ static const char *tl_option_field(const char *a) {
 }
 static int is_tl_option(const char *a) { return tl_option_field(a) != NULL; }
 
-/* Hand them to tilua.cli.script_options{emit =, stage =, debug_hangs =, ...}, which
+/* Hand them to tilua.host.cli.script_options{emit =, stage =, debug_hangs =, ...}, which
 ** sets tl.options (debug_hangs, and the stage hook that prints what --emit and
 ** --stage ask for and exits). The script's own arguments keep them. */
 static int set_script_options(lua_State *L, char **argv) {
@@ -377,7 +377,7 @@ static int set_script_options(lua_State *L, char **argv) {
   return call_cli(L, "script_options", 1);
 }
 
-/* After the script: tilua.cli.script_done() reports an --emit or --stage
+/* After the script: tilua.host.cli.script_done() reports an --emit or --stage
 ** that no compile answered. */
 static int script_done(lua_State *L) { return call_cli(L, "script_done", 0); }
 
@@ -452,11 +452,11 @@ static void openlibs(lua_State *L) {
   lua_pop(L, 1);
 }
 
-/* Start the REPL (lua/tilua/repl.lua). */
+/* Start the REPL (lua/tilua/host/repl.lua). */
 static int doREPL(lua_State *L) {
   print_version();
   char *none[] = {NULL};
-  return run_module_function(L, "tilua.repl", "run", none, 0);
+  return run_module_function(L, "tilua.host.repl", "run", none, 0);
 }
 
 typedef struct MainArgs {
@@ -473,7 +473,7 @@ static int pmain(lua_State *L) {
   /* Subcommands: tilua opt ..., tilua sched ... */
   if (argc >= 2 && (strcmp(argv[1], "opt") == 0 || strcmp(argv[1], "sched") == 0)) {
     createargtable(L, argv, argc, 1);
-    ma->exit_code = run_module_function(L, "tilua.cli", argv[1], argv + 2, argc - 2);
+    ma->exit_code = run_module_function(L, "tilua.host.cli", argv[1], argv + 2, argc - 2);
     lua_pushboolean(L, 1);
     return 1;
   }

@@ -17,7 +17,7 @@
 -- an id at or past the number of tiles decodes out of range, as TileLang's does.
 --
 -- The data-parallel and StreamK counterparts put the same surface over the
--- cutlass.tile_scheduler ops (lua/tilua/cutlass.lua), which lower-tile-scheduler
+-- cutlass.tile_scheduler ops (lua/tilua/dsl/cutlass.lua), which lower-tile-scheduler
 -- turns into the reference's arithmetic:
 --
 --   local s = tl.sched.tiles(tl.sched.streamk{ tiles = {m, n, 1, k}, workers = W, workspace = ws })

@@ -55,6 +55,59 @@ end
 -- }=====================================================================
 
 -- {=====================================================================
+-- Kinds of values other modules give a meaning to
+-- ======================================================================
+
+-- The operators and a few functions (tl.load, tl.store, tl.extract, tl.zeros,
+-- tl.select, v:cast, the comparisons, the approximate math of dsl/warp.lua)
+-- also work on kinds of values that other modules define: the tiles and
+-- tensors of tile programs (dsl/tileprog.lua). Such a module registers its
+-- implementations once, by kind (lib.register_kind), and each of those
+-- operations first looks its operands' kinds up, in the order of its
+-- operands; the meaning written where the operation is defined is the one of
+-- every other value. No module replaces another module's functions.
+local kinds = {} -- kind -> { operation name -> fn }
+
+-- The kind registrations are keyed by: a value's type kind ("tile"), a dialect
+-- type's name ("tileas.tensor"), "shape" for a plain Lua table (an extent list).
+local function value_kind(x)
+  local mt = getmetatable(x)
+  if mt == Value then
+    local t = x:type()
+    local k = t:kind()
+    if k == "dialect" then return t:info().name end
+    return k
+  end
+  if mt == nil and type(x) == "table" then return "shape" end
+  return nil
+end
+
+-- The implementation of operation `name` registered for the kind of the
+-- first of a, b, c that has one, or nil.
+local function kind_op(name, a, b, c)
+  local ops = kinds[value_kind(a)]
+  if ops and ops[name] then return ops[name] end
+  if b ~= nil then
+    ops = kinds[value_kind(b)]
+    if ops and ops[name] then return ops[name] end
+  end
+  if c ~= nil then
+    ops = kinds[value_kind(c)]
+    if ops and ops[name] then return ops[name] end
+  end
+  return nil
+end
+
+-- What the library's own modules get besides tl (their attach(tl, lib)).
+local lib = { kind_op = kind_op }
+function lib.register_kind(kind, ops)
+  if kinds[kind] then error(("register_kind: the kind '%s' is registered already"):format(kind), 2) end
+  kinds[kind] = ops
+end
+
+-- }=====================================================================
+
+-- {=====================================================================
 -- Types
 -- ======================================================================
 
@@ -225,14 +278,23 @@ local function binary(iop, fop, sym)
   end
 end
 
-Value.__add = binary("arith.addi", "arith.addf", "+")
-Value.__sub = binary("arith.subi", "arith.subf", "-")
-Value.__mul = binary("arith.muli", "arith.mulf", "*")
-Value.__div = function(a, b)
+-- op(a, b) for the kinds registered for `name`, else scalar(a, b).
+local function by_kind(name, scalar)
+  return function(a, b)
+    local f = kind_op(name, a, b)
+    if f then return f(a, b) end
+    return scalar(a, b)
+  end
+end
+
+Value.__add = by_kind("add", binary("arith.addi", "arith.addf", "+"))
+Value.__sub = by_kind("sub", binary("arith.subi", "arith.subf", "-"))
+Value.__mul = by_kind("mul", binary("arith.muli", "arith.mulf", "*"))
+Value.__div = by_kind("div", function(a, b)
   local t = is_value(a) and a:type() or b:type()
   if is_int(t) then raise("'/' on integers: use // (division truncating toward zero) or tl.divu") end
   return binary(nil, "arith.divf", "/")(a, b)
-end
+end)
 Value.__idiv = binary("arith.divsi", nil, "//") -- truncates toward zero, like C
 Value.__mod = binary("arith.remsi", nil, "%") -- sign of the dividend, like C
 Value.__band = binary("arith.andi", nil, "&")
@@ -241,6 +303,8 @@ Value.__bxor = binary("arith.xori", nil, "~")
 Value.__shl = binary("arith.shli", nil, "<<")
 Value.__shr = binary("arith.shrui", nil, ">>") -- logical, as in Lua; tl.shrs is arithmetic
 Value.__unm = function(a)
+  local f = kind_op("unm", a)
+  if f then return f(a) end
   local t = a:type()
   if is_float(t) or is_pair(t) then return tl.op1("arith.negf", { a }, t) end
   return tl.const(0, t) - a
@@ -293,11 +357,14 @@ local comparisons = {
   ult = compare("ult"), ule = compare("ule"), ugt = compare("ugt"), uge = compare("uge"),
 }
 for name, f in pairs(comparisons) do
+  f = by_kind(name, f)
   V[name] = f
   tl[name] = f
 end
 
 function tl.select(c, a, b)
+  local f = kind_op("select", c, a, b)
+  if f then return f(c, a, b) end
   if not is_value(c) or c:type() ~= tl.i1 then raise("select: the condition must be an i1 value") end
   a, b = coerce(a, b, "select")
   return tl.op1("arith.select", { c, a, b }, a:type())
@@ -310,6 +377,8 @@ function tl.logical_not(a) return a ~ tl.const(1, tl.i1) end
 
 -- v:cast(t): the conversion that fits the two types (sign-extending for integers).
 function V.cast(v, t, unsigned)
+  local f = kind_op("cast", v)
+  if f then return f(v, t, unsigned) end
   local from = v:type()
   if from == t then return v end
   local fk, tk = kind(from), kind(t)
@@ -659,18 +728,23 @@ end
 
 -- }=====================================================================
 
--- Building blocks from stdlib/ attach themselves to tl.
-require("tilua.stdlib.sched").attach(tl)
-require("tilua.cutlass").attach(tl, Kernel)
-
-require("tilua.tile").attach(tl) -- the authoring ops of real kernels (tile dialect)
-require("tilua.compile").attach(tl) -- PTX, ptxas, k:compile, --emit / --stage
-require("tilua.launch").attach(tl) -- k:launch, tl.device
-require("tilua.tensor").attach(tl) -- tensor cores and TMA
-require("tilua.warp").attach(tl) -- warp-wide exchange, mma.sync, approximate math, inline PTX
-require("tilua.stdlib.gemm").attach(tl) -- the Hopper GEMM generator (tl.gemm)
-require("tilua.stdlib.autotune").attach(tl) -- tl.autotune
-require("tilua.tileprog").attach(tl) -- tile programs (tileas); last: it extends tl.load, tl.store, tl.zeros and the operators
+-- The rooms of the library add their functions to tl, in this order (a later
+-- one may use what an earlier one added); lib carries what they share
+-- besides tl: the registration of kinds (above).
+for _, name in ipairs {
+  "tilua.stdlib.sched", -- tl.sched.persistent / tiles
+  "tilua.dsl.cutlass", -- the cutlass dialect: executors, pipelines, sequence barriers, schedulers
+  "tilua.dsl.tile", -- the authoring ops of real kernels (tile dialect)
+  "tilua.gpu.compile", -- PTX, ptxas, k:compile, --emit / --stage
+  "tilua.gpu.launch", -- k:launch, tl.device
+  "tilua.dsl.tensor", -- tensor cores and TMA
+  "tilua.dsl.warp", -- warp-wide exchange, mma.sync, approximate math, inline PTX
+  "tilua.stdlib.gemm", -- the Hopper GEMM generator (tl.gemm)
+  "tilua.stdlib.autotune", -- tl.autotune
+  "tilua.dsl.tileprog", -- tile programs (tileas): tiles and tensors, registered as kinds
+} do
+  require(name).attach(tl, lib)
+end
 
 -- The CPU emulator of a kernel's barrier protocols and the checker over it
 -- (docs/protocol.md).

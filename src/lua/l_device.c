@@ -1,6 +1,6 @@
 /*
 ** l_device.c -- Lua bindings of the CUDA runtime (src/cuda): the device, device
-** buffers, PTX modules, launches and event timing. lua/tilua/device.lua builds
+** buffers, PTX modules, launches and event timing. lua/tilua/gpu/device.lua builds
 ** tl.device and Kernel:launch on these.
 **
 ** One runtime per process, initialized at the first call that needs it; where

@@ -69,7 +69,7 @@ typedef struct StageCb {
   lua_State *L;
   int fn, op;
   int failed; /* the callback raised: its error is kept in the registry slot below */
-  const char *check_mode; /* check_protocol = "passes": the check's `mode` option (lua_passes.lua) */
+  const char *check_mode; /* check_protocol = "passes": the check's `mode` option (passes/init.lua) */
 } StageCb;
 
 static const char *const STAGE_ERR = "tilua.stage_error";
@@ -110,7 +110,7 @@ static void on_stage(const IrStageInfo *st, IrOp *module, void *ud) {
 ** Passes implemented in Lua (LUA_PASS rows of passes.def)
 **
 ** The pass manager calls run_lua_pass for them; it calls the function
-** lua_fn of the module tilua.lua_passes in the Lua state that runs the pipeline:
+** lua_fn of the module tilua.passes in the Lua state that runs the pipeline:
 **   fn(module_op, options, after) -> nil | { errors = { {message =, op =, notes = { {message =, op =} }} },
 **                                     stats = { {name =, value =}, ... }, changed = bool }
 ** Each error becomes an error diagnostic at its op's location (the module's without
@@ -164,10 +164,10 @@ static void report_entries(lua_State *L, int idx, LuaPassCall *c, IrDiag *parent
 static int call_lua_pass(lua_State *L) {
   LuaPassCall *c = lua_touserdata(L, 1);
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "tilua.lua_passes");
+  lua_pushliteral(L, "tilua.passes");
   lua_call(L, 1, 1);
   if (lua_getfield(L, -1, c->pass->lua_fn) != LUA_TFUNCTION)
-    return luaL_error(L, "tilua.lua_passes has no function '%s'", c->pass->lua_fn);
+    return luaL_error(L, "tilua.passes has no function '%s'", c->pass->lua_fn);
   lua_pushvalue(L, 2);
   lua_pushvalue(L, 3);
   if (c->pc->after) lua_pushstring(L, c->pc->after);

@@ -262,7 +262,7 @@ static IrResult run_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc, co
   if (pass->run) return pass->run(module, pc);
   if (opts->run_lua) return opts->run_lua(pass, module, pc, opts->lua_ud);
   ir_error(pc->ctx, module->loc,
-           "pass '%s' is implemented in Lua (tilua.lua_passes.%s): it runs where a Lua state runs the "
+           "pass '%s' is implemented in Lua (tilua.passes.%s): it runs where a Lua state runs the "
            "pipeline (the tilua program, the Lua library, the C API), not from plain C", pass->name, pass->lua_fn);
   return IR_FAIL;
 }

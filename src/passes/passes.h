@@ -22,7 +22,7 @@ typedef struct IrPassInfo {
   const char *name, *description;
   IrPassFn run;        /* NULL for a pass implemented in Lua */
   const char *options; /* the option names it reads, space-separated */
-  const char *lua_fn;  /* a LUA_PASS: its function in the Lua module tilua.lua_passes; else NULL */
+  const char *lua_fn;  /* a LUA_PASS: its function in the Lua module tilua.passes; else NULL */
 } IrPassInfo;
 
 /* Facts about a module that a pass may require (FACT rows of passes.def); each

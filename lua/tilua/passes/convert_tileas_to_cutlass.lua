@@ -1,5 +1,5 @@
--- tilua.tileas_lower: the `convert-tileas-to-cutlass` pass (a LUA_PASS of
--- src/passes/passes.def, run by tilua.lua_passes): a warp-specialized tile
+-- tilua.passes.convert_tileas_to_cutlass: the `convert-tileas-to-cutlass` pass (a LUA_PASS of
+-- src/passes/passes.def, run by tilua.passes): a warp-specialized tile
 -- program (docs/tileprog.md; after tileas-materialize-agents and the passes of
 -- seed 004) becomes a kernel of the orchestration level, the tile and cutlass
 -- dialects, built with the same pieces as the hand-written GEMM of
@@ -324,7 +324,7 @@ end
 -- configuration c of stdlib/gemm.lua's StreamK pieces (M.plan_streamk) and
 -- the workspace's bytes. Checks that the program can be split so.
 local function plan_schedule(tl, G, kop, agents, nconsumers, nctas)
-  local s, err = require("tilua.tileprog").schedule(kop:attr "tileas.schedule", "tileas.schedule")
+  local s, err = require("tilua.dsl.tileprog").schedule(kop:attr "tileas.schedule", "tileas.schedule")
   if err then fail(kop, "%s", err) end
   if not s then return nil end
   local what = s.kind == "splitk" and "split-K" or "StreamK"

@@ -29,7 +29,7 @@
 --   local c = em.check(kernel_or_op, { grid = 1, args = {...}, max_states = 20000 })
 --   c.ok, c.report, c.states, c.runs, c.violation.kind
 
-local interp = require "tilua.interp"
+local interp = require "tilua.emulate.interp"
 
 local M = {}
 
@@ -96,7 +96,7 @@ local decode_block
 
 -- Decoders the models register (api.DECODERS): op name -> fn(rec, op, d), run
 -- on an op's record once its regions are decoded; and fns(dk, kop, d) run on
--- the decoded kernel (api.KERNEL_DECODERS). emulate_tileas.lua uses them.
+-- the decoded kernel (api.KERNEL_DECODERS). emulate/models/tileas.lua uses them.
 local DECODERS, KERNEL_DECODERS = {}, {}
 
 local function decode_op(op, d)
@@ -210,7 +210,7 @@ end
 -- fn(op) -> whether this one does (the models register them: api.PROBES).
 local PROBES = {}
 -- The ops that synchronize CTAs through global memory (a spin loop on a
--- global word: emulate_global.lua), as PROBES: no cluster-at-a-time reduction.
+-- global word: emulate/models/global.lua), as PROBES: no cluster-at-a-time reduction.
 local CROSS_CTA = {}
 
 local function decode(kop)
@@ -837,7 +837,7 @@ function Run:issue_g2s(W, rec, dst, src, bytes, bar, cta)
   W.vc[W.actor] = W.vc[W.actor] + 1
 end
 
--- The bytes of one copy global -> shared (a TMA load: emulate_mma.lua).
+-- The bytes of one copy global -> shared (a TMA load: emulate/models/mma.lua).
 function Run:write_g2s(W, c)
   if not self.values then return end
   local g, s = self.global, c.cta.shared
@@ -863,7 +863,7 @@ function Run:complete_g2s(c)
   self:complete_tx(b, c.bytes, c.id, c.vc)
 end
 
--- The bytes of one bulk shared -> global copy (a TMA store: emulate_mma.lua).
+-- The bytes of one bulk shared -> global copy (a TMA store: emulate/models/mma.lua).
 function Run:write_s2g(W, c)
   if not self.values then return end
   local s, g = W.cta.shared, self.global
@@ -871,7 +871,7 @@ function Run:write_s2g(W, c)
 end
 
 -- The global bytes one bulk shared -> global copy writes: f(addr, n) for each
--- range (a TMA store's box: emulate_mma.lua).
+-- range (a TMA store's box: emulate/models/mma.lua).
 function Run:s2g_footprint(_, c, f) f(c.dst, c.bytes) end
 
 -- Performs the bulk shared -> global copies of groups (reads at wait time);
@@ -991,7 +991,7 @@ end
 
 local handlers = {}
 
--- The op models: emulate_tile.lua (the authoring level), registered at the end.
+-- The op models: emulate/models/tile.lua (the authoring level), registered at the end.
 
 
 -- n more ops run at rec: a loop without a synchronizing op takes no steps, so
@@ -1481,7 +1481,7 @@ end
 function M.run(k, o)
   o = o or {}
   local dk = prepare(k)
-  -- tilua.protocol's replay: o.policy may be a function (run, ready actors) -> index,
+  -- tilua.emulate.protocol's replay: o.policy may be a function (run, ready actors) -> index,
   -- and o.on_step(run, actor) is called before every step
   local R = new_run(dk, o, type(o.policy) == "function" and o.policy or policy_chooser(o.policy, o.seed))
   if o.on_step then
@@ -1799,9 +1799,9 @@ M.SHARED_BASE, M.GLOBAL_BASE = SHARED_BASE, GLOBAL_BASE
 
 -- The extension point: ext(handlers, api) adds or wraps op handlers (a
 -- handler is fn(R, W, rec, ins, ctx) -> results); api holds the helpers they
--- use. emulate_nvvm.lua (the nvvm ops after lowering) registers through it.
+-- use. emulate/models/nvvm.lua (the nvvm ops after lowering) registers through it.
 -- One table for every extension: a model may add what later ones use
--- (emulate_tile.lua adds test_phase and per_address).
+-- (emulate/models/tile.lua adds test_phase and per_address).
 local api = { M = M, Run = Run, request = request, eval_lanes = eval_lanes, uniform = uniform, at = at,
               varying = varying, LV = LV, passes = passes, codec_of = codec_of, violation = violation,
               not_modelled = not_modelled, SHARED_BASE = SHARED_BASE, SLOT_BASE = SLOT_BASE,
@@ -1814,7 +1814,7 @@ local api = { M = M, Run = Run, request = request, eval_lanes = eval_lanes, unif
 function M.extend(ext)
   return ext(handlers, api)
 end
-M.extend(require "tilua.emulate_tile")
+M.extend(require "tilua.emulate.models.tile")
 -- the authoring-level ops whose values differ per lane
 for name in pairs(PER_LANE) do
   local h = handlers[name]
@@ -1825,10 +1825,10 @@ for name in pairs(PER_LANE) do
     end
   end
 end
-M.extend(require "tilua.emulate_nvvm")
-M.extend(require "tilua.emulate_sched") -- the tile schedulers and the MODS probes
-M.extend(require "tilua.emulate_mma") -- TMA tensor copies and wgmma
-M.extend(require "tilua.emulate_nvvm_mma") -- their nvvm forms, and the nvvm cluster ops
-M.extend(require "tilua.emulate_global") -- fences, strong accesses and spin loops on global words
-M.extend(require "tilua.emulate_tileas") -- tile programs (the tileas dialect)
+M.extend(require "tilua.emulate.models.nvvm")
+M.extend(require "tilua.emulate.models.sched") -- the tile schedulers and the MODS probes
+M.extend(require "tilua.emulate.models.mma") -- TMA tensor copies and wgmma
+M.extend(require "tilua.emulate.models.nvvm_mma") -- their nvvm forms, and the nvvm cluster ops
+M.extend(require "tilua.emulate.models.global") -- fences, strong accesses and spin loops on global words
+M.extend(require "tilua.emulate.models.tileas") -- tile programs (the tileas dialect)
 return M

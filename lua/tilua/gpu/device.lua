@@ -1,4 +1,4 @@
--- tilua.device: the GPU as Lua sees it (tl.device), on the bindings of
+-- tilua.gpu.device: the GPU as Lua sees it (tl.device), on the bindings of
 -- src/lua/l_device.c. Typed device buffers with copies from and to Lua tables
 -- and strings, fresh random data, comparison, fill, timing with events.
 --

@@ -1,5 +1,5 @@
--- tilua.tile: the authoring ops of real kernels (the tile dialect's surface).
--- init.lua attaches it with one line: require("tilua.tile").attach(tl).
+-- tilua.dsl.tile: the authoring ops of real kernels (the tile dialect's surface).
+-- init.lua attaches it with one line: require("tilua.dsl.tile").attach(tl).
 --
 --   ids          tl.thread_id("x"), tl.block_id, tl.block_dim, tl.grid_dim,
 --                tl.cluster_id, tl.cluster_dim, tl.cluster_block_id, tl.cluster_grid_dim,
@@ -19,14 +19,15 @@
 --                tl.mbarrier_try_wait(bar, parity) / test_wait / wait, tl.mbarrier_inval
 --   bulk copies  tl.bulk_copy(dst, src, bytes [, bar]), tl.bulk_commit(), tl.bulk_wait(n [, {read}])
 --
--- Compiling is tilua.compile, launching tilua.launch.
+-- Compiling is tilua.gpu.compile, launching tilua.gpu.launch.
 
 local core = require "tilua.core"
 
 local M = {}
 
-function M.attach(tl)
+function M.attach(tl, lib)
   local raise, is_value = tl.raise, tl.is_value
+  local kind_op = lib.kind_op
   local Value = core.metatable("Value")
   local V = Value.__index
   local Kernel = tl.Kernel
@@ -133,21 +134,31 @@ function M.attach(tl)
 
   -- tl.load(p [, {vector = n, volatile = bool, cache = "cg", evict = "evict_last",
   -- nc = bool, prefetch = 64|128|256}]): the last four are hints of global loads
-  function tl.load(p, opts)
+  function V.load(p, opts)
     local i = check_ptr(p, "load")
     opts = opts or {}
     local rt = opts.vector and tl.vector(i.elem, opts.vector) or i.elem
     return tl.op1("tile.load", { p }, rt, { volatile = opts.volatile, cache = opts.cache, evict = opts.evict,
                                             nc = opts.nc, prefetch = opts.prefetch })
   end
-  V.load = tl.load
 
-  function tl.store(p, v, opts)
+  function V.store(p, v, opts)
     local i = check_ptr(p, "store")
     if not is_value(v) then v = tl.const(v, i.elem) end
     tl.op("tile.store", { v, p }, {}, { volatile = (opts or {}).volatile })
   end
-  V.store = tl.store
+
+  -- tl.load / tl.store of a kind registered elsewhere (a tile program's tensor: dsl/tileprog.lua)
+  function tl.load(p, ...)
+    local f = kind_op("load", p)
+    if f then return f(p, ...) end
+    return V.load(p, ...)
+  end
+  function tl.store(p, ...)
+    local f = kind_op("store", p)
+    if f then return f(p, ...) end
+    return V.store(p, ...)
+  end
 
   -- tl.atomic(kind, p, v [, {scope = "gpu"}]) -> old value
   function tl.atomic(k, p, v, opts)
@@ -165,7 +176,11 @@ function M.attach(tl)
     return tl.op1("tile.atomic_cas", { p, cmp, new }, i.elem, { scope = (opts or {}).scope })
   end
 
-  function tl.extract(v, idx) return tl.op1("tile.extract", { v }, info(v).elem, { index = idx }) end
+  function tl.extract(v, idx)
+    local f = kind_op("extract", v)
+    if f then return f(v, idx) end
+    return tl.op1("tile.extract", { v }, info(v).elem, { index = idx })
+  end
   -- tl.vector_of(elem_type, {values}) -> vector<#values x elem_type>
   function tl.vector_of(t, vals)
     local opds = {}

@@ -1,10 +1,10 @@
--- tilua.emulate_tile: the emulator's models of the authoring-level ops (ids,
+-- tilua.emulate.models.tile: the emulator's models of the authoring-level ops (ids,
 -- arithmetic on lanes, memory, tile mbarriers, bulk copies, CTA, named and
 -- cluster barriers, cutlass pipelines and seq_bars, block_striped fragments,
--- generic barriers). emulate.lua runs them: each handler is
+-- generic barriers). emulate/init.lua runs them: each handler is
 -- fn(R, W, rec, ins, ctx) -> results, registered through emulate.extend as
--- emulate_nvvm.lua, emulate_sched.lua, emulate_mma.lua and emulate_global.lua register theirs.
-local interp = require "tilua.interp"
+-- emulate/models/nvvm.lua, emulate/models/sched.lua, emulate/models/mma.lua and emulate/models/global.lua register theirs.
+local interp = require "tilua.emulate.interp"
 
 return function(handlers, api)
   local Run, M = api.Run, api.M
@@ -135,7 +135,7 @@ return function(handlers, api)
     ["or"] = function(a, b) return a | b end, xor = function(a, b) return a ~ b end,
   }
   -- one lane's read-modify-write (atomic: no race with other atomics), shared with
-  -- the lowered nvvm.atom / red / atom.cas (emulate_nvvm.lua); returns the old value
+  -- the lowered nvvm.atom / red / atom.cas (emulate/models/nvvm.lua); returns the old value
   local function atomic_update(R, W, rec, addr, f, b)
     local old = R:load(W, rec, addr, true)
     R:store(W, rec, addr, wrap(f(old, b), rec.codec.width or 64), true)

@@ -1,6 +1,6 @@
--- tilua.warp: warp-wide exchange, mma.sync, approximate math and inline PTX
+-- tilua.dsl.warp: warp-wide exchange, mma.sync, approximate math and inline PTX
 -- (docs/tensor.md, "Warp-level instructions"). init.lua attaches it after
--- tilua.tensor: require("tilua.warp").attach(tl).
+-- tilua.dsl.tensor: require("tilua.dsl.warp").attach(tl).
 --
 --   shuffles   tl.shfl(v, lane [, {mode = "idx"|"up"|"down"|"bfly", width = 32, mask}]),
 --              tl.shfl_idx / shfl_up / shfl_down / shfl_xor(v, lane_or_delta [, opts])
@@ -18,7 +18,7 @@
 
 local M = {}
 
-function M.attach(tl)
+function M.attach(tl, lib)
   local raise, is_value = tl.raise, tl.is_value
 
   local function value(v, t, what)
@@ -118,9 +118,15 @@ function M.attach(tl)
     if not is_value(x) then x = tl.const(x, tl.f32) end
     return tl.op1("tile.math", { x }, x:type(), { fn = fn })
   end
-  for name, fn in pairs { ex2 = "ex2", lg2 = "lg2", rsqrt = "rsqrt", rcp_approx = "rcp", sqrt_approx = "sqrt",
-                          sin = "sin", cos = "cos", tanh = "tanh" } do
-    tl[name] = function(x) return tl.approx(fn, x) end
+  -- of a kind registered elsewhere (tl.rsqrt of a tile: dsl/tileprog.lua), that kind's
+  lib.approx_math = { ex2 = "ex2", lg2 = "lg2", rsqrt = "rsqrt", rcp_approx = "rcp", sqrt_approx = "sqrt",
+                      sin = "sin", cos = "cos", tanh = "tanh" }
+  for name, fn in pairs(lib.approx_math) do
+    tl[name] = function(x)
+      local f = lib.kind_op(name, x)
+      if f then return f(x) end
+      return tl.approx(fn, x)
+    end
   end
 
   -- }===================================================================

@@ -1,6 +1,10 @@
--- tilua.tileprog: tile programs, the surface of the tileas dialect
+-- tilua.dsl.tileprog: tile programs, the surface of the tileas dialect
 -- (docs/tileprog.md). A kernel declares tiles and the library orchestrates
--- the warps. init.lua attaches it last: require("tilua.tileprog").attach(tl).
+-- the warps. init.lua attaches it last: require("tilua.dsl.tileprog").attach(tl, lib).
+-- Tiles (values of a tile type) and tensors (!tileas.tensor parameters) are
+-- kinds of values registered with lib.register_kind: the operators,
+-- tl.load / tl.store, tl.select, v:cast ... of init.lua and dsl/*.lua take
+-- them to the functions of this file.
 --
 --   kernels     tl.tile_kernel(name, {params, num_warps, cluster, target}),
 --               tl.tensor(elem, rank [, tile_shape]), tl.program_id(d), tl.num_programs(d)
@@ -47,10 +51,10 @@ function M.schedule(s, what, default_workers)
   return { kind = s.kind, programs = { p[1], p[2] }, workers = w, splits = s.splits }
 end
 
-function M.attach(tl)
+function M.attach(tl, lib)
   local raise, is_value = tl.raise, tl.is_value
-  local Value = core.metatable("Value")
-  local V = Value.__index
+  -- what tiles, tensors and shapes mean to the operations of other modules (init.lua, "Kinds of values")
+  local tile_ops, tensor_ops, shape_ops = {}, {}, {}
 
   -- {===================================================================
   -- Tiles and their shapes
@@ -211,11 +215,7 @@ function M.attach(tl)
 
   -- tl.zeros(shape [, elem]) is a tile of zeros (f32 by default); tl.zeros(elem, n)
   -- stays the vector of tl.splat.
-  local vector_zeros = tl.zeros
-  function tl.zeros(a, b)
-    if type(a) == "table" and getmetatable(a) == nil then return tl.full(a, 0, b or tl.f32) end
-    return vector_zeros(a, b)
-  end
+  function shape_ops.zeros(a, b) return tl.full(a, 0, b or tl.f32) end
 
   local function coords_of(coords, what)
     if type(coords) ~= "table" or is_value(coords) then raise(what .. ": the coordinates must be a list {c1, c2, ...}") end
@@ -244,10 +244,8 @@ function M.attach(tl)
   -- tl.load(tensor, coords [, shape] [, opts]): the tile at tile coordinates
   -- (units of the shape, outermost first) of a tl.tensor parameter; out of bounds
   -- reads 0. opts.space = "shared" loads into a shared tile. A pointer loads as before.
-  local ptr_load = tl.load
-  function tl.load(t, coords, shape, opts)
+  function tensor_ops.load(t, coords, shape, opts)
     local ti = tensor_info(t)
-    if not ti then return ptr_load(t, coords) end
     if shape ~= nil and getmetatable(shape) == nil and type(shape) == "table" and shape[1] == nil then
       shape, opts = nil, shape
     end
@@ -267,10 +265,8 @@ function M.attach(tl)
 
   -- tl.store(tensor, coords, tile): writes the tile at tile coordinates; out of
   -- bounds is dropped. A pointer stores as before.
-  local ptr_store = tl.store
-  function tl.store(t, coords, x, opts)
+  function tensor_ops.store(t, coords, x, opts)
     local ti = tensor_info(t)
-    if not ti then return ptr_store(t, coords, x) end
     tile_arg(x, "store")
     local cs = coords_of(coords, "store")
     if #cs ~= ti.rank then raise(("store: a tensor of rank %d takes %d coordinates, got %d"):format(ti.rank, ti.rank, #cs)) end
@@ -303,9 +299,7 @@ function M.attach(tl)
   end
 
   -- tl.extract(x, {indices}): an element of a register tile; tl.extract(v, i) of a vector as before.
-  local vector_extract = tl.extract
-  function tl.extract(x, idx)
-    if not is_tile(x) then return vector_extract(x, idx) end
+  function tile_ops.extract(x, idx)
     local opds = { x }
     for _, c in ipairs(coords_of(idx, "extract")) do opds[#opds + 1] = c end
     return tl.op1("tileas.extract", opds, info(x).elem)
@@ -397,10 +391,9 @@ function M.attach(tl)
     return a, b
   end
 
-  -- Wrap a binary metamethod or function so that tiles take iop / fop.
-  local function tile_binary(base, iop, fop, sym)
+  -- The elementwise op of a binary operator on tiles: iop / fop by the element type.
+  local function tile_binary(iop, fop, sym)
     return function(a, b)
-      if not is_tile(a) and not is_tile(b) then return base(a, b) end
       a, b = tile_operands(a, b, "'" .. sym .. "'")
       local e = info(a).elem
       local name = (e:kind() == "float" and fop) or (e:kind() == "int" and iop)
@@ -408,36 +401,36 @@ function M.attach(tl)
       return tl.op1(name, { a, b }, a:type())
     end
   end
-  Value.__add = tile_binary(Value.__add, "arith.addi", "arith.addf", "+")
-  Value.__sub = tile_binary(Value.__sub, "arith.subi", "arith.subf", "-")
-  Value.__mul = tile_binary(Value.__mul, "arith.muli", "arith.mulf", "*")
-  Value.__div = tile_binary(Value.__div, nil, "arith.divf", "/")
-  -- (of scalars: tl.max / tl.min)
-  tl.maximum = tile_binary(tl.max, nil, "arith.maximumf", "maximum")
-  tl.minimum = tile_binary(tl.min, nil, "arith.minimumf", "minimum")
-  local scalar_unm = Value.__unm
-  Value.__unm = function(a)
-    if not is_tile(a) then return scalar_unm(a) end
+  tile_ops.add = tile_binary("arith.addi", "arith.addf", "+")
+  tile_ops.sub = tile_binary("arith.subi", "arith.subf", "-")
+  tile_ops.mul = tile_binary("arith.muli", "arith.mulf", "*")
+  tile_ops.div = tile_binary(nil, "arith.divf", "/")
+  -- tl.maximum / tl.minimum: elementwise on tiles, tl.max / tl.min of scalars
+  local tile_max, tile_min = tile_binary(nil, "arith.maximumf", "maximum"), tile_binary(nil, "arith.minimumf", "minimum")
+  function tl.maximum(a, b)
+    if not is_tile(a) and not is_tile(b) then return tl.max(a, b) end
+    return tile_max(a, b)
+  end
+  function tl.minimum(a, b)
+    if not is_tile(a) and not is_tile(b) then return tl.min(a, b) end
+    return tile_min(a, b)
+  end
+  function tile_ops.unm(a)
     if info(a).elem:kind() == "float" then return tl.op1("arith.negf", { a }, a:type()) end
     return tl.zeros(info(a).shape, info(a).elem) - a
   end
 
   -- Comparisons of float tiles give tiles of i1 (ordered; ne unordered, as for scalars).
   for name, pred in pairs { lt = "olt", le = "ole", gt = "ogt", ge = "oge", eq = "oeq", ne = "une" } do
-    local scalar = tl[name]
-    local function cmp(a, b)
-      if not is_tile(a) and not is_tile(b) then return scalar(a, b) end
+    tile_ops[name] = function(a, b)
       a, b = tile_operands(a, b, name)
       if info(a).elem:kind() ~= "float" then raise(name .. ": tiles compare as floats") end
       return tl.op1("arith.cmpf", { a, b }, tile_type(tl.i1, info(a).shape, "rmem", a:type():layout()), { predicate = pred })
     end
-    tl[name], V[name] = cmp, cmp
   end
 
   -- tl.select(c, a, b) with a tile of i1 picks elementwise.
-  local scalar_select = tl.select
-  function tl.select(c, a, b)
-    if not is_tile(c) and not is_tile(a) and not is_tile(b) then return scalar_select(c, a, b) end
+  function tile_ops.select(c, a, b)
     if is_tile(c) then
       if info(c).elem ~= tl.i1 then raise("select: the condition must be a tile of i1 (from a comparison)") end
       if not is_tile(a) and not is_tile(b) then -- both scalars: tiles of the condition's shape
@@ -450,12 +443,9 @@ function M.attach(tl)
     end
     return tl.op1("arith.select", { c, a, b }, a:type())
   end
-  V.select = tl.select
 
   -- x:cast(elem) of a float tile: extf / truncf of every element.
-  local scalar_cast = V.cast
-  function V.cast(v, t, unsigned)
-    if not is_tile(v) then return scalar_cast(v, t, unsigned) end
+  function tile_ops.cast(v, t)
     local i = info(v)
     if getmetatable(t) and t:kind() == "tile" then t = t:info().elem end
     if t == i.elem then return v end
@@ -467,14 +457,18 @@ function M.attach(tl)
   end
 
   -- tl.exp(x) ...: the function of every element of a float tile (tileas.math);
-  -- a scalar takes the approximate function of that name if there is one (tl.rsqrt).
+  -- a scalar takes the approximate function of that name where dsl/warp.lua has
+  -- one (tl.rsqrt, which brings tiles here).
   for _, fn in ipairs(core.enums().tileas_math_fn) do
-    local scalar = tl[fn]
-    tl[fn] = function(x)
-      if not is_tile(x) and scalar then return scalar(x) end
-      if not is_tile(x) then raise(("%s: expected a float tile (scalars: tl.approx)"):format(fn)) end
+    tile_ops[fn] = function(x)
       if info(x).elem:kind() ~= "float" then raise(("%s: expected a float tile, got %s"):format(fn, tostring(x:type()))) end
       return tl.op1("tileas.math", { x }, x:type(), { fn = fn })
+    end
+    if not lib.approx_math[fn] then
+      tl[fn] = function(x)
+        if not is_tile(x) then raise(("%s: expected a float tile (scalars: tl.approx)"):format(fn)) end
+        return tile_ops[fn](x)
+      end
     end
   end
 
@@ -572,6 +566,10 @@ function M.attach(tl)
   end
 
   -- }===================================================================
+
+  lib.register_kind("tile", tile_ops)
+  lib.register_kind("tileas.tensor", tensor_ops)
+  lib.register_kind("shape", shape_ops)
 end
 
 return M

@@ -1,4 +1,4 @@
--- tilua.diff: a line diff (longest common subsequence) for showing what a
+-- tilua.host.diff: a line diff (longest common subsequence) for showing what a
 -- pass changed. Output lines start with ' ', '-' or '+'; unchanged runs far
 -- from a change fold into "@@ ... @@" markers.
 

@@ -1,8 +1,8 @@
--- tilua.emulate_nvvm_mma: the emulator's handlers for the nvvm forms of TMA
+-- tilua.emulate.models.nvvm_mma: the emulator's handlers for the nvvm forms of TMA
 -- tensor copies, wgmma, stmatrix and cluster ops (what convert-tile-to-nvvm
--- makes of the tile ops of emulate_mma.lua and emulate_tile.lua), registered
+-- makes of the tile ops of emulate/models/mma.lua and emulate/models/tile.lua), registered
 -- through emulate.extend after both: each translates its operands (window and
--- cluster addresses through emulate_nvvm.lua's nvvm_shared / nvvm_window,
+-- cluster addresses through emulate/models/nvvm.lua's nvvm_shared / nvvm_window,
 -- coordinates from PTX order, innermost first, back to the tile ops' order)
 -- and runs the authoring-level handler, so the copies, the swizzle, the
 -- descriptors, the wgmma compute and the DSMEM checks are those of the tile

@@ -1,8 +1,8 @@
--- tilua.emulate_mma: the emulator's handlers for TMA tensor copies and wgmma at
+-- tilua.emulate.models.mma: the emulator's handlers for TMA tensor copies and wgmma at
 -- the authoring level (tile.tma_load / tma_store, tile.wgmma_desc / wgmma /
 -- wgmma_fence / commit / wait, tile.stmatrix, tile.pack, tile.splat, and the
 -- swizzle of tile.memref_ptr on a swizzled memref), registered into
--- emulate.lua's handler table through emulate.extend (docs/protocol.md, "TMA
+-- emulate/init.lua's handler table through emulate.extend (docs/protocol.md, "TMA
 -- tensor copies and wgmma").
 --
 -- Tensor maps. A kernel parameter of type !tile.tensor_map<elem, swz, box...>
@@ -17,7 +17,7 @@
 -- applied to the shared address's offset (the buffers are aligned to the
 -- pattern's period, so the offset's permutation is the address's).
 
-local interp = require "tilua.interp"
+local interp = require "tilua.emulate.interp"
 local wrap = interp.wrap
 
 local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
@@ -84,7 +84,7 @@ return function(handlers, api)
   local Run, violation, at, eval_lanes, LV = api.Run, api.violation, api.at, api.eval_lanes, api.LV
   local SHARED_BASE = api.SHARED_BASE
   local vc_copy = api.vc_copy
-  api.float16 = { dec = DEC, enc = ENC } -- the 16-bit floats, for emulate_tileas.lua
+  api.float16 = { dec = DEC, enc = ENC } -- the 16-bit floats, for emulate/models/tileas.lua
 
   -- {=== tensor maps: kernel arguments
 
@@ -142,7 +142,7 @@ return function(handlers, api)
   -- elements at `base` with byte `strides`: f(index of the row's first
   -- element in the box, global address of its first in-bounds element or nil,
   -- first and last in-bounds element of the row (0-based)). TMA boxes here,
-  -- the tiles of tileas.tiled_load / tiled_store in emulate_tileas.lua.
+  -- the tiles of tileas.tiled_load / tiled_store in emulate/models/tileas.lua.
   local function rows_of_box(base, shape, strides, box, start, f)
     local rank = #box
     local inner = box[rank]
@@ -217,7 +217,7 @@ return function(handlers, api)
     return {}
   end
 
-  -- TMA copies move their box row by row through the copy hooks of emulate.lua:
+  -- TMA copies move their box row by row through the copy hooks of emulate/init.lua:
   -- move(g, s, m, shared offset of the row, global address, lo, hi), g and s the
   -- global and shared bytes; other copies keep the plain bytes
   local function box_mover(plain, side, move)

@@ -1,19 +1,13 @@
--- tilua.lua_passes: the passes implemented in Lua. Each LUA_PASS row of
--- src/passes/passes.def names a function here; the pass manager calls it, in
--- the Lua state that runs the pipeline (src/lua/l_pass.c), as
---   fn(module_op, options, after) -> nil | { errors = { {message =, op =, notes = {...}} },
---                                            stats = { {name =, value =}, ... }, changed = bool }
--- where options is the table of `name{key=value,...}` (only the keys that
--- passes.def declares reach it). An error fails the pass at its op's location.
--- `after` is set when the pass manager runs the pass as the check after every
--- pass (tl.options.check_protocol, --check-protocol): the name of the pass it
--- follows, or "input".
+-- tilua.passes.verify_protocol: the verify-protocol pass (a LUA_PASS row of
+-- src/passes/passes.def, run through tilua.passes): the protocol checker on
+-- every kernel of a module, as a pass of its own and as the check the pass
+-- manager runs after every pass.
 
 local M = {}
 
 -- verify-protocol{grid=G, max_states=S, max_seconds=T, n=N, bytes=B, trace=T}: the
 -- checker on every tile.kernel of the module, with the inputs of
--- tilua.protocol.inputs (docs/protocol.md, "Running the checker"). As the check
+-- tilua.emulate.protocol.inputs (docs/protocol.md, "Running the checker"). As the check
 -- after every pass a kernel the emulator cannot run (an op it does not model)
 -- or cannot finish exploring (the budgets: 2000 states, 5 s, unless given) is skipped, not an error:
 -- the check speaks only where it can prove. Within one pipeline run a kernel is
@@ -62,7 +56,7 @@ local function skip_reason(ok, r)
   if not r.ok and r.violation.kind == "model" then return "not modelled: " .. r.violation.message end
 end
 function M.verify_protocol(module, o, after)
-  local P = require "tilua.protocol"
+  local P = require "tilua.emulate.protocol"
   local errors, stats = {}, {}
   local states, runs, seconds = 0, 0, 0
   if after == "input" then seen, M.log = {}, {} end
@@ -135,12 +129,6 @@ function M.verify_protocol(module, o, after)
   stats[#stats + 1] = { name = "runs", value = runs }
   stats[#stats + 1] = { name = "seconds", value = ("%.3f"):format(seconds) }
   return { errors = errors, stats = stats }
-end
-
--- convert-tileas-to-cutlass: a tile program's agents to the tile / cutlass
--- level (lua/tilua/tileas_lower.lua, docs/tileprog.md).
-function M.convert_tileas_to_cutlass(module)
-  return require("tilua.tileas_lower").convert(module)
 end
 
 return M

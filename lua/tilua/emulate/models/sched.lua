@@ -1,7 +1,7 @@
--- tilua.emulate_sched: the emulator's handlers for the tile schedulers and the
+-- tilua.emulate.models.sched: the emulator's handlers for the tile schedulers and the
 -- MODS probes at the authoring level (the cutlass.tile_scheduler.* ops before
 -- lower-tile-scheduler and convert-cutlass-to-nvvm), registered into
--- emulate.lua's table through emulate.extend (docs/protocol.md).
+-- emulate/init.lua's table through emulate.extend (docs/protocol.md).
 --
 -- The per-worker arithmetic is the reference's own: a params op is planned
 -- with tl.core.sched_plan (src/sched, the code lower-tile-scheduler runs) on

@@ -1,6 +1,6 @@
--- tilua.emulate_tileas: the emulator's model of tile programs (the tileas
--- dialect, docs/tileprog.md), registered into emulate.lua through
--- emulate.extend like emulate_tile.lua and emulate_mma.lua (docs/protocol.md,
+-- tilua.emulate.models.tileas: the emulator's model of tile programs (the tileas
+-- dialect, docs/tileprog.md), registered into emulate/init.lua through
+-- emulate.extend like emulate/models/tile.lua and emulate/models/mma.lua (docs/protocol.md,
 -- "Tile programs").
 --
 -- A program is a role: each CTA of the emulation runs one program (a
@@ -13,7 +13,7 @@
 --
 -- Global tensors: a !tileas.tensor parameter takes { data = bytes (or bytes =
 -- n), shape = {outermost .. innermost} [, strides = {elements}] }, as a tensor
--- map does (emulate_mma.lua). tiled_load reads 0 out of bounds, tiled_store
+-- map does (emulate/models/mma.lua). tiled_load reads 0 out of bounds, tiled_store
 -- drops what falls out; both go through the race check of global memory row by
 -- row: two programs storing one element with no order between them is a race.
 --
@@ -39,7 +39,7 @@
 -- with a full and an empty mbarrier per stage and ring, so the phase, race
 -- and deadlock checks are the lowered level's.
 
-local interp = require "tilua.interp"
+local interp = require "tilua.emulate.interp"
 local wrap = interp.wrap
 
 local TILE = { __name = "tile" }
@@ -304,7 +304,7 @@ return function(handlers, api)
     return {}
   end
   -- a scheduler knob: no effect (not a mark of a tile program: lowered
-  -- kernels keep it; emulate_nvvm.lua models it there already)
+  -- kernels keep it; emulate/models/nvvm.lua models it there already)
   handlers["tileas.pragma"] = handlers["tileas.pragma"] or function() return {} end
 
   -- }===

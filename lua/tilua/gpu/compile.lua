@@ -1,4 +1,4 @@
--- tilua.compile: compiling kernels to PTX (k:compile, tl.emit_ptx), assembling
+-- tilua.gpu.compile: compiling kernels to PTX (k:compile, tl.emit_ptx), assembling
 -- it with ptxas (tl.ptxas, tl.check_ptx), and the host's say over compiles:
 --
 --   tl.options.stage_hook   fn(stages, module, ptx) after every tl.compile and
@@ -9,7 +9,7 @@
 --   tl.options.compile_cache  false: k:compile always compiles (see below)
 --
 -- The library never reads `arg` and never exits: the host owns both.
--- init.lua attaches it with one line: require("tilua.compile").attach(tl).
+-- init.lua attaches it with one line: require("tilua.gpu.compile").attach(tl).
 
 local core = require "tilua.core"
 

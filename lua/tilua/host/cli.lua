@@ -1,4 +1,4 @@
--- tilua.cli: the subcommands of the tilua program.
+-- tilua.host.cli: the subcommands of the tilua program.
 --
 --   tilua opt FILE.tir [options]   read textual IR, run passes, print the result
 --   tilua sched [options]          show which worker computes which tile
@@ -7,8 +7,8 @@
 
 local core = require "tilua.core"
 local parser = require "tilua.parser"
-local diff = require "tilua.diff"
-local filecheck = require "tilua.filecheck"
+local diff = require "tilua.host.diff"
+local filecheck = require "tilua.host.filecheck"
 
 local M = {}
 
@@ -547,7 +547,7 @@ end
 -- --trace=FILE: every compile's stages, kept, and the page rewritten after
 -- each compile (so it is there whatever the script does next).
 function M.trace_to(tl, path)
-  local trace = require "tilua.trace"
+  local trace = require "tilua.host.trace"
   local f, err = io.open(path, "w")
   if not f then error(("--trace: cannot write %s"):format(err), 0) end
   f:close()

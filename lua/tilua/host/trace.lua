@@ -1,11 +1,11 @@
--- tilua.trace: `tilua script.lua --trace=FILE` writes every stage of every
+-- tilua.host.trace: `tilua script.lua --trace=FILE` writes every stage of every
 -- compile of the script as one self-contained HTML page: for each compile its
 -- stages (pass, time, whether it changed anything), the input IR, and for each
 -- pass a side-by-side view of the IR before and after it, aligned as the REPL's
 -- :diff aligns them (values keep their names across renumbering). No script,
 -- no network: inline CSS and <details> only.
 
-local diff = require "tilua.diff"
+local diff = require "tilua.host.diff"
 
 local M = {}
 

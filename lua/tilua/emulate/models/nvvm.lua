@@ -1,6 +1,6 @@
--- tilua.emulate_nvvm: the emulator's handlers for the IR after lowering (the
+-- tilua.emulate.models.nvvm: the emulator's handlers for the IR after lowering (the
 -- nvvm ops of convert-cutlass-to-nvvm and convert-tile-to-nvvm, and the tile
--- ops those passes leave on the way), registered into emulate.lua's handler
+-- ops those passes leave on the way), registered into emulate/init.lua's handler
 -- table through emulate.extend; and check_lowering, the protocol checker run
 -- on the input and after every pass of a pipeline (docs/protocol.md, "Lowered
 -- IR and the check after every pass").
@@ -223,7 +223,7 @@ return function(handlers, x)
     if a >= SHARED_BASE then return a - SHARED_BASE + WINDOW end
     return a
   end)
-  x.nvvm_shared, x.nvvm_window = sh, window -- for emulate_nvvm_mma.lua
+  x.nvvm_shared, x.nvvm_window = sh, window -- for emulate/models/nvvm_mma.lua
   local function i32_result(rec)
     if rec.i32 == nil then
       local info = rec.op:result(1):type():info()
@@ -276,7 +276,7 @@ return function(handlers, x)
   handlers[sreg .. "nctaid.y"], handlers[sreg .. "nctaid.z"] = one, one
   handlers[sreg .. "warpid"] = const(function(_, W) return W.w end)
   handlers[sreg .. "smid"] = const(function(_, W) return W.cta.id end)
-  -- clusters along x (kernel_spec.cluster; CTAs c - c % size .. of one cluster, as emulate_tile.lua has them)
+  -- clusters along x (kernel_spec.cluster; CTAs c - c % size .. of one cluster, as emulate/models/tile.lua has them)
   handlers[sreg .. "clusterid.x"] = const(function(R, W) return W.cta.id // (R.k.cluster or 1) end)
   handlers[sreg .. "clusterid.y"], handlers[sreg .. "clusterid.z"] = zero, zero
   handlers[sreg .. "nclusterid.x"] = const(function(R) return R.grid // (R.k.cluster or 1) end)

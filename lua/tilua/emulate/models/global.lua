@@ -1,9 +1,9 @@
--- tilua.emulate_global: global memory as a synchronization medium between
+-- tilua.emulate.models.global: global memory as a synchronization medium between
 -- CTAs, as the lowered generic barrier of the StreamK fixup uses it
 -- (convert-cutlass-to-nvvm's lower_generic: arrive = fence.acq_rel.gpu then a
 -- relaxed red.add on the counter; wait = a spin on a volatile load, or on a
 -- CAS from v to 0, until the counter equals v, then fence.acq_rel.gpu).
--- Registered into emulate.lua's handler table through emulate.extend, after
+-- Registered into emulate/init.lua's handler table through emulate.extend, after
 -- the tile and nvvm models whose handlers it wraps (docs/protocol.md, "The
 -- lowered generic barrier").
 --

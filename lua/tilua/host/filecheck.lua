@@ -1,4 +1,4 @@
--- tilua.filecheck: a small FileCheck for `tilua opt --check` (pass fixtures).
+-- tilua.host.filecheck: a small FileCheck for `tilua opt --check` (pass fixtures).
 --
 -- A fixture carries its driver and its expectations in comments:
 --

@@ -1,5 +1,5 @@
--- tilua.tensor: Hopper tensor cores and TMA (docs/tensor.md). init.lua
--- attaches it after tilua.launch: require("tilua.tensor").attach(tl).
+-- tilua.dsl.tensor: Hopper tensor cores and TMA (docs/tensor.md). init.lua
+-- attaches it after tilua.gpu.launch: require("tilua.dsl.tensor").attach(tl).
 --
 --   tensor maps  tl.tensor_map_type(elem, box [, swizzle]) (a kernel parameter type),
 --                tl.device.tensor_map{buffer, shape, box, ...} (the host side)
@@ -19,7 +19,7 @@ local core = require "tilua.core"
 
 local M = {}
 
-function M.attach(tl)
+function M.attach(tl, lib)
   local raise, is_value = tl.raise, tl.is_value
 
   local function i32(v, what)
@@ -92,7 +92,7 @@ function M.attach(tl)
     return core.tensor_map(d)
   end
 
-  -- The launch argument for a tensor map parameter of type t (launch.lua calls it).
+  -- The launch argument for a tensor map parameter of type t (gpu/launch.lua calls it).
   function tl.tensor_map_arg(p, v)
     local want = map_info(p.type)
     local ok, got = pcall(function() return v:info() end)
@@ -238,7 +238,12 @@ function M.attach(tl)
     if not is_value(x) then raise("splat: expected an IR value (use tl.zeros or tl.const first)") end
     return tl.op1("tile.splat", { x }, tl.vector(x:type(), n))
   end
-  function tl.zeros(elem, n) return tl.splat(tl.const(0, elem), n) end
+  -- tl.zeros(elem, n): a vector of n zeros (of a shape: dsl/tileprog.lua's tile)
+  function tl.zeros(elem, n)
+    local f = lib.kind_op("zeros", elem)
+    if f then return f(elem, n) end
+    return tl.splat(tl.const(0, elem), n)
+  end
   -- tl.pack(lo, hi [, elem = tl.bf16]) -> vector<2 x elem> from two f32 (rounded to
   -- nearest); elem "e4m3" or "e5m2": an i16 holding two fp8 bytes (lo in the low byte)
   function tl.pack(lo, hi, elem)

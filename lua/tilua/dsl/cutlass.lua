@@ -1,4 +1,4 @@
--- tilua.cutlass: the Lua surface of the cutlass dialect (docs/cutlass.md).
+-- tilua.dsl.cutlass: the Lua surface of the cutlass dialect (docs/cutlass.md).
 --
 --   k:executor(name, {first_warp =, warps =} | {mask =})   an executor set (warps)
 --   k:async_exec(name, spec, fn)       builds cutlass.async.exec running fn inside
@@ -22,8 +22,9 @@ local core = require "tilua.core"
 
 local M = {}
 
-function M.attach(tl, Kernel)
+function M.attach(tl)
   local raise, is_value = tl.raise, tl.is_value
+  local Kernel = tl.Kernel
   local cut = {}
   tl.cutlass = cut
 

@@ -1,4 +1,4 @@
--- tilua.interp: a reference interpreter of arith and scf on the CPU.
+-- tilua.emulate.interp: a reference interpreter of arith and scf on the CPU.
 --
 -- It runs a region (typically a kernel body) with given argument values and
 -- is how the tests check that lowered arithmetic (schedulers, index math)
@@ -8,7 +8,7 @@
 -- arith and scf (memory, barriers), and interp.memory() is one for the tile
 -- pointer ops over a Lua table.
 --
---   local interp = require "tilua.interp"
+--   local interp = require "tilua.emulate.interp"
 --   local env = interp.run(kernel_op, { 7, 3 }, { on_op = function(op, ins, outs) end })
 --   env:get(value) -> the value's last computed Lua number
 --   interp.run(op, args, { eval = function(op, ins, env) return outs_or_nil end })

@@ -1,6 +1,6 @@
--- tilua.launch: launching compiled kernels (k:launch) and the device
--- (tl.device, tilua.device). init.lua attaches it with one line:
--- require("tilua.launch").attach(tl).
+-- tilua.gpu.launch: launching compiled kernels (k:launch) and the device
+-- (tl.device, tilua.gpu.device). init.lua attaches it with one line:
+-- require("tilua.gpu.launch").attach(tl).
 
 local core = require "tilua.core"
 
@@ -10,7 +10,7 @@ function M.attach(tl)
   local raise = tl.raise
   local Kernel = tl.Kernel
 
-  tl.device = require("tilua.device").attach(tl)
+  tl.device = require("tilua.gpu.device").attach(tl)
 
   -- One launch argument {type, value} for parameter p.
   local function arg_for(p, v)

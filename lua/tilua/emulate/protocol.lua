@@ -1,11 +1,11 @@
--- tilua.protocol: the user's access to the protocol checker (docs/protocol.md,
+-- tilua.emulate.protocol: the user's access to the protocol checker (docs/protocol.md,
 -- "Running the checker"): the inputs derived from a kernel when none are given
 -- (textual IR, the REPL, the check after every pass), the checker's result as pass
 -- diagnostics at the ops of the IR (the verify-protocol pass,
--- tilua.lua_passes), and the replay of a counterexample on the emulator, one
+-- tilua.passes), and the replay of a counterexample on the emulator, one
 -- frame per step (the REPL's :replay steps through them).
 --
---   local P = require "tilua.protocol"
+--   local P = require "tilua.emulate.protocol"
 --   local r = P.check(kernel, { grid = 1, max_states = 20000 })  -- r.inputs: what it chose
 --   local frames = P.replay(kernel, r)                            -- frames[0 .. frames.n]
 --   for i = 0, frames.n do print(P.format_frame(frames[i], frames[i - 1])) end

@@ -1,11 +1,11 @@
--- tilua.repl: the read-eval-print loop of the tilua program, in the manner of
+-- tilua.host.repl: the read-eval-print loop of the tilua program, in the manner of
 -- lua.c (`=expr`, multi-line input, results printed), plus commands that
 -- inspect the IR: the current module, the passes, one pass at a time with
 -- what it changed, and every stage of the last pipeline.
 
 local tl = require "tilua"
 local core = require "tilua.core"
-local diff = require "tilua.diff"
+local diff = require "tilua.host.diff"
 local host = require "tilua.host"
 
 tl.options.keep_stages = true -- :stages and :diff show every stage's IR
@@ -138,7 +138,7 @@ function commands.diff(arg)
 end
 
 function commands.sched(arg)
-  local cli = require "tilua.cli"
+  local cli = require "tilua.host.cli"
   local args = {}
   for w in arg:gmatch "%S+" do args[#args + 1] = w end
   local ok, res = pcall(function()
@@ -152,12 +152,12 @@ function commands.sched(arg)
   out:write(res)
 end
 
--- :check and :replay (tilua.protocol)
+-- :check and :replay (tilua.emulate.protocol)
 local check_opts = {}  -- the options last given to :check
 local last_check       -- the last :check's result (its counterexample, if any)
 
 local function find_kernel(name)
-  local P = require "tilua.protocol"
+  local P = require "tilua.emulate.protocol"
   if name == nil then
     local ks = P.kernels(tl.module())
     if #ks == 0 then return nil, "no kernel in the current module (define one, or :load a .tir file)" end
@@ -172,7 +172,7 @@ local function find_kernel(name)
 end
 
 function commands.check(arg)
-  local P = require "tilua.protocol"
+  local P = require "tilua.emulate.protocol"
   local name
   local given = {}
   for w in arg:gmatch "%S+" do
@@ -264,7 +264,7 @@ local function replay_loop(P, frames)
 end
 
 function commands.replay(arg)
-  local P = require "tilua.protocol"
+  local P = require "tilua.emulate.protocol"
   if not last_check or last_check.ok or not last_check.trace then
     return say "no counterexample to replay: :check a kernel whose protocol has a violation first"
   end

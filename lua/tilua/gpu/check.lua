@@ -1,4 +1,4 @@
--- tilua.check: the harness of the GPU examples. Each example is a library
+-- tilua.gpu.check: the harness of the GPU examples. Each example is a library
 --
 --   { name = "...", prepare = fn(),                 -- build, compile, ptxas (once)
 --     run = fn(o) -> ok, summary,                   -- one check on fresh data, never exits
