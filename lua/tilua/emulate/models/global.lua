@@ -3,9 +3,11 @@
 -- (convert-cutlass-to-nvvm's lower_generic: arrive = fence.acq_rel.gpu then a
 -- relaxed red.add on the counter; wait = a spin on a volatile load, or on a
 -- CAS from v to 0, until the counter equals v, then fence.acq_rel.gpu).
--- Registered into emulate/init.lua's handler table through emulate.extend, after
--- the tile and nvvm models whose handlers it wraps (docs/protocol.md, "The
--- lowered generic barrier").
+-- A model of emulate/models/init.lua that layers the strong accesses over the
+-- plain loads, stores and atomics of the tile and nvvm models (its `around`:
+-- each a function of the plain handler; the registry applies them after those
+-- models), and models the fences (docs/protocol.md, "The lowered generic
+-- barrier").
 --
 -- The PTX memory model's release and acquire patterns, on vector clocks:
 --   * a fence (tile.fence, nvvm.fence; acq_rel or sc) at scope s remembers the
@@ -32,10 +34,20 @@
 -- own on the word too, so the checker orders arrivals against waits; the
 -- words take part in the state hash.
 
-return function(handlers, x)
-  local request, at, LV, codec_of = x.request, x.at, x.LV, x.codec_of
-  local vc_join, vc_copy, compile_arith = x.vc_join, x.vc_copy, x.compile_arith
-  local SHARED_BASE = x.SHARED_BASE
+local lanes = require "tilua.emulate.lanes"
+local address = require "tilua.emulate.address"
+local values = require "tilua.emulate.values"
+local clock = require "tilua.emulate.clock"
+local interp = require "tilua.emulate.interp"
+
+local at, LV, codec_of = lanes.at, lanes.LV, values.codec_of
+local vc_join, vc_copy, compile_arith = clock.join, clock.copy, interp.compile
+local SHARED_BASE = address.SHARED_BASE
+
+local handlers, around = {}, {}
+local G = { handlers = handlers, around = around, cross_cta = {} }
+
+do
 
   -- {=== scopes and the release / acquire patterns
 
@@ -142,7 +154,7 @@ return function(handlers, x)
     if not from_read[cond] then return nil end
     return { read = read, steps = compiled, cond = cond, out = out, kind = TESTS[read:name()] }
   end
-  x.CROSS_CTA["scf.while"] = function(op) return spin_info(op) ~= nil end
+  G.cross_cta["scf.while"] = function(op) return spin_info(op) ~= nil end
 
   -- rec's loop, when rec is the test of a spin loop on a global word
   local function spin_of(rec)
@@ -191,7 +203,7 @@ return function(handlers, x)
       if addrs[l] ~= one then one = nil end
     end
     for _, l in ipairs(ctx.mask) do R:gbar_at(addrs[l]) end -- the words join the state hash
-    request(W, rec, function() return moves(R, W, s, codec, addrs, ctx, expected) end, function() end, function()
+    R:request(W, rec, function() return moves(R, W, s, codec, addrs, ctx, expected) end, function() end, function()
       local peek = { codec = codec }
       return ("spins until the global word at 0x%x (now %d) ends the loop"):format(addrs[ctx.mask[1]],
         R:load(W, peek, addrs[ctx.mask[1]], true))
@@ -208,7 +220,7 @@ return function(handlers, x)
       if addrs[l] ~= one then one = nil end
       R:gbar_at(addrs[l])
     end
-    request(W, rec, function() return true end, function() end,
+    R:request(W, rec, function() return true end, function() end,
       function() return ("releases into the global word at 0x%x"):format(addrs[ctx.mask[1]]) end,
       one and ("g" .. one), one and "ag" or "a")
   end
@@ -285,18 +297,17 @@ return function(handlers, x)
     return {}
   end
 
-  handlers["tile.load"] = load(handlers["tile.load"])
-  handlers["nvvm.ld.global"] = load(handlers["nvvm.ld.global"])
-  handlers["nvvm.ld"] = load(handlers["nvvm.ld"])
-  handlers["tile.store"] = store(handlers["tile.store"], 1, 2)
-  handlers["nvvm.st.global"] = store(handlers["nvvm.st.global"], 2, 1)
-  handlers["nvvm.st"] = store(handlers["nvvm.st"], 2, 1)
-  handlers["tile.atomic"] = rmw(handlers["tile.atomic"], false)
-  handlers["tile.atomic_cas"] = rmw(handlers["tile.atomic_cas"], true)
-  handlers["nvvm.atom.global"] = rmw(handlers["nvvm.atom.global"], false)
-  handlers["nvvm.red.global"] = rmw(handlers["nvvm.red.global"], false)
-  handlers["nvvm.atom.cas.global"] = rmw(handlers["nvvm.atom.cas.global"], true)
+  around["tile.load"], around["nvvm.ld.global"], around["nvvm.ld"] = load, load, load
+  around["tile.store"] = function(base) return store(base, 1, 2) end
+  around["nvvm.st.global"] = function(base) return store(base, 2, 1) end
+  around["nvvm.st"] = around["nvvm.st.global"]
+  around["tile.atomic"] = function(base) return rmw(base, false) end
+  around["tile.atomic_cas"] = function(base) return rmw(base, true) end
+  around["nvvm.atom.global"], around["nvvm.red.global"] = around["tile.atomic"], around["tile.atomic"]
+  around["nvvm.atom.cas.global"] = around["tile.atomic_cas"]
   handlers["tile.fence"], handlers["nvvm.fence"] = fence_handler, fence_handler
 
   -- }===
 end
+
+return G

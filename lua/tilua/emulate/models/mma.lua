@@ -1,9 +1,8 @@
 -- tilua.emulate.models.mma: the emulator's handlers for TMA tensor copies and wgmma at
 -- the authoring level (tile.tma_load / tma_store, tile.wgmma_desc / wgmma /
--- wgmma_fence / commit / wait, tile.stmatrix, tile.pack, tile.splat, and the
--- swizzle of tile.memref_ptr on a swizzled memref), registered into
--- emulate/init.lua's handler table through emulate.extend (docs/protocol.md, "TMA
--- tensor copies and wgmma").
+-- wgmma_fence / commit / wait, tile.stmatrix, tile.pack, tile.splat),
+-- a model of emulate/models/init.lua (docs/protocol.md, "TMA tensor copies and
+-- wgmma").
 --
 -- Tensor maps. A kernel parameter of type !tile.tensor_map<elem, swz, box...>
 -- takes a table { data = bytes (or bytes = n), shape = {outermost .. innermost}
@@ -17,53 +16,19 @@
 -- applied to the shared address's offset (the buffers are aligned to the
 -- pattern's period, so the offset's permutation is the address's).
 
-local interp = require "tilua.emulate.interp"
-local wrap = interp.wrap
+local lanes = require "tilua.emulate.lanes"
+local address = require "tilua.emulate.address"
+local values = require "tilua.emulate.values"
+local clock = require "tilua.emulate.clock"
+local report = require "tilua.emulate.report"
 
-local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
-
-local function swz(o, s)
-  if s == 0 or s == nil then return o end
-  return o ~ (((o >> 7) & (s // 16 - 1)) << 4)
-end
-
--- 16-bit floats <-> numbers (exact decode; encode rounds to nearest even)
-local function bf16_dec(h) return (string.unpack("<f", string.pack("<I4", (h & 0xffff) << 16))) end
-local function bf16_enc(x)
-  local b = string.unpack("<I4", string.pack("<f", x))
-  if (b & 0x7f800000) == 0x7f800000 and (b & 0x7fffff) ~= 0 then return 0x7fc0 end -- NaN
-  return ((b + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff
-end
-local function f16_dec(h)
-  local s, e, m = (h >> 15) & 1, (h >> 10) & 0x1f, h & 0x3ff
-  local v
-  if e == 0 then v = m * 2.0 ^ -24
-  elseif e == 31 then v = m == 0 and math.huge or (0 / 0)
-  else v = (1 + m / 1024) * 2.0 ^ (e - 15) end
-  return s == 1 and -v or v
-end
-local function f16_enc(x)
-  if x ~= x then return 0x7e00 end
-  local s = (x < 0 or (x == 0 and 1 / x < 0)) and 0x8000 or 0
-  x = math.abs(x)
-  if x >= 65520 then return s | 0x7c00 end
-  if x < 2.0 ^ -14 then -- subnormal: units of 2^-24, round to nearest even
-    local q = x / 2.0 ^ -24
-    local r = math.floor(q)
-    if q - r > 0.5 or (q - r == 0.5 and r % 2 == 1) then r = r + 1 end
-    return s | math.tointeger(r)
-  end
-  local m, e = math.frexp(x) -- x = m * 2^e, m in [0.5, 1)
-  local q = (m * 2 - 1) * 1024
-  local r = math.floor(q)
-  if q - r > 0.5 or (q - r == 0.5 and r % 2 == 1) then r = r + 1 end
-  local ex = e - 1 + 15
-  if r == 1024 then r, ex = 0, ex + 1 end
-  if ex >= 31 then return s | 0x7c00 end
-  return s | (ex << 10) | math.tointeger(r)
-end
-local DEC = { bf16 = bf16_dec, f16 = f16_dec }
-local ENC = { bf16 = bf16_enc, f16 = f16_enc }
+local at, eval_lanes, LV = lanes.at, lanes.eval, lanes.LV
+local violation = report.violation
+local vc_copy = clock.copy
+local f32 = values.f32
+local swz = address.swizzle
+local SHARED_BASE = address.SHARED_BASE
+local DEC, ENC = values.float16.dec, values.float16.enc
 
 local ELEM_BYTES = { bf16 = 2, f16 = 2, f32 = 4, tf32 = 4, e4m3 = 1, e5m2 = 1, i8 = 1, i16 = 2, i32 = 4, i64 = 8,
                      f64 = 8, u8 = 1 }
@@ -80,55 +45,40 @@ local function map_type(t)
   return { elem = parts[1], ebytes = ELEM_BYTES[parts[1]] or 2, swizzle = sw, box = box }
 end
 
-return function(handlers, api)
-  local Run, violation, at, eval_lanes, LV = api.Run, api.violation, api.at, api.eval_lanes, api.LV
-  local SHARED_BASE = api.SHARED_BASE
-  local vc_copy = api.vc_copy
-  api.float16 = { dec = DEC, enc = ENC } -- the 16-bit floats, for emulate/models/tileas.lua
+local handlers = {}
+local MMA = { handlers = handlers, arg_kinds = {} }
 
+do
   -- {=== tensor maps: kernel arguments
 
-  local setup_args = Run.setup_args
-  function Run:setup_args()
-    local k = self.k
-    local cache = self.o._cache
-    local maps = {}
-    for i, p in ipairs(k.params) do
-      local mt = map_type(p.type)
-      if mt then
-        local a = self.o.args and self.o.args[i]
-        if type(a) ~= "table" or not a.shape then
-          error(("emulate: argument %d (%s) must be a tensor map table { data = bytes, shape = {...} }"):format(i, p.type), 0)
-        end
-        if #a.shape ~= #mt.box then
-          error(("emulate: argument %d: a tensor map of rank %d for %s"):format(i, #a.shape, p.type), 0)
-        end
-        if not (cache and cache.base) then
-          local bytes = a.data or a.bytes or 0 -- a number: zeros, nothing stored
-          local base, n = self:alloc_global(bytes)
-          self.buffers[i] = { base = base, n = n }
-        end
-        maps[i] = mt
+  -- a !tile.tensor_map parameter takes { data | bytes, shape [, strides] } (allocated
+  -- before the plain pointers: order 2)
+  MMA.arg_kinds[1] = { name = "tensor map", order = 2, match = function(p) return map_type(p.type) end,
+                       setup = function(R, i, p, a)
+    local mt = p.info
+    if type(a) ~= "table" or not a.shape then
+      error(("emulate: argument %d (%s) must be a tensor map table { data = bytes, shape = {...} }"):format(i, p.type), 0)
+    end
+    if #a.shape ~= #mt.box then
+      error(("emulate: argument %d: a tensor map of rank %d for %s"):format(i, #a.shape, p.type), 0)
+    end
+    local bytes = a.data or a.bytes or 0 -- a number: zeros, nothing stored
+    local base, n = R:alloc_global(bytes)
+    R.buffers[i] = { base = base, n = n }
+    local rank = #a.shape
+    local strides = {} -- bytes, outermost first
+    if a.strides then
+      for d = 1, rank do strides[d] = a.strides[d] * mt.ebytes end
+    else
+      local s = mt.ebytes
+      for d = rank, 1, -1 do
+        strides[d] = s
+        s = s * a.shape[d]
       end
     end
-    setup_args(self)
-    for i, mt in pairs(maps) do
-      local a = self.o.args[i]
-      local rank = #a.shape
-      local strides = {} -- bytes, outermost first
-      if a.strides then
-        for d = 1, rank do strides[d] = a.strides[d] * mt.ebytes end
-      else
-        local s = mt.ebytes
-        for d = rank, 1, -1 do
-          strides[d] = s
-          s = s * a.shape[d]
-        end
-      end
-      self.args[i] = { kind = "tmap", base = self.buffers[i].base, shape = a.shape, strides = strides, box = mt.box,
-                       ebytes = mt.ebytes, swizzle = mt.swizzle, elem = mt.elem, arg = i }
-    end
-  end
+    return { kind = "tmap", base = base, shape = a.shape, strides = strides, box = mt.box,
+             ebytes = mt.ebytes, swizzle = mt.swizzle, elem = mt.elem, arg = i }
+  end }
 
   local function tmap_of(rec, x)
     if type(x) ~= "table" or x.kind ~= "tmap" then
@@ -167,7 +117,7 @@ return function(handlers, api)
       end
     end
   end
-  api.rows_of_box = rows_of_box
+  MMA.rows_of_box = rows_of_box
 
   -- the box at coords of tensor map m: f(smem offset of the row, ...) as above
   local function box_rows(m, coords, f)
@@ -187,6 +137,7 @@ return function(handlers, api)
   -- multicast (a mask operand after the coordinates): the box goes to the same
   -- shared offset of every CTA of the mask (ranks in the cluster) and completes
   -- its bytes on the barrier at the same offset there: a copy actor per CTA
+  local write_box_g2s -- below
   handlers["tile.tma_load"] = function(R, W, rec, ins, ctx)
     for _, l in ipairs(ctx.mask) do
       local m = tmap_of(rec, at(ins[2], l))
@@ -207,9 +158,8 @@ return function(handlers, api)
         end
       end
       for _, cta in ipairs(ctas) do
-        R:issue_g2s(W, rec, dst, 0, box_bytes(m), at(ins[3], l), cta)
-        local c = R.copies[#R.copies]
-        c.tma = { map = m, coords = coords }
+        local c = R:issue_g2s(W, rec, dst, 0, box_bytes(m), at(ins[3], l), cta)
+        c.tma, c.write = { map = m, coords = coords }, write_box_g2s
         c.label = ("tma load %d (from %s%s)"):format(R.copy_seq, W.label,
           mask and (", to CTA %d"):format(cta.id) or "")
       end
@@ -217,22 +167,20 @@ return function(handlers, api)
     return {}
   end
 
-  -- TMA copies move their box row by row through the copy hooks of emulate/init.lua:
+  -- TMA copies move their box row by row (the copy's write, sync.lua):
   -- move(g, s, m, shared offset of the row, global address, lo, hi), g and s the
-  -- global and shared bytes; other copies keep the plain bytes
-  local function box_mover(plain, side, move)
-    return function(self, W, c)
-      if not c.tma then return plain(self, W, c) end
-      if not self.values then return end -- protocol-only: the footprint is checked, no bytes move
+  -- global and shared bytes
+  local function box_mover(side, move)
+    return function(R, W, c)
       local m = c.tma.map
       local off0 = c[side] - SHARED_BASE
       local shared = (c.cta or W.cta).shared -- a load's target CTA (multicast), a store's own
-      box_rows(m, c.tma.coords, function(o, ga, lo, hi) move(self.global, shared, m, off0 + o, ga, lo, hi) end)
+      box_rows(m, c.tma.coords, function(o, ga, lo, hi) move(R.global, shared, m, off0 + o, ga, lo, hi) end)
     end
   end
 
   -- a TMA load writes its box swizzled, zeros where it lies outside the tensor
-  Run.write_g2s = box_mover(Run.write_g2s, "dst", function(g, s, m, base, ga, lo, hi)
+  write_box_g2s = box_mover("dst", function(g, s, m, base, ga, lo, hi)
     local eb, sw = m.ebytes, m.swizzle
     local rowb = m.box[#m.box] * eb
     local jlo, jhi = lo * eb, (hi + 1) * eb - 1
@@ -250,6 +198,7 @@ return function(handlers, api)
 
   -- {=== TMA stores: join the warp's bulk group, performed at its bulk_wait
 
+  local write_box_s2g, box_footprint -- below
   handlers["tile.tma_store"] = function(R, W, rec, ins, ctx)
     if rec.op:attr "reduce" then violation("model", ("%s at %s: reduce is not modelled"):format(rec.name, rec.loc)) end
     for _, l in ipairs(ctx.mask) do
@@ -257,13 +206,13 @@ return function(handlers, api)
       local coords = {}
       for d = 1, #m.box do coords[d] = at(ins[2 + d], l) end
       local c = R:issue_s2g(W, rec, 0, at(ins[2], l), box_bytes(m), "tma store")
-      c.tma = { map = m, coords = coords }
+      c.tma, c.write, c.footprint = { map = m, coords = coords }, write_box_s2g, box_footprint
     end
     return {}
   end
 
   -- a TMA store writes its box, unswizzled, and drops what lies outside the tensor
-  Run.write_s2g = box_mover(Run.write_s2g, "src", function(g, s, m, base, ga, lo, hi)
+  write_box_s2g = box_mover("src", function(g, s, m, base, ga, lo, hi)
     if not ga then return end -- out of bounds: dropped
     local eb = m.ebytes
     ga = ga - lo * eb
@@ -271,9 +220,7 @@ return function(handlers, api)
   end)
 
   -- what it writes, for the global race check: the in-bounds part of each row of the box
-  local footprint = Run.s2g_footprint
-  function Run:s2g_footprint(W, c, f)
-    if not c.tma then return footprint(self, W, c, f) end
+  box_footprint = function(_, _, c, f)
     local eb = c.tma.map.ebytes
     box_rows(c.tma.map, c.tma.coords, function(_, ga, lo, hi) if ga then f(ga, (hi - lo + 1) * eb) end end)
   end
@@ -314,20 +261,6 @@ return function(handlers, api)
     end
     local enc = rec.enc
     return eval_lanes(R, W, rec, ins, ctx, function(v) return { enc(v[1]) | (enc(v[2]) << 16) } end)
-  end
-
-  -- memref_ptr of a swizzled memref: the row-major offset, swizzled
-  local memref_ptr = handlers["tile.memref_ptr"]
-  handlers["tile.memref_ptr"] = function(R, W, rec, ins, ctx)
-    if rec.swizzle == nil then rec.swizzle = rec.op:operand(1):type():info().swizzle or 0 end
-    if rec.swizzle == 0 then return memref_ptr(R, W, rec, ins, ctx) end
-    local shape, scale, sw = rec.shape, rec.scale, rec.swizzle
-    return eval_lanes(R, W, rec, ins, ctx, function(v)
-      local off = 0
-      for d = 1, #shape do off = off * shape[d] + (v[d + 1] or 0) end
-      local base = v[1] - SHARED_BASE
-      return { SHARED_BASE + swz(base + off * scale, sw) }
-    end)
   end
 
   -- stmatrix: matrix q's row r at the address of lane 8q + r; lane 4r + c holds
@@ -528,7 +461,7 @@ return function(handlers, api)
       for _, g in ipairs(grp) do perform(R, W, g) end
     end
   end
-  api.wgmma_wait = wgmma_wait -- (nvvm.wgmma.wait.group's count is `group`)
+  MMA.wgmma_wait = wgmma_wait -- (nvvm.wgmma.wait.group's count is `group`)
   handlers["tile.wgmma_wait"] = function(R, W, rec)
     wgmma_wait(R, W, rec.op:attr "pending" or 0)
     return {}
@@ -536,3 +469,5 @@ return function(handlers, api)
 
   -- }===
 end
+
+return MMA

@@ -1,18 +1,11 @@
--- tilua.emulate.models.nvvm: the emulator's handlers for the IR after lowering (the
+-- tilua.emulate.models.nvvm: the emulator's model of the IR after lowering (the
 -- nvvm ops of convert-cutlass-to-nvvm and convert-tile-to-nvvm, and the tile
--- ops those passes leave on the way), registered into emulate/init.lua's handler
--- table through emulate.extend; and check_lowering, the protocol checker run
--- on the input and after every pass of a pipeline (docs/protocol.md, "Lowered
--- IR and the check after every pass").
+-- ops those passes leave on the way), a model of emulate/models/init.lua
+-- (docs/protocol.md, "Lowered IR and the check after every pass").
 --
 -- Shared memory at the nvvm level is addressed by i32 offsets in the shared
--- window: nvvm.shared.base is WINDOW, and an address a of the window is the
--- emulator's shared address SHARED_BASE + a - WINDOW (a tile-level shared
--- pointer turned into an i32 by tile.ptr_to_int becomes a window address, so
--- the two levels mix in the stages between the conversions). A shared::cluster
--- address naming another CTA's shared memory (what nvvm.mapa returns) is the
--- i32 CLUSTER + (CTA << 18) + offset, the emulator's DSMEM_BASE + (CTA << 32)
--- + offset (the offset of a CTA's shared window is below 2^18).
+-- window, other CTAs' shared memory by shared::cluster addresses
+-- (emulate/address.lua: shared and window translate).
 --
 -- A spin loop `scf.while { %ok = nvvm.mbarrier.try_wait.parity %bar, %p; scf.condition (not %ok) }`
 -- is a blocking wait: the warp blocks until the phase of that parity completed
@@ -22,231 +15,28 @@
 -- of it blocks until the barrier's completed phases change (a loop of probes
 -- waits instead of spinning forever).
 
-local WINDOW = 0x400000 -- nvvm.shared.base
-local CLUSTER = 0x40000000 -- the shared::cluster addresses of other CTAs (mapa)
+local lanes = require "tilua.emulate.lanes"
+local address = require "tilua.emulate.address"
+local values = require "tilua.emulate.values"
+local report = require "tilua.emulate.report"
+local sync = require "tilua.emulate.sync"
+local tile = require "tilua.emulate.models.tile"
 
--- {=====================================================================
--- check_lowering: the checker on the input and after every pass
--- ======================================================================
+local eval_lanes, uniform = lanes.eval, lanes.uniform
+local passes, codec_of, not_modelled = sync.passes, values.codec_of, report.not_modelled
+local per_address = tile.per_address
+local SHARED_BASE = address.SHARED_BASE
+local sh, window = address.shared, address.window
 
--- The passes of a pipeline spec (a named pipeline expanded), each with its options.
-local function pass_list(core, spec, out)
-  out = out or {}
-  local named = {}
-  for _, p in ipairs(core.pipelines()) do named[p.name] = p.passes end
-  local depth, cur = 0, {}
-  local function flush()
-    local p = table.concat(cur):match "^%s*(.-)%s*$"
-    cur = {}
-    if p == "" then return end
-    if named[p] then pass_list(core, named[p], out) else out[#out + 1] = p end
-  end
-  for c in spec:gmatch "." do
-    if c == "{" then depth = depth + 1 elseif c == "}" then depth = depth - 1 end
-    if c == "," and depth == 0 then flush() else cur[#cur + 1] = c end
-  end
-  flush()
-  return out
-end
+local handlers = {}
+local N = { handlers = handlers, probes = {} }
 
--- The ops of op's regions in program order (pre-order, as the emulator decodes them).
-local function preorder(op, f)
-  for r = 1, op:nregions() do
-    for _, b in ipairs(op:region(r):blocks()) do
-      for _, o in ipairs(b:ops()) do
-        f(o)
-        preorder(o, f)
-      end
-    end
-  end
-end
-
-local function loc_of(op)
-  local file, line = op:loc()
-  return file and (file .. ":" .. tostring(line)) or "?"
-end
-
--- The roles of the warps ({[warp] = agent name}) of an authoring-level kernel.
-local function roles_of(kop)
-  local roles, next_warp = {}, 0
-  preorder(kop, function(o)
-    if o:name() == "tile.agent" then
-      local wid = o:attr "warp_id"
-      local first = (wid and wid >= 0) and wid or next_warp
-      for w = first, first + o:attr "num_warps" - 1 do roles[w] = o:attr "name" or "agent" end
-      next_warp = first + o:attr "num_warps"
-    end
-  end)
-  return next(roles) and roles or nil
-end
-
--- The shared allocations of a kernel laid out as the emulator (and the lowering) lays them out.
-local function shared_layout(kop, codec_of)
-  local out, smem = {}, 0
-  preorder(kop, function(o)
-    local n = o:name()
-    if n == "tile.alloc_shared" or n == "tile.dynamic_shared" then
-      local info = o:result(1):type():info()
-      local size
-      if n == "tile.dynamic_shared" then
-        size = 0
-      elseif info.kind == "memref" then
-        size = codec_of(info.elem).size
-        for _, d in ipairs(info.shape) do size = size * d end
-      else
-        size = (o:attr "count" or 1) * codec_of(info.elem).size
-      end
-      local align = o:attr "align" or 16
-      smem = (smem + align - 1) // align * align
-      out[#out + 1] = { offset = smem, size = size, loc = loc_of(o) }
-      smem = smem + size
-    end
-  end)
-  return #out > 0 and out or nil
-end
-
-local function check_lowering(M, x, k, o)
-  local codec_of = x.codec_of
-  local tl = require "tilua"
-  local core = tl.core
-  o = o or {}
-  local module, name
-  if type(k) == "table" and k.module then
-    module, name = k.module, k.name
-  else
-    local kop = x.kernel_op(k)
-    name = kop:attr "sym_name"
-    module = kop:parent()
-    while module and module:name() ~= "module" do module = module:parent() end
-    if not module then error("check_lowering: the kernel is not in a module", 2) end
-  end
-  local m = module:clone()
-  local function find()
-    for _, op in ipairs(m:region(1):entry():ops()) do
-      if op:name() == "tile.kernel" and op:attr "sym_name" == name then return op end
-    end
-    error(("check_lowering: kernel %s is gone from the module"):format(tostring(name)), 0)
-  end
-  local passes = pass_list(core, o.pipeline or tl.ptx_pipeline or "ptx")
-  local roles = o.roles or roles_of(find())
-  local names
-  local copts = setmetatable({}, { __index = o })
-  copts.roles = roles
-  local res = { ok = true, stages = {}, passes = passes }
-  local t0 = os.clock()
-  local last_text, last
-  local function stage(pass, index)
-    local kop = find()
-    if o.after_pass then
-      o.after_pass(pass, index, kop, m)
-      kop = find()
-    end
-    names = shared_layout(kop, codec_of) or names
-    copts.shared_names = names
-    local text = kop:print()
-    local st = { name = pass, index = index }
-    local r
-    if text == last_text then
-      r, st.unchanged = last, true
-    else
-      local ok, err = pcall(M.check, kop, copts)
-      if not ok then error(("check_lowering: after %s: %s"):format(pass, tostring(err)), 0) end
-      r = err
-    end
-    last_text, last = text, r
-    st.ok, st.states, st.runs, st.seconds, st.report = r.ok, r.states, r.runs, r.seconds, r.report
-    st.violation, st.trace, st.min_phases = r.violation, r.trace, r.min_phases
-    res.stages[#res.stages + 1] = st
-    return st
-  end
-  local function fail(st, report)
-    res.ok, res.report, res.violation, res.trace = false, report, st.violation, st.trace
-    res.budget_exceeded = st.violation and st.violation.kind == "budget" or nil
-    res.seconds = os.clock() - t0
-    return res
-  end
-  local st = stage("input", 0)
-  if not st.ok then
-    return fail(st, "check_lowering: the input's protocol is already incorrect: " .. st.report)
-  end
-  for i, pass in ipairs(passes) do
-    local ok, msg = core.run_pipeline(m, pass, { verify = o.verify ~= false })
-    if not ok then error(("check_lowering: pass %s failed: %s"):format(pass, tostring(msg)), 0) end
-    st = stage(pass, i)
-    if not st.ok then
-      res.broken_by, res.broken_at = pass, i
-      if st.violation.kind == "budget" then
-        return fail(st, ("check_lowering: after %s the checker ran out of states: %s"):format(pass, st.report))
-      end
-      return fail(st, ("%s broke the protocol: %s"):format(pass, st.report))
-    end
-  end
-  res.seconds = os.clock() - t0
-  local lines = { ("check_lowering: the protocol holds on the input and after each of %d passes (%.2f s)"):format(#passes, res.seconds) }
-  for _, s in ipairs(res.stages) do
-    lines[#lines + 1] = ("  %d. %s: %s"):format(s.index, s.name,
-      s.unchanged and "unchanged" or ("%d states, %d runs"):format(s.states, s.runs))
-  end
-  res.report = table.concat(lines, "\n")
-  return res
-end
-
--- }=====================================================================
-
-return function(handlers, x)
-  local M, request, eval_lanes, per_address = x.M, x.request, x.eval_lanes, x.per_address
-  local uniform, at, varying, LV, passes = x.uniform, x.at, x.varying, x.LV, x.passes
-  local codec_of, not_modelled = x.codec_of, x.not_modelled
-  local SHARED_BASE, DSMEM_BASE = x.SHARED_BASE, x.DSMEM_BASE
-
+do
   -- {=== addresses
 
-  -- f applied to every lane of a (or to a uniform a)
-  local function lanewise(f)
-    return function(a)
-      if not varying(a) then return f(a) end
-      local o = setmetatable({}, LV)
-      for l, v in pairs(a) do o[l] = f(v) end
-      return o
-    end
-  end
-  -- A shared-window or cluster-window address (or a tile-level shared address) -> the emulator's.
-  local sh = lanewise(function(a)
-    if a >= SHARED_BASE then return a end
-    if a >= CLUSTER then return DSMEM_BASE + ((a - CLUSTER) >> 18 << 32) + ((a - CLUSTER) & 0x3ffff) end
-    return SHARED_BASE + a - WINDOW
-  end)
-  -- The emulator's shared address -> the window's i32 (a DSMEM address: the cluster window's).
-  local window = lanewise(function(a)
-    if type(a) ~= "number" then return a end
-    if a >= DSMEM_BASE then return CLUSTER + ((a - DSMEM_BASE) >> 32 << 18) + (a & 0xffffffff) end
-    if a >= SHARED_BASE then return a - SHARED_BASE + WINDOW end
-    return a
-  end)
-  x.nvvm_shared, x.nvvm_window = sh, window -- for emulate/models/nvvm_mma.lua
-  local function i32_result(rec)
-    if rec.i32 == nil then
-      local info = rec.op:result(1):type():info()
-      rec.i32 = info.kind == "int" and info.width == 32
-    end
-    return rec.i32
-  end
-
-  handlers["nvvm.shared.base"] = function() return { WINDOW } end
-  -- a shared pointer taken to an i32 is a window address (the levels mix between the conversions)
-  local ptr_to_int = handlers["tile.ptr_to_int"]
-  handlers["tile.ptr_to_int"] = function(R, W, rec, ins, ctx)
-    local outs = ptr_to_int(R, W, rec, ins, ctx)
-    if i32_result(rec) then outs[1] = window(outs[1]) end
-    return outs
-  end
-  local fragment = handlers["builtin.unrealized_conversion_cast"] -- register fragments (no operand)
-  handlers["builtin.unrealized_conversion_cast"] = function(R, W, rec, ins, ctx)
-    if rec.frag then return fragment(R, W, rec, ins, ctx) end
-    if #rec.outs ~= 1 or #ins ~= 1 then not_modelled(rec) end
-    if i32_result(rec) then return { window(ins[1]) } end
-    return { ins[1] }
-  end
+  handlers["nvvm.shared.base"] = function() return { address.WINDOW } end
+  -- (tile.ptr_to_int and builtin.unrealized_conversion_cast, which give window
+  -- addresses to the nvvm level: models/tile.lua)
   handlers["nvvm.cvta.shared"] = function(_, _, _, ins) return { sh(ins[1]) } end
   handlers["nvvm.cvta.to.shared"] = function(_, _, _, ins) return { window(ins[1]) } end
   local function same(_, _, _, ins) return { ins[1] } end
@@ -281,14 +71,14 @@ return function(handlers, x)
   handlers[sreg .. "clusterid.y"], handlers[sreg .. "clusterid.z"] = zero, zero
   handlers[sreg .. "nclusterid.x"] = const(function(R) return R.grid // (R.k.cluster or 1) end)
   handlers[sreg .. "nclusterid.y"], handlers[sreg .. "nclusterid.z"] = one, one
-  handlers[sreg .. "cluster.ctaid.x"] = handlers["tile.cluster_rank"]
-  handlers[sreg .. "cluster.nctaid.x"] = handlers["tile.cluster_size"]
+  handlers[sreg .. "cluster.ctaid.x"] = tile.handlers["tile.cluster_rank"]
+  handlers[sreg .. "cluster.nctaid.x"] = tile.handlers["tile.cluster_size"]
   for _, d in ipairs { "y", "z" } do
     handlers[sreg .. "cluster.ctaid." .. d] = zero
     handlers[sreg .. "cluster.nctaid." .. d] = one
   end
-  handlers[sreg .. "cluster.ctarank"] = handlers["tile.cluster_rank"]
-  handlers[sreg .. "cluster.nctarank"] = handlers["tile.cluster_size"]
+  handlers[sreg .. "cluster.ctarank"] = tile.handlers["tile.cluster_rank"]
+  handlers[sreg .. "cluster.nctarank"] = tile.handlers["tile.cluster_size"]
   -- timers: the steps taken so far (monotonic)
   local clock = const(function(R) return R.steps end)
   handlers[sreg .. "clock"], handlers[sreg .. "clock64"], handlers[sreg .. "globaltimer"] = clock, clock, clock
@@ -317,7 +107,7 @@ return function(handlers, x)
   local function store(space) return access(space, true) end
   handlers["nvvm.ld.global"], handlers["nvvm.ld.shared"], handlers["nvvm.ld"] = load "global", load "shared", load "generic"
   handlers["nvvm.st.global"], handlers["nvvm.st.shared"], handlers["nvvm.st"] = store "global", store "shared", store "generic"
-  local atomic_f, atomic_update, atomic_cas = x.atomic_f, x.atomic_update, x.atomic_cas
+  local atomic_f, atomic_update, atomic_cas = tile.atomic_f, tile.atomic_update, tile.atomic_cas
   local function atom(space, result)
     return function(R, W, rec, ins, ctx)
       local f = atomic_f[rec.op:attr "op"]
@@ -347,7 +137,7 @@ return function(handlers, x)
 
   -- the nvvm op as the tile op of the same operands, its barrier address translated
   local function as_tile(name)
-    local h = assert(handlers[name], name)
+    local h = assert(tile.handlers[name], name)
     return function(R, W, rec, ins, ctx)
       local t = { sh(ins[1]) }
       for i = 2, #rec.ins do t[i] = ins[i] end
@@ -423,7 +213,7 @@ return function(handlers, x)
   -- probe of it blocks until the barrier's completed phases change.
   local function probe(R, W, rec, addr, parity)
     W.probe_failed = W.probe_failed or {}
-    return request(W, rec, function()
+    return R:request(W, rec, function()
       local b = W.cta.bars[addr]
       return b == nil or W.probe_failed[addr] ~= b.completed
     end, function()
@@ -451,8 +241,8 @@ return function(handlers, x)
     end
     return { probe(R, W, rec, addr, parity) }
   end
-  x.PROBES["nvvm.mbarrier.test_wait.parity.shared"] = true
-  x.PROBES["nvvm.mbarrier.try_wait.parity.shared"] = function(op) return not is_spin { op = op } end
+  N.probes["nvvm.mbarrier.test_wait.parity.shared"] = true
+  N.probes["nvvm.mbarrier.try_wait.parity.shared"] = function(op) return not is_spin { op = op } end
   handlers["nvvm.mbarrier.test_wait.parity.shared"] = function(R, W, rec, ins)
     return { probe(R, W, rec, sh(uniform(rec, ins[1], "barrier")), uniform(rec, ins[2], "parity")) }
   end
@@ -461,14 +251,14 @@ return function(handlers, x)
 
   -- {=== bulk copies
 
-  local g2s, s2g = handlers["tile.bulk_copy_g2s"], handlers["tile.bulk_copy_s2g"]
+  local g2s, s2g = tile.handlers["tile.bulk_copy_g2s"], tile.handlers["tile.bulk_copy_s2g"]
   handlers["nvvm.cp.async.bulk.shared.cluster.global"] = function(R, W, rec, ins, ctx)
     return g2s(R, W, rec, { sh(ins[1]), ins[2], ins[3], sh(ins[4]) }, ctx)
   end
   handlers["nvvm.cp.async.bulk.global.shared.cta"] = function(R, W, rec, ins, ctx)
     return s2g(R, W, rec, { ins[1], sh(ins[2]), ins[3] }, ctx)
   end
-  handlers["nvvm.cp.async.bulk.commit.group"] = handlers["tile.bulk_commit"]
+  handlers["nvvm.cp.async.bulk.commit.group"] = tile.handlers["tile.bulk_commit"]
   handlers["nvvm.cp.async.bulk.wait_group"] = function(R, W, rec)
     R:drain_s2g(W, rec.op:attr "group" or 0)
     return {}
@@ -478,20 +268,21 @@ return function(handlers, x)
 
   -- {=== CTA and named barriers, fences
 
-  handlers["nvvm.barrier0"] = handlers["tile.barrier"] -- bar.sync 0, the CTA barrier
+  handlers["nvvm.barrier0"] = tile.handlers["tile.barrier"] -- bar.sync 0, the CTA barrier
   -- bar.sync id[, count] and bar.arrive id, count: named barriers as at the tile
   -- level (Run:named_bar, with its count checks); bar.sync without a count is
   -- every thread of the block
-  local named_sync = handlers["tile.named_barrier_sync"]
+  local named_sync = tile.handlers["tile.named_barrier_sync"]
   handlers["nvvm.barrier"] = function(R, W, rec, ins, ctx)
     return named_sync(R, W, rec, { ins[1], ins[2] or 32 * R.k.warps }, ctx)
   end
-  handlers["nvvm.barrier.arrive"] = handlers["tile.named_barrier_arrive"]
+  handlers["nvvm.barrier.arrive"] = tile.handlers["tile.named_barrier_arrive"]
   -- warp shuffles and MUFU math: the tile level's models (the same attributes)
-  handlers["nvvm.shfl.sync"] = handlers["tile.shfl"]
-  handlers["nvvm.math.approx"] = handlers["tile.math"]
+  handlers["nvvm.shfl.sync"] = tile.handlers["tile.shfl"]
+  handlers["nvvm.math.approx"] = tile.handlers["tile.math"]
   local function nop() return {} end
-  for _, n in ipairs { "nvvm.fence", "nvvm.fence.proxy.async", "nvvm.fence.mbarrier_init", "nvvm.nanosleep",
+  -- (nvvm.fence: models/global.lua)
+  for _, n in ipairs { "nvvm.fence.proxy.async", "nvvm.fence.mbarrier_init", "nvvm.nanosleep",
                        "tileas.pragma", -- a scheduler knob (tileas-insert-OCG-knobs): no effect on the program
                        "nvvm.setmaxregister" } do
     handlers[n] = nop
@@ -499,5 +290,6 @@ return function(handlers, x)
 
   -- }===
 
-  M.check_lowering = function(k, o) return check_lowering(M, x, k, o) end
 end
+
+return N

@@ -1,7 +1,7 @@
 -- tilua.emulate.models.sched: the emulator's handlers for the tile schedulers and the
 -- MODS probes at the authoring level (the cutlass.tile_scheduler.* ops before
--- lower-tile-scheduler and convert-cutlass-to-nvvm), registered into
--- emulate/init.lua's table through emulate.extend (docs/protocol.md).
+-- lower-tile-scheduler and convert-cutlass-to-nvvm), a model of
+-- emulate/models/init.lua (docs/protocol.md).
 --
 -- The per-worker arithmetic is the reference's own: a params op is planned
 -- with tl.core.sched_plan (src/sched, the code lower-tile-scheduler runs) on
@@ -17,10 +17,19 @@
 -- The MODS probes follow convert-cutlass-to-nvvm: start = cluster arrive then
 -- the timer, end = drain the bulk groups, cluster wait, timer - start; smid
 -- the CTA id; throttle 1 nothing (a nanosleep), 2 a cluster wait then arrive.
--- Timers are the steps taken so far, as nvvm's %globaltimer in emulate_nvvm.
+-- Timers are the steps taken so far, as nvvm's %globaltimer in models/nvvm.lua.
 
-return function(handlers, x)
-  local eval_lanes, uniform, not_modelled = x.eval_lanes, x.uniform, x.not_modelled
+local lanes = require "tilua.emulate.lanes"
+local report = require "tilua.emulate.report"
+local tile = require "tilua.emulate.models.tile"
+local cutlass = require "tilua.emulate.models.cutlass"
+
+local eval_lanes, uniform, not_modelled = lanes.eval, lanes.uniform, report.not_modelled
+local popcount = lanes.popcount
+
+local handlers = {}
+
+do
 
   local U32 = 0xffffffff
   local function u32(v) return v & U32 end
@@ -35,11 +44,6 @@ return function(handlers, x)
   }
   local plans = setmetatable({}, { __mode = "v" }) -- configuration key -> planned scheduler (pure)
 
-  local function popcount(v)
-    local n = 0
-    while v ~= 0 do n, v = n + (v & 1), v >> 1 end
-    return n
-  end
   local function i32(v) return ((v + 0x80000000) & U32) - 0x80000000 end
 
   local function params_handler(R, W, rec, ins)
@@ -104,16 +108,8 @@ return function(handlers, x)
     return { sched_of(rec, ins[1]) }
   end
 
-  -- MODS probes read a stand-in handle: a zero-operand cast to !cutlass.tile_scheduler.
-  local cast = handlers["builtin.unrealized_conversion_cast"]
-  handlers["builtin.unrealized_conversion_cast"] = function(R, W, rec, ins, ctx)
-    if #rec.ins == 0 and rec.sched_handle == nil then
-      local info = rec.op:result(1):type():info()
-      rec.sched_handle = info.kind == "dialect" and info.name == "cutlass.tile_scheduler"
-    end
-    if rec.sched_handle then return { { kind = "sched", detached = true } } end
-    return cast(R, W, rec, ins, ctx)
-  end
+  -- (MODS probes read a stand-in handle: a zero-operand cast to
+  -- !cutlass.tile_scheduler, models/tile.lua's cast)
 
   -- }===
 
@@ -209,9 +205,10 @@ return function(handlers, x)
 
   -- {=== the StreamK fixup (lower_tile_scheduler_fixup.c)
 
-  local wait_eq, wait_eq_reset = handlers["cutlass.generic_barrier.wait_eq"], handlers["cutlass.generic_barrier.wait_eq_reset"]
-  local arrive_inc = handlers["cutlass.generic_barrier.arrive_inc"]
-  local load_add, store = handlers["cutlass.block_striped.load_add"], handlers["cutlass.block_striped.store"]
+  local th = cutlass.handlers
+  local wait_eq, wait_eq_reset = th["cutlass.generic_barrier.wait_eq"], th["cutlass.generic_barrier.wait_eq_reset"]
+  local arrive_inc = th["cutlass.generic_barrier.arrive_inc"]
+  local load_add, store = th["cutlass.block_striped.load_add"], th["cutlass.block_striped.store"]
 
   -- the fixup op seen as one of the ops its lowering makes (its own name and line in traces)
   local function as_op(rec, j, threads)
@@ -261,7 +258,7 @@ return function(handlers, x)
 
   -- {=== MODS probes (convert-cutlass-to-nvvm's lower_mods)
 
-  local cluster_arrive, cluster_wait = handlers["tile.cluster_arrive"], handlers["tile.cluster_wait"]
+  local cluster_arrive, cluster_wait = tile.handlers["tile.cluster_arrive"], tile.handlers["tile.cluster_wait"]
   handlers["cutlass.tile_scheduler.mods_report_mainloop_start"] = function(R, W, rec, ins, ctx)
     cluster_arrive(R, W, rec, ins, ctx)
     if #rec.outs > 0 then return { R.steps } end
@@ -287,3 +284,5 @@ return function(handlers, x)
 
   -- }===
 end
+
+return { handlers = handlers }

@@ -1,21 +1,104 @@
--- tilua.emulate.models.tile: the emulator's models of the authoring-level ops (ids,
--- arithmetic on lanes, memory, tile mbarriers, bulk copies, CTA, named and
--- cluster barriers, cutlass pipelines and seq_bars, block_striped fragments,
--- generic barriers). emulate/init.lua runs them: each handler is
--- fn(R, W, rec, ins, ctx) -> results, registered through emulate.extend as
--- emulate/models/nvvm.lua, emulate/models/sched.lua, emulate/models/mma.lua and emulate/models/global.lua register theirs.
-local interp = require "tilua.emulate.interp"
+-- tilua.emulate.models.tile: the emulator's models of the tile dialect's
+-- authoring-level ops (ids, arithmetic on lanes, memory, mbarriers, bulk
+-- copies, CTA, named and cluster barriers), and the casts the lowerings leave
+-- (register fragments among them; the cutlass ops: models/cutlass.lua). A model of the
+-- registry of emulate/models/init.lua: handlers fn(R, W, rec, ins, ctx) ->
+-- results (emulate/machine.lua says what they reach), decoders, probes.
 
-return function(handlers, api)
-  local Run, M = api.Run, api.M
-  local request, eval_lanes, uniform, at, varying, LV = api.request, api.eval_lanes, api.uniform, api.at, api.varying, api.LV
-  local violation, not_modelled, passes, codec_of = api.violation, api.not_modelled, api.passes, api.codec_of
-  local stage_bar, pipe_of, per_group, completes_on = api.stage_bar, api.pipe_of, api.per_group, api.completes_on
-  local lowest_bit, popcount, arrive_counts = api.lowest_bit, api.popcount, api.arrive_counts
-  local bar_ref = api.bar_ref
-  local vc_join, vc_copy, exec_block = api.vc_join, api.vc_copy, api.exec_block
-  local SHARED_BASE, SLOT_BASE, DSMEM_BASE = api.SHARED_BASE, api.SLOT_BASE, api.DSMEM_BASE
-  local wrap = interp.wrap
+local interp = require "tilua.emulate.interp"
+local lanes = require "tilua.emulate.lanes"
+local address = require "tilua.emulate.address"
+local values = require "tilua.emulate.values"
+local clock = require "tilua.emulate.clock"
+local report = require "tilua.emulate.report"
+local sync = require "tilua.emulate.sync"
+
+local eval_lanes, uniform, at, LV = lanes.eval, lanes.uniform, lanes.at, lanes.LV
+local lowest_bit, popcount = lanes.lowest_bit, lanes.popcount
+local violation, not_modelled = report.violation, report.not_modelled
+local passes, completes_on = sync.passes, sync.completes_on
+local codec_of, bytes_of = values.codec_of, values.bytes_of
+local vc_join = clock.join
+local SHARED_BASE, SLOT_BASE, DSMEM_BASE = address.SHARED_BASE, address.SLOT_BASE, address.DSMEM_BASE
+local wrap = interp.wrap
+
+local handlers, decoders = {}, {}
+local T = { handlers = handlers, decoders = decoders, probes = {} }
+
+-- {=== decoding: what the ops of this model are, once
+
+-- the ops whose values differ per lane even when their operands do not (lanes.eval)
+for _, n in ipairs { "tile.thread_id", "tile.lane_id", "tile.agent_thread_id", "tile.elect", "tile.atomic",
+                     "tile.atomic_cas", "tile.store", "tile.load" } do
+  decoders[n] = function(rec) rec.per_lane = true end
+end
+decoders["tile.ptr_add"] = function(rec, op) rec.scale = bytes_of(op:result(1):type():info().elem) end
+decoders["tile.ptr_to_int"] = function(rec, op) -- an i32 of a shared pointer is a window address
+  local info = op:result(1):type():info()
+  rec.i32 = info.kind == "int" and info.width == 32
+end
+decoders["tile.memref_ptr"] = function(rec, op)
+  local info = op:operand(1):type():info()
+  rec.shape, rec.scale, rec.swizzle = info.shape, bytes_of(info.elem), info.swizzle or 0
+end
+decoders["tile.load"] = function(rec, op) rec.codec = codec_of(op:result(1):type()) end
+decoders["tile.store"] = function(rec, op) rec.codec = codec_of(op:operand(1):type()) end
+decoders["tile.extract"] = function(rec, op)
+  local info = op:result(1):type():info()
+  rec.width = info.kind == "int" and info.width or nil
+end
+decoders["tile.atomic"] = function(rec, op) rec.codec = codec_of(op:result(1):type()) end
+decoders["tile.atomic_cas"] = decoders["tile.atomic"]
+-- shared allocations laid out in program order, each at its alignment
+local function alloc(rec, op, d)
+  local name = rec.name
+  local t = op:result(1):type()
+  local info = t:info()
+  local size
+  if name == "tile.dynamic_shared" then
+    size = 0
+  elseif info.kind == "memref" then
+    size = bytes_of(info.elem)
+    for _, n in ipairs(info.shape) do size = size * n end
+  else
+    size = (op:attr "count" or 1) * bytes_of(info.elem)
+  end
+  local align = op:attr "align" or 16
+  d.smem = (d.smem + align - 1) // align * align
+  rec.offset, rec.size = d.smem, size
+  rec.elem = bytes_of(info.elem)
+  d.smem = d.smem + size
+  d.allocs[#d.allocs + 1] = rec
+end
+decoders["tile.alloc_shared"], decoders["tile.dynamic_shared"] = alloc, alloc
+decoders["tile.agent"] = function(rec, op, d)
+  local wid = op:attr "warp_id"
+  local first = (wid and wid >= 0) and wid or d.next_warp
+  rec.first, rec.nwarps, rec.role = first, op:attr "num_warps", op:attr "name" or "agent"
+  d.next_warp = first + rec.nwarps
+end
+-- the casts: a register fragment (no operand, a memref in rmem), a MODS
+-- probe's stand-in scheduler (no operand, !cutlass.tile_scheduler), or a value
+-- between the levels (one operand; an i32 of a shared pointer is a window address)
+decoders["builtin.unrealized_conversion_cast"] = function(rec, op)
+  local info = op:result(1):type():info()
+  if op:noperands() == 0 then
+    if info.kind == "memref" and info.space == "rmem" then -- a register fragment
+      local n = 1
+      for _, x in ipairs(info.shape) do n = n * x end
+      local eb = bytes_of(info.elem)
+      local v = #info.shape >= 2 and info.shape[#info.shape] or 1
+      if v < 2 or (v * eb ~= 4 and v * eb ~= 8 and v * eb ~= 16) or (eb >= 4 and v > 4) then v = 1 end
+      rec.frag = { n = n, v = v, codec = codec_of(info.elem) } -- cut_striped_unit
+    end
+    rec.sched_handle = info.kind == "dialect" and info.name == "cutlass.tile_scheduler"
+  end
+  rec.i32 = info.kind == "int" and info.width == 32
+end
+
+-- }===
+
+do
 
   handlers["tile.thread_id"] = function(R, W, rec, ins, ctx)
     local dim = rec.op:attr "dim"
@@ -43,13 +126,28 @@ return function(handlers, api)
     return eval_lanes(R, W, rec, ins, ctx, function(v) return { v[1] + v[2] * s } end)
   end
   local function same(R, W, rec, ins, ctx) return eval_lanes(R, W, rec, ins, ctx, function(v) return { v[1] } end) end
-  handlers["tile.ptr_cast"], handlers["tile.ptr_to_int"], handlers["tile.int_to_ptr"] = same, same, same
+  handlers["tile.ptr_cast"], handlers["tile.int_to_ptr"] = same, same
+  -- a shared pointer taken to an i32 is a window address (the levels mix between the conversions)
+  handlers["tile.ptr_to_int"] = function(R, W, rec, ins, ctx)
+    local outs = same(R, W, rec, ins, ctx)
+    if rec.i32 then outs[1] = address.window(outs[1]) end
+    return outs
+  end
+  -- the row-major offset (of a swizzled memref: swizzled)
   handlers["tile.memref_ptr"] = function(R, W, rec, ins, ctx)
-    local shape, scale = rec.shape, rec.scale
+    local shape, scale, sw = rec.shape, rec.scale, rec.swizzle
+    if sw == 0 then
+      return eval_lanes(R, W, rec, ins, ctx, function(v)
+        local off = 0
+        for d = 1, #shape do off = off * shape[d] + (v[d + 1] or 0) end
+        return { v[1] + off * scale }
+      end)
+    end
     return eval_lanes(R, W, rec, ins, ctx, function(v)
       local off = 0
       for d = 1, #shape do off = off * shape[d] + (v[d + 1] or 0) end
-      return { v[1] + off * scale }
+      local base = v[1] - SHARED_BASE
+      return { SHARED_BASE + address.swizzle(base + off * scale, sw) }
     end)
   end
   -- loads and stores: every active lane (eval_lanes' per-lane path, without its tables)
@@ -146,7 +244,7 @@ return function(handlers, api)
     if old == expected then R:store(W, rec, addr, new, true) end
     return old
   end
-  api.atomic_f, api.atomic_update, api.atomic_cas = atomic_f, atomic_update, atomic_cas
+  T.atomic_f, T.atomic_update, T.atomic_cas = atomic_f, atomic_update, atomic_cas
   handlers["tile.atomic"] = function(R, W, rec, ins, ctx)
     local f = atomic_f[rec.op:attr "kind"]
     return eval_lanes(R, W, rec, ins, ctx, function(v) return { atomic_update(R, W, rec, v[1], f, v[2]) } end)
@@ -155,11 +253,11 @@ return function(handlers, api)
     return eval_lanes(R, W, rec, ins, ctx, function(v) return { atomic_cas(R, W, rec, v[1], v[2], v[3]) } end)
   end
   local function nop() return {} end
-  handlers["tile.fence"], handlers["tile.fence_proxy_async"], handlers["tile.fence_mbarrier_init"] = nop, nop, nop
+  handlers["tile.fence_proxy_async"], handlers["tile.fence_mbarrier_init"] = nop, nop -- (tile.fence: models/global.lua)
 
   handlers["tile.elect_one"] = function(R, W, rec, _, ctx)
     local sub = setmetatable({ mask = { ctx.mask[1] }, narrow = true }, { __index = ctx })
-    exec_block(R, W, rec.regions[1][1], {}, sub)
+    R:exec_block(W, rec.regions[1][1], {}, sub)
     return {}
   end
   handlers["tile.agent"] = function(R, W, rec, _, ctx)
@@ -169,47 +267,10 @@ return function(handlers, api)
     local old, oldg = W.role, W.grp
     W.role, W.grp = rec.role, exec
     W.label = ("%s warp %d%s"):format(rec.role, W.w, R.grid > 1 and (" (CTA %d)"):format(W.cta.id) or "")
-    exec_block(R, W, rec.regions[1][1], {}, sub)
+    R:exec_block(W, rec.regions[1][1], {}, sub)
     W.role, W.grp = old, oldg
     return {}
   end
-  handlers["cutlass.async.exec"] = function(R, W, rec, _, ctx)
-    local m = rec.op:attr "executors"
-    if (m >> W.w) & 1 == 0 then return {} end
-    local sub = setmetatable({ exec = m, agent_first = lowest_bit(m) }, { __index = ctx })
-    local old, oldl, oldg = W.role, W.label, W.grp
-    local role = rec.op:attr "agent"
-    if role and role ~= "" then
-      W.role = role
-      W.label = ("%s warp %d%s"):format(role, W.w, R.grid > 1 and (" (CTA %d)"):format(W.cta.id) or "")
-    end
-    W.grp = m
-    exec_block(R, W, rec.regions[1][1], {}, sub)
-    W.role, W.label, W.grp = old, oldl, oldg
-    return {}
-  end
-
-  -- switch_by_executor: case i runs on the warps of masks[i], its block's
-  -- arguments the i-th group of operands (operand_segments), as the lowering's
-  -- scf.if per case
-  handlers["cutlass.pipeline.switch_by_executor"] = function(R, W, rec, ins, ctx)
-    local op = rec.op
-    local masks, segs = op:attr "masks", op:attr "operand_segments"
-    local first = 1
-    for i, blk in ipairs(rec.regions[1]) do
-      local m, n = masks[i], segs[i] or 0
-      if (m >> W.w) & 1 == 1 then
-        local sub = setmetatable({ exec = m, agent_first = lowest_bit(m) }, { __index = ctx })
-        local old = W.grp
-        W.grp = m
-        exec_block(R, W, blk, { table.unpack(ins, first, first + n - 1) }, sub)
-        W.grp = old
-      end
-      first = first + n
-    end
-    return {}
-  end
-
   -- mbarriers (tile)
   local function per_address(rec, ins, ctx, i)
     -- the lanes grouped by the address operand i: { [addr] = nlanes }
@@ -235,7 +296,7 @@ return function(handlers, api)
   local function arrive_handler(expect_idx, count_idx, arrive)
     return function(R, W, rec, ins, ctx)
       local groups, order = per_address(rec, ins, ctx, 1)
-      request(W, rec, function() return true end, function()
+      R:request(W, rec, function() return true end, function()
         for _, a in ipairs(order) do
           local b = R:bar(W, a, rec)
           local n = groups[a]
@@ -248,9 +309,9 @@ return function(handlers, api)
           end
         end
         W.vc[W.actor] = W.vc[W.actor] + 1
-      end, function() return "arrives" end, #order == 1 and select(3, bar_ref(R, W, order[1])) or nil, "am",
+      end, function() return "arrives" end, #order == 1 and select(3, R:bar_ref(W, order[1])) or nil, "am",
       function()
-        local cta, a = bar_ref(R, W, order[1])
+        local cta, a = R:bar_ref(W, order[1])
         return arrive and completes_on(cta.bars[a], groups[order[1]])
       end)
       return {}
@@ -271,7 +332,7 @@ return function(handlers, api)
   -- A non-blocking test of a barrier's phase: 1 (and what the phase publishes
   -- becomes visible) when `parity` has completed, else 0.
   local function test_phase(R, W, rec, addr, parity)
-    return request(W, rec, function() return true end, function()
+    return R:request(W, rec, function() return true end, function()
       local b = R:bar(W, addr, rec)
       if passes(b, parity) then
         vc_join(W.vc, b.last_vc)
@@ -288,18 +349,6 @@ return function(handlers, api)
       R:issue_g2s(W, rec, at(ins[1], l), at(ins[2], l), at(ins[3], l), at(ins[4], l))
     end
     return {}
-  end
-  -- A copy shared -> global joins warp W's open bulk group (performed at its wait).
-  function Run:issue_s2g(W, rec, dst, src, bytes, what)
-    local id = self:new_actor()
-    local vc = vc_copy(W.vc)
-    vc[id] = 1
-    local c = { id = id, vc = vc, dst = dst, src = src, bytes = bytes, rec = rec,
-                label = ("%s (from %s)"):format(what, W.label) }
-    self.actors[id] = c
-    W.bulk_open[#W.bulk_open + 1] = c
-    W.vc[W.actor] = W.vc[W.actor] + 1
-    return c
   end
   handlers["tile.bulk_copy_s2g"] = function(R, W, rec, ins, ctx)
     for _, l in ipairs(ctx.mask) do R:issue_s2g(W, rec, at(ins[1], l), at(ins[2], l), at(ins[3], l), "bulk store") end
@@ -319,274 +368,12 @@ return function(handlers, api)
     return {}
   end
 
-  -- cutlass pipelines
-  handlers["cutlass.pipeline.create"] = function(R, W, rec)
-    local p = W.cta.pipes[rec.id]
-    if not p then
-      p = { kind = "pipe", stages = rec.stages, np = rec.np, nc = rec.nc, loc = rec.loc }
-      W.cta.pipes[rec.id] = p
-    end
-    return { p }
-  end
-  -- After the last init of a run of inits (init_follows) the CTA synchronizes,
-  -- or the cluster when a pipeline spans it (the lowering's init_slots).
-  local function init_sync(R, W, rec, ins, ctx, what)
-    if rec.init_follows then return end
-    if R.k.cluster_pipes and (R.k.cluster or 1) > 1 then
-      handlers["tile.cluster_arrive"](R, W, rec, ins, ctx)
-      handlers["tile.cluster_wait"](R, W, rec, ins, ctx)
-    else
-      R:rendezvous(W, rec, "bar.sync 0", R.k.warps, what)
-    end
-  end
-  handlers["cutlass.pipeline.init"] = function(R, W, rec, ins, ctx)
-    local p = pipe_of(R, W, ins[1], rec)
-    local op = rec.op
-    local full, empty, mode = arrive_counts(op, p.np, p.nc, R.k.cluster or 1)
-    local given = op:attr "arrive_count"
-    if given and #given == 2 then full, empty = given[1], given[2] end
-    p.mode, p.base = mode, op:attr "barrier_id_base" or 0
-    p.prod, p.cons = op:attr "participants", op:attr "consumers"
-    p.tx = op:attr "transaction_bytes" or 0
-    p.counts = { full, empty }
-    -- thread 0 inits the 2S slots, then the CTA synchronizes (the lowering's init_slots)
-    if W.w == 0 and ctx.mask[1] == 0 then
-      for s = 0, p.stages - 1 do
-        R:init_barrier(W, stage_bar(p, s, 0), full, rec.loc, ("full[%d] of the pipeline at %s"):format(s, p.loc))
-        R:init_barrier(W, stage_bar(p, s, 1), empty, rec.loc, ("empty[%d] of the pipeline at %s"):format(s, p.loc))
-      end
-    end
-    init_sync(R, W, rec, ins, ctx, "the CTA barrier after cutlass.pipeline.init")
-    return {}
-  end
-  handlers["cutlass.pipeline.state.create"] = function(_, _, rec, ins)
-    local op = rec.op
-    local p = ins[1]
-    local i, ph, n = op:attr "index" or 0, op:attr "phase" or 0, op:attr "count" or 0
-    return { { index = i, phase = ph, count = n, ticket = i, stages = p.stages, role = op:attr "role" } }
-  end
-  handlers["cutlass.pipeline.state.increment"] = function(_, _, _, ins)
-    local s = ins[1]
-    local i, ph = s.index + 1, s.phase
-    if i == s.stages then i, ph = 0, ph ~ 1 end
-    return { { index = i, phase = ph, count = s.count + 1, ticket = s.ticket + 1, stages = s.stages, role = s.role } }
-  end
-  handlers["cutlass.pipeline.state.bump"] = function(_, _, _, ins)
-    local s = ins[1]
-    return { { index = s.index, phase = s.phase, count = s.count + 1, ticket = s.ticket, stages = s.stages, role = s.role } }
-  end
-  handlers["cutlass.pipeline.state.index"] = function(_, _, _, ins) return { ins[1].index } end
-  handlers["cutlass.pipeline.state.phase"] = function(_, _, _, ins) return { ins[1].phase } end
-  handlers["cutlass.pipeline.state.count"] = function(_, _, _, ins) return { ins[1].count } end
-  handlers["cutlass.pipeline.producer_get_barrier"] = function(R, W, rec, ins)
-    return { stage_bar(pipe_of(R, W, ins[1], rec), ins[2].index, 0) }
-  end
-  local function skipped(rec, ins)
-    return ins[3] ~= nil and uniform(rec, ins[3], "token") ~= 0
-  end
-  handlers["cutlass.pipeline.producer_acquire"] = function(R, W, rec, ins)
-    local p, s = pipe_of(R, W, ins[1], rec), ins[2]
-    if skipped(rec, ins) then return {} end
-    R:wait(W, rec, stage_bar(p, s.index, 1), s.phase ~ 1, s.ticket // p.stages,
-      ("acquire of stage %d in round %d"):format(s.index, s.ticket // p.stages))
-    return {}
-  end
-  handlers["cutlass.pipeline.consumer_wait"] = function(R, W, rec, ins)
-    local p, s = pipe_of(R, W, ins[1], rec), ins[2]
-    if skipped(rec, ins) then return {} end
-    R:wait(W, rec, stage_bar(p, s.index, 0), s.phase, s.ticket // p.stages + 1,
-      ("wait for stage %d in round %d"):format(s.index, s.ticket // p.stages))
-    return {}
-  end
-  local function probe(empty)
-    return function(R, W, rec, ins)
-      local p, s = pipe_of(R, W, ins[1], rec), ins[2]
-      return { test_phase(R, W, rec, stage_bar(p, s.index, empty), empty == 1 and s.phase ~ 1 or s.phase) }
-    end
-  end
-  handlers["cutlass.pipeline.producer_try_acquire"] = probe(1)
-  handlers["cutlass.pipeline.consumer_try_wait"] = probe(0)
-  local function arrival(R, W, rec, addr, n, bytes, arrive)
-    local b = R:bar(W, addr, rec)
-    if arrive then
-      R:arrive(b, n, W.actor, W.vc, rec, bytes)
-    else
-      b.tx = b.tx + bytes
-    end
-  end
-  -- The producers' part on stage s's full barrier, once per participant group:
-  -- a commit arrives (with `bytes` each when given), an expect_tx only adds bytes.
-  local function producer_arrivals(R, W, rec, ctx, p, s, bytes, commit, what)
-    per_group(R, W, rec, ctx, p.prod, commit, function(n)
-      request(W, rec, function() return true end, function()
-        arrival(R, W, rec, stage_bar(p, s.index, 0), n, bytes and bytes * n, commit)
-        if commit then W.vc[W.actor] = W.vc[W.actor] + 1 end
-      end, function() return what end, W.cta.id .. ":" .. stage_bar(p, s.index, 0), "am",
-      function() return commit and completes_on(W.cta.bars[stage_bar(p, s.index, 0)], n) end)
-    end)
-    return {}
-  end
-  handlers["cutlass.pipeline.producer_commit"] = function(R, W, rec, ins, ctx)
-    local p = pipe_of(R, W, ins[1], rec)
-    local tx = rec.op:attr "transaction_bytes"
-    if tx == nil or tx < 0 then tx = p.tx end
-    return producer_arrivals(R, W, rec, ctx, p, ins[2], tx > 0 and tx or nil, true, "commits")
-  end
-  handlers["cutlass.pipeline.producer_expect_tx"] = function(R, W, rec, ins, ctx)
-    local p = pipe_of(R, W, ins[1], rec)
-    return producer_arrivals(R, W, rec, ctx, p, ins[2], rec.op:attr "transaction_bytes", false, "expects bytes")
-  end
-  handlers["cutlass.pipeline.consumer_release"] = function(R, W, rec, ins, ctx)
-    local p, s = pipe_of(R, W, ins[1], rec), ins[2]
-    local addr = stage_bar(p, s.index, 1)
-    if p.mode == "cooperative" then
-      local all = 0
-      for _, m in ipairs(p.cons) do all = all | m end
-      if (all >> W.w) & 1 == 0 then
-        error(("emulate: %s at %s runs on warp %d, which is not a consumer participant"):format(rec.name, rec.loc, W.w), 0)
-      end
-      local n = #ctx.mask * (ctx.narrow and 32 or 1)
-      request(W, rec, function() return true end, function()
-        arrival(R, W, rec, addr, n, nil, true)
-        W.vc[W.actor] = W.vc[W.actor] + 1
-      end, function() return "releases" end, W.cta.id .. ":" .. addr, "am",
-      function() return completes_on(W.cta.bars[addr], n) end)
-      return {}
-    end
-    -- cluster mode: the stage is released on every CTA of the cluster (their
-    -- producers multicast into this one), one remote arrive each
-    local targets = { addr }
-    if p.mode == "cluster" then
-      targets = {}
-      local first = W.cta.id - W.cta.rank
-      for r = 0, (R.k.cluster or 1) - 1 do targets[#targets + 1] = DSMEM_BASE + ((first + r) << 32) + (addr - SHARED_BASE) end
-    end
-    per_group(R, W, rec, ctx, p.cons, true, function(n)
-      for _, a in ipairs(targets) do
-        local cta, local_addr, key = bar_ref(R, W, a)
-        request(W, rec, function() return true end, function()
-          arrival(R, W, rec, a, n, nil, true)
-          W.vc[W.actor] = W.vc[W.actor] + 1
-        end, function() return #targets > 1 and ("releases on CTA %d"):format(cta.id) or "releases" end, key, "am",
-        function() return completes_on(cta.bars[local_addr], n) end)
-      end
-    end)
-    return {}
-  end
-  -- producer_tail: drain the bulk groups; in cluster mode first wait until
-  -- every stage was released (acquire each in turn), so that no remote release
-  -- reaches a CTA that left
-  handlers["cutlass.pipeline.producer_tail"] = function(R, W, rec, ins, ctx)
-    local p = pipe_of(R, W, ins[1], rec)
-    if p.mode == "cluster" then
-      local s = ins[2]
-      for _ = 1, p.stages do
-        handlers["cutlass.pipeline.producer_acquire"](R, W, rec, { p, s }, ctx)
-        s = handlers["cutlass.pipeline.state.increment"](R, W, rec, { s }, ctx)[1]
-      end
-    end
-    R:drain_s2g(W, 0)
-    return {}
-  end
-
-  -- seq_bar (ordered sequence barriers): slots [base, base + depth) of the pool,
-  -- each inited by thread 0 with arrive_count; a state is (index, phase); wait
-  -- spins on the slot's parity, arrive is an arrival by every thread that runs it
-  -- and advances the state (the index wraps at the depth and flips the phase).
-  handlers["cutlass.seq_bar.create"] = function(_, W, rec)
-    local q = W.cta.pipes[rec.id]
-    if not q then
-      q = { kind = "seq", depth = rec.depth, loc = rec.loc }
-      W.cta.pipes[rec.id] = q
-    end
-    return { q }
-  end
-  local function seq_slot(q, index, W, rec)
-    if not q.base then -- its slots are known from its init: none ran yet
-      violation("uninitialized", ("%s at %s uses the seq_bar at %s, which no warp initialized yet")
-        :format(W.label, rec.loc, q.loc))
-    end
-    return SLOT_BASE + 8 * (q.base + index)
-  end
-  handlers["cutlass.seq_bar.init"] = function(R, W, rec, ins, ctx)
-    local q = ins[1]
-    q.base, q.count = rec.op:attr "barrier_id_base" or 0, rec.op:attr "arrive_count"
-    if W.w == 0 and ctx.mask[1] == 0 then
-      for i = 0, q.depth - 1 do
-        R:init_barrier(W, seq_slot(q, i, W, rec), q.count, rec.loc, ("slot %d of the seq_bar at %s"):format(i, q.loc))
-      end
-    end
-    init_sync(R, W, rec, ins, ctx, "the CTA barrier after the barrier inits")
-    return {}
-  end
-  handlers["cutlass.seq_bar.state.create"] = function(_, _, rec, ins)
-    return { { index = rec.op:attr "index" or 0, phase = rec.op:attr "phase" or 0, depth = ins[1] and ins[1].depth } }
-  end
-  handlers["cutlass.seq_bar.wait"] = function(R, W, rec, ins)
-    local q, st = ins[1], ins[2]
-    R:wait(W, rec, seq_slot(q, st.index, W, rec), st.phase)
-    return {}
-  end
-  handlers["cutlass.seq_bar.arrive"] = function(R, W, rec, ins, ctx)
-    local q, st = ins[1], ins[2]
-    local addr = seq_slot(q, st.index, W, rec)
-    local n = #ctx.mask
-    request(W, rec, function() return true end, function()
-      R:arrive(R:bar(W, addr, rec), n, W.actor, W.vc, rec)
-      W.vc[W.actor] = W.vc[W.actor] + 1
-    end, function() return "arrives" end, W.cta.id .. ":" .. addr, "am",
-    function() return completes_on(W.cta.bars[addr], n) end)
-    local i, ph = st.index + 1, st.phase
-    if i == q.depth then i, ph = 0, ph ~ 1 end
-    return { { index = i, phase = ph, depth = q.depth } }
-  end
-
-  -- Named barriers (bar.sync / bar.arrive id, count): count threads, a warp
-  -- counts as 32; a barrier that more warps use than its count holds is a report.
-  function Run:named_bar(W, rec, id, count, wait)
-    local cta = W.cta
-    if count % 32 ~= 0 then
-      violation("bar_count", ("%s at %s uses named barrier %d with a count of %d threads, not a multiple of the warp size")
-        :format(W.label, rec.loc, id, count))
-    end
-    local users = cta.nbars[id]
-    if not users then
-      users = { n = 0 }
-      cta.nbars[id] = users
-    end
-    if not users[W.w] then
-      users[W.w], users.n = true, users.n + 1
-      if 32 * users.n > count then
-        violation("bar_count", ("%s at %s is the %d-th warp to use named barrier %d, which counts %d threads (%d warps): a barrier used by more threads than it counts")
-          :format(W.label, rec.loc, users.n, id, count, count // 32))
-      end
-    end
-    local key = "bar " .. id
-    local s = cta.syncs[key]
-    if s and s.n ~= count // 32 then
-      violation("bar_count", ("%s at %s uses named barrier %d with a count of %d threads, another warp with %d")
-        :format(W.label, rec.loc, id, count, 32 * s.n))
-    end
-    if wait then
-      self:rendezvous(W, rec, key, count // 32, ("named barrier %d (%d threads)"):format(id, count))
-    else
-      self:rendezvous(W, rec, key, count // 32, ("named barrier %d (%d threads)"):format(id, count), true)
-    end
-  end
   handlers["tile.named_barrier_sync"] = function(R, W, rec, ins)
     R:named_bar(W, rec, uniform(rec, ins[1], "barrier id"), uniform(rec, ins[2], "thread count"), true)
     return {}
   end
   handlers["tile.named_barrier_arrive"] = function(R, W, rec, ins)
     R:named_bar(W, rec, uniform(rec, ins[1], "barrier id"), uniform(rec, ins[2], "thread count"), false)
-    return {}
-  end
-  handlers["cutlass.bar"] = function(R, W, rec)
-    R:named_bar(W, rec, rec.op:attr "id", rec.op:attr "count", true)
-    return {}
-  end
-  handlers["cutlass.named_barrier.arrive"] = function(R, W, rec)
-    R:named_bar(W, rec, rec.op:attr "id", rec.op:attr "count", false)
     return {}
   end
 
@@ -627,7 +414,7 @@ return function(handlers, api)
   handlers["tile.cluster_arrive"] = function(R, W, rec, _, ctx)
     local b = cluster_bar(R, W)
     local n = #ctx.mask
-    request(W, rec, function() return true end, function()
+    R:request(W, rec, function() return true end, function()
       if W.cluster_phase then
         violation("arrive_count", ("%s at %s arrives on %s again before waiting for the phase it arrived on")
           :format(W.label, rec.loc, b.name))
@@ -640,7 +427,7 @@ return function(handlers, api)
   end
   handlers["tile.cluster_wait"] = function(R, W, rec)
     local b = cluster_bar(R, W)
-    request(W, rec, function() return W.cluster_phase == nil or b.completed > W.cluster_phase end, function()
+    R:request(W, rec, function() return W.cluster_phase == nil or b.completed > W.cluster_phase end, function()
       if W.cluster_phase == nil then
         violation("arrive_count", ("%s at %s waits on %s without having arrived"):format(W.label, rec.loc, b.name))
       end
@@ -662,129 +449,21 @@ return function(handlers, api)
   -- thread, t < threads) is global unit u * threads + t. Reading an element
   -- nothing wrote is an `unfilled` report, as convert-cutlass-to-nvvm's shared
   -- backing of the fragment makes it at the nvvm level.
-  handlers["builtin.unrealized_conversion_cast"] = function(_, _, rec)
-    if not rec.frag then not_modelled(rec) end
-    return { { kind = "frag", n = rec.frag.n, v = rec.frag.v, codec = rec.frag.codec, lanes = {}, loc = rec.loc } }
-  end
-  local function frag_elem(W, rec, f, data, fi, t)
-    local x = data[fi]
-    if x == nil then
-      violation("unfilled", ("%s at %s reads element %d of thread %d's register fragment (made at %s), which nothing wrote")
-        :format(W.label, rec.loc, fi - 1, t, f.loc))
+  -- The other casts (decoded above): a MODS probe's stand-in scheduler handle
+  -- (models/sched.lua's value, detached from any plan), or one value between
+  -- the levels, a shared pointer's i32 the window's.
+  handlers["builtin.unrealized_conversion_cast"] = function(_, _, rec, ins)
+    if rec.sched_handle then return { { kind = "sched", detached = true } } end
+    if rec.frag then
+      return { { kind = "frag", n = rec.frag.n, v = rec.frag.v, codec = rec.frag.codec, lanes = {}, loc = rec.loc } }
     end
-    return x
+    if #rec.outs ~= 1 or #ins ~= 1 then not_modelled(rec) end
+    if rec.i32 then return { address.window(ins[1]) } end
+    return { ins[1] }
   end
-  local function striped(kind)
-    return function(R, W, rec, ins, ctx)
-      local f = ins[2]
-      if type(f) ~= "table" or f.kind ~= "frag" then not_modelled(rec) end
-      local threads = rec.op:attr "threads"
-      local v, units, es = f.v, f.n // f.v, f.codec.size
-      local erec = { codec = f.codec, loc = rec.loc }
-      local max = rec.op:attr "kind" == "max"
-      for _, l in ipairs(ctx.mask) do
-        local t = 32 * (W.w - ctx.agent_first) + l
-        local g = at(ins[1], l)
-        local data = f.lanes[l]
-        if not data then
-          data = {}
-          f.lanes[l] = data
-        end
-        if t < threads then
-          R:tick(rec, units * v) -- its elements, one op each
-          for u = 0, units - 1 do
-            local base = g + (u * threads + t) * v * es
-            for i = 0, v - 1 do
-              local a, fi = base + i * es, u * v + i + 1
-              if kind == "load" then
-                data[fi] = R:load(W, erec, a)
-              elseif kind == "store" then
-                R:store(W, erec, a, frag_elem(W, rec, f, data, fi, t))
-              elseif kind == "load_add" then
-                local x, y = R:load(W, erec, a), frag_elem(W, rec, f, data, fi, t)
-                data[fi] = f.codec.fmt and string.unpack("<f", string.pack("<f", x + y)) or wrap(x + y, f.codec.width)
-              else -- reduce: a global atomic per element
-                local old = R:load(W, erec, a, true)
-                local x = frag_elem(W, rec, f, data, fi, t)
-                local nv = max and math.max(old, x) or old + x
-                if not f.codec.fmt then nv = wrap(nv, f.codec.width) end
-                R:store(W, erec, a, nv, true)
-              end
-            end
-          end
-        end
-      end
-      return {}
-    end
-  end
-  for name, kind in pairs { ["cutlass.block_striped.load"] = "load", ["cutlass.block_striped.store"] = "store",
-                            ["cutlass.block_striped.load_add"] = "load_add", ["cutlass.block_striped.reduce"] = "reduce" } do
-    handlers[name] = striped(kind)
-  end
-
-  -- Generic (global-memory) barriers of the StreamK fixup (CUTLASS's
-  -- GenericBarrier): a counter at ptr + index; the first thread of the executors
-  -- spins until it equals v (wait_eq_reset: and sets it to 0), then the
-  -- executors sync; arrive_inc: the executors sync, then the first thread
-  -- increments it (release). The counter carries the clock of its releases.
-  function Run:gbar_at(addr)
-    local g = self.gbars[addr]
-    if not g then
-      g = { vc = {} }
-      self.gbars[addr] = g
-      self.gbar_list[#self.gbar_list + 1] = addr
-    end
-    return g
-  end
-  local function i32_at(R, addr)
-    local v = 0
-    for i = 3, 0, -1 do v = (v << 8) | (R.global[addr + i] or 0) end
-    return wrap(v, 32)
-  end
-  local function set_i32(R, addr, v)
-    for i = 0, 3 do R.global[addr + i] = (v >> (8 * i)) & 0xff end
-  end
-  local function generic(kind)
-    return function(R, W, rec, ins, ctx)
-      local addr = uniform(rec, ins[1], "pointer") + 4 * uniform(rec, ins[2], "index")
-      local lead = ctx.narrow or W.w == lowest_bit(ctx.exec)
-      local n = popcount(ctx.exec)
-      local key = ("generic barrier op %d"):format(rec.id)
-      local obj = "g" .. addr
-      local sync = not ctx.narrow and n > 1
-      if kind == "arrive" then
-        if sync then R:rendezvous(W, rec, key, n, ("the executors' sync before %s at %s"):format(rec.name, rec.loc)) end
-        if lead then
-          request(W, rec, function() return true end, function()
-            local g = R:gbar_at(addr)
-            vc_join(g.vc, W.vc)
-            W.vc[W.actor] = W.vc[W.actor] + 1
-            set_i32(R, addr, i32_at(R, addr) + 1)
-          end, function() return "arrives" end, obj, "ag")
-        end
-      else
-        if lead then
-          local want = uniform(rec, ins[3], "value")
-          R:gbar_at(addr)
-          request(W, rec, function() return i32_at(R, addr) == want end, function()
-            vc_join(W.vc, R:gbar_at(addr).vc)
-            if kind == "reset" then set_i32(R, addr, 0) end
-          end, function() return ("waits until the counter at 0x%x (now %d) equals %d"):format(addr, i32_at(R, addr), want) end,
-          obj, kind == "reset" and "wg" or "rg")
-        end
-        if sync then R:rendezvous(W, rec, key, n, ("the executors' sync after %s at %s"):format(rec.name, rec.loc)) end
-      end
-      return {}
-    end
-  end
-  for name, kind in pairs { ["cutlass.generic_barrier.arrive_inc"] = "arrive", ["cutlass.generic_barrier.wait_eq"] = "wait",
-                            ["cutlass.generic_barrier.wait_eq_reset"] = "reset" } do
-    handlers[name] = generic(kind)
-  end
-
   -- what the other models use
-  api.test_phase, api.per_address = test_phase, per_address
-  for _, n in ipairs { "tile.mbarrier_test_wait", "cutlass.pipeline.producer_try_acquire", "cutlass.pipeline.consumer_try_wait" } do
-    api.PROBES[n] = true
-  end
+  T.test_phase, T.per_address = test_phase, per_address
+  T.probes["tile.mbarrier_test_wait"] = true
 end
+
+return T

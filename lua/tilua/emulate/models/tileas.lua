@@ -1,6 +1,5 @@
 -- tilua.emulate.models.tileas: the emulator's model of tile programs (the tileas
--- dialect, docs/tileprog.md), registered into emulate/init.lua through
--- emulate.extend like emulate/models/tile.lua and emulate/models/mma.lua (docs/protocol.md,
+-- dialect, docs/tileprog.md), a model of emulate/models/init.lua (docs/protocol.md,
 -- "Tile programs").
 --
 -- A program is a role: each CTA of the emulation runs one program (a
@@ -39,45 +38,30 @@
 -- with a full and an empty mbarrier per stage and ring, so the phase, race
 -- and deadlock checks are the lowered level's.
 
-local interp = require "tilua.emulate.interp"
-local wrap = interp.wrap
+local lanes = require "tilua.emulate.lanes"
+local address = require "tilua.emulate.address"
+local values = require "tilua.emulate.values"
+local report = require "tilua.emulate.report"
+local sync = require "tilua.emulate.sync"
+local mma = require "tilua.emulate.models.mma"
 
 local TILE = { __name = "tile" }
 local function is_tile(x) return getmetatable(x) == TILE end
 
-local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
+local uniform = lanes.uniform
+local violation = report.violation
+local SHARED_BASE = address.SHARED_BASE
+local RING_BARS = SHARED_BASE + (1 << 31) -- the rings' implied full / empty barriers
 
--- the element types: bytes, decode (a little-endian integer of its bytes ->
--- number), encode, round (a number -> the nearest of the type)
-local function elem_codec(name, float16)
-  if name == "f32" then
-    return { size = 4, float = true, round = f32,
-             dec = function(u) return (string.unpack("<f", string.pack("<I4", u))) end,
-             enc = function(x) return (string.unpack("<I4", string.pack("<f", x))) end }
-  elseif name == "f64" then
-    return { size = 8, float = true, round = function(x) return x end,
-             dec = function(u) return (string.unpack("<d", string.pack("<i8", u))) end,
-             enc = function(x) return (string.unpack("<i8", string.pack("<d", x))) end }
-  elseif name == "bf16" or name == "f16" then
-    local dec, enc = float16.dec[name], float16.enc[name]
-    return { size = 2, float = true, dec = dec, enc = enc, round = function(x) return dec(enc(x)) end }
-  end
-  local w = tonumber(name:match "^i(%d+)$")
-  if not w then return nil end
-  return { size = math.max(1, w // 8), width = w, round = function(x) return wrap(math.tointeger(x) or 0, w) end,
-           dec = function(u) return wrap(u, w) end, enc = function(x) return x end }
-end
+local handlers, D = {}, {}
+local TA = { handlers = handlers, decoders = D, kernel_decoders = {}, arg_kinds = {} }
 
-return function(handlers, api)
-  local Run, violation, request = api.Run, api.violation, api.request
-  local exec_block, uniform = api.exec_block, api.uniform
-  local SHARED_BASE = api.SHARED_BASE
-  local RING_BARS = SHARED_BASE + (1 << 31) -- the rings' implied full / empty barriers
+do
   local codecs = {}
   local function codec(name)
     local c = codecs[name]
     if c == nil then
-      c = elem_codec(name, api.float16) or false
+      c = values.elem_codec(name) or false
       codecs[name] = c
     end
     return c or nil
@@ -101,7 +85,6 @@ return function(handlers, api)
 
   -- {=== decoding
 
-  local D = api.DECODERS
   local function mark(d) d.tileas = d.tileas or { agents = 0, consumers = 0, rings = {} } return d.tileas end
   local function result_tile(rec, op)
     if op:nresults() > 0 then rec.tt = tile_type(op:result(1):type()) end
@@ -152,25 +135,28 @@ return function(handlers, api)
       if tt then rec.name, rec.fn, rec.tt = "tileas.elementwise", n, tt end
     end
   end
-  table.insert(api.KERNEL_DECODERS, function(dk, kop, d)
+  local on_start, state_parts, min_phases -- the hooks of a tile program's decoded kernel (below)
+  TA.kernel_decoders[1] = function(dk, kop, d)
     local t = d.tileas
     if not t then return end
     dk.tileas = t
     -- one actor per agent (one per program before there are agents)
     dk.warps = math.max(1, t.agents)
     dk.cluster = 1 -- a program on a cluster is one program here (its CTA split is the lowering's)
-    dk.cluster_local = true -- the CTAs share no synchronization object (but dynamic claims: Run:start)
+    dk.cluster_local = true -- the CTAs share no synchronization object (but dynamic claims: on_start)
     dk.arg_names = kop:attr "arg_names"
-  end)
+    dk.on_start, dk.state_parts, dk.min_phases = on_start, state_parts, min_phases
+  end
 
   -- }===
 
   -- {=== launch: the grid of programs, the workers, the tensors
 
-  local start = Run.start
-  function Run:start()
+  -- The run's shape: CTA c runs program c of the grid of programs (o.grid), or
+  -- is worker c of a persistent loop (o.workers of them); arguments by name
+  -- (arg_names) or position; warp 0's role the program.
+  function on_start(self)
     local k = self.k
-    if not k.tileas then return start(self) end
     local o = self.o
     local g = o.grid or 1
     if type(g) == "number" then g = { g } end
@@ -189,58 +175,43 @@ return function(handlers, api)
       args = pos
     end
     self.o = setmetatable({ grid = ctas, args = args, roles = { [0] = "program" } }, { __index = o })
-    return start(self)
   end
 
-  local setup_args = Run.setup_args
-  function Run:setup_args()
-    local k = self.k
-    local cache = self.o._cache
-    local tensors = {}
-    for i, p in ipairs(k.params) do
-      local elem, rank = p.type:match "^!tileas%.tensor<%s*([%w_]+)%s*,%s*(%d+)%s*>$"
-      if elem then
-        local a = self.o.args and self.o.args[i]
-        if type(a) ~= "table" or not a.shape then
-          error(("emulate: argument %d (%s) must be a tensor { data = bytes, shape = {...} }"):format(i, p.type), 0)
-        end
-        if #a.shape ~= tonumber(rank) then
-          error(("emulate: argument %d: a tensor of rank %d for %s"):format(i, #a.shape, p.type), 0)
-        end
-        local c = codec(elem) or error(("emulate: tensors of %s are not modelled"):format(elem), 0)
-        if not (cache and cache.base) then
-          local base, nb = self:alloc_global(a.data or a.bytes or 0)
-          self.buffers[i] = { base = base, n = nb }
-        end
-        tensors[i] = { elem = elem, codec = c }
+  -- a !tileas.tensor parameter takes { data | bytes, shape [, strides] } (allocated
+  -- first: order 1)
+  TA.arg_kinds[1] = { name = "tensor", order = 1, match = function(p)
+    local elem, rank = p.type:match "^!tileas%.tensor<%s*([%w_]+)%s*,%s*(%d+)%s*>$"
+    return elem and { elem = elem, rank = tonumber(rank) }
+  end, setup = function(R, i, p, a)
+    local elem = p.info.elem
+    if type(a) ~= "table" or not a.shape then
+      error(("emulate: argument %d (%s) must be a tensor { data = bytes, shape = {...} }"):format(i, p.type), 0)
+    end
+    if #a.shape ~= p.info.rank then
+      error(("emulate: argument %d: a tensor of rank %d for %s"):format(i, #a.shape, p.type), 0)
+    end
+    local c = codec(elem) or error(("emulate: tensors of %s are not modelled"):format(elem), 0)
+    local base, nb = R:alloc_global(a.data or a.bytes or 0)
+    R.buffers[i] = { base = base, n = nb }
+    local strides = {} -- elements, outermost first
+    if a.strides then
+      for d = 1, #a.shape do strides[d] = a.strides[d] end
+    else
+      local s = 1
+      for d = #a.shape, 1, -1 do
+        strides[d] = s
+        s = s * a.shape[d]
       end
     end
-    setup_args(self)
-    for i, t in pairs(tensors) do
-      local a = self.o.args[i]
-      local strides = {} -- elements, outermost first
-      if a.strides then
-        for d = 1, #a.shape do strides[d] = a.strides[d] end
-      else
-        local s = 1
-        for d = #a.shape, 1, -1 do
-          strides[d] = s
-          s = s * a.shape[d]
-        end
-      end
-      self.args[i] = { kind = "tensor", base = self.buffers[i].base, shape = a.shape, strides = strides,
-                       elem = t.elem, codec = t.codec, arg = i }
-    end
-  end
+    return { kind = "tensor", base = base, shape = a.shape, strides = strides, elem = elem, codec = c, arg = i }
+  end }
 
   -- the scheduler's counter and the CTAs' claims are state (the checker's hash)
-  local state_key = Run.state_key
-  function Run:state_key()
-    local s = state_key(self)
-    if not self.claimed then return s end
-    local parts = { s, "p" .. self.claimed }
+  function state_parts(self)
+    if not self.claimed then return {} end
+    local parts = { "p" .. self.claimed }
     for _, cta in ipairs(self.ctas) do parts[#parts + 1] = #(cta.claims or {}) end
-    return table.concat(parts, ",")
+    return parts
   end
 
   -- }===
@@ -275,12 +246,12 @@ return function(handlers, api)
     end
     cta.claims = cta.claims or {}
     if W.w == 0 then -- the first agent claims (a step on the scheduler's counter: the workers' order matters)
-      request(W, rec, function() return true end, function()
+      R:request(W, rec, function() return true end, function()
         cta.claims[k] = R.claimed
         R.claimed = R.claimed + 1
       end, function() return "claims the next program id" end, "g0", "w") -- g0: a global word of its own (it orders the CTAs)
     else -- the others take its claim (a wait nothing can undo once it passes)
-      request(W, rec, function() return cta.claims[k] ~= nil end, function() end,
+      R:request(W, rec, function() return cta.claims[k] ~= nil end, function() end,
         function() return ("waits for the CTA's claim %d of a program id"):format(k) end, "c" .. cta.id, "re")
     end
     return { cta.claims[k] }
@@ -295,17 +266,16 @@ return function(handlers, api)
     local old, oldg = W.role, W.grp
     W.role, W.grp = rec.kind, rec.first
     W.label = ("%s agent %d%s"):format(rec.kind, rec.first, R.grid > 1 and (" (CTA %d)"):format(W.cta.id) or "")
-    exec_block(R, W, rec.regions[1][1], {}, ctx)
+    R:exec_block(W, rec.regions[1][1], {}, ctx)
     W.role, W.grp = old, oldg
     return {}
   end
   handlers["tileas.agent_switch"] = function(R, W, rec, _, ctx)
-    exec_block(R, W, rec.regions[1][1], {}, ctx)
+    R:exec_block(W, rec.regions[1][1], {}, ctx)
     return {}
   end
-  -- a scheduler knob: no effect (not a mark of a tile program: lowered
-  -- kernels keep it; emulate/models/nvvm.lua models it there already)
-  handlers["tileas.pragma"] = handlers["tileas.pragma"] or function() return {} end
+  -- (tileas.pragma, a scheduler knob with no effect, which lowered kernels
+  -- keep: models/nvvm.lua)
 
   -- }===
 
@@ -353,15 +323,15 @@ return function(handlers, api)
       W.pipe = it
       local a = { i }
       for k2, v in ipairs(iters) do a[k2 + 1] = v end
-      iters = exec_block(R, W, body, a, ctx)
+      iters = R:exec_block(W, body, a, ctx)
       if consumer then -- the consumer releases the stage of every ring
         for _, rg in ipairs(R.k.tileas.rings) do -- one arrival each: an arrival commutes with the others' steps
           local addr = ring_bar(R, W, rg, it.j % rg.stages, 1)
-          request(W, rec, function() return true end, function()
+          R:request(W, rec, function() return true end, function()
             R:arrive(R:bar(W, addr, rec), 1, W.actor, W.vc, rec)
             W.vc[W.actor] = W.vc[W.actor] + 1
           end, function() return ("releases stage %d of the ring at %s"):format(it.j % rg.stages, rg.loc) end,
-          W.cta.id .. ":" .. addr, "am", function() return api.completes_on(W.cta.bars[addr], 1) end)
+          W.cta.id .. ":" .. addr, "am", function() return sync.completes_on(W.cta.bars[addr], 1) end)
         end
       end
     end
@@ -372,10 +342,7 @@ return function(handlers, api)
   -- the fewest laps of a pipelined loop's ring (iterations / stages, per
   -- agent): before tileas-materialize-agents makes the rings, what their
   -- barriers' phases will count (the inputs are chosen so that every ring wraps twice)
-  local min_phases = Run.min_phases
-  function Run:min_phases()
-    local m = min_phases(self)
-    if not self.k.tileas then return m end
+  function min_phases(self, m)
     for _, W in ipairs(self.warps) do
       if W.laps and (not m or W.laps < m) then m = W.laps end
     end
@@ -430,7 +397,7 @@ return function(handlers, api)
     R:wait(W, rec, ring_bar(R, W, ar, s, 1), (round & 1) ~ 1, round,
       ("acquire of stage %d of the ring at %s in round %d"):format(s, ar.loc, round))
     local full = ring_bar(R, W, ar, s, 0)
-    request(W, rec, function() return true end, function()
+    R:request(W, rec, function() return true end, function()
       R:shadow_write(cta, W.actor, W.vc, dst.addr + s * ar.stage_bytes, 1, rec.loc)
       cta.stensors[ar.id .. ":" .. s] = src
       R:arrive(R:bar(W, full, rec), 1, W.actor, W.vc, rec)
@@ -457,7 +424,7 @@ return function(handlers, api)
   local function tile_rows(t, shape, coords, f)
     local eb, start, strides = t.codec.size, {}, {}
     for d = 1, #shape do start[d], strides[d] = coords[d] * shape[d], t.strides[d] * eb end
-    api.rows_of_box(t.base, t.shape, strides, shape, start, f)
+    mma.rows_of_box(t.base, t.shape, strides, shape, start, f)
   end
   local function coords_of(rec, ins, from, to)
     local c = {}
@@ -726,3 +693,5 @@ return function(handlers, api)
 
   -- }===
 end
+
+return TA
