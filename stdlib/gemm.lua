@@ -27,9 +27,11 @@
 -- Shapes that are not multiples of the tile are handled by TMA (out-of-bounds
 -- loads read zeros, stores are clipped). Column-major operands (a_major = "m",
 -- b_major = "n") use MN-major descriptors (16-bit types only).
+local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
+
 local M = {}
 
-function M.attach(tl)
+do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   local raise = tl.raise
   tl.gemm = tl.gemm or {}
   local in_types = { bf16 = "bf16", f16 = "f16", e4m3 = "e4m3", e5m2 = "e5m2" }

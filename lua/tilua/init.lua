@@ -11,6 +11,12 @@
 local core = require "tilua.core"
 
 local tl = { core = core, version = "0.1.0" }
+-- The rooms of the library (dsl/, gpu/, stdlib/, below) add their functions
+-- to tl as they load: each takes it with require "tilua", which finds it here
+-- while this file is still running.
+package.loaded["tilua"] = tl
+local kinds = require "tilua.dsl.kinds"
+local kind_op = kinds.op
 
 local Value = core.metatable("Value")
 local Op = core.metatable("Op")
@@ -50,59 +56,6 @@ tl.is_value = is_value
 local function typename(x)
   if is_value(x) then return tostring(x:type()) end
   return type(x)
-end
-
--- }=====================================================================
-
--- {=====================================================================
--- Kinds of values other modules give a meaning to
--- ======================================================================
-
--- The operators and a few functions (tl.load, tl.store, tl.extract, tl.zeros,
--- tl.select, v:cast, the comparisons, the approximate math of dsl/warp.lua)
--- also work on kinds of values that other modules define: the tiles and
--- tensors of tile programs (dsl/tileprog.lua). Such a module registers its
--- implementations once, by kind (lib.register_kind), and each of those
--- operations first looks its operands' kinds up, in the order of its
--- operands; the meaning written where the operation is defined is the one of
--- every other value. No module replaces another module's functions.
-local kinds = {} -- kind -> { operation name -> fn }
-
--- The kind registrations are keyed by: a value's type kind ("tile"), a dialect
--- type's name ("tileas.tensor"), "shape" for a plain Lua table (an extent list).
-local function value_kind(x)
-  local mt = getmetatable(x)
-  if mt == Value then
-    local t = x:type()
-    local k = t:kind()
-    if k == "dialect" then return t:info().name end
-    return k
-  end
-  if mt == nil and type(x) == "table" then return "shape" end
-  return nil
-end
-
--- The implementation of operation `name` registered for the kind of the
--- first of a, b, c that has one, or nil.
-local function kind_op(name, a, b, c)
-  local ops = kinds[value_kind(a)]
-  if ops and ops[name] then return ops[name] end
-  if b ~= nil then
-    ops = kinds[value_kind(b)]
-    if ops and ops[name] then return ops[name] end
-  end
-  if c ~= nil then
-    ops = kinds[value_kind(c)]
-    if ops and ops[name] then return ops[name] end
-  end
-  return nil
-end
-
--- What the library's own modules get besides tl (their attach(tl, lib)).
-local lib = { kind_op = kind_op }
-function lib.register_kind(kind, ops)
-  if kinds[kind] then error(("register_kind: the kind '%s' is registered already"):format(kind), 2) end
-  kinds[kind] = ops
 end
 
 -- }=====================================================================
@@ -729,9 +682,9 @@ end
 -- }=====================================================================
 
 -- The rooms of the library add their functions to tl, in this order (a later
--- one may use what an earlier one added); lib carries what they share
--- besides tl: the registration of kinds (above).
-for _, name in ipairs {
+-- one may use what an earlier one added); dsl/kinds.lua is what they share
+-- besides tl: the operations that other kinds of values register.
+local rooms = {
   "tilua.stdlib.sched", -- tl.sched.persistent / tiles
   "tilua.dsl.cutlass", -- the cutlass dialect: executors, pipelines, sequence barriers, schedulers
   "tilua.dsl.tile", -- the authoring ops of real kernels (tile dialect)
@@ -742,8 +695,13 @@ for _, name in ipairs {
   "tilua.stdlib.gemm", -- the Hopper GEMM generator (tl.gemm)
   "tilua.stdlib.autotune", -- tl.autotune
   "tilua.dsl.tileprog", -- tile programs (tileas): tiles and tensors, registered as kinds
-} do
-  require(name).attach(tl, lib)
+}
+-- (a room that fails to load leaves no half-built library behind for a later require)
+local ok, err = pcall(function() for _, name in ipairs(rooms) do require(name) end end)
+if not ok then
+  package.loaded["tilua"] = nil
+  for _, name in ipairs(rooms) do package.loaded[name] = nil end
+  error(err, 0)
 end
 
 -- The CPU emulator of a kernel's barrier protocols and the checker over it

@@ -1,12 +1,13 @@
 -- tilua.gpu.launch: launching compiled kernels (k:launch) and the device
--- (tl.device, tilua.gpu.device). init.lua attaches it with one line:
--- require("tilua.gpu.launch").attach(tl).
+-- (tl.device, tilua.gpu.device), added to tl when init.lua requires it.
 
 local core = require "tilua.core"
 
+local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
+
 local M = {}
 
-function M.attach(tl)
+do -- (the module's definitions; an indented block)
   local raise = tl.raise
   local Kernel = tl.Kernel
 
