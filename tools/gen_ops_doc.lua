@@ -1,6 +1,6 @@
 -- gen_ops_doc.lua -- writes docs/ops.md, and the generated parts of
 -- docs/ptx.md, from the op tables (src/dialects/*.def) as the library exports
--- them (core.ops(), core.dialect_types(), core.enums()).
+-- them (core.ops(), core.dialect_types(), core.enums(), core.stamps()).
 --
 --   build/tilua tools/gen_ops_doc.lua [OUT]          (default OUT: docs/ops.md)
 --   TILUA_BUILD_DIR=build lua5.4 tools/gen_ops_doc.lua [OUT]
@@ -151,6 +151,7 @@ function M.generate()
     out[#out + 1] = ("- [%s](#%s) (%d)"):format(d, d:gsub("%.", ""), #by[d])
   end
   out[#out + 1] = "- [dialect types](#dialect-types)"
+  out[#out + 1] = "- [stamps](#stamps): attributes that passes put on ops of other kinds"
   for _, d in ipairs(dialects) do
     out[#out + 1] = ""
     out[#out + 1] = "## " .. d
@@ -166,6 +167,28 @@ function M.generate()
   out[#out + 1] = "|---|---|---|"
   for _, t in ipairs(types) do
     out[#out + 1] = ("| `!%s` | %s | %s |"):format(t.name, t.name:match "^([^.]+)", cell(t.doc))
+  end
+  local stamps = core.stamps()
+  out[#out + 1] = ""
+  out[#out + 1] = "## stamps"
+  out[#out + 1] = ""
+  out[#out + 1] = ("%d attributes that passes put on ops of other kinds (STAMP rows, as MLIR's dialect"):format(#stamps)
+  out[#out + 1] = "attributes): the verifier checks each wherever it appears; a name in a stamping dialect's"
+  out[#out + 1] = "namespace that no row places on the op is an error. C reads one with `ir_stamp_ID(op)`,"
+  out[#out + 1] = "Lua with `op:attr_or_default(name)`."
+  out[#out + 1] = ""
+  out[#out + 1] = "| attribute | on | value | meaning |"
+  out[#out + 1] = "|---|---|---|---|"
+  for _, st in ipairs(stamps) do
+    local on = {}
+    for i, o in ipairs(st.ops) do on[i] = "`" .. o .. "`" end
+    local value = attribute(st):gsub("^`[^`]*` ", "")
+    if st.fields then
+      local f = {}
+      for i, a in ipairs(st.fields) do f[i] = attribute(a) end
+      value = value .. " {" .. table.concat(f, "; ") .. "}"
+    end
+    out[#out + 1] = ("| `%s` | %s | %s | %s |"):format(st.name, table.concat(on, ", "), cell(value), cell(st.doc))
   end
   return table.concat(out, "\n") .. "\n"
 end

@@ -1,7 +1,8 @@
 /*
-** dialects.h -- prototypes of the verifiers, folders and kernel rules named
-** in the dialect tables, generated from the tables themselves; the enum lists,
-** the target's limits and the typed attribute readers come with it.
+** dialects.h -- prototypes of the verifiers, folders, kernel rules and stamp
+** checks named in the dialect tables, generated from the tables themselves;
+** the enum lists, the target's limits and the typed attribute readers come
+** with it.
 */
 #ifndef TILUA_DIALECTS_H
 #define TILUA_DIALECTS_H
@@ -16,10 +17,12 @@ IrValue *nofold(IrBuilder *b, IrOp *op);
   IrValue *fold(IrBuilder *b, IrOp *op);
 #define DTYPE(...)
 #define KRULE(fn, doc) IrResult fn(IrOp *kernel);
+#define STAMP(id, name, spec, check, doc) IrResult check(IrOp *op);
 #include "all.def"
 #undef OP
 #undef DTYPE
 #undef KRULE
+#undef STAMP
 
 #include "enums.h"
 #include "op_attrs.h"

@@ -1,9 +1,9 @@
 /*
 ** l_dialect.c -- what the dialect tables say beyond an op's signature, for
 ** Lua and the docs generator: the attribute rows, PTX rows and LOWER rows of
-** every op (added to core.ops() entries), the enum lists (core.enums()), the
-** target's limits (core.limits()) and a kernel's decoded spec
-** (op:kernel_spec()).
+** every op (added to core.ops() entries), the stamp rows (core.stamps()),
+** the enum lists (core.enums()), the target's limits (core.limits()) and a
+** kernel's decoded spec (op:kernel_spec()).
 */
 #include "../dialects/kernel.h"
 #include "../ptx/ptx.h"
@@ -27,34 +27,39 @@ static void push_default(lua_State *L, const IrAttrSpec *s) {
   lua_setfield(L, -2, "default");
 }
 
-/* Stack: -> list of {name, kind, required, default, min, max, values, max_length, doc}. */
+/* Stack: -> {name, kind, required, default, min, max, values, max_length, doc}. */
+static void push_attr_spec(lua_State *L, const IrAttrSpec *s) {
+  const char *name;
+  size_t len = ir_attr_spec_name(s, &name);
+  lua_createtable(L, 0, 8);
+  lua_pushlstring(L, name, len);
+  lua_setfield(L, -2, "name");
+  lb_set_str(L, "kind", kind_names[s->kind]);
+  lb_set_bool(L, "required", s->dflt == IR_ATTR_REQUIRED);
+  push_default(L, s);
+  if (s->kind == IR_AS_INT) {
+    lb_set_int(L, "min", s->lo);
+    lb_set_int(L, "max", s->hi);
+  } else if (s->kind == IR_AS_INTS) {
+    lb_set_int(L, "max_length", s->hi);
+  } else if (s->kind == IR_AS_ENUM) {
+    lua_newtable(L);
+    for (int j = 0; s->names[j]; j++) {
+      lua_pushstring(L, s->names[j]);
+      lua_rawseti(L, -2, j + 1);
+    }
+    lua_setfield(L, -2, "values");
+  }
+  lb_set_str(L, "doc", s->doc);
+}
+
+/* Stack: -> list of attribute rows (push_attr_spec). */
 static void push_attributes(lua_State *L, IrOpKind k) {
   uint32_t n;
   const IrAttrSpec *s = ir_op_attr_specs(k, &n);
   lua_createtable(L, (int)n, 0);
   for (uint32_t i = 0; i < n; i++) {
-    const char *name;
-    size_t len = ir_attr_spec_name(&s[i], &name);
-    lua_createtable(L, 0, 8);
-    lua_pushlstring(L, name, len);
-    lua_setfield(L, -2, "name");
-    lb_set_str(L, "kind", kind_names[s[i].kind]);
-    lb_set_bool(L, "required", s[i].dflt == IR_ATTR_REQUIRED);
-    push_default(L, &s[i]);
-    if (s[i].kind == IR_AS_INT) {
-      lb_set_int(L, "min", s[i].lo);
-      lb_set_int(L, "max", s[i].hi);
-    } else if (s[i].kind == IR_AS_INTS) {
-      lb_set_int(L, "max_length", s[i].hi);
-    } else if (s[i].kind == IR_AS_ENUM) {
-      lua_newtable(L);
-      for (int j = 0; s[i].names[j]; j++) {
-        lua_pushstring(L, s[i].names[j]);
-        lua_rawseti(L, -2, j + 1);
-      }
-      lua_setfield(L, -2, "values");
-    }
-    lb_set_str(L, "doc", s[i].doc);
+    push_attr_spec(L, &s[i]);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
 }
@@ -73,6 +78,36 @@ void lb_push_op_tables(lua_State *L, int kind) {
   if (to >= 0) {
     lb_set_str(L, "lowers_to", ir_op_info((IrOpKind)to)->name);
   }
+}
+
+/* core.stamps() -> list of the stamp rows, in table order: the attribute
+** row of each (name, kind, default, range, doc), its `ops` (the names of the
+** ops that may carry it) and a dictionary's `fields` (attribute rows). */
+static int core_stamps(lua_State *L) {
+  lua_createtable(L, STAMP__COUNT, 0);
+  for (int k = 0; k < STAMP__COUNT; k++) {
+    const IrStampSpec *st = ir_stamp_spec((IrStampKind)k);
+    push_attr_spec(L, &st->value);
+    lb_set_bool(L, "required", false);
+    IrOpKind on[64];
+    uint32_t n = ir_stamp_ops((IrStampKind)k, on, 64);
+    lua_createtable(L, (int)n, 0);
+    for (uint32_t i = 0; i < n && i < 64; i++) {
+      lua_pushstring(L, ir_op_info(on[i])->name);
+      lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "ops");
+    if (st->nfields) {
+      lua_createtable(L, (int)st->nfields, 0);
+      for (uint32_t f = 0; f < st->nfields; f++) {
+        push_attr_spec(L, &st->fields[f]);
+        lua_rawseti(L, -2, (lua_Integer)f + 1);
+      }
+      lua_setfield(L, -2, "fields");
+    }
+    lua_rawseti(L, -2, k + 1);
+  }
+  return 1;
 }
 
 /* core.enums() -> {list name = {spelling, ...}, ...} */
@@ -136,7 +171,8 @@ static int op_kernel_spec(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg dialect_functions[] = {{"enums", core_enums}, {"limits", core_limits}, {NULL, NULL}};
+static const luaL_Reg dialect_functions[] = {
+    {"enums", core_enums}, {"limits", core_limits}, {"stamps", core_stamps}, {NULL, NULL}};
 
 /* op:kernel_spec() joins the methods of the Op class (l_op.c). */
 static const luaL_Reg op_methods[] = {{"kernel_spec", op_kernel_spec}, {NULL, NULL}};

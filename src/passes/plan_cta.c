@@ -332,8 +332,8 @@ static void propagate(Plan *p) {
 ** the rows of the program's accumulator: its M is n times a replica's. */
 static int64_t replicas(IrOp *op) {
   for (IrOp *a = ir_op_parent_op(op); a; a = ir_op_parent_op(a)) {
-    const IrAttr *rep = a->kind == OP_TILEAS_AGENT ? ir_op_attr(a, "tileas.replica") : NULL;
-    if (rep && rep->kind == IR_ATTR_ARRAY && rep->u.arr.n == 2) return rep->u.arr.elems[1]->u.i;
+    IrAttrList rep = a->kind == OP_TILEAS_AGENT ? ir_stamp_TILEAS_REPLICA(a).value : (IrAttrList){0, NULL};
+    if (rep.n == 2) return ir_attr_list_int(rep, 1);
   }
   return 1;
 }

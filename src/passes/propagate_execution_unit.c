@@ -58,7 +58,7 @@ static int64_t fold(Rewriter *r, IrOp *op, IrOp **src, bool apply) {
         warps = w;
         from = csrc;
       }
-  if (apply && warps && op->kind != OP_TILE_KERNEL) rw_set_int(r, op, "tileas.num_warps", warps);
+  if (apply && warps && op->kind != OP_TILE_KERNEL) rw_set_int(r, op, ir_stamp_spec(STAMP_TILEAS_NUM_WARPS)->name, warps);
   return warps;
 }
 
