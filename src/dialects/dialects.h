@@ -34,6 +34,9 @@ bool dia_const_int(IrValue *v, int64_t *out);
 /* Bytes a value of type t takes in memory (i1 = 1, index and pointers = 8, vectors
 ** = elements * element); 0 for types that have no memory form. */
 int64_t dia_type_bytes(const IrType *t);
+/* The same, and for a memref or tile of static shape the bytes of all its
+** elements (0 when its shape is dynamic). */
+int64_t dia_type_storage_bytes(const IrType *t);
 /* Can one ld/st move a value of type v (a scalar, or a vector of 4, 8 or 16
 ** bytes of non-i1 elements, at most 4 of them when 32 bits or wider)? Emits the
 ** error when not. */

@@ -379,14 +379,11 @@ IrResult tileas_verify_agent_switch(IrOp *op) {
 ** sizes a ring past what a block can hold. */
 IrResult tileas_check_stages(IrOp *op) {
   if (op->nresults != 1 || op->results[0].type->kind != IR_TY_TILE) return IR_OK; /* the signature says */
-  const IrType *t = op->results[0].type;
-  int64_t bytes = dia_type_bytes(t->elem), stages = ir_stamp_TILEAS_STAGES(op).value;
-  for (uint32_t d = 0; d < t->rank; d++)
-    if (t->shape[d] < 1 || __builtin_mul_overflow(bytes, t->shape[d], &bytes)) return IR_OK; /* static_tile says */
-  if (bytes > 0 && stages <= SM90_MAX_SMEM / bytes) return IR_OK;
+  int64_t bytes = dia_type_storage_bytes(op->results[0].type), stages = ir_stamp_TILEAS_STAGES(op).value;
+  if (bytes <= 0 || stages <= SM90_MAX_SMEM / bytes) return IR_OK; /* a dynamic shape: static_tile says */
   ir_op_error(op, "tileas.stages = %lld: stages of %lld bytes take more than the %d bytes of a block's shared memory "
                   "(at most %lld of them)",
-              (long long)stages, (long long)bytes, SM90_MAX_SMEM, (long long)(bytes > 0 ? SM90_MAX_SMEM / bytes : 0));
+              (long long)stages, (long long)bytes, SM90_MAX_SMEM, (long long)(SM90_MAX_SMEM / bytes));
   return IR_FAIL;
 }
 

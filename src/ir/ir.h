@@ -455,6 +455,8 @@ IrOpKind ir_op_attr_set(IrOpKind k);
 const IrAttrSpec *ir_op_attr_specs(IrOpKind k, uint32_t *n);
 /* A row's attribute name and its length (without the trailing '_'). */
 size_t ir_attr_spec_name(const IrAttrSpec *s, const char **name);
+/* Is a well formed for row s (its kind, range, enum spelling)? */
+bool ir_attr_spec_accepts(const IrAttrSpec *s, const IrAttr *a);
 /* Check op's attributes against its rows; diagnostics at op. */
 bool ir_op_check_attrs(IrOp *op);
 /* One attribute of op read by its row: its value, or the row's default. */

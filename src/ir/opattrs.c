@@ -143,6 +143,11 @@ static Verdict judge(const IrAttrSpec *s, const IrAttr *a, int64_t *v) {
   }
 }
 
+bool ir_attr_spec_accepts(const IrAttrSpec *s, const IrAttr *a) {
+  int64_t v;
+  return judge(s, a, &v) == GOOD;
+}
+
 /* Store a's value (or the default when a is NULL) into the member at p. */
 static void store(const IrAttrSpec *s, const IrAttr *a, int64_t v, char *p) {
   int64_t d = s->dflt == REQ ? 0 : s->dflt;
