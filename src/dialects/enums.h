@@ -97,7 +97,7 @@
 /* }=== */
 
 /* {=== cutlass */
-/* Pipeline modes (seed 000, Phase B of the producer-acquire lowering). */
+/* Pipeline modes: who arrives on a stage's empty barrier (docs/cutlass.md). */
 #define PIPELINE_MODE_LIST(X)                                                                      \
   X(MODE_COOPERATIVE, "cooperative")                                                               \
   X(MODE_WARP_SPECIALIZED, "warp_specialized")                                                     \

@@ -1,6 +1,5 @@
 /*
-** plan_cta.c -- the `tileas-plan-cta` pass (seed 004's TileASPlanCTA, D19):
-** decides how the CTAs of a cluster share the tiles of a program, and records
+** plan_cta.c -- the `tileas-plan-cta` pass: decides how the CTAs of a cluster share the tiles of a program, and records
 ** it in the CTA part (`cta`) of the tile layouts and in `multicast` on loads.
 **
 ** With kernel_spec.num_ctas = n > 1 a program runs on a cluster of n CTAs

@@ -1,7 +1,6 @@
 /*
-** propagate_execution_unit.c -- the `propagate-execution-unit` pass (seed
-** 004's PropagateExecutionUnit, the helper optimize-execution-unit-mapping
-** runs last): the warps of each agent_switch fold upward, through the scf ops
+** propagate_execution_unit.c -- the `propagate-execution-unit` pass (the
+** helper optimize-execution-unit-mapping runs last): the warps of each agent_switch fold upward, through the scf ops
 ** around it, to the kernel.
 **
 ** The warps of an agent_switch are the end of its last entry (an agent covers

@@ -1,8 +1,9 @@
 /*
 ** tileas_materialize_agents.c -- the `tileas-materialize-agents` pass: our
-** stand-in for seed 004's upstream MaterializeSchedule. A kernel whose body
-** holds a loop marked `tileas.pipeline = {stages = S}`, in which tiled_loads
-** feed the operands of tileas.dot ops, becomes warp-specialized agents:
+** stand-in for the warp specialization that runs before the cluster passes.
+** A kernel whose body holds a loop marked `tileas.pipeline = {stages = S}`,
+** in which tiled_loads feed the operands of tileas.dot ops, becomes
+** warp-specialized agents:
 **
 **   rings       one tileas.alloc_tensor per such load, at the top of the
 **               kernel: the load's tile in shared memory, `tileas.stages = S`
