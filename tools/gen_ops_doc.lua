@@ -122,6 +122,28 @@ local function op_row(op)
     cell(lowering(op)))
 end
 
+-- The stamps section: the STAMP rows (core.stamps()), one line each.
+local function stamp_rows(out)
+  local stamps = core.stamps()
+  table.move({ "", "## stamps", "",
+    ("%d attributes that passes put on ops of other kinds (STAMP rows, as MLIR's dialect"):format(#stamps),
+    "attributes): the verifier checks each wherever it appears; a name in a stamping dialect's",
+    "namespace that no row places on the op is an error. C reads one with `ir_stamp_ID(op)`,",
+    "Lua with `op:attr_or_default(name)`.", "",
+    "| attribute | on | value | meaning |", "|---|---|---|---|" }, 1, 10, #out + 1, out)
+  for _, st in ipairs(stamps) do
+    local on = {}
+    for i, o in ipairs(st.ops) do on[i] = "`" .. o .. "`" end
+    local value = attribute(st):gsub("^`[^`]*` ", "")
+    if st.fields then
+      local f = {}
+      for i, a in ipairs(st.fields) do f[i] = attribute(a) end
+      value = value .. " {" .. table.concat(f, "; ") .. "}"
+    end
+    out[#out + 1] = ("| `%s` | %s | %s | %s |"):format(st.name, table.concat(on, ", "), cell(value), cell(st.doc))
+  end
+end
+
 -- The whole document as a string.
 function M.generate()
   local ops, dialects, by = core.ops(), {}, {}
@@ -168,30 +190,10 @@ function M.generate()
   for _, t in ipairs(types) do
     out[#out + 1] = ("| `!%s` | %s | %s |"):format(t.name, t.name:match "^([^.]+)", cell(t.doc))
   end
-  local stamps = core.stamps()
-  out[#out + 1] = ""
-  out[#out + 1] = "## stamps"
-  out[#out + 1] = ""
-  out[#out + 1] = ("%d attributes that passes put on ops of other kinds (STAMP rows, as MLIR's dialect"):format(#stamps)
-  out[#out + 1] = "attributes): the verifier checks each wherever it appears; a name in a stamping dialect's"
-  out[#out + 1] = "namespace that no row places on the op is an error. C reads one with `ir_stamp_ID(op)`,"
-  out[#out + 1] = "Lua with `op:attr_or_default(name)`."
-  out[#out + 1] = ""
-  out[#out + 1] = "| attribute | on | value | meaning |"
-  out[#out + 1] = "|---|---|---|---|"
-  for _, st in ipairs(stamps) do
-    local on = {}
-    for i, o in ipairs(st.ops) do on[i] = "`" .. o .. "`" end
-    local value = attribute(st):gsub("^`[^`]*` ", "")
-    if st.fields then
-      local f = {}
-      for i, a in ipairs(st.fields) do f[i] = attribute(a) end
-      value = value .. " {" .. table.concat(f, "; ") .. "}"
-    end
-    out[#out + 1] = ("| `%s` | %s | %s | %s |"):format(st.name, table.concat(on, ", "), cell(value), cell(st.doc))
-  end
+  stamp_rows(out)
   return table.concat(out, "\n") .. "\n"
 end
+
 
 -- {=== docs/ptx.md: the parts between <!-- BEGIN generated: NAME --> and <!-- END generated: NAME -->
 

@@ -405,6 +405,13 @@ static void decide_multicast(Plan *p, IrOp *k) {
 
 /* }====================================================================== */
 
+/* The worklist's state is one kernel's. */
+static void forget_kernel(Plan *p) {
+  ptrmap_free(&p->dir);
+  ptrmap_free(&p->fixed);
+  ir_opvec_free(&p->queue);
+}
+
 static IrResult plan_kernel(Rewriter *r, IrOp *k) {
   Plan *p = (Plan *)r;
   p->nctas = kernel_spec(k).ctas;
@@ -417,14 +424,11 @@ static IrResult plan_kernel(Rewriter *r, IrOp *k) {
   seed(p, k);
   propagate(p);
   decide_multicast(p, k);
+  forget_kernel(p);
   return IR_OK;
 }
 
 IrResult pass_plan_cta(IrOp *module, IrPassCtx *pc) {
   Plan p;
-  IrResult res = tas_run(&p.t, sizeof p, module, pc, plan_kernel);
-  ptrmap_free(&p.dir);
-  ptrmap_free(&p.fixed);
-  ir_opvec_free(&p.queue);
-  return res;
+  return tas_run(&p.t, sizeof p, module, pc, plan_kernel);
 }

@@ -112,12 +112,11 @@ static IrResult resolve_kernel(Rewriter *r, IrOp *k) {
     ptrmap_free(&c.done);
   }
   ir_opvec_free(&agents);
+  ptrmap_free(&b->buffers); /* the kernel's hand-offs */
   return IR_OK;
 }
 
 IrResult pass_resolve_agent_boundary(IrOp *module, IrPassCtx *pc) {
   Boundary b;
-  IrResult res = rw_run(&b.r, sizeof b, module, pc, resolve_kernel);
-  ptrmap_free(&b.buffers);
-  return res;
+  return rw_run(&b.r, sizeof b, module, pc, resolve_kernel);
 }

@@ -398,7 +398,6 @@ static IrOp *build_consumer(Mat *m, IrOp *first, IrOp *at, int64_t idx) {
   if (m->nconsumers > 1) {
     int64_t rep[2] = {idx, m->nconsumers};
     ir_op_set_attr(a, ir_stamp_spec(STAMP_TILEAS_REPLICA)->name, ir_attr_int_array(ctx, 2, rep));
-    ptrmap_free(&m->mdim);
     for (Prop p = {m, true}; p.again && !m->failed;) {
       p.again = false;
       ir_walk_pre(a, visit_mdim, &p);
@@ -406,6 +405,7 @@ static IrOp *build_consumer(Mat *m, IrOp *first, IrOp *at, int64_t idx) {
     Split s = {m, idx};
     if (!m->failed) ir_walk_pre(a, visit_split, &s);
     if (!m->failed) rw_retype(a, half_type_of, &m->rw);
+    ptrmap_free(&m->mdim); /* this consumer's */
   } else if (m->cta_rows > 1) {
     rw_retype(a, block_type_of, &m->rw);
   }
@@ -478,7 +478,5 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
 
 IrResult pass_tileas_materialize_agents(IrOp *module, IrPassCtx *pc) {
   Mat m;
-  IrResult res = rw_run(&m.rw, sizeof m, module, pc, materialize_kernel);
-  ptrmap_free(&m.mdim);
-  return res;
+  return rw_run(&m.rw, sizeof m, module, pc, materialize_kernel);
 }
