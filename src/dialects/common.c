@@ -28,6 +28,12 @@ int64_t dia_type_bytes(const IrType *t) {
   }
 }
 
+int64_t dia_type_storage_bytes(const IrType *t) {
+  if (t->kind != IR_TY_MEMREF && t->kind != IR_TY_TILE) return dia_type_bytes(t);
+  int64_t n = ir_type_num_elements(t), bytes;
+  return n > 0 && !__builtin_mul_overflow(n, dia_type_bytes(t->elem), &bytes) ? bytes : 0;
+}
+
 bool dia_check_mem_value(IrOp *op, const IrType *v) {
   const IrType *scalar = v->kind == IR_TY_VECTOR ? v->elem : v;
   int64_t bytes = dia_type_bytes(v), eb = dia_type_bytes(scalar);

@@ -137,26 +137,8 @@ IrResult tileas_verify_tiled_access(IrOp *op) {
   return static_tile(op, tile) && check_layouts(op) ? IR_OK : IR_FAIL;
 }
 
-/* A ring's depth (`tileas.stages`, tileas-materialize-agents): whole stages
-** that fit the shared memory of one block, so a lowering or the protocol
-** model never sizes a ring from a float or an absurd count. */
-static bool check_ring_stages(IrOp *op) {
-  const IrAttr *st = ir_op_attr(op, "tileas.stages");
-  if (!st) return true;
-  const IrType *t = op->results[0].type;
-  int64_t bytes = (ir_type_bitwidth(t->elem) + 7) / 8;
-  for (uint32_t d = 0; d < t->rank; d++) bytes *= t->shape[d];
-  int64_t most = bytes > 0 ? SM90_MAX_SMEM / bytes : 0;
-  if (st->kind != IR_ATTR_INT || st->u.i < 1 || st->u.i > most) {
-    ir_op_error(op, "tileas.stages must be an integer from 1 to %lld (stages of %lld bytes in %d bytes of shared memory)",
-                (long long)most, (long long)bytes, SM90_MAX_SMEM);
-    return false;
-  }
-  return true;
-}
-
 IrResult tileas_verify_alloc_tensor(IrOp *op) {
-  return static_tile(op, op->results[0].type) && check_layouts(op) && check_ring_stages(op) ? IR_OK : IR_FAIL;
+  return static_tile(op, op->results[0].type) && check_layouts(op) ? IR_OK : IR_FAIL;
 }
 
 IrResult tileas_verify_copy(IrOp *op) {
@@ -382,6 +364,90 @@ IrResult tileas_verify_agent_switch(IrOp *op) {
   if (e != n) {
     ir_op_error(op, "entry %u has no agent (not a hole)", e);
     return IR_FAIL;
+  }
+  return IR_OK;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Stamps: what the rows of tileas.def's stamps cannot say
+** ======================================================================= */
+
+/* A ring (tileas.stages on an alloc_tensor): its stages fit the shared
+** memory of one block, so that neither a lowering nor the protocol model
+** sizes a ring past what a block can hold. */
+IrResult tileas_check_stages(IrOp *op) {
+  if (op->nresults != 1 || op->results[0].type->kind != IR_TY_TILE) return IR_OK; /* the signature says */
+  int64_t bytes = dia_type_storage_bytes(op->results[0].type), stages = ir_stamp_TILEAS_STAGES(op).value;
+  if (bytes <= 0 || stages <= SM90_MAX_SMEM / bytes) return IR_OK; /* a dynamic shape: static_tile says */
+  ir_op_error(op, "tileas.stages = %lld: stages of %lld bytes take more than the %d bytes of a block's shared memory "
+                  "(at most %lld of them)",
+              (long long)stages, (long long)bytes, SM90_MAX_SMEM, (long long)(SM90_MAX_SMEM / bytes));
+  return IR_FAIL;
+}
+
+/* [c, n] on a consumer agent: replica c of n. */
+IrResult tileas_check_replica(IrOp *op) {
+  IrAttrList r = ir_stamp_TILEAS_REPLICA(op).value;
+  int64_t c = ir_attr_list_int(r, 0), n = ir_attr_list_int(r, 1);
+  if (r.n == 2 && n >= 1 && c >= 0 && c < n) return IR_OK;
+  ir_op_error(op, "tileas.replica must be [c, n]: replica c (from 0) of n");
+  return IR_FAIL;
+}
+
+/* One multiple per dim of the slice, none negative. */
+IrResult tileas_check_replica_offsets(IrOp *op) {
+  IrAttrList per = ir_stamp_TILEAS_REPLICA_OFFSETS(op).value;
+  uint32_t rank = op->noperands ? op->operands[0].value->type->rank : 0;
+  bool ok = per.n == rank;
+  for (uint32_t i = 0; i < per.n && ok; i++)
+    ok = ir_attr_list_int(per, i) >= 0;
+  if (ok) return IR_OK;
+  ir_op_error(op, "tileas.replica_offsets needs %u integers >= 0, one per dim of the slice", rank);
+  return IR_FAIL;
+}
+
+/* "persistent" or a dictionary: its entries are tileprog.schedule's (Lua),
+** which fills in the workers from the device when they are absent. */
+IrResult tileas_check_schedule(IrOp *op) {
+  const IrAttr *s = ir_stamp_TILEAS_SCHEDULE(op).value;
+  if (s->kind == IR_ATTR_DICT || (s->kind == IR_ATTR_STR && strcmp(s->u.str.s, "persistent") == 0)) return IR_OK;
+  ir_op_error(op, "tileas.schedule must be \"persistent\" or a dictionary {kind, programs, workers [, splits]}");
+  return IR_FAIL;
+}
+
+/* One entry per parameter of the kernel, each KIND[:PART]... with the parts
+** its TILEAS_PARAM row counts: "map:A", "dim:A:0", "programs:x", "workspace". */
+IrResult tileas_check_params(IrOp *op) {
+  static const int parts[] = {
+#define PARTS(id, name, n) n,
+      TILEAS_PARAM_LIST(PARTS)
+#undef PARTS
+  };
+  IrAttrList l = ir_stamp_TILEAS_PARAMS(op).value;
+  IrBlock *body = op->nregions ? op->regions[0].first : NULL;
+  uint32_t nargs = body ? body->nargs : 0;
+  if (l.n != nargs) {
+    ir_op_error(op, "tileas.params has %u entries for %u parameters", l.n, nargs);
+    return IR_FAIL;
+  }
+  for (uint32_t i = 0; i < l.n; i++) {
+    const char *e = ir_attr_list_str(l, i), *colon = strchr(e, ':');
+    size_t klen = colon ? (size_t)(colon - e) : strlen(e);
+    int k = -1, n = 0;
+    for (int j = 0; j < TILEAS_PARAM__COUNT && k < 0; j++)
+      if (strlen(TILEAS_PARAM_names[j]) == klen && strncmp(TILEAS_PARAM_names[j], e, klen) == 0) k = j;
+    for (const char *p = colon; p; p = strchr(p + 1, ':')) {
+      bool empty = p[1] == '\0' || p[1] == ':';
+      n = empty || n < 0 ? -1 : n + 1;
+    }
+    if (k < 0 || n != parts[k]) {
+      ir_op_error(op, "tileas.params entry %u '%s' is not one of map:T, ptr:T, dim:T:D, stride:T:D, arg:NAME, "
+                      "programs:x|y|z, workspace",
+                  i, e);
+      return IR_FAIL;
+    }
   }
   return IR_OK;
 }

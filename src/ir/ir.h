@@ -374,6 +374,18 @@ typedef enum IrDialectTypeKind {
   IR_DTY__COUNT
 } IrDialectTypeKind;
 
+/* The stamp rows: attributes that passes put on ops of other kinds. */
+typedef enum IrStampKind {
+#define OP(id, ...)
+#define DTYPE(id, ...)
+#define STAMP(id, ...) STAMP_##id,
+#include "../dialects/all.def"
+#undef OP
+#undef DTYPE
+#undef STAMP
+  STAMP__COUNT
+} IrStampKind;
+
 typedef struct IrOpInfo {
   const char *name;
   const char *sig;      /* "opd opd... -> res" type constraints, see opinfo.c / docs/ir.md */
@@ -443,6 +455,8 @@ IrOpKind ir_op_attr_set(IrOpKind k);
 const IrAttrSpec *ir_op_attr_specs(IrOpKind k, uint32_t *n);
 /* A row's attribute name and its length (without the trailing '_'). */
 size_t ir_attr_spec_name(const IrAttrSpec *s, const char **name);
+/* Is a well formed for row s (its kind, range, enum spelling)? */
+bool ir_attr_spec_accepts(const IrAttrSpec *s, const IrAttr *a);
 /* Check op's attributes against its rows; diagnostics at op. */
 bool ir_op_check_attrs(IrOp *op);
 /* One attribute of op read by its row: its value, or the row's default. */
@@ -457,6 +471,31 @@ bool ir_op_attr_value(const IrOp *op, const char *name, size_t n, IrAttrValue *o
 /* Fill a typed struct of src/dialects/op_attrs.h (its `ok` first) from op,
 ** whose attribute set must be `set`. Use the generated ir_attrs_ID(op). */
 void ir_attrs_read(const IrOp *op, IrOpKind set, void *out, size_t size);
+
+/* Stamp rows (STAMP, STAMP_ON and FIELD in the op tables; src/ir/opattrs.c):
+** an attribute that passes put on ops of other kinds, as MLIR's dialect
+** attributes. Its name carries its dialect ("tileas.stages"); every attribute
+** of an op whose name starts with a stamping dialect's prefix must be a row
+** that lists the op's kind, of the row's kind and range (a DICT: its entries
+** by its FIELD rows), and pass the row's check. */
+typedef struct IrStampSpec {
+  const char *name;         /* the attribute's name, "tileas.stages" */
+  IrAttrSpec value;         /* its kind, default and range (value.name: the name) */
+  IrVerifyFn check;         /* what the row cannot say (noverify: nothing more) */
+  const IrAttrSpec *fields; /* a DICT's entries: nfields FIELD rows */
+  uint32_t nfields;
+  const char *doc;
+} IrStampSpec;
+const IrStampSpec *ir_stamp_spec(IrStampKind k);
+/* The kinds of op that may carry stamp k: fills out (at most max), returns how many. */
+uint32_t ir_stamp_ops(IrStampKind k, IrOpKind *out, uint32_t max);
+/* The stamp row of attribute name (n bytes) on an op of kind k, or -1. */
+int ir_stamp_lookup(IrOpKind k, const char *name, size_t n);
+/* Check op's stamped attributes against their rows; diagnostics at op. */
+bool ir_op_check_stamps(IrOp *op);
+/* Fill the struct of a stamp's reader (op_attrs.h: `ok`, `present`, `value`,
+** then a DICT's fields) from op. Use the generated ir_stamp_ID(op). */
+void ir_stamp_read(const IrOp *op, IrStampKind k, void *out, size_t size);
 
 /* }====================================================================== */
 

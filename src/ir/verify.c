@@ -143,6 +143,7 @@ static bool verify_op(Verifier *v, IrOp *op) {
   const IrOpInfo *info = ir_op_info(op->kind);
   bool ok = check_signature(v, op, info);
   if (!ir_op_check_attrs(op)) ok = fail(v);
+  if (!ir_op_check_stamps(op)) ok = fail(v);
   for (uint32_t i = 0; i < op->noperands; i++) {
     IrValue *val = op->operands[i].value;
     if (!val) continue;

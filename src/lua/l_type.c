@@ -177,7 +177,10 @@ static int core_type_dialect(lua_State *L) {
 static const char *const type_kind_names[] = {"none", "int", "float", "index", "ptr",
                                               "vector", "memref", "tile", "dialect"};
 
-/* t:info() -> {kind=, width=, elem=, space=, shape=, swizzle=, layout=, name=, params=} */
+/* t:info() -> {kind=, width=, bytes=, elements=, elem=, space=, shape=,
+** swizzle=, layout=, name=, params=}: bytes in memory (dia_type_storage_bytes:
+** a scalar, a vector, a pointer; a memref or tile of static shape: all its
+** elements) and elements (vectors, memrefs, tiles of static shape). */
 static int type_info(lua_State *L) {
   const IrType *t = lb_check_type(L, 1);
   lua_createtable(L, 0, 8);
@@ -185,6 +188,9 @@ static int type_info(lua_State *L) {
   if (t->kind == IR_TY_INT || t->kind == IR_TY_FLOAT || t->kind == IR_TY_INDEX) {
     lb_set_int(L, "width", ir_type_bitwidth(t));
   }
+  int64_t bytes = dia_type_storage_bytes(t), elements = t->rank ? ir_type_num_elements(t) : 0;
+  if (bytes > 0) lb_set_int(L, "bytes", bytes);
+  if (elements > 0) lb_set_int(L, "elements", elements);
   if (t->elem) {
     lb_push_like(L, LB_TYPE, (void *)t->elem, 1);
     lua_setfield(L, -2, "elem");

@@ -115,42 +115,24 @@ static IrValue *addr_add(Conv *c, IrValue *base, IrValue *off, int64_t scale, co
 ** Shared-memory layout and warp assignment (before any rewrite)
 ** ======================================================================= */
 
-static int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
-
-static int64_t alloc_bytes(IrOp *op) {
-  const IrType *t = op->results[0].type;
-  if (t->kind == IR_TY_MEMREF) return ir_type_num_elements(t) * dia_type_bytes(t->elem);
-  return ir_attrs_TILE_ALLOC_SHARED(op).count * dia_type_bytes(t->elem);
+/* Each allocation's offset goes to op->mark for lower_shared. */
+static void mark_offset(IrOp *op, int64_t offset, int64_t bytes, void *ud) {
+  (void)bytes, (void)ud;
+  op->mark = (uint64_t)offset;
 }
 
-/* Offsets in op->mark for every allocation (in program order), then the
-** dynamic part; records the sizes on the kernel. */
-static bool layout_shared(Conv *c, IrOp **ops, size_t n) {
-  int64_t off = 0, align = TILE_DEFAULT_ALIGN, dyn_align = 1;
-  for (size_t i = 0; i < n; i++) {
-    int64_t a = ops[i]->kind == OP_TILE_ALLOC_SHARED ? ir_attrs_TILE_ALLOC_SHARED(ops[i]).align
-                : ops[i]->kind == OP_TILE_DYNAMIC_SHARED ? ir_attrs_TILE_DYNAMIC_SHARED(ops[i]).align
-                                                         : TILE_DEFAULT_ALIGN;
-    if (a > align) align = a;
-    if (ops[i]->kind == OP_TILE_DYNAMIC_SHARED && a > dyn_align) dyn_align = a;
-    if (ops[i]->kind != OP_TILE_ALLOC_SHARED) continue;
-    off = align_up(off, a);
-    ops[i]->mark = (uint64_t)off;
-    off += alloc_bytes(ops[i]);
-  }
-  int64_t dyn_off = align_up(off, dyn_align);
-  for (size_t i = 0; i < n; i++)
-    if (ops[i]->kind == OP_TILE_DYNAMIC_SHARED) ops[i]->mark = (uint64_t)dyn_off;
-  int64_t total = dyn_off + kernel_spec(c->rw.kernel).smem;
-  if (total > SM90_MAX_SMEM) {
+/* The kernel's shared memory (kernel_shared_layout), its sizes recorded on the kernel. */
+static bool layout_shared(Conv *c) {
+  KernelSharedLayout s = kernel_shared_layout(c->rw.kernel, mark_offset, NULL);
+  if (s.bytes > SM90_MAX_SMEM) {
     ir_op_error(c->rw.kernel,
                 "needs %lld bytes of shared memory (%lld static + kernel_spec.smem), more than %d",
-                (long long)total, (long long)dyn_off, SM90_MAX_SMEM);
+                (long long)s.bytes, (long long)s.static_bytes, SM90_MAX_SMEM);
     return false;
   }
-  rw_set_int(&c->rw, c->rw.kernel, "shared_static", dyn_off);
-  rw_set_int(&c->rw, c->rw.kernel, "shared_bytes", total);
-  rw_set_int(&c->rw, c->rw.kernel, "shared_align", align);
+  rw_set_int(&c->rw, c->rw.kernel, "shared_static", s.static_bytes);
+  rw_set_int(&c->rw, c->rw.kernel, "shared_bytes", s.bytes);
+  rw_set_int(&c->rw, c->rw.kernel, "shared_align", s.align);
   return true;
 }
 
@@ -579,7 +561,7 @@ static IrResult convert_kernel(Rewriter *r, IrOp *k) {
   memcpy(c->block, kernel_spec(k).block, sizeof c->block);
   IrOpVec l = {0};
   rw_collect(k, is_pattern, &l);
-  bool ok = layout_shared(c, l.v, l.n);
+  bool ok = layout_shared(c);
   if (ok) {
     ir_mapping_init(&c->map);
     cast_params(c);

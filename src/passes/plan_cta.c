@@ -1,6 +1,5 @@
 /*
-** plan_cta.c -- the `tileas-plan-cta` pass (seed 004's TileASPlanCTA, D19):
-** decides how the CTAs of a cluster share the tiles of a program, and records
+** plan_cta.c -- the `tileas-plan-cta` pass: decides how the CTAs of a cluster share the tiles of a program, and records
 ** it in the CTA part (`cta`) of the tile layouts and in `multicast` on loads.
 **
 ** With kernel_spec.num_ctas = n > 1 a program runs on a cluster of n CTAs
@@ -332,8 +331,8 @@ static void propagate(Plan *p) {
 ** the rows of the program's accumulator: its M is n times a replica's. */
 static int64_t replicas(IrOp *op) {
   for (IrOp *a = ir_op_parent_op(op); a; a = ir_op_parent_op(a)) {
-    const IrAttr *rep = a->kind == OP_TILEAS_AGENT ? ir_op_attr(a, "tileas.replica") : NULL;
-    if (rep && rep->kind == IR_ATTR_ARRAY && rep->u.arr.n == 2) return rep->u.arr.elems[1]->u.i;
+    IrAttrList rep = a->kind == OP_TILEAS_AGENT ? ir_stamp_TILEAS_REPLICA(a).value : (IrAttrList){0, NULL};
+    if (rep.n == 2) return ir_attr_list_int(rep, 1);
   }
   return 1;
 }
@@ -406,6 +405,13 @@ static void decide_multicast(Plan *p, IrOp *k) {
 
 /* }====================================================================== */
 
+/* The worklist's state is one kernel's. */
+static void forget_kernel(Plan *p) {
+  ptrmap_free(&p->dir);
+  ptrmap_free(&p->fixed);
+  ir_opvec_free(&p->queue);
+}
+
 static IrResult plan_kernel(Rewriter *r, IrOp *k) {
   Plan *p = (Plan *)r;
   p->nctas = kernel_spec(k).ctas;
@@ -418,14 +424,11 @@ static IrResult plan_kernel(Rewriter *r, IrOp *k) {
   seed(p, k);
   propagate(p);
   decide_multicast(p, k);
+  forget_kernel(p);
   return IR_OK;
 }
 
 IrResult pass_plan_cta(IrOp *module, IrPassCtx *pc) {
   Plan p;
-  IrResult res = tas_run(&p.t, sizeof p, module, pc, plan_kernel);
-  ptrmap_free(&p.dir);
-  ptrmap_free(&p.fixed);
-  ir_opvec_free(&p.queue);
-  return res;
+  return tas_run(&p.t, sizeof p, module, pc, plan_kernel);
 }

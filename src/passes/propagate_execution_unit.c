@@ -1,7 +1,6 @@
 /*
-** propagate_execution_unit.c -- the `propagate-execution-unit` pass (seed
-** 004's PropagateExecutionUnit, the helper optimize-execution-unit-mapping
-** runs last): the warps of each agent_switch fold upward, through the scf ops
+** propagate_execution_unit.c -- the `propagate-execution-unit` pass (the
+** helper optimize-execution-unit-mapping runs last): the warps of each agent_switch fold upward, through the scf ops
 ** around it, to the kernel.
 **
 ** The warps of an agent_switch are the end of its last entry (an agent covers
@@ -58,7 +57,7 @@ static int64_t fold(Rewriter *r, IrOp *op, IrOp **src, bool apply) {
         warps = w;
         from = csrc;
       }
-  if (apply && warps && op->kind != OP_TILE_KERNEL) rw_set_int(r, op, "tileas.num_warps", warps);
+  if (apply && warps && op->kind != OP_TILE_KERNEL) rw_set_int(r, op, ir_stamp_spec(STAMP_TILEAS_NUM_WARPS)->name, warps);
   return warps;
 }
 

@@ -1,9 +1,8 @@
 /*
-** resolve_agent_boundary.c -- the `tileas-resolve-agent-boundary` pass (seed
-** 004's TileASResolveAgentBoundaryPass, D20): a value defined outside a
-** tileas.agent (by every warp of the CTA) and used inside it (by the agent's
-** warps only) either stays a direct SSA value or is delivered through shared
-** memory:
+** resolve_agent_boundary.c -- the `tileas-resolve-agent-boundary` pass: a
+** value defined outside a tileas.agent (by every warp of the CTA) and used
+** inside it (by the agent's warps only) either stays a direct SSA value or is
+** delivered through shared memory:
 **
 **   scalars (constants, program ids, kernel    direct: every warp computed the
 **   parameters, what arith makes of them),      same value
@@ -21,8 +20,8 @@
 **                                               layout the agent's uses have
 **
 ** One handoff per value, one convert (or splat) per agent. The barrier that
-** orders the copy before the agents' reads is left to the lowering, as in the
-** seed (named barriers are another pass's).
+** orders the copy before the agents' reads is left to the lowering (named
+** barriers are another pass's).
 */
 #include <string.h>
 
@@ -113,12 +112,11 @@ static IrResult resolve_kernel(Rewriter *r, IrOp *k) {
     ptrmap_free(&c.done);
   }
   ir_opvec_free(&agents);
+  ptrmap_free(&b->buffers); /* the kernel's hand-offs */
   return IR_OK;
 }
 
 IrResult pass_resolve_agent_boundary(IrOp *module, IrPassCtx *pc) {
   Boundary b;
-  IrResult res = rw_run(&b.r, sizeof b, module, pc, resolve_kernel);
-  ptrmap_free(&b.buffers);
-  return res;
+  return rw_run(&b.r, sizeof b, module, pc, resolve_kernel);
 }

@@ -1,8 +1,9 @@
 /*
 ** tileas_materialize_agents.c -- the `tileas-materialize-agents` pass: our
-** stand-in for seed 004's upstream MaterializeSchedule. A kernel whose body
-** holds a loop marked `tileas.pipeline = {stages = S}`, in which tiled_loads
-** feed the operands of tileas.dot ops, becomes warp-specialized agents:
+** stand-in for the warp specialization that runs before the cluster passes.
+** A kernel whose body holds a loop marked `tileas.pipeline = {stages = S}`,
+** in which tiled_loads feed the operands of tileas.dot ops, becomes
+** warp-specialized agents:
 **
 **   rings       one tileas.alloc_tensor per such load, at the top of the
 **               kernel: the load's tile in shared memory, `tileas.stages = S`
@@ -73,7 +74,7 @@ static bool feeds_dot_operand_only(IrValue *v) {
 
 static bool visit_find(IrOp *op, void *ud) {
   Mat *m = ud;
-  if (m->loop || op->kind != OP_SCF_FOR || !ir_op_attr(op, "tileas.pipeline")) return !m->loop;
+  if (m->loop || op->kind != OP_SCF_FOR || !ir_stamp_TILEAS_PIPELINE(op).present) return !m->loop;
   IrBlock *body = op->regions[0].first;
   uint32_t n = 0;
   for (IrOp *o = body ? body->first : NULL; o; o = o->next) {
@@ -97,8 +98,7 @@ static bool visit_find(IrOp *op, void *ud) {
   if (!n) return true;
   m->loop = op;
   m->nloads = n;
-  const IrAttr *stages = ir_attr_dict_get(ir_op_attr(op, "tileas.pipeline"), "stages");
-  m->stages = stages && stages->kind == IR_ATTR_INT ? stages->u.i : 0;
+  m->stages = ir_stamp_TILEAS_PIPELINE(op).stages;
   return false;
 }
 
@@ -244,7 +244,7 @@ static IrValue *half_coord(Mat *m, IrOp *op, IrValue *c, int64_t idx) {
   rw_before(r, op);
   IrValue *v = rw_bin(r, OP_ARITH_MULI, c, rw_i32(r, m->nconsumers));
   IrValue *i = rw_i32(r, idx);
-  rw_set_bool(r, i->def, "tileas.replica", true);
+  rw_set_bool(r, i->def, ir_stamp_spec(STAMP_TILEAS_REPLICA_INDEX)->name, true);
   return rw_bin(r, OP_ARITH_ADDI, v, i);
 }
 
@@ -385,7 +385,7 @@ static IrOp *build_consumer(Mat *m, IrOp *first, IrOp *at, int64_t idx) {
         ir_op_set_attr(sl, "sizes", ir_attr_int_array(ctx, 2, size));
         int64_t per[2] = {0, 0}; /* the offsets are the replica index times these */
         per[trans] = rows;
-        ir_op_set_attr(sl, "tileas.replica_offsets", ir_attr_int_array(ctx, 2, per));
+        ir_op_set_attr(sl, ir_stamp_spec(STAMP_TILEAS_REPLICA_OFFSETS)->name, ir_attr_int_array(ctx, 2, per));
         ir_op_insert_before(dot, sl);
         ring = &sl->results[0];
       }
@@ -397,8 +397,7 @@ static IrOp *build_consumer(Mat *m, IrOp *first, IrOp *at, int64_t idx) {
   prune(m, a);
   if (m->nconsumers > 1) {
     int64_t rep[2] = {idx, m->nconsumers};
-    ir_op_set_attr(a, "tileas.replica", ir_attr_int_array(ctx, 2, rep));
-    ptrmap_free(&m->mdim);
+    ir_op_set_attr(a, ir_stamp_spec(STAMP_TILEAS_REPLICA)->name, ir_attr_int_array(ctx, 2, rep));
     for (Prop p = {m, true}; p.again && !m->failed;) {
       p.again = false;
       ir_walk_pre(a, visit_mdim, &p);
@@ -406,6 +405,7 @@ static IrOp *build_consumer(Mat *m, IrOp *first, IrOp *at, int64_t idx) {
     Split s = {m, idx};
     if (!m->failed) ir_walk_pre(a, visit_split, &s);
     if (!m->failed) rw_retype(a, half_type_of, &m->rw);
+    ptrmap_free(&m->mdim); /* this consumer's */
   } else if (m->cta_rows > 1) {
     rw_retype(a, block_type_of, &m->rw);
   }
@@ -435,10 +435,6 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   ir_walk_pre(k, visit_find, m);
   if (m->failed) return IR_FAIL;
   if (!m->loop) return IR_OK;
-  if (m->stages < 1) {
-    ir_op_error(m->loop, "tileas-materialize-agents: tileas.pipeline needs stages >= 1");
-    return IR_FAIL;
-  }
   /* on a cluster, tileas-plan-cta's rule splits M among cta_rows CTAs: the
   ** consumers are a CTA block's warpgroups (each then holds its rows of
   ** every block: consumer c the program's rows c * rows / n, split by CTA) */
@@ -460,7 +456,7 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   for (uint32_t i = 0; i < m->nloads; i++) {
     const IrType *t = m->loads[i]->results[0].type;
     IrOp *ring = ir_op_create(r->ctx, OP_TILEAS_ALLOC_TENSOR, m->loads[i]->loc, 0, NULL, 1, &t, 0);
-    rw_set_int(r, ring, "tileas.stages", m->stages);
+    rw_set_int(r, ring, ir_stamp_spec(STAMP_TILEAS_STAGES)->name, m->stages);
     ir_op_insert_before(first, ring);
     m->rings[i] = &ring->results[0];
   }
@@ -482,7 +478,5 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
 
 IrResult pass_tileas_materialize_agents(IrOp *module, IrPassCtx *pc) {
   Mat m;
-  IrResult res = rw_run(&m.rw, sizeof m, module, pc, materialize_kernel);
-  ptrmap_free(&m.mdim);
-  return res;
+  return rw_run(&m.rw, sizeof m, module, pc, materialize_kernel);
 }
