@@ -220,15 +220,17 @@ describe("the check after every pass of the pass manager", function()
       return k
     end
     tl.compile(bad(), "ptx", { check_protocol = "passes" }) -- no error
-    assert.are.same({ after = "input", kernel = "prc", why = "the input is already wrong: deadlock" }, LP.log[1])
-    for i = 2, #LP.log do assert.equal("unchanged, or skipped before", LP.log[i].why) end -- not checked further
+    local log = tl.last_check.log
+    assert.are.same({ after = "input", kernel = "prc", why = "the input is already wrong: deadlock" }, log[1])
+    for i = 2, #log do assert.equal("unchanged, or skipped before", log[i].why) end -- not checked further
     assert.is_false((pcall(tl.compile, bad(), "ptx", { check_protocol = true }))) -- strict: the same input fails
     -- a correct input, then "a pass" that drops the release: an error at that stage
     local k = cases.prc.build()
-    local r = LP.verify_protocol(k.module, { mode = "passes" }, "input")
+    local run = {} -- the check's state across the stages of one pipeline run
+    local r = LP.verify_protocol(k.module, { mode = "passes" }, "input", run)
     assert.are.same({}, r.errors)
     ops(k.op, "cutlass.pipeline.consumer_release")[1]:erase()
-    r = LP.verify_protocol(k.module, { mode = "passes" }, "cse")
+    r = LP.verify_protocol(k.module, { mode = "passes" }, "cse", run)
     assert.equal(1, #r.errors)
     assert.matches("protocol violation in kernel 'prc' %(inputs n = 2048: .-%): deadlock", r.errors[1].message)
     -- opts.check_protocol = false: no check even where tl.options asks for one

@@ -418,14 +418,13 @@ describe("row reductions of the accumulator (softmax, examples/tile_gemm_softmax
   end)
 
   it("is checked after every pass of tile-to-ptx, the nvvm stages too (their shfl.sync and ex2 modelled)", function()
-    local lp = require "tilua.passes.verify_protocol"
     local saved = tl.options.check_protocol
     tl.options.check_protocol = true
     local ok, err = pcall(function() ex.build():compile() end)
     tl.options.check_protocol = saved
     assert(ok, err)
     local after = {}
-    for _, e in ipairs(lp.log) do
+    for _, e in ipairs(tl.last_check.log) do
       assert(not e.why or e.why:match "^unchanged", ("after %s: not checked: %s"):format(e.after, tostring(e.why)))
       assert(e.why or e.ok, e.after)
       if not e.why then after[e.after] = true end

@@ -302,7 +302,7 @@ static IrResult check_requires(const IrPassInfo *pass, IrOp *module) {
 static IrResult check_after(IrOp *module, const char *after, const IrPassOptions *opts) {
   if (!opts->check_each) return IR_OK;
   IrContext *ctx = ir_op_context(module);
-  IrPassCtx pc = {ctx, NULL, false, after};
+  IrPassCtx pc = {ctx, opts->check_options, false, after};
   size_t errs = ir_diag_error_count(ctx);
   if (run_pass(opts->check_each, module, &pc, opts) == IR_OK) return IR_OK;
   if (ir_diag_error_count(ctx) == errs) ir_error(ctx, module->loc, "'%s' failed", opts->check_each->name);
@@ -345,7 +345,8 @@ IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions 
       ir_error(ctx, module->loc, "the IR after pass '%s' does not verify", name);
       return IR_FAIL;
     }
-    if (pc.changed && p->steps[i].pass != opts->check_each && check_after(module, name, opts) != IR_OK)
+    if ((pc.changed || opts->check_every_pass) && p->steps[i].pass != opts->check_each &&
+        check_after(module, name, opts) != IR_OK)
       return IR_FAIL;
     if (opts->on_stage) {
       IrStageInfo st = {name, (int)i + 1, ms, pc.changed, opts->verify_each};
