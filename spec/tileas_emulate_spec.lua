@@ -249,7 +249,7 @@ describe("tile programs on the emulator (tileas)", function()
     g.op:walk(function(op) if op:attr "tileas.pipeline" then op:set_attr("tileas.pipeline", { stages = 1e308 }) end end)
     ok, err = pcall(P.check, g.op, {})
     assert.is_false(ok)
-    assert.matches("tileas.pipeline's stages must be an integer from 1 to 64, got 1e+308", err, 1, true)
+    assert.matches("tileas.pipeline's stages must be an integer from 1 to 16, got 1e+308", err, 1, true)
   end)
 
   it("checks the rings' implied handoff: clean, every ring twice around; a ring the producer no longer fills deadlocks", function()

@@ -260,7 +260,7 @@ do
   end
   handlers["nvvm.cp.async.bulk.commit.group"] = tile.handlers["tile.bulk_commit"]
   handlers["nvvm.cp.async.bulk.wait_group"] = function(R, W, rec)
-    R:drain_s2g(W, rec.op:attr "group" or 0)
+    R:drain_s2g(W, rec.op:attr_or_default "group")
     return {}
   end
 

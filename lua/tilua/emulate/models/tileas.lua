@@ -57,12 +57,12 @@ local handlers, D = {}, {}
 local TA = { handlers = handlers, decoders = D, kernel_decoders = {}, arg_kinds = {} }
 
 do
-  local codecs = {}
-  local function codec(name)
-    local c = codecs[name]
+  local codecs = {} -- type id -> codec (false: not held)
+  local function codec(t)
+    local c = codecs[t:id()]
     if c == nil then
-      c = values.elem_codec(name) or false
-      codecs[name] = c
+      c = values.elem_codec(t) or false
+      codecs[t:id()] = c
     end
     return c or nil
   end
@@ -70,7 +70,7 @@ do
   local function tile_type(t)
     local info = t:info()
     if info.kind ~= "tile" then return nil end
-    return { shape = info.shape, elem = tostring(info.elem), space = info.space }
+    return { shape = info.shape, elem = info.elem, space = info.space, n = info.elements, bytes = info.bytes }
   end
   local function count(shape)
     local n = 1
@@ -103,10 +103,9 @@ do
   D["tileas.alloc_tensor"] = function(rec, op, d)
     local t = mark(d)
     local tt = tile_type(op:result(1):type())
-    local c = codec(tt.elem)
     local stages = op:attr "tileas.stages"
     rec.tt, rec.stages = tt, stages
-    rec.stage_bytes = count(tt.shape) * (c and c.size or 1)
+    rec.stage_bytes = tt.bytes
     d.smem = (d.smem + 1023) // 1024 * 1024
     rec.offset, rec.size = d.smem, rec.stage_bytes * (stages or 1)
     d.smem = d.smem + rec.size
@@ -119,12 +118,12 @@ do
   D["tileas.agent"] = function(rec, op, d)
     local t = mark(d)
     rec.first, t.agents = t.agents, t.agents + 1
-    rec.kind = op:attr "kind" or "agent"
+    rec.kind = op:attr_or_default "kind"
     if rec.kind == "consumer" then t.consumers = t.consumers + 1 end
   end
   D["scf.for"] = function(rec, op)
-    local p = op:attr "tileas.pipeline"
-    if p then rec.name, rec.stages = "tileas.pipelined_for", p.stages or 1 end
+    local p = op:attr_or_default "tileas.pipeline" -- (its stages read by its row)
+    if p then rec.name, rec.stages = "tileas.pipelined_for", p.stages end
   end
   -- elementwise arith ops on tiles: their own handler
   local ELEMENTWISE = { "addi", "subi", "muli", "addf", "subf", "mulf", "divf", "maximumf", "minimumf", "negf",
@@ -179,9 +178,10 @@ do
 
   -- a !tileas.tensor parameter takes { data | bytes, shape [, strides] } (allocated
   -- first: order 1)
-  TA.arg_kinds[1] = { name = "tensor", order = 1, match = function(p)
-    local elem, rank = p.type:match "^!tileas%.tensor<%s*([%w_]+)%s*,%s*(%d+)%s*>$"
-    return elem and { elem = elem, rank = tonumber(rank) }
+  TA.arg_kinds[1] = { name = "tensor", order = 1, match = function(_, t)
+    local info = t:info()
+    if info.kind ~= "dialect" or info.name ~= "tileas.tensor" then return nil end
+    return { elem = info.params[1], rank = info.params[2] }
   end, setup = function(R, i, p, a)
     local elem = p.info.elem
     if type(a) ~= "table" or not a.shape then
@@ -190,7 +190,7 @@ do
     if #a.shape ~= p.info.rank then
       error(("emulate: argument %d: a tensor of rank %d for %s"):format(i, #a.shape, p.type), 0)
     end
-    local c = codec(elem) or error(("emulate: tensors of %s are not modelled"):format(elem), 0)
+    local c = codec(elem) or error(("emulate: tensors of %s are not modelled"):format(tostring(elem)), 0)
     local base, nb = R:alloc_global(a.data or a.bytes or 0)
     R.buffers[i] = { base = base, n = nb }
     local strides = {} -- elements, outermost first
@@ -493,7 +493,7 @@ do
 
   local function result(R, rec, f) -- a tile of the result type, element i = f(i) (values only)
     local tt = rec.tt
-    local n = count(tt.shape)
+    local n = tt.n
     if not R.values then return new_tile(tt.shape, tt.elem, nil) end
     R:tick(rec, rows_of(tt.shape))
     local v = {}

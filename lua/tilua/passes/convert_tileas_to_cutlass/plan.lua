@@ -21,7 +21,7 @@ local plan = {}
 -- loads it (its map type), TMA stores it, or plain loads and stores read it.
 local function plan_params(tl, kop, agents, nctas)
   local body = kop:region(1):entry()
-  local names = kop:attr "arg_names" or {}
+  local names = kop:attr_or_default "arg_names"
   local P = { list = {}, by_arg = {} }
   for i, a in ipairs(body:args()) do
     local e = { arg = a, index = i, name = names[i] or ("arg" .. i), type = a:type() }
