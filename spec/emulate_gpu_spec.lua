@@ -1,5 +1,5 @@
--- The CPU emulator against the GPU (issue 13: "for small sizes every example
--- and the GEMM produce the same bytes on the emulator as on the GPU";
+-- The CPU emulator against the GPU ("for small sizes every example and the
+-- GEMM produce the same bytes on the emulator as on the GPU";
 -- docs/protocol.md, "The emulator against the GPU"). Every example that
 -- launches a kernel, and the stdlib GEMM, runs the same kernel with the same
 -- fresh random inputs on the GPU and on tl.emulate, at several grids and

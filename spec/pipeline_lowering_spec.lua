@@ -232,7 +232,7 @@ describe("convert-cutlass-to-nvvm: pipelines", function()
       k:async_exec("c", { first_warp = 1, warps = 1 }, function() pipe:consumer_release(pipe:consumer_start()) end)
     end, { block = 64, cluster = { 2, 1, 1 } })
     local _, cir = lower(kc)
-    -- the init syncs the cluster with seed 004's handshake: the release fence,
+    -- the init syncs the cluster with the DSMEM handshake: the release fence,
     -- then a relaxed arrive, then the wait; one CTA (above) takes the bypass
     seq(cir, { "tile.fence_mbarrier_init", "tile.cluster_arrive {relaxed = true}", "tile.cluster_wait" })
     lacks(ir, "tile.cluster_arrive")
@@ -287,7 +287,7 @@ describe("convert-cutlass-to-nvvm: seq_bar and async tokens", function()
     has(ir, "value = 65538 : i32") -- the start cursor: index 2 | phase 1 << 16
   end)
 
-  -- Seed 002: "sequence-barrier arrive advances index and flips phase on wraparound" holds by
+  -- The seq_bar contract "sequence-barrier arrive advances index and flips phase on wraparound" holds by
   -- construction of the lowering (seq_advance); this runs the lowered cursor arithmetic and
   -- fails if it ever stops flipping the phase on wrap.
   it("flips the cursor's phase exactly when an arrive wraps the index (run on the lowered IR)", function()

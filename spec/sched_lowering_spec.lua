@@ -669,10 +669,10 @@ describe("the lowered module", function()
     end
   end)
 
-  -- Seed 000: "StreamK fixup uses release/acquire-style ordering around partials". It holds by
+  -- The scheduler contract "StreamK fixup uses release/acquire-style ordering around partials". It holds by
   -- construction (publish = store, then arrive; wait, then add); this fails if either lowering
   -- ever reorders it.
-  it("publishes a partial before it releases, and acquires before it reads it (seed 000's fixup order)", function()
+  it("publishes a partial before it releases, and acquires before it reads it (the fixup order of the contract)", function()
     for _, red in ipairs { "deterministic", "nondeterministic" } do
       local k = all_ops_kernel(red, true)
       tl.compile(k, UPTO)

@@ -1,4 +1,4 @@
--- From a tile program to a running Hopper GEMM (issue 12): tileas-assign-layouts,
+-- From a tile program to a running Hopper GEMM (the tile GEMM): tileas-assign-layouts,
 -- tileas-materialize-agents and convert-tileas-to-cutlass in the tile-to-ptx
 -- pipeline. The tile GEMM and the fused GEMM + bias + relu of examples/ compile
 -- to PTX that ptxas takes; on the CPU emulator (the lowered kernel, its tile
@@ -70,7 +70,7 @@ describe("tile programs to PTX (tile-to-ptx)", function()
       assert.matches("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", ptx, 1, true)
       assert.matches("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes", ptx, 1, true)
       assert.matches("stmatrix.sync.aligned", ptx, 1, true)
-      -- one CTA: seed 004's bypass, no cluster handshake (a CTA barrier after the inits)
+      -- one CTA: the handshake's bypass, no cluster arrive / wait (a CTA barrier after the inits)
       assert.is_nil(ptx:find("barrier.cluster", 1, true))
       local ok, log = tl.ptxas(ptx)
       if ok == nil then pending("ptxas not found: " .. log) return end

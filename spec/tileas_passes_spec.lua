@@ -1,4 +1,4 @@
--- The tile-program passes of seed 004 around agents, persistence and knobs
+-- The cluster passes of tile programs around agents, persistence and knobs
 -- (optimize-execution-unit-mapping, propagate-execution-unit,
 -- tileas-dynamic-persistent, tileas-insert-OCG-knobs, sink-negf-through-shapes)
 -- beyond their fixtures (spec/fixtures/passes/): each is idempotent (a second

@@ -1,8 +1,8 @@
--- Tile programs (lua/tilua/tileprog.lua, the tileas dialect): the GEMM of
--- issue 12, a GEMM + bias + relu and softmax(Q K^T) V for one head, built from
+-- Tile programs (lua/tilua/dsl/tileprog.lua, the tileas dialect): the tile
+-- GEMM, a GEMM + bias + relu and softmax(Q K^T) V for one head, built from
 -- Lua, printed, parsed back and verified; tile layouts in types; the
 -- builders' checks and errors at the script's line.
-local H = dofile "spec/helper.lua"
+dofile "spec/helper.lua"
 local tl = require "tilua"
 
 local function here(level)
@@ -85,7 +85,7 @@ end
 -- }===
 
 describe("tile programs", function()
-  it("the GEMM of issue 12 is a loop of tiled loads and a dot, marked for pipelining", function()
+  it("the tile GEMM is a loop of tiled loads and a dot, marked for pipelining", function()
     local k = gemm()
     local text = round_trip(k.module)
     local loops = ops_named(k.module, "scf.for")

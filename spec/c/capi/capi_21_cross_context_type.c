@@ -1,4 +1,4 @@
-/* Repro 21 (issue 9): a type and an attribute of context A used to build an op
+/* Repro 21 (a misuse the C API once let through): a type and an attribute of context A used to build an op
 ** in context B were accepted; destroying A left B pointing into freed memory. */
 #include "capi_check.h"
 

@@ -1,4 +1,4 @@
-/* Repro 22 (issue 9): a script that closes the (borrowed) default context made
+/* Repro 22 (a misuse the C API once let through): a script that closes the (borrowed) default context made
 ** the next unprotected Lua call abort the host ("PANIC: unprotected error"). */
 #include "capi_check.h"
 

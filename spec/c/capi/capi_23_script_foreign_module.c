@@ -1,4 +1,4 @@
-/* Repro 23 (issue 9): tlModuleCreateFromScript returned whatever tl.module() was,
+/* Repro 23 (a misuse the C API once let through): tlModuleCreateFromScript returned whatever tl.module() was,
 ** also a module of a context the Lua state owned and later collected. */
 #include "capi_check.h"
 

@@ -1,4 +1,4 @@
-/* Repro 24 (issue 9): the null type of a bad width was accepted by
+/* Repro 24 (a misuse the C API once let through): the null type of a bad width was accepted by
 ** tlKernelCreate as a parameter type; the verifier dereferenced it. */
 #include "capi_check.h"
 

@@ -1,4 +1,4 @@
-/* Repro 25 (issue 9): an empty tlStringRef with a NULL pointer as a file name
+/* Repro 25 (a misuse the C API once let through): an empty tlStringRef with a NULL pointer as a file name
 ** reached memcpy(file, NULL, 0) (UBSan nonnull); NULL data with a length did worse. */
 #include "capi_check.h"
 

@@ -1,4 +1,4 @@
-/* Repro 26 (issue 9): intptr_t counts were not checked: tlArrayAttrGet(ctx, -1,
+/* Repro 26 (a misuse the C API once let through): intptr_t counts were not checked: tlArrayAttrGet(ctx, -1,
 ** NULL) asked for 32 GiB. Every count of the API is checked here. */
 #include <stdint.h>
 

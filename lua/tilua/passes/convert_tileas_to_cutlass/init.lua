@@ -1,7 +1,7 @@
 -- tilua.passes.convert_tileas_to_cutlass: the `convert-tileas-to-cutlass` pass (a
 -- LUA_PASS of src/passes/passes.def, run by tilua.passes): a warp-specialized tile
--- program (docs/tileprog.md; after tileas-materialize-agents and the passes of
--- seed 004) becomes a kernel of the orchestration level, the tile and cutlass
+-- program (docs/tileprog.md; after tileas-materialize-agents and the cluster
+-- passes) becomes a kernel of the orchestration level, the tile and cutlass
 -- dialects, built with the same pieces as the hand-written GEMM of
 -- stdlib/gemm.lua (docs/gemm.md), so that the tile GEMM is that GEMM:
 --
@@ -34,7 +34,7 @@
 --                                            block (of every piece, with cta_repeat: a
 --                                            TMA load each), a ring replicated on all n
 --                                            is loaded 1/n per CTA and TMA-multicast; a pipeline of
---                                            mode cluster (seed 004's DSMEM handshake at
+--                                            mode cluster (the cluster's DSMEM handshake at
 --                                            its init); the clusters are the workers
 --   !tileas.tensor parameters               a tensor map (TMA; the box the lowering
 --                                            chose) and/or a pointer with its dims and
