@@ -10,16 +10,9 @@ local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 local interp = require "tilua.emulate.interp"
 
-local emitted = {} -- { {name, ptx} } for the ptxas test at the end
+local E = H.emitter { block = 128 } -- every PTX kept for the ptxas test at the end
+local emitted, build = E.emitted, E.build
 local P = function(t, s) return tl.ptr(t, s) end
-
-local function build(name, params, body, spec)
-  spec = spec or {}
-  tl.new_module()
-  local k = tl.kernel(name, { params = params or {}, block = spec.block or 128, cluster = spec.cluster })
-  k:define(body)
-  return k
-end
 
 local UPTO = "canonicalize,cse,convert-cutlass-to-nvvm,dedupe-wait-groups"
 

@@ -68,6 +68,7 @@ describe("the verify-protocol pass", function()
     assert.equal(0, code, err)
     assert.matches("ring_copy: inputs +n = 1024", err)
     assert.matches("nvvm%.", out) -- lowered after the check
+    local _
     _, err, code = H.tilua_run { "opt", GOOD, "-p", "verify-protocol{grd=2}" }
     assert.equal(1, code)
     assert.matches("pass 'verify%-protocol' has no option 'grd' %(it reads: grid max_states max_seconds n bytes trace max_ops mode%)", err)

@@ -786,9 +786,7 @@ describe("PTX from the lowered schedulers", function()
     local k = all_ops_kernel("deterministic", false)
     local ptx = k:compile(PTX_WITHOUT_PIPELINE)
     assert.matches("%.target sm_90a", ptx)
-    local ok, log = tl.ptxas(ptx)
-    if ok == nil then pending("ptxas not found: " .. log) end
-    assert(ok, log)
+    H.assert_ptxas(ptx)
   end)
 
   it("passes ptxas through the whole ptx pipeline, advance and fixup included", function()
@@ -796,9 +794,7 @@ describe("PTX from the lowered schedulers", function()
     for _, red in ipairs { "deterministic", "nondeterministic" } do
       local k = all_ops_kernel(red, true)
       local ptx = k:compile()
-      local ok, log = tl.ptxas(ptx)
-      if ok == nil then pending("ptxas not found: " .. log) end
-      assert(ok, log)
+      H.assert_ptxas(ptx)
     end
   end)
 end)

@@ -214,3 +214,16 @@ add_test(NAME install.embed
 set_tests_properties(install.embed PROPERTIES
   ENVIRONMENT "${TILUA_TEST_ENV};CMAKE_COMMAND=${CMAKE_COMMAND}" LABELS install)
 # }===
+
+# {=== lint: the Lua half's habits: luacheck with the committed .luacheckrc.
+find_program(LUACHECK_EXECUTABLE luacheck)
+if(LUACHECK_EXECUTABLE)
+  add_test(NAME lint.luacheck
+    COMMAND ${LUACHECK_EXECUTABLE} --no-color -q --config ${CMAKE_SOURCE_DIR}/.luacheckrc
+            lua stdlib tools examples spec
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lint.luacheck PROPERTIES LABELS lint)
+else()
+  message(WARNING "luacheck not found: lint.luacheck will not run (tools/bootstrap installs it)")
+endif()
+# }===

@@ -13,16 +13,8 @@ local gemm_example = assert(loadfile "examples/tile_gemm.lua")("--library")
 local fused_example = assert(loadfile "examples/tile_gemm_bias_relu.lua")("--library")
 
 local bf16, matrix = PH.bf16, PH.matrix
-local function f32s(t) -- a list of numbers -> f32 bytes
-  local out = {}
-  for i, x in ipairs(t) do out[i] = string.pack("<f", x) end
-  return table.concat(out)
-end
-local function read_f32(s)
-  local out = {}
-  for i = 1, #s // 4 do out[i] = string.unpack("<f", s, 4 * i - 3) end
-  return out
-end
+local function f32s(t) return H.pack("<f", t) end -- a list of numbers -> f32 bytes
+local read_f32 = H.f32s
 
 -- the module of kernel k after tile-to-ptx up to pass `stage` ("input": as built)
 local function stage_kernel(k, stage)

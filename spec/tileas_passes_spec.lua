@@ -111,9 +111,7 @@ describe("tileas-insert-OCG-knobs in the PTX", function()
       assert.matches("^%s*" .. w:gsub("%.", "%%."), knobs[i + 1].next)
     end
     assert.equal(#want, H.count(ptx, '.pragma "next knob FenceCode";'))
-    local ok, log = tl.ptxas(ptx)
-    if ok == nil then pending("ptxas not found: " .. log) end
-    assert(ok, log)
+    H.assert_ptxas(ptx)
   end)
 end)
 

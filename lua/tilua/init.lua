@@ -19,9 +19,7 @@ local kinds = require "tilua.dsl.kinds"
 local kind_op = kinds.op
 
 local Value = core.metatable("Value")
-local Op = core.metatable("Op")
 local V = Value.__index -- methods of values
-local O = Op.__index -- methods of ops
 
 -- {=====================================================================
 -- Errors at the user's line
@@ -221,15 +219,9 @@ local function coerce(a, b, what)
 end
 
 -- binary(int_op, float_op, symbol): a metamethod building the op for the operands' type.
-local function binary(iop, fop, sym)
-  return function(a, b)
-    a, b = coerce(a, b, "'" .. sym .. "'")
-    local t = a:type()
-    local name = is_int(t) and iop or (is_float(t) or is_pair(t) and fop ~= "arith.divf") and fop
-    if not name then raise(("'%s' is not defined on %s"):format(sym, tostring(t))) end
-    return tl.op1(name, { a, b }, t)
-  end
-end
+local binary = kinds.binary(coerce, function(t, iop, fop)
+  return is_int(t) and iop or (is_float(t) or is_pair(t) and fop ~= "arith.divf") and fop
+end)
 
 -- op(a, b) for the kinds registered for `name`, else scalar(a, b).
 local function by_kind(name, scalar)

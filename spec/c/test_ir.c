@@ -71,8 +71,9 @@ static void test_uniquing(void) {
   ir_context_destroy(ctx);
 }
 
-/* A module with one kernel taking (i32, i32); returns the kernel body. */
-static IrBlock *kernel_body(IrContext *ctx, IrOp **module) {
+/* A module with one kernel taking (i32, i32); returns the kernel body, b set
+ * to build at its end. */
+static IrBlock *kernel_body(IrContext *ctx, IrOp **module, IrBuilder *bp) {
   IrBuilder b;
   ir_builder_init(&b, ctx);
   *module = ir_build_module(&b);
@@ -85,16 +86,16 @@ static IrBlock *kernel_body(IrContext *ctx, IrOp **module) {
   IrBlock *body = ir_region_ensure_block(ctx, &k->regions[0]);
   ir_block_add_arg(ctx, body, ir_type_int(ctx, 32));
   ir_block_add_arg(ctx, body, ir_type_int(ctx, 32));
+  ir_builder_init(bp, ctx);
+  ir_builder_at_end(bp, body);
   return body;
 }
 
 static void test_ops_and_uses(void) {
   IrContext *ctx = ir_context_create();
   IrOp *m;
-  IrBlock *body = kernel_body(ctx, &m);
   IrBuilder b;
-  ir_builder_init(&b, ctx);
-  ir_builder_at_end(&b, body);
+  IrBlock *body = kernel_body(ctx, &m, &b);
   IrValue *x = body->args[0], *y = body->args[1];
   IrValue *s = ir_build_binary(&b, OP_ARITH_ADDI, x, y);
   IrValue *t = ir_build_binary(&b, OP_ARITH_MULI, s, s);
@@ -146,10 +147,8 @@ static bool count_op(IrOp *op, void *ud) {
 static void test_verifier_and_passes(void) {
   IrContext *ctx = ir_context_create();
   IrOp *m;
-  IrBlock *body = kernel_body(ctx, &m);
   IrBuilder b;
-  ir_builder_init(&b, ctx);
-  ir_builder_at_end(&b, body);
+  IrBlock *body = kernel_body(ctx, &m, &b);
   const IrType *i32 = ir_type_int(ctx, 32);
   IrValue *c2 = ir_build_const_int(&b, 2, i32), *c3 = ir_build_const_int(&b, 3, i32);
   IrValue *sum = ir_build_binary(&b, OP_ARITH_ADDI, c2, c3);         /* folds to 5 */
@@ -198,10 +197,8 @@ static void test_verifier_and_passes(void) {
 static void test_printer(void) {
   IrContext *ctx = ir_context_create();
   IrOp *m;
-  IrBlock *body = kernel_body(ctx, &m);
   IrBuilder b;
-  ir_builder_init(&b, ctx);
-  ir_builder_at_end(&b, body);
+  kernel_body(ctx, &m, &b);
   b.loc = ir_loc(ctx, "k.lua", 12, 0);
   ir_build_const_float(&b, 1.0 / 3.0, ir_type_float(ctx, IR_F32));
   ir_build_const_float(&b, INFINITY, ir_type_float(ctx, IR_F16));

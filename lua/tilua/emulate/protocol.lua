@@ -70,9 +70,9 @@ local function args_for(kop, n, o, nworkers, workers)
     elseif info.kind == "ptr" then
       local b = o.bytes or n * elem_bytes(info.elem)
       if o.fill == "pattern" then -- byte j = j % 251 + 1: data that moved shows in :replay
-        local t = {}
-        for j = 0, b - 1 do t[j + 1] = string.char(j % 251 + 1) end
-        args[i], shown[i] = table.concat(t), ("%d bytes 01 02 03 ..."):format(b)
+        local bytes = {}
+        for j = 0, b - 1 do bytes[j + 1] = string.char(j % 251 + 1) end
+        args[i], shown[i] = table.concat(bytes), ("%d bytes 01 02 03 ..."):format(b)
       else
         args[i], shown[i] = { bytes = b }, ("%d zero bytes"):format(b)
       end
@@ -624,13 +624,12 @@ local function snapshot(run, bufs, prev)
   return f
 end
 
--- replay(kernel, r [, o]) -> frames: the counterexample of the checker's
+-- replay(kernel, r) -> frames: the counterexample of the checker's
 -- result r run again on the emulator; frame i = { step = i, line = the
 -- step, roles, barriers, buffers, copies, bars, bufs } (the state after step i; frame 0
 -- is the start), plus frames.n (the steps) and frames.outcome (the
 -- emulator's report of the end).
-function M.replay(k, r, o)
-  o = o or {}
+function M.replay(k, r)
   local kop = r.kernel or kernel_of(k)
   local bufs = shared_buffers(kop)
   local trace = r.trace or {}

@@ -220,7 +220,7 @@ do -- (the module's definitions; an indented block)
       if b and b[i] ~= block[i] then raise(("launch: block {%d,%d,%d} differs from the kernel's {%d,%d,%d}"):format(b[1], b[2], b[3], block[1], block[2], block[3])) end
       if c and c[i] ~= cluster[i] then raise(("launch: cluster {%d,%d,%d} differs from the kernel's {%d,%d,%d}"):format(c[1], c[2], c[3], cluster[1], cluster[2], cluster[3])) end
     end
-    local grid, targs = nil, nil
+    local grid, targs
     if info.tile then grid, targs = tile_launch(self, info, cfg)
     else grid = tl.dims3(cfg.grid or 1, "launch: grid") end
     for i = 1, 3 do

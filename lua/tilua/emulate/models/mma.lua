@@ -75,10 +75,7 @@ do
   end }
 
   local function tmap_of(rec, x)
-    if type(x) ~= "table" or x.kind ~= "tmap" then
-      violation("model", ("%s at %s: the tensor map operand is not a tensor map argument"):format(rec.name, rec.loc))
-    end
-    return x
+    return report.argument(rec, x, "tmap", "the tensor map operand is not a tensor map argument")
   end
 
   -- Every row (innermost dimension) of a box of `box` elements starting at

@@ -15,12 +15,11 @@ local report = require "tilua.emulate.report"
 local sync = require "tilua.emulate.sync"
 
 local eval_lanes, uniform, at, LV = lanes.eval, lanes.uniform, lanes.at, lanes.LV
-local lowest_bit, popcount = lanes.lowest_bit, lanes.popcount
 local violation, not_modelled = report.violation, report.not_modelled
 local passes, completes_on = sync.passes, sync.completes_on
 local codec_of, bytes_of = values.codec_of, values.bytes_of
 local vc_join = clock.join
-local SHARED_BASE, SLOT_BASE, DSMEM_BASE = address.SHARED_BASE, address.SLOT_BASE, address.DSMEM_BASE
+local SHARED_BASE, DSMEM_BASE = address.SHARED_BASE, address.DSMEM_BASE
 local wrap = interp.wrap
 
 local handlers, decoders = {}, {}
@@ -268,7 +267,7 @@ do
   end
 
   handlers["tile.mbarrier_init"] = function(R, W, rec, ins, ctx)
-    local groups, order = per_address(rec, ins, ctx, 1)
+    local _, order = per_address(rec, ins, ctx, 1)
     for _, a in ipairs(order) do R:init_barrier(W, a, uniform(rec, ins[2], "count"), rec.loc) end
     return {}
   end

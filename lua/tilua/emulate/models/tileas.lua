@@ -413,10 +413,7 @@ do
   -- {=== global tensors
 
   local function tensor_of(rec, x)
-    if type(x) ~= "table" or x.kind ~= "tensor" then
-      violation("model", ("%s at %s: the tensor operand is not a !tileas.tensor argument"):format(rec.name, rec.loc))
-    end
-    return x
+    return report.argument(rec, x, "tensor", "the tensor operand is not a !tileas.tensor argument")
   end
   -- Every row (innermost dimension) of a tile at tile coordinates of tensor t:
   -- f(index of the row's first element in the tile, global address of its
@@ -432,6 +429,24 @@ do
     return c
   end
   local function contiguous(t) return t.strides[#t.strides] == 1 end
+  -- Every in-bounds element of the tile of `shape` at tile coordinates of
+  -- tensor t, read (or written: write) by warp W at op rec: the race check
+  -- sees the access (a row at once where t's rows are contiguous), then
+  -- f(the element's index in the tile, 1-based; its global address).
+  local function each_element(R, W, rec, t, shape, coords, write, f)
+    local eb = t.codec.size
+    local step = t.strides[#t.strides] * eb
+    local shadow = write and R.shadow_write or R.shadow_read
+    tile_rows(t, shape, coords, function(first, ga, lo, hi)
+      if not ga then return end
+      if contiguous(t) then shadow(R, R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc) end
+      for j = lo, hi do
+        local a = ga + (j - lo) * step
+        if not contiguous(t) then shadow(R, R.gspace, W.actor, W.vc, a, eb, rec.loc) end
+        f(first + j + 1, a)
+      end
+    end)
+  end
 
   handlers["tileas.tiled_load"] = function(R, W, rec, ins)
     local t = tensor_of(rec, ins[1])
@@ -439,22 +454,12 @@ do
     local coords = coords_of(rec, ins, 2, #ins)
     local c, g, eb = t.codec, R.global, t.codec.size
     local v = R.values and {} or nil
-    if v then for i = 1, count(tt.shape) do v[i] = 0 end end
-    local step = t.strides[#t.strides] * eb
-    tile_rows(t, tt.shape, coords, function(first, ga, lo, hi)
-      if not ga then return end
-      if contiguous(t) then
-        R:shadow_read(R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc)
-      end
-      for j = lo, hi do
-        local a = ga + (j - lo) * step
-        if not contiguous(t) then R:shadow_read(R.gspace, W.actor, W.vc, a, eb, rec.loc) end
-        if v then
-          local u = 0
-          for b = eb - 1, 0, -1 do u = (u << 8) | (g[a + b] or 0) end
-          v[first + j + 1] = c.dec(u)
-        end
-      end
+    if v then for i = 1, tt.n do v[i] = 0 end end
+    each_element(R, W, rec, t, tt.shape, coords, false, function(i, a)
+      if not v then return end
+      local u = 0
+      for b = eb - 1, 0, -1 do u = (u << 8) | (g[a + b] or 0) end
+      v[i] = c.dec(u)
     end)
     R:tick(rec, rows_of(tt.shape))
     return { new_tile(tt.shape, tt.elem, v) }
@@ -464,23 +469,13 @@ do
     local x = read_tile(R, W, rec, ins[#ins])
     local coords = coords_of(rec, ins, 2, #ins - 1)
     local c, g, eb = t.codec, R.global, t.codec.size
-    local step = t.strides[#t.strides] * eb
     local v = x.v
-    tile_rows(t, x.shape, coords, function(first, ga, lo, hi)
-      if not ga then return end
-      if contiguous(t) then
-        R:shadow_write(R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc)
-      end
-      for j = lo, hi do
-        local a = ga + (j - lo) * step
-        if not contiguous(t) then R:shadow_write(R.gspace, W.actor, W.vc, a, eb, rec.loc) end
-        if v then
-          local u = c.enc(v[first + j + 1])
-          for b = 0, eb - 1 do
-            g[a + b] = u & 0xff
-            u = u >> 8
-          end
-        end
+    each_element(R, W, rec, t, x.shape, coords, true, function(i, a)
+      if not v then return end
+      local u = c.enc(v[i])
+      for b = 0, eb - 1 do
+        g[a + b] = u & 0xff
+        u = u >> 8
       end
     end)
     R:tick(rec, rows_of(x.shape))
