@@ -30,7 +30,8 @@ static bool diag_has(IrContext *ctx, const char *text) {
   for (IrDiag *d = ir_diag_pending(ctx); d; d = d->next)
     if (strstr(d->message, text)) found = true;
   if (!found)
-    for (IrDiag *d = ir_diag_pending(ctx); d; d = d->next) fprintf(stderr, "  (diagnostic: %s)\n", d->message);
+    for (IrDiag *d = ir_diag_pending(ctx); d; d = d->next)
+      fprintf(stderr, "  (diagnostic: %s)\n", d->message);
   ir_diag_clear(ctx);
   return found;
 }
@@ -43,8 +44,10 @@ static void test_uniquing(void) {
   CHECK(ir_type_ptr(ctx, f32, IR_MS_GLOBAL) == ir_type_ptr(ctx, f32, IR_MS_GLOBAL));
   CHECK(ir_type_ptr(ctx, f32, IR_MS_GLOBAL) != ir_type_ptr(ctx, f32, IR_MS_SHARED));
   int64_t s1[] = {4, 128}, s2[] = {4, 128}, s3[] = {4, IR_DYNAMIC};
-  CHECK(ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 128) == ir_type_memref(ctx, f32, 2, s2, IR_MS_SHARED, 128));
-  CHECK(ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 0) != ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 128));
+  CHECK(ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 128) ==
+        ir_type_memref(ctx, f32, 2, s2, IR_MS_SHARED, 128));
+  CHECK(ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 0) !=
+        ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 128));
   CHECK(!ir_type_has_static_shape(ir_type_memref(ctx, f32, 2, s3, IR_MS_SHARED, 0)));
   CHECK(ir_type_num_elements(ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 0)) == 512);
   CHECK(ir_attr_i32(ctx, 7) == ir_attr_int(ctx, 7, ir_type_int(ctx, 32)));
@@ -151,11 +154,11 @@ static void test_verifier_and_passes(void) {
   IrBlock *body = kernel_body(ctx, &m, &b);
   const IrType *i32 = ir_type_int(ctx, 32);
   IrValue *c2 = ir_build_const_int(&b, 2, i32), *c3 = ir_build_const_int(&b, 3, i32);
-  IrValue *sum = ir_build_binary(&b, OP_ARITH_ADDI, c2, c3);         /* folds to 5 */
+  IrValue *sum = ir_build_binary(&b, OP_ARITH_ADDI, c2, c3); /* folds to 5 */
   IrValue *keep = ir_build_binary(&b, OP_ARITH_MULI, body->args[0], sum);
-  ir_build_binary(&b, OP_ARITH_MULI, body->args[0], sum);          /* duplicate of keep */
+  ir_build_binary(&b, OP_ARITH_MULI, body->args[0], sum); /* duplicate of keep */
   IrValue *zero = ir_build_const_int(&b, 0, i32);
-  ir_build_binary(&b, OP_ARITH_ADDI, keep, zero);                  /* dead: x + 0 */
+  ir_build_binary(&b, OP_ARITH_ADDI, keep, zero); /* dead: x + 0 */
   int n = 0;
   ir_walk_pre(m, count_op, &n);
   CHECK(n == 9);
@@ -242,7 +245,8 @@ static void test_attr_readers(void) {
   CHECK(ir_op_check_attrs(f));
   ir_op_set_attr(f, "sem", ir_attr_cstr(ctx, "seq"));
   CHECK(!ir_op_check_attrs(f) && diag_has(ctx, "unknown sem 'seq' (one of: acq_rel, sc)"));
-  IrOp *w = ir_op_create(ctx, OP_NVVM_CP_ASYNC_BULK_WAIT_GROUP, ir_loc_unknown(), 0, NULL, 0, NULL, 0);
+  IrOp *w =
+      ir_op_create(ctx, OP_NVVM_CP_ASYNC_BULK_WAIT_GROUP, ir_loc_unknown(), 0, NULL, 0, NULL, 0);
   ir_op_set_attr(w, "group", ir_attr_i64(ctx, 64));
   CHECK(!ir_op_check_attrs(w) && diag_has(ctx, "expected group in [0, 63], got 64"));
   CHECK(!ir_attrs_NVVM_CP_ASYNC_BULK_WAIT_GROUP(w).ok);

@@ -478,8 +478,8 @@ static void prop_tl_stateless(uint32_t i) {
   uint32_t m = 1 + rnd(40), n = 1 + rnd(40), workers = 1 + rnd(i % 4 == 0 ? 400 : 60);
   uint32_t swizzle = 1 + rnd(i % 3 == 0 ? 64 : 9), cluster = 1 + rnd(4);
   bool column_major = rnd(2);
-  set_ctx("TileLang m=%u n=%u workers=%u swizzle=%u cluster=%u %s", m, n, workers, swizzle,
-          cluster, column_major ? "column-major" : "row-major");
+  set_ctx("TileLang m=%u n=%u workers=%u swizzle=%u cluster=%u %s", m, n, workers, swizzle, cluster,
+          column_major ? "column-major" : "row-major");
   SchedPersistent p;
   CHECK(sched_tl_make(&p, m, n, workers, swizzle, column_major, cluster, NULL));
   uint32_t total = p.raster.total, waves = (total + workers - 1) / workers;

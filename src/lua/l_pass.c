@@ -111,8 +111,9 @@ static void on_stage(const IrStageInfo *st, IrOp *module, void *ud) {
 **
 ** The pass manager calls run_lua_pass for them; it calls the function
 ** lua_fn of the module tilua.passes in the Lua state that runs the pipeline:
-**   fn(module_op, options, after, run) -> nil | { errors = { {message =, op =, notes = { {message =, op =} }} },
-**                                          stats = { {name =, value =}, ... }, changed = bool }
+**   fn(module_op, options, after, run)
+**     -> nil | { errors = { {message =, op =, notes = { {message =, op =} }} },
+**                stats = { {name =, value =}, ... }, changed = bool }
 ** where after and run are set when the pass runs as the check after every
 ** pass: the pass it follows ("input" first) and the pipeline run's run object
 ** (a table for the check's state across the stages, core.run_pipeline's check_run).
@@ -136,7 +137,8 @@ static IrLoc entry_loc(lua_State *L, int idx, IrLoc dflt) {
 }
 
 static const char *entry_message(lua_State *L, int idx) {
-  const char *m = lua_getfield(L, idx, "message") == LUA_TSTRING ? lua_tostring(L, -1) : "(no message)";
+  const char *m =
+      lua_getfield(L, idx, "message") == LUA_TSTRING ? lua_tostring(L, -1) : "(no message)";
   lua_pop(L, 1); /* the string stays referenced by the entry table */
   return m;
 }
@@ -236,8 +238,8 @@ static IrResult protocol_check(lua_State *L, int idx, IrContext *ctx, IrPassOpti
   return IR_OK;
 }
 
-/* core.run_pipeline(module_op, spec [, {verify=true, on_stage=fn(info, op), check_protocol=true | mode,
-**                    check_run=table, check_every_pass=false}])
+/* core.run_pipeline(module_op, spec [, {verify=true, on_stage=fn(info, op),
+**                    check_protocol=true | mode, check_run=table, check_every_pass=false}])
 ** -> true | true, warnings, list | false, message, list (diagnostics: lb_push_diagnostic_list)
 ** check_protocol: verify-protocol after every pass (a string: its `mode` option);
 ** check_run: the run object the check keeps its state in (a fresh table by default);

@@ -63,11 +63,11 @@ typedef struct IrPipeline {
 IrResult ir_pipeline_parse(IrContext *ctx, const char *spec, IrPipeline *out);
 
 typedef struct IrStageInfo {
-  const char *pass;  /* pass name; "input" for the stage before the first pass */
-  int index;         /* 0 = input, 1.. = after pass i */
-  double ms;         /* pass run time (0 for input) */
+  const char *pass; /* pass name; "input" for the stage before the first pass */
+  int index;        /* 0 = input, 1.. = after pass i */
+  double ms;        /* pass run time (0 for input) */
   bool changed;
-  bool verified;     /* the verifier ran after it */
+  bool verified; /* the verifier ran after it */
 } IrStageInfo;
 
 typedef struct IrPassOptions {
