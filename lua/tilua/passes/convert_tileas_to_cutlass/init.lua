@@ -3,7 +3,7 @@
 -- program (docs/tileprog.md; after tileas-materialize-agents and the cluster
 -- passes) becomes a kernel of the orchestration level, the tile and cutlass
 -- dialects, built with the same pieces as the hand-written GEMM of
--- stdlib/gemm.lua (docs/gemm.md), so that the tile GEMM is that GEMM:
+-- stdlib/gemm.lua (kernels/gemm.lua, docs/gemm.md), so that the tile GEMM is that GEMM:
 --
 --   rings (alloc_tensor with tileas.stages)  k:shared {stages, rows, cols}, 1024-aligned,
 --                                            swizzled as their layout says
@@ -26,7 +26,7 @@
 --                                            16-bit tiles stored with stmatrix + TMA store,
 --                                            others with plain stores
 --   scf.while over is_valid_program_id       the static persistent tile scheduler's loop
---     (tileas-dynamic-persistent)            (stdlib/gemm.lua's M.tile_loop): program ids
+--     (tileas-dynamic-persistent)            (kernels/gemm.lua's M.tile_loop): program ids
 --                                            are the work tile's m and n; with the
 --                                            StreamK schedule (plan_schedule) the
 --                                            StreamK scheduler's, the k loop split
@@ -159,7 +159,7 @@ end
 -- program (has agents or tensor parameters).
 function M.convert(module)
   local tl = require "tilua"
-  local G = require "tilua.stdlib.gemm"
+  local G = require "tilua.kernels.gemm"
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then

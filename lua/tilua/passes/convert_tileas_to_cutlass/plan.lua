@@ -131,7 +131,7 @@ end
 -- and the workers from the option, the count of k blocks from the loop.
 
 -- The StreamK plan of kernel kop (nil: the static persistent scheduler): the
--- configuration c of stdlib/gemm.lua's StreamK pieces (M.plan_streamk) and
+-- configuration c of kernels/gemm.lua's StreamK pieces (M.plan_streamk) and
 -- the workspace's bytes. Checks that the program can be split so.
 local function plan_schedule(tl, G, kop, agents, nconsumers, nctas)
   local s, err = require("tilua.dsl.tileprog").schedule(kop:attr "tileas.schedule", "tileas.schedule")
