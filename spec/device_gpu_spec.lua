@@ -1,4 +1,4 @@
--- tl.device and launching (src/lua/l_device.c, lua/tilua/device.lua, k:launch).
+-- tl.device and launching (src/lua/l_device.c, lua/tilua/gpu/device.lua, k:launch).
 -- Without a GPU: clear "no GPU" errors at the caller's line while compiling
 -- still works; every GPU test reports pending("no GPU"), never passed. With a
 -- GPU (tools/gpu test): buffers, events, launches and the semantics of the

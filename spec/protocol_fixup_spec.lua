@@ -1,4 +1,4 @@
--- The StreamK fixup's generic barrier after lowering (lua/tilua/emulate_global.lua):
+-- The StreamK fixup's generic barrier after lowering (emulate/models/global.lua):
 -- the spin on a global counter is a blocking wait, the fences and atomics order
 -- the CTAs (release on the arrive side, acquire on the wait side), so the
 -- fixup kernels check clean at every stage of `ptx` (tl.check_lowering and the

@@ -1,5 +1,5 @@
 -- The stdlib GEMM (stdlib/gemm.lua) on the CPU emulator: TMA tensor copies and
--- wgmma at the authoring level (lua/tilua/emulate_mma.lua). At tiny sizes the
+-- wgmma at the authoring level (emulate/models/mma.lua). At tiny sizes the
 -- emulated D matches a CPU reference bit for bit, the protocol checker finds
 -- nothing wrong in its pipeline, and seeded bugs are caught with a
 -- counterexample at this file's lines (docs/protocol.md, "TMA tensor copies
@@ -256,7 +256,7 @@ end)
 
 -- The GEMM after the whole ptx pipeline (the nvvm ops the emitter gets:
 -- nvvm.cp.async.bulk.tensor, nvvm.wgmma.*, nvvm.stmatrix, the nvvm cluster
--- ops; lua/tilua/emulate_nvvm_mma.lua): the same bytes as the reference, the
+-- ops; lua/tilua/emulate/models/nvvm_mma.lua): the same bytes as the reference, the
 -- checker clean at every stage of the pipeline, and bugs seeded in the
 -- lowered IR caught there.
 describe("the lowered GEMM (after the whole ptx pipeline)", function()

@@ -1,4 +1,4 @@
--- The emulator and the protocol checker on lowered IR (emulate_nvvm.lua) and
+-- The emulator and the protocol checker on lowered IR (emulate/models/nvvm.lua) and
 -- tl.check_lowering: the ring-copy examples copy every byte and check clean at
 -- every stage of the `ptx` pipeline, and lowering bugs simulated by mutating
 -- the IR right after a given pass are reported at that pass, with a

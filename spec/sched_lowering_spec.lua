@@ -1,7 +1,7 @@
 -- lower-tile-scheduler (src/passes/lower_tile_scheduler.c) against the
 -- reference schedulers (src/sched): kernels built with the Lua surface expose
 -- every field of every work tile a worker takes; the pipeline runs up to the
--- pass; lua/tilua/interp.lua interprets the lowered arithmetic for sampled
+-- pass; lua/tilua/emulate/interp.lua interprets the lowered arithmetic for sampled
 -- workers and the values are compared with tl.core.sched_plan. The StreamK
 -- fixup is interpreted with one coroutine per CTA over a model of the
 -- workspace (generic barriers block by yielding), its protocol compared with

@@ -1,4 +1,4 @@
--- The emulator's model of tile programs (lua/tilua/emulate_tileas.lua,
+-- The emulator's model of tile programs (lua/tilua/emulate/models/tileas.lua,
 -- docs/protocol.md "Tile programs"): tl.emulate on a tile kernel gives the
 -- result bytes at every stage of tile-to-ptx's tileas part, equal to a plain
 -- Lua reference and to the lowered kernel's emulation (small integers: every

@@ -1,4 +1,4 @@
--- Warp-level instructions (lua/tilua/warp.lua, src/dialects/tile_warp.c,
+-- Warp-level instructions (lua/tilua/dsl/warp.lua, src/dialects/tile_warp.c,
 -- src/ptx/emit_warp.c): shuffles, votes, redux, mma.sync, approximate math,
 -- packed bf16x2 / f16x2 arithmetic, load cache hints and inline PTX with
 -- results: the Lua surface and its errors, what convert-tile-to-nvvm makes of

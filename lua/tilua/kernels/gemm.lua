@@ -163,7 +163,7 @@ end
 -- The StreamK pieces take a configuration c: tiles c.tm x c.tn of c.bm x c.bn
 -- (a 64-row warpgroup each), c.kt k blocks, c.grid workers, c.decomposition
 -- (nil or "split_k") and c.splits, c.swizzle, c.raster; the tile programs'
--- lowering (lua/tilua/passes/convert_tileas_to_cutlass.lua) builds one for its StreamK schedule.
+-- lowering (lua/tilua/passes/convert_tileas_to_cutlass/) builds one for its StreamK schedule.
 local function counters_bytes(c) return (c.tiles * 4 + 255) // 256 * 256 end
 function M.max_splits(tl, c)
   local plan = tl.core.sched_plan { kind = "streamk", tiles_m = c.tm, tiles_n = c.tn, tiles_k = c.kt, workers = c.grid,
