@@ -366,8 +366,10 @@ module {
     end)
 
     it("57: endless input is an error after a bounded amount, not a process that grows", function()
-      local _, err, code = no_crash(H.run { "sh", "-c", "timeout -k 5 60 " .. H.quote(H.tilua) .. " -i < /dev/zero" })
-      assert.equal(1, code)
+      local out, err, code = no_crash(H.run { "sh", "-c", "timeout -k 5 60 " .. H.quote(H.tilua) .. " -i < /dev/zero" })
+      assert.equal(1, code, err)
+      assert.truthy(out:find("stdin: a line longer than 1048576 bytes (the REPL reads at most that much)", 1, true), out)
+      local _
       _, err, code = no_crash(H.run { "sh", "-c", "timeout -k 5 60 " .. H.quote(H.tilua) .. " opt /dev/zero" })
       assert.equal(1, code)
       assert.truthy(err:find("tilua opt: /dev/zero: more than 134217728 bytes of input (the limit of textual IR)", 1, true), err)

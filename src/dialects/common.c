@@ -29,8 +29,15 @@ int64_t dia_type_bytes(const IrType *t) {
   }
 }
 
+int64_t dia_type_storage_bytes(const IrType *t) {
+  if (t->kind != IR_TY_MEMREF && t->kind != IR_TY_TILE) return dia_type_bytes(t);
+  int64_t n = ir_type_num_elements(t), bytes;
+  return n > 0 && ck_mul(n, dia_type_bytes(t->elem), &bytes) ? bytes : 0;
+}
+
 static bool ident_char(char c, bool first) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$' || (!first && c >= '0' && c <= '9');
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$' ||
+         (!first && c >= '0' && c <= '9');
 }
 
 bool dia_ptx_ident(const char *s, size_t len) {
@@ -48,10 +55,13 @@ bool dia_check_mem_value(IrOp *op, const IrType *v) {
     ok = ok && v->rank == 1 && scalar->kind != IR_TY_VECTOR && scalar->width > 1 &&
          (eb >= 4 ? v->shape[0] <= 4 : bytes >= 4);
   else
-    ok = ok && (scalar->kind == IR_TY_INT || scalar->kind == IR_TY_FLOAT || scalar->kind == IR_TY_INDEX);
+    ok = ok &&
+         (scalar->kind == IR_TY_INT || scalar->kind == IR_TY_FLOAT || scalar->kind == IR_TY_INDEX);
   if (ok) return true;
-  ir_op_error(op, "cannot move %s in one instruction (scalars, or vectors of 4, 8 or 16 bytes of non-i1 elements)",
-              ir_op_type_str(op, v));
+  ir_op_error(
+      op,
+      "cannot move %s in one instruction (scalars, or vectors of 4, 8 or 16 bytes of non-i1 elements)",
+      ir_op_type_str(op, v));
   return false;
 }
 

@@ -17,9 +17,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-static inline bool ck_add(int64_t a, int64_t b, int64_t *r) { return !__builtin_add_overflow(a, b, r); }
-static inline bool ck_sub(int64_t a, int64_t b, int64_t *r) { return !__builtin_sub_overflow(a, b, r); }
-static inline bool ck_mul(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+static inline bool ck_add(int64_t a, int64_t b, int64_t *r) {
+  return !__builtin_add_overflow(a, b, r);
+}
+static inline bool ck_sub(int64_t a, int64_t b, int64_t *r) {
+  return !__builtin_sub_overflow(a, b, r);
+}
+static inline bool ck_mul(int64_t a, int64_t b, int64_t *r) {
+  return !__builtin_mul_overflow(a, b, r);
+}
 /* a << s as a multiplication by 2^s: false for a negative or too large s, or an overflow. */
 static inline bool ck_shl(int64_t a, int64_t s, int64_t *r) {
   if (s < 0 || s > 62) return a == 0 && s >= 0 ? (*r = 0, true) : false;
@@ -60,9 +66,15 @@ static inline int64_t sext(int64_t v, uint32_t w) {
   if (w && (u >> (w - 1))) u |= ~wrap_mask(w);
   return (int64_t)u;
 }
-static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-static inline int64_t wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
-static inline int64_t wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static inline int64_t wrap_add(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+static inline int64_t wrap_sub(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+static inline int64_t wrap_mul(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a * (uint64_t)b);
+}
 static inline int64_t wrap_neg(int64_t a) { return (int64_t)(0 - (uint64_t)a); }
 /* }=== */
 

@@ -1,6 +1,6 @@
 /*
 ** l_device.c -- Lua bindings of the CUDA runtime (src/cuda): the device, device
-** buffers, PTX modules, launches and event timing. lua/tilua/device.lua builds
+** buffers, PTX modules, launches and event timing. lua/tilua/gpu/device.lua builds
 ** tl.device and Kernel:launch on these.
 **
 ** One runtime per process, initialized at the first call that needs it; where
@@ -22,7 +22,6 @@
 
 #define SENTINEL "tilua.cuda_runtime"
 #define CHUNK ((size_t)64 << 20) /* host staging for fills and compares */
-
 
 typedef struct Buffer {
   CUdeviceptr ptr;
@@ -201,7 +200,8 @@ static int buf_upload(lua_State *L) {
   if (off > b->bytes || len > b->bytes - off)
     return lb_error(L, "%lld bytes at offset %lld do not fit a buffer of %lld bytes",
                     (long long)len, (long long)off, (long long)b->bytes);
-  if (len && tlcu_memcpy_htod(runtime(L), b->ptr + off, s, len) != TLCU_OK) return lb_cuda_error(L, "upload");
+  if (len && tlcu_memcpy_htod(runtime(L), b->ptr + off, s, len) != TLCU_OK)
+    return lb_cuda_error(L, "upload");
   return 0;
 }
 
@@ -211,7 +211,8 @@ static int buf_download(lua_State *L) {
   size_t off, n = range(L, b, 2, &off);
   luaL_Buffer lb;
   char *p = luaL_buffinitsize(L, &lb, n ? n : 1);
-  if (n && tlcu_memcpy_dtoh(runtime(L), p, b->ptr + off, n) != TLCU_OK) return lb_cuda_error(L, "download");
+  if (n && tlcu_memcpy_dtoh(runtime(L), p, b->ptr + off, n) != TLCU_OK)
+    return lb_cuda_error(L, "download");
   luaL_pushresultsize(&lb, n);
   return 1;
 }
@@ -222,7 +223,8 @@ static int buf_copy_from(lua_State *L) {
   lua_Integer n = luaL_optinteger(L, 3, (lua_Integer)(s->bytes < d->bytes ? s->bytes : d->bytes));
   if (n < 0 || (size_t)n > d->bytes || (size_t)n > s->bytes)
     return lb_error(L, "copy of %lld bytes does not fit", (long long)n);
-  if (n && tlcu_memcpy_dtod(runtime(L), d->ptr, s->ptr, (size_t)n) != TLCU_OK) return lb_cuda_error(L, "copy");
+  if (n && tlcu_memcpy_dtod(runtime(L), d->ptr, s->ptr, (size_t)n) != TLCU_OK)
+    return lb_cuda_error(L, "copy");
   return 0;
 }
 
@@ -299,9 +301,11 @@ static size_t put_random(unsigned char *p, const char *kind, uint64_t *s) {
     memcpy(p, &v, 8);
     return 8;
   }
-  if (kind[0] == 'e') { /* fp8 e4m3 / e5m2: finite, |v| in [0.25, 4): sign, 2 exponent bits, 3 or 2 mantissa bits */
+  if (kind[0] == 'e') {
+    /* fp8 e4m3 / e5m2: finite, |v| in [0.25, 4): sign, 2 exponent bits, 3 or 2 mantissa bits */
     unsigned sg = (unsigned)(r >> 63) << 7, e = (unsigned)(r >> 56) & 3, m = (unsigned)(r >> 48);
-    *p = kind[1] == '4' ? (unsigned char)(sg | (e + 5) << 3 | (m & 7)) : (unsigned char)(sg | (e + 13) << 2 | (m & 3));
+    *p = kind[1] == '4' ? (unsigned char)(sg | (e + 5) << 3 | (m & 7))
+                        : (unsigned char)(sg | (e + 13) << 2 | (m & 3));
     return 1;
   }
   if (kind[0] == 'f' || kind[0] == 'b') { /* f16 / bf16 from 8 bits: k/128 - 1 */
@@ -330,10 +334,10 @@ static int buf_fill_random(lua_State *L) {
   Buffer *b = check_buffer(L, 1);
   const char *kind = luaL_checkstring(L, 2);
   uint64_t s = (uint64_t)luaL_checkinteger(L, 3) * 0x9E3779B97F4A7C15ULL + 1;
-  size_t esize = !strcmp(kind, "f32")                                ? 4
-                 : (!strcmp(kind, "f16") || !strcmp(kind, "bf16"))   ? 2
+  size_t esize = !strcmp(kind, "f32")                               ? 4
+                 : (!strcmp(kind, "f16") || !strcmp(kind, "bf16"))  ? 2
                  : (!strcmp(kind, "e4m3") || !strcmp(kind, "e5m2")) ? 1
-                                                                     : 8;
+                                                                    : 8;
   unsigned char *a;
   staging(L, &a, NULL);
   int err = 0;
@@ -369,7 +373,8 @@ static int mod_load(lua_State *L) {
   m->mod = NULL;
   m->live = 0;
   luaL_setmetatable(L, LB_MODULE);
-  if (tlcu_module_load_ptx(runtime(L), ptx, &m->mod) != TLCU_OK) return lb_cuda_error(L, "loading the PTX");
+  if (tlcu_module_load_ptx(runtime(L), ptx, &m->mod) != TLCU_OK)
+    return lb_cuda_error(L, "loading the PTX");
   m->live = 1;
   return 1;
 }
@@ -391,7 +396,8 @@ static int mod_func(lua_State *L) {
   luaL_setmetatable(L, LB_FUNCTION);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
-  if (tlcu_function_get(runtime(L), m->mod, name, f) != TLCU_OK) return lb_cuda_error(L, "kernel lookup");
+  if (tlcu_function_get(runtime(L), m->mod, name, f) != TLCU_OK)
+    return lb_cuda_error(L, "kernel lookup");
   return 1;
 }
 
@@ -399,7 +405,8 @@ static int mod_func(lua_State *L) {
 static int fn_info(lua_State *L) {
   CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   TlcuFuncInfo r;
-  if (!*f || tlcu_function_info(runtime(L), *f, &r) != TLCU_OK) return lb_cuda_error(L, "function info");
+  if (!*f || tlcu_function_info(runtime(L), *f, &r) != TLCU_OK)
+    return lb_cuda_error(L, "function info");
   lua_createtable(L, 0, 4);
   FUNCTION_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
   return 1;
@@ -421,8 +428,11 @@ static void get_dims(lua_State *L, int cfg, const char *key, unsigned int d[3]) 
 
 unsigned lb_launch_smem(lua_State *L, lua_Integer static_bytes, lua_Integer dynamic) {
   if (dynamic < 0 || dynamic > SM90_MAX_SMEM || static_bytes + dynamic > SM90_MAX_SMEM)
-    lb_error(L, "launch: smem %lld is out of range: the dynamic shared memory is 0 to %lld bytes (%d in all, %lld static)",
-             (long long)dynamic, (long long)(SM90_MAX_SMEM - static_bytes), SM90_MAX_SMEM, (long long)static_bytes);
+    lb_error(
+        L,
+        "launch: smem %lld is out of range: the dynamic shared memory is 0 to %lld bytes (%d in all, %lld static)",
+        (long long)dynamic, (long long)(SM90_MAX_SMEM - static_bytes), SM90_MAX_SMEM,
+        (long long)static_bytes);
   return (unsigned)(static_bytes + dynamic);
 }
 
@@ -430,8 +440,8 @@ void lb_launch_int(lua_State *L, const char *param, int width, lua_Integer v) {
   if (width >= 64) return;
   lua_Integer lo = -((lua_Integer)1 << (width - 1)), hi = ((lua_Integer)1 << width) - 1;
   if (v < lo || v > hi)
-    lb_error(L, "launch: argument '%s' = %lld does not fit its type i%d (%lld to %lld)", param, (long long)v, width,
-             (long long)lo, (long long)hi);
+    lb_error(L, "launch: argument '%s' = %lld does not fit its type i%d (%lld to %lld)", param,
+             (long long)v, width, (long long)lo, (long long)hi);
 }
 
 /* One argument {type, value [, name]} into an 8-byte slot. Types: ptr (a Buffer or an
@@ -441,8 +451,7 @@ static void pack_arg(lua_State *L, int i, uint64_t *slot) {
   const char *t = lua_tostring(L, -1);
   lua_rawgeti(L, -2, 2);
   *slot = 0;
-  if (!t)
-    lb_error(L, "launch: argument #%d has no type", i);
+  if (!t) lb_error(L, "launch: argument #%d has no type", i);
   else if (!strcmp(t, "tmap")) {
     const uint8_t *m = lb_tensor_map_bytes(L, -1);
     if (!m) lb_error(L, "launch: argument #%d must be a tensor map", i);
@@ -544,7 +553,8 @@ static int dev_time(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   need_gpu(L);
   CUevent a = NULL, b = NULL;
-  if (tlcu_event_create(runtime(L), &a) != TLCU_OK || tlcu_event_create(runtime(L), &b) != TLCU_OK) {
+  if (tlcu_event_create(runtime(L), &a) != TLCU_OK ||
+      tlcu_event_create(runtime(L), &b) != TLCU_OK) {
     if (a) tlcu_event_destroy(runtime(L), a);
     return lb_cuda_error(L, "event");
   }
@@ -553,7 +563,8 @@ static int dev_time(lua_State *L) {
   lua_pushvalue(L, 1);
   int st = bad ? LUA_OK : lua_pcall(L, 0, 0, 0);
   if (!bad && st == LUA_OK)
-    bad = tlcu_event_record(runtime(L), b, NULL) != TLCU_OK || tlcu_event_synchronize(runtime(L), b) != TLCU_OK ||
+    bad = tlcu_event_record(runtime(L), b, NULL) != TLCU_OK ||
+          tlcu_event_synchronize(runtime(L), b) != TLCU_OK ||
           tlcu_event_elapsed_ms(runtime(L), a, b, &ms) != TLCU_OK;
   if (bad) lua_pushfstring(L, "timing: %s", tlcu_error(runtime(L)));
   tlcu_event_destroy(runtime(L), a);

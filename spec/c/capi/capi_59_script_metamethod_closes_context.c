@@ -6,20 +6,23 @@
 
 static const char *const scripts[][2] = {
     /* the operand list's __len closes the context core.op_create holds */
-    {"oplist_len.lua", "local tl = require 'tilua'\n"
-                       "local ops = setmetatable({}, { __len = function() tl.context():close(); return 0 end })\n"
-                       "tl.core.op_create(tl.context(), 'arith.constant', ops, {}, nil, 0)\n"},
+    {"oplist_len.lua",
+     "local tl = require 'tilua'\n"
+     "local ops = setmetatable({}, { __len = function() tl.context():close(); return 0 end })\n"
+     "tl.core.op_create(tl.context(), 'arith.constant', ops, {}, nil, 0)\n"},
     /* a table attribute's __len */
-    {"attr_len.lua", "local tl = require 'tilua'\n"
-                     "local t = setmetatable({ 1 }, { __len = function() tl.context():close(); return 1 end })\n"
-                     "tl.core.op_create(tl.context(), 'arith.constant', {}, {}, { x = t }, 0)\n"},
+    {"attr_len.lua",
+     "local tl = require 'tilua'\n"
+     "local t = setmetatable({ 1 }, { __len = function() tl.context():close(); return 1 end })\n"
+     "tl.core.op_create(tl.context(), 'arith.constant', {}, {}, { x = t }, 0)\n"},
     /* the DSL's own extension point, an __attr hook, inside tl.op */
-    {"attr_hook.lua", "local tl = require 'tilua'\n"
-                      "local k = tl.kernel('k', { params = { { 'n', tl.i32 } } })\n"
-                      "k:define(function(k, p)\n"
-                      "  tl.op('arith.constant', {}, { tl.i32 }, { value = 1, extra = setmetatable({},\n"
-                      "    { __attr = function() tl.context():close(); return 7 end }) })\n"
-                      "end)\n"},
+    {"attr_hook.lua",
+     "local tl = require 'tilua'\n"
+     "local k = tl.kernel('k', { params = { { 'n', tl.i32 } } })\n"
+     "k:define(function(k, p)\n"
+     "  tl.op('arith.constant', {}, { tl.i32 }, { value = 1, extra = setmetatable({},\n"
+     "    { __attr = function() tl.context():close(); return 7 end }) })\n"
+     "end)\n"},
 };
 
 int main(void) {
@@ -37,11 +40,13 @@ int main(void) {
   }
   /* a close outside any binding call is the documented failure, and the next script runs */
   int before = errors;
-  CHECK(tlModuleIsNull(tlModuleCreateFromScript(c, str("require('tilua').context():close()"), str("s.lua"))));
+  CHECK(tlModuleIsNull(
+      tlModuleCreateFromScript(c, str("require('tilua').context():close()"), str("s.lua"))));
   CHECK_ERROR(before, "the script closed the default context");
-  tlModule m = tlModuleCreateFromScript(c, str("local tl = require 'tilua'\n"
-                                              "local k = tl.kernel('k', {block = {32, 1, 1}})\n"
-                                              "k:define(function() end)\n"),
+  tlModule m = tlModuleCreateFromScript(c,
+                                        str("local tl = require 'tilua'\n"
+                                            "local k = tl.kernel('k', {block = {32, 1, 1}})\n"
+                                            "k:define(function() end)\n"),
                                         str("ok.lua"));
   CHECK(!tlModuleIsNull(m));
   tlContextDestroy(c);

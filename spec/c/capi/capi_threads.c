@@ -30,13 +30,14 @@ static void append(tlStringRef piece, void *ud) {
 }
 
 static char *fixture;
-static const char script[] = "local tl = require 'tilua'\n"
-                             "local k = tl.kernel('saxpy', { params = { { 'x', tl.ptr(tl.f32) }, { 'y', tl.ptr(tl.f32) },\n"
-                             "  { 'a', tl.f32 }, { 'n', tl.i32 } }, block = 128 })\n"
-                             "k:define(function(k, p)\n"
-                             "  local i = tl.global_id 'x'\n"
-                             "  tl.if_(i:lt(p.n), function() (p.y + i):store(p.a * (p.x + i):load() + (p.y + i):load()) end)\n"
-                             "end)\n";
+static const char script[] =
+    "local tl = require 'tilua'\n"
+    "local k = tl.kernel('saxpy', { params = { { 'x', tl.ptr(tl.f32) }, { 'y', tl.ptr(tl.f32) },\n"
+    "  { 'a', tl.f32 }, { 'n', tl.i32 } }, block = 128 })\n"
+    "k:define(function(k, p)\n"
+    "  local i = tl.global_id 'x'\n"
+    "  tl.if_(i:lt(p.n), function() (p.y + i):store(p.a * (p.x + i):load() + (p.y + i):load()) end)\n"
+    "end)\n";
 
 /* One compile in a fresh context: the GEMM's PTX, then the script's; NULL on a failure. */
 static char *compile_once(void) {
@@ -88,8 +89,10 @@ int main(void) {
   if (!reference) return finish("capi_threads");
   pthread_t t[2];
   int bad[2] = {0, 0};
-  for (int i = 0; i < 2; i++) CHECK(pthread_create(&t[i], NULL, worker, &bad[i]) == 0);
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++)
+    CHECK(pthread_create(&t[i], NULL, worker, &bad[i]) == 0);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
   CHECK(bad[0] == 0 && bad[1] == 0);
   free(reference);
   free(fixture);
