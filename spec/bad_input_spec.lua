@@ -436,6 +436,16 @@ module {
       assert.is_false(ok)
       assert.matches(":" .. (line + 1) .. ": 'tile.kernel' op kernel name \"k\\00evil\" is not a PTX identifier", err)
     end)
+
+    it("a kernel name of 400 characters is emitted whole (its parameters' names too)", function()
+      tl.new_module()
+      local name = "k" .. ("x"):rep(399)
+      local k = tl.kernel(name, { params = { { "a", tl.ptr(tl.f32) }, { "n", tl.i32 } }, block = 32 })
+      k:define(function(_, p) (p.a + tl.thread_id()):store(1.0) end)
+      local ptx = k:compile()
+      assert.truthy(ptx:find("[" .. name .. "_param_1]", 1, true), ptx)
+      H.assert_ptxas(ptx)
+    end)
   end)
 
   describe("tilua sched", function()

@@ -684,8 +684,6 @@ static void emit_params(Emit *e, IrOp *k, const char *name, IrBlock *body, StrBu
       e->failed = true;
       continue;
     }
-    char pname[300];
-    snprintf(pname, sizeof pname, "[%s_param_%u]", name, i);
     if (ir_type_is_dialect(arg->type, IR_DTY_TILE_TENSOR_MAP)) { /* by value: its generic address */
       sb_printf(head, "%s\t.param .align 64 .b8 %s_param_%u[128]", i ? ",\n" : "", name, i);
       px_emitf(e, "mov.b64 %v, %s_param_%u;", arg, name, i);
@@ -695,14 +693,14 @@ static void emit_params(Emit *e, IrOp *k, const char *name, IrBlock *body, StrBu
     sb_printf(head, "%s\t.param .%s %s_param_%u", i ? ",\n" : "", decl, name, i);
     if (px_is_i1(arg->type)) {
       Regs *t = px_tmp(e, RC_B16);
-      px_emitf(e, "ld.param.u8 %R, %s;", t, pname);
+      px_emitf(e, "ld.param.u8 %R, [%s_param_%u];", t, name, i);
       px_emitf(e, "setp.ne.b16 %v, %R, 0;", arg, t);
     } else if (arg->type->kind == IR_TY_PTR && arg->type->space == IR_MS_GLOBAL) {
       Regs *t = px_tmp(e, RC_B64);
-      px_emitf(e, "ld.param.u64 %R, %s;", t, pname);
+      px_emitf(e, "ld.param.u64 %R, [%s_param_%u];", t, name, i);
       px_emitf(e, "cvta.to.global.u64 %v, %R;", arg, t);
     } else {
-      px_emitf(e, "ld.param.%s %v, %s;", ld, arg, pname);
+      px_emitf(e, "ld.param.%s %v, [%s_param_%u];", ld, arg, name, i);
     }
   }
 }
