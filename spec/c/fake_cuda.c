@@ -186,13 +186,24 @@ static CUresult run_kernel(Fn *fn, void **params) {
   }
   return OK;
 }
+/* FAKE_CUDA_LOG=FILE: each launch appends "launch NAME smem BYTES" there (what the
+** tests check of a launch's configuration). */
+static void log_launch(const Fn *fn, unsigned smem) {
+  const char *path = getenv("FAKE_CUDA_LOG");
+  FILE *f = path && *path ? fopen(path, "a") : NULL;
+  if (!f) return;
+  fprintf(f, "launch %s smem %u\n", fn->name, smem);
+  fclose(f);
+}
 static CUresult cuLaunchKernelEx(const void *cfg, void *f, void **params, void **extra) {
-  (void)cfg, (void)extra;
+  (void)extra;
+  log_launch(f, ((const unsigned *)cfg)[6]); /* CUlaunchConfig: grid[3], block[3], sharedMemBytes */
   return run_kernel(f, params);
 }
 static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                                unsigned smem, void *stream, void **params, void **extra) {
-  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)stream, (void)extra;
+  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)stream, (void)extra;
+  log_launch(f, smem);
   return run_kernel(f, params);
 }
 /* }=== */

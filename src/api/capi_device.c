@@ -228,8 +228,7 @@ tlLogicalResult tlDeviceLaunch(tlDevice dev, tlModule m, tlStringRef kernel, con
   CUmodule cm;
   CUfunction f;
   if (!load_module(c, fn, mod, &cm)) return fail;
-  char name[256];
-  snprintf(name, sizeof name, "%.*s", (int)kernel.length, kernel.data);
+  const char *name = ir_attrs_TILE_KERNEL(k).sym_name; /* the kernel's name whole, whatever its length */
   if (!cuda_ok(c, fn, tlcu_function_get(&c->device->rt, cm, name, &f))) return fail;
   TlcuLaunch cfg;
   memset(&cfg, 0, sizeof cfg);
@@ -243,7 +242,11 @@ tlLogicalResult tlDeviceLaunch(tlDevice dev, tlModule m, tlStringRef kernel, con
     cfg.block[i] = (unsigned)ks.block[i];
     cfg.cluster[i] = ks.has_cluster ? (unsigned)ks.cluster[i] : 1;
   }
-  cfg.smem = (unsigned)ks.smem;
+  /* all of the kernel's shared memory is dynamic in its PTX: the static allocations
+  ** (lowered: shared_bytes counts them with kernel_spec.smem) come with the launch,
+  ** as k:launch and its launch plan give them */
+  int64_t shared = ir_attrs_TILE_KERNEL(k).shared_bytes;
+  cfg.smem = (unsigned)(shared > ks.smem ? shared : ks.smem);
   cfg.name = name;
   if (cfg.smem > 48 * 1024 && !cuda_ok(c, fn, tlcu_function_set_max_dynamic_smem(&c->device->rt, f, cfg.smem)))
     return fail;

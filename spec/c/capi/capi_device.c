@@ -2,9 +2,26 @@
 ** diagnostic; with the stand-in driver (TILUA_FAKE_CUDA, spec/c/fake_cuda.c,
 ** whose kernels do nothing), every misuse of tlDeviceLaunch is refused before
 ** anything is launched, and a good launch goes through. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "capi_check.h"
+
+/* A kernel with 1024 bytes of static shared memory (all dynamic in the PTX). */
+static const char *const SHARED_KERNEL =
+    "module {\n"
+    "  tile.kernel {arg_names = [\"p\"], kernel_spec = {block = [32, 1, 1]}, sym_name = \"ks\"} {\n"
+    "  ^bb0(%0: ptr<f32, global>):\n"
+    "    %1 = tile.alloc_shared {count = 256} : ptr<f32, shared>\n"
+    "    %2 = arith.constant {value = 1.0 : f32} : f32\n"
+    "    tile.store %2, %1\n"
+    "    tile.barrier\n"
+    "    %3 = tile.load %1 : f32\n"
+    "    tile.store %3, %0\n"
+    "  }\n"
+    "}\n";
 
 static const char *const KERNEL =
     "module {\n"
@@ -91,6 +108,22 @@ int main(void) {
   CHECK(tlLogicalResultIsSuccess(tlDeviceLaunch(d, m, str("k"), grid, 2, args)));
   CHECK(tlLogicalResultIsSuccess(tlDeviceLaunch(d, m, str("k"), grid, 2, args)));
   CHECK(tlLogicalResultIsSuccess(tlDeviceCopyToHost(d, host, buf, sizeof host)));
+  /* the launch brings the kernel's static shared memory (as k:launch does) */
+  char log[] = "/tmp/capi_device_XXXXXX";
+  int fd = mkstemp(log);
+  CHECK(fd >= 0);
+  close(fd);
+  setenv("FAKE_CUDA_LOG", log, 1);
+  tlModule sm = tlModuleCreateParse(c, str(SHARED_KERNEL), str("ks.tir"));
+  CHECK(!tlModuleIsNull(sm) && tlLogicalResultIsSuccess(tlModuleRunPipeline(sm, str("ptx"))));
+  CHECK(tlLogicalResultIsSuccess(tlDeviceLaunch(d, sm, str("ks"), grid, 1, args)));
+  unsetenv("FAKE_CUDA_LOG");
+  char line[128] = "";
+  FILE *lf = fopen(log, "r");
+  CHECK(lf && fgets(line, sizeof line, lf));
+  if (lf) fclose(lf);
+  remove(log);
+  CHECK(strcmp(line, "launch ks smem 1024\n") == 0);
   CHECK(tlLogicalResultIsSuccess(tlDeviceFree(d, buf)));
   /* a second free, or an address never allocated: refused before the driver sees it */
   before = errors;
