@@ -426,6 +426,29 @@ module {
       assert.matches("second\tfalse\t[^\n]*:9: " .. smem, out)
       assert.matches("third\tfalse\t[^\n]*:10: launch: grid%.y = 65536 is more than the 65535 blocks it may be", out)
       assert.matches("i32 2%^53\tfalse\t[^\n]*:11: launch: argument 'n' = 9007199254740992 does not fit its type i32 %(%-2147483648 to 4294967295%)", out)
+      -- the same checks on a first launch (the path without a launch plan), and on the plan's path by name
+      local script = H.temp([[
+local tl = require "tilua"
+local a = tl.device.alloc(tl.f32, 256)
+local function kernel()
+  local k = tl.kernel("k", { params = { { "a", tl.ptr(tl.f32) }, { "n", tl.i16 } }, block = 128 })
+  k:define(function(_, p) tl.if_(tl.thread_id():lt(p.n:cast(tl.i32)), function() (p.a + tl.thread_id()):store(1.0) end) end)
+  return k
+end
+local k = kernel()
+print("first i16", pcall(k.launch, k, { grid = 1, args = { a, 65536 } }))
+tl.new_module()
+k = kernel()
+k:launch { grid = 1, args = { a, 16 } }
+print("plan i16", pcall(k.launch, k, { grid = 1, args = { a = a, n = -32769 } }))
+print("plan smem", pcall(k.launch, k, { grid = 1, smem = 232449, args = { a, 1 } }))
+]], ".lua")
+      out, err, code = no_crash(H.tilua_env({ TILUA_LIBCUDA = fake }, { script }))
+      os.remove(script)
+      assert.equal(0, code, err)
+      assert.matches("first i16\tfalse\t[^\n]*: launch: argument 'n' = 65536 does not fit its type i16 %(%-32768 to 65535%)", out)
+      assert.matches("plan i16\tfalse\t[^\n]*: launch: argument 'n' = %-32769 does not fit its type i16", out)
+      assert.matches("plan smem\tfalse\t[^\n]*: launch: smem 232449 is out of range", out)
     end)
 
     it("a kernel named \"k\\0evil\" is refused, not emitted as .entry k", function()
