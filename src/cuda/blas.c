@@ -9,6 +9,7 @@
 #include "blas.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ enum { DESC_TRANSA = 3, DESC_TRANSB = 4, DESC_FAST_ACCUM = 25, PREF_MAX_WORKSPAC
 
 #define BLAS_SYMS(X)                                                                                \
   X(cublasLtCreate, int, (LtHandle *))                                                              \
+  X(cublasLtDestroy, int, (LtHandle))                                                               \
   X(cublasLtMatmulDescCreate, int, (LtDesc *, int, int))                                            \
   X(cublasLtMatmulDescDestroy, int, (LtDesc))                                                       \
   X(cublasLtMatmulDescSetAttribute, int, (LtDesc, int, const void *, size_t))                       \
@@ -44,41 +46,46 @@ enum { DESC_TRANSA = 3, DESC_TRANSB = 4, DESC_FAST_ACCUM = 25, PREF_MAX_WORKSPAC
     (LtHandle, LtDesc, const void *, const void *, LtLayout, const void *, LtLayout, const void *,  \
      const void *, LtLayout, void *, LtLayout, const LtAlgo *, void *, size_t, void *))
 
+/* The library and its entry points: written once (pthread_once), read only after,
+** so threads may use it at once. A handle and its workspace belong to each
+** runtime (rt->blas_handle, rt->blas_workspace), released when it shuts down. */
 static struct {
 #define X(name, ret, params) ret(*name) params;
   BLAS_SYMS(X)
 #undef X
   void *lib;
-  LtHandle handle;
-  CUdeviceptr workspace;
-  int tried;
   char why[256];
 } lt;
+static pthread_once_t lt_once = PTHREAD_ONCE_INIT;
 
 #define WORKSPACE_BYTES ((size_t)32 << 20)
 
-static int load(void) {
-  if (lt.tried) return lt.lib != NULL;
-  lt.tried = 1;
+static void load_once(void) {
   const char *names[] = {getenv("TILUA_CUBLASLT"), "libcublasLt.so.13", "libcublasLt.so.12",
                          "/usr/local/cuda/lib64/libcublasLt.so.13", "/usr/local/cuda/lib64/libcublasLt.so.12"};
   for (size_t i = 0; i < sizeof names / sizeof names[0] && !lt.lib; i++)
     if (names[i] && *names[i]) lt.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
   if (!lt.lib) {
     snprintf(lt.why, sizeof lt.why, "libcublasLt not found (set TILUA_CUBLASLT): %s", dlerror());
-    return 0;
+    return;
   }
 #define X(name, ret, params)                                                                       \
   *(void **)&lt.name = dlsym(lt.lib, #name);                                                       \
   if (!lt.name) {                                                                                  \
     snprintf(lt.why, sizeof lt.why, "libcublasLt has no %s", #name);                               \
     lt.lib = NULL;                                                                                 \
-    return 0;                                                                                      \
+    return;                                                                                        \
   }
   BLAS_SYMS(X)
 #undef X
-  return 1;
 }
+
+static int load(void) {
+  pthread_once(&lt_once, load_once);
+  return lt.lib != NULL;
+}
+
+static void release_handle(void *h) { lt.cublasLtDestroy(h); }
 
 int tlblas_available(char *err, size_t n) {
   if (load()) return 1;
@@ -110,10 +117,11 @@ int tlblas_gemm(TlcuRuntime *rt, const TlBlasGemm *g, char *err, size_t n) {
   int tin = dtype(g->in), tout = dtype(g->out);
   if (tin < 0 || tout < 0 || tout == R_8F_E4M3 || tout == R_8F_E5M2)
     return snprintf(err, n, "unsupported types in %s, out %s", g->in ? g->in : "?", g->out ? g->out : "?"), 1;
-  if (!lt.handle) {
-    if (lt.cublasLtCreate(&lt.handle)) return snprintf(err, n, "cublasLtCreate failed"), 1;
-    if (tlcu_mem_alloc(rt, WORKSPACE_BYTES, &lt.workspace) != TLCU_OK)
-      return snprintf(err, n, "cuBLAS workspace: %s", tlcu_error(rt)), 1;
+  if (!rt->blas_workspace && tlcu_mem_alloc(rt, WORKSPACE_BYTES, &rt->blas_workspace) != TLCU_OK)
+    return snprintf(err, n, "cuBLAS workspace: %s", tlcu_error(rt)), 1;
+  if (!rt->blas_handle) {
+    if (lt.cublasLtCreate(&rt->blas_handle)) return snprintf(err, n, "cublasLtCreate failed"), 1;
+    rt->blas_release = release_handle;
   }
   LtDesc desc = NULL;
   LtLayout la = NULL, lb = NULL, lc = NULL;
@@ -136,14 +144,14 @@ int tlblas_gemm(TlcuRuntime *rt, const TlBlasGemm *g, char *err, size_t n) {
   LT(cublasLtMatrixLayoutCreate(&lc, tout, (uint64_t)g->n, (uint64_t)g->m, g->n));
   LT(cublasLtMatmulPreferenceCreate(&pref));
   LT(cublasLtMatmulPreferenceSetAttribute(pref, PREF_MAX_WORKSPACE, &ws, sizeof ws));
-  LT(cublasLtMatmulAlgoGetHeuristic(lt.handle, desc, la, lb, lc, lc, pref, 1, &h, &found));
+  LT(cublasLtMatmulAlgoGetHeuristic(rt->blas_handle, desc, la, lb, lc, lc, pref, 1, &h, &found));
   if (!found) {
     snprintf(err, n, "cuBLASLt has no algorithm for this GEMM");
     goto done;
   }
   CUdeviceptr c = g->c ? g->c : g->d;
-  LT(cublasLtMatmul(lt.handle, desc, &g->alpha, (void *)(uintptr_t)g->b, la, (void *)(uintptr_t)g->a, lb, &g->beta,
-                    (void *)(uintptr_t)c, lc, (void *)(uintptr_t)g->d, lc, &h.algo, (void *)(uintptr_t)lt.workspace,
+  LT(cublasLtMatmul(rt->blas_handle, desc, &g->alpha, (void *)(uintptr_t)g->b, la, (void *)(uintptr_t)g->a, lb, &g->beta,
+                    (void *)(uintptr_t)c, lc, (void *)(uintptr_t)g->d, lc, &h.algo, (void *)(uintptr_t)rt->blas_workspace,
                     WORKSPACE_BYTES, NULL));
   rc = 0;
 done:

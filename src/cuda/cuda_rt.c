@@ -559,6 +559,8 @@ TlcuResult tlcu_shutdown(TlcuRuntime *rt) {
     return TLCU_OK;
   }
   destroy_spare_events(rt);
+  if (rt->blas_handle && rt->blas_release) rt->blas_release(rt->blas_handle);
+  rt->blas_handle = NULL, rt->blas_workspace = 0;
   TlcuResult st = tlcu_release_all(rt);
   if (CU_CALL(rt, cuDevicePrimaryCtxRelease, (rt->dev)) != TLCU_OK) st = TLCU_FAIL;
   rt->ctx = NULL;

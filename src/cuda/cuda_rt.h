@@ -240,6 +240,11 @@ typedef struct TlcuRuntime {
   char jit_info[TLCU_LOG_SIZE];  /* info log of the last module load */
   char jit_error[TLCU_LOG_SIZE]; /* error log of the last module load */
   char err[TLCU_ERR_SIZE];       /* message of the last failure */
+  /* cuBLASLt's state for this runtime (blas.c): its handle, released by
+  ** blas_release at shutdown, and its workspace (one of the held allocations) */
+  void *blas_handle;
+  void (*blas_release)(void *handle);
+  CUdeviceptr blas_workspace;
 } TlcuRuntime;
 
 /* }====================================================================== */
