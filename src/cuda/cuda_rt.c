@@ -800,7 +800,7 @@ TlcuResult tlcu_memset_d8(TlcuRuntime *rt, CUdeviceptr dst, unsigned char value,
   return TLCU_OK;
 }
 
-TlcuResult tlcu_tensor_map_encode(TlcuRuntime *rt, void *map, const TlcuTensorMapDesc *d) {
+TlcuResult tlcu_tensor_map_encode(TlcuRuntime *rt, void *map, const TltmDesc *d) {
   TLCU_BEGIN(rt);
   CU_DO(rt, cuTensorMapEncodeTiled,
         (map, d->dtype, d->rank, (void *)(uintptr_t)d->address, d->dims, d->strides, d->box, d->elem_strides,

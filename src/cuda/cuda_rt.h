@@ -3,9 +3,8 @@
 ** first use, device queries, PTX modules through the driver JIT, launches with
 ** cluster dimensions and dynamic shared memory, device memory, events.
 **
-** No CUDA header or SDK is needed to build this: the few driver types below are
-** declared with the layout of CUDA 13.0's cuda.h (do not include both in one
-** file). Only cuGetProcAddress_v2 and cuInit are looked up with dlsym; every
+** No CUDA header or SDK is needed to build this: the driver types come from
+** cuda_types.h (cuda.h's layout). Only cuGetProcAddress_v2 and cuInit are looked up with dlsym; every
 ** other entry point comes from cuGetProcAddress_v2 by its plain name at CUDA
 ** 12.0 (see cuda_syms.def), which gives the ABI these prototypes declare.
 **
@@ -38,95 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* {======================================================================
-** Driver types (CUDA 13.0 cuda.h layout, only what the runtime uses)
-** ======================================================================= */
-
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUmod_st *CUmodule;
-typedef struct CUfunc_st *CUfunction;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-
-/* CUresult: the driver returns more codes than these; any int may arrive. */
-typedef enum cudaError_enum {
-  CUDA_SUCCESS = 0,
-  CUDA_ERROR_INVALID_VALUE = 1,
-  CUDA_ERROR_OUT_OF_MEMORY = 2,
-  CUDA_ERROR_NOT_INITIALIZED = 3,
-  CUDA_ERROR_STUB_LIBRARY = 34,
-  CUDA_ERROR_INSUFFICIENT_DRIVER = 35,
-  CUDA_ERROR_NO_DEVICE = 100,
-  CUDA_ERROR_INVALID_DEVICE = 101,
-  CUDA_ERROR_INVALID_PTX = 218,
-  CUDA_ERROR_NOT_FOUND = 500,
-  CUDA_ERROR_NOT_READY = 600,
-  CUDA_ERROR_UNKNOWN = 999
-} CUresult;
-
-typedef enum CUdevice_attribute_enum {
-  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
-  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
-  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
-  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
-} CUdevice_attribute;
-
-typedef enum CUfunction_attribute_enum {
-  CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0,
-  CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
-  CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3,
-  CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
-  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
-} CUfunction_attribute;
-
-/* Size values go by value, cast to void *; on return they hold bytes written. */
-typedef enum CUjit_option_enum {
-  CU_JIT_INFO_LOG_BUFFER = 3,
-  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
-  CU_JIT_ERROR_LOG_BUFFER = 5,
-  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
-  CU_JIT_GENERATE_LINE_INFO = 13
-} CUjit_option;
-
-typedef enum CUlaunchAttributeID_enum {
-  CU_LAUNCH_ATTRIBUTE_IGNORE = 0,
-  CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2,
-  CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
-  CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 5
-} CUlaunchAttributeID;
-
-/* 64 bytes, 8-byte aligned like cuda.h's union (it holds pointers). */
-typedef union CUlaunchAttributeValue_union {
-  char pad[64];
-  struct {
-    unsigned int x, y, z;
-  } clusterDim;
-  int cooperative;
-  void *align_ptr_;
-  unsigned long long align_u64_;
-} CUlaunchAttributeValue;
-
-typedef struct CUlaunchAttribute_st {
-  CUlaunchAttributeID id;
-  char pad[8 - sizeof(CUlaunchAttributeID)];
-  CUlaunchAttributeValue value;
-} CUlaunchAttribute;
-
-typedef struct CUlaunchConfig_st {
-  unsigned int gridDimX, gridDimY, gridDimZ; /* in blocks, not clusters */
-  unsigned int blockDimX, blockDimY, blockDimZ;
-  unsigned int sharedMemBytes; /* dynamic shared memory per block */
-  CUstream hStream;
-  CUlaunchAttribute *attrs;
-  unsigned int numAttrs;
-} CUlaunchConfig;
-
-_Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute must match cuda.h");
-_Static_assert(sizeof(CUlaunchConfig) == 56, "CUlaunchConfig must match cuda.h");
-
-/* }====================================================================== */
+#include "cuda_types.h"
+#include "tensor_map.h"
 
 /* {======================================================================
 ** The runtime
@@ -301,17 +213,8 @@ TlcuResult tlcu_memset_d8(TlcuRuntime *rt, CUdeviceptr dst, unsigned char value,
 TlcuResult tlcu_synchronize(TlcuRuntime *rt);
 
 /* A tiled TMA tensor map (cuTensorMapEncodeTiled) into map (128 bytes, 64-byte
-** aligned). dims and box innermost first; strides: rank - 1 byte strides of
-** dimensions 1.. . The enums are the driver's (CUtensorMapDataType, ...). */
-typedef struct TlcuTensorMapDesc {
-  int dtype;
-  unsigned int rank;
-  CUdeviceptr address;
-  uint64_t dims[5], strides[4];
-  uint32_t box[5], elem_strides[5];
-  int interleave, swizzle, l2_promotion, oob_fill;
-} TlcuTensorMapDesc;
-TlcuResult tlcu_tensor_map_encode(TlcuRuntime *rt, void *map, const TlcuTensorMapDesc *d);
+** aligned), from a description checked by tltm_describe (tensor_map.h). */
+TlcuResult tlcu_tensor_map_encode(TlcuRuntime *rt, void *map, const TltmDesc *d);
 
 /* Clusters of the launch's cluster shape that can be resident at once. */
 TlcuResult tlcu_max_active_clusters(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, int *out);
