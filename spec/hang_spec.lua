@@ -54,11 +54,8 @@ describe("launch plans", function()
     end
   end)
 
-  it("name the launch that failed, not the later one the sticky error refuses", function()
-    need_fake()
-    local f = os.tmpname() .. ".lua"
-    local h = assert(io.open(f, "w"))
-    h:write [[
+  -- three launches from three lines; the second fails, the third is refused (the error is sticky)
+  local three = [[
 local tl = require "tilua"
 local k = tl.kernel("boom", { params = { { "n", tl.i32 } }, block = 32 })
 k:define(function(k, p) end)
@@ -67,11 +64,34 @@ k:launch { grid = 1, args = { 2 } }
 k:launch { grid = 1, args = { 3 } }
 tl.device.synchronize()
 ]]
+  local function run_three(env)
+    local f = os.tmpname() .. ".lua"
+    local h = assert(io.open(f, "w"))
+    h:write(three)
     h:close()
-    local _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "trap", FAKE_CUDA_AFTER = "2" }, { f })
+    env.TILUA_LIBCUDA, env.FAKE_CUDA_KERNELS, env.FAKE_CUDA_AFTER = FAKE, "trap", "2"
+    local _, err, code = run(env, { f })
     os.remove(f)
     assert.equal(1, code, err)
+    return err
+  end
+
+  it("name the launches in flight when one of them failed, not the later one the sticky error refuses", function()
+    need_fake()
+    local err = run_three {}
+    -- no event after each launch: the runtime checks at the synchronize, and
+    -- the failure is in the window of launches since its last check
+    assert.truthy(err:find(":4: kernel 'boom' or the launch after it failed: CUDA_ERROR_ILLEGAL_INSTRUCTION", 1, true), err)
+    assert.truthy(err:find("\n    [^\n]*:4: kernel 'boom'\n    [^\n]*:5: kernel 'boom'"), err)
+    assert.falsy(err:find(":6:", 1, true), err)
+    assert.truthy(err:find("TILUA_LAUNCH_CHECK=each", 1, true), err)
+  end)
+
+  it("name the launch that failed with TILUA_LAUNCH_CHECK=each (a check after every launch)", function()
+    need_fake()
+    local err = run_three { TILUA_LAUNCH_CHECK = "each" }
     assert.truthy(err:find(":5: kernel 'boom' failed: CUDA_ERROR_ILLEGAL_INSTRUCTION", 1, true), err)
+    assert.falsy(err:find(":4:", 1, true), err)
   end)
 
   it("report a hung kernel at the line of its (fast-path) launch", function()
@@ -94,8 +114,8 @@ tl.device.synchronize()
     assert.equal(1, code, err)
     assert.truthy(err:find(":6: kernel 'spin' did not finish within 0.5 s", 1, true), err)
   end)
-  -- launches of one kernel from one line share an event (TLCU_GROUP_MAX of them),
-  -- so a failure among them is named at that line with the group's size
+  -- consecutive launches of one kernel from one line share a record, so a
+  -- failure among them is named at that line with their count
   local function script(body)
     local f = os.tmpname() .. ".lua"
     local h = assert(io.open(f, "w"))
@@ -126,7 +146,7 @@ tl.device.synchronize()
     assert.truthy(err:find(":4: kernel 'boom' (one of 3 consecutive launches) did not finish within 0.6 s", 1, true), err)
   end)
 
-  it("follow thousands of launches from two lines, and name the first failing one's line", function()
+  it("follow thousands of launches from two lines, and name the failing one's line among those in flight", function()
     need_fake()
     local f = script [[
 for i = 1, 1500 do

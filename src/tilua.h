@@ -75,6 +75,7 @@ TL_DEFINE_HANDLE(tlType, const void);
 TL_DEFINE_HANDLE(tlAttribute, const void);
 TL_DEFINE_HANDLE(tlDiagnostic, const void);
 TL_DEFINE_HANDLE(tlDevice, void);
+TL_DEFINE_HANDLE(tlGraph, void);
 #undef TL_DEFINE_HANDLE
 
 /* A string with a length; not necessarily NUL-terminated. data may be NULL
@@ -282,6 +283,23 @@ TL_API tlLogicalResult tlDeviceCopyToHost(tlDevice d, void *dst, uint64_t src, s
 ** A failure of the kernel (a trap, a bad address) is a failure here. */
 TL_API tlLogicalResult tlDeviceLaunch(tlDevice d, tlModule m, tlStringRef kernel, const unsigned grid[3],
                                       intptr_t nArgs, const tlKernelArg *args);
+
+/* CUDA graphs. Between tlDeviceBeginGraph and tlDeviceEndGraph, tlDeviceLaunch
+** captures its launch into a graph (node 0, 1, ...) instead of running it, and
+** does not wait; copies and frees are refused meanwhile. tlGraphLaunch
+** replays the graph (one driver launch for all its kernels) and waits for it.
+** Between tlGraphBeginUpdate and tlGraphEndUpdate, tlDeviceLaunch sets the
+** grid and arguments of nodes 0, 1, ... in turn instead of running (the same
+** kernels, in the same order); tlGraphEndUpdate checks that every node was
+** set. A graph lives until tlGraphDestroy or its device closes. */
+TL_API tlLogicalResult tlDeviceBeginGraph(tlDevice d);
+TL_API tlGraph tlDeviceEndGraph(tlDevice d);
+TL_API bool tlGraphIsNull(tlGraph g);
+TL_API intptr_t tlGraphGetNumNodes(tlGraph g); /* -1 for a refused handle */
+TL_API tlLogicalResult tlGraphLaunch(tlGraph g);
+TL_API tlLogicalResult tlGraphBeginUpdate(tlGraph g);
+TL_API tlLogicalResult tlGraphEndUpdate(tlGraph g);
+TL_API void tlGraphDestroy(tlGraph g);
 
 /* }====================================================================== */
 

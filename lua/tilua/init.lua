@@ -670,6 +670,7 @@ require("tilua.tensor").attach(tl) -- tensor cores and TMA
 require("tilua.warp").attach(tl) -- warp-wide exchange, mma.sync, approximate math, inline PTX
 require("tilua.stdlib.gemm").attach(tl) -- the Hopper GEMM generator (tl.gemm)
 require("tilua.export").attach(tl) -- tl.export: kernels as C for a host without Lua
+require("tilua.graph").attach(tl) -- tl.graph: launches captured into a CUDA graph
 require("tilua.stdlib.autotune").attach(tl) -- tl.autotune
 require("tilua.tileprog").attach(tl) -- tile programs (tileas); last: it extends tl.load, tl.store, tl.zeros and the operators
 

@@ -89,13 +89,6 @@ function M.attach(tl)
   end
   -- }===
 
-  -- "file:line" of the launch in the user's script, for the reports of a kernel
-  -- that hangs or fails.
-  local function launch_site()
-    local file, line = core.user_location()
-    return file and ("%s:%d"):format(file, line) or nil
-  end
-
   -- k:launch{ grid = n | {x,y,z}, block = ..., cluster = ..., smem = bytes, args = {...} }
   -- block and cluster default to the kernel_spec (and must match it); smem is
   -- the dynamic part after the static allocations (default kernel_spec.smem).
@@ -151,7 +144,7 @@ function M.attach(tl)
       self._fn = self._module:func(self.name)
     end
     self._fn:launch({ grid = grid, block = block, cluster = cluster, smem = static + dyn, name = self.name,
-                      where = launch_site(), hang_sites = info.hang_sites }, targs or launch_args(self, cfg.args))
+                      hang_sites = info.hang_sites }, targs or launch_args(self, cfg.args))
     return self
   end
 

@@ -13,11 +13,19 @@
 #include "../ptx/ptx.h"
 #include "capi_impl.h"
 
+/* A graph of the device (its list holds the live ones, so that a stale handle is refused). */
+typedef struct DevGraph {
+  TlcuGraph *g;
+  struct DevGraph *next;
+} DevGraph;
+
 struct TlDevice {
   TlcuRuntime rt;
   CUmodule mod;           /* the module of the last launch, kept for the next */
   const IrOp *mod_of;     /* ... of this module op */
   uint64_t mod_edits;     /* ... at this count of the context's edits */
+  bool mod_in_graph;      /* a graph launches mod: it stays loaded until the device closes */
+  DevGraph *graphs;
 };
 
 static TlCtx *enter_device(tlDevice d, const char *fn) {
@@ -38,7 +46,13 @@ static bool cuda_ok(TlCtx *c, const char *fn, TlcuResult r) {
 void tl_device_close(TlCtx *c) {
   TlDevice *d = c->device;
   if (!d) return;
-  if (d->mod) tlcu_module_unload(&d->rt, d->mod);
+  while (d->graphs) {
+    DevGraph *g = d->graphs;
+    d->graphs = g->next;
+    tlcu_graph_free(&d->rt, g->g);
+    free(g);
+  }
+  if (d->mod && !d->mod_in_graph) tlcu_module_unload(&d->rt, d->mod);
   tlcu_shutdown(&d->rt);
   free(d);
   c->device = NULL;
@@ -169,8 +183,8 @@ static bool load_module(TlCtx *c, const char *fn, IrOp *m, CUmodule *out) {
     tl_error(c, fn, "%s\n%s", tlcu_error(&d->rt), tlcu_jit_error_log(&d->rt));
     return false;
   }
-  if (d->mod) tlcu_module_unload(&d->rt, d->mod);
-  d->mod = mod, d->mod_of = m, d->mod_edits = ir_context_edits(c->ir);
+  if (d->mod && !d->mod_in_graph) tlcu_module_unload(&d->rt, d->mod); /* else released at close */
+  d->mod = mod, d->mod_of = m, d->mod_edits = ir_context_edits(c->ir), d->mod_in_graph = false;
   *out = mod;
   return true;
 }
@@ -248,6 +262,99 @@ tlLogicalResult tlDeviceLaunch(tlDevice dev, tlModule m, tlStringRef kernel, con
   if (cfg.smem > 48 * 1024 && !cuda_ok(c, fn, tlcu_function_set_max_dynamic_smem(&c->device->rt, f, cfg.smem)))
     return fail;
   cfg.smem_allowed = 1;
-  if (!cuda_ok(c, fn, tlcu_launch(&c->device->rt, f, &cfg, ptrs))) return fail;
-  return (tlLogicalResult){cuda_ok(c, fn, tlcu_synchronize(&c->device->rt))};
+  TlcuRuntime *rt = &c->device->rt;
+  if (!cuda_ok(c, fn, tlcu_launch(rt, f, &cfg, ptrs))) return fail;
+  if (rt->capture) c->device->mod_in_graph = true;
+  if (rt->capture || rt->update) return (tlLogicalResult){1}; /* nothing ran: nothing to wait for */
+  return (tlLogicalResult){cuda_ok(c, fn, tlcu_synchronize(rt))};
 }
+
+/* {======================================================================
+** Graphs
+** ======================================================================= */
+
+tlLogicalResult tlDeviceBeginGraph(tlDevice d) {
+  static const char fn[] = "tlDeviceBeginGraph";
+  TlCtx *c = enter_device(d, fn);
+  return (tlLogicalResult){c && cuda_ok(c, fn, tlcu_graph_begin(&c->device->rt))};
+}
+
+tlGraph tlDeviceEndGraph(tlDevice d) {
+  static const char fn[] = "tlDeviceEndGraph";
+  tlGraph r = {NULL, 0};
+  TlCtx *c = enter_device(d, fn);
+  if (!c) return r;
+  DevGraph *g = calloc(1, sizeof *g);
+  if (!g) {
+    tl_error(c, fn, "out of memory");
+    TlcuGraph *lost = NULL;
+    if (tlcu_graph_end(&c->device->rt, &lost) == TLCU_OK) tlcu_graph_free(&c->device->rt, lost);
+    return r;
+  }
+  if (!cuda_ok(c, fn, tlcu_graph_end(&c->device->rt, &g->g))) {
+    free(g);
+    return r;
+  }
+  g->next = c->device->graphs;
+  c->device->graphs = g;
+  r.ptr = g;
+  r.context = c->serial;
+  return r;
+}
+
+bool tlGraphIsNull(tlGraph g) { return g.ptr == NULL; }
+
+/* The context of a graph handle that names a live graph of its device; NULL after a refusal. */
+static TlCtx *enter_graph(tlGraph g, const char *fn) {
+  TlCtx *c = tl_enter(g.context, g.ptr, fn);
+  if (!c) return NULL;
+  for (DevGraph *x = c->device ? c->device->graphs : NULL; x; x = x->next)
+    if (x == g.ptr) return c;
+  tl_error(c, fn, "the graph was destroyed, or its device closed");
+  return NULL;
+}
+
+intptr_t tlGraphGetNumNodes(tlGraph g) {
+  TlCtx *c = enter_graph(g, "tlGraphGetNumNodes");
+  return c ? tlcu_graph_nodes(((DevGraph *)g.ptr)->g) : -1;
+}
+
+tlLogicalResult tlGraphLaunch(tlGraph g) {
+  static const char fn[] = "tlGraphLaunch";
+  TlCtx *c = enter_graph(g, fn);
+  if (!c) return (tlLogicalResult){0};
+  TlcuRuntime *rt = &c->device->rt;
+  return (tlLogicalResult){cuda_ok(c, fn, tlcu_graph_launch(rt, ((DevGraph *)g.ptr)->g, NULL, NULL, 0)) &&
+                           cuda_ok(c, fn, tlcu_synchronize(rt))};
+}
+
+tlLogicalResult tlGraphBeginUpdate(tlGraph g) {
+  static const char fn[] = "tlGraphBeginUpdate";
+  TlCtx *c = enter_graph(g, fn);
+  return (tlLogicalResult){c && cuda_ok(c, fn, tlcu_graph_update_begin(&c->device->rt, ((DevGraph *)g.ptr)->g))};
+}
+
+tlLogicalResult tlGraphEndUpdate(tlGraph g) {
+  static const char fn[] = "tlGraphEndUpdate";
+  TlCtx *c = enter_graph(g, fn);
+  if (c && c->device->rt.update != ((DevGraph *)g.ptr)->g) {
+    tl_error(c, fn, "the graph is not being updated (tlGraphBeginUpdate)");
+    return (tlLogicalResult){0};
+  }
+  return (tlLogicalResult){c && cuda_ok(c, fn, tlcu_graph_update_end(&c->device->rt))};
+}
+
+void tlGraphDestroy(tlGraph g) {
+  TlCtx *c = enter_graph(g, "tlGraphDestroy");
+  if (!c) return;
+  for (DevGraph **p = &c->device->graphs; *p; p = &(*p)->next)
+    if (*p == g.ptr) {
+      DevGraph *x = *p;
+      *p = x->next;
+      tlcu_graph_free(&c->device->rt, x->g);
+      free(x);
+      return;
+    }
+}
+
+/* }====================================================================== */

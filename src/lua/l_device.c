@@ -71,6 +71,8 @@ TlcuRuntime *lb_cuda(lua_State *L) {
   return &rt;
 }
 
+TlcuRuntime *lb_cuda_runtime(void) { return &rt; }
+
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes) {
   Buffer *b = luaL_testudata(L, idx, LB_BUFFER);
   if (b) {
@@ -468,10 +470,10 @@ static const char *opt_field(lua_State *L, int idx, const char *k) {
   return s;
 }
 
-/* core.launch(fn, {grid=, block=, cluster=, smem=, name=, where=, hang_sites=},
-** { {type, value}, ... }): name and where (the script's line) go into the
-** reports of a kernel that hangs or fails; hang_sites (the lowered kernel's
-** debug-hangs sites) adds the records' address as the last argument. */
+/* fn:launch({grid=, block=, cluster=, smem=, name=, hang_sites=}, { {type, value}, ... }):
+** name and the script's line of the launch (the innermost user frame) go into
+** the reports of a kernel that hangs or fails; hang_sites (the lowered
+** kernel's debug-hangs sites) adds the records' address as the last argument. */
 static int fn_launch(lua_State *L) {
   CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -486,7 +488,7 @@ static int fn_launch(lua_State *L) {
   cfg.smem = (unsigned int)luaL_optinteger(L, -1, 0);
   lua_pop(L, 1);
   cfg.name = opt_field(L, 2, "name");
-  cfg.where = opt_field(L, 2, "where");
+  if (!lb_user_frame(L, &cfg.file, &cfg.line)) cfg.file = NULL;
   int n = (int)luaL_len(L, 3);
   if (n > 63) return lb_error(L, "launch: too many arguments (%d)", n);
   uint64_t slots[64];

@@ -180,7 +180,7 @@ static int is_library_chunk(lua_State *L, const char *source) {
 }
 
 /* Find the innermost user frame; fills file (a Lua-owned string) and line. */
-static int user_frame(lua_State *L, const char **file, int *line) {
+int lb_user_frame(lua_State *L, const char **file, int *line) {
   lua_Debug ar;
   /* lua_getstack walks from the top each time: bounded, so that a stack
   ** overflow's message handler does not take quadratic time */
@@ -204,7 +204,7 @@ int lb_locate_error(lua_State *L, int idx) {
   if (lua_type(L, idx) != LUA_TSTRING) return 0;
   const char *msg = lua_tostring(L, idx), *file;
   int line;
-  if (!user_frame(L, &file, &line)) return 0;
+  if (!lb_user_frame(L, &file, &line)) return 0;
   const char *rest = msg;
   const char *colon = strchr(msg, ':');
   if (colon && colon > msg && colon - msg < 200 && colon[1] >= '0' && colon[1] <= '9') {
@@ -232,7 +232,7 @@ static int core_locate_error(lua_State *L) {
 void lb_user_where(lua_State *L, char *buf, size_t n) {
   const char *file;
   int line;
-  if (user_frame(L, &file, &line)) snprintf(buf, n, "%s:%d", file, line);
+  if (lb_user_frame(L, &file, &line)) snprintf(buf, n, "%s:%d", file, line);
   else if (n) buf[0] = '\0';
 }
 
@@ -252,7 +252,7 @@ IrLoc lb_user_loc(lua_State *L, IrContext *ctx) {
     return loc;
   }
   lua_pop(L, 1);
-  if (user_frame(L, &file, &line)) return ir_loc(ctx, file, line, 0);
+  if (lb_user_frame(L, &file, &line)) return ir_loc(ctx, file, line, 0);
   return ir_loc_unknown();
 }
 
@@ -282,7 +282,7 @@ int lb_error(lua_State *L, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (user_frame(L, &file, &line)) lua_pushfstring(L, "%s:%d: %s", file, line, msg);
+  if (lb_user_frame(L, &file, &line)) lua_pushfstring(L, "%s:%d: %s", file, line, msg);
   else lua_pushstring(L, msg);
   return lua_error(L);
 }
@@ -591,7 +591,7 @@ static int core_metatable(lua_State *L) {
 static int core_user_location(lua_State *L) {
   const char *file;
   int line;
-  if (!user_frame(L, &file, &line)) return 0;
+  if (!lb_user_frame(L, &file, &line)) return 0;
   lua_pushstring(L, file);
   lua_pushinteger(L, line);
   return 2;

@@ -216,9 +216,7 @@ static int plan_launch(lua_State *L) {
   cfg.smem = p->static_smem + (unsigned)dyn;
   cfg.smem_allowed = cfg.smem <= p->smem_allowed;
   cfg.name = p->name;
-  char where[256];
-  lb_user_where(L, where, sizeof where);
-  cfg.where = where;
+  if (!lb_user_frame(L, &cfg.file, &cfg.line)) cfg.file = NULL;
   if (tlcu_launch(rt, p->fn, &cfg, ptrs) != TLCU_OK) return lb_cuda_error(L, "launch");
   if (cfg.smem > p->smem_allowed) p->smem_allowed = cfg.smem;
   return 0;

@@ -62,6 +62,9 @@ void lb_push_attr(lua_State *L, const IrAttr *a, int ctx_idx);
 /* The location of the innermost user frame: the first Lua frame that is not
 ** part of the tilua library (see lb_mark_library_chunk). */
 IrLoc lb_user_loc(lua_State *L, IrContext *ctx);
+/* The innermost user frame: its file (a string Lua owns, valid while the
+** frame's function lives) and line; 0 when there is none. */
+int lb_user_frame(lua_State *L, const char **file, int *line);
 /* "file:line" of the innermost user frame into buf (empty when there is none). */
 void lb_user_where(lua_State *L, char *buf, size_t n);
 /* Raise "file:line: message" at the user's location. */
@@ -139,6 +142,7 @@ typedef struct LbArea {
   X(device)  /* l_device.c: tl.device, modules, launches */                                        \
   X(tensor)  /* l_tensor.c: tensor maps, the cuBLASLt peer */                                      \
   X(launch)  /* l_launch.c: launch plans, the raw-launch peer */                                   \
+  X(graph)   /* l_graph.c: CUDA graphs of launches */                                              \
   X(parse)   /* l_parse.c: the builder of the textual-IR parser */                                 \
   X(dialect) /* l_dialect.c: op table rows, enums, limits, kernel specs */
 #define LB_AREA_DECLARE(name) extern const LbArea lb_area_##name;

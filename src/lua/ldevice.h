@@ -19,6 +19,8 @@
 
 /* The runtime, initialized; raises "no GPU: ..." at the user's line without one. */
 TlcuRuntime *lb_cuda(lua_State *L);
+/* The runtime as it is, without raising (for finalizers: it may be shut down). */
+TlcuRuntime *lb_cuda_runtime(void);
 /* The device address of a Buffer (its size in *bytes) or of an integer address
 ** (size 0); 0 for anything else. Raises on a freed buffer. */
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes);
