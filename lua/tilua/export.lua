@@ -418,7 +418,8 @@ static int64_t tl_stride(const tilua_tensor *t, int rank, int d) {
     if type(dir) ~= "string" or dir == "" then raise("export: expected a directory name") end
     if type(kernels) ~= "table" then raise("export: expected a kernel or a list of kernels") end
     if getmetatable(kernels) == tl.Kernel or kernels.kernel then kernels = { kernels } end
-    os.execute(("mkdir -p '%s'"):format(dir:gsub("'", "'\\''")))
+    for _, k in ipairs(kernels) do info_of(k) end -- every kernel can be written before anything is
+    os.execute(("mkdir -p '%s' 2>/dev/null"):format(dir:gsub("'", "'\\''")))
     local files, names = {}, {}
     for _, r in ipairs(M.RUNTIME) do
       write(dir .. "/" .. r[2], runtime_text(r[1]))

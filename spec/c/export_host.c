@@ -13,8 +13,9 @@
 **   gemm       export_gemm_run: D = A . B^T (stdlib GEMM, sizes compiled in)
 **   splitk     export_splitk_run: the same by split-K, with its workspace
 **   softmax1/2 tile_gemm_softmax_run at two sizes M1 and M2 (one export, any M)
-**   graph      a graph of softmax (size 1) then gemm, replayed; then its
-**              softmax node set to size 2's tensors and replayed again
+**   graph_*    a graph of softmax (size 1) then gemm, replayed; then its
+**              nodes set (the softmax to size 2's tensors, the GEMM as it
+**              was) and replayed again, as tl.graph's update does
 **
 ** The sizes come as -D definitions (GEMM_M ..., SOFTMAX_K, SOFTMAX_M1 ...).
 ** Exits 0 when every call succeeded; prints the failing call otherwise.
@@ -150,6 +151,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "export_host: node 0 (the softmax) took the GEMM's arguments: %s\n", tilua_last_error());
     return 1;
   }
+  check(export_gemm_graph_set_args(g, 1, &gargs), "export_gemm_graph_set_args");
   check(tilua_graph_launch(g, s), "tilua_graph_launch (updated)");
   check(drv->cuStreamSynchronize(s), "cuStreamSynchronize");
   output("graph_softmax2", gc2, (size_t)(ms[1] * N * 2));
