@@ -114,7 +114,10 @@ function M.attach(tl)
     return k._plan
   end
 
-  function Kernel:launch(cfg)
+  -- The slow path of k:launch (compiling, loading, tile programs, the checks
+  -- of block and cluster, the plan's making); the fast one is C (l_launch.c:
+  -- core.launch_fast), which takes k._plan when it is current.
+  local function launch(self, cfg)
     cfg = cfg or {}
     if not self.ptx then self:compile() end
     local info = launch_info(self)
@@ -147,6 +150,7 @@ function M.attach(tl)
                       hang_sites = info.hang_sites }, targs or launch_args(self, cfg.args))
     return self
   end
+  Kernel.launch = core.launch_fast(launch)
 
   -- k:run(cfg): k:launch(cfg), then wait for it (failures raise here).
   function Kernel:run(cfg)

@@ -50,10 +50,15 @@ enum { RUN_DONE, RUN_HANG, RUN_TRAP };
 /* What the next launch does: FAKE_CUDA_KERNELS, from launch FAKE_CUDA_AFTER on
 ** (1-based; the earlier ones finish). */
 static int mode(void) {
-  static long launches;
-  const char *m = getenv("FAKE_CUDA_KERNELS"), *after = getenv("FAKE_CUDA_AFTER");
-  if (after && ++launches < atol(after)) return RUN_DONE;
-  return m && !strcmp(m, "hang") ? RUN_HANG : m && !strcmp(m, "trap") ? RUN_TRAP : RUN_DONE;
+  static long launches, after = -1;
+  static int m = -1;
+  if (m < 0) { /* read once: a launch of the stand-in costs little, like a real one */
+    const char *k = getenv("FAKE_CUDA_KERNELS"), *a = getenv("FAKE_CUDA_AFTER");
+    m = k && !strcmp(k, "hang") ? RUN_HANG : k && !strcmp(k, "trap") ? RUN_TRAP : RUN_DONE;
+    after = a ? atol(a) : -1;
+  }
+  if (after >= 0 && ++launches < after) return RUN_DONE;
+  return m;
 }
 
 static int hung, trapped; /* a launch hung / trapped (sticky) */
@@ -345,6 +350,16 @@ static void write_records(uint32_t *s) {
   w1[TLHANG_SITE] = 2, w1[TLHANG_BARRIER] = 1, w1[TLHANG_PHASE] = 64, w1[TLHANG_STATE] = TLHANG_NAMED;
 }
 
+/* FAKE_CUDA_RECORDS=1 (read once). */
+static int getenv_records(void) {
+  static int rec = -1;
+  if (rec < 0) {
+    const char *r = getenv("FAKE_CUDA_RECORDS");
+    rec = r && !strcmp(r, "1");
+  }
+  return rec;
+}
+
 /* What running a kernel does. */
 static CUresult run(const Launch *l, const char *how) {
   if (trapped) return (CUresult)ILLEGAL_INSTRUCTION;
@@ -352,8 +367,7 @@ static CUresult run(const Launch *l, const char *how) {
   int m = mode();
   if (m == RUN_HANG) hung = 1;
   if (m == RUN_TRAP) {
-    const char *rec = getenv("FAKE_CUDA_RECORDS");
-    if (rec && !strcmp(rec, "1") && l->fn->nparams > 0) {
+    if (getenv_records() && l->fn->nparams > 0) {
       CUdeviceptr p;
       memcpy(&p, l->args[l->fn->nparams - 1], sizeof p);
       write_records((uint32_t *)(uintptr_t)p);
@@ -388,12 +402,17 @@ static Node *add_node(Graph *g, const Launch *l) {
 
 static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], const unsigned cluster[3],
                        unsigned smem, CUstream stream, void **params) {
+  Stream *s = (Stream *)(void *)stream;
+  if (!log_file() && !(s && s->capture) && !getenv_records()) { /* nothing to keep: run it as it comes */
+    static Launch bare;
+    bare.fn = (Fn *)(void *)f;
+    return run(&bare, "");
+  }
   Launch *l = calloc(1, sizeof *l);
   if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
   l->fn = (Fn *)(void *)f, l->smem = smem;
   for (int i = 0; i < 3; i++) l->grid[i] = grid[i], l->block[i] = block[i], l->cluster[i] = cluster[i];
   for (int i = 0; i < l->fn->nparams; i++) memcpy(l->args[i], params[i], (size_t)l->fn->size[i]);
-  Stream *s = (Stream *)(void *)stream;
   CUresult r = CUDA_SUCCESS;
   if (s && s->capture) r = add_node(s->capture, l) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   else r = run(l, "");

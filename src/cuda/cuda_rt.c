@@ -291,8 +291,9 @@ const char *tlcu_intern(TlcuRuntime *rt, const char *s) {
   if (!s) return NULL;
   TlcuStrings *t = &rt->strings;
   size_t m = ((uintptr_t)s >> 3) % (sizeof t->memo / sizeof t->memo[0]);
-  /* the caller's pointer seen before, and still the same text (a pointer may be reused) */
-  if (t->memo[m].from == s && strcmp(t->memo[m].to, s) == 0) return t->memo[m].to;
+  /* the caller's pointer seen before, and still the same text (a pointer may be
+  ** reused), or one of ours (they live until shutdown) */
+  if (t->memo[m].from == s && (s == t->memo[m].to || strcmp(t->memo[m].to, s) == 0)) return t->memo[m].to;
   if ((t->n + 1) * 2 > t->cap && !str_grow(t)) return "?";
   char **slot = str_slot(t, s);
   if (!*slot) {

@@ -25,11 +25,7 @@
 static TlcuRuntime rt;
 static int rt_tried;
 
-typedef struct Buffer {
-  CUdeviceptr ptr;
-  size_t bytes;
-  int live; /* device memory attached */
-} Buffer;
+typedef LbBuffer Buffer;
 
 /* {======================================================================
 ** The runtime

@@ -17,6 +17,13 @@
 #define LB_MODULE "tilua.Module"
 #define LB_FUNCTION "tilua.Function" /* a CUfunction; its user value keeps the module */
 
+/* A device buffer (the userdata LB_BUFFER; tl.device's buffers hold one as `raw`). */
+typedef struct LbBuffer {
+  CUdeviceptr ptr;
+  size_t bytes;
+  int live; /* device memory attached */
+} LbBuffer;
+
 /* The runtime, initialized; raises "no GPU: ..." at the user's line without one. */
 TlcuRuntime *lb_cuda(lua_State *L);
 /* The runtime as it is, without raising (for finalizers: it may be shut down). */
