@@ -25,6 +25,19 @@ local function bf16s(bytes)
 end
 
 describe("an exported kernel on the GPU", function()
+  it("runs the example of docs/embedding.md (examples/export): once, and as a graph replayed and updated", function()
+    if not tl.device.available() then pending("no GPU: " .. tl.device.error()) return end
+    local d = os.tmpname()
+    os.remove(d)
+    local out, err, code = H.tilua_run { "export", "-o", d, "examples/export/saxpy.lua" }
+    assert.equal(0, code, out .. err)
+    local ok, log = sh(("%s -std=c11 -O2 -I%s examples/export/host.c %s/*.c -ldl -o %s"):format(CC, q(d), q(d), q(d .. "/saxpy")))
+    assert(ok, log)
+    out, err, code = H.run { d .. "/saxpy" }
+    assert.equal(0, code, out .. err)
+    assert.truthy(out:find("saxpy: ok", 1, true), out)
+  end)
+
   it("gives tilua's own launcher's results bit for bit, from a C host with only the export", function()
     if not tl.device.available() then pending("no GPU: " .. tl.device.error()) return end
     local d = os.tmpname()

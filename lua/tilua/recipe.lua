@@ -37,25 +37,10 @@
 
 local M = {}
 
-local OPS = { add = true, sub = true, mul = true, div = true, min = true, max = true }
-M.OPS = OPS
-
--- Check an expression's form (raises on a malformed recipe: a library bug).
-local function check_expr(e, where)
-  if math.type(e) == "integer" then return end
-  assert(type(e) == "table", where .. ": an expression must be an integer or a table")
-  local op = e[1]
-  if OPS[op] then
-    check_expr(e[2], where)
-    check_expr(e[3], where)
-  else
-    assert(op == "dim" or op == "stride" or op == "programs" or op == "sms", where .. ": unknown expression " .. tostring(op))
-  end
-end
-M.check_expr = check_expr
-
+-- R = require("tilua.recipe").attach(tl): R.values, R.value, R.tile_program (tl.recipe).
 function M.attach(tl)
   local raise = tl.raise
+  local R = {}
 
   -- {=== inputs
 
@@ -110,9 +95,10 @@ function M.attach(tl)
     if op == "sms" then return env.sms() end
     local a, b = eval(e[2], env), eval(e[3], env)
     if op == "add" then return a + b elseif op == "sub" then return a - b elseif op == "mul" then return a * b
-    elseif op == "div" then return a // b elseif op == "min" then return math.min(a, b) else return math.max(a, b) end
+    elseif op == "div" then return a // b elseif op == "min" then return math.min(a, b) end
+    assert(op == "max", "a recipe expression of an unknown kind")
+    return math.max(a, b)
   end
-  M.eval = eval
 
   -- }===
 
@@ -178,12 +164,12 @@ function M.attach(tl)
   end
 
   -- R.value(recipe, params, state, inputs, i [, programs]) -> the value of parameter i alone
-  function M.value(recipe, params, state, inputs, i, programs)
+  function R.value(recipe, params, state, inputs, i, programs)
     return value(recipe, params, state, env_of(recipe, inputs or {}, programs or { 1, 1, 1 }), i)
   end
 
   -- R.values(recipe, params, state, inputs [, programs]) -> grid {x, y, z}, values
-  function M.values(recipe, params, state, inputs, programs)
+  function R.values(recipe, params, state, inputs, programs)
     programs = programs or { 1, 1, 1 }
     for _, c in ipairs(recipe.checks or {}) do check_programs(c, programs) end
     local env = env_of(recipe, inputs or {}, programs)
@@ -201,7 +187,7 @@ function M.attach(tl)
   -- StreamK workers and workspace)
 
   -- R.tile_program(name, params, entries, L) -> recipe
-  function M.tile_program(name, params, entries, L)
+  function R.tile_program(name, params, entries, L)
     L = L or {}
     local r, seen = { inputs = {}, args = {} }, {}
     local function input(i)
@@ -261,7 +247,7 @@ function M.attach(tl)
 
   -- }===
 
-  return M
+  return R
 end
 
 return M

@@ -14,7 +14,7 @@
 */
 #include "ldevice.h"
 
-#define LB_GRAPH "tilua.Graph"
+#define LB_GRAPH "tilua.CudaGraph"
 
 typedef struct Graph {
   TlcuGraph *g; /* NULL once freed */
