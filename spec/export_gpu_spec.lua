@@ -13,10 +13,7 @@ local FIXTURE = "spec/fixtures/gpu/export_kernels.lua"
 local q = H.quote
 local OUTPUTS = { "gemm", "splitk", "softmax1", "softmax2", "graph_softmax1", "graph_gemm", "graph_softmax2" }
 
-local function sh(cmd)
-  local out, err, code = H.run { "sh", "-c", cmd }
-  return code == 0, (out or "") .. (err or "")
-end
+local sh = H.sh
 
 local function bf16s(bytes)
   local v = {}

@@ -30,10 +30,7 @@ local function tmpdir()
   return d
 end
 
-local function sh(cmd)
-  local out, err, code = H.run { "sh", "-c", cmd }
-  return code == 0, (out or "") .. (err or "")
-end
+local sh = H.sh
 
 -- The lines of a stand-in driver log that say what ran (not the encodes, which
 -- the Lua launcher caches and the export repeats, nor the module loads).

@@ -146,6 +146,19 @@ tl.device.synchronize()
     assert.truthy(err:find(":4: kernel 'boom' (one of 3 consecutive launches) did not finish within 0.6 s", 1, true), err)
   end)
 
+  it("name a graph's replay that failed at its line", function()
+    need_fake()
+    local f = script [[
+local g = tl.graph(function() k:launch { grid = 1, args = { 1 } } k:launch { grid = 1, args = { 2 } } end)
+g:launch()
+tl.device.synchronize()
+]]
+    local _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "trap" }, { f })
+    os.remove(f)
+    assert.equal(1, code, err)
+    assert.truthy(err:find(":5: the graph of 2 kernels failed: CUDA_ERROR_ILLEGAL_INSTRUCTION", 1, true), err)
+  end)
+
   it("follow thousands of launches from two lines, and name the failing one's line among those in flight", function()
     need_fake()
     local f = script [[

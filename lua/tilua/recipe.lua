@@ -30,6 +30,12 @@
 --     | { "programs", axis }  (1..3) | { "sms" } (the device's SMs)
 --     | { "add" | "sub" | "mul" | "div" | "min" | "max", E, E }      (div: floor)
 --
+-- A fill these expressions cannot say (a scheduler's Params planned at launch
+-- for a kernel of runtime sizes, say) is a new kind here: evaluated in Lua by
+-- calling the C that computes it (src/sched), and written by export.lua as a
+-- call of the same C, which the export copies as it copies tensor_map.h
+-- (export.lua's RUNTIME list), so that it still has one home.
+--
 -- R.values(recipe, params, state, inputs) -> grid, values: the grid and one
 -- Lua value per kernel parameter (tensor maps, addresses, numbers) for
 -- k:launch; state (the kernel or the GEMM object) keeps the tensor maps made

@@ -362,13 +362,13 @@ static TlcuResult kernel_report(TlcuRuntime *rt, TlcuResult st, const char *what
     size_t at = strlen(group) - strlen(first->count > 1 ? " launches after them" : " launches after it");
     snprintf(group + at, sizeof group - at, " %u launches after %s", after, first->count > 1 ? "them" : "it");
   }
-  tlcu_fail(rt, st, "%skernel '%s'%s %s", where, first->name, group, what);
+  tlcu_fail(rt, st, first->graph ? "%sthe %s%s %s" : "%skernel '%s'%s %s", where, first->name, group, what);
   if (nrec > 1) {
     tlcu_append(rt, "\n  the launches since the runtime last checked (TILUA_LAUNCH_CHECK=each checks every launch):");
     for (uint64_t i = rt->rec_head; i < c->end && i < rt->rec_head + TLCU_HANG_LINES; i++) {
       const TlcuRecord *r = REC(rt, i);
       where_of(r, where, sizeof where);
-      tlcu_append(rt, "\n    %skernel '%s'", where, r->name);
+      tlcu_append(rt, r->graph ? "\n    %sthe %s" : "\n    %skernel '%s'", where, r->name);
       if (r->count > 1) tlcu_append(rt, " (%u launches)", r->count);
     }
     if (nrec > TLCU_HANG_LINES) tlcu_append(rt, "\n    ... and %llu more", (unsigned long long)(nrec - TLCU_HANG_LINES));
@@ -502,7 +502,7 @@ static TlcuResult record_room(TlcuRuntime *rt) {
 ** a launch with debug-hangs records is a window of its own, and a window holds
 ** one stream's launches. Called after the launch was issued. */
 static TlcuResult record_launches(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, const char *name,
-                                  unsigned launches) {
+                                  unsigned launches, int graph) {
   TlcuRecord *r = rt->joinable ? REC(rt, rt->rec_tail - 1) : NULL;
   const char *file = tlcu_intern(rt, cfg->file);
   if (rt->window && cfg->stream != rt->window_stream && check_window(rt) != TLCU_OK) return TLCU_FAIL;
@@ -512,7 +512,7 @@ static TlcuResult record_launches(TlcuRuntime *rt, CUfunction f, const TlcuLaunc
   } else {
     r = REC(rt, rt->rec_tail++);
     r->fn = f, r->stream = cfg->stream, r->name = name, r->file = file, r->line = cfg->line;
-    r->count = 1, r->hang = cfg->hang;
+    r->count = 1, r->hang = cfg->hang, r->graph = graph;
     rt->joinable = !cfg->hang;
   }
   if (rt->window == 0) rt->window_opened = now_s(), rt->window_stream = cfg->stream;
@@ -832,7 +832,7 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
     tlcu_hang_free(rt, cfg->hang); /* a graph's kernels report no debug-hangs records */
     return st;
   }
-  if (st == TLCU_OK) return record_launches(rt, f, cfg, tlcu_intern(rt, name), 1);
+  if (st == TLCU_OK) return record_launches(rt, f, cfg, tlcu_intern(rt, name), 1, 0);
   if (rt->state != TLCU_WEDGED) tlcu_hang_free(rt, cfg->hang);
   return st;
 }
@@ -950,7 +950,7 @@ TlcuResult tlcu_graph_launch(TlcuRuntime *rt, TlcuGraph *g, CUstream stream, con
   TlcuLaunch l;
   memset(&l, 0, sizeof l);
   l.stream = stream, l.file = file, l.line = line;
-  return record_launches(rt, (CUfunction)(void *)g, &l, g->name, g->n > 0 ? (unsigned)g->n : 1);
+  return record_launches(rt, (CUfunction)(void *)g, &l, g->name, g->n > 0 ? (unsigned)g->n : 1, 1);
 }
 
 TlcuResult tlcu_graph_update_begin(TlcuRuntime *rt, TlcuGraph *g) {

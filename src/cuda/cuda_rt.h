@@ -94,6 +94,7 @@ typedef struct TlcuRecord {
   int line;
   unsigned count;  /* launches */
   TlcuHang *hang;  /* its debug-hangs records, or NULL (then count is 1) */
+  int graph;       /* replays of a graph (name: "graph of N kernels") */
 } TlcuRecord;
 
 /* An event recorded after the records before record number `end`. */

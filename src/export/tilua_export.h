@@ -111,6 +111,8 @@ CUresult tilua_tensor_map(CUtensorMap *map, const char *dtype, int rank, CUdevic
 ** captured (any launch of the export, and whatever else the host issues on
 ** that stream), then replayed by tilua_graph_launch; the i-th kernel launch of
 ** the export is node i, whose arguments NAME_graph_set changes between replays.
+** The captures in progress are the process's: begin and end them from one
+** thread at a time.
 ** ======================================================================= */
 
 typedef struct tilua_graph tilua_graph;
