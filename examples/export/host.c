@@ -74,5 +74,8 @@ int main(int argc, char **argv) {
     if (!(err <= 1e-5f * want + 1e-6f) && bad++ < 5) fprintf(stderr, "y[%d] = %g, want %g\n", i, got[i], want);
   }
   printf("saxpy: %s\n", !check ? "launched (not checked)" : bad ? "FAILED" : "ok, 21 launches of a million elements");
+  CHECK(cu->cuMemFree(dx));
+  CHECK(cu->cuMemFree(dy));
+  free(x), free(y), free(got);
   return bad ? 1 : 0;
 }

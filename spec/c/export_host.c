@@ -18,6 +18,9 @@
 **              was) and replayed again, as tl.graph's update does
 **
 ** The sizes come as -D definitions (GEMM_M ..., SOFTMAX_K, SOFTMAX_M1 ...).
+** First, what the runtime refuses before the driver sees it: a launch with no
+** context current, a capture of the default stream, a tensor map against the
+** rules (tensor_map.h's messages).
 ** Exits 0 when every call succeeded; prints the failing call otherwise.
 */
 #include <stdio.h>
@@ -76,6 +79,13 @@ static void output(const char *name, CUdeviceptr p, size_t n) {
   free(h);
 }
 
+/* A call that must fail with r and a message holding `says`. */
+static void refused(CUresult got, CUresult want, const char *says, const char *what) {
+  if (got == want && strstr(tilua_last_error(), says)) return;
+  fprintf(stderr, "export_host: %s: got %d (%s), want %d and '%s'\n", what, (int)got, tilua_last_error(), (int)want, says);
+  exit(1);
+}
+
 static tilua_tensor tensor(CUdeviceptr base, int64_t rows, int64_t cols) {
   tilua_tensor t;
   memset(&t, 0, sizeof t);
@@ -91,7 +101,14 @@ int main(int argc, char **argv) {
   in_dir = argv[1], out_dir = argv[2];
   check(tilua_driver_load(), "tilua_driver_load");
   drv = tilua_driver_get();
+  refused(export_gemm_run(0, 256, 256, 256), CUDA_ERROR_INVALID_CONTEXT, "no CUDA context is current", "no context");
   check(tilua_use_device(0), "tilua_use_device");
+  tilua_graph *none;
+  refused(tilua_graph_begin(&none, 0), CUDA_ERROR_INVALID_VALUE, "the default stream cannot be captured", "default stream");
+  tilua_tensor odd = tensor(256, 128, 201); /* rows of 402 bytes: TMA wants multiples of 16 */
+  CUtensorMap map;
+  refused(tile_gemm_softmax_map_A(&map, &odd), CUDA_ERROR_INVALID_VALUE,
+          "tensor_map: strides[1] = 201 elements is 402 bytes, not a positive multiple of 16", "odd rows");
 
   /* the stdlib GEMM: buffers of the sizes it was compiled for */
   const size_t ga = (size_t)GEMM_M * GEMM_K * 2, gb = (size_t)GEMM_N * GEMM_K * 2, gd = (size_t)GEMM_M * GEMM_N * 2;
