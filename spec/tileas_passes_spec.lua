@@ -149,7 +149,7 @@ describe("ordering invariants", function()
     assert.equal("MMA_FINAL", requires "tileas-insert-OCG-knobs")
     assert.equal("", requires "canonicalize")
     local out = H.tilua_run { "opt", "--list-passes" }
-    assert.matches("tileas%-insert%-OCG%-knobs%s+This pass emits OCG knobs[^\n]*%(requires MMA_FINAL%)", out)
+    assert.matches("tileas%-insert%-OCG%-knobs%s+Insert scheduling hints[^\n]*%(requires MMA_FINAL%)", out)
   end)
 
   it("are checked when the pass runs, on the module the passes before it left", function()
