@@ -29,14 +29,16 @@
 
 int main(int argc, char **argv) {
   int check = !(argc > 1 && strcmp(argv[1], "--no-check") == 0);
-  if (tilua_use_device(0) != CUDA_SUCCESS) { /* loads the driver, makes device 0's context current */
+  if (tilua_use_device(0) !=
+      CUDA_SUCCESS) { /* loads the driver, makes device 0's context current */
     printf("SKIP: no GPU (%s)\n", tilua_last_error());
     return 77;
   }
   const tilua_driver *cu = tilua_driver_get(); /* the driver's entry points, for memory */
   float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *got = malloc(N * sizeof *got);
   if (!x || !y || !got) return 1;
-  for (int i = 0; i < N; i++) x[i] = (float)(i % 1000) / 1000.0f, y[i] = (float)(i % 7);
+  for (int i = 0; i < N; i++)
+    x[i] = (float)(i % 1000) / 1000.0f, y[i] = (float)(i % 7);
   CUdeviceptr dx, dy;
   CHECK(cu->cuMemAlloc(&dx, N * sizeof *x));
   CHECK(cu->cuMemAlloc(&dy, N * sizeof *y));
@@ -54,10 +56,12 @@ int main(int argc, char **argv) {
   CHECK(cu->cuCtxSynchronize());
   tilua_graph *g;
   CHECK(tilua_graph_begin(&g, s));
-  for (int i = 0; i < 10; i++) CHECK(saxpy_launch(s, grid, dx, dy, 1.0f, N));
+  for (int i = 0; i < 10; i++)
+    CHECK(saxpy_launch(s, grid, dx, dy, 1.0f, N));
   CHECK(tilua_graph_end(g));
   CHECK(tilua_graph_launch(g, s));
-  for (int i = 0; i < tilua_graph_nodes(g); i++) CHECK(saxpy_graph_set(g, i, grid, dx, dy, 0.5f, N));
+  for (int i = 0; i < tilua_graph_nodes(g); i++)
+    CHECK(saxpy_graph_set(g, i, grid, dx, dy, 0.5f, N));
   CHECK(tilua_graph_launch(g, s));
   CHECK(cu->cuStreamSynchronize(s));
   tilua_graph_destroy(g);
@@ -68,12 +72,17 @@ int main(int argc, char **argv) {
   for (int i = 0; check && i < N; i++) { /* y + 2x, then ten times + x, then ten times + x/2 */
     float want = y[i];
     want = 2.0f * x[i] + want;
-    for (int k = 0; k < 10; k++) want = 1.0f * x[i] + want;
-    for (int k = 0; k < 10; k++) want = 0.5f * x[i] + want;
+    for (int k = 0; k < 10; k++)
+      want = 1.0f * x[i] + want;
+    for (int k = 0; k < 10; k++)
+      want = 0.5f * x[i] + want;
     float err = got[i] > want ? got[i] - want : want - got[i]; /* the GPU may fuse a * x + y */
-    if (!(err <= 1e-5f * want + 1e-6f) && bad++ < 5) fprintf(stderr, "y[%d] = %g, want %g\n", i, got[i], want);
+    if (!(err <= 1e-5f * want + 1e-6f) && bad++ < 5)
+      fprintf(stderr, "y[%d] = %g, want %g\n", i, got[i], want);
   }
-  printf("saxpy: %s\n", !check ? "launched (not checked)" : bad ? "FAILED" : "ok, 21 launches of a million elements");
+  printf("saxpy: %s\n", !check ? "launched (not checked)"
+                        : bad  ? "FAILED"
+                               : "ok, 21 launches of a million elements");
   CHECK(cu->cuMemFree(dx));
   CHECK(cu->cuMemFree(dy));
   free(x), free(y), free(got);

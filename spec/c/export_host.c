@@ -82,7 +82,8 @@ static void output(const char *name, CUdeviceptr p, size_t n) {
 /* A call that must fail with r and a message holding `says`. */
 static void refused(CUresult got, CUresult want, const char *says, const char *what) {
   if (got == want && strstr(tilua_last_error(), says)) return;
-  fprintf(stderr, "export_host: %s: got %d (%s), want %d and '%s'\n", what, (int)got, tilua_last_error(), (int)want, says);
+  fprintf(stderr, "export_host: %s: got %d (%s), want %d and '%s'\n", what, (int)got,
+          tilua_last_error(), (int)want, says);
   exit(1);
 }
 
@@ -101,17 +102,21 @@ int main(int argc, char **argv) {
   in_dir = argv[1], out_dir = argv[2];
   check(tilua_driver_load(), "tilua_driver_load");
   drv = tilua_driver_get();
-  refused(export_gemm_run(0, 256, 256, 256), CUDA_ERROR_INVALID_CONTEXT, "no CUDA context is current", "no context");
+  refused(export_gemm_run(0, 256, 256, 256), CUDA_ERROR_INVALID_CONTEXT,
+          "no CUDA context is current", "no context");
   check(tilua_use_device(0), "tilua_use_device");
   tilua_graph *none;
-  refused(tilua_graph_begin(&none, 0), CUDA_ERROR_INVALID_VALUE, "the default stream cannot be captured", "default stream");
+  refused(tilua_graph_begin(&none, 0), CUDA_ERROR_INVALID_VALUE,
+          "the default stream cannot be captured", "default stream");
   tilua_tensor odd = tensor(256, 128, 201); /* rows of 402 bytes: TMA wants multiples of 16 */
   CUtensorMap map;
   refused(tile_gemm_softmax_map_A(&map, &odd), CUDA_ERROR_INVALID_VALUE,
-          "tensor_map: strides[1] = 201 elements is 402 bytes, not a positive multiple of 16", "odd rows");
+          "tensor_map: strides[1] = 201 elements is 402 bytes, not a positive multiple of 16",
+          "odd rows");
 
   /* the stdlib GEMM: buffers of the sizes it was compiled for */
-  const size_t ga = (size_t)GEMM_M * GEMM_K * 2, gb = (size_t)GEMM_N * GEMM_K * 2, gd = (size_t)GEMM_M * GEMM_N * 2;
+  const size_t ga = (size_t)GEMM_M * GEMM_K * 2, gb = (size_t)GEMM_N * GEMM_K * 2,
+               gd = (size_t)GEMM_M * GEMM_N * 2;
   CUdeviceptr a = input("gemm_a", ga), b = input("gemm_b", gb), d = input(NULL, gd);
   check(export_gemm_run(0, a, b, d), "export_gemm_run");
   output("gemm", d, gd);
@@ -134,7 +139,8 @@ int main(int argc, char **argv) {
     sc[i] = input(NULL, (size_t)(ms[i] * N * 2));
     A[i] = tensor(sa[i], ms[i], K), C[i] = tensor(sc[i], ms[i], N);
     tilua_dim3 programs = {(unsigned)((ms[i] + 127) / 128), 1, 1};
-    check(tile_gemm_softmax_run(0, programs, &A[i], &B, &C[i], (int32_t)K, scale), "tile_gemm_softmax_run");
+    check(tile_gemm_softmax_run(0, programs, &A[i], &B, &C[i], (int32_t)K, scale),
+          "tile_gemm_softmax_run");
     snprintf(name, sizeof name, "softmax%d", i + 1);
     output(name, sc[i], (size_t)(ms[i] * N * 2));
   }
@@ -143,12 +149,15 @@ int main(int argc, char **argv) {
   ** the softmax node's arguments set to size 2's (into a fresh C) and replayed */
   CUstream s;
   check(drv->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  CUdeviceptr gc1 = input(NULL, (size_t)(ms[0] * N * 2)), gd3 = input(NULL, gd), gc2 = input(NULL, (size_t)(ms[1] * N * 2));
+  CUdeviceptr gc1 = input(NULL, (size_t)(ms[0] * N * 2)), gd3 = input(NULL, gd),
+              gc2 = input(NULL, (size_t)(ms[1] * N * 2));
   tilua_tensor C1 = tensor(gc1, ms[0], N), C2 = tensor(gc2, ms[1], N);
   tilua_graph *g;
-  tilua_dim3 p1 = {(unsigned)((ms[0] + 127) / 128), 1, 1}, p2 = {(unsigned)((ms[1] + 127) / 128), 1, 1};
+  tilua_dim3 p1 = {(unsigned)((ms[0] + 127) / 128), 1, 1},
+             p2 = {(unsigned)((ms[1] + 127) / 128), 1, 1};
   check(tilua_graph_begin(&g, s), "tilua_graph_begin");
-  check(tile_gemm_softmax_run(s, p1, &A[0], &B, &C1, (int32_t)K, scale), "tile_gemm_softmax_run (captured)");
+  check(tile_gemm_softmax_run(s, p1, &A[0], &B, &C1, (int32_t)K, scale),
+        "tile_gemm_softmax_run (captured)");
   check(export_gemm_run(s, a, b, gd3), "export_gemm_run (captured)");
   check(tilua_graph_end(g), "tilua_graph_end");
   if (tilua_graph_nodes(g) != 2) {
@@ -160,12 +169,15 @@ int main(int argc, char **argv) {
   output("graph_softmax1", gc1, (size_t)(ms[0] * N * 2));
   output("graph_gemm", gd3, gd);
   tile_gemm_softmax_args args;
-  check(tile_gemm_softmax_prepare(&args, p2, &A[1], &B, &C2, (int32_t)K, scale), "tile_gemm_softmax_prepare");
+  check(tile_gemm_softmax_prepare(&args, p2, &A[1], &B, &C2, (int32_t)K, scale),
+        "tile_gemm_softmax_prepare");
   check(tile_gemm_softmax_graph_set_args(g, 0, &args), "tile_gemm_softmax_graph_set_args");
   export_gemm_args gargs;
   check(export_gemm_prepare(&gargs, a, b, gd3), "export_gemm_prepare");
-  if (export_gemm_graph_set_args(g, 0, &gargs) == CUDA_SUCCESS || !strstr(tilua_last_error(), "tile_gemm_softmax")) {
-    fprintf(stderr, "export_host: node 0 (the softmax) took the GEMM's arguments: %s\n", tilua_last_error());
+  if (export_gemm_graph_set_args(g, 0, &gargs) == CUDA_SUCCESS ||
+      !strstr(tilua_last_error(), "tile_gemm_softmax")) {
+    fprintf(stderr, "export_host: node 0 (the softmax) took the GEMM's arguments: %s\n",
+            tilua_last_error());
     return 1;
   }
   check(export_gemm_graph_set_args(g, 1, &gargs), "export_gemm_graph_set_args");

@@ -150,9 +150,9 @@ CUresult cuInit(unsigned int flags) {
   return CUDA_SUCCESS;
 }
 static CUresult cuGetErrorName(CUresult e, const char **s) {
-  *s = (int)e == ILLEGAL_INSTRUCTION ? "CUDA_ERROR_ILLEGAL_INSTRUCTION"
-       : e == CUDA_ERROR_NOT_READY  ? "CUDA_ERROR_NOT_READY"
-       : e == CUDA_ERROR_INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE"
+  *s = (int)e == ILLEGAL_INSTRUCTION       ? "CUDA_ERROR_ILLEGAL_INSTRUCTION"
+       : e == CUDA_ERROR_NOT_READY         ? "CUDA_ERROR_NOT_READY"
+       : e == CUDA_ERROR_INVALID_VALUE     ? "CUDA_ERROR_INVALID_VALUE"
        : e == CUDA_ERROR_NO_BINARY_FOR_GPU ? "CUDA_ERROR_NO_BINARY_FOR_GPU"
                                            : "CUDA_ERROR_UNKNOWN";
   return CUDA_SUCCESS;
@@ -190,7 +190,9 @@ static CUresult cuDevicePrimaryCtxRelease(CUdevice d) {
 }
 static CUresult cuCtxSetCurrent(CUcontext c) { return current = c, CUDA_SUCCESS; }
 static CUresult cuCtxGetCurrent(CUcontext *c) { return *c = current, CUDA_SUCCESS; }
-static CUresult cuCtxGetDevice(CUdevice *d) { return current ? (*d = 0, CUDA_SUCCESS) : CUDA_ERROR_INVALID_CONTEXT; }
+static CUresult cuCtxGetDevice(CUdevice *d) {
+  return current ? (*d = 0, CUDA_SUCCESS) : CUDA_ERROR_INVALID_CONTEXT;
+}
 static CUresult cuCtxSynchronize(void) { return wait_device(); }
 /* }=== */
 
@@ -201,14 +203,21 @@ static int param_size(const char *p) {
   const char *arr = strchr(p, '[');
   const char *nl = strpbrk(p, ",)\n");
   if (arr && (!nl || arr < nl)) return atoi(arr + 1);
-  if (strstr(p, ".u64") == p || strstr(p, ".f64") == p || strstr(p, ".b64") == p || strstr(p, ".s64") == p) return 8;
-  if (strstr(p, ".u32") == p || strstr(p, ".f32") == p || strstr(p, ".b32") == p || strstr(p, ".s32") == p) return 4;
-  if (strstr(p, ".b16") == p || strstr(p, ".u16") == p || strstr(p, ".s16") == p || strstr(p, ".f16") == p) return 2;
+  if (strstr(p, ".u64") == p || strstr(p, ".f64") == p || strstr(p, ".b64") == p ||
+      strstr(p, ".s64") == p)
+    return 8;
+  if (strstr(p, ".u32") == p || strstr(p, ".f32") == p || strstr(p, ".b32") == p ||
+      strstr(p, ".s32") == p)
+    return 4;
+  if (strstr(p, ".b16") == p || strstr(p, ".u16") == p || strstr(p, ".s16") == p ||
+      strstr(p, ".f16") == p)
+    return 2;
   return 1;
 }
 
 /* The .entry names of the PTX, with their parameters' sizes; a cubin is refused. */
-static CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int n, CUjit_option *o, void **v) {
+static CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int n, CUjit_option *o,
+                                   void **v) {
   (void)n, (void)o, (void)v;
   if (!memcmp(image, "\177ELF", 4)) {
     logf_("module refused a cubin\n");
@@ -219,7 +228,8 @@ static CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int 
     Fn *f = &mod->fn[mod->n++];
     sscanf(p + 7, "%127[A-Za-z0-9_$]", f->name);
     const char *end = strchr(p, ')');
-    for (const char *q = strstr(p, ".param"); q && end && q < end && f->nparams < 64; q = strstr(q + 1, ".param"))
+    for (const char *q = strstr(p, ".param"); q && end && q < end && f->nparams < 64;
+         q = strstr(q + 1, ".param"))
       f->size[f->nparams++] = param_size(q + 7);
   }
   *m = (CUmodule)(void *)mod;
@@ -260,7 +270,8 @@ _Static_assert(sizeof(MapBytes) <= 128, "a map's description fits its 128 bytes"
 
 static void log_list64(FILE *f, const char *key, const uint64_t *v, unsigned n) {
   fprintf(f, " %s=", key);
-  for (unsigned i = 0; i < n; i++) fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)v[i]);
+  for (unsigned i = 0; i < n; i++)
+    fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)v[i]);
 }
 
 static void log_map(FILE *f, const MapBytes *m) {
@@ -269,9 +280,11 @@ static void log_map(FILE *f, const MapBytes *m) {
   log_list64(f, "dims", m->dims, m->rank);
   log_list64(f, "strides", m->strides, m->rank - 1);
   fprintf(f, " box=");
-  for (unsigned i = 0; i < m->rank; i++) fprintf(f, "%s%u", i ? "," : "", m->box[i]);
+  for (unsigned i = 0; i < m->rank; i++)
+    fprintf(f, "%s%u", i ? "," : "", m->box[i]);
   fprintf(f, " es=");
-  for (unsigned i = 0; i < m->rank; i++) fprintf(f, "%s%u", i ? "," : "", m->es[i]);
+  for (unsigned i = 0; i < m->rank; i++)
+    fprintf(f, "%s%u", i ? "," : "", m->es[i]);
   fprintf(f, " interleave=%u swizzle=%u l2=%u oob=%u}", m->interleave, m->swizzle, m->l2, m->oob);
 }
 
@@ -282,8 +295,10 @@ static CUresult cuTensorMapEncodeTiled(void *map, int dtype, unsigned int rank, 
   if (rank < 1 || rank > 5) return CUDA_ERROR_INVALID_VALUE;
   MapBytes m;
   memset(&m, 0, sizeof m);
-  m.magic = MAP_MAGIC, m.dtype = (uint32_t)dtype, m.rank = rank, m.address = (uint64_t)(uintptr_t)address;
-  m.interleave = (uint8_t)interleave, m.swizzle = (uint8_t)swizzle, m.l2 = (uint8_t)l2, m.oob = (uint8_t)oob;
+  m.magic = MAP_MAGIC, m.dtype = (uint32_t)dtype, m.rank = rank,
+  m.address = (uint64_t)(uintptr_t)address;
+  m.interleave = (uint8_t)interleave, m.swizzle = (uint8_t)swizzle, m.l2 = (uint8_t)l2,
+  m.oob = (uint8_t)oob;
   for (unsigned i = 0; i < rank; i++) {
     m.dims[i] = dims[i], m.box[i] = box[i], m.es[i] = (uint8_t)elem_strides[i];
     if (i + 1 < rank) m.strides[i] = strides[i];
@@ -299,7 +314,8 @@ static CUresult cuTensorMapEncodeTiled(void *map, int dtype, unsigned int rank, 
   }
   return CUDA_SUCCESS;
 }
-static CUresult cuOccupancyMaxActiveClusters(int *clusters, CUfunction f, const CUlaunchConfig *cfg) {
+static CUresult cuOccupancyMaxActiveClusters(int *clusters, CUfunction f,
+                                             const CUlaunchConfig *cfg) {
   (void)f, (void)cfg;
   return *clusters = 1, CUDA_SUCCESS;
 }
@@ -317,9 +333,9 @@ typedef struct Launch {
 static void log_launch(const Launch *l, const char *how) {
   FILE *f = log_file();
   if (!f) return;
-  fprintf(f, "launch%s %s grid=%u,%u,%u block=%u,%u,%u cluster=%u,%u,%u smem=%u args=", how, l->fn->name, l->grid[0],
-          l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->cluster[0], l->cluster[1], l->cluster[2],
-          l->smem);
+  fprintf(f, "launch%s %s grid=%u,%u,%u block=%u,%u,%u cluster=%u,%u,%u smem=%u args=", how,
+          l->fn->name, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
+          l->cluster[0], l->cluster[1], l->cluster[2], l->smem);
   for (int i = 0; i < l->fn->nparams; i++) {
     const unsigned char *a = l->args[i];
     int n = l->fn->size[i];
@@ -347,7 +363,8 @@ static void write_records(uint32_t *s) {
   uint32_t *w1 = s + TLHANG_SLOT_WORDS;
   s[TLHANG_SITE] = 1, s[TLHANG_BARRIER] = 0x40, s[TLHANG_PHASE] = 1, s[TLHANG_WAITED] = 1000123;
   s[TLHANG_STATE] = TLHANG_MBARRIER;
-  w1[TLHANG_SITE] = 2, w1[TLHANG_BARRIER] = 1, w1[TLHANG_PHASE] = 64, w1[TLHANG_STATE] = TLHANG_NAMED;
+  w1[TLHANG_SITE] = 2, w1[TLHANG_BARRIER] = 1, w1[TLHANG_PHASE] = 64,
+  w1[TLHANG_STATE] = TLHANG_NAMED;
 }
 
 /* FAKE_CUDA_RECORDS=1 (read once). */
@@ -400,10 +417,11 @@ static Node *add_node(Graph *g, const Launch *l) {
   return n;
 }
 
-static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], const unsigned cluster[3],
-                       unsigned smem, CUstream stream, void **params) {
+static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
+                       const unsigned cluster[3], unsigned smem, CUstream stream, void **params) {
   Stream *s = (Stream *)(void *)stream;
-  if (!log_file() && !(s && s->capture) && !getenv_records()) { /* nothing to keep: run it as it comes */
+  if (!log_file() && !(s && s->capture) &&
+      !getenv_records()) { /* nothing to keep: run it as it comes */
     static Launch bare;
     bare.fn = (Fn *)(void *)f;
     return run(&bare, "");
@@ -411,8 +429,10 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
   Launch *l = calloc(1, sizeof *l);
   if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
   l->fn = (Fn *)(void *)f, l->smem = smem;
-  for (int i = 0; i < 3; i++) l->grid[i] = grid[i], l->block[i] = block[i], l->cluster[i] = cluster[i];
-  for (int i = 0; i < l->fn->nparams; i++) memcpy(l->args[i], params[i], (size_t)l->fn->size[i]);
+  for (int i = 0; i < 3; i++)
+    l->grid[i] = grid[i], l->block[i] = block[i], l->cluster[i] = cluster[i];
+  for (int i = 0; i < l->fn->nparams; i++)
+    memcpy(l->args[i], params[i], (size_t)l->fn->size[i]);
   CUresult r = CUDA_SUCCESS;
   if (s && s->capture) r = add_node(s->capture, l) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   else r = run(l, "");
@@ -420,9 +440,11 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
   return r;
 }
 
-static CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+static CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params,
+                                 void **extra) {
   (void)extra;
-  unsigned grid[3] = {c->gridDimX, c->gridDimY, c->gridDimZ}, block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
+  unsigned grid[3] = {c->gridDimX, c->gridDimY, c->gridDimZ},
+           block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
   unsigned cluster[3] = {1, 1, 1};
   for (unsigned i = 0; i < c->numAttrs; i++)
     if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
@@ -431,8 +453,9 @@ static CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **p
     }
   return launch(f, grid, block, cluster, c->sharedMemBytes, c->hStream, params);
 }
-static CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                               unsigned bz, unsigned smem, CUstream stream, void **params, void **extra) {
+static CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                               unsigned by, unsigned bz, unsigned smem, CUstream stream,
+                               void **params, void **extra) {
   (void)extra;
   unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz}, cluster[3] = {1, 1, 1};
   return launch(f, grid, block, cluster, smem, stream, params);
@@ -469,8 +492,8 @@ static CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
   st->capture = NULL;
   return CUDA_SUCCESS;
 }
-static CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *g,
-                                       const CUgraphNode **deps, size_t *ndeps) {
+static CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                       CUgraph *g, const CUgraphNode **deps, size_t *ndeps) {
   static CUgraphNode last;
   Stream *st = (Stream *)(void *)s;
   Graph *gr = st ? st->capture : NULL;
@@ -483,7 +506,8 @@ static CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status
   return CUDA_SUCCESS;
 }
 static void free_graph(Graph *g) {
-  for (int i = 0; g && i < g->n; i++) free(g->nodes[i]);
+  for (int i = 0; g && i < g->n; i++)
+    free(g->nodes[i]);
   if (g) free(g->nodes);
   free(g);
 }
@@ -502,18 +526,22 @@ static CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
   Graph *x = (Graph *)(void *)e;
   if (trapped) return (CUresult)ILLEGAL_INSTRUCTION; /* an earlier failure sticks */
   logf_("graph launch: %d kernel nodes\n", x->n);
-  for (int i = 0; i < x->n; i++) run(&x->nodes[i]->l, " (graph)"); /* a failure shows later, as a launch's */
+  for (int i = 0; i < x->n; i++)
+    run(&x->nodes[i]->l, " (graph)"); /* a failure shows later, as a launch's */
   return CUDA_SUCCESS;
 }
-static CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p) {
+static CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode node,
+                                               const CUDA_KERNEL_NODE_PARAMS *p) {
   Graph *x = (Graph *)(void *)e;
   int i = ((Node *)(void *)node)->index;
-  if (i < 0 || i >= x->n || x->nodes[i]->l.fn != (Fn *)(void *)p->func) return CUDA_ERROR_INVALID_VALUE;
+  if (i < 0 || i >= x->n || x->nodes[i]->l.fn != (Fn *)(void *)p->func)
+    return CUDA_ERROR_INVALID_VALUE;
   Launch *l = &x->nodes[i]->l;
   l->grid[0] = p->gridDimX, l->grid[1] = p->gridDimY, l->grid[2] = p->gridDimZ;
   l->block[0] = p->blockDimX, l->block[1] = p->blockDimY, l->block[2] = p->blockDimZ;
   l->smem = p->sharedMemBytes;
-  for (int k = 0; k < l->fn->nparams; k++) memcpy(l->args[k], p->kernelParams[k], (size_t)l->fn->size[k]);
+  for (int k = 0; k < l->fn->nparams; k++)
+    memcpy(l->args[k], p->kernelParams[k], (size_t)l->fn->size[k]);
   logf_("graph node %d set\n", i);
   return CUDA_SUCCESS;
 }
@@ -596,7 +624,9 @@ static CUresult cuEventRecord(CUevent e, CUstream s) {
 }
 static CUresult cuEventQuery(CUevent e) {
   int st = ((Event *)(void *)e)->state;
-  return st == RUN_HANG ? CUDA_ERROR_NOT_READY : st == RUN_TRAP ? (CUresult)ILLEGAL_INSTRUCTION : CUDA_SUCCESS;
+  return st == RUN_HANG   ? CUDA_ERROR_NOT_READY
+         : st == RUN_TRAP ? (CUresult)ILLEGAL_INSTRUCTION
+                          : CUDA_SUCCESS;
 }
 static CUresult cuEventSynchronize(CUevent e) {
   (void)e;

@@ -25,9 +25,9 @@
 #include "cuda_rt.h"
 #include "hang.h"
 
-#define TLCU_EVENT_DISABLE_TIMING 2    /* CU_EVENT_DISABLE_TIMING: the launch events */
-#define TLCU_MEMHOSTALLOC_DEVICEMAP 2  /* CU_MEMHOSTALLOC_DEVICEMAP */
-#define TLCU_HANG_LINES 16             /* debug-hangs records shown in a report */
+#define TLCU_EVENT_DISABLE_TIMING 2   /* CU_EVENT_DISABLE_TIMING: the launch events */
+#define TLCU_MEMHOSTALLOC_DEVICEMAP 2 /* CU_MEMHOSTALLOC_DEVICEMAP */
+#define TLCU_HANG_LINES 16            /* debug-hangs records shown in a report */
 
 enum { TLCU_HELD_MODULE = 1, TLCU_HELD_MEM, TLCU_HELD_EVENT };
 
@@ -265,14 +265,16 @@ TlcuResult tlcu_hang_alloc(TlcuRuntime *rt, size_t slots, unsigned warps_per_blo
 
 static uint64_t str_hash(const char *s) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return h;
 }
 
 /* The slot of s in the table: where it is, or the empty one it would take. */
 static char **str_slot(TlcuStrings *t, const char *s) {
   size_t i = (size_t)str_hash(s) & (t->cap - 1);
-  while (t->slot[i] && strcmp(t->slot[i], s) != 0) i = (i + 1) & (t->cap - 1);
+  while (t->slot[i] && strcmp(t->slot[i], s) != 0)
+    i = (i + 1) & (t->cap - 1);
   return &t->slot[i];
 }
 
@@ -293,7 +295,8 @@ const char *tlcu_intern(TlcuRuntime *rt, const char *s) {
   size_t m = ((uintptr_t)s >> 3) % (sizeof t->memo / sizeof t->memo[0]);
   /* the caller's pointer seen before, and still the same text (a pointer may be
   ** reused), or one of ours (they live until shutdown) */
-  if (t->memo[m].from == s && (s == t->memo[m].to || strcmp(t->memo[m].to, s) == 0)) return t->memo[m].to;
+  if (t->memo[m].from == s && (s == t->memo[m].to || strcmp(t->memo[m].to, s) == 0))
+    return t->memo[m].to;
   if ((t->n + 1) * 2 > t->cap && !str_grow(t)) return "?";
   char **slot = str_slot(t, s);
   if (!*slot) {
@@ -305,7 +308,8 @@ const char *tlcu_intern(TlcuRuntime *rt, const char *s) {
 }
 
 static void strings_free(TlcuStrings *t) {
-  for (size_t i = 0; i < t->cap; i++) free(t->slot[i]);
+  for (size_t i = 0; i < t->cap; i++)
+    free(t->slot[i]);
   free(t->slot);
   memset(t, 0, sizeof *t);
 }
@@ -325,18 +329,22 @@ static void check_pop(TlcuRuntime *rt) {
   TlcuCheck *c = CHK(rt, rt->chk_head++);
   if (rt->nspare < TLCU_CHECKS) rt->spare[rt->nspare++] = c->done;
   else rt->drv.cuEventDestroy(c->done);
-  for (; rt->rec_head < c->end; rt->rec_head++) tlcu_hang_free(rt, REC(rt, rt->rec_head)->hang);
+  for (; rt->rec_head < c->end; rt->rec_head++)
+    tlcu_hang_free(rt, REC(rt, rt->rec_head)->hang);
 }
 
 /* Forget every launch (after a failure: the context's error is sticky, none ran). */
 static void drop_all(TlcuRuntime *rt) {
-  while (rt->chk_head < rt->chk_tail) check_pop(rt);
-  for (; rt->rec_head < rt->rec_tail; rt->rec_head++) tlcu_hang_free(rt, REC(rt, rt->rec_head)->hang);
+  while (rt->chk_head < rt->chk_tail)
+    check_pop(rt);
+  for (; rt->rec_head < rt->rec_tail; rt->rec_head++)
+    tlcu_hang_free(rt, REC(rt, rt->rec_head)->hang);
   rt->window = 0, rt->joinable = 0;
 }
 
 static void destroy_spare_events(TlcuRuntime *rt) {
-  while (rt->nspare) rt->drv.cuEventDestroy(rt->spare[--rt->nspare]);
+  while (rt->nspare)
+    rt->drv.cuEventDestroy(rt->spare[--rt->nspare]);
 }
 
 /* "file:line: " of a record, or "". */
@@ -353,31 +361,40 @@ static TlcuResult kernel_report(TlcuRuntime *rt, TlcuResult st, const char *what
   char where[300], group[64] = "";
   where_of(first, where, sizeof where);
   uint64_t nrec = c->end - rt->rec_head;
-  if (nrec == 1 && first->count > 1) snprintf(group, sizeof group, " (one of %u consecutive launches)", first->count);
+  if (nrec == 1 && first->count > 1)
+    snprintf(group, sizeof group, " (one of %u consecutive launches)", first->count);
   unsigned after = c->launches - first->count;
   if (nrec > 1)
-    snprintf(group, sizeof group, "%s or %s launch%s after %s", first->count > 1 ? " (several launches)" : "",
-             after == 1 ? "the" : "one of the", after == 1 ? "" : "es", first->count > 1 ? "them" : "it");
+    snprintf(group, sizeof group, "%s or %s launch%s after %s",
+             first->count > 1 ? " (several launches)" : "", after == 1 ? "the" : "one of the",
+             after == 1 ? "" : "es", first->count > 1 ? "them" : "it");
   if (nrec > 1 && after > 1) { /* the count goes in too */
-    size_t at = strlen(group) - strlen(first->count > 1 ? " launches after them" : " launches after it");
-    snprintf(group + at, sizeof group - at, " %u launches after %s", after, first->count > 1 ? "them" : "it");
+    size_t at =
+        strlen(group) - strlen(first->count > 1 ? " launches after them" : " launches after it");
+    snprintf(group + at, sizeof group - at, " %u launches after %s", after,
+             first->count > 1 ? "them" : "it");
   }
-  tlcu_fail(rt, st, first->graph ? "%sthe %s%s %s" : "%skernel '%s'%s %s", where, first->name, group, what);
+  tlcu_fail(rt, st, first->graph ? "%sthe %s%s %s" : "%skernel '%s'%s %s", where, first->name,
+            group, what);
   if (nrec > 1) {
-    tlcu_append(rt, "\n  the launches since the runtime last checked (TILUA_LAUNCH_CHECK=each checks every launch):");
+    tlcu_append(
+        rt,
+        "\n  the launches since the runtime last checked (TILUA_LAUNCH_CHECK=each checks every launch):");
     for (uint64_t i = rt->rec_head; i < c->end && i < rt->rec_head + TLCU_HANG_LINES; i++) {
       const TlcuRecord *r = REC(rt, i);
       where_of(r, where, sizeof where);
       tlcu_append(rt, r->graph ? "\n    %sthe %s" : "\n    %skernel '%s'", where, r->name);
       if (r->count > 1) tlcu_append(rt, " (%u launches)", r->count);
     }
-    if (nrec > TLCU_HANG_LINES) tlcu_append(rt, "\n    ... and %llu more", (unsigned long long)(nrec - TLCU_HANG_LINES));
+    if (nrec > TLCU_HANG_LINES)
+      tlcu_append(rt, "\n    ... and %llu more", (unsigned long long)(nrec - TLCU_HANG_LINES));
   }
   for (uint64_t i = rt->rec_head; i < c->end; i++) {
     const TlcuHang *h = REC(rt, i)->hang;
     if (!h) continue;
     tlcu_append(rt, "\n  debug-hangs records:");
-    if (!tlhang_format(h->host, h->slots, h->warps_per_block, h->sites, rt->err, sizeof rt->err, TLCU_HANG_LINES))
+    if (!tlhang_format(h->host, h->slots, h->warps_per_block, h->sites, rt->err, sizeof rt->err,
+                       TLCU_HANG_LINES))
       tlcu_append(rt, " none (no warp gave up on an mbarrier or waits at a barrier)");
   }
   rt->kernel_msg = 1;
@@ -401,7 +418,8 @@ static TlcuResult kernel_failed(TlcuRuntime *rt, CUresult r) {
 static TlcuResult wedge(TlcuRuntime *rt) {
   static int guarded;
   char what[64];
-  snprintf(what, sizeof what, "did not finish within %g s", rt->timeout * CHK(rt, rt->chk_head)->launches);
+  snprintf(what, sizeof what, "did not finish within %g s",
+           rt->timeout * CHK(rt, rt->chk_head)->launches);
   kernel_report(rt, TLCU_HUNG, what);
   rt->state = TLCU_WEDGED;
   if (!guarded) {
@@ -479,11 +497,12 @@ TlcuResult tlcu_finish(TlcuRuntime *rt) {
 
 static TlcuResult tlcu_drain(TlcuRuntime *rt, const char *what) {
   if (rt->state == TLCU_READY && rt->capture)
-    return tlcu_fail(rt, TLCU_FAIL,
-                     "%s waits for the device, which cannot happen while a graph captures launches (copies, fills "
-                     "and synchronization go before or after the captured function; a StreamK kernel zeroes its "
-                     "workspace at its first launch: launch it once before capturing it)",
-                     what);
+    return tlcu_fail(
+        rt, TLCU_FAIL,
+        "%s waits for the device, which cannot happen while a graph captures launches (copies, fills "
+        "and synchronization go before or after the captured function; a StreamK kernel zeroes its "
+        "workspace at its first launch: launch it once before capturing it)",
+        what);
   return tlcu_finish(rt);
 }
 
@@ -501,11 +520,12 @@ static TlcuResult record_room(TlcuRuntime *rt) {
 ** record (the same kernel, place and stream, in the open window) or a new one;
 ** a launch with debug-hangs records is a window of its own, and a window holds
 ** one stream's launches. Called after the launch was issued. */
-static TlcuResult record_launches(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, const char *name,
-                                  unsigned launches, int graph) {
+static TlcuResult record_launches(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg,
+                                  const char *name, unsigned launches, int graph) {
   TlcuRecord *r = rt->joinable ? REC(rt, rt->rec_tail - 1) : NULL;
   const char *file = tlcu_intern(rt, cfg->file);
-  if (rt->window && cfg->stream != rt->window_stream && check_window(rt) != TLCU_OK) return TLCU_FAIL;
+  if (rt->window && cfg->stream != rt->window_stream && check_window(rt) != TLCU_OK)
+    return TLCU_FAIL;
   if (r && rt->joinable && !cfg->hang && r->fn == f && r->file == file && r->line == cfg->line &&
       r->stream == cfg->stream && r->name == name) {
     r->count++;
@@ -656,7 +676,8 @@ TlcuResult tlcu_shutdown(TlcuRuntime *rt) {
   }
   if (rt->capture) { /* a capture never ended: end it, drop what it made */
     CUgraph g = NULL;
-    if (rt->drv.cuStreamEndCapture(rt->capture_stream, &g) == CUDA_SUCCESS && g) rt->drv.cuGraphDestroy(g);
+    if (rt->drv.cuStreamEndCapture(rt->capture_stream, &g) == CUDA_SUCCESS && g)
+      rt->drv.cuGraphDestroy(g);
     graph_release(rt, rt->capture);
     rt->capture = NULL;
   }
@@ -686,18 +707,17 @@ TlcuResult tlcu_device_info(TlcuRuntime *rt, TlcuDeviceInfo *out) {
 
 /* Append the JIT error log, or say there was none. */
 static void tlcu_append_jit_log(TlcuRuntime *rt) {
-  if (rt->jit_error[0])
-    tlcu_append(rt, "\nJIT error log:\n%s", rt->jit_error);
-  else
-    tlcu_append(rt, "\n(the JIT error log is empty)");
+  if (rt->jit_error[0]) tlcu_append(rt, "\nJIT error log:\n%s", rt->jit_error);
+  else tlcu_append(rt, "\n(the JIT error log is empty)");
 }
 
 TlcuResult tlcu_module_load_ptx(TlcuRuntime *rt, const char *ptx, CUmodule *out) {
   TLCU_BEGIN(rt);
   /* line info: the .loc lines (script lines) reach the cubin, so compute-sanitizer
   ** and the profilers name the .lua file and line */
-  CUjit_option opts[5] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
-                          CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_GENERATE_LINE_INFO};
+  CUjit_option opts[5] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                          CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                          CU_JIT_GENERATE_LINE_INFO};
   void *vals[5] = {rt->jit_info, (void *)(uintptr_t)sizeof rt->jit_info, rt->jit_error,
                    (void *)(uintptr_t)sizeof rt->jit_error, (void *)(uintptr_t)1};
   CUmodule mod = NULL;
@@ -795,15 +815,18 @@ static TlcuResult tlcu_config(TlcuRuntime *rt, const TlcuLaunch *l, CUlaunchConf
   return TLCU_OK;
 }
 
-static TlcuResult graph_capture(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, const char *name);
-static TlcuResult graph_set_node(TlcuRuntime *rt, CUfunction f, const CUlaunchConfig *c, const TlcuLaunch *cfg,
-                                 void **args, const char *name);
+static TlcuResult graph_capture(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg,
+                                const char *name);
+static TlcuResult graph_set_node(TlcuRuntime *rt, CUfunction f, const CUlaunchConfig *c,
+                                 const TlcuLaunch *cfg, void **args, const char *name);
 
 /* Issue the launch; without a cluster the plain entry point, which costs the driver less. */
 static TlcuResult issue(TlcuRuntime *rt, CUfunction f, const CUlaunchConfig *c, void **args) {
-  return c->numAttrs ? CU_CALL(rt, cuLaunchKernelEx, (c, f, args, NULL))
-                     : CU_CALL(rt, cuLaunchKernel, (f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
-                                                     c->blockDimZ, c->sharedMemBytes, c->hStream, args, NULL));
+  return c->numAttrs
+             ? CU_CALL(rt, cuLaunchKernelEx, (c, f, args, NULL))
+             : CU_CALL(rt, cuLaunchKernel,
+                       (f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                        c->blockDimZ, c->sharedMemBytes, c->hStream, args, NULL));
 }
 
 TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, void **args) {
@@ -825,7 +848,8 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
     st = TLCU_FAIL;
     /* an earlier launch that failed makes this one fail too (the error is
     ** sticky): name that one, at its line, when it is still followed */
-    if (!rt->capture && rt->rec_tail > rt->rec_head && tlcu_finish(rt) != TLCU_OK && rt->kernel_msg) st = TLCU_FAIL;
+    if (!rt->capture && rt->rec_tail > rt->rec_head && tlcu_finish(rt) != TLCU_OK && rt->kernel_msg)
+      st = TLCU_FAIL;
   }
   if (st == TLCU_OK && rt->capture) {
     st = graph_capture(rt, f, cfg, name);
@@ -837,7 +861,8 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
   return st;
 }
 
-TlcuResult tlcu_max_active_clusters(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, int *out) {
+TlcuResult tlcu_max_active_clusters(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg,
+                                    int *out) {
   TLCU_BEGIN(rt);
   CUlaunchConfig c;
   CUlaunchAttribute cluster;
@@ -886,12 +911,14 @@ static void graph_release(TlcuRuntime *rt, TlcuGraph *g) {
 
 TlcuResult tlcu_graph_begin(TlcuRuntime *rt) {
   TLCU_BEGIN(rt);
-  if (rt->capture || rt->update) return tlcu_fail(rt, TLCU_FAIL, "a graph is being captured or updated already");
+  if (rt->capture || rt->update)
+    return tlcu_fail(rt, TLCU_FAIL, "a graph is being captured or updated already");
   if (!rt->capture_stream) CU_DO(rt, cuStreamCreate, (&rt->capture_stream, CU_STREAM_NON_BLOCKING));
   TlcuGraph *g = calloc(1, sizeof *g);
   if (!g) return tlcu_fail(rt, TLCU_FAIL, "out of host memory for a graph");
   /* relaxed: a kernel's first launch may load its module while captured */
-  if (CU_CALL(rt, cuStreamBeginCapture, (rt->capture_stream, CU_STREAM_CAPTURE_MODE_RELAXED)) != TLCU_OK) {
+  if (CU_CALL(rt, cuStreamBeginCapture, (rt->capture_stream, CU_STREAM_CAPTURE_MODE_RELAXED)) !=
+      TLCU_OK) {
     free(g);
     return TLCU_FAIL;
   }
@@ -900,7 +927,8 @@ TlcuResult tlcu_graph_begin(TlcuRuntime *rt) {
 }
 
 /* A launch was captured: the node it made is the capture's dependency now. */
-static TlcuResult graph_capture(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, const char *name) {
+static TlcuResult graph_capture(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg,
+                                const char *name) {
   TlcuGraph *g = rt->capture;
   CUstreamCaptureStatus st;
   cuuint64_t id;
@@ -908,7 +936,8 @@ static TlcuResult graph_capture(TlcuRuntime *rt, CUfunction f, const TlcuLaunch 
   const CUgraphNode *deps = NULL;
   size_t ndeps = 0;
   CU_DO(rt, cuStreamGetCaptureInfo, (rt->capture_stream, &st, &id, &graph, &deps, &ndeps));
-  if (ndeps != 1 || !deps) return tlcu_fail(rt, TLCU_FAIL, "graph capture: the launch of '%s' made no single node", name);
+  if (ndeps != 1 || !deps)
+    return tlcu_fail(rt, TLCU_FAIL, "graph capture: the launch of '%s' made no single node", name);
   if (g->n == g->cap) {
     int cap = g->cap ? 2 * g->cap : 16;
     TlcuNode *nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
@@ -917,7 +946,8 @@ static TlcuResult graph_capture(TlcuRuntime *rt, CUfunction f, const TlcuLaunch 
   }
   TlcuNode *n = &g->nodes[g->n++];
   n->node = deps[0], n->fn = f, n->name = tlcu_intern(rt, name);
-  for (int i = 0; i < 3; i++) n->block[i] = dim1(cfg->block[i]), n->cluster[i] = dim1(cfg->cluster[i]);
+  for (int i = 0; i < 3; i++)
+    n->block[i] = dim1(cfg->block[i]), n->cluster[i] = dim1(cfg->cluster[i]);
   return TLCU_OK;
 }
 
@@ -940,10 +970,13 @@ TlcuResult tlcu_graph_end(TlcuRuntime *rt, TlcuGraph **out) {
   return TLCU_OK;
 }
 
-TlcuResult tlcu_graph_launch(TlcuRuntime *rt, TlcuGraph *g, CUstream stream, const char *file, int line) {
+TlcuResult tlcu_graph_launch(TlcuRuntime *rt, TlcuGraph *g, CUstream stream, const char *file,
+                             int line) {
   TLCU_BEGIN(rt);
   if (rt->capture || rt->update)
-    return tlcu_fail(rt, TLCU_FAIL, "a graph cannot be launched while launches are captured into a graph or set its nodes");
+    return tlcu_fail(
+        rt, TLCU_FAIL,
+        "a graph cannot be launched while launches are captured into a graph or set its nodes");
   TlcuResult st = record_room(rt);
   if (st != TLCU_OK) return st;
   CU_DO(rt, cuGraphLaunch, (g->exec, stream));
@@ -955,27 +988,32 @@ TlcuResult tlcu_graph_launch(TlcuRuntime *rt, TlcuGraph *g, CUstream stream, con
 
 TlcuResult tlcu_graph_update_begin(TlcuRuntime *rt, TlcuGraph *g) {
   TLCU_BEGIN(rt);
-  if (rt->capture || rt->update) return tlcu_fail(rt, TLCU_FAIL, "a graph is being captured or updated already");
+  if (rt->capture || rt->update)
+    return tlcu_fail(rt, TLCU_FAIL, "a graph is being captured or updated already");
   rt->update = g;
   rt->update_next = 0;
   return TLCU_OK;
 }
 
 /* A launch while updating: node update_next gets its grid and arguments. */
-static TlcuResult graph_set_node(TlcuRuntime *rt, CUfunction f, const CUlaunchConfig *c, const TlcuLaunch *cfg,
-                                 void **args, const char *name) {
+static TlcuResult graph_set_node(TlcuRuntime *rt, CUfunction f, const CUlaunchConfig *c,
+                                 const TlcuLaunch *cfg, void **args, const char *name) {
   TlcuGraph *g = rt->update;
   int i = rt->update_next;
   tlcu_hang_free(rt, cfg->hang);
-  if (i >= g->n) return tlcu_fail(rt, TLCU_FAIL, "the update launches more kernels than the graph's %d", g->n);
+  if (i >= g->n)
+    return tlcu_fail(rt, TLCU_FAIL, "the update launches more kernels than the graph's %d", g->n);
   const TlcuNode *n = &g->nodes[i];
   if (n->fn != f)
-    return tlcu_fail(rt, TLCU_FAIL, "launch #%d of the update is kernel '%s', node %d of the graph kernel '%s'", i + 1,
-                     name, i, n->name);
+    return tlcu_fail(rt, TLCU_FAIL,
+                     "launch #%d of the update is kernel '%s', node %d of the graph kernel '%s'",
+                     i + 1, name, i, n->name);
   for (int d = 0; d < 3; d++)
     if (n->cluster[d] != dim1(cfg->cluster[d]) || n->block[d] != dim1(cfg->block[d]))
-      return tlcu_fail(rt, TLCU_FAIL, "launch #%d of the update: kernel '%s' was captured with another block or cluster",
-                       i + 1, name);
+      return tlcu_fail(
+          rt, TLCU_FAIL,
+          "launch #%d of the update: kernel '%s' was captured with another block or cluster", i + 1,
+          name);
   CUDA_KERNEL_NODE_PARAMS p;
   memset(&p, 0, sizeof p);
   p.func = f, p.gridDimX = c->gridDimX, p.gridDimY = c->gridDimY, p.gridDimZ = c->gridDimZ;
@@ -991,7 +1029,8 @@ TlcuResult tlcu_graph_update_end(TlcuRuntime *rt) {
   rt->update = NULL;
   if (!g) return tlcu_fail(rt, TLCU_FAIL, "no graph is being updated");
   if (rt->update_next != g->n)
-    return tlcu_fail(rt, TLCU_FAIL, "the update launched %d kernels; the graph has %d", rt->update_next, g->n);
+    return tlcu_fail(rt, TLCU_FAIL, "the update launched %d kernels; the graph has %d",
+                     rt->update_next, g->n);
   return TLCU_OK;
 }
 
@@ -1033,8 +1072,10 @@ TlcuResult tlcu_mem_free(TlcuRuntime *rt, CUdeviceptr p) {
   /* an address not allocated here, or freed already, never reaches the driver
   ** (freeing it again could free what another allocation now holds) */
   if (!tlcu_holds(rt, TLCU_HELD_MEM, p))
-    return tlcu_fail(rt, TLCU_FAIL, "device address 0x%llx was not allocated by this runtime, or was freed already",
-                     (unsigned long long)p);
+    return tlcu_fail(
+        rt, TLCU_FAIL,
+        "device address 0x%llx was not allocated by this runtime, or was freed already",
+        (unsigned long long)p);
   return tlcu_give_back(rt, TLCU_HELD_MEM, p);
 }
 
@@ -1065,8 +1106,8 @@ TlcuResult tlcu_memset_d8(TlcuRuntime *rt, CUdeviceptr dst, unsigned char value,
 TlcuResult tlcu_tensor_map_encode(TlcuRuntime *rt, void *map, const TltmDesc *d) {
   TLCU_BEGIN(rt);
   CU_DO(rt, cuTensorMapEncodeTiled,
-        (map, d->dtype, d->rank, (void *)(uintptr_t)d->address, d->dims, d->strides, d->box, d->elem_strides,
-         d->interleave, d->swizzle, d->l2_promotion, d->oob_fill));
+        (map, d->dtype, d->rank, (void *)(uintptr_t)d->address, d->dims, d->strides, d->box,
+         d->elem_strides, d->interleave, d->swizzle, d->l2_promotion, d->oob_fill));
   return TLCU_OK;
 }
 

@@ -69,9 +69,10 @@ typedef enum {
 
 typedef enum { TLCU_EMPTY = 0, TLCU_READY, TLCU_FAILED, TLCU_DOWN, TLCU_WEDGED } TlcuState;
 
-#define TLCU_RECORDS 1024        /* launch records followed at once (a ring) */
-#define TLCU_CHECKS 128          /* checks in flight (a ring) */
-#define TLCU_WINDOW 32           /* launches between two checks, at most: an event costs the driver a launch */
+#define TLCU_RECORDS 1024 /* launch records followed at once (a ring) */
+#define TLCU_CHECKS 128   /* checks in flight (a ring) */
+#define TLCU_WINDOW                                                                                \
+  32 /* launches between two checks, at most: an event costs the driver a launch */
 
 /* The debug-hangs records of one launch: mapped host memory the kernel writes
 ** (one slot per warp of the grid, layout in hang.h) and the host reads, even
@@ -92,9 +93,9 @@ typedef struct TlcuRecord {
   const char *name; /* the kernel */
   const char *file; /* the launch in the script, or NULL */
   int line;
-  unsigned count;  /* launches */
-  TlcuHang *hang;  /* its debug-hangs records, or NULL (then count is 1) */
-  int graph;       /* replays of a graph (name: "graph of N kernels") */
+  unsigned count; /* launches */
+  TlcuHang *hang; /* its debug-hangs records, or NULL (then count is 1) */
+  int graph;      /* replays of a graph (name: "graph of N kernels") */
 } TlcuRecord;
 
 /* An event recorded after the records before record number `end`. */
@@ -151,8 +152,8 @@ typedef struct TlcuLaunch {
   const char *name;        /* the kernel, for reports (NULL: "kernel") */
   const char *file;        /* the launch's place in the script, for reports (NULL: none) */
   int line;
-  TlcuHang *hang;          /* debug-hangs records (the launch takes them), or NULL */
-  int smem_allowed;        /* the function's dynamic shared memory attribute already allows smem */
+  TlcuHang *hang;   /* debug-hangs records (the launch takes them), or NULL */
+  int smem_allowed; /* the function's dynamic shared memory attribute already allows smem */
 } TlcuLaunch;
 
 /* Something the runtime holds and releases at shutdown. */
@@ -187,10 +188,10 @@ typedef struct TlcuRuntime {
   TlcuStrings strings;
   /* graphs: launches captured into one, or setting its nodes' arguments */
   TlcuGraph *capture, *update;
-  int update_next;         /* the node the next launch sets */
-  CUstream capture_stream; /* created at the first capture */
-  double timeout;  /* seconds a launch may run; 0: no limit */
-  int kernel_msg;  /* the error message reports a kernel (hung or failed) */
+  int update_next;               /* the node the next launch sets */
+  CUstream capture_stream;       /* created at the first capture */
+  double timeout;                /* seconds a launch may run; 0: no limit */
+  int kernel_msg;                /* the error message reports a kernel (hung or failed) */
   char jit_info[TLCU_LOG_SIZE];  /* info log of the last module load */
   char jit_error[TLCU_LOG_SIZE]; /* error log of the last module load */
   char err[TLCU_ERR_SIZE];       /* message of the last failure */
@@ -257,7 +258,8 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
 ** same block and cluster; _end checks that every node was set. */
 TlcuResult tlcu_graph_begin(TlcuRuntime *rt);
 TlcuResult tlcu_graph_end(TlcuRuntime *rt, TlcuGraph **out);
-TlcuResult tlcu_graph_launch(TlcuRuntime *rt, TlcuGraph *g, CUstream stream, const char *file, int line);
+TlcuResult tlcu_graph_launch(TlcuRuntime *rt, TlcuGraph *g, CUstream stream, const char *file,
+                             int line);
 int tlcu_graph_nodes(const TlcuGraph *g);
 TlcuResult tlcu_graph_update_begin(TlcuRuntime *rt, TlcuGraph *g);
 TlcuResult tlcu_graph_update_end(TlcuRuntime *rt);

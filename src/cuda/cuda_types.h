@@ -138,7 +138,10 @@ typedef enum CUstreamCaptureMode_enum {
   CU_STREAM_CAPTURE_MODE_RELAXED = 2
 } CUstreamCaptureMode;
 
-typedef enum CUstream_flags_enum { CU_STREAM_DEFAULT = 0, CU_STREAM_NON_BLOCKING = 1 } CUstream_flags;
+typedef enum CUstream_flags_enum {
+  CU_STREAM_DEFAULT = 0,
+  CU_STREAM_NON_BLOCKING = 1
+} CUstream_flags;
 
 /* A TMA tensor map: 128 opaque bytes, 64-byte aligned (cuda.h 13 asks 128). */
 typedef struct CUtensorMap_st {

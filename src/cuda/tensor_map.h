@@ -24,10 +24,12 @@
 
 /* The element types, by tilua's names: X(name, CUtensorMapDataType, bytes).
 ** fp8 travels as bytes; a tensor-map parameter type of i8 names the same code. */
+/* clang-format off */
 #define TLTM_DTYPES(X)                                                                             \
-  X("u8", 0, 1) X("i8", 0, 1) X("e4m3", 0, 1) X("e5m2", 0, 1) X("u16", 1, 2) X("i16", 1, 2)        \
-  X("u32", 2, 4) X("i32", 3, 4) X("u64", 4, 8) X("i64", 5, 8) X("f16", 6, 2) X("f32", 7, 4)        \
-  X("f64", 8, 8) X("bf16", 9, 2) X("tf32", 11, 4)
+  X("u8", 0, 1)   X("i8", 0, 1)   X("e4m3", 0, 1) X("e5m2", 0, 1) X("u16", 1, 2)  X("i16", 1, 2)  \
+  X("u32", 2, 4)  X("i32", 3, 4)  X("u64", 4, 8)  X("i64", 5, 8)  X("f16", 6, 2)  X("f32", 7, 4)  \
+  X("f64", 8, 8)  X("bf16", 9, 2) X("tf32", 11, 4)
+/* clang-format on */
 
 /* What the launcher knows of a map; dimensions outermost first, strides in
 ** elements (all zero: contiguous, row-major), swizzle and l2 in bytes. */
@@ -77,43 +79,55 @@ static inline const char *tltm_describe(TltmSpec *s, TltmDesc *d, char *err, siz
   if (sw < 0) TLTM_FAIL("swizzle %d is not one of 0, 32, 64, 128 (bytes)", s->swizzle);
   if (l2 < 0) TLTM_FAIL("l2 promotion %d is not one of 0, 64, 128, 256", s->l2);
   if (!s->address) TLTM_FAIL("the address is zero");
-  if (s->address % 16) TLTM_FAIL("the address 0x%llx is not 16-byte aligned", (unsigned long long)s->address);
+  if (s->address % 16)
+    TLTM_FAIL("the address 0x%llx is not 16-byte aligned", (unsigned long long)s->address);
   int given = 0;
-  for (int o = 0; o < r; o++) given |= s->strides[o] != 0;
+  for (int o = 0; o < r; o++)
+    given |= s->strides[o] != 0;
   if (!given) { /* contiguous, row-major */
     s->strides[r - 1] = 1;
     for (int o = r - 2; o >= 0; o--)
-      if (s->shape[o + 1] < 1 || s->strides[o + 1] > INT64_MAX / s->shape[o + 1]) TLTM_FAIL("the shape is too large");
+      if (s->shape[o + 1] < 1 || s->strides[o + 1] > INT64_MAX / s->shape[o + 1])
+        TLTM_FAIL("the shape is too large");
       else s->strides[o] = s->strides[o + 1] * s->shape[o + 1];
   }
   memset(d, 0, sizeof *d);
-  d->dtype = code, d->rank = (unsigned)r, d->address = s->address, d->swizzle = sw, d->l2_promotion = l2;
+  d->dtype = code, d->rank = (unsigned)r, d->address = s->address, d->swizzle = sw,
+  d->l2_promotion = l2;
   d->oob_fill = s->oob;
   uint64_t extent = (uint64_t)eb;
   for (int i = 0; i < r; i++) { /* i counts from the innermost dimension */
     int o = r - 1 - i;
     int64_t dim = s->shape[o], b = s->box[o], st = s->strides[o];
     int64_t es = s->element_strides[o] ? s->element_strides[o] : 1;
-    if (dim < 1 || dim > ((int64_t)1 << 32)) TLTM_FAIL("shape[%d] = %lld is out of range [1, 2^32]", o + 1, (long long)dim);
+    if (dim < 1 || dim > ((int64_t)1 << 32))
+      TLTM_FAIL("shape[%d] = %lld is out of range [1, 2^32]", o + 1, (long long)dim);
     if (b < 1 || b > 256) TLTM_FAIL("box[%d] = %lld is out of range [1, 256]", o + 1, (long long)b);
-    if (es < 1 || es > 8) TLTM_FAIL("element_strides[%d] = %lld is out of range [1, 8]", o + 1, (long long)es);
-    if (i == 0 && st != 1) TLTM_FAIL("the innermost dimension must be contiguous (stride 1), got %lld", (long long)st);
+    if (es < 1 || es > 8)
+      TLTM_FAIL("element_strides[%d] = %lld is out of range [1, 8]", o + 1, (long long)es);
+    if (i == 0 && st != 1)
+      TLTM_FAIL("the innermost dimension must be contiguous (stride 1), got %lld", (long long)st);
     if (i > 0) {
-      int64_t big = (int64_t)1 << 40, bytes = st > -big && st < big ? st * eb : st; /* no overflow */
+      int64_t big = (int64_t)1 << 40,
+              bytes = st > -big && st < big ? st * eb : st; /* no overflow */
       if (st < 1 || bytes % 16 || bytes >= big)
-        TLTM_FAIL("strides[%d] = %lld elements is %lld bytes, not a positive multiple of 16 below 2^40", o + 1,
-                  (long long)st, (long long)bytes);
+        TLTM_FAIL(
+            "strides[%d] = %lld elements is %lld bytes, not a positive multiple of 16 below 2^40",
+            o + 1, (long long)st, (long long)bytes);
       d->strides[i - 1] = (cuuint64_t)bytes;
     }
     d->dims[i] = (cuuint64_t)dim, d->box[i] = (uint32_t)b, d->elem_strides[i] = (uint32_t)es;
     extent += (uint64_t)(dim - 1) * (uint64_t)st * (uint64_t)eb;
   }
   int64_t inner = s->box[r - 1] * eb;
-  if (inner % 16) TLTM_FAIL("the innermost box is %lld bytes, not a multiple of 16", (long long)inner);
+  if (inner % 16)
+    TLTM_FAIL("the innermost box is %lld bytes, not a multiple of 16", (long long)inner);
   if (s->swizzle && inner > s->swizzle)
-    TLTM_FAIL("the innermost box is %lld bytes, more than the %d-byte swizzle span", (long long)inner, s->swizzle);
+    TLTM_FAIL("the innermost box is %lld bytes, more than the %d-byte swizzle span",
+              (long long)inner, s->swizzle);
   if (s->buffer_bytes && extent > s->buffer_bytes)
-    TLTM_FAIL("the tensor spans %llu bytes, more than the buffer's %zu", (unsigned long long)extent, s->buffer_bytes);
+    TLTM_FAIL("the tensor spans %llu bytes, more than the buffer's %zu", (unsigned long long)extent,
+              s->buffer_bytes);
 #undef TLTM_FAIL
   return NULL;
 }

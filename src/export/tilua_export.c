@@ -21,10 +21,12 @@
 #include <dlfcn.h>
 #endif
 
-#define SMEM_DEFAULT (48 * 1024) /* dynamic shared memory a launch may use without raising the limit */
+#define SMEM_DEFAULT                                                                               \
+  (48 * 1024) /* dynamic shared memory a launch may use without raising the limit */
 #define JIT_LOG 4096
 
-typedef CUresult (*GetProcFn)(const char *symbol, void **pfn, int version, unsigned long long flags, int *status);
+typedef CUresult (*GetProcFn)(const char *symbol, void **pfn, int version, unsigned long long flags,
+                              int *status);
 typedef CUresult (*InitFn)(unsigned int flags);
 
 static tilua_driver drv;
@@ -50,7 +52,8 @@ CUresult tilua_fail(CUresult r, const char *fmt, ...) {
 static CUresult check(CUresult r, const char *what) {
   if (r == CUDA_SUCCESS) return r;
   const char *name = NULL;
-  if (!drv.cuGetErrorName || drv.cuGetErrorName(r, &name) != CUDA_SUCCESS || !name) name = "an unknown CUDA error";
+  if (!drv.cuGetErrorName || drv.cuGetErrorName(r, &name) != CUDA_SUCCESS || !name)
+    name = "an unknown CUDA error";
   return tilua_fail(r, "%s: %s (%d)", what, name, (int)r);
 }
 
@@ -62,7 +65,8 @@ static CUresult check(CUresult r, const char *what) {
 
 #ifdef TILUA_EXPORT_LINK_CUDA
 CUresult cuInit(unsigned int flags);
-CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags, int *status);
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,
+                             int *status);
 static CUresult open_driver(GetProcFn *getproc, InitFn *init) {
   *getproc = cuGetProcAddress_v2;
   *init = cuInit;
@@ -74,7 +78,9 @@ static CUresult open_driver(GetProcFn *getproc, InitFn *init) {
   const char *name = getenv("TILUA_LIBCUDA");
   if (!name || !*name) name = "libcuda.so.1";
   void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return tilua_fail(CUDA_ERROR_NOT_INITIALIZED, "no CUDA driver: %s not found (%s)", name, dlerror());
+  if (!lib)
+    return tilua_fail(CUDA_ERROR_NOT_INITIALIZED, "no CUDA driver: %s not found (%s)", name,
+                      dlerror());
   void *g = dlsym(lib, "cuGetProcAddress_v2"), *i = dlsym(lib, "cuInit");
   if (!g || !i) return tilua_fail(CUDA_ERROR_NOT_INITIALIZED, "%s is not a CUDA 12+ driver", name);
   memcpy(getproc, &g, sizeof g); /* POSIX: function and object pointers share a representation */
@@ -89,8 +95,9 @@ static CUresult resolve(GetProcFn getproc) {
   int st;
 #define TLCU_SYM(name, ret, params)                                                                \
   p = NULL, st = 0;                                                                                \
-  if (getproc(#name, &p, 12000, 0, &st) != CUDA_SUCCESS || st != 0 || !p)                         \
-    return tilua_fail(CUDA_ERROR_NOT_FOUND, "the CUDA driver lacks %s (CUDA 12.0 or newer is needed)", #name); \
+  if (getproc(#name, &p, 12000, 0, &st) != CUDA_SUCCESS || st != 0 || !p)                          \
+    return tilua_fail(CUDA_ERROR_NOT_FOUND,                                                        \
+                      "the CUDA driver lacks %s (CUDA 12.0 or newer is needed)", #name);           \
   memcpy(&drv.name, &p, sizeof p);
 #include "../cuda/cuda_syms.def"
 #undef TLCU_SYM
@@ -102,7 +109,8 @@ CUresult tilua_driver_load(void) {
   GetProcFn getproc = NULL;
   InitFn init = NULL;
   CUresult r = open_driver(&getproc, &init);
-  if (r == CUDA_SUCCESS && (r = init(0)) != CUDA_SUCCESS) tilua_fail(r, "cuInit(0): CUDA error %d", (int)r);
+  if (r == CUDA_SUCCESS && (r = init(0)) != CUDA_SUCCESS)
+    tilua_fail(r, "cuInit(0): CUDA error %d", (int)r);
   if (r == CUDA_SUCCESS) r = resolve(getproc);
   drv_state = r == CUDA_SUCCESS ? 1 : -1;
   drv_status = r;
@@ -124,7 +132,8 @@ CUresult tilua_use_device(int ordinal) {
   CUdevice dev;
   CUcontext ctx;
   CUresult r = check(drv.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
-  if (r == CUDA_SUCCESS) r = check(drv.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  if (r == CUDA_SUCCESS)
+    r = check(drv.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
   if (r == CUDA_SUCCESS) r = check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
   return r;
 }
@@ -132,7 +141,8 @@ CUresult tilua_use_device(int ordinal) {
 static CUresult device_attr(CUdevice_attribute a, int *out) {
   CUdevice dev;
   CUresult r = check(drv.cuCtxGetDevice(&dev), "cuCtxGetDevice (is a CUDA context current?)");
-  return r == CUDA_SUCCESS ? check(drv.cuDeviceGetAttribute(out, a, dev), "cuDeviceGetAttribute") : r;
+  return r == CUDA_SUCCESS ? check(drv.cuDeviceGetAttribute(out, a, dev), "cuDeviceGetAttribute")
+                           : r;
 }
 
 CUresult tilua_sm_count(int *out) {
@@ -158,7 +168,8 @@ struct tilua_loaded {
 static CUmodule load_cubin(const tilua_kernel *k) {
   int major = 0, minor = 0;
   CUmodule mod = NULL;
-  if (!k->cubin || device_attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major) != CUDA_SUCCESS ||
+  if (!k->cubin ||
+      device_attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major) != CUDA_SUCCESS ||
       device_attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &minor) != CUDA_SUCCESS ||
       major * 10 + minor != k->cubin_sm)
     return NULL;
@@ -168,7 +179,8 @@ static CUmodule load_cubin(const tilua_kernel *k) {
 /* The PTX through the JIT, with line info (the script's lines, for the profilers). */
 static CUresult load_ptx(const tilua_kernel *k, CUmodule *mod) {
   static _Thread_local char log[JIT_LOG];
-  CUjit_option opts[3] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_GENERATE_LINE_INFO};
+  CUjit_option opts[3] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                          CU_JIT_GENERATE_LINE_INFO};
   void *vals[3] = {log, (void *)(uintptr_t)sizeof log, (void *)(uintptr_t)1};
   log[0] = '\0';
   CUresult r = drv.cuModuleLoadDataEx(mod, k->ptx, 3, opts, vals);
@@ -176,21 +188,25 @@ static CUresult load_ptx(const tilua_kernel *k, CUmodule *mod) {
   if (r != CUDA_SUCCESS) {
     check(r, "cuModuleLoadDataEx (the PTX)");
     size_t n = strlen(last_error);
-    snprintf(last_error + n, sizeof last_error - n, "; kernel '%s'; JIT log: %s", k->name, log[0] ? log : "(empty)");
+    snprintf(last_error + n, sizeof last_error - n, "; kernel '%s'; JIT log: %s", k->name,
+             log[0] ? log : "(empty)");
   }
   return r;
 }
 
 static CUresult load(tilua_kernel *k, CUcontext ctx, tilua_loaded **out) {
   tilua_loaded *l = calloc(1, sizeof *l);
-  if (!l) return tilua_fail(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory loading kernel '%s'", k->name);
+  if (!l)
+    return tilua_fail(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory loading kernel '%s'", k->name);
   l->ctx = ctx;
   l->mod = load_cubin(k);
   CUresult r = l->mod ? CUDA_SUCCESS : load_ptx(k, &l->mod);
-  if (r == CUDA_SUCCESS) r = check(drv.cuModuleGetFunction(&l->fn, l->mod, k->name), "cuModuleGetFunction");
+  if (r == CUDA_SUCCESS)
+    r = check(drv.cuModuleGetFunction(&l->fn, l->mod, k->name), "cuModuleGetFunction");
   /* above 48 KiB the function's limit is raised once, as tilua's launcher does */
   if (r == CUDA_SUCCESS && k->smem > SMEM_DEFAULT)
-    r = check(drv.cuFuncSetAttribute(l->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)k->smem),
+    r = check(drv.cuFuncSetAttribute(l->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     (int)k->smem),
               "cuFuncSetAttribute (the dynamic shared memory)");
   if (r != CUDA_SUCCESS) {
     if (l->mod) drv.cuModuleUnload(l->mod);
@@ -208,9 +224,12 @@ CUresult tilua_kernel_load(tilua_kernel *k, CUfunction *out) {
   CUcontext ctx = NULL;
   CUresult r = check(drv.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
   if (r != CUDA_SUCCESS) return r;
-  if (!ctx) return tilua_fail(CUDA_ERROR_INVALID_CONTEXT, "no CUDA context is current (tilua_use_device makes one)");
+  if (!ctx)
+    return tilua_fail(CUDA_ERROR_INVALID_CONTEXT,
+                      "no CUDA context is current (tilua_use_device makes one)");
   tilua_loaded *l = k->loaded;
-  while (l && l->ctx != ctx) l = l->next;
+  while (l && l->ctx != ctx)
+    l = l->next;
   if (!l && (r = load(k, ctx, &l)) != CUDA_SUCCESS) return r;
   *out = l->fn;
   return CUDA_SUCCESS;
@@ -245,8 +264,9 @@ CUresult tilua_launch(tilua_kernel *k, CUstream stream, tilua_dim3 grid, void **
   const unsigned g[3] = {grid.x, grid.y, grid.z}, *c = k->cluster;
   for (int i = 0; i < 3; i++)
     if (g[i] == 0 || g[i] % c[i])
-      return tilua_fail(CUDA_ERROR_INVALID_VALUE, "kernel '%s': grid.%c = %u is not a positive multiple of its cluster's %u",
-                  k->name, "xyz"[i], g[i], c[i]);
+      return tilua_fail(CUDA_ERROR_INVALID_VALUE,
+                        "kernel '%s': grid.%c = %u is not a positive multiple of its cluster's %u",
+                        k->name, "xyz"[i], g[i], c[i]);
   if (c[0] * c[1] * c[2] > 1) {
     CUlaunchAttribute attr;
     memset(&attr, 0, sizeof attr);
@@ -259,25 +279,31 @@ CUresult tilua_launch(tilua_kernel *k, CUstream stream, tilua_dim3 grid, void **
     cfg.sharedMemBytes = k->smem, cfg.hStream = stream, cfg.attrs = &attr, cfg.numAttrs = 1;
     r = drv.cuLaunchKernelEx(&cfg, fn, params, NULL);
   } else {
-    r = drv.cuLaunchKernel(fn, g[0], g[1], g[2], k->block[0], k->block[1], k->block[2], k->smem, stream, params, NULL);
+    r = drv.cuLaunchKernel(fn, g[0], g[1], g[2], k->block[0], k->block[1], k->block[2], k->smem,
+                           stream, params, NULL);
   }
   if (r != CUDA_SUCCESS) return check(r, k->name);
   return capturing ? record_node(k, stream) : CUDA_SUCCESS;
 }
 
-CUresult tilua_tensor_map(CUtensorMap *map, const char *dtype, int rank, CUdeviceptr base, const int64_t *shape,
-                          const int64_t *strides, const int64_t *box, int swizzle) {
+CUresult tilua_tensor_map(CUtensorMap *map, const char *dtype, int rank, CUdeviceptr base,
+                          const int64_t *shape, const int64_t *strides, const int64_t *box,
+                          int swizzle) {
   LOAD_DRIVER();
   TltmSpec s;
   TltmDesc d;
   memset(&s, 0, sizeof s);
-  if (rank < 1 || rank > TLTM_MAX_RANK) return tilua_fail(CUDA_ERROR_INVALID_VALUE, "tensor_map: rank %d", rank);
-  s.dtype = dtype, s.rank = rank, s.address = base, s.swizzle = swizzle, s.l2 = TLTM_L2_DEFAULT, s.oob = TLTM_OOB_ZERO;
-  for (int i = 0; i < rank; i++) s.shape[i] = shape[i], s.strides[i] = strides ? strides[i] : 0, s.box[i] = box[i];
+  if (rank < 1 || rank > TLTM_MAX_RANK)
+    return tilua_fail(CUDA_ERROR_INVALID_VALUE, "tensor_map: rank %d", rank);
+  s.dtype = dtype, s.rank = rank, s.address = base, s.swizzle = swizzle, s.l2 = TLTM_L2_DEFAULT,
+  s.oob = TLTM_OOB_ZERO;
+  for (int i = 0; i < rank; i++)
+    s.shape[i] = shape[i], s.strides[i] = strides ? strides[i] : 0, s.box[i] = box[i];
   const char *why = tltm_describe(&s, &d, last_error, sizeof last_error);
   if (why) return CUDA_ERROR_INVALID_VALUE;
-  return check(drv.cuTensorMapEncodeTiled(map, d.dtype, d.rank, (void *)(uintptr_t)d.address, d.dims, d.strides, d.box,
-                                          d.elem_strides, d.interleave, d.swizzle, d.l2_promotion, d.oob_fill),
+  return check(drv.cuTensorMapEncodeTiled(map, d.dtype, d.rank, (void *)(uintptr_t)d.address,
+                                          d.dims, d.strides, d.box, d.elem_strides, d.interleave,
+                                          d.swizzle, d.l2_promotion, d.oob_fill),
                "cuTensorMapEncodeTiled");
 }
 
@@ -290,16 +316,20 @@ CUresult tilua_tensor_map(CUtensorMap *map, const char *dtype, int rank, CUdevic
 /* After a launch on a capturing stream: the node it became is the capture's dependency now. */
 static CUresult record_node(tilua_kernel *k, CUstream stream) {
   tilua_graph *g = capturing;
-  while (g && g->stream != stream) g = g->next;
+  while (g && g->stream != stream)
+    g = g->next;
   if (!g) return CUDA_SUCCESS;
   CUstreamCaptureStatus st;
   cuuint64_t id;
   CUgraph graph;
   const CUgraphNode *deps = NULL;
   size_t ndeps = 0;
-  CUresult r = check(drv.cuStreamGetCaptureInfo(stream, &st, &id, &graph, &deps, &ndeps), "cuStreamGetCaptureInfo");
+  CUresult r = check(drv.cuStreamGetCaptureInfo(stream, &st, &id, &graph, &deps, &ndeps),
+                     "cuStreamGetCaptureInfo");
   if (r != CUDA_SUCCESS) return r;
-  if (ndeps != 1) return tilua_fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "kernel '%s': no single node captured", k->name);
+  if (ndeps != 1)
+    return tilua_fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "kernel '%s': no single node captured",
+                      k->name);
   if (g->n == g->cap) {
     int cap = g->cap ? 2 * g->cap : 16;
     void *p = realloc(g->nodes, (size_t)cap * sizeof *g->nodes);
@@ -322,10 +352,13 @@ static void unlist(tilua_graph *g) {
 CUresult tilua_graph_begin(tilua_graph **out, CUstream stream) {
   LOAD_DRIVER();
   *out = NULL;
-  if (!stream) return tilua_fail(CUDA_ERROR_INVALID_VALUE, "tilua_graph_begin: the default stream cannot be captured");
+  if (!stream)
+    return tilua_fail(CUDA_ERROR_INVALID_VALUE,
+                      "tilua_graph_begin: the default stream cannot be captured");
   tilua_graph *g = calloc(1, sizeof *g);
   if (!g) return tilua_fail(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory for a graph");
-  CUresult r = check(drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture");
+  CUresult r = check(drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED),
+                     "cuStreamBeginCapture");
   if (r != CUDA_SUCCESS) return free(g), r;
   g->stream = stream;
   g->next = capturing;
@@ -339,38 +372,48 @@ CUresult tilua_graph_end(tilua_graph *g) {
   unlist(g);
   CUresult r = check(drv.cuStreamEndCapture(g->stream, &g->graph), "cuStreamEndCapture");
   g->stream = NULL;
-  if (r == CUDA_SUCCESS) r = check(drv.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0), "cuGraphInstantiateWithFlags");
+  if (r == CUDA_SUCCESS)
+    r = check(drv.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0),
+              "cuGraphInstantiateWithFlags");
   return r;
 }
 
 CUresult tilua_graph_launch(tilua_graph *g, CUstream stream) {
-  if (!g || !g->exec) return tilua_fail(CUDA_ERROR_INVALID_VALUE, "tilua_graph_launch: the graph is not instantiated");
+  if (!g || !g->exec)
+    return tilua_fail(CUDA_ERROR_INVALID_VALUE,
+                      "tilua_graph_launch: the graph is not instantiated");
   return check(drv.cuGraphLaunch(g->exec, stream), "cuGraphLaunch");
 }
 
 int tilua_graph_nodes(const tilua_graph *g) { return g ? g->n : 0; }
 
-CUresult tilua_graph_set(tilua_graph *g, int node, tilua_kernel *k, tilua_dim3 grid, void **params) {
-  if (!g || !g->exec) return tilua_fail(CUDA_ERROR_INVALID_VALUE, "tilua_graph_set: the graph is not instantiated");
+CUresult tilua_graph_set(tilua_graph *g, int node, tilua_kernel *k, tilua_dim3 grid,
+                         void **params) {
+  if (!g || !g->exec)
+    return tilua_fail(CUDA_ERROR_INVALID_VALUE, "tilua_graph_set: the graph is not instantiated");
   if (node < 0 || node >= g->n)
-    return tilua_fail(CUDA_ERROR_INVALID_VALUE, "tilua_graph_set: node %d of a graph of %d kernel launches", node, g->n);
+    return tilua_fail(CUDA_ERROR_INVALID_VALUE,
+                      "tilua_graph_set: node %d of a graph of %d kernel launches", node, g->n);
   if (g->nodes[node].k != k)
-    return tilua_fail(CUDA_ERROR_INVALID_VALUE, "tilua_graph_set: node %d launches kernel '%s', not '%s'", node,
-                g->nodes[node].k->name, k->name);
+    return tilua_fail(CUDA_ERROR_INVALID_VALUE,
+                      "tilua_graph_set: node %d launches kernel '%s', not '%s'", node,
+                      g->nodes[node].k->name, k->name);
   CUfunction fn;
   CUresult r = tilua_kernel_load(k, &fn);
   if (r != CUDA_SUCCESS) return r;
   const unsigned gd[3] = {grid.x, grid.y, grid.z};
   for (int i = 0; i < 3; i++) /* the node keeps the cluster it was captured with */
     if (gd[i] == 0 || gd[i] % k->cluster[i])
-      return tilua_fail(CUDA_ERROR_INVALID_VALUE, "kernel '%s': grid.%c = %u is not a positive multiple of its cluster's %u",
-                  k->name, "xyz"[i], gd[i], k->cluster[i]);
+      return tilua_fail(CUDA_ERROR_INVALID_VALUE,
+                        "kernel '%s': grid.%c = %u is not a positive multiple of its cluster's %u",
+                        k->name, "xyz"[i], gd[i], k -> cluster[i]);
   CUDA_KERNEL_NODE_PARAMS p;
   memset(&p, 0, sizeof p);
   p.func = fn, p.gridDimX = grid.x, p.gridDimY = grid.y, p.gridDimZ = grid.z;
   p.blockDimX = k->block[0], p.blockDimY = k->block[1], p.blockDimZ = k->block[2];
   p.sharedMemBytes = k->smem, p.kernelParams = params;
-  return check(drv.cuGraphExecKernelNodeSetParams(g->exec, g->nodes[node].node, &p), "cuGraphExecKernelNodeSetParams");
+  return check(drv.cuGraphExecKernelNodeSetParams(g->exec, g->nodes[node].node, &p),
+               "cuGraphExecKernelNodeSetParams");
 }
 
 void tilua_graph_destroy(tilua_graph *g) {

@@ -80,16 +80,16 @@ CUresult tilua_sm_count(int *out);
 typedef struct tilua_loaded tilua_loaded;
 
 typedef struct tilua_kernel {
-  const char *name;            /* the PTX entry */
-  const char *ptx;             /* NUL-terminated */
-  const unsigned char *cubin;  /* for sm_<cubin_sm>a, or NULL */
+  const char *name;           /* the PTX entry */
+  const char *ptx;            /* NUL-terminated */
+  const unsigned char *cubin; /* for sm_<cubin_sm>a, or NULL */
   size_t cubin_bytes;
-  int cubin_sm;                /* 90: loaded on compute capability 9.0 only */
-  unsigned int block[3];       /* threads, as the kernel was compiled for */
-  unsigned int cluster[3];     /* CTAs; all 1: no cluster */
-  unsigned int smem;           /* dynamic shared memory, bytes (static included) */
+  int cubin_sm;            /* 90: loaded on compute capability 9.0 only */
+  unsigned int block[3];   /* threads, as the kernel was compiled for */
+  unsigned int cluster[3]; /* CTAs; all 1: no cluster */
+  unsigned int smem;       /* dynamic shared memory, bytes (static included) */
   int nparams;
-  tilua_loaded *loaded;        /* its function in each context it was loaded in */
+  tilua_loaded *loaded; /* its function in each context it was loaded in */
 } tilua_kernel;
 
 /* The kernel's function in the current context, loading its module the first time. */
@@ -101,8 +101,9 @@ CUresult tilua_launch(tilua_kernel *k, CUstream stream, tilua_dim3 grid, void **
 /* A tensor map of `dtype` (tilua's names: "bf16", "f16", "f32", "i8", ...) over
 ** `base` with `rank` dimensions, box and swizzle (bytes), encoded as tilua's
 ** launcher encodes it (tilua_tensor_map.h: the same rules and defaults). */
-CUresult tilua_tensor_map(CUtensorMap *map, const char *dtype, int rank, CUdeviceptr base, const int64_t *shape,
-                          const int64_t *strides, const int64_t *box, int swizzle);
+CUresult tilua_tensor_map(CUtensorMap *map, const char *dtype, int rank, CUdeviceptr base,
+                          const int64_t *shape, const int64_t *strides, const int64_t *box,
+                          int swizzle);
 
 /* }====================================================================== */
 

@@ -109,7 +109,8 @@ static int embedded_file(lua_State *L) {
     FILE *f = fopen(lua_tostring(L, -1), "rb");
     if (!f) return luaL_error(L, "cannot read %s", lua_tostring(L, -1));
     luaL_buffinit(L, &b);
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) luaL_addlstring(&b, chunk, n);
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+      luaL_addlstring(&b, chunk, n);
     fclose(f);
     luaL_pushresult(&b);
     return 1;
@@ -128,7 +129,8 @@ int luaopen_tilua_core(lua_State *L) {
   };
   lua_newtable(L);
   for (size_t i = 0; i < sizeof areas / sizeof *areas; i++) {
-    for (const LbClass *c = areas[i]->classes; c && c->name; c++) lb_new_class(L, c);
+    for (const LbClass *c = areas[i]->classes; c && c->name; c++)
+      lb_new_class(L, c);
     luaL_setfuncs(L, areas[i]->functions, 0);
   }
   lb_set_int(L, "max_nesting", IR_MAX_NESTING);

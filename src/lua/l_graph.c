@@ -33,7 +33,8 @@ static int graph_begin(lua_State *L) {
   return 0;
 }
 
-/* core.graph_end() -> Graph (the userdata made first, so that nothing raises after the graph exists) */
+/* core.graph_end() -> Graph (the userdata made first, so that nothing raises after the graph
+ * exists) */
 static int graph_end(lua_State *L) {
   TlcuRuntime *rt = lb_cuda(L);
   Graph *g = lua_newuserdatauv(L, sizeof *g, 0);
@@ -57,7 +58,8 @@ static int graph_launch(lua_State *L) {
   const char *file = NULL;
   int line = 0;
   if (!lb_user_frame(L, &file, &line)) file = NULL;
-  if (tlcu_graph_launch(rt, g->g, NULL, file, line) != TLCU_OK) return lb_cuda_error(L, "graph launch");
+  if (tlcu_graph_launch(rt, g->g, NULL, file, line) != TLCU_OK)
+    return lb_cuda_error(L, "graph launch");
   return 0;
 }
 
@@ -86,8 +88,10 @@ static int graph_free(lua_State *L) {
   return 0;
 }
 
-static const luaL_Reg graph_methods[] = {{"launch", graph_launch}, {"update_begin", graph_update_begin},
-                                         {"nodes", graph_nodes},   {"free", graph_free},
+static const luaL_Reg graph_methods[] = {{"launch", graph_launch},
+                                         {"update_begin", graph_update_begin},
+                                         {"nodes", graph_nodes},
+                                         {"free", graph_free},
                                          {NULL, NULL}};
 static const luaL_Reg graph_meta[] = {{"__gc", graph_free}, {"__close", graph_free}, {NULL, NULL}};
 static const luaL_Reg graph_functions[] = {{"graph_begin", graph_begin},

@@ -11,7 +11,8 @@
 **                                smem = bytes, name = "k"})
 **   plan:launch(grid, args [, smem])    grid: n or {x [, y [, z]]}; args by position or name
 **   core.launch_fast(slow) -> launch    launch(k, cfg): through k._plan when it is
-**                                       k._fn's and cfg names no block or cluster, else slow(k, cfg)
+**                                       k._fn's and cfg names no block or cluster, else slow(k,
+*cfg)
 **   plan:raw_loop(n, grid, args) -> seconds of n raw cuLaunchKernel calls
 **   core.now() -> monotonic seconds
 **
@@ -87,7 +88,8 @@ static int core_launch_plan(lua_State *L) {
     lua_geti(L, -1, i + 1);
     const char *k = lua_tostring(L, -1);
     int j = 0;
-    while (k && arg_kind_names[j] && strcmp(arg_kind_names[j], k)) j++;
+    while (k && arg_kind_names[j] && strcmp(arg_kind_names[j], k))
+      j++;
     lua_pop(L, 1);
     if (!k || !arg_kind_names[j]) return 0; /* tensor maps, 16-bit floats: the Lua path */
     kinds[i] = (unsigned char)j;
@@ -119,7 +121,8 @@ static int core_launch_plan(lua_State *L) {
 /* The name of parameter i (0-based), for messages. */
 static const char *param_name(lua_State *L, int plan, int i) {
   lua_getiuservalue(L, plan, 2);
-  const char *s = lua_istable(L, -1) && lua_geti(L, -1, i + 1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+  const char *s =
+      lua_istable(L, -1) && lua_geti(L, -1, i + 1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
   return s; /* stays on the stack until the error is raised */
 }
 
@@ -140,20 +143,25 @@ static CUdeviceptr table_buffer(lua_State *L, const Plan *p, int idx, int rawkey
 
 /* Convert argument i (at idx) into its slot; raises with the parameter's
 ** name. Values it pushes stay (counted in *pushed). */
-static void pack(lua_State *L, int plan, const Plan *p, int i, int idx, uint64_t *slot, int rawkey, int *pushed) {
+static void pack(lua_State *L, int plan, const Plan *p, int i, int idx, uint64_t *slot, int rawkey,
+                 int *pushed) {
   *slot = 0;
   int t = lua_type(L, idx);
   switch ((ArgKind)p->kinds[i]) {
   case ARG_PTR: {
-    CUdeviceptr a = t == LUA_TTABLE ? table_buffer(L, p, idx, rawkey, pushed) : lua_isinteger(L, idx) ? (CUdeviceptr)lua_tointeger(L, idx) : 0;
+    CUdeviceptr a = t == LUA_TTABLE         ? table_buffer(L, p, idx, rawkey, pushed)
+                    : lua_isinteger(L, idx) ? (CUdeviceptr)lua_tointeger(L, idx)
+                                            : 0;
     if (!a && !(t == LUA_TNUMBER && lua_isinteger(L, idx)))
-      lb_error(L, "launch: argument '%s' must be a device buffer, got %s", param_name(L, plan, i), luaL_typename(L, idx));
+      lb_error(L, "launch: argument '%s' must be a device buffer, got %s", param_name(L, plan, i),
+               luaL_typename(L, idx));
     *slot = (uint64_t)a;
     return;
   }
   case ARG_F32:
   case ARG_F64: {
-    if (t != LUA_TNUMBER) lb_error(L, "launch: argument '%s' must be a number", param_name(L, plan, i));
+    if (t != LUA_TNUMBER)
+      lb_error(L, "launch: argument '%s' must be a number", param_name(L, plan, i));
     double d = lua_tonumber(L, idx);
     if (p->kinds[i] == ARG_F32) {
       float f = (float)d;
@@ -199,7 +207,8 @@ static void grid_arg(lua_State *L, int idx, const Plan *p, unsigned g[3]) {
   }
   for (int i = 0; i < 3; i++)
     if (g[i] % p->cluster[i])
-      lb_error(L, "launch: grid dimension %d (%u) is not a multiple of the cluster's (%u)", i + 1, g[i], p->cluster[i]);
+      lb_error(L, "launch: grid dimension %d (%u) is not a multiple of the cluster's (%u)", i + 1,
+               g[i], p->cluster[i]);
 }
 
 /* The arguments in the table at idx: by position, else by parameter name.
@@ -207,7 +216,8 @@ static void grid_arg(lua_State *L, int idx, const Plan *p, unsigned g[3]) {
 static void pack_all(lua_State *L, int plan, const Plan *p, int idx, uint64_t *slots, void **ptrs) {
   luaL_checktype(L, idx, LUA_TTABLE);
   lua_Unsigned len = lua_rawlen(L, idx);
-  if (len > (lua_Unsigned)p->nargs) lb_error(L, "launch: %d arguments for %d parameters", (int)len, p->nargs);
+  if (len > (lua_Unsigned)p->nargs)
+    lb_error(L, "launch: %d arguments for %d parameters", (int)len, p->nargs);
   int base = lua_gettop(L);
   luaL_checkstack(L, 3 * p->nargs + 4, "launch arguments");
   lua_pushliteral(L, "raw"); /* a buffer's key, pushed once */
@@ -219,7 +229,8 @@ static void pack_all(lua_State *L, int plan, const Plan *p, int idx, uint64_t *s
       lua_getfield(L, idx, name);
       lua_remove(L, -2); /* the names table */
       lua_remove(L, -2); /* the name */
-      if (lua_isnil(L, -1)) lb_error(L, "launch: missing argument '%s' (#%d)", param_name(L, plan, i), i + 1);
+      if (lua_isnil(L, -1))
+        lb_error(L, "launch: missing argument '%s' (#%d)", param_name(L, plan, i), i + 1);
     }
     int pushed = 1;
     pack(L, plan, p, i, top + 1, &slots[i], rawkey, &pushed);
@@ -260,7 +271,18 @@ static int plan_launch(lua_State *L) {
 }
 
 /* The upvalues of launch_fast: the slow path, then the keys it reads. */
-enum { UP_SLOW = 1, UP_PLAN_MT, UP_PLAN, UP_FN, UP_GRID, UP_ARGS, UP_SMEM, UP_BLOCK, UP_CLUSTER, UP_COUNT };
+enum {
+  UP_SLOW = 1,
+  UP_PLAN_MT,
+  UP_PLAN,
+  UP_FN,
+  UP_GRID,
+  UP_ARGS,
+  UP_SMEM,
+  UP_BLOCK,
+  UP_CLUSTER,
+  UP_COUNT
+};
 static const char *const fast_keys[] = {"_plan", "_fn", "grid", "args", "smem", "block", "cluster"};
 
 /* Push t[upvalue key] (raw). */
@@ -273,15 +295,15 @@ static int get_up(lua_State *L, int t, int up) {
 static int launch_fast_call(lua_State *L) {
   if (lua_gettop(L) == 2 && lua_type(L, 1) == LUA_TTABLE && lua_type(L, 2) == LUA_TTABLE &&
       get_up(L, 1, UP_PLAN) == LUA_TUSERDATA && lua_getmetatable(L, 3) &&
-      lua_rawequal(L, -1, lua_upvalueindex(UP_PLAN_MT))) {       /* 3 plan, 4 its metatable */
-    get_up(L, 1, UP_FN);                                         /* 5 k._fn */
-    lua_getiuservalue(L, 3, 1);                                  /* 6 the plan's function */
-    get_up(L, 2, UP_BLOCK);                                      /* 7 */
-    get_up(L, 2, UP_CLUSTER);                                    /* 8 */
+      lua_rawequal(L, -1, lua_upvalueindex(UP_PLAN_MT))) { /* 3 plan, 4 its metatable */
+    get_up(L, 1, UP_FN);                                   /* 5 k._fn */
+    lua_getiuservalue(L, 3, 1);                            /* 6 the plan's function */
+    get_up(L, 2, UP_BLOCK);                                /* 7 */
+    get_up(L, 2, UP_CLUSTER);                              /* 8 */
     if (lua_rawequal(L, 5, 6) && lua_isnil(L, 7) && lua_isnil(L, 8)) {
-      get_up(L, 2, UP_GRID);                                     /* 9 */
-      get_up(L, 2, UP_ARGS);                                     /* 10 */
-      get_up(L, 2, UP_SMEM);                                     /* 11 */
+      get_up(L, 2, UP_GRID); /* 9 */
+      get_up(L, 2, UP_ARGS); /* 10 */
+      get_up(L, 2, UP_SMEM); /* 11 */
       if (lua_isnil(L, 9)) lua_pushinteger(L, 1), lua_replace(L, 9);
       if (lua_isnil(L, 10)) lua_newtable(L), lua_replace(L, 10);
       do_launch(L, 3, lua_touserdata(L, 3), 9, 10, 11);
@@ -301,7 +323,8 @@ static int core_launch_fast(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);
   luaL_getmetatable(L, LB_LAUNCH_PLAN);
-  for (size_t i = 0; i < sizeof fast_keys / sizeof *fast_keys; i++) lua_pushstring(L, fast_keys[i]);
+  for (size_t i = 0; i < sizeof fast_keys / sizeof *fast_keys; i++)
+    lua_pushstring(L, fast_keys[i]);
   lua_pushcclosure(L, launch_fast_call, UP_COUNT - 1);
   return 1;
 }
@@ -318,11 +341,12 @@ static int plan_raw_loop(lua_State *L) {
   grid_arg(L, 3, p, g);
   pack_all(L, 1, p, 4, slots, ptrs);
   if (p->cluster[0] * p->cluster[1] * p->cluster[2] > 1 || p->static_smem + p->smem > 48 * 1024)
-    return lb_error(L, "raw_loop: only for kernels without a cluster and with at most 48 KiB of shared memory");
+    return lb_error(
+        L, "raw_loop: only for kernels without a cluster and with at most 48 KiB of shared memory");
   double t0 = now_s();
   for (lua_Integer i = 0; i < n; i++)
-    if (rt->drv.cuLaunchKernel(p->fn, g[0], g[1], g[2], p->block[0], p->block[1], p->block[2], p->static_smem + p->smem,
-                               NULL, ptrs, NULL) != CUDA_SUCCESS)
+    if (rt->drv.cuLaunchKernel(p->fn, g[0], g[1], g[2], p->block[0], p->block[1], p->block[2],
+                               p->static_smem + p->smem, NULL, ptrs, NULL) != CUDA_SUCCESS)
       return lb_error(L, "raw_loop: cuLaunchKernel failed");
   double t = now_s() - t0;
   if (tlcu_synchronize(rt) != TLCU_OK) return lb_cuda_error(L, "raw_loop");
@@ -330,9 +354,12 @@ static int plan_raw_loop(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg plan_methods[] = {{"launch", plan_launch}, {"raw_loop", plan_raw_loop}, {NULL, NULL}};
-static const luaL_Reg launch_functions[] = {
-    {"launch_plan", core_launch_plan}, {"launch_fast", core_launch_fast}, {"now", core_now}, {NULL, NULL}};
+static const luaL_Reg plan_methods[] = {
+    {"launch", plan_launch}, {"raw_loop", plan_raw_loop}, {NULL, NULL}};
+static const luaL_Reg launch_functions[] = {{"launch_plan", core_launch_plan},
+                                            {"launch_fast", core_launch_fast},
+                                            {"now", core_now},
+                                            {NULL, NULL}};
 
 static const LbClass launch_classes[] = {{LB_LAUNCH_PLAN, NULL, plan_methods}, {NULL, NULL, NULL}};
 const LbArea lb_area_launch = {launch_classes, launch_functions};

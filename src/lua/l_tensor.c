@@ -27,7 +27,9 @@ typedef struct TensorMap {
   int64_t shape[5], strides[5], box[5]; /* outermost first, strides in elements */
 } TensorMap;
 
-static uint8_t *map_bytes(TensorMap *t) { return (uint8_t *)(((uintptr_t)t->raw + 63) & ~(uintptr_t)63); }
+static uint8_t *map_bytes(TensorMap *t) {
+  return (uint8_t *)(((uintptr_t)t->raw + 63) & ~(uintptr_t)63);
+}
 
 const uint8_t *lb_tensor_map_bytes(lua_State *L, int idx) {
   TensorMap *t = luaL_testudata(L, idx, LB_TENSOR_MAP);
@@ -40,7 +42,8 @@ static int int_list(lua_State *L, int idx, const char *key, int64_t *v, int max,
   if (lua_isnil(L, -1) && !need) return lua_pop(L, 1), 0;
   if (!lua_istable(L, -1)) lb_error(L, "tensor_map: '%s' must be a list of integers", key);
   int n = (int)luaL_len(L, -1);
-  if (n < 1 || n > max) lb_error(L, "tensor_map: '%s' has %d entries, expected 1 to %d", key, n, max);
+  if (n < 1 || n > max)
+    lb_error(L, "tensor_map: '%s' has %d entries, expected 1 to %d", key, n, max);
   for (int i = 0; i < n; i++) {
     lua_geti(L, -1, i + 1);
     if (!lua_isinteger(L, -1)) lb_error(L, "tensor_map: %s[%d] must be an integer", key, i + 1);
@@ -71,21 +74,25 @@ static int tm_new(lua_State *L) {
   if (!t->elem_bytes) lb_error(L, "tensor_map: unknown dtype '%s'", s.dtype ? s.dtype : "(none)");
   snprintf(t->dtype, sizeof t->dtype, "%s", s.dtype);
   s.rank = t->rank = int_list(L, 1, "shape", s.shape, 5, true);
-  if (int_list(L, 1, "box", s.box, 5, true) != t->rank) lb_error(L, "tensor_map: box and shape have different ranks");
+  if (int_list(L, 1, "box", s.box, 5, true) != t->rank)
+    lb_error(L, "tensor_map: box and shape have different ranks");
   int ns = int_list(L, 1, "strides", s.strides, 5, false);
   int ne = int_list(L, 1, "element_strides", s.element_strides, 5, false);
   if (ns && ns != t->rank) lb_error(L, "tensor_map: strides and shape have different ranks");
-  if (ne && ne != t->rank) lb_error(L, "tensor_map: element_strides and shape have different ranks");
+  if (ne && ne != t->rank)
+    lb_error(L, "tensor_map: element_strides and shape have different ranks");
   s.swizzle = (int)lb_opt_int_field(L, 1, "swizzle", 0, INT_MIN, INT_MAX, "tensor_map");
   s.l2 = (int)lb_opt_int_field(L, 1, "l2", TLTM_L2_DEFAULT, INT_MIN, INT_MAX, "tensor_map");
   lua_getfield(L, 1, "oob");
   const char *oob = luaL_optstring(L, -1, "zero");
-  if (strcmp(oob, "zero") && strcmp(oob, "nan")) lb_error(L, "tensor_map: oob must be \"zero\" or \"nan\"");
+  if (strcmp(oob, "zero") && strcmp(oob, "nan"))
+    lb_error(L, "tensor_map: oob must be \"zero\" or \"nan\"");
   s.oob = oob[0] == 'n' ? 1 : TLTM_OOB_ZERO;
   lua_pop(L, 1);
   lua_getfield(L, 1, "address");
   s.address = lb_buffer_address(L, -1, &s.buffer_bytes);
-  if (!s.address) lb_error(L, "tensor_map: 'address' must be a device buffer or a non-zero address");
+  if (!s.address)
+    lb_error(L, "tensor_map: 'address' must be a device buffer or a non-zero address");
   lua_pop(L, 1);
   TltmDesc d;
   char err[256];
@@ -95,7 +102,8 @@ static int tm_new(lua_State *L) {
   memcpy(t->strides, s.strides, sizeof t->strides);
   memcpy(t->box, s.box, sizeof t->box);
   TlcuRuntime *rt = lb_cuda(L);
-  if (tlcu_tensor_map_encode(rt, map_bytes(t), &d) != TLCU_OK) return lb_error(L, "tensor_map: %s", tlcu_error(rt));
+  if (tlcu_tensor_map_encode(rt, map_bytes(t), &d) != TLCU_OK)
+    return lb_error(L, "tensor_map: %s", tlcu_error(rt));
   return 1;
 }
 
@@ -153,7 +161,8 @@ static const char *str_field(lua_State *L, const char *k, const char *dflt) {
   return s ? s : dflt;
 }
 
-/* core.blas_gemm{m, n, k, a, b, d, c?, a_major = "k"|"m", b_major = "k"|"n", in, out, alpha, beta} */
+/* core.blas_gemm{m, n, k, a, b, d, c?, a_major = "k"|"m", b_major = "k"|"n", in, out, alpha, beta}
+ */
 static int blas_gemm(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   TlcuRuntime *rt = lb_cuda(L);
@@ -161,7 +170,8 @@ static int blas_gemm(lua_State *L) {
   memset(&g, 0, sizeof g);
   g.m = opt_int(L, 1, "m", 0), g.n = opt_int(L, 1, "n", 0), g.k = opt_int(L, 1, "k", 0);
   if (g.m < 1 || g.n < 1 || g.k < 1) return lb_error(L, "blas_gemm: m, n and k must be positive");
-  g.a = buffer_field(L, "a", true), g.b = buffer_field(L, "b", true), g.d = buffer_field(L, "d", true);
+  g.a = buffer_field(L, "a", true), g.b = buffer_field(L, "b", true),
+  g.d = buffer_field(L, "d", true);
   g.c = buffer_field(L, "c", false);
   g.a_kmajor = strcmp(str_field(L, "a_major", "k"), "k") == 0;
   g.b_kmajor = strcmp(str_field(L, "b_major", "k"), "k") == 0;
@@ -177,8 +187,10 @@ static int blas_gemm(lua_State *L) {
 }
 
 static const luaL_Reg tm_methods[] = {{"info", tm_info}, {"bytes", tm_bytes}, {NULL, NULL}};
-static const luaL_Reg tensor_functions[] = {
-    {"tensor_map", tm_new}, {"blas_available", blas_available}, {"blas_gemm", blas_gemm}, {NULL, NULL}};
+static const luaL_Reg tensor_functions[] = {{"tensor_map", tm_new},
+                                            {"blas_available", blas_available},
+                                            {"blas_gemm", blas_gemm},
+                                            {NULL, NULL}};
 
 static const LbClass tensor_classes[] = {{LB_TENSOR_MAP, NULL, tm_methods}, {NULL, NULL, NULL}};
 const LbArea lb_area_tensor = {tensor_classes, tensor_functions};

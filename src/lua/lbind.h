@@ -124,8 +124,8 @@ static inline void lb_push_list(lua_State *L, int n, void (*push)(lua_State *L, 
 /* The integer field key of the table at idx, dflt when absent; raises
 ** "who: 'key' must be an integer" or "... is out of range [lo, hi]" at the
 ** user's line otherwise. */
-lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer dflt, lua_Integer lo,
-                             lua_Integer hi, const char *who);
+lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer dflt,
+                             lua_Integer lo, lua_Integer hi, const char *who);
 
 /* A binding area: its classes (up to one without a name; NULL for none) and
 ** the functions it adds to tilua.core. */
@@ -137,7 +137,7 @@ typedef struct LbArea {
 /* The binding areas, X(name): each file defines its lb_area_<name>; l_core.c
 ** opens them in this order. A new area is one line here. */
 #define LB_AREAS(X)                                                                                \
-  X(ir)      /* l_ir.c: contexts, object userdata, locations, the registry of ops */              \
+  X(ir)      /* l_ir.c: contexts, object userdata, locations, the registry of ops */               \
   X(types)   /* l_type.c: types and attributes */                                                  \
   X(ops)     /* l_op.c: ops, regions, blocks, values */                                            \
   X(passes)  /* l_pass.c: the pass manager and pipelines */                                        \

@@ -71,8 +71,10 @@ int main(void) {
 
   /* replayed: both run */
   CHECK(tlLogicalResultIsSuccess(tlGraphLaunch(g)));
-  CHECK(strstr(read_log(log), "launch (graph) first grid=2,1,1 block=32,1,1 cluster=1,1,1 smem=0 args=0x7\n"
-                              "launch (graph) second grid=3,1,1 block=64,1,1 cluster=1,1,1 smem=0 args=0x8\n") != NULL);
+  CHECK(strstr(read_log(log),
+               "launch (graph) first grid=2,1,1 block=32,1,1 cluster=1,1,1 smem=0 args=0x7\n"
+               "launch (graph) second grid=3,1,1 block=64,1,1 cluster=1,1,1 smem=0 args=0x8\n") !=
+        NULL);
 
   /* updated: new grids and arguments, then replayed */
   CHECK(tlLogicalResultIsSuccess(tlGraphBeginUpdate(g)));
@@ -80,14 +82,17 @@ int main(void) {
   CHECK(tlLogicalResultIsSuccess(launch(d, m, "second", 1, 80)));
   CHECK(tlLogicalResultIsSuccess(tlGraphEndUpdate(g)));
   CHECK(tlLogicalResultIsSuccess(tlGraphLaunch(g)));
-  CHECK(strstr(read_log(log), "launch (graph) first grid=4,1,1 block=32,1,1 cluster=1,1,1 smem=0 args=0x46\n"
-                              "launch (graph) second grid=1,1,1 block=64,1,1 cluster=1,1,1 smem=0 args=0x50\n") != NULL);
+  CHECK(strstr(read_log(log),
+               "launch (graph) first grid=4,1,1 block=32,1,1 cluster=1,1,1 smem=0 args=0x46\n"
+               "launch (graph) second grid=1,1,1 block=64,1,1 cluster=1,1,1 smem=0 args=0x50\n") !=
+        NULL);
 
   /* an update that launches another kernel, or too few */
   CHECK(tlLogicalResultIsSuccess(tlGraphBeginUpdate(g)));
   before = errors;
   CHECK(tlLogicalResultIsFailure(launch(d, m, "second", 1, 1)));
-  CHECK_ERROR(before, "launch #1 of the update is kernel 'second', node 0 of the graph kernel 'first'");
+  CHECK_ERROR(before,
+              "launch #1 of the update is kernel 'second', node 0 of the graph kernel 'first'");
   before = errors;
   CHECK(tlLogicalResultIsFailure(tlGraphEndUpdate(g)));
   CHECK_ERROR(before, "the update launched 0 kernels; the graph has 2");
