@@ -3,8 +3,10 @@
 -- at two sizes, and a graph of two of them replayed and updated, run by a C
 -- host built from the export alone (spec/c/export_host.c: the driver opened
 -- with dlopen, and linked) must give the results of tilua's own launchers
--- (spec/fixtures/gpu/export_kernels.lua) bit for bit; those are checked
--- against the CPU on samples. Without a GPU: pending (ctest: skipped).
+-- (spec/fixtures/gpu/export_kernels.lua) bit for bit (the export of PTX: the
+-- same driver JIT makes the same code); those are checked against the CPU on
+-- samples, and so are the results of the export with cubins (ptxas's code).
+-- Without a GPU: pending (ctest: skipped).
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 
@@ -80,30 +82,47 @@ describe("an exported kernel on the GPU", function()
     assert.equal(bin("lua", "softmax2"), bin("lua", "graph_softmax2"))
     assert.equal(bin("lua", "gemm"), bin("lua", "graph_gemm"))
 
-    -- and what they computed is right: CPU samples
-    local a, b, dd = bf16s(bin("in", "gemm_a")), bf16s(bin("in", "gemm_b")), bf16s(bin("lua", "gemm"))
-    local sk = bf16s(bin("lua", "splitk"))
-    local M, N, K = S.GEMM_M, S.GEMM_N, S.GEMM_K
-    for s = 0, 63 do
-      local i, j = (s * 37) % M, (s * 101) % N
-      local want = 0
-      for kk = 1, K do want = want + a[i * K + kk] * b[j * K + kk] end
-      local tol = math.abs(want) * 2 ^ -7 + 1e-3 * math.sqrt(K)
-      assert(math.abs(dd[i * N + j + 1] - want) <= tol, ("gemm[%d, %d] = %g, want %g"):format(i, j, dd[i * N + j + 1], want))
-      assert(math.abs(sk[i * N + j + 1] - want) <= tol, ("splitk[%d, %d] = %g, want %g"):format(i, j, sk[i * N + j + 1], want))
-    end
-    local ex = loadfile("examples/tile_gemm_softmax.lua")("--library")
-    local sb = bf16s(bin("in", "softmax_b"))
-    local scale = 1 / math.sqrt(S.SOFTMAX_K)
-    for n, m in ipairs { S.SOFTMAX_M1, S.SOFTMAX_M2 } do
-      local sa, sc = bf16s(bin("in", "softmax_a" .. n)), bf16s(bin("lua", "softmax" .. n))
-      for _, i in ipairs { 0, m // 2, m - 1 } do
-        local want = ex.reference(sa, sb, S.SOFTMAX_K, scale, i)
-        for j = 0, ex.N - 1 do
-          assert(ex.close(sc[i * ex.N + j + 1], want[j]), ("softmax%d[%d, %d] = %g, want %g"):format(n, i, j, sc[i * ex.N + j + 1], want[j]))
+    -- and what they computed is right: CPU samples, of the Lua launchers' results
+    -- and of the export with cubins (ptxas's code instead of the JIT's)
+    local function cpu_samples(dir)
+      local a, b, dd = bf16s(bin("in", "gemm_a")), bf16s(bin("in", "gemm_b")), bf16s(bin(dir, "gemm"))
+      local sk = bf16s(bin(dir, "splitk"))
+      local M, N, K = S.GEMM_M, S.GEMM_N, S.GEMM_K
+      for s = 0, 63 do
+        local i, j = (s * 37) % M, (s * 101) % N
+        local want = 0
+        for kk = 1, K do want = want + a[i * K + kk] * b[j * K + kk] end
+        local tol = math.abs(want) * 2 ^ -7 + 1e-3 * math.sqrt(K)
+        assert(math.abs(dd[i * N + j + 1] - want) <= tol, ("%s gemm[%d, %d] = %g, want %g"):format(dir, i, j, dd[i * N + j + 1], want))
+        assert(math.abs(sk[i * N + j + 1] - want) <= tol, ("%s splitk[%d, %d] = %g, want %g"):format(dir, i, j, sk[i * N + j + 1], want))
+      end
+      local ex = loadfile("examples/tile_gemm_softmax.lua")("--library")
+      local sb = bf16s(bin("in", "softmax_b"))
+      local scale = 1 / math.sqrt(S.SOFTMAX_K)
+      for n, m in ipairs { S.SOFTMAX_M1, S.SOFTMAX_M2 } do
+        local sa, sc = bf16s(bin("in", "softmax_a" .. n)), bf16s(bin(dir, "softmax" .. n))
+        for _, i in ipairs { 0, m // 2, m - 1 } do
+          local want = ex.reference(sa, sb, S.SOFTMAX_K, scale, i)
+          for j = 0, ex.N - 1 do
+            assert(ex.close(sc[i * ex.N + j + 1], want[j]),
+              ("%s softmax%d[%d, %d] = %g, want %g"):format(dir, n, i, j, sc[i * ex.N + j + 1], want[j]))
+          end
         end
       end
     end
+    cpu_samples("lua")
     print(("export_gpu: %d results of the C host equal the Lua launcher's bit for bit; CPU samples agree"):format(#OUTPUTS))
+    if H.ptxas() then
+      ok, log = sh(("%s -std=c11 -O2 %s -I%s spec/c/export_host.c %s/*.c -ldl -o %s")
+        :format(CC, cflags, q(d .. "/export_cubin"), q(d .. "/export_cubin"), q(d .. "/host_cubin")))
+      assert(ok, log)
+      assert(os.execute("mkdir -p " .. q(d .. "/cubin")))
+      out, err, code = H.run { d .. "/host_cubin", d .. "/in", d .. "/cubin" }
+      assert.equal(0, code, err)
+      cpu_samples("cubin")
+      local same = 0
+      for _, name in ipairs(OUTPUTS) do if bin("cubin", name) == bin("lua", name) then same = same + 1 end end
+      print(("export_gpu: the export with cubins agrees with the CPU samples; %d of %d results also bit for bit"):format(same, #OUTPUTS))
+    end
   end)
 end)

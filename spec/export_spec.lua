@@ -54,11 +54,13 @@ local function export_and_run_lua()
   return d, out:match "cflags: ([^\n]+)"
 end
 
--- Compile spec/c/export_host.c against the export; -> the program's path.
-local function build_host(d, cflags, extra)
-  local exe = d .. "/host" .. (extra and "_linked" or "")
+-- Compile spec/c/export_host.c against the export (DIR/export, or the one
+-- with cubins); -> the program's path.
+local function build_host(d, cflags, extra, cubin)
+  local exe = d .. "/host" .. (extra and "_linked" or "") .. (cubin and "_cubin" or "")
+  local src = d .. "/export" .. (cubin and "_cubin" or "")
   local ok, log = sh(("%s -std=c11 -Wall -Wextra -Wshadow -pedantic -Werror %s %s -I%s spec/c/export_host.c %s/*.c %s -o %s")
-    :format(CC, CFLAGS, cflags, q(d .. "/export"), q(d .. "/export"), extra or "-ldl", q(exe)))
+    :format(CC, CFLAGS, cflags, q(src), q(src), extra or "-ldl", q(exe)))
   assert(ok, log)
   return exe
 end
@@ -121,8 +123,19 @@ describe("tl.export", function()
     assert.truthy(all:find("launch export_splitk grid=4,1,1 block=384,1,1 cluster=1,1,1 smem=%d+ args=map{dtype=9 rank=2 base=buf0%+0 dims=256,300"))
     assert.truthy(all:find("launch tile_gemm_softmax grid=4,1,1 .- map{dtype=9 rank=2 base=buf9%+0 dims=256,1000 strides=512"))
     assert.truthy(all:find("graph node 0 set\ngraph node 1 set\ngraph launch: 2 kernel nodes", 1, true))
-    -- the cubin was offered first (the stand-in driver takes only PTX)
-    if H.ptxas() then assert.truthy(H.slurp(d .. "/c.log"):find("module refused a cubin", 1, true)) end
+    assert.falsy(H.slurp(d .. "/c.log"):find("module refused a cubin", 1, true)) -- that export has none
+  end)
+
+  it("offers the driver the cubin first, and falls back to the PTX (the stand-in takes only PTX)", function()
+    need_fake()
+    if not H.ptxas() then pending("no ptxas: the export has no cubin") return end
+    local host = build_host(d, cflags, nil, true)
+    assert.truthy(os.execute("mkdir -p " .. q(d .. "/cubin")))
+    local _, err, code = H.run { "env", "TILUA_LIBCUDA=" .. FAKE, "FAKE_CUDA_LOG=" .. d .. "/cubin.log", host, d .. "/in", d .. "/cubin" }
+    assert.equal(0, code, err)
+    local _, refusals = H.slurp(d .. "/cubin.log"):gsub("module refused a cubin", "")
+    assert.equal(3, refusals) -- one per kernel, at its first launch
+    assert.same(runs(d .. "/lua.log"), runs(d .. "/cubin.log"))
   end)
 
   it("calls the same ABI with the driver linked (TILUA_EXPORT_LINK_CUDA)", function()

@@ -159,6 +159,21 @@ tl.device.synchronize()
     assert.truthy(err:find(":5: the graph of 2 kernels failed: CUDA_ERROR_ILLEGAL_INSTRUCTION", 1, true), err)
   end)
 
+  it("refuse a kernel compiled with debug-hangs in a graph (its node would outlive the records it writes)", function()
+    need_fake()
+    local f = script [[
+print(pcall(tl.graph, function() k:launch { grid = 1, args = { 1 } } end))
+k:launch { grid = 1, args = { 1 } }
+tl.device.synchronize()
+print("after")
+]]
+    local out, err, code = run({ TILUA_LIBCUDA = FAKE }, { "--debug-hangs", f })
+    os.remove(f)
+    assert.equal(0, code, err)
+    assert.truthy(out:find("false\t[^\n]*:4: launch: kernel 'boom' was compiled with debug%-hangs: its launches cannot go into a graph"), out)
+    assert.truthy(out:find("after", 1, true), out)
+  end)
+
   it("follow thousands of launches from two lines, and name the failing one's line among those in flight", function()
     need_fake()
     local f = script [[

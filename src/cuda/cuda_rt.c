@@ -835,6 +835,11 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
   const char *name = cfg->name ? cfg->name : "kernel";
   TlcuResult st = tlcu_begin(rt);
   if (st == TLCU_OK && !rt->capture && !rt->update) st = record_room(rt);
+  /* a graph's node would outlive the records its argument points at */
+  if (st == TLCU_OK && (rt->capture || rt->update) && cfg->hang)
+    st = tlcu_fail(rt, TLCU_FAIL,
+                   "kernel '%s' was compiled with debug-hangs: its launches cannot go into a graph",
+                   name);
   if (st == TLCU_OK) st = tlcu_config(rt, cfg, &c, &cluster);
   if (st == TLCU_OK && c.sharedMemBytes > SM90_SMEM_DEFAULT && !cfg->smem_allowed)
     st = tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes);
@@ -851,11 +856,7 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
     if (!rt->capture && rt->rec_tail > rt->rec_head && tlcu_finish(rt) != TLCU_OK && rt->kernel_msg)
       st = TLCU_FAIL;
   }
-  if (st == TLCU_OK && rt->capture) {
-    st = graph_capture(rt, f, cfg, name);
-    tlcu_hang_free(rt, cfg->hang); /* a graph's kernels report no debug-hangs records */
-    return st;
-  }
+  if (st == TLCU_OK && rt->capture) return graph_capture(rt, f, cfg, name);
   if (st == TLCU_OK) return record_launches(rt, f, cfg, tlcu_intern(rt, name), 1, 0);
   if (rt->state != TLCU_WEDGED) tlcu_hang_free(rt, cfg->hang);
   return st;
@@ -1000,7 +1001,6 @@ static TlcuResult graph_set_node(TlcuRuntime *rt, CUfunction f, const CUlaunchCo
                                  const TlcuLaunch *cfg, void **args, const char *name) {
   TlcuGraph *g = rt->update;
   int i = rt->update_next;
-  tlcu_hang_free(rt, cfg->hang);
   if (i >= g->n)
     return tlcu_fail(rt, TLCU_FAIL, "the update launches more kernels than the graph's %d", g->n);
   const TlcuNode *n = &g->nodes[i];
