@@ -53,7 +53,8 @@ describe("an exported kernel on the GPU", function()
       :format(CC, cflags, q(d .. "/export"), q(d .. "/export"), q(d .. "/host")))
     assert(ok, log)
     local t0 = os.clock()
-    out, err, code = H.run { d .. "/host", d .. "/in", d .. "/c" }
+    local _
+    _, err, code = H.run { d .. "/host", d .. "/in", d .. "/c" }
     assert.equal(0, code, err)
     print(("export_gpu: the C host ran in %.2f s (host CPU)"):format(os.clock() - t0))
     local function same(dir)
@@ -69,7 +70,7 @@ describe("an exported kernel on the GPU", function()
     ok, log = sh(("%s -std=c11 -O2 -DTILUA_EXPORT_LINK_CUDA %s -I%s spec/c/export_host.c %s/*.c -l:libcuda.so.1 -o %s")
       :format(CC, cflags, q(d .. "/export"), q(d .. "/export"), q(d .. "/host_linked")))
     if ok then
-      out, err, code = H.run { d .. "/host_linked", d .. "/in", d .. "/linked" }
+      _, err, code = H.run { d .. "/host_linked", d .. "/in", d .. "/linked" }
       assert.equal(0, code, err)
       same("linked")
     else
@@ -117,12 +118,12 @@ describe("an exported kernel on the GPU", function()
         :format(CC, cflags, q(d .. "/export_cubin"), q(d .. "/export_cubin"), q(d .. "/host_cubin")))
       assert(ok, log)
       assert(os.execute("mkdir -p " .. q(d .. "/cubin")))
-      out, err, code = H.run { d .. "/host_cubin", d .. "/in", d .. "/cubin" }
+      _, err, code = H.run { d .. "/host_cubin", d .. "/in", d .. "/cubin" }
       assert.equal(0, code, err)
       cpu_samples("cubin")
-      local same = 0
-      for _, name in ipairs(OUTPUTS) do if bin("cubin", name) == bin("lua", name) then same = same + 1 end end
-      print(("export_gpu: the export with cubins agrees with the CPU samples; %d of %d results also bit for bit"):format(same, #OUTPUTS))
+      local identical = 0
+      for _, name in ipairs(OUTPUTS) do if bin("cubin", name) == bin("lua", name) then identical = identical + 1 end end
+      print(("export_gpu: the export with cubins agrees with the CPU samples; %d of %d results also bit for bit"):format(identical, #OUTPUTS))
     end
   end)
 end)

@@ -1,4 +1,4 @@
--- Ahead-of-time export (lua/tilua/export.lua, src/export/; docs/embedding.md):
+-- Ahead-of-time export (lua/tilua/gpu/export.lua, src/export/; docs/embedding.md):
 -- kernels written as C that a host builds with a C compiler and the CUDA
 -- driver alone. Without a GPU the host runs against the stand-in driver
 -- (spec/c/fake_cuda.c), whose call log must show the exported code making the

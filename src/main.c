@@ -3,7 +3,7 @@
 ** which every lowering stage can be inspected, and transforms textual IR
 ** (`tilua opt`). Shaped after lua.c: main creates the state and runs a
 ** protected main with a traceback handler; the REPL itself lives in
-** lua/tilua/repl.lua and reads lines through the host's readline.
+** lua/tilua/host/repl.lua and reads lines through the host's readline.
 */
 #include <signal.h>
 #include <stdio.h>
@@ -305,7 +305,8 @@ static int handle_script(lua_State *L, char **argv) {
   return report(L, status);
 }
 
-/* Run a function of a tilua Lua module with the remaining arguments: tilua.cli.<fn>(args...) */
+/* Run a function of a tilua Lua module with the remaining arguments:
+** tilua.host.cli.<fn>(args...) */
 static int run_module_function(lua_State *L, const char *module, const char *fn, char **argv,
                                int argc) {
   lua_getglobal(L, "require");
@@ -336,12 +337,12 @@ static int run_module_function(lua_State *L, const char *module, const char *fn,
 #define has_E 16
 #define has_help 32
 
-/* tilua.cli.<fn>(the nargs values on top of the stack, which it pops); false
+/* tilua.host.cli.<fn>(the nargs values on top of the stack, which it pops); false
 ** after reporting an error. */
 static int call_cli(lua_State *L, const char *fn, int nargs) {
   int base = lua_gettop(L) - nargs; /* the arguments: base + 1 .. top */
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "tilua.cli");
+  lua_pushliteral(L, "tilua.host.cli");
   int status = docall(L, 1, 1);
   if (status == LUA_OK) {
     lua_getfield(L, -1, fn);
@@ -356,7 +357,7 @@ static int call_cli(lua_State *L, const char *fn, int nargs) {
 
 /* --emit=..., --stage=..., --trace=..., --debug-hangs and --check-protocol: the
 ** host's options of the scripts' compiles, before the script or among its
-** arguments; the field of tilua.cli.script_options's table each one sets. */
+** arguments; the field of tilua.host.cli.script_options's table each one sets. */
 static const char *tl_option_field(const char *a) {
   static const struct {
     const char *flag, *field;
@@ -375,7 +376,7 @@ static const char *tl_option_field(const char *a) {
 }
 static int is_tl_option(const char *a) { return tl_option_field(a) != NULL; }
 
-/* Hand them to tilua.cli.script_options{emit =, stage =, debug_hangs =, ...}, which
+/* Hand them to tilua.host.cli.script_options{emit =, stage =, debug_hangs =, ...}, which
 ** sets tl.options (debug_hangs, and the stage hook that prints what --emit and
 ** --stage ask for and exits). The script's own arguments keep them. */
 static int set_script_options(lua_State *L, char **argv) {
@@ -390,7 +391,7 @@ static int set_script_options(lua_State *L, char **argv) {
   return call_cli(L, "script_options", 1);
 }
 
-/* After the script: tilua.cli.script_done() reports an --emit or --stage
+/* After the script: tilua.host.cli.script_done() reports an --emit or --stage
 ** that no compile answered. */
 static int script_done(lua_State *L) { return call_cli(L, "script_done", 0); }
 
@@ -465,11 +466,11 @@ static void openlibs(lua_State *L) {
   lua_pop(L, 1);
 }
 
-/* Start the REPL (lua/tilua/repl.lua). */
+/* Start the REPL (lua/tilua/host/repl.lua). */
 static int doREPL(lua_State *L) {
   print_version();
   char *none[] = {NULL};
-  return run_module_function(L, "tilua.repl", "run", none, 0);
+  return run_module_function(L, "tilua.host.repl", "run", none, 0);
 }
 
 typedef struct MainArgs {
@@ -479,7 +480,7 @@ typedef struct MainArgs {
 } MainArgs;
 
 /* tilua export -o DIR [--no-cubin] script [args]: the script runs as `tilua
-** script` would, every kernel it compiles recorded (tilua.cli.export_begin);
+** script` would, every kernel it compiles recorded (tilua.host.cli.export_begin);
 ** then they are written as C (export_done). A stop (tl.stop, "SKIP: no GPU")
 ** ends the script, not the export; an error ends both. The exit code. */
 #define export_usage "usage: %s export -o DIR [--no-cubin] script [args]   (docs/embedding.md)\n"
@@ -521,7 +522,7 @@ static int pmain(lua_State *L) {
   /* Subcommands: tilua opt ..., tilua sched ... */
   if (argc >= 2 && (strcmp(argv[1], "opt") == 0 || strcmp(argv[1], "sched") == 0)) {
     createargtable(L, argv, argc, 1);
-    ma->exit_code = run_module_function(L, "tilua.cli", argv[1], argv + 2, argc - 2);
+    ma->exit_code = run_module_function(L, "tilua.host.cli", argv[1], argv + 2, argc - 2);
     lua_pushboolean(L, 1);
     return 1;
   }
@@ -555,8 +556,8 @@ static int pmain(lua_State *L) {
   if (script > 0 && argv[script] != NULL) {
     int ok = handle_script(L, argv + script) == LUA_OK && script_done(L);
     if (!ok && !(args & has_i)) return 0;
-    if (!ok) { /* -i: the REPL opens after the script's error or stop (tl.device.require without a
-                  GPU) */
+    if (!ok) {
+      /* -i: the REPL opens after the script's error or stop (tl.device.require without a GPU) */
       stop_code = -1;
       fputs("(the script ended early; the REPL has what it built)\n", stderr);
     }

@@ -128,7 +128,7 @@
 #define TILEAS_SCHEDULE_LIST(X) X(TSCHED_STREAMK, "streamk") X(TSCHED_SPLITK, "splitk")
 /* How the launcher fills a lowered tile program's parameter (the entries of
 ** its tileas.params: "KIND:TENSOR", "dim:TENSOR:D", "programs:x", "workspace";
-** lua/tilua/launch.lua), with how many ':'-separated parts follow the kind. */
+** lua/tilua/gpu/launch.lua), with how many ':'-separated parts follow the kind. */
 #define TILEAS_PARAM_LIST(X)                                                                       \
   X(TPARAM_MAP, "map", 1) X(TPARAM_PTR, "ptr", 1) X(TPARAM_DIM, "dim", 2)                          \
   X(TPARAM_STRIDE, "stride", 2) X(TPARAM_ARG, "arg", 1) X(TPARAM_PROGRAMS, "programs", 1)          \

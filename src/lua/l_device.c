@@ -1,6 +1,6 @@
 /*
 ** l_device.c -- Lua bindings of the CUDA runtime (src/cuda): the device, device
-** buffers, PTX modules, launches and event timing. lua/tilua/device.lua builds
+** buffers, PTX modules, launches and event timing. lua/tilua/gpu/device.lua builds
 ** tl.device and Kernel:launch on these.
 **
 ** One runtime per process, initialized at the first call that needs it; where
@@ -293,8 +293,8 @@ static size_t put_random(unsigned char *p, const char *kind, uint64_t *s) {
     memcpy(p, &v, 8);
     return 8;
   }
-  if (kind[0] == 'e') { /* fp8 e4m3 / e5m2: finite, |v| in [0.25, 4): sign, 2 exponent bits, 3 or 2
-                           mantissa bits */
+  if (kind[0] == 'e') {
+    /* fp8 e4m3 / e5m2: finite, |v| in [0.25, 4): sign, 2 exponent bits, 3 or 2 mantissa bits */
     unsigned sg = (unsigned)(r >> 63) << 7, e = (unsigned)(r >> 56) & 3, m = (unsigned)(r >> 48);
     *p = kind[1] == '4' ? (unsigned char)(sg | (e + 5) << 3 | (m & 7))
                         : (unsigned char)(sg | (e + 13) << 2 | (m & 3));

@@ -1,7 +1,7 @@
 /*
 ** l_graph.c -- Lua bindings of CUDA graphs (src/cuda/cuda_rt.c): the launches
 ** made between core.graph_begin() and core.graph_end() are captured into a
-** graph, which lua/tilua/graph.lua makes tl.graph of.
+** graph, which lua/tilua/gpu/graph.lua makes tl.graph of.
 **
 **   core.graph_begin()              launches from now on are captured, not run
 **   core.graph_end() -> Graph       instantiated

@@ -272,7 +272,7 @@ int lb_launch_site(lua_State *L, const char **source, int *line) {
 
 /* An error message as the user should read it, for a message handler (the
 ** stack of the error is still there): a message located in a library chunk
-** ("lua/tilua/compile.lua:73: attempt to ...", or a C function's bad argument
+** ("lua/tilua/gpu/compile.lua:73: attempt to ...", or a C function's bad argument
 ** through one) or not located at all is given the innermost user frame's
 ** file:line instead. Messages located in user code, and non-strings, are kept. */
 int lb_locate_error(lua_State *L, int idx) {
