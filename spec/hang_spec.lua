@@ -48,7 +48,8 @@ describe("launch plans", function()
   it("take every launch after the first, with the Lua path's checks and messages", function()
     need_fake()
     local f = "spec/fixtures/gpu/launch_plan.lua"
-    local out, err, code = run({ TILUA_LIBCUDA = FAKE }, { f })
+    local log = os.tmpname()
+    local out, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_LOG = log }, { f })
     assert.equal(0, code, err)
     for _, want in ipairs {
       "plan:\ttrue",
@@ -57,9 +58,16 @@ describe("launch plans", function()
       f .. ":21: launch: 4 arguments for 3 parameters",
       f .. ":21: launch: argument 'out' must be a device buffer, got number",
       f .. ":21: launch: grid 0 is out of range",
+      f .. ":21: attempt to use a freed device buffer",
+      f .. ":21: launch: argument 'out' must be a device buffer, got table",
     } do
       assert.truthy(out:find(want, 1, true), ("%q not in:\n%s"):format(want, out))
     end
+    -- the buffer an argument had last is remembered, and replaced when another comes
+    local runs = {}
+    for line in io.lines(log) do runs[#runs + 1] = line:match "args=(%S+)" end
+    os.remove(log)
+    assert.same({ "buf0+0", "buf0+0", "buf0+0", "buf1+0", "buf0+0" }, runs)
   end)
 
   -- three launches from three lines; the second fails, the third is refused (the error is sticky)

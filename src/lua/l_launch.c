@@ -17,8 +17,8 @@
 **   core.now() -> monotonic seconds
 **
 ** What a launch costs here was measured with the stand-in driver under
-** callgrind (docs/PERF.md, "Launch cost"): a buffer argument is read through
-** the `raw` key pushed once per launch and its metatable compared by address,
+** callgrind (docs/PERF.md, "Launch cost"): a buffer argument given again is
+** known by its table's address (ArgMemo: no `raw` read, no metatable check),
 ** the launch's script line comes from lb_launch_site (memoized per function),
 ** and the runtime gets the kernel's name interned once per plan.
 */
@@ -33,10 +33,20 @@
 typedef enum { ARG_PTR, ARG_I8, ARG_I16, ARG_I32, ARG_I64, ARG_F32, ARG_F64 } ArgKind;
 static const char *const arg_kind_names[] = {"ptr", "i8", "i16", "i32", "i64", "f32", "f64", NULL};
 
+/* The buffer a pointer argument was given last: the buffer's table and its
+** LbBuffer. The plan's third user value holds both (the table at 2i + 1, its
+** `raw` at 2i + 2), so the table at that address is still that table, and
+** the LbBuffer still memory, at the next launch. */
+typedef struct ArgMemo {
+  const void *table;
+  const LbBuffer *buf;
+} ArgMemo;
+
 typedef struct Plan {
   CUfunction fn;
   int nargs;
   unsigned char kinds[PLAN_MAX_ARGS];
+  ArgMemo memo[PLAN_MAX_ARGS];
   unsigned block[3], cluster[3];
   unsigned static_smem, smem;
   unsigned smem_allowed; /* the largest shared memory the function's attribute was raised to */
@@ -95,7 +105,7 @@ static int core_launch_plan(lua_State *L) {
     kinds[i] = (unsigned char)j;
   }
   lua_pop(L, 1);
-  Plan *p = lua_newuserdatauv(L, sizeof *p, 2);
+  Plan *p = lua_newuserdatauv(L, sizeof *p, 3);
   memset(p, 0, sizeof *p);
   p->fn = *f;
   p->nargs = n;
@@ -115,6 +125,8 @@ static int core_launch_plan(lua_State *L) {
   lua_setiuservalue(L, -2, 1);
   lua_getfield(L, 2, "names");
   lua_setiuservalue(L, -2, 2);
+  lua_createtable(L, 2 * n, 0); /* the buffers of ArgMemo */
+  lua_setiuservalue(L, -2, 3);
   return 1;
 }
 
@@ -126,30 +138,41 @@ static const char *param_name(lua_State *L, int plan, int i) {
   return s; /* stays on the stack until the error is raised */
 }
 
-/* The address of tl.device's buffer table at idx (its `raw`, the key at
-** rawkey): a live LB_BUFFER; 0 when it is none. Leaves *pushed values on the
+/* The address of tl.device's buffer table at idx (its `raw`), argument i of
+** the plan at index plan: a live LB_BUFFER; 0 when it is none. The table
+** given last for i is remembered (ArgMemo), so that the next launch with it
+** reads neither its `raw` nor a metatable. Leaves *pushed values on the
 ** stack (the caller pops them all at once). */
-static CUdeviceptr table_buffer(lua_State *L, const Plan *p, int idx, int rawkey, int *pushed) {
-  lua_pushvalue(L, rawkey);
-  lua_rawget(L, idx);
-  *pushed += 1;
-  if (!lua_getmetatable(L, -1)) return 0;
-  *pushed += 1;
-  if (lua_topointer(L, -1) != p->buffer_mt) return 0;
-  const LbBuffer *b = lua_touserdata(L, -2);
-  if (!b->live) lb_error(L, "attempt to use a freed device buffer");
-  return b->ptr;
+static CUdeviceptr table_buffer(lua_State *L, int plan, Plan *p, int i, int idx, int *pushed) {
+  ArgMemo *m = &p->memo[i];
+  const void *table = lua_topointer(L, idx);
+  if (table != m->table) {
+    lua_pushliteral(L, "raw");
+    lua_rawget(L, idx);
+    *pushed += 1;
+    if (!lua_getmetatable(L, -1)) return 0;
+    *pushed += 1;
+    if (lua_topointer(L, -1) != p->buffer_mt) return 0;
+    lua_getiuservalue(L, plan, 3);
+    lua_pushvalue(L, idx);
+    lua_rawseti(L, -2, 2 * i + 1);
+    lua_pushvalue(L, -3);
+    lua_rawseti(L, -2, 2 * i + 2);
+    lua_pop(L, 1);
+    m->table = table, m->buf = lua_touserdata(L, -2);
+  }
+  if (!m->buf->live) lb_error(L, "attempt to use a freed device buffer");
+  return m->buf->ptr;
 }
 
 /* Convert argument i (at idx) into its slot; raises with the parameter's
 ** name. Values it pushes stay (counted in *pushed). */
-static void pack(lua_State *L, int plan, const Plan *p, int i, int idx, uint64_t *slot, int rawkey,
+static void pack(lua_State *L, int plan, Plan *p, int i, int idx, int t, uint64_t *slot,
                  int *pushed) {
   *slot = 0;
-  int t = lua_type(L, idx);
   switch ((ArgKind)p->kinds[i]) {
   case ARG_PTR: {
-    CUdeviceptr a = t == LUA_TTABLE         ? table_buffer(L, p, idx, rawkey, pushed)
+    CUdeviceptr a = t == LUA_TTABLE         ? table_buffer(L, plan, p, i, idx, pushed)
                     : lua_isinteger(L, idx) ? (CUdeviceptr)lua_tointeger(L, idx)
                                             : 0;
     if (!a && !(t == LUA_TNUMBER && lua_isinteger(L, idx)))
@@ -213,27 +236,27 @@ static void grid_arg(lua_State *L, int idx, const Plan *p, unsigned g[3]) {
 
 /* The arguments in the table at idx: by position, else by parameter name.
 ** What is read stays on the stack until the end (one pop for all). */
-static void pack_all(lua_State *L, int plan, const Plan *p, int idx, uint64_t *slots, void **ptrs) {
+static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, void **ptrs) {
   luaL_checktype(L, idx, LUA_TTABLE);
   lua_Unsigned len = lua_rawlen(L, idx);
   if (len > (lua_Unsigned)p->nargs)
     lb_error(L, "launch: %d arguments for %d parameters", (int)len, p->nargs);
   int base = lua_gettop(L);
   luaL_checkstack(L, 3 * p->nargs + 4, "launch arguments");
-  lua_pushliteral(L, "raw"); /* a buffer's key, pushed once */
-  int rawkey = base + 1, top = rawkey;
+  int top = base;
   for (int i = 0; i < p->nargs; i++) {
-    if (lua_rawgeti(L, idx, i + 1) == LUA_TNIL) {
+    int t = lua_rawgeti(L, idx, i + 1);
+    if (t == LUA_TNIL) {
       lua_pop(L, 1);
       const char *name = param_name(L, plan, i);
-      lua_getfield(L, idx, name);
+      t = lua_getfield(L, idx, name);
       lua_remove(L, -2); /* the names table */
       lua_remove(L, -2); /* the name */
-      if (lua_isnil(L, -1))
+      if (t == LUA_TNIL)
         lb_error(L, "launch: missing argument '%s' (#%d)", param_name(L, plan, i), i + 1);
     }
     int pushed = 1;
-    pack(L, plan, p, i, top + 1, &slots[i], rawkey, &pushed);
+    pack(L, plan, p, i, top + 1, t, &slots[i], &pushed);
     top += pushed;
     ptrs[i] = &slots[i];
   }
