@@ -23,11 +23,7 @@
 #define SENTINEL "tilua.cuda_runtime"
 #define CHUNK ((size_t)64 << 20) /* host staging for fills and compares */
 
-typedef struct Buffer {
-  CUdeviceptr ptr;
-  size_t bytes;
-  int live; /* device memory attached */
-} Buffer;
+typedef LbBuffer Buffer;
 
 /* {======================================================================
 ** The runtime
@@ -75,6 +71,13 @@ static void need_gpu(lua_State *L) {
 TlcuRuntime *lb_cuda(lua_State *L) {
   need_gpu(L);
   return runtime(L);
+}
+
+TlcuRuntime *lb_cuda_runtime(lua_State *L) {
+  TlcuRuntime *rt = NULL;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, SENTINEL) == LUA_TUSERDATA) rt = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return rt;
 }
 
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes) {
@@ -505,10 +508,10 @@ static const char *opt_field(lua_State *L, int idx, const char *k) {
   return s;
 }
 
-/* core.launch(fn, {grid=, block=, cluster=, static=, smem=, name=, where=, hang_sites=},
-** { {type, value}, ... }): name and where (the script's line) go into the
-** reports of a kernel that hangs or fails; hang_sites (the lowered kernel's
-** debug-hangs sites) adds the records' address as the last argument. */
+/* fn:launch({grid=, block=, cluster=, static=, smem=, name=, hang_sites=}, { {type, value}, ... }):
+** name and the script's line of the launch (the innermost user frame) go into
+** the reports of a kernel that hangs or fails; hang_sites (the lowered
+** kernel's debug-hangs sites) adds the records' address as the last argument. */
 static int fn_launch(lua_State *L) {
   CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -524,7 +527,7 @@ static int fn_launch(lua_State *L) {
   cfg.smem = lb_launch_smem(L, luaL_optinteger(L, -2, 0), luaL_optinteger(L, -1, 0));
   lua_pop(L, 2);
   cfg.name = opt_field(L, 2, "name");
-  cfg.where = opt_field(L, 2, "where");
+  if (!lb_user_frame(L, &cfg.file, &cfg.line)) cfg.file = NULL;
   int n = (int)luaL_len(L, 3);
   if (n > 63) return lb_error(L, "launch: too many arguments (%d)", n);
   uint64_t slots[64];

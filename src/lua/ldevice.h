@@ -17,8 +17,18 @@
 #define LB_MODULE "tilua.Module"
 #define LB_FUNCTION "tilua.Function" /* a CUfunction; its user value keeps the module */
 
+/* A device buffer (the userdata LB_BUFFER; tl.device's buffers hold one as `raw`). */
+typedef struct LbBuffer {
+  CUdeviceptr ptr;
+  size_t bytes;
+  int live; /* device memory attached */
+} LbBuffer;
+
 /* The runtime, initialized; raises "no GPU: ..." at the user's line without one. */
 TlcuRuntime *lb_cuda(lua_State *L);
+/* The state's runtime as it is, without raising or creating one (for
+** finalizers: it may be shut down); NULL when the state never made one. */
+TlcuRuntime *lb_cuda_runtime(lua_State *L);
 /* The device address of a Buffer (its size in *bytes) or of an integer address
 ** (size 0); 0 for anything else. Raises on a freed buffer. */
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes);

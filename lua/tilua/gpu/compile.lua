@@ -10,6 +10,8 @@
 --                           compiles kept per context (default 64; see below)
 --   tl.options.keep_stages  keep every stage's IR (the REPL, --stage)
 --   tl.options.check_protocol  true or "passes": verify-protocol after every pass
+--   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
+--                           export` collects the kernels a script compiles)
 --
 -- tl.options checks every value when it is set: an unknown option or a value
 -- of the wrong kind or out of range is an error at the line that sets it.
@@ -43,6 +45,7 @@ local OPTIONS = {
   debug_hangs = { bool_or(int_in(1, 86400000)) }, -- milliseconds: debug-hangs{ms=...}'s range
   compile_cache = { bool_or(int_in(1, 100000)) },
   check_protocol = { bool_or(function(v) return v == "passes" end, '"passes"') },
+  compiled_hook = { function(v) return v == nil or type(v) == "function" end, "nil or a function" },
 }
 local function check_option(key, v)
   local spec = OPTIONS[key]
@@ -91,9 +94,10 @@ function tl.emit_ptx(m)
   return text
 end
 
--- tl.ptxas(ptx [, arch]) -> true, log | false, log | nil, "ptxas not found ...":
--- assembles the PTX with ptxas (TILUA_PTXAS, else /usr/local/cuda/bin/ptxas).
-function tl.ptxas(ptx, arch)
+-- tl.ptxas(ptx [, arch [, cubin_path]]) -> true, log | false, log | nil, "ptxas not found ...":
+-- assembles the PTX with ptxas (TILUA_PTXAS, else /usr/local/cuda/bin/ptxas),
+-- writing the cubin (with line info) to cubin_path when one is given.
+function tl.ptxas(ptx, arch, cubin_path)
   if type(ptx) ~= "string" then tl.raise(("ptxas: expected PTX text, got %s"):format(type(ptx))) end
   if arch ~= nil and (type(arch) ~= "string" or not arch:match "^sm_%d+[af]?$") then
     tl.raise(("ptxas: arch must be like 'sm_90a', got %s"):format(type(arch) == "string" and ("'" .. arch .. "'") or type(arch)))
@@ -108,7 +112,9 @@ function tl.ptxas(ptx, arch)
   local f = assert(io.open(path, "wb"))
   f:write(ptx)
   f:close()
-  local p = io.popen(("'%s' -arch=%s -o /dev/null '%s' 2>&1"):format(exe, arch or "sm_90a", path))
+  if cubin_path ~= nil and type(cubin_path) ~= "string" then tl.raise("ptxas: the cubin path must be a string") end
+  local out = cubin_path and ("-lineinfo -o '%s'"):format(cubin_path:gsub("'", "'\\''")) or "-o /dev/null"
+  local p = io.popen(("'%s' -arch=%s %s '%s' 2>&1"):format(exe, arch or "sm_90a", out, path))
   local log = p:read "a"
   local ok = p:close()
   os.remove(path)
@@ -241,6 +247,7 @@ function Kernel:compile(pipeline)
       self.lowered, self.ptx = hit.lowered, hit.ptx
       self._fn = nil
       stage_hook(tl.last_stages, hit.lowered, hit.ptx)
+      if tl.options.compiled_hook then tl.options.compiled_hook(self) end
       return hit.ptx
     end
   end
@@ -258,6 +265,7 @@ function Kernel:compile(pipeline)
     cache_put(cache, key, { ptx = ptx, lowered = m, stages = copy_stages(stages, nil), check = tl.last_check }, limit)
   end
   stage_hook(stages, m, ptx)
+  if tl.options.compiled_hook then tl.options.compiled_hook(self) end
   return ptx
 end
 
