@@ -144,28 +144,6 @@ describe("the REPL", function()
   end)
 end)
 
-describe("the REPL in a pseudo-terminal", function()
-  it("clears the line on Ctrl-C while typing and interrupts a running line, and the session goes on", function()
-    local ok = os.execute "command -v script >/dev/null 2>&1"
-    if not ok then pending("no `script` (util-linux) to make a pseudo-terminal") return end
-    if H.sanitize then pending("timed keystrokes: the normal build only") return end
-    local steps = {
-      "printf 'x = 4\\n'", "sleep 1.5", "printf 'abc'", "sleep 0.4", "printf '\\003'", "sleep 0.4",
-      "printf '=x+1\\n'", "sleep 0.4", "printf 'for i = 1, 1e12 do end\\n'", "sleep 1", "printf '\\003'",
-      "sleep 0.6", "printf '=x+2\\n'", "sleep 0.6", "printf ':quit\\n'",
-    }
-    local cmd = ("(%s) | timeout 30 script -qfec %s /dev/null"):format(table.concat(steps, "; "),
-      H.quote("TILUA_HISTORY= " .. H.tilua .. " -i")) -- no history file written by a test
-    local p = io.popen(cmd .. " 2>&1")
-    local out = p:read("a"):gsub("\r", ""):gsub("\27%[%?2004[hl]", "")
-    p:close()
-    assert.matches("> abc%^C", out)       -- the typed line was dropped ...
-    assert.matches("\n5\n", out)          -- ... and the session went on
-    assert.matches("stdin:%d+: interrupted!", out)
-    assert.matches("\n6\n", out)
-  end)
-end)
-
 describe("tilua --trace=FILE", function()
   it("writes every stage of every compile as one self-contained HTML page", function()
     local f = os.tmpname()

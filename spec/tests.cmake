@@ -214,3 +214,21 @@ add_test(NAME install.embed
 set_tests_properties(install.embed PROPERTIES
   ENVIRONMENT "${TILUA_TEST_ENV};CMAKE_COMMAND=${CMAKE_COMMAND}" LABELS install)
 # }===
+
+# {=== the REPL at a terminal: spec/fixtures/repl/*.pty, each a keystroke
+# script that spec/c/pty_drive.c plays on a pseudo-terminal, each key sent
+# only after the output it answers (no sleeps). Run against the tilua program
+# (its line editor: TILUA_LINE_EDITING) and against tilua_plain, the same
+# host without a line editor (the terminal's own line discipline).
+add_executable(pty_drive spec/c/pty_drive.c)
+add_executable(tilua_plain src/main.c)
+set_target_properties(tilua_plain PROPERTIES ENABLE_EXPORTS ON)
+target_link_libraries(tilua_plain PRIVATE tilua_core ${LUA_LIBRARY})
+file(GLOB TILUA_PTY_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/fixtures/repl/*.pty)
+foreach(f ${TILUA_PTY_SCRIPTS})
+  get_filename_component(name ${f} NAME_WE)
+  add_test(NAME repl.${name} COMMAND pty_drive ${f} $<TARGET_FILE:tilua_exe> -i)
+  add_test(NAME repl.${name}.plain COMMAND pty_drive ${f} $<TARGET_FILE:tilua_plain> -i)
+  set_tests_properties(repl.${name} repl.${name}.plain PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV};TILUA_HISTORY=")
+endforeach()
+# }===

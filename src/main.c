@@ -5,10 +5,12 @@
 ** protected main with a traceback handler; the REPL itself lives in
 ** lua/tilua/repl.lua and reads lines through the host's readline.
 */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -16,11 +18,6 @@
 #include <lualib.h>
 
 #include "lua/lbind.h"
-
-#ifdef TILUA_USE_READLINE
-#include <readline/history.h>
-#include <readline/readline.h>
-#endif
 
 static const char *progname = "tilua";
 
@@ -147,43 +144,129 @@ static int docall(lua_State *L, int narg, int nres) {
 /* }====================================================================== */
 
 /* {======================================================================
-** Host functions for the Lua side (readline, isatty)
+** Host functions for the Lua side (line editing, isatty)
+**
+** host.readline(prompt) -> line | nil at the end of input | false when Ctrl-C
+** dropped the line being typed (the REPL then drops an unfinished chunk too).
+** Line editing and history come from libedit (BSD; the default) or GNU
+** readline (GPL-3, only when configured: TILUA_LINE_EDITING=readline), both
+** through readline's callback interface so that Ctrl-C ends the wait for a
+** line at once; without either, a terminal is read line by line.
 ** ======================================================================= */
 
-#ifdef TILUA_USE_READLINE
-/* Ctrl-C while typing drops the line and gives a fresh prompt (as a shell
-** does) instead of ending the session; Ctrl-C while a chunk runs interrupts
-** it (laction). */
-static void readline_sigint(int sig) {
+#if defined(TILUA_USE_LIBEDIT)
+#include <editline/readline.h>
+#define TILUA_LINE_EDITOR 1
+#elif defined(TILUA_USE_READLINE)
+#include <readline/history.h>
+#include <readline/readline.h>
+#define TILUA_LINE_EDITOR 1
+#endif
+
+/* Set by Ctrl-C while the host waits for a line (never while a chunk runs:
+** then laction interrupts it). */
+static volatile sig_atomic_t line_interrupted = 0;
+
+static void on_line_sigint(int sig) {
   (void)sig;
-  fputs("^C\n", stdout);
-  rl_replace_line("", 0);
-  rl_on_new_line();
-  rl_redisplay();
+  line_interrupted = 1;
+}
+
+/* Waits for input on stdin with SIGINT blocked except inside the wait, so
+** that a Ctrl-C at any moment ends it: 1 input is there, 0 Ctrl-C, -1 error. */
+static int wait_input(const sigset_t *unblocked) {
+  for (;;) {
+    if (line_interrupted) return 0;
+    fd_set in;
+    FD_ZERO(&in);
+    FD_SET(0, &in);
+    int r = pselect(1, &in, NULL, NULL, NULL, unblocked);
+    if (r > 0) return 1;
+    if (r < 0 && errno != EINTR) return -1;
+  }
+}
+
+#ifdef TILUA_LINE_EDITOR
+static char *edited_line;
+static int edited_done;
+
+static void on_edited_line(char *line) {
+  edited_line = line;
+  edited_done = 1;
+  rl_callback_handler_remove();
+}
+
+/* One line through the editor: 1 with *line (malloc'd, NULL at the end of
+** input), 0 when Ctrl-C dropped it. */
+static int read_terminal_line(lua_State *L, const char *prompt, const sigset_t *unblocked) {
+  rl_catch_signals = 0; /* Ctrl-C is ours: the editor must not re-raise it */
+  edited_line = NULL;
+  edited_done = 0;
+  rl_callback_handler_install(prompt, on_edited_line);
+  while (!edited_done) {
+    int r = wait_input(unblocked);
+    if (r == 0) {
+      rl_free_line_state();
+#if defined(TILUA_USE_READLINE) && RL_READLINE_VERSION >= 0x0700
+      rl_callback_sigcleanup();
+#endif
+      rl_cleanup_after_signal();
+      rl_callback_handler_remove();
+      fputs("^C\n", stdout);
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+    if (r < 0) { /* stdin unusable: the end of input */
+      rl_callback_handler_remove();
+      break;
+    }
+    rl_callback_read_char();
+  }
+  if (!edited_line) return 0;
+  lua_pushstring(L, edited_line);
+  free(edited_line);
+  return 1;
 }
 
 /* The file history is kept in across sessions (host.history_file). */
 static char *history_path = NULL;
+
+#else
+
+/* One line of a terminal without an editor (the terminal echoes and edits it;
+** read() gives a whole line). */
+static int read_terminal_line(lua_State *L, const char *prompt, const sigset_t *unblocked) {
+  fputs(prompt, stdout);
+  fflush(stdout);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  int any = 0;
+  for (;;) {
+    int r = wait_input(unblocked);
+    if (r == 0) {
+      fputs("\n", stdout); /* the terminal echoed the ^C */
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+    char buf[512];
+    ssize_t n = r < 0 ? 0 : read(0, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    any = 1;
+    if (buf[n - 1] == '\n') {
+      luaL_addlstring(&b, buf, (size_t)n - 1);
+      break;
+    }
+    luaL_addlstring(&b, buf, (size_t)n);
+  }
+  if (!any) return 0;
+  luaL_pushresult(&b);
+  return 1;
+}
 #endif
 
-/* host.readline(prompt) -> line | nil at end of input */
-static int host_readline(lua_State *L) {
-  const char *prompt = luaL_optstring(L, 1, "> ");
-#ifdef TILUA_USE_READLINE
-  if (isatty(0)) {
-    signal(SIGINT, readline_sigint);
-    char *line = readline(prompt);
-    signal(SIGINT, laction); /* Ctrl-C while the line runs: interrupt it, every time */
-    if (!line) return 0;
-    lua_pushstring(L, line);
-    free(line);
-    return 1;
-  }
-#endif
-  if (isatty(0)) {
-    fputs(prompt, stdout);
-    fflush(stdout);
-  }
+/* A line of a pipe or file: nil at the end of input. */
+static int read_plain_line(lua_State *L) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   int c, any = 0;
@@ -196,8 +279,30 @@ static int host_readline(lua_State *L) {
   return 1;
 }
 
+/* host.readline(prompt) -> line | nil | false (see above) */
+static int host_readline(lua_State *L) {
+  const char *prompt = luaL_optstring(L, 1, "> ");
+  if (!isatty(0)) return read_plain_line(L);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_line_sigint; /* no SA_RESTART: the wait ends */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  line_interrupted = 0;
+  sigset_t block, unblocked;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigprocmask(SIG_BLOCK, &block, &unblocked);
+  sigdelset(&unblocked, SIGINT);
+  int n = read_terminal_line(L, prompt, &unblocked);
+  fflush(stdout);
+  signal(SIGINT, laction); /* Ctrl-C while the line runs: interrupt it, every time */
+  sigprocmask(SIG_UNBLOCK, &block, NULL);
+  return n;
+}
+
 static int host_add_history(lua_State *L) {
-#ifdef TILUA_USE_READLINE
+#ifdef TILUA_LINE_EDITOR
   const char *line = luaL_checkstring(L, 1);
   if (isatty(0) && *line) {
     add_history(line);
@@ -212,7 +317,7 @@ static int host_add_history(lua_State *L) {
 /* host.history_file(path): read the history of earlier sessions from path and
 ** append each new line to it (a terminal session only). */
 static int host_history_file(lua_State *L) {
-#ifdef TILUA_USE_READLINE
+#ifdef TILUA_LINE_EDITOR
   const char *path = luaL_checkstring(L, 1);
   if (!isatty(0)) return 0;
   free(history_path);

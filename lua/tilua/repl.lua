@@ -234,7 +234,8 @@ local function replay_loop(P, frames)
   show(0)
   while true do
     local line = host.readline(("replay %d/%d> "):format(i, frames.n))
-    if not line then return end
+    if line == nil then return end
+    line = line or "l" -- Ctrl-C dropped the line typed: show the step again
     local cmd, rest = line:match "^%s*(%S*)%s*(.-)%s*$"
     if cmd:sub(1, 1) == ":" then return command(line:match "^%s*(.*)$") end
     local k = rest ~= "" and math.tointeger(tonumber(rest)) or nil
@@ -373,9 +374,10 @@ function M.run()
   if hist and hist ~= "" then host.history_file(hist) end
   while true do
     local line = host.readline "> "
-    if not line then break end
+    if line == nil then break end
     line_no = line_no + 1
-    if line:match "^%s*:" then
+    if line == false then -- Ctrl-C dropped what was typed: a fresh prompt
+    elseif line:match "^%s*:" then
       host.add_history(line)
       if command(line:match "^%s*(.*)$") == "quit" then break end
     elseif line:match "%S" then
@@ -392,14 +394,15 @@ function M.run()
             break
           end
           local more = host.readline ">> "
-          if not more then say(err) eof = true break end
+          if more == false then typed = nil break end -- Ctrl-C: the unfinished chunk is dropped
+          if more == nil then say(err) eof = true break end
           line_no = line_no + 1
           src = src .. "\n" .. more
           typed = typed .. "\n" .. more
         end
       end)
       if not ok then say(safe_tostring(perr)) end
-      host.add_history(typed) -- as typed: `=x`, not `return x`
+      if typed then host.add_history(typed) end -- as typed: `=x`, not `return x`
       if eof then break end
     end
   end
