@@ -559,19 +559,27 @@ function tl.kernel(name, spec)
 end
 
 -- k:define(function(k, p) ... end): build the body; p maps parameter names to values.
+-- A define that fails (while building or verifying) leaves nothing behind: its
+-- body is emptied and the kernel taken out of the module, so that a corrected
+-- define of the same kernel, a new tl.kernel of the same name (in the REPL,
+-- say) and every other kernel go on as if it had never run.
 function Kernel:define(fn)
   if type(fn) ~= "function" then raise("define: expected a function(k, p) that builds the body") end
   if self.defined then raise(("define: kernel '%s' is already defined (build a new tl.kernel to start over)"):format(self.name)) end
-  -- a failed define leaves an empty body behind, so that a corrected define
-  -- of the same kernel can follow (in the REPL, say)
+  if not self.op:block() then self.op:insert(self.module:region(1):entry()) end -- after a failed define
   local ok, err = pcall(tl.at, self.body, nil, fn, self, self.args)
+  if ok then ok, err = pcall(tl.verify, self.module) end
   if not ok then
     local ops = self.body:ops()
     for i = #ops, 1, -1 do pcall(ops[i].erase, ops[i]) end
+    self.op:unlink()
+    self._alloc_after, self._cutlass_next_slot = nil, nil
+    if type(err) == "string" and not self.module:verify() then
+      err = err .. "\n(another op of the module does not verify either; tl.new_module() starts a fresh module)"
+    end
     error(err, 0)
   end
   self.defined = true
-  tl.verify(self.module)
   return self
 end
 
