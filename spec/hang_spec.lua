@@ -37,7 +37,7 @@ describe("the stand-in driver", function()
 end)
 
 describe("launch plans", function()
-  it("take every launch after the first, with the Lua path's checks and messages", function()
+  it("take every launch after the first, with the Lua path's checks and messages (a buffer of another element type too)", function()
     need_fake()
     local f = "spec/fixtures/gpu/launch_plan.lua"
     local out, err, code = run({ TILUA_LIBCUDA = FAKE }, { f })
@@ -49,6 +49,9 @@ describe("launch plans", function()
       f .. ":21: launch: 4 arguments for 3 parameters",
       f .. ":21: launch: argument 'out' must be a device buffer, got number",
       f .. ":21: launch: grid 0 is out of range",
+      f .. ":21: launch: argument 'out' is a buffer of i32, but the parameter points to f32 (a buffer of f32, or of any type for ptr<i8>)",
+      f .. ":35: launch: argument 'out' is a buffer of i32, but the parameter points to f32 (a buffer of f32, or of any type for ptr<i8>)",
+      "bytes: ok",
     } do
       assert.truthy(out:find(want, 1, true), ("%q not in:\n%s"):format(want, out))
     end

@@ -416,10 +416,12 @@ function M.attach(tl)
     local R <close> = not o.reference and D.alloc(tl.f32, c.m * c.n) or nil
     local bad <close> = D.alloc(tl.i32, 2)
     bad:fill(0)
-    local dummy <close> = D.alloc(tl.f32, 4)
+    -- stand-ins of the element types of C and bias, when there are none
+    local no_c <close> = not o.c and D.alloc(elem_type(c.out), 4) or nil
+    local no_bias <close> = not o.bias and D.alloc(tl.f32, 4) or nil
     if ref then
       ref:launch { grid = { (c.n + 15) // 16, (c.m + 15) // 16, 1 },
-                   args = { o.a, o.b, R, o.c or dummy, o.bias or dummy } }
+                   args = { o.a, o.b, R, o.c or no_c, o.bias or no_bias } }
     end
     cmp:launch { grid = (c.m * c.n + 255) // 256, args = { o.d, o.reference or R, bad, c.m * c.n } }
     D.synchronize()

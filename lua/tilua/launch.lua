@@ -12,12 +12,30 @@ function M.attach(tl)
 
   tl.device = require("tilua.device").attach(tl)
 
+  -- The element type a buffer passed for pointer parameter p must hold: its
+  -- pointee, or nil for a byte pointer (ptr<i8> takes any buffer, as char * does).
+  local function pointee(p)
+    local elem = p.type:info().elem
+    if elem and elem ~= tl.i8 then return elem end
+  end
+
+  local function check_buffer(p, v)
+    local want = pointee(p)
+    if want and v.type and v.type ~= want then
+      raise(("launch: argument '%s' is a buffer of %s, but the parameter points to %s (a buffer of %s, or of any type for ptr<i8>)")
+        :format(p.name, tostring(v.type), tostring(want), tostring(want)))
+    end
+  end
+
   -- One launch argument {type, value} for parameter p.
   local function arg_for(p, v)
     local t = p.type
     local i = t:info()
     if i.kind == "ptr" then
-      if type(v) == "table" and v.raw then return { "ptr", v.raw } end
+      if type(v) == "table" and v.raw then
+        check_buffer(p, v)
+        return { "ptr", v.raw }
+      end
       if math.type(v) == "integer" then return { "ptr", v } end
       raise(("launch: argument '%s' must be a device buffer, got %s"):format(p.name, type(v)))
     end
@@ -186,7 +204,7 @@ function M.attach(tl)
     if k._plan_for == k._fn then return k._plan end
     k._plan_for, k._plan = k._fn, nil
     if info.hang_sites then return nil end
-    local kinds, names = {}, {}
+    local kinds, names, elems = {}, {}, {}
     for n, p in ipairs(k.params) do
       local i = p.type:info()
       local kind = i.kind == "ptr" and "ptr" or i.kind == "index" and "i64"
@@ -194,8 +212,9 @@ function M.attach(tl)
                    or i.kind == "float" and (i.width == 32 or i.width == 64) and ("f" .. i.width)
       if not kind then return nil end
       kinds[n], names[n] = kind, p.name
+      if kind == "ptr" then elems[n] = pointee(p) or false end
     end
-    k._plan = core.launch_plan(k._fn, { kinds = kinds, names = names, block = info.block, cluster = info.cluster,
+    k._plan = core.launch_plan(k._fn, { kinds = kinds, names = names, elems = elems, block = info.block, cluster = info.cluster,
                                         static = info.static, smem = info.smem, name = k.name })
     return k._plan
   end

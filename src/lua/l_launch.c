@@ -6,6 +6,8 @@
 ** that tools/bench/launch.lua measures it against.
 **
 **   plan = core.launch_plan(fn, {kinds = {"ptr", "i32", ...}, names = {...},
+**                                elems = {[i] = the element type a buffer for
+**                                pointer i must hold, or false for any},
 **                                block = {x,y,z}, cluster = {x,y,z}, static = bytes,
 **                                smem = bytes, name = "k"})
 **   plan:launch(grid, args [, smem])    grid: n or {x [, y [, z]]}; args by position or name
@@ -83,7 +85,7 @@ static int core_launch_plan(lua_State *L) {
     kinds[i] = (unsigned char)j;
   }
   lua_pop(L, 1);
-  Plan *p = lua_newuserdatauv(L, sizeof *p, 2);
+  Plan *p = lua_newuserdatauv(L, sizeof *p, 3);
   memset(p, 0, sizeof *p);
   p->fn = *f;
   p->nargs = n;
@@ -100,6 +102,8 @@ static int core_launch_plan(lua_State *L) {
   lua_setiuservalue(L, -2, 1);
   lua_getfield(L, 2, "names");
   lua_setiuservalue(L, -2, 2);
+  lua_getfield(L, 2, "elems");
+  lua_setiuservalue(L, -2, 3);
   return 1;
 }
 
@@ -108,6 +112,23 @@ static const char *param_name(lua_State *L, int plan, int i) {
   lua_getiuservalue(L, plan, 2);
   const char *s = lua_istable(L, -1) && lua_geti(L, -1, i + 1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
   return s; /* stays on the stack until the error is raised */
+}
+
+/* A buffer table at idx passed for pointer i must hold the element type the
+** plan says (elems[i]; false or none: any). */
+static void check_buffer_type(lua_State *L, int plan, int i, int idx) {
+  if (lua_getiuservalue(L, plan, 3) != LUA_TTABLE || lua_geti(L, -1, i + 1) != LUA_TUSERDATA) {
+    lua_pop(L, 2);
+    return;
+  }
+  lua_getfield(L, idx, "type");
+  if (!lua_isnil(L, -1) && !lua_compare(L, -1, -2, LUA_OPEQ)) {
+    const char *want = luaL_tolstring(L, -2, NULL);
+    const char *got = luaL_tolstring(L, -2, NULL);
+    lb_error(L, "launch: argument '%s' is a buffer of %s, but the parameter points to %s (a buffer of %s, or of any type for ptr<i8>)",
+             param_name(L, plan, i), got, want, want);
+  }
+  lua_pop(L, 3);
 }
 
 /* Convert argument i (at idx) into its slot; raises with the parameter's name. */
@@ -125,6 +146,7 @@ static void pack(lua_State *L, int plan, const Plan *p, int i, int idx, uint64_t
       size_t bytes;
       a = lb_buffer_address(L, -1, &bytes);
       lua_pop(L, 1);
+      if (a) check_buffer_type(L, plan, i, idx);
     }
     if (!a)
       lb_error(L, "launch: argument '%s' must be a device buffer, got %s", param_name(L, plan, i), luaL_typename(L, idx));
