@@ -102,21 +102,17 @@ static bool visit_find(IrOp *op, void *ud) {
   return false;
 }
 
-static bool is_tileas_op(const IrOp *op) { return ir_op_in_dialect(op->kind, "tileas"); }
 static bool is_dot(const IrOp *op) { return op->kind == OP_TILEAS_DOT; }
 
-/* A tile program with no pipelined loop has nothing to become agents, and the
-** passes after this one need them: say why here, at the op that is outside
-** such a loop (a dot) or at the kernel. */
-static IrResult no_pipelined_loop(IrOp *k) {
+/* A tile program's dots are lowered only as the mainloop of a pipelined loop
+** (through the agents made here): a dot with no such loop is an error here,
+** where the cause is known, rather than at the next pass, which would only
+** say that the agents are missing. */
+static IrResult check_no_dot(IrOp *k) {
   IrOp *dot = rw_find(k, is_dot);
-  if (dot) {
-    ir_op_error(dot, "tileas-materialize-agents: this dot is not in a pipelined loop: a tile program's dots "
-                "run in tl.for_tiles (a loop marked tileas.pipeline), whose loads become the producer's rings");
-  } else {
-    ir_op_error(k, "tileas-materialize-agents: tile program '%s' has no pipelined loop (tl.for_tiles) whose loads "
-                "feed a tl.dot: only such programs are made into agents yet", ir_attrs_TILE_KERNEL(k).sym_name);
-  }
+  if (!dot) return IR_OK;
+  ir_op_error(dot, "tileas-materialize-agents: this dot is not in a pipelined loop: a tile program's dots "
+              "run in tl.for_tiles (a loop marked tileas.pipeline), whose loads become the producer's rings");
   return IR_FAIL;
 }
 
@@ -452,7 +448,7 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   m->rows = 0;
   ir_walk_pre(k, visit_find, m);
   if (m->failed) return IR_FAIL;
-  if (!m->loop) return rw_find(k, is_tileas_op) ? no_pipelined_loop(k) : IR_OK;
+  if (!m->loop) return check_no_dot(k);
   if (m->stages < 1) {
     ir_op_error(m->loop, "tileas-materialize-agents: tileas.pipeline needs stages >= 1");
     return IR_FAIL;
