@@ -78,6 +78,69 @@ describe("tilua opt", function()
     assert.equal(1, code)
     assert.matches("cannot open /no/such.tir", err)
   end)
+  it("reads stdin when no file is named, and says 'did you mean' for a pass or an option", function()
+    local out, err, code = H.tilua_run({ "opt", "-p", "canonicalize" }, H.slurp "spec/fixtures/valid/arith.tir")
+    assert.equal(0, code, err)
+    assert.matches("module {", out)
+    _, err, code = H.tilua_run { "opt", "spec/fixtures/valid/scf.tir", "--pass", "canonicalise,cse" }
+    assert.equal(1, code)
+    assert.matches("unknown pass or pipeline 'canonicalise'; did you mean 'canonicalize'%?", err)
+    _, err, code = H.tilua_run { "opt", "spec/fixtures/valid/scf.tir", "--print-ir-afterall" }
+    assert.equal(1, code)
+    assert.matches("unknown option '%-%-print%-ir%-afterall'; did you mean '%-%-print%-ir%-after%-all'%?", err)
+    _, err, code = H.tilua_run { "opt", "spec/fixtures/valid/scf.tir", "--zzzzzzzz" }
+    assert.equal(1, code)
+    assert.matches("unknown option '%-%-zzzzzzzz'\n", err) -- nothing near: no guess
+    _, err, code = H.tilua_run { "sched", "--workerz", "4" }
+    assert.equal(1, code)
+    assert.matches("unknown option '%-%-workerz'; did you mean '%-%-workers'%?", err)
+  end)
+  it("prints the IR before passes, after those that changed it, and after the one that failed", function()
+    local ir = H.slurp "spec/fixtures/valid/arith.tir"
+    local _, err, code = H.tilua_run({ "opt", "-p", "canonicalize,cse,canonicalize", "--print-ir-before", "cse" }, ir)
+    assert.equal(0, code, err)
+    local dumps = {}
+    for what in err:gmatch "// %-%-%-%-%-// IR Dump (.-) //%-%-%-%-%- //" do dumps[#dumps + 1] = what end
+    assert.same({ "Before cse" }, dumps)
+    _, err = H.tilua_run({ "opt", "-p", "canonicalize,cse", "--print-ir-before-all" }, ir)
+    dumps = {}
+    for what in err:gmatch "IR Dump (%a+ [%w%-]+)" do dumps[#dumps + 1] = what end
+    assert.same({ "Before canonicalize", "Before cse" }, dumps)
+    -- after-change: the second canonicalize finds nothing left to do
+    _, err = H.tilua_run({ "opt", "-p", "canonicalize,canonicalize", "--print-ir-after-change" }, ir)
+    dumps = {}
+    for what in err:gmatch "IR Dump (%a+ [%w%-]+)" do dumps[#dumps + 1] = what end
+    assert.same({ "After canonicalize" }, dumps)
+    _, err = H.tilua_run({ "opt", "-p", "canonicalize,canonicalize", "--print-ir-after-all" }, ir)
+    dumps = {}
+    for what in err:gmatch "IR Dump (%a+ [%w%-]+)" do dumps[#dumps + 1] = what end
+    assert.same({ "After canonicalize", "After canonicalize" }, dumps)
+    -- a pass that fails: its IR as it left it, marked, and nothing after it
+    local bad = [[
+module {
+  tile.kernel {arg_names = ["A", "B", "C"], kernel_spec = {block = [128, 1, 1], num_ctas = 1}, sym_name = "loose_dot"} {
+  ^bb0(%A: !tileas.tensor<f16, 2>, %B: !tileas.tensor<f16, 2>, %C: !tileas.tensor<f32, 2>):
+    %c0 = arith.constant {value = 0 : i32} : i32
+    %z = arith.constant {value = 0.0 : f32} : f32
+    %acc = tileas.splat %z : tile<64x64xf32, rmem>
+    %a = tileas.tiled_load %A, %c0, %c0 : tile<64x64xf16, rmem>
+    %b = tileas.tiled_load %B, %c0, %c0 : tile<64x64xf16, rmem>
+    %d = tileas.dot %a, %b, %acc : tile<64x64xf32, rmem>
+    tileas.tiled_store %C, %c0, %c0, %d
+  }
+}
+]]
+    local out
+    out, err, code = H.tilua_run({ "opt", "-p", "tileas-assign-layouts,tileas-materialize-agents,cse",
+                                   "--print-ir-after-failure", "--print-ir-after-all" }, bad)
+    assert.equal(1, code)
+    assert.equal("", out)
+    dumps = {}
+    for what in err:gmatch "IR Dump (%a+ [%w%-]+)" do dumps[#dumps + 1] = what end
+    assert.same({ "After tileas-assign-layouts", "After tileas-materialize-agents" }, dumps)
+    assert.matches("IR Dump After tileas%-materialize%-agents Failed //%-%-%-%-%- //\nmodule {.-kind = \"mma\"", err)
+    assert.matches("<stdin>:9:%d+: error: 'tileas.dot' op tileas%-materialize%-agents: this dot is not in a pipelined loop", err)
+  end)
   it("checks expected diagnostics and catches a wrong expectation", function()
     local text = "module {\n  // expected-error@+1 {{this is not the message}}\n  %0 = arith.constant {value = 1} : i32\n}\n"
     local _, err, code = H.tilua_run({ "opt", "-", "--verify-diagnostics" }, text)
@@ -184,6 +247,79 @@ describe("tilua --trace=FILE", function()
     end
     os.remove(f)
     if not browser then pending("no headless browser installed: the page was checked for structure only") end
+  end)
+
+  -- every <a href="#x"> of the page has its id="x"
+  local function links_resolve(html)
+    local ids = {}
+    for id in html:gmatch ' id="([^"]+)"' do ids[id] = true end
+    local n = 0
+    for target in html:gmatch ' href="#([^"]+)"' do
+      assert.truthy(ids[target], "a link to #" .. target .. " with no such anchor")
+      n = n + 1
+    end
+    return n
+  end
+
+  it("shows a failed compile: the error (its script line linked), the stage where it stopped marked; never an empty file", function()
+    local script, page = os.tmpname() .. ".lua", os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write [[
+local tl = require "tilua"
+local k = tl.tile_kernel("loose", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.f32, 2) } })
+k:define(function(k, p)
+  local acc = tl.dot(tl.load(p.A, { 0, 0 }, { 128, 64 }), tl.load(p.B, { 0, 0 }, { 256, 64 }), tl.zeros({ 128, 256 }, tl.f32))
+  tl.store(p.C, { 0, 0 }, acc)
+end)
+k:compile()
+]]
+    f:close()
+    local _, err, code = H.tilua_run { "--trace=" .. page, script }
+    assert.equal(1, code)
+    assert.matches("this dot is not in a pipelined loop", err)
+    local html = assert(H.slurp(page))
+    assert.truthy(html:find('<li class="failed"><a href="#compile-1">compile 1: loose</a> (failed)</li>', 1, true), html)
+    assert.truthy(html:find('The compile failed at <a href="#c1-s3">stage 3, tileas-materialize-agents</a>', 1, true))
+    -- the error's script line and every op's line link into the copy of the script
+    assert.truthy(html:find('<a href="#L1-4">' .. script .. ':4</a>', 1, true))
+    assert.truthy(html:find('<span id="L1-4">   4  ', 1, true))
+    assert.truthy(html:find('<a class="l" href="#L1-5">', 1, true), "the store's line")
+    assert.truthy(html:find('<tr class="failed"><td>3</td>', 1, true))
+    assert.truthy(html:find('<details id="c1-s3" class="failed" open><summary>3 tileas-materialize-agents: the compile failed here', 1, true))
+    assert.truthy(links_resolve(html) > 10)
+    -- a script that compiles nothing still leaves a page
+    _, err, code = H.tilua_run({ "--trace=" .. page, "-" }, "print(1)\n")
+    assert.equal(0, code, err)
+    html = assert(H.slurp(page))
+    assert.truthy(html:find("The script has compiled nothing (yet).", 1, true))
+    os.remove(script)
+    os.remove(page)
+  end)
+
+  it("shows a cache hit as one, linking the compile it repeats, with stage navigation", function()
+    local script, page = os.tmpname() .. ".lua", os.tmpname()
+    local f = assert(io.open(script, "w"))
+    f:write [[
+local tl = require "tilua"
+local k = tl.kernel("twice", { params = { { "a", tl.ptr(tl.f32) } }, block = 32 })
+k:define(function(k, p) p.a:store(tl.const(1.0, tl.f32) + tl.const(2.0, tl.f32)) end)
+k:compile()
+k:compile()
+]]
+    f:close()
+    local _, err, code = H.tilua_run { "--trace=" .. page, script }
+    assert.equal(0, code, err)
+    local html = assert(H.slurp(page))
+    assert.truthy(html:find("2 compiles, 1 of them answered by the compile cache", 1, true))
+    assert.truthy(html:find('(cache hit of compile 1)', 1, true))
+    assert.truthy(html:find('as <a href="#compile-1">compile 1</a>, whose result it gave again; nothing was compiled', 1, true))
+    assert.is_nil(html:find('id="c2-s0"', 1, true), "the cache hit's stages are not shown again")
+    -- every stage links the one before and after it
+    assert.truthy(html:find('<details id="c1-s1"', 1, true))
+    assert.truthy(html:find('<a href="#c1-s0">&larr; 0</a> <a href="#c1-s2">2 &rarr;</a>', 1, true))
+    links_resolve(html)
+    os.remove(script)
+    os.remove(page)
   end)
 end)
 

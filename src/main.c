@@ -332,6 +332,33 @@ static int host_history_file(lua_State *L) {
   return 0;
 }
 
+/* A file handle of the program's own stdout, whose fclose the handle's
+** __close / __gc calls (as liolib's). */
+static int host_stream_close(lua_State *L) {
+  luaL_Stream *p = (luaL_Stream *)luaL_checkudata(L, 1, LUA_FILEHANDLE);
+  return luaL_fileresult(L, fclose(p->f) == 0, NULL);
+}
+
+/* host.take_stdout() -> file: what the program writes for its caller (the
+** text of --emit and --stage) goes to the returned handle, the original
+** stdout; everything else that would go to stdout (the script's print and
+** io.write, messages) goes to stderr from now on. */
+static int host_take_stdout(lua_State *L) {
+  fflush(stdout);
+  int fd = dup(1);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f || dup2(2, 1) < 0) {
+    if (fd >= 0) close(fd);
+    return luaL_fileresult(L, 0, "stdout");
+  }
+  luaL_Stream *p = (luaL_Stream *)lua_newuserdatauv(L, sizeof(luaL_Stream), 0);
+  p->closef = NULL; /* not a usable handle until f is in */
+  luaL_setmetatable(L, LUA_FILEHANDLE);
+  p->f = f;
+  p->closef = host_stream_close;
+  return 1;
+}
+
 static int host_isatty(lua_State *L) {
   lua_pushboolean(L, isatty((int)luaL_optinteger(L, 1, 0)));
   return 1;
@@ -339,7 +366,7 @@ static int host_isatty(lua_State *L) {
 
 static const luaL_Reg host_functions[] = {
     {"readline", host_readline}, {"add_history", host_add_history}, {"history_file", host_history_file},
-    {"isatty", host_isatty},     {NULL, NULL}};
+    {"isatty", host_isatty},     {"take_stdout", host_take_stdout}, {NULL, NULL}};
 
 static int luaopen_tilua_host(lua_State *L) {
   luaL_newlib(L, host_functions);

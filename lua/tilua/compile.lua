@@ -1,10 +1,13 @@
 -- tilua.compile: compiling kernels to PTX (k:compile, tl.emit_ptx), assembling
 -- it with ptxas (tl.ptxas, tl.check_ptx), and the host's say over compiles:
 --
---   tl.options.stage_hook   fn(stages, module, ptx) after every tl.compile and
---                           k:compile (ptx nil for tl.compile); the host's
---                           (`tilua --emit/--stage` prints and exits there)
+--   tl.options.stage_hook   fn(stages, module, ptx, err) after every tl.compile
+--                           and k:compile (ptx nil for tl.compile), also one
+--                           that fails (err: its message; the last stage is
+--                           marked `failed`); the host's (`tilua --emit/--stage`
+--                           prints and exits there, --trace writes its page)
 --   tl.options.stage_hook_ir  the hook reads the stages' IR: keep it
+--   tl.options.stage_locations  ... with each op's loc(...) (--trace links them)
 --   tl.options.debug_hangs  true or milliseconds: k:compile adds debug-hangs
 --   tl.options.compile_cache  false: k:compile always compiles (see below)
 --
@@ -31,11 +34,18 @@ function M.attach(tl)
   end
 
   -- Hand a compile's stages to the host's hook, if it set one.
-  local function stage_hook(stages, module, ptx)
+  local function stage_hook(stages, module, ptx, err)
     local hook = tl.options.stage_hook
     if hook == nil then return end
     if type(hook) ~= "function" then raise("tl.options.stage_hook: expected a function") end
-    hook(stages, module, ptx)
+    hook(stages, module, ptx, err)
+  end
+
+  -- A compile failed with err: the hook sees the stages up to the failure, then
+  -- the error goes on as it came.
+  local function failed(err, module)
+    stage_hook(tl.last_stages, module, nil, err)
+    error(err, 0)
   end
 
   -- tl.emit_ptx(module) -> PTX text (raises the emitter's diagnostics)
@@ -116,7 +126,8 @@ function M.attach(tl)
   end
   -- tl.compile keeps its behaviour, then hands its stages to the hook.
   function tl.compile(m, pipeline, opts)
-    local r = compile(m, pipeline, opts)
+    local ok, r = pcall(compile, m, pipeline, opts)
+    if not ok then failed(r, getmetatable(m) == Kernel and m.module or m or tl.module()) end
     stage_hook(tl.last_stages, r, nil)
     return r
   end
@@ -148,6 +159,7 @@ function M.attach(tl)
     for i, st in ipairs(stages) do
       out[i] = setmetatable({ name = st.name, index = st.index, ms = st.ms, changed = st.changed, ir = rawget(st, "ir"),
                               cached = cached }, getmetatable(st))
+      if cached then out[i].ms = 0 end -- nothing ran
     end
     return out
   end
@@ -158,6 +170,7 @@ function M.attach(tl)
     local cache, key
     if tl.options.compile_cache ~= false then
       local keep = tl.options.keep_stages or (tl.options.stage_hook and tl.options.stage_hook_ir) and true or false
+      if keep and tl.options.stage_locations then keep = "locations" end
       local ctx = tl.context()
       cache = caches[ctx]
       if not cache then
@@ -176,10 +189,17 @@ function M.attach(tl)
       end
     end
     local m = self.module:clone()
-    compile(m, p)
+    local ok, err = pcall(compile, m, p)
+    if not ok then failed(err, m) end
     local t0 = os.clock()
-    local ok, ptx = pcall(tl.emit_ptx, m)
-    if not ok then error(ptx, 0) end
+    local ptx
+    ok, ptx = pcall(tl.emit_ptx, m)
+    if not ok then
+      local stages = tl.last_stages
+      stages[#stages + 1] = { name = "emit-ptx", index = #stages, ms = (os.clock() - t0) * 1e3, changed = false,
+                              failed = true, ir = "" }
+      failed(ptx, m)
+    end
     local stages = tl.last_stages
     stages[#stages + 1] = { name = "emit-ptx", index = #stages, ms = (os.clock() - t0) * 1e3, changed = true, ir = ptx }
     self.lowered, self.ptx = m, ptx

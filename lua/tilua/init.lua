@@ -610,7 +610,8 @@ local Stage = { __index = function(_, key)
 end }
 
 -- tl.compile(module_or_kernel [, pipeline [, opts]]) -> module. tl.last_stages
--- lists every stage (name, index, ms, changed); its IR text (`ir`) is rendered
+-- lists every stage (name, index, ms, changed; failed on the stage where a
+-- failing pipeline stopped, the last one); its IR text (`ir`) is rendered
 -- only when asked for: opts.keep_stages or tl.options.keep_stages (the REPL,
 -- --stage and --emit=ir set it), or when printed. opts.print_after_all /
 -- opts.print_after = {names}. opts.check_protocol, else tl.options.check_protocol
@@ -632,9 +633,10 @@ function tl.compile(m, pipeline, opts)
     check_protocol = opts.check_protocol == nil and tl.options.check_protocol or opts.check_protocol,
     on_stage = function(info, op)
       local show = info.index > 0 and (opts.print_after_all or print_after[info.pass])
-      local text = (keep or show) and op:print() or nil
+      local text = (keep or show) and op:print { locations = keep and tl.options.stage_locations } or nil
       stages[#stages + 1] = setmetatable({ name = info.pass, index = info.index, ms = info.ms,
-                                           changed = info.changed, ir = keep and text or nil }, Stage)
+                                           changed = info.changed, failed = info.failed or nil,
+                                           ir = keep and text or nil }, Stage)
       if show then
         out:write(("// -----// IR Dump After %s (%.3f ms) //----- //\n"):format(info.pass, info.ms), text)
       end
