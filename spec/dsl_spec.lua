@@ -37,6 +37,23 @@ describe("types", function()
   end)
 end)
 
+describe("tl's names", function()
+  it("say 'did you mean' for a typo, at the script's line, never naming an internal function", function()
+    local line = here()
+    local ok, err = pcall(function() return tl.ptr(tl.f23) end)
+    assert.is_false(ok)
+    local file, l = line:match "^(.-):(%d+):$"
+    assert.equal(("%s:%d: tl.f23 does not exist; did you mean tl.f32?"):format(file, tonumber(l) + 1), err)
+    assert.is_nil(err:find("type_ptr", 1, true))
+    ok, err = pcall(function() return tl.for_rnage end)
+    assert.matches("tl.for_rnage does not exist; did you mean tl.for_range%?", err)
+    ok, err = pcall(function() return tl.qqqqqqqq end)
+    assert.matches("tl.qqqqqqqq does not exist$", err)
+    assert.is_nil(rawget(tl, "qqqqqqqq")) -- the way to test for a name
+    assert.equal(tl.i8, tl.u8)
+  end)
+end)
+
 describe("values", function()
   it("overload arithmetic for integers and floats", function()
     local k = kernel({ { "a", tl.i32 }, { "x", tl.f32 } }, function(k, p)

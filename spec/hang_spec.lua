@@ -49,8 +49,8 @@ describe("launch plans", function()
       f .. ":21: launch: 4 arguments for 3 parameters",
       f .. ":21: launch: argument 'out' must be a device buffer, got number",
       f .. ":21: launch: grid 0 is out of range",
-      f .. ":21: launch: argument 'out' is a buffer of i32, but the parameter points to f32 (a buffer of f32, or of any type for ptr<i8>)",
-      f .. ":35: launch: argument 'out' is a buffer of i32, but the parameter points to f32 (a buffer of f32, or of any type for ptr<i8>)",
+      f .. ":21: launch: argument 'out' is a buffer of i32, but the parameter points to f32 (a buffer of f32 or of bytes, or any buffer for ptr<i8>)",
+      f .. ":36: launch: argument 'out' is a buffer of i32, but the parameter points to f32 (a buffer of f32 or of bytes, or any buffer for ptr<i8>)",
       "bytes: ok",
     } do
       assert.truthy(out:find(want, 1, true), ("%q not in:\n%s"):format(want, out))

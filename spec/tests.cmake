@@ -148,6 +148,10 @@ foreach(ex ${TILUA_EXAMPLES})
   # every compile of the example checked on its input and after every pass
   set_tests_properties(example.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV};${TILUA_TEST_CHECK_EXAMPLES}"
                        SKIP_RETURN_CODE 77)
+  # the same on the CPU emulator (tilua --emulate): a computed result, checked, with no GPU
+  add_test(NAME example.${name}.emulate COMMAND tilua_exe ${ex} --emulate WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(example.${name}.emulate PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV};TILUA_SEED=20261128"
+                       FAIL_REGULAR_EXPRESSION "SKIP: no GPU")
 endforeach()
 # }===
 
@@ -181,7 +185,7 @@ endforeach()
 # {=== pipeline: the examples of convert-cutlass-to-nvvm run their GPU parts on the
 # GPU machine (tools/gpu test); elsewhere they compile, pass ptxas and report skipped.
 foreach(t example.pipeline_ring_copy example.seq_bar_pingpong example.splitk_block_striped example.mods_probes
-          example.gemm)
+          example.gemm example.printf)
   if(TEST ${t})
     set_property(TEST ${t} APPEND PROPERTY LABELS gpu)
   endif()

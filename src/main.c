@@ -18,8 +18,13 @@
 #include <lualib.h>
 
 #include "lua/lbind.h"
+#include "tilua.h"
 
 static const char *progname = "tilua";
+
+#define LUA_INIT_VAR "LUA_INIT"
+#define LUA_INITVARVERSION LUA_INIT_VAR LUA_VERSUFFIX /* LUA_INIT_5_4 */
+#define LUA_IGMARK "-" /* -l mod-v2 sets the global mod */
 
 static const char usage_text[] =
     "usage: %s [options] [script [args]]\n"
@@ -29,8 +34,10 @@ static const char usage_text[] =
     "  -e stat   execute string 'stat'\n"
     "  -i        enter the REPL after running the script (or alone)\n"
     "  -l mod    require library 'mod' into global 'mod'\n"
-    "  -v        show version information\n"
-    "  -E        ignore environment variables (LUA_PATH, LUA_CPATH, TILUA_SOURCE_DIR)\n"
+    "  -l g=mod  require library 'mod' into global 'g'\n"
+    "  -v, --version  show version information\n"
+    "  -E        ignore environment variables (LUA_INIT, LUA_PATH, LUA_CPATH, TILUA_SOURCE_DIR)\n"
+    "  -W        turn warnings on\n"
     "  --emit=ir|ptx  the script's first compile (k:compile, tl.compile) prints the final\n"
     "                 IR or the PTX and exits 0 without launching (also after the script);\n"
     "                 a script that compiles nothing is an error\n"
@@ -43,18 +50,26 @@ static const char usage_text[] =
     "                 its input and after every pass that changes it (also\n"
     "                 TILUA_CHECK_PROTOCOL=1; =passes fails only where a pass broke\n"
     "                 a protocol that held; docs/protocol.md)\n"
+    "  --emulate      run every launch on the CPU emulator instead of a GPU (also\n"
+    "                 TILUA_EMULATE=1): device buffers live in host memory, and the\n"
+    "                 examples pick small problems\n"
+    "  --timeline=FILE  with --emulate, draw which warp waits on which barrier when,\n"
+    "                 for every launch, as one HTML page\n"
     "  --help    show this help\n"
     "  --        stop handling options\n"
     "  -         run stdin as a script and stop handling options\n"
     "Without arguments: the REPL when stdin is a terminal, else run stdin as a script.\n"
     "Scripts see the library as `require \"tilua\"`; in the REPL it is also the global `tl`.\n"
     "REPL commands start with ':' (':help' lists them).\n"
-    "Errors name the script line that caused them; set TILUA_TRACEBACK=1 for Lua tracebacks.\n";
+    "Errors name the script line that caused them; set TILUA_TRACEBACK=1 for Lua tracebacks.\n"
+    "LUA_INIT_5_4 or LUA_INIT runs first (\"@file\" runs a file), as in lua; every\n"
+    "environment variable tilua reads is in docs/environment.md.\n";
 
 static void print_usage(FILE *f) { fprintf(f, usage_text, progname, progname, progname); }
 
 static void print_version(void) {
-  printf("tilua 0.1.0 (%s) -- a GPU kernel compiler for Lua\n", LUA_RELEASE);
+  printf("tilua " TILUA_VERSION " (%s) -- a GPU kernel compiler for Lua\n", LUA_RELEASE);
+  fflush(stdout);
 }
 
 /* {======================================================================
@@ -400,12 +415,21 @@ static int dostring(lua_State *L, const char *s, const char *name) {
   return dochunk(L, luaL_loadbuffer(L, s, strlen(s), name));
 }
 
-/* require 'mod' and store it in global 'mod' */
-static int dolibrary(lua_State *L, const char *name) {
+/* -l g=mod: require 'mod' into global 'g'; -l mod: into global 'mod' (up to
+** a '-': `-l mod-v2` sets 'mod'), as lua.c. */
+static int dolibrary(lua_State *L, const char *arg) {
+  const char *eq = strchr(arg, '=');
+  const char *modname = eq ? eq + 1 : arg;
+  size_t glen = eq ? (size_t)(eq - arg) : strcspn(arg, LUA_IGMARK);
   lua_getglobal(L, "require");
-  lua_pushstring(L, name);
+  lua_pushstring(L, modname);
   int status = docall(L, 1, 1);
-  if (status == LUA_OK) lua_setglobal(L, name);
+  if (status == LUA_OK) {
+    lua_pushlstring(L, arg, glen);
+    lua_insert(L, -2);
+    lua_setglobal(L, lua_tostring(L, -2));
+    lua_pop(L, 1);
+  }
   return report(L, status);
 }
 
@@ -459,6 +483,7 @@ static int run_module_function(lua_State *L, const char *module, const char *fn,
 #define has_e 8
 #define has_E 16
 #define has_help 32
+#define has_W 64
 
 /* tilua.cli.<fn>(the nargs values on top of the stack, which it pops); false
 ** after reporting an error. */
@@ -478,27 +503,51 @@ static int call_cli(lua_State *L, const char *fn, int nargs) {
   return status == LUA_OK;
 }
 
-/* --emit=..., --stage=..., --trace=..., --debug-hangs and --check-protocol: the
-** host's options of the scripts' compiles, before the script or among its
-** arguments; the field of tilua.cli.script_options's table each one sets. */
+/* --emit=..., --stage=..., --trace=..., --debug-hangs, --check-protocol,
+** --emulate and --timeline=...: the host's options of the scripts' compiles
+** and launches, before the script or among its arguments; the field of
+** tilua.cli.script_options's table each one sets. */
+static const struct {
+  const char *flag, *field;
+} tl_options[] = {{"--emit=", "emit"},       {"--stage=", "stage"},
+                  {"--trace=", "trace"},     {"--debug-hangs", "debug_hangs"},
+                  {"--check-protocol", "check_protocol"}, {"--emulate", "emulate"},
+                  {"--timeline=", "timeline"}};
+#define N_TL_OPTIONS (sizeof tl_options / sizeof tl_options[0])
+
 static const char *tl_option_field(const char *a) {
-  static const struct { const char *flag, *field; } opts[] = {
-      {"--emit=", "emit"}, {"--stage=", "stage"}, {"--trace=", "trace"},
-      {"--debug-hangs", "debug_hangs"}, {"--check-protocol", "check_protocol"}};
-  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
-    size_t n = strlen(opts[i].flag);
-    if (opts[i].flag[n - 1] == '=' ? strncmp(a, opts[i].flag, n) == 0 : strcmp(a, opts[i].flag) == 0)
-      return opts[i].field;
+  for (size_t i = 0; i < N_TL_OPTIONS; i++) {
+    const char *f = tl_options[i].flag;
+    size_t n = strlen(f);
+    if (f[n - 1] == '=' ? strncmp(a, f, n) == 0 : strcmp(a, f) == 0) return tl_options[i].field;
   }
   return NULL;
 }
 static int is_tl_option(const char *a) { return tl_option_field(a) != NULL; }
 
+/* The long option nearest the unknown one a (up to its '='), or NULL. */
+static const char *near_option(const char *a) {
+  const char *names[N_TL_OPTIONS + 2];
+  char buf[N_TL_OPTIONS][32];
+  for (size_t i = 0; i < N_TL_OPTIONS; i++) {
+    snprintf(buf[i], sizeof buf[i], "%s", tl_options[i].flag);
+    buf[i][strcspn(buf[i], "=")] = '\0';
+    names[i] = buf[i];
+  }
+  names[N_TL_OPTIONS] = "--help";
+  names[N_TL_OPTIONS + 1] = "--version";
+  const char *near = ir_closest_name(a, strcspn(a, "="), names, N_TL_OPTIONS + 2);
+  if (!near) return NULL;
+  for (size_t i = 0; i < N_TL_OPTIONS; i++) /* the flag as it is written: "--emit=" */
+    if (near == names[i]) return tl_options[i].flag;
+  return near;
+}
+
 /* Hand them to tilua.cli.script_options{emit =, stage =, debug_hangs =, ...}, which
 ** sets tl.options (debug_hangs, and the stage hook that prints what --emit and
 ** --stage ask for and exits). The script's own arguments keep them. */
 static int set_script_options(lua_State *L, char **argv) {
-  lua_createtable(L, 0, 5);
+  lua_createtable(L, 0, (int)N_TL_OPTIONS);
   for (int i = 1; argv[i] != NULL; i++) {
     if (!is_tl_option(argv[i])) continue;
     const char *eq = strchr(argv[i], '=');
@@ -530,9 +579,17 @@ static int collectargs(char **argv, int *first) {
     switch (argv[i][1]) {
     case '-':
       if (is_tl_option(argv[i])) break;
+      if (strcmp(argv[i], "--version") == 0) {
+        args |= has_v;
+        break;
+      }
       if (argv[i][2] != '\0') return has_error;
       *first = i + 1;
       return args;
+    case 'W':
+      if (argv[i][2] != '\0') return has_error;
+      args |= has_W;
+      break;
     case '\0': return args;
     case 'E':
       if (argv[i][2] != '\0') return has_error;
@@ -560,10 +617,14 @@ static int collectargs(char **argv, int *first) {
   return args;
 }
 
+/* -e, -l and -W in the order given (as lua.c). */
 static int runargs(lua_State *L, char **argv, int n) {
   for (int i = 1; i < n; i++) {
     int option = argv[i][1];
-    if (option == 'e' || option == 'l') {
+    if (argv[i][0] != '-' || argv[i][1] == '-') continue;
+    if (option == 'W') {
+      lua_warning(L, "@on", 0);
+    } else if (option == 'e' || option == 'l') {
       const char *extra = argv[i] + 2;
       if (*extra == '\0') extra = argv[++i];
       int status = option == 'e' ? dostring(L, extra, "=(command line)") : dolibrary(L, extra);
@@ -571,6 +632,19 @@ static int runargs(lua_State *L, char **argv, int n) {
     }
   }
   return 1;
+}
+
+/* LUA_INIT_5_4, else LUA_INIT: a chunk to run first, or "@file" (lua.c). */
+static int handle_luainit(lua_State *L) {
+  const char *name = "=" LUA_INITVARVERSION;
+  const char *init = getenv(name + 1);
+  if (init == NULL) {
+    name = "=" LUA_INIT_VAR;
+    init = getenv(name + 1);
+  }
+  if (init == NULL) return LUA_OK;
+  if (init[0] == '@') return dochunk(L, luaL_loadfile(L, init + 1));
+  return dostring(L, init, name);
 }
 
 /* Standard libraries, then tilua (which installs the searcher of its Lua half). */
@@ -601,9 +675,9 @@ static int pmain(lua_State *L) {
   MainArgs *ma = lua_touserdata(L, 1);
   int argc = ma->argc;
   char **argv = ma->argv;
-  openlibs(L);
   /* Subcommands: tilua opt ..., tilua sched ... */
   if (argc >= 2 && (strcmp(argv[1], "opt") == 0 || strcmp(argv[1], "sched") == 0)) {
+    openlibs(L);
     createargtable(L, argv, argc, 1);
     ma->exit_code = run_module_function(L, "tilua.cli", argv[1], argv + 2, argc - 2);
     lua_pushboolean(L, 1);
@@ -612,8 +686,10 @@ static int pmain(lua_State *L) {
   int script;
   int args = collectargs(argv, &script);
   if (args == has_error) {
-    fprintf(stderr, "%s: unrecognized option '%s'\n", progname, argv[script]);
-    print_usage(stderr);
+    const char *near = argv[script][0] == '-' && argv[script][1] == '-' ? near_option(argv[script]) : NULL;
+    fprintf(stderr, "%s: unrecognized option '%s'", progname, argv[script]);
+    if (near) fprintf(stderr, "; did you mean '%s'?", near);
+    fprintf(stderr, "\n('%s --help' lists the options)\n", progname);
     ma->exit_code = 1;
     lua_pushboolean(L, 1);
     return 1;
@@ -624,11 +700,13 @@ static int pmain(lua_State *L) {
     return 1;
   }
   if (args & has_v) print_version();
-  if (args & has_E) {
+  if (args & has_E) { /* before the libraries: package reads LUA_PATH when it opens */
     lua_pushboolean(L, 1);
     lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
   }
+  openlibs(L);
   createargtable(L, argv, argc, script);
+  if (!(args & has_E) && handle_luainit(L) != LUA_OK) return 0;
   if (!set_script_options(L, argv)) return 0;
   if (!runargs(L, argv, script)) return 0;
   if (script > 0 && argv[script] != NULL) {

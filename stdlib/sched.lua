@@ -27,7 +27,7 @@
 local M = {}
 
 function M.attach(tl)
-  tl.sched = tl.sched or {}
+  tl.sched = rawget(tl, "sched") or {}
   local raise, is_value = tl.raise, tl.is_value
 
   local Persistent = {}

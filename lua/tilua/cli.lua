@@ -623,8 +623,9 @@ local function stage_of_failed(tl, o, stages, err, out)
   os.exit(1, true)
 end
 
--- The host's options of a script's compiles ({emit =, stage =, trace =,
--- debug_hangs =, check_protocol =} from its command line): tl.options, and with
+-- The host's options of a script's compiles and launches ({emit =, stage =,
+-- trace =, debug_hangs =, check_protocol =, emulate =, timeline =} from its
+-- command line): tl.options, and with
 -- --emit or --stage a stage hook that prints what they ask for from the first
 -- compile (on the program's stdout; the script's own output goes to stderr)
 -- and ends the program (the host's to end: the library never exits).
@@ -638,6 +639,9 @@ function M.script_options(o)
   local env = os.getenv "TILUA_SKIP_CHECK_PROTOCOL" ~= "1" and os.getenv "TILUA_CHECK_PROTOCOL"
   if o.check_protocol or env == "1" then tl.options.check_protocol = true
   elseif env == "passes" then tl.options.check_protocol = "passes" end
+  -- --emulate (TILUA_EMULATE=1): launches on the CPU emulator; --timeline=FILE draws them
+  if o.emulate or o.timeline or os.getenv "TILUA_EMULATE" == "1" then tl.options.emulate = true end
+  if o.timeline then tl.options.timeline = o.timeline end
   if o.trace then M.trace_to(tl, o.trace) end
   if not o.emit and not o.stage then return end
   -- --stage and --emit=ir print the IR of a stage: have it kept

@@ -11,6 +11,14 @@
 --   tl.options.debug_hangs  true or milliseconds: k:compile adds debug-hangs
 --   tl.options.compile_cache  false: k:compile always compiles (see below)
 --
+-- Dumps from the environment, for any host (the tilua program, an embedding
+-- one), in the manner of MLIR_ENABLE_DUMP and TL_LOWER_TRACE:
+--   TILUA_DUMP=1 (or all)   every compile prints its input, the IR after each
+--                           pass and k:compile's PTX to stderr
+--   TILUA_DUMP=a,b          only those stages (pass names, "input", "ptx")
+--   TILUA_DUMP_DIR=dir      the same into files instead: dir/NNNN-KERNEL/SS-STAGE.tir
+--                           (and .ptx), one folder per compile
+--
 -- The library never reads `arg` and never exits: the host owns both.
 -- init.lua attaches it with one line: require("tilua.compile").attach(tl).
 
@@ -33,8 +41,65 @@ function M.attach(tl)
     return dh
   end
 
-  -- Hand a compile's stages to the host's hook, if it set one.
+  -- {=== dumps (TILUA_DUMP, TILUA_DUMP_DIR)
+
+  -- The stages to dump: nil (none), true (all) or a set of names.
+  local function dump_wanted()
+    local v, dir = os.getenv "TILUA_DUMP", os.getenv "TILUA_DUMP_DIR"
+    if (not v or v == "" or v == "0") and (not dir or dir == "") then return nil end
+    if not v or v == "" or v == "0" or v == "1" or v == "all" then return true end
+    local set = {}
+    for n in v:gmatch "[^,%s]+" do set[n] = true end
+    return set
+  end
+
+  local dumps = 0 -- compiles dumped so far (the folders' numbers)
+
+  local function kernel_names(module)
+    local names = {}
+    for _, op in ipairs(module and module:region(1):entry():ops() or {}) do
+      local sym = op:attr "sym_name"
+      if sym then names[#names + 1] = tostring(sym) end
+    end
+    return #names > 0 and table.concat(names, ",") or "module"
+  end
+
+  -- Dump a compile's stages (and its PTX) as the environment asks.
+  local function dump(stages, module, ptx, err)
+    local want = dump_wanted()
+    if not want or (stages[1] and stages[1].cached) then return end
+    dumps = dumps + 1
+    local label = kernel_names(module)
+    local dir = os.getenv "TILUA_DUMP_DIR"
+    local folder
+    if dir and dir ~= "" then
+      folder = ("%s/%04d-%s"):format(dir, dumps, label:gsub("[^%w_.,-]", "_"))
+      os.execute(("mkdir -p '%s'"):format(folder:gsub("'", "'\\''")))
+    end
+    local function out(name, index, text, ext)
+      if folder then
+        local f = io.open(("%s/%02d-%s.%s"):format(folder, index, name, ext), "w")
+        if not f then error(("TILUA_DUMP_DIR: cannot write into %s"):format(folder), 0) end
+        f:write(text)
+        f:close()
+      else
+        io.stderr:write(("// -----// IR Dump %s (%s) //----- //\n"):format(index == 0 and "Input" or "After " .. name, label), text)
+      end
+    end
+    for _, st in ipairs(stages) do
+      local ir = rawget(st, "ir")
+      if ir and st.name ~= "emit-ptx" and (want == true or want[st.name]) then out(st.name, st.index, ir, "tir") end
+    end
+    if ptx and (want == true or want.ptx) then out("ptx", #stages, ptx, "ptx") end
+    if err and not folder then io.stderr:write(("// -----// the compile of %s failed //----- //\n"):format(label)) end
+  end
+
+  -- }===
+
+  -- Hand a compile's stages to the host's hook, if it set one; dump them
+  -- when the environment asks.
   local function stage_hook(stages, module, ptx, err)
+    dump(stages, module, ptx, err)
     local hook = tl.options.stage_hook
     if hook == nil then return end
     if type(hook) ~= "function" then raise("tl.options.stage_hook: expected a function") end
@@ -119,7 +184,7 @@ function M.attach(tl)
   local compile0 = tl.compile
   -- tl.compile with the stages' IR kept when the hook reads it.
   local function compile(m, pipeline, opts)
-    if tl.options.stage_hook and tl.options.stage_hook_ir then
+    if (tl.options.stage_hook and tl.options.stage_hook_ir) or dump_wanted() then
       opts = setmetatable({ keep_stages = true }, { __index = opts })
     end
     return compile0(m, pipeline, opts)
@@ -169,7 +234,7 @@ function M.attach(tl)
     local p = pipeline_of(pipeline or (self.tile_program and "tile-to-ptx") or nil)
     local cache, key
     if tl.options.compile_cache ~= false then
-      local keep = tl.options.keep_stages or (tl.options.stage_hook and tl.options.stage_hook_ir) and true or false
+      local keep = tl.options.keep_stages or (tl.options.stage_hook and tl.options.stage_hook_ir) or dump_wanted() and true or false
       if keep and tl.options.stage_locations then keep = "locations" end
       local ctx = tl.context()
       cache = caches[ctx]

@@ -1831,4 +1831,5 @@ M.extend(require "tilua.emulate_mma") -- TMA tensor copies and wgmma
 M.extend(require "tilua.emulate_nvvm_mma") -- their nvvm forms, and the nvvm cluster ops
 M.extend(require "tilua.emulate_global") -- fences, strong accesses and spin loops on global words
 M.extend(require "tilua.emulate_tileas") -- tile programs (the tileas dialect)
+M.extend(require "tilua.emulate_print") -- tl.printf
 return M

@@ -10,7 +10,7 @@
 
 local core = require "tilua.core"
 
-local tl = { core = core, version = "0.1.0" }
+local tl = { core = core, version = core.version } -- tilua.h's TILUA_VERSION
 
 local Value = core.metatable("Value")
 local Op = core.metatable("Op")
@@ -72,9 +72,22 @@ local builtin_types = {
 }
 for u, i in pairs { u8 = "i8", u16 = "i16", u32 = "i32", u64 = "i64", bool = "i1" } do builtin_types[u] = builtin_types[i] end
 local types_of_ctx = setmetatable({}, { __mode = "k" }) -- context -> { name -> type }
+
+-- A name that tl does not have is a typo (tl.f23): an error at the script's
+-- line naming the nearest name tl has, before a nil reaches a builder.
+-- rawget(tl, name) tests for a field without it.
+local function no_such_field(key)
+  local names = {}
+  for k in pairs(tl) do if type(k) == "string" then names[#names + 1] = k end end
+  for k in pairs(builtin_types) do names[#names + 1] = k end
+  table.sort(names)
+  local near = type(key) == "string" and core.closest_name(key, names)
+  raise(("tl.%s does not exist%s"):format(tostring(key), near and ("; did you mean tl.%s?"):format(near) or ""))
+end
+
 setmetatable(tl, { __index = function(_, key)
   local make = builtin_types[key]
-  if not make then return nil end
+  if not make then return no_such_field(key) end
   local ctx = core.default_context()
   local cache = types_of_ctx[ctx]
   if not cache then
@@ -600,7 +613,7 @@ end
 
 tl.default_pipeline = "cleanup"
 tl.last_stages = {}
-tl.options = tl.options or {}
+tl.options = rawget(tl, "options") or {}
 
 -- A stage whose IR text was not kept says how to keep it when asked for.
 local Stage = { __index = function(_, key)

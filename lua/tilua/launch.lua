@@ -13,7 +13,9 @@ function M.attach(tl)
   tl.device = require("tilua.device").attach(tl)
 
   -- The element type a buffer passed for pointer parameter p must hold: its
-  -- pointee, or nil for a byte pointer (ptr<i8> takes any buffer, as char * does).
+  -- pointee, or nil for a byte pointer (ptr<i8> takes any buffer, as char *
+  -- does). A buffer of bytes (i8: tl.device.from(tl.u8, string)) is raw
+  -- memory and fits any pointer.
   local function pointee(p)
     local elem = p.type:info().elem
     if elem and elem ~= tl.i8 then return elem end
@@ -21,8 +23,8 @@ function M.attach(tl)
 
   local function check_buffer(p, v)
     local want = pointee(p)
-    if want and v.type and v.type ~= want then
-      raise(("launch: argument '%s' is a buffer of %s, but the parameter points to %s (a buffer of %s, or of any type for ptr<i8>)")
+    if want and v.type and v.size ~= 1 and v.type ~= want then
+      raise(("launch: argument '%s' is a buffer of %s, but the parameter points to %s (a buffer of %s or of bytes, or any buffer for ptr<i8>)")
         :format(p.name, tostring(v.type), tostring(want), tostring(want)))
     end
   end
@@ -244,6 +246,10 @@ function M.attach(tl)
       if grid[i] % cluster[i] ~= 0 then raise(("launch: grid dimension %d (%d) is not a multiple of the cluster's (%d)"):format(i, grid[i], cluster[i])) end
     end
     local static, dyn = info.static, cfg.smem or info.smem
+    if tl.options.emulate then -- on the CPU emulator (tilua.emulated), with the same arguments
+      require("tilua.emulated").launch(tl, self, grid, targs or launch_args(self, cfg.args))
+      return self
+    end
     if not self._fn then
       self._module = core.module_load(self.ptx)
       self._fn = self._module:func(self.name)

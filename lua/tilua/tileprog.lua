@@ -424,7 +424,7 @@ function M.attach(tl)
 
   -- Comparisons of float tiles give tiles of i1 (ordered; ne unordered, as for scalars).
   for name, pred in pairs { lt = "olt", le = "ole", gt = "ogt", ge = "oge", eq = "oeq", ne = "une" } do
-    local scalar = tl[name]
+    local scalar = rawget(tl, name)
     local function cmp(a, b)
       if not is_tile(a) and not is_tile(b) then return scalar(a, b) end
       a, b = tile_operands(a, b, name)
@@ -469,7 +469,7 @@ function M.attach(tl)
   -- tl.exp(x) ...: the function of every element of a float tile (tileas.math);
   -- a scalar takes the approximate function of that name if there is one (tl.rsqrt).
   for _, fn in ipairs(core.enums().tileas_math_fn) do
-    local scalar = tl[fn]
+    local scalar = rawget(tl, fn)
     tl[fn] = function(x)
       if not is_tile(x) and scalar then return scalar(x) end
       if not is_tile(x) then raise(("%s: expected a float tile (scalars: tl.approx)"):format(fn)) end

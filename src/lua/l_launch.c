@@ -115,17 +115,19 @@ static const char *param_name(lua_State *L, int plan, int i) {
 }
 
 /* A buffer table at idx passed for pointer i must hold the element type the
-** plan says (elems[i]; false or none: any). */
+** plan says (elems[i]; false or none: any), or bytes (its `size` 1: raw memory). */
 static void check_buffer_type(lua_State *L, int plan, int i, int idx) {
   if (lua_getiuservalue(L, plan, 3) != LUA_TTABLE || lua_geti(L, -1, i + 1) != LUA_TUSERDATA) {
     lua_pop(L, 2);
     return;
   }
+  int bytes = lua_getfield(L, idx, "size") == LUA_TNUMBER && lua_tointeger(L, -1) == 1;
+  lua_pop(L, 1);
   lua_getfield(L, idx, "type");
-  if (!lua_isnil(L, -1) && !lua_compare(L, -1, -2, LUA_OPEQ)) {
+  if (!bytes && !lua_isnil(L, -1) && !lua_compare(L, -1, -2, LUA_OPEQ)) {
     const char *want = luaL_tolstring(L, -2, NULL);
     const char *got = luaL_tolstring(L, -2, NULL);
-    lb_error(L, "launch: argument '%s' is a buffer of %s, but the parameter points to %s (a buffer of %s, or of any type for ptr<i8>)",
+    lb_error(L, "launch: argument '%s' is a buffer of %s, but the parameter points to %s (a buffer of %s or of bytes, or any buffer for ptr<i8>)",
              param_name(L, plan, i), got, want, want);
   }
   lua_pop(L, 3);
