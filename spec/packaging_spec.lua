@@ -63,6 +63,27 @@ describe("packaging", function()
     assert.equal("MIT", env.description.license)
   end)
 
+  it("configures a rock's build without the tests (TILUA_BUILD_TESTS=OFF)", function()
+    if not os.execute "command -v cmake >/dev/null 2>&1" then pending("no cmake") return end
+    local dir = os.tmpname()
+    os.remove(dir)
+    local function targets(extra)
+      local ok = os.execute(("cmake -S %s -B %s %s >/dev/null 2>&1"):format(H.quote(H.root), H.quote(dir), extra))
+      assert.is_true(ok == true, "configure failed: " .. extra)
+      local p = io.popen(("cmake --build %s --target help 2>/dev/null"):format(H.quote(dir)))
+      local t = p:read "a"
+      p:close()
+      return t
+    end
+    local rock = targets "-DTILUA_BUILD_TESTS=OFF -DTILUA_INSTALL_ROCK=ON"
+    assert.truthy(rock:find("tilua_exe", 1, true), rock)
+    assert.truthy(rock:find("tilua_module", 1, true))
+    for _, t in ipairs { "test_ir", "fakecuda", "pty_drive", "capi_fuzz", "embed_example" } do
+      assert.is_nil(rock:find(t, 1, true), t .. " is built for a rock")
+    end
+    os.execute("rm -rf " .. H.quote(dir))
+  end)
+
   it("links no GPL code by default: the REPL's line editor is libedit unless readline is asked for", function()
     local cache = H.slurp(H.build .. "/CMakeCache.txt") or ""
     local editing = cache:match "TILUA_LINE_EDITING:STRING=(%w+)"
@@ -107,11 +128,11 @@ describe("docs/environment.md", function()
     -- shell scripts: variables read with a default (${X:-...}) or named TILUA_*
     for _, f in ipairs { "tools/gpu", "tools/test", "tools/bootstrap", "spec/install_test.sh" } do
       local text = read(f)
-      for name in text:gmatch "%${([%u%d_]+):?%-" do note(name, f) end
+      for name in text:gmatch "%${(%u[%u%d_]*):?%-" do note(name, f) end
       for name in text:gmatch "%$%{?(TILUA_[%u%d_]+)" do note(name, f) end
     end
     for _, f in ipairs(tree_files "^tools/fuzz/.*%.sh$") do
-      for name in read(f):gmatch "%${([%u%d_]+):?%-" do note(name, f) end
+      for name in read(f):gmatch "%${(%u[%u%d_]*):?%-" do note(name, f) end
     end
     local missing = {}
     for name, where in pairs(read_names) do
