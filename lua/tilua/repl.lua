@@ -118,8 +118,8 @@ function commands.stages(arg)
   if #stages == 0 then return say "no stages yet: run a pipeline with :run or tl.compile" end
   if arg == "" then
     for _, s in ipairs(stages) do
-      say(("%3d  %-28s %s"):format(s.index, s.name,
-        s.index == 0 and "" or ("%.3f ms%s"):format(s.ms, s.changed and ", changed" or "")))
+      say(("%3d  %-28s %s"):format(s.index, s.name, s.failed and "failed here"
+        or s.index == 0 and "" or ("%.3f ms%s"):format(s.ms, s.changed and ", changed" or "")))
     end
     return
   end
