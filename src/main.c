@@ -39,11 +39,14 @@ static const char usage_text[] =
     "  -E        ignore environment variables (LUA_INIT, LUA_PATH, LUA_CPATH, TILUA_SOURCE_DIR)\n"
     "  -W        turn warnings on\n"
     "  --emit=ir|ptx  the script's first compile (k:compile, tl.compile) prints the final\n"
-    "                 IR or the PTX and exits 0 without launching (also after the script);\n"
-    "                 a script that compiles nothing is an error\n"
-    "  --stage=NAME   likewise, printing the IR after pass NAME (or 'input', or a number)\n"
+    "                 IR or the PTX on stdout (the script's own output goes to stderr) and\n"
+    "                 exits 0 without launching; a script that compiles nothing gets the\n"
+    "                 kernels it built compiled; one that built none is an error\n"
+    "  --stage=NAME   likewise, printing the IR after pass NAME (or 'input', or a number);\n"
+    "                 of a compile that failed, the stage if it got there, then exit 1\n"
     "  --trace=FILE   write every stage of every compile of the script to FILE, one HTML\n"
-    "                 page with the IR before and after each pass side by side\n"
+    "                 page with the IR before and after each pass side by side, each op\n"
+    "                 linked to its script line, a failed compile's stage marked\n"
     "  --debug-hangs  compile kernels so that an mbarrier wait gives up after 1 s and\n"
     "                 says which barrier, phase and warp; barrier waits are recorded\n"
     "  --check-protocol  check every compile's barrier protocols on the CPU emulator, on\n"
@@ -211,8 +214,8 @@ static void on_edited_line(char *line) {
   rl_callback_handler_remove();
 }
 
-/* One line through the editor: 1 with *line (malloc'd, NULL at the end of
-** input), 0 when Ctrl-C dropped it. */
+/* One line through the editor, as host.readline returns it (pushed: the line,
+** false for Ctrl-C; nothing at the end of input): the number of results. */
 static int read_terminal_line(lua_State *L, const char *prompt, const sigset_t *unblocked) {
   rl_catch_signals = 0; /* Ctrl-C is ours: the editor must not re-raise it */
   edited_line = NULL;
