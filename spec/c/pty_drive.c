@@ -239,5 +239,8 @@ int main(int argc, char **argv) {
     snprintf(why, sizeof why, "exit status %d, expected %d", code, want_exit);
     fail(script, ln, why, &o);
   }
+  for (int i = 0; i < nabsent; i++) free((char *)absent[i]);
+  free(o.text);
+  close(master);
   return 0;
 }
