@@ -147,4 +147,4 @@ end
 -- 4 x 4 tiles of 16 k steps on 8 clusters
 local gemm = build { tiles_m = 4, tiles_n = 4, k_tiles = 16, workers = 8 }
 print(gemm.module:print())
-require("tilua.check").compile("cutlass_pipeline", gemm)
+require("tilua.gpu.check").compile("cutlass_pipeline", gemm)

@@ -1,6 +1,6 @@
 -- Launches on the CPU emulator (tilua --emulate, tl.options.emulate:
--- lua/tilua/emulated.lua) and the picture of a run over time
--- (--timeline, lua/tilua/timeline.lua). Every example also runs as
+-- lua/tilua/gpu/emulated.lua) and the picture of a run over time
+-- (--timeline, lua/tilua/emulate/timeline.lua). Every example also runs as
 -- `tilua EXAMPLE --emulate` under ctest (example.*.emulate).
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
@@ -139,7 +139,7 @@ describe("tilua --emulate --timeline=FILE", function()
   end)
 
   it("is a recorder over tl.emulate's on_step, usable on its own", function()
-    local timeline = require "tilua.timeline"
+    local timeline = require "tilua.emulate.timeline"
     local PH = dofile "spec/protocol_helper.lua"
     tl.new_module()
     local c = PH.cases.prc

@@ -13,6 +13,8 @@
 -- choice is used when its candidate (compared by its serialized form) is still
 -- among the candidates; TILUA_AUTOTUNE=0 ignores the cache (measures all,
 -- writes nothing back).
+local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
+
 local M = {}
 
 local function serialize(v)
@@ -55,38 +57,36 @@ local function save_cache(path, t)
   f:close()
 end
 
-function M.attach(tl)
-  function tl.autotune(o)
-    if type(o) ~= "table" or type(o.candidates) ~= "table" or type(o.build) ~= "function" or type(o.measure) ~= "function" then
-      tl.raise("autotune: expected {key, candidates, build, measure}")
-    end
-    local device = tl.device.available() and tl.device.info().name or "no GPU"
-    local key = device .. " | " .. tostring(o.key)
-    local path, use_cache = cache_path(), os.getenv "TILUA_AUTOTUNE" ~= "0"
-    local cache = use_cache and load_cache(path) or {}
-    local hit = cache[key]
-    if hit then
-      for _, cfg in ipairs(o.candidates) do
-        if serialize(cfg) == hit.cfg then
-          local ok, obj = pcall(o.build, cfg)
-          if ok then return obj, cfg, { cached = true, ms = hit.ms } end
-        end
+function tl.autotune(o)
+  if type(o) ~= "table" or type(o.candidates) ~= "table" or type(o.build) ~= "function" or type(o.measure) ~= "function" then
+    tl.raise("autotune: expected {key, candidates, build, measure}")
+  end
+  local device = tl.device.available() and tl.device.info().name or "no GPU"
+  local key = device .. " | " .. tostring(o.key)
+  local path, use_cache = cache_path(), os.getenv "TILUA_AUTOTUNE" ~= "0"
+  local cache = use_cache and load_cache(path) or {}
+  local hit = cache[key]
+  if hit then
+    for _, cfg in ipairs(o.candidates) do
+      if serialize(cfg) == hit.cfg then
+        local ok, obj = pcall(o.build, cfg)
+        if ok then return obj, cfg, { cached = true, ms = hit.ms } end
       end
     end
-    local best, best_cfg, best_ms, times = nil, nil, math.huge, {}
-    for i, cfg in ipairs(o.candidates) do
-      local ok, obj = pcall(o.build, cfg)
-      local ms = ok and o.measure(obj) or nil
-      times[i] = ms or obj -- the time, or why the candidate failed
-      if ms and ms < best_ms then best, best_cfg, best_ms = obj, cfg, ms end
-    end
-    if not best then tl.raise("autotune: no candidate could be built and measured for " .. tostring(o.key)) end
-    if use_cache then
-      cache[key] = { cfg = serialize(best_cfg), ms = best_ms }
-      save_cache(path, cache)
-    end
-    return best, best_cfg, times
   end
+  local best, best_cfg, best_ms, times = nil, nil, math.huge, {}
+  for i, cfg in ipairs(o.candidates) do
+    local ok, obj = pcall(o.build, cfg)
+    local ms = ok and o.measure(obj) or nil
+    times[i] = ms or obj -- the time, or why the candidate failed
+    if ms and ms < best_ms then best, best_cfg, best_ms = obj, cfg, ms end
+  end
+  if not best then tl.raise("autotune: no candidate could be built and measured for " .. tostring(o.key)) end
+  if use_cache then
+    cache[key] = { cfg = serialize(best_cfg), ms = best_ms }
+    save_cache(path, cache)
+  end
+  return best, best_cfg, times
 end
 
 return M

@@ -60,8 +60,12 @@ static void out_feed(Out *o, const char *buf, size_t n) {
     unsigned char c = (unsigned char)buf[i];
     switch (o->esc) {
     case 1: o->esc = c == '[' ? 2 : c == ']' ? 3 : 0; continue;
-    case 2: if (c >= 0x40 && c <= 0x7e) o->esc = 0; continue;
-    case 3: if (c == 7 || c == '\\') o->esc = 0; continue;
+    case 2:
+      if (c >= 0x40 && c <= 0x7e) o->esc = 0;
+      continue;
+    case 3:
+      if (c == 7 || c == '\\') o->esc = 0;
+      continue;
     default: break;
     }
     if (c == 27) o->esc = 1;
@@ -80,10 +84,22 @@ static const char *unescape(const char *s, size_t *len) {
     }
     s++;
     switch (*s) {
-    case 'n': buf[n++] = '\n'; s++; break;
-    case 'r': buf[n++] = '\r'; s++; break;
-    case 't': buf[n++] = '\t'; s++; break;
-    case '\\': buf[n++] = '\\'; s++; break;
+    case 'n':
+      buf[n++] = '\n';
+      s++;
+      break;
+    case 'r':
+      buf[n++] = '\r';
+      s++;
+      break;
+    case 't':
+      buf[n++] = '\t';
+      s++;
+      break;
+    case '\\':
+      buf[n++] = '\\';
+      s++;
+      break;
     case 'x': { /* up to 2 hex digits */
       int v = 0, k = 0;
       for (s++; k < 2 && *s && strchr("0123456789abcdefABCDEF", *s); k++, s++)
@@ -94,7 +110,8 @@ static const char *unescape(const char *s, size_t *len) {
     default:
       if (*s >= '0' && *s <= '7') { /* up to 3 octal digits */
         int v = 0;
-        for (int k = 0; k < 3 && *s >= '0' && *s <= '7'; k++, s++) v = 8 * v + (*s - '0');
+        for (int k = 0; k < 3 && *s >= '0' && *s <= '7'; k++, s++)
+          v = 8 * v + (*s - '0');
         buf[n++] = (char)v;
       } else {
         buf[n++] = *s++;
@@ -127,7 +144,8 @@ static int pump(int fd, Out *o, double wait) {
 }
 
 static void fail(const char *script, int line, const char *why, Out *o) {
-  fprintf(stderr, "pty_drive: %s:%d: %s\n--- output so far ---\n%s\n---\n", script, line, why, o->text ? o->text : "");
+  fprintf(stderr, "pty_drive: %s:%d: %s\n--- output so far ---\n%s\n---\n", script, line, why,
+          o->text ? o->text : "");
   exit(1);
 }
 
@@ -185,8 +203,10 @@ int main(int argc, char **argv) {
     size_t len = 0;
     const char *text = arg ? unescape(arg, &len) : "";
     if (strcmp(line, "send") == 0) {
-      while (pump(master, &o, 0) > 0) {}
-      if (write(master, text, len) != (ssize_t)len) fail(script, ln, "the terminal took no input", &o);
+      while (pump(master, &o, 0) > 0) {
+      }
+      if (write(master, text, len) != (ssize_t)len)
+        fail(script, ln, "the terminal took no input", &o);
     } else if (strcmp(line, "expect") == 0) {
       double end = now() + timeout;
       char want[4096];
@@ -196,7 +216,8 @@ int main(int argc, char **argv) {
       while (!(at = strstr(o.text + o.from, want))) {
         if (closed || now() > end) {
           char why[4200];
-          snprintf(why, sizeof why, "expected \"%s\" %s", arg, closed ? "before the program ended" : "in time");
+          snprintf(why, sizeof why, "expected \"%s\" %s", arg,
+                   closed ? "before the program ended" : "in time");
           fail(script, ln, why, &o);
         }
         if (pump(master, &o, 0.1) < 0) closed = 1;
@@ -225,7 +246,8 @@ int main(int argc, char **argv) {
     }
     if (pump(master, &o, 0.05) < 0) closed = 1;
   }
-  while (pump(master, &o, 0) > 0) {}
+  while (pump(master, &o, 0) > 0) {
+  }
   printf("%s\n", o.text);
   for (int i = 0; i < nabsent; i++)
     if (strstr(o.text, absent[i])) {
@@ -239,7 +261,8 @@ int main(int argc, char **argv) {
     snprintf(why, sizeof why, "exit status %d, expected %d", code, want_exit);
     fail(script, ln, why, &o);
   }
-  for (int i = 0; i < nabsent; i++) free((char *)absent[i]);
+  for (int i = 0; i < nabsent; i++)
+    free((char *)absent[i]);
   free(o.text);
   close(master);
   return 0;

@@ -8,7 +8,7 @@
 **       map is an error at the script's line, not a driver status. An address
 **       given as a number spans `bytes` (0: unknown); encode = false checks
 **       and describes the map without the driver (the emulator's maps,
-**       tilua.emulated: no GPU needed).
+**       tilua.gpu.emulated: no GPU needed).
 **   TensorMap:info() -> {dtype, elem_bytes, rank, shape, strides, box, swizzle}
 **   TensorMap:bytes() -> the 128 encoded bytes (a string)
 **   core.blas_available() -> true | false, why

@@ -1,0 +1,285 @@
+-- tilua.gpu.compile: compiling kernels to PTX (k:compile, tl.emit_ptx), assembling
+-- it with ptxas (tl.ptxas, tl.check_ptx), and the host's say over compiles:
+--
+--   tl.options.stage_hook   fn(stages, module, ptx, err) after every tl.compile
+--                           and k:compile (ptx nil for tl.compile), also one
+--                           that fails (err: its message; the last stage is
+--                           marked `failed`); the host's (`tilua --emit/--stage`
+--                           prints and exits there, --trace writes its page)
+--   tl.options.stage_hook_ir  the hook reads the stages' IR: keep it
+--   tl.options.stage_locations  ... with each op's loc(...) (--trace links them)
+--   tl.options.debug_hangs  true or milliseconds: k:compile adds debug-hangs
+--   tl.options.compile_cache  false: k:compile always compiles (see below)
+--
+-- Dumps from the environment, for any host (the tilua program, an embedding
+-- one), in the manner of MLIR_ENABLE_DUMP and TL_LOWER_TRACE:
+--   TILUA_DUMP=1 (or all)   every compile prints its input, the IR after each
+--                           pass and k:compile's PTX to stderr
+--   TILUA_DUMP=a,b          only those stages (pass names, "input", "ptx")
+--   TILUA_DUMP_DIR=dir      the same into files instead: dir/NNNN-KERNEL/SS-STAGE.tir
+--                           (and .ptx), one folder per compile
+--
+-- The library never reads `arg` and never exits: the host owns both.
+-- Added to tl when init.lua requires it.
+
+local core = require "tilua.core"
+
+local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
+
+local M = {}
+
+local raise = tl.raise
+local Kernel = tl.Kernel
+
+tl.ptx_pipeline = "ptx"
+
+-- tl.options.debug_hangs, checked: nil, false, true or milliseconds.
+local function debug_hangs()
+  local dh = tl.options.debug_hangs
+  if dh ~= nil and dh ~= true and dh ~= false and (math.type(dh) ~= "integer" or dh <= 0) then
+    raise("tl.options.debug_hangs: expected true or a number of milliseconds")
+  end
+  return dh
+end
+
+-- {=== dumps (TILUA_DUMP, TILUA_DUMP_DIR)
+
+-- The stages to dump: nil (none), true (all) or a set of names.
+local function dump_wanted()
+  local v, dir = os.getenv "TILUA_DUMP", os.getenv "TILUA_DUMP_DIR"
+  if (not v or v == "" or v == "0") and (not dir or dir == "") then return nil end
+  if not v or v == "" or v == "0" or v == "1" or v == "all" then return true end
+  local set = {}
+  for n in v:gmatch "[^,%s]+" do set[n] = true end
+  return set
+end
+
+local dumps = 0 -- compiles dumped so far (the folders' numbers)
+
+local function kernel_names(module)
+  local names = {}
+  for _, op in ipairs(module and module:region(1):entry():ops() or {}) do
+    local sym = op:attr "sym_name"
+    if sym then names[#names + 1] = tostring(sym) end
+  end
+  return #names > 0 and table.concat(names, ",") or "module"
+end
+
+-- Dump a compile's stages (and its PTX) as the environment asks.
+local function dump(stages, module, ptx, err)
+  local want = dump_wanted()
+  if not want or (stages[1] and stages[1].cached) then return end
+  dumps = dumps + 1
+  local label = kernel_names(module)
+  local dir = os.getenv "TILUA_DUMP_DIR"
+  local folder
+  if dir and dir ~= "" then
+    folder = ("%s/%04d-%s"):format(dir, dumps, label:gsub("[^%w_.,-]", "_"))
+    os.execute(("mkdir -p '%s'"):format(folder:gsub("'", "'\\''")))
+  end
+  local function out(name, index, text, ext)
+    if folder then
+      local f = io.open(("%s/%02d-%s.%s"):format(folder, index, name, ext), "w")
+      if not f then error(("TILUA_DUMP_DIR: cannot write into %s"):format(folder), 0) end
+      f:write(text)
+      f:close()
+    else
+      io.stderr:write(("// -----// IR Dump %s (%s) //----- //\n"):format(index == 0 and "Input" or "After " .. name, label), text)
+    end
+  end
+  for _, st in ipairs(stages) do
+    local ir = rawget(st, "ir")
+    if ir and st.name ~= "emit-ptx" and (want == true or want[st.name]) then out(st.name, st.index, ir, "tir") end
+  end
+  if ptx and (want == true or want.ptx) then out("ptx", #stages, ptx, "ptx") end
+  if err and not folder then io.stderr:write(("// -----// the compile of %s failed //----- //\n"):format(label)) end
+end
+
+-- }===
+
+-- Hand a compile's stages to the host's hook, if it set one; dump them
+-- when the environment asks.
+local function stage_hook(stages, module, ptx, err)
+  dump(stages, module, ptx, err)
+  local hook = tl.options.stage_hook
+  if hook == nil then return end
+  if type(hook) ~= "function" then raise("tl.options.stage_hook: expected a function") end
+  hook(stages, module, ptx, err)
+end
+
+-- A compile failed with err: the hook sees the stages up to the failure, then
+-- the error goes on as it came.
+local function failed(err, module)
+  stage_hook(tl.last_stages, module, nil, err)
+  error(err, 0)
+end
+
+-- tl.emit_ptx(module) -> PTX text (raises the emitter's diagnostics)
+function tl.emit_ptx(m)
+  if getmetatable(m) == Kernel then m = m.module end
+  local text, msg = core.emit_ptx(m)
+  if not text then error(msg, 0) end
+  return text
+end
+
+-- tl.ptxas(ptx [, arch]) -> true, log | false, log | nil, "ptxas not found ...":
+-- assembles the PTX with ptxas (TILUA_PTXAS, else /usr/local/cuda/bin/ptxas).
+function tl.ptxas(ptx, arch)
+  if type(ptx) ~= "string" then tl.raise(("ptxas: expected PTX text, got %s"):format(type(ptx))) end
+  if arch ~= nil and (type(arch) ~= "string" or not arch:match "^sm_%d+[af]?$") then
+    tl.raise(("ptxas: arch must be like 'sm_90a', got %s"):format(type(arch) == "string" and ("'" .. arch .. "'") or type(arch)))
+  end
+  local exe = os.getenv "TILUA_PTXAS"
+  if not exe or exe == "" then
+    local f = io.open("/usr/local/cuda/bin/ptxas", "r")
+    if f then f:close() exe = "/usr/local/cuda/bin/ptxas" end
+  end
+  if not exe then return nil, "ptxas not found (set TILUA_PTXAS)" end
+  local path = os.tmpname()
+  local f = assert(io.open(path, "wb"))
+  f:write(ptx)
+  f:close()
+  local p = io.popen(("'%s' -arch=%s -o /dev/null '%s' 2>&1"):format(exe, arch or "sm_90a", path))
+  local log = p:read "a"
+  local ok = p:close()
+  os.remove(path)
+  return ok == true, tl.ptx_log_lines(ptx, log, path)
+end
+
+-- ptxas names lines of a temporary file: say instead which script line the
+-- PTX line came from (the .loc before it), keeping the PTX line for reference.
+function tl.ptx_log_lines(ptx, log, path)
+  local files, locs, n = {}, {}, 0
+  local cur
+  for line in (ptx .. "\n"):gmatch "(.-)\n" do
+    n = n + 1
+    local id, name = line:match '^%.file (%d+) "(.*)"$'
+    if id then files[tonumber(id)] = name:gsub("\\(.)", "%1") end
+    local f, l = line:match "^%s*%.loc (%d+) (%d+)"
+    if f then cur = { tonumber(f), tonumber(l) } end
+    locs[n] = cur
+  end
+  local esc = path and path:gsub("%p", "%%%0")
+  return (log:gsub("ptxas ([^,\n]+), line (%d+); ", function(file, ln)
+    if esc and not file:match("^" .. esc .. "$") then return nil end
+    local at = locs[tonumber(ln)]
+    local src = at and files[at[1]]
+    if not src then return ("ptxas (PTX line %s): "):format(ln) end
+    return ("%s:%d: ptxas (PTX line %s): "):format(src, at[2], ln)
+  end))
+end
+
+-- Assemble ptx and say so under `name`: "ok", "skipped" without ptxas; raises when
+-- ptxas rejects it. Returns true, false (no ptxas) or raises.
+function tl.check_ptx(name, ptx)
+  local ok, log = tl.ptxas(ptx)
+  if ok == nil then
+    print(("%s: ptxas check skipped: %s"):format(name, log))
+    return false
+  end
+  if not ok then error(("%s: ptxas rejected the PTX:\n%s"):format(name, log), 0) end
+  print(("%s: ptxas -arch=sm_90a: ok"):format(name))
+  return true
+end
+
+local compile0 = tl.compile
+-- tl.compile with the stages' IR kept when the hook reads it.
+local function compile(m, pipeline, opts)
+  if (tl.options.stage_hook and tl.options.stage_hook_ir) or dump_wanted() then
+    opts = setmetatable({ keep_stages = true }, { __index = opts })
+  end
+  return compile0(m, pipeline, opts)
+end
+-- tl.compile keeps its behaviour, then hands its stages to the hook.
+function tl.compile(m, pipeline, opts)
+  local ok, r = pcall(compile, m, pipeline, opts)
+  if not ok then failed(r, getmetatable(m) == Kernel and m.module or m or tl.module()) end
+  stage_hook(tl.last_stages, r, nil)
+  return r
+end
+
+-- The pipeline of k:compile: with tl.options.debug_hangs (tilua --debug-hangs)
+-- the debug-hangs pass runs last (a number: the milliseconds a wait spins
+-- before it gives up).
+local function pipeline_of(pipeline)
+  local p, dh = pipeline or tl.ptx_pipeline, debug_hangs()
+  if dh == true then return p .. ",debug-hangs" end
+  if dh then return ("%s,debug-hangs{ms=%d}"):format(p, dh) end
+  return p
+end
+
+-- k:compile([pipeline]) -> PTX. Compiles a copy of the kernel's module, so
+-- the authoring IR stays as built; tl.last_stages gets every stage and the PTX
+-- as the last one ("emit-ptx"). k.lowered is the compiled module.
+--
+-- The compile cache: a compile of a module whose text, pipeline, stage
+-- keeping and protocol check are those of an earlier one (in the same context) gives the
+-- earlier result again: its PTX, its lowered module and a copy of its stages
+-- (each marked `cached`), handed to the hook as a fresh compile's are, so
+-- nothing is hidden from inspection. tl.options.compile_cache = false turns
+-- it off (benchmarks of the compiler itself).
+local caches = setmetatable({}, { __mode = "k" }) -- context -> { key -> entry }
+
+local function copy_stages(stages, cached)
+  local out = {}
+  for i, st in ipairs(stages) do
+    out[i] = setmetatable({ name = st.name, index = st.index, ms = st.ms, changed = st.changed, ir = rawget(st, "ir"),
+                            cached = cached }, getmetatable(st))
+    if cached then out[i].ms = 0 end -- nothing ran
+  end
+  return out
+end
+
+function Kernel:compile(pipeline)
+  -- a tile program (tl.tile_kernel) goes through tile-to-ptx
+  local p = pipeline_of(pipeline or (self.tile_program and "tile-to-ptx") or nil)
+  local cache, key
+  if tl.options.compile_cache ~= false then
+    local keep = tl.options.keep_stages or (tl.options.stage_hook and tl.options.stage_hook_ir) or dump_wanted() and true or false
+    if keep and tl.options.stage_locations then keep = "locations" end
+    local ctx = tl.context()
+    cache = caches[ctx]
+    if not cache then
+      cache = {}
+      caches[ctx] = cache
+    end
+    -- a compile without the protocol check does not stand for one with it
+    key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol or false) .. "\0" .. self.module:print()
+    local hit = cache[key]
+    if hit then
+      tl.last_stages, tl.last_check = copy_stages(hit.stages, true), hit.check
+      self.lowered, self.ptx = hit.lowered, hit.ptx
+      self._fn = nil
+      stage_hook(tl.last_stages, hit.lowered, hit.ptx)
+      return hit.ptx
+    end
+  end
+  local m = self.module:clone()
+  local ok, err = pcall(compile, m, p)
+  if not ok then failed(err, m) end
+  local t0 = os.clock()
+  local ptx
+  ok, ptx = pcall(tl.emit_ptx, m)
+  if not ok then
+    local stages = tl.last_stages
+    stages[#stages + 1] = { name = "emit-ptx", index = #stages, ms = (os.clock() - t0) * 1e3, changed = false,
+                            failed = true, ir = "" }
+    failed(ptx, m)
+  end
+  local stages = tl.last_stages
+  stages[#stages + 1] = { name = "emit-ptx", index = #stages, ms = (os.clock() - t0) * 1e3, changed = true, ir = ptx }
+  self.lowered, self.ptx = m, ptx
+  self._fn = nil
+  if cache then cache[key] = { ptx = ptx, lowered = m, stages = copy_stages(stages, nil), check = tl.last_check } end
+  stage_hook(stages, m, ptx)
+  return ptx
+end
+
+-- The compiled tile.kernel op of this kernel (after k:compile).
+function Kernel:lowered_op()
+  for _, op in ipairs(self.lowered:region(1):entry():ops()) do
+    if op:name() == "tile.kernel" and op:attr("sym_name") == self.name then return op end
+  end
+end
+
+return M
