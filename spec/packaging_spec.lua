@@ -143,6 +143,24 @@ describe("docs/environment.md", function()
     assert.truthy(rows.TILUA_DUMP and rows.TILUA_EMULATE and rows.LUA_INIT)
   end)
 
+  it("has its library and program variables in tilua --help too", function()
+    local section = doc:match "\n## The library and the `tilua` program\n(.-)\n## "
+    assert.truthy(section)
+    local help, err, code = H.tilua_run { "--help" }
+    assert.equal(0, code, err)
+    local missing, n = {}, 0
+    for line in section:gmatch "[^\n]+" do
+      for name in (line:match "^| ([^|]+) |" or ""):gmatch "`([%u%d_]+)`" do
+        if name:match "^TILUA_" or name:match "^LUA_INIT" then
+          n = n + 1
+          if not help:find(name, 1, true) then missing[#missing + 1] = name end
+        end
+      end
+    end
+    assert.is_true(n >= 15, "the table's rows were not found")
+    assert.same({}, missing)
+  end)
+
   it("is reached from the README, as the tutorial and --emulate are", function()
     local readme = read "README.md"
     assert.truthy(readme:find("(docs/environment.md)", 1, true))

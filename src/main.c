@@ -64,9 +64,27 @@ static const char usage_text[] =
     "Without arguments: the REPL when stdin is a terminal, else run stdin as a script.\n"
     "Scripts see the library as `require \"tilua\"`; in the REPL it is also the global `tl`.\n"
     "REPL commands start with ':' (':help' lists them).\n"
-    "Errors name the script line that caused them; set TILUA_TRACEBACK=1 for Lua tracebacks.\n"
-    "LUA_INIT_5_4 or LUA_INIT runs first (\"@file\" runs a file), as in lua; every\n"
-    "environment variable tilua reads is in docs/environment.md.\n";
+    "Errors name the script line that caused them (TILUA_TRACEBACK=1: Lua tracebacks).\n"
+    "Environment (docs/environment.md has every variable, the tests' too):\n"
+    "  LUA_INIT_5_4, LUA_INIT  a chunk (or @file) run first, as in lua\n"
+    "  TILUA_EMULATE=1         as --emulate\n"
+    "  TILUA_CHECK_PROTOCOL=1|passes  as --check-protocol (TILUA_SKIP_CHECK_PROTOCOL=1\n"
+    "                          ignores it; TILUA_CHECK_PROTOCOL_LOG=FILE logs each check)\n"
+    "  TILUA_DUMP=1|all|a,b    every compile's input, IR after each pass (or the stages\n"
+    "                          named: pass names, input, ptx) and PTX, to stderr\n"
+    "  TILUA_DUMP_DIR=DIR      the same as files, DIR/NNNN-KERNEL/SS-STAGE.tir\n"
+    "  TILUA_TRACEBACK=1       errors with a Lua traceback\n"
+    "  TILUA_HISTORY=FILE      the REPL's history (default ~/.tilua_history; empty: none)\n"
+    "  TILUA_PTXAS=PATH        the ptxas of tl.ptxas (default /usr/local/cuda/bin/ptxas)\n"
+    "  TILUA_LIBCUDA=PATH      the CUDA driver library (default libcuda.so.1)\n"
+    "  TILUA_DEVICE=N          the GPU ordinal (default 0)\n"
+    "  TILUA_LAUNCH_TIMEOUT=S  seconds before a launch is reported hung (default 10)\n"
+    "  TILUA_CUBLASLT=PATH     the cuBLASLt library tl.gemm's check compares with\n"
+    "  TILUA_NO_GPU_EXIT=N     the exit code of a script stopped for want of a GPU\n"
+    "  TILUA_AUTOTUNE=0        tl.autotune neither reads nor writes its cache;\n"
+    "  TILUA_AUTOTUNE_CACHE=FILE  its cache file\n"
+    "  TILUA_SEED=N, TILUA_SMALL=1  the examples' random seed; small problems\n"
+    "  TILUA_SOURCE_DIR=DIR    load the Lua half from a source tree (not with -E)\n";
 
 static void print_usage(FILE *f) { fprintf(f, usage_text, progname, progname, progname); }
 
