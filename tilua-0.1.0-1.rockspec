@@ -7,12 +7,15 @@
 -- The Lua half of the library is compiled into the module, so the rock holds
 -- one file in lib/lua/5.4 (tilua.so) and bin/tilua; the C library, header,
 -- pkg-config and CMake files come with `cmake --install` (README: Installing).
+-- The tests are not built (TILUA_BUILD_TESTS=OFF). The version is src/tilua.h's
+-- (TILUA_VERSION_*); spec/packaging_spec.lua checks that they agree.
 rockspec_format = "3.0"
 package = "tilua"
 version = "0.1.0-1"
 source = {
-  -- `luarocks make` builds the checkout it runs in; this is only for `luarocks build/pack`.
-  url = "git+https://example.invalid/tilua.git", -- placeholder: the project has no public address yet
+  -- `luarocks make` builds the checkout it runs in; `luarocks build` and
+  -- `luarocks pack` fetch this tag of the project's repository.
+  url = "git+https://github.com/tilua/tilua.git",
   tag = "v0.1.0",
 }
 description = {
@@ -22,11 +25,13 @@ An SSA IR with CUTLASS-style orchestration, tile and NVVM dialects in a C11
 core; Lua 5.4 scripts build kernels through `require "tilua"`, the core
 verifies and lowers them to PTX for sm_90a and launches them through the CUDA
 Driver API (loaded at run time; only launching needs a GPU).]],
-  homepage = "https://example.invalid/tilua", -- placeholder, as source.url
-  license = "unspecified", -- the repository does not state a license yet
+  homepage = "https://github.com/tilua/tilua",
+  license = "MIT",
+  labels = { "gpu", "cuda", "compiler", "ptx" },
 }
 dependencies = {
   "lua >= 5.4, < 5.5",
+  "lpeg >= 1.0", -- the textual IR parser (lua/tilua/parser.lua), at run time
 }
 build = {
   type = "cmake",
@@ -36,5 +41,6 @@ build = {
     LUA_INCLUDE_DIR = "$(LUA_INCDIR)",    -- the headers of the Lua the rock is for
     TILUA_INSTALL_ROCK = "ON",            -- only the module and the program
     TILUA_INSTALL_LMODDIR = "$(LIBDIR)",  -- tilua.so where luarocks deploys C modules from
+    TILUA_BUILD_TESTS = "OFF",            -- the rock has no use for the test programs
   },
 }

@@ -5,7 +5,9 @@
 #   P/bin/tilua                    the program (target tilua_exe)
 #   P/lib/lua/5.4/tilua.so         the module for a stock lua5.4 (`require "tilua"`)
 #   P/lib/pkgconfig/tilua.pc       pkg-config: `pkg-config --cflags --libs tilua`
-#   P/lib/cmake/tilua/             find_package(tilua) -> the target tilua::tilua
+#   P/lib/cmake/tilua/             find_package(tilua) -> the target tilua::tilua (it
+#                                  requires the Lua module lpeg: TiluaLpeg.cmake)
+#   P/share/doc/tilua/LICENSE      the licence (MIT)
 #
 # The Lua half of the library (lua/tilua/*.lua and stdlib/*.lua) is compiled
 # into the binaries (tools/embed.cmake), so no .lua file is installed.
@@ -30,6 +32,7 @@ add_library(tilua::tilua ALIAS tilua)
 
 install(TARGETS tilua_module LIBRARY DESTINATION ${TILUA_INSTALL_LMODDIR})
 install(TARGETS tilua_exe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES ${CMAKE_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 if(NOT TILUA_INSTALL_ROCK)
   install(TARGETS tilua EXPORT tiluaTargets
@@ -46,7 +49,7 @@ if(NOT TILUA_INSTALL_ROCK)
   write_basic_package_version_file(${CMAKE_BINARY_DIR}/cmake/tiluaConfigVersion.cmake
     VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
   install(FILES ${CMAKE_BINARY_DIR}/cmake/tiluaConfig.cmake ${CMAKE_BINARY_DIR}/cmake/tiluaConfigVersion.cmake
-    DESTINATION ${TILUA_INSTALL_CMAKEDIR})
+    ${CMAKE_SOURCE_DIR}/cmake/TiluaLpeg.cmake DESTINATION ${TILUA_INSTALL_CMAKEDIR})
 
   # pkg-config: relocatable (the prefix is found from the .pc file's own place),
   # so `cmake --install --prefix P` needs no reconfiguration.

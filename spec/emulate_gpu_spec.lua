@@ -573,7 +573,7 @@ describe("the cases", function()
     if GPU then pending "a GPU (or the stand-in driver) is present: the cases ran above" end
     if not FAKE then pending "no stand-in driver (TILUA_FAKE_CUDA, set by ctest)" end
     local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, TILUA_SEED = tostring(SEED) },
-      { arg[0], "--no-auto-insulate", "-o", "utfTerminal", "spec/emulate_gpu_spec.lua" }, 900)
+      { arg[0], "--no-auto-insulate", "-o", "utfTerminal", "spec/emulate_gpu_spec.lua" }, H.sanitize and 2700 or 900) -- the sanitizers' build runs it about 3 times slower
     assert(code == 0, ("exit %s:\n%s%s"):format(tostring(code), out, err))
     -- every case, the full-random GEMM, the comparison and the coverage test; this one pending there
     local ok, failed, errors, pend = out:match "(%d+) successes / (%d+) failures / (%d+) errors / (%d+) pending"

@@ -3,7 +3,10 @@
 # prefix, then build examples/embed/embed.c against that copy only (once with
 # find_package(tilua) and tilua::tilua, once with pkg-config), run both with
 # LD_LIBRARY_PATH at the prefix's lib only, and load the installed Lua module
-# in a stock lua5.4 through LUA_CPATH.
+# in a stock lua5.4 through LUA_CPATH. The installed package declares LPeg,
+# which the IR parser needs at run time: find_package(tilua) gives
+# tilua_LUA_MODULES and the lpeg.so it found, and fails without one;
+# `pkg-config --variable=lua_modules tilua` names it.
 #
 #   install_test.sh BUILD_DIR SOURCE_DIR CC LIBDIR LMODDIR SANITIZE [LUA]
 #
@@ -28,7 +31,8 @@ sanflags=""
 "$cmake" --install "$build" --prefix "$prefix" > "$tmp/install.log" || { cat "$tmp/install.log"; fail "cmake --install"; }
 case $lmoddir in /*) lmod=$lmoddir ;; *) lmod=$prefix/$lmoddir ;; esac
 for f in "$libdir/libtilua.so" include/tilua.h bin/tilua "$libdir/pkgconfig/tilua.pc" \
-         "$libdir/cmake/tilua/tiluaConfig.cmake" "$libdir/cmake/tilua/tiluaConfigVersion.cmake"; do
+         "$libdir/cmake/tilua/tiluaConfig.cmake" "$libdir/cmake/tilua/tiluaConfigVersion.cmake" \
+         "$libdir/cmake/tilua/TiluaLpeg.cmake" share/doc/tilua/LICENSE; do
   [ -e "$prefix/$f" ] || fail "not installed: $f"
 done
 [ -e "$lmod/tilua.so" ] || fail "not installed: $lmod/tilua.so"
@@ -55,6 +59,7 @@ cat > "$tmp/host/CMakeLists.txt" <<'CMAKE'
 cmake_minimum_required(VERSION 3.18)
 project(embed_host C)
 find_package(tilua 0.1 REQUIRED)
+message(STATUS "tilua needs the Lua modules: ${tilua_LUA_MODULES}; lpeg: ${TILUA_LPEG_MODULE}")
 add_executable(embed embed.c)
 target_link_libraries(embed PRIVATE tilua::tilua)
 CMAKE
@@ -64,12 +69,24 @@ CMAKE
   || { cat "$tmp/host.log"; fail "configuring the find_package host"; }
 found=$(sed -n 's/^tilua_DIR:PATH=//p' "$tmp/host/build/CMakeCache.txt")
 [ "$found" = "$prefix/$libdir/cmake/tilua" ] || fail "find_package found tilua in '$found', not the prefix"
+grep -q "tilua needs the Lua modules: lpeg; lpeg: /.*/lpeg.so" "$tmp/host.log" || { cat "$tmp/host.log"; fail "find_package(tilua) did not declare LPeg"; }
+lpeg=$(sed -n 's/^TILUA_LPEG_MODULE:FILEPATH=//p' "$tmp/host/build/CMakeCache.txt")
+[ -e "$lpeg" ] || fail "find_package(tilua) named no lpeg.so ('$lpeg')"
+echo "install_test: the CMake package declares LPeg (found $lpeg)"
+# without LPeg, find_package(tilua) fails and says why
+if "$cmake" -S "$tmp/host" -B "$tmp/host/nolpeg" -DCMAKE_C_COMPILER="$cc" -DCMAKE_PREFIX_PATH="$prefix" \
+     -DTILUA_LPEG_MODULE="$tmp/no/lpeg.so" > "$tmp/nolpeg.log" 2>&1; then
+  fail "find_package(tilua) succeeded without LPeg"
+fi
+grep -q "tilua requires the Lua module lpeg" "$tmp/nolpeg.log" || { cat "$tmp/nolpeg.log"; fail "no word of LPeg when it is missing"; }
 "$cmake" --build "$tmp/host/build" > "$tmp/host.log" 2>&1 || { cat "$tmp/host.log"; fail "building the find_package host"; }
 run_embed "$tmp/host/build/embed"
 
 # 3. a host built with pkg-config
 if command -v pkg-config > /dev/null; then
   flags=$(PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig pkg-config --cflags --libs tilua) || fail "pkg-config tilua"
+  mods=$(PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig pkg-config --variable=lua_modules tilua)
+  [ "$mods" = lpeg ] || fail "tilua.pc does not declare LPeg (lua_modules: '$mods')"
   case $flags in *"$src"*|*"$build"*) fail "pkg-config points into the source or build tree: $flags" ;; esac
   # shellcheck disable=SC2086
   "$cc" -std=c11 $sanflags "$tmp/host/embed.c" -o "$tmp/host/embed_pc" $flags || fail "cc with pkg-config flags: $flags"

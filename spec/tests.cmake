@@ -147,6 +147,10 @@ foreach(ex ${TILUA_EXAMPLES})
   # every compile of the example checked on its input and after every pass
   set_tests_properties(example.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV};${TILUA_TEST_CHECK_EXAMPLES}"
                        SKIP_RETURN_CODE 77)
+  # the same on the CPU emulator (tilua --emulate): a computed result, checked, with no GPU
+  add_test(NAME example.${name}.emulate COMMAND tilua_exe ${ex} --emulate WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(example.${name}.emulate PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV};TILUA_SEED=20261128"
+                       FAIL_REGULAR_EXPRESSION "SKIP: no GPU")
 endforeach()
 # }===
 
@@ -180,7 +184,7 @@ endforeach()
 # {=== pipeline: the examples of convert-cutlass-to-nvvm run their GPU parts on the
 # GPU machine (tools/gpu test); elsewhere they compile, pass ptxas and report skipped.
 foreach(t example.pipeline_ring_copy example.seq_bar_pingpong example.splitk_block_striped example.mods_probes
-          example.gemm)
+          example.gemm example.printf)
   if(TEST ${t})
     set_property(TEST ${t} APPEND PROPERTY LABELS gpu)
   endif()
@@ -222,6 +226,22 @@ set_tests_properties(install.embed PROPERTIES
   ENVIRONMENT "${TILUA_TEST_ENV};CMAKE_COMMAND=${CMAKE_COMMAND}" LABELS install)
 # }===
 
+# {=== the REPL at a terminal: spec/fixtures/repl/*.pty, each a keystroke
+# script that spec/c/pty_drive.c plays on a pseudo-terminal, each key sent
+# only after the output it answers (no sleeps). Run against the tilua program
+# (its line editor: TILUA_LINE_EDITING) and against tilua_plain, the same
+# host without a line editor (the terminal's own line discipline).
+add_executable(pty_drive spec/c/pty_drive.c)
+add_executable(tilua_plain src/main.c)
+set_target_properties(tilua_plain PROPERTIES ENABLE_EXPORTS ON)
+target_link_libraries(tilua_plain PRIVATE tilua_core ${LUA_LIBRARY})
+file(GLOB TILUA_PTY_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/fixtures/repl/*.pty)
+foreach(f ${TILUA_PTY_SCRIPTS})
+  get_filename_component(name ${f} NAME_WE)
+  add_test(NAME repl.${name} COMMAND pty_drive ${f} $<TARGET_FILE:tilua_exe> -i)
+  add_test(NAME repl.${name}.plain COMMAND pty_drive ${f} $<TARGET_FILE:tilua_plain> -i)
+  set_tests_properties(repl.${name} repl.${name}.plain PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV};TILUA_HISTORY=")
+endforeach()
 # {=== the C format: every C file but those of tools/format-pending.txt against
 # .clang-format (tools/check_format); skipped without clang-format 14.
 add_test(NAME format.c COMMAND ${CMAKE_SOURCE_DIR}/tools/check_format)

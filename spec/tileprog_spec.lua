@@ -275,6 +275,24 @@ describe("the builders", function()
     end
   end)
 
+  it("say a tl.dot outside tl.for_tiles is the cause, at its line, when k:compile fails", function()
+    tl.new_module()
+    local k = tl.tile_kernel("loose_dot", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.f32, 2) } })
+    local line
+    k:define(function(k, p)
+      local a, b = tl.load(p.A, { 0, 0 }, { 128, 64 }), tl.load(p.B, { 0, 0 }, { 256, 64 })
+      line = here()
+      local acc = tl.dot(a, b, tl.zeros({ 128, 256 }, tl.f32))
+      tl.store(p.C, { 0, 0 }, acc)
+    end)
+    local ok, err = pcall(k.compile, k)
+    assert.is_false(ok)
+    local file, l = line:match "^(.-):(%d+):$"
+    assert.truthy(err:find(("%s:%d: 'tileas.dot' op tileas-materialize-agents: this dot is not in a pipelined loop"):format(
+      file, tonumber(l) + 1), 1, true), err)
+    assert.is_nil(err:find("run tileas-materialize-agents before", 1, true), err)
+  end)
+
   it("check tl.tensor and tl.tile_kernel options", function()
     assert.equal("!tileas.tensor<f16, 3>", tostring(tl.tensor(tl.f16, 3)))
     assert.matches("rank must be an integer in %[1, 5%]", select(2, pcall(tl.tensor, tl.f16, 6)))

@@ -1,7 +1,8 @@
 -- docs/tutorial.md: every complete script on the page (a ```lua block that
 -- starts with `local tl = require "tilua"`) runs: it compiles, ptxas accepts
 -- its PTX, and where a GPU is there it checks its result ("SKIP: no GPU"
--- elsewhere). Blocks marked ```lua excerpt are not run.
+-- elsewhere); with --emulate it checks its result on the CPU emulator. Blocks
+-- marked ```lua excerpt are not run.
 local H = dofile "spec/helper.lua"
 
 describe("docs/tutorial.md", function()
@@ -17,11 +18,15 @@ describe("docs/tutorial.md", function()
         h:write(block)
         h:close()
         local out, err, code = H.tilua_run { f }
-        os.remove(f)
         assert.equal(0, code, err)
         assert.is_nil(err:find("error", 1, true), err)
         assert.truthy(out:find(name .. ": ptxas -arch=sm_90a: ok", 1, true) or out:find("ptxas check skipped", 1, true), out)
         assert.truthy(out:find("SKIP: no GPU", 1, true) or out:find(name .. ": OK", 1, true), out)
+        -- on the CPU emulator: the result computed and checked, GPU or none
+        out, err, code = H.tilua_run { f, "--emulate" }
+        os.remove(f)
+        assert.equal(0, code, err)
+        assert.truthy(out:find(name .. ": OK", 1, true), out)
       end)
     end
   end

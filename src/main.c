@@ -5,10 +5,12 @@
 ** protected main with a traceback handler; the REPL itself lives in
 ** lua/tilua/host/repl.lua and reads lines through the host's readline.
 */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -16,13 +18,13 @@
 #include <lualib.h>
 
 #include "lua/lbind.h"
-
-#ifdef TILUA_USE_READLINE
-#include <readline/history.h>
-#include <readline/readline.h>
-#endif
+#include "tilua.h"
 
 static const char *progname = "tilua";
+
+#define LUA_INIT_VAR "LUA_INIT"
+#define LUA_INITVARVERSION LUA_INIT_VAR LUA_VERSUFFIX /* LUA_INIT_5_4 */
+#define LUA_IGMARK "-"                                /* -l mod-v2 sets the global mod */
 
 static const char usage_text[] =
     "usage: %s [options] [script [args]]\n"
@@ -35,32 +37,63 @@ static const char usage_text[] =
     "  -e stat   execute string 'stat'\n"
     "  -i        enter the REPL after running the script (or alone)\n"
     "  -l mod    require library 'mod' into global 'mod'\n"
-    "  -v        show version information\n"
-    "  -E        ignore environment variables (LUA_PATH, LUA_CPATH, TILUA_SOURCE_DIR)\n"
+    "  -l g=mod  require library 'mod' into global 'g'\n"
+    "  -v, --version  show version information\n"
+    "  -E        ignore environment variables (LUA_INIT, LUA_PATH, LUA_CPATH, TILUA_SOURCE_DIR)\n"
+    "  -W        turn warnings on\n"
     "  --emit=ir|ptx  the script's first compile (k:compile, tl.compile) prints the final\n"
-    "                 IR or the PTX and exits 0 without launching (also after the script);\n"
-    "                 a script that compiles nothing is an error\n"
-    "  --stage=NAME   likewise, printing the IR after pass NAME (or 'input', or a number)\n"
+    "                 IR or the PTX on stdout (the script's own output goes to stderr) and\n"
+    "                 exits 0 without launching; a script that compiles nothing gets the\n"
+    "                 kernels it built compiled; one that built none is an error\n"
+    "  --stage=NAME   likewise, printing the IR after pass NAME (or 'input', or a number);\n"
+    "                 of a compile that failed, the stage if it got there, then exit 1\n"
     "  --trace=FILE   write every stage of every compile of the script to FILE, one HTML\n"
-    "                 page with the IR before and after each pass side by side\n"
+    "                 page with the IR before and after each pass side by side, each op\n"
+    "                 linked to its script line, a failed compile's stage marked\n"
     "  --debug-hangs  compile kernels so that an mbarrier wait gives up after 1 s and\n"
     "                 says which barrier, phase and warp; barrier waits are recorded\n"
     "  --check-protocol  check every compile's barrier protocols on the CPU emulator, on\n"
     "                 its input and after every pass that changes it (also\n"
     "                 TILUA_CHECK_PROTOCOL=1; =passes fails only where a pass broke\n"
     "                 a protocol that held; docs/protocol.md)\n"
+    "  --emulate      run every launch on the CPU emulator instead of a GPU (also\n"
+    "                 TILUA_EMULATE=1): device buffers live in host memory, and the\n"
+    "                 examples pick small problems\n"
+    "  --timeline=FILE  draw which warp waits on which barrier or pipeline stage when, in\n"
+    "                 every launch on the CPU emulator, as one HTML page (implies --emulate)\n"
     "  --help    show this help\n"
     "  --        stop handling options\n"
     "  -         run stdin as a script and stop handling options\n"
     "Without arguments: the REPL when stdin is a terminal, else run stdin as a script.\n"
     "Scripts see the library as `require \"tilua\"`; in the REPL it is also the global `tl`.\n"
     "REPL commands start with ':' (':help' lists them).\n"
-    "Errors name the script line that caused them; set TILUA_TRACEBACK=1 for Lua tracebacks.\n";
+    "Errors name the script line that caused them (TILUA_TRACEBACK=1: Lua tracebacks).\n"
+    "Environment (docs/environment.md has every variable, the tests' too):\n"
+    "  LUA_INIT_5_4, LUA_INIT  a chunk (or @file) run first, as in lua\n"
+    "  TILUA_EMULATE=1         as --emulate\n"
+    "  TILUA_CHECK_PROTOCOL=1|passes  as --check-protocol (TILUA_SKIP_CHECK_PROTOCOL=1\n"
+    "                          ignores it; TILUA_CHECK_PROTOCOL_LOG=FILE logs each check)\n"
+    "  TILUA_DUMP=1|all|a,b    every compile's input, IR after each pass (or the stages\n"
+    "                          named: pass names, input, ptx) and PTX, to stderr\n"
+    "  TILUA_DUMP_DIR=DIR      the same as files, DIR/NNNN-KERNEL/SS-STAGE.tir\n"
+    "  TILUA_TRACEBACK=1       errors with a Lua traceback\n"
+    "  TILUA_HISTORY=FILE      the REPL's history (default ~/.tilua_history; empty: none)\n"
+    "  TILUA_PTXAS=PATH        the ptxas of tl.ptxas (default /usr/local/cuda/bin/ptxas)\n"
+    "  TILUA_LIBCUDA=PATH      the CUDA driver library (default libcuda.so.1)\n"
+    "  TILUA_DEVICE=N          the GPU ordinal (default 0)\n"
+    "  TILUA_LAUNCH_TIMEOUT=S  seconds before a launch is reported hung (default 10)\n"
+    "  TILUA_CUBLASLT=PATH     the cuBLASLt library tl.gemm's check compares with\n"
+    "  TILUA_NO_GPU_EXIT=N     the exit code of a script stopped for want of a GPU\n"
+    "  TILUA_AUTOTUNE=0        tl.autotune neither reads nor writes its cache;\n"
+    "  TILUA_AUTOTUNE_CACHE=FILE  its cache file\n"
+    "  TILUA_SEED=N, TILUA_SMALL=1  the examples' random seed; small problems\n"
+    "  TILUA_SOURCE_DIR=DIR    load the Lua half from a source tree (not with -E)\n";
 
 static void print_usage(FILE *f) { fprintf(f, usage_text, progname, progname, progname, progname); }
 
 static void print_version(void) {
-  printf("tilua 0.1.0 (%s) -- a GPU kernel compiler for Lua\n", LUA_RELEASE);
+  printf("tilua " TILUA_VERSION " (%s) -- a GPU kernel compiler for Lua\n", LUA_RELEASE);
+  fflush(stdout);
 }
 
 /* {======================================================================
@@ -150,47 +183,134 @@ static int docall(lua_State *L, int narg, int nres) {
 /* }====================================================================== */
 
 /* {======================================================================
-** Host functions for the Lua side (readline, isatty)
+** Host functions for the Lua side (line editing, isatty)
+**
+** host.readline(prompt) -> line | nil at the end of input | false when Ctrl-C
+** dropped the line being typed (the REPL then drops an unfinished chunk too).
+** Line editing and history come from libedit (BSD; the default) or GNU
+** readline (GPL-3, only when configured: TILUA_LINE_EDITING=readline), both
+** through readline's callback interface so that Ctrl-C ends the wait for a
+** line at once; without either, a terminal is read line by line.
 ** ======================================================================= */
 
-#ifdef TILUA_USE_READLINE
-/* Ctrl-C while typing drops the line and gives a fresh prompt (as a shell
-** does) instead of ending the session; Ctrl-C while a chunk runs interrupts
-** it (laction). */
-static void readline_sigint(int sig) {
+#if defined(TILUA_USE_LIBEDIT)
+#include <editline/readline.h>
+#define TILUA_LINE_EDITOR 1
+#elif defined(TILUA_USE_READLINE)
+#include <readline/history.h>
+#include <readline/readline.h>
+#define TILUA_LINE_EDITOR 1
+#endif
+
+/* Set by Ctrl-C while the host waits for a line (never while a chunk runs:
+** then laction interrupts it). */
+static volatile sig_atomic_t line_interrupted = 0;
+
+static void on_line_sigint(int sig) {
   (void)sig;
-  fputs("^C\n", stdout);
-  rl_replace_line("", 0);
-  rl_on_new_line();
-  rl_redisplay();
+  line_interrupted = 1;
+}
+
+/* Waits for input on stdin with SIGINT blocked except inside the wait, so
+** that a Ctrl-C at any moment ends it: 1 input is there, 0 Ctrl-C, -1 error. */
+static int wait_input(const sigset_t *unblocked) {
+  for (;;) {
+    if (line_interrupted) return 0;
+    fd_set in;
+    FD_ZERO(&in);
+    FD_SET(0, &in);
+    int r = pselect(1, &in, NULL, NULL, NULL, unblocked);
+    if (r > 0) return 1;
+    if (r < 0 && errno != EINTR) return -1;
+  }
+}
+
+#ifdef TILUA_LINE_EDITOR
+static char *edited_line;
+static int edited_done;
+
+static void on_edited_line(char *line) {
+  edited_line = line;
+  edited_done = 1;
+  rl_callback_handler_remove();
+}
+
+/* One line through the editor, as host.readline returns it (pushed: the line,
+** false for Ctrl-C; nothing at the end of input): the number of results. */
+static int read_terminal_line(lua_State *L, const char *prompt, const sigset_t *unblocked) {
+  rl_catch_signals = 0; /* Ctrl-C is ours: the editor must not re-raise it */
+  edited_line = NULL;
+  edited_done = 0;
+  rl_callback_handler_install(prompt, on_edited_line);
+  while (!edited_done) {
+    int r = wait_input(unblocked);
+    if (r == 0) {
+      rl_free_line_state();
+#if defined(TILUA_USE_READLINE) && RL_READLINE_VERSION >= 0x0700
+      rl_callback_sigcleanup();
+#endif
+      rl_cleanup_after_signal();
+      rl_callback_handler_remove();
+      fputs("^C\n", stdout);
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+    if (r < 0) { /* stdin unusable: the end of input */
+      rl_callback_handler_remove();
+      break;
+    }
+    rl_callback_read_char();
+  }
+  if (!edited_line) return 0;
+  lua_pushstring(L, edited_line);
+  free(edited_line);
+  return 1;
 }
 
 /* The file history is kept in across sessions (host.history_file). */
 static char *history_path = NULL;
+
+#else
+
+/* One line of a terminal without an editor (the terminal echoes and edits it;
+** read() gives a whole line). */
+static int read_terminal_line(lua_State *L, const char *prompt, const sigset_t *unblocked) {
+  fputs(prompt, stdout);
+  fflush(stdout);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  int any = 0;
+  for (;;) {
+    int r = wait_input(unblocked);
+    if (r == 0) {
+      fputs("\n", stdout); /* the terminal echoed the ^C */
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+    char buf[512];
+    ssize_t n = r < 0 ? 0 : read(0, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    any = 1;
+    if (buf[n - 1] == '\n') {
+      luaL_addlstring(&b, buf, (size_t)n - 1);
+      break;
+    }
+    luaL_addlstring(&b, buf, (size_t)n);
+  }
+  if (!any) return 0;
+  luaL_pushresult(&b);
+  return 1;
+}
 #endif
 
 /* The longest line the REPL reads: an endless one (tilua -i < /dev/zero) is an
 ** error after that much, as in a bounded buffer, not a process that grows. */
 #define MAX_LINE (1 << 20)
 
-/* host.readline(prompt) -> line | nil at end of input | nil, message past MAX_LINE bytes */
-static int host_readline(lua_State *L) {
-  const char *prompt = luaL_optstring(L, 1, "> ");
-#ifdef TILUA_USE_READLINE
-  if (isatty(0)) {
-    signal(SIGINT, readline_sigint);
-    char *line = readline(prompt);
-    signal(SIGINT, laction); /* Ctrl-C while the line runs: interrupt it, every time */
-    if (!line) return 0;
-    lua_pushstring(L, line);
-    free(line);
-    return 1;
-  }
-#endif
-  if (isatty(0)) {
-    fputs(prompt, stdout);
-    fflush(stdout);
-  }
+/* A line of a pipe or file: nil at the end of input; nil and a message past
+** MAX_LINE bytes. */
+static int read_plain_line(lua_State *L) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   int c, any = 0;
@@ -210,8 +330,30 @@ static int host_readline(lua_State *L) {
   return 1;
 }
 
+/* host.readline(prompt) -> line | nil | false (see above) */
+static int host_readline(lua_State *L) {
+  const char *prompt = luaL_optstring(L, 1, "> ");
+  if (!isatty(0)) return read_plain_line(L);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_line_sigint; /* no SA_RESTART: the wait ends */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  line_interrupted = 0;
+  sigset_t block, unblocked;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigprocmask(SIG_BLOCK, &block, &unblocked);
+  sigdelset(&unblocked, SIGINT);
+  int n = read_terminal_line(L, prompt, &unblocked);
+  fflush(stdout);
+  signal(SIGINT, laction); /* Ctrl-C while the line runs: interrupt it, every time */
+  sigprocmask(SIG_UNBLOCK, &block, NULL);
+  return n;
+}
+
 static int host_add_history(lua_State *L) {
-#ifdef TILUA_USE_READLINE
+#ifdef TILUA_LINE_EDITOR
   const char *line = luaL_checkstring(L, 1);
   if (isatty(0) && *line) {
     add_history(line);
@@ -227,7 +369,7 @@ static int host_add_history(lua_State *L) {
 /* host.history_file(path): read the history of earlier sessions from path and
 ** append each new line to it (a terminal session only). */
 static int host_history_file(lua_State *L) {
-#ifdef TILUA_USE_READLINE
+#ifdef TILUA_LINE_EDITOR
   const char *path = luaL_checkstring(L, 1);
   if (!isatty(0)) return 0;
   free(history_path);
@@ -242,16 +384,42 @@ static int host_history_file(lua_State *L) {
   return 0;
 }
 
+/* A file handle of the program's own stdout, whose fclose the handle's
+** __close / __gc calls (as liolib's). */
+static int host_stream_close(lua_State *L) {
+  luaL_Stream *p = (luaL_Stream *)luaL_checkudata(L, 1, LUA_FILEHANDLE);
+  return luaL_fileresult(L, fclose(p->f) == 0, NULL);
+}
+
+/* host.take_stdout() -> file: what the program writes for its caller (the
+** text of --emit and --stage) goes to the returned handle, the original
+** stdout; everything else that would go to stdout (the script's print and
+** io.write, messages) goes to stderr from now on. */
+static int host_take_stdout(lua_State *L) {
+  fflush(stdout);
+  int fd = dup(1);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f || dup2(2, 1) < 0) {
+    if (fd >= 0) close(fd);
+    return luaL_fileresult(L, 0, "stdout");
+  }
+  luaL_Stream *p = (luaL_Stream *)lua_newuserdatauv(L, sizeof(luaL_Stream), 0);
+  p->closef = NULL; /* not a usable handle until f is in */
+  luaL_setmetatable(L, LUA_FILEHANDLE);
+  p->f = f;
+  p->closef = host_stream_close;
+  return 1;
+}
+
 static int host_isatty(lua_State *L) {
   lua_pushboolean(L, isatty((int)luaL_optinteger(L, 1, 0)));
   return 1;
 }
 
-static const luaL_Reg host_functions[] = {{"readline", host_readline},
-                                          {"add_history", host_add_history},
-                                          {"history_file", host_history_file},
-                                          {"isatty", host_isatty},
-                                          {NULL, NULL}};
+static const luaL_Reg host_functions[] = {
+    {"readline", host_readline},         {"add_history", host_add_history},
+    {"history_file", host_history_file}, {"isatty", host_isatty},
+    {"take_stdout", host_take_stdout},   {NULL, NULL}};
 
 static int luaopen_tilua_host(lua_State *L) {
   luaL_newlib(L, host_functions);
@@ -285,12 +453,21 @@ static int dostring(lua_State *L, const char *s, const char *name) {
   return dochunk(L, luaL_loadbuffer(L, s, strlen(s), name));
 }
 
-/* require 'mod' and store it in global 'mod' */
-static int dolibrary(lua_State *L, const char *name) {
+/* -l g=mod: require 'mod' into global 'g'; -l mod: into global 'mod' (up to
+** a '-': `-l mod-v2` sets 'mod'), as lua.c. */
+static int dolibrary(lua_State *L, const char *arg) {
+  const char *eq = strchr(arg, '=');
+  const char *modname = eq ? eq + 1 : arg;
+  size_t glen = eq ? (size_t)(eq - arg) : strcspn(arg, LUA_IGMARK);
   lua_getglobal(L, "require");
-  lua_pushstring(L, name);
+  lua_pushstring(L, modname);
   int status = docall(L, 1, 1);
-  if (status == LUA_OK) lua_setglobal(L, name);
+  if (status == LUA_OK) {
+    lua_pushlstring(L, arg, glen);
+    lua_insert(L, -2);
+    lua_setglobal(L, lua_tostring(L, -2));
+    lua_pop(L, 1);
+  }
   return report(L, status);
 }
 
@@ -347,6 +524,7 @@ static int run_module_function(lua_State *L, const char *module, const char *fn,
 #define has_e 8
 #define has_E 16
 #define has_help 32
+#define has_W 64
 
 /* tilua.host.cli.<fn>(the nargs values on top of the stack, which it pops); false
 ** after reporting an error. */
@@ -366,32 +544,54 @@ static int call_cli(lua_State *L, const char *fn, int nargs) {
   return status == LUA_OK;
 }
 
-/* --emit=..., --stage=..., --trace=..., --debug-hangs and --check-protocol: the
-** host's options of the scripts' compiles, before the script or among its
-** arguments; the field of tilua.host.cli.script_options's table each one sets. */
+/* --emit=..., --stage=..., --trace=..., --debug-hangs, --check-protocol,
+** --emulate and --timeline=...: the host's options of the scripts' compiles
+** and launches, before the script or among its arguments; the field of
+** tilua.host.cli.script_options's table each one sets. */
+static const struct {
+  const char *flag, *field;
+} tl_options[] = {{"--emit=", "emit"},
+                  {"--stage=", "stage"},
+                  {"--trace=", "trace"},
+                  {"--debug-hangs", "debug_hangs"},
+                  {"--check-protocol", "check_protocol"},
+                  {"--emulate", "emulate"},
+                  {"--timeline=", "timeline"}};
+#define N_TL_OPTIONS (sizeof tl_options / sizeof tl_options[0])
+
 static const char *tl_option_field(const char *a) {
-  static const struct {
-    const char *flag, *field;
-  } opts[] = {{"--emit=", "emit"},
-              {"--stage=", "stage"},
-              {"--trace=", "trace"},
-              {"--debug-hangs", "debug_hangs"},
-              {"--check-protocol", "check_protocol"}};
-  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
-    size_t n = strlen(opts[i].flag);
-    if (opts[i].flag[n - 1] == '=' ? strncmp(a, opts[i].flag, n) == 0
-                                   : strcmp(a, opts[i].flag) == 0)
-      return opts[i].field;
+  for (size_t i = 0; i < N_TL_OPTIONS; i++) {
+    const char *f = tl_options[i].flag;
+    size_t n = strlen(f);
+    if (f[n - 1] == '=' ? strncmp(a, f, n) == 0 : strcmp(a, f) == 0) return tl_options[i].field;
   }
   return NULL;
 }
 static int is_tl_option(const char *a) { return tl_option_field(a) != NULL; }
 
+/* The long option nearest the unknown one a (up to its '='), or NULL. */
+static const char *near_option(const char *a) {
+  const char *names[N_TL_OPTIONS + 2];
+  char buf[N_TL_OPTIONS][32];
+  for (size_t i = 0; i < N_TL_OPTIONS; i++) {
+    snprintf(buf[i], sizeof buf[i], "%s", tl_options[i].flag);
+    buf[i][strcspn(buf[i], "=")] = '\0';
+    names[i] = buf[i];
+  }
+  names[N_TL_OPTIONS] = "--help";
+  names[N_TL_OPTIONS + 1] = "--version";
+  const char *near = ir_closest_name(a, strcspn(a, "="), names, N_TL_OPTIONS + 2);
+  if (!near) return NULL;
+  for (size_t i = 0; i < N_TL_OPTIONS; i++) /* the flag as it is written: "--emit=" */
+    if (near == names[i]) return tl_options[i].flag;
+  return near;
+}
+
 /* Hand them to tilua.host.cli.script_options{emit =, stage =, debug_hangs =, ...}, which
 ** sets tl.options (debug_hangs, and the stage hook that prints what --emit and
 ** --stage ask for and exits). The script's own arguments keep them. */
 static int set_script_options(lua_State *L, char **argv) {
-  lua_createtable(L, 0, 5);
+  lua_createtable(L, 0, (int)N_TL_OPTIONS);
   for (int i = 1; argv[i] != NULL; i++) {
     if (!is_tl_option(argv[i])) continue;
     const char *eq = strchr(argv[i], '=');
@@ -423,9 +623,17 @@ static int collectargs(char **argv, int *first) {
     switch (argv[i][1]) {
     case '-':
       if (is_tl_option(argv[i])) break;
+      if (strcmp(argv[i], "--version") == 0) {
+        args |= has_v;
+        break;
+      }
       if (argv[i][2] != '\0') return has_error;
       *first = i + 1;
       return args;
+    case 'W':
+      if (argv[i][2] != '\0') return has_error;
+      args |= has_W;
+      break;
     case '\0': return args;
     case 'E':
       if (argv[i][2] != '\0') return has_error;
@@ -453,10 +661,14 @@ static int collectargs(char **argv, int *first) {
   return args;
 }
 
+/* -e, -l and -W in the order given (as lua.c). */
 static int runargs(lua_State *L, char **argv, int n) {
   for (int i = 1; i < n; i++) {
     int option = argv[i][1];
-    if (option == 'e' || option == 'l') {
+    if (argv[i][0] != '-' || argv[i][1] == '-') continue;
+    if (option == 'W') {
+      lua_warning(L, "@on", 0);
+    } else if (option == 'e' || option == 'l') {
       const char *extra = argv[i] + 2;
       if (*extra == '\0') extra = argv[++i];
       int status = option == 'e' ? dostring(L, extra, "=(command line)") : dolibrary(L, extra);
@@ -464,6 +676,19 @@ static int runargs(lua_State *L, char **argv, int n) {
     }
   }
   return 1;
+}
+
+/* LUA_INIT_5_4, else LUA_INIT: a chunk to run first, or "@file" (lua.c). */
+static int handle_luainit(lua_State *L) {
+  const char *name = "=" LUA_INITVARVERSION;
+  const char *init = getenv(name + 1);
+  if (init == NULL) {
+    name = "=" LUA_INIT_VAR;
+    init = getenv(name + 1);
+  }
+  if (init == NULL) return LUA_OK;
+  if (init[0] == '@') return dochunk(L, luaL_loadfile(L, init + 1));
+  return dostring(L, init, name);
 }
 
 /* Standard libraries, then tilua (which installs the searcher of its Lua half). */
@@ -529,9 +754,9 @@ static int pmain(lua_State *L) {
   MainArgs *ma = lua_touserdata(L, 1);
   int argc = ma->argc;
   char **argv = ma->argv;
-  openlibs(L);
   /* Subcommands: tilua opt ..., tilua sched ... */
   if (argc >= 2 && (strcmp(argv[1], "opt") == 0 || strcmp(argv[1], "sched") == 0)) {
+    openlibs(L);
     createargtable(L, argv, argc, 1);
     ma->exit_code = run_module_function(L, "tilua.host.cli", argv[1], argv + 2, argc - 2);
     lua_pushboolean(L, 1);
@@ -545,8 +770,11 @@ static int pmain(lua_State *L) {
   int script;
   int args = collectargs(argv, &script);
   if (args == has_error) {
-    fprintf(stderr, "%s: unrecognized option '%s'\n", progname, argv[script]);
-    print_usage(stderr);
+    const char *near =
+        argv[script][0] == '-' && argv[script][1] == '-' ? near_option(argv[script]) : NULL;
+    fprintf(stderr, "%s: unrecognized option '%s'", progname, argv[script]);
+    if (near) fprintf(stderr, "; did you mean '%s'?", near);
+    fprintf(stderr, "\n('%s --help' lists the options)\n", progname);
     ma->exit_code = 1;
     lua_pushboolean(L, 1);
     return 1;
@@ -557,11 +785,13 @@ static int pmain(lua_State *L) {
     return 1;
   }
   if (args & has_v) print_version();
-  if (args & has_E) {
+  if (args & has_E) { /* before the libraries: package reads LUA_PATH when it opens */
     lua_pushboolean(L, 1);
     lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
   }
+  openlibs(L);
   createargtable(L, argv, argc, script);
+  if (!(args & has_E) && handle_luainit(L) != LUA_OK) return 0;
   if (!set_script_options(L, argv)) return 0;
   if (!runargs(L, argv, script)) return 0;
   if (script > 0 && argv[script] != NULL) {

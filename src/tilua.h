@@ -43,6 +43,18 @@
 #ifndef TILUA_H
 #define TILUA_H
 
+/* The version: the one place it is written (CMakeLists.txt reads it from
+** here; the program, tl.version and the rockspec's name agree with it). */
+#define TILUA_VERSION_MAJOR 0
+#define TILUA_VERSION_MINOR 1
+#define TILUA_VERSION_PATCH 0
+#define TILUA_VERSION_STRING_(x) #x
+#define TILUA_VERSION_STRING(x) TILUA_VERSION_STRING_(x)
+#define TILUA_VERSION                                                                              \
+  TILUA_VERSION_STRING(TILUA_VERSION_MAJOR)                                                        \
+  "." TILUA_VERSION_STRING(TILUA_VERSION_MINOR) "." TILUA_VERSION_STRING(                          \
+      TILUA_VERSION_PATCH) /* "0.1.0" */
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -36,7 +36,7 @@ local M = setmetatable({}, { __index = require "tilua.kernels.gemm" })
 
 do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   local raise = tl.raise
-  tl.gemm = tl.gemm or {}
+  tl.gemm = rawget(tl, "gemm") or {}
   local in_types = { bf16 = "bf16", f16 = "f16", e4m3 = "e4m3", e5m2 = "e5m2" }
 
   local function elem_type(name)
@@ -415,12 +415,44 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     return k
   end
 
+  -- Every element of D against a CPU reference in double (alpha, beta C, bias,
+  -- relu; either major), within compare_kernel's tolerance: the check on the CPU
+  -- emulator (tilua --emulate), whose buffers are on the host and whose grids
+  -- run along x only (the reference kernel's is two-dimensional).
+  local function cpu_check(c, o)
+    if c.fp8 then raise("gemm: fp8 results are checked against cuBLAS, which the CPU emulator does not have") end
+    local A, B, D = o.a:to_table(), o.b:to_table(), o.d:to_table()
+    local C = c.beta and c.beta ~= 0 and o.c:to_table() or nil
+    local bias = c.bias and o.bias:to_table() or nil
+    local rel = c.out == "f16" and 2 ^ -9 or 2 ^ -7
+    local bad, worst = 0, 0
+    for i = 0, c.m - 1 do
+      for j = 0, c.n - 1 do
+        local sum = 0.0
+        for kk = 0, c.k - 1 do
+          local a = c.a_major == "k" and A[i * c.k + kk + 1] or A[kk * c.m + i + 1]
+          local b = c.b_major == "k" and B[j * c.k + kk + 1] or B[kk * c.n + j + 1]
+          sum = sum + a * b
+        end
+        local v = sum * (c.alpha or 1)
+        if bias then v = v + bias[j + 1] end
+        if C then v = v + C[i * c.n + j + 1] * c.beta end
+        if c.activation == "relu" and v < 0 then v = 0 end
+        local err = math.abs(D[i * c.n + j + 1] - v)
+        if err > math.abs(v) * rel + 1e-3 * math.sqrt(c.k) or err ~= err then bad = bad + 1 end
+        worst = math.max(worst, err)
+      end
+    end
+    return bad == 0, ("%d of %d elements off the CPU reference (max error %.3g)"):format(bad, c.m * c.n, worst)
+  end
+
   -- g:check{a, b, d [, c, bias] [, reference = buffer] [, samples = 32]} -> ok, report:
   -- D against `reference` (another implementation's result, e.g. cuBLAS) or else
   -- against the plain reference kernel on the GPU, and `samples` elements against
-  -- a CPU dot product.
+  -- a CPU dot product; on the CPU emulator every element against the CPU.
   function M.Gemm:check(o)
     local c = self.cfg
+    if tl.options.emulate and not o.reference then return cpu_check(c, o) end
     local D = tl.device
     local saved = tl.module()
     tl.new_module()
@@ -430,10 +462,12 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     local R <close> = not o.reference and D.alloc(tl.f32, c.m * c.n) or nil
     local bad <close> = D.alloc(tl.i32, 2)
     bad:fill(0)
-    local dummy <close> = D.alloc(tl.f32, 4)
+    -- stand-ins of the element types of C and bias, when there are none
+    local no_c <close> = not o.c and D.alloc(elem_type(c.out), 4) or nil
+    local no_bias <close> = not o.bias and D.alloc(tl.f32, 4) or nil
     if ref then
       ref:launch { grid = { (c.n + 15) // 16, (c.m + 15) // 16, 1 },
-                   args = { o.a, o.b, R, o.c or dummy, o.bias or dummy } }
+                   args = { o.a, o.b, R, o.c or no_c, o.bias or no_bias } }
     end
     cmp:launch { grid = (c.m * c.n + 255) // 256, args = { o.d, o.reference or R, bad, c.m * c.n } }
     D.synchronize()

@@ -28,7 +28,7 @@ local tl = require "tilua" -- the library being built (init.lua registers it bef
 
 local M = {}
 
-tl.sched = tl.sched or {}
+tl.sched = rawget(tl, "sched") or {}
 local raise, is_value = tl.raise, tl.is_value
 
 local Persistent = {}

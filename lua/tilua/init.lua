@@ -10,7 +10,7 @@
 
 local core = require "tilua.core"
 
-local tl = { core = core, version = "0.1.0" }
+local tl = { core = core, version = core.version } -- tilua.h's TILUA_VERSION
 -- The rooms of the library (dsl/, gpu/, stdlib/, below) add their functions
 -- to tl as they load: each takes it with require "tilua", which finds it here
 -- while this file is still running.
@@ -76,9 +76,22 @@ local builtin_types = {
 }
 for u, i in pairs { u8 = "i8", u16 = "i16", u32 = "i32", u64 = "i64", bool = "i1" } do builtin_types[u] = builtin_types[i] end
 local types_of_ctx = setmetatable({}, { __mode = "k" }) -- context -> { name -> type }
+
+-- A name that tl does not have is a typo (tl.f23): an error at the script's
+-- line naming the nearest name tl has, before a nil reaches a builder.
+-- rawget(tl, name) tests for a field without it.
+local function no_such_field(key)
+  local names = {}
+  for k in pairs(tl) do if type(k) == "string" then names[#names + 1] = k end end
+  for k in pairs(builtin_types) do names[#names + 1] = k end
+  table.sort(names)
+  local near = type(key) == "string" and core.closest_name(key, names)
+  raise(("tl.%s does not exist%s"):format(tostring(key), near and ("; did you mean tl.%s?"):format(near) or ""))
+end
+
 setmetatable(tl, { __index = function(_, key)
   local make = builtin_types[key]
-  if not make then return nil end
+  if not make then return no_such_field(key) end
   local ctx = core.default_context()
   local cache = types_of_ctx[ctx]
   if not cache then
@@ -597,19 +610,27 @@ function tl.kernel(name, spec)
 end
 
 -- k:define(function(k, p) ... end): build the body; p maps parameter names to values.
+-- A define that fails (while building or verifying) leaves nothing behind: its
+-- body is emptied and the kernel taken out of the module, so that a corrected
+-- define of the same kernel, a new tl.kernel of the same name (in the REPL,
+-- say) and every other kernel go on as if it had never run.
 function Kernel:define(fn)
   if type(fn) ~= "function" then raise("define: expected a function(k, p) that builds the body") end
   if self.defined then raise(("define: kernel '%s' is already defined (build a new tl.kernel to start over)"):format(self.name)) end
-  -- a failed define leaves an empty body behind, so that a corrected define
-  -- of the same kernel can follow (in the REPL, say)
+  if not self.op:block() then self.op:insert(self.module:region(1):entry()) end -- after a failed define
   local ok, err = pcall(tl.at, self.body, nil, fn, self, self.args)
+  if ok then ok, err = pcall(tl.verify, self.module) end
   if not ok then
     local ops = self.body:ops()
     for i = #ops, 1, -1 do pcall(ops[i].erase, ops[i]) end
+    self.op:unlink()
+    self._alloc_after, self._cutlass_next_slot = nil, nil
+    if type(err) == "string" and not self.module:verify() then
+      err = err .. "\n(another op of the module does not verify either; tl.new_module() starts a fresh module)"
+    end
     error(err, 0)
   end
   self.defined = true
-  tl.verify(self.module)
   return self
 end
 
@@ -631,7 +652,7 @@ end
 tl.default_pipeline = "cleanup"
 tl.last_stages = {}
 tl.last_check = false
-tl.options = tl.options or {}
+tl.options = rawget(tl, "options") or {}
 
 -- A stage whose IR text was not kept says how to keep it when asked for.
 local Stage = { __index = function(_, key)
@@ -641,7 +662,8 @@ local Stage = { __index = function(_, key)
 end }
 
 -- tl.compile(module_or_kernel [, pipeline [, opts]]) -> module. tl.last_stages
--- lists every stage (name, index, ms, changed); its IR text (`ir`) is rendered
+-- lists every stage (name, index, ms, changed; failed on the stage where a
+-- failing pipeline stopped, the last one); its IR text (`ir`) is rendered
 -- only when asked for: opts.keep_stages or tl.options.keep_stages (the REPL,
 -- --stage and --emit=ir set it), or when printed. opts.print_after_all /
 -- opts.print_after = {names}. opts.check_protocol, else tl.options.check_protocol
@@ -668,9 +690,10 @@ function tl.compile(m, pipeline, opts)
     check_run = run,
     on_stage = function(info, op)
       local show = info.index > 0 and (opts.print_after_all or print_after[info.pass])
-      local text = (keep or show) and op:print() or nil
+      local text = (keep or show) and op:print { locations = keep and tl.options.stage_locations } or nil
       stages[#stages + 1] = setmetatable({ name = info.pass, index = info.index, ms = info.ms,
-                                           changed = info.changed, ir = keep and text or nil }, Stage)
+                                           changed = info.changed, failed = info.failed or nil,
+                                           ir = keep and text or nil }, Stage)
       if show then
         out:write(("// -----// IR Dump After %s (%.3f ms) //----- //\n"):format(info.pass, info.ms), text)
       end

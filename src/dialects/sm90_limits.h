@@ -27,6 +27,7 @@
 #define SM90_MAXNREG_MIN 24                                  /* setmaxnreg count range, multiple of 8 */
 #define SM90_MAXNREG_MAX 256
 #define SM90_BULK_ALIGN 16                                   /* cp.async.bulk sizes and addresses */
+#define SM90_PRINTF_MAX_ARGS 32                              /* arguments of one device printf (CUDA's) */
 /* }=== */
 
 /* {=== tilua's own choices (docs/cutlass.md) */
@@ -56,7 +57,8 @@
   X(pool_slots, CUT_POOL_SLOTS, "mbarrier slots per CTA (pipelines and seq_bars)")                \
   X(max_participants, CUT_MAX_PARTICIPANTS, "participant warp masks per pipeline side")           \
   X(max_cases, CUT_MAX_CASES, "cases of a switch_by_executor")                                    \
-  X(max_ring_stages, TILEAS_MAX_STAGES, "stages of a tile program's ring")
+  X(max_ring_stages, TILEAS_MAX_STAGES, "stages of a tile program's ring")                        \
+  X(printf_max_args, SM90_PRINTF_MAX_ARGS, "arguments of one tl.printf")
 /* clang-format on */
 
 #endif

@@ -327,6 +327,79 @@ IrResult tile_verify_from_elements(IrOp *op) {
   return IR_OK;
 }
 
+/* printf (tile.printf, nvvm.vprintf): every conversion of `format` takes one
+** operand of its kind, as CUDA's vprintf reads the argument buffer: an integer
+** of 32 bits (or less) for %d %i %u %x %X %o %c and of 64 bits with l, ll, j,
+** z or t; a float for %f %e %g %a (all travel as doubles); a 64-bit pointer or
+** integer for %p. A '*' width and %s (a string from the device) are refused. */
+IrResult tile_verify_printf(IrOp *op) {
+  const char *f = ir_attrs_TILE_PRINTF(op).format;
+  uint32_t n = 0;
+  if (op->noperands > SM90_PRINTF_MAX_ARGS) {
+    ir_op_error(op, "%u operands: a printf takes at most %d", op->noperands, SM90_PRINTF_MAX_ARGS);
+    return IR_FAIL;
+  }
+  for (const char *p = f ? f : ""; *p; p++) {
+    if (*p != '%') continue;
+    if (p[1] == '%') {
+      p++;
+      continue;
+    }
+    const char *start = p++;
+    bool star = false;
+    while (*p && strchr("-+ #0", *p)) p++;
+    for (; (*p >= '0' && *p <= '9') || *p == '*'; p++) star |= *p == '*';
+    if (*p == '.')
+      for (p++; (*p >= '0' && *p <= '9') || *p == '*'; p++) star |= *p == '*';
+    int longs = 0;
+    while (*p == 'h') p++;
+    while (*p == 'l') longs++, p++;
+    if (*p && strchr("jzt", *p)) longs = 2, p++;
+    char c = *p;
+    int len = (int)(p - start) + (c != 0);
+    if (!c) {
+      ir_op_error(op, "the format ends inside the conversion '%s'", start);
+      return IR_FAIL;
+    }
+    if (star) {
+      ir_op_error(op, "conversion '%.*s': a '*' width or precision is not supported: write it in the format", len, start);
+      return IR_FAIL;
+    }
+    if (c == 's') {
+      ir_op_error(op, "conversion '%.*s': a device has no strings to print: put the text in the format", len, start);
+      return IR_FAIL;
+    }
+    bool is_int = strchr("diuxXoc", c) != NULL, is_float = strchr("fFeEgGaA", c) != NULL;
+    if (!is_int && !is_float && c != 'p') {
+      ir_op_error(op, "unknown conversion '%.*s' (d i u x X o c, f e g a, p, %%%%)", len, start);
+      return IR_FAIL;
+    }
+    if (n >= op->noperands) {
+      ir_op_error(op, "conversion %u '%.*s' has no operand: the format takes more than the %u given", n + 1, len,
+                  start, op->noperands);
+      return IR_FAIL;
+    }
+    const IrType *t = op->operands[n].value->type;
+    bool wide = t->kind == IR_TY_INDEX || t->kind == IR_TY_PTR || ir_type_is_int_width(t, 64);
+    const char *want = NULL;
+    if (is_float && t->kind != IR_TY_FLOAT) want = "a float";
+    else if (is_int && (t->kind == IR_TY_FLOAT || t->kind == IR_TY_PTR)) want = longs ? "a 64-bit integer" : "an integer of 32 bits or less";
+    else if (is_int && wide && !longs) want = "an integer of 32 bits or less (a 64-bit one prints with l or ll: %lld)";
+    else if (is_int && !wide && longs) want = "a 64-bit integer (a 32-bit one prints without l: %d)";
+    else if (c == 'p' && !(t->kind == IR_TY_PTR || ir_type_is_int_width(t, 64))) want = "a pointer";
+    if (want) {
+      ir_op_error(op, "conversion %u '%.*s' takes %s, got %s", n + 1, len, start, want, ir_op_type_str(op, t));
+      return IR_FAIL;
+    }
+    n++;
+  }
+  if (n != op->noperands) {
+    ir_op_error(op, "the format has %u conversion%s for %u operands", n, n == 1 ? "" : "s", op->noperands);
+    return IR_FAIL;
+  }
+  return IR_OK;
+}
+
 /* Agents are directly in a kernel; tile_verify_kernel_agents places them. */
 IrResult tile_verify_agent(IrOp *op) {
   IrOp *k = ir_op_parent_op(op);

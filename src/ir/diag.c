@@ -163,3 +163,52 @@ char *ir_diag_to_string(IrContext *ctx, const IrDiag *d) {
   sb_free(&sb);
   return s;
 }
+
+/* {======================================================================
+** "Did you mean": the known name nearest a misspelt one
+** ======================================================================= */
+
+/* The edit distance (insertions, deletions, substitutions, and swaps of two
+** neighbours) between a[0..n) and b[0..m), or max + 1 once it exceeds max. */
+static size_t edit_distance(const char *a, size_t n, const char *b, size_t m, size_t max) {
+  enum { MAXLEN = 64 };
+  if (n > MAXLEN || m > MAXLEN) return max + 1;
+  if ((n > m ? n - m : m - n) > max) return max + 1;
+  size_t d[MAXLEN + 1][MAXLEN + 1];
+  for (size_t i = 0; i <= n; i++) d[i][0] = i;
+  for (size_t j = 0; j <= m; j++) d[0][j] = j;
+  for (size_t i = 1; i <= n; i++)
+    for (size_t j = 1; j <= m; j++) {
+      size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
+    }
+  return d[n][m];
+}
+
+/* The name of names[0..count) nearest word[0..len): within a third of its
+** length (at least 1, at most 3 edits), or one that word is a prefix of
+** (4 letters or more); NULL when none is near enough. Ties go to the first. */
+const char *ir_closest_name(const char *word, size_t len, const char *const *names, size_t count) {
+  size_t max = len / 3 < 1 ? 1 : len / 3 > 3 ? 3 : len / 3;
+  const char *best = NULL;
+  size_t best_d = max + 1;
+  for (size_t i = 0; i < count; i++) {
+    size_t m = strlen(names[i]);
+    if (m == len && memcmp(names[i], word, len) == 0) continue; /* the word itself is no suggestion */
+    size_t dist = edit_distance(word, len, names[i], m, max);
+    if (dist < best_d) {
+      best = names[i];
+      best_d = dist;
+    }
+  }
+  if (!best && len >= 4)
+    for (size_t i = 0; i < count; i++)
+      if (strncmp(names[i], word, len) == 0) return names[i];
+  return best;
+}
+
+/* }====================================================================== */

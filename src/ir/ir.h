@@ -707,6 +707,9 @@ size_t ir_diag_error_count(IrContext *ctx); /* errors emitted since creation */
 /* "file:line:col: error: message" plus notes, one per line. */
 void ir_diag_format(const IrDiag *d, FILE *out);
 char *ir_diag_to_string(IrContext *ctx, const IrDiag *d); /* arena string */
+/* For "did you mean": the name of names[0..count) nearest word[0..len) (a few
+** edits, or a prefix), or NULL when none is near. */
+const char *ir_closest_name(const char *word, size_t len, const char *const *names, size_t count);
 
 /* }====================================================================== */
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../tilua.h"
 #include "lbind.h"
 
 struct tl_embedded {
@@ -29,7 +30,10 @@ static const struct tl_embedded *find_embedded(const char *module) {
 
 /* Load the chunk of an embedded module; from the source tree when asked. */
 static int load_module(lua_State *L, const struct tl_embedded *e) {
-  const char *dir = getenv("TILUA_SOURCE_DIR");
+  int noenv = lua_getfield(L, LUA_REGISTRYINDEX, "LUA_NOENV") != LUA_TNIL &&
+              lua_toboolean(L, -1); /* lua -E */
+  lua_pop(L, 1);
+  const char *dir = noenv ? NULL : getenv("TILUA_SOURCE_DIR");
   int status;
   if (dir && *dir) {
     lua_pushfstring(L, "%s/%s", dir, e->path);
@@ -139,6 +143,7 @@ int luaopen_tilua_core(lua_State *L) {
   lb_set_int(L, "max_nesting", IR_MAX_NESTING);
   lua_pushcfunction(L, embedded_file);
   lua_setfield(L, -2, "embedded_file");
+  lb_set_str(L, "version", TILUA_VERSION);
   return 1;
 }
 

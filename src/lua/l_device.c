@@ -311,7 +311,8 @@ static size_t put_random(unsigned char *p, const char *kind, uint64_t *s) {
                         : (unsigned char)(sg | (e + 13) << 2 | (m & 3));
     return 1;
   }
-  if (kind[0] == 'f' || kind[0] == 'b') { /* f16 / bf16 from 8 bits: k/128 - 1 */
+  if (!strcmp(kind, "f16") ||
+      !strcmp(kind, "bf16")) { /* from 8 bits: k/128 - 1 ("bits" is not bf16) */
     int k = (int)(r >> 56);
     float f = (float)k / 128.0f - 1.0f;
     uint32_t x;

@@ -837,7 +837,29 @@ static const luaL_Reg context_methods[] = {{"close", ctx_close},
 static const luaL_Reg context_meta[] = {
     {"__gc", ctx_gc}, {"__close", ctx_close}, {"__tostring", ctx_tostring}, {NULL, NULL}};
 
-static const luaL_Reg core_functions[] = {{"context", core_context},
+/* core.closest_name(word, {names...}) -> the name nearest word (a few edits
+** or a prefix; see ir_closest_name), or nil: for "did you mean". */
+static int core_closest_name(lua_State *L) {
+  size_t len;
+  const char *word = luaL_checklstring(L, 1, &len);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 2);
+  if (n < 0 || n > 100000) return luaL_argerror(L, 2, "too many names");
+  const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n ? n : 1), 0);
+  size_t count = 0;
+  for (lua_Integer i = 1; i <= n; i++) {
+    if (lua_geti(L, 2, i) == LUA_TSTRING)
+      names[count++] = lua_tostring(L, -1); /* kept alive by the table */
+    lua_pop(L, 1);
+  }
+  const char *near = ir_closest_name(word, len, names, count);
+  if (!near) return 0;
+  lua_pushstring(L, near);
+  return 1;
+}
+
+static const luaL_Reg core_functions[] = {{"closest_name", core_closest_name},
+                                          {"context", core_context},
                                           {"default_context", core_default_context},
                                           {"op_info", core_op_info},
                                           {"ops", core_ops},

@@ -7,6 +7,8 @@
 ** tools/bench/launch.lua measures it against.
 **
 **   plan = core.launch_plan(fn, {kinds = {"ptr", "i32", ...}, names = {...},
+**                                elems = {[i] = the element type a buffer for
+**                                pointer i must hold, or false for any},
 **                                block = {x,y,z}, cluster = {x,y,z}, static = bytes,
 **                                smem = bytes, name = "k"})
 **   plan:launch(grid, args [, smem])    grid: n or {x [, y [, z]]}; args by position or name
@@ -36,7 +38,8 @@ static const char *const arg_kind_names[] = {"ptr", "i8", "i16", "i32", "i64", "
 /* The buffer a pointer argument was given last: the buffer's table and its
 ** LbBuffer. The plan's third user value holds both (the table at 2i + 1, its
 ** `raw` at 2i + 2), so the table at that address is still that table, and
-** the LbBuffer still memory, at the next launch. */
+** the LbBuffer still memory, at the next launch. Its fourth holds the
+** element type each pointer's buffer must hold (elems). */
 typedef struct ArgMemo {
   const void *table;
   const LbBuffer *buf;
@@ -105,7 +108,7 @@ static int core_launch_plan(lua_State *L) {
     kinds[i] = (unsigned char)j;
   }
   lua_pop(L, 1);
-  Plan *p = lua_newuserdatauv(L, sizeof *p, 3);
+  Plan *p = lua_newuserdatauv(L, sizeof *p, 4);
   memset(p, 0, sizeof *p);
   p->fn = *f;
   p->nargs = n;
@@ -127,6 +130,8 @@ static int core_launch_plan(lua_State *L) {
   lua_setiuservalue(L, -2, 2);
   lua_createtable(L, 2 * n, 0); /* the buffers of ArgMemo */
   lua_setiuservalue(L, -2, 3);
+  lua_getfield(L, 2, "elems");
+  lua_setiuservalue(L, -2, 4);
   return 1;
 }
 
@@ -136,6 +141,27 @@ static const char *param_name(lua_State *L, int plan, int i) {
   const char *s =
       lua_istable(L, -1) && lua_geti(L, -1, i + 1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
   return s; /* stays on the stack until the error is raised */
+}
+
+/* A buffer table at idx passed for pointer i must hold the element type the
+** plan says (elems[i]; false or none: any), or bytes (its `size` 1: raw memory). */
+static void check_buffer_type(lua_State *L, int plan, int i, int idx) {
+  if (lua_getiuservalue(L, plan, 4) != LUA_TTABLE || lua_geti(L, -1, i + 1) != LUA_TUSERDATA) {
+    lua_pop(L, 2);
+    return;
+  }
+  int bytes = lua_getfield(L, idx, "size") == LUA_TNUMBER && lua_tointeger(L, -1) == 1;
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "type");
+  if (!bytes && !lua_isnil(L, -1) && !lua_compare(L, -1, -2, LUA_OPEQ)) {
+    const char *want = luaL_tolstring(L, -2, NULL);
+    const char *got = luaL_tolstring(L, -2, NULL);
+    lb_error(
+        L,
+        "launch: argument '%s' is a buffer of %s, but the parameter points to %s (a buffer of %s or of bytes, or any buffer for ptr<i8>)",
+        param_name(L, plan, i), got, want, want);
+  }
+  lua_pop(L, 3);
 }
 
 /* The address of tl.device's buffer table at idx (its `raw`), argument i of
@@ -153,6 +179,7 @@ static CUdeviceptr table_buffer(lua_State *L, int plan, Plan *p, int i, int idx,
     if (!lua_getmetatable(L, -1)) return 0;
     *pushed += 1;
     if (lua_topointer(L, -1) != p->buffer_mt) return 0;
+    check_buffer_type(L, plan, i, idx); /* once per table: its type never changes */
     lua_getiuservalue(L, plan, 3);
     lua_pushvalue(L, idx);
     lua_rawseti(L, -2, 2 * i + 1);

@@ -94,6 +94,7 @@ static void on_stage(const IrStageInfo *st, IrOp *module, void *ud) {
   lua_setfield(L, -2, "ms");
   lb_set_bool(L, "changed", st->changed);
   lb_set_bool(L, "verified", st->verified);
+  lb_set_bool(L, "failed", st->failed);
   lua_getfield(L, LUA_REGISTRYINDEX, PASS_STATS); /* a Lua pass's statistics, for this stage only */
   lua_setfield(L, -2, "stats");
   lua_pushnil(L);

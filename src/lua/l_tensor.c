@@ -2,10 +2,13 @@
 ** l_tensor.c -- Lua bindings of TMA tensor maps and of the cuBLASLt peer.
 **
 **   core.tensor_map{address, dtype, shape, strides?, box, swizzle?, l2?, oob?,
-**                   element_strides?} -> TensorMap
+**                   element_strides?, bytes?, encode?} -> TensorMap
 **       shape, strides (in elements) and box list dimensions outermost first;
 **       every rule of cuTensorMapEncodeTiled is checked here first, so a bad
-**       map is an error at the script's line, not a driver status.
+**       map is an error at the script's line, not a driver status. An address
+**       given as a number spans `bytes` (0: unknown); encode = false checks
+**       and describes the map without the driver (the emulator's maps,
+**       tilua.gpu.emulated: no GPU needed).
 **   TensorMap:info() -> {dtype, elem_bytes, rank, shape, strides, box, swizzle}
 **   TensorMap:bytes() -> the 128 encoded bytes (a string)
 **   core.blas_available() -> true | false, why
@@ -93,6 +96,11 @@ static int tm_new(lua_State *L) {
   s.address = lb_buffer_address(L, -1, &s.buffer_bytes);
   if (!s.address)
     lb_error(L, "tensor_map: 'address' must be a device buffer or a non-zero address");
+  if (lua_isinteger(L, -1)) /* a bare address: its extent, if the caller knows it */
+    s.buffer_bytes = (size_t)lb_opt_int_field(L, 1, "bytes", 0, 0, INT64_MAX, "tensor_map");
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "encode");
+  bool encode = lua_isnil(L, -1) || lua_toboolean(L, -1);
   lua_pop(L, 1);
   TltmDesc d;
   char err[256];
@@ -101,6 +109,7 @@ static int tm_new(lua_State *L) {
   memcpy(t->shape, s.shape, sizeof t->shape);
   memcpy(t->strides, s.strides, sizeof t->strides);
   memcpy(t->box, s.box, sizeof t->box);
+  if (!encode) return 1; /* described and checked only (the emulated device) */
   TlcuRuntime *rt = lb_cuda(L);
   if (tlcu_tensor_map_encode(rt, map_bytes(t), &d) != TLCU_OK)
     return lb_error(L, "tensor_map: %s", tlcu_error(rt));

@@ -333,8 +333,9 @@ static void copy_declared_attrs(IrOp *n, const IrOp *op) {
 ** (an address for a pointer result) and the attributes both declare: the
 ** one-to-one lowerings (LOWER rows of tile.def, and the arrives by space). */
 static IrValue *lower_one_to_one(Conv *c, IrOp *op, IrOpKind k) {
-  IrValue *opds[16];
-  if (op->noperands > 16) return NULL; /* no one-to-one op takes more */
+  IrValue *opds[SM90_PRINTF_MAX_ARGS];
+  if (op->noperands > SM90_PRINTF_MAX_ARGS)
+    return NULL; /* no one-to-one op takes more (tile.printf the most) */
   for (uint32_t i = 0; i < op->noperands; i++)
     opds[i] = opd(c, op, i);
   const IrType *rt = op->nresults ? op->results[0].type : NULL;

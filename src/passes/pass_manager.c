@@ -157,8 +157,14 @@ static const IrAttr *parse_options(Parse *ps, const char *s, size_t n) {
 }
 
 static void unknown_pass(Parse *ps, const char *name, size_t len) {
-  IrDiag *d =
-      ir_error(ps->ctx, ir_loc_unknown(), "unknown pass or pipeline '%.*s'", (int)len, name);
+  const char *names[NPASSES + NPIPELINES];
+  for (int i = 0; i < NPASSES; i++)
+    names[i] = pass_table[i].name;
+  for (int i = 0; i < NPIPELINES; i++)
+    names[NPASSES + i] = pipeline_table[i].name;
+  const char *near = ir_closest_name(name, len, names, NPASSES + NPIPELINES);
+  IrDiag *d = ir_error(ps->ctx, ir_loc_unknown(), "unknown pass or pipeline '%.*s'%s%s%s", (int)len,
+                       name, near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
   StrBuf sb;
   sb_init(&sb);
   for (int i = 0; i < NPASSES; i++)
@@ -405,37 +411,42 @@ IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions 
     opts = &dflt;
   }
   IrContext *ctx = ir_op_context(module);
+  /* Passes read attributes and kernel facts through readers that trust verified IR. */
+  IrResult r = IR_OK;
+  if (opts->verify_each && p->n) r = verify_quiet(module);
+  if (r == IR_OK && p->n) r = check_after(module, "input", opts);
   if (opts->on_stage) {
-    IrStageInfo in = {"input", 0, 0, false, false};
+    IrStageInfo in = {"input", 0, 0, false, false, r != IR_OK};
     opts->on_stage(&in, module, opts->ud);
   }
-  /* Passes read attributes and kernel facts through readers that trust verified IR. */
-  if (opts->verify_each && p->n && verify_quiet(module) != IR_OK) return IR_FAIL;
-  if (p->n && check_after(module, "input", opts) != IR_OK) return IR_FAIL;
+  if (r != IR_OK) return IR_FAIL;
   for (uint32_t i = 0; i < p->n; i++) {
     IrPassCtx pc = {ctx, p->steps[i].options, false, NULL};
     const char *name = p->steps[i].pass->name;
-    if (check_requires(p->steps[i].pass, module) != IR_OK) return IR_FAIL;
-    double t0 = now_ms();
-    size_t errs = ir_diag_error_count(ctx);
-    IrResult r = run_pass(p->steps[i].pass, module, &pc, opts);
-    double ms = now_ms() - t0;
-    if (r != IR_OK) {
-      if (ir_diag_error_count(ctx) == errs) ir_error(ctx, module->loc, "pass '%s' failed", name);
-      return IR_FAIL;
+    double ms = 0;
+    if (check_requires(p->steps[i].pass, module) != IR_OK) {
+      r = IR_FAIL;
+    } else {
+      double t0 = now_ms();
+      size_t errs = ir_diag_error_count(ctx);
+      r = run_pass(p->steps[i].pass, module, &pc, opts);
+      ms = now_ms() - t0;
+      if (r != IR_OK && ir_diag_error_count(ctx) == errs)
+        ir_error(ctx, module->loc, "pass '%s' failed", name);
     }
     /* a pass that changed nothing leaves the IR it was given, verified already */
-    if (opts->verify_each && pc.changed && verify_quiet(module) != IR_OK) {
+    if (r == IR_OK && opts->verify_each && pc.changed && verify_quiet(module) != IR_OK) {
       ir_error(ctx, module->loc, "the IR after pass '%s' does not verify", name);
-      return IR_FAIL;
+      r = IR_FAIL;
     }
-    if ((pc.changed || opts->check_every_pass) && p->steps[i].pass != opts->check_each &&
-        check_after(module, name, opts) != IR_OK)
-      return IR_FAIL;
+    if (r == IR_OK && (pc.changed || opts->check_every_pass) &&
+        p->steps[i].pass != opts->check_each)
+      r = check_after(module, name, opts);
     if (opts->on_stage) {
-      IrStageInfo st = {name, (int)i + 1, ms, pc.changed, opts->verify_each};
+      IrStageInfo st = {name, (int)i + 1, ms, pc.changed, opts->verify_each, r != IR_OK};
       opts->on_stage(&st, module, opts->ud);
     }
+    if (r != IR_OK) return IR_FAIL;
   }
   return IR_OK;
 }

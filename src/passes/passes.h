@@ -68,6 +68,8 @@ typedef struct IrStageInfo {
   double ms;        /* pass run time (0 for input) */
   bool changed;
   bool verified; /* the verifier ran after it */
+  bool failed;   /* the pipeline stopped here: the IR as the failing pass (or the
+                    check of the input or after it) left it; the last stage */
 } IrStageInfo;
 
 typedef struct IrPassOptions {

@@ -104,6 +104,22 @@ static bool visit_find(IrOp *op, void *ud) {
   return false;
 }
 
+static bool is_dot(const IrOp *op) { return op->kind == OP_TILEAS_DOT; }
+
+/* A tile program's dots are lowered only as the mainloop of a pipelined loop
+** (through the agents made here): a dot with no such loop is an error here,
+** where the cause is known, rather than at the next pass, which would only
+** say that the agents are missing. */
+static IrResult check_no_dot(IrOp *k) {
+  IrOp *dot = rw_find(k, is_dot);
+  if (!dot) return IR_OK;
+  ir_op_error(
+      dot,
+      "tileas-materialize-agents: this dot is not in a pipelined loop: a tile program's dots "
+      "run in tl.for_tiles (a loop marked tileas.pipeline), whose loads become the producer's rings");
+  return IR_FAIL;
+}
+
 static bool visit_has_agent(IrOp *op, void *ud) {
   bool *found = ud;
   if (op->kind == OP_TILEAS_AGENT || op->kind == OP_TILEAS_AGENT_SWITCH) *found = true;
@@ -454,7 +470,7 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   m->rows = 0;
   ir_walk_pre(k, visit_find, m);
   if (m->failed) return IR_FAIL;
-  if (!m->loop) return IR_OK;
+  if (!m->loop) return check_no_dot(k);
   /* on a cluster, tileas-plan-cta's rule splits M among cta_rows CTAs: the
   ** consumers are a CTA block's warpgroups (each then holds its rows of
   ** every block: consumer c the program's rows c * rows / n, split by CTA) */

@@ -755,6 +755,7 @@ IrResult ptx_emit_module(IrOp *module, char **out) {
   StrBuf kernels;
   sb_init(&kernels);
   sb_init(&e.file_decls);
+  sb_init(&e.globals);
   IrBlock *mb = module->nregions ? module->regions[0].first : NULL;
   if (module->kind != OP_MODULE) {
     ir_op_error(module, "cannot be emitted as PTX: expected a module");
@@ -776,6 +777,7 @@ IrResult ptx_emit_module(IrOp *module, char **out) {
   if (e.failed) {
     sb_free(&kernels);
     sb_free(&e.file_decls);
+    sb_free(&e.globals);
     return IR_FAIL;
   }
   StrBuf text;
@@ -789,6 +791,14 @@ IrResult ptx_emit_module(IrOp *module, char **out) {
   sb_free(&e.file_decls);
   if (e.smem)
     sb_printf(&text, "\n.extern .shared .align %lld .b8 smem[];\n", (long long)e.smem_align);
+  if (e.vprintf) /* CUDA's device printf (tile.printf) */
+    sb_puts(&text, "\n.extern .func (.param .b32 func_retval0) vprintf (.param .b64 vprintf_param_0, "
+                   ".param .b64 vprintf_param_1);\n");
+  if (e.globals.data) {
+    sb_putc(&text, '\n');
+    sb_puts(&text, e.globals.data);
+  }
+  sb_free(&e.globals);
   if (kernels.data) sb_puts(&text, kernels.data);
   sb_free(&kernels);
   *out = sb_take(&text);

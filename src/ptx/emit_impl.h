@@ -42,6 +42,11 @@ typedef struct Emit {
   const char *loc_file;
   int loc_line;
   size_t loc_start, loc_end; /* where the last .loc sits in body (replaced when nothing follows it) */
+  /* Module-level declarations: printf's format strings (__tilua_fmt_N), and
+  ** whether a kernel calls vprintf (declared .extern then). */
+  StrBuf globals;
+  uint32_t nformats;
+  bool vprintf;
 } Emit;
 
 /* {=== registers and formatting (emit.c) */

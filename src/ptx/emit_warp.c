@@ -114,3 +114,74 @@ void px_emit_inline_ptx(Emit *e, IrOp *op) {
   }
   sb_putc(&e->body, '\n');
 }
+
+/* vprintf(format, args), as nvcc calls it: the format a NUL-terminated
+** .global string of the module; the operands promoted as C promotes variadic
+** arguments (an integer of 32 bits or less to a 32-bit int, a float to a
+** double; 64-bit integers and addresses as they are), each stored at its
+** size's alignment into a .local buffer of this block; the generic address
+** of the buffer (0 without operands) the second argument. */
+void px_emit_vprintf(Emit *e, IrOp *op) {
+  const char *f = ir_attrs_TILE_PRINTF(op).format;
+  if (!f) f = "";
+  uint32_t id = e->nformats++;
+  size_t len = strlen(f) + 1;
+  sb_printf(&e->globals, ".global .align 1 .b8 __tilua_fmt_%u[%zu] = {", (unsigned)id, len);
+  for (size_t i = 0; i < len; i++) sb_printf(&e->globals, "%s%u", i ? ", " : "", (unsigned)(unsigned char)f[i]);
+  sb_puts(&e->globals, "};\n");
+  e->vprintf = true;
+  /* each operand's promoted register and its place in the buffer */
+  Regs *val[SM90_PRINTF_MAX_ARGS];
+  uint32_t at[SM90_PRINTF_MAX_ARGS], size = 0;
+  for (uint32_t i = 0; i < op->noperands && i < SM90_PRINTF_MAX_ARGS; i++) {
+    IrValue *v = op->operands[i].value;
+    const IrType *t = v->type;
+    Regs *r = px_regs(e, v);
+    if (t->kind == IR_TY_FLOAT && t->fkind != IR_F64) {
+      Regs *d = px_tmp(e, RC_F64);
+      if (t->fkind == IR_F32) {
+        px_emitf(e, "cvt.f64.f32 %R, %R;", d, r);
+      } else { /* f16 / bf16 through f32 */
+        Regs *s = px_tmp(e, RC_F32);
+        px_emitf(e, "cvt.f32.%s %R, %R;", t->fkind == IR_BF16 ? "bf16" : "f16", s, r);
+        px_emitf(e, "cvt.f64.f32 %R, %R;", d, s);
+      }
+      r = d;
+    } else if (r->cls == RC_PRED) {
+      Regs *d = px_tmp(e, RC_B32);
+      px_emitf(e, "selp.u32 %R, 1, 0, %R;", d, r);
+      r = d;
+    } else if (r->cls == RC_B16) { /* i8 (kept sign-extended) and i16 */
+      Regs *d = px_tmp(e, RC_B32);
+      px_emitf(e, "cvt.s32.s16 %R, %R;", d, r);
+      r = d;
+    }
+    uint32_t bytes = r->cls == RC_B64 || r->cls == RC_F64 ? 8 : 4;
+    size = (size + bytes - 1) / bytes * bytes;
+    at[i] = size;
+    size += bytes;
+    val[i] = r;
+  }
+  Regs *buf = px_tmp(e, RC_B64), *args = px_tmp(e, RC_B64), *fmt = px_tmp(e, RC_B64);
+  sb_puts(&e->body, "\t{\n");
+  if (op->noperands) {
+    px_emitf(e, ".local .align 8 .b8 __tilua_printf_args[%u];", (size + 7) / 8 * 8);
+    px_emitf(e, "mov.u64 %R, __tilua_printf_args;", buf);
+    for (uint32_t i = 0; i < op->noperands && i < SM90_PRINTF_MAX_ARGS; i++) {
+      static const char *const st[RC__COUNT] = {"u32", "u32", "u32", "u64", "f32", "f64"};
+      px_emitf(e, "st.local.%s [%R+%u], %R;", st[val[i]->cls], buf, at[i], val[i]);
+    }
+    px_emitf(e, "cvta.local.u64 %R, %R;", args, buf);
+  } else {
+    px_emitf(e, "mov.u64 %R, 0;", args);
+  }
+  px_emitf(e, "mov.u64 %R, __tilua_fmt_%u;", fmt, (unsigned)id);
+  px_emitf(e, "cvta.global.u64 %R, %R;", fmt, fmt);
+  px_emitf(e, ".param .b64 param0;");
+  px_emitf(e, "st.param.b64 [param0], %R;", fmt);
+  px_emitf(e, ".param .b64 param1;");
+  px_emitf(e, "st.param.b64 [param1], %R;", args);
+  px_emitf(e, ".param .b32 retval0;");
+  px_emitf(e, "call.uni (retval0), vprintf, (param0, param1);");
+  sb_puts(&e->body, "\t}\n");
+}

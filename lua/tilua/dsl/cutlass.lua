@@ -480,7 +480,7 @@ local function scheduler(kind, o)
   return setmetatable({ kind = kind, params = params, value = handle }, Scheduler)
 end
 
-tl.sched = tl.sched or {}
+tl.sched = rawget(tl, "sched") or {}
 -- tl.sched.data_parallel{ tiles = {m, n, l, k}, cluster =, swizzle =, raster_order =, model =, response = }
 function tl.sched.data_parallel(o) return scheduler("data_parallel", o) end
 -- tl.sched.static_persistent{ ..., workers =, tiles_per_round = }

@@ -91,6 +91,7 @@ tl.device.tensor_map = function(o)
     d.dtype = d.dtype or dtype_of(mi.elem)
   end
   if d.dtype and type(d.dtype) ~= "string" then d.dtype = dtype_of(d.dtype) end
+  if tl.options.emulate then return require("tilua.gpu.emulated").tensor_map(d) end -- over a host buffer
   return core.tensor_map(d)
 end
 

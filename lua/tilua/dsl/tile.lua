@@ -313,4 +313,27 @@ function tl.bulk_wait(n, opts) op0("tile.bulk_wait", nil, { pending = n or 0, re
 
 -- }===================================================================
 
+-- tl.printf(format, ...): CUDA's device printf from every thread that runs
+-- it (tile.printf; vprintf once lowered): C's format, the values in order;
+-- a Lua integer is an i32 (an i64 beyond its range), a Lua float an f64.
+-- The verifier checks the format against them ("%d" takes 32 bits, "%lld"
+-- 64, "%f" a float, "%p" a pointer). On the CPU emulator (--emulate) each
+-- thread's line is printed in lane order.
+function tl.printf(fmt, ...)
+  if type(fmt) ~= "string" then raise(("printf: the format must be a string, got %s"):format(type(fmt))) end
+  local opds = {}
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    if math.type(v) == "integer" then
+      v = tl.const(v, (v >= -0x80000000 and v <= 0x7fffffff) and tl.i32 or tl.i64)
+    elseif type(v) == "number" then
+      v = tl.const(v, tl.f64)
+    elseif not is_value(v) then
+      raise(("printf: argument %d must be an IR value or a number, got %s"):format(i, type(v)))
+    end
+    opds[i] = v
+  end
+  op0("tile.printf", opds, { format = fmt })
+end
+
 return M

@@ -16,7 +16,8 @@
 
 local M = {}
 
-function M.small() return os.getenv "TILUA_SMALL" == "1" end
+-- Small problems: TILUA_SMALL=1, and always on the CPU emulator (tilua --emulate).
+function M.small() return os.getenv "TILUA_SMALL" == "1" or require("tilua").options.emulate == true end
 function M.seed() return tonumber(os.getenv "TILUA_SEED") or os.time() end
 
 -- The launch shapes a persistent or grid-strided kernel meets: one CTA, one per

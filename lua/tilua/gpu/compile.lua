@@ -1,10 +1,13 @@
 -- tilua.gpu.compile: compiling kernels to PTX (k:compile, tl.emit_ptx), assembling
 -- it with ptxas (tl.ptxas, tl.check_ptx), and the host's say over compiles:
 --
---   tl.options.stage_hook   fn(stages, module, ptx) after every tl.compile and
---                           k:compile (ptx nil for tl.compile); the host's
---                           (`tilua --emit/--stage` prints and exits there)
+--   tl.options.stage_hook   fn(stages, module, ptx, err) after every tl.compile
+--                           and k:compile (ptx nil for tl.compile), also one
+--                           that fails (err: its message; the last stage is
+--                           marked `failed`); the host's (`tilua --emit/--stage`
+--                           prints and exits there, --trace writes its page)
 --   tl.options.stage_hook_ir  the hook reads the stages' IR: keep it
+--   tl.options.stage_locations  ... with each op's loc(...) (--trace links them)
 --   tl.options.debug_hangs  true or milliseconds (1 to 86400000): k:compile adds debug-hangs
 --   tl.options.compile_cache  false: k:compile always compiles; a number: the
 --                           compiles kept per context (default 64; see below)
@@ -15,6 +18,14 @@
 --
 -- tl.options checks every value when it is set: an unknown option or a value
 -- of the wrong kind or out of range is an error at the line that sets it.
+--
+-- Dumps from the environment, for any host (the tilua program, an embedding
+-- one), in the manner of MLIR_ENABLE_DUMP and TL_LOWER_TRACE:
+--   TILUA_DUMP=1 (or all)   every compile prints its input, the IR after each
+--                           pass and k:compile's PTX to stderr
+--   TILUA_DUMP=a,b          only those stages (pass names, "input", "ptx")
+--   TILUA_DUMP_DIR=dir      the same into files instead: dir/NNNN-KERNEL/SS-STAGE.tir
+--                           (and .ptx), one folder per compile
 --
 -- The library never reads `arg` and never exits: the host owns both.
 -- Added to tl when init.lua requires it.
@@ -46,6 +57,9 @@ local OPTIONS = {
   compile_cache = { bool_or(int_in(1, 100000)) },
   check_protocol = { bool_or(function(v) return v == "passes" end, '"passes"') },
   compiled_hook = { function(v) return v == nil or type(v) == "function" end, "nil or a function" },
+  stage_locations = { bool_or(function() return false end, "nothing else") },
+  emulate = { bool_or(function() return false end, "nothing else") }, -- gpu/emulated.lua
+  timeline = { function(v) return v == nil or type(v) == "string" end, "nil or a file name" },
 }
 local function check_option(key, v)
   local spec = OPTIONS[key]
@@ -78,12 +92,76 @@ end
 
 local function debug_hangs() return tl.options.debug_hangs end
 
--- Hand a compile's stages to the host's hook, if it set one.
-local function stage_hook(stages, module, ptx)
+-- {=== dumps (TILUA_DUMP, TILUA_DUMP_DIR)
+
+-- The stages to dump: nil (none), true (all) or a set of names.
+local function dump_wanted()
+  local v, dir = os.getenv "TILUA_DUMP", os.getenv "TILUA_DUMP_DIR"
+  if (not v or v == "" or v == "0") and (not dir or dir == "") then return nil end
+  if not v or v == "" or v == "0" or v == "1" or v == "all" then return true end
+  local set = {}
+  for n in v:gmatch "[^,%s]+" do set[n] = true end
+  return set
+end
+
+local dumps = 0 -- compiles dumped so far (the folders' numbers)
+
+local function kernel_names(module)
+  local names = {}
+  for _, op in ipairs(module and module:region(1):entry():ops() or {}) do
+    local sym = op:attr "sym_name"
+    if sym then names[#names + 1] = tostring(sym) end
+  end
+  return #names > 0 and table.concat(names, ",") or "module"
+end
+
+-- Dump a compile's stages (and its PTX) as the environment asks.
+local function dump(stages, module, ptx, err)
+  local want = dump_wanted()
+  if not want or (stages[1] and stages[1].cached) then return end
+  dumps = dumps + 1
+  local label = kernel_names(module)
+  local dir = os.getenv "TILUA_DUMP_DIR"
+  local folder
+  if dir and dir ~= "" then
+    folder = ("%s/%04d-%s"):format(dir, dumps, label:gsub("[^%w_.,-]", "_"))
+    os.execute(("mkdir -p '%s'"):format(folder:gsub("'", "'\\''")))
+  end
+  local function out(name, index, text, ext)
+    if folder then
+      local f = io.open(("%s/%02d-%s.%s"):format(folder, index, name, ext), "w")
+      if not f then error(("TILUA_DUMP_DIR: cannot write into %s"):format(folder), 0) end
+      f:write(text)
+      f:close()
+    else
+      io.stderr:write(("// -----// IR Dump %s (%s) //----- //\n"):format(index == 0 and "Input" or "After " .. name, label), text)
+    end
+  end
+  for _, st in ipairs(stages) do
+    local ir = rawget(st, "ir")
+    if ir and st.name ~= "emit-ptx" and (want == true or want[st.name]) then out(st.name, st.index, ir, "tir") end
+  end
+  if ptx and (want == true or want.ptx) then out("ptx", #stages, ptx, "ptx") end
+  if err and not folder then io.stderr:write(("// -----// the compile of %s failed //----- //\n"):format(label)) end
+end
+
+-- }===
+
+-- Hand a compile's stages to the host's hook, if it set one; dump them
+-- when the environment asks.
+local function stage_hook(stages, module, ptx, err)
+  dump(stages, module, ptx, err)
   local hook = tl.options.stage_hook
   if hook == nil then return end
   if type(hook) ~= "function" then raise("tl.options.stage_hook: expected a function") end
-  hook(stages, module, ptx)
+  hook(stages, module, ptx, err)
+end
+
+-- A compile failed with err: the hook sees the stages up to the failure, then
+-- the error goes on as it came.
+local function failed(err, module)
+  stage_hook(tl.last_stages, module, nil, err)
+  error(err, 0)
 end
 
 -- tl.emit_ptx(module) -> PTX text (raises the emitter's diagnostics)
@@ -160,14 +238,15 @@ end
 local compile0 = tl.compile
 -- tl.compile with the stages' IR kept when the hook reads it.
 local function compile(m, pipeline, opts)
-  if tl.options.stage_hook and tl.options.stage_hook_ir then
+  if (tl.options.stage_hook and tl.options.stage_hook_ir) or dump_wanted() then
     opts = setmetatable({ keep_stages = true }, { __index = opts })
   end
   return compile0(m, pipeline, opts)
 end
 -- tl.compile keeps its behaviour, then hands its stages to the hook.
 function tl.compile(m, pipeline, opts)
-  local r = compile(m, pipeline, opts)
+  local ok, r = pcall(compile, m, pipeline, opts)
+  if not ok then failed(r, getmetatable(m) == Kernel and m.module or m or tl.module()) end
   stage_hook(tl.last_stages, r, nil)
   return r
 end
@@ -223,6 +302,7 @@ local function copy_stages(stages, cached)
   for i, st in ipairs(stages) do
     out[i] = setmetatable({ name = st.name, index = st.index, ms = st.ms, changed = st.changed, ir = rawget(st, "ir"),
                             cached = cached }, getmetatable(st))
+    if cached then out[i].ms = 0 end -- nothing ran
   end
   return out
 end
@@ -232,7 +312,8 @@ function Kernel:compile(pipeline)
   local p = pipeline_of(pipeline or (self.tile_program and "tile-to-ptx") or nil)
   local cache, key
   if tl.options.compile_cache ~= false then
-    local keep = tl.options.keep_stages or (tl.options.stage_hook and tl.options.stage_hook_ir) and true or false
+    local keep = tl.options.keep_stages or (tl.options.stage_hook and tl.options.stage_hook_ir) or dump_wanted() and true or false
+    if keep and tl.options.stage_locations then keep = "locations" end
     local ctx = tl.context()
     cache = caches[ctx]
     if not cache then
@@ -252,10 +333,17 @@ function Kernel:compile(pipeline)
     end
   end
   local m = self.module:clone()
-  compile(m, p)
+  local ok, err = pcall(compile, m, p)
+  if not ok then failed(err, m) end
   local t0 = os.clock()
-  local ok, ptx = pcall(tl.emit_ptx, m)
-  if not ok then error(ptx, 0) end
+  local ptx
+  ok, ptx = pcall(tl.emit_ptx, m)
+  if not ok then
+    local stages = tl.last_stages
+    stages[#stages + 1] = { name = "emit-ptx", index = #stages, ms = (os.clock() - t0) * 1e3, changed = false,
+                            failed = true, ir = "" }
+    failed(ptx, m)
+  end
   local stages = tl.last_stages
   stages[#stages + 1] = { name = "emit-ptx", index = #stages, ms = (os.clock() - t0) * 1e3, changed = true, ir = ptx }
   self.lowered, self.ptx = m, ptx

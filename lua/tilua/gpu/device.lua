@@ -11,7 +11,9 @@
 --   (also freed by the garbage collector, and by a to-be-closed variable)
 --
 -- Without a GPU, available() is false and everything that needs the device
--- raises "no GPU: <why>" at the caller's line.
+-- raises "no GPU: <why>" at the caller's line. With tl.options.emulate (`tilua
+-- --emulate`) there is a device without a GPU: buffers in host memory, launches
+-- on the CPU emulator (tilua.gpu.emulated).
 
 local core = require "tilua.core"
 
@@ -87,32 +89,55 @@ end
 
 -- }=====================================================================
 
-function M.attach(tl)
-  local raise = tl.raise
-  local D = {}
-
-  local function need(what)
-    if not core.device_available() then raise("no GPU: " .. core.device_error() .. (what and (" (" .. what .. ")") or "")) end
-  end
-
-  function D.available() return core.device_available() end
-  function D.error() return core.device_error() end
+-- What tl.device says about the device (the GPU, or the CPU emulator where
+-- emulated() gives it) and asks of it as a whole.
+local function device_functions(tl, D, emulated)
+  function D.available() return emulated() ~= nil or core.device_available() end
+  function D.error() return emulated() and "" or core.device_error() end
   -- Stop a GPU script cleanly where there is no GPU: "SKIP: no GPU (why)" and
   -- exit code TILUA_NO_GPU_EXIT (77 under ctest, which reports it as skipped;
   -- else 0), through tl.stop: the host prints and exits.
   function D.require()
-    if core.device_available() then return end
+    if D.available() then return end
     tl.stop(tonumber(os.getenv "TILUA_NO_GPU_EXIT") or 0, "SKIP: no GPU (" .. core.device_error() .. ")")
   end
-  function D.info() return core.device_info() end
-  function D.sm_count() return core.device_info().sm_count end
+  function D.info()
+    local e = emulated()
+    if not e then return core.device_info() end
+    local copy = {}
+    for k, v in pairs(e.info) do copy[k] = v end
+    return copy
+  end
+  function D.sm_count() return D.info().sm_count end
   -- The grid of a persistent kernel: per_sm CTAs on every SM, but no more CTAs
   -- than there are units of work (and at least one).
   function D.persistent_grid(units, per_sm)
     return math.max(1, math.min(D.sm_count() * (per_sm or 1), units))
   end
-  function D.synchronize() core.device_synchronize() end
-  function D.time(fn) return core.device_time(fn) end
+  function D.synchronize() if not emulated() then core.device_synchronize() end end
+  -- milliseconds of fn on the device (on the emulator: of the CPU, which says little)
+  function D.time(fn)
+    if not emulated() then return core.device_time(fn) end
+    local t0 = os.clock()
+    fn()
+    return (os.clock() - t0) * 1e3
+  end
+end
+
+function M.attach(tl)
+  local raise = tl.raise
+  local D = {}
+
+  -- tilua.gpu.emulated when launches run on the CPU emulator (tl.options.emulate), else nil
+  local function emulated() return tl.options.emulate and require "tilua.gpu.emulated" or nil end
+
+  local function need(what)
+    if not emulated() and not core.device_available() then
+      raise("no GPU: " .. core.device_error() .. (what and (" (" .. what .. ")") or ""))
+    end
+  end
+
+  device_functions(tl, D, emulated)
   D.f16_bits, D.f16_value, D.bf16_bits, D.bf16_value = f16_bits, f16_value, bf16_bits, bf16_value
   function D.float_bits(v, name) return name == "bf16" and bf16_bits(v) or f16_bits(v) end
 
@@ -134,7 +159,9 @@ function M.attach(tl)
     if math.type(n) ~= "integer" or n < 0 then raise("alloc: the element count must be a non-negative integer") end
     local size = element(t)
     need("alloc")
-    return setmetatable({ type = t, n = n, bytes = n * size, size = size, raw = core.buffer_alloc(n * size) }, Buffer)
+    local e = emulated()
+    local raw = e and e.alloc(n * size) or core.buffer_alloc(n * size)
+    return setmetatable({ type = t, n = n, bytes = n * size, size = size, raw = raw }, Buffer)
   end
 
   local function encode(t, vals)

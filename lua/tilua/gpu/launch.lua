@@ -14,12 +14,32 @@ do -- (the module's definitions; an indented block)
   tl.device = require("tilua.gpu.device").attach(tl)
   tl.recipe = require "tilua.gpu.recipe"
 
+  -- The element type a buffer passed for pointer parameter p must hold: its
+  -- pointee, or nil for a byte pointer (ptr<i8> takes any buffer, as char *
+  -- does). A buffer of bytes (i8: tl.device.from(tl.u8, string)) is raw
+  -- memory and fits any pointer.
+  local function pointee(p)
+    local elem = p.type:info().elem
+    if elem and elem ~= tl.i8 then return elem end
+  end
+
+  local function check_buffer(p, v)
+    local want = pointee(p)
+    if want and v.type and v.size ~= 1 and v.type ~= want then
+      raise(("launch: argument '%s' is a buffer of %s, but the parameter points to %s (a buffer of %s or of bytes, or any buffer for ptr<i8>)")
+        :format(p.name, tostring(v.type), tostring(want), tostring(want)))
+    end
+  end
+
   -- One launch argument {type, value} for parameter p.
   local function arg_for(p, v)
     local t = p.type
     local i = t:info()
     if i.kind == "ptr" then
-      if type(v) == "table" and v.raw then return { "ptr", v.raw } end
+      if type(v) == "table" and v.raw then
+        check_buffer(p, v)
+        return { "ptr", v.raw }
+      end
       if math.type(v) == "integer" then return { "ptr", v } end
       raise(("launch: argument '%s' must be a device buffer, got %s"):format(p.name, type(v)))
     end
@@ -102,7 +122,7 @@ do -- (the module's definitions; an indented block)
     if k._plan_for == k._fn then return k._plan end
     k._plan_for, k._plan = k._fn, nil
     if info.hang_sites then return nil end
-    local kinds, names = {}, {}
+    local kinds, names, elems = {}, {}, {}
     for n, p in ipairs(k.params) do
       local i = p.type:info()
       local kind = i.kind == "ptr" and "ptr" or i.kind == "index" and "i64"
@@ -110,8 +130,9 @@ do -- (the module's definitions; an indented block)
                    or i.kind == "float" and (i.width == 32 or i.width == 64) and ("f" .. i.width)
       if not kind then return nil end
       kinds[n], names[n] = kind, p.name
+      if kind == "ptr" then elems[n] = pointee(p) or false end
     end
-    k._plan = core.launch_plan(k._fn, { kinds = kinds, names = names, block = info.block, cluster = info.cluster,
+    k._plan = core.launch_plan(k._fn, { kinds = kinds, names = names, elems = elems, block = info.block, cluster = info.cluster,
                                         static = info.static, smem = info.smem, name = k.name })
     return k._plan
   end
@@ -144,6 +165,10 @@ do -- (the module's definitions; an indented block)
       if grid[i] % cluster[i] ~= 0 then raise(("launch: grid dimension %d (%d) is not a multiple of the cluster's (%d)"):format(i, grid[i], cluster[i])) end
     end
     local static, dyn = info.static, cfg.smem or info.smem
+    if tl.options.emulate then -- on the CPU emulator (tilua.gpu.emulated), with the same arguments
+      require("tilua.gpu.emulated").launch(tl, self, grid, targs or launch_args(self, cfg.args))
+      return self
+    end
     if not self._fn then
       self._module = core.module_load(self.ptx)
       self._fn = self._module:func(self.name)

@@ -45,7 +45,7 @@ end
 -- ======================================================================
 
 local opt_usage = [[
-usage: tilua opt FILE.tir [options]     (FILE '-' reads stdin)
+usage: tilua opt [FILE.tir] [options]     (no FILE, or '-': stdin)
 
 Reads textual IR, verifies it, runs the passes and prints the result.
 Exits 1 with the diagnostics (file:line:col, the line and a caret) on failure.
@@ -54,6 +54,11 @@ Exits 1 with the diagnostics (file:line:col, the line and a caret) on failure.
                            options in braces: --pass 'canonicalize,cse'
   --print-ir-after-all     print the IR after every pass (to stderr)
   --print-ir-after LIST    print the IR after the named passes (to stderr)
+  --print-ir-after-change  only after passes that changed it (alone: after every
+                           pass that changed it)
+  --print-ir-after-failure print the IR as a failing pass left it (to stderr)
+  --print-ir-before-all    print the IR before every pass (to stderr)
+  --print-ir-before LIST   print the IR before the named passes (to stderr)
   --timing                 print a per-pass timing table (to stderr)
   --stats                  print the statistics passes report (verify-protocol: the
                            states and runs of each kernel's check; to stderr)
@@ -124,28 +129,49 @@ local function arg_reader(args)
   return r
 end
 
+-- The options of `tilua opt`: flag -> fn(o, r) that sets o from the reader r.
+local function names_into(set) return function(o, r) for n in r:value():gmatch "[^,]+" do o[set][n] = true end end end
+local function flag(field) return function(o) o[field] = true end end
+local opt_flags = {
+  ["-h"] = flag "help", ["--help"] = flag "help",
+  ["-p"] = function(o, r) o.passes[#o.passes + 1] = r:value() end,
+  ["--print-ir-after-all"] = flag "print_after_all",
+  ["--print-ir-after"] = names_into "print_after",
+  ["--print-ir-after-change"] = flag "print_after_change",
+  ["--print-ir-after-failure"] = flag "print_after_failure",
+  ["--print-ir-before-all"] = flag "print_before_all",
+  ["--print-ir-before"] = names_into "print_before",
+  ["--timing"] = flag "timing",
+  ["--stats"] = flag "stats",
+  ["--no-verify"] = flag "no_verify",
+  ["--check-protocol"] = flag "check_protocol",
+  ["--locations"] = flag "locations",
+  ["--keep-locations"] = flag "keep_locations",
+  ["-o"] = function(o, r) o.output = r:value() end,
+  ["--split-input-file"] = flag "split",
+  ["--verify-diagnostics"] = flag "verify_diagnostics",
+  ["--check"] = flag "check",
+  ["--list-passes"] = flag "list_passes",
+}
+opt_flags["--pass"], opt_flags["--passes"] = opt_flags["-p"], opt_flags["-p"]
+
+-- "unknown option 'x'", and the known one it is nearest to.
+local function unknown_option(a, flags)
+  local names = {}
+  for n in pairs(flags) do names[#names + 1] = n end
+  table.sort(names)
+  local near = core.closest_name(a, names)
+  return ("unknown option '%s'%s"):format(a, near and ("; did you mean '%s'?"):format(near) or "")
+end
+M.unknown_option = unknown_option
+
 local function parse_opt_args(args)
-  local o = { passes = {}, print_after = {} }
+  local o = { passes = {}, print_after = {}, print_before = {} }
   local r = arg_reader(args)
-  local function val() return r:value() end
   for a in r.next, r do
-    if a == "-h" or a == "--help" then o.help = true
-    elseif a == "-p" or a == "--pass" or a == "--passes" then o.passes[#o.passes + 1] = val()
-    elseif a == "--print-ir-after-all" then o.print_after_all = true
-    elseif a == "--print-ir-after" then
-      for n in val():gmatch "[^,]+" do o.print_after[n] = true end
-    elseif a == "--timing" then o.timing = true
-    elseif a == "--stats" then o.stats = true
-    elseif a == "--no-verify" then o.no_verify = true
-    elseif a == "--check-protocol" then o.check_protocol = true
-    elseif a == "--locations" then o.locations = true
-    elseif a == "--keep-locations" then o.keep_locations = true
-    elseif a == "-o" then o.output = val()
-    elseif a == "--split-input-file" then o.split = true
-    elseif a == "--verify-diagnostics" then o.verify_diagnostics = true
-    elseif a == "--check" then o.check = true
-    elseif a == "--list-passes" then o.list_passes = true
-    elseif a:sub(1, 1) == "-" and a ~= "-" then error({ usage = ("unknown option '%s'"):format(a) })
+    local f = opt_flags[a]
+    if f then f(o, r)
+    elseif a:sub(1, 1) == "-" and a ~= "-" then error({ usage = unknown_option(a, opt_flags) })
     elseif o.file then error({ usage = ("more than one input file ('%s' and '%s')"):format(o.file, a) })
     else o.file = a end
   end
@@ -208,15 +234,25 @@ local function run_case(case, o, file, ctx, log)
   local spec = table.concat(o.passes, ",")
   if spec ~= "" then
     local stages = {}
+    local order = core.pipeline_parse(spec) -- the passes, in order: the one before which to print
+    local after_any = o.print_after_all or next(o.print_after) or false
+    local function dump(what, op)
+      log:write(("// -----// IR Dump %s //----- //\n"):format(what))
+      log:write(op:print { locations = o.locations })
+    end
     local ok2, _, list2 = core.run_pipeline(m, spec, {
       verify = not o.no_verify,
       check_protocol = o.check_protocol,
       on_stage = function(st, op)
         stages[#stages + 1] = st
-        if st.index > 0 and (o.print_after_all or o.print_after[st.pass]) then
-          log:write(("// -----// IR Dump After %s (%.3f ms) //----- //\n"):format(st.pass, st.ms))
-          log:write(op:print { locations = o.locations })
+        if st.index > 0 and st.failed then
+          if o.print_after_failure then dump(("After %s Failed"):format(st.pass), op) end
+        elseif st.index > 0 and (o.print_after_all or o.print_after[st.pass] or (o.print_after_change and not after_any))
+               and (st.changed or not o.print_after_change) then
+          dump(("After %s (%.3f ms)"):format(st.pass, st.ms), op)
         end
+        local nxt = not st.failed and order[st.index + 1]
+        if nxt and (o.print_before_all or o.print_before[nxt]) then dump("Before " .. nxt, op) end
       end,
     })
     if o.stats then
@@ -292,14 +328,18 @@ function M.opt(args)
   local ok, o = pcall(parse_opt_args, args)
   if not ok then
     if type(o) == "table" and o.usage then
-      io.stderr:write("tilua opt: ", o.usage, "\n", opt_usage)
+      io.stderr:write("tilua opt: ", o.usage, "\n('tilua opt --help' lists the options)\n")
       return 1
     end
     error(o, 0)
   end
   if o.help then io.stdout:write(opt_usage) return 0 end
   if o.list_passes then list_passes(io.stdout) return 0 end
-  if not o.file then io.stderr:write("tilua opt: no input file\n", opt_usage) return 1 end
+  o.file = o.file or "-" -- as mlir-opt: the input is stdin unless a file is named
+  if o.file == "-" then
+    local hok, host = pcall(require, "tilua.host")
+    if hok and host.isatty(0) then io.stderr:write "tilua opt: reading IR from stdin (end it with Ctrl-D)\n" end
+  end
   local text, rerr = parser.read_input(o.file)
   if not text then io.stderr:write("tilua opt: ", rerr, "\n") return 1 end
   if o.check then
@@ -310,7 +350,7 @@ function M.opt(args)
     end
     for k, v in pairs(run) do
       if k == "passes" then table.move(v, 1, #v, #o.passes + 1, o.passes)
-      elseif k ~= "print_after" and o[k] == nil then o[k] = v end
+      elseif k ~= "print_after" and k ~= "print_before" and o[k] == nil then o[k] = v end
     end
   end
   for _, spec in ipairs(o.passes) do
@@ -441,7 +481,11 @@ function M.sched_config(args)
     elseif a == "--no-color" then o.color = false
     elseif a == "--no-splits" then o.splits = false
     elseif a == "--svg" then o.svg = value(a)
-    else error({ usage = ("unknown option '%s'"):format(a) }) end
+    else
+      local flags = {}
+      for f in sched_usage:gmatch "%-%-?[%w%-]+" do flags[f] = true end
+      error({ usage = unknown_option(a, flags) })
+    end
   end
   if cfg.m or cfg.n or cfg.k then
     if not (cfg.m and cfg.n and cfg.k) then error({ usage = "--m, --n and --k go together" }) end
@@ -479,7 +523,7 @@ function M.sched(args)
   if not ok then
     if type(res) == "table" and res.usage then
       io.stderr:write("tilua sched: ", res.usage, "\n")
-      if res.usage:find "^unknown option" then io.stderr:write(sched_usage) end
+      if res.usage:find "^unknown option" then io.stderr:write "('tilua sched --help' lists the options)\n" end
       return 1
     end
     io.stderr:write("tilua sched: ", tostring(res):gsub("^.-sched: ", ""), "\n")
@@ -492,29 +536,95 @@ end
 -- }=====================================================================
 
 -- {=====================================================================
--- A script's compiles: --emit, --stage, --debug-hangs (src/main.c)
+-- A script's compiles: --emit, --stage, --trace, --debug-hangs (src/main.c)
 -- ======================================================================
+
+-- The program's name as it was run (for messages it prints itself).
+local function progname()
+  local i = 0
+  while arg and arg[i - 1] do i = i - 1 end
+  return arg and arg[i] or "tilua"
+end
+
+-- The pipeline that takes module m to PTX: tile-to-ptx for a tile program.
+local function ptx_pipeline(tl, m)
+  local tile = false
+  m:walk(function(op)
+    tile = op:name():find("^tileas%.") ~= nil
+    return not tile
+  end)
+  return tile and "tile-to-ptx" or tl.ptx_pipeline
+end
+
+-- The PTX of module m: emitted as it is when it is lowered, else from a copy
+-- compiled to the end (after a script's tl.compile of a pipeline of its own,
+-- as hello.lua's canonicalize,cse), quietly: no stage hook.
+local function ptx_of(tl, m)
+  local ok, ptx = pcall(tl.emit_ptx, m)
+  if ok then return ptx end
+  local copy = m:clone()
+  local hook = tl.options.stage_hook
+  tl.options.stage_hook = nil
+  local ok2, err = pcall(tl.compile, copy, ptx_pipeline(tl, copy))
+  tl.options.stage_hook = hook
+  if not ok2 then error(err, 0) end
+  return tl.emit_ptx(copy)
+end
+
+-- A stage's IR as `tilua opt` would print it: without the loc(...) that --trace keeps.
+local function plain_ir(ir) return (ir:gsub(" loc%b()", "")) end
+
+local function stage_names(stages)
+  local names = {}
+  for _, st in ipairs(stages) do names[#names + 1] = st.name end
+  return table.concat(names, ", ")
+end
+
+-- The stage --stage names, or nil.
+local function find_stage(stages, key)
+  for i = #stages, 1, -1 do
+    if stages[i].name == key or tostring(stages[i].index) == key then return stages[i] end
+  end
+end
 
 -- The text --emit / --stage ask for from a compile's stages (ptx: k:compile's).
 local function emitted(tl, o, stages, module, ptx)
   if o.stage then
-    for i = #stages, 1, -1 do
-      if stages[i].name == o.stage or tostring(stages[i].index) == o.stage then return stages[i].ir end
-    end
-    local names = {}
-    for _, st in ipairs(stages) do names[#names + 1] = st.name end
-    tl.raise(("--stage=%s: no such stage (stages: %s)"):format(o.stage, table.concat(names, ", ")))
+    local st = find_stage(stages, o.stage)
+    if not st then tl.raise(("--stage=%s: no such stage (stages: %s)"):format(o.stage, stage_names(stages))) end
+    return plain_ir(st.ir)
   end
-  if o.emit == "ptx" then return ptx or tl.emit_ptx(module) end
+  if o.emit == "ptx" then return ptx or ptx_of(tl, module) end
   for i = #stages, 1, -1 do
-    if stages[i].name ~= "emit-ptx" then return stages[i].ir end
+    if stages[i].name ~= "emit-ptx" then return plain_ir(stages[i].ir) end
   end
 end
 
--- The host's options of a script's compiles ({emit =, stage =, debug_hangs =}
--- from its command line): tl.options.debug_hangs, and with --emit or --stage a
--- stage hook that prints what they ask for from the first compile and ends the
--- program (the host's to end: the library never exits).
+-- A compile that failed under --stage: the stage asked for, when the compile
+-- got that far (the IR as the failing pass left it, for the failing one), and
+-- the error; exit 1 either way. Under --emit the error goes on as usual.
+local function stage_of_failed(tl, o, stages, err, out)
+  if not o.stage then return end
+  local st = find_stage(stages, o.stage)
+  if st then
+    out:write(plain_ir(st.ir))
+    out:flush()
+  end
+  io.stderr:write(progname(), ": ", err, "\n")
+  if not st then
+    io.stderr:write(("%s: --stage=%s: the compile failed before that stage (stages: %s)\n"):format(progname(), o.stage,
+      stage_names(stages)))
+  end
+  io.stderr:flush()
+  os.exit(1, true)
+end
+
+-- The host's options of a script's compiles and launches ({emit =, stage =,
+-- trace =, debug_hangs =, check_protocol =, emulate =, timeline =} from its
+-- command line): tl.options, and with
+-- --emit or --stage a stage hook that prints what they ask for from the first
+-- compile (on the program's stdout; the script's own output goes to stderr)
+-- and ends the program (the host's to end: the library never exits).
 function M.script_options(o)
   local tl = require "tilua"
   if o.emit and o.emit ~= "ir" and o.emit ~= "ptx" then error(("--emit=%s: expected ir or ptx"):format(o.emit), 0) end
@@ -525,41 +635,51 @@ function M.script_options(o)
   local env = os.getenv "TILUA_SKIP_CHECK_PROTOCOL" ~= "1" and os.getenv "TILUA_CHECK_PROTOCOL"
   if o.check_protocol or env == "1" then tl.options.check_protocol = true
   elseif env == "passes" then tl.options.check_protocol = "passes" end
+  -- --emulate (TILUA_EMULATE=1): launches on the CPU emulator; --timeline=FILE draws them
+  if o.emulate or o.timeline or os.getenv "TILUA_EMULATE" == "1" then tl.options.emulate = true end
+  if o.timeline then tl.options.timeline = o.timeline end
   if o.trace then M.trace_to(tl, o.trace) end
   if not o.emit and not o.stage then return end
   -- --stage and --emit=ir print the IR of a stage: have it kept
   tl.options.stage_hook_ir = o.stage ~= nil or o.emit == "ir"
+  local out = require("tilua.host").take_stdout()
   local traced = tl.options.stage_hook
-  tl.options.stage_hook = function(stages, module, ptx)
-    if traced then traced(stages, module, ptx) end
-    io.stdout:write(emitted(tl, o, stages, module, ptx))
-    io.stdout:flush()
+  tl.options.stage_hook = function(stages, module, ptx, err)
+    if traced then traced(stages, module, ptx, err) end
+    if err then return stage_of_failed(tl, o, stages, err, out) end
+    out:write(emitted(tl, o, stages, module, ptx))
+    out:flush()
     os.exit(0, true)
   end
   M.asked = o.stage and ("--stage=" .. o.stage) or ("--emit=" .. o.emit)
 end
 
--- --trace=FILE: every compile's stages, kept, and the page rewritten after
--- each compile (so it is there whatever the script does next).
+-- --trace=FILE: every compile's stages, kept with their ops' locations, and
+-- the page rewritten after each compile, one that failed too (so it is there
+-- whatever the script does next); written at once, so a script that compiles
+-- nothing leaves a page that says so, never an empty file.
 function M.trace_to(tl, path)
   local trace = require "tilua.host.trace"
-  local f, err = io.open(path, "w")
-  if not f then error(("--trace: cannot write %s"):format(err), 0) end
-  f:close()
   local compiles = {}
   local script = arg and arg[0] or "script"
+  local function write()
+    local out, err = io.open(path, "w")
+    if not out then error(("--trace: cannot write %s"):format(err), 0) end
+    out:write(trace.render(compiles, ("tilua trace of %s"):format(script)))
+    out:close()
+  end
+  write()
   tl.options.stage_hook_ir = true
-  tl.options.stage_hook = function(stages, module)
+  tl.options.stage_locations = true
+  tl.options.stage_hook = function(stages, module, _, err)
     local names = {}
     for _, op in ipairs(module and module:region(1):entry():ops() or {}) do
       local sym = op:attr "sym_name"
       if sym then names[#names + 1] = tostring(sym) end
     end
-    -- each compile makes its own stage list (a cache hit a copy): kept as it is
-    compiles[#compiles + 1] = { label = #names > 0 and table.concat(names, ", ") or "module", stages = stages }
-    local out = assert(io.open(path, "w"))
-    out:write(trace.render(compiles, ("tilua trace of %s"):format(script)))
-    out:close()
+    compiles[#compiles + 1] = { label = #names > 0 and table.concat(names, ", ") or "module", stages = stages,
+                                error = err }
+    write()
   end
 end
 
@@ -592,11 +712,19 @@ function M.export_done()
 end
 
 -- After the script: --emit / --stage asked for a compile that never came (the
--- hook ends the program when one does). An error, not silence and exit 0.
+-- hook ends the program when one does). A script that built kernels without
+-- compiling them (one that prints its IR, say) gets them compiled now, the
+-- current module through the pipeline to PTX, as k:compile would; a script
+-- that built nothing is an error, not silence and exit 0.
 function M.script_done()
-  if M.asked then
-    error(("%s: the script compiled no kernel (nothing called k:compile, k:launch or tl.compile), so there is nothing to print"):format(M.asked), 0)
+  if not M.asked then return end
+  local tl = require "tilua"
+  local m = tl.module()
+  if #m:region(1):entry():ops() > 0 then
+    local copy = m:clone()
+    tl.compile(copy, ptx_pipeline(tl, copy)) -- the hook prints and exits
   end
+  error(("%s: the script built no kernel (nothing called tl.kernel, k:compile or tl.compile), so there is nothing to print"):format(M.asked), 0)
 end
 
 -- }=====================================================================

@@ -118,8 +118,8 @@ function commands.stages(arg)
   if #stages == 0 then return say "no stages yet: run a pipeline with :run or tl.compile" end
   if arg == "" then
     for _, s in ipairs(stages) do
-      say(("%3d  %-28s %s"):format(s.index, s.name,
-        s.index == 0 and "" or ("%.3f ms%s"):format(s.ms, s.changed and ", changed" or "")))
+      say(("%3d  %-28s %s"):format(s.index, s.name, s.failed and "failed here"
+        or s.index == 0 and "" or ("%.3f ms%s"):format(s.ms, s.changed and ", changed" or "")))
     end
     return
   end
@@ -234,7 +234,8 @@ local function replay_loop(P, frames)
   show(0)
   while true do
     local line = host.readline(("replay %d/%d> "):format(i, frames.n))
-    if not line then return end
+    if line == nil then return end
+    line = line or "l" -- Ctrl-C dropped the line typed: show the step again
     local cmd, rest = line:match "^%s*(%S*)%s*(.-)%s*$"
     if cmd:sub(1, 1) == ":" then return command(line:match "^%s*(.*)$") end
     local k = rest ~= "" and math.tointeger(tonumber(rest)) or nil
@@ -382,7 +383,7 @@ function M.run()
   if hist and hist ~= "" then host.history_file(hist) end
   while true do
     local line, rerr = host.readline "> "
-    if not line then
+    if line == nil then
       if rerr then
         say(rerr)
         return 1
@@ -390,7 +391,8 @@ function M.run()
       break
     end
     line_no = line_no + 1
-    if line:match "^%s*:" then
+    if line == false then -- luacheck: ignore 542 (Ctrl-C dropped what was typed: a fresh prompt)
+    elseif line:match "^%s*:" then
       host.add_history(line)
       if command(line:match "^%s*(.*)$") == "quit" then break end
     elseif line:match "%S" then
@@ -407,7 +409,8 @@ function M.run()
             break
           end
           local more, rerr = host.readline ">> "
-          if not more then say(rerr or err) eof = true break end
+          if more == false then typed = nil break end -- Ctrl-C: the unfinished chunk is dropped
+          if more == nil then say(rerr or err) eof = true break end
           line_no = line_no + 1
           -- each line loads the statement again (as lua.c does): bounded, so
           -- that an input that never completes costs at most that much
@@ -421,7 +424,7 @@ function M.run()
         end
       end)
       if not ok then say(safe_tostring(perr)) end
-      host.add_history(typed) -- as typed: `=x`, not `return x`
+      if typed then host.add_history(typed) end -- as typed: `=x`, not `return x`
       if eof then break end
     end
   end

@@ -27,6 +27,7 @@ local list = {
   "nvvm_mma", -- their nvvm forms, the nvvm cluster ops
   "global", -- fences, strong accesses and spin loops on global words
   "tileas", -- tile programs
+  "printf", -- tl.printf
 }
 
 local reg = { handlers = {}, decoders = {}, kernel_decoders = {}, probes = {}, cross_cta = {}, arg_kinds = {} }
