@@ -82,6 +82,7 @@ static const char usage_text[] =
     "  TILUA_LIBCUDA=PATH      the CUDA driver library (default libcuda.so.1)\n"
     "  TILUA_DEVICE=N          the GPU ordinal (default 0)\n"
     "  TILUA_LAUNCH_TIMEOUT=S  seconds before a launch is reported hung (default 10)\n"
+    "  TILUA_LAUNCH_CHECK=each check every launch for failure (default: every 32)\n"
     "  TILUA_CUBLASLT=PATH     the cuBLASLt library tl.gemm's check compares with\n"
     "  TILUA_NO_GPU_EXIT=N     the exit code of a script stopped for want of a GPU\n"
     "  TILUA_AUTOTUNE=0        tl.autotune neither reads nor writes its cache;\n"
@@ -763,6 +764,7 @@ static int pmain(lua_State *L) {
     return 1;
   }
   if (argc >= 2 && strcmp(argv[1], "export") == 0) {
+    openlibs(L);
     ma->exit_code = run_export(L, argc, argv);
     lua_pushboolean(L, 1);
     return 1;
