@@ -117,10 +117,12 @@ describe("the stdlib GEMM on the emulator", function()
     { schedule = "persistent", sms = 1, consumers = "pingpong" }, -- each warpgroup two of the four
     { schedule = "splitk", splits = 2 },
     { cluster = 2 },
+    { cluster = { 1, 2 } },                                       -- along N: A multicast
+    { cluster = { 2, 2 } },                                       -- A and B multicast (tiles overhang along M)
   }
   for _, v in ipairs(variants) do
     local name = {}
-    for key, x in pairs(v) do name[#name + 1] = key .. " = " .. tostring(x) end
+    for key, x in pairs(v) do name[#name + 1] = key .. " = " .. (type(x) == "table" and "{" .. table.concat(x, ", ") .. "}" or tostring(x)) end
     table.sort(name)
     it("matches the reference with " .. table.concat(name, ", "), function()
       local cfg = { m = 128, n = 128, k = 128, bn = 64, stages = 2, schedule = "data_parallel" }
@@ -265,6 +267,8 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
     { name = "1 CTA", cfg = { m = 128, n = 64, k = 128 } },
     { name = "grid 2", cfg = { m = 128, n = 128, k = 128 }, grid = 2 },
     { name = "a cluster of 2 (B multicast, remote releases)", cfg = { m = 256, n = 64, k = 128, cluster = 2 }, grid = 2 },
+    { name = "a cluster of 1 x 2 (A multicast)", cfg = { m = 128, n = 128, k = 128, cluster = { 1, 2 } }, grid = 2 },
+    { name = "a cluster of 2 x 2 (A and B multicast)", cfg = { m = 256, n = 128, k = 128, cluster = { 2, 2 } }, grid = 4 },
     { name = "persistent", cfg = { m = 128, n = 128, k = 128, schedule = "persistent" } },
     { name = "persistent, one CTA walks both tiles", cfg = { m = 128, n = 128, k = 128, schedule = "persistent", sms = 1 }, grid = 1 },
     { name = "MN-major operands", cfg = { m = 128, n = 64, k = 128, a_major = "m", b_major = "n" } },
@@ -319,6 +323,7 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
     { name = "grid 2", cfg = { m = 128, n = 128, k = 256 } },
     { name = "a cluster of 2", cfg = { m = 256, n = 64, k = 256, cluster = 2 } },
     { name = "persistent", cfg = { m = 128, n = 128, k = 256, schedule = "persistent", sms = 1 } },
+    { name = "a cluster of 2 x 2", cfg = { m = 256, n = 128, k = 256, cluster = { 2, 2 } } },
   }
   local function check(c, after_pass)
     local cfg = { bn = 64, stages = 2, schedule = "data_parallel" }
@@ -377,6 +382,9 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
         local w = ops(k, "nvvm.mbarrier.try_wait.parity.shared")
         w[#w]:parent():erase() -- the consumer's mainloop spin loop
       end },
+    { name = "a cluster of 2: the stage released on both CTAs with its wgmmas in flight (wgmma.wait.group 1 made 2)",
+      cfg = checked[3], kinds = { "unfilled", "overwrite" }, msg = "tma load",
+      seed = function(k) ops(k, "nvvm.wgmma.wait.group.sync.aligned")[1]:set_attr("group", 2) end },
     { name = "a cluster of 2: the cluster.wait after the barrier inits dropped", cfg = checked[3], kind = "arrive_count",
       msg = "arrives on the cluster barrier of cluster 0 again before waiting for the phase it arrived on",
       seed = function(k) ops(k, "nvvm.cluster.wait")[1]:erase() end },

@@ -64,8 +64,18 @@ function M.attach(tl)
     c.stages = c.stages or (c.consumers == "pingpong" and 2 or c.bn == 256 and 3 or 4)
     c.a_major, c.b_major = c.a_major or "k", c.b_major or "k"
     if c.fp8 and (c.a_major ~= "k" or c.b_major ~= "k") then raise("gemm.build: fp8 operands must be K-major (wgmma cannot transpose them)") end
-    c.cluster = c.cluster or 1 -- CTAs along M that share (multicast) the B tile
-    if c.cluster ~= 1 and c.cluster ~= 2 then raise("gemm.build: cluster must be 1 or 2") end
+    -- a cluster of cm x cn CTAs (cluster = n: n x 1): the cm CTAs along M of
+    -- a cluster column share (multicast) their B tile, the cn along N of a row
+    -- their A tile
+    local cl = c.cluster or 1
+    if math.type(cl) == "integer" then cl = { cl, 1 } end
+    if type(cl) ~= "table" then raise("gemm.build: cluster must be 1, 2, 4 or {cm, cn}") end
+    c.cm, c.cn = cl[1] or 1, cl[2] or 1
+    for _, x in ipairs { c.cm, c.cn } do
+      if x ~= 1 and x ~= 2 and x ~= 4 then raise("gemm.build: a cluster's extents must be 1, 2 or 4") end
+    end
+    if c.cm * c.cn > 4 then raise("gemm.build: a cluster of at most 4 CTAs") end
+    c.cluster = c.cm * c.cn
     c.schedule = c.schedule or "persistent"
     if c.schedule == "splitk" then -- split-K over the StreamK scheduler: `splits` pieces of K per tile
       c.schedule, c.decomposition = "streamk", "split_k"
@@ -74,8 +84,8 @@ function M.attach(tl)
       raise(("gemm.build: schedule must be persistent, data_parallel, streamk or splitk, got %s"):format(tostring(c.schedule)))
     end
     if c.activation and c.activation ~= "relu" then raise("gemm.build: activation must be nil or \"relu\"") end
-    if c.cluster > 1 and (c.schedule == "streamk" or c.b_major ~= "k") then
-      raise("gemm.build: a cluster needs a K-major B and a persistent or data-parallel schedule")
+    if c.cluster > 1 and (c.schedule == "streamk" or (c.cm > 1 and c.b_major ~= "k") or (c.cn > 1 and c.a_major ~= "k")) then
+      raise("gemm.build: a cluster needs K-major multicast operands (B along M, A along N) and a persistent or data-parallel schedule")
     end
     -- TMA reads and writes rows whose byte strides are multiples of 16
     local function aligned(what, elems, bytes)
@@ -95,15 +105,15 @@ function M.attach(tl)
     c.bm = c.consumers == "pingpong" and 64 or 128 -- rows of a tile: a warpgroup's, or both's
     c.tm, c.tn, c.kt = (c.m + c.bm - 1) // c.bm, (c.n + c.bn - 1) // c.bn, (c.k + c.bk - 1) // c.bk
     c.tiles = c.tm * c.tn
-    c.ctiles = (c.tm + c.cluster - 1) // c.cluster * c.tn -- cluster tiles
+    c.ctiles = (c.tm + c.cm - 1) // c.cm * ((c.tn + c.cn - 1) // c.cn) -- cluster tiles
     c.name = c.name or ("gemm_%s_%dx%dx%d"):format(c.dtype, c.m, c.n, c.k)
     return c
   end
 
   -- Tensor-map boxes (outermost first) of the operands as stored.
   local function boxes(c)
-    local a = c.a_major == "k" and { c.bm, c.bk } or { c.bk, 64 } -- M-major: bm / 64 boxes per stage
-    local b = c.b_major == "k" and { c.bn // c.cluster, c.bk } or { c.bk, 64 } -- N-major: bn / 64 boxes per stage
+    local a = c.a_major == "k" and { c.bm // c.cn, c.bk } or { c.bk, 64 } -- M-major: bm / 64 boxes per stage
+    local b = c.b_major == "k" and { c.bn // c.cm, c.bk } or { c.bk, 64 } -- N-major: bn / 64 boxes per stage
     return a, b, { 64, 64 }
   end
 
@@ -121,7 +131,7 @@ function M.attach(tl)
     if c.beta and c.beta ~= 0 then params[#params + 1] = { "C", tl.ptr(eout) } end
     if c.bias then params[#params + 1] = { "bias", tl.ptr(tl.f32) } end
     if c.schedule == "streamk" then params[#params + 1] = { "ws", tl.ptr(tl.i32) } end
-    local CL, PP = c.cluster, c.consumers == "pingpong"
+    local CL, CM, CN, PP = c.cluster, c.cm, c.cn, c.consumers == "pingpong"
     local TM, BN, BK, S = c.bm, c.bn, c.bk, c.stages
     local k = tl.kernel(c.name, { params = params, block = 384, cluster = CL > 1 and { CL, 1, 1 } or nil })
     local A_BYTES, B_BYTES = TM * BK * c.ebytes, BN * BK * c.ebytes
@@ -138,19 +148,20 @@ function M.attach(tl)
       end
       local sD = k:shared(eout, { 2, BN // 64, 64, 64 }, { align = 1024, swizzle = 128 })
       for g = 1, NG do
-        -- with a cluster, each CTA's producer writes both CTAs' B stages: every
-        -- stage is released to the producers of the whole cluster (mode "cluster"),
-        -- one participant per warpgroup, so that each warpgroup releases its reads on
-        -- its own instead of both meeting at a barrier every k block
-        local consumers = PP and { { 4 * g, 4 } } or CL > 1 and { { 4, 4 }, { 8, 4 } } or { { 4, 8 } }
+        -- with a cluster, the producers of the CTAs of a row and a column write
+        -- this CTA's stages: every consumer warp releases each stage to every
+        -- CTA of the cluster (mode "cluster")
+        local consumers = PP and { { 4 * g, 4 } } or { { 4, 8 } }
         pipes[g] = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers,
                                 transaction_bytes = A_BYTES + B_BYTES, mode = CL > 1 and "cluster" or "cooperative" }
       end
       local go = PP and { k:seq_bar { depth = 1, arrive_count = 128 }, k:seq_bar { depth = 1, arrive_count = 128 } }
+      -- the CTA's place in its cluster: (rm, rn) of cm x cn, rank rm + cm * rn
       local rank = CL > 1 and tl.cluster_rank() or tl.const(0, tl.i32)
+      local rm, rn = rank % CM, rank // CM
       local function scheduler()
         local o = { tiles = { c.tm, c.tn, 1, c.kt }, swizzle = c.swizzle or 8, raster_order = c.raster,
-                    cluster = CL > 1 and { CL, 1, 1 } or nil }
+                    cluster = CL > 1 and { CM, CN, 1 } or nil }
         if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
         if c.schedule == "streamk" then return M.streamk_scheduler(tl, c, p.ws) end
         o.workers = c.grid // CL
@@ -172,23 +183,28 @@ function M.attach(tl)
             -- the first TMA of each operand need not wait for its map to be fetched
             tl.tensor_map_prefetch(p.A)
             tl.tensor_map_prefetch(p.B)
+            local row_mask = 0 -- the ranks of a cluster row (rm = 0)
+            for j = 0, CN - 1 do row_mask = row_mask | 1 << (CM * j) end
             local function load(g)
               local pipe, st = pipes[g], sts[g]
               return function(work)
-                local m0, n0 = (work:m() * CL + rank) * TM, work:n() * BN
+                local m0, n0 = (work:m() * CM + rm) * TM, (work:n() * CN + rn) * BN
                 local kb0, kbn = M.k_range(tl, c, work)
                 tl.cutlass.for_range(kb0, kb0 + kbn, { st }, function(kb)
                   local k0 = kb * BK
                   pipe:producer_acquire(st)
                   local full, s = pipe:full_barrier(st), st:index()
-                  if c.a_major == "k" then
+                  if CN > 1 then -- this CTA's share of A, to the CTAs of its row
+                    local h = rn * (TM // CN)
+                    tl.tma_load(sA[g]:ptr(s, h), p.A, full, { m0 + h, k0 }, { multicast = row_mask << rm })
+                  elseif c.a_major == "k" then
                     tl.tma_load(sA[g]:ptr(s), p.A, full, { m0, k0 })
                   else
                     for h = 0, TM // 64 - 1 do tl.tma_load(sA[g]:ptr(s, h * 64), p.A, full, { k0, m0 + h * 64 }) end
                   end
-                  if CL > 1 then -- this CTA's share of B, to every CTA of the cluster
-                    local h = rank * (BN // CL)
-                    tl.tma_load(sB[g]:ptr(s, h), p.B, full, { n0 + h, k0 }, { multicast = (1 << CL) - 1 })
+                  if CM > 1 then -- this CTA's share of B, to the CTAs of its column
+                    local h = rm * (BN // CM)
+                    tl.tma_load(sB[g]:ptr(s, h), p.B, full, { n0 + h, k0 }, { multicast = ((1 << CM) - 1) << (rn * CM) })
                   elseif c.b_major == "k" then
                     tl.tma_load(sB[g]:ptr(s), p.B, full, { n0, k0 })
                   else
@@ -255,7 +271,7 @@ function M.attach(tl)
           local turn = PP and go[g]:state { phase = g == 1 and 1 or 0 } -- group 1 goes first
 
           local function mainloop(work)
-            local m, n = work:m() * CL + rank, work:n()
+            local m, n = work:m() * CM + rm, work:n() * CN + rn
             local _, kbn = M.k_range(tl, c, work)
             if PP then go[g]:wait(turn) end
             local acc = { value = M.mainloop(tl, pipe, st, 0, kbn, function() return tl.zeros(tl.f32, BN // 2) end,

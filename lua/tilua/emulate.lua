@@ -314,8 +314,11 @@ local function arrive_counts(op, np, nc, ctas)
   if mode == "cooperative" then
     empty = 0
     for _, m in ipairs(op:attr "consumers") do empty = empty + 32 * popcount(m) end
-  elseif mode == "cluster" then -- every consumer participant of every CTA of the cluster
-    empty = nc * ctas
+  elseif mode == "pingpong" then -- the threads of one participant (all have as many)
+    empty = 32 * popcount(op:attr "consumers"[1])
+  elseif mode == "cluster" then -- every consumer warp of every CTA of the cluster
+    empty = 0
+    for _, m in ipairs(op:attr "consumers") do empty = empty + popcount(m) * ctas end
   end
   return full, empty, mode
 end
@@ -327,7 +330,7 @@ Run.__index = Run
 -- choose(run, options) -> the index of the actor that moves.
 local function new_run(k, o, choose)
   local R = setmetatable({ k = k, o = o, choose = choose, global = {}, ctas = {}, actors = {},
-                           warps = {}, copies = {}, nactors = 0, steps = 0, trace = {},
+                           warps = {}, copies = {}, nactors = 0, async_actors = {}, steps = 0, trace = {},
                            max_steps = o.max_steps or 200000, next_global = GLOBAL_BASE,
                            max_ops = o.max_ops or 4000000, ops = 0,
                            buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 16,
@@ -620,7 +623,7 @@ end
 function Run:init_barrier(W, addr, count, loc, name)
   local cta = W.cta
   local b = { addr = addr, count = count, pending = count, tx = 0, completed = 0, vc = {}, last_vc = {},
-              init_actor = W.actor, init_clock = W.vc[W.actor], init_loc = loc }
+              mvc = {}, last_mvc = {}, cvc = {}, last_cvc = {}, init_actor = W.actor, init_clock = W.vc[W.actor], init_loc = loc }
   b.name = name or self:barrier_name(cta, addr)
   cta.bars[addr] = b
   cta.bar_list[#cta.bar_list + 1] = b
@@ -687,12 +690,61 @@ function Run:complete_phase(b)
   b.completed = b.completed + 1
   b.pending, b.tx = b.count, 0
   b.last_vc, b.vc = b.vc, {}
+  b.last_mvc, b.mvc, b.last_cvc, b.cvc = b.mvc, {}, b.cvc, {}
 end
 
--- n arrivals on b by actor a (clock vc) at rec; expect: tx bytes first.
-function Run:arrive(b, n, a, vc, rec, expect)
+-- Scopes. What an arrival releases to the waiters of an mbarrier, on vector
+-- clocks (the PTX memory model): a release and an acquire synchronize only
+-- when they are morally strong, each one's scope holding the other's thread.
+-- A waiter is in the barrier's CTA (try_wait reads shared::cta), so an arrival
+-- from that CTA releases the arriving warp's clock (b.mvc, what a wait at
+-- .cta scope acquires); one from another CTA (through mapa) does only at
+-- .cluster scope and only to a wait at .cluster scope (b.cvc). Otherwise it
+-- orders nothing the warp did through the generic proxy, only what is done by
+-- then: the async-proxy operations it knows completed (rel_async: wgmma
+-- operand reads that wgmma.wait_group completed, copies whose barrier it
+-- waited on, bulk stores it waited for). A completed read cannot see a later
+-- write, so that is what a producer's TMA write after its wait needs (the
+-- cluster pipeline's .cta-scope releases, docs/protocol.md).
+function Run:mark_async(id) self.async_actors[id] = true end
+-- The actor of warp W's wgmma operand reads (the async proxy's), made at its first wgmma.
+function Run:async_actor(W)
+  if not W.async then
+    W.async = self:new_actor()
+    self.actors[W.async] = { label = "the wgmma of " .. W.label }
+    self:mark_async(W.async)
+  end
+  return W.async
+end
+local function rel_async(R, vc)
+  local r = {}
+  for id, x in pairs(vc) do
+    if R.async_actors[id] then r[id] = x end
+  end
+  return r
+end
+-- What W's arrival at `scope` (nil: .cta) on a barrier of CTA bcta releases:
+-- nil, its clock to every waiter; else { cta = ..., cluster = ... }.
+function Run:release_of(W, bcta, scope)
+  if bcta == W.cta then return nil end
+  local async = rel_async(self, W.vc)
+  if scope == "cluster" or scope == "gpu" or scope == "sys" then return { cta = async, cluster = W.vc } end
+  return { cta = async, cluster = async }
+end
+-- What a wait (rec: its op's scope attribute, absent for .cta) acquires of b's last completed phase.
+function Run:acquired(b, rec)
+  if rec.bar_scope == nil then rec.bar_scope = rec.op and rec.op:attr "scope" or false end
+  local s = rec.bar_scope
+  return (s == "cluster" or s == "gpu" or s == "sys") and b.last_cvc or b.last_mvc
+end
+
+-- n arrivals on b by actor a (clock vc) at rec; expect: tx bytes first; rel:
+-- what it releases to the waiters when not vc (Run:release_of).
+function Run:arrive(b, n, a, vc, rec, expect, rel)
   if expect then b.tx = b.tx + expect end
   vc_join(b.vc, vc)
+  vc_join(b.mvc, rel and rel.cta or vc)
+  vc_join(b.cvc, rel and rel.cluster or vc)
   for i = 1, n do
     if b.pending <= 0 then
       violation("arrive_count", ("%s at %s arrives on %s, whose phase %d has no arrival left (count %d)")
@@ -706,6 +758,8 @@ function Run:arrive(b, n, a, vc, rec, expect)
           :format(who(self, a), rec.loc, n, b.name, b.completed - 1, i, b.count))
       end
       vc_join(b.vc, vc)
+      vc_join(b.mvc, rel and rel.cta or vc)
+      vc_join(b.cvc, rel and rel.cluster or vc)
     end
   end
 end
@@ -713,6 +767,8 @@ end
 function Run:complete_tx(b, bytes, a, vc)
   b.tx = b.tx - bytes
   vc_join(b.vc, vc)
+  vc_join(b.mvc, vc)
+  vc_join(b.cvc, vc)
   if b.pending == 0 and b.tx == 0 then self:complete_phase(b) end
 end
 
@@ -783,7 +839,7 @@ function Run:observe(W, b, rec, expected, role_what)
               b.completed == seen and "the same phase twice (the wait passed on the wrong phase)" or "a phase went by unobserved"))
   end
   W.seen[b] = b.completed
-  vc_join(W.vc, b.last_vc)
+  vc_join(W.vc, self:acquired(b, rec))
   -- the wait is an event of its own, which the next completion must follow (complete_phase)
   W.vc[W.actor] = W.vc[W.actor] + 1
   b.observers = b.observers or {}
@@ -794,7 +850,7 @@ end
 function Run:wait(W, rec, addr, parity, expected, role_what)
   W.wait_addr = addr
   local b = W.cta.bars[addr]
-  if b and not passes(b, parity) and not vc_leq(b.last_vc, W.vc) then
+  if b and not passes(b, parity) and W.seen[b] ~= b.completed and not vc_leq(b.last_vc, W.vc) then
     -- the barrier's last completion is not ordered before the warp got here:
     -- the wait could have come first, passed on the phase before, and been
     -- overtaken (what complete_phase reports in that order)
@@ -825,6 +881,7 @@ end
 function Run:issue_g2s(W, rec, dst, src, bytes, bar, cta)
   self.copy_seq = self.copy_seq + 1
   local id = self:new_actor()
+  self:mark_async(id)
   local vc = vc_copy(W.vc)
   vc[id] = 1
   cta = cta or W.cta

@@ -431,7 +431,7 @@ return function(handlers, x)
       if passes(b, parity) then
         W.probe_failed[addr] = nil
         -- what the phase published becomes visible
-        for k2, v in pairs(b.last_vc) do
+        for k2, v in pairs(R:acquired(b, rec)) do
           if (W.vc[k2] or 0) < v then W.vc[k2] = v end
         end
         return 1

@@ -242,7 +242,8 @@ return function(handlers, api)
           local bytes = expect_idx and uniform(rec, ins[expect_idx], "byte count") * n or nil
           if arrive then
             local cnt = count_idx and ins[count_idx] and uniform(rec, ins[count_idx], "count") or 1
-            R:arrive(b, n * cnt, W.actor, W.vc, rec, bytes)
+            if rec.bar_scope == nil then rec.bar_scope = rec.op:attr "scope" or false end
+            R:arrive(b, n * cnt, W.actor, W.vc, rec, bytes, R:release_of(W, (bar_ref(R, W, a)), rec.bar_scope or nil))
           else
             b.tx = b.tx + bytes
           end
@@ -274,7 +275,7 @@ return function(handlers, api)
     return request(W, rec, function() return true end, function()
       local b = R:bar(W, addr, rec)
       if passes(b, parity) then
-        vc_join(W.vc, b.last_vc)
+        vc_join(W.vc, R:acquired(b, rec))
         return 1
       end
       return 0
@@ -292,6 +293,7 @@ return function(handlers, api)
   -- A copy shared -> global joins warp W's open bulk group (performed at its wait).
   function Run:issue_s2g(W, rec, dst, src, bytes, what)
     local id = self:new_actor()
+    self:mark_async(id)
     local vc = vc_copy(W.vc)
     vc[id] = 1
     local c = { id = id, vc = vc, dst = dst, src = src, bytes = bytes, rec = rec,
@@ -375,6 +377,12 @@ return function(handlers, api)
     local s = ins[1]
     return { { index = s.index, phase = s.phase, count = s.count + 1, ticket = s.ticket, stages = s.stages, role = s.role } }
   end
+  handlers["cutlass.pipeline.state.advance"] = function(_, _, rec, ins)
+    local s, n = ins[1], uniform(rec, ins[2], "step count") & 0xffffffff
+    local at = s.index + n
+    return { { index = at % s.stages, phase = s.phase ~ ((at // s.stages) & 1), count = s.count + n, ticket = s.ticket + n,
+               stages = s.stages, role = s.role } }
+  end
   handlers["cutlass.pipeline.state.index"] = function(_, _, _, ins) return { ins[1].index } end
   handlers["cutlass.pipeline.state.phase"] = function(_, _, _, ins) return { ins[1].phase } end
   handlers["cutlass.pipeline.state.count"] = function(_, _, _, ins) return { ins[1].count } end
@@ -439,7 +447,7 @@ return function(handlers, api)
   handlers["cutlass.pipeline.consumer_release"] = function(R, W, rec, ins, ctx)
     local p, s = pipe_of(R, W, ins[1], rec), ins[2]
     local addr = stage_bar(p, s.index, 1)
-    if p.mode == "cooperative" then
+    if p.mode == "cooperative" or p.mode == "pingpong" then -- every thread (pingpong: of the stage's one participant)
       local all = 0
       for _, m in ipairs(p.cons) do all = all | m end
       if (all >> W.w) & 1 == 0 then
@@ -453,23 +461,36 @@ return function(handlers, api)
       function() return completes_on(W.cta.bars[addr], n) end)
       return {}
     end
-    -- cluster mode: the stage is released on every CTA of the cluster (their
-    -- producers multicast into this one), one remote arrive each
-    local targets = { addr }
     if p.mode == "cluster" then
-      targets = {}
+      -- every consumer warp releases the stage on every CTA of the cluster (their
+      -- producers multicast into this one): one arrival on each, at .cta scope
+      -- (the lowering's release_cluster: lane r on CTA r, no barrier between the
+      -- warps), which orders only the warp's completed async-proxy reads
+      -- (Run:release_of) on another CTA
+      local all = 0
+      for _, m in ipairs(p.cons) do all = all | m end
+      if (all >> W.w) & 1 == 0 then
+        error(("emulate: %s at %s runs on warp %d, which is not a consumer participant"):format(rec.name, rec.loc, W.w), 0)
+      end
       local first = W.cta.id - W.cta.rank
-      for r = 0, (R.k.cluster or 1) - 1 do targets[#targets + 1] = DSMEM_BASE + ((first + r) << 32) + (addr - SHARED_BASE) end
-    end
-    per_group(R, W, rec, ctx, p.cons, true, function(n)
-      for _, a in ipairs(targets) do
+      for r = 0, (R.k.cluster or 1) - 1 do
+        local a = DSMEM_BASE + ((first + r) << 32) + (addr - SHARED_BASE)
         local cta, local_addr, key = bar_ref(R, W, a)
         request(W, rec, function() return true end, function()
-          arrival(R, W, rec, a, n, nil, true)
+          R:arrive(R:bar(W, a, rec), 1, W.actor, W.vc, rec, nil, R:release_of(W, cta, nil))
           W.vc[W.actor] = W.vc[W.actor] + 1
-        end, function() return #targets > 1 and ("releases on CTA %d"):format(cta.id) or "releases" end, key, "am",
-        function() return completes_on(cta.bars[local_addr], n) end)
+        end, function() return ("releases on CTA %d"):format(cta.id) end, key, "am",
+        function() return completes_on(cta.bars[local_addr], 1) end)
       end
+      return {}
+    end
+    per_group(R, W, rec, ctx, p.cons, true, function(n)
+      local cta, local_addr, key = bar_ref(R, W, addr)
+      request(W, rec, function() return true end, function()
+        arrival(R, W, rec, addr, n, nil, true)
+        W.vc[W.actor] = W.vc[W.actor] + 1
+      end, function() return "releases" end, key, "am",
+      function() return completes_on(cta.bars[local_addr], n) end)
     end)
     return {}
   end
@@ -617,7 +638,7 @@ return function(handlers, api)
     local b = lead.cluster_bar
     if not b then
       local n = (R.k.cluster or 1) * R.k.threads
-      b = { count = n, pending = n, tx = 0, completed = 0, vc = {}, last_vc = {}, cluster = true,
+      b = { count = n, pending = n, tx = 0, completed = 0, vc = {}, last_vc = {}, mvc = {}, cvc = {}, cluster = true,
             name = ("the cluster barrier of cluster %d"):format(lead.id // (R.k.cluster or 1)) }
       lead.cluster_bar = b
       lead.bar_list[#lead.bar_list + 1] = b

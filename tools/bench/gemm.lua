@@ -92,7 +92,7 @@ for _, s in ipairs(shapes) do
   local row = { shape = ("%dx%dx%d %s"):format(m, n, k, dt),
                 cfg = ("%dx%dx%d s%d %s%s%s"):format(g.cfg.bm, g.cfg.bn, g.cfg.bk, g.cfg.stages,
                   g.cfg.consumers == "pingpong" and "pingpong " .. g.cfg.schedule or g.cfg.schedule,
-                  g.cfg.cluster > 1 and " cluster 2" or "",
+                  g.cfg.cluster > 1 and (" cluster %dx%d"):format(g.cfg.cm, g.cfg.cn) or "",
                   g.workspace_bytes > 0 and (" ws %.1f MB"):format(g.workspace_bytes / 2 ^ 20) or "") }
   if not ok then
     row.note = "FAILED: " .. report
