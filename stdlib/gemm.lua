@@ -58,10 +58,56 @@ function M.attach(tl)
     c.ebytes = c.fp8 and 1 or 2
     c.bk = c.bk or (128 // c.ebytes) -- one 128-byte swizzle row of K
     c.kstep = c.fp8 and 32 or 16
-    c.bn = c.bn or 256
-    if c.bn % 64 ~= 0 or c.bn < 64 or c.bn > 256 then raise("gemm.build: bn must be 64, 128, 192 or 256") end
     c.consumers = c.consumers or "cooperative"
-    c.stages = c.stages or (c.consumers == "pingpong" and 2 or c.bn == 256 and 3 or 4)
+    if c.consumers ~= "cooperative" and c.consumers ~= "pingpong" then
+      raise(("gemm.build: consumers must be cooperative or pingpong, got %s"):format(tostring(c.consumers)))
+    end
+    local PP = c.consumers == "pingpong"
+    c.bn = c.bn or (PP and 128 or 256)
+    if c.bn % 64 ~= 0 or c.bn < 64 or c.bn > 256 then raise("gemm.build: bn must be 64, 128, 192 or 256") end
+    -- the tile: bm rows (cooperative: the CTA's, split over wgs consumer
+    -- warpgroups of mi 64-row wgmma slices each; ping-pong: each of the two
+    -- warpgroups' own tile, mi = bm / 64)
+    c.bm = c.bm or ((PP and c.bn > 128) and 64 or 128)
+    if math.type(c.bm) ~= "integer" or c.bm < 64 or c.bm % 64 ~= 0 or c.bm > 320 then
+      raise("gemm.build: bm must be a multiple of 64 up to 320")
+    end
+    c.wgs = c.wgs or (PP and 2 or (c.bm == 256 or c.bm == 320) and 2 or c.bm // 64)
+    if PP and c.wgs ~= 2 then raise("gemm.build: ping-pong has two consumer warpgroups") end
+    if math.type(c.wgs) ~= "integer" or c.wgs < 1 or c.wgs > 5 or (not PP and c.bm // 64 < c.wgs) then
+      raise(("gemm.build: wgs (consumer warpgroups) must be 1 to 5, at most bm / 64 = %d"):format(c.bm // 64))
+    end
+    -- cooperative: warpgroup w takes slices [lo[w], lo[w + 1]) of the bm / 64
+    -- (an uneven split, as 320 = 2 + 3 slices, gives each warpgroup code of its own)
+    c.lo = {}
+    for w = 0, c.wgs do c.lo[w] = PP and 0 or w * (c.bm // 64) // c.wgs end
+    c.even = PP or (c.bm // 64) % c.wgs == 0
+    c.mi = PP and c.bm // 64 or ((c.bm // 64) + c.wgs - 1) // c.wgs -- the most a warpgroup has
+    c.fixup_parts = c.even and 1 or c.wgs -- StreamK: warpgroups with code of their own each run the fixup
+    -- registers: the producer warpgroup gives its back (setmaxnreg.dec), the
+    -- consumers share the rest of the 64K (multiples of 8)
+    local producer_regs = c.wgs <= 4 and 40 or 24
+    c.regs = { producer_regs, math.min(240, (65536 - 128 * producer_regs) // (128 * c.wgs) // 8 * 8) }
+    -- what ptxas lets the consumer code use: the setmaxnreg region with two
+    -- consumer warpgroups or fewer, else the launch's share (65536 / threads;
+    -- seen with ptxas 13.0: a 512-thread kernel's consumers get 128 whatever
+    -- setmaxnreg says)
+    local budget = c.wgs <= 2 and c.regs[2] or 65536 // (128 * (c.wgs + 1)) // 8 * 8
+    if c.mi * c.bn // 2 > budget - 32 then
+      raise(("gemm.build: a %dx%d tile over %d consumer warpgroups needs %d accumulator registers a thread, more than %d - 32"):format(
+        c.bm, c.bn, c.wgs, c.mi * c.bn // 2, budget))
+    end
+    -- the epilogue: sub-tiles of 64 rows x epi columns, two staging buffers per warpgroup
+    c.epi = c.epi or 32
+    if c.epi ~= 32 and c.epi ~= 64 then raise("gemm.build: epi (epilogue sub-tile columns) must be 32 or 64") end
+    local smem_limit = tl.core.limits().max_smem - 2048 -- the barrier pool and alignment
+    local stage_bytes = (c.bm + c.bn) * c.bk * c.ebytes
+    local epi_bytes = c.wgs * 2 * 64 * c.epi * 2
+    c.stages = c.stages or math.min(8, (smem_limit - epi_bytes) // stage_bytes)
+    if math.type(c.stages) ~= "integer" or c.stages < 1 or c.stages * stage_bytes + epi_bytes > smem_limit then
+      raise(("gemm.build: %s stages of %d KiB and %d KiB of epilogue staging do not fit the %d KiB of shared memory"):format(
+        tostring(c.stages), stage_bytes // 1024, epi_bytes // 1024, smem_limit // 1024))
+    end
     c.a_major, c.b_major = c.a_major or "k", c.b_major or "k"
     if c.fp8 and (c.a_major ~= "k" or c.b_major ~= "k") then raise("gemm.build: fp8 operands must be K-major (wgmma cannot transpose them)") end
     -- a cluster of cm x cn CTAs (cluster = n: n x 1): the cm CTAs along M of
@@ -96,13 +142,10 @@ function M.attach(tl)
     aligned("D", c.n, 2)
     aligned("A", c.a_major == "k" and c.k or c.m, c.ebytes)
     aligned("B", c.b_major == "k" and c.k or c.n, c.ebytes)
-    if c.consumers ~= "cooperative" and c.consumers ~= "pingpong" then
-      raise(("gemm.build: consumers must be cooperative or pingpong, got %s"):format(tostring(c.consumers)))
-    end
-    if c.consumers == "pingpong" and (c.cluster > 1 or c.schedule == "streamk") then
+    if PP and (c.cluster > 1 or c.schedule == "streamk") then
       raise("gemm.build: ping-pong consumers need a persistent or data-parallel schedule without a cluster")
     end
-    c.bm = c.consumers == "pingpong" and 64 or 128 -- rows of a tile: a warpgroup's, or both's
+    c.aboxes = (c.bm // c.cn + 255) // 256 -- A boxes per stage (or per multicast share)
     c.tm, c.tn, c.kt = (c.m + c.bm - 1) // c.bm, (c.n + c.bn - 1) // c.bn, (c.k + c.bk - 1) // c.bk
     c.tiles = c.tm * c.tn
     c.ctiles = (c.tm + c.cm - 1) // c.cm * ((c.tn + c.cn - 1) // c.cn) -- cluster tiles
@@ -112,9 +155,10 @@ function M.attach(tl)
 
   -- Tensor-map boxes (outermost first) of the operands as stored.
   local function boxes(c)
-    local a = c.a_major == "k" and { c.bm // c.cn, c.bk } or { c.bk, 64 } -- M-major: bm / 64 boxes per stage
+    -- K-major A: a box of at most 256 rows (TMA's limit), bm / abox_rows boxes per stage (cluster: one share each)
+    local a = c.a_major == "k" and { c.bm // c.cn // c.aboxes, c.bk } or { c.bk, 64 } -- M-major: bm / 64 boxes per stage
     local b = c.b_major == "k" and { c.bn // c.cm, c.bk } or { c.bk, 64 } -- N-major: bn / 64 boxes per stage
-    return a, b, { 64, 64 }
+    return a, b, { 64, c.epi }
   end
 
   -- {===================================================================
@@ -125,37 +169,36 @@ function M.attach(tl)
     local ein, eout = elem_type(c.dtype), elem_type(c.out)
     local abox, bbox, cbox = boxes(c)
     local AT, BT = tl.tensor_map_type(ein, abox, 128), tl.tensor_map_type(ein, bbox, 128)
-    local CT = tl.tensor_map_type(eout, cbox, 128)
+    local CT = tl.tensor_map_type(eout, cbox, 2 * c.epi) -- a sub-tile's row is one swizzle span
     local params = { { "A", AT }, { "B", BT }, { "D", CT } }
     if c.alpha_param then params[#params + 1] = { "alpha", tl.f32 } end
     if c.beta and c.beta ~= 0 then params[#params + 1] = { "C", tl.ptr(eout) } end
     if c.bias then params[#params + 1] = { "bias", tl.ptr(tl.f32) } end
     if c.schedule == "streamk" then params[#params + 1] = { "ws", tl.ptr(tl.i32) } end
     local CL, CM, CN, PP = c.cluster, c.cm, c.cn, c.consumers == "pingpong"
-    local TM, BN, BK, S = c.bm, c.bn, c.bk, c.stages
-    local k = tl.kernel(c.name, { params = params, block = 384, cluster = CL > 1 and { CL, 1, 1 } or nil })
+    local TM, BN, BK, S, WG, EC = c.bm, c.bn, c.bk, c.stages, c.wgs, c.epi
+    local k = tl.kernel(c.name, { params = params, block = 128 * (1 + WG), cluster = CL > 1 and { CL, 1, 1 } or nil })
     local A_BYTES, B_BYTES = TM * BK * c.ebytes, BN * BK * c.ebytes
-    -- consumer groups: cooperative, one (both warpgroups share every tile, 64
-    -- rows each); ping-pong, two (warpgroup g takes every other tile, with a
-    -- pipeline of its own, their mainloops ordered by two seq_bars)
-    local NG = PP and 2 or 1
 
     k:define(function(k, p)
-      local sA, sB, pipes = {}, {}, {}
-      for g = 1, NG do
-        sA[g] = k:shared(ein, { S, TM, BK }, { align = 1024, swizzle = 128 })
-        sB[g] = k:shared(ein, { S, BN, BK }, { align = 1024, swizzle = 128 })
-      end
-      local sD = k:shared(eout, { 2, BN // 64, 64, 64 }, { align = 1024, swizzle = 128 })
-      for g = 1, NG do
-        -- with a cluster, the producers of the CTAs of a row and a column write
-        -- this CTA's stages: every consumer warp releases each stage to every
-        -- CTA of the cluster (mode "cluster")
-        local consumers = PP and { { 4 * g, 4 } } or { { 4, 8 } }
-        pipes[g] = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers,
-                                transaction_bytes = A_BYTES + B_BYTES, mode = CL > 1 and "cluster" or "cooperative" }
-      end
-      local go = PP and { k:seq_bar { depth = 1, arrive_count = 128 }, k:seq_bar { depth = 1, arrive_count = 128 } }
+      -- one ring of S stages; the epilogue's staging: two 64 x EC sub-tiles per
+      -- consumer warpgroup, swizzled like the D map
+      local sA = k:shared(ein, { S, TM, BK }, { align = 1024, swizzle = 128 })
+      local sB = k:shared(ein, { S, BN, BK }, { align = 1024, swizzle = 128 })
+      local sD = k:shared(eout, { WG, 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
+      -- cooperative: every consumer warp releases every stage; ping-pong: a
+      -- stage holds one warpgroup's tile and that warpgroup releases it; a
+      -- cluster: the producers of a row and a column of CTAs write this CTA's
+      -- stages, every consumer warp releases each stage on every CTA
+      local consumers = { { 4, 4 * WG } }
+      if PP then consumers = { { 4, 4 }, { 8, 4 } } end
+      local pipe = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers,
+                                transaction_bytes = A_BYTES + B_BYTES,
+                                mode = CL > 1 and "cluster" or PP and "pingpong" or "cooperative" }
+      -- ping-pong turns: go[g] slot 0 is warpgroup g's mainloop turn, slot 1 its
+      -- epilogue turn; each warpgroup hands both to the other (CUTLASS's
+      -- OrderedSequenceBarrier of two stages)
+      local go = PP and { k:seq_bar { depth = 2, arrive_count = 128 }, k:seq_bar { depth = 2, arrive_count = 128 } }
       -- the CTA's place in its cluster: (rm, rn) of cm x cn, rank rm + cm * rn
       local rank = CL > 1 and tl.cluster_rank() or tl.const(0, tl.i32)
       local rm, rn = rank % CM, rank // CM
@@ -173,119 +216,134 @@ function M.attach(tl)
         M.tile_loop(tl, scheduler():work(CL > 1 and tl.cluster_id() or tl.block_id()), cursors, bodies)
       end
 
-      -- {=== the producer warpgroup: TMA loads into the pipelines' stages
+      -- {=== the producer warpgroup: TMA loads into the ring's stages, the tiles in order
       k:agent("producer", { warps = 4 }, function()
-        tl.setmaxnreg(40, "dec")
+        tl.setmaxnreg(c.regs[1], "dec")
         k:async_exec("producer", { first_warp = 0, warps = 1 }, function()
-          local sts = {}
-          for g = 1, NG do sts[g] = pipes[g]:producer_start() end
+          local st = pipe:producer_start()
           tl.elect_one(function()
             -- the first TMA of each operand need not wait for its map to be fetched
             tl.tensor_map_prefetch(p.A)
             tl.tensor_map_prefetch(p.B)
             local row_mask = 0 -- the ranks of a cluster row (rm = 0)
             for j = 0, CN - 1 do row_mask = row_mask | 1 << (CM * j) end
-            local function load(g)
-              local pipe, st = pipes[g], sts[g]
-              return function(work)
-                local m0, n0 = (work:m() * CM + rm) * TM, (work:n() * CN + rn) * BN
-                local kb0, kbn = M.k_range(tl, c, work)
-                tl.cutlass.for_range(kb0, kb0 + kbn, { st }, function(kb)
-                  local k0 = kb * BK
-                  pipe:producer_acquire(st)
-                  local full, s = pipe:full_barrier(st), st:index()
-                  if CN > 1 then -- this CTA's share of A, to the CTAs of its row
-                    local h = rn * (TM // CN)
-                    tl.tma_load(sA[g]:ptr(s, h), p.A, full, { m0 + h, k0 }, { multicast = row_mask << rm })
-                  elseif c.a_major == "k" then
-                    tl.tma_load(sA[g]:ptr(s), p.A, full, { m0, k0 })
-                  else
-                    for h = 0, TM // 64 - 1 do tl.tma_load(sA[g]:ptr(s, h * 64), p.A, full, { k0, m0 + h * 64 }) end
-                  end
-                  if CM > 1 then -- this CTA's share of B, to the CTAs of its column
-                    local h = rm * (BN // CM)
-                    tl.tma_load(sB[g]:ptr(s, h), p.B, full, { n0 + h, k0 }, { multicast = ((1 << CM) - 1) << (rn * CM) })
-                  elseif c.b_major == "k" then
-                    tl.tma_load(sB[g]:ptr(s), p.B, full, { n0, k0 })
-                  else
-                    for h = 0, BN // 64 - 1 do tl.tma_load(sB[g]:ptr(s, h * 64), p.B, full, { k0, n0 + h * 64 }) end
-                  end
-                  pipe:producer_commit(st)
-                  st:advance()
-                end)
-              end
-            end
-            local bodies = {}
-            for g = 1, NG do bodies[g] = load(g) end
-            tiles(sts, bodies)
-            for g = 1, NG do pipes[g]:producer_tail(sts[g]) end
+            tiles({ st }, { function(work)
+              local m0, n0 = (work:m() * CM + rm) * TM, (work:n() * CN + rn) * BN
+              local kb0, kbn = M.k_range(tl, c, work)
+              tl.cutlass.for_range(kb0, kb0 + kbn, { st }, function(kb)
+                local k0 = kb * BK
+                pipe:producer_acquire(st)
+                local full, s = pipe:full_barrier(st), st:index()
+                if CN > 1 then -- this CTA's share of A, to the CTAs of its row
+                  local h = rn * (TM // CN)
+                  tl.tma_load(sA:ptr(s, h), p.A, full, { m0 + h, k0 }, { multicast = row_mask << rm })
+                elseif c.a_major == "k" then
+                  local rows = TM // c.aboxes
+                  for h = 0, c.aboxes - 1 do tl.tma_load(sA:ptr(s, h * rows), p.A, full, { m0 + h * rows, k0 }) end
+                else
+                  for h = 0, TM // 64 - 1 do tl.tma_load(sA:ptr(s, h * 64), p.A, full, { k0, m0 + h * 64 }) end
+                end
+                if CM > 1 then -- this CTA's share of B, to the CTAs of its column
+                  local h = rm * (BN // CM)
+                  tl.tma_load(sB:ptr(s, h), p.B, full, { n0 + h, k0 }, { multicast = ((1 << CM) - 1) << (rn * CM) })
+                elseif c.b_major == "k" then
+                  tl.tma_load(sB:ptr(s), p.B, full, { n0, k0 })
+                else
+                  for h = 0, BN // 64 - 1 do tl.tma_load(sB:ptr(s, h * 64), p.B, full, { k0, n0 + h * 64 }) end
+                end
+                pipe:producer_commit(st)
+                st:advance()
+              end)
+            end })
+            pipe:producer_tail(st)
           end)
         end)
       end)
       -- }===
 
-      -- {=== a consumer group (warps [first, first + n)): wgmma mainloop and epilogue
-      local function consumer(g, first, n, a)
-        local pipe = pipes[g]
-        tl.setmaxnreg(232, "inc")
+      -- {=== consumer warpgroups (warps [first, first + n)): wgmma mainloop and epilogue.
+      -- g: the ping-pong warpgroup (0 or 1), nil for the cooperative ones.
+      -- w: a warpgroup of its own (ping-pong's, or an uneven split's), nil: every
+      -- cooperative warpgroup of an even split (the warpgroup a runtime value)
+      local function consumer(a, first, n, g, w)
+        tl.setmaxnreg(c.regs[2], "inc")
+        local MI = w and not PP and c.lo[w + 1] - c.lo[w] or c.mi
         k:async_exec("consumer", { first_warp = first, warps = n }, function()
-          -- the warpgroup: its rows of the tile, its half of the staging buffer
-          local wg = PP and tl.const(g - 1, tl.i32) or a:warp_id() // 4
-          local rows = PP and tl.const(0, tl.i32) or wg * 64
+          -- the warpgroup: its 64-row slices of the tile (the first at `rows`),
+          -- its staging buffers and named barrier
+          local wg = w and tl.const(w, tl.i32) or a:warp_id() // 4
+          local rows = PP and tl.const(0, tl.i32) or w and tl.const(64 * c.lo[w], tl.i32) or wg * (64 * MI)
           local t = a:thread_id() % 128
           local st = pipe:consumer_start()
-          -- descriptors of stage s, k step kk. K-major: 128-byte rows of K, 8-row
+          -- ping-pong: the second warpgroup's first tile is the CTA's second, its
+          -- stages come after the first tile's k blocks
+          if g == 1 then st:advance(c.kt) end
+          -- descriptors of stage s, slice i, k step kk. K-major: 128-byte rows of K, 8-row
           -- groups 1024 bytes apart (sbo); a k step moves along the row. MN-major:
           -- boxes of 64 (k) x 64 (m or n) elements; a k step is 16 rows (2048 bytes),
           -- 64-wide MN atoms are a box (8192 bytes, lbo) apart.
-          local function desc_a(s, kk)
+          local function desc_a(s, i, kk)
+            local r = rows + 64 * i
             if c.a_major == "k" then
-              return tl.wgmma_desc(sA[g]:ptr(s, rows, kk * c.kstep), { swizzle = 128, sbo = 1024 })
+              return tl.wgmma_desc(sA:ptr(s, r, kk * c.kstep), { swizzle = 128, sbo = 1024 })
             end
-            return tl.wgmma_desc(sA[g]:ptr(s, rows + kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
+            return tl.wgmma_desc(sA:ptr(s, r // 64 * 64 + kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
           end
           local function desc_b(s, kk)
             if c.b_major == "k" then
-              return tl.wgmma_desc(sB[g]:ptr(s, 0, kk * c.kstep), { swizzle = 128, sbo = 1024 })
+              return tl.wgmma_desc(sB:ptr(s, 0, kk * c.kstep), { swizzle = 128, sbo = 1024 })
             end
-            return tl.wgmma_desc(sB[g]:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
+            return tl.wgmma_desc(sB:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
           end
           -- A stage is released once the wgmmas that read it completed: wgmma.wait_group
           -- is warpgroup-collective and completes their (async-proxy) reads, so one
           -- lane of each warp may release for its warp (the lowering counts it as 32
-          -- arrivals), instead of every thread arriving.
+          -- arrivals), instead of every thread arriving; in a cluster every lane
+          -- runs it (lane r releases on CTA r).
           local function release(s)
             if CL > 1 then pipe:consumer_release(s) return end
             tl.elect_one(function() pipe:consumer_release(s) end)
           end
           local wopts = { type_a = c.dtype, type_b = c.dtype, trans_a = c.a_major ~= "k", trans_b = c.b_major ~= "k" }
-          local function mma_stage(acc, s, first_step)
+          local function mma_stage(accs, s, first_step)
             tl.wgmma_fence()
             for kk = 0, BK // c.kstep - 1 do
               wopts.scale_d = (first_step and kk == 0) and false or nil -- D = A*B on a tile's first step
-              acc = tl.wgmma(acc, desc_a(s, kk), desc_b(s, kk), wopts)
+              local db = desc_b(s, kk)
+              for i = 1, MI do accs[i] = tl.wgmma(accs[i], desc_a(s, i - 1, kk), db, wopts) end
             end
             tl.wgmma_commit()
-            return acc
+            return accs
           end
-          local turn = PP and go[g]:state { phase = g == 1 and 1 or 0 } -- group 1 goes first
+          local turn = PP and go[g + 1]:state { phase = g == 0 and 1 or 0 } -- warpgroup 0 goes first
 
-          local function mainloop(work)
+          local function tile(work)
             local m, n = work:m() * CM + rm, work:n() * CN + rn
             local _, kbn = M.k_range(tl, c, work)
-            if PP then go[g]:wait(turn) end
-            local acc = { value = M.mainloop(tl, pipe, st, 0, kbn, function() return tl.zeros(tl.f32, BN // 2) end,
-                                             function(a, s, _, first) return mma_stage(a, s, first) end, release) }
-            if PP then go[3 - g]:arrive(turn) end -- the other group's mainloop may start
-            if c.schedule == "streamk" then
-              local final
-              acc.value, final = M.fixup(tl, c, p, work, acc.value, m, n, wg, t)
-              tl.if_(final, function() M.epilogue(tl, c, p, sD, acc.value, m, n, wg, rows, t) end)
-            else
-              M.epilogue(tl, c, p, sD, acc.value, m, n, wg, rows, t)
+            if PP then go[g + 1]:wait(turn) end
+            -- ping-pong: the other warpgroup's mainloop may start once this one's
+            -- wgmmas are issued (before the last wgmma.wait_group)
+            local accs = M.mainloop(tl, pipe, st, 0, kbn, function()
+              local z = {}
+              for i = 1, MI do z[i] = tl.zeros(tl.f32, BN // 2) end
+              return z
+            end, function(a, s, _, first) return mma_stage(a, s, first) end, release,
+            PP and function() go[2 - g]:arrive(turn) end or nil)
+            if PP then go[g + 1]:wait(turn) end -- the epilogues in the tiles' order
+            local slices = {}
+            for i = 1, MI do slices[i] = rows // 64 + (i - 1) end
+            local final
+            if c.schedule == "streamk" then accs, final = M.fixup(tl, c, p, work, accs, m, n, slices, t, w) end
+            local function epilogues()
+              for i = 1, MI do M.epilogue(tl, c, p, sD, accs[i], m, n, wg, rows + 64 * (i - 1), t) end
+            end
+            if final then tl.if_(final, epilogues) else epilogues() end
+            if PP then
+              go[2 - g]:arrive(turn)
+              st:advance(c.kt) -- past the other warpgroup's tile
             end
           end
-          local bodies = PP and (g == 1 and { mainloop, false } or { false, mainloop }) or { mainloop }
+          local bodies = PP and (g == 0 and { tile, false } or { false, tile }) or { tile }
           tiles(PP and { st, turn } or { st }, bodies)
           -- the last stores must have read the staging buffer before the CTA leaves
           -- (their writes to global memory complete with the grid)
@@ -293,10 +351,14 @@ function M.attach(tl)
         end)
       end
       if PP then
-        k:agent("consumer0", { warps = 4 }, function(a) consumer(1, 4, 4, a) end)
-        k:agent("consumer1", { warps = 4 }, function(a) consumer(2, 8, 4, a) end)
+        k:agent("consumer0", { warps = 4 }, function(a) consumer(a, 4, 4, 0, 0) end)
+        k:agent("consumer1", { warps = 4 }, function(a) consumer(a, 8, 4, 1, 1) end)
+      elseif c.even then
+        k:agent("consumer", { warps = 4 * WG }, function(a) consumer(a, 4, 4 * WG, nil, nil) end)
       else
-        k:agent("consumer", { warps = 8 }, function(a) consumer(1, 4, 8, a) end)
+        for w = 0, WG - 1 do
+          k:agent("consumer" .. w, { warps = 4 }, function(a) consumer(a, 4 + 4 * w, 4, nil, w) end)
+        end
       end
       -- }===
       if CL > 1 then tl.cluster_sync() end -- no CTA leaves while another may still write to it
@@ -338,7 +400,7 @@ function M.attach(tl)
     local dt = c.dtype == "e4m3" and "e4m3" or c.dtype == "e5m2" and "e5m2" or c.dtype
     return tl.device.tensor_map { buffer = a, dtype = dt, shape = ashape, box = abox, swizzle = 128 },
            tl.device.tensor_map { buffer = b, dtype = dt, shape = bshape, box = bbox, swizzle = 128 },
-           tl.device.tensor_map { buffer = d, dtype = c.out, shape = { c.m, c.n }, box = cbox, swizzle = 128 }
+           tl.device.tensor_map { buffer = d, dtype = c.out, shape = { c.m, c.n }, box = cbox, swizzle = 2 * c.epi }
   end
 
   -- g:run{a, b, d [, c, bias, alpha]}: launches (asynchronously); returns self.
@@ -515,30 +577,46 @@ end
 -- group is in flight and release the stage before (release(cursor)), so the
 -- tensor cores always have the next group queued. The first k block is peeled
 -- (nothing to release yet; `first` is true for it, and it starts from init()).
--- Returns the accumulator after the last group completed.
-function M.mainloop(tl, pipe, st, lb, ub, init, mma, release)
+-- The accumulator is a value or a list of values (one per 64-row slice).
+-- issued(), when given, runs once every wgmma is issued, before the last
+-- wgmma_wait (ping-pong's hand-off to the other warpgroup). Returns the
+-- accumulator after the last group completed.
+function M.mainloop(tl, pipe, st, lb, ub, init, mma, release, issued)
   pipe:consumer_wait(st)
-  local acc = { value = mma(init(), st:index(), lb, true) }
+  local first = mma(init(), st:index(), lb, true)
+  local list = not tl.is_value(first)
+  local accs = {}
+  for i, v in ipairs(list and first or { first }) do accs[i] = { value = v } end
+  local function values()
+    local v = {}
+    for i, a in ipairs(accs) do v[i] = a.value end
+    return list and v or v[1]
+  end
   local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
   st:advance()
-  tl.cutlass.for_range(lb + 1, ub, { acc, st, rel }, function(kb)
+  local cursors = { st, rel }
+  for _, a in ipairs(accs) do cursors[#cursors + 1] = a end
+  tl.cutlass.for_range(lb + 1, ub, cursors, function(kb)
     pipe:consumer_wait(st)
-    acc.value = mma(acc.value, st:index(), kb, false)
+    local out = mma(values(), st:index(), kb, false)
+    for i, v in ipairs(list and out or { out }) do accs[i].value = v end
     tl.wgmma_wait(1)
     release(rel)
     rel:advance()
     st:advance()
   end)
+  if issued then issued() end
   tl.wgmma_wait(0)
   release(rel)
-  return acc.value
+  return values()
 end
 
--- The epilogue of one consumer warpgroup: acc (its 64 x BN fragment) scaled,
--- biased and activated in registers, then stored (M.store_fragment).
+-- The epilogue of one 64-row slice of consumer warpgroup cw's part of tile
+-- (m, n): acc (its 64 x BN fragment, rows `rows` of the tile) scaled, biased
+-- and activated in registers, then stored in sub-tiles (M.store_subtiles).
 function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t)
   local BN = c.bn
-  local bar_id = 1 + cw -- named barriers 1 and 2: one per consumer warpgroup
+  local bar_id = 1 + cw -- named barriers 1, 2, ...: one per consumer warpgroup
   local f = tl.wgmma_fragment(t)
   local row0 = m * c.bm + rows + f.row -- global row of the thread's first element
   local col0 = n * BN + f.col
@@ -568,9 +646,46 @@ function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t)
       vals[i] = v
     end
   end
-  M.store_fragment(tl, { bn = BN, out = c.out == "f16" and tl.f16 or tl.bf16, staging = sD, map = p.D,
+  M.store_subtiles(tl, { bn = BN, cols = c.epi, out = c.out == "f16" and tl.f16 or tl.bf16, staging = sD, map = p.D,
                          warpgroup = cw, barrier = bar_id, thread = t,
-                         coords = function(ch) return { m * c.bm + rows, n * BN + ch * 64 } end }, vals)
+                         coords = function(ch) return { m * c.bm + rows, n * BN + ch * c.epi } end }, vals)
+end
+
+-- Store the f32 values `vals` (0-based, vals[i] the wgmma fragment's element
+-- i) of one consumer warpgroup's 64 x o.bn fragment in sub-tiles of 64 x
+-- o.cols (32 or 64) through the tensor map o.map (sub-tile ch at
+-- o.coords(ch), the map's box 64 x o.cols, swizzled by a row of 2 * o.cols
+-- bytes): pairs packed to o.out and written with stmatrix into one of the
+-- warpgroup's (o.warpgroup) two staging buffers o.staging[wg][ch % 2] (64 x
+-- o.cols, the same swizzle), then one thread (o.thread == 0) stores it with TMA
+-- while the next sub-tile is written into the other buffer; a buffer is
+-- written again once the store before the last has read it (bulk wait_group
+-- read 1: CUTLASS's epilogue with StagesD = 2). The warpgroup's 128 threads
+-- meet at named barrier o.barrier twice per sub-tile. The sub-tiles per tile
+-- are even, so every tile starts on buffer 0.
+function M.store_subtiles(tl, o, vals)
+  local BN, EC, cw, t, sD, bar_id = o.bn, o.cols, o.warpgroup, o.thread, o.staging, o.barrier
+  local lane = t % 32
+  local q, rr = lane // 8, lane % 8
+  local row = (t // 32) * 16 + (q % 2) * 8 + rr -- the stmatrix row address this lane gives
+  for ch = 0, BN // EC - 1 do
+    local buf = ch % 2
+    tl.if_(t:eq(0), function() tl.bulk_wait(1, { read = true }) end)
+    tl.named_barrier_sync(bar_id, 128)
+    for j = ch * EC // 8, (ch + 1) * EC // 8 - 1, 2 do
+      -- matrices (j, rows 0-7), (j, rows 8-15), (j+1, 0-7), (j+1, 8-15) of this warp's 16 rows
+      local col = (q // 2) * 8 + (j - ch * EC // 8) * 8
+      local regs = {}
+      for r = 0, 3 do regs[r + 1] = tl.pack(vals[4 * j + 2 * r], vals[4 * j + 2 * r + 1], o.out) end
+      tl.stmatrix(sD:ptr(cw, buf, row, col), regs)
+    end
+    tl.fence_proxy_async("shared")
+    tl.named_barrier_sync(bar_id, 128)
+    tl.if_(t:eq(0), function()
+      tl.tma_store(o.map, sD:ptr(cw, buf, 0, 0), o.coords(ch))
+      tl.bulk_commit()
+    end)
+  end
 end
 
 -- Store the f32 values `vals` (0-based, vals[i] the wgmma fragment's element i)
@@ -611,17 +726,18 @@ function M.k_range(tl, c, work)
   return work:k_tile_start(), work:k_tile_count()
 end
 
--- StreamK workspace: a counter per tile (a 256-byte aligned block), then f32
--- partial tiles (bm x BN): a slot for each split of a tile but its last, laid
--- out [tile][split][warpgroup][chunk j][thread] vector<4 x f32> so that every
--- store and load is coalesced. The plan (tl.core.sched_plan, the reference the
+-- StreamK workspace: a counter per tile (a 256-byte aligned block; one per
+-- tile and fixup part when c.fixup_parts groups of warps run the fixup on
+-- their own), then f32 partial tiles (bm x BN): a slot for each split of a
+-- tile but its last, laid out [tile][split][64-row slice][chunk j][thread]
+-- vector<4 x f32> so that every store and load is coalesced. The plan (tl.core.sched_plan, the reference the
 -- lowering follows) bounds the splits of a tile.
 --
 -- The StreamK pieces take a configuration c: tiles c.tm x c.tn of c.bm x c.bn
 -- (a 64-row warpgroup each), c.kt k blocks, c.grid workers, c.decomposition
 -- (nil or "split_k") and c.splits, c.swizzle, c.raster; the tile programs'
 -- lowering (lua/tilua/tileas_lower.lua) builds one for its StreamK schedule.
-local function counters_bytes(c) return (c.tiles * 4 + 255) // 256 * 256 end
+local function counters_bytes(c) return (c.tiles * (c.fixup_parts or 1) * 4 + 255) // 256 * 256 end
 function M.max_splits(tl, c)
   local plan = tl.core.sched_plan { kind = "streamk", tiles_m = c.tm, tiles_n = c.tn, tiles_k = c.kt, workers = c.grid,
                                     swizzle = c.swizzle or 8, acc_tile_bytes = c.bm * c.bn * 4,
@@ -652,37 +768,49 @@ function M.workspace_bytes(c) return counters_bytes(c) + c.tiles * (c.max_splits
 -- same whatever the timing. No split waits for another but the last: no chain
 -- of waits, no deadlock. Returns the accumulator and whether this piece
 -- finishes the tile.
-function M.fixup(tl, c, p, work, acc, m, n, cw, t)
+function M.fixup(tl, c, p, work, acc, m, n, cw, t, part)
+  -- acc / cw: one accumulator and its 64-row slice of the tile, or lists of
+  -- them; part: which of the c.fixup_parts groups of warps calls (counters of their own)
+  local list = not tl.is_value(acc)
+  local accs, slices = list and acc or { acc }, list and cw or { cw }
   local splits, split, final = work:expected_splits(), work:split_idx(), work:is_final_split()
   local tile = m * c.tn + n
+  local counter = (c.fixup_parts or 1) > 1 and tile * c.fixup_parts + part or tile
   local n4 = c.bn // 8 -- vector<4 x f32> chunks per thread
   local slot = p.ws:as(tl.f32)
-  local function chunk_ptr(s, j)
-    local at = (((tile * (c.max_splits - 1) + s) * (c.bm // 64) + cw) * n4 + j) * 128 + t
+  local function chunk_ptr(s, i, j)
+    local at = (((tile * (c.max_splits - 1) + s) * (c.bm // 64) + slices[i]) * n4 + j) * 128 + t
     return slot + (at:cast(tl.i64) * 4 + counters_bytes(c) // 4)
   end
-  local out = tl.if_(splits:gt(1), function()
+  local out = table.pack(tl.if_(splits:gt(1), function()
     return tl.if_(final, function()
-      tl.generic_barrier.wait_eq_reset(p.ws, tile, splits - 1)
-      return tl.for_range(tl.const(0, tl.i32), splits - 1, { acc }, function(s, sum)
-        local vals = {}
-        for j = 0, n4 - 1 do
-          local v = chunk_ptr(s, j):load { vector = 4 }
-          for e = 0, 3 do vals[4 * j + e + 1] = tl.extract(sum, 4 * j + e) + tl.extract(v, e) end
+      tl.generic_barrier.wait_eq_reset(p.ws, counter, splits - 1)
+      return tl.for_range(tl.const(0, tl.i32), splits - 1, accs, function(s, ...)
+        local sums, res = { ... }, {}
+        for i, sum in ipairs(sums) do
+          local vals = {}
+          for j = 0, n4 - 1 do
+            local v = chunk_ptr(s, i, j):load { vector = 4 }
+            for e = 0, 3 do vals[4 * j + e + 1] = tl.extract(sum, 4 * j + e) + tl.extract(v, e) end
+          end
+          res[i] = tl.vector_of(tl.f32, vals)
         end
-        return tl.vector_of(tl.f32, vals)
+        return table.unpack(res)
       end)
     end, function()
-      for j = 0, n4 - 1 do
-        local vals = {}
-        for e = 0, 3 do vals[e + 1] = tl.extract(acc, 4 * j + e) end
-        chunk_ptr(split, j):store(tl.vector_of(tl.f32, vals))
+      for i, a in ipairs(accs) do
+        for j = 0, n4 - 1 do
+          local vals = {}
+          for e = 0, 3 do vals[e + 1] = tl.extract(a, 4 * j + e) end
+          chunk_ptr(split, i, j):store(tl.vector_of(tl.f32, vals))
+        end
       end
-      tl.generic_barrier.arrive_inc(p.ws, tile)
-      return acc
+      tl.generic_barrier.arrive_inc(p.ws, counter)
+      return table.unpack(accs)
     end)
-  end, function() return acc end)
-  return out, final
+  end, function() return table.unpack(accs) end))
+  if list then return { table.unpack(out, 1, out.n) }, final end
+  return out[1], final
 end
 
 return M
