@@ -143,6 +143,32 @@ describe("the stdlib GEMM on the emulator", function()
     end)
   end
 
+  -- a dynamic kernel: the problem is an argument (M, N, K), the tiles and the
+  -- grid follow it; one build serves every shape
+  it("runs one dynamic kernel on ragged shapes of every size, at both levels", function()
+    for _, v in ipairs { { schedule = "data_parallel", levels = { "lower-tile-scheduler", "ptx" } },
+                         { schedule = "persistent", sms = 2, consumers = "pingpong" },
+                         { schedule = "persistent", sms = 4, cluster = { 2, 2 }, bm = 256 } } do
+      local cfg = { m = 128, n = 128, k = 128, bn = 64, stages = 2, dynamic = true }
+      for key, x in pairs(v) do if key ~= "levels" then cfg[key] = x end end
+      local g = tl.gemm.build(cfg)
+      for _, pipeline in ipairs(v.levels or { "lower-tile-scheduler" }) do
+        local k = PH.lowered_gemm(g, pipeline)
+        for _, s in ipairs { { 100, 72, 136 }, { 312, 200, 64 }, { 8, 136, 200 } } do
+          local M, N, K = s[1], s[2], s[3]
+          local c = g:shaped { m = M, n = N, k = K }
+          local A, B, args = inputs(M, N, K, "bf16")
+          args[4], args[5], args[6] = M, N, K
+          local r = tl.emulate(k, { grid = c.grid, args = args, policy = "random", seed = 5 })
+          assert(r.ok, r.report)
+          assert.is_true(r.read(3) == reference(A, B, M, N, K, "bf16"), ("%s %dx%dx%d"):format(pipeline, M, N, K))
+        end
+      end
+      assert.error_matches(function() tl.gemm.build { m = 128, n = 128, k = 128 }:shaped { m = 64 } end,
+        "built for 128x128x128, not 64x128x128")
+    end
+  end)
+
   it("needs the swizzle; an accumulator read before its wgmma_wait is an error", function()
     local k, g = gemm { m = 128, n = 64, k = 64, bn = 64, stages = 2, schedule = "data_parallel" }
     local A, B, args = inputs(128, 64, 64, "bf16")
@@ -262,6 +288,16 @@ describe("verify_protocol on the GEMM", function()
   -- blocks through 2 stages: every stage holds each warpgroup's data in turn.
   local pp = { m = 128, n = 256, k = 128, bn = 64, stages = 2, consumers = "pingpong", schedule = "persistent", sms = 1 }
   local _, _, pargs = inputs(pp.m, pp.n, pp.k, "bf16")
+  it("reports nothing on a dynamic kernel (the problem an argument)", function()
+    local dcfg = { m = 64, n = 64, k = 64, bn = 64, stages = 2, schedule = "persistent", sms = 1, dynamic = true }
+    local k, g = gemm(dcfg)
+    local _, _, dargs = inputs(M, N, K, "bf16")
+    dargs[4], dargs[5], dargs[6] = M, N, K
+    local c = tl.verify_protocol(k, { grid = g:shaped { m = M, n = N, k = K }.grid, args = dargs, max_states = 20000 })
+    assert(c.ok, c.report)
+    assert.is_true(c.min_phases >= 2)
+  end)
+
   it("reports nothing on ping-pong's shared ring (each warpgroup two tiles)", function()
     local k = gemm(pp)
     local c = tl.verify_protocol(k, { grid = 1, args = pargs, max_states = 20000 })

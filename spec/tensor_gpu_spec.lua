@@ -144,4 +144,34 @@ describe("the GEMM of stdlib/gemm.lua", function()
       end
     end)
   end
+
+  -- one dynamic kernel per form, every shape an argument (fresh random inputs each)
+  local dynamic_forms = {
+    { bn = 256 }, { bm = 256, bn = 128 }, { consumers = "pingpong" }, { bm = 320, bn = 128 },
+    { bn = 256, cluster = { 1, 2 } }, { bm = 256, bn = 128, cluster = { 2, 1 }, schedule = "data_parallel" },
+    { bm = 64, bn = 128, wgs = 1 },
+  }
+  local dynamic_shapes = { { 1, 4096, 4096 }, { 77, 1032, 520 }, { 1000, 1000, 1000 }, { 2056, 3000, 1536 }, { 4096, 136, 8200 } }
+  for _, f in ipairs(dynamic_forms) do
+    local name = {}
+    for key, v in pairs(f) do name[#name + 1] = key .. "=" .. (type(v) == "table" and table.concat(v, "x") or tostring(v)) end
+    table.sort(name)
+    it("serves every shape from one dynamic kernel: " .. table.concat(name, " "), function()
+      gpu()
+      local o = { m = 1024, n = 1024, k = 1024, dynamic = true }
+      for key, v in pairs(f) do o[key] = v end
+      local g = tl.gemm.build(o)
+      for i, s in ipairs(dynamic_shapes) do
+        local m, n, k = s[1], s[2], s[3]
+        local a <close> = D.random(tl.bf16, m * k, seed + 2 * i)
+        local b <close> = D.random(tl.bf16, n * k, seed + 2 * i + 1)
+        local d <close> = D.alloc(tl.bf16, m * n)
+        d:fill(0)
+        g:run { a = a, b = b, d = d, m = m, n = n, k = k }
+        D.synchronize()
+        local ok, report = g:check { a = a, b = b, d = d, m = m, n = n, k = k, seed = seed }
+        assert(ok, ("%dx%dx%d: %s"):format(m, n, k, report))
+      end
+    end)
+  end
 end)

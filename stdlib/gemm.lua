@@ -149,7 +149,13 @@ function M.attach(tl)
     c.tm, c.tn, c.kt = (c.m + c.bm - 1) // c.bm, (c.n + c.bn - 1) // c.bn, (c.k + c.bk - 1) // c.bk
     c.tiles = c.tm * c.tn
     c.ctiles = (c.tm + c.cm - 1) // c.cm * ((c.tn + c.cn - 1) // c.cn) -- cluster tiles
-    c.name = c.name or ("gemm_%s_%dx%dx%d"):format(c.dtype, c.m, c.n, c.k)
+    -- dynamic: the problem is a kernel argument (M, N, K), m, n, k only the
+    -- shape the defaults were picked for; one kernel serves every shape
+    if c.dynamic and c.schedule == "streamk" then
+      raise("gemm.build: a dynamic StreamK or split-K kernel is not supported (its plan is made at compile time)")
+    end
+    c.name = c.name or (c.dynamic and ("gemm_%s_dynamic_%dx%d_%s"):format(c.dtype, c.bm, c.bn, c.consumers)
+                        or ("gemm_%s_%dx%dx%d"):format(c.dtype, c.m, c.n, c.k))
     return c
   end
 
@@ -175,12 +181,25 @@ function M.attach(tl)
     if c.beta and c.beta ~= 0 then params[#params + 1] = { "C", tl.ptr(eout) } end
     if c.bias then params[#params + 1] = { "bias", tl.ptr(tl.f32) } end
     if c.schedule == "streamk" then params[#params + 1] = { "ws", tl.ptr(tl.i32) } end
+    if c.dynamic then
+      for _, d in ipairs { "M", "N", "K" } do params[#params + 1] = { d, tl.i32 } end
+    end
     local CL, CM, CN, PP = c.cluster, c.cm, c.cn, c.consumers == "pingpong"
     local TM, BN, BK, S, WG, EC = c.bm, c.bn, c.bk, c.stages, c.wgs, c.epi
     local k = tl.kernel(c.name, { params = params, block = 128 * (1 + WG), cluster = CL > 1 and { CL, 1, 1 } or nil })
     local A_BYTES, B_BYTES = TM * BK * c.ebytes, BN * BK * c.ebytes
 
     k:define(function(k, p)
+      -- the problem in tiles: constants, or (dynamic) from the M, N, K arguments
+      local dims = c.dynamic and { m = p.M, n = p.N } or nil
+      local TMS, TNS, KT = c.tm, c.tn, c.kt
+      if c.dynamic then
+        TMS, TNS, KT = (p.M + (TM - 1)) // TM, (p.N + (BN - 1)) // BN, (p.K + (BK - 1)) // BK
+      end
+      local function k_range(work)
+        if c.schedule == "streamk" then return M.k_range(tl, c, work) end
+        return tl.const(0, tl.i32), c.dynamic and KT or tl.const(KT, tl.i32)
+      end
       -- one ring of S stages; the epilogue's staging: two 64 x EC sub-tiles per
       -- consumer warpgroup, swizzled like the D map
       local sA = k:shared(ein, { S, TM, BK }, { align = 1024, swizzle = 128 })
@@ -203,11 +222,11 @@ function M.attach(tl)
       local rank = CL > 1 and tl.cluster_rank() or tl.const(0, tl.i32)
       local rm, rn = rank % CM, rank // CM
       local function scheduler()
-        local o = { tiles = { c.tm, c.tn, 1, c.kt }, swizzle = c.swizzle or 8, raster_order = c.raster,
+        local o = { tiles = { TMS, TNS, 1, KT }, swizzle = c.swizzle or 8, raster_order = c.raster,
                     cluster = CL > 1 and { CM, CN, 1 } or nil }
         if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
         if c.schedule == "streamk" then return M.streamk_scheduler(tl, c, p.ws) end
-        o.workers = c.grid // CL
+        o.workers = c.dynamic and tl.grid_dim() // CL or c.grid // CL
         return tl.sched.static_persistent(o)
       end
 
@@ -229,7 +248,7 @@ function M.attach(tl)
             for j = 0, CN - 1 do row_mask = row_mask | 1 << (CM * j) end
             tiles({ st }, { function(work)
               local m0, n0 = (work:m() * CM + rm) * TM, (work:n() * CN + rn) * BN
-              local kb0, kbn = M.k_range(tl, c, work)
+              local kb0, kbn = k_range(work)
               tl.cutlass.for_range(kb0, kb0 + kbn, { st }, function(kb)
                 local k0 = kb * BK
                 pipe:producer_acquire(st)
@@ -277,7 +296,7 @@ function M.attach(tl)
           local st = pipe:consumer_start()
           -- ping-pong: the second warpgroup's first tile is the CTA's second, its
           -- stages come after the first tile's k blocks
-          if g == 1 then st:advance(c.kt) end
+          if g == 1 then st:advance(KT) end
           -- descriptors of stage s, slice i, k step kk. K-major: 128-byte rows of K, 8-row
           -- groups 1024 bytes apart (sbo); a k step moves along the row. MN-major:
           -- boxes of 64 (k) x 64 (m or n) elements; a k step is 16 rows (2048 bytes),
@@ -319,7 +338,7 @@ function M.attach(tl)
 
           local function tile(work)
             local m, n = work:m() * CM + rm, work:n() * CN + rn
-            local _, kbn = M.k_range(tl, c, work)
+            local _, kbn = k_range(work)
             if PP then go[g + 1]:wait(turn) end
             -- ping-pong: the other warpgroup's mainloop may start once this one's
             -- wgmmas are issued (before the last wgmma.wait_group)
@@ -335,12 +354,12 @@ function M.attach(tl)
             local final
             if c.schedule == "streamk" then accs, final = M.fixup(tl, c, p, work, accs, m, n, slices, t, w) end
             local function epilogues()
-              for i = 1, MI do M.epilogue(tl, c, p, sD, accs[i], m, n, wg, rows + 64 * (i - 1), t) end
+              for i = 1, MI do M.epilogue(tl, c, p, sD, accs[i], m, n, wg, rows + 64 * (i - 1), t, dims) end
             end
             if final then tl.if_(final, epilogues) else epilogues() end
             if PP then
               go[2 - g]:arrive(turn)
-              st:advance(c.kt) -- past the other warpgroup's tile
+              st:advance(KT) -- past the other warpgroup's tile
             end
           end
           local bodies = PP and (g == 0 and { tile, false } or { false, tile }) or { tile }
@@ -373,13 +392,10 @@ function M.attach(tl)
     local c = cfg_of(o)
     -- the SMs the grid is planned for: the device's, or c.sms (a smaller
     -- persistent grid: each CTA walks several tiles)
-    local sms = c.sms or (tl.device.available() and tl.device.sm_count() or 132)
-    -- data-parallel: a CTA a tile; persistent: at most a CTA per SM; StreamK: a
-    -- worker per SM, the scheduler spreads the k blocks of all tiles over them
-    c.grid = c.schedule == "data_parallel" and c.ctiles * c.cluster or c.schedule == "streamk" and sms
-             or math.max(1, math.min(sms // c.cluster, c.ctiles)) * c.cluster
+    c.sms_planned = c.sms or (tl.device.available() and tl.device.sm_count() or 132)
+    c.grid = M.grid_of(c, c.ctiles)
     if c.schedule == "streamk" then M.plan_streamk(tl, c) end
-    local g = setmetatable({ cfg = c, grid = c.grid, flops = 2.0 * c.m * c.n * c.k,
+    local g = setmetatable({ cfg = c, source = o, grid = c.grid, flops = 2.0 * c.m * c.n * c.k,
                              workspace_bytes = c.schedule == "streamk" and M.workspace_bytes(c) or 0 }, M.Gemm)
     local saved = tl.module() -- each GEMM is a module of its own
     tl.new_module()
@@ -391,9 +407,34 @@ function M.attach(tl)
   M.Gemm = {}
   M.Gemm.__index = M.Gemm
 
-  -- The tensor maps of the operands as stored (row-major buffers).
-  function M.Gemm:maps(a, b, d)
+  -- The configuration for a problem shape (o.m, o.n, o.k; absent: the built
+  -- one's): a dynamic kernel takes any, another only its own.
+  function M.Gemm:shaped(o)
     local c = self.cfg
+    local m, n, k = o and o.m or c.m, o and o.n or c.n, o and o.k or c.k
+    if m == c.m and n == c.n and k == c.k then return c end
+    if not c.dynamic then
+      raise(("gemm: this kernel was built for %dx%dx%d, not %dx%dx%d (build it with dynamic = true)"):format(
+        c.m, c.n, c.k, m, n, k))
+    end
+    self._shapes = self._shapes or {}
+    local key = ("%dx%dx%d"):format(m, n, k)
+    if not self._shapes[key] then
+      local t = {}
+      for key2, v in pairs(self.source) do t[key2] = v end
+      t.m, t.n, t.k, t.stages, t.name = m, n, k, c.stages, c.name
+      local s = cfg_of(t)
+      s.sms_planned = c.sms_planned
+      s.grid = M.grid_of(s, s.ctiles)
+      self._shapes[key] = s
+    end
+    return self._shapes[key]
+  end
+
+  -- The tensor maps of the operands as stored (row-major buffers), for the
+  -- configuration c (default the built one).
+  function M.Gemm:maps(a, b, d, c)
+    c = c or self.cfg
     local abox, bbox, cbox = boxes(c)
     local ashape = c.a_major == "k" and { c.m, c.k } or { c.k, c.m }
     local bshape = c.b_major == "k" and { c.n, c.k } or { c.k, c.n }
@@ -403,12 +444,13 @@ function M.attach(tl)
            tl.device.tensor_map { buffer = d, dtype = c.out, shape = { c.m, c.n }, box = cbox, swizzle = 2 * c.epi }
   end
 
-  -- g:run{a, b, d [, c, bias, alpha]}: launches (asynchronously); returns self.
+  -- g:run{a, b, d [, c, bias, alpha] [, m, n, k]}: launches (asynchronously);
+  -- returns self. m, n, k: the problem of this launch (a dynamic kernel's).
   function M.Gemm:run(o)
-    local c = self.cfg
-    if not self._maps or self._maps.a ~= o.a or self._maps.b ~= o.b or self._maps.d ~= o.d then
-      local ma, mb, md = self:maps(o.a, o.b, o.d)
-      self._maps = { a = o.a, b = o.b, d = o.d, ma, mb, md }
+    local c = self:shaped(o)
+    if not self._maps or self._maps.a ~= o.a or self._maps.b ~= o.b or self._maps.d ~= o.d or self._maps.c ~= c then
+      local ma, mb, md = self:maps(o.a, o.b, o.d, c)
+      self._maps = { a = o.a, b = o.b, d = o.d, c = c, ma, mb, md }
     end
     local args = { self._maps[1], self._maps[2], self._maps[3] }
     if c.alpha_param then args[#args + 1] = o.alpha or c.alpha or 1 end
@@ -421,7 +463,10 @@ function M.attach(tl)
       end
       args[#args + 1] = self.workspace
     end
-    self.kernel:launch { grid = self.grid, args = args }
+    if c.dynamic then
+      for _, x in ipairs { c.m, c.n, c.k } do args[#args + 1] = x end
+    end
+    self.kernel:launch { grid = c.grid, args = args }
     return self
   end
 
@@ -484,7 +529,7 @@ function M.attach(tl)
   -- against the plain reference kernel on the GPU, and `samples` elements against
   -- a CPU dot product.
   function M.Gemm:check(o)
-    local c = self.cfg
+    local c = self:shaped(o)
     local D = tl.device
     local saved = tl.module()
     tl.new_module()
@@ -614,8 +659,9 @@ end
 -- The epilogue of one 64-row slice of consumer warpgroup cw's part of tile
 -- (m, n): acc (its 64 x BN fragment, rows `rows` of the tile) scaled, biased
 -- and activated in registers, then stored in sub-tiles (M.store_subtiles).
-function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t)
+function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t, dims)
   local BN = c.bn
+  local DM, DN = dims and dims.m or c.m, dims and dims.n or c.n -- the problem (dims: values, a dynamic kernel's)
   local bar_id = 1 + cw -- named barriers 1, 2, ...: one per consumer warpgroup
   local f = tl.wgmma_fragment(t)
   local row0 = m * c.bm + rows + f.row -- global row of the thread's first element
@@ -632,13 +678,14 @@ function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t)
       local col = col0 + dc
       local v = vals[i]
       if c.bias then
-        local inb = col:lt(c.n)
+        local inb = col:lt(DN)
         v = v + tl.select(inb, (p.bias + tl.select(inb, col, tl.const(0, tl.i32))):load(), tl.const(0, tl.f32))
       end
       if c.beta and c.beta ~= 0 then
         local row = row0 + dr
-        local inb = row:lt(c.m) & col:lt(c.n)
-        local at = tl.select(inb, row:cast(tl.i64) * c.n + col:cast(tl.i64), tl.const(0, tl.i64))
+        local inb = row:lt(DM) & col:lt(DN)
+        local n64 = dims and DN:cast(tl.i64) or DN
+        local at = tl.select(inb, row:cast(tl.i64) * n64 + col:cast(tl.i64), tl.const(0, tl.i64))
         local old = tl.select(inb, (p.C + at):load():cast(tl.f32), tl.const(0, tl.f32))
         v = v + old * tl.const(c.beta, tl.f32)
       end
@@ -744,6 +791,17 @@ function M.max_splits(tl, c)
                                     decomp = c.decomposition, splits = c.splits }
   return math.max(1, plan:info().max_splits or 1)
 end
+-- The grid of c for `ctiles` cluster tiles, planned for c.sms_planned SMs:
+-- data-parallel, a CTA a tile; persistent, at most a CTA per SM (a cluster per
+-- cluster of SMs); StreamK, a worker per SM (the scheduler spreads the k
+-- blocks of all tiles over them).
+function M.grid_of(c, ctiles)
+  local sms = c.sms_planned
+  if c.schedule == "data_parallel" then return ctiles * c.cluster end
+  if c.schedule == "streamk" then return sms end
+  return math.max(1, math.min(sms // c.cluster, ctiles)) * c.cluster
+end
+
 -- The plan of c: split-K's default splits (one wave of tiles x splits units)
 -- and c.max_splits, which sizes the workspace. Returns c.
 function M.plan_streamk(tl, c)
