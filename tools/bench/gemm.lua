@@ -57,6 +57,8 @@ local FORMS = {
   { bn = 256, schedule = "splitk", splits = 4 },
   { bn = 128, schedule = "splitk", splits = 4 },
 }
+-- the sweep's split-K: one form planned per shape (its default splits: a wave of units)
+local SWEEP_SPLITK = { bn = 128, schedule = "splitk" }
 local function form_name(c)
   local o = { m = 1024, n = 1024, k = 1024 }
   for key, v in pairs(c) do o[key] = v end
@@ -207,23 +209,27 @@ local function measure(m, n, k, dt, candidates, o)
   return row
 end
 
--- The candidates for a shape: every form (--quick: the first), or in the
--- sweep those that suit its size.
+-- The candidates for a shape: every form that suits it (--quick: the first).
+-- The sweep takes fewer: the dynamic forms for its size and, under half a
+-- wave of 128 x 128 tiles with a long K, one split-K planned for it (the only
+-- form built per shape).
 local function candidates_for(m, n, k, dt, in_sweep)
   if quick then return { FORMS[1] } end
   local list = {}
+  local small = ((m + 127) // 128) * ((n + 127) // 128) < 66 and k >= 2048
   for _, c in ipairs(FORMS) do
-    -- the forms that suit the shape (the sweep: fewer, to keep it short)
     local use = true
     local tiles = ((m + 127) // 128) * ((n + 255) // 256)
-    if c.schedule then use = tiles < 132 and k >= 2048 end           -- under a wave of big tiles: split K
-    if c.bm == 64 then use = m <= 128 end                            -- decode-sized M
+    if c.schedule then use = not in_sweep and tiles < 132 and k >= 2048 end -- under a wave of big tiles: split K
+    if c.bm == 64 then use = m <= 128 end                                   -- decode-sized M
     if in_sweep then
       if c.bm == 320 or c.bm == 192 then use = m >= 2048 end
       if c.cluster then use = m >= 1024 and n >= 1024 end
+      if m <= 128 and (c.consumers or (c.bm or 128) > 128) then use = false end
     end
     if use then list[#list + 1] = c end
   end
+  if in_sweep and small then list[#list + 1] = SWEEP_SPLITK end
   return list
 end
 
