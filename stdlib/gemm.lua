@@ -149,6 +149,9 @@ function M.attach(tl)
     c.tm, c.tn, c.kt = (c.m + c.bm - 1) // c.bm, (c.n + c.bn - 1) // c.bn, (c.k + c.bk - 1) // c.bk
     c.tiles = c.tm * c.tn
     c.ctiles = (c.tm + c.cm - 1) // c.cm * ((c.tn + c.cn - 1) // c.cn) -- cluster tiles
+    -- programmatic dependent launch: a launch may start while the stream's
+    -- previous kernel finishes (its prologue overlaps that kernel's tail)
+    if c.pdl == nil then c.pdl = true end
     -- dynamic: the problem is a kernel argument (M, N, K), m, n, k only the
     -- shape the defaults were picked for; one kernel serves every shape
     if c.dynamic and c.schedule == "streamk" then
@@ -244,6 +247,8 @@ function M.attach(tl)
             -- the first TMA of each operand need not wait for its map to be fetched
             tl.tensor_map_prefetch(p.A)
             tl.tensor_map_prefetch(p.B)
+            -- the operands may be the previous kernel's outputs (a PDL launch)
+            if c.pdl then tl.griddepcontrol_wait() end
             local row_mask = 0 -- the ranks of a cluster row (rm = 0)
             for j = 0, CN - 1 do row_mask = row_mask | 1 << (CM * j) end
             tiles({ st }, { function(work)
@@ -277,6 +282,9 @@ function M.attach(tl)
             pipe:producer_tail(st)
           end)
         end)
+        -- every load is issued: the next kernel in the stream may launch (its
+        -- own griddepcontrol.wait waits until this grid completed)
+        if c.pdl then tl.griddepcontrol_launch_dependents() end
       end)
       -- }===
 
@@ -293,6 +301,8 @@ function M.attach(tl)
           local wg = w and tl.const(w, tl.i32) or a:warp_id() // 4
           local rows = PP and tl.const(0, tl.i32) or w and tl.const(64 * c.lo[w], tl.i32) or wg * (64 * MI)
           local t = a:thread_id() % 128
+          -- C and bias may be the previous kernel's outputs and D its input (a PDL launch)
+          if c.pdl then tl.griddepcontrol_wait() end
           local st = pipe:consumer_start()
           -- ping-pong: the second warpgroup's first tile is the CTA's second, its
           -- stages come after the first tile's k blocks
@@ -466,7 +476,7 @@ function M.attach(tl)
     if c.dynamic then
       for _, x in ipairs { c.m, c.n, c.k } do args[#args + 1] = x end
     end
-    self.kernel:launch { grid = c.grid, args = args }
+    self.kernel:launch { grid = c.grid, args = args, pdl = c.pdl }
     return self
   end
 

@@ -493,7 +493,7 @@ return function(handlers, x)
   local function nop() return {} end
   for _, n in ipairs { "nvvm.fence", "nvvm.fence.proxy.async", "nvvm.fence.mbarrier_init", "nvvm.nanosleep",
                        "tileas.pragma", -- a scheduler knob (tileas-insert-OCG-knobs): no effect on the program
-                       "nvvm.setmaxregister" } do
+                       "nvvm.setmaxregister", "nvvm.griddepcontrol.wait", "nvvm.griddepcontrol.launch_dependents" } do
     handlers[n] = nop
   end
 

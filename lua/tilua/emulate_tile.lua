@@ -156,6 +156,8 @@ return function(handlers, api)
   end
   local function nop() return {} end
   handlers["tile.fence"], handlers["tile.fence_proxy_async"], handlers["tile.fence_mbarrier_init"] = nop, nop, nop
+  -- one grid is emulated: there is no earlier grid to wait for, no later one to let in
+  handlers["tile.griddepcontrol_wait"], handlers["tile.griddepcontrol_launch_dependents"] = nop, nop
 
   handlers["tile.elect_one"] = function(R, W, rec, _, ctx)
     local sub = setmetatable({ mask = { ctx.mask[1] }, narrow = true }, { __index = ctx })

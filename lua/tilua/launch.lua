@@ -175,9 +175,11 @@ function M.attach(tl)
     return file and ("%s:%d"):format(file, line) or nil
   end
 
-  -- k:launch{ grid = n | {x,y,z}, block = ..., cluster = ..., smem = bytes, args = {...} }
+  -- k:launch{ grid = n | {x,y,z}, block = ..., cluster = ..., smem = bytes, args = {...}, pdl = bool }
   -- block and cluster default to the kernel_spec (and must match it); smem is
-  -- the dynamic part after the static allocations (default kernel_spec.smem).
+  -- the dynamic part after the static allocations (default kernel_spec.smem);
+  -- pdl: a programmatic dependent launch (it may start while the stream's
+  -- previous kernel finishes; tl.griddepcontrol_wait in the kernel waits for it).
   -- Asynchronous: tl.device.synchronize() waits and reports failures.
   -- The launch plan of the compiled kernel (l_launch.c): argument kinds, dims
   -- and names decoded once; nil when a parameter needs the Lua path (tensor
@@ -204,7 +206,7 @@ function M.attach(tl)
     cfg = cfg or {}
     if not self.ptx then self:compile() end
     local info = launch_info(self)
-    if self._fn and cfg.block == nil and cfg.cluster == nil and not info.tile then -- the fast path
+    if self._fn and cfg.block == nil and cfg.cluster == nil and not cfg.pdl and not info.tile then -- the fast path
       local plan = launch_plan(self, info)
       if plan then
         plan:launch(cfg.grid or 1, cfg.args or {}, cfg.smem)
@@ -230,7 +232,7 @@ function M.attach(tl)
       self._fn = self._module:func(self.name)
     end
     self._fn:launch({ grid = grid, block = block, cluster = cluster, smem = static + dyn, name = self.name,
-                      where = launch_site(), hang_sites = info.hang_sites }, targs or launch_args(self, cfg.args))
+                      where = launch_site(), hang_sites = info.hang_sites, pdl = cfg.pdl }, targs or launch_args(self, cfg.args))
     return self
   end
 

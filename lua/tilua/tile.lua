@@ -254,6 +254,10 @@ function M.attach(tl)
   end
   function tl.fence(scope) op0("tile.fence", nil, { scope = scope or "gpu" }) end
   function tl.fence_proxy_async(space) op0("tile.fence_proxy_async", nil, { space = space }) end
+  -- programmatic dependent launch (k:launch{pdl = true}): wait for the grids
+  -- this one depends on; let the grids that depend on this one launch
+  function tl.griddepcontrol_wait() op0("tile.griddepcontrol_wait") end
+  function tl.griddepcontrol_launch_dependents() op0("tile.griddepcontrol_launch_dependents") end
   function tl.fence_mbarrier_init() op0("tile.fence_mbarrier_init") end
 
   function tl.mbarrier_init(bar, count) op0("tile.mbarrier_init", { bar, i32(count, "count") }) end

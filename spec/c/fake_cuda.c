@@ -13,6 +13,9 @@
 **          for the debug-hangs records and gets two: warp 0 gave up on an
 **          mbarrier at site 1, warp 1 waits at named barrier 1 at site 2
 **
+** FAKE_CUDA_LAUNCH_LOG=path appends a line per cuLaunchKernelEx with the
+** launch's attributes ("launch cluster 2 1 1 pdl"), for the specs to check.
+**
 ** Only what src/cuda/cuda_rt.c asks cuGetProcAddress_v2 for is here.
 */
 #ifndef _POSIX_C_SOURCE
@@ -186,8 +189,41 @@ static CUresult run_kernel(Fn *fn, void **params) {
   }
   return OK;
 }
+/* The driver's launch config as cuda.h lays it out (src/cuda/cuda_rt.h). */
+typedef struct {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    struct {
+      unsigned x, y, z;
+    } cluster;
+    int flag;
+  } value;
+} FakeLaunchAttribute;
+typedef struct {
+  unsigned grid[3], block[3], smem;
+  void *stream;
+  FakeLaunchAttribute *attrs;
+  unsigned nattrs;
+} FakeLaunchConfig;
+
 static CUresult cuLaunchKernelEx(const void *cfg, void *f, void **params, void **extra) {
-  (void)cfg, (void)extra;
+  (void)extra;
+  const char *log = getenv("FAKE_CUDA_LAUNCH_LOG");
+  FILE *out = log ? fopen(log, "a") : NULL;
+  if (out) {
+    const FakeLaunchConfig *c = cfg;
+    fprintf(out, "launch");
+    for (unsigned i = 0; i < c->nattrs; i++) {
+      const FakeLaunchAttribute *a = &c->attrs[i];
+      if (a->id == 4) fprintf(out, " cluster %u %u %u", a->value.cluster.x, a->value.cluster.y, a->value.cluster.z);
+      else if (a->id == 6) fprintf(out, " pdl %d", a->value.flag);
+      else fprintf(out, " attribute %d", a->id);
+    }
+    fprintf(out, "\n");
+    fclose(out);
+  }
   return run_kernel(f, params);
 }
 static CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,

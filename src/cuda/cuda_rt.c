@@ -662,9 +662,11 @@ TlcuResult tlcu_function_set_max_dynamic_smem(TlcuRuntime *rt, CUfunction f, uns
 
 static unsigned int dim1(unsigned int d) { return d ? d : 1; }
 
-/* Fill the driver's config; the cluster attribute only when a cluster is asked. */
+/* Fill the driver's config; the cluster attribute only when a cluster is
+** asked, the programmatic stream serialization one for a PDL launch (attrs:
+** room for both). */
 static TlcuResult tlcu_config(TlcuRuntime *rt, const TlcuLaunch *l, CUlaunchConfig *c,
-                              CUlaunchAttribute *cluster) {
+                              CUlaunchAttribute *attrs) {
   unsigned int g[3], cl[3];
   for (int i = 0; i < 3; i++) {
     g[i] = dim1(l->grid[i]);
@@ -679,29 +681,35 @@ static TlcuResult tlcu_config(TlcuRuntime *rt, const TlcuLaunch *l, CUlaunchConf
   c->blockDimZ = dim1(l->block[2]);
   c->sharedMemBytes = l->smem;
   c->hStream = l->stream;
+  c->attrs = attrs;
   if (cl[0] * cl[1] * cl[2] > 1) {
+    CUlaunchAttribute *cluster = &attrs[c->numAttrs++];
     memset(cluster, 0, sizeof *cluster);
     cluster->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     cluster->value.clusterDim.x = cl[0];
     cluster->value.clusterDim.y = cl[1];
     cluster->value.clusterDim.z = cl[2];
-    c->attrs = cluster;
-    c->numAttrs = 1;
+  }
+  if (l->pdl) {
+    CUlaunchAttribute *pdl = &attrs[c->numAttrs++];
+    memset(pdl, 0, sizeof *pdl);
+    pdl->id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    pdl->value.programmaticStreamSerializationAllowed = 1;
   }
   return TLCU_OK;
 }
 
 TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, void **args) {
   CUlaunchConfig c;
-  CUlaunchAttribute cluster;
+  CUlaunchAttribute attrs[2];
   TlcuResult st = tlcu_begin(rt);
   if (st == TLCU_OK) st = reap(rt);
   int joins = st == TLCU_OK && joins_group(rt, f, cfg);
   if (st == TLCU_OK && !joins) st = close_group(rt);
-  if (st == TLCU_OK) st = tlcu_config(rt, cfg, &c, &cluster);
+  if (st == TLCU_OK) st = tlcu_config(rt, cfg, &c, attrs);
   if (st == TLCU_OK && c.sharedMemBytes > SM90_SMEM_DEFAULT && !cfg->smem_allowed)
     st = tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes);
-  /* without a cluster the plain entry point, which costs the driver less */
+  /* without a cluster or PDL the plain entry point, which costs the driver less */
   if (st == TLCU_OK && (c.numAttrs ? CU_CALL(rt, cuLaunchKernelEx, (&c, f, args, NULL))
                                    : CU_CALL(rt, cuLaunchKernel, (f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX,
                                                                   c.blockDimY, c.blockDimZ, c.sharedMemBytes, c.hStream,

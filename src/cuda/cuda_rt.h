@@ -94,7 +94,8 @@ typedef enum CUlaunchAttributeID_enum {
   CU_LAUNCH_ATTRIBUTE_IGNORE = 0,
   CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2,
   CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
-  CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 5
+  CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 5,
+  CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 } CUlaunchAttributeID;
 
 /* 64 bytes, 8-byte aligned like cuda.h's union (it holds pointers). */
@@ -104,6 +105,7 @@ typedef union CUlaunchAttributeValue_union {
     unsigned int x, y, z;
   } clusterDim;
   int cooperative;
+  int programmaticStreamSerializationAllowed;
   void *align_ptr_;
   unsigned long long align_u64_;
 } CUlaunchAttributeValue;
@@ -210,6 +212,8 @@ typedef struct TlcuLaunch {
   const char *where;       /* the launch's place in the script, for reports (NULL: none) */
   TlcuHang *hang;          /* debug-hangs records (the launch takes them), or NULL */
   int smem_allowed;        /* the function's dynamic shared memory attribute already allows smem */
+  int pdl;                 /* programmatic dependent launch: may start before the stream's previous
+                           ** kernel finished (its griddepcontrol.wait waits for it) */
 } TlcuLaunch;
 
 /* Something the runtime holds and releases at shutdown. */

@@ -468,7 +468,7 @@ static const char *opt_field(lua_State *L, int idx, const char *k) {
   return s;
 }
 
-/* core.launch(fn, {grid=, block=, cluster=, smem=, name=, where=, hang_sites=},
+/* core.launch(fn, {grid=, block=, cluster=, smem=, name=, where=, hang_sites=, pdl=},
 ** { {type, value}, ... }): name and where (the script's line) go into the
 ** reports of a kernel that hangs or fails; hang_sites (the lowered kernel's
 ** debug-hangs sites) adds the records' address as the last argument. */
@@ -487,6 +487,9 @@ static int fn_launch(lua_State *L) {
   lua_pop(L, 1);
   cfg.name = opt_field(L, 2, "name");
   cfg.where = opt_field(L, 2, "where");
+  lua_getfield(L, 2, "pdl");
+  cfg.pdl = lua_toboolean(L, -1);
+  lua_pop(L, 1);
   int n = (int)luaL_len(L, 3);
   if (n > 63) return lb_error(L, "launch: too many arguments (%d)", n);
   uint64_t slots[64];

@@ -1,0 +1,72 @@
+-- Programmatic dependent launch: tl.griddepcontrol_wait and
+-- tl.griddepcontrol_launch_dependents (PTX griddepcontrol.*), and the launch
+-- attribute k:launch{pdl = true} sets (cuLaunchKernelEx's programmatic stream
+-- serialization), checked through the stand-in driver's launch log; the
+-- stdlib GEMM launches so by default.
+local H = dofile "spec/helper.lua"
+local tl = require "tilua"
+
+local FAKE = os.getenv "TILUA_FAKE_CUDA"
+if FAKE == "" then FAKE = nil end
+
+-- out[i] = i, after waiting for the grids before; then lets the next ones launch
+local function kernel(cluster)
+  tl.new_module()
+  local k = tl.kernel("pdl_copy", { params = { { "out", tl.ptr(tl.i32) } }, block = 64, cluster = cluster })
+  k:define(function(_, p)
+    tl.griddepcontrol_wait()
+    local i = tl.global_id "x"
+    tl.store(p.out + i, i)
+    tl.griddepcontrol_launch_dependents()
+  end)
+  return k
+end
+
+describe("programmatic dependent launch", function()
+  it("emits griddepcontrol.wait and launch_dependents, which ptxas accepts", function()
+    local ptx = kernel():compile()
+    assert.matches("griddepcontrol.wait;", ptx, 1, true)
+    assert.matches("griddepcontrol.launch_dependents;", ptx, 1, true)
+    local ok, log = tl.ptxas(ptx)
+    if ok == nil then pending("ptxas not found") return end
+    assert(ok, log)
+  end)
+
+  it("runs on the emulator as one grid: nothing to wait for", function()
+    local r = tl.emulate(kernel(), { grid = 2, args = { { bytes = 512 } } })
+    assert(r.ok, r.report)
+    local want = {}
+    for i = 0, 127 do want[#want + 1] = string.pack("<i4", i) end
+    assert.equal(table.concat(want), r.read(1))
+  end)
+
+  it("sets the launch attribute with pdl = true, next to a cluster's (the stand-in driver's log)", function()
+    if not FAKE then pending "no stand-in driver (TILUA_FAKE_CUDA, set by ctest)" return end
+    local log = os.tmpname()
+    local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_LAUNCH_LOG = log }, { "-e", [[
+      local tl = require "tilua"
+      local function kernel(cluster)
+        tl.new_module()
+        local k = tl.kernel("pdl_copy", { params = { { "out", tl.ptr(tl.i32) } }, block = 64, cluster = cluster })
+        k:define(function(_, p) tl.griddepcontrol_wait() tl.store(p.out + tl.global_id "x", 1) end)
+        return k
+      end
+      local out = tl.device.alloc(tl.i32, 256)
+      kernel():launch { grid = 2, args = { out }, pdl = true }
+      kernel { 2, 1, 1 }:launch { grid = 2, args = { out }, pdl = true }
+      kernel():launch { grid = 2, args = { out } } -- no attribute: the plain entry point, no line
+      local g = tl.gemm.build { m = 256, n = 256, k = 128 }
+      local a, b, d = tl.device.alloc(tl.bf16, 256 * 128), tl.device.alloc(tl.bf16, 256 * 128), tl.device.alloc(tl.bf16, 256 * 256)
+      g:run { a = a, b = b, d = d }
+      tl.gemm.build { m = 256, n = 256, k = 128, pdl = false }:run { a = a, b = b, d = d }
+      tl.device.synchronize()
+      print "done"
+    ]] })
+    local f = io.open(log)
+    local lines = f and f:read "a" or ""
+    if f then f:close() end
+    os.remove(log)
+    assert(code == 0 and out:find "done", out .. err)
+    assert.equal("launch pdl 1\nlaunch cluster 2 1 1 pdl 1\nlaunch pdl 1\n", lines)
+  end)
+end)
