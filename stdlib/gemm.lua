@@ -84,15 +84,16 @@ function M.attach(tl)
     c.even = PP or (c.bm // 64) % c.wgs == 0
     c.mi = PP and c.bm // 64 or ((c.bm // 64) + c.wgs - 1) // c.wgs -- the most a warpgroup has
     c.fixup_parts = c.even and 1 or c.wgs -- StreamK: warpgroups with code of their own each run the fixup
-    -- registers: the producer warpgroup gives its back (setmaxnreg.dec), the
-    -- consumers share the rest of the 64K (multiples of 8)
-    local producer_regs = c.wgs <= 4 and 40 or 24
-    c.regs = { producer_regs, math.min(240, (65536 - 128 * producer_regs) // (128 * c.wgs) // 8 * 8) }
-    -- what ptxas lets the consumer code use: the setmaxnreg region with two
-    -- consumer warpgroups or fewer, else the launch's share (65536 / threads;
-    -- seen with ptxas 13.0: a 512-thread kernel's consumers get 128 whatever
-    -- setmaxnreg says)
-    local budget = c.wgs <= 2 and c.regs[2] or 65536 // (128 * (c.wgs + 1)) // 8 * 8
+    -- registers. Two consumer warpgroups (CUTLASS's and FA3's configuration):
+    -- the producer warpgroup gives registers back (setmaxnreg.dec 40) and the
+    -- consumers take them (setmaxnreg.inc 232), and ptxas compiles the code
+    -- after the .inc with 232. Any other count: no setmaxnreg (c.regs nil).
+    -- ptxas 13.0 gives a kernel of more threads the launch's share (65536 /
+    -- threads) past an .inc whatever its count (a 512-thread kernel's
+    -- consumers get 128), so it would buy nothing there, and an .inc that the
+    -- CTA's register pool cannot serve waits forever.
+    c.regs = c.wgs == 2 and { 40, 232 } or nil
+    local budget = c.regs and c.regs[2] or math.min(248, 65536 // (128 * (c.wgs + 1)) // 8 * 8)
     if c.mi * c.bn // 2 > budget - 32 then
       raise(("gemm.build: a %dx%d tile over %d consumer warpgroups needs %d accumulator registers a thread, more than %d - 32"):format(
         c.bm, c.bn, c.wgs, c.mi * c.bn // 2, budget))
@@ -240,7 +241,7 @@ function M.attach(tl)
 
       -- {=== the producer warpgroup: TMA loads into the ring's stages, the tiles in order
       k:agent("producer", { warps = 4 }, function()
-        tl.setmaxnreg(c.regs[1], "dec")
+        if c.regs then tl.setmaxnreg(c.regs[1], "dec") end
         k:async_exec("producer", { first_warp = 0, warps = 1 }, function()
           local st = pipe:producer_start()
           tl.elect_one(function()
@@ -293,7 +294,7 @@ function M.attach(tl)
       -- w: a warpgroup of its own (ping-pong's, or an uneven split's), nil: every
       -- cooperative warpgroup of an even split (the warpgroup a runtime value)
       local function consumer(a, first, n, g, w)
-        tl.setmaxnreg(c.regs[2], "inc")
+        if c.regs then tl.setmaxnreg(c.regs[2], "inc") end
         local MI = w and not PP and c.lo[w + 1] - c.lo[w] or c.mi
         k:async_exec("consumer", { first_warp = first, warps = n }, function()
           -- the warpgroup: its 64-row slices of the tile (the first at `rows`),
