@@ -2,7 +2,8 @@
 -- tl.griddepcontrol_launch_dependents (PTX griddepcontrol.*), and the launch
 -- attribute k:launch{pdl = true} sets (cuLaunchKernelEx's programmatic stream
 -- serialization), checked through the stand-in driver's launch log; the
--- stdlib GEMM launches so by default.
+-- stdlib GEMM launches so by default, and sizes a persistent grid of clusters
+-- to the clusters that fit at once.
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 
@@ -43,7 +44,7 @@ describe("programmatic dependent launch", function()
   it("sets the launch attribute with pdl = true, next to a cluster's (the stand-in driver's log)", function()
     if not FAKE then pending "no stand-in driver (TILUA_FAKE_CUDA, set by ctest)" return end
     local log = os.tmpname()
-    local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_LAUNCH_LOG = log }, { "-e", [[
+    local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_LAUNCH_LOG = log, FAKE_CUDA_CLUSTERS = "5" }, { "-e", [[
       local tl = require "tilua"
       local function kernel(cluster)
         tl.new_module()
@@ -59,6 +60,9 @@ describe("programmatic dependent launch", function()
       local a, b, d = tl.device.alloc(tl.bf16, 256 * 128), tl.device.alloc(tl.bf16, 256 * 128), tl.device.alloc(tl.bf16, 256 * 256)
       g:run { a = a, b = b, d = d }
       tl.gemm.build { m = 256, n = 256, k = 128, pdl = false }:run { a = a, b = b, d = d }
+      -- 64 tiles of 128 x 128 in clusters of 2 x 2: 16 cluster tiles, 33 planned for, 5 fit
+      local a2, b2, big = tl.device.alloc(tl.bf16, 1024 * 128), tl.device.alloc(tl.bf16, 1024 * 128), tl.device.alloc(tl.bf16, 1024 * 1024)
+      tl.gemm.build { m = 1024, n = 1024, k = 128, bn = 128, cluster = { 2, 2 }, sms = 132 }:run { a = a2, b = b2, d = big }
       tl.device.synchronize()
       print "done"
     ]] })
@@ -67,6 +71,7 @@ describe("programmatic dependent launch", function()
     if f then f:close() end
     os.remove(log)
     assert(code == 0 and out:find "done", out .. err)
-    assert.equal("launch pdl 1\nlaunch cluster 2 1 1 pdl 1\nlaunch pdl 1\n", lines)
+    assert.equal("launch grid 2 pdl 1\nlaunch grid 2 cluster 2 1 1 pdl 1\nlaunch grid 2 pdl 1\n"
+                 .. "launch grid 20 cluster 4 1 1 pdl 1\n", lines)
   end)
 end)

@@ -230,7 +230,8 @@ function M.attach(tl)
                     cluster = CL > 1 and { CM, CN, 1 } or nil }
         if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
         if c.schedule == "streamk" then return M.streamk_scheduler(tl, c, p.ws) end
-        o.workers = c.dynamic and tl.grid_dim() // CL or c.grid // CL
+        -- clusters: the launch sizes the grid to the clusters that fit at once (Gemm:run)
+        o.workers = (c.dynamic or CL > 1) and tl.grid_dim() // CL or c.grid // CL
         return tl.sched.static_persistent(o)
       end
 
@@ -477,7 +478,14 @@ function M.attach(tl)
     if c.dynamic then
       for _, x in ipairs { c.m, c.n, c.k } do args[#args + 1] = x end
     end
-    self.kernel:launch { grid = c.grid, args = args, pdl = c.pdl }
+    local grid = c.grid
+    if c.schedule == "persistent" and c.cluster > 1 then
+      -- a persistent grid of clusters: as many as can be resident at once (a
+      -- GPC fits a whole number of clusters: 132 SMs hold fewer than 33 of 4)
+      self._clusters = self._clusters or self.kernel:max_active_clusters()
+      if self._clusters > 0 then grid = math.min(grid, self._clusters * c.cluster) end
+    end
+    self.kernel:launch { grid = grid, args = args, pdl = c.pdl }
     return self
   end
 

@@ -236,6 +236,21 @@ function M.attach(tl)
     return self
   end
 
+  -- k:max_active_clusters([smem]) -> how many clusters of the kernel (its
+  -- block, cluster and shared memory) can be resident at once on the device
+  -- (cuOccupancyMaxActiveClusters): the size of a persistent grid of clusters.
+  function Kernel:max_active_clusters(smem)
+    if not self.ptx then self:compile() end
+    if not tl.device.available() then raise("no GPU: " .. core.device_error()) end
+    local info = launch_info(self)
+    if not self._fn then
+      self._module = core.module_load(self.ptx)
+      self._fn = self._module:func(self.name)
+    end
+    return self._fn:max_active_clusters { block = info.block, cluster = info.cluster,
+                                          smem = info.static + (smem or info.smem) }
+  end
+
   -- k:run(cfg): k:launch(cfg), then wait for it (failures raise here).
   function Kernel:run(cfg)
     self:launch(cfg)

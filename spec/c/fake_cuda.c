@@ -14,7 +14,8 @@
 **          mbarrier at site 1, warp 1 waits at named barrier 1 at site 2
 **
 ** FAKE_CUDA_LAUNCH_LOG=path appends a line per cuLaunchKernelEx with the
-** launch's attributes ("launch cluster 2 1 1 pdl"), for the specs to check.
+** launch's grid and attributes ("launch grid 4 cluster 2 1 1 pdl 1"), for the
+** specs to check. cuOccupancyMaxActiveClusters answers FAKE_CUDA_CLUSTERS (1).
 **
 ** Only what src/cuda/cuda_rt.c asks cuGetProcAddress_v2 for is here.
 */
@@ -214,7 +215,7 @@ static CUresult cuLaunchKernelEx(const void *cfg, void *f, void **params, void *
   FILE *out = log ? fopen(log, "a") : NULL;
   if (out) {
     const FakeLaunchConfig *c = cfg;
-    fprintf(out, "launch");
+    fprintf(out, "launch grid %u", c->grid[0]);
     for (unsigned i = 0; i < c->nattrs; i++) {
       const FakeLaunchAttribute *a = &c->attrs[i];
       if (a->id == 4) fprintf(out, " cluster %u %u %u", a->value.cluster.x, a->value.cluster.y, a->value.cluster.z);
@@ -291,7 +292,8 @@ static CUresult cuTensorMapEncodeTiled(void *map, int dtype, unsigned int rank, 
 }
 static CUresult cuOccupancyMaxActiveClusters(int *clusters, void *f, const void *cfg) {
   (void)f, (void)cfg;
-  return *clusters = 1, OK;
+  const char *n = getenv("FAKE_CUDA_CLUSTERS");
+  return *clusters = n ? atoi(n) : 1, OK;
 }
 /* }=== */
 

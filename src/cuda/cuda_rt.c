@@ -736,8 +736,8 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
 TlcuResult tlcu_max_active_clusters(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, int *out) {
   TLCU_BEGIN(rt);
   CUlaunchConfig c;
-  CUlaunchAttribute cluster;
-  if (tlcu_config(rt, cfg, &c, &cluster) != TLCU_OK) return TLCU_FAIL;
+  CUlaunchAttribute attrs[2];
+  if (tlcu_config(rt, cfg, &c, attrs) != TLCU_OK) return TLCU_FAIL;
   if (c.sharedMemBytes > SM90_SMEM_DEFAULT &&
       tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes) != TLCU_OK)
     return TLCU_FAIL;
