@@ -11,6 +11,8 @@
 -- StreamK and split-K are planned per shape, so built per shape.
 --
 --   tilua tools/bench/gemm.lua [--quick] [--shapes=8192x8192x8192,4096x4096x4096]
+--   tilua tools/bench/gemm.lua [--budget=SECONDS]    stop starting shapes after that long
+--     (the table and the mean cover the shapes measured; the others are listed)
 --   tilua tools/bench/gemm.lua --sweep [--limit=N]   the sweep: >= 100 shapes
 --     (square, the issue's, and the projections of Llama-3 8B and 70B for
 --     1 to 16384 tokens), each form's figure, the best against cuBLASLt, the
@@ -24,12 +26,13 @@ local tl = require "tilua"
 tl.device.require()
 local D = tl.device
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
-local quick, only, sweep, limit = false, nil, false, nil
+local quick, only, sweep, limit, budget = false, nil, false, nil, nil
 for _, a in ipairs(arg or {}) do
   quick = quick or a == "--quick"
   sweep = sweep or a == "--sweep"
   only = a:match "^%-%-shapes=(.*)$" or only
   limit = tonumber(a:match "^%-%-limit=(%d+)$" or "") or limit
+  budget = tonumber(a:match "^%-%-budget=(%d+)$" or "") or budget
 end
 
 local blas, why = tl.core.blas_available()
@@ -254,13 +257,15 @@ if sweep then
     { "8B qkv", 4096 + 2 * 1024, 4096 }, { "8B o", 4096, 4096 }, { "8B gate_up", 2 * 14336, 4096 }, { "8B down", 4096, 14336 },
     { "70B qkv", 8192 + 2 * 1024, 8192 }, { "70B o", 8192, 8192 }, { "70B gate_up", 2 * 28672, 8192 }, { "70B down", 8192, 28672 },
   }
-  for _, tokens in ipairs { 1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384 } do
-    for _, l in ipairs(layers) do shapes[#shapes + 1] = { tokens, l[2], l[3], nil, l[1] } end
-  end
-  for _, s in ipairs { 512, 1024, 2048, 3072, 4096, 6144, 8192, 12288 } do shapes[#shapes + 1] = { s, s, s } end
+  -- the issue's shapes and squares first, then the token counts interleaved
+  -- large and small, so that a run cut short by --budget still spans them
   for _, s in ipairs { { 1024, 1024, 16384 }, { 3456, 4096, 4096 }, { 4096, 4096, 512 }, { 8192, 8192, 1024 },
                        { 2048, 8192, 2048 }, { 16384, 4096, 1024 }, { 768, 3072, 768 }, { 3072, 768, 3072 } } do
     shapes[#shapes + 1] = s
+  end
+  for _, s in ipairs { 512, 1024, 2048, 3072, 4096, 6144, 8192, 12288 } do shapes[#shapes + 1] = { s, s, s } end
+  for _, tokens in ipairs { 16384, 1, 4096, 16, 1024, 64, 8192, 128, 2048, 256, 512 } do
+    for _, l in ipairs(layers) do shapes[#shapes + 1] = { tokens, l[2], l[3], nil, l[1] } end
   end
   if limit then
     while #shapes > limit do table.remove(shapes) end
@@ -274,14 +279,22 @@ end
 
 -- }===
 
-local rows, t0 = {}, os.time()
+local rows, t0, skipped = {}, os.time(), {}
 for _, s in ipairs(shapes) do
   local m, n, k, dt = s[1], s[2], s[3], s[4] or "bf16"
+  if budget and os.time() - t0 >= budget then
+    skipped[#skipped + 1] = ("%dx%dx%d"):format(m, n, k)
+    goto next
+  end
   local row = measure(m, n, k, dt, candidates_for(m, n, k, dt, sweep), sweep and { samples = 3 } or nil)
   row.what = s[5]
   rows[#rows + 1] = row
   print_row(row)
   collectgarbage()
+  ::next::
+end
+if #skipped > 0 then
+  print(("\nthe budget of %d s ran out: %d shapes not measured (%s)"):format(budget, #skipped, table.concat(skipped, ", ")))
 end
 
 print(("\n| shape |%s tile | tilua TFLOP/s | cuBLAS TFLOP/s | ratio |"):format(sweep and " layer |" or ""))
