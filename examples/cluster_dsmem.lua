@@ -10,9 +10,9 @@
 --
 -- Checked on fresh random integers against a CPU reference; without a GPU it
 -- stops after compiling and ptxas with "SKIP: no GPU" (exit 0, or 77 under ctest).
---   loadfile("examples/cluster_dsmem.lua")("--library") -> the example (tilua.check)
+--   loadfile("examples/cluster_dsmem.lua")("--library") -> the example (tilua.gpu.check)
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
 local T = 256 -- threads per CTA = elements per CTA
 

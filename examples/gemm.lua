@@ -11,9 +11,9 @@
 --
 -- The default shape (1000 x 1480 x 520) is not a multiple of the tile: TMA clips
 -- and zero-fills the edges. Without a GPU it stops after ptxas ("SKIP: no GPU").
---   loadfile("examples/gemm.lua")("--library") -> the example (tilua.check)
+--   loadfile("examples/gemm.lua")("--library") -> the example (tilua.gpu.check)
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
 local o = { m = 1000, n = 1480, k = 520, dtype = "bf16" }
 for _, a in ipairs(... ~= "--library" and arg or {}) do

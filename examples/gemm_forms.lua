@@ -10,13 +10,13 @@
 -- products.
 --
 --   tilua examples/gemm_forms.lua [--forms=name,name]
---   loadfile("examples/gemm_forms.lua")("--library") -> the example (tilua.check);
+--   loadfile("examples/gemm_forms.lua")("--library") -> the example (tilua.gpu.check);
 --     tools/gpu stress runs it over grids of about 1, 132, 396 and 199 tiles,
 --     tools/gpu sanitize at its small size (TILUA_SMALL=1)
 --
 -- Without a GPU it stops after ptxas ("SKIP: no GPU").
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
 local FORMS = {
   { name = "cluster_2x1", bn = 128, cluster = { 2, 1 } },

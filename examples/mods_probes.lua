@@ -1,4 +1,4 @@
--- mods_probes.lua: the MODS probes (seed 001) in a persistent kernel of
+-- mods_probes.lua: the MODS probes (cutlass.tile_scheduler.mods_*) in a persistent kernel of
 -- 2-CTA clusters.
 --
 -- Every CTA reads its SM id (mods_report_smid), opens the MODS window
@@ -18,9 +18,9 @@
 -- the probes are lowered.
 --
 --   tilua examples/mods_probes.lua [--emit=ir|ptx] [--stage=NAME]
---   loadfile("examples/mods_probes.lua")("--library") -> the example (tilua.check)
+--   loadfile("examples/mods_probes.lua")("--library") -> the example (tilua.gpu.check)
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
 local ITEM = 128 -- integers per work item (one per thread)
 

@@ -12,13 +12,13 @@
 -- mbarrier protocol; the last n % 16 bytes are copied by CTA 0's consumers.
 --
 --   tilua examples/pipeline_ring_copy.lua [--emit=ir|ptx] [--stage=NAME]
---   loadfile("examples/pipeline_ring_copy.lua")("--library") -> the example (tilua.check),
+--   loadfile("examples/pipeline_ring_copy.lua")("--library") -> the example (tilua.gpu.check),
 --     with build and launch (for tools/bench)
 --
 -- Checked byte for byte on fresh random bytes (size not a multiple of the
 -- chunk); without a GPU it stops after compiling and ptxas ("SKIP: no GPU").
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
 -- build{stages, chunk, consumer_warps, mode} -> kernel pipeline_ring_copy(src, dst, n)
 -- with block 32 * (1 + consumer_warps). mode: "cooperative" (every consumer thread

@@ -12,13 +12,13 @@
 -- Bytes after the last multiple of 16 are copied by CTA 0's consumers.
 --
 --   tilua examples/ring_copy.lua [--emit=ir|ptx] [--stage=NAME]
---   loadfile("examples/ring_copy.lua")("--library") -> the example (tilua.check), with
+--   loadfile("examples/ring_copy.lua")("--library") -> the example (tilua.gpu.check), with
 --     build, launch (for tools/bench) and copy_example (for pipeline_ring_copy.lua)
 --
 -- Checked on fresh random bytes (size not a multiple of the chunk); without a
 -- GPU it stops after compiling and ptxas with "SKIP: no GPU" (exit 0, or 77 under ctest).
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
 -- build{stages, chunk, consumer_warps, store = "threads" | "bulk", inflight} -> kernel
 -- ring_copy(src, dst, n) with block 32 * (1 + consumer_warps).
@@ -150,7 +150,7 @@ local function launch(k, src, dst, n, ctas_per_sm, chunk, grid)
   return grid
 end
 
--- copy_example(name, variants, build, per_sm_list) -> the example (tilua.check) of
+-- copy_example(name, variants, build, per_sm_list) -> the example (tilua.gpu.check) of
 -- ring copies: prepare() compiles each variant (PTX through ptxas); run{seed,
 -- grid, small} copies fresh random bytes with each variant (at each number of
 -- CTAs per SM of per_sm_list, or over `grid` CTAs) and compares them exactly.

@@ -15,9 +15,9 @@
 -- in order and that the final value equals the CPU's on the same random data.
 --
 --   tilua examples/seq_bar_pingpong.lua [--emit=ir|ptx] [--stage=NAME]
---   loadfile("examples/seq_bar_pingpong.lua")("--library") -> the example (tilua.check)
+--   loadfile("examples/seq_bar_pingpong.lua")("--library") -> the example (tilua.gpu.check)
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
 local ROUNDS = 128
 

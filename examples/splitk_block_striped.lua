@@ -21,9 +21,9 @@
 -- The host checks all three exactly against the CPU on fresh random data.
 --
 --   tilua examples/splitk_block_striped.lua [--emit=ir|ptx] [--stage=NAME]
---   loadfile("examples/splitk_block_striped.lua")("--library") -> the example (tilua.check)
+--   loadfile("examples/splitk_block_striped.lua")("--library") -> the example (tilua.gpu.check)
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
 local T = 128       -- threads per CTA
 local ROWS = T * 16 -- rows per row block (16 per thread)
@@ -143,6 +143,6 @@ local example = { name = "splitk_block_striped", prepare = function() build(shap
                   grids = function(sms) return check.grids(sms) end }
 example.build = build -- build(RB, P, KS) -> the kernel (for the emulator's tests)
 if ... == "--library" then return example end
--- the default shape, then one CTA per SM (the missing barrier of issue 8 showed under
+-- the default shape, then one CTA per SM (a missing barrier once showed only under
 -- load); small (under compute-sanitizer): the small shape alone
 check.main(example, function() return check.small() and { {} } or { {}, { grid = tl.device.sm_count() } } end)

@@ -1,4 +1,4 @@
--- tile_gemm.lua: the GEMM of issue 12 as a tile program (docs/tileprog.md).
+-- tile_gemm.lua: a GEMM as a tile program (docs/tileprog.md).
 -- The kernel declares tiles -- a 128 x 256 f32 accumulator, 128 x 64 and
 -- 256 x 64 bf16 tiles of A and B per k step, the bf16 result -- and
 -- `tile-to-ptx` (k:compile) orchestrates the warps: the warp-specialized,
@@ -13,10 +13,10 @@
 -- On a GPU it runs on fresh random data and checks C against the plain
 -- reference kernel of stdlib/gemm.lua and sampled CPU dot products; without
 -- one it stops after ptxas ("SKIP: no GPU").
---   loadfile("examples/tile_gemm.lua")("--library") -> the example (tilua.check), with .build
+--   loadfile("examples/tile_gemm.lua")("--library") -> the example (tilua.gpu.check), with .build
 --   (and .harness, .options: the check of a tile GEMM, which tile_gemm_bias_relu.lua shares)
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
 -- {=== the tile program
 -- o.cluster = 2: the program runs on a cluster of 2 CTAs (tileas-plan-cta
@@ -61,7 +61,7 @@ local function options(...)
   return o
 end
 
--- The example (tilua.check) of a tile GEMM program `build`: this one, or with
+-- The example (tilua.gpu.check) of a tile GEMM program `build`: this one, or with
 -- fused = true one whose epilogue adds a bias[N] and clamps at 0 (relu).
 -- prepare compiles it; run checks it on fresh random data against the plain
 -- reference kernel of stdlib/gemm.lua (with the same epilogue) and, without

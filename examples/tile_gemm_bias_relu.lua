@@ -13,9 +13,9 @@
 -- On a GPU it runs on fresh random data and checks C against the plain
 -- reference kernel of stdlib/gemm.lua with the same bias and relu (the check of
 -- examples/tile_gemm.lua); without one it stops after ptxas ("SKIP: no GPU").
---   loadfile("examples/tile_gemm_bias_relu.lua")("--library") -> the example (tilua.check), with .build
+--   loadfile("examples/tile_gemm_bias_relu.lua")("--library") -> the example (tilua.gpu.check), with .build
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 local base = assert(loadfile "examples/tile_gemm.lua")("--library") -- the check of a tile GEMM
 
 -- {=== the tile program

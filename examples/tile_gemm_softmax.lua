@@ -18,9 +18,9 @@
 -- CPU reference: |C - ref| <= (2^-8 + 2^-14) |ref| + 2^-24 (bf16's rounding,
 -- half an ulp, and the f32 work's error: ex2.approx, the order of the sums);
 -- without a GPU it stops after ptxas ("SKIP: no GPU").
---   loadfile("examples/tile_gemm_softmax.lua")("--library") -> the example (tilua.check), with .build
+--   loadfile("examples/tile_gemm_softmax.lua")("--library") -> the example (tilua.gpu.check), with .build
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
 local N = 256 -- the row: the program tile's columns
 

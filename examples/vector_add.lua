@@ -4,11 +4,11 @@
 -- result against a CPU reference.
 --
 --   tilua examples/vector_add.lua [--stages] [--emit=ir|ptx] [--stage=NAME]
---   loadfile("examples/vector_add.lua")("--library") -> the example (tilua.check)
+--   loadfile("examples/vector_add.lua")("--library") -> the example (tilua.gpu.check)
 --
 -- Without a GPU it stops after the ptxas check with "SKIP: no GPU" (exit 0, or 77 under ctest).
 local tl = require "tilua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
 local N = 1000003 -- not a multiple of the block
 local BLOCK = 256

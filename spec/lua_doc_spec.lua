@@ -163,11 +163,11 @@ end
 local builtin_types = { "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool", "f16", "bf16", "f32",
   "f64", "index", "none" }
 
--- tl.options fields the library reads (lua/tilua/*.lua, stdlib/*.lua).
+-- tl.options fields the library reads (lua/tilua/**.lua, stdlib/*.lua).
 local function option_names()
   local names, seen = {}, {}
   for _, dir in ipairs { "lua/tilua", "stdlib" } do
-    for _, f in ipairs(H.files(H.root .. "/" .. dir, "%.lua$")) do
+    for _, f in ipairs(H.files(H.root .. "/" .. dir, "%.lua$", true)) do
       for name in H.slurp(f):gmatch "tl%.options%.([%a_][%w_]*)" do
         if not seen[name] then seen[name] = true; names[#names + 1] = "tl.options." .. name end
       end
@@ -295,15 +295,15 @@ local function run_here(chunk)
   tl.new_module()
   -- tl.autotune's cache goes to a temporary file, not the user's
   local getenv, cache = os.getenv, os.tmpname()
-  os.getenv = function(name)
+  os.getenv = function(name) -- luacheck: ignore 122 (restored below)
     if name == "TILUA_AUTOTUNE_CACHE" then return cache end
     return getenv(name)
   end
   local print0 = print
-  print = function() end -- what the library prints for an example (tl.check_ptx)
+  print = function() end -- luacheck: ignore 121 (what the library prints for an example: tl.check_ptx)
   local ok, err = pcall(chunk)
-  print = print0
-  os.getenv = getenv
+  print = print0 -- luacheck: ignore 121
+  os.getenv = getenv -- luacheck: ignore 122
   os.remove(cache)
   for k in pairs(tl.options) do tl.options[k] = nil end
   for k, v in pairs(saved_opts) do tl.options[k] = v end

@@ -1,11 +1,11 @@
--- The harness of the GPU examples (lua/tilua/check.lua) and tools/stress.lua,
+-- The harness of the GPU examples (lua/tilua/gpu/check.lua) and tools/stress.lua,
 -- without a GPU: the stress driver runs against the stand-in driver
 -- (spec/c/fake_cuda.c), whose kernels do nothing, so every check must fail and
 -- be counted; on the GPU machine `tools/gpu stress` runs it for real.
 local H = dofile "spec/helper.lua"
-local check = require "tilua.check"
+local check = require "tilua.gpu.check"
 
-describe("tilua.check", function()
+describe("tilua.gpu.check", function()
   it("covers one CTA, one per SM, three per SM and no multiple of the SM count, in whole clusters", function()
     assert.same({ 1, 132, 396, 199 }, check.grids(132))
     assert.same({ 2, 132, 396, 200 }, check.grids(132, 2))

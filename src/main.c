@@ -3,7 +3,7 @@
 ** which every lowering stage can be inspected, and transforms textual IR
 ** (`tilua opt`). Shaped after lua.c: main creates the state and runs a
 ** protected main with a traceback handler; the REPL itself lives in
-** lua/tilua/repl.lua and reads lines through the host's readline.
+** lua/tilua/host/repl.lua and reads lines through the host's readline.
 */
 #include <signal.h>
 #include <stdio.h>
@@ -121,7 +121,7 @@ static int report(lua_State *L, int status) {
 ** library at the user's line, whose message already says where. */
 static int msghandler(lua_State *L) {
   if (is_stop(L, 1)) return 1; /* as it is: report() reads its code */
-  lb_locate_error(L, 1); /* an error inside the library: at the script's line */
+  lb_locate_error(L, 1);       /* an error inside the library: at the script's line */
   const char *msg = lua_tostring(L, 1);
   if (msg == NULL) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
@@ -201,7 +201,8 @@ static int host_add_history(lua_State *L) {
   const char *line = luaL_checkstring(L, 1);
   if (isatty(0) && *line) {
     add_history(line);
-    if (history_path && append_history(1, history_path) == 0) history_truncate_file(history_path, 1000);
+    if (history_path && append_history(1, history_path) == 0)
+      history_truncate_file(history_path, 1000);
   }
 #else
   (void)L;
@@ -232,9 +233,11 @@ static int host_isatty(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg host_functions[] = {
-    {"readline", host_readline}, {"add_history", host_add_history}, {"history_file", host_history_file},
-    {"isatty", host_isatty},     {NULL, NULL}};
+static const luaL_Reg host_functions[] = {{"readline", host_readline},
+                                          {"add_history", host_add_history},
+                                          {"history_file", host_history_file},
+                                          {"isatty", host_isatty},
+                                          {NULL, NULL}};
 
 static int luaopen_tilua_host(lua_State *L) {
   luaL_newlib(L, host_functions);
@@ -282,7 +285,8 @@ static int pushargs(lua_State *L) {
   int n = (int)luaL_len(L, -1);
   luaL_checkstack(L, n + 3, "too many arguments to script");
   int i;
-  for (i = 1; i <= n; i++) lua_rawgeti(L, -i, i);
+  for (i = 1; i <= n; i++)
+    lua_rawgeti(L, -i, i);
   lua_remove(L, -i);
   return n;
 }
@@ -298,8 +302,10 @@ static int handle_script(lua_State *L, char **argv) {
   return report(L, status);
 }
 
-/* Run a function of a tilua Lua module with the remaining arguments: tilua.cli.<fn>(args...) */
-static int run_module_function(lua_State *L, const char *module, const char *fn, char **argv, int argc) {
+/* Run a function of a tilua Lua module with the remaining arguments:
+** tilua.host.cli.<fn>(args...) */
+static int run_module_function(lua_State *L, const char *module, const char *fn, char **argv,
+                               int argc) {
   lua_getglobal(L, "require");
   lua_pushstring(L, module);
   int status = docall(L, 1, 1);
@@ -328,12 +334,12 @@ static int run_module_function(lua_State *L, const char *module, const char *fn,
 #define has_E 16
 #define has_help 32
 
-/* tilua.cli.<fn>(the nargs values on top of the stack, which it pops); false
+/* tilua.host.cli.<fn>(the nargs values on top of the stack, which it pops); false
 ** after reporting an error. */
 static int call_cli(lua_State *L, const char *fn, int nargs) {
   int base = lua_gettop(L) - nargs; /* the arguments: base + 1 .. top */
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "tilua.cli");
+  lua_pushliteral(L, "tilua.host.cli");
   int status = docall(L, 1, 1);
   if (status == LUA_OK) {
     lua_getfield(L, -1, fn);
@@ -348,21 +354,26 @@ static int call_cli(lua_State *L, const char *fn, int nargs) {
 
 /* --emit=..., --stage=..., --trace=..., --debug-hangs and --check-protocol: the
 ** host's options of the scripts' compiles, before the script or among its
-** arguments; the field of tilua.cli.script_options's table each one sets. */
+** arguments; the field of tilua.host.cli.script_options's table each one sets. */
 static const char *tl_option_field(const char *a) {
-  static const struct { const char *flag, *field; } opts[] = {
-      {"--emit=", "emit"}, {"--stage=", "stage"}, {"--trace=", "trace"},
-      {"--debug-hangs", "debug_hangs"}, {"--check-protocol", "check_protocol"}};
+  static const struct {
+    const char *flag, *field;
+  } opts[] = {{"--emit=", "emit"},
+              {"--stage=", "stage"},
+              {"--trace=", "trace"},
+              {"--debug-hangs", "debug_hangs"},
+              {"--check-protocol", "check_protocol"}};
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
     size_t n = strlen(opts[i].flag);
-    if (opts[i].flag[n - 1] == '=' ? strncmp(a, opts[i].flag, n) == 0 : strcmp(a, opts[i].flag) == 0)
+    if (opts[i].flag[n - 1] == '=' ? strncmp(a, opts[i].flag, n) == 0
+                                   : strcmp(a, opts[i].flag) == 0)
       return opts[i].field;
   }
   return NULL;
 }
 static int is_tl_option(const char *a) { return tl_option_field(a) != NULL; }
 
-/* Hand them to tilua.cli.script_options{emit =, stage =, debug_hangs =, ...}, which
+/* Hand them to tilua.host.cli.script_options{emit =, stage =, debug_hangs =, ...}, which
 ** sets tl.options (debug_hangs, and the stage hook that prints what --emit and
 ** --stage ask for and exits). The script's own arguments keep them. */
 static int set_script_options(lua_State *L, char **argv) {
@@ -377,7 +388,7 @@ static int set_script_options(lua_State *L, char **argv) {
   return call_cli(L, "script_options", 1);
 }
 
-/* After the script: tilua.cli.script_done() reports an --emit or --stage
+/* After the script: tilua.host.cli.script_done() reports an --emit or --stage
 ** that no compile answered. */
 static int script_done(lua_State *L) { return call_cli(L, "script_done", 0); }
 
@@ -452,11 +463,11 @@ static void openlibs(lua_State *L) {
   lua_pop(L, 1);
 }
 
-/* Start the REPL (lua/tilua/repl.lua). */
+/* Start the REPL (lua/tilua/host/repl.lua). */
 static int doREPL(lua_State *L) {
   print_version();
   char *none[] = {NULL};
-  return run_module_function(L, "tilua.repl", "run", none, 0);
+  return run_module_function(L, "tilua.host.repl", "run", none, 0);
 }
 
 typedef struct MainArgs {
@@ -473,7 +484,7 @@ static int pmain(lua_State *L) {
   /* Subcommands: tilua opt ..., tilua sched ... */
   if (argc >= 2 && (strcmp(argv[1], "opt") == 0 || strcmp(argv[1], "sched") == 0)) {
     createargtable(L, argv, argc, 1);
-    ma->exit_code = run_module_function(L, "tilua.cli", argv[1], argv + 2, argc - 2);
+    ma->exit_code = run_module_function(L, "tilua.host.cli", argv[1], argv + 2, argc - 2);
     lua_pushboolean(L, 1);
     return 1;
   }
@@ -502,7 +513,8 @@ static int pmain(lua_State *L) {
   if (script > 0 && argv[script] != NULL) {
     int ok = handle_script(L, argv + script) == LUA_OK && script_done(L);
     if (!ok && !(args & has_i)) return 0;
-    if (!ok) { /* -i: the REPL opens after the script's error or stop (tl.device.require without a GPU) */
+    if (!ok) {
+      /* -i: the REPL opens after the script's error or stop (tl.device.require without a GPU) */
       stop_code = -1;
       fputs("(the script ended early; the REPL has what it built)\n", stderr);
     }

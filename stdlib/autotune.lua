@@ -18,6 +18,8 @@
 -- A shape class (shape_class below) buckets each extent by powers of 4
 -- (1, 2-4, 5-16, ..., 4097-16384, more): kernels that serve any shape (a
 -- dynamic GEMM) pick one form for a class, measured on its first shape.
+local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
+
 local M = {}
 
 -- "m64_n4096_k4096": each extent rounded up to a power of 4.
@@ -71,39 +73,37 @@ local function save_cache(path, t)
   f:close()
 end
 
-function M.attach(tl)
-  function tl.autotune(o)
-    if type(o) ~= "table" or type(o.candidates) ~= "table" or type(o.build) ~= "function" or type(o.measure) ~= "function" then
-      tl.raise("autotune: expected {key, candidates, build, measure}")
-    end
-    if o.shape ~= nil and type(o.shape) ~= "table" then tl.raise("autotune: shape must be a list of extents") end
-    local device = tl.device.available() and tl.device.info().name or "no GPU"
-    local key = device .. " | " .. tostring(o.key) .. (o.shape and (" | " .. M.shape_class(o.shape)) or "")
-    local path, use_cache = cache_path(), os.getenv "TILUA_AUTOTUNE" ~= "0"
-    local cache = use_cache and load_cache(path) or {}
-    local hit = cache[key]
-    if hit then
-      for _, cfg in ipairs(o.candidates) do
-        if serialize(cfg) == hit.cfg then
-          local ok, obj = pcall(o.build, cfg)
-          if ok then return obj, cfg, { cached = true, ms = hit.ms } end
-        end
+function tl.autotune(o)
+  if type(o) ~= "table" or type(o.candidates) ~= "table" or type(o.build) ~= "function" or type(o.measure) ~= "function" then
+    tl.raise("autotune: expected {key, candidates, build, measure}")
+  end
+  if o.shape ~= nil and type(o.shape) ~= "table" then tl.raise("autotune: shape must be a list of extents") end
+  local device = tl.device.available() and tl.device.info().name or "no GPU"
+  local key = device .. " | " .. tostring(o.key) .. (o.shape and (" | " .. M.shape_class(o.shape)) or "")
+  local path, use_cache = cache_path(), os.getenv "TILUA_AUTOTUNE" ~= "0"
+  local cache = use_cache and load_cache(path) or {}
+  local hit = cache[key]
+  if hit then
+    for _, cfg in ipairs(o.candidates) do
+      if serialize(cfg) == hit.cfg then
+        local ok, obj = pcall(o.build, cfg)
+        if ok then return obj, cfg, { cached = true, ms = hit.ms } end
       end
     end
-    local best, best_cfg, best_ms, times = nil, nil, math.huge, {}
-    for i, cfg in ipairs(o.candidates) do
-      local ok, obj = pcall(o.build, cfg)
-      local ms = ok and o.measure(obj) or nil
-      times[i] = ms or obj -- the time, or why the candidate failed
-      if ms and ms < best_ms then best, best_cfg, best_ms = obj, cfg, ms end
-    end
-    if not best then tl.raise("autotune: no candidate could be built and measured for " .. tostring(o.key)) end
-    if use_cache then
-      cache[key] = { cfg = serialize(best_cfg), ms = best_ms }
-      save_cache(path, cache)
-    end
-    return best, best_cfg, times
   end
+  local best, best_cfg, best_ms, times = nil, nil, math.huge, {}
+  for i, cfg in ipairs(o.candidates) do
+    local ok, obj = pcall(o.build, cfg)
+    local ms = ok and o.measure(obj) or nil
+    times[i] = ms or obj -- the time, or why the candidate failed
+    if ms and ms < best_ms then best, best_cfg, best_ms = obj, cfg, ms end
+  end
+  if not best then tl.raise("autotune: no candidate could be built and measured for " .. tostring(o.key)) end
+  if use_cache then
+    cache[key] = { cfg = serialize(best_cfg), ms = best_ms }
+    save_cache(path, cache)
+  end
+  return best, best_cfg, times
 end
 
 return M

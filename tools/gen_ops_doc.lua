@@ -1,6 +1,6 @@
 -- gen_ops_doc.lua -- writes docs/ops.md, and the generated parts of
 -- docs/ptx.md, from the op tables (src/dialects/*.def) as the library exports
--- them (core.ops(), core.dialect_types(), core.enums()).
+-- them (core.ops(), core.dialect_types(), core.enums(), core.stamps()).
 --
 --   build/tilua tools/gen_ops_doc.lua [OUT]          (default OUT: docs/ops.md)
 --   TILUA_BUILD_DIR=build lua5.4 tools/gen_ops_doc.lua [OUT]
@@ -122,6 +122,28 @@ local function op_row(op)
     cell(lowering(op)))
 end
 
+-- The stamps section: the STAMP rows (core.stamps()), one line each.
+local function stamp_rows(out)
+  local stamps = core.stamps()
+  table.move({ "", "## stamps", "",
+    ("%d attributes that passes put on ops of other kinds (STAMP rows, as MLIR's dialect"):format(#stamps),
+    "attributes): the verifier checks each wherever it appears; a name in a stamping dialect's",
+    "namespace that no row places on the op is an error. C reads one with `ir_stamp_ID(op)`,",
+    "Lua with `op:attr_or_default(name)`.", "",
+    "| attribute | on | value | meaning |", "|---|---|---|---|" }, 1, 10, #out + 1, out)
+  for _, st in ipairs(stamps) do
+    local on = {}
+    for i, o in ipairs(st.ops) do on[i] = "`" .. o .. "`" end
+    local value = attribute(st):gsub("^`[^`]*` ", "")
+    if st.fields then
+      local f = {}
+      for i, a in ipairs(st.fields) do f[i] = attribute(a) end
+      value = value .. " {" .. table.concat(f, "; ") .. "}"
+    end
+    out[#out + 1] = ("| `%s` | %s | %s | %s |"):format(st.name, table.concat(on, ", "), cell(value), cell(st.doc))
+  end
+end
+
 -- The whole document as a string.
 function M.generate()
   local ops, dialects, by = core.ops(), {}, {}
@@ -151,6 +173,7 @@ function M.generate()
     out[#out + 1] = ("- [%s](#%s) (%d)"):format(d, d:gsub("%.", ""), #by[d])
   end
   out[#out + 1] = "- [dialect types](#dialect-types)"
+  out[#out + 1] = "- [stamps](#stamps): attributes that passes put on ops of other kinds"
   for _, d in ipairs(dialects) do
     out[#out + 1] = ""
     out[#out + 1] = "## " .. d
@@ -167,8 +190,10 @@ function M.generate()
   for _, t in ipairs(types) do
     out[#out + 1] = ("| `!%s` | %s | %s |"):format(t.name, t.name:match "^([^.]+)", cell(t.doc))
   end
+  stamp_rows(out)
   return table.concat(out, "\n") .. "\n"
 end
+
 
 -- {=== docs/ptx.md: the parts between <!-- BEGIN generated: NAME --> and <!-- END generated: NAME -->
 

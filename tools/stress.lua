@@ -2,7 +2,7 @@
 --
 --   tilua tools/stress.lua [--iterations N] [--examples a,b,...] [--seed S]
 --
--- Each example (examples/<name>.lua loaded as a library, tilua.check) is
+-- Each example (examples/<name>.lua loaded as a library, tilua.gpu.check) is
 -- prepared once and run N times (default 100) in this process, each run on
 -- fresh random data (seed S + i, S from TILUA_SEED or the clock) and over one of
 -- its grids in turn: one CTA, one per SM, three per SM, and a count that is no

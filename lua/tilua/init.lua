@@ -11,11 +11,15 @@
 local core = require "tilua.core"
 
 local tl = { core = core, version = "0.1.0" }
+-- The rooms of the library (dsl/, gpu/, stdlib/, below) add their functions
+-- to tl as they load: each takes it with require "tilua", which finds it here
+-- while this file is still running.
+package.loaded["tilua"] = tl
+local kinds = require "tilua.dsl.kinds"
+local kind_op = kinds.op
 
 local Value = core.metatable("Value")
-local Op = core.metatable("Op")
 local V = Value.__index -- methods of values
-local O = Op.__index -- methods of ops
 
 -- {=====================================================================
 -- Errors at the user's line
@@ -215,24 +219,27 @@ local function coerce(a, b, what)
 end
 
 -- binary(int_op, float_op, symbol): a metamethod building the op for the operands' type.
-local function binary(iop, fop, sym)
+local binary = kinds.binary(coerce, function(t, iop, fop)
+  return is_int(t) and iop or (is_float(t) or is_pair(t) and fop ~= "arith.divf") and fop
+end)
+
+-- op(a, b) for the kinds registered for `name`, else scalar(a, b).
+local function by_kind(name, scalar)
   return function(a, b)
-    a, b = coerce(a, b, "'" .. sym .. "'")
-    local t = a:type()
-    local name = is_int(t) and iop or (is_float(t) or is_pair(t) and fop ~= "arith.divf") and fop
-    if not name then raise(("'%s' is not defined on %s"):format(sym, tostring(t))) end
-    return tl.op1(name, { a, b }, t)
+    local f = kind_op(name, a, b)
+    if f then return f(a, b) end
+    return scalar(a, b)
   end
 end
 
-Value.__add = binary("arith.addi", "arith.addf", "+")
-Value.__sub = binary("arith.subi", "arith.subf", "-")
-Value.__mul = binary("arith.muli", "arith.mulf", "*")
-Value.__div = function(a, b)
+Value.__add = by_kind("add", binary("arith.addi", "arith.addf", "+"))
+Value.__sub = by_kind("sub", binary("arith.subi", "arith.subf", "-"))
+Value.__mul = by_kind("mul", binary("arith.muli", "arith.mulf", "*"))
+Value.__div = by_kind("div", function(a, b)
   local t = is_value(a) and a:type() or b:type()
   if is_int(t) then raise("'/' on integers: use // (division truncating toward zero) or tl.divu") end
   return binary(nil, "arith.divf", "/")(a, b)
-end
+end)
 Value.__idiv = binary("arith.divsi", nil, "//") -- truncates toward zero, like C
 Value.__mod = binary("arith.remsi", nil, "%") -- sign of the dividend, like C
 Value.__band = binary("arith.andi", nil, "&")
@@ -241,6 +248,8 @@ Value.__bxor = binary("arith.xori", nil, "~")
 Value.__shl = binary("arith.shli", nil, "<<")
 Value.__shr = binary("arith.shrui", nil, ">>") -- logical, as in Lua; tl.shrs is arithmetic
 Value.__unm = function(a)
+  local f = kind_op("unm", a)
+  if f then return f(a) end
   local t = a:type()
   if is_float(t) or is_pair(t) then return tl.op1("arith.negf", { a }, t) end
   return tl.const(0, t) - a
@@ -293,11 +302,14 @@ local comparisons = {
   ult = compare("ult"), ule = compare("ule"), ugt = compare("ugt"), uge = compare("uge"),
 }
 for name, f in pairs(comparisons) do
+  f = by_kind(name, f)
   V[name] = f
   tl[name] = f
 end
 
 function tl.select(c, a, b)
+  local f = kind_op("select", c, a, b)
+  if f then return f(c, a, b) end
   if not is_value(c) or c:type() ~= tl.i1 then raise("select: the condition must be an i1 value") end
   a, b = coerce(a, b, "select")
   return tl.op1("arith.select", { c, a, b }, a:type())
@@ -310,6 +322,8 @@ function tl.logical_not(a) return a ~ tl.const(1, tl.i1) end
 
 -- v:cast(t): the conversion that fits the two types (sign-extending for integers).
 function V.cast(v, t, unsigned)
+  local f = kind_op("cast", v)
+  if f then return f(v, t, unsigned) end
   local from = v:type()
   if from == t then return v end
   local fk, tk = kind(from), kind(t)
@@ -592,6 +606,7 @@ end
 
 tl.default_pipeline = "cleanup"
 tl.last_stages = {}
+tl.last_check = false
 tl.options = tl.options or {}
 
 -- A stage whose IR text was not kept says how to keep it when asked for.
@@ -608,8 +623,9 @@ end }
 -- opts.print_after = {names}. opts.check_protocol, else tl.options.check_protocol
 -- (tilua --check-protocol, TILUA_CHECK_PROTOCOL=1) runs verify-protocol on the
 -- input and after every pass that changes the IR; "passes" (TILUA_CHECK_PROTOCOL=passes,
--- the tests' default) fails only where a pass broke what held (docs/protocol.md).
--- The passes' warnings go to stderr.
+-- the tests' default) fails only where a pass broke what held (docs/protocol.md);
+-- tl.last_check is then the check's run object (its .log: what it did at each
+-- stage), else false. The passes' warnings go to stderr.
 function tl.compile(m, pipeline, opts)
   if getmetatable(m) == Kernel then m = m.module end
   m = m or tl.module()
@@ -619,9 +635,13 @@ function tl.compile(m, pipeline, opts)
   for _, n in ipairs(opts.print_after or {}) do print_after[n] = true end
   local keep = opts.keep_stages or tl.options.keep_stages
   local out = opts.out or io.stdout
+  local check = opts.check_protocol
+  if check == nil then check = tl.options.check_protocol end
+  local run = check and {} or false
   local ok, msg = core.run_pipeline(m, pipeline or tl.default_pipeline, {
     verify = opts.verify ~= false,
-    check_protocol = opts.check_protocol == nil and tl.options.check_protocol or opts.check_protocol,
+    check_protocol = check,
+    check_run = run,
     on_stage = function(info, op)
       local show = info.index > 0 and (opts.print_after_all or print_after[info.pass])
       local text = (keep or show) and op:print() or nil
@@ -632,7 +652,7 @@ function tl.compile(m, pipeline, opts)
       end
     end,
   })
-  tl.last_stages = stages
+  tl.last_stages, tl.last_check = stages, run
   if not ok then error(msg, 0) end
   if msg then io.stderr:write(msg, "\n") end -- the passes' warnings
   return m
@@ -659,18 +679,28 @@ end
 
 -- }=====================================================================
 
--- Building blocks from stdlib/ attach themselves to tl.
-require("tilua.stdlib.sched").attach(tl)
-require("tilua.cutlass").attach(tl, Kernel)
-
-require("tilua.tile").attach(tl) -- the authoring ops of real kernels (tile dialect)
-require("tilua.compile").attach(tl) -- PTX, ptxas, k:compile, --emit / --stage
-require("tilua.launch").attach(tl) -- k:launch, tl.device
-require("tilua.tensor").attach(tl) -- tensor cores and TMA
-require("tilua.warp").attach(tl) -- warp-wide exchange, mma.sync, approximate math, inline PTX
-require("tilua.stdlib.gemm").attach(tl) -- the Hopper GEMM generator (tl.gemm)
-require("tilua.stdlib.autotune").attach(tl) -- tl.autotune
-require("tilua.tileprog").attach(tl) -- tile programs (tileas); last: it extends tl.load, tl.store, tl.zeros and the operators
+-- The rooms of the library add their functions to tl, in this order (a later
+-- one may use what an earlier one added); dsl/kinds.lua is what they share
+-- besides tl: the operations that other kinds of values register.
+local rooms = {
+  "tilua.stdlib.sched", -- tl.sched.persistent / tiles
+  "tilua.dsl.cutlass", -- the cutlass dialect: executors, pipelines, sequence barriers, schedulers
+  "tilua.dsl.tile", -- the authoring ops of real kernels (tile dialect)
+  "tilua.gpu.compile", -- PTX, ptxas, k:compile, --emit / --stage
+  "tilua.gpu.launch", -- k:launch, tl.device
+  "tilua.dsl.tensor", -- tensor cores and TMA
+  "tilua.dsl.warp", -- warp-wide exchange, mma.sync, approximate math, inline PTX
+  "tilua.stdlib.gemm", -- the Hopper GEMM generator (tl.gemm)
+  "tilua.stdlib.autotune", -- tl.autotune
+  "tilua.dsl.tileprog", -- tile programs (tileas): tiles and tensors, registered as kinds
+}
+-- (a room that fails to load leaves no half-built library behind for a later require)
+local ok, err = pcall(function() for _, name in ipairs(rooms) do require(name) end end)
+if not ok then
+  package.loaded["tilua"] = nil
+  for _, name in ipairs(rooms) do package.loaded[name] = nil end
+  error(err, 0)
+end
 
 -- The CPU emulator of a kernel's barrier protocols and the checker over it
 -- (docs/protocol.md).

@@ -28,6 +28,12 @@ int64_t dia_type_bytes(const IrType *t) {
   }
 }
 
+int64_t dia_type_storage_bytes(const IrType *t) {
+  if (t->kind != IR_TY_MEMREF && t->kind != IR_TY_TILE) return dia_type_bytes(t);
+  int64_t n = ir_type_num_elements(t), bytes;
+  return n > 0 && !__builtin_mul_overflow(n, dia_type_bytes(t->elem), &bytes) ? bytes : 0;
+}
+
 bool dia_check_mem_value(IrOp *op, const IrType *v) {
   const IrType *scalar = v->kind == IR_TY_VECTOR ? v->elem : v;
   int64_t bytes = dia_type_bytes(v), eb = dia_type_bytes(scalar);
@@ -36,10 +42,13 @@ bool dia_check_mem_value(IrOp *op, const IrType *v) {
     ok = ok && v->rank == 1 && scalar->kind != IR_TY_VECTOR && scalar->width > 1 &&
          (eb >= 4 ? v->shape[0] <= 4 : bytes >= 4);
   else
-    ok = ok && (scalar->kind == IR_TY_INT || scalar->kind == IR_TY_FLOAT || scalar->kind == IR_TY_INDEX);
+    ok = ok &&
+         (scalar->kind == IR_TY_INT || scalar->kind == IR_TY_FLOAT || scalar->kind == IR_TY_INDEX);
   if (ok) return true;
-  ir_op_error(op, "cannot move %s in one instruction (scalars, or vectors of 4, 8 or 16 bytes of non-i1 elements)",
-              ir_op_type_str(op, v));
+  ir_op_error(
+      op,
+      "cannot move %s in one instruction (scalars, or vectors of 4, 8 or 16 bytes of non-i1 elements)",
+      ir_op_type_str(op, v));
   return false;
 }
 

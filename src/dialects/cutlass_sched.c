@@ -1,7 +1,7 @@
 /*
 ** cutlass_sched.c -- verifiers of the tile scheduler family (params, work
-** tiles, handles, advance, workspace sizes, fixup), the MODS probes (seed 001)
-** and block_striped.
+** tiles, handles, advance, workspace sizes, fixup), the MODS probes and
+** block_striped.
 */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,8 @@
 /*
-** dialects.h -- prototypes of the verifiers, folders and kernel rules named
-** in the dialect tables, generated from the tables themselves; the enum lists,
-** the target's limits and the typed attribute readers come with it.
+** dialects.h -- prototypes of the verifiers, folders, kernel rules and stamp
+** checks named in the dialect tables, generated from the tables themselves;
+** the enum lists, the target's limits and the typed attribute readers come
+** with it.
 */
 #ifndef TILUA_DIALECTS_H
 #define TILUA_DIALECTS_H
@@ -16,10 +17,12 @@ IrValue *nofold(IrBuilder *b, IrOp *op);
   IrValue *fold(IrBuilder *b, IrOp *op);
 #define DTYPE(...)
 #define KRULE(fn, doc) IrResult fn(IrOp *kernel);
+#define STAMP(id, name, spec, check, doc) IrResult check(IrOp *op);
 #include "all.def"
 #undef OP
 #undef DTYPE
 #undef KRULE
+#undef STAMP
 
 #include "enums.h"
 #include "op_attrs.h"
@@ -31,6 +34,9 @@ bool dia_const_int(IrValue *v, int64_t *out);
 /* Bytes a value of type t takes in memory (i1 = 1, index and pointers = 8, vectors
 ** = elements * element); 0 for types that have no memory form. */
 int64_t dia_type_bytes(const IrType *t);
+/* The same, and for a memref or tile of static shape the bytes of all its
+** elements (0 when its shape is dynamic). */
+int64_t dia_type_storage_bytes(const IrType *t);
 /* Can one ld/st move a value of type v (a scalar, or a vector of 4, 8 or 16
 ** bytes of non-i1 elements, at most 4 of them when 32 bits or wider)? Emits the
 ** error when not. */
@@ -46,7 +52,8 @@ bool tile_check_sync(IrOp *kernel);
 ** tile.math / nvvm.math.approx; are a load's cache hints allowed (else the
 ** error at op)? cache and evict are -1 when absent. */
 const char *tile_math_instruction(IrOp *op);
-bool tile_check_load_hints(IrOp *op, bool global, bool vol, int cache, int evict, bool nc, int64_t prefetch);
+bool tile_check_load_hints(IrOp *op, bool global, bool vol, int cache, int evict, bool nc,
+                           int64_t prefetch);
 /* The inline-asm constraint letter (h r l f d) of the registers of a type, 0 if none (nvvm.c). */
 char nvvm_constraint_of(const IrType *t);
 

@@ -1,8 +1,9 @@
 /*
 ** kernel.h -- the facts of a tile.kernel, decoded in one place: its
-** kernel_spec, the warps of its agents and the executor set (warps) that runs
-** an op. Verifiers, lowerings, the emitter and Lua (op:kernel_spec()) use
-** these and nothing else.
+** kernel_spec, the warps of its agents, its shared-memory layout and the
+** executor set (warps) that runs an op. Verifiers, lowerings, the emitter
+** and Lua (op:kernel_spec(), op:shared_layout(), op:agent_warps()) use these
+** and nothing else.
 **
 ** One strictness rule: kernel_spec_check (run by tile.kernel's verifier)
 ** reports any malformed spec; every reader after verification can trust it.
@@ -42,10 +43,31 @@ int kernel_ctz(uint64_t m);
 /* A non-empty run of consecutive set bits. */
 bool kernel_mask_contiguous(uint64_t m);
 
-/* The first warp of a tile.agent: its warp_id, else the warp after the agent
-** before it (the agents of a kernel are its direct children, in order). */
+/* The first warp of an agent. A tile.agent: its warp_id, else the warp after
+** the agent before it (the agents of a kernel are its direct children, in
+** order). A tileas.agent: the warp_id of its agent_switch entry, else (bare,
+** before optimize-execution-unit-mapping) the warp after the agent before it. */
 int64_t kernel_agent_first_warp(const IrOp *agent);
+/* The warps of an agent (tile.agent or tileas.agent): its num_warps. */
+int64_t kernel_agent_warps(const IrOp *agent);
 uint64_t kernel_agent_mask(const IrOp *agent);
+/* The entry of a tileas.agent's agent_switch that it runs (the agents take
+** the entries that are not holes, in order), or -1 outside an agent_switch. */
+int64_t kernel_switch_entry(const IrOp *agent);
+
+/* The shared memory of kernel k as convert-tile-to-nvvm lays it out: every
+** tile.alloc_shared in program order at the next multiple of its `align`,
+** then every tile.dynamic_shared at one offset, the static bytes rounded up
+** to their largest `align`. each(op, offset, bytes, ud) (if given) sees every
+** allocation in program order (a dynamic one with 0 bytes). */
+typedef struct KernelSharedLayout {
+  int64_t static_bytes; /* where the dynamic part starts (the kernel's shared_static) */
+  int64_t bytes;        /* static_bytes + kernel_spec.smem (shared_bytes) */
+  int64_t align; /* the largest alignment asked, at least TILE_DEFAULT_ALIGN (shared_align) */
+} KernelSharedLayout;
+KernelSharedLayout
+kernel_shared_layout(IrOp *k, void (*each)(IrOp *op, int64_t offset, int64_t bytes, void *ud),
+                     void *ud);
 
 /* Where an op runs. */
 typedef struct KernelExec {

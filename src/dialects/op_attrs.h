@@ -14,6 +14,16 @@
 ** read with other's reader. Member types by kind: INT int64_t, BOOL bool,
 ** ENUM int, STR const char *, INTS and STRS IrAttrList, TYPE const IrType *,
 ** DICT and ANY const IrAttr *.
+**
+** A stamp (STAMP rows: attributes passes put on ops of other kinds) has a
+** reader of its own:
+**
+**   IrStamp_TILEAS_PIPELINE p = ir_stamp_TILEAS_PIPELINE(loop);
+**   if (p.present) ... p.stages ...
+**
+** `present` (set on op, well formed), `ok` (false when set but malformed),
+** `value` (the attribute read by its row, its default when absent), then a
+** member per FIELD row of a DICT stamp (its default when absent).
 */
 #ifndef TILUA_OP_ATTRS_H
 #define TILUA_OP_ATTRS_H
@@ -39,10 +49,20 @@ struct IrAttrs__ {
   struct IrAttrs_##id {                                                                            \
     bool ok;
 #define ATTR(op, name, spec, doc) IR_CT_##spec name;
+#define STAMP(id, name, spec, check, doc)                                                          \
+  }                                                                                                \
+  ;                                                                                                \
+  struct IrStamp_##id {                                                                            \
+    bool ok;                                                                                       \
+    bool present;                                                                                  \
+    IR_CT_##spec value;
+#define FIELD(id, name, spec, doc) IR_CT_##spec name;
 #define DTYPE(...)
 #include "all.def"
 #undef OP
 #undef ATTR
+#undef STAMP
+#undef FIELD
 #undef DTYPE
 };
 
@@ -55,8 +75,16 @@ struct IrAttrs__ {
     return a;                                                                                      \
   }
 #define DTYPE(...)
+#define STAMP(id, name, spec, check, doc)                                                          \
+  typedef struct IrStamp_##id IrStamp_##id;                                                        \
+  static inline IrStamp_##id ir_stamp_##id(const IrOp *op) {                                       \
+    IrStamp_##id s;                                                                                \
+    ir_stamp_read(op, STAMP_##id, &s, sizeof s);                                                   \
+    return s;                                                                                      \
+  }
 #include "all.def"
 #undef OP
 #undef DTYPE
+#undef STAMP
 
 #endif

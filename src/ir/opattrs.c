@@ -48,7 +48,11 @@ static const IrAttrSpec specs[] = {
 #define OP(...)
 #define DTYPE(...)
 #define ATTR(o_, n_, s_, d_)                                                                       \
-  {.op = OP_##o_, .name = #n_, IR_AS_SPEC_##s_, .doc = d_, .offset = offsetof(struct IrAttrs_##o_, n_)},
+  {.op = OP_##o_,                                                                                  \
+   .name = #n_,                                                                                    \
+   IR_AS_SPEC_##s_,                                                                                \
+   .doc = d_,                                                                                      \
+   .offset = offsetof(struct IrAttrs_##o_, n_)},
 #include "../dialects/all.def"
 #undef OP
 #undef DTYPE
@@ -143,6 +147,11 @@ static Verdict judge(const IrAttrSpec *s, const IrAttr *a, int64_t *v) {
   }
 }
 
+bool ir_attr_spec_accepts(const IrAttrSpec *s, const IrAttr *a) {
+  int64_t v;
+  return judge(s, a, &v) == GOOD;
+}
+
 /* Store a's value (or the default when a is NULL) into the member at p. */
 static void store(const IrAttrSpec *s, const IrAttr *a, int64_t v, char *p) {
   int64_t d = s->dflt == REQ ? 0 : s->dflt;
@@ -208,7 +217,9 @@ bool ir_op_attr_value(const IrOp *op, const char *name, size_t n, IrAttrValue *o
     out->spec = &s[i];
     out->present = a != NULL;
     out->i = s[i].kind == IR_AS_BOOL ? m.b : s[i].kind == IR_AS_ENUM ? m.e : m.i;
-    out->s = s[i].kind == IR_AS_STR ? m.s : s[i].kind == IR_AS_ENUM && m.e >= 0 ? s[i].names[m.e] : NULL;
+    out->s = s[i].kind == IR_AS_STR                ? m.s
+             : s[i].kind == IR_AS_ENUM && m.e >= 0 ? s[i].names[m.e]
+                                                   : NULL;
     return true;
   }
   return false;
@@ -220,8 +231,9 @@ bool ir_op_attr_value(const IrOp *op, const char *name, size_t n, IrAttrValue *o
 ** The generic check
 ** ======================================================================= */
 
-static const char *const kind_words[] = {"integer", "boolean", "string", "string", "integer array",
-                                         "string array", "type", "dictionary", "any"};
+static const char *const kind_words[] = {"integer", "boolean",       "string",
+                                         "string",  "integer array", "string array",
+                                         "type",    "dictionary",    "any"};
 
 /* "a, b, c" of an enum list into buf. */
 static const char *choices(const char *const *names, char *buf, size_t n) {
@@ -234,27 +246,31 @@ static const char *choices(const char *const *names, char *buf, size_t n) {
   return buf;
 }
 
-static void report(IrOp *op, const IrAttrSpec *s, const IrAttr *a, Verdict v, int64_t val) {
+/* The diagnostic for verdict v on a (val: an INT's or ENUM's value); `in`
+** names the dictionary an entry belongs to ("tileas.pipeline."), else "". */
+static void report(IrOp *op, const IrAttrSpec *s, const char *in, const IrAttr *a, Verdict v,
+                   int64_t val) {
   const char *name;
   int n = (int)ir_attr_spec_name(s, &name);
   char list[256];
   if (v == OUT_OF_RANGE && s->kind == IR_AS_INT) {
     if (s->hi == INT64_MAX)
-      ir_op_error(op, "expected %.*s >= %lld, got %lld", n, name, (long long)s->lo, (long long)val);
+      ir_op_error(op, "expected %s%.*s >= %lld, got %lld", in, n, name, (long long)s->lo,
+                  (long long)val);
     else
-      ir_op_error(op, "expected %.*s in [%lld, %lld], got %lld", n, name, (long long)s->lo,
+      ir_op_error(op, "expected %s%.*s in [%lld, %lld], got %lld", in, n, name, (long long)s->lo,
                   (long long)s->hi, (long long)val);
   } else if (v == OUT_OF_RANGE && s->kind == IR_AS_ENUM) {
-    ir_op_error(op, "unknown %.*s '%s' (one of: %s)", n, name, a->u.str.s,
+    ir_op_error(op, "unknown %s%.*s '%s' (one of: %s)", in, n, name, a->u.str.s,
                 choices(s->names, list, sizeof list));
   } else if (s->kind == IR_AS_INTS) {
-    ir_op_error(op, "expected '%.*s' to be an array of at most %lld integers", n, name,
+    ir_op_error(op, "expected '%s%.*s' to be an array of at most %lld integers", in, n, name,
                 (long long)s->hi);
   } else if (s->kind == IR_AS_ENUM) {
-    ir_op_error(op, "expected string attribute '%.*s' (one of: %s)", n, name,
+    ir_op_error(op, "expected string attribute '%s%.*s' (one of: %s)", in, n, name,
                 choices(s->names, list, sizeof list));
   } else {
-    ir_op_error(op, "expected %s attribute '%.*s'", kind_words[s->kind], n, name);
+    ir_op_error(op, "expected %s attribute '%s%.*s'", kind_words[s->kind], in, n, name);
   }
 }
 
@@ -266,10 +282,236 @@ bool ir_op_check_attrs(IrOp *op) {
     int64_t v = 0;
     Verdict verdict = a ? judge(&s[i], a, &v) : s[i].dflt == REQ ? ABSENT : GOOD;
     if (verdict == GOOD) continue;
-    report(op, &s[i], a, verdict, v);
+    report(op, &s[i], "", a, verdict, v);
     return false;
   }
   return true;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Stamps: attributes that passes put on ops of other kinds
+** ======================================================================= */
+
+/* The FIELD rows of each stamp, fields_ID[1..]: each STAMP row closes the
+** array before it and opens its own (the first element is a placeholder, so
+** that a stamp without fields still has an array). */
+static const IrAttrSpec fields__[] = {{0}
+#define OP(...)
+#define DTYPE(...)
+#define STAMP(id, nm, k_, check_, doc_)                                                            \
+  }                                                                                                \
+  ;                                                                                                \
+  static const IrAttrSpec fields_##id[] = {{0},
+#define FIELD(s_, n_, k_, d_)                                                                      \
+  {.name = #n_, IR_AS_SPEC_##k_, .doc = d_, .offset = offsetof(struct IrStamp_##s_, n_)},
+#include "../dialects/all.def"
+#undef OP
+#undef DTYPE
+#undef STAMP
+#undef FIELD
+};
+
+static const IrStampSpec stamps[STAMP__COUNT + 1] = {
+#define OP(...)
+#define DTYPE(...)
+#define STAMP(id, nm, k_, check_, doc_)                                                            \
+  [STAMP_##id] = {.name = nm,                                                                      \
+                  .value = {.name = nm,                                                            \
+                            IR_AS_SPEC_##k_,                                                       \
+                            .doc = doc_,                                                           \
+                            .offset = offsetof(struct IrStamp_##id, value)},                       \
+                  .check = check_,                                                                 \
+                  .fields = fields_##id + 1,                                                       \
+                  .nfields = sizeof fields_##id / sizeof fields_##id[0] - 1,                       \
+                  .doc = doc_},
+#include "../dialects/all.def"
+#undef OP
+#undef DTYPE
+#undef STAMP
+    /* the end; fields__ is the array before the first STAMP row */
+    [STAMP__COUNT] = {.fields = fields__ + 1},
+};
+
+/* STAMP_ON rows: which kinds of op may carry which stamp. */
+static const struct {
+  IrStampKind stamp;
+  IrOpKind op;
+} stamp_on[] = {
+#define OP(...)
+#define DTYPE(...)
+#define STAMP_ON(s_, o_) {STAMP_##s_, OP_##o_},
+#include "../dialects/all.def"
+#undef OP
+#undef DTYPE
+#undef STAMP_ON
+};
+
+/* The readers' structs start with `ok` and `present` (ir_stamp_read). */
+#define OP(...)
+#define DTYPE(...)
+#define STAMP(id, ...)                                                                             \
+  _Static_assert(offsetof(struct IrStamp_##id, present) == sizeof(bool), "IrStamp_" #id);
+#include "../dialects/all.def"
+#undef OP
+#undef DTYPE
+#undef STAMP
+
+const IrStampSpec *ir_stamp_spec(IrStampKind k) { return &stamps[k]; }
+
+uint32_t ir_stamp_ops(IrStampKind k, IrOpKind *out, uint32_t max) {
+  uint32_t n = 0;
+  for (size_t i = 0; i < sizeof stamp_on / sizeof stamp_on[0]; i++)
+    if (stamp_on[i].stamp == k) {
+      if (n < max) out[n] = stamp_on[i].op;
+      n++;
+    }
+  return n;
+}
+
+static bool stamp_named(const IrStampSpec *st, const char *name, size_t n) {
+  return strncmp(st->name, name, n) == 0 && st->name[n] == '\0';
+}
+
+int ir_stamp_lookup(IrOpKind k, const char *name, size_t n) {
+  for (size_t i = 0; i < sizeof stamp_on / sizeof stamp_on[0]; i++)
+    if (stamp_on[i].op == k && stamp_named(&stamps[stamp_on[i].stamp], name, n))
+      return (int)stamp_on[i].stamp;
+  return -1;
+}
+
+/* Does a stamp row's name start with the dialect prefix name[0, n) and a dot? */
+static bool stamping_dialect(const char *name, size_t n) {
+  for (int k = 0; k < STAMP__COUNT; k++)
+    if (strncmp(stamps[k].name, name, n) == 0 && stamps[k].name[n] == '.') return true;
+  return false;
+}
+
+/* The entry of dictionary d that field row f reads, or NULL. */
+static const IrAttr *field_of(const IrAttr *d, const IrAttrSpec *f) {
+  const char *name;
+  size_t n = ir_attr_spec_name(f, &name);
+  for (uint32_t i = 0; d && i < d->u.dict.n; i++)
+    if (strncmp(d->u.dict.entries[i].name, name, n) == 0 && d->u.dict.entries[i].name[n] == '\0')
+      return d->u.dict.entries[i].attr;
+  return NULL;
+}
+
+/* "a, b, c": the names of the ops that may carry a stamp called name. */
+static const char *placements(const char *name, char *buf, size_t size) {
+  StrBuf sb;
+  sb_init(&sb);
+  for (size_t i = 0; i < sizeof stamp_on / sizeof stamp_on[0]; i++)
+    if (strcmp(stamps[stamp_on[i].stamp].name, name) == 0)
+      sb_printf(&sb, "%s%s", sb.len ? ", " : "", ir_op_info(stamp_on[i].op)->name);
+  snprintf(buf, size, "%s", sb.data ? sb.data : "");
+  sb_free(&sb);
+  return buf;
+}
+
+/* An attribute in a stamping dialect's namespace that no row places on op. */
+static void report_unplaced(IrOp *op, const char *name, size_t dialect) {
+  char list[512];
+  if (*placements(name, list, sizeof list)) {
+    ir_op_error(op, "'%s' may only be on %s", name, list);
+    return;
+  }
+  StrBuf sb;
+  sb_init(&sb);
+  for (int k = 0; k < STAMP__COUNT; k++) {
+    bool again = false; /* two rows of one name (for two kinds of op) */
+    for (int j = 0; j < k && !again; j++)
+      again = strcmp(stamps[j].name, stamps[k].name) == 0;
+    if (!again && strncmp(stamps[k].name, name, dialect + 1) == 0)
+      sb_printf(&sb, "%s%s", sb.len ? ", " : "", stamps[k].name);
+  }
+  ir_op_error(op, "unknown attribute '%s' (the %.*s stamps: %s)", name, (int)dialect, name,
+              sb.data ? sb.data : "");
+  sb_free(&sb);
+}
+
+/* The entries of a DICT stamp against its FIELD rows: each known, in range,
+** the required ones there. */
+static bool check_fields(IrOp *op, const IrStampSpec *st, const IrAttr *d) {
+  char in[128];
+  snprintf(in, sizeof in, "%s.", st->name);
+  for (uint32_t i = 0; i < d->u.dict.n; i++) {
+    const char *e = d->u.dict.entries[i].name;
+    bool known = false;
+    for (uint32_t f = 0; f < st->nfields && !known; f++) {
+      const char *fname;
+      size_t n = ir_attr_spec_name(&st->fields[f], &fname);
+      known = strncmp(e, fname, n) == 0 && e[n] == '\0';
+    }
+    if (known) continue;
+    StrBuf sb;
+    sb_init(&sb);
+    for (uint32_t f = 0; f < st->nfields; f++)
+      sb_printf(&sb, "%s%s", f ? ", " : "", st->fields[f].name);
+    ir_op_error(op, "unknown entry '%s' of %s (one of: %s)", e, st->name, sb.data ? sb.data : "");
+    sb_free(&sb);
+    return false;
+  }
+  for (uint32_t f = 0; f < st->nfields; f++) {
+    const IrAttr *a = field_of(d, &st->fields[f]);
+    int64_t v = 0;
+    Verdict verdict = a ? judge(&st->fields[f], a, &v) : st->fields[f].dflt == REQ ? ABSENT : GOOD;
+    if (verdict == GOOD) continue;
+    report(op, &st->fields[f], in, a, verdict, v);
+    return false;
+  }
+  return true;
+}
+
+bool ir_op_check_stamps(IrOp *op) {
+  for (uint32_t i = 0; i < op->nattrs; i++) {
+    const char *name = op->attrs[i].name, *dot = strchr(name, '.');
+    if (!dot || !stamping_dialect(name, (size_t)(dot - name))) continue;
+    int k = ir_stamp_lookup(op->kind, name, strlen(name));
+    if (k < 0) {
+      report_unplaced(op, name, (size_t)(dot - name));
+      return false;
+    }
+    const IrStampSpec *st = &stamps[k];
+    const IrAttr *a = op->attrs[i].attr;
+    int64_t v = 0;
+    Verdict verdict = judge(&st->value, a, &v);
+    if (verdict != GOOD) {
+      report(op, &st->value, "", a, verdict, v);
+      return false;
+    }
+    if (st->nfields && !check_fields(op, st, a)) return false;
+    if (st->check(op) != IR_OK) return false;
+  }
+  return true;
+}
+
+void ir_stamp_read(const IrOp *op, IrStampKind k, void *out, size_t size) {
+  const IrStampSpec *st = &stamps[k];
+  memset(out, 0, size);
+  const IrAttr *a = find(op, &st->value);
+  int64_t v = 0;
+  bool ok = true;
+  if (a && judge(&st->value, a, &v) != GOOD) {
+    a = NULL;
+    ok = false;
+  }
+  store(&st->value, a, v, (char *)out + st->value.offset);
+  for (uint32_t f = 0; f < st->nfields; f++) {
+    const IrAttrSpec *fs = &st->fields[f];
+    const IrAttr *e = field_of(a, fs);
+    int64_t ev = 0;
+    if (e && judge(fs, e, &ev) != GOOD) {
+      e = NULL;
+      ok = false;
+    } else if (a && !e && fs->dflt == REQ) {
+      ok = false;
+    }
+    store(fs, e, ev, (char *)out + fs->offset);
+  }
+  ((bool *)out)[0] = ok;
+  ((bool *)out)[1] = a != NULL;
 }
 
 /* }====================================================================== */

@@ -1,8 +1,7 @@
 /*
-** convert_cutlass_to_nvvm.c -- the `convert-cutlass-to-nvvm` pass (seeds 000,
-** 001, 002): every cutlass op but the tile scheduler's becomes tile, nvvm,
-** arith and scf ops that convert-tile-to-nvvm (which runs next) and the PTX
-** emitter accept. docs/lowering.md has the full table; in short:
+** convert_cutlass_to_nvvm.c -- the `convert-cutlass-to-nvvm` pass: every
+** cutlass op but the tile scheduler's becomes tile, nvvm, arith and scf ops
+** that convert-tile-to-nvvm (which runs next) and the PTX emitter accept. docs/lowering.md has the full table; in short:
 **
 **   pipeline.create/init   32 mbarrier slots (tile.alloc_shared) per CTA; thread 0
 **                          inits stage s's full (base+2s) and empty (base+2s+1)
@@ -368,12 +367,12 @@ static bool init_follows(IrOp *op) {
 }
 
 /* Thread 0 inits n slots from first with count[k % 2] (or count[0]), fences;
-** then the CTA (or the cluster) synchronizes. The cluster's is seed 004's DSMEM
-** handshake (S01) where a multi-CTA parent exists: the release fence is already
+** then the CTA (or the cluster) synchronizes. The cluster's is the DSMEM
+** handshake of a cluster of several CTAs: the release fence is already
 ** there (fence.mbarrier_init.release.cluster, the only writes the peers need
 ** are the inits), so the arrive is relaxed, then the wait; the peers' barrier
 ** addresses are mapped (mapa) where they arrive on them. One CTA takes the
-** seed's bypass: no cluster barrier, a CTA barrier (the other warps must see
+** bypass: no cluster barrier, a CTA barrier (the other warps must see
 ** the inits). */
 static void init_slots(Cpn *c, IrOp *op, int64_t first, int64_t n, const int64_t *count, int ncount) {
   IrOp *sif = rw_begin_if(&c->rw, rw_cmp(&c->rw, "eq", cpn_tid(c), rw_i32(&c->rw, 0)));
@@ -742,7 +741,8 @@ static bool lower_leaf(Cpn *c, IrOp *op) {
 }
 
 /* Handles, none-tokens and bridges go once unused; a still-used bridge or none
-** becomes builtin.unrealized_conversion_cast (seed 000's cast bridge). */
+** becomes builtin.unrealized_conversion_cast (the pipeline specification's
+** cast bridge). */
 static bool finish_kept(Cpn *c, IrOp *op) {
   if (!ir_op_results_unused(op)) {
     if (op->kind == OP_CUTLASS_PIPELINE_CREATE || op->kind == OP_CUTLASS_SEQ_BAR_CREATE) {

@@ -13,7 +13,7 @@
 #include "rewrite.h"
 
 #define CPN_WAIT_HINT 0x989680 /* try_wait suspend-time hint (ns), CUTLASS's ClusterBarrier::wait */
-#define CPN_FUTURE_HINT 0x100000 /* the future-wait flavour's hint (seed 000: another constant) */
+#define CPN_FUTURE_HINT 0x100000 /* the future-wait flavour's hint (the specification's is another constant) */
 
 /* The ops of a pipeline or seq_bar handle: the first member of CpnPipe and CpnSeq. */
 typedef struct CpnHandle {

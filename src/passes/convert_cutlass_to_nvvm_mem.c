@@ -1,6 +1,6 @@
 /*
 ** convert_cutlass_to_nvvm_mem.c -- the memory-side patterns of
-** `convert-cutlass-to-nvvm` (seeds 001, 002): block_striped moves and
+** `convert-cutlass-to-nvvm`: block_striped moves and
 ** reductions over register fragments, named barriers, generic (global-memory)
 ** barriers and the MODS probes. Driver and shared helpers are in
 ** convert_cutlass_to_nvvm.c; docs/lowering.md has the table.
@@ -17,7 +17,7 @@
 ** fits one vector access (4, 8 or 16 bytes) moves in units of V elements,
 ** otherwise in single elements; unit u of thread t (t counted from the first
 ** thread of the op's executors, t < `threads`) is global unit u * threads + t.
-** Rank-1 fragments thus give thread t the elements t, t + threads, ... (seed 002).
+** Rank-1 fragments thus give thread t the elements t, t + threads, ....
 */
 #include <stdlib.h>
 #include <string.h>
@@ -391,7 +391,7 @@ static bool lower_generic(Cpn *c, IrOp *op) {
 /* }====================================================================== */
 
 /* {======================================================================
-** MODS (seed 001)
+** MODS
 ** ======================================================================= */
 
 static IrValue *globaltimer(Cpn *c) { return rw_op1(&c->rw, OP_NVVM_SREG_GLOBALTIMER, 0, NULL, c->rw.i64); }

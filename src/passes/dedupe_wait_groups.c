@@ -1,5 +1,5 @@
 /*
-** dedupe_wait_groups.c -- the `dedupe-wait-groups` pass: seed 000's wait-group
+** dedupe_wait_groups.c -- the `dedupe-wait-groups` pass: the wait-group
 ** dedupe walker, run right after convert-cutlass-to-nvvm. The async patterns
 ** of that pass emit commit + wait pairs eagerly (async.wait, future_wait,
 ** producer_tail, the MODS end probe); this walker then removes every group

@@ -1,7 +1,6 @@
 /*
-** dynamic_persistent.c -- the `tileas-dynamic-persistent` pass (seed 004's
-** TileASDynamicPersistent, D16): a tile program becomes a dynamic persistent
-** kernel. A CTA no longer computes the one program it was launched for; it
+** dynamic_persistent.c -- the `tileas-dynamic-persistent` pass: a tile
+** program becomes a dynamic persistent kernel. A CTA no longer computes the one program it was launched for; it
 ** keeps claiming program ids from the tile scheduler until the grid is done:
 **
 **   %p0 = tileas.get_program_id {dim = "x"}       (the CTA's first program)
@@ -16,11 +15,10 @@
 **   }
 **
 ** Program ids are linear in the loop: a body that reads only dim x reads %q
-** (the seed maps every get_program_id to the loop value); one that reads y or z
+** (every get_program_id maps to the loop value); one that reads y or z
 ** gets x = q mod nx, y = (q / nx) mod ny, z = q / (nx * ny) with nx, ny from
-** tileas.num_programs. The body moves into the loop (the seed clones it and
-** rebuilds five op kinds whose attributes it re-evaluates; nothing here depends
-** on the iteration, so moving is the same). A kernel that already has an
+** tileas.num_programs. The body moves into the loop (cloning it would be the
+** same: nothing in it depends on the iteration). A kernel that already has an
 ** scf.while whose condition region asks is_valid_program_id is left as it is,
 ** with the warning "Kernel is already dynamic persistent". Only tile programs
 ** (kernels holding tileas ops) are rewritten.

@@ -1,8 +1,8 @@
 /*
-** insert_ocg_knobs.c -- the `tileas-insert-OCG-knobs` pass (seed 004's
-** TileASInsertOCGKnobs, D17): scheduler knobs for OCG, the PTX-to-SASS
-** scheduler inside ptxas, as tileas.pragma ops that the emitter writes as
-** `.pragma "text";` in place. A knob applies to the next PTX instruction, so
+** insert_ocg_knobs.c -- the `tileas-insert-OCG-knobs` pass: scheduling
+** hints ("knobs") for OCG, the optimizing PTX-to-SASS code generator inside
+** ptxas, as tileas.pragma ops that the emitter writes as `.pragma "text";` in
+** place. A knob applies to the next PTX instruction, so
 ** the pass runs on the final form (MMA_FINAL: after the lowerings, on nvvm
 ** ops) and puts each knob right before its op:
 **
@@ -13,8 +13,8 @@
 **       arrive.relaxed and wait), so that OCG does not move memory ops
 **       across the lowered fence or barrier;
 **   .pragma "global knob SchedResBusyXU64=1"; at the kernel's entry when its
-**       target_spec is 100..103 or 110 (the seed's `target - 100 <= 3u ||
-**       target == 110`) and it holds an MMA (wgmma.mma_async, mma.sync).
+**       target_spec is 100..103 or 110 (`target - 100 <= 3u || target ==
+**       110`) and it holds an MMA (wgmma.mma_async, mma.sync).
 **
 ** A knob already in place is not repeated: a second run changes nothing.
 ** The pragma has side effects, so no later pass removes it.

@@ -119,8 +119,7 @@ static bool lower_advance(Low *L, IrOp *op) {
   if (h->s->kind == K_SK)
     sw_cursor_next(LTS_STAGE(L), &h->s->plan.sk, t.f[SF_CUR_UNIT], t.f[SF_CUR_LO], t.f[SF_CUR_HI],
                    &w);
-  else
-    tile_advance(L, h, &t, &w);
+  else tile_advance(L, h, &t, &w);
   bind_work(L, op, &w);
   return true;
 }
@@ -202,10 +201,8 @@ static void erase_lowered(Low *L, IrOpVec *ops) {
   }
 }
 
-static IrResult lower_kernel(Rewriter *rw, IrOp *k) {
-  Low *L = (Low *)rw;
-  stage_ir_init(&L->st, &L->rw.b);
-  if (!ir_walk_pre(k, lts_check_op, L)) return IR_FAIL;
+/* Lower the scheduler ops of kernel k, once their plans and handles are recorded. */
+static IrResult lower_planned(Low *L, IrOp *k) {
   LtsCollect c;
   memset(&c, 0, sizeof c);
   ir_walk_pre(k, lts_collect_op, &c);
@@ -222,20 +219,25 @@ static IrResult lower_kernel(Rewriter *rw, IrOp *k) {
   ir_opvec_free(&c.regions);
   ir_opvec_free(&c.terms);
   ir_opvec_free(&c.sched);
+  return r;
+}
+
+/* One kernel; what the pass records about it goes with it. */
+static IrResult lower_kernel(Rewriter *rw, IrOp *k) {
+  Low *L = (Low *)rw;
+  stage_ir_init(&L->st, &L->rw.b);
+  IrResult r = ir_walk_pre(k, lts_check_op, L) ? lower_planned(L, k) : IR_FAIL;
+  ptrmap_free(&L->scheds);
+  ptrmap_free(&L->handles);
   ptrmap_free(&L->packs);
-  L->packlist.n = L->unpacks.n = 0;
+  ir_opvec_free(&L->unpacks);
+  ir_opvec_free(&L->packlist);
   return r;
 }
 
 IrResult pass_lower_tile_scheduler(IrOp *module, IrPassCtx *pc) {
   Low L;
-  IrResult r = rw_run(&L.rw, sizeof L, module, pc, lower_kernel);
-  ir_opvec_free(&L.unpacks);
-  ir_opvec_free(&L.packlist);
-  ptrmap_free(&L.scheds);
-  ptrmap_free(&L.handles);
-  ptrmap_free(&L.packs);
-  return r;
+  return rw_run(&L.rw, sizeof L, module, pc, lower_kernel);
 }
 
 /* }====================================================================== */

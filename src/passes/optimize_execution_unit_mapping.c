@@ -1,6 +1,6 @@
 /*
 ** optimize_execution_unit_mapping.c -- the `optimize-execution-unit-mapping`
-** pass (seed 004's OptimizeExecutionUnitMapping, D12): every group of agents
+** pass: every group of agents
 ** becomes one tileas.agent_switch whose num_warps, warp_id and agent_strides
 ** arrays say where each agent runs; then propagate-execution-unit folds the
 ** warps upward to the kernel.
@@ -10,17 +10,17 @@
 ** idempotent). Its agents are stably partitioned: normal ones first, then the
 ** interleaved ones. A cursor walks the warps; each agent starts at the cursor
 ** rounded up to its group size g (its num_warps: 4 for a Hopper warpgroup),
-** with the seed's formula
+** with the formula
 **
 **   rounded = ((cursor != 0) + (cursor - (cursor != 0)) / g) * g
 **
-** and where that skips warps, a hole record comes first (the seed's: num_warps
+** and where that skips warps, a hole record comes first (num_warps
 ** 1, warp_id the cursor, agent_strides the warps skipped; its index goes to
 ** `holes`): an empty slot for the lowering. The cursor moves to rounded + g. A
-** last hole pads the total to a multiple of 4 warps (whole warpgroups). The
-** seed then compacts duplicate warp ids; the cursor only moves forward, so
-** the warp ids made here strictly increase and there is none to compact (an
-** assertion checks it).
+** last hole pads the total to a multiple of 4 warps (whole warpgroups).
+** Duplicate warp ids would then be compacted; the cursor only moves forward,
+** so the warp ids made here strictly increase and there is none to compact
+** (an assertion checks it).
 **
 **   tileas.agent {kind = "producer", num_warps = 1} {...}
 **   tileas.agent {kind = "consumer", num_warps = 4} {...}
@@ -53,7 +53,7 @@ static void push(Entries *e, int64_t num_warps, int64_t warp_id, int64_t stride,
   e->n++;
 }
 
-/* The warp the next agent of group size g starts at (the seed's rounding). */
+/* The warp the next agent of group size g starts at (rounded to g). */
 static int64_t round_to_group(int64_t cursor, int64_t g) {
   int64_t nz = cursor != 0;
   return (nz + (cursor - nz) / g) * g;

@@ -21,8 +21,7 @@ static bool is_agent(const IrOp *op) { return op->kind == OP_TILEAS_AGENT; }
 static const char *kernel_name(const IrOp *k) { return ir_attrs_TILE_KERNEL(k).sym_name; }
 
 /* KERNEL_SPEC: every tile program's kernel_spec gives num_ctas, the CTAs of
-** its cluster (the seed's nv_tileaa.kernel_spec; the verifier checks that it
-** equals the cluster size). */
+** its cluster (the verifier checks that it equals the cluster size). */
 IrOp *fact_KERNEL_SPEC(IrOp *module, StrBuf *why) {
   FOR_EACH_KERNEL(k, module) {
     if (!rw_find(k, is_tileas) || ir_attr_dict_get(ir_op_attr(k, "kernel_spec"), "num_ctas")) continue;

@@ -1,7 +1,7 @@
 /*
-** prepare_for_scheduling.c -- the `tileas-prepare-for-scheduling` pass (seed
-** 004's TileASPrepareForScheduling, D20): the six steps that leave each tiled
-** load and store ready for the scheduler and the lowering, in order:
+** prepare_for_scheduling.c -- the `tileas-prepare-for-scheduling` pass: the
+** six steps that leave each tiled load and store ready for the scheduler and
+** the lowering, in order:
 **
 **   1 decomposeTiledLoadStoreView  a tiled access of a shared tile (a TMA
 **       copy) gets its view: `order` (the tensor's dims, fastest first;

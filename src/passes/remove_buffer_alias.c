@@ -1,6 +1,5 @@
 /*
-** remove_buffer_alias.c -- the `tileas-remove-buffer-alias` pass (seed 004's
-** TileASRemoveBufferAliasPass, D20): every use of a shared tensor names the
+** remove_buffer_alias.c -- the `tileas-remove-buffer-alias` pass: every use of a shared tensor names the
 ** tensor itself, so later passes see one allocation behind each use.
 **
 ** A buffer is a shared tile. Its own values are the results of alloc_tensor,

@@ -1,8 +1,7 @@
 /*
-** remove_layout_conversions.c -- the `tileas-remove-layout-conversions` pass
-** (seed 004's TileASRemoveLayoutConversionsPass, D20): fewer
-** tileas.convert_layout ops, by giving producers the layout their consumers
-** want. Three steps per kernel, each followed by the greedy cleanup:
+** remove_layout_conversions.c -- the `tileas-remove-layout-conversions` pass:
+** fewer tileas.convert_layout ops, by giving producers the layout their
+** consumers want. Three steps per kernel, each followed by the greedy cleanup:
 **
 **   buffer side   convert_layout shared -> shared of an alloc_tensor or
 **                 tiled_load whose other uses take any layout (copy into it,

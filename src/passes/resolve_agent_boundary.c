@@ -1,9 +1,8 @@
 /*
-** resolve_agent_boundary.c -- the `tileas-resolve-agent-boundary` pass (seed
-** 004's TileASResolveAgentBoundaryPass, D20): a value defined outside a
-** tileas.agent (by every warp of the CTA) and used inside it (by the agent's
-** warps only) either stays a direct SSA value or is delivered through shared
-** memory:
+** resolve_agent_boundary.c -- the `tileas-resolve-agent-boundary` pass: a
+** value defined outside a tileas.agent (by every warp of the CTA) and used
+** inside it (by the agent's warps only) either stays a direct SSA value or is
+** delivered through shared memory:
 **
 **   scalars (constants, program ids, kernel    direct: every warp computed the
 **   parameters, what arith makes of them),      same value
@@ -21,8 +20,8 @@
 **                                               layout the agent's uses have
 **
 ** One handoff per value, one convert (or splat) per agent. The barrier that
-** orders the copy before the agents' reads is left to the lowering, as in the
-** seed (named barriers are another pass's).
+** orders the copy before the agents' reads is left to the lowering (named
+** barriers are another pass's).
 */
 #include <string.h>
 
@@ -55,8 +54,8 @@ static IrValue *buffer_of(Boundary *b, IrValue *v) {
   if (buf) return buf;
   rw_after_value(&b->r, v);
   IrNamedAttr kind = {ir_intern_cstr(b->r.ctx, "kind"), ir_attr_cstr(b->r.ctx, "shared")};
-  const IrType *t = ir_type_tile_layout(b->r.ctx, v->type->elem, v->type->rank, v->type->shape, IR_MS_SHARED,
-                                        ir_attr_dict(b->r.ctx, 1, &kind));
+  const IrType *t = ir_type_tile_layout(b->r.ctx, v->type->elem, v->type->rank, v->type->shape,
+                                        IR_MS_SHARED, ir_attr_dict(b->r.ctx, 1, &kind));
   t = tas_with_cta_of(b->r.ctx, t, v->type); /* each CTA of a cluster keeps its part */
   buf = rw_op1(&b->r, OP_TILEAS_ALLOC_TENSOR, 0, NULL, t);
   IrValue *opds[2] = {v, buf};
@@ -80,7 +79,8 @@ static IrValue *delivered(Crossing *c, IrValue *v) {
   if (c->last) ir_builder_after(&b->r.b, c->last);
   else ir_builder_at_start(&b->r.b, ir_region_ensure_block(b->r.ctx, &c->agent->regions[0]));
   b->r.b.loc = c->agent->loc;
-  IrValue *r = rw_op1(&b->r, delivery(v) == REMAT ? OP_TILEAS_SPLAT : OP_TILEAS_CONVERT_LAYOUT, 1, &src, v->type);
+  IrValue *r = rw_op1(&b->r, delivery(v) == REMAT ? OP_TILEAS_SPLAT : OP_TILEAS_CONVERT_LAYOUT, 1,
+                      &src, v->type);
   c->last = r->def;
   return r;
 }
@@ -113,12 +113,11 @@ static IrResult resolve_kernel(Rewriter *r, IrOp *k) {
     ptrmap_free(&c.done);
   }
   ir_opvec_free(&agents);
+  ptrmap_free(&b->buffers); /* the kernel's hand-offs */
   return IR_OK;
 }
 
 IrResult pass_resolve_agent_boundary(IrOp *module, IrPassCtx *pc) {
   Boundary b;
-  IrResult res = rw_run(&b.r, sizeof b, module, pc, resolve_kernel);
-  ptrmap_free(&b.buffers);
-  return res;
+  return rw_run(&b.r, sizeof b, module, pc, resolve_kernel);
 }

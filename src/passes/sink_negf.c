@@ -1,8 +1,7 @@
 /*
-** sink_negf.c -- the `sink-negf-through-shapes` pass (seed 004's TileASSinkNegF
-** and its one pattern, ExchangeNegWithBroadcastPattern): a negation of a
-** widened tile moves before the shape op, onto the smaller tile, and then, where
-** it feeds an operand of a dot, into the dot's negate immediate (the .neg
+** sink_negf.c -- the `sink-negf-through-shapes` pass (one pattern, the
+** exchange of a negation with a broadcast): a negation of a widened tile moves
+** before the shape op, onto the smaller tile, and then, where it feeds an operand of a dot, into the dot's negate immediate (the .neg
 ** operand modifier of the MMA the dot becomes).
 **
 **   %n = arith.negf (tileas.broadcast %x)   ->  tileas.broadcast (arith.negf %x)

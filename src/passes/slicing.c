@@ -1,7 +1,7 @@
 /*
-** slicing.c -- the `tileas-slicing` pass (seed 004's TileASSlicingPass, D20):
-** a loop with the attribute `sliceCount = N` runs N slices (copies of its
-** body, for consecutive iterations) per iteration, then the iterations left:
+** slicing.c -- the `tileas-slicing` pass: a loop with the attribute
+** `sliceCount = N` runs N slices (copies of its body, for consecutive
+** iterations) per iteration, then the iterations left:
 **
 **   scf.for %i = lb to ub step s (iter %a = init) {sliceCount = N} { body }
 ** becomes

@@ -1,7 +1,8 @@
 /*
 ** tileas_assign_layouts.c -- the `tileas-assign-layouts` pass: our stand-in
-** for seed 004's upstream layout assignment (D08). Every tile value of a tile
-** program gets a layout in its type (docs/tileprog.md, "Layouts"):
+** for the layout assignment that runs before the cluster passes. Every tile
+** value of a tile program gets a layout in its type (docs/tileprog.md,
+** "Layouts"):
 **
 **   the accumulator of a tileas.dot (and the dot's result)   "mma": wgmma
 **       fragments, warpgroups along M (warps = [M / 16, 1], cta = [1, 1])

@@ -141,7 +141,7 @@ SchedWork sched_persistent_first(const SchedPersistent *p, uint32_t worker) {
   return work_at(&p->raster, worker, 0);
 }
 
-/* Seed 000's persistent_advance: stride by the grid; the tile just finished
+/* The scheduler specification's persistent_advance: stride by the grid; the tile just finished
 ** clocks the pipeline when it is the last of a round. */
 SchedWork sched_persistent_advance(const SchedPersistent *p, SchedWork t, bool *increment_pipe) {
   SRaster x = sw_raster_known(&p->raster);

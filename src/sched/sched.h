@@ -4,7 +4,8 @@
 **
 ** One implementation shared by the host (launch planning, workspace
 ** allocation, the REPL picture), the lowering of cutlass.tile_scheduler.* and
-** the Lua surface tl.sched.persistent (seeds 000 and 003; docs/schedulers.md).
+** the Lua surface tl.sched.persistent (docs/schedulers.md; docs/provenance.md
+** names the specifications followed).
 **
 ** Two layers:
 **   - planning (host only): sched_config_*, sched_plan, the *_init functions.
@@ -86,7 +87,7 @@ bool sched_reduction_parse(const char *s, SchedReduction *out);
 /* }====================================================================== */
 
 /* {======================================================================
-** The 48-byte Params record (seed 000, CutlassTileSchedulerParams)
+** The 48-byte Params record (CUTLASS's tile-scheduler params)
 ** ======================================================================= */
 
 /* Passed to every scheduler body as a grid-constant kernel argument.
@@ -153,7 +154,7 @@ typedef struct SchedCoord {
 bool sched_raster_init(SchedRaster *r, uint32_t tiles_m, uint32_t tiles_n, uint32_t tiles_l,
                        uint32_t cluster_m, uint32_t cluster_n, uint32_t swizzle, SchedOrder order,
                        const char **err);
-/* Seed 000's raster_unpack, batches included. Defined for every id without
+/* The scheduler specification's raster_unpack, batches included. Defined for every id without
 ** dividing by zero: an id >= total decodes to a batch l >= tiles_l. */
 SchedCoord sched_raster_unpack(const SchedRaster *r, uint32_t linear);
 /* The CTA tile of rank (rank_m, rank_n) in cluster tile c; false when the
@@ -190,14 +191,14 @@ SchedWork sched_dp_tile(const SchedRaster *r, uint32_t linear);
 SchedWork sched_persistent_first(const SchedPersistent *p, uint32_t worker);
 SchedWork sched_persistent_advance(const SchedPersistent *p, SchedWork t, bool *increment_pipe);
 
-/* TileLang's PersistentTileScheduler (seed 003). The stateful form keeps its
+/* TileLang's PersistentTileScheduler. The stateful form keeps its
 ** four scalars here (m_idx is the cluster row); the stateless form is
 ** sched_tl_coord alone. Build p with sched_tl_make.
 **
 ** sched_tl_coord is TileLang's coord: one batch, no wrap. An id at or past
 ** the number of tiles decodes to an out-of-range coordinate (m_idx >= the
-** cluster rows or n_idx >= n_tiles), never to another tile, so that seed
-** 003's stateless loop `for w < waves: (m, n) = coord(workers * w + worker);
+** cluster rows or n_idx >= n_tiles), never to another tile, so that
+** TileLang's stateless loop `for w < waves: (m, n) = coord(workers * w + worker);
 ** if in bounds: compute` computes every tile exactly once, as the stateful
 ** loop does. sched_tl_make refuses a fast extent * swizzle over 2^31 - 1
 ** (TileLang does this arithmetic in int32). */
@@ -211,7 +212,7 @@ void sched_tl_init(const SchedPersistent *p, SchedTlState *s, uint32_t worker);
 bool sched_tl_valid(const SchedPersistent *p, const SchedTlState *s);
 void sched_tl_next_tile(const SchedPersistent *p, SchedTlState *s);
 SchedCoord sched_tl_coord(const SchedPersistent *p, uint32_t tile_id);
-/* bx = m_idx * cluster + rank (the caller's line in seed 003). */
+/* bx = m_idx * cluster + rank (the caller's line in TileLang's scheduler). */
 uint32_t sched_tl_block_m(const SchedPersistent *p, uint32_t m_idx, uint32_t rank);
 
 /* }====================================================================== */
@@ -262,7 +263,7 @@ typedef struct SchedSkWork {
   uint32_t k_tile_count;      /* k tiles in this piece, >= 1 */
   uint32_t split_idx;         /* rank of the piece among the tile's, in K order */
   uint32_t expected_splits;   /* number of pieces of this tile */
-  bool is_separate_reduction; /* seed 000: k_tile_count != k_tiles (partial) */
+  bool is_separate_reduction; /* k_tile_count != k_tiles (partial) */
   bool is_final_split;        /* covers the last k tile: reduces, epilogue */
 } SchedSkWork;
 
@@ -270,7 +271,7 @@ typedef struct SchedSkWork {
 void sched_sk_unit_range(const SchedStreamK *p, uint32_t u, uint32_t *lo, uint32_t *hi);
 /* The first unit and the number of units (pieces) covering tile t. */
 void sched_sk_tile_units(const SchedStreamK *p, uint32_t t, uint32_t *first, uint32_t *count);
-/* Seed 000's streamk_tile: the first piece unit u (< units) processes. */
+/* The scheduler specification's streamk_tile: the first piece unit u (< units) processes. */
 SchedSkWork sched_streamk_tile(const SchedStreamK *p, uint32_t u);
 
 /* Iterates every piece one worker processes, without allocation: its units
@@ -392,7 +393,7 @@ typedef struct SchedPlan {
 } SchedPlan;
 
 bool sched_plan(SchedPlan *p, const SchedConfig *c, const char **err);
-/* Seed 000's Params factory. */
+/* The Params factory (the scheduler specification's). */
 SchedParams sched_params_make(const SchedPlan *p, uint64_t workspace_ptr);
 /* The worker that finishes cluster tile t (the final split's), and the
 ** number of workers that contribute to it. */

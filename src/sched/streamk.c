@@ -211,9 +211,9 @@ static uint32_t ctas_per_tile(const SchedStreamK *p) {
   return p->raster.cluster_m * p->raster.cluster_n;
 }
 
-/* Seed 000's streamk_workspace_sizes with the exact slot count: the seed's
-** ceil(k_tiles / k_per_small) - 1 undercounts a tile whose pieces straddle
-** unit boundaries unevenly (k 10, small 4: pieces 1+4+4+1). */
+/* The scheduler specification's streamk_workspace_sizes with the exact slot
+** count: its ceil(k_tiles / k_per_small) - 1 undercounts a tile whose pieces
+** straddle unit boundaries unevenly (k 10, small 4: pieces 1+4+4+1). */
 SchedWorkspace sched_workspace_sizes(const SchedStreamK *p, uint64_t acc_tile_bytes) {
   SchedWorkspace ws = sched_workspace_none();
   if (p->sk_tiles == 0 || p->max_splits <= 1) return ws;

@@ -6,7 +6,7 @@
 -- checked first (stdlib/gemm.lua's reference kernel and sampled CPU dot
 -- products, and each against the other bit for bit) and then timed: the best of
 -- 5 samples of CUDA events around 10 back-to-back launches, the two
--- alternating. The ratio is tile / stdlib (time); the issue's target is within
+-- alternating. The ratio is tile / stdlib (time); the target is within
 -- 5%. Also the compile time from script to PTX (the median of 20; the target is
 -- under 10 ms), which needs no GPU: without one the bench prints it and stops.
 --

@@ -1,0 +1,78 @@
+-- tilua.dsl.kinds: kinds of values that modules give a meaning to.
+--
+-- The operators and a few functions (tl.load, tl.store, tl.extract, tl.zeros,
+-- tl.select, v:cast, the comparisons, the approximate math of dsl/warp.lua)
+-- also work on kinds of values that other modules define: the tiles and
+-- tensors of tile programs (dsl/tileprog.lua). Such a module registers its
+-- implementations once, by kind (kinds.register), and each of those
+-- operations first looks its operands' kinds up (kinds.op), in the order of
+-- its operands; the meaning written where the operation is defined is the one
+-- of every other value. No module replaces another module's functions.
+
+local core = require "tilua.core"
+
+local Value = core.metatable("Value")
+
+local K = {}
+
+local registered = {} -- kind -> { operation name -> fn }
+
+-- The kind registrations are keyed by: a value's type kind ("tile"), a dialect
+-- type's name ("tileas.tensor"), "shape" for a plain Lua table (an extent list).
+local function value_kind(x)
+  local mt = getmetatable(x)
+  if mt == Value then
+    local t = x:type()
+    local k = t:kind()
+    if k == "dialect" then return t:info().name end
+    return k
+  end
+  if mt == nil and type(x) == "table" then return "shape" end
+  return nil
+end
+
+-- The implementation of operation `name` registered for the kind of the
+-- first of a, b, c that has one, or nil.
+function K.op(name, a, b, c)
+  local ops = registered[value_kind(a)]
+  if ops and ops[name] then return ops[name] end
+  if b ~= nil then
+    ops = registered[value_kind(b)]
+    if ops and ops[name] then return ops[name] end
+  end
+  if c ~= nil then
+    ops = registered[value_kind(c)]
+    if ops and ops[name] then return ops[name] end
+  end
+  return nil
+end
+
+-- The operations of kind `kind` (once per kind).
+function K.register(kind, ops)
+  if registered[kind] then error(("kinds.register: the kind '%s' is registered already"):format(kind), 2) end
+  registered[kind] = ops
+end
+
+-- K.binary(operands, pick) -> builder(iop, fop, symbol) -> fn(a, b): the
+-- arithmetic operators of a kind of value. operands(a, b, what) brings the two
+-- to one type t (or raises, naming the operator by `what`); pick(t, iop, fop)
+-- names the op for t (nil: the operator is not defined on t); the op yields a t.
+function K.binary(operands, pick)
+  return function(iop, fop, sym)
+    return function(a, b)
+      local tl = require "tilua"
+      a, b = operands(a, b, "'" .. sym .. "'")
+      local t = a:type()
+      local name = pick(t, iop, fop)
+      if not name then tl.raise(("'%s' is not defined on %s"):format(sym, tostring(t))) end
+      return tl.op1(name, { a, b }, t)
+    end
+  end
+end
+
+-- dsl/warp.lua's approximate functions (name -> its tile.math fn): tl.rsqrt of a
+-- tile is the kind's rsqrt (dsl/tileprog.lua defines the others for tiles only).
+K.approx_math = { ex2 = "ex2", lg2 = "lg2", rsqrt = "rsqrt", rcp_approx = "rcp", sqrt_approx = "sqrt",
+                  sin = "sin", cos = "cos", tanh = "tanh" }
+
+return K

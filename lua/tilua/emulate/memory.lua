@@ -1,0 +1,259 @@
+-- tilua.emulate.memory: the run's memory (methods of the machine's Run,
+-- emulate/machine.lua): global buffers, loads and stores of a codec's bytes,
+-- and the race check of shared (and global) memory on vector clocks.
+--
+-- The race check keeps, per CTA and per granule (16 bytes; global: 4), the
+-- last write (actor, clock, loc) and the reads since (a set of records). A
+-- read of bytes whose last write is not ordered before it (a stage not yet
+-- filled) is `unfilled`; a write of bytes whose last write or reads are not
+-- ordered before it (a stage overwritten before it was released) `overwrite`.
+
+local address = require "tilua.emulate.address"
+local values = require "tilua.emulate.values"
+local interp = require "tilua.emulate.interp"
+local report = require "tilua.emulate.report"
+
+local SHARED_BASE, DSMEM_BASE = address.SHARED_BASE, address.DSMEM_BASE
+local GLOBAL_BASE, GLOBAL_SPACING = address.GLOBAL_BASE, address.GLOBAL_SPACING
+local wrap = interp.wrap
+local violation = report.violation
+
+local Memory = {}
+
+-- A new global buffer of `bytes` (a string, a table of bytes, or a count of
+-- zero bytes) -> its base address, its size.
+function Memory:alloc_global(bytes)
+  local base = self.next_global
+  local n = type(bytes) == "string" and #bytes or (type(bytes) == "table" and #bytes or bytes)
+  -- 256 MiB apart: an access past a buffer (inputs too small for the kernel)
+  -- lands in no other buffer, so it cannot pass for a race between them
+  self.next_global = base + (n // GLOBAL_SPACING + 1) * GLOBAL_SPACING
+  local g = self.global
+  if type(bytes) == "string" then
+    -- copied into the table when first read (a run that reads none of it, as
+    -- the checker's do not read a GEMM's operands, copies nothing)
+    local segs = self.segments
+    if not segs then
+      segs = {}
+      self.segments = segs
+      setmetatable(g, { __index = function(t, a)
+        local i = (a - GLOBAL_BASE) // GLOBAL_SPACING
+        local sg = segs[i]
+        if not sg then return nil end
+        segs[i] = nil
+        local str, b0 = sg.bytes, sg.base
+        for j = 1, #str do
+          if rawget(t, b0 + j) == nil then rawset(t, b0 + j, str:byte(j)) end -- not what was stored since
+        end
+        return rawget(t, a)
+      end })
+    end
+    segs[(base - GLOBAL_BASE) // GLOBAL_SPACING] = { base = base - 1, bytes = bytes }
+  elseif type(bytes) == "table" then
+    for i = 1, n do g[base + i - 1] = bytes[i] & 0xff end
+  end
+  return base, n
+end
+
+-- The byte table of an address in warp W's CTA (a cluster address: the CTA
+-- it names), the address in it, and that CTA.
+function Memory:mem_of(W, addr)
+  if addr >= DSMEM_BASE then
+    local cta = self.ctas[((addr - DSMEM_BASE) >> 32) + 1]
+    return cta.shared, SHARED_BASE + (addr & 0xffffffff), cta
+  end
+  if addr >= SHARED_BASE then return W.cta.shared, addr, W.cta end
+  return self.global, addr
+end
+
+local function read_bytes(R, W, addr, n)
+  local m, a = R:mem_of(W, addr)
+  local out = {}
+  for i = 0, n - 1 do out[i + 1] = m[a + i] or 0 end
+  return out
+end
+
+-- {=== the race check (per CTA, per granule)
+
+function Memory:who(actor)
+  local a = self.actors[actor]
+  return a and a.label or ("actor " .. actor)
+end
+
+local function range_of(sp, addr, n)
+  if sp.is_global then return ("global bytes [0x%x, 0x%x)"):format(addr, addr + n) end
+  return ("shared bytes [%d, %d)%s"):format(addr - SHARED_BASE, addr - SHARED_BASE + n, sp.remote_of or "")
+end
+
+-- A read of [addr, addr + n) of space cta (a CTA, or self.gspace) by actor a
+-- with clock vc at loc.
+function Memory:shadow_read(cta, a, vc, addr, n, loc)
+  local g = cta.granule or self.granule
+  local sw, sr = cta.shadow_w, cta.shadow_r
+  -- one record for every granule of this read, and of the actor's next reads
+  -- at the same clock and op (records are never changed)
+  local clock = vc[a] or 0
+  local e = self.read_recs[a]
+  if not e or e[1] ~= clock or e[2] ~= loc then
+    e = { clock, loc }
+    self.read_recs[a] = e
+  end
+  -- the readers of a granule are a set shared by every granule that the same
+  -- reads reached (never changed: a read moves a granule to the set with its
+  -- record added, made once per set and record: self.rnext), so that a large
+  -- write checks each distinct reader set once (a wgmma stage read by 8
+  -- warps in many small reads, then overwritten by a TMA box)
+  local nexts = self.rnext[e]
+  if not nexts then
+    nexts = setmetatable({}, { __mode = "k" })
+    self.rnext[e] = nexts
+  end
+  local last_w, from, to = false, false, nil
+  for q = addr // g, (addr + n - 1) // g do
+    local w = sw[q]
+    if w == last_w then goto record end
+    last_w = w
+    if w == nil then
+      if cta.is_global then goto record end -- the host wrote it
+      violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that nothing wrote yet (a stage read before it was filled)")
+        :format(self:who(a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n))
+    elseif w.actor ~= a and (vc[w.actor] or 0) < w.clock then
+      violation("unfilled", ("%s at %s reads %s that %s wrote at %s with no synchronization ordering the write before the read (%s)")
+        :format(self:who(a), loc, range_of(cta, addr, n), self:who(w.actor), w.loc,
+                cta.is_global and "a read of what another thread or CTA wrote with no barrier in between"
+                or "a stage read before it was filled"))
+    end
+    ::record::
+    local r = sr[q]
+    if r == from then
+      sr[q] = to
+    elseif not (r and r[a] == e) then
+      local nr = nexts[r or nexts]
+      if not nr then
+        nr = {}
+        if r then for ra, x in pairs(r) do nr[ra] = x end end
+        nr[a] = e -- one record for every granule of this read
+        nexts[r or nexts] = nr
+      end
+      from, to = r, nr
+      sr[q] = nr
+    end
+  end
+end
+
+function Memory:shadow_write(cta, a, vc, addr, n, loc)
+  local g = cta.granule or self.granule
+  local sw, sr = cta.shadow_w, cta.shadow_r
+  local clock = vc[a] or 0
+  local w_rec = self.write_recs[a] -- as read_recs (shadow_read)
+  if not w_rec or w_rec.clock ~= clock or w_rec.loc ~= loc then
+    w_rec = { actor = a, clock = clock, loc = loc }
+    self.write_recs[a] = w_rec
+  end
+  local last_w, last_r = false, false -- shared records and reader sets: each checked once (shadow_read)
+  for q = addr // g, (addr + n - 1) // g do
+    local w = sw[q]
+    if w and w ~= last_w and w.actor ~= a and (vc[w.actor] or 0) < w.clock then
+      violation("overwrite", ("%s at %s writes %s that %s wrote at %s with no synchronization in between")
+        :format(self:who(a), loc, range_of(cta, addr, n), self:who(w.actor), w.loc))
+    end
+    last_w = w
+    local r = sr[q]
+    if r and r == last_r then
+      sr[q] = nil
+    elseif r then
+      last_r = r
+      for ra, e in pairs(r) do
+        if ra ~= a and (vc[ra] or 0) < e[1] then
+          violation("overwrite", ("%s at %s overwrites %s that %s read at %s before that read was released to it (%s)")
+            :format(self:who(a), loc, range_of(cta, addr, n), self:who(ra), e[2],
+                    cta.is_global and "a write racing with another thread's or CTA's read"
+                    or "a stage overwritten before every consumer released it"))
+        end
+      end
+      sr[q] = nil
+    end
+    sw[q] = w_rec
+  end
+end
+
+-- }===
+
+-- The space (CTA or global) whose shadow an access of warp W at addr uses, and
+-- the address in it; a cluster address is checked against the cluster's start
+-- and the target CTA's exit (DSMEM).
+function Memory:access(W, rec, addr, write)
+  if addr >= DSMEM_BASE then
+    local _, a, cta = self:mem_of(W, addr)
+    if cta ~= W.cta then
+      if (W.vc[cta.start] or 0) < 1 then
+        violation("dsmem", ("%s at %s %s the shared memory of CTA %d through the cluster before the cluster is known to have started (no cluster barrier orders CTA %d's start before the access)")
+          :format(W.label, rec.loc, write and "writes" or "reads", cta.id, cta.id))
+      end
+      if cta.exited then
+        violation("dsmem", ("%s at %s %s the shared memory of CTA %d, which has exited (a missing cluster barrier before the exit)")
+          :format(W.label, rec.loc, write and "writes" or "reads", cta.id))
+      end
+      cta.remote[#cta.remote + 1] = { actor = W.actor, clock = W.vc[W.actor], loc = rec.loc, label = W.label }
+    end
+    return cta, a
+  end
+  if addr >= SHARED_BASE then return W.cta, addr end
+  return self.gspace, addr
+end
+
+-- The race check of warp W's access of n bytes at addr (a write: write).
+function Memory:check_access(W, rec, addr, n, write)
+  local sp, a = self:access(W, rec, addr, write)
+  if write then
+    self:shadow_write(sp, W.actor, W.vc, a, n, rec.loc)
+  else
+    self:shadow_read(sp, W.actor, W.vc, a, n, rec.loc)
+  end
+end
+
+-- A load of rec.codec at addr by warp W (one lane); atomic: no race check.
+function Memory:load(W, rec, addr, atomic)
+  local c = rec.codec
+  if not atomic then self:check_access(W, rec, addr, c.size, false) end
+  if c.width and not c.vector then -- an integer: straight from the bytes
+    local m, a = self:mem_of(W, addr)
+    local x = 0
+    for i = a + c.size - 1, a, -1 do x = (x << 8) | (m[i] or 0) end
+    return wrap(x, c.width)
+  end
+  local bytes = read_bytes(self, W, addr, c.size)
+  if c.raw then return bytes end -- a vector of bytes: kept unsigned (tile.extract wraps)
+  if c.vector then
+    local v = {}
+    for i = 1, c.n do v[i] = values.decode(c.elem, bytes, (i - 1) * c.elem.size) end
+    return v
+  end
+  return values.decode(c, bytes, 0)
+end
+
+-- A store of v as rec.codec at addr by warp W (one lane); atomic: no race check.
+function Memory:store(W, rec, addr, v, atomic)
+  local c = rec.codec
+  if not atomic then self:check_access(W, rec, addr, c.size, true) end
+  if c.width and not c.vector then -- an integer: straight to the bytes
+    local m, a = self:mem_of(W, addr)
+    for i = a, a + c.size - 1 do
+      m[i] = v & 0xff
+      v = v >> 8
+    end
+    return
+  end
+  local out = {}
+  if c.raw then
+    for i = 1, c.size do out[i] = v[i] & 0xff end
+  elseif c.vector then
+    for i = 1, c.n do values.encode(c.elem, v[i], out, (i - 1) * c.elem.size) end
+  else
+    values.encode(c, v, out, 0)
+  end
+  local m, a = self:mem_of(W, addr)
+  for i = 1, c.size do m[a + i - 1] = out[i] end
+end
+
+return Memory

@@ -1,0 +1,236 @@
+-- tilua.passes.convert_tileas_to_cutlass.consumer: the consumer agents, a
+-- warpgroup each (64 rows of the accumulator). Each takes registers
+-- (setmaxnreg.inc), runs kernels/gemm.lua's mainloop over the pipelined loop
+-- (consumer_wait, wgmma from descriptors of the stage into a vector<N/2 x f32>
+-- accumulator, commit, wait for one group, release the stage before; the
+-- first k block peeled), then the epilogue per thread on its wgmma fragment:
+-- elementwise ops (ops.lua), tiles loaded per element, 16-bit tiles stored by
+-- stmatrix + TMA store, others by plain stores. Replicas of one consumer
+-- (tileas.replica) are one agent of their warpgroups running one code.
+
+local tl = require "tilua"
+local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+local V = require "tilua.passes.convert_tileas_to_cutlass.values"
+local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
+local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
+
+local Consumer = {}
+
+-- {=== the mainloop: dots of rings
+
+-- The descriptor of ring r (or its slice) at stage s, k step kk.
+local function desc(r, s, kk, kstep, kmajor)
+  local ring = r.ring or r
+  local off = r.offsets or { 0, 0 }
+  if kmajor then -- rows of K: a k step moves along the row
+    return tl.wgmma_desc(ring.smem:ptr(s, off[1], off[2] + kk * kstep), { swizzle = ring.swizzle, sbo = 1024 })
+  end
+  -- MN-major, boxes of {k rows, 64}: 16 k rows a step, 64-wide atoms a box apart
+  local row = off[2] // ring.box[2] * ring.shape[1] + off[1] + kk * 16
+  return tl.wgmma_desc(ring.smem:ptr(s, row, 0),
+                       { swizzle = ring.swizzle, lbo = ring.shape[1] * ring.box[2] * R.elem_bytes(ring.elem), sbo = 1024 })
+end
+
+-- env.dot: the dot of one k block: wgmma_fence, K / 16 wgmmas, commit.
+local function dot(L, env)
+  local wtype = { [tl.bf16:id()] = "bf16", [tl.f16:id()] = "f16" }
+  return function(op)
+    local ra, rb = V.get(L, op:operand(1), op), V.get(L, op:operand(2), op)
+    if not V.is_ring(ra) or not V.is_ring(rb) then R.fail(op, "dot operands must be rings (shared tiles the producer fills)") end
+    local at = op:attrs()
+    local ai = R.tile_of(op:operand(1))
+    local ta_ = wtype[ai.elem:id()]
+    if not ta_ then R.fail(op, "dots of %s are not lowered yet (bf16 and f16)", tostring(ai.elem)) end
+    local K = ai.shape[at.transpose_a and 1 or 2]
+    local acc = env.acc_in
+    local opts = { type_a = ta_, type_b = ta_, trans_a = at.transpose_a or nil, trans_b = not at.transpose_b or nil,
+                   scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
+    tl.wgmma_fence()
+    for kk = 0, K // 16 - 1 do
+      acc = tl.wgmma(acc, desc(ra, env.stage, kk, 16, not at.transpose_a),
+                     desc(rb, env.stage, kk, 16, at.transpose_b), opts)
+    end
+    tl.wgmma_commit()
+    L.vmap[op:result(1):id()] = { vec = acc }
+  end
+end
+
+-- The release of stage s (a cluster's pipeline counts every thread's release,
+-- as stdlib/gemm.lua's).
+local function releaser(L)
+  return function(s)
+    if L.nctas > 1 then L.pipe:consumer_release(s) return end
+    tl.elect_one(function() L.pipe:consumer_release(s) end)
+  end
+end
+
+-- env.pipelined_for: the accumulator carried as vector<N/2 x f32> through
+-- kernels/gemm.lua's mainloop (cursor st); StreamK: the sum of the tile's
+-- splits, on its final split (env.final). wg, t: the warpgroup, its thread.
+local function pipelined_for(L, env, st, wg, t)
+  local G, S = L.G, L.S
+  return function(op)
+    local b = op:region(1):entry()
+    if op:nresults() ~= 1 then R.fail(op, "a consumer's pipelined loop carries one accumulator, got %d values", op:nresults()) end
+    local shape = R.cta_part(R.tile_of(op:result(1)), L.nctas) -- the CTA's block (wgmma's N)
+    if R.layout_kind(op:result(1)) ~= "mma" or shape[1] ~= 64 then R.fail(op, "the carried value must be a 64-row mma accumulator") end
+    local n = shape[2] // 2
+    local init = V.get(L, op:operand(4), op)
+    -- a zero accumulator starts from zeros, as stdlib/gemm.lua's does
+    local zero = init.splat and R.const_int(init.splat) == 0
+    local function vec_of(x)
+      if x.vec then return x.vec end
+      local vals = {}
+      for i = 0, n - 1 do vals[i + 1] = x:at(i) end
+      return tl.vector_of(tl.f32, vals)
+    end
+    local yield = b:terminator()
+    local function step(kk, acc, s)
+      L.vmap[b:arg(1):id()], L.vmap[b:arg(2):id()] = kk, { vec = acc }
+      env.acc_in, env.stage = acc, s
+      X.lower_block(L, b, env)
+      local out = V.get(L, yield:operand(1), yield)
+      if not out.vec then R.fail(yield, "the pipelined loop must yield the dot's result") end
+      return out.vec
+    end
+    local lb, ub = Loops.k_blocks(L, op, env)
+    local acc = G.mainloop(tl, L.pipe, st, lb, ub, function() return zero and tl.zeros(tl.f32, n) or vec_of(init) end,
+                           function(a, s, kk) return step(kk, a, s) end, releaser(L))
+    if env.work and S then
+      acc, env.final = G.fixup(tl, S.c, { ws = L.args[L.P.lowered_workspace] }, env.work, acc,
+                               env.work:m(), env.work:n(), wg, t)
+    end
+    L.vmap[op:result(1):id()] = V.frag(tl.f32, n, function(i) return tl.extract(acc, i) end)
+  end
+end
+
+-- }===
+
+-- {=== the epilogue: global tensors per element of the fragment f
+
+-- Rows and columns of this thread's elements of a tile in the mma layout (on
+-- a cluster, of this CTA's block of the tile).
+local function tile_rows_cols(L, f, tile_coord_m, tile_coord_n, ri)
+  local _, offs = V.block_offsets(L, ri)
+  return V.plus(tile_coord_m * ri.shape[1] + f.row, offs[1]), V.plus(tile_coord_n * ri.shape[2] + f.col, offs[2])
+end
+
+-- env.tiled_load: a row or column (a slice of the mma layout) or a tile in
+-- the mma layout, per element the thread holds.
+local function tiled_load(L, f)
+  return function(op)
+    local e = L.P.by_arg[op:operand(1):id()]
+    local ri = R.tile_of(op:result(1))
+    local kind = R.layout_kind(op:result(1))
+    if kind == "slice" and L.nctas > 1 then
+      R.fail(op, "tiled_load of a slice on a cluster is not lowered yet")
+    elseif kind == "slice" and #ri.shape == 1 and ri.layout.parent and ri.layout.parent.kind == "mma" then
+      local along = ri.layout.dim == 0 and 2 or 1 -- slice dim 0 removed: a row over N
+      local base = V.get(L, op:operand(2), op) * ri.shape[1] + (along == 2 and f.col or f.row)
+      L.vmap[op:result(1):id()] = V.line(ri.elem, along, function(off) return V.load_at(L, e, op, { base + off }) end)
+    elseif kind == "mma" and #ri.shape == 2 then
+      local r0, c0 = tile_rows_cols(L, f, V.get(L, op:operand(2), op), V.get(L, op:operand(3), op), ri)
+      L.vmap[op:result(1):id()] = V.frag(ri.elem, ri.shape[1] * ri.shape[2] // 128, function(i)
+        local dr, dc = f.offset(i)
+        return V.load_at(L, e, op, { r0 + dr, c0 + dc })
+      end)
+    else
+      R.fail(op, "tiled_load of a tile of layout '%s' in a consumer is not lowered yet", tostring(kind))
+    end
+  end
+end
+
+-- env.tiled_store: a tile in the mma layout; 16-bit to a TMA map through the
+-- staging buffer (kernels/gemm.lua's store_fragment), else per element.
+local function tiled_store(L, env, f, wg, t)
+  return function(op)
+    local e = L.P.by_arg[op:operand(1):id()]
+    local tile = op:operand(op:noperands())
+    local ri = R.tile_of(tile)
+    local shape, offs = V.block_offsets(L, ri) -- this CTA's block of the tile
+    local x = V.get(L, tile, op)
+    if not V.is_frag(x) and not x.vec then R.fail(op, "tiled_store of a tile not in the mma layout is not lowered yet") end
+    if x.vec then
+      local vec = x.vec
+      x = V.frag(tl.f32, shape[2] // 2, function(i) return tl.extract(vec, i) end)
+    end
+    local tm, tn = V.get(L, op:operand(2), op), V.get(L, op:operand(3), op)
+    if e.lowered_map and R.elem_bytes(ri.elem) == 2 then
+      L.staging = L.staging or L.k:shared(ri.elem, { #L.consumers, shape[2] // 64, 64, 64 }, { align = 1024, swizzle = 128 })
+      local wide = x.trunc_of or x
+      local vals = {}
+      for i = 0, shape[2] // 2 - 1 do vals[i] = wide:at(i) end
+      L.G.store_fragment(tl, { bn = shape[2], out = ri.elem, staging = L.staging, map = L.args[e.lowered_map],
+                               warpgroup = wg, barrier = 1 + wg, thread = t,
+                               coords = function(ch)
+                                 return { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * 64, offs[2]) }
+                               end },
+                         vals)
+      env.tma_stored = true
+    else
+      local r0, c0 = tile_rows_cols(L, f, tm, tn, ri)
+      for i = 0, shape[2] // 2 - 1 do
+        local dr, dc = f.offset(i)
+        V.store_at(L, e, op, { r0 + dr, c0 + dc }, x:at(i))
+      end
+    end
+  end
+end
+
+-- }===
+
+-- The consumer agent ag in the lowered kernel (or `count` replicas from warp
+-- `first`, ag's code).
+local function build(L, ag, count, first)
+  local env = { agent = ag }
+  local k = L.k
+  local name = (#L.consumers == 1 or count > 1) and "consumer" or ("consumer" .. ag.index)
+  local place = { first = first or ag.first, warps = 4 * count }
+  local regs = #L.consumers == 1 and 240 or 232
+  k:agent(name, { warps = 4 * count, warp_id = Loops.warp_id(L, place, 4 * count) }, function(ta)
+    tl.setmaxnreg(regs, "inc")
+    k:async_exec("consumer", { first_warp = place.first, warps = 4 * count }, function()
+      if count > 1 then env.replica = ta.warp_id() // 4 end -- this warpgroup's replica
+      local wg = env.replica or ag.index
+      local t = ta.thread_id() % 128
+      local f = tl.wgmma_fragment(t)
+      env.f = f
+      local st = L.pipe:consumer_start()
+      env.program_id = Loops.program_id(L)
+      env.persistent = Loops.persistent(L, env, { st })
+      env.copy = function(op) R.fail(op, "a copy in a consumer agent is not lowered yet") end
+      env.dot = dot(L, env)
+      env.pipelined_for = pipelined_for(L, env, st, wg, t)
+      env.tiled_load = tiled_load(L, f)
+      env.tiled_store = tiled_store(L, env, f, wg, t)
+      X.lower_block(L, ag.op:region(1):entry(), env)
+      -- the last stores must have read the staging buffer before the CTA leaves
+      if env.tma_stored then tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end) end
+    end)
+  end)
+end
+
+-- Replicas (tileas.replica, tileas-materialize-agents): one code on all their
+-- warpgroups (stdlib/gemm.lua's cooperative consumers), the replica index the
+-- warpgroup's. The code is the last replica's: the passes may fold the others'
+-- (an index of 0 added goes), not its marked index. Replicas were copies that
+-- differed in their index only, and every pass since kept what each computes,
+-- so the last one's code with another index is that replica. -> the template, or nil
+local function replicas_of(list)
+  local n = #list
+  if n < 2 then return nil end
+  for i, ag in ipairs(list) do
+    local rep = ag.op:attr "tileas.replica"
+    if not rep or rep[1] ~= i - 1 or rep[2] ~= n or ag.first ~= list[1].first + 4 * (i - 1) then return nil end
+  end
+  return list[n]
+end
+
+-- The consumer agents of the plan in the lowered kernel.
+function Consumer.build(L)
+  local template = replicas_of(L.consumers)
+  if template then build(L, template, #L.consumers, L.consumers[1].first)
+  else for _, c in ipairs(L.consumers) do build(L, c, 1) end end
+end
+
+return Consumer

@@ -1,0 +1,189 @@
+-- tilua.passes.convert_tileas_to_cutlass: the `convert-tileas-to-cutlass` pass (a
+-- LUA_PASS of src/passes/passes.def, run by tilua.passes): a warp-specialized tile
+-- program (docs/tileprog.md; after tileas-materialize-agents and the cluster
+-- passes) becomes a kernel of the orchestration level, the tile and cutlass
+-- dialects, built with the same pieces as the hand-written GEMM of
+-- stdlib/gemm.lua (kernels/gemm.lua, docs/gemm.md), so that the tile GEMM is that GEMM:
+--
+--   rings (alloc_tensor with tileas.stages)  k:shared {stages, rows, cols}, 1024-aligned,
+--                                            swizzled as their layout says
+--   the rings' cutlass.pipeline             one producer participant (an elected thread
+--                                            of the producer's first warp), the consumers'
+--                                            warps; transaction bytes: a stage of every ring
+--   producer agent                          setmaxnreg.dec 40; one elected thread walks
+--                                            the tiles: per k block producer_acquire, a TMA
+--                                            load per ring (into the stage, completing on
+--                                            its full barrier), producer_commit
+--   consumer agents (a warpgroup each)       setmaxnreg.inc; per k block consumer_wait,
+--                                            wgmma from descriptors of the stage into a
+--                                            vector<N/2 x f32> accumulator, commit, wait
+--                                            for one group, release the previous stage;
+--                                            the first k block peeled (scale-d false when
+--                                            the accumulator starts at zero)
+--   the epilogue                            per thread: its elements of the accumulator
+--                                            (the wgmma fragment), elementwise ops on them,
+--                                            slices (a bias row) loaded per column it holds;
+--                                            16-bit tiles stored with stmatrix + TMA store,
+--                                            others with plain stores
+--   scf.while over is_valid_program_id       the static persistent tile scheduler's loop
+--     (tileas-dynamic-persistent)            (kernels/gemm.lua's M.tile_loop): program ids
+--                                            are the work tile's m and n; with the
+--                                            StreamK schedule (plan_schedule) the
+--                                            StreamK scheduler's, the k loop split
+--   a cluster of n CTAs (along x)            tileas-plan-cta's plan: rings hold the CTA's
+--                                            block (of every piece, with cta_repeat: a
+--                                            TMA load each), a ring replicated on all n
+--                                            is loaded 1/n per CTA and TMA-multicast; a pipeline of
+--                                            mode cluster (the cluster's DSMEM handshake at
+--                                            its init); the clusters are the workers
+--   !tileas.tensor parameters               a tensor map (TMA; the box the lowering
+--                                            chose) and/or a pointer with its dims and
+--                                            row strides; hidden parameters give the
+--                                            grid of programs (num_programs)
+--
+-- The lowered kernel records how to launch it in its attribute `tileas.params`
+-- (one entry per parameter, plan.lua's plan_params) and `tileas.launch`.
+--
+-- A kernel is lowered in three phases over its plan record L (plan.lua):
+--   plan.read   the tile program read: agents by role, parameters, schedule, rings
+--   build       the lowered kernel: the rings' shared memory and pipeline, the
+--               ops before the agents, then each role's agents (producer.lua,
+--               consumer.lua), the ops inside them through ops.lua's OPS and the
+--               shared loops of loops.lua; values as values.lua says
+--   finish      the program replaced, its launch recorded
+--
+-- A new program shape (attention, a memory-bound kernel, a grouped GEMM ...)
+-- adds what it needs at the phase that needs it: a role of agent (plan.ROLES
+-- to read it, BUILD below to build it), an op (ops.OPS), a value of another
+-- layout (values.lua), a loop of its own (loops.lua); what a role does with an
+-- op that depends on the role is a field of its env (env.dot, env.copy ...).
+
+local core = require "tilua.core"
+local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+local V = require "tilua.passes.convert_tileas_to_cutlass.values"
+local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
+local plan = require "tilua.passes.convert_tileas_to_cutlass.plan"
+local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
+local Producer = require "tilua.passes.convert_tileas_to_cutlass.producer"
+local Consumer = require "tilua.passes.convert_tileas_to_cutlass.consumer"
+
+local M = {}
+
+-- What each role of agent becomes, in the order the lowered kernel holds them.
+local BUILD = {
+  function(L) Producer.build(L, L.producer) end,
+  Consumer.build,
+}
+
+-- {=== build: the lowered kernel
+
+-- The rings' shared stages (1024-aligned, swizzled as their layout says) and
+-- their one pipeline: a producer participant (an elected thread of the
+-- producer's first warp), the consumers' warps; transaction bytes: a stage of
+-- every ring. A cluster's pipeline (mode cluster, as stdlib/gemm.lua's
+-- cluster = 2): a multicast producer writes the stages of every CTA, so each
+-- stage is released to the whole cluster, one participant per consumer
+-- warpgroup; its init ends with the DSMEM handshake of convert-cutlass-to-nvvm.
+local function shared_and_pipeline(L)
+  local tl, k = L.tl, L.k
+  local tx = 0
+  for _, r in ipairs(L.rings) do
+    r.smem = k:shared(r.elem, { L.stages, r.nbox * r.shape[1], r.box[2] }, { align = 1024, swizzle = r.swizzle > 0 and r.swizzle or nil })
+    tx = tx + r.bytes
+  end
+  local consumers = L.consumers
+  local first_consumer = consumers[1].first
+  for i, c in ipairs(consumers) do
+    if c.first ~= first_consumer + 4 * (i - 1) then R.fail(c.op, "the consumer agents must take consecutive warpgroups") end
+  end
+  local parts = { { first_consumer, 4 * #consumers } }
+  if L.nctas > 1 then
+    parts = {}
+    for i = 1, #consumers do parts[i] = { first_consumer + 4 * (i - 1), 4 } end
+  end
+  L.pipe = k:pipeline { stages = L.stages, producers = { { L.producer.first, 1 } }, consumers = parts,
+                        transaction_bytes = tx, mode = L.nctas > 1 and "cluster" or "cooperative" }
+  L.rank = L.nctas > 1 and tl.cluster_rank() or nil
+end
+
+-- The body of the lowered kernel k.
+local function build(L, k)
+  L.k, L.args = k, k.body:args()
+  L.vmap, L.next_warp, L.persistent = {}, 0, false
+  shared_and_pipeline(L)
+  for _, e in ipairs(L.P.list) do
+    if not e.tensor then L.vmap[e.arg:id()] = L.args[e.lowered] end
+  end
+  for _, op in ipairs(L.pre) do
+    if op:name() ~= "tileas.alloc_tensor" then V.at_loc(op, X.lower_op, L, op, { program_id = Loops.program_id(L) }) end
+  end
+  for _, r in ipairs(L.rings) do L.vmap[r.value:id()] = r end
+  for _, role in ipairs(BUILD) do role(L) end
+  if L.nctas > 1 then L.tl.cluster_sync() end -- no CTA leaves while a peer may still write to it
+end
+
+-- A new kernel in the program's module, before it.
+local function new_kernel(L)
+  local tl, kop = L.tl, L.kop
+  local saved = tl.module()
+  tl.set_module(kop:parent())
+  local ok, k = pcall(tl.kernel, L.name .. "__tileas_lowering", { params = L.P.params, block = 32 * L.warps,
+                                                                   cluster = L.nctas > 1 and L.cluster or nil })
+  tl.set_module(saved)
+  if not ok then error(k, 0) end
+  k.op:move_before(kop)
+  return k
+end
+
+-- }===
+
+-- The lowered kernel replaces the program; how to launch it.
+local function finish(L, k)
+  local S = L.S
+  L.kop:erase()
+  k.op:set_attr("sym_name", L.name)
+  k.op:set_attr("tileas.params", L.P.launch)
+  k.op:set_attr("tileas.launch", { persistent = L.persistent, cluster = L.nctas > 1 and L.nctas or nil,
+                                   schedule = S and S.kind or nil, programs = S and S.programs or nil,
+                                   workers = S and S.c.grid or nil, workspace_bytes = S and S.workspace_bytes or nil })
+end
+
+local function lower_kernel(tl, G, kop)
+  local L = plan.read(tl, G, kop, V.Ring)
+  local k = new_kernel(L)
+  k:define(function() build(L, k) end)
+  finish(L, k)
+end
+
+-- convert-tileas-to-cutlass over every kernel of the module that is a tile
+-- program (has agents or tensor parameters).
+function M.convert(module)
+  local tl = require "tilua"
+  local G = require "tilua.kernels.gemm"
+  local errors, changed = {}, false
+  for _, kop in ipairs(module:region(1):entry():ops()) do
+    if kop:name() == "tile.kernel" then
+      local tile_program = false
+      for _, a in ipairs(kop:region(1):entry():args()) do tile_program = tile_program or R.is_tensor_type(a:type()) end
+      kop:walk(function(op) if op:name():match "^tileas%." then tile_program = true return false end end)
+      if tile_program then
+        -- the builders make IR in the default context: the module's, while lowering
+        local saved = core.default_context()
+        core.default_context(kop:context())
+        local ok, err = xpcall(lower_kernel, function(e)
+          return getmetatable(e) == R.Failure and e or debug.traceback(tostring(e), 2)
+        end, tl, G, kop)
+        core.default_context(saved)
+        if not ok then
+          if getmetatable(err) == R.Failure then errors[#errors + 1] = { op = err.op, message = err.message }
+          else errors[#errors + 1] = { op = kop, message = "convert-tileas-to-cutlass: " .. tostring(err) } end
+          break
+        end
+        changed = true
+      end
+    end
+  end
+  return { errors = errors, changed = changed }
+end
+
+return M

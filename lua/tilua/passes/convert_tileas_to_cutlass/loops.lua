@@ -1,0 +1,113 @@
+-- tilua.passes.convert_tileas_to_cutlass.loops: the loops of the lowering that
+-- every role shares: the persistent loop (tileas-dynamic-persistent's scf.while
+-- over is_valid_program_id) becomes the tile scheduler's loop (kernels/gemm.lua's
+-- M.tile_loop: the static persistent scheduler, or StreamK's), the bounds of a
+-- pipelined k loop, and where an agent's warps start.
+
+local tl = require "tilua"
+local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+local V = require "tilua.passes.convert_tileas_to_cutlass.values"
+local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
+
+local Loops = {}
+
+-- The workers are the clusters, whose CTAs run the same programs: the
+-- scheduler of a cluster of n (stdlib/gemm.lua's) walks n tiles of M at
+-- once, so it is given n times the programs along M and its work tile's m
+-- (the cluster's) is the program's.
+local function scheduler(L)
+  local G, S, nctas = L.G, L.S, L.nctas
+  if S then return G.streamk_scheduler(tl, S.c, L.args[L.P.lowered_workspace]) end
+  local many = nctas > 1
+  local programs = function(d) return X.programs(L, d) end
+  return tl.sched.static_persistent { tiles = { many and programs(1) * nctas or programs(1), programs(2), 1, 1 }, swizzle = 8,
+                                      workers = many and tl.grid_dim("x") // nctas or tl.grid_dim("x"),
+                                      cluster = nctas > 1 and L.cluster or nil }
+end
+
+-- A program id outside the persistent loop: the CTA's (on a cluster, along x the cluster's).
+function Loops.program_id(L)
+  return function(dim)
+    if L.nctas > 1 and dim == "x" then return tl.cluster_id(dim) end
+    return tl.block_id(dim)
+  end
+end
+
+-- StreamK: the unit of work `work` of an agent's persistent loop; its k
+-- loop runs the unit's k blocks (kernels/gemm.lua's M.k_range)
+local function streamk_unit(L, env, work)
+  env.work = work
+  env.k_range = function()
+    local kb0, kbn = L.G.k_range(tl, L.S.c, work)
+    return kb0, kb0 + kbn
+  end
+end
+
+-- The body of the persistent loop `after` for the work tile `work`: the
+-- program ids are its m and n; with StreamK what follows the k loop runs on
+-- the tile's final split only (env.final, set by the consumer's k loop).
+local function tile_body(L, env, after, work)
+  local saved = env.program_id
+  local ids = {}
+  env.program_id = function(dim)
+    ids[dim] = ids[dim] or (dim == "x" and work:m() or dim == "y" and work:n() or tl.const(0))
+    return ids[dim]
+  end
+  -- the linear program id whose x = q mod nx and y = q / nx are the work tile's m and n
+  L.vmap[after:arg(1):id()] = work:m() + work:n() * X.programs(L, 1)
+  if L.S then streamk_unit(L, env, work) end
+  local ops = after:ops()
+  local function lower_from(i)
+    for j = i, #ops do
+      local o = ops[j]
+      if o:name() == "tileas.cancel_next_program_id" then L.vmap[o:result(1):id()] = tl.const(0)
+      else V.at_loc(o, X.lower_op, L, o, env) end
+      if env.final then -- StreamK: what follows the k loop is the final split's
+        local final = env.final
+        env.final = nil
+        tl.if_(final, function() lower_from(j + 1) end)
+        return
+      end
+    end
+  end
+  lower_from(1)
+  env.program_id, env.work, env.k_range = saved, nil, nil
+end
+
+-- env.persistent for an agent whose pipeline cursors are `cursors`.
+function Loops.persistent(L, env, cursors)
+  return function(op)
+    local cond = op:region(1):entry():ops()
+    local valid = cond[#cond - 1]
+    if #op:operands() ~= 1 or not valid or valid:name() ~= "tileas.is_valid_program_id" then
+      R.fail(op, "an scf.while that is not a persistent loop over is_valid_program_id is not lowered yet")
+    end
+    if #op:results() > 0 and op:result(1):nuses() > 0 then R.fail(op, "the persistent loop's result is used after it") end
+    local after = op:region(2):entry()
+    L.persistent = true
+    L.G.tile_loop(tl, scheduler(L):work(Loops.program_id(L)("x")), cursors,
+                  { function(work) tile_body(L, env, after, work) end })
+  end
+end
+
+-- The bounds of a pipelined loop, which runs at least once: the consumer's
+-- first k block is peeled (with nothing in flight yet), and a loop with no k
+-- block left would wait for a stage no producer fills. Once more is harmless
+-- where the extent is 0: TMA reads zeros past the tensor's edge.
+function Loops.k_blocks(L, op, env)
+  if env.k_range then return env.k_range() end
+  local lb, ub = V.get(L, op:operand(1), op), V.get(L, op:operand(2), op)
+  local lbc, ubc = R.const_int(op:operand(1)), R.const_int(op:operand(2))
+  if lbc and ubc and ubc > lbc then return lb, ub end
+  return lb, tl.max(ub, lb + 1)
+end
+
+-- An agent's first warp, given only where it is not where the agents before
+-- it end (L.next_warp).
+function Loops.warp_id(L, ag, warps)
+  local w = ag.first ~= L.next_warp and ag.first or nil
+  L.next_warp = ag.first + (warps or ag.warps)
+  return w
+end
+
+return Loops

@@ -1,0 +1,309 @@
+-- tilua.passes.convert_tileas_to_cutlass.ops: the lowering of the ops inside
+-- an agent, one entry of OPS per op name (an op of another name: elementwise
+-- arith on tiles, a scalar op copied, else not lowered yet). env is the
+-- agent's state (producer.lua, consumer.lua): what its role does with a
+-- pipelined loop, the persistent loop, a dot, a tiled load or store, a copy,
+-- and the program ids, the wgmma fragment f, the replica index.
+--
+-- A new op of the tile level: an entry OPS["tileas.x"] = fn(L, op, env) that
+-- sets L.vmap of its results (values.lua says what a lowered value is), or,
+-- where its lowering depends on the agent's role, env.x(op).
+
+local tl = require "tilua"
+local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+local V = require "tilua.passes.convert_tileas_to_cutlass.values"
+
+local X = {}
+local OPS = {}
+X.OPS = OPS
+
+-- The grid of programs along dim d (1..3): its hidden parameter.
+local function programs(L, d) return L.args[L.P.lowered_programs[d]] end
+X.programs = programs
+
+-- the elementwise arith ops of tiles, per element
+local function elementwise(L, op)
+  local res = op:result(1)
+  local ri = R.tile_of(res)
+  local opds = {}
+  for i, v in ipairs(op:operands()) do opds[i] = V.get(L, v, op) end
+  local kind = R.layout_kind(res)
+  local along -- slices of the mma layout (a row's reduction): per value the thread holds
+  for _, o in ipairs(opds) do if V.is_line(o) then along = along or o.along end end
+  if kind == "slice" and along then
+    local attrs, nm = op:attrs(true), op:name()
+    return V.line(ri.elem, along, function(off)
+      local xs = {}
+      for j, o in ipairs(opds) do
+        if V.is_line(o) and o.along == along then xs[j] = o:at(off) elseif tl.is_value(o) then xs[j] = o
+        else R.fail(op, "an operand of an elementwise op of slices that is not a slice of the accumulator's layout") end
+      end
+      return tl.op1(nm, xs, ri.elem, attrs)
+    end)
+  end
+  if kind ~= "mma" then R.fail(op, "elementwise ops on tiles of layout '%s' are not lowered yet (only the accumulator's mma layout)", tostring(kind)) end
+  local attrs = op:attrs(true)
+  local n = ri.shape[1] * ri.shape[2] // 128
+  local nm = op:name()
+  local src = opds[1]
+  if nm == "arith.truncf" and V.is_frag(src) then
+    local f = V.frag(ri.elem, n, function(i) return tl.op1(nm, { src:at(i) }, ri.elem, attrs) end)
+    f.trunc_of = src -- the store packs the wide values
+    return f
+  end
+  return V.frag(ri.elem, n, function(i)
+    local xs = {}
+    for j, o in ipairs(opds) do
+      if V.is_frag(o) then xs[j] = o:at(i) elseif tl.is_value(o) then xs[j] = o
+      else R.fail(op, "an operand of an elementwise op that is not a tile of the accumulator's layout") end
+    end
+    return tl.op1(nm, xs, ri.elem, attrs)
+  end)
+end
+
+
+local math_fns = {
+  exp = function(x) return tl.ex2(x * tl.const(1.4426950408889634, tl.f32)) end,
+  exp2 = function(x) return tl.ex2(x) end,
+  log = function(x) return tl.lg2(x) * tl.const(0.6931471805599453, tl.f32) end,
+  log2 = function(x) return tl.lg2(x) end,
+  sqrt = function(x) return tl.sqrt_approx(x) end,
+  rsqrt = function(x) return tl.rsqrt(x) end,
+  abs = function(x) return tl.max(x, -x) end,
+}
+
+
+-- Where a reduced row's columns come from: tiled_loads (the dot's B ring's,
+-- in the producer) whose coordinate along them depends on the program id
+-- (get_program_id, the persistent loop's id) make the tile one of several
+-- program tiles of the row. -> the tensor's name, or nil.
+local function row_varies(L, v)
+  local dep = {}
+  local function depends(x)
+    local id = x:id()
+    if dep[id] == nil then
+      dep[id] = false
+      local d, r = x:def(), false
+      if not d then
+        local b = x:owner_block()
+        r = b ~= nil and b:parent():name() == "scf.while"
+      elseif d:name() == "tileas.get_program_id" then
+        r = true
+      else
+        for _, o in ipairs(d:operands()) do r = r or depends(o) end
+      end
+      dep[id] = r
+    end
+    return dep[id]
+  end
+  local function load_varies(ld, d)
+    if depends(ld:operand(2 + d)) then return L.P.by_arg[ld:operand(1):id()].name end
+  end
+  local seen = {}
+  local function trace(t)
+    if not R.tile_of(t) or seen[t:id()] then return nil end
+    seen[t:id()] = true
+    local d = t:def()
+    if not d then -- a value a loop carries: its init and what the body yields
+      local b = t:owner_block()
+      local o = b:parent()
+      if o:name() ~= "scf.for" then return nil end
+      return trace(o:operand(3 + t:index() - 1)) or trace(b:terminator():operand(t:index() - 1))
+    end
+    local n = d:name()
+    if n == "scf.for" then
+      return trace(d:operand(3 + t:index())) or trace(d:region(1):entry():terminator():operand(t:index()))
+    elseif n == "tileas.tiled_load" then
+      return load_varies(d, 1)
+    elseif n == "tileas.dot" then -- its columns are B's rows ([N, K]) or columns ([K, N])
+      local b = d:operand(2)
+      while b:def() and b:def():name() == "tileas.extract_slice" do b = b:def():operand(1) end
+      for _, u in ipairs(b:users()) do
+        local ld = u:name() == "tileas.copy" and u:operand(2) == b and u:operand(1):def()
+        if ld and ld:name() == "tileas.tiled_load" then
+          local r = load_varies(ld, d:attr "transpose_b" and 0 or 1)
+          if r then return r end
+        end
+      end
+      return trace(d:operand(3))
+    elseif n == "tileas.math" or n == "tileas.convert_layout" or n:match "^arith%." then
+      for _, o in ipairs(d:operands()) do
+        local r = trace(o)
+        if r then return r end
+      end
+    end
+    return nil
+  end
+  return trace(v)
+end
+
+
+-- A reduce along dim 1 (N) of a consumer's accumulator tile: a Line of the
+-- rows the thread holds. In the wgmma fragment a row's values are in the 4
+-- lanes of a quad (2 of every 8 columns each): each lane combines its own
+-- (a tree), then shfl.xor 1 and 2 within the quad give every lane of it the
+-- row's value. Computed here (not lazily): the shuffles need the whole warp.
+local reduce_fns = {
+  add = function(a, b) return a + b end,
+  max = function(a, b) return tl.max(a, b) end,
+  min = function(a, b) return tl.min(a, b) end,
+}
+local function lower_reduce(L, op, env)
+  local x = V.get(L, op:operand(1), op)
+  local xi, ri = R.tile_of(op:operand(1)), R.tile_of(op:result(1))
+  local dim, kind = op:attr "dim", op:attr "kind"
+  if not env.f or not V.is_frag(x) or #xi.shape ~= 2 then
+    R.fail(op, "tileas.reduce of a tile not in the accumulator's mma layout (in a consumer) is not lowered yet")
+  end
+  if dim ~= 1 then
+    R.fail(op, "a reduce along dim %d of the accumulator (its rows are spread over warps and warpgroups) is not lowered yet: only along dim 1, the row of a quad of lanes", dim)
+  end
+  if xi.elem ~= tl.f32 then R.fail(op, "reduce of %s tiles is not lowered yet (f32 accumulators)", tostring(xi.elem)) end
+  local shape, c = R.cta_part(xi, L.nctas)
+  if c and (c[2] or 1) > 1 then
+    R.fail(op, "a reduce along dim 1 of a tile the cluster's CTAs split along it (cta = [%d, %d]): the row spans several CTAs, which is not lowered", c[1], c[2])
+  end
+  local src = row_varies(L, op:operand(1))
+  if src then
+    R.fail(op, "a reduce along dim 1 of a tile whose columns are one of several program tiles of the row (the tiled_load of '%s' that gives them has a coordinate along them that depends on the program id): a row spanning several program tiles along N is not lowered; reduce a tile that holds the whole row (a constant coordinate)", src)
+  end
+  local comb = reduce_fns[kind]
+  local n = shape[1] * shape[2] // 128
+  local rows = {}
+  for _, dr in ipairs { 0, 8 } do
+    local vals = {}
+    for i = 0, n - 1 do
+      local r = env.f.offset(i)
+      if r == dr then vals[#vals + 1] = x:at(i) end
+    end
+    while #vals > 1 do
+      local nx = {}
+      for j = 1, #vals, 2 do nx[#nx + 1] = vals[j + 1] and comb(vals[j], vals[j + 1]) or vals[j] end
+      vals = nx
+    end
+    local v = vals[1]
+    v = comb(v, tl.shfl_xor(v, 1))
+    rows[dr] = comb(v, tl.shfl_xor(v, 2))
+  end
+  L.vmap[op:result(1):id()] = V.line(ri.elem, 1, function(dr) return rows[dr] end)
+end
+
+
+-- {=== the ops
+
+local DIM = { x = 1, y = 2, z = 3 }
+
+local function nop() end
+OPS["scf.yield"], OPS["scf.condition"] = nop, nop
+OPS["scf.while"] = function(_, op, env) return env.persistent(op) end
+OPS["tileas.dot"] = function(_, op, env) return env.dot(op) end
+OPS["tileas.tiled_load"] = function(_, op, env) return env.tiled_load(op) end
+OPS["tileas.tiled_store"] = function(_, op, env) return env.tiled_store(op) end
+OPS["tileas.copy"] = function(_, op, env) return env.copy(op) end
+OPS["tileas.reduce"] = lower_reduce
+OPS["tileas.get_program_id"] = function(L, op, env) L.vmap[op:result(1):id()] = env.program_id(op:attr "dim") end
+OPS["tileas.num_programs"] = function(L, op) L.vmap[op:result(1):id()] = programs(L, DIM[op:attr "dim"]) end
+
+OPS["tileas.splat"] = function(L, op)
+  local ri = R.tile_of(op:result(1))
+  local s = V.get(L, op:operand(1), op)
+  local l = ri.layout
+  if l and l.kind == "slice" and #ri.shape == 1 and l.parent and l.parent.kind == "mma" then
+    L.vmap[op:result(1):id()] = V.line(ri.elem, l.dim == 0 and 2 or 1, function() return s end)
+    return
+  end
+  if R.layout_kind(op:result(1)) ~= "mma" then R.fail(op, "splats of layout '%s' are not lowered yet", tostring(R.layout_kind(op:result(1)))) end
+  local f = V.frag(ri.elem, ri.shape[1] * ri.shape[2] // 128, function() return s end)
+  f.splat = op:operand(1)
+  L.vmap[op:result(1):id()] = f
+end
+
+OPS["tileas.extract_slice"] = function(L, op, env)
+  local r = V.get(L, op:operand(1), op)
+  if not V.is_ring(r) then R.fail(op, "extract_slice of register tiles is not lowered yet") end
+  local offs, per = op:attr "offsets", op:attr "tileas.replica_offsets"
+  local ring = r.ring or r
+  offs, per = R.piece_rows(ring, offs, op), per and R.piece_rows(ring, per, op)
+  if per and env.replica then -- one code for every replica: the offsets of this one
+    offs = { env.replica * per[1], env.replica * per[2] }
+    if per[1] == 0 then offs[1] = 0 end
+    if per[2] == 0 then offs[2] = 0 end
+  end
+  L.vmap[op:result(1):id()] = setmetatable({ ring = r.ring or r, offsets = { offs[1], offs[2] }, shape = R.tile_of(op:result(1)).shape }, V.Ring)
+end
+
+-- expand_dim, broadcast and convert_layout keep the value: a row (along 2) or
+-- column (along 1) over the fragment reads the Line per element
+local function shape_op(L, op, env)
+  local n = op:name()
+  local x = V.get(L, op:operand(1), op)
+  local ri = R.tile_of(op:result(1))
+  if n == "tileas.convert_layout" and R.layout_kind(op:result(1)) ~= R.layout_kind(op:operand(1)) then
+    R.fail(op, "convert_layout from %s to %s is not lowered yet", tostring(R.layout_kind(op:operand(1))), tostring(R.layout_kind(op:result(1))))
+  end
+  if n == "tileas.convert_layout" and L.nctas > 1 and R.moves_between_ctas(op) then
+    for _, u in ipairs(op:result(1):users()) do -- tileas-plan-cta's gather of what a reduce reads
+      if u:name() == "tileas.reduce" then
+        R.fail(u, "a reduce of a tile the cluster's CTAs split (tileas-plan-cta gathers it between the CTAs) is not lowered yet")
+      end
+    end
+    R.fail(op, "a convert_layout between the cluster's CTAs (its CTA part changes) is not lowered yet")
+  end
+  if V.is_line(x) and #ri.shape == 2 then
+    L.vmap[op:result(1):id()] = V.frag(ri.elem, 0, function(i)
+      local dr, dc = env.f.offset(i)
+      return x:at(x.along == 2 and dc or dr)
+    end)
+  else
+    L.vmap[op:result(1):id()] = x
+  end
+end
+OPS["tileas.expand_dim"], OPS["tileas.broadcast"], OPS["tileas.convert_layout"] = shape_op, shape_op, shape_op
+
+OPS["tileas.math"] = function(L, op)
+  local x = V.get(L, op:operand(1), op)
+  local fn = math_fns[op:attr "fn"]
+  if not (V.is_frag(x) or V.is_line(x)) or R.tile_of(op:result(1)).elem ~= tl.f32 then
+    R.fail(op, "tileas.math of f32 accumulator tiles (or of their slices) only")
+  end
+  local y = V.lazy(x.kind, x.elem, function(i) return fn(x:at(i)) end)
+  y.along = x.along
+  L.vmap[op:result(1):id()] = y
+end
+
+-- an op with no entry of its own
+local function other(L, op, env)
+  local n = op:name()
+  if n:match "^arith%." and op:nresults() == 1 and R.tile_of(op:result(1)) then
+    L.vmap[op:result(1):id()] = elementwise(L, op)
+  elseif n == "arith.constant" and op:attr "tileas.replica" and env.replica then
+    L.vmap[op:result(1):id()] = env.replica
+  elseif n:match "^tileas%." then
+    R.fail(op, "'%s' is not lowered yet", n)
+  elseif op:nregions() > 0 then
+    R.fail(op, "'%s' with regions inside an agent is not lowered yet", n)
+  else
+    V.clone_scalar(L, op)
+  end
+end
+
+-- a loop marked for pipelining: the role's; another scf.for: not lowered
+OPS["scf.for"] = function(L, op, env)
+  if op:attr "tileas.pipeline" then return env.pipelined_for(op) end
+  return other(L, op, env)
+end
+
+-- }===
+
+-- Lower one op of an agent (at its line).
+function X.lower_op(L, op, env)
+  local f = OPS[op:name()] or other
+  return f(L, op, env)
+end
+
+-- Lower the ops of a block, each at its line.
+function X.lower_block(L, block, env)
+  for _, op in ipairs(block:ops()) do V.at_loc(op, X.lower_op, L, op, env) end
+end
+
+return X

@@ -1,0 +1,283 @@
+-- tilua.passes.convert_tileas_to_cutlass.plan: the first phase of the lowering
+-- of one kernel: reading the tile program into the plan record L (what the
+-- later phases build from):
+--
+--   L.kop, L.body, L.name        the tile program's kernel
+--   L.agents                     its agents in order ({op, kind, warps, first}),
+--   L.producer, L.consumers      by role (ROLES), L.warps the block's warps
+--   L.cluster, L.nctas           the cluster (along x)
+--   L.P                          the parameters (plan_params)
+--   L.S                          the StreamK / split-K plan, or nil (plan_schedule)
+--   L.rings, L.ring_of, L.stages the rings (alloc_tensor with tileas.stages) and
+--   L.pre                        the other ops before the agents
+
+local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+
+local plan = {}
+
+-- {=== parameters: what each tensor becomes
+
+-- The plan of the kernel's parameters: for each tensor parameter, whether TMA
+-- loads it (its map type), TMA stores it, or plain loads and stores read it.
+local function plan_params(tl, kop, agents, nctas)
+  local body = kop:region(1):entry()
+  local names = kop:attr_or_default "arg_names"
+  local P = { list = {}, by_arg = {} }
+  for i, a in ipairs(body:args()) do
+    local e = { arg = a, index = i, name = names[i] or ("arg" .. i), type = a:type() }
+    if R.is_tensor_type(e.type) then
+      local prm = e.type:info().params
+      e.tensor, e.elem, e.rank = true, prm[1], prm[2]
+    end
+    P.list[i], P.by_arg[a:id()] = e, e
+  end
+  local function tensor(op)
+    local e = P.by_arg[op:operand(1):id()]
+    if not e or not e.tensor then R.fail(op, "a tiled load or store of a tensor that is not a kernel parameter") end
+    return e
+  end
+  local function want_map(e, op, ty)
+    if e.map and e.map ~= ty then R.fail(op, "tensor '%s' is read by TMA with two different boxes (%s, %s)", e.name, tostring(e.map), tostring(ty)) end
+    e.map = ty
+  end
+  for _, ag in ipairs(agents) do
+    R.each_op(ag.op, function(op)
+      local n = op:name()
+      if n == "tileas.copy" then
+        local src, ring = op:operand(1), op:operand(2)
+        local ld = src:def()
+        if ld and ld:name() == "tileas.tiled_load" and ring:def() and ring:def():attr "tileas.stages" then
+          local e = tensor(ld)
+          e.ring_loaded = true
+          local g = R.ring_geometry(ring, nctas)
+          want_map(e, op, tl.tensor_map_type(g.ti.elem, g.box, g.swizzle))
+        end
+      elseif n == "tileas.tiled_load" or n == "tileas.tiled_store" then
+        local e = tensor(op)
+        local tile = n == "tileas.tiled_store" and op:operand(op:noperands()) or op:result(1)
+        local ti = R.tile_of(tile)
+        if n == "tileas.tiled_store" and ag.kind == "consumer" and ti.layout and ti.layout.kind == "mma"
+           and R.elem_bytes(ti.elem) == 2 and R.cta_part(ti, nctas)[2] % 64 == 0 then
+          want_map(e, op, tl.tensor_map_type(ti.elem, { 64, 64 }, 128))
+          P.tma_stores = true
+        elseif n == "tileas.tiled_store" or not R.is_ring_load(op) then
+          e.ptr = true
+        end
+      elseif n == "tileas.num_programs" then
+        P.programs = P.programs or {}
+        P.programs[op:attr "dim"] = true
+      elseif n == "tileas.is_valid_program_id" then -- the scheduler reads the grid of programs
+        P.programs = P.programs or {}
+        P.programs.x, P.programs.y = true, true
+      end
+    end)
+  end
+  -- the lowered parameters and how a launch fills each
+  local params, launch = {}, {}
+  local function add(name, ty, entry)
+    params[#params + 1] = { name, ty }
+    launch[#launch + 1] = entry
+  end
+  for _, e in ipairs(P.list) do
+    if e.tensor then
+      if e.map then
+        e.lowered_map = #params + 1
+        add(e.name, e.map, "map:" .. e.name)
+      end
+      if e.ptr then
+        e.lowered_ptr = #params + 1
+        add(e.name .. "_ptr", tl.ptr(e.elem), "ptr:" .. e.name)
+        e.lowered_dims = {}
+        for d = 1, e.rank do
+          e.lowered_dims[d] = #params + 1
+          add(("%s_dim%d"):format(e.name, d - 1), tl.i32, ("dim:%s:%d"):format(e.name, d - 1))
+        end
+        e.lowered_strides = {}
+        for d = 1, e.rank - 1 do
+          e.lowered_strides[d] = #params + 1
+          add(("%s_stride%d"):format(e.name, d - 1), tl.i64, ("stride:%s:%d"):format(e.name, d - 1))
+        end
+      end
+    else
+      e.lowered = #params + 1
+      add(e.name, e.type, "arg:" .. e.name)
+    end
+  end
+  P.lowered_programs = {}
+  for d, dim in ipairs { "x", "y", "z" } do
+    if P.programs and P.programs[dim] then
+      P.lowered_programs[d] = #params + 1
+      add("programs_" .. dim, tl.i32, "programs:" .. dim)
+    end
+  end
+  P.params, P.launch = params, launch
+  return P
+end
+
+-- }===
+
+-- {=== the schedule: the tile scheduler that hands out the work
+--
+-- tl.tile_kernel's `schedule` (the kernel's `tileas.schedule`): by default the
+-- static persistent scheduler hands out whole programs. StreamK (and split-K,
+-- its decomposition into equal pieces) also splits each program's k loop over
+-- the workers, as stdlib/gemm.lua's schedule = "streamk" / "splitk", with its
+-- pieces: a worker runs the k blocks of its unit of work (M.k_range), the
+-- fixup (M.fixup) adds the partial sums of a tile's splits through the
+-- workspace, and only the tile's final split runs what follows the k loop
+-- (the epilogue). So the loop may only add dot products into an accumulator
+-- that starts at zero, nothing before it may store, and the plan (on the host,
+-- tl.core.sched_plan) needs the tile counts as constants: the grid of programs
+-- and the workers from the option, the count of k blocks from the loop.
+
+-- The StreamK plan of kernel kop (nil: the static persistent scheduler): the
+-- configuration c of kernels/gemm.lua's StreamK pieces (M.plan_streamk) and
+-- the workspace's bytes. Checks that the program can be split so.
+local function plan_schedule(tl, G, kop, agents, nconsumers, nctas)
+  local s, err = require("tilua.dsl.tileprog").schedule(kop:attr "tileas.schedule", "tileas.schedule")
+  if err then R.fail(kop, "%s", err) end
+  if not s then return nil end
+  local what = s.kind == "splitk" and "split-K" or "StreamK"
+  if nctas > 1 then R.fail(kop, "%s on a cluster is not lowered (nor is it in stdlib/gemm.lua)", what) end
+  local kt, bn
+  for _, ag in ipairs(agents) do
+    local whiles = R.ops_named(ag.op, "scf.while")
+    if #whiles ~= 1 then
+      R.fail(ag.op, "%s splits the work of the persistent loop (tileas-dynamic-persistent): the %s agent has %d scf.while loops", what, ag.kind, #whiles)
+    end
+    local loops = {}
+    R.each_op(ag.op, function(op) if op:name() == "scf.for" and op:attr "tileas.pipeline" then loops[#loops + 1] = op end end)
+    local loop = loops[1]
+    if #loops ~= 1 or loop:parent() ~= whiles[1] then
+      R.fail(loop or ag.op, "%s splits one k loop (marked tileas.pipeline) of the persistent loop's body; the %s agent has %d", what, ag.kind, #loops)
+    end
+    local lb, ub = R.const_int(loop:operand(1)), R.const_int(loop:operand(2))
+    if lb ~= 0 or not ub then
+      R.fail(loop, "%s plans the split of the k loop at compile time: its count of k blocks must be a constant (tl.for_tiles of an integer extent, the problem's K), not a value known at run time", what)
+    end
+    kt = ub
+    if ag.kind == "consumer" then
+      -- sum: one accumulator from zero, to which the body only adds dot products
+      local init = loop:noperands() == 4 and loop:operand(4):def()
+      if loop:nresults() ~= 1 or not init or init:name() ~= "tileas.splat" or R.const_int(init:operand(1)) ~= 0 then
+        R.fail(loop, "%s adds the partial sums of a tile's splits: the k loop must carry one accumulator that starts at zero (tl.zeros)", what)
+      end
+      local body = loop:region(1):entry()
+      local sums = { [body:arg(2):id()] = true } -- the accumulator plus dot products
+      for _, op in ipairs(body:ops()) do
+        local n = op:name()
+        if n == "tileas.dot" and sums[op:operand(3):id()] then sums[op:result(1):id()] = true
+        elseif n == "scf.yield" and not sums[op:operand(1):id()] or
+               not (n == "scf.yield" or n == "tileas.extract_slice" or n == "tileas.splat" or n:match "^arith%." and not R.tile_of(op:result(1))) then
+          R.fail(op, "%s adds the partial sums of a tile's splits: the k loop may only add dot products to its accumulator (then the epilogue after the loop), found '%s'", what, n)
+        end
+      end
+      -- what precedes the loop runs on every split of the tile
+      for _, op in ipairs(whiles[1]:region(2):entry():ops()) do
+        if op == loop then break end
+        if op:name() == "tileas.tiled_store" or op:name() == "tileas.copy" then
+          R.fail(op, "%s runs what precedes the k loop on every split of a tile: a store there would be repeated (store after the loop)", what)
+        end
+      end
+      bn = R.tile_of(loop:result(1)).shape[2]
+    end
+  end
+  -- the planner refuses what does not fit its 32-bit tile ids: the program's error, not an internal one
+  local ok, c = pcall(G.plan_streamk, tl, { schedule = "streamk", decomposition = s.kind == "splitk" and "split_k" or nil,
+                                 splits = s.splits, tm = s.programs[1], tn = s.programs[2], kt = kt,
+                                 tiles = s.programs[1] * s.programs[2], grid = s.workers, bm = 64 * nconsumers, bn = bn })
+  if not ok then R.fail(kop, "%s of %d x %d programs on %d workers cannot be planned: %s", what, s.programs[1], s.programs[2],
+                      s.workers, tostring(c):gsub("^.-sched: ", "")) end
+  return { kind = s.kind, c = c, programs = s.programs, workspace_bytes = G.workspace_bytes(c) }
+end
+
+-- The workspace parameter of a StreamK kernel (the launch allocates it zeroed).
+local function add_workspace_param(tl, P)
+  P.params[#P.params + 1] = { "workspace", tl.ptr(tl.i32) }
+  P.launch[#P.launch + 1] = "workspace"
+  P.lowered_workspace = #P.params
+end
+
+
+-- }===
+
+-- {=== the plan record
+
+-- The roles of agents: kind -> fn(L, ag) that takes an agent of that kind into
+-- the plan (checking what its lowering needs). A program shape with another
+-- role adds its kind here and its builder in init.lua's BUILD.
+local ROLES = {}
+function ROLES.producer(L, ag)
+  if L.producer then R.fail(ag.op, "more than one producer agent") end
+  L.producer = ag
+end
+function ROLES.consumer(L, ag)
+  L.consumers[#L.consumers + 1] = ag
+  ag.index = #L.consumers - 1
+  if ag.warps ~= 4 then R.fail(ag.op, "a consumer agent is one warpgroup (num_warps = 4), got %d", ag.warps) end
+end
+plan.ROLES = ROLES
+
+-- The agents by role, and the block's warps (whole warpgroups).
+local function read_agents(L)
+  local warps = 0
+  L.consumers = {}
+  for _, ag in ipairs(L.agents) do
+    warps = math.max(warps, ag.first + ag.warps)
+    local role = ROLES[ag.kind]
+    if not role then R.fail(ag.op, "agents of kind '%s' are not lowered yet", ag.kind) end
+    role(L, ag)
+  end
+  if not L.producer or #L.consumers == 0 then R.fail(L.kop, "a producer and at least one consumer agent are needed") end
+  L.warps = (warps + 3) // 4 * 4
+end
+
+-- The rings: the pre-agent allocations marked with their stages; on a
+-- cluster a ring holds the CTA's block of the program's tile. The other ops
+-- before the agents are L.pre.
+local function read_rings(L, Ring)
+  local rings, pre, stages = {}, {}, nil
+  for _, op in ipairs(L.body:ops()) do
+    local n = op:name()
+    if n == "tileas.alloc_tensor" and op:attr "tileas.stages" then
+      local s = op:attr "tileas.stages"
+      if stages and s ~= stages then R.fail(op, "rings of %d and %d stages", stages, s) end
+      stages = s
+      local g = R.ring_geometry(op:result(1), L.nctas)
+      if g.multicast > 1 and g.cta then R.fail(op, "multicast of a ring split among the CTAs is not lowered yet") end
+      rings[#rings + 1] = setmetatable({ value = op:result(1), op = op, elem = g.ti.elem, shape = g.shape, tile = g.ti,
+                                         swizzle = g.swizzle, box = g.box, nbox = g.nbox, multicast = g.multicast, pieces = g.pieces,
+                                         bytes = g.shape[1] * g.shape[2] * R.elem_bytes(g.ti.elem) },
+                                       Ring)
+    elseif n ~= "tileas.agent" and n ~= "tileas.agent_switch" then
+      pre[#pre + 1] = op
+    end
+  end
+  if #rings == 0 then R.fail(L.kop, "no rings (alloc_tensor with tileas.stages) feed the agents") end
+  L.rings, L.pre, L.stages, L.ring_of = rings, pre, stages, {}
+  for _, r in ipairs(rings) do L.ring_of[r.value:id()] = r end
+end
+
+-- The plan record of kernel kop (tl the library, G the shared GEMM pieces,
+-- Ring the metatable of ring values).
+function plan.read(tl, G, kop, Ring)
+  local L = { tl = tl, G = G, kop = kop, body = kop:region(1):entry(), name = kop:attr "sym_name" }
+  L.agents = R.agents_of(L.body)
+  if #L.agents == 0 then
+    R.fail(kop, "kernel '%s' has no agents: run tileas-materialize-agents first (a tile program needs a loop marked tileas.pipeline whose tiled_loads feed tileas.dot ops)", kop:attr "sym_name")
+  end
+  local spec = kop:kernel_spec()
+  local cluster = spec.cluster or { 1, 1, 1 }
+  L.cluster, L.nctas = cluster, cluster[1] * cluster[2] * cluster[3]
+  if L.nctas > 1 and (cluster[2] ~= 1 or cluster[3] ~= 1) then R.fail(kop, "clusters along y or z are not lowered yet") end
+  L.P = plan_params(tl, kop, L.agents, L.nctas)
+  read_agents(L)
+  L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas)
+  if L.S then add_workspace_param(tl, L.P) end
+  read_rings(L, Ring)
+  return L
+end
+
+-- }===
+
+return plan

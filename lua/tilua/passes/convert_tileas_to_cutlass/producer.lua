@@ -1,0 +1,102 @@
+-- tilua.passes.convert_tileas_to_cutlass.producer: the producer agent. Its
+-- warpgroup gives up registers (setmaxnreg.dec 40); one elected thread of its
+-- first warp walks the tiles and, per k block of the pipelined loop, acquires
+-- a stage, issues a TMA load per ring (boxes of the ring's geometry, the
+-- CTA's block, a multicast piece) completing on the stage's full barrier, and
+-- commits it.
+
+local tl = require "tilua"
+local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+local V = require "tilua.passes.convert_tileas_to_cutlass.values"
+local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
+local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
+
+local Producer = {}
+
+-- env.copy: the load of a ring's stage (the pending tiled_load that feeds it)
+-- as TMA loads. The CTA's block of the program's tile; multicast: this CTA's
+-- 1/k piece of it (rows rank * box), to every CTA of the cluster; a
+-- cta_repeat: the CTA's block of every piece, a load each.
+local function ring_copy(L, env)
+  return function(op)
+    local ld = V.get(L, op:operand(1), op).pending_load
+    local r = L.ring_of[op:operand(2):id()]
+    if not ld or not r or not env.stage then R.fail(op, "a copy in the producer that is not a load into a ring inside the pipelined loop") end
+    local e = L.P.by_arg[ld:operand(1):id()]
+    local _, offs = V.block_offsets(L, r.tile)
+    local coords, piece, mc = {}, nil, nil
+    for d = 1, 2 do coords[d] = V.plus(V.get(L, ld:operand(1 + d), ld) * r.tile.shape[d], offs[d]) end
+    if r.multicast > 1 then
+      if r.multicast ~= L.nctas then R.fail(op, "a multicast to %d of %d CTAs is not lowered yet", r.multicast, L.nctas) end
+      piece, mc = L.rank * r.box[1], (1 << L.nctas) - 1
+      coords[1] = coords[1] + piece
+    end
+    for pc = 0, r.pieces.n - 1 do
+      local c1 = pc == 0 and coords[1] or coords[1] + pc * r.pieces.rows
+      for h = 0, r.nbox - 1 do
+        local c2 = h == 0 and coords[2] or coords[2] + h * r.box[2]
+        local at = h * r.shape[1] + pc * r.pieces.block_rows
+        local row = at > 0 and V.plus(tl.const(at, tl.i32), piece) or piece
+        local dst = row and r.smem:ptr(env.stage, row) or r.smem:ptr(env.stage)
+        tl.tma_load(dst, L.args[e.lowered_map], env.full, { c1, c2 }, mc and { multicast = mc } or nil)
+      end
+    end
+  end
+end
+
+-- The producer's state: what its ops become.
+local function producer_env(L, ag)
+  local env = { agent = ag }
+  env.program_id = Loops.program_id(L)
+  env.dot = function(op) R.fail(op, "a dot in the producer agent") end
+  env.tiled_store = function(op) R.fail(op, "a tiled_store in the producer agent") end
+  env.tiled_load = function(op)
+    if not R.is_ring_load(op) then R.fail(op, "the producer loads only into rings") end
+    L.vmap[op:result(1):id()] = { pending_load = op }
+  end
+  env.copy = ring_copy(L, env)
+  return env
+end
+
+-- env.pipelined_for: a k block a stage, cursor st.
+local function pipelined_for(L, env, st)
+  local pipe = L.pipe
+  return function(op)
+    local b = op:region(1):entry()
+    if op:nresults() > 0 then R.fail(op, "the producer's pipelined loop carries values") end
+    local lb, ub = Loops.k_blocks(L, op, env)
+    tl.cutlass.for_range(lb, ub, { st }, function(kk)
+      L.vmap[b:arg(1):id()] = kk
+      pipe:producer_acquire(st)
+      env.full, env.stage = pipe:full_barrier(st), st:index()
+      X.lower_block(L, b, env)
+      env.full, env.stage = nil, nil
+      pipe:producer_commit(st)
+      st:advance()
+    end)
+  end
+end
+
+-- The producer agent ag in the lowered kernel.
+function Producer.build(L, ag)
+  local env = producer_env(L, ag)
+  local k, pipe = L.k, L.pipe
+  k:agent("producer", { warps = ag.warps, warp_id = Loops.warp_id(L, ag) }, function()
+    tl.setmaxnreg(40, "dec")
+    k:async_exec("producer", { first_warp = ag.first, warps = 1 }, function()
+      local st = pipe:producer_start()
+      env.pipelined_for = pipelined_for(L, env, st)
+      env.persistent = Loops.persistent(L, env, { st })
+      tl.elect_one(function()
+        -- the first TMA of each operand need not wait for its map to be fetched
+        for _, e in ipairs(L.P.list) do
+          if e.lowered_map and e.ring_loaded then tl.tensor_map_prefetch(L.args[e.lowered_map]) end
+        end
+        X.lower_block(L, ag.op:region(1):entry(), env)
+        pipe:producer_tail(st)
+      end)
+    end)
+  end)
+end
+
+return Producer

@@ -1,0 +1,160 @@
+-- tilua.passes.convert_tileas_to_cutlass.read: reading a tile program for its
+-- lowering: the tiles' layouts, the agents and their warps, the rings'
+-- geometry on a cluster (tileas-plan-cta's plan), and the failure that ends
+-- the pass with an error at an op.
+
+local R = {}
+
+local Failure = {}
+Failure.__index = Failure
+R.Failure = Failure
+
+-- Fail the pass at op (nil: the kernel) with a message.
+function R.fail(op, fmt, ...)
+  error(setmetatable({ op = op, message = "convert-tileas-to-cutlass: " .. fmt:format(...) }, Failure), 0)
+end
+
+-- The tile info of a value (its layout too), nil for another type.
+function R.tile_of(v)
+  local t = v:type()
+  local i = t:info()
+  if i.kind ~= "tile" then return nil end
+  i.layout = t:layout()
+  return i
+end
+
+function R.layout_kind(v)
+  local i = R.tile_of(v)
+  return i and i.layout and i.layout.kind
+end
+
+function R.elem_bytes(t) return t:info().bytes end
+
+function R.is_tensor_type(t)
+  local i = t:info()
+  return i.kind == "dialect" and i.name == "tileas.tensor"
+end
+
+-- A tiled_load whose tile is copied into a ring (what the producer's TMA does).
+function R.is_ring_load(op)
+  for _, u in ipairs(op:result(1):users()) do
+    local d = u:name() == "tileas.copy" and u:operand(2):def()
+    if d and d:attr "tileas.stages" then return true end
+  end
+  return false
+end
+
+function R.each_op(root, fn) root:walk(function(op) if op ~= root then fn(op) end end) end
+
+-- The agents of the kernel body in order, with their warps (agent:agent_warps:
+-- an agent_switch's entry, or, bare, after the agents before it).
+function R.agents_of(body)
+  local out = {}
+  local function add(ag)
+    local first, warps = ag:agent_warps()
+    out[#out + 1] = { op = ag, kind = ag:attr "kind", warps = warps, first = first }
+  end
+  for _, op in ipairs(body:ops()) do
+    if op:name() == "tileas.agent_switch" then
+      for _, ag in ipairs(op:region(1):entry():ops()) do add(ag) end
+    elseif op:name() == "tileas.agent" then
+      add(op)
+    end
+  end
+  return out
+end
+
+-- {=== geometry of rings and tiles on a cluster
+
+-- The TMA box of a ring of tile shape {r, c} (outermost first) with a swizzle
+-- of sw bytes: rows of at most one swizzle span, c / cols boxes per stage.
+function R.ring_box(shape, eb, sw)
+  local cols = shape[2]
+  if sw > 0 and cols * eb > sw then cols = sw // eb end
+  return { shape[1], cols }, shape[2] // cols
+end
+
+-- A CTA's block of a tile on a cluster of n CTAs (tileas-plan-cta's `cta`
+-- part, docs/passes.md): its shape, and the `cta` split (nil: the whole tile).
+function R.cta_part(ti, n)
+  local c = ti.layout and ti.layout.cta
+  if n == 1 or not c then return ti.shape, nil end
+  local shape = {}
+  for d, x in ipairs(ti.shape) do shape[d] = x // (c[d] or 1) end
+  return shape, c
+end
+
+-- The pieces of a tile split with a `cta_repeat` (tileas-plan-cta: a ring
+-- whose replica consumers each slice one piece): along dim 1 (rows), how many
+-- and the rows of one in the program's tile and in the CTA's block (1 piece of
+-- the whole tile without one). A CTA holds its block of every piece.
+function R.cta_pieces(ti, shape)
+  local rep = ti.layout and ti.layout.cta_repeat
+  if rep and (rep[2] or 1) ~= 1 then R.fail(nil, "a cta_repeat along columns is not lowered yet") end
+  local n = rep and rep[1] or 1
+  return { n = n, rows = ti.shape[1] // n, block_rows = shape[1] // n }
+end
+
+-- Offsets {row, col} of a slice of a ring in the program's tile, in the
+-- CTA's block (the smem): a slice of one piece of a cta_repeat is the CTA's
+-- block of that piece.
+function R.piece_rows(ring, offs, op)
+  local pc = ring.pieces
+  if not pc or pc.n == 1 then return offs end
+  if offs[1] % pc.rows ~= 0 then R.fail(op, "a slice of a ring split by cta_repeat that is not one of its pieces") end
+  return { offs[1] // pc.rows * pc.block_rows, offs[2] }
+end
+
+-- Does convert_layout op change the CTA part (tileas-plan-cta's marker that
+-- stayed: data moving between the cluster's CTAs)?
+function R.moves_between_ctas(op)
+  local x, y = R.tile_of(op:operand(1)), R.tile_of(op:result(1))
+  local function same(a, b)
+    a, b = a or {}, b or {}
+    for d = 1, math.max(#a, #b) do if (a[d] or 1) ~= (b[d] or 1) then return false end end
+    return true
+  end
+  local lx, ly = x.layout or {}, y.layout or {}
+  return not same(lx.cta, ly.cta) or not same(lx.cta_repeat, ly.cta_repeat)
+end
+
+-- The multicast of the loads into a ring: k > 1 where tileas-plan-cta
+-- replicated the ring's blocks on k CTAs (each loads 1/k of its block along
+-- the first dim and multicasts it).
+function R.ring_multicast(ring)
+  for _, u in ipairs(ring:users()) do
+    local d = u:name() == "tileas.copy" and u:operand(2) == ring and u:operand(1):def()
+    if d and d:name() == "tileas.tiled_load" and d:attr "multicast" then return d:attr "multicast" end
+  end
+  return 1
+end
+
+-- A ring's geometry on a CTA of n: the tile info, the CTA's block shape, its
+-- `cta` split, the multicast k, the TMA box (a 1/k piece) and boxes per stage.
+function R.ring_geometry(ring, n)
+  local ti = R.tile_of(ring)
+  local shape, c = R.cta_part(ti, n)
+  local k = n > 1 and R.ring_multicast(ring) or 1
+  local sw = ti.layout and ti.layout.swizzle or 0
+  local box, nbox = R.ring_box(shape, R.elem_bytes(ti.elem), sw)
+  if k > 1 then box = { box[1] // k, box[2] } end
+  local pieces = R.cta_pieces(ti, shape)
+  if pieces.n > 1 then box = { pieces.block_rows, box[2] } end -- a TMA load per piece
+  return { ti = ti, shape = shape, cta = c, multicast = k, swizzle = sw, box = box, nbox = nbox, pieces = pieces }
+end
+
+-- The value of an arith.constant, or nil.
+function R.const_int(v)
+  local d = v:def()
+  if d and d:name() == "arith.constant" then return d:attr "value" end
+end
+
+function R.ops_named(root, name)
+  local out = {}
+  R.each_op(root, function(op) if op:name() == name then out[#out + 1] = op end end)
+  return out
+end
+
+-- }===
+
+return R

@@ -1,0 +1,121 @@
+-- tilua.passes.convert_tileas_to_cutlass.values: the values of the lowering.
+--
+-- A tile program value maps (L.vmap, by value id) to: an IR value (scalars),
+-- a Frag (a register tile in the mma layout: the thread's elements of a
+-- consumer's 64 x N tile, element i at row f.row + dr, column f.col + dc, (dr,
+-- dc) = f.offset(i)), a Line (a slice of the mma layout: the values at the
+-- columns (along = 2) or rows (along = 1) the thread holds), or a Ring (a
+-- shared ring, possibly sliced to a consumer's rows). Frags and Lines compute
+-- an element when it is first asked for (at(i)), so that what the epilogue
+-- never reads is never built.
+
+local core = require "tilua.core"
+local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+
+local V = {}
+
+local Lazy = {}
+Lazy.__index = Lazy
+function V.lazy(kind, elem, at) return setmetatable({ kind = kind, elem = elem, fn = at, cache = {} }, Lazy) end
+function Lazy:at(i)
+  local v = self.cache[i]
+  if v == nil then
+    v = self.fn(i)
+    self.cache[i] = v
+  end
+  return v
+end
+function V.frag(elem, _, at) return V.lazy("frag", elem, at) end
+function V.line(elem, along, at)
+  local l = V.lazy("line", elem, at)
+  l.along = along
+  return l
+end
+function V.is_frag(x) return getmetatable(x) == Lazy and x.kind == "frag" end
+function V.is_line(x) return getmetatable(x) == Lazy and x.kind == "line" end
+
+local Ring = {}
+Ring.__index = Ring
+V.Ring = Ring
+function V.is_ring(x) return getmetatable(x) == Ring end
+
+-- The lowered value of program value v (op: where it is used, for the error).
+function V.get(L, v, op)
+  local x = L.vmap[v:id()]
+  if x == nil then R.fail(op or L.kop, "a value this lowering does not know (%s)", tostring(v:type())) end
+  return x
+end
+
+-- fn(...) with the ops it builds located at op's line.
+function V.at_loc(op, fn, ...)
+  local file, line_no = op:loc()
+  local prev = core.pin_location(file or nil, file and line_no or nil)
+  local r = table.pack(pcall(fn, ...))
+  core.pin_location(prev)
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
+-- A scalar op: a copy with its operands lowered.
+function V.clone_scalar(L, op)
+  local opds = {}
+  for i, v in ipairs(op:operands()) do opds[i] = V.get(L, v, op) end
+  local types = {}
+  for i, r in ipairs(op:results()) do types[i] = r:type() end
+  local c = L.tl.op(op:name(), opds, types, op:attrs(true), op:nregions())
+  for i, r in ipairs(op:results()) do L.vmap[r:id()] = c:result(i) end
+  return c
+end
+
+-- {=== global tensors read and written per element (their pointer parameters)
+
+-- Tensor element idx (row, col) of a plain tensor parameter e: the address,
+-- and whether it is in bounds.
+local function element(L, e, op, idx)
+  local tl, args = L.tl, L.args
+  if not e.lowered_ptr then R.fail(op, "tensor '%s' has no pointer parameter", e.name) end
+  local inb, off
+  for d = 1, e.rank do
+    local x = idx[d]
+    local ok = x:lt(args[e.lowered_dims[d]])
+    inb = inb and (inb & ok) or ok
+    local term = x:cast(tl.i64)
+    if d < e.rank then term = term * args[e.lowered_strides[d]] end
+    off = off and off + term or term
+  end
+  return args[e.lowered_ptr], off, inb
+end
+
+-- The element (0 out of bounds).
+function V.load_at(L, e, op, idx)
+  local tl = L.tl
+  local base, off, inb = element(L, e, op, idx)
+  local zero = tl.is_float_type(e.elem) and tl.const(0.0, e.elem) or tl.const(0, e.elem)
+  return tl.select(inb, (base + tl.select(inb, off, tl.const(0, tl.i64))):load(), zero)
+end
+
+-- Store v at the element (dropped out of bounds).
+function V.store_at(L, e, op, idx, v)
+  local base, off, inb = element(L, e, op, idx)
+  L.tl.if_(inb, function() (base + off):store(v) end)
+end
+
+-- }===
+
+-- Element offsets of this CTA's block of a tile (cta_part; of each piece of a
+-- cta_repeat): nil along a dim the cluster does not split. -> shape, offsets
+function V.block_offsets(L, ti)
+  local shape, c = R.cta_part(ti, L.nctas)
+  local offs, stride = {}, 1
+  for d = 1, #shape do
+    local cd = c and c[d] or 1
+    if cd > 1 then offs[d] = L.rank // stride % cd * (d == 1 and R.cta_pieces(ti, shape).block_rows or shape[d]) end
+    stride = stride * cd
+  end
+  return shape, offs
+end
+
+-- x, or x + off where there is an offset.
+function V.plus(x, off) return off and x + off or x end
+
+return V
