@@ -94,11 +94,15 @@ local flops = 2.0 * M * N * K
 print(("%s, %dx%dx%d %s"):format(D.info().name, M, N, K, dt))
 if blas then print(("%-40s %8.1f TFLOP/s"):format("cuBLASLt", flops / best_of(cublas) / 1e9)) end
 for _, v in ipairs(variants) do
-  d:fill(0)
-  v.g:run { a = a, b = b, d = d }
-  D.synchronize()
-  local ok, rep = v.g:check { a = a, b = b, d = d, reference = blas and r or nil, seed = 1 }
-  local t = best_of(function() v.g:run { a = a, b = b, d = d } end)
-  print(("%-40s %8.1f TFLOP/s %9.2f us  %s"):format(v.name, flops / t / 1e9, t * 1e6, ok and "ok" or ("WRONG: " .. rep)))
+  -- a variant that fails to launch or run is reported, and the next one runs
+  local done, err = pcall(function()
+    d:fill(0)
+    v.g:run { a = a, b = b, d = d }
+    D.synchronize()
+    local ok, rep = v.g:check { a = a, b = b, d = d, reference = blas and r or nil, seed = 1 }
+    local t = best_of(function() v.g:run { a = a, b = b, d = d } end)
+    print(("%-40s %8.1f TFLOP/s %9.2f us  %s"):format(v.name, flops / t / 1e9, t * 1e6, ok and "ok" or ("WRONG: " .. rep)))
+  end)
+  if not done then print(("%-40s FAILED: %s"):format(v.name, tostring(err))) end
   if v.g.workspace then v.g.workspace:free() v.g.workspace = nil end
 end
