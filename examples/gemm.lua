@@ -5,7 +5,8 @@
 --
 --   tilua examples/gemm.lua [--m=M] [--n=N] [--k=K] [--dtype=bf16|f16] [--bn=256] [--stages=S]
 --                           [--a-major=k|m] [--b-major=k|n] [--consumers=cooperative|pingpong]
---                           [--schedule=persistent|data_parallel|streamk|splitk] [--cluster=1|2]
+--                           [--schedule=persistent|data_parallel|streamk|splitk] [--cluster=1|2|4]
+--                           [--bm=128|192|256|320] [--epi=32|64]
 --                           [--emit=ir|ptx] [--stage=NAME]
 --
 -- The default shape (1000 x 1480 x 520) is not a multiple of the tile: TMA clips
@@ -47,10 +48,13 @@ end
 -- several tiles.
 local function shape(c)
   if c.grid then
-    local bn = o.bn or 256
+    local t = {} -- the tile of the configuration (its defaults)
+    for key, v in pairs(o) do t[key] = v end
+    t.m, t.n, t.k = 64, 64, 64
+    local cf = tl.gemm.config(t)
+    local bm, bn = cf.bm, cf.bn
     local tn = math.max(1, math.floor(math.sqrt(c.grid)))
     local tm = (c.grid + tn - 1) // tn
-    local bm = o.consumers == "pingpong" and 64 or 128
     return { m = tm * bm - 7, n = tn * bn - 8, k = 256 + 64 * (c.seed % 4) } -- TMA: rows of 16-byte multiples
   end
   if c.small then return { m = 200, n = 296, k = 128 } end

@@ -361,8 +361,9 @@ end
 
 local function gemm_label(cfg, g)
   local extra = {}
-  for _, key in ipairs { "schedule", "consumers", "a_major", "b_major", "dtype", "splits", "sms" } do
-    if cfg[key] then extra[#extra + 1] = key .. " " .. tostring(cfg[key]) end
+  for _, key in ipairs { "bm", "schedule", "consumers", "a_major", "b_major", "dtype", "splits", "sms", "cluster" } do
+    local v = cfg[key]
+    if v then extra[#extra + 1] = key .. " " .. (type(v) == "table" and table.concat(v, "x") or tostring(v)) end
   end
   return ("gemm %d x %d x %d, bn %d, %s, grid %d"):format(cfg.m, cfg.n, cfg.k, cfg.bn, table.concat(extra, ", "), g.grid)
 end
@@ -376,6 +377,16 @@ local GEMMS = {
   { m = 128, n = 128, k = 128, bn = 64, a_major = "m", b_major = "n", schedule = "data_parallel" }, -- MN-major
   { m = 100, n = 72, k = 136, bn = 64, schedule = "data_parallel" },                    -- TMA zero fill, clipped stores
   { m = 128, n = 64, k = 256, bn = 64, dtype = "f16", out = "f16", schedule = "data_parallel" },
+}
+-- the kernel forms of examples/gemm_forms.lua, small
+local FORMS = {
+  { m = 256, n = 128, k = 128, bn = 64, cluster = { 2, 1 }, schedule = "data_parallel" },   -- B multicast
+  { m = 128, n = 256, k = 128, bn = 64, cluster = { 1, 2 }, schedule = "data_parallel" },   -- A multicast
+  { m = 256, n = 128, k = 128, bn = 64, cluster = { 2, 2 }, schedule = "data_parallel" },   -- both
+  { m = 128, n = 256, k = 128, bn = 64, consumers = "pingpong", schedule = "persistent", sms = 1 }, -- one ring
+  { m = 256, n = 128, k = 128, bn = 64, bm = 256, schedule = "data_parallel" },             -- 2 slices a warpgroup
+  { m = 320, n = 64, k = 128, bn = 64, bm = 320, schedule = "data_parallel" },              -- 2 + 3 slices
+  { m = 192, n = 64, k = 128, bn = 64, bm = 192, schedule = "data_parallel" },              -- 3 warpgroups
 }
 
 cases[#cases + 1] = { example = "gemm", name = "the stdlib GEMM (8 configurations, exact inputs)", run = function(seed)
@@ -399,6 +410,20 @@ cases[#cases + 1] = { example = "gemm", name = "the stdlib GEMM after the whole 
       local kind = i % 2 == 1 and "int" or "dyadic"
       local outs, g = gemm_both(cfg, kind, seed, "ptx")
       check_outputs(("nvvm level: %s, %s inputs, seed %d"):format(gemm_label(cfg, g), kind, seed), outs, STANDIN)
+      seed = seed + 2
+    end
+  end
+end }
+
+-- the kernel forms of examples/gemm_forms.lua (clusters, ping-pong's shared
+-- ring, tiles of 256, 320 and 192 rows), at the authoring level and at the nvvm level
+cases[#cases + 1] = { example = "gemm_forms", name = "the stdlib GEMM's kernel forms (7, both levels)", run = function(seed)
+  for i, cfg in ipairs(FORMS) do
+    for _, pipeline in ipairs { false, "ptx" } do
+      local kind = i % 2 == 1 and "int" or "dyadic"
+      local outs, g = gemm_both(cfg, kind, seed, pipeline or nil)
+      check_outputs(("%s%s, %s inputs, seed %d"):format(pipeline and "nvvm level: " or "", gemm_label(cfg, g), kind, seed),
+        outs, STANDIN)
       seed = seed + 2
     end
   end

@@ -229,12 +229,35 @@ describe("convert-cutlass-to-nvvm: pipelines", function()
     -- then a relaxed arrive, then the wait; one CTA (above) takes the bypass
     seq(cir, { "tile.fence_mbarrier_init", "tile.cluster_arrive {relaxed = true}", "tile.cluster_wait" })
     lacks(ir, "tile.cluster_arrive")
-    seq(cir, { 'nvvm.mbarrier.try_wait.parity.shared', 'scope = "cluster"' })
     seq(cir, { "scf.for", "nvvm.mbarrier.try_wait.parity.shared", "scf.yield", "tile.bulk_wait {pending = 0}" })
-    -- the consumer arrives on the empty barrier of both CTAs of the cluster
-    assert.equal(2, count(cir, "tile.mapa"))
-    assert.equal(2, count(cir, 'tile.mbarrier_arrive %'))
-    has(cir, '{scope = "cluster"}')
+    -- the consumer warp arrives on the empty barrier of both CTAs of the
+    -- cluster, lane r on CTA r, at the default .cta scope, and the producer
+    -- waits at .cta scope: no .cluster anywhere (ptxas's MEMBAR.GPU per arrive)
+    seq(cir, { "tile.lane_id", "predicate = \"ult\"", "scf.if", "tile.mapa", "tile.mbarrier_arrive" })
+    assert.equal(1, count(cir, "tile.mapa"))
+    assert.equal(1, count(cir, 'tile.mbarrier_arrive %'))
+    lacks(cir, 'scope = "cluster"')
+    lacks(cir, "tile.named_barrier_sync")
+    ptx_of(kc)
+    -- under an elect the elected lane arrives on each CTA in turn
+    local ke = build("tail_cluster_elect", {}, function(k)
+      local pipe = k:pipeline { stages = 3, producers = { { 0, 1 } }, consumers = { { 1, 2 } }, mode = "cluster" }
+      k:async_exec("p", { first_warp = 0, warps = 1 }, function()
+        local st = pipe:producer_start()
+        pipe:producer_acquire(st)
+        pipe:producer_tail(st)
+      end)
+      k:async_exec("c", { first_warp = 1, warps = 2 }, function()
+        tl.elect_one(function() pipe:consumer_release(pipe:consumer_start()) end)
+      end)
+    end, { block = 96, cluster = { 2, 1, 1 } })
+    local _, eir = lower(ke)
+    assert.equal(2, count(eir, "tile.mapa"))
+    assert.equal(2, count(eir, 'tile.mbarrier_arrive %'))
+    lacks(eir, "tile.lane_id")
+    lacks(eir, 'scope = "cluster"')
+    has(eir, "value = 4 : i32") -- the empty barrier counts 2 consumer warps x 2 CTAs
+    ptx_of(ke)
   end)
 
   it("turns switch_by_executor cases and async.exec bodies into scf.if on the warp index", function()

@@ -123,10 +123,18 @@ describe("the stdlib GEMM on the emulator", function()
     { schedule = "persistent", sms = 1, consumers = "pingpong" }, -- each warpgroup two of the four
     { schedule = "splitk", splits = 2 },
     { cluster = 2 },
+    { cluster = { 1, 2 } },                                       -- along N: A multicast
+    { cluster = { 2, 2 } },                                       -- A and B multicast (tiles overhang along M)
+    { bm = 256 },                                                 -- two warpgroups of two 64-row slices
+    { bm = 256, wgs = 4 },                                        -- four warpgroups of one slice
+    { bm = 192 },                                                 -- three warpgroups (rows past M zero)
+    { bm = 320 },                                                 -- two warpgroups of 2 and 3 slices
+    { consumers = "pingpong", bm = 64 },                          -- a 64-row tile per warpgroup
+    { epi = 64 },                                                 -- 64 x 64 epilogue sub-tiles, 128-byte swizzle
   }
   for _, v in ipairs(variants) do
     local name = {}
-    for key, x in pairs(v) do name[#name + 1] = key .. " = " .. tostring(x) end
+    for key, x in pairs(v) do name[#name + 1] = key .. " = " .. (type(x) == "table" and "{" .. table.concat(x, ", ") .. "}" or tostring(x)) end
     table.sort(name)
     it("matches the reference with " .. table.concat(name, ", "), function()
       local cfg = { m = 128, n = 128, k = 128, bn = 64, stages = 2, schedule = "data_parallel" }
@@ -140,6 +148,32 @@ describe("the stdlib GEMM on the emulator", function()
       assert.is_true(r.read(3) == reference(A, B, 128, 128, 128, "bf16"))
     end)
   end
+
+  -- a dynamic kernel: the problem is an argument (M, N, K), the tiles and the
+  -- grid follow it; one build serves every shape
+  it("runs one dynamic kernel on ragged shapes of every size, at both levels", function()
+    for _, v in ipairs { { schedule = "data_parallel", levels = { "lower-tile-scheduler", "ptx" } },
+                         { schedule = "persistent", sms = 2, consumers = "pingpong" },
+                         { schedule = "persistent", sms = 4, cluster = { 2, 2 }, bm = 256 } } do
+      local cfg = { m = 128, n = 128, k = 128, bn = 64, stages = 2, dynamic = true }
+      for key, x in pairs(v) do if key ~= "levels" then cfg[key] = x end end
+      local g = tl.gemm.build(cfg)
+      for _, pipeline in ipairs(v.levels or { "lower-tile-scheduler" }) do
+        local k = PH.lowered_gemm(g, pipeline)
+        for _, s in ipairs { { 100, 72, 136 }, { 312, 200, 64 }, { 8, 136, 200 } } do
+          local M, N, K = s[1], s[2], s[3]
+          local c = g:shaped { m = M, n = N, k = K }
+          local A, B, args = inputs(M, N, K, "bf16")
+          args[4], args[5], args[6] = M, N, K
+          local r = tl.emulate(k, { grid = c.grid, args = args, policy = "random", seed = 5 })
+          assert(r.ok, r.report)
+          assert.is_true(r.read(3) == reference(A, B, M, N, K, "bf16"), ("%s %dx%dx%d"):format(pipeline, M, N, K))
+        end
+      end
+      assert.error_matches(function() tl.gemm.build { m = 128, n = 128, k = 128 }:shaped { m = 64 } end,
+        "built for 128x128x128, not 64x128x128")
+    end
+  end)
 
   it("needs the swizzle; an accumulator read before its wgmma_wait is an error", function()
     local k, g = gemm { m = 128, n = 64, k = 64, bn = 64, stages = 2, schedule = "data_parallel" }
@@ -209,8 +243,10 @@ describe("verify_protocol on the GEMM", function()
   end)
 
   it("catches two CTAs storing one tile (the TMA store's column made CTA 0's)", function()
-    local t = two[1] -- two tiles along N, one per CTA
-    local k, g = gemm(t.cfg)
+    local t = two[1] -- two tiles along N, one per CTA, each stored as one 64 x 64 sub-tile
+    local cfg = { epi = 64 }
+    for key, x in pairs(t.cfg) do cfg[key] = x end
+    local k, g = gemm(cfg)
     for _, st in ipairs(ops(k, "tile.tma_store")) do
       local n = st:noperands() -- the innermost coordinate, D's column: 0 in both CTAs
       local v = st:operand(n)
@@ -252,6 +288,63 @@ describe("verify_protocol on the GEMM", function()
       assert.is_true(#c.trace > 0)
     end)
   end
+
+  -- Ping-pong: one ring, warpgroup g's tiles at stages offset by the other's
+  -- k blocks, turns handed over by seq_bars. One CTA walks 4 tiles of 2 k
+  -- blocks through 2 stages: every stage holds each warpgroup's data in turn.
+  local pp = { m = 128, n = 256, k = 128, bn = 64, stages = 2, consumers = "pingpong", schedule = "persistent", sms = 1 }
+  local _, _, pargs = inputs(pp.m, pp.n, pp.k, "bf16")
+  it("reports nothing on a dynamic kernel (the problem an argument)", function()
+    local dcfg = { m = 64, n = 64, k = 64, bn = 64, stages = 2, schedule = "persistent", sms = 1, dynamic = true }
+    local k, g = gemm(dcfg)
+    local _, _, dargs = inputs(M, N, K, "bf16")
+    dargs[4], dargs[5], dargs[6] = M, N, K
+    local c = tl.verify_protocol(k, { grid = g:shaped { m = M, n = N, k = K }.grid, args = dargs, max_states = 20000 })
+    assert(c.ok, c.report)
+    assert.is_true(c.min_phases >= 2)
+  end)
+
+  it("reports nothing on ping-pong's shared ring (each warpgroup two tiles)", function()
+    local k = gemm(pp)
+    local c = tl.verify_protocol(k, { grid = 1, args = pargs, max_states = 20000 })
+    assert(c.ok, c.report)
+    assert.is_true(c.min_phases >= 2)
+  end)
+  local pp_mutants = {
+    -- the second warpgroup takes the first's stages: both release them, so a
+    -- stage's empty barrier completes two phases and the producer misses one
+    { name = "ping-pong: the second warpgroup's start k_tile_count stages ahead deleted", kind = "phase",
+      msg = "(phase aliasing)", seed = function(k)
+        local adv = ops(k, "cutlass.pipeline.state.advance")[2] -- consumer1's, before its tile loop
+        adv:result(1):replace_all_uses(adv:operand(1))
+        adv:erase()
+      end },
+    -- the second warpgroup's mainloop no longer waits for its turn: it waits
+    -- on a stage's next round before the first warpgroup took the round before
+    { name = "ping-pong: the second warpgroup's wait for its mainloop turn deleted", kind = "phase",
+      msg = "passes its wait on", seed = function(k)
+        ops(k, "cutlass.seq_bar.wait")[3]:erase() -- consumer1's first: its mainloop turn
+      end },
+    -- the empty barriers count both warpgroups, but only the one whose tile a
+    -- stage holds releases it: the producer waits forever
+    { name = "ping-pong: the pipeline made cooperative (its empty barriers count both warpgroups)", kind = "deadlock",
+      msg = "128 of 256 arrivals came for phase 0", seed = function(k) ops(k, "cutlass.pipeline.init")[1]:set_attr("mode", "cooperative") end },
+  }
+  for _, mu in ipairs(pp_mutants) do
+    it("catches " .. mu.name, function()
+      local k = gemm(pp)
+      mu.seed(k)
+      local c = tl.verify_protocol(k, { grid = 1, args = pargs, max_states = 20000 })
+      assert.is_false(c.ok, "the mutant passed")
+      local ok = false
+      for _, kind in ipairs(mu.kinds or { mu.kind }) do ok = ok or c.violation.kind == kind end
+      assert(ok, c.report)
+      if mu.msg then assert.matches(mu.msg, c.report, 1, true) end
+      assert.matches("spec/protocol_gemm_spec.lua:" .. BUILD_LINE, c.report, 1, true)
+      assert.is_true(#c.trace > 0)
+      print(("\n  %s -> %s\n%s"):format(mu.name, c.violation.kind, c.violation.message))
+    end)
+  end
 end)
 
 -- The GEMM after the whole ptx pipeline (the nvvm ops the emitter gets:
@@ -271,11 +364,22 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
     { name = "1 CTA", cfg = { m = 128, n = 64, k = 128 } },
     { name = "grid 2", cfg = { m = 128, n = 128, k = 128 }, grid = 2 },
     { name = "a cluster of 2 (B multicast, remote releases)", cfg = { m = 256, n = 64, k = 128, cluster = 2 }, grid = 2 },
+    { name = "a cluster of 1 x 2 (A multicast)", cfg = { m = 128, n = 128, k = 128, cluster = { 1, 2 } }, grid = 2 },
+    { name = "a cluster of 2 x 2 (A and B multicast)", cfg = { m = 256, n = 128, k = 128, cluster = { 2, 2 } }, grid = 4 },
     { name = "persistent", cfg = { m = 128, n = 128, k = 128, schedule = "persistent" } },
     { name = "persistent, one CTA walks both tiles", cfg = { m = 128, n = 128, k = 128, schedule = "persistent", sms = 1 }, grid = 1 },
     { name = "MN-major operands", cfg = { m = 128, n = 64, k = 128, a_major = "m", b_major = "n" } },
     { name = "f16", cfg = { m = 128, n = 64, k = 256, dtype = "f16", out = "f16" } },
     { name = "ping-pong consumers", cfg = { m = 128, n = 128, k = 128, consumers = "pingpong" } },
+    { name = "ping-pong, one ring, each warpgroup two tiles", cfg = { m = 128, n = 256, k = 128, consumers = "pingpong",
+                                                                    schedule = "persistent", sms = 1 }, grid = 1 },
+    { name = "a 256-row tile (two warpgroups of 128 rows)", cfg = { m = 256, n = 128, k = 128, bm = 256 } },
+    { name = "a 192-row tile (three warpgroups)", cfg = { m = 192, n = 64, k = 128, bm = 192 } },
+    { name = "a 320-row tile (warpgroups of 2 and 3 slices, code of their own)", cfg = { m = 320, n = 64, k = 128, bm = 320 } },
+    { name = "StreamK on a 320-row tile (a fixup counter per warpgroup)", cfg = { m = 300, n = 64, k = 256, bm = 320,
+                                                                            schedule = "streamk", sms = 3 }, grid = 3 },
+    { name = "split-K on a 256-row tile (two slices a warpgroup)", cfg = { m = 256, n = 64, k = 256, bm = 256,
+                                                                       schedule = "splitk", splits = 2, sms = 2 } },
     { name = "split-K (the fixup's lowered generic barrier)", cfg = { m = 128, n = 128, k = 256, schedule = "splitk", splits = 2, sms = 4 } },
   }
   for _, c in ipairs(configs) do
@@ -321,6 +425,9 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
     { name = "grid 2", cfg = { m = 128, n = 128, k = 256 } },
     { name = "a cluster of 2", cfg = { m = 256, n = 64, k = 256, cluster = 2 } },
     { name = "persistent", cfg = { m = 128, n = 128, k = 256, schedule = "persistent", sms = 1 } },
+    { name = "a cluster of 2 x 2", cfg = { m = 256, n = 128, k = 256, cluster = { 2, 2 } } },
+    { name = "ping-pong, one ring", cfg = { m = 128, n = 256, k = 128, consumers = "pingpong", schedule = "persistent", sms = 1 } },
+    { name = "a 256-row tile", cfg = { m = 256, n = 64, k = 256, bm = 256 } },
   }
   local function check(c, after_pass)
     local cfg = { bn = 64, stages = 2, schedule = "data_parallel" }
@@ -379,6 +486,9 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
         local w = ops(k, "nvvm.mbarrier.try_wait.parity.shared")
         w[#w]:parent():erase() -- the consumer's mainloop spin loop
       end },
+    { name = "a cluster of 2: the stage released on both CTAs with its wgmmas in flight (wgmma.wait.group 1 made 2)",
+      cfg = checked[3], kinds = { "unfilled", "overwrite" }, msg = "tma load",
+      seed = function(k) ops(k, "nvvm.wgmma.wait.group.sync.aligned")[1]:set_attr("group", 2) end },
     { name = "a cluster of 2: the cluster.wait after the barrier inits dropped", cfg = checked[3], kind = "arrive_count",
       msg = "arrives on the cluster barrier of cluster 0 again before waiting for the phase it arrived on",
       seed = function(k) ops(k, "nvvm.cluster.wait")[1]:erase() end },

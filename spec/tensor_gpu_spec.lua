@@ -104,9 +104,25 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 1024, n = 256, k = 2048, bn = 128, schedule = "streamk" },
     { m = 512, n = 512, k = 8192, schedule = "splitk" },
     { m = 256, n = 384, k = 512, dtype = "f16", out = "f16", bn = 128 },
+    -- the orchestration's forms: clusters along either dimension, tiles of
+    -- 256, 192 and 320 rows, ping-pong's shared ring, 64-wide epilogue sub-tiles
+    { m = 1000, n = 1032, k = 520, cluster = { 1, 2 } },                -- A multicast along N
+    { m = 1000, n = 1032, k = 520, cluster = { 2, 2 }, bn = 128 },      -- A and B multicast
+    { m = 1000, n = 1000, k = 300, cluster = 4, bn = 128 },             -- B multicast to 4 CTAs
+    { m = 1000, n = 1032, k = 520, bm = 256, bn = 128 },                -- two slices a warpgroup
+    { m = 777, n = 776, k = 448, bm = 192, bn = 192 },                  -- three warpgroups
+    { m = 1240, n = 512, k = 384, bm = 320, bn = 128 },                 -- warpgroups of 2 and 3 slices
+    { m = 1240, n = 512, k = 2048, bm = 320, bn = 128, schedule = "streamk" },
+    { m = 1000, n = 1000, k = 1000, consumers = "pingpong" },           -- 128x128 a warpgroup, one ring
+    { m = 1000, n = 1032, k = 520, bm = 256, bn = 128, cluster = { 1, 2 }, epi = 64 },
   }
   for _, o in ipairs(cases) do
-    it(("matches the reference kernel and the CPU: %dx%dx%d %s"):format(o.m, o.n, o.k, o.schedule or ""), function()
+    local extra = {}
+    for _, key in ipairs { "bm", "bn", "schedule", "consumers", "cluster", "a_major", "dtype", "epi", "alpha" } do
+      local v = o[key]
+      if v then extra[#extra + 1] = key .. "=" .. (type(v) == "table" and table.concat(v, "x") or tostring(v)) end
+    end
+    it(("matches the reference kernel and the CPU: %dx%dx%d %s"):format(o.m, o.n, o.k, table.concat(extra, " ")), function()
       gpu()
       local g = tl.gemm.build(o)
       local c = g.cfg
@@ -122,6 +138,36 @@ describe("the GEMM of stdlib/gemm.lua", function()
         D.synchronize()
         local ok, report = g:check { a = a, b = b, d = d, c = cc, bias = bias, seed = seed }
         assert(ok, report)
+      end
+    end)
+  end
+
+  -- one dynamic kernel per form, every shape an argument (fresh random inputs each)
+  local dynamic_forms = {
+    { bn = 256 }, { bm = 256, bn = 128 }, { consumers = "pingpong" }, { bm = 320, bn = 128 },
+    { bn = 256, cluster = { 1, 2 } }, { bm = 256, bn = 128, cluster = { 2, 1 }, schedule = "data_parallel" },
+    { bm = 64, bn = 128, wgs = 1 },
+  }
+  local dynamic_shapes = { { 1, 4096, 4096 }, { 77, 1032, 520 }, { 1000, 1000, 1000 }, { 2056, 3000, 1536 }, { 4096, 136, 8200 } }
+  for _, f in ipairs(dynamic_forms) do
+    local name = {}
+    for key, v in pairs(f) do name[#name + 1] = key .. "=" .. (type(v) == "table" and table.concat(v, "x") or tostring(v)) end
+    table.sort(name)
+    it("serves every shape from one dynamic kernel: " .. table.concat(name, " "), function()
+      gpu()
+      local o = { m = 1024, n = 1024, k = 1024, dynamic = true }
+      for key, v in pairs(f) do o[key] = v end
+      local g = tl.gemm.build(o)
+      for i, s in ipairs(dynamic_shapes) do
+        local m, n, k = s[1], s[2], s[3]
+        local a <close> = D.random(tl.bf16, m * k, seed + 2 * i)
+        local b <close> = D.random(tl.bf16, n * k, seed + 2 * i + 1)
+        local d <close> = D.alloc(tl.bf16, m * n)
+        d:fill(0)
+        g:run { a = a, b = b, d = d, m = m, n = n, k = k }
+        D.synchronize()
+        local ok, report = g:check { a = a, b = b, d = d, m = m, n = n, k = k, seed = seed }
+        assert(ok, ("%dx%dx%d: %s"):format(m, n, k, report))
       end
     end)
   end

@@ -2,7 +2,8 @@
 -- configurations and caches the choice per device and key on disk.
 --
 --   local best, cfg, times = tl.autotune {
---     key = "gemm/bf16/8192x8192x8192",      -- what is tuned (the device is added)
+--     key = "gemm/bf16",                     -- what is tuned (the device is added)
+--     shape = { m, n, k },                   -- optional: the choice is cached per shape class
 --     candidates = { {bn = 256}, {bn = 128}, ... },
 --     build = function(cfg) return object end, -- may raise: that candidate is skipped
 --     measure = function(object) return ms end,
@@ -13,9 +14,24 @@
 -- choice is used when its candidate (compared by its serialized form) is still
 -- among the candidates; TILUA_AUTOTUNE=0 ignores the cache (measures all,
 -- writes nothing back).
+--
+-- A shape class (shape_class below) buckets each extent by powers of 4
+-- (1, 2-4, 5-16, ..., 4097-16384, more): kernels that serve any shape (a
+-- dynamic GEMM) pick one form for a class, measured on its first shape.
 local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
 
 local M = {}
+
+-- "m64_n4096_k4096": each extent rounded up to a power of 4.
+function M.shape_class(shape)
+  local parts = {}
+  for i, x in ipairs(shape) do
+    local b = 1
+    while b < x do b = b * 4 end
+    parts[i] = ("%s%d"):format(({ "m", "n", "k" })[i] or "d", b)
+  end
+  return table.concat(parts, "_")
+end
 
 local function serialize(v)
   if type(v) == "table" then
@@ -61,8 +77,9 @@ function tl.autotune(o)
   if type(o) ~= "table" or type(o.candidates) ~= "table" or type(o.build) ~= "function" or type(o.measure) ~= "function" then
     tl.raise("autotune: expected {key, candidates, build, measure}")
   end
+  if o.shape ~= nil and type(o.shape) ~= "table" then tl.raise("autotune: shape must be a list of extents") end
   local device = tl.device.available() and tl.device.info().name or "no GPU"
-  local key = device .. " | " .. tostring(o.key)
+  local key = device .. " | " .. tostring(o.key) .. (o.shape and (" | " .. M.shape_class(o.shape)) or "")
   local path, use_cache = cache_path(), os.getenv "TILUA_AUTOTUNE" ~= "0"
   local cache = use_cache and load_cache(path) or {}
   local hit = cache[key]

@@ -63,14 +63,71 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     c.ebytes = c.fp8 and 1 or 2
     c.bk = c.bk or (128 // c.ebytes) -- one 128-byte swizzle row of K
     c.kstep = c.fp8 and 32 or 16
-    c.bn = c.bn or 256
-    if c.bn % 64 ~= 0 or c.bn < 64 or c.bn > 256 then raise("gemm.build: bn must be 64, 128, 192 or 256") end
     c.consumers = c.consumers or "cooperative"
-    c.stages = c.stages or (c.consumers == "pingpong" and 2 or c.bn == 256 and 3 or 4)
+    if c.consumers ~= "cooperative" and c.consumers ~= "pingpong" then
+      raise(("gemm.build: consumers must be cooperative or pingpong, got %s"):format(tostring(c.consumers)))
+    end
+    local PP = c.consumers == "pingpong"
+    c.bn = c.bn or (PP and 128 or 256)
+    if c.bn % 64 ~= 0 or c.bn < 64 or c.bn > 256 then raise("gemm.build: bn must be 64, 128, 192 or 256") end
+    -- the tile: bm rows (cooperative: the CTA's, split over wgs consumer
+    -- warpgroups of mi 64-row wgmma slices each; ping-pong: each of the two
+    -- warpgroups' own tile, mi = bm / 64)
+    c.bm = c.bm or ((PP and c.bn > 128) and 64 or 128)
+    if math.type(c.bm) ~= "integer" or c.bm < 64 or c.bm % 64 ~= 0 or c.bm > 320 then
+      raise("gemm.build: bm must be a multiple of 64 up to 320")
+    end
+    c.wgs = c.wgs or (PP and 2 or (c.bm == 256 or c.bm == 320) and 2 or c.bm // 64)
+    if PP and c.wgs ~= 2 then raise("gemm.build: ping-pong has two consumer warpgroups") end
+    if math.type(c.wgs) ~= "integer" or c.wgs < 1 or c.wgs > 5 or (not PP and c.bm // 64 < c.wgs) then
+      raise(("gemm.build: wgs (consumer warpgroups) must be 1 to 5, at most bm / 64 = %d"):format(c.bm // 64))
+    end
+    -- cooperative: warpgroup w takes slices [lo[w], lo[w + 1]) of the bm / 64
+    -- (an uneven split, as 320 = 2 + 3 slices, gives each warpgroup code of its own)
+    c.lo = {}
+    for w = 0, c.wgs do c.lo[w] = PP and 0 or w * (c.bm // 64) // c.wgs end
+    c.even = PP or (c.bm // 64) % c.wgs == 0
+    c.mi = PP and c.bm // 64 or ((c.bm // 64) + c.wgs - 1) // c.wgs -- the most a warpgroup has
+    c.fixup_parts = c.even and 1 or c.wgs -- StreamK: warpgroups with code of their own each run the fixup
+    -- registers. Two consumer warpgroups (CUTLASS's and FA3's configuration):
+    -- the producer warpgroup gives registers back (setmaxnreg.dec 40) and the
+    -- consumers take them (setmaxnreg.inc 232), and ptxas compiles the code
+    -- after the .inc with 232. Any other count: no setmaxnreg (c.regs nil).
+    -- ptxas 13.0 gives a kernel of more threads the launch's share (65536 /
+    -- threads) past an .inc whatever its count (a 512-thread kernel's
+    -- consumers get 128), so it would buy nothing there, and an .inc that the
+    -- CTA's register pool cannot serve waits forever.
+    c.regs = c.wgs == 2 and { 40, 232 } or nil
+    local budget = c.regs and c.regs[2] or math.min(248, 65536 // (128 * (c.wgs + 1)) // 8 * 8)
+    if c.mi * c.bn // 2 > budget - 32 then
+      raise(("gemm.build: a %dx%d tile over %d consumer warpgroups needs %d accumulator registers a thread, more than %d - 32"):format(
+        c.bm, c.bn, c.wgs, c.mi * c.bn // 2, budget))
+    end
+    -- the epilogue: sub-tiles of 64 rows x epi columns, two staging buffers per warpgroup
+    c.epi = c.epi or 32
+    if c.epi ~= 32 and c.epi ~= 64 then raise("gemm.build: epi (epilogue sub-tile columns) must be 32 or 64") end
+    local smem_limit = tl.core.limits().max_smem - 2048 -- the barrier pool and alignment
+    local stage_bytes = (c.bm + c.bn) * c.bk * c.ebytes
+    local epi_bytes = c.wgs * 2 * 64 * c.epi * 2
+    c.stages = c.stages or math.min(8, (smem_limit - epi_bytes) // stage_bytes)
+    if math.type(c.stages) ~= "integer" or c.stages < 1 or c.stages * stage_bytes + epi_bytes > smem_limit then
+      raise(("gemm.build: %s stages of %d KiB and %d KiB of epilogue staging do not fit the %d KiB of shared memory"):format(
+        tostring(c.stages), stage_bytes // 1024, epi_bytes // 1024, smem_limit // 1024))
+    end
     c.a_major, c.b_major = c.a_major or "k", c.b_major or "k"
     if c.fp8 and (c.a_major ~= "k" or c.b_major ~= "k") then raise("gemm.build: fp8 operands must be K-major (wgmma cannot transpose them)") end
-    c.cluster = c.cluster or 1 -- CTAs along M that share (multicast) the B tile
-    if c.cluster ~= 1 and c.cluster ~= 2 then raise("gemm.build: cluster must be 1 or 2") end
+    -- a cluster of cm x cn CTAs (cluster = n: n x 1): the cm CTAs along M of
+    -- a cluster column share (multicast) their B tile, the cn along N of a row
+    -- their A tile
+    local cl = c.cluster or 1
+    if math.type(cl) == "integer" then cl = { cl, 1 } end
+    if type(cl) ~= "table" then raise("gemm.build: cluster must be 1, 2, 4 or {cm, cn}") end
+    c.cm, c.cn = cl[1] or 1, cl[2] or 1
+    for _, x in ipairs { c.cm, c.cn } do
+      if x ~= 1 and x ~= 2 and x ~= 4 then raise("gemm.build: a cluster's extents must be 1, 2 or 4") end
+    end
+    if c.cm * c.cn > 4 then raise("gemm.build: a cluster of at most 4 CTAs") end
+    c.cluster = c.cm * c.cn
     c.schedule = c.schedule or "persistent"
     if c.schedule == "splitk" then -- split-K over the StreamK scheduler: `splits` pieces of K per tile
       c.schedule, c.decomposition = "streamk", "split_k"
@@ -79,8 +136,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       raise(("gemm.build: schedule must be persistent, data_parallel, streamk or splitk, got %s"):format(tostring(c.schedule)))
     end
     if c.activation and c.activation ~= "relu" then raise("gemm.build: activation must be nil or \"relu\"") end
-    if c.cluster > 1 and (c.schedule == "streamk" or c.b_major ~= "k") then
-      raise("gemm.build: a cluster needs a K-major B and a persistent or data-parallel schedule")
+    if c.cluster > 1 and (c.schedule == "streamk" or (c.cm > 1 and c.b_major ~= "k") or (c.cn > 1 and c.a_major ~= "k")) then
+      raise("gemm.build: a cluster needs K-major multicast operands (B along M, A along N) and a persistent or data-parallel schedule")
     end
     -- TMA reads and writes rows whose byte strides are multiples of 16
     local function aligned(what, elems, bytes)
@@ -91,25 +148,32 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     aligned("D", c.n, 2)
     aligned("A", c.a_major == "k" and c.k or c.m, c.ebytes)
     aligned("B", c.b_major == "k" and c.k or c.n, c.ebytes)
-    if c.consumers ~= "cooperative" and c.consumers ~= "pingpong" then
-      raise(("gemm.build: consumers must be cooperative or pingpong, got %s"):format(tostring(c.consumers)))
-    end
-    if c.consumers == "pingpong" and (c.cluster > 1 or c.schedule == "streamk") then
+    if PP and (c.cluster > 1 or c.schedule == "streamk") then
       raise("gemm.build: ping-pong consumers need a persistent or data-parallel schedule without a cluster")
     end
-    c.bm = c.consumers == "pingpong" and 64 or 128 -- rows of a tile: a warpgroup's, or both's
+    c.aboxes = (c.bm // c.cn + 255) // 256 -- A boxes per stage (or per multicast share)
     c.tm, c.tn, c.kt = (c.m + c.bm - 1) // c.bm, (c.n + c.bn - 1) // c.bn, (c.k + c.bk - 1) // c.bk
     c.tiles = c.tm * c.tn
-    c.ctiles = (c.tm + c.cluster - 1) // c.cluster * c.tn -- cluster tiles
-    c.name = c.name or ("gemm_%s_%dx%dx%d"):format(c.dtype, c.m, c.n, c.k)
+    c.ctiles = (c.tm + c.cm - 1) // c.cm * ((c.tn + c.cn - 1) // c.cn) -- cluster tiles
+    -- programmatic dependent launch: a launch may start while the stream's
+    -- previous kernel finishes (its prologue overlaps that kernel's tail)
+    if c.pdl == nil then c.pdl = true end
+    -- dynamic: the problem is a kernel argument (M, N, K), m, n, k only the
+    -- shape the defaults were picked for; one kernel serves every shape
+    if c.dynamic and c.schedule == "streamk" then
+      raise("gemm.build: a dynamic StreamK or split-K kernel is not supported (its plan is made at compile time)")
+    end
+    c.name = c.name or (c.dynamic and ("gemm_%s_dynamic_%dx%d_%s"):format(c.dtype, c.bm, c.bn, c.consumers)
+                        or ("gemm_%s_%dx%dx%d"):format(c.dtype, c.m, c.n, c.k))
     return c
   end
 
   -- Tensor-map boxes (outermost first) of the operands as stored.
   local function boxes(c)
-    local a = c.a_major == "k" and { c.bm, c.bk } or { c.bk, 64 } -- M-major: bm / 64 boxes per stage
-    local b = c.b_major == "k" and { c.bn // c.cluster, c.bk } or { c.bk, 64 } -- N-major: bn / 64 boxes per stage
-    return a, b, { 64, 64 }
+    -- K-major A: a box of at most 256 rows (TMA's limit), bm / abox_rows boxes per stage (cluster: one share each)
+    local a = c.a_major == "k" and { c.bm // c.cn // c.aboxes, c.bk } or { c.bk, 64 } -- M-major: bm / 64 boxes per stage
+    local b = c.b_major == "k" and { c.bn // c.cm, c.bk } or { c.bk, 64 } -- N-major: bn / 64 boxes per stage
+    return a, b, { 64, c.epi }
   end
 
   -- {===================================================================
@@ -120,45 +184,59 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     local ein, eout = elem_type(c.dtype), elem_type(c.out)
     local abox, bbox, cbox = boxes(c)
     local AT, BT = tl.tensor_map_type(ein, abox, 128), tl.tensor_map_type(ein, bbox, 128)
-    local CT = tl.tensor_map_type(eout, cbox, 128)
+    local CT = tl.tensor_map_type(eout, cbox, 2 * c.epi) -- a sub-tile's row is one swizzle span
     local params = { { "A", AT }, { "B", BT }, { "D", CT } }
     if c.alpha_param then params[#params + 1] = { "alpha", tl.f32 } end
     if c.beta and c.beta ~= 0 then params[#params + 1] = { "C", tl.ptr(eout) } end
     if c.bias then params[#params + 1] = { "bias", tl.ptr(tl.f32) } end
     if c.schedule == "streamk" then params[#params + 1] = { "ws", tl.ptr(tl.i32) } end
-    local CL, PP = c.cluster, c.consumers == "pingpong"
-    local TM, BN, BK, S = c.bm, c.bn, c.bk, c.stages
-    local k = tl.kernel(c.name, { params = params, block = 384, cluster = CL > 1 and { CL, 1, 1 } or nil })
+    if c.dynamic then
+      for _, d in ipairs { "M", "N", "K" } do params[#params + 1] = { d, tl.i32 } end
+    end
+    local CL, CM, CN, PP = c.cluster, c.cm, c.cn, c.consumers == "pingpong"
+    local TM, BN, BK, S, WG, EC = c.bm, c.bn, c.bk, c.stages, c.wgs, c.epi
+    local k = tl.kernel(c.name, { params = params, block = 128 * (1 + WG), cluster = CL > 1 and { CL, 1, 1 } or nil })
     local A_BYTES, B_BYTES = TM * BK * c.ebytes, BN * BK * c.ebytes
-    -- consumer groups: cooperative, one (both warpgroups share every tile, 64
-    -- rows each); ping-pong, two (warpgroup g takes every other tile, with a
-    -- pipeline of its own, their mainloops ordered by two seq_bars)
-    local NG = PP and 2 or 1
 
     k:define(function(k, p)
-      local sA, sB, pipes = {}, {}, {}
-      for g = 1, NG do
-        sA[g] = k:shared(ein, { S, TM, BK }, { align = 1024, swizzle = 128 })
-        sB[g] = k:shared(ein, { S, BN, BK }, { align = 1024, swizzle = 128 })
+      -- the problem in tiles: constants, or (dynamic) from the M, N, K arguments
+      local dims = c.dynamic and { m = p.M, n = p.N } or nil
+      local TMS, TNS, KT = c.tm, c.tn, c.kt
+      if c.dynamic then
+        TMS, TNS, KT = (p.M + (TM - 1)) // TM, (p.N + (BN - 1)) // BN, (p.K + (BK - 1)) // BK
       end
-      local sD = k:shared(eout, { 2, BN // 64, 64, 64 }, { align = 1024, swizzle = 128 })
-      for g = 1, NG do
-        -- with a cluster, each CTA's producer writes both CTAs' B stages: every
-        -- stage is released to the producers of the whole cluster (mode "cluster"),
-        -- one participant per warpgroup, so that each warpgroup releases its reads on
-        -- its own instead of both meeting at a barrier every k block
-        local consumers = PP and { { 4 * g, 4 } } or CL > 1 and { { 4, 4 }, { 8, 4 } } or { { 4, 8 } }
-        pipes[g] = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers,
-                                transaction_bytes = A_BYTES + B_BYTES, mode = CL > 1 and "cluster" or "cooperative" }
+      local function k_range(work)
+        if c.schedule == "streamk" then return M.k_range(tl, c, work) end
+        return tl.const(0, tl.i32), c.dynamic and KT or tl.const(KT, tl.i32)
       end
-      local go = PP and { k:seq_bar { depth = 1, arrive_count = 128 }, k:seq_bar { depth = 1, arrive_count = 128 } }
+      -- one ring of S stages; the epilogue's staging: two 64 x EC sub-tiles per
+      -- consumer warpgroup, swizzled like the D map
+      local sA = k:shared(ein, { S, TM, BK }, { align = 1024, swizzle = 128 })
+      local sB = k:shared(ein, { S, BN, BK }, { align = 1024, swizzle = 128 })
+      local sD = k:shared(eout, { WG, 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
+      -- cooperative: every consumer warp releases every stage; ping-pong: a
+      -- stage holds one warpgroup's tile and that warpgroup releases it; a
+      -- cluster: the producers of a row and a column of CTAs write this CTA's
+      -- stages, every consumer warp releases each stage on every CTA
+      local consumers = { { 4, 4 * WG } }
+      if PP then consumers = { { 4, 4 }, { 8, 4 } } end
+      local pipe = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers,
+                                transaction_bytes = A_BYTES + B_BYTES,
+                                mode = CL > 1 and "cluster" or PP and "pingpong" or "cooperative" }
+      -- ping-pong turns: go[g] slot 0 is warpgroup g's mainloop turn, slot 1 its
+      -- epilogue turn; each warpgroup hands both to the other (CUTLASS's
+      -- OrderedSequenceBarrier of two stages)
+      local go = PP and { k:seq_bar { depth = 2, arrive_count = 128 }, k:seq_bar { depth = 2, arrive_count = 128 } }
+      -- the CTA's place in its cluster: (rm, rn) of cm x cn, rank rm + cm * rn
       local rank = CL > 1 and tl.cluster_rank() or tl.const(0, tl.i32)
+      local rm, rn = rank % CM, rank // CM
       local function scheduler()
-        local o = { tiles = { c.tm, c.tn, 1, c.kt }, swizzle = c.swizzle or 8, raster_order = c.raster,
-                    cluster = CL > 1 and { CL, 1, 1 } or nil }
+        local o = { tiles = { TMS, TNS, 1, KT }, swizzle = c.swizzle or 8, raster_order = c.raster,
+                    cluster = CL > 1 and { CM, CN, 1 } or nil }
         if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
         if c.schedule == "streamk" then return M.streamk_scheduler(tl, c, p.ws) end
-        o.workers = c.grid // CL
+        -- clusters: the launch sizes the grid to the clusters that fit at once (Gemm:run)
+        o.workers = (c.dynamic or CL > 1) and tl.grid_dim() // CL or c.grid // CL
         return tl.sched.static_persistent(o)
       end
 
@@ -167,114 +245,141 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
         M.tile_loop(tl, scheduler():work(CL > 1 and tl.cluster_id() or tl.block_id()), cursors, bodies)
       end
 
-      -- {=== the producer warpgroup: TMA loads into the pipelines' stages
+      -- {=== the producer warpgroup: TMA loads into the ring's stages, the tiles in order
       k:agent("producer", { warps = 4 }, function()
-        tl.setmaxnreg(40, "dec")
+        if c.regs then tl.setmaxnreg(c.regs[1], "dec") end
         k:async_exec("producer", { first_warp = 0, warps = 1 }, function()
-          local sts = {}
-          for g = 1, NG do sts[g] = pipes[g]:producer_start() end
+          local st = pipe:producer_start()
           tl.elect_one(function()
             -- the first TMA of each operand need not wait for its map to be fetched
             tl.tensor_map_prefetch(p.A)
             tl.tensor_map_prefetch(p.B)
-            local function load(g)
-              local pipe, st = pipes[g], sts[g]
-              return function(work)
-                local m0, n0 = (work:m() * CL + rank) * TM, work:n() * BN
-                local kb0, kbn = M.k_range(tl, c, work)
-                tl.cutlass.for_range(kb0, kb0 + kbn, { st }, function(kb)
-                  local k0 = kb * BK
-                  pipe:producer_acquire(st)
-                  local full, s = pipe:full_barrier(st), st:index()
-                  if c.a_major == "k" then
-                    tl.tma_load(sA[g]:ptr(s), p.A, full, { m0, k0 })
-                  else
-                    for h = 0, TM // 64 - 1 do tl.tma_load(sA[g]:ptr(s, h * 64), p.A, full, { k0, m0 + h * 64 }) end
-                  end
-                  if CL > 1 then -- this CTA's share of B, to every CTA of the cluster
-                    local h = rank * (BN // CL)
-                    tl.tma_load(sB[g]:ptr(s, h), p.B, full, { n0 + h, k0 }, { multicast = (1 << CL) - 1 })
-                  elseif c.b_major == "k" then
-                    tl.tma_load(sB[g]:ptr(s), p.B, full, { n0, k0 })
-                  else
-                    for h = 0, BN // 64 - 1 do tl.tma_load(sB[g]:ptr(s, h * 64), p.B, full, { k0, n0 + h * 64 }) end
-                  end
-                  pipe:producer_commit(st)
-                  st:advance()
-                end)
-              end
-            end
-            local bodies = {}
-            for g = 1, NG do bodies[g] = load(g) end
-            tiles(sts, bodies)
-            for g = 1, NG do pipes[g]:producer_tail(sts[g]) end
+            -- the operands may be the previous kernel's outputs (a PDL launch)
+            if c.pdl then tl.griddepcontrol_wait() end
+            local row_mask = 0 -- the ranks of a cluster row (rm = 0)
+            for j = 0, CN - 1 do row_mask = row_mask | 1 << (CM * j) end
+            tiles({ st }, { function(work)
+              local m0, n0 = (work:m() * CM + rm) * TM, (work:n() * CN + rn) * BN
+              local kb0, kbn = k_range(work)
+              tl.cutlass.for_range(kb0, kb0 + kbn, { st }, function(kb)
+                local k0 = kb * BK
+                pipe:producer_acquire(st)
+                local full, s = pipe:full_barrier(st), st:index()
+                if CN > 1 then -- this CTA's share of A, to the CTAs of its row
+                  local h = rn * (TM // CN)
+                  tl.tma_load(sA:ptr(s, h), p.A, full, { m0 + h, k0 }, { multicast = row_mask << rm })
+                elseif c.a_major == "k" then
+                  local rows = TM // c.aboxes
+                  for h = 0, c.aboxes - 1 do tl.tma_load(sA:ptr(s, h * rows), p.A, full, { m0 + h * rows, k0 }) end
+                else
+                  for h = 0, TM // 64 - 1 do tl.tma_load(sA:ptr(s, h * 64), p.A, full, { k0, m0 + h * 64 }) end
+                end
+                if CM > 1 then -- this CTA's share of B, to the CTAs of its column
+                  local h = rm * (BN // CM)
+                  tl.tma_load(sB:ptr(s, h), p.B, full, { n0 + h, k0 }, { multicast = ((1 << CM) - 1) << (rn * CM) })
+                elseif c.b_major == "k" then
+                  tl.tma_load(sB:ptr(s), p.B, full, { n0, k0 })
+                else
+                  for h = 0, BN // 64 - 1 do tl.tma_load(sB:ptr(s, h * 64), p.B, full, { k0, n0 + h * 64 }) end
+                end
+                pipe:producer_commit(st)
+                st:advance()
+              end)
+            end })
+            pipe:producer_tail(st)
           end)
         end)
+        -- every load is issued: the next kernel in the stream may launch (its
+        -- own griddepcontrol.wait waits until this grid completed)
+        if c.pdl then tl.griddepcontrol_launch_dependents() end
       end)
       -- }===
 
-      -- {=== a consumer group (warps [first, first + n)): wgmma mainloop and epilogue
-      local function consumer(g, first, n, a)
-        local pipe = pipes[g]
-        tl.setmaxnreg(232, "inc")
+      -- {=== consumer warpgroups (warps [first, first + n)): wgmma mainloop and epilogue.
+      -- g: the ping-pong warpgroup (0 or 1), nil for the cooperative ones.
+      -- w: a warpgroup of its own (ping-pong's, or an uneven split's), nil: every
+      -- cooperative warpgroup of an even split (the warpgroup a runtime value)
+      local function consumer(a, first, n, g, w)
+        if c.regs then tl.setmaxnreg(c.regs[2], "inc") end
+        local MI = w and not PP and c.lo[w + 1] - c.lo[w] or c.mi
         k:async_exec("consumer", { first_warp = first, warps = n }, function()
-          -- the warpgroup: its rows of the tile, its half of the staging buffer
-          local wg = PP and tl.const(g - 1, tl.i32) or a:warp_id() // 4
-          local rows = PP and tl.const(0, tl.i32) or wg * 64
+          -- the warpgroup: its 64-row slices of the tile (the first at `rows`),
+          -- its staging buffers and named barrier
+          local wg = w and tl.const(w, tl.i32) or a:warp_id() // 4
+          local rows = PP and tl.const(0, tl.i32) or w and tl.const(64 * c.lo[w], tl.i32) or wg * (64 * MI)
           local t = a:thread_id() % 128
+          -- C and bias may be the previous kernel's outputs and D its input (a PDL launch)
+          if c.pdl then tl.griddepcontrol_wait() end
           local st = pipe:consumer_start()
-          -- descriptors of stage s, k step kk. K-major: 128-byte rows of K, 8-row
+          -- ping-pong: the second warpgroup's first tile is the CTA's second, its
+          -- stages come after the first tile's k blocks
+          if g == 1 then st:advance(KT) end
+          -- descriptors of stage s, slice i, k step kk. K-major: 128-byte rows of K, 8-row
           -- groups 1024 bytes apart (sbo); a k step moves along the row. MN-major:
           -- boxes of 64 (k) x 64 (m or n) elements; a k step is 16 rows (2048 bytes),
           -- 64-wide MN atoms are a box (8192 bytes, lbo) apart.
-          local function desc_a(s, kk)
+          local function desc_a(s, i, kk)
+            local r = rows + 64 * i
             if c.a_major == "k" then
-              return tl.wgmma_desc(sA[g]:ptr(s, rows, kk * c.kstep), { swizzle = 128, sbo = 1024 })
+              return tl.wgmma_desc(sA:ptr(s, r, kk * c.kstep), { swizzle = 128, sbo = 1024 })
             end
-            return tl.wgmma_desc(sA[g]:ptr(s, rows + kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
+            return tl.wgmma_desc(sA:ptr(s, r // 64 * 64 + kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
           end
           local function desc_b(s, kk)
             if c.b_major == "k" then
-              return tl.wgmma_desc(sB[g]:ptr(s, 0, kk * c.kstep), { swizzle = 128, sbo = 1024 })
+              return tl.wgmma_desc(sB:ptr(s, 0, kk * c.kstep), { swizzle = 128, sbo = 1024 })
             end
-            return tl.wgmma_desc(sB[g]:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
+            return tl.wgmma_desc(sB:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
           end
           -- A stage is released once the wgmmas that read it completed: wgmma.wait_group
           -- is warpgroup-collective and completes their (async-proxy) reads, so one
           -- lane of each warp may release for its warp (the lowering counts it as 32
-          -- arrivals), instead of every thread arriving.
+          -- arrivals), instead of every thread arriving; in a cluster every lane
+          -- runs it (lane r releases on CTA r).
           local function release(s)
             if CL > 1 then pipe:consumer_release(s) return end
             tl.elect_one(function() pipe:consumer_release(s) end)
           end
           local wopts = { type_a = c.dtype, type_b = c.dtype, trans_a = c.a_major ~= "k", trans_b = c.b_major ~= "k" }
-          local function mma_stage(acc, s, first_step)
+          local function mma_stage(accs, s, first_step)
             tl.wgmma_fence()
             for kk = 0, BK // c.kstep - 1 do
               wopts.scale_d = (first_step and kk == 0) and false or nil -- D = A*B on a tile's first step
-              acc = tl.wgmma(acc, desc_a(s, kk), desc_b(s, kk), wopts)
+              local db = desc_b(s, kk)
+              for i = 1, MI do accs[i] = tl.wgmma(accs[i], desc_a(s, i - 1, kk), db, wopts) end
             end
             tl.wgmma_commit()
-            return acc
+            return accs
           end
-          local turn = PP and go[g]:state { phase = g == 1 and 1 or 0 } -- group 1 goes first
+          local turn = PP and go[g + 1]:state { phase = g == 0 and 1 or 0 } -- warpgroup 0 goes first
 
-          local function mainloop(work)
-            local m, n = work:m() * CL + rank, work:n()
-            local _, kbn = M.k_range(tl, c, work)
-            if PP then go[g]:wait(turn) end
-            local acc = { value = M.mainloop(tl, pipe, st, 0, kbn, function() return tl.zeros(tl.f32, BN // 2) end,
-                                             function(a, s, _, first) return mma_stage(a, s, first) end, release) }
-            if PP then go[3 - g]:arrive(turn) end -- the other group's mainloop may start
-            if c.schedule == "streamk" then
-              local final
-              acc.value, final = M.fixup(tl, c, p, work, acc.value, m, n, wg, t)
-              tl.if_(final, function() M.epilogue(tl, c, p, sD, acc.value, m, n, wg, rows, t) end)
-            else
-              M.epilogue(tl, c, p, sD, acc.value, m, n, wg, rows, t)
+          local function tile(work)
+            local m, n = work:m() * CM + rm, work:n() * CN + rn
+            local _, kbn = k_range(work)
+            if PP then go[g + 1]:wait(turn) end
+            -- ping-pong: the other warpgroup's mainloop may start once this one's
+            -- wgmmas are issued (before the last wgmma.wait_group)
+            local accs = M.mainloop(tl, pipe, st, 0, kbn, function()
+              local z = {}
+              for i = 1, MI do z[i] = tl.zeros(tl.f32, BN // 2) end
+              return z
+            end, function(a, s, _, first) return mma_stage(a, s, first) end, release,
+            PP and function() go[2 - g]:arrive(turn) end or nil)
+            if PP then go[g + 1]:wait(turn) end -- the epilogues in the tiles' order
+            local slices = {}
+            for i = 1, MI do slices[i] = rows // 64 + (i - 1) end
+            local final
+            if c.schedule == "streamk" then accs, final = M.fixup(tl, c, p, work, accs, m, n, slices, t, w) end
+            local function epilogues()
+              for i = 1, MI do M.epilogue(tl, c, p, sD, accs[i], m, n, wg, rows + 64 * (i - 1), t, dims) end
+            end
+            if final then tl.if_(final, epilogues) else epilogues() end
+            if PP then
+              go[2 - g]:arrive(turn)
+              st:advance(KT) -- past the other warpgroup's tile
             end
           end
-          local bodies = PP and (g == 1 and { mainloop, false } or { false, mainloop }) or { mainloop }
+          local bodies = PP and (g == 0 and { tile, false } or { false, tile }) or { tile }
           tiles(PP and { st, turn } or { st }, bodies)
           -- the last stores must have read the staging buffer before the CTA leaves
           -- (their writes to global memory complete with the grid)
@@ -282,10 +387,14 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
         end)
       end
       if PP then
-        k:agent("consumer0", { warps = 4 }, function(a) consumer(1, 4, 4, a) end)
-        k:agent("consumer1", { warps = 4 }, function(a) consumer(2, 8, 4, a) end)
+        k:agent("consumer0", { warps = 4 }, function(a) consumer(a, 4, 4, 0, 0) end)
+        k:agent("consumer1", { warps = 4 }, function(a) consumer(a, 8, 4, 1, 1) end)
+      elseif c.even then
+        k:agent("consumer", { warps = 4 * WG }, function(a) consumer(a, 4, 4 * WG, nil, nil) end)
       else
-        k:agent("consumer", { warps = 8 }, function(a) consumer(1, 4, 8, a) end)
+        for w = 0, WG - 1 do
+          k:agent("consumer" .. w, { warps = 4 }, function(a) consumer(a, 4 + 4 * w, 4, nil, w) end)
+        end
       end
       -- }===
       if CL > 1 then tl.cluster_sync() end -- no CTA leaves while another may still write to it
@@ -316,6 +425,9 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       add({ name = "workspace", kind = "workspace" }, { "workspace" })
       r.workspace = M.workspace_bytes(c)
     end
+    if c.dynamic then -- the problem's sizes, last (this configuration's shape)
+      for _, x in ipairs { c.m, c.n, c.k } do r.args[#r.args + 1] = { "int", x } end
+    end
     return r
   end
 
@@ -324,13 +436,10 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     local c = cfg_of(o)
     -- the SMs the grid is planned for: the device's, or c.sms (a smaller
     -- persistent grid: each CTA walks several tiles)
-    local sms = c.sms or (tl.device.available() and tl.device.sm_count() or 132)
-    -- data-parallel: a CTA a tile; persistent: at most a CTA per SM; StreamK: a
-    -- worker per SM, the scheduler spreads the k blocks of all tiles over them
-    c.grid = c.schedule == "data_parallel" and c.ctiles * c.cluster or c.schedule == "streamk" and sms
-             or math.max(1, math.min(sms // c.cluster, c.ctiles)) * c.cluster
+    c.sms_planned = c.sms or (tl.device.available() and tl.device.sm_count() or 132)
+    c.grid = M.grid_of(c, c.ctiles)
     if c.schedule == "streamk" then M.plan_streamk(tl, c) end
-    local g = setmetatable({ cfg = c, grid = c.grid, flops = 2.0 * c.m * c.n * c.k,
+    local g = setmetatable({ cfg = c, source = o, grid = c.grid, flops = 2.0 * c.m * c.n * c.k,
                              workspace_bytes = c.schedule == "streamk" and M.workspace_bytes(c) or 0 }, M.Gemm)
     local saved = tl.module() -- each GEMM is a module of its own
     tl.new_module()
@@ -343,21 +452,56 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   M.Gemm = {}
   M.Gemm.__index = M.Gemm
 
-  -- The tensor maps of the operands as stored (row-major buffers).
-  function M.Gemm:maps(a, b, d)
-    local k, inputs, V = self.kernel, { a = a, b = b, d = d }, tl.recipe.value
-    return V(k.recipe, k.params, {}, inputs, 1), V(k.recipe, k.params, {}, inputs, 2), V(k.recipe, k.params, {}, inputs, 3)
+  -- The configuration for a problem shape (o.m, o.n, o.k; absent: the built
+  -- one's): a dynamic kernel takes any, another only its own. Each shape's
+  -- configuration carries its launch recipe (the built one's is the kernel's).
+  function M.Gemm:shaped(o)
+    local c = self.cfg
+    local m, n, k = o and o.m or c.m, o and o.n or c.n, o and o.k or c.k
+    if m == c.m and n == c.n and k == c.k then return c end
+    if not c.dynamic then
+      raise(("gemm: this kernel was built for %dx%dx%d, not %dx%dx%d (build it with dynamic = true)"):format(
+        c.m, c.n, c.k, m, n, k))
+    end
+    self._shapes = self._shapes or {}
+    local key = ("%dx%dx%d"):format(m, n, k)
+    if not self._shapes[key] then
+      local t = {}
+      for key2, v in pairs(self.source) do t[key2] = v end
+      t.m, t.n, t.k, t.stages, t.name = m, n, k, c.stages, c.name
+      local s = cfg_of(t)
+      s.sms_planned = c.sms_planned
+      s.grid = M.grid_of(s, s.ctiles)
+      s.recipe = recipe(s)
+      self._shapes[key] = s
+    end
+    return self._shapes[key]
   end
 
-  -- g:run{a, b, d [, c, bias, alpha]}: launches (asynchronously); returns self.
+  -- The tensor maps of the operands as stored (row-major buffers), for the
+  -- configuration c (default the built one).
+  function M.Gemm:maps(a, b, d, c)
+    local r = c and c.recipe or self.kernel.recipe
+    local k, inputs, V = self.kernel, { a = a, b = b, d = d }, tl.recipe.value
+    return V(r, k.params, {}, inputs, 1), V(r, k.params, {}, inputs, 2), V(r, k.params, {}, inputs, 3)
+  end
+
+  -- g:run{a, b, d [, c, bias, alpha] [, m, n, k]}: launches (asynchronously);
+  -- returns self. m, n, k: the problem of this launch (a dynamic kernel's).
   -- The tensor maps (self._maps) and the StreamK workspace (self._workspace,
   -- zeroed once: the final split of each tile resets its own counter) are kept.
   function M.Gemm:run(o)
-    local c = self.cfg
+    local c = self:shaped(o)
     if c.beta and c.beta ~= 0 and not o.c then raise("gemm:run: beta ~= 0 needs c") end
     if c.bias and not o.bias then raise("gemm:run: bias = true needs a bias buffer") end
-    local grid, args = tl.recipe.values(self.kernel.recipe, self.kernel.params, self, o)
-    self.kernel:launch { grid = grid, args = args }
+    local grid, args = tl.recipe.values(c.recipe or self.kernel.recipe, self.kernel.params, self, o)
+    if c.schedule == "persistent" and c.cluster > 1 then
+      -- a persistent grid of clusters: as many as can be resident at once (a
+      -- GPC fits a whole number of clusters: 132 SMs hold fewer than 33 of 4)
+      self._clusters = self._clusters or self.kernel:max_active_clusters()
+      if self._clusters > 0 then grid[1] = math.min(grid[1], self._clusters * c.cluster) end
+    end
+    self.kernel:launch { grid = grid, args = args, pdl = c.pdl }
     return self
   end
 
@@ -451,7 +595,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- against the plain reference kernel on the GPU, and `samples` elements against
   -- a CPU dot product; on the CPU emulator every element against the CPU.
   function M.Gemm:check(o)
-    local c = self.cfg
+    local c = self:shaped(o)
     if tl.options.emulate and not o.reference then return cpu_check(c, o) end
     local D = tl.device
     local saved = tl.module()

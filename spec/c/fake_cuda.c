@@ -25,7 +25,9 @@
 **
 ** Modules are PTX (its .entry names and .param sizes are read); a cubin (ELF)
 ** is refused with CUDA_ERROR_NO_BINARY_FOR_GPU, which sends an exported
-** kernel to its PTX. Streams can capture launches into graphs.
+** kernel to its PTX. Streams can capture launches into graphs. A launch's
+** line says pdl=1 for a programmatic dependent launch;
+** cuOccupancyMaxActiveClusters answers FAKE_CUDA_CLUSTERS (default 1).
 **
 ** Only what src/cuda/cuda_syms.def lists is answered (cuGetProcAddress_v2);
 ** cuInit and cuGetProcAddress_v2 are exported by name, so a host may link it.
@@ -321,7 +323,8 @@ static CUresult cuTensorMapEncodeTiled(void *map, int dtype, unsigned int rank, 
 static CUresult cuOccupancyMaxActiveClusters(int *clusters, CUfunction f,
                                              const CUlaunchConfig *cfg) {
   (void)f, (void)cfg;
-  return *clusters = 1, CUDA_SUCCESS;
+  const char *n = getenv("FAKE_CUDA_CLUSTERS");
+  return *clusters = n ? atoi(n) : 1, CUDA_SUCCESS;
 }
 /* }=== */
 
@@ -331,15 +334,16 @@ static CUresult cuOccupancyMaxActiveClusters(int *clusters, CUfunction f,
 typedef struct Launch {
   Fn *fn;
   unsigned grid[3], block[3], cluster[3], smem;
+  int pdl; /* a programmatic dependent launch */
   unsigned char args[64][128];
 } Launch;
 
 static void log_launch(const Launch *l, const char *how) {
   FILE *f = log_file();
   if (!f) return;
-  fprintf(f, "launch%s %s grid=%u,%u,%u block=%u,%u,%u cluster=%u,%u,%u smem=%u args=", how,
+  fprintf(f, "launch%s %s grid=%u,%u,%u block=%u,%u,%u cluster=%u,%u,%u smem=%u%s args=", how,
           l->fn->name, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-          l->cluster[0], l->cluster[1], l->cluster[2], l->smem);
+          l->cluster[0], l->cluster[1], l->cluster[2], l->smem, l->pdl ? " pdl=1" : "");
   for (int i = 0; i < l->fn->nparams; i++) {
     const unsigned char *a = l->args[i];
     int n = l->fn->size[i];
@@ -422,7 +426,8 @@ static Node *add_node(Graph *g, const Launch *l) {
 }
 
 static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3],
-                       const unsigned cluster[3], unsigned smem, CUstream stream, void **params) {
+                       const unsigned cluster[3], unsigned smem, int pdl, CUstream stream,
+                       void **params) {
   Stream *s = (Stream *)(void *)stream;
   if (!log_file() && !(s && s->capture) &&
       !getenv_records()) { /* nothing to keep: run it as it comes */
@@ -432,7 +437,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
   }
   Launch *l = calloc(1, sizeof *l);
   if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
-  l->fn = (Fn *)(void *)f, l->smem = smem;
+  l->fn = (Fn *)(void *)f, l->smem = smem, l->pdl = pdl;
   for (int i = 0; i < 3; i++)
     l->grid[i] = grid[i], l->block[i] = block[i], l->cluster[i] = cluster[i];
   for (int i = 0; i < l->fn->nparams; i++)
@@ -450,19 +455,22 @@ static CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **p
   unsigned grid[3] = {c->gridDimX, c->gridDimY, c->gridDimZ},
            block[3] = {c->blockDimX, c->blockDimY, c->blockDimZ};
   unsigned cluster[3] = {1, 1, 1};
+  int pdl = 0;
   for (unsigned i = 0; i < c->numAttrs; i++)
     if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
       cluster[0] = c->attrs[i].value.clusterDim.x, cluster[1] = c->attrs[i].value.clusterDim.y;
       cluster[2] = c->attrs[i].value.clusterDim.z;
+    } else if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) {
+      pdl = c->attrs[i].value.programmaticStreamSerializationAllowed;
     }
-  return launch(f, grid, block, cluster, c->sharedMemBytes, c->hStream, params);
+  return launch(f, grid, block, cluster, c->sharedMemBytes, pdl, c->hStream, params);
 }
 static CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                unsigned by, unsigned bz, unsigned smem, CUstream stream,
                                void **params, void **extra) {
   (void)extra;
   unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz}, cluster[3] = {1, 1, 1};
-  return launch(f, grid, block, cluster, smem, stream, params);
+  return launch(f, grid, block, cluster, smem, 0, stream, params);
 }
 /* }=== */
 

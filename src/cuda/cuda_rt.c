@@ -787,9 +787,11 @@ TlcuResult tlcu_function_set_max_dynamic_smem(TlcuRuntime *rt, CUfunction f, uns
 
 static unsigned int dim1(unsigned int d) { return d ? d : 1; }
 
-/* Fill the driver's config; the cluster attribute only when a cluster is asked. */
+/* Fill the driver's config; the cluster attribute only when a cluster is
+** asked, the programmatic stream serialization one for a PDL launch (attrs:
+** room for both). */
 static TlcuResult tlcu_config(TlcuRuntime *rt, const TlcuLaunch *l, CUlaunchConfig *c,
-                              CUlaunchAttribute *cluster) {
+                              CUlaunchAttribute *attrs) {
   unsigned int g[3], cl[3];
   /* every launch (k:launch, a launch plan, tlDeviceLaunch) is checked here, the same way */
   for (int i = 0; i < 3; i++) {
@@ -812,14 +814,20 @@ static TlcuResult tlcu_config(TlcuRuntime *rt, const TlcuLaunch *l, CUlaunchConf
   c->blockDimZ = dim1(l->block[2]);
   c->sharedMemBytes = l->smem;
   c->hStream = l->stream;
+  c->attrs = attrs;
   if (cl[0] * cl[1] * cl[2] > 1) {
+    CUlaunchAttribute *cluster = &attrs[c->numAttrs++];
     memset(cluster, 0, sizeof *cluster);
     cluster->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     cluster->value.clusterDim.x = cl[0];
     cluster->value.clusterDim.y = cl[1];
     cluster->value.clusterDim.z = cl[2];
-    c->attrs = cluster;
-    c->numAttrs = 1;
+  }
+  if (l->pdl) {
+    CUlaunchAttribute *pdl = &attrs[c->numAttrs++];
+    memset(pdl, 0, sizeof *pdl);
+    pdl->id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    pdl->value.programmaticStreamSerializationAllowed = 1;
   }
   return TLCU_OK;
 }
@@ -829,7 +837,7 @@ static TlcuResult graph_capture(TlcuRuntime *rt, CUfunction f, const TlcuLaunch 
 static TlcuResult graph_set_node(TlcuRuntime *rt, CUfunction f, const CUlaunchConfig *c,
                                  const TlcuLaunch *cfg, void **args, const char *name);
 
-/* Issue the launch; without a cluster the plain entry point, which costs the driver less. */
+/* Issue the launch; without a cluster or PDL the plain entry point, which costs the driver less. */
 static TlcuResult issue(TlcuRuntime *rt, CUfunction f, const CUlaunchConfig *c, void **args) {
   return c->numAttrs
              ? CU_CALL(rt, cuLaunchKernelEx, (c, f, args, NULL))
@@ -840,7 +848,7 @@ static TlcuResult issue(TlcuRuntime *rt, CUfunction f, const CUlaunchConfig *c, 
 
 TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, void **args) {
   CUlaunchConfig c;
-  CUlaunchAttribute cluster;
+  CUlaunchAttribute attrs[2]; /* a cluster's and PDL's */
   const char *name = cfg->name ? cfg->name : "kernel";
   TlcuResult st = tlcu_begin(rt);
   if (st == TLCU_OK && !rt->capture && !rt->update) st = record_room(rt);
@@ -849,7 +857,7 @@ TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, voi
     st = tlcu_fail(rt, TLCU_FAIL,
                    "kernel '%s' was compiled with debug-hangs: its launches cannot go into a graph",
                    name);
-  if (st == TLCU_OK) st = tlcu_config(rt, cfg, &c, &cluster);
+  if (st == TLCU_OK) st = tlcu_config(rt, cfg, &c, attrs);
   if (st == TLCU_OK && c.sharedMemBytes > SM90_SMEM_DEFAULT && !cfg->smem_allowed)
     st = tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes);
   if (st == TLCU_OK && rt->update) return graph_set_node(rt, f, &c, cfg, args, name);
@@ -875,8 +883,8 @@ TlcuResult tlcu_max_active_clusters(TlcuRuntime *rt, CUfunction f, const TlcuLau
                                     int *out) {
   TLCU_BEGIN(rt);
   CUlaunchConfig c;
-  CUlaunchAttribute cluster;
-  if (tlcu_config(rt, cfg, &c, &cluster) != TLCU_OK) return TLCU_FAIL;
+  CUlaunchAttribute attrs[2];
+  if (tlcu_config(rt, cfg, &c, attrs) != TLCU_OK) return TLCU_FAIL;
   if (c.sharedMemBytes > SM90_SMEM_DEFAULT &&
       tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes) != TLCU_OK)
     return TLCU_FAIL;

@@ -154,6 +154,8 @@ typedef struct TlcuLaunch {
   int line;
   TlcuHang *hang;   /* debug-hangs records (the launch takes them), or NULL */
   int smem_allowed; /* the function's dynamic shared memory attribute already allows smem */
+  int pdl;          /* programmatic dependent launch: may start before the stream's previous
+                    ** kernel finished (its griddepcontrol.wait waits for it) */
 } TlcuLaunch;
 
 /* Something the runtime holds and releases at shutdown. */

@@ -84,7 +84,8 @@ typedef enum CUlaunchAttributeID_enum {
   CU_LAUNCH_ATTRIBUTE_IGNORE = 0,
   CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2,
   CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
-  CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 5
+  CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 5,
+  CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 } CUlaunchAttributeID;
 
 /* 64 bytes, 8-byte aligned like cuda.h's union (it holds pointers). */
@@ -94,6 +95,7 @@ typedef union CUlaunchAttributeValue_union {
     unsigned int x, y, z;
   } clusterDim;
   int cooperative;
+  int programmaticStreamSerializationAllowed;
   void *align_ptr_;
   unsigned long long align_u64_;
 } CUlaunchAttributeValue;

@@ -108,25 +108,47 @@ static bool check_counts(IrOp *op, CutPipeShape s, int mode) {
     ir_op_error(op, "mode \"cluster\" needs a kernel cluster of more than one CTA");
     return false;
   }
+  if (mode == MODE_PINGPONG && s.consumers < 2) {
+    ir_op_error(op, "mode \"pingpong\" needs at least 2 consumer participants (each stage is released by one of them), got %lld",
+                (long long)s.consumers);
+    return false;
+  }
+  return true;
+}
+
+/* Ping-pong: a stage is released by one consumer participant, so all of them
+** must count the same arrivals (the empty barrier counts one's threads). */
+static bool check_pingpong_consumers(IrOp *op, IrAttrList masks) {
+  int w0 = kernel_popcount((uint64_t)ir_attr_list_int(masks, 0));
+  for (uint32_t i = 1; i < masks.n; i++) {
+    int w = kernel_popcount((uint64_t)ir_attr_list_int(masks, i));
+    if (w == w0) continue;
+    ir_op_error(op, "mode \"pingpong\" needs consumer participants of equal warps: consumers[%u] = 0x%llx has %d, consumers[0] = 0x%llx has %d",
+                i, (unsigned long long)ir_attr_list_int(masks, i), w, (unsigned long long)ir_attr_list_int(masks, 0), w0);
+    return false;
+  }
   return true;
 }
 
 /* Arrivals per phase: [full barrier, empty barrier]. Every producer participant
 ** arrives once (one elected thread, with expect_tx); consumers arrive once each,
 ** once per thread in cooperative mode (every consumer thread releases its own
-** reads), once per CTA of the cluster in cluster mode. */
+** reads), once per thread of one participant in pingpong mode (the one whose
+** tile the stage holds), once per warp from every CTA of the cluster in
+** cluster mode. */
 void cut_pipeline_arrive_counts(const IrOp *init, int64_t out[2]) {
   IrAttrs_CUTLASS_PIPELINE_INIT a = ir_attrs_CUTLASS_PIPELINE_INIT(init);
   CutPipeShape s = cut_pipe_shape(init->operands[0].value->type);
   out[0] = s.producers;
   out[1] = s.consumers;
-  if (a.mode == MODE_COOPERATIVE) {
-    out[1] = 0;
-    for (uint32_t i = 0; i < a.consumers.n; i++)
-      out[1] += 32 * (int64_t)kernel_popcount((uint64_t)ir_attr_list_int(a.consumers, i));
-  } else if (a.mode == MODE_CLUSTER) {
-    out[1] = s.consumers * kernel_spec_of(init).ctas;
-  }
+  if (a.mode != MODE_COOPERATIVE && a.mode != MODE_CLUSTER && a.mode != MODE_PINGPONG) return;
+  int64_t warps = 0;
+  for (uint32_t i = 0; i < a.consumers.n; i++)
+    warps += kernel_popcount((uint64_t)ir_attr_list_int(a.consumers, i));
+  if (a.mode == MODE_PINGPONG)
+    out[1] = a.consumers.n ? 32 * (int64_t)kernel_popcount((uint64_t)ir_attr_list_int(a.consumers, 0)) : 0;
+  else
+    out[1] = a.mode == MODE_COOPERATIVE ? 32 * warps : warps * kernel_spec_of(init).ctas;
 }
 
 IrResult cutlass_verify_pipeline_init(IrOp *op) {
@@ -135,6 +157,7 @@ IrResult cutlass_verify_pipeline_init(IrOp *op) {
   if (!check_counts(op, s, a.mode) ||
       !check_participants(op, "participants", "numProducers", s.producers, a.participants) ||
       !check_participants(op, "consumers", "numConsumers", s.consumers, a.consumers) ||
+      (a.mode == MODE_PINGPONG && !check_pingpong_consumers(op, a.consumers)) ||
       !cut_check_claim(op, a.barrier_id_base, 2 * s.stages))
     return IR_FAIL;
   if (a.producer_group_id == a.consumer_group_id) {
@@ -171,6 +194,11 @@ IrResult cutlass_verify_pipeline_state_create(IrOp *op) {
   return IR_OK;
 }
 
+/* The result is a cursor of the operand's pipeline. */
+IrResult cutlass_verify_pipeline_state_advance(IrOp *op) {
+  return check_state_fits(op, "result type", op->results[0].type, op->operands[0].value->type) ? IR_OK : IR_FAIL;
+}
+
 /* The value feeding a block argument from outside its loop or switch, or NULL. */
 static IrValue *block_arg_source(const IrValue *v) {
   IrOp *p = v->block ? ir_block_parent_op(v->block) : NULL;
@@ -194,7 +222,8 @@ static IrOp *state_origin(IrValue *v) {
       continue;
     }
     if (d->kind == OP_CUTLASS_PIPELINE_STATE_CREATE) return d;
-    if (d->kind == OP_CUTLASS_PIPELINE_STATE_INCREMENT || d->kind == OP_CUTLASS_PIPELINE_STATE_BUMP)
+    if (d->kind == OP_CUTLASS_PIPELINE_STATE_INCREMENT || d->kind == OP_CUTLASS_PIPELINE_STATE_BUMP ||
+        d->kind == OP_CUTLASS_PIPELINE_STATE_ADVANCE)
       v = d->operands[0].value;
     else if (d->kind == OP_SCF_FOR && 3 + v->index < d->noperands)
       v = d->operands[3 + v->index].value;

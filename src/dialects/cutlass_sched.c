@@ -53,17 +53,18 @@ static int kind_of(IrOp *op, const char *what, const IrType *t) {
 ** Params and work tiles
 ** ======================================================================= */
 
-/* cluster_shape (optional) agrees with the kernel's cluster. */
+/* cluster_shape (optional) arranges the kernel's cluster over the tiles: as
+** many CTAs (a 1-D cluster of 4 may walk 2 x 2 tiles; each CTA finds its tile
+** from its rank). */
 static bool check_cluster_shape(IrOp *op, IrAttrList l) {
   if (!ir_op_attr(op, "cluster_shape")) return true;
   int64_t cs[3] = {1, 1, 1}, *kc = kernel_spec_of(op).cluster;
   for (uint32_t i = 0; i < l.n; i++)
     cs[i] = ir_attr_list_int(l, i);
-  if (l.n == 0 || cs[0] != kc[0] || cs[1] != kc[1] || cs[2] != kc[2]) {
-    ir_op_error(
-        op, "cluster_shape [%lld, %lld, %lld] differs from the kernel's cluster [%lld, %lld, %lld]",
-        (long long)cs[0], (long long)cs[1], (long long)cs[2], (long long)kc[0], (long long)kc[1],
-        (long long)kc[2]);
+  if (l.n == 0 || cs[0] * cs[1] * cs[2] != kc[0] * kc[1] * kc[2]) {
+    ir_op_error(op, "cluster_shape [%lld, %lld, %lld] has %lld CTAs, the kernel's cluster [%lld, %lld, %lld] %lld",
+                (long long)cs[0], (long long)cs[1], (long long)cs[2], (long long)(cs[0] * cs[1] * cs[2]),
+                (long long)kc[0], (long long)kc[1], (long long)kc[2], (long long)(kc[0] * kc[1] * kc[2]));
     return false;
   }
   return true;

@@ -106,7 +106,8 @@
   X(MODE_WARP_SPECIALIZED, "warp_specialized")                                                     \
   X(MODE_STRIDED_UREM, "strided_urem")                                                             \
   X(MODE_STRIDED_UDIV, "strided_udiv")                                                             \
-  X(MODE_CLUSTER, "cluster")
+  X(MODE_CLUSTER, "cluster")                                                                       \
+  X(MODE_PINGPONG, "pingpong")
 #define PIPELINE_ROLE_LIST(X) X(ROLE_PRODUCER, "producer") X(ROLE_CONSUMER, "consumer")
 /* The kinds of the scheduler types: the reference's, then SM100 StreamK. */
 #define CUT_SCHED_KIND_LIST(X) SCHED_KIND_LIST(X) X(CUT_SCHED_SM100_STREAMK, "sm100_streamk")

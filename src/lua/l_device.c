@@ -509,10 +509,11 @@ static const char *opt_field(lua_State *L, int idx, const char *k) {
   return s;
 }
 
-/* fn:launch({grid=, block=, cluster=, static=, smem=, name=, hang_sites=}, { {type, value}, ... }):
-** name and the script's line of the launch (the innermost user frame) go into
-** the reports of a kernel that hangs or fails; hang_sites (the lowered
-** kernel's debug-hangs sites) adds the records' address as the last argument. */
+/* fn:launch({grid=, block=, cluster=, static=, smem=, name=, hang_sites=, pdl=}, { {type, value},
+ *... }):
+ ** name and the script's line of the launch (the innermost user frame) go into
+ ** the reports of a kernel that hangs or fails; hang_sites (the lowered
+ ** kernel's debug-hangs sites) adds the records' address as the last argument. */
 static int fn_launch(lua_State *L) {
   CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -529,6 +530,9 @@ static int fn_launch(lua_State *L) {
   lua_pop(L, 2);
   cfg.name = opt_field(L, 2, "name");
   if (!lb_user_frame(L, &cfg.file, &cfg.line)) cfg.file = NULL;
+  lua_getfield(L, 2, "pdl");
+  cfg.pdl = lua_toboolean(L, -1);
+  lua_pop(L, 1);
   int n = (int)luaL_len(L, 3);
   if (n > 63) return lb_error(L, "launch: too many arguments (%d)", n);
   uint64_t slots[64];
@@ -550,6 +554,29 @@ static int fn_launch(lua_State *L) {
   }
   if (tlcu_launch(runtime(L), *f, &cfg, ptrs) != TLCU_OK) return lb_cuda_error(L, "launch");
   return 0;
+}
+
+/* fn:max_active_clusters{block=, cluster=, smem=} -> how many clusters of the
+** function can be resident at once (cuOccupancyMaxActiveClusters): a
+** persistent grid of clusters larger than that runs a partial wave after
+** the rest. */
+static int fn_max_active_clusters(lua_State *L) {
+  CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  need_gpu(L);
+  TlcuLaunch cfg;
+  memset(&cfg, 0, sizeof cfg);
+  get_dims(L, 2, "block", cfg.block);
+  get_dims(L, 2, "cluster", cfg.cluster);
+  cfg.grid[0] = cfg.cluster[0], cfg.grid[1] = cfg.cluster[1], cfg.grid[2] = cfg.cluster[2];
+  lua_getfield(L, 2, "smem");
+  cfg.smem = (unsigned int)luaL_optinteger(L, -1, 0);
+  lua_pop(L, 1);
+  int n = 0;
+  if (!*f || tlcu_max_active_clusters(runtime(L), *f, &cfg, &n) != TLCU_OK)
+    return lb_cuda_error(L, "max_active_clusters");
+  lua_pushinteger(L, n);
+  return 1;
 }
 
 /* core.device_time(fn) -> milliseconds between events recorded around fn() */
@@ -589,7 +616,10 @@ static const luaL_Reg buffer_methods[] = {
 static const luaL_Reg buffer_meta[] = {{"__gc", buf_free}, {"__close", buf_free}, {NULL, NULL}};
 static const luaL_Reg module_methods[] = {{"func", mod_func}, {"unload", mod_unload}, {NULL, NULL}};
 static const luaL_Reg module_meta[] = {{"__gc", mod_unload}, {"__close", mod_unload}, {NULL, NULL}};
-static const luaL_Reg function_methods[] = {{"info", fn_info}, {"launch", fn_launch}, {NULL, NULL}};
+static const luaL_Reg function_methods[] = {{"info", fn_info},
+                                            {"launch", fn_launch},
+                                            {"max_active_clusters", fn_max_active_clusters},
+                                            {NULL, NULL}};
 
 static const luaL_Reg device_functions[] = {
     {"device_available", dev_available}, {"device_error", dev_error},

@@ -332,9 +332,11 @@ enum {
   UP_SMEM,
   UP_BLOCK,
   UP_CLUSTER,
+  UP_PDL,
   UP_COUNT
 };
-static const char *const fast_keys[] = {"_plan", "_fn", "grid", "args", "smem", "block", "cluster"};
+static const char *const fast_keys[] = {"_plan", "_fn",   "grid",    "args",
+                                        "smem",  "block", "cluster", "pdl"};
 
 /* Push t[upvalue key] (raw). */
 static int get_up(lua_State *L, int t, int up) {
@@ -351,13 +353,14 @@ static int launch_fast_call(lua_State *L) {
     lua_getiuservalue(L, 3, 1);                            /* 6 the plan's function */
     get_up(L, 2, UP_BLOCK);                                /* 7 */
     get_up(L, 2, UP_CLUSTER);                              /* 8 */
-    if (lua_rawequal(L, 5, 6) && lua_isnil(L, 7) && lua_isnil(L, 8)) {
-      get_up(L, 2, UP_GRID); /* 9 */
-      get_up(L, 2, UP_ARGS); /* 10 */
-      get_up(L, 2, UP_SMEM); /* 11 */
-      if (lua_isnil(L, 9)) lua_pushinteger(L, 1), lua_replace(L, 9);
-      if (lua_isnil(L, 10)) lua_newtable(L), lua_replace(L, 10);
-      do_launch(L, 3, lua_touserdata(L, 3), 9, 10, 11);
+    get_up(L, 2, UP_PDL);                                  /* 9: a PDL launch takes the slow path */
+    if (lua_rawequal(L, 5, 6) && lua_isnil(L, 7) && lua_isnil(L, 8) && !lua_toboolean(L, 9)) {
+      get_up(L, 2, UP_GRID); /* 10 */
+      get_up(L, 2, UP_ARGS); /* 11 */
+      get_up(L, 2, UP_SMEM); /* 12 */
+      if (lua_isnil(L, 10)) lua_pushinteger(L, 1), lua_replace(L, 10);
+      if (lua_isnil(L, 11)) lua_newtable(L), lua_replace(L, 11);
+      do_launch(L, 3, lua_touserdata(L, 3), 10, 11, 12);
       lua_settop(L, 1);
       return 1; /* k */
     }

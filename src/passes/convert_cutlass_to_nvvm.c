@@ -13,9 +13,9 @@
 **                          bytes) when bytes > 0, else a plain arrive
 **   consumer_wait          spin on try_wait.parity(full[index], phase)
 **   consumer_release       arrive on empty[index]: from every consumer thread
-**                          (cooperative) or once per participant after its warps
-**                          sync (the others), on every CTA of the cluster in mode
-**                          "cluster"
+**                          (cooperative), once per warp on every CTA of the
+**                          cluster at .cta scope (cluster: lane r on CTA r), or
+**                          once per participant after its warps sync (the others)
 **   try_acquire / try_wait test_wait.parity
 **   producer_tail          bulk wait_group 0, or (cluster) a wait on every stage
 **   switch_by_executor     scf.if on the warp index per case
@@ -142,7 +142,7 @@ static bool check_unknown(Cpn *c, IrOp *op) {
 ** reads precede a single arrival. */
 static bool check_release_scope(Cpn *c, IrOp *op, const CpnPipe *p) {
   const KernelExec *x = cpn_exec(c, op);
-  if (!x->narrow || p->mode == MODE_COOPERATIVE) return true;
+  if (!x->narrow || p->mode == MODE_COOPERATIVE || p->mode == MODE_CLUSTER || p->mode == MODE_PINGPONG) return true;
   for (uint32_t i = 0; i < p->nc; i++)
     if (kernel_popcount(x->mask & (uint64_t)p->cons[i]) > 1) {
       ir_op_error(op, "runs under an elect, but its participant's warps 0x%llx must all finish "
@@ -161,6 +161,7 @@ static bool check_op(Cpn *c, IrOp *op) {
   case OP_CUTLASS_SEQ_BAR_CREATE:
   case OP_CUTLASS_PIPELINE_STATE_INCREMENT:
   case OP_CUTLASS_PIPELINE_STATE_BUMP:
+  case OP_CUTLASS_PIPELINE_STATE_ADVANCE:
   case OP_CUTLASS_PIPELINE_STATE_INDEX:
   case OP_CUTLASS_PIPELINE_STATE_PHASE:
   case OP_CUTLASS_PIPELINE_STATE_COUNT:
@@ -224,7 +225,20 @@ static IrValue *st_increment(Cpn *c, IrValue *s, int64_t stages) {
 }
 
 
+/* index + n modulo `stages`, the phase flipped once per wrap; count + n (n unsigned). */
+static IrValue *st_advance(Cpn *c, IrValue *s, IrValue *n, int64_t stages) {
+  IrValue *at = rw_bin(&c->rw, OP_ARITH_ADDI, st_index(c, s), n);
+  IrValue *S = rw_i32(&c->rw, stages);
+  IrValue *index = rw_bin(&c->rw, OP_ARITH_REMUI, at, S);
+  IrValue *wraps = rw_bin(&c->rw, OP_ARITH_DIVUI, at, S);
+  IrValue *phase = rw_bin(&c->rw, OP_ARITH_XORI, st_phase(c, s), rw_bin(&c->rw, OP_ARITH_ANDI, wraps, rw_i32(&c->rw, 1)));
+  IrValue *count = rw_bin(&c->rw, OP_ARITH_ADDI, st_count(c, s), n);
+  return st_pack(c, index, phase, count);
+}
+
 static IrValue *lower_state_op(Cpn *c, IrOp *op) {
+  if (op->kind == OP_CUTLASS_PIPELINE_STATE_ADVANCE)
+    return st_advance(c, op->operands[0].value, op->operands[1].value, cut_pipe_shape(op->results[0].type).stages);
   IrValue *s = op->noperands ? op->operands[op->noperands - 1].value : NULL;
   switch (op->kind) {
   case OP_CUTLASS_PIPELINE_STATE_CREATE: {
@@ -247,22 +261,22 @@ static IrValue *lower_state_op(Cpn *c, IrOp *op) {
 ** mbarrier waits and arrivals
 ** ======================================================================= */
 
-/* while (!try_wait.parity(bar, parity, hint)) {} -- `scope` cluster makes it .acquire.cluster. */
-static void spin_wait(Cpn *c, IrValue *bar, IrValue *parity, bool cluster, int64_t hint) {
+/* while (!try_wait.parity(bar, parity, hint)) {} at the default .acquire.cta
+** scope (every wait of the pass: see release_cluster for the cluster's). */
+static void spin_wait(Cpn *c, IrValue *bar, IrValue *parity, int64_t hint) {
   IrValue *a = cpn_ptr_to_int(c, bar);
   IrOp *w = rw_begin_spin(&c->rw);
   IrValue *opds[3] = {a, parity, rw_const(&c->rw, hint, c->rw.i32)};
   IrOp *tw = rw_op(&c->rw, OP_NVVM_MBARRIER_TRY_WAIT_PARITY_SHARED, 3, opds, c->rw.i1);
-  if (cluster) rw_set_str(&c->rw, tw, "scope", "cluster");
   IrValue *again = rw_bin(&c->rw, OP_ARITH_XORI, &tw->results[0], rw_const(&c->rw, 1, c->rw.i1));
   rw_end_spin(&c->rw, w, again);
 }
 
 /* Only when tok (an i1 from a try op) is false. */
-static void spin_wait_unless(Cpn *c, IrValue *tok, IrValue *bar, IrValue *parity, bool cluster) {
+static void spin_wait_unless(Cpn *c, IrValue *tok, IrValue *bar, IrValue *parity) {
   IrOp *sif = NULL;
   if (tok) sif = rw_begin_if(&c->rw, rw_bin(&c->rw, OP_ARITH_XORI, tok, rw_const(&c->rw, 1, c->rw.i1)));
-  spin_wait(c, bar, parity, cluster, CPN_WAIT_HINT);
+  spin_wait(c, bar, parity, CPN_WAIT_HINT);
   if (sif) rw_end_if(&c->rw, sif);
 }
 
@@ -390,16 +404,7 @@ typedef struct Arrival {
 static void do_arrival(Cpn *c, const void *ud) {
   const Arrival *a = ud;
   if (a->kind == 2) {
-    IrValue *bar = stage_bar(c, a->p, a->index, 1);
-    if (a->p->mode != MODE_CLUSTER) {
-      arrive_n(c, bar, NULL, a->count);
-      return;
-    }
-    for (int64_t r = 0; r < c->ctas; r++) { /* every CTA's empty barrier (multicast producers) */
-      IrValue *opds[2] = {bar, rw_i32(&c->rw, r)};
-      IrValue *remote = rw_op1(&c->rw, OP_TILE_MAPA, 2, opds, ir_type_ptr(c->rw.ctx, c->rw.i64, IR_MS_CLUSTER));
-      arrive(c, remote, "cluster");
-    }
+    arrive_n(c, stage_bar(c, a->p, a->index, 1), NULL, a->count);
     return;
   }
   IrValue *opds[2] = {stage_bar(c, a->p, a->index, 0), rw_i32(&c->rw, a->bytes)};
@@ -409,6 +414,56 @@ static void do_arrival(Cpn *c, const void *ud) {
     rw_op(&c->rw, OP_TILE_MBARRIER_ARRIVE_EXPECT_TX, 2, opds, NULL);
   else
     arrive(c, opds[0], NULL);
+}
+
+/* The consumer warps of a pipeline (every participant's). */
+static uint64_t consumer_warps(const CpnPipe *p) {
+  uint64_t all = 0;
+  for (uint32_t i = 0; i < p->nc; i++)
+    all |= (uint64_t)p->cons[i];
+  return all;
+}
+
+/* One arrival on rank's copy of the barrier bar (mapa, then
+** mbarrier.arrive.shared::cluster at the default .release.cta scope). */
+static void arrive_on_rank(Cpn *c, IrValue *bar, IrValue *rank) {
+  IrValue *opds[2] = {bar, rank};
+  arrive(c, rw_op1(&c->rw, OP_TILE_MAPA, 2, opds, ir_type_ptr(c->rw.ctx, c->rw.i64, IR_MS_CLUSTER)), NULL);
+}
+
+/* Cluster release: every CTA's producer multicasts into this CTA's stages, so
+** each consumer warp releases the stage on every CTA of the cluster (the empty
+** barrier counts consumer warps x CTAs). The arrivals are spread over the
+** lanes of the warp, lane r on CTA r (CUTLASS's spread_arrivals, DeepGEMM), or
+** under an elect made by the elected lane in turn; no barrier between the
+** warps. They are at the default .release.cta scope and the producer's wait at
+** .acquire.cta: a .cluster scope costs ptxas a MEMBAR.GPU per arrive and an L1
+** invalidate per wait. What the release must order is the warp's reads of the
+** stage, which the mode requires to be the async proxy's (wgmma operands)
+** completed by wgmma.wait_group before it, and the peer producer's next write
+** is a TMA (async proxy) after its wait: a completed read cannot see a later
+** write, whatever the scope. Generic loads of the stage would need
+** .release.cluster; the protocol checker reports them (docs/protocol.md). */
+static bool release_cluster(Cpn *c, IrOp *op, const KernelExec *x, const CpnPipe *p, IrValue *index) {
+  uint64_t allowed = x->mask & consumer_warps(p);
+  if (!allowed) {
+    ir_op_error(op, "runs on warps 0x%llx, none of which is a consumer participant (0x%llx)",
+                (unsigned long long)x->mask, (unsigned long long)consumer_warps(p));
+    return false;
+  }
+  IrOp *guard = allowed != x->mask ? rw_begin_if(&c->rw, cpn_in_mask(c, allowed)) : NULL;
+  IrValue *bar = stage_bar(c, p, index, 1);
+  if (x->narrow) {
+    for (int64_t r = 0; r < c->ctas; r++)
+      arrive_on_rank(c, bar, rw_i32(&c->rw, r));
+  } else {
+    IrValue *lane = rw_op1(&c->rw, OP_TILE_LANE_ID, 0, NULL, c->rw.i32);
+    IrOp *one = rw_begin_if(&c->rw, rw_cmp(&c->rw, "ult", lane, rw_i32(&c->rw, c->ctas)));
+    arrive_on_rank(c, bar, lane);
+    rw_end_if(&c->rw, one);
+  }
+  if (guard) rw_end_if(&c->rw, guard);
+  return true;
 }
 
 /* producer_tail: a bulk wait_group 0 is enough when no other CTA arrives on
@@ -425,7 +480,7 @@ static void lower_tail(Cpn *c, const CpnPipe *p, IrValue *s) {
     IrValue *st = ir_block_add_arg(c->rw.ctx, body, c->rw.i64);
     ir_builder_at_end(&c->rw.b, body);
     IrValue *parity = rw_bin(&c->rw, OP_ARITH_XORI, st_phase(c, st), rw_i32(&c->rw, 1));
-    spin_wait(c, stage_bar(c, p, st_index(c, st), 1), parity, true, CPN_WAIT_HINT);
+    spin_wait(c, stage_bar(c, p, st_index(c, st), 1), parity, CPN_WAIT_HINT);
     IrValue *next = st_increment(c, st, p->stages);
     rw_op(&c->rw, OP_SCF_YIELD, 1, &next, NULL);
     ir_builder_after(&c->rw.b, loop);
@@ -441,7 +496,6 @@ static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
   const KernelExec *x = cpn_exec(c, op);
   IrValue *s = op->operands[1].value, *tok = op->noperands > 2 ? op->operands[2].value : NULL;
   IrValue *index = st_index(c, s);
-  bool cl = p->mode == MODE_CLUSTER;
   int64_t tx = op->kind == OP_CUTLASS_PIPELINE_PRODUCER_COMMIT
                    ? ir_attrs_CUTLASS_PIPELINE_PRODUCER_COMMIT(op).transaction_bytes
                : op->kind == OP_CUTLASS_PIPELINE_PRODUCER_EXPECT_TX
@@ -452,10 +506,10 @@ static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
   switch (op->kind) {
   case OP_CUTLASS_PIPELINE_PRODUCER_ACQUIRE:
     parity = rw_bin(&c->rw, OP_ARITH_XORI, st_phase(c, s), rw_i32(&c->rw, 1));
-    spin_wait_unless(c, tok, stage_bar(c, p, index, 1), parity, cl);
+    spin_wait_unless(c, tok, stage_bar(c, p, index, 1), parity);
     return true;
   case OP_CUTLASS_PIPELINE_CONSUMER_WAIT:
-    spin_wait_unless(c, tok, stage_bar(c, p, index, 0), st_phase(c, s), false);
+    spin_wait_unless(c, tok, stage_bar(c, p, index, 0), st_phase(c, s));
     return true;
   case OP_CUTLASS_PIPELINE_PRODUCER_TRY_ACQUIRE:
   case OP_CUTLASS_PIPELINE_CONSUMER_TRY_WAIT: {
@@ -464,7 +518,6 @@ static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
     if (prod) parity = rw_bin(&c->rw, OP_ARITH_XORI, parity, rw_i32(&c->rw, 1));
     IrValue *opds[2] = {stage_bar(c, p, index, prod), parity};
     IrOp *t = rw_op(&c->rw, OP_TILE_MBARRIER_TEST_WAIT, 2, opds, c->rw.i1);
-    if (prod && cl) rw_set_str(&c->rw, t, "scope", "cluster");
     *res = &t->results[0];
     return true;
   }
@@ -477,12 +530,9 @@ static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
     return arrive_per_group(c, op, x, p->prod, p->np, SYNC_IF_WARP, do_arrival, &a);
   default: /* consumer_release */
     a.kind = 2;
-    if (p->mode == MODE_COOPERATIVE) {
-      uint64_t all = 0;
-      for (uint32_t i = 0; i < p->nc; i++)
-        all |= (uint64_t)p->cons[i];
-      return arrive_per_thread(c, op, x, all, do_arrival, &a, &a.count);
-    }
+    if (p->mode == MODE_COOPERATIVE || p->mode == MODE_PINGPONG) /* pingpong: the one participant's threads */
+      return arrive_per_thread(c, op, x, consumer_warps(p), do_arrival, &a, &a.count);
+    if (p->mode == MODE_CLUSTER) return release_cluster(c, op, x, p, index);
     return arrive_per_group(c, op, x, p->cons, p->nc, SYNC_ALWAYS, do_arrival, &a);
   }
 }
@@ -522,7 +572,7 @@ static bool lower_seq_op(Cpn *c, IrOp *op, IrValue **res) {
   if (!q) return false;
   IrValue *s = op->operands[1].value;
   if (op->kind == OP_CUTLASS_SEQ_BAR_WAIT) {
-    spin_wait(c, seq_slot(c, q, s), seq_phase(c, s), false, CPN_WAIT_HINT);
+    spin_wait(c, seq_slot(c, q, s), seq_phase(c, s), CPN_WAIT_HINT);
     return true;
   }
   arrive(c, seq_slot(c, q, s), NULL); /* every thread that runs it arrives (arrive_count of them) */
@@ -560,7 +610,7 @@ static bool lower_async_wait(Cpn *c, IrOp *op) {
   const char *fl = flavor_of(tok);
   if (is_none(tok) || !fl) return true; /* nothing outstanding */
   if (strcmp(fl, "mbarrier") == 0) {
-    spin_wait(c, op->operands[1].value, op->operands[2].value, false, CPN_WAIT_HINT);
+    spin_wait(c, op->operands[1].value, op->operands[2].value, CPN_WAIT_HINT);
     return true;
   }
   group_wait(c, strcmp(fl, "gmma") == 0, true, ir_attrs_CUTLASS_ASYNC_WAIT(op).pending);
@@ -581,7 +631,7 @@ static bool lower_future_wait(Cpn *c, IrOp *op) {
   if (is_none(src->operands[0].value)) return true;
   const char *fl = flavor_of(&src->results[0]);
   if (fl && strcmp(fl, "mbarrier") == 0)
-    spin_wait(c, src->operands[1].value, src->operands[2].value, false, CPN_FUTURE_HINT);
+    spin_wait(c, src->operands[1].value, src->operands[2].value, CPN_FUTURE_HINT);
   else
     group_wait(c, false, false, 0);
   return true;
@@ -666,6 +716,7 @@ static bool lower_leaf(Cpn *c, IrOp *op) {
   case OP_CUTLASS_PIPELINE_STATE_CREATE:
   case OP_CUTLASS_PIPELINE_STATE_INCREMENT:
   case OP_CUTLASS_PIPELINE_STATE_BUMP:
+  case OP_CUTLASS_PIPELINE_STATE_ADVANCE:
   case OP_CUTLASS_PIPELINE_STATE_INDEX:
   case OP_CUTLASS_PIPELINE_STATE_PHASE:
   case OP_CUTLASS_PIPELINE_STATE_COUNT: res = lower_state_op(c, op); break;

@@ -2,124 +2,317 @@
 -- (libcublasLt opened with dlopen; without it the ratio is skipped), in one
 -- process on one device: bf16 inputs, f32 accumulation, bf16 output, row-major
 -- A (M x K) and B given as N x K (both K-major, cuBLAS's "TN"), plus fp8 e4m3
--- at 8192^3. Every configuration is checked against cuBLAS's result (and
--- sampled CPU dot products for bf16) before it is timed; tl.autotune picks
--- among tile configurations per shape and caches the choice.
+-- at 8192^3. Every configuration is checked against cuBLAS's result before it
+-- is timed; tl.autotune picks among the kernel forms per shape class and
+-- caches the choice.
 --
--- A time is the best of 5 samples of CUDA events around 10 back-to-back
--- launches divided by 10, tilua and cuBLAS alternating. TFLOP/s = 2MNK / time.
+-- The forms whose schedule is data-parallel or persistent are built once as
+-- dynamic kernels (the problem is a kernel argument) and serve every shape;
+-- StreamK and split-K are planned per shape, so built per shape.
 --
 --   tilua tools/bench/gemm.lua [--quick] [--shapes=8192x8192x8192,4096x4096x4096]
+--   tilua tools/bench/gemm.lua [--budget=SECONDS]    stop starting shapes after that long
+--     (the table and the mean cover the shapes measured; the others are listed)
+--   tilua tools/bench/gemm.lua --sweep [--limit=N]   the sweep: >= 100 shapes
+--     (square, the issue's, and the projections of Llama-3 8B and 70B for
+--     1 to 16384 tokens), each form's figure, the best against cuBLASLt, the
+--     ratio table and its geometric mean
+--
+-- A time is the best of 5 samples (the sweep: 3) of CUDA events around
+-- back-to-back launches (10; the sweep: as many as fill ~5 ms), tilua and
+-- cuBLAS alternating. TFLOP/s = 2MNK / time.
 local tl = require "tilua"
 
 tl.device.require()
 local D = tl.device
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
-local quick, only = false, nil
+local quick, only, sweep, limit, budget = false, nil, false, nil, nil
 for _, a in ipairs(arg or {}) do
   quick = quick or a == "--quick"
+  sweep = sweep or a == "--sweep"
   only = a:match "^%-%-shapes=(.*)$" or only
-end
-
-local shapes = {
-  { 8192, 8192, 8192 }, { 4096, 4096, 4096 }, { 2048, 2048, 2048 }, { 8192, 8192, 1024 },
-  { 1024, 1024, 16384 }, { 3456, 4096, 4096 }, { 4096, 4096, 512 }, { 8192, 8192, 8192, "e4m3" },
-}
-if only then
-  shapes = {}
-  for m, n, k, dt in only:gmatch "(%d+)x(%d+)x(%d+):?(%a*%d*%a*)" do
-    shapes[#shapes + 1] = { tonumber(m), tonumber(n), tonumber(k), dt ~= "" and dt or nil }
-  end
+  limit = tonumber(a:match "^%-%-limit=(%d+)$" or "") or limit
+  budget = tonumber(a:match "^%-%-budget=(%d+)$" or "") or budget
 end
 
 local blas, why = tl.core.blas_available()
 print(("gemm bench on %s (%d SMs), seed %d; cuBLASLt: %s"):format(D.info().name, D.sm_count(), seed,
   blas and "loaded" or ("absent (" .. tostring(why) .. "): no ratios")))
 
-local function best_of(fn, samples)
+-- {=== the kernel forms
+
+-- The candidates (options of tl.gemm.build besides the problem and dtype).
+local FORMS = {
+  { bn = 256 },                                   -- 128 x 256, 4 stages
+  { bm = 256, bn = 128 },                         -- two warpgroups of 128 rows
+  { bn = 128 },                                   -- 128 x 128, 6 stages
+  { bm = 320, bn = 128 },                         -- cuBLAS's 8192^3 tile: 2 + 3 slices, 3 stages
+  { bm = 192, bn = 192 },                         -- three warpgroups
+  { consumers = "pingpong" },                     -- 128 x 128 a warpgroup, one ring
+  { bn = 256, cluster = { 2, 1 } },               -- B multicast
+  { bn = 256, cluster = { 1, 2 } },               -- A multicast
+  { bm = 256, bn = 128, cluster = { 1, 2 } },
+  { bm = 256, bn = 128, cluster = { 2, 1 } },
+  { bm = 64, bn = 128, wgs = 1 },                 -- few rows (decode-sized M)
+  { bn = 256, schedule = "streamk" },
+  { bn = 128, schedule = "streamk" },
+  { bn = 128, schedule = "splitk", splits = 2 },
+  { bn = 256, schedule = "splitk", splits = 4 },
+  { bn = 128, schedule = "splitk", splits = 4 },
+}
+-- the sweep's split-K: one form planned per shape (its default splits: a wave of units)
+local SWEEP_SPLITK = { bn = 128, schedule = "splitk" }
+local function form_name(c)
+  local o = { m = 1024, n = 1024, k = 1024 }
+  for key, v in pairs(c) do o[key] = v end
+  local cf = tl.gemm.config(o) -- the tile the defaults give
+  local parts = { ("%dx%d"):format(cf.bm, cf.bn) }
+  if c.consumers then parts[#parts + 1] = c.consumers end
+  if c.cluster then parts[#parts + 1] = ("c%dx%d"):format(c.cluster[1], c.cluster[2]) end
+  if c.schedule then parts[#parts + 1] = c.schedule .. (c.splits and c.splits or "") end
+  return table.concat(parts, " ")
+end
+local function dynamic(c) return c.schedule ~= "streamk" and c.schedule ~= "splitk" end
+
+-- One built GEMM per dynamic form and dtype (serving every shape), one per
+-- shape for the others.
+local built = {}
+local function gemm_for(c, m, n, k, dt)
+  local key = form_name(c) .. "/" .. dt .. (dynamic(c) and "" or ("/%dx%dx%d"):format(m, n, k))
+  if built[key] == nil then
+    local o = { m = m, n = n, k = k, dtype = dt, dynamic = dynamic(c) or nil }
+    for key2, v in pairs(c) do o[key2] = v end
+    local ok, g = pcall(tl.gemm.build, o)
+    if ok then ok, g = pcall(function() g.kernel:compile() return g end) end
+    built[key] = ok and g or false
+    if not ok then print(("  %s (%s): not built: %s"):format(form_name(c), dt, tostring(g))) end
+  end
+  return built[key] or nil
+end
+
+-- }===
+
+-- {=== timing and checking
+
+local function best_of(fn, samples, reps)
   fn()
   D.synchronize()
+  if not reps then -- as many launches as fill about 5 ms (at most 10)
+    local t1 = D.time(fn)
+    reps = math.max(1, math.min(10, math.ceil(5 / math.max(t1, 1e-3))))
+  end
   local best = math.huge
   for _ = 1, samples or 5 do
-    best = math.min(best, D.time(function() for _ = 1, 10 do fn() end end) / 10)
+    best = math.min(best, D.time(function() for _ = 1, reps do fn() end end) / reps)
   end
   return best
 end
 
-local rows = {}
-for _, s in ipairs(shapes) do
-  local m, n, k, dt = s[1], s[2], s[3], s[4] or "bf16"
+-- D against R (cuBLAS's) with the output's rounding and a summation term: one
+-- compare kernel for every shape (the count and the tolerance are arguments).
+local compare
+local function check(d, r, n, k, fp8)
+  if not compare then
+    local saved = tl.module()
+    tl.new_module()
+    compare = tl.kernel("gemm_bench_compare", {
+      params = { { "D", tl.ptr(tl.bf16) }, { "R", tl.ptr(tl.bf16) }, { "bad", tl.ptr(tl.i32) }, { "n", tl.i64 },
+                 { "rel", tl.f32 }, { "abs", tl.f32 } }, block = 256 })
+    compare:define(function(_, p)
+      local i = tl.global_id("x"):cast(tl.i64)
+      tl.if_(i:lt(p.n), function()
+        local x, y = (p.D + i):load():cast(tl.f32), (p.R + i):load():cast(tl.f32)
+        local err = tl.max(x - y, y - x)
+        local tol = tl.max(y, tl.const(0, tl.f32) - y) * p.rel + p.abs
+        tl.if_(err:gt(tol) | err:ne(err), function() tl.atomic_add(p.bad, 1) end)
+      end)
+    end)
+    tl.set_module(saved)
+  end
+  local bad <close> = D.alloc(tl.i32, 1)
+  bad:fill(0)
+  compare:launch { grid = (n + 255) // 256, args = { d, r, bad, n, fp8 and 2 ^ -5 or 2 ^ -7,
+                                                     (fp8 and 5e-2 or 1e-3) * math.sqrt(k) } }
+  D.synchronize()
+  local b = bad:to_table()[1]
+  return b == 0, ("%d of %d elements off cuBLAS"):format(b, n)
+end
+
+-- }===
+
+-- One shape: cuBLAS, then every candidate (checked, then timed); -> row.
+local function measure(m, n, k, dt, candidates, o)
+  o = o or {}
   local fp8 = dt == "e4m3" or dt == "e5m2"
   local ein = fp8 and tl.i8 or tl.bf16
-  local a = D.random(ein, m * k, seed, fp8 and dt or nil)
-  local b = D.random(ein, n * k, seed + 1, fp8 and dt or nil)
-  local d, r = D.alloc(tl.bf16, m * n), D.alloc(tl.bf16, m * n)
+  local a <close> = D.random(ein, m * k, seed, fp8 and dt or nil)
+  local b <close> = D.random(ein, n * k, seed + 1, fp8 and dt or nil)
+  local d <close> = D.alloc(tl.bf16, m * n)
+  local r <close> = D.alloc(tl.bf16, m * n)
   local function cublas() tl.core.blas_gemm { m = m, n = n, k = k, a = a.raw, b = b.raw, d = r.raw, ["in"] = dt, out = "bf16" } end
-  if blas then cublas() end
-  local candidates = { { bn = 256, stages = 3 }, { bn = 128, stages = 5 }, { bn = 256, stages = 3, schedule = "streamk" },
-                       { bn = 128, stages = 5, schedule = "streamk" }, { bn = 128, stages = 6, schedule = "streamk" },
-                       { bn = 256, stages = 3, cluster = 2 }, { bn = 256, stages = 2, consumers = "pingpong" },
-                       { bn = 256, stages = 3, schedule = "splitk" }, { bn = 128, stages = 5, schedule = "splitk" } }
-  if quick then candidates = { candidates[1] } end
-  local g, _, times = tl.autotune {
-    key = ("gemm/%s/%dx%dx%d"):format(dt, m, n, k),
+  local flops = 2.0 * m * n * k
+  local row = { shape = ("%dx%dx%d %s"):format(m, n, k, dt), m = m, n = n, k = k, figures = {} }
+  if blas then
+    local ok, err = pcall(cublas)
+    if not ok then -- the library loads but does not run (a stand-in driver): no ratios
+      print("cuBLASLt does not run: " .. tostring(err) .. "; no ratios")
+      blas = false
+    else
+      row.blas = flops / best_of(cublas, o.samples, o.reps) / 1e9
+    end
+  end
+  -- the choice is cached per shape class (tl.autotune's `shape`)
+  local ok_tune, g, cfg, times = pcall(tl.autotune, {
+    key = "gemm/" .. dt, shape = { m, n, k },
     candidates = candidates,
     build = function(c)
-      local o = { m = m, n = n, k = k, dtype = dt, bn = c.bn, stages = c.stages, schedule = c.schedule, cluster = c.cluster,
-                  consumers = c.consumers }
-      local gg = tl.gemm.build(o)
-      gg.kernel:compile()
+      local gg = gemm_for(c, m, n, k, dt)
+      if not gg then error("not built", 0) end
+      d:fill(0)
+      gg:run { a = a, b = b, d = d, m = m, n = n, k = k }
+      if blas then
+        local ok, report = check(d, r, m * n, k, fp8)
+        if not ok then error(report, 0) end
+      end
       return gg
     end,
     measure = function(gg)
-      return best_of(function() gg:run { a = a, b = b, d = d } end, 3)
+      return best_of(function() gg:run { a = a, b = b, d = d, m = m, n = n, k = k } end, o.samples or 3, o.reps)
     end,
-  }
+  })
+  if not ok_tune then
+    row.note = "FAILED: " .. tostring(g)
+    return row
+  end
   if not times.cached then
-    local parts = {}
     for i, cc in ipairs(candidates) do
       local tm = times[i]
-      parts[#parts + 1] = ("%s%s%s%s: %s"):format(cc.bn, cc.schedule and (" " .. cc.schedule) or "",
-        cc.cluster and (" c" .. cc.cluster) or "", cc.consumers and (" " .. cc.consumers) or "",
-        type(tm) == "number" and ("%.1f"):format(2.0 * m * n * k / tm / 1e9) or "failed")
+      row.figures[#row.figures + 1] = ("%s: %s"):format(form_name(cc),
+        type(tm) == "number" and ("%.1f"):format(flops / tm / 1e9) or ("failed (" .. tostring(tm) .. ")"))
     end
-    print(("  autotune %dx%dx%d %s (TFLOP/s): %s"):format(m, n, k, dt, table.concat(parts, ", ")))
   end
+  -- the choice, checked against cuBLAS and timed against it again, alternating
   d:fill(0)
-  g:run { a = a, b = b, d = d }
-  D.synchronize()
-  local ok, report = g:check { a = a, b = b, d = d, reference = blas and r or nil, seed = seed }
-  local row = { shape = ("%dx%dx%d %s"):format(m, n, k, dt),
-                cfg = ("%dx%dx%d s%d %s%s%s"):format(g.cfg.bm, g.cfg.bn, g.cfg.bk, g.cfg.stages,
-                  g.cfg.consumers == "pingpong" and "pingpong " .. g.cfg.schedule or g.cfg.schedule,
-                  g.cfg.cluster > 1 and " cluster 2" or "",
-                  g.workspace_bytes > 0 and (" ws %.1f MB"):format(g.workspace_bytes / 2 ^ 20) or "") }
+  g:run { a = a, b = b, d = d, m = m, n = n, k = k }
+  local ok, report = true, "no reference"
+  if blas then ok, report = check(d, r, m * n, k, fp8) end
+  row.cfg = form_name(cfg)
   if not ok then
     row.note = "FAILED: " .. report
-  else
-    local t_ours, t_blas = math.huge, math.huge
-    for _ = 1, 2 do -- alternate, keep the best of each
-      t_ours = math.min(t_ours, best_of(function() g:run { a = a, b = b, d = d } end))
-      if blas then t_blas = math.min(t_blas, best_of(cublas)) end
-    end
-    row.ours = g.flops / t_ours / 1e9
-    row.blas = blas and g.flops / t_blas / 1e9 or nil
-    row.note = report
+    return row
   end
-  rows[#rows + 1] = row
-  print(("%-24s %-32s tilua %7s  cuBLAS %7s  ratio %5s   %s"):format(row.shape, row.cfg,
-    row.ours and ("%.1f"):format(row.ours) or "-", row.blas and ("%.1f"):format(row.blas) or "-",
-    (row.ours and row.blas) and ("%.3f"):format(row.ours / row.blas) or "-", row.note))
-  a:free() b:free() d:free() r:free()
-  collectgarbage()
+  local t_ours, t_blas = math.huge, math.huge
+  for _ = 1, 2 do
+    t_ours = math.min(t_ours, best_of(function() g:run { a = a, b = b, d = d, m = m, n = n, k = k } end, o.samples, o.reps))
+    if blas then t_blas = math.min(t_blas, best_of(cublas, o.samples, o.reps)) end
+  end
+  row.ours = flops / t_ours / 1e9
+  row.blas = blas and flops / t_blas / 1e9 or nil
+  row.note = report .. (times.cached and " (cached choice)" or "")
+  return row
 end
 
-print "\n| shape | tile | tilua TFLOP/s | cuBLAS TFLOP/s | ratio |"
-print "|---|---|---|---|---|"
-local failed = false
+-- The candidates for a shape: every form that suits it (--quick: the first).
+-- The sweep takes fewer: the dynamic forms for its size and, under half a
+-- wave of 128 x 128 tiles with a long K, one split-K planned for it (the only
+-- form built per shape).
+local function candidates_for(m, n, k, dt, in_sweep)
+  if quick then return { FORMS[1] } end
+  local list = {}
+  local small = ((m + 127) // 128) * ((n + 127) // 128) < 66 and k >= 2048
+  for _, c in ipairs(FORMS) do
+    local use = true
+    local tiles = ((m + 127) // 128) * ((n + 255) // 256)
+    if c.schedule then use = not in_sweep and tiles < 132 and k >= 2048 end -- under a wave of big tiles: split K
+    if c.bm == 64 then use = m <= 128 end                                   -- decode-sized M
+    if in_sweep then
+      if c.bm == 320 or c.bm == 192 then use = m >= 2048 end
+      if c.cluster then use = m >= 1024 and n >= 1024 end
+      if m <= 128 and (c.consumers or (c.bm or 128) > 128) then use = false end
+    end
+    if use then list[#list + 1] = c end
+  end
+  if in_sweep and small then list[#list + 1] = SWEEP_SPLITK end
+  return list
+end
+
+local function print_row(row)
+  print(("%-28s %-24s tilua %7s  cuBLAS %7s  ratio %6s   %s"):format(row.shape, row.cfg or "-",
+    row.ours and ("%.1f"):format(row.ours) or "-", row.blas and ("%.1f"):format(row.blas) or "-",
+    (row.ours and row.blas) and ("%.3f"):format(row.ours / row.blas) or "-", row.note or ""))
+  if #row.figures > 0 then print("    forms (TFLOP/s): " .. table.concat(row.figures, ", ")) end
+end
+
+-- {=== the shapes
+
+local shapes = {
+  { 8192, 8192, 8192 }, { 4096, 4096, 4096 }, { 2048, 2048, 2048 }, { 8192, 8192, 1024 },
+  { 1024, 1024, 16384 }, { 3456, 4096, 4096 }, { 4096, 4096, 512 }, { 8192, 8192, 8192, "e4m3" },
+}
+if sweep then
+  shapes = {}
+  -- the projections of Llama-3 (N x K of each layer's GEMMs): 8B hidden 4096,
+  -- ffn 14336, 8 kv heads of 128 (1024); 70B hidden 8192, ffn 28672
+  local layers = {
+    { "8B qkv", 4096 + 2 * 1024, 4096 }, { "8B o", 4096, 4096 }, { "8B gate_up", 2 * 14336, 4096 }, { "8B down", 4096, 14336 },
+    { "70B qkv", 8192 + 2 * 1024, 8192 }, { "70B o", 8192, 8192 }, { "70B gate_up", 2 * 28672, 8192 }, { "70B down", 8192, 28672 },
+  }
+  -- the issue's shapes and squares first, then the token counts interleaved
+  -- large and small, so that a run cut short by --budget still spans them
+  for _, s in ipairs { { 1024, 1024, 16384 }, { 3456, 4096, 4096 }, { 4096, 4096, 512 }, { 8192, 8192, 1024 },
+                       { 2048, 8192, 2048 }, { 16384, 4096, 1024 }, { 768, 3072, 768 }, { 3072, 768, 3072 } } do
+    shapes[#shapes + 1] = s
+  end
+  for _, s in ipairs { 512, 1024, 2048, 3072, 4096, 6144, 8192, 12288 } do shapes[#shapes + 1] = { s, s, s } end
+  for _, tokens in ipairs { 16384, 1, 4096, 16, 1024, 64, 8192, 128, 2048, 256, 512 } do
+    for _, l in ipairs(layers) do shapes[#shapes + 1] = { tokens, l[2], l[3], nil, l[1] } end
+  end
+  if limit then
+    while #shapes > limit do table.remove(shapes) end
+  end
+elseif only then
+  shapes = {}
+  for m, n, k, dt in only:gmatch "(%d+)x(%d+)x(%d+):?(%a*%d*%a*)" do
+    shapes[#shapes + 1] = { tonumber(m), tonumber(n), tonumber(k), dt ~= "" and dt or nil }
+  end
+end
+
+-- }===
+
+local rows, t0, skipped = {}, os.time(), {}
+for _, s in ipairs(shapes) do
+  local m, n, k, dt = s[1], s[2], s[3], s[4] or "bf16"
+  if budget and os.time() - t0 >= budget then
+    skipped[#skipped + 1] = ("%dx%dx%d"):format(m, n, k)
+    goto next
+  end
+  local row = measure(m, n, k, dt, candidates_for(m, n, k, dt, sweep), sweep and { samples = 3 } or nil)
+  row.what = s[5]
+  rows[#rows + 1] = row
+  print_row(row)
+  collectgarbage()
+  ::next::
+end
+if #skipped > 0 then
+  print(("\nthe budget of %d s ran out: %d shapes not measured (%s)"):format(budget, #skipped, table.concat(skipped, ", ")))
+end
+
+print(("\n| shape |%s tile | tilua TFLOP/s | cuBLAS TFLOP/s | ratio |"):format(sweep and " layer |" or ""))
+print(("|---|%s---|---|---|---|"):format(sweep and "---|" or ""))
+local failed, logsum, nratio, wins = false, 0, 0, 0
 for _, row in ipairs(rows) do
   failed = failed or row.ours == nil
-  print(("| %s | %s | %s | %s | %s |"):format(row.shape, row.cfg, row.ours and ("%.1f"):format(row.ours) or "FAILED",
-    row.blas and ("%.1f"):format(row.blas) or "-", (row.ours and row.blas) and ("%.3f"):format(row.ours / row.blas) or "-"))
+  local ratio = (row.ours and row.blas) and row.ours / row.blas or nil
+  if ratio then
+    logsum, nratio = logsum + math.log(ratio), nratio + 1
+    if ratio >= 1 then wins = wins + 1 end
+  end
+  print(("| %s |%s %s | %s | %s | %s |"):format(row.shape, sweep and (" " .. (row.what or "") .. " |") or "", row.cfg or "-",
+    row.ours and ("%.1f"):format(row.ours) or "FAILED", row.blas and ("%.1f"):format(row.blas) or "-",
+    ratio and ("%.3f"):format(ratio) or "-"))
+end
+if nratio > 0 then
+  print(("\n%d shapes, %d with ratios: geometric mean %.3f, %d (%.0f%%) at or above cuBLASLt; %d s"):format(#rows, nratio,
+    math.exp(logsum / nratio), wins, 100 * wins / nratio, os.time() - t0))
 end
 if failed then os.exit(1) end

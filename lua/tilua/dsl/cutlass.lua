@@ -289,8 +289,14 @@ local get_barrier = role_op("cutlass.pipeline.producer_get_barrier", function() 
 function Pipeline:full_barrier(st) return get_barrier(self, st) end
 Pipeline.producer_get_barrier = Pipeline.full_barrier
 
-function State:advance()
-  self.value = tl.op1("cutlass.pipeline.state.increment", { self.value }, self.value:type())
+-- st:advance() one step; st:advance(n) n steps at once (n an i32 value or an integer)
+function State:advance(n)
+  if n == nil then
+    self.value = tl.op1("cutlass.pipeline.state.increment", { self.value }, self.value:type())
+  else
+    if not is_value(n) then n = tl.const(int_arg(n, "state advance"), tl.i32) end
+    self.value = tl.op1("cutlass.pipeline.state.advance", { self.value, n }, self.value:type())
+  end
   return self
 end
 function State:bump()

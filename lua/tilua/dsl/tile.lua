@@ -13,7 +13,8 @@
 --   warps        tl.elect_one(fn), tl.elect(), k:agent(name, {warps = n [, warp_id]}, fn(a))
 --   sync         tl.barrier(), tl.named_barrier_sync/arrive(id, count), tl.cluster_arrive,
 --                tl.cluster_wait, tl.cluster_sync, tl.mapa(p, rank), tl.fence(scope),
---                tl.fence_proxy_async([space]), tl.fence_mbarrier_init()
+--                tl.fence_proxy_async([space]), tl.fence_mbarrier_init(),
+--                tl.griddepcontrol_wait(), tl.griddepcontrol_launch_dependents()
 --   mbarriers    tl.mbarrier_init(bar, count), tl.mbarrier_arrive(bar [, count] [, {scope}]),
 --                tl.mbarrier_arrive_expect_tx(bar, bytes), tl.mbarrier_expect_tx,
 --                tl.mbarrier_try_wait(bar, parity) / test_wait / wait, tl.mbarrier_inval
@@ -271,6 +272,10 @@ function tl.mapa(p, rank)
 end
 function tl.fence(scope) op0("tile.fence", nil, { scope = scope or "gpu" }) end
 function tl.fence_proxy_async(space) op0("tile.fence_proxy_async", nil, { space = space }) end
+-- programmatic dependent launch (k:launch{pdl = true}): wait for the grids
+-- this one depends on; let the grids that depend on this one launch
+function tl.griddepcontrol_wait() op0("tile.griddepcontrol_wait") end
+function tl.griddepcontrol_launch_dependents() op0("tile.griddepcontrol_launch_dependents") end
 function tl.fence_mbarrier_init() op0("tile.fence_mbarrier_init") end
 
 function tl.mbarrier_init(bar, count) op0("tile.mbarrier_init", { bar, i32(count, "count") }) end

@@ -63,7 +63,7 @@ M.Run = Run
 -- choose(run, ready actors) -> the index of the actor that moves.
 function M.new(k, o, choose)
   local R = setmetatable({ k = k, o = o, choose = choose, global = {}, ctas = {}, actors = {},
-                           warps = {}, copies = {}, nactors = 0, steps = 0, trace = {},
+                           warps = {}, copies = {}, nactors = 0, async_actors = {}, steps = 0, trace = {},
                            max_steps = o.max_steps or 200000, next_global = address.GLOBAL_BASE,
                            max_ops = o.max_ops or 4000000, ops = 0, next_clock = 4096, handlers = k.models.handlers,
                            buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 16,

@@ -38,7 +38,7 @@ end
 function Sync:init_barrier(W, addr, count, loc, name)
   local cta = W.cta
   local b = { addr = addr, count = count, pending = count, tx = 0, completed = 0, vc = {}, last_vc = {},
-              init_actor = W.actor, init_clock = W.vc[W.actor], init_loc = loc }
+              mvc = {}, last_mvc = {}, cvc = {}, last_cvc = {}, init_actor = W.actor, init_clock = W.vc[W.actor], init_loc = loc }
   b.name = name or self:barrier_name(cta, addr)
   cta.bars[addr] = b
   cta.bar_list[#cta.bar_list + 1] = b
@@ -97,6 +97,8 @@ function Sync:complete_phase(b)
           :format(self:who(e.actor), e.loc, b.name, b.completed, b.completed + 1))
       end
     end
+    b.obs_hist = b.obs_hist or {}
+    b.obs_hist[b.completed] = obs -- for a warp that skips this phase (Sync:observe)
     b.observers = nil
   end
   -- so must every wait that could pass now and has not yet: this completion
@@ -110,12 +112,61 @@ function Sync:complete_phase(b)
   b.completed = b.completed + 1
   b.pending, b.tx = b.count, 0
   b.last_vc, b.vc = b.vc, {}
+  b.last_mvc, b.mvc, b.last_cvc, b.cvc = b.mvc, {}, b.cvc, {}
 end
 
--- n arrivals on b by actor a (clock vc) at rec; expect: tx bytes first.
-function Sync:arrive(b, n, a, vc, rec, expect)
+-- Scopes. What an arrival releases to the waiters of an mbarrier, on vector
+-- clocks (the PTX memory model): a release and an acquire synchronize only
+-- when they are morally strong, each one's scope holding the other's thread.
+-- A waiter is in the barrier's CTA (try_wait reads shared::cta), so an arrival
+-- from that CTA releases the arriving warp's clock (b.mvc, what a wait at
+-- .cta scope acquires); one from another CTA (through mapa) does only at
+-- .cluster scope and only to a wait at .cluster scope (b.cvc). Otherwise it
+-- orders nothing the warp did through the generic proxy, only what is done by
+-- then: the async-proxy operations it knows completed (rel_async: wgmma
+-- operand reads that wgmma.wait_group completed, copies whose barrier it
+-- waited on, bulk stores it waited for). A completed read cannot see a later
+-- write, so that is what a producer's TMA write after its wait needs (the
+-- cluster pipeline's .cta-scope releases, docs/protocol.md).
+function Sync:mark_async(id) self.async_actors[id] = true end
+-- The actor of warp W's wgmma operand reads (the async proxy's), made at its first wgmma.
+function Sync:async_actor(W)
+  if not W.async then
+    W.async = self:new_actor()
+    self.actors[W.async] = { label = "the wgmma of " .. W.label }
+    self:mark_async(W.async)
+  end
+  return W.async
+end
+local function rel_async(R, vc)
+  local r = {}
+  for id, x in pairs(vc) do
+    if R.async_actors[id] then r[id] = x end
+  end
+  return r
+end
+-- What W's arrival at `scope` (nil: .cta) on a barrier of CTA bcta releases:
+-- nil, its clock to every waiter; else { cta = ..., cluster = ... }.
+function Sync:release_of(W, bcta, scope)
+  if bcta == W.cta then return nil end
+  local async = rel_async(self, W.vc)
+  if scope == "cluster" or scope == "gpu" or scope == "sys" then return { cta = async, cluster = W.vc } end
+  return { cta = async, cluster = async }
+end
+-- What a wait (rec: its op's scope attribute, absent for .cta) acquires of b's last completed phase.
+function Sync:acquired(b, rec)
+  if rec.bar_scope == nil then rec.bar_scope = rec.op and rec.op:attr "scope" or false end
+  local s = rec.bar_scope
+  return (s == "cluster" or s == "gpu" or s == "sys") and b.last_cvc or b.last_mvc
+end
+
+-- n arrivals on b by actor a (clock vc) at rec; expect: tx bytes first; rel:
+-- what it releases to the waiters when not vc (Sync:release_of).
+function Sync:arrive(b, n, a, vc, rec, expect, rel)
   if expect then b.tx = b.tx + expect end
   vc_join(b.vc, vc)
+  vc_join(b.mvc, rel and rel.cta or vc)
+  vc_join(b.cvc, rel and rel.cluster or vc)
   for i = 1, n do
     if b.pending <= 0 then
       violation("arrive_count", ("%s at %s arrives on %s, whose phase %d has no arrival left (count %d)")
@@ -129,6 +180,8 @@ function Sync:arrive(b, n, a, vc, rec, expect)
           :format(self:who(a), rec.loc, n, b.name, b.completed - 1, i, b.count))
       end
       vc_join(b.vc, vc)
+      vc_join(b.mvc, rel and rel.cta or vc)
+      vc_join(b.cvc, rel and rel.cluster or vc)
     end
   end
 end
@@ -136,24 +189,44 @@ end
 function Sync:complete_tx(b, bytes, a, vc)
   b.tx = b.tx - bytes
   vc_join(b.vc, vc)
+  vc_join(b.mvc, vc)
+  vc_join(b.cvc, vc)
   if b.pending == 0 and b.tx == 0 then self:complete_phase(b) end
 end
 
+-- Did warps whose waits are ordered before W's wait observe every phase of b
+-- that completed since W's last (seen)? Then W may skip them: they completed
+-- before W began to wait, so its parity cannot alias onto them.
+local function skipped_known(W, b, seen)
+  for j = seen + 1, b.completed - 1 do
+    local ok = false
+    for _, e in ipairs(b.obs_hist and b.obs_hist[j] or {}) do
+      if e.actor ~= W.actor and (W.vc[e.actor] or 0) >= e.clock then ok = true break end
+    end
+    if not ok then return false end
+  end
+  return true
+end
+
 -- The per-(warp, barrier) phase check of a passing wait: successive waits of
--- one warp on one barrier see consecutive phases.
+-- one warp on one barrier see consecutive phases, or the phases in between
+-- were observed by waits ordered before this one (skipped_known).
 function Sync:observe(W, b, rec, expected, role_what)
   if expected and b.completed ~= expected then
     violation("phase", ("%s at %s passes its wait on %s having seen %d completed phase(s), but its %s needs exactly %d: the wait passed on the wrong phase")
       :format(W.label, rec.loc, b.name, b.completed, role_what, expected))
   end
   local seen = W.seen[b]
+  if seen and not expected and b.completed > seen + 1 and skipped_known(W, b, seen) then
+    seen = b.completed - 1 -- others consumed the phases in between (a ping-pong ring's other warpgroup)
+  end
   if seen and not expected and b.completed ~= seen + 1 then
     violation("phase", ("%s at %s passes its wait on %s at %d completed phase(s), after it passed one at %d: %s")
       :format(W.label, rec.loc, b.name, b.completed, seen,
               b.completed == seen and "the same phase twice (the wait passed on the wrong phase)" or "a phase went by unobserved"))
   end
   W.seen[b] = b.completed
-  vc_join(W.vc, b.last_vc)
+  vc_join(W.vc, self:acquired(b, rec))
   -- the wait is an event of its own, which the next completion must follow (complete_phase)
   W.vc[W.actor] = W.vc[W.actor] + 1
   b.observers = b.observers or {}
@@ -166,7 +239,7 @@ end
 function Sync:wait(W, rec, addr, parity, expected, role_what)
   W.wait_addr = addr
   local b = W.cta.bars[addr]
-  if b and not passes(b, parity) and not vc_leq(b.last_vc, W.vc) then
+  if b and not passes(b, parity) and W.seen[b] ~= b.completed and not vc_leq(b.last_vc, W.vc) then
     -- the barrier's last completion is not ordered before the warp got here:
     -- the wait could have come first, passed on the phase before, and been
     -- overtaken (what complete_phase reports in that order)
@@ -284,6 +357,7 @@ end
 -- step; W steps past the issue. -> c
 function Sync:copy_actor(W, c)
   local id = self:new_actor()
+  self:mark_async(id) -- an async-proxy operation (Sync:release_of)
   c.id, c.vc = id, vc_copy(W.vc)
   c.vc[id] = 1
   self.actors[id] = c

@@ -111,9 +111,11 @@ do -- (the module's definitions; an indented block)
   end
   -- }===
 
-  -- k:launch{ grid = n | {x,y,z}, block = ..., cluster = ..., smem = bytes, args = {...} }
+  -- k:launch{ grid = n | {x,y,z}, block = ..., cluster = ..., smem = bytes, args = {...}, pdl = bool }
   -- block and cluster default to the kernel_spec (and must match it); smem is
-  -- the dynamic part after the static allocations (default kernel_spec.smem).
+  -- the dynamic part after the static allocations (default kernel_spec.smem);
+  -- pdl: a programmatic dependent launch (it may start while the stream's
+  -- previous kernel finishes; tl.griddepcontrol_wait in the kernel waits for it).
   -- Asynchronous: tl.device.synchronize() waits and reports failures.
   -- The launch plan of the compiled kernel (l_launch.c): argument kinds, dims
   -- and names decoded once; nil when a parameter needs the Lua path (tensor
@@ -144,7 +146,7 @@ do -- (the module's definitions; an indented block)
     cfg = cfg or {}
     if not self.ptx then self:compile() end
     local info = launch_info(self)
-    if self._fn and cfg.block == nil and cfg.cluster == nil and not info.tile then -- the fast path
+    if self._fn and cfg.block == nil and cfg.cluster == nil and not cfg.pdl and not info.tile then -- the fast path
       local plan = launch_plan(self, info)
       if plan then
         plan:launch(cfg.grid or 1, cfg.args or {}, cfg.smem)
@@ -174,10 +176,25 @@ do -- (the module's definitions; an indented block)
       self._fn = self._module:func(self.name)
     end
     self._fn:launch({ grid = grid, block = block, cluster = cluster, static = static, smem = dyn, name = self.name,
-                      hang_sites = info.hang_sites }, targs or launch_args(self, cfg.args))
+                      hang_sites = info.hang_sites, pdl = cfg.pdl }, targs or launch_args(self, cfg.args))
     return self
   end
   Kernel.launch = core.launch_fast(launch)
+
+  -- k:max_active_clusters([smem]) -> how many clusters of the kernel (its
+  -- block, cluster and shared memory) can be resident at once on the device
+  -- (cuOccupancyMaxActiveClusters): the size of a persistent grid of clusters.
+  function Kernel:max_active_clusters(smem)
+    if not self.ptx then self:compile() end
+    if not tl.device.available() then raise("no GPU: " .. core.device_error()) end
+    local info = launch_info(self)
+    if not self._fn then
+      self._module = core.module_load(self.ptx)
+      self._fn = self._module:func(self.name)
+    end
+    return self._fn:max_active_clusters { block = info.block, cluster = info.cluster,
+                                          smem = info.static + (smem or info.smem) }
+  end
 
   -- k:run(cfg): k:launch(cfg), then wait for it (failures raise here).
   function Kernel:run(cfg)

@@ -7,9 +7,11 @@
 --
 --   M.tile_loop(tl, work, cursors, bodies)      the work tiles of a CTA
 --   M.mainloop(tl, pipe, st, lb, ub, init, mma, release)   the k loop of a consumer
---   M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t), M.store_fragment(tl, o, vals)
+--   M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t [, dims]), M.store_subtiles(tl, o, vals),
+--   M.store_fragment(tl, o, vals)                the epilogue: sub-tiled, or the whole fragment at once
+--   M.grid_of(c, ctiles)                         the grid of a schedule
 --   M.k_range(tl, c, work), M.max_splits(tl, c), M.plan_streamk(tl, c),
---   M.streamk_scheduler(tl, c, ws), M.workspace_bytes(c), M.fixup(tl, c, p, work, acc, m, n, cw, t)
+--   M.streamk_scheduler(tl, c, ws), M.workspace_bytes(c), M.fixup(tl, c, p, work, acc, m, n, cw, t [, part])
 --                                               StreamK: the plan, the scheduler, the fixup
 
 local M = {}
@@ -58,30 +60,47 @@ end
 -- group is in flight and release the stage before (release(cursor)), so the
 -- tensor cores always have the next group queued. The first k block is peeled
 -- (nothing to release yet; `first` is true for it, and it starts from init()).
--- Returns the accumulator after the last group completed.
-function M.mainloop(tl, pipe, st, lb, ub, init, mma, release)
+-- The accumulator is a value or a list of values (one per 64-row slice).
+-- issued(), when given, runs once every wgmma is issued, before the last
+-- wgmma_wait (ping-pong's hand-off to the other warpgroup). Returns the
+-- accumulator after the last group completed.
+function M.mainloop(tl, pipe, st, lb, ub, init, mma, release, issued)
   pipe:consumer_wait(st)
-  local acc = { value = mma(init(), st:index(), lb, true) }
+  local first = mma(init(), st:index(), lb, true)
+  local list = not tl.is_value(first)
+  local accs = {}
+  for i, v in ipairs(list and first or { first }) do accs[i] = { value = v } end
+  local function values()
+    local v = {}
+    for i, a in ipairs(accs) do v[i] = a.value end
+    return list and v or v[1]
+  end
   local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
   st:advance()
-  tl.cutlass.for_range(lb + 1, ub, { acc, st, rel }, function(kb)
+  local cursors = { st, rel }
+  for _, a in ipairs(accs) do cursors[#cursors + 1] = a end
+  tl.cutlass.for_range(lb + 1, ub, cursors, function(kb)
     pipe:consumer_wait(st)
-    acc.value = mma(acc.value, st:index(), kb, false)
+    local out = mma(values(), st:index(), kb, false)
+    for i, v in ipairs(list and out or { out }) do accs[i].value = v end
     tl.wgmma_wait(1)
     release(rel)
     rel:advance()
     st:advance()
   end)
+  if issued then issued() end
   tl.wgmma_wait(0)
   release(rel)
-  return acc.value
+  return values()
 end
 
--- The epilogue of one consumer warpgroup: acc (its 64 x BN fragment) scaled,
--- biased and activated in registers, then stored (M.store_fragment).
-function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t)
+-- The epilogue of one 64-row slice of consumer warpgroup cw's part of tile
+-- (m, n): acc (its 64 x BN fragment, rows `rows` of the tile) scaled, biased
+-- and activated in registers, then stored in sub-tiles (M.store_subtiles).
+function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t, dims)
   local BN = c.bn
-  local bar_id = 1 + cw -- named barriers 1 and 2: one per consumer warpgroup
+  local DM, DN = dims and dims.m or c.m, dims and dims.n or c.n -- the problem (dims: values, a dynamic kernel's)
+  local bar_id = 1 + cw -- named barriers 1, 2, ...: one per consumer warpgroup
   local f = tl.wgmma_fragment(t)
   local row0 = m * c.bm + rows + f.row -- global row of the thread's first element
   local col0 = n * BN + f.col
@@ -97,13 +116,14 @@ function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t)
       local col = col0 + dc
       local v = vals[i]
       if c.bias then
-        local inb = col:lt(c.n)
+        local inb = col:lt(DN)
         v = v + tl.select(inb, (p.bias + tl.select(inb, col, tl.const(0, tl.i32))):load(), tl.const(0, tl.f32))
       end
       if c.beta and c.beta ~= 0 then
         local row = row0 + dr
-        local inb = row:lt(c.m) & col:lt(c.n)
-        local at = tl.select(inb, row:cast(tl.i64) * c.n + col:cast(tl.i64), tl.const(0, tl.i64))
+        local inb = row:lt(DM) & col:lt(DN)
+        local n64 = dims and DN:cast(tl.i64) or DN
+        local at = tl.select(inb, row:cast(tl.i64) * n64 + col:cast(tl.i64), tl.const(0, tl.i64))
         local old = tl.select(inb, (p.C + at):load():cast(tl.f32), tl.const(0, tl.f32))
         v = v + old * tl.const(c.beta, tl.f32)
       end
@@ -111,9 +131,46 @@ function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t)
       vals[i] = v
     end
   end
-  M.store_fragment(tl, { bn = BN, out = c.out == "f16" and tl.f16 or tl.bf16, staging = sD, map = p.D,
+  M.store_subtiles(tl, { bn = BN, cols = c.epi, out = c.out == "f16" and tl.f16 or tl.bf16, staging = sD, map = p.D,
                          warpgroup = cw, barrier = bar_id, thread = t,
-                         coords = function(ch) return { m * c.bm + rows, n * BN + ch * 64 } end }, vals)
+                         coords = function(ch) return { m * c.bm + rows, n * BN + ch * c.epi } end }, vals)
+end
+
+-- Store the f32 values `vals` (0-based, vals[i] the wgmma fragment's element
+-- i) of one consumer warpgroup's 64 x o.bn fragment in sub-tiles of 64 x
+-- o.cols (32 or 64) through the tensor map o.map (sub-tile ch at
+-- o.coords(ch), the map's box 64 x o.cols, swizzled by a row of 2 * o.cols
+-- bytes): pairs packed to o.out and written with stmatrix into one of the
+-- warpgroup's (o.warpgroup) two staging buffers o.staging[wg][ch % 2] (64 x
+-- o.cols, the same swizzle), then one thread (o.thread == 0) stores it with TMA
+-- while the next sub-tile is written into the other buffer; a buffer is
+-- written again once the store before the last has read it (bulk wait_group
+-- read 1: CUTLASS's epilogue with StagesD = 2). The warpgroup's 128 threads
+-- meet at named barrier o.barrier twice per sub-tile. The sub-tiles per tile
+-- are even, so every tile starts on buffer 0.
+function M.store_subtiles(tl, o, vals)
+  local BN, EC, cw, t, sD, bar_id = o.bn, o.cols, o.warpgroup, o.thread, o.staging, o.barrier
+  local lane = t % 32
+  local q, rr = lane // 8, lane % 8
+  local row = (t // 32) * 16 + (q % 2) * 8 + rr -- the stmatrix row address this lane gives
+  for ch = 0, BN // EC - 1 do
+    local buf = ch % 2
+    tl.if_(t:eq(0), function() tl.bulk_wait(1, { read = true }) end)
+    tl.named_barrier_sync(bar_id, 128)
+    for j = ch * EC // 8, (ch + 1) * EC // 8 - 1, 2 do
+      -- matrices (j, rows 0-7), (j, rows 8-15), (j+1, 0-7), (j+1, 8-15) of this warp's 16 rows
+      local col = (q // 2) * 8 + (j - ch * EC // 8) * 8
+      local regs = {}
+      for r = 0, 3 do regs[r + 1] = tl.pack(vals[4 * j + 2 * r], vals[4 * j + 2 * r + 1], o.out) end
+      tl.stmatrix(sD:ptr(cw, buf, row, col), regs)
+    end
+    tl.fence_proxy_async("shared")
+    tl.named_barrier_sync(bar_id, 128)
+    tl.if_(t:eq(0), function()
+      tl.tma_store(o.map, sD:ptr(cw, buf, 0, 0), o.coords(ch))
+      tl.bulk_commit()
+    end)
+  end
 end
 
 -- Store the f32 values `vals` (0-based, vals[i] the wgmma fragment's element i)
@@ -154,23 +211,35 @@ function M.k_range(tl, c, work)
   return work:k_tile_start(), work:k_tile_count()
 end
 
--- StreamK workspace: a counter per tile (a 256-byte aligned block), then f32
--- partial tiles (bm x BN): a slot for each split of a tile but its last, laid
--- out [tile][split][warpgroup][chunk j][thread] vector<4 x f32> so that every
--- store and load is coalesced. The plan (tl.core.sched_plan, the reference the
+-- StreamK workspace: a counter per tile (a 256-byte aligned block; one per
+-- tile and fixup part when c.fixup_parts groups of warps run the fixup on
+-- their own), then f32 partial tiles (bm x BN): a slot for each split of a
+-- tile but its last, laid out [tile][split][64-row slice][chunk j][thread]
+-- vector<4 x f32> so that every store and load is coalesced. The plan (tl.core.sched_plan, the reference the
 -- lowering follows) bounds the splits of a tile.
 --
 -- The StreamK pieces take a configuration c: tiles c.tm x c.tn of c.bm x c.bn
 -- (a 64-row warpgroup each), c.kt k blocks, c.grid workers, c.decomposition
 -- (nil or "split_k") and c.splits, c.swizzle, c.raster; the tile programs'
 -- lowering (lua/tilua/passes/convert_tileas_to_cutlass/) builds one for its StreamK schedule.
-local function counters_bytes(c) return (c.tiles * 4 + 255) // 256 * 256 end
+local function counters_bytes(c) return (c.tiles * (c.fixup_parts or 1) * 4 + 255) // 256 * 256 end
 function M.max_splits(tl, c)
   local plan = tl.core.sched_plan { kind = "streamk", tiles_m = c.tm, tiles_n = c.tn, tiles_k = c.kt, workers = c.grid,
                                     swizzle = c.swizzle or 8, acc_tile_bytes = c.bm * c.bn * 4,
                                     decomp = c.decomposition, splits = c.splits }
   return math.max(1, plan:info().max_splits or 1)
 end
+-- The grid of c for `ctiles` cluster tiles, planned for c.sms_planned SMs:
+-- data-parallel, a CTA a tile; persistent, at most a CTA per SM (a cluster per
+-- cluster of SMs); StreamK, a worker per SM (the scheduler spreads the k
+-- blocks of all tiles over them).
+function M.grid_of(c, ctiles)
+  local sms = c.sms_planned
+  if c.schedule == "data_parallel" then return ctiles * c.cluster end
+  if c.schedule == "streamk" then return sms end
+  return math.max(1, math.min(sms // c.cluster, ctiles)) * c.cluster
+end
+
 -- The plan of c: split-K's default splits (one wave of tiles x splits units)
 -- and c.max_splits, which sizes the workspace. Returns c.
 function M.plan_streamk(tl, c)
@@ -195,37 +264,49 @@ function M.workspace_bytes(c) return counters_bytes(c) + c.tiles * (c.max_splits
 -- same whatever the timing. No split waits for another but the last: no chain
 -- of waits, no deadlock. Returns the accumulator and whether this piece
 -- finishes the tile.
-function M.fixup(tl, c, p, work, acc, m, n, cw, t)
+function M.fixup(tl, c, p, work, acc, m, n, cw, t, part)
+  -- acc / cw: one accumulator and its 64-row slice of the tile, or lists of
+  -- them; part: which of the c.fixup_parts groups of warps calls (counters of their own)
+  local list = not tl.is_value(acc)
+  local accs, slices = list and acc or { acc }, list and cw or { cw }
   local splits, split, final = work:expected_splits(), work:split_idx(), work:is_final_split()
   local tile = m * c.tn + n
+  local counter = (c.fixup_parts or 1) > 1 and tile * c.fixup_parts + part or tile
   local n4 = c.bn // 8 -- vector<4 x f32> chunks per thread
   local slot = p.ws:as(tl.f32)
-  local function chunk_ptr(s, j)
-    local at = (((tile * (c.max_splits - 1) + s) * (c.bm // 64) + cw) * n4 + j) * 128 + t
+  local function chunk_ptr(s, i, j)
+    local at = (((tile * (c.max_splits - 1) + s) * (c.bm // 64) + slices[i]) * n4 + j) * 128 + t
     return slot + (at:cast(tl.i64) * 4 + counters_bytes(c) // 4)
   end
-  local out = tl.if_(splits:gt(1), function()
+  local out = table.pack(tl.if_(splits:gt(1), function()
     return tl.if_(final, function()
-      tl.generic_barrier.wait_eq_reset(p.ws, tile, splits - 1)
-      return tl.for_range(tl.const(0, tl.i32), splits - 1, { acc }, function(s, sum)
-        local vals = {}
-        for j = 0, n4 - 1 do
-          local v = chunk_ptr(s, j):load { vector = 4 }
-          for e = 0, 3 do vals[4 * j + e + 1] = tl.extract(sum, 4 * j + e) + tl.extract(v, e) end
+      tl.generic_barrier.wait_eq_reset(p.ws, counter, splits - 1)
+      return tl.for_range(tl.const(0, tl.i32), splits - 1, accs, function(s, ...)
+        local sums, res = { ... }, {}
+        for i, sum in ipairs(sums) do
+          local vals = {}
+          for j = 0, n4 - 1 do
+            local v = chunk_ptr(s, i, j):load { vector = 4 }
+            for e = 0, 3 do vals[4 * j + e + 1] = tl.extract(sum, 4 * j + e) + tl.extract(v, e) end
+          end
+          res[i] = tl.vector_of(tl.f32, vals)
         end
-        return tl.vector_of(tl.f32, vals)
+        return table.unpack(res)
       end)
     end, function()
-      for j = 0, n4 - 1 do
-        local vals = {}
-        for e = 0, 3 do vals[e + 1] = tl.extract(acc, 4 * j + e) end
-        chunk_ptr(split, j):store(tl.vector_of(tl.f32, vals))
+      for i, a in ipairs(accs) do
+        for j = 0, n4 - 1 do
+          local vals = {}
+          for e = 0, 3 do vals[e + 1] = tl.extract(a, 4 * j + e) end
+          chunk_ptr(split, i, j):store(tl.vector_of(tl.f32, vals))
+        end
       end
-      tl.generic_barrier.arrive_inc(p.ws, tile)
-      return acc
+      tl.generic_barrier.arrive_inc(p.ws, counter)
+      return table.unpack(accs)
     end)
-  end, function() return acc end)
-  return out, final
+  end, function() return table.unpack(accs) end))
+  if list then return { table.unpack(out, 1, out.n) }, final end
+  return out[1], final
 end
 
 return M

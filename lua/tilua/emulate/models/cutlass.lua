@@ -163,6 +163,12 @@ do
     local s = ins[1]
     return { { index = s.index, phase = s.phase, count = s.count + 1, ticket = s.ticket, stages = s.stages, role = s.role } }
   end
+  handlers["cutlass.pipeline.state.advance"] = function(_, _, rec, ins)
+    local s, n = ins[1], uniform(rec, ins[2], "step count") & 0xffffffff
+    local at = s.index + n
+    return { { index = at % s.stages, phase = s.phase ~ ((at // s.stages) & 1), count = s.count + n, ticket = s.ticket + n,
+               stages = s.stages, role = s.role } }
+  end
   handlers["cutlass.pipeline.state.index"] = function(_, _, _, ins) return { ins[1].index } end
   handlers["cutlass.pipeline.state.phase"] = function(_, _, _, ins) return { ins[1].phase } end
   handlers["cutlass.pipeline.state.count"] = function(_, _, _, ins) return { ins[1].count } end
@@ -227,7 +233,7 @@ do
   handlers["cutlass.pipeline.consumer_release"] = function(R, W, rec, ins, ctx)
     local p, s = pipe_of(R, W, ins[1], rec), ins[2]
     local addr = stage_bar(p, s.index, 1)
-    if p.mode == "cooperative" then
+    if p.mode == "cooperative" or p.mode == "pingpong" then -- every thread (pingpong: of the stage's one participant)
       local all = 0
       for _, m in ipairs(p.cons) do all = all | m end
       if (all >> W.w) & 1 == 0 then
@@ -241,23 +247,35 @@ do
       function() return completes_on(W.cta.bars[addr], n) end)
       return {}
     end
-    -- cluster mode: the stage is released on every CTA of the cluster (their
-    -- producers multicast into this one), one remote arrive each
-    local targets = { addr }
     if p.mode == "cluster" then
-      targets = {}
+      -- every consumer warp releases the stage on every CTA of the cluster (their
+      -- producers multicast into this one): one arrival on each, at .cta scope
+      -- (the lowering's release_cluster: lane r on CTA r, no barrier between the
+      -- warps), which orders only the warp's completed async-proxy reads
+      -- (Run:release_of) on another CTA
+      local all = 0
+      for _, m in ipairs(p.cons) do all = all | m end
+      if (all >> W.w) & 1 == 0 then
+        error(("emulate: %s at %s runs on warp %d, which is not a consumer participant"):format(rec.name, rec.loc, W.w), 0)
+      end
       local first = W.cta.id - W.cta.rank
-      for r = 0, (R.k.cluster or 1) - 1 do targets[#targets + 1] = DSMEM_BASE + ((first + r) << 32) + (addr - SHARED_BASE) end
-    end
-    per_group(R, W, rec, ctx, p.cons, true, function(n)
-      for _, a in ipairs(targets) do
+      for r = 0, (R.k.cluster or 1) - 1 do
+        local a = DSMEM_BASE + ((first + r) << 32) + (addr - SHARED_BASE)
         local cta, local_addr, key = R:bar_ref(W, a)
         R:request(W, rec, function() return true end, function()
-          arrival(R, W, rec, a, n, nil, true)
+          R:arrive(R:bar(W, a, rec), 1, W.actor, W.vc, rec, nil, R:release_of(W, cta, nil))
           W.vc[W.actor] = W.vc[W.actor] + 1
-        end, function() return #targets > 1 and ("releases on CTA %d"):format(cta.id) or "releases" end, key, "am",
-        function() return completes_on(cta.bars[local_addr], n) end)
+        end, function() return ("releases on CTA %d"):format(cta.id) end, key, "am",
+        function() return completes_on(cta.bars[local_addr], 1) end)
       end
+      return {}
+    end
+    per_group(R, W, rec, ctx, p.cons, true, function(n)
+      R:request(W, rec, function() return true end, function()
+        arrival(R, W, rec, addr, n, nil, true)
+        W.vc[W.actor] = W.vc[W.actor] + 1
+      end, function() return "releases" end, W.cta.id .. ":" .. addr, "am",
+      function() return completes_on(W.cta.bars[addr], n) end)
     end)
     return {}
   end

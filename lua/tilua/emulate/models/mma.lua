@@ -430,9 +430,15 @@ do
     if ins[4] ~= nil then scale_d = at(ins[4], 0) ~= 0 and at(ins[4], 0) ~= false end
     local dst = setmetatable({}, LV)
     for l = 0, 31 do dst[l] = setmetatable({ __info = { W = W, rec = rec } }, PENDING) end
+    -- the operand reads are the async proxy's: an actor of the warp's own,
+    -- ordered after the warp's clock at the issue, its clock (one tick per
+    -- wgmma) known to the warp once wgmma_wait completed them (Run:release_of)
+    local aa = R:async_actor(W)
+    W.async_clock = (W.async_clock or 0) + 1
     local g = { rec = rec, N = wg.N, K = wg.K, dec = wg.dec, trans_a = wg.trans_a, trans_b = wg.trans_b,
                 scale_a = wg.scale_a, scale_b = wg.scale_b, desc_a = at(ins[2], 0), desc_b = at(ins[3], 0),
-                src = ins[1], dst = dst, scale_d = scale_d, actor = W.actor, vc = vc_copy(W.vc) }
+                src = ins[1], dst = dst, scale_d = scale_d, actor = aa, vc = vc_copy(W.vc) }
+    g.vc[aa] = W.async_clock
     W.wg_open = W.wg_open or {}
     W.wg_open[#W.wg_open + 1] = g
     return { dst }
@@ -450,7 +456,10 @@ do
     local groups = W.wg_groups or {}
     while #groups > keep do
       local grp = table.remove(groups, 1)
-      for _, g in ipairs(grp) do perform(R, W, g) end
+      for _, g in ipairs(grp) do
+        perform(R, W, g)
+        if (W.vc[g.actor] or 0) < g.vc[g.actor] then W.vc[g.actor] = g.vc[g.actor] end
+      end
     end
   end
   MMA.wgmma_wait = wgmma_wait -- (nvvm.wgmma.wait.group's count is `group`)

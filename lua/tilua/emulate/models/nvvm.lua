@@ -221,7 +221,7 @@ do
       if passes(b, parity) then
         W.probe_failed[addr] = nil
         -- what the phase published becomes visible
-        for k2, v in pairs(b.last_vc) do
+        for k2, v in pairs(R:acquired(b, rec)) do
           if (W.vc[k2] or 0) < v then W.vc[k2] = v end
         end
         return 1
@@ -284,7 +284,7 @@ do
   -- (nvvm.fence: models/global.lua)
   for _, n in ipairs { "nvvm.fence.proxy.async", "nvvm.fence.mbarrier_init", "nvvm.nanosleep",
                        "tileas.pragma", -- a scheduler knob (tileas-insert-OCG-knobs): no effect on the program
-                       "nvvm.setmaxregister" } do
+                       "nvvm.setmaxregister", "nvvm.griddepcontrol.wait", "nvvm.griddepcontrol.launch_dependents" } do
     handlers[n] = nop
   end
 

@@ -236,6 +236,8 @@ do
   end
   local function nop() return {} end
   handlers["tile.fence_proxy_async"], handlers["tile.fence_mbarrier_init"] = nop, nop -- (tile.fence: models/global.lua)
+  -- one grid is emulated: there is no earlier grid to wait for, no later one to let in
+  handlers["tile.griddepcontrol_wait"], handlers["tile.griddepcontrol_launch_dependents"] = nop, nop
 
   handlers["tile.elect_one"] = function(R, W, rec, _, ctx)
     local sub = setmetatable({ mask = { ctx.mask[1] }, narrow = true }, { __index = ctx })
@@ -285,7 +287,8 @@ do
           local bytes = expect_idx and uniform(rec, ins[expect_idx], "byte count") * n or nil
           if arrive then
             local cnt = count_idx and ins[count_idx] and uniform(rec, ins[count_idx], "count") or 1
-            R:arrive(b, n * cnt, W.actor, W.vc, rec, bytes)
+            if rec.bar_scope == nil then rec.bar_scope = rec.op:attr "scope" or false end
+            R:arrive(b, n * cnt, W.actor, W.vc, rec, bytes, R:release_of(W, (R:bar_ref(W, a)), rec.bar_scope or nil))
           else
             b.tx = b.tx + bytes
           end
@@ -317,7 +320,7 @@ do
     return R:request(W, rec, function() return true end, function()
       local b = R:bar(W, addr, rec)
       if passes(b, parity) then
-        vc_join(W.vc, b.last_vc)
+        vc_join(W.vc, R:acquired(b, rec))
         return 1
       end
       return 0
@@ -386,7 +389,7 @@ do
     local b = lead.cluster_bar
     if not b then
       local n = (R.k.cluster or 1) * R.k.threads
-      b = { count = n, pending = n, tx = 0, completed = 0, vc = {}, last_vc = {}, cluster = true,
+      b = { count = n, pending = n, tx = 0, completed = 0, vc = {}, last_vc = {}, mvc = {}, cvc = {}, cluster = true,
             name = ("the cluster barrier of cluster %d"):format(lead.id // (R.k.cluster or 1)) }
       lead.cluster_bar = b
       lead.bar_list[#lead.bar_list + 1] = b

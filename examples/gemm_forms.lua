@@ -1,0 +1,105 @@
+-- gemm_forms.lua: every kernel form of the Hopper GEMM of stdlib/gemm.lua
+-- (tl.gemm) on one problem each: clusters along M and N (B and A multicast,
+-- the cluster pipeline's .cta-scope releases), a 2 x 2 cluster, ping-pong
+-- warpgroups over one shared ring, tiles of 256 rows (two 64-row slices a
+-- warpgroup), 192 rows (three warpgroups) and 320 rows (warpgroups of two and
+-- three slices), 64-wide epilogue sub-tiles, split-K and StreamK on those
+-- tiles. Each is built, compiled and assembled with ptxas; on a GPU it runs on
+-- fresh random data of a ragged shape (no dimension a multiple of its tile)
+-- and is checked against a plain tilua reference kernel and sampled CPU dot
+-- products.
+--
+--   tilua examples/gemm_forms.lua [--forms=name,name]
+--   loadfile("examples/gemm_forms.lua")("--library") -> the example (tilua.gpu.check);
+--     tools/gpu stress runs it over grids of about 1, 132, 396 and 199 tiles,
+--     tools/gpu sanitize at its small size (TILUA_SMALL=1)
+--
+-- Without a GPU it stops after ptxas ("SKIP: no GPU").
+local tl = require "tilua"
+local check = require "tilua.gpu.check"
+
+local FORMS = {
+  { name = "cluster_2x1", bn = 128, cluster = { 2, 1 } },
+  { name = "cluster_1x2", bn = 128, cluster = { 1, 2 } },
+  { name = "cluster_2x2", bn = 128, cluster = { 2, 2 } },
+  { name = "pingpong", consumers = "pingpong" }, -- 128 x 128 a warpgroup
+  { name = "tile_256x128", bm = 256, bn = 128 },
+  { name = "tile_192x192", bm = 192, bn = 192 },
+  { name = "tile_320x128", bm = 320, bn = 128 },
+  { name = "epi_64", bm = 256, bn = 128, epi = 64, cluster = { 1, 2 } },
+  { name = "splitk_256x128", bm = 256, bn = 128, schedule = "splitk", splits = 3 },
+  { name = "streamk_320x128", bm = 320, bn = 128, schedule = "streamk" },
+}
+local only
+for _, a in ipairs(... ~= "--library" and arg or {}) do
+  local list = a:match "^%-%-forms=(.*)$"
+  if list then
+    only = {}
+    for n in list:gmatch "[^,]+" do only[n] = true end
+  end
+end
+local forms = {}
+for _, f in ipairs(FORMS) do
+  if not only or only[f.name] then forms[#forms + 1] = f end
+end
+
+-- The shape of form f for a check: small (under compute-sanitizer) about 2 x 3
+-- tiles; for a grid request g about g tiles; else about 4 waves of 2 x 3. None
+-- a multiple of the tile (rows of D and the K-major operands: 16-byte multiples).
+local function shape(f, c)
+  local bm, bn = f.bm or 128, f.bn or 256
+  local tiles = c.grid or (c.small and 6 or 24)
+  local tn = math.max(1, math.floor(math.sqrt(tiles)))
+  local tm = (tiles + tn - 1) // tn
+  local k = c.small and 136 or (f.schedule and 2056 or 520)
+  return { m = tm * bm - 13, n = tn * bn - 24, k = k }
+end
+
+local built = {}
+local function gemm(f, s)
+  local key = ("%s/%d/%d/%d"):format(f.name, s.m, s.n, s.k)
+  if built[key] then return built[key] end
+  local cfg = { m = s.m, n = s.n, k = s.k }
+  for k2, v in pairs(f) do if k2 ~= "name" then cfg[k2] = v end end
+  local g = tl.gemm.build(cfg)
+  local ptx = g.kernel:compile()
+  tl.check_ptx("gemm_forms " .. f.name, ptx)
+  built[key] = g
+  return g
+end
+
+-- run{seed, grid, small} -> ok, summary: every form once on fresh data.
+local function run(c)
+  local bad, lines = 0, {}
+  for i, f in ipairs(forms) do
+    local g = gemm(f, shape(f, c))
+    local cf = g.cfg
+    local a <close> = tl.device.random(tl.bf16, cf.m * cf.k, c.seed + 2 * i)
+    local b <close> = tl.device.random(tl.bf16, cf.n * cf.k, c.seed + 2 * i + 1)
+    local d <close> = tl.device.alloc(tl.bf16, cf.m * cf.n)
+    d:fill(0)
+    g:run { a = a, b = b, d = d }
+    tl.device.synchronize()
+    local ok, report = g:check { a = a, b = b, d = d, seed = c.seed + i }
+    if not ok then bad = bad + 1 end
+    lines[#lines + 1] = ("%s %s (%d x %d x %d, tile %dx%d, %d stages, grid %d): %s"):format(ok and "ok" or "FAILED", f.name,
+      cf.m, cf.n, cf.k, cf.bm, cf.bn, cf.stages, g.grid, report)
+    if g.workspace then g.workspace:free() g.workspace = nil end
+  end
+  return bad == 0, ("seed %d on %s, %d forms:\n  %s"):format(c.seed, tl.device.info().name, #forms, table.concat(lines, "\n  "))
+end
+
+local example = {
+  name = "gemm_forms",
+  prepare = function()
+    for _, f in ipairs(forms) do
+      local g = gemm(f, shape(f, { small = check.small() }))
+      print(("gemm_forms: %s: tile %dx%d over %d consumer warpgroups, %d stages, cluster %dx%d, %s, %s"):format(f.name,
+        g.cfg.bm, g.cfg.bn, g.cfg.wgs, g.cfg.stages, g.cfg.cm, g.cfg.cn, g.cfg.consumers, g.cfg.schedule))
+    end
+  end,
+  run = run,
+  grids = function(sms) return check.grids(sms) end,
+}
+if ... == "--library" then return example end
+check.main(example)
