@@ -120,7 +120,7 @@ describe("tl.export", function()
     assert.equal(14, #lua, table.concat(lua, "\n"))
     assert.same(lua, c)
     local all = table.concat(c, "\n")
-    assert.truthy(all:find("launch export_splitk grid=4,1,1 block=384,1,1 cluster=1,1,1 smem=%d+ args=map{dtype=9 rank=2 base=buf0%+0 dims=256,300"))
+    assert.truthy(all:find("launch export_splitk grid=4,1,1 block=384,1,1 cluster=1,1,1 smem=%d+ pdl=1 args=map{dtype=9 rank=2 base=buf0%+0 dims=256,300"))
     assert.truthy(all:find("launch tile_gemm_softmax grid=4,1,1 .- map{dtype=9 rank=2 base=buf9%+0 dims=256,1000 strides=512"))
     assert.truthy(all:find("graph node 0 set\ngraph node 1 set\ngraph launch: 2 kernel nodes", 1, true))
     assert.falsy(H.slurp(d .. "/c.log"):find("module refused a cubin", 1, true)) -- that export has none

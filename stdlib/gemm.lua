@@ -413,7 +413,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
                 args = { { "map", "a", shape = c.a_major == "k" and { c.m, c.k } or { c.k, c.m } },
                          { "map", "b", shape = c.b_major == "k" and { c.n, c.k } or { c.k, c.n } },
                          { "map", "d", shape = { c.m, c.n } } },
-                grid = { c.grid, 1, 1 } }
+                grid = { c.grid, 1, 1 }, pdl = c.pdl or nil }
     local function add(input, fill)
       r.inputs[#r.inputs + 1] = input
       r.args[#r.args + 1] = fill
@@ -495,7 +495,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     if c.beta and c.beta ~= 0 and not o.c then raise("gemm:run: beta ~= 0 needs c") end
     if c.bias and not o.bias then raise("gemm:run: bias = true needs a bias buffer") end
     local grid, args = tl.recipe.values(c.recipe or self.kernel.recipe, self.kernel.params, self, o)
-    if c.schedule == "persistent" and c.cluster > 1 then
+    if c.schedule == "persistent" and c.cluster > 1 and not tl.options.emulate then
       -- a persistent grid of clusters: as many as can be resident at once (a
       -- GPC fits a whole number of clusters: 132 SMs hold fewer than 33 of 4)
       self._clusters = self._clusters or self.kernel:max_active_clusters()

@@ -267,16 +267,24 @@ CUresult tilua_launch(tilua_kernel *k, CUstream stream, tilua_dim3 grid, void **
       return tilua_fail(CUDA_ERROR_INVALID_VALUE,
                         "kernel '%s': grid.%c = %u is not a positive multiple of its cluster's %u",
                         k->name, "xyz"[i], g[i], c[i]);
+  CUlaunchAttribute attrs[2];
+  unsigned n = 0;
+  memset(attrs, 0, sizeof attrs);
   if (c[0] * c[1] * c[2] > 1) {
-    CUlaunchAttribute attr;
-    memset(&attr, 0, sizeof attr);
-    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = c[0], attr.value.clusterDim.y = c[1], attr.value.clusterDim.z = c[2];
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.clusterDim.x = c[0], attrs[n].value.clusterDim.y = c[1];
+    attrs[n++].value.clusterDim.z = c[2];
+  }
+  if (k->pdl) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[n++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (n) {
     CUlaunchConfig cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDimX = g[0], cfg.gridDimY = g[1], cfg.gridDimZ = g[2];
     cfg.blockDimX = k->block[0], cfg.blockDimY = k->block[1], cfg.blockDimZ = k->block[2];
-    cfg.sharedMemBytes = k->smem, cfg.hStream = stream, cfg.attrs = &attr, cfg.numAttrs = 1;
+    cfg.sharedMemBytes = k->smem, cfg.hStream = stream, cfg.attrs = attrs, cfg.numAttrs = n;
     r = drv.cuLaunchKernelEx(&cfg, fn, params, NULL);
   } else {
     r = drv.cuLaunchKernel(fn, g[0], g[1], g[2], k->block[0], k->block[1], k->block[2], k->smem,

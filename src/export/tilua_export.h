@@ -90,6 +90,7 @@ typedef struct tilua_kernel {
   unsigned int smem;       /* dynamic shared memory, bytes (static included) */
   int nparams;
   tilua_loaded *loaded; /* its function in each context it was loaded in */
+  int pdl;              /* launched as a programmatic dependent launch (docs/runtime.md) */
 } tilua_kernel;
 
 /* The kernel's function in the current context, loading its module the first time. */

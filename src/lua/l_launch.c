@@ -146,7 +146,11 @@ static const char *param_name(lua_State *L, int plan, int i) {
 /* A buffer table at idx passed for pointer i must hold the element type the
 ** plan says (elems[i]; false or none: any), or bytes (its `size` 1: raw memory). */
 static void check_buffer_type(lua_State *L, int plan, int i, int idx) {
-  if (lua_getiuservalue(L, plan, 4) != LUA_TTABLE || lua_geti(L, -1, i + 1) != LUA_TUSERDATA) {
+  if (lua_getiuservalue(L, plan, 4) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  if (lua_geti(L, -1, i + 1) != LUA_TUSERDATA) {
     lua_pop(L, 2);
     return;
   }
@@ -231,7 +235,10 @@ static void pack(lua_State *L, int plan, Plan *p, int i, int idx, int t, uint64_
       v = lua_toboolean(L, idx);
     }
     static const int widths[] = {[ARG_I8] = 8, [ARG_I16] = 16, [ARG_I32] = 32, [ARG_I64] = 64};
-    lb_launch_int(L, param_name(L, plan, i), widths[p->kinds[i]], v);
+    int w = widths[p->kinds[i]];
+    /* param_name pushes: only on the way to the error (the stack's count is the caller's) */
+    if (w < 64 && (v < -((lua_Integer)1 << (w - 1)) || v > ((lua_Integer)1 << w) - 1))
+      lb_launch_int(L, param_name(L, plan, i), w, v);
     uint64_t u = (uint64_t)v; /* little endian: the low bytes are the narrow value */
     memcpy(slot, &u, 8);
     return;

@@ -227,9 +227,9 @@ local function kernel_files(k, cname, o)
   C("#include \"%s.h\"\n", cname)
   C("static const unsigned char ptx[] = {\n%s\n};", bytes_init(k.ptx))
   if o.cubin then C("static const unsigned char cubin[] = {\n%s\n};", bytes_init(o.cubin)) end
-  C("\ntilua_kernel %s_kernel = {%s, (const char *)ptx, %s, %d, 90, {%d, %d, %d}, {%d, %d, %d}, %d, %d, NULL};\n",
+  C("\ntilua_kernel %s_kernel = {%s, (const char *)ptx, %s, %d, 90, {%d, %d, %d}, {%d, %d, %d}, %d, %d, NULL, %d};\n",
     cname, cstr(k.name), o.cubin and "cubin" or "NULL", o.cubin and #o.cubin or 0, info.block[1], info.block[2],
-    info.block[3], info.cluster[1], info.cluster[2], info.cluster[3], smem, #ps)
+    info.block[3], info.cluster[1], info.cluster[2], info.cluster[3], smem, #ps, recipe and recipe.pdl and 1 or 0)
   local plist = #ps > 0 and ("void *tl_params[] = {" .. table.concat(values, ", ") .. "};") or "void **tl_params = NULL;"
   C("CUresult %s_launch(%s) {\n  %s\n  return tilua_launch(&%s_kernel, stream, grid, tl_params);\n}\n", cname,
     table.concat(typed, ", "), plist, cname)

@@ -25,6 +25,7 @@
 --     grid = { E, E, E },        in CTAs
 --     workspace = E,             bytes (nil: no workspace)
 --     checks = { { "programs", {x, y, z}, what } },  the grid of programs it was planned for
+--     pdl = true,                a programmatic dependent launch (the stdlib GEMM's default)
 --   }
 --   E = an integer | { "dim", tensor, d } | { "stride", tensor, d }  (d 0-based; elements)
 --     | { "programs", axis }  (1..3) | { "sms" } (the device's SMs)
