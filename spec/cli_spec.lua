@@ -268,9 +268,11 @@ describe("the REPL", function()
       "k:define(function(k, p) tl.barrier() end)",
       "error('boom')",
       "=#k.body:ops() > 0",
+      ":stgaes",
     }, "\n") .. "\n"
     local out, err, code = H.tilua_run({ "-i" }, session)
     assert.equal(0, code, err)
+    assert.matches("unknown command ':stgaes'; did you mean ':stages'%? %(:help lists them%)", out)
     assert.matches("\n6\n", out)
     assert.matches("stdin:5: ", out) -- the failed define, at its line
     assert.matches("stdin:7: boom", out)

@@ -99,6 +99,9 @@ end
 
 -- The tilua program with arguments.
 function H.tilua_run(args, input)
+  local f = io.open(H.tilua, "rb")
+  if not f then error(("%s not found: set TILUA_BUILD_DIR to the build folder (ctest does)"):format(H.tilua), 2) end
+  f:close()
   local argv = { H.tilua }
   for _, a in ipairs(args) do argv[#argv + 1] = a end
   return H.run(argv, input)

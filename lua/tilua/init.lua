@@ -77,6 +77,21 @@ local builtin_types = {
 for u, i in pairs { u8 = "i8", u16 = "i16", u32 = "i32", u64 = "i64", bool = "i1" } do builtin_types[u] = builtin_types[i] end
 local types_of_ctx = setmetatable({}, { __mode = "k" }) -- context -> { name -> type }
 
+-- tl.did_you_mean(word, names [, prefix]) -> "; did you mean 'NAME'?" with the
+-- name of names (a list, or a set: its string keys) nearest word
+-- (core.closest_name), written after prefix (":" for ':stages'), or "" when
+-- none is near: the tail of an error about a misspelt name.
+function tl.did_you_mean(word, names, prefix)
+  local list = {}
+  for k, v in pairs(names) do
+    local n = math.type(k) == "integer" and v or k
+    if type(n) == "string" then list[#list + 1] = n end
+  end
+  table.sort(list)
+  local near = type(word) == "string" and word ~= "" and core.closest_name(word, list)
+  return near and ("; did you mean '%s%s'?"):format(prefix or "", near) or ""
+end
+
 -- A name that tl does not have is a typo (tl.f23): an error at the script's
 -- line naming the nearest name tl has, before a nil reaches a builder.
 -- rawget(tl, name) tests for a field without it.
@@ -576,7 +591,8 @@ function tl.kernel(name, spec)
   spec = spec or {}
   for key in pairs(spec) do
     if not kernel_options[key] then
-      raise(("kernel '%s': unknown option '%s' (known: params, block, cluster, smem)"):format(name, tostring(key)))
+      raise(("kernel '%s': unknown option '%s' (known: params, block, cluster, smem)%s"):format(name, tostring(key),
+        tl.did_you_mean(key, kernel_options)))
     end
   end
   if spec.smem ~= nil and (math.type(spec.smem) ~= "integer" or spec.smem < 0) then
@@ -603,7 +619,11 @@ function tl.kernel(name, spec)
   local ptypes = {}
   for i, p in ipairs(params) do ptypes[i] = p.type end
   local body = op:region(1):add_block(ptypes)
-  local args = {}
+  -- p of k:define: a name that is no parameter is a typo, an error at its line
+  -- (rawget(p, name) tests for one)
+  local args = setmetatable({}, { __index = function(_, key)
+    raise(("kernel '%s' has no parameter '%s'%s"):format(name, tostring(key), tl.did_you_mean(key, names)))
+  end })
   for i, p in ipairs(params) do args[p.name] = body:arg(i) end
   return setmetatable({ name = name, op = op, body = body, params = params, args = args,
                         spec = spec, module = m }, Kernel)

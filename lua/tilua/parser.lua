@@ -568,7 +568,12 @@ function Reader:op(pos)
     known = core.op_info(name) ~= nil
     self.known[name] = known
   end
-  if not known then fail(namepos, ("unknown operation '%s'"):format(name)) end
+  if not known then
+    local names = {}
+    for i, o in ipairs(core.ops()) do names[i] = o.name end
+    local near = core.closest_name(name, names)
+    fail(namepos, ("unknown operation '%s'%s"):format(name, near and ("; did you mean '%s'?"):format(near) or ""))
+  end
   local ids = {}
   if operands then
     for i, v in ipairs(operands) do

@@ -294,8 +294,9 @@ tlOperation tlOperationCreate(tlBlock block, tlStringRef name, intptr_t nOperand
   tlOperation r = {NULL, 0};
   if (!c || !tl_check_string(c, fn, "the op name", name)) return r;
   int kind = ir_op_lookup(name.data ? name.data : "", name.length);
-  if (!tl_require(c, fn, kind >= 0, "unknown operation '%.*s'", (int)(name.length > 64 ? 64 : name.length),
-                  name.data) ||
+  const char *near = kind < 0 ? ir_op_closest(name.data ? name.data : "", (size_t)name.length) : NULL;
+  if (!tl_require(c, fn, kind >= 0, "unknown operation '%.*s'%s%s%s", (int)(name.length > 64 ? 64 : name.length),
+                  name.data, near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "") ||
       !tl_check_count(c, fn, "operand", nOperands, operands) ||
       !check_types(c, fn, "result type", nResults, resultTypes) ||
       !tl_check_count(c, fn, "attribute", nAttributes, attributes) ||

@@ -398,7 +398,8 @@ typedef struct IrOpInfo {
 } IrOpInfo;
 
 const IrOpInfo *ir_op_info(IrOpKind k);
-int ir_op_lookup(const char *name, size_t len); /* -1 if unknown */
+int ir_op_lookup(const char *name, size_t len);          /* -1 if unknown */
+const char *ir_op_closest(const char *name, size_t len); /* nearest op name, or NULL */
 /* The dialect prefix of an op name ("cutlass" for "cutlass.pipeline.init"). */
 size_t ir_op_dialect_len(IrOpKind k);
 /* Is k an op of `dialect` ("tile" holds tile.kernel, not tileas.dot)? */

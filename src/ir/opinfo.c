@@ -80,6 +80,14 @@ int ir_op_lookup(const char *name, size_t len) {
   return -1;
 }
 
+/* The op name nearest an unknown one (ir_closest_name over every op), or
+** NULL: the "did you mean" of "unknown operation". */
+const char *ir_op_closest(const char *name, size_t len) {
+  const char *names[OP__COUNT];
+  for (int i = 0; i < OP__COUNT; i++) names[i] = op_table[i].name;
+  return ir_closest_name(name, len, names, OP__COUNT);
+}
+
 size_t ir_op_dialect_len(IrOpKind k) {
   const char *n = op_table[k].name, *dot = strchr(n, '.');
   return dot ? (size_t)(dot - n) : 0;

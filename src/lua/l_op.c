@@ -51,7 +51,11 @@ static int core_op_create(lua_State *L) {
   size_t nlen;
   const char *name = luaL_checklstring(L, 2, &nlen);
   int kind = op_kind_of(name, nlen);
-  if (kind < 0) return lb_error(L, "unknown operation '%s'", name);
+  if (kind < 0) {
+    const char *near = ir_op_closest(name, nlen);
+    return lb_error(L, "unknown operation '%s'%s%s%s", name, near ? "; did you mean '" : "", near ? near : "",
+                    near ? "'?" : "");
+  }
   uint32_t nopd = list_len(L, 3), nres = list_len(L, 4);
   IrValue *opd_buf[16];
   const IrType *rty_buf[16];

@@ -188,7 +188,11 @@ static int pb_op(lua_State *L) {
   size_t nlen;
   const char *name = luaL_checklstring(L, 2, &nlen);
   int kind = ir_op_lookup(name, nlen);
-  if (kind < 0) return luaL_error(L, "unknown operation '%s'", name);
+  if (kind < 0) {
+    const char *near = ir_op_closest(name, nlen);
+    return luaL_error(L, "unknown operation '%s'%s%s%s", name, near ? "; did you mean '" : "", near ? near : "",
+                      near ? "'?" : "");
+  }
   uint32_t nopd = list_len(L, 4), nres = list_len(L, 5);
   if ((lua_Integer)nres != luaL_checkinteger(L, 3)) return luaL_error(L, "result count and types differ");
   uint32_t nreg = lua_toboolean(L, 7) ? PB_MAX_REGIONS : 0; /* trimmed at pb:close */

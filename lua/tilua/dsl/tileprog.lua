@@ -143,8 +143,8 @@ function tl.tile_kernel(name, opts)
   if type(opts) ~= "table" then raise("tile_kernel: the options must be a table") end
   for key in pairs(opts) do
     if not tile_kernel_options[key] then
-      raise(("tile_kernel '%s': unknown option '%s' (known: params, num_warps, cluster, target, smem, schedule)"):format(
-        tostring(name), tostring(key)))
+      raise(("tile_kernel '%s': unknown option '%s' (known: params, num_warps, cluster, target, smem, schedule)%s"):format(
+        tostring(name), tostring(key), tl.did_you_mean(key, tile_kernel_options)))
     end
   end
   local nw = opts.num_warps or 4

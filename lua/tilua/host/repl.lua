@@ -292,7 +292,9 @@ commands.h = commands.help
 function command(line)
   local name, arg = line:match "^:(%S*)%s*(.-)%s*$"
   local f = commands[name]
-  if not f then return say(("unknown command ':%s' (:help lists them)"):format(name)) end
+  if not f then
+    return say(("unknown command ':%s'%s (:help lists them)"):format(name, tl.did_you_mean(name, commands, ":")))
+  end
   local ok, res = pcall(f, arg)
   if not ok then say(safe_tostring(res)) end
   return res

@@ -124,6 +124,9 @@ int main(void) {
   before = errors;
   CHECK(tlOperationIsNull(tlOperationCreate(body, str("no.such_op"), 0, NULL, 0, NULL, 0, NULL, 0)));
   CHECK_ERROR(before, "unknown operation 'no.such_op'");
+  before = errors;
+  CHECK(tlOperationIsNull(tlOperationCreate(body, str("arith.adi"), 0, NULL, 0, NULL, 0, NULL, 0)));
+  CHECK_ERROR(before, "unknown operation 'arith.adi'; did you mean 'arith.addi'?");
 
   /* the target */
   before = errors;
