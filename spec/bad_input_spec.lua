@@ -460,6 +460,24 @@ print("plan smem", pcall(k.launch, k, { grid = 1, smem = 232449, args = { a, 1 }
       assert.matches(":" .. (line + 1) .. ": 'tile.kernel' op kernel name \"k\\00evil\" is not a PTX identifier", err)
     end)
 
+    it("a loaded module's kernel is looked up by its whole name: \"k\\0evil\" is not k", function()
+      local fake = os.getenv "TILUA_FAKE_CUDA"
+      if not fake or fake == "" then pending "TILUA_FAKE_CUDA is not set (run through ctest)" return end
+      local script = H.temp([[
+local tl = require "tilua"
+local k = tl.kernel("k", { params = { { "a", tl.ptr(tl.f32) } }, block = 32 })
+k:define(function(_, p) (p.a + tl.thread_id()):store(1.0) end)
+local m = tl.core.module_load(k:compile())
+print("nul", pcall(m.func, m, "k\0evil"))
+print("whole", pcall(m.func, m, "k"))
+]], ".lua")
+      local out, err, code = no_crash(H.tilua_env({ TILUA_LIBCUDA = fake }, { script }))
+      os.remove(script)
+      assert.equal(0, code, err)
+      assert.matches("nul\tfalse\t[^\n]*:5: kernel lookup: the name has a NUL byte at 2", out)
+      assert.matches("whole\ttrue\ttilua%.Function", out)
+    end)
+
     it("a kernel name of 400 characters is emitted whole (its parameters' names too)", function()
       tl.new_module()
       local name = "k" .. ("x"):rep(399)
