@@ -376,6 +376,11 @@ module {
       _, err, code = no_crash(H.run { "sh", "-c", "yes 'module {}' | timeout -k 5 60 " .. H.quote(H.tilua) .. " opt -" })
       assert.equal(1, code)
       assert.truthy(err:find("tilua opt: <stdin>: more than 134217728 bytes", 1, true), err)
+      -- a script from stdin that never ends (a long comment: the lexer keeps nothing of it)
+      _, err, code = no_crash(H.run { "sh", "-c", "{ printf -- '--[['; cat /dev/zero; } | timeout -k 5 120 "
+                                      .. H.quote(H.tilua) .. " -" })
+      assert.equal(1, code)
+      assert.truthy(err:find("stdin: more than 268435456 bytes of script (the most tilua reads)", 1, true), err)
     end)
 
     it("57: a REPL line longer than 1 MiB is an error that ends the session", function()
