@@ -307,7 +307,7 @@ static TlcuResult kernel_failed(TlcuRuntime *rt, CUresult r) {
 
 /* The oldest launch ran past its deadline: report it and stop touching the device. */
 static TlcuResult wedge(TlcuRuntime *rt) {
-  static atomic_flag guarded = ATOMIC_FLAG_INIT; /* process-wide, set once: the exit guard is installed */
+  static atomic_flag guarded = ATOMIC_FLAG_INIT; /* the one process-wide fact: the exit guard is set */
   char what[64];
   snprintf(what, sizeof what, "did not finish within %g s", rt->timeout * rt->pending[rt->phead].count);
   kernel_report(rt, TLCU_HUNG, &rt->pending[rt->phead], what);
