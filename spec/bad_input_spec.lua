@@ -376,6 +376,11 @@ module {
       _, err, code = no_crash(H.run { "sh", "-c", "yes 'module {}' | timeout -k 5 60 " .. H.quote(H.tilua) .. " opt -" })
       assert.equal(1, code)
       assert.truthy(err:find("tilua opt: <stdin>: more than 134217728 bytes", 1, true), err)
+      -- a script from stdin that never ends (a long comment: the lexer keeps nothing of it)
+      _, err, code = no_crash(H.run { "sh", "-c", "{ printf -- '--[['; cat /dev/zero; } | timeout -k 5 120 "
+                                      .. H.quote(H.tilua) .. " -" })
+      assert.equal(1, code)
+      assert.truthy(err:find("stdin: more than 268435456 bytes of script (the most tilua reads)", 1, true), err)
     end)
 
     it("57: a REPL line longer than 1 MiB is an error that ends the session", function()
@@ -458,6 +463,24 @@ print("plan smem", pcall(k.launch, k, { grid = 1, smem = 232449, args = { a, 1 }
       local ok, err = pcall(k.define, k, function() end) -- the kernel op is verified at its line
       assert.is_false(ok)
       assert.matches(":" .. (line + 1) .. ": 'tile.kernel' op kernel name \"k\\00evil\" is not a PTX identifier", err)
+    end)
+
+    it("a loaded module's kernel is looked up by its whole name: \"k\\0evil\" is not k", function()
+      local fake = os.getenv "TILUA_FAKE_CUDA"
+      if not fake or fake == "" then pending "TILUA_FAKE_CUDA is not set (run through ctest)" return end
+      local script = H.temp([[
+local tl = require "tilua"
+local k = tl.kernel("k", { params = { { "a", tl.ptr(tl.f32) } }, block = 32 })
+k:define(function(_, p) (p.a + tl.thread_id()):store(1.0) end)
+local m = tl.core.module_load(k:compile())
+print("nul", pcall(m.func, m, "k\0evil"))
+print("whole", pcall(m.func, m, "k"))
+]], ".lua")
+      local out, err, code = no_crash(H.tilua_env({ TILUA_LIBCUDA = fake }, { script }))
+      os.remove(script)
+      assert.equal(0, code, err)
+      assert.matches("nul\tfalse\t[^\n]*:5: kernel lookup: the name has a NUL byte at 2", out)
+      assert.matches("whole\ttrue\ttilua%.Function", out)
     end)
 
     it("a kernel name of 400 characters is emitted whole (its parameters' names too)", function()

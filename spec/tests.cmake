@@ -106,6 +106,8 @@ foreach(t ${TILUA_CAPI_TESTS})
   add_test(NAME c.${name} COMMAND ${name})
   set_tests_properties(c.${name} PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
 endforeach()
+# the one that needs the GPU (the others use the stand-in driver, or none)
+set_tests_properties(c.capi_device_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)
 
 # The C API fuzzer (tools/fuzz/capi_fuzz.c): random call sequences over pools of
 # handles (destroyed contexts, nulls, bad counts and strings, mutated IR of the

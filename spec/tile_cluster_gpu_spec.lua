@@ -12,7 +12,7 @@
 local tl = require "tilua"
 
 local GPU = tl.device.available()
-local SEED = tonumber(os.getenv "TILUA_SEED") or os.time()
+local SEED = tonumber(os.getenv "TILUA_SEED") or 20261128 -- fixed: the same verdict on every run
 local function gpu()
   if not GPU then pending("no GPU: " .. tl.device.error()) end
   -- the stand-in driver (spec/c/fake_cuda.c) runs no kernel

@@ -11,7 +11,7 @@ local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 
 local GPU = tl.device.available()
-local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
+local seed = tonumber(os.getenv "TILUA_SEED") or 20261128 -- fixed: the same verdict on every run
 print(("tile_streamk_gpu: seed %d"):format(seed))
 
 local ex = assert(loadfile "examples/tile_gemm.lua")("--library")

@@ -445,6 +445,59 @@ static void createargtable(lua_State *L, char **argv, int argc, int script) {
   lua_setglobal(L, "arg");
 }
 
+/* {=== scripts read in bounded pieces: an endless one (tilua - < /dev/zero, or
+** `yes | tilua -`) is an error past MAX_SCRIPT bytes, not a process that grows */
+#define MAX_SCRIPT ((size_t)256 << 20)
+
+typedef struct ScriptReader {
+  FILE *f;
+  const char *name; /* for the message */
+  size_t total;
+  int first; /* a first line held back (the '#' line's newline), or EOF */
+  char buf[BUFSIZ];
+} ScriptReader;
+
+static const char *read_script(lua_State *L, void *ud, size_t *size) {
+  ScriptReader *r = ud;
+  if (r->first != EOF) { /* the newline that ended a '#' line: keeps the line numbers */
+    r->buf[0] = (char)r->first;
+    r->first = EOF;
+    *size = 1;
+    return r->buf;
+  }
+  *size = feof(r->f) ? 0 : fread(r->buf, 1, sizeof r->buf, r->f);
+  r->total += *size;
+  if (r->total > MAX_SCRIPT)
+    luaL_error(L, "%s: more than %d bytes of script (the most tilua reads)", r->name,
+               (int)MAX_SCRIPT);
+  return *size ? r->buf : NULL;
+}
+
+/* luaL_loadfile's work (stdin when fname is NULL; a first line starting with
+** '#' skipped), in pieces, bounded by MAX_SCRIPT. */
+static int load_script(lua_State *L, const char *fname) {
+  ScriptReader r = {
+      .f = fname ? fopen(fname, "rb") : stdin, .name = fname ? fname : "stdin", .first = EOF};
+  if (!r.f) {
+    lua_pushfstring(L, "cannot open %s: %s", fname, strerror(errno));
+    return LUA_ERRFILE;
+  }
+  int c = getc(r.f);
+  if (c == '#') { /* a Unix exec line */
+    while ((c = getc(r.f)) != EOF && c != '\n') {
+    }
+    r.first = c == '\n' ? '\n' : EOF;
+  } else if (c != EOF) {
+    ungetc(c, r.f);
+  }
+  lua_pushfstring(L, fname ? "@%s" : "=stdin", fname);
+  int status = lua_load(L, read_script, &r, lua_tostring(L, -1), NULL);
+  lua_remove(L, -2); /* the chunk name */
+  if (fname) fclose(r.f);
+  return status;
+}
+/* }=== */
+
 static int dochunk(lua_State *L, int status) {
   if (status == LUA_OK) status = docall(L, 0, 0);
   return report(L, status);
@@ -486,7 +539,7 @@ static int pushargs(lua_State *L) {
 static int handle_script(lua_State *L, char **argv) {
   const char *fname = argv[0];
   if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0) fname = NULL; /* stdin */
-  int status = luaL_loadfile(L, fname);
+  int status = load_script(L, fname);
   if (status == LUA_OK) {
     int n = pushargs(L);
     status = docall(L, n, 0);
@@ -811,7 +864,7 @@ static int pmain(lua_State *L) {
     if (!(args & (has_e | has_v))) {
       if (isatty(0)) {
         if (doREPL(L) != 0) return 0;
-      } else if (dochunk(L, luaL_loadfile(L, NULL)) != LUA_OK) {
+      } else if (dochunk(L, load_script(L, NULL)) != LUA_OK) {
         return 0;
       }
     }

@@ -42,6 +42,8 @@ static bool ident_char(char c, bool first) {
 
 bool dia_ptx_ident(const char *s, size_t len) {
   if (!s || !len) return false;
+  if ((s[0] == '_' || s[0] == '$') && len == 1) return false; /* PTX: `[_$%][a-zA-Z0-9_$]+` */
+  if (len == 7 && !memcmp(s, "WARP_SZ", 7)) return false; /* the one predefined name without % */
   for (size_t i = 0; i < len; i++)
     if (!ident_char(s[i], i == 0)) return false;
   return true;

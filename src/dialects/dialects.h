@@ -38,7 +38,8 @@ int64_t dia_type_bytes(const IrType *t);
 ** elements (0 when its shape is dynamic). */
 int64_t dia_type_storage_bytes(const IrType *t);
 /* Is s[0..len) a PTX identifier (a letter, '_' or '$', then letters, digits,
-** '_' or '$'; no NUL inside)? Kernel names become `.entry` names. */
+** '_' or '$'; no NUL inside; not '_' or '$' alone, not the predefined WARP_SZ)?
+** Kernel names become `.entry` names. */
 bool dia_ptx_ident(const char *s, size_t len);
 /* Can one ld/st move a value of type v (a scalar, or a vector of 4, 8 or 16
 ** bytes of non-i1 elements, at most 4 of them when 32 bits or wider)? Emits the

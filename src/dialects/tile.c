@@ -18,7 +18,9 @@ IrResult tile_verify_kernel(IrOp *op) {
     StrBuf shown;
     sb_init(&shown);
     ir_print_attr(&shown, sn);
-    ir_op_error(op, "kernel name %s is not a PTX identifier (a letter, '_' or '$', then letters, digits, '_' or '$')",
+    ir_op_error(op,
+                "kernel name %s is not a PTX identifier (a letter, '_' or '$', then letters, digits, '_' or '$'; "
+                "not '_' or '$' alone, not WARP_SZ)",
                 shown.data ? shown.data : "");
     sb_free(&shown);
     return IR_FAIL;

@@ -340,6 +340,24 @@ IrResult tileas_verify_agent(IrOp *op) {
   return IR_OK;
 }
 
+/* The emitter writes the text between quotes as it is: printable ASCII only, no
+** quote or backslash, so that a text cannot end the directive and write PTX of its own. */
+IrResult tileas_verify_pragma(IrOp *op) {
+  const IrAttr *t = ir_op_attr(op, "text");
+  for (size_t i = 0; t && i < t->u.str.len; i++) {
+    unsigned char ch = (unsigned char)t->u.str.s[i];
+    if (ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\') {
+      ir_op_error(
+          op,
+          "text: character #%zu (code %u) cannot be in a .pragma string (printable ASCII but '\"' "
+          "and '\\')",
+          i + 1, ch);
+      return IR_FAIL;
+    }
+  }
+  return IR_OK;
+}
+
 IrResult tileas_verify_agent_switch(IrOp *op) {
   IrAttrs_TILEAS_AGENT_SWITCH a = ir_attrs_TILEAS_AGENT_SWITCH(op);
   uint32_t n = a.num_warps.n;

@@ -393,8 +393,11 @@ static int mod_unload(lua_State *L) {
 /* mod:func(name) -> Function (keeps its module alive as user value 1) */
 static int mod_func(lua_State *L) {
   Module *m = luaL_checkudata(L, 1, LB_MODULE);
-  const char *name = luaL_checkstring(L, 2);
+  size_t len;
+  const char *name = luaL_checklstring(L, 2, &len);
   if (!m->live) return lb_error(L, "attempt to use an unloaded module");
+  if (strlen(name) != len) /* the driver would see the name up to its NUL: another kernel */
+    return lb_error(L, "kernel lookup: the name has a NUL byte at %d", (int)strlen(name) + 1);
   CUfunction *f = lua_newuserdatauv(L, sizeof *f, 1);
   *f = NULL;
   luaL_setmetatable(L, LB_FUNCTION);

@@ -38,6 +38,27 @@ int main(void) {
     CHECK(!tlModuleIsNull(e));
     CHECK(tlLogicalResultIsSuccess(tlModuleVerify(e)));
   }
+  /* finalizers that close the default context while the script builds kernels: closes
+  ** inside a binding call are refused, one between calls is the documented failure */
+  int before_gc = errors;
+  CHECK(tlModuleIsNull(tlModuleCreateFromScript(
+      c,
+      str("local tl = require 'tilua'\n"
+          "local n = 0\n"
+          "local function arm() setmetatable({}, { __gc = function() n = n + 1\n"
+          "  if n % 7 == 0 then pcall(function() tl.context():close() end) end\n"
+          "  if n < 500 then arm() end end }) end\n"
+          "collectgarbage('incremental', 1, 1000, 1)\n"
+          "arm()\n"
+          "for i = 1, 40 do pcall(function()\n"
+          "  tl.new_module()\n"
+          "  local k = tl.kernel('k' .. i, { params = { { 'a', tl.ptr(tl.f32) } }, block = 32 })\n"
+          "  k:define(function(_, p) (p.a + tl.thread_id()):store(1.0) end)\n"
+          "  k:compile()\n"
+          "end) end\n"),
+      str("finalizers.lua"))));
+  CHECK(errors > before_gc && strstr(last, "the script closed the default context") != NULL);
+  CHECK(!tlModuleIsNull(tlModuleCreateEmpty(c)));
   /* a close outside any binding call is the documented failure, and the next script runs */
   int before = errors;
   CHECK(tlModuleIsNull(
