@@ -282,7 +282,8 @@ module {
       { "cooperative", "[2, 12]", false, { 1, 96 } },
       { "warp_specialized", "[2]", false, { 1, 1 } },
       { "strided_urem", "[2, 12]", false, { 1, 2 } },
-      { "cluster", "[2, 12]", true, { 1, 4 } },
+      { "cluster", "[2, 12]", true, { 1, 6 } },     -- every consumer warp (3) on every CTA (2)
+      { "pingpong", "[3, 12]", false, { 1, 64 } },  -- the threads of one participant
     } do
       local want, got = derived(c[1], c[2], c[3])
       assert.same(want, got, c[1])

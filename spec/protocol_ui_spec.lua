@@ -135,7 +135,7 @@ describe("the verify-protocol pass", function()
     local _, err, code = H.tilua_run { "opt", f, "--pass", "verify-protocol", "--stats" }
     assert.equal(0, code, err)
     -- (n sizes pointer buffers only, of which the GEMM has none: its smallest derived size)
-    assert.matches(": inputs +n = %d+: %(a tensor map of 128 x 64 zeros, a tensor map of 64 x 64 zeros, a tensor map of 64 x 64 zeros%)", err)
+    assert.matches(": inputs +n = %d+: %(a tensor map of 128 x 64 zeros, a tensor map of 64 x 64 zeros, a tensor map of 64 x 32 zeros%)", err)
     assert.matches(": fewest phases of a barrier +[2-9]", err)
     os.remove(f)
   end)

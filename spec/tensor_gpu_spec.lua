@@ -108,7 +108,7 @@ describe("the GEMM of stdlib/gemm.lua", function()
     -- 256, 192 and 320 rows, ping-pong's shared ring, 64-wide epilogue sub-tiles
     { m = 1000, n = 1032, k = 520, cluster = { 1, 2 } },                -- A multicast along N
     { m = 1000, n = 1032, k = 520, cluster = { 2, 2 }, bn = 128 },      -- A and B multicast
-    { m = 1000, n = 1000, k = 300, cluster = 4, bn = 128 },             -- B multicast to 4 CTAs
+    { m = 1000, n = 1000, k = 296, cluster = 4, bn = 128 },             -- B multicast to 4 CTAs (rows of 592 bytes: TMA's 16)
     { m = 1000, n = 1032, k = 520, bm = 256, bn = 128 },                -- two slices a warpgroup
     { m = 777, n = 776, k = 448, bm = 192, bn = 192 },                  -- three warpgroups
     { m = 1240, n = 512, k = 384, bm = 320, bn = 128 },                 -- warpgroups of 2 and 3 slices

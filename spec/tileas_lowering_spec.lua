@@ -121,7 +121,7 @@ describe("tile programs to PTX (tile-to-ptx)", function()
     assert.same({ "map:A", "map:B", "map:C", "arg:K", "ptr:bias", "dim:bias:0", "programs:x", "programs:y" },
                 op:attr "tileas.params")
     assert.same({ "!tile.tensor_map<bf16, sw128, 128, 64>", "!tile.tensor_map<bf16, sw128, 256, 64>",
-                  "!tile.tensor_map<bf16, sw128, 64, 64>", "i32", "ptr<f32, global>", "i32", "i32", "i32" }, param_types(op))
+                  "!tile.tensor_map<bf16, sw64, 64, 32>", "i32", "ptr<f32, global>", "i32", "i32", "i32" }, param_types(op))
     assert.equal(384, op:kernel_spec().threads)
     assert.is_true(op:attr("tileas.launch").persistent)
   end)
@@ -155,7 +155,7 @@ describe("tile programs to PTX (tile-to-ptx)", function()
     local op = k:lowered_op()
     assert.same({ persistent = true, cluster = 2 }, op:attr "tileas.launch")
     assert.same({ "!tile.tensor_map<bf16, sw128, 64, 64>", "!tile.tensor_map<bf16, sw128, 128, 64>",
-                  "!tile.tensor_map<bf16, sw128, 64, 64>", "i32", "i32", "i32" }, param_types(op))
+                  "!tile.tensor_map<bf16, sw64, 64, 32>", "i32", "i32", "i32" }, param_types(op))
     H.assert_ptxas(ptx)
   end)
 end)
@@ -168,7 +168,7 @@ describe("a 256-row tile program on a cluster of 2 (--cluster=2 --bm=256): tilea
     assert.same({ persistent = true, cluster = 2 }, op:attr "tileas.launch")
     -- A: 64-row pieces (each CTA its 64 rows of both 128-row halves); B: 128 of its 256 rows, multicast
     assert.same({ "!tile.tensor_map<bf16, sw128, 64, 64>", "!tile.tensor_map<bf16, sw128, 128, 64>",
-                  "!tile.tensor_map<bf16, sw128, 64, 64>", "i32", "i32", "i32" }, param_types(op))
+                  "!tile.tensor_map<bf16, sw64, 64, 32>", "i32", "i32", "i32" }, param_types(op))
     local cluster_ins = { "^mapa", "^barrier" }
     local tile = histogram(ptx, cluster_ins)
     local g = tl.gemm.build { m = 4096, n = 4096, k = 4096, bn = 256, stages = 3, schedule = "persistent", cluster = 2 }

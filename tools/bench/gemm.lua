@@ -223,7 +223,9 @@ local function candidates_for(m, n, k, dt, in_sweep)
   for _, c in ipairs(FORMS) do
     local use = true
     local tiles = ((m + 127) // 128) * ((n + 255) // 256)
-    if c.schedule then use = not in_sweep and tiles < 132 and k >= 2048 end -- under a wave of big tiles: split K
+    -- under a wave of big tiles with a long K: split K; a short K (one wave of
+    -- k blocks or less): StreamK too (its 128 x 128 static plan led 4096 x 4096 x 512)
+    if c.schedule then use = not in_sweep and (tiles < 132 and k >= 2048 or k <= 1024) end
     if c.bm == 64 then use = m <= 128 end                                   -- decode-sized M
     if in_sweep then
       if c.bm == 320 or c.bm == 192 then use = m >= 2048 end
@@ -272,7 +274,7 @@ if sweep then
   end
 elseif only then
   shapes = {}
-  for m, n, k, dt in only:gmatch "(%d+)x(%d+)x(%d+):?(%a*%d*%a*)" do
+  for m, n, k, dt in only:gmatch "(%d+)x(%d+)x(%d+):?(%w*)" do
     shapes[#shapes + 1] = { tonumber(m), tonumber(n), tonumber(k), dt ~= "" and dt or nil }
   end
 end

@@ -101,7 +101,7 @@ for _, v in ipairs(variants) do
     D.synchronize()
     local ok, rep = v.g:check { a = a, b = b, d = d, reference = blas and r or nil, seed = 1 }
     local t = best_of(function() v.g:run { a = a, b = b, d = d } end)
-    print(("%-40s %8.1f TFLOP/s %9.2f us  %s"):format(v.name, flops / t / 1e9, t * 1e6, ok and "ok" or ("WRONG: " .. rep)))
+    print(("%-40s %8.1f TFLOP/s %9.2f us  %s"):format(v.name, flops / t / 1e9, t * 1e3, ok and "ok" or ("WRONG: " .. rep)))
   end)
   if not done then print(("%-40s FAILED: %s"):format(v.name, tostring(err))) end
   if v.g.workspace then v.g.workspace:free() v.g.workspace = nil end

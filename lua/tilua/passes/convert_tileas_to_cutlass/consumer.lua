@@ -140,8 +140,10 @@ local function tiled_load(L, f)
   end
 end
 
--- env.tiled_store: a tile in the mma layout; 16-bit to a TMA map through the
--- staging buffer (kernels/gemm.lua's store_fragment), else per element.
+-- env.tiled_store: a tile in the mma layout; 16-bit to a TMA map in sub-tiles
+-- of 64 x 32 through two staging buffers a warpgroup (kernels/gemm.lua's
+-- store_subtiles, as stdlib/gemm.lua's epilogue: 8 KiB a warpgroup instead of
+-- the whole tile's, so that a deeper ring fits), else per element.
 local function tiled_store(L, env, f, wg, t)
   return function(op)
     local e = L.P.by_arg[op:operand(1):id()]
@@ -156,14 +158,15 @@ local function tiled_store(L, env, f, wg, t)
     end
     local tm, tn = V.get(L, op:operand(2), op), V.get(L, op:operand(3), op)
     if e.lowered_map and R.elem_bytes(ri.elem) == 2 then
-      L.staging = L.staging or L.k:shared(ri.elem, { #L.consumers, shape[2] // 64, 64, 64 }, { align = 1024, swizzle = 128 })
+      local EC = L.P.store_cols -- the sub-tile's columns (plan.lua: the map's box)
+      L.staging = L.staging or L.k:shared(ri.elem, { #L.consumers, 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
       local wide = x.trunc_of or x
       local vals = {}
       for i = 0, shape[2] // 2 - 1 do vals[i] = wide:at(i) end
-      L.G.store_fragment(tl, { bn = shape[2], out = ri.elem, staging = L.staging, map = L.args[e.lowered_map],
+      L.G.store_subtiles(tl, { bn = shape[2], cols = EC, out = ri.elem, staging = L.staging, map = L.args[e.lowered_map],
                                warpgroup = wg, barrier = 1 + wg, thread = t,
                                coords = function(ch)
-                                 return { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * 64, offs[2]) }
+                                 return { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * EC, offs[2]) }
                                end },
                          vals)
       env.tma_stored = true

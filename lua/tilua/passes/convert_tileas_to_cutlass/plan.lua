@@ -58,7 +58,9 @@ local function plan_params(tl, kop, agents, nctas)
         local ti = R.tile_of(tile)
         if n == "tileas.tiled_store" and ag.kind == "consumer" and ti.layout and ti.layout.kind == "mma"
            and R.elem_bytes(ti.elem) == 2 and R.cta_part(ti, nctas)[2] % 64 == 0 then
-          want_map(e, op, tl.tensor_map_type(ti.elem, { 64, 64 }, 128))
+          -- sub-tiles of 64 x 32, a 64-byte swizzle (consumer.lua's tiled_store)
+          P.store_cols = 32
+          want_map(e, op, tl.tensor_map_type(ti.elem, { 64, P.store_cols }, 2 * P.store_cols))
           P.tma_stores = true
         elseif n == "tileas.tiled_store" or not R.is_ring_load(op) then
           e.ptr = true
