@@ -195,8 +195,11 @@ end
 -- A rendezvous of `n` warps of a CTA on key (bar.sync, a group sync): arrive, then wait.
 -- The wait, once it passes, stays passable and its generation cannot complete
 -- again without this warp, unless a warp may arrive without waiting (bar.arrive
--- on a named barrier: the kernel has one): then neither the arrival nor the
--- wait is taken eagerly.
+-- on a named barrier: the kernel has one). Then one warp's two arrivals can
+-- complete a generation without another warp, and the generation an arrival
+-- joins depends on the order: such an arrival ("ab") commutes with another
+-- only while neither completes the generation, and neither it nor the wait is
+-- taken eagerly (docs/protocol.md, "Which reduction holds for which object").
 function Sync:rendezvous(W, rec, key, n, what, nowait)
   local cta = W.cta
   local s = cta.syncs[key]
@@ -206,7 +209,7 @@ function Sync:rendezvous(W, rec, key, n, what, nowait)
     cta.sync_list[#cta.sync_list + 1] = s
   end
   local gen
-  local eager = n == self.k.warps or not (self.k.bar_arrives and key:match "^bar ")
+  local eager = not (self.k.bar_arrives and key:match "^bar ")
   self:request(W, rec, function() return true end, function()
     gen = s.gen
     s.arrived = s.arrived + 1
@@ -215,7 +218,7 @@ function Sync:rendezvous(W, rec, key, n, what, nowait)
     if s.arrived == s.n then
       s.gen, s.arrived, s.last_vc, s.vc = s.gen + 1, 0, s.vc, {}
     end
-  end, function() return ("arrives at %s"):format(what) end, "s" .. cta.id .. key, eager and "ae" or "a",
+  end, function() return ("arrives at %s"):format(what) end, "s" .. cta.id .. key, eager and "ae" or "ab",
   function() return s.arrived + 1 >= s.n end)
   if nowait then return end
   self:request(W, rec, function() return s.gen > gen end, function()
