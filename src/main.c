@@ -45,7 +45,9 @@ static const char usage_text[] =
     "  --check-protocol  check every compile's barrier protocols on the CPU emulator, on\n"
     "                 its input and after every pass that changes it (also\n"
     "                 TILUA_CHECK_PROTOCOL=1; =passes fails only where a pass broke\n"
-    "                 a protocol that held; docs/protocol.md)\n"
+    "                 a protocol that held; docs/protocol.md). Without it every\n"
+    "                 compile checks the kernel as written, 0.5 s a kernel\n"
+    "  --no-check-protocol  no protocol check at all (also TILUA_CHECK_PROTOCOL=0)\n"
     "  --help    show this help\n"
     "  --        stop handling options\n"
     "  -         run stdin as a script and stop handling options\n"
@@ -362,7 +364,8 @@ static const char *tl_option_field(const char *a) {
               {"--stage=", "stage"},
               {"--trace=", "trace"},
               {"--debug-hangs", "debug_hangs"},
-              {"--check-protocol", "check_protocol"}};
+              {"--check-protocol", "check_protocol"},
+              {"--no-check-protocol", "no_check_protocol"}};
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
     size_t n = strlen(opts[i].flag);
     if (opts[i].flag[n - 1] == '=' ? strncmp(a, opts[i].flag, n) == 0

@@ -7,6 +7,12 @@
 --   tl.options.stage_hook_ir  the hook reads the stages' IR: keep it
 --   tl.options.debug_hangs  true or milliseconds: k:compile adds debug-hangs
 --   tl.options.compile_cache  false: k:compile always compiles (see below)
+--   tl.options.check_protocol  nil (the default): k:compile checks the kernel's
+--                           barrier protocols as written, within
+--                           tl.options.check_protocol_budget seconds a kernel
+--                           (0.5), and refuses a violation; false: no check;
+--                           true / "passes": the check after every pass
+--                           instead (tl.compile's)
 --
 -- The library never reads `arg` and never exits: the host owns both.
 -- Added to tl when init.lua requires it.
@@ -122,6 +128,15 @@ function tl.compile(m, pipeline, opts)
   return r
 end
 
+-- The protocol check of k:compile on the kernel's module as written, unless
+-- tl.options.check_protocol says otherwise (above): the options, checked, ->
+-- a function(module) that raises on a violation, or nil.
+local function default_check()
+  local cc = require "tilua.emulate.compile_check"
+  local budget = cc.budget()
+  return budget and function(module) cc.run(module, { budget = budget }) end
+end
+
 -- The pipeline of k:compile: with tl.options.debug_hangs (tilua --debug-hangs)
 -- the debug-hangs pass runs last (a number: the milliseconds a wait spins
 -- before it gives up).
@@ -156,6 +171,7 @@ end
 function Kernel:compile(pipeline)
   -- a tile program (tl.tile_kernel) goes through tile-to-ptx
   local p = pipeline_of(pipeline or (self.tile_program and "tile-to-ptx") or nil)
+  local check = default_check()
   local cache, key
   if tl.options.compile_cache ~= false then
     local keep = tl.options.keep_stages or (tl.options.stage_hook and tl.options.stage_hook_ir) and true or false
@@ -166,7 +182,7 @@ function Kernel:compile(pipeline)
       caches[ctx] = cache
     end
     -- a compile without the protocol check does not stand for one with it
-    key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol or false) .. "\0" .. self.module:print()
+    key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol) .. "\0" .. self.module:print()
     local hit = cache[key]
     if hit then
       tl.last_stages, tl.last_check = copy_stages(hit.stages, true), hit.check
@@ -176,6 +192,7 @@ function Kernel:compile(pipeline)
       return hit.ptx
     end
   end
+  if check then check(self.module) end
   local m = self.module:clone()
   compile(m, p)
   local t0 = os.clock()
