@@ -66,7 +66,7 @@ function M.new(k, o, choose)
                            warps = {}, copies = {}, nactors = 0, steps = 0, trace = {},
                            max_steps = o.max_steps or 200000, next_global = address.GLOBAL_BASE,
                            max_ops = o.max_ops or 4000000, ops = 0, handlers = k.models.handlers,
-                           buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 16,
+                           buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 1,
                            read_recs = {}, write_recs = {}, rnext = setmetatable({}, { __mode = "k" }) }, Run)
   -- protocol-only runs (the checker's, unless o.values): bulk and TMA copies,
   -- wgmma and stmatrix move no bytes; their footprints still go through the
@@ -255,7 +255,7 @@ function Run:start()
   if k.on_start then k.on_start(self) end
   self:setup_args()
   self.grid = self.o.grid or 1
-  self.gspace = { is_global = true, shadow_w = {}, shadow_r = {}, granule = 4 } -- 4: no false sharing of i32s
+  self.gspace = { is_global = true, shadow_w = {}, shadow_r = {}, granule = self.granule }
   self.gbars, self.gbar_list = {}, {}
   local csize = k.cluster or 1
   if self.grid % csize ~= 0 then
