@@ -50,3 +50,82 @@ describe("the race check", function()
     assert.are.equal("\1\2", e.read(1, 2))
   end)
 end)
+
+describe("the emulator's arithmetic", function()
+  it("models bf16 loads and stores, uitofp, fptosi / fptoui, extf, truncf, fma and bitcast", function()
+    local k = kernel("conv", 1, { { "x", tl.ptr(tl.bf16) }, { "u", tl.ptr(tl.i32) }, { "out", tl.ptr(tl.f32) },
+                                  { "h", tl.ptr(tl.bf16) }, { "i", tl.ptr(tl.i32) } }, function(_, p, lane)
+      local xf = (p.x + lane):load():cast(tl.f32)               -- extf
+      local uf = (p.u + lane):load():cast(tl.f32, true)          -- uitofp
+      local r = tl.fma(xf, uf, xf)
+      ;(p.out + lane * 4):store(r)
+      ;(p.out + lane * 4 + 1):store(uf)
+      ;(p.h + lane):store(r:cast(tl.bf16))                      -- truncf
+      ;(p.i + lane * 3):store(r:cast(tl.i32))                   -- fptosi
+      ;(p.i + lane * 3 + 1):store((-r):cast(tl.i32, true))      -- fptoui: saturates at 0
+      ;(p.i + lane * 3 + 2):store(tl.op1("arith.bitcast", { r }, tl.i32))
+    end)
+    local x, u = {}, {}
+    for l = 0, 31 do
+      x[l + 1] = string.pack("<I2", (string.unpack("<I4", string.pack("<f", l * 0.5 - 3))) >> 16) -- exact in bf16
+      u[l + 1] = string.pack("<I4", l == 0 and 0xffffffff or l * 1000)
+    end
+    local e = tl.emulate(k, { args = { table.concat(x), table.concat(u), { bytes = 4 * 4 * 32 }, { bytes = 2 * 32 },
+                                       { bytes = 4 * 3 * 32 } } })
+    assert(e.ok, e.report)
+    local out, h, ints = e.read(3), e.read(4), e.read(5)
+    local function f32(v) return (string.unpack("<f", string.pack("<f", v))) end
+    for l = 0, 31 do
+      local xv, uv = l * 0.5 - 3, l == 0 and 4294967295.0 or l * 1000.0
+      local want = f32(xv * f32(uv) + xv)
+      assert.are.equal(f32(uv), (string.unpack("<f", out, 16 * l + 5)))
+      assert.are.equal(want, (string.unpack("<f", out, 16 * l + 1)), "lane " .. l)
+      local bits = string.unpack("<I4", string.pack("<f", want))
+      local rne = ((bits + 0x7fff + ((bits >> 16) & 1)) >> 16) & 0xffff -- round to nearest even
+      assert.are.equal(rne, (string.unpack("<I2", h, 2 * l + 1)), "bf16 of lane " .. l)
+      local trunc = want >= 0 and math.floor(want) or math.ceil(want)
+      trunc = math.max(-2147483648, math.min(2147483647, trunc))
+      assert.are.equal(math.tointeger(trunc), (string.unpack("<i4", ints, 12 * l + 1)))
+      assert.are.equal(want > 0 and 0 or math.tointeger(math.min(-want // 1, 4294967295.0)) & 0xffffffff,
+        (string.unpack("<I4", ints, 12 * l + 5)))
+      assert.are.equal(bits, (string.unpack("<I4", ints, 12 * l + 9)))
+    end
+  end)
+end)
+
+describe("a branch on a value loaded per lane", function()
+  local function build(differ)
+    return kernel("div", 2, { { "flags", tl.ptr(tl.i32) }, { "out", tl.ptr(tl.i32) } }, function(k, p, lane)
+      local goB = k:seq_bar { depth = 1, arrive_count = 32 }
+      k:async_exec("A", { first_warp = 0, warps = 1 }, function()
+        local st = goB:state { phase = 0 }
+        local other = differ and goB:state { phase = 1 } or st
+        local v = (p.flags + lane):load()
+        st.value = tl.if_(v:gt(0), function() return st.value end, function() return other.value end)
+        goB:arrive(st)
+      end)
+      k:async_exec("B", { first_warp = 1, warps = 1 }, function()
+        local st = goB:state { phase = 0 }
+        goB:wait(st)
+        ;(p.out + lane):store(lane)
+      end)
+    end)
+  end
+  local flags = {}
+  for l = 1, 32 do flags[l] = string.pack("<i4", l % 2) end
+  local args = { table.concat(flags), { bytes = 128 } }
+
+  it("runs when what the branch yields is the same on every lane (one pipeline state)", function()
+    local e = tl.emulate(build(false), { args = args })
+    assert(e.ok, e.report)
+    local r = tl.verify_protocol(build(false), { args = args })
+    assert(r.ok, r.report)
+  end)
+
+  it("is a clear error where a state would differ between the lanes", function()
+    local ok, err = pcall(tl.emulate, build(true), { args = args })
+    assert.is_false(ok)
+    assert.matches("differs between the lanes of a warp", err, 1, true)
+    assert.matches("protocol_exact_spec.lua:%d+", err)
+  end)
+end)

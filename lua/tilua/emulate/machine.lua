@@ -148,12 +148,29 @@ local function scf_if(R, W, rec, ins, ctx)
   if #em > 0 and rec.regions[2] and rec.regions[2][1] then
     eo = R:exec_block(W, rec.regions[2][1], {}, setmetatable({ mask = em }, { __index = ctx }))
   end
+  -- a result the same on every lane stays one value (a pipeline or seq_bar
+  -- state, a record, is never split per lane); one that differs is per lane,
+  -- which only numbers and vectors (arrays of numbers) may be
   local outs = {}
   for r = 1, #rec.outs do
-    local v = setmetatable({}, LV)
-    for _, l in ipairs(tm) do v[l] = at(to[r], l) end
-    for _, l in ipairs(em) do v[l] = at(eo[r], l) end
-    outs[r] = v
+    local v, first, same = setmetatable({}, LV), nil, true
+    local function put(l, x)
+      v[l] = x
+      if first == nil then first = x elseif not rawequal(x, first) then same = false end
+    end
+    for _, l in ipairs(tm) do put(l, at(to[r], l)) end
+    for _, l in ipairs(em) do put(l, at(eo[r], l)) end
+    if same then
+      outs[r] = first
+    else
+      for _, x in pairs(v) do
+        if type(x) ~= "number" and not (type(x) == "table" and x[1] ~= nil) then
+          error(("emulate: result %d of the scf.if at %s differs between the lanes of a warp (its condition varies per lane) and is not a number: a %s per lane is not modelled")
+            :format(r, rec.loc, type(x) == "table" and (x.kind or "state") or type(x)), 0)
+        end
+      end
+      outs[r] = v
+    end
   end
   return outs
 end
