@@ -129,3 +129,36 @@ describe("a branch on a value loaded per lane", function()
     assert.matches("protocol_exact_spec.lua:%d+", err)
   end)
 end)
+
+describe("a CTA's exit", function()
+  -- one elected thread starts a bulk copy into shared memory on an mbarrier;
+  -- with `wait` every warp waits for it before the CTA exits
+  local function build(wait)
+    return kernel("early_exit", 2, { { "src", tl.ptr(tl.u8) } }, function(k, p)
+      local land = k:shared(tl.u8, 256, { align = 128 })
+      local bar = k:shared(tl.i64, 1, { align = 8 })
+      tl.if_(tl.thread_id():eq(0), function()
+        tl.mbarrier_init(bar, 1)
+        tl.fence_mbarrier_init()
+      end)
+      tl.barrier()
+      tl.if_(tl.warp_id():eq(0), function()
+        tl.elect_one(function()
+          tl.mbarrier_arrive_expect_tx(bar, 256)
+          tl.bulk_copy(land, p.src, 256, bar)
+        end)
+      end)
+      if wait then tl.mbarrier_wait(bar, 0) end
+    end)
+  end
+
+  it("is reported while a bulk copy into its shared memory is in flight", function()
+    local good = tl.verify_protocol(build(true), { args = { ("\1"):rep(256) } })
+    assert(good.ok, good.report)
+    local bad = tl.verify_protocol(build(false), { args = { ("\1"):rep(256) } })
+    assert.is_false(bad.ok)
+    assert.are.equal("exit", bad.violation.kind)
+    assert.matches("CTA 0 exits %(its last warp, [^)]*%) while bulk copy 1 %(from kernel warp 0%) at [^ ]*protocol_exact_spec.lua:%d+ into its shared memory is",
+      bad.violation.message)
+  end)
+end)

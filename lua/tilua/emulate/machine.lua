@@ -327,6 +327,15 @@ function Run:resume(W, value)
     if cta.live == 0 then
       -- the CTA exits: every access of another CTA to its shared memory must happen before
       cta.exited = true
+      -- and so must every bulk copy into it: one still in flight, or whose
+      -- completion no wait of the CTA acquired, writes shared memory the CTA
+      -- no longer owns (its next occupant's)
+      for _, c in ipairs(cta.incoming or {}) do
+        if (cta.exit_vc[c.id] or 0) < c.vc[c.id] then
+          report.violation("exit", ("CTA %d exits (its last warp, %s, finished) while %s at %s into its shared memory is %s (wait on its mbarrier before the exit)")
+            :format(cta.id, W.label, c.label, c.rec.loc, c.done and "not ordered before the exit" or "still in flight"))
+        end
+      end
       for _, r in ipairs(cta.remote) do
         if (cta.exit_vc[r.actor] or 0) < r.clock then
           report.violation("dsmem", ("CTA %d exits (its last warp, %s, finished) while %s's access at %s to its shared memory is not ordered before the exit (a missing cluster barrier before the exit)")

@@ -4,7 +4,7 @@
 -- here; a trace is the numbered list of the steps taken.
 --
 -- kinds: deadlock, unfilled, overwrite, phase, arrive_count, tx_bytes,
--- uninitialized, dsmem, bar_count, wgmma, model (an op used outside what its
+-- uninitialized, dsmem, exit, bar_count, wgmma, model (an op used outside what its
 -- model covers); a Lua error "emulate: ..." is an op not modelled at all.
 
 local R = {}

@@ -305,6 +305,8 @@ function Sync:issue_g2s(W, rec, dst, src, bytes, bar, cta)
   c.obj = cta.id .. ":" .. bar
   self:copy_actor(W, c)
   self.copies[#self.copies + 1] = c
+  cta.incoming = cta.incoming or {} -- checked at the CTA's exit (Run:resume)
+  cta.incoming[#cta.incoming + 1] = c
   return c
 end
 
@@ -315,6 +317,7 @@ end
 
 function Sync:complete_g2s(c)
   local W = c.W
+  c.done = true
   for i = #self.copies, 1, -1 do
     if self.copies[i] == c then table.remove(self.copies, i) end
   end
