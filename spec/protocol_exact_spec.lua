@@ -162,3 +162,53 @@ describe("a CTA's exit", function()
       bad.violation.message)
   end)
 end)
+
+describe("wgmma with A in registers", function()
+  -- a 64 x 64 bf16 tile in swizzled shared memory; D = A * B for one k16 slice
+  -- with A from the descriptor or from each lane's registers (the same elements)
+  local function mma(registers)
+    tl.new_module()
+    local k = tl.kernel("mma_reg", { params = { { "src", tl.ptr(tl.bf16) }, { "out", tl.ptr(tl.f32) } }, block = 128 })
+    k:define(function(k, p)
+      local s = k:shared(tl.bf16, { 64, 64 }, { align = 1024, swizzle = 128 })
+      local t = tl.thread_id()
+      for i = 0, 31 do
+        local e = t * 32 + i
+        s:ptr(e // 64, e % 64):store((p.src + e):load())
+      end
+      tl.barrier()
+      local d = tl.wgmma_desc(s:ptr(0, 0), { swizzle = 128, sbo = 1024 })
+      local a = d
+      if registers then
+        local w, l = t // 32, t % 32
+        local row, col = w * 16 + l // 4, (l % 4) * 2
+        local els = {}
+        for e = 0, 7 do
+          local j = e // 2
+          els[e + 1] = s:ptr(row + 8 * (j % 2), col + 8 * (j // 2) + e % 2):load()
+        end
+        a = tl.vector_of(tl.bf16, els)
+      end
+      tl.wgmma_fence()
+      local acc = tl.wgmma(tl.zeros(tl.f32, 32), a, d, { type_a = "bf16" })
+      tl.wgmma_commit()
+      tl.wgmma_wait(0)
+      for i = 0, 31 do (p.out + t * 32 + i):store(tl.extract(acc, i)) end
+    end)
+    return k
+  end
+
+  it("computes what the descriptor form computes", function()
+    local src = {}
+    for e = 0, 64 * 64 - 1 do src[e + 1] = string.pack("<I2", (string.unpack("<I4", string.pack("<f", (e * 7 % 9) - 4))) >> 16) end
+    local args = { table.concat(src), { bytes = 4 * 128 * 32 } }
+    local a = tl.emulate(mma(false), { args = args })
+    assert(a.ok, a.report)
+    local b = tl.emulate(mma(true), { args = args })
+    assert(b.ok, b.report)
+    assert.are.equal(a.read(2), b.read(2))
+    assert.are_not.equal(("\0"):rep(4 * 128 * 32), a.read(2))
+    local r = tl.verify_protocol(mma(true), { args = args })
+    assert(r.ok, r.report)
+  end)
+end)
