@@ -130,3 +130,37 @@ print("compiled")
       err)
   end)
 end)
+
+describe("the configurations the check of every compile tries", function()
+  local cc = require "tilua.emulate.compile_check"
+
+  it("finds a bug that needs two CTAs: every CTA stores the same bytes", function()
+    tl.new_module()
+    local k = tl.kernel("same_bytes", { params = { { "out", tl.ptr(tl.i32) }, { "n", tl.i32 } }, block = 64 })
+    k:define(function(_, p)
+      local t = tl.thread_id()
+      tl.if_(t:lt(p.n), function() (p.out + t):store(t) end) -- the block's offset forgotten
+    end)
+    local ok, err = pcall(cc.run, k.module, { budget = 5 })
+    assert.is_false(ok)
+    assert.matches("overwrite", err, 1, true)
+    assert.matches("found on 2 CTAs (two clusters)", err, 1, true)
+  end)
+
+  it("finds a bug that needs a ragged size: a partial last chunk announced as a whole one", function()
+    local k = P.rc.build { stages = 2, chunk = 512, consumer_warps = 1, name = "rc_tx" }
+    local tx = P.ops(k, "tile.mbarrier_arrive_expect_tx")[1]
+    tl.at(tx:block(), tx, function() tx:set_operand(2, tl.const(512, tl.i32)) end)
+    local ok, err = pcall(cc.run, k.module, { budget = 5 })
+    assert.is_false(ok)
+    assert.matches("tx_bytes", err, 1, true)
+    assert.matches("on a ragged size", err, 1, true)
+  end)
+
+  it("says which configurations it checked", function()
+    local res = cc.run(ring().module, { budget = 5 })
+    assert.is_true(res[1].ok)
+    assert.are.same({ "the derived inputs on one cluster, n = 131072", "2 CTAs (two clusters), n = 262144",
+                      "3 CTAs (three clusters) on a ragged size, n = 349532" }, res[1].checked)
+  end)
+end)

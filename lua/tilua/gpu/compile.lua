@@ -11,8 +11,8 @@
 --                           barrier protocols as written, within
 --                           tl.options.check_protocol_budget seconds a kernel
 --                           (0.5), and refuses a violation; false: no check;
---                           true / "passes": the check after every pass
---                           instead (tl.compile's)
+--                           true: that and the check after every pass
+--                           (tl.compile's); "passes": the latter only
 --
 -- The library never reads `arg` and never exits: the host owns both.
 -- Added to tl when init.lua requires it.
