@@ -36,6 +36,16 @@ local line = {
   consumer_release = H.line_of("examples/pipeline_ring_copy.lua", "pipe:producer_acquire"),
 }
 
+-- what each report says of the culprit
+local culprit = {
+  producer_acquire = "has no arrival left",
+  consumer_wait = "a wait for the fill is missing before the read at examples/pipeline_ring_copy.lua:"
+    .. H.line_of("examples/pipeline_ring_copy.lua", "local x = (from + u * CT * 16)"),
+  consumer_release = "nothing ever arrived on empty[0] of the pipeline at examples/pipeline_ring_copy.lua:"
+    .. H.line_of("examples/pipeline_ring_copy.lua", "local pipe = ") .. " (an arrive on it is missing, or the wait at examples/pipeline_ring_copy.lua:"
+    .. line.consumer_release .. " waits on the wrong barrier or phase; a pipeline's empty barrier: consumer_release arrives on it)",
+}
+
 describe("k:compile's protocol check (on by default)", function()
   it("accepts the example's ring", function()
     with_mode(nil, function()
@@ -59,6 +69,7 @@ describe("k:compile's protocol check (on by default)", function()
         assert.matches(": " .. kind .. "\n", err, 1, true)
         assert.matches("counterexample %(%d+ steps", err)
         assert.matches("examples/pipeline_ring_copy.lua:" .. line[deleted], err, 1, true)
+        assert.matches(culprit[deleted], err, 1, true)
         assert.is_nil(k.ptx)
       end)
     end)

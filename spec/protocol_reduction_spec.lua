@@ -6,6 +6,7 @@
 -- reduction and with each; wherever the check without reductions finds a
 -- violation, every reduction must find one too. Fixed seeds: the same kernels
 -- on every run.
+local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 
 -- xorshift32: the same kernels on every run
@@ -340,10 +341,14 @@ describe("the checker's reductions", function()
   it("report a named barrier's arrive where arrive_and_wait was needed, with every reduction on", function()
     local good = tl.verify_protocol(arrive_for_sync(false), { args = { { bytes = 128 } } })
     assert(good.ok, good.report)
+    local arrive_line = H.line_of("spec/protocol_reduction_spec.lua", "if buggy then tl.named_barrier_arrive")
     for _, red in ipairs(REDUCTIONS) do
       local r = tl.verify_protocol(arrive_for_sync(true), setmetatable({ args = { { bytes = 128 } } }, { __index = red.o }))
       assert.is_false(r.ok, red.name)
       assert.are.equal("deadlock", r.violation.kind)
+      -- the report names the culprit: the warp that arrived twice, at the bar.arrive's line
+      assert.matches("kernel warp 1 arrived twice %(at [^)]*protocol_reduction_spec.lua:" .. arrive_line, r.report)
+      assert.matches("a bar.arrive where bar.sync was needed", r.report, 1, true)
     end
   end)
 end)

@@ -105,7 +105,7 @@ function M.run(module, o)
       res.checked[#res.checked + 1] = r.n and ("%s, n = %d"):format(cfg.what, r.n) or cfg.what
     end
     res.ok, res.seconds = res.why == nil, os.clock() - t0
-    local path = os.getenv "TILUA_CHECK_PROTOCOL_LOG" -- as the check after every pass logs (verify_protocol.lua)
+    local path = os.getenv "TILUA_COMPILE_CHECK_LOG" -- as TILUA_CHECK_PROTOCOL_LOG (verify_protocol.lua) logs
     local f = path and path ~= "" and io.open(path, "a")
     if f then
       local checked = table.concat(res.checked, "; ")

@@ -426,6 +426,14 @@ function Run:state_key()
     end
     for _, s in ipairs(cta.sync_list) do parts[#parts + 1] = s.gen .. "/" .. s.arrived end
   end
+  if self.k.bar_arrives then
+    -- a warp waiting at a named barrier whose generation already completed
+    -- (arrivals without waits can complete it behind its back) is ready: the
+    -- state says so (the counts alone do not)
+    for i, W in ipairs(self.warps) do
+      if W.wait_sync and not W.done then parts[#parts + 1] = i .. ":" .. (W.wait_sync.gen - W.wait_gen) end
+    end
+  end
   for _, c in ipairs(self.copies) do parts[#parts + 1] = c.key end
   for _, a in ipairs(self.gbar_list) do parts[#parts + 1] = "g" .. (self.global[a] or 0) end
   if self.k.state_parts then

@@ -112,8 +112,26 @@ function Sync:complete_phase(b)
   b.last_vc, b.vc = b.vc, {}
 end
 
+-- Who arrived on which phase of b (the last four phases kept): what a deadlock
+-- report names as the missing or extra arrival (report.lua, R.culprits).
+local function log_arrival(b, phase, who, loc, what)
+  local log = b.log
+  if not log then
+    log = {}
+    b.log = log
+  end
+  log[phase - 4] = nil
+  local l = log[phase]
+  if not l then
+    l = {}
+    log[phase] = l
+  end
+  if #l < 64 then l[#l + 1] = { who = who, loc = loc, what = what } end
+end
+
 -- n arrivals on b by actor a (clock vc) at rec; expect: tx bytes first.
 function Sync:arrive(b, n, a, vc, rec, expect)
+  log_arrival(b, b.completed, self:who(a), rec.loc, n > 1 and ("%d arrivals"):format(n) or nil)
   if expect then b.tx = b.tx + expect end
   vc_join(b.vc, vc)
   for i = 1, n do
@@ -212,6 +230,7 @@ function Sync:rendezvous(W, rec, key, n, what, nowait)
   local eager = not (self.k.bar_arrives and key:match "^bar ")
   self:request(W, rec, function() return true end, function()
     gen = s.gen
+    log_arrival(s, gen, W.label, rec.loc, nowait and "arrive" or nil)
     s.arrived = s.arrived + 1
     vc_join(s.vc, W.vc)
     W.vc[W.actor] = W.vc[W.actor] + 1
@@ -221,8 +240,10 @@ function Sync:rendezvous(W, rec, key, n, what, nowait)
   end, function() return ("arrives at %s"):format(what) end, "s" .. cta.id .. key, eager and "ae" or "ab",
   function() return s.arrived + 1 >= s.n end)
   if nowait then return end
+  W.wait_sync, W.wait_gen = s, gen
   self:request(W, rec, function() return s.gen > gen end, function()
     vc_join(W.vc, s.last_vc)
+    W.wait_sync = nil
   end, function()
     return ("waits at %s: %d of %d warps arrived"):format(what, s.arrived, s.n)
   end, "s" .. cta.id .. key, eager and "re" or "r")
@@ -322,6 +343,7 @@ function Sync:complete_g2s(c)
     if self.copies[i] == c then table.remove(self.copies, i) end
   end
   local b = self:bar(W, c.bar, c.rec, c.id, c.vc, c.cta)
+  log_arrival(b, b.completed, c.label, c.rec.loc, ("%d bytes"):format(c.bytes))
   if c.dst < SHARED_BASE then violation("model", c.rec.name .. " into global memory at " .. c.rec.loc) end
   if c.cta ~= W.cta then -- a multicast into another CTA: a DSMEM access of it (Run:access)
     if c.cta.exited then
