@@ -137,7 +137,8 @@ print("compiled")
     os.remove(s)
     assert.are.equal(0, code)
     H.has(out, "compiled")
-    assert.matches("tilua: note: the protocol check of kernel 'pipeline_ring_copy' not proven within its budget %(1e%-09 s%)[^\n]*\n",
+    -- the first configuration's one run, or a later configuration, is what the budget stops
+    assert.matches("tilua: note: the protocol check of kernel 'pipeline_ring_copy' not %a+ within its budget %(1e%-09 s%)[^\n]*; checked: [^\n]*\n",
       err)
   end)
 end)
