@@ -55,7 +55,9 @@ static const char usage_text[] =
     "  --check-protocol  check every compile's barrier protocols on the CPU emulator, on\n"
     "                 its input and after every pass that changes it (also\n"
     "                 TILUA_CHECK_PROTOCOL=1; =passes fails only where a pass broke\n"
-    "                 a protocol that held; docs/protocol.md)\n"
+    "                 a protocol that held; docs/protocol.md). Without it every\n"
+    "                 compile checks the kernel as written, 0.5 s a kernel\n"
+    "  --no-check-protocol  no protocol check at all (also TILUA_CHECK_PROTOCOL=0)\n"
     "  --emulate      run every launch on the CPU emulator instead of a GPU (also\n"
     "                 TILUA_EMULATE=1): device buffers live in host memory, and the\n"
     "                 examples pick small problems\n"
@@ -609,6 +611,7 @@ static const struct {
                   {"--trace=", "trace"},
                   {"--debug-hangs", "debug_hangs"},
                   {"--check-protocol", "check_protocol"},
+                  {"--no-check-protocol", "no_check_protocol"},
                   {"--emulate", "emulate"},
                   {"--timeline=", "timeline"}};
 #define N_TL_OPTIONS (sizeof tl_options / sizeof tl_options[0])

@@ -100,5 +100,9 @@ void tl_lua_close(TlCtx *c);
 /* Run a pipeline holding passes written in Lua on module, in c's Lua state. */
 struct IrPipeline;
 bool tl_lua_run_pipeline(TlCtx *c, const char *fn, IrOp *module, struct IrPipeline *p);
+/* The protocol check every compile runs (tilua.emulate.compile_check), as the
+** context's tl.options say: false and an error at the violation's line where
+** it finds one; kernels it does not prove get a note. */
+bool tl_lua_compile_check(TlCtx *c, const char *fn, IrOp *module);
 
 #endif

@@ -196,6 +196,37 @@ bool tl_lua_run_pipeline(TlCtx *c, const char *fn, IrOp *module, IrPipeline *p) 
   return call_lua(c, fn, pipeline_in_lua, &pc) == LUA_OK && pc.result == IR_OK;
 }
 
+/* A note of the protocol check (a kernel it did not prove): a diagnostic of
+** severity note through the context's handler. */
+static int compile_check_note(lua_State *L) {
+  TlCtx *c = lua_touserdata(L, lua_upvalueindex(1));
+  const char *line = luaL_checkstring(L, 1);
+  ir_diag(c->ir, IR_SEV_NOTE, ir_loc_unknown(), "%s", line);
+  ir_diag_flush(c->ir);
+  return 0;
+}
+
+static int compile_check_in_lua(lua_State *L) {
+  PipelineCall *pc = lua_touserdata(L, 1);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tilua.emulate.compile_check");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "compile");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, pc->c->lua_ctx_ref);
+  lb_push_object(L, LB_OP, pc->module, lua_gettop(L));
+  lua_remove(L, -2); /* the context's wrapper: the registry pins it */
+  lua_pushlightuserdata(L, pc->c);
+  lua_pushcclosure(L, compile_check_note, 1);
+  lua_call(L, 2, 0);
+  pc->result = IR_OK;
+  return 0;
+}
+
+bool tl_lua_compile_check(TlCtx *c, const char *fn, IrOp *module) {
+  PipelineCall pc = {c, module, NULL, IR_FAIL};
+  return call_lua(c, fn, compile_check_in_lua, &pc) == LUA_OK && pc.result == IR_OK;
+}
+
 /* }====================================================================== */
 
 /* {======================================================================

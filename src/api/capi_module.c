@@ -102,6 +102,12 @@ static bool run_pipeline(TlCtx *c, IrOp *m, tlStringRef pipeline) {
   /* the passes trust verified IR: invalid input stops here with the verifier's errors */
   if (r == IR_OK) r = ir_verify(m);
   if (r != IR_OK) return false;
+  /* a pipeline that lowers to PTX is a compile: the protocol check of the input first */
+  for (uint32_t i = 0; i < p.n; i++)
+    if (strcmp(p.steps[i].pass->name, "convert-cutlass-to-nvvm") == 0) {
+      if (!tl_lua_compile_check(c, "tlModuleRunPipeline", m)) return false;
+      break;
+    }
   for (uint32_t i = 0; i < p.n; i++) /* a pass written in Lua runs in the context's Lua state */
     if (p.steps[i].pass->lua_fn) return tl_lua_run_pipeline(c, "tlModuleRunPipeline", m, &p);
   return ir_pipeline_run(&p, m, NULL) == IR_OK;

@@ -49,7 +49,41 @@ local function round_float(x, t)
   local name = t:info().name
   if name == "f32" then return f32(x) end
   if name == "f64" then return x end
+  if name == "bf16" or name == "f16" then -- to nearest even, as cvt.rn does
+    local h = require("tilua.emulate.values").float16
+    return h.dec[name](h.enc[name](x))
+  end
   error("interp: " .. name .. " arithmetic is not interpreted")
+end
+
+-- A float to an integer of width w as cvt.rzi does: toward zero, saturating
+-- at the type's range (unsigned: [0, 2^w - 1]), NaN to 0.
+local function float_to_int(x, w, unsigned)
+  if x ~= x then return 0 end
+  local lo, hi
+  if unsigned then lo, hi = 0.0, 2.0 ^ w - 1 else lo, hi = -(2.0 ^ (w - 1)), 2.0 ^ (w - 1) - 1 end
+  if x <= lo then x = lo elseif x >= hi then x = hi end
+  local t = x >= 0 and math.floor(x) or math.ceil(x)
+  if unsigned and w >= 64 and t >= 2.0 ^ 63 then return math.tointeger(t - 2.0 ^ 63) | math.mininteger end
+  if not unsigned and w >= 64 and t >= 2.0 ^ 63 then return math.maxinteger end
+  return wrap(math.tointeger(t), w)
+end
+
+-- The bits of a value of type t as an integer, and back (arith.bitcast).
+local BITS = { f32 = "<f", f64 = "<d", i32 = "<i4", i64 = "<i8" }
+local function to_bits(x, t)
+  local info = t:info()
+  if info.kind == "float" and info.bytes == 2 then return require("tilua.emulate.values").float16.enc[info.name](x) end
+  if info.kind == "float" then return (string.unpack(info.bytes == 4 and "<I4" or "<i8", string.pack(BITS[info.name], x))) end
+  return x
+end
+local function from_bits(u, t)
+  local info = t:info()
+  if info.kind == "float" and info.bytes == 2 then return require("tilua.emulate.values").float16.dec[info.name](u & 0xffff) end
+  if info.kind == "float" then
+    return (string.unpack(BITS[info.name], string.pack(info.bytes == 4 and "<I4" or "<i8", info.bytes == 4 and u & 0xffffffff or u)))
+  end
+  return wrap(u, info.width)
 end
 
 local function ucmp(a, b) return math.ult(a, b) end
@@ -152,6 +186,23 @@ local function compile(op)
       return max == (a >= b) and a or b
     end
   elseif name == "arith.sitofp" then return function(a) return round_float(a + 0.0, rt) end
+  elseif name == "arith.uitofp" then
+    local iw = width_of(op:operand(1):type())
+    return function(a)
+      local u = zext(a, iw)
+      if u < 0 then return round_float(((u >> 1) | (u & 1)) * 2.0, rt) end -- 64-bit: halve with a sticky bit
+      return round_float(u + 0.0, rt)
+    end
+  elseif name == "arith.fptosi" or name == "arith.fptoui" then
+    local unsigned = name == "arith.fptoui"
+    return function(a) return float_to_int(a, w, unsigned) end
+  elseif name == "arith.extf" then return function(a) return a end -- exact
+  elseif name == "arith.truncf" then return function(a) return round_float(a, rt) end
+  elseif name == "arith.fma" then -- a * b exact in f64 for f32 and 16-bit operands, one rounding of the sum to f64 first
+    return function(a, b, c) return round_float(a * b + c, rt) end
+  elseif name == "arith.bitcast" then
+    local it = op:operand(1):type()
+    return function(a) return from_bits(to_bits(a, it), rt) end
   elseif name == "arith.cmpf" then
     local p = op:attr "predicate"
     local cmp = ({ oeq = function(a, b) return a == b end, one = function(a, b) return a ~= b end,
@@ -165,8 +216,9 @@ local function compile(op)
   if fop then
     local rn = rt:info().name
     if rn == "f64" then return fop end
-    if rn ~= "f32" then error("interp: " .. rn .. " arithmetic is not interpreted") end
-    return function(a, b) return f32(fop(a, b)) end
+    if rn == "f32" then return function(a, b) return f32(fop(a, b)) end end
+    round_float(0.0, rt) -- raises for a type not interpreted
+    return function(a, b) return round_float(fop(a, b), rt) end -- bf16, f16: exact in f64, then one rounding
   end
   error("interp: cannot interpret '" .. name .. "'")
 end

@@ -66,7 +66,7 @@ function M.new(k, o, choose)
                            warps = {}, copies = {}, nactors = 0, async_actors = {}, steps = 0, trace = {},
                            max_steps = o.max_steps or 200000, next_global = address.GLOBAL_BASE,
                            max_ops = o.max_ops or 4000000, ops = 0, next_clock = 4096, handlers = k.models.handlers,
-                           buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 16,
+                           buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 1,
                            read_recs = {}, write_recs = {}, rnext = setmetatable({}, { __mode = "k" }) }, Run)
   -- protocol-only runs (the checker's, unless o.values): bulk and TMA copies,
   -- wgmma and stmatrix move no bytes; their footprints still go through the
@@ -165,12 +165,29 @@ local function scf_if(R, W, rec, ins, ctx)
   if #em > 0 and rec.regions[2] and rec.regions[2][1] then
     eo = R:exec_block(W, rec.regions[2][1], {}, setmetatable({ mask = em }, { __index = ctx }))
   end
+  -- a result the same on every lane stays one value (a pipeline or seq_bar
+  -- state, a record, is never split per lane); one that differs is per lane,
+  -- which only numbers and vectors (arrays of numbers) may be
   local outs = {}
   for r = 1, #rec.outs do
-    local v = setmetatable({}, LV)
-    for _, l in ipairs(tm) do v[l] = at(to[r], l) end
-    for _, l in ipairs(em) do v[l] = at(eo[r], l) end
-    outs[r] = v
+    local v, first, same = setmetatable({}, LV), nil, true
+    local function put(l, x)
+      v[l] = x
+      if first == nil then first = x elseif not rawequal(x, first) then same = false end
+    end
+    for _, l in ipairs(tm) do put(l, at(to[r], l)) end
+    for _, l in ipairs(em) do put(l, at(eo[r], l)) end
+    if same then
+      outs[r] = first
+    else
+      for _, x in pairs(v) do
+        if type(x) ~= "number" and not (type(x) == "table" and x[1] ~= nil) then
+          error(("emulate: result %d of the scf.if at %s differs between the lanes of a warp (its condition varies per lane) and is not a number: a %s per lane is not modelled")
+            :format(r, rec.loc, type(x) == "table" and (x.kind or "state") or type(x)), 0)
+        end
+      end
+      outs[r] = v
+    end
   end
   return outs
 end
@@ -272,7 +289,7 @@ function Run:start()
   if k.on_start then k.on_start(self) end
   self:setup_args()
   self.grid = self.o.grid or 1
-  self.gspace = { is_global = true, shadow_w = {}, shadow_r = {}, granule = 4 } -- 4: no false sharing of i32s
+  self.gspace = { is_global = true, shadow_w = {}, shadow_r = {}, granule = self.granule }
   self.gbars, self.gbar_list = {}, {}
   local csize = k.cluster or 1
   if self.grid % csize ~= 0 then
@@ -332,6 +349,15 @@ function Run:resume(W, value)
     if cta.live == 0 then
       -- the CTA exits: every access of another CTA to its shared memory must happen before
       cta.exited = true
+      -- and so must every bulk copy into it: one still in flight, or whose
+      -- completion no wait of the CTA acquired, writes shared memory the CTA
+      -- no longer owns (its next occupant's)
+      for _, c in ipairs(cta.incoming or {}) do
+        if (cta.exit_vc[c.id] or 0) < c.vc[c.id] then
+          report.violation("exit", ("CTA %d exits (its last warp, %s, finished) while %s at %s into its shared memory is %s (wait on its mbarrier before the exit)")
+            :format(cta.id, W.label, c.label, c.rec.loc, c.done and "not ordered before the exit" or "still in flight"))
+        end
+      end
       for _, r in ipairs(cta.remote) do
         if (cta.exit_vc[r.actor] or 0) < r.clock then
           report.violation("dsmem", ("CTA %d exits (its last warp, %s, finished) while %s's access at %s to its shared memory is not ordered before the exit (a missing cluster barrier before the exit)")
@@ -422,6 +448,14 @@ function Run:state_key()
       parts[#parts + 1] = b.completed .. "/" .. b.pending .. "/" .. b.tx
     end
     for _, s in ipairs(cta.sync_list) do parts[#parts + 1] = s.gen .. "/" .. s.arrived end
+  end
+  if self.k.bar_arrives then
+    -- a warp waiting at a named barrier whose generation already completed
+    -- (arrivals without waits can complete it behind its back) is ready: the
+    -- state says so (the counts alone do not)
+    for i, W in ipairs(self.warps) do
+      if W.wait_sync and not W.done then parts[#parts + 1] = i .. ":" .. (W.wait_sync.gen - W.wait_gen) end
+    end
   end
   for _, c in ipairs(self.copies) do parts[#parts + 1] = c.key end
   for _, a in ipairs(self.gbar_list) do parts[#parts + 1] = "g" .. (self.global[a] or 0) end

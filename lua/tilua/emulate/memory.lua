@@ -2,7 +2,7 @@
 -- emulate/machine.lua): global buffers, loads and stores of a codec's bytes,
 -- and the race check of shared (and global) memory on vector clocks.
 --
--- The race check keeps, per CTA and per granule (16 bytes; global: 4), the
+-- The race check keeps, per CTA and per granule (a byte, unless o.granule), the
 -- last write (actor, clock, loc) and the reads since (a set of records). A
 -- read of bytes whose last write is not ordered before it (a stage not yet
 -- filled) is `unfilled`; a write of bytes whose last write or reads are not
@@ -115,13 +115,13 @@ function Memory:shadow_read(cta, a, vc, addr, n, loc)
     last_w = w
     if w == nil then
       if cta.is_global then goto record end -- the host wrote it
-      violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that nothing wrote yet (a stage read before it was filled)")
-        :format(self:who(a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n))
+      violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that nothing wrote yet (a stage read before it was filled); a wait for the fill is missing before the read at %s")
+        :format(self:who(a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, loc))
     elseif w.actor ~= a and (vc[w.actor] or 0) < w.clock then
-      violation("unfilled", ("%s at %s reads %s that %s wrote at %s with no synchronization ordering the write before the read (%s)")
+      violation("unfilled", ("%s at %s reads %s that %s wrote at %s with no synchronization ordering the write before the read (%s); a barrier is missing: after the write at %s and before the read at %s")
         :format(self:who(a), loc, range_of(cta, addr, n), self:who(w.actor), w.loc,
                 cta.is_global and "a read of what another thread or CTA wrote with no barrier in between"
-                or "a stage read before it was filled"))
+                or "a stage read before it was filled", w.loc, loc))
     end
     ::record::
     local r = sr[q]
@@ -154,8 +154,8 @@ function Memory:shadow_write(cta, a, vc, addr, n, loc)
   for q = addr // g, (addr + n - 1) // g do
     local w = sw[q]
     if w and w ~= last_w and w.actor ~= a and (vc[w.actor] or 0) < w.clock then
-      violation("overwrite", ("%s at %s writes %s that %s wrote at %s with no synchronization in between")
-        :format(self:who(a), loc, range_of(cta, addr, n), self:who(w.actor), w.loc))
+      violation("overwrite", ("%s at %s writes %s that %s wrote at %s with no synchronization in between; a barrier is missing: after the write at %s and before the write at %s")
+        :format(self:who(a), loc, range_of(cta, addr, n), self:who(w.actor), w.loc, w.loc, loc))
     end
     last_w = w
     local r = sr[q]
@@ -165,10 +165,10 @@ function Memory:shadow_write(cta, a, vc, addr, n, loc)
       last_r = r
       for ra, e in pairs(r) do
         if ra ~= a and (vc[ra] or 0) < e[1] then
-          violation("overwrite", ("%s at %s overwrites %s that %s read at %s before that read was released to it (%s)")
+          violation("overwrite", ("%s at %s overwrites %s that %s read at %s before that read was released to it (%s); a barrier is missing: after the read at %s and before the write at %s")
             :format(self:who(a), loc, range_of(cta, addr, n), self:who(ra), e[2],
                     cta.is_global and "a write racing with another thread's or CTA's read"
-                    or "a stage overwritten before every consumer released it"))
+                    or "a stage overwritten before every consumer released it", e[2], loc))
         end
       end
       sr[q] = nil

@@ -84,7 +84,9 @@ local function step_of(a, probes)
     return { obj = a.obj, acc = (probes and completes) and "a" or "n" }
   end
   local acc = a.req.acc
-  if acc == "am" then
+  if acc == "ab" then -- an arrival that joins a generation (a named barrier with bar.arrive): see Run:rendezvous
+    return { obj = a.req.obj, acc = a.req.completes() and "w" or "a" }
+  elseif acc == "am" then
     acc = (probes and a.req.completes and a.req.completes()) and "a" or "n"
   elseif acc == "ae" then
     acc = "n"

@@ -160,9 +160,27 @@ function Sync:acquired(b, rec)
   return (s == "cluster" or s == "gpu" or s == "sys") and b.last_cvc or b.last_mvc
 end
 
+-- Who arrived on which phase of b (the last four phases kept): what a deadlock
+-- report names as the missing or extra arrival (report.lua, R.culprits).
+local function log_arrival(b, phase, who, loc, what)
+  local log = b.log
+  if not log then
+    log = {}
+    b.log = log
+  end
+  log[phase - 4] = nil
+  local l = log[phase]
+  if not l then
+    l = {}
+    log[phase] = l
+  end
+  if #l < 64 then l[#l + 1] = { who = who, loc = loc, what = what } end
+end
+
 -- n arrivals on b by actor a (clock vc) at rec; expect: tx bytes first; rel:
 -- what it releases to the waiters when not vc (Sync:release_of).
 function Sync:arrive(b, n, a, vc, rec, expect, rel)
+  log_arrival(b, b.completed, self:who(a), rec.loc, n > 1 and ("%d arrivals"):format(n) or nil)
   if expect then b.tx = b.tx + expect end
   vc_join(b.vc, vc)
   vc_join(b.mvc, rel and rel.cta or vc)
@@ -268,8 +286,11 @@ end
 -- A rendezvous of `n` warps of a CTA on key (bar.sync, a group sync): arrive, then wait.
 -- The wait, once it passes, stays passable and its generation cannot complete
 -- again without this warp, unless a warp may arrive without waiting (bar.arrive
--- on a named barrier: the kernel has one): then neither the arrival nor the
--- wait is taken eagerly.
+-- on a named barrier: the kernel has one). Then one warp's two arrivals can
+-- complete a generation without another warp, and the generation an arrival
+-- joins depends on the order: such an arrival ("ab") commutes with another
+-- only while neither completes the generation, and neither it nor the wait is
+-- taken eagerly (docs/protocol.md, "Which reduction holds for which object").
 function Sync:rendezvous(W, rec, key, n, what, nowait)
   local cta = W.cta
   local s = cta.syncs[key]
@@ -279,20 +300,23 @@ function Sync:rendezvous(W, rec, key, n, what, nowait)
     cta.sync_list[#cta.sync_list + 1] = s
   end
   local gen
-  local eager = n == self.k.warps or not (self.k.bar_arrives and key:match "^bar ")
+  local eager = not (self.k.bar_arrives and key:match "^bar ")
   self:request(W, rec, function() return true end, function()
     gen = s.gen
+    log_arrival(s, gen, W.label, rec.loc, nowait and "arrive" or nil)
     s.arrived = s.arrived + 1
     vc_join(s.vc, W.vc)
     W.vc[W.actor] = W.vc[W.actor] + 1
     if s.arrived == s.n then
       s.gen, s.arrived, s.last_vc, s.vc = s.gen + 1, 0, s.vc, {}
     end
-  end, function() return ("arrives at %s"):format(what) end, "s" .. cta.id .. key, eager and "ae" or "a",
+  end, function() return ("arrives at %s"):format(what) end, "s" .. cta.id .. key, eager and "ae" or "ab",
   function() return s.arrived + 1 >= s.n end)
   if nowait then return end
+  W.wait_sync, W.wait_gen = s, gen
   self:request(W, rec, function() return s.gen > gen end, function()
     vc_join(W.vc, s.last_vc)
+    W.wait_sync = nil
   end, function()
     return ("waits at %s: %d of %d warps arrived"):format(what, s.arrived, s.n)
   end, "s" .. cta.id .. key, eager and "re" or "r")
@@ -376,6 +400,8 @@ function Sync:issue_g2s(W, rec, dst, src, bytes, bar, cta)
   c.obj = cta.id .. ":" .. bar
   self:copy_actor(W, c)
   self.copies[#self.copies + 1] = c
+  cta.incoming = cta.incoming or {} -- checked at the CTA's exit (Run:resume)
+  cta.incoming[#cta.incoming + 1] = c
   return c
 end
 
@@ -386,10 +412,12 @@ end
 
 function Sync:complete_g2s(c)
   local W = c.W
+  c.done = true
   for i = #self.copies, 1, -1 do
     if self.copies[i] == c then table.remove(self.copies, i) end
   end
   local b = self:bar(W, c.bar, c.rec, c.id, c.vc, c.cta)
+  log_arrival(b, b.completed, c.label, c.rec.loc, ("%d bytes"):format(c.bytes))
   if c.dst < SHARED_BASE then violation("model", c.rec.name .. " into global memory at " .. c.rec.loc) end
   if c.cta ~= W.cta then -- a multicast into another CTA: a DSMEM access of it (Run:access)
     if c.cta.exited then

@@ -28,6 +28,7 @@ local function codec_of(t)
     local name = info.name
     if name == "f32" then return { size = 4, fmt = "<f" } end
     if name == "f64" then return { size = 8, fmt = "<d" } end
+    if name == "bf16" or name == "f16" then return { size = 2, half = name } end
     return { size = info.bytes, unsupported = name }
   end
   if kind == "int" then return { size = info.bytes, width = info.width } end
@@ -44,6 +45,7 @@ function V.decode(c, bytes, off)
   end
   local x = 0
   for i = c.size, 1, -1 do x = (x << 8) | bytes[off + i] end
+  if c.half then return V.float16.dec[c.half](x) end
   return wrap(x, c.width)
 end
 
@@ -54,6 +56,7 @@ function V.encode(c, v, out, off)
     for i = 1, c.size do out[off + i] = s:byte(i) end
     return
   end
+  if c.half then v = V.float16.enc[c.half](v) end
   for i = 1, c.size do
     out[off + i] = v & 0xff
     v = v >> 8

@@ -12,7 +12,12 @@
 --   tl.options.compile_cache  false: k:compile always compiles; a number: the
 --                           compiles kept per context (default 64; see below)
 --   tl.options.keep_stages  keep every stage's IR (the REPL, --stage)
---   tl.options.check_protocol  true or "passes": verify-protocol after every pass
+--   tl.options.check_protocol  nil (the default): k:compile checks the kernel's
+--                           barrier protocols as written, within
+--                           tl.options.check_protocol_budget seconds a kernel
+--                           (0.5), and refuses a violation; false: no check;
+--                           true: that and the check after every pass
+--                           (tl.compile's); "passes": the latter only
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --
@@ -56,6 +61,8 @@ local OPTIONS = {
   debug_hangs = { bool_or(int_in(1, 86400000)) }, -- milliseconds: debug-hangs{ms=...}'s range
   compile_cache = { bool_or(int_in(1, 100000)) },
   check_protocol = { bool_or(function(v) return v == "passes" end, '"passes"') },
+  check_protocol_budget = { function(v) return v == nil or (type(v) == "number" and v > 0 and v <= 3600) end,
+                            "nil or seconds, a number in (0, 3600]" },
   compiled_hook = { function(v) return v == nil or type(v) == "function" end, "nil or a function" },
   stage_locations = { bool_or(function() return false end, "nothing else") },
   emulate = { bool_or(function() return false end, "nothing else") }, -- gpu/emulated.lua
@@ -251,6 +258,15 @@ function tl.compile(m, pipeline, opts)
   return r
 end
 
+-- The protocol check of k:compile on the kernel's module as written, unless
+-- tl.options.check_protocol says otherwise (above): the options, checked, ->
+-- a function(module) that raises on a violation, or nil.
+local function default_check()
+  local cc = require "tilua.emulate.compile_check"
+  local budget = cc.budget()
+  return budget and function(module) cc.run(module, { budget = budget }) end
+end
+
 -- The pipeline of k:compile: with tl.options.debug_hangs (tilua --debug-hangs)
 -- the debug-hangs pass runs last (a number: the milliseconds a wait spins
 -- before it gives up).
@@ -310,6 +326,7 @@ end
 function Kernel:compile(pipeline)
   -- a tile program (tl.tile_kernel) goes through tile-to-ptx
   local p = pipeline_of(pipeline or (self.tile_program and "tile-to-ptx") or nil)
+  local check = default_check()
   local cache, key
   if tl.options.compile_cache ~= false then
     local keep = tl.options.keep_stages or (tl.options.stage_hook and tl.options.stage_hook_ir) or dump_wanted() and true or false
@@ -321,7 +338,7 @@ function Kernel:compile(pipeline)
       caches[ctx] = cache
     end
     -- a compile without the protocol check does not stand for one with it
-    key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol or false) .. "\0" .. self.module:print()
+    key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol) .. "\0" .. self.module:print()
     local hit = cache_get(cache, key)
     if hit then
       tl.last_stages, tl.last_check = copy_stages(hit.stages, true), hit.check
@@ -332,6 +349,7 @@ function Kernel:compile(pipeline)
       return hit.ptx
     end
   end
+  if check then check(self.module) end
   local m = self.module:clone()
   local ok, err = pcall(compile, m, p)
   if not ok then failed(err, m) end

@@ -629,11 +629,14 @@ function M.script_options(o)
   local tl = require "tilua"
   if o.emit and o.emit ~= "ir" and o.emit ~= "ptx" then error(("--emit=%s: expected ir or ptx"):format(o.emit), 0) end
   if o.debug_hangs then tl.options.debug_hangs = true end
-  -- TILUA_CHECK_PROTOCOL=1: every compile checked; =passes: only a pass that
-  -- breaks a protocol fails (the specs' default); 0 or unset: off;
-  -- TILUA_SKIP_CHECK_PROTOCOL=1 turns the environment's check off (docs/protocol.md)
+  -- TILUA_CHECK_PROTOCOL=1: every compile checked after every pass; =passes:
+  -- only a pass that breaks a protocol fails (the specs' default); unset: the
+  -- check of the kernel as written that every compile runs; 0 (or
+  -- --no-check-protocol): none; TILUA_SKIP_CHECK_PROTOCOL=1 turns the
+  -- environment's setting off (docs/protocol.md)
   local env = os.getenv "TILUA_SKIP_CHECK_PROTOCOL" ~= "1" and os.getenv "TILUA_CHECK_PROTOCOL"
-  if o.check_protocol or env == "1" then tl.options.check_protocol = true
+  if o.no_check_protocol or env == "0" then tl.options.check_protocol = false
+  elseif o.check_protocol or env == "1" then tl.options.check_protocol = true
   elseif env == "passes" then tl.options.check_protocol = "passes" end
   -- --emulate (TILUA_EMULATE=1): launches on the CPU emulator; --timeline=FILE draws them
   if o.emulate or o.timeline or os.getenv "TILUA_EMULATE" == "1" then tl.options.emulate = true end

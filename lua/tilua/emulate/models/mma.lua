@@ -342,6 +342,27 @@ do
     return nil
   end
 
+  -- A's 16 x 16 slice of a warp from its lanes' registers (the layout of
+  -- mma.m16n8k16's A, which wgmma's register A repeats per warp): lane l
+  -- (group l / 4, pair l % 4) holds elements 2j, 2j + 1 at row gid + 8 (j % 2),
+  -- columns 2 pair + 8 (j >= 2) + 0, 1.
+  local function a_from_registers(g, dec)
+    local A = {}
+    for r = 0, 15 do A[r] = {} end
+    for l = 0, 31 do
+      local regs = at(g.a_reg.v, l)
+      local gid, tq = l // 4, l % 4
+      for e = 0, 7 do
+        local j = e // 2
+        local x
+        if g.a_reg.kind == "float" then x = regs[e + 1]
+        else x = dec((regs[j + 1] >> (16 * (e % 2))) & 0xffff) end
+        A[gid + 8 * (j % 2)][2 * tq + 8 * (j // 2) + e % 2] = x * g.scale_a
+      end
+    end
+    return A
+  end
+
   -- Perform one wgmma of warp W (its 16 rows of the warpgroup's 64): read A and B
   -- from shared memory (with the race check, at the warp's clock when it issued),
   -- D = A * B + C per lane in f32 (products exact, a sequential f32 sum over k).
@@ -350,7 +371,7 @@ do
     local dec, eb = g.dec, 2
     local s = W.cta.shared
     local cta = W.cta
-    local da, db = desc_decode(g.desc_a), desc_decode(g.desc_b)
+    local da, db = not g.a_reg and desc_decode(g.desc_a), desc_decode(g.desc_b)
     local wr = W.w % 4
     -- the values: tl.emulate computes them; the checker's protocol-only runs
     -- only read the operands (the race check)
@@ -368,7 +389,7 @@ do
     local offb = g.trans_b and mnmajor_off or kmajor_off
     if not values then -- the race check only: one element per 16-byte granule along the contiguous dimension
       local step = 16 // eb
-      for r = 0, 15 do
+      for r = 0, g.a_reg and -1 or 15 do
         for k = 0, K - 1, (g.trans_a and 1 or step) do read(offa(da, 16 * wr + r, k, eb)) end
       end
       for n = 0, N - 1, (g.trans_b and step or 1) do
@@ -376,10 +397,14 @@ do
       end
     end
     local A, B = {}, {} -- A: rows 16 wr .. 16 wr + 15 of the warpgroup's 64
-    for r = 0, values and 15 or -1 do
-      local row = {}
-      for k = 0, K - 1 do row[k] = read(offa(da, 16 * wr + r, k, eb)) * g.scale_a end
-      A[r] = row
+    if g.a_reg and values then
+      A = a_from_registers(g, dec)
+    else
+      for r = 0, values and 15 or -1 do
+        local row = {}
+        for k = 0, K - 1 do row[k] = read(offa(da, 16 * wr + r, k, eb)) * g.scale_a end
+        A[r] = row
+      end
     end
     for n = 0, values and N - 1 or -1 do
       local col = {}
@@ -416,11 +441,13 @@ do
       local op = rec.op
       local shape = op:attr "shape"
       local ta = op:attr "type_a"
-      if not DEC[ta] or op:operand(2):type():info().kind ~= "int" then
-        violation("model", ("%s at %s: %s operands%s are not modelled (bf16 / f16 descriptors are)")
-          :format(rec.name, rec.loc, ta, op:operand(2):type():info().kind ~= "int" and " in registers" or ""))
+      if not DEC[ta] then
+        violation("model", ("%s at %s: %s operands are not modelled (bf16 / f16 are)"):format(rec.name, rec.loc, ta))
       end
+      local ai = op:operand(2):type():info()
       rec.wg = { N = shape[2], K = shape[3], dec = DEC[ta], trans_a = op:attr_or_default "trans_a",
+                 -- A in registers: 8 16-bit elements a lane (vector<8 x bf16 | f16>, or packed in 4 x i32)
+                 a_reg = ai.kind == "vector" and (ai.elem:info().kind == "float" and "float" or "packed"),
                  trans_b = op:attr_or_default "trans_b", scale_a = op:attr_or_default "scale_a",
                  scale_b = op:attr_or_default "scale_b" }
     end
@@ -437,7 +464,8 @@ do
     W.async_clock = (W.async_clock or 0) + 1
     local g = { rec = rec, N = wg.N, K = wg.K, dec = wg.dec, trans_a = wg.trans_a, trans_b = wg.trans_b,
                 scale_a = wg.scale_a, scale_b = wg.scale_b, desc_a = at(ins[2], 0), desc_b = at(ins[3], 0),
-                src = ins[1], dst = dst, scale_d = scale_d, actor = aa, vc = vc_copy(W.vc) }
+                src = ins[1], dst = dst, scale_d = scale_d, actor = aa, vc = vc_copy(W.vc),
+                a_reg = wg.a_reg and { kind = wg.a_reg, v = ins[2] } }
     g.vc[aa] = W.async_clock
     W.wg_open = W.wg_open or {}
     W.wg_open[#W.wg_open + 1] = g

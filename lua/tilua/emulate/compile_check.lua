@@ -1,0 +1,151 @@
+-- tilua.emulate.compile_check: the protocol check every compile runs
+-- (k:compile, `tilua script.lua`, the C API's ptx pipelines), on the kernel as
+-- its author wrote it, within a time budget (docs/protocol.md, "The check every
+-- compile runs"). A violation refuses the compile with its counterexample; a
+-- kernel the check could not finish (its budget, an op the emulator does not
+-- model, inputs it cannot choose) gets a one-line note, never silence.
+--
+--   local cc = require "tilua.emulate.compile_check"
+--   cc.run(module, { budget = 0.5, note = function(line) ... end })
+
+local M = {}
+
+M.BUDGET = 0.5 -- seconds a kernel, by default (tl.options.check_protocol_budget)
+
+local function default_note(line) io.stderr:write(line, "\n") end
+
+-- "file:line: " of an op, or "".
+local function where(op)
+  if not op then return "" end
+  local file, line = op:loc()
+  if not file or not line then return "" end
+  return ("%s:%s: "):format(file, tostring(line))
+end
+
+-- The first line of an error or a message.
+local function first_line(s) return (tostring(s):match "^[^\n]*") end
+
+-- The configurations a kernel is checked on, in order (docs/protocol.md,
+-- "The check every compile runs"): the inputs the checker derives (one
+-- cluster, every ring wrapping twice), then two clusters (their derived
+-- inputs), then three clusters on a ragged size (the size before, n, plus
+-- n / 3 + 7: a last chunk or tile that is partial, no multiple of 16 bytes
+-- or of the grid: a partial last wave). A kernel whose grid the
+-- checker fixes (a StreamK plan's workers) and a tile program (its problem
+-- has two programs along x and every tensor dim ragged) get the first only.
+-- -> list of { what, o = P.check's options given the result r before }.
+local function configurations(P, kop)
+  local out = { { what = "the derived inputs on one cluster", o = function() return {} end } }
+  if P.is_tile_program(kop) then return out end
+  local ks = kop:kernel_spec() or {}
+  local cs = ks.has_cluster and ks.cluster and ks.cluster[1] or 1
+  local ok, g0 = pcall(P.default_grid, kop)
+  if not ok or g0 ~= cs then return out end
+  if 2 * cs <= P.MAX_GRID then
+    out[#out + 1] = { what = ("%d CTAs (two clusters)"):format(2 * cs),
+                      o = function() return { grid = 2 * cs } end }
+  end
+  if 3 * cs <= P.MAX_GRID then
+    out[#out + 1] = { what = ("%d CTAs (three clusters) on a ragged size"):format(3 * cs), ragged = true,
+                      o = function(r) return { grid = 3 * cs, n = r.n and r.n + r.n // 3 + 7 } end }
+  end
+  return out
+end
+
+-- run(module, o): checks every kernel of the module on its configurations
+-- within o.budget seconds a kernel (M.BUDGET); raises on a violation
+-- ("file:line: protocol violation in kernel 'k' (inputs ..., grid G ...): the
+-- report with its counterexample"), calls o.note(line) for a kernel not
+-- proven on every configuration. -> one result per kernel: { name, ok, why
+-- (what was not proven), states, seconds, checked = {what ...} }.
+function M.run(module, o)
+  o = o or {}
+  local P = require "tilua.emulate.protocol"
+  local budget = o.budget or M.BUDGET
+  local note = o.note or default_note
+  local out = {}
+  for _, kop in ipairs(P.kernels(module)) do
+    local name = kop:attr_or_default "sym_name"
+    local t0 = os.clock()
+    local res = { name = name, states = 0, checked = {} }
+    local r1 -- the result before
+    for i, cfg in ipairs(configurations(P, kop)) do
+      local left = budget - (os.clock() - t0)
+      if i > 1 and left <= 0 then
+        res.why = res.why or ("not checked within its budget (%g s) on %s"):format(budget, cfg.what)
+        break
+      end
+      local co = cfg.o(r1)
+      co.max_seconds, co.max_states = math.max(left, 0.01), 20000
+      local ok, r = pcall(P.check, kop, co)
+      if not ok then
+        res.why = ("not checked on %s: %s"):format(cfg.what, first_line(r))
+        break
+      elseif r.budget_exceeded then
+        res.why = ("not proven within its budget (%g s) on %s: %d states in %d runs on %s"):format(budget, cfg.what,
+          r.states, r.runs, r.inputs or "?")
+        break
+      elseif not r.ok and r.violation.kind == "model" then
+        res.why = ("not checked on %s: %s"):format(cfg.what, first_line(r.violation.message))
+        break
+      elseif not r.ok and cfg.ragged and r.violation.message:find("global bytes", 1, true) then
+        -- two CTAs' accesses to one global word on a size the kernel was not
+        -- written for may be the input's fault (a length that must be the
+        -- grid's threads): said, not refused
+        res.why = ("not proven on %s: %s (a size the kernel may not accept)"):format(cfg.what,
+          first_line(r.violation.message))
+        break
+      elseif not r.ok then
+        local d = P.diagnostic(r)
+        error(("%s%s\n(found on %s by the protocol check every compile runs; tl.options.check_protocol = false or --no-check-protocol turns it off)")
+          :format(where(d.op), d.message, cfg.what), 0)
+      end
+      r1 = r
+      res.states = res.states + r.states
+      res.checked[#res.checked + 1] = r.n and ("%s, n = %d"):format(cfg.what, r.n) or cfg.what
+    end
+    res.ok, res.seconds = res.why == nil, os.clock() - t0
+    local path = os.getenv "TILUA_COMPILE_CHECK_LOG" -- as TILUA_CHECK_PROTOCOL_LOG (verify_protocol.lua) logs
+    local f = path and path ~= "" and io.open(path, "a")
+    if f then
+      local checked = table.concat(res.checked, "; ")
+      f:write(table.concat(res.why and { name, "compile", "skipped", (res.why:gsub("[\t\n]", " ")), checked }
+        or { name, "compile", "checked", res.states, "-", (checked:gsub("[\t\n]", " ")),
+             ("%.3f s"):format(res.seconds) }, "\t"), "\n")
+      f:close()
+    end
+    if res.why then
+      note(("tilua: note: the protocol check of kernel '%s' %s (%.2f s; checked: %s)"):format(name, res.why,
+        res.seconds, #res.checked > 0 and table.concat(res.checked, "; ") or "nothing"))
+    end
+    out[#out + 1] = res
+  end
+  return out
+end
+
+-- The options of the check (tl.options.check_protocol and
+-- check_protocol_budget), checked: -> the budget in seconds, or nil where the
+-- check every compile runs is off (false) or left to the lenient check after
+-- every pass ("passes", the specs'); true (--check-protocol) runs both.
+function M.budget()
+  local tl = require "tilua"
+  local mode = tl.options.check_protocol
+  if mode ~= nil and mode ~= true then
+    if mode == false or mode == "passes" then return nil end
+    tl.raise("tl.options.check_protocol: expected nil (the check of every compile), false, true or \"passes\"")
+  end
+  local budget = tl.options.check_protocol_budget
+  if budget ~= nil and (type(budget) ~= "number" or budget <= 0 or budget > 3600) then
+    tl.raise("tl.options.check_protocol_budget: expected seconds, a number in (0, 3600]")
+  end
+  return budget or M.BUDGET
+end
+
+-- The C API's compile (tlModuleRunPipeline of a pipeline that lowers to
+-- PTX): run(module) as tl.options say, the notes through note(line).
+function M.compile(module, note)
+  local budget = M.budget()
+  if budget then M.run(module, { budget = budget, note = note }) end
+end
+
+return M

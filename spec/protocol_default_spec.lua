@@ -1,0 +1,178 @@
+-- The protocol check every compile runs (docs/protocol.md, "The check every
+-- compile runs"): k:compile and `tilua script.lua` check the kernel as written
+-- within a budget and refuse a broken pipeline with its counterexample;
+-- tl.options.check_protocol = false, --no-check-protocol and
+-- TILUA_CHECK_PROTOCOL=0 turn it off; a kernel over its budget gets a note.
+local H = dofile "spec/helper.lua"
+local P = dofile "spec/protocol_helper.lua"
+local tl = require "tilua"
+
+-- The example's cooperative ring, with every op `deleted` (a pipeline op's
+-- name) erased.
+local function ring(deleted)
+  local k = P.prc.build { stages = 4, chunk = 16384, consumer_warps = 4, name = "pipeline_ring_copy" }
+  if deleted then
+    local ops = P.ops(k, "cutlass.pipeline." .. deleted)
+    assert(#ops > 0, deleted)
+    for _, op in ipairs(ops) do op:erase() end
+  end
+  return k
+end
+
+-- f with tl.options.check_protocol = mode (the specs' environment sets "passes").
+local function with_mode(mode, f)
+  local saved, budget = tl.options.check_protocol, tl.options.check_protocol_budget
+  tl.options.check_protocol = mode
+  local ok, err = pcall(f)
+  tl.options.check_protocol, tl.options.check_protocol_budget = saved, budget
+  if not ok then error(err, 0) end
+end
+
+-- the line each report names: the commit that over-arrives, the read of an
+-- unfilled stage, the acquire that waits forever
+local line = {
+  producer_acquire = H.line_of("examples/pipeline_ring_copy.lua", "pipe:producer_commit"),
+  consumer_wait = H.line_of("examples/pipeline_ring_copy.lua", "local x = (from + u * CT * 16)"),
+  consumer_release = H.line_of("examples/pipeline_ring_copy.lua", "pipe:producer_acquire"),
+}
+
+-- what each report says of the culprit
+local culprit = {
+  producer_acquire = "has no arrival left",
+  consumer_wait = "a wait for the fill is missing before the read at examples/pipeline_ring_copy.lua:"
+    .. H.line_of("examples/pipeline_ring_copy.lua", "local x = (from + u * CT * 16)"),
+  consumer_release = "nothing ever arrived on empty[0] of the pipeline at examples/pipeline_ring_copy.lua:"
+    .. H.line_of("examples/pipeline_ring_copy.lua", "local pipe = ") .. " (an arrive on it is missing, or the wait at examples/pipeline_ring_copy.lua:"
+    .. line.consumer_release .. " waits on the wrong barrier or phase; a pipeline's empty barrier: consumer_release arrives on it)",
+}
+
+describe("k:compile's protocol check (on by default)", function()
+  it("accepts the example's ring", function()
+    with_mode(nil, function()
+      local ptx = ring():compile()
+      assert.is_truthy(ptx:find(".entry pipeline_ring_copy", 1, true))
+    end)
+  end)
+
+  for _, case in ipairs {
+    { "producer_acquire", "arrive_count" },
+    { "consumer_wait", "unfilled" },
+    { "consumer_release", "deadlock" },
+  } do
+    local deleted, kind = case[1], case[2]
+    it(("refuses the ring with its %s deleted, with its counterexample"):format(deleted), function()
+      with_mode(nil, function()
+        local k = ring(deleted)
+        local ok, err = pcall(k.compile, k)
+        assert.is_false(ok)
+        assert.matches("^examples/pipeline_ring_copy.lua:%d+: protocol violation in kernel 'pipeline_ring_copy'", err)
+        assert.matches(": " .. kind .. "\n", err, 1, true)
+        assert.matches("counterexample %(%d+ steps", err)
+        assert.matches("examples/pipeline_ring_copy.lua:" .. line[deleted], err, 1, true)
+        assert.matches(culprit[deleted], err, 1, true)
+        assert.is_nil(k.ptx)
+      end)
+    end)
+  end
+
+  it("is off with tl.options.check_protocol = false", function()
+    with_mode(false, function()
+      local ptx = ring("consumer_wait"):compile()
+      assert.is_truthy(ptx:find(".entry pipeline_ring_copy", 1, true))
+    end)
+  end)
+
+  it("checks tl.options.check_protocol and its budget", function()
+    with_mode("yes", function()
+      local ok, err = pcall(ring().compile, ring())
+      assert.is_false(ok)
+      assert.matches("tl.options.check_protocol: expected nil", err, 1, true)
+    end)
+    with_mode(nil, function()
+      tl.options.check_protocol_budget = -1
+      local ok, err = pcall(ring().compile, ring())
+      assert.is_false(ok)
+      assert.matches("tl.options.check_protocol_budget: expected seconds", err, 1, true)
+    end)
+  end)
+end)
+
+describe("tilua script.lua's protocol check", function()
+  local script = H.temp([[
+local tl = require "tilua"
+local P = dofile "spec/protocol_helper.lua"
+local k = P.prc.build { stages = 4, chunk = 16384, consumer_warps = 4, name = "pipeline_ring_copy" }
+for _, op in ipairs(P.ops(k, "cutlass.pipeline.consumer_release")) do op:erase() end
+k:compile()
+print("compiled")
+]], ".lua")
+
+  it("refuses a broken pipeline by default, exit 1 and the counterexample on stderr", function()
+    local out, err, code = H.tilua_env({ TILUA_CHECK_PROTOCOL = "" }, { script }, 120)
+    assert.are.equal(1, code)
+    H.lacks(out, "compiled")
+    H.has(err, "protocol violation in kernel 'pipeline_ring_copy'")
+    H.has(err, "deadlock")
+    H.has(err, "counterexample")
+  end)
+
+  it("compiles it with --no-check-protocol and with TILUA_CHECK_PROTOCOL=0", function()
+    local out, _, code = H.tilua_env({ TILUA_CHECK_PROTOCOL = "" }, { "--no-check-protocol", script }, 120)
+    assert.are.equal(0, code)
+    H.has(out, "compiled")
+    out, _, code = H.tilua_env({ TILUA_CHECK_PROTOCOL = "0" }, { script }, 120)
+    assert.are.equal(0, code)
+    H.has(out, "compiled")
+  end)
+
+  it("says in one line when a kernel is not proven within its budget", function()
+    local s = H.temp([[
+local tl = require "tilua"
+local P = dofile "spec/protocol_helper.lua"
+tl.options.check_protocol_budget = 1e-9
+P.prc.build { stages = 4, chunk = 16384, consumer_warps = 4, name = "pipeline_ring_copy" }:compile()
+print("compiled")
+]], ".lua")
+    local out, err, code = H.tilua_env({ TILUA_CHECK_PROTOCOL = "" }, { s }, 120)
+    os.remove(s)
+    assert.are.equal(0, code)
+    H.has(out, "compiled")
+    -- the first configuration's one run, or a later configuration, is what the budget stops
+    assert.matches("tilua: note: the protocol check of kernel 'pipeline_ring_copy' not %a+ within its budget %(1e%-09 s%)[^\n]*; checked: [^\n]*\n",
+      err)
+  end)
+end)
+
+describe("the configurations the check of every compile tries", function()
+  local cc = require "tilua.emulate.compile_check"
+
+  it("finds a bug that needs two CTAs: every CTA stores the same bytes", function()
+    tl.new_module()
+    local k = tl.kernel("same_bytes", { params = { { "out", tl.ptr(tl.i32) }, { "n", tl.i32 } }, block = 64 })
+    k:define(function(_, p)
+      local t = tl.thread_id()
+      tl.if_(t:lt(p.n), function() (p.out + t):store(t) end) -- the block's offset forgotten
+    end)
+    local ok, err = pcall(cc.run, k.module, { budget = 5 })
+    assert.is_false(ok)
+    assert.matches("overwrite", err, 1, true)
+    assert.matches("found on 2 CTAs (two clusters)", err, 1, true)
+  end)
+
+  it("finds a bug that needs a ragged size: a partial last chunk announced as a whole one", function()
+    local k = P.rc.build { stages = 2, chunk = 512, consumer_warps = 1, name = "rc_tx" }
+    local tx = P.ops(k, "tile.mbarrier_arrive_expect_tx")[1]
+    tl.at(tx:block(), tx, function() tx:set_operand(2, tl.const(512, tl.i32)) end)
+    local ok, err = pcall(cc.run, k.module, { budget = 5 })
+    assert.is_false(ok)
+    assert.matches("tx_bytes", err, 1, true)
+    assert.matches("on a ragged size", err, 1, true)
+  end)
+
+  it("says which configurations it checked", function()
+    local res = cc.run(ring().module, { budget = 5 })
+    assert.is_true(res[1].ok)
+    assert.are.same({ "the derived inputs on one cluster, n = 131072", "2 CTAs (two clusters), n = 262144",
+                      "3 CTAs (three clusters) on a ragged size, n = 349532" }, res[1].checked)
+  end)
+end)
