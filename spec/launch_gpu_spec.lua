@@ -1,5 +1,5 @@
 -- Launches on the GPU name a failure at its script line (docs/runtime.md,
--- "Launches"): the runtime checks every 32 launches and before a blocking
+-- "Launches"): the runtime checks every 128 launches and before a blocking
 -- call instead of after every launch, so a kernel that fails is reported with
 -- the launches since the last check, its own line among them; with
 -- TILUA_LAUNCH_CHECK=each, at its line alone. spec/fixtures/gpu/launch_failure.lua

@@ -298,6 +298,7 @@ static CUresult cuTensorMapEncodeTiled(void *map, int dtype, unsigned int rank, 
                                        const cuuint64_t *dims, const cuuint64_t *strides,
                                        const uint32_t *box, const uint32_t *elem_strides,
                                        int interleave, int swizzle, int l2, int oob) {
+  if (!current) return CUDA_ERROR_INVALID_CONTEXT; /* as the driver does (H200, driver 580) */
   if (rank < 1 || rank > 5) return CUDA_ERROR_INVALID_VALUE;
   MapBytes m;
   memset(&m, 0, sizeof m);

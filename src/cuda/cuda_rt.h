@@ -71,8 +71,8 @@ typedef enum { TLCU_EMPTY = 0, TLCU_READY, TLCU_FAILED, TLCU_DOWN, TLCU_WEDGED }
 
 #define TLCU_RECORDS 1024 /* launch records followed at once (a ring) */
 #define TLCU_CHECKS 128   /* checks in flight (a ring) */
-#define TLCU_WINDOW                                                                                \
-  32 /* launches between two checks, at most: an event costs the driver a launch */
+/* launches between two checks, at most: an event and its query cost the driver two launches */
+#define TLCU_WINDOW 128
 
 /* The debug-hangs records of one launch: mapped host memory the kernel writes
 ** (one slot per warp of the grid, layout in hang.h) and the host reads, even

@@ -219,14 +219,23 @@ static CUresult load(tilua_kernel *k, CUcontext ctx, tilua_loaded **out) {
   return CUDA_SUCCESS;
 }
 
-CUresult tilua_kernel_load(tilua_kernel *k, CUfunction *out) {
-  LOAD_DRIVER();
-  CUcontext ctx = NULL;
-  CUresult r = check(drv.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+/* The current context in *ctx; refused, with the runtime's own message, when
+** there is none (loading a kernel and encoding a tensor map both need one). */
+static CUresult current_context(CUcontext *ctx) {
+  *ctx = NULL;
+  CUresult r = check(drv.cuCtxGetCurrent(ctx), "cuCtxGetCurrent");
   if (r != CUDA_SUCCESS) return r;
-  if (!ctx)
+  if (!*ctx)
     return tilua_fail(CUDA_ERROR_INVALID_CONTEXT,
                       "no CUDA context is current (tilua_use_device makes one)");
+  return CUDA_SUCCESS;
+}
+
+CUresult tilua_kernel_load(tilua_kernel *k, CUfunction *out) {
+  LOAD_DRIVER();
+  CUcontext ctx;
+  CUresult r = current_context(&ctx);
+  if (r != CUDA_SUCCESS) return r;
   tilua_loaded *l = k->loaded;
   while (l && l->ctx != ctx)
     l = l->next;
@@ -298,6 +307,9 @@ CUresult tilua_tensor_map(CUtensorMap *map, const char *dtype, int rank, CUdevic
                           const int64_t *shape, const int64_t *strides, const int64_t *box,
                           int swizzle) {
   LOAD_DRIVER();
+  CUcontext ctx;
+  CUresult r = current_context(&ctx);
+  if (r != CUDA_SUCCESS) return r;
   TltmSpec s;
   TltmDesc d;
   memset(&s, 0, sizeof s);

@@ -171,17 +171,15 @@ static void check_buffer_type(lua_State *L, int plan, int i, int idx) {
 /* The address of tl.device's buffer table at idx (its `raw`), argument i of
 ** the plan at index plan: a live LB_BUFFER; 0 when it is none. The table
 ** given last for i is remembered (ArgMemo), so that the next launch with it
-** reads neither its `raw` nor a metatable. Leaves *pushed values on the
-** stack (the caller pops them all at once). */
-static CUdeviceptr table_buffer(lua_State *L, int plan, Plan *p, int i, int idx, int *pushed) {
+** reads neither its `raw` nor a metatable. What it reads stays on the
+** stack (pack_all pops it all at once). */
+static CUdeviceptr table_buffer(lua_State *L, int plan, Plan *p, int i, int idx) {
   ArgMemo *m = &p->memo[i];
   const void *table = lua_topointer(L, idx);
   if (table != m->table) {
     lua_pushliteral(L, "raw");
     lua_rawget(L, idx);
-    *pushed += 1;
     if (!lua_getmetatable(L, -1)) return 0;
-    *pushed += 1;
     if (lua_topointer(L, -1) != p->buffer_mt) return 0;
     check_buffer_type(L, plan, i, idx); /* once per table: its type never changes */
     lua_getiuservalue(L, plan, 3);
@@ -197,13 +195,12 @@ static CUdeviceptr table_buffer(lua_State *L, int plan, Plan *p, int i, int idx,
 }
 
 /* Convert argument i (at idx) into its slot; raises with the parameter's
-** name. Values it pushes stay (counted in *pushed). */
-static void pack(lua_State *L, int plan, Plan *p, int i, int idx, int t, uint64_t *slot,
-                 int *pushed) {
+** name. Values it pushes stay (pack_all pops them all at once). */
+static void pack(lua_State *L, int plan, Plan *p, int i, int idx, int t, uint64_t *slot) {
   *slot = 0;
   switch ((ArgKind)p->kinds[i]) {
   case ARG_PTR: {
-    CUdeviceptr a = t == LUA_TTABLE         ? table_buffer(L, plan, p, i, idx, pushed)
+    CUdeviceptr a = t == LUA_TTABLE         ? table_buffer(L, plan, p, i, idx)
                     : lua_isinteger(L, idx) ? (CUdeviceptr)lua_tointeger(L, idx)
                                             : 0;
     if (!a && !(t == LUA_TNUMBER && lua_isinteger(L, idx)))
@@ -278,8 +275,8 @@ static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, 
   if (len > (lua_Unsigned)p->nargs)
     lb_error(L, "launch: %d arguments for %d parameters", (int)len, p->nargs);
   int base = lua_gettop(L);
-  luaL_checkstack(L, 3 * p->nargs + 4, "launch arguments");
-  int top = base;
+  /* each argument leaves what was read for it (at most 4 values) */
+  luaL_checkstack(L, 4 * p->nargs + 8, "launch arguments");
   for (int i = 0; i < p->nargs; i++) {
     int t = lua_rawgeti(L, idx, i + 1);
     if (t == LUA_TNIL) {
@@ -291,9 +288,7 @@ static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, 
       if (t == LUA_TNIL)
         lb_error(L, "launch: missing argument '%s' (#%d)", param_name(L, plan, i), i + 1);
     }
-    int pushed = 1;
-    pack(L, plan, p, i, top + 1, t, &slots[i], &pushed);
-    top += pushed;
+    pack(L, plan, p, i, lua_gettop(L), t, &slots[i]); /* the argument is on top */
     ptrs[i] = &slots[i];
   }
   lua_settop(L, base);
