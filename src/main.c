@@ -75,6 +75,7 @@ static const char usage_text[] =
     "  TILUA_EMULATE=1         as --emulate\n"
     "  TILUA_CHECK_PROTOCOL=1|passes  as --check-protocol (TILUA_SKIP_CHECK_PROTOCOL=1\n"
     "                          ignores it; TILUA_CHECK_PROTOCOL_LOG=FILE logs each check)\n"
+    "  TILUA_COMPILE_CHECK_LOG=FILE  a line per kernel the default compile check checks\n"
     "  TILUA_DUMP=1|all|a,b    every compile's input, IR after each pass (or the stages\n"
     "                          named: pass names, input, ptx) and PTX, to stderr\n"
     "  TILUA_DUMP_DIR=DIR      the same as files, DIR/NNNN-KERNEL/SS-STAGE.tir\n"
