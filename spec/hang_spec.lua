@@ -45,7 +45,7 @@ describe("the stand-in driver", function()
 end)
 
 describe("launch plans", function()
-  it("take every launch after the first, with the Lua path's checks and messages (a buffer of another element type too)", function()
+  it("take every launch after the first, with the Lua path's checks and messages", function()
     need_fake()
     local f = "spec/fixtures/gpu/launch_plan.lua"
     local log = os.tmpname()
@@ -58,26 +58,29 @@ describe("launch plans", function()
       f .. ":21: launch: 4 arguments for 3 parameters",
       f .. ":21: launch: argument 'out' must be a device buffer, got number",
       f .. ":21: launch: grid 0 is out of range",
-      f .. ":21: launch: argument 'out' is a buffer of i32, but the parameter points to f32 (a buffer of f32 or of bytes, or any buffer for ptr<i8>)",
-      f .. ":36: launch: argument 'out' is a buffer of i32, but the parameter points to f32 (a buffer of f32 or of bytes, or any buffer for ptr<i8>)",
-      "bytes: ok",
       f .. ":21: attempt to use a freed device buffer",
       f .. ":21: launch: argument 'out' must be a device buffer, got table",
     } do
       assert.truthy(out:find(want, 1, true), ("%q not in:\n%s"):format(want, out))
     end
     -- the buffer an argument had last is remembered, and replaced when another comes;
-    -- one buffer in two arguments
-    local runs = {}
+    -- one buffer in two arguments. The runs of kernels plan and twice, their
+    -- buffers lettered in the order they appear (the stand-in driver numbers
+    -- every allocation of the script)
+    local runs, letter, seen = {}, {}, 0
+    local function lettered(i)
+      if not letter[i] then seen, letter[i] = seen + 1, string.char(65 + seen) end
+      return letter[i]
+    end
     for line in io.lines(log) do
       local name, args = line:match "^launch (%S+) .* args=(.*)$"
-      if name ~= "plan2" then runs[#runs + 1] = name .. " " .. args end -- plan2: the element types' case
+      if name == "plan" or name == "twice" then runs[#runs + 1] = name .. " " .. args:gsub("buf(%d+)", lettered) end
     end
     os.remove(log)
-    assert.same({ "plan buf0+0 0x100 0x3fc00000", "plan buf0+0 0x100 0x40200000", "plan buf0+0 0x64 0x40600000",
-                  "plan buf3+0 0x1 0x40900000", "plan buf0+0 0x2 0x40b00000",
-                  "twice buf0+0 0x1 buf0+0 0xffffffff", "twice buf0+0 0x2 buf0+0 0xfffffffe",
-                  "twice buf0+0 0x3 buf0+0 0xfffffffd", "twice buf4+0 0x4 buf0+0 0xfffffffc" }, runs)
+    assert.same({ "plan A+0 0x100 0x3fc00000", "plan A+0 0x100 0x40200000", "plan A+0 0x64 0x40600000",
+                  "plan B+0 0x1 0x40900000", "plan A+0 0x2 0x40b00000",
+                  "twice A+0 0x1 A+0 0xffffffff", "twice A+0 0x2 A+0 0xfffffffe",
+                  "twice A+0 0x3 A+0 0xfffffffd", "twice C+0 0x4 A+0 0xfffffffc" }, runs)
   end)
 
   -- three launches from three lines; the second fails, the third is refused (the error is sticky)
@@ -258,6 +261,6 @@ describe("the debug-hangs pass", function()
     assert.falsy(out:find("deadlock_param_1", 1, true))
     local _, err, code = H.tilua_run { "opt", "-p", "debug-hangs{ms=0}", "spec/fixtures/valid/scf.tir" }
     assert.equal(1, code)
-    assert.matches("option ms must be an integer in %[1, 86400000%], got 0", err)
+    assert.matches("option ms must be a positive integer", err)
   end)
 end)
