@@ -176,3 +176,34 @@ describe("the configurations the check of every compile tries", function()
                       "3 CTAs (three clusters) on a ragged size, n = 349532" }, res[1].checked)
   end)
 end)
+
+describe("the configurations of a tile program", function()
+  local cc = require "tilua.emulate.compile_check"
+  -- a tile GEMM whose store forgets the program's index along y (when `bug`):
+  -- two programs along y store one tile of C
+  local function tile_gemm(bug)
+    tl.new_module()
+    local k = tl.tile_kernel("tile_gemm_y", {
+      params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 } })
+    k:define(function(_, p)
+      local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
+      local acc = tl.zeros({ 128, 256 }, tl.f32)
+      acc = tl.for_tiles(p.K, { tile = 64, stages = 2 }, acc, function(kk, acc)
+        local a = tl.load(p.A, { pid_m, kk }, { 128, 64 })
+        local b = tl.load(p.B, { pid_n, kk }, { 256, 64 })
+        return tl.dot(a, b, acc)
+      end)
+      tl.store(p.C, { pid_m, bug and 0 or pid_n }, acc:cast(tl.bf16))
+    end)
+    return k
+  end
+
+  it("tries programs along y where the program reads its index along y", function()
+    local res = cc.run(tile_gemm(false).module, { budget = 30 })
+    assert.is_true(res[1].ok)
+    assert.are.equal("programs along x and y (2 x 2)", res[1].checked[2]:match "^[^,]*")
+    local ok, err = pcall(cc.run, tile_gemm(true).module, { budget = 30 })
+    assert.is_false(ok)
+    assert.matches("found on programs along x and y (2 x 2)", err, 1, true)
+  end)
+end)

@@ -36,7 +36,23 @@ local function first_line(s) return (tostring(s):match "^[^\n]*") end
 -- -> list of { what, o = P.check's options given the result r before }.
 local function configurations(P, kop)
   local out = { { what = "the derived inputs on one cluster", o = function() return {} end } }
-  if P.is_tile_program(kop) then return out end
+  if P.is_tile_program(kop) then
+    -- programs along y too, when the program reads its index along y (the
+    -- derived problem has two along x only)
+    local uses_y = false
+    kop:walk(function(op)
+      if op:name() == "tileas.get_program_id" and (op:attr "dim" == "y" or op:attr "dim" == 1) then uses_y = true end
+    end)
+    if uses_y and not (kop:attr "tileas.schedule" or {}).programs then
+      out[#out + 1] = { what = "programs along x and y (2 x 2)", o = function(r)
+        local t = {}
+        for key, v in pairs(r.tile) do t[key] = v end
+        t.programs = { r.tile.programs[1], 2 }
+        return { tile = t }
+      end }
+    end
+    return out
+  end
   local ks = kop:kernel_spec() or {}
   local cs = ks.has_cluster and ks.cluster and ks.cluster[1] or 1
   local ok, g0 = pcall(P.default_grid, kop)
