@@ -53,16 +53,30 @@ local function configurations(P, kop)
     end
     return out
   end
+  -- A kernel that reads nothing that tells its CTAs apart (no CTA, cluster or
+  -- grid index, no scheduler, no atomic) does the same work in every CTA: it
+  -- may be written for a grid of one, or have forgotten its CTA's offset. Its
+  -- races between CTAs on global memory are noted, not refused.
+  local tells_ctas = false
+  kop:walk(function(op)
+    local n = op:name()
+    if n:find("block_id", 1, true) or n:find("grid_dim", 1, true) or n:find("cluster", 1, true)
+      or n:find("ctaid", 1, true) or n:find("sched", 1, true) or n:find("atom", 1, true)
+      or n:find("program", 1, true) or n:find("work", 1, true) then
+      tells_ctas = true
+    end
+  end)
   local ks = kop:kernel_spec() or {}
   local cs = ks.has_cluster and ks.cluster and ks.cluster[1] or 1
   local ok, g0 = pcall(P.default_grid, kop)
   if not ok or g0 ~= cs then return out end
   if 2 * cs <= P.MAX_GRID then
-    out[#out + 1] = { what = ("%d CTAs (two clusters)"):format(2 * cs),
+    out[#out + 1] = { what = ("%d CTAs (two clusters)"):format(2 * cs), note_races = not tells_ctas,
                       o = function() return { grid = 2 * cs } end }
   end
   if 3 * cs <= P.MAX_GRID then
     out[#out + 1] = { what = ("%d CTAs (three clusters) on a ragged size"):format(3 * cs), ragged = true,
+                      note_races = not tells_ctas,
                       o = function(r) return { grid = 3 * cs, n = r.n and r.n + r.n // 3 + 7 } end }
   end
   return out
@@ -104,12 +118,14 @@ function M.run(module, o)
       elseif not r.ok and r.violation.kind == "model" then
         res.why = ("not checked on %s: %s"):format(cfg.what, first_line(r.violation.message))
         break
-      elseif not r.ok and cfg.ragged and r.violation.message:find("global bytes", 1, true) then
+      elseif not r.ok and (cfg.ragged or cfg.note_races) and r.violation.message:find("global bytes", 1, true) then
         -- two CTAs' accesses to one global word on a size the kernel was not
         -- written for may be the input's fault (a length that must be the
-        -- grid's threads): said, not refused
-        res.why = ("not proven on %s: %s (a size the kernel may not accept)"):format(cfg.what,
-          first_line(r.violation.message))
+        -- grid's threads), and a kernel that cannot tell its CTAs apart may be
+        -- meant for one: said, not refused
+        res.why = ("not proven on %s: %s (%s)"):format(cfg.what, first_line(r.violation.message),
+          cfg.ragged and "a size the kernel may not accept"
+          or "its CTAs cannot tell themselves apart: is it meant for a grid of one?")
         break
       elseif not r.ok then
         local d = P.diagnostic(r)
