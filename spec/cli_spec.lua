@@ -303,19 +303,7 @@ describe("tilua --trace=FILE", function()
     assert.truthy(html:find('class="del"', 1, true) and html:find('class="add"', 1, true))
     assert.is_nil(html:find("<script", 1, true), "no script")
     assert.is_nil(html:find("https?://"), "nothing fetched")
-    -- every element opened is closed, in order (void elements aside)
-    local stack, void = {}, { meta = true, br = true }
-    for slash, tag in html:gmatch "<(/?)([%a][%w]*)[^>]*>" do
-      tag = tag:lower()
-      if not void[tag] and tag ~= "!doctype" then
-        if slash == "" then stack[#stack + 1] = tag
-        else
-          assert.equal(stack[#stack], tag)
-          stack[#stack] = nil
-        end
-      end
-    end
-    assert.equal(0, #stack)
+    H.balanced_html(html)
     -- in a real browser, where one is installed
     local browser
     for _, b in ipairs { "chromium", "chromium-browser", "google-chrome", "firefox" } do
@@ -347,15 +335,7 @@ describe("tilua --trace=FILE", function()
   it("shows a failed compile: the error (its script line linked), the stage where it stopped marked; never an empty file", function()
     local script, page = os.tmpname() .. ".lua", os.tmpname()
     local f = assert(io.open(script, "w"))
-    f:write [[
-local tl = require "tilua"
-local k = tl.tile_kernel("loose", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.f32, 2) } })
-k:define(function(k, p)
-  local acc = tl.dot(tl.load(p.A, { 0, 0 }, { 128, 64 }), tl.load(p.B, { 0, 0 }, { 256, 64 }), tl.zeros({ 128, 256 }, tl.f32))
-  tl.store(p.C, { 0, 0 }, acc)
-end)
-k:compile()
-]]
+    f:write(H.unpipelined_dot_script .. "k:compile()\n")
     f:close()
     local _, err, code = H.tilua_run { "--trace=" .. page, script }
     assert.equal(1, code)

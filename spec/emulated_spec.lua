@@ -123,19 +123,7 @@ describe("tilua --emulate --timeline=FILE", function()
     assert.matches("<title>producer warp 0 %(CTA 0%): cutlass.pipeline.producer_acquire at examples/pipeline_ring_copy.lua:%d+", html)
     assert.truthy(html:find(">waits on full[0]</p>", 1, true) or html:find("</span>waits on full[0]", 1, true))
     assert.is_nil(html:find("<script", 1, true))
-    -- every element opened is closed, in order
-    local stack = {}
-    for slash, tag in html:gmatch "<(/?)([%a][%w]*)[^>]*>" do
-      tag = tag:lower()
-      if tag ~= "meta" and tag ~= "!doctype" then
-        if slash == "" then stack[#stack + 1] = tag
-        else
-          assert.equal(stack[#stack], tag)
-          stack[#stack] = nil
-        end
-      end
-    end
-    assert.equal(0, #stack)
+    H.balanced_html(html)
   end)
 
   it("is a recorder over tl.emulate's on_step, usable on its own", function()

@@ -147,6 +147,18 @@ function H.files(dir, pattern, recursive)
   return list
 end
 
+-- A script defining tile kernel "loose", whose compile fails at
+-- tileas-materialize-agents: its dot (line 4) is not in a pipelined loop.
+-- The caller appends what compiles it.
+H.unpipelined_dot_script = [[
+local tl = require "tilua"
+local k = tl.tile_kernel("loose", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.f32, 2) } })
+k:define(function(k, p)
+  local acc = tl.dot(tl.load(p.A, { 0, 0 }, { 128, 64 }), tl.load(p.B, { 0, 0 }, { 256, 64 }), tl.zeros({ 128, 256 }, tl.f32))
+  tl.store(p.C, { 0, 0 }, acc)
+end)
+]]
+
 -- Text checks for printed IR and PTX (plain substrings, not patterns).
 function H.has(text, s)
   assert(text:find(s, 1, true), ("expected %q in:\n%s"):format(s, text))
@@ -162,6 +174,21 @@ function H.seq(text, list)
     assert(a, ("expected %q after position %d in:\n%s"):format(s, pos, text))
     pos = b + 1
   end
+end
+-- Every HTML element opened is closed, in order (void elements and the doctype aside).
+function H.balanced_html(html)
+  local stack, void = {}, { meta = true, br = true }
+  for slash, tag in html:gmatch "<(/?)([%a][%w]*)[^>]*>" do
+    tag = tag:lower()
+    if not void[tag] and tag ~= "!doctype" then
+      if slash == "" then stack[#stack + 1] = tag
+      else
+        assert(stack[#stack] == tag, ("</%s> closes <%s>"):format(tag, tostring(stack[#stack])))
+        stack[#stack] = nil
+      end
+    end
+  end
+  assert(#stack == 0, ("<%s> is never closed"):format(tostring(stack[#stack])))
 end
 function H.count(text, s)
   local n, pos = 0, 1

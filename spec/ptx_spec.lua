@@ -608,16 +608,7 @@ print(tl.module():print())
   it("print the stage asked for of a compile that failed, with its error, and exit 1", function()
     local script = os.tmpname() .. ".lua"
     local f = assert(io.open(script, "w"))
-    f:write [[
-local tl = require "tilua"
-local k = tl.tile_kernel("loose", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.f32, 2) } })
-k:define(function(k, p)
-  local acc = tl.dot(tl.load(p.A, { 0, 0 }, { 128, 64 }), tl.load(p.B, { 0, 0 }, { 256, 64 }), tl.zeros({ 128, 256 }, tl.f32))
-  tl.store(p.C, { 0, 0 }, acc)
-end)
-print("before the compile")
-k:compile()
-]]
+    f:write(H.unpipelined_dot_script .. 'print("before the compile")\nk:compile()\n')
     f:close()
     for _, stage in ipairs { "input", "tileas-assign-layouts", "tileas-materialize-agents" } do
       local out, err, code = H.tilua_run { script, "--stage=" .. stage }

@@ -177,11 +177,13 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   end
 
   -- {===================================================================
-  -- The kernel
+  -- The kernel: build_kernel gives its signature; its body is kernel_state
+  -- (what every agent reads, a record G), the producer and the consumers, in
+  -- that order (the order of their ops in the kernel)
   -- ====================================================================
 
-  local function build_kernel(c)
-    local ein, eout = elem_type(c.dtype), elem_type(c.out)
+  -- The kernel's parameters: the tensor maps of A, B and D, then those c asks for.
+  local function kernel_params(c, ein, eout)
     local abox, bbox, cbox = boxes(c)
     local AT, BT = tl.tensor_map_type(ein, abox, 128), tl.tensor_map_type(ein, bbox, 128)
     local CT = tl.tensor_map_type(eout, cbox, 2 * c.epi) -- a sub-tile's row is one swizzle span
@@ -193,210 +195,252 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     if c.dynamic then
       for _, d in ipairs { "M", "N", "K" } do params[#params + 1] = { d, tl.i32 } end
     end
-    local CL, CM, CN, PP = c.cluster, c.cm, c.cn, c.consumers == "pingpong"
+    return params
+  end
+
+  -- What the agents share: G = { c, k, p, dims, TMS, TNS, KT (the problem in
+  -- tiles: constants, or a dynamic kernel's from its M, N, K arguments), sA,
+  -- sB, sD (the ring and the epilogue's staging), pipe, go (ping-pong's turns),
+  -- rank, rm, rn (the CTA's place in its cluster) }.
+  local function kernel_state(c, k, p, ein, eout)
     local TM, BN, BK, S, WG, EC = c.bm, c.bn, c.bk, c.stages, c.wgs, c.epi
-    local k = tl.kernel(c.name, { params = params, block = 128 * (1 + WG), cluster = CL > 1 and { CL, 1, 1 } or nil })
-    local A_BYTES, B_BYTES = TM * BK * c.ebytes, BN * BK * c.ebytes
+    local CL, CM, PP = c.cluster, c.cm, c.consumers == "pingpong"
+    local G = { c = c, k = k, p = p }
+    G.dims = c.dynamic and { m = p.M, n = p.N } or nil
+    G.TMS, G.TNS, G.KT = c.tm, c.tn, c.kt
+    if c.dynamic then
+      G.TMS, G.TNS, G.KT = (p.M + (TM - 1)) // TM, (p.N + (BN - 1)) // BN, (p.K + (BK - 1)) // BK
+    end
+    -- one ring of S stages; the epilogue's staging: two 64 x EC sub-tiles per
+    -- consumer warpgroup, swizzled like the D map
+    G.sA = k:shared(ein, { S, TM, BK }, { align = 1024, swizzle = 128 })
+    G.sB = k:shared(ein, { S, BN, BK }, { align = 1024, swizzle = 128 })
+    G.sD = k:shared(eout, { WG, 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
+    -- cooperative: every consumer warp releases every stage; ping-pong: a
+    -- stage holds one warpgroup's tile and that warpgroup releases it; a
+    -- cluster: the producers of a row and a column of CTAs write this CTA's
+    -- stages, every consumer warp releases each stage on every CTA
+    local consumers = { { 4, 4 * WG } }
+    if PP then consumers = { { 4, 4 }, { 8, 4 } } end
+    G.pipe = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers,
+                          transaction_bytes = (TM + BN) * BK * c.ebytes,
+                          mode = CL > 1 and "cluster" or PP and "pingpong" or "cooperative" }
+    -- ping-pong turns: go[g] slot 0 is warpgroup g's mainloop turn, slot 1 its
+    -- epilogue turn; each warpgroup hands both to the other (CUTLASS's
+    -- OrderedSequenceBarrier of two stages)
+    G.go = PP and { k:seq_bar { depth = 2, arrive_count = 128 }, k:seq_bar { depth = 2, arrive_count = 128 } }
+    -- the CTA's place in its cluster: (rm, rn) of cm x cn, rank rm + cm * rn
+    G.rank = CL > 1 and tl.cluster_rank() or tl.const(0, tl.i32)
+    G.rm, G.rn = G.rank % CM, G.rank // CM
+    return G
+  end
 
-    k:define(function(k, p)
-      -- the problem in tiles: constants, or (dynamic) from the M, N, K arguments
-      local dims = c.dynamic and { m = p.M, n = p.N } or nil
-      local TMS, TNS, KT = c.tm, c.tn, c.kt
-      if c.dynamic then
-        TMS, TNS, KT = (p.M + (TM - 1)) // TM, (p.N + (BN - 1)) // BN, (p.K + (BK - 1)) // BK
-      end
-      local function k_range(work)
-        if c.schedule == "streamk" then return M.k_range(tl, c, work) end
-        return tl.const(0, tl.i32), c.dynamic and KT or tl.const(KT, tl.i32)
-      end
-      -- one ring of S stages; the epilogue's staging: two 64 x EC sub-tiles per
-      -- consumer warpgroup, swizzled like the D map
-      local sA = k:shared(ein, { S, TM, BK }, { align = 1024, swizzle = 128 })
-      local sB = k:shared(ein, { S, BN, BK }, { align = 1024, swizzle = 128 })
-      local sD = k:shared(eout, { WG, 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
-      -- cooperative: every consumer warp releases every stage; ping-pong: a
-      -- stage holds one warpgroup's tile and that warpgroup releases it; a
-      -- cluster: the producers of a row and a column of CTAs write this CTA's
-      -- stages, every consumer warp releases each stage on every CTA
-      local consumers = { { 4, 4 * WG } }
-      if PP then consumers = { { 4, 4 }, { 8, 4 } } end
-      local pipe = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers,
-                                transaction_bytes = A_BYTES + B_BYTES,
-                                mode = CL > 1 and "cluster" or PP and "pingpong" or "cooperative" }
-      -- ping-pong turns: go[g] slot 0 is warpgroup g's mainloop turn, slot 1 its
-      -- epilogue turn; each warpgroup hands both to the other (CUTLASS's
-      -- OrderedSequenceBarrier of two stages)
-      local go = PP and { k:seq_bar { depth = 2, arrive_count = 128 }, k:seq_bar { depth = 2, arrive_count = 128 } }
-      -- the CTA's place in its cluster: (rm, rn) of cm x cn, rank rm + cm * rn
-      local rank = CL > 1 and tl.cluster_rank() or tl.const(0, tl.i32)
-      local rm, rn = rank % CM, rank // CM
-      local function scheduler()
-        local o = { tiles = { TMS, TNS, 1, KT }, swizzle = c.swizzle or 8, raster_order = c.raster,
-                    cluster = CL > 1 and { CM, CN, 1 } or nil }
-        if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
-        if c.schedule == "streamk" then return M.streamk_scheduler(tl, c, p.ws) end
-        -- clusters: the launch sizes the grid to the clusters that fit at once (Gemm:run)
-        o.workers = (c.dynamic or CL > 1) and tl.grid_dim() // CL or c.grid // CL
-        return tl.sched.static_persistent(o)
-      end
+  -- The k blocks of a work tile: its StreamK share, or all of K.
+  local function k_range(G, work)
+    local c = G.c
+    if c.schedule == "streamk" then return M.k_range(tl, c, work) end
+    return tl.const(0, tl.i32), c.dynamic and G.KT or tl.const(G.KT, tl.i32)
+  end
 
-      -- The CTA's work tiles in order (M.tile_loop); workers are clusters.
-      local function tiles(cursors, bodies)
-        M.tile_loop(tl, scheduler():work(CL > 1 and tl.cluster_id() or tl.block_id()), cursors, bodies)
-      end
+  -- The tile scheduler of c.schedule over the problem's tiles.
+  local function scheduler(G)
+    local c, CL = G.c, G.c.cluster
+    local o = { tiles = { G.TMS, G.TNS, 1, G.KT }, swizzle = c.swizzle or 8, raster_order = c.raster,
+                cluster = CL > 1 and { c.cm, c.cn, 1 } or nil }
+    if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
+    if c.schedule == "streamk" then return M.streamk_scheduler(tl, c, G.p.ws) end
+    -- clusters: the launch sizes the grid to the clusters that fit at once (Gemm:run)
+    o.workers = (c.dynamic or CL > 1) and tl.grid_dim() // CL or c.grid // CL
+    return tl.sched.static_persistent(o)
+  end
 
-      -- {=== the producer warpgroup: TMA loads into the ring's stages, the tiles in order
-      k:agent("producer", { warps = 4 }, function()
-        if c.regs then tl.setmaxnreg(c.regs[1], "dec") end
-        k:async_exec("producer", { first_warp = 0, warps = 1 }, function()
-          local st = pipe:producer_start()
-          tl.elect_one(function()
-            -- the first TMA of each operand need not wait for its map to be fetched
-            tl.tensor_map_prefetch(p.A)
-            tl.tensor_map_prefetch(p.B)
-            -- the operands may be the previous kernel's outputs (a PDL launch)
-            if c.pdl then tl.griddepcontrol_wait() end
-            local row_mask = 0 -- the ranks of a cluster row (rm = 0)
-            for j = 0, CN - 1 do row_mask = row_mask | 1 << (CM * j) end
-            tiles({ st }, { function(work)
-              local m0, n0 = (work:m() * CM + rm) * TM, (work:n() * CN + rn) * BN
-              local kb0, kbn = k_range(work)
-              tl.cutlass.for_range(kb0, kb0 + kbn, { st }, function(kb)
-                local k0 = kb * BK
-                pipe:producer_acquire(st)
-                local full, s = pipe:full_barrier(st), st:index()
-                if CN > 1 then -- this CTA's share of A, to the CTAs of its row
-                  local h = rn * (TM // CN)
-                  tl.tma_load(sA:ptr(s, h), p.A, full, { m0 + h, k0 }, { multicast = row_mask << rm })
-                elseif c.a_major == "k" then
-                  local rows = TM // c.aboxes
-                  for h = 0, c.aboxes - 1 do tl.tma_load(sA:ptr(s, h * rows), p.A, full, { m0 + h * rows, k0 }) end
-                else
-                  for h = 0, TM // 64 - 1 do tl.tma_load(sA:ptr(s, h * 64), p.A, full, { k0, m0 + h * 64 }) end
-                end
-                if CM > 1 then -- this CTA's share of B, to the CTAs of its column
-                  local h = rm * (BN // CM)
-                  tl.tma_load(sB:ptr(s, h), p.B, full, { n0 + h, k0 }, { multicast = ((1 << CM) - 1) << (rn * CM) })
-                elseif c.b_major == "k" then
-                  tl.tma_load(sB:ptr(s), p.B, full, { n0, k0 })
-                else
-                  for h = 0, BN // 64 - 1 do tl.tma_load(sB:ptr(s, h * 64), p.B, full, { k0, n0 + h * 64 }) end
-                end
-                pipe:producer_commit(st)
-                st:advance()
-              end)
-            end })
-            pipe:producer_tail(st)
-          end)
-        end)
-        -- every load is issued: the next kernel in the stream may launch (its
-        -- own griddepcontrol.wait waits until this grid completed)
-        if c.pdl then tl.griddepcontrol_launch_dependents() end
-      end)
-      -- }===
+  -- The CTA's work tiles in order (M.tile_loop); workers are clusters.
+  local function tiles(G, cursors, bodies)
+    M.tile_loop(tl, scheduler(G):work(G.c.cluster > 1 and tl.cluster_id() or tl.block_id()), cursors, bodies)
+  end
 
-      -- {=== consumer warpgroups (warps [first, first + n)): wgmma mainloop and epilogue.
-      -- g: the ping-pong warpgroup (0 or 1), nil for the cooperative ones.
-      -- w: a warpgroup of its own (ping-pong's, or an uneven split's), nil: every
-      -- cooperative warpgroup of an even split (the warpgroup a runtime value)
-      local function consumer(a, first, n, g, w)
-        if c.regs then tl.setmaxnreg(c.regs[2], "inc") end
-        local MI = w and not PP and c.lo[w + 1] - c.lo[w] or c.mi
-        k:async_exec("consumer", { first_warp = first, warps = n }, function()
-          -- the warpgroup: its 64-row slices of the tile (the first at `rows`),
-          -- its staging buffers and named barrier
-          local wg = w and tl.const(w, tl.i32) or a:warp_id() // 4
-          local rows = PP and tl.const(0, tl.i32) or w and tl.const(64 * c.lo[w], tl.i32) or wg * (64 * MI)
-          local t = a:thread_id() % 128
-          -- C and bias may be the previous kernel's outputs and D its input (a PDL launch)
+  -- The loads of one k block into stage s (barrier `full`) of the tile at (m0, n0):
+  -- a cluster's CTAs each load a share and multicast it along their row (A) or column (B).
+  local function load_stage(G, s, full, m0, n0, k0, row_mask)
+    local c, p, sA, sB = G.c, G.p, G.sA, G.sB
+    local TM, BN, CM, CN, rm, rn = c.bm, c.bn, c.cm, c.cn, G.rm, G.rn
+    if CN > 1 then -- this CTA's share of A, to the CTAs of its row
+      local h = rn * (TM // CN)
+      tl.tma_load(sA:ptr(s, h), p.A, full, { m0 + h, k0 }, { multicast = row_mask << rm })
+    elseif c.a_major == "k" then
+      local rows = TM // c.aboxes
+      for h = 0, c.aboxes - 1 do tl.tma_load(sA:ptr(s, h * rows), p.A, full, { m0 + h * rows, k0 }) end
+    else
+      for h = 0, TM // 64 - 1 do tl.tma_load(sA:ptr(s, h * 64), p.A, full, { k0, m0 + h * 64 }) end
+    end
+    if CM > 1 then -- this CTA's share of B, to the CTAs of its column
+      local h = rm * (BN // CM)
+      tl.tma_load(sB:ptr(s, h), p.B, full, { n0 + h, k0 }, { multicast = ((1 << CM) - 1) << (rn * CM) })
+    elseif c.b_major == "k" then
+      tl.tma_load(sB:ptr(s), p.B, full, { n0, k0 })
+    else
+      for h = 0, BN // 64 - 1 do tl.tma_load(sB:ptr(s, h * 64), p.B, full, { k0, n0 + h * 64 }) end
+    end
+  end
+
+  -- The producer warpgroup: TMA loads into the ring's stages, the tiles in order.
+  local function producer(G)
+    local c, k, p, pipe = G.c, G.k, G.p, G.pipe
+    local TM, BN, BK, CM, CN = c.bm, c.bn, c.bk, c.cm, c.cn
+    k:agent("producer", { warps = 4 }, function()
+      if c.regs then tl.setmaxnreg(c.regs[1], "dec") end
+      k:async_exec("producer", { first_warp = 0, warps = 1 }, function()
+        local st = pipe:producer_start()
+        tl.elect_one(function()
+          -- the first TMA of each operand need not wait for its map to be fetched
+          tl.tensor_map_prefetch(p.A)
+          tl.tensor_map_prefetch(p.B)
+          -- the operands may be the previous kernel's outputs (a PDL launch)
           if c.pdl then tl.griddepcontrol_wait() end
-          local st = pipe:consumer_start()
-          -- ping-pong: the second warpgroup's first tile is the CTA's second, its
-          -- stages come after the first tile's k blocks
-          if g == 1 then st:advance(KT) end
-          -- descriptors of stage s, slice i, k step kk. K-major: 128-byte rows of K, 8-row
-          -- groups 1024 bytes apart (sbo); a k step moves along the row. MN-major:
-          -- boxes of 64 (k) x 64 (m or n) elements; a k step is 16 rows (2048 bytes),
-          -- 64-wide MN atoms are a box (8192 bytes, lbo) apart.
-          local function desc_a(s, i, kk)
-            local r = rows + 64 * i
-            if c.a_major == "k" then
-              return tl.wgmma_desc(sA:ptr(s, r, kk * c.kstep), { swizzle = 128, sbo = 1024 })
-            end
-            return tl.wgmma_desc(sA:ptr(s, r // 64 * 64 + kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
-          end
-          local function desc_b(s, kk)
-            if c.b_major == "k" then
-              return tl.wgmma_desc(sB:ptr(s, 0, kk * c.kstep), { swizzle = 128, sbo = 1024 })
-            end
-            return tl.wgmma_desc(sB:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
-          end
-          -- A stage is released once the wgmmas that read it completed: wgmma.wait_group
-          -- is warpgroup-collective and completes their (async-proxy) reads, so one
-          -- lane of each warp may release for its warp (the lowering counts it as 32
-          -- arrivals), instead of every thread arriving; in a cluster every lane
-          -- runs it (lane r releases on CTA r).
-          local function release(s)
-            if CL > 1 then pipe:consumer_release(s) return end
-            tl.elect_one(function() pipe:consumer_release(s) end)
-          end
-          local wopts = { type_a = c.dtype, type_b = c.dtype, trans_a = c.a_major ~= "k", trans_b = c.b_major ~= "k" }
-          local function mma_stage(accs, s, first_step)
-            tl.wgmma_fence()
-            for kk = 0, BK // c.kstep - 1 do
-              wopts.scale_d = (first_step and kk == 0) and false or nil -- D = A*B on a tile's first step
-              local db = desc_b(s, kk)
-              for i = 1, MI do accs[i] = tl.wgmma(accs[i], desc_a(s, i - 1, kk), db, wopts) end
-            end
-            tl.wgmma_commit()
-            return accs
-          end
-          local turn = PP and go[g + 1]:state { phase = g == 0 and 1 or 0 } -- warpgroup 0 goes first
-
-          local function tile(work)
-            local m, n = work:m() * CM + rm, work:n() * CN + rn
-            local _, kbn = k_range(work)
-            if PP then go[g + 1]:wait(turn) end
-            -- ping-pong: the other warpgroup's mainloop may start once this one's
-            -- wgmmas are issued (before the last wgmma.wait_group)
-            local accs = M.mainloop(tl, pipe, st, 0, kbn, function()
-              local z = {}
-              for i = 1, MI do z[i] = tl.zeros(tl.f32, BN // 2) end
-              return z
-            end, function(a, s, _, first) return mma_stage(a, s, first) end, release,
-            PP and function() go[2 - g]:arrive(turn) end or nil)
-            if PP then go[g + 1]:wait(turn) end -- the epilogues in the tiles' order
-            local slices = {}
-            for i = 1, MI do slices[i] = rows // 64 + (i - 1) end
-            local final
-            if c.schedule == "streamk" then accs, final = M.fixup(tl, c, p, work, accs, m, n, slices, t, w) end
-            local function epilogues()
-              for i = 1, MI do M.epilogue(tl, c, p, sD, accs[i], m, n, wg, rows + 64 * (i - 1), t, dims) end
-            end
-            if final then tl.if_(final, epilogues) else epilogues() end
-            if PP then
-              go[2 - g]:arrive(turn)
-              st:advance(KT) -- past the other warpgroup's tile
-            end
-          end
-          local bodies = PP and (g == 0 and { tile, false } or { false, tile }) or { tile }
-          tiles(PP and { st, turn } or { st }, bodies)
-          -- the last stores must have read the staging buffer before the CTA leaves
-          -- (their writes to global memory complete with the grid)
-          tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end)
+          local row_mask = 0 -- the ranks of a cluster row (rm = 0)
+          for j = 0, CN - 1 do row_mask = row_mask | 1 << (CM * j) end
+          tiles(G, { st }, { function(work)
+            local m0, n0 = (work:m() * CM + G.rm) * TM, (work:n() * CN + G.rn) * BN
+            local kb0, kbn = k_range(G, work)
+            tl.cutlass.for_range(kb0, kb0 + kbn, { st }, function(kb)
+              local k0 = kb * BK
+              pipe:producer_acquire(st)
+              local full, s = pipe:full_barrier(st), st:index()
+              load_stage(G, s, full, m0, n0, k0, row_mask)
+              pipe:producer_commit(st)
+              st:advance()
+            end)
+          end })
+          pipe:producer_tail(st)
         end)
+      end)
+      -- every load is issued: the next kernel in the stream may launch (its
+      -- own griddepcontrol.wait waits until this grid completed)
+      if c.pdl then tl.griddepcontrol_launch_dependents() end
+    end)
+  end
+
+  -- The wgmma descriptors of stage s, k step kk: A's 64-row slice at row r,
+  -- and B. K-major: 128-byte rows of K, 8-row groups 1024 bytes apart (sbo); a
+  -- k step moves along the row. MN-major: boxes of 64 (k) x 64 (m or n)
+  -- elements; a k step is 16 rows (2048 bytes), 64-wide MN atoms are a box
+  -- (8192 bytes, lbo) apart.
+  local function desc_a(G, s, r, kk)
+    local c = G.c
+    if c.a_major == "k" then
+      return tl.wgmma_desc(G.sA:ptr(s, r, kk * c.kstep), { swizzle = 128, sbo = 1024 })
+    end
+    return tl.wgmma_desc(G.sA:ptr(s, r // 64 * 64 + kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
+  end
+  local function desc_b(G, s, kk)
+    local c = G.c
+    if c.b_major == "k" then
+      return tl.wgmma_desc(G.sB:ptr(s, 0, kk * c.kstep), { swizzle = 128, sbo = 1024 })
+    end
+    return tl.wgmma_desc(G.sB:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
+  end
+
+  -- A consumer warpgroup (warps [first, first + n)): wgmma mainloop and epilogue.
+  -- g: the ping-pong warpgroup (0 or 1), nil for the cooperative ones.
+  -- w: a warpgroup of its own (ping-pong's, or an uneven split's), nil: every
+  -- cooperative warpgroup of an even split (the warpgroup a runtime value)
+  local function consumer(G, a, first, n, g, w)
+    local c, k, p, pipe, go = G.c, G.k, G.p, G.pipe, G.go
+    local PP, CL, CM, CN, BN, BK, KT = c.consumers == "pingpong", c.cluster, c.cm, c.cn, c.bn, c.bk, G.KT
+    if c.regs then tl.setmaxnreg(c.regs[2], "inc") end
+    local MI = w and not PP and c.lo[w + 1] - c.lo[w] or c.mi
+    k:async_exec("consumer", { first_warp = first, warps = n }, function()
+      -- the warpgroup: its 64-row slices of the tile (the first at `rows`),
+      -- its staging buffers and named barrier
+      local wg = w and tl.const(w, tl.i32) or a:warp_id() // 4
+      local rows = PP and tl.const(0, tl.i32) or w and tl.const(64 * c.lo[w], tl.i32) or wg * (64 * MI)
+      local t = a:thread_id() % 128
+      -- C and bias may be the previous kernel's outputs and D its input (a PDL launch)
+      if c.pdl then tl.griddepcontrol_wait() end
+      local st = pipe:consumer_start()
+      -- ping-pong: the second warpgroup's first tile is the CTA's second, its
+      -- stages come after the first tile's k blocks
+      if g == 1 then st:advance(KT) end
+      -- A stage is released once the wgmmas that read it completed: wgmma.wait_group
+      -- is warpgroup-collective and completes their (async-proxy) reads, so one
+      -- lane of each warp may release for its warp (the lowering counts it as 32
+      -- arrivals), instead of every thread arriving; in a cluster every lane
+      -- runs it (lane r releases on CTA r).
+      local function release(s)
+        if CL > 1 then pipe:consumer_release(s) return end
+        tl.elect_one(function() pipe:consumer_release(s) end)
       end
-      if PP then
-        k:agent("consumer0", { warps = 4 }, function(a) consumer(a, 4, 4, 0, 0) end)
-        k:agent("consumer1", { warps = 4 }, function(a) consumer(a, 8, 4, 1, 1) end)
-      elseif c.even then
-        k:agent("consumer", { warps = 4 * WG }, function(a) consumer(a, 4, 4 * WG, nil, nil) end)
-      else
-        for w = 0, WG - 1 do
-          k:agent("consumer" .. w, { warps = 4 }, function(a) consumer(a, 4 + 4 * w, 4, nil, w) end)
+      local wopts = { type_a = c.dtype, type_b = c.dtype, trans_a = c.a_major ~= "k", trans_b = c.b_major ~= "k" }
+      local function mma_stage(accs, s, first_step)
+        tl.wgmma_fence()
+        for kk = 0, BK // c.kstep - 1 do
+          wopts.scale_d = (first_step and kk == 0) and false or nil -- D = A*B on a tile's first step
+          local db = desc_b(G, s, kk)
+          for i = 1, MI do accs[i] = tl.wgmma(accs[i], desc_a(G, s, rows + 64 * (i - 1), kk), db, wopts) end
+        end
+        tl.wgmma_commit()
+        return accs
+      end
+      local turn = PP and go[g + 1]:state { phase = g == 0 and 1 or 0 } -- warpgroup 0 goes first
+
+      local function tile(work)
+        local m, n = work:m() * CM + G.rm, work:n() * CN + G.rn
+        local _, kbn = k_range(G, work)
+        if PP then go[g + 1]:wait(turn) end
+        -- ping-pong: the other warpgroup's mainloop may start once this one's
+        -- wgmmas are issued (before the last wgmma.wait_group)
+        local accs = M.mainloop(tl, pipe, st, 0, kbn, function()
+          local z = {}
+          for i = 1, MI do z[i] = tl.zeros(tl.f32, BN // 2) end
+          return z
+        end, function(acc, s, _, first_step) return mma_stage(acc, s, first_step) end, release,
+        PP and function() go[2 - g]:arrive(turn) end or nil)
+        if PP then go[g + 1]:wait(turn) end -- the epilogues in the tiles' order
+        local slices = {}
+        for i = 1, MI do slices[i] = rows // 64 + (i - 1) end
+        local final
+        if c.schedule == "streamk" then accs, final = M.fixup(tl, c, p, work, accs, m, n, slices, t, w) end
+        local function epilogues()
+          for i = 1, MI do M.epilogue(tl, c, p, G.sD, accs[i], m, n, wg, rows + 64 * (i - 1), t, G.dims) end
+        end
+        if final then tl.if_(final, epilogues) else epilogues() end
+        if PP then
+          go[2 - g]:arrive(turn)
+          st:advance(KT) -- past the other warpgroup's tile
         end
       end
-      -- }===
+      local bodies = PP and (g == 0 and { tile, false } or { false, tile }) or { tile }
+      tiles(G, PP and { st, turn } or { st }, bodies)
+      -- the last stores must have read the staging buffer before the CTA leaves
+      -- (their writes to global memory complete with the grid)
+      tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end)
+    end)
+  end
+
+  -- The consumer agents: ping-pong's two, an even split's one, an uneven split's one a warpgroup.
+  local function consumers(G)
+    local c, k = G.c, G.k
+    if c.consumers == "pingpong" then
+      k:agent("consumer0", { warps = 4 }, function(a) consumer(G, a, 4, 4, 0, 0) end)
+      k:agent("consumer1", { warps = 4 }, function(a) consumer(G, a, 8, 4, 1, 1) end)
+    elseif c.even then
+      k:agent("consumer", { warps = 4 * c.wgs }, function(a) consumer(G, a, 4, 4 * c.wgs, nil, nil) end)
+    else
+      for w = 0, c.wgs - 1 do
+        k:agent("consumer" .. w, { warps = 4 }, function(a) consumer(G, a, 4 + 4 * w, 4, nil, w) end)
+      end
+    end
+  end
+
+  local function build_kernel(c)
+    local ein, eout = elem_type(c.dtype), elem_type(c.out)
+    local params = kernel_params(c, ein, eout)
+    local CL = c.cluster
+    local k = tl.kernel(c.name, { params = params, block = 128 * (1 + c.wgs), cluster = CL > 1 and { CL, 1, 1 } or nil })
+    k:define(function(k, p)
+      local G = kernel_state(c, k, p, ein, eout)
+      producer(G)
+      consumers(G)
       if CL > 1 then tl.cluster_sync() end -- no CTA leaves while another may still write to it
     end)
     return k

@@ -127,12 +127,18 @@ typedef struct ParseCall {
   IrOp *module;
 } ParseCall;
 
+/* Stack: -> function `name` of the Lua module `module` (as require gives it). */
+static void push_module_function(lua_State *L, const char *module, const char *name) {
+  lua_getglobal(L, "require");
+  lua_pushstring(L, module);
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, name);
+  lua_remove(L, -2);
+}
+
 static int parse_in_lua(lua_State *L) {
   ParseCall *pc = lua_touserdata(L, 1);
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "tilua.parser");
-  lua_call(L, 1, 1);
-  lua_getfield(L, -1, "parse");
+  push_module_function(L, "tilua.parser", "parse");
   lua_pushlstring(L, pc->text.data ? pc->text.data : "", pc->text.length);
   lua_createtable(L, 0, 2);
   lua_pushlstring(L, pc->file.data ? pc->file.data : "", pc->file.length);
@@ -208,10 +214,7 @@ static int compile_check_note(lua_State *L) {
 
 static int compile_check_in_lua(lua_State *L) {
   PipelineCall *pc = lua_touserdata(L, 1);
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "tilua.emulate.compile_check");
-  lua_call(L, 1, 1);
-  lua_getfield(L, -1, "compile");
+  push_module_function(L, "tilua.emulate.compile_check", "compile");
   lua_rawgeti(L, LUA_REGISTRYINDEX, pc->c->lua_ctx_ref);
   lb_push_object(L, LB_OP, pc->module, lua_gettop(L));
   lua_remove(L, -2); /* the context's wrapper: the registry pins it */
@@ -241,11 +244,7 @@ typedef struct ScriptCall {
 
 /* tilua's function `name`, called with no arguments; its first result stays on the stack. */
 static void call_tilua(lua_State *L, const char *name) {
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "tilua");
-  lua_call(L, 1, 1);
-  lua_getfield(L, -1, name);
-  lua_remove(L, -2);
+  push_module_function(L, "tilua", name);
   lua_call(L, 0, 1);
 }
 

@@ -30,6 +30,20 @@ LbContext *lb_push_context(lua_State *L, IrContext *ctx, int owned) {
   return c;
 }
 
+/* Stack: -> the registry's table at `key`, weak as `mode` ("k" or "v") says;
+** made on first use. */
+static void push_weak_table(lua_State *L, const void *key, const char *mode) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) == LUA_TTABLE) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, mode);
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+}
+
 /* A coroutine that calls a binding is remembered (weakly), so that a close
 ** can look for the binding calls in progress on its stack (context_in_use). */
 static void note_thread(lua_State *L) {
@@ -37,16 +51,7 @@ static void note_thread(lua_State *L) {
     lua_pop(L, 1);
     return;
   }
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &BINDING_THREADS) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_createtable(L, 0, 4);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "k");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &BINDING_THREADS);
-  }
+  push_weak_table(L, &BINDING_THREADS, "k");
   lua_pushvalue(L, -2);
   if (lua_rawget(L, -2) == LUA_TNIL) {
     lua_pushvalue(L, -3);
@@ -278,16 +283,7 @@ static void memo_fill(lua_State *L, FrameMemo *m, lua_Debug *ar) {
   m->skip = !lua_getinfo(L, "S", ar) || ar->what[0] == 'C' || is_library_chunk(L, ar->source) ||
             ar->source[0] != '@'; /* a string or "=NAME#N" chunk: lb_user_frame's way */
   m->source = ar->source;
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &FRAME_FUNCTIONS) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_createtable(L, 0, 1);
-    lua_pushliteral(L, "v");
-    lua_setfield(L, -2, "__mode");
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &FRAME_FUNCTIONS);
-  }
+  push_weak_table(L, &FRAME_FUNCTIONS, "v");
   lua_pushvalue(L, -2);
   lua_rawseti(L, -2, (m - frame_memo) + 1);
   lua_pop(L, 1);

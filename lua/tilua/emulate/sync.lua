@@ -11,6 +11,7 @@
 -- initialization is not ordered before the use) are violations (report.lua).
 
 local address = require "tilua.emulate.address"
+local core = require "tilua.core"
 local clock = require "tilua.emulate.clock"
 local report = require "tilua.emulate.report"
 
@@ -153,10 +154,25 @@ function Sync:release_of(W, bcta, scope)
   if scope == "cluster" or scope == "gpu" or scope == "sys" then return { cta = async, cluster = W.vc } end
   return { cta = async, cluster = async }
 end
--- What a wait (rec: its op's scope attribute, absent for .cta) acquires of b's last completed phase.
+-- Whether ops named `name` have a `scope` row (the mbarrier ops do; the
+-- pipeline ops that wait and arrive through here too do not).
+local has_scope_row = setmetatable({}, { __index = function(t, name)
+  local info, found = core.op_info(name), false
+  for _, row in ipairs(info and info.attributes or {}) do found = found or row.name == "scope" end
+  t[name] = found
+  return found
+end })
+-- The scope rec's arrive releases or its wait acquires at: its op's `scope`
+-- row (nil, .cta, by default); .cta for an op without that row.
+function Sync.bar_scope(rec)
+  if rec.bar_scope == nil then
+    rec.bar_scope = rec.op and has_scope_row[rec.name] and rec.op:attr_or_default "scope" or false
+  end
+  return rec.bar_scope or nil
+end
+-- What a wait (rec) acquires of b's last completed phase.
 function Sync:acquired(b, rec)
-  if rec.bar_scope == nil then rec.bar_scope = rec.op and rec.op:attr "scope" or false end
-  local s = rec.bar_scope
+  local s = Sync.bar_scope(rec)
   return (s == "cluster" or s == "gpu" or s == "sys") and b.last_cvc or b.last_mvc
 end
 

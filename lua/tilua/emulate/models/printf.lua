@@ -67,7 +67,7 @@ end
 local function printf(R, W, rec, ins, ctx)
   if R.o._cache ~= nil then return {} end -- the checker's runs: no output
   if not rec.print_parts then
-    rec.print_parts = parse(tostring(rec.op:attr "format" or ""))
+    rec.print_parts = parse(rec.op:attr_or_default "format") -- a required row: the verifier saw it
     rec.print_wide = {}
     for i, v in ipairs(rec.op:operands()) do
       local info = v:type():info()

@@ -287,8 +287,7 @@ do
           local bytes = expect_idx and uniform(rec, ins[expect_idx], "byte count") * n or nil
           if arrive then
             local cnt = count_idx and ins[count_idx] and uniform(rec, ins[count_idx], "count") or 1
-            if rec.bar_scope == nil then rec.bar_scope = rec.op:attr "scope" or false end
-            R:arrive(b, n * cnt, W.actor, W.vc, rec, bytes, R:release_of(W, (R:bar_ref(W, a)), rec.bar_scope or nil))
+            R:arrive(b, n * cnt, W.actor, W.vc, rec, bytes, R:release_of(W, (R:bar_ref(W, a)), R.bar_scope(rec)))
           else
             b.tx = b.tx + bytes
           end
