@@ -16,6 +16,11 @@ set(TILUA_TEST_ENV
 add_library(fakecuda MODULE spec/c/fake_cuda.c)
 target_include_directories(fakecuda PRIVATE ${CMAKE_SOURCE_DIR}/src)
 list(APPEND TILUA_TEST_ENV "TILUA_FAKE_CUDA=$<TARGET_FILE:fakecuda>")
+# A stand-in NCCL (spec/c/fake_nccl.c) beside it: collectives on the CPU over
+# the stand-in driver's host memory, ranks in processes or in one process.
+add_library(fakenccl MODULE spec/c/fake_nccl.c)
+target_link_libraries(fakenccl PRIVATE m rt)
+list(APPEND TILUA_TEST_ENV "TILUA_FAKE_NCCL=$<TARGET_FILE:fakenccl>")
 # verify-protocol after every pass of every compile (docs/protocol.md, "The check
 # after every pass"): the examples strict (=1: an input already wrong fails too),
 # the specs with =passes (only a pass that breaks what held fails: their kernels

@@ -688,6 +688,7 @@ local rooms = {
   "tilua.dsl.tile", -- the authoring ops of real kernels (tile dialect)
   "tilua.gpu.compile", -- PTX, ptxas, k:compile, --emit / --stage
   "tilua.gpu.launch", -- k:launch, tl.device
+  "tilua.gpu.comm", -- tl.nccl: communicators and collectives on device buffers
   "tilua.dsl.tensor", -- tensor cores and TMA
   "tilua.dsl.warp", -- warp-wide exchange, mma.sync, approximate math, inline PTX
   "tilua.stdlib.gemm", -- the Hopper GEMM generator (tl.gemm)

@@ -94,7 +94,11 @@ static CUresult cuGetErrorString(CUresult e, const char **s) {
   return OK;
 }
 static CUresult cuDriverGetVersion(int *v) { return *v = 13000, OK; }
-static CUresult cuDeviceGetCount(int *n) { return *n = 1, OK; }
+/* FAKE_CUDA_DEVICES devices (default 1), all alike */
+static CUresult cuDeviceGetCount(int *n) {
+  const char *d = getenv("FAKE_CUDA_DEVICES");
+  return *n = d && atoi(d) > 0 ? atoi(d) : 1, OK;
+}
 static CUresult cuDeviceGet(int *d, int o) { return *d = o, OK; }
 static CUresult cuDeviceGetName(char *s, int n, int d) {
   (void)d;
@@ -259,6 +263,26 @@ static CUresult cuOccupancyMaxActiveClusters(int *clusters, void *f, const void 
 }
 /* }=== */
 
+/* {=== streams: every call is done when it returns, so they only need to exist */
+static CUresult cuStreamCreate(void **s, unsigned int flags) {
+  (void)flags;
+  *s = calloc(1, 16);
+  return *s ? OK : 2;
+}
+static CUresult cuStreamDestroy(void *s) {
+  free(s);
+  return OK;
+}
+static CUresult cuStreamSynchronize(void *s) {
+  (void)s;
+  return wait_device();
+}
+static CUresult cuStreamWaitEvent(void *s, void *e, unsigned int flags) {
+  (void)s, (void)e, (void)flags;
+  return OK;
+}
+/* }=== */
+
 /* {=== events */
 static CUresult cuEventCreate(void **e, unsigned int flags) {
   (void)flags;
@@ -304,7 +328,8 @@ static const struct {
     ENTRY(cuMemHostGetDevicePointer), ENTRY(cuMemFreeHost), ENTRY(cuEventCreate),
     ENTRY(cuEventRecord), ENTRY(cuEventQuery), ENTRY(cuEventSynchronize),
     ENTRY(cuEventElapsedTime), ENTRY(cuEventDestroy), ENTRY(cuTensorMapEncodeTiled),
-    ENTRY(cuOccupancyMaxActiveClusters),
+    ENTRY(cuOccupancyMaxActiveClusters), ENTRY(cuStreamCreate), ENTRY(cuStreamDestroy),
+    ENTRY(cuStreamSynchronize), ENTRY(cuStreamWaitEvent),
 };
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,

@@ -29,7 +29,7 @@
 #define TLCU_MEMHOSTALLOC_DEVICEMAP 2  /* CU_MEMHOSTALLOC_DEVICEMAP */
 #define TLCU_HANG_LINES 16             /* debug-hangs records shown in a report */
 
-enum { TLCU_HELD_MODULE = 1, TLCU_HELD_MEM, TLCU_HELD_EVENT };
+enum { TLCU_HELD_MODULE = 1, TLCU_HELD_MEM, TLCU_HELD_EVENT, TLCU_HELD_STREAM };
 
 typedef enum {
   PROC_SUCCESS = 0,
@@ -179,6 +179,7 @@ static TlcuResult tlcu_release(TlcuRuntime *rt, const TlcuHeld *h) {
   case TLCU_HELD_MODULE: return CU_CALL(rt, cuModuleUnload, ((CUmodule)(uintptr_t)h->handle));
   case TLCU_HELD_MEM: return CU_CALL(rt, cuMemFree, ((CUdeviceptr)h->handle));
   case TLCU_HELD_EVENT: return CU_CALL(rt, cuEventDestroy, ((CUevent)(uintptr_t)h->handle));
+  case TLCU_HELD_STREAM: return CU_CALL(rt, cuStreamDestroy, ((CUstream)(uintptr_t)h->handle));
   default: return TLCU_OK;
   }
 }
@@ -853,6 +854,77 @@ TlcuResult tlcu_event_elapsed_ms(TlcuRuntime *rt, CUevent start, CUevent end, fl
 TlcuResult tlcu_event_destroy(TlcuRuntime *rt, CUevent e) {
   TLCU_BEGIN(rt);
   return tlcu_give_back(rt, TLCU_HELD_EVENT, (uint64_t)(uintptr_t)e);
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Streams, events between them, devices
+** ======================================================================= */
+
+#define TLCU_STREAM_NON_BLOCKING 1 /* CU_STREAM_NON_BLOCKING */
+
+/* An event of `flags`, held until destroyed or shutdown. */
+static TlcuResult event_create_flags(TlcuRuntime *rt, unsigned flags, CUevent *out) {
+  TLCU_BEGIN(rt);
+  CUevent e = NULL;
+  CU_DO(rt, cuEventCreate, (&e, flags));
+  if (tlcu_hold(rt, TLCU_HELD_EVENT, (uint64_t)(uintptr_t)e) != TLCU_OK) {
+    rt->drv.cuEventDestroy(e);
+    return TLCU_FAIL;
+  }
+  *out = e;
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_event_create_sync(TlcuRuntime *rt, CUevent *out) {
+  return event_create_flags(rt, TLCU_EVENT_DISABLE_TIMING, out);
+}
+
+TlcuResult tlcu_event_query(TlcuRuntime *rt, CUevent e, int *done) {
+  TLCU_BEGIN(rt);
+  CUresult r = rt->drv.cuEventQuery(e);
+  *done = r == CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY) return TLCU_OK;
+  return tlcu_check(rt, r, "cuEventQuery(e)");
+}
+
+TlcuResult tlcu_stream_create(TlcuRuntime *rt, CUstream *out) {
+  TLCU_BEGIN(rt);
+  CUstream s = NULL;
+  CU_DO(rt, cuStreamCreate, (&s, TLCU_STREAM_NON_BLOCKING));
+  if (tlcu_hold(rt, TLCU_HELD_STREAM, (uint64_t)(uintptr_t)s) != TLCU_OK) {
+    rt->drv.cuStreamDestroy(s);
+    return TLCU_FAIL;
+  }
+  *out = s;
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_stream_destroy(TlcuRuntime *rt, CUstream s) {
+  TLCU_DRAIN(rt); /* the launch records name the stream: they go first */
+  if (!tlcu_holds(rt, TLCU_HELD_STREAM, (uint64_t)(uintptr_t)s))
+    return tlcu_fail(rt, TLCU_FAIL, "stream %p was not created by this runtime, or was destroyed already", (void *)s);
+  return tlcu_give_back(rt, TLCU_HELD_STREAM, (uint64_t)(uintptr_t)s);
+}
+
+TlcuResult tlcu_stream_synchronize(TlcuRuntime *rt, CUstream s) {
+  TLCU_DRAIN(rt);
+  CU_DO(rt, cuStreamSynchronize, (s));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_stream_wait_event(TlcuRuntime *rt, CUstream s, CUevent e) {
+  TLCU_BEGIN(rt);
+  CU_DO(rt, cuStreamWaitEvent, (s, e, 0));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_device_count(TlcuRuntime *rt, int *out) {
+  TLCU_BEGIN(rt);
+  *out = 0;
+  CU_DO(rt, cuDeviceGetCount, (out));
+  return TLCU_OK;
 }
 
 /* }====================================================================== */

@@ -321,6 +321,20 @@ TlcuResult tlcu_event_record(TlcuRuntime *rt, CUevent e, CUstream s);
 TlcuResult tlcu_event_synchronize(TlcuRuntime *rt, CUevent e);
 TlcuResult tlcu_event_elapsed_ms(TlcuRuntime *rt, CUevent start, CUevent end, float *ms);
 TlcuResult tlcu_event_destroy(TlcuRuntime *rt, CUevent e);
+/* An event without timing (cheaper to record): ordering between streams. */
+TlcuResult tlcu_event_create_sync(TlcuRuntime *rt, CUevent *out);
+/* 1 when every work recorded before e has finished, 0 when not yet. */
+TlcuResult tlcu_event_query(TlcuRuntime *rt, CUevent e, int *done);
+
+/* Streams: non-blocking (they never wait for the legacy default stream), held
+** until destroyed or shutdown. Work on one stream waits for an event recorded
+** on another with tlcu_stream_wait_event, without the host waiting. */
+TlcuResult tlcu_stream_create(TlcuRuntime *rt, CUstream *out);
+TlcuResult tlcu_stream_destroy(TlcuRuntime *rt, CUstream s);
+TlcuResult tlcu_stream_synchronize(TlcuRuntime *rt, CUstream s);
+TlcuResult tlcu_stream_wait_event(TlcuRuntime *rt, CUstream s, CUevent e);
+/* The number of devices the driver sees (needs a good init). */
+TlcuResult tlcu_device_count(TlcuRuntime *rt, int *out);
 
 /* }====================================================================== */
 

@@ -71,6 +71,8 @@ TlcuRuntime *lb_cuda(lua_State *L) {
   return &rt;
 }
 
+TlcuRuntime *lb_cuda_runtime(void) { return &rt; }
+
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes) {
   Buffer *b = luaL_testudata(L, idx, LB_BUFFER);
   if (b) {
@@ -473,7 +475,7 @@ static const char *opt_field(lua_State *L, int idx, const char *k) {
   return s;
 }
 
-/* core.launch(fn, {grid=, block=, cluster=, smem=, name=, where=, hang_sites=},
+/* core.launch(fn, {grid=, block=, cluster=, smem=, name=, where=, hang_sites=, stream=},
 ** { {type, value}, ... }): name and where (the script's line) go into the
 ** reports of a kernel that hangs or fails; hang_sites (the lowered kernel's
 ** debug-hangs sites) adds the records' address as the last argument. */
@@ -492,6 +494,9 @@ static int fn_launch(lua_State *L) {
   lua_pop(L, 1);
   cfg.name = opt_field(L, 2, "name");
   cfg.where = opt_field(L, 2, "where");
+  lua_getfield(L, 2, "stream");
+  cfg.stream = lb_stream_arg(L, -1);
+  lua_pop(L, 1);
   int n = (int)luaL_len(L, 3);
   if (n > 63) return lb_error(L, "launch: too many arguments (%d)", n);
   uint64_t slots[64];

@@ -8,7 +8,7 @@
 **   plan = core.launch_plan(fn, {kinds = {"ptr", "i32", ...}, names = {...},
 **                                block = {x,y,z}, cluster = {x,y,z}, static = bytes,
 **                                smem = bytes, name = "k"})
-**   plan:launch(grid, args [, smem])    grid: n or {x [, y [, z]]}; args by position or name
+**   plan:launch(grid, args [, smem [, stream]])  grid: n or {x [, y [, z]]}; args by position or name
 **   plan:raw_loop(n, grid, args) -> seconds of n raw cuLaunchKernel calls
 **   core.now() -> monotonic seconds
 */
@@ -199,7 +199,7 @@ static void pack_all(lua_State *L, int plan, const Plan *p, int idx, uint64_t *s
   }
 }
 
-/* plan:launch(grid, args [, smem]): asynchronous, like Kernel:launch. */
+/* plan:launch(grid, args [, smem [, stream]]): asynchronous, like Kernel:launch. */
 static int plan_launch(lua_State *L) {
   Plan *p = luaL_checkudata(L, 1, LB_LAUNCH_PLAN);
   TlcuRuntime *rt = lb_cuda(L);
@@ -216,6 +216,7 @@ static int plan_launch(lua_State *L) {
   cfg.smem = p->static_smem + (unsigned)dyn;
   cfg.smem_allowed = cfg.smem <= p->smem_allowed;
   cfg.name = p->name;
+  cfg.stream = lb_stream_arg(L, 5);
   char where[256];
   lb_user_where(L, where, sizeof where);
   cfg.where = where;

@@ -16,9 +16,15 @@
 #define LB_BUFFER "tilua.Buffer"
 #define LB_MODULE "tilua.Module"
 #define LB_FUNCTION "tilua.Function" /* a CUfunction; its user value keeps the module */
+#define LB_STREAM "tilua.Stream"
+#define LB_EVENT "tilua.Event"
 
 /* The runtime, initialized; raises "no GPU: ..." at the user's line without one. */
 TlcuRuntime *lb_cuda(lua_State *L);
+/* The runtime as it is, never initialized here and never raising: for finalizers. */
+TlcuRuntime *lb_cuda_runtime(void);
+/* The stream at idx (a Stream of l_stream.c), NULL for nil or none; raises otherwise. */
+CUstream lb_stream_arg(lua_State *L, int idx);
 /* The device address of a Buffer (its size in *bytes) or of an integer address
 ** (size 0); 0 for anything else. Raises on a freed buffer. */
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes);

@@ -87,6 +87,29 @@ end
 
 -- }=====================================================================
 
+-- buf:view(first, n) -> elements first..first+n-1 (1-based) of buf as a
+-- buffer of its own for launches, tensor maps and collectives (its `raw` is
+-- the address; the view keeps buf alive). Copies and fills go through buf.
+local function add_views(D, Buffer, raise)
+  local view_methods = {}
+  local View = { __index = function(_, k)
+    if view_methods[k] then return view_methods[k] end
+    if Buffer[k] then
+      return function() raise(("a view of a device buffer has no method '%s': use the buffer it views"):format(k)) end
+    end
+  end, __len = Buffer.__len, __tostring = function(b) return ("view of %d x %s"):format(b.n, tostring(b.type)) end }
+  D.View = View
+  function Buffer:view(first, n)
+    if math.type(first) ~= "integer" or math.type(n) ~= "integer" or first < 1 or n < 0 or first - 1 + n > self.n then
+      raise(("view: elements %s..+%s outside 1..%d"):format(tostring(first), tostring(n), self.n))
+    end
+    local base = self.parent and self.raw or self.raw:address()
+    return setmetatable({ type = self.type, n = n, bytes = n * self.size, size = self.size,
+                          raw = base + (first - 1) * self.size, parent = self.parent or self }, View)
+  end
+  view_methods.view = Buffer.view
+end
+
 function M.attach(tl)
   local raise = tl.raise
   local D = {}
@@ -112,6 +135,14 @@ function M.attach(tl)
     return math.max(1, math.min(D.sm_count() * (per_sm or 1), units))
   end
   function D.synchronize() core.device_synchronize() end
+  -- The devices the driver sees (TILUA_DEVICE picks this process's).
+  function D.count() need("device count") return core.device_count() end
+  -- A stream of its own (non-blocking: it never waits for the default stream's
+  -- work): k:launch{stream = s}, s:synchronize(), s:wait(event).
+  function D.stream() need("stream") return core.stream_create() end
+  -- An event: e:record([stream]), stream:wait(e), e:synchronize(), e:query();
+  -- tl.device.event(true) also times: start:elapsed(stop) -> ms.
+  function D.event(timing) need("event") return core.event_create(timing) end
   function D.time(fn) return core.device_time(fn) end
   D.f16_bits, D.f16_value, D.bf16_bits, D.bf16_value = f16_bits, f16_value, bf16_bits, bf16_value
   function D.float_bits(v, name) return name == "bf16" and bf16_bits(v) or f16_bits(v) end
@@ -166,8 +197,10 @@ function M.attach(tl)
   end
 
   function Buffer:free()
-    if self.raw then self.raw:free() end
+    if self.raw and not self.parent then self.raw:free() end
   end
+
+  add_views(D, Buffer, raise)
 
   function Buffer:to_string() return self.raw:download() end
 

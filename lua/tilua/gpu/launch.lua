@@ -177,7 +177,7 @@ do -- (the module's definitions; an indented block)
     return file and ("%s:%d"):format(file, line) or nil
   end
 
-  -- k:launch{ grid = n | {x,y,z}, block = ..., cluster = ..., smem = bytes, args = {...} }
+  -- k:launch{ grid = n | {x,y,z}, block = ..., cluster = ..., smem = bytes, args = {...}, stream = s }
   -- block and cluster default to the kernel_spec (and must match it); smem is
   -- the dynamic part after the static allocations (default kernel_spec.smem).
   -- Asynchronous: tl.device.synchronize() waits and reports failures.
@@ -209,7 +209,7 @@ do -- (the module's definitions; an indented block)
     if self._fn and cfg.block == nil and cfg.cluster == nil and not info.tile then -- the fast path
       local plan = launch_plan(self, info)
       if plan then
-        plan:launch(cfg.grid or 1, cfg.args or {}, cfg.smem)
+        plan:launch(cfg.grid or 1, cfg.args or {}, cfg.smem, cfg.stream)
         return self
       end
     end
@@ -232,7 +232,8 @@ do -- (the module's definitions; an indented block)
       self._fn = self._module:func(self.name)
     end
     self._fn:launch({ grid = grid, block = block, cluster = cluster, smem = static + dyn, name = self.name,
-                      where = launch_site(), hang_sites = info.hang_sites }, targs or launch_args(self, cfg.args))
+                      where = launch_site(), hang_sites = info.hang_sites, stream = cfg.stream },
+                     targs or launch_args(self, cfg.args))
     return self
   end
 
