@@ -269,6 +269,14 @@ static CUresult cuStreamCreate(void **s, unsigned int flags) {
   *s = calloc(1, 16);
   return *s ? OK : 2;
 }
+static CUresult cuStreamCreateWithPriority(void **s, unsigned int flags, int priority) {
+  (void)priority;
+  return cuStreamCreate(s, flags);
+}
+static CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
+  *least = 0, *greatest = -5;
+  return OK;
+}
 static CUresult cuStreamDestroy(void *s) {
   free(s);
   return OK;
@@ -329,7 +337,8 @@ static const struct {
     ENTRY(cuEventRecord), ENTRY(cuEventQuery), ENTRY(cuEventSynchronize),
     ENTRY(cuEventElapsedTime), ENTRY(cuEventDestroy), ENTRY(cuTensorMapEncodeTiled),
     ENTRY(cuOccupancyMaxActiveClusters), ENTRY(cuStreamCreate), ENTRY(cuStreamDestroy),
-    ENTRY(cuStreamSynchronize), ENTRY(cuStreamWaitEvent),
+    ENTRY(cuStreamSynchronize), ENTRY(cuStreamWaitEvent), ENTRY(cuStreamCreateWithPriority),
+    ENTRY(cuCtxGetStreamPriorityRange),
 };
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,

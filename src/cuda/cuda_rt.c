@@ -889,10 +889,13 @@ TlcuResult tlcu_event_query(TlcuRuntime *rt, CUevent e, int *done) {
   return tlcu_check(rt, r, "cuEventQuery(e)");
 }
 
-TlcuResult tlcu_stream_create(TlcuRuntime *rt, CUstream *out) {
+static TlcuResult stream_create(TlcuRuntime *rt, int high, CUstream *out) {
   TLCU_BEGIN(rt);
   CUstream s = NULL;
-  CU_DO(rt, cuStreamCreate, (&s, TLCU_STREAM_NON_BLOCKING));
+  int least = 0, greatest = 0;
+  if (high) CU_DO(rt, cuCtxGetStreamPriorityRange, (&least, &greatest));
+  if (high) CU_DO(rt, cuStreamCreateWithPriority, (&s, TLCU_STREAM_NON_BLOCKING, greatest));
+  else CU_DO(rt, cuStreamCreate, (&s, TLCU_STREAM_NON_BLOCKING));
   if (tlcu_hold(rt, TLCU_HELD_STREAM, (uint64_t)(uintptr_t)s) != TLCU_OK) {
     rt->drv.cuStreamDestroy(s);
     return TLCU_FAIL;
@@ -900,6 +903,9 @@ TlcuResult tlcu_stream_create(TlcuRuntime *rt, CUstream *out) {
   *out = s;
   return TLCU_OK;
 }
+
+TlcuResult tlcu_stream_create(TlcuRuntime *rt, CUstream *out) { return stream_create(rt, 0, out); }
+TlcuResult tlcu_stream_create_high(TlcuRuntime *rt, CUstream *out) { return stream_create(rt, 1, out); }
 
 TlcuResult tlcu_stream_destroy(TlcuRuntime *rt, CUstream s) {
   TLCU_DRAIN(rt); /* the launch records name the stream: they go first */

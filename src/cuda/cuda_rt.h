@@ -330,6 +330,9 @@ TlcuResult tlcu_event_query(TlcuRuntime *rt, CUevent e, int *done);
 ** until destroyed or shutdown. Work on one stream waits for an event recorded
 ** on another with tlcu_stream_wait_event, without the host waiting. */
 TlcuResult tlcu_stream_create(TlcuRuntime *rt, CUstream *out);
+/* The same with the device's highest priority: its kernels take SMs first as
+** they free up (collectives beside a GEMM that fills the device). */
+TlcuResult tlcu_stream_create_high(TlcuRuntime *rt, CUstream *out);
 TlcuResult tlcu_stream_destroy(TlcuRuntime *rt, CUstream s);
 TlcuResult tlcu_stream_synchronize(TlcuRuntime *rt, CUstream s);
 TlcuResult tlcu_stream_wait_event(TlcuRuntime *rt, CUstream s, CUevent e);

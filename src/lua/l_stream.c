@@ -3,7 +3,8 @@
 ** tl.device.event): work on several streams at once, ordered by events
 ** recorded on one and waited for on another, without the host waiting.
 **
-**   s = core.stream_create()        s:synchronize()  s:wait(e)  s:destroy()
+**   s = core.stream_create([high])  s:synchronize()  s:wait(e)  s:destroy()
+**   core.default_stream_wait(e)     the default stream waits for e
 **   e = core.event_create([timing]) e:record([s])    e:synchronize()  e:query()
 **                                   e:elapsed(later) -> ms (both made with timing)
 **
@@ -36,13 +37,16 @@ CUstream lb_stream_arg(lua_State *L, int idx) {
 
 /* {=== streams */
 
+/* core.stream_create([high]): high, the device's highest priority */
 static int stream_create(lua_State *L) {
+  int high = lua_toboolean(L, 1);
   TlcuRuntime *rt = lb_cuda(L);
   Handle *s = lua_newuserdatauv(L, sizeof *s, 0);
   memset(s, 0, sizeof *s);
   luaL_setmetatable(L, LB_STREAM);
   CUstream h = NULL;
-  if (tlcu_stream_create(rt, &h) != TLCU_OK) return lb_cuda_error(L, "stream");
+  if ((high ? tlcu_stream_create_high(rt, &h) : tlcu_stream_create(rt, &h)) != TLCU_OK)
+    return lb_cuda_error(L, "stream");
   s->h = h, s->live = 1;
   return 1;
 }
@@ -70,6 +74,14 @@ static int stream_wait(lua_State *L) {
     return lb_cuda_error(L, "stream wait");
   lua_settop(L, 1);
   return 1;
+}
+
+/* core.default_stream_wait(e): the default stream's later work waits for e */
+static int default_wait(lua_State *L) {
+  Handle *e = check_live(L, 1, LB_EVENT, "event");
+  if (tlcu_stream_wait_event(lb_cuda(L), NULL, (CUevent)e->h) != TLCU_OK)
+    return lb_cuda_error(L, "wait");
+  return 0;
 }
 
 /* s:handle() -> the CUstream as an integer (for NCCL and other libraries) */
@@ -165,6 +177,7 @@ static const luaL_Reg event_meta[] = {
 static const luaL_Reg stream_functions[] = {{"stream_create", stream_create},
                                             {"event_create", event_create},
                                             {"device_count", device_count},
+                                            {"default_stream_wait", default_wait},
                                             {NULL, NULL}};
 
 static const LbClass stream_classes[] = {{LB_STREAM, stream_meta, stream_methods},

@@ -110,6 +110,26 @@ local function add_views(D, Buffer, raise)
   view_methods.view = Buffer.view
 end
 
+-- The device's count, streams and events (src/lua/l_stream.c).
+local function add_streams(D, need, raise)
+  -- The devices the driver sees (TILUA_DEVICE picks this process's).
+  function D.count() need("device count") return core.device_count() end
+  -- A stream of its own (non-blocking: it never waits for the default stream's
+  -- work): k:launch{stream = s}, s:synchronize(), s:wait(event).
+  -- tl.device.stream{priority = "high"}: its kernels take SMs first as they free up.
+  function D.stream(o)
+    need("stream")
+    local p = o and o.priority
+    if p ~= nil and p ~= "high" and p ~= "normal" then raise("stream: priority must be \"high\" or \"normal\"") end
+    return core.stream_create(p == "high")
+  end
+  -- An event: e:record([stream]), stream:wait(e), e:synchronize(), e:query();
+  -- tl.device.event(true) also times: start:elapsed(stop) -> ms.
+  function D.event(timing) need("event") return core.event_create(timing) end
+  -- The default stream's later work waits for e (recorded on another stream).
+  function D.wait(e) core.default_stream_wait(e) end
+end
+
 function M.attach(tl)
   local raise = tl.raise
   local D = {}
@@ -135,14 +155,7 @@ function M.attach(tl)
     return math.max(1, math.min(D.sm_count() * (per_sm or 1), units))
   end
   function D.synchronize() core.device_synchronize() end
-  -- The devices the driver sees (TILUA_DEVICE picks this process's).
-  function D.count() need("device count") return core.device_count() end
-  -- A stream of its own (non-blocking: it never waits for the default stream's
-  -- work): k:launch{stream = s}, s:synchronize(), s:wait(event).
-  function D.stream() need("stream") return core.stream_create() end
-  -- An event: e:record([stream]), stream:wait(e), e:synchronize(), e:query();
-  -- tl.device.event(true) also times: start:elapsed(stop) -> ms.
-  function D.event(timing) need("event") return core.event_create(timing) end
+  add_streams(D, need, raise)
   function D.time(fn) return core.device_time(fn) end
   D.f16_bits, D.f16_value, D.bf16_bits, D.bf16_value = f16_bits, f16_value, bf16_bits, bf16_value
   function D.float_bits(v, name) return name == "bf16" and bf16_bits(v) or f16_bits(v) end
