@@ -17,7 +17,8 @@
 -- is multiplied as soon as its event says it arrived. chunks = 1 and
 -- overlap = false give the plain order: the GEMM, then the collective (or the
 -- all-gather, then the GEMM). bf16 (or f16) in and out, f32 accumulation; the
--- GEMM is tl.gemm's (any of its options: bn, stages, schedule, cluster, sms).
+-- GEMM is tl.gemm's (any of its options: bn, stages, schedule, cluster, sms;
+-- overlap_schedule: the schedule of the overlapped chunks, data_parallel by default).
 local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
 
 local M = {}
@@ -37,12 +38,18 @@ do -- tl.sharded_gemm (an indented block)
     return o.comm.nranks, o.comm.rank, chunks
   end
 
-  -- tl.gemm's options of o (every one but the sharding's), for an m x n x k GEMM
-  local function gemm(o, m, n, k, tag)
+  local OWN = { comm = true, chunks = true, overlap = true, overlap_schedule = true }
+
+  -- tl.gemm's options of o (every one but the sharding's), for an m x n x k
+  -- GEMM. Overlapped, the GEMM's schedule is o.overlap_schedule (default
+  -- data-parallel: a CTA a tile, so that the collective's CTAs take SMs as
+  -- tiles finish; a persistent grid would hold every SM until its chunk ends).
+  local function gemm(o, m, n, k, tag, overlapped)
     local c = {}
     for key, v in pairs(o) do
-      if key ~= "comm" and key ~= "chunks" and key ~= "overlap" then c[key] = v end
+      if not OWN[key] then c[key] = v end
     end
+    if overlapped then c.schedule = o.overlap_schedule or "data_parallel" end
     c.m, c.n, c.k = m, n, k
     c.name = ("%s_%dx%dx%d"):format(tag, m, n, k)
     local g = tl.gemm.build(c)
@@ -106,7 +113,7 @@ do -- tl.sharded_gemm (an indented block)
     if o.m % chunks ~= 0 then raise(("sharded_gemm.row_parallel: m = %d is not a multiple of %d chunks"):format(o.m, chunks)) end
     local self = setmetatable({ o = o, comm = o.comm, nranks = n, chunks = chunks, m = o.m, n = o.n, k = o.k,
                                 kl = o.k // n, rows = o.m // chunks, overlap = o.overlap ~= false }, RowParallel)
-    self.gemm = gemm(o, self.rows, o.n, self.kl, "row_parallel")
+    self.gemm = gemm(o, self.rows, o.n, self.kl, "row_parallel", self.overlap)
     self.flops = 2.0 * o.m * o.n * o.k
     return self
   end
@@ -156,7 +163,7 @@ do -- tl.sharded_gemm (an indented block)
     local self = setmetatable({ o = o, comm = o.comm, nranks = n, rank = rank, chunks = chunks, m = o.m, n = o.n,
                                 k = o.k, nl = o.n // n, ml = o.m // n, rows = o.m // (n * chunks),
                                 overlap = o.overlap ~= false }, ColumnParallel)
-    if self.overlap then self.gemm = gemm(o, self.rows, self.nl, o.k, "column_parallel")
+    if self.overlap then self.gemm = gemm(o, self.rows, self.nl, o.k, "column_parallel", true)
     else self.gemm = gemm(o, o.m, self.nl, o.k, "column_parallel") end
     self.flops = 2.0 * o.m * o.n * o.k
     return self
