@@ -36,6 +36,7 @@ local receivers = {
   k = "Kernel", buf = "device.Buffer", ex = "cutlass.Executor", pipe = "cutlass.Pipeline",
   st = "cutlass.State", sb = "cutlass.SeqBar", ss = "cutlass.SeqState", sched = "cutlass.Scheduler",
   wt = "cutlass.WorkTile", ps = "sched.persistent", ts = "sched.tiles", g = "gemm", ag = "agent",
+  s = "Stream", e = "Event", rc = "Comm", comm = "nccl.Comm", world = "nccl.World",
 }
 -- C classes that are no part of the surface: the textual parser's builder
 -- (tl.parse uses it); the Reference says so under tl.core.parse_builder.
@@ -152,9 +153,11 @@ local function live_classes()
   add("SchedPlan", core.sched_plan { kind = "streamk", tiles_m = 2, tiles_n = 2, tiles_k = 4, workers = 3 })
   add("device.Buffer", setmetatable({}, tl.device.Buffer))
   add("gemm", tl.gemm.build { m = 256, n = 256, k = 128 })
+  add("nccl.Comm", setmetatable({}, tl.nccl.Comm))
+  add("nccl.World", setmetatable({}, tl.nccl.World))
   tl.set_module(saved)
   -- the classes of the device runtime, which need a GPU to make: their metatables
-  for _, name in ipairs { "Buffer", "Module", "Function", "LaunchPlan", "TensorMap" } do
+  for _, name in ipairs { "Buffer", "Module", "Function", "LaunchPlan", "TensorMap", "Stream", "Event", "Comm" } do
     classes[name] = core.metatable(name).__index
   end
   return classes
@@ -319,7 +322,9 @@ local function run_fake(src)
   local h = assert(io.open(f, "w"))
   h:write((src:gsub("local tl = require 'tilua'; ", "%0local assert = function(...) return ... end; ", 1)))
   h:close()
-  local out, err, code = H.tilua_env({ TILUA_LIBCUDA = fake, TILUA_AUTOTUNE_CACHE = f .. ".cache" }, { f })
+  -- with the stand-in NCCL too (spec/c/fake_nccl.c), where ctest built it
+  local out, err, code = H.tilua_env({ TILUA_LIBCUDA = fake, TILUA_AUTOTUNE_CACHE = f .. ".cache",
+                                       TILUA_NCCL = os.getenv "TILUA_FAKE_NCCL" or "" }, { f })
   os.remove(f)
   os.remove(f .. ".cache")
   err = err:gsub(f:gsub("%p", "%%%0"), "docs/lua.md")

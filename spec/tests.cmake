@@ -167,6 +167,15 @@ if(PTXAS_EXECUTABLE)
 endif()
 # }===
 
+# {=== nccl: the loader and communicators of one process, against the stand-in NCCL
+add_executable(test_nccl spec/c/test_nccl.c)
+target_link_libraries(test_nccl PRIVATE tilua_core ${CMAKE_DL_LIBS})
+target_include_directories(test_nccl PRIVATE ${CMAKE_SOURCE_DIR}/src)
+add_test(NAME c.nccl COMMAND test_nccl)
+add_test(NAME c.nccl_missing COMMAND test_nccl missing)
+set_tests_properties(c.nccl c.nccl_missing PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}" SKIP_RETURN_CODE 77)
+# }===
+
 # {=== sched
 add_executable(test_sched spec/c/test_sched.c)
 target_link_libraries(test_sched PRIVATE tilua_core)

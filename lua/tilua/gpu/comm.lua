@@ -180,6 +180,7 @@ end
 
 local World = {}
 World.__index = World
+N.World = World
 
 -- tl.nccl.ranks(n) -> world {comm, rank, nranks}: n processes, one per GPU,
 -- with a communicator over them. In the first process (rank 0, on device 0)
