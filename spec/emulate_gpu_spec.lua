@@ -355,7 +355,7 @@ local function gemm_both(cfg, kind, seed, pipeline)
   a:free()
   b:free()
   d:free()
-  if g.workspace then g.workspace:free() end
+  if g._workspace then g._workspace:free() end
   return outs, g
 end
 

@@ -48,7 +48,8 @@ describe("launch plans", function()
   it("take every launch after the first, with the Lua path's checks and messages", function()
     need_fake()
     local f = "spec/fixtures/gpu/launch_plan.lua"
-    local out, err, code = run({ TILUA_LIBCUDA = FAKE }, { f })
+    local log = os.tmpname()
+    local out, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_LOG = log }, { f })
     assert.equal(0, code, err)
     for _, want in ipairs {
       "plan:\ttrue",
@@ -57,23 +58,49 @@ describe("launch plans", function()
       f .. ":21: launch: 4 arguments for 3 parameters",
       f .. ":21: launch: argument 'out' must be a device buffer, got number",
       f .. ":21: launch: grid 0 is out of range",
+      f .. ":21: attempt to use a freed device buffer",
+      f .. ":21: launch: argument 'out' must be a device buffer, got table",
     } do
       assert.truthy(out:find(want, 1, true), ("%q not in:\n%s"):format(want, out))
     end
+    -- the buffer an argument had last is remembered, and replaced when another comes
+    local runs = {}
+    for line in io.lines(log) do runs[#runs + 1] = line:match "args=(%S+)" end
+    os.remove(log)
+    assert.same({ "buf0+0", "buf0+0", "buf0+0", "buf1+0", "buf0+0" }, runs)
   end)
 
-  it("name the launch that failed, not the later one the sticky error refuses", function()
-    need_fake()
+  -- three launches from three lines; the second fails, the third is refused (the error is sticky)
+  local function run_three(env)
     local f = script [[
 k:launch { grid = 1, args = { 1 } }
 k:launch { grid = 1, args = { 2 } }
 k:launch { grid = 1, args = { 3 } }
 tl.device.synchronize()
 ]]
-    local _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "trap", FAKE_CUDA_AFTER = "2" }, { f })
+    env.TILUA_LIBCUDA, env.FAKE_CUDA_KERNELS, env.FAKE_CUDA_AFTER = FAKE, "trap", "2"
+    local _, err, code = run(env, { f })
     os.remove(f)
     assert.equal(1, code, err)
+    return err
+  end
+
+  it("name the launches in flight when one of them failed, not the later one the sticky error refuses", function()
+    need_fake()
+    local err = run_three {}
+    -- no event after each launch: the runtime checks at the synchronize, and
+    -- the failure is in the window of launches since its last check
+    assert.truthy(err:find(":4: kernel 'boom' or the launch after it failed: CUDA_ERROR_ILLEGAL_INSTRUCTION", 1, true), err)
+    assert.truthy(err:find("\n    [^\n]*:4: kernel 'boom'\n    [^\n]*:5: kernel 'boom'"), err)
+    assert.falsy(err:find(":6:", 1, true), err)
+    assert.truthy(err:find("TILUA_LAUNCH_CHECK=each", 1, true), err)
+  end)
+
+  it("name the launch that failed with TILUA_LAUNCH_CHECK=each (a check after every launch)", function()
+    need_fake()
+    local err = run_three { TILUA_LAUNCH_CHECK = "each" }
     assert.truthy(err:find(":5: kernel 'boom' failed: CUDA_ERROR_ILLEGAL_INSTRUCTION", 1, true), err)
+    assert.falsy(err:find(":4:", 1, true), err)
   end)
 
   it("report a hung kernel at the line of its (fast-path) launch", function()
@@ -90,8 +117,8 @@ tl.device.synchronize()
     assert.equal(1, code, err)
     assert.truthy(err:find(":6: kernel 'spin' did not finish within 0.5 s", 1, true), err)
   end)
-  -- launches of one kernel from one line share an event (TLCU_GROUP_MAX of them),
-  -- so a failure among them is named at that line with the group's size
+  -- consecutive launches of one kernel from one line share a record, so a
+  -- failure among them is named at that line with their count
   it("name a failure among consecutive launches from one line, with their count", function()
     need_fake()
     local f = script "for i = 1, 5 do k:launch { grid = 1, args = { i } } end\ntl.device.synchronize()\n"
@@ -112,7 +139,35 @@ tl.device.synchronize()
     assert.truthy(err:find(":4: kernel 'boom' (one of 3 consecutive launches) did not finish within 0.6 s", 1, true), err)
   end)
 
-  it("follow thousands of launches from two lines, and name the first failing one's line", function()
+  it("name a graph's replay that failed at its line", function()
+    need_fake()
+    local f = script [[
+local g = tl.graph(function() k:launch { grid = 1, args = { 1 } } k:launch { grid = 1, args = { 2 } } end)
+g:launch()
+tl.device.synchronize()
+]]
+    local _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "trap" }, { f })
+    os.remove(f)
+    assert.equal(1, code, err)
+    assert.truthy(err:find(":5: the graph of 2 kernels failed: CUDA_ERROR_ILLEGAL_INSTRUCTION", 1, true), err)
+  end)
+
+  it("refuse a kernel compiled with debug-hangs in a graph (its node would outlive the records it writes)", function()
+    need_fake()
+    local f = script [[
+print(pcall(tl.graph, function() k:launch { grid = 1, args = { 1 } } end))
+k:launch { grid = 1, args = { 1 } }
+tl.device.synchronize()
+print("after")
+]]
+    local out, err, code = run({ TILUA_LIBCUDA = FAKE }, { "--debug-hangs", f })
+    os.remove(f)
+    assert.equal(0, code, err)
+    assert.truthy(out:find("false\t[^\n]*:4: launch: kernel 'boom' was compiled with debug%-hangs: its launches cannot go into a graph"), out)
+    assert.truthy(out:find("after", 1, true), out)
+  end)
+
+  it("follow thousands of launches from two lines, and name the failing one's line among those in flight", function()
     need_fake()
     local f = script [[
 for i = 1, 1500 do

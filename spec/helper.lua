@@ -69,6 +69,12 @@ function H.run(argv, input)
   return so, se, ok and 0 or code
 end
 
+-- H.sh(command) -> ok, its stdout and stderr together: a shell command line.
+function H.sh(cmd)
+  local out, err, code = H.run { "sh", "-c", cmd }
+  return code == 0, (out or "") .. (err or "")
+end
+
 -- H.line_of(path, mark) -> the number of the first line of path that holds mark.
 function H.line_of(path, mark)
   local n = 0

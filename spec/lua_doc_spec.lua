@@ -36,6 +36,7 @@ local receivers = {
   k = "Kernel", buf = "device.Buffer", ex = "cutlass.Executor", pipe = "cutlass.Pipeline",
   st = "cutlass.State", sb = "cutlass.SeqBar", ss = "cutlass.SeqState", sched = "cutlass.Scheduler",
   wt = "cutlass.WorkTile", ps = "sched.persistent", ts = "sched.tiles", g = "gemm", ag = "agent",
+  gr = "Graph", cg = "CudaGraph",
   s = "Stream", e = "Event", rc = "Comm", comm = "nccl.Comm", world = "nccl.World",
 }
 -- C classes that are no part of the surface: the textual parser's builder
@@ -153,11 +154,12 @@ local function live_classes()
   add("SchedPlan", core.sched_plan { kind = "streamk", tiles_m = 2, tiles_n = 2, tiles_k = 4, workers = 3 })
   add("device.Buffer", setmetatable({}, tl.device.Buffer))
   add("gemm", tl.gemm.build { m = 256, n = 256, k = 128 })
+  classes.Graph = tl.Graph -- a graph of launches needs a GPU to make: its class
   add("nccl.Comm", setmetatable({}, tl.nccl.Comm))
   add("nccl.World", setmetatable({}, tl.nccl.World))
   tl.set_module(saved)
   -- the classes of the device runtime, which need a GPU to make: their metatables
-  for _, name in ipairs { "Buffer", "Module", "Function", "LaunchPlan", "TensorMap", "Stream", "Event", "Comm" } do
+  for _, name in ipairs { "Buffer", "Module", "Function", "LaunchPlan", "TensorMap", "CudaGraph", "Stream", "Event", "Comm" } do
     classes[name] = core.metatable(name).__index
   end
   return classes

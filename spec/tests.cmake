@@ -10,6 +10,7 @@ set(TILUA_TEST_ENV
   "TILUA_SOURCE_ROOT=${CMAKE_SOURCE_DIR}"
   "TILUA_PTXAS=${PTXAS_EXECUTABLE}"
   "LUA_EXECUTABLE=${LUA_EXECUTABLE}"
+  "TILUA_CC=${CMAKE_C_COMPILER}"
   "TILUA_NO_GPU_EXIT=77")
 # A stand-in CUDA driver (spec/c/fake_cuda.c): the specs run the hang and
 # kernel-failure paths of the runtime through it (TILUA_LIBCUDA) without a GPU.
@@ -35,7 +36,7 @@ else()
   set(TILUA_TEST_CHECK_EXAMPLES "TILUA_CHECK_PROTOCOL=0")
 endif()
 if(TILUA_SANITIZE)
-  list(APPEND TILUA_TEST_ENV "TILUA_SANITIZE=1"
+  list(APPEND TILUA_TEST_ENV "TILUA_SANITIZE=1" "TILUA_C_FLAGS=-fsanitize=address,undefined -fno-sanitize-recover=undefined"
     "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0"
     "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/spec/lsan.supp:print_suppressions=0"
     "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")

@@ -28,6 +28,9 @@ static const char usage_text[] =
     "usage: %s [options] [script [args]]\n"
     "       %s opt FILE.tir [opt options]     transform textual IR (see 'tilua opt --help')\n"
     "       %s sched [sched options]          show which worker computes which tile (see 'tilua sched --help')\n"
+    "       %s export -o DIR [--no-cubin] script [args]\n"
+    "                                         run the script, then write every kernel it compiled as C\n"
+    "                                         for a host without Lua (docs/embedding.md)\n"
     "Options:\n"
     "  -e stat   execute string 'stat'\n"
     "  -i        enter the REPL after running the script (or alone)\n"
@@ -54,7 +57,7 @@ static const char usage_text[] =
     "REPL commands start with ':' (':help' lists them).\n"
     "Errors name the script line that caused them; set TILUA_TRACEBACK=1 for Lua tracebacks.\n";
 
-static void print_usage(FILE *f) { fprintf(f, usage_text, progname, progname, progname); }
+static void print_usage(FILE *f) { fprintf(f, usage_text, progname, progname, progname, progname); }
 
 static void print_version(void) {
   printf("tilua 0.1.0 (%s) -- a GPU kernel compiler for Lua\n", LUA_RELEASE);
@@ -476,6 +479,41 @@ typedef struct MainArgs {
   int exit_code;
 } MainArgs;
 
+/* tilua export -o DIR [--no-cubin] script [args]: the script runs as `tilua
+** script` would, every kernel it compiles recorded (tilua.host.cli.export_begin);
+** then they are written as C (export_done). A stop (tl.stop, "SKIP: no GPU")
+** ends the script, not the export; an error ends both. The exit code. */
+#define export_usage "usage: %s export -o DIR [--no-cubin] script [args]   (docs/embedding.md)\n"
+static int run_export(lua_State *L, int argc, char **argv) {
+  const char *dir = NULL;
+  int cubin = 1, i = 2;
+  for (; i < argc && argv[i][0] == '-'; i++) {
+    if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) dir = argv[++i];
+    else if (strcmp(argv[i], "--no-cubin") == 0) cubin = 0;
+    else if (strcmp(argv[i], "--help") == 0) return printf(export_usage, progname), 0;
+    else
+      return fprintf(stderr, "%s export: unknown option '%s'\n" export_usage, progname, argv[i],
+                     progname),
+             1;
+  }
+  if (!dir || i >= argc)
+    return fprintf(stderr, "%s export: needs -o DIR and a script\n" export_usage, progname,
+                   progname),
+           1;
+  createargtable(L, argv, argc, i);
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, dir);
+  lua_setfield(L, -2, "dir");
+  lua_pushboolean(L, cubin);
+  lua_setfield(L, -2, "cubin");
+  lua_pushstring(L, argv[i]);
+  lua_setfield(L, -2, "script");
+  if (!call_cli(L, "export_begin", 1)) return 1;
+  if (handle_script(L, argv + i) != LUA_OK && stop_code < 0) return 1;
+  stop_code = -1;
+  return call_cli(L, "export_done", 0) ? 0 : 1;
+}
+
 static int pmain(lua_State *L) {
   MainArgs *ma = lua_touserdata(L, 1);
   int argc = ma->argc;
@@ -485,6 +523,11 @@ static int pmain(lua_State *L) {
   if (argc >= 2 && (strcmp(argv[1], "opt") == 0 || strcmp(argv[1], "sched") == 0)) {
     createargtable(L, argv, argc, 1);
     ma->exit_code = run_module_function(L, "tilua.host.cli", argv[1], argv + 2, argc - 2);
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  if (argc >= 2 && strcmp(argv[1], "export") == 0) {
+    ma->exit_code = run_export(L, argc, argv);
     lua_pushboolean(L, 1);
     return 1;
   }

@@ -75,6 +75,7 @@ TL_DEFINE_HANDLE(tlType, const void);
 TL_DEFINE_HANDLE(tlAttribute, const void);
 TL_DEFINE_HANDLE(tlDiagnostic, const void);
 TL_DEFINE_HANDLE(tlDevice, void);
+TL_DEFINE_HANDLE(tlGraph, void);
 #undef TL_DEFINE_HANDLE
 
 /* A string with a length; not necessarily NUL-terminated. data may be NULL
@@ -124,7 +125,8 @@ TL_API tlContext tlContextCreate(void);
 ** context destroyed before is refused (printed to stderr), never freed twice. */
 TL_API void tlContextDestroy(tlContext ctx);
 /* handler NULL restores the default (print to stderr). */
-TL_API void tlContextAttachDiagnosticHandler(tlContext ctx, tlDiagnosticHandler handler, void *userData);
+TL_API void tlContextAttachDiagnosticHandler(tlContext ctx, tlDiagnosticHandler handler,
+                                             void *userData);
 /* The target as an SM number (90 = sm_90a, the default; 100 and up enable the
 ** sm100 schedulers). Failure (and a diagnostic) for sm < 90 or a bad context. */
 TL_API tlLogicalResult tlContextSetTargetSM(tlContext ctx, int sm);
@@ -251,7 +253,13 @@ TL_API tlType tlValueGetType(tlValue v);
 
 /* A kernel argument: its kind and its value (a pointer is a device address
 ** from tlDeviceAlloc). */
-typedef enum tlKernelArgKind { TL_ARG_I32, TL_ARG_I64, TL_ARG_F32, TL_ARG_F64, TL_ARG_POINTER } tlKernelArgKind;
+typedef enum tlKernelArgKind {
+  TL_ARG_I32,
+  TL_ARG_I64,
+  TL_ARG_F32,
+  TL_ARG_F64,
+  TL_ARG_POINTER
+} tlKernelArgKind;
 typedef struct tlKernelArg {
   tlKernelArgKind kind;
   union {
@@ -271,7 +279,8 @@ TL_API void tlDeviceClose(tlDevice d);
 /* Device memory: an address (bytes > 0), freed with tlDeviceFree. */
 TL_API tlLogicalResult tlDeviceAlloc(tlDevice d, size_t bytes, uint64_t *address);
 TL_API tlLogicalResult tlDeviceFree(tlDevice d, uint64_t address);
-TL_API tlLogicalResult tlDeviceCopyToDevice(tlDevice d, uint64_t dst, const void *src, size_t bytes);
+TL_API tlLogicalResult tlDeviceCopyToDevice(tlDevice d, uint64_t dst, const void *src,
+                                            size_t bytes);
 TL_API tlLogicalResult tlDeviceCopyToHost(tlDevice d, void *dst, uint64_t src, size_t bytes);
 /* Launch kernel `kernel` of module m (lowered by the `ptx` pipeline: its PTX is
 ** emitted and loaded here, and reused while m does not change) on grid[3]
@@ -280,8 +289,26 @@ TL_API tlLogicalResult tlDeviceCopyToHost(tlDevice d, void *dst, uint64_t src, s
 ** kernel's parameters in number and kind (pointer, i32, i64 or index, f32,
 ** f64); a mismatch is refused with a diagnostic before anything is launched.
 ** A failure of the kernel (a trap, a bad address) is a failure here. */
-TL_API tlLogicalResult tlDeviceLaunch(tlDevice d, tlModule m, tlStringRef kernel, const unsigned grid[3],
-                                      intptr_t nArgs, const tlKernelArg *args);
+TL_API tlLogicalResult tlDeviceLaunch(tlDevice d, tlModule m, tlStringRef kernel,
+                                      const unsigned grid[3], intptr_t nArgs,
+                                      const tlKernelArg *args);
+
+/* CUDA graphs. Between tlDeviceBeginGraph and tlDeviceEndGraph, tlDeviceLaunch
+** captures its launch into a graph (node 0, 1, ...) instead of running it, and
+** does not wait; copies and frees are refused meanwhile. tlGraphLaunch
+** replays the graph (one driver launch for all its kernels) and waits for it.
+** Between tlGraphBeginUpdate and tlGraphEndUpdate, tlDeviceLaunch sets the
+** grid and arguments of nodes 0, 1, ... in turn instead of running (the same
+** kernels, in the same order); tlGraphEndUpdate checks that every node was
+** set. A graph lives until tlGraphDestroy or its device closes. */
+TL_API tlLogicalResult tlDeviceBeginGraph(tlDevice d);
+TL_API tlGraph tlDeviceEndGraph(tlDevice d);
+TL_API bool tlGraphIsNull(tlGraph g);
+TL_API intptr_t tlGraphGetNumNodes(tlGraph g); /* -1 for a refused handle */
+TL_API tlLogicalResult tlGraphLaunch(tlGraph g);
+TL_API tlLogicalResult tlGraphBeginUpdate(tlGraph g);
+TL_API tlLogicalResult tlGraphEndUpdate(tlGraph g);
+TL_API void tlGraphDestroy(tlGraph g);
 
 /* }====================================================================== */
 

@@ -295,6 +295,30 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
 
   -- }===================================================================
 
+  -- The launch recipe of c (tilua.gpu.recipe): what g:run does, as data that
+  -- `tilua export` writes as C too. The operands are row-major buffers of the
+  -- shapes c was built for; the tensor maps take the parameters' types (element,
+  -- box, swizzle); the grid and the StreamK workspace are c's.
+  local function recipe(c)
+    local r = { inputs = { { name = "a", kind = "buffer" }, { name = "b", kind = "buffer" }, { name = "d", kind = "buffer" } },
+                args = { { "map", "a", shape = c.a_major == "k" and { c.m, c.k } or { c.k, c.m } },
+                         { "map", "b", shape = c.b_major == "k" and { c.n, c.k } or { c.k, c.n } },
+                         { "map", "d", shape = { c.m, c.n } } },
+                grid = { c.grid, 1, 1 } }
+    local function add(input, fill)
+      r.inputs[#r.inputs + 1] = input
+      r.args[#r.args + 1] = fill
+    end
+    if c.alpha_param then add({ name = "alpha", kind = "scalar", default = c.alpha or 1 }, { "scalar", "alpha" }) end
+    if c.beta and c.beta ~= 0 then add({ name = "c", kind = "buffer" }, { "ptr", "c" }) end
+    if c.bias then add({ name = "bias", kind = "buffer" }, { "ptr", "bias" }) end
+    if c.schedule == "streamk" then
+      add({ name = "workspace", kind = "workspace" }, { "workspace" })
+      r.workspace = M.workspace_bytes(c)
+    end
+    return r
+  end
+
   tl.gemm.config = cfg_of
   function tl.gemm.build(o)
     local c = cfg_of(o)
@@ -311,6 +335,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     local saved = tl.module() -- each GEMM is a module of its own
     tl.new_module()
     g.kernel = tl.at_caller(build_kernel, c) -- every op at the user's line
+    g.kernel.recipe = recipe(c)
     tl.set_module(saved)
     return g
   end
@@ -320,35 +345,19 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
 
   -- The tensor maps of the operands as stored (row-major buffers).
   function M.Gemm:maps(a, b, d)
-    local c = self.cfg
-    local abox, bbox, cbox = boxes(c)
-    local ashape = c.a_major == "k" and { c.m, c.k } or { c.k, c.m }
-    local bshape = c.b_major == "k" and { c.n, c.k } or { c.k, c.n }
-    local dt = c.dtype == "e4m3" and "e4m3" or c.dtype == "e5m2" and "e5m2" or c.dtype
-    return tl.device.tensor_map { buffer = a, dtype = dt, shape = ashape, box = abox, swizzle = 128 },
-           tl.device.tensor_map { buffer = b, dtype = dt, shape = bshape, box = bbox, swizzle = 128 },
-           tl.device.tensor_map { buffer = d, dtype = c.out, shape = { c.m, c.n }, box = cbox, swizzle = 128 }
+    local k, inputs, V = self.kernel, { a = a, b = b, d = d }, tl.recipe.value
+    return V(k.recipe, k.params, {}, inputs, 1), V(k.recipe, k.params, {}, inputs, 2), V(k.recipe, k.params, {}, inputs, 3)
   end
 
   -- g:run{a, b, d [, c, bias, alpha]}: launches (asynchronously); returns self.
+  -- The tensor maps (self._maps) and the StreamK workspace (self._workspace,
+  -- zeroed once: the final split of each tile resets its own counter) are kept.
   function M.Gemm:run(o)
     local c = self.cfg
-    if not self._maps or self._maps.a ~= o.a or self._maps.b ~= o.b or self._maps.d ~= o.d then
-      local ma, mb, md = self:maps(o.a, o.b, o.d)
-      self._maps = { a = o.a, b = o.b, d = o.d, ma, mb, md }
-    end
-    local args = { self._maps[1], self._maps[2], self._maps[3] }
-    if c.alpha_param then args[#args + 1] = o.alpha or c.alpha or 1 end
-    if c.beta and c.beta ~= 0 then args[#args + 1] = o.c or raise("gemm:run: beta ~= 0 needs c") end
-    if c.bias then args[#args + 1] = o.bias or raise("gemm:run: bias = true needs a bias buffer") end
-    if c.schedule == "streamk" then
-      if not self.workspace then -- counters start at 0 and the final split of each tile resets its own
-        self.workspace = tl.device.alloc(tl.i32, self.workspace_bytes // 4)
-        self.workspace:fill(0)
-      end
-      args[#args + 1] = self.workspace
-    end
-    self.kernel:launch { grid = self.grid, args = args }
+    if c.beta and c.beta ~= 0 and not o.c then raise("gemm:run: beta ~= 0 needs c") end
+    if c.bias and not o.bias then raise("gemm:run: bias = true needs a bias buffer") end
+    local grid, args = tl.recipe.values(self.kernel.recipe, self.kernel.params, self, o)
+    self.kernel:launch { grid = grid, args = args }
     return self
   end
 

@@ -13,11 +13,19 @@
 #include "../ptx/ptx.h"
 #include "capi_impl.h"
 
+/* A graph of the device (its list holds the live ones, so that a stale handle is refused). */
+typedef struct DevGraph {
+  TlcuGraph *g;
+  struct DevGraph *next;
+} DevGraph;
+
 struct TlDevice {
   TlcuRuntime rt;
-  CUmodule mod;           /* the module of the last launch, kept for the next */
-  const IrOp *mod_of;     /* ... of this module op */
-  uint64_t mod_edits;     /* ... at this count of the context's edits */
+  CUmodule mod;       /* the module of the last launch, kept for the next */
+  const IrOp *mod_of; /* ... of this module op */
+  uint64_t mod_edits; /* ... at this count of the context's edits */
+  bool mod_in_graph;  /* a graph launches mod: it stays loaded until the device closes */
+  DevGraph *graphs;
 };
 
 static TlCtx *enter_device(tlDevice d, const char *fn) {
@@ -38,7 +46,13 @@ static bool cuda_ok(TlCtx *c, const char *fn, TlcuResult r) {
 void tl_device_close(TlCtx *c) {
   TlDevice *d = c->device;
   if (!d) return;
-  if (d->mod) tlcu_module_unload(&d->rt, d->mod);
+  while (d->graphs) {
+    DevGraph *g = d->graphs;
+    d->graphs = g->next;
+    tlcu_graph_free(&d->rt, g->g);
+    free(g);
+  }
+  if (d->mod && !d->mod_in_graph) tlcu_module_unload(&d->rt, d->mod);
   tlcu_shutdown(&d->rt);
   free(d);
   c->device = NULL;
@@ -99,7 +113,8 @@ tlLogicalResult tlDeviceFree(tlDevice d, uint64_t address) {
 }
 
 /* The device of a copy whose host side (named what) is host; NULL on a refusal. */
-static TlCtx *enter_copy(tlDevice d, const char *fn, const void *host, size_t bytes, const char *what) {
+static TlCtx *enter_copy(tlDevice d, const char *fn, const void *host, size_t bytes,
+                         const char *what) {
   TlCtx *c = enter_device(d, fn);
   if (c && bytes && !host) {
     tl_error(c, fn, "the %s is NULL", what);
@@ -112,14 +127,16 @@ tlLogicalResult tlDeviceCopyToDevice(tlDevice d, uint64_t dst, const void *src, 
   static const char fn[] = "tlDeviceCopyToDevice";
   TlCtx *c = enter_copy(d, fn, src, bytes, "source");
   if (!c) return (tlLogicalResult){0};
-  return (tlLogicalResult){!bytes || cuda_ok(c, fn, tlcu_memcpy_htod(&c->device->rt, (CUdeviceptr)dst, src, bytes))};
+  return (tlLogicalResult){
+      !bytes || cuda_ok(c, fn, tlcu_memcpy_htod(&c->device->rt, (CUdeviceptr)dst, src, bytes))};
 }
 
 tlLogicalResult tlDeviceCopyToHost(tlDevice d, void *dst, uint64_t src, size_t bytes) {
   static const char fn[] = "tlDeviceCopyToHost";
   TlCtx *c = enter_copy(d, fn, dst, bytes, "destination");
   if (!c) return (tlLogicalResult){0};
-  return (tlLogicalResult){!bytes || cuda_ok(c, fn, tlcu_memcpy_dtoh(&c->device->rt, dst, (CUdeviceptr)src, bytes))};
+  return (tlLogicalResult){
+      !bytes || cuda_ok(c, fn, tlcu_memcpy_dtoh(&c->device->rt, dst, (CUdeviceptr)src, bytes))};
 }
 
 /* The kernel op named `name` at the top of module m, or NULL. */
@@ -127,8 +144,8 @@ static IrOp *find_kernel(IrOp *m, tlStringRef name) {
   IrBlock *body = m->nregions ? m->regions[0].first : NULL;
   for (IrOp *op = body ? body->first : NULL; op; op = op->next) {
     const IrAttr *sym = ir_op_attr(op, "sym_name");
-    if (op->kind == OP_TILE_KERNEL && sym && sym->kind == IR_ATTR_STR && sym->u.str.len == name.length &&
-        memcmp(sym->u.str.s, name.data, name.length) == 0)
+    if (op->kind == OP_TILE_KERNEL && sym && sym->kind == IR_ATTR_STR &&
+        sym->u.str.len == name.length && memcmp(sym->u.str.s, name.data, name.length) == 0)
       return op;
   }
   return NULL;
@@ -158,7 +175,10 @@ static bool load_module(TlCtx *c, const char *fn, IrOp *m, CUmodule *out) {
   bool ok = false;
   TL_PROTECTED(c, fn, ok = ir_verify(m) == IR_OK && ptx_emit_module(m, &ptx) == IR_OK);
   if (!ok || c->broken) {
-    if (!c->broken) tl_error(c, fn, "the module does not verify or cannot be emitted as PTX (lower it with the `ptx` pipeline)");
+    if (!c->broken)
+      tl_error(
+          c, fn,
+          "the module does not verify or cannot be emitted as PTX (lower it with the `ptx` pipeline)");
     ir_free(ptx);
     return false;
   }
@@ -169,18 +189,19 @@ static bool load_module(TlCtx *c, const char *fn, IrOp *m, CUmodule *out) {
     tl_error(c, fn, "%s\n%s", tlcu_error(&d->rt), tlcu_jit_error_log(&d->rt));
     return false;
   }
-  if (d->mod) tlcu_module_unload(&d->rt, d->mod);
-  d->mod = mod, d->mod_of = m, d->mod_edits = ir_context_edits(c->ir);
+  if (d->mod && !d->mod_in_graph) tlcu_module_unload(&d->rt, d->mod); /* else released at close */
+  d->mod = mod, d->mod_of = m, d->mod_edits = ir_context_edits(c->ir), d->mod_in_graph = false;
   *out = mod;
   return true;
 }
 
-tlLogicalResult tlDeviceLaunch(tlDevice dev, tlModule m, tlStringRef kernel, const unsigned grid[3], intptr_t nArgs,
-                               const tlKernelArg *args) {
+tlLogicalResult tlDeviceLaunch(tlDevice dev, tlModule m, tlStringRef kernel, const unsigned grid[3],
+                               intptr_t nArgs, const tlKernelArg *args) {
   static const char fn[] = "tlDeviceLaunch";
   TlCtx *c = enter_device(dev, fn);
   tlLogicalResult fail = {0};
-  if (!c || !tl_check_owner(c, fn, "the module", m.context, m.ptr) || !tl_check_string(c, fn, "the kernel name", kernel) ||
+  if (!c || !tl_check_owner(c, fn, "the module", m.context, m.ptr) ||
+      !tl_check_string(c, fn, "the kernel name", kernel) ||
       !tl_check_count(c, fn, "argument", nArgs, args))
     return fail;
   IrOp *mod = (IrOp *)m.ptr;
@@ -195,14 +216,15 @@ tlLogicalResult tlDeviceLaunch(tlDevice dev, tlModule m, tlStringRef kernel, con
   }
   IrOp *k = find_kernel(mod, kernel);
   if (!k) {
-    tl_error(c, fn, "the module has no kernel '%.*s'", (int)(kernel.length > 64 ? 64 : kernel.length), kernel.data);
+    tl_error(c, fn, "the module has no kernel '%.*s'",
+             (int)(kernel.length > 64 ? 64 : kernel.length), kernel.data);
     return fail;
   }
   IrBlock *entry = k->regions[0].first;
   uint32_t nparams = entry ? entry->nargs : 0;
   if ((uint32_t)nArgs != nparams) {
-    tl_error(c, fn, "kernel '%.*s' takes %u arguments, got %lld", (int)kernel.length, kernel.data, nparams,
-             (long long)nArgs);
+    tl_error(c, fn, "kernel '%.*s' takes %u arguments, got %lld", (int)kernel.length, kernel.data,
+             nparams, (long long)nArgs);
     return fail;
   }
   void *ptrs[64];
@@ -213,8 +235,8 @@ tlLogicalResult tlDeviceLaunch(tlDevice dev, tlModule m, tlStringRef kernel, con
   for (uint32_t i = 0; i < nparams; i++) {
     int want = arg_kind(entry->args[i]->type);
     if (want < 0) {
-      tl_error(c, fn, "parameter #%u of kernel '%.*s' has a type the C API does not pass", i, (int)kernel.length,
-               kernel.data);
+      tl_error(c, fn, "parameter #%u of kernel '%.*s' has a type the C API does not pass", i,
+               (int)kernel.length, kernel.data);
       return fail;
     }
     if ((int)args[i].kind != want) {
@@ -235,8 +257,8 @@ tlLogicalResult tlDeviceLaunch(tlDevice dev, tlModule m, tlStringRef kernel, con
   memset(&cfg, 0, sizeof cfg);
   for (int i = 0; i < 3; i++) {
     if (ks.has_cluster && grid[i] % (unsigned)ks.cluster[i]) {
-      tl_error(c, fn, "grid extent %u is not a multiple of the kernel's cluster (%lld along %c)", grid[i],
-               (long long)ks.cluster[i], "xyz"[i]);
+      tl_error(c, fn, "grid extent %u is not a multiple of the kernel's cluster (%lld along %c)",
+               grid[i], (long long)ks.cluster[i], "xyz"[i]);
       return fail;
     }
     cfg.grid[i] = grid[i];
@@ -245,9 +267,105 @@ tlLogicalResult tlDeviceLaunch(tlDevice dev, tlModule m, tlStringRef kernel, con
   }
   cfg.smem = (unsigned)ks.smem;
   cfg.name = name;
-  if (cfg.smem > 48 * 1024 && !cuda_ok(c, fn, tlcu_function_set_max_dynamic_smem(&c->device->rt, f, cfg.smem)))
+  if (cfg.smem > 48 * 1024 &&
+      !cuda_ok(c, fn, tlcu_function_set_max_dynamic_smem(&c->device->rt, f, cfg.smem)))
     return fail;
   cfg.smem_allowed = 1;
-  if (!cuda_ok(c, fn, tlcu_launch(&c->device->rt, f, &cfg, ptrs))) return fail;
-  return (tlLogicalResult){cuda_ok(c, fn, tlcu_synchronize(&c->device->rt))};
+  TlcuRuntime *rt = &c->device->rt;
+  if (!cuda_ok(c, fn, tlcu_launch(rt, f, &cfg, ptrs))) return fail;
+  if (rt->capture) c->device->mod_in_graph = true;
+  if (rt->capture || rt->update) return (tlLogicalResult){1}; /* nothing ran: nothing to wait for */
+  return (tlLogicalResult){cuda_ok(c, fn, tlcu_synchronize(rt))};
 }
+
+/* {======================================================================
+** Graphs
+** ======================================================================= */
+
+tlLogicalResult tlDeviceBeginGraph(tlDevice d) {
+  static const char fn[] = "tlDeviceBeginGraph";
+  TlCtx *c = enter_device(d, fn);
+  return (tlLogicalResult){c && cuda_ok(c, fn, tlcu_graph_begin(&c->device->rt))};
+}
+
+tlGraph tlDeviceEndGraph(tlDevice d) {
+  static const char fn[] = "tlDeviceEndGraph";
+  tlGraph r = {NULL, 0};
+  TlCtx *c = enter_device(d, fn);
+  if (!c) return r;
+  DevGraph *g = calloc(1, sizeof *g);
+  if (!g) {
+    tl_error(c, fn, "out of memory");
+    TlcuGraph *lost = NULL;
+    if (tlcu_graph_end(&c->device->rt, &lost) == TLCU_OK) tlcu_graph_free(&c->device->rt, lost);
+    return r;
+  }
+  if (!cuda_ok(c, fn, tlcu_graph_end(&c->device->rt, &g->g))) {
+    free(g);
+    return r;
+  }
+  g->next = c->device->graphs;
+  c->device->graphs = g;
+  r.ptr = g;
+  r.context = c->serial;
+  return r;
+}
+
+bool tlGraphIsNull(tlGraph g) { return g.ptr == NULL; }
+
+/* The context of a graph handle that names a live graph of its device; NULL after a refusal. */
+static TlCtx *enter_graph(tlGraph g, const char *fn) {
+  TlCtx *c = tl_enter(g.context, g.ptr, fn);
+  if (!c) return NULL;
+  for (DevGraph *x = c->device ? c->device->graphs : NULL; x; x = x->next)
+    if (x == g.ptr) return c;
+  tl_error(c, fn, "the graph was destroyed, or its device closed");
+  return NULL;
+}
+
+intptr_t tlGraphGetNumNodes(tlGraph g) {
+  TlCtx *c = enter_graph(g, "tlGraphGetNumNodes");
+  return c ? tlcu_graph_nodes(((DevGraph *)g.ptr)->g) : -1;
+}
+
+tlLogicalResult tlGraphLaunch(tlGraph g) {
+  static const char fn[] = "tlGraphLaunch";
+  TlCtx *c = enter_graph(g, fn);
+  if (!c) return (tlLogicalResult){0};
+  TlcuRuntime *rt = &c->device->rt;
+  return (tlLogicalResult){
+      cuda_ok(c, fn, tlcu_graph_launch(rt, ((DevGraph *)g.ptr)->g, NULL, NULL, 0)) &&
+      cuda_ok(c, fn, tlcu_synchronize(rt))};
+}
+
+tlLogicalResult tlGraphBeginUpdate(tlGraph g) {
+  static const char fn[] = "tlGraphBeginUpdate";
+  TlCtx *c = enter_graph(g, fn);
+  return (tlLogicalResult){
+      c && cuda_ok(c, fn, tlcu_graph_update_begin(&c->device->rt, ((DevGraph *)g.ptr)->g))};
+}
+
+tlLogicalResult tlGraphEndUpdate(tlGraph g) {
+  static const char fn[] = "tlGraphEndUpdate";
+  TlCtx *c = enter_graph(g, fn);
+  if (c && c->device->rt.update != ((DevGraph *)g.ptr)->g) {
+    tl_error(c, fn, "the graph is not being updated (tlGraphBeginUpdate)");
+    return (tlLogicalResult){0};
+  }
+  return (tlLogicalResult){c && cuda_ok(c, fn, tlcu_graph_update_end(&c->device->rt))};
+}
+
+void tlGraphDestroy(tlGraph g) {
+  TlCtx *c = enter_graph(g, "tlGraphDestroy");
+  if (!c) return;
+  for (DevGraph **p = &c->device->graphs; *p; p = &(*p)->next)
+    if (*p == g.ptr) {
+      DevGraph *x = *p;
+      *p = x->next;
+      tlcu_graph_free(&c->device->rt, x->g);
+      free(x);
+      return;
+    }
+}
+
+/* }====================================================================== */

@@ -25,11 +25,13 @@
 #include "cuda_rt.h"
 #include "hang.h"
 
-#define TLCU_EVENT_DISABLE_TIMING 2    /* CU_EVENT_DISABLE_TIMING: the launch events */
-#define TLCU_MEMHOSTALLOC_DEVICEMAP 2  /* CU_MEMHOSTALLOC_DEVICEMAP */
-#define TLCU_HANG_LINES 16             /* debug-hangs records shown in a report */
+#define TLCU_EVENT_DISABLE_TIMING 2   /* CU_EVENT_DISABLE_TIMING: the launch events */
+#define TLCU_MEMHOSTALLOC_DEVICEMAP 2 /* CU_MEMHOSTALLOC_DEVICEMAP */
+#define TLCU_HANG_LINES 16            /* debug-hangs records shown in a report */
 
 enum { TLCU_HELD_MODULE = 1, TLCU_HELD_MEM, TLCU_HELD_EVENT, TLCU_HELD_STREAM };
+
+static void graph_release(TlcuRuntime *rt, TlcuGraph *g);
 
 typedef enum {
   PROC_SUCCESS = 0,
@@ -206,7 +208,7 @@ static TlcuResult tlcu_release_all(TlcuRuntime *rt) {
 /* }====================================================================== */
 
 /* {======================================================================
-** Launch deadlines: the launches not yet seen finished, oldest first
+** Launch records and checks: the launches not yet seen finished, oldest first
 ** ======================================================================= */
 
 static double now_s(void) {
@@ -260,57 +262,166 @@ TlcuResult tlcu_hang_alloc(TlcuRuntime *rt, size_t slots, unsigned warps_per_blo
   return TLCU_OK;
 }
 
-/* The oldest launch leaves the list: its records go, its event waits for the
-** next launch (creating one per launch would cost about a microsecond). */
-static void pending_pop(TlcuRuntime *rt) {
-  TlcuPending *p = &rt->pending[rt->phead];
-  if (rt->nspare < TLCU_MAX_PENDING) rt->spare[rt->nspare++] = p->done;
-  else rt->drv.cuEventDestroy(p->done);
-  tlcu_hang_free(rt, p->hang);
-  rt->phead = (rt->phead + 1) % TLCU_MAX_PENDING;
-  if (--rt->npending == 0) rt->open = 0;
+/* {=== interned strings */
+
+static uint64_t str_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* The slot of s in the table: where it is, or the empty one it would take. */
+static char **str_slot(TlcuStrings *t, const char *s) {
+  size_t i = (size_t)str_hash(s) & (t->cap - 1);
+  while (t->slot[i] && strcmp(t->slot[i], s) != 0)
+    i = (i + 1) & (t->cap - 1);
+  return &t->slot[i];
+}
+
+static int str_grow(TlcuStrings *t) {
+  size_t cap = t->cap ? 2 * t->cap : 64, old = t->cap;
+  char **slots = calloc(cap, sizeof *slots), **from = t->slot;
+  if (!slots) return 0;
+  t->slot = slots, t->cap = cap;
+  for (size_t i = 0; i < old; i++)
+    if (from[i]) *str_slot(t, from[i]) = from[i];
+  free(from);
+  return 1;
+}
+
+const char *tlcu_intern(TlcuRuntime *rt, const char *s) {
+  if (!s) return NULL;
+  TlcuStrings *t = &rt->strings;
+  size_t m = ((uintptr_t)s >> 3) % (sizeof t->memo / sizeof t->memo[0]);
+  /* the caller's pointer seen before, and still the same text (a pointer may be
+  ** reused), or one of ours (they live until shutdown) */
+  if (t->memo[m].from == s && (s == t->memo[m].to || strcmp(t->memo[m].to, s) == 0))
+    return t->memo[m].to;
+  if ((t->n + 1) * 2 > t->cap && !str_grow(t)) return "?";
+  char **slot = str_slot(t, s);
+  if (!*slot) {
+    if (!(*slot = strdup(s))) return "?";
+    t->n++;
+  }
+  t->memo[m].from = s, t->memo[m].to = *slot;
+  return *slot;
+}
+
+static void strings_free(TlcuStrings *t) {
+  for (size_t i = 0; i < t->cap; i++)
+    free(t->slot[i]);
+  free(t->slot);
+  memset(t, 0, sizeof *t);
+}
+
+/* }=== */
+
+#define REC(rt, seq) (&(rt)->rec[(seq) % TLCU_RECORDS])
+#define CHK(rt, seq) (&(rt)->chk[(seq) % TLCU_CHECKS])
+
+void tlcu_set_check_every(TlcuRuntime *rt, unsigned launches) {
+  rt->check_every = launches < 1 ? 1 : launches > TLCU_WINDOW ? TLCU_WINDOW : launches;
+}
+
+/* The oldest check was seen done: it leaves with the records of its window;
+** its event waits for the next check (creating one costs about a microsecond). */
+static void check_pop(TlcuRuntime *rt) {
+  TlcuCheck *c = CHK(rt, rt->chk_head++);
+  if (rt->nspare < TLCU_CHECKS) rt->spare[rt->nspare++] = c->done;
+  else rt->drv.cuEventDestroy(c->done);
+  for (; rt->rec_head < c->end; rt->rec_head++)
+    tlcu_hang_free(rt, REC(rt, rt->rec_head)->hang);
+}
+
+/* Forget every launch (after a failure: the context's error is sticky, none ran). */
+static void drop_all(TlcuRuntime *rt) {
+  while (rt->chk_head < rt->chk_tail)
+    check_pop(rt);
+  for (; rt->rec_head < rt->rec_tail; rt->rec_head++)
+    tlcu_hang_free(rt, REC(rt, rt->rec_head)->hang);
+  rt->window = 0, rt->joinable = 0;
 }
 
 static void destroy_spare_events(TlcuRuntime *rt) {
-  while (rt->nspare) rt->drv.cuEventDestroy(rt->spare[--rt->nspare]);
+  while (rt->nspare)
+    rt->drv.cuEventDestroy(rt->spare[--rt->nspare]);
 }
 
-/* "<where>: kernel 'NAME' <what>", then the launch's debug-hangs records. */
-static TlcuResult kernel_report(TlcuRuntime *rt, TlcuResult st, const TlcuPending *p,
-                                const char *what) {
-  char group[64] = "";
-  if (p->count > 1) snprintf(group, sizeof group, " (one of %u consecutive launches)", p->count);
-  tlcu_fail(rt, st, "%s%skernel '%s'%s %s", p->where, p->where[0] ? ": " : "", p->name, group, what);
-  if (p->hang) {
+/* "file:line: " of a record, or "". */
+static void where_of(const TlcuRecord *r, char *buf, size_t n) {
+  if (r->file) snprintf(buf, n, "%s:%d: ", r->file, r->line);
+  else buf[0] = '\0';
+}
+
+/* "<where>: kernel 'NAME' <what>" for the window of the oldest check; its
+** other launch places listed when it had several; the debug-hangs records. */
+static TlcuResult kernel_report(TlcuRuntime *rt, TlcuResult st, const char *what) {
+  const TlcuCheck *c = CHK(rt, rt->chk_head);
+  const TlcuRecord *first = REC(rt, rt->rec_head);
+  char where[300], group[64] = "";
+  where_of(first, where, sizeof where);
+  uint64_t nrec = c->end - rt->rec_head;
+  if (nrec == 1 && first->count > 1)
+    snprintf(group, sizeof group, " (one of %u consecutive launches)", first->count);
+  unsigned after = c->launches - first->count;
+  if (nrec > 1)
+    snprintf(group, sizeof group, "%s or %s launch%s after %s",
+             first->count > 1 ? " (several launches)" : "", after == 1 ? "the" : "one of the",
+             after == 1 ? "" : "es", first->count > 1 ? "them" : "it");
+  if (nrec > 1 && after > 1) { /* the count goes in too */
+    size_t at =
+        strlen(group) - strlen(first->count > 1 ? " launches after them" : " launches after it");
+    snprintf(group + at, sizeof group - at, " %u launches after %s", after,
+             first->count > 1 ? "them" : "it");
+  }
+  tlcu_fail(rt, st, first->graph ? "%sthe %s%s %s" : "%skernel '%s'%s %s", where, first->name,
+            group, what);
+  if (nrec > 1) {
+    tlcu_append(
+        rt,
+        "\n  the launches since the runtime last checked (TILUA_LAUNCH_CHECK=each checks every launch):");
+    for (uint64_t i = rt->rec_head; i < c->end && i < rt->rec_head + TLCU_HANG_LINES; i++) {
+      const TlcuRecord *r = REC(rt, i);
+      where_of(r, where, sizeof where);
+      tlcu_append(rt, r->graph ? "\n    %sthe %s" : "\n    %skernel '%s'", where, r->name);
+      if (r->count > 1) tlcu_append(rt, " (%u launches)", r->count);
+    }
+    if (nrec > TLCU_HANG_LINES)
+      tlcu_append(rt, "\n    ... and %llu more", (unsigned long long)(nrec - TLCU_HANG_LINES));
+  }
+  for (uint64_t i = rt->rec_head; i < c->end; i++) {
+    const TlcuHang *h = REC(rt, i)->hang;
+    if (!h) continue;
     tlcu_append(rt, "\n  debug-hangs records:");
-    if (!tlhang_format(p->hang->host, p->hang->slots, p->hang->warps_per_block, p->hang->sites,
-                       rt->err, sizeof rt->err, TLCU_HANG_LINES))
+    if (!tlhang_format(h->host, h->slots, h->warps_per_block, h->sites, rt->err, sizeof rt->err,
+                       TLCU_HANG_LINES))
       tlcu_append(rt, " none (no warp gave up on an mbarrier or waits at a barrier)");
   }
   rt->kernel_msg = 1;
   return st;
 }
 
-/* The oldest launch failed: report it; the launches after it are dropped
-** (the context's error is sticky, they cannot have run). */
+/* The oldest check failed: report its window; the launches after it are
+** dropped (the context's error is sticky, they cannot have run). */
 static TlcuResult kernel_failed(TlcuRuntime *rt, CUresult r) {
   const char *name, *str;
   char buf[32], what[320];
   tlcu_error_text(rt, r, &name, &str, buf, sizeof buf);
   snprintf(what, sizeof what, "failed: %s (%s)", name, str);
-  kernel_report(rt, TLCU_FAIL, &rt->pending[rt->phead], what);
+  kernel_report(rt, TLCU_FAIL, what);
   rt->last = r;
-  while (rt->npending)
-    pending_pop(rt);
+  drop_all(rt);
   return TLCU_FAIL;
 }
 
-/* The oldest launch ran past its deadline: report it and stop touching the device. */
+/* The oldest check ran past its deadline: report it and stop touching the device. */
 static TlcuResult wedge(TlcuRuntime *rt) {
   static int guarded;
   char what[64];
-  snprintf(what, sizeof what, "did not finish within %g s", rt->timeout * rt->pending[rt->phead].count);
-  kernel_report(rt, TLCU_HUNG, &rt->pending[rt->phead], what);
+  snprintf(what, sizeof what, "did not finish within %g s",
+           rt->timeout * CHK(rt, rt->chk_head)->launches);
+  kernel_report(rt, TLCU_HUNG, what);
   rt->state = TLCU_WEDGED;
   if (!guarded) {
     guarded = 1;
@@ -319,47 +430,58 @@ static TlcuResult wedge(TlcuRuntime *rt) {
   return TLCU_HUNG;
 }
 
-/* Wait for the oldest group: done (it leaves the list), failed, or past its
-** timeouts (one per launch) counted from its first launch or from `since`,
+/* Wait for the oldest check: done (it leaves), failed, or past its timeouts
+** (one per launch) counted from its window's first launch or from `since`,
 ** whichever is later. */
 static TlcuResult wait_oldest(TlcuRuntime *rt, double since) {
-  const TlcuPending *p = &rt->pending[rt->phead];
-  double start = p->launched > since ? p->launched : since;
+  const TlcuCheck *c = CHK(rt, rt->chk_head);
+  double start = c->opened > since ? c->opened : since;
   long pause = 20;
   for (;;) {
-    CUresult r = rt->drv.cuEventQuery(p->done);
+    CUresult r = rt->drv.cuEventQuery(c->done);
     if (r == CUDA_SUCCESS) {
-      pending_pop(rt);
+      check_pop(rt);
       return TLCU_OK;
     }
     if (r != CUDA_ERROR_NOT_READY) return kernel_failed(rt, r);
-    if (rt->timeout > 0 && now_s() - start > rt->timeout * p->count) return wedge(rt);
+    if (rt->timeout > 0 && now_s() - start > rt->timeout * c->launches) return wedge(rt);
     pause_us(pause);
     if (pause < 1000) pause *= 2;
   }
 }
 
-/* The newest group in the list (the open one, when one is). */
-static TlcuPending *newest_group(TlcuRuntime *rt) { return &rt->pending[(rt->phead + rt->npending - 1) % TLCU_MAX_PENDING]; }
-
-/* The open group is complete: its event goes after its last launch. */
-static TlcuResult close_group(TlcuRuntime *rt) {
-  if (!rt->open) return TLCU_OK;
-  rt->open = 0;
-  TlcuPending *p = newest_group(rt);
-  if (CU_CALL(rt, cuEventRecord, (p->done, p->stream)) == TLCU_OK) return TLCU_OK;
-  rt->drv.cuEventDestroy(p->done); /* the group is no longer followed */
-  p->done = NULL;
-  tlcu_hang_free(rt, p->hang);
-  rt->npending--;
-  return TLCU_FAIL;
+/* Close the open window: an event after its launches. */
+static TlcuResult check_window(TlcuRuntime *rt) {
+  if (!rt->window) return TLCU_OK;
+  if (rt->chk_tail - rt->chk_head == TLCU_CHECKS) {
+    TlcuResult st = wait_oldest(rt, 0);
+    if (st != TLCU_OK) return st;
+  }
+  TlcuCheck *c = CHK(rt, rt->chk_tail);
+  if (rt->nspare) c->done = rt->spare[--rt->nspare];
+  else CU_DO(rt, cuEventCreate, (&c->done, TLCU_EVENT_DISABLE_TIMING));
+  if (CU_CALL(rt, cuEventRecord, (c->done, rt->window_stream)) != TLCU_OK) {
+    rt->spare[rt->nspare++] = c->done;
+    return TLCU_FAIL;
+  }
+  c->end = rt->rec_tail, c->launches = rt->window, c->opened = rt->window_opened;
+  rt->chk_tail++;
+  rt->window = 0, rt->joinable = 0;
+  /* forget the windows the device is done with (events of one stream complete in order) */
+  while (rt->chk_tail - rt->chk_head > 1) {
+    CUresult r = rt->drv.cuEventQuery(CHK(rt, rt->chk_head)->done);
+    if (r == CUDA_ERROR_NOT_READY) break;
+    if (r != CUDA_SUCCESS) return kernel_failed(rt, r);
+    check_pop(rt);
+  }
+  return TLCU_OK;
 }
 
 TlcuResult tlcu_finish(TlcuRuntime *rt) {
   TLCU_BEGIN(rt);
-  if (close_group(rt) != TLCU_OK) return TLCU_FAIL;
+  if (check_window(rt) != TLCU_OK) return rt->state == TLCU_WEDGED ? TLCU_HUNG : TLCU_FAIL;
   double since = 0;
-  while (rt->npending > 0) {
+  while (rt->chk_head < rt->chk_tail) {
     TlcuResult st = wait_oldest(rt, since);
     if (st != TLCU_OK) return st;
     since = now_s();
@@ -368,66 +490,56 @@ TlcuResult tlcu_finish(TlcuRuntime *rt) {
 }
 
 /* Before anything that blocks on the device: every launch finished in time. */
-#define TLCU_DRAIN(rt)                                                                             \
+#define TLCU_DRAIN(rt, what)                                                                       \
   do {                                                                                             \
-    TlcuResult st_ = tlcu_finish(rt);                                                              \
+    TlcuResult st_ = tlcu_drain(rt, what);                                                         \
     if (st_ != TLCU_OK) return st_;                                                                \
   } while (0)
 
-/* Before a launch: forget the finished groups; with the list full, wait for the oldest. */
-static TlcuResult reap(TlcuRuntime *rt) {
-  /* a query per launch costs the driver; with few launches in flight let them be
-  ** (a failure is then reported at a later launch or at the next synchronize) */
-  if (rt->npending < TLCU_MAX_PENDING / 2 || (rt->npending < rt->reap_at && rt->npending < TLCU_MAX_PENDING))
-    return TLCU_OK;
-  size_t before = rt->npending;
-  /* events of one stream complete in order: when the newest of the older half
-  ** is done, so is every group before it, and one query forgets them all */
-  size_t half = rt->npending / 2, i;
-  const TlcuPending *mid = &rt->pending[(rt->phead + half - 1) % TLCU_MAX_PENDING];
-  for (i = 0; i < half && rt->pending[(rt->phead + i) % TLCU_MAX_PENDING].stream == mid->stream; i++) {}
-  if (i == half && rt->drv.cuEventQuery(mid->done) == CUDA_SUCCESS)
-    while (half--)
-      pending_pop(rt);
-  while (rt->npending > (size_t)rt->open) { /* the open group has no event yet */
-    CUresult r = rt->drv.cuEventQuery(rt->pending[rt->phead].done);
-    if (r == CUDA_ERROR_NOT_READY) break;
-    if (r != CUDA_SUCCESS) return kernel_failed(rt, r);
-    pending_pop(rt);
+static TlcuResult tlcu_drain(TlcuRuntime *rt, const char *what) {
+  if (rt->state == TLCU_READY && rt->capture)
+    return tlcu_fail(
+        rt, TLCU_FAIL,
+        "%s waits for the device, which cannot happen while a graph captures launches (copies, fills "
+        "and synchronization go before or after the captured function; a StreamK kernel zeroes its "
+        "workspace at its first launch: launch it once before capturing it)",
+        what);
+  return tlcu_finish(rt);
+}
+
+/* Room for one more record (waiting for the oldest check when the ring is full). */
+static TlcuResult record_room(TlcuRuntime *rt) {
+  while (rt->rec_tail - rt->rec_head >= TLCU_RECORDS) {
+    if (rt->chk_head == rt->chk_tail && check_window(rt) != TLCU_OK) return TLCU_FAIL;
+    TlcuResult st = wait_oldest(rt, 0);
+    if (st != TLCU_OK) return st;
   }
-  /* the GPU lags behind: ask again only after a few more groups, not at every launch */
-  rt->reap_at = rt->npending < before ? 0 : rt->npending + TLCU_MAX_PENDING / 16;
-  if (rt->npending < TLCU_MAX_PENDING) return TLCU_OK;
-  if (close_group(rt) != TLCU_OK) return TLCU_FAIL;
-  return wait_oldest(rt, 0);
+  return TLCU_OK;
 }
 
-/* May this launch join the open group (the same kernel, line and stream, no
-** debug-hangs records, room left)? Else the group closes before it. */
-static int joins_group(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg) {
-  if (!rt->open || cfg->hang) return 0;
-  const TlcuPending *p = newest_group(rt);
-  return p->fn == f && p->stream == cfg->stream && p->count < TLCU_GROUP_MAX &&
-         !strcmp(p->name, cfg->name ? cfg->name : "?") && !strcmp(p->where, cfg->where ? cfg->where : "");
-}
-
-/* A launch opens a group in the list; its event is recorded when the group
-** closes (close_group). A launch with debug-hangs records is a group alone. */
-static TlcuResult pending_push(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg) {
-  TlcuPending *p = &rt->pending[(rt->phead + rt->npending) % TLCU_MAX_PENDING];
-  p->hang = NULL;
-  if (rt->nspare) p->done = rt->spare[--rt->nspare];
-  else CU_DO(rt, cuEventCreate, (&p->done, TLCU_EVENT_DISABLE_TIMING));
-  p->launched = now_s();
-  p->count = 1;
-  p->fn = f;
-  p->stream = cfg->stream;
-  snprintf(p->name, sizeof p->name, "%s", cfg->name ? cfg->name : "?");
-  snprintf(p->where, sizeof p->where, "%s", cfg->where ? cfg->where : "");
-  p->hang = cfg->hang;
-  rt->npending++;
-  rt->open = 1;
-  return cfg->hang ? close_group(rt) : TLCU_OK;
+/* The launch (`launches` of them: a graph's kernels) goes into the newest
+** record (the same kernel, place and stream, in the open window) or a new one;
+** a launch with debug-hangs records is a window of its own, and a window holds
+** one stream's launches. Called after the launch was issued. */
+static TlcuResult record_launches(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg,
+                                  const char *name, unsigned launches, int graph) {
+  TlcuRecord *r = rt->joinable ? REC(rt, rt->rec_tail - 1) : NULL;
+  const char *file = tlcu_intern(rt, cfg->file);
+  if (rt->window && cfg->stream != rt->window_stream && check_window(rt) != TLCU_OK)
+    return TLCU_FAIL;
+  if (r && rt->joinable && !cfg->hang && r->fn == f && r->file == file && r->line == cfg->line &&
+      r->stream == cfg->stream && r->name == name) {
+    r->count++;
+  } else {
+    r = REC(rt, rt->rec_tail++);
+    r->fn = f, r->stream = cfg->stream, r->name = name, r->file = file, r->line = cfg->line;
+    r->count = 1, r->hang = cfg->hang, r->graph = graph;
+    rt->joinable = !cfg->hang;
+  }
+  if (rt->window == 0) rt->window_opened = now_s(), rt->window_stream = cfg->stream;
+  rt->window += launches;
+  if (rt->window >= rt->check_every || cfg->hang) return check_window(rt);
+  return TLCU_OK;
 }
 
 /* }====================================================================== */
@@ -535,6 +647,8 @@ TlcuResult tlcu_init_lib(TlcuRuntime *rt, int ordinal, const char *libname) {
   if (rt->state == TLCU_READY)
     return tlcu_fail(rt, TLCU_FAIL, "CUDA runtime already initialised (tlcu_shutdown first)");
   memset(rt, 0, sizeof *rt);
+  const char *check = getenv("TILUA_LAUNCH_CHECK"); /* "each": a check after every launch */
+  rt->check_every = check && !strcmp(check, "each") ? 1 : TLCU_WINDOW;
   if (!libname) libname = getenv("TILUA_LIBCUDA");
   if (!libname || !*libname) libname = TLCU_LIBNAME;
   TlcuResult st = tlcu_open_driver(rt, libname);
@@ -561,7 +675,18 @@ TlcuResult tlcu_shutdown(TlcuRuntime *rt) {
     if (rt->state == TLCU_EMPTY || rt->state == TLCU_WEDGED) rt->state = TLCU_DOWN;
     return TLCU_OK;
   }
+  if (rt->capture) { /* a capture never ended: end it, drop what it made */
+    CUgraph g = NULL;
+    if (rt->drv.cuStreamEndCapture(rt->capture_stream, &g) == CUDA_SUCCESS && g)
+      rt->drv.cuGraphDestroy(g);
+    graph_release(rt, rt->capture);
+    rt->capture = NULL;
+  }
+  rt->update = NULL;
+  if (rt->capture_stream) rt->drv.cuStreamDestroy(rt->capture_stream);
+  rt->capture_stream = NULL;
   destroy_spare_events(rt);
+  strings_free(&rt->strings);
   TlcuResult st = tlcu_release_all(rt);
   if (CU_CALL(rt, cuDevicePrimaryCtxRelease, (rt->dev)) != TLCU_OK) st = TLCU_FAIL;
   rt->ctx = NULL;
@@ -583,18 +708,17 @@ TlcuResult tlcu_device_info(TlcuRuntime *rt, TlcuDeviceInfo *out) {
 
 /* Append the JIT error log, or say there was none. */
 static void tlcu_append_jit_log(TlcuRuntime *rt) {
-  if (rt->jit_error[0])
-    tlcu_append(rt, "\nJIT error log:\n%s", rt->jit_error);
-  else
-    tlcu_append(rt, "\n(the JIT error log is empty)");
+  if (rt->jit_error[0]) tlcu_append(rt, "\nJIT error log:\n%s", rt->jit_error);
+  else tlcu_append(rt, "\n(the JIT error log is empty)");
 }
 
 TlcuResult tlcu_module_load_ptx(TlcuRuntime *rt, const char *ptx, CUmodule *out) {
   TLCU_BEGIN(rt);
   /* line info: the .loc lines (script lines) reach the cubin, so compute-sanitizer
   ** and the profilers name the .lua file and line */
-  CUjit_option opts[5] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
-                          CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_GENERATE_LINE_INFO};
+  CUjit_option opts[5] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                          CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                          CU_JIT_GENERATE_LINE_INFO};
   void *vals[5] = {rt->jit_info, (void *)(uintptr_t)sizeof rt->jit_info, rt->jit_error,
                    (void *)(uintptr_t)sizeof rt->jit_error, (void *)(uintptr_t)1};
   CUmodule mod = NULL;
@@ -616,7 +740,7 @@ TlcuResult tlcu_module_load_ptx(TlcuRuntime *rt, const char *ptx, CUmodule *out)
 }
 
 TlcuResult tlcu_module_unload(TlcuRuntime *rt, CUmodule mod) {
-  TLCU_DRAIN(rt);
+  TLCU_DRAIN(rt, "unloading a module");
   return tlcu_give_back(rt, TLCU_HELD_MODULE, (uint64_t)(uintptr_t)mod);
 }
 
@@ -692,41 +816,55 @@ static TlcuResult tlcu_config(TlcuRuntime *rt, const TlcuLaunch *l, CUlaunchConf
   return TLCU_OK;
 }
 
+static TlcuResult graph_capture(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg,
+                                const char *name);
+static TlcuResult graph_set_node(TlcuRuntime *rt, CUfunction f, const CUlaunchConfig *c,
+                                 const TlcuLaunch *cfg, void **args, const char *name);
+
+/* Issue the launch; without a cluster the plain entry point, which costs the driver less. */
+static TlcuResult issue(TlcuRuntime *rt, CUfunction f, const CUlaunchConfig *c, void **args) {
+  return c->numAttrs
+             ? CU_CALL(rt, cuLaunchKernelEx, (c, f, args, NULL))
+             : CU_CALL(rt, cuLaunchKernel,
+                       (f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                        c->blockDimZ, c->sharedMemBytes, c->hStream, args, NULL));
+}
+
 TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, void **args) {
   CUlaunchConfig c;
   CUlaunchAttribute cluster;
+  const char *name = cfg->name ? cfg->name : "kernel";
   TlcuResult st = tlcu_begin(rt);
-  if (st == TLCU_OK) st = reap(rt);
-  int joins = st == TLCU_OK && joins_group(rt, f, cfg);
-  if (st == TLCU_OK && !joins) st = close_group(rt);
+  if (st == TLCU_OK && !rt->capture && !rt->update) st = record_room(rt);
+  /* a graph's node would outlive the records its argument points at */
+  if (st == TLCU_OK && (rt->capture || rt->update) && cfg->hang)
+    st = tlcu_fail(rt, TLCU_FAIL,
+                   "kernel '%s' was compiled with debug-hangs: its launches cannot go into a graph",
+                   name);
   if (st == TLCU_OK) st = tlcu_config(rt, cfg, &c, &cluster);
   if (st == TLCU_OK && c.sharedMemBytes > SM90_SMEM_DEFAULT && !cfg->smem_allowed)
     st = tlcu_function_set_max_dynamic_smem(rt, f, c.sharedMemBytes);
-  /* without a cluster the plain entry point, which costs the driver less */
-  if (st == TLCU_OK && (c.numAttrs ? CU_CALL(rt, cuLaunchKernelEx, (&c, f, args, NULL))
-                                   : CU_CALL(rt, cuLaunchKernel, (f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX,
-                                                                  c.blockDimY, c.blockDimZ, c.sharedMemBytes, c.hStream,
-                                                                  args, NULL))) != TLCU_OK) {
+  if (st == TLCU_OK && rt->update) return graph_set_node(rt, f, &c, cfg, args, name);
+  if (st == TLCU_OK && rt->capture) c.hStream = rt->capture_stream;
+  if (st == TLCU_OK && issue(rt, f, &c, args) != TLCU_OK) {
     tlcu_append(rt, "; grid (%u,%u,%u), block (%u,%u,%u), cluster (%u,%u,%u), %u B dynamic smem",
                 c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ,
                 dim1(cfg->cluster[0]), dim1(cfg->cluster[1]), dim1(cfg->cluster[2]),
                 c.sharedMemBytes);
     st = TLCU_FAIL;
     /* an earlier launch that failed makes this one fail too (the error is
-    ** sticky): name that one, at its line, when it is still in the list */
-    if (rt->npending && tlcu_finish(rt) != TLCU_OK && rt->kernel_msg) st = TLCU_FAIL;
+    ** sticky): name that one, at its line, when it is still followed */
+    if (!rt->capture && rt->rec_tail > rt->rec_head && tlcu_finish(rt) != TLCU_OK && rt->kernel_msg)
+      st = TLCU_FAIL;
   }
-  if (st == TLCU_OK && joins) {
-    TlcuPending *g = newest_group(rt);
-    if (++g->count == TLCU_GROUP_MAX) st = close_group(rt);
-  } else if (st == TLCU_OK) {
-    st = pending_push(rt, f, cfg);
-  }
-  if (st != TLCU_OK && rt->state != TLCU_WEDGED) tlcu_hang_free(rt, cfg->hang);
+  if (st == TLCU_OK && rt->capture) return graph_capture(rt, f, cfg, name);
+  if (st == TLCU_OK) return record_launches(rt, f, cfg, tlcu_intern(rt, name), 1, 0);
+  if (rt->state != TLCU_WEDGED) tlcu_hang_free(rt, cfg->hang);
   return st;
 }
 
-TlcuResult tlcu_max_active_clusters(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, int *out) {
+TlcuResult tlcu_max_active_clusters(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg,
+                                    int *out) {
   TLCU_BEGIN(rt);
   CUlaunchConfig c;
   CUlaunchAttribute cluster;
@@ -737,6 +875,169 @@ TlcuResult tlcu_max_active_clusters(TlcuRuntime *rt, CUfunction f, const TlcuLau
   *out = 0;
   CU_DO(rt, cuOccupancyMaxActiveClusters, (out, f, &c));
   return TLCU_OK;
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** CUDA graphs: launches captured from a stream of the runtime, replayed,
+** their nodes' arguments set by the same launches made again
+** ======================================================================= */
+
+typedef struct TlcuNode {
+  CUgraphNode node;
+  CUfunction fn;
+  unsigned block[3], cluster[3];
+  const char *name;
+} TlcuNode;
+
+struct TlcuGraph {
+  CUgraph graph;
+  CUgraphExec exec;
+  TlcuNode *nodes;
+  int n, cap;
+  const char *name; /* "graph of N kernels", for the launch records */
+};
+
+int tlcu_graph_nodes(const TlcuGraph *g) { return g ? g->n : 0; }
+
+static void graph_release(TlcuRuntime *rt, TlcuGraph *g) {
+  if (!g) return;
+  if (rt->state == TLCU_READY) { /* wedged or shut down: the driver is not touched */
+    if (g->exec) rt->drv.cuGraphExecDestroy(g->exec);
+    if (g->graph) rt->drv.cuGraphDestroy(g->graph);
+  }
+  free(g->nodes);
+  free(g);
+}
+
+TlcuResult tlcu_graph_begin(TlcuRuntime *rt) {
+  TLCU_BEGIN(rt);
+  if (rt->capture || rt->update)
+    return tlcu_fail(rt, TLCU_FAIL, "a graph is being captured or updated already");
+  if (!rt->capture_stream) CU_DO(rt, cuStreamCreate, (&rt->capture_stream, CU_STREAM_NON_BLOCKING));
+  TlcuGraph *g = calloc(1, sizeof *g);
+  if (!g) return tlcu_fail(rt, TLCU_FAIL, "out of host memory for a graph");
+  /* relaxed: a kernel's first launch may load its module while captured */
+  if (CU_CALL(rt, cuStreamBeginCapture, (rt->capture_stream, CU_STREAM_CAPTURE_MODE_RELAXED)) !=
+      TLCU_OK) {
+    free(g);
+    return TLCU_FAIL;
+  }
+  rt->capture = g;
+  return TLCU_OK;
+}
+
+/* A launch was captured: the node it made is the capture's dependency now. */
+static TlcuResult graph_capture(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg,
+                                const char *name) {
+  TlcuGraph *g = rt->capture;
+  CUstreamCaptureStatus st;
+  cuuint64_t id;
+  CUgraph graph;
+  const CUgraphNode *deps = NULL;
+  size_t ndeps = 0;
+  CU_DO(rt, cuStreamGetCaptureInfo, (rt->capture_stream, &st, &id, &graph, &deps, &ndeps));
+  if (ndeps != 1 || !deps)
+    return tlcu_fail(rt, TLCU_FAIL, "graph capture: the launch of '%s' made no single node", name);
+  if (g->n == g->cap) {
+    int cap = g->cap ? 2 * g->cap : 16;
+    TlcuNode *nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
+    if (!nodes) return tlcu_fail(rt, TLCU_FAIL, "out of host memory for a graph");
+    g->nodes = nodes, g->cap = cap;
+  }
+  TlcuNode *n = &g->nodes[g->n++];
+  n->node = deps[0], n->fn = f, n->name = tlcu_intern(rt, name);
+  for (int i = 0; i < 3; i++)
+    n->block[i] = dim1(cfg->block[i]), n->cluster[i] = dim1(cfg->cluster[i]);
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_graph_end(TlcuRuntime *rt, TlcuGraph **out) {
+  *out = NULL;
+  TlcuGraph *g = rt->capture;
+  if (!g) return tlcu_fail(rt, TLCU_FAIL, "no graph is being captured");
+  rt->capture = NULL;
+  TLCU_BEGIN(rt);
+  TlcuResult st = CU_CALL(rt, cuStreamEndCapture, (rt->capture_stream, &g->graph));
+  if (st == TLCU_OK) st = CU_CALL(rt, cuGraphInstantiateWithFlags, (&g->exec, g->graph, 0));
+  char name[64];
+  snprintf(name, sizeof name, "graph of %d kernels", g->n);
+  g->name = tlcu_intern(rt, name);
+  if (st != TLCU_OK) {
+    graph_release(rt, g);
+    return st;
+  }
+  *out = g;
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_graph_launch(TlcuRuntime *rt, TlcuGraph *g, CUstream stream, const char *file,
+                             int line) {
+  TLCU_BEGIN(rt);
+  if (rt->capture || rt->update)
+    return tlcu_fail(
+        rt, TLCU_FAIL,
+        "a graph cannot be launched while launches are captured into a graph or set its nodes");
+  TlcuResult st = record_room(rt);
+  if (st != TLCU_OK) return st;
+  CU_DO(rt, cuGraphLaunch, (g->exec, stream));
+  TlcuLaunch l;
+  memset(&l, 0, sizeof l);
+  l.stream = stream, l.file = file, l.line = line;
+  return record_launches(rt, (CUfunction)(void *)g, &l, g->name, g->n > 0 ? (unsigned)g->n : 1, 1);
+}
+
+TlcuResult tlcu_graph_update_begin(TlcuRuntime *rt, TlcuGraph *g) {
+  TLCU_BEGIN(rt);
+  if (rt->capture || rt->update)
+    return tlcu_fail(rt, TLCU_FAIL, "a graph is being captured or updated already");
+  rt->update = g;
+  rt->update_next = 0;
+  return TLCU_OK;
+}
+
+/* A launch while updating: node update_next gets its grid and arguments. */
+static TlcuResult graph_set_node(TlcuRuntime *rt, CUfunction f, const CUlaunchConfig *c,
+                                 const TlcuLaunch *cfg, void **args, const char *name) {
+  TlcuGraph *g = rt->update;
+  int i = rt->update_next;
+  if (i >= g->n)
+    return tlcu_fail(rt, TLCU_FAIL, "the update launches more kernels than the graph's %d", g->n);
+  const TlcuNode *n = &g->nodes[i];
+  if (n->fn != f)
+    return tlcu_fail(rt, TLCU_FAIL,
+                     "launch #%d of the update is kernel '%s', node %d of the graph kernel '%s'",
+                     i + 1, name, i, n->name);
+  for (int d = 0; d < 3; d++)
+    if (n->cluster[d] != dim1(cfg->cluster[d]) || n->block[d] != dim1(cfg->block[d]))
+      return tlcu_fail(
+          rt, TLCU_FAIL,
+          "launch #%d of the update: kernel '%s' was captured with another block or cluster", i + 1,
+          name);
+  CUDA_KERNEL_NODE_PARAMS p;
+  memset(&p, 0, sizeof p);
+  p.func = f, p.gridDimX = c->gridDimX, p.gridDimY = c->gridDimY, p.gridDimZ = c->gridDimZ;
+  p.blockDimX = c->blockDimX, p.blockDimY = c->blockDimY, p.blockDimZ = c->blockDimZ;
+  p.sharedMemBytes = c->sharedMemBytes, p.kernelParams = args;
+  CU_DO(rt, cuGraphExecKernelNodeSetParams, (g->exec, n->node, &p));
+  rt->update_next++;
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_graph_update_end(TlcuRuntime *rt) {
+  TlcuGraph *g = rt->update;
+  rt->update = NULL;
+  if (!g) return tlcu_fail(rt, TLCU_FAIL, "no graph is being updated");
+  if (rt->update_next != g->n)
+    return tlcu_fail(rt, TLCU_FAIL, "the update launched %d kernels; the graph has %d",
+                     rt->update_next, g->n);
+  return TLCU_OK;
+}
+
+void tlcu_graph_free(TlcuRuntime *rt, TlcuGraph *g) {
+  if (rt->update == g) rt->update = NULL;
+  graph_release(rt, g);
 }
 
 /* }====================================================================== */
@@ -768,49 +1069,51 @@ static int tlcu_holds(const TlcuRuntime *rt, int kind, uint64_t handle) {
 }
 
 TlcuResult tlcu_mem_free(TlcuRuntime *rt, CUdeviceptr p) {
-  TLCU_DRAIN(rt);
+  TLCU_DRAIN(rt, "freeing device memory");
   /* an address not allocated here, or freed already, never reaches the driver
   ** (freeing it again could free what another allocation now holds) */
   if (!tlcu_holds(rt, TLCU_HELD_MEM, p))
-    return tlcu_fail(rt, TLCU_FAIL, "device address 0x%llx was not allocated by this runtime, or was freed already",
-                     (unsigned long long)p);
+    return tlcu_fail(
+        rt, TLCU_FAIL,
+        "device address 0x%llx was not allocated by this runtime, or was freed already",
+        (unsigned long long)p);
   return tlcu_give_back(rt, TLCU_HELD_MEM, p);
 }
 
 TlcuResult tlcu_memcpy_htod(TlcuRuntime *rt, CUdeviceptr dst, const void *src, size_t bytes) {
-  TLCU_DRAIN(rt);
+  TLCU_DRAIN(rt, "a copy to the device");
   CU_DO(rt, cuMemcpyHtoD, (dst, src, bytes));
   return TLCU_OK;
 }
 
 TlcuResult tlcu_memcpy_dtoh(TlcuRuntime *rt, void *dst, CUdeviceptr src, size_t bytes) {
-  TLCU_DRAIN(rt);
+  TLCU_DRAIN(rt, "a copy from the device");
   CU_DO(rt, cuMemcpyDtoH, (dst, src, bytes));
   return TLCU_OK;
 }
 
 TlcuResult tlcu_memcpy_dtod(TlcuRuntime *rt, CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-  TLCU_DRAIN(rt);
+  TLCU_DRAIN(rt, "a device-to-device copy");
   CU_DO(rt, cuMemcpyDtoD, (dst, src, bytes));
   return TLCU_OK;
 }
 
 TlcuResult tlcu_memset_d8(TlcuRuntime *rt, CUdeviceptr dst, unsigned char value, size_t bytes) {
-  TLCU_DRAIN(rt);
+  TLCU_DRAIN(rt, "a fill of device memory");
   CU_DO(rt, cuMemsetD8, (dst, value, bytes));
   return TLCU_OK;
 }
 
-TlcuResult tlcu_tensor_map_encode(TlcuRuntime *rt, void *map, const TlcuTensorMapDesc *d) {
+TlcuResult tlcu_tensor_map_encode(TlcuRuntime *rt, void *map, const TltmDesc *d) {
   TLCU_BEGIN(rt);
   CU_DO(rt, cuTensorMapEncodeTiled,
-        (map, d->dtype, d->rank, (void *)(uintptr_t)d->address, d->dims, d->strides, d->box, d->elem_strides,
-         d->interleave, d->swizzle, d->l2_promotion, d->oob_fill));
+        (map, d->dtype, d->rank, (void *)(uintptr_t)d->address, d->dims, d->strides, d->box,
+         d->elem_strides, d->interleave, d->swizzle, d->l2_promotion, d->oob_fill));
   return TLCU_OK;
 }
 
 TlcuResult tlcu_synchronize(TlcuRuntime *rt) {
-  TLCU_DRAIN(rt);
+  TLCU_DRAIN(rt, "synchronize");
   CU_DO(rt, cuCtxSynchronize, ());
   return TLCU_OK;
 }
@@ -840,7 +1143,7 @@ TlcuResult tlcu_event_record(TlcuRuntime *rt, CUevent e, CUstream s) {
 }
 
 TlcuResult tlcu_event_synchronize(TlcuRuntime *rt, CUevent e) {
-  TLCU_DRAIN(rt);
+  TLCU_DRAIN(rt, "waiting for an event");
   CU_DO(rt, cuEventSynchronize, (e));
   return TLCU_OK;
 }
@@ -861,8 +1164,6 @@ TlcuResult tlcu_event_destroy(TlcuRuntime *rt, CUevent e) {
 /* {======================================================================
 ** Streams, events between them, devices
 ** ======================================================================= */
-
-#define TLCU_STREAM_NON_BLOCKING 1 /* CU_STREAM_NON_BLOCKING */
 
 /* An event of `flags`, held until destroyed or shutdown. */
 static TlcuResult event_create_flags(TlcuRuntime *rt, unsigned flags, CUevent *out) {
@@ -894,8 +1195,8 @@ static TlcuResult stream_create(TlcuRuntime *rt, int high, CUstream *out) {
   CUstream s = NULL;
   int least = 0, greatest = 0;
   if (high) CU_DO(rt, cuCtxGetStreamPriorityRange, (&least, &greatest));
-  if (high) CU_DO(rt, cuStreamCreateWithPriority, (&s, TLCU_STREAM_NON_BLOCKING, greatest));
-  else CU_DO(rt, cuStreamCreate, (&s, TLCU_STREAM_NON_BLOCKING));
+  if (high) CU_DO(rt, cuStreamCreateWithPriority, (&s, CU_STREAM_NON_BLOCKING, greatest));
+  else CU_DO(rt, cuStreamCreate, (&s, CU_STREAM_NON_BLOCKING));
   if (tlcu_hold(rt, TLCU_HELD_STREAM, (uint64_t)(uintptr_t)s) != TLCU_OK) {
     rt->drv.cuStreamDestroy(s);
     return TLCU_FAIL;
@@ -905,17 +1206,21 @@ static TlcuResult stream_create(TlcuRuntime *rt, int high, CUstream *out) {
 }
 
 TlcuResult tlcu_stream_create(TlcuRuntime *rt, CUstream *out) { return stream_create(rt, 0, out); }
-TlcuResult tlcu_stream_create_high(TlcuRuntime *rt, CUstream *out) { return stream_create(rt, 1, out); }
+TlcuResult tlcu_stream_create_high(TlcuRuntime *rt, CUstream *out) {
+  return stream_create(rt, 1, out);
+}
 
 TlcuResult tlcu_stream_destroy(TlcuRuntime *rt, CUstream s) {
-  TLCU_DRAIN(rt); /* the launch records name the stream: they go first */
+  TLCU_DRAIN(rt, "destroying a stream"); /* the launch records name the stream: they go first */
   if (!tlcu_holds(rt, TLCU_HELD_STREAM, (uint64_t)(uintptr_t)s))
-    return tlcu_fail(rt, TLCU_FAIL, "stream %p was not created by this runtime, or was destroyed already", (void *)s);
+    return tlcu_fail(rt, TLCU_FAIL,
+                     "stream %p was not created by this runtime, or was destroyed already",
+                     (void *)s);
   return tlcu_give_back(rt, TLCU_HELD_STREAM, (uint64_t)(uintptr_t)s);
 }
 
 TlcuResult tlcu_stream_synchronize(TlcuRuntime *rt, CUstream s) {
-  TLCU_DRAIN(rt);
+  TLCU_DRAIN(rt, "a stream's synchronize");
   CU_DO(rt, cuStreamSynchronize, (s));
   return TLCU_OK;
 }

@@ -1,30 +1,40 @@
 /*
 ** cuda_rt.h -- the CUDA Driver API runtime: libcuda.so.1 opened with dlopen at
 ** first use, device queries, PTX modules through the driver JIT, launches with
-** cluster dimensions and dynamic shared memory, device memory, events.
+** cluster dimensions and dynamic shared memory, CUDA graphs captured from
+** launches, device memory, events.
 **
-** No CUDA header or SDK is needed to build this: the few driver types below are
-** declared with the layout of CUDA 13.0's cuda.h (do not include both in one
-** file). Only cuGetProcAddress_v2 and cuInit are looked up with dlsym; every
-** other entry point comes from cuGetProcAddress_v2 by its plain name at CUDA
-** 12.0 (see cuda_syms.def), which gives the ABI these prototypes declare.
+** No CUDA header or SDK is needed to build this: the driver types come from
+** cuda_types.h (cuda.h's layout). Only cuGetProcAddress_v2 and cuInit are
+** looked up with dlsym; every other entry point comes from cuGetProcAddress_v2
+** by its plain name at CUDA 12.0 (see cuda_syms.def), which gives the ABI
+** these prototypes declare.
 **
 ** Every function returns a TlcuResult. On failure it leaves a message in the
 ** runtime's error buffer (tlcu_error); nothing aborts, prints or longjmps. A
 ** failing driver call reads `<call text>: <CUDA_ERROR_NAME> (<error string>)`.
 **
-** Launches have a deadline. Every launch records an event; before any call
-** that would block on the device (synchronize, copies, memset, frees, module
-** unload, event waits) the runtime polls the events of the launches not yet
-** seen finished, oldest first, each for at most the timeout (tlcu_set_timeout;
-** counted from its launch, or from when the one before it was seen done). A
-** kernel past it is reported as `<where>: kernel 'NAME' did not finish within
-** T s` (TLCU_HUNG) and the runtime is wedged: it never touches the device
-** again (every call fails with that message, shutdown releases nothing), and
-** the process exits with status 1 at exit() without running the driver's own
-** exit handlers, which would wait for the kernel. A kernel that failed is
-** reported as `<where>: kernel 'NAME' failed: <CUDA_ERROR_NAME> (...)`.
-** tlcu_kernel_report says when the message is one of those two.
+** Launches cost what the driver's cost, and still have a deadline and a name.
+** Each launch goes into a ring of records (kernel, the launch's place in the
+** script; consecutive launches of one kernel from one place share one). An
+** event, a check, is recorded after a window of launches: when the window
+** holds TLCU_WINDOW launches (a count, not a time: the same script gives the
+** same reports), and before any call that would block on the device
+** (synchronize, copies, memset, frees, module unload, event waits), which
+** then polls the checks not yet seen done, oldest first, each for at most the
+** timeout times its launches
+** (tlcu_set_timeout; counted from the window's first launch, or from when
+** the check before it was seen done). A window past it is reported as
+** `<where>: kernel 'NAME' did not finish within T s` (TLCU_HUNG) and the
+** runtime is wedged: it never touches the device again (every call fails
+** with that message, shutdown releases nothing), and the process exits with
+** status 1 at exit() without running the driver's own exit handlers, which
+** would wait for the kernel. A failure is reported as `<where>: kernel 'NAME'
+** failed: <CUDA_ERROR_NAME> (...)`. When the window held launches from
+** several places, the message names the first and lists them all (any one
+** of them may have failed); tlcu_set_check_every(rt, 1), or
+** TILUA_LAUNCH_CHECK=each at tlcu_init, checks after every launch, so that
+** the one is named. tlcu_kernel_report says when the message is a report.
 ** After a failed tlcu_init every call returns the init status and leaves the
 ** init message in place, so a caller can report "no GPU" once, anywhere.
 **
@@ -38,95 +48,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* {======================================================================
-** Driver types (CUDA 13.0 cuda.h layout, only what the runtime uses)
-** ======================================================================= */
-
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUmod_st *CUmodule;
-typedef struct CUfunc_st *CUfunction;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-
-/* CUresult: the driver returns more codes than these; any int may arrive. */
-typedef enum cudaError_enum {
-  CUDA_SUCCESS = 0,
-  CUDA_ERROR_INVALID_VALUE = 1,
-  CUDA_ERROR_OUT_OF_MEMORY = 2,
-  CUDA_ERROR_NOT_INITIALIZED = 3,
-  CUDA_ERROR_STUB_LIBRARY = 34,
-  CUDA_ERROR_INSUFFICIENT_DRIVER = 35,
-  CUDA_ERROR_NO_DEVICE = 100,
-  CUDA_ERROR_INVALID_DEVICE = 101,
-  CUDA_ERROR_INVALID_PTX = 218,
-  CUDA_ERROR_NOT_FOUND = 500,
-  CUDA_ERROR_NOT_READY = 600,
-  CUDA_ERROR_UNKNOWN = 999
-} CUresult;
-
-typedef enum CUdevice_attribute_enum {
-  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
-  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
-  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
-  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
-} CUdevice_attribute;
-
-typedef enum CUfunction_attribute_enum {
-  CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0,
-  CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
-  CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3,
-  CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
-  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
-} CUfunction_attribute;
-
-/* Size values go by value, cast to void *; on return they hold bytes written. */
-typedef enum CUjit_option_enum {
-  CU_JIT_INFO_LOG_BUFFER = 3,
-  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
-  CU_JIT_ERROR_LOG_BUFFER = 5,
-  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
-  CU_JIT_GENERATE_LINE_INFO = 13
-} CUjit_option;
-
-typedef enum CUlaunchAttributeID_enum {
-  CU_LAUNCH_ATTRIBUTE_IGNORE = 0,
-  CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2,
-  CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
-  CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 5
-} CUlaunchAttributeID;
-
-/* 64 bytes, 8-byte aligned like cuda.h's union (it holds pointers). */
-typedef union CUlaunchAttributeValue_union {
-  char pad[64];
-  struct {
-    unsigned int x, y, z;
-  } clusterDim;
-  int cooperative;
-  void *align_ptr_;
-  unsigned long long align_u64_;
-} CUlaunchAttributeValue;
-
-typedef struct CUlaunchAttribute_st {
-  CUlaunchAttributeID id;
-  char pad[8 - sizeof(CUlaunchAttributeID)];
-  CUlaunchAttributeValue value;
-} CUlaunchAttribute;
-
-typedef struct CUlaunchConfig_st {
-  unsigned int gridDimX, gridDimY, gridDimZ; /* in blocks, not clusters */
-  unsigned int blockDimX, blockDimY, blockDimZ;
-  unsigned int sharedMemBytes; /* dynamic shared memory per block */
-  CUstream hStream;
-  CUlaunchAttribute *attrs;
-  unsigned int numAttrs;
-} CUlaunchConfig;
-
-_Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute must match cuda.h");
-_Static_assert(sizeof(CUlaunchConfig) == 56, "CUlaunchConfig must match cuda.h");
-
-/* }====================================================================== */
+#include "cuda_types.h"
+#include "tensor_map.h"
 
 /* {======================================================================
 ** The runtime
@@ -146,11 +69,10 @@ typedef enum {
 
 typedef enum { TLCU_EMPTY = 0, TLCU_READY, TLCU_FAILED, TLCU_DOWN, TLCU_WEDGED } TlcuState;
 
-#define TLCU_MAX_PENDING 64 /* launch groups tracked at once; the oldest is waited for first */
-/* Consecutive launches of one kernel from one script line on one stream share
-** an event, up to this many: an event per launch costs the driver more than
-** the launch. Their deadline is as many timeouts. */
-#define TLCU_GROUP_MAX 8
+#define TLCU_RECORDS 1024 /* launch records followed at once (a ring) */
+#define TLCU_CHECKS 128   /* checks in flight (a ring) */
+#define TLCU_WINDOW                                                                                \
+  32 /* launches between two checks, at most: an event costs the driver a launch */
 
 /* The debug-hangs records of one launch: mapped host memory the kernel writes
 ** (one slot per warp of the grid, layout in hang.h) and the host reads, even
@@ -163,17 +85,38 @@ typedef struct TlcuHang {
   char *sites; /* the wait sites, one per line: "file:line: what" */
 } TlcuHang;
 
-/* A group of launches not yet seen finished. */
-typedef struct TlcuPending {
-  CUevent done;    /* recorded after the group's last launch (not yet while the group is open) */
-  double launched; /* monotonic seconds, of the first launch */
-  unsigned count;  /* launches in the group: consecutive, one function, line and stream */
+/* Consecutive launches of one kernel from one place on one stream, not yet
+** seen finished. Its strings are the runtime's (tlcu_intern). */
+typedef struct TlcuRecord {
   CUfunction fn;
   CUstream stream;
-  char name[128];  /* the kernel */
-  char where[256]; /* the launch in the script ("file:line"), or "" */
-  TlcuHang *hang;  /* its debug-hangs records, or NULL */
-} TlcuPending;
+  const char *name; /* the kernel */
+  const char *file; /* the launch in the script, or NULL */
+  int line;
+  unsigned count; /* launches */
+  TlcuHang *hang; /* its debug-hangs records, or NULL (then count is 1) */
+  int graph;      /* replays of a graph (name: "graph of N kernels") */
+} TlcuRecord;
+
+/* An event recorded after the records before record number `end`. */
+typedef struct TlcuCheck {
+  CUevent done;
+  uint64_t end;      /* its window: the records from the check before it up to end */
+  unsigned launches; /* in its window */
+  double opened;     /* monotonic seconds of its window's first launch */
+} TlcuCheck;
+
+/* Interned strings: the kernels' names and the scripts' file names of the
+** launch records, copied once, freed at shutdown. */
+typedef struct TlcuStrings {
+  char **slot; /* open addressing, a power of 2 */
+  size_t cap, n;
+  struct {
+    const char *from, *to;
+  } memo[64]; /* by the caller's pointer (verified by content) */
+} TlcuStrings;
+
+typedef struct TlcuGraph TlcuGraph;
 
 /* The driver's function pointer table, one field per row of cuda_syms.def. */
 typedef struct TlcuDriver {
@@ -207,9 +150,10 @@ typedef struct TlcuLaunch {
   unsigned int cluster[3]; /* all <= 1: no cluster attribute */
   CUstream stream;         /* NULL: the default stream */
   const char *name;        /* the kernel, for reports (NULL: "kernel") */
-  const char *where;       /* the launch's place in the script, for reports (NULL: none) */
-  TlcuHang *hang;          /* debug-hangs records (the launch takes them), or NULL */
-  int smem_allowed;        /* the function's dynamic shared memory attribute already allows smem */
+  const char *file;        /* the launch's place in the script, for reports (NULL: none) */
+  int line;
+  TlcuHang *hang;   /* debug-hangs records (the launch takes them), or NULL */
+  int smem_allowed; /* the function's dynamic shared memory attribute already allows smem */
 } TlcuLaunch;
 
 /* Something the runtime holds and releases at shutdown. */
@@ -229,14 +173,25 @@ typedef struct TlcuRuntime {
   TlcuDriver drv;
   TlcuHeld *held; /* modules, allocations and events still alive */
   size_t nheld, capheld;
-  TlcuPending pending[TLCU_MAX_PENDING]; /* launches not yet seen finished: a ring, oldest at phead */
-  size_t npending, phead;
-  int open; /* the newest group's event is not recorded yet: identical launches may join it */
-  size_t reap_at; /* the list's length at which a launch next looks for finished groups */
-  CUevent spare[TLCU_MAX_PENDING]; /* events of finished launches, for the next ones */
+  /* the launches not yet seen finished (rings; record and check numbers only grow) */
+  TlcuRecord rec[TLCU_RECORDS];
+  uint64_t rec_head, rec_tail; /* the oldest record, the next one */
+  TlcuCheck chk[TLCU_CHECKS];
+  uint64_t chk_head, chk_tail;
+  unsigned window;        /* launches since the last check */
+  double window_opened;   /* when the first of them was launched */
+  CUstream window_stream; /* ... on this stream */
+  unsigned check_every;   /* TLCU_WINDOW, or 1 (tlcu_set_check_every) */
+  int joinable;           /* the newest record is in the open window and may take the next launch */
+  CUevent spare[TLCU_CHECKS]; /* events of finished checks, for the next ones */
   size_t nspare;
-  double timeout;  /* seconds a launch may run; 0: no limit */
-  int kernel_msg;  /* the error message reports a kernel (hung or failed) */
+  TlcuStrings strings;
+  /* graphs: launches captured into one, or setting its nodes' arguments */
+  TlcuGraph *capture, *update;
+  int update_next;               /* the node the next launch sets */
+  CUstream capture_stream;       /* created at the first capture */
+  double timeout;                /* seconds a launch may run; 0: no limit */
+  int kernel_msg;                /* the error message reports a kernel (hung or failed) */
   char jit_info[TLCU_LOG_SIZE];  /* info log of the last module load */
   char jit_error[TLCU_LOG_SIZE]; /* error log of the last module load */
   char err[TLCU_ERR_SIZE];       /* message of the last failure */
@@ -266,6 +221,10 @@ int tlcu_ready(const TlcuRuntime *rt);         /* 1 after a good init */
 int tlcu_kernel_report(const TlcuRuntime *rt);
 /* Seconds a launch may run before it is reported as hung (0: no limit). */
 void tlcu_set_timeout(TlcuRuntime *rt, double seconds);
+/* Launches between two checks (1: a check after each, naming a failure exactly). */
+void tlcu_set_check_every(TlcuRuntime *rt, unsigned launches);
+/* A copy of s that lives until shutdown (NULL for NULL): names for launch records. */
+const char *tlcu_intern(TlcuRuntime *rt, const char *s);
 /* Wait, within the deadlines, until every launch so far has finished. */
 TlcuResult tlcu_finish(TlcuRuntime *rt);
 
@@ -282,10 +241,29 @@ TlcuResult tlcu_function_get(TlcuRuntime *rt, CUmodule mod, const char *name, CU
 TlcuResult tlcu_function_info(TlcuRuntime *rt, CUfunction f, TlcuFuncInfo *out);
 TlcuResult tlcu_function_set_max_dynamic_smem(TlcuRuntime *rt, CUfunction f, unsigned int bytes);
 
-/* Launch with cuLaunchKernelEx; `args` points at each argument's value.
-** Dynamic shared memory above 48 KiB raises the function's limit first. The
-** launch gets a deadline (above) and takes cfg->hang, even when it fails. */
+/* Launch; `args` points at each argument's value. Dynamic shared memory above
+** 48 KiB raises the function's limit first (unless cfg->smem_allowed). The
+** launch gets a record and a deadline (above) and takes cfg->hang, even when
+** it fails. While a graph captures, the launch becomes its next node; while
+** one is updated, it sets the next node's arguments instead (below). */
 TlcuResult tlcu_launch(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, void **args);
+
+/* CUDA graphs. tlcu_graph_begin: the launches from now on are captured into a
+** new graph (on a stream of the runtime), not run; calls that would wait for
+** the device fail until tlcu_graph_end, which instantiates it (on failure the
+** graph is freed and *out is NULL). tlcu_graph_launch replays it on `stream`
+** as one launch record (name: "graph of N kernels"). Between
+** tlcu_graph_update_begin and _end the launches set the arguments and grids
+** of nodes 0, 1, ... in turn: the same kernels, in the same order, with the
+** same block and cluster; _end checks that every node was set. */
+TlcuResult tlcu_graph_begin(TlcuRuntime *rt);
+TlcuResult tlcu_graph_end(TlcuRuntime *rt, TlcuGraph **out);
+TlcuResult tlcu_graph_launch(TlcuRuntime *rt, TlcuGraph *g, CUstream stream, const char *file,
+                             int line);
+int tlcu_graph_nodes(const TlcuGraph *g);
+TlcuResult tlcu_graph_update_begin(TlcuRuntime *rt, TlcuGraph *g);
+TlcuResult tlcu_graph_update_end(TlcuRuntime *rt);
+void tlcu_graph_free(TlcuRuntime *rt, TlcuGraph *g);
 /* Zeroed mapped host memory for `slots` debug-hangs slots (hang.h) and a
 ** copy of the sites; the kernel's extra parameter is (*out)->dev. */
 TlcuResult tlcu_hang_alloc(TlcuRuntime *rt, size_t slots, unsigned warps_per_block,
@@ -301,17 +279,8 @@ TlcuResult tlcu_memset_d8(TlcuRuntime *rt, CUdeviceptr dst, unsigned char value,
 TlcuResult tlcu_synchronize(TlcuRuntime *rt);
 
 /* A tiled TMA tensor map (cuTensorMapEncodeTiled) into map (128 bytes, 64-byte
-** aligned). dims and box innermost first; strides: rank - 1 byte strides of
-** dimensions 1.. . The enums are the driver's (CUtensorMapDataType, ...). */
-typedef struct TlcuTensorMapDesc {
-  int dtype;
-  unsigned int rank;
-  CUdeviceptr address;
-  uint64_t dims[5], strides[4];
-  uint32_t box[5], elem_strides[5];
-  int interleave, swizzle, l2_promotion, oob_fill;
-} TlcuTensorMapDesc;
-TlcuResult tlcu_tensor_map_encode(TlcuRuntime *rt, void *map, const TlcuTensorMapDesc *d);
+** aligned), from a description checked by tltm_describe (tensor_map.h). */
+TlcuResult tlcu_tensor_map_encode(TlcuRuntime *rt, void *map, const TltmDesc *d);
 
 /* Clusters of the launch's cluster shape that can be resident at once. */
 TlcuResult tlcu_max_active_clusters(TlcuRuntime *rt, CUfunction f, const TlcuLaunch *cfg, int *out);

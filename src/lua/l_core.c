@@ -4,6 +4,7 @@
 ** from a source tree named by TILUA_SOURCE_DIR while developing), preloads the
 ** C part as `tilua.core` and runs lua/tilua/init.lua.
 */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,11 @@ struct tl_embedded {
   size_t len;
 };
 extern const struct tl_embedded tl_embedded_lua[];
+struct tl_embedded_file {
+  const char *path, *source;
+  size_t len;
+};
+extern const struct tl_embedded_file tl_embedded_files[];
 
 static const struct tl_embedded *find_embedded(const char *module) {
   for (const struct tl_embedded *e = tl_embedded_lua; e->module; e++)
@@ -85,6 +91,35 @@ lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer
   return v;
 }
 
+/* core.embedded_file(path) -> the text of a C source that `tilua export`
+** copies (src/export/..., src/cuda/...: tools/embed.cmake), from the source
+** tree when TILUA_SOURCE_DIR names one; nil, message for an unknown path. */
+static int embedded_file(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1), *dir = getenv("TILUA_SOURCE_DIR");
+  for (const struct tl_embedded_file *e = tl_embedded_files; e->path; e++) {
+    if (strcmp(e->path, path) != 0) continue;
+    if (!dir || !*dir) {
+      lua_pushlstring(L, e->source, e->len);
+      return 1;
+    }
+    luaL_Buffer b;
+    char chunk[4096];
+    size_t n;
+    lua_pushfstring(L, "%s/%s", dir, path);
+    FILE *f = fopen(lua_tostring(L, -1), "rb");
+    if (!f) return luaL_error(L, "cannot read %s", lua_tostring(L, -1));
+    luaL_buffinit(L, &b);
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+      luaL_addlstring(&b, chunk, n);
+    fclose(f);
+    luaL_pushresult(&b);
+    return 1;
+  }
+  lua_pushnil(L);
+  lua_pushfstring(L, "no embedded file '%s'", path);
+  return 2;
+}
+
 /* tilua.core: every binding area of LB_AREAS in one table. */
 int luaopen_tilua_core(lua_State *L) {
   static const LbArea *const areas[] = {
@@ -94,10 +129,13 @@ int luaopen_tilua_core(lua_State *L) {
   };
   lua_newtable(L);
   for (size_t i = 0; i < sizeof areas / sizeof *areas; i++) {
-    for (const LbClass *c = areas[i]->classes; c && c->name; c++) lb_new_class(L, c);
+    for (const LbClass *c = areas[i]->classes; c && c->name; c++)
+      lb_new_class(L, c);
     luaL_setfuncs(L, areas[i]->functions, 0);
   }
   lb_set_int(L, "max_nesting", IR_MAX_NESTING);
+  lua_pushcfunction(L, embedded_file);
+  lua_setfield(L, -2, "embedded_file");
   return 1;
 }
 

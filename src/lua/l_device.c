@@ -25,11 +25,7 @@
 static TlcuRuntime rt;
 static int rt_tried;
 
-typedef struct Buffer {
-  CUdeviceptr ptr;
-  size_t bytes;
-  int live; /* device memory attached */
-} Buffer;
+typedef LbBuffer Buffer;
 
 /* {======================================================================
 ** The runtime
@@ -475,10 +471,10 @@ static const char *opt_field(lua_State *L, int idx, const char *k) {
   return s;
 }
 
-/* core.launch(fn, {grid=, block=, cluster=, smem=, name=, where=, hang_sites=, stream=},
-** { {type, value}, ... }): name and where (the script's line) go into the
-** reports of a kernel that hangs or fails; hang_sites (the lowered kernel's
-** debug-hangs sites) adds the records' address as the last argument. */
+/* fn:launch({grid=, block=, cluster=, smem=, name=, hang_sites=, stream=}, { {type, value}, ... }):
+** name and the script's line of the launch (the innermost user frame) go into
+** the reports of a kernel that hangs or fails; hang_sites (the lowered
+** kernel's debug-hangs sites) adds the records' address as the last argument. */
 static int fn_launch(lua_State *L) {
   CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -493,7 +489,7 @@ static int fn_launch(lua_State *L) {
   cfg.smem = (unsigned int)luaL_optinteger(L, -1, 0);
   lua_pop(L, 1);
   cfg.name = opt_field(L, 2, "name");
-  cfg.where = opt_field(L, 2, "where");
+  if (!lb_user_frame(L, &cfg.file, &cfg.line)) cfg.file = NULL;
   lua_getfield(L, 2, "stream");
   cfg.stream = lb_stream_arg(L, -1);
   lua_pop(L, 1);

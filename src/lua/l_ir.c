@@ -154,8 +154,22 @@ typedef struct LibChunkMemo {
 } LibChunkMemo;
 static _Thread_local LibChunkMemo lib_memo[64];
 
+/* lb_launch_site's answers by function: its source and whether it is the
+** library's; the functions themselves in a weak table of the registry (same
+** slots), so that a memo holds only while its function lives. */
+typedef struct FrameMemo {
+  const lua_State *L;
+  const void *fn;
+  const char *source; /* its chunk name (the function's: alive while it is) */
+  int skip;           /* a C function or a library chunk */
+} FrameMemo;
+#define FRAME_MEMOS 64
+static _Thread_local FrameMemo frame_memo[FRAME_MEMOS];
+static const char FRAME_FUNCTIONS = 0; /* registry key of the weak table */
+
 void lb_mark_library_chunk(lua_State *L, const char *chunkname) {
   memset(lib_memo, 0, sizeof lib_memo);
+  memset(frame_memo, 0, sizeof frame_memo);
   if (lua_getfield(L, LUA_REGISTRYINDEX, LIBCHUNKS) != LUA_TTABLE) {
     lua_pop(L, 1);
     lua_newtable(L);
@@ -181,15 +195,75 @@ static int is_library_chunk(lua_State *L, const char *source) {
   return lib;
 }
 
-/* Find the innermost user frame; fills file (a Lua-owned string) and line. */
-static int user_frame(lua_State *L, const char **file, int *line) {
+/* Find the innermost user frame; fills file (a Lua-owned string, or this
+** thread's copy of a string chunk's short name) and line. */
+int lb_user_frame(lua_State *L, const char **file, int *line) {
+  static _Thread_local char short_src[LUA_IDSIZE];
   lua_Debug ar;
   /* lua_getstack walks from the top each time: bounded, so that a stack
   ** overflow's message handler does not take quadratic time */
   for (int level = 1; level <= 1000 && lua_getstack(L, level, &ar); level++) {
     if (!lua_getinfo(L, "S", &ar) || ar.what[0] == 'C' || is_library_chunk(L, ar.source)) continue;
     if (!lua_getinfo(L, "l", &ar) || ar.currentline <= 0) continue;
-    *file = ar.source[0] == '@' || ar.source[0] == '=' ? ar.source + 1 : ar.short_src;
+    if (ar.source[0] == '@' || ar.source[0] == '=') {
+      *file = ar.source + 1;
+    } else {
+      memcpy(short_src, ar.short_src, sizeof short_src);
+      *file = short_src;
+    }
+    *line = ar.currentline;
+    return 1;
+  }
+  return 0;
+}
+
+/* Is the function at the top of the stack the one memo m was made for (alive)? */
+static int memo_holds(lua_State *L, const FrameMemo *m) {
+  if (m->L != L || m->fn != lua_topointer(L, -1)) return 0;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &FRAME_FUNCTIONS) != LUA_TTABLE) return lua_pop(L, 1), 0;
+  lua_rawgeti(L, -1, (m - frame_memo) + 1);
+  int same = lua_rawequal(L, -1, -3);
+  lua_pop(L, 2);
+  return same;
+}
+
+/* Remember the function at the top of the stack in memo m. */
+static void memo_fill(lua_State *L, FrameMemo *m, lua_Debug *ar) {
+  m->L = L, m->fn = lua_topointer(L, -1);
+  m->skip =
+      !lua_getinfo(L, "S", ar) || ar->what[0] == 'C' || is_library_chunk(L, ar->source) ||
+      (ar->source[0] != '@' && ar->source[0] != '='); /* a string chunk: lb_user_frame's way */
+  m->source = ar->source;
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &FRAME_FUNCTIONS) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "v");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &FRAME_FUNCTIONS);
+  }
+  lua_pushvalue(L, -2);
+  lua_rawseti(L, -2, (m - frame_memo) + 1);
+  lua_pop(L, 1);
+}
+
+int lb_launch_site(lua_State *L, const char **source, int *line) {
+  lua_Debug ar;
+  for (int level = 1; level <= 1000 && lua_getstack(L, level, &ar); level++) {
+    lua_getinfo(L, "f", &ar);
+    FrameMemo *m = &frame_memo[((uintptr_t)lua_topointer(L, -1) >> 4) % FRAME_MEMOS];
+    if (!memo_holds(L, m)) memo_fill(L, m, &ar);
+    lua_pop(L, 1);
+    if (m->skip) {
+      if (m->source && m->source[0] != '@' && m->source[0] != '=' &&
+          !is_library_chunk(L, m->source))
+        return lb_user_frame(L, source, line); /* a user's string chunk */
+      continue;
+    }
+    if (!lua_getinfo(L, "l", &ar) || ar.currentline <= 0) continue;
+    *source = m->source + 1;
     *line = ar.currentline;
     return 1;
   }
@@ -206,7 +280,7 @@ int lb_locate_error(lua_State *L, int idx) {
   if (lua_type(L, idx) != LUA_TSTRING) return 0;
   const char *msg = lua_tostring(L, idx), *file;
   int line;
-  if (!user_frame(L, &file, &line)) return 0;
+  if (!lb_user_frame(L, &file, &line)) return 0;
   const char *rest = msg;
   const char *colon = strchr(msg, ':');
   if (colon && colon > msg && colon - msg < 200 && colon[1] >= '0' && colon[1] <= '9') {
@@ -235,7 +309,7 @@ static int core_locate_error(lua_State *L) {
 void lb_user_where(lua_State *L, char *buf, size_t n) {
   const char *file;
   int line;
-  if (user_frame(L, &file, &line)) snprintf(buf, n, "%s:%d", file, line);
+  if (lb_user_frame(L, &file, &line)) snprintf(buf, n, "%s:%d", file, line);
   else if (n) buf[0] = '\0';
 }
 
@@ -255,7 +329,7 @@ IrLoc lb_user_loc(lua_State *L, IrContext *ctx) {
     return loc;
   }
   lua_pop(L, 1);
-  if (user_frame(L, &file, &line)) return ir_loc(ctx, file, line, 0);
+  if (lb_user_frame(L, &file, &line)) return ir_loc(ctx, file, line, 0);
   return ir_loc_unknown();
 }
 
@@ -285,7 +359,7 @@ int lb_error(lua_State *L, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (user_frame(L, &file, &line)) lua_pushfstring(L, "%s:%d: %s", file, line, msg);
+  if (lb_user_frame(L, &file, &line)) lua_pushfstring(L, "%s:%d: %s", file, line, msg);
   else lua_pushstring(L, msg);
   return lua_error(L);
 }
@@ -610,7 +684,7 @@ static int core_metatable(lua_State *L) {
 static int core_user_location(lua_State *L) {
   const char *file;
   int line;
-  if (!user_frame(L, &file, &line)) return 0;
+  if (!lb_user_frame(L, &file, &line)) return 0;
   lua_pushstring(L, file);
   lua_pushinteger(L, line);
   return 2;

@@ -2,15 +2,26 @@
 ** l_launch.c -- launch plans: what every launch of a compiled kernel needs,
 ** decoded once (the kind of each argument, block, cluster, static shared
 ** memory, the kernel's name), so that a launch converts its arguments and
-** calls the runtime without building a table; and the raw cuLaunchKernel loop
-** that tools/bench/launch.lua measures it against.
+** calls the runtime without building a table; k:launch's fast path, which
+** takes the plan without entering Lua; and the raw cuLaunchKernel loop that
+** tools/bench/launch.lua measures it against.
 **
 **   plan = core.launch_plan(fn, {kinds = {"ptr", "i32", ...}, names = {...},
 **                                block = {x,y,z}, cluster = {x,y,z}, static = bytes,
 **                                smem = bytes, name = "k"})
-**   plan:launch(grid, args [, smem [, stream]])  grid: n or {x [, y [, z]]}; args by position or name
+**   plan:launch(grid, args [, smem [, stream]]) grid: n or {x [, y [, z]]}; args by position or
+*name
+**   core.launch_fast(slow) -> launch    launch(k, cfg): through k._plan when it is
+**                                       k._fn's and cfg names no block or cluster, else slow(k,
+*cfg)
 **   plan:raw_loop(n, grid, args) -> seconds of n raw cuLaunchKernel calls
 **   core.now() -> monotonic seconds
+**
+** What a launch costs here was measured with the stand-in driver under
+** callgrind (docs/PERF.md, "Launch cost"): a buffer argument given again is
+** known by its table's address (ArgMemo: no `raw` read, no metatable check),
+** the launch's script line comes from lb_launch_site (memoized per function),
+** and the runtime gets the kernel's name interned once per plan.
 */
 #include <string.h>
 #include <time.h>
@@ -23,14 +34,25 @@
 typedef enum { ARG_PTR, ARG_I8, ARG_I16, ARG_I32, ARG_I64, ARG_F32, ARG_F64 } ArgKind;
 static const char *const arg_kind_names[] = {"ptr", "i8", "i16", "i32", "i64", "f32", "f64", NULL};
 
+/* The buffer a pointer argument was given last: the buffer's table and its
+** LbBuffer. The plan's third user value holds both (the table at 2i + 1, its
+** `raw` at 2i + 2), so the table at that address is still that table, and
+** the LbBuffer still memory, at the next launch. */
+typedef struct ArgMemo {
+  const void *table;
+  const LbBuffer *buf;
+} ArgMemo;
+
 typedef struct Plan {
   CUfunction fn;
   int nargs;
   unsigned char kinds[PLAN_MAX_ARGS];
+  ArgMemo memo[PLAN_MAX_ARGS];
   unsigned block[3], cluster[3];
   unsigned static_smem, smem;
   unsigned smem_allowed; /* the largest shared memory the function's attribute was raised to */
-  char name[128];
+  const void *buffer_mt; /* the metatable of device buffers (LB_BUFFER) */
+  const char *name;      /* the kernel's, interned by the runtime */
 } Plan;
 
 static double now_s(void) {
@@ -77,13 +99,14 @@ static int core_launch_plan(lua_State *L) {
     lua_geti(L, -1, i + 1);
     const char *k = lua_tostring(L, -1);
     int j = 0;
-    while (k && arg_kind_names[j] && strcmp(arg_kind_names[j], k)) j++;
+    while (k && arg_kind_names[j] && strcmp(arg_kind_names[j], k))
+      j++;
     lua_pop(L, 1);
     if (!k || !arg_kind_names[j]) return 0; /* tensor maps, 16-bit floats: the Lua path */
     kinds[i] = (unsigned char)j;
   }
   lua_pop(L, 1);
-  Plan *p = lua_newuserdatauv(L, sizeof *p, 2);
+  Plan *p = lua_newuserdatauv(L, sizeof *p, 3);
   memset(p, 0, sizeof *p);
   p->fn = *f;
   p->nargs = n;
@@ -93,47 +116,76 @@ static int core_launch_plan(lua_State *L) {
   p->static_smem = (unsigned)int_field(L, 2, "static");
   p->smem = (unsigned)int_field(L, 2, "smem");
   lua_getfield(L, 2, "name");
-  snprintf(p->name, sizeof p->name, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "kernel");
+  p->name = tlcu_intern(lb_cuda(L), lua_isstring(L, -1) ? lua_tostring(L, -1) : "kernel");
+  lua_pop(L, 1);
+  luaL_getmetatable(L, LB_BUFFER);
+  p->buffer_mt = lua_topointer(L, -1);
   lua_pop(L, 1);
   luaL_setmetatable(L, LB_LAUNCH_PLAN);
   lua_pushvalue(L, 1); /* the function (and through it the module) lives as long as the plan */
   lua_setiuservalue(L, -2, 1);
   lua_getfield(L, 2, "names");
   lua_setiuservalue(L, -2, 2);
+  lua_createtable(L, 2 * n, 0); /* the buffers of ArgMemo */
+  lua_setiuservalue(L, -2, 3);
   return 1;
 }
 
 /* The name of parameter i (0-based), for messages. */
 static const char *param_name(lua_State *L, int plan, int i) {
   lua_getiuservalue(L, plan, 2);
-  const char *s = lua_istable(L, -1) && lua_geti(L, -1, i + 1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+  const char *s =
+      lua_istable(L, -1) && lua_geti(L, -1, i + 1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
   return s; /* stays on the stack until the error is raised */
 }
 
-/* Convert argument i (at idx) into its slot; raises with the parameter's name. */
-static void pack(lua_State *L, int plan, const Plan *p, int i, int idx, uint64_t *slot) {
+/* The address of tl.device's buffer table at idx (its `raw`), argument i of
+** the plan at index plan: a live LB_BUFFER; 0 when it is none. The table
+** given last for i is remembered (ArgMemo), so that the next launch with it
+** reads neither its `raw` nor a metatable. Leaves *pushed values on the
+** stack (the caller pops them all at once). */
+static CUdeviceptr table_buffer(lua_State *L, int plan, Plan *p, int i, int idx, int *pushed) {
+  ArgMemo *m = &p->memo[i];
+  const void *table = lua_topointer(L, idx);
+  if (table != m->table) {
+    lua_pushliteral(L, "raw");
+    lua_rawget(L, idx);
+    *pushed += 1;
+    if (!lua_getmetatable(L, -1)) return 0;
+    *pushed += 1;
+    if (lua_topointer(L, -1) != p->buffer_mt) return 0;
+    lua_getiuservalue(L, plan, 3);
+    lua_pushvalue(L, idx);
+    lua_rawseti(L, -2, 2 * i + 1);
+    lua_pushvalue(L, -3);
+    lua_rawseti(L, -2, 2 * i + 2);
+    lua_pop(L, 1);
+    m->table = table, m->buf = lua_touserdata(L, -2);
+  }
+  if (!m->buf->live) lb_error(L, "attempt to use a freed device buffer");
+  return m->buf->ptr;
+}
+
+/* Convert argument i (at idx) into its slot; raises with the parameter's
+** name. Values it pushes stay (counted in *pushed). */
+static void pack(lua_State *L, int plan, Plan *p, int i, int idx, int t, uint64_t *slot,
+                 int *pushed) {
   *slot = 0;
   switch ((ArgKind)p->kinds[i]) {
   case ARG_PTR: {
-    if (lua_isinteger(L, idx)) {
-      *slot = (uint64_t)lua_tointeger(L, idx);
-      return;
-    }
-    CUdeviceptr a = 0;
-    if (lua_istable(L, idx)) {
-      lua_getfield(L, idx, "raw");
-      size_t bytes;
-      a = lb_buffer_address(L, -1, &bytes);
-      lua_pop(L, 1);
-    }
-    if (!a)
-      lb_error(L, "launch: argument '%s' must be a device buffer, got %s", param_name(L, plan, i), luaL_typename(L, idx));
+    CUdeviceptr a = t == LUA_TTABLE         ? table_buffer(L, plan, p, i, idx, pushed)
+                    : lua_isinteger(L, idx) ? (CUdeviceptr)lua_tointeger(L, idx)
+                                            : 0;
+    if (!a && !(t == LUA_TNUMBER && lua_isinteger(L, idx)))
+      lb_error(L, "launch: argument '%s' must be a device buffer, got %s", param_name(L, plan, i),
+               luaL_typename(L, idx));
     *slot = (uint64_t)a;
     return;
   }
   case ARG_F32:
   case ARG_F64: {
-    if (lua_type(L, idx) != LUA_TNUMBER) lb_error(L, "launch: argument '%s' must be a number", param_name(L, plan, i));
+    if (t != LUA_TNUMBER)
+      lb_error(L, "launch: argument '%s' must be a number", param_name(L, plan, i));
     double d = lua_tonumber(L, idx);
     if (p->kinds[i] == ARG_F32) {
       float f = (float)d;
@@ -144,11 +196,14 @@ static void pack(lua_State *L, int plan, const Plan *p, int i, int idx, uint64_t
     return;
   }
   default: {
-    int ok;
-    lua_Integer v = lua_isboolean(L, idx) ? lua_toboolean(L, idx) : lua_tointegerx(L, idx, &ok);
-    if (!lua_isboolean(L, idx) && (!ok || lua_type(L, idx) != LUA_TNUMBER))
-      lb_error(L, "launch: argument '%s' must be an integer, got %s", param_name(L, plan, i),
-               luaL_tolstring(L, idx, NULL));
+    int ok = 0;
+    lua_Integer v = t == LUA_TNUMBER ? lua_tointegerx(L, idx, &ok) : 0;
+    if (!ok) {
+      if (t != LUA_TBOOLEAN)
+        lb_error(L, "launch: argument '%s' must be an integer, got %s", param_name(L, plan, i),
+                 luaL_tolstring(L, idx, NULL));
+      v = lua_toboolean(L, idx);
+    }
     uint64_t u = (uint64_t)v; /* little endian: the low bytes are the narrow value */
     memcpy(slot, &u, 8);
     return;
@@ -176,53 +231,130 @@ static void grid_arg(lua_State *L, int idx, const Plan *p, unsigned g[3]) {
   }
   for (int i = 0; i < 3; i++)
     if (g[i] % p->cluster[i])
-      lb_error(L, "launch: grid dimension %d (%u) is not a multiple of the cluster's (%u)", i + 1, g[i], p->cluster[i]);
+      lb_error(L, "launch: grid dimension %d (%u) is not a multiple of the cluster's (%u)", i + 1,
+               g[i], p->cluster[i]);
 }
 
-/* The arguments in the table at idx: by position, else by parameter name. */
-static void pack_all(lua_State *L, int plan, const Plan *p, int idx, uint64_t *slots, void **ptrs) {
+/* The arguments in the table at idx: by position, else by parameter name.
+** What is read stays on the stack until the end (one pop for all). */
+static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, void **ptrs) {
   luaL_checktype(L, idx, LUA_TTABLE);
   lua_Unsigned len = lua_rawlen(L, idx);
-  if (len > (lua_Unsigned)p->nargs) lb_error(L, "launch: %d arguments for %d parameters", (int)len, p->nargs);
+  if (len > (lua_Unsigned)p->nargs)
+    lb_error(L, "launch: %d arguments for %d parameters", (int)len, p->nargs);
+  int base = lua_gettop(L);
+  luaL_checkstack(L, 3 * p->nargs + 4, "launch arguments");
+  int top = base;
   for (int i = 0; i < p->nargs; i++) {
-    if (lua_rawgeti(L, idx, i + 1) == LUA_TNIL) {
+    int t = lua_rawgeti(L, idx, i + 1);
+    if (t == LUA_TNIL) {
       lua_pop(L, 1);
       const char *name = param_name(L, plan, i);
-      lua_getfield(L, idx, name);
+      t = lua_getfield(L, idx, name);
       lua_remove(L, -2); /* the names table */
       lua_remove(L, -2); /* the name */
-      if (lua_isnil(L, -1)) lb_error(L, "launch: missing argument '%s' (#%d)", param_name(L, plan, i), i + 1);
+      if (t == LUA_TNIL)
+        lb_error(L, "launch: missing argument '%s' (#%d)", param_name(L, plan, i), i + 1);
     }
-    pack(L, plan, p, i, lua_gettop(L), &slots[i]);
-    lua_pop(L, 1);
+    int pushed = 1;
+    pack(L, plan, p, i, top + 1, t, &slots[i], &pushed);
+    top += pushed;
     ptrs[i] = &slots[i];
   }
+  lua_settop(L, base);
+}
+
+/* Launch through the plan at index plan: the grid, the arguments' table, the
+** dynamic shared memory (none: the plan's) and the stream (none: the default
+** stream) at the given indices. */
+static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int smem, int stream) {
+  TlcuRuntime *rt = lb_cuda(L);
+  uint64_t slots[PLAN_MAX_ARGS];
+  void *ptrs[PLAN_MAX_ARGS];
+  TlcuLaunch cfg;
+  grid_arg(L, grid, p, cfg.grid);
+  pack_all(L, plan, p, args, slots, ptrs);
+  lua_Integer dyn = lua_isnoneornil(L, smem) ? (lua_Integer)p->smem : luaL_checkinteger(L, smem);
+  if (dyn < 0 || dyn > 0x7fffffff) lb_error(L, "launch: smem %lld is out of range", (long long)dyn);
+  memcpy(cfg.block, p->block, sizeof cfg.block);
+  memcpy(cfg.cluster, p->cluster, sizeof cfg.cluster);
+  cfg.smem = p->static_smem + (unsigned)dyn;
+  cfg.smem_allowed = cfg.smem <= p->smem_allowed;
+  cfg.stream = lb_stream_arg(L, stream);
+  cfg.hang = NULL;
+  cfg.name = p->name;
+  if (!lb_launch_site(L, &cfg.file, &cfg.line)) cfg.file = NULL;
+  if (tlcu_launch(rt, p->fn, &cfg, ptrs) != TLCU_OK) lb_cuda_error(L, "launch");
+  if (cfg.smem > p->smem_allowed) p->smem_allowed = cfg.smem;
 }
 
 /* plan:launch(grid, args [, smem [, stream]]): asynchronous, like Kernel:launch. */
 static int plan_launch(lua_State *L) {
   Plan *p = luaL_checkudata(L, 1, LB_LAUNCH_PLAN);
-  TlcuRuntime *rt = lb_cuda(L);
-  uint64_t slots[PLAN_MAX_ARGS];
-  void *ptrs[PLAN_MAX_ARGS];
-  TlcuLaunch cfg;
-  memset(&cfg, 0, sizeof cfg);
-  grid_arg(L, 2, p, cfg.grid);
-  pack_all(L, 1, p, 3, slots, ptrs);
-  lua_Integer dyn = luaL_optinteger(L, 4, p->smem);
-  if (dyn < 0 || dyn > 0x7fffffff) return lb_error(L, "launch: smem %lld is out of range", (long long)dyn);
-  memcpy(cfg.block, p->block, sizeof cfg.block);
-  memcpy(cfg.cluster, p->cluster, sizeof cfg.cluster);
-  cfg.smem = p->static_smem + (unsigned)dyn;
-  cfg.smem_allowed = cfg.smem <= p->smem_allowed;
-  cfg.name = p->name;
-  cfg.stream = lb_stream_arg(L, 5);
-  char where[256];
-  lb_user_where(L, where, sizeof where);
-  cfg.where = where;
-  if (tlcu_launch(rt, p->fn, &cfg, ptrs) != TLCU_OK) return lb_cuda_error(L, "launch");
-  if (cfg.smem > p->smem_allowed) p->smem_allowed = cfg.smem;
+  do_launch(L, 1, p, 2, 3, 4, 5);
   return 0;
+}
+
+/* The upvalues of launch_fast: the slow path, then the keys it reads. */
+enum {
+  UP_SLOW = 1,
+  UP_PLAN_MT,
+  UP_PLAN,
+  UP_FN,
+  UP_GRID,
+  UP_ARGS,
+  UP_SMEM,
+  UP_BLOCK,
+  UP_CLUSTER,
+  UP_STREAM,
+  UP_COUNT
+};
+static const char *const fast_keys[] = {"_plan", "_fn",   "grid",    "args",
+                                        "smem",  "block", "cluster", "stream"};
+
+/* Push t[upvalue key] (raw). */
+static int get_up(lua_State *L, int t, int up) {
+  lua_pushvalue(L, lua_upvalueindex(up));
+  return lua_rawget(L, t);
+}
+
+/* launch(k, cfg): the fast path of k:launch (stack: k, cfg). */
+static int launch_fast_call(lua_State *L) {
+  if (lua_gettop(L) == 2 && lua_type(L, 1) == LUA_TTABLE && lua_type(L, 2) == LUA_TTABLE &&
+      get_up(L, 1, UP_PLAN) == LUA_TUSERDATA && lua_getmetatable(L, 3) &&
+      lua_rawequal(L, -1, lua_upvalueindex(UP_PLAN_MT))) { /* 3 plan, 4 its metatable */
+    get_up(L, 1, UP_FN);                                   /* 5 k._fn */
+    lua_getiuservalue(L, 3, 1);                            /* 6 the plan's function */
+    get_up(L, 2, UP_BLOCK);                                /* 7 */
+    get_up(L, 2, UP_CLUSTER);                              /* 8 */
+    if (lua_rawequal(L, 5, 6) && lua_isnil(L, 7) && lua_isnil(L, 8)) {
+      get_up(L, 2, UP_GRID);   /* 9 */
+      get_up(L, 2, UP_ARGS);   /* 10 */
+      get_up(L, 2, UP_SMEM);   /* 11 */
+      get_up(L, 2, UP_STREAM); /* 12 */
+      if (lua_isnil(L, 9)) lua_pushinteger(L, 1), lua_replace(L, 9);
+      if (lua_isnil(L, 10)) lua_newtable(L), lua_replace(L, 10);
+      do_launch(L, 3, lua_touserdata(L, 3), 9, 10, 11, 12);
+      lua_settop(L, 1);
+      return 1; /* k */
+    }
+  }
+  lua_settop(L, 2); /* the slow path: slow(k, cfg) */
+  lua_pushvalue(L, lua_upvalueindex(UP_SLOW));
+  lua_insert(L, 1);
+  lua_call(L, 2, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+/* core.launch_fast(slow) -> launch: a closure of the slow path and the keys it reads. */
+static int core_launch_fast(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_settop(L, 1);
+  luaL_getmetatable(L, LB_LAUNCH_PLAN);
+  for (size_t i = 0; i < sizeof fast_keys / sizeof *fast_keys; i++)
+    lua_pushstring(L, fast_keys[i]);
+  lua_pushcclosure(L, launch_fast_call, UP_COUNT - 1);
+  return 1;
 }
 
 /* plan:raw_loop(n, grid, args) -> seconds: n plain cuLaunchKernel calls with the
@@ -237,11 +369,12 @@ static int plan_raw_loop(lua_State *L) {
   grid_arg(L, 3, p, g);
   pack_all(L, 1, p, 4, slots, ptrs);
   if (p->cluster[0] * p->cluster[1] * p->cluster[2] > 1 || p->static_smem + p->smem > 48 * 1024)
-    return lb_error(L, "raw_loop: only for kernels without a cluster and with at most 48 KiB of shared memory");
+    return lb_error(
+        L, "raw_loop: only for kernels without a cluster and with at most 48 KiB of shared memory");
   double t0 = now_s();
   for (lua_Integer i = 0; i < n; i++)
-    if (rt->drv.cuLaunchKernel(p->fn, g[0], g[1], g[2], p->block[0], p->block[1], p->block[2], p->static_smem + p->smem,
-                               NULL, ptrs, NULL) != CUDA_SUCCESS)
+    if (rt->drv.cuLaunchKernel(p->fn, g[0], g[1], g[2], p->block[0], p->block[1], p->block[2],
+                               p->static_smem + p->smem, NULL, ptrs, NULL) != CUDA_SUCCESS)
       return lb_error(L, "raw_loop: cuLaunchKernel failed");
   double t = now_s() - t0;
   if (tlcu_synchronize(rt) != TLCU_OK) return lb_cuda_error(L, "raw_loop");
@@ -249,8 +382,12 @@ static int plan_raw_loop(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg plan_methods[] = {{"launch", plan_launch}, {"raw_loop", plan_raw_loop}, {NULL, NULL}};
-static const luaL_Reg launch_functions[] = {{"launch_plan", core_launch_plan}, {"now", core_now}, {NULL, NULL}};
+static const luaL_Reg plan_methods[] = {
+    {"launch", plan_launch}, {"raw_loop", plan_raw_loop}, {NULL, NULL}};
+static const luaL_Reg launch_functions[] = {{"launch_plan", core_launch_plan},
+                                            {"launch_fast", core_launch_fast},
+                                            {"now", core_now},
+                                            {NULL, NULL}};
 
 static const LbClass launch_classes[] = {{LB_LAUNCH_PLAN, NULL, plan_methods}, {NULL, NULL, NULL}};
 const LbArea lb_area_launch = {launch_classes, launch_functions};

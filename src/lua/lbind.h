@@ -62,6 +62,13 @@ void lb_push_attr(lua_State *L, const IrAttr *a, int ctx_idx);
 /* The location of the innermost user frame: the first Lua frame that is not
 ** part of the tilua library (see lb_mark_library_chunk). */
 IrLoc lb_user_loc(lua_State *L, IrContext *ctx);
+/* The innermost user frame: its file (a string Lua owns, valid while the
+** frame's function lives) and line; 0 when there is none. */
+int lb_user_frame(lua_State *L, const char **file, int *line);
+/* lb_user_frame for a launch, cheaper: what it learns of a function (its
+** source, library or not) is remembered while the function lives. The file is
+** the function's (valid while it lives: copy it to keep it). */
+int lb_launch_site(lua_State *L, const char **file, int *line);
 /* "file:line" of the innermost user frame into buf (empty when there is none). */
 void lb_user_where(lua_State *L, char *buf, size_t n);
 /* Raise "file:line: message" at the user's location. */
@@ -117,8 +124,8 @@ static inline void lb_push_list(lua_State *L, int n, void (*push)(lua_State *L, 
 /* The integer field key of the table at idx, dflt when absent; raises
 ** "who: 'key' must be an integer" or "... is out of range [lo, hi]" at the
 ** user's line otherwise. */
-lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer dflt, lua_Integer lo,
-                             lua_Integer hi, const char *who);
+lua_Integer lb_opt_int_field(lua_State *L, int idx, const char *key, lua_Integer dflt,
+                             lua_Integer lo, lua_Integer hi, const char *who);
 
 /* A binding area: its classes (up to one without a name; NULL for none) and
 ** the functions it adds to tilua.core. */
@@ -130,7 +137,7 @@ typedef struct LbArea {
 /* The binding areas, X(name): each file defines its lb_area_<name>; l_core.c
 ** opens them in this order. A new area is one line here. */
 #define LB_AREAS(X)                                                                                \
-  X(ir)      /* l_ir.c: contexts, object userdata, locations, the registry of ops */              \
+  X(ir)      /* l_ir.c: contexts, object userdata, locations, the registry of ops */               \
   X(types)   /* l_type.c: types and attributes */                                                  \
   X(ops)     /* l_op.c: ops, regions, blocks, values */                                            \
   X(passes)  /* l_pass.c: the pass manager and pipelines */                                        \
@@ -139,6 +146,7 @@ typedef struct LbArea {
   X(device)  /* l_device.c: tl.device, modules, launches */                                        \
   X(tensor)  /* l_tensor.c: tensor maps, the cuBLASLt peer */                                      \
   X(launch)  /* l_launch.c: launch plans, the raw-launch peer */                                   \
+  X(graph)   /* l_graph.c: CUDA graphs of launches */                                              \
   X(stream)  /* l_stream.c: streams and events of the device */                                    \
   X(comm)    /* l_comm.c: NCCL communicators and collectives */                                    \
   X(parse)   /* l_parse.c: the builder of the textual-IR parser */                                 \

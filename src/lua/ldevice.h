@@ -19,9 +19,16 @@
 #define LB_STREAM "tilua.Stream"
 #define LB_EVENT "tilua.Event"
 
+/* A device buffer (the userdata LB_BUFFER; tl.device's buffers hold one as `raw`). */
+typedef struct LbBuffer {
+  CUdeviceptr ptr;
+  size_t bytes;
+  int live; /* device memory attached */
+} LbBuffer;
+
 /* The runtime, initialized; raises "no GPU: ..." at the user's line without one. */
 TlcuRuntime *lb_cuda(lua_State *L);
-/* The runtime as it is, never initialized here and never raising: for finalizers. */
+/* The runtime as it is, without raising (for finalizers: it may be shut down). */
 TlcuRuntime *lb_cuda_runtime(void);
 /* The stream at idx (a Stream of l_stream.c), NULL for nil or none; raises otherwise. */
 CUstream lb_stream_arg(lua_State *L, int idx);

@@ -7,6 +7,8 @@
 --   tl.options.stage_hook_ir  the hook reads the stages' IR: keep it
 --   tl.options.debug_hangs  true or milliseconds: k:compile adds debug-hangs
 --   tl.options.compile_cache  false: k:compile always compiles (see below)
+--   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
+--                           export` collects the kernels a script compiles)
 --
 -- The library never reads `arg` and never exits: the host owns both.
 -- Added to tl when init.lua requires it.
@@ -47,9 +49,10 @@ function tl.emit_ptx(m)
   return text
 end
 
--- tl.ptxas(ptx [, arch]) -> true, log | false, log | nil, "ptxas not found ...":
--- assembles the PTX with ptxas (TILUA_PTXAS, else /usr/local/cuda/bin/ptxas).
-function tl.ptxas(ptx, arch)
+-- tl.ptxas(ptx [, arch [, cubin_path]]) -> true, log | false, log | nil, "ptxas not found ...":
+-- assembles the PTX with ptxas (TILUA_PTXAS, else /usr/local/cuda/bin/ptxas),
+-- writing the cubin (with line info) to cubin_path when one is given.
+function tl.ptxas(ptx, arch, cubin_path)
   if type(ptx) ~= "string" then tl.raise(("ptxas: expected PTX text, got %s"):format(type(ptx))) end
   if arch ~= nil and (type(arch) ~= "string" or not arch:match "^sm_%d+[af]?$") then
     tl.raise(("ptxas: arch must be like 'sm_90a', got %s"):format(type(arch) == "string" and ("'" .. arch .. "'") or type(arch)))
@@ -64,7 +67,9 @@ function tl.ptxas(ptx, arch)
   local f = assert(io.open(path, "wb"))
   f:write(ptx)
   f:close()
-  local p = io.popen(("'%s' -arch=%s -o /dev/null '%s' 2>&1"):format(exe, arch or "sm_90a", path))
+  if cubin_path ~= nil and type(cubin_path) ~= "string" then tl.raise("ptxas: the cubin path must be a string") end
+  local out = cubin_path and ("-lineinfo -o '%s'"):format(cubin_path:gsub("'", "'\\''")) or "-o /dev/null"
+  local p = io.popen(("'%s' -arch=%s %s '%s' 2>&1"):format(exe, arch or "sm_90a", out, path))
   local log = p:read "a"
   local ok = p:close()
   os.remove(path)
@@ -173,6 +178,7 @@ function Kernel:compile(pipeline)
       self.lowered, self.ptx = hit.lowered, hit.ptx
       self._fn = nil
       stage_hook(tl.last_stages, hit.lowered, hit.ptx)
+      if tl.options.compiled_hook then tl.options.compiled_hook(self) end
       return hit.ptx
     end
   end
@@ -187,6 +193,7 @@ function Kernel:compile(pipeline)
   self._fn = nil
   if cache then cache[key] = { ptx = ptx, lowered = m, stages = copy_stages(stages, nil), check = tl.last_check } end
   stage_hook(stages, m, ptx)
+  if tl.options.compiled_hook then tl.options.compiled_hook(self) end
   return ptx
 end
 

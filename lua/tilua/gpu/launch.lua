@@ -12,6 +12,7 @@ do -- (the module's definitions; an indented block)
   local Kernel = tl.Kernel
 
   tl.device = require("tilua.gpu.device").attach(tl)
+  tl.recipe = require "tilua.gpu.recipe"
 
   -- One launch argument {type, value} for parameter p.
   local function arg_for(p, v)
@@ -71,111 +72,24 @@ do -- (the module's definitions; an indented block)
       local names, params = op:attr_or_default "arg_names", {}
       for i, a in ipairs(op:region(1):entry():args()) do params[i] = { name = names[i], type = a:type() } end
       k._info.params = params
+      k._info.recipe = tl.recipe.tile_program(k.name, params, k._info.tile, k._info.tile_launch)
     end
     return k._info
   end
+  tl.launch_info = launch_info -- the facts `tilua export` writes into C too
 
-  -- {=== tile programs: tensors given as buffers with shapes
-
-  -- A tensor argument: {buffer, {dims}} or {buffer = buf, shape = {dims} [, strides = {elements}]}.
-  local function tensor_arg(name, v)
-    if type(v) ~= "table" then raise(("launch: tensor '%s' must be {buffer, {dims}} or {buffer =, shape =}, got %s"):format(name, type(v))) end
-    local buf, shape = v.buffer or v[1], v.shape or v[2]
-    if type(buf) ~= "table" or not buf.raw then raise(("launch: tensor '%s' needs a device buffer"):format(name)) end
-    if type(shape) ~= "table" or #shape < 1 then raise(("launch: tensor '%s' needs its shape {dims}"):format(name)) end
-    local strides = v.strides
-    if not strides then -- row-major
-      strides = { [#shape] = 1 }
-      for d = #shape - 1, 1, -1 do strides[d] = strides[d + 1] * shape[d + 1] end
-    end
-    return { buffer = buf, shape = shape, strides = strides }
-  end
-
-  -- A StreamK kernel's workspace (tileas.launch's workspace_bytes): allocated
-  -- and zeroed at its first launch, then kept; the tiles' counters start at 0
-  -- and each tile's final split resets its own (stdlib/gemm.lua's fixup).
-  local function streamk_workspace(k, L)
-    if not k._workspace or k._workspace_for ~= k.ptx then
-      if k._workspace then k._workspace:free() end
-      k._workspace = tl.device.alloc(tl.i32, math.max(1, L.workspace_bytes // 4))
-      k._workspace:fill(0)
-      k._workspace_for = k.ptx
-    end
-    return k._workspace
-  end
-
-  -- The grid and arguments of a tile program's launch: cfg.grid is the grid
-  -- of programs (what num_programs reads); a persistent kernel runs on at most
-  -- one CTA per SM, a StreamK one on the workers it was planned for (and only
-  -- for its grid of programs). Tensor maps are made once per buffer and shape.
+  -- {=== tile programs: tensors given as buffers with shapes, the kernel's
+  -- parameters filled by its launch recipe (tilua.gpu.recipe, from the lowered
+  -- kernel's tileas.params and tileas.launch); k._maps and k._workspace keep
+  -- the tensor maps and the StreamK workspace across launches.
   local function tile_launch(k, info, cfg)
-    local args = cfg.args or {}
     local programs = tl.dims3(cfg.grid or 1, "launch: grid")
-    local tensors, list = {}, {}
-    local function tensor(name)
-      if not tensors[name] then
-        local v = args[name]
-        if v == nil then raise(("launch: missing tensor '%s'"):format(name)) end
-        tensors[name] = tensor_arg(name, v)
-      end
-      return tensors[name]
-    end
-    k._maps = k._maps or {}
-    for i, entry in ipairs(info.tile) do
-      local kind, name, dim = entry:match "^(%a+):([^:]*):?(%d*)$"
-      if entry == "workspace" then kind = entry end
-      local p = info.params[i]
-      if kind == "map" then
-        local t = tensor(name)
-        local key = ("%s\0%s\0%s\0%s"):format(name, tostring(t.buffer.raw), table.concat(t.shape, ","), table.concat(t.strides, ","))
-        local m = k._maps[key]
-        if not m then
-          m = tl.device.tensor_map { buffer = t.buffer, type = p.type, shape = t.shape, strides = t.strides }
-          k._maps[key] = m
-        end
-        list[i] = { "tmap", m }
-      elseif kind == "ptr" then
-        list[i] = { "ptr", tensor(name).buffer.raw }
-      elseif kind == "dim" then
-        list[i] = { "i32", tensor(name).shape[tonumber(dim) + 1] }
-      elseif kind == "stride" then
-        list[i] = { "i64", tensor(name).strides[tonumber(dim) + 1] }
-      elseif kind == "programs" then
-        list[i] = { "i32", programs[({ x = 1, y = 2, z = 3 })[name]] }
-      elseif kind == "workspace" then
-        list[i] = { "ptr", streamk_workspace(k, info.tile_launch).raw }
-      else -- arg:name, a scalar
-        local v = args[name]
-        if v == nil then raise(("launch: missing argument '%s'"):format(name)) end
-        list[i] = arg_for(p, v)
-      end
-    end
-    local L = info.tile_launch or {}
-    if L.workers then -- StreamK: the grid of programs it was planned for, on its workers
-      if programs[1] ~= L.programs[1] or programs[2] ~= L.programs[2] or programs[3] ~= 1 then
-        raise(("launch: %s kernel '%s' was planned for a grid of programs {%d, %d}, got {%d, %d, %d}"):format(
-          L.schedule, k.name, L.programs[1], L.programs[2], programs[1], programs[2], programs[3]))
-      end
-      return { L.workers, 1, 1 }, list
-    end
-    -- a program of a cluster of n CTAs (along x) runs on all n
-    local n = info.tile_cluster or 1
-    local grid = { programs[1] * n, programs[2], programs[3] }
-    if info.persistent then
-      grid = { tl.device.persistent_grid(programs[1] * programs[2] * programs[3] * n) // n * n, 1, 1 }
-      if grid[1] == 0 then grid[1] = n end
-    end
+    local grid, values = tl.recipe.values(info.recipe, info.params, k, cfg.args or {}, programs)
+    local list = {}
+    for i, v in ipairs(values) do list[i] = arg_for(info.params[i], v) end
     return grid, list
   end
-
   -- }===
-
-  -- "file:line" of the launch in the user's script, for the reports of a kernel
-  -- that hangs or fails.
-  local function launch_site()
-    local file, line = core.user_location()
-    return file and ("%s:%d"):format(file, line) or nil
-  end
 
   -- k:launch{ grid = n | {x,y,z}, block = ..., cluster = ..., smem = bytes, args = {...}, stream = s }
   -- block and cluster default to the kernel_spec (and must match it); smem is
@@ -202,7 +116,10 @@ do -- (the module's definitions; an indented block)
     return k._plan
   end
 
-  function Kernel:launch(cfg)
+  -- The slow path of k:launch (compiling, loading, tile programs, the checks
+  -- of block and cluster, the plan's making); the fast one is C (l_launch.c:
+  -- core.launch_fast), which takes k._plan when it is current.
+  local function launch(self, cfg)
     cfg = cfg or {}
     if not self.ptx then self:compile() end
     local info = launch_info(self)
@@ -232,10 +149,10 @@ do -- (the module's definitions; an indented block)
       self._fn = self._module:func(self.name)
     end
     self._fn:launch({ grid = grid, block = block, cluster = cluster, smem = static + dyn, name = self.name,
-                      where = launch_site(), hang_sites = info.hang_sites, stream = cfg.stream },
-                     targs or launch_args(self, cfg.args))
+                      hang_sites = info.hang_sites, stream = cfg.stream }, targs or launch_args(self, cfg.args))
     return self
   end
+  Kernel.launch = core.launch_fast(launch)
 
   -- k:run(cfg): k:launch(cfg), then wait for it (failures raise here).
   function Kernel:run(cfg)

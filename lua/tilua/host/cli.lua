@@ -2,6 +2,8 @@
 --
 --   tilua opt FILE.tir [options]   read textual IR, run passes, print the result
 --   tilua sched [options]          show which worker computes which tile
+--   tilua export -o DIR script     the kernels a script compiles, as C (src/main.c runs
+--                                  the script between export_begin and export_done)
 --
 -- Each subcommand takes the argument list and returns the exit code.
 
@@ -565,6 +567,34 @@ function M.trace_to(tl, path)
     out:write(trace.render(compiles, ("tilua trace of %s"):format(script)))
     out:close()
   end
+end
+
+-- tilua export: every kernel the script compiles (k:compile, or its first
+-- launch), recorded through tl.options.compiled_hook, then written by tl.export.
+local exporting
+function M.export_begin(o)
+  local tl = require "tilua"
+  exporting = { dir = o.dir, cubin = o.cubin, script = o.script, kernels = {}, seen = {} }
+  tl.options.compiled_hook = function(k)
+    if not exporting.seen[k] then
+      exporting.seen[k] = true
+      exporting.kernels[#exporting.kernels + 1] = k
+    end
+  end
+end
+
+function M.export_done()
+  local tl = require "tilua"
+  local e = exporting
+  if #e.kernels == 0 then
+    error(("tilua export: %s compiled no kernel (k:compile, or a kernel's first launch), so there is nothing to export"):format(e.script), 0)
+  end
+  local files = tl.export(e.dir, e.kernels, { script = e.script, cubin = e.cubin })
+  for _, f in ipairs(files) do
+    if not f:match "/tilua_[%w_]+%.[%w]+$" then io.stdout:write("tilua export: ", f, "\n") end
+  end
+  io.stdout:write(("tilua export: %d kernel%s and the runtime (tilua_export.c) in %s\n"):format(#e.kernels,
+    #e.kernels == 1 and "" or "s", e.dir))
 end
 
 -- After the script: --emit / --stage asked for a compile that never came (the

@@ -1,0 +1,255 @@
+-- tilua.gpu.recipe: the launch recipe of a compiled kernel -- what a host does to
+-- launch it, written as data: the inputs it takes, how each kernel parameter
+-- is filled from them, the grid and the workspace. tilua's launchers run it
+-- (k:launch of a tile program, the stdlib GEMM's g:run) and `tilua export`
+-- writes the same recipe as C (lua/tilua/gpu/export.lua), so the exported host
+-- code and the Lua launcher cannot disagree. A kernel whose sizes are runtime
+-- values has expressions where a compile-time kernel has constants, and its
+-- export serves every size.
+--
+--   recipe = {
+--     inputs = { input, ... },   what the launcher takes, by name:
+--        { name, kind = "tensor", rank = r }   a buffer with its shape (and strides)
+--        { name, kind = "buffer" }             a device buffer (its address)
+--        { name, kind = "scalar", default = v } a number passed to a parameter
+--        { name = "programs", kind = "programs" } the grid of tile programs
+--        { name = "workspace", kind = "workspace" } zeroed device memory, kept across launches
+--     args = { fill, ... },      one per kernel parameter, in order:
+--        { "map", input [, shape = {E...}] }  a tensor map of the parameter's type over the
+--                                             input (a tensor: its shape and strides; a
+--                                             buffer: the shape given, row-major)
+--        { "ptr", input }                     the input's device address
+--        { "int", E }                         an integer
+--        { "scalar", input }                  the scalar input
+--        { "workspace" }                      the workspace's address
+--     grid = { E, E, E },        in CTAs
+--     workspace = E,             bytes (nil: no workspace)
+--     checks = { { "programs", {x, y, z}, what } },  the grid of programs it was planned for
+--   }
+--   E = an integer | { "dim", tensor, d } | { "stride", tensor, d }  (d 0-based; elements)
+--     | { "programs", axis }  (1..3) | { "sms" } (the device's SMs)
+--     | { "add" | "sub" | "mul" | "div" | "min" | "max", E, E }      (div: floor)
+--
+-- A fill these expressions cannot say (a scheduler's Params planned at launch
+-- for a kernel of runtime sizes, say) is a new kind here: evaluated in Lua by
+-- calling the C that computes it (src/sched), and written by export.lua as a
+-- call of the same C, which the export copies as it copies tensor_map.h
+-- (export.lua's RUNTIME list), so that it still has one home.
+--
+-- R.values(recipe, params, state, inputs) -> grid, values: the grid and one
+-- Lua value per kernel parameter (tensor maps, addresses, numbers) for
+-- k:launch; state (the kernel or the GEMM object) keeps the tensor maps made
+-- (state._maps) and the workspace (state._workspace) across launches.
+
+-- R = require "tilua.gpu.recipe": R.values, R.value, R.tile_program (tl.recipe).
+local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
+
+local raise = tl.raise
+local R = {}
+
+-- {=== inputs
+
+-- A tensor input: {buffer, {dims}} or {buffer = buf, shape = {dims} [, strides = {elements}]}.
+local function tensor_arg(name, v)
+  if type(v) ~= "table" then raise(("launch: tensor '%s' must be {buffer, {dims}} or {buffer =, shape =}, got %s"):format(name, type(v))) end
+  local buf, shape = v.buffer or v[1], v.shape or v[2]
+  if type(buf) ~= "table" or not buf.raw then raise(("launch: tensor '%s' needs a device buffer"):format(name)) end
+  if type(shape) ~= "table" or #shape < 1 then raise(("launch: tensor '%s' needs its shape {dims}"):format(name)) end
+  local strides = v.strides
+  if not strides then -- row-major
+    strides = { [#shape] = 1 }
+    for d = #shape - 1, 1, -1 do strides[d] = strides[d + 1] * shape[d + 1] end
+  end
+  return { buffer = buf, shape = shape, strides = strides }
+end
+
+-- The environment of one launch: inputs read (and checked) once, on demand.
+local function env_of(recipe, inputs, programs)
+  local env, kinds = { programs = programs }, {}
+  for _, i in ipairs(recipe.inputs) do kinds[i.name] = i end
+  local tensors = {}
+  function env.tensor(name)
+    if not tensors[name] then
+      local v = inputs[name]
+      if v == nil then raise(("launch: missing tensor '%s'"):format(name)) end
+      tensors[name] = tensor_arg(name, v)
+    end
+    return tensors[name]
+  end
+  function env.input(name)
+    local i = kinds[name]
+    if i.kind == "tensor" then return env.tensor(name) end
+    local v = inputs[name]
+    if v == nil then v = i.default end
+    if v == nil then raise(("launch: missing %s '%s'"):format(i.kind == "buffer" and "buffer" or "argument", name)) end
+    return v
+  end
+  function env.sms()
+    env.sm_count = env.sm_count or tl.device.sm_count()
+    return env.sm_count
+  end
+  return env
+end
+
+local function eval(e, env)
+  if math.type(e) == "integer" then return e end
+  local op = e[1]
+  if op == "dim" then return env.tensor(e[2]).shape[e[3] + 1] end
+  if op == "stride" then return env.tensor(e[2]).strides[e[3] + 1] end
+  if op == "programs" then return env.programs[e[2]] end
+  if op == "sms" then return env.sms() end
+  local a, b = eval(e[2], env), eval(e[3], env)
+  if op == "add" then return a + b elseif op == "sub" then return a - b elseif op == "mul" then return a * b
+  elseif op == "div" then return a // b elseif op == "min" then return math.min(a, b) end
+  assert(op == "max", "a recipe expression of an unknown kind")
+  return math.max(a, b)
+end
+
+-- }===
+
+-- {=== the values of a launch
+
+-- The tensor map of parameter p over an input: made once per buffer, shape
+-- and strides (state._maps[i]), through tl.device.tensor_map (tensor_map.h's rules).
+local function map_value(state, i, p, fill, env)
+  local v = env.input(fill[2])
+  local buffer, shape, strides
+  if fill.shape then
+    buffer, shape = v, {}
+    for d, e in ipairs(fill.shape) do shape[d] = eval(e, env) end
+  else
+    buffer, shape, strides = v.buffer, v.shape, v.strides
+  end
+  state._maps = state._maps or {}
+  local c = state._maps[i]
+  local same = c and c.buffer == buffer and #c.shape == #shape
+  for d = 1, same and #shape or 0 do
+    same = same and c.shape[d] == shape[d] and (not strides or c.strides[d] == strides[d])
+  end
+  if same then return c.map end
+  local m = tl.device.tensor_map { buffer = buffer, type = p.type, shape = shape, strides = strides }
+  state._maps[i] = { buffer = buffer, shape = shape, strides = strides, map = m }
+  return m
+end
+
+-- The workspace: allocated and zeroed at the first launch, then kept (a
+-- StreamK fixup leaves its counters at zero for the next launch).
+local function workspace(recipe, state, env)
+  local bytes = math.max(4, eval(recipe.workspace, env))
+  local w = state._workspace
+  if not w or w.bytes < bytes then
+    if w then w:free() end
+    w = tl.device.alloc(tl.i32, (bytes + 3) // 4)
+    w:fill(0)
+    state._workspace = w
+  end
+  return w
+end
+
+local function check_programs(c, programs)
+  local want = c[2]
+  if programs[1] ~= want[1] or programs[2] ~= want[2] or programs[3] ~= (want[3] or 1) then
+    raise(("launch: %s was planned for a grid of programs {%d, %d}, got {%d, %d, %d}"):format(
+      c[3], want[1], want[2], programs[1], programs[2], programs[3]))
+  end
+end
+
+-- The value of parameter i.
+local function value(recipe, params, state, env, i)
+  local fill = recipe.args[i]
+  local kind = fill[1]
+  if kind == "map" then return map_value(state, i, params[i], fill, env) end
+  if kind == "ptr" then
+    local v = env.input(fill[2])
+    return v.buffer or v
+  end
+  if kind == "int" then return eval(fill[2], env) end
+  if kind == "scalar" then return env.input(fill[2]) end
+  return workspace(recipe, state, env)
+end
+
+-- R.value(recipe, params, state, inputs, i [, programs]) -> the value of parameter i alone
+function R.value(recipe, params, state, inputs, i, programs)
+  return value(recipe, params, state, env_of(recipe, inputs or {}, programs or { 1, 1, 1 }), i)
+end
+
+-- R.values(recipe, params, state, inputs [, programs]) -> grid {x, y, z}, values
+function R.values(recipe, params, state, inputs, programs)
+  programs = programs or { 1, 1, 1 }
+  for _, c in ipairs(recipe.checks or {}) do check_programs(c, programs) end
+  local env = env_of(recipe, inputs or {}, programs)
+  local values = {}
+  for i = 1, #recipe.args do values[i] = value(recipe, params, state, env, i) end
+  local grid = {}
+  for d = 1, 3 do grid[d] = eval(recipe.grid[d] or 1, env) end
+  return grid, values
+end
+
+-- }===
+
+-- {=== the recipe of a tile program: its lowered kernel's tileas.params
+-- (how each parameter is filled) and tileas.launch (persistent, cluster,
+-- StreamK workers and workspace)
+
+-- R.tile_program(name, params, entries, L) -> recipe
+function R.tile_program(name, params, entries, L)
+  L = L or {}
+  local r, seen = { inputs = {}, args = {} }, {}
+  local function input(i)
+    if not seen[i.name] then
+      seen[i.name] = i
+      r.inputs[#r.inputs + 1] = i
+    end
+  end
+  local ranks = {}
+  for _, entry in ipairs(entries) do -- a tensor's rank: its highest dim or stride entry, or its map's
+    local kind, t, d = entry:match "^(%a+):([^:]*):?(%d*)$"
+    if kind == "dim" or kind == "stride" then ranks[t] = math.max(ranks[t] or 0, tonumber(d) + 1) end
+  end
+  for i, entry in ipairs(entries) do
+    local kind, t, d = entry:match "^(%a+):([^:]*):?(%d*)$"
+    local p = params[i]
+    if entry == "workspace" then
+      r.args[i] = { "workspace" }
+    elseif kind == "map" then
+      ranks[t] = math.max(ranks[t] or 0, tl.tensor_map_info(p.type).rank)
+      input { name = t, kind = "tensor" }
+      r.args[i] = { "map", t }
+    elseif kind == "ptr" then
+      input { name = t, kind = "tensor" }
+      r.args[i] = { "ptr", t }
+    elseif kind == "dim" or kind == "stride" then
+      input { name = t, kind = "tensor" }
+      r.args[i] = { "int", { kind, t, tonumber(d) } }
+    elseif kind == "programs" then
+      r.args[i] = { "int", { "programs", ({ x = 1, y = 2, z = 3 })[t] } }
+    else -- arg:name, a scalar
+      input { name = t, kind = "scalar" }
+      r.args[i] = { "scalar", t }
+    end
+  end
+  for _, i in ipairs(r.inputs) do i.rank = i.kind == "tensor" and ranks[i.name] or nil end
+  table.insert(r.inputs, 1, { name = "programs", kind = "programs" })
+  if L.workspace_bytes then r.inputs[#r.inputs + 1] = { name = "workspace", kind = "workspace" } end
+  r.workspace = L.workspace_bytes
+  local px, py, pz = { "programs", 1 }, { "programs", 2 }, { "programs", 3 }
+  if L.workers then -- StreamK: the grid of programs it was planned for, on its workers
+    r.grid = { L.workers, 1, 1 }
+    r.checks = { { "programs", { L.programs[1], L.programs[2], 1 }, ("%s kernel '%s'"):format(L.schedule, name) } }
+    return r
+  end
+  -- a program of a cluster of n CTAs (along x) runs on all n; a persistent
+  -- kernel on at most one CTA per SM, whole clusters, at least one
+  local n = L.cluster or 1
+  if L.persistent then
+    local units = { "mul", { "mul", { "mul", px, py }, pz }, n }
+    r.grid = { { "max", n, { "mul", { "div", { "min", { "sms" }, units }, n }, n } }, 1, 1 }
+  else
+    r.grid = { { "mul", px, n }, py, pz }
+  end
+  return r
+end
+
+-- }===
+
+return R

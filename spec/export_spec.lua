@@ -1,0 +1,221 @@
+-- Ahead-of-time export (lua/tilua/gpu/export.lua, src/export/; docs/embedding.md):
+-- kernels written as C that a host builds with a C compiler and the CUDA
+-- driver alone. Without a GPU the host runs against the stand-in driver
+-- (spec/c/fake_cuda.c), whose call log must show the exported code making the
+-- calls tilua's own launchers make for the same kernels: grids, blocks,
+-- clusters, shared memory, every argument and tensor map.
+-- spec/export_gpu_spec.lua runs the same kernels on the GPU, bit for bit.
+local H = dofile "spec/helper.lua"
+local tl = require "tilua"
+
+local FAKE = os.getenv "TILUA_FAKE_CUDA"
+local CC = os.getenv "TILUA_CC" or "cc"
+local CFLAGS = os.getenv "TILUA_C_FLAGS" or ""
+local FIXTURE = "spec/fixtures/gpu/export_kernels.lua"
+local q = H.quote
+-- the kernels exported here are the stdlib GEMM's and an example's, whose
+-- protocols spec/protocol_gemm_spec.lua and tileas_lowering_spec.lua check:
+-- here only their export is, without the check after every pass (minutes)
+tl.options.check_protocol = nil
+local NO_CHECK = "TILUA_SKIP_CHECK_PROTOCOL"
+
+local function need_fake()
+  if not FAKE or FAKE == "" then pending("TILUA_FAKE_CUDA is not set (run through ctest)") end
+end
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir -p " .. q(d)))
+  return d
+end
+
+local sh = H.sh
+
+-- The lines of a stand-in driver log that say what ran (not the encodes, which
+-- the Lua launcher caches and the export repeats, nor the module loads).
+local function runs(path)
+  local lines = {}
+  for l in (H.slurp(path) or ""):gmatch "[^\n]+" do
+    if l:match "^launch" or l:match "^graph" or l:match "^capture" then lines[#lines + 1] = l end
+  end
+  return lines
+end
+
+-- Build the fixture's kernels, export them and run the Lua path (stand-in
+-- driver, its log in DIR/lua.log); -> dir, cflags
+local function export_and_run_lua()
+  local d = tmpdir()
+  for _, sub in ipairs { "export", "in", "lua" } do assert(os.execute("mkdir -p " .. q(d .. "/" .. sub))) end
+  local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_LOG = d .. "/lua.log", [NO_CHECK] = "1" },
+    { FIXTURE, d .. "/export", d .. "/in", d .. "/lua" }, 300)
+  assert.equal(0, code, err)
+  assert.truthy(out:find("lua path: ok", 1, true), out .. err)
+  return d, out:match "cflags: ([^\n]+)"
+end
+
+-- Compile spec/c/export_host.c against the export (DIR/export, or the one
+-- with cubins); -> the program's path.
+local function build_host(d, cflags, extra, cubin)
+  local exe = d .. "/host" .. (extra and "_linked" or "") .. (cubin and "_cubin" or "")
+  local src = d .. "/export" .. (cubin and "_cubin" or "")
+  local ok, log = sh(("%s -std=c11 -Wall -Wextra -Wshadow -pedantic -Werror %s %s -I%s spec/c/export_host.c %s/*.c %s -o %s")
+    :format(CC, CFLAGS, cflags, q(src), q(src), extra or "-ldl", q(exe)))
+  assert(ok, log)
+  return exe
+end
+
+describe("tl.export", function()
+  local d, cflags
+  setup(function()
+    if FAKE and FAKE ~= "" then d, cflags = export_and_run_lua() end
+  end)
+
+  it("writes each kernel as C11 that compiles with no warning, and the runtime beside it", function()
+    need_fake()
+    for _, f in ipairs { "tilua_export.h", "tilua_export.c", "tilua_cuda_types.h", "tilua_cuda_syms.def", "tilua_tensor_map.h",
+                         "export_gemm.h", "export_gemm.c", "export_splitk.h", "export_splitk.c",
+                         "tile_gemm_softmax.h", "tile_gemm_softmax.c" } do
+      assert.truthy(H.slurp(d .. "/export/" .. f), f)
+    end
+    -- the runtime's includes point at the export's own copies
+    local rt = H.slurp(d .. "/export/tilua_export.c")
+    assert.truthy(rt:find('#include "tilua_tensor_map.h"', 1, true))
+    assert.falsy(rt:find("../cuda/", 1, true))
+    build_host(d, cflags)
+    -- the typed launch function: one argument per kernel parameter, by its C type
+    local h = H.slurp(d .. "/export/tile_gemm_softmax.h")
+    assert.truthy(h:find("CUresult tile_gemm_softmax_launch(CUstream stream, tilua_dim3 grid, const CUtensorMap *A, " ..
+      "const CUtensorMap *B, const CUtensorMap *C, int32_t K, float scale, int32_t programs_x, int32_t programs_y);", 1, true), h)
+    assert.truthy(h:find("CUresult tile_gemm_softmax_run(CUstream stream, tilua_dim3 programs, const tilua_tensor *A, " ..
+      "const tilua_tensor *B, const tilua_tensor *C, int32_t K, float scale);", 1, true), h)
+    assert.truthy(H.slurp(d .. "/export/export_splitk.h"):find("size_t export_splitk_workspace_bytes(void);", 1, true))
+  end)
+
+  it("embeds the kernel's PTX byte for byte (and a cubin for sm_90a when ptxas is there)", function()
+    local g = tl.gemm.build { m = 300, n = 512, k = 256, name = "export_gemm" }
+    local ptx = g.kernel:compile()
+    local dir = tmpdir()
+    tl.export(dir, g)
+    local c = H.slurp(dir .. "/export_gemm.c")
+    local bytes = {}
+    for n in c:match("static const unsigned char ptx%[%] = {(.-)};"):gmatch "%d+" do bytes[#bytes + 1] = string.char(tonumber(n)) end
+    assert.equal(ptx .. "\0", table.concat(bytes))
+    if H.ptxas() then
+      assert.truthy(c:find("static const unsigned char cubin[] = {\n  127,69,76,70,", 1, true)) -- "\x7fELF"
+      assert.truthy(c:find('tilua_kernel export_gemm_kernel = {"export_gemm", (const char *)ptx, cubin, ', 1, true))
+    end
+  end)
+
+  it("makes the calls tilua's launchers make, from a C host that has only the export (stand-in driver)", function()
+    need_fake()
+    local host = build_host(d, cflags)
+    assert.truthy(os.execute("mkdir -p " .. q(d .. "/c")))
+    local out, err, code = H.run { "env", "TILUA_LIBCUDA=" .. FAKE, "FAKE_CUDA_LOG=" .. d .. "/c.log", host, d .. "/in", d .. "/c" }
+    assert.equal(0, code, err)
+    assert.truthy(out:find("export_host: ok", 1, true))
+    local lua, c = runs(d .. "/lua.log"), runs(d .. "/c.log")
+    -- the GEMM, split-K, the softmax at two sizes (one export, every size), a
+    -- graph of two kernels captured, replayed, its nodes set, replayed
+    assert.equal(14, #lua, table.concat(lua, "\n"))
+    assert.same(lua, c)
+    local all = table.concat(c, "\n")
+    assert.truthy(all:find("launch export_splitk grid=4,1,1 block=384,1,1 cluster=1,1,1 smem=%d+ args=map{dtype=9 rank=2 base=buf0%+0 dims=256,300"))
+    assert.truthy(all:find("launch tile_gemm_softmax grid=4,1,1 .- map{dtype=9 rank=2 base=buf9%+0 dims=256,1000 strides=512"))
+    assert.truthy(all:find("graph node 0 set\ngraph node 1 set\ngraph launch: 2 kernel nodes", 1, true))
+    assert.falsy(H.slurp(d .. "/c.log"):find("module refused a cubin", 1, true)) -- that export has none
+  end)
+
+  it("offers the driver the cubin first, and falls back to the PTX (the stand-in takes only PTX)", function()
+    need_fake()
+    if not H.ptxas() then pending("no ptxas: the export has no cubin") return end
+    local host = build_host(d, cflags, nil, true)
+    assert.truthy(os.execute("mkdir -p " .. q(d .. "/cubin")))
+    local _, err, code = H.run { "env", "TILUA_LIBCUDA=" .. FAKE, "FAKE_CUDA_LOG=" .. d .. "/cubin.log", host, d .. "/in", d .. "/cubin" }
+    assert.equal(0, code, err)
+    local _, refusals = H.slurp(d .. "/cubin.log"):gsub("module refused a cubin", "")
+    assert.equal(3, refusals) -- one per kernel, at its first launch
+    assert.same(runs(d .. "/lua.log"), runs(d .. "/cubin.log"))
+  end)
+
+  it("calls the same ABI with the driver linked (TILUA_EXPORT_LINK_CUDA)", function()
+    need_fake()
+    local host = build_host(d, cflags .. " -DTILUA_EXPORT_LINK_CUDA", q(FAKE) .. " -Wl,-rpath," .. q(FAKE:match "^(.*)/"))
+    assert.truthy(os.execute("mkdir -p " .. q(d .. "/linked")))
+    local _, err, code = H.run { "env", "FAKE_CUDA_LOG=" .. d .. "/linked.log", host, d .. "/in", d .. "/linked" }
+    assert.equal(0, code, err)
+    assert.same(runs(d .. "/lua.log"), runs(d .. "/linked.log"))
+  end)
+
+  it("refuses what it cannot write", function()
+    local ok, err = pcall(tl.export, os.tmpname(), { 42 })
+    assert.is_false(ok)
+    assert.matches("export: expected a kernel or a stdlib GEMM, got number", err)
+    tl.new_module()
+    local k = tl.kernel("spin_export", { params = { { "n", tl.i32 } }, block = 32 })
+    k:define(function() end)
+    tl.options.debug_hangs = true
+    k:compile()
+    tl.options.debug_hangs = nil
+    ok, err = pcall(tl.export, os.tmpname(), k)
+    assert.is_false(ok)
+    assert.matches("kernel 'spin_export' was compiled with debug%-hangs", err)
+  end)
+end)
+
+describe("the example of docs/embedding.md (examples/export)", function()
+  it("exports saxpy, builds its host with cc, and the host launches it once and as a graph (stand-in driver)", function()
+    need_fake()
+    local d = tmpdir()
+    local out, err, code = H.tilua_env({ [NO_CHECK] = "1" }, { "export", "-o", d, "examples/export/saxpy.lua" }, 120)
+    assert.equal(0, code, out .. err)
+    local ok, log = sh(("%s -std=c11 -Wall -Wextra -pedantic -Werror %s -I%s examples/export/host.c %s/*.c -ldl -o %s")
+      :format(CC, CFLAGS, q(d), q(d), q(d .. "/saxpy")))
+    assert(ok, log)
+    out, err, code = H.run { "env", "TILUA_LIBCUDA=" .. FAKE, "FAKE_CUDA_LOG=" .. d .. "/log", d .. "/saxpy", "--no-check" }
+    assert.equal(0, code, out .. err)
+    assert.truthy(out:find("saxpy: launched (not checked)", 1, true), out)
+    local runs_ = runs(d .. "/log")
+    assert.equal("launch saxpy grid=3907,1,1 block=256,1,1 cluster=1,1,1 smem=0 args=buf0+0 buf1+0 0x40000000 0xf4240", runs_[1])
+    local all = table.concat(runs_, "\n")
+    assert.truthy(all:find("capture ends: 10 kernel nodes\ngraph launch: 10 kernel nodes\n", 1, true), all)
+    assert.truthy(all:find("graph node 9 set\ngraph launch: 10 kernel nodes\nlaunch (graph) saxpy grid=3907,1,1 block=256,1,1 cluster=1,1,1 smem=0 args=buf0+0 buf1+0 0x3f000000 0xf4240", 1, true), all)
+    -- without a GPU (no driver at all) it says so and exits 77
+    out, err, code = H.run { "env", "TILUA_LIBCUDA=/nonexistent/libcuda.so.1", d .. "/saxpy" }
+    assert.equal(77, code, out .. err)
+    assert.truthy(out:find("SKIP: no GPU (no CUDA driver: /nonexistent/libcuda.so.1 not found", 1, true), out)
+  end)
+end)
+
+describe("tilua export", function()
+  it("runs a script and writes every kernel it compiled, also after a stop (no GPU)", function()
+    local d = tmpdir()
+    local out, err, code = H.tilua_env({ TILUA_LIBCUDA = "/nonexistent/libcuda.so.1", [NO_CHECK] = "1" },
+      { "export", "-o", d, "--no-cubin", "examples/tile_gemm_softmax.lua" }, 120)
+    assert.equal(0, code, err)
+    assert.truthy(out:find("SKIP: no GPU", 1, true), out)
+    assert.truthy(out:find("tilua export: 1 kernel and the runtime (tilua_export.c) in " .. d, 1, true), out)
+    local c = H.slurp(d .. "/tile_gemm_softmax.c")
+    assert.truthy(c and c:find("tilua_kernel tile_gemm_softmax_kernel = {\"tile_gemm_softmax\", (const char *)ptx, NULL, 0,", 1, true))
+  end)
+
+  it("says what is wrong: no kernel compiled, no directory, a failing script", function()
+    local d = tmpdir()
+    local script = d .. "/none.lua"
+    local f = assert(io.open(script, "w"))
+    f:write 'local tl = require "tilua"\nprint("nothing")\n'
+    f:close()
+    local _, err, code = H.tilua_run { "export", "-o", d .. "/out", script }
+    assert.equal(1, code)
+    assert.truthy(err:find("compiled no kernel", 1, true), err)
+    _, err, code = H.tilua_run { "export", script }
+    assert.equal(1, code)
+    assert.truthy(err:find("needs -o DIR and a script", 1, true), err)
+    f = assert(io.open(script, "w"))
+    f:write 'local tl = require "tilua"\nerror("broken")\n'
+    f:close()
+    _, err, code = H.tilua_run { "export", "-o", d .. "/out", script }
+    assert.equal(1, code)
+    assert.truthy(err:find("none.lua:2: broken", 1, true), err)
+  end)
+end)
