@@ -95,3 +95,33 @@ describe("tl.nccl on the stand-ins", function()
     H.has(err, f .. ":2: nccl: a unique id is 128 bytes")
   end)
 end)
+
+describe("streams, events and views on the stand-in driver", function()
+  it("launch on a stream through both launch paths, with views for pointers", function()
+    need_fakes()
+    local log = os.tmpname()
+    local f = script [[
+local k = tl.kernel("st", { params = { { "x", tl.ptr(tl.i32) } }, block = 32 })
+k:define(function(k, p) p.x:store(7) end)
+local s = tl.device.stream { priority = "high" }
+local x = tl.device.alloc(tl.i32, 8)
+for i = 1, 3 do k:launch { grid = 1, args = { x:view(i + 1, 2) }, stream = s } end
+local e = tl.device.event(true)
+e:record(s); tl.device.wait(e); s:synchronize()
+print("done", e:query(), tl.device.count())
+print(pcall(function() k:launch { grid = 1, args = { x }, stream = 5 } end))
+print(pcall(function() x:view(8, 2) end))
+print(pcall(function() x:view(1, 2):fill(0) end))
+]]
+    local out, err, code = run(3, { f }, { FAKE_CUDA_LOG = log })
+    assert.equal(0, code, out .. err)
+    H.seq(out, { "done\ttrue\t3",
+                 f .. ":10: expected a stream (tl.device.stream()), got number",
+                 "view: elements 8..+2 outside 1..8",
+                 "a view of a device buffer has no method 'fill': use the buffer it views" })
+    local launches = H.slurp(log)
+    os.remove(log)
+    -- the first launch on the Lua path, the others through the plan: each at its view's address
+    H.seq(launches, { "args=buf0+4\n", "args=buf0+8\n", "args=buf0+12\n" })
+  end)
+end)

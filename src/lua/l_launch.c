@@ -140,7 +140,8 @@ static const char *param_name(lua_State *L, int plan, int i) {
 }
 
 /* The address of tl.device's buffer table at idx (its `raw`), argument i of
-** the plan at index plan: a live LB_BUFFER; 0 when it is none. The table
+** the plan at index plan: a live LB_BUFFER, or a view's address (an integer
+** `raw`, never remembered); 0 when it is none. The table
 ** given last for i is remembered (ArgMemo), so that the next launch with it
 ** reads neither its `raw` nor a metatable. Leaves *pushed values on the
 ** stack (the caller pops them all at once). */
@@ -151,6 +152,7 @@ static CUdeviceptr table_buffer(lua_State *L, int plan, Plan *p, int i, int idx,
     lua_pushliteral(L, "raw");
     lua_rawget(L, idx);
     *pushed += 1;
+    if (lua_isinteger(L, -1)) return (CUdeviceptr)lua_tointeger(L, -1); /* a view: its address */
     if (!lua_getmetatable(L, -1)) return 0;
     *pushed += 1;
     if (lua_topointer(L, -1) != p->buffer_mt) return 0;
