@@ -182,11 +182,10 @@ static CUresult cuDeviceTotalMem(size_t *b, CUdevice d) {
   (void)d;
   return *b = (size_t)1 << 30, CUDA_SUCCESS;
 }
-static int the_ctx;
+static int the_ctx[64]; /* a primary context per device */
 static CUcontext current;
 static CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
-  (void)d;
-  return *c = (CUcontext)(void *)&the_ctx, CUDA_SUCCESS;
+  return *c = (CUcontext)(void *)&the_ctx[d & 63], CUDA_SUCCESS;
 }
 static CUresult cuDevicePrimaryCtxRelease(CUdevice d) {
   (void)d;
@@ -195,7 +194,8 @@ static CUresult cuDevicePrimaryCtxRelease(CUdevice d) {
 static CUresult cuCtxSetCurrent(CUcontext c) { return current = c, CUDA_SUCCESS; }
 static CUresult cuCtxGetCurrent(CUcontext *c) { return *c = current, CUDA_SUCCESS; }
 static CUresult cuCtxGetDevice(CUdevice *d) {
-  return current ? (*d = 0, CUDA_SUCCESS) : CUDA_ERROR_INVALID_CONTEXT;
+  return current ? (*d = (int)((int *)(void *)current - the_ctx), CUDA_SUCCESS)
+                 : CUDA_ERROR_INVALID_CONTEXT;
 }
 static CUresult cuCtxSynchronize(void) { return wait_device(); }
 /* }=== */
@@ -337,9 +337,14 @@ typedef struct Launch {
 static void log_launch(const Launch *l, const char *how) {
   FILE *f = log_file();
   if (!f) return;
-  fprintf(f, "launch%s %s grid=%u,%u,%u block=%u,%u,%u cluster=%u,%u,%u smem=%u args=", how,
-          l->fn->name, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-          l->cluster[0], l->cluster[1], l->cluster[2], l->smem);
+  fprintf(f, "launch%s %s grid=%u,%u,%u block=%u,%u,%u cluster=%u,%u,%u smem=%u ", how, l->fn->name,
+          l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->cluster[0],
+          l->cluster[1], l->cluster[2], l->smem);
+  const char *devs =
+      getenv("FAKE_CUDA_DEVICES"); /* several: the device of the current context too */
+  if (devs && atoi(devs) > 1 && current)
+    fprintf(f, "device=%d ", (int)((int *)(void *)current - the_ctx));
+  fputs("args=", f);
   for (int i = 0; i < l->fn->nparams; i++) {
     const unsigned char *a = l->args[i];
     int n = l->fn->size[i];
@@ -479,6 +484,15 @@ static CUresult cuStreamDestroy(CUstream s) {
 static CUresult cuStreamSynchronize(CUstream s) {
   (void)s;
   return wait_device();
+}
+/* every device reaches every other's memory (it is all host memory) */
+static CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer) {
+  *can = dev != peer;
+  return CUDA_SUCCESS;
+}
+static CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  (void)peer, (void)flags;
+  return CUDA_SUCCESS;
 }
 /* every call is done when it returns: a stream waits for nothing */
 static CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {

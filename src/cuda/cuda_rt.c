@@ -121,10 +121,23 @@ static TlcuResult tlcu_check(TlcuRuntime *rt, CUresult r, const char *call) {
 
 /* Every call but init starts here: a runtime that is not ready keeps its
 ** state. After a failed init the init message stays as it is. */
+/* The runtime whose context this thread made current last: with several
+** runtimes in a process (one per device), each call makes its own current
+** first; with one, the comparison is all it costs. */
+static _Thread_local const TlcuRuntime *current_rt;
+
+static TlcuResult tlcu_make_current(TlcuRuntime *rt) {
+  if (current_rt == rt) return TLCU_OK;
+  CUresult r = rt->drv.cuCtxSetCurrent(rt->ctx);
+  if (r != CUDA_SUCCESS) return tlcu_check(rt, r, "cuCtxSetCurrent(ctx)");
+  current_rt = rt;
+  return TLCU_OK;
+}
+
 static TlcuResult tlcu_begin(TlcuRuntime *rt) {
   assert(rt != NULL);
   switch (rt->state) {
-  case TLCU_READY: return TLCU_OK;
+  case TLCU_READY: return tlcu_make_current(rt);
   case TLCU_FAILED: return rt->init_status;
   case TLCU_DOWN: return tlcu_fail(rt, TLCU_FAIL, "CUDA runtime was shut down");
   case TLCU_WEDGED: return TLCU_HUNG; /* the hang's message stays */
@@ -655,6 +668,7 @@ TlcuResult tlcu_init_lib(TlcuRuntime *rt, int ordinal, const char *libname) {
   if (st == TLCU_OK) st = tlcu_open_device(rt, ordinal);
   if (st == TLCU_OK) {
     rt->state = TLCU_READY;
+    current_rt = rt; /* tlcu_open_device made its context current */
     return TLCU_OK;
   }
   if (rt->ctx) rt->drv.cuDevicePrimaryCtxRelease(rt->dev); /* keep the first message */
@@ -691,6 +705,7 @@ TlcuResult tlcu_shutdown(TlcuRuntime *rt) {
   if (CU_CALL(rt, cuDevicePrimaryCtxRelease, (rt->dev)) != TLCU_OK) st = TLCU_FAIL;
   rt->ctx = NULL;
   rt->state = TLCU_DOWN;
+  if (current_rt == rt) current_rt = NULL;
   return st;
 }
 
@@ -1228,6 +1243,28 @@ TlcuResult tlcu_stream_synchronize(TlcuRuntime *rt, CUstream s) {
 TlcuResult tlcu_stream_wait_event(TlcuRuntime *rt, CUstream s, CUevent e) {
   TLCU_BEGIN(rt);
   CU_DO(rt, cuStreamWaitEvent, (s, e, 0));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_peer_can_access(TlcuRuntime *rt, TlcuRuntime *peer, int *can) {
+  TLCU_BEGIN(rt);
+  *can = 0;
+  CU_DO(rt, cuDeviceCanAccessPeer, (can, rt->dev, peer->dev));
+  return TLCU_OK;
+}
+
+#define TLCU_PEER_ALREADY_ENABLED 704 /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */
+
+TlcuResult tlcu_peer_enable(TlcuRuntime *rt, TlcuRuntime *peer) {
+  TLCU_BEGIN(rt);
+  if (peer->state != TLCU_READY || peer == rt)
+    return tlcu_fail(rt, TLCU_FAIL, "peer access: not another device's runtime");
+  CUresult r = rt->drv.cuCtxEnablePeerAccess(peer->ctx, 0);
+  if (r == (CUresult)TLCU_PEER_ALREADY_ENABLED) return TLCU_OK;
+  if (tlcu_check(rt, r, "cuCtxEnablePeerAccess(peer, 0)") != TLCU_OK) {
+    tlcu_append(rt, "; device %d to device %d", rt->info.ordinal, peer->info.ordinal);
+    return TLCU_FAIL;
+  }
   return TLCU_OK;
 }
 

@@ -305,6 +305,12 @@ TlcuResult tlcu_stream_create_high(TlcuRuntime *rt, CUstream *out);
 TlcuResult tlcu_stream_destroy(TlcuRuntime *rt, CUstream s);
 TlcuResult tlcu_stream_synchronize(TlcuRuntime *rt, CUstream s);
 TlcuResult tlcu_stream_wait_event(TlcuRuntime *rt, CUstream s, CUevent e);
+/* Several devices in one process: a runtime each (every call makes its own
+** context current first). Can rt's device reach peer's memory directly
+** (NVLink or PCIe)? Let it (idempotent); copies between the two then go
+** device to device. */
+TlcuResult tlcu_peer_can_access(TlcuRuntime *rt, TlcuRuntime *peer, int *can);
+TlcuResult tlcu_peer_enable(TlcuRuntime *rt, TlcuRuntime *peer);
 /* The number of devices the driver sees (needs a good init). */
 TlcuResult tlcu_device_count(TlcuRuntime *rt, int *out);
 

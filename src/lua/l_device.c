@@ -22,8 +22,13 @@
 #define SENTINEL "tilua.cuda_runtime"
 #define CHUNK ((size_t)64 << 20) /* host staging for fills and compares */
 
-static TlcuRuntime rt;
-static int rt_tried;
+/* A runtime per device in use (one process may drive several); `cur` is the
+** one new buffers, modules, streams and events go to (tl.device.use). Each
+** runtime makes its own context current before every call (cuda_rt.c). */
+static TlcuRuntime rts[LB_MAX_DEVICES];
+static unsigned char tried[LB_MAX_DEVICES];
+static int cur = -1; /* the current device: TILUA_DEVICE (default 0) until tl.device.use */
+#define CUR (&rts[cur < 0 ? 0 : cur]) /* the current device's runtime */
 
 typedef LbBuffer Buffer;
 
@@ -33,41 +38,61 @@ typedef LbBuffer Buffer;
 
 static int sentinel_gc(lua_State *L) {
   (void)L;
-  tlcu_shutdown(&rt);
+  for (int i = 0; i < LB_MAX_DEVICES; i++)
+    if (tried[i]) tlcu_shutdown(&rts[i]);
   return 0;
 }
 
 #define LAUNCH_TIMEOUT 10.0 /* seconds a kernel may run (TILUA_LAUNCH_TIMEOUT; 0: no limit) */
 
-/* Initialize once (TILUA_DEVICE picks the ordinal, TILUA_LAUNCH_TIMEOUT the
-** seconds a launch may run); true when a GPU is ready. */
-static int ensure(lua_State *L) {
-  if (!rt_tried) {
-    rt_tried = 1;
-    const char *ord = getenv("TILUA_DEVICE"), *to = getenv("TILUA_LAUNCH_TIMEOUT");
-    tlcu_init(&rt, ord ? atoi(ord) : 0);
-    tlcu_set_timeout(&rt, to && *to ? strtod(to, NULL) : LAUNCH_TIMEOUT);
-    lua_newuserdatauv(L, 1, 0);
-    lua_newtable(L);
-    lua_pushcfunction(L, sentinel_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_setmetatable(L, -2);
-    lua_setfield(L, LUA_REGISTRYINDEX, SENTINEL);
+/* The runtime of device `ordinal`, initialized at its first use (the first
+** one also makes the sentinel that shuts them all down with the state). */
+static TlcuRuntime *device(lua_State *L, int ordinal) {
+  if (ordinal < 0 || ordinal >= LB_MAX_DEVICES) return NULL;
+  if (!tried[ordinal]) {
+    int first = 1;
+    for (int i = 0; i < LB_MAX_DEVICES; i++)
+      if (tried[i]) first = 0;
+    tried[ordinal] = 1;
+    const char *to = getenv("TILUA_LAUNCH_TIMEOUT");
+    tlcu_init(&rts[ordinal], ordinal);
+    tlcu_set_timeout(&rts[ordinal], to && *to ? strtod(to, NULL) : LAUNCH_TIMEOUT);
+    if (first) {
+      lua_newuserdatauv(L, 1, 0);
+      lua_newtable(L);
+      lua_pushcfunction(L, sentinel_gc);
+      lua_setfield(L, -2, "__gc");
+      lua_setmetatable(L, -2);
+      lua_setfield(L, LUA_REGISTRYINDEX, SENTINEL);
+    }
   }
-  return tlcu_ready(&rt);
+  return &rts[ordinal];
+}
+
+/* Initialize the current device once (TILUA_DEVICE picks it, TILUA_LAUNCH_TIMEOUT
+** the seconds a launch may run); true when a GPU is ready. */
+static int ensure(lua_State *L) {
+  if (cur < 0) {
+    const char *ord = getenv("TILUA_DEVICE");
+    cur = ord ? atoi(ord) : 0;
+    if (cur < 0 || cur >= LB_MAX_DEVICES) cur = 0;
+  }
+  return tlcu_ready(device(L, cur));
 }
 
 /* Raise "no GPU: ..." unless the runtime is ready. */
 static void need_gpu(lua_State *L) {
-  if (!ensure(L)) lb_error(L, "no GPU: %s", tlcu_error(&rt));
+  if (!ensure(L)) lb_error(L, "no GPU: %s", tlcu_error(CUR));
 }
 
 TlcuRuntime *lb_cuda(lua_State *L) {
   need_gpu(L);
-  return &rt;
+  return CUR;
 }
 
-TlcuRuntime *lb_cuda_runtime(void) { return &rt; }
+TlcuRuntime *lb_cuda_runtime(void) { return CUR; }
+
+TlcuRuntime *lb_cuda_current(void) { return cur < 0 ? NULL : &rts[cur]; }
 
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes) {
   Buffer *b = luaL_testudata(L, idx, LB_BUFFER);
@@ -82,12 +107,14 @@ CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes) {
 
 /* Raise the runtime's last error, prefixed by what was being done; a report
 ** of a kernel that hung or failed names the launch's own line and goes as is. */
-int lb_cuda_error(lua_State *L, const char *what) {
-  if (tlcu_kernel_report(&rt)) {
-    lua_pushstring(L, tlcu_error(&rt));
+int lb_cuda_error(lua_State *L, const char *what) { return lb_cuda_error_of(L, CUR, what); }
+
+int lb_cuda_error_of(lua_State *L, TlcuRuntime *r, const char *what) {
+  if (tlcu_kernel_report(r)) {
+    lua_pushstring(L, tlcu_error(r));
     return lua_error(L);
   }
-  return lb_error(L, "%s: %s", what, tlcu_error(&rt));
+  return lb_error(L, "%s: %s", what, tlcu_error(r));
 }
 
 /* core.device_available() -> boolean */
@@ -98,7 +125,7 @@ static int dev_available(lua_State *L) {
 
 /* core.device_error() -> why there is no GPU ("" when there is one) */
 static int dev_error(lua_State *L) {
-  lua_pushstring(L, ensure(L) ? "" : tlcu_error(&rt));
+  lua_pushstring(L, ensure(L) ? "" : tlcu_error(CUR));
   return 1;
 }
 
@@ -111,19 +138,67 @@ static int dev_error(lua_State *L) {
  * driver_version} */
 static int dev_info(lua_State *L) {
   need_gpu(L);
+  TlcuRuntime *d = lua_isnoneornil(L, 1) ? CUR : lb_device(L, 1);
   TlcuDeviceInfo r;
-  if (tlcu_device_info(&rt, &r) != TLCU_OK) return lb_cuda_error(L, "device info");
+  if (tlcu_device_info(d, &r) != TLCU_OK) return lb_cuda_error_of(L, d, "device info");
   lua_createtable(L, 0, 8);
   lb_set_str(L, "name", r.name);
   DEVICE_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
   return 1;
 }
 
-/* core.device_synchronize(): waits for the device; raises launch failures. */
+/* core.device_synchronize(): waits for every device in use; raises launch failures. */
 static int dev_synchronize(lua_State *L) {
   need_gpu(L);
-  if (tlcu_synchronize(&rt) != TLCU_OK) return lb_cuda_error(L, "synchronize");
+  for (int i = 0; i < LB_MAX_DEVICES; i++)
+    if (tried[i] && tlcu_ready(&rts[i]) && tlcu_synchronize(&rts[i]) != TLCU_OK)
+      return lb_cuda_error_of(L, &rts[i], "synchronize");
   return 0;
+}
+
+TlcuRuntime *lb_device(lua_State *L, int idx) {
+  lua_Integer o = luaL_checkinteger(L, idx);
+  need_gpu(L);
+  int n = 0;
+  if (tlcu_device_count(CUR, &n) != TLCU_OK) lb_cuda_error(L, "device count");
+  if (o < 0 || o >= n || o >= LB_MAX_DEVICES)
+    lb_error(L, "device %lld does not exist (the driver sees %d: 0..%d)", (long long)o, n, n - 1);
+  TlcuRuntime *d = device(L, (int)o);
+  if (!tlcu_ready(d)) lb_error(L, "device %lld: %s", (long long)o, tlcu_error(d));
+  return d;
+}
+
+/* core.device_use(ordinal) -> the device current before: new buffers, modules,
+** streams and events go to `ordinal` from now on */
+static int dev_use(lua_State *L) {
+  lb_device(L, 1);
+  lua_pushinteger(L, cur);
+  cur = (int)lua_tointeger(L, 1);
+  return 1;
+}
+
+/* core.device_current() -> the current device's ordinal */
+static int dev_current(lua_State *L) {
+  need_gpu(L);
+  lua_pushinteger(L, cur);
+  return 1;
+}
+
+/* core.device_peer(a, b) -> true | false, why: device a reaches b's memory from now on */
+static int dev_peer(lua_State *L) {
+  TlcuRuntime *a = lb_device(L, 1), *b = lb_device(L, 2);
+  int can = 0;
+  if (a == b) return lua_pushboolean(L, 1), 1;
+  if (tlcu_peer_can_access(a, b, &can) != TLCU_OK) return lb_cuda_error_of(L, a, "peer access");
+  if (!can) {
+    lua_pushboolean(L, 0);
+    lua_pushfstring(L, "device %d cannot reach device %d's memory directly",
+                    (int)lua_tointeger(L, 1), (int)lua_tointeger(L, 2));
+    return 2;
+  }
+  if (tlcu_peer_enable(a, b) != TLCU_OK) return lb_cuda_error_of(L, a, "peer access");
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 /* }====================================================================== */
@@ -147,8 +222,10 @@ static int buf_alloc(lua_State *L) {
   b->ptr = 0;
   b->bytes = 0;
   b->live = 0;
+  b->rt = CUR;
+  b->device = cur;
   luaL_setmetatable(L, LB_BUFFER);
-  if (n > 0 && tlcu_mem_alloc(&rt, (size_t)n, &b->ptr) != TLCU_OK)
+  if (n > 0 && tlcu_mem_alloc(CUR, (size_t)n, &b->ptr) != TLCU_OK)
     return lb_cuda_error(L, "device alloc");
   b->bytes = (size_t)n;
   b->live = 1;
@@ -157,7 +234,7 @@ static int buf_alloc(lua_State *L) {
 
 static int buf_free(lua_State *L) {
   Buffer *b = luaL_checkudata(L, 1, LB_BUFFER);
-  if (b->live && b->ptr) tlcu_mem_free(&rt, b->ptr);
+  if (b->live && b->ptr) tlcu_mem_free(b->rt, b->ptr);
   b->live = 0;
   b->ptr = 0;
   return 0;
@@ -170,6 +247,12 @@ static int buf_bytes(lua_State *L) {
 
 static int buf_address(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)check_buffer(L, 1)->ptr);
+  return 1;
+}
+
+/* raw:device() -> the ordinal of the device that holds it */
+static int buf_device(lua_State *L) {
+  lua_pushinteger(L, check_buffer(L, 1)->device);
   return 1;
 }
 
@@ -192,8 +275,8 @@ static int buf_upload(lua_State *L) {
   if (off > b->bytes || len > b->bytes - off)
     return lb_error(L, "%lld bytes at offset %lld do not fit a buffer of %lld bytes",
                     (long long)len, (long long)off, (long long)b->bytes);
-  if (len && tlcu_memcpy_htod(&rt, b->ptr + off, s, len) != TLCU_OK)
-    return lb_cuda_error(L, "upload");
+  if (len && tlcu_memcpy_htod(b->rt, b->ptr + off, s, len) != TLCU_OK)
+    return lb_cuda_error_of(L, b->rt, "upload");
   return 0;
 }
 
@@ -203,8 +286,8 @@ static int buf_download(lua_State *L) {
   size_t off, n = range(L, b, 2, &off);
   luaL_Buffer lb;
   char *p = luaL_buffinitsize(L, &lb, n ? n : 1);
-  if (n && tlcu_memcpy_dtoh(&rt, p, b->ptr + off, n) != TLCU_OK)
-    return lb_cuda_error(L, "download");
+  if (n && tlcu_memcpy_dtoh(b->rt, p, b->ptr + off, n) != TLCU_OK)
+    return lb_cuda_error_of(L, b->rt, "download");
   luaL_pushresultsize(&lb, n);
   return 1;
 }
@@ -215,8 +298,11 @@ static int buf_copy_from(lua_State *L) {
   lua_Integer n = luaL_optinteger(L, 3, (lua_Integer)(s->bytes < d->bytes ? s->bytes : d->bytes));
   if (n < 0 || (size_t)n > d->bytes || (size_t)n > s->bytes)
     return lb_error(L, "copy of %lld bytes does not fit", (long long)n);
-  if (n && tlcu_memcpy_dtod(&rt, d->ptr, s->ptr, (size_t)n) != TLCU_OK)
-    return lb_cuda_error(L, "copy");
+  /* between devices: the source's launches finish first, the copy goes peer to peer (UVA) */
+  if (n && s->rt != d->rt && tlcu_finish(s->rt) != TLCU_OK)
+    return lb_cuda_error_of(L, s->rt, "copy");
+  if (n && tlcu_memcpy_dtod(d->rt, d->ptr, s->ptr, (size_t)n) != TLCU_OK)
+    return lb_cuda_error_of(L, d->rt, "copy");
   return 0;
 }
 
@@ -224,8 +310,8 @@ static int buf_copy_from(lua_State *L) {
 static int buf_memset(lua_State *L) {
   Buffer *b = check_buffer(L, 1);
   lua_Integer v = luaL_checkinteger(L, 2);
-  if (b->bytes && tlcu_memset_d8(&rt, b->ptr, (unsigned char)v, b->bytes) != TLCU_OK)
-    return lb_cuda_error(L, "memset");
+  if (b->bytes && tlcu_memset_d8(b->rt, b->ptr, (unsigned char)v, b->bytes) != TLCU_OK)
+    return lb_cuda_error_of(L, b->rt, "memset");
   return 0;
 }
 
@@ -252,8 +338,8 @@ static int buf_equals(lua_State *L) {
   int same = 1, err = 0;
   for (; at < x->bytes && same && !err; at += CHUNK) {
     size_t n = x->bytes - at < CHUNK ? x->bytes - at : CHUNK;
-    err = tlcu_memcpy_dtoh(&rt, a, x->ptr + at, n) != TLCU_OK ||
-          tlcu_memcpy_dtoh(&rt, b, y->ptr + at, n) != TLCU_OK;
+    err = tlcu_memcpy_dtoh(x->rt, a, x->ptr + at, n) != TLCU_OK ||
+          tlcu_memcpy_dtoh(y->rt, b, y->ptr + at, n) != TLCU_OK;
     if (!err && memcmp(a, b, n) != 0) {
       same = 0;
       size_t i = 0;
@@ -339,10 +425,10 @@ static int buf_fill_random(lua_State *L) {
       k += put_random(a + k, kind, &s);
     while (k < n)
       a[k++] = (unsigned char)rng_next(&s);
-    err = tlcu_memcpy_htod(&rt, b->ptr + at, a, n) != TLCU_OK;
+    err = tlcu_memcpy_htod(b->rt, b->ptr + at, a, n) != TLCU_OK;
   }
   free(a);
-  if (err) return lb_cuda_error(L, "random fill");
+  if (err) return lb_cuda_error_of(L, b->rt, "random fill");
   return 0;
 }
 
@@ -355,25 +441,28 @@ static int buf_fill_random(lua_State *L) {
 typedef struct Module {
   CUmodule mod;
   int live;
+  TlcuRuntime *rt; /* the device it was loaded on */
 } Module;
 
 /* core.module_load(ptx) -> Module; the JIT error log is in the message on failure. */
 static int mod_load(lua_State *L) {
   const char *ptx = luaL_checkstring(L, 1);
   need_gpu(L);
+  TlcuRuntime *d = lua_isnoneornil(L, 2) ? CUR : lb_device(L, 2);
   Module *m = lua_newuserdatauv(L, sizeof *m, 0);
   m->mod = NULL;
   m->live = 0;
+  m->rt = d;
   luaL_setmetatable(L, LB_MODULE);
-  if (tlcu_module_load_ptx(&rt, ptx, &m->mod) != TLCU_OK)
-    return lb_cuda_error(L, "loading the PTX");
+  if (tlcu_module_load_ptx(d, ptx, &m->mod) != TLCU_OK)
+    return lb_cuda_error_of(L, d, "loading the PTX");
   m->live = 1;
   return 1;
 }
 
 static int mod_unload(lua_State *L) {
   Module *m = luaL_checkudata(L, 1, LB_MODULE);
-  if (m->live) tlcu_module_unload(&rt, m->mod);
+  if (m->live) tlcu_module_unload(m->rt, m->mod);
   m->live = 0;
   return 0;
 }
@@ -388,7 +477,22 @@ static int mod_func(lua_State *L) {
   luaL_setmetatable(L, LB_FUNCTION);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
-  if (tlcu_function_get(&rt, m->mod, name, f) != TLCU_OK) return lb_cuda_error(L, "kernel lookup");
+  if (tlcu_function_get(m->rt, m->mod, name, f) != TLCU_OK)
+    return lb_cuda_error_of(L, m->rt, "kernel lookup");
+  return 1;
+}
+
+TlcuRuntime *lb_function_runtime(lua_State *L, int idx) {
+  lua_getiuservalue(L, idx, 1);
+  Module *m = luaL_testudata(L, -1, LB_MODULE);
+  lua_pop(L, 1);
+  return m ? m->rt : CUR;
+}
+
+/* fn:device() -> the ordinal of the device its module was loaded on */
+static int fn_device(lua_State *L) {
+  luaL_checkudata(L, 1, LB_FUNCTION);
+  lua_pushinteger(L, lb_function_runtime(L, 1)->info.ordinal);
   return 1;
 }
 
@@ -396,7 +500,9 @@ static int mod_func(lua_State *L) {
 static int fn_info(lua_State *L) {
   CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   TlcuFuncInfo r;
-  if (!*f || tlcu_function_info(&rt, *f, &r) != TLCU_OK) return lb_cuda_error(L, "function info");
+  TlcuRuntime *d = lb_function_runtime(L, 1);
+  if (!*f || tlcu_function_info(d, *f, &r) != TLCU_OK)
+    return lb_cuda_error_of(L, d, "function info");
   lua_createtable(L, 0, 4);
   FUNCTION_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
   return 1;
@@ -450,7 +556,7 @@ static void pack_arg(lua_State *L, int i, uint64_t *slot) {
 
 /* The debug-hangs records of a launch when cfg (at index 2) asks for them
 ** (hang_sites): one slot per warp of the grid. */
-static TlcuHang *hang_records(lua_State *L, const TlcuLaunch *cfg) {
+static TlcuHang *hang_records(lua_State *L, TlcuRuntime *d, const TlcuLaunch *cfg) {
   if (lua_getfield(L, 2, "hang_sites") != LUA_TSTRING) {
     lua_pop(L, 1);
     return NULL;
@@ -459,7 +565,7 @@ static TlcuHang *hang_records(lua_State *L, const TlcuLaunch *cfg) {
   unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2], warps = (threads + 31) / 32;
   size_t slots = (size_t)cfg->grid[0] * cfg->grid[1] * cfg->grid[2] * warps;
   TlcuHang *h = NULL;
-  if (tlcu_hang_alloc(&rt, slots, warps, sites, &h) != TLCU_OK) lb_cuda_error(L, "launch");
+  if (tlcu_hang_alloc(d, slots, warps, sites, &h) != TLCU_OK) lb_cuda_error_of(L, d, "launch");
   lua_pop(L, 1);
   return h;
 }
@@ -507,12 +613,14 @@ static int fn_launch(lua_State *L) {
     lua_pop(L, 2);
     ptrs[i] = map ? (void *)(uintptr_t)slots[i] : &slots[i];
   }
-  cfg.hang = hang_records(L, &cfg); /* last: nothing after it raises before the launch takes it */
+  TlcuRuntime *d = lb_function_runtime(L, 1); /* the device the kernel was loaded on */
+  cfg.hang =
+      hang_records(L, d, &cfg); /* last: nothing after it raises before the launch takes it */
   if (cfg.hang) {
     slots[n] = (uint64_t)cfg.hang->dev;
     ptrs[n] = &slots[n];
   }
-  if (tlcu_launch(&rt, *f, &cfg, ptrs) != TLCU_OK) return lb_cuda_error(L, "launch");
+  if (tlcu_launch(d, *f, &cfg, ptrs) != TLCU_OK) return lb_cuda_error_of(L, d, "launch");
   return 0;
 }
 
@@ -521,20 +629,20 @@ static int dev_time(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   need_gpu(L);
   CUevent a = NULL, b = NULL;
-  if (tlcu_event_create(&rt, &a) != TLCU_OK || tlcu_event_create(&rt, &b) != TLCU_OK) {
-    if (a) tlcu_event_destroy(&rt, a);
+  if (tlcu_event_create(CUR, &a) != TLCU_OK || tlcu_event_create(CUR, &b) != TLCU_OK) {
+    if (a) tlcu_event_destroy(CUR, a);
     return lb_cuda_error(L, "event");
   }
   float ms = 0;
-  int bad = tlcu_event_record(&rt, a, NULL) != TLCU_OK;
+  int bad = tlcu_event_record(CUR, a, NULL) != TLCU_OK;
   lua_pushvalue(L, 1);
   int st = bad ? LUA_OK : lua_pcall(L, 0, 0, 0);
   if (!bad && st == LUA_OK)
-    bad = tlcu_event_record(&rt, b, NULL) != TLCU_OK || tlcu_event_synchronize(&rt, b) != TLCU_OK ||
-          tlcu_event_elapsed_ms(&rt, a, b, &ms) != TLCU_OK;
-  if (bad) lua_pushfstring(L, "timing: %s", tlcu_error(&rt));
-  tlcu_event_destroy(&rt, a);
-  tlcu_event_destroy(&rt, b);
+    bad = tlcu_event_record(CUR, b, NULL) != TLCU_OK || tlcu_event_synchronize(CUR, b) != TLCU_OK ||
+          tlcu_event_elapsed_ms(CUR, a, b, &ms) != TLCU_OK;
+  if (bad) lua_pushfstring(L, "timing: %s", tlcu_error(CUR));
+  tlcu_event_destroy(CUR, a);
+  tlcu_event_destroy(CUR, b);
   if (bad || st != LUA_OK) return lua_error(L);
   lua_pushnumber(L, ms);
   return 1;
@@ -542,22 +650,34 @@ static int dev_time(lua_State *L) {
 
 /* }====================================================================== */
 
-static const luaL_Reg buffer_methods[] = {
-    {"bytes", buf_bytes},         {"address", buf_address},
-    {"upload", buf_upload},       {"download", buf_download},
-    {"copy_from", buf_copy_from}, {"memset", buf_memset},
-    {"equals", buf_equals},       {"fill_random", buf_fill_random},
-    {"free", buf_free},           {NULL, NULL}};
+static const luaL_Reg buffer_methods[] = {{"bytes", buf_bytes},
+                                          {"address", buf_address},
+                                          {"upload", buf_upload},
+                                          {"download", buf_download},
+                                          {"copy_from", buf_copy_from},
+                                          {"memset", buf_memset},
+                                          {"equals", buf_equals},
+                                          {"fill_random", buf_fill_random},
+                                          {"device", buf_device},
+                                          {"free", buf_free},
+                                          {NULL, NULL}};
 static const luaL_Reg buffer_meta[] = {{"__gc", buf_free}, {"__close", buf_free}, {NULL, NULL}};
 static const luaL_Reg module_methods[] = {{"func", mod_func}, {"unload", mod_unload}, {NULL, NULL}};
 static const luaL_Reg module_meta[] = {{"__gc", mod_unload}, {"__close", mod_unload}, {NULL, NULL}};
-static const luaL_Reg function_methods[] = {{"info", fn_info}, {"launch", fn_launch}, {NULL, NULL}};
+static const luaL_Reg function_methods[] = {
+    {"info", fn_info}, {"launch", fn_launch}, {"device", fn_device}, {NULL, NULL}};
 
-static const luaL_Reg device_functions[] = {
-    {"device_available", dev_available}, {"device_error", dev_error},
-    {"device_info", dev_info},           {"device_synchronize", dev_synchronize},
-    {"device_time", dev_time},           {"buffer_alloc", buf_alloc},
-    {"module_load", mod_load},           {NULL, NULL}};
+static const luaL_Reg device_functions[] = {{"device_available", dev_available},
+                                            {"device_error", dev_error},
+                                            {"device_info", dev_info},
+                                            {"device_synchronize", dev_synchronize},
+                                            {"device_time", dev_time},
+                                            {"buffer_alloc", buf_alloc},
+                                            {"module_load", mod_load},
+                                            {"device_use", dev_use},
+                                            {"device_current", dev_current},
+                                            {"device_peer", dev_peer},
+                                            {NULL, NULL}};
 
 static const LbClass device_classes[] = {{LB_BUFFER, buffer_meta, buffer_methods},
                                          {LB_MODULE, module_meta, module_methods},

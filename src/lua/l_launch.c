@@ -53,6 +53,7 @@ typedef struct Plan {
   unsigned smem_allowed; /* the largest shared memory the function's attribute was raised to */
   const void *buffer_mt; /* the metatable of device buffers (LB_BUFFER) */
   const char *name;      /* the kernel's, interned by the runtime */
+  TlcuRuntime *rt;       /* the device the function was loaded on */
 } Plan;
 
 static double now_s(void) {
@@ -109,6 +110,7 @@ static int core_launch_plan(lua_State *L) {
   Plan *p = lua_newuserdatauv(L, sizeof *p, 3);
   memset(p, 0, sizeof *p);
   p->fn = *f;
+  p->rt = lb_function_runtime(L, 1);
   p->nargs = n;
   memcpy(p->kinds, kinds, (size_t)n);
   dims_field(L, 2, "block", p->block);
@@ -116,7 +118,7 @@ static int core_launch_plan(lua_State *L) {
   p->static_smem = (unsigned)int_field(L, 2, "static");
   p->smem = (unsigned)int_field(L, 2, "smem");
   lua_getfield(L, 2, "name");
-  p->name = tlcu_intern(lb_cuda(L), lua_isstring(L, -1) ? lua_tostring(L, -1) : "kernel");
+  p->name = tlcu_intern(p->rt, lua_isstring(L, -1) ? lua_tostring(L, -1) : "kernel");
   lua_pop(L, 1);
   luaL_getmetatable(L, LB_BUFFER);
   p->buffer_mt = lua_topointer(L, -1);
@@ -270,7 +272,7 @@ static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, 
 ** dynamic shared memory (none: the plan's) and the stream (none: the default
 ** stream) at the given indices. */
 static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int smem, int stream) {
-  TlcuRuntime *rt = lb_cuda(L);
+  TlcuRuntime *rt = p->rt;
   uint64_t slots[PLAN_MAX_ARGS];
   void *ptrs[PLAN_MAX_ARGS];
   TlcuLaunch cfg;
@@ -286,7 +288,7 @@ static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int s
   cfg.hang = NULL;
   cfg.name = p->name;
   if (!lb_launch_site(L, &cfg.file, &cfg.line)) cfg.file = NULL;
-  if (tlcu_launch(rt, p->fn, &cfg, ptrs) != TLCU_OK) lb_cuda_error(L, "launch");
+  if (tlcu_launch(rt, p->fn, &cfg, ptrs) != TLCU_OK) lb_cuda_error_of(L, rt, "launch");
   if (cfg.smem > p->smem_allowed) p->smem_allowed = cfg.smem;
 }
 
@@ -309,10 +311,11 @@ enum {
   UP_BLOCK,
   UP_CLUSTER,
   UP_STREAM,
+  UP_DEVICE,
   UP_COUNT
 };
-static const char *const fast_keys[] = {"_plan", "_fn",   "grid",    "args",
-                                        "smem",  "block", "cluster", "stream"};
+static const char *const fast_keys[] = {"_plan", "_fn",     "grid",   "args",  "smem",
+                                        "block", "cluster", "stream", "device"};
 
 /* Push t[upvalue key] (raw). */
 static int get_up(lua_State *L, int t, int up) {
@@ -320,16 +323,24 @@ static int get_up(lua_State *L, int t, int up) {
   return lua_rawget(L, t);
 }
 
+/* Is t[upvalue key] nil? (pushes nothing) */
+static int absent(lua_State *L, int t, int up) {
+  int nil = get_up(L, t, up) == LUA_TNIL;
+  lua_pop(L, 1);
+  return nil;
+}
+
 /* launch(k, cfg): the fast path of k:launch (stack: k, cfg). */
 static int launch_fast_call(lua_State *L) {
   if (lua_gettop(L) == 2 && lua_type(L, 1) == LUA_TTABLE && lua_type(L, 2) == LUA_TTABLE &&
       get_up(L, 1, UP_PLAN) == LUA_TUSERDATA && lua_getmetatable(L, 3) &&
-      lua_rawequal(L, -1, lua_upvalueindex(UP_PLAN_MT))) { /* 3 plan, 4 its metatable */
-    get_up(L, 1, UP_FN);                                   /* 5 k._fn */
-    lua_getiuservalue(L, 3, 1);                            /* 6 the plan's function */
-    get_up(L, 2, UP_BLOCK);                                /* 7 */
-    get_up(L, 2, UP_CLUSTER);                              /* 8 */
-    if (lua_rawequal(L, 5, 6) && lua_isnil(L, 7) && lua_isnil(L, 8)) {
+      lua_rawequal(L, -1, lua_upvalueindex(UP_PLAN_MT)) &&       /* 3 plan, 4 its metatable */
+      ((Plan *)lua_touserdata(L, 3))->rt == lb_cuda_current()) { /* loaded on the current device */
+    get_up(L, 1, UP_FN);                                         /* 5 k._fn */
+    lua_getiuservalue(L, 3, 1);                                  /* 6 the plan's function */
+    get_up(L, 2, UP_BLOCK);                                      /* 7 */
+    get_up(L, 2, UP_CLUSTER);                                    /* 8 */
+    if (lua_rawequal(L, 5, 6) && lua_isnil(L, 7) && lua_isnil(L, 8) && absent(L, 2, UP_DEVICE)) {
       get_up(L, 2, UP_GRID);   /* 9 */
       get_up(L, 2, UP_ARGS);   /* 10 */
       get_up(L, 2, UP_SMEM);   /* 11 */
@@ -364,7 +375,10 @@ static int core_launch_fast(lua_State *L) {
 static int plan_raw_loop(lua_State *L) {
   Plan *p = luaL_checkudata(L, 1, LB_LAUNCH_PLAN);
   lua_Integer n = luaL_checkinteger(L, 2);
-  TlcuRuntime *rt = lb_cuda(L);
+  lb_cuda(L);
+  TlcuRuntime *rt = p->rt;
+  if (tlcu_finish(rt) != TLCU_OK)
+    return lb_cuda_error_of(L, rt, "raw_loop"); /* (its context current) */
   uint64_t slots[PLAN_MAX_ARGS];
   void *ptrs[PLAN_MAX_ARGS];
   unsigned g[3];

@@ -19,6 +19,7 @@
 typedef struct Handle {
   void *h;
   int live;
+  TlcuRuntime *rt; /* the device it belongs to (the current one when it was made) */
 } Handle;
 
 static Handle *check_live(lua_State *L, int idx, const char *cls, const char *what) {
@@ -47,7 +48,7 @@ static int stream_create(lua_State *L) {
   CUstream h = NULL;
   if ((high ? tlcu_stream_create_high(rt, &h) : tlcu_stream_create(rt, &h)) != TLCU_OK)
     return lb_cuda_error(L, "stream");
-  s->h = h, s->live = 1;
+  s->h = h, s->live = 1, s->rt = rt;
   return 1;
 }
 
@@ -56,22 +57,22 @@ static int stream_destroy(lua_State *L) {
   if (!s->live) return 0;
   s->live = 0;
   /* no raise: __gc and __close come here too, also after the runtime shut down */
-  tlcu_stream_destroy(lb_cuda_runtime(), (CUstream)s->h);
+  tlcu_stream_destroy(s->rt, (CUstream)s->h);
   return 0;
 }
 
 static int stream_synchronize(lua_State *L) {
   Handle *s = check_live(L, 1, LB_STREAM, "stream");
-  if (tlcu_stream_synchronize(lb_cuda(L), (CUstream)s->h) != TLCU_OK)
-    return lb_cuda_error(L, "stream synchronize");
+  if (tlcu_stream_synchronize(s->rt, (CUstream)s->h) != TLCU_OK)
+    return lb_cuda_error_of(L, s->rt, "stream synchronize");
   return 0;
 }
 
 static int stream_wait(lua_State *L) {
   Handle *s = check_live(L, 1, LB_STREAM, "stream");
   Handle *e = check_live(L, 2, LB_EVENT, "event");
-  if (tlcu_stream_wait_event(lb_cuda(L), (CUstream)s->h, (CUevent)e->h) != TLCU_OK)
-    return lb_cuda_error(L, "stream wait");
+  if (tlcu_stream_wait_event(s->rt, (CUstream)s->h, (CUevent)e->h) != TLCU_OK)
+    return lb_cuda_error_of(L, s->rt, "stream wait");
   lua_settop(L, 1);
   return 1;
 }
@@ -103,7 +104,7 @@ static int event_create(lua_State *L) {
   CUevent h = NULL;
   if ((timing ? tlcu_event_create(rt, &h) : tlcu_event_create_sync(rt, &h)) != TLCU_OK)
     return lb_cuda_error(L, "event");
-  e->h = h, e->live = 1;
+  e->h = h, e->live = 1, e->rt = rt;
   return 1;
 }
 
@@ -111,31 +112,32 @@ static int event_destroy(lua_State *L) {
   Handle *e = luaL_checkudata(L, 1, LB_EVENT);
   if (!e->live) return 0;
   e->live = 0;
-  tlcu_event_destroy(lb_cuda_runtime(), (CUevent)e->h);
+  tlcu_event_destroy(e->rt, (CUevent)e->h);
   return 0;
 }
 
 static int event_record(lua_State *L) {
   Handle *e = check_live(L, 1, LB_EVENT, "event");
   CUstream s = lb_stream_arg(L, 2);
-  if (tlcu_event_record(lb_cuda(L), (CUevent)e->h, s) != TLCU_OK)
-    return lb_cuda_error(L, "event record");
+  if (tlcu_event_record(e->rt, (CUevent)e->h, s) != TLCU_OK)
+    return lb_cuda_error_of(L, e->rt,
+                            "event record (the event and the stream must be of one device)");
   lua_settop(L, 1);
   return 1;
 }
 
 static int event_synchronize(lua_State *L) {
   Handle *e = check_live(L, 1, LB_EVENT, "event");
-  if (tlcu_event_synchronize(lb_cuda(L), (CUevent)e->h) != TLCU_OK)
-    return lb_cuda_error(L, "event synchronize");
+  if (tlcu_event_synchronize(e->rt, (CUevent)e->h) != TLCU_OK)
+    return lb_cuda_error_of(L, e->rt, "event synchronize");
   return 0;
 }
 
 static int event_query(lua_State *L) {
   Handle *e = check_live(L, 1, LB_EVENT, "event");
   int done = 0;
-  if (tlcu_event_query(lb_cuda(L), (CUevent)e->h, &done) != TLCU_OK)
-    return lb_cuda_error(L, "event query");
+  if (tlcu_event_query(e->rt, (CUevent)e->h, &done) != TLCU_OK)
+    return lb_cuda_error_of(L, e->rt, "event query");
   lua_pushboolean(L, done);
   return 1;
 }
@@ -143,11 +145,12 @@ static int event_query(lua_State *L) {
 /* start:elapsed(stop) -> milliseconds between the two (both recorded and done) */
 static int event_elapsed(lua_State *L) {
   Handle *a = check_live(L, 1, LB_EVENT, "event"), *b = check_live(L, 2, LB_EVENT, "event");
-  TlcuRuntime *rt = lb_cuda(L);
+  TlcuRuntime *rt = b->rt;
   float ms = 0;
   if (tlcu_event_synchronize(rt, (CUevent)b->h) != TLCU_OK ||
       tlcu_event_elapsed_ms(rt, (CUevent)a->h, (CUevent)b->h, &ms) != TLCU_OK)
-    return lb_cuda_error(L, "event elapsed (both events need timing: tl.device.event(true))");
+    return lb_cuda_error_of(L, rt,
+                            "event elapsed (both events need timing: tl.device.event(true))");
   lua_pushnumber(L, ms);
   return 1;
 }

@@ -23,13 +23,26 @@
 typedef struct LbBuffer {
   CUdeviceptr ptr;
   size_t bytes;
-  int live; /* device memory attached */
+  int live;        /* device memory attached */
+  int device;      /* the ordinal of the device that holds it */
+  TlcuRuntime *rt; /* ... and its runtime */
 } LbBuffer;
+
+#define LB_MAX_DEVICES 16 /* devices one process may drive */
 
 /* The runtime, initialized; raises "no GPU: ..." at the user's line without one. */
 TlcuRuntime *lb_cuda(lua_State *L);
 /* The runtime as it is, without raising (for finalizers: it may be shut down). */
 TlcuRuntime *lb_cuda_runtime(void);
+/* The current device's runtime, NULL before the first use; never raises. */
+TlcuRuntime *lb_cuda_current(void);
+/* The runtime of the device whose ordinal is at idx, initialized; raises on one that is not there.
+ */
+TlcuRuntime *lb_device(lua_State *L, int idx);
+/* The runtime of the device a Function (at idx) was loaded on. */
+TlcuRuntime *lb_function_runtime(lua_State *L, int idx);
+/* lb_cuda_error for the runtime r (another device's). */
+int lb_cuda_error_of(lua_State *L, TlcuRuntime *r, const char *what);
 /* The stream at idx (a Stream of l_stream.c), NULL for nil or none; raises otherwise. */
 CUstream lb_stream_arg(lua_State *L, int idx);
 /* The device address of a Buffer (its size in *bytes) or of an integer address

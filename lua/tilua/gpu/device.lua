@@ -104,14 +104,20 @@ local function add_views(D, Buffer, raise)
       raise(("view: elements %s..+%s outside 1..%d"):format(tostring(first), tostring(n), self.n))
     end
     local base = self.parent and self.raw or self.raw:address()
-    return setmetatable({ type = self.type, n = n, bytes = n * self.size, size = self.size,
+    return setmetatable({ type = self.type, n = n, bytes = n * self.size, size = self.size, device = self.device,
                           raw = base + (first - 1) * self.size, parent = self.parent or self }, View)
   end
   view_methods.view = Buffer.view
 end
 
--- The device's count, streams and events (src/lua/l_stream.c).
+-- The devices, their streams and events (src/lua/l_stream.c, l_device.c).
 local function add_streams(D, need, raise)
+  -- Several devices in one process: new buffers, modules, streams and events
+  -- go to the current device; k:launch{device = i} runs on device i.
+  function D.use(ordinal) need("device use") return core.device_use(ordinal) end
+  function D.current() need("device current") return core.device_current() end
+  -- Let device a reach device b's memory directly: true, or false and why.
+  function D.peer(a, b) need("peer access") return core.device_peer(a, b) end
   -- The devices the driver sees (TILUA_DEVICE picks this process's).
   function D.count() need("device count") return core.device_count() end
   -- A stream of its own (non-blocking: it never waits for the default stream's
@@ -131,6 +137,13 @@ local function add_streams(D, need, raise)
 end
 
 function M.attach(tl)
+  -- tl.devices() -> { {ordinal, name, sm_count, ...}, ... }: every device the driver sees
+  function tl.devices()
+    if not core.device_available() then tl.raise("no GPU: " .. core.device_error() .. " (devices)") end
+    local list = {}
+    for i = 0, core.device_count() - 1 do list[#list + 1] = core.device_info(i) end
+    return list
+  end
   local raise = tl.raise
   local D = {}
 
@@ -147,7 +160,7 @@ function M.attach(tl)
     if core.device_available() then return end
     tl.stop(tonumber(os.getenv "TILUA_NO_GPU_EXIT") or 0, "SKIP: no GPU (" .. core.device_error() .. ")")
   end
-  function D.info() return core.device_info() end
+  function D.info(ordinal) return core.device_info(ordinal) end
   function D.sm_count() return core.device_info().sm_count end
   -- The grid of a persistent kernel: per_sm CTAs on every SM, but no more CTAs
   -- than there are units of work (and at least one).
@@ -178,7 +191,8 @@ function M.attach(tl)
     if math.type(n) ~= "integer" or n < 0 then raise("alloc: the element count must be a non-negative integer") end
     local size = element(t)
     need("alloc")
-    return setmetatable({ type = t, n = n, bytes = n * size, size = size, raw = core.buffer_alloc(n * size) }, Buffer)
+    local raw = core.buffer_alloc(n * size)
+    return setmetatable({ type = t, n = n, bytes = n * size, size = size, raw = raw, device = raw:device() }, Buffer)
   end
 
   local function encode(t, vals)
