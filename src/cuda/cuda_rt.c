@@ -1234,6 +1234,10 @@ TlcuResult tlcu_stream_destroy(TlcuRuntime *rt, CUstream s) {
   return tlcu_give_back(rt, TLCU_HELD_STREAM, (uint64_t)(uintptr_t)s);
 }
 
+int tlcu_stream_held(const TlcuRuntime *rt, CUstream s) {
+  return s && tlcu_holds(rt, TLCU_HELD_STREAM, (uint64_t)(uintptr_t)s);
+}
+
 TlcuResult tlcu_stream_synchronize(TlcuRuntime *rt, CUstream s) {
   TLCU_DRAIN(rt, "a stream's synchronize");
   CU_DO(rt, cuStreamSynchronize, (s));

@@ -303,6 +303,8 @@ TlcuResult tlcu_stream_create(TlcuRuntime *rt, CUstream *out);
 ** they free up (collectives beside a GEMM that fills the device). */
 TlcuResult tlcu_stream_create_high(TlcuRuntime *rt, CUstream *out);
 TlcuResult tlcu_stream_destroy(TlcuRuntime *rt, CUstream s);
+/* 1 when s is a stream this runtime made and has not destroyed. */
+int tlcu_stream_held(const TlcuRuntime *rt, CUstream s);
 TlcuResult tlcu_stream_synchronize(TlcuRuntime *rt, CUstream s);
 TlcuResult tlcu_stream_wait_event(TlcuRuntime *rt, CUstream s, CUevent e);
 /* Several devices in one process: a runtime each (every call makes its own
