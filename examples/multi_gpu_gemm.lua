@@ -23,7 +23,7 @@ local lib = {}
 
 -- The command line's options (numbers as integers).
 function lib.options(args)
-  local o = { m = 4096, n = 4096, k = 4096, chunks = 4, mode = "both" }
+  local o = { m = 1024, n = 1024, k = 1024, chunks = 4, mode = "both" }
   for _, a in ipairs(args or {}) do
     local key, v = a:match "^%-%-([%w_-]+)=(.*)$"
     if a == "--time" then o.time = true
