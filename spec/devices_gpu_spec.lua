@@ -68,4 +68,24 @@ describe("several GPUs in one process", function()
     assert.equal(0, tl.device.current())
     assert.equal(x[1]:to_table(5, 5)[1] * 2 + 1.0, y[1]:to_table(5, 5)[1])
   end)
+
+  it("all-reduces buffers of both devices with a communicator per device (ncclCommInitAll)", function()
+    H.gpus(2)
+    local comms = tl.nccl.init_all { 0, 1 }
+    local bufs, want = {}, {}
+    for i, c in ipairs(comms) do
+      tl.device.use(c.device)
+      bufs[i] = tl.device.random(tl.f32, N, 200 + i)
+    end
+    tl.device.use(0)
+    local a, b = bufs[1]:to_table(1, 1000), bufs[2]:to_table(1, 1000)
+    for i = 1, 1000 do want[i] = string.unpack("<f", string.pack("<f", a[i] + b[i])) end
+    tl.nccl.group(function() for i, c in ipairs(comms) do c:all_reduce(bufs[i]) end end)
+    tl.device.synchronize()
+    for d = 1, 2 do
+      local got = bufs[d]:to_table(1, 1000)
+      for i = 1, 1000 do assert.equal(want[i], got[i]) end
+    end
+    for _, c in ipairs(comms) do c:destroy() end
+  end)
 end)

@@ -11,7 +11,7 @@ local function run(body, devices)
   local f = H.temp('local tl = require "tilua"\n' .. body, ".lua")
   local log = os.tmpname()
   local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_DEVICES = tostring(devices or 3),
-                                       FAKE_CUDA_LOG = log }, { f })
+                                       FAKE_CUDA_LOG = log, TILUA_NCCL = os.getenv "TILUA_FAKE_NCCL" or "" }, { f })
   local launches = H.slurp(log)
   os.remove(log)
   return out, err, code, launches, f
@@ -55,6 +55,22 @@ print(pcall(function() e:record(s0) end))
                  "device 7 does not exist (the driver sees 3: 0..2)", "device 9 does not exist" })
     H.seq(launches, { "device=2 args=buf1+0 0x1", "device=2 args=buf1+0 0x2", "device=0 args=buf0+0 0x3",
                       "device=2 args=buf1+0 0x4", "device=1 args=buf2+0 0x5" })
+  end)
+
+  it("makes a communicator per device (ncclCommInitAll) whose calls in a group reduce across devices", function()
+    local out, err, code = run([[
+local comms = tl.nccl.init_all { 0, 1, 2 }
+local bufs = {}
+for i, c in ipairs(comms) do
+  tl.device.use(c.device)
+  bufs[i] = tl.device.from(tl.f32, { i, 10 * i, 100 * i })
+end
+tl.nccl.group(function() for i, c in ipairs(comms) do c:all_reduce(bufs[i]) end end)
+tl.device.synchronize()
+for i, b in ipairs(bufs) do print(comms[i].rank, comms[i].device, b.device, table.concat(b:to_table(), ",")) end
+]], 3)
+    assert.equal(0, code, out .. err)
+    H.seq(out, { "0\t0\t0\t6.0,60.0,600.0", "1\t1\t1\t6.0,60.0,600.0", "2\t2\t2\t6.0,60.0,600.0" })
   end)
 
   it("keeps one device's buffers, modules and launches apart from another's at exit", function()

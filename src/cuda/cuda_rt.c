@@ -126,6 +126,8 @@ static TlcuResult tlcu_check(TlcuRuntime *rt, CUresult r, const char *call) {
 ** first; with one, the comparison is all it costs. */
 static _Thread_local const TlcuRuntime *current_rt;
 
+void tlcu_forget_current(void) { current_rt = NULL; }
+
 static TlcuResult tlcu_make_current(TlcuRuntime *rt) {
   if (current_rt == rt) return TLCU_OK;
   CUresult r = rt->drv.cuCtxSetCurrent(rt->ctx);

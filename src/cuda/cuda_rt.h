@@ -312,6 +312,9 @@ TlcuResult tlcu_stream_wait_event(TlcuRuntime *rt, CUstream s, CUevent e);
 ** (NVLink or PCIe)? Let it (idempotent); copies between the two then go
 ** device to device. */
 TlcuResult tlcu_peer_can_access(TlcuRuntime *rt, TlcuRuntime *peer, int *can);
+/* Another library (NCCL's CUDA runtime) may have made another context current:
+** the next call of any runtime makes its own current again. */
+void tlcu_forget_current(void);
 TlcuResult tlcu_peer_enable(TlcuRuntime *rt, TlcuRuntime *peer);
 /* The number of devices the driver sees (needs a good init). */
 TlcuResult tlcu_device_count(TlcuRuntime *rt, int *out);

@@ -6,6 +6,7 @@
 **   core.nccl_available() -> true | false, why     core.nccl_version() -> code
 **   core.nccl_unique_id() -> 128-byte string       (made where no GPU is needed)
 **   core.nccl_comm(id, nranks, rank) -> Comm        (on the process's device)
+**   core.nccl_comm_all({ordinals}) -> {Comm, ...}    (a rank per device of this process)
 **   comm:info() -> nranks, rank, device            comm:destroy()
 **   comm:call(kind, send, recv, count, dtype, redop, peer [, stream])
 **       kind "all_reduce" | ..., send and recv device addresses (or buffers)
@@ -74,9 +75,42 @@ static int nccl_comm(lua_State *L) {
   ncclUniqueId uid;
   memcpy(uid.internal, id, sizeof uid.internal);
   char err[ERR_SIZE];
-  if (tlnccl_comm_init_rank(&c->c, (int)nranks, &uid, (int)rank, err, sizeof err))
-    return lb_error(L, "%s", err);
+  int bad = tlnccl_comm_init_rank(&c->c, (int)nranks, &uid, (int)rank, err, sizeof err);
+  tlcu_forget_current(); /* NCCL's CUDA runtime may have switched the context */
+  if (bad) return lb_error(L, "%s", err);
   c->live = 1;
+  return 1;
+}
+
+/* core.nccl_comm_all({ordinals}) -> {Comm, ...}: a communicator per device of
+** this process (ncclCommInitAll), rank i on ordinals[i] */
+static int nccl_comm_all(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int n = (int)luaL_len(L, 1);
+  if (n < 1 || n > LB_MAX_DEVICES)
+    return lb_error(L, "nccl: 1 to %d devices, got %d", LB_MAX_DEVICES, n);
+  int devs[LB_MAX_DEVICES];
+  for (int i = 0; i < n; i++) {
+    lua_geti(L, 1, i + 1);
+    lb_device(L, lua_gettop(L)); /* there, and its context made (NCCL uses the primary contexts) */
+    devs[i] = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_createtable(L, n, 0);
+  Comm *cs[LB_MAX_DEVICES];
+  for (int i = 0; i < n; i++) {
+    cs[i] = lua_newuserdatauv(L, sizeof *cs[i], 0);
+    memset(cs[i], 0, sizeof *cs[i]);
+    luaL_setmetatable(L, LB_COMM);
+    lua_seti(L, -2, i + 1);
+  }
+  ncclComm_t comms[LB_MAX_DEVICES];
+  char err[ERR_SIZE];
+  int bad = tlnccl_comm_init_all(comms, n, devs, err, sizeof err);
+  tlcu_forget_current();
+  if (bad) return lb_error(L, "%s", err);
+  for (int i = 0; i < n; i++)
+    cs[i]->c = comms[i], cs[i]->live = 1;
   return 1;
 }
 
@@ -142,7 +176,9 @@ static int comm_call(lua_State *L) {
   op.peer = (int)luaL_optinteger(L, 8, 0);
   op.stream = lb_stream_arg(L, 9);
   char err[ERR_SIZE];
-  if (tlnccl_call(&op, err, sizeof err)) return lb_error(L, "%s", err);
+  int bad = tlnccl_call(&op, err, sizeof err);
+  tlcu_forget_current();
+  if (bad) return lb_error(L, "%s", err);
   return 0;
 }
 
@@ -154,20 +190,20 @@ static int nccl_group_start(lua_State *L) {
 
 static int nccl_group_end(lua_State *L) {
   char err[ERR_SIZE];
-  if (tlnccl_group_end(err, sizeof err)) return lb_error(L, "%s", err);
+  int bad = tlnccl_group_end(err, sizeof err);
+  tlcu_forget_current();
+  if (bad) return lb_error(L, "%s", err);
   return 0;
 }
 
 static const luaL_Reg comm_methods[] = {
     {"info", comm_info}, {"call", comm_call}, {"destroy", comm_destroy}, {NULL, NULL}};
 static const luaL_Reg comm_meta[] = {{"__gc", comm_gc}, {"__close", comm_gc}, {NULL, NULL}};
-static const luaL_Reg comm_functions[] = {{"nccl_available", nccl_available},
-                                          {"nccl_version", nccl_version},
-                                          {"nccl_unique_id", nccl_unique_id},
-                                          {"nccl_comm", nccl_comm},
-                                          {"nccl_group_start", nccl_group_start},
-                                          {"nccl_group_end", nccl_group_end},
-                                          {NULL, NULL}};
+static const luaL_Reg comm_functions[] = {
+    {"nccl_available", nccl_available}, {"nccl_version", nccl_version},
+    {"nccl_unique_id", nccl_unique_id}, {"nccl_comm", nccl_comm},
+    {"nccl_comm_all", nccl_comm_all},   {"nccl_group_start", nccl_group_start},
+    {"nccl_group_end", nccl_group_end}, {NULL, NULL}};
 
 static const LbClass comm_classes[] = {{LB_COMM, comm_meta, comm_methods}, {NULL, NULL, NULL}};
 const LbArea lb_area_comm = {comm_classes, comm_functions};

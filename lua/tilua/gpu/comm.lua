@@ -66,6 +66,19 @@ function N.init(o)
   return setmetatable({ raw = raw, nranks = nranks, rank = rank, device = device }, Comm)
 end
 
+-- tl.nccl.init_all{ordinals} -> {Comm, ...}: a communicator per device of this
+-- process (ncclCommInitAll), rank i - 1 on ordinals[i]; their calls go in tl.nccl.group
+function N.init_all(devices)
+  need()
+  if type(devices) ~= "table" or #devices < 1 then raise("nccl.init_all: expected a list of device ordinals") end
+  local comms = {}
+  for i, raw in ipairs(core.nccl_comm_all(devices)) do
+    local nranks, rank, device = raw:info()
+    comms[i] = setmetatable({ raw = raw, nranks = nranks, rank = rank, device = device }, Comm)
+  end
+  return comms
+end
+
 function Comm:destroy()
   if self.raw then self.raw:destroy() end
   self.raw = nil
