@@ -46,6 +46,10 @@ for _, s in ipairs(shapes) do
     for _, l in ipairs(lines) do print(l) end
   end
   results[#results + 1] = { o = so, times = times, ok = ok }
+  if world.rank == 0 then -- tilua's figures at once (the torch peer comes after)
+    print(("%dx%dx%d on %d GPUs:"):format(so.m, so.n, so.k, gpus))
+    for _, l in ipairs(lib.table(so, gpus, times)) do print(l) end
+  end
 end
 world.comm:destroy()
 if world.rank ~= 0 then return end
