@@ -40,7 +40,10 @@ def main():
     shapes = [tuple(int(x) for x in s.split("x")) for s in sys.argv[1].split(",")]
     local = int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))
     torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    try:  # device_id (torch >= 2.3) binds the communicator to the device at once
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    except TypeError:
+        dist.init_process_group("nccl")
     rank, n = dist.get_rank(), dist.get_world_size()
     dev = torch.device("cuda", local)
     for m, nn, k in shapes:
