@@ -57,6 +57,33 @@ print(pcall(function() e:record(s0) end))
                       "device=2 args=buf1+0 0x4", "device=1 args=buf2+0 0x5" })
   end)
 
+  it("keeps the launch's checks and options on every device: pdl, element types of buffers and views, graphs", function()
+    local out, err, code, launches = run([[
+local k = tl.kernel("st", { params = { { "x", tl.ptr(tl.i32) }, { "v", tl.i32 } }, block = 32 })
+k:define(function(k, p) p.x:store(p.v) end)
+tl.device.use(1)
+local b = tl.device.alloc(tl.i32, 4)
+k:launch { grid = 1, args = { b, 1 }, pdl = true }
+k:launch { grid = 1, args = { b, 2 } }
+local f = tl.device.alloc(tl.f32, 4)
+print(pcall(function() k:launch { grid = 1, args = { f:view(2, 2), 3 } } end))
+print(pcall(function() k:launch { grid = 1, args = { f:view(2, 2), 3 }, device = 0 } end))
+print(pcall(function() k:launch { grid = 1, args = { b, 1 << 40 } } end))
+k:launch { grid = 1, args = { b:view(3, 1), 4 } }
+local g = tl.graph(function() k:launch { grid = 1, args = { b, 5 } } end)
+tl.device.use(0)
+g:launch()
+tl.device.synchronize()
+print("done", g.nodes)
+]], 2)
+    assert.equal(0, code, out .. err)
+    H.seq(out, { "argument 'x' is a buffer of f32, but the parameter points to i32",
+                 "argument 'x' is a buffer of f32, but the parameter points to i32",
+                 "argument 'v' = 1099511627776 does not fit its type i32", "done\t1" })
+    H.seq(launches, { "pdl=1 device=1 args=buf0+0 0x1", "smem=0 device=1 args=buf0+0 0x2", "device=1 args=buf0+8 0x4",
+                      "launch (graph) st", "device=1 args=buf0+0 0x5" })
+  end)
+
   it("makes a communicator per device (ncclCommInitAll) whose calls in a group reduce across devices", function()
     local out, err, code = run([[
 local comms = tl.nccl.init_all { 0, 1, 2 }

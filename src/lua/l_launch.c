@@ -325,6 +325,7 @@ static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int s
   cfg.smem = lb_launch_smem(L, p->static_smem, dyn);
   cfg.smem_allowed = cfg.smem <= p->smem_allowed;
   cfg.stream = lb_stream_arg(L, stream);
+  cfg.pdl = 0; /* a PDL launch takes fn:launch (k:launch's slow path) */
   cfg.hang = NULL;
   cfg.name = p->name;
   if (!lb_launch_site(L, &cfg.file, &cfg.line)) cfg.file = NULL;
