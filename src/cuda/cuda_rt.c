@@ -119,8 +119,6 @@ static TlcuResult tlcu_check(TlcuRuntime *rt, CUresult r, const char *call) {
     if (CU_CALL(rt, f, args) != TLCU_OK) return TLCU_FAIL;                                         \
   } while (0)
 
-/* Every call but init starts here: a runtime that is not ready keeps its
-** state. After a failed init the init message stays as it is. */
 /* The runtime whose context this thread made current last: with several
 ** runtimes in a process (one per device), each call makes its own current
 ** first; with one, the comparison is all it costs. */
@@ -136,6 +134,9 @@ static TlcuResult tlcu_make_current(TlcuRuntime *rt) {
   return TLCU_OK;
 }
 
+/* Every call but init starts here: a runtime that is not ready keeps its
+** state (a ready one makes its context current). After a failed init the
+** init message stays as it is. */
 static TlcuResult tlcu_begin(TlcuRuntime *rt) {
   assert(rt != NULL);
   switch (rt->state) {
