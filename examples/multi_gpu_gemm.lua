@@ -184,6 +184,9 @@ local o = lib.options(arg)
 local probe = tl.gemm.build(gemm_options(o, { m = o.m // o.chunks, n = o.n, k = o.k, name = "row_parallel_probe" }))
 check.compile("row_parallel_gemm", probe.kernel)
 tl.device.require()
+if not tl.nccl.available() then -- a GPU without NCCL: nothing to run, as without a GPU
+  tl.stop(tonumber(os.getenv "TILUA_NO_GPU_EXIT") or 0, "SKIP: no NCCL (" .. tl.nccl.error() .. ")")
+end
 local gpus = o.gpus or math.min(4, tl.device.count())
 local world = tl.nccl.ranks(gpus)
 local ok, lines, times = lib.run(world, o)

@@ -138,8 +138,8 @@ static TlcuResult tlcu_make_current(TlcuRuntime *rt) {
 }
 
 /* Every call but init starts here: a runtime that is not ready keeps its
-** state. After a failed init the init message stays as it is. */
-
+** state (a ready one makes its context current). After a failed init the
+** init message stays as it is. */
 static TlcuResult tlcu_begin(TlcuRuntime *rt) {
   assert(rt != NULL);
   switch (rt->state) {

@@ -39,8 +39,10 @@
 ** init message in place, so a caller can report "no GPU" once, anywhere.
 **
 ** A TlcuRuntime starts zeroed (static, calloc or memset): that is the empty
-** state, safe to shut down. Calls must come from a thread where the runtime's
-** context is current: the one that called tlcu_init. Not thread-safe.
+** state, safe to shut down. Several runtimes (one per device) may live in a
+** process: every call makes its runtime's context current first (remembered
+** per thread; tlcu_forget_current after a library that may switch contexts).
+** Not thread-safe: one thread uses a runtime.
 */
 #ifndef TILUA_CUDA_RT_H
 #define TILUA_CUDA_RT_H

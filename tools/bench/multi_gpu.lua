@@ -26,6 +26,10 @@ for _, a in ipairs(arg) do
   if a == "--no-torch" then torch = false end
 end
 local gpus = o.gpus or math.min(4, tl.device.count())
+if not tl.nccl.available() then
+  print("multi_gpu bench: no NCCL (" .. tl.nccl.error() .. "), nothing measured")
+  return
+end
 if gpus < 2 then
   print(("multi_gpu bench: %d GPU here (%s); it needs two or more, nothing measured"):format(tl.device.count(),
     tl.device.info().name))
