@@ -53,6 +53,20 @@ describe("tl.nccl on the stand-ins", function()
     end)
   end
 
+  it("refuses a sharded GEMM whose kernel takes more than the three tensor maps", function()
+    need_fakes()
+    local out, err, code = run(1, { script [[
+local comm = tl.nccl.init_all { 0 }[1]
+for _, extra in ipairs { { dynamic = true }, { schedule = "streamk", overlap = false } } do
+  local o = { comm = comm, m = 256, n = 256, k = 256, chunks = 2 }
+  for key, v in pairs(extra) do o[key] = v end
+  print(pcall(tl.sharded_gemm.row_parallel, o))
+end
+]] })
+    assert.equal(0, code, out .. err)
+    H.seq(out, { "not supported", "not supported" })
+  end)
+
   it("leaves NCCL_NVLS_ENABLE to a user who set it (the stand-in refuses multicast)", function()
     need_fakes()
     local out, err, code = run(2, { OPS }, { NCCL_NVLS_ENABLE = "1" })

@@ -53,6 +53,9 @@ do -- tl.sharded_gemm (an indented block)
     c.m, c.n, c.k = m, n, k
     c.name = ("%s_%dx%dx%d"):format(tag, m, n, k)
     local g = tl.gemm.build(c)
+    if #g.kernel.recipe.args ~= 3 then -- a chunk's launch passes the three tensor maps alone
+      raise(("sharded_gemm: a GEMM whose kernel takes more than the tensor maps of A, B and D (%d parameters: dynamic, streamk, alpha, beta or bias) is not supported"):format(#g.kernel.recipe.args))
+    end
     g.kernel:compile()
     return g
   end
