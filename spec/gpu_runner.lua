@@ -10,3 +10,8 @@ if not require("tilua").device.available() then
   print("SKIP: no GPU: the GPU tests of " .. spec .. " did not run")
   os.exit(tonumber(os.getenv "TILUA_NO_GPU_EXIT") or 77)
 end
+-- a spec whose tests need more than one GPU says why they did not run (H.gpus)
+if rawget(_G, "TILUA_GPU_SKIP") then
+  print("SKIP: " .. rawget(_G, "TILUA_GPU_SKIP") .. ": the GPU tests of " .. spec .. " did not run")
+  os.exit(tonumber(os.getenv "TILUA_NO_GPU_EXIT") or 77)
+end

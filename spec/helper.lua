@@ -226,6 +226,18 @@ function H.gpu()
   local tl = require "tilua"
   if not tl.device.available() then B.pending("no GPU: " .. tl.device.error()) end
 end
+-- H.gpus(n [, without_nccl]): pending unless there are n GPUs (and NCCL);
+-- spec/gpu_runner.lua then reports the spec skipped, never passed
+function H.gpus(n, without_nccl)
+  H.gpu()
+  local tl = require "tilua"
+  local why = tl.device.count() < n and ("fewer than %d GPUs (%d)"):format(n, tl.device.count())
+              or not without_nccl and not tl.nccl.available() and ("no NCCL: " .. tl.nccl.error())
+  if why then
+    rawset(_G, "TILUA_GPU_SKIP", why)
+    B.pending(why)
+  end
+end
 
 -- }===
 

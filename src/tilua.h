@@ -284,7 +284,9 @@ typedef struct tlKernelArg {
 } tlKernelArg;
 
 /* Open GPU `ordinal` for ctx (one device per context; it is closed with the
-** context). The null handle and a diagnostic where there is no driver or GPU. */
+** context). The null handle and a diagnostic where there is no driver or GPU.
+** Several contexts of one process may hold several devices: each call makes
+** its device's CUDA context current first. */
 TL_API tlDevice tlDeviceOpen(tlContext ctx, int ordinal);
 TL_API bool tlDeviceIsNull(tlDevice d);
 TL_API void tlDeviceClose(tlDevice d);
@@ -304,6 +306,18 @@ TL_API tlLogicalResult tlDeviceCopyToHost(tlDevice d, void *dst, uint64_t src, s
 TL_API tlLogicalResult tlDeviceLaunch(tlDevice d, tlModule m, tlStringRef kernel,
                                       const unsigned grid[3], intptr_t nArgs,
                                       const tlKernelArg *args);
+/* Streams of the device (non-blocking: they never wait for each other or for
+** tlDeviceLaunch's work) as handles (a CUstream, usable by NCCL and other
+** libraries); destroyed with tlDeviceDestroyStream or when the device closes.
+** tlDeviceLaunchOnStream is tlDeviceLaunch on `stream`, without waiting:
+** tlDeviceSynchronize(d, stream) waits for it (stream 0: for the whole device)
+** and reports a kernel that failed. A stream of another device is refused. */
+TL_API tlLogicalResult tlDeviceCreateStream(tlDevice d, uint64_t *stream);
+TL_API tlLogicalResult tlDeviceDestroyStream(tlDevice d, uint64_t stream);
+TL_API tlLogicalResult tlDeviceLaunchOnStream(tlDevice d, tlModule m, tlStringRef kernel,
+                                              const unsigned grid[3], intptr_t nArgs,
+                                              const tlKernelArg *args, uint64_t stream);
+TL_API tlLogicalResult tlDeviceSynchronize(tlDevice d, uint64_t stream);
 
 /* CUDA graphs. Between tlDeviceBeginGraph and tlDeviceEndGraph, tlDeviceLaunch
 ** captures its launch into a graph (node 0, 1, ...) instead of running it, and

@@ -756,11 +756,13 @@ local rooms = {
   "tilua.gpu.compile", -- PTX, ptxas, k:compile, --emit / --stage
   "tilua.gpu.recipe", -- launch recipes: what a launcher does, as data (tl.recipe)
   "tilua.gpu.launch", -- k:launch, tl.device
+  "tilua.gpu.comm", -- tl.nccl: communicators and collectives on device buffers
   "tilua.dsl.tensor", -- tensor cores and TMA
   "tilua.dsl.warp", -- warp-wide exchange, mma.sync, approximate math, inline PTX
   "tilua.stdlib.gemm", -- the Hopper GEMM generator (tl.gemm)
   "tilua.gpu.export", -- tl.export: kernels as C for a host without Lua
   "tilua.gpu.graph", -- tl.graph: launches captured into a CUDA graph
+  "tilua.stdlib.sharded_gemm", -- GEMMs sharded over NCCL ranks, communication overlapped (tl.sharded_gemm)
   "tilua.stdlib.autotune", -- tl.autotune
   "tilua.dsl.tileprog", -- tile programs (tileas): tiles and tensors, registered as kinds
 }

@@ -3,8 +3,10 @@
 ** GPU: what the runtime does when a kernel hangs or fails (spec/hang_spec.lua,
 ** through TILUA_LIBCUDA), and what a host asks of the driver (the launches,
 ** tensor maps and graphs of the Lua launcher and of an exported kernel,
-** compared in spec/export_spec.lua). It has one device (compute capability
-** 9.0, 4 SMs) and host memory for device memory; kernels run instantly and do
+** compared in spec/export_spec.lua). It has FAKE_CUDA_DEVICES devices
+** (default 1; compute capability 9.0, 4 SMs, a context each: with more than
+** one, a launch's line names the device) and host memory for device memory; kernels run instantly
+*and do
 ** nothing, except as FAKE_CUDA_KERNELS says:
 **
 **   hang   every launch never finishes: cuEventQuery answers NOT_READY, and
@@ -168,7 +170,11 @@ static CUresult cuGetErrorString(CUresult e, const char **s) {
   return CUDA_SUCCESS;
 }
 static CUresult cuDriverGetVersion(int *v) { return *v = 13000, CUDA_SUCCESS; }
-static CUresult cuDeviceGetCount(int *n) { return *n = 1, CUDA_SUCCESS; }
+/* FAKE_CUDA_DEVICES devices (default 1), all alike */
+static CUresult cuDeviceGetCount(int *n) {
+  const char *d = getenv("FAKE_CUDA_DEVICES");
+  return *n = d && atoi(d) > 0 ? atoi(d) : 1, CUDA_SUCCESS;
+}
 static CUresult cuDeviceGet(CUdevice *d, int o) { return *d = o, CUDA_SUCCESS; }
 static CUresult cuDeviceGetName(char *s, int n, CUdevice d) {
   (void)d;
@@ -184,11 +190,10 @@ static CUresult cuDeviceTotalMem(size_t *b, CUdevice d) {
   (void)d;
   return *b = (size_t)1 << 30, CUDA_SUCCESS;
 }
-static int the_ctx;
+static int the_ctx[64]; /* a primary context per device */
 static CUcontext current;
 static CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
-  (void)d;
-  return *c = (CUcontext)(void *)&the_ctx, CUDA_SUCCESS;
+  return *c = (CUcontext)(void *)&the_ctx[d & 63], CUDA_SUCCESS;
 }
 static CUresult cuDevicePrimaryCtxRelease(CUdevice d) {
   (void)d;
@@ -197,7 +202,8 @@ static CUresult cuDevicePrimaryCtxRelease(CUdevice d) {
 static CUresult cuCtxSetCurrent(CUcontext c) { return current = c, CUDA_SUCCESS; }
 static CUresult cuCtxGetCurrent(CUcontext *c) { return *c = current, CUDA_SUCCESS; }
 static CUresult cuCtxGetDevice(CUdevice *d) {
-  return current ? (*d = 0, CUDA_SUCCESS) : CUDA_ERROR_INVALID_CONTEXT;
+  return current ? (*d = (int)((int *)(void *)current - the_ctx), CUDA_SUCCESS)
+                 : CUDA_ERROR_INVALID_CONTEXT;
 }
 static CUresult cuCtxSynchronize(void) { return wait_device(); }
 /* }=== */
@@ -342,9 +348,14 @@ typedef struct Launch {
 static void log_launch(const Launch *l, const char *how) {
   FILE *f = log_file();
   if (!f) return;
-  fprintf(f, "launch%s %s grid=%u,%u,%u block=%u,%u,%u cluster=%u,%u,%u smem=%u%s args=", how,
+  fprintf(f, "launch%s %s grid=%u,%u,%u block=%u,%u,%u cluster=%u,%u,%u smem=%u%s ", how,
           l->fn->name, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
           l->cluster[0], l->cluster[1], l->cluster[2], l->smem, l->pdl ? " pdl=1" : "");
+  const char *devs =
+      getenv("FAKE_CUDA_DEVICES"); /* several: the device of the current context too */
+  if (devs && atoi(devs) > 1 && current)
+    fprintf(f, "device=%d ", (int)((int *)(void *)current - the_ctx));
+  fputs("args=", f);
   for (int i = 0; i < l->fn->nparams; i++) {
     const unsigned char *a = l->args[i];
     int n = l->fn->size[i];
@@ -488,6 +499,28 @@ static CUresult cuStreamDestroy(CUstream s) {
 static CUresult cuStreamSynchronize(CUstream s) {
   (void)s;
   return wait_device();
+}
+/* every device reaches every other's memory (it is all host memory) */
+static CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer) {
+  *can = dev != peer;
+  return CUDA_SUCCESS;
+}
+static CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  (void)peer, (void)flags;
+  return CUDA_SUCCESS;
+}
+/* every call is done when it returns: a stream waits for nothing */
+static CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
+  (void)s, (void)e, (void)flags;
+  return CUDA_SUCCESS;
+}
+static CUresult cuStreamCreateWithPriority(CUstream *s, unsigned int flags, int priority) {
+  (void)priority;
+  return cuStreamCreate(s, flags);
+}
+static CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
+  *least = 0, *greatest = -5;
+  return CUDA_SUCCESS;
 }
 static CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode m) {
   (void)m;

@@ -195,9 +195,10 @@ static bool load_module(TlCtx *c, const char *fn, IrOp *m, CUmodule *out) {
   return true;
 }
 
-tlLogicalResult tlDeviceLaunch(tlDevice dev, tlModule m, tlStringRef kernel, const unsigned grid[3],
-                               intptr_t nArgs, const tlKernelArg *args) {
-  static const char fn[] = "tlDeviceLaunch";
+/* tlDeviceLaunch (wait) and tlDeviceLaunchOnStream (on `stream`, no wait). */
+static tlLogicalResult launch(const char *fn, tlDevice dev, tlModule m, tlStringRef kernel,
+                              const unsigned grid[3], intptr_t nArgs, const tlKernelArg *args,
+                              uint64_t stream, bool wait) {
   TlCtx *c = enter_device(dev, fn);
   tlLogicalResult fail = {0};
   if (!c || !tl_check_owner(c, fn, "the module", m.context, m.ptr) ||
@@ -276,11 +277,77 @@ tlLogicalResult tlDeviceLaunch(tlDevice dev, tlModule m, tlStringRef kernel, con
     return fail;
   cfg.smem_allowed = 1;
   TlcuRuntime *rt = &c->device->rt;
+  if (stream && !tlcu_stream_held(rt, (CUstream)(uintptr_t)stream)) {
+    tl_error(c, fn,
+             "the stream was not made by this device (tlDeviceCreateStream), or was destroyed");
+    return fail;
+  }
+  cfg.stream = (CUstream)(uintptr_t)stream;
   if (!cuda_ok(c, fn, tlcu_launch(rt, f, &cfg, ptrs))) return fail;
   if (rt->capture) c->device->mod_in_graph = true;
-  if (rt->capture || rt->update) return (tlLogicalResult){1}; /* nothing ran: nothing to wait for */
+  if (rt->capture || rt->update || !wait) return (tlLogicalResult){1}; /* nothing to wait for */
   return (tlLogicalResult){cuda_ok(c, fn, tlcu_synchronize(rt))};
 }
+
+tlLogicalResult tlDeviceLaunch(tlDevice dev, tlModule m, tlStringRef kernel, const unsigned grid[3],
+                               intptr_t nArgs, const tlKernelArg *args) {
+  return launch("tlDeviceLaunch", dev, m, kernel, grid, nArgs, args, 0, true);
+}
+
+tlLogicalResult tlDeviceLaunchOnStream(tlDevice dev, tlModule m, tlStringRef kernel,
+                                       const unsigned grid[3], intptr_t nArgs,
+                                       const tlKernelArg *args, uint64_t stream) {
+  static const char fn[] = "tlDeviceLaunchOnStream";
+  if (!stream) {
+    TlCtx *c = enter_device(dev, fn);
+    if (c) tl_error(c, fn, "the stream is 0 (tlDeviceCreateStream makes one)");
+    return (tlLogicalResult){0};
+  }
+  return launch(fn, dev, m, kernel, grid, nArgs, args, stream, false);
+}
+
+/* {======================================================================
+** Streams
+** ======================================================================= */
+
+tlLogicalResult tlDeviceCreateStream(tlDevice d, uint64_t *stream) {
+  static const char fn[] = "tlDeviceCreateStream";
+  TlCtx *c = enter_device(d, fn);
+  if (!c) return (tlLogicalResult){0};
+  if (!stream) {
+    tl_error(c, fn, "the stream pointer is NULL");
+    return (tlLogicalResult){0};
+  }
+  CUstream s = NULL;
+  if (!cuda_ok(c, fn, tlcu_stream_create(&c->device->rt, &s))) return (tlLogicalResult){0};
+  *stream = (uint64_t)(uintptr_t)s;
+  return (tlLogicalResult){1};
+}
+
+tlLogicalResult tlDeviceDestroyStream(tlDevice d, uint64_t stream) {
+  static const char fn[] = "tlDeviceDestroyStream";
+  TlCtx *c = enter_device(d, fn);
+  if (!c) return (tlLogicalResult){0};
+  return (tlLogicalResult){
+      cuda_ok(c, fn, tlcu_stream_destroy(&c->device->rt, (CUstream)(uintptr_t)stream))};
+}
+
+tlLogicalResult tlDeviceSynchronize(tlDevice d, uint64_t stream) {
+  static const char fn[] = "tlDeviceSynchronize";
+  TlCtx *c = enter_device(d, fn);
+  if (!c) return (tlLogicalResult){0};
+  TlcuRuntime *rt = &c->device->rt;
+  if (!stream) return (tlLogicalResult){cuda_ok(c, fn, tlcu_synchronize(rt))};
+  if (!tlcu_stream_held(rt, (CUstream)(uintptr_t)stream)) {
+    tl_error(c, fn,
+             "the stream was not made by this device (tlDeviceCreateStream), or was destroyed");
+    return (tlLogicalResult){0};
+  }
+  return (tlLogicalResult){
+      cuda_ok(c, fn, tlcu_stream_synchronize(rt, (CUstream)(uintptr_t)stream))};
+}
+
+/* }====================================================================== */
 
 /* {======================================================================
 ** Graphs

@@ -30,7 +30,7 @@
 #define TLCU_MEMHOSTALLOC_DEVICEMAP 2 /* CU_MEMHOSTALLOC_DEVICEMAP */
 #define TLCU_HANG_LINES 16            /* debug-hangs records shown in a report */
 
-enum { TLCU_HELD_MODULE = 1, TLCU_HELD_MEM, TLCU_HELD_EVENT };
+enum { TLCU_HELD_MODULE = 1, TLCU_HELD_MEM, TLCU_HELD_EVENT, TLCU_HELD_STREAM };
 
 static void graph_release(TlcuRuntime *rt, TlcuGraph *g);
 
@@ -120,12 +120,30 @@ static TlcuResult tlcu_check(TlcuRuntime *rt, CUresult r, const char *call) {
     if (CU_CALL(rt, f, args) != TLCU_OK) return TLCU_FAIL;                                         \
   } while (0)
 
+/* The context this thread made current last: with several runtimes in a
+** process (one per device, and per Lua state), each call makes its own
+** current first; with one, the comparison is all it costs. The context, not
+** the runtime, is compared: runtimes of states that closed are freed, and a
+** new one may take the old one's address on another device. */
+static _Thread_local CUcontext current_ctx;
+
+void tlcu_forget_current(void) { current_ctx = NULL; }
+
+static TlcuResult tlcu_make_current(TlcuRuntime *rt) {
+  if (current_ctx == rt->ctx) return TLCU_OK;
+  CUresult r = rt->drv.cuCtxSetCurrent(rt->ctx);
+  if (r != CUDA_SUCCESS) return tlcu_check(rt, r, "cuCtxSetCurrent(ctx)");
+  current_ctx = rt->ctx;
+  return TLCU_OK;
+}
+
 /* Every call but init starts here: a runtime that is not ready keeps its
-** state. After a failed init the init message stays as it is. */
+** state (a ready one makes its context current). After a failed init the
+** init message stays as it is. */
 static TlcuResult tlcu_begin(TlcuRuntime *rt) {
   assert(rt != NULL);
   switch (rt->state) {
-  case TLCU_READY: return TLCU_OK;
+  case TLCU_READY: return tlcu_make_current(rt);
   case TLCU_FAILED: return rt->init_status;
   case TLCU_DOWN: return tlcu_fail(rt, TLCU_FAIL, "CUDA runtime was shut down");
   case TLCU_WEDGED: return TLCU_HUNG; /* the hang's message stays */
@@ -182,6 +200,7 @@ static TlcuResult tlcu_release(TlcuRuntime *rt, const TlcuHeld *h) {
   case TLCU_HELD_MODULE: return CU_CALL(rt, cuModuleUnload, ((CUmodule)(uintptr_t)h->handle));
   case TLCU_HELD_MEM: return CU_CALL(rt, cuMemFree, ((CUdeviceptr)h->handle));
   case TLCU_HELD_EVENT: return CU_CALL(rt, cuEventDestroy, ((CUevent)(uintptr_t)h->handle));
+  case TLCU_HELD_STREAM: return CU_CALL(rt, cuStreamDestroy, ((CUstream)(uintptr_t)h->handle));
   default: return TLCU_OK;
   }
 }
@@ -653,6 +672,7 @@ TlcuResult tlcu_init_lib(TlcuRuntime *rt, int ordinal, const char *libname) {
   if (st == TLCU_OK) st = tlcu_open_device(rt, ordinal);
   if (st == TLCU_OK) {
     rt->state = TLCU_READY;
+    current_ctx = rt->ctx; /* tlcu_open_device made its context current */
     return TLCU_OK;
   }
   if (rt->ctx) rt->drv.cuDevicePrimaryCtxRelease(rt->dev); /* keep the first message */
@@ -689,6 +709,7 @@ TlcuResult tlcu_shutdown(TlcuRuntime *rt) {
   strings_free(&rt->strings);
   TlcuResult st = tlcu_release_all(rt);
   if (CU_CALL(rt, cuDevicePrimaryCtxRelease, (rt->dev)) != TLCU_OK) st = TLCU_FAIL;
+  if (current_ctx == rt->ctx) current_ctx = NULL;
   rt->ctx = NULL;
   rt->state = TLCU_DOWN;
   return st;
@@ -1173,6 +1194,111 @@ TlcuResult tlcu_event_elapsed_ms(TlcuRuntime *rt, CUevent start, CUevent end, fl
 TlcuResult tlcu_event_destroy(TlcuRuntime *rt, CUevent e) {
   TLCU_BEGIN(rt);
   return tlcu_give_back(rt, TLCU_HELD_EVENT, (uint64_t)(uintptr_t)e);
+}
+
+/* }====================================================================== */
+
+/* {======================================================================
+** Streams, events between them, devices
+** ======================================================================= */
+
+/* An event of `flags`, held until destroyed or shutdown. */
+static TlcuResult event_create_flags(TlcuRuntime *rt, unsigned flags, CUevent *out) {
+  TLCU_BEGIN(rt);
+  CUevent e = NULL;
+  CU_DO(rt, cuEventCreate, (&e, flags));
+  if (tlcu_hold(rt, TLCU_HELD_EVENT, (uint64_t)(uintptr_t)e) != TLCU_OK) {
+    rt->drv.cuEventDestroy(e);
+    return TLCU_FAIL;
+  }
+  *out = e;
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_event_create_sync(TlcuRuntime *rt, CUevent *out) {
+  return event_create_flags(rt, TLCU_EVENT_DISABLE_TIMING, out);
+}
+
+TlcuResult tlcu_event_query(TlcuRuntime *rt, CUevent e, int *done) {
+  TLCU_BEGIN(rt);
+  CUresult r = rt->drv.cuEventQuery(e);
+  *done = r == CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY) return TLCU_OK;
+  return tlcu_check(rt, r, "cuEventQuery(e)");
+}
+
+static TlcuResult stream_create(TlcuRuntime *rt, int high, CUstream *out) {
+  TLCU_BEGIN(rt);
+  CUstream s = NULL;
+  int least = 0, greatest = 0;
+  if (high) CU_DO(rt, cuCtxGetStreamPriorityRange, (&least, &greatest));
+  if (high) CU_DO(rt, cuStreamCreateWithPriority, (&s, CU_STREAM_NON_BLOCKING, greatest));
+  else CU_DO(rt, cuStreamCreate, (&s, CU_STREAM_NON_BLOCKING));
+  if (tlcu_hold(rt, TLCU_HELD_STREAM, (uint64_t)(uintptr_t)s) != TLCU_OK) {
+    rt->drv.cuStreamDestroy(s);
+    return TLCU_FAIL;
+  }
+  *out = s;
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_stream_create(TlcuRuntime *rt, CUstream *out) { return stream_create(rt, 0, out); }
+TlcuResult tlcu_stream_create_high(TlcuRuntime *rt, CUstream *out) {
+  return stream_create(rt, 1, out);
+}
+
+TlcuResult tlcu_stream_destroy(TlcuRuntime *rt, CUstream s) {
+  TLCU_DRAIN(rt, "destroying a stream"); /* the launch records name the stream: they go first */
+  if (!tlcu_holds(rt, TLCU_HELD_STREAM, (uint64_t)(uintptr_t)s))
+    return tlcu_fail(rt, TLCU_FAIL,
+                     "stream %p was not created by this runtime, or was destroyed already",
+                     (void *)s);
+  return tlcu_give_back(rt, TLCU_HELD_STREAM, (uint64_t)(uintptr_t)s);
+}
+
+int tlcu_stream_held(const TlcuRuntime *rt, CUstream s) {
+  return s && tlcu_holds(rt, TLCU_HELD_STREAM, (uint64_t)(uintptr_t)s);
+}
+
+TlcuResult tlcu_stream_synchronize(TlcuRuntime *rt, CUstream s) {
+  TLCU_DRAIN(rt, "a stream's synchronize");
+  CU_DO(rt, cuStreamSynchronize, (s));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_stream_wait_event(TlcuRuntime *rt, CUstream s, CUevent e) {
+  TLCU_BEGIN(rt);
+  CU_DO(rt, cuStreamWaitEvent, (s, e, 0));
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_peer_can_access(TlcuRuntime *rt, TlcuRuntime *peer, int *can) {
+  TLCU_BEGIN(rt);
+  *can = 0;
+  CU_DO(rt, cuDeviceCanAccessPeer, (can, rt->dev, peer->dev));
+  return TLCU_OK;
+}
+
+#define TLCU_PEER_ALREADY_ENABLED 704 /* CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED */
+
+TlcuResult tlcu_peer_enable(TlcuRuntime *rt, TlcuRuntime *peer) {
+  TLCU_BEGIN(rt);
+  if (peer->state != TLCU_READY || peer == rt)
+    return tlcu_fail(rt, TLCU_FAIL, "peer access: not another device's runtime");
+  CUresult r = rt->drv.cuCtxEnablePeerAccess(peer->ctx, 0);
+  if (r == (CUresult)TLCU_PEER_ALREADY_ENABLED) return TLCU_OK;
+  if (tlcu_check(rt, r, "cuCtxEnablePeerAccess(peer, 0)") != TLCU_OK) {
+    tlcu_append(rt, "; device %d to device %d", rt->info.ordinal, peer->info.ordinal);
+    return TLCU_FAIL;
+  }
+  return TLCU_OK;
+}
+
+TlcuResult tlcu_device_count(TlcuRuntime *rt, int *out) {
+  TLCU_BEGIN(rt);
+  *out = 0;
+  CU_DO(rt, cuDeviceGetCount, (out));
+  return TLCU_OK;
 }
 
 /* }====================================================================== */

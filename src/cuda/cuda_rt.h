@@ -39,8 +39,10 @@
 ** init message in place, so a caller can report "no GPU" once, anywhere.
 **
 ** A TlcuRuntime starts zeroed (static, calloc or memset): that is the empty
-** state, safe to shut down. Calls must come from a thread where the runtime's
-** context is current: the one that called tlcu_init. Not thread-safe.
+** state, safe to shut down. Several runtimes (one per device) may live in a
+** process: every call makes its runtime's context current first (remembered
+** per thread; tlcu_forget_current after a library that may switch contexts).
+** Not thread-safe: one thread uses a runtime.
 */
 #ifndef TILUA_CUDA_RT_H
 #define TILUA_CUDA_RT_H
@@ -297,6 +299,34 @@ TlcuResult tlcu_event_record(TlcuRuntime *rt, CUevent e, CUstream s);
 TlcuResult tlcu_event_synchronize(TlcuRuntime *rt, CUevent e);
 TlcuResult tlcu_event_elapsed_ms(TlcuRuntime *rt, CUevent start, CUevent end, float *ms);
 TlcuResult tlcu_event_destroy(TlcuRuntime *rt, CUevent e);
+/* An event without timing (cheaper to record): ordering between streams. */
+TlcuResult tlcu_event_create_sync(TlcuRuntime *rt, CUevent *out);
+/* 1 when every work recorded before e has finished, 0 when not yet. */
+TlcuResult tlcu_event_query(TlcuRuntime *rt, CUevent e, int *done);
+
+/* Streams: non-blocking (they never wait for the legacy default stream), held
+** until destroyed or shutdown. Work on one stream waits for an event recorded
+** on another with tlcu_stream_wait_event, without the host waiting. */
+TlcuResult tlcu_stream_create(TlcuRuntime *rt, CUstream *out);
+/* The same with the device's highest priority: its kernels take SMs first as
+** they free up (collectives beside a GEMM that fills the device). */
+TlcuResult tlcu_stream_create_high(TlcuRuntime *rt, CUstream *out);
+TlcuResult tlcu_stream_destroy(TlcuRuntime *rt, CUstream s);
+/* 1 when s is a stream this runtime made and has not destroyed. */
+int tlcu_stream_held(const TlcuRuntime *rt, CUstream s);
+TlcuResult tlcu_stream_synchronize(TlcuRuntime *rt, CUstream s);
+TlcuResult tlcu_stream_wait_event(TlcuRuntime *rt, CUstream s, CUevent e);
+/* Several devices in one process: a runtime each (every call makes its own
+** context current first). Can rt's device reach peer's memory directly
+** (NVLink or PCIe)? Let it (idempotent); copies between the two then go
+** device to device. */
+TlcuResult tlcu_peer_can_access(TlcuRuntime *rt, TlcuRuntime *peer, int *can);
+/* Another library (NCCL's CUDA runtime) may have made another context current:
+** the next call of any runtime makes its own current again. */
+void tlcu_forget_current(void);
+TlcuResult tlcu_peer_enable(TlcuRuntime *rt, TlcuRuntime *peer);
+/* The number of devices the driver sees (needs a good init). */
+TlcuResult tlcu_device_count(TlcuRuntime *rt, int *out);
 
 /* }====================================================================== */
 

@@ -1,12 +1,14 @@
 /*
-** l_device.c -- Lua bindings of the CUDA runtime (src/cuda): the device, device
+** l_device.c -- Lua bindings of the CUDA runtime (src/cuda): the devices, device
 ** buffers, PTX modules, launches and event timing. lua/tilua/gpu/device.lua builds
 ** tl.device and Kernel:launch on these.
 **
-** One runtime per process, initialized at the first call that needs it; where
-** there is no GPU every such call raises "no GPU: <why>" at the user's line
-** while core.device_available() answers false. A sentinel userdata in the
-** registry shuts the runtime down when the state closes.
+** Each Lua state has its own runtimes (two states on two threads never share
+** one): one per device it uses, each initialized at the first call that needs
+** it; where there is no GPU every such call raises "no GPU: <why>" at the
+** user's line while core.device_available() answers false. A sentinel
+** userdata in the registry holds them and shuts them down when the state
+** closes.
 **
 ** Buffers and modules are userdata created empty (no resource) before the
 ** device memory or module is attached; __gc and __close free them once.
@@ -23,42 +25,74 @@
 #define SENTINEL "tilua.cuda_runtime"
 #define CHUNK ((size_t)64 << 20) /* host staging for fills and compares */
 
+/* The devices of a Lua state (the sentinel userdata; user value i + 1 holds
+** device i's runtime, a userdata of its own). `cur` is the device new buffers,
+** modules, streams and events go to (tl.device.use). Each runtime makes its
+** own context current before every call (cuda_rt.c). */
+typedef struct Devices {
+  TlcuRuntime *rt[LB_MAX_DEVICES]; /* NULL until the device's first use */
+  int cur; /* the current device: TILUA_DEVICE (default 0) until tl.device.use */
+} Devices;
+
 typedef LbBuffer Buffer;
 
 /* {======================================================================
-** The runtime
+** The runtimes
 ** ======================================================================= */
 
 static int sentinel_gc(lua_State *L) {
-  tlcu_shutdown(lua_touserdata(L, 1));
+  Devices *d = lua_touserdata(L, 1);
+  for (int i = 0; i < LB_MAX_DEVICES; i++)
+    if (d->rt[i]) tlcu_shutdown(d->rt[i]);
   return 0;
 }
 
 #define LAUNCH_TIMEOUT 10.0 /* seconds a kernel may run (TILUA_LAUNCH_TIMEOUT; 0: no limit) */
 
-/* The CUDA runtime of this Lua state (each state has its own: two states on
-** two threads never share one), initialized on first use (TILUA_DEVICE picks
-** the ordinal, TILUA_LAUNCH_TIMEOUT the seconds a launch may run) and shut
-** down when the state closes. */
-static TlcuRuntime *runtime(lua_State *L) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, SENTINEL) == LUA_TUSERDATA) {
-    TlcuRuntime *rt = lua_touserdata(L, -1);
-    lua_pop(L, 1);
-    return rt;
-  }
+/* Push the state's sentinel, made at the first call (TILUA_DEVICE picks the
+** current device). */
+static Devices *push_devices(lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, SENTINEL) == LUA_TUSERDATA) return lua_touserdata(L, -1);
   lua_pop(L, 1);
-  TlcuRuntime *rt = lua_newuserdatauv(L, sizeof *rt, 0);
-  memset(rt, 0, sizeof *rt);
+  Devices *d = lua_newuserdatauv(L, sizeof *d, LB_MAX_DEVICES);
+  memset(d, 0, sizeof *d);
+  const char *ord = getenv("TILUA_DEVICE");
+  d->cur = ord ? atoi(ord) : 0;
+  if (d->cur < 0 || d->cur >= LB_MAX_DEVICES) d->cur = 0;
   lua_newtable(L);
   lua_pushcfunction(L, sentinel_gc);
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, SENTINEL);
-  const char *ord = getenv("TILUA_DEVICE"), *to = getenv("TILUA_LAUNCH_TIMEOUT");
-  tlcu_init(rt, ord ? atoi(ord) : 0);
-  tlcu_set_timeout(rt, to && *to ? strtod(to, NULL) : LAUNCH_TIMEOUT);
-  return rt;
+  return d;
 }
+
+static Devices *devices(lua_State *L) {
+  Devices *d = push_devices(L);
+  lua_pop(L, 1);
+  return d;
+}
+
+/* The runtime of device `ordinal` (0 .. LB_MAX_DEVICES-1), initialized at its
+** first use (TILUA_LAUNCH_TIMEOUT: the seconds a launch may run). */
+static TlcuRuntime *device(lua_State *L, int ordinal) {
+  Devices *d = push_devices(L);
+  if (!d->rt[ordinal]) {
+    TlcuRuntime *rt = lua_newuserdatauv(L, sizeof *rt, 0);
+    memset(rt, 0, sizeof *rt);
+    lua_setiuservalue(L, -2, ordinal + 1);
+    d->rt[ordinal] = rt;
+    const char *to = getenv("TILUA_LAUNCH_TIMEOUT");
+    tlcu_init(rt, ordinal);
+    tlcu_set_timeout(rt, to && *to ? strtod(to, NULL) : LAUNCH_TIMEOUT);
+  }
+  lua_pop(L, 1);
+  return d->rt[ordinal];
+}
+
+/* The current device's runtime, initialized at its first use. */
+static TlcuRuntime *runtime(lua_State *L) { return device(L, devices(L)->cur); }
 
 /* True when a GPU is ready. */
 static int ensure(lua_State *L) { return tlcu_ready(runtime(L)); }
@@ -75,10 +109,15 @@ TlcuRuntime *lb_cuda(lua_State *L) {
 
 TlcuRuntime *lb_cuda_runtime(lua_State *L) {
   TlcuRuntime *rt = NULL;
-  if (lua_getfield(L, LUA_REGISTRYINDEX, SENTINEL) == LUA_TUSERDATA) rt = lua_touserdata(L, -1);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, SENTINEL) == LUA_TUSERDATA) {
+    Devices *d = lua_touserdata(L, -1);
+    rt = d->rt[d->cur];
+  }
   lua_pop(L, 1);
   return rt;
 }
+
+const int *lb_current_device(lua_State *L) { return &devices(L)->cur; }
 
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes) {
   Buffer *b = luaL_testudata(L, idx, LB_BUFFER);
@@ -93,12 +132,14 @@ CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes) {
 
 /* Raise the runtime's last error, prefixed by what was being done; a report
 ** of a kernel that hung or failed names the launch's own line and goes as is. */
-int lb_cuda_error(lua_State *L, const char *what) {
-  if (tlcu_kernel_report(runtime(L))) {
-    lua_pushstring(L, tlcu_error(runtime(L)));
+int lb_cuda_error(lua_State *L, const char *what) { return lb_cuda_error_of(L, runtime(L), what); }
+
+int lb_cuda_error_of(lua_State *L, TlcuRuntime *r, const char *what) {
+  if (tlcu_kernel_report(r)) {
+    lua_pushstring(L, tlcu_error(r));
     return lua_error(L);
   }
-  return lb_error(L, "%s: %s", what, tlcu_error(runtime(L)));
+  return lb_error(L, "%s: %s", what, tlcu_error(r));
 }
 
 /* core.device_available() -> boolean */
@@ -122,19 +163,69 @@ static int dev_error(lua_State *L) {
  * driver_version} */
 static int dev_info(lua_State *L) {
   need_gpu(L);
+  TlcuRuntime *d = lua_isnoneornil(L, 1) ? runtime(L) : lb_device(L, 1);
   TlcuDeviceInfo r;
-  if (tlcu_device_info(runtime(L), &r) != TLCU_OK) return lb_cuda_error(L, "device info");
+  if (tlcu_device_info(d, &r) != TLCU_OK) return lb_cuda_error_of(L, d, "device info");
   lua_createtable(L, 0, 8);
   lb_set_str(L, "name", r.name);
   DEVICE_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
   return 1;
 }
 
-/* core.device_synchronize(): waits for the device; raises launch failures. */
+/* core.device_synchronize(): waits for every device in use; raises launch failures. */
 static int dev_synchronize(lua_State *L) {
   need_gpu(L);
-  if (tlcu_synchronize(runtime(L)) != TLCU_OK) return lb_cuda_error(L, "synchronize");
+  Devices *d = devices(L);
+  for (int i = 0; i < LB_MAX_DEVICES; i++)
+    if (d->rt[i] && tlcu_ready(d->rt[i]) && tlcu_synchronize(d->rt[i]) != TLCU_OK)
+      return lb_cuda_error_of(L, d->rt[i], "synchronize");
   return 0;
+}
+
+TlcuRuntime *lb_device(lua_State *L, int idx) {
+  lua_Integer o = luaL_checkinteger(L, idx);
+  need_gpu(L);
+  int n = 0;
+  if (tlcu_device_count(runtime(L), &n) != TLCU_OK) lb_cuda_error(L, "device count");
+  if (o < 0 || o >= n || o >= LB_MAX_DEVICES)
+    lb_error(L, "device %lld does not exist (the driver sees %d: 0..%d)", (long long)o, n, n - 1);
+  TlcuRuntime *d = device(L, (int)o);
+  if (!tlcu_ready(d)) lb_error(L, "device %lld: %s", (long long)o, tlcu_error(d));
+  return d;
+}
+
+/* core.device_use(ordinal) -> the device current before: new buffers, modules,
+** streams and events go to `ordinal` from now on */
+static int dev_use(lua_State *L) {
+  lb_device(L, 1);
+  Devices *d = devices(L);
+  lua_pushinteger(L, d->cur);
+  d->cur = (int)lua_tointeger(L, 1);
+  return 1;
+}
+
+/* core.device_current() -> the current device's ordinal */
+static int dev_current(lua_State *L) {
+  need_gpu(L);
+  lua_pushinteger(L, devices(L)->cur);
+  return 1;
+}
+
+/* core.device_peer(a, b) -> true | false, why: device a reaches b's memory from now on */
+static int dev_peer(lua_State *L) {
+  TlcuRuntime *a = lb_device(L, 1), *b = lb_device(L, 2);
+  int can = 0;
+  if (a == b) return lua_pushboolean(L, 1), 1;
+  if (tlcu_peer_can_access(a, b, &can) != TLCU_OK) return lb_cuda_error_of(L, a, "peer access");
+  if (!can) {
+    lua_pushboolean(L, 0);
+    lua_pushfstring(L, "device %d cannot reach device %d's memory directly",
+                    (int)lua_tointeger(L, 1), (int)lua_tointeger(L, 2));
+    return 2;
+  }
+  if (tlcu_peer_enable(a, b) != TLCU_OK) return lb_cuda_error_of(L, a, "peer access");
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 /* }====================================================================== */
@@ -158,8 +249,10 @@ static int buf_alloc(lua_State *L) {
   b->ptr = 0;
   b->bytes = 0;
   b->live = 0;
+  b->rt = runtime(L);
+  b->device = devices(L)->cur;
   luaL_setmetatable(L, LB_BUFFER);
-  if (n > 0 && tlcu_mem_alloc(runtime(L), (size_t)n, &b->ptr) != TLCU_OK)
+  if (n > 0 && tlcu_mem_alloc(b->rt, (size_t)n, &b->ptr) != TLCU_OK)
     return lb_cuda_error(L, "device alloc");
   b->bytes = (size_t)n;
   b->live = 1;
@@ -168,7 +261,7 @@ static int buf_alloc(lua_State *L) {
 
 static int buf_free(lua_State *L) {
   Buffer *b = luaL_checkudata(L, 1, LB_BUFFER);
-  if (b->live && b->ptr) tlcu_mem_free(runtime(L), b->ptr);
+  if (b->live && b->ptr) tlcu_mem_free(b->rt, b->ptr);
   b->live = 0;
   b->ptr = 0;
   return 0;
@@ -181,6 +274,12 @@ static int buf_bytes(lua_State *L) {
 
 static int buf_address(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)check_buffer(L, 1)->ptr);
+  return 1;
+}
+
+/* raw:device() -> the ordinal of the device that holds it */
+static int buf_device(lua_State *L) {
+  lua_pushinteger(L, check_buffer(L, 1)->device);
   return 1;
 }
 
@@ -203,8 +302,8 @@ static int buf_upload(lua_State *L) {
   if (off > b->bytes || len > b->bytes - off)
     return lb_error(L, "%lld bytes at offset %lld do not fit a buffer of %lld bytes",
                     (long long)len, (long long)off, (long long)b->bytes);
-  if (len && tlcu_memcpy_htod(runtime(L), b->ptr + off, s, len) != TLCU_OK)
-    return lb_cuda_error(L, "upload");
+  if (len && tlcu_memcpy_htod(b->rt, b->ptr + off, s, len) != TLCU_OK)
+    return lb_cuda_error_of(L, b->rt, "upload");
   return 0;
 }
 
@@ -214,8 +313,8 @@ static int buf_download(lua_State *L) {
   size_t off, n = range(L, b, 2, &off);
   luaL_Buffer lb;
   char *p = luaL_buffinitsize(L, &lb, n ? n : 1);
-  if (n && tlcu_memcpy_dtoh(runtime(L), p, b->ptr + off, n) != TLCU_OK)
-    return lb_cuda_error(L, "download");
+  if (n && tlcu_memcpy_dtoh(b->rt, p, b->ptr + off, n) != TLCU_OK)
+    return lb_cuda_error_of(L, b->rt, "download");
   luaL_pushresultsize(&lb, n);
   return 1;
 }
@@ -226,8 +325,11 @@ static int buf_copy_from(lua_State *L) {
   lua_Integer n = luaL_optinteger(L, 3, (lua_Integer)(s->bytes < d->bytes ? s->bytes : d->bytes));
   if (n < 0 || (size_t)n > d->bytes || (size_t)n > s->bytes)
     return lb_error(L, "copy of %lld bytes does not fit", (long long)n);
-  if (n && tlcu_memcpy_dtod(runtime(L), d->ptr, s->ptr, (size_t)n) != TLCU_OK)
-    return lb_cuda_error(L, "copy");
+  /* between devices: the source's launches finish first, the copy goes peer to peer (UVA) */
+  if (n && s->rt != d->rt && tlcu_finish(s->rt) != TLCU_OK)
+    return lb_cuda_error_of(L, s->rt, "copy");
+  if (n && tlcu_memcpy_dtod(d->rt, d->ptr, s->ptr, (size_t)n) != TLCU_OK)
+    return lb_cuda_error_of(L, d->rt, "copy");
   return 0;
 }
 
@@ -235,8 +337,8 @@ static int buf_copy_from(lua_State *L) {
 static int buf_memset(lua_State *L) {
   Buffer *b = check_buffer(L, 1);
   lua_Integer v = luaL_checkinteger(L, 2);
-  if (b->bytes && tlcu_memset_d8(runtime(L), b->ptr, (unsigned char)v, b->bytes) != TLCU_OK)
-    return lb_cuda_error(L, "memset");
+  if (b->bytes && tlcu_memset_d8(b->rt, b->ptr, (unsigned char)v, b->bytes) != TLCU_OK)
+    return lb_cuda_error_of(L, b->rt, "memset");
   return 0;
 }
 
@@ -263,8 +365,8 @@ static int buf_equals(lua_State *L) {
   int same = 1, err = 0;
   for (; at < x->bytes && same && !err; at += CHUNK) {
     size_t n = x->bytes - at < CHUNK ? x->bytes - at : CHUNK;
-    err = tlcu_memcpy_dtoh(runtime(L), a, x->ptr + at, n) != TLCU_OK ||
-          tlcu_memcpy_dtoh(runtime(L), b, y->ptr + at, n) != TLCU_OK;
+    err = tlcu_memcpy_dtoh(x->rt, a, x->ptr + at, n) != TLCU_OK ||
+          tlcu_memcpy_dtoh(y->rt, b, y->ptr + at, n) != TLCU_OK;
     if (!err && memcmp(a, b, n) != 0) {
       same = 0;
       size_t i = 0;
@@ -351,10 +453,10 @@ static int buf_fill_random(lua_State *L) {
       k += put_random(a + k, kind, &s);
     while (k < n)
       a[k++] = (unsigned char)rng_next(&s);
-    err = tlcu_memcpy_htod(runtime(L), b->ptr + at, a, n) != TLCU_OK;
+    err = tlcu_memcpy_htod(b->rt, b->ptr + at, a, n) != TLCU_OK;
   }
   free(a);
-  if (err) return lb_cuda_error(L, "random fill");
+  if (err) return lb_cuda_error_of(L, b->rt, "random fill");
   return 0;
 }
 
@@ -367,25 +469,28 @@ static int buf_fill_random(lua_State *L) {
 typedef struct Module {
   CUmodule mod;
   int live;
+  TlcuRuntime *rt; /* the device it was loaded on */
 } Module;
 
 /* core.module_load(ptx) -> Module; the JIT error log is in the message on failure. */
 static int mod_load(lua_State *L) {
   const char *ptx = luaL_checkstring(L, 1);
   need_gpu(L);
+  TlcuRuntime *d = lua_isnoneornil(L, 2) ? runtime(L) : lb_device(L, 2);
   Module *m = lua_newuserdatauv(L, sizeof *m, 0);
   m->mod = NULL;
   m->live = 0;
+  m->rt = d;
   luaL_setmetatable(L, LB_MODULE);
-  if (tlcu_module_load_ptx(runtime(L), ptx, &m->mod) != TLCU_OK)
-    return lb_cuda_error(L, "loading the PTX");
+  if (tlcu_module_load_ptx(d, ptx, &m->mod) != TLCU_OK)
+    return lb_cuda_error_of(L, d, "loading the PTX");
   m->live = 1;
   return 1;
 }
 
 static int mod_unload(lua_State *L) {
   Module *m = luaL_checkudata(L, 1, LB_MODULE);
-  if (m->live) tlcu_module_unload(runtime(L), m->mod);
+  if (m->live) tlcu_module_unload(m->rt, m->mod);
   m->live = 0;
   return 0;
 }
@@ -403,8 +508,22 @@ static int mod_func(lua_State *L) {
   luaL_setmetatable(L, LB_FUNCTION);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
-  if (tlcu_function_get(runtime(L), m->mod, name, f) != TLCU_OK)
-    return lb_cuda_error(L, "kernel lookup");
+  if (tlcu_function_get(m->rt, m->mod, name, f) != TLCU_OK)
+    return lb_cuda_error_of(L, m->rt, "kernel lookup");
+  return 1;
+}
+
+TlcuRuntime *lb_function_runtime(lua_State *L, int idx) {
+  lua_getiuservalue(L, idx, 1);
+  Module *m = luaL_testudata(L, -1, LB_MODULE);
+  lua_pop(L, 1);
+  return m ? m->rt : runtime(L);
+}
+
+/* fn:device() -> the ordinal of the device its module was loaded on */
+static int fn_device(lua_State *L) {
+  luaL_checkudata(L, 1, LB_FUNCTION);
+  lua_pushinteger(L, lb_function_runtime(L, 1)->info.ordinal);
   return 1;
 }
 
@@ -412,8 +531,9 @@ static int mod_func(lua_State *L) {
 static int fn_info(lua_State *L) {
   CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   TlcuFuncInfo r;
-  if (!*f || tlcu_function_info(runtime(L), *f, &r) != TLCU_OK)
-    return lb_cuda_error(L, "function info");
+  TlcuRuntime *d = lb_function_runtime(L, 1);
+  if (!*f || tlcu_function_info(d, *f, &r) != TLCU_OK)
+    return lb_cuda_error_of(L, d, "function info");
   lua_createtable(L, 0, 4);
   FUNCTION_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
   return 1;
@@ -491,7 +611,7 @@ static void pack_arg(lua_State *L, int i, uint64_t *slot) {
 
 /* The debug-hangs records of a launch when cfg (at index 2) asks for them
 ** (hang_sites): one slot per warp of the grid. */
-static TlcuHang *hang_records(lua_State *L, const TlcuLaunch *cfg) {
+static TlcuHang *hang_records(lua_State *L, TlcuRuntime *d, const TlcuLaunch *cfg) {
   if (lua_getfield(L, 2, "hang_sites") != LUA_TSTRING) {
     lua_pop(L, 1);
     return NULL;
@@ -500,7 +620,7 @@ static TlcuHang *hang_records(lua_State *L, const TlcuLaunch *cfg) {
   unsigned threads = cfg->block[0] * cfg->block[1] * cfg->block[2], warps = (threads + 31) / 32;
   size_t slots = (size_t)cfg->grid[0] * cfg->grid[1] * cfg->grid[2] * warps;
   TlcuHang *h = NULL;
-  if (tlcu_hang_alloc(runtime(L), slots, warps, sites, &h) != TLCU_OK) lb_cuda_error(L, "launch");
+  if (tlcu_hang_alloc(d, slots, warps, sites, &h) != TLCU_OK) lb_cuda_error_of(L, d, "launch");
   lua_pop(L, 1);
   return h;
 }
@@ -512,11 +632,11 @@ static const char *opt_field(lua_State *L, int idx, const char *k) {
   return s;
 }
 
-/* fn:launch({grid=, block=, cluster=, static=, smem=, name=, hang_sites=, pdl=}, { {type, value},
- *... }):
- ** name and the script's line of the launch (the innermost user frame) go into
- ** the reports of a kernel that hangs or fails; hang_sites (the lowered
- ** kernel's debug-hangs sites) adds the records' address as the last argument. */
+/* fn:launch({grid=, block=, cluster=, static=, smem=, name=, hang_sites=, pdl=, stream=},
+** { {type, value}, ... }): name and the script's line of the launch (the innermost user frame) go
+*into
+** the reports of a kernel that hangs or fails; hang_sites (the lowered
+** kernel's debug-hangs sites) adds the records' address as the last argument. */
 static int fn_launch(lua_State *L) {
   CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -536,6 +656,9 @@ static int fn_launch(lua_State *L) {
   lua_getfield(L, 2, "pdl");
   cfg.pdl = lua_toboolean(L, -1);
   lua_pop(L, 1);
+  lua_getfield(L, 2, "stream");
+  cfg.stream = lb_stream_arg(L, -1);
+  lua_pop(L, 1);
   int n = (int)luaL_len(L, 3);
   if (n > 63) return lb_error(L, "launch: too many arguments (%d)", n);
   uint64_t slots[64];
@@ -550,12 +673,14 @@ static int fn_launch(lua_State *L) {
     lua_pop(L, 2);
     ptrs[i] = map ? (void *)(uintptr_t)slots[i] : &slots[i];
   }
-  cfg.hang = hang_records(L, &cfg); /* last: nothing after it raises before the launch takes it */
+  TlcuRuntime *d = lb_function_runtime(L, 1); /* the device the kernel was loaded on */
+  cfg.hang =
+      hang_records(L, d, &cfg); /* last: nothing after it raises before the launch takes it */
   if (cfg.hang) {
     slots[n] = (uint64_t)cfg.hang->dev;
     ptrs[n] = &slots[n];
   }
-  if (tlcu_launch(runtime(L), *f, &cfg, ptrs) != TLCU_OK) return lb_cuda_error(L, "launch");
+  if (tlcu_launch(d, *f, &cfg, ptrs) != TLCU_OK) return lb_cuda_error_of(L, d, "launch");
   return 0;
 }
 
@@ -576,8 +701,9 @@ static int fn_max_active_clusters(lua_State *L) {
   cfg.smem = (unsigned int)luaL_optinteger(L, -1, 0);
   lua_pop(L, 1);
   int n = 0;
-  if (!*f || tlcu_max_active_clusters(runtime(L), *f, &cfg, &n) != TLCU_OK)
-    return lb_cuda_error(L, "max_active_clusters");
+  TlcuRuntime *d = lb_function_runtime(L, 1); /* the device the kernel was loaded on */
+  if (!*f || tlcu_max_active_clusters(d, *f, &cfg, &n) != TLCU_OK)
+    return lb_cuda_error_of(L, d, "max_active_clusters");
   lua_pushinteger(L, n);
   return 1;
 }
@@ -586,23 +712,22 @@ static int fn_max_active_clusters(lua_State *L) {
 static int dev_time(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   need_gpu(L);
+  TlcuRuntime *rt = runtime(L);
   CUevent a = NULL, b = NULL;
-  if (tlcu_event_create(runtime(L), &a) != TLCU_OK ||
-      tlcu_event_create(runtime(L), &b) != TLCU_OK) {
-    if (a) tlcu_event_destroy(runtime(L), a);
+  if (tlcu_event_create(rt, &a) != TLCU_OK || tlcu_event_create(rt, &b) != TLCU_OK) {
+    if (a) tlcu_event_destroy(rt, a);
     return lb_cuda_error(L, "event");
   }
   float ms = 0;
-  int bad = tlcu_event_record(runtime(L), a, NULL) != TLCU_OK;
+  int bad = tlcu_event_record(rt, a, NULL) != TLCU_OK;
   lua_pushvalue(L, 1);
   int st = bad ? LUA_OK : lua_pcall(L, 0, 0, 0);
   if (!bad && st == LUA_OK)
-    bad = tlcu_event_record(runtime(L), b, NULL) != TLCU_OK ||
-          tlcu_event_synchronize(runtime(L), b) != TLCU_OK ||
-          tlcu_event_elapsed_ms(runtime(L), a, b, &ms) != TLCU_OK;
-  if (bad) lua_pushfstring(L, "timing: %s", tlcu_error(runtime(L)));
-  tlcu_event_destroy(runtime(L), a);
-  tlcu_event_destroy(runtime(L), b);
+    bad = tlcu_event_record(rt, b, NULL) != TLCU_OK || tlcu_event_synchronize(rt, b) != TLCU_OK ||
+          tlcu_event_elapsed_ms(rt, a, b, &ms) != TLCU_OK;
+  if (bad) lua_pushfstring(L, "timing: %s", tlcu_error(rt));
+  tlcu_event_destroy(rt, a);
+  tlcu_event_destroy(rt, b);
   if (bad || st != LUA_OK) return lua_error(L);
   lua_pushnumber(L, ms);
   return 1;
@@ -610,25 +735,37 @@ static int dev_time(lua_State *L) {
 
 /* }====================================================================== */
 
-static const luaL_Reg buffer_methods[] = {
-    {"bytes", buf_bytes},         {"address", buf_address},
-    {"upload", buf_upload},       {"download", buf_download},
-    {"copy_from", buf_copy_from}, {"memset", buf_memset},
-    {"equals", buf_equals},       {"fill_random", buf_fill_random},
-    {"free", buf_free},           {NULL, NULL}};
+static const luaL_Reg buffer_methods[] = {{"bytes", buf_bytes},
+                                          {"address", buf_address},
+                                          {"upload", buf_upload},
+                                          {"download", buf_download},
+                                          {"copy_from", buf_copy_from},
+                                          {"memset", buf_memset},
+                                          {"equals", buf_equals},
+                                          {"fill_random", buf_fill_random},
+                                          {"device", buf_device},
+                                          {"free", buf_free},
+                                          {NULL, NULL}};
 static const luaL_Reg buffer_meta[] = {{"__gc", buf_free}, {"__close", buf_free}, {NULL, NULL}};
 static const luaL_Reg module_methods[] = {{"func", mod_func}, {"unload", mod_unload}, {NULL, NULL}};
 static const luaL_Reg module_meta[] = {{"__gc", mod_unload}, {"__close", mod_unload}, {NULL, NULL}};
 static const luaL_Reg function_methods[] = {{"info", fn_info},
                                             {"launch", fn_launch},
                                             {"max_active_clusters", fn_max_active_clusters},
+                                            {"device", fn_device},
                                             {NULL, NULL}};
 
-static const luaL_Reg device_functions[] = {
-    {"device_available", dev_available}, {"device_error", dev_error},
-    {"device_info", dev_info},           {"device_synchronize", dev_synchronize},
-    {"device_time", dev_time},           {"buffer_alloc", buf_alloc},
-    {"module_load", mod_load},           {NULL, NULL}};
+static const luaL_Reg device_functions[] = {{"device_available", dev_available},
+                                            {"device_error", dev_error},
+                                            {"device_info", dev_info},
+                                            {"device_synchronize", dev_synchronize},
+                                            {"device_time", dev_time},
+                                            {"buffer_alloc", buf_alloc},
+                                            {"module_load", mod_load},
+                                            {"device_use", dev_use},
+                                            {"device_current", dev_current},
+                                            {"device_peer", dev_peer},
+                                            {NULL, NULL}};
 
 static const LbClass device_classes[] = {{LB_BUFFER, buffer_meta, buffer_methods},
                                          {LB_MODULE, module_meta, module_methods},

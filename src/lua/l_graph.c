@@ -17,7 +17,8 @@
 #define LB_GRAPH "tilua.CudaGraph"
 
 typedef struct Graph {
-  TlcuGraph *g; /* NULL once freed */
+  TlcuGraph *g;    /* NULL once freed */
+  TlcuRuntime *rt; /* the device it was captured on (the current one then) */
 } Graph;
 
 static Graph *check_graph(lua_State *L, int idx) {
@@ -39,6 +40,7 @@ static int graph_end(lua_State *L) {
   TlcuRuntime *rt = lb_cuda(L);
   Graph *g = lua_newuserdatauv(L, sizeof *g, 0);
   g->g = NULL;
+  g->rt = rt;
   luaL_setmetatable(L, LB_GRAPH);
   if (tlcu_graph_end(rt, &g->g) != TLCU_OK) return lb_cuda_error(L, "tl.graph");
   return 1;
@@ -54,19 +56,19 @@ static int graph_abort(lua_State *L) {
 
 static int graph_launch(lua_State *L) {
   Graph *g = check_graph(L, 1);
-  TlcuRuntime *rt = lb_cuda(L);
+  TlcuRuntime *rt = g->rt;
   const char *file = NULL;
   int line = 0;
   if (!lb_user_frame(L, &file, &line)) file = NULL;
   if (tlcu_graph_launch(rt, g->g, NULL, file, line) != TLCU_OK)
-    return lb_cuda_error(L, "graph launch");
+    return lb_cuda_error_of(L, rt, "graph launch");
   return 0;
 }
 
 static int graph_update_begin(lua_State *L) {
   Graph *g = check_graph(L, 1);
-  TlcuRuntime *rt = lb_cuda(L);
-  if (tlcu_graph_update_begin(rt, g->g) != TLCU_OK) return lb_cuda_error(L, "graph update");
+  if (tlcu_graph_update_begin(g->rt, g->g) != TLCU_OK)
+    return lb_cuda_error_of(L, g->rt, "graph update");
   return 0;
 }
 
@@ -83,8 +85,7 @@ static int graph_nodes(lua_State *L) {
 
 static int graph_free(lua_State *L) {
   Graph *g = luaL_checkudata(L, 1, LB_GRAPH);
-  TlcuRuntime *rt = lb_cuda_runtime(L);
-  if (g->g && rt) tlcu_graph_free(rt, g->g); /* after shutdown it releases nothing */
+  if (g->g) tlcu_graph_free(g->rt, g->g); /* after shutdown it releases nothing */
   g->g = NULL;
   return 0;
 }

@@ -11,10 +11,11 @@
 **                                pointer i must hold, or false for any},
 **                                block = {x,y,z}, cluster = {x,y,z}, static = bytes,
 **                                smem = bytes, name = "k"})
-**   plan:launch(grid, args [, smem])    grid: n or {x [, y [, z]]}; args by position or name
-**   core.launch_fast(slow) -> launch    launch(k, cfg): through k._plan when it is
-**                                       k._fn's and cfg names no block or cluster, else slow(k,
-*cfg)
+**   plan:launch(grid, args [, smem [, stream]])
+**                                       grid: n or {x [, y [, z]]}; args by position or name
+**   core.launch_fast(slow) -> launch    launch(k, cfg): through k._plan when it is k._fn's,
+**                                       the current device's, and cfg names no block,
+**                                       cluster, pdl or device; else slow(k, cfg)
 **   plan:raw_loop(n, grid, args) -> seconds of n raw cuLaunchKernel calls
 **   core.now() -> monotonic seconds
 **
@@ -55,6 +56,8 @@ typedef struct Plan {
   unsigned smem_allowed; /* the largest shared memory the function's attribute was raised to */
   const void *buffer_mt; /* the metatable of device buffers (LB_BUFFER) */
   const char *name;      /* the kernel's, interned by the runtime */
+  TlcuRuntime *rt;       /* the device the function was loaded on */
+  const int *cur;        /* the state's current device (lb_current_device) */
 } Plan;
 
 static double now_s(void) {
@@ -111,6 +114,8 @@ static int core_launch_plan(lua_State *L) {
   Plan *p = lua_newuserdatauv(L, sizeof *p, 4);
   memset(p, 0, sizeof *p);
   p->fn = *f;
+  p->rt = lb_function_runtime(L, 1);
+  p->cur = lb_current_device(L);
   p->nargs = n;
   memcpy(p->kinds, kinds, (size_t)n);
   dims_field(L, 2, "block", p->block);
@@ -118,7 +123,7 @@ static int core_launch_plan(lua_State *L) {
   p->static_smem = (unsigned)int_field(L, 2, "static");
   p->smem = (unsigned)int_field(L, 2, "smem");
   lua_getfield(L, 2, "name");
-  p->name = tlcu_intern(lb_cuda(L), lua_isstring(L, -1) ? lua_tostring(L, -1) : "kernel");
+  p->name = tlcu_intern(p->rt, lua_isstring(L, -1) ? lua_tostring(L, -1) : "kernel");
   lua_pop(L, 1);
   luaL_getmetatable(L, LB_BUFFER);
   p->buffer_mt = lua_topointer(L, -1);
@@ -169,7 +174,8 @@ static void check_buffer_type(lua_State *L, int plan, int i, int idx) {
 }
 
 /* The address of tl.device's buffer table at idx (its `raw`), argument i of
-** the plan at index plan: a live LB_BUFFER; 0 when it is none. The table
+** the plan at index plan: a live LB_BUFFER, or a view's address (an integer
+** `raw`, never remembered); 0 when it is none. The table
 ** given last for i is remembered (ArgMemo), so that the next launch with it
 ** reads neither its `raw` nor a metatable. What it reads stays on the
 ** stack (pack_all pops it all at once). */
@@ -179,6 +185,10 @@ static CUdeviceptr table_buffer(lua_State *L, int plan, Plan *p, int i, int idx)
   if (table != m->table) {
     lua_pushliteral(L, "raw");
     lua_rawget(L, idx);
+    if (lua_isinteger(L, -1)) { /* a view: its address */
+      check_buffer_type(L, plan, i, idx);
+      return (CUdeviceptr)lua_tointeger(L, -1);
+    }
     if (!lua_getmetatable(L, -1)) return 0;
     if (lua_topointer(L, -1) != p->buffer_mt) return 0;
     check_buffer_type(L, plan, i, idx); /* once per table: its type never changes */
@@ -294,10 +304,11 @@ static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, 
   lua_settop(L, base);
 }
 
-/* Launch through the plan at index plan: the grid, the arguments' table and
-** the dynamic shared memory (none: the plan's) at the given indices. */
-static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int smem) {
-  TlcuRuntime *rt = lb_cuda(L);
+/* Launch through the plan at index plan: the grid, the arguments' table, the
+** dynamic shared memory (none: the plan's) and the stream (none: the default
+** stream) at the given indices. */
+static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int smem, int stream) {
+  TlcuRuntime *rt = p->rt;
   uint64_t slots[PLAN_MAX_ARGS];
   void *ptrs[PLAN_MAX_ARGS];
   TlcuLaunch cfg;
@@ -308,18 +319,19 @@ static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int s
   memcpy(cfg.cluster, p->cluster, sizeof cfg.cluster);
   cfg.smem = lb_launch_smem(L, p->static_smem, dyn);
   cfg.smem_allowed = cfg.smem <= p->smem_allowed;
-  cfg.stream = NULL;
+  cfg.stream = lb_stream_arg(L, stream);
+  cfg.pdl = 0; /* a PDL launch takes fn:launch (k:launch's slow path) */
   cfg.hang = NULL;
   cfg.name = p->name;
   if (!lb_launch_site(L, &cfg.file, &cfg.line)) cfg.file = NULL;
-  if (tlcu_launch(rt, p->fn, &cfg, ptrs) != TLCU_OK) lb_cuda_error(L, "launch");
+  if (tlcu_launch(rt, p->fn, &cfg, ptrs) != TLCU_OK) lb_cuda_error_of(L, rt, "launch");
   if (cfg.smem > p->smem_allowed) p->smem_allowed = cfg.smem;
 }
 
-/* plan:launch(grid, args [, smem]): asynchronous, like Kernel:launch. */
+/* plan:launch(grid, args [, smem [, stream]]): asynchronous, like Kernel:launch. */
 static int plan_launch(lua_State *L) {
   Plan *p = luaL_checkudata(L, 1, LB_LAUNCH_PLAN);
-  do_launch(L, 1, p, 2, 3, 4);
+  do_launch(L, 1, p, 2, 3, 4, 5);
   return 0;
 }
 
@@ -335,10 +347,12 @@ enum {
   UP_BLOCK,
   UP_CLUSTER,
   UP_PDL,
+  UP_STREAM,
+  UP_DEVICE,
   UP_COUNT
 };
-static const char *const fast_keys[] = {"_plan", "_fn",   "grid",    "args",
-                                        "smem",  "block", "cluster", "pdl"};
+static const char *const fast_keys[] = {"_plan", "_fn",     "grid", "args",   "smem",
+                                        "block", "cluster", "pdl",  "stream", "device"};
 
 /* Push t[upvalue key] (raw). */
 static int get_up(lua_State *L, int t, int up) {
@@ -351,18 +365,22 @@ static int launch_fast_call(lua_State *L) {
   if (lua_gettop(L) == 2 && lua_type(L, 1) == LUA_TTABLE && lua_type(L, 2) == LUA_TTABLE &&
       get_up(L, 1, UP_PLAN) == LUA_TUSERDATA && lua_getmetatable(L, 3) &&
       lua_rawequal(L, -1, lua_upvalueindex(UP_PLAN_MT))) { /* 3 plan, 4 its metatable */
-    get_up(L, 1, UP_FN);                                   /* 5 k._fn */
-    lua_getiuservalue(L, 3, 1);                            /* 6 the plan's function */
-    get_up(L, 2, UP_BLOCK);                                /* 7 */
-    get_up(L, 2, UP_CLUSTER);                              /* 8 */
-    get_up(L, 2, UP_PDL);                                  /* 9: a PDL launch takes the slow path */
-    if (lua_rawequal(L, 5, 6) && lua_isnil(L, 7) && lua_isnil(L, 8) && !lua_toboolean(L, 9)) {
-      get_up(L, 2, UP_GRID); /* 10 */
-      get_up(L, 2, UP_ARGS); /* 11 */
-      get_up(L, 2, UP_SMEM); /* 12 */
-      if (lua_isnil(L, 10)) lua_pushinteger(L, 1), lua_replace(L, 10);
-      if (lua_isnil(L, 11)) lua_newtable(L), lua_replace(L, 11);
-      do_launch(L, 3, lua_touserdata(L, 3), 10, 11, 12);
+    Plan *p = lua_touserdata(L, 3);
+    get_up(L, 1, UP_FN);        /* 5 k._fn */
+    lua_getiuservalue(L, 3, 1); /* 6 the plan's function */
+    get_up(L, 2, UP_BLOCK);     /* 7 */
+    get_up(L, 2, UP_CLUSTER);   /* 8 */
+    get_up(L, 2, UP_PDL);       /* 9: a PDL launch takes the slow path */
+    get_up(L, 2, UP_DEVICE);    /* 10: so does one naming its device */
+    if (lua_rawequal(L, 5, 6) && lua_isnil(L, 7) && lua_isnil(L, 8) && !lua_toboolean(L, 9) &&
+        lua_isnil(L, 10) && *p->cur == p->rt->info.ordinal) { /* loaded on the current device */
+      get_up(L, 2, UP_GRID);                                  /* 11 */
+      get_up(L, 2, UP_ARGS);                                  /* 12 */
+      get_up(L, 2, UP_SMEM);                                  /* 13 */
+      get_up(L, 2, UP_STREAM);                                /* 14 */
+      if (lua_isnil(L, 11)) lua_pushinteger(L, 1), lua_replace(L, 11);
+      if (lua_isnil(L, 12)) lua_newtable(L), lua_replace(L, 12);
+      do_launch(L, 3, p, 11, 12, 13, 14);
       lua_settop(L, 1);
       return 1; /* k */
     }
@@ -390,7 +408,10 @@ static int core_launch_fast(lua_State *L) {
 static int plan_raw_loop(lua_State *L) {
   Plan *p = luaL_checkudata(L, 1, LB_LAUNCH_PLAN);
   lua_Integer n = luaL_checkinteger(L, 2);
-  TlcuRuntime *rt = lb_cuda(L);
+  lb_cuda(L);
+  TlcuRuntime *rt = p->rt;
+  if (tlcu_finish(rt) != TLCU_OK)
+    return lb_cuda_error_of(L, rt, "raw_loop"); /* (its context current) */
   uint64_t slots[PLAN_MAX_ARGS];
   void *ptrs[PLAN_MAX_ARGS];
   unsigned g[3];
@@ -405,7 +426,7 @@ static int plan_raw_loop(lua_State *L) {
                                p->static_smem + p->smem, NULL, ptrs, NULL) != CUDA_SUCCESS)
       return lb_error(L, "raw_loop: cuLaunchKernel failed");
   double t = now_s() - t0;
-  if (tlcu_synchronize(rt) != TLCU_OK) return lb_cuda_error(L, "raw_loop");
+  if (tlcu_synchronize(rt) != TLCU_OK) return lb_cuda_error_of(L, rt, "raw_loop");
   lua_pushnumber(L, t);
   return 1;
 }

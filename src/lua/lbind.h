@@ -151,6 +151,8 @@ typedef struct LbArea {
   X(tensor)  /* l_tensor.c: tensor maps, the cuBLASLt peer */                                      \
   X(launch)  /* l_launch.c: launch plans, the raw-launch peer */                                   \
   X(graph)   /* l_graph.c: CUDA graphs of launches */                                              \
+  X(stream)  /* l_stream.c: streams and events of the device */                                    \
+  X(comm)    /* l_comm.c: NCCL communicators and collectives */                                    \
   X(parse)   /* l_parse.c: the builder of the textual-IR parser */                                 \
   X(dialect) /* l_dialect.c: op table rows, enums, limits, kernel specs */
 #define LB_AREA_DECLARE(name) extern const LbArea lb_area_##name;

@@ -1,6 +1,6 @@
 /*
-** ldevice.h -- what the device bindings share: the process's CUDA runtime
-** (l_device.c) and tensor maps (l_tensor.c).
+** ldevice.h -- what the device bindings share: the Lua state's CUDA runtimes,
+** one per device (l_device.c), streams (l_stream.c) and tensor maps (l_tensor.c).
 */
 #ifndef TILUA_LDEVICE_H
 #define TILUA_LDEVICE_H
@@ -16,19 +16,38 @@
 #define LB_BUFFER "tilua.Buffer"
 #define LB_MODULE "tilua.Module"
 #define LB_FUNCTION "tilua.Function" /* a CUfunction; its user value keeps the module */
+#define LB_STREAM "tilua.Stream"
+#define LB_EVENT "tilua.Event"
 
 /* A device buffer (the userdata LB_BUFFER; tl.device's buffers hold one as `raw`). */
 typedef struct LbBuffer {
   CUdeviceptr ptr;
   size_t bytes;
-  int live; /* device memory attached */
+  int live;        /* device memory attached */
+  int device;      /* the ordinal of the device that holds it */
+  TlcuRuntime *rt; /* ... and its runtime */
 } LbBuffer;
 
-/* The runtime, initialized; raises "no GPU: ..." at the user's line without one. */
+#define LB_MAX_DEVICES 16 /* devices one Lua state may drive */
+
+/* The current device's runtime, initialized; raises "no GPU: ..." at the user's line without one.
+ */
 TlcuRuntime *lb_cuda(lua_State *L);
-/* The state's runtime as it is, without raising or creating one (for
+/* The current device's runtime as it is, without raising or creating one (for
 ** finalizers: it may be shut down); NULL when the state never made one. */
 TlcuRuntime *lb_cuda_runtime(lua_State *L);
+/* Where the state keeps the current device's ordinal (tl.device.use changes
+** it): a launch plan compares it with its own device's before each launch. */
+const int *lb_current_device(lua_State *L);
+/* The runtime of the device whose ordinal is at idx, initialized; raises on one that is not there.
+ */
+TlcuRuntime *lb_device(lua_State *L, int idx);
+/* The runtime of the device a Function (at idx) was loaded on. */
+TlcuRuntime *lb_function_runtime(lua_State *L, int idx);
+/* lb_cuda_error for the runtime r (another device's). */
+int lb_cuda_error_of(lua_State *L, TlcuRuntime *r, const char *what);
+/* The stream at idx (a Stream of l_stream.c), NULL for nil or none; raises otherwise. */
+CUstream lb_stream_arg(lua_State *L, int idx);
 /* The device address of a Buffer (its size in *bytes) or of an integer address
 ** (size 0); 0 for anything else. Raises on a freed buffer. */
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes);

@@ -101,9 +101,10 @@ local function device_functions(tl, D, emulated)
     if D.available() then return end
     tl.stop(tonumber(os.getenv "TILUA_NO_GPU_EXIT") or 0, "SKIP: no GPU (" .. core.device_error() .. ")")
   end
-  function D.info()
+  -- tl.device.info([ordinal]): the current device's, or device ordinal's
+  function D.info(ordinal)
     local e = emulated()
-    if not e then return core.device_info() end
+    if not e then return core.device_info(ordinal) end
     local copy = {}
     for k, v in pairs(e.info) do copy[k] = v end
     return copy
@@ -114,6 +115,7 @@ local function device_functions(tl, D, emulated)
   function D.persistent_grid(units, per_sm)
     return math.max(1, math.min(D.sm_count() * (per_sm or 1), units))
   end
+  -- waits for every device in use
   function D.synchronize() if not emulated() then core.device_synchronize() end end
   -- milliseconds of fn on the device (on the emulator: of the CPU, which says little)
   function D.time(fn)
@@ -122,6 +124,65 @@ local function device_functions(tl, D, emulated)
     fn()
     return (os.clock() - t0) * 1e3
   end
+  -- tl.devices() -> { {ordinal, name, sm_count, ...}, ... }: every device the driver sees
+  -- (the emulated one alone under --emulate)
+  function tl.devices()
+    if emulated() then return { D.info() } end
+    if not core.device_available() then tl.raise("no GPU: " .. core.device_error() .. " (devices)") end
+    local list = {}
+    for i = 0, core.device_count() - 1 do list[#list + 1] = core.device_info(i) end
+    return list
+  end
+end
+
+-- buf:view(first, n) -> elements first..first+n-1 (1-based) of buf as a
+-- buffer of its own for launches, tensor maps and collectives (its `raw` is
+-- the address; the view keeps buf alive). Copies and fills go through buf.
+local function add_views(D, Buffer, raise)
+  local view_methods = {}
+  local View = { __index = function(_, k)
+    if view_methods[k] then return view_methods[k] end
+    if Buffer[k] then
+      return function() raise(("a view of a device buffer has no method '%s': use the buffer it views"):format(k)) end
+    end
+  end, __len = Buffer.__len, __tostring = function(b) return ("view of %d x %s"):format(b.n, tostring(b.type)) end }
+  D.View = View
+  function Buffer:view(first, n)
+    if math.type(first) ~= "integer" or math.type(n) ~= "integer" or first < 1 or n < 0 or first - 1 + n > self.n then
+      raise(("view: elements %s..+%s outside 1..%d"):format(tostring(first), tostring(n), self.n))
+    end
+    if not self.parent and type(self.raw) ~= "userdata" then raise("view: buffers of the CPU emulator have no views") end
+    local base = self.parent and self.raw or self.raw:address()
+    return setmetatable({ type = self.type, n = n, bytes = n * self.size, size = self.size, device = self.device,
+                          raw = base + (first - 1) * self.size, parent = self.parent or self }, View)
+  end
+  view_methods.view = Buffer.view
+end
+
+-- The devices, their streams and events (src/lua/l_stream.c, l_device.c).
+local function add_streams(D, need, raise)
+  -- Several devices in one process: new buffers, modules, streams and events
+  -- go to the current device; k:launch{device = i} runs on device i.
+  function D.use(ordinal) need("device use") return core.device_use(ordinal) end
+  function D.current() need("device current") return core.device_current() end
+  -- Let device a reach device b's memory directly: true, or false and why.
+  function D.peer(a, b) need("peer access") return core.device_peer(a, b) end
+  -- The devices the driver sees (TILUA_DEVICE picks this process's).
+  function D.count() need("device count") return core.device_count() end
+  -- A stream of its own (non-blocking: it never waits for the default stream's
+  -- work): k:launch{stream = s}, s:synchronize(), s:wait(event).
+  -- tl.device.stream{priority = "high"}: its kernels take SMs first as they free up.
+  function D.stream(o)
+    need("stream")
+    local p = o and o.priority
+    if p ~= nil and p ~= "high" and p ~= "normal" then raise("stream: priority must be \"high\" or \"normal\"") end
+    return core.stream_create(p == "high")
+  end
+  -- An event: e:record([stream]), stream:wait(e), e:synchronize(), e:query();
+  -- tl.device.event(true) also times: start:elapsed(stop) -> ms.
+  function D.event(timing) need("event") return core.event_create(timing) end
+  -- The default stream's later work waits for e (recorded on another stream).
+  function D.wait(e) core.default_stream_wait(e) end
 end
 
 function M.attach(tl)
@@ -138,6 +199,7 @@ function M.attach(tl)
   end
 
   device_functions(tl, D, emulated)
+  add_streams(D, need, raise)
   D.f16_bits, D.f16_value, D.bf16_bits, D.bf16_value = f16_bits, f16_value, bf16_bits, bf16_value
   function D.float_bits(v, name) return name == "bf16" and bf16_bits(v) or f16_bits(v) end
 
@@ -161,7 +223,8 @@ function M.attach(tl)
     need("alloc")
     local e = emulated()
     local raw = e and e.alloc(n * size) or core.buffer_alloc(n * size)
-    return setmetatable({ type = t, n = n, bytes = n * size, size = size, raw = raw }, Buffer)
+    return setmetatable({ type = t, n = n, bytes = n * size, size = size, raw = raw, device = e and 0 or raw:device() },
+                        Buffer)
   end
 
   local function encode(t, vals)
@@ -193,8 +256,10 @@ function M.attach(tl)
   end
 
   function Buffer:free()
-    if self.raw then self.raw:free() end
+    if self.raw and not self.parent then self.raw:free() end
   end
+
+  add_views(D, Buffer, raise)
 
   function Buffer:to_string() return self.raw:download() end
 

@@ -111,7 +111,8 @@ do -- (the module's definitions; an indented block)
   end
   -- }===
 
-  -- k:launch{ grid = n | {x,y,z}, block = ..., cluster = ..., smem = bytes, args = {...}, pdl = bool }
+  -- k:launch{ grid = n | {x,y,z}, block = ..., cluster = ..., smem = bytes, args = {...}, pdl = bool,
+  --            stream = s, device = ordinal }
   -- block and cluster default to the kernel_spec (and must match it); smem is
   -- the dynamic part after the static allocations (default kernel_spec.smem);
   -- pdl: a programmatic dependent launch (it may start while the stream's
@@ -139,6 +140,25 @@ do -- (the module's definitions; an indented block)
     return k._plan
   end
 
+  -- The kernel's module and function on device `dev`: loaded there once per
+  -- compile; k._fn (and the launch plan made from it) follow the launch's device.
+  local function on_device(k, dev)
+    if k._fn and k._dev == dev then return end
+    local per = k._per_device or {}
+    k._per_device = per
+    if k._fn and k._dev then
+      per[k._dev] = { ptx = k.ptx, module = k._module, fn = k._fn, plan = k._plan, plan_for = k._plan_for }
+    end
+    local e = per[dev]
+    if e and e.ptx == k.ptx then
+      k._module, k._fn, k._plan, k._plan_for = e.module, e.fn, e.plan, e.plan_for
+    else
+      k._module = core.module_load(k.ptx, dev)
+      k._fn = k._module:func(k.name)
+    end
+    k._dev = dev
+  end
+
   -- The slow path of k:launch (compiling, loading, tile programs, the checks
   -- of block and cluster, the plan's making); the fast one is C (l_launch.c:
   -- core.launch_fast), which takes k._plan when it is current.
@@ -146,10 +166,12 @@ do -- (the module's definitions; an indented block)
     cfg = cfg or {}
     if not self.ptx then self:compile() end
     local info = launch_info(self)
+    -- on cfg.device, else the current device (tl.device.use); the emulator is one device
+    if not tl.options.emulate and core.device_available() then on_device(self, cfg.device or core.device_current()) end
     if self._fn and cfg.block == nil and cfg.cluster == nil and not cfg.pdl and not info.tile then -- the fast path
       local plan = launch_plan(self, info)
       if plan then
-        plan:launch(cfg.grid or 1, cfg.args or {}, cfg.smem)
+        plan:launch(cfg.grid or 1, cfg.args or {}, cfg.smem, cfg.stream)
         return self
       end
     end
@@ -171,12 +193,9 @@ do -- (the module's definitions; an indented block)
       require("tilua.gpu.emulated").launch(tl, self, grid, targs or launch_args(self, cfg.args))
       return self
     end
-    if not self._fn then
-      self._module = core.module_load(self.ptx)
-      self._fn = self._module:func(self.name)
-    end
     self._fn:launch({ grid = grid, block = block, cluster = cluster, static = static, smem = dyn, name = self.name,
-                      hang_sites = info.hang_sites, pdl = cfg.pdl }, targs or launch_args(self, cfg.args))
+                      hang_sites = info.hang_sites, pdl = cfg.pdl, stream = cfg.stream },
+                    targs or launch_args(self, cfg.args))
     return self
   end
   Kernel.launch = core.launch_fast(launch)
@@ -188,10 +207,7 @@ do -- (the module's definitions; an indented block)
     if not self.ptx then self:compile() end
     if not tl.device.available() then raise("no GPU: " .. core.device_error()) end
     local info = launch_info(self)
-    if not self._fn then
-      self._module = core.module_load(self.ptx)
-      self._fn = self._module:func(self.name)
-    end
+    on_device(self, core.device_current())
     return self._fn:max_active_clusters { block = info.block, cluster = info.cluster,
                                           smem = info.static + (smem or info.smem) }
   end
