@@ -693,6 +693,7 @@ local rooms = {
   "tilua.dsl.tensor", -- tensor cores and TMA
   "tilua.dsl.warp", -- warp-wide exchange, mma.sync, approximate math, inline PTX
   "tilua.stdlib.gemm", -- the Hopper GEMM generator (tl.gemm)
+  "tilua.stdlib.attention", -- the Hopper attention forward (tl.attention)
   "tilua.stdlib.autotune", -- tl.autotune
   "tilua.dsl.tileprog", -- tile programs (tileas): tiles and tensors, registered as kinds
 }

@@ -121,8 +121,13 @@ IrResult arith_verify_index_cast(IrOp *op) {
   return IR_OK;
 }
 
+/* The bits of a bitcast's type: a scalar's width, a packed pair's 32. */
+static uint32_t bitcast_width(const IrType *t) {
+  return t->kind == IR_TY_VECTOR ? (uint32_t)(dia_type_bytes(t) * 8) : ir_type_bitwidth(t);
+}
+
 IrResult arith_verify_bitcast(IrOp *op) {
-  uint32_t from = ir_type_bitwidth(op->operands[0].value->type), to = ir_type_bitwidth(op->results[0].type);
+  uint32_t from = bitcast_width(op->operands[0].value->type), to = bitcast_width(op->results[0].type);
   if (from != to) {
     ir_op_error(op, "requires types of equal width (%u vs %u bits)", from, to);
     return IR_FAIL;

@@ -377,7 +377,7 @@ do
     local offb = g.trans_b and mnmajor_off or kmajor_off
     if not values then -- the race check only: one element per 16-byte granule along the contiguous dimension
       local step = 16 // eb
-      for r = 0, 15 do
+      for r = 0, g.areg and -1 or 15 do
         for k = 0, K - 1, (g.trans_a and 1 or step) do read(offa(da, 16 * wr + r, k, eb)) end
       end
       for n = 0, N - 1, (g.trans_b and step or 1) do
@@ -385,7 +385,20 @@ do
       end
     end
     local A, B = {}, {} -- A: rows 16 wr .. 16 wr + 15 of the warpgroup's 64
-    for r = 0, values and 15 or -1 do
+    if g.areg then -- A in the warp's registers: lane 4 r + q holds rows r and r + 8, k 2q, 2q + 1, 2q + 8, 2q + 9
+      for r = 0, values and 15 or -1 do A[r] = {} end
+      for l = 0, values and 31 or -1 do
+        local regs = at(g.areg, l)
+        local gid, tq = l // 4, l % 4
+        for j = 0, 3 do
+          local bits = regs[j + 1] & 0xffffffff
+          local row, k = gid + 8 * (j % 2), 2 * tq + 8 * (j // 2)
+          A[row][k] = dec(bits & 0xffff) * g.scale_a
+          A[row][k + 1] = dec(bits >> 16) * g.scale_a
+        end
+      end
+    end
+    for r = 0, (values and not g.areg) and 15 or -1 do
       local row = {}
       for k = 0, K - 1 do row[k] = read(offa(da, 16 * wr + r, k, eb)) * g.scale_a end
       A[r] = row
@@ -425,11 +438,11 @@ do
       local op = rec.op
       local shape = op:attr "shape"
       local ta = op:attr "type_a"
-      if not DEC[ta] or op:operand(2):type():info().kind ~= "int" then
-        violation("model", ("%s at %s: %s operands%s are not modelled (bf16 / f16 descriptors are)")
-          :format(rec.name, rec.loc, ta, op:operand(2):type():info().kind ~= "int" and " in registers" or ""))
+      if not DEC[ta] then
+        violation("model", ("%s at %s: %s operands are not modelled (bf16 / f16 are)"):format(rec.name, rec.loc, ta))
       end
       rec.wg = { N = shape[2], K = shape[3], dec = DEC[ta], trans_a = op:attr "trans_a" or false,
+                 regs_a = op:operand(2):type():info().kind == "vector",
                  trans_b = op:attr "trans_b" or false, scale_a = op:attr "scale_a" or 1, scale_b = op:attr "scale_b" or 1 }
     end
     if #ctx.mask ~= 32 then violation("model", ("%s at %s with %d active lanes"):format(rec.name, rec.loc, #ctx.mask)) end
@@ -439,7 +452,8 @@ do
     local dst = setmetatable({}, LV)
     for l = 0, 31 do dst[l] = setmetatable({ __info = { W = W, rec = rec } }, PENDING) end
     local g = { rec = rec, N = wg.N, K = wg.K, dec = wg.dec, trans_a = wg.trans_a, trans_b = wg.trans_b,
-                scale_a = wg.scale_a, scale_b = wg.scale_b, desc_a = at(ins[2], 0), desc_b = at(ins[3], 0),
+                scale_a = wg.scale_a, scale_b = wg.scale_b, desc_a = not wg.regs_a and at(ins[2], 0) or 0,
+                areg = wg.regs_a and ins[2] or nil, desc_b = at(ins[3], 0),
                 src = ins[1], dst = dst, scale_d = scale_d, actor = W.actor, vc = vc_copy(W.vc) }
     W.wg_open = W.wg_open or {}
     W.wg_open[#W.wg_open + 1] = g
