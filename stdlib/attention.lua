@@ -6,7 +6,8 @@
 --
 --   local a = tl.attention.build{ b = 2, h = 16, hkv = 4, sq = 4096, skv = 4096, d = 128,
 --                                 causal = false, dtype = "bf16", scale = 1 / sqrt(d),
---                                 bn = 128, consumers = 2, stages = 2 }
+--                                 bn = 128, consumers = 2, stages = 2, pingpong = true,
+--                                 schedule = "persistent" | "data_parallel", o_in_q = auto }
 --   a.kernel                    the tilua kernel
 --   a:run{ q = bufQ, k = bufK, v = bufV, o = bufO, lse = bufLSE }   (B, H, S, D row-major)
 --   a:check{ q, k, v, o, lse } -> ok, report   (a plain reference kernel, every element)
@@ -90,9 +91,14 @@ do -- tl.attention: the generator and the check
     c.bn = c.bn or dflt.bn
     c.consumers = c.consumers or dflt.consumers
     c.stages = c.stages or 2
+    if c.pingpong == nil then c.pingpong = true end -- the consumers' turns at the GEMMs (seq_bars)
     if c.bn % 16 ~= 0 or c.bn < 16 or c.bn > 256 then raise("attention.build: bn must be a multiple of 16 in [16, 256]") end
     if c.consumers < 1 or c.consumers > 3 then raise("attention.build: consumers must be 1, 2 or 3 warpgroups") end
     posint(c, "stages")
+    c.schedule = c.schedule or "persistent"
+    if c.schedule ~= "persistent" and c.schedule ~= "data_parallel" then
+      raise(("attention.build: schedule must be persistent or data_parallel, got %s"):format(tostring(c.schedule)))
+    end
     c.bm = 64 * c.consumers
     c.tm = (c.sq + c.bm - 1) // c.bm
     c.nkv = (c.skv + c.bn - 1) // c.bn
@@ -118,7 +124,9 @@ do -- tl.attention: the generator and the check
     local D, BN, BM, NC, S = c.d, c.bn, c.bm, c.consumers, c.stages
     local QT = tl.tensor_map_type(ein, { 1, 1, 64, 64 }, 128)
     local KT = tl.tensor_map_type(ein, { 1, 1, BN, 64 }, 128)
-    local params = { { "Q", QT }, { "K", KT }, { "V", KT }, { "O", QT }, { "LSE", tl.ptr(tl.f32) } }
+    local params = { { "Q", QT }, { "K", KT }, { "V", KT }, { "O", QT }, { "LSE", tl.ptr(tl.f32) },
+                     { "B", tl.i32 }, { "H", tl.i32 }, { "HKV", tl.i32 }, { "SQ", tl.i32 }, { "SKV", tl.i32 },
+                     { "scale", tl.f32 } }
     local k = tl.kernel(c.name, { params = params, block = 128 * (NC + 1) })
     local KV_BYTES = BN * D * 2
     k:define(function(k, p)
@@ -131,17 +139,26 @@ do -- tl.attention: the generator and the check
       local pk = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers, transaction_bytes = KV_BYTES, mode = "cooperative" }
       local pv = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers, transaction_bytes = KV_BYTES, mode = "cooperative" }
       local go = {}
-      for w = 1, NC > 1 and NC or 0 do go[w] = k:seq_bar { depth = 1, arrive_count = 128 } end
-      local sm = { q = sQ, k = sK, v = sV, o = sO, pq = pq, pk = pk, pv = pv, go = go }
+      for w = 1, (NC > 1 and c.pingpong) and NC or 0 do go[w] = k:seq_bar { depth = 1, arrive_count = 128 } end
+      local sm = M.problem(tl, c, { b = p.B, h = p.H, hkv = p.HKV, sq = p.SQ, skv = p.SKV, scale = p.scale })
+      sm.q, sm.k, sm.v, sm.o, sm.pq, sm.pk, sm.pv, sm.go = sQ, sK, sV, sO, pq, pk, pv, go
 
+      -- the work tiles (m block, head, batch), m fastest: the CTAs at work at
+      -- once share their heads' K and V in L2. Persistent: a CTA a SM walks
+      -- them; data-parallel: a CTA a tile (the hardware hands out the CTAs)
       local function scheduler()
-        return tl.sched.static_persistent { tiles = { c.tm, c.h, c.b, 1 }, swizzle = 1, workers = tl.grid_dim("x") }
+        local o = { tiles = { sm.tm, sm.h, sm.b, 1 }, swizzle = 1 }
+        if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
+        o.workers = tl.grid_dim("x")
+        return tl.sched.static_persistent(o)
       end
       local function tiles(cursors, body) G.tile_loop(tl, scheduler():work(tl.block_id()), cursors, { body }) end
 
       -- {=== the producer warpgroup
       k:agent("producer", { warps = 4 }, function()
-        tl.setmaxnreg(NC == 2 and 24 or 32, "dec")
+        -- (32 x 128 + 240 x 256 = 32 x 128 + 160 x 384 = 65536: the registers
+        -- of the SM; one consumer warpgroup has its 248 from the start)
+        if NC > 1 then tl.setmaxnreg(32, "dec") end
         k:async_exec("producer", { first_warp = 0, warps = 1 }, function()
           local stq, stk, stv = pq:producer_start(), pk:producer_start(), pv:producer_start()
           tl.elect_one(function()
@@ -149,7 +166,7 @@ do -- tl.attention: the generator and the check
             tl.tensor_map_prefetch(p.K)
             tl.tensor_map_prefetch(p.V)
             tiles({ stq, stk, stv }, function(work)
-              local t = M.tile_of(tl, c, work)
+              local t = M.tile_of(tl, c, sm, work)
               M.load_q(tl, c, sm, p.Q, stq, t)
               M.load_kv(tl, c, sm, p.K, p.V, stk, stv, t)
             end)
@@ -163,17 +180,17 @@ do -- tl.attention: the generator and the check
 
       -- {=== the consumer warpgroups
       k:agent("consumer", { warps = 4 * NC }, function(a)
-        tl.setmaxnreg(NC == 2 and 240 or NC == 3 and 160 or 240, "inc")
+        if NC > 1 then tl.setmaxnreg(NC == 2 and 240 or 160, "inc") end
         k:async_exec("consumer", { first_warp = 4, warps = 4 * NC }, function()
           local wg = a:warp_id() // 4
           local t = a:thread_id() % 128
           local stq, stk, stv = pq:consumer_start(), pk:consumer_start(), pv:consumer_start()
-          local turn = NC > 1 and M.turn_state(tl, go, wg) or nil
+          local turn = #go > 1 and M.turn_state(tl, go, wg) or nil
           local cur = { stq, stk, stv }
           if turn then cur[4] = turn end
           local ctx = { wg = wg, t = t, f = tl.wgmma_fragment(t), stq = stq, stk = stk, stv = stv, turn = turn }
           tiles(cur, function(work)
-            local tile = M.tile_of(tl, c, work)
+            local tile = M.tile_of(tl, c, sm, work)
             local res = M.consumer_tile(tl, c, sm, ctx, tile)
             M.epilogue(tl, c, sm, ctx, tile, res, p.O, p.LSE)
           end)
@@ -188,11 +205,20 @@ do -- tl.attention: the generator and the check
 
   -- }===================================================================
 
+  -- The grid of problem p (b, h, sq) for configuration c: a CTA a work tile
+  -- (data-parallel), or at most one a SM (c.sms) (persistent).
+  function M.grid(c, p)
+    local tiles = (p.sq + c.bm - 1) // c.bm * p.h * p.b
+    if c.schedule == "data_parallel" then return tiles end
+    return math.max(1, math.min(c.sms, tiles))
+  end
+
   tl.attention.config = cfg_of
   function tl.attention.build(o)
     local c = cfg_of(o)
     local sms = c.sms or (tl.device.available() and tl.device.sm_count() or 132)
-    c.grid = math.max(1, math.min(sms, c.tiles))
+    c.sms = sms
+    c.grid = M.grid(c, c)
     local per_head = 4.0 * c.sq * c.skv * c.d
     if c.causal then per_head = per_head / 2 end
     local a = setmetatable({ cfg = c, grid = c.grid, smem = M.smem_bytes(c), flops = per_head * c.b * c.h }, M.Attention)
@@ -216,15 +242,17 @@ do -- tl.attention: the generator and the check
            map(v, c.hkv, c.skv, { 1, 1, c.bn, 64 }), map(o, c.h, c.sq, { 1, 1, 64, 64 })
   end
 
-  -- a:run{q, k, v, o, lse}: launches (asynchronously); returns self.
+  -- a:run{q, k, v, o, lse}: launches (asynchronously) on the build's problem;
+  -- returns self.
   function M.Attention:run(o)
+    local c = self.cfg
     local m = self._maps
     if not m or m.q ~= o.q or m.k ~= o.k or m.v ~= o.v or m.o ~= o.o then
       local mq, mk, mv, mo = self:maps(o.q, o.k, o.v, o.o)
       m = { q = o.q, k = o.k, v = o.v, o = o.o, mq, mk, mv, mo }
       self._maps = m
     end
-    self.kernel:launch { grid = self.grid, args = { m[1], m[2], m[3], m[4], o.lse } }
+    self.kernel:launch { grid = self.grid, args = { m[1], m[2], m[3], m[4], o.lse, c.b, c.h, c.hkv, c.sq, c.skv, c.scale } }
     return self
   end
 
@@ -323,34 +351,105 @@ do -- tl.attention: the generator and the check
     return k
   end
 
-  -- a:check{q, k, v, o, lse} -> ok, report: O and the log-sum-exp against the
-  -- reference kernel, every element.
+  -- The reference kernels (in a module of their own), once.
+  local function checkers(self)
+    if not self._ref then
+      local saved = tl.module()
+      tl.new_module()
+      self._ref = reference_kernel(self.cfg)
+      self._cmp_o = compare_kernel(self.cfg, "o")
+      self._cmp_l = compare_kernel(self.cfg, "lse")
+      tl.set_module(saved)
+    end
+  end
+
+  -- a:reference{q, k, v} -> R (f32, B x H x SQ x D), RL (f32, B x H x SQ): the
+  -- reference kernel's O and log-sum-exp (device buffers the caller closes).
+  function M.Attention:reference(o)
+    local c = self.cfg
+    if c.skv > 12 * 1024 then raise("attention: the reference kernel holds a row's scores in shared memory: at most 12288 keys") end
+    checkers(self)
+    local R = tl.device.alloc(tl.f32, c.b * c.h * c.sq * c.d)
+    local RL = tl.device.alloc(tl.f32, c.b * c.h * c.sq)
+    self._ref:launch { grid = { c.sq, c.h, c.b }, args = { o.q, o.k, o.v, R, RL } }
+    return R, RL
+  end
+
+  -- One row of O and its log-sum-exp on the CPU (doubles): b, h, i 0-based.
+  local function cpu_row(c, q, kk, v, b, h, i)
+    local hk = h // (c.h // c.hkv)
+    local qr = q:to_table(((b * c.h + h) * c.sq + i) * c.d + 1, ((b * c.h + h) * c.sq + i + 1) * c.d)
+    local k0 = (b * c.hkv + hk) * c.skv * c.d
+    local lim = c.causal and math.min(c.skv, i + 1) or c.skv
+    local kr, vr = kk:to_table(k0 + 1, k0 + lim * c.d), v:to_table(k0 + 1, k0 + lim * c.d)
+    local s, mx = {}, -math.huge
+    for j = 0, lim - 1 do
+      local x = 0
+      for e = 1, c.d do x = x + qr[e] * kr[j * c.d + e] end
+      s[j] = x * c.scale
+      mx = math.max(mx, s[j])
+    end
+    local sum = 0
+    for j = 0, lim - 1 do
+      s[j] = math.exp(s[j] - mx)
+      sum = sum + s[j]
+    end
+    local out = {}
+    for e = 1, c.d do
+      local x = 0
+      for j = 0, lim - 1 do x = x + s[j] * vr[j * c.d + e] end
+      out[e] = x / sum
+    end
+    return out, mx + math.log(sum)
+  end
+
+  -- a:check{q, k, v, o, lse [, reference = {R, RL}] [, samples = 3] [, seed]}
+  -- -> ok, report: O and the log-sum-exp against the reference kernel's (or
+  -- the given reference's), every element, and `samples` rows against the CPU.
   function M.Attention:check(o)
     local c = self.cfg
     local Dv = tl.device
-    local saved = tl.module()
-    tl.new_module()
-    self._ref = self._ref or reference_kernel(c)
-    self._cmp_o = self._cmp_o or compare_kernel(c, "o")
-    self._cmp_l = self._cmp_l or compare_kernel(c, "lse")
-    tl.set_module(saved)
+    checkers(self)
     local n, nl = c.b * c.h * c.sq * c.d, c.b * c.h * c.sq
-    local R <close> = Dv.alloc(tl.f32, n)
-    local RL <close> = Dv.alloc(tl.f32, nl)
-    local bad <close> = Dv.alloc(tl.i32, 4)
+    local R, RL
+    if o.reference then R, RL = o.reference[1], o.reference[2] else R, RL = self:reference(o) end
+    local bad <close> = Dv.alloc(tl.i32, 2)
+    local badl <close> = Dv.alloc(tl.i32, 2)
     bad:fill(0)
-    self._ref:launch { grid = { c.sq, c.h, c.b }, args = { o.q, o.k, o.v, R, RL } }
-    local vmax = 0
-    for _, x in ipairs(o.v:to_table(1, math.min(4096, c.b * c.hkv * c.skv * c.d))) do vmax = math.max(vmax, math.abs(x)) end
-    if o.vmax then vmax = o.vmax end
+    badl:fill(0)
+    local vmax = o.vmax or 0
+    if not o.vmax then
+      for _, x in ipairs(o.v:to_table(1, math.min(1 << 16, c.b * c.hkv * c.skv * c.d))) do vmax = math.max(vmax, math.abs(x)) end
+    end
     self._cmp_o:launch { grid = (n + 255) // 256, args = { o.o, R, bad, n, vmax } }
-    self._cmp_l:launch { grid = (nl + 255) // 256, args = { o.lse, RL, bad + 2, nl, vmax } }
+    self._cmp_l:launch { grid = (nl + 255) // 256, args = { o.lse, RL, badl, nl, vmax } }
     Dv.synchronize()
     local b = bad:to_table()
+    b[3], b[4] = table.unpack(badl:to_table())
+    if not o.reference then R:free() RL:free() end
     local function f(bits) return string.unpack("<f", string.pack("<i4", bits)) end
     local ok = b[1] == 0 and b[3] == 0
-    return ok, ("O: %d of %d elements off the reference (max error %.3g); LSE: %d of %d off (max error %.3g)")
+    local report = ("O: %d of %d elements off the reference (max error %.3g); LSE: %d of %d off (max error %.3g)")
       :format(b[1], n, f(b[2]), b[3], nl, f(b[4]))
+    -- CPU rows: the first, the last, and one at random
+    local rng = (o.seed or 1) * 2654435761 % 4294967296
+    local rows = { { 0, 0, 0 }, { c.b - 1, c.h - 1, c.sq - 1 }, { rng % c.b, (rng // 7) % c.h, (rng // 61) % c.sq } }
+    local worst, nbad = 0, 0
+    for r = 1, math.min(o.samples or 3, #rows) do
+      local bb, hh, i = rows[r][1], rows[r][2], rows[r][3]
+      local ref, lse = cpu_row(c, o.q, o.k, o.v, bb, hh, i)
+      local at = ((bb * c.h + hh) * c.sq + i) * c.d
+      local got = o.o:to_table(at + 1, at + c.d)
+      for e = 1, c.d do
+        local err = math.abs(got[e] - ref[e])
+        worst = math.max(worst, err)
+        if err > vmax * 2 ^ -7 + math.abs(ref[e]) * 2 ^ -8 then nbad = nbad + 1 end
+      end
+      local gl = o.lse:to_table((bb * c.h + hh) * c.sq + i + 1, (bb * c.h + hh) * c.sq + i + 1)[1]
+      if math.abs(gl - lse) > 1e-3 * (1 + math.abs(lse)) then nbad = nbad + 1 end
+    end
+    report = report .. ("; %d CPU rows: %d values off (max error %.3g)"):format(math.min(o.samples or 3, #rows), nbad, worst)
+    return ok and nbad == 0, report
   end
 
   -- }===================================================================
@@ -366,23 +465,37 @@ end
 -- pq, pk, pv, go}): sQ {consumers, d / 64, 64, 64}, sK and sV {stages, d / 64,
 -- bn, 64} (128-byte swizzle: boxes of 64 columns).
 
+-- The problem's sizes as i32 values of the kernel (b, h, hkv, sq, skv: numbers
+-- or values) and its scale (an f32 value or a number) -> the table of the
+-- kernel's attention state, with tm (m blocks), group (query heads a key
+-- head) and cl (the scale times log2(e)); the caller adds the shared
+-- buffers and pipelines.
+function M.problem(tl, c, x)
+  local A = {}
+  for _, key in ipairs { "b", "h", "hkv", "sq", "skv" } do A[key] = tl.cast(x[key], tl.i32) end
+  A.tm = (A.sq + (c.bm - 1)) // c.bm
+  A.group = A.h // A.hkv
+  A.cl = tl.cast(x.scale, tl.f32) * tl.const(LOG2E, tl.f32)
+  return A
+end
+
 -- The work tile `work` of the scheduler (tiles {m blocks, h, b}): its m block,
 -- head, batch and key head (grouped-query: h / (h / hkv)); causal tiles are
 -- walked from the last m block (the longest first).
-function M.tile_of(tl, c, work)
+function M.tile_of(tl, c, A, work)
   local m = work:m()
-  if c.causal then m = tl.const(c.tm - 1, tl.i32) - m end
+  if c.causal then m = A.tm - 1 - m end
   local h = work:n()
-  return { m = m, h = h, b = work:l(), hk = c.h == c.hkv and h or h // (c.h // c.hkv) }
+  return { m = m, h = h, b = work:l(), hk = h // A.group }
 end
 
 -- The k blocks of a tile: n (how many the tile reads: all of the keys, or
 -- those left of the causal diagonal) and masked (how many of them, the last,
 -- cross the diagonal or the end of the keys). -> n, masked (i32 values)
-function M.kv_blocks(tl, c, tile)
-  local BN, skv = c.bn, c.skv
-  local full = tl.cast(skv, tl.i32) // BN -- blocks wholly inside the keys
-  local n = (tl.cast(skv, tl.i32) + (BN - 1)) // BN
+function M.kv_blocks(tl, c, A, tile)
+  local BN, skv = c.bn, A.skv
+  local full = skv // BN -- blocks wholly inside the keys
+  local n = (skv + (BN - 1)) // BN
   local unmasked = full
   if c.causal then
     local first_row = tile.m * c.bm
@@ -421,7 +534,7 @@ end
 -- The producer's loads of a tile's K and V blocks, last first, in the order
 -- the consumers read them: K_0, then K_j and V_{j-1}, then V_last.
 function M.load_kv(tl, c, sm, kmap, vmap, stk, stv, tile)
-  local n = M.kv_blocks(tl, c, tile)
+  local n = M.kv_blocks(tl, c, sm, tile)
   load_block(tl, c, sm.pk, sm.k, kmap, stk, tile, n - 1)
   tl.cutlass.for_range(tl.const(1, tl.i32), n, { stk, stv }, function(j)
     load_block(tl, c, sm.pk, sm.k, kmap, stk, tile, n - 1 - j)
@@ -530,7 +643,7 @@ end
 
 -- The scores of S (vector) as f32 values vals[0 ..]; masked: -inf where the
 -- key is past the end or (causal) right of the row's diagonal.
-local function scores(tl, c, ctx, S, rows0, nblock, masked)
+local function scores(tl, c, A, ctx, S, rows0, nblock, masked)
   local f = ctx.f
   local vals = {}
   for i = 0, c.bn // 2 - 1 do vals[i] = tl.extract(S, i) end
@@ -539,7 +652,7 @@ local function scores(tl, c, ctx, S, rows0, nblock, masked)
   local col0 = nblock * c.bn + f.col
   local lim = {}
   for r = 0, 1 do -- the first column masked in each row, relative to the thread's first
-    local l = tl.cast(c.skv, tl.i32)
+    local l = A.skv
     if c.causal then l = tl.min(l, rows0 + (8 * r + 1)) end
     lim[r] = l - col0
   end
@@ -555,8 +668,8 @@ end
 -- of the running sum (its quad's sum is taken at the end). first: no running
 -- values yet. -> the f32 probabilities p[0 ..], the new m, l, and the factors
 -- alpha[r] that rescale what was summed before.
-function M.softmax(tl, c, vals, m, l, first)
-  local cl = tl.const(c.scale * LOG2E, tl.f32)
+function M.softmax(tl, c, A, vals, m, l, first)
+  local cl = A.cl
   local ninf, zero = tl.const(-math.huge, tl.f32), tl.const(0.0, tl.f32)
   local p, nm, nl, alpha = {}, {}, {}, {}
   local n = c.bn // 2
@@ -618,7 +731,7 @@ end
 -- f32>, unnormalized), m = {r0, r1}, l = {r0, r1} (the thread's parts) }.
 function M.consumer_tile(tl, c, sm, ctx, tile)
   local go = sm.go
-  local n, nmasked = M.kv_blocks(tl, c, tile)
+  local n, nmasked = M.kv_blocks(tl, c, sm, tile)
   local rows0 = tile.m * c.bm + ctx.wg * 64 + ctx.f.row -- the global row of the thread's first row
   sm.pq:consumer_wait(ctx.stq)
   -- the first (last) block, masked
@@ -630,7 +743,7 @@ function M.consumer_tile(tl, c, sm, ctx, tile)
   tl.wgmma_wait(0)
   release(tl, sm.pk, ctx.stk)
   ctx.stk:advance()
-  local p, m, l = M.softmax(tl, c, scores(tl, c, ctx, S, rows0, n - 1, true), nil, nil, true)
+  local p, m, l = M.softmax(tl, c, sm, scores(tl, c, sm, ctx, S, rows0, n - 1, true), nil, nil, true)
   local carry = { o = { value = tl.zeros(tl.f32, c.d // 2) }, p = { value = tl.vector_of(tl.i32, M.pack_p(tl, c, p)) },
                   s = { value = S },
                   m0 = { value = m[0] }, m1 = { value = m[1] }, l0 = { value = l[0] }, l1 = { value = l[1] } }
@@ -651,7 +764,7 @@ function M.consumer_tile(tl, c, sm, ctx, tile)
     tl.wgmma_wait(1)
     release(tl, sm.pk, ctx.stk)
     ctx.stk:advance()
-    local pj, mj, lj, alpha = M.softmax(tl, c, scores(tl, c, ctx, Sj, rows0, n - 1 - j, masked),
+    local pj, mj, lj, alpha = M.softmax(tl, c, sm, scores(tl, c, sm, ctx, Sj, rows0, n - 1 - j, masked),
                                         { [0] = carry.m0.value, carry.m1.value }, { [0] = carry.l0.value, carry.l1.value })
     tl.wgmma_wait(0)
     release(tl, sm.pv, ctx.stv)
@@ -684,7 +797,7 @@ end
 -- the log-sum-exp of each row by the quad's first lane, where the row exists.
 function M.epilogue(tl, c, sm, ctx, tile, res, omap, lse)
   local f, t, wg = ctx.f, ctx.t, ctx.wg
-  local cl = tl.const(c.scale * LOG2E, tl.f32)
+  local cl = sm.cl
   local zero, ninf = tl.const(0.0, tl.f32), tl.const(-math.huge, tl.f32)
   local inv, lse_r = {}, {}
   for r = 0, 1 do
@@ -712,11 +825,11 @@ function M.epilogue(tl, c, sm, ctx, tile, res, omap, lse)
     release(tl, sm.pq, ctx.stq)
     ctx.stq:advance()
   end
-  local base = (tile.b * c.h + tile.h):cast(tl.i64) * tl.cast(c.sq, tl.i64)
+  local base = (tile.b * sm.h + tile.h):cast(tl.i64) * sm.sq:cast(tl.i64)
   tl.if_((t % 4):eq(0), function()
     for r = 0, 1 do
       local row = row0 + f.row + 8 * r
-      tl.if_(row:lt(tl.cast(c.sq, tl.i32)), function() (lse + (base + row:cast(tl.i64))):store(lse_r[r]) end)
+      tl.if_(row:lt(sm.sq), function() tl.store(lse + (base + row:cast(tl.i64)), lse_r[r]) end)
     end
   end)
 end
