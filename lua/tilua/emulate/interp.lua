@@ -49,11 +49,14 @@ local function round_float(x, t)
   local name = t:info().name
   if name == "f32" then return f32(x) end
   if name == "f64" then return x end
+  if name == "bf16" or name == "f16" then -- (required here: tilua.emulate.values requires this module)
+    local h = require("tilua.emulate.values").float16
+    return h.dec[name](h.enc[name](x))
+  end
   error("interp: " .. name .. " arithmetic is not interpreted")
 end
 
 local function ucmp(a, b) return math.ult(a, b) end
-local bitcast -- below
 
 -- Unsigned division of two 64-bit patterns.
 local function udiv(a, b)
@@ -72,35 +75,6 @@ local int_binary = {
   ["arith.ori"] = function(a, b) return a | b end,
   ["arith.xori"] = function(a, b) return a ~ b end,
 }
-
--- The bits of a value of type t as an unsigned integer, and back: integers
--- as they are held (wrapped), floats by their encoding, a packed pair of
--- 16-bit floats (vector<2 x bf16|f16>) as the 32-bit register (lo | hi << 16)
--- tile.pack makes.
-local function float_fmt(name) return ({ f32 = "<f", f64 = "<d" })[name] end
-local function bits_codec(t)
-  local info = t:info()
-  if info.kind == "vector" then return { w = 32, to = function(x) return zext(x, 32) end, from = function(u) return u end } end
-  if info.kind == "float" then
-    local fmt = float_fmt(info.name)
-    if fmt then
-      local ifmt = info.name == "f32" and "<I4" or "<i8"
-      return { w = info.width, to = function(x) return (string.unpack(ifmt, string.pack(fmt, x))) end,
-               from = function(u) return (string.unpack(fmt, string.pack(ifmt, u))) end }
-    end
-    local V = require "tilua.emulate.values"
-    local enc, dec = V.float16.enc[info.name], V.float16.dec[info.name]
-    return { w = 16, to = enc, from = dec }
-  end
-  local w = width_of(t)
-  return { w = w, to = function(x) return zext(x, w) end, from = function(u) return wrap(u, w) end }
-end
-
--- arith.bitcast from type a to type b -> fn(x) -> the same bits as a value of b.
-function bitcast(a, b)
-  local ca, cb = bits_codec(a), bits_codec(b)
-  return function(x) return cb.from(ca.to(x)) end
-end
 
 -- One non-region op compiled once: compile(op) -> fn(a, b, c) -> its result.
 -- Everything the op's types and attributes decide is looked up here, so that
@@ -182,17 +156,25 @@ local function compile(op)
       return max == (a >= b) and a or b
     end
   elseif name == "arith.sitofp" then return function(a) return round_float(a + 0.0, rt) end
-  elseif name == "arith.fma" then -- a * b is exact in f64 for f32 operands; the sum rounded once more
-    return function(a, b, c) return round_float(a * b + c, rt) end
-  elseif name == "arith.truncf" or name == "arith.extf" then
-    local rn = rt:info().name
-    if rn == "f32" or rn == "f64" then return function(a) return round_float(a, rt) end end
-    local V = require "tilua.emulate.values" -- (it requires this module: loaded by now)
-    local enc, dec = V.float16.enc[rn], V.float16.dec[rn]
-    if not enc then error("interp: " .. rn .. " arithmetic is not interpreted") end
-    return function(a) return dec(enc(a)) end
-  elseif name == "arith.bitcast" then
-    return bitcast(op:operand(1):type(), rt)
+  elseif name == "arith.uitofp" then
+    local iw = width_of(op:operand(1):type())
+    return function(a)
+      local u = zext(a, iw)
+      return round_float(u < 0 and u + 2.0 ^ 64 or u + 0.0, rt)
+    end
+  elseif name == "arith.fptosi" or name == "arith.fptoui" then -- toward zero, saturated (cvt.rzi); NaN is 0
+    local signed = name == "arith.fptosi"
+    local lo = signed and -(2.0 ^ (w - 1)) or 0.0
+    local hi = signed and 2.0 ^ (w - 1) - 1 or 2.0 ^ w - 1
+    return function(a)
+      if a ~= a then return 0 end
+      local t = a < 0 and math.ceil(a) or math.floor(a)
+      t = math.max(lo, math.min(hi, t))
+      return wrap(math.tointeger(t) or (t >= 2.0 ^ 63 and -1 or 0), w)
+    end
+  elseif name == "arith.extf" then return function(a) return a end
+  elseif name == "arith.truncf" then return function(a) return round_float(a, rt) end
+  elseif name == "arith.fma" then return function(a, b, c) return round_float(a * b + c, rt) end
   elseif name == "arith.cmpf" then
     local p = op:attr "predicate"
     local cmp = ({ oeq = function(a, b) return a == b end, one = function(a, b) return a ~= b end,
