@@ -242,8 +242,8 @@ Value.__div = by_kind("div", function(a, b)
 end)
 Value.__idiv = binary("arith.divsi", nil, "//") -- truncates toward zero, like C
 Value.__mod = binary("arith.remsi", nil, "%") -- sign of the dividend, like C
-Value.__band = binary("arith.andi", nil, "&")
-Value.__bor = binary("arith.ori", nil, "|")
+Value.__band = by_kind("band", binary("arith.andi", nil, "&"))
+Value.__bor = by_kind("bor", binary("arith.ori", nil, "|"))
 Value.__bxor = binary("arith.xori", nil, "~")
 Value.__shl = binary("arith.shli", nil, "<<")
 Value.__shr = binary("arith.shrui", nil, ">>") -- logical, as in Lua; tl.shrs is arithmetic

@@ -65,11 +65,14 @@ IrResult arith_verify_elementwise(IrOp *op) {
   const IrType *t = op->operands[0].value->type;
   if (t->kind != IR_TY_TILE && op->results[0].type->kind != IR_TY_TILE) return IR_OK;
   if (!elementwise_tiles(op, 0)) return IR_FAIL;
-  bool is_int = op->kind == OP_ARITH_ADDI || op->kind == OP_ARITH_SUBI || op->kind == OP_ARITH_MULI;
+  bool is_int = op->kind == OP_ARITH_ADDI || op->kind == OP_ARITH_SUBI ||
+                op->kind == OP_ARITH_MULI || op->kind == OP_ARITH_CMPI ||
+                op->kind == OP_ARITH_ANDI || op->kind == OP_ARITH_ORI;
   if (is_int ? !ir_type_is_intlike(t->elem) : !ir_type_is_float(t->elem))
     return dia_type_error(op, is_int ? "needs integer tiles, got %s" : "needs float tiles, got %s",
                           t);
-  if (op->kind == OP_ARITH_CMPF && !ir_type_is_int_width(op->results[0].type->elem, 1))
+  if ((op->kind == OP_ARITH_CMPF || op->kind == OP_ARITH_CMPI) &&
+      !ir_type_is_int_width(op->results[0].type->elem, 1))
     return dia_type_error(op, "the result must be a tile of i1, got %s", op->results[0].type);
   return IR_OK;
 }

@@ -133,7 +133,7 @@ IrResult tileas_verify_tiled_access(IrOp *op) {
                 ncoords);
     return IR_FAIL;
   }
-  if (tile->rank != rank) {
+  if (tile->rank > rank) { /* fewer: the tensor's last dims, one element of each leading dim */
     ir_op_error(op, "a tile of rank %u for a tensor of rank %lld", tile->rank, (long long)rank);
     return IR_FAIL;
   }
@@ -184,6 +184,19 @@ IrResult tileas_verify_splat(IrOp *op) {
   if (op->operands[0].value->type != t->elem)
     return dia_type_error(op, "the operand must have the tile's element type, got %s",
                           op->operands[0].value->type);
+  return static_tile(op, t) && check_layouts(op) ? IR_OK : IR_FAIL;
+}
+
+IrResult tileas_verify_iota(IrOp *op) {
+  const IrType *t = op->results[0].type;
+  if (need_rmem(op, t, "the result")) return IR_FAIL;
+  if (!ir_type_is_int_width(t->elem, 32))
+    return dia_type_error(op, "the result is a tile of i32, got %s", t);
+  if (ir_attrs_TILEAS_IOTA(op).dim >= t->rank) {
+    ir_op_error(op, "dim %lld of a tile of rank %u", (long long)ir_attrs_TILEAS_IOTA(op).dim,
+                t->rank);
+    return IR_FAIL;
+  }
   return static_tile(op, t) && check_layouts(op) ? IR_OK : IR_FAIL;
 }
 

@@ -8,12 +8,12 @@
 --
 --   kernels     tl.tile_kernel(name, {params, num_warps, cluster, target}),
 --               tl.tensor(elem, rank [, tile_shape]), tl.program_id(d), tl.num_programs(d)
---   tiles       tl.zeros(shape [, elem]), tl.full(shape, x [, elem]),
+--   tiles       tl.zeros(shape [, elem]), tl.full(shape, x [, elem]), tl.iota(shape, dim),
 --               tl.load(tensor, coords [, shape]), tl.store(tensor, coords, tile),
 --               tl.alloc_tensor(shape, elem [, layout]), tl.copy(src, dst),
 --               tl.convert_layout(x, layout), tl.extract(x, {indices})
 --   compute     a + b, a - b, a * b, a / b, -a on tiles (scalars and size-1 dims
---               broadcast), tl.maximum / tl.minimum, a:lt(b) ..., tl.select,
+--               broadcast), tl.maximum / tl.minimum, a:lt(b) ..., a & b, a | b, tl.select,
 --               x:cast(elem), tl.dot(a, b [, acc] [, opts]), tl.reduce(x, dim, kind),
 --               tl.exp exp2 log log2 sqrt rsqrt abs
 --   shapes      tl.broadcast(x, shape), tl.expand_dim(x, dim), tl.extract_slice(x, offsets, sizes)
@@ -214,6 +214,17 @@ function tl.full(shape, x, elem)
   return tl.op1("tileas.splat", { v }, tile_type(elem, shape))
 end
 
+-- tl.iota(shape, dim): a tile of i32 whose elements are their indices along
+-- dim (0-based): tl.iota({128, 64}, 1) + j * 64 are the columns of a tile
+-- of keys, for a mask.
+function tl.iota(shape, dim)
+  shape_arg(shape, "iota")
+  if math.type(dim) ~= "integer" or dim < 0 or dim >= #shape then
+    raise(("iota: dim must be an integer in [0, %d), got %s"):format(#shape, tostring(dim)))
+  end
+  return tl.op1("tileas.iota", {}, tile_type(tl.i32, shape), { dim = dim })
+end
+
 -- tl.zeros(shape [, elem]) is a tile of zeros (f32 by default); tl.zeros(elem, n)
 -- stays the vector of tl.splat.
 function shape_ops.zeros(a, b) return tl.full(a, 0, b or tl.f32) end
@@ -243,7 +254,9 @@ local function tensor_info(t)
 end
 
 -- tl.load(tensor, coords [, shape] [, opts]): the tile at tile coordinates
--- (units of the shape, outermost first) of a tl.tensor parameter; out of bounds
+-- (units of the shape, outermost first) of a tl.tensor parameter; a shape of
+-- fewer extents than the tensor's rank is a tile of its last dims, the leading
+-- coordinates element indices (a head of a [B, H, S, D] tensor); out of bounds
 -- reads 0. opts.space = "shared" loads into a shared tile. A pointer loads as before.
 function tensor_ops.load(t, coords, shape, opts)
   local ti = tensor_info(t)
@@ -254,8 +267,8 @@ function tensor_ops.load(t, coords, shape, opts)
   if not shape then raise("load: give the tile's shape (or declare the tensor with a default tile: tl.tensor(elem, rank, shape))") end
   shape_arg(shape, "load")
   local cs = coords_of(coords, "load")
-  if #cs ~= ti.rank or #shape ~= ti.rank then
-    raise(("load: a tensor of rank %d takes %d coordinates and a shape of %d extents (got %d and %d)"):format(
+  if #cs ~= ti.rank or #shape > ti.rank then
+    raise(("load: a tensor of rank %d takes %d coordinates and a shape of at most %d extents (got %d and %d)"):format(
       ti.rank, ti.rank, ti.rank, #cs, #shape))
   end
   local opds = { t }
@@ -271,6 +284,9 @@ function tensor_ops.store(t, coords, x, opts)
   tile_arg(x, "store")
   local cs = coords_of(coords, "store")
   if #cs ~= ti.rank then raise(("store: a tensor of rank %d takes %d coordinates, got %d"):format(ti.rank, ti.rank, #cs)) end
+  if #info(x).shape > ti.rank then
+    raise(("store: a tile of rank %d into a tensor of rank %d"):format(#info(x).shape, ti.rank))
+  end
   local opds = { t }
   for _, c in ipairs(cs) do opds[#opds + 1] = c end
   opds[#opds + 1] = x
@@ -417,13 +433,20 @@ function tile_ops.unm(a)
 end
 
 -- Comparisons of float tiles give tiles of i1 (ordered; ne unordered, as for scalars).
-for name, pred in pairs { lt = "olt", le = "ole", gt = "ogt", ge = "oge", eq = "oeq", ne = "une" } do
+-- Integer tiles (an iota's indices) compare signed, to tiles of i1 that & and |
+-- combine (a mask).
+for name, pred in pairs { lt = { "olt", "slt" }, le = { "ole", "sle" }, gt = { "ogt", "sgt" }, ge = { "oge", "sge" },
+                          eq = { "oeq", "eq" }, ne = { "une", "ne" } } do
   tile_ops[name] = function(a, b)
     a, b = tile_operands(a, b, name)
-    if info(a).elem:kind() ~= "float" then raise(name .. ": tiles compare as floats") end
-    return tl.op1("arith.cmpf", { a, b }, tile_type(tl.i1, info(a).shape, "rmem", a:type():layout()), { predicate = pred })
+    local k = info(a).elem:kind()
+    if k ~= "float" and k ~= "int" then raise(name .. ": tiles of floats or integers compare") end
+    return tl.op1(k == "float" and "arith.cmpf" or "arith.cmpi", { a, b },
+                  tile_type(tl.i1, info(a).shape, "rmem", a:type():layout()), { predicate = pred[k == "float" and 1 or 2] })
   end
 end
+tile_ops.band = tile_binary("arith.andi", nil, "&")
+tile_ops.bor = tile_binary("arith.ori", nil, "|")
 
 -- tl.select(c, a, b) with a tile of i1 picks elementwise.
 function tile_ops.select(c, a, b)

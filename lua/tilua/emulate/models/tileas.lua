@@ -89,7 +89,7 @@ do
   local function result_tile(rec, op)
     if op:nresults() > 0 then rec.tt = tile_type(op:result(1):type()) end
   end
-  for _, name in ipairs { "tileas.get_program_id", "tileas.num_programs", "tileas.splat", "tileas.dot",
+  for _, name in ipairs { "tileas.get_program_id", "tileas.num_programs", "tileas.splat", "tileas.iota", "tileas.dot",
                           "tileas.math", "tileas.reduce", "tileas.broadcast", "tileas.expand_dim",
                           "tileas.extract_slice", "tileas.extract", "tileas.convert_layout", "tileas.copy",
                           "tileas.tiled_load", "tileas.tiled_store", "tileas.agent_switch" } do
@@ -127,7 +127,7 @@ do
   end
   -- elementwise arith ops on tiles: their own handler
   local ELEMENTWISE = { "addi", "subi", "muli", "addf", "subf", "mulf", "divf", "maximumf", "minimumf", "negf",
-                        "cmpf", "select", "extf", "truncf" }
+                        "cmpf", "cmpi", "andi", "ori", "select", "extf", "truncf" }
   for _, n in ipairs(ELEMENTWISE) do
     D["arith." .. n] = function(rec, op)
       local tt = op:nresults() > 0 and tile_type(op:result(1):type())
@@ -418,10 +418,16 @@ do
   -- Every row (innermost dimension) of a tile at tile coordinates of tensor t:
   -- f(index of the row's first element in the tile, global address of its
   -- first in-bounds element or nil, first and last in-bounds column).
+  -- A tile of fewer dims than the tensor is its last dims (one element of each
+  -- leading dim, at an element coordinate).
   local function tile_rows(t, shape, coords, f)
-    local eb, start, strides = t.codec.size, {}, {}
-    for d = 1, #shape do start[d], strides[d] = coords[d] * shape[d], t.strides[d] * eb end
-    mma.rows_of_box(t.base, t.shape, strides, shape, start, f)
+    local eb, start, strides, box = t.codec.size, {}, {}, {}
+    local lead = #t.shape - #shape
+    for d = 1, #t.shape do
+      box[d] = d > lead and shape[d - lead] or 1
+      start[d], strides[d] = coords[d] * box[d], t.strides[d] * eb
+    end
+    mma.rows_of_box(t.base, t.shape, strides, box, start, f)
   end
   local function coords_of(rec, ins, from, to)
     local c = {}
@@ -511,6 +517,12 @@ do
       s = s * shape[d]
     end
     return out
+  end
+
+  handlers["tileas.iota"] = function(R, _, rec)
+    local shape = rec.tt.shape
+    local st, dim = strides_of(shape), rec.op:attr "dim" + 1
+    return { result(R, rec, function(i) return (i - 1) // st[dim] % shape[dim] end) }
   end
 
   handlers["tileas.dot"] = function(R, W, rec, ins)
@@ -649,6 +661,9 @@ do
   local PRED = { oeq = function(a, b) return a == b end, one = function(a, b) return a ~= b end,
                  olt = function(a, b) return a < b end, ole = function(a, b) return a <= b end,
                  ogt = function(a, b) return a > b end, oge = function(a, b) return a >= b end }
+  local IPRED = { eq = function(a, b) return a == b end, ne = function(a, b) return a ~= b end,
+                  slt = function(a, b) return a < b end, sle = function(a, b) return a <= b end,
+                  sgt = function(a, b) return a > b end, sge = function(a, b) return a >= b end }
   local function elementwise_fn(rec)
     local n, round = rec.fn, round_of(rec)
     if n == "addf" or n == "addi" then return function(a, b) return round(a + b) end
@@ -665,6 +680,12 @@ do
         return max == (a >= b) and a or b
       end
     elseif n == "select" then return function(c, a, b) return c ~= 0 and a or b end
+    elseif n == "andi" then return function(a, b) return a & b end
+    elseif n == "ori" then return function(a, b) return a | b end
+    elseif n == "cmpi" then -- (tile elements hold their signed values)
+      local cmp = IPRED[rec.op:attr "predicate"]
+      if not cmp then violation("model", ("%s at %s: predicate %s"):format(rec.name, rec.loc, tostring(rec.op:attr "predicate"))) end
+      return function(a, b) return cmp(a, b) and 1 or 0 end
     elseif n == "cmpf" then
       local cmp = PRED[rec.op:attr "predicate"]
       if not cmp then violation("model", ("%s at %s: predicate %s"):format(rec.name, rec.loc, tostring(rec.op:attr "predicate"))) end
