@@ -104,7 +104,7 @@ do
     local t = mark(d)
     local tt = tile_type(op:result(1):type())
     local stages = op:attr "tileas.stages"
-    rec.tt, rec.stages = tt, stages
+    rec.tt, rec.stages, rec.per_program = tt, stages, op:attr_or_default "tileas.per_program"
     rec.stage_bytes = tt.bytes
     d.smem = (d.smem + 1023) // 1024 * 1024
     rec.offset, rec.size = d.smem, rec.stage_bytes * (stages or 1)
@@ -120,6 +120,12 @@ do
     rec.first, t.agents = t.agents, t.agents + 1
     rec.kind = op:attr_or_default "kind"
     if rec.kind == "consumer" then t.consumers = t.consumers + 1 end
+  end
+  -- the persistent loop (tileas-dynamic-persistent): a program an iteration
+  D["scf.while"] = function(rec, op)
+    for _, o in ipairs(op:region(1):entry():ops()) do
+      if o:name() == "tileas.is_valid_program_id" then rec.name = "tileas.program_loop" end
+    end
   end
   D["scf.for"] = function(rec, op)
     local p = op:attr_or_default "tileas.pipeline" -- (its stages read by its row)
@@ -261,14 +267,27 @@ do
 
   -- {=== agents
 
+  local end_program, program_period -- (below, with the rings)
   handlers["tileas.agent"] = function(R, W, rec, _, ctx)
     if W.w ~= rec.first then return {} end
     local old, oldg = W.role, W.grp
     W.role, W.grp = rec.kind, rec.first
     W.label = ("%s agent %d%s"):format(rec.kind, rec.first, R.grid > 1 and (" (CTA %d)"):format(W.cta.id) or "")
     R:exec_block(W, rec.regions[1][1], {}, ctx)
+    if not R.k.tileas.persistent then end_program(R, W, rec) end -- (one program: the agent's run)
     W.role, W.grp = old, oldg
     return {}
+  end
+  -- the persistent loop: scf.while, each program's end ends its rings' periods
+  handlers["tileas.program_loop"] = function(R, W, rec, ins, ctx)
+    local cur = ins
+    while true do
+      local c = R:exec_block(W, rec.regions[1][1], cur, ctx)
+      local fwd = { table.unpack(c, 2) }
+      if uniform(rec, c[1], "condition") == 0 then return fwd end
+      cur = R:exec_block(W, rec.regions[2][1], fwd, ctx)
+      end_program(R, W, rec)
+    end
   end
   handlers["tileas.agent_switch"] = function(R, W, rec, _, ctx)
     R:exec_block(W, rec.regions[1][1], {}, ctx)
@@ -326,12 +345,14 @@ do
       iters = R:exec_block(W, body, a, ctx)
       if consumer then -- the consumer releases the stage of every ring
         for _, rg in ipairs(R.k.tileas.rings) do -- one arrival each: an arrival commutes with the others' steps
+          if rg.per_program then goto next_ring end -- (released when the program ends)
           local addr = ring_bar(R, W, rg, it.j % rg.stages, 1)
           R:request(W, rec, function() return true end, function()
             R:arrive(R:bar(W, addr, rec), 1, W.actor, W.vc, rec)
             W.vc[W.actor] = W.vc[W.actor] + 1
           end, function() return ("releases stage %d of the ring at %s"):format(it.j % rg.stages, rg.loc) end,
           W.cta.id .. ":" .. addr, "am", function() return sync.completes_on(W.cta.bars[addr], 1) end)
+          ::next_ring::
         end
       end
     end
@@ -349,6 +370,36 @@ do
     return m
   end
 
+  -- A ring filled once a program (tileas.per_program): the producer's n-th
+  -- copy into it fills stage n mod S (after every consumer released its
+  -- previous lap); a consumer's reads in its n-th program wait for that stage
+  -- once, and the program's end releases it (waiting for it first where the
+  -- program did not read it).
+  function program_period(W, ar)
+    W.prog_reads, W.prog_waited = W.prog_reads or {}, W.prog_waited or {}
+    return W.prog_reads[ar] or 0
+  end
+  function end_program(R, W, rec)
+    if W.role ~= "consumer" then return end
+    for _, ar in ipairs(R.k.tileas.rings) do
+      if ar.per_program then
+        local n = program_period(W, ar)
+        local s = n % ar.stages
+        if not W.prog_waited[ar] then
+          R:wait(W, rec, ring_bar(R, W, ar, s, 0), (n // ar.stages) & 1, n // ar.stages + 1,
+            ("wait for stage %d of the ring at %s in program %d"):format(s, ar.loc, n))
+        end
+        local addr = ring_bar(R, W, ar, s, 1)
+        R:request(W, rec, function() return true end, function()
+          R:arrive(R:bar(W, addr, rec), 1, W.actor, W.vc, rec)
+          W.vc[W.actor] = W.vc[W.actor] + 1
+        end, function() return ("releases stage %d of the ring at %s (the program ends)"):format(s, ar.loc) end,
+        W.cta.id .. ":" .. addr, "am", function() return sync.completes_on(W.cta.bars[addr], 1) end)
+        W.prog_reads[ar], W.prog_waited[ar] = n + 1, nil
+      end
+    end
+  end
+
   -- the value of a tile operand: a register tile, or a shared tensor read
   -- (a ring: the stage of the reader's pipelined iteration, waited for first)
   local function read_tile(R, W, rec, x)
@@ -358,7 +409,16 @@ do
     local cta = W.cta
     cta.stensors = cta.stensors or {}
     local addr, key = x.addr, ar.id
-    if ar.stages then
+    if ar.per_program then
+      local n = program_period(W, ar)
+      local s = n % ar.stages
+      if not W.prog_waited[ar] then
+        W.prog_waited[ar] = true
+        R:wait(W, rec, ring_bar(R, W, ar, s, 0), (n // ar.stages) & 1, n // ar.stages + 1,
+          ("wait for stage %d of the ring at %s in program %d"):format(s, ar.loc, n))
+      end
+      addr, key = addr + s * ar.stage_bytes, ar.id .. ":" .. s
+    elseif ar.stages then
       local it = W.pipe
       if not it then
         violation("model", ("%s at %s reads the ring at %s outside a loop marked tileas.pipeline"):format(rec.name, rec.loc, ar.loc))
@@ -388,11 +448,19 @@ do
       cta.stensors[ar.id] = src
       return {}
     end
-    local it = W.pipe
-    if not it then
-      violation("model", ("%s at %s fills the ring at %s outside a loop marked tileas.pipeline"):format(rec.name, rec.loc, ar.loc))
+    local j
+    if ar.per_program then -- the producer's n-th fill of the ring
+      W.fills = W.fills or {}
+      j = W.fills[ar] or 0
+      W.fills[ar] = j + 1
+    else
+      local it = W.pipe
+      if not it then
+        violation("model", ("%s at %s fills the ring at %s outside a loop marked tileas.pipeline"):format(rec.name, rec.loc, ar.loc))
+      end
+      j = it.j
     end
-    local s, round = it.j % ar.stages, it.j // ar.stages
+    local s, round = j % ar.stages, j // ar.stages
     -- acquire: every consumer released the stage's previous lap
     R:wait(W, rec, ring_bar(R, W, ar, s, 1), (round & 1) ~ 1, round,
       ("acquire of stage %d of the ring at %s in round %d"):format(s, ar.loc, round))
