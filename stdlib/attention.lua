@@ -159,9 +159,10 @@ do -- tl.attention: the generator and the check
 
       -- {=== the producer warpgroup
       k:agent("producer", { warps = 4 }, function()
-        -- (32 x 128 + 240 x 256 = 32 x 128 + 160 x 384 = 65536: the registers
-        -- of the SM; one consumer warpgroup has its 248 from the start)
-        if NC > 1 then tl.setmaxnreg(32, "dec") end
+        -- the registers move within the CTA's (its .maxnreg times its threads:
+        -- 168 x 384 = 40 x 128 + 232 x 256, 128 x 512 = 32 x 128 + 160 x 384);
+        -- one consumer warpgroup has its 248 from the start
+        if NC > 1 then tl.setmaxnreg(NC == 2 and 40 or 32, "dec") end
         k:async_exec("producer", { first_warp = 0, warps = 1 }, function()
           local stq, stk, stv = pq:producer_start(), pk:producer_start(), pv:producer_start()
           tl.elect_one(function()
@@ -183,7 +184,7 @@ do -- tl.attention: the generator and the check
 
       -- {=== the consumer warpgroups
       k:agent("consumer", { warps = 4 * NC }, function(a)
-        if NC > 1 then tl.setmaxnreg(NC == 2 and 240 or 160, "inc") end
+        if NC > 1 then tl.setmaxnreg(NC == 2 and 232 or 160, "inc") end
         k:async_exec("consumer", { first_warp = 4, warps = 4 * NC }, function()
           local wg = a:warp_id() // 4
           local t = a:thread_id() % 128

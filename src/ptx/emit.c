@@ -724,14 +724,12 @@ static bool visit_setmaxnreg(IrOp *op, void *ud) {
 }
 
 /* A kernel whose warpgroups move registers with setmaxnreg gets `.maxnreg`:
-** the block's share of the registers at entry (what ptxas must know to honour
+** its entry count (kernel_entry_regs: what ptxas must know to honour
 ** setmaxnreg; without it, it may pick fewer and ignore the moves). */
-static int64_t entry_maxnreg(IrOp *k, int64_t threads) {
+static int64_t entry_maxnreg(IrOp *k, const KernelSpec *ks) {
   bool found = false;
   ir_walk_pre(k, visit_setmaxnreg, &found);
-  if (!found || threads <= 0) return 0;
-  int64_t r = SM90_BLOCK_REGS / threads / 8 * 8;
-  return r > 255 ? 248 : r;
+  return found ? kernel_entry_regs(ks) : 0;
 }
 
 static void emit_kernel(Emit *e, IrOp *k, StrBuf *out) {
@@ -761,7 +759,7 @@ static void emit_kernel(Emit *e, IrOp *k, StrBuf *out) {
             head.len ? "\n" : "");
   sb_printf(out, ".reqntid %lld, %lld, %lld\n", (long long)block[0], (long long)block[1],
             (long long)block[2]);
-  int64_t maxnreg = entry_maxnreg(k, block[0] * block[1] * block[2]);
+  int64_t maxnreg = entry_maxnreg(k, &ks);
   if (maxnreg) sb_printf(out, ".maxnreg %lld\n", (long long)maxnreg);
   if (cluster[0] * cluster[1] * cluster[2] > 1)
     sb_printf(out, ".explicitcluster\n.reqnctapercluster %lld, %lld, %lld\n", (long long)cluster[0],

@@ -75,7 +75,7 @@ local problems = {
     sweep = { { consumers = 3, bn = 128 }, { consumers = 2, bn = 128 }, { consumers = 2, bn = 192 }, { consumers = 3, bn = 112 } } },
   { name = "d64 causal", b = 2, h = BH // 2, d = 64, causal = true,
     sweep = { { consumers = 3, bn = 128 }, { consumers = 3, bn = 128, schedule = "data_parallel" } } },
-  { name = "d256", b = 2, h = BH // 2, d = 256, sweep = { { bn = 64 }, { bn = 80 } } },
+  { name = "d256", b = 2, h = BH // 2, d = 256, sweep = { { bn = 64 }, { bn = 64, pingpong = false } } },
   { name = "d256 causal", b = 2, h = BH // 2, d = 256, causal = true, sweep = { { bn = 64 }, { bn = 64, schedule = "data_parallel" } } },
   { name = "d128 gqa 4:1", b = 2, h = BH // 2, hkv = BH // 8, d = 128, sweep = { { bn = 128 } } },
   { name = "d128 ragged", b = 2, h = BH // 2, d = 128, s = S - 96 - 7, sweep = { { bn = 128 } } },

@@ -223,7 +223,30 @@ do
   local function nop() return {} end
   handlers["tile.tensor_map_prefetch"] = nop
   handlers["tile.tma_prefetch"] = nop
-  handlers["tile.setmaxnreg"] = nop
+  -- tile.setmaxnreg: a CTA's registers are a pool. At launch every warp holds
+  -- the kernel's entry count (its .maxnreg, op:kernel_spec().entry_regs) and
+  -- the pool is empty; dec gives a warp's registers above the new count to the
+  -- pool, inc waits until the pool holds the warp's registers up to it (as
+  -- setmaxnreg.inc blocks). Warpgroups that ask for more than the CTA has
+  -- wait forever: a deadlock, with its trace.
+  local function setmaxnreg(R, W, rec)
+    if not rec.regs then
+      local spec = rec.op:kernel_spec()
+      rec.regs = { count = rec.op:attr "count", inc = rec.op:attr "action" == "inc", entry = spec and spec.entry_regs or 0 }
+    end
+    local o, cta = rec.regs, W.cta
+    cta.reg_pool = cta.reg_pool or 0
+    local delta = 32 * (o.count - (W.regs or o.entry)) -- registers the warp takes (gives back: negative)
+    R:request(W, rec, function() return delta <= cta.reg_pool end, function()
+      cta.reg_pool = cta.reg_pool - delta
+      W.regs = o.count
+    end, function()
+      return ("%s %d registers a thread (%d in the CTA's pool)"):format(o.inc and "takes" or "gives back to", o.count, cta.reg_pool)
+    end, cta.id .. ":regs", "w")
+    return {}
+  end
+  MMA.setmaxnreg = setmaxnreg
+  handlers["tile.setmaxnreg"] = setmaxnreg
   handlers["tile.wgmma_fence"] = nop
 
   handlers["tile.splat"] = function(R, W, rec, ins, ctx)

@@ -283,10 +283,10 @@ do
   local function nop() return {} end
   -- (nvvm.fence: models/global.lua)
   for _, n in ipairs { "nvvm.fence.proxy.async", "nvvm.fence.mbarrier_init", "nvvm.nanosleep",
-                       "tileas.pragma", -- a scheduler knob (tileas-insert-OCG-knobs): no effect on the program
-                       "nvvm.setmaxregister" } do
+                       "tileas.pragma" } do -- a scheduler knob (tileas-insert-OCG-knobs): no effect on the program
     handlers[n] = nop
   end
+  handlers["nvvm.setmaxregister"] = require("tilua.emulate.models.mma").setmaxnreg -- (the register pool)
 
   -- }===
 
