@@ -4,7 +4,8 @@
 --   LSE[b, h, i] = log sum_j exp(s_ij)
 --
 -- with Q, K, V, O [B, H, S, D] bf16 and LSE [B, H, SQ] f32: a program is 128
--- query rows of one head; it loads its Q tile once, then walks the keys in
+-- query rows of one head (programs x: the row blocks, y: batch x heads); it
+-- loads its Q tile once, then walks the keys in
 -- tiles of 128 (an online softmax: the running row maximum and sum are carried
 -- by the loop with the output accumulator), masks the keys past the end (and,
 -- causal, right of the diagonal) with an index tile, and stores O and the
@@ -29,9 +30,11 @@ local function build(o)
   local D, BM, BN = o.d or 128, 128, o.bn or 128
   tl.new_module()
   local k = tl.tile_kernel("attention", { params = { Q = tl.tensor(tl.bf16, 4), K = tl.tensor(tl.bf16, 4),
-    V = tl.tensor(tl.bf16, 4), O = tl.tensor(tl.bf16, 4), LSE = tl.tensor(tl.f32, 3), SKV = tl.i32, group = tl.i32, scale = tl.f32 } })
+    V = tl.tensor(tl.bf16, 4), O = tl.tensor(tl.bf16, 4), LSE = tl.tensor(tl.f32, 3), SKV = tl.i32, H = tl.i32, group = tl.i32,
+    scale = tl.f32 } })
   k:define(function(k, p)
-    local m, h, b = tl.program_id("x"), tl.program_id("y"), tl.program_id("z")
+    local m, bh = tl.program_id("x"), tl.program_id("y") -- 128 rows of head h of batch b
+    local b, h = bh // p.H, bh % p.H
     local hk, c = h // p.group, p.scale * LOG2E -- the key head; exp(x * scale) is exp2(x * c)
     local q = tl.load(p.Q, { b, h, m, 0 }, { BM, D }) -- loaded once, read by every key tile
     local rows = tl.iota({ BM, BN }, 0) + m * BM
@@ -81,10 +84,11 @@ end
 -- buffers x (q, k, v, o, lse).
 local function launch(k, o, x)
   local D = o.d
-  k:launch { grid = { (o.sq + 127) // 128, o.h, o.b },
+  k:launch { grid = { (o.sq + 127) // 128, o.b * o.h },
              args = { Q = { x.q, { o.b, o.h, o.sq, D } }, K = { x.k, { o.b, o.hkv, o.skv, D } },
                       V = { x.v, { o.b, o.hkv, o.skv, D } }, O = { x.o, { o.b, o.h, o.sq, D } },
-                      LSE = { x.lse, { o.b, o.h, o.sq } }, SKV = o.skv, group = o.h // o.hkv, scale = o.scale or 1 / math.sqrt(D) } }
+                      LSE = { x.lse, { o.b, o.h, o.sq } }, SKV = o.skv, H = o.h, group = o.h // o.hkv,
+                      scale = o.scale or 1 / math.sqrt(D) } }
 end
 
 -- run{seed, grid, small} -> ok, summary: the problem (small: 1 x 2 heads, 200 x

@@ -13,23 +13,14 @@ local R = require "tilua.passes.convert_tileas_to_cutlass.read"
 local V = require "tilua.passes.convert_tileas_to_cutlass.values"
 local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
 local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
+local Chain = require "tilua.passes.convert_tileas_to_cutlass.chain"
+local A = require "tilua.kernels.attention"
 
 local Consumer = {}
 
 -- {=== the mainloop: dots of rings
 
--- The descriptor of ring r (or its slice) at stage s, k step kk.
-local function desc(r, s, kk, kstep, kmajor)
-  local ring = r.ring or r
-  local off = r.offsets or { 0, 0 }
-  if kmajor then -- rows of K: a k step moves along the row
-    return tl.wgmma_desc(ring.smem:ptr(s, off[1], off[2] + kk * kstep), { swizzle = ring.swizzle, sbo = 1024 })
-  end
-  -- MN-major, boxes of {k rows, 64}: 16 k rows a step, 64-wide atoms a box apart
-  local row = off[2] // ring.box[2] * ring.shape[1] + off[1] + kk * 16
-  return tl.wgmma_desc(ring.smem:ptr(s, row, 0),
-                       { swizzle = ring.swizzle, lbo = ring.shape[1] * ring.box[2] * R.elem_bytes(ring.elem), sbo = 1024 })
-end
+local desc = V.desc
 
 -- env.dot: the dot of one k block: wgmma_fence, K / 16 wgmmas, commit.
 local function dot(L, env)
@@ -115,6 +106,19 @@ local function tile_rows_cols(L, f, tile_coord_m, tile_coord_n, ri)
   return V.plus(tile_coord_m * ri.shape[1] + f.row, offs[1]), V.plus(tile_coord_n * ri.shape[2] + f.col, offs[2])
 end
 
+-- The leading coordinates of a tiled access of a tile of fewer dims than its
+-- tensor (element indices) and the index of its first tile coordinate.
+local function leading(L, op)
+  local lead, out = R.lead(op), {}
+  for d = 1, lead do out[d] = V.get(L, op:operand(1 + d), op) end
+  return out, 2 + lead
+end
+local function with(lead, idx)
+  local out = { table.unpack(lead) }
+  for _, x in ipairs(idx) do out[#out + 1] = x end
+  return out
+end
+
 -- env.tiled_load: a row or column (a slice of the mma layout) or a tile in
 -- the mma layout, per element the thread holds.
 local function tiled_load(L, f)
@@ -125,19 +129,33 @@ local function tiled_load(L, f)
     if kind == "slice" and L.nctas > 1 then
       R.fail(op, "tiled_load of a slice on a cluster is not lowered yet")
     elseif kind == "slice" and #ri.shape == 1 and ri.layout.parent and ri.layout.parent.kind == "mma" then
+      local lead, at = leading(L, op)
       local along = ri.layout.dim == 0 and 2 or 1 -- slice dim 0 removed: a row over N
-      local base = V.get(L, op:operand(2), op) * ri.shape[1] + (along == 2 and f.col or f.row)
-      L.vmap[op:result(1):id()] = V.line(ri.elem, along, function(off) return V.load_at(L, e, op, { base + off }) end)
+      local base = V.get(L, op:operand(at), op) * ri.shape[1] + (along == 2 and f.col or f.row)
+      L.vmap[op:result(1):id()] = V.line(ri.elem, along, function(off) return V.load_at(L, e, op, with(lead, { base + off })) end)
     elseif kind == "mma" and #ri.shape == 2 then
-      local r0, c0 = tile_rows_cols(L, f, V.get(L, op:operand(2), op), V.get(L, op:operand(3), op), ri)
+      local lead, at = leading(L, op)
+      local r0, c0 = tile_rows_cols(L, f, V.get(L, op:operand(at), op), V.get(L, op:operand(at + 1), op), ri)
       L.vmap[op:result(1):id()] = V.frag(ri.elem, ri.shape[1] * ri.shape[2] // 128, function(i)
         local dr, dc = f.offset(i)
-        return V.load_at(L, e, op, { r0 + dr, c0 + dc })
+        return V.load_at(L, e, op, with(lead, { r0 + dr, c0 + dc }))
       end)
     else
       R.fail(op, "tiled_load of a tile of layout '%s' in a consumer is not lowered yet", tostring(kind))
     end
   end
+end
+
+-- A row of a tile in the mma layout (a slice along its columns: the rows the
+-- thread holds; a log-sum-exp a row) stored by the first lane of each quad
+-- that holds a row, bounds-checked.
+local function store_rows(L, e, op, x, ri, lead, tm, f, t)
+  if L.nctas > 1 or x.along ~= 1 then R.fail(op, "a stored slice must be a column of rows (one value a row), on one CTA") end
+  tl.if_((t % 4):eq(0), function()
+    for _, dr in ipairs { 0, 8 } do
+      V.store_at(L, e, op, with(lead, { tm * ri.shape[1] + f.row + dr }), x:at(dr))
+    end
+  end)
 end
 
 -- env.tiled_store: a tile in the mma layout; 16-bit to a TMA map through the
@@ -147,14 +165,16 @@ local function tiled_store(L, env, f, wg, t)
     local e = L.P.by_arg[op:operand(1):id()]
     local tile = op:operand(op:noperands())
     local ri = R.tile_of(tile)
-    local shape, offs = V.block_offsets(L, ri) -- this CTA's block of the tile
     local x = V.get(L, tile, op)
+    local lead, at = leading(L, op)
+    if V.is_line(x) then return store_rows(L, e, op, x, ri, lead, V.get(L, op:operand(at), op), f, t) end
+    local shape, offs = V.block_offsets(L, ri) -- this CTA's block of the tile
     if not V.is_frag(x) and not x.vec then R.fail(op, "tiled_store of a tile not in the mma layout is not lowered yet") end
     if x.vec then
       local vec = x.vec
       x = V.frag(tl.f32, shape[2] // 2, function(i) return tl.extract(vec, i) end)
     end
-    local tm, tn = V.get(L, op:operand(2), op), V.get(L, op:operand(3), op)
+    local tm, tn = V.get(L, op:operand(at), op), V.get(L, op:operand(at + 1), op)
     if e.lowered_map and R.elem_bytes(ri.elem) == 2 then
       L.staging = L.staging or L.k:shared(ri.elem, { #L.consumers, shape[2] // 64, 64, 64 }, { align = 1024, swizzle = 128 })
       local wide = x.trunc_of or x
@@ -163,7 +183,7 @@ local function tiled_store(L, env, f, wg, t)
       L.G.store_fragment(tl, { bn = shape[2], out = ri.elem, staging = L.staging, map = L.args[e.lowered_map],
                                warpgroup = wg, barrier = 1 + wg, thread = t,
                                coords = function(ch)
-                                 return { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * 64, offs[2]) }
+                                 return with(lead, { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * 64, offs[2]) })
                                end },
                          vals)
       env.tma_stored = true
@@ -171,7 +191,7 @@ local function tiled_store(L, env, f, wg, t)
       local r0, c0 = tile_rows_cols(L, f, tm, tn, ri)
       for i = 0, shape[2] // 2 - 1 do
         local dr, dc = f.offset(i)
-        V.store_at(L, e, op, { r0 + dr, c0 + dc }, x:at(i))
+        V.store_at(L, e, op, with(lead, { r0 + dr, c0 + dc }), x:at(i))
       end
     end
   end
@@ -195,12 +215,29 @@ local function build(L, ag, count, first)
       local t = ta.thread_id() % 128
       local f = tl.wgmma_fragment(t)
       env.f = f
-      local st = L.pipe:consumer_start()
+      -- a cursor a pipeline (one for a GEMM); the turns at the dots, where
+      -- the loop takes them (tileas.turns: L.go, a seq_bar a warpgroup)
+      local cur, cursors = {}, {}
+      for i, g in ipairs(L.groups) do
+        cur[g] = g.pipe:consumer_start()
+        cursors[i] = cur[g]
+      end
+      local ctx = { go = L.go, wg = tl.cast(wg, tl.i32) }
+      if L.go then
+        ctx.turn = A.turn_state(tl, L.go, ctx.wg)
+        cursors[#cursors + 1] = ctx.turn
+      end
+      local st = L.pipe and cursors[1]
       env.program_id = Loops.program_id(L)
-      env.persistent = Loops.persistent(L, env, { st })
+      env.persistent = Loops.persistent(L, env, cursors)
       env.copy = function(op) R.fail(op, "a copy in a consumer agent is not lowered yet") end
       env.dot = dot(L, env)
-      env.pipelined_for = pipelined_for(L, env, st, wg, t)
+      local gemm_loop = L.pipe and pipelined_for(L, env, st, wg, t)
+      env.pipelined_for = function(op)
+        if Chain.scheduled(op) then return Chain.lower(L, env, op, cur, ctx) end
+        if not gemm_loop then R.fail(op, "a pipelined loop of several pipelines whose dots are not scheduled ahead is not lowered yet") end
+        return gemm_loop(op)
+      end
       env.tiled_load = tiled_load(L, f)
       env.tiled_store = tiled_store(L, env, f, wg, t)
       X.lower_block(L, ag.op:region(1):entry(), env)

@@ -41,7 +41,7 @@ local function elementwise(L, op)
       return tl.op1(nm, xs, ri.elem, attrs)
     end)
   end
-  if kind ~= "mma" then R.fail(op, "elementwise ops on tiles of layout '%s' are not lowered yet (only the accumulator's mma layout)", tostring(kind)) end
+  if kind ~= "mma" and kind ~= "mma_operand" then R.fail(op, "elementwise ops on tiles of layout '%s' are not lowered yet (only the accumulator's mma layout)", tostring(kind)) end
   local attrs = op:attrs(true)
   local n = ri.shape[1] * ri.shape[2] // 128
   local nm = op:name()
@@ -97,7 +97,7 @@ local function row_varies(L, v)
     return dep[id]
   end
   local function load_varies(ld, d)
-    if depends(ld:operand(2 + d)) then return L.P.by_arg[ld:operand(1):id()].name end
+    if depends(ld:operand(2 + R.lead(ld) + d)) then return L.P.by_arg[ld:operand(1):id()].name end
   end
   local seen = {}
   local function trace(t)
@@ -218,6 +218,20 @@ OPS["tileas.splat"] = function(L, op)
   L.vmap[op:result(1):id()] = f
 end
 
+-- an index tile in the mma layout: the row (dim 0) or column (dim 1) of each
+-- element the thread holds
+OPS["tileas.iota"] = function(L, op, env)
+  local ri = R.tile_of(op:result(1))
+  if R.layout_kind(op:result(1)) ~= "mma" or #ri.shape ~= 2 or not env.f or L.nctas > 1 then
+    R.fail(op, "tileas.iota of a tile in the accumulator's mma layout (in a consumer, on one CTA) only")
+  end
+  local f, dim = env.f, op:attr "dim"
+  L.vmap[op:result(1):id()] = V.frag(tl.i32, ri.shape[1] * ri.shape[2] // 128, function(i)
+    local dr, dc = f.offset(i)
+    return dim == 0 and f.row + dr or f.col + dc
+  end)
+end
+
 OPS["tileas.extract_slice"] = function(L, op, env)
   local r = V.get(L, op:operand(1), op)
   if not V.is_ring(r) then R.fail(op, "extract_slice of register tiles is not lowered yet") end
@@ -238,7 +252,10 @@ local function shape_op(L, op, env)
   local n = op:name()
   local x = V.get(L, op:operand(1), op)
   local ri = R.tile_of(op:result(1))
-  if n == "tileas.convert_layout" and R.layout_kind(op:result(1)) ~= R.layout_kind(op:operand(1)) then
+  local from, to = R.layout_kind(op:operand(1)), R.layout_kind(op:result(1))
+  -- a 64-row register operand of wgmma sits where the accumulator's element does
+  local same = (from == "mma" or from == "mma_operand") and (to == "mma" or to == "mma_operand") and ri.shape[1] == 64
+  if n == "tileas.convert_layout" and from ~= to and not same then
     R.fail(op, "convert_layout from %s to %s is not lowered yet", tostring(R.layout_kind(op:operand(1))), tostring(R.layout_kind(op:result(1))))
   end
   if n == "tileas.convert_layout" and L.nctas > 1 and R.moves_between_ctas(op) then

@@ -50,7 +50,7 @@ local function plan_params(tl, kop, agents, nctas)
           local e = tensor(ld)
           e.ring_loaded = true
           local g = R.ring_geometry(ring, nctas)
-          want_map(e, op, tl.tensor_map_type(g.ti.elem, g.box, g.swizzle))
+          want_map(e, op, tl.tensor_map_type(g.ti.elem, R.full_box(g.box, R.lead(ld)), g.swizzle))
         end
       elseif n == "tileas.tiled_load" or n == "tileas.tiled_store" then
         local e = tensor(op)
@@ -58,7 +58,7 @@ local function plan_params(tl, kop, agents, nctas)
         local ti = R.tile_of(tile)
         if n == "tileas.tiled_store" and ag.kind == "consumer" and ti.layout and ti.layout.kind == "mma"
            and R.elem_bytes(ti.elem) == 2 and R.cta_part(ti, nctas)[2] % 64 == 0 then
-          want_map(e, op, tl.tensor_map_type(ti.elem, { 64, 64 }, 128))
+          want_map(e, op, tl.tensor_map_type(ti.elem, R.full_box({ 64, 64 }, R.lead(op)), 128))
           P.tma_stores = true
         elseif n == "tileas.tiled_store" or not R.is_ring_load(op) then
           e.ptr = true
@@ -240,12 +240,13 @@ local function read_rings(L, Ring)
   for _, op in ipairs(L.body:ops()) do
     local n = op:name()
     if n == "tileas.alloc_tensor" and op:attr "tileas.stages" then
-      local s = op:attr "tileas.stages"
-      if stages and s ~= stages then R.fail(op, "rings of %d and %d stages", stages, s) end
-      stages = s
+      local s, once = op:attr "tileas.stages", op:attr_or_default "tileas.per_program"
+      if stages and s ~= stages and not once then R.fail(op, "rings of %d and %d stages", stages, s) end
+      if not once then stages = s end
       local g = R.ring_geometry(op:result(1), L.nctas)
       if g.multicast > 1 and g.cta then R.fail(op, "multicast of a ring split among the CTAs is not lowered yet") end
       rings[#rings + 1] = setmetatable({ value = op:result(1), op = op, elem = g.ti.elem, shape = g.shape, tile = g.ti,
+                                         stages = s, per_program = once or nil,
                                          swizzle = g.swizzle, box = g.box, nbox = g.nbox, multicast = g.multicast, pieces = g.pieces,
                                          bytes = g.shape[1] * g.shape[2] * R.elem_bytes(g.ti.elem) },
                                        Ring)
@@ -254,8 +255,54 @@ local function read_rings(L, Ring)
     end
   end
   if #rings == 0 then R.fail(L.kop, "no rings (alloc_tensor with tileas.stages) feed the agents") end
-  L.rings, L.pre, L.stages, L.ring_of = rings, pre, stages, {}
+  L.rings, L.pre, L.stages, L.ring_of = rings, pre, stages or 1, {}
   for _, r in ipairs(rings) do L.ring_of[r.value:id()] = r end
+end
+
+-- The rings' pipelines (L.groups; r.group of each ring): the rings one dot
+-- reads share one, a stage holding a tile of each (a GEMM's A and B, as
+-- stdlib/gemm.lua's; without dots scheduled ahead every ring shares it); the
+-- rings of different scheduled dots have pipelines of their own, each released
+-- when its dot is done (attention's K and V), and so has a ring filled once a
+-- program (its Q).
+local function read_groups(L)
+  local parent = {}
+  local function find(r)
+    while parent[r] and parent[r] ~= r do r = parent[r] end
+    return r
+  end
+  for _, r in ipairs(L.rings) do parent[r] = r end
+  local scheduled, first = false, nil
+  R.each_op(L.consumers[1].op, function(op)
+    scheduled = scheduled or (op:name() == "tileas.dot" and op:attr_or_default "tileas.ahead")
+  end)
+  local function join(r)
+    if r and not r.per_program then
+      if first then parent[find(r)] = find(first) else first = r end
+    end
+  end
+  if not scheduled then -- (a GEMM: one pipeline, whatever its dots read through)
+    for _, r in ipairs(L.rings) do join(r) end
+  end
+  R.each_op(L.consumers[1].op, function(op)
+    if op:name() ~= "tileas.dot" then return end
+    first = nil
+    for i = 1, 2 do join(L.ring_of[R.ring_source(op:operand(i)):id()]) end
+  end)
+  L.groups = {}
+  local by_root = {}
+  for _, r in ipairs(L.rings) do
+    local root = find(r)
+    local g = by_root[root]
+    if not g then
+      g = { rings = {}, stages = r.stages, per_program = r.per_program, bytes = 0, index = #L.groups + 1 }
+      by_root[root] = g
+      L.groups[#L.groups + 1] = g
+    end
+    g.rings[#g.rings + 1] = r
+    g.bytes = g.bytes + r.bytes
+    r.group = g
+  end
 end
 
 -- The plan record of kernel kop (tl the library, G the shared GEMM pieces,
@@ -275,6 +322,7 @@ function plan.read(tl, G, kop, Ring)
   L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas)
   if L.S then add_workspace_param(tl, L.P) end
   read_rings(L, Ring)
+  read_groups(L)
   return L
 end
 

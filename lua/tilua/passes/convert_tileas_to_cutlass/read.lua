@@ -143,6 +143,31 @@ function R.ring_geometry(ring, n)
   return { ti = ti, shape = shape, cta = c, multicast = k, swizzle = sw, box = box, nbox = nbox, pieces = pieces }
 end
 
+-- The dims a tiled access of op leaves out: a tile of fewer dims than its
+-- tensor is its last dims, one element of each leading one.
+function R.lead(op)
+  local tile = op:name() == "tileas.tiled_store" and op:operand(op:noperands()) or op:result(1)
+  return op:operand(1):type():info().params[2] - #R.tile_of(tile).shape
+end
+
+-- A box (outermost first) of a tile of fewer dims than its tensor: 1 for each
+-- of the `lead` dims it leaves out, then the box.
+function R.full_box(box, lead)
+  local out = {}
+  for d = 1, lead do out[d] = 1 end
+  for _, x in ipairs(box) do out[#out + 1] = x end
+  return out
+end
+
+-- The value a dot operand v reads through slices and layout conversions (a
+-- ring, where it reads one).
+function R.ring_source(v)
+  while v:def() and (v:def():name() == "tileas.extract_slice" or v:def():name() == "tileas.convert_layout") do
+    v = v:def():operand(1)
+  end
+  return v
+end
+
 -- The value of an arith.constant, or nil.
 function R.const_int(v)
   local d = v:def()
