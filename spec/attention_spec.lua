@@ -4,75 +4,24 @@
 -- fence injected and no spills; on the CPU emulator its O and log-sum-exp equal
 -- a CPU reference at small sizes (ragged lengths, causal, grouped-query heads,
 -- head dims 64, 128 and 256, f16, O staged in Q's rows, one to three consumer
--- warpgroups), and the protocol checker finds nothing wrong in its pipelines.
+-- warpgroups), and the protocol checker finds nothing wrong in its pipelines;
+-- its register moves fit the CTA's registers (a CTA whose warpgroups take
+-- more than it holds deadlocks on the emulator and the checker).
 local H = dofile "spec/helper.lua"
 local PH = dofile "spec/protocol_helper.lua"
 local tl = require "tilua"
-local VV = require "tilua.emulate.values"
 
--- Inputs: multiples of 1/8 in [-1, 1] (exact in bf16 and f16) from a fixed LCG.
+local AH = dofile "spec/attention_helper.lua"
+
+-- The inputs of problem c (spec/attention_helper.lua's) and tl.attention's
+-- kernel arguments for them. -> values, args
 local function inputs(c, seed)
-  local enc = VV.float16.enc[c.dtype]
-  local function tensor(h, s)
-    local vals, bytes = {}, {}
-    for i = 1, c.b * h * s * c.d do
-      seed = (seed * 1103515245 + 12345) % 2147483648
-      local x = ((seed >> 8) % 17 - 8) / 8
-      vals[i], bytes[i] = x, string.pack("<I2", enc(x))
-    end
-    return vals, table.concat(bytes)
-  end
-  local Q, qb = tensor(c.h, c.sq)
-  local K, kb = tensor(c.hkv, c.skv)
-  local V, vb = tensor(c.hkv, c.skv)
-  local args = { { data = qb, shape = { c.b, c.h, c.sq, c.d } }, { data = kb, shape = { c.b, c.hkv, c.skv, c.d } },
-                 { data = vb, shape = { c.b, c.hkv, c.skv, c.d } },
+  local x, bytes = AH.inputs(c, seed)
+  local args = { { data = bytes.q, shape = { c.b, c.h, c.sq, c.d } }, { data = bytes.k, shape = { c.b, c.hkv, c.skv, c.d } },
+                 { data = bytes.v, shape = { c.b, c.hkv, c.skv, c.d } },
                  { bytes = c.b * c.h * c.sq * c.d * 2, shape = { c.b, c.h, c.sq, c.d } },
                  { bytes = c.b * c.h * c.sq * 4 }, c.b, c.h, c.hkv, c.sq, c.skv, c.scale }
-  return Q, K, V, args
-end
-
--- The largest errors of the emulated O and LSE against the CPU (doubles), and
--- how many elements are off: O by more than 2^-7 + 2^-8 |ref| (P and O are
--- rounded to 16 bits), the LSE by more than 1e-3 (1 + |ref|).
-local function compare(c, Q, K, V, ob, lb)
-  local dec = VV.float16.dec[c.dtype]
-  local worst, worstl, bad = 0, 0, 0
-  for b = 0, c.b - 1 do
-    for h = 0, c.h - 1 do
-      local hk = h // (c.h // c.hkv)
-      for i = 0, c.sq - 1 do
-        local qo = ((b * c.h + h) * c.sq + i) * c.d
-        local s, mx = {}, -math.huge
-        local lim = c.causal and math.min(c.skv, i + 1) or c.skv
-        for j = 0, lim - 1 do
-          local ko = ((b * c.hkv + hk) * c.skv + j) * c.d
-          local x = 0
-          for e = 1, c.d do x = x + Q[qo + e] * K[ko + e] end
-          s[j] = x * c.scale
-          mx = math.max(mx, s[j])
-        end
-        local sum = 0
-        for j = 0, lim - 1 do
-          s[j] = math.exp(s[j] - mx)
-          sum = sum + s[j]
-        end
-        local lse = mx + math.log(sum)
-        local got_l = string.unpack("<f", lb, ((b * c.h + h) * c.sq + i) * 4 + 1)
-        worstl = math.max(worstl, math.abs(got_l - lse))
-        if math.abs(got_l - lse) > 1e-3 * (1 + math.abs(lse)) then bad = bad + 1 end
-        for e = 1, c.d do
-          local x = 0
-          for j = 0, lim - 1 do x = x + s[j] * V[((b * c.hkv + hk) * c.skv + j) * c.d + e] end
-          x = x / sum
-          local got = dec(string.unpack("<I2", ob, (qo + e - 1) * 2 + 1))
-          worst = math.max(worst, math.abs(got - x))
-          if math.abs(got - x) > 2 ^ -7 + 2 ^ -8 * math.abs(x) then bad = bad + 1 end
-        end
-      end
-    end
-  end
-  return worst, worstl, bad
+  return x, args
 end
 
 describe("tl.attention", function()
@@ -139,6 +88,7 @@ describe("tl.attention", function()
     { b = 1, h = 1, sq = 130, skv = 70, d = 128, bn = 64, consumers = 1, dtype = "f16", sms = 2 },
     { b = 1, h = 1, sq = 70, skv = 130, d = 256, bn = 64, consumers = 2, sms = 1 },                   -- O in Q's rows
     { b = 2, h = 1, sq = 100, skv = 200, d = 64, bn = 128, consumers = 3, causal = true, sms = 1 },
+    { b = 1, h = 1, sq = 130, skv = 200, d = 128, sms = 1 }, -- head dim 128's own tiles: 128 x 128, 2 consumers
   }
   for _, o in ipairs(CASES) do
     local a = tl.attention.build(o)
@@ -146,18 +96,70 @@ describe("tl.attention", function()
     it(("on the CPU emulator equals a CPU reference: %d x %d heads (%d), %d x %d, d %d, bn %d, %d consumers%s%s%s"):format(
          c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.bn, c.consumers, c.causal and ", causal" or "", c.dtype == "f16" and ", f16" or "",
          c.o_in_q and ", O in Q" or ""), function()
-      local Q, K, V, args = inputs(c, 7 + c.d + c.sq)
+      local x, args = inputs(c, 7 + c.d + c.sq)
       local r = tl.emulate(PH.lowered_gemm(a), { grid = a.grid, args = args, max_steps = 1e9 })
       assert(r.ok, r.report)
-      local worst, worstl, bad = compare(c, Q, K, V, r.read(4), r.read(5))
+      local worst, worstl, bad = AH.compare(c, x, r.read(4), r.read(5))
       assert.equal(0, bad, ("max |O - ref| %.3g, max |LSE - ref| %.3g"):format(worst, worstl))
     end)
   end
 
+  -- The registers a CTA holds are its .maxnreg times its threads; setmaxnreg.dec
+  -- gives a warp's share to the CTA's pool and setmaxnreg.inc waits until the
+  -- pool holds what it takes. Head dim 128 once asked for 32 + 2 x 240 of
+  -- 168 x 384 (65536 > 64512): the consumers waited forever on the GPU.
+  local function regs_kernel(dec, inc)
+    tl.new_module()
+    local k = tl.kernel("regs", { block = 384 })
+    k:define(function(k)
+      k:agent("producer", { warps = 4 }, function() tl.setmaxnreg(dec, "dec") end)
+      k:agent("consumer", { warps = 8 }, function() tl.setmaxnreg(inc, "inc") end)
+    end)
+    return k
+  end
+
+  it("a CTA whose warpgroups take more registers than it holds deadlocks on the emulator and the checker", function()
+    local k = regs_kernel(32, 240)
+    H.has(k:compile(), ".maxnreg 168")
+    local r = tl.emulate(k, { grid = 1 })
+    assert.is_false(r.ok)
+    H.has(r.report, "deadlock")
+    H.has(r.report, "takes 240 registers a thread")
+    for _, por in ipairs { true, false } do
+      local c = tl.verify_protocol(k, { grid = 1, max_states = 2000, por = por })
+      assert.is_false(c.ok)
+      H.has(c.report, "takes 240 registers a thread")
+    end
+    for _, m in ipairs { { 40, 232 }, { 24, 240 } } do -- the GEMM's and FlashAttention-3's: they fit
+      local ok = regs_kernel(m[1], m[2])
+      local e = tl.emulate(ok, { grid = 1 })
+      assert(e.ok, e.report)
+      local c = tl.verify_protocol(ok, { grid = 1, max_states = 2000, por = false })
+      assert(c.ok, c.report)
+    end
+  end)
+
+  it("moves registers within its CTA's: producer + consumers <= .maxnreg x threads, at every head dim and consumer count", function()
+    for _, o in ipairs { { d = 64 }, { d = 128 }, { d = 256 }, { d = 64, consumers = 2 }, { d = 128, consumers = 3, bn = 64 },
+                         { d = 128, consumers = 1 } } do
+      local a = tl.attention.build { b = 1, h = 1, sq = 4096, d = o.d, consumers = o.consumers, bn = o.bn }
+      local ptx = a.kernel:compile()
+      local threads = tonumber(ptx:match "%.reqntid (%d+)")
+      local entry = tonumber(ptx:match "%.maxnreg (%d+)")
+      local dec = tonumber(ptx:match "setmaxnreg%.dec%.sync%.aligned%.u32 (%d+)")
+      local inc = tonumber(ptx:match "setmaxnreg%.inc%.sync%.aligned%.u32 (%d+)")
+      if a.cfg.consumers > 1 then
+        assert(entry and dec and inc, "no register moves at d " .. o.d)
+        assert(128 * dec + (threads - 128) * inc <= entry * threads,
+               ("d %d, %d consumers: %d x 128 + %d x %d > %d x %d"):format(o.d, a.cfg.consumers, dec, inc, threads - 128, entry, threads))
+      end
+    end
+  end)
+
   it("passes the protocol check: no deadlock, stage or phase error in its four pipelines", function()
     local a = tl.attention.build { b = 1, h = 1, sq = 64, skv = 192, d = 64, bn = 64, consumers = 2, sms = 1 }
     local c = a.cfg
-    local _, _, _, args = inputs(c, 3)
+    local _, args = inputs(c, 3)
     local r = tl.verify_protocol(PH.lowered_gemm(a), { grid = 1, args = args, max_states = 2000, max_seconds = 60 })
     assert(r.ok, r.report)
   end)

@@ -228,7 +228,9 @@ do
   -- the pool is empty; dec gives a warp's registers above the new count to the
   -- pool, inc waits until the pool holds the warp's registers up to it (as
   -- setmaxnreg.inc blocks). Warpgroups that ask for more than the CTA has
-  -- wait forever: a deadlock, with its trace.
+  -- wait forever: a deadlock, with its trace. The checker takes a move alone
+  -- when it can run ("n"): the order of the moves changes only which warp
+  -- waits when the CTA's registers do not cover them all, not whether one does.
   local function setmaxnreg(R, W, rec)
     if not rec.regs then
       local spec = rec.op:kernel_spec()
@@ -242,7 +244,7 @@ do
       W.regs = o.count
     end, function()
       return ("%s %d registers a thread (%d in the CTA's pool)"):format(o.inc and "takes" or "gives back to", o.count, cta.reg_pool)
-    end, cta.id .. ":regs", "w")
+    end, cta.id .. ":regs", "n")
     return {}
   end
   MMA.setmaxnreg = setmaxnreg
