@@ -12,13 +12,17 @@
 -- SDPA's enable_gqa) with the same timing; its forward and backward are both
 -- timed (the backward's for the ratio of a backward kernel). FLOPs are
 -- 4 B H SQ SKV D, halved when causal. The table shows TFLOP/s and the
--- ratios ours / cuDNN and ours / flash; --sweep times several tiles a problem
+-- ratios ours / cuDNN and ours / flash, and the tile program's
+-- (examples/attention.lua, head dims 64 and 128) on the same inputs, checked
+-- the same way; --sweep times several tiles a problem
 -- and reports each (the best goes to the table). Without python3 and torch the
 -- peers' columns say so. Also the compile time of the tile program
 -- examples/attention.lua from script to PTX (the median of 20), which needs
 -- no GPU.
 --
---   tilua tools/bench/attention.lua [--sweep] [--only=d128] [--s=4096] [--bh=32] [--no-torch]
+--   tilua tools/bench/attention.lua [--sweep] [--only=d128,d128 causal] [--s=4096] [--bh=32] [--no-torch]
+--
+-- --only names the problems to run (comma-separated, e.g. "d64,d64 causal").
 local tl = require "tilua"
 
 local o = { s = 4096, bh = 32 }
@@ -83,7 +87,9 @@ local problems = {
 local list = {}
 for _, p in ipairs(problems) do
   p.hkv, p.s = p.hkv or p.h, p.s or S
-  if not o.only or p.name:find(o.only, 1, true) then list[#list + 1] = p end
+  local want = not o.only
+  for name in tostring(o.only or ""):gmatch "[^,]+" do want = want or p.name == name end
+  if want then list[#list + 1] = p end
 end
 -- }===
 
@@ -193,7 +199,11 @@ local function best_of(fn)
   return best
 end
 
-local ours = {}
+local ours, tile, tile_k = {}, {}, {}
+local tile_ex = (function()
+  local ok, ex = pcall(function() return assert(loadfile "examples/attention.lua")("--library") end)
+  return ok and ex.launch and ex or nil
+end)()
 for pi, p in ipairs(list) do
   local n, nkv = p.b * p.h * p.s * p.d, p.b * p.hkv * p.s * p.d
   local q <close> = D.random(tl.bf16, n, seed + 10 * pi)
@@ -230,13 +240,39 @@ for pi, p in ipairs(list) do
       end
     end
   end
+  -- the tile program (examples/attention.lua: 128 x 128 tiles, its own lowering)
+  -- on the same inputs, checked against the same reference
+  if tile_ex and p.d <= 128 and R then
+    local key = p.d .. tostring(p.causal)
+    tile_k[key] = tile_k[key] or tile_ex.build { d = p.d, causal = p.causal }
+    local tk = tile_k[key]
+    local prob = { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d }
+    local ref = tl.attention.build { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d, causal = p.causal }
+    local ok_run, err = pcall(function()
+      out:fill(0)
+      tile_ex.launch(tk, prob, args)
+      D.synchronize()
+    end)
+    local ok, report = false, err
+    if ok_run then
+      ok, report = ref:check { q = q, k = k, v = v, o = out, lse = lse, reference = { R, RL }, seed = seed, samples = 1, vmax = 1.0 }
+    end
+    if not ok then
+      print(("%-14s %-44s WRONG: %s"):format(p.name, "tile program", report))
+    else
+      local ms = best_of(function() tile_ex.launch(tk, prob, args) end)
+      local tf = ref.flops / ms / 1e9
+      print(("%-14s %-44s %8.3f ms %7.1f TFLOP/s  (%s)"):format(p.name, "tile program", ms, tf, report))
+      tile[pi] = { tflops = tf, ms = ms }
+    end
+  end
   if R then R:free() RL:free() end
 end
 -- }===
 
 print()
-print(("| problem (B x H x S x D) | ours TFLOP/s | cuDNN | flash | ours / cuDNN | ours / flash | cuDNN bwd TFLOP/s | config |"))
-print("|---|---|---|---|---|---|---|---|")
+print(("| problem (B x H x S x D) | ours TFLOP/s | cuDNN | flash | ours / cuDNN | ours / flash | tile program | tile / cuDNN | cuDNN bwd TFLOP/s | config |"))
+print("|---|---|---|---|---|---|---|---|---|---|")
 for pi, p in ipairs(list) do
   local r, t = ours[pi], peers and peers[pi]
   local flops = 4.0 * p.b * p.h * p.s * p.s * p.d * (p.causal and 0.5 or 1)
@@ -244,9 +280,10 @@ for pi, p in ipairs(list) do
   local function fmt(x) return x and ("%.1f"):format(x) or "-" end
   local function ratio(a, b) return a and b and ("%.3f"):format(a / b) or "-" end
   local cu, fl = t and tf(t.cudnn), t and tf(t.flash)
-  print(("| %s (%d x %d%s x %d x %d) | %s | %s | %s | %s | %s | %s | %s |"):format(p.name, p.b, p.h,
+  local tp = tile[pi] and tile[pi].tflops
+  print(("| %s (%d x %d%s x %d x %d) | %s | %s | %s | %s | %s | %s | %s | %s | %s |"):format(p.name, p.b, p.h,
     p.hkv ~= p.h and ("/" .. p.hkv) or "", p.s, p.d, fmt(r and r.tflops), fmt(cu), fmt(fl),
-    ratio(r and r.tflops, cu), ratio(r and r.tflops, fl), fmt(t and t.cudnn_bwd and tf(t.cudnn_bwd / 2.5)),
+    ratio(r and r.tflops, cu), ratio(r and r.tflops, fl), fmt(tp), ratio(tp, cu), fmt(t and t.cudnn_bwd and tf(t.cudnn_bwd / 2.5)),
     r and r.label or "wrong or not built"))
 end
 print("(cuDNN bwd TFLOP/s: 2.5 times the forward's FLOPs over the backward's time, the usual count)")
