@@ -20,9 +20,10 @@
 -- examples/attention.lua from script to PTX (the median of 20), which needs
 -- no GPU.
 --
---   tilua tools/bench/attention.lua [--sweep] [--only=d128,d128 causal] [--s=4096] [--bh=32] [--no-torch]
+--   tilua tools/bench/attention.lua [--sweep] [--only=d128,d128 causal] [--s=4096] [--bh=32] [--no-torch] [--no-tile]
 --
--- --only names the problems to run (comma-separated, e.g. "d64,d64 causal").
+-- --only names the problems to run (comma-separated, e.g. "d64,d64 causal");
+-- --no-tile leaves the tile program out.
 local tl = require "tilua"
 
 local o = { s = 4096, bh = 32 }
@@ -31,6 +32,7 @@ for _, a in ipairs(arg or {}) do
   if key then o[key] = math.tointeger(tonumber(v)) or v end
   if a == "--sweep" then o.sweep = true end
   if a == "--no-torch" then o.no_torch = true end
+  if a == "--no-tile" then o.no_tile = true end
 end
 
 -- {=== compile time, script to PTX (the build of the IR included), no cache
@@ -200,7 +202,7 @@ local function best_of(fn)
 end
 
 local ours, tile, tile_k = {}, {}, {}
-local tile_ex = (function()
+local tile_ex = not o.no_tile and (function()
   local ok, ex = pcall(function() return assert(loadfile "examples/attention.lua")("--library") end)
   return ok and ex.launch and ex or nil
 end)()
