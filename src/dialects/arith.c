@@ -121,8 +121,26 @@ IrResult arith_verify_index_cast(IrOp *op) {
   return IR_OK;
 }
 
+/* The bits of a bitcast's operand or result: a scalar's width, or a vector's
+** elements' (0: a vector that no registers hold as whole 32-bit words, or of i1). */
+static uint32_t bitcast_width(const IrType *t) {
+  if (t->kind != IR_TY_VECTOR) return ir_type_bitwidth(t);
+  uint32_t ew = ir_type_bitwidth(t->elem);
+  if (t->rank != 1 || t->shape[0] < 1 || ew < 8 || (ew < 32 && t->shape[0] * ew % 32 != 0)) return 0;
+  return (uint32_t)t->shape[0] * ew;
+}
+
 IrResult arith_verify_bitcast(IrOp *op) {
-  uint32_t from = ir_type_bitwidth(op->operands[0].value->type), to = ir_type_bitwidth(op->results[0].type);
+  const IrType *ft = op->operands[0].value->type, *tt = op->results[0].type;
+  uint32_t from = bitcast_width(ft), to = bitcast_width(tt);
+  for (int i = 0; i < 2; i++) {
+    const IrType *t = i ? tt : ft;
+    if (t->kind == IR_TY_VECTOR && !bitcast_width(t)) {
+      ir_op_error(op, "a vector bitcast needs a rank-1 vector of integers or floats filling whole 32-bit registers, got %s",
+                  ir_op_type_str(op, t));
+      return IR_FAIL;
+    }
+  }
   if (from != to) {
     ir_op_error(op, "requires types of equal width (%u vs %u bits)", from, to);
     return IR_FAIL;

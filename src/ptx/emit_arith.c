@@ -333,18 +333,35 @@ static void emit_fconv(Emit *e, IrOp *op) {
   px_emitf(e, "cvt.rn.%s.f32 %v, %R;", px_fsfx(d->type), d, t);
 }
 
+static uint32_t reg_bits(RegClass c) {
+  return c == RC_B16 ? 16u : c == RC_B32 || c == RC_F32 ? 32u : 64u;
+}
+
+/* A bitcast moves registers: one for one where both sides have registers of
+** one width (a packed vector<2xbf16> is one 32-bit register, as i32 is), two
+** 32-bit registers into or out of a 64-bit one (vector<4xbf16> <-> i64). */
 static void emit_bitcast(Emit *e, IrOp *op) {
   IrValue *d = &op->results[0], *a = op->operands[0].value;
-  Regs *rd = px_regs(e, d);
+  Regs *rd = px_regs(e, d), *ra = px_regs(e, a);
   if (rd->cls == RC_PRED) {
     px_emitf(e, "mov.pred %v, %v;", d, a);
     return;
   }
-  px_emitf(e, "mov.b%u %v, %v;",
-        rd->cls == RC_B16                        ? 16u
-        : rd->cls == RC_B32 || rd->cls == RC_F32 ? 32u
-                                                 : 64u,
-        d, a);
+  uint32_t wd = reg_bits(rd->cls), wa = reg_bits(ra->cls);
+  for (uint32_t i = 0; i < rd->n && wd == wa; i++) {
+    Regs di = {rd->cls, 1, rd->base + i, false}, ai = {ra->cls, 1, ra->base + i, false};
+    px_emitf(e, "mov.b%u %R, %R;", wd, &di, &ai);
+  }
+  for (uint32_t i = 0; i < rd->n && wd == 2 * wa; i++) {
+    Regs di = {rd->cls, 1, rd->base + i, false}, lo = {ra->cls, 1, ra->base + 2 * i, false},
+         hi = {ra->cls, 1, ra->base + 2 * i + 1, false};
+    px_emitf(e, "mov.b%u %R, {%R, %R};", wd, &di, &lo, &hi);
+  }
+  for (uint32_t i = 0; i < ra->n && wa == 2 * wd; i++) {
+    Regs ai = {ra->cls, 1, ra->base + i, false}, lo = {rd->cls, 1, rd->base + 2 * i, false},
+         hi = {rd->cls, 1, rd->base + 2 * i + 1, false};
+    px_emitf(e, "mov.b%u {%R, %R}, %R;", wa, &lo, &hi, &ai);
+  }
 }
 
 static void emit_unary_float(Emit *e, IrOp *op, const char *mn) {

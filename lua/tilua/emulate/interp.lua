@@ -49,6 +49,10 @@ local function round_float(x, t)
   local name = t:info().name
   if name == "f32" then return f32(x) end
   if name == "f64" then return x end
+  if name == "bf16" or name == "f16" then -- (required here: tilua.emulate.values requires this module)
+    local h = require("tilua.emulate.values").float16
+    return h.dec[name](h.enc[name](x))
+  end
   error("interp: " .. name .. " arithmetic is not interpreted")
 end
 

@@ -7,6 +7,7 @@
 --   decode(c, bytes, off), encode(c, v, out, off): a scalar from / into bytes
 --   f32(x): x rounded to f32; float16.dec / enc [bf16 | f16]: 16-bit floats
 --   elem_codec(name): a tile element type's { size, float, dec, enc, round }
+--   bitcast(x, from, to): arith.bitcast's value
 
 local interp = require "tilua.emulate.interp"
 local wrap = interp.wrap
@@ -40,6 +41,7 @@ local function codec_of(t)
     local name = info.name
     if name == "f32" then return { size = 4, fmt = "<f" } end
     if name == "f64" then return { size = 8, fmt = "<d" } end
+    if name == "bf16" or name == "f16" then return { size = 2, half = name } end
     return { size = bytes_of(t), unsupported = name }
   end
   if kind == "ptr" or kind == "index" then return { size = 8, width = 64 } end
@@ -48,8 +50,11 @@ local function codec_of(t)
 end
 V.codec_of = codec_of
 
+local float16 -- (below)
+
 function V.decode(c, bytes, off)
   if c.unsupported then error("emulate: loads of " .. c.unsupported .. " are not modelled", 0) end
+  if c.half then return float16.dec[c.half](bytes[off + 1] | (bytes[off + 2] << 8)) end
   if c.fmt then
     local s = {}
     for i = 1, c.size do s[i] = string.char(bytes[off + i]) end
@@ -62,6 +67,11 @@ end
 
 function V.encode(c, v, out, off)
   if c.unsupported then error("emulate: stores of " .. c.unsupported .. " are not modelled", 0) end
+  if c.half then
+    local h = float16.enc[c.half](v)
+    out[off + 1], out[off + 2] = h & 0xff, h >> 8
+    return
+  end
   if c.fmt then
     local s = string.pack(c.fmt, v)
     for i = 1, c.size do out[off + i] = s:byte(i) end
@@ -112,6 +122,20 @@ local function f16_enc(x)
   return s | (ex << 10) | math.tointeger(r)
 end
 V.float16 = { dec = { bf16 = bf16_dec, f16 = f16_dec }, enc = { bf16 = bf16_enc, f16 = f16_enc } }
+float16 = V.float16
+
+-- arith.bitcast of a value of type `from` to type `to` (scalars, or vectors
+-- of them: tables of their elements): the bytes of one read as the other.
+function V.bitcast(x, from, to)
+  local cf, ct = codec_of(from), codec_of(to)
+  local bytes = {}
+  if cf.vector then for i = 1, cf.n do V.encode(cf.elem, x[i], bytes, (i - 1) * cf.elem.size) end
+  else V.encode(cf, x, bytes, 0) end
+  if not ct.vector then return V.decode(ct, bytes, 0) end
+  local v = {}
+  for i = 1, ct.n do v[i] = V.decode(ct.elem, bytes, (i - 1) * ct.elem.size) end
+  return v
+end
 
 -- A tile element type by name: bytes, decode (a little-endian integer of its
 -- bytes -> number), encode, round (a number -> the nearest of the type); nil

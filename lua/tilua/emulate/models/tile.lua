@@ -166,6 +166,12 @@ do
     local w = rec.width
     return eval_lanes(R, W, rec, ins, ctx, function(v) return { w and wrap(v[1][i + 1], w) or v[1][i + 1] } end)
   end
+  -- arith.bitcast: the bytes of the value read as the other type (vectors
+  -- are tables of their elements)
+  handlers["arith.bitcast"] = function(R, W, rec, ins, ctx)
+    local from, to = rec.op:operand(1):type(), rec.op:result(1):type()
+    return eval_lanes(R, W, rec, ins, ctx, function(v) return { values.bitcast(v[1], from, to) } end)
+  end
   handlers["tile.from_elements"] = function(R, W, rec, ins, ctx)
     return eval_lanes(R, W, rec, ins, ctx, function(v) return { { table.unpack(v) } } end)
   end
