@@ -15,9 +15,11 @@
 **   }
 **
 ** Program ids are linear in the loop: a body that reads only dim x reads %q
-** (every get_program_id maps to the loop value); one that reads y or z
-** gets x = q mod nx, y = (q / nx) mod ny, z = q / (nx * ny) with nx, ny from
-** tileas.num_programs. The body moves into the loop (cloning it would be the
+** (every get_program_id maps to the loop value); one that reads y gets
+** x = q mod nx, y = q / nx; one that reads z also z = (q / nx / ny) mod nz,
+** with nx, ny, nz from tileas.num_programs (nz is 1 past the last program,
+** but its num_programs op says that the program tells programs along z
+** apart: the lowering's scheduler counts them, the launch accepts them). The body moves into the loop (cloning it would be the
 ** same: nothing in it depends on the iteration). A kernel that already has an
 ** scf.while whose condition region asks is_valid_program_id is left as it is,
 ** with the warning "Kernel is already dynamic persistent". Only tile programs
@@ -47,7 +49,7 @@ static bool already_persistent(IrOp *k) {
 
 static IrValue *num_programs(Rewriter *r, int dim) {
   IrOp *op = rw_op(r, OP_TILEAS_NUM_PROGRAMS, 0, NULL, r->i32);
-  rw_set_str(r, op, "dim", dim == 0 ? "x" : "y");
+  rw_set_str(r, op, "dim", DIM_names[dim]);
   return &op->results[0];
 }
 
@@ -66,7 +68,8 @@ static void decompose(Rewriter *r, IrValue *q, int top, IrValue *pid[3]) {
   }
   IrValue *ny = num_programs(r, 1);
   pid[1] = rw_bin(r, OP_ARITH_REMUI, rest, ny);
-  pid[2] = rw_bin(r, OP_ARITH_DIVUI, rest, ny);
+  IrValue *zs = rw_bin(r, OP_ARITH_DIVUI, rest, ny); /* (in order: the IR's numbering follows) */
+  pid[2] = rw_bin(r, OP_ARITH_REMUI, zs, num_programs(r, 2));
 }
 
 /* Build the scf.while at the start of the kernel and move its ops into the body. */

@@ -66,6 +66,9 @@ local function plan_params(tl, kop, agents, nctas)
       elseif n == "tileas.num_programs" then
         P.programs = P.programs or {}
         P.programs[op:attr "dim"] = true
+        P.programs_z = P.programs_z or op:attr "dim" == "z"
+      elseif n == "tileas.get_program_id" then
+        P.programs_z = P.programs_z or op:attr "dim" == "z"
       elseif n == "tileas.is_valid_program_id" then -- the scheduler reads the grid of programs
         P.programs = P.programs or {}
         P.programs.x, P.programs.y = true, true
@@ -133,12 +136,13 @@ end
 -- The StreamK plan of kernel kop (nil: the static persistent scheduler): the
 -- configuration c of stdlib/gemm.lua's StreamK pieces (M.plan_streamk) and
 -- the workspace's bytes. Checks that the program can be split so.
-local function plan_schedule(tl, G, kop, agents, nconsumers, nctas)
+local function plan_schedule(tl, G, kop, agents, nconsumers, nctas, L_programs_z)
   local s, err = require("tilua.dsl.tileprog").schedule(kop:attr "tileas.schedule", "tileas.schedule")
   if err then R.fail(kop, "%s", err) end
   if not s then return nil end
   local what = s.kind == "splitk" and "split-K" or "StreamK"
   if nctas > 1 then R.fail(kop, "%s on a cluster is not lowered (nor is it in stdlib/gemm.lua)", what) end
+  if L_programs_z then R.fail(kop, "%s of a program that reads program_id(\"z\") is not lowered (its plan is a grid of programs {x, y})", what) end
   local kt, bn
   for _, ag in ipairs(agents) do
     local whiles = R.ops_named(ag.op, "scf.while")
@@ -272,7 +276,7 @@ function plan.read(tl, G, kop, Ring)
   if L.nctas > 1 and (cluster[2] ~= 1 or cluster[3] ~= 1) then R.fail(kop, "clusters along y or z are not lowered yet") end
   L.P = plan_params(tl, kop, L.agents, L.nctas)
   read_agents(L)
-  L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas)
+  L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas, L.P.programs_z)
   if L.S then add_workspace_param(tl, L.P) end
   read_rings(L, Ring)
   return L
