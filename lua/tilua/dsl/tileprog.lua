@@ -15,7 +15,7 @@
 --   compute     a + b, a - b, a * b, a / b, -a on tiles (scalars and size-1 dims
 --               broadcast), tl.maximum / tl.minimum, a:lt(b) ..., tl.select,
 --               x:cast(elem), tl.dot(a, b [, acc] [, opts]), tl.reduce(x, dim, kind),
---               tl.exp exp2 log log2 sqrt rsqrt abs
+--               tl.exp exp2 log log2 sqrt rsqrt abs rcp tanh erf sigmoid silu gelu gelu_tanh
 --   shapes      tl.broadcast(x, shape), tl.expand_dim(x, dim), tl.extract_slice(x, offsets, sizes)
 --   loops       tl.for_tiles(extent, tile | {tile, stages}, inits..., fn(kk, ...))
 --   agents      tl.agent(kind, {num_warps, stride, interleaved}, fn)
@@ -460,12 +460,13 @@ end
 
 -- tl.exp(x) ...: the function of every element of a float tile (tileas.math);
 -- a scalar takes the approximate function of that name where dsl/warp.lua has
--- one (tl.rsqrt, which brings tiles here).
+-- one (tl.rsqrt, tl.tanh, which bring tiles here; tl.rcp_approx of a tile is tl.rcp).
 for _, fn in ipairs(core.enums().tileas_math_fn) do
   tile_ops[fn] = function(x)
     if info(x).elem:kind() ~= "float" then raise(("%s: expected a float tile, got %s"):format(fn, tostring(x:type()))) end
     return tl.op1("tileas.math", { x }, x:type(), { fn = fn })
   end
+  if fn == "rcp" then tile_ops.rcp_approx = tile_ops.rcp end
   if not kinds.approx_math[fn] then
     tl[fn] = function(x)
       if not is_tile(x) then raise(("%s: expected a float tile (scalars: tl.approx)"):format(fn)) end
@@ -493,11 +494,19 @@ end
 -- f32, or i32 for integer operands, when absent). b given as [N, K] (K-major) is
 -- taken transposed; opts.transpose_a / transpose_b say so explicitly (needed when
 -- the shape is square), opts.negate_a / negate_b negate an operand.
+local dot_options = { transpose_a = true, transpose_b = true, negate_a = true, negate_b = true }
 function tl.dot(a, b, acc, opts)
   tile_arg(a, "dot")
   tile_arg(b, "dot")
   if acc ~= nil and not is_value(acc) then acc, opts = nil, acc end
   opts = opts or {}
+  if type(opts) ~= "table" then raise(("dot: the options must be a table, got %s"):format(type(opts))) end
+  for key in pairs(opts) do
+    if not dot_options[key] then
+      raise(("dot: unknown option '%s' (known: transpose_a, transpose_b, negate_a, negate_b; the operands' element types are their tiles')"):format(
+        tostring(key)))
+    end
+  end
   local sa, sb = info(a).shape, info(b).shape
   if #sa ~= 2 or #sb ~= 2 then raise("dot: a and b must be tiles of rank 2") end
   local ta = opts.transpose_a and true or false

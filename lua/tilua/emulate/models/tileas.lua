@@ -557,10 +557,7 @@ do
     return { new_tile(rec.tt.shape, rec.tt.elem, out) }
   end
 
-  local MATH = {
-    exp = math.exp, exp2 = function(x) return 2.0 ^ x end, log = math.log, log2 = function(x) return math.log(x, 2) end,
-    sqrt = math.sqrt, rsqrt = function(x) return 1 / math.sqrt(x) end, abs = math.abs,
-  }
+  local MATH = require("tilua.emulate.mathref").fn -- the exact functions, rounded to the tile's type
   handlers["tileas.math"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local f, round = MATH[rec.op:attr "fn"], round_of(rec)

@@ -62,15 +62,43 @@ local function elementwise(L, op)
 end
 
 
+-- tileas.math of one f32 element: the MUFU approximations (tile.math) and
+-- formulas over them; docs/tileprog.md ("Tile maths") gives each one's error.
+local function f32(x) return tl.const(x, tl.f32) end
+local LOG2E = 1.4426950408889634
+local function exp(x) return tl.ex2(x * f32(LOG2E)) end
+local function sigmoid(x) return tl.rcp_approx(f32(1.0) + exp(-x)) end -- 1 / (1 + inf) = 0 far below 0
+-- erf: Abramowitz and Stegun 7.1.26, 1 - t (a1 + t (a2 + ... + t a5)) e^{-x^2} with
+-- t = 1 / (1 + p |x|) (absolute error 1.5e-7 in exact arithmetic), odd
+local ERF_P, ERF_A = 0.3275911, { 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429 }
+local function erf(x)
+  local a = tl.max(x, -x)
+  local t = tl.rcp_approx(f32(1.0) + a * f32(ERF_P))
+  local poly = f32(ERF_A[5])
+  for i = 4, 1, -1 do poly = tl.fma(poly, t, f32(ERF_A[i])) end
+  local y = f32(1.0) - poly * t * exp(-(a * a))
+  return tl.select(x:lt(f32(0.0)), -y, y)
+end
 local math_fns = {
-  exp = function(x) return tl.ex2(x * tl.const(1.4426950408889634, tl.f32)) end,
+  exp = exp,
   exp2 = function(x) return tl.ex2(x) end,
-  log = function(x) return tl.lg2(x) * tl.const(0.6931471805599453, tl.f32) end,
+  log = function(x) return tl.lg2(x) * f32(0.6931471805599453) end,
   log2 = function(x) return tl.lg2(x) end,
   sqrt = function(x) return tl.sqrt_approx(x) end,
   rsqrt = function(x) return tl.rsqrt(x) end,
   abs = function(x) return tl.max(x, -x) end,
+  rcp = function(x) return tl.rcp_approx(x) end,
+  tanh = function(x) return tl.tanh(x) end,
+  erf = erf,
+  sigmoid = sigmoid,
+  silu = function(x) return x * sigmoid(x) end,
+  gelu = function(x) return f32(0.5) * x * (f32(1.0) + erf(x * f32(0.7071067811865476))) end,
+  gelu_tanh = function(x)
+    local inner = f32(0.7978845608028654) * tl.fma(f32(0.044715) * x, x * x, x)
+    return f32(0.5) * x * (f32(1.0) + tl.tanh(inner))
+  end,
 }
+X.math_fns = math_fns
 
 
 -- Where a reduced row's columns come from: tiled_loads (the dot's B ring's,
