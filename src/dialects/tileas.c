@@ -22,6 +22,31 @@ static bool positive_ints(const IrAttr *a, uint32_t n) {
   return true;
 }
 
+/* A blocked layout's distribution over the threads (tileas-assign-layouts):
+** `size` elements a thread holds contiguously per dim, `lanes` of a warp per
+** dim (powers of two, 32 in all), with its `warps`; all three or none. */
+static bool check_distribution(IrOp *op, const IrType *t, int kind) {
+  const IrAttr *size = ir_attr_dict_get(t->layout, "size"), *lanes = ir_attr_dict_get(t->layout, "lanes");
+  if (!size && !lanes) return true;
+  if (kind != LAYOUT_BLOCKED || !size || !lanes || !ir_attr_dict_get(t->layout, "warps")) {
+    ir_op_error(op, "%s: 'size' and 'lanes' distribute a blocked layout, with its 'warps' (all three)",
+                ir_op_type_str(op, t));
+    return false;
+  }
+  int64_t n = 1;
+  for (uint32_t d = 0; d < t->rank; d++) {
+    int64_t x = lanes->u.arr.elems[d]->u.i;
+    if (x & (x - 1)) n = 0;
+    n *= x;
+  }
+  if (n != 32) {
+    ir_op_error(op, "the layout's 'lanes' of %s must be powers of two, 32 in all (a warp's lanes)",
+                ir_op_type_str(op, t));
+    return false;
+  }
+  return true;
+}
+
 bool tileas_check_layout(IrOp *op, const IrType *t) {
   if (t->kind != IR_TY_TILE || !t->layout) return true;
   const IrAttr *l = t->layout, *kind = ir_attr_dict_get(l, "kind");
@@ -36,8 +61,8 @@ bool tileas_check_layout(IrOp *op, const IrType *t) {
                 ir_op_type_str(op, t));
     return false;
   }
-  static const char *const per_dim[] = {"warps", "cta"};
-  for (int i = 0; i < 2; i++) {
+  static const char *const per_dim[] = {"warps", "cta", "size", "lanes"};
+  for (int i = 0; i < 4; i++) {
     const IrAttr *a = ir_attr_dict_get(l, per_dim[i]);
     if (a && !positive_ints(a, t->rank)) {
       ir_op_error(op, "the layout's '%s' of %s must be %u positive integers, one per dim", per_dim[i],
@@ -45,6 +70,7 @@ bool tileas_check_layout(IrOp *op, const IrType *t) {
       return false;
     }
   }
+  if (!check_distribution(op, t, k)) return false;
   const IrAttr *sw = ir_attr_dict_get(l, "swizzle");
   if (sw && (k != LAYOUT_SHARED || sw->kind != IR_ATTR_INT ||
              (sw->u.i != 0 && sw->u.i != 32 && sw->u.i != 64 && sw->u.i != 128))) {
@@ -132,6 +158,12 @@ IrResult tileas_verify_tiled_access(IrOp *op) {
   if (tile->elem != tensor->params[0]->u.ty) {
     ir_op_error(op, "the tile's element type %s differs from the tensor's %s", ir_op_type_str(op, tile->elem),
                 ir_op_type_str(op, tensor->params[0]->u.ty));
+    return IR_FAIL;
+  }
+  const IrAttr *pad = ir_attrs_TILEAS_TILED_LOAD(op).padding;
+  if (pad && (store || (pad->kind != IR_ATTR_INT && pad->kind != IR_ATTR_FLOAT) ||
+              (pad->kind == IR_ATTR_FLOAT && !ir_type_is_float(tile->elem)))) {
+    ir_op_error(op, "'padding' is the number a load reads out of bounds (a float for a float tile), on loads only");
     return IR_FAIL;
   }
   return static_tile(op, tile) && check_layouts(op) ? IR_OK : IR_FAIL;

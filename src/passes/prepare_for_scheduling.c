@@ -14,7 +14,9 @@
 **       and stores) gets `vec`, the elements per access: the widest access
 **       of the target (16 bytes below sm_100, 32 from sm_100: the kernel's
 **       target_spec) within what one thread holds contiguously (layout
-**       `mma`: 2; `blocked`: its elements per thread, within a row)
+**       `mma`: 2; `blocked`: its `size` along the fastest dim, or without
+**       one its elements per thread, within a row); the lowering of a
+**       blocked tile accesses memory `vec` elements at a time
 **   3 sliceAndFuse  the scalar ops that compute a tiled access's coordinates
 **       and serve nothing else move right before it (its slice, fused with
 **       it), so the scheduler moves an access with its address
@@ -120,13 +122,29 @@ static void make_view(Prep *p, IrOp *op, bool fresh) {
 ** Step 2: vector width
 ** ======================================================================= */
 
-/* Elements one thread holds contiguously along the fastest dim. */
+/* The `size` a blocked layout (a distributed one: tileas-assign-layouts)
+** gives dim d, or 0. */
+static int64_t blocked_size(const IrAttr *l, int64_t d) {
+  const IrAttr *size = l ? ir_attr_dict_get(l, "size") : NULL;
+  return size && size->kind == IR_ATTR_ARRAY && d >= 0 && (uint32_t)d < size->u.arr.n ? size->u.arr.elems[d]->u.i : 0;
+}
+
+/* Elements one thread holds contiguously along the fastest dim: a
+** distributed blocked layout's `size` (a slice's: its parent's along the
+** slice's fastest dim), else an even share of the tile's rows. */
 static int64_t contiguous(const IrType *t, int64_t threads) {
   int64_t row = t->shape[t->rank - 1];
   const IrAttr *kind = tas_layout_get(t, "kind");
   const char *k = kind && kind->kind == IR_ATTR_STR ? kind->u.str.s : "blocked";
   if (!strcmp(k, "mma") || !strcmp(k, "mma_operand")) return 2; /* wgmma fragments: pairs of columns */
   if (!strcmp(k, "replicated")) return row;
+  int64_t own = blocked_size(t->layout, (int64_t)t->rank - 1);
+  if (!strcmp(k, "slice")) {
+    int64_t dim = tas_layout_int(t, "dim", -1), pd = (int64_t)t->rank; /* the parent's fastest dim */
+    if (dim == pd) pd--;
+    own = blocked_size(tas_layout_get(t, "parent"), pd);
+  }
+  if (own > 0) return own < row ? own : row;
   int64_t per_thread = ir_type_num_elements(t) / threads;
   return per_thread < 1 ? 1 : per_thread < row ? per_thread : row;
 }

@@ -25,6 +25,7 @@
 */
 #include <string.h>
 
+#include "../dialects/kernel.h"
 #include "tileas_layout.h"
 
 typedef struct Lay {
@@ -64,6 +65,52 @@ static const IrAttr *shared_layout(IrContext *ctx, const IrType *t) {
   int64_t sw = row >= 128 ? 128 : row >= 64 ? 64 : row >= 32 ? 32 : 0;
   IrNamedAttr e[] = {{"kind", ir_attr_cstr(ctx, "shared")}, {"swizzle", ir_attr_i64(ctx, sw)}};
   return dict(ctx, 2, e);
+}
+
+/* blocked: the tile's elements dealt to the block's threads so that a warp's
+** access is contiguous: each thread holds `size` = 16 bytes of the smallest
+** element type of its class along the fastest dim (a vector access), a
+** warp's lanes fill the fastest dim first, then the dims before it; the
+** warps take the slowest dims first (rows of their own: a row's reduction
+** stays within a warp where the rows are enough), the rest the fastest
+** dim. What exceeds the tile wraps (threads hold copies). */
+static int64_t pow2_upto(int64_t n) {
+  int64_t p = 1;
+  while (2 * p <= n) p *= 2;
+  return p;
+}
+
+static const IrAttr *blocked_layout(IrContext *ctx, uint32_t rank, const int64_t *shape, int64_t warps,
+                                    int64_t elem_bytes) {
+  int64_t size[TAS_MAX_RANK], lanes[TAS_MAX_RANK], wr[TAS_MAX_RANK], one[TAS_MAX_RANK];
+  uint32_t last = rank - 1;
+  for (uint32_t d = 0; d < rank; d++) size[d] = lanes[d] = wr[d] = one[d] = 1;
+  int64_t v = 16 / (elem_bytes > 0 ? elem_bytes : 1);
+  while (v > 1 && shape[last] % v) v /= 2;
+  size[last] = v;
+  int64_t left = 32;
+  for (uint32_t i = 0; i < rank && left > 1; i++) {
+    uint32_t d = last - i;
+    lanes[d] = pow2_upto(shape[d] / size[d] < left ? (shape[d] / size[d] > 0 ? shape[d] / size[d] : 1) : left);
+    left /= lanes[d];
+  }
+  lanes[last] *= left;
+  left = warps;
+  for (uint32_t d = 0; d < rank && left > 1; d++) {
+    int64_t room = shape[d] / (size[d] * lanes[d]), w = 1;
+    for (int64_t c = left; c > 1; c--) /* the largest divisor of the warps left that the dim holds */
+      if (left % c == 0 && c <= room) {
+        w = c;
+        break;
+      }
+    wr[d] = w;
+    left /= w;
+  }
+  wr[last] *= left;
+  IrNamedAttr e[] = {{"kind", ir_attr_cstr(ctx, "blocked")}, {"warps", ir_attr_int_array(ctx, rank, wr)},
+                     {"cta", ir_attr_int_array(ctx, rank, one)}, {"size", ir_attr_int_array(ctx, rank, size)},
+                     {"lanes", ir_attr_int_array(ctx, rank, lanes)}};
+  return dict(ctx, 5, e);
 }
 
 static const IrAttr *plain_layout(IrContext *ctx, const char *kind, uint32_t rank) {
@@ -300,6 +347,23 @@ static void derive_all(Lay *L, IrOp *k) {
 
 /* }====================================================================== */
 
+/* The blocked layout of value i's class: its values' largest extent per dim
+** (a broadcast's [1, n] and [m, n] share one) and smallest element type. */
+static const IrAttr *class_blocked(Lay *L, uint32_t i, int64_t warps) {
+  uint32_t c = root(L, i), rank = L->vals[i]->type->rank;
+  int64_t shape[TAS_MAX_RANK], eb = 8;
+  for (uint32_t d = 0; d < rank; d++) shape[d] = 1;
+  for (uint32_t j = 0; j < L->n; j++) {
+    const IrType *t = L->vals[j]->type;
+    if (root(L, j) != c || t->rank != rank) continue;
+    for (uint32_t d = 0; d < rank; d++)
+      if (t->shape[d] > shape[d]) shape[d] = t->shape[d];
+    if (tas_elem_bytes(t->elem) < eb) eb = tas_elem_bytes(t->elem);
+  }
+  if (rank == 0 || rank > TAS_MAX_RANK) return plain_layout(L->base.r.ctx, "blocked", rank);
+  return blocked_layout(L->base.r.ctx, rank, shape, warps, eb);
+}
+
 static IrResult assign_kernel(Rewriter *r, IrOp *k) {
   Lay *L = (Lay *)r;
   L->n = 0;
@@ -311,10 +375,11 @@ static IrResult assign_kernel(Rewriter *r, IrOp *k) {
   derive_all(L, k);
   /* the rest blocked, users first (what a value is expanded or reduced into
   ** decides its slice), deriving again after each */
+  int64_t warps = kernel_spec(k).threads / 32;
   for (uint32_t i = L->n; i-- > 0 && !L->failed;) {
     uint32_t c = root(L, i);
     if (L->of[c]) continue;
-    L->of[c] = plain_layout(r->ctx, "blocked", L->vals[i]->type->rank);
+    L->of[c] = class_blocked(L, i, warps > 0 ? warps : 1);
     derive_all(L, k);
   }
   if (L->failed) return IR_FAIL;

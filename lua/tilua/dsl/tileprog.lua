@@ -245,7 +245,8 @@ end
 
 -- tl.load(tensor, coords [, shape] [, opts]): the tile at tile coordinates
 -- (units of the shape, outermost first) of a tl.tensor parameter; out of bounds
--- reads 0. opts.space = "shared" loads into a shared tile. A pointer loads as before.
+-- reads opts.padding (0; -math.huge for a row's maximum). opts.space = "shared"
+-- loads into a shared tile. A pointer loads as before.
 function tensor_ops.load(t, coords, shape, opts)
   local ti = tensor_info(t)
   if shape ~= nil and getmetatable(shape) == nil and type(shape) == "table" and shape[1] == nil then
@@ -262,7 +263,16 @@ function tensor_ops.load(t, coords, shape, opts)
   local opds = { t }
   for _, c in ipairs(cs) do opds[#opds + 1] = c end
   opts = opts or {}
-  return tl.op1("tileas.tiled_load", opds, tile_type(ti.elem, shape, opts.space or "rmem", opts.layout))
+  if opts.padding ~= nil and type(opts.padding) ~= "number" then
+    raise(("load: padding must be a number, got %s"):format(type(opts.padding)))
+  end
+  local pad = opts.padding
+  if pad == 0 then pad = nil end
+  if pad and ti.elem:kind() == "float" then pad = pad + 0.0 end
+  if pad and ti.elem:kind() == "int" and math.type(pad) ~= "integer" then
+    raise("load: the padding of an integer tile must be an integer")
+  end
+  return tl.op1("tileas.tiled_load", opds, tile_type(ti.elem, shape, opts.space or "rmem", opts.layout), { padding = pad })
 end
 
 -- tl.store(tensor, coords, tile): writes the tile at tile coordinates; out of

@@ -156,6 +156,25 @@ local function compile(op)
       return max == (a >= b) and a or b
     end
   elseif name == "arith.sitofp" then return function(a) return round_float(a + 0.0, rt) end
+  elseif name == "arith.uitofp" then
+    local iw = width_of(op:operand(1):type())
+    return function(a)
+      local u = zext(a, iw)
+      return round_float(u < 0 and u + 2.0 ^ 64 or u + 0.0, rt)
+    end
+  elseif name == "arith.fptosi" or name == "arith.fptoui" then -- toward zero, saturated (cvt.rzi); NaN is 0
+    local signed = name == "arith.fptosi"
+    local lo = signed and -(2.0 ^ (w - 1)) or 0.0
+    local hi = signed and 2.0 ^ (w - 1) - 1 or 2.0 ^ w - 1
+    return function(a)
+      if a ~= a then return 0 end
+      local t = a < 0 and math.ceil(a) or math.floor(a)
+      t = math.max(lo, math.min(hi, t))
+      return wrap(math.tointeger(t) or (t >= 2.0 ^ 63 and -1 or 0), w)
+    end
+  elseif name == "arith.extf" then return function(a) return a end
+  elseif name == "arith.truncf" then return function(a) return round_float(a, rt) end
+  elseif name == "arith.fma" then return function(a, b, c) return round_float(a * b + c, rt) end
   elseif name == "arith.cmpf" then
     local p = op:attr "predicate"
     local cmp = ({ oeq = function(a, b) return a == b end, one = function(a, b) return a ~= b end,

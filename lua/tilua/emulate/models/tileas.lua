@@ -12,7 +12,7 @@
 --
 -- Global tensors: a !tileas.tensor parameter takes { data = bytes (or bytes =
 -- n), shape = {outermost .. innermost} [, strides = {elements}] }, as a tensor
--- map does (emulate/models/mma.lua). tiled_load reads 0 out of bounds, tiled_store
+-- map does (emulate/models/mma.lua). tiled_load reads its padding (0) out of bounds, tiled_store
 -- drops what falls out; both go through the race check of global memory row by
 -- row: two programs storing one element with no order between them is a race.
 --
@@ -439,7 +439,8 @@ do
     local coords = coords_of(rec, ins, 2, #ins)
     local c, g, eb = t.codec, R.global, t.codec.size
     local v = R.values and {} or nil
-    if v then for i = 1, count(tt.shape) do v[i] = 0 end end
+    local pad = rec.op:attr "padding" or 0 -- what an element out of bounds reads
+    if v then for i = 1, count(tt.shape) do v[i] = pad end end
     local step = t.strides[#t.strides] * eb
     tile_rows(t, tt.shape, coords, function(first, ga, lo, hi)
       if not ga then return end

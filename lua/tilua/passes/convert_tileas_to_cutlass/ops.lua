@@ -12,6 +12,7 @@
 local tl = require "tilua"
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"
 local V = require "tilua.passes.convert_tileas_to_cutlass.values"
+local B = require "tilua.passes.convert_tileas_to_cutlass.blocked"
 
 local X = {}
 local OPS = {}
@@ -27,6 +28,7 @@ local function elementwise(L, op)
   local ri = R.tile_of(res)
   local opds = {}
   for i, v in ipairs(op:operands()) do opds[i] = V.get(L, v, op) end
+  if B.is_blocked(ri) then return B.elementwise(L, op, opds) end -- a compute agent's tiles
   local kind = R.layout_kind(res)
   local along -- slices of the mma layout (a row's reduction): per value the thread holds
   for _, o in ipairs(opds) do if V.is_line(o) then along = along or o.along end end
@@ -178,6 +180,10 @@ local reduce_fns = {
 }
 local function lower_reduce(L, op, env)
   local x = V.get(L, op:operand(1), op)
+  if B.is_dist(x) then -- a compute agent's tile
+    L.vmap[op:result(1):id()] = B.reduce(L, op, x)
+    return
+  end
   local xi, ri = R.tile_of(op:operand(1)), R.tile_of(op:result(1))
   local dim, kind = op:attr "dim", op:attr "kind"
   if not env.f or not V.is_frag(x) or #xi.shape ~= 2 then
@@ -236,6 +242,10 @@ OPS["tileas.splat"] = function(L, op)
   local ri = R.tile_of(op:result(1))
   local s = V.get(L, op:operand(1), op)
   local l = ri.layout
+  if B.is_blocked(ri) then -- a compute agent's tile
+    L.vmap[op:result(1):id()] = B.splat(L, op, s)
+    return
+  end
   if l and l.kind == "slice" and #ri.shape == 1 and l.parent and l.parent.kind == "mma" then
     L.vmap[op:result(1):id()] = V.line(ri.elem, l.dim == 0 and 2 or 1, function() return s end)
     return
@@ -266,6 +276,13 @@ local function shape_op(L, op, env)
   local n = op:name()
   local x = V.get(L, op:operand(1), op)
   local ri = R.tile_of(op:result(1))
+  if B.is_dist(x) then -- a compute agent's tile
+    if n == "tileas.convert_layout" and op:operand(1):type() ~= op:result(1):type() then
+      R.fail(op, "convert_layout between two distributions of a compute agent is not lowered yet")
+    end
+    L.vmap[op:result(1):id()] = n == "tileas.convert_layout" and x or B.shape(L, op, x)
+    return
+  end
   if n == "tileas.convert_layout" and R.layout_kind(op:result(1)) ~= R.layout_kind(op:operand(1)) then
     R.fail(op, "convert_layout from %s to %s is not lowered yet", tostring(R.layout_kind(op:operand(1))), tostring(R.layout_kind(op:result(1))))
   end
@@ -291,6 +308,11 @@ OPS["tileas.expand_dim"], OPS["tileas.broadcast"], OPS["tileas.convert_layout"] 
 OPS["tileas.math"] = function(L, op)
   local x = V.get(L, op:operand(1), op)
   local fn = math_fns[op:attr "fn"]
+  if B.is_dist(x) then -- a compute agent's tile
+    if x.elem ~= tl.f32 then R.fail(op, "tileas.math of %s tiles is not lowered yet (f32: cast first)", tostring(x.elem)) end
+    L.vmap[op:result(1):id()] = B.elementwise(L, op, { x }, fn)
+    return
+  end
   if not (V.is_frag(x) or V.is_line(x)) or R.tile_of(op:result(1)).elem ~= tl.f32 then
     R.fail(op, "tileas.math of f32 accumulator tiles (or of their slices) only")
   end
@@ -318,6 +340,7 @@ end
 -- a loop marked for pipelining: the role's; another scf.for: not lowered
 OPS["scf.for"] = function(L, op, env)
   if op:attr "tileas.pipeline" then return env.pipelined_for(op) end
+  if env.loop then return env.loop(op) end -- a role that lowers loops of its own (compute.lua)
   return other(L, op, env)
 end
 

@@ -4,7 +4,8 @@
 --
 --   L.kop, L.body, L.name        the tile program's kernel
 --   L.agents                     its agents in order ({op, kind, warps, first}),
---   L.producer, L.consumers      by role (ROLES), L.warps the block's warps
+--   L.producer, L.consumers      by role (ROLES), L.warps the block's warps;
+--   L.compute                    or the compute agent of a program without a dot
 --   L.cluster, L.nctas           the cluster (along x)
 --   L.P                          the parameters (plan_params)
 --   L.S                          the StreamK / split-K plan, or nil (plan_schedule)
@@ -49,6 +50,7 @@ local function plan_params(tl, kop, agents, nctas)
         if ld and ld:name() == "tileas.tiled_load" and ring:def() and ring:def():attr "tileas.stages" then
           local e = tensor(ld)
           e.ring_loaded = true
+          if ld:attr "padding" then R.fail(ld, "a load into a ring is a TMA copy, which reads zeros out of bounds: its 'padding' is not lowered") end
           local g = R.ring_geometry(ring, nctas)
           want_map(e, op, tl.tensor_map_type(g.ti.elem, g.box, g.swizzle))
         end
@@ -220,6 +222,10 @@ function ROLES.consumer(L, ag)
   ag.index = #L.consumers - 1
   if ag.warps ~= 4 then R.fail(ag.op, "a consumer agent is one warpgroup (num_warps = 4), got %d", ag.warps) end
 end
+function ROLES.compute(L, ag)
+  if L.compute then R.fail(ag.op, "more than one compute agent") end
+  L.compute = ag
+end
 plan.ROLES = ROLES
 
 -- The agents by role, and the block's warps (whole warpgroups).
@@ -231,6 +237,11 @@ local function read_agents(L)
     local role = ROLES[ag.kind]
     if not role then R.fail(ag.op, "agents of kind '%s' are not lowered yet", ag.kind) end
     role(L, ag)
+  end
+  if L.compute then -- a program without a dot: the compute agent alone (compute.lua)
+    if L.producer or #L.consumers > 0 then R.fail(L.compute.op, "a compute agent beside producers and consumers is not lowered yet") end
+    L.warps = L.compute.warps
+    return
   end
   if not L.producer or #L.consumers == 0 then R.fail(L.kop, "a producer and at least one consumer agent are needed") end
   L.warps = (warps + 3) // 4 * 4
@@ -257,7 +268,7 @@ local function read_rings(L, Ring)
       pre[#pre + 1] = op
     end
   end
-  if #rings == 0 then R.fail(L.kop, "no rings (alloc_tensor with tileas.stages) feed the agents") end
+  if #rings == 0 and not L.compute then R.fail(L.kop, "no rings (alloc_tensor with tileas.stages) feed the agents") end
   L.rings, L.pre, L.stages, L.ring_of = rings, pre, stages, {}
   for _, r in ipairs(rings) do L.ring_of[r.value:id()] = r end
 end
@@ -276,7 +287,9 @@ function plan.read(tl, G, kop, Ring)
   if L.nctas > 1 and (cluster[2] ~= 1 or cluster[3] ~= 1) then R.fail(kop, "clusters along y or z are not lowered yet") end
   L.P = plan_params(tl, kop, L.agents, L.nctas)
   read_agents(L)
+  if L.compute and L.nctas > 1 then R.fail(kop, "a program without a dot (a compute agent) on a cluster is not lowered yet") end
   L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas, L.P.programs_z)
+  if L.S and L.compute then R.fail(kop, "%s splits the k loop of a dot: a program without one has none", L.S.kind) end
   if L.S then add_workspace_param(tl, L.P) end
   read_rings(L, Ring)
   return L
