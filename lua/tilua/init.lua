@@ -695,6 +695,7 @@ local rooms = {
   "tilua.stdlib.gemm", -- the Hopper GEMM generator (tl.gemm)
   "tilua.stdlib.autotune", -- tl.autotune
   "tilua.dsl.tileprog", -- tile programs (tileas): tiles and tensors, registered as kinds
+  "tilua.stdlib.rows", -- memory-bound tile programs over rows (tl.rows)
 }
 -- (a room that fails to load leaves no half-built library behind for a later require)
 local ok, err = pcall(function() for _, name in ipairs(rooms) do require(name) end end)

@@ -373,15 +373,25 @@ static IrResult assign_kernel(Rewriter *r, IrOp *k) {
   ir_walk_pre(k, visit_seed, L);
   ir_walk_pre(k, visit_unite, L);
   derive_all(L, k);
-  /* the rest blocked, users first (what a value is expanded or reduced into
-  ** decides its slice), deriving again after each */
+  /* the rest blocked, users first, deriving again after each */
   int64_t warps = kernel_spec(k).threads / 32;
-  for (uint32_t i = L->n; i-- > 0 && !L->failed;) {
-    uint32_t c = root(L, i);
-    if (L->of[c]) continue;
-    L->of[c] = class_blocked(L, i, warps > 0 ? warps : 1);
-    derive_all(L, k);
+  /* classes holding a slice's side of a relation (a reduce's result, an
+  ** expand_dim's operand) after the others: the whole side decides them */
+  bool *part = ir_calloc(L->n ? L->n : 1, sizeof *part);
+  for (uint32_t i = 0; i < L->n; i++) {
+    IrValue *v = L->vals[i];
+    bool is_part = v->def && v->def->kind == OP_TILEAS_REDUCE;
+    for (IrUse *u = v->uses; u && !is_part; u = u->next) is_part = u->owner->kind == OP_TILEAS_EXPAND_DIM;
+    if (is_part) part[root(L, i)] = true;
   }
+  for (int sweep = 0; sweep < 2; sweep++)
+    for (uint32_t i = L->n; i-- > 0 && !L->failed;) {
+      uint32_t c = root(L, i);
+      if (L->of[c] || (sweep == 0 && part[c])) continue;
+      L->of[c] = class_blocked(L, i, warps > 0 ? warps : 1);
+      derive_all(L, k);
+    }
+  ir_free(part);
   if (L->failed) return IR_FAIL;
   /* every value gets its class's layout */
   for (uint32_t i = 0; i < L->n; i++) {

@@ -161,6 +161,7 @@ do -- (the module's definitions; an indented block)
       end
       return { L.workers, 1, 1 }, list
     end
+    if L.linear then return { programs[1] * programs[2] * programs[3], 1, 1 }, list end -- a CTA a program, along x
     -- a program of a cluster of n CTAs (along x) runs on all n
     local n = info.tile_cluster or 1
     local grid = { programs[1] * n, programs[2], programs[3] }

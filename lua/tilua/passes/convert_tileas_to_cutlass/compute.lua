@@ -4,9 +4,9 @@
 -- normalizations. Every thread of the block runs it on its registers of the
 -- program's tiles (blocked.lua: the distribution, vector loads and stores,
 -- reductions over lanes and warps). It is not persistent: the launch runs
--- one CTA per program (memory-bound programs want many CTAs an SM to keep
--- enough bytes in flight), so the persistent loop of tileas-dynamic-persistent
--- runs its body once, for the CTA's program.
+-- one CTA per program, along x (memory-bound programs want many CTAs an SM
+-- to keep enough bytes in flight), so the persistent loop of
+-- tileas-dynamic-persistent runs its body once, for the CTA's program.
 
 local tl = require "tilua"
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"
@@ -16,16 +16,22 @@ local B = require "tilua.passes.convert_tileas_to_cutlass.blocked"
 
 local Compute = {}
 
--- The linear program id of this CTA (x fastest), as tileas-dynamic-persistent's
--- loop counts them: the launch's grid is the grid of programs.
-local function linear_program_id(L)
-  local q = tl.block_id("x")
-  if L.P.lowered_programs[2] then
-    local nx = X.programs(L, 1)
-    q = q + tl.block_id("y") * nx
-    if L.P.lowered_programs[3] then q = q + tl.block_id("z") * (nx * X.programs(L, 2)) end
+-- The CTA's program: the launch runs x * y * z CTAs along x (tileas.launch's
+-- `linear`), the CTA's index the linear program id as tileas-dynamic-persistent's
+-- loop counts them (x fastest); outside that loop its ids decomposed.
+local function linear_program_id() return tl.block_id("x") end
+local function program_id(L)
+  local ids = {}
+  return function(dim)
+    if not ids[dim] then
+      local q = linear_program_id()
+      local nx = L.P.lowered_programs[1] and X.programs(L, 1)
+      if dim == "x" then ids.x = nx and q % nx or q
+      elseif dim == "y" then ids.y = q // nx % X.programs(L, 2)
+      else ids.z = q // nx // X.programs(L, 2) end
+    end
+    return ids[dim]
   end
-  return q
 end
 
 -- env.persistent: the persistent loop's body once, for this CTA's program.
@@ -39,7 +45,7 @@ local function one_program(L, env)
     if #op:results() > 0 and op:result(1):nuses() > 0 then R.fail(op, "the persistent loop's result is used after it") end
     L.program_loop = op
     local after = op:region(2):entry()
-    L.vmap[after:arg(1):id()] = linear_program_id(L)
+    L.vmap[after:arg(1):id()] = linear_program_id()
     for _, o in ipairs(after:ops()) do
       if o:name() == "tileas.cancel_next_program_id" then L.vmap[o:result(1):id()] = tl.const(0)
       else V.at_loc(o, X.lower_op, L, o, env) end
@@ -106,7 +112,8 @@ function Compute.build(L)
   local tid = tl.thread_id("x")
   L.lane, L.warp = tid % 32, tid // 32
   L.anchor = tl.const(0, tl.i32) -- the top of the agent's code (blocked.lua builds its per-thread values before it)
-  env.program_id = function(dim) return tl.block_id(dim) end
+  env.program_id = program_id(L)
+  L.linear = true
   env.persistent = one_program(L, env)
   env.loop = loop(L, env)
   env.tiled_load = function(op)

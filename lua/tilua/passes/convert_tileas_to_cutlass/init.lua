@@ -146,7 +146,7 @@ local function finish(L, k)
   k.op:set_attr("sym_name", L.name)
   k.op:set_attr("tileas.params", L.P.launch)
   k.op:set_attr("tileas.launch", { persistent = L.persistent, cluster = L.nctas > 1 and L.nctas or nil,
-                                   programs_z = L.P.programs_z or nil,
+                                   linear = L.linear or nil, programs_z = L.P.programs_z or nil,
                                    schedule = S and S.kind or nil, programs = S and S.programs or nil,
                                    workers = S and S.c.grid or nil, workspace_bytes = S and S.workspace_bytes or nil })
 end

@@ -71,6 +71,10 @@ local function plan_params(tl, kop, agents, nctas)
         P.programs_z = P.programs_z or op:attr "dim" == "z"
       elseif n == "tileas.get_program_id" then
         P.programs_z = P.programs_z or op:attr "dim" == "z"
+        if ag.kind == "compute" and op:attr "dim" ~= "x" then -- decomposed from the CTA's linear index
+          P.programs = P.programs or {}
+          P.programs.x, P.programs.y = true, true
+        end
       elseif n == "tileas.is_valid_program_id" then -- the scheduler reads the grid of programs
         P.programs = P.programs or {}
         P.programs.x, P.programs.y = true, true
