@@ -310,6 +310,24 @@ for _, layer in ipairs { false, true } do
   })
 end
 
+for _, elem in ipairs { "bf16", "f32" } do
+  case("transpose_" .. elem, {
+    n = 64, sizes = { { 1000, 1500 }, { 129, 67 } }, small = { 70, 100 },
+    build = function(c) return tl.rows.transpose { n = c.n, elem = ttype(elem), name = "transpose_" .. elem } end,
+    inputs = function(M, N) return { X = random(elem, { M, N }, -4, 4) } end,
+    outputs = function(M, N) return { Y = { elem, { N, M } } } end,
+    grid = function(c, M, N) return { (M + c.n - 1) // c.n, (N + c.n - 1) // c.n } end,
+    reference = function(I, M, N)
+      local y = {}
+      for i = 0, M - 1 do
+        for j = 0, N - 1 do y[j * M + i + 1] = I.X.v[i * N + j + 1] end
+      end
+      return { Y = y }
+    end,
+    tol = { Y = { 0, 0 } }, -- moved, not computed: the same bits
+  })
+end
+
 -- }===
 
 -- {=== running a case

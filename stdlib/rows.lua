@@ -15,10 +15,12 @@
 --   tl.rows.rmsnorm_bwd{n, elem, rows}       DX, and DWp[P, N] (f32): each program's part of DW = sum over rows of DY * X * rstd
 --   tl.rows.layernorm{n, elem}               Y = (X - mean) * rstd * W + B, Mean[M], Rstd[M]
 --   tl.rows.layernorm_bwd{n, elem, rows}     DX, DWp[P, N], DBp[P, N] (f32 parts of DW and DB)
+--   tl.rows.transpose{n, elem}               Y[N, M] = X[M, N]^T, a tile of n x n a program
 --
 -- Parameters by name: X (X1, X2 ...), Y, W, B, DY, DX, Out, Mean, Var, Rstd,
 -- DWp, DBp (tensors); N (the real row length, i32), eps (f32). The grid of
--- programs: {ceil(M / rows), ceil(N / n)} for map, {ceil(N / n)} for
+-- programs: {ceil(M / rows), ceil(N / n)} for map ({ceil(M / n), ceil(N / n)} for
+-- transpose), {ceil(N / n)} for
 -- col_reduce, {P} (P programs of `rows` rows each) for the backward passes,
 -- {M} for the others. The sums of DWp / DBp over P are col_reduce's.
 local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
@@ -234,6 +236,21 @@ do -- tl.rows (an indented block)
   end
   function tl.rows.rmsnorm_bwd(o) return norm_bwd(o, "rmsnorm_bwd", false) end
   function tl.rows.layernorm_bwd(o) return norm_bwd(o, "layernorm_bwd", true) end
+
+  -- {=== layout changes
+
+  -- Y[N, M] = X[M, N]^T: a program a tile of n x n, read along X's rows and
+  -- written along Y's (the tile crosses the threads through shared memory).
+  function tl.rows.transpose(o)
+    local n = check_n(o, "transpose")
+    local elem = o.elem or tl.bf16
+    local k = kernel(o.name or "rows_transpose", { n = n, warps = o.warps or 4 }, { X = tl.tensor(elem, 2), Y = tl.tensor(elem, 2) })
+    k:define(function(k, p)
+      local r, c = tl.program_id("x"), tl.program_id("y")
+      tl.store(p.Y, { c, r }, tl.transpose(tl.load(p.X, { r, c }, { n, n })))
+    end)
+    return k
+  end
 
   -- }===
 end

@@ -276,6 +276,13 @@ IrResult tileas_verify_broadcast(IrOp *op) {
   return check_layouts(op) ? IR_OK : IR_FAIL;
 }
 
+IrResult tileas_verify_transpose(IrOp *op) {
+  const IrType *t = op->operands[0].value->type, *r = op->results[0].type;
+  if (t->rank != 2 || r->rank != 2 || r->elem != t->elem || r->shape[0] != t->shape[1] || r->shape[1] != t->shape[0])
+    return dia_type_error(op, "transposes a rank-2 tile into one of its dims swapped and its element type, got %s", r);
+  return check_layouts(op) ? IR_OK : IR_FAIL;
+}
+
 IrResult tileas_verify_expand_dim(IrOp *op) {
   const IrType *t = op->operands[0].value->type, *r = op->results[0].type;
   int64_t dim = ir_attrs_TILEAS_EXPAND_DIM(op).dim;

@@ -3,7 +3,8 @@
 -- same bytes, measured in the same run on the same device: RMSNorm, softmax,
 -- LayerNorm forward (a row each, read once and written once: the bytes of a
 -- copy of X), an elementwise map (gelu, f32: X and Y), SwiGLU (two inputs),
--- a row sum (reads X only: half a copy's traffic). Each is checked against
+-- a row sum (reads X only: half a copy's traffic), transposes (tiles of 64
+-- and 128 through shared memory; target >= 0.90). Each is checked against
 -- its CPU reference on sampled rows first (examples/tile_rows.lua's
 -- references), then timed: the median of 5 samples of CUDA events around 20
 -- back-to-back launches. The ratio is the program's bandwidth (the bytes it
@@ -66,11 +67,24 @@ local cases = {
   { "swiglu", tl.rows.map { fn = function(a, c) return tl.silu(a) * c end, inputs = 2, n = 1024 },
     { grid = { M, N // 1024 }, args = { X1 = { x, { M, N } }, X2 = { x2, { M, N } }, Y = { y, { M, N } } } }, 3 * bytes },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
+  { "transpose 64", tl.rows.transpose { n = 64 }, { grid = { M // 64, N // 64 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
+  { "transpose 128", tl.rows.transpose { n = 128, warps = 8 }, { grid = { M // 128, N // 128 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
 }
 
 -- The program against its CPU reference on a few rows of X (read back).
 local function check_rows(name, k, launch)
   k:run(launch)
+  if name:match "^transpose" then -- sampled elements: Y[j, i] = X[i, j]
+    local xs, ys = x:to_table(1, 4 * N), y:to_table()
+    for _, ij in ipairs { { 0, 0 }, { 1, N - 1 }, { 3, 77 }, { 2, N // 2 } } do
+      if ys[ij[2] * M + ij[1] + 1] ~= xs[ij[1] * N + ij[2] + 1] then error(name .. ": Y is not X transposed", 0) end
+    end
+    local last = x:to_table((M - 1) * N + 1, M * N)
+    for j = 0, N - 1, 97 do
+      if ys[j * M + M] ~= last[j + 1] then error(name .. ": Y is not X transposed", 0) end
+    end
+    return "sampled elements checked"
+  end
   local c = ex.cases[({ rmsnorm = "rmsnorm", softmax = "softmax", layernorm = "layernorm" })[name] or ""]
   if not c then return "run" end
   local bad = 0

@@ -16,7 +16,7 @@
 --               broadcast), tl.maximum / tl.minimum, a:lt(b) ..., tl.select,
 --               x:cast(elem), tl.dot(a, b [, acc] [, opts]), tl.reduce(x, dim, kind),
 --               tl.exp exp2 log log2 sqrt rsqrt abs rcp tanh erf sigmoid silu gelu gelu_tanh
---   shapes      tl.broadcast(x, shape), tl.expand_dim(x, dim), tl.extract_slice(x, offsets, sizes)
+--   shapes      tl.broadcast(x, shape), tl.expand_dim(x, dim), tl.extract_slice(x, offsets, sizes), tl.transpose(x)
 --   loops       tl.for_tiles(extent, tile | {tile, stages}, inits..., fn(kk, ...))
 --   agents      tl.agent(kind, {num_warps, stride, interleaved}, fn)
 --
@@ -336,6 +336,13 @@ function tl.broadcast(x, shape)
     end
   end
   return tl.op1("tileas.broadcast", { x }, tile_type(i.elem, shape))
+end
+
+-- tl.transpose(x): a rank-2 tile with its dims swapped.
+function tl.transpose(x)
+  local i = info(tile_arg(x, "transpose"))
+  if #i.shape ~= 2 then raise(("transpose: expected a tile of rank 2, got %s"):format(shape_str(i.shape))) end
+  return tl.op1("tileas.transpose", { x }, tile_type(i.elem, { i.shape[2], i.shape[1] }))
 end
 
 function tl.expand_dim(x, dim)

@@ -91,7 +91,7 @@ do
   end
   for _, name in ipairs { "tileas.get_program_id", "tileas.num_programs", "tileas.splat", "tileas.dot",
                           "tileas.math", "tileas.reduce", "tileas.broadcast", "tileas.expand_dim",
-                          "tileas.extract_slice", "tileas.extract", "tileas.convert_layout", "tileas.copy",
+                          "tileas.extract_slice", "tileas.extract", "tileas.convert_layout", "tileas.copy", "tileas.transpose",
                           "tileas.tiled_load", "tileas.tiled_store", "tileas.agent_switch" } do
     D[name] = function(rec, op, d)
       mark(d)
@@ -628,6 +628,14 @@ do
     local x = read_tile(R, W, rec, ins[1])
     local map = index_map(rec.tt.shape, x.shape, nil, rec.op:attr "dim" + 1)
     return { result(R, rec, function(i) return x.v[map(i)] end) }
+  end
+  handlers["tileas.transpose"] = function(R, W, rec, ins)
+    local x = read_tile(R, W, rec, ins[1])
+    local rows, cols = rec.tt.shape[1], rec.tt.shape[2] -- the result's: x is cols x rows
+    return { result(R, rec, function(i)
+      local r, c = (i - 1) // cols, (i - 1) % cols
+      return x.v[c * rows + r + 1]
+    end) }
   end
   handlers["tileas.extract_slice"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])

@@ -378,6 +378,75 @@ function B.reduce(L, op, x)
   return B.value(elem, S, vals)
 end
 
+-- tileas.transpose, and a convert_layout between two distributions of a
+-- rank-2 tile: through shared memory. Each thread writes its registers of x
+-- (16 bytes at once where it holds them contiguously), a barrier, each reads
+-- its registers of the result ([i, j] of a transpose is x's [j, i]). The
+-- buffer is x's rows, its 16-byte chunks swizzled (chunk q of row r at q xor
+-- (r / chunk mod chunks)): a transpose's read of a column then meets the rows
+-- of a warp's lanes in different banks.
+function B.exchange(L, op, x, transpose)
+  local X = x.D
+  local ti = info(op:result(1))
+  local Y = B.dist(L, ti, op)
+  if X.rank ~= 2 then R.fail(op, "a layout change of a tile of rank %d is not lowered yet (rank 2)", X.rank) end
+  local rows, cols = X.shape[1], X.shape[2]
+  local eb = R.elem_bytes(x.elem)
+  local bytes = rows * cols * eb
+  if bytes > 48 * 1024 then
+    R.fail(op, "moving a %d x %d tile between threads needs %d bytes of shared memory (48 KiB at most): use a smaller tile", rows, cols, bytes)
+  end
+  local buf = L.k:shared(x.elem, rows * cols, { align = 16 })
+  local chunk = 16 // eb
+  local nch = cols // chunk
+  local swizzle = cols % chunk == 0 and nch > 1 and (nch & (nch - 1)) == 0
+  local function index(r, c)
+    if not swizzle then return r * cols + c end
+    local q = (c // chunk) ~ ((r // chunk) % nch)
+    return r * cols + q * chunk + c % chunk
+  end
+  -- the write: chunks of x's rows
+  local wide = X.shape[2] > 1 and X.size[2] == chunk and swizzle
+  local step = wide and chunk or 1
+  for i = 1, X.n, step do
+    local r, c = pos(X, i, 1), pos(X, i, 2)
+    local function write()
+      if wide then
+        local vals = {}
+        for j = 0, chunk - 1 do vals[j + 1] = x.r[i + j] end
+        (buf + index(r, c)):store(tl.vector_of(x.elem, vals))
+      else
+        (buf + index(r, c)):store(x.r[i])
+      end
+    end
+    local own = owner(X, i)
+    if own then tl.if_(own, write) else write() end
+  end
+  tl.barrier()
+  -- the read: the result's registers
+  local regs = {}
+  local wide_read = not transpose and Y.shape[2] > 1 and Y.size[2] == chunk and swizzle
+  local i = 1
+  while i <= Y.n do
+    local yr, yc = pos(Y, i, 1), pos(Y, i, 2)
+    local r, c = yr, yc
+    if transpose then r, c = yc, yr end
+    local idx = index(r, c)
+    local ok = valid(Y, i)
+    if ok then idx = tl.select(ok, idx, tl.const(0, tl.i32)) end
+    if wide_read then
+      local v = (buf + idx):load { vector = chunk }
+      for j = 0, chunk - 1 do regs[i + j] = tl.extract(v, j) end
+      i = i + chunk
+    else
+      regs[i] = (buf + idx):load()
+      i = i + 1
+    end
+  end
+  if in_loop(L, op) then tl.barrier() end -- before the buffer is written again
+  return B.value(x.elem, Y, regs)
+end
+
 -- }===
 
 -- {=== global tensors: tiled loads and stores

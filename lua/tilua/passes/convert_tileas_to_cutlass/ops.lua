@@ -278,9 +278,10 @@ local function shape_op(L, op, env)
   local ri = R.tile_of(op:result(1))
   if B.is_dist(x) then -- a compute agent's tile
     if n == "tileas.convert_layout" and op:operand(1):type() ~= op:result(1):type() then
-      R.fail(op, "convert_layout between two distributions of a compute agent is not lowered yet")
+      L.vmap[op:result(1):id()] = B.exchange(L, op, x, false)
+    else
+      L.vmap[op:result(1):id()] = n == "tileas.convert_layout" and x or B.shape(L, op, x)
     end
-    L.vmap[op:result(1):id()] = n == "tileas.convert_layout" and x or B.shape(L, op, x)
     return
   end
   if n == "tileas.convert_layout" and R.layout_kind(op:result(1)) ~= R.layout_kind(op:operand(1)) then
@@ -304,6 +305,11 @@ local function shape_op(L, op, env)
   end
 end
 OPS["tileas.expand_dim"], OPS["tileas.broadcast"], OPS["tileas.convert_layout"] = shape_op, shape_op, shape_op
+OPS["tileas.transpose"] = function(L, op)
+  local x = V.get(L, op:operand(1), op)
+  if not B.is_dist(x) then R.fail(op, "a transpose of a tile not of a blocked layout (in a compute agent) is not lowered yet") end
+  L.vmap[op:result(1):id()] = B.exchange(L, op, x, true)
+end
 
 OPS["tileas.math"] = function(L, op)
   local x = V.get(L, op:operand(1), op)
