@@ -66,8 +66,13 @@ local function blocked_dist(L, l, shape, op)
     local ls, ws = 1, 1
     for d = rank, 1, -1 do
       D.lane_stride[d], D.warp_stride[d] = ls, ws
-      D.lane_coord[d] = lanes[d] > 1 and (L.lane // ls) % lanes[d] or nil
-      D.warp_coord[d] = warps[d] > 1 and (L.warp // ws) % warps[d] or nil
+      local function coord(id, stride, n)
+        if n == 1 then return nil end
+        if stride > 1 then id = id // stride end
+        return stride * n == 32 and id or id % n -- (a lane's last coordinate needs no mod)
+      end
+      D.lane_coord[d] = coord(L.lane, ls, lanes[d])
+      D.warp_coord[d] = warps[d] > 1 and (ws > 1 and L.warp // ws or L.warp) % warps[d] or nil
       local masks = {}
       for b = 0, 4 do if (1 << b) < lanes[d] then masks[#masks + 1] = ls << b end end
       D.lane_mask[d] = masks

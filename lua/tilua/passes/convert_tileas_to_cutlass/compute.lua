@@ -122,8 +122,10 @@ function Compute.build(L)
   end
   env.tiled_store = function(op) B.tiled_store(L, op, V.get(L, op:operand(op:noperands()), op)) end
   local function refuse(what) return function(op) R.fail(op, "%s in a compute agent is not lowered yet", what) end end
-  env.dot, env.copy, env.pipelined_for = refuse "a dot", refuse "a copy into shared memory", refuse "a pipelined loop"
-  X.lower_block(L, ag.op:region(1):entry(), env)
+  env.dot, env.copy = refuse "a dot", refuse "a copy into shared memory"
+  env.pipelined_for = env.loop -- (no dot's loads to pipeline: a loop as any other)
+  local body = ag.op:region(1):entry()
+  if body then X.lower_block(L, body, env) end
 end
 
 return Compute
