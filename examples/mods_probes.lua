@@ -1,4 +1,4 @@
--- mods_probes.lua: the MODS probes (seed 001) in a persistent kernel of
+-- mods_probes.lua: the MODS probes (cutlass.tile_scheduler.mods_*) in a persistent kernel of
 -- 2-CTA clusters.
 --
 -- Every CTA reads its SM id (mods_report_smid), opens the MODS window

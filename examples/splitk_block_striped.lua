@@ -143,6 +143,6 @@ local example = { name = "splitk_block_striped", prepare = function() build(shap
                   grids = function(sms) return check.grids(sms) end }
 example.build = build -- build(RB, P, KS) -> the kernel (for the emulator's tests)
 if ... == "--library" then return example end
--- the default shape, then one CTA per SM (the missing barrier of issue 8 showed under
+-- the default shape, then one CTA per SM (a missing barrier once showed only under
 -- load); small (under compute-sanitizer): the small shape alone
 check.main(example, function() return check.small() and { {} } or { {}, { grid = tl.device.sm_count() } } end)

@@ -1,4 +1,4 @@
--- tile_gemm.lua: the GEMM of issue 12 as a tile program (docs/tileprog.md).
+-- tile_gemm.lua: a GEMM as a tile program (docs/tileprog.md).
 -- The kernel declares tiles -- a 128 x 256 f32 accumulator, 128 x 64 and
 -- 256 x 64 bf16 tiles of A and B per k step, the bf16 result -- and
 -- `tile-to-ptx` (k:compile) orchestrates the warps: the warp-specialized,

@@ -18,7 +18,7 @@ describe("tilua", function()
     local out, _, code = H.tilua_run({ "-", "a", "b" }, "print(#arg, arg[1], arg[2], require('tilua').version)")
     assert.equal(0, code)
     assert.equal("2\ta\tb\t0.1.0\n", out)
-    out, _, code = H.tilua_run { "-e", "print(1+1)" }
+    out = H.tilua_run { "-e", "print(1+1)" }
     assert.equal("2\n", out)
   end)
 
@@ -52,7 +52,7 @@ describe("tilua opt", function()
     assert.falsy(out:find("scf.for", 1, true)) -- pure loops are dead
   end)
   it("reads stdin and prints the IR after every pass", function()
-    local out, err, code = H.tilua_run({ "opt", "-", "-p", "cleanup", "--print-ir-after-all", "--timing" },
+    local _, err, code = H.tilua_run({ "opt", "-", "-p", "cleanup", "--print-ir-after-all", "--timing" },
       H.slurp "spec/fixtures/valid/arith.tir")
     assert.equal(0, code)
     assert.matches("IR Dump After canonicalize", err)

@@ -117,7 +117,7 @@ describe("constructors", function()
         assert.equal(tl.i1, w:is_valid():type())
         assert.equal(tl.i32, w:k_tile_count():type())
       end)
-      local a, b, c = sk:workspace_sizes { total_bytes = 256, reduction_bytes = 100, barrier_bytes = 4 }
+      local _, _, c = sk:workspace_sizes { total_bytes = 256, reduction_bytes = 100, barrier_bytes = 4 }
       assert.equal(tl.i64, c:type())
     end)
   end)

@@ -1,6 +1,6 @@
 -- The Lua surface: types, values and their operators, scf builders, kernels,
 -- errors at the script's line, verification, compile with stages.
-local H = dofile "spec/helper.lua"
+dofile "spec/helper.lua"
 local tl = require "tilua"
 tl.options.keep_stages = true -- the checks read the stages' IR
 
@@ -31,8 +31,10 @@ describe("types", function()
     assert.is_false(ok)
     assert.matches("swizzle must be 0, 32, 64 or 128", err)
     ok, err = pcall(tl.ptr, tl.f32, "texture")
+    assert.is_false(ok)
     assert.matches("unknown memory space 'texture'", err)
     ok, err = pcall(tl.core.type_int, 65)
+    assert.is_false(ok)
     assert.matches("integer width must be in %[1, 64%]", err)
   end)
 end)
@@ -40,8 +42,8 @@ end)
 describe("values", function()
   it("overload arithmetic for integers and floats", function()
     local k = kernel({ { "a", tl.i32 }, { "x", tl.f32 } }, function(k, p)
-      local _ = p.a + 1, p.a - p.a, p.a * 3, p.a // 2, p.a % 5, p.a & 1, p.a | 2, p.a ~ 3,
-        p.a << 1, p.a >> 1, -p.a, ~p.a, p.x + 1.5, p.x * p.x, p.x / 2, -p.x, 2 - p.a
+      local _ = { p.a + 1, p.a - p.a, p.a * 3, p.a // 2, p.a % 5, p.a & 1, p.a | 2, p.a ~ 3,
+        p.a << 1, p.a >> 1, -p.a, ~p.a, p.x + 1.5, p.x * p.x, p.x / 2, -p.x, 2 - p.a }
     end)
     local text = k.module:print()
     for _, op in ipairs { "addi", "subi", "muli", "divsi", "remsi", "andi", "ori", "xori", "shli",
@@ -71,7 +73,7 @@ describe("values", function()
   end)
   it("explain the traps of Lua's syntax and of index loops", function()
     local ok, err = pcall(kernel, { { "a", tl.i32 }, { "o", tl.ptr(tl.i32) } }, function(k, p)
-      local u = tl.thread_id()
+      local _ = tl.thread_id()
       (p.o + 1):store(p.a)
     end)
     assert.is_false(ok)

@@ -1,5 +1,5 @@
--- The CPU emulator against the GPU (issue 13: "for small sizes every example
--- and the GEMM produce the same bytes on the emulator as on the GPU";
+-- The CPU emulator against the GPU ("for small sizes every example and the
+-- GEMM produce the same bytes on the emulator as on the GPU";
 -- docs/protocol.md, "The emulator against the GPU"). Every example that
 -- launches a kernel, and the stdlib GEMM, runs the same kernel with the same
 -- fresh random inputs on the GPU and on tl.emulate, at several grids and
@@ -66,17 +66,7 @@ local function random_f32(n, seed)
   return table.concat(t)
 end
 
-local function ints(s)
-  local t = {}
-  for i = 1, #s // 4 do t[i] = string.unpack("<i4", s, 4 * i - 3) end
-  return t
-end
-
-local function longs(s)
-  local t = {}
-  for i = 1, #s // 8 do t[i] = string.unpack("<i8", s, 8 * i - 7) end
-  return t
-end
+local ints, longs = H.i32s, H.i64s
 
 -- }=====================================================================
 
@@ -131,17 +121,25 @@ local function check_outputs(what, outs, standin)
     or "equal byte for byte on the GPU and the emulator"))
 end
 
--- both(k, grid, args, outputs, seed) -> outs, emulator result: kernel k on the
--- emulator (random policy) and on the GPU, with the same arguments: numbers, or
--- strings of bytes (a fresh buffer each; on the GPU a device buffer); outputs:
--- { {argument index, name [, false: read back, not compared]}, ... }.
-local function both(k, grid, args, outputs, seed)
+-- Kernel k on the emulator: a random schedule (seed), and on the stand-in
+-- driver an adversarial one too; each must end cleanly. -> r, r2 (or false),
+-- the seconds of the first
+local function emulate_twice(k, grid, args, seed)
   local t0 = os.clock()
   local r = tl.emulate(k, { grid = grid, args = args, policy = "random", seed = seed })
   assert(r.ok, r.report)
   local emu_s = os.clock() - t0
   local r2 = STANDIN and tl.emulate(k, { grid = grid, args = args, policy = "adversarial" })
   assert(not r2 or r2.ok, r2 and r2.report)
+  return r, r2, emu_s
+end
+
+-- both(k, grid, args, outputs, seed) -> outs, emulator result: kernel k on the
+-- emulator (random policy) and on the GPU, with the same arguments: numbers, or
+-- strings of bytes (a fresh buffer each; on the GPU a device buffer); outputs:
+-- { {argument index, name [, false: read back, not compared]}, ... }.
+local function both(k, grid, args, outputs, seed)
+  local r, r2, emu_s = emulate_twice(k, grid, args, seed)
   local dev, dargs = {}, {}
   for i, a in ipairs(args) do
     if type(a) == "string" then
@@ -349,10 +347,7 @@ local function gemm_both(cfg, kind, seed, pipeline)
   local bshape = c.b_major == "k" and { c.n, c.k } or { c.k, c.n }
   local args = { { data = A, shape = ashape }, { data = B, shape = bshape }, { data = D, shape = { c.m, c.n } } }
   if c.schedule == "streamk" then args[4] = { bytes = math.max(16, g.workspace_bytes) } end
-  local r = tl.emulate(k, { grid = g.grid, args = args, policy = "random", seed = seed })
-  assert(r.ok, r.report)
-  local r2 = STANDIN and tl.emulate(k, { grid = g.grid, args = args, policy = "adversarial" })
-  assert(not r2 or r2.ok, r2 and r2.report)
+  local r, r2 = emulate_twice(k, g.grid, args, seed)
   local a, b, d = tl.device.from(tl.u8, A), tl.device.from(tl.u8, B), tl.device.from(tl.u8, D)
   g:run { a = a, b = b, d = d }
   tl.device.synchronize()
@@ -433,10 +428,7 @@ local function tile_both(name, M, N, K, seed)
                    ["arg:K"] = K, ["programs:x"] = programs[1], ["programs:y"] = programs[2] }
   local args, at = PH.params_args(kop, values)
   local c = at["map:C"]
-  local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = seed })
-  assert(r.ok, r.report)
-  local r2 = STANDIN and tl.emulate(kop, { grid = grid, args = args, policy = "adversarial" })
-  assert(not r2 or r2.ok, r2 and r2.report)
+  local r, r2 = emulate_twice(kop, grid, args, seed)
   local a, b, d, bb = tl.device.from(tl.u8, A), tl.device.from(tl.u8, B), tl.device.from(tl.u8, C), tl.device.from(tl.u8, bias)
   k:run { grid = programs, args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, bias = { bb, { N } }, K = K } }
   local outs = { { name = "C", init = C, gpu = d:to_string(), emu = r.read(c), emu2 = r2 and r2.read(c) } }
@@ -476,10 +468,7 @@ cases[#cases + 1] = { example = "tile_gemm_softmax", name = "tile_gemm_softmax (
                      ["programs:x"] = (M + 127) // 128, ["programs:y"] = 1 }
     local args, at = PH.params_args(kop, values)
     local c = at["map:C"]
-    local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = seed })
-    assert(r.ok, r.report)
-    local r2 = STANDIN and tl.emulate(kop, { grid = grid, args = args, policy = "adversarial" })
-    assert(not r2 or r2.ok, r2 and r2.report)
+    local r, r2 = emulate_twice(kop, grid, args, seed)
     local a, b, d = tl.device.from(tl.u8, A), tl.device.from(tl.u8, B), tl.device.from(tl.u8, C)
     k:run { grid = { (M + 127) // 128, 1 }, args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K, scale = 1 / 16 } }
     local gpu_c, emu_c = d:to_string(), r.read(c)
@@ -555,9 +544,9 @@ describe("the cases", function()
     assert.matches("a run: dst differs at byte 5 of 8 %(GPU 07, emulator 08; 2 bytes differ%)", err)
     outs[1].gpu = outs[1].emu
     local print0 = print
-    print = function() end -- (its line for the log)
+    print = function() end -- luacheck: ignore 121 (its line for the log)
     ok, err = pcall(check_outputs, "a run", outs, false)
-    print = print0
+    print = print0 -- luacheck: ignore 121
     assert(ok, err)
     outs[1].emu = outs[1].init -- nothing written: nothing compared
     outs[1].gpu = outs[1].init

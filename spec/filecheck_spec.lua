@@ -87,7 +87,7 @@ module {
     h:write "// CHECK-NOT: }\n"
     h:close()
     out, err, code = H.tilua_run { "opt", "--check", f }
-    assert.equal(1, code)
+    assert.equal(1, code, out)
     assert.matches(":12: CHECK%-NOT: '}' found at output line 6", err)
     os.remove(f)
   end)

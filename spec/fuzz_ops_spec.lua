@@ -9,13 +9,12 @@ local tl = require "tilua"
 local parser = require "tilua.parser"
 local core = tl.core
 
-local SECONDS = tonumber(os.getenv "TILUA_FUZZ_SECONDS") or 3
-local seed = tonumber(os.getenv "TILUA_FUZZ_SEED") or os.time()
+local SECONDS, seed = H.fuzz_budget()
 
 -- Attribute dictionaries seen per op name in the valid fixtures, parsed into
 -- ctx (attributes belong to one context; the bindings refuse another's).
 local fixture_texts = {}
-for _, f in ipairs(H.files("spec/fixtures/valid", "%.tir$")) do fixture_texts[f] = H.slurp(f) end
+for _, f in ipairs(H.valid_fixtures()) do fixture_texts[f.path] = f.text end
 local function collect_attrs(ctx)
   local seen = {}
   for f, text in pairs(fixture_texts) do
@@ -64,7 +63,6 @@ describe("structured fuzzing", function()
         seen_attrs = collect_attrs(ctx)
       end
       uses = uses + 1
-      local function T(name, ...) return core["type_" .. name](...) end
       local i32 = core.type_int(32, ctx)
       local f32 = core.type_float("f32", ctx)
       local types = { core.type_int(1, ctx), core.type_int(8, ctx), core.type_int(16, ctx), i32,

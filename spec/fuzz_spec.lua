@@ -6,11 +6,10 @@ local tl = require "tilua"
 local parser = require "tilua.parser"
 local core = tl.core
 
-local SECONDS = tonumber(os.getenv "TILUA_FUZZ_SECONDS") or 3
-local seed = tonumber(os.getenv "TILUA_FUZZ_SEED") or os.time()
+local SECONDS, seed = H.fuzz_budget()
 
 local corpus = {}
-for _, f in ipairs(H.files("spec/fixtures/valid", "%.tir$")) do corpus[#corpus + 1] = H.slurp(f) end
+for _, f in ipairs(H.valid_fixtures()) do corpus[#corpus + 1] = f.text end
 for _, f in ipairs(H.files("spec/fixtures/invalid", "%.tir$")) do corpus[#corpus + 1] = H.slurp(f) end
 
 local tokens = { "{", "}", "(", ")", "[", "]", "<", ">", ",", ":", "=", "%0", "%x", "^bb0", "^bb1:",
@@ -55,8 +54,8 @@ describe("fuzzing", function()
           -- lowering and emission answer with PTX or diagnostics, never a crash
           local lok, lmsg = core.run_pipeline(m2, "ptx")
           if lok then
-            local text, emsg = core.emit_ptx(m2)
-            assert.is_true(text ~= nil or type(emsg) == "string")
+            local ptx, emsg = core.emit_ptx(m2)
+            assert.is_true(ptx ~= nil or type(emsg) == "string")
           else
             assert.is_string(lmsg)
           end

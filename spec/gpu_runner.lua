@@ -4,7 +4,7 @@
 --   tilua spec/gpu_runner.lua BUSTED SPEC
 local busted_path, spec = arg[1], arg[2]
 assert(busted_path and spec, "usage: tilua spec/gpu_runner.lua BUSTED SPEC")
-arg = { [0] = busted_path, "--no-auto-insulate", "-o", "utfTerminal", spec }
+arg = { [0] = busted_path, "--no-auto-insulate", "-o", "utfTerminal", spec } -- luacheck: ignore 121 (busted reads it)
 require "busted.runner" { standalone = false } -- exits non-zero itself on failures
 if not require("tilua").device.available() then
   print("SKIP: no GPU: the GPU tests of " .. spec .. " did not run")

@@ -15,6 +15,14 @@ local function line_of(mark) return H.line_of(SCRIPT, mark) end
 
 local function run(env, args) return H.tilua_env(env, args, 60) end
 
+-- A script (a temporary file) that defines an empty kernel k (`name`, "boom" unless
+-- given) of one i32 parameter in its first three lines, then runs body.
+local function script(body, name)
+  return H.temp('local tl = require "tilua"\n'
+                .. ('local k = tl.kernel("%s", { params = { { "n", tl.i32 } }, block = 32 })\n'):format(name or "boom")
+                .. 'k:define(function(k, p) end)\n' .. body, ".lua")
+end
+
 local function need_fake()
   if not FAKE or FAKE == "" then pending("TILUA_FAKE_CUDA is not set (run through ctest)") end
 end
@@ -56,18 +64,12 @@ describe("launch plans", function()
 
   it("name the launch that failed, not the later one the sticky error refuses", function()
     need_fake()
-    local f = os.tmpname() .. ".lua"
-    local h = assert(io.open(f, "w"))
-    h:write [[
-local tl = require "tilua"
-local k = tl.kernel("boom", { params = { { "n", tl.i32 } }, block = 32 })
-k:define(function(k, p) end)
+    local f = script [[
 k:launch { grid = 1, args = { 1 } }
 k:launch { grid = 1, args = { 2 } }
 k:launch { grid = 1, args = { 3 } }
 tl.device.synchronize()
 ]]
-    h:close()
     local _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "trap", FAKE_CUDA_AFTER = "2" }, { f })
     os.remove(f)
     assert.equal(1, code, err)
@@ -76,18 +78,12 @@ tl.device.synchronize()
 
   it("report a hung kernel at the line of its (fast-path) launch", function()
     need_fake()
-    local f = os.tmpname() .. ".lua"
-    local h = assert(io.open(f, "w"))
-    h:write [[
-local tl = require "tilua"
-local k = tl.kernel("spin", { params = { { "n", tl.i32 } }, block = 32 })
-k:define(function(k, p) end)
+    local f = script([[
 k:launch { grid = 1, args = { 1 } }
 tl.device.synchronize()
 k:launch { grid = 1, args = { 2 } }
 tl.device.synchronize()
-]]
-    h:close()
+]], "spin")
     local _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "hang", FAKE_CUDA_AFTER = "2",
                                TILUA_LAUNCH_TIMEOUT = "0.5" }, { f })
     os.remove(f)
@@ -96,16 +92,6 @@ tl.device.synchronize()
   end)
   -- launches of one kernel from one line share an event (TLCU_GROUP_MAX of them),
   -- so a failure among them is named at that line with the group's size
-  local function script(body)
-    local f = os.tmpname() .. ".lua"
-    local h = assert(io.open(f, "w"))
-    h:write('local tl = require "tilua"\n',
-            'local k = tl.kernel("boom", { params = { { "n", tl.i32 } }, block = 32 })\n',
-            'k:define(function(k, p) end)\n', body)
-    h:close()
-    return f
-  end
-
   it("name a failure among consecutive launches from one line, with their count", function()
     need_fake()
     local f = script "for i = 1, 5 do k:launch { grid = 1, args = { i } } end\ntl.device.synchronize()\n"
@@ -140,6 +126,7 @@ print("ok")
     assert.equal(0, code, err)
     assert.equal("ok\n", out)
     -- launch 1001 is the 751st at line 5 (every third i adds one at line 6)
+    local _
     _, err, code = run({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_KERNELS = "trap", FAKE_CUDA_AFTER = "1001" }, { f })
     os.remove(f)
     assert.equal(1, code, err)

@@ -3,6 +3,26 @@
 -- TILUA_BUILD_DIR set; run by hand, `busted` finds the module through cpath.
 local H = {}
 
+-- busted runs a spec with an environment of its own (describe, it, pending,
+-- luassert's assert), while a file loaded with dofile sees the plain globals:
+-- the helpers reach busted's API as H.busted, the environment of the spec
+-- that loaded them (the first function up the stack whose _ENV is not the
+-- globals; busted resolves its names in the test running at the time).
+local function spec_env()
+  for level = 2, 12 do
+    local info = debug.getinfo(level, "f")
+    if not info then break end
+    for i = 1, 255 do
+      local name, v = debug.getupvalue(info.func, i)
+      if not name then break end
+      if name == "_ENV" and v ~= _G then return v end
+    end
+  end
+  return _G
+end
+H.busted = spec_env()
+local B = H.busted
+
 H.build = os.getenv "TILUA_BUILD_DIR" or "build"
 H.root = os.getenv "TILUA_SOURCE_ROOT" or "."
 H.tilua = H.build .. "/tilua"
@@ -20,6 +40,16 @@ local function slurp(path)
   return s
 end
 H.slurp = slurp
+
+-- H.temp(text [, suffix]) -> the path of a fresh temporary file holding text
+-- (suffix: ".lua", ".tir" ... where the reader goes by it); the caller removes it.
+function H.temp(text, suffix)
+  local path = os.tmpname() .. (suffix or "")
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+  return path
+end
 
 -- H.run(argv_list [, stdin_text]) -> stdout, stderr, exit code
 function H.run(argv, input)
@@ -75,6 +105,19 @@ function H.ptxas()
   if f then f:close() return "/usr/local/cuda/bin/ptxas" end
 end
 
+-- H.fuzz_budget() -> the seconds a fuzz spec runs (TILUA_FUZZ_SECONDS, 3 by
+-- default) and its seed (TILUA_FUZZ_SEED, else the time).
+function H.fuzz_budget()
+  return tonumber(os.getenv "TILUA_FUZZ_SECONDS") or 3, tonumber(os.getenv "TILUA_FUZZ_SEED") or os.time()
+end
+
+-- H.assert_ptxas(ptx): ptxas takes ptx (the test is pending where there is no ptxas).
+function H.assert_ptxas(ptx)
+  local ok, log = require("tilua").ptxas(ptx)
+  if ok == nil then B.pending("ptxas not found: " .. log) end
+  assert(ok, log)
+end
+
 -- H.files(dir, pattern [, recursive]): the files of dir (and of its folders,
 -- recursive) whose names match pattern, sorted.
 function H.files(dir, pattern, recursive)
@@ -112,6 +155,90 @@ function H.count(text, s)
     if not a then return n end
     n, pos = n + 1, b + 1
   end
+end
+
+-- {=== bytes: lists of numbers <-> the little-endian strings kernels read and write
+
+function H.pack(fmt, list)
+  local out = {}
+  for i, x in ipairs(list) do out[i] = string.pack(fmt, x) end
+  return table.concat(out)
+end
+function H.unpack(fmt, s)
+  local n, out = string.packsize(fmt), {}
+  for i = 1, #s // n do out[i] = string.unpack(fmt, s, n * (i - 1) + 1) end
+  return out
+end
+function H.i32s(s) return H.unpack("<i4", s) end
+function H.i64s(s) return H.unpack("<i8", s) end
+function H.f32s(s) return H.unpack("<f", s) end
+
+-- }===
+
+-- {=== GPU specs
+
+-- The seed of a spec's random data (TILUA_SEED fixes it; printed by the harness).
+H.seed = require("tilua.gpu.check").seed
+-- In a GPU test: pending (never passed) where there is no GPU.
+function H.gpu()
+  local tl = require "tilua"
+  if not tl.device.available() then B.pending("no GPU: " .. tl.device.error()) end
+end
+
+-- }===
+
+-- {=== PTX specs: the kernels a spec builds and compiles, every PTX assembled at its end
+--
+--   local E = H.emitter { block = 128 }
+--   local k = E.build(name, params, body [, {block, cluster, smem}])   -- in a fresh module
+--   local ptx, lowered, final = E.compile(k)   -- the IR after convert-tile-to-nvvm and at the end
+--   E.assemble_all(n)                           -- last: describe("ptxas"): every PTX through
+--                                               -- ptxas -arch=sm_90a (at least n of them)
+function H.emitter(defaults)
+  local tl = require "tilua"
+  -- the kernels' ops and errors are located at the spec's lines, not here
+  tl.core.mark_library(debug.getinfo(1, "S").source)
+  local E = { emitted = {} }
+  function E.build(name, params, body, spec)
+    spec = spec or {}
+    tl.new_module()
+    local k = tl.kernel(name, { params = params or {}, block = spec.block or defaults.block,
+                                cluster = spec.cluster, smem = spec.smem })
+    k:define(body)
+    return k
+  end
+  function E.compile(k)
+    local ptx = k:compile()
+    E.emitted[#E.emitted + 1] = { k.name, ptx }
+    local lowered
+    for _, st in ipairs(tl.last_stages) do
+      if st.name == "convert-tile-to-nvvm" then lowered = st.ir end
+    end
+    return ptx, lowered, k.lowered:print()
+  end
+  function E.assemble_all(at_least)
+    B.describe("ptxas", function()
+      B.it("assembles every PTX this spec emitted for sm_90a", function()
+        B.assert.is_true(#E.emitted >= at_least)
+        local ok0, why = tl.ptxas(E.emitted[1][2])
+        if ok0 == nil then B.pending("ptxas not found: " .. why) end
+        for _, e in ipairs(E.emitted) do
+          local ok, log = tl.ptxas(e[2])
+          assert(ok, ("ptxas rejected kernel %s:\n%s\n%s"):format(e[1], log, e[2]))
+        end
+      end)
+    end)
+  end
+  return E
+end
+
+-- }===
+
+-- The texts of the valid IR fixtures (the fuzzers' corpus).
+function H.valid_fixtures()
+  local out = {}
+  for _, f in ipairs(H.files("spec/fixtures/valid", "%.tir$")) do out[#out + 1] = { path = f, text = H.slurp(f) } end
+  return out
 end
 
 return H

@@ -295,15 +295,15 @@ local function run_here(chunk)
   tl.new_module()
   -- tl.autotune's cache goes to a temporary file, not the user's
   local getenv, cache = os.getenv, os.tmpname()
-  os.getenv = function(name)
+  os.getenv = function(name) -- luacheck: ignore 122 (restored below)
     if name == "TILUA_AUTOTUNE_CACHE" then return cache end
     return getenv(name)
   end
   local print0 = print
-  print = function() end -- what the library prints for an example (tl.check_ptx)
+  print = function() end -- luacheck: ignore 121 (what the library prints for an example: tl.check_ptx)
   local ok, err = pcall(chunk)
-  print = print0
-  os.getenv = getenv
+  print = print0 -- luacheck: ignore 121
+  os.getenv = getenv -- luacheck: ignore 122
   os.remove(cache)
   for k in pairs(tl.options) do tl.options[k] = nil end
   for k, v in pairs(saved_opts) do tl.options[k] = v end

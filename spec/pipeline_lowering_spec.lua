@@ -10,16 +10,9 @@ local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 local interp = require "tilua.emulate.interp"
 
-local emitted = {} -- { {name, ptx} } for the ptxas test at the end
+local E = H.emitter { block = 128 } -- every PTX kept for the ptxas test at the end
+local emitted, build = E.emitted, E.build
 local P = function(t, s) return tl.ptr(t, s) end
-
-local function build(name, params, body, spec)
-  spec = spec or {}
-  tl.new_module()
-  local k = tl.kernel(name, { params = params or {}, block = spec.block or 128, cluster = spec.cluster })
-  k:define(body)
-  return k
-end
 
 local UPTO = "canonicalize,cse,convert-cutlass-to-nvvm,dedupe-wait-groups"
 
@@ -232,7 +225,7 @@ describe("convert-cutlass-to-nvvm: pipelines", function()
       k:async_exec("c", { first_warp = 1, warps = 1 }, function() pipe:consumer_release(pipe:consumer_start()) end)
     end, { block = 64, cluster = { 2, 1, 1 } })
     local _, cir = lower(kc)
-    -- the init syncs the cluster with seed 004's handshake: the release fence,
+    -- the init syncs the cluster with the DSMEM handshake: the release fence,
     -- then a relaxed arrive, then the wait; one CTA (above) takes the bypass
     seq(cir, { "tile.fence_mbarrier_init", "tile.cluster_arrive {relaxed = true}", "tile.cluster_wait" })
     lacks(ir, "tile.cluster_arrive")
@@ -287,7 +280,7 @@ describe("convert-cutlass-to-nvvm: seq_bar and async tokens", function()
     has(ir, "value = 65538 : i32") -- the start cursor: index 2 | phase 1 << 16
   end)
 
-  -- Seed 002: "sequence-barrier arrive advances index and flips phase on wraparound" holds by
+  -- The seq_bar contract "sequence-barrier arrive advances index and flips phase on wraparound" holds by
   -- construction of the lowering (seq_advance); this runs the lowered cursor arithmetic and
   -- fails if it ever stops flipping the phase on wrap.
   it("flips the cursor's phase exactly when an arrive wraps the index (run on the lowered IR)", function()

@@ -1,5 +1,5 @@
 -- The stdlib GEMM (stdlib/gemm.lua) on the CPU emulator: TMA tensor copies and
--- wgmma at the authoring level (lua/tilua/emulate_mma.lua). At tiny sizes the
+-- wgmma at the authoring level (emulate/models/mma.lua). At tiny sizes the
 -- emulated D matches a CPU reference bit for bit, the protocol checker finds
 -- nothing wrong in its pipeline, and seeded bugs are caught with a
 -- counterexample at this file's lines (docs/protocol.md, "TMA tensor copies
@@ -78,6 +78,16 @@ local function reference(A, B, M, N, K, out)
   return table.concat(t)
 end
 
+-- GEMM kernel k on the emulator (g's grid) under each of `policies` (seed):
+-- D (argument 3) is want, byte for byte.
+local function assert_policies(k, g, args, want, policies, seed)
+  for _, p in ipairs(policies) do
+    local r = tl.emulate(k, { grid = g.grid, args = args, policy = p, seed = seed })
+    assert(r.ok, r.report)
+    assert.is_true(r.read(3) == want, p .. ": D differs from the reference")
+  end
+end
+
 describe("the stdlib GEMM on the emulator", function()
   local shapes = {
     { m = 128, n = 128, k = 128, bn = 64, grid = 2 },                      -- two tiles along N
@@ -97,11 +107,7 @@ describe("the stdlib GEMM on the emulator", function()
         local nonzero = 0
         for i = 1, #want, 2 do if want:sub(i, i + 1) ~= "\0\0" then nonzero = nonzero + 1 end end
         assert.is_true(nonzero > #want // 4) -- the test sees data
-        for _, p in ipairs { "round_robin", "random", "adversarial" } do
-          local r = tl.emulate(k, { grid = g.grid, args = args, policy = p, seed = 5 })
-          assert(r.ok, r.report)
-          assert.is_true(r.read(3) == want, p .. ": D differs from the reference")
-        end
+        assert_policies(k, g, args, want, { "round_robin", "random", "adversarial" }, 5)
       end)
   end
 
@@ -250,7 +256,7 @@ end)
 
 -- The GEMM after the whole ptx pipeline (the nvvm ops the emitter gets:
 -- nvvm.cp.async.bulk.tensor, nvvm.wgmma.*, nvvm.stmatrix, the nvvm cluster
--- ops; lua/tilua/emulate_nvvm_mma.lua): the same bytes as the reference, the
+-- ops; lua/tilua/emulate/models/nvvm_mma.lua): the same bytes as the reference, the
 -- checker clean at every stage of the pipeline, and bugs seeded in the
 -- lowered IR caught there.
 describe("the lowered GEMM (after the whole ptx pipeline)", function()
@@ -283,11 +289,7 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
       local A, B, args = inputs(cfg.m, cfg.n, cfg.k, dt, cfg.a_major == "m", cfg.b_major == "n")
       local want = reference(A, B, cfg.m, cfg.n, cfg.k, cfg.out or "bf16")
       if g.workspace_bytes > 0 then args[4] = { bytes = g.workspace_bytes } end
-      for _, p in ipairs { "round_robin", "random" } do
-        local r = tl.emulate(k, { grid = g.grid, args = args, policy = p, seed = 7 })
-        assert(r.ok, r.report)
-        assert.is_true(r.read(3) == want, p .. ": D differs from the reference")
-      end
+      assert_policies(k, g, args, want, { "round_robin", "random" }, 7)
     end)
   end
 

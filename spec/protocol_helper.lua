@@ -2,6 +2,7 @@
 -- test bytes, op lookup, the GEMM as the emulator runs it, the small ring-copy
 -- kernels and the check of a caught mutant.
 local M = {}
+local B = dofile("spec/helper.lua").busted -- busted's API (describe, it, pending, assert)
 
 -- n pseudo-random bytes (not constant: a copy that drops or repeats a chunk shows)
 function M.bytes(n, seed)
@@ -97,14 +98,37 @@ function M.build_fixup()
   return k
 end
 
+-- The violation of checker result r is of one of `kinds`.
+function M.assert_kind(r, kinds)
+  local ok = false
+  for _, kind in ipairs(kinds) do ok = ok or r.violation.kind == kind end
+  assert(ok, ("expected %s, got:\n%s"):format(table.concat(kinds, " or "), r.report))
+end
+
+-- tl.check_lowering of kernel (opts: its grid, args ...) with a lowering bug:
+-- mutate(kop) right after the pipeline's pass numbered `at`. The mutant fails,
+-- blamed on `pass`. -> the result
+function M.blamed(kernel, opts, at, pass, mutate)
+  local done = false
+  opts.after_pass = function(_, i, kop)
+    if i == at then
+      mutate(kop)
+      done = true
+    end
+  end
+  local r = require("tilua").check_lowering(kernel, opts)
+  B.assert.is_true(done)
+  B.assert.is_false(r.ok, "the mutant passed")
+  B.assert.are.equal(pass, r.broken_by, r.report)
+  return r
+end
+
 -- A checker's result r for a mutant: a violation of one of `kinds`, every
 -- counterexample step matching one of `step_patterns`, the report holding each
 -- of `lines`; printed under `what`.
 function M.assert_caught(r, what, kinds, lines, step_patterns)
   assert(not r.ok, "the mutant passed")
-  local ok = false
-  for _, kind in ipairs(kinds) do ok = ok or r.violation.kind == kind end
-  assert(ok, ("expected %s, got:\n%s"):format(table.concat(kinds, " or "), r.report))
+  M.assert_kind(r, kinds)
   assert(#r.trace >= 1, r.report)
   for _, step in ipairs(r.trace) do
     local named = false

@@ -1,4 +1,4 @@
--- The emulator and the protocol checker on lowered IR (emulate_nvvm.lua) and
+-- The emulator and the protocol checker on lowered IR (emulate/models/nvvm.lua) and
 -- tl.check_lowering: the ring-copy examples copy every byte and check clean at
 -- every stage of the `ptx` pipeline, and lowering bugs simulated by mutating
 -- the IR right after a given pass are reported at that pass, with a
@@ -92,20 +92,9 @@ describe("tl.check_lowering", function()
   local function broken(what, key, at, kinds, mutate, lines)
     it(("blames %s (pass %d) for: %s"):format(PASSES[at], at, what), function()
       local c = cases[key]
-      local done = false
-      local r = tl.check_lowering(c.build(), { args = args(bytes(c.n)), after_pass = function(_, i, kop)
-        if i == at then
-          mutate(kop)
-          done = true
-        end
-      end })
-      assert.is_true(done)
-      assert.is_false(r.ok, "the mutant passed")
-      assert.are.equal(PASSES[at], r.broken_by)
+      local r = PH.blamed(c.build(), { args = args(bytes(c.n)) }, at, PASSES[at], mutate)
       assert.are.equal(at, r.broken_at)
-      local ok = false
-      for _, kind in ipairs(kinds) do ok = ok or r.violation.kind == kind end
-      assert(ok, ("expected %s, got:\n%s"):format(table.concat(kinds, " or "), r.report))
+      PH.assert_kind(r, kinds)
       assert.matches("^" .. PASSES[at]:gsub("%-", "%%-") .. " broke the protocol: verify%-protocol: " .. r.violation.kind, r.report)
       for i = 1, at do assert(r.stages[i].ok, r.stages[i].name) end -- clean up to the pass before
       assert.is_true(#r.trace >= 1, r.report)
@@ -220,15 +209,17 @@ describe("the check after every pass of the pass manager", function()
       return k
     end
     tl.compile(bad(), "ptx", { check_protocol = "passes" }) -- no error
-    assert.are.same({ after = "input", kernel = "prc", why = "the input is already wrong: deadlock" }, LP.log[1])
-    for i = 2, #LP.log do assert.equal("unchanged, or skipped before", LP.log[i].why) end -- not checked further
+    local log = tl.last_check.log
+    assert.are.same({ after = "input", kernel = "prc", why = "the input is already wrong: deadlock" }, log[1])
+    for i = 2, #log do assert.equal("unchanged, or skipped before", log[i].why) end -- not checked further
     assert.is_false((pcall(tl.compile, bad(), "ptx", { check_protocol = true }))) -- strict: the same input fails
     -- a correct input, then "a pass" that drops the release: an error at that stage
     local k = cases.prc.build()
-    local r = LP.verify_protocol(k.module, { mode = "passes" }, "input")
+    local run = {} -- the check's state across the stages of one pipeline run
+    local r = LP.verify_protocol(k.module, { mode = "passes" }, "input", run)
     assert.are.same({}, r.errors)
     ops(k.op, "cutlass.pipeline.consumer_release")[1]:erase()
-    r = LP.verify_protocol(k.module, { mode = "passes" }, "cse")
+    r = LP.verify_protocol(k.module, { mode = "passes" }, "cse", run)
     assert.equal(1, #r.errors)
     assert.matches("protocol violation in kernel 'prc' %(inputs n = 2048: .-%): deadlock", r.errors[1].message)
     -- opts.check_protocol = false: no check even where tl.options asks for one
@@ -313,8 +304,7 @@ describe("the check after every pass of the pass manager", function()
     os.remove(f)
     assert.equal(1, code, err)
     assert.matches("the input is already wrong", err)
-    local out
-    out, err, code = H.tilua_run { "--help" }
+    local out = H.tilua_run { "--help" }
     assert.truthy(out:find("--check-protocol", 1, true), out)
   end)
 end)

@@ -1,5 +1,5 @@
 -- The emulator and the protocol checker on kernels that use the tile
--- schedulers and the MODS probes (lua/tilua/emulate_sched.lua,
+-- schedulers and the MODS probes (lua/tilua/emulate/models/sched.lua,
 -- docs/protocol.md): examples/mods_probes.lua against its own host check and
 -- CPU sums, record kernels over the data-parallel, static persistent and
 -- StreamK schedulers against the host reference (tl.core.sched_plan), no

@@ -3,18 +3,28 @@
 -- policy, the checker finds nothing wrong in them, and it catches seeded
 -- protocol bugs (made by editing their IR through the op API) with a
 -- counterexample whose steps name the examples' lines (docs/protocol.md).
-dofile "spec/helper.lua"
+local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 
 local PH = dofile "spec/protocol_helper.lua"
-local rc, prc, bytes, ops, cases = PH.rc, PH.prc, PH.bytes, PH.ops, PH.cases
+local prc, bytes, ops, cases = PH.prc, PH.bytes, PH.ops, PH.cases
 
 local function args(n, seed) return { bytes(n, seed), { bytes = n }, n } end
 
--- The line of the first op named `name` in k.
-local function line_of(o)
-  local _, line = o:loc()
-  return line
+-- A kernel of 64 threads: thread t stores t * mult into shared word t, then
+-- sync(), then reads word read(t) and stores it to out[t].
+local function exchange(name, mult, sync, read)
+  tl.new_module()
+  local k = tl.kernel(name, { params = { { "out", tl.ptr(tl.i32) } }, block = 64 })
+  k:define(function(k, p)
+    local buf = k:shared(tl.i32, 64)
+    local t = tl.thread_id()
+    ;(buf + t):store(t * mult)
+    sync()
+    local v = (buf + read(t)):load()
+    ;(p.out + t):store(v)
+  end)
+  return k
 end
 
 describe("tl.emulate", function()
@@ -107,7 +117,7 @@ describe("tl.emulate", function()
       for w, width in ipairs { 32, 8 } do
         local b = mode == "idx" and 13 or mode == "bfly" and 5 or 3
         for l = 0, 31 do
-          local seg, src = l // width * width, nil
+          local seg, src = l // width * width
           if mode == "idx" then src = seg + b % width
           elseif mode == "up" then src = l - b >= seg and l - b or l
           elseif mode == "down" then src = l + b < seg + width and l + b or l
@@ -328,16 +338,7 @@ describe("tl.verify_protocol", function()
     -- (the kernel verifier refuses the kernel without the barrier: it is built
     -- with one, which the mutant then loses)
     local function build(with_barrier)
-      tl.new_module()
-      local k = tl.kernel("striped", { params = { { "out", tl.ptr(tl.i32) } }, block = 64 })
-      k:define(function(k, p)
-        local buf = k:shared(tl.i32, 64)
-        local t = tl.thread_id()
-        ;(buf + t):store(t * 3)
-        tl.barrier()
-        local v = (buf + (63 - t)):load()
-        ;(p.out + t):store(v)
-      end)
+      local k = exchange("striped", 3, tl.barrier, function(t) return 63 - t end)
       if not with_barrier then ops(k, "tile.barrier")[1]:erase() end
       return k
     end
@@ -354,17 +355,9 @@ describe("tl.verify_protocol", function()
 
   -- {=== seq_bar, clusters and DSMEM, block_striped and generic barriers
 
-  local function i32s(t)
-    local o = {}
-    for i, v in ipairs(t) do o[i] = string.pack("<i4", v) end
-    return table.concat(o)
-  end
+  local function i32s(t) return H.pack("<i4", t) end
   local function i32(x) return ((x + 0x80000000) & 0xffffffff) - 0x80000000 end
-  local function ints(str)
-    local t = {}
-    for i = 1, #str // 4 do t[i] = string.unpack("<i4", str, 4 * i - 3) end
-    return t
-  end
+  local ints = H.i32s
   local function lib(f)
     tl.new_module() -- the examples build their kernels into the current module
     return assert(loadfile("examples/" .. f .. ".lua"))("--library")
@@ -662,16 +655,7 @@ describe("tl.verify_protocol", function()
 
   it("catches: a named barrier used by more threads than it counts", function()
     local function build(count)
-      tl.new_module()
-      local k = tl.kernel("nb", { params = { { "out", tl.ptr(tl.i32) } }, block = 64 })
-      k:define(function(k, p)
-        local buf = k:shared(tl.i32, 64)
-        local t = tl.thread_id()
-        ;(buf + t):store(t * 5)
-        tl.named_barrier_sync(1, count)
-        ;(p.out + t):store((buf + t):load())
-      end)
-      return k
+      return exchange("nb", 5, function() tl.named_barrier_sync(1, count) end, function(t) return t end)
     end
     local good = tl.verify_protocol(build(64), { args = { { bytes = 256 } } })
     assert(good.ok, good.report)

@@ -5,6 +5,7 @@
 -- pseudo-terminal.
 local H = dofile "spec/helper.lua"
 local core = require "tilua.core"
+local tl = require "tilua"
 
 local GOOD = "spec/fixtures/passes/verify_protocol.tir"
 local BAD = "spec/fixtures/passes/verify_protocol_invalid.tir"
@@ -30,8 +31,23 @@ describe("the verify-protocol pass", function()
     end
     assert.truthy(found)
     assert.is_true(found.lua)
-    assert.equal("grid max_states max_seconds n bytes trace max_ops", found.options)
+    assert.equal("grid max_states max_seconds n bytes trace max_ops mode", found.options)
     assert.is_false(core.passes()[1].lua)
+  end)
+
+  it("takes the check's mode as a declared option, through the same option check as a pipeline step", function()
+    local k = tl.kernel("modes", { block = 32 })
+    k:define(function() tl.barrier() end)
+    tl.compile(k, "cleanup", { check_protocol = "passes" }) -- verify-protocol{mode=passes} after every pass
+    assert.equal("input", tl.last_check.log[1].after)
+    local ok, err = pcall(tl.compile, k, "cleanup", { check_protocol = "strict" })
+    assert.is_false(ok)
+    assert.matches("verify%-protocol: mode must be \"passes\" %(or absent%), got 'strict'", err)
+    ok, err = pcall(tl.compile, k, "cleanup", { check_protocol = "passes,x=1" })
+    assert.is_false(ok)
+    assert.matches("check_protocol: 'passes,x=1' is not a mode of verify%-protocol", err)
+    tl.compile(k, "cleanup", { check_protocol = false }) -- (ctest's TILUA_CHECK_PROTOCOL turned off)
+    assert.is_false(tl.last_check)
   end)
 
   it("finds nothing in ring_copy, leaves the IR as it was and prints the state and run counts (--stats)", function()
@@ -52,9 +68,10 @@ describe("the verify-protocol pass", function()
     assert.equal(0, code, err)
     assert.matches("ring_copy: inputs +n = 1024", err)
     assert.matches("nvvm%.", out) -- lowered after the check
+    local _
     _, err, code = H.tilua_run { "opt", GOOD, "-p", "verify-protocol{grd=2}" }
     assert.equal(1, code)
-    assert.matches("pass 'verify%-protocol' has no option 'grd' %(it reads: grid max_states max_seconds n bytes trace max_ops%)", err)
+    assert.matches("pass 'verify%-protocol' has no option 'grd' %(it reads: grid max_states max_seconds n bytes trace max_ops mode%)", err)
   end)
 
   it("reports an exceeded state budget as an error at the kernel", function()

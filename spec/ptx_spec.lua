@@ -7,26 +7,8 @@ local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 tl.options.keep_stages = true -- the checks read the stages' IR
 
-local emitted = {} -- { {name, ptx} } for the ptxas test at the end
-
-local function build(name, params, body, spec)
-  spec = spec or {}
-  tl.new_module()
-  local k = tl.kernel(name, { params = params or {}, block = spec.block or 128, cluster = spec.cluster, smem = spec.smem })
-  k:define(body)
-  return k
-end
-
--- k:compile() -> PTX, the IR after convert-tile-to-nvvm, the final IR
-local function compile(k)
-  local ptx = k:compile()
-  emitted[#emitted + 1] = { k.name, ptx }
-  local lowered
-  for _, s in ipairs(tl.last_stages) do
-    if s.name == "convert-tile-to-nvvm" then lowered = s.ir end
-  end
-  return ptx, lowered, k.lowered:print()
-end
+local E = H.emitter { block = 128 } -- every PTX kept for the ptxas test at the end
+local build, compile = E.build, E.compile -- compile(k): PTX, the IR after convert-tile-to-nvvm, the final IR
 
 local has, lacks, seq, count = H.has, H.lacks, H.seq, H.count
 
@@ -577,6 +559,7 @@ print "not reached with --emit or --stage"
   f:close()
   it("print the PTX, the IR or one stage and exit 0", function()
     local out, err0, code = H.tilua_run { script, "--emit=ptx" }
+    local _, err
     assert.equal(0, code, err0)
     has(out, ".visible .entry cli(")
     lacks(out, "not reached")
@@ -590,8 +573,7 @@ print "not reached with --emit or --stage"
     out, _, code = H.tilua_run { "--stage=convert-tile-to-nvvm", script }
     assert.equal(0, code)
     has(out, "nvvm.read.ptx.sreg.tid.x")
-    local err
-    out, err, code = H.tilua_run { script, "--stage=nope" }
+    _, err, code = H.tilua_run { script, "--stage=nope" }
     assert.equal(1, code)
     has(err, "--stage=nope: no such stage")
     out, _, code = H.tilua_run { script }
@@ -604,6 +586,7 @@ print "not reached with --emit or --stage"
     local out, err, code = H.tilua_run { "examples/cutlass_pipeline.lua", "--emit=ptx" }
     assert.equal(1, code, out)
     has(err, "--emit=ptx: the script compiled no kernel")
+    local _
     _, err, code = H.tilua_run { "--stage=input", "examples/cutlass_pipeline.lua" }
     assert.equal(1, code)
     has(err, "--stage=input: the script compiled no kernel")
@@ -686,14 +669,4 @@ describe("line info", function()
   end)
 end)
 
-describe("ptxas", function()
-  it("assembles every PTX this spec emitted for sm_90a", function()
-    assert.is_true(#emitted > 10)
-    local ok0, why = tl.ptxas(emitted[1][2])
-    if ok0 == nil then pending("ptxas not found: " .. why) end
-    for _, e in ipairs(emitted) do
-      local ok, log = tl.ptxas(e[2])
-      assert(ok, ("ptxas rejected kernel %s:\n%s\n%s"):format(e[1], log, e[2]))
-    end
-  end)
-end)
+E.assemble_all(11)

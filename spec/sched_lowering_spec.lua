@@ -1,7 +1,7 @@
 -- lower-tile-scheduler (src/passes/lower_tile_scheduler.c) against the
 -- reference schedulers (src/sched): kernels built with the Lua surface expose
 -- every field of every work tile a worker takes; the pipeline runs up to the
--- pass; lua/tilua/interp.lua interprets the lowered arithmetic for sampled
+-- pass; lua/tilua/emulate/interp.lua interprets the lowered arithmetic for sampled
 -- workers and the values are compared with tl.core.sched_plan. The StreamK
 -- fixup is interpreted with one coroutine per CTA over a model of the
 -- workspace (generic barriers block by yielding), its protocol compared with
@@ -669,10 +669,10 @@ describe("the lowered module", function()
     end
   end)
 
-  -- Seed 000: "StreamK fixup uses release/acquire-style ordering around partials". It holds by
+  -- The scheduler contract "StreamK fixup uses release/acquire-style ordering around partials". It holds by
   -- construction (publish = store, then arrive; wait, then add); this fails if either lowering
   -- ever reorders it.
-  it("publishes a partial before it releases, and acquires before it reads it (seed 000's fixup order)", function()
+  it("publishes a partial before it releases, and acquires before it reads it (the fixup order of the contract)", function()
     for _, red in ipairs { "deterministic", "nondeterministic" } do
       local k = all_ops_kernel(red, true)
       tl.compile(k, UPTO)
@@ -786,9 +786,7 @@ describe("PTX from the lowered schedulers", function()
     local k = all_ops_kernel("deterministic", false)
     local ptx = k:compile(PTX_WITHOUT_PIPELINE)
     assert.matches("%.target sm_90a", ptx)
-    local ok, log = tl.ptxas(ptx)
-    if ok == nil then pending("ptxas not found: " .. log) end
-    assert(ok, log)
+    H.assert_ptxas(ptx)
   end)
 
   it("passes ptxas through the whole ptx pipeline, advance and fixup included", function()
@@ -796,9 +794,7 @@ describe("PTX from the lowered schedulers", function()
     for _, red in ipairs { "deterministic", "nondeterministic" } do
       local k = all_ops_kernel(red, true)
       local ptx = k:compile()
-      local ok, log = tl.ptxas(ptx)
-      if ok == nil then pending("ptxas not found: " .. log) end
-      assert(ok, log)
+      H.assert_ptxas(ptx)
     end
   end)
 end)

@@ -163,7 +163,7 @@ describe("tl.sched.persistent", function()
     end)
   end)
 
-  -- Seed 003's stateless loop: for w < waves: (m, n) = coord(workers * w + worker), kept when
+  -- TileLang's stateless loop (tile_schedule): for w < waves: (m, n) = coord(workers * w + worker), kept when
   -- in bounds. Past the end TileLang decodes out of range (no wrap into a batch), so the
   -- loop must yield exactly the stateful schedule of that worker.
   local function random_case(i)
@@ -191,7 +191,7 @@ describe("tl.sched.persistent", function()
   it("stateless loop == stateful schedule past the end (3000 random cases, bindings)", function()
     math.randomseed(11)
     local plan = core.sched_plan { kind = "static_persistent", tiles_m = 4, tiles_n = 3, workers = 5 }
-    assert.same({ 1, 3 }, { plan:tl_coord(13) }) -- seed 003's example: out of range, not (1, 0)
+    assert.same({ 1, 3 }, { plan:tl_coord(13) }) -- TileLang's example: out of range, not (1, 0)
     for i = 1, 3000 do
       local c = random_case(i)
       local grid_m = (c.m + c.cl - 1) // c.cl

@@ -1,4 +1,4 @@
--- The harness of the GPU examples (lua/tilua/check.lua) and tools/stress.lua,
+-- The harness of the GPU examples (lua/tilua/gpu/check.lua) and tools/stress.lua,
 -- without a GPU: the stress driver runs against the stand-in driver
 -- (spec/c/fake_cuda.c), whose kernels do nothing, so every check must fail and
 -- be counted; on the GPU machine `tools/gpu stress` runs it for real.

@@ -4,13 +4,10 @@
 -- 8x8 matrices, and a launch with a tensor map of the wrong shape is refused.
 -- Every check is against a CPU reference on fresh random data. Without a GPU
 -- every test is pending (the runner reports the spec skipped).
+local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 
-local GPU = tl.device.available()
-local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
-local function gpu()
-  if not GPU then pending("no GPU: " .. tl.device.error()) end
-end
+local seed, gpu = H.seed(), H.gpu
 local D = tl.device
 
 -- one kernel: TMA-load a 64 x 64 box of a rows x 64 bf16 tensor at row r0 into a

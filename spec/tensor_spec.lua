@@ -8,25 +8,8 @@ local tl = require "tilua"
 tl.options.keep_stages = true -- the checks read the stages' IR
 
 local has, lacks, count = H.has, H.lacks, H.count
-local emitted = {}
-
-local function build(name, params, body, spec)
-  spec = spec or {}
-  tl.new_module()
-  local k = tl.kernel(name, { params = params or {}, block = spec.block or 128, cluster = spec.cluster })
-  k:define(body)
-  return k
-end
-
-local function compile(k)
-  local ptx = k:compile()
-  emitted[#emitted + 1] = { k.name, ptx }
-  local lowered
-  for _, s in ipairs(tl.last_stages) do
-    if s.name == "convert-tile-to-nvvm" then lowered = s.ir end
-  end
-  return ptx, lowered
-end
+local E = H.emitter { block = 128 }
+local build, compile = E.build, E.compile
 
 local AT = function() return tl.tensor_map_type(tl.bf16, { 64, 64 }, 128) end
 
@@ -252,14 +235,4 @@ describe("the GEMM generator (stdlib/gemm.lua)", function()
   end)
 end)
 
-describe("ptxas", function()
-  it("assembles every PTX this spec emitted for sm_90a", function()
-    assert.is_true(#emitted > 5)
-    local ok0, why = tl.ptxas(emitted[1][2])
-    if ok0 == nil then pending("ptxas not found: " .. why) end
-    for _, e in ipairs(emitted) do
-      local ok, log = tl.ptxas(e[2])
-      assert(ok, ("ptxas rejected kernel %s:\n%s"):format(e[1], log))
-    end
-  end)
-end)
+E.assemble_all(6)

@@ -214,3 +214,31 @@ add_test(NAME install.embed
 set_tests_properties(install.embed PROPERTIES
   ENVIRONMENT "${TILUA_TEST_ENV};CMAKE_COMMAND=${CMAKE_COMMAND}" LABELS install)
 # }===
+
+# {=== the C format: every C file but those of tools/format-pending.txt against
+# .clang-format (tools/check_format); skipped without clang-format 14.
+add_test(NAME format.c COMMAND ${CMAKE_SOURCE_DIR}/tools/check_format)
+set_tests_properties(format.c PROPERTIES SKIP_RETURN_CODE 77)
+# }===
+
+# {=== lint: the Lua half's habits. luacheck with the committed .luacheckrc, and
+# the size rule (tools/lua_sizes.lua: no function over 150 lines, no file over
+# 900) over lua/ and stdlib/.
+find_program(LUACHECK_EXECUTABLE luacheck)
+if(LUACHECK_EXECUTABLE)
+  add_test(NAME lint.luacheck
+    COMMAND ${LUACHECK_EXECUTABLE} --no-color -q --config ${CMAKE_SOURCE_DIR}/.luacheckrc
+            lua stdlib tools examples spec
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lint.luacheck PROPERTIES LABELS lint)
+else()
+  message(WARNING "luacheck not found: lint.luacheck will not run (tools/bootstrap installs it)")
+endif()
+find_program(LUAC_EXECUTABLE NAMES luac5.4 luac)
+if(LUAC_EXECUTABLE AND LUA_EXECUTABLE)
+  add_test(NAME lint.sizes
+    COMMAND ${LUA_EXECUTABLE} tools/lua_sizes.lua ${LUAC_EXECUTABLE} lua stdlib
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lint.sizes PROPERTIES LABELS lint)
+endif()
+# }===

@@ -1,4 +1,4 @@
--- The emulator's model of tile programs (lua/tilua/emulate_tileas.lua,
+-- The emulator's model of tile programs (lua/tilua/emulate/models/tileas.lua,
 -- docs/protocol.md "Tile programs"): tl.emulate on a tile kernel gives the
 -- result bytes at every stage of tile-to-ptx's tileas part, equal to a plain
 -- Lua reference and to the lowered kernel's emulation (small integers: every
@@ -13,16 +13,8 @@ local gemm_example = assert(loadfile "examples/tile_gemm.lua")("--library")
 local fused_example = assert(loadfile "examples/tile_gemm_bias_relu.lua")("--library")
 
 local bf16, matrix = PH.bf16, PH.matrix
-local function f32s(t) -- a list of numbers -> f32 bytes
-  local out = {}
-  for i, x in ipairs(t) do out[i] = string.pack("<f", x) end
-  return table.concat(out)
-end
-local function read_f32(s)
-  local out = {}
-  for i = 1, #s // 4 do out[i] = string.unpack("<f", s, 4 * i - 3) end
-  return out
-end
+local function f32s(t) return H.pack("<f", t) end -- a list of numbers -> f32 bytes
+local read_f32 = H.f32s
 
 -- the module of kernel k after tile-to-ptx up to pass `stage` ("input": as built)
 local function stage_kernel(k, stage)
@@ -249,7 +241,7 @@ describe("tile programs on the emulator (tileas)", function()
     g.op:walk(function(op) if op:attr "tileas.pipeline" then op:set_attr("tileas.pipeline", { stages = 1e308 }) end end)
     ok, err = pcall(P.check, g.op, {})
     assert.is_false(ok)
-    assert.matches("tileas.pipeline's stages must be an integer from 1 to 64, got 1e+308", err, 1, true)
+    assert.matches("tileas.pipeline's stages must be an integer from 1 to 16, got 1e+308", err, 1, true)
   end)
 
   it("checks the rings' implied handoff: clean, every ring twice around; a ring the producer no longer fills deadlocks", function()

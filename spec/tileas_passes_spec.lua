@@ -1,4 +1,4 @@
--- The tile-program passes of seed 004 around agents, persistence and knobs
+-- The cluster passes of tile programs around agents, persistence and knobs
 -- (optimize-execution-unit-mapping, propagate-execution-unit,
 -- tileas-dynamic-persistent, tileas-insert-OCG-knobs, sink-negf-through-shapes)
 -- beyond their fixtures (spec/fixtures/passes/): each is idempotent (a second
@@ -111,9 +111,7 @@ describe("tileas-insert-OCG-knobs in the PTX", function()
       assert.matches("^%s*" .. w:gsub("%.", "%%."), knobs[i + 1].next)
     end
     assert.equal(#want, H.count(ptx, '.pragma "next knob FenceCode";'))
-    local ok, log = tl.ptxas(ptx)
-    if ok == nil then pending("ptxas not found: " .. log) end
-    assert(ok, log)
+    H.assert_ptxas(ptx)
   end)
 end)
 

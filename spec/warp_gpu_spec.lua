@@ -5,13 +5,10 @@
 -- like the CPU rounds, loads with cache hints and inline PTX with results.
 -- Every check is against a CPU reference on fresh random data (TILUA_SEED
 -- fixes it); without a GPU every test is pending.
+local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 
-local GPU = tl.device.available()
-local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
-local function gpu()
-  if not GPU then pending("no GPU: " .. tl.device.error()) end
-end
+local seed, gpu = H.seed(), H.gpu
 local D = tl.device
 
 -- a small deterministic generator for host-side data
@@ -209,8 +206,8 @@ describe("mma.sync", function()
       for w = 0, warps - 1 do
         for r = 0, 15 do
           for col = 0, 7 do
-            local s, mag = hC[w * 128 + r * 8 + col + 1], 0
-            mag = math.abs(s)
+            local s = hC[w * 128 + r * 8 + col + 1]
+            local mag = math.abs(s)
             for kk = 0, K - 1 do
               local x = hA[w * 16 * K + r * K + kk + 1] * hB[w * 8 * K + col * K + kk + 1]
               s, mag = s + x, mag + math.abs(x)

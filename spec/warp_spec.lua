@@ -1,4 +1,4 @@
--- Warp-level instructions (lua/tilua/warp.lua, src/dialects/tile_warp.c,
+-- Warp-level instructions (lua/tilua/dsl/warp.lua, src/dialects/tile_warp.c,
 -- src/ptx/emit_warp.c): shuffles, votes, redux, mma.sync, approximate math,
 -- packed bf16x2 / f16x2 arithmetic, load cache hints and inline PTX with
 -- results: the Lua surface and its errors, what convert-tile-to-nvvm makes of
@@ -15,24 +15,8 @@ local function has(text, t)
   local pat = t:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0"):gsub("#", "%%d+")
   assert(text:find(pat), ("expected %q in:\n%s"):format(t, text))
 end
-local emitted = {}
-
-local function build(name, params, body)
-  tl.new_module()
-  local k = tl.kernel(name, { params = params or {}, block = 64 })
-  k:define(body)
-  return k
-end
-
-local function compile(k)
-  local ptx = k:compile()
-  emitted[#emitted + 1] = { k.name, ptx }
-  local lowered
-  for _, s in ipairs(tl.last_stages) do
-    if s.name == "convert-tile-to-nvvm" then lowered = s.ir end
-  end
-  return ptx, lowered
-end
+local E = H.emitter { block = 64 }
+local build, compile = E.build, E.compile
 
 local I, F = { "o", tl.ptr(tl.i32) }, { "f", tl.ptr(tl.f32) }
 
@@ -259,14 +243,4 @@ describe("inline PTX", function()
   end)
 end)
 
-describe("ptxas", function()
-  it("assembles every PTX this spec emitted for sm_90a", function()
-    assert.is_true(#emitted >= 7)
-    local ok0, why = tl.ptxas(emitted[1][2])
-    if ok0 == nil then pending("ptxas not found: " .. why) end
-    for _, e in ipairs(emitted) do
-      local ok, log = tl.ptxas(e[2])
-      assert(ok, ("ptxas rejected kernel %s:\n%s"):format(e[1], log))
-    end
-  end)
-end)
+E.assemble_all(7)

@@ -121,7 +121,7 @@ static int report(lua_State *L, int status) {
 ** library at the user's line, whose message already says where. */
 static int msghandler(lua_State *L) {
   if (is_stop(L, 1)) return 1; /* as it is: report() reads its code */
-  lb_locate_error(L, 1); /* an error inside the library: at the script's line */
+  lb_locate_error(L, 1);       /* an error inside the library: at the script's line */
   const char *msg = lua_tostring(L, 1);
   if (msg == NULL) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
@@ -201,7 +201,8 @@ static int host_add_history(lua_State *L) {
   const char *line = luaL_checkstring(L, 1);
   if (isatty(0) && *line) {
     add_history(line);
-    if (history_path && append_history(1, history_path) == 0) history_truncate_file(history_path, 1000);
+    if (history_path && append_history(1, history_path) == 0)
+      history_truncate_file(history_path, 1000);
   }
 #else
   (void)L;
@@ -232,9 +233,11 @@ static int host_isatty(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg host_functions[] = {
-    {"readline", host_readline}, {"add_history", host_add_history}, {"history_file", host_history_file},
-    {"isatty", host_isatty},     {NULL, NULL}};
+static const luaL_Reg host_functions[] = {{"readline", host_readline},
+                                          {"add_history", host_add_history},
+                                          {"history_file", host_history_file},
+                                          {"isatty", host_isatty},
+                                          {NULL, NULL}};
 
 static int luaopen_tilua_host(lua_State *L) {
   luaL_newlib(L, host_functions);
@@ -282,7 +285,8 @@ static int pushargs(lua_State *L) {
   int n = (int)luaL_len(L, -1);
   luaL_checkstack(L, n + 3, "too many arguments to script");
   int i;
-  for (i = 1; i <= n; i++) lua_rawgeti(L, -i, i);
+  for (i = 1; i <= n; i++)
+    lua_rawgeti(L, -i, i);
   lua_remove(L, -i);
   return n;
 }
@@ -298,8 +302,10 @@ static int handle_script(lua_State *L, char **argv) {
   return report(L, status);
 }
 
-/* Run a function of a tilua Lua module with the remaining arguments: tilua.host.cli.<fn>(args...) */
-static int run_module_function(lua_State *L, const char *module, const char *fn, char **argv, int argc) {
+/* Run a function of a tilua Lua module with the remaining arguments:
+** tilua.host.cli.<fn>(args...) */
+static int run_module_function(lua_State *L, const char *module, const char *fn, char **argv,
+                               int argc) {
   lua_getglobal(L, "require");
   lua_pushstring(L, module);
   int status = docall(L, 1, 1);
@@ -350,12 +356,17 @@ static int call_cli(lua_State *L, const char *fn, int nargs) {
 ** host's options of the scripts' compiles, before the script or among its
 ** arguments; the field of tilua.host.cli.script_options's table each one sets. */
 static const char *tl_option_field(const char *a) {
-  static const struct { const char *flag, *field; } opts[] = {
-      {"--emit=", "emit"}, {"--stage=", "stage"}, {"--trace=", "trace"},
-      {"--debug-hangs", "debug_hangs"}, {"--check-protocol", "check_protocol"}};
+  static const struct {
+    const char *flag, *field;
+  } opts[] = {{"--emit=", "emit"},
+              {"--stage=", "stage"},
+              {"--trace=", "trace"},
+              {"--debug-hangs", "debug_hangs"},
+              {"--check-protocol", "check_protocol"}};
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
     size_t n = strlen(opts[i].flag);
-    if (opts[i].flag[n - 1] == '=' ? strncmp(a, opts[i].flag, n) == 0 : strcmp(a, opts[i].flag) == 0)
+    if (opts[i].flag[n - 1] == '=' ? strncmp(a, opts[i].flag, n) == 0
+                                   : strcmp(a, opts[i].flag) == 0)
       return opts[i].field;
   }
   return NULL;
@@ -502,7 +513,8 @@ static int pmain(lua_State *L) {
   if (script > 0 && argv[script] != NULL) {
     int ok = handle_script(L, argv + script) == LUA_OK && script_done(L);
     if (!ok && !(args & has_i)) return 0;
-    if (!ok) { /* -i: the REPL opens after the script's error or stop (tl.device.require without a GPU) */
+    if (!ok) {
+      /* -i: the REPL opens after the script's error or stop (tl.device.require without a GPU) */
       stop_code = -1;
       fputs("(the script ended early; the REPL has what it built)\n", stderr);
     }

@@ -1,4 +1,4 @@
--- stdlib/sched.lua: TileLang's PersistentTileScheduler (seed 003) as IR
+-- stdlib/sched.lua: TileLang's PersistentTileScheduler (its tile_schedule) as IR
 -- arithmetic. The arithmetic is the reference's own (src/sched/worker.c, the
 -- same code the host and lower-tile-scheduler run), reached through
 -- core.sched_stage: Lua integers are folded at build time, IR values become

@@ -19,9 +19,7 @@ local kinds = require "tilua.dsl.kinds"
 local kind_op = kinds.op
 
 local Value = core.metatable("Value")
-local Op = core.metatable("Op")
 local V = Value.__index -- methods of values
-local O = Op.__index -- methods of ops
 
 -- {=====================================================================
 -- Errors at the user's line
@@ -221,15 +219,9 @@ local function coerce(a, b, what)
 end
 
 -- binary(int_op, float_op, symbol): a metamethod building the op for the operands' type.
-local function binary(iop, fop, sym)
-  return function(a, b)
-    a, b = coerce(a, b, "'" .. sym .. "'")
-    local t = a:type()
-    local name = is_int(t) and iop or (is_float(t) or is_pair(t) and fop ~= "arith.divf") and fop
-    if not name then raise(("'%s' is not defined on %s"):format(sym, tostring(t))) end
-    return tl.op1(name, { a, b }, t)
-  end
-end
+local binary = kinds.binary(coerce, function(t, iop, fop)
+  return is_int(t) and iop or (is_float(t) or is_pair(t) and fop ~= "arith.divf") and fop
+end)
 
 -- op(a, b) for the kinds registered for `name`, else scalar(a, b).
 local function by_kind(name, scalar)
@@ -614,6 +606,7 @@ end
 
 tl.default_pipeline = "cleanup"
 tl.last_stages = {}
+tl.last_check = false
 tl.options = tl.options or {}
 
 -- A stage whose IR text was not kept says how to keep it when asked for.
@@ -630,8 +623,9 @@ end }
 -- opts.print_after = {names}. opts.check_protocol, else tl.options.check_protocol
 -- (tilua --check-protocol, TILUA_CHECK_PROTOCOL=1) runs verify-protocol on the
 -- input and after every pass that changes the IR; "passes" (TILUA_CHECK_PROTOCOL=passes,
--- the tests' default) fails only where a pass broke what held (docs/protocol.md).
--- The passes' warnings go to stderr.
+-- the tests' default) fails only where a pass broke what held (docs/protocol.md);
+-- tl.last_check is then the check's run object (its .log: what it did at each
+-- stage), else false. The passes' warnings go to stderr.
 function tl.compile(m, pipeline, opts)
   if getmetatable(m) == Kernel then m = m.module end
   m = m or tl.module()
@@ -641,9 +635,13 @@ function tl.compile(m, pipeline, opts)
   for _, n in ipairs(opts.print_after or {}) do print_after[n] = true end
   local keep = opts.keep_stages or tl.options.keep_stages
   local out = opts.out or io.stdout
+  local check = opts.check_protocol
+  if check == nil then check = tl.options.check_protocol end
+  local run = check and {} or false
   local ok, msg = core.run_pipeline(m, pipeline or tl.default_pipeline, {
     verify = opts.verify ~= false,
-    check_protocol = opts.check_protocol == nil and tl.options.check_protocol or opts.check_protocol,
+    check_protocol = check,
+    check_run = run,
     on_stage = function(info, op)
       local show = info.index > 0 and (opts.print_after_all or print_after[info.pass])
       local text = (keep or show) and op:print() or nil
@@ -654,7 +652,7 @@ function tl.compile(m, pipeline, opts)
       end
     end,
   })
-  tl.last_stages = stages
+  tl.last_stages, tl.last_check = stages, run
   if not ok then error(msg, 0) end
   if msg then io.stderr:write(msg, "\n") end -- the passes' warnings
   return m

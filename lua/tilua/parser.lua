@@ -210,7 +210,7 @@ function Reader:type_uncached(pos)
     if byte(text, p) == 60 then
       p = p + 1
       if byte(text, self:ws(p)) ~= 62 then params, p = self:comma_list(p, self.param) end
-      p = self:expect(p, ">")
+      self:expect(p, ">")
     end
     local ty, err = core.type_dialect(name, params, ctx, true)
     if not ty then fail(pos, err) end
@@ -274,7 +274,6 @@ function Reader:type_uncached(pos)
       if id:match "^swizzle%d+$" then sw = id else sp = id end
       p = self:ws(p)
       if not sw and byte(text, p) == 44 then
-        local q
         p = self:ws(p + 1)
         if name == "tile" and byte(text, p) == 123 then -- '{': a tile's layout
           layout, p = self:dict(p)

@@ -30,7 +30,8 @@ static bool diag_has(IrContext *ctx, const char *text) {
   for (IrDiag *d = ir_diag_pending(ctx); d; d = d->next)
     if (strstr(d->message, text)) found = true;
   if (!found)
-    for (IrDiag *d = ir_diag_pending(ctx); d; d = d->next) fprintf(stderr, "  (diagnostic: %s)\n", d->message);
+    for (IrDiag *d = ir_diag_pending(ctx); d; d = d->next)
+      fprintf(stderr, "  (diagnostic: %s)\n", d->message);
   ir_diag_clear(ctx);
   return found;
 }
@@ -43,8 +44,10 @@ static void test_uniquing(void) {
   CHECK(ir_type_ptr(ctx, f32, IR_MS_GLOBAL) == ir_type_ptr(ctx, f32, IR_MS_GLOBAL));
   CHECK(ir_type_ptr(ctx, f32, IR_MS_GLOBAL) != ir_type_ptr(ctx, f32, IR_MS_SHARED));
   int64_t s1[] = {4, 128}, s2[] = {4, 128}, s3[] = {4, IR_DYNAMIC};
-  CHECK(ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 128) == ir_type_memref(ctx, f32, 2, s2, IR_MS_SHARED, 128));
-  CHECK(ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 0) != ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 128));
+  CHECK(ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 128) ==
+        ir_type_memref(ctx, f32, 2, s2, IR_MS_SHARED, 128));
+  CHECK(ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 0) !=
+        ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 128));
   CHECK(!ir_type_has_static_shape(ir_type_memref(ctx, f32, 2, s3, IR_MS_SHARED, 0)));
   CHECK(ir_type_num_elements(ir_type_memref(ctx, f32, 2, s1, IR_MS_SHARED, 0)) == 512);
   CHECK(ir_attr_i32(ctx, 7) == ir_attr_int(ctx, 7, ir_type_int(ctx, 32)));
@@ -71,8 +74,9 @@ static void test_uniquing(void) {
   ir_context_destroy(ctx);
 }
 
-/* A module with one kernel taking (i32, i32); returns the kernel body. */
-static IrBlock *kernel_body(IrContext *ctx, IrOp **module) {
+/* A module with one kernel taking (i32, i32); returns the kernel body, b set
+ * to build at its end. */
+static IrBlock *kernel_body(IrContext *ctx, IrOp **module, IrBuilder *bp) {
   IrBuilder b;
   ir_builder_init(&b, ctx);
   *module = ir_build_module(&b);
@@ -85,16 +89,16 @@ static IrBlock *kernel_body(IrContext *ctx, IrOp **module) {
   IrBlock *body = ir_region_ensure_block(ctx, &k->regions[0]);
   ir_block_add_arg(ctx, body, ir_type_int(ctx, 32));
   ir_block_add_arg(ctx, body, ir_type_int(ctx, 32));
+  ir_builder_init(bp, ctx);
+  ir_builder_at_end(bp, body);
   return body;
 }
 
 static void test_ops_and_uses(void) {
   IrContext *ctx = ir_context_create();
   IrOp *m;
-  IrBlock *body = kernel_body(ctx, &m);
   IrBuilder b;
-  ir_builder_init(&b, ctx);
-  ir_builder_at_end(&b, body);
+  IrBlock *body = kernel_body(ctx, &m, &b);
   IrValue *x = body->args[0], *y = body->args[1];
   IrValue *s = ir_build_binary(&b, OP_ARITH_ADDI, x, y);
   IrValue *t = ir_build_binary(&b, OP_ARITH_MULI, s, s);
@@ -146,17 +150,15 @@ static bool count_op(IrOp *op, void *ud) {
 static void test_verifier_and_passes(void) {
   IrContext *ctx = ir_context_create();
   IrOp *m;
-  IrBlock *body = kernel_body(ctx, &m);
   IrBuilder b;
-  ir_builder_init(&b, ctx);
-  ir_builder_at_end(&b, body);
+  IrBlock *body = kernel_body(ctx, &m, &b);
   const IrType *i32 = ir_type_int(ctx, 32);
   IrValue *c2 = ir_build_const_int(&b, 2, i32), *c3 = ir_build_const_int(&b, 3, i32);
-  IrValue *sum = ir_build_binary(&b, OP_ARITH_ADDI, c2, c3);         /* folds to 5 */
+  IrValue *sum = ir_build_binary(&b, OP_ARITH_ADDI, c2, c3); /* folds to 5 */
   IrValue *keep = ir_build_binary(&b, OP_ARITH_MULI, body->args[0], sum);
-  ir_build_binary(&b, OP_ARITH_MULI, body->args[0], sum);          /* duplicate of keep */
+  ir_build_binary(&b, OP_ARITH_MULI, body->args[0], sum); /* duplicate of keep */
   IrValue *zero = ir_build_const_int(&b, 0, i32);
-  ir_build_binary(&b, OP_ARITH_ADDI, keep, zero);                  /* dead: x + 0 */
+  ir_build_binary(&b, OP_ARITH_ADDI, keep, zero); /* dead: x + 0 */
   int n = 0;
   ir_walk_pre(m, count_op, &n);
   CHECK(n == 9);
@@ -198,10 +200,8 @@ static void test_verifier_and_passes(void) {
 static void test_printer(void) {
   IrContext *ctx = ir_context_create();
   IrOp *m;
-  IrBlock *body = kernel_body(ctx, &m);
   IrBuilder b;
-  ir_builder_init(&b, ctx);
-  ir_builder_at_end(&b, body);
+  kernel_body(ctx, &m, &b);
   b.loc = ir_loc(ctx, "k.lua", 12, 0);
   ir_build_const_float(&b, 1.0 / 3.0, ir_type_float(ctx, IR_F32));
   ir_build_const_float(&b, INFINITY, ir_type_float(ctx, IR_F16));
@@ -245,7 +245,8 @@ static void test_attr_readers(void) {
   CHECK(ir_op_check_attrs(f));
   ir_op_set_attr(f, "sem", ir_attr_cstr(ctx, "seq"));
   CHECK(!ir_op_check_attrs(f) && diag_has(ctx, "unknown sem 'seq' (one of: acq_rel, sc)"));
-  IrOp *w = ir_op_create(ctx, OP_NVVM_CP_ASYNC_BULK_WAIT_GROUP, ir_loc_unknown(), 0, NULL, 0, NULL, 0);
+  IrOp *w =
+      ir_op_create(ctx, OP_NVVM_CP_ASYNC_BULK_WAIT_GROUP, ir_loc_unknown(), 0, NULL, 0, NULL, 0);
   ir_op_set_attr(w, "group", ir_attr_i64(ctx, 64));
   CHECK(!ir_op_check_attrs(w) && diag_has(ctx, "expected group in [0, 63], got 64"));
   CHECK(!ir_attrs_NVVM_CP_ASYNC_BULK_WAIT_GROUP(w).ok);

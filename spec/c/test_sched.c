@@ -180,7 +180,7 @@ static void golden_streamk(void) {
   CHECK(!sched_cursor_next(s, &cur, &w));
   w = sched_streamk_tile(s, 3);
   CHECK(w.tile_idx == 4 && w.k_tile_count == 10 && w.expected_splits == 1);
-  /* Exact workspace: 5 tiles x 1 slot; the seed's ceil(10/12)-1 = 0 slots
+  /* Exact workspace: 5 tiles x 1 slot; the contract's ceil(10/12)-1 = 0 slots
   ** would miss the split tiles 1..3. */
   CHECK_EQ(p.ws.slots_per_tile, 1);
   CHECK_EQ(p.ws.reduction, 5 * 65536);
@@ -194,7 +194,7 @@ static void golden_streamk(void) {
   CHECK(prm.k_split_count == 2 && prm.workspace_ptr == 0x10000 && prm.reserved == 0);
 }
 
-/* The example and the heuristic's branches. */
+/* The StreamK heuristic's worked example and its branches. */
 static void golden_heuristic(void) {
   SchedConfig c;
   SchedPlan p;
@@ -231,7 +231,7 @@ static void golden_heuristic(void) {
   uint32_t lo, hi;
   sched_sk_unit_range(&p.sk, 5, &lo, &hi); /* tile 1, split 2 */
   CHECK(lo == 17 && hi == 20);
-  CHECK_EQ(p.ws.reduction, 4 * 2 * c.acc_tile_bytes); /* seed formula, uniform splits */
+  CHECK_EQ(p.ws.reduction, 4 * 2 * c.acc_tile_bytes); /* the contract's formula, uniform splits */
   set_ctx("forced data-parallel");
   c.decomp = SCHED_DECOMP_DATA_PARALLEL;
   CHECK(sched_plan(&p, &c, NULL) && p.sk.units == 4 && p.ws.total == 0);
@@ -283,7 +283,7 @@ static void golden_persistent(void) {
   CHECK(p.ws.total == 0 && p.params.workspace_ptr == 0 && p.params.k_split_count == 0);
 }
 
-/* Seed 003's example shape: 4 x 3 tiles, 5 workers. Id 13 is past the end;
+/* TileLang's example shape: 4 x 3 tiles, 5 workers. Id 13 is past the end;
 ** TileLang decodes it to (1, 3), out of range, not to another worker's tile. */
 static void golden_tl_past_end(void) {
   set_ctx("TileLang 4x3, 5 workers");
@@ -469,7 +469,7 @@ static void prop_persistent(const SchedConfig *base) {
   CHECK_EQ(visited, tl.raster.total);
 }
 
-/* Seed 003's two loops over one random TileLang configuration: for every
+/* TileLang's two loops over one random configuration: for every
 ** worker, the stateless `for w < waves: coord(workers * w + worker), keep it
 ** if in bounds` yields exactly the stateful init / valid / next_tile
 ** sequence, every tile once over all workers, and coord agrees with
@@ -478,8 +478,8 @@ static void prop_tl_stateless(uint32_t i) {
   uint32_t m = 1 + rnd(40), n = 1 + rnd(40), workers = 1 + rnd(i % 4 == 0 ? 400 : 60);
   uint32_t swizzle = 1 + rnd(i % 3 == 0 ? 64 : 9), cluster = 1 + rnd(4);
   bool column_major = rnd(2);
-  set_ctx("TileLang m=%u n=%u workers=%u swizzle=%u cluster=%u %s", m, n, workers, swizzle,
-          cluster, column_major ? "column-major" : "row-major");
+  set_ctx("TileLang m=%u n=%u workers=%u swizzle=%u cluster=%u %s", m, n, workers, swizzle, cluster,
+          column_major ? "column-major" : "row-major");
   SchedPersistent p;
   CHECK(sched_tl_make(&p, m, n, workers, swizzle, column_major, cluster, NULL));
   uint32_t total = p.raster.total, waves = (total + workers - 1) / workers;
@@ -625,7 +625,7 @@ static void sk_check_workspace(const SchedPlan *p, uint32_t most) {
   CHECK(ws->total % 128 == 0 && ws->barrier_offset % 128 == 0);
   CHECK(ws->barrier_offset >= ws->reduction && ws->total >= ws->barrier_offset + ws->barriers);
   CHECK(ws->total < ws->barrier_offset + ws->barriers + 128);
-  if (s->decomp == SCHED_DECOMP_SPLIT_K) /* the seed's formula, exact for uniform splits */
+  if (s->decomp == SCHED_DECOMP_SPLIT_K) /* the contract's formula, exact for uniform splits */
     CHECK_EQ(ws->reduction, (uint64_t)s->sk_tiles * ctas * (s->splits - 1) * acc);
   if (most > 1) { /* the last slot and barrier of the last CTA tile end the regions */
     uint32_t t = s->sk_tiles - 1, r = (uint32_t)ctas - 1;

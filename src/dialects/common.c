@@ -42,10 +42,13 @@ bool dia_check_mem_value(IrOp *op, const IrType *v) {
     ok = ok && v->rank == 1 && scalar->kind != IR_TY_VECTOR && scalar->width > 1 &&
          (eb >= 4 ? v->shape[0] <= 4 : bytes >= 4);
   else
-    ok = ok && (scalar->kind == IR_TY_INT || scalar->kind == IR_TY_FLOAT || scalar->kind == IR_TY_INDEX);
+    ok = ok &&
+         (scalar->kind == IR_TY_INT || scalar->kind == IR_TY_FLOAT || scalar->kind == IR_TY_INDEX);
   if (ok) return true;
-  ir_op_error(op, "cannot move %s in one instruction (scalars, or vectors of 4, 8 or 16 bytes of non-i1 elements)",
-              ir_op_type_str(op, v));
+  ir_op_error(
+      op,
+      "cannot move %s in one instruction (scalars, or vectors of 4, 8 or 16 bytes of non-i1 elements)",
+      ir_op_type_str(op, v));
   return false;
 }
 

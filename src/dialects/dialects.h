@@ -52,7 +52,8 @@ bool tile_check_sync(IrOp *kernel);
 ** tile.math / nvvm.math.approx; are a load's cache hints allowed (else the
 ** error at op)? cache and evict are -1 when absent. */
 const char *tile_math_instruction(IrOp *op);
-bool tile_check_load_hints(IrOp *op, bool global, bool vol, int cache, int evict, bool nc, int64_t prefetch);
+bool tile_check_load_hints(IrOp *op, bool global, bool vol, int cache, int evict, bool nc,
+                           int64_t prefetch);
 /* The inline-asm constraint letter (h r l f d) of the registers of a type, 0 if none (nvvm.c). */
 char nvvm_constraint_of(const IrType *t);
 

@@ -18,6 +18,9 @@
 #define IR_ENUM_NAME(id, name, ...) name,
 #define IR_ENUM_ONE(id, name, ...) +1
 
+/* The X-lists keep their hand layout (clang-format would stair-step them). */
+/* clang-format off */
+
 /* {=== tile and nvvm */
 #define DIM_LIST(X) X(DIM_X, "x") X(DIM_Y, "y") X(DIM_Z, "z")
 /* Memory scopes; the mbarrier sem scopes are the first two (BAR_SCOPE). */
@@ -127,10 +130,11 @@
 #define TILEAS_SCHEDULE_LIST(X) X(TSCHED_STREAMK, "streamk") X(TSCHED_SPLITK, "splitk")
 /* How the launcher fills a lowered tile program's parameter (the entries of
 ** its tileas.params: "KIND:TENSOR", "dim:TENSOR:D", "programs:x", "workspace";
-** lua/tilua/launch.lua), with how many ':'-separated parts follow the kind. */
+** lua/tilua/gpu/launch.lua), with how many ':'-separated parts follow the kind. */
 #define TILEAS_PARAM_LIST(X)                                                                       \
-  X(TPARAM_MAP, "map", 1) X(TPARAM_PTR, "ptr", 1) X(TPARAM_DIM, "dim", 2) X(TPARAM_STRIDE, "stride", 2) \
-  X(TPARAM_ARG, "arg", 1) X(TPARAM_PROGRAMS, "programs", 1) X(TPARAM_WORKSPACE, "workspace", 0)
+  X(TPARAM_MAP, "map", 1) X(TPARAM_PTR, "ptr", 1) X(TPARAM_DIM, "dim", 2)                          \
+  X(TPARAM_STRIDE, "stride", 2) X(TPARAM_ARG, "arg", 1) X(TPARAM_PROGRAMS, "programs", 1)          \
+  X(TPARAM_WORKSPACE, "workspace", 0)
 /* The `kind` of a tile layout: register layouts, then the shared one. */
 #define LAYOUT_KIND_LIST(X)                                                                        \
   X(LAYOUT_BLOCKED, "blocked") X(LAYOUT_MMA, "mma") X(LAYOUT_MMA_OPERAND, "mma_operand")           \
@@ -176,6 +180,8 @@
   E(TILEAS_SCHEDULE, "tileas_schedule")                                                            \
   E(TILEAS_PARAM, "tileas_param")                                                                  \
   E(LAYOUT_KIND, "layout_kind")
+
+/* clang-format on */
 
 /* Enumerators of the lists not declared elsewhere. */
 #define IR_ENUM_DECLARE(L, lname) enum { L##_LIST(IR_ENUM_ID) };

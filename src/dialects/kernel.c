@@ -40,8 +40,7 @@ static void too_many(IrOp *at, const char *what, const int64_t d[3], int64_t pro
   if (prod == INT64_MAX)
     ir_op_error(at, "%s [%lld, %lld, %lld] has more than 2^63 %s, the limit is %d", what,
                 (long long)d[0], (long long)d[1], (long long)d[2], unit, max);
-  else
-    ir_op_error(at, "%s of %lld %s exceeds %d", what, (long long)prod, unit, max);
+  else ir_op_error(at, "%s of %lld %s exceeds %d", what, (long long)prod, unit, max);
 }
 
 /* What a reader gets from a missing or malformed spec: extents 1, not ok. */
@@ -58,7 +57,7 @@ static bool decode(const IrOp *k, KernelSpec *ks, IrOp *at) {
   const IrAttr *spec = ir_op_attr(k, "kernel_spec");
   if (!spec || spec->kind != IR_ATTR_DICT) return false; /* the attribute check reports it */
   int64_t block[3], cluster[3], threads, ctas;
-  const char *bad = !spec_dims(spec, "block", block, &threads)       ? "block"
+  const char *bad = !spec_dims(spec, "block", block, &threads)    ? "block"
                     : !spec_dims(spec, "cluster", cluster, &ctas) ? "cluster"
                                                                   : NULL;
   if (bad) {
@@ -74,7 +73,8 @@ static bool decode(const IrOp *k, KernelSpec *ks, IrOp *at) {
     return false;
   }
   if (block[2] > SM90_MAX_BLOCK_Z) { /* x and y are bounded by the thread count */
-    if (at) ir_op_error(at, "block extent z = %lld exceeds %d", (long long)block[2], SM90_MAX_BLOCK_Z);
+    if (at)
+      ir_op_error(at, "block extent z = %lld exceeds %d", (long long)block[2], SM90_MAX_BLOCK_Z);
     return false;
   }
   if (ctas > SM90_MAX_CLUSTER_CTAS) {
@@ -88,7 +88,8 @@ static bool decode(const IrOp *k, KernelSpec *ks, IrOp *at) {
   }
   const IrAttr *nc = ir_attr_dict_get(spec, "num_ctas");
   if (nc && (nc->kind != IR_ATTR_INT || nc->u.i != ctas)) {
-    if (at) ir_op_error(at, "kernel_spec.num_ctas must equal the cluster size %lld", (long long)ctas);
+    if (at)
+      ir_op_error(at, "kernel_spec.num_ctas must equal the cluster size %lld", (long long)ctas);
     return false;
   }
   memcpy(ks->block, block, sizeof block);
@@ -125,7 +126,9 @@ bool kernel_spec_check(IrOp *k) {
   return decode(k, &ks, k);
 }
 
-uint64_t kernel_warp_mask(const KernelSpec *ks) { return ks->ok ? kernel_warps_mask(0, ks->warps) : 0; }
+uint64_t kernel_warp_mask(const KernelSpec *ks) {
+  return ks->ok ? kernel_warps_mask(0, ks->warps) : 0;
+}
 
 /* }====================================================================== */
 
@@ -149,7 +152,8 @@ bool kernel_mask_contiguous(uint64_t m) {
 }
 
 int64_t kernel_agent_warps(const IrOp *agent) {
-  return agent->kind == OP_TILE_AGENT ? ir_attrs_TILE_AGENT(agent).num_warps : ir_attrs_TILEAS_AGENT(agent).num_warps;
+  return agent->kind == OP_TILE_AGENT ? ir_attrs_TILE_AGENT(agent).num_warps
+                                      : ir_attrs_TILEAS_AGENT(agent).num_warps;
 }
 
 int64_t kernel_switch_entry(const IrOp *agent) {
@@ -169,7 +173,9 @@ int64_t kernel_switch_entry(const IrOp *agent) {
 int64_t kernel_agent_first_warp(const IrOp *agent) {
   if (agent->kind == OP_TILEAS_AGENT) {
     int64_t e = kernel_switch_entry(agent);
-    if (e >= 0) return ir_attr_list_int(ir_attrs_TILEAS_AGENT_SWITCH(ir_op_parent_op(agent)).warp_id, (uint32_t)e);
+    if (e >= 0)
+      return ir_attr_list_int(ir_attrs_TILEAS_AGENT_SWITCH(ir_op_parent_op(agent)).warp_id,
+                              (uint32_t)e);
   }
   int64_t next = 0;
   for (const IrOp *o = agent->parent ? agent->parent->first : NULL; o; o = o->next) {
@@ -225,8 +231,9 @@ static bool layout_visit(IrOp *op, void *ud) {
   return true;
 }
 
-KernelSharedLayout kernel_shared_layout(IrOp *k, void (*each)(IrOp *op, int64_t offset, int64_t bytes, void *ud),
-                                        void *ud) {
+KernelSharedLayout
+kernel_shared_layout(IrOp *k, void (*each)(IrOp *op, int64_t offset, int64_t bytes, void *ud),
+                     void *ud) {
   Layout l = {.s = {.align = TILE_DEFAULT_ALIGN}, .dyn_align = 1};
   ir_walk_pre(k, layout_visit, &l);
   l.s.static_bytes = (l.off + l.dyn_align - 1) / l.dyn_align * l.dyn_align;

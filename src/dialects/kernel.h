@@ -63,10 +63,11 @@ int64_t kernel_switch_entry(const IrOp *agent);
 typedef struct KernelSharedLayout {
   int64_t static_bytes; /* where the dynamic part starts (the kernel's shared_static) */
   int64_t bytes;        /* static_bytes + kernel_spec.smem (shared_bytes) */
-  int64_t align;        /* the largest alignment asked, at least TILE_DEFAULT_ALIGN (shared_align) */
+  int64_t align; /* the largest alignment asked, at least TILE_DEFAULT_ALIGN (shared_align) */
 } KernelSharedLayout;
-KernelSharedLayout kernel_shared_layout(IrOp *k, void (*each)(IrOp *op, int64_t offset, int64_t bytes, void *ud),
-                                        void *ud);
+KernelSharedLayout
+kernel_shared_layout(IrOp *k, void (*each)(IrOp *op, int64_t offset, int64_t bytes, void *ud),
+                     void *ud);
 
 /* Where an op runs. */
 typedef struct KernelExec {

@@ -6,6 +6,9 @@
 #ifndef TILUA_SM90_LIMITS_H
 #define TILUA_SM90_LIMITS_H
 
+/* The tables keep their hand layout. */
+/* clang-format off */
+
 /* {=== the hardware (PTX ISA 8.x, CUDA programming guide, compute capability 9.0) */
 #define SM90_WARP_SIZE 32
 #define SM90_MAX_THREADS 1024                                /* threads per block */
@@ -29,7 +32,7 @@
 #define CUT_MAX_PARTICIPANTS 16 /* participant warp masks per side of a pipeline */
 #define CUT_MAX_CASES 32        /* cases of a switch_by_executor */
 #define TILE_DEFAULT_ALIGN 16   /* alignment of a shared allocation without `align` */
-#define TILEAS_MAX_STAGES (CUT_POOL_SLOTS / 2) /* a tile program's ring: its pipeline takes 2 slots a stage */
+#define TILEAS_MAX_STAGES (CUT_POOL_SLOTS / 2) /* a tile program's ring: 2 pool slots a stage */
 /* }=== */
 
 /* Every limit as (C name, value, what): core.limits() and the docs list them. */
@@ -48,7 +51,8 @@
   X(wgmma_wait_max, SM90_WGMMA_WAIT_MAX, "largest wgmma.wait_group immediate")                    \
   X(pool_slots, CUT_POOL_SLOTS, "mbarrier slots per CTA (pipelines and seq_bars)")                \
   X(max_participants, CUT_MAX_PARTICIPANTS, "participant warp masks per pipeline side")           \
-  X(max_cases, CUT_MAX_CASES, "cases of a switch_by_executor")                                  \
-  X(max_ring_stages, TILEAS_MAX_STAGES, "stages of a tile program's ring (tileas.pipeline, tileas.stages)")
+  X(max_cases, CUT_MAX_CASES, "cases of a switch_by_executor")                                    \
+  X(max_ring_stages, TILEAS_MAX_STAGES, "stages of a tile program's ring")
+/* clang-format on */
 
 #endif

@@ -52,12 +52,15 @@ bool tileas_check_layout(IrOp *op, const IrType *t) {
   const IrAttr *l = t->layout, *kind = ir_attr_dict_get(l, "kind");
   int k = kind && kind->kind == IR_ATTR_STR ? ir_enum_index(LAYOUT_KIND_names, kind->u.str.s) : -1;
   if (k < 0) {
-    ir_op_error(op, "the layout of %s needs a 'kind': blocked, mma, mma_operand, slice, replicated or shared",
-                ir_op_type_str(op, t));
+    ir_op_error(
+        op,
+        "the layout of %s needs a 'kind': blocked, mma, mma_operand, slice, replicated or shared",
+        ir_op_type_str(op, t));
     return false;
   }
   if ((k == LAYOUT_SHARED) != (t->space == IR_MS_SHARED)) {
-    ir_op_error(op, "%s: a layout of kind 'shared' is for shared tiles, the others for register tiles",
+    ir_op_error(op,
+                "%s: a layout of kind 'shared' is for shared tiles, the others for register tiles",
                 ir_op_type_str(op, t));
     return false;
   }
@@ -65,8 +68,8 @@ bool tileas_check_layout(IrOp *op, const IrType *t) {
   for (int i = 0; i < 4; i++) {
     const IrAttr *a = ir_attr_dict_get(l, per_dim[i]);
     if (a && !positive_ints(a, t->rank)) {
-      ir_op_error(op, "the layout's '%s' of %s must be %u positive integers, one per dim", per_dim[i],
-                  ir_op_type_str(op, t), t->rank);
+      ir_op_error(op, "the layout's '%s' of %s must be %u positive integers, one per dim",
+                  per_dim[i], ir_op_type_str(op, t), t->rank);
       return false;
     }
   }
@@ -74,16 +77,18 @@ bool tileas_check_layout(IrOp *op, const IrType *t) {
   const IrAttr *sw = ir_attr_dict_get(l, "swizzle");
   if (sw && (k != LAYOUT_SHARED || sw->kind != IR_ATTR_INT ||
              (sw->u.i != 0 && sw->u.i != 32 && sw->u.i != 64 && sw->u.i != 128))) {
-    ir_op_error(op, "the layout's 'swizzle' of %s must be 0, 32, 64 or 128 bytes, on a shared layout",
+    ir_op_error(op,
+                "the layout's 'swizzle' of %s must be 0, 32, 64 or 128 bytes, on a shared layout",
                 ir_op_type_str(op, t));
     return false;
   }
   if (k == LAYOUT_SLICE) {
     const IrAttr *parent = ir_attr_dict_get(l, "parent"), *dim = ir_attr_dict_get(l, "dim");
-    if (!parent || parent->kind != IR_ATTR_DICT || !dim || dim->kind != IR_ATTR_INT || dim->u.i < 0 ||
-        dim->u.i > (int64_t)t->rank) {
-      ir_op_error(op, "the slice layout of %s needs a 'parent' layout and the 'dim' (0 to %u) it removes",
-                  ir_op_type_str(op, t), t->rank);
+    if (!parent || parent->kind != IR_ATTR_DICT || !dim || dim->kind != IR_ATTR_INT ||
+        dim->u.i < 0 || dim->u.i > (int64_t)t->rank) {
+      ir_op_error(
+          op, "the slice layout of %s needs a 'parent' layout and the 'dim' (0 to %u) it removes",
+          ir_op_type_str(op, t), t->rank);
       return false;
     }
   }
@@ -98,7 +103,8 @@ bool tileas_check_tensor(IrOp *op, const IrType *t) {
     return false;
   }
   if (rank < 1 || rank > TILEAS_MAX_TENSOR_RANK) {
-    ir_op_error(op, "%s: the rank must be in [1, %d]", ir_op_type_str(op, t), TILEAS_MAX_TENSOR_RANK);
+    ir_op_error(op, "%s: the rank must be in [1, %d]", ir_op_type_str(op, t),
+                TILEAS_MAX_TENSOR_RANK);
     return false;
   }
   return true;
@@ -141,14 +147,16 @@ IrResult tileas_verify_tiled_access(IrOp *op) {
   const IrType *tensor = op->operands[0].value->type;
   const IrType *tile = store ? op->operands[op->noperands - 1].value->type : op->results[0].type;
   if (!tileas_check_tensor(op, tensor)) return IR_FAIL;
-  if (tile->kind != IR_TY_TILE) return dia_type_error(op, "expected the stored tile last, got %s", tile);
+  if (tile->kind != IR_TY_TILE)
+    return dia_type_error(op, "expected the stored tile last, got %s", tile);
   uint32_t ncoords = op->noperands - 1 - store;
   for (uint32_t i = 1; i <= ncoords; i++)
     if (!ir_type_is_int_width(op->operands[i].value->type, 32))
       return dia_type_error(op, "tile coordinates are i32, got %s", op->operands[i].value->type);
   int64_t rank = ir_type_param_int(tensor, 1, 0);
   if (ncoords != rank) {
-    ir_op_error(op, "expected %lld tile coordinates (the tensor's rank), got %u", (long long)rank, ncoords);
+    ir_op_error(op, "expected %lld tile coordinates (the tensor's rank), got %u", (long long)rank,
+                ncoords);
     return IR_FAIL;
   }
   if (tile->rank != rank) {
@@ -156,8 +164,8 @@ IrResult tileas_verify_tiled_access(IrOp *op) {
     return IR_FAIL;
   }
   if (tile->elem != tensor->params[0]->u.ty) {
-    ir_op_error(op, "the tile's element type %s differs from the tensor's %s", ir_op_type_str(op, tile->elem),
-                ir_op_type_str(op, tensor->params[0]->u.ty));
+    ir_op_error(op, "the tile's element type %s differs from the tensor's %s",
+                ir_op_type_str(op, tile->elem), ir_op_type_str(op, tensor->params[0]->u.ty));
     return IR_FAIL;
   }
   const IrAttr *pad = ir_attrs_TILEAS_TILED_LOAD(op).padding;
@@ -176,8 +184,8 @@ IrResult tileas_verify_alloc_tensor(IrOp *op) {
 IrResult tileas_verify_copy(IrOp *op) {
   const IrType *src = op->operands[0].value->type, *dst = op->operands[1].value->type;
   if (!same_shape(src, dst) || src->elem != dst->elem) {
-    ir_op_error(op, "copies %s into %s: the shapes and element types must match", ir_op_type_str(op, src),
-                ir_op_type_str(op, dst));
+    ir_op_error(op, "copies %s into %s: the shapes and element types must match",
+                ir_op_type_str(op, src), ir_op_type_str(op, dst));
     return IR_FAIL;
   }
   return check_layouts(op) ? IR_OK : IR_FAIL;
@@ -186,9 +194,13 @@ IrResult tileas_verify_copy(IrOp *op) {
 IrResult tileas_verify_convert_layout(IrOp *op) {
   const IrType *from = op->operands[0].value->type, *to = op->results[0].type;
   if (!same_shape(from, to) || from->elem != to->elem)
-    return dia_type_error(op, "the result must have the operand's shape and element type, got %s", to);
+    return dia_type_error(op, "the result must have the operand's shape and element type, got %s",
+                          to);
   if (from->space == IR_MS_RMEM && to->space != IR_MS_RMEM)
-    return dia_type_error(op, "a register tile converts only into registers (tileas.copy writes shared tiles), got %s", to);
+    return dia_type_error(
+        op,
+        "a register tile converts only into registers (tileas.copy writes shared tiles), got %s",
+        to);
   return check_layouts(op) ? IR_OK : IR_FAIL;
 }
 
@@ -202,7 +214,8 @@ IrResult tileas_verify_splat(IrOp *op) {
   const IrType *t = op->results[0].type;
   if (need_rmem(op, t, "the result")) return IR_FAIL;
   if (op->operands[0].value->type != t->elem)
-    return dia_type_error(op, "the operand must have the tile's element type, got %s", op->operands[0].value->type);
+    return dia_type_error(op, "the operand must have the tile's element type, got %s",
+                          op->operands[0].value->type);
   return static_tile(op, t) && check_layouts(op) ? IR_OK : IR_FAIL;
 }
 
@@ -224,9 +237,11 @@ IrResult tileas_verify_dot(IrOp *op) {
   int64_t m = a->shape[at.transpose_a], ka = a->shape[!at.transpose_a];
   int64_t kb = b->shape[at.transpose_b], n = b->shape[!at.transpose_b];
   if (ka != kb || acc->shape[0] != m || acc->shape[1] != n) {
-    ir_op_error(op, "shapes do not multiply: a [M, K] = [%lld, %lld], b [K, N] = [%lld, %lld], acc [%lld, %lld]",
-                (long long)m, (long long)ka, (long long)kb, (long long)n, (long long)acc->shape[0],
-                (long long)acc->shape[1]);
+    ir_op_error(
+        op,
+        "shapes do not multiply: a [M, K] = [%lld, %lld], b [K, N] = [%lld, %lld], acc [%lld, %lld]",
+        (long long)m, (long long)ka, (long long)kb, (long long)n, (long long)acc->shape[0],
+        (long long)acc->shape[1]);
     return IR_FAIL;
   }
   bool int_acc = ir_type_is_int_width(acc->elem, 32);
@@ -251,7 +266,8 @@ IrResult tileas_verify_reduce(IrOp *op) {
     return IR_FAIL;
   }
   if (t->rank == 1) {
-    if (r != t->elem) return dia_type_error(op, "reducing a rank-1 tile gives its element type, got %s", r);
+    if (r != t->elem)
+      return dia_type_error(op, "reducing a rank-1 tile gives its element type, got %s", r);
     return check_layouts(op) ? IR_OK : IR_FAIL;
   }
   int64_t shape[16];
@@ -266,7 +282,8 @@ IrResult tileas_verify_reduce(IrOp *op) {
 IrResult tileas_verify_broadcast(IrOp *op) {
   const IrType *t = op->operands[0].value->type, *r = op->results[0].type;
   if (r->rank != t->rank || r->elem != t->elem)
-    return dia_type_error(op, "the result must have the operand's rank and element type, got %s", r);
+    return dia_type_error(op, "the result must have the operand's rank and element type, got %s",
+                          r);
   for (uint32_t i = 0; i < t->rank; i++)
     if (t->shape[i] != r->shape[i] && t->shape[i] != 1) {
       ir_op_error(op, "dim %u of extent %lld cannot broadcast to %lld (only size-1 dims widen)", i,
@@ -293,7 +310,8 @@ IrResult tileas_verify_expand_dim(IrOp *op) {
   bool ok = r->rank == t->rank + 1 && r->elem == t->elem && r->shape[dim] == 1;
   for (uint32_t i = 0, j = 0; ok && i < r->rank; i++)
     if (i != dim) ok = r->shape[i] == t->shape[j++];
-  if (!ok) return dia_type_error(op, "the result must be the operand with a size-1 dim at dim, got %s", r);
+  if (!ok)
+    return dia_type_error(op, "the result must be the operand with a size-1 dim at dim, got %s", r);
   return check_layouts(op) ? IR_OK : IR_FAIL;
 }
 
@@ -305,7 +323,8 @@ IrResult tileas_verify_extract_slice(IrOp *op) {
     return IR_FAIL;
   }
   if (r->rank != t->rank || r->elem != t->elem)
-    return dia_type_error(op, "the result must have the operand's rank and element type, got %s", r);
+    return dia_type_error(op, "the result must have the operand's rank and element type, got %s",
+                          r);
   for (uint32_t i = 0; i < t->rank; i++) {
     int64_t off = ir_attr_list_int(a.offsets, i), size = ir_attr_list_int(a.sizes, i);
     if (size != r->shape[i]) {
@@ -358,8 +377,8 @@ IrResult tileas_verify_agent_switch(IrOp *op) {
   IrAttrs_TILEAS_AGENT_SWITCH a = ir_attrs_TILEAS_AGENT_SWITCH(op);
   uint32_t n = a.num_warps.n;
   if (a.warp_id.n != n || a.agent_strides.n != n) {
-    ir_op_error(op, "num_warps, warp_id and agent_strides need one entry per case (%u, %u, %u)", n, a.warp_id.n,
-                a.agent_strides.n);
+    ir_op_error(op, "num_warps, warp_id and agent_strides need one entry per case (%u, %u, %u)", n,
+                a.warp_id.n, a.agent_strides.n);
     return IR_FAIL;
   }
   bool hole[SM90_MAX_WARPS] = {false};
@@ -386,20 +405,22 @@ IrResult tileas_verify_agent_switch(IrOp *op) {
       ir_op_error(o, "an agent_switch holds only tileas.agent ops");
       return IR_FAIL;
     }
-    while (e < n && hole[e]) e++;
+    while (e < n && hole[e])
+      e++;
     if (e == n) {
       ir_op_error(o, "more agents than the %u entries that are not holes", n - a.holes.n);
       return IR_FAIL;
     }
     int64_t want = ir_attr_list_int(a.num_warps, e), have = ir_attrs_TILEAS_AGENT(o).num_warps;
     if (want != have) {
-      ir_op_error(o, "num_warps = %lld, but its entry %u of the agent_switch says %lld", (long long)have, e,
-                  (long long)want);
+      ir_op_error(o, "num_warps = %lld, but its entry %u of the agent_switch says %lld",
+                  (long long)have, e, (long long)want);
       return IR_FAIL;
     }
     e++;
   }
-  while (e < n && hole[e]) e++;
+  while (e < n && hole[e])
+    e++;
   if (e != n) {
     ir_op_error(op, "entry %u has no agent (not a hole)", e);
     return IR_FAIL;
@@ -417,12 +438,16 @@ IrResult tileas_verify_agent_switch(IrOp *op) {
 ** memory of one block, so that neither a lowering nor the protocol model
 ** sizes a ring past what a block can hold. */
 IrResult tileas_check_stages(IrOp *op) {
-  if (op->nresults != 1 || op->results[0].type->kind != IR_TY_TILE) return IR_OK; /* the signature says */
-  int64_t bytes = dia_type_storage_bytes(op->results[0].type), stages = ir_stamp_TILEAS_STAGES(op).value;
-  if (bytes <= 0 || stages <= SM90_MAX_SMEM / bytes) return IR_OK; /* a dynamic shape: static_tile says */
-  ir_op_error(op, "tileas.stages = %lld: stages of %lld bytes take more than the %d bytes of a block's shared memory "
-                  "(at most %lld of them)",
-              (long long)stages, (long long)bytes, SM90_MAX_SMEM, (long long)(SM90_MAX_SMEM / bytes));
+  if (op->nresults != 1 || op->results[0].type->kind != IR_TY_TILE)
+    return IR_OK; /* the signature says */
+  int64_t bytes = dia_type_storage_bytes(op->results[0].type),
+          stages = ir_stamp_TILEAS_STAGES(op).value;
+  if (bytes <= 0 || stages <= SM90_MAX_SMEM / bytes)
+    return IR_OK; /* a dynamic shape: static_tile says */
+  ir_op_error(
+      op,
+      "tileas.stages = %lld: stages of %lld bytes take more than the %d bytes of a block's shared memory (at most %lld of them)",
+      (long long)stages, (long long)bytes, SM90_MAX_SMEM, (long long)(SM90_MAX_SMEM / bytes));
   return IR_FAIL;
 }
 
@@ -451,8 +476,11 @@ IrResult tileas_check_replica_offsets(IrOp *op) {
 ** which fills in the workers from the device when they are absent. */
 IrResult tileas_check_schedule(IrOp *op) {
   const IrAttr *s = ir_stamp_TILEAS_SCHEDULE(op).value;
-  if (s->kind == IR_ATTR_DICT || (s->kind == IR_ATTR_STR && strcmp(s->u.str.s, "persistent") == 0)) return IR_OK;
-  ir_op_error(op, "tileas.schedule must be \"persistent\" or a dictionary {kind, programs, workers [, splits]}");
+  if (s->kind == IR_ATTR_DICT || (s->kind == IR_ATTR_STR && strcmp(s->u.str.s, "persistent") == 0))
+    return IR_OK;
+  ir_op_error(
+      op,
+      "tileas.schedule must be \"persistent\" or a dictionary {kind, programs, workers [, splits]}");
   return IR_FAIL;
 }
 
@@ -476,15 +504,17 @@ IrResult tileas_check_params(IrOp *op) {
     size_t klen = colon ? (size_t)(colon - e) : strlen(e);
     int k = -1, n = 0;
     for (int j = 0; j < TILEAS_PARAM__COUNT && k < 0; j++)
-      if (strlen(TILEAS_PARAM_names[j]) == klen && strncmp(TILEAS_PARAM_names[j], e, klen) == 0) k = j;
+      if (strlen(TILEAS_PARAM_names[j]) == klen && strncmp(TILEAS_PARAM_names[j], e, klen) == 0)
+        k = j;
     for (const char *p = colon; p; p = strchr(p + 1, ':')) {
       bool empty = p[1] == '\0' || p[1] == ':';
       n = empty || n < 0 ? -1 : n + 1;
     }
     if (k < 0 || n != parts[k]) {
-      ir_op_error(op, "tileas.params entry %u '%s' is not one of map:T, ptr:T, dim:T:D, stride:T:D, arg:NAME, "
-                      "programs:x|y|z, workspace",
-                  i, e);
+      ir_op_error(
+          op,
+          "tileas.params entry %u '%s' is not one of map:T, ptr:T, dim:T:D, stride:T:D, arg:NAME, programs:x|y|z, workspace",
+          i, e);
       return IR_FAIL;
     }
   }

@@ -96,7 +96,7 @@ typedef struct Arena {
 
 void arena_init(Arena *a);
 void arena_free(Arena *a);
-void *arena_alloc(Arena *a, size_t n);      /* zeroed, 16-byte aligned */
+void *arena_alloc(Arena *a, size_t n); /* zeroed, 16-byte aligned */
 char *arena_strndup(Arena *a, const char *s, size_t n);
 
 /* Open-addressing hash set of byte keys -> pointer, used for uniquing. */
@@ -149,15 +149,15 @@ const char *ir_intern_cstr(IrContext *ctx, const char *s);
 ** ======================================================================= */
 
 typedef enum IrTypeKind {
-  IR_TY_NONE,    /* none */
-  IR_TY_INT,     /* i1 .. i64 (signless) */
-  IR_TY_FLOAT,   /* f16 bf16 f32 f64 */
-  IR_TY_INDEX,   /* index: a 64-bit machine integer */
-  IR_TY_PTR,     /* ptr<elem, space> */
-  IR_TY_VECTOR,  /* vector<4xf32> */
-  IR_TY_MEMREF,  /* memref<4x128xi8, shared[, swizzle128]>: addressable memory */
-  IR_TY_TILE,    /* tile<64x8xf32, rmem>: a register-resident fragment value */
-  IR_TY_DIALECT  /* !cutlass.pipeline<...> and friends */
+  IR_TY_NONE,   /* none */
+  IR_TY_INT,    /* i1 .. i64 (signless) */
+  IR_TY_FLOAT,  /* f16 bf16 f32 f64 */
+  IR_TY_INDEX,  /* index: a 64-bit machine integer */
+  IR_TY_PTR,    /* ptr<elem, space> */
+  IR_TY_VECTOR, /* vector<4xf32> */
+  IR_TY_MEMREF, /* memref<4x128xi8, shared[, swizzle128]>: addressable memory */
+  IR_TY_TILE,   /* tile<64x8xf32, rmem>: a register-resident fragment value */
+  IR_TY_DIALECT /* !cutlass.pipeline<...> and friends */
 } IrTypeKind;
 
 typedef enum IrFloatKind { IR_F16, IR_BF16, IR_F32, IR_F64 } IrFloatKind;
@@ -184,16 +184,16 @@ typedef enum IrMemSpace {
 struct IrType {
   IrContext *ctx; /* the context that uniqued it */
   IrTypeKind kind;
-  uint32_t width;          /* bits: int and float */
-  IrFloatKind fkind;       /* float */
-  IrMemSpace space;        /* ptr, memref, tile */
-  const IrType *elem;      /* ptr, vector, memref, tile */
-  uint32_t rank;           /* vector, memref, tile */
-  const int64_t *shape;    /* rank extents; IR_DYNAMIC for '?' */
-  uint32_t swizzle;        /* memref: 0, 32, 64 or 128 (bytes) */
-  const IrAttr *layout;    /* tile: a dictionary (docs/tileprog.md), NULL = unassigned */
-  int dialect_type;        /* IR_DTY_* for IR_TY_DIALECT */
-  uint32_t nparams;        /* dialect type parameters */
+  uint32_t width;       /* bits: int and float */
+  IrFloatKind fkind;    /* float */
+  IrMemSpace space;     /* ptr, memref, tile */
+  const IrType *elem;   /* ptr, vector, memref, tile */
+  uint32_t rank;        /* vector, memref, tile */
+  const int64_t *shape; /* rank extents; IR_DYNAMIC for '?' */
+  uint32_t swizzle;     /* memref: 0, 32, 64 or 128 (bytes) */
+  const IrAttr *layout; /* tile: a dictionary (docs/tileprog.md), NULL = unassigned */
+  int dialect_type;     /* IR_DTY_* for IR_TY_DIALECT */
+  uint32_t nparams;     /* dialect type parameters */
   const IrAttr *const *params;
 };
 
@@ -206,24 +206,24 @@ const IrType *ir_type_vector(IrContext *ctx, const IrType *elem, uint32_t rank,
                              const int64_t *shape);
 const IrType *ir_type_memref(IrContext *ctx, const IrType *elem, uint32_t rank,
                              const int64_t *shape, IrMemSpace space, uint32_t swizzle);
-const IrType *ir_type_tile(IrContext *ctx, const IrType *elem, uint32_t rank,
-                           const int64_t *shape, IrMemSpace space);
+const IrType *ir_type_tile(IrContext *ctx, const IrType *elem, uint32_t rank, const int64_t *shape,
+                           IrMemSpace space);
 /* A tile type with a layout: a dictionary attribute of the same context, or NULL
 ** (the same as ir_type_tile). Printed last: tile<128x64xbf16, shared, {kind = "shared"}>. */
 const IrType *ir_type_tile_layout(IrContext *ctx, const IrType *elem, uint32_t rank,
                                   const int64_t *shape, IrMemSpace space, const IrAttr *layout);
 /* A dialect type; params are checked against the dialect's type table.
 ** Returns NULL (and sets *err to a static message) when they do not fit. */
-const IrType *ir_type_dialect(IrContext *ctx, int dty, uint32_t nparams, const IrAttr *const *params,
-                              const char **err);
+const IrType *ir_type_dialect(IrContext *ctx, int dty, uint32_t nparams,
+                              const IrAttr *const *params, const char **err);
 int ir_dialect_type_lookup(const char *name, size_t len); /* -1 if unknown */
 const char *ir_dialect_type_name(int dty);
 const char *ir_dialect_type_doc(int dty);
 const char *ir_dialect_type_params(int dty); /* the parameter spec, e.g. "int ident" */
 int ir_dialect_type_count(void);
 
-bool ir_type_is_int(const IrType *t);      /* i1..i64 */
-bool ir_type_is_intlike(const IrType *t);  /* int or index */
+bool ir_type_is_int(const IrType *t);     /* i1..i64 */
+bool ir_type_is_intlike(const IrType *t); /* int or index */
 bool ir_type_is_float(const IrType *t);
 bool ir_type_is_int_width(const IrType *t, uint32_t w);
 bool ir_type_is_dialect(const IrType *t, int dty);
@@ -314,18 +314,18 @@ uint64_t ir_float_nan_bits(double v, IrFloatKind k);
 
 /* Traits */
 enum {
-  T_TERMINATOR = 1u << 0,     /* must end its block */
-  T_SAME_TYPE = 1u << 1,      /* all operands and results have one type */
-  T_SAME_OPERANDS = 1u << 2,  /* all operands have one type */
-  T_ISOLATED = 1u << 3,       /* regions cannot see values defined outside */
-  T_NO_TERMINATOR = 1u << 4,  /* regions need no terminator */
+  T_TERMINATOR = 1u << 0,    /* must end its block */
+  T_SAME_TYPE = 1u << 1,     /* all operands and results have one type */
+  T_SAME_OPERANDS = 1u << 2, /* all operands have one type */
+  T_ISOLATED = 1u << 3,      /* regions cannot see values defined outside */
+  T_NO_TERMINATOR = 1u << 4, /* regions need no terminator */
   T_COMMUTATIVE = 1u << 5,
-  T_CONSTANT = 1u << 6,       /* materializes its `value` attribute */
-  T_DROPPABLE = 1u << 7,      /* has effects, yet may be removed when its results are unused */
-  T_RECURSIVE = 1u << 8,      /* effects are those of the ops in its regions */
-  T_SINGLE_BLOCK = 1u << 9,   /* each region holds at most one block */
-  T_SYMBOL = 1u << 10,        /* defines a symbol through its sym_name attribute */
-  T_NO_MERGE = 1u << 11       /* never commoned by cse even if otherwise pure */
+  T_CONSTANT = 1u << 6,     /* materializes its `value` attribute */
+  T_DROPPABLE = 1u << 7,    /* has effects, yet may be removed when its results are unused */
+  T_RECURSIVE = 1u << 8,    /* effects are those of the ops in its regions */
+  T_SINGLE_BLOCK = 1u << 9, /* each region holds at most one block */
+  T_SYMBOL = 1u << 10,      /* defines a symbol through its sym_name attribute */
+  T_NO_MERGE = 1u << 11     /* never commoned by cse even if otherwise pure */
 };
 
 /* Resources an op reads or writes; an op with no effects and no T_RECURSIVE is pure. */
@@ -388,7 +388,7 @@ typedef enum IrStampKind {
 
 typedef struct IrOpInfo {
   const char *name;
-  const char *sig;      /* "opd opd... -> res" type constraints, see opinfo.c / docs/ir.md */
+  const char *sig; /* "opd opd... -> res" type constraints, see opinfo.c / docs/ir.md */
   int nregions;
   uint32_t traits;
   uint32_t effects;
@@ -434,7 +434,7 @@ typedef struct IrAttrSpec {
   IrOpKind op;
   const char *name; /* as the row spells it: a trailing '_' (volatile_) is not part of the name */
   IrAttrSpecKind kind;
-  int64_t dflt, lo, hi; /* default (IR_ATTR_REQUIRED: none); INT range; INTS: max length */
+  int64_t dflt, lo, hi;     /* default (IR_ATTR_REQUIRED: none); INT range; INTS: max length */
   const char *const *names; /* ENUM spellings, NULL-terminated */
   const char *list;         /* ENUM list name */
   size_t offset;            /* of the member in the op's IrAttrs_ struct */
@@ -512,11 +512,11 @@ struct IrUse {
 
 struct IrValue {
   const IrType *type;
-  IrUse *uses;   /* head of the use list */
-  IrOp *def;     /* defining op; NULL for a block argument */
-  IrBlock *block;/* owning block of a block argument */
-  uint32_t index;/* result index or argument index */
-  uint32_t mark; /* scratch for walkers (printer numbering, verifier scopes) */
+  IrUse *uses;    /* head of the use list */
+  IrOp *def;      /* defining op; NULL for a block argument */
+  IrBlock *block; /* owning block of a block argument */
+  uint32_t index; /* result index or argument index */
+  uint32_t mark;  /* scratch for walkers (printer numbering, verifier scopes) */
 };
 
 struct IrOp {
@@ -756,7 +756,7 @@ void ir_print_type(StrBuf *sb, const IrType *t);
 void ir_print_attr(StrBuf *sb, const IrAttr *a);
 void ir_print_op(StrBuf *sb, IrOp *op, const IrPrintOptions *opts);
 char *ir_op_to_string(IrOp *op, const IrPrintOptions *opts); /* free with ir_free */
-char *ir_type_to_string(const IrType *t);                      /* free with ir_free */
+char *ir_type_to_string(const IrType *t);                    /* free with ir_free */
 /* t's text in the arena of op's context, for diagnostics about op: no free. */
 const char *ir_op_type_str(const IrOp *op, const IrType *t);
 

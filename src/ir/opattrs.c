@@ -48,7 +48,11 @@ static const IrAttrSpec specs[] = {
 #define OP(...)
 #define DTYPE(...)
 #define ATTR(o_, n_, s_, d_)                                                                       \
-  {.op = OP_##o_, .name = #n_, IR_AS_SPEC_##s_, .doc = d_, .offset = offsetof(struct IrAttrs_##o_, n_)},
+  {.op = OP_##o_,                                                                                  \
+   .name = #n_,                                                                                    \
+   IR_AS_SPEC_##s_,                                                                                \
+   .doc = d_,                                                                                      \
+   .offset = offsetof(struct IrAttrs_##o_, n_)},
 #include "../dialects/all.def"
 #undef OP
 #undef DTYPE
@@ -213,7 +217,9 @@ bool ir_op_attr_value(const IrOp *op, const char *name, size_t n, IrAttrValue *o
     out->spec = &s[i];
     out->present = a != NULL;
     out->i = s[i].kind == IR_AS_BOOL ? m.b : s[i].kind == IR_AS_ENUM ? m.e : m.i;
-    out->s = s[i].kind == IR_AS_STR ? m.s : s[i].kind == IR_AS_ENUM && m.e >= 0 ? s[i].names[m.e] : NULL;
+    out->s = s[i].kind == IR_AS_STR                ? m.s
+             : s[i].kind == IR_AS_ENUM && m.e >= 0 ? s[i].names[m.e]
+                                                   : NULL;
     return true;
   }
   return false;
@@ -225,8 +231,9 @@ bool ir_op_attr_value(const IrOp *op, const char *name, size_t n, IrAttrValue *o
 ** The generic check
 ** ======================================================================= */
 
-static const char *const kind_words[] = {"integer", "boolean", "string", "string", "integer array",
-                                         "string array", "type", "dictionary", "any"};
+static const char *const kind_words[] = {"integer", "boolean",       "string",
+                                         "string",  "integer array", "string array",
+                                         "type",    "dictionary",    "any"};
 
 /* "a, b, c" of an enum list into buf. */
 static const char *choices(const char *const *names, char *buf, size_t n) {
@@ -241,13 +248,15 @@ static const char *choices(const char *const *names, char *buf, size_t n) {
 
 /* The diagnostic for verdict v on a (val: an INT's or ENUM's value); `in`
 ** names the dictionary an entry belongs to ("tileas.pipeline."), else "". */
-static void report(IrOp *op, const IrAttrSpec *s, const char *in, const IrAttr *a, Verdict v, int64_t val) {
+static void report(IrOp *op, const IrAttrSpec *s, const char *in, const IrAttr *a, Verdict v,
+                   int64_t val) {
   const char *name;
   int n = (int)ir_attr_spec_name(s, &name);
   char list[256];
   if (v == OUT_OF_RANGE && s->kind == IR_AS_INT) {
     if (s->hi == INT64_MAX)
-      ir_op_error(op, "expected %s%.*s >= %lld, got %lld", in, n, name, (long long)s->lo, (long long)val);
+      ir_op_error(op, "expected %s%.*s >= %lld, got %lld", in, n, name, (long long)s->lo,
+                  (long long)val);
     else
       ir_op_error(op, "expected %s%.*s in [%lld, %lld], got %lld", in, n, name, (long long)s->lo,
                   (long long)s->hi, (long long)val);
@@ -295,7 +304,8 @@ static const IrAttrSpec fields__[] = {{0}
   }                                                                                                \
   ;                                                                                                \
   static const IrAttrSpec fields_##id[] = {{0},
-#define FIELD(s_, n_, k_, d_) {.name = #n_, IR_AS_SPEC_##k_, .doc = d_, .offset = offsetof(struct IrStamp_##s_, n_)},
+#define FIELD(s_, n_, k_, d_)                                                                      \
+  {.name = #n_, IR_AS_SPEC_##k_, .doc = d_, .offset = offsetof(struct IrStamp_##s_, n_)},
 #include "../dialects/all.def"
 #undef OP
 #undef DTYPE
@@ -308,7 +318,10 @@ static const IrStampSpec stamps[STAMP__COUNT + 1] = {
 #define DTYPE(...)
 #define STAMP(id, nm, k_, check_, doc_)                                                            \
   [STAMP_##id] = {.name = nm,                                                                      \
-                  .value = {.name = nm, IR_AS_SPEC_##k_, .doc = doc_, .offset = offsetof(struct IrStamp_##id, value)}, \
+                  .value = {.name = nm,                                                            \
+                            IR_AS_SPEC_##k_,                                                       \
+                            .doc = doc_,                                                           \
+                            .offset = offsetof(struct IrStamp_##id, value)},                       \
                   .check = check_,                                                                 \
                   .fields = fields_##id + 1,                                                       \
                   .nfields = sizeof fields_##id / sizeof fields_##id[0] - 1,                       \
@@ -317,7 +330,8 @@ static const IrStampSpec stamps[STAMP__COUNT + 1] = {
 #undef OP
 #undef DTYPE
 #undef STAMP
-    [STAMP__COUNT] = {.fields = fields__ + 1}, /* the end (fields__: the array before the first STAMP row) */
+    /* the end; fields__ is the array before the first STAMP row */
+    [STAMP__COUNT] = {.fields = fields__ + 1},
 };
 
 /* STAMP_ON rows: which kinds of op may carry which stamp. */
@@ -362,7 +376,8 @@ static bool stamp_named(const IrStampSpec *st, const char *name, size_t n) {
 
 int ir_stamp_lookup(IrOpKind k, const char *name, size_t n) {
   for (size_t i = 0; i < sizeof stamp_on / sizeof stamp_on[0]; i++)
-    if (stamp_on[i].op == k && stamp_named(&stamps[stamp_on[i].stamp], name, n)) return (int)stamp_on[i].stamp;
+    if (stamp_on[i].op == k && stamp_named(&stamps[stamp_on[i].stamp], name, n))
+      return (int)stamp_on[i].stamp;
   return -1;
 }
 
@@ -411,7 +426,8 @@ static void report_unplaced(IrOp *op, const char *name, size_t dialect) {
     if (!again && strncmp(stamps[k].name, name, dialect + 1) == 0)
       sb_printf(&sb, "%s%s", sb.len ? ", " : "", stamps[k].name);
   }
-  ir_op_error(op, "unknown attribute '%s' (the %.*s stamps: %s)", name, (int)dialect, name, sb.data ? sb.data : "");
+  ir_op_error(op, "unknown attribute '%s' (the %.*s stamps: %s)", name, (int)dialect, name,
+              sb.data ? sb.data : "");
   sb_free(&sb);
 }
 

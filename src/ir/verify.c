@@ -12,8 +12,8 @@
 
 typedef struct Verifier {
   IrContext *ctx;
-  PtrMap vis;     /* value -> isolation level + 1 while in scope */
-  uintptr_t level;/* current isolation level */
+  PtrMap vis;      /* value -> isolation level + 1 while in scope */
+  uintptr_t level; /* current isolation level */
   int errors;
 } Verifier;
 
@@ -73,9 +73,11 @@ static bool check_signature(Verifier *v, IrOp *op, const IrOpInfo *info) {
   if (ok && (info->traits & (T_SAME_TYPE | T_SAME_OPERANDS)) && op->noperands) {
     const IrType *t0 = op->operands[0].value->type;
     bool same = true;
-    for (uint32_t i = 1; i < op->noperands; i++) same &= op->operands[i].value->type == t0;
+    for (uint32_t i = 1; i < op->noperands; i++)
+      same &= op->operands[i].value->type == t0;
     if ((info->traits & T_SAME_TYPE))
-      for (uint32_t i = 0; i < op->nresults; i++) same &= op->results[i].type == t0;
+      for (uint32_t i = 0; i < op->nresults; i++)
+        same &= op->results[i].type == t0;
     if (!same) {
       ir_op_error(op, (info->traits & T_SAME_TYPE)
                           ? "requires the same type for all operands and results"
@@ -116,7 +118,8 @@ static bool verify_op(Verifier *v, IrOp *op);
 static bool verify_region(Verifier *v, IrRegion *r) {
   bool ok = true;
   for (IrBlock *b = r->first; b; b = b->next) {
-    for (uint32_t i = 0; i < b->nargs; i++) define(v, b->args[i]);
+    for (uint32_t i = 0; i < b->nargs; i++)
+      define(v, b->args[i]);
     for (IrOp *o = b->first; o && v->errors < MAX_ERRORS; o = o->next) {
       if (o->parent != b) {
         ir_op_error(o, "is linked into a block it does not belong to");
@@ -132,9 +135,11 @@ static bool verify_region(Verifier *v, IrRegion *r) {
   }
   /* Leave the scope: values defined in these blocks stop being visible. */
   for (IrBlock *b = r->first; b; b = b->next) {
-    for (uint32_t i = 0; i < b->nargs; i++) undefine(v, b->args[i]);
+    for (uint32_t i = 0; i < b->nargs; i++)
+      undefine(v, b->args[i]);
     for (IrOp *o = b->first; o; o = o->next)
-      for (uint32_t i = 0; i < o->nresults; i++) undefine(v, &o->results[i]);
+      for (uint32_t i = 0; i < o->nresults; i++)
+        undefine(v, &o->results[i]);
   }
   return ok;
 }
@@ -165,12 +170,14 @@ static bool verify_op(Verifier *v, IrOp *op) {
     ok = fail(v);
   }
   ok &= check_regions(v, op, info);
-  for (uint32_t i = 0; i < op->nresults; i++) define(v, &op->results[i]);
+  for (uint32_t i = 0; i < op->nresults; i++)
+    define(v, &op->results[i]);
   bool nested_ok = true;
   if (op->nregions) {
     bool iso = info->traits & T_ISOLATED;
     if (iso) v->level++;
-    for (uint32_t r = 0; r < op->nregions; r++) nested_ok &= verify_region(v, &op->regions[r]);
+    for (uint32_t r = 0; r < op->nregions; r++)
+      nested_ok &= verify_region(v, &op->regions[r]);
     if (iso) v->level--;
   }
   if (ok && nested_ok && v->errors < MAX_ERRORS && info->verify && info->verify(op) != IR_OK)
@@ -252,16 +259,18 @@ IrResult ir_verify(IrOp *root) {
   memset(&v.vis, 0, sizeof v.vis);
   /* Values visible around a nested root: treat the root's ancestors' blocks as in scope. */
   if (root->parent)
-    for (IrBlock *b = root->parent; b; b = ir_block_parent_op(b) ? ir_block_parent_op(b)->parent : NULL) {
-      for (uint32_t i = 0; i < b->nargs; i++) define(&v, b->args[i]);
+    for (IrBlock *b = root->parent; b;
+         b = ir_block_parent_op(b) ? ir_block_parent_op(b)->parent : NULL) {
+      for (uint32_t i = 0; i < b->nargs; i++)
+        define(&v, b->args[i]);
       for (IrOp *o = b->first; o && o != root; o = o->next)
-        for (uint32_t i = 0; i < o->nresults; i++) define(&v, &o->results[i]);
+        for (uint32_t i = 0; i < o->nresults; i++)
+          define(&v, &o->results[i]);
       if (ir_block_parent_op(b) && (ir_op_info(ir_block_parent_op(b)->kind)->traits & T_ISOLATED))
         break;
     }
   verify_op(&v, root);
   ptrmap_free(&v.vis);
-  if (v.errors >= MAX_ERRORS)
-    ir_error(v.ctx, root->loc, "too many errors, verification stopped");
+  if (v.errors >= MAX_ERRORS) ir_error(v.ctx, root->loc, "too many errors, verification stopped");
   return v.errors ? IR_FAIL : IR_OK;
 }

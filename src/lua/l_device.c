@@ -194,7 +194,8 @@ static int buf_upload(lua_State *L) {
   if (off > b->bytes || len > b->bytes - off)
     return lb_error(L, "%lld bytes at offset %lld do not fit a buffer of %lld bytes",
                     (long long)len, (long long)off, (long long)b->bytes);
-  if (len && tlcu_memcpy_htod(&rt, b->ptr + off, s, len) != TLCU_OK) return lb_cuda_error(L, "upload");
+  if (len && tlcu_memcpy_htod(&rt, b->ptr + off, s, len) != TLCU_OK)
+    return lb_cuda_error(L, "upload");
   return 0;
 }
 
@@ -204,7 +205,8 @@ static int buf_download(lua_State *L) {
   size_t off, n = range(L, b, 2, &off);
   luaL_Buffer lb;
   char *p = luaL_buffinitsize(L, &lb, n ? n : 1);
-  if (n && tlcu_memcpy_dtoh(&rt, p, b->ptr + off, n) != TLCU_OK) return lb_cuda_error(L, "download");
+  if (n && tlcu_memcpy_dtoh(&rt, p, b->ptr + off, n) != TLCU_OK)
+    return lb_cuda_error(L, "download");
   luaL_pushresultsize(&lb, n);
   return 1;
 }
@@ -215,7 +217,8 @@ static int buf_copy_from(lua_State *L) {
   lua_Integer n = luaL_optinteger(L, 3, (lua_Integer)(s->bytes < d->bytes ? s->bytes : d->bytes));
   if (n < 0 || (size_t)n > d->bytes || (size_t)n > s->bytes)
     return lb_error(L, "copy of %lld bytes does not fit", (long long)n);
-  if (n && tlcu_memcpy_dtod(&rt, d->ptr, s->ptr, (size_t)n) != TLCU_OK) return lb_cuda_error(L, "copy");
+  if (n && tlcu_memcpy_dtod(&rt, d->ptr, s->ptr, (size_t)n) != TLCU_OK)
+    return lb_cuda_error(L, "copy");
   return 0;
 }
 
@@ -292,9 +295,11 @@ static size_t put_random(unsigned char *p, const char *kind, uint64_t *s) {
     memcpy(p, &v, 8);
     return 8;
   }
-  if (kind[0] == 'e') { /* fp8 e4m3 / e5m2: finite, |v| in [0.25, 4): sign, 2 exponent bits, 3 or 2 mantissa bits */
+  if (kind[0] == 'e') {
+    /* fp8 e4m3 / e5m2: finite, |v| in [0.25, 4): sign, 2 exponent bits, 3 or 2 mantissa bits */
     unsigned sg = (unsigned)(r >> 63) << 7, e = (unsigned)(r >> 56) & 3, m = (unsigned)(r >> 48);
-    *p = kind[1] == '4' ? (unsigned char)(sg | (e + 5) << 3 | (m & 7)) : (unsigned char)(sg | (e + 13) << 2 | (m & 3));
+    *p = kind[1] == '4' ? (unsigned char)(sg | (e + 5) << 3 | (m & 7))
+                        : (unsigned char)(sg | (e + 13) << 2 | (m & 3));
     return 1;
   }
   if (kind[0] == 'f' || kind[0] == 'b') { /* f16 / bf16 from 8 bits: k/128 - 1 */
@@ -323,10 +328,10 @@ static int buf_fill_random(lua_State *L) {
   Buffer *b = check_buffer(L, 1);
   const char *kind = luaL_checkstring(L, 2);
   uint64_t s = (uint64_t)luaL_checkinteger(L, 3) * 0x9E3779B97F4A7C15ULL + 1;
-  size_t esize = !strcmp(kind, "f32")                                ? 4
-                 : (!strcmp(kind, "f16") || !strcmp(kind, "bf16"))   ? 2
+  size_t esize = !strcmp(kind, "f32")                               ? 4
+                 : (!strcmp(kind, "f16") || !strcmp(kind, "bf16"))  ? 2
                  : (!strcmp(kind, "e4m3") || !strcmp(kind, "e5m2")) ? 1
-                                                                     : 8;
+                                                                    : 8;
   unsigned char *a;
   staging(L, &a, NULL);
   int err = 0;
@@ -362,7 +367,8 @@ static int mod_load(lua_State *L) {
   m->mod = NULL;
   m->live = 0;
   luaL_setmetatable(L, LB_MODULE);
-  if (tlcu_module_load_ptx(&rt, ptx, &m->mod) != TLCU_OK) return lb_cuda_error(L, "loading the PTX");
+  if (tlcu_module_load_ptx(&rt, ptx, &m->mod) != TLCU_OK)
+    return lb_cuda_error(L, "loading the PTX");
   m->live = 1;
   return 1;
 }
@@ -419,8 +425,7 @@ static void pack_arg(lua_State *L, int i, uint64_t *slot) {
   const char *t = lua_tostring(L, -1);
   lua_rawgeti(L, -2, 2);
   *slot = 0;
-  if (!t)
-    lb_error(L, "launch: argument #%d has no type", i);
+  if (!t) lb_error(L, "launch: argument #%d has no type", i);
   else if (!strcmp(t, "tmap")) {
     const uint8_t *m = lb_tensor_map_bytes(L, -1);
     if (!m) lb_error(L, "launch: argument #%d must be a tensor map", i);

@@ -11,7 +11,7 @@
 #include "../ptx/ptx.h"
 #include "lbind.h"
 
-static const char *const kind_names[] = {"int", "bool", "enum", "string", "int list",
+static const char *const kind_names[] = {"int",         "bool", "enum",       "string", "int list",
                                          "string list", "type", "dictionary", "any"};
 
 /* Stack: op table -> op table. The row's default, when it has one. */
@@ -242,8 +242,9 @@ static int op_attr_or_default(lua_State *L) {
   }
   int k = ir_stamp_lookup(op->kind, name, n);
   if (k < 0)
-    return lb_error(L, "'%s' op has no attribute row or stamp '%s' (op:attr reads an attribute without one)",
-                    ir_op_name(op), name);
+    return lb_error(
+        L, "'%s' op has no attribute row or stamp '%s' (op:attr reads an attribute without one)",
+        ir_op_name(op), name);
   const IrStampSpec *st = ir_stamp_spec((IrStampKind)k);
   if (st->nfields && a && ir_attr_spec_accepts(&st->value, a)) push_fields(L, st, a, ci);
   else push_by_row(L, &st->value, a, ci);
@@ -296,7 +297,8 @@ static int op_shared_layout(lua_State *L) {
 static int op_agent_warps(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
   if (op->kind != OP_TILE_AGENT && op->kind != OP_TILEAS_AGENT)
-    return lb_error(L, "agent_warps: expected a tile.agent or tileas.agent, got '%s'", ir_op_name(op));
+    return lb_error(L, "agent_warps: expected a tile.agent or tileas.agent, got '%s'",
+                    ir_op_name(op));
   lua_pushinteger(L, kernel_agent_first_warp(op));
   lua_pushinteger(L, kernel_agent_warps(op));
   return 2;
@@ -328,16 +330,16 @@ static int core_striped_unit(lua_State *L) {
 
 /* }====================================================================== */
 
-static const luaL_Reg dialect_functions[] = {
-    {"enums", core_enums}, {"limits", core_limits}, {"stamps", core_stamps}, {"striped_unit", core_striped_unit},
-    {NULL, NULL}};
+static const luaL_Reg dialect_functions[] = {{"enums", core_enums},
+                                             {"limits", core_limits},
+                                             {"stamps", core_stamps},
+                                             {"striped_unit", core_striped_unit},
+                                             {NULL, NULL}};
 
 /* op:kernel_spec() and the others join the methods of the Op class (l_op.c). */
-static const luaL_Reg op_methods[] = {{"kernel_spec", op_kernel_spec},
-                                      {"attr_or_default", op_attr_or_default},
-                                      {"shared_layout", op_shared_layout},
-                                      {"agent_warps", op_agent_warps},
-                                      {"arrive_counts", op_arrive_counts},
-                                      {NULL, NULL}};
+static const luaL_Reg op_methods[] = {
+    {"kernel_spec", op_kernel_spec},     {"attr_or_default", op_attr_or_default},
+    {"shared_layout", op_shared_layout}, {"agent_warps", op_agent_warps},
+    {"arrive_counts", op_arrive_counts}, {NULL, NULL}};
 static const LbClass dialect_classes[] = {{LB_OP, NULL, op_methods}, {NULL, NULL, NULL}};
 const LbArea lb_area_dialect = {dialect_classes, dialect_functions};

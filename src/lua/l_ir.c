@@ -29,7 +29,8 @@ LbContext *lb_push_context(lua_State *L, IrContext *ctx, int owned) {
 
 /* After a failed allocation of the core in this protected call the IR may be half changed. */
 static void check_memory(lua_State *L) {
-  if (ir_protect_failed()) luaL_error(L, "not enough memory (an allocation of the tilua core failed)");
+  if (ir_protect_failed())
+    luaL_error(L, "not enough memory (an allocation of the tilua core failed)");
 }
 
 LbContext *lb_check_context(lua_State *L, int idx) {
@@ -88,7 +89,6 @@ static void check_not_erased(lua_State *L, const char *mt, void *ptr) {
   lb_error(L, "attempt to use a %s of an erased op ('%s')", mt + 6, ir_op_name(h));
 }
 
-
 void *lb_test_object(lua_State *L, int idx, const char *mt) {
   check_memory(L);
   LbObject *o = luaL_testudata(L, idx, mt);
@@ -126,12 +126,14 @@ IrContext *lb_ctx_of(lua_State *L, int idx) { return lb_owner(L, idx)->ctx; }
 
 /* Objects a and b must belong to one context: IR never points into another's arena. */
 void lb_same_context(lua_State *L, int a, int b, const char *what) {
-  if (lb_ctx_of(L, a) != lb_ctx_of(L, b)) lb_error(L, "%s: the objects belong to different contexts", what);
+  if (lb_ctx_of(L, a) != lb_ctx_of(L, b))
+    lb_error(L, "%s: the objects belong to different contexts", what);
 }
 
 /* Moving op to a place inside itself would cut it loose from the IR. */
 void lb_not_inside(lua_State *L, const IrOp *op, const IrOp *place, const char *what) {
-  if (place && ir_op_is_ancestor(op, place)) lb_error(L, "%s: the place is inside the op itself", what);
+  if (place && ir_op_is_ancestor(op, place))
+    lb_error(L, "%s: the place is inside the op itself", what);
 }
 
 /* }====================================================================== */
@@ -209,7 +211,8 @@ int lb_locate_error(lua_State *L, int idx) {
   const char *colon = strchr(msg, ':');
   if (colon && colon > msg && colon - msg < 200 && colon[1] >= '0' && colon[1] <= '9') {
     const char *d = colon + 1;
-    while (*d >= '0' && *d <= '9') d++;
+    while (*d >= '0' && *d <= '9')
+      d++;
     if (*d != ':') goto unlocated;
     char chunk[208];
     snprintf(chunk, sizeof chunk, "@%.*s", (int)(colon - msg), msg);
@@ -301,7 +304,10 @@ static void push_loc_prefix(luaL_Buffer *b, IrLoc loc) {
 }
 
 static const char *sev_name(IrSeverity s) {
-  return s == IR_SEV_ERROR ? "error" : s == IR_SEV_WARNING ? "warning" : s == IR_SEV_NOTE ? "note" : "remark";
+  return s == IR_SEV_ERROR     ? "error"
+         : s == IR_SEV_WARNING ? "warning"
+         : s == IR_SEV_NOTE    ? "note"
+                               : "remark";
 }
 
 static void format_pending(lua_State *L, IrContext *ctx) {
@@ -447,7 +453,8 @@ IrLoc lb_opt_loc(lua_State *L, int idx, IrContext *ctx) {
   lua_getfield(L, idx, "file");
   lua_getfield(L, idx, "line");
   lua_getfield(L, idx, "col");
-  IrLoc loc = ir_loc(ctx, lua_tostring(L, -3), (int)lua_tointeger(L, -2), (int)lua_tointeger(L, -1));
+  IrLoc loc =
+      ir_loc(ctx, lua_tostring(L, -3), (int)lua_tointeger(L, -2), (int)lua_tointeger(L, -1));
   lua_pop(L, 3);
   return loc;
 }
@@ -473,11 +480,21 @@ int lb_object_id(lua_State *L) {
 ** ======================================================================= */
 
 static void push_traits(lua_State *L, uint32_t traits) {
-  static const struct { uint32_t bit; const char *name; } names[] = {
-      {T_TERMINATOR, "terminator"}, {T_SAME_TYPE, "same_type"}, {T_SAME_OPERANDS, "same_operands"},
-      {T_ISOLATED, "isolated"}, {T_NO_TERMINATOR, "no_terminator"}, {T_COMMUTATIVE, "commutative"},
-      {T_CONSTANT, "constant"}, {T_DROPPABLE, "droppable"}, {T_RECURSIVE, "recursive_effects"},
-      {T_SINGLE_BLOCK, "single_block"}, {T_SYMBOL, "symbol"}, {T_NO_MERGE, "no_merge"}};
+  static const struct {
+    uint32_t bit;
+    const char *name;
+  } names[] = {{T_TERMINATOR, "terminator"},
+               {T_SAME_TYPE, "same_type"},
+               {T_SAME_OPERANDS, "same_operands"},
+               {T_ISOLATED, "isolated"},
+               {T_NO_TERMINATOR, "no_terminator"},
+               {T_COMMUTATIVE, "commutative"},
+               {T_CONSTANT, "constant"},
+               {T_DROPPABLE, "droppable"},
+               {T_RECURSIVE, "recursive_effects"},
+               {T_SINGLE_BLOCK, "single_block"},
+               {T_SYMBOL, "symbol"},
+               {T_NO_MERGE, "no_merge"}};
   lua_newtable(L);
   int i = 1;
   for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
@@ -557,7 +574,9 @@ static int core_dialect_types(lua_State *L) {
   return 1;
 }
 
-static void push_memspace(lua_State *L, int k) { lua_pushstring(L, ir_memspace_name((IrMemSpace)k)); }
+static void push_memspace(lua_State *L, int k) {
+  lua_pushstring(L, ir_memspace_name((IrMemSpace)k));
+}
 
 static int core_memspaces(lua_State *L) {
   lb_push_list(L, IR_MS__COUNT, push_memspace);
@@ -600,27 +619,27 @@ static int core_user_location(lua_State *L) {
 /* }====================================================================== */
 
 static const luaL_Reg context_methods[] = {{"close", ctx_close},
-                                          {"module", ctx_module},
-                                          {"target_sm", ctx_target_sm},
-                                          {"diagnostics", ctx_diagnostics},
-                                          {NULL, NULL}};
+                                           {"module", ctx_module},
+                                           {"target_sm", ctx_target_sm},
+                                           {"diagnostics", ctx_diagnostics},
+                                           {NULL, NULL}};
 static const luaL_Reg context_meta[] = {
     {"__gc", ctx_close}, {"__close", ctx_close}, {"__tostring", ctx_tostring}, {NULL, NULL}};
 
-static const luaL_Reg core_functions[] = {
-    {"context", core_context},
-    {"default_context", core_default_context},
-    {"op_info", core_op_info},
-    {"ops", core_ops},
-    {"dialect_types", core_dialect_types},
-    {"memspaces", core_memspaces},
-    {"mark_library", core_mark_library},
-    {"user_location", core_user_location},
-    {"pin_location", core_pin_location},
-    {"locate_error", core_locate_error},
-    {"metatable", core_metatable},
-    {"type_matches", core_type_matches},
-    {NULL, NULL}};
+static const luaL_Reg core_functions[] = {{"context", core_context},
+                                          {"default_context", core_default_context},
+                                          {"op_info", core_op_info},
+                                          {"ops", core_ops},
+                                          {"dialect_types", core_dialect_types},
+                                          {"memspaces", core_memspaces},
+                                          {"mark_library", core_mark_library},
+                                          {"user_location", core_user_location},
+                                          {"pin_location", core_pin_location},
+                                          {"locate_error", core_locate_error},
+                                          {"metatable", core_metatable},
+                                          {"type_matches", core_type_matches},
+                                          {NULL, NULL}};
 
-static const LbClass ir_classes[] = {{LB_CONTEXT, context_meta, context_methods}, {NULL, NULL, NULL}};
+static const LbClass ir_classes[] = {{LB_CONTEXT, context_meta, context_methods},
+                                     {NULL, NULL, NULL}};
 const LbArea lb_area_ir = {ir_classes, core_functions};

@@ -69,7 +69,7 @@ typedef struct StageCb {
   lua_State *L;
   int fn, op;
   int failed; /* the callback raised: its error is kept in the registry slot below */
-  const char *check_mode; /* check_protocol = "passes": the check's `mode` option (passes/init.lua) */
+  int run;    /* stack index of the check's run object (0: none) */
 } StageCb;
 
 static const char *const STAGE_ERR = "tilua.stage_error";
@@ -111,8 +111,12 @@ static void on_stage(const IrStageInfo *st, IrOp *module, void *ud) {
 **
 ** The pass manager calls run_lua_pass for them; it calls the function
 ** lua_fn of the module tilua.passes in the Lua state that runs the pipeline:
-**   fn(module_op, options, after) -> nil | { errors = { {message =, op =, notes = { {message =, op =} }} },
-**                                     stats = { {name =, value =}, ... }, changed = bool }
+**   fn(module_op, options, after, run)
+**     -> nil | { errors = { {message =, op =, notes = { {message =, op =} }} },
+**                stats = { {name =, value =}, ... }, changed = bool }
+** where after and run are set when the pass runs as the check after every
+** pass: the pass it follows ("input" first) and the pipeline run's run object
+** (a table for the check's state across the stages, core.run_pipeline's check_run).
 ** Each error becomes an error diagnostic at its op's location (the module's without
 ** one) and fails the pass; stats reach the stage callback (info.stats). A Lua error
 ** in the pass is a pass error too.
@@ -133,7 +137,8 @@ static IrLoc entry_loc(lua_State *L, int idx, IrLoc dflt) {
 }
 
 static const char *entry_message(lua_State *L, int idx) {
-  const char *m = lua_getfield(L, idx, "message") == LUA_TSTRING ? lua_tostring(L, -1) : "(no message)";
+  const char *m =
+      lua_getfield(L, idx, "message") == LUA_TSTRING ? lua_tostring(L, -1) : "(no message)";
   lua_pop(L, 1); /* the string stays referenced by the entry table */
   return m;
 }
@@ -172,7 +177,8 @@ static int call_lua_pass(lua_State *L) {
   lua_pushvalue(L, 3);
   if (c->pc->after) lua_pushstring(L, c->pc->after);
   else lua_pushnil(L);
-  lua_call(L, 3, 1);
+  lua_pushvalue(L, 4); /* the run object, or nil */
+  lua_call(L, 4, 1);
   int res = lua_gettop(L);
   if (!lua_istable(L, res)) return 0;
   lua_getfield(L, res, "changed");
@@ -199,11 +205,9 @@ static IrResult run_lua_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc
   lua_pushvalue(L, cb->op);
   if (pc->options) lb_push_attr(L, pc->options, cb->op);
   else lua_newtable(L);
-  if (pc->after && cb->check_mode) {
-    lua_pushstring(L, cb->check_mode);
-    lua_setfield(L, -2, "mode");
-  }
-  if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+  if (pc->after && cb->run) lua_pushvalue(L, cb->run);
+  else lua_pushnil(L);
+  if (lua_pcall(L, 4, 0, 0) != LUA_OK) {
     ir_error(pc->ctx, module->loc, "pass '%s' (Lua): %s", pass->name,
              lua_isstring(L, -1) ? lua_tostring(L, -1) : "an error object");
     lua_pop(L, 1);
@@ -214,27 +218,60 @@ static IrResult run_lua_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc
 
 /* }====================================================================== */
 
-/* core.run_pipeline(module_op, spec [, {verify=true, on_stage=fn(info, op), check_protocol=true | "passes"}])
-** -> true | true, warnings, list | false, message, list (diagnostics: lb_push_diagnostic_list) */
+/* The check after every pass of check_protocol (at idx): verify-protocol, with
+** {mode=<the string>} when it is one, parsed as a pipeline step so that its
+** options are checked against the pass's declared ones. */
+static IrResult protocol_check(lua_State *L, int idx, IrContext *ctx, IrPassOptions *opts) {
+  const char *mode = lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : NULL;
+  if (mode && strpbrk(mode, "{},=")) {
+    ir_error(ctx, ir_loc_unknown(), "check_protocol: '%s' is not a mode of verify-protocol", mode);
+    return IR_FAIL;
+  }
+  if (mode) lua_pushfstring(L, "verify-protocol{mode=%s}", mode);
+  else lua_pushliteral(L, "verify-protocol");
+  IrPipeline p;
+  IrResult r = ir_pipeline_parse(ctx, lua_tostring(L, -1), &p);
+  lua_pop(L, 1);
+  if (r != IR_OK) return r;
+  opts->check_each = p.steps[0].pass;
+  opts->check_options = p.steps[0].options;
+  return IR_OK;
+}
+
+/* core.run_pipeline(module_op, spec [, {verify=true, on_stage=fn(info, op),
+**                    check_protocol=true | mode, check_run=table, check_every_pass=false}])
+** -> true | true, warnings, list | false, message, list (diagnostics: lb_push_diagnostic_list)
+** check_protocol: verify-protocol after every pass (a string: its `mode` option);
+** check_run: the run object the check keeps its state in (a fresh table by default);
+** check_every_pass: the check after every pass, not only those that changed the IR. */
 static int core_run_pipeline(lua_State *L) {
   IrOp *module = lb_check_op(L, 1);
   const char *spec = luaL_checkstring(L, 2);
   IrContext *ctx = lb_owner(L, 1)->ctx;
   IrPassOptions opts;
   ir_pass_options_default(&opts);
-  StageCb cb = {L, 0, 1, 0, NULL};
+  StageCb cb = {L, 0, 1, 0, 0};
   opts.run_lua = run_lua_pass;
   opts.lua_ud = &cb;
+  ir_diag_clear(ctx);
+  IrResult r = IR_OK;
   if (lua_istable(L, 3)) {
     lua_getfield(L, 3, "verify");
     if (!lua_isnil(L, -1)) opts.verify_each = lua_toboolean(L, -1);
     lua_pop(L, 1);
     if (lua_getfield(L, 3, "check_protocol"), lua_toboolean(L, -1)) {
-      opts.check_each = ir_pass_lookup("verify-protocol", strlen("verify-protocol"));
-      /* a string is the check's mode; the options table keeps it alive */
-      if (lua_type(L, -1) == LUA_TSTRING) cb.check_mode = lua_tostring(L, -1);
+      r = protocol_check(L, lua_gettop(L), ctx, &opts);
+      if (lua_getfield(L, 3, "check_run") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+      }
+      cb.run = lua_gettop(L); /* stays on the stack while the pipeline runs */
+      lua_getfield(L, 3, "check_every_pass");
+      opts.check_every_pass = lua_toboolean(L, -1);
+      lua_pop(L, 1);
+    } else {
+      lua_pop(L, 1);
     }
-    lua_pop(L, 1);
     lua_getfield(L, 3, "on_stage");
     if (lua_isfunction(L, -1)) {
       cb.fn = lua_gettop(L);
@@ -244,9 +281,8 @@ static int core_run_pipeline(lua_State *L) {
       lua_pop(L, 1);
     }
   }
-  ir_diag_clear(ctx);
   IrPipeline p;
-  IrResult r = ir_pipeline_parse(ctx, spec, &p);
+  if (r == IR_OK) r = ir_pipeline_parse(ctx, spec, &p);
   if (r == IR_OK) r = ir_pipeline_run(&p, module, &opts);
   if (cb.failed) {
     ir_diag_clear(ctx);
@@ -265,7 +301,7 @@ static int core_run_pipeline(lua_State *L) {
 IrResult lb_run_pipeline(lua_State *L, int op_idx, struct IrPipeline *p) {
   IrPassOptions opts;
   ir_pass_options_default(&opts);
-  StageCb cb = {L, 0, lua_absindex(L, op_idx), 0, NULL};
+  StageCb cb = {L, 0, lua_absindex(L, op_idx), 0, 0};
   opts.run_lua = run_lua_pass;
   opts.lua_ud = &cb;
   return ir_pipeline_run(p, lb_check_op(L, op_idx), &opts);

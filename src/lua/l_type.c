@@ -174,8 +174,8 @@ static int core_type_dialect(lua_State *L) {
   return 1;
 }
 
-static const char *const type_kind_names[] = {"none", "int", "float", "index", "ptr",
-                                              "vector", "memref", "tile", "dialect"};
+static const char *const type_kind_names[] = {"none",   "int",    "float", "index",  "ptr",
+                                              "vector", "memref", "tile",  "dialect"};
 
 /* t:info() -> {kind=, width=, bytes=, elements=, elem=, space=, shape=,
 ** swizzle=, layout=, name=, params=}: bytes in memory (dia_type_storage_bytes:
@@ -282,7 +282,8 @@ static int is_sequence(lua_State *L, int idx) {
 /* An attribute or type userdata of the context ctx (another context's is an error). */
 static const void *attr_object(lua_State *L, IrContext *ctx, int idx, const char *mt) {
   const void *p = lb_test_object(L, idx, mt);
-  if (p && lb_owner(L, idx)->ctx != ctx) lb_error(L, "attribute value: a %s of another context", mt + 6);
+  if (p && lb_owner(L, idx)->ctx != ctx)
+    lb_error(L, "attribute value: a %s of another context", mt + 6);
   return p;
 }
 
@@ -309,10 +310,12 @@ static const IrAttr *to_attr(lua_State *L, IrContext *ctx, int idx, int seen, in
     break;
   }
   case LUA_TTABLE: {
-    if (depth >= LB_ATTR_MAX_DEPTH) lb_error(L, "attribute value: tables nested deeper than %d levels", LB_ATTR_MAX_DEPTH);
+    if (depth >= LB_ATTR_MAX_DEPTH)
+      lb_error(L, "attribute value: tables nested deeper than %d levels", LB_ATTR_MAX_DEPTH);
     if (!lua_checkstack(L, 8)) lb_error(L, "attribute value: out of Lua stack space");
     lua_pushvalue(L, idx);
-    if (lua_rawget(L, seen) != LUA_TNIL) lb_error(L, "attribute value: a table that contains itself");
+    if (lua_rawget(L, seen) != LUA_TNIL)
+      lb_error(L, "attribute value: a table that contains itself");
     lua_pop(L, 1);
     lua_pushvalue(L, idx);
     lua_pushboolean(L, 1);
@@ -334,7 +337,8 @@ static const IrAttr *to_attr(lua_State *L, IrContext *ctx, int idx, int seen, in
     }
     if (is_sequence(L, idx)) {
       lua_Integer n = luaL_len(L, idx);
-      if (n > (lua_Integer)UINT32_MAX) lb_error(L, "attribute value: an array of %lld elements", (long long)n);
+      if (n > (lua_Integer)UINT32_MAX)
+        lb_error(L, "attribute value: an array of %lld elements", (long long)n);
       const IrAttr **elems = lua_newuserdatauv(L, ((size_t)n + 1) * sizeof *elems, 0);
       for (lua_Integer i = 1; i <= n; i++) {
         lua_geti(L, idx, i);
@@ -416,7 +420,8 @@ static const IrType *typed_attr_type(lua_State *L, int idx, IrContext *ctx, int 
     return want_float ? ir_type_float(ctx, IR_F64) : ir_type_int(ctx, 64);
   const IrType *t = lb_check_type_of(L, idx, NULL);
   if (want_float ? !ir_type_is_float(t) : !ir_type_is_intlike(t))
-    lb_error(L, "expected %s type for the attribute", want_float ? "a float" : "an integer or index");
+    lb_error(L, "expected %s type for the attribute",
+             want_float ? "a float" : "an integer or index");
   return t;
 }
 
@@ -439,8 +444,11 @@ static int typed_attr(lua_State *L, bool is_float) {
     int isint;
     lua_Integer v = lua_tointegerx(L, 1, &isint);
     uint32_t w = ir_type_bitwidth(t);
-    if (!isint) return lb_error(L, "an integer constant of %u bits: expected an integer, got %s", w, luaL_typename(L, 1));
-    if (!ir_int_fits(v, w)) return lb_error(L, "%lld is out of the range of a %u-bit integer", (long long)v, w);
+    if (!isint)
+      return lb_error(L, "an integer constant of %u bits: expected an integer, got %s", w,
+                      luaL_typename(L, 1));
+    if (!ir_int_fits(v, w))
+      return lb_error(L, "%lld is out of the range of a %u-bit integer", (long long)v, w);
     a = ir_attr_int(c.ctx, v, t);
   }
   lb_push_object(L, LB_ATTR, (void *)a, c.at);
@@ -456,7 +464,9 @@ static int core_attr_float_bits(lua_State *L) {
   const IrType *t = lb_check_type(L, 2);
   if (!ir_type_is_float(t)) return lb_error(L, "attr_float_bits: expected a float type");
   lb_push_owner(L, 2);
-  lb_push_object(L, LB_ATTR, (void *)ir_attr_float(lb_ctx_of(L, 2), ir_float_from_bits((uint64_t)bits, t->fkind), t), -1);
+  lb_push_object(
+      L, LB_ATTR,
+      (void *)ir_attr_float(lb_ctx_of(L, 2), ir_float_from_bits((uint64_t)bits, t->fkind), t), -1);
   return 1;
 }
 
@@ -512,38 +522,36 @@ static int attr_type(lua_State *L) {
 }
 
 static int attr_kind(lua_State *L) {
-  static const char *const names[] = {"int", "float", "bool", "string", "type", "array", "dict", "symbol"};
+  static const char *const names[] = {"int",  "float", "bool", "string",
+                                      "type", "array", "dict", "symbol"};
   lua_pushstring(L, names[((const IrAttr *)lb_check_object(L, 1, LB_ATTR))->kind]);
   return 1;
 }
 
 /* }====================================================================== */
 
-static const luaL_Reg type_methods[] = {
-    {"info", type_info}, {"kind", type_kind}, {"layout", type_layout}, {"id", lb_object_id}, {NULL, NULL}};
-static const luaL_Reg type_meta[] = {{"__tostring", type_tostring}, {"__eq", lb_object_eq}, {NULL, NULL}};
+static const luaL_Reg type_methods[] = {{"info", type_info},
+                                        {"kind", type_kind},
+                                        {"layout", type_layout},
+                                        {"id", lb_object_id},
+                                        {NULL, NULL}};
+static const luaL_Reg type_meta[] = {
+    {"__tostring", type_tostring}, {"__eq", lb_object_eq}, {NULL, NULL}};
 
 static const luaL_Reg attr_methods[] = {
     {"value", attr_value}, {"type", attr_type}, {"kind", attr_kind}, {NULL, NULL}};
-static const luaL_Reg attr_meta[] = {{"__tostring", attr_tostring}, {"__eq", lb_object_eq}, {NULL, NULL}};
+static const luaL_Reg attr_meta[] = {
+    {"__tostring", attr_tostring}, {"__eq", lb_object_eq}, {NULL, NULL}};
 
 static const luaL_Reg type_functions[] = {
-    {"type_int", core_type_int},
-    {"type_float", core_type_float},
-    {"type_index", core_type_index},
-    {"type_none", core_type_none},
-    {"type_ptr", core_type_ptr},
-    {"type_vector", core_type_vector},
-    {"type_memref", core_type_memref},
-    {"type_tile", core_type_tile},
-    {"type_dialect", core_type_dialect},
-    {"attr", core_attr},
-    {"attr_int", core_attr_int},
-    {"attr_float", core_attr_float},
-    {"attr_sym", core_attr_sym},
-    {"attr_float_bits", core_attr_float_bits},
-    {"emit_error", core_emit_error},
-    {NULL, NULL}};
+    {"type_int", core_type_int},         {"type_float", core_type_float},
+    {"type_index", core_type_index},     {"type_none", core_type_none},
+    {"type_ptr", core_type_ptr},         {"type_vector", core_type_vector},
+    {"type_memref", core_type_memref},   {"type_tile", core_type_tile},
+    {"type_dialect", core_type_dialect}, {"attr", core_attr},
+    {"attr_int", core_attr_int},         {"attr_float", core_attr_float},
+    {"attr_sym", core_attr_sym},         {"attr_float_bits", core_attr_float_bits},
+    {"emit_error", core_emit_error},     {NULL, NULL}};
 
 static const LbClass type_classes[] = {
     {LB_TYPE, type_meta, type_methods}, {LB_ATTR, attr_meta, attr_methods}, {NULL, NULL, NULL}};

@@ -47,14 +47,18 @@ static IrValue *opd(Conv *c, IrOp *op, uint32_t i) {
   return m ? m : v;
 }
 
-static IrValue *make_smem_base(Rewriter *r) { return rw_op1(r, OP_NVVM_SHARED_BASE, 0, NULL, r->i32); }
+static IrValue *make_smem_base(Rewriter *r) {
+  return rw_op1(r, OP_NVVM_SHARED_BASE, 0, NULL, r->i32);
+}
 
 static IrValue *sreg_tid(Rewriter *r, int d) {
   return rw_op1(r, (IrOpKind)(OP_NVVM_SREG_TID_X + d), 0, NULL, r->i32);
 }
 
 /* The linear thread index from the special registers. */
-static IrValue *make_linear_tid(Rewriter *r) { return rw_linear_tid(r, ((Conv *)r)->block, sreg_tid); }
+static IrValue *make_linear_tid(Rewriter *r) {
+  return rw_linear_tid(r, ((Conv *)r)->block, sreg_tid);
+}
 
 static IrValue *make_warp(Rewriter *r) {
   Conv *c = (Conv *)r;
@@ -157,7 +161,9 @@ static IrOpKind sreg_of(IrOp *op) {
   }
 }
 
-static IrValue *lower_id(Conv *c, IrOp *op) { return rw_op1(&c->rw, sreg_of(op), 0, NULL, c->rw.i32); }
+static IrValue *lower_id(Conv *c, IrOp *op) {
+  return rw_op1(&c->rw, sreg_of(op), 0, NULL, c->rw.i32);
+}
 
 /* Agent-relative ids: the agent's first warp was left in op->mark. */
 static IrValue *lower_agent_id(Conv *c, IrOp *op) {
@@ -272,7 +278,8 @@ static IrValue *lower_atomic(Conv *c, IrOp *op) {
 
 static IrValue *lower_shared(Conv *c, IrOp *op) {
   IrValue *base = smem_base(c);
-  return op->mark ? addr_add(c, base, rw_const(&c->rw, (int64_t)op->mark, c->rw.i32), 1, c->rw.i32) : base;
+  return op->mark ? addr_add(c, base, rw_const(&c->rw, (int64_t)op->mark, c->rw.i32), 1, c->rw.i32)
+                  : base;
 }
 
 /* Agent ids inside the agent remember its first warp before the body moves. */
@@ -286,13 +293,16 @@ static IrValue *lower_agent(Conv *c, IrOp *op) {
   uint64_t first = (uint64_t)kernel_agent_first_warp(op);
   ir_walk_pre(op, mark_agent_ids, &first);
   int64_t nw = ir_attrs_TILE_AGENT(op).num_warps;
-  IrValue *rel = addr_add(c, warp_index(c), rw_const(&c->rw, -(int64_t)first, c->rw.i32), 1, c->rw.i32);
-  rw_inline_block(&c->rw, op->regions[0].first, rw_cmp(&c->rw, "ult", rel, rw_const(&c->rw, nw, c->rw.i32)));
+  IrValue *rel =
+      addr_add(c, warp_index(c), rw_const(&c->rw, -(int64_t)first, c->rw.i32), 1, c->rw.i32);
+  rw_inline_block(&c->rw, op->regions[0].first,
+                  rw_cmp(&c->rw, "ult", rel, rw_const(&c->rw, nw, c->rw.i32)));
   return NULL;
 }
 
 static IrValue *lower_elect_one(Conv *c, IrOp *op) {
-  rw_inline_block(&c->rw, op->regions[0].first, rw_op1(&c->rw, OP_NVVM_ELECT_SYNC, 0, NULL, c->rw.i1));
+  rw_inline_block(&c->rw, op->regions[0].first,
+                  rw_op1(&c->rw, OP_NVVM_ELECT_SYNC, 0, NULL, c->rw.i1));
   return NULL;
 }
 
@@ -343,7 +353,8 @@ static IrValue *lower_mbarrier_wait(Conv *c, IrOp *op) {
   IrValue *opds[2] = {opd(c, op, 0), opd(c, op, 1)};
   IrOp *try_wait = rw_op(&c->rw, OP_NVVM_MBARRIER_TRY_WAIT_PARITY_SHARED, 2, opds, c->rw.i1);
   rw_copy_attr(try_wait, op, "scope", NULL);
-  IrValue *more = rw_bin(&c->rw, OP_ARITH_XORI, &try_wait->results[0], rw_const(&c->rw, 1, c->rw.i1));
+  IrValue *more =
+      rw_bin(&c->rw, OP_ARITH_XORI, &try_wait->results[0], rw_const(&c->rw, 1, c->rw.i1));
   rw_end_spin(&c->rw, w, more);
   return NULL;
 }
@@ -352,7 +363,8 @@ static IrValue *lower_fence_proxy_async(Conv *c, IrOp *op) {
   IrOp *f = rw_op(&c->rw, OP_NVVM_FENCE_PROXY_ASYNC, 0, NULL, NULL);
   int sp = ir_attrs_TILE_FENCE_PROXY_ASYNC(op).space;
   if (sp >= 0)
-    rw_set_str(&c->rw, f, "space", PROXY_SPACE_names[sp == FENCE_SPACE_SHARED ? PROXY_SHARED_CTA : PROXY_GLOBAL]);
+    rw_set_str(&c->rw, f, "space",
+               PROXY_SPACE_names[sp == FENCE_SPACE_SHARED ? PROXY_SHARED_CTA : PROXY_GLOBAL]);
   return NULL;
 }
 
@@ -376,8 +388,8 @@ static IrValue *lower_cluster_arrive(Conv *c, IrOp *op) {
 /* An nvvm op over operands [0, nfixed) as they are, then the coordinates of a
 ** tile TMA op (outermost first) reversed into PTX order (innermost first),
 ** then the rest; `dim` is the tensor map's rank. */
-static IrOp *build_tma(Conv *c, IrOp *op, IrOpKind k, uint32_t nfixed, IrValue *const *fixed, uint32_t first,
-                       int rank) {
+static IrOp *build_tma(Conv *c, IrOp *op, IrOpKind k, uint32_t nfixed, IrValue *const *fixed,
+                       uint32_t first, int rank) {
   IrValue *opds[16];
   uint32_t n = 0;
   for (uint32_t i = 0; i < nfixed; i++)
@@ -405,12 +417,14 @@ static IrValue *lower_tma(Conv *c, IrOp *op) {
   case OP_TILE_TMA_STORE: {
     int rank = tile_tensor_map_rank(op->operands[0].value->type);
     f[0] = opd(c, op, 0), f[1] = opd(c, op, 1);
-    rw_copy_attr(build_tma(c, op, OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA, 2, f, 2, rank), op, "reduce", NULL);
+    rw_copy_attr(build_tma(c, op, OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA, 2, f, 2, rank),
+                 op, "reduce", NULL);
     return NULL;
   }
   default:
     f[0] = opd(c, op, 0);
-    build_tma(c, op, OP_NVVM_CP_ASYNC_BULK_PREFETCH_TENSOR, 1, f, 1, tile_tensor_map_rank(op->operands[0].value->type));
+    build_tma(c, op, OP_NVVM_CP_ASYNC_BULK_PREFETCH_TENSOR, 1, f, 1,
+              tile_tensor_map_rank(op->operands[0].value->type));
     return NULL;
   }
 }
@@ -498,8 +512,8 @@ static IrValue *lower_op(Conv *c, IrOp *op) {
 /* The ops this pass rewrites: every tile op but the kernel and the vector ops. */
 static bool is_pattern(const IrOp *op) {
   return ir_op_in_dialect(op->kind, "tile") && op->kind != OP_TILE_KERNEL &&
-         op->kind != OP_TILE_EXTRACT && op->kind != OP_TILE_FROM_ELEMENTS && op->kind != OP_TILE_SPLAT &&
-         op->kind != OP_TILE_PACK && op->kind != OP_TILE_UNPACK_FP8;
+         op->kind != OP_TILE_EXTRACT && op->kind != OP_TILE_FROM_ELEMENTS &&
+         op->kind != OP_TILE_SPLAT && op->kind != OP_TILE_PACK && op->kind != OP_TILE_UNPACK_FP8;
 }
 
 /* Pointer parameters reach the body as integers through one cast each; the
@@ -510,10 +524,8 @@ static void cast_params(Conv *c) {
   for (uint32_t i = 0; i < entry->nargs; i++) {
     IrValue *arg = entry->args[i];
     if (arg->type->kind != IR_TY_PTR || !ir_value_has_uses(arg)) continue;
-    if (last)
-      ir_builder_after(&c->rw.b, last);
-    else
-      ir_builder_at_start(&c->rw.b, entry);
+    if (last) ir_builder_after(&c->rw.b, last);
+    else ir_builder_at_start(&c->rw.b, entry);
     c->rw.b.loc = c->rw.kernel->loc;
     last = rw_op(&c->rw, OP_UNREALIZED_CAST, 1, &arg, addr_of(c, arg));
     ir_mapping_set(&c->map, arg, &last->results[0]);

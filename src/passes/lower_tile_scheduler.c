@@ -119,8 +119,7 @@ static bool lower_advance(Low *L, IrOp *op) {
   if (h->s->kind == K_SK)
     sw_cursor_next(LTS_STAGE(L), &h->s->plan.sk, t.f[SF_CUR_UNIT], t.f[SF_CUR_LO], t.f[SF_CUR_HI],
                    &w);
-  else
-    tile_advance(L, h, &t, &w);
+  else tile_advance(L, h, &t, &w);
   bind_work(L, op, &w);
   return true;
 }

@@ -108,21 +108,27 @@ static const IrAttr *parse_options(Parse *ps, const char *s, size_t n) {
   uint32_t k = 0;
   const char *end = s + n;
   while (s < end && k < 32) {
-    while (s < end && (is_space(*s) || *s == ',')) s++;
+    while (s < end && (is_space(*s) || *s == ','))
+      s++;
     if (s >= end) break;
     const char *key = s;
-    while (s < end && *s != '=' && *s != ',') s++;
+    while (s < end && *s != '=' && *s != ',')
+      s++;
     size_t klen = (size_t)(s - key);
-    while (klen && is_space(key[klen - 1])) klen--;
+    while (klen && is_space(key[klen - 1]))
+      klen--;
     const char *val = "true";
     size_t vlen = 4;
     if (s < end && *s == '=') {
       s++;
-      while (s < end && is_space(*s)) s++;
+      while (s < end && is_space(*s))
+        s++;
       val = s;
-      while (s < end && *s != ',') s++;
+      while (s < end && *s != ',')
+        s++;
       vlen = (size_t)(s - val);
-      while (vlen && is_space(val[vlen - 1])) vlen--;
+      while (vlen && is_space(val[vlen - 1]))
+        vlen--;
     }
     char *endp;
     char buf[64];
@@ -139,11 +145,14 @@ static const IrAttr *parse_options(Parse *ps, const char *s, size_t n) {
 }
 
 static void unknown_pass(Parse *ps, const char *name, size_t len) {
-  IrDiag *d = ir_error(ps->ctx, ir_loc_unknown(), "unknown pass or pipeline '%.*s'", (int)len, name);
+  IrDiag *d =
+      ir_error(ps->ctx, ir_loc_unknown(), "unknown pass or pipeline '%.*s'", (int)len, name);
   StrBuf sb;
   sb_init(&sb);
-  for (int i = 0; i < NPASSES; i++) sb_printf(&sb, "%s%s", i ? ", " : "", pass_table[i].name);
-  for (int i = 0; i < NPIPELINES; i++) sb_printf(&sb, ", %s", pipeline_table[i].name);
+  for (int i = 0; i < NPASSES; i++)
+    sb_printf(&sb, "%s%s", i ? ", " : "", pass_table[i].name);
+  for (int i = 0; i < NPIPELINES; i++)
+    sb_printf(&sb, ", %s", pipeline_table[i].name);
   ir_note(d, ir_loc_unknown(), "known: %s", sb.data ? sb.data : "");
   sb_free(&sb);
 }
@@ -151,9 +160,11 @@ static void unknown_pass(Parse *ps, const char *name, size_t len) {
 /* Does the space-separated list hold the word key[0..len)? */
 static bool has_word(const char *list, const char *key, size_t len) {
   for (const char *w = list; *w;) {
-    while (*w == ' ') w++;
+    while (*w == ' ')
+      w++;
     const char *e = w;
-    while (*e && *e != ' ') e++;
+    while (*e && *e != ' ')
+      e++;
     if ((size_t)(e - w) == len && len && !memcmp(w, key, len)) return true;
     w = e;
   }
@@ -167,8 +178,11 @@ static IrResult check_options(Parse *ps, const IrPassInfo *p, const IrAttr *opts
   for (uint32_t i = 0; i < opts->u.dict.n; i++) {
     const char *key = opts->u.dict.entries[i].name;
     if (has_word(p->options, key, strlen(key))) continue;
-    if (!*p->options) ir_error(ps->ctx, ir_loc_unknown(), "pass '%s' takes no options (got '%s')", p->name, key);
-    else ir_error(ps->ctx, ir_loc_unknown(), "pass '%s' has no option '%s' (it reads: %s)", p->name, key, p->options);
+    if (!*p->options)
+      ir_error(ps->ctx, ir_loc_unknown(), "pass '%s' takes no options (got '%s')", p->name, key);
+    else
+      ir_error(ps->ctx, ir_loc_unknown(), "pass '%s' has no option '%s' (it reads: %s)", p->name,
+               key, p->options);
     return IR_FAIL;
   }
   return IR_OK;
@@ -177,11 +191,13 @@ static IrResult check_options(Parse *ps, const IrPassInfo *p, const IrAttr *opts
 static IrResult parse_list(Parse *ps, const char *s) {
   bool first = true;
   while (*s) {
-    while (is_space(*s)) s++;
+    while (is_space(*s))
+      s++;
     if (!first) {
       if (*s != ',') break; /* the caller's ',' check below reports it */
       s++;
-      while (is_space(*s)) s++;
+      while (is_space(*s))
+        s++;
     }
     first = false;
     if (!*s || *s == ',') {
@@ -189,21 +205,26 @@ static IrResult parse_list(Parse *ps, const char *s) {
       return IR_FAIL;
     }
     const char *name = s;
-    while (*s && *s != ',' && *s != '{' && !is_space(*s)) s++;
+    while (*s && *s != ',' && *s != '{' && !is_space(*s))
+      s++;
     size_t len = (size_t)(s - name);
-    while (is_space(*s)) s++;
+    while (is_space(*s))
+      s++;
     const IrAttr *opts = NULL;
     if (*s == '{') {
       const char *o = ++s;
-      while (*s && *s != '}') s++;
+      while (*s && *s != '}')
+        s++;
       if (!*s) {
-        ir_error(ps->ctx, ir_loc_unknown(), "pass '%.*s': unterminated '{' in pipeline", (int)len, name);
+        ir_error(ps->ctx, ir_loc_unknown(), "pass '%.*s': unterminated '{' in pipeline", (int)len,
+                 name);
         return IR_FAIL;
       }
       opts = parse_options(ps, o, (size_t)(s - o));
       s++;
     }
-    while (is_space(*s)) s++;
+    while (is_space(*s))
+      s++;
     if (*s && *s != ',') {
       ir_error(ps->ctx, ir_loc_unknown(), "expected ',' after pass '%.*s' in pipeline \"%s\"",
                (int)len, name, ps->spec);
@@ -258,12 +279,14 @@ static double now_ms(void) {
 }
 
 /* Run one pass, in C or (a LUA_PASS) through the Lua state running the pipeline. */
-static IrResult run_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc, const IrPassOptions *opts) {
+static IrResult run_pass(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc,
+                         const IrPassOptions *opts) {
   if (pass->run) return pass->run(module, pc);
   if (opts->run_lua) return opts->run_lua(pass, module, pc, opts->lua_ud);
   ir_error(pc->ctx, module->loc,
            "pass '%s' is implemented in Lua (tilua.passes.%s): it runs where a Lua state runs the "
-           "pipeline (the tilua program, the Lua library, the C API), not from plain C", pass->name, pass->lua_fn);
+           "pipeline (the tilua program, the Lua library, the C API), not from plain C",
+           pass->name, pass->lua_fn);
   return IR_FAIL;
 }
 
@@ -302,14 +325,17 @@ static IrResult check_requires(const IrPassInfo *pass, IrOp *module) {
 static IrResult check_after(IrOp *module, const char *after, const IrPassOptions *opts) {
   if (!opts->check_each) return IR_OK;
   IrContext *ctx = ir_op_context(module);
-  IrPassCtx pc = {ctx, NULL, false, after};
+  IrPassCtx pc = {ctx, opts->check_options, false, after};
   size_t errs = ir_diag_error_count(ctx);
   if (run_pass(opts->check_each, module, &pc, opts) == IR_OK) return IR_OK;
-  if (ir_diag_error_count(ctx) == errs) ir_error(ctx, module->loc, "'%s' failed", opts->check_each->name);
+  if (ir_diag_error_count(ctx) == errs)
+    ir_error(ctx, module->loc, "'%s' failed", opts->check_each->name);
   if (strcmp(after, "input") == 0)
-    ir_error(ctx, module->loc, "%s: the input is already wrong (before any pass)", opts->check_each->name);
+    ir_error(ctx, module->loc, "%s: the input is already wrong (before any pass)",
+             opts->check_each->name);
   else
-    ir_error(ctx, module->loc, "%s: pass '%s' broke what held before it", opts->check_each->name, after);
+    ir_error(ctx, module->loc, "%s: pass '%s' broke what held before it", opts->check_each->name,
+             after);
   return IR_FAIL;
 }
 
@@ -336,8 +362,7 @@ IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions 
     IrResult r = run_pass(p->steps[i].pass, module, &pc, opts);
     double ms = now_ms() - t0;
     if (r != IR_OK) {
-      if (ir_diag_error_count(ctx) == errs)
-        ir_error(ctx, module->loc, "pass '%s' failed", name);
+      if (ir_diag_error_count(ctx) == errs) ir_error(ctx, module->loc, "pass '%s' failed", name);
       return IR_FAIL;
     }
     /* a pass that changed nothing leaves the IR it was given, verified already */
@@ -345,7 +370,8 @@ IrResult ir_pipeline_run(const IrPipeline *p, IrOp *module, const IrPassOptions 
       ir_error(ctx, module->loc, "the IR after pass '%s' does not verify", name);
       return IR_FAIL;
     }
-    if (pc.changed && p->steps[i].pass != opts->check_each && check_after(module, name, opts) != IR_OK)
+    if ((pc.changed || opts->check_every_pass) && p->steps[i].pass != opts->check_each &&
+        check_after(module, name, opts) != IR_OK)
       return IR_FAIL;
     if (opts->on_stage) {
       IrStageInfo st = {name, (int)i + 1, ms, pc.changed, opts->verify_each};

@@ -63,11 +63,11 @@ typedef struct IrPipeline {
 IrResult ir_pipeline_parse(IrContext *ctx, const char *spec, IrPipeline *out);
 
 typedef struct IrStageInfo {
-  const char *pass;  /* pass name; "input" for the stage before the first pass */
-  int index;         /* 0 = input, 1.. = after pass i */
-  double ms;         /* pass run time (0 for input) */
+  const char *pass; /* pass name; "input" for the stage before the first pass */
+  int index;        /* 0 = input, 1.. = after pass i */
+  double ms;        /* pass run time (0 for input) */
   bool changed;
-  bool verified;     /* the verifier ran after it */
+  bool verified; /* the verifier ran after it */
 } IrStageInfo;
 
 typedef struct IrPassOptions {
@@ -80,9 +80,14 @@ typedef struct IrPassOptions {
   IrResult (*run_lua)(const IrPassInfo *pass, IrOp *module, IrPassCtx *pc, void *ud);
   void *lua_ud;
   /* A checking pass run on the verified input and after every pass that changed the
-  ** IR (verify-protocol: tl.options.check_protocol, --check-protocol), so that a pass
-  ** that breaks what the check proves is named; NULL for none. */
+  ** IR (verify-protocol: tl.options.check_protocol, --check-protocol, tl.check_lowering),
+  ** so that a pass that breaks what the check proves is named; NULL for none. Its options
+  ** (NULL: none) are parsed and checked against its declared ones like a pipeline step's
+  ** (ir_pipeline_parse of "name{key=value}"). check_every_pass: after every pass, changed
+  ** or not (tl.check_lowering: its check may change the IR first). */
   const IrPassInfo *check_each;
+  const IrAttr *check_options;
+  bool check_every_pass;
 } IrPassOptions;
 
 void ir_pass_options_default(IrPassOptions *o);

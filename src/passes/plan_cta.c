@@ -1,5 +1,6 @@
 /*
-** plan_cta.c -- the `tileas-plan-cta` pass: decides how the CTAs of a cluster share the tiles of a program, and records
+** plan_cta.c -- the `tileas-plan-cta` pass: decides how the CTAs of a cluster share the tiles of a
+*program, and records
 ** it in the CTA part (`cta`) of the tile layouts and in `multicast` on loads.
 **
 ** With kernel_spec.num_ctas = n > 1 a program runs on a cluster of n CTAs
@@ -13,7 +14,8 @@
 **      [1, sn]; M is the program's: a replica consumer's rows times the
 **      replicas (tileas.replica = [c, r]);
 **      markers (convert_layouts that change only the CTA part) go before its
-**      operands (backward) and after its result (forward), which is fixed; a cta of [2, 1] on the accumulator is two CTAs cooperating
+**      operands (backward) and after its result (forward), which is fixed; a cta of [2, 1] on the
+*accumulator is two CTAs cooperating
 **      on one tile;
 **   2. the seeds: those markers and every convert_layout of the input that
 **      changes the CTA part (backward, then forward); with none, the anchors:
@@ -42,8 +44,8 @@ enum { BACKWARD = 1, FORWARD = 2 };
 typedef struct Plan {
   TasPass t; /* first: the rewriter, whether values were retyped */
   int64_t nctas;
-  PtrMap dir;    /* marker (a convert_layout) -> its directions */
-  PtrMap fixed;  /* value -> non-NULL: retyped by the pass, never again */
+  PtrMap dir;   /* marker (a convert_layout) -> its directions */
+  PtrMap fixed; /* value -> non-NULL: retyped by the pass, never again */
   IrOpVec queue;
   size_t head;
 } Plan;
@@ -87,7 +89,8 @@ static void retype(Plan *p, IrValue *v, const IrType *t, IrOp *keep) {
   if (old == t) return;
   set_type(p, v, t);
   IrUse *u = v->uses;
-  while (u && u->owner == keep) u = u->next;
+  while (u && u->owner == keep)
+    u = u->next;
   if (!u) return;
   rw_after_value(&p->t.r, v);
   IrValue *c = build_convert(p, v, old);
@@ -135,8 +138,8 @@ static bool slot_free(Plan *p, const TasSlot *s) {
 /* Every value of slot s gets the CTA part of t; `from` (a value of the slot
 ** reached by a backward marker, or NULL) keeps its users; the feed `use`
 ** (reached by a forward marker, or NULL) takes x directly. */
-static void retype_slot(Plan *p, const TasSlot *s, const IrType *like, IrValue *from, const TasUse *use,
-                        IrValue *x) {
+static void retype_slot(Plan *p, const TasSlot *s, const IrType *like, IrValue *from,
+                        const TasUse *use, IrValue *x) {
   for (uint32_t i = 0; i < s->nvalues; i++) {
     IrValue *v = s->values[i];
     const IrType *t = tas_with_cta_of(p->t.r.ctx, v->type, like);
@@ -154,7 +157,8 @@ static void retype_slot(Plan *p, const TasSlot *s, const IrType *like, IrValue *
 static void demand_operands(Plan *p, IrOp *op, const IrType *like, uint32_t skip) {
   for (uint32_t i = 0; i < op->noperands; i++) {
     const IrType *t = op->operands[i].value->type;
-    if (i != skip && tas_is_tile(t) && t->layout) demand(p, op, i, tas_with_cta_of(p->t.r.ctx, t, like));
+    if (i != skip && tas_is_tile(t) && t->layout)
+      demand(p, op, i, tas_with_cta_of(p->t.r.ctx, t, like));
   }
 }
 
@@ -188,10 +192,14 @@ static const IrType *pieces_type(Plan *p, IrOp *slice, const IrType *want) {
   int d = piece_dim(slice);
   int64_t cta[TAS_MAX_RANK], rep[TAS_MAX_RANK];
   tas_cta(want, cta);
-  for (uint32_t i = 0; i < x->rank; i++) rep[i] = 1;
+  for (uint32_t i = 0; i < x->rank; i++)
+    rep[i] = 1;
   rep[d] = x->shape[d] / slice->results[0].type->shape[d];
   const IrType *t = tas_with_cta(p->t.r.ctx, x, cta);
-  return rep[d] > 1 && tas_cta_count(t) > 1 ? tas_layout_with(p->t.r.ctx, t, "cta_repeat", ir_attr_int_array(p->t.r.ctx, x->rank, rep)) : t;
+  return rep[d] > 1 && tas_cta_count(t) > 1
+             ? tas_layout_with(p->t.r.ctx, t, "cta_repeat",
+                               ir_attr_int_array(p->t.r.ctx, x->rank, rep))
+             : t;
 }
 
 /* Can the producer of x make the CTA part itself? */
@@ -331,7 +339,8 @@ static void propagate(Plan *p) {
 ** the rows of the program's accumulator: its M is n times a replica's. */
 static int64_t replicas(IrOp *op) {
   for (IrOp *a = ir_op_parent_op(op); a; a = ir_op_parent_op(a)) {
-    IrAttrList rep = a->kind == OP_TILEAS_AGENT ? ir_stamp_TILEAS_REPLICA(a).value : (IrAttrList){0, NULL};
+    IrAttrList rep =
+        a->kind == OP_TILEAS_AGENT ? ir_stamp_TILEAS_REPLICA(a).value : (IrAttrList){0, NULL};
     if (rep.n == 2) return ir_attr_list_int(rep, 1);
   }
   return 1;
@@ -380,7 +389,8 @@ static void seed(Plan *p, IrOp *k) {
   for (size_t i = v.n; i-- > 0;) /* outermost first: each folds the chain below it */
     if (!v.v[i]->erased) fold_chain(p, v.v[i]);
   for (size_t i = 0; i < v.n; i++)
-    if (!v.v[i]->erased && !ptrmap_get(&p->dir, v.v[i]) && !tas_same_cta(v.v[i]->operands[0].value->type, v.v[i]->results[0].type))
+    if (!v.v[i]->erased && !ptrmap_get(&p->dir, v.v[i]) &&
+        !tas_same_cta(v.v[i]->operands[0].value->type, v.v[i]->results[0].type))
       enqueue(p, v.v[i], BACKWARD | FORWARD);
   ir_opvec_free(&v);
   if (p->queue.n > planned || planned > 0) return;

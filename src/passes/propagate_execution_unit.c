@@ -1,6 +1,7 @@
 /*
 ** propagate_execution_unit.c -- the `propagate-execution-unit` pass (the
-** helper optimize-execution-unit-mapping runs last): the warps of each agent_switch fold upward, through the scf ops
+** helper optimize-execution-unit-mapping runs last): the warps of each agent_switch fold upward,
+*through the scf ops
 ** around it, to the kernel.
 **
 ** The warps of an agent_switch are the end of its last entry (an agent covers
@@ -48,8 +49,9 @@ static int64_t fold(Rewriter *r, IrOp *op, IrOp **src, bool apply) {
         if (w < 0) return -1;
         if (!w || w == warps) continue;
         if (warps) {
-          IrDiag *d = ir_op_error(op, "inconsistent numWarps in the agent switch, maybe it is called in different "
-                                      "agents with different numWarps");
+          IrDiag *d = ir_op_error(
+              op, "inconsistent numWarps in the agent switch, maybe it is called in different "
+                  "agents with different numWarps");
           ir_op_note(d, from, "%lld warps here", (long long)warps);
           ir_op_note(d, csrc, "%lld warps here", (long long)w);
           return -1;
@@ -57,7 +59,8 @@ static int64_t fold(Rewriter *r, IrOp *op, IrOp **src, bool apply) {
         warps = w;
         from = csrc;
       }
-  if (apply && warps && op->kind != OP_TILE_KERNEL) rw_set_int(r, op, ir_stamp_spec(STAMP_TILEAS_NUM_WARPS)->name, warps);
+  if (apply && warps && op->kind != OP_TILE_KERNEL)
+    rw_set_int(r, op, ir_stamp_spec(STAMP_TILEAS_NUM_WARPS)->name, warps);
   return warps;
 }
 
@@ -73,7 +76,8 @@ static IrResult propagate_kernel(Rewriter *r, IrOp *k) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < spec->u.dict.n && n < 15; i++)
     if (strcmp(spec->u.dict.entries[i].name, "block") != 0) entries[n++] = spec->u.dict.entries[i];
-  entries[n++] = (IrNamedAttr){ir_intern_cstr(r->ctx, "block"), ir_attr_int_array(r->ctx, 3, block)};
+  entries[n++] =
+      (IrNamedAttr){ir_intern_cstr(r->ctx, "block"), ir_attr_int_array(r->ctx, 3, block)};
   ir_op_set_attr(k, "kernel_spec", ir_attr_dict(r->ctx, n, entries));
   return IR_OK;
 }

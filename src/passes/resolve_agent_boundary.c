@@ -54,8 +54,8 @@ static IrValue *buffer_of(Boundary *b, IrValue *v) {
   if (buf) return buf;
   rw_after_value(&b->r, v);
   IrNamedAttr kind = {ir_intern_cstr(b->r.ctx, "kind"), ir_attr_cstr(b->r.ctx, "shared")};
-  const IrType *t = ir_type_tile_layout(b->r.ctx, v->type->elem, v->type->rank, v->type->shape, IR_MS_SHARED,
-                                        ir_attr_dict(b->r.ctx, 1, &kind));
+  const IrType *t = ir_type_tile_layout(b->r.ctx, v->type->elem, v->type->rank, v->type->shape,
+                                        IR_MS_SHARED, ir_attr_dict(b->r.ctx, 1, &kind));
   t = tas_with_cta_of(b->r.ctx, t, v->type); /* each CTA of a cluster keeps its part */
   buf = rw_op1(&b->r, OP_TILEAS_ALLOC_TENSOR, 0, NULL, t);
   IrValue *opds[2] = {v, buf};
@@ -79,7 +79,8 @@ static IrValue *delivered(Crossing *c, IrValue *v) {
   if (c->last) ir_builder_after(&b->r.b, c->last);
   else ir_builder_at_start(&b->r.b, ir_region_ensure_block(b->r.ctx, &c->agent->regions[0]));
   b->r.b.loc = c->agent->loc;
-  IrValue *r = rw_op1(&b->r, delivery(v) == REMAT ? OP_TILEAS_SPLAT : OP_TILEAS_CONVERT_LAYOUT, 1, &src, v->type);
+  IrValue *r = rw_op1(&b->r, delivery(v) == REMAT ? OP_TILEAS_SPLAT : OP_TILEAS_CONVERT_LAYOUT, 1,
+                      &src, v->type);
   c->last = r->def;
   return r;
 }

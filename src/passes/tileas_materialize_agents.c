@@ -48,16 +48,16 @@
 
 typedef struct Mat {
   Rewriter rw;
-  IrOp *loop;                 /* the pipelined loop (of the original body) */
+  IrOp *loop; /* the pipelined loop (of the original body) */
   int64_t stages;
-  IrOp *loads[MAX_RINGS];     /* its tiled_loads that feed dot operands */
+  IrOp *loads[MAX_RINGS]; /* its tiled_loads that feed dot operands */
   IrValue *rings[MAX_RINGS];
   uint32_t nloads;
-  int64_t rows;               /* the accumulator's M */
-  int64_t cols;               /* its N */
-  int64_t cta_rows;           /* the CTAs of a cluster that tileas-plan-cta will split M among */
+  int64_t rows;     /* the accumulator's M */
+  int64_t cols;     /* its N */
+  int64_t cta_rows; /* the CTAs of a cluster that tileas-plan-cta will split M among */
   uint32_t nconsumers;
-  PtrMap mdim;                /* consumer copy: value -> 1 + the dim that runs along M */
+  PtrMap mdim; /* consumer copy: value -> 1 + the dim that runs along M */
   bool failed;
 } Mat;
 
@@ -85,7 +85,8 @@ static bool visit_find(IrOp *op, void *ud) {
   for (IrOp *o = body ? body->first : NULL; o; o = o->next) {
     if (o->kind == OP_TILEAS_TILED_LOAD && feeds_dot_operand_only(&o->results[0])) {
       if (n == MAX_RINGS) {
-        fail_at(m, o, "tileas-materialize-agents: more than %s loads feed the dots of one loop", "8");
+        fail_at(m, o, "tileas-materialize-agents: more than %s loads feed the dots of one loop",
+                "8");
         return false;
       }
       m->loads[n++] = o;
@@ -93,7 +94,8 @@ static bool visit_find(IrOp *op, void *ud) {
     if (o->kind == OP_TILEAS_DOT) {
       int64_t rows = o->results[0].type->shape[0];
       if (m->rows && rows != m->rows) {
-        fail_at(m, o, "tileas-materialize-agents: %s", "the dots of a pipelined loop have accumulators of different rows");
+        fail_at(m, o, "tileas-materialize-agents: %s",
+                "the dots of a pipelined loop have accumulators of different rows");
         return false;
       }
       m->rows = rows;
@@ -130,7 +132,8 @@ static const IrAttr *half_layout(IrContext *ctx, const IrAttr *l, int64_t rows) 
   for (uint32_t i = 0; i < n; i++) {
     e[i] = l->u.dict.entries[i];
     if (strcmp(e[i].name, "parent") == 0) e[i].attr = half_layout(ctx, e[i].attr, rows);
-    if (mma && strcmp(e[i].name, "warps") == 0 && e[i].attr->kind == IR_ATTR_ARRAY && e[i].attr->u.arr.n == 2) {
+    if (mma && strcmp(e[i].name, "warps") == 0 && e[i].attr->kind == IR_ATTR_ARRAY &&
+        e[i].attr->u.arr.n == 2) {
       int64_t w[2] = {rows / 16, 1};
       e[i].attr = ir_attr_int_array(ctx, 2, w);
     }
@@ -159,17 +162,21 @@ typedef struct Prop {
 static void share(Prop *p, IrOp *at, IrValue *a, IrValue *b) {
   if (!a || !b || a->type->kind != IR_TY_TILE || b->type->kind != IR_TY_TILE) return;
   int da = get_mdim(p->m, a), db = get_mdim(p->m, b);
-  if ((da >= 0 && !set_mdim(p->m, b, da, &p->again)) || (db >= 0 && !set_mdim(p->m, a, db, &p->again)))
-    fail_at(p->m, at, "tileas-materialize-agents: %s", "values meet whose dims along the accumulator's M differ");
+  if ((da >= 0 && !set_mdim(p->m, b, da, &p->again)) ||
+      (db >= 0 && !set_mdim(p->m, a, db, &p->again)))
+    fail_at(p->m, at, "tileas-materialize-agents: %s",
+            "values meet whose dims along the accumulator's M differ");
 }
 
 /* The values of an scf op's slots share their dims. */
 static void share_slots(Prop *p, IrOp *op) {
   TasSlot sl;
   for (uint32_t i = 0; tas_slot_at(op, i, &sl); i++) {
-    for (uint32_t j = 1; j < sl.nvalues; j++) share(p, op, sl.values[0], sl.values[j]);
+    for (uint32_t j = 1; j < sl.nvalues; j++)
+      share(p, op, sl.values[0], sl.values[j]);
     for (uint32_t j = 0; j < sl.nfeeds; j++)
-      if (sl.feeds[j].op) share(p, op, sl.values[0], sl.feeds[j].op->operands[sl.feeds[j].index].value);
+      if (sl.feeds[j].op)
+        share(p, op, sl.values[0], sl.feeds[j].op->operands[sl.feeds[j].index].value);
   }
 }
 
@@ -192,21 +199,28 @@ static bool visit_mdim(IrOp *op, void *ud) {
       if (dx >= 0) set_mdim(m, y, dx >= e ? dx + 1 : dx, &p->again);
       if (dy >= 0 && dy != e) set_mdim(m, x, dy > e ? dy - 1 : dy, &p->again);
     } else {
-      if (dx == e) return !fail_at(m, op, "tileas-materialize-agents: %s", "a reduction along the accumulator's M spans the consumers");
+      if (dx == e)
+        return !fail_at(m, op, "tileas-materialize-agents: %s",
+                        "a reduction along the accumulator's M spans the consumers");
       if (dx >= 0) set_mdim(m, y, dx > e ? dx - 1 : dx, &p->again);
       if (dy >= 0) set_mdim(m, x, dy >= e ? dy + 1 : dy, &p->again);
     }
     break;
   }
-  case OP_SCF_FOR: case OP_SCF_WHILE: case OP_SCF_IF:
-    share_slots(p, op);
-    break;
-  case OP_TILEAS_EXTRACT_SLICE: case OP_TILEAS_EXTRACT: case OP_TILEAS_TILED_LOAD: case OP_TILEAS_TILED_STORE:
-  case OP_TILEAS_COPY: case OP_TILEAS_ALLOC_TENSOR: case OP_TILEAS_SPLAT:
-    break; /* each handled where it is split (or nothing to share) */
+  case OP_SCF_FOR:
+  case OP_SCF_WHILE:
+  case OP_SCF_IF: share_slots(p, op); break;
+  case OP_TILEAS_EXTRACT_SLICE:
+  case OP_TILEAS_EXTRACT:
+  case OP_TILEAS_TILED_LOAD:
+  case OP_TILEAS_TILED_STORE:
+  case OP_TILEAS_COPY:
+  case OP_TILEAS_ALLOC_TENSOR:
+  case OP_TILEAS_SPLAT: break; /* each handled where it is split (or nothing to share) */
   default: /* elementwise (arith, math, broadcast, convert_layout): every tile shares its dims */
     for (uint32_t i = 0; i < op->nresults; i++) {
-      for (uint32_t j = 0; j < op->noperands; j++) share(p, op, &op->results[i], op->operands[j].value);
+      for (uint32_t j = 0; j < op->noperands; j++)
+        share(p, op, &op->results[i], op->operands[j].value);
       if (i) share(p, op, &op->results[0], &op->results[i]);
     }
     break;
@@ -264,14 +278,16 @@ static bool visit_split(IrOp *op, void *ud) {
   Split *s = ud;
   Mat *m = s->m;
   if (op->kind == OP_TILEAS_TILED_LOAD || op->kind == OP_TILEAS_TILED_STORE) {
-    IrValue *tile = op->kind == OP_TILEAS_TILED_LOAD ? &op->results[0] : op->operands[op->noperands - 1].value;
+    IrValue *tile =
+        op->kind == OP_TILEAS_TILED_LOAD ? &op->results[0] : op->operands[op->noperands - 1].value;
     if (is_split(m, tile)) {
       uint32_t at = 1 + (uint32_t)get_mdim(m, tile);
       ir_op_set_operand(op, at, half_coord(m, op, op->operands[at].value, s->idx));
     }
   } else if ((op->kind == OP_TILEAS_EXTRACT_SLICE || op->kind == OP_TILEAS_EXTRACT) &&
              is_split(m, op->operands[0].value)) {
-    fail_at(m, op, "tileas-materialize-agents: %s", "cannot take a slice or element across the consumers' rows");
+    fail_at(m, op, "tileas-materialize-agents: %s",
+            "cannot take a slice or element across the consumers' rows");
   }
   return !m->failed;
 }
@@ -293,7 +309,8 @@ static IrOp *new_agent(Mat *m, IrOp *at, const char *kind, int64_t warps) {
 /* A copy of the body's ops from `first` on into agent a; map gets the copies. */
 static void copy_body(Mat *m, IrOp *first, IrOp *a, IrMapping *map) {
   IrBlock *into = a->regions[0].first;
-  for (IrOp *o = first; o; o = o->next) ir_block_append(into, ir_op_clone(m->rw.ctx, o, map));
+  for (IrOp *o = first; o; o = o->next)
+    ir_block_append(into, ir_op_clone(m->rw.ctx, o, map));
 }
 
 static IrOp *copy_of(IrMapping *map, IrOp *op) {
@@ -354,10 +371,12 @@ static IrOp *build_producer(Mat *m, IrOp *first, IrOp *at) {
   ir_mapping_free(&map);
   IrOpVec ops = {0};
   rw_collect(a, pick_dot, &ops);
-  for (uint32_t i = 0; i < ops.n; i++) rw_replace(ops.v[i], ops.v[i]->operands[2].value);
+  for (uint32_t i = 0; i < ops.n; i++)
+    rw_replace(ops.v[i], ops.v[i]->operands[2].value);
   ops.n = 0;
   rw_collect(a, pick_store, &ops);
-  for (uint32_t i = 0; i < ops.n; i++) ir_op_erase(ops.v[i]);
+  for (uint32_t i = 0; i < ops.n; i++)
+    ir_op_erase(ops.v[i]);
   ir_opvec_free(&ops);
   prune(m, a);
   return a;
@@ -390,7 +409,8 @@ static IrOp *build_consumer(Mat *m, IrOp *first, IrOp *at, int64_t idx) {
         ir_op_set_attr(sl, "sizes", ir_attr_int_array(ctx, 2, size));
         int64_t per[2] = {0, 0}; /* the offsets are the replica index times these */
         per[trans] = rows;
-        ir_op_set_attr(sl, ir_stamp_spec(STAMP_TILEAS_REPLICA_OFFSETS)->name, ir_attr_int_array(ctx, 2, per));
+        ir_op_set_attr(sl, ir_stamp_spec(STAMP_TILEAS_REPLICA_OFFSETS)->name,
+                       ir_attr_int_array(ctx, 2, per));
         ir_op_insert_before(dot, sl);
         ring = &sl->results[0];
       }
@@ -467,9 +487,11 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   if (ks.ctas > 1) tas_dot_split(m->rows, m->cols, ks.ctas, &m->cta_rows, &sn);
   int64_t block = m->rows / m->cta_rows;
   if (m->rows % m->cta_rows || block % WG_ROWS != 0 || block / WG_ROWS > 2) {
-    ir_op_error(m->loop, "tileas-materialize-agents: the accumulator has %lld rows, %lld a CTA; consumers (wgmma "
-                "warpgroups) take 64 rows each, one or two of them per CTA (64 or 128 rows)",
-                (long long)m->rows, (long long)block);
+    ir_op_error(
+        m->loop,
+        "tileas-materialize-agents: the accumulator has %lld rows, %lld a CTA; consumers (wgmma "
+        "warpgroups) take 64 rows each, one or two of them per CTA (64 or 128 rows)",
+        (long long)m->rows, (long long)block);
     return IR_FAIL;
   }
   m->nconsumers = (uint32_t)(block / WG_ROWS);
@@ -486,15 +508,19 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   IrOp *agents[3];
   uint32_t na = 0;
   agents[na++] = build_producer(m, first, k);
-  for (uint32_t c = 0; c < m->nconsumers && !m->failed; c++) agents[na++] = build_consumer(m, first, k, c);
+  for (uint32_t c = 0; c < m->nconsumers && !m->failed; c++)
+    agents[na++] = build_consumer(m, first, k, c);
   if (m->failed) {
-    for (uint32_t i = 0; i < na; i++) ir_op_erase(agents[i]);
+    for (uint32_t i = 0; i < na; i++)
+      ir_op_erase(agents[i]);
     return IR_FAIL;
   }
   /* the body's own ops go, last first (every use before its value) */
   IrOp *last_ring = m->rings[m->nloads - 1]->def;
-  while (body->last != last_ring) ir_op_erase(body->last);
-  for (uint32_t i = 0; i < na; i++) ir_block_append(body, agents[i]);
+  while (body->last != last_ring)
+    ir_op_erase(body->last);
+  for (uint32_t i = 0; i < na; i++)
+    ir_block_append(body, agents[i]);
   set_block(m, k, 4 * (int64_t)na);
   return IR_OK;
 }

@@ -61,7 +61,7 @@ for _, s in ipairs(shapes) do
                        { bn = 256, stages = 3, cluster = 2 }, { bn = 256, stages = 2, consumers = "pingpong" },
                        { bn = 256, stages = 3, schedule = "splitk" }, { bn = 128, stages = 5, schedule = "splitk" } }
   if quick then candidates = { candidates[1] } end
-  local g, cfg, times = tl.autotune {
+  local g, _, times = tl.autotune {
     key = ("gemm/%s/%dx%dx%d"):format(dt, m, n, k),
     candidates = candidates,
     build = function(c)

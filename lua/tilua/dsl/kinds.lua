@@ -53,6 +53,23 @@ function K.register(kind, ops)
   registered[kind] = ops
 end
 
+-- K.binary(operands, pick) -> builder(iop, fop, symbol) -> fn(a, b): the
+-- arithmetic operators of a kind of value. operands(a, b, what) brings the two
+-- to one type t (or raises, naming the operator by `what`); pick(t, iop, fop)
+-- names the op for t (nil: the operator is not defined on t); the op yields a t.
+function K.binary(operands, pick)
+  return function(iop, fop, sym)
+    return function(a, b)
+      local tl = require "tilua"
+      a, b = operands(a, b, "'" .. sym .. "'")
+      local t = a:type()
+      local name = pick(t, iop, fop)
+      if not name then tl.raise(("'%s' is not defined on %s"):format(sym, tostring(t))) end
+      return tl.op1(name, { a, b }, t)
+    end
+  end
+end
+
 -- dsl/warp.lua's approximate functions (name -> its tile.math fn): tl.rsqrt of a
 -- tile is the kind's rsqrt (dsl/tileprog.lua defines the others for tiles only).
 K.approx_math = { ex2 = "ex2", lg2 = "lg2", rsqrt = "rsqrt", rcp_approx = "rcp", sqrt_approx = "sqrt",

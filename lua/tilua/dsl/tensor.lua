@@ -68,8 +68,8 @@ local function map_info(t)
 end
 tl.tensor_map_info = map_info
 
--- element bytes and tensor-map dtype name of a scalar type
-local function elem_bytes(t) return t:info().width // 8 end
+-- the bytes of a scalar type, and its tensor-map dtype name
+local function elem_bytes(t) return t:info().bytes end
 local function dtype_of(t)
   local i = t:info()
   return i.name or (i.kind == "int" and "i" .. i.width) or tostring(t)

@@ -64,7 +64,6 @@ local tile_ops, tensor_ops, shape_ops = {}, {}, {}
 
 local function is_tile(x) return is_value(x) and x:type():kind() == "tile" end
 local function info(x) return x:type():info() end
-local function elem_of(x) return is_tile(x) and info(x).elem or x:type() end
 
 local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
 
@@ -411,15 +410,10 @@ local function tile_operands(a, b, what)
 end
 
 -- The elementwise op of a binary operator on tiles: iop / fop by the element type.
-local function tile_binary(iop, fop, sym)
-  return function(a, b)
-    a, b = tile_operands(a, b, "'" .. sym .. "'")
-    local e = info(a).elem
-    local name = (e:kind() == "float" and fop) or (e:kind() == "int" and iop)
-    if not name then raise(("'%s' is not defined on %s"):format(sym, tostring(a:type()))) end
-    return tl.op1(name, { a, b }, a:type())
-  end
-end
+local tile_binary = kinds.binary(tile_operands, function(t, iop, fop)
+  local e = t:info().elem
+  return (e:kind() == "float" and fop) or (e:kind() == "int" and iop)
+end)
 tile_ops.add = tile_binary("arith.addi", "arith.addf", "+")
 tile_ops.sub = tile_binary("arith.subi", "arith.subf", "-")
 tile_ops.mul = tile_binary("arith.muli", "arith.mulf", "*")

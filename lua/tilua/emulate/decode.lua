@@ -11,7 +11,7 @@
 --
 -- The models (emulate/models/) register per op name: decoders, fn(rec, op, d)
 -- run on an op's record once its regions are decoded (d: the decoding's state:
--- smem, allocs, next_warp); kernel decoders, fn(dk, kop, d) on the decoded
+-- smem, allocs); kernel decoders, fn(dk, kop, d) on the decoded
 -- kernel; probes and cross_cta, true or fn(op): the op tests an mbarrier's
 -- phase without waiting / synchronizes CTAs through global memory.
 
@@ -90,7 +90,7 @@ end
 
 -- The decoded kernel of kop with the models' registrations (emulate/models/init.lua).
 function D.kernel(kop, models)
-  local d = { smem = 0, allocs = {}, next_warp = 0, nid = 0, models = models }
+  local d = { smem = 0, allocs = {}, nid = 0, models = models }
   local bar_arrives = false -- a named-barrier arrive that does not wait (Run:rendezvous)
   local cluster_local = true -- no synchronization object in global memory (the search's cluster reduction)
   local cluster_pipes = false -- a pipeline of mode cluster: the inits end with a cluster sync
@@ -127,7 +127,7 @@ function D.kernel(kop, models)
     params[i] = p
   end
   local dk = { body = body, threads = block[1], warps = (block[1] + 31) // 32, smem = d.smem,
-               allocs = d.allocs, params = params, name = kop:attr "sym_name" or "kernel", loc = loc_of(kop),
+               allocs = d.allocs, params = params, name = kop:attr_or_default "sym_name", loc = loc_of(kop),
                cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1, bar_arrives = bar_arrives,
                cluster_local = cluster_local, cluster_pipes = cluster_pipes, probes = probes, models = models }
   for _, f in ipairs(models.kernel_decoders) do f(dk, kop, d) end

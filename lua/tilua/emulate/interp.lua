@@ -279,13 +279,6 @@ function M.run(op, args, opts)
   return env
 end
 
--- Bytes of one element of type t in memory.
-local function bytes_of(t)
-  local info = t:info()
-  if info.kind == "ptr" or info.kind == "index" then return 8 end
-  return math.max(1, (info.width or 8) // 8)
-end
-
 local atomic_ops = {
   add = function(a, b) return a + b end, max = math.max, min = math.min, exch = function(_, b) return b end,
   ["and"] = function(a, b) return a & b end, ["or"] = function(a, b) return a | b end,
@@ -306,7 +299,7 @@ function M.memory(mem)
   end
   local eval = {
     ["tile.ptr_add"] = function(op, ins)
-      return { ins[1] + ins[2] * bytes_of(op:result(1):type():info().elem) }
+      return { ins[1] + ins[2] * op:result(1):type():info().elem:info().bytes }
     end,
     ["tile.ptr_cast"] = function(_, ins) return { ins[1] } end,
     ["tile.ptr_to_int"] = function(_, ins) return { ins[1] } end,

@@ -16,11 +16,12 @@
 --   memory.lua   R:load / R:store(W, rec, addr [, v] [, atomic]) (rec.codec),
 --                R:alloc_global(bytes), R:mem_of(W, addr),
 --                R:shadow_read / R:shadow_write(space, actor, vc, addr, n, loc)
---                (the race check), R:access(W, rec, addr, write), R:who(actor)
+--                (the race check), R:access(W, rec, addr, write),
+--                R:check_access(W, rec, addr, n, write), R:who(actor)
 --   sync.lua     mbarriers: R:init_barrier, R:bar, R:bar_ref, R:arrive,
 --                R:complete_tx, R:wait; R:rendezvous, R:named_bar (CTA and named
 --                barriers); R:gbar_at (global words); bulk copies R:issue_g2s,
---                R:issue_s2g, R:drain_s2g; sync.passes, sync.completes_on
+--                R:issue_s2g, R:drain_s2g, R:copy_actor; sync.passes, sync.completes_on
 --
 -- and its fields: R.k (the decoded kernel), R.o (the options), R.grid, R.ctas
 -- (id, rank, shared, bars, pipes, syncs ...), R.warps, R.copies, R.global,

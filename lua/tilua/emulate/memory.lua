@@ -202,13 +202,20 @@ function Memory:access(W, rec, addr, write)
   return self.gspace, addr
 end
 
+-- The race check of warp W's access of n bytes at addr (a write: write).
+function Memory:check_access(W, rec, addr, n, write)
+  local sp, a = self:access(W, rec, addr, write)
+  if write then
+    self:shadow_write(sp, W.actor, W.vc, a, n, rec.loc)
+  else
+    self:shadow_read(sp, W.actor, W.vc, a, n, rec.loc)
+  end
+end
+
 -- A load of rec.codec at addr by warp W (one lane); atomic: no race check.
 function Memory:load(W, rec, addr, atomic)
   local c = rec.codec
-  if not atomic then
-    local sp, a = self:access(W, rec, addr, false)
-    self:shadow_read(sp, W.actor, W.vc, a, c.size, rec.loc)
-  end
+  if not atomic then self:check_access(W, rec, addr, c.size, false) end
   if c.width and not c.vector then -- an integer: straight from the bytes
     local m, a = self:mem_of(W, addr)
     local x = 0
@@ -228,10 +235,7 @@ end
 -- A store of v as rec.codec at addr by warp W (one lane); atomic: no race check.
 function Memory:store(W, rec, addr, v, atomic)
   local c = rec.codec
-  if not atomic then
-    local sp, a = self:access(W, rec, addr, true)
-    self:shadow_write(sp, W.actor, W.vc, a, c.size, rec.loc)
-  end
+  if not atomic then self:check_access(W, rec, addr, c.size, true) end
   if c.width and not c.vector then -- an integer: straight to the bytes
     local m, a = self:mem_of(W, addr)
     for i = a, a + c.size - 1 do

@@ -11,6 +11,7 @@
 --   for i = 0, frames.n do print(P.format_frame(frames[i], frames[i - 1])) end
 --   print(P.print_item(frames[3], "s1"))                          -- every byte of a stage after step 3
 
+local core = require "tilua.core"
 local em = require "tilua.emulate"
 
 local M = {}
@@ -30,12 +31,21 @@ local function kernel_of(x)
   return ks[1]
 end
 
-local function elem_bytes(t)
-  local info = t:info()
-  if info.kind == "int" then return math.max(1, (info.width + 7) // 8) end
-  if info.kind == "float" then return (info.width or 32) // 8 end
-  if info.kind == "index" or info.kind == "ptr" then return 8 end
-  return 1
+-- The bytes of a value of type t (the C side's, t:info().bytes).
+local function elem_bytes(t) return t:info().bytes or 1 end
+
+-- The element type and box of a !tile.tensor_map type's info, or nil.
+local function tensor_map_of(info)
+  if info.kind ~= "dialect" or info.name ~= "tile.tensor_map" then return nil end
+  local box = {}
+  for d = 3, #info.params do box[#box + 1] = info.params[d] end
+  return info.params[1], box
+end
+
+-- The element type and rank of a !tileas.tensor type's info, or nil.
+local function tensor_of(info)
+  if info.kind ~= "dialect" or info.name ~= "tileas.tensor" then return nil end
+  return info.params[1], info.params[2]
 end
 
 -- The arguments for a size n: every integer (and index) parameter gets n (a
@@ -48,23 +58,21 @@ local function args_for(kop, n, o, nworkers, workers)
   for i, a in ipairs(kop:region(1):entry():args()) do
     local t = a:type()
     local info = t:info()
-    local elem, box = tostring(t):match "^!tile%.tensor_map<([^,]+),%s*[^,]+,%s*(.*)>$"
+    local elem, box = tensor_map_of(info)
     if box then -- a tensor map: a zeroed tensor of one box (TMA fills outside it with zeros, clips stores)
       local shape, elems = {}, 1
-      for d in box:gmatch "%d+" do
-        shape[#shape + 1] = math.tointeger(d)
-        elems = elems * shape[#shape]
+      for _, d in ipairs(box) do
+        shape[#shape + 1] = d
+        elems = elems * d
       end
-      local bits = tonumber(elem:match "%d+$") or 8 -- bf16, f32, i8; e4m3 / e5m2: one byte
-      if elem:match "^e%dm%d" then bits = 8 end
-      args[i] = { bytes = elems * bits // 8, shape = shape }
+      args[i] = { bytes = elems * elem_bytes(elem), shape = shape }
       shown[i] = ("a tensor map of %s zeros"):format(table.concat(shape, " x "))
     elseif info.kind == "ptr" then
       local b = o.bytes or n * elem_bytes(info.elem)
       if o.fill == "pattern" then -- byte j = j % 251 + 1: data that moved shows in :replay
-        local t = {}
-        for j = 0, b - 1 do t[j + 1] = string.char(j % 251 + 1) end
-        args[i], shown[i] = table.concat(t), ("%d bytes 01 02 03 ..."):format(b)
+        local bytes = {}
+        for j = 0, b - 1 do bytes[j + 1] = string.char(j % 251 + 1) end
+        args[i], shown[i] = table.concat(bytes), ("%d bytes 01 02 03 ..."):format(b)
       else
         args[i], shown[i] = { bytes = b }, ("%d zero bytes"):format(b)
       end
@@ -114,7 +122,7 @@ local function rings(kop)
       stages[o:result(1):id()] = o:result(1):type():info().params[1]
     elseif n == "cutlass.pipeline.init" then
       local s = stages[o:operand(1):id()]
-      local tx = o:attr "transaction_bytes" or 0
+      local tx = o:attr_or_default "transaction_bytes"
       if s then out[#out + 1] = { depth = s, bytes = tx > 0 and s * tx or nil } end
     elseif n == "cutlass.seq_bar.create" then
       out[#out + 1] = { depth = o:result(1):type():info().params[1] }
@@ -124,7 +132,7 @@ local function rings(kop)
         local b = elem_bytes(info.elem)
         for _, d in ipairs(info.shape) do b = b * d end
         out[#out + 1] = { depth = info.shape[1], bytes = b }
-      elseif info.kind == "ptr" and (o:attr "count" or 1) > 1 and info.elem:info().kind == "int"
+      elseif info.kind == "ptr" and o:attr_or_default "count" > 1 and info.elem:info().kind == "int"
              and info.elem:info().width == 64 then
         out[#out + 1] = { depth = o:attr "count" }
       end
@@ -273,7 +281,7 @@ end
 -- A tile program: a kernel with a !tileas.tensor parameter.
 function M.is_tile_program(kop)
   for _, a in ipairs(kop:region(1):entry():args()) do
-    if tostring(a:type()):match "^!tileas%.tensor<" then return true end
+    if tensor_of(a:type():info()) then return true end
   end
   return false
 end
@@ -283,7 +291,7 @@ end
 -- workers once persistent, every integer parameter n, every tensor dim the
 -- larger of n and twice the largest tile the kernel reads or writes along it.
 local function tile_problem(kop, n)
-  local names = kop:attr "arg_names" or {}
+  local names = kop:attr_or_default "arg_names"
   local extents = {} -- parameter index -> {max tile extent per dim}
   local index = {}
   for i, a in ipairs(kop:region(1):entry():args()) do index[a:id()] = i end
@@ -312,12 +320,12 @@ local function tile_problem(kop, n)
   end
   for i, a in ipairs(kop:region(1):entry():args()) do
     local nm = names[i] or ("arg" .. i)
-    local elem, rank = tostring(a:type()):match "^!tileas%.tensor<%s*([%w_]+)%s*,%s*(%d+)"
+    local elem, rank = tensor_of(a:type():info())
     if elem then
       local shape = {}
-      local ebytes = (tonumber(elem:match "%d+$") or 8) // 8
+      local ebytes = elem_bytes(elem)
       local bytes = ebytes
-      for d = 1, tonumber(rank) do
+      for d = 1, rank do
         shape[d] = math.max(n, 2 * ((extents[i] or {})[d] or 1))
         bytes = bytes * shape[d]
       end
@@ -347,17 +355,17 @@ function M.tile_args(kop, p)
   local args = {}
   local filled = kop:attr "tileas.params"
   if not filled then
-    for i, nm in ipairs(kop:attr "arg_names" or {}) do
+    for i, nm in ipairs(kop:attr_or_default "arg_names") do
       args[i] = p.tensors[nm] and tensor_arg(p.tensors[nm]) or p.scalars[nm]
     end
     return args, p.programs, p.workers
   end
-  local launch = kop:attr "tileas.launch" or {}
+  local launch = kop:attr_or_default "tileas.launch" -- (stamped with tileas.params)
   for i, e in ipairs(filled) do
     local what, nm, d = e:match "^(%w+):([^:]+):?(%d*)$"
     local t = p.tensors[nm]
     if e == "workspace" then -- a StreamK kernel's (the launch allocates it zeroed)
-      args[i] = { bytes = math.max(4, launch.workspace_bytes or 0) }
+      args[i] = { bytes = math.max(4, launch.workspace_bytes) }
     elseif what == "map" or what == "ptr" then
       args[i] = what == "map" and tensor_arg(t) or { bytes = tensor_arg(t).bytes }
     elseif what == "dim" then
@@ -374,7 +382,7 @@ function M.tile_args(kop, p)
   end
   local programs = p.programs[1] * p.programs[2]
   local grid = launch.workers -- StreamK: the workers it was planned for
-    or (launch.persistent and math.min(p.workers, programs) or programs) * (launch.cluster or 1)
+    or (launch.persistent and math.min(p.workers, programs) or programs) * launch.cluster
   return args, grid
 end
 
@@ -395,11 +403,13 @@ local function choose_tile_problem(kop, o)
   kop:walk(function(op)
     local pl = op:name() == "scf.for" and op:attr "tileas.pipeline"
     if pl then
-      local st = pl.stages or 1
-      if math.type(st) ~= "integer" or st < 1 or st > 64 then
+      -- the stages as the stamp's row reads them: nil where they are not a
+      -- count in its range (unverified IR: textual IR can say anything)
+      local st = op:attr_or_default("tileas.pipeline").stages
+      if not st then
         local file, line = op:loc()
-        error(("the loop at %s:%s: tileas.pipeline's stages must be an integer from 1 to 64, got %s")
-          :format(file or "?", line or "?", tostring(st)), 0)
+        error(("the loop at %s:%s: tileas.pipeline's stages must be an integer from 1 to %d, got %s")
+          :format(file or "?", line or "?", core.limits().max_ring_stages, tostring(pl.stages)), 0)
       end
       for _, t in ipairs { 16, 32, 64, 128 } do
         sizes[#sizes + 1] = 2 * st * t
@@ -445,7 +455,7 @@ function M.check(k, o)
     end
     r.kernel, r.args, r.grid, r.inputs, r.n, r.tile = kop, args, ctas, describe_problem(p), p.n, p
     r.launch = { grid = grid, workers = workers }
-    r.name = kop:attr "sym_name" or "kernel"
+    r.name = kop:attr_or_default "sym_name"
     return r
   end
   local grid = o.grid or default_grid(kop)
@@ -454,7 +464,7 @@ function M.check(k, o)
   local r = em.check(kop, { grid = grid, args = args, max_states = o.max_states or 20000, max_seconds = o.max_seconds,
                             trace_limit = o.trace, max_steps = o.max_steps, max_ops = o.max_ops, shortest = o.shortest })
   r.kernel, r.args, r.grid, r.inputs, r.n = kop, args, grid, desc, n
-  r.name = kop:attr "sym_name" or "kernel"
+  r.name = kop:attr_or_default "sym_name"
   return r
 end
 
@@ -614,13 +624,12 @@ local function snapshot(run, bufs, prev)
   return f
 end
 
--- replay(kernel, r [, o]) -> frames: the counterexample of the checker's
+-- replay(kernel, r) -> frames: the counterexample of the checker's
 -- result r run again on the emulator; frame i = { step = i, line = the
 -- step, roles, barriers, buffers, copies, bars, bufs } (the state after step i; frame 0
 -- is the start), plus frames.n (the steps) and frames.outcome (the
 -- emulator's report of the end).
-function M.replay(k, r, o)
-  o = o or {}
+function M.replay(k, r)
   local kop = r.kernel or kernel_of(k)
   local bufs = shared_buffers(kop)
   local trace = r.trace or {}

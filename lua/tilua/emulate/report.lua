@@ -22,6 +22,16 @@ function R.violation(kind, msg, extra)
   error(v, 0)
 end
 
+-- x, when it is an argument of `kind` (what Run.setup_args made of a kernel
+-- argument: x.kind "tensor", "tmap" ...); else a model violation at op rec
+-- that says `what` ("the tensor operand is not a !tileas.tensor argument").
+function R.argument(rec, x, kind, what)
+  if type(x) ~= "table" or x.kind ~= kind then
+    R.violation("model", ("%s at %s: %s"):format(rec.name, rec.loc, what))
+  end
+  return x
+end
+
 function R.not_modelled(rec)
   error(("emulate: op %s is not modelled (at %s)"):format(rec.name, rec.loc), 0)
 end

@@ -279,21 +279,29 @@ end
 -- sets it), else plainly; a store's global footprint is `c.footprint(R, W, c,
 -- f)` (f(addr, n) per range), else [dst, dst + bytes).
 
+-- Copy c issued by warp W becomes an actor of its own: its clock is W's
+-- (what W did before the issue is ordered before the copy) and its own first
+-- step; W steps past the issue. -> c
+function Sync:copy_actor(W, c)
+  local id = self:new_actor()
+  c.id, c.vc = id, vc_copy(W.vc)
+  c.vc[id] = 1
+  self.actors[id] = c
+  W.vc[W.actor] = W.vc[W.actor] + 1
+  return c
+end
+
 -- A bulk copy global -> shared in flight: an actor of its own; cta: the CTA it
 -- writes and completes on, when not the issuer's (a TMA multicast). -> the copy
 function Sync:issue_g2s(W, rec, dst, src, bytes, bar, cta)
   self.copy_seq = self.copy_seq + 1
-  local id = self:new_actor()
-  local vc = vc_copy(W.vc)
-  vc[id] = 1
   cta = cta or W.cta
-  local c = { id = id, kind = "copy", vc = vc, dst = dst, src = src, bytes = bytes, bar = bar, rec = rec,
+  local c = { kind = "copy", dst = dst, src = src, bytes = bytes, bar = bar, rec = rec,
               W = W, cta = cta, seq = self.copy_seq, key = "c" .. self.copy_seq }
   c.label = ("bulk copy %d (from %s)"):format(self.copy_seq, W.label)
   c.obj = cta.id .. ":" .. bar
-  self.actors[id] = c
+  self:copy_actor(W, c)
   self.copies[#self.copies + 1] = c
-  W.vc[W.actor] = W.vc[W.actor] + 1
   return c
 end
 
@@ -324,14 +332,9 @@ end
 -- A copy shared -> global joins warp W's open bulk group (performed at its
 -- wait); what: its name in reports. -> the copy
 function Sync:issue_s2g(W, rec, dst, src, bytes, what)
-  local id = self:new_actor()
-  local vc = vc_copy(W.vc)
-  vc[id] = 1
-  local c = { id = id, vc = vc, dst = dst, src = src, bytes = bytes, rec = rec,
-              label = ("%s (from %s)"):format(what, W.label) }
-  self.actors[id] = c
+  local c = self:copy_actor(W, { dst = dst, src = src, bytes = bytes, rec = rec,
+                                 label = ("%s (from %s)"):format(what, W.label) })
   W.bulk_open[#W.bulk_open + 1] = c
-  W.vc[W.actor] = W.vc[W.actor] + 1
   return c
 end
 

@@ -6,7 +6,7 @@
 --                     access of a loaded or stored type, for decode / encode
 --   decode(c, bytes, off), encode(c, v, out, off): a scalar from / into bytes
 --   f32(x): x rounded to f32; float16.dec / enc [bf16 | f16]: 16-bit floats
---   elem_codec(name): a tile element type's { size, float, dec, enc, round }
+--   elem_codec(t): a tile element type's { size, float, dec, enc, round }
 --   bitcast(x, from, to): arith.bitcast's value
 
 local interp = require "tilua.emulate.interp"
@@ -14,39 +14,26 @@ local wrap = interp.wrap
 
 local V = {}
 
--- The bytes of a value of type t.
-local function bytes_of(t)
-  local info = t:info()
-  if info.kind == "ptr" or info.kind == "index" then return 8 end
-  if info.kind == "vector" then
-    local n = 1
-    for _, d in ipairs(info.shape) do n = n * d end
-    return n * bytes_of(info.elem)
-  end
-  return math.max(1, (info.width or 8) // 8)
-end
-V.bytes_of = bytes_of
+-- The bytes of a value of type t (the C side's, dia_type_storage_bytes).
+function V.bytes_of(t) return t:info().bytes end
 
 -- A codec for a loaded or stored type: size, and read / write of its bytes.
 local function codec_of(t)
   local info = t:info()
   local kind = info.kind
   if kind == "vector" then
-    local n = 1
-    for _, d in ipairs(info.shape) do n = n * d end
     local e = codec_of(info.elem)
-    return { size = n * e.size, n = n, elem = e, vector = true, raw = e.width == 8 and not e.fmt }
+    return { size = info.bytes, n = info.elements, elem = e, vector = true, raw = e.width == 8 and not e.fmt }
   end
   if kind == "float" then
     local name = info.name
     if name == "f32" then return { size = 4, fmt = "<f" } end
     if name == "f64" then return { size = 8, fmt = "<d" } end
     if name == "bf16" or name == "f16" then return { size = 2, half = name } end
-    return { size = bytes_of(t), unsupported = name }
+    return { size = info.bytes, unsupported = name }
   end
-  if kind == "ptr" or kind == "index" then return { size = 8, width = 64 } end
-  local w = info.width or 64
-  return { size = math.max(1, w // 8), width = w }
+  if kind == "int" then return { size = info.bytes, width = info.width } end
+  return { size = 8, width = 64 } -- a pointer, an index: a 64-bit word
 end
 V.codec_of = codec_of
 
@@ -137,10 +124,12 @@ function V.bitcast(x, from, to)
   return v
 end
 
--- A tile element type by name: bytes, decode (a little-endian integer of its
+-- A tile element type t: bytes, decode (a little-endian integer of its
 -- bytes -> number), encode, round (a number -> the nearest of the type); nil
 -- for a type the emulator does not hold.
-function V.elem_codec(name)
+function V.elem_codec(t)
+  local info = t:info()
+  local name = info.kind == "float" and info.name
   if name == "f32" then
     return { size = 4, float = true, round = f32,
              dec = function(u) return (string.unpack("<f", string.pack("<I4", u))) end,
@@ -153,9 +142,9 @@ function V.elem_codec(name)
     local dec, enc = V.float16.dec[name], V.float16.enc[name]
     return { size = 2, float = true, dec = dec, enc = enc, round = function(x) return dec(enc(x)) end }
   end
-  local w = tonumber(name:match "^i(%d+)$")
-  if not w then return nil end
-  return { size = math.max(1, w // 8), width = w, round = function(x) return wrap(math.tointeger(x) or 0, w) end,
+  if info.kind ~= "int" then return nil end
+  local w = info.width
+  return { size = info.bytes, width = w, round = function(x) return wrap(math.tointeger(x) or 0, w) end,
            dec = function(u) return wrap(u, w) end, enc = function(x) return x end }
 end
 

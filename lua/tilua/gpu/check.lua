@@ -56,7 +56,7 @@ end
 function M.compile(name, k)
   local tl = require "tilua"
   local ptx = k:compile()
-  print(("%s: PTX %d bytes, %d bytes of shared memory"):format(name, #ptx, k:lowered_op():attr("shared_bytes") or 0))
+  print(("%s: PTX %d bytes, %d bytes of shared memory"):format(name, #ptx, k:lowered_op():attr_or_default "shared_bytes"))
   tl.check_ptx(name, ptx)
   return ptx
 end

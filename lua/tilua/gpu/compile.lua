@@ -169,7 +169,7 @@ function Kernel:compile(pipeline)
     key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol or false) .. "\0" .. self.module:print()
     local hit = cache[key]
     if hit then
-      tl.last_stages = copy_stages(hit.stages, true)
+      tl.last_stages, tl.last_check = copy_stages(hit.stages, true), hit.check
       self.lowered, self.ptx = hit.lowered, hit.ptx
       self._fn = nil
       stage_hook(tl.last_stages, hit.lowered, hit.ptx)
@@ -185,7 +185,7 @@ function Kernel:compile(pipeline)
   stages[#stages + 1] = { name = "emit-ptx", index = #stages, ms = (os.clock() - t0) * 1e3, changed = true, ir = ptx }
   self.lowered, self.ptx = m, ptx
   self._fn = nil
-  if cache then cache[key] = { ptx = ptx, lowered = m, stages = copy_stages(stages, nil) } end
+  if cache then cache[key] = { ptx = ptx, lowered = m, stages = copy_stages(stages, nil), check = tl.last_check } end
   stage_hook(stages, m, ptx)
   return ptx
 end

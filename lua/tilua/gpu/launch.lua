@@ -60,14 +60,15 @@ do -- (the module's definitions; an indented block)
     local op = k:lowered_op()
     local spec = assert(op:kernel_spec()) -- verified by the compile
     local sites = op:attr("hang_sites")
+    local launch = op:attr_or_default "tileas.launch" -- (its fields read by their rows)
     k._info = { ptx = k.ptx, block = spec.block, cluster = spec.cluster,
-                static = op:attr("shared_static") or 0, smem = spec.smem,
+                static = op:attr_or_default "shared_static", smem = spec.smem,
                 hang_sites = sites and table.concat(sites, "\n"), tile = op:attr("tileas.params"),
-                persistent = (op:attr("tileas.launch") or {}).persistent,
-                tile_cluster = (op:attr("tileas.launch") or {}).cluster,
+                persistent = launch and launch.persistent,
+                tile_cluster = launch and launch.cluster,
                 tile_launch = op:attr("tileas.launch") }
     if k._info.tile then
-      local names, params = op:attr("arg_names") or {}, {}
+      local names, params = op:attr_or_default "arg_names", {}
       for i, a in ipairs(op:region(1):entry():args()) do params[i] = { name = names[i], type = a:type() } end
       k._info.params = params
     end
@@ -224,7 +225,7 @@ do -- (the module's definitions; an indented block)
       if b and b[i] ~= block[i] then raise(("launch: block {%d,%d,%d} differs from the kernel's {%d,%d,%d}"):format(b[1], b[2], b[3], block[1], block[2], block[3])) end
       if c and c[i] ~= cluster[i] then raise(("launch: cluster {%d,%d,%d} differs from the kernel's {%d,%d,%d}"):format(c[1], c[2], c[3], cluster[1], cluster[2], cluster[3])) end
     end
-    local grid, targs = nil, nil
+    local grid, targs
     if info.tile then grid, targs = tile_launch(self, info, cfg)
     else grid = tl.dims3(cfg.grid or 1, "launch: grid") end
     for i = 1, 3 do

@@ -7,7 +7,6 @@
 
 local core = require "tilua.core"
 local parser = require "tilua.parser"
-local diff = require "tilua.host.diff"
 local filecheck = require "tilua.host.filecheck"
 
 local M = {}

@@ -5,27 +5,34 @@
 
 local M = {}
 
--- verify-protocol{grid=G, max_states=S, max_seconds=T, n=N, bytes=B, trace=T}: the
--- checker on every tile.kernel of the module, with the inputs of
--- tilua.emulate.protocol.inputs (docs/protocol.md, "Running the checker"). As the check
--- after every pass a kernel the emulator cannot run (an op it does not model)
--- or cannot finish exploring (the budgets: 2000 states, 5 s, unless given) is skipped, not an error:
--- the check speaks only where it can prove. Within one pipeline run a kernel is
--- checked again only when its text changed, never again once skipped, and at
--- every stage with the inputs chosen at its first check (the same problem
--- before and after each pass). With the mode "passes" (check_protocol =
--- "passes": the tests' default) an input that is already wrong is noted, not an
--- error, and not checked further: only a pass that breaks what held fails.
-local seen = {} -- kernel name -> { text =, skipped =, args =, inputs =, grid = } of this pipeline run's checks
--- M.log: what the check after every pass did in the last pipeline run, one
--- entry per stage and kernel: { after =, kernel =, why = (not checked) | states
--- =, runs =, min_phases =, inputs =, ok =, seconds = }; TILUA_CHECK_PROTOCOL_LOG=FILE
--- appends each entry to FILE as a line of tab-separated fields (kernel, after,
--- then "checked", states, fewest phases, inputs, seconds, or "skipped", why). The specs
--- read them: that a kernel was checked at every stage, every ring twice around.
-M.log = {}
-local function log(e)
-  M.log[#M.log + 1] = e
+-- verify-protocol{grid=G, max_states=S, max_seconds=T, n=N, bytes=B, trace=T, max_ops=O,
+-- mode=M}: the checker on every tile.kernel of the module, with the inputs of
+-- tilua.emulate.protocol.inputs (docs/protocol.md, "Running the checker").
+--
+-- As the check after every pass (the pass manager's check_each: `after` names
+-- the pass it follows, "input" first, and `run` is the pipeline run's run
+-- object) a kernel the emulator cannot run (an op it does not model) or cannot
+-- finish exploring (the budgets: 2000 states, 5 s, unless given) is skipped,
+-- not an error: the check speaks only where it can prove. Within one pipeline
+-- run a kernel is checked again only when its text changed, never again once
+-- skipped, and at every stage with the inputs chosen at its first check (the
+-- same problem before and after each pass). With mode = "passes"
+-- (check_protocol = "passes": the tests' default) an input that is already
+-- wrong is noted, not an error, and not checked further: only a pass that
+-- breaks what held fails. A run object with a method stage(module, options,
+-- after) checks each stage its own way (tl.check_lowering).
+--
+-- The run object keeps, across the stages of its pipeline run:
+--   run.seen  kernel name -> { text, skipped, args, inputs, grid, tile } of its last check
+--   run.log   what the check did, one entry per stage and kernel: { after, kernel,
+--             why (not checked) | states, runs, min_phases, inputs, ok, seconds };
+--             tl.compile keeps its run as tl.last_check. TILUA_CHECK_PROTOCOL_LOG=FILE
+--             appends each entry to FILE as a line of tab-separated fields (kernel,
+--             after, then "checked", states, fewest phases, inputs, seconds, or
+--             "skipped", why); the specs read them: that a kernel was checked at
+--             every stage, every ring twice around.
+local function log(run, e)
+  run.log[#run.log + 1] = e
   local path = os.getenv "TILUA_CHECK_PROTOCOL_LOG"
   if not path or path == "" then return end
   local f = io.open(path, "a")
@@ -55,58 +62,75 @@ local function skip_reason(ok, r)
   if r.budget_exceeded then return r.violation.message:match "^[^:]*" end -- "state (or time) budget exceeded"
   if not r.ok and r.violation.kind == "model" then return "not modelled: " .. r.violation.message end
 end
-function M.verify_protocol(module, o, after)
+-- The check of kernel kop of text `text` (o the pass's options, after as
+-- above; last: its check at an earlier stage) -> ok, r (pcall of tilua.emulate.protocol's
+-- check), or nothing where a result remembered (memo) or the input's plain
+-- run (mode "passes") answers.
+local function check_kernel(P, kop, text, o, after, last)
+  local key = after and memo_key(text, o, last)
+  local hit = key and memo[key]
+  local loc_key = key and not hit and memo_key(kop:print { locations = true }, o, last)
+  hit = hit or (loc_key and memo[loc_key])
+  if hit then return hit.ok, hit.r end
+  -- mode "passes": an input whose plain run at the chosen size already
+  -- fails is wrong (that run is one of the schedules): no search
+  local args, desc = last and last.args, last and last.inputs
+  if after == "input" and o.mode == "passes" and not o.n and not P.is_tile_program(kop) then
+    local ok2, a, d, _, failure = pcall(P.inputs, kop, { grid = o.grid, bytes = o.bytes, max_ops = o.max_ops })
+    if ok2 and failure and failure.kind ~= "error" then return true, { ok = false, violation = failure } end
+    if ok2 then args, desc = a, d end
+  end
+  local ok, r = pcall(P.check, kop, { grid = o.grid or (last and last.grid), max_states = o.max_states or (after and 2000),
+                                      max_seconds = o.max_seconds or (after and 5),
+                                      n = o.n, bytes = o.bytes, trace = o.trace, max_ops = o.max_ops,
+                                      args = args, inputs = desc, tile = last and last.tile,
+                                      -- an input already wrong is only noted in this mode: no shortest search
+                                      shortest = not (after == "input" and o.mode == "passes") })
+  if key and (not ok or r.ok or skip_reason(ok, r)) then
+    if nmemo >= MEMO_MAX then memo, nmemo = {}, 0 end
+    memo[(ok and r.ok) and key or loc_key], nmemo = { ok = ok, r = r }, nmemo + 1
+  end
+  return ok, r
+end
+
+-- What the check after a pass remembers of kernel `name`'s check (run.seen),
+-- and why it is not checked again.
+local function remember(run, name, text, o, after, ok, r)
+  local why = skip_reason(ok, r)
+  if not why and after == "input" and o.mode == "passes" and not r.ok then
+    why = "the input is already wrong: " .. r.violation.kind
+  end
+  -- a tile program's stages: its problem (their parameters change with the lowering)
+  run.seen[name] = { text = text, skipped = why, args = ok and not r.tile and r.args, inputs = ok and r.inputs,
+                     grid = ok and not r.tile and r.grid, tile = ok and r.tile }
+end
+
+local MODES = { passes = true }
+
+function M.verify_protocol(module, o, after, run)
+  if after and run and run.stage then return run:stage(module, o, after) end
+  if o.mode ~= nil and not MODES[o.mode] then
+    return { errors = { { op = module, message = ("verify-protocol: mode must be \"passes\" (or absent), got '%s'"):format(tostring(o.mode)) } } }
+  end
   local P = require "tilua.emulate.protocol"
   local errors, stats = {}, {}
   local states, runs, seconds = 0, 0, 0
-  if after == "input" then seen, M.log = {}, {} end
+  if after then
+    run = run or {}
+    if after == "input" or not run.seen then run.seen, run.log = {}, {} end
+  end
   for _, kop in ipairs(P.kernels(module)) do
-    local name, text = kop:attr "sym_name" or "?", after and kop:print()
-    local last = after and seen[name]
+    local name, text = kop:attr_or_default "sym_name", after and kop:print()
+    local last = after and run.seen[name]
     local ok, r
     local t0 = os.clock() -- the check's time, the choice of its inputs included
     if not (last and (last.skipped or last.text == text)) then
-      local key = after and memo_key(text, o, last)
-      local hit = key and memo[key]
-      local loc_key = key and not hit and memo_key(kop:print { locations = true }, o, last)
-      hit = hit or (loc_key and memo[loc_key])
-      -- mode "passes": an input whose plain run at the chosen size already
-      -- fails is wrong (that run is one of the schedules): no search
-      local early, args, desc = nil, last and last.args, last and last.inputs
-      if not hit and after == "input" and o.mode == "passes" and not o.n and not P.is_tile_program(kop) then
-        local ok2, a, d, _, failure = pcall(P.inputs, kop, { grid = o.grid, bytes = o.bytes, max_ops = o.max_ops })
-        if ok2 and failure and failure.kind ~= "error" then early = failure
-        elseif ok2 then args, desc = a, d end
-      end
-      if hit then
-        ok, r = hit.ok, hit.r
-      elseif early then
-        ok, r = true, { ok = false, violation = early }
-      else
-        ok, r = pcall(P.check, kop, { grid = o.grid or (last and last.grid), max_states = o.max_states or (after and 2000),
-                                       max_seconds = o.max_seconds or (after and 5),
-                                       n = o.n, bytes = o.bytes, trace = o.trace, max_ops = o.max_ops,
-                                       args = args, inputs = desc, tile = last and last.tile,
-                                       -- an input already wrong is only noted in this mode: no shortest search
-                                       shortest = not (after == "input" and o.mode == "passes") })
-        if key and (not ok or r.ok or skip_reason(ok, r)) then
-          if nmemo >= MEMO_MAX then memo, nmemo = {}, 0 end
-          memo[(ok and r.ok) and key or loc_key], nmemo = { ok = ok, r = r }, nmemo + 1
-        end
-      end
-      if after then
-        local why = skip_reason(ok, r)
-        if not why and after == "input" and o.mode == "passes" and not r.ok then
-          why = "the input is already wrong: " .. r.violation.kind
-        end
-        -- a tile program's stages: its problem (their parameters change with the lowering)
-        seen[name] = { text = text, skipped = why, args = ok and not r.tile and r.args, inputs = ok and r.inputs,
-                       grid = ok and not r.tile and r.grid, tile = ok and r.tile }
-      end
+      ok, r = check_kernel(P, kop, text, o, after, last)
+      if after then remember(run, name, text, o, after, ok, r) end
     end
-    local why = after and (ok == nil and "unchanged, or skipped before" or seen[name].skipped)
+    local why = after and (ok == nil and "unchanged, or skipped before" or run.seen[name].skipped)
     if after then
-      log(why and { after = after, kernel = name, why = why }
+      log(run, why and { after = after, kernel = name, why = why }
           or ok and { after = after, kernel = name, states = r.states, runs = r.runs, min_phases = r.min_phases,
                       inputs = r.inputs, ok = r.ok, seconds = os.clock() - t0 }
           or { after = after, kernel = name, why = tostring(r) })
@@ -114,7 +138,7 @@ function M.verify_protocol(module, o, after)
     if why then
       stats[#stats + 1] = { name = ("%s: not checked"):format(name), value = why }
     elseif not ok then
-      errors[#errors + 1] = { op = kop, message = ("verify-protocol: kernel '%s': %s"):format(kop:attr "sym_name" or "?", tostring(r)) }
+      errors[#errors + 1] = { op = kop, message = ("verify-protocol: kernel '%s': %s"):format(name, tostring(r)) }
     else
       states, runs, seconds = states + r.states, runs + r.runs, seconds + r.seconds
       stats[#stats + 1] = { name = ("%s: states"):format(r.name), value = r.states }

@@ -1,5 +1,5 @@
-/* Repro 20 (issue 9): tlKernelCreate takes unsigned block sizes; 2^31 x 2^31 x 4
-** overflowed int64 in the verifier (UBSan) and, wrapped, verified. */
+/* Repro 20 (a misuse the C API once let through): tlKernelCreate takes unsigned block sizes;
+** 2^31 x 2^31 x 4 overflowed int64 in the verifier (UBSan) and, wrapped, verified. */
 #include "capi_check.h"
 
 int main(void) {

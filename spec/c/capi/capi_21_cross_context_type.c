@@ -1,5 +1,5 @@
-/* Repro 21 (issue 9): a type and an attribute of context A used to build an op
-** in context B were accepted; destroying A left B pointing into freed memory. */
+/* Repro 21 (a misuse the C API once let through): a type and an attribute of context A used to
+** build an op in context B were accepted; destroying A left B pointing into freed memory. */
 #include "capi_check.h"
 
 int main(void) {
@@ -31,12 +31,14 @@ int main(void) {
   CHECK_ERROR(before, "element #0 belongs to another context");
   /* B's own build still works */
   tlNamedAttribute vb = tlNamedAttributeGet(str("value"), tlIntegerAttrGet(i32b, 7));
-  CHECK(!tlOperationIsNull(tlOperationCreate(body, str("arith.constant"), 0, NULL, 1, &i32b, 1, &vb, 0)));
+  CHECK(!tlOperationIsNull(
+      tlOperationCreate(body, str("arith.constant"), 0, NULL, 1, &i32b, 1, &vb, 0)));
 
   /* A destroyed: its handles are refused, never read */
   tlContextDestroy(a);
   before = errors;
-  CHECK(tlOperationIsNull(tlOperationCreate(body, str("arith.constant"), 0, NULL, 1, &i32a, 1, &vb, 0)));
+  CHECK(tlOperationIsNull(
+      tlOperationCreate(body, str("arith.constant"), 0, NULL, 1, &i32a, 1, &vb, 0)));
   CHECK_ERROR(before, "result type #0 belongs to a destroyed context");
   CHECK(tlAttributeIsNull(tlIntegerAttrGet(i32a, 1))); /* stderr: a handle of a destroyed context */
   CHECK(tlTypeIsNull(tlPointerTypeGet(i32a, str("global"))));

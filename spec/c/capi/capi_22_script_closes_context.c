@@ -1,5 +1,5 @@
-/* Repro 22 (issue 9): a script that closes the (borrowed) default context made
-** the next unprotected Lua call abort the host ("PANIC: unprotected error"). */
+/* Repro 22 (a misuse the C API once let through): a script that closes the (borrowed) default
+** context made the next unprotected Lua call abort the host ("PANIC: unprotected error"). */
 #include "capi_check.h"
 
 int main(void) {
@@ -9,9 +9,10 @@ int main(void) {
   CHECK(tlModuleIsNull(m));
   CHECK_ERROR(before, "the script closed the default context");
   /* the context is the host's and stays usable; the next script gets a fresh Lua state */
-  m = tlModuleCreateFromScript(c, str("local tl = require 'tilua'\n"
-                                      "local k = tl.kernel('k', {block = {32, 1, 1}})\n"
-                                      "function k.body() end\n"),
+  m = tlModuleCreateFromScript(c,
+                               str("local tl = require 'tilua'\n"
+                                   "local k = tl.kernel('k', {block = {32, 1, 1}})\n"
+                                   "function k.body() end\n"),
                                str("ok.lua"));
   CHECK(!tlModuleIsNull(m));
   CHECK(tlLogicalResultIsSuccess(tlModuleVerify(m)));
@@ -22,7 +23,8 @@ int main(void) {
   CHECK_ERROR(before, "boom");
   /* an error object that is not a string, and a close inside a pcall the script catches */
   before = errors;
-  CHECK(tlModuleIsNull(tlModuleCreateFromScript(c, str("error(setmetatable({}, {}))"), str("t.lua"))));
+  CHECK(tlModuleIsNull(
+      tlModuleCreateFromScript(c, str("error(setmetatable({}, {}))"), str("t.lua"))));
   CHECK(errors == before + 1);
   before = errors;
   m = tlModuleCreateFromScript(c, str("pcall(function() require('tilua').context():close() end)"),

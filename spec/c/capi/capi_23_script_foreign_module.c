@@ -1,12 +1,13 @@
-/* Repro 23 (issue 9): tlModuleCreateFromScript returned whatever tl.module() was,
-** also a module of a context the Lua state owned and later collected. */
+/* Repro 23 (a misuse the C API once let through): tlModuleCreateFromScript returned whatever
+** tl.module() was, also a module of a context the Lua state owned and later collected. */
 #include "capi_check.h"
 
 int main(void) {
   tlContext c = new_context();
   int before = errors;
   tlModule m = tlModuleCreateFromScript(
-      c, str("local tl = require 'tilua'; tl.set_module(tl.core.context():module())"), str("s.lua"));
+      c, str("local tl = require 'tilua'; tl.set_module(tl.core.context():module())"),
+      str("s.lua"));
   CHECK(tlModuleIsNull(m));
   CHECK_ERROR(before, "belongs to a context the script made");
   /* not a module at all */
@@ -15,9 +16,10 @@ int main(void) {
   CHECK(tlModuleIsNull(m));
   CHECK_ERROR(before, "is not a module");
   /* a module of ours survives a collection in a later script */
-  m = tlModuleCreateFromScript(c, str("local tl = require 'tilua'\n"
-                                      "local k = tl.kernel('k', {block = {32, 1, 1}})\n"
-                                      "function k.body() end\n"),
+  m = tlModuleCreateFromScript(c,
+                               str("local tl = require 'tilua'\n"
+                                   "local k = tl.kernel('k', {block = {32, 1, 1}})\n"
+                                   "function k.body() end\n"),
                                str("ok.lua"));
   CHECK(!tlModuleIsNull(m));
   tlModuleCreateFromScript(c, str("collectgarbage(); collectgarbage()"), str("gc.lua"));

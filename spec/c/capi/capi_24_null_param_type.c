@@ -1,4 +1,4 @@
-/* Repro 24 (issue 9): the null type of a bad width was accepted by
+/* Repro 24 (a misuse the C API once let through): the null type of a bad width was accepted by
 ** tlKernelCreate as a parameter type; the verifier dereferenced it. */
 #include "capi_check.h"
 
@@ -17,14 +17,16 @@ int main(void) {
   CHECK(tlAttributeIsNull(tlIntegerAttrGet(bad, 1)));
   CHECK(tlTypeIsNull(tlPointerTypeGet(bad, str("global"))));
   CHECK(tlTypeIsNull(tlValueGetType((tlValue){NULL, 0})));
-  CHECK(tlOperationIsNull(tlOperationCreate((tlBlock){NULL, 0}, str("arith.addi"), 0, NULL, 0, NULL, 0, NULL, 0)));
+  CHECK(tlOperationIsNull(
+      tlOperationCreate((tlBlock){NULL, 0}, str("arith.addi"), 0, NULL, 0, NULL, 0, NULL, 0)));
   CHECK(tlLogicalResultIsFailure(tlModuleVerify((tlModule){NULL, 0})));
   CHECK(errors == before);
   /* a null result type and a null operand in arrays are refused */
   tlOperation k = tlKernelCreate(m, str("k"), 0, NULL, NULL, 32, 1, 1);
   tlBlock body = tlOperationGetRegionBlock(k, 0, 0, NULL);
   before = errors;
-  CHECK(tlOperationIsNull(tlOperationCreate(body, str("arith.constant"), 0, NULL, 1, &bad, 0, NULL, 0)));
+  CHECK(tlOperationIsNull(
+      tlOperationCreate(body, str("arith.constant"), 0, NULL, 1, &bad, 0, NULL, 0)));
   CHECK_ERROR(before, "result type #0 is null");
   tlValue none = {NULL, 0};
   tlType i32 = tlIntegerTypeGet(c, 32);

@@ -1,5 +1,5 @@
-/* Repro 25 (issue 9): an empty tlStringRef with a NULL pointer as a file name
-** reached memcpy(file, NULL, 0) (UBSan nonnull); NULL data with a length did worse. */
+/* Repro 25 (a misuse the C API once let through): an empty tlStringRef with a NULL pointer as a
+** file name reached memcpy(file, NULL, 0) (UBSan nonnull); NULL data with a length did worse. */
 #include "capi_check.h"
 
 int main(void) {

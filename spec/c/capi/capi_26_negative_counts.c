@@ -1,5 +1,5 @@
-/* Repro 26 (issue 9): intptr_t counts were not checked: tlArrayAttrGet(ctx, -1,
-** NULL) asked for 32 GiB. Every count of the API is checked here. */
+/* Repro 26 (a misuse the C API once let through): intptr_t counts were not checked:
+** tlArrayAttrGet(ctx, -1, NULL) asked for 32 GiB. Every count of the API is checked here. */
 #include <stdint.h>
 
 #include "capi_check.h"
@@ -39,19 +39,24 @@ int main(void) {
   CHECK_ERROR(before, "argument -1 is out of range");
   tlType i32 = tlIntegerTypeGet(c, 32);
   before = errors;
-  CHECK(tlOperationIsNull(tlOperationCreate(body, str("arith.constant"), -1, NULL, 1, &i32, 0, NULL, 0)));
+  CHECK(tlOperationIsNull(
+      tlOperationCreate(body, str("arith.constant"), -1, NULL, 1, &i32, 0, NULL, 0)));
   CHECK_ERROR(before, "operand count -1 is out of range");
   before = errors;
-  CHECK(tlOperationIsNull(tlOperationCreate(body, str("arith.constant"), 0, NULL, -1, NULL, 0, NULL, 0)));
+  CHECK(tlOperationIsNull(
+      tlOperationCreate(body, str("arith.constant"), 0, NULL, -1, NULL, 0, NULL, 0)));
   CHECK_ERROR(before, "result type count -1 is out of range");
   before = errors;
-  CHECK(tlOperationIsNull(tlOperationCreate(body, str("arith.constant"), 0, NULL, 1, &i32, -1, NULL, 0)));
+  CHECK(tlOperationIsNull(
+      tlOperationCreate(body, str("arith.constant"), 0, NULL, 1, &i32, -1, NULL, 0)));
   CHECK_ERROR(before, "attribute count -1 is out of range");
   before = errors;
-  CHECK(tlOperationIsNull(tlOperationCreate(body, str("arith.constant"), 0, NULL, 1, &i32, 0, NULL, -1)));
+  CHECK(tlOperationIsNull(
+      tlOperationCreate(body, str("arith.constant"), 0, NULL, 1, &i32, 0, NULL, -1)));
   CHECK_ERROR(before, "region count -1 is out of range");
   before = errors;
-  CHECK(tlOperationIsNull(tlOperationCreate(body, str("arith.constant"), 0, NULL, 1, &i32, 0, NULL, 1000000)));
+  CHECK(tlOperationIsNull(
+      tlOperationCreate(body, str("arith.constant"), 0, NULL, 1, &i32, 0, NULL, 1000000)));
   CHECK_ERROR(before, "region count 1000000 is out of range");
   tlNamedAttribute v = tlNamedAttributeGet(str("value"), tlIntegerAttrGet(i32, 3));
   tlOperation cst = tlOperationCreate(body, str("arith.constant"), 0, NULL, 1, &i32, 1, &v, 0);

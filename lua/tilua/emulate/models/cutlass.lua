@@ -69,20 +69,6 @@ do
     return {}
   end
 
-  -- The derived arrive counts of a pipeline.init ([full, empty]), as
-  -- cut_pipeline_arrive_counts (cutlass_pipeline.c) derives them.
-  local function arrive_counts(op, np, nc, ctas)
-    local mode = op:attr "mode"
-    local full, empty = np, nc
-    if mode == "cooperative" then
-      empty = 0
-      for _, m in ipairs(op:attr "consumers") do empty = empty + 32 * popcount(m) end
-    elseif mode == "cluster" then -- every consumer participant of every CTA of the cluster
-      empty = nc * ctas
-    end
-    return full, empty, mode
-  end
-
   -- Pipelines: per CTA, per create op.
   local function pipe_of(R, W, x, rec)
     if type(x) ~= "table" or x.kind ~= "pipe" then error("emulate: " .. rec.name .. " at " .. rec.loc .. ": no pipeline handle", 0) end
@@ -141,12 +127,15 @@ do
   handlers["cutlass.pipeline.init"] = function(R, W, rec, ins, ctx)
     local p = pipe_of(R, W, ins[1], rec)
     local op = rec.op
-    local full, empty, mode = arrive_counts(op, p.np, p.nc, R.k.cluster or 1)
+    -- the arrivals per phase as the verifier derives them (init:arrive_counts),
+    -- or the init's own arrive_count (which the verifier holds to them)
+    local full, empty = op:arrive_counts()
+    local mode = op:attr "mode"
     local given = op:attr "arrive_count"
     if given and #given == 2 then full, empty = given[1], given[2] end
-    p.mode, p.base = mode, op:attr "barrier_id_base" or 0
+    p.mode, p.base = mode, op:attr_or_default "barrier_id_base"
     p.prod, p.cons = op:attr "participants", op:attr "consumers"
-    p.tx = op:attr "transaction_bytes" or 0
+    p.tx = op:attr_or_default "transaction_bytes"
     p.counts = { full, empty }
     -- thread 0 inits the 2S slots, then the CTA synchronizes (the lowering's init_slots)
     if W.w == 0 and ctx.mask[1] == 0 then
@@ -161,7 +150,7 @@ do
   handlers["cutlass.pipeline.state.create"] = function(_, _, rec, ins)
     local op = rec.op
     local p = ins[1]
-    local i, ph, n = op:attr "index" or 0, op:attr "phase" or 0, op:attr "count" or 0
+    local i, ph, n = op:attr_or_default "index", op:attr_or_default "phase", op:attr_or_default "count"
     return { { index = i, phase = ph, count = n, ticket = i, stages = p.stages, role = op:attr "role" } }
   end
   handlers["cutlass.pipeline.state.increment"] = function(_, _, _, ins)
@@ -309,7 +298,7 @@ do
   end
   handlers["cutlass.seq_bar.init"] = function(R, W, rec, ins, ctx)
     local q = ins[1]
-    q.base, q.count = rec.op:attr "barrier_id_base" or 0, rec.op:attr "arrive_count"
+    q.base, q.count = rec.op:attr_or_default "barrier_id_base", rec.op:attr "arrive_count"
     if W.w == 0 and ctx.mask[1] == 0 then
       for i = 0, q.depth - 1 do
         R:init_barrier(W, seq_slot(q, i, W, rec), q.count, rec.loc, ("slot %d of the seq_bar at %s"):format(i, q.loc))
@@ -319,7 +308,7 @@ do
     return {}
   end
   handlers["cutlass.seq_bar.state.create"] = function(_, _, rec, ins)
-    return { { index = rec.op:attr "index" or 0, phase = rec.op:attr "phase" or 0, depth = ins[1] and ins[1].depth } }
+    return { { index = rec.op:attr_or_default "index", phase = rec.op:attr_or_default "phase", depth = ins[1] and ins[1].depth } }
   end
   handlers["cutlass.seq_bar.wait"] = function(R, W, rec, ins)
     local q, st = ins[1], ins[2]

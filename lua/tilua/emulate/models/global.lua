@@ -99,8 +99,8 @@ do
     end
   end
 
-  local function scope_of(rec, default)
-    if rec.scope == nil then rec.scope = rec.op:attr "scope" or default end
+  local function scope_of(rec)
+    if rec.scope == nil then rec.scope = rec.op:attr_or_default "scope" end
     return rec.scope
   end
 
@@ -278,7 +278,7 @@ do
     return function(R, W, rec, ins, ctx)
       local addrs = global_addrs(ins, ctx)
       if not addrs then return base(R, W, rec, ins, ctx) end
-      local scope = scope_of(rec, "gpu")
+      local scope = scope_of(rec)
       if cas then
         rec.codec = rec.codec or codec_of(rec.op:result(1):type())
         spin_wait(R, W, rec, ctx, addrs, rec.codec, ins[2])
@@ -293,7 +293,7 @@ do
     end
   end
   local function fence_handler(R, W, rec)
-    fence(R, W, scope_of(rec, "sys"))
+    fence(R, W, scope_of(rec))
     return {}
   end
 

@@ -30,19 +30,13 @@ local swz = address.swizzle
 local SHARED_BASE = address.SHARED_BASE
 local DEC, ENC = values.float16.dec, values.float16.enc
 
-local ELEM_BYTES = { bf16 = 2, f16 = 2, f32 = 4, tf32 = 4, e4m3 = 1, e5m2 = 1, i8 = 1, i16 = 2, i32 = 4, i64 = 8,
-                     f64 = 8, u8 = 1 }
-
--- The parameter type "!tile.tensor_map<bf16, sw128, 128, 64>" -> elem, bytes, swizzle, box (outermost first)
+-- A !tile.tensor_map<elem, swizzle, box...> parameter type's { elem, ebytes,
+-- swizzle (bytes, 0 for linear), box (outermost first) } (tl.tensor_map_info's
+-- reading of the type), or nil.
 local function map_type(t)
-  local body = t:match "^!tile%.tensor_map<(.*)>$"
-  if not body then return nil end
-  local parts = {}
-  for x in body:gmatch "[^,%s]+" do parts[#parts + 1] = x end
-  local sw = ({ linear = 0, sw32 = 32, sw64 = 64, sw128 = 128 })[parts[2]] or 0
-  local box = {}
-  for i = 3, #parts do box[#box + 1] = math.tointeger(tonumber(parts[i])) end
-  return { elem = parts[1], ebytes = ELEM_BYTES[parts[1]] or 2, swizzle = sw, box = box }
+  local m = require("tilua").tensor_map_info(t)
+  if not m then return nil end
+  return { elem = tostring(m.elem), ebytes = m.elem:info().bytes, swizzle = m.swizzle, box = m.box }
 end
 
 local handlers = {}
@@ -53,7 +47,7 @@ do
 
   -- a !tile.tensor_map parameter takes { data | bytes, shape [, strides] } (allocated
   -- before the plain pointers: order 2)
-  MMA.arg_kinds[1] = { name = "tensor map", order = 2, match = function(p) return map_type(p.type) end,
+  MMA.arg_kinds[1] = { name = "tensor map", order = 2, match = function(_, t) return map_type(t) end,
                        setup = function(R, i, p, a)
     local mt = p.info
     if type(a) ~= "table" or not a.shape then
@@ -81,10 +75,7 @@ do
   end }
 
   local function tmap_of(rec, x)
-    if type(x) ~= "table" or x.kind ~= "tmap" then
-      violation("model", ("%s at %s: the tensor map operand is not a tensor map argument"):format(rec.name, rec.loc))
-    end
-    return x
+    return report.argument(rec, x, "tmap", "the tensor map operand is not a tensor map argument")
   end
 
   -- Every row (innermost dimension) of a box of `box` elements starting at
@@ -144,7 +135,7 @@ do
       local coords = {}
       for d = 1, #m.box do coords[d] = at(ins[3 + d], l) end
       local dst = at(ins[1], l)
-      if rec.multicast == nil then rec.multicast = rec.op:attr "multicast" or false end
+      if rec.multicast == nil then rec.multicast = rec.op:attr_or_default "multicast" end
       local mask = rec.multicast and at(ins[4 + #m.box], l) & 0xffff -- an i16
       local ctas = { W.cta }
       if mask then
@@ -304,7 +295,7 @@ do
   local SWZ_OF = { [0] = 0, [1] = 128, [2] = 64, [3] = 32 }
   handlers["tile.wgmma_desc"] = function(R, W, rec, ins, ctx)
     local op = rec.op
-    local lbo, sbo, sw = op:attr "lbo" or 16, op:attr "sbo" or 0, op:attr "swizzle" or 0
+    local lbo, sbo, sw = op:attr_or_default "lbo", op:attr_or_default "sbo", op:attr_or_default "swizzle"
     return eval_lanes(R, W, rec, ins, ctx, function(v)
       local a = v[1] - SHARED_BASE
       return { (((a & 0x3ffff) >> 4) & 0x3fff) | (((lbo >> 4) & 0x3fff) << 16) | (((sbo >> 4) & 0x3fff) << 32)
@@ -429,8 +420,9 @@ do
         violation("model", ("%s at %s: %s operands%s are not modelled (bf16 / f16 descriptors are)")
           :format(rec.name, rec.loc, ta, op:operand(2):type():info().kind ~= "int" and " in registers" or ""))
       end
-      rec.wg = { N = shape[2], K = shape[3], dec = DEC[ta], trans_a = op:attr "trans_a" or false,
-                 trans_b = op:attr "trans_b" or false, scale_a = op:attr "scale_a" or 1, scale_b = op:attr "scale_b" or 1 }
+      rec.wg = { N = shape[2], K = shape[3], dec = DEC[ta], trans_a = op:attr_or_default "trans_a",
+                 trans_b = op:attr_or_default "trans_b", scale_a = op:attr_or_default "scale_a",
+                 scale_b = op:attr_or_default "scale_b" }
     end
     if #ctx.mask ~= 32 then violation("model", ("%s at %s with %d active lanes"):format(rec.name, rec.loc, #ctx.mask)) end
     local wg = rec.wg
@@ -463,7 +455,7 @@ do
   end
   MMA.wgmma_wait = wgmma_wait -- (nvvm.wgmma.wait.group's count is `group`)
   handlers["tile.wgmma_wait"] = function(R, W, rec)
-    wgmma_wait(R, W, rec.op:attr "pending" or 0)
+    wgmma_wait(R, W, rec.op:attr_or_default "pending")
     return {}
   end
 

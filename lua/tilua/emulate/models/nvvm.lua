@@ -148,7 +148,7 @@ do
   handlers["nvvm.mbarrier.init.shared"] = function(R, W, rec, ins, ctx)
     local names = R.o.shared_names
     if not names then return as_tile("tile.mbarrier_init")(R, W, rec, ins, ctx) end
-    local groups, order = per_address(rec, { sh(ins[1]) }, ctx, 1)
+    local _, order = per_address(rec, { sh(ins[1]) }, ctx, 1)
     for _, a in ipairs(order) do
       local name
       for _, s in ipairs(names) do
@@ -260,7 +260,7 @@ do
   end
   handlers["nvvm.cp.async.bulk.commit.group"] = tile.handlers["tile.bulk_commit"]
   handlers["nvvm.cp.async.bulk.wait_group"] = function(R, W, rec)
-    R:drain_s2g(W, rec.op:attr "group" or 0)
+    R:drain_s2g(W, rec.op:attr_or_default "group")
     return {}
   end
 

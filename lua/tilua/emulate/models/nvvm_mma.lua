@@ -56,7 +56,7 @@ do
   handlers["nvvm.wgmma.mma_async"] = mh["tile.wgmma"]
   local wgmma_wait = mma.wgmma_wait
   handlers["nvvm.wgmma.wait.group.sync.aligned"] = function(R, W, rec)
-    wgmma_wait(R, W, rec.op:attr "group" or 0)
+    wgmma_wait(R, W, rec.op:attr_or_default "group")
     return {}
   end
   local stmatrix = mh["tile.stmatrix"]

@@ -54,11 +54,11 @@ do
       local cm, cn, cz
       if type(cl) == "table" then cm, cn, cz = cl[1] or 1, cl[2] or 1, cl[3] or 1 else cm, cn, cz = R.k.cluster or 1, 1, 1 end -- the kernel's (1-D in the emulator)
       if cz ~= 1 then error(("emulate: %s at %s: cluster shape [%d, %d, %d] is not [m, n, 1]"):format(rec.name, rec.loc, cm, cn, cz), 0) end
-      rec.cfg = { kind = kind, cluster_m = cm, cluster_n = cn, swizzle = op:attr "swizzle" or 1,
-                  column_major = (op:attr "raster_order" or "along_m") == "along_m",
-                  tiles_per_round = op:attr "tiles_per_round" or 0, decomp = op:attr "decomposition" or "heuristic",
-                  reduction = op:attr "reduction" or "deterministic", splits = op:attr "splits" or 1,
-                  min_k = op:attr "min_k" or 0, acc_tile_bytes = op:attr "accumulator_tile_bytes" or 0 }
+      local a = function(name) return op:attr_or_default(name) end
+      rec.cfg = { kind = kind, cluster_m = cm, cluster_n = cn, swizzle = a "swizzle",
+                  column_major = a "raster_order" == "along_m", tiles_per_round = a "tiles_per_round",
+                  decomp = a "decomposition", reduction = a "reduction", splits = a "splits",
+                  min_k = a "min_k", acc_tile_bytes = a "accumulator_tile_bytes" }
     end
     local names = { "tiles_m", "tiles_n", "tiles_l", "tiles_k", "workers" }
     local c = {}

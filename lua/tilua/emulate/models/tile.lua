@@ -5,6 +5,7 @@
 -- registry of emulate/models/init.lua: handlers fn(R, W, rec, ins, ctx) ->
 -- results (emulate/machine.lua says what they reach), decoders, probes.
 
+local core = require "tilua.core"
 local interp = require "tilua.emulate.interp"
 local lanes = require "tilua.emulate.lanes"
 local address = require "tilua.emulate.address"
@@ -14,12 +15,11 @@ local report = require "tilua.emulate.report"
 local sync = require "tilua.emulate.sync"
 
 local eval_lanes, uniform, at, LV = lanes.eval, lanes.uniform, lanes.at, lanes.LV
-local lowest_bit, popcount = lanes.lowest_bit, lanes.popcount
 local violation, not_modelled = report.violation, report.not_modelled
 local passes, completes_on = sync.passes, sync.completes_on
 local codec_of, bytes_of = values.codec_of, values.bytes_of
 local vc_join = clock.join
-local SHARED_BASE, SLOT_BASE, DSMEM_BASE = address.SHARED_BASE, address.SLOT_BASE, address.DSMEM_BASE
+local SHARED_BASE, DSMEM_BASE = address.SHARED_BASE, address.DSMEM_BASE
 local wrap = interp.wrap
 
 local handlers, decoders = {}, {}
@@ -49,33 +49,20 @@ decoders["tile.extract"] = function(rec, op)
 end
 decoders["tile.atomic"] = function(rec, op) rec.codec = codec_of(op:result(1):type()) end
 decoders["tile.atomic_cas"] = decoders["tile.atomic"]
--- shared allocations laid out in program order, each at its alignment
+-- shared allocations where convert-tile-to-nvvm puts them (op:shared_layout,
+-- the kernel's layout once per decoding); a dynamic one takes no static bytes
 local function alloc(rec, op, d)
-  local name = rec.name
-  local t = op:result(1):type()
-  local info = t:info()
-  local size
-  if name == "tile.dynamic_shared" then
-    size = 0
-  elseif info.kind == "memref" then
-    size = bytes_of(info.elem)
-    for _, n in ipairs(info.shape) do size = size * n end
-  else
-    size = (op:attr "count" or 1) * bytes_of(info.elem)
+  d.shared = d.shared or op:shared_layout()
+  for _, a in ipairs(d.shared.allocs) do
+    if a.op == op then rec.offset, rec.size = a.offset, a.dynamic and 0 or a.bytes end
   end
-  local align = op:attr "align" or 16
-  d.smem = (d.smem + align - 1) // align * align
-  rec.offset, rec.size = d.smem, size
-  rec.elem = bytes_of(info.elem)
-  d.smem = d.smem + size
+  d.smem = rec.offset + rec.size
   d.allocs[#d.allocs + 1] = rec
 end
 decoders["tile.alloc_shared"], decoders["tile.dynamic_shared"] = alloc, alloc
-decoders["tile.agent"] = function(rec, op, d)
-  local wid = op:attr "warp_id"
-  local first = (wid and wid >= 0) and wid or d.next_warp
-  rec.first, rec.nwarps, rec.role = first, op:attr "num_warps", op:attr "name" or "agent"
-  d.next_warp = first + rec.nwarps
+decoders["tile.agent"] = function(rec, op)
+  rec.first, rec.nwarps = op:agent_warps()
+  rec.role = op:attr_or_default "name" or "agent" -- (an agent without a name)
 end
 -- the casts: a register fragment (no operand, a memref in rmem), a MODS
 -- probe's stand-in scheduler (no operand, !cutlass.tile_scheduler), or a value
@@ -84,12 +71,7 @@ decoders["builtin.unrealized_conversion_cast"] = function(rec, op)
   local info = op:result(1):type():info()
   if op:noperands() == 0 then
     if info.kind == "memref" and info.space == "rmem" then -- a register fragment
-      local n = 1
-      for _, x in ipairs(info.shape) do n = n * x end
-      local eb = bytes_of(info.elem)
-      local v = #info.shape >= 2 and info.shape[#info.shape] or 1
-      if v < 2 or (v * eb ~= 4 and v * eb ~= 8 and v * eb ~= 16) or (eb >= 4 and v > 4) then v = 1 end
-      rec.frag = { n = n, v = v, codec = codec_of(info.elem) } -- cut_striped_unit
+      rec.frag = { n = info.elements, v = core.striped_unit(op:result(1):type()), codec = codec_of(info.elem) }
     end
     rec.sched_handle = info.kind == "dialect" and info.name == "cutlass.tile_scheduler"
   end
@@ -181,8 +163,8 @@ do
   -- ones that do)
   handlers["tile.shfl"] = function(R, W, rec, ins, ctx)
     if not rec.shfl then
-      local a = rec.op:attrs()
-      rec.shfl = { mode = a.mode, width = a.width or 32, mask = a.mask or 0xffffffff }
+      local op = rec.op
+      rec.shfl = { mode = op:attr_or_default "mode", width = op:attr_or_default "width", mask = op:attr_or_default "mask" }
     end
     local o = rec.shfl
     local active = {}
@@ -282,7 +264,7 @@ do
   end
 
   handlers["tile.mbarrier_init"] = function(R, W, rec, ins, ctx)
-    local groups, order = per_address(rec, ins, ctx, 1)
+    local _, order = per_address(rec, ins, ctx, 1)
     for _, a in ipairs(order) do R:init_barrier(W, a, uniform(rec, ins[2], "count"), rec.loc) end
     return {}
   end
@@ -357,7 +339,7 @@ do
     return {}
   end
   handlers["tile.bulk_wait"] = function(R, W, rec)
-    R:drain_s2g(W, rec.op:attr "pending" or 0)
+    R:drain_s2g(W, rec.op:attr_or_default "pending")
     return {}
   end
   handlers["tile.barrier"] = function(R, W, rec)

@@ -57,12 +57,12 @@ local handlers, D = {}, {}
 local TA = { handlers = handlers, decoders = D, kernel_decoders = {}, arg_kinds = {} }
 
 do
-  local codecs = {}
-  local function codec(name)
-    local c = codecs[name]
+  local codecs = {} -- type id -> codec (false: not held)
+  local function codec(t)
+    local c = codecs[t:id()]
     if c == nil then
-      c = values.elem_codec(name) or false
-      codecs[name] = c
+      c = values.elem_codec(t) or false
+      codecs[t:id()] = c
     end
     return c or nil
   end
@@ -70,7 +70,7 @@ do
   local function tile_type(t)
     local info = t:info()
     if info.kind ~= "tile" then return nil end
-    return { shape = info.shape, elem = tostring(info.elem), space = info.space }
+    return { shape = info.shape, elem = info.elem, space = info.space, n = info.elements, bytes = info.bytes }
   end
   local function count(shape)
     local n = 1
@@ -103,10 +103,9 @@ do
   D["tileas.alloc_tensor"] = function(rec, op, d)
     local t = mark(d)
     local tt = tile_type(op:result(1):type())
-    local c = codec(tt.elem)
     local stages = op:attr "tileas.stages"
     rec.tt, rec.stages = tt, stages
-    rec.stage_bytes = count(tt.shape) * (c and c.size or 1)
+    rec.stage_bytes = tt.bytes
     d.smem = (d.smem + 1023) // 1024 * 1024
     rec.offset, rec.size = d.smem, rec.stage_bytes * (stages or 1)
     d.smem = d.smem + rec.size
@@ -119,12 +118,12 @@ do
   D["tileas.agent"] = function(rec, op, d)
     local t = mark(d)
     rec.first, t.agents = t.agents, t.agents + 1
-    rec.kind = op:attr "kind" or "agent"
+    rec.kind = op:attr_or_default "kind"
     if rec.kind == "consumer" then t.consumers = t.consumers + 1 end
   end
   D["scf.for"] = function(rec, op)
-    local p = op:attr "tileas.pipeline"
-    if p then rec.name, rec.stages = "tileas.pipelined_for", p.stages or 1 end
+    local p = op:attr_or_default "tileas.pipeline" -- (its stages read by its row)
+    if p then rec.name, rec.stages = "tileas.pipelined_for", p.stages end
   end
   -- elementwise arith ops on tiles: their own handler
   local ELEMENTWISE = { "addi", "subi", "muli", "addf", "subf", "mulf", "divf", "maximumf", "minimumf", "negf",
@@ -179,9 +178,10 @@ do
 
   -- a !tileas.tensor parameter takes { data | bytes, shape [, strides] } (allocated
   -- first: order 1)
-  TA.arg_kinds[1] = { name = "tensor", order = 1, match = function(p)
-    local elem, rank = p.type:match "^!tileas%.tensor<%s*([%w_]+)%s*,%s*(%d+)%s*>$"
-    return elem and { elem = elem, rank = tonumber(rank) }
+  TA.arg_kinds[1] = { name = "tensor", order = 1, match = function(_, t)
+    local info = t:info()
+    if info.kind ~= "dialect" or info.name ~= "tileas.tensor" then return nil end
+    return { elem = info.params[1], rank = info.params[2] }
   end, setup = function(R, i, p, a)
     local elem = p.info.elem
     if type(a) ~= "table" or not a.shape then
@@ -190,7 +190,7 @@ do
     if #a.shape ~= p.info.rank then
       error(("emulate: argument %d: a tensor of rank %d for %s"):format(i, #a.shape, p.type), 0)
     end
-    local c = codec(elem) or error(("emulate: tensors of %s are not modelled"):format(elem), 0)
+    local c = codec(elem) or error(("emulate: tensors of %s are not modelled"):format(tostring(elem)), 0)
     local base, nb = R:alloc_global(a.data or a.bytes or 0)
     R.buffers[i] = { base = base, n = nb }
     local strides = {} -- elements, outermost first
@@ -413,10 +413,7 @@ do
   -- {=== global tensors
 
   local function tensor_of(rec, x)
-    if type(x) ~= "table" or x.kind ~= "tensor" then
-      violation("model", ("%s at %s: the tensor operand is not a !tileas.tensor argument"):format(rec.name, rec.loc))
-    end
-    return x
+    return report.argument(rec, x, "tensor", "the tensor operand is not a !tileas.tensor argument")
   end
   -- Every row (innermost dimension) of a tile at tile coordinates of tensor t:
   -- f(index of the row's first element in the tile, global address of its
@@ -432,6 +429,24 @@ do
     return c
   end
   local function contiguous(t) return t.strides[#t.strides] == 1 end
+  -- Every in-bounds element of the tile of `shape` at tile coordinates of
+  -- tensor t, read (or written: write) by warp W at op rec: the race check
+  -- sees the access (a row at once where t's rows are contiguous), then
+  -- f(the element's index in the tile, 1-based; its global address).
+  local function each_element(R, W, rec, t, shape, coords, write, f)
+    local eb = t.codec.size
+    local step = t.strides[#t.strides] * eb
+    local shadow = write and R.shadow_write or R.shadow_read
+    tile_rows(t, shape, coords, function(first, ga, lo, hi)
+      if not ga then return end
+      if contiguous(t) then shadow(R, R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc) end
+      for j = lo, hi do
+        local a = ga + (j - lo) * step
+        if not contiguous(t) then shadow(R, R.gspace, W.actor, W.vc, a, eb, rec.loc) end
+        f(first + j + 1, a)
+      end
+    end)
+  end
 
   handlers["tileas.tiled_load"] = function(R, W, rec, ins)
     local t = tensor_of(rec, ins[1])
@@ -439,23 +454,13 @@ do
     local coords = coords_of(rec, ins, 2, #ins)
     local c, g, eb = t.codec, R.global, t.codec.size
     local v = R.values and {} or nil
-    local pad = rec.op:attr "padding" or 0 -- what an element out of bounds reads
-    if v then for i = 1, count(tt.shape) do v[i] = pad end end
-    local step = t.strides[#t.strides] * eb
-    tile_rows(t, tt.shape, coords, function(first, ga, lo, hi)
-      if not ga then return end
-      if contiguous(t) then
-        R:shadow_read(R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc)
-      end
-      for j = lo, hi do
-        local a = ga + (j - lo) * step
-        if not contiguous(t) then R:shadow_read(R.gspace, W.actor, W.vc, a, eb, rec.loc) end
-        if v then
-          local u = 0
-          for b = eb - 1, 0, -1 do u = (u << 8) | (g[a + b] or 0) end
-          v[first + j + 1] = c.dec(u)
-        end
-      end
+    local pad = rec.op:attr "padding" -- (its row has no default: absent, an element out of bounds reads 0)
+    if v then for i = 1, tt.n do v[i] = pad or 0 end end
+    each_element(R, W, rec, t, tt.shape, coords, false, function(i, a)
+      if not v then return end
+      local u = 0
+      for b = eb - 1, 0, -1 do u = (u << 8) | (g[a + b] or 0) end
+      v[i] = c.dec(u)
     end)
     R:tick(rec, rows_of(tt.shape))
     return { new_tile(tt.shape, tt.elem, v) }
@@ -465,23 +470,13 @@ do
     local x = read_tile(R, W, rec, ins[#ins])
     local coords = coords_of(rec, ins, 2, #ins - 1)
     local c, g, eb = t.codec, R.global, t.codec.size
-    local step = t.strides[#t.strides] * eb
     local v = x.v
-    tile_rows(t, x.shape, coords, function(first, ga, lo, hi)
-      if not ga then return end
-      if contiguous(t) then
-        R:shadow_write(R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc)
-      end
-      for j = lo, hi do
-        local a = ga + (j - lo) * step
-        if not contiguous(t) then R:shadow_write(R.gspace, W.actor, W.vc, a, eb, rec.loc) end
-        if v then
-          local u = c.enc(v[first + j + 1])
-          for b = 0, eb - 1 do
-            g[a + b] = u & 0xff
-            u = u >> 8
-          end
-        end
+    each_element(R, W, rec, t, x.shape, coords, true, function(i, a)
+      if not v then return end
+      local u = c.enc(v[i])
+      for b = 0, eb - 1 do
+        g[a + b] = u & 0xff
+        u = u >> 8
       end
     end)
     R:tick(rec, rows_of(x.shape))
@@ -494,7 +489,7 @@ do
 
   local function result(R, rec, f) -- a tile of the result type, element i = f(i) (values only)
     local tt = rec.tt
-    local n = count(tt.shape)
+    local n = tt.n
     if not R.values then return new_tile(tt.shape, tt.elem, nil) end
     R:tick(rec, rows_of(tt.shape))
     local v = {}

@@ -1,6 +1,6 @@
 -- tilua.passes.convert_tileas_to_cutlass.consumer: the consumer agents, a
 -- warpgroup each (64 rows of the accumulator). Each takes registers
--- (setmaxnreg.inc), runs stdlib/gemm.lua's mainloop over the pipelined loop
+-- (setmaxnreg.inc), runs kernels/gemm.lua's mainloop over the pipelined loop
 -- (consumer_wait, wgmma from descriptors of the stage into a vector<N/2 x f32>
 -- accumulator, commit, wait for one group, release the stage before; the
 -- first k block peeled), then the epilogue per thread on its wgmma fragment:
@@ -65,7 +65,7 @@ local function releaser(L)
 end
 
 -- env.pipelined_for: the accumulator carried as vector<N/2 x f32> through
--- stdlib/gemm.lua's mainloop (cursor st); StreamK: the sum of the tile's
+-- kernels/gemm.lua's mainloop (cursor st); StreamK: the sum of the tile's
 -- splits, on its final split (env.final). wg, t: the warpgroup, its thread.
 local function pipelined_for(L, env, st, wg, t)
   local G, S = L.G, L.S
@@ -141,7 +141,7 @@ local function tiled_load(L, f)
 end
 
 -- env.tiled_store: a tile in the mma layout; 16-bit to a TMA map through the
--- staging buffer (stdlib/gemm.lua's store_fragment), else per element.
+-- staging buffer (kernels/gemm.lua's store_fragment), else per element.
 local function tiled_store(L, env, f, wg, t)
   return function(op)
     local e = L.P.by_arg[op:operand(1):id()]

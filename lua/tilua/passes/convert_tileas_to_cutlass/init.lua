@@ -1,9 +1,9 @@
 -- tilua.passes.convert_tileas_to_cutlass: the `convert-tileas-to-cutlass` pass (a
 -- LUA_PASS of src/passes/passes.def, run by tilua.passes): a warp-specialized tile
--- program (docs/tileprog.md; after tileas-materialize-agents and the passes of
--- seed 004) becomes a kernel of the orchestration level, the tile and cutlass
+-- program (docs/tileprog.md; after tileas-materialize-agents and the cluster
+-- passes) becomes a kernel of the orchestration level, the tile and cutlass
 -- dialects, built with the same pieces as the hand-written GEMM of
--- stdlib/gemm.lua (docs/gemm.md), so that the tile GEMM is that GEMM:
+-- stdlib/gemm.lua (kernels/gemm.lua, docs/gemm.md), so that the tile GEMM is that GEMM:
 --
 --   rings (alloc_tensor with tileas.stages)  k:shared {stages, rows, cols}, 1024-aligned,
 --                                            swizzled as their layout says
@@ -26,7 +26,7 @@
 --                                            16-bit tiles stored with stmatrix + TMA store,
 --                                            others with plain stores
 --   scf.while over is_valid_program_id       the static persistent tile scheduler's loop
---     (tileas-dynamic-persistent)            (stdlib/gemm.lua's M.tile_loop): program ids
+--     (tileas-dynamic-persistent)            (kernels/gemm.lua's M.tile_loop): program ids
 --                                            are the work tile's m and n; with the
 --                                            StreamK schedule (plan_schedule) the
 --                                            StreamK scheduler's, the k loop split
@@ -34,7 +34,7 @@
 --                                            block (of every piece, with cta_repeat: a
 --                                            TMA load each), a ring replicated on all n
 --                                            is loaded 1/n per CTA and TMA-multicast; a pipeline of
---                                            mode cluster (seed 004's DSMEM handshake at
+--                                            mode cluster (the cluster's DSMEM handshake at
 --                                            its init); the clusters are the workers
 --   !tileas.tensor parameters               a tensor map (TMA; the box the lowering
 --                                            chose) and/or a pointer with its dims and
@@ -162,7 +162,7 @@ end
 -- program (has agents or tensor parameters).
 function M.convert(module)
   local tl = require "tilua"
-  local G = require "tilua.stdlib.gemm"
+  local G = require "tilua.kernels.gemm"
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then

@@ -1,6 +1,6 @@
 -- tilua.passes.convert_tileas_to_cutlass.loops: the loops of the lowering that
 -- every role shares: the persistent loop (tileas-dynamic-persistent's scf.while
--- over is_valid_program_id) becomes the tile scheduler's loop (stdlib/gemm.lua's
+-- over is_valid_program_id) becomes the tile scheduler's loop (kernels/gemm.lua's
 -- M.tile_loop: the static persistent scheduler, or StreamK's), the bounds of a
 -- pipelined k loop, and where an agent's warps start.
 
@@ -36,7 +36,7 @@ function Loops.program_id(L)
 end
 
 -- StreamK: the unit of work `work` of an agent's persistent loop; its k
--- loop runs the unit's k blocks (stdlib/gemm.lua's M.k_range)
+-- loop runs the unit's k blocks (kernels/gemm.lua's M.k_range)
 local function streamk_unit(L, env, work)
   env.work = work
   env.k_range = function()

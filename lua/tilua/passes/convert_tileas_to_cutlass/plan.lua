@@ -22,7 +22,7 @@ local plan = {}
 -- loads it (its map type), TMA stores it, or plain loads and stores read it.
 local function plan_params(tl, kop, agents, nctas)
   local body = kop:region(1):entry()
-  local names = kop:attr "arg_names" or {}
+  local names = kop:attr_or_default "arg_names"
   local P = { list = {}, by_arg = {} }
   for i, a in ipairs(body:args()) do
     local e = { arg = a, index = i, name = names[i] or ("arg" .. i), type = a:type() }
@@ -140,7 +140,7 @@ end
 -- and the workers from the option, the count of k blocks from the loop.
 
 -- The StreamK plan of kernel kop (nil: the static persistent scheduler): the
--- configuration c of stdlib/gemm.lua's StreamK pieces (M.plan_streamk) and
+-- configuration c of kernels/gemm.lua's StreamK pieces (M.plan_streamk) and
 -- the workspace's bytes. Checks that the program can be split so.
 local function plan_schedule(tl, G, kop, agents, nconsumers, nctas, L_programs_z)
   local s, err = require("tilua.dsl.tileprog").schedule(kop:attr "tileas.schedule", "tileas.schedule")

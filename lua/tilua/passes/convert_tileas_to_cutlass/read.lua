@@ -28,7 +28,7 @@ function R.layout_kind(v)
   return i and i.layout and i.layout.kind
 end
 
-function R.elem_bytes(t) return t:info().width // 8 end
+function R.elem_bytes(t) return t:info().bytes end
 
 function R.is_tensor_type(t)
   local i = t:info()
@@ -46,24 +46,19 @@ end
 
 function R.each_op(root, fn) root:walk(function(op) if op ~= root then fn(op) end end) end
 
--- The agents of the kernel body in order, with their warps: from an
--- agent_switch (its entries, holes skipped) or, bare, one after another.
+-- The agents of the kernel body in order, with their warps (agent:agent_warps:
+-- an agent_switch's entry, or, bare, after the agents before it).
 function R.agents_of(body)
-  local out, next_warp = {}, 0
+  local out = {}
+  local function add(ag)
+    local first, warps = ag:agent_warps()
+    out[#out + 1] = { op = ag, kind = ag:attr "kind", warps = warps, first = first }
+  end
   for _, op in ipairs(body:ops()) do
     if op:name() == "tileas.agent_switch" then
-      local a = op:attrs()
-      local holes = {}
-      for _, h in ipairs(a.holes or {}) do holes[h] = true end
-      local e = 0
-      for _, ag in ipairs(op:region(1):entry():ops()) do
-        while holes[e] do e = e + 1 end
-        out[#out + 1] = { op = ag, kind = ag:attr "kind", warps = ag:attr "num_warps", first = a.warp_id[e + 1] }
-        e = e + 1
-      end
+      for _, ag in ipairs(op:region(1):entry():ops()) do add(ag) end
     elseif op:name() == "tileas.agent" then
-      out[#out + 1] = { op = op, kind = op:attr "kind", warps = op:attr "num_warps", first = next_warp }
-      next_warp = next_warp + op:attr "num_warps"
+      add(op)
     end
   end
   return out

@@ -1,0 +1,231 @@
+-- tilua.kernels.gemm: the pieces of the Hopper GEMM that both the stdlib's
+-- generator (stdlib/gemm.lua, tl.gemm) and the lowering of tile programs
+-- (convert-tileas-to-cutlass, lua/tilua/passes/convert_tileas_to_cutlass/)
+-- build kernels with, so that the tile GEMM is that GEMM (docs/gemm.md,
+-- docs/tileprog.md). Written with the DSL only; each piece takes the library
+-- as `tl`:
+--
+--   M.tile_loop(tl, work, cursors, bodies)      the work tiles of a CTA
+--   M.mainloop(tl, pipe, st, lb, ub, init, mma, release)   the k loop of a consumer
+--   M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t), M.store_fragment(tl, o, vals)
+--   M.k_range(tl, c, work), M.max_splits(tl, c), M.plan_streamk(tl, c),
+--   M.streamk_scheduler(tl, c, ws), M.workspace_bytes(c), M.fixup(tl, c, p, work, acc, m, n, cw, t)
+--                                               StreamK: the plan, the scheduler, the fixup
+
+local M = {}
+
+-- The work tiles of a CTA in order, from the scheduler's first work tile
+-- `work`, carrying `cursors` (tables with .value): tile j goes to
+-- bodies[j % #bodies + 1] (a body may be false: nothing to do).
+function M.tile_loop(tl, work, cursors, bodies)
+  local function values()
+    local v = { work.value }
+    for _, cur in ipairs(cursors) do v[#v + 1] = cur.value end
+    return table.unpack(v)
+  end
+  local function assign(...)
+    local v = { ... }
+    work.value = v[1]
+    for i, cur in ipairs(cursors) do cur.value = v[i + 1] end
+  end
+  local function visit(body)
+    if body then body(work) end
+    work:advance()
+  end
+  assign(tl.while_({ values() }, function(w, ...)
+    work.value = w
+    return work:is_valid(), w, ...
+  end, function(...)
+    assign(...)
+    visit(bodies[1])
+    for b = 2, #bodies do
+      local before = table.pack(values())
+      assign(tl.if_(work:is_valid(), function()
+        visit(bodies[b])
+        return values()
+      end, function()
+        assign(table.unpack(before, 1, before.n)) -- the values from before the then-branch
+        return table.unpack(before, 1, before.n)
+      end))
+    end
+    return values()
+  end))
+end
+
+-- A consumer's mainloop over the k blocks [lb, ub) (at least one) of pipeline
+-- `pipe` from its cursor st: per k block wait for the stage and issue
+-- mma(acc, stage, k block, first) (wgmma_fence ... commit); then wait until one
+-- group is in flight and release the stage before (release(cursor)), so the
+-- tensor cores always have the next group queued. The first k block is peeled
+-- (nothing to release yet; `first` is true for it, and it starts from init()).
+-- Returns the accumulator after the last group completed.
+function M.mainloop(tl, pipe, st, lb, ub, init, mma, release)
+  pipe:consumer_wait(st)
+  local acc = { value = mma(init(), st:index(), lb, true) }
+  local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
+  st:advance()
+  tl.cutlass.for_range(lb + 1, ub, { acc, st, rel }, function(kb)
+    pipe:consumer_wait(st)
+    acc.value = mma(acc.value, st:index(), kb, false)
+    tl.wgmma_wait(1)
+    release(rel)
+    rel:advance()
+    st:advance()
+  end)
+  tl.wgmma_wait(0)
+  release(rel)
+  return acc.value
+end
+
+-- The epilogue of one consumer warpgroup: acc (its 64 x BN fragment) scaled,
+-- biased and activated in registers, then stored (M.store_fragment).
+function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t)
+  local BN = c.bn
+  local bar_id = 1 + cw -- named barriers 1 and 2: one per consumer warpgroup
+  local f = tl.wgmma_fragment(t)
+  local row0 = m * c.bm + rows + f.row -- global row of the thread's first element
+  local col0 = n * BN + f.col
+  local vals = {}
+  for i = 0, BN // 2 - 1 do
+    local v = tl.extract(acc, i)
+    if c.alpha_param then v = v * p.alpha elseif c.alpha and c.alpha ~= 1 then v = v * tl.const(c.alpha, tl.f32) end
+    vals[i] = v
+  end
+  if c.bias or (c.beta and c.beta ~= 0) or c.activation then
+    for i = 0, BN // 2 - 1 do
+      local dr, dc = f.offset(i)
+      local col = col0 + dc
+      local v = vals[i]
+      if c.bias then
+        local inb = col:lt(c.n)
+        v = v + tl.select(inb, (p.bias + tl.select(inb, col, tl.const(0, tl.i32))):load(), tl.const(0, tl.f32))
+      end
+      if c.beta and c.beta ~= 0 then
+        local row = row0 + dr
+        local inb = row:lt(c.m) & col:lt(c.n)
+        local at = tl.select(inb, row:cast(tl.i64) * c.n + col:cast(tl.i64), tl.const(0, tl.i64))
+        local old = tl.select(inb, (p.C + at):load():cast(tl.f32), tl.const(0, tl.f32))
+        v = v + old * tl.const(c.beta, tl.f32)
+      end
+      if c.activation == "relu" then v = tl.max(v, tl.const(0, tl.f32)) end
+      vals[i] = v
+    end
+  end
+  M.store_fragment(tl, { bn = BN, out = c.out == "f16" and tl.f16 or tl.bf16, staging = sD, map = p.D,
+                         warpgroup = cw, barrier = bar_id, thread = t,
+                         coords = function(ch) return { m * c.bm + rows, n * BN + ch * 64 } end }, vals)
+end
+
+-- Store the f32 values `vals` (0-based, vals[i] the wgmma fragment's element i)
+-- of one consumer warpgroup's 64 x o.bn fragment through the tensor map
+-- o.map (chunk ch of 64 columns at o.coords(ch)): pairs packed to o.out, stmatrix into its half
+-- (o.warpgroup) of the staging buffer o.staging (bn/64 chunks of 64 x 64,
+-- 128-byte swizzle), then one thread (o.thread == 0) stores the chunks with
+-- TMA, after waiting for the previous tile's stores to finish reading it. The
+-- warpgroup's 128 threads meet at named barrier o.barrier.
+function M.store_fragment(tl, o, vals)
+  local BN, cw, t, sD, bar_id = o.bn, o.warpgroup, o.thread, o.staging, o.barrier
+  local lane = t % 32
+  local q, rr = lane // 8, lane % 8
+  tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end)
+  tl.named_barrier_sync(bar_id, 128)
+  for j = 0, BN // 8 - 1, 2 do
+    -- matrices (j, rows 0-7), (j, rows 8-15), (j+1, 0-7), (j+1, 8-15) of this warp's 16 rows
+    local row = (t // 32) * 16 + (q % 2) * 8 + rr
+    local col = (q // 2) * 8 + (j % 8) * 8
+    local regs = {}
+    for r = 0, 3 do regs[r + 1] = tl.pack(vals[4 * j + 2 * r], vals[4 * j + 2 * r + 1], o.out) end
+    tl.stmatrix(sD:ptr(cw, j // 8, row, col), regs)
+  end
+  tl.fence_proxy_async("shared")
+  tl.named_barrier_sync(bar_id, 128)
+  tl.if_(t:eq(0), function()
+    for ch = 0, BN // 64 - 1 do
+      tl.tma_store(o.map, sD:ptr(cw, ch, 0, 0), o.coords(ch))
+    end
+    tl.bulk_commit()
+  end)
+end
+
+-- The k blocks [begin, begin + count) of a unit of work: all of them for whole
+-- tiles, the StreamK piece's range otherwise.
+function M.k_range(tl, c, work)
+  if c.schedule ~= "streamk" then return tl.const(0, tl.i32), tl.const(c.kt, tl.i32) end
+  return work:k_tile_start(), work:k_tile_count()
+end
+
+-- StreamK workspace: a counter per tile (a 256-byte aligned block), then f32
+-- partial tiles (bm x BN): a slot for each split of a tile but its last, laid
+-- out [tile][split][warpgroup][chunk j][thread] vector<4 x f32> so that every
+-- store and load is coalesced. The plan (tl.core.sched_plan, the reference the
+-- lowering follows) bounds the splits of a tile.
+--
+-- The StreamK pieces take a configuration c: tiles c.tm x c.tn of c.bm x c.bn
+-- (a 64-row warpgroup each), c.kt k blocks, c.grid workers, c.decomposition
+-- (nil or "split_k") and c.splits, c.swizzle, c.raster; the tile programs'
+-- lowering (lua/tilua/passes/convert_tileas_to_cutlass/) builds one for its StreamK schedule.
+local function counters_bytes(c) return (c.tiles * 4 + 255) // 256 * 256 end
+function M.max_splits(tl, c)
+  local plan = tl.core.sched_plan { kind = "streamk", tiles_m = c.tm, tiles_n = c.tn, tiles_k = c.kt, workers = c.grid,
+                                    swizzle = c.swizzle or 8, acc_tile_bytes = c.bm * c.bn * 4,
+                                    decomp = c.decomposition, splits = c.splits }
+  return math.max(1, plan:info().max_splits or 1)
+end
+-- The plan of c: split-K's default splits (one wave of tiles x splits units)
+-- and c.max_splits, which sizes the workspace. Returns c.
+function M.plan_streamk(tl, c)
+  if c.decomposition == "split_k" and (c.splits == nil or c.splits == "auto") then
+    c.splits = math.max(2, math.min(c.kt, c.grid // c.tiles))
+  end
+  c.max_splits = M.max_splits(tl, c)
+  return c
+end
+-- The StreamK scheduler of c, its workspace the i32 pointer ws.
+function M.streamk_scheduler(tl, c, ws)
+  return tl.sched.streamk { tiles = { c.tm, c.tn, 1, c.kt }, swizzle = c.swizzle or 8, raster_order = c.raster,
+                            workers = c.grid, workspace = ws, accumulator_tile_bytes = c.bm * c.bn * 4,
+                            reduction = "deterministic", decomposition = c.decomposition, splits = c.splits }
+end
+function M.workspace_bytes(c) return counters_bytes(c) + c.tiles * (c.max_splits - 1) * c.bm * c.bn * 4 end
+
+-- The StreamK fixup. Every split of a tile but the last stores its partial sum
+-- in its own slot and arrives on the tile's counter (release); the last split
+-- waits (acquire) until the others have all arrived, resets the counter for
+-- the next launch and adds their partials in split order, so the sum is the
+-- same whatever the timing. No split waits for another but the last: no chain
+-- of waits, no deadlock. Returns the accumulator and whether this piece
+-- finishes the tile.
+function M.fixup(tl, c, p, work, acc, m, n, cw, t)
+  local splits, split, final = work:expected_splits(), work:split_idx(), work:is_final_split()
+  local tile = m * c.tn + n
+  local n4 = c.bn // 8 -- vector<4 x f32> chunks per thread
+  local slot = p.ws:as(tl.f32)
+  local function chunk_ptr(s, j)
+    local at = (((tile * (c.max_splits - 1) + s) * (c.bm // 64) + cw) * n4 + j) * 128 + t
+    return slot + (at:cast(tl.i64) * 4 + counters_bytes(c) // 4)
+  end
+  local out = tl.if_(splits:gt(1), function()
+    return tl.if_(final, function()
+      tl.generic_barrier.wait_eq_reset(p.ws, tile, splits - 1)
+      return tl.for_range(tl.const(0, tl.i32), splits - 1, { acc }, function(s, sum)
+        local vals = {}
+        for j = 0, n4 - 1 do
+          local v = chunk_ptr(s, j):load { vector = 4 }
+          for e = 0, 3 do vals[4 * j + e + 1] = tl.extract(sum, 4 * j + e) + tl.extract(v, e) end
+        end
+        return tl.vector_of(tl.f32, vals)
+      end)
+    end, function()
+      for j = 0, n4 - 1 do
+        local vals = {}
+        for e = 0, 3 do vals[e + 1] = tl.extract(acc, 4 * j + e) end
+        chunk_ptr(split, j):store(tl.vector_of(tl.f32, vals))
+      end
+      tl.generic_barrier.arrive_inc(p.ws, tile)
+      return acc
+    end)
+  end, function() return acc end)
+  return out, final
+end
+
+return M
