@@ -79,7 +79,7 @@ function example.run(c)
     -- bf16's rounding (2^-9), the sum's order, and tanh.approx's 2^-11 under --tanh
     local lim = (o.tanh and 2 ^ -7 or 2 ^ -8) * math.abs(want) + 1e-3
     worst = math.max(worst, err / (math.abs(want) + 1e-3))
-    if not (err <= lim) then fail("C[%d, %d] = %.6g, want %.6g", i, j, g, want) end
+    if err > lim or err ~= err then fail("C[%d, %d] = %.6g, want %.6g", i, j, g, want) end
   end
   return count() == 0, ("seed %d, %d x %d x %d on %s: 2000 sampled elements, %d mismatches, worst relative error %.2g"):format(
     c.seed, M, N, K, D.info().name, count(), worst)

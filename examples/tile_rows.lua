@@ -366,7 +366,7 @@ local function compare(c, name, got, want, shape)
     local g, w = got[i], want[i]
     local err = math.abs(g - w)
     local lim = tol[1] * math.abs(w) + tol[2]
-    if not (err <= lim) then
+    if err > lim or err ~= err then -- (NaN: a mismatch)
       bad = bad + 1
       first = first or ("%s[%d] = %.7g, want %.7g"):format(name, i - 1, g, w)
     end

@@ -26,10 +26,12 @@ static bool positive_ints(const IrAttr *a, uint32_t n) {
 ** `size` elements a thread holds contiguously per dim, `lanes` of a warp per
 ** dim (powers of two, 32 in all), with its `warps`; all three or none. */
 static bool check_distribution(IrOp *op, const IrType *t, int kind) {
-  const IrAttr *size = ir_attr_dict_get(t->layout, "size"), *lanes = ir_attr_dict_get(t->layout, "lanes");
+  const IrAttr *size = ir_attr_dict_get(t->layout, "size"),
+               *lanes = ir_attr_dict_get(t->layout, "lanes");
   if (!size && !lanes) return true;
   if (kind != LAYOUT_BLOCKED || !size || !lanes || !ir_attr_dict_get(t->layout, "warps")) {
-    ir_op_error(op, "%s: 'size' and 'lanes' distribute a blocked layout, with its 'warps' (all three)",
+    ir_op_error(op,
+                "%s: 'size' and 'lanes' distribute a blocked layout, with its 'warps' (all three)",
                 ir_op_type_str(op, t));
     return false;
   }
@@ -171,7 +173,9 @@ IrResult tileas_verify_tiled_access(IrOp *op) {
   const IrAttr *pad = ir_attrs_TILEAS_TILED_LOAD(op).padding;
   if (pad && (store || (pad->kind != IR_ATTR_INT && pad->kind != IR_ATTR_FLOAT) ||
               (pad->kind == IR_ATTR_FLOAT && !ir_type_is_float(tile->elem)))) {
-    ir_op_error(op, "'padding' is the number a load reads out of bounds (a float for a float tile), on loads only");
+    ir_op_error(
+        op,
+        "'padding' is the number a load reads out of bounds (a float for a float tile), on loads only");
     return IR_FAIL;
   }
   return static_tile(op, tile) && check_layouts(op) ? IR_OK : IR_FAIL;
@@ -295,8 +299,11 @@ IrResult tileas_verify_broadcast(IrOp *op) {
 
 IrResult tileas_verify_transpose(IrOp *op) {
   const IrType *t = op->operands[0].value->type, *r = op->results[0].type;
-  if (t->rank != 2 || r->rank != 2 || r->elem != t->elem || r->shape[0] != t->shape[1] || r->shape[1] != t->shape[0])
-    return dia_type_error(op, "transposes a rank-2 tile into one of its dims swapped and its element type, got %s", r);
+  if (t->rank != 2 || r->rank != 2 || r->elem != t->elem || r->shape[0] != t->shape[1] ||
+      r->shape[1] != t->shape[0])
+    return dia_type_error(
+        op, "transposes a rank-2 tile into one of its dims swapped and its element type, got %s",
+        r);
   return check_layouts(op) ? IR_OK : IR_FAIL;
 }
 

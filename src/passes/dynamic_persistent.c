@@ -1,6 +1,7 @@
 /*
 ** dynamic_persistent.c -- the `tileas-dynamic-persistent` pass: a tile
-** program becomes a dynamic persistent kernel. A CTA no longer computes the one program it was launched for; it
+** program becomes a dynamic persistent kernel. A CTA no longer computes the one program it was
+*launched for; it
 ** keeps claiming program ids from the tile scheduler until the grid is done:
 **
 **   %p0 = tileas.get_program_id {dim = "x"}       (the CTA's first program)
@@ -19,7 +20,8 @@
 ** x = q mod nx, y = q / nx; one that reads z also z = (q / nx / ny) mod nz,
 ** with nx, ny, nz from tileas.num_programs (nz is 1 past the last program,
 ** but its num_programs op says that the program tells programs along z
-** apart: the lowering's scheduler counts them, the launch accepts them). The body moves into the loop (cloning it would be the
+** apart: the lowering's scheduler counts them, the launch accepts them). The body moves into the
+*loop (cloning it would be the
 ** same: nothing in it depends on the iteration). A kernel that already has an
 ** scf.while whose condition region asks is_valid_program_id is left as it is,
 ** with the warning "Kernel is already dynamic persistent". Only tile programs
@@ -40,8 +42,8 @@ static bool already_persistent(IrOp *k) {
   bool found = false;
   rw_collect(k, is_while, &loops);
   for (uint32_t i = 0; i < loops.n && !found; i++)
-    for (IrOp *o = loops.v[i]->regions[0].first ? loops.v[i]->regions[0].first->first : NULL; o && !found;
-         o = o->next)
+    for (IrOp *o = loops.v[i]->regions[0].first ? loops.v[i]->regions[0].first->first : NULL;
+         o && !found; o = o->next)
       found = rw_find(o, is_valid_id) != NULL;
   ir_opvec_free(&loops);
   return found;
@@ -91,7 +93,8 @@ static IrResult persist(Rewriter *r, IrOp *k) {
   IrOp *loop = ir_build(&r->b, OP_SCF_WHILE, 1, &init_v, 1, &r->i32, 2);
   IrBlock *before = ir_region_ensure_block(r->ctx, &loop->regions[0]);
   IrBlock *after = ir_region_ensure_block(r->ctx, &loop->regions[1]);
-  IrValue *p = ir_block_add_arg(r->ctx, before, r->i32), *q = ir_block_add_arg(r->ctx, after, r->i32);
+  IrValue *p = ir_block_add_arg(r->ctx, before, r->i32),
+          *q = ir_block_add_arg(r->ctx, after, r->i32);
   ir_builder_at_end(&r->b, before);
   IrValue *cond[2] = {rw_op1(r, OP_TILEAS_IS_VALID_PROGRAM_ID, 1, &p, r->i1), p};
   rw_op(r, OP_SCF_CONDITION, 2, cond, NULL);

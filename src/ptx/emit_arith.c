@@ -110,7 +110,8 @@ static void emit_pred_binary(Emit *e, IrOp *op) {
   case OP_ARITH_MAXUI: logic = "or"; break;
   default: px_fail(e, op, "unsupported on i1"); return;
   }
-  px_emitf(e, "%s.pred %v, %v, %v;", logic, &op->results[0], op->operands[0].value, op->operands[1].value);
+  px_emitf(e, "%s.pred %v, %v, %v;", logic, &op->results[0], op->operands[0].value,
+           op->operands[1].value);
 }
 
 enum { I_NORM = 1, I_ZEXT = 2 }; /* i8: re-normalize the result / zero-extend the operands */
@@ -155,8 +156,7 @@ static void emit_shift(Emit *e, IrOp *op) {
     px_emitf(e, "shl.%s %v, %v, %R;", px_isfx(d->type, 'b'), d, a, amt);
   else if (op->kind == OP_ARITH_SHRSI)
     px_emitf(e, "shr.%s %v, %v, %R;", px_isfx(d->type, 's'), d, a, amt);
-  else
-    px_emitf(e, "shr.%s %v, %R, %R;", px_isfx(d->type, 'u'), d, px_zext8(e, a), amt);
+  else px_emitf(e, "shr.%s %v, %R, %R;", px_isfx(d->type, 'u'), d, px_zext8(e, a), amt);
   px_norm8(e, d);
 }
 
@@ -181,8 +181,8 @@ static void emit_cmpi(Emit *e, IrOp *op) {
 
 static void emit_cmpf(Emit *e, IrOp *op) {
   IrValue *a = op->operands[0].value;
-  px_emitf(e, "setp.%s.%s %v, %v, %v;", cmpf_ptx[ir_attrs_ARITH_CMPF(op).predicate], px_fsfx(a->type),
-        &op->results[0], a, op->operands[1].value);
+  px_emitf(e, "setp.%s.%s %v, %v, %v;", cmpf_ptx[ir_attrs_ARITH_CMPF(op).predicate],
+           px_fsfx(a->type), &op->results[0], a, op->operands[1].value);
 }
 
 /* Float arithmetic; round to nearest and no contraction (.rn). */
@@ -267,10 +267,8 @@ static void emit_int_conv(Emit *e, IrOp *op, bool sign) {
     return;
   }
   if (ws == 8 && wd == 16) {
-    if (sign)
-      px_emitf(e, "mov.b16 %v, %v;", d, a);
-    else
-      px_emitf(e, "and.b16 %v, %v, 255;", d, a);
+    if (sign) px_emitf(e, "mov.b16 %v, %v;", d, a);
+    else px_emitf(e, "and.b16 %v, %v, 255;", d, a);
     return;
   }
   if (wd > ws) {
@@ -314,7 +312,8 @@ static void emit_ftoi(Emit *e, IrOp *op, bool sign) {
       return;
     }
   }
-  px_emitf(e, "cvt.rzi.%s.%s %v, %v;", px_isfx_exact(d->type, sign ? 's' : 'u'), px_fsfx(a->type), d, a);
+  px_emitf(e, "cvt.rzi.%s.%s %v, %v;", px_isfx_exact(d->type, sign ? 's' : 'u'), px_fsfx(a->type),
+           d, a);
   if (!sign) px_norm8(e, d);
 }
 
@@ -365,13 +364,14 @@ static void emit_bitcast(Emit *e, IrOp *op) {
 }
 
 static void emit_unary_float(Emit *e, IrOp *op, const char *mn) {
-  px_emitf(e, "%s.%s %v, %v;", mn, px_fsfx(op->results[0].type), &op->results[0], op->operands[0].value);
+  px_emitf(e, "%s.%s %v, %v;", mn, px_fsfx(op->results[0].type), &op->results[0],
+           op->operands[0].value);
 }
 
 static void emit_fma(Emit *e, IrOp *op) {
   IrValue *d = &op->results[0];
   px_emitf(e, "fma.rn.%s %v, %v, %v, %v;", px_fsfx(d->type), d, op->operands[0].value,
-        op->operands[1].value, op->operands[2].value);
+           op->operands[1].value, op->operands[2].value);
 }
 
 /* }====================================================================== */

@@ -97,7 +97,8 @@ local function check_rows(name, k, launch)
     local got = y:to_table(r * N + 1, r * N + N)
     local tol = c.tol.Y
     for j = 1, N do
-      if not (math.abs(got[j] - want[j]) <= tol[1] * math.abs(want[j]) + tol[2]) then bad = bad + 1 end
+      local err = math.abs(got[j] - want[j])
+      if err > tol[1] * math.abs(want[j]) + tol[2] or err ~= err then bad = bad + 1 end -- (NaN: a mismatch)
     end
   end
   if bad > 0 then error(("%s: %d elements of 3 sampled rows differ from the reference"):format(name, bad), 0) end
