@@ -116,7 +116,9 @@ float16 = V.float16
 function V.bitcast(x, from, to)
   local cf, ct = codec_of(from), codec_of(to)
   local bytes = {}
-  if cf.vector then for i = 1, cf.n do V.encode(cf.elem, x[i], bytes, (i - 1) * cf.elem.size) end
+  if cf.vector and type(x) == "number" then -- a pair tile.pack made: its packed bits (models/mma.lua)
+    for i = 1, cf.size do bytes[i] = (x >> (8 * (i - 1))) & 0xff end
+  elseif cf.vector then for i = 1, cf.n do V.encode(cf.elem, x[i], bytes, (i - 1) * cf.elem.size) end
   else V.encode(cf, x, bytes, 0) end
   if not ct.vector then return V.decode(ct, bytes, 0) end
   local v = {}

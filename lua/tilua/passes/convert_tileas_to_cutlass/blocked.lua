@@ -252,11 +252,24 @@ function B.splat(L, op, s)
   return B.value(ti.elem, D, regs)
 end
 
+-- bf16 of a word of two (the high half, or the low one) widened to f32: the
+-- bits moved into place (a bf16 is an f32's high half).
+local function bf16_word_to_f32(w, high)
+  if high then return (w & tl.const(-65536, tl.i32)):bitcast(tl.f32) end
+  return (w << 16):bitcast(tl.f32)
+end
+
 -- An elementwise arith op (or tileas.math through fn): register by register.
 function B.elementwise(L, op, opds, fn)
   local ti = info(op:result(1))
   local D = B.dist(L, ti, op)
   local attrs, name = op:attrs(true), op:name()
+  local x = opds[1]
+  if name == "arith.extf" and B.is_dist(x) and x.words and x.elem == tl.bf16 and ti.elem == tl.f32 then
+    local regs = {}
+    for i = 1, D.n do regs[i] = bf16_word_to_f32(x.words[i][1], x.words[i][2]) end
+    return B.value(ti.elem, D, regs)
+  end
   local regs = {}
   for i = 1, D.n do
     local xs = {}
@@ -269,7 +282,11 @@ function B.elementwise(L, op, opds, fn)
     end
     regs[i] = fn and fn(table.unpack(xs)) or tl.op1(name, xs, ti.elem, attrs)
   end
-  return B.value(ti.elem, D, regs)
+  local y = B.value(ti.elem, D, regs)
+  if name == "arith.truncf" and B.is_dist(x) and x.elem == tl.f32 and (ti.elem == tl.bf16 or ti.elem == tl.f16) then
+    y.trunc_of = x -- a vector store packs the f32 values two at a time
+  end
+  return y
 end
 
 -- tileas.broadcast and tileas.expand_dim: the register of the operand's
@@ -536,7 +553,8 @@ function B.tiled_load(L, op)
   local vec = width(D, op)
   local pad = op:attr "padding" or 0
   local padv = tl.is_float_type(ti.elem) and tl.const(pad + 0.0, ti.elem) or tl.const(math.tointeger(pad), ti.elem)
-  local regs = {}
+  local regs, words = {}, {}
+  local half = ti.elem == tl.bf16 or ti.elem == tl.f16
   for _, g in ipairs(groups(D, vec)) do
     local function scalar(i)
       local idx, row, inb = element(L, e, D, cs, i, 1)
@@ -548,6 +566,28 @@ function B.tiled_load(L, op)
     end
     if vec == 1 then
       regs[g[1]] = scalar(g[1])
+    elseif half then
+      -- 16-bit elements travel as 32-bit words of two (the registers a vector
+      -- load gives): extf to f32 then takes them apart with a shift or a mask
+      local idx, row, inb = element(L, e, D, cs, g[1], vec)
+      local fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec))
+      local outs = table.pack(tl.if_(fast, function()
+        local v = address(L, e, row, idx[D.rank]):load { vector = vec }:bitcast(tl.vector(tl.i32, vec // 2))
+        local ws = {}
+        for j = 1, vec // 2 do ws[j] = tl.extract(v, j - 1) end
+        return table.unpack(ws)
+      end, function()
+        local ws = {}
+        for j = 1, vec // 2 do
+          ws[j] = tl.vector_of(ti.elem, { scalar(g[2 * j - 1]), scalar(g[2 * j]) }):bitcast(tl.i32)
+        end
+        return table.unpack(ws)
+      end))
+      for j = 1, vec // 2 do
+        local pair = outs[j]:bitcast(tl.vector(ti.elem, 2))
+        regs[g[2 * j - 1]], regs[g[2 * j]] = tl.extract(pair, 0), tl.extract(pair, 1)
+        words[g[2 * j - 1]], words[g[2 * j]] = { outs[j], false }, { outs[j], true }
+      end
     else
       local idx, row, inb = element(L, e, D, cs, g[1], vec)
       local fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec))
@@ -564,7 +604,9 @@ function B.tiled_load(L, op)
       for j = 1, vec do regs[g[j]] = outs[j] end
     end
   end
-  return B.value(ti.elem, D, regs)
+  local x = B.value(ti.elem, D, regs)
+  if half then x.words = words end
+  return x
 end
 
 -- env.tiled_store of a blocked tile: as the load, the first holder of each
@@ -588,11 +630,22 @@ function B.tiled_store(L, op, x)
       local idx, row, inb = element(L, e, D, cs, g[1], vec)
       local own = owner(D, g[1])
       local fast = both(inb, aligned(L, e, vec))
-      local vals = {}
-      for j = 1, vec do vals[j] = x.r[g[j]] end
       local function body()
         tl.if_(fast, function()
-          address(L, e, row, idx[D.rank]):store(tl.vector_of(x.elem, vals))
+          local v
+          if x.trunc_of and vec % 2 == 0 then -- pairs rounded and packed at once (cvt.rn.bf16x2.f32)
+            local ws = {}
+            for j = 1, vec // 2 do
+              ws[j] = tl.op1("tile.pack", { x.trunc_of.r[g[2 * j - 1]], x.trunc_of.r[g[2 * j]] },
+                             tl.vector(x.elem, 2)):bitcast(tl.i32)
+            end
+            v = tl.vector_of(tl.i32, ws):bitcast(tl.vector(x.elem, vec))
+          else
+            local vals = {}
+            for j = 1, vec do vals[j] = x.r[g[j]] end
+            v = tl.vector_of(x.elem, vals)
+          end
+          address(L, e, row, idx[D.rank]):store(v)
         end, function()
           for j = 1, vec do scalar(g[j]) end
         end)
