@@ -378,7 +378,11 @@ end
 
 -- run_case(name, {seed, small, emulate, size = {M, N}, check}) -> ok, summary
 -- (check: the protocol checker on the emulator's problem instead of a run)
-local function run_case(name, o)
+-- execute(name, {seed, small, emulate, policy, size = {M, N}}) -> the raw bytes
+-- of each output, the inputs, the outputs' host tensors, M, N (or nil and the
+-- emulator's report). The inputs follow the seed: a GPU run and an emulated
+-- one of a seed see the same.
+local function execute(name, o)
   local c = assert(cases[name], name)
   math.randomseed(o.seed or 1)
   local size = o.size or (o.small and c.small) or c.sizes[1]
@@ -392,17 +396,17 @@ local function run_case(name, o)
   local outs = {}
   for n, spec in pairs(c.outputs(M, N, c)) do outs[n] = zeros(spec[1], spec[2]) end
   local grid = c.grid(c, M, N)
-  local got = {}
+  local bytes = {}
   if o.emulate then
     local kop = k:lowered_op()
     local args, at = emulator_args(kop, I, outs, grid)
     if o.check then -- the protocol checker instead (no values)
       local r = tl.verify_protocol(kop, { grid = grid[1] * (grid[2] or 1), args = args, max_states = o.max_states })
-      return r.ok, r.report or ("%s: the protocol checker is clean"):format(name)
+      return nil, r.ok and ("%s: the protocol checker is clean"):format(name) or r.report, r.ok
     end
-    local r = tl.emulate(kop, { grid = grid[1] * (grid[2] or 1), args = args })
-    if not r.ok then return false, r.report end
-    for n, t in pairs(outs) do got[n] = from_bytes(t, r.read(at["ptr:" .. n])) end
+    local r = tl.emulate(kop, { grid = grid[1] * (grid[2] or 1), args = args, policy = o.policy })
+    if not r.ok then return nil, r.report end
+    for n in pairs(outs) do bytes[n] = r.read(at["ptr:" .. n]) end
   else
     local D = tl.device
     local bufs, args = {}, {}
@@ -420,9 +424,18 @@ local function run_case(name, o)
       args[n] = { bufs[n], t.shape }
     end
     k:run { grid = grid, args = args }
-    for n, t in pairs(outs) do got[n] = bufs[n]:to_table() end
+    for n in pairs(outs) do bytes[n] = bufs[n]:to_string() end
     for _, b in pairs(bufs) do b:free() end
   end
+  return bytes, I, outs, M, N
+end
+
+local function run_case(name, o)
+  local c = cases[name]
+  local bytes, I, outs, M, N = execute(name, o)
+  if not bytes then return outs == true, I end -- the emulator's report, or the checker's verdict
+  local got = {}
+  for n, t in pairs(outs) do got[n] = from_bytes(t, bytes[n]) end
   local want = c.reference(I, M, N)
   local report, ok = {}, true
   for n, t in pairs(outs) do
@@ -447,7 +460,8 @@ end
 
 -- }===
 
-local example = { name = "tile_rows", cases = cases, order = order, run_case = run_case }
+local example = { name = "tile_rows", cases = cases, order = order, run_case = run_case, execute = execute,
+                  bytes_of = bytes_of }
 
 function example.prepare()
   for _, name in ipairs(order) do
