@@ -75,15 +75,13 @@ local cases = {
 local function check_rows(name, k, launch)
   k:run(launch)
   if name:match "^transpose" then -- sampled elements: Y[j, i] = X[i, j]
-    local xs, ys = x:to_table(1, 4 * N), y:to_table()
-    for _, ij in ipairs { { 0, 0 }, { 1, N - 1 }, { 3, 77 }, { 2, N // 2 } } do
-      if ys[ij[2] * M + ij[1] + 1] ~= xs[ij[1] * N + ij[2] + 1] then error(name .. ": Y is not X transposed", 0) end
+    local function at(buf, i) return buf:to_table(i + 1, i + 1)[1] end
+    local n = 0
+    for _, ij in ipairs { { 0, 0 }, { 1, N - 1 }, { 3, 77 }, { 2, N // 2 }, { M - 1, N - 1 }, { M // 2 + 5, 1000 } } do
+      if at(y, ij[2] * M + ij[1]) ~= at(x, ij[1] * N + ij[2]) then error(name .. ": Y is not X transposed", 0) end
+      n = n + 1
     end
-    local last = x:to_table((M - 1) * N + 1, M * N)
-    for j = 0, N - 1, 97 do
-      if ys[j * M + M] ~= last[j + 1] then error(name .. ": Y is not X transposed", 0) end
-    end
-    return "sampled elements checked"
+    return n .. " sampled elements checked"
   end
   local c = ex.cases[({ rmsnorm = "rmsnorm", softmax = "softmax", layernorm = "layernorm" })[name] or ""]
   if not c then return "run" end
