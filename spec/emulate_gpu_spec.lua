@@ -514,9 +514,36 @@ cases[#cases + 1] = { example = "tile_rows", name = "tile_rows (tl.rows: transpo
   end
 end }
 
+-- A batch of GEMMs (examples/tile_gemm_batched.lua): rank-3 tensors, the
+-- batch program_id("z"): the same bytes (small integers).
+cases[#cases + 1] = { example = "tile_gemm_batched", name = "tile_gemm_batched (tile-to-ptx; rank-3 tensors, programs along z)",
+                      run = function(seed)
+  local ex = example("tile_gemm_batched")
+  local k = ex.build()
+  k:compile()
+  local kop = PH.lowered_tile(k)
+  local Z, M, N, K = 2, 130, 256, 64
+  local A = encode(gemm_values("int", Z * M * K, seed), "bf16")
+  local B = encode(gemm_values("int", Z * N * K, seed + 1), "bf16")
+  local C = ("\255"):rep(2 * Z * M * N)
+  local programs = { 2, 1, Z }
+  local values = { ["map:A"] = { data = A, shape = { Z, M, K } }, ["map:B"] = { data = B, shape = { Z, N, K } },
+                   ["map:C"] = { data = C, shape = { Z, M, N } }, ["arg:K"] = K, ["programs:x"] = programs[1],
+                   ["programs:y"] = programs[2], ["programs:z"] = programs[3] }
+  local args, at = PH.params_args(kop, values)
+  local c = at["map:C"]
+  local grid = math.min(tl.device.sm_count(), 4)
+  local r, r2 = emulate_twice(kop, grid, args, seed)
+  local a, b, d = tl.device.from(tl.u8, A), tl.device.from(tl.u8, B), tl.device.from(tl.u8, C)
+  k:run { grid = programs, args = { A = { a, { Z, M, K } }, B = { b, { Z, N, K } }, C = { d, { Z, M, N } }, K = K } }
+  local outs = { { name = "C", init = C, gpu = d:to_string(), emu = r.read(c), emu2 = r2 and r2.read(c) } }
+  for _, x in ipairs { a, b, d } do x:free() end
+  check_outputs(("tile_gemm_batched %d x %d x %d x %d, grid %d, seed %d"):format(Z, M, N, K, grid, seed), outs, STANDIN)
+end }
+
 -- GEMM + bias + GELU (examples/tile_gemm_bias_gelu.lua, its tanh form: fewer
--- ops to emulate): tanh.approx on the GPU, the exact tanh on the emulator:
--- within a bf16 ulp, as the softmax.
+-- ops to emulate): ex2.approx and rcp.approx on the GPU, the exact function on
+-- the emulator: within a bf16 ulp, as the softmax.
 cases[#cases + 1] = { example = "tile_gemm_bias_gelu", name = "tile_gemm_bias_gelu (tile-to-ptx; the tile maths in the epilogue; within a bf16 ulp)",
                       within = true, run = function(seed)
   local k = example("tile_gemm_bias_gelu").build { tanh = true } -- (gelu_tanh: the erf form is spec/tile_math_spec.lua's)

@@ -253,7 +253,7 @@ describe("the builders", function()
     local cases = {
       { "do not multiply %(K = 16%)", function(k, p) tl.dot(tl.load(p.A, { 0, 0 }, { 8, 16 }), tl.load(p.A, { 0, 0 }, { 8, 8 })) end },
       { "give the tile's shape", function(k, p) tl.load(p.A, { 0, 0 }) end },
-      { "takes 2 coordinates and a shape of 2 extents %(got 1 and 2%)", function(k, p) tl.load(p.A, { 0 }, { 4, 4 }) end },
+      { "takes 2 coordinates and a shape of at most 2 extents %(got 1 and 2%)", function(k, p) tl.load(p.A, { 0 }, { 4, 4 }) end },
       { "shapes %[4, 8%] and %[8, 4%] do not broadcast", function(k, p) local _ = tl.zeros({ 4, 8 }) + tl.zeros({ 8, 4 }) end },
       { "element types differ: f32 and bf16", function(k, p) local _ = tl.zeros({ 4 }) * tl.zeros({ 4 }, tl.bf16) end },
       { "tiles convert between float types", function(k, p) tl.zeros({ 4 }):cast(tl.i32) end },

@@ -161,7 +161,7 @@ IrResult tileas_verify_tiled_access(IrOp *op) {
                 ncoords);
     return IR_FAIL;
   }
-  if (tile->rank != rank) {
+  if (tile->rank > rank) { /* a tile may leave out leading dims: their coordinates index elements */
     ir_op_error(op, "a tile of rank %u for a tensor of rank %lld", tile->rank, (long long)rank);
     return IR_FAIL;
   }

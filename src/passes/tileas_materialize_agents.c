@@ -280,8 +280,11 @@ static bool visit_split(IrOp *op, void *ud) {
   if (op->kind == OP_TILEAS_TILED_LOAD || op->kind == OP_TILEAS_TILED_STORE) {
     IrValue *tile =
         op->kind == OP_TILEAS_TILED_LOAD ? &op->results[0] : op->operands[op->noperands - 1].value;
-    if (is_split(m, tile)) {
-      uint32_t at = 1 + (uint32_t)get_mdim(m, tile);
+    if (is_split(m, tile)) { /* (a tile of lower rank than its tensor: its coordinates follow the
+                                leading ones) */
+      uint32_t lead =
+          (uint32_t)ir_type_param_int(op->operands[0].value->type, 1, 0) - tile->type->rank;
+      uint32_t at = 1 + lead + (uint32_t)get_mdim(m, tile);
       ir_op_set_operand(op, at, half_coord(m, op, op->operands[at].value, s->idx));
     }
   } else if ((op->kind == OP_TILEAS_EXTRACT_SLICE || op->kind == OP_TILEAS_EXTRACT) &&

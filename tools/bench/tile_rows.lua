@@ -9,7 +9,9 @@
 -- references), then timed: the median of 5 samples of CUDA events around 20
 -- back-to-back launches. The ratio is the program's bandwidth (the bytes it
 -- moves per second) over the copy's; the targets (issue) are >= 0.95 for the
--- normalizations and softmax. Prints a table last.
+-- normalizations and softmax. The same programs with other tiles follow
+-- (more rows a program for the maps, 16 warps a row for the normalizations):
+-- what the defaults of stdlib/rows.lua are chosen from. Prints a table last.
 --
 --   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192]
 local tl = require "tilua"
@@ -66,6 +68,19 @@ local cases = {
     { grid = { (M // 2 + 1) // 2, N // 1024 }, args = { X = { xf, { M // 2, N } }, Y = { yf, { M // 2, N } } } }, 2 * bytes },
   { "swiglu", tl.rows.map { fn = function(a, c) return tl.silu(a) * c end, inputs = 2, n = 1024 },
     { grid = { M, N // 1024 }, args = { X1 = { x, { M, N } }, X2 = { x2, { M, N } }, Y = { y, { M, N } } } }, 3 * bytes },
+  -- the same programs with other tiles: more rows a program (fewer, longer
+  -- programs) and more warps a row (fewer registers a thread: more programs an SM)
+  { "swiglu, rows 4", tl.rows.map { fn = function(a, c) return tl.silu(a) * c end, inputs = 2, n = 1024, rows = 4 },
+    { grid = { M // 4, N // 1024 }, args = { X1 = { x, { M, N } }, X2 = { x2, { M, N } }, Y = { y, { M, N } } } }, 3 * bytes },
+  { "swiglu, rows 8", tl.rows.map { fn = function(a, c) return tl.silu(a) * c end, inputs = 2, n = 1024, rows = 8 },
+    { grid = { M // 8, N // 1024 }, args = { X1 = { x, { M, N } }, X2 = { x2, { M, N } }, Y = { y, { M, N } } } }, 3 * bytes },
+  { "map gelu (f32), rows 4", tl.rows.map { fn = "gelu", n = 1024, rows = 4, elem = tl.f32 },
+    { grid = { (M // 2 + 3) // 4, N // 1024 }, args = { X = { xf, { M // 2, N } }, Y = { yf, { M // 2, N } } } }, 2 * bytes },
+  { "rmsnorm, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } },
+    Y = { y, { M, N } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
+  { "softmax, 16 warps", tl.rows.softmax { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, Y = { y, { M, N } } } }, 2 * bytes },
+  { "layernorm, 16 warps", tl.rows.layernorm { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } },
+    B = { b, { N } }, Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
   { "transpose 64", tl.rows.transpose { n = 64 }, { grid = { M // 64, N // 64 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
   { "transpose 128", tl.rows.transpose { n = 128, warps = 8 }, { grid = { M // 128, N // 128 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
@@ -83,14 +98,15 @@ local function check_rows(name, k, launch)
     end
     return n .. " sampled elements checked"
   end
-  local c = ex.cases[({ rmsnorm = "rmsnorm", softmax = "softmax", layernorm = "layernorm" })[name] or ""]
+  local base = name:match "^%w+" -- (a variant's program: "layernorm, 16 warps")
+  local c = ex.cases[({ rmsnorm = "rmsnorm", softmax = "softmax", layernorm = "layernorm" })[base] or ""]
   if not c then return "run" end
   local bad = 0
   for _, r in ipairs { 0, M // 2, M - 1 } do
     local xr = x:to_table(r * N + 1, r * N + N)
     local I = { X = { elem = "bf16", shape = { 1, N }, v = xr }, N = N, eps = eps }
-    if name ~= "softmax" then I.W = { elem = "bf16", shape = { N }, v = w:to_table() } end
-    if name == "layernorm" then I.B = { elem = "bf16", shape = { N }, v = b:to_table() } end
+    if base ~= "softmax" then I.W = { elem = "bf16", shape = { N }, v = w:to_table() } end
+    if base == "layernorm" then I.B = { elem = "bf16", shape = { N }, v = b:to_table() } end
     local want = c.reference(I, 1, N).Y
     local got = y:to_table(r * N + 1, r * N + N)
     local tol = c.tol.Y

@@ -243,7 +243,9 @@ local function tensor_info(t)
 end
 
 -- tl.load(tensor, coords [, shape] [, opts]): the tile at tile coordinates
--- (units of the shape, outermost first) of a tl.tensor parameter; out of bounds
+-- (units of the shape, outermost first) of a tl.tensor parameter (a shape of
+-- fewer dims than the tensor leaves out the leading ones: their coordinates
+-- index single elements, a batch); out of bounds
 -- reads opts.padding (0; -math.huge for a row's maximum). opts.space = "shared"
 -- loads into a shared tile. A pointer loads as before.
 function tensor_ops.load(t, coords, shape, opts)
@@ -255,8 +257,8 @@ function tensor_ops.load(t, coords, shape, opts)
   if not shape then raise("load: give the tile's shape (or declare the tensor with a default tile: tl.tensor(elem, rank, shape))") end
   shape_arg(shape, "load")
   local cs = coords_of(coords, "load")
-  if #cs ~= ti.rank or #shape ~= ti.rank then
-    raise(("load: a tensor of rank %d takes %d coordinates and a shape of %d extents (got %d and %d)"):format(
+  if #cs ~= ti.rank or #shape > ti.rank then
+    raise(("load: a tensor of rank %d takes %d coordinates and a shape of at most %d extents (got %d and %d)"):format(
       ti.rank, ti.rank, ti.rank, #cs, #shape))
   end
   local opds = { t }

@@ -68,7 +68,9 @@ M.fn = {
   tanh = tanh, erf = erf, sigmoid = sigmoid,
   silu = function(x) return x * sigmoid(x) end,
   gelu = function(x) return 0.5 * x * (1 + erf(x / sqrt(2))) end,
-  gelu_tanh = function(x) return 0.5 * x * (1 + tanh(sqrt(2 / math.pi) * (x + 0.044715 * x * x * x))) end,
+  -- x (1 + tanh u) / 2 as x sigmoid(2u): the same function, without 1 + tanh u's
+  -- cancellation far below 0
+  gelu_tanh = function(x) return x * sigmoid(2 * sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)) end,
   -- tile.math's names of the same functions
   ex2 = function(x) return 2.0 ^ x end, lg2 = function(x) return math.log(x, 2) end, sin = math.sin, cos = math.cos,
 }

@@ -434,6 +434,12 @@ do
   -- sees the access (a row at once where t's rows are contiguous), then
   -- f(the element's index in the tile, 1-based; its global address).
   local function each_element(R, W, rec, t, shape, coords, write, f)
+    if #shape < #t.shape then -- a tile that leaves out leading dims: extents of 1 there
+      local full = {}
+      for _ = 1, #t.shape - #shape do full[#full + 1] = 1 end
+      for _, x in ipairs(shape) do full[#full + 1] = x end
+      shape = full
+    end
     local eb = t.codec.size
     local step = t.strides[#t.strides] * eb
     local shadow = write and R.shadow_write or R.shadow_read

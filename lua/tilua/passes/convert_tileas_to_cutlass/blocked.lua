@@ -518,20 +518,36 @@ end
 local function element(L, e, D, cs, i, span)
   local inb, row
   local idx = {}
-  for d = 1, D.rank do
-    local x = cs[d] * D.shape[d]
-    local p = pos(D, i, d)
-    x = (D.shape[d] == 1 and D.off[i][d] == 0) and x or x + p
-    idx[d] = x
-    local lim = L.args[e.lowered_dims[d]]
+  local lead = #cs.lead -- the dims the tile leaves out: their coordinates index elements
+  for t = 1, lead + D.rank do
+    local d = t - lead -- the tile's dim (<= 0: a leading dim of the tensor)
+    local x
+    if d < 1 then
+      x = cs.lead[t]
+    else
+      x = cs[d] * D.shape[d]
+      x = (D.shape[d] == 1 and D.off[i][d] == 0) and x or x + pos(D, i, d)
+      idx[d] = x
+    end
+    local lim = L.args[e.lowered_dims[t]]
     local ok = d == D.rank and span > 1 and (x + span):le(lim) or x:lt(lim)
     inb = inb and (inb & ok) or ok
-    if d < D.rank then
-      local term = x:cast(tl.i64) * L.args[e.lowered_strides[d]]
+    if t < lead + D.rank then
+      local term = x:cast(tl.i64) * L.args[e.lowered_strides[t]]
       row = row and row + term or term
     end
   end
   return idx, row, inb
+end
+
+-- The lowered coordinates of a tiled access: cs[d] of the tile's dim d, and
+-- cs.lead those of the dims its tile leaves out.
+local function coords_of(L, op, D)
+  local lead = R.leading(op)
+  local cs = { lead = {} }
+  for d = 1, lead do cs.lead[d] = V.get(L, op:operand(1 + d), op) end
+  for d = 1, D.rank do cs[d] = V.get(L, op:operand(1 + lead + d), op) end
+  return cs
 end
 
 local function address(L, e, row, col)
@@ -548,8 +564,7 @@ function B.tiled_load(L, op)
   if not e.lowered_ptr then R.fail(op, "tensor '%s' has no pointer parameter", e.name) end
   local ti = info(op:result(1))
   local D = B.dist(L, ti, op)
-  local cs = {}
-  for d = 1, D.rank do cs[d] = V.get(L, op:operand(1 + d), op) end
+  local cs = coords_of(L, op, D)
   local vec = width(D, op)
   local pad = op:attr "padding" or 0
   local padv = tl.is_float_type(ti.elem) and tl.const(pad + 0.0, ti.elem) or tl.const(math.tointeger(pad), ti.elem)
@@ -616,8 +631,7 @@ function B.tiled_store(L, op, x)
   if not e.lowered_ptr then R.fail(op, "tensor '%s' has no pointer parameter", e.name) end
   if not B.is_dist(x) then R.fail(op, "tiled_store of a tile not of a blocked layout in a compute agent") end
   local D = x.D
-  local cs = {}
-  for d = 1, D.rank do cs[d] = V.get(L, op:operand(1 + d), op) end
+  local cs = coords_of(L, op, D)
   local vec = width(D, op)
   for _, g in ipairs(groups(D, vec)) do
     local function scalar(i)

@@ -126,13 +126,15 @@ local function tiled_load(L, f)
       R.fail(op, "tiled_load of a slice on a cluster is not lowered yet")
     elseif kind == "slice" and #ri.shape == 1 and ri.layout.parent and ri.layout.parent.kind == "mma" then
       local along = ri.layout.dim == 0 and 2 or 1 -- slice dim 0 removed: a row over N
-      local base = V.get(L, op:operand(2), op) * ri.shape[1] + (along == 2 and f.col or f.row)
-      L.vmap[op:result(1):id()] = V.line(ri.elem, along, function(off) return V.load_at(L, e, op, { base + off }) end)
+      local lead = R.leading(op)
+      local base = V.get(L, op:operand(2 + lead), op) * ri.shape[1] + (along == 2 and f.col or f.row)
+      L.vmap[op:result(1):id()] = V.line(ri.elem, along, function(off) return V.load_at(L, e, op, V.leading(L, op, { base + off })) end)
     elseif kind == "mma" and #ri.shape == 2 then
-      local r0, c0 = tile_rows_cols(L, f, V.get(L, op:operand(2), op), V.get(L, op:operand(3), op), ri)
+      local lead = R.leading(op)
+      local r0, c0 = tile_rows_cols(L, f, V.get(L, op:operand(2 + lead), op), V.get(L, op:operand(3 + lead), op), ri)
       L.vmap[op:result(1):id()] = V.frag(ri.elem, ri.shape[1] * ri.shape[2] // 128, function(i)
         local dr, dc = f.offset(i)
-        return V.load_at(L, e, op, { r0 + dr, c0 + dc })
+        return V.load_at(L, e, op, V.leading(L, op, { r0 + dr, c0 + dc }))
       end)
     else
       R.fail(op, "tiled_load of a tile of layout '%s' in a consumer is not lowered yet", tostring(kind))
@@ -154,7 +156,8 @@ local function tiled_store(L, env, f, wg, t)
       local vec = x.vec
       x = V.frag(tl.f32, shape[2] // 2, function(i) return tl.extract(vec, i) end)
     end
-    local tm, tn = V.get(L, op:operand(2), op), V.get(L, op:operand(3), op)
+    local lead = R.leading(op) -- (coordinates of the dims the tile leaves out come first)
+    local tm, tn = V.get(L, op:operand(2 + lead), op), V.get(L, op:operand(3 + lead), op)
     if e.lowered_map and R.elem_bytes(ri.elem) == 2 then
       L.staging = L.staging or L.k:shared(ri.elem, { #L.consumers, shape[2] // 64, 64, 64 }, { align = 1024, swizzle = 128 })
       local wide = x.trunc_of or x
@@ -163,7 +166,7 @@ local function tiled_store(L, env, f, wg, t)
       L.G.store_fragment(tl, { bn = shape[2], out = ri.elem, staging = L.staging, map = L.args[e.lowered_map],
                                warpgroup = wg, barrier = 1 + wg, thread = t,
                                coords = function(ch)
-                                 return { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * 64, offs[2]) }
+                                 return V.leading(L, op, { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * 64, offs[2]) })
                                end },
                          vals)
       env.tma_stored = true
@@ -171,7 +174,7 @@ local function tiled_store(L, env, f, wg, t)
       local r0, c0 = tile_rows_cols(L, f, tm, tn, ri)
       for i = 0, shape[2] // 2 - 1 do
         local dr, dc = f.offset(i)
-        V.store_at(L, e, op, { r0 + dr, c0 + dc }, x:at(i))
+        V.store_at(L, e, op, V.leading(L, op, { r0 + dr, c0 + dc }), x:at(i))
       end
     end
   end

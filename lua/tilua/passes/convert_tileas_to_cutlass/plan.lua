@@ -52,7 +52,7 @@ local function plan_params(tl, kop, agents, nctas)
           e.ring_loaded = true
           if ld:attr "padding" then R.fail(ld, "a load into a ring is a TMA copy, which reads zeros out of bounds: its 'padding' is not lowered") end
           local g = R.ring_geometry(ring, nctas)
-          want_map(e, op, tl.tensor_map_type(g.ti.elem, g.box, g.swizzle))
+          want_map(e, op, tl.tensor_map_type(g.ti.elem, R.full_box(e.rank, g.box), g.swizzle))
         end
       elseif n == "tileas.tiled_load" or n == "tileas.tiled_store" then
         local e = tensor(op)
@@ -60,7 +60,7 @@ local function plan_params(tl, kop, agents, nctas)
         local ti = R.tile_of(tile)
         if n == "tileas.tiled_store" and ag.kind == "consumer" and ti.layout and ti.layout.kind == "mma"
            and R.elem_bytes(ti.elem) == 2 and R.cta_part(ti, nctas)[2] % 64 == 0 then
-          want_map(e, op, tl.tensor_map_type(ti.elem, { 64, 64 }, 128))
+          want_map(e, op, tl.tensor_map_type(ti.elem, R.full_box(e.rank, { 64, 64 }), 128))
           P.tma_stores = true
         elseif n == "tileas.tiled_store" or not R.is_ring_load(op) then
           e.ptr = true

@@ -25,7 +25,8 @@ local function ring_copy(L, env)
     local e = L.P.by_arg[ld:operand(1):id()]
     local _, offs = V.block_offsets(L, r.tile)
     local coords, piece, mc = {}, nil, nil
-    for d = 1, 2 do coords[d] = V.plus(V.get(L, ld:operand(1 + d), ld) * r.tile.shape[d], offs[d]) end
+    local lead = R.leading(ld) -- (coordinates of the dims the tile leaves out come first)
+    for d = 1, 2 do coords[d] = V.plus(V.get(L, ld:operand(1 + lead + d), ld) * r.tile.shape[d], offs[d]) end
     if r.multicast > 1 then
       if r.multicast ~= L.nctas then R.fail(op, "a multicast to %d of %d CTAs is not lowered yet", r.multicast, L.nctas) end
       piece, mc = L.rank * r.box[1], (1 << L.nctas) - 1
@@ -38,7 +39,7 @@ local function ring_copy(L, env)
         local at = h * r.shape[1] + pc * r.pieces.block_rows
         local row = at > 0 and V.plus(tl.const(at, tl.i32), piece) or piece
         local dst = row and r.smem:ptr(env.stage, row) or r.smem:ptr(env.stage)
-        tl.tma_load(dst, L.args[e.lowered_map], env.full, { c1, c2 }, mc and { multicast = mc } or nil)
+        tl.tma_load(dst, L.args[e.lowered_map], env.full, V.leading(L, ld, { c1, c2 }), mc and { multicast = mc } or nil)
       end
     end
   end
