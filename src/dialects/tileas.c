@@ -248,6 +248,13 @@ IrResult tileas_verify_dot(IrOp *op) {
         (long long)acc->shape[1]);
     return IR_FAIL;
   }
+  if (at.fp8 >= 0) { /* fp8 bytes in 8-bit integer tiles, f32 accumulation */
+    if (!ir_type_is_int_width(a->elem, 8))
+      return dia_type_error(op, "an fp8 dot takes tiles of 8-bit integers (fp8 bytes), got %s", a);
+    if (!ir_type_is_float(acc->elem) || acc->elem->fkind != IR_F32)
+      return dia_type_error(op, "an fp8 dot accumulates in f32, got %s", acc);
+    return check_layouts(op) ? IR_OK : IR_FAIL;
+  }
   bool int_acc = ir_type_is_int_width(acc->elem, 32);
   if (!ir_type_is_float(acc->elem) && !int_acc)
     return dia_type_error(op, "the accumulator's elements are floats or i32, got %s", acc->elem);

@@ -506,8 +506,9 @@ end
 -- tl.dot(a, b [, acc] [, opts]): a [M, K] times b [K, N] plus acc [M, N] (zeros of
 -- f32, or i32 for integer operands, when absent). b given as [N, K] (K-major) is
 -- taken transposed; opts.transpose_a / transpose_b say so explicitly (needed when
--- the shape is square), opts.negate_a / negate_b negate an operand.
-local dot_options = { transpose_a = true, transpose_b = true, negate_a = true, negate_b = true }
+-- the shape is square), opts.negate_a / negate_b negate an operand; opts.fp8
+-- ("e4m3" | "e5m2"): a and b are 8-bit integer tiles of fp8 bytes (f32 accumulation).
+local dot_options = { transpose_a = true, transpose_b = true, negate_a = true, negate_b = true, fp8 = true }
 function tl.dot(a, b, acc, opts)
   tile_arg(a, "dot")
   tile_arg(b, "dot")
@@ -516,9 +517,13 @@ function tl.dot(a, b, acc, opts)
   if type(opts) ~= "table" then raise(("dot: the options must be a table, got %s"):format(type(opts))) end
   for key in pairs(opts) do
     if not dot_options[key] then
-      raise(("dot: unknown option '%s' (known: transpose_a, transpose_b, negate_a, negate_b; the operands' element types are their tiles')"):format(
+      raise(("dot: unknown option '%s' (known: transpose_a, transpose_b, negate_a, negate_b, fp8; the operands' element types are their tiles')"):format(
         tostring(key)))
     end
+  end
+  -- fp8 = "e4m3" | "e5m2": a and b are tiles of 8-bit integers holding fp8 bytes
+  if opts.fp8 ~= nil and opts.fp8 ~= "e4m3" and opts.fp8 ~= "e5m2" then
+    raise(("dot: fp8 is \"e4m3\" or \"e5m2\", got %s"):format(tostring(opts.fp8)))
   end
   local sa, sb = info(a).shape, info(b).shape
   if #sa ~= 2 or #sb ~= 2 then raise("dot: a and b must be tiles of rank 2") end
@@ -531,12 +536,12 @@ function tl.dot(a, b, acc, opts)
     raise(("dot: a %s and b %s do not multiply (K = %d)"):format(shape_str(sa), shape_str(sb), k))
   end
   if acc == nil then
-    acc = tl.zeros({ m, n }, info(a).elem:kind() == "int" and tl.i32 or tl.f32)
+    acc = tl.zeros({ m, n }, info(a).elem:kind() == "int" and not opts.fp8 and tl.i32 or tl.f32)
   end
   tile_arg(acc, "dot")
   return tl.op1("tileas.dot", { a, b, acc }, acc:type(), {
     transpose_a = ta or nil, transpose_b = tb or nil,
-    negate_a = opts.negate_a or nil, negate_b = opts.negate_b or nil })
+    negate_a = opts.negate_a or nil, negate_b = opts.negate_b or nil, fp8 = opts.fp8 })
 end
 
 -- }===================================================================

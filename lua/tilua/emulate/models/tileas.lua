@@ -532,6 +532,16 @@ do
     if not R.values then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
     R:tick(rec, M)
     local av, bv, cv = a.v, b.v, acc.v
+    local fp8 = op:attr "fp8" -- 8-bit integer tiles holding fp8 bytes: their values
+    if fp8 then
+      local dec = values.fp8_dec[fp8]
+      local function decoded(v)
+        local out = {}
+        for i = 1, #v do out[i] = dec(v[i] & 0xff) end
+        return out
+      end
+      av, bv = decoded(av), decoded(bv)
+    end
     local round = round_of(rec)
     local out = {}
     -- a[i, k] at ia + k * sak, b[k, j] at jb + k * sbk: as given, or transposed

@@ -31,7 +31,8 @@ local function desc(r, s, kk, kstep, kmajor)
                        { swizzle = ring.swizzle, lbo = ring.shape[1] * ring.box[2] * R.elem_bytes(ring.elem), sbo = 1024 })
 end
 
--- env.dot: the dot of one k block: wgmma_fence, K / 16 wgmmas, commit.
+-- env.dot: the dot of one k block: wgmma_fence, K / k wgmmas (k: 16 for
+-- 16-bit operands, 32 for fp8 bytes), commit.
 local function dot(L, env)
   local wtype = { [tl.bf16:id()] = "bf16", [tl.f16:id()] = "f16" }
   return function(op)
@@ -39,16 +40,20 @@ local function dot(L, env)
     if not V.is_ring(ra) or not V.is_ring(rb) then R.fail(op, "dot operands must be rings (shared tiles the producer fills)") end
     local at = op:attrs()
     local ai = R.tile_of(op:operand(1))
-    local ta_ = wtype[ai.elem:id()]
-    if not ta_ then R.fail(op, "dots of %s are not lowered yet (bf16 and f16)", tostring(ai.elem)) end
+    local ta_, kstep = wtype[ai.elem:id()], 16
+    if at.fp8 then -- wgmma of fp8 reads both operands K-major only
+      if at.transpose_a or not at.transpose_b then R.fail(op, "an fp8 dot takes a as [M, K] and b as [N, K] (K-major both: wgmma's fp8)") end
+      ta_, kstep = at.fp8, 32
+    end
+    if not ta_ then R.fail(op, "dots of %s are not lowered yet (bf16, f16, and 8-bit tiles with fp8)", tostring(ai.elem)) end
     local K = ai.shape[at.transpose_a and 1 or 2]
     local acc = env.acc_in
     local opts = { type_a = ta_, type_b = ta_, trans_a = at.transpose_a or nil, trans_b = not at.transpose_b or nil,
                    scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
     tl.wgmma_fence()
-    for kk = 0, K // 16 - 1 do
-      acc = tl.wgmma(acc, desc(ra, env.stage, kk, 16, not at.transpose_a),
-                     desc(rb, env.stage, kk, 16, at.transpose_b), opts)
+    for kk = 0, K // kstep - 1 do
+      acc = tl.wgmma(acc, desc(ra, env.stage, kk, kstep, not at.transpose_a),
+                     desc(rb, env.stage, kk, kstep, at.transpose_b), opts)
     end
     tl.wgmma_commit()
     L.vmap[op:result(1):id()] = { vec = acc }
