@@ -259,6 +259,18 @@ case("layernorm", {
   tol = { Y = { 2 ^ -7, 2 ^ -8 }, Mean = F32, Rstd = F32 },
 })
 
+-- the same with three rows a program (tl.rows' `rows`: a loop that loads the
+-- next row during this one's reductions; W and B once a program), at row
+-- counts no multiple of 3 (the last program's rows past M: padding, dropped)
+for _, name in ipairs { "softmax", "rmsnorm", "layernorm" } do
+  local c = {}
+  for key, v in pairs(cases[name]) do c[key] = v end
+  c.build = function(cc) return tl.rows[name] { n = cc.n, rows = 3, name = name .. "_rows3" } end
+  c.grid = function(_, M) return { (M + 2) // 3 } end
+  c.sizes, c.small = { { 58, 8000 }, { 7, 777 } }, { 4, 300 }
+  case(name .. "_rows3", c)
+end
+
 -- the backward passes: DX per row, and each program's part of DW (DB) summed on the host
 for _, layer in ipairs { false, true } do
   local name = layer and "layernorm_bwd" or "rmsnorm_bwd"

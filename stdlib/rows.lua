@@ -10,10 +10,10 @@
 --   tl.rows.reduce{kind, n, elem}            per row: Out[M] (f32) = sum | max | min; kind = "mean_var":
 --                                            Mean[M], Var[M] (population) from one read of the row
 --   tl.rows.col_reduce{kind, n, rows, elem}  per column: Out[N] (f32) = sum | max | min over all rows
---   tl.rows.softmax{n, elem}                 Y = softmax of each row
---   tl.rows.rmsnorm{n, elem}                 Y = X / rms(X) * W, Rstd[M] = 1 / rms(X)   (rms = sqrt(mean(x^2) + eps))
+--   tl.rows.softmax{n, elem, rows}           Y = softmax of each row
+--   tl.rows.rmsnorm{n, elem, rows}           Y = X / rms(X) * W, Rstd[M] = 1 / rms(X)   (rms = sqrt(mean(x^2) + eps))
 --   tl.rows.rmsnorm_bwd{n, elem, rows}       DX, and DWp[P, N] (f32): each program's part of DW = sum over rows of DY * X * rstd
---   tl.rows.layernorm{n, elem}               Y = (X - mean) * rstd * W + B, Mean[M], Rstd[M]
+--   tl.rows.layernorm{n, elem, rows}         Y = (X - mean) * rstd * W + B, Mean[M], Rstd[M]
 --   tl.rows.layernorm_bwd{n, elem, rows}     DX, DWp[P, N], DBp[P, N] (f32 parts of DW and DB)
 --   tl.rows.transpose{n, elem}               Y[N, M] = X[M, N]^T, a tile of n x n a program
 --
@@ -22,7 +22,9 @@
 -- programs: {ceil(M / rows), ceil(N / n)} for map ({ceil(M / n), ceil(N / n)} for
 -- transpose), {ceil(N / n)} for
 -- col_reduce, {P} (P programs of `rows` rows each) for the backward passes,
--- {M} for the others. The sums of DWp / DBp over P are col_reduce's.
+-- {M} for the others ({ceil(M / rows)} for softmax, rmsnorm and layernorm
+-- given rows: that many rows a program, the next one loaded while this one is
+-- computed). The sums of DWp / DBp over P are col_reduce's.
 local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
 
 local M = {}
@@ -56,6 +58,31 @@ do -- tl.rows (an indented block)
 
   local function f32(x) return x:cast(tl.f32) end
   local function row_of(p, t, row, n) return f32(tl.load(t, { row, 0 }, { 1, n })) end
+
+  -- The rows of this program: o.rows (default 1) consecutive rows of X from
+  -- rows * program_id("x"), each given to body(row, x: the row [1, n] in f32).
+  -- More than one: a loop that loads the next row before computing this one
+  -- (carried in X's type: 16-bit elements two to a register), so its load is
+  -- in flight during this row's reductions; what body loads before the loop
+  -- (W, B) is loaded once a program. Rows past M read padding and their stores
+  -- are dropped; the last row's "next" reads it again (a cache hit).
+  local function each_row(p, o, n, pad, body)
+    local rows = o.rows or 1
+    if math.type(rows) ~= "integer" or rows < 1 then raise("rows: rows (rows a program) must be a positive integer") end
+    local opts = pad and { padding = pad } or nil
+    if rows == 1 then
+      local row = tl.program_id("x")
+      body(row, f32(tl.load(p.X, { row, 0 }, { 1, n }, opts)))
+      return
+    end
+    local first = tl.program_id("x") * rows
+    local last = first + (rows - 1)
+    tl.for_range(first, first + rows, 1, { tl.load(p.X, { first, 0 }, { 1, n }, opts) }, function(row, x)
+      local nxt = tl.load(p.X, { tl.min(row + 1, last), 0 }, { 1, n }, opts)
+      body(row, f32(x))
+      return nxt
+    end)
+  end
   local function expand_row(v) return tl.expand_dim(v, 1) end -- a value per row -> a column [1, 1]
   local function as_row(t, n) return tl.expand_dim(f32(tl.load(t, { 0 }, { n })), 0) end -- a vector [n] -> a row [1, n]
 
@@ -152,12 +179,12 @@ do -- tl.rows (an indented block)
     local elem = o.elem or tl.bf16
     local k = kernel(o.name or "rows_softmax", o, { X = tl.tensor(elem, 2), Y = tl.tensor(elem, 2) })
     k:define(function(k, p)
-      local row = tl.program_id("x")
       -- elements past the row read -inf: exp(-inf) = 0 adds nothing to the sum
-      local x = f32(tl.load(p.X, { row, 0 }, { 1, n }, { padding = -math.huge }))
-      local e = tl.exp(x - expand_row(tl.reduce(x, 1, "max")))
-      local r = 1.0 / tl.reduce(e, 1, "add")
-      tl.store(p.Y, { row, 0 }, (e * expand_row(r)):cast(elem))
+      each_row(p, o, n, -math.huge, function(row, x)
+        local e = tl.exp(x - expand_row(tl.reduce(x, 1, "max")))
+        local r = 1.0 / tl.reduce(e, 1, "add")
+        tl.store(p.Y, { row, 0 }, (e * expand_row(r)):cast(elem))
+      end)
     end)
     return k
   end
@@ -168,11 +195,12 @@ do -- tl.rows (an indented block)
     local k = kernel(o.name or "rows_rmsnorm", o, { X = tl.tensor(elem, 2), W = tl.tensor(elem, 1), Y = tl.tensor(elem, 2),
                                                     Rstd = tl.tensor(tl.f32, 1), N = tl.i32, eps = tl.f32 })
     k:define(function(k, p)
-      local row = tl.program_id("x")
-      local x = row_of(p, p.X, row, n)
-      local rstd = tl.rsqrt(tl.reduce(x * x, 1, "add") / p.N:cast(tl.f32) + p.eps)
-      tl.store(p.Y, { row, 0 }, (x * expand_row(rstd) * as_row(p.W, n)):cast(elem))
-      tl.store(p.Rstd, { row }, rstd)
+      local w = (o.rows or 1) > 1 and as_row(p.W, n) -- (one row a program: W loaded after the reduction)
+      each_row(p, o, n, nil, function(row, x)
+        local rstd = tl.rsqrt(tl.reduce(x * x, 1, "add") / p.N:cast(tl.f32) + p.eps)
+        tl.store(p.Y, { row, 0 }, (x * expand_row(rstd) * (w or as_row(p.W, n))):cast(elem))
+        tl.store(p.Rstd, { row }, rstd)
+      end)
     end)
     return k
   end
@@ -184,17 +212,19 @@ do -- tl.rows (an indented block)
                                                       Y = tl.tensor(elem, 2), Mean = tl.tensor(tl.f32, 1),
                                                       Rstd = tl.tensor(tl.f32, 1), N = tl.i32, eps = tl.f32 })
     k:define(function(k, p)
-      local row = tl.program_id("x")
-      local x = row_of(p, p.X, row, n)
-      local fn = p.N:cast(tl.f32)
-      local mean = tl.reduce(x, 1, "add") / fn
-      local xc = x - expand_row(mean)
-      -- past the row xc is -mean: those (n - N) squares do not count
-      local var = (tl.reduce(xc * xc, 1, "add") - mean * mean * (n - p.N):cast(tl.f32)) / fn
-      local rstd = tl.rsqrt(var + p.eps)
-      tl.store(p.Y, { row, 0 }, (xc * expand_row(rstd) * as_row(p.W, n) + as_row(p.B, n)):cast(elem))
-      tl.store(p.Mean, { row }, mean)
-      tl.store(p.Rstd, { row }, rstd)
+      local once = (o.rows or 1) > 1 -- (one row a program: W and B loaded after the reductions)
+      local w, b = once and as_row(p.W, n), once and as_row(p.B, n)
+      each_row(p, o, n, nil, function(row, x)
+        local fn = p.N:cast(tl.f32)
+        local mean = tl.reduce(x, 1, "add") / fn
+        local xc = x - expand_row(mean)
+        -- past the row xc is -mean: those (n - N) squares do not count
+        local var = (tl.reduce(xc * xc, 1, "add") - mean * mean * (n - p.N):cast(tl.f32)) / fn
+        local rstd = tl.rsqrt(var + p.eps)
+        tl.store(p.Y, { row, 0 }, (xc * expand_row(rstd) * (w or as_row(p.W, n)) + (b or as_row(p.B, n))):cast(elem))
+        tl.store(p.Mean, { row }, mean)
+        tl.store(p.Rstd, { row }, rstd)
+      end)
     end)
     return k
   end

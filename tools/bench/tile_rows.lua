@@ -10,7 +10,8 @@
 -- back-to-back launches. The ratio is the program's bandwidth (the bytes it
 -- moves per second) over the copy's; the targets (issue) are >= 0.95 for the
 -- normalizations and softmax. The same programs with other tiles follow
--- (more rows a program for the maps, 16 warps a row for the normalizations):
+-- (more rows a program for the maps; 16 warps a row, and programs of 4 rows
+-- that load the next row during this one's reductions, for the normalizations):
 -- what the defaults of stdlib/rows.lua are chosen from. Prints a table last.
 --
 --   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192]
@@ -81,6 +82,16 @@ local cases = {
   { "softmax, 16 warps", tl.rows.softmax { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, Y = { y, { M, N } } } }, 2 * bytes },
   { "layernorm, 16 warps", tl.rows.layernorm { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } },
     B = { b, { N } }, Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
+  { "rmsnorm, rows 4, 16 warps", tl.rows.rmsnorm { n = N, warps = 16, rows = 4 }, { grid = { M // 4 }, args = { X = { x, { M, N } },
+    W = { w, { N } }, Y = { y, { M, N } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
+  { "softmax, rows 4, 16 warps", tl.rows.softmax { n = N, warps = 16, rows = 4 }, { grid = { M // 4 },
+    args = { X = { x, { M, N } }, Y = { y, { M, N } } } }, 2 * bytes },
+  { "layernorm, rows 4, 16 warps", tl.rows.layernorm { n = N, warps = 16, rows = 4 }, { grid = { M // 4 }, args = { X = { x, { M, N } },
+    W = { w, { N } }, B = { b, { N } }, Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } },
+    2 * bytes },
+  { "layernorm, rows 4, 32 warps", tl.rows.layernorm { n = N, warps = 32, rows = 4 }, { grid = { M // 4 }, args = { X = { x, { M, N } },
+    W = { w, { N } }, B = { b, { N } }, Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } },
+    2 * bytes },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
   { "transpose 64", tl.rows.transpose { n = 64 }, { grid = { M // 64, N // 64 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
   { "transpose 128", tl.rows.transpose { n = 128, warps = 8 }, { grid = { M // 128, N // 128 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
