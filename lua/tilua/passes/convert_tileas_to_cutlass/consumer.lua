@@ -127,6 +127,7 @@ local function tiled_load(L, f)
     local e = L.P.by_arg[op:operand(1):id()]
     local ri = R.tile_of(op:result(1))
     local kind = R.layout_kind(op:result(1))
+    if X.single_load(L, op) then return end
     if kind == "slice" and L.nctas > 1 then
       R.fail(op, "tiled_load of a slice on a cluster is not lowered yet")
     elseif kind == "slice" and #ri.shape == 1 and ri.layout.parent and ri.layout.parent.kind == "mma" then

@@ -255,6 +255,26 @@ OPS["tileas.splat"] = function(L, op)
   L.vmap[op:result(1):id()] = f
 end
 
+-- A register tile of one element (every extent 1) loaded from a global tensor
+-- by a producer or a consumer: the element, loaded by every thread that needs
+-- it (an index a program reads from memory: a grouped GEMM's expert), or
+-- nil for another tile. tileas.extract of it is the element.
+function X.single_load(L, op)
+  local ri = R.tile_of(op:result(1))
+  for _, x in ipairs(ri.shape) do if x ~= 1 then return nil end end
+  local e = L.P.by_arg[op:operand(1):id()]
+  local idx = {}
+  for d = 1, #ri.shape do idx[d] = V.get(L, op:operand(1 + R.leading(op) + d), op) end
+  local v = V.load_at(L, e, op, V.leading(L, op, idx))
+  L.vmap[op:result(1):id()] = { single = v }
+  return true
+end
+OPS["tileas.extract"] = function(L, op)
+  local x = V.get(L, op:operand(1), op)
+  if type(x) ~= "table" or x.single == nil then R.fail(op, "extract of a tile of more than one element outside a compute agent is not lowered yet") end
+  L.vmap[op:result(1):id()] = x.single
+end
+
 OPS["tileas.extract_slice"] = function(L, op, env)
   local r = V.get(L, op:operand(1), op)
   if not V.is_ring(r) then R.fail(op, "extract_slice of register tiles is not lowered yet") end

@@ -52,7 +52,10 @@ local function producer_env(L, ag)
   env.dot = function(op) R.fail(op, "a dot in the producer agent") end
   env.tiled_store = function(op) R.fail(op, "a tiled_store in the producer agent") end
   env.tiled_load = function(op)
-    if not R.is_ring_load(op) then R.fail(op, "the producer loads only into rings") end
+    if not R.is_ring_load(op) then
+      if X.single_load(L, op) then return end
+      R.fail(op, "the producer loads only into rings (and single elements)")
+    end
     L.vmap[op:result(1):id()] = { pending_load = op }
   end
   env.copy = ring_copy(L, env)
