@@ -13,11 +13,8 @@
 --   tilua tools/bench/tile_batched.lua [--z=16] [--m=1024] [--n=1024] [--k=1024]
 local tl = require "tilua"
 
-local o = { z = 16, m = 1024, n = 1024, k = 1024 }
-for _, a in ipairs(arg or {}) do
-  local key, v = a:match "^%-%-([%w_]+)=(%d+)$"
-  if key then o[key] = tonumber(v) end
-end
+local P = dofile "tools/bench/peers.lua"
+local o = P.options { z = 16, m = 1024, n = 1024, k = 1024 }
 tl.device.require()
 local D = tl.device
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
@@ -55,18 +52,7 @@ local function run_loop()
   end
 end
 
-local function sample(fn) return D.time(function() for _ = 1, 10 do fn() end end) / 10 end
 local runs = { { "tile batched (rank 3, z)", run_batched }, { "tile GEMM stacked (one B)", run_stacked },
                { ("tile GEMM, loop of %d launches"):format(Z), run_loop } }
-for _, r in ipairs(runs) do r[2]() end
-D.synchronize()
-local best = {}
-for _ = 1, 5 do
-  for i, r in ipairs(runs) do best[i] = math.min(best[i] or math.huge, sample(r[2])) end
-end
-local flops = 2.0 * Z * M * N * K
-print("| kernel | ms | TFLOP/s | / batched (time) |")
-print("|---|---|---|---|")
-for i, r in ipairs(runs) do
-  print(("| %s | %.4f | %.1f | %.3f |"):format(r[1], best[i], flops / best[i] / 1e9, best[1] / best[i]))
-end
+local best = P.time(runs)
+P.table(runs, best, 2.0 * Z * M * N * K, "/ batched (time)", function(i) return best[1] / best[i] end)

@@ -11,11 +11,8 @@
 --   tilua tools/bench/tile_fp8.lua [--m=8192] [--n=8192] [--k=8192]
 local tl = require "tilua"
 
-local o = { m = 8192, n = 8192, k = 8192 }
-for _, a in ipairs(arg or {}) do
-  local key, v = a:match "^%-%-([%w_]+)=(%d+)$"
-  if key then o[key] = tonumber(v) end
-end
+local P = dofile "tools/bench/peers.lua"
+local o = P.options { m = 8192, n = 8192, k = 8192 }
 tl.device.require()
 local D = tl.device
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
@@ -46,17 +43,6 @@ if blas then
     tl.core.blas_gemm { m = M, n = N, k = K, a = a.raw, b = b.raw, d = c3.raw, ["in"] = "e4m3", out = "bf16", alpha = 0.125 }
   end }
 end
-local function sample(fn) return D.time(function() for _ = 1, 10 do fn() end end) / 10 end
-for _, r in ipairs(runs) do r[2]() end
-D.synchronize()
-local best = {}
-for _ = 1, 5 do
-  for i, r in ipairs(runs) do best[i] = math.min(best[i] or math.huge, sample(r[2])) end
-end
-local flops = 2.0 * M * N * K
+local best = P.time(runs)
 local peer = blas and best[#runs]
-print("| kernel | ms | TFLOP/s | / cuBLASLt fp8 |")
-print("|---|---|---|---|")
-for i, r in ipairs(runs) do
-  print(("| %s | %.4f | %.1f | %s |"):format(r[1], best[i], flops / best[i] / 1e9, peer and ("%.3f"):format(peer / best[i]) or "-"))
-end
+P.table(runs, best, 2.0 * M * N * K, "/ cuBLASLt fp8", function(i) return peer and peer / best[i] end)

@@ -15,11 +15,8 @@
 --   tilua tools/bench/tile_grouped.lua [--groups=64] [--total=32768] [--n=2048] [--k=4096]
 local tl = require "tilua"
 
-local o = { groups = 64, total = 32768, n = 2048, k = 4096 }
-for _, a in ipairs(arg or {}) do
-  local key, v = a:match "^%-%-([%w_]+)=(%d+)$"
-  if key then o[key] = tonumber(v) end
-end
+local P = dofile "tools/bench/peers.lua"
+local o = P.options { groups = 64, total = 32768, n = 2048, k = 4096 }
 tl.device.require()
 local D = tl.device
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
@@ -76,16 +73,5 @@ if blas then
     end
   end }
 end
-local function sample(fn) return D.time(function() for _ = 1, 10 do fn() end end) / 10 end
-for _, r in ipairs(runs) do r[2]() end
-D.synchronize()
-local best = {}
-for _ = 1, 5 do
-  for i, r in ipairs(runs) do best[i] = math.min(best[i] or math.huge, sample(r[2])) end
-end
-local flops = 2.0 * total * N * K
-print("| kernel | ms | TFLOP/s (real rows) | grouped / it |")
-print("|---|---|---|---|")
-for i, r in ipairs(runs) do
-  print(("| %s | %.4f | %.1f | %.3f |"):format(r[1], best[i], flops / best[i] / 1e9, best[i] / best[1]))
-end
+local best = P.time(runs) -- TFLOP/s of the real rows
+P.table(runs, best, 2.0 * total * N * K, "grouped / it", function(i) return best[i] / best[1] end)
