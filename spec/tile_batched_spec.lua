@@ -3,8 +3,9 @@
 -- program_id("z"). tile-to-ptx gives rank-3 tensor maps with boxes {1, rows,
 -- cols}, TMA copies with three coordinates, the persistent scheduler's
 -- batches and the launch's programs_z; on the emulator the lowered kernel
--- computes every batch as the CPU does, bit for bit (small integers); the
--- stand-in driver takes a grid of programs with z.
+-- computes every batch as the CPU does, bit for bit (small integers); so does
+-- a program without a dot (a compute agent) on rank-3 tensors; the stand-in
+-- driver takes a grid of programs with z.
 local tl = require "tilua"
 local H = dofile "spec/helper.lua"
 local PH = dofile "spec/protocol_helper.lua"
@@ -59,6 +60,32 @@ describe("a batched GEMM (rank-3 tensors, the batch by program_id(\"z\"))", func
       end
     end
     assert.equal(0, bad, first)
+  end)
+
+  it("a program without a dot on rank-3 tensors (a compute agent): Y[z] = 2 X[z], tiles of 2 x 64 rows, on the emulator", function()
+    tl.new_module()
+    local k = tl.tile_kernel("scale3", { params = { X = tl.tensor(tl.bf16, 3), Y = tl.tensor(tl.f32, 3) }, num_warps = 4 })
+    k:define(function(k, p)
+      local r, z = tl.program_id("x"), tl.program_id("z")
+      tl.store(p.Y, { z, r, 0 }, tl.load(p.X, { z, r, 0 }, { 2, 64 }):cast(tl.f32) * 2.0)
+    end)
+    k:compile()
+    local kop = k:lowered_op()
+    local Z, M, N = 3, 5, 50 -- rows no multiple of the tile's 2, N shorter than its 64
+    local xs, xb = PH.matrix(Z * M, N, function(i, j) return (i * 3 + j) % 17 - 8 end)
+    local vals = { ["ptr:X"] = xb, ["ptr:Y"] = ("\0"):rep(4 * Z * M * N), ["programs:x"] = (M + 1) // 2, ["programs:y"] = 1,
+                   ["programs:z"] = Z }
+    for _, t in ipairs { "X", "Y" } do
+      vals["dim:" .. t .. ":0"], vals["dim:" .. t .. ":1"], vals["dim:" .. t .. ":2"] = Z, M, N
+      vals["stride:" .. t .. ":0"], vals["stride:" .. t .. ":1"] = M * N, N
+    end
+    local args, at = PH.params_args(kop, vals)
+    local r = tl.emulate(kop, { grid = (M + 1) // 2 * Z, args = args, policy = "random", seed = 4 })
+    assert(r.ok, r.report)
+    local out = r.read(at["ptr:Y"])
+    for i = 0, Z * M * N - 1 do
+      assert.equal(2 * xs[i // N * N + i % N], (string.unpack("<f", out, 1 + 4 * i)), ("Y element %d"):format(i))
+    end
   end)
 
   it("launches with a grid of programs along z (stand-in driver)", function()
