@@ -3,8 +3,8 @@
 -- program_id("z"). tile-to-ptx gives rank-3 tensor maps with boxes {1, rows,
 -- cols}, TMA copies with three coordinates, the persistent scheduler's
 -- batches and the launch's programs_z; on the emulator the lowered kernel
--- computes every batch as the CPU does, bit for bit (small integers); so does
--- a program without a dot (a compute agent) on rank-3 tensors; the stand-in
+-- computes every batch as the CPU does, bit for bit (small integers), on one
+-- CTA and on a cluster of 2 splitting M; so does a program without a dot (a compute agent) on rank-3 tensors; the stand-in
 -- driver takes a grid of programs with z.
 local tl = require "tilua"
 local H = dofile "spec/helper.lua"
@@ -60,6 +60,41 @@ describe("a batched GEMM (rank-3 tensors, the batch by program_id(\"z\"))", func
       end
     end
     assert.equal(0, bad, first)
+  end)
+
+  it("on a cluster of 2 (a 256-row program split along M after the batch coordinate): 2 batches of 200 x 100 x 64, bit for bit", function()
+    tl.new_module()
+    local k = tl.tile_kernel("batched_cluster", {
+      params = { A = tl.tensor(tl.bf16, 3), B = tl.tensor(tl.bf16, 3), C = tl.tensor(tl.bf16, 3), K = tl.i32 }, cluster = { 2, 1, 1 } })
+    k:define(function(k, p)
+      local m, n, z = tl.program_id("x"), tl.program_id("y"), tl.program_id("z")
+      local acc = tl.for_tiles(p.K, { tile = 64, stages = 3 }, tl.zeros({ 256, 128 }, tl.f32), function(kk, acc)
+        return tl.dot(tl.load(p.A, { z, m, kk }, { 256, 64 }), tl.load(p.B, { z, n, kk }, { 128, 64 }), acc)
+      end)
+      tl.store(p.C, { z, m, n }, acc:cast(tl.bf16))
+    end)
+    local ok, log = tl.ptxas(k:compile())
+    if ok ~= nil then assert(ok, log) end
+    local kop = PH.lowered_tile(k)
+    local Z, M, N, K = 2, 200, 100, 64
+    local A, ab = PH.matrix(Z * M, K, a_value)
+    local B, bb = PH.matrix(Z * N, K, b_value)
+    local args, at = PH.params_args(kop, { ["map:A"] = { data = ab, shape = { Z, M, K } }, ["map:B"] = { data = bb, shape = { Z, N, K } },
+      ["map:C"] = { bytes = Z * M * N * 2, shape = { Z, M, N } }, ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1,
+      ["programs:z"] = Z })
+    local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 3 })
+    assert(r.ok, r.report)
+    local out = r.read(at["map:C"])
+    for z = 0, Z - 1 do
+      for i = 0, M - 1 do
+        for j = 0, N - 1 do
+          local s = 0
+          for kk = 0, K - 1 do s = s + A[(z * M + i) * K + kk] * B[(z * N + j) * K + kk] end
+          local got = string.unpack("<f", string.pack("<I4", (string.unpack("<I2", out, 1 + 2 * ((z * M + i) * N + j))) << 16))
+          if got ~= s then error(("C[%d, %d, %d] = %g, want %g"):format(z, i, j, got, s)) end
+        end
+      end
+    end
   end)
 
   it("a program without a dot on rank-3 tensors (a compute agent): Y[z] = 2 X[z], tiles of 2 x 64 rows, on the emulator", function()
