@@ -4,21 +4,23 @@
 -- column of B). tile-to-ptx gives wgmma of kind e4m3 (k 32 a step) over TMA
 -- boxes of 128 bytes of K; on the emulator the lowered kernel computes what
 -- the CPU does from the decoded bytes, bit for bit (values whose products and
--- sums are exact in f32, power-of-two scales: the one rounding is bf16's).
+-- sums are exact in f32, power-of-two scales: the one rounding is bf16's), e4m3 and e5m2.
 local tl = require "tilua"
 local PH = dofile "spec/protocol_helper.lua"
 local values = require "tilua.emulate.values"
 
 local ex = assert(loadfile "examples/tile_gemm_fp8.lua")("--library")
 
--- e4m3 bytes of magnitude in [0.25, 4) (exponent fields 5 .. 8), either sign
-local function fp8_bytes(n, seed)
+-- fp8 bytes of magnitude in [0.25, 4), either sign: e4m3 (exponent fields
+-- 5 .. 8, 3 mantissa bits) or e5m2 (13 .. 16, 2 bits)
+local function fp8_bytes(n, seed, fmt)
   local s, bytes, v = seed, {}, {}
   for i = 0, n - 1 do
     s = (s * 1103515245 + 12345) & 0x7fffffff
     local r = s >> 8
-    local b = ((r & 1) << 7) | ((5 + (r >> 1) % 4) << 3) | ((r >> 3) & 7)
-    bytes[i + 1], v[i] = string.char(b), values.fp8_dec.e4m3(b)
+    local b = fmt == "e5m2" and (((r & 1) << 7) | ((13 + (r >> 1) % 4) << 2) | ((r >> 3) & 3))
+      or (((r & 1) << 7) | ((5 + (r >> 1) % 4) << 3) | ((r >> 3) & 7))
+    bytes[i + 1], v[i] = string.char(b), values.fp8_dec[fmt or "e4m3"](b)
   end
   return v, table.concat(bytes)
 end
@@ -43,14 +45,15 @@ describe("an fp8 GEMM as a tile program", function()
     end
   end)
 
-  for _, rowcol in ipairs { false, true } do
-    it(("130 x 100 x 160 (K ragged), %s scales, on 2 persistent CTAs: the CPU reference, bit for bit"):format(
-      rowcol and "row / column" or "per-tensor"), function()
-      local k = ex.build { scales = rowcol and "rowcol" or "tensor" }
+  for _, v in ipairs { { false, "e4m3" }, { true, "e4m3" }, { true, "e5m2" } } do
+    local rowcol, fmt = v[1], v[2]
+    it(("%s, 130 x 100 x 160 (K ragged), %s scales, on 2 persistent CTAs: the CPU reference, bit for bit"):format(
+      fmt, rowcol and "row / column" or "per-tensor"), function()
+      local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt }
       local kop = PH.lowered_tile(k)
       local M, N, K = 130, 100, 160
-      local A, ab = fp8_bytes(M * K, 11)
-      local B, bb = fp8_bytes(N * K, 12)
+      local A, ab = fp8_bytes(M * K, 11, fmt)
+      local B, bb = fp8_bytes(N * K, 12, fmt)
       local sa, sb = {}, {}
       for i = 1, M do sa[i] = 2.0 ^ (i % 3 - 1) end
       for j = 1, N do sb[j] = 2.0 ^ -(j % 4) * (j % 2 == 0 and 1 or -1) end
