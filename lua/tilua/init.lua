@@ -694,6 +694,7 @@ local rooms = {
   "tilua.stdlib.attention", -- the Hopper attention forward (tl.attention)
   "tilua.stdlib.autotune", -- tl.autotune
   "tilua.dsl.tileprog", -- tile programs (tileas): tiles and tensors, registered as kinds
+  "tilua.stdlib.rows", -- memory-bound tile programs over rows (tl.rows)
 }
 -- (a room that fails to load leaves no half-built library behind for a later require)
 local ok, err = pcall(function() for _, name in ipairs(rooms) do require(name) end end)

@@ -27,6 +27,11 @@
 **               `tileas.replica_offsets`), so a lowering may run one code on
 **               both warpgroups
 **
+** A tile program without such a loop (an elementwise map, a reduction, a
+** normalization: no dot to pipeline) becomes one agent {kind = compute,
+** num_warps = the block's warps} holding the whole body: every warp of the
+** block works on the program's tiles together.
+**
 ** Each agent is a copy of the whole body (a persistent loop included: every
 ** agent walks the same deterministic tile sequence) from which the dead ops
 ** and loop-carried values are then removed. Values cross agents only through
@@ -329,9 +334,11 @@ static bool visit_split(IrOp *op, void *ud) {
   } else if (op->kind == OP_TILEAS_TILED_LOAD || op->kind == OP_TILEAS_TILED_STORE) {
     IrValue *tile =
         op->kind == OP_TILEAS_TILED_LOAD ? &op->results[0] : op->operands[op->noperands - 1].value;
-    if (is_split(m, tile)) { /* (a tile of fewer dims than its tensor: its last dims) */
-      int64_t lead = ir_type_param_int(op->operands[0].value->type, 1, 0) - tile->type->rank;
-      uint32_t at = 1 + (uint32_t)lead + (uint32_t)get_mdim(m, tile);
+    if (is_split(m, tile)) { /* (a tile of lower rank than its tensor: its coordinates follow the
+                                leading ones) */
+      uint32_t lead =
+          (uint32_t)ir_type_param_int(op->operands[0].value->type, 1, 0) - tile->type->rank;
+      uint32_t at = 1 + lead + (uint32_t)get_mdim(m, tile);
       ir_op_set_operand(op, at, half_coord(m, op, op->operands[at].value, s->idx));
     }
   } else if ((op->kind == OP_TILEAS_EXTRACT_SLICE || op->kind == OP_TILEAS_EXTRACT) &&
@@ -583,6 +590,24 @@ static void set_block(Mat *m, IrOp *k, int64_t warps) {
   ir_op_set_attr(k, "kernel_spec", ir_attr_dict(m->rw.ctx, n, e));
 }
 
+static bool is_tileas(const IrOp *op) { return ir_op_in_dialect(op->kind, "tileas"); }
+
+/* A tile program without a pipelined loop: its body in one compute agent of the block's warps. */
+static IrResult compute_agent(Mat *m, IrOp *k) {
+  IrBlock *body = m->rw.entry;
+  if (!body->first || !rw_find(k, is_tileas)) return IR_OK;
+  int64_t warps = kernel_spec(k).threads / 32;
+  IrOp *a = new_agent(m, body->first, "compute", warps > 0 ? warps : 1);
+  IrBlock *into = a->regions[0].first;
+  for (IrOp *o = body->first, *next; o; o = next) {
+    next = o->next;
+    ir_op_unlink(o);
+    ir_block_append(into, o);
+  }
+  ir_block_append(body, a);
+  return IR_OK;
+}
+
 static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   Mat *m = (Mat *)r;
   bool has_agents = false;
@@ -594,7 +619,7 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   memset(m->once, 0, sizeof m->once);
   ir_walk_pre(k, visit_find, m);
   if (m->failed) return IR_FAIL;
-  if (!m->loop) return IR_OK;
+  if (!m->loop) return compute_agent(m, k);
   ir_walk_pre(k, visit_program_loads, m);
   if (m->failed) return IR_FAIL;
   /* on a cluster, tileas-plan-cta's rule splits M among cta_rows CTAs: the

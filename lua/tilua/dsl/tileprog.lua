@@ -15,8 +15,8 @@
 --   compute     a + b, a - b, a * b, a / b, -a on tiles (scalars and size-1 dims
 --               broadcast), tl.maximum / tl.minimum, a:lt(b) ..., a & b, a | b, tl.select,
 --               x:cast(elem), tl.dot(a, b [, acc] [, opts]), tl.reduce(x, dim, kind),
---               tl.exp exp2 log log2 sqrt rsqrt abs
---   shapes      tl.broadcast(x, shape), tl.expand_dim(x, dim), tl.extract_slice(x, offsets, sizes)
+--               tl.exp exp2 log log2 sqrt rsqrt abs rcp tanh erf sigmoid silu gelu gelu_tanh
+--   shapes      tl.broadcast(x, shape), tl.expand_dim(x, dim), tl.extract_slice(x, offsets, sizes), tl.transpose(x)
 --   loops       tl.for_tiles(extent, tile | {tile, stages}, inits..., fn(kk, ...))
 --   agents      tl.agent(kind, {num_warps, stride, interleaved}, fn)
 --
@@ -254,10 +254,11 @@ local function tensor_info(t)
 end
 
 -- tl.load(tensor, coords [, shape] [, opts]): the tile at tile coordinates
--- (units of the shape, outermost first) of a tl.tensor parameter; a shape of
--- fewer extents than the tensor's rank is a tile of its last dims, the leading
--- coordinates element indices (a head of a [B, H, S, D] tensor); out of bounds
--- reads 0. opts.space = "shared" loads into a shared tile. A pointer loads as before.
+-- (units of the shape, outermost first) of a tl.tensor parameter (a shape of
+-- fewer dims than the tensor leaves out the leading ones: their coordinates
+-- index single elements, a batch); out of bounds
+-- reads opts.padding (0; -math.huge for a row's maximum). opts.space = "shared"
+-- loads into a shared tile. A pointer loads as before.
 function tensor_ops.load(t, coords, shape, opts)
   local ti = tensor_info(t)
   if shape ~= nil and getmetatable(shape) == nil and type(shape) == "table" and shape[1] == nil then
@@ -274,7 +275,16 @@ function tensor_ops.load(t, coords, shape, opts)
   local opds = { t }
   for _, c in ipairs(cs) do opds[#opds + 1] = c end
   opts = opts or {}
-  return tl.op1("tileas.tiled_load", opds, tile_type(ti.elem, shape, opts.space or "rmem", opts.layout))
+  if opts.padding ~= nil and type(opts.padding) ~= "number" then
+    raise(("load: padding must be a number, got %s"):format(type(opts.padding)))
+  end
+  local pad = opts.padding
+  if pad == 0 then pad = nil end
+  if pad and ti.elem:kind() == "float" then pad = pad + 0.0 end
+  if pad and ti.elem:kind() == "int" and math.type(pad) ~= "integer" then
+    raise("load: the padding of an integer tile must be an integer")
+  end
+  return tl.op1("tileas.tiled_load", opds, tile_type(ti.elem, shape, opts.space or "rmem", opts.layout), { padding = pad })
 end
 
 -- tl.store(tensor, coords, tile): writes the tile at tile coordinates; out of
@@ -341,6 +351,13 @@ function tl.broadcast(x, shape)
     end
   end
   return tl.op1("tileas.broadcast", { x }, tile_type(i.elem, shape))
+end
+
+-- tl.transpose(x): a rank-2 tile with its dims swapped.
+function tl.transpose(x)
+  local i = info(tile_arg(x, "transpose"))
+  if #i.shape ~= 2 then raise(("transpose: expected a tile of rank 2, got %s"):format(shape_str(i.shape))) end
+  return tl.op1("tileas.transpose", { x }, tile_type(i.elem, { i.shape[2], i.shape[1] }))
 end
 
 function tl.expand_dim(x, dim)
@@ -477,12 +494,13 @@ end
 
 -- tl.exp(x) ...: the function of every element of a float tile (tileas.math);
 -- a scalar takes the approximate function of that name where dsl/warp.lua has
--- one (tl.rsqrt, which brings tiles here).
+-- one (tl.rsqrt, tl.tanh, which bring tiles here; tl.rcp_approx of a tile is tl.rcp).
 for _, fn in ipairs(core.enums().tileas_math_fn) do
   tile_ops[fn] = function(x)
     if info(x).elem:kind() ~= "float" then raise(("%s: expected a float tile, got %s"):format(fn, tostring(x:type()))) end
     return tl.op1("tileas.math", { x }, x:type(), { fn = fn })
   end
+  if fn == "rcp" then tile_ops.rcp_approx = tile_ops.rcp end
   if not kinds.approx_math[fn] then
     tl[fn] = function(x)
       if not is_tile(x) then raise(("%s: expected a float tile (scalars: tl.approx)"):format(fn)) end
@@ -509,12 +527,25 @@ end
 -- tl.dot(a, b [, acc] [, opts]): a [M, K] times b [K, N] plus acc [M, N] (zeros of
 -- f32, or i32 for integer operands, when absent). b given as [N, K] (K-major) is
 -- taken transposed; opts.transpose_a / transpose_b say so explicitly (needed when
--- the shape is square), opts.negate_a / negate_b negate an operand.
+-- the shape is square), opts.negate_a / negate_b negate an operand; opts.fp8
+-- ("e4m3" | "e5m2"): a and b are 8-bit integer tiles of fp8 bytes (f32 accumulation).
+local dot_options = { transpose_a = true, transpose_b = true, negate_a = true, negate_b = true, fp8 = true }
 function tl.dot(a, b, acc, opts)
   tile_arg(a, "dot")
   tile_arg(b, "dot")
   if acc ~= nil and not is_value(acc) then acc, opts = nil, acc end
   opts = opts or {}
+  if type(opts) ~= "table" then raise(("dot: the options must be a table, got %s"):format(type(opts))) end
+  for key in pairs(opts) do
+    if not dot_options[key] then
+      raise(("dot: unknown option '%s' (known: transpose_a, transpose_b, negate_a, negate_b, fp8; the operands' element types are their tiles')"):format(
+        tostring(key)))
+    end
+  end
+  -- fp8 = "e4m3" | "e5m2": a and b are tiles of 8-bit integers holding fp8 bytes
+  if opts.fp8 ~= nil and opts.fp8 ~= "e4m3" and opts.fp8 ~= "e5m2" then
+    raise(("dot: fp8 is \"e4m3\" or \"e5m2\", got %s"):format(tostring(opts.fp8)))
+  end
   local sa, sb = info(a).shape, info(b).shape
   if #sa ~= 2 or #sb ~= 2 then raise("dot: a and b must be tiles of rank 2") end
   local ta = opts.transpose_a and true or false
@@ -526,12 +557,12 @@ function tl.dot(a, b, acc, opts)
     raise(("dot: a %s and b %s do not multiply (K = %d)"):format(shape_str(sa), shape_str(sb), k))
   end
   if acc == nil then
-    acc = tl.zeros({ m, n }, info(a).elem:kind() == "int" and tl.i32 or tl.f32)
+    acc = tl.zeros({ m, n }, info(a).elem:kind() == "int" and not opts.fp8 and tl.i32 or tl.f32)
   end
   tile_arg(acc, "dot")
   return tl.op1("tileas.dot", { a, b, acc }, acc:type(), {
     transpose_a = ta or nil, transpose_b = tb or nil,
-    negate_a = opts.negate_a or nil, negate_b = opts.negate_b or nil })
+    negate_a = opts.negate_a or nil, negate_b = opts.negate_b or nil, fp8 = opts.fp8 })
 end
 
 -- }===================================================================

@@ -255,7 +255,7 @@ function Run:start()
   if k.on_start then k.on_start(self) end
   self:setup_args()
   self.grid = self.o.grid or 1
-  self.gspace = { is_global = true, shadow_w = {}, shadow_r = {}, granule = 4 } -- 4: no false sharing of i32s
+  self.gspace = { is_global = true, shadow_w = {}, shadow_r = {}, granule = 2 } -- 2: no false sharing of i32s, nor of 16-bit elements (rows of an odd length)
   self.gbars, self.gbar_list = {}, {}
   local csize = k.cluster or 1
   if self.grid % csize ~= 0 then

@@ -2,7 +2,7 @@
 -- emulate/machine.lua): global buffers, loads and stores of a codec's bytes,
 -- and the race check of shared (and global) memory on vector clocks.
 --
--- The race check keeps, per CTA and per granule (16 bytes; global: 4), the
+-- The race check keeps, per CTA and per granule (16 bytes; global: 2), the
 -- last write (actor, clock, loc) and the reads since (a set of records). A
 -- read of bytes whose last write is not ordered before it (a stage not yet
 -- filled) is `unfilled`; a write of bytes whose last write or reads are not

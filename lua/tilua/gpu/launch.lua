@@ -151,6 +151,10 @@ do -- (the module's definitions; an indented block)
       end
     end
     local L = info.tile_launch or {}
+    if programs[3] > 1 and not L.programs_z then
+      raise(("launch: tile kernel '%s' does not read program_id(\"z\"): a grid of programs with z = %d would run each of its programs %d times"):format(
+        k.name, programs[3], programs[3]))
+    end
     if L.workers then -- StreamK: the grid of programs it was planned for, on its workers
       if programs[1] ~= L.programs[1] or programs[2] ~= L.programs[2] or programs[3] ~= 1 then
         raise(("launch: %s kernel '%s' was planned for a grid of programs {%d, %d}, got {%d, %d, %d}"):format(
@@ -158,6 +162,7 @@ do -- (the module's definitions; an indented block)
       end
       return { L.workers, 1, 1 }, list
     end
+    if L.linear then return { programs[1] * programs[2] * programs[3], 1, 1 }, list end -- a CTA a program, along x
     -- a program of a cluster of n CTAs (along x) runs on all n
     local n = info.tile_cluster or 1
     local grid = { programs[1] * n, programs[2], programs[3] }

@@ -372,7 +372,7 @@ do
   -- D = A * B + C per lane in f32 (products exact, a sequential f32 sum over k).
   local function perform(R, W, g)
     local rec, N, K = g.rec, g.N, g.K
-    local dec, eb = g.dec, 2
+    local dec, eb = g.dec, g.eb
     local s = W.cta.shared
     local cta = W.cta
     local da, db = desc_decode(g.desc_a), desc_decode(g.desc_b)
@@ -387,7 +387,7 @@ do
         seen[q] = true
         R:shadow_read(cta, g.actor, g.vc, SHARED_BASE + (q << 4), 16, rec.loc)
       end
-      return values and dec(read16(s, SHARED_BASE + o)) or 0
+      return values and dec(eb == 1 and (s[SHARED_BASE + o] or 0) or read16(s, SHARED_BASE + o)) or 0
     end
     local offa = g.trans_a and mnmajor_off or kmajor_off
     local offb = g.trans_b and mnmajor_off or kmajor_off
@@ -454,10 +454,14 @@ do
       local op = rec.op
       local shape = op:attr "shape"
       local ta = op:attr "type_a"
-      if not DEC[ta] then
-        violation("model", ("%s at %s: %s operands are not modelled (bf16 / f16 are)"):format(rec.name, rec.loc, ta))
+      local dec, eb = DEC[ta], 2
+      if values.fp8_dec[ta] then dec, eb = values.fp8_dec[ta], 1 end
+      local regs = op:operand(2):type():info().kind == "vector" -- (A from registers: packed 16-bit pairs)
+      if not dec or (regs and eb ~= 2) then
+        violation("model", ("%s at %s: %s operands%s are not modelled (bf16 / f16, e4m3 / e5m2 from descriptors are)")
+          :format(rec.name, rec.loc, ta, regs and " in registers" or ""))
       end
-      rec.wg = { N = shape[2], K = shape[3], dec = DEC[ta], trans_a = op:attr_or_default "trans_a",
+      rec.wg = { N = shape[2], K = shape[3], dec = dec, eb = eb, trans_a = op:attr_or_default "trans_a",
                  trans_b = op:attr_or_default "trans_b", scale_a = op:attr_or_default "scale_a",
                  scale_b = op:attr_or_default "scale_b", regs_a = op:operand(2):type():info().kind == "vector" }
     end
@@ -467,7 +471,7 @@ do
     if ins[4] ~= nil then scale_d = at(ins[4], 0) ~= 0 and at(ins[4], 0) ~= false end
     local dst = setmetatable({}, LV)
     for l = 0, 31 do dst[l] = setmetatable({ __info = { W = W, rec = rec } }, PENDING) end
-    local g = { rec = rec, N = wg.N, K = wg.K, dec = wg.dec, trans_a = wg.trans_a, trans_b = wg.trans_b,
+    local g = { rec = rec, N = wg.N, K = wg.K, dec = wg.dec, eb = wg.eb, trans_a = wg.trans_a, trans_b = wg.trans_b,
                 scale_a = wg.scale_a, scale_b = wg.scale_b, desc_a = not wg.regs_a and at(ins[2], 0) or 0,
                 areg = wg.regs_a and ins[2] or nil, desc_b = at(ins[3], 0),
                 src = ins[1], dst = dst, scale_d = scale_d, actor = W.actor, vc = vc_copy(W.vc) }

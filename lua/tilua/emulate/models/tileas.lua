@@ -12,7 +12,7 @@
 --
 -- Global tensors: a !tileas.tensor parameter takes { data = bytes (or bytes =
 -- n), shape = {outermost .. innermost} [, strides = {elements}] }, as a tensor
--- map does (emulate/models/mma.lua). tiled_load reads 0 out of bounds, tiled_store
+-- map does (emulate/models/mma.lua). tiled_load reads its padding (0) out of bounds, tiled_store
 -- drops what falls out; both go through the race check of global memory row by
 -- row: two programs storing one element with no order between them is a race.
 --
@@ -91,7 +91,7 @@ do
   end
   for _, name in ipairs { "tileas.get_program_id", "tileas.num_programs", "tileas.splat", "tileas.iota", "tileas.dot",
                           "tileas.math", "tileas.reduce", "tileas.broadcast", "tileas.expand_dim",
-                          "tileas.extract_slice", "tileas.extract", "tileas.convert_layout", "tileas.copy",
+                          "tileas.extract_slice", "tileas.extract", "tileas.convert_layout", "tileas.copy", "tileas.transpose",
                           "tileas.tiled_load", "tileas.tiled_store", "tileas.agent_switch" } do
     D[name] = function(rec, op, d)
       mark(d)
@@ -508,6 +508,12 @@ do
   -- sees the access (a row at once where t's rows are contiguous), then
   -- f(the element's index in the tile, 1-based; its global address).
   local function each_element(R, W, rec, t, shape, coords, write, f)
+    if #shape < #t.shape then -- a tile that leaves out leading dims: extents of 1 there
+      local full = {}
+      for _ = 1, #t.shape - #shape do full[#full + 1] = 1 end
+      for _, x in ipairs(shape) do full[#full + 1] = x end
+      shape = full
+    end
     local eb = t.codec.size
     local step = t.strides[#t.strides] * eb
     local shadow = write and R.shadow_write or R.shadow_read
@@ -528,7 +534,8 @@ do
     local coords = coords_of(rec, ins, 2, #ins)
     local c, g, eb = t.codec, R.global, t.codec.size
     local v = R.values and {} or nil
-    if v then for i = 1, tt.n do v[i] = 0 end end
+    local pad = rec.op:attr "padding" -- (its row has no default: absent, an element out of bounds reads 0)
+    if v then for i = 1, tt.n do v[i] = pad or 0 end end
     each_element(R, W, rec, t, tt.shape, coords, false, function(i, a)
       if not v then return end
       local u = 0
@@ -605,6 +612,16 @@ do
     if not R.values then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
     R:tick(rec, M)
     local av, bv, cv = a.v, b.v, acc.v
+    local fp8 = op:attr "fp8" -- 8-bit integer tiles holding fp8 bytes: their values
+    if fp8 then
+      local dec = values.fp8_dec[fp8]
+      local function decoded(v)
+        local out = {}
+        for i = 1, #v do out[i] = dec(v[i] & 0xff) end
+        return out
+      end
+      av, bv = decoded(av), decoded(bv)
+    end
     local round = round_of(rec)
     local out = {}
     -- a[i, k] at ia + k * sak, b[k, j] at jb + k * sbk: as given, or transposed
@@ -632,10 +649,7 @@ do
     return { new_tile(rec.tt.shape, rec.tt.elem, out) }
   end
 
-  local MATH = {
-    exp = math.exp, exp2 = function(x) return 2.0 ^ x end, log = math.log, log2 = function(x) return math.log(x, 2) end,
-    sqrt = math.sqrt, rsqrt = function(x) return 1 / math.sqrt(x) end, abs = math.abs,
-  }
+  local MATH = require("tilua.emulate.mathref").fn -- the exact functions, rounded to the tile's type
   handlers["tileas.math"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local f, round = MATH[rec.op:attr "fn"], round_of(rec)
@@ -705,6 +719,14 @@ do
     local x = read_tile(R, W, rec, ins[1])
     local map = index_map(rec.tt.shape, x.shape, nil, rec.op:attr "dim" + 1)
     return { result(R, rec, function(i) return x.v[map(i)] end) }
+  end
+  handlers["tileas.transpose"] = function(R, W, rec, ins)
+    local x = read_tile(R, W, rec, ins[1])
+    local rows, cols = rec.tt.shape[1], rec.tt.shape[2] -- the result's: x is cols x rows
+    return { result(R, rec, function(i)
+      local r, c = (i - 1) // cols, (i - 1) % cols
+      return x.v[c * rows + r + 1]
+    end) }
   end
   handlers["tileas.extract_slice"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])

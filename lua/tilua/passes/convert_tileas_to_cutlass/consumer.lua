@@ -22,7 +22,8 @@ local Consumer = {}
 
 local desc = V.desc
 
--- env.dot: the dot of one k block: wgmma_fence, K / 16 wgmmas, commit.
+-- env.dot: the dot of one k block: wgmma_fence, K / k wgmmas (k: 16 for
+-- 16-bit operands, 32 for fp8 bytes), commit.
 local function dot(L, env)
   local wtype = { [tl.bf16:id()] = "bf16", [tl.f16:id()] = "f16" }
   return function(op)
@@ -30,16 +31,20 @@ local function dot(L, env)
     if not V.is_ring(ra) or not V.is_ring(rb) then R.fail(op, "dot operands must be rings (shared tiles the producer fills)") end
     local at = op:attrs()
     local ai = R.tile_of(op:operand(1))
-    local ta_ = wtype[ai.elem:id()]
-    if not ta_ then R.fail(op, "dots of %s are not lowered yet (bf16 and f16)", tostring(ai.elem)) end
+    local ta_, kstep = wtype[ai.elem:id()], 16
+    if at.fp8 then -- wgmma of fp8 reads both operands K-major only
+      if at.transpose_a or not at.transpose_b then R.fail(op, "an fp8 dot takes a as [M, K] and b as [N, K] (K-major both: wgmma's fp8)") end
+      ta_, kstep = at.fp8, 32
+    end
+    if not ta_ then R.fail(op, "dots of %s are not lowered yet (bf16, f16, and 8-bit tiles with fp8)", tostring(ai.elem)) end
     local K = ai.shape[at.transpose_a and 1 or 2]
     local acc = env.acc_in
     local opts = { type_a = ta_, type_b = ta_, trans_a = at.transpose_a or nil, trans_b = not at.transpose_b or nil,
                    scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
     tl.wgmma_fence()
-    for kk = 0, K // 16 - 1 do
-      acc = tl.wgmma(acc, desc(ra, env.stage, kk, 16, not at.transpose_a),
-                     desc(rb, env.stage, kk, 16, at.transpose_b), opts)
+    for kk = 0, K // kstep - 1 do
+      acc = tl.wgmma(acc, desc(ra, env.stage, kk, kstep, not at.transpose_a),
+                     desc(rb, env.stage, kk, kstep, at.transpose_b), opts)
     end
     tl.wgmma_commit()
     L.vmap[op:result(1):id()] = { vec = acc }
@@ -106,19 +111,6 @@ local function tile_rows_cols(L, f, tile_coord_m, tile_coord_n, ri)
   return V.plus(tile_coord_m * ri.shape[1] + f.row, offs[1]), V.plus(tile_coord_n * ri.shape[2] + f.col, offs[2])
 end
 
--- The leading coordinates of a tiled access of a tile of fewer dims than its
--- tensor (element indices) and the index of its first tile coordinate.
-local function leading(L, op)
-  local lead, out = R.lead(op), {}
-  for d = 1, lead do out[d] = V.get(L, op:operand(1 + d), op) end
-  return out, 2 + lead
-end
-local function with(lead, idx)
-  local out = { table.unpack(lead) }
-  for _, x in ipairs(idx) do out[#out + 1] = x end
-  return out
-end
-
 -- env.tiled_load: a row or column (a slice of the mma layout) or a tile in
 -- the mma layout, per element the thread holds.
 local function tiled_load(L, f)
@@ -126,19 +118,20 @@ local function tiled_load(L, f)
     local e = L.P.by_arg[op:operand(1):id()]
     local ri = R.tile_of(op:result(1))
     local kind = R.layout_kind(op:result(1))
+    if X.single_load(L, op) then return end
     if kind == "slice" and L.nctas > 1 then
       R.fail(op, "tiled_load of a slice on a cluster is not lowered yet")
     elseif kind == "slice" and #ri.shape == 1 and ri.layout.parent and ri.layout.parent.kind == "mma" then
-      local lead, at = leading(L, op)
       local along = ri.layout.dim == 0 and 2 or 1 -- slice dim 0 removed: a row over N
-      local base = V.get(L, op:operand(at), op) * ri.shape[1] + (along == 2 and f.col or f.row)
-      L.vmap[op:result(1):id()] = V.line(ri.elem, along, function(off) return V.load_at(L, e, op, with(lead, { base + off })) end)
+      local lead = R.leading(op)
+      local base = V.get(L, op:operand(2 + lead), op) * ri.shape[1] + (along == 2 and f.col or f.row)
+      L.vmap[op:result(1):id()] = V.line(ri.elem, along, function(off) return V.load_at(L, e, op, V.leading(L, op, { base + off })) end)
     elseif kind == "mma" and #ri.shape == 2 then
-      local lead, at = leading(L, op)
-      local r0, c0 = tile_rows_cols(L, f, V.get(L, op:operand(at), op), V.get(L, op:operand(at + 1), op), ri)
+      local lead = R.leading(op)
+      local r0, c0 = tile_rows_cols(L, f, V.get(L, op:operand(2 + lead), op), V.get(L, op:operand(3 + lead), op), ri)
       L.vmap[op:result(1):id()] = V.frag(ri.elem, ri.shape[1] * ri.shape[2] // 128, function(i)
         local dr, dc = f.offset(i)
-        return V.load_at(L, e, op, with(lead, { r0 + dr, c0 + dc }))
+        return V.load_at(L, e, op, V.leading(L, op, { r0 + dr, c0 + dc }))
       end)
     else
       R.fail(op, "tiled_load of a tile of layout '%s' in a consumer is not lowered yet", tostring(kind))
@@ -149,11 +142,11 @@ end
 -- A row of a tile in the mma layout (a slice along its columns: the rows the
 -- thread holds; a log-sum-exp a row) stored by the first lane of each quad
 -- that holds a row, bounds-checked.
-local function store_rows(L, e, op, x, ri, lead, tm, f, t)
+local function store_rows(L, e, op, x, ri, tm, f, t)
   if L.nctas > 1 or x.along ~= 1 then R.fail(op, "a stored slice must be a column of rows (one value a row), on one CTA") end
   tl.if_((t % 4):eq(0), function()
     for _, dr in ipairs { 0, 8 } do
-      V.store_at(L, e, op, with(lead, { tm * ri.shape[1] + f.row + dr }), x:at(dr))
+      V.store_at(L, e, op, V.leading(L, op, { tm * ri.shape[1] + f.row + dr }), x:at(dr))
     end
   end)
 end
@@ -166,15 +159,15 @@ local function tiled_store(L, env, f, wg, t)
     local tile = op:operand(op:noperands())
     local ri = R.tile_of(tile)
     local x = V.get(L, tile, op)
-    local lead, at = leading(L, op)
-    if V.is_line(x) then return store_rows(L, e, op, x, ri, lead, V.get(L, op:operand(at), op), f, t) end
+    local lead = R.leading(op) -- (coordinates of the dims the tile leaves out come first)
+    if V.is_line(x) then return store_rows(L, e, op, x, ri, V.get(L, op:operand(2 + lead), op), f, t) end
     local shape, offs = V.block_offsets(L, ri) -- this CTA's block of the tile
     if not V.is_frag(x) and not x.vec then R.fail(op, "tiled_store of a tile not in the mma layout is not lowered yet") end
     if x.vec then
       local vec = x.vec
       x = V.frag(tl.f32, shape[2] // 2, function(i) return tl.extract(vec, i) end)
     end
-    local tm, tn = V.get(L, op:operand(at), op), V.get(L, op:operand(at + 1), op)
+    local tm, tn = V.get(L, op:operand(2 + lead), op), V.get(L, op:operand(3 + lead), op)
     if e.lowered_map and R.elem_bytes(ri.elem) == 2 then
       L.staging = L.staging or L.k:shared(ri.elem, { #L.consumers, shape[2] // 64, 64, 64 }, { align = 1024, swizzle = 128 })
       local wide = x.trunc_of or x
@@ -183,7 +176,7 @@ local function tiled_store(L, env, f, wg, t)
       L.G.store_fragment(tl, { bn = shape[2], out = ri.elem, staging = L.staging, map = L.args[e.lowered_map],
                                warpgroup = wg, barrier = 1 + wg, thread = t,
                                coords = function(ch)
-                                 return with(lead, { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * 64, offs[2]) })
+                                 return V.leading(L, op, { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * 64, offs[2]) })
                                end },
                          vals)
       env.tma_stored = true
@@ -191,7 +184,7 @@ local function tiled_store(L, env, f, wg, t)
       local r0, c0 = tile_rows_cols(L, f, tm, tn, ri)
       for i = 0, shape[2] // 2 - 1 do
         local dr, dc = f.offset(i)
-        V.store_at(L, e, op, with(lead, { r0 + dr, c0 + dc }), x:at(i))
+        V.store_at(L, e, op, V.leading(L, op, { r0 + dr, c0 + dc }), x:at(i))
       end
     end
   end

@@ -66,13 +66,15 @@ local plan = require "tilua.passes.convert_tileas_to_cutlass.plan"
 local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
 local Producer = require "tilua.passes.convert_tileas_to_cutlass.producer"
 local Consumer = require "tilua.passes.convert_tileas_to_cutlass.consumer"
+local Compute = require "tilua.passes.convert_tileas_to_cutlass.compute"
 
 local M = {}
 
 -- What each role of agent becomes, in the order the lowered kernel holds them.
 local BUILD = {
-  function(L) Producer.build(L, L.producer) end,
+  function(L) if L.producer then Producer.build(L, L.producer) end end,
   Consumer.build,
+  function(L) if L.compute then Compute.build(L) end end,
 }
 
 -- {=== build: the lowered kernel
@@ -120,7 +122,7 @@ end
 local function build(L, k)
   L.k, L.args = k, k.body:args()
   L.vmap, L.next_warp, L.persistent = {}, 0, false
-  shared_and_pipeline(L)
+  if not L.compute then shared_and_pipeline(L) end
   for _, e in ipairs(L.P.list) do
     if not e.tensor then L.vmap[e.arg:id()] = L.args[e.lowered] end
   end
@@ -154,6 +156,7 @@ local function finish(L, k)
   k.op:set_attr("sym_name", L.name)
   k.op:set_attr("tileas.params", L.P.launch)
   k.op:set_attr("tileas.launch", { persistent = L.persistent, cluster = L.nctas > 1 and L.nctas or nil,
+                                   linear = L.linear or nil, programs_z = L.P.programs_z or nil,
                                    schedule = S and S.kind or nil, programs = S and S.programs or nil,
                                    workers = S and S.c.grid or nil, workspace_bytes = S and S.workspace_bytes or nil })
 end

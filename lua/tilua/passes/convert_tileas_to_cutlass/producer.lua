@@ -49,17 +49,15 @@ local function ring_copy(L, env)
     end
     local stage, full, commit = stage_of(env, r)
     local e = L.P.by_arg[ld:operand(1):id()]
-    local lead = R.lead(ld)
     local _, offs = V.block_offsets(L, r.tile)
     local coords, piece, mc = {}, nil, nil
+    local lead = R.leading(ld) -- (coordinates of the dims the tile leaves out come first)
     for d = 1, 2 do coords[d] = V.plus(V.get(L, ld:operand(1 + lead + d), ld) * r.tile.shape[d], offs[d]) end
     if r.multicast > 1 then
       if r.multicast ~= L.nctas then R.fail(op, "a multicast to %d of %d CTAs is not lowered yet", r.multicast, L.nctas) end
       piece, mc = L.rank * r.box[1], (1 << L.nctas) - 1
       coords[1] = coords[1] + piece
     end
-    local leading = {}
-    for d = 1, lead do leading[d] = V.get(L, ld:operand(1 + d), ld) end
     for pc = 0, r.pieces.n - 1 do
       local c1 = pc == 0 and coords[1] or coords[1] + pc * r.pieces.rows
       for h = 0, r.nbox - 1 do
@@ -67,9 +65,7 @@ local function ring_copy(L, env)
         local at = h * r.shape[1] + pc * r.pieces.block_rows
         local row = at > 0 and V.plus(tl.const(at, tl.i32), piece) or piece
         local dst = row and r.smem:ptr(stage, row) or r.smem:ptr(stage)
-        local cs = { table.unpack(leading) }
-        cs[#cs + 1], cs[#cs + 2] = c1, c2
-        tl.tma_load(dst, L.args[e.lowered_map], full, cs, mc and { multicast = mc } or nil)
+        tl.tma_load(dst, L.args[e.lowered_map], full, V.leading(L, ld, { c1, c2 }), mc and { multicast = mc } or nil)
       end
     end
     if commit then commit() end
@@ -83,7 +79,10 @@ local function producer_env(L, ag)
   env.dot = function(op) R.fail(op, "a dot in the producer agent") end
   env.tiled_store = function(op) R.fail(op, "a tiled_store in the producer agent") end
   env.tiled_load = function(op)
-    if not R.is_ring_load(op) then R.fail(op, "the producer loads only into rings") end
+    if not R.is_ring_load(op) then
+      if X.single_load(L, op) then return end
+      R.fail(op, "the producer loads only into rings (and single elements)")
+    end
     L.vmap[op:result(1):id()] = { pending_load = op }
   end
   env.copy = ring_copy(L, env)

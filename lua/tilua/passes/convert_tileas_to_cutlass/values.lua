@@ -121,6 +121,17 @@ function V.desc(r, s, kk, kstep, kmajor)
                        { swizzle = ring.swizzle, lbo = ring.shape[1] * ring.box[2] * R.elem_bytes(ring.elem), sbo = 1024 })
 end
 
+-- The lowered coordinates of the dims a tiled access's tile leaves out (its
+-- leading operands after the tensor), first in a list of element indices.
+function V.leading(L, op, idx)
+  local n = R.leading(op)
+  if n == 0 then return idx end
+  local out = {}
+  for d = 1, n do out[d] = V.get(L, op:operand(1 + d), op) end
+  for _, x in ipairs(idx) do out[#out + 1] = x end
+  return out
+end
+
 -- Element offsets of this CTA's block of a tile (cta_part; of each piece of a
 -- cta_repeat): nil along a dim the cluster does not split. -> shape, offsets
 function V.block_offsets(L, ti)
