@@ -1,4 +1,5 @@
--- What the attention specs share (spec/attention_spec.lua, spec/tile_attention_spec.lua):
+-- What the attention specs share (spec/attention_spec.lua, spec/tile_attention_spec.lua,
+-- spec/emulate_gpu_spec.lua):
 -- exact inputs from a fixed LCG and the CPU reference the emulated O and
 -- log-sum-exp are compared with. A problem c: b, h, hkv, sq, skv, d, scale,
 -- causal, dtype ("bf16" or "f16"); Q, K, V are [B, H, S, D], LSE [B, H, SQ] f32.
@@ -22,6 +23,28 @@ function M.inputs(c, seed)
   local K, kb = tensor(c.hkv, c.skv)
   local V, vb = tensor(c.hkv, c.skv)
   return { Q = Q, K = K, V = V }, { q = qb, k = kb, v = vb }
+end
+
+-- The emulator's arguments of tl.attention's kernel for problem c and input bytes.
+function M.stdlib_args(c, bytes)
+  return { { data = bytes.q, shape = { c.b, c.h, c.sq, c.d } }, { data = bytes.k, shape = { c.b, c.hkv, c.skv, c.d } },
+           { data = bytes.v, shape = { c.b, c.hkv, c.skv, c.d } },
+           { bytes = c.b * c.h * c.sq * c.d * 2, shape = { c.b, c.h, c.sq, c.d } },
+           { bytes = c.b * c.h * c.sq * 4 }, c.b, c.h, c.hkv, c.sq, c.skv, c.scale }
+end
+
+-- The emulator's arguments of the lowered tile program (examples/attention.lua)
+-- kop for problem c and input bytes (PH: spec/protocol_helper.lua). -> args,
+-- where (parameter entry -> index)
+function M.tile_args(PH, kop, c, bytes)
+  return PH.params_args(kop, {
+    ["map:Q"] = { data = bytes.q, shape = { c.b, c.h, c.sq, c.d } }, ["map:K"] = { data = bytes.k, shape = { c.b, c.hkv, c.skv, c.d } },
+    ["map:V"] = { data = bytes.v, shape = { c.b, c.hkv, c.skv, c.d } },
+    ["map:O"] = { bytes = c.b * c.h * c.sq * c.d * 2, shape = { c.b, c.h, c.sq, c.d } },
+    ["ptr:LSE"] = ("\0"):rep(c.b * c.h * c.sq * 4), ["dim:LSE:0"] = c.b, ["dim:LSE:1"] = c.h, ["dim:LSE:2"] = c.sq,
+    ["stride:LSE:0"] = c.h * c.sq, ["stride:LSE:1"] = c.sq,
+    ["arg:SKV"] = c.skv, ["arg:H"] = c.h, ["arg:group"] = c.h // c.hkv, ["arg:scale"] = c.scale,
+    ["programs:x"] = (c.sq + 127) // 128, ["programs:y"] = c.b * c.h })
 end
 
 -- The largest errors of the emulated O and LSE (bytes ob, lb) against the CPU

@@ -17,11 +17,7 @@ local AH = dofile "spec/attention_helper.lua"
 -- kernel arguments for them. -> values, args
 local function inputs(c, seed)
   local x, bytes = AH.inputs(c, seed)
-  local args = { { data = bytes.q, shape = { c.b, c.h, c.sq, c.d } }, { data = bytes.k, shape = { c.b, c.hkv, c.skv, c.d } },
-                 { data = bytes.v, shape = { c.b, c.hkv, c.skv, c.d } },
-                 { bytes = c.b * c.h * c.sq * c.d * 2, shape = { c.b, c.h, c.sq, c.d } },
-                 { bytes = c.b * c.h * c.sq * 4 }, c.b, c.h, c.hkv, c.sq, c.skv, c.scale }
-  return x, args
+  return x, AH.stdlib_args(c, bytes)
 end
 
 describe("tl.attention", function()

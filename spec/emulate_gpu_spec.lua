@@ -583,6 +583,83 @@ cases[#cases + 1] = { example = "tile_gemm_bias_gelu", name = "tile_gemm_bias_ge
   print(("%s: C within a bf16 ulp on the GPU and the emulator (%d of %d elements differ)"):format(what, differ, M * N))
 end }
 
+-- Attention (examples/attention.lua, the tile program; examples/flash_attention.lua,
+-- stdlib/attention.lua): exp2 is ex2.approx on the GPU and exact on the
+-- emulator, and P (rounded to 16 bits) may round the other way, so O is
+-- compared within the rounding of P and O (2^-7 + 2^-8 |O|, inputs in [-1, 1])
+-- and the log-sum-exp within 1e-3 (1 + |LSE|), as their specs compare them
+-- with a reference. Small problems: 130 queries, 200 keys, head dim 64, one
+-- key head for two, causal on odd seeds.
+local AH = dofile "spec/attention_helper.lua"
+local function attention_problem(seed)
+  local c = { b = 1, h = 2, hkv = 1, sq = 130, skv = 200, d = 64, causal = seed % 2 == 1 }
+  c.scale = 1 / math.sqrt(c.d)
+  return c
+end
+local function attention_within(what, c, o, lse)
+  if STANDIN then return check_outputs(what, { o, lse }, true) end
+  local differ = 0
+  for i = 1, c.b * c.h * c.sq * c.d do
+    local x, y = decode(o.gpu, "bf16", i), decode(o.emu, "bf16", i)
+    if x ~= y then
+      differ = differ + 1
+      assert(math.abs(x - y) <= 2.0 ^ -7 + 2.0 ^ -8 * math.abs(y), ("%s: O[%d] GPU %.9g, emulator %.9g"):format(what, i - 1, x, y))
+    end
+  end
+  for i = 1, c.b * c.h * c.sq do
+    local x, y = string.unpack("<f", lse.gpu, 4 * i - 3), string.unpack("<f", lse.emu, 4 * i - 3)
+    assert(math.abs(x - y) <= 1e-3 * (1 + math.abs(y)), ("%s: LSE[%d] GPU %.9g, emulator %.9g"):format(what, i - 1, x, y))
+  end
+  print(("%s: O and LSE within the rounding on the GPU and the emulator (%d of %d elements of O differ)")
+    :format(what, differ, c.b * c.h * c.sq * c.d))
+end
+-- The device buffers of problem c's inputs and outputs. -> buffers, free()
+local function attention_buffers(c, bytes, o, lse)
+  local x = { q = tl.device.from(tl.bf16, bytes.q), k = tl.device.from(tl.bf16, bytes.k), v = tl.device.from(tl.bf16, bytes.v),
+              o = tl.device.from(tl.bf16, o), lse = tl.device.from(tl.f32, lse) }
+  return x, function() for _, b in pairs(x) do b:free() end end
+end
+
+cases[#cases + 1] = { example = "attention", name = "attention (the tile program: chained dots, P from registers; within the rounding)",
+                      within = true, run = function(seed)
+  local c = attention_problem(seed)
+  local ex = example("attention")
+  local k = ex.build { d = c.d, causal = c.causal }
+  k:compile()
+  local kop = PH.lowered_tile(k)
+  local _, bytes = AH.inputs(c, seed % 100000 + 1)
+  local args, at = AH.tile_args(PH, kop, c, bytes)
+  local O, L = ("\255"):rep(2 * c.b * c.h * c.sq * c.d), ("\0"):rep(4 * c.b * c.h * c.sq)
+  local r, r2 = emulate_twice(kop, 2, args, seed)
+  local x, free = attention_buffers(c, bytes, O, L)
+  ex.launch(k, c, x)
+  tl.device.synchronize()
+  local o = { name = "O", init = O, gpu = x.o:to_string(), emu = r.read(at["map:O"]), emu2 = r2 and r2.read(at["map:O"]) }
+  local lse = { name = "LSE", init = L, gpu = x.lse:to_string(), emu = r.read(at["ptr:LSE"]), emu2 = r2 and r2.read(at["ptr:LSE"]) }
+  free()
+  attention_within(("attention 1 x 2 heads, %d x %d, d %d%s, seed %d"):format(c.sq, c.skv, c.d, c.causal and ", causal" or "", seed),
+                   c, o, lse)
+end }
+
+cases[#cases + 1] = { example = "flash_attention", name = "flash_attention (stdlib/attention.lua: two consumers taking turns; within the rounding)",
+                      within = true, run = function(seed)
+  local c = attention_problem(seed)
+  local a = tl.attention.build { b = c.b, h = c.h, hkv = c.hkv, sq = c.sq, skv = c.skv, d = c.d, causal = c.causal,
+                                 bn = 64, consumers = 2, sms = 2 }
+  local _, bytes = AH.inputs(c, seed % 100000 + 1)
+  local O, L = ("\255"):rep(2 * c.b * c.h * c.sq * c.d), ("\0"):rep(4 * c.b * c.h * c.sq)
+  local args = AH.stdlib_args(c, bytes)
+  local r, r2 = emulate_twice(PH.lowered_gemm(a), a.grid, args, seed)
+  local x, free = attention_buffers(c, bytes, O, L)
+  a:run(x)
+  tl.device.synchronize()
+  local o = { name = "O", init = O, gpu = x.o:to_string(), emu = r.read(4), emu2 = r2 and r2.read(4) }
+  local lse = { name = "LSE", init = L, gpu = x.lse:to_string(), emu = r.read(5), emu2 = r2 and r2.read(5) }
+  free()
+  attention_within(("flash_attention 1 x 2 heads, %d x %d, d %d%s, seed %d"):format(c.sq, c.skv, c.d, c.causal and ", causal" or "", seed),
+                   c, o, lse)
+end }
+
 -- }=====================================================================
 
 describe("the emulator against the GPU", function()

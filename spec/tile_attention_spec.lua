@@ -13,17 +13,7 @@ local tl = require "tilua"
 
 local example = assert(loadfile "examples/attention.lua")("--library")
 
--- The arguments of the lowered kernel kop for problem c (inputs x's bytes). -> args, where
-local function args_of(kop, c, bytes)
-  return PH.params_args(kop, {
-    ["map:Q"] = { data = bytes.q, shape = { c.b, c.h, c.sq, c.d } }, ["map:K"] = { data = bytes.k, shape = { c.b, c.hkv, c.skv, c.d } },
-    ["map:V"] = { data = bytes.v, shape = { c.b, c.hkv, c.skv, c.d } },
-    ["map:O"] = { bytes = c.b * c.h * c.sq * c.d * 2, shape = { c.b, c.h, c.sq, c.d } },
-    ["ptr:LSE"] = ("\0"):rep(c.b * c.h * c.sq * 4), ["dim:LSE:0"] = c.b, ["dim:LSE:1"] = c.h, ["dim:LSE:2"] = c.sq,
-    ["stride:LSE:0"] = c.h * c.sq, ["stride:LSE:1"] = c.sq,
-    ["arg:SKV"] = c.skv, ["arg:H"] = c.h, ["arg:group"] = c.h // c.hkv, ["arg:scale"] = c.scale,
-    ["programs:x"] = (c.sq + 127) // 128, ["programs:y"] = c.b * c.h })
-end
+local function args_of(kop, c, bytes) return AH.tile_args(PH, kop, c, bytes) end
 
 local function problem(o)
   local c = { b = o.b or 1, h = o.h or 2, hkv = o.hkv or 1, sq = o.sq, skv = o.skv, d = o.d, causal = o.causal, grid = o.grid }
