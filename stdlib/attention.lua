@@ -147,10 +147,14 @@ do -- tl.attention: the generator and the check
       sm.q, sm.k, sm.v, sm.o, sm.pq, sm.pk, sm.pv, sm.go = sQ, sK, sV, sO, pq, pk, pv, go
 
       -- the work tiles (m block, head, batch), m fastest: the CTAs at work at
-      -- once share their heads' K and V in L2. Persistent: a CTA a SM walks
-      -- them; data-parallel: a CTA a tile (the hardware hands out the CTAs)
+      -- once share their heads' K and V in L2. Causal: (head, m block, batch),
+      -- heads fastest, the longest m blocks first (M.tile_of), so that every
+      -- CTA's round has tiles of about one length (with m fastest and a grid
+      -- that is a multiple of the m blocks, as 132 of 22, a CTA would get the
+      -- same m block, long or short, in every round). Persistent: a CTA a SM
+      -- walks them; data-parallel: a CTA a tile (the hardware hands out the CTAs)
       local function scheduler()
-        local o = { tiles = { sm.tm, sm.h, sm.b, 1 }, swizzle = 1 }
+        local o = { tiles = c.causal and { sm.h, sm.tm, sm.b, 1 } or { sm.tm, sm.h, sm.b, 1 }, swizzle = 1 }
         if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
         o.workers = tl.grid_dim("x")
         return tl.sched.static_persistent(o)

@@ -39,13 +39,12 @@ function M.problem(tl, c, x)
   return A
 end
 
--- The work tile `work` of the scheduler (tiles {m blocks, h, b}): its m block,
--- head, batch and key head (grouped-query: h / (h / hkv)); causal tiles are
--- walked from the last m block (the longest first).
+-- The work tile `work` of the scheduler (tiles {m blocks, h, b}; causal {h, m
+-- blocks, b}): its m block, head, batch and key head (grouped-query: h / (h /
+-- hkv)); causal tiles are walked from the last m block (the longest first).
 function M.tile_of(tl, c, A, work)
-  local m = work:m()
-  if c.causal then m = A.tm - 1 - m end
-  local h = work:n()
+  local m, h = work:m(), work:n()
+  if c.causal then m, h = A.tm - 1 - h, m end
   return { m = m, h = h, b = work:l(), hk = h // A.group }
 end
 
