@@ -541,6 +541,69 @@ cases[#cases + 1] = { example = "tile_gemm_batched", name = "tile_gemm_batched (
   check_outputs(("tile_gemm_batched %d x %d x %d x %d, grid %d, seed %d"):format(Z, M, N, K, grid, seed), outs, STANDIN)
 end }
 
+-- An fp8 GEMM (examples/tile_gemm_fp8.lua, per-tensor scales): e4m3 bytes of
+-- the integers -4 .. 4, whose sums the tensor cores' 14 bits hold exactly,
+-- K over two promoted k blocks: the same bytes.
+local E4M3_INT = { [-4] = 0xC8, [-3] = 0xC4, [-2] = 0xC0, [-1] = 0xB8, [0] = 0, [1] = 0x38, [2] = 0x40, [3] = 0x44, [4] = 0x48 }
+local function e4m3_ints(vals)
+  local t = {}
+  for i, v in ipairs(vals) do t[i] = string.char(E4M3_INT[v]) end
+  return table.concat(t)
+end
+cases[#cases + 1] = { example = "tile_gemm_fp8", name = "tile_gemm_fp8 (tile-to-ptx; e4m3, promoted k blocks, per-tensor scales)",
+                      run = function(seed)
+  local ex = example("tile_gemm_fp8")
+  local k = ex.build { scales = "tensor", fp8 = "e4m3" }
+  k:compile()
+  local kop = PH.lowered_tile(k)
+  local M, N, K = 100, 128, 160
+  local A, B = e4m3_ints(gemm_values("int", M * K, seed)), e4m3_ints(gemm_values("int", N * K, seed + 1))
+  local C = ("\255"):rep(2 * M * N)
+  local programs = { (M + 127) // 128, (N + 127) // 128 }
+  local values = { ["map:A"] = { data = A, shape = { M, K } }, ["map:B"] = { data = B, shape = { N, K } },
+                   ["map:C"] = { data = C, shape = { M, N } }, ["arg:K"] = K, ["arg:sa"] = 0.5, ["arg:sb"] = 0.25,
+                   ["programs:x"] = programs[1], ["programs:y"] = programs[2] }
+  local args, at = PH.params_args(kop, values)
+  local c = at["map:C"]
+  local grid = math.min(tl.device.sm_count(), 4)
+  local r, r2 = emulate_twice(kop, grid, args, seed)
+  local a, b, d = tl.device.from(tl.u8, A), tl.device.from(tl.u8, B), tl.device.from(tl.u8, C)
+  ex.launch(k, a, b, d, 0.5, 0.25, M, N, K)
+  local outs = { { name = "C", init = C, gpu = d:to_string(), emu = r.read(c), emu2 = r2 and r2.read(c) } }
+  for _, x in ipairs { a, b, d } do x:free() end
+  check_outputs(("tile_gemm_fp8 %d x %d x %d, grid %d, seed %d"):format(M, N, K, grid, seed), outs, STANDIN)
+end }
+
+-- A grouped GEMM (examples/tile_gemm_grouped.lua): groups of 130, 0 and 60
+-- rows, the expert of each block read from memory: the same bytes.
+cases[#cases + 1] = { example = "tile_gemm_grouped", name = "tile_gemm_grouped (tile-to-ptx; the expert of a block from memory)",
+                      run = function(seed)
+  local ex = example("tile_gemm_grouped")
+  local k = ex.build()
+  k:compile()
+  local kop = PH.lowered_tile(k)
+  local _, blocks, rows = ex.layout { 130, 0, 60 }
+  local G, N, K = 3, 256, 64
+  local A = encode(gemm_values("int", rows * K, seed), "bf16")
+  local B = encode(gemm_values("int", G * N * K, seed + 1), "bf16")
+  local C = ("\255"):rep(2 * rows * N)
+  local E = {}
+  for i, g in ipairs(blocks) do E[i] = string.pack("<i4", g) end
+  E = table.concat(E)
+  local values = { ["map:A"] = { data = A, shape = { rows, K } }, ["map:B"] = { data = B, shape = { G, N, K } },
+                   ["map:C"] = { data = C, shape = { rows, N } }, ["ptr:Expert"] = E, ["dim:Expert:0"] = #blocks, ["arg:K"] = K,
+                   ["programs:x"] = #blocks, ["programs:y"] = 1 }
+  local args, at = PH.params_args(kop, values)
+  local c = at["map:C"]
+  local grid = math.min(tl.device.sm_count(), 4)
+  local r, r2 = emulate_twice(kop, grid, args, seed)
+  local a, b, d, e = tl.device.from(tl.u8, A), tl.device.from(tl.u8, B), tl.device.from(tl.u8, C), tl.device.from(tl.u8, E)
+  ex.launch(k, a, b, d, e, rows, G, N, K)
+  local outs = { { name = "C", init = C, gpu = d:to_string(), emu = r.read(c), emu2 = r2 and r2.read(c) } }
+  for _, x in ipairs { a, b, d, e } do x:free() end
+  check_outputs(("tile_gemm_grouped %d rows of 3 groups x %d x %d, grid %d, seed %d"):format(rows, N, K, grid, seed), outs, STANDIN)
+end }
+
 -- GEMM + bias + GELU (examples/tile_gemm_bias_gelu.lua, its tanh form: fewer
 -- ops to emulate): ex2.approx and rcp.approx on the GPU, the exact function on
 -- the emulator: within a bf16 ulp, as the softmax.

@@ -2,7 +2,8 @@
 -- integers holding e4m3 / e5m2 bytes, tl.dot's fp8 option (tileas.dot
 -- {fp8}), the scales on the f32 accumulator (per tensor; per row of A and per
 -- column of B). tile-to-ptx gives wgmma of kind e4m3 (k 32 a step) over TMA
--- boxes of 128 bytes of K; on the emulator the lowered kernel computes what
+-- boxes of 128 bytes of K, each k block summed from zero and added to the f32
+-- accumulator once complete (the promotion); on the emulator the lowered kernel computes what
 -- the CPU does from the decoded bytes, bit for bit (values whose products and
 -- sums are exact in f32, power-of-two scales: the one rounding is bf16's), e4m3 and e5m2.
 local tl = require "tilua"
@@ -35,7 +36,7 @@ describe("an fp8 GEMM as a tile program", function()
     for _, o in ipairs { { scales = "tensor", fp8 = "e4m3" }, { scales = "rowcol", fp8 = "e5m2" } } do
       local k = ex.build(o)
       local ptx = k:compile()
-      assert.matches("wgmma.mma_async.sync.aligned.m64n256k32.f32." .. o.fp8 .. "." .. o.fp8, ptx, nil, true)
+      assert.matches("wgmma.mma_async.sync.aligned.m64n128k32.f32." .. o.fp8 .. "." .. o.fp8, ptx, nil, true)
       local types = {}
       for i, a in ipairs(k:lowered_op():region(1):entry():args()) do types[i] = tostring(a:type()) end
       assert.equal("!tile.tensor_map<i8, sw128, 128, 128>", types[1])

@@ -41,12 +41,29 @@ local function dot(L, env)
     local acc = env.acc_in
     local opts = { type_a = ta_, type_b = ta_, trans_a = at.transpose_a or nil, trans_b = not at.transpose_b or nil,
                    scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
+    -- fp8: the tensor cores keep about 14 bits of an fp8 sum, so each k block
+    -- is summed from zero (scale_d false) and added to the f32 accumulator in
+    -- registers once complete (the promotion of DeepSeek-V3's fp8 GEMMs)
+    local sum = at.fp8 and tl.zeros(tl.f32, acc:type():info().shape[1]) or acc
     tl.wgmma_fence()
     for kk = 0, K // kstep - 1 do
-      acc = tl.wgmma(acc, desc(ra, env.stage, kk, kstep, not at.transpose_a),
-                     desc(rb, env.stage, kk, kstep, at.transpose_b), opts)
+      local o = opts
+      if at.fp8 and kk == 0 then
+        o = { scale_d = false }
+        for key, v in pairs(opts) do o[key] = v end
+      end
+      sum = tl.wgmma(sum, desc(ra, env.stage, kk, kstep, not at.transpose_a),
+                     desc(rb, env.stage, kk, kstep, at.transpose_b), o)
     end
     tl.wgmma_commit()
+    if at.fp8 then
+      tl.wgmma_wait(0)
+      local n, vals = acc:type():info().shape[1], {}
+      for i = 0, n - 1 do vals[i + 1] = tl.extract(acc, i) + tl.extract(sum, i) end
+      acc = tl.vector_of(tl.f32, vals)
+    else
+      acc = sum
+    end
     L.vmap[op:result(1):id()] = { vec = acc }
   end
 end
