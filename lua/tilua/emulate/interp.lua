@@ -359,4 +359,5 @@ end
 M.wrap = wrap
 M.eval = eval_simple -- one arith op over its operand values -> its results
 M.compile = compile   -- one arith op -> fn(a, b, c) -> its result (tilua.emulate)
+M.to_bits, M.from_bits = to_bits, from_bits -- a scalar of a type <-> its bits (arith.bitcast)
 return M

@@ -284,9 +284,10 @@ do
   -- (nvvm.fence: models/global.lua)
   for _, n in ipairs { "nvvm.fence.proxy.async", "nvvm.fence.mbarrier_init", "nvvm.nanosleep",
                        "tileas.pragma", -- a scheduler knob (tileas-insert-OCG-knobs): no effect on the program
-                       "nvvm.setmaxregister", "nvvm.griddepcontrol.wait", "nvvm.griddepcontrol.launch_dependents" } do
+                       "nvvm.griddepcontrol.wait", "nvvm.griddepcontrol.launch_dependents" } do
     handlers[n] = nop
   end
+  handlers["nvvm.setmaxregister"] = require("tilua.emulate.models.mma").setmaxnreg -- (the register pool)
 
   -- }===
 
