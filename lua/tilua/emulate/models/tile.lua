@@ -98,8 +98,9 @@ do
     local first = ctx.mask[1]
     return eval_lanes(R, W, rec, ins, ctx, function(_, l) return { l == first and 1 or 0 } end)
   end
-  handlers["tile.block_id"] = function(_, W, rec) return { rec.op:attr "dim" == "x" and W.cta.id or 0 } end
-  handlers["tile.grid_dim"] = function(R, _, rec) return { rec.op:attr "dim" == "x" and R.grid or 1 } end
+  local DIM = { x = 1, y = 2, z = 3 }
+  handlers["tile.block_id"] = function(R, W, rec) return { R:cta_coord(W.cta.id, DIM[rec.op:attr "dim"]) } end
+  handlers["tile.grid_dim"] = function(R, _, rec) return { R.grid_dims[DIM[rec.op:attr "dim"]] } end
   handlers["tile.block_dim"] = function(R, _, rec) return { rec.op:attr "dim" == "x" and R.k.threads or 1 } end
   handlers["tile.alloc_shared"] = function(_, _, rec) return { SHARED_BASE + rec.offset } end
   handlers["tile.dynamic_shared"] = function(_, _, rec) return { SHARED_BASE + rec.offset } end
