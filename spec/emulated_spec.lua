@@ -82,7 +82,8 @@ print(pcall(k.launch, k, { grid = 5, args = { x, x, 0.5, n } }))
     assert.equal(0, code, err)
     assert.matches("y\t0.5\t1.0\t150.0\n", out)
     assert.truthy(out:find(":15: launch: argument 'x' is a buffer of i32, but the parameter points to f32", 1, true), out)
-    assert.truthy(out:find(":16: --emulate: kernel 'scale': the emulator runs grids along x only, got {5, 2, 1}", 1, true), out)
+    -- a grid along y runs too: its second row of CTAs (CTA 5 is x 0, y 1) writes what the first wrote
+    assert.truthy(out:find(":16: --emulate: kernel 'scale': emulate: overwrite\nkernel warp 0 (CTA 5) at", 1, true), out)
     assert.truthy(out:find(":17: --emulate: kernel 'scale': one buffer is passed twice (arguments 1 and 2)", 1, true), out)
     local _ = file
   end)

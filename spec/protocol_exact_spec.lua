@@ -93,6 +93,34 @@ describe("the emulator's arithmetic", function()
   end)
 end)
 
+describe("the emulator's float comparisons", function()
+  it("models the unordered predicates (true where an operand is NaN)", function()
+    local preds = { "une", "ueq", "ult", "uge", "one", "olt" }
+    local k = kernel("cmp", 1, { { "x", tl.ptr(tl.f32) }, { "out", tl.ptr(tl.i32) } }, function(_, p, lane)
+      local a, b = (p.x + lane * 2):load(), (p.x + lane * 2 + 1):load()
+      for i, pr in ipairs(preds) do
+        (p.out + lane * #preds + (i - 1)):store(tl.op1("arith.cmpf", { a, b }, tl.i1, { predicate = pr }):cast(tl.i32))
+      end
+    end)
+    local pairs_ = { { 1, 2 }, { 2, 2 }, { 0 / 0, 1 }, { 3, 1 } }
+    local x = {}
+    for l = 0, 31 do
+      local pr = pairs_[l % 4 + 1]
+      x[#x + 1] = string.pack("<f<f", pr[1], pr[2])
+    end
+    local e = tl.emulate(k, { args = { table.concat(x), { bytes = 4 * #preds * 32 } } })
+    assert(e.ok, e.report)
+    local out = e.read(2)
+    local want = { { 1, 0, 1, 0, 1, 1 }, { 0, 1, 0, 1, 0, 0 }, { 1, 1, 1, 1, 0, 0 }, { 1, 0, 0, 1, 1, 0 } }
+    for l = 0, 31 do
+      for i = 1, #preds do
+        local v = string.unpack("<i4", out, 4 * (l * #preds + i - 1) + 1)
+        assert.are.equal(want[l % 4 + 1][i], v ~= 0 and 1 or 0, ("lane %d, %s"):format(l, preds[i]))
+      end
+    end
+  end)
+end)
+
 describe("a branch on a value loaded per lane", function()
   local function build(differ)
     return kernel("div", 2, { { "flags", tl.ptr(tl.i32) }, { "out", tl.ptr(tl.i32) } }, function(k, p, lane)

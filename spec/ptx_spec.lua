@@ -426,6 +426,30 @@ describe("the PTX emitter", function()
     has(ptx, "ld.global.v2.f64")
   end)
 
+  it("bitcasts packed vectors to and from integers by moving registers", function()
+    local k = build("vector_bitcasts", { { "w", P(tl.i32) }, { "q", P(tl.i64) }, { "o", P(tl.i64) } }, function(k, p)
+      local pair = tl.vector_of(tl.bf16, { 1.0, -2.0 })
+      p.w:store(pair:bitcast(tl.i32)) -- one 32-bit register
+      local four = (p.w + 1):load { vector = 2 }:bitcast(tl.vector(tl.bf16, 4))
+      p.q:store(four:bitcast(tl.i64)) -- two 32-bit registers into one 64-bit one
+      local h = p.o:load():bitcast(tl.vector(tl.f16, 4)) -- and back out
+      tl.store(p.o + 1, h:bitcast(tl.vector(tl.i32, 2)):bitcast(tl.i64))
+    end, { block = 32 })
+    local ptx = compile(k)
+    seq(ptx, { "bfi.b32", "st.global.b32" })
+    has(ptx, "mov.b64 %rd")
+    assert.is_truthy(ptx:find("mov%.b64 %%rd%d+, {%%r%d+, %%r%d+};"))
+    assert.is_truthy(ptx:find("mov%.b64 {%%r%d+, %%r%d+}, %%rd%d+;"))
+    -- bits as the emulator reads them: the bytes go through unchanged
+    local src = {}
+    for i = 1, 12 do src[i] = 16 * i + 1 end
+    local r = tl.emulate(k, { grid = 1, args = { src, { bytes = 8 }, { 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0 } } })
+    assert(r.ok, r.report)
+    assert.equal(string.char(table.unpack(src, 5, 12)), r.read(2))
+    assert.equal("\1\2\3\4\5\6\7\8\1\2\3\4\5\6\7\8", r.read(3))
+    assert.equal(string.char(0x80, 0x3f, 0x00, 0xc0), r.read(1):sub(1, 4)) -- bf16 1.0, -2.0
+  end)
+
   it("emits the nvvm families: special registers, atomics, mbarriers, bulk copies, barriers", function()
     local k = build("families", { { "g", P(tl.i32) }, { "f", P(tl.f32) }, { "l", P(tl.i64) } }, function(k, p)
       local s, bar = k:shared(tl.i32, 64), k:shared(tl.i64, 1, { align = 8 })

@@ -205,7 +205,7 @@ endforeach()
 # {=== pipeline: the examples of convert-cutlass-to-nvvm run their GPU parts on the
 # GPU machine (tools/gpu test); elsewhere they compile, pass ptxas and report skipped.
 foreach(t example.pipeline_ring_copy example.seq_bar_pingpong example.splitk_block_striped example.mods_probes
-          example.gemm example.printf example.gemm_forms)
+          example.gemm example.printf example.gemm_forms example.flash_attention)
   if(TEST ${t})
     set_property(TEST ${t} APPEND PROPERTY LABELS gpu)
   endif()

@@ -263,6 +263,33 @@ describe("the lowered tile programs on the CPU emulator", function()
     assert_result(out, M, N, function(i, j) return dot(i, j) * 0.5 - 1 end, true)
   end)
 
+  it("programs along z (program_id(\"z\")): a batch of 3 GEMMs stacked along the rows, 2 x 64 x 64 x 72 each", function()
+    tl.new_module()
+    local k = tl.tile_kernel("batched", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2),
+                                                     C = tl.tensor(tl.f32, 2), K = tl.i32 } })
+    k:define(function(k, p)
+      local m, n, z = tl.program_id("x"), tl.program_id("y"), tl.program_id("z")
+      local acc = tl.for_tiles(p.K, { tile = 64, stages = 2 }, tl.zeros({ 64, 64 }, tl.f32), function(kk, acc)
+        -- batch z's rows of A and B follow the batches before it (2 row tiles of A, 1 of B a batch)
+        return tl.dot(tl.load(p.A, { m + z * 2, kk }, { 64, 64 }), tl.load(p.B, { n + z, kk }, { 64, 64 }), acc, { transpose_b = true })
+      end)
+      tl.store(p.C, { m + z * 2, n }, acc)
+    end)
+    local kop = lowered(k)
+    assert.is_true(kop:attr("tileas.launch").programs_z)
+    local Z, M, N, K = 3, 128, 64, 72
+    local A, ab = matrix(Z * M, K, a_value)
+    local B, bb = matrix(Z * N, K, b_value)
+    local out = emulate(kop, 2, { ["map:A"] = { data = ab, shape = { Z * M, K } }, ["map:B"] = { data = bb, shape = { Z * N, K } },
+      ["ptr:C"] = ("\0"):rep(4 * Z * M * N), ["dim:C:0"] = Z * M, ["dim:C:1"] = N, ["stride:C:0"] = N, ["arg:K"] = K,
+      ["programs:x"] = 2, ["programs:y"] = 1, ["programs:z"] = Z }, "ptr:C")
+    assert_result(out, Z * M, N, function(i, j)
+      local z, s = i // M, 0
+      for kk = 0, K - 1 do s = s + A[i * K + kk] * B[(z * N + j) * K + kk] end
+      return s
+    end, true)
+  end)
+
   it("one consumer warpgroup (64-row tiles): Y = X . X^T, 136 x 136 x 72", function()
     tl.new_module()
     local k = tl.tile_kernel("xxt", { params = { X = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.bf16, 2), K = tl.i32 },
@@ -636,6 +663,8 @@ describe("launching a tile program", function()
                                         bias = { bias, { N } }, K = K } }
       local ok, err = pcall(k.launch, k, { grid = { 3, 2 }, args = { A = { a, { M, K } }, B = { b, { N, K } }, K = K } })
       print(ok, err)
+      print("zgrid", pcall(k.launch, k, { grid = { 3, 2, 2 }, args = { A = { a, { M, K } }, B = { b, { N, K } },
+                                          C = { c, { M, N } }, bias = { bias, { N } }, K = K } }))
       -- a cluster of 2: whole clusters of CTAs (launch refuses a grid that is not)
       local k2 = loadfile("examples/tile_gemm.lua")("--library").build { cluster = 2 }
       print("cluster", pcall(k2.run, k2, { grid = { 3, 2 }, args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { c, { M, N } }, K = K } }))
@@ -649,6 +678,7 @@ describe("launching a tile program", function()
       print("maps", n <= 64)
     ]] }, 600) -- (two compiles checked after every pass: about 20 s of CPU, minutes on a loaded machine)
     assert.matches("false%s+.-missing tensor 'C'", out, nil, err)
+    assert.matches("zgrid%s+false%s+.-launch: tile kernel 'tile_gemm_bias_relu' does not read program_id%(\"z\"%): a grid of programs with z = 2 would run each of its programs 2 times", out, nil, err)
     assert.matches("cluster%s+true", out, nil, err)
     assert.matches("maps%s+true", out, nil, err)
   end)

@@ -195,7 +195,8 @@ describe("the builders", function()
       local y = -(x * 2 + row - x / 3)
       local c = y:lt(x)
       local z = tl.select(c, y, 0.0) + tl.select(c, 1.0, 0.0)
-      tl.store(p.A, { 0, 0 }, tl.minimum(z, x) + tl.abs(x))
+      tl.store(p.A, { 0, 0 }, tl.minimum(z, x) + tl.abs(x) + tl.gelu(x) + tl.gelu_tanh(x) + tl.silu(x) + tl.sigmoid(x)
+                              + tl.tanh(x) + tl.erf(x) + tl.rcp(x) + tl.rcp_approx(x))
     end)
     local m = k.module
     for _, n in ipairs { "arith.mulf", "arith.addf", "arith.subf", "arith.divf", "arith.negf",
@@ -206,7 +207,9 @@ describe("the builders", function()
     assert.equal("tile<4x8xi1, rmem>", tostring(cmp:result(1):type()))
     assert.equal("olt", cmp:attr("predicate"))
     assert.equal(1, #ops_named(m, "tileas.broadcast")) -- the row
-    assert.equal("abs", ops_named(m, "tileas.math")[1]:attr("fn"))
+    local fns = {}
+    for _, o in ipairs(ops_named(m, "tileas.math")) do fns[#fns + 1] = o:attr("fn") end
+    assert.same({ "abs", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "erf", "rcp", "rcp" }, fns)
     round_trip(m)
   end)
 
@@ -250,7 +253,7 @@ describe("the builders", function()
     local cases = {
       { "do not multiply %(K = 16%)", function(k, p) tl.dot(tl.load(p.A, { 0, 0 }, { 8, 16 }), tl.load(p.A, { 0, 0 }, { 8, 8 })) end },
       { "give the tile's shape", function(k, p) tl.load(p.A, { 0, 0 }) end },
-      { "takes 2 coordinates and a shape of 2 extents %(got 1 and 2%)", function(k, p) tl.load(p.A, { 0 }, { 4, 4 }) end },
+      { "takes 2 coordinates and a shape of at most 2 extents %(got 1 and 2%)", function(k, p) tl.load(p.A, { 0 }, { 4, 4 }) end },
       { "shapes %[4, 8%] and %[8, 4%] do not broadcast", function(k, p) local _ = tl.zeros({ 4, 8 }) + tl.zeros({ 8, 4 }) end },
       { "element types differ: f32 and bf16", function(k, p) local _ = tl.zeros({ 4 }) * tl.zeros({ 4 }, tl.bf16) end },
       { "tiles convert between float types", function(k, p) tl.zeros({ 4 }):cast(tl.i32) end },
@@ -262,6 +265,8 @@ describe("the builders", function()
       { "program_id: the dimension is", function(k, p) tl.program_id("w") end },
       { "agent: kind is", function(k, p) tl.agent("worker", { num_warps = 1 }, function() end) end },
       { "for_tiles: the tile extent must be a positive integer", function(k, p) tl.for_tiles(64, 0, function() end) end },
+      { "dot: unknown option 'type_a' %(known: transpose_a, transpose_b, negate_a, negate_b", function(k, p) tl.dot(tl.zeros({ 64, 32 }), tl.zeros({ 32, 64 }), { type_a = "e4m3" }) end },
+      { "erf: expected a float tile", function(k, p) tl.erf(tl.const(1.0)) end },
     }
     for _, c in ipairs(cases) do
       tl.new_module()

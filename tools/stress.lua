@@ -15,7 +15,7 @@
 local tl = require "tilua"
 
 local EXAMPLES = { "vector_add", "cluster_dsmem", "ring_copy", "pipeline_ring_copy", "seq_bar_pingpong",
-                   "splitk_block_striped", "mods_probes", "gemm", "gemm_forms" }
+                   "splitk_block_striped", "mods_probes", "gemm", "gemm_forms", "flash_attention", "attention" }
 
 local o = { iterations = 100, seed = tonumber(os.getenv "TILUA_SEED") or os.time() }
 local i = 1

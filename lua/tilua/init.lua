@@ -294,8 +294,8 @@ Value.__div = by_kind("div", function(a, b)
 end)
 Value.__idiv = binary("arith.divsi", nil, "//") -- truncates toward zero, like C
 Value.__mod = binary("arith.remsi", nil, "%") -- sign of the dividend, like C
-Value.__band = binary("arith.andi", nil, "&")
-Value.__bor = binary("arith.ori", nil, "|")
+Value.__band = by_kind("band", binary("arith.andi", nil, "&"))
+Value.__bor = by_kind("bor", binary("arith.ori", nil, "|"))
 Value.__bxor = binary("arith.xori", nil, "~")
 Value.__shl = binary("arith.shli", nil, "<<")
 Value.__shr = binary("arith.shrui", nil, ">>") -- logical, as in Lua; tl.shrs is arithmetic
@@ -763,8 +763,10 @@ local rooms = {
   "tilua.gpu.export", -- tl.export: kernels as C for a host without Lua
   "tilua.gpu.graph", -- tl.graph: launches captured into a CUDA graph
   "tilua.stdlib.sharded_gemm", -- GEMMs sharded over NCCL ranks, communication overlapped (tl.sharded_gemm)
+  "tilua.stdlib.attention", -- the Hopper attention forward (tl.attention)
   "tilua.stdlib.autotune", -- tl.autotune
   "tilua.dsl.tileprog", -- tile programs (tileas): tiles and tensors, registered as kinds
+  "tilua.stdlib.rows", -- memory-bound tile programs over rows (tl.rows)
 }
 -- (a room that fails to load leaves no half-built library behind for a later require)
 local ok, err = pcall(function() for _, name in ipairs(rooms) do require(name) end end)

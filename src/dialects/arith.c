@@ -37,7 +37,8 @@ static bool elementwise_tiles(IrOp *op, uint32_t first) {
   const IrType *shape = NULL;
   bool scalar = false;
   for (uint32_t i = first; i < op->noperands + op->nresults; i++) {
-    const IrType *t = i < op->noperands ? op->operands[i].value->type : op->results[i - op->noperands].type;
+    const IrType *t =
+        i < op->noperands ? op->operands[i].value->type : op->results[i - op->noperands].type;
     if (t->kind != IR_TY_TILE) {
       scalar = true;
       continue;
@@ -46,7 +47,8 @@ static bool elementwise_tiles(IrOp *op, uint32_t first) {
       ir_op_error(op, "elementwise ops take register tiles, got %s", ir_op_type_str(op, t));
       return false;
     }
-    if (shape && (shape->rank != t->rank || memcmp(shape->shape, t->shape, t->rank * sizeof(int64_t)) != 0)) {
+    if (shape && (shape->rank != t->rank ||
+                  memcmp(shape->shape, t->shape, t->rank * sizeof(int64_t)) != 0)) {
       ir_op_error(op, "elementwise tiles of different shapes: %s and %s", ir_op_type_str(op, shape),
                   ir_op_type_str(op, t));
       return false;
@@ -64,10 +66,14 @@ IrResult arith_verify_elementwise(IrOp *op) {
   const IrType *t = op->operands[0].value->type;
   if (t->kind != IR_TY_TILE && op->results[0].type->kind != IR_TY_TILE) return IR_OK;
   if (!elementwise_tiles(op, 0)) return IR_FAIL;
-  bool is_int = op->kind == OP_ARITH_ADDI || op->kind == OP_ARITH_SUBI || op->kind == OP_ARITH_MULI;
+  bool is_int = op->kind == OP_ARITH_ADDI || op->kind == OP_ARITH_SUBI ||
+                op->kind == OP_ARITH_MULI || op->kind == OP_ARITH_CMPI ||
+                op->kind == OP_ARITH_ANDI || op->kind == OP_ARITH_ORI;
   if (is_int ? !ir_type_is_intlike(t->elem) : !ir_type_is_float(t->elem))
-    return dia_type_error(op, is_int ? "needs integer tiles, got %s" : "needs float tiles, got %s", t);
-  if (op->kind == OP_ARITH_CMPF && !ir_type_is_int_width(op->results[0].type->elem, 1))
+    return dia_type_error(op, is_int ? "needs integer tiles, got %s" : "needs float tiles, got %s",
+                          t);
+  if ((op->kind == OP_ARITH_CMPF || op->kind == OP_ARITH_CMPI) &&
+      !ir_type_is_int_width(op->results[0].type->elem, 1))
     return dia_type_error(op, "the result must be a tile of i1, got %s", op->results[0].type);
   return IR_OK;
 }
@@ -114,7 +120,8 @@ IrResult arith_verify_trunc(IrOp *op) {
 }
 
 IrResult arith_verify_index_cast(IrOp *op) {
-  bool a = op->operands[0].value->type->kind == IR_TY_INDEX, b = op->results[0].type->kind == IR_TY_INDEX;
+  bool a = op->operands[0].value->type->kind == IR_TY_INDEX,
+       b = op->results[0].type->kind == IR_TY_INDEX;
   if (a == b) {
     ir_op_error(op, "casts between index and an integer type");
     return IR_FAIL;
@@ -122,8 +129,29 @@ IrResult arith_verify_index_cast(IrOp *op) {
   return IR_OK;
 }
 
+/* The bits of a bitcast's operand or result: a scalar's width, or a vector's
+** elements' (0: a vector that no registers hold as whole 32-bit words, or of i1). */
+static uint32_t bitcast_width(const IrType *t) {
+  if (t->kind != IR_TY_VECTOR) return ir_type_bitwidth(t);
+  uint32_t ew = ir_type_bitwidth(t->elem);
+  if (t->rank != 1 || t->shape[0] < 1 || ew < 8 || (ew < 32 && t->shape[0] * ew % 32 != 0))
+    return 0;
+  return (uint32_t)t->shape[0] * ew;
+}
+
 IrResult arith_verify_bitcast(IrOp *op) {
-  uint32_t from = ir_type_bitwidth(op->operands[0].value->type), to = ir_type_bitwidth(op->results[0].type);
+  const IrType *ft = op->operands[0].value->type, *tt = op->results[0].type;
+  uint32_t from = bitcast_width(ft), to = bitcast_width(tt);
+  for (int i = 0; i < 2; i++) {
+    const IrType *t = i ? tt : ft;
+    if (t->kind == IR_TY_VECTOR && !bitcast_width(t)) {
+      ir_op_error(
+          op,
+          "a vector bitcast needs a rank-1 vector of integers or floats filling whole 32-bit registers, got %s",
+          ir_op_type_str(op, t));
+      return IR_FAIL;
+    }
+  }
   if (from != to) {
     ir_op_error(op, "requires types of equal width (%u vs %u bits)", from, to);
     return IR_FAIL;
@@ -273,7 +301,8 @@ IrValue *arith_fold(IrBuilder *b, IrOp *op) {
   if (t->kind == IR_TY_TILE && op->kind != OP_ARITH_SELECT) return NULL; /* no tile constants */
   if (op->noperands == 1) {
     double f;
-    if (op->kind == OP_ARITH_NEGF) return const_float(op->operands[0].value, &f) ? ir_build_const_float(b, -f, t) : NULL;
+    if (op->kind == OP_ARITH_NEGF)
+      return const_float(op->operands[0].value, &f) ? ir_build_const_float(b, -f, t) : NULL;
     return fold_cast(b, op);
   }
   if (op->kind == OP_ARITH_SELECT) {

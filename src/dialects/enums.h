@@ -122,7 +122,9 @@
 /* Elementwise functions of tileas.math; reductions of tileas.reduce; agent roles. */
 #define TILEAS_MATH_FN_LIST(X)                                                                     \
   X(TMATH_EXP, "exp") X(TMATH_EXP2, "exp2") X(TMATH_LOG, "log") X(TMATH_LOG2, "log2")              \
-  X(TMATH_SQRT, "sqrt") X(TMATH_RSQRT, "rsqrt") X(TMATH_ABS, "abs")
+  X(TMATH_SQRT, "sqrt") X(TMATH_RSQRT, "rsqrt") X(TMATH_ABS, "abs") X(TMATH_RCP, "rcp")              \
+  X(TMATH_TANH, "tanh") X(TMATH_ERF, "erf") X(TMATH_SIGMOID, "sigmoid") X(TMATH_SILU, "silu")      \
+  X(TMATH_GELU, "gelu") X(TMATH_GELU_TANH, "gelu_tanh")
 #define TILEAS_REDUCE_KIND_LIST(X) X(TREDUCE_ADD, "add") X(TREDUCE_MAX, "max") X(TREDUCE_MIN, "min")
 #define AGENT_KIND_LIST(X) X(AGENT_PRODUCER, "producer") X(AGENT_CONSUMER, "consumer") X(AGENT_COMPUTE, "compute")
 /* A tile program's schedule once lowered (tileas.launch's `schedule`). */

@@ -127,6 +127,12 @@ bool kernel_spec_check(IrOp *k) {
   return decode(k, &ks, k);
 }
 
+int64_t kernel_entry_regs(const KernelSpec *ks) {
+  if (ks->threads <= 0) return 0;
+  int64_t r = SM90_BLOCK_REGS / ks->threads / 8 * 8;
+  return r > 248 ? 248 : r;
+}
+
 uint64_t kernel_warp_mask(const KernelSpec *ks) {
   return ks->ok ? kernel_warps_mask(0, ks->warps) : 0;
 }

@@ -31,6 +31,11 @@ KernelSpec kernel_spec(const IrOp *k);
 KernelSpec kernel_spec_of(const IrOp *op);
 /* Report what is malformed in k's spec (at k); false if anything is. */
 bool kernel_spec_check(IrOp *k);
+/* The registers per thread a kernel whose warpgroups move registers
+** (setmaxnreg) starts with, its `.maxnreg`: the block's share of an SM's
+** (SM90_BLOCK_REGS / threads, a multiple of 8, at most 248). The moves trade
+** within that: the CTA's registers are the pool setmaxnreg.inc takes from. */
+int64_t kernel_entry_regs(const KernelSpec *ks);
 /* Every warp of the block as a mask (0 when not ok). */
 uint64_t kernel_warp_mask(const KernelSpec *ks);
 /* The enclosing tile.kernel of op (op itself when it is one), or NULL. */

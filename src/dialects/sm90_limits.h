@@ -26,6 +26,7 @@
 #define SM90_WGMMA_WAIT_MAX 7                                /* wgmma.wait_group N */
 #define SM90_MAXNREG_MIN 24                                  /* setmaxnreg count range, multiple of 8 */
 #define SM90_MAXNREG_MAX 256
+#define SM90_BLOCK_REGS 65536                                /* 32-bit registers of a block (and an SM) */
 #define SM90_BULK_ALIGN 16                                   /* cp.async.bulk sizes and addresses */
 #define SM90_PRINTF_MAX_ARGS 32                              /* arguments of one device printf (CUDA's) */
 /* }=== */
@@ -52,6 +53,7 @@
   X(max_smem_align, SM90_MAX_SMEM_ALIGN, "largest shared allocation alignment, bytes")            \
   X(named_barriers, SM90_NAMED_BARRIERS, "named barrier ids")                                     \
   X(mbarrier_max_count, SM90_MBARRIER_MAX_COUNT, "mbarrier arrival / transaction count limit")    \
+  X(block_regs, SM90_BLOCK_REGS, "32-bit registers of a block")                                   \
   X(bulk_wait_max, SM90_BULK_WAIT_MAX, "largest cp.async.bulk.wait_group immediate")              \
   X(wgmma_wait_max, SM90_WGMMA_WAIT_MAX, "largest wgmma.wait_group immediate")                    \
   X(pool_slots, CUT_POOL_SLOTS, "mbarrier slots per CTA (pipelines and seq_bars)")                \

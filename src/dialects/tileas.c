@@ -23,6 +23,33 @@ static bool positive_ints(const IrAttr *a, uint32_t n) {
   return true;
 }
 
+/* A blocked layout's distribution over the threads (tileas-assign-layouts):
+** `size` elements a thread holds contiguously per dim, `lanes` of a warp per
+** dim (powers of two, 32 in all), with its `warps`; all three or none. */
+static bool check_distribution(IrOp *op, const IrType *t, int kind) {
+  const IrAttr *size = ir_attr_dict_get(t->layout, "size"),
+               *lanes = ir_attr_dict_get(t->layout, "lanes");
+  if (!size && !lanes) return true;
+  if (kind != LAYOUT_BLOCKED || !size || !lanes || !ir_attr_dict_get(t->layout, "warps")) {
+    ir_op_error(op,
+                "%s: 'size' and 'lanes' distribute a blocked layout, with its 'warps' (all three)",
+                ir_op_type_str(op, t));
+    return false;
+  }
+  int64_t n = 1;
+  for (uint32_t d = 0; d < t->rank; d++) {
+    int64_t x = lanes->u.arr.elems[d]->u.i;
+    if (x & (x - 1)) n = 0;
+    n *= x;
+  }
+  if (n != 32) {
+    ir_op_error(op, "the layout's 'lanes' of %s must be powers of two, 32 in all (a warp's lanes)",
+                ir_op_type_str(op, t));
+    return false;
+  }
+  return true;
+}
+
 bool tileas_check_layout(IrOp *op, const IrType *t) {
   if (t->kind != IR_TY_TILE || !t->layout) return true;
   const IrAttr *l = t->layout, *kind = ir_attr_dict_get(l, "kind");
@@ -40,8 +67,8 @@ bool tileas_check_layout(IrOp *op, const IrType *t) {
                 ir_op_type_str(op, t));
     return false;
   }
-  static const char *const per_dim[] = {"warps", "cta"};
-  for (int i = 0; i < 2; i++) {
+  static const char *const per_dim[] = {"warps", "cta", "size", "lanes"};
+  for (int i = 0; i < 4; i++) {
     const IrAttr *a = ir_attr_dict_get(l, per_dim[i]);
     if (a && !positive_ints(a, t->rank)) {
       ir_op_error(op, "the layout's '%s' of %s must be %u positive integers, one per dim",
@@ -49,6 +76,7 @@ bool tileas_check_layout(IrOp *op, const IrType *t) {
       return false;
     }
   }
+  if (!check_distribution(op, t, k)) return false;
   const IrAttr *sw = ir_attr_dict_get(l, "swizzle");
   if (sw && (k != LAYOUT_SHARED || sw->kind != IR_ATTR_INT ||
              (sw->u.i != 0 && sw->u.i != 32 && sw->u.i != 64 && sw->u.i != 128))) {
@@ -134,13 +162,21 @@ IrResult tileas_verify_tiled_access(IrOp *op) {
                 ncoords);
     return IR_FAIL;
   }
-  if (tile->rank != rank) {
+  if (tile->rank > rank) { /* a tile may leave out leading dims: their coordinates index elements */
     ir_op_error(op, "a tile of rank %u for a tensor of rank %lld", tile->rank, (long long)rank);
     return IR_FAIL;
   }
   if (tile->elem != tensor->params[0]->u.ty) {
     ir_op_error(op, "the tile's element type %s differs from the tensor's %s",
                 ir_op_type_str(op, tile->elem), ir_op_type_str(op, tensor->params[0]->u.ty));
+    return IR_FAIL;
+  }
+  const IrAttr *pad = ir_attrs_TILEAS_TILED_LOAD(op).padding;
+  if (pad && (store || (pad->kind != IR_ATTR_INT && pad->kind != IR_ATTR_FLOAT) ||
+              (pad->kind == IR_ATTR_FLOAT && !ir_type_is_float(tile->elem)))) {
+    ir_op_error(
+        op,
+        "'padding' is the number a load reads out of bounds (a float for a float tile), on loads only");
     return IR_FAIL;
   }
   return static_tile(op, tile) && check_layouts(op) ? IR_OK : IR_FAIL;
@@ -188,6 +224,19 @@ IrResult tileas_verify_splat(IrOp *op) {
   return static_tile(op, t) && check_layouts(op) ? IR_OK : IR_FAIL;
 }
 
+IrResult tileas_verify_iota(IrOp *op) {
+  const IrType *t = op->results[0].type;
+  if (need_rmem(op, t, "the result")) return IR_FAIL;
+  if (!ir_type_is_int_width(t->elem, 32))
+    return dia_type_error(op, "the result is a tile of i32, got %s", t);
+  if (ir_attrs_TILEAS_IOTA(op).dim >= t->rank) {
+    ir_op_error(op, "dim %lld of a tile of rank %u", (long long)ir_attrs_TILEAS_IOTA(op).dim,
+                t->rank);
+    return IR_FAIL;
+  }
+  return static_tile(op, t) && check_layouts(op) ? IR_OK : IR_FAIL;
+}
+
 IrResult tileas_verify_dot(IrOp *op) {
   IrAttrs_TILEAS_DOT at = ir_attrs_TILEAS_DOT(op);
   const IrType *a = op->operands[0].value->type, *b = op->operands[1].value->type,
@@ -212,6 +261,13 @@ IrResult tileas_verify_dot(IrOp *op) {
         (long long)m, (long long)ka, (long long)kb, (long long)n, (long long)acc->shape[0],
         (long long)acc->shape[1]);
     return IR_FAIL;
+  }
+  if (at.fp8 >= 0) { /* fp8 bytes in 8-bit integer tiles, f32 accumulation */
+    if (!ir_type_is_int_width(a->elem, 8))
+      return dia_type_error(op, "an fp8 dot takes tiles of 8-bit integers (fp8 bytes), got %s", a);
+    if (!ir_type_is_float(acc->elem) || acc->elem->fkind != IR_F32)
+      return dia_type_error(op, "an fp8 dot accumulates in f32, got %s", acc);
+    return check_layouts(op) ? IR_OK : IR_FAIL;
   }
   bool int_acc = ir_type_is_int_width(acc->elem, 32);
   if (!ir_type_is_float(acc->elem) && !int_acc)
@@ -259,6 +315,16 @@ IrResult tileas_verify_broadcast(IrOp *op) {
                   (long long)t->shape[i], (long long)r->shape[i]);
       return IR_FAIL;
     }
+  return check_layouts(op) ? IR_OK : IR_FAIL;
+}
+
+IrResult tileas_verify_transpose(IrOp *op) {
+  const IrType *t = op->operands[0].value->type, *r = op->results[0].type;
+  if (t->rank != 2 || r->rank != 2 || r->elem != t->elem || r->shape[0] != t->shape[1] ||
+      r->shape[1] != t->shape[0])
+    return dia_type_error(
+        op, "transposes a rank-2 tile into one of its dims swapped and its element type, got %s",
+        r);
   return check_layouts(op) ? IR_OK : IR_FAIL;
 }
 

@@ -2,7 +2,9 @@
 ** canonicalize.c -- the `canonicalize` pass: fold constants and identities
 ** through each op's fold hook, put constants on the right of commutative ops,
 ** and remove dead ops. Only ops that are removable (pure, or declared
-** droppable) are ever erased: side effects always survive.
+** droppable) are ever erased: side effects always survive. A replica's index
+** (an arith.constant marked tileas.replica) is no constant: a lowering that
+** runs one code on every replica replaces it, so nothing folds through it.
 */
 #include "../dialects/dialects.h"
 #include "rewrite.h"
@@ -14,6 +16,14 @@ typedef struct Canon {
 
 static bool is_constant(IrValue *v) {
   return v->def && (ir_op_info(v->def->kind)->traits & T_CONSTANT);
+}
+
+static bool reads_replica_index(const IrOp *op) {
+  for (uint32_t i = 0; i < op->noperands; i++) {
+    const IrOp *d = op->operands[i].value->def;
+    if (d && d->kind == OP_ARITH_CONSTANT && ir_stamp_TILEAS_REPLICA_INDEX(d).value) return true;
+  }
+  return false;
 }
 
 static void fold_block(Canon *c, IrBlock *blk);
@@ -30,6 +40,7 @@ static void fold_op(Canon *c, IrOp *op) {
     c->changed = true;
   }
   if (!info->fold || op->nresults != 1 || !ir_value_has_uses(&op->results[0])) return;
+  if (reads_replica_index(op)) return;
   ir_builder_before(&c->b, op);
   c->b.loc = op->loc;
   IrValue *v = info->fold(&c->b, op);

@@ -1,6 +1,7 @@
 /*
 ** dynamic_persistent.c -- the `tileas-dynamic-persistent` pass: a tile
-** program becomes a dynamic persistent kernel. A CTA no longer computes the one program it was launched for; it
+** program becomes a dynamic persistent kernel. A CTA no longer computes the one program it was
+*launched for; it
 ** keeps claiming program ids from the tile scheduler until the grid is done:
 **
 **   %p0 = tileas.get_program_id {dim = "x"}       (the CTA's first program)
@@ -15,9 +16,12 @@
 **   }
 **
 ** Program ids are linear in the loop: a body that reads only dim x reads %q
-** (every get_program_id maps to the loop value); one that reads y or z
-** gets x = q mod nx, y = (q / nx) mod ny, z = q / (nx * ny) with nx, ny from
-** tileas.num_programs. The body moves into the loop (cloning it would be the
+** (every get_program_id maps to the loop value); one that reads y gets
+** x = q mod nx, y = q / nx; one that reads z also z = (q / nx / ny) mod nz,
+** with nx, ny, nz from tileas.num_programs (nz is 1 past the last program,
+** but its num_programs op says that the program tells programs along z
+** apart: the lowering's scheduler counts them, the launch accepts them). The body moves into the
+*loop (cloning it would be the
 ** same: nothing in it depends on the iteration). A kernel that already has an
 ** scf.while whose condition region asks is_valid_program_id is left as it is,
 ** with the warning "Kernel is already dynamic persistent". Only tile programs
@@ -38,8 +42,8 @@ static bool already_persistent(IrOp *k) {
   bool found = false;
   rw_collect(k, is_while, &loops);
   for (uint32_t i = 0; i < loops.n && !found; i++)
-    for (IrOp *o = loops.v[i]->regions[0].first ? loops.v[i]->regions[0].first->first : NULL; o && !found;
-         o = o->next)
+    for (IrOp *o = loops.v[i]->regions[0].first ? loops.v[i]->regions[0].first->first : NULL;
+         o && !found; o = o->next)
       found = rw_find(o, is_valid_id) != NULL;
   ir_opvec_free(&loops);
   return found;
@@ -47,7 +51,7 @@ static bool already_persistent(IrOp *k) {
 
 static IrValue *num_programs(Rewriter *r, int dim) {
   IrOp *op = rw_op(r, OP_TILEAS_NUM_PROGRAMS, 0, NULL, r->i32);
-  rw_set_str(r, op, "dim", dim == 0 ? "x" : "y");
+  rw_set_str(r, op, "dim", DIM_names[dim]);
   return &op->results[0];
 }
 
@@ -66,7 +70,8 @@ static void decompose(Rewriter *r, IrValue *q, int top, IrValue *pid[3]) {
   }
   IrValue *ny = num_programs(r, 1);
   pid[1] = rw_bin(r, OP_ARITH_REMUI, rest, ny);
-  pid[2] = rw_bin(r, OP_ARITH_DIVUI, rest, ny);
+  IrValue *zs = rw_bin(r, OP_ARITH_DIVUI, rest, ny); /* (in order: the IR's numbering follows) */
+  pid[2] = rw_bin(r, OP_ARITH_REMUI, zs, num_programs(r, 2));
 }
 
 /* Build the scf.while at the start of the kernel and move its ops into the body. */
@@ -88,7 +93,8 @@ static IrResult persist(Rewriter *r, IrOp *k) {
   IrOp *loop = ir_build(&r->b, OP_SCF_WHILE, 1, &init_v, 1, &r->i32, 2);
   IrBlock *before = ir_region_ensure_block(r->ctx, &loop->regions[0]);
   IrBlock *after = ir_region_ensure_block(r->ctx, &loop->regions[1]);
-  IrValue *p = ir_block_add_arg(r->ctx, before, r->i32), *q = ir_block_add_arg(r->ctx, after, r->i32);
+  IrValue *p = ir_block_add_arg(r->ctx, before, r->i32),
+          *q = ir_block_add_arg(r->ctx, after, r->i32);
   ir_builder_at_end(&r->b, before);
   IrValue *cond[2] = {rw_op1(r, OP_TILEAS_IS_VALID_PROGRAM_ID, 1, &p, r->i1), p};
   rw_op(r, OP_SCF_CONDITION, 2, cond, NULL);

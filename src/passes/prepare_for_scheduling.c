@@ -14,7 +14,9 @@
 **       and stores) gets `vec`, the elements per access: the widest access
 **       of the target (16 bytes below sm_100, 32 from sm_100: the kernel's
 **       target_spec) within what one thread holds contiguously (layout
-**       `mma`: 2; `blocked`: its elements per thread, within a row)
+**       `mma`: 2; `blocked`: its `size` along the fastest dim, or without
+**       one its elements per thread, within a row); the lowering of a
+**       blocked tile accesses memory `vec` elements at a time
 **   3 sliceAndFuse  the scalar ops that compute a tiled access's coordinates
 **       and serve nothing else move right before it (its slice, fused with
 **       it), so the scheduler moves an access with its address
@@ -43,7 +45,8 @@ static bool pick_access(const IrOp *op) {
 
 /* The tile a tiled access reads or writes. */
 static const IrType *tile_of(const IrOp *op) {
-  return op->kind == OP_TILEAS_TILED_LOAD ? op->results[0].type : op->operands[op->noperands - 1].value->type;
+  return op->kind == OP_TILEAS_TILED_LOAD ? op->results[0].type
+                                          : op->operands[op->noperands - 1].value->type;
 }
 
 static bool shared(const IrType *t) { return t->space == IR_MS_SHARED; }
@@ -65,8 +68,9 @@ static void ints_of(const IrAttr *a, int64_t *out, uint32_t n, bool *ok) {
 
 /* Set op's view to {box, order}; a change makes its box stale. */
 static void set_view(Prep *p, IrOp *op, const int64_t *box, const int64_t *order, uint32_t rank) {
-  IrNamedAttr e[2] = {{ir_intern_cstr(p->r.ctx, "box"), ir_attr_int_array(p->r.ctx, rank, box)},
-                      {ir_intern_cstr(p->r.ctx, "order"), ir_attr_int_array(p->r.ctx, rank, order)}};
+  IrNamedAttr e[2] = {
+      {ir_intern_cstr(p->r.ctx, "box"), ir_attr_int_array(p->r.ctx, rank, box)},
+      {ir_intern_cstr(p->r.ctx, "order"), ir_attr_int_array(p->r.ctx, rank, order)}};
   const IrAttr *view = ir_attr_dict(p->r.ctx, 2, e);
   if (ir_op_attr(op, "view") == view) return;
   ir_op_set_attr(op, "view", view);
@@ -78,7 +82,8 @@ static void set_view(Prep *p, IrOp *op, const int64_t *box, const int64_t *order
 ** Steps 1 and 6: views and boxes
 ** ======================================================================= */
 
-static void read_view(const IrOp *op, int64_t *box, int64_t *order, bool *has_box, bool *has_order) {
+static void read_view(const IrOp *op, int64_t *box, int64_t *order, bool *has_box,
+                      bool *has_order) {
   const IrType *t = tile_of(op);
   const IrAttr *view = ir_op_attr(op, "view");
   ints_of(view ? ir_attr_dict_get(view, "box") : NULL, box, t->rank, has_box);
@@ -121,13 +126,33 @@ static void make_view(Prep *p, IrOp *op, bool fresh) {
 ** Step 2: vector width
 ** ======================================================================= */
 
-/* Elements one thread holds contiguously along the fastest dim. */
+/* The `size` a blocked layout (a distributed one: tileas-assign-layouts)
+** gives dim d, or 0. */
+static int64_t blocked_size(const IrAttr *l, int64_t d) {
+  const IrAttr *size = l ? ir_attr_dict_get(l, "size") : NULL;
+  return size && size->kind == IR_ATTR_ARRAY && d >= 0 && (uint32_t)d < size->u.arr.n
+             ? size->u.arr.elems[d]->u.i
+             : 0;
+}
+
+/* Elements one thread holds contiguously along the fastest dim: a
+** distributed blocked layout's `size` (a slice's: its parent's along the
+** slice's fastest dim), else an even share of the tile's rows. */
 static int64_t contiguous(const IrType *t, int64_t threads) {
   int64_t row = t->shape[t->rank - 1];
   const IrAttr *kind = tas_layout_get(t, "kind");
   const char *k = kind && kind->kind == IR_ATTR_STR ? kind->u.str.s : "blocked";
-  if (!strcmp(k, "mma") || !strcmp(k, "mma_operand")) return 2; /* wgmma fragments: pairs of columns */
+  if (!strcmp(k, "mma") || !strcmp(k, "mma_operand"))
+    return 2; /* wgmma fragments: pairs of columns */
   if (!strcmp(k, "replicated")) return row;
+  int64_t own = blocked_size(t->layout, (int64_t)t->rank - 1);
+  if (!strcmp(k, "slice")) {
+    int64_t dim = tas_layout_int(t, "dim", -1),
+            pd = (int64_t)t->rank; /* the parent's fastest dim */
+    if (dim == pd) pd--;
+    own = blocked_size(tas_layout_get(t, "parent"), pd);
+  }
+  if (own > 0) return own < row ? own : row;
   int64_t per_thread = ir_type_num_elements(t) / threads;
   return per_thread < 1 ? 1 : per_thread < row ? per_thread : row;
 }
@@ -152,8 +177,8 @@ static void refine_vec(Prep *p, IrOp *op, int64_t target, int64_t threads) {
 /* May op move next to `access`: a pure scalar op of its block whose every
 ** use is the access or an op already in its slice (marked)? */
 static bool in_slice(IrOp *op, IrOp *access) {
-  if (!op || op->parent != access->parent || op->nregions || !ir_op_is_pure(op) || op->nresults != 1 ||
-      tas_is_tile(op->results[0].type))
+  if (!op || op->parent != access->parent || op->nregions || !ir_op_is_pure(op) ||
+      op->nresults != 1 || tas_is_tile(op->results[0].type))
     return false;
   for (IrUse *u = op->results[0].uses; u; u = u->next)
     if (u->owner != access && u->owner->mark != (uint64_t)(uintptr_t)access) return false;
@@ -198,15 +223,16 @@ static void slice_and_fuse(Prep *p, IrOp *access) {
 ** ======================================================================= */
 
 static bool pick_shared_maker(const IrOp *op) {
-  return (op->kind == OP_TILEAS_TILED_LOAD || op->kind == OP_TILEAS_ALLOC_TENSOR) && shared(op->results[0].type) &&
-         op->results[0].type->layout;
+  return (op->kind == OP_TILEAS_TILED_LOAD || op->kind == OP_TILEAS_ALLOC_TENSOR) &&
+         shared(op->results[0].type) && op->results[0].type->layout;
 }
 
 static void compact(Prep *p, IrOp *op) {
   IrValue *v = &op->results[0];
   int64_t sw = tas_layout_int(v->type, "swizzle", 0);
   int64_t row, fit = 128;
-  if (!ck_mul(v->type->shape[v->type->rank - 1], tas_elem_bytes(v->type->elem), &row)) row = INT64_MAX;
+  if (!ck_mul(v->type->shape[v->type->rank - 1], tas_elem_bytes(v->type->elem), &row))
+    row = INT64_MAX;
   while (fit > row && fit > 0)
     fit = fit == 32 ? 0 : fit / 2;
   if (sw <= fit) return;

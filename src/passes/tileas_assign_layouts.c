@@ -26,14 +26,15 @@
 #include <string.h>
 
 #include "../ir/checked.h"
+#include "../dialects/kernel.h"
 #include "tileas_layout.h"
 
 typedef struct Lay {
-  TasPass base;         /* base.changed: a value was retyped */
-  PtrMap index;         /* value -> 1 + its number */
-  IrValue **vals;       /* by number */
-  uint32_t *up;         /* union-find parent, by number */
-  const IrAttr **of;    /* the layout of a class (at its root), NULL: none yet */
+  TasPass base;      /* base.changed: a value was retyped */
+  PtrMap index;      /* value -> 1 + its number */
+  IrValue **vals;    /* by number */
+  uint32_t *up;      /* union-find parent, by number */
+  const IrAttr **of; /* the layout of a class (at its root), NULL: none yet */
   uint32_t n, cap;
   bool failed;
 } Lay;
@@ -46,20 +47,25 @@ static bool is_tile(const IrValue *v) { return v && v->type->kind == IR_TY_TILE;
 
 static const IrAttr *ints2(IrContext *ctx, uint32_t n, int64_t first) {
   int64_t v[16];
-  for (uint32_t i = 0; i < n; i++) v[i] = i ? 1 : first;
+  for (uint32_t i = 0; i < n; i++)
+    v[i] = i ? 1 : first;
   return ir_attr_int_array(ctx, n, v);
 }
 
-static const IrAttr *dict(IrContext *ctx, uint32_t n, const IrNamedAttr *e) { return ir_attr_dict(ctx, n, e); }
+static const IrAttr *dict(IrContext *ctx, uint32_t n, const IrNamedAttr *e) {
+  return ir_attr_dict(ctx, n, e);
+}
 
 /* mma: the accumulator of a dot of M rows: M / 16 warps along M (a warpgroup a 64 rows). */
 static const IrAttr *mma_layout(IrContext *ctx, int64_t m) {
-  IrNamedAttr e[] = {{"kind", ir_attr_cstr(ctx, "mma")}, {"warps", ints2(ctx, 2, m >= 16 ? m / 16 : 1)},
+  IrNamedAttr e[] = {{"kind", ir_attr_cstr(ctx, "mma")},
+                     {"warps", ints2(ctx, 2, m >= 16 ? m / 16 : 1)},
                      {"cta", ints2(ctx, 2, 1)}};
   return dict(ctx, 3, e);
 }
 
-/* shared: the swizzle that covers a row of the tile (the innermost dim), as TMA and wgmma read it. */
+/* shared: the swizzle that covers a row of the tile (the innermost dim), as TMA and wgmma read it.
+ */
 static const IrAttr *shared_layout(IrContext *ctx, const IrType *t) {
   int64_t row;
   if (!ck_mul(t->shape[t->rank - 1], ir_type_bitwidth(t->elem) / 8, &row)) row = INT64_MAX;
@@ -68,20 +74,77 @@ static const IrAttr *shared_layout(IrContext *ctx, const IrType *t) {
   return dict(ctx, 2, e);
 }
 
+/* blocked: the tile's elements dealt to the block's threads so that a warp's
+** access is contiguous: each thread holds `size` = 16 bytes of the smallest
+** element type of its class along the fastest dim (a vector access), a
+** warp's lanes fill the fastest dim first, then the dims before it; the
+** warps take the slowest dims first (rows of their own: a row's reduction
+** stays within a warp where the rows are enough), the rest the fastest
+** dim. What exceeds the tile wraps (threads hold copies). */
+static int64_t pow2_upto(int64_t n) {
+  int64_t p = 1;
+  while (2 * p <= n)
+    p *= 2;
+  return p;
+}
+
+static const IrAttr *blocked_layout(IrContext *ctx, uint32_t rank, const int64_t *shape,
+                                    int64_t warps, int64_t elem_bytes) {
+  int64_t size[TAS_MAX_RANK], lanes[TAS_MAX_RANK], wr[TAS_MAX_RANK], one[TAS_MAX_RANK];
+  uint32_t last = rank - 1;
+  for (uint32_t d = 0; d < rank; d++)
+    size[d] = lanes[d] = wr[d] = one[d] = 1;
+  int64_t v = 16 / (elem_bytes > 0 ? elem_bytes : 1);
+  while (v > 1 && shape[last] % v)
+    v /= 2;
+  size[last] = v;
+  int64_t left = 32;
+  for (uint32_t i = 0; i < rank && left > 1; i++) {
+    uint32_t d = last - i;
+    lanes[d] = pow2_upto(
+        shape[d] / size[d] < left ? (shape[d] / size[d] > 0 ? shape[d] / size[d] : 1) : left);
+    left /= lanes[d];
+  }
+  lanes[last] *= left;
+  left = warps;
+  for (uint32_t d = 0; d < rank && left > 1; d++) {
+    int64_t room = shape[d] / (size[d] * lanes[d]), w = 1;
+    for (int64_t c = left; c > 1;
+         c--) /* the largest divisor of the warps left that the dim holds */
+      if (left % c == 0 && c <= room) {
+        w = c;
+        break;
+      }
+    wr[d] = w;
+    left /= w;
+  }
+  wr[last] *= left;
+  IrNamedAttr e[] = {{"kind", ir_attr_cstr(ctx, "blocked")},
+                     {"warps", ir_attr_int_array(ctx, rank, wr)},
+                     {"cta", ir_attr_int_array(ctx, rank, one)},
+                     {"size", ir_attr_int_array(ctx, rank, size)},
+                     {"lanes", ir_attr_int_array(ctx, rank, lanes)}};
+  return dict(ctx, 5, e);
+}
+
 static const IrAttr *plain_layout(IrContext *ctx, const char *kind, uint32_t rank) {
-  IrNamedAttr e[] = {{"kind", ir_attr_cstr(ctx, kind)}, {"warps", ints2(ctx, rank, 4)}, {"cta", ints2(ctx, rank, 1)}};
+  IrNamedAttr e[] = {{"kind", ir_attr_cstr(ctx, kind)},
+                     {"warps", ints2(ctx, rank, 4)},
+                     {"cta", ints2(ctx, rank, 1)}};
   return dict(ctx, 3, e);
 }
 
 static const IrAttr *slice_layout(IrContext *ctx, const IrAttr *parent, int64_t dim) {
-  IrNamedAttr e[] = {{"kind", ir_attr_cstr(ctx, "slice")}, {"parent", parent}, {"dim", ir_attr_i64(ctx, dim)}};
+  IrNamedAttr e[] = {
+      {"kind", ir_attr_cstr(ctx, "slice")}, {"parent", parent}, {"dim", ir_attr_i64(ctx, dim)}};
   return dict(ctx, 3, e);
 }
 
 /* The parent of a slice layout along dim, or NULL. */
 static const IrAttr *slice_parent(const IrAttr *l, int64_t dim) {
   const IrAttr *k = ir_attr_dict_get(l, "kind"), *d = ir_attr_dict_get(l, "dim");
-  if (!k || k->kind != IR_ATTR_STR || strcmp(k->u.str.s, "slice") != 0 || !d || d->u.i != dim) return NULL;
+  if (!k || k->kind != IR_ATTR_STR || strcmp(k->u.str.s, "slice") != 0 || !d || d->u.i != dim)
+    return NULL;
   return ir_attr_dict_get(l, "parent");
 }
 
@@ -113,7 +176,8 @@ static uint32_t add_value(Lay *L, IrValue *v) {
 }
 
 static uint32_t root(Lay *L, uint32_t i) {
-  while (L->up[i] != i) i = L->up[i] = L->up[L->up[i]];
+  while (L->up[i] != i)
+    i = L->up[i] = L->up[L->up[i]];
   return i;
 }
 
@@ -154,7 +218,9 @@ static IrValue *convert_operand(Lay *L, IrOp *op, uint32_t i) {
 ** Collecting the constraints
 ** ======================================================================= */
 
-static bool elementwise(const IrOp *op) { return tas_elementwise(op) || op->kind == OP_TILEAS_BROADCAST; }
+static bool elementwise(const IrOp *op) {
+  return tas_elementwise(op) || op->kind == OP_TILEAS_BROADCAST;
+}
 
 static bool feeds_dot_operand(const IrUse *u) {
   return u->owner->kind == OP_TILEAS_DOT && u->index < 2;
@@ -171,11 +237,13 @@ static void split_load_uses(Lay *L, IrOp *load) {
     else other = true;
   }
   if (!dot || !other) return;
-  IrOp *cv = ir_op_create(L->base.r.ctx, OP_TILEAS_CONVERT_LAYOUT, load->loc, 1, &v, 1, &v->type, 0);
+  IrOp *cv =
+      ir_op_create(L->base.r.ctx, OP_TILEAS_CONVERT_LAYOUT, load->loc, 1, &v, 1, &v->type, 0);
   ir_op_insert_after(load, cv);
   for (IrUse *u = v->uses, *next; u; u = next) {
     next = u->next;
-    if (u->owner != cv && !feeds_dot_operand(u)) ir_op_set_operand(u->owner, u->index, &cv->results[0]);
+    if (u->owner != cv && !feeds_dot_operand(u))
+      ir_op_set_operand(u->owner, u->index, &cv->results[0]);
   }
 }
 
@@ -192,7 +260,8 @@ static bool visit_collect(IrOp *op, void *ud) {
     IrValue *v = &op->results[i];
     if (!is_tile(v)) continue;
     add_value(L, v);
-    if (v->type->space == IR_MS_SHARED && !layout_of(L, v)) seed(L, v, shared_layout(L->base.r.ctx, v->type));
+    if (v->type->space == IR_MS_SHARED && !layout_of(L, v))
+      seed(L, v, shared_layout(L->base.r.ctx, v->type));
   }
   for (uint32_t r = 0; r < op->nregions; r++)
     for (IrBlock *b = op->regions[r].first; b; b = b->next)
@@ -218,7 +287,8 @@ static bool visit_seed(IrOp *op, void *ud) {
   for (uint32_t i = 0; i < 2; i++) {
     IrValue *v = op->operands[i].value;
     bool loaded = v->def && v->def->kind == OP_TILEAS_TILED_LOAD;
-    const IrAttr *l = loaded ? shared_layout(ctx, v->type) : plain_layout(ctx, "mma_operand", v->type->rank);
+    const IrAttr *l =
+        loaded ? shared_layout(ctx, v->type) : plain_layout(ctx, "mma_operand", v->type->rank);
     if (layout_of(L, v) == l) continue;
     if (layout_of(L, v)) convert_operand(L, op, i); /* another layout given: convert it */
     seed(L, op->operands[i].value, l);
@@ -233,7 +303,8 @@ static void unite_slots(Lay *L, IrOp *op) {
     IrValue *first = sl.values[0];
     if (!is_tile(first)) continue;
     bool ok = true;
-    for (uint32_t j = 1; j < sl.nvalues; j++) ok &= unite(L, first, sl.values[j]);
+    for (uint32_t j = 1; j < sl.nvalues; j++)
+      ok &= unite(L, first, sl.values[j]);
     for (uint32_t j = 0; j < sl.nfeeds; j++)
       if (sl.feeds[j].op) ok &= unite(L, first, sl.feeds[j].op->operands[sl.feeds[j].index].value);
     if (!ok) fail_at(L, op, "values carried together have different layouts");
@@ -302,6 +373,24 @@ static void derive_all(Lay *L, IrOp *k) {
 
 /* }====================================================================== */
 
+/* The blocked layout of value i's class: its values' largest extent per dim
+** (a broadcast's [1, n] and [m, n] share one) and smallest element type. */
+static const IrAttr *class_blocked(Lay *L, uint32_t i, int64_t warps) {
+  uint32_t c = root(L, i), rank = L->vals[i]->type->rank;
+  int64_t shape[TAS_MAX_RANK], eb = 8;
+  for (uint32_t d = 0; d < rank; d++)
+    shape[d] = 1;
+  for (uint32_t j = 0; j < L->n; j++) {
+    const IrType *t = L->vals[j]->type;
+    if (root(L, j) != c || t->rank != rank) continue;
+    for (uint32_t d = 0; d < rank; d++)
+      if (t->shape[d] > shape[d]) shape[d] = t->shape[d];
+    if (tas_elem_bytes(t->elem) < eb) eb = tas_elem_bytes(t->elem);
+  }
+  if (rank == 0 || rank > TAS_MAX_RANK) return plain_layout(L->base.r.ctx, "blocked", rank);
+  return blocked_layout(L->base.r.ctx, rank, shape, warps, eb);
+}
+
 static IrResult assign_kernel(Rewriter *r, IrOp *k) {
   Lay *L = (Lay *)r;
   L->n = 0;
@@ -311,21 +400,35 @@ static IrResult assign_kernel(Rewriter *r, IrOp *k) {
   ir_walk_pre(k, visit_seed, L);
   ir_walk_pre(k, visit_unite, L);
   derive_all(L, k);
-  /* the rest blocked, users first (what a value is expanded or reduced into
-  ** decides its slice), deriving again after each */
-  for (uint32_t i = L->n; i-- > 0 && !L->failed;) {
-    uint32_t c = root(L, i);
-    if (L->of[c]) continue;
-    L->of[c] = plain_layout(r->ctx, "blocked", L->vals[i]->type->rank);
-    derive_all(L, k);
+  /* the rest blocked, users first, deriving again after each */
+  int64_t warps = kernel_spec(k).threads / 32;
+  /* classes holding a slice's side of a relation (a reduce's result, an
+  ** expand_dim's operand) after the others: the whole side decides them */
+  bool *part = ir_calloc(L->n ? L->n : 1, sizeof *part);
+  for (uint32_t i = 0; i < L->n; i++) {
+    IrValue *v = L->vals[i];
+    bool is_part = v->def && v->def->kind == OP_TILEAS_REDUCE;
+    for (IrUse *u = v->uses; u && !is_part; u = u->next)
+      is_part = u->owner->kind == OP_TILEAS_EXPAND_DIM;
+    if (is_part) part[root(L, i)] = true;
   }
+  for (int sweep = 0; sweep < 2; sweep++)
+    for (uint32_t i = L->n; i-- > 0 && !L->failed;) {
+      uint32_t c = root(L, i);
+      if (L->of[c] || (sweep == 0 && part[c])) continue;
+      L->of[c] = class_blocked(L, i, warps > 0 ? warps : 1);
+      derive_all(L, k);
+    }
+  ir_free(part);
   if (L->failed) return IR_FAIL;
   /* every value gets its class's layout */
   for (uint32_t i = 0; i < L->n; i++) {
     IrValue *v = L->vals[i];
     const IrType *t = v->type;
     const IrAttr *l = L->of[root(L, i)];
-    IrMemSpace sp = is_shared_layout(l) ? IR_MS_SHARED : t->space == IR_MS_SHARED ? IR_MS_RMEM : t->space;
+    IrMemSpace sp = is_shared_layout(l)        ? IR_MS_SHARED
+                    : t->space == IR_MS_SHARED ? IR_MS_RMEM
+                                               : t->space;
     const IrType *nt = ir_type_tile_layout(r->ctx, t->elem, t->rank, t->shape, sp, l);
     if (nt != t) {
       v->type = nt;

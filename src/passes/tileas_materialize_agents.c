@@ -27,6 +27,11 @@
 **               `tileas.replica_offsets`), so a lowering may run one code on
 **               both warpgroups
 **
+** A tile program without such a loop (an elementwise map, a reduction, a
+** normalization: no dot to pipeline) becomes one agent {kind = compute,
+** num_warps = the block's warps} holding the whole body: every warp of the
+** block works on the program's tiles together.
+**
 ** Each agent is a copy of the whole body (a persistent loop included: every
 ** agent walks the same deterministic tile sequence) from which the dead ops
 ** and loop-carried values are then removed. Values cross agents only through
@@ -46,6 +51,7 @@ typedef struct Mat {
   IrOp *loop; /* the pipelined loop (of the original body) */
   int64_t stages;
   IrOp *loads[MAX_RINGS]; /* its tiled_loads that feed dot operands */
+  bool once[MAX_RINGS];   /* a load before the loop: its ring is filled once a program */
   IrValue *rings[MAX_RINGS];
   uint32_t nloads;
   int64_t rows;     /* the accumulator's M */
@@ -107,7 +113,8 @@ static bool visit_find(IrOp *op, void *ud) {
 static bool is_dot(const IrOp *op) { return op->kind == OP_TILEAS_DOT; }
 
 /* A tile program's dots are lowered only as the mainloop of a pipelined loop
-** (through the agents made here): a dot with no such loop is an error here,
+** (through the agents made here; a compute agent runs no dot): a dot with no
+** such loop is an error here,
 ** where the cause is known, rather than at the next pass, which would only
 ** say that the agents are missing. */
 static IrResult check_no_dot(IrOp *k) {
@@ -118,6 +125,31 @@ static IrResult check_no_dot(IrOp *k) {
       "tileas-materialize-agents: this dot is not in a pipelined loop: a tile program's dots "
       "run in tl.for_tiles (a loop marked tileas.pipeline), whose loads become the producer's rings");
   return IR_FAIL;
+}
+
+/* Do v's uses, dot operands only, all lie in the loop? */
+static bool feeds_loop_dots_only(const Mat *m, IrValue *v) {
+  if (!feeds_dot_operand_only(v)) return false;
+  for (IrUse *u = v->uses; u; u = u->next)
+    if (!ir_op_is_ancestor(m->loop, u->owner)) return false;
+  return true;
+}
+
+/* A load outside the loop whose tile only its dots read (a Q tile of
+** attention, read by every k block): a ring of one stage, filled once a
+** program. */
+static bool visit_program_loads(IrOp *op, void *ud) {
+  Mat *m = ud;
+  if (op == m->loop) return false; /* (its own loads are found already) */
+  if (op->kind != OP_TILEAS_TILED_LOAD || !feeds_loop_dots_only(m, &op->results[0]))
+    return !m->failed;
+  if (m->nloads == MAX_RINGS) {
+    fail_at(m, op, "tileas-materialize-agents: more than %s loads feed the dots of one loop", "8");
+    return false;
+  }
+  m->once[m->nloads] = true;
+  m->loads[m->nloads++] = op;
+  return true;
 }
 
 static bool visit_has_agent(IrOp *op, void *ud) {
@@ -196,9 +228,11 @@ static bool visit_mdim(IrOp *op, void *ud) {
   Prop *p = ud;
   Mat *m = p->m;
   switch (op->kind) {
-  case OP_TILEAS_DOT:
+  case OP_TILEAS_DOT: /* (an A operand in registers: P of attention, computed per row) */
     set_mdim(m, op->operands[2].value, 0, &p->again);
     set_mdim(m, &op->results[0], 0, &p->again);
+    if (op->operands[0].value->type->space == IR_MS_RMEM)
+      set_mdim(m, op->operands[0].value, ir_attrs_TILEAS_DOT(op).transpose_a ? 1 : 0, &p->again);
     break;
   case OP_TILEAS_EXPAND_DIM:
   case OP_TILEAS_REDUCE: {
@@ -227,7 +261,8 @@ static bool visit_mdim(IrOp *op, void *ud) {
   case OP_TILEAS_TILED_STORE:
   case OP_TILEAS_COPY:
   case OP_TILEAS_ALLOC_TENSOR:
-  case OP_TILEAS_SPLAT: break; /* each handled where it is split (or nothing to share) */
+  case OP_TILEAS_SPLAT:
+  case OP_TILEAS_IOTA: break; /* each handled where it is split (or nothing to share) */
   default: /* elementwise (arith, math, broadcast, convert_layout): every tile shares its dims */
     for (uint32_t i = 0; i < op->nresults; i++) {
       for (uint32_t j = 0; j < op->noperands; j++)
@@ -283,16 +318,44 @@ typedef struct Split {
   int64_t idx; /* this consumer's half */
 } Split;
 
+/* An iota along M counts the consumer's rows: c * rows is added to its
+** half (c the replica constant), every other use reads the sum. */
+static void offset_iota(Mat *m, IrOp *iota, int64_t idx) {
+  Rewriter *r = &m->rw;
+  IrValue *v = &iota->results[0];
+  rw_after_value(r, v);
+  IrValue *c = rw_i32(r, idx);
+  rw_set_bool(r, c->def, ir_stamp_spec(STAMP_TILEAS_REPLICA_INDEX)->name, true);
+  IrValue *off = rw_bin(r, OP_ARITH_MULI, c, rw_i32(r, m->rows / m->nconsumers));
+  IrValue *splat = rw_op1(r, OP_TILEAS_SPLAT, 1, &off, v->type);
+  IrValue *opds[2] = {v, splat};
+  IrValue *sum = rw_op1(r, OP_ARITH_ADDI, 2, opds, v->type);
+  for (IrUse *u = v->uses, *next; u; u = next) {
+    next = u->next;
+    if (u->owner != sum->def) ir_op_set_operand(u->owner, u->index, sum);
+  }
+  bool again = false;
+  int d = get_mdim(m, v);
+  set_mdim(m, splat, d, &again);
+  set_mdim(m, sum, d, &again);
+}
+
 /* Before retyping: coordinates of split tiles, and the slices that an op
 ** cannot take across the halves. */
 static bool visit_split(IrOp *op, void *ud) {
   Split *s = ud;
   Mat *m = s->m;
-  if (op->kind == OP_TILEAS_TILED_LOAD || op->kind == OP_TILEAS_TILED_STORE) {
+  if (op->kind == OP_TILEAS_IOTA && is_split(m, &op->results[0]) &&
+      ir_attrs_TILEAS_IOTA(op).dim == get_mdim(m, &op->results[0])) {
+    offset_iota(m, op, s->idx);
+  } else if (op->kind == OP_TILEAS_TILED_LOAD || op->kind == OP_TILEAS_TILED_STORE) {
     IrValue *tile =
         op->kind == OP_TILEAS_TILED_LOAD ? &op->results[0] : op->operands[op->noperands - 1].value;
-    if (is_split(m, tile)) {
-      uint32_t at = 1 + (uint32_t)get_mdim(m, tile);
+    if (is_split(m, tile)) { /* (a tile of lower rank than its tensor: its coordinates follow the
+                                leading ones) */
+      uint32_t lead =
+          (uint32_t)ir_type_param_int(op->operands[0].value->type, 1, 0) - tile->type->rank;
+      uint32_t at = 1 + lead + (uint32_t)get_mdim(m, tile);
       ir_op_set_operand(op, at, half_coord(m, op, op->operands[at].value, s->idx));
     }
   } else if ((op->kind == OP_TILEAS_EXTRACT_SLICE || op->kind == OP_TILEAS_EXTRACT) &&
@@ -334,6 +397,27 @@ static bool pick_store(const IrOp *op) { return op->kind == OP_TILEAS_TILED_STOR
 
 /* Is slot s of an scf.for dead: its result unused, its block argument read
 ** only by the yield that carries it on unchanged? */
+/* Does v reach, through the pure ops of its block, nothing but operand
+** `index` of `yield`? (seen: the ops already followed) */
+static bool flows_only_to(IrValue *v, const IrOp *yield, uint32_t index, PtrMap *seen) {
+  for (IrUse *u = v->uses; u; u = u->next) {
+    IrOp *o = u->owner;
+    if (o == yield) {
+      if (u->index != index) return false;
+      continue;
+    }
+    if (o->parent != yield->parent || o->nregions || !ir_op_is_pure(o)) return false;
+    if (ptrmap_get(seen, o)) continue;
+    ptrmap_set(seen, o, o);
+    for (uint32_t i = 0; i < o->nresults; i++)
+      if (!flows_only_to(&o->results[i], yield, index, seen)) return false;
+  }
+  return true;
+}
+
+/* Is slot s of an scf.for dead: its result unused, and its block argument
+** read only by what computes the value the yield carries on in it (an
+** online softmax's running maximum in a producer, whose dots are gone)? */
 static bool dead_slot(const TasSlot *s) {
   IrValue *arg = NULL, *res = NULL;
   for (uint32_t i = 0; i < s->nvalues; i++) {
@@ -341,9 +425,15 @@ static bool dead_slot(const TasSlot *s) {
     else arg = s->values[i];
   }
   if (!arg || !res || ir_value_has_uses(res)) return false;
-  for (IrUse *u = arg->uses; u; u = u->next)
-    if (u->owner->kind != OP_SCF_YIELD || u->owner->parent != arg->block) return false;
-  return true;
+  for (uint32_t j = 0; j < s->nfeeds; j++) {
+    const TasUse *f = &s->feeds[j];
+    if (!f->op || f->op->kind != OP_SCF_YIELD || f->op->parent != arg->block) continue;
+    PtrMap seen = {0};
+    bool dead = flows_only_to(arg, f->op, f->index, &seen);
+    ptrmap_free(&seen);
+    return dead;
+  }
+  return false;
 }
 
 static bool pick_for(const IrOp *op) { return op->kind == OP_SCF_FOR; }
@@ -392,6 +482,62 @@ static IrOp *build_producer(Mat *m, IrOp *first, IrOp *at) {
   prune(m, a);
   return a;
 }
+
+/* {======================================================================
+** The schedule of a consumer's loop of chained dots
+** ======================================================================= */
+
+static bool pick_pipelined(const IrOp *op) {
+  return op->kind == OP_SCF_FOR && ir_stamp_TILEAS_PIPELINE(op).present;
+}
+
+/* A dot whose operands are rings (shared tiles the producer fills) and whose
+** accumulator starts anew (a splat), so that it depends on nothing the loop
+** carries: its iteration's stages are all it waits for. */
+static bool ring_dot(const IrOp *dot) {
+  const IrOp *acc = dot->operands[2].value->def;
+  return dot->operands[0].value->type->space == IR_MS_SHARED &&
+         dot->operands[1].value->type->space == IR_MS_SHARED && acc && acc->kind == OP_TILEAS_SPLAT;
+}
+
+/* Is v read by the loop's yield only (a value carried to the next iteration)? */
+static bool only_yielded(IrValue *v) {
+  for (IrUse *u = v->uses; u; u = u->next)
+    if (u->owner->kind != OP_SCF_YIELD) return false;
+  return v->uses != NULL;
+}
+
+/* A consumer's pipelined loop whose dots chain through registers (one's
+** result, through elementwise ops and row reductions, an operand of another:
+** attention's P) is scheduled as FlashAttention-3 is: its ring dots are issued
+** one iteration ahead (tileas.ahead), so that the tensor cores compute the
+** next iteration's while the registers of this one are worked on; that takes
+** the other dots' results being only carried (read in the next iteration).
+** With several consumers they take turns at the dots (tileas.turns on the
+** loop): one's register work overlaps the others' dots. */
+static void schedule_chained_dots(Mat *m, IrOp *a) {
+  IrOp *loop = rw_find(a, pick_pipelined);
+  if (!loop) return;
+  IrOpVec dots = {0};
+  bool chained = false, rotatable = true, any_ahead = false;
+  for (IrOp *o = loop->regions[0].first->first; o; o = o->next) {
+    if (o->kind != OP_TILEAS_DOT) continue;
+    ir_opvec_push(&dots, o);
+    chained |= o->operands[0].value->type->space == IR_MS_RMEM ||
+               o->operands[1].value->type->space == IR_MS_RMEM;
+    if (ring_dot(o)) any_ahead = true;
+    else rotatable &= only_yielded(&o->results[0]);
+  }
+  if (chained && rotatable && any_ahead)
+    for (size_t i = 0; i < dots.n; i++)
+      if (ring_dot(dots.v[i]))
+        rw_set_bool(&m->rw, dots.v[i], ir_stamp_spec(STAMP_TILEAS_AHEAD)->name, true);
+  if (chained && m->nconsumers > 1)
+    rw_set_bool(&m->rw, loop, ir_stamp_spec(STAMP_TILEAS_TURNS)->name, true);
+  ir_opvec_free(&dots);
+}
+
+/* }====================================================================== */
 
 /* Consumer idx of m->nconsumers: the dots read the rings (the A ring sliced
 ** to its rows), its half of every tile along M. */
@@ -445,6 +591,7 @@ static IrOp *build_consumer(Mat *m, IrOp *first, IrOp *at, int64_t idx) {
   } else if (m->cta_rows > 1) {
     rw_retype(a, block_type_of, &m->rw);
   }
+  schedule_chained_dots(m, a);
   return a;
 }
 
@@ -460,6 +607,24 @@ static void set_block(Mat *m, IrOp *k, int64_t warps) {
   ir_op_set_attr(k, "kernel_spec", ir_attr_dict(m->rw.ctx, n, e));
 }
 
+static bool is_tileas(const IrOp *op) { return ir_op_in_dialect(op->kind, "tileas"); }
+
+/* A tile program without a pipelined loop: its body in one compute agent of the block's warps. */
+static IrResult compute_agent(Mat *m, IrOp *k) {
+  IrBlock *body = m->rw.entry;
+  if (!body->first || !rw_find(k, is_tileas)) return IR_OK;
+  int64_t warps = kernel_spec(k).threads / 32;
+  IrOp *a = new_agent(m, body->first, "compute", warps > 0 ? warps : 1);
+  IrBlock *into = a->regions[0].first;
+  for (IrOp *o = body->first, *next; o; o = next) {
+    next = o->next;
+    ir_op_unlink(o);
+    ir_block_append(into, o);
+  }
+  ir_block_append(body, a);
+  return IR_OK;
+}
+
 static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   Mat *m = (Mat *)r;
   bool has_agents = false;
@@ -468,9 +633,12 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   m->loop = NULL;
   m->nloads = 0;
   m->rows = 0;
+  memset(m->once, 0, sizeof m->once);
   ir_walk_pre(k, visit_find, m);
   if (m->failed) return IR_FAIL;
-  if (!m->loop) return check_no_dot(k);
+  if (!m->loop) return check_no_dot(k) == IR_OK ? compute_agent(m, k) : IR_FAIL;
+  ir_walk_pre(k, visit_program_loads, m);
+  if (m->failed) return IR_FAIL;
   /* on a cluster, tileas-plan-cta's rule splits M among cta_rows CTAs: the
   ** consumers are a CTA block's warpgroups (each then holds its rows of
   ** every block: consumer c the program's rows c * rows / n, split by CTA) */
@@ -494,7 +662,8 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   for (uint32_t i = 0; i < m->nloads; i++) {
     const IrType *t = m->loads[i]->results[0].type;
     IrOp *ring = ir_op_create(r->ctx, OP_TILEAS_ALLOC_TENSOR, m->loads[i]->loc, 0, NULL, 1, &t, 0);
-    rw_set_int(r, ring, ir_stamp_spec(STAMP_TILEAS_STAGES)->name, m->stages);
+    rw_set_int(r, ring, ir_stamp_spec(STAMP_TILEAS_STAGES)->name, m->once[i] ? 1 : m->stages);
+    if (m->once[i]) rw_set_bool(r, ring, ir_stamp_spec(STAMP_TILEAS_PER_PROGRAM)->name, true);
     ir_op_insert_before(first, ring);
     m->rings[i] = &ring->results[0];
   }

@@ -705,6 +705,20 @@ static void emit_params(Emit *e, IrOp *k, const char *name, IrBlock *body, StrBu
   }
 }
 
+static bool visit_setmaxnreg(IrOp *op, void *ud) {
+  if (op->kind == OP_NVVM_SETMAXREGISTER) *(bool *)ud = true;
+  return !*(bool *)ud;
+}
+
+/* A kernel whose warpgroups move registers with setmaxnreg gets `.maxnreg`:
+** its entry count (kernel_entry_regs: what ptxas must know to honour
+** setmaxnreg; without it, it may pick fewer and ignore the moves). */
+static int64_t entry_maxnreg(IrOp *k, const KernelSpec *ks) {
+  bool found = false;
+  ir_walk_pre(k, visit_setmaxnreg, &found);
+  return found ? kernel_entry_regs(ks) : 0;
+}
+
 static void emit_kernel(Emit *e, IrOp *k, StrBuf *out) {
   IrAttrs_TILE_KERNEL ka = ir_attrs_TILE_KERNEL(k);
   const char *name = ka.sym_name;
@@ -732,6 +746,8 @@ static void emit_kernel(Emit *e, IrOp *k, StrBuf *out) {
             head.len ? "\n" : "");
   sb_printf(out, ".reqntid %lld, %lld, %lld\n", (long long)block[0], (long long)block[1],
             (long long)block[2]);
+  int64_t maxnreg = entry_maxnreg(k, &ks);
+  if (maxnreg) sb_printf(out, ".maxnreg %lld\n", (long long)maxnreg);
   if (cluster[0] * cluster[1] * cluster[2] > 1)
     sb_printf(out, ".explicitcluster\n.reqnctapercluster %lld, %lld, %lld\n", (long long)cluster[0],
               (long long)cluster[1], (long long)cluster[2]);

@@ -110,7 +110,8 @@ static void emit_pred_binary(Emit *e, IrOp *op) {
   case OP_ARITH_MAXUI: logic = "or"; break;
   default: px_fail(e, op, "unsupported on i1"); return;
   }
-  px_emitf(e, "%s.pred %v, %v, %v;", logic, &op->results[0], op->operands[0].value, op->operands[1].value);
+  px_emitf(e, "%s.pred %v, %v, %v;", logic, &op->results[0], op->operands[0].value,
+           op->operands[1].value);
 }
 
 enum { I_NORM = 1, I_ZEXT = 2 }; /* i8: re-normalize the result / zero-extend the operands */
@@ -155,8 +156,7 @@ static void emit_shift(Emit *e, IrOp *op) {
     px_emitf(e, "shl.%s %v, %v, %R;", px_isfx(d->type, 'b'), d, a, amt);
   else if (op->kind == OP_ARITH_SHRSI)
     px_emitf(e, "shr.%s %v, %v, %R;", px_isfx(d->type, 's'), d, a, amt);
-  else
-    px_emitf(e, "shr.%s %v, %R, %R;", px_isfx(d->type, 'u'), d, px_zext8(e, a), amt);
+  else px_emitf(e, "shr.%s %v, %R, %R;", px_isfx(d->type, 'u'), d, px_zext8(e, a), amt);
   px_norm8(e, d);
 }
 
@@ -181,8 +181,8 @@ static void emit_cmpi(Emit *e, IrOp *op) {
 
 static void emit_cmpf(Emit *e, IrOp *op) {
   IrValue *a = op->operands[0].value;
-  px_emitf(e, "setp.%s.%s %v, %v, %v;", cmpf_ptx[ir_attrs_ARITH_CMPF(op).predicate], px_fsfx(a->type),
-        &op->results[0], a, op->operands[1].value);
+  px_emitf(e, "setp.%s.%s %v, %v, %v;", cmpf_ptx[ir_attrs_ARITH_CMPF(op).predicate],
+           px_fsfx(a->type), &op->results[0], a, op->operands[1].value);
 }
 
 /* Float arithmetic; round to nearest and no contraction (.rn). */
@@ -267,10 +267,8 @@ static void emit_int_conv(Emit *e, IrOp *op, bool sign) {
     return;
   }
   if (ws == 8 && wd == 16) {
-    if (sign)
-      px_emitf(e, "mov.b16 %v, %v;", d, a);
-    else
-      px_emitf(e, "and.b16 %v, %v, 255;", d, a);
+    if (sign) px_emitf(e, "mov.b16 %v, %v;", d, a);
+    else px_emitf(e, "and.b16 %v, %v, 255;", d, a);
     return;
   }
   if (wd > ws) {
@@ -314,7 +312,8 @@ static void emit_ftoi(Emit *e, IrOp *op, bool sign) {
       return;
     }
   }
-  px_emitf(e, "cvt.rzi.%s.%s %v, %v;", px_isfx_exact(d->type, sign ? 's' : 'u'), px_fsfx(a->type), d, a);
+  px_emitf(e, "cvt.rzi.%s.%s %v, %v;", px_isfx_exact(d->type, sign ? 's' : 'u'), px_fsfx(a->type),
+           d, a);
   if (!sign) px_norm8(e, d);
 }
 
@@ -333,28 +332,46 @@ static void emit_fconv(Emit *e, IrOp *op) {
   px_emitf(e, "cvt.rn.%s.f32 %v, %R;", px_fsfx(d->type), d, t);
 }
 
+static uint32_t reg_bits(RegClass c) {
+  return c == RC_B16 ? 16u : c == RC_B32 || c == RC_F32 ? 32u : 64u;
+}
+
+/* A bitcast moves registers: one for one where both sides have registers of
+** one width (a packed vector<2xbf16> is one 32-bit register, as i32 is), two
+** 32-bit registers into or out of a 64-bit one (vector<4xbf16> <-> i64). */
 static void emit_bitcast(Emit *e, IrOp *op) {
   IrValue *d = &op->results[0], *a = op->operands[0].value;
-  Regs *rd = px_regs(e, d);
+  Regs *rd = px_regs(e, d), *ra = px_regs(e, a);
   if (rd->cls == RC_PRED) {
     px_emitf(e, "mov.pred %v, %v;", d, a);
     return;
   }
-  px_emitf(e, "mov.b%u %v, %v;",
-        rd->cls == RC_B16                        ? 16u
-        : rd->cls == RC_B32 || rd->cls == RC_F32 ? 32u
-                                                 : 64u,
-        d, a);
+  uint32_t wd = reg_bits(rd->cls), wa = reg_bits(ra->cls);
+  for (uint32_t i = 0; i < rd->n && wd == wa; i++) {
+    Regs di = {rd->cls, 1, rd->base + i, false}, ai = {ra->cls, 1, ra->base + i, false};
+    px_emitf(e, "mov.b%u %R, %R;", wd, &di, &ai);
+  }
+  for (uint32_t i = 0; i < rd->n && wd == 2 * wa; i++) {
+    Regs di = {rd->cls, 1, rd->base + i, false}, lo = {ra->cls, 1, ra->base + 2 * i, false},
+         hi = {ra->cls, 1, ra->base + 2 * i + 1, false};
+    px_emitf(e, "mov.b%u %R, {%R, %R};", wd, &di, &lo, &hi);
+  }
+  for (uint32_t i = 0; i < ra->n && wa == 2 * wd; i++) {
+    Regs ai = {ra->cls, 1, ra->base + i, false}, lo = {rd->cls, 1, rd->base + 2 * i, false},
+         hi = {rd->cls, 1, rd->base + 2 * i + 1, false};
+    px_emitf(e, "mov.b%u {%R, %R}, %R;", wa, &lo, &hi, &ai);
+  }
 }
 
 static void emit_unary_float(Emit *e, IrOp *op, const char *mn) {
-  px_emitf(e, "%s.%s %v, %v;", mn, px_fsfx(op->results[0].type), &op->results[0], op->operands[0].value);
+  px_emitf(e, "%s.%s %v, %v;", mn, px_fsfx(op->results[0].type), &op->results[0],
+           op->operands[0].value);
 }
 
 static void emit_fma(Emit *e, IrOp *op) {
   IrValue *d = &op->results[0];
   px_emitf(e, "fma.rn.%s %v, %v, %v, %v;", px_fsfx(d->type), d, op->operands[0].value,
-        op->operands[1].value, op->operands[2].value);
+           op->operands[1].value, op->operands[2].value);
 }
 
 /* }====================================================================== */

@@ -8,15 +8,15 @@
 --
 --   kernels     tl.tile_kernel(name, {params, num_warps, cluster, target}),
 --               tl.tensor(elem, rank [, tile_shape]), tl.program_id(d), tl.num_programs(d)
---   tiles       tl.zeros(shape [, elem]), tl.full(shape, x [, elem]),
+--   tiles       tl.zeros(shape [, elem]), tl.full(shape, x [, elem]), tl.iota(shape, dim),
 --               tl.load(tensor, coords [, shape]), tl.store(tensor, coords, tile),
 --               tl.alloc_tensor(shape, elem [, layout]), tl.copy(src, dst),
 --               tl.convert_layout(x, layout), tl.extract(x, {indices})
 --   compute     a + b, a - b, a * b, a / b, -a on tiles (scalars and size-1 dims
---               broadcast), tl.maximum / tl.minimum, a:lt(b) ..., tl.select,
+--               broadcast), tl.maximum / tl.minimum, a:lt(b) ..., a & b, a | b, tl.select,
 --               x:cast(elem), tl.dot(a, b [, acc] [, opts]), tl.reduce(x, dim, kind),
---               tl.exp exp2 log log2 sqrt rsqrt abs
---   shapes      tl.broadcast(x, shape), tl.expand_dim(x, dim), tl.extract_slice(x, offsets, sizes)
+--               tl.exp exp2 log log2 sqrt rsqrt abs rcp tanh erf sigmoid silu gelu gelu_tanh
+--   shapes      tl.broadcast(x, shape), tl.expand_dim(x, dim), tl.extract_slice(x, offsets, sizes), tl.transpose(x)
 --   loops       tl.for_tiles(extent, tile | {tile, stages}, inits..., fn(kk, ...))
 --   agents      tl.agent(kind, {num_warps, stride, interleaved}, fn)
 --
@@ -214,6 +214,17 @@ function tl.full(shape, x, elem)
   return tl.op1("tileas.splat", { v }, tile_type(elem, shape))
 end
 
+-- tl.iota(shape, dim): a tile of i32 whose elements are their indices along
+-- dim (0-based): tl.iota({128, 64}, 1) + j * 64 are the columns of a tile
+-- of keys, for a mask.
+function tl.iota(shape, dim)
+  shape_arg(shape, "iota")
+  if math.type(dim) ~= "integer" or dim < 0 or dim >= #shape then
+    raise(("iota: dim must be an integer in [0, %d), got %s"):format(#shape, tostring(dim)))
+  end
+  return tl.op1("tileas.iota", {}, tile_type(tl.i32, shape), { dim = dim })
+end
+
 -- tl.zeros(shape [, elem]) is a tile of zeros (f32 by default); tl.zeros(elem, n)
 -- stays the vector of tl.splat.
 function shape_ops.zeros(a, b) return tl.full(a, 0, b or tl.f32) end
@@ -243,8 +254,11 @@ local function tensor_info(t)
 end
 
 -- tl.load(tensor, coords [, shape] [, opts]): the tile at tile coordinates
--- (units of the shape, outermost first) of a tl.tensor parameter; out of bounds
--- reads 0. opts.space = "shared" loads into a shared tile. A pointer loads as before.
+-- (units of the shape, outermost first) of a tl.tensor parameter (a shape of
+-- fewer dims than the tensor leaves out the leading ones: their coordinates
+-- index single elements, a batch); out of bounds
+-- reads opts.padding (0; -math.huge for a row's maximum). opts.space = "shared"
+-- loads into a shared tile. A pointer loads as before.
 function tensor_ops.load(t, coords, shape, opts)
   local ti = tensor_info(t)
   if shape ~= nil and getmetatable(shape) == nil and type(shape) == "table" and shape[1] == nil then
@@ -254,14 +268,23 @@ function tensor_ops.load(t, coords, shape, opts)
   if not shape then raise("load: give the tile's shape (or declare the tensor with a default tile: tl.tensor(elem, rank, shape))") end
   shape_arg(shape, "load")
   local cs = coords_of(coords, "load")
-  if #cs ~= ti.rank or #shape ~= ti.rank then
-    raise(("load: a tensor of rank %d takes %d coordinates and a shape of %d extents (got %d and %d)"):format(
+  if #cs ~= ti.rank or #shape > ti.rank then
+    raise(("load: a tensor of rank %d takes %d coordinates and a shape of at most %d extents (got %d and %d)"):format(
       ti.rank, ti.rank, ti.rank, #cs, #shape))
   end
   local opds = { t }
   for _, c in ipairs(cs) do opds[#opds + 1] = c end
   opts = opts or {}
-  return tl.op1("tileas.tiled_load", opds, tile_type(ti.elem, shape, opts.space or "rmem", opts.layout))
+  if opts.padding ~= nil and type(opts.padding) ~= "number" then
+    raise(("load: padding must be a number, got %s"):format(type(opts.padding)))
+  end
+  local pad = opts.padding
+  if pad == 0 then pad = nil end
+  if pad and ti.elem:kind() == "float" then pad = pad + 0.0 end
+  if pad and ti.elem:kind() == "int" and math.type(pad) ~= "integer" then
+    raise("load: the padding of an integer tile must be an integer")
+  end
+  return tl.op1("tileas.tiled_load", opds, tile_type(ti.elem, shape, opts.space or "rmem", opts.layout), { padding = pad })
 end
 
 -- tl.store(tensor, coords, tile): writes the tile at tile coordinates; out of
@@ -271,6 +294,9 @@ function tensor_ops.store(t, coords, x, opts)
   tile_arg(x, "store")
   local cs = coords_of(coords, "store")
   if #cs ~= ti.rank then raise(("store: a tensor of rank %d takes %d coordinates, got %d"):format(ti.rank, ti.rank, #cs)) end
+  if #info(x).shape > ti.rank then
+    raise(("store: a tile of rank %d into a tensor of rank %d"):format(#info(x).shape, ti.rank))
+  end
   local opds = { t }
   for _, c in ipairs(cs) do opds[#opds + 1] = c end
   opds[#opds + 1] = x
@@ -325,6 +351,13 @@ function tl.broadcast(x, shape)
     end
   end
   return tl.op1("tileas.broadcast", { x }, tile_type(i.elem, shape))
+end
+
+-- tl.transpose(x): a rank-2 tile with its dims swapped.
+function tl.transpose(x)
+  local i = info(tile_arg(x, "transpose"))
+  if #i.shape ~= 2 then raise(("transpose: expected a tile of rank 2, got %s"):format(shape_str(i.shape))) end
+  return tl.op1("tileas.transpose", { x }, tile_type(i.elem, { i.shape[2], i.shape[1] }))
 end
 
 function tl.expand_dim(x, dim)
@@ -417,13 +450,20 @@ function tile_ops.unm(a)
 end
 
 -- Comparisons of float tiles give tiles of i1 (ordered; ne unordered, as for scalars).
-for name, pred in pairs { lt = "olt", le = "ole", gt = "ogt", ge = "oge", eq = "oeq", ne = "une" } do
+-- Integer tiles (an iota's indices) compare signed, to tiles of i1 that & and |
+-- combine (a mask).
+for name, pred in pairs { lt = { "olt", "slt" }, le = { "ole", "sle" }, gt = { "ogt", "sgt" }, ge = { "oge", "sge" },
+                          eq = { "oeq", "eq" }, ne = { "une", "ne" } } do
   tile_ops[name] = function(a, b)
     a, b = tile_operands(a, b, name)
-    if info(a).elem:kind() ~= "float" then raise(name .. ": tiles compare as floats") end
-    return tl.op1("arith.cmpf", { a, b }, tile_type(tl.i1, info(a).shape, "rmem", a:type():layout()), { predicate = pred })
+    local k = info(a).elem:kind()
+    if k ~= "float" and k ~= "int" then raise(name .. ": tiles of floats or integers compare") end
+    return tl.op1(k == "float" and "arith.cmpf" or "arith.cmpi", { a, b },
+                  tile_type(tl.i1, info(a).shape, "rmem", a:type():layout()), { predicate = pred[k == "float" and 1 or 2] })
   end
 end
+tile_ops.band = tile_binary("arith.andi", nil, "&")
+tile_ops.bor = tile_binary("arith.ori", nil, "|")
 
 -- tl.select(c, a, b) with a tile of i1 picks elementwise.
 function tile_ops.select(c, a, b)
@@ -454,12 +494,13 @@ end
 
 -- tl.exp(x) ...: the function of every element of a float tile (tileas.math);
 -- a scalar takes the approximate function of that name where dsl/warp.lua has
--- one (tl.rsqrt, which brings tiles here).
+-- one (tl.rsqrt, tl.tanh, which bring tiles here; tl.rcp_approx of a tile is tl.rcp).
 for _, fn in ipairs(core.enums().tileas_math_fn) do
   tile_ops[fn] = function(x)
     if info(x).elem:kind() ~= "float" then raise(("%s: expected a float tile, got %s"):format(fn, tostring(x:type()))) end
     return tl.op1("tileas.math", { x }, x:type(), { fn = fn })
   end
+  if fn == "rcp" then tile_ops.rcp_approx = tile_ops.rcp end
   if not kinds.approx_math[fn] then
     tl[fn] = function(x)
       if not is_tile(x) then raise(("%s: expected a float tile (scalars: tl.approx)"):format(fn)) end
@@ -486,12 +527,25 @@ end
 -- tl.dot(a, b [, acc] [, opts]): a [M, K] times b [K, N] plus acc [M, N] (zeros of
 -- f32, or i32 for integer operands, when absent). b given as [N, K] (K-major) is
 -- taken transposed; opts.transpose_a / transpose_b say so explicitly (needed when
--- the shape is square), opts.negate_a / negate_b negate an operand.
+-- the shape is square), opts.negate_a / negate_b negate an operand; opts.fp8
+-- ("e4m3" | "e5m2"): a and b are 8-bit integer tiles of fp8 bytes (f32 accumulation).
+local dot_options = { transpose_a = true, transpose_b = true, negate_a = true, negate_b = true, fp8 = true }
 function tl.dot(a, b, acc, opts)
   tile_arg(a, "dot")
   tile_arg(b, "dot")
   if acc ~= nil and not is_value(acc) then acc, opts = nil, acc end
   opts = opts or {}
+  if type(opts) ~= "table" then raise(("dot: the options must be a table, got %s"):format(type(opts))) end
+  for key in pairs(opts) do
+    if not dot_options[key] then
+      raise(("dot: unknown option '%s' (known: transpose_a, transpose_b, negate_a, negate_b, fp8; the operands' element types are their tiles')"):format(
+        tostring(key)))
+    end
+  end
+  -- fp8 = "e4m3" | "e5m2": a and b are tiles of 8-bit integers holding fp8 bytes
+  if opts.fp8 ~= nil and opts.fp8 ~= "e4m3" and opts.fp8 ~= "e5m2" then
+    raise(("dot: fp8 is \"e4m3\" or \"e5m2\", got %s"):format(tostring(opts.fp8)))
+  end
   local sa, sb = info(a).shape, info(b).shape
   if #sa ~= 2 or #sb ~= 2 then raise("dot: a and b must be tiles of rank 2") end
   local ta = opts.transpose_a and true or false
@@ -503,12 +557,12 @@ function tl.dot(a, b, acc, opts)
     raise(("dot: a %s and b %s do not multiply (K = %d)"):format(shape_str(sa), shape_str(sb), k))
   end
   if acc == nil then
-    acc = tl.zeros({ m, n }, info(a).elem:kind() == "int" and tl.i32 or tl.f32)
+    acc = tl.zeros({ m, n }, info(a).elem:kind() == "int" and not opts.fp8 and tl.i32 or tl.f32)
   end
   tile_arg(acc, "dot")
   return tl.op1("tileas.dot", { a, b, acc }, acc:type(), {
     transpose_a = ta or nil, transpose_b = tb or nil,
-    negate_a = opts.negate_a or nil, negate_b = opts.negate_b or nil })
+    negate_a = opts.negate_a or nil, negate_b = opts.negate_b or nil, fp8 = opts.fp8 })
 end
 
 -- }===================================================================

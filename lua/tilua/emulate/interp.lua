@@ -205,10 +205,12 @@ local function compile(op)
     return function(a) return from_bits(to_bits(a, it), rt) end
   elseif name == "arith.cmpf" then
     local p = op:attr "predicate"
+    local unordered = type(p) == "string" and p:sub(1, 1) == "u" -- true where an operand is NaN, else as the ordered one
     local cmp = ({ oeq = function(a, b) return a == b end, one = function(a, b) return a ~= b end,
                    olt = function(a, b) return a < b end, ole = function(a, b) return a <= b end,
-                   ogt = function(a, b) return a > b end, oge = function(a, b) return a >= b end })[p]
+                   ogt = function(a, b) return a > b end, oge = function(a, b) return a >= b end })[unordered and "o" .. p:sub(2) or p]
     if not cmp then error("interp: cmpf predicate " .. tostring(p) .. " not interpreted") end
+    if unordered then return function(a, b) return (a ~= a or b ~= b or cmp(a, b)) and 1 or 0 end end
     return function(a, b) return (a == a and b == b and cmp(a, b)) and 1 or 0 end
   end
   local fop = ({ ["arith.addf"] = function(a, b) return a + b end, ["arith.subf"] = function(a, b) return a - b end,
@@ -359,4 +361,5 @@ end
 M.wrap = wrap
 M.eval = eval_simple -- one arith op over its operand values -> its results
 M.compile = compile   -- one arith op -> fn(a, b, c) -> its result (tilua.emulate)
+M.to_bits, M.from_bits = to_bits, from_bits -- a scalar of a type <-> its bits (arith.bitcast)
 return M

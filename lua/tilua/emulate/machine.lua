@@ -284,16 +284,28 @@ function Run:setup_args()
   end
 end
 
+-- The coordinate d (1..3) of CTA id in the grid.
+function Run:cta_coord(id, d)
+  local gd = self.grid_dims
+  if d == 1 then return id % gd[1] end
+  if d == 2 then return id // gd[1] % gd[2] end
+  return id // (gd[1] * gd[2])
+end
+
 function Run:start()
   local k = self.k
   if k.on_start then k.on_start(self) end
   self:setup_args()
-  self.grid = self.o.grid or 1
+  -- a grid of CTAs {x, y, z} (or x): CTA c is at x = c % gx, y = c // gx % gy,
+  -- z = c // (gx gy); clusters along x
+  local g = self.o.grid or 1
+  self.grid_dims = type(g) == "table" and { g[1], g[2] or 1, g[3] or 1 } or { g, 1, 1 }
+  self.grid = self.grid_dims[1] * self.grid_dims[2] * self.grid_dims[3]
   self.gspace = { is_global = true, shadow_w = {}, shadow_r = {}, granule = self.granule }
   self.gbars, self.gbar_list = {}, {}
   local csize = k.cluster or 1
-  if self.grid % csize ~= 0 then
-    error(("emulate: a grid of %d CTAs is not a whole number of clusters of %d"):format(self.grid, csize), 0)
+  if self.grid_dims[1] % csize ~= 0 then
+    error(("emulate: a grid of %d CTAs along x is not a whole number of clusters of %d"):format(self.grid_dims[1], csize), 0)
   end
   if self.grid * k.warps > MAX_WARPS then
     error(("emulate: a grid of %d CTAs of %d warps each is more than the %d warps a run emulates")

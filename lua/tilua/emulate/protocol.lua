@@ -309,7 +309,11 @@ local function tile_problem(kop, n)
       local i = index[o:operand(1):id()]
       local t = name == "tileas.tiled_load" and o:result(1):type() or o:operand(o:noperands()):type()
       local e = extents[i] or {}
-      for d, x in ipairs(t:info().shape) do e[d] = math.max(e[d] or 1, x) end
+      local shape = t:info().shape
+      -- a tile of lower rank than its tensor leaves out the leading dims (a batch)
+      local lead = o:operand(1):type():info().params[2] - #shape
+      for d = 1, lead do e[d] = e[d] or false end
+      for d, x in ipairs(shape) do e[lead + d] = math.max(e[lead + d] or 1, x) end
       extents[i] = e
     end
   end)
@@ -334,7 +338,8 @@ local function tile_problem(kop, n)
       local ebytes = elem_bytes(elem)
       local bytes = ebytes
       for d = 1, rank do
-        shape[d] = math.max(n, 2 * ((extents[i] or {})[d] or 1))
+        local e = (extents[i] or {})[d]
+        shape[d] = e == false and 2 or math.max(n, 2 * (e or 1)) -- a leading dim no tile spans: 2 (a batch of two)
         bytes = bytes * shape[d]
       end
       if bytes > M.MAX_TENSOR_BYTES then

@@ -5,8 +5,10 @@
 --   codec_of(type) -> { size, width | fmt | vector (n, elem) | unsupported }: an
 --                     access of a loaded or stored type, for decode / encode
 --   decode(c, bytes, off), encode(c, v, out, off): a scalar from / into bytes
---   f32(x): x rounded to f32; float16.dec / enc [bf16 | f16]: 16-bit floats
+--   f32(x): x rounded to f32; float16.dec / enc [bf16 | f16]: 16-bit floats;
+--   fp8_dec [e4m3 | e5m2]: fp8 bytes
 --   elem_codec(t): a tile element type's { size, float, dec, enc, round }
+--   bitcast(x, from, to): arith.bitcast's value
 
 local interp = require "tilua.emulate.interp"
 local wrap = interp.wrap
@@ -102,6 +104,34 @@ local function f16_enc(x)
   return s | (ex << 10) | math.tointeger(r)
 end
 V.float16 = { dec = { bf16 = bf16_dec, f16 = f16_dec }, enc = { bf16 = bf16_enc, f16 = f16_enc } }
+
+-- fp8 bytes -> numbers, exactly: e4m3 (OCP "FN": bias 7, no infinities, S.1111.111
+-- NaN, max 448) and e5m2 (f16's high byte).
+local function e4m3_dec(u)
+  local s, e, m = (u >> 7) & 1, (u >> 3) & 0xf, u & 7
+  local v
+  if e == 0 then v = m * 2.0 ^ -9
+  elseif e == 15 and m == 7 then v = 0 / 0
+  else v = (1 + m / 8) * 2.0 ^ (e - 7) end
+  return s == 1 and -v or v
+end
+V.fp8_dec = { e4m3 = e4m3_dec, e5m2 = function(u) return f16_dec((u & 0xff) << 8) end }
+
+-- arith.bitcast of a value of type `from` to type `to` (scalars, or vectors
+-- of them: tables of their elements): the bytes of one read as the other.
+function V.bitcast(x, from, to)
+  local cf, ct = codec_of(from), codec_of(to)
+  if not cf.vector and not ct.vector then return interp.from_bits(interp.to_bits(x, from), to) end
+  local bytes = {}
+  if cf.vector and type(x) == "number" then -- a pair tile.pack made: its packed bits (models/mma.lua)
+    for i = 1, cf.size do bytes[i] = (x >> (8 * (i - 1))) & 0xff end
+  elseif cf.vector then for i = 1, cf.n do V.encode(cf.elem, x[i], bytes, (i - 1) * cf.elem.size) end
+  else V.encode(cf, x, bytes, 0) end
+  if not ct.vector then return V.decode(ct, bytes, 0) end
+  local v = {}
+  for i = 1, ct.n do v[i] = V.decode(ct.elem, bytes, (i - 1) * ct.elem.size) end
+  return v
+end
 
 -- A tile element type t: bytes, decode (a little-endian integer of its
 -- bytes -> number), encode, round (a number -> the nearest of the type); nil

@@ -205,14 +205,11 @@ end
 
 local timeline_runs -- the launches the page shows (tl.options.timeline)
 
--- One launch: the compiled kernel on the emulator over grid[1] CTAs.
+-- One launch: the compiled kernel on the emulator over its grid of CTAs.
 function M.launch(tl, k, grid, list)
-  if grid[2] ~= 1 or grid[3] ~= 1 then
-    tl.raise(("--emulate: kernel '%s': the emulator runs grids along x only, got {%d, %d, %d}"):format(k.name, grid[1], grid[2], grid[3]))
-  end
   local kop = emulated_op(k)
   local args, written = emulator_args(tl, k, kop, list)
-  local o = { grid = grid[1], args = args, policy = "round_robin" }
+  local o = { grid = { grid[1], grid[2], grid[3] }, args = args, policy = "round_robin" }
   local path = tl.options.timeline
   local rec
   if path then
@@ -222,7 +219,7 @@ function M.launch(tl, k, grid, list)
   local r = tl.emulate(kop, o)
   if rec then
     timeline_runs = timeline_runs or {}
-    timeline_runs[#timeline_runs + 1] = rec.finish(r, ("%s, grid %d"):format(k.name, grid[1]))
+    timeline_runs[#timeline_runs + 1] = rec.finish(r, ("%s, grid %s"):format(k.name, table.concat(grid, " x "):gsub(" x 1 x 1$", ""):gsub(" x 1$", "")))
     local f = assert(io.open(path, "w"))
     f:write(require("tilua.emulate.timeline").render(timeline_runs, "tilua --emulate timeline"))
     f:close()

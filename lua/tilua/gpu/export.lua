@@ -337,9 +337,16 @@ function M.recipe_c(cname, k, recipe, ps, H, C0)
   C("CUresult %s_prepare(%s) {\n  CUresult tl_r = CUDA_SUCCESS;", cname, join({ cname .. "_args *out", table.unpack(adecl) }))
   for _, chk in ipairs(recipe.checks or {}) do
     local w = chk[2]
+    if chk[1] == "flat_z" then
+      C("  if (programs.z > 1u)")
+      C("    return tilua_fail(CUDA_ERROR_INVALID_VALUE, \"launch: %%s does not read program_id(\\\"z\\\"): a grid of programs with z = %%u would run each of its programs %%u times\", %s, programs.z, programs.z);",
+        cstr(w))
+      goto continue
+    end
     C("  if (programs.x != %du || programs.y != %du || programs.z != %du)", w[1], w[2], w[3] or 1)
     C("    return tilua_fail(CUDA_ERROR_INVALID_VALUE, \"launch: %%s was planned for a grid of programs {%d, %d}, got {%%u, %%u, %%u}\", %s, programs.x, programs.y, programs.z);",
       w[1], w[2], cstr(chk[3]))
+    ::continue::
   end
   local needs_sms = false
   for n, fill in ipairs(recipe.args) do if fill[1] == "int" and reads(fill[2], {}).sms then needs_sms = true end end

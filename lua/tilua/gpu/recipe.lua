@@ -24,7 +24,9 @@
 --        { "workspace" }                      the workspace's address
 --     grid = { E, E, E },        in CTAs
 --     workspace = E,             bytes (nil: no workspace)
---     checks = { { "programs", {x, y, z}, what } },  the grid of programs it was planned for
+--     checks = { check, ... },   what a launch's grid of programs must be:
+--        { "programs", {x, y, z}, what }   the grid of programs it was planned for
+--        { "flat_z", what }                z = 1 (a kernel that does not read program_id("z"))
 --     pdl = true,                a programmatic dependent launch (the stdlib GEMM's default)
 --   }
 --   E = an integer | { "dim", tensor, d } | { "stride", tensor, d }  (d 0-based; elements)
@@ -148,6 +150,13 @@ local function workspace(recipe, state, env)
 end
 
 local function check_programs(c, programs)
+  if c[1] == "flat_z" then
+    if programs[3] > 1 then
+      raise(("launch: %s does not read program_id(\"z\"): a grid of programs with z = %d would run each of its programs %d times"):format(
+        c[2], programs[3], programs[3]))
+    end
+    return
+  end
   local want = c[2]
   if programs[1] ~= want[1] or programs[2] ~= want[2] or programs[3] ~= (want[3] or 1) then
     raise(("launch: %s was planned for a grid of programs {%d, %d}, got {%d, %d, %d}"):format(
@@ -234,9 +243,15 @@ function R.tile_program(name, params, entries, L)
   if L.workspace_bytes then r.inputs[#r.inputs + 1] = { name = "workspace", kind = "workspace" } end
   r.workspace = L.workspace_bytes
   local px, py, pz = { "programs", 1 }, { "programs", 2 }, { "programs", 3 }
+  r.checks = {}
+  if not L.programs_z then r.checks[1] = { "flat_z", ("tile kernel '%s'"):format(name) } end
   if L.workers then -- StreamK: the grid of programs it was planned for, on its workers
     r.grid = { L.workers, 1, 1 }
-    r.checks = { { "programs", { L.programs[1], L.programs[2], 1 }, ("%s kernel '%s'"):format(L.schedule, name) } }
+    r.checks[#r.checks + 1] = { "programs", { L.programs[1], L.programs[2], 1 }, ("%s kernel '%s'"):format(L.schedule, name) }
+    return r
+  end
+  if L.linear then -- a CTA a program, along x
+    r.grid = { { "mul", { "mul", px, py }, pz }, 1, 1 }
     return r
   end
   -- a program of a cluster of n CTAs (along x) runs on all n; a persistent

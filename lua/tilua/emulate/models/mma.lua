@@ -223,7 +223,32 @@ do
   local function nop() return {} end
   handlers["tile.tensor_map_prefetch"] = nop
   handlers["tile.tma_prefetch"] = nop
-  handlers["tile.setmaxnreg"] = nop
+  -- tile.setmaxnreg: a CTA's registers are a pool. At launch every warp holds
+  -- the kernel's entry count (its .maxnreg, op:kernel_spec().entry_regs) and
+  -- the pool is empty; dec gives a warp's registers above the new count to the
+  -- pool, inc waits until the pool holds the warp's registers up to it (as
+  -- setmaxnreg.inc blocks). Warpgroups that ask for more than the CTA has
+  -- wait forever: a deadlock, with its trace. The checker takes a move alone
+  -- when it can run ("n"): the order of the moves changes only which warp
+  -- waits when the CTA's registers do not cover them all, not whether one does.
+  local function setmaxnreg(R, W, rec)
+    if not rec.regs then
+      local spec = rec.op:kernel_spec()
+      rec.regs = { count = rec.op:attr "count", inc = rec.op:attr "action" == "inc", entry = spec and spec.entry_regs or 0 }
+    end
+    local o, cta = rec.regs, W.cta
+    cta.reg_pool = cta.reg_pool or 0
+    local delta = 32 * (o.count - (W.regs or o.entry)) -- registers the warp takes (gives back: negative)
+    R:request(W, rec, function() return delta <= cta.reg_pool end, function()
+      cta.reg_pool = cta.reg_pool - delta
+      W.regs = o.count
+    end, function()
+      return ("%s %d registers a thread (%d in the CTA's pool)"):format(o.inc and "takes" or "gives back to", o.count, cta.reg_pool)
+    end, cta.id .. ":regs", "n")
+    return {}
+  end
+  MMA.setmaxnreg = setmaxnreg
+  handlers["tile.setmaxnreg"] = setmaxnreg
   handlers["tile.wgmma_fence"] = nop
 
   handlers["tile.splat"] = function(R, W, rec, ins, ctx)
@@ -368,7 +393,7 @@ do
   -- D = A * B + C per lane in f32 (products exact, a sequential f32 sum over k).
   local function perform(R, W, g)
     local rec, N, K = g.rec, g.N, g.K
-    local dec, eb = g.dec, 2
+    local dec, eb = g.dec, g.eb
     local s = W.cta.shared
     local cta = W.cta
     local da, db = not g.a_reg and desc_decode(g.desc_a), desc_decode(g.desc_b)
@@ -383,7 +408,7 @@ do
         seen[q] = true
         R:shadow_read(cta, g.actor, g.vc, SHARED_BASE + (q << 4), 16, rec.loc)
       end
-      return values and dec(read16(s, SHARED_BASE + o)) or 0
+      return values and dec(eb == 1 and (s[SHARED_BASE + o] or 0) or read16(s, SHARED_BASE + o)) or 0
     end
     local offa = g.trans_a and mnmajor_off or kmajor_off
     local offb = g.trans_b and mnmajor_off or kmajor_off
@@ -441,11 +466,15 @@ do
       local op = rec.op
       local shape = op:attr "shape"
       local ta = op:attr "type_a"
-      if not DEC[ta] then
-        violation("model", ("%s at %s: %s operands are not modelled (bf16 / f16 are)"):format(rec.name, rec.loc, ta))
-      end
+      local dec, eb = DEC[ta], 2
+      if values.fp8_dec[ta] then dec, eb = values.fp8_dec[ta], 1 end
       local ai = op:operand(2):type():info()
-      rec.wg = { N = shape[2], K = shape[3], dec = DEC[ta], trans_a = op:attr_or_default "trans_a",
+      local regs = ai.kind == "vector" -- A from registers: 16-bit elements only
+      if not dec or (regs and eb ~= 2) then
+        violation("model", ("%s at %s: %s operands%s are not modelled (bf16 / f16, e4m3 / e5m2 from descriptors are)")
+          :format(rec.name, rec.loc, ta, regs and " in registers" or ""))
+      end
+      rec.wg = { N = shape[2], K = shape[3], dec = dec, eb = eb, trans_a = op:attr_or_default "trans_a",
                  -- A in registers: 8 16-bit elements a lane (vector<8 x bf16 | f16>, or packed in 4 x i32)
                  a_reg = ai.kind == "vector" and (ai.elem:info().kind == "float" and "float" or "packed"),
                  trans_b = op:attr_or_default "trans_b", scale_a = op:attr_or_default "scale_a",
@@ -462,7 +491,7 @@ do
     -- wgmma) known to the warp once wgmma_wait completed them (Run:release_of)
     local aa = R:async_actor(W)
     W.async_clock = (W.async_clock or 0) + 1
-    local g = { rec = rec, N = wg.N, K = wg.K, dec = wg.dec, trans_a = wg.trans_a, trans_b = wg.trans_b,
+    local g = { rec = rec, N = wg.N, K = wg.K, dec = wg.dec, eb = wg.eb, trans_a = wg.trans_a, trans_b = wg.trans_b,
                 scale_a = wg.scale_a, scale_b = wg.scale_b, desc_a = at(ins[2], 0), desc_b = at(ins[3], 0),
                 src = ins[1], dst = dst, scale_d = scale_d, actor = aa, vc = vc_copy(W.vc),
                 a_reg = wg.a_reg and { kind = wg.a_reg, v = ins[2] } }

@@ -60,17 +60,18 @@ do
   handlers[sreg .. "tid.y"], handlers[sreg .. "tid.z"] = zero, zero
   handlers[sreg .. "ntid.x"] = const(function(R) return R.k.threads end)
   handlers[sreg .. "ntid.y"], handlers[sreg .. "ntid.z"] = one, one
-  handlers[sreg .. "ctaid.x"] = const(function(_, W) return W.cta.id end)
-  handlers[sreg .. "ctaid.y"], handlers[sreg .. "ctaid.z"] = zero, zero
-  handlers[sreg .. "nctaid.x"] = const(function(R) return R.grid end)
-  handlers[sreg .. "nctaid.y"], handlers[sreg .. "nctaid.z"] = one, one
+  for d, x in ipairs { "x", "y", "z" } do
+    handlers[sreg .. "ctaid." .. x] = const(function(R, W) return R:cta_coord(W.cta.id, d) end)
+    handlers[sreg .. "nctaid." .. x] = const(function(R) return R.grid_dims[d] end)
+  end
   handlers[sreg .. "warpid"] = const(function(_, W) return W.w end)
   handlers[sreg .. "smid"] = const(function(_, W) return W.cta.id end)
   -- clusters along x (kernel_spec.cluster; CTAs c - c % size .. of one cluster, as emulate/models/tile.lua has them)
-  handlers[sreg .. "clusterid.x"] = const(function(R, W) return W.cta.id // (R.k.cluster or 1) end)
-  handlers[sreg .. "clusterid.y"], handlers[sreg .. "clusterid.z"] = zero, zero
-  handlers[sreg .. "nclusterid.x"] = const(function(R) return R.grid // (R.k.cluster or 1) end)
-  handlers[sreg .. "nclusterid.y"], handlers[sreg .. "nclusterid.z"] = one, one
+  for d, x in ipairs { "x", "y", "z" } do
+    local n = d == 1 and function(R) return R.k.cluster or 1 end or function() return 1 end
+    handlers[sreg .. "clusterid." .. x] = const(function(R, W) return R:cta_coord(W.cta.id, d) // n(R) end)
+    handlers[sreg .. "nclusterid." .. x] = const(function(R) return R.grid_dims[d] // n(R) end)
+  end
   handlers[sreg .. "cluster.ctaid.x"] = tile.handlers["tile.cluster_rank"]
   handlers[sreg .. "cluster.nctaid.x"] = tile.handlers["tile.cluster_size"]
   for _, d in ipairs { "y", "z" } do
@@ -284,9 +285,10 @@ do
   -- (nvvm.fence: models/global.lua)
   for _, n in ipairs { "nvvm.fence.proxy.async", "nvvm.fence.mbarrier_init", "nvvm.nanosleep",
                        "tileas.pragma", -- a scheduler knob (tileas-insert-OCG-knobs): no effect on the program
-                       "nvvm.setmaxregister", "nvvm.griddepcontrol.wait", "nvvm.griddepcontrol.launch_dependents" } do
+                       "nvvm.griddepcontrol.wait", "nvvm.griddepcontrol.launch_dependents" } do
     handlers[n] = nop
   end
+  handlers["nvvm.setmaxregister"] = require("tilua.emulate.models.mma").setmaxnreg -- (the register pool)
 
   -- }===
 

@@ -98,8 +98,9 @@ do
     local first = ctx.mask[1]
     return eval_lanes(R, W, rec, ins, ctx, function(_, l) return { l == first and 1 or 0 } end)
   end
-  handlers["tile.block_id"] = function(_, W, rec) return { rec.op:attr "dim" == "x" and W.cta.id or 0 } end
-  handlers["tile.grid_dim"] = function(R, _, rec) return { rec.op:attr "dim" == "x" and R.grid or 1 } end
+  local DIM = { x = 1, y = 2, z = 3 }
+  handlers["tile.block_id"] = function(R, W, rec) return { R:cta_coord(W.cta.id, DIM[rec.op:attr "dim"]) } end
+  handlers["tile.grid_dim"] = function(R, _, rec) return { R.grid_dims[DIM[rec.op:attr "dim"]] } end
   handlers["tile.block_dim"] = function(R, _, rec) return { rec.op:attr "dim" == "x" and R.k.threads or 1 } end
   handlers["tile.alloc_shared"] = function(_, _, rec) return { SHARED_BASE + rec.offset } end
   handlers["tile.dynamic_shared"] = function(_, _, rec) return { SHARED_BASE + rec.offset } end
@@ -148,6 +149,12 @@ do
     local w = rec.width
     return eval_lanes(R, W, rec, ins, ctx, function(v) return { w and wrap(v[1][i + 1], w) or v[1][i + 1] } end)
   end
+  -- arith.bitcast: the bytes of the value read as the other type (vectors
+  -- are tables of their elements)
+  handlers["arith.bitcast"] = function(R, W, rec, ins, ctx)
+    local from, to = rec.op:operand(1):type(), rec.op:result(1):type()
+    return eval_lanes(R, W, rec, ins, ctx, function(v) return { values.bitcast(v[1], from, to) } end)
+  end
   handlers["tile.from_elements"] = function(R, W, rec, ins, ctx)
     return eval_lanes(R, W, rec, ins, ctx, function(v) return { { table.unpack(v) } } end)
   end
@@ -188,16 +195,7 @@ do
   -- (within the hardware's approximation error of what ex2.approx.ftz gives)
   local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
   local function ftz(x) return (x ~= 0 and math.abs(x) < 2.0 ^ -126) and 0.0 * x or x end
-  local math_f = {
-    ex2 = function(x) return 2.0 ^ x end, lg2 = function(x) return math.log(x, 2) end,
-    rsqrt = function(x) return 1 / math.sqrt(x) end, rcp = function(x) return 1 / x end, sqrt = math.sqrt,
-    sin = math.sin, cos = math.cos,
-    tanh = function(x)
-      if math.abs(x) > 20 then return x > 0 and 1.0 or -1.0 end
-      local e = math.exp(2 * x)
-      return (e - 1) / (e + 1)
-    end,
-  }
+  local math_f = require("tilua.emulate.mathref").fn
   handlers["tile.math"] = function(R, W, rec, ins, ctx)
     if not rec.math then
       if rec.op:result(1):type() ~= require("tilua").f32 then not_modelled(rec) end

@@ -12,7 +12,7 @@
 --
 -- Global tensors: a !tileas.tensor parameter takes { data = bytes (or bytes =
 -- n), shape = {outermost .. innermost} [, strides = {elements}] }, as a tensor
--- map does (emulate/models/mma.lua). tiled_load reads 0 out of bounds, tiled_store
+-- map does (emulate/models/mma.lua). tiled_load reads its padding (0) out of bounds, tiled_store
 -- drops what falls out; both go through the race check of global memory row by
 -- row: two programs storing one element with no order between them is a race.
 --
@@ -89,9 +89,9 @@ do
   local function result_tile(rec, op)
     if op:nresults() > 0 then rec.tt = tile_type(op:result(1):type()) end
   end
-  for _, name in ipairs { "tileas.get_program_id", "tileas.num_programs", "tileas.splat", "tileas.dot",
+  for _, name in ipairs { "tileas.get_program_id", "tileas.num_programs", "tileas.splat", "tileas.iota", "tileas.dot",
                           "tileas.math", "tileas.reduce", "tileas.broadcast", "tileas.expand_dim",
-                          "tileas.extract_slice", "tileas.extract", "tileas.convert_layout", "tileas.copy",
+                          "tileas.extract_slice", "tileas.extract", "tileas.convert_layout", "tileas.copy", "tileas.transpose",
                           "tileas.tiled_load", "tileas.tiled_store", "tileas.agent_switch" } do
     D[name] = function(rec, op, d)
       mark(d)
@@ -104,7 +104,7 @@ do
     local t = mark(d)
     local tt = tile_type(op:result(1):type())
     local stages = op:attr "tileas.stages"
-    rec.tt, rec.stages = tt, stages
+    rec.tt, rec.stages, rec.per_program = tt, stages, op:attr_or_default "tileas.per_program"
     rec.stage_bytes = tt.bytes
     d.smem = (d.smem + 1023) // 1024 * 1024
     rec.offset, rec.size = d.smem, rec.stage_bytes * (stages or 1)
@@ -121,13 +121,19 @@ do
     rec.kind = op:attr_or_default "kind"
     if rec.kind == "consumer" then t.consumers = t.consumers + 1 end
   end
+  -- the persistent loop (tileas-dynamic-persistent): a program an iteration
+  D["scf.while"] = function(rec, op)
+    for _, o in ipairs(op:region(1):entry():ops()) do
+      if o:name() == "tileas.is_valid_program_id" then rec.name = "tileas.program_loop" end
+    end
+  end
   D["scf.for"] = function(rec, op)
     local p = op:attr_or_default "tileas.pipeline" -- (its stages read by its row)
     if p then rec.name, rec.stages = "tileas.pipelined_for", p.stages end
   end
   -- elementwise arith ops on tiles: their own handler
   local ELEMENTWISE = { "addi", "subi", "muli", "addf", "subf", "mulf", "divf", "maximumf", "minimumf", "negf",
-                        "cmpf", "select", "extf", "truncf" }
+                        "cmpf", "cmpi", "andi", "ori", "select", "extf", "truncf" }
   for _, n in ipairs(ELEMENTWISE) do
     D["arith." .. n] = function(rec, op)
       local tt = op:nresults() > 0 and tile_type(op:result(1):type())
@@ -261,14 +267,27 @@ do
 
   -- {=== agents
 
+  local end_program, program_period -- (below, with the rings)
   handlers["tileas.agent"] = function(R, W, rec, _, ctx)
     if W.w ~= rec.first then return {} end
     local old, oldg = W.role, W.grp
     W.role, W.grp = rec.kind, rec.first
     W.label = ("%s agent %d%s"):format(rec.kind, rec.first, R.grid > 1 and (" (CTA %d)"):format(W.cta.id) or "")
     R:exec_block(W, rec.regions[1][1], {}, ctx)
+    if not R.k.tileas.persistent then end_program(R, W, rec) end -- (one program: the agent's run)
     W.role, W.grp = old, oldg
     return {}
+  end
+  -- the persistent loop: scf.while, each program's end ends its rings' periods
+  handlers["tileas.program_loop"] = function(R, W, rec, ins, ctx)
+    local cur = ins
+    while true do
+      local c = R:exec_block(W, rec.regions[1][1], cur, ctx)
+      local fwd = { table.unpack(c, 2) }
+      if uniform(rec, c[1], "condition") == 0 then return fwd end
+      cur = R:exec_block(W, rec.regions[2][1], fwd, ctx)
+      end_program(R, W, rec)
+    end
   end
   handlers["tileas.agent_switch"] = function(R, W, rec, _, ctx)
     R:exec_block(W, rec.regions[1][1], {}, ctx)
@@ -326,12 +345,14 @@ do
       iters = R:exec_block(W, body, a, ctx)
       if consumer then -- the consumer releases the stage of every ring
         for _, rg in ipairs(R.k.tileas.rings) do -- one arrival each: an arrival commutes with the others' steps
+          if rg.per_program then goto next_ring end -- (released when the program ends)
           local addr = ring_bar(R, W, rg, it.j % rg.stages, 1)
           R:request(W, rec, function() return true end, function()
             R:arrive(R:bar(W, addr, rec), 1, W.actor, W.vc, rec)
             W.vc[W.actor] = W.vc[W.actor] + 1
           end, function() return ("releases stage %d of the ring at %s"):format(it.j % rg.stages, rg.loc) end,
           W.cta.id .. ":" .. addr, "am", function() return sync.completes_on(W.cta.bars[addr], 1) end)
+          ::next_ring::
         end
       end
     end
@@ -349,6 +370,36 @@ do
     return m
   end
 
+  -- A ring filled once a program (tileas.per_program): the producer's n-th
+  -- copy into it fills stage n mod S (after every consumer released its
+  -- previous lap); a consumer's reads in its n-th program wait for that stage
+  -- once, and the program's end releases it (waiting for it first where the
+  -- program did not read it).
+  function program_period(W, ar)
+    W.prog_reads, W.prog_waited = W.prog_reads or {}, W.prog_waited or {}
+    return W.prog_reads[ar] or 0
+  end
+  function end_program(R, W, rec)
+    if W.role ~= "consumer" then return end
+    for _, ar in ipairs(R.k.tileas.rings) do
+      if ar.per_program then
+        local n = program_period(W, ar)
+        local s = n % ar.stages
+        if not W.prog_waited[ar] then
+          R:wait(W, rec, ring_bar(R, W, ar, s, 0), (n // ar.stages) & 1, n // ar.stages + 1,
+            ("wait for stage %d of the ring at %s in program %d"):format(s, ar.loc, n))
+        end
+        local addr = ring_bar(R, W, ar, s, 1)
+        R:request(W, rec, function() return true end, function()
+          R:arrive(R:bar(W, addr, rec), 1, W.actor, W.vc, rec)
+          W.vc[W.actor] = W.vc[W.actor] + 1
+        end, function() return ("releases stage %d of the ring at %s (the program ends)"):format(s, ar.loc) end,
+        W.cta.id .. ":" .. addr, "am", function() return sync.completes_on(W.cta.bars[addr], 1) end)
+        W.prog_reads[ar], W.prog_waited[ar] = n + 1, nil
+      end
+    end
+  end
+
   -- the value of a tile operand: a register tile, or a shared tensor read
   -- (a ring: the stage of the reader's pipelined iteration, waited for first)
   local function read_tile(R, W, rec, x)
@@ -358,7 +409,16 @@ do
     local cta = W.cta
     cta.stensors = cta.stensors or {}
     local addr, key = x.addr, ar.id
-    if ar.stages then
+    if ar.per_program then
+      local n = program_period(W, ar)
+      local s = n % ar.stages
+      if not W.prog_waited[ar] then
+        W.prog_waited[ar] = true
+        R:wait(W, rec, ring_bar(R, W, ar, s, 0), (n // ar.stages) & 1, n // ar.stages + 1,
+          ("wait for stage %d of the ring at %s in program %d"):format(s, ar.loc, n))
+      end
+      addr, key = addr + s * ar.stage_bytes, ar.id .. ":" .. s
+    elseif ar.stages then
       local it = W.pipe
       if not it then
         violation("model", ("%s at %s reads the ring at %s outside a loop marked tileas.pipeline"):format(rec.name, rec.loc, ar.loc))
@@ -388,11 +448,19 @@ do
       cta.stensors[ar.id] = src
       return {}
     end
-    local it = W.pipe
-    if not it then
-      violation("model", ("%s at %s fills the ring at %s outside a loop marked tileas.pipeline"):format(rec.name, rec.loc, ar.loc))
+    local j
+    if ar.per_program then -- the producer's n-th fill of the ring
+      W.fills = W.fills or {}
+      j = W.fills[ar] or 0
+      W.fills[ar] = j + 1
+    else
+      local it = W.pipe
+      if not it then
+        violation("model", ("%s at %s fills the ring at %s outside a loop marked tileas.pipeline"):format(rec.name, rec.loc, ar.loc))
+      end
+      j = it.j
     end
-    local s, round = it.j % ar.stages, it.j // ar.stages
+    local s, round = j % ar.stages, j // ar.stages
     -- acquire: every consumer released the stage's previous lap
     R:wait(W, rec, ring_bar(R, W, ar, s, 1), (round & 1) ~ 1, round,
       ("acquire of stage %d of the ring at %s in round %d"):format(s, ar.loc, round))
@@ -418,10 +486,16 @@ do
   -- Every row (innermost dimension) of a tile at tile coordinates of tensor t:
   -- f(index of the row's first element in the tile, global address of its
   -- first in-bounds element or nil, first and last in-bounds column).
+  -- A tile of fewer dims than the tensor is its last dims (one element of each
+  -- leading dim, at an element coordinate).
   local function tile_rows(t, shape, coords, f)
-    local eb, start, strides = t.codec.size, {}, {}
-    for d = 1, #shape do start[d], strides[d] = coords[d] * shape[d], t.strides[d] * eb end
-    mma.rows_of_box(t.base, t.shape, strides, shape, start, f)
+    local eb, start, strides, box = t.codec.size, {}, {}, {}
+    local lead = #t.shape - #shape
+    for d = 1, #t.shape do
+      box[d] = d > lead and shape[d - lead] or 1
+      start[d], strides[d] = coords[d] * box[d], t.strides[d] * eb
+    end
+    mma.rows_of_box(t.base, t.shape, strides, box, start, f)
   end
   local function coords_of(rec, ins, from, to)
     local c = {}
@@ -434,6 +508,12 @@ do
   -- sees the access (a row at once where t's rows are contiguous), then
   -- f(the element's index in the tile, 1-based; its global address).
   local function each_element(R, W, rec, t, shape, coords, write, f)
+    if #shape < #t.shape then -- a tile that leaves out leading dims: extents of 1 there
+      local full = {}
+      for _ = 1, #t.shape - #shape do full[#full + 1] = 1 end
+      for _, x in ipairs(shape) do full[#full + 1] = x end
+      shape = full
+    end
     local eb = t.codec.size
     local step = t.strides[#t.strides] * eb
     local shadow = write and R.shadow_write or R.shadow_read
@@ -454,7 +534,8 @@ do
     local coords = coords_of(rec, ins, 2, #ins)
     local c, g, eb = t.codec, R.global, t.codec.size
     local v = R.values and {} or nil
-    if v then for i = 1, tt.n do v[i] = 0 end end
+    local pad = rec.op:attr "padding" -- (its row has no default: absent, an element out of bounds reads 0)
+    if v then for i = 1, tt.n do v[i] = pad or 0 end end
     each_element(R, W, rec, t, tt.shape, coords, false, function(i, a)
       if not v then return end
       local u = 0
@@ -513,6 +594,12 @@ do
     return out
   end
 
+  handlers["tileas.iota"] = function(R, _, rec)
+    local shape = rec.tt.shape
+    local st, dim = strides_of(shape), rec.op:attr "dim" + 1
+    return { result(R, rec, function(i) return (i - 1) // st[dim] % shape[dim] end) }
+  end
+
   handlers["tileas.dot"] = function(R, W, rec, ins)
     local a, b = read_tile(R, W, rec, ins[1]), read_tile(R, W, rec, ins[2])
     local acc = read_tile(R, W, rec, ins[3])
@@ -525,6 +612,16 @@ do
     if not R.values then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
     R:tick(rec, M)
     local av, bv, cv = a.v, b.v, acc.v
+    local fp8 = op:attr "fp8" -- 8-bit integer tiles holding fp8 bytes: their values
+    if fp8 then
+      local dec = values.fp8_dec[fp8]
+      local function decoded(v)
+        local out = {}
+        for i = 1, #v do out[i] = dec(v[i] & 0xff) end
+        return out
+      end
+      av, bv = decoded(av), decoded(bv)
+    end
     local round = round_of(rec)
     local out = {}
     -- a[i, k] at ia + k * sak, b[k, j] at jb + k * sbk: as given, or transposed
@@ -552,10 +649,7 @@ do
     return { new_tile(rec.tt.shape, rec.tt.elem, out) }
   end
 
-  local MATH = {
-    exp = math.exp, exp2 = function(x) return 2.0 ^ x end, log = math.log, log2 = function(x) return math.log(x, 2) end,
-    sqrt = math.sqrt, rsqrt = function(x) return 1 / math.sqrt(x) end, abs = math.abs,
-  }
+  local MATH = require("tilua.emulate.mathref").fn -- the exact functions, rounded to the tile's type
   handlers["tileas.math"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local f, round = MATH[rec.op:attr "fn"], round_of(rec)
@@ -626,6 +720,14 @@ do
     local map = index_map(rec.tt.shape, x.shape, nil, rec.op:attr "dim" + 1)
     return { result(R, rec, function(i) return x.v[map(i)] end) }
   end
+  handlers["tileas.transpose"] = function(R, W, rec, ins)
+    local x = read_tile(R, W, rec, ins[1])
+    local rows, cols = rec.tt.shape[1], rec.tt.shape[2] -- the result's: x is cols x rows
+    return { result(R, rec, function(i)
+      local r, c = (i - 1) // cols, (i - 1) % cols
+      return x.v[c * rows + r + 1]
+    end) }
+  end
   handlers["tileas.extract_slice"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local map = index_map(rec.tt.shape, x.shape, rec.op:attr "offsets")
@@ -649,6 +751,9 @@ do
   local PRED = { oeq = function(a, b) return a == b end, one = function(a, b) return a ~= b end,
                  olt = function(a, b) return a < b end, ole = function(a, b) return a <= b end,
                  ogt = function(a, b) return a > b end, oge = function(a, b) return a >= b end }
+  local IPRED = { eq = function(a, b) return a == b end, ne = function(a, b) return a ~= b end,
+                  slt = function(a, b) return a < b end, sle = function(a, b) return a <= b end,
+                  sgt = function(a, b) return a > b end, sge = function(a, b) return a >= b end }
   local function elementwise_fn(rec)
     local n, round = rec.fn, round_of(rec)
     if n == "addf" or n == "addi" then return function(a, b) return round(a + b) end
@@ -665,6 +770,12 @@ do
         return max == (a >= b) and a or b
       end
     elseif n == "select" then return function(c, a, b) return c ~= 0 and a or b end
+    elseif n == "andi" then return function(a, b) return a & b end
+    elseif n == "ori" then return function(a, b) return a | b end
+    elseif n == "cmpi" then -- (tile elements hold their signed values)
+      local cmp = IPRED[rec.op:attr "predicate"]
+      if not cmp then violation("model", ("%s at %s: predicate %s"):format(rec.name, rec.loc, tostring(rec.op:attr "predicate"))) end
+      return function(a, b) return cmp(a, b) and 1 or 0 end
     elseif n == "cmpf" then
       local cmp = PRED[rec.op:attr "predicate"]
       if not cmp then violation("model", ("%s at %s: predicate %s"):format(rec.name, rec.loc, tostring(rec.op:attr "predicate"))) end

@@ -13,25 +13,17 @@ local R = require "tilua.passes.convert_tileas_to_cutlass.read"
 local V = require "tilua.passes.convert_tileas_to_cutlass.values"
 local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
 local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
+local Chain = require "tilua.passes.convert_tileas_to_cutlass.chain"
+local A = require "tilua.kernels.attention"
 
 local Consumer = {}
 
 -- {=== the mainloop: dots of rings
 
--- The descriptor of ring r (or its slice) at stage s, k step kk.
-local function desc(r, s, kk, kstep, kmajor)
-  local ring = r.ring or r
-  local off = r.offsets or { 0, 0 }
-  if kmajor then -- rows of K: a k step moves along the row
-    return tl.wgmma_desc(ring.smem:ptr(s, off[1], off[2] + kk * kstep), { swizzle = ring.swizzle, sbo = 1024 })
-  end
-  -- MN-major, boxes of {k rows, 64}: 16 k rows a step, 64-wide atoms a box apart
-  local row = off[2] // ring.box[2] * ring.shape[1] + off[1] + kk * 16
-  return tl.wgmma_desc(ring.smem:ptr(s, row, 0),
-                       { swizzle = ring.swizzle, lbo = ring.shape[1] * ring.box[2] * R.elem_bytes(ring.elem), sbo = 1024 })
-end
+local desc = V.desc
 
--- env.dot: the dot of one k block: wgmma_fence, K / 16 wgmmas, commit.
+-- env.dot: the dot of one k block: wgmma_fence, K / k wgmmas (k: 16 for
+-- 16-bit operands, 32 for fp8 bytes), commit.
 local function dot(L, env)
   local wtype = { [tl.bf16:id()] = "bf16", [tl.f16:id()] = "f16" }
   return function(op)
@@ -39,18 +31,39 @@ local function dot(L, env)
     if not V.is_ring(ra) or not V.is_ring(rb) then R.fail(op, "dot operands must be rings (shared tiles the producer fills)") end
     local at = op:attrs()
     local ai = R.tile_of(op:operand(1))
-    local ta_ = wtype[ai.elem:id()]
-    if not ta_ then R.fail(op, "dots of %s are not lowered yet (bf16 and f16)", tostring(ai.elem)) end
+    local ta_, kstep = wtype[ai.elem:id()], 16
+    if at.fp8 then -- wgmma of fp8 reads both operands K-major only
+      if at.transpose_a or not at.transpose_b then R.fail(op, "an fp8 dot takes a as [M, K] and b as [N, K] (K-major both: wgmma's fp8)") end
+      ta_, kstep = at.fp8, 32
+    end
+    if not ta_ then R.fail(op, "dots of %s are not lowered yet (bf16, f16, and 8-bit tiles with fp8)", tostring(ai.elem)) end
     local K = ai.shape[at.transpose_a and 1 or 2]
     local acc = env.acc_in
     local opts = { type_a = ta_, type_b = ta_, trans_a = at.transpose_a or nil, trans_b = not at.transpose_b or nil,
                    scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
+    -- fp8: the tensor cores keep about 14 bits of an fp8 sum, so each k block
+    -- is summed from zero (scale_d false) and added to the f32 accumulator in
+    -- registers once complete (the promotion of DeepSeek-V3's fp8 GEMMs)
+    local sum = at.fp8 and tl.zeros(tl.f32, acc:type():info().shape[1]) or acc
     tl.wgmma_fence()
-    for kk = 0, K // 16 - 1 do
-      acc = tl.wgmma(acc, desc(ra, env.stage, kk, 16, not at.transpose_a),
-                     desc(rb, env.stage, kk, 16, at.transpose_b), opts)
+    for kk = 0, K // kstep - 1 do
+      local o = opts
+      if at.fp8 and kk == 0 then
+        o = { scale_d = false }
+        for key, v in pairs(opts) do o[key] = v end
+      end
+      sum = tl.wgmma(sum, desc(ra, env.stage, kk, kstep, not at.transpose_a),
+                     desc(rb, env.stage, kk, kstep, at.transpose_b), o)
     end
     tl.wgmma_commit()
+    if at.fp8 then
+      tl.wgmma_wait(0)
+      local n, vals = acc:type():info().shape[1], {}
+      for i = 0, n - 1 do vals[i + 1] = tl.extract(acc, i) + tl.extract(sum, i) end
+      acc = tl.vector_of(tl.f32, vals)
+    else
+      acc = sum
+    end
     L.vmap[op:result(1):id()] = { vec = acc }
   end
 end
@@ -122,22 +135,37 @@ local function tiled_load(L, f)
     local e = L.P.by_arg[op:operand(1):id()]
     local ri = R.tile_of(op:result(1))
     local kind = R.layout_kind(op:result(1))
+    if X.single_load(L, op) then return end
     if kind == "slice" and L.nctas > 1 then
       R.fail(op, "tiled_load of a slice on a cluster is not lowered yet")
     elseif kind == "slice" and #ri.shape == 1 and ri.layout.parent and ri.layout.parent.kind == "mma" then
       local along = ri.layout.dim == 0 and 2 or 1 -- slice dim 0 removed: a row over N
-      local base = V.get(L, op:operand(2), op) * ri.shape[1] + (along == 2 and f.col or f.row)
-      L.vmap[op:result(1):id()] = V.line(ri.elem, along, function(off) return V.load_at(L, e, op, { base + off }) end)
+      local lead = R.leading(op)
+      local base = V.get(L, op:operand(2 + lead), op) * ri.shape[1] + (along == 2 and f.col or f.row)
+      L.vmap[op:result(1):id()] = V.line(ri.elem, along, function(off) return V.load_at(L, e, op, V.leading(L, op, { base + off })) end)
     elseif kind == "mma" and #ri.shape == 2 then
-      local r0, c0 = tile_rows_cols(L, f, V.get(L, op:operand(2), op), V.get(L, op:operand(3), op), ri)
+      local lead = R.leading(op)
+      local r0, c0 = tile_rows_cols(L, f, V.get(L, op:operand(2 + lead), op), V.get(L, op:operand(3 + lead), op), ri)
       L.vmap[op:result(1):id()] = V.frag(ri.elem, ri.shape[1] * ri.shape[2] // 128, function(i)
         local dr, dc = f.offset(i)
-        return V.load_at(L, e, op, { r0 + dr, c0 + dc })
+        return V.load_at(L, e, op, V.leading(L, op, { r0 + dr, c0 + dc }))
       end)
     else
       R.fail(op, "tiled_load of a tile of layout '%s' in a consumer is not lowered yet", tostring(kind))
     end
   end
+end
+
+-- A row of a tile in the mma layout (a slice along its columns: the rows the
+-- thread holds; a log-sum-exp a row) stored by the first lane of each quad
+-- that holds a row, bounds-checked.
+local function store_rows(L, e, op, x, ri, tm, f, t)
+  if L.nctas > 1 or x.along ~= 1 then R.fail(op, "a stored slice must be a column of rows (one value a row), on one CTA") end
+  tl.if_((t % 4):eq(0), function()
+    for _, dr in ipairs { 0, 8 } do
+      V.store_at(L, e, op, V.leading(L, op, { tm * ri.shape[1] + f.row + dr }), x:at(dr))
+    end
+  end)
 end
 
 -- env.tiled_store: a tile in the mma layout; 16-bit to a TMA map in sub-tiles
@@ -149,14 +177,16 @@ local function tiled_store(L, env, f, wg, t)
     local e = L.P.by_arg[op:operand(1):id()]
     local tile = op:operand(op:noperands())
     local ri = R.tile_of(tile)
-    local shape, offs = V.block_offsets(L, ri) -- this CTA's block of the tile
     local x = V.get(L, tile, op)
+    local lead = R.leading(op) -- (coordinates of the dims the tile leaves out come first)
+    if V.is_line(x) then return store_rows(L, e, op, x, ri, V.get(L, op:operand(2 + lead), op), f, t) end
+    local shape, offs = V.block_offsets(L, ri) -- this CTA's block of the tile
     if not V.is_frag(x) and not x.vec then R.fail(op, "tiled_store of a tile not in the mma layout is not lowered yet") end
     if x.vec then
       local vec = x.vec
       x = V.frag(tl.f32, shape[2] // 2, function(i) return tl.extract(vec, i) end)
     end
-    local tm, tn = V.get(L, op:operand(2), op), V.get(L, op:operand(3), op)
+    local tm, tn = V.get(L, op:operand(2 + lead), op), V.get(L, op:operand(3 + lead), op)
     if e.lowered_map and R.elem_bytes(ri.elem) == 2 then
       local EC = L.P.store_cols -- the sub-tile's columns (plan.lua: the map's box)
       L.staging = L.staging or L.k:shared(ri.elem, { #L.consumers, 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
@@ -166,7 +196,7 @@ local function tiled_store(L, env, f, wg, t)
       L.G.store_subtiles(tl, { bn = shape[2], cols = EC, out = ri.elem, staging = L.staging, map = L.args[e.lowered_map],
                                warpgroup = wg, barrier = 1 + wg, thread = t,
                                coords = function(ch)
-                                 return { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * EC, offs[2]) }
+                                 return V.leading(L, op, { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * EC, offs[2]) })
                                end },
                          vals)
       env.tma_stored = true
@@ -174,7 +204,7 @@ local function tiled_store(L, env, f, wg, t)
       local r0, c0 = tile_rows_cols(L, f, tm, tn, ri)
       for i = 0, shape[2] // 2 - 1 do
         local dr, dc = f.offset(i)
-        V.store_at(L, e, op, { r0 + dr, c0 + dc }, x:at(i))
+        V.store_at(L, e, op, V.leading(L, op, { r0 + dr, c0 + dc }), x:at(i))
       end
     end
   end
@@ -198,12 +228,29 @@ local function build(L, ag, count, first)
       local t = ta.thread_id() % 128
       local f = tl.wgmma_fragment(t)
       env.f = f
-      local st = L.pipe:consumer_start()
+      -- a cursor a pipeline (one for a GEMM); the turns at the dots, where
+      -- the loop takes them (tileas.turns: L.go, a seq_bar a warpgroup)
+      local cur, cursors = {}, {}
+      for i, g in ipairs(L.groups) do
+        cur[g] = g.pipe:consumer_start()
+        cursors[i] = cur[g]
+      end
+      local ctx = { go = L.go, wg = tl.cast(wg, tl.i32) }
+      if L.go then
+        ctx.turn = A.turn_state(tl, L.go, ctx.wg)
+        cursors[#cursors + 1] = ctx.turn
+      end
+      local st = L.pipe and cursors[1]
       env.program_id = Loops.program_id(L)
-      env.persistent = Loops.persistent(L, env, { st })
+      env.persistent = Loops.persistent(L, env, cursors)
       env.copy = function(op) R.fail(op, "a copy in a consumer agent is not lowered yet") end
       env.dot = dot(L, env)
-      env.pipelined_for = pipelined_for(L, env, st, wg, t)
+      local gemm_loop = L.pipe and pipelined_for(L, env, st, wg, t)
+      env.pipelined_for = function(op)
+        if Chain.scheduled(op) then return Chain.lower(L, env, op, cur, ctx) end
+        if not gemm_loop then R.fail(op, "a pipelined loop of several pipelines whose dots are not scheduled ahead is not lowered yet") end
+        return gemm_loop(op)
+      end
       env.tiled_load = tiled_load(L, f)
       env.tiled_store = tiled_store(L, env, f, wg, t)
       X.lower_block(L, ag.op:region(1):entry(), env)

@@ -66,30 +66,30 @@ local plan = require "tilua.passes.convert_tileas_to_cutlass.plan"
 local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
 local Producer = require "tilua.passes.convert_tileas_to_cutlass.producer"
 local Consumer = require "tilua.passes.convert_tileas_to_cutlass.consumer"
+local Compute = require "tilua.passes.convert_tileas_to_cutlass.compute"
 
 local M = {}
 
 -- What each role of agent becomes, in the order the lowered kernel holds them.
 local BUILD = {
-  function(L) Producer.build(L, L.producer) end,
+  function(L) if L.producer then Producer.build(L, L.producer) end end,
   Consumer.build,
+  function(L) if L.compute then Compute.build(L) end end,
 }
 
 -- {=== build: the lowered kernel
 
 -- The rings' shared stages (1024-aligned, swizzled as their layout says) and
--- their one pipeline: a producer participant (an elected thread of the
--- producer's first warp), the consumers' warps; transaction bytes: a stage of
--- every ring. A cluster's pipeline (mode cluster, as stdlib/gemm.lua's
+-- their pipelines (one per group of rings: a GEMM's one): a producer
+-- participant (an elected thread of the producer's first warp), the consumers'
+-- warps; transaction bytes: a stage of every ring of the group. A cluster's pipeline (mode cluster, as stdlib/gemm.lua's
 -- cluster = 2): a multicast producer writes the stages of every CTA, so each
 -- stage is released to the whole cluster, one participant per consumer
 -- warpgroup; its init ends with the DSMEM handshake of convert-cutlass-to-nvvm.
 local function shared_and_pipeline(L)
   local tl, k = L.tl, L.k
-  local tx = 0
   for _, r in ipairs(L.rings) do
-    r.smem = k:shared(r.elem, { L.stages, r.nbox * r.shape[1], r.box[2] }, { align = 1024, swizzle = r.swizzle > 0 and r.swizzle or nil })
-    tx = tx + r.bytes
+    r.smem = k:shared(r.elem, { r.stages, r.nbox * r.shape[1], r.box[2] }, { align = 1024, swizzle = r.swizzle > 0 and r.swizzle or nil })
   end
   local consumers = L.consumers
   local first_consumer = consumers[1].first
@@ -101,8 +101,20 @@ local function shared_and_pipeline(L)
     parts = {}
     for i = 1, #consumers do parts[i] = { first_consumer + 4 * (i - 1), 4 } end
   end
-  L.pipe = k:pipeline { stages = L.stages, producers = { { L.producer.first, 1 } }, consumers = parts,
-                        transaction_bytes = tx, mode = L.nctas > 1 and "cluster" or "cooperative" }
+  -- a pipeline for each group of rings (plan.lua's read_groups: one for a GEMM)
+  for _, g in ipairs(L.groups) do
+    g.pipe = k:pipeline { stages = g.stages, producers = { { L.producer.first, 1 } }, consumers = parts,
+                          transaction_bytes = g.bytes, mode = L.nctas > 1 and "cluster" or "cooperative" }
+  end
+  L.pipe = #L.groups == 1 and L.groups[1].pipe or nil
+  -- the consumers' turns at the dots (tileas.turns): a seq_bar a warpgroup,
+  -- made here, before the agents, as kernels/attention.lua's
+  local turns = false
+  R.each_op(consumers[1].op, function(op) turns = turns or (op:name() == "scf.for" and op:attr "tileas.turns" == true) end)
+  if turns and #consumers > 1 then
+    L.go = {}
+    for w = 1, #consumers do L.go[w] = k:seq_bar { depth = 1, arrive_count = 128 } end
+  end
   L.rank = L.nctas > 1 and tl.cluster_rank() or nil
 end
 
@@ -110,7 +122,7 @@ end
 local function build(L, k)
   L.k, L.args = k, k.body:args()
   L.vmap, L.next_warp, L.persistent = {}, 0, false
-  shared_and_pipeline(L)
+  if not L.compute then shared_and_pipeline(L) end
   for _, e in ipairs(L.P.list) do
     if not e.tensor then L.vmap[e.arg:id()] = L.args[e.lowered] end
   end
@@ -144,6 +156,7 @@ local function finish(L, k)
   k.op:set_attr("sym_name", L.name)
   k.op:set_attr("tileas.params", L.P.launch)
   k.op:set_attr("tileas.launch", { persistent = L.persistent, cluster = L.nctas > 1 and L.nctas or nil,
+                                   linear = L.linear or nil, programs_z = L.P.programs_z or nil,
                                    schedule = S and S.kind or nil, programs = S and S.programs or nil,
                                    workers = S and S.c.grid or nil, workspace_bytes = S and S.workspace_bytes or nil })
 end

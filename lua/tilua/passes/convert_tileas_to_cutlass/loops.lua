@@ -20,7 +20,9 @@ local function scheduler(L)
   if S then return G.streamk_scheduler(tl, S.c, L.args[L.P.lowered_workspace]) end
   local many = nctas > 1
   local programs = function(d) return X.programs(L, d) end
-  return tl.sched.static_persistent { tiles = { many and programs(1) * nctas or programs(1), programs(2), 1, 1 }, swizzle = 8,
+  -- programs along z (a program that reads program_id("z")) are the scheduler's batches (l)
+  local z = L.P.lowered_programs[3] and programs(3) or 1
+  return tl.sched.static_persistent { tiles = { many and programs(1) * nctas or programs(1), programs(2), z, 1 }, swizzle = 8,
                                       workers = many and tl.grid_dim("x") // nctas or tl.grid_dim("x"),
                                       cluster = nctas > 1 and L.cluster or nil }
 end
@@ -44,17 +46,20 @@ local function streamk_unit(L, env, work)
 end
 
 -- The body of the persistent loop `after` for the work tile `work`: the
--- program ids are its m and n; with StreamK what follows the k loop runs on
+-- program ids are its m, n and l; with StreamK what follows the k loop runs on
 -- the tile's final split only (env.final, set by the consumer's k loop).
 local function tile_body(L, env, after, work)
   local saved = env.program_id
   local ids = {}
   env.program_id = function(dim)
-    ids[dim] = ids[dim] or (dim == "x" and work:m() or dim == "y" and work:n() or tl.const(0))
+    ids[dim] = ids[dim] or (dim == "x" and work:m() or dim == "y" and work:n() or work:l())
     return ids[dim]
   end
-  -- the linear program id whose x = q mod nx and y = q / nx are the work tile's m and n
-  L.vmap[after:arg(1):id()] = work:m() + work:n() * X.programs(L, 1)
+  -- the linear program id whose x = q mod nx, y = q / nx mod ny and z = q / nx / ny
+  -- (tileas-dynamic-persistent's decomposition) are the work tile's m, n and l
+  local q = work:m() + work:n() * X.programs(L, 1)
+  if L.P.lowered_programs[3] then q = q + work:l() * (X.programs(L, 1) * X.programs(L, 2)) end
+  L.vmap[after:arg(1):id()] = q
   if L.S then streamk_unit(L, env, work) end
   local ops = after:ops()
   local function lower_from(i)

@@ -12,6 +12,7 @@
 local tl = require "tilua"
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"
 local V = require "tilua.passes.convert_tileas_to_cutlass.values"
+local B = require "tilua.passes.convert_tileas_to_cutlass.blocked"
 
 local X = {}
 local OPS = {}
@@ -27,6 +28,7 @@ local function elementwise(L, op)
   local ri = R.tile_of(res)
   local opds = {}
   for i, v in ipairs(op:operands()) do opds[i] = V.get(L, v, op) end
+  if B.is_blocked(ri) then return B.elementwise(L, op, opds) end -- a compute agent's tiles
   local kind = R.layout_kind(res)
   local along -- slices of the mma layout (a row's reduction): per value the thread holds
   for _, o in ipairs(opds) do if V.is_line(o) then along = along or o.along end end
@@ -41,7 +43,7 @@ local function elementwise(L, op)
       return tl.op1(nm, xs, ri.elem, attrs)
     end)
   end
-  if kind ~= "mma" then R.fail(op, "elementwise ops on tiles of layout '%s' are not lowered yet (only the accumulator's mma layout)", tostring(kind)) end
+  if kind ~= "mma" and kind ~= "mma_operand" then R.fail(op, "elementwise ops on tiles of layout '%s' are not lowered yet (only the accumulator's mma layout)", tostring(kind)) end
   local attrs = op:attrs(true)
   local n = ri.shape[1] * ri.shape[2] // 128
   local nm = op:name()
@@ -62,15 +64,42 @@ local function elementwise(L, op)
 end
 
 
+-- tileas.math of one f32 element: the MUFU approximations (tile.math) and
+-- formulas over them; docs/tileprog.md ("Tile maths") gives each one's error.
+local function f32(x) return tl.const(x, tl.f32) end
+local LOG2E = 1.4426950408889634
+local function exp(x) return tl.ex2(x * f32(LOG2E)) end
+local function sigmoid(x) return tl.rcp_approx(f32(1.0) + exp(-x)) end -- 1 / (1 + inf) = 0 far below 0
+-- erf: Abramowitz and Stegun 7.1.26, 1 - t (a1 + t (a2 + ... + t a5)) e^{-x^2} with
+-- t = 1 / (1 + p |x|) (absolute error 1.5e-7 in exact arithmetic), odd
+local ERF_P, ERF_A = 0.3275911, { 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429 }
+local function erf(x)
+  local a = tl.max(x, -x)
+  local t = tl.rcp_approx(f32(1.0) + a * f32(ERF_P))
+  local poly = f32(ERF_A[5])
+  for i = 4, 1, -1 do poly = tl.fma(poly, t, f32(ERF_A[i])) end
+  local y = f32(1.0) - poly * t * exp(-(a * a))
+  return tl.select(x:lt(f32(0.0)), -y, y)
+end
 local math_fns = {
-  exp = function(x) return tl.ex2(x * tl.const(1.4426950408889634, tl.f32)) end,
+  exp = exp,
   exp2 = function(x) return tl.ex2(x) end,
-  log = function(x) return tl.lg2(x) * tl.const(0.6931471805599453, tl.f32) end,
+  log = function(x) return tl.lg2(x) * f32(0.6931471805599453) end,
   log2 = function(x) return tl.lg2(x) end,
   sqrt = function(x) return tl.sqrt_approx(x) end,
   rsqrt = function(x) return tl.rsqrt(x) end,
   abs = function(x) return tl.max(x, -x) end,
+  rcp = function(x) return tl.rcp_approx(x) end,
+  tanh = function(x) return tl.tanh(x) end,
+  erf = erf,
+  sigmoid = sigmoid,
+  silu = function(x) return x * sigmoid(x) end,
+  gelu = function(x) return f32(0.5) * x * (f32(1.0) + erf(x * f32(0.7071067811865476))) end,
+  -- x (1 + tanh u) / 2 computed as x sigmoid(2u): 1 + tanh.approx(u) cancels
+  -- far below 0 (tanh.approx's 2^-11 relative error near -1 left 0.25% in y)
+  gelu_tanh = function(x) return x * sigmoid(f32(1.5957691216057308) * tl.fma(f32(0.044715) * x, x * x, x)) end,
 }
+X.math_fns = math_fns
 
 
 -- Where a reduced row's columns come from: tiled_loads (the dot's B ring's,
@@ -97,7 +126,7 @@ local function row_varies(L, v)
     return dep[id]
   end
   local function load_varies(ld, d)
-    if depends(ld:operand(2 + d)) then return L.P.by_arg[ld:operand(1):id()].name end
+    if depends(ld:operand(2 + R.leading(ld) + d)) then return L.P.by_arg[ld:operand(1):id()].name end
   end
   local seen = {}
   local function trace(t)
@@ -150,6 +179,10 @@ local reduce_fns = {
 }
 local function lower_reduce(L, op, env)
   local x = V.get(L, op:operand(1), op)
+  if B.is_dist(x) then -- a compute agent's tile
+    L.vmap[op:result(1):id()] = B.reduce(L, op, x)
+    return
+  end
   local xi, ri = R.tile_of(op:operand(1)), R.tile_of(op:result(1))
   local dim, kind = op:attr "dim", op:attr "kind"
   if not env.f or not V.is_frag(x) or #xi.shape ~= 2 then
@@ -208,6 +241,10 @@ OPS["tileas.splat"] = function(L, op)
   local ri = R.tile_of(op:result(1))
   local s = V.get(L, op:operand(1), op)
   local l = ri.layout
+  if B.is_blocked(ri) then -- a compute agent's tile
+    L.vmap[op:result(1):id()] = B.splat(L, op, s)
+    return
+  end
   if l and l.kind == "slice" and #ri.shape == 1 and l.parent and l.parent.kind == "mma" then
     L.vmap[op:result(1):id()] = V.line(ri.elem, l.dim == 0 and 2 or 1, function() return s end)
     return
@@ -216,6 +253,40 @@ OPS["tileas.splat"] = function(L, op)
   local f = V.frag(ri.elem, ri.shape[1] * ri.shape[2] // 128, function() return s end)
   f.splat = op:operand(1)
   L.vmap[op:result(1):id()] = f
+end
+
+-- an index tile in the mma layout: the row (dim 0) or column (dim 1) of each
+-- element the thread holds
+OPS["tileas.iota"] = function(L, op, env)
+  local ri = R.tile_of(op:result(1))
+  if R.layout_kind(op:result(1)) ~= "mma" or #ri.shape ~= 2 or not env.f or L.nctas > 1 then
+    R.fail(op, "tileas.iota of a tile in the accumulator's mma layout (in a consumer, on one CTA) only")
+  end
+  local f, dim = env.f, op:attr "dim"
+  L.vmap[op:result(1):id()] = V.frag(tl.i32, ri.shape[1] * ri.shape[2] // 128, function(i)
+    local dr, dc = f.offset(i)
+    return dim == 0 and f.row + dr or f.col + dc
+  end)
+end
+
+-- A register tile of one element (every extent 1) loaded from a global tensor
+-- by a producer or a consumer: the element, loaded by every thread that needs
+-- it (an index a program reads from memory: a grouped GEMM's expert), or
+-- nil for another tile. tileas.extract of it is the element.
+function X.single_load(L, op)
+  local ri = R.tile_of(op:result(1))
+  for _, x in ipairs(ri.shape) do if x ~= 1 then return nil end end
+  local e = L.P.by_arg[op:operand(1):id()]
+  local idx = {}
+  for d = 1, #ri.shape do idx[d] = V.get(L, op:operand(1 + R.leading(op) + d), op) end
+  local v = V.load_at(L, e, op, V.leading(L, op, idx))
+  L.vmap[op:result(1):id()] = { single = v }
+  return true
+end
+OPS["tileas.extract"] = function(L, op)
+  local x = V.get(L, op:operand(1), op)
+  if type(x) ~= "table" or x.single == nil then R.fail(op, "extract of a tile of more than one element outside a compute agent is not lowered yet") end
+  L.vmap[op:result(1):id()] = x.single
 end
 
 OPS["tileas.extract_slice"] = function(L, op, env)
@@ -238,7 +309,18 @@ local function shape_op(L, op, env)
   local n = op:name()
   local x = V.get(L, op:operand(1), op)
   local ri = R.tile_of(op:result(1))
-  if n == "tileas.convert_layout" and R.layout_kind(op:result(1)) ~= R.layout_kind(op:operand(1)) then
+  if B.is_dist(x) then -- a compute agent's tile
+    if n == "tileas.convert_layout" and op:operand(1):type() ~= op:result(1):type() then
+      L.vmap[op:result(1):id()] = B.exchange(L, op, x, false)
+    else
+      L.vmap[op:result(1):id()] = n == "tileas.convert_layout" and x or B.shape(L, op, x)
+    end
+    return
+  end
+  local from, to = R.layout_kind(op:operand(1)), R.layout_kind(op:result(1))
+  -- a 64-row register operand of wgmma sits where the accumulator's element does
+  local same = (from == "mma" or from == "mma_operand") and (to == "mma" or to == "mma_operand") and ri.shape[1] == 64
+  if n == "tileas.convert_layout" and from ~= to and not same then
     R.fail(op, "convert_layout from %s to %s is not lowered yet", tostring(R.layout_kind(op:operand(1))), tostring(R.layout_kind(op:result(1))))
   end
   if n == "tileas.convert_layout" and L.nctas > 1 and R.moves_between_ctas(op) then
@@ -259,10 +341,20 @@ local function shape_op(L, op, env)
   end
 end
 OPS["tileas.expand_dim"], OPS["tileas.broadcast"], OPS["tileas.convert_layout"] = shape_op, shape_op, shape_op
+OPS["tileas.transpose"] = function(L, op)
+  local x = V.get(L, op:operand(1), op)
+  if not B.is_dist(x) then R.fail(op, "a transpose of a tile not of a blocked layout (in a compute agent) is not lowered yet") end
+  L.vmap[op:result(1):id()] = B.exchange(L, op, x, true)
+end
 
 OPS["tileas.math"] = function(L, op)
   local x = V.get(L, op:operand(1), op)
   local fn = math_fns[op:attr "fn"]
+  if B.is_dist(x) then -- a compute agent's tile
+    if x.elem ~= tl.f32 then R.fail(op, "tileas.math of %s tiles is not lowered yet (f32: cast first)", tostring(x.elem)) end
+    L.vmap[op:result(1):id()] = B.elementwise(L, op, { x }, fn)
+    return
+  end
   if not (V.is_frag(x) or V.is_line(x)) or R.tile_of(op:result(1)).elem ~= tl.f32 then
     R.fail(op, "tileas.math of f32 accumulator tiles (or of their slices) only")
   end
@@ -290,6 +382,7 @@ end
 -- a loop marked for pipelining: the role's; another scf.for: not lowered
 OPS["scf.for"] = function(L, op, env)
   if op:attr "tileas.pipeline" then return env.pipelined_for(op) end
+  if env.loop then return env.loop(op) end -- a role that lowers loops of its own (compute.lua)
   return other(L, op, env)
 end
 

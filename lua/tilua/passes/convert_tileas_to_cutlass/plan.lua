@@ -4,7 +4,8 @@
 --
 --   L.kop, L.body, L.name        the tile program's kernel
 --   L.agents                     its agents in order ({op, kind, warps, first}),
---   L.producer, L.consumers      by role (ROLES), L.warps the block's warps
+--   L.producer, L.consumers      by role (ROLES), L.warps the block's warps;
+--   L.compute                    or the compute agent of a program without a dot
 --   L.cluster, L.nctas           the cluster (along x)
 --   L.P                          the parameters (plan_params)
 --   L.S                          the StreamK / split-K plan, or nil (plan_schedule)
@@ -49,8 +50,9 @@ local function plan_params(tl, kop, agents, nctas)
         if ld and ld:name() == "tileas.tiled_load" and ring:def() and ring:def():attr "tileas.stages" then
           local e = tensor(ld)
           e.ring_loaded = true
+          if ld:attr "padding" then R.fail(ld, "a load into a ring is a TMA copy, which reads zeros out of bounds: its 'padding' is not lowered") end
           local g = R.ring_geometry(ring, nctas)
-          want_map(e, op, tl.tensor_map_type(g.ti.elem, g.box, g.swizzle))
+          want_map(e, op, tl.tensor_map_type(g.ti.elem, R.full_box(e.rank, g.box), g.swizzle))
         end
       elseif n == "tileas.tiled_load" or n == "tileas.tiled_store" then
         local e = tensor(op)
@@ -60,7 +62,7 @@ local function plan_params(tl, kop, agents, nctas)
            and R.elem_bytes(ti.elem) == 2 and R.cta_part(ti, nctas)[2] % 64 == 0 then
           -- sub-tiles of 64 x 32, a 64-byte swizzle (consumer.lua's tiled_store)
           P.store_cols = 32
-          want_map(e, op, tl.tensor_map_type(ti.elem, { 64, P.store_cols }, 2 * P.store_cols))
+          want_map(e, op, tl.tensor_map_type(ti.elem, R.full_box(e.rank, { 64, P.store_cols }), 2 * P.store_cols))
           P.tma_stores = true
         elseif n == "tileas.tiled_store" or not R.is_ring_load(op) then
           e.ptr = true
@@ -68,6 +70,13 @@ local function plan_params(tl, kop, agents, nctas)
       elseif n == "tileas.num_programs" then
         P.programs = P.programs or {}
         P.programs[op:attr "dim"] = true
+        P.programs_z = P.programs_z or op:attr "dim" == "z"
+      elseif n == "tileas.get_program_id" then
+        P.programs_z = P.programs_z or op:attr "dim" == "z"
+        if ag.kind == "compute" and op:attr "dim" ~= "x" then -- decomposed from the CTA's linear index
+          P.programs = P.programs or {}
+          P.programs.x, P.programs.y = true, true
+        end
       elseif n == "tileas.is_valid_program_id" then -- the scheduler reads the grid of programs
         P.programs = P.programs or {}
         P.programs.x, P.programs.y = true, true
@@ -135,12 +144,13 @@ end
 -- The StreamK plan of kernel kop (nil: the static persistent scheduler): the
 -- configuration c of kernels/gemm.lua's StreamK pieces (M.plan_streamk) and
 -- the workspace's bytes. Checks that the program can be split so.
-local function plan_schedule(tl, G, kop, agents, nconsumers, nctas)
+local function plan_schedule(tl, G, kop, agents, nconsumers, nctas, L_programs_z)
   local s, err = require("tilua.dsl.tileprog").schedule(kop:attr "tileas.schedule", "tileas.schedule")
   if err then R.fail(kop, "%s", err) end
   if not s then return nil end
   local what = s.kind == "splitk" and "split-K" or "StreamK"
   if nctas > 1 then R.fail(kop, "%s on a cluster is not lowered (nor is it in stdlib/gemm.lua)", what) end
+  if L_programs_z then R.fail(kop, "%s of a program that reads program_id(\"z\") is not lowered (its plan is a grid of programs {x, y})", what) end
   local kt, bn
   for _, ag in ipairs(agents) do
     local whiles = R.ops_named(ag.op, "scf.while")
@@ -218,6 +228,10 @@ function ROLES.consumer(L, ag)
   ag.index = #L.consumers - 1
   if ag.warps ~= 4 then R.fail(ag.op, "a consumer agent is one warpgroup (num_warps = 4), got %d", ag.warps) end
 end
+function ROLES.compute(L, ag)
+  if L.compute then R.fail(ag.op, "more than one compute agent") end
+  L.compute = ag
+end
 plan.ROLES = ROLES
 
 -- The agents by role, and the block's warps (whole warpgroups).
@@ -229,6 +243,11 @@ local function read_agents(L)
     local role = ROLES[ag.kind]
     if not role then R.fail(ag.op, "agents of kind '%s' are not lowered yet", ag.kind) end
     role(L, ag)
+  end
+  if L.compute then -- a program without a dot: the compute agent alone (compute.lua)
+    if L.producer or #L.consumers > 0 then R.fail(L.compute.op, "a compute agent beside producers and consumers is not lowered yet") end
+    L.warps = L.compute.warps
+    return
   end
   if not L.producer or #L.consumers == 0 then R.fail(L.kop, "a producer and at least one consumer agent are needed") end
   L.warps = (warps + 3) // 4 * 4
@@ -242,12 +261,13 @@ local function read_rings(L, Ring)
   for _, op in ipairs(L.body:ops()) do
     local n = op:name()
     if n == "tileas.alloc_tensor" and op:attr "tileas.stages" then
-      local s = op:attr "tileas.stages"
-      if stages and s ~= stages then R.fail(op, "rings of %d and %d stages", stages, s) end
-      stages = s
+      local s, once = op:attr "tileas.stages", op:attr_or_default "tileas.per_program"
+      if stages and s ~= stages and not once then R.fail(op, "rings of %d and %d stages", stages, s) end
+      if not once then stages = s end
       local g = R.ring_geometry(op:result(1), L.nctas)
       if g.multicast > 1 and g.cta then R.fail(op, "multicast of a ring split among the CTAs is not lowered yet") end
       rings[#rings + 1] = setmetatable({ value = op:result(1), op = op, elem = g.ti.elem, shape = g.shape, tile = g.ti,
+                                         stages = s, per_program = once or nil,
                                          swizzle = g.swizzle, box = g.box, nbox = g.nbox, multicast = g.multicast, pieces = g.pieces,
                                          bytes = g.shape[1] * g.shape[2] * R.elem_bytes(g.ti.elem) },
                                        Ring)
@@ -255,9 +275,56 @@ local function read_rings(L, Ring)
       pre[#pre + 1] = op
     end
   end
-  if #rings == 0 then R.fail(L.kop, "no rings (alloc_tensor with tileas.stages) feed the agents") end
-  L.rings, L.pre, L.stages, L.ring_of = rings, pre, stages, {}
+  if #rings == 0 and not L.compute then R.fail(L.kop, "no rings (alloc_tensor with tileas.stages) feed the agents") end
+  L.rings, L.pre, L.stages, L.ring_of = rings, pre, stages or 1, {}
   for _, r in ipairs(rings) do L.ring_of[r.value:id()] = r end
+end
+
+-- The rings' pipelines (L.groups; r.group of each ring): the rings one dot
+-- reads share one, a stage holding a tile of each (a GEMM's A and B, as
+-- stdlib/gemm.lua's; without dots scheduled ahead every ring shares it); the
+-- rings of different scheduled dots have pipelines of their own, each released
+-- when its dot is done (attention's K and V), and so has a ring filled once a
+-- program (its Q).
+local function read_groups(L)
+  local parent = {}
+  local function find(r)
+    while parent[r] and parent[r] ~= r do r = parent[r] end
+    return r
+  end
+  L.groups = {}
+  if #L.consumers == 0 then return end -- (a compute agent alone: no rings)
+  for _, r in ipairs(L.rings) do parent[r] = r end
+  local scheduled, first = false, nil
+  R.each_op(L.consumers[1].op, function(op)
+    scheduled = scheduled or (op:name() == "tileas.dot" and op:attr_or_default "tileas.ahead")
+  end)
+  local function join(r)
+    if r and not r.per_program then
+      if first then parent[find(r)] = find(first) else first = r end
+    end
+  end
+  if not scheduled then -- (a GEMM: one pipeline, whatever its dots read through)
+    for _, r in ipairs(L.rings) do join(r) end
+  end
+  R.each_op(L.consumers[1].op, function(op)
+    if op:name() ~= "tileas.dot" then return end
+    first = nil
+    for i = 1, 2 do join(L.ring_of[R.ring_source(op:operand(i)):id()]) end
+  end)
+  local by_root = {}
+  for _, r in ipairs(L.rings) do
+    local root = find(r)
+    local g = by_root[root]
+    if not g then
+      g = { rings = {}, stages = r.stages, per_program = r.per_program, bytes = 0, index = #L.groups + 1 }
+      by_root[root] = g
+      L.groups[#L.groups + 1] = g
+    end
+    g.rings[#g.rings + 1] = r
+    g.bytes = g.bytes + r.bytes
+    r.group = g
+  end
 end
 
 -- The plan record of kernel kop (tl the library, G the shared GEMM pieces,
@@ -274,9 +341,12 @@ function plan.read(tl, G, kop, Ring)
   if L.nctas > 1 and (cluster[2] ~= 1 or cluster[3] ~= 1) then R.fail(kop, "clusters along y or z are not lowered yet") end
   L.P = plan_params(tl, kop, L.agents, L.nctas)
   read_agents(L)
-  L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas)
+  if L.compute and L.nctas > 1 then R.fail(kop, "a program without a dot (a compute agent) on a cluster is not lowered yet") end
+  L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas, L.P.programs_z)
+  if L.S and L.compute then R.fail(kop, "%s splits the k loop of a dot: a program without one has none", L.S.kind) end
   if L.S then add_workspace_param(tl, L.P) end
   read_rings(L, Ring)
+  read_groups(L)
   return L
 end
 

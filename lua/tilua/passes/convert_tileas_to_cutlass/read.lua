@@ -35,6 +35,24 @@ function R.is_tensor_type(t)
   return i.kind == "dialect" and i.name == "tileas.tensor"
 end
 
+-- The dims a tiled access's tile leaves out (a tile of lower rank than its
+-- tensor: the leading dims, whose coordinates index single elements, a
+-- batch): how many, the first of its tile's coordinates being operand 2 + that.
+function R.leading(op)
+  local rank = op:operand(1):type():info().params[2]
+  local tile = op:name() == "tileas.tiled_store" and op:operand(op:noperands()) or op:result(1)
+  return rank - #tile:type():info().shape
+end
+
+-- A TMA box of a tensor of `rank` dims for a tile box: extents of 1 first for
+-- the dims the tile leaves out.
+function R.full_box(rank, box)
+  local out = {}
+  for _ = 1, rank - #box do out[#out + 1] = 1 end
+  for _, b in ipairs(box) do out[#out + 1] = b end
+  return out
+end
+
 -- A tiled_load whose tile is copied into a ring (what the producer's TMA does).
 function R.is_ring_load(op)
   for _, u in ipairs(op:result(1):users()) do
@@ -141,6 +159,15 @@ function R.ring_geometry(ring, n)
   local pieces = R.cta_pieces(ti, shape)
   if pieces.n > 1 then box = { pieces.block_rows, box[2] } end -- a TMA load per piece
   return { ti = ti, shape = shape, cta = c, multicast = k, swizzle = sw, box = box, nbox = nbox, pieces = pieces }
+end
+
+-- The value a dot operand v reads through slices and layout conversions (a
+-- ring, where it reads one).
+function R.ring_source(v)
+  while v:def() and (v:def():name() == "tileas.extract_slice" or v:def():name() == "tileas.convert_layout") do
+    v = v:def():operand(1)
+  end
+  return v
 end
 
 -- The value of an arith.constant, or nil.

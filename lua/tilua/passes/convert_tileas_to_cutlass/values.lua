@@ -102,6 +102,36 @@ end
 
 -- }===
 
+-- The wgmma descriptor of ring r (or its slice) at stage s, k step kk (kstep
+-- elements a step). K-major: rows of K, a k step moves along the row and, past
+-- a box of the swizzle's span, into the next box (boxes are a stage's rows,
+-- one after the other); MN-major, boxes of {k rows, 64}: 16 k rows a step,
+-- 64-wide atoms a box apart.
+function V.desc(r, s, kk, kstep, kmajor)
+  local tl = require "tilua"
+  local ring = r.ring or r
+  local off = r.offsets or { 0, 0 }
+  if kmajor then
+    local col = off[2] + kk * kstep
+    local bx = col // ring.box[2]
+    return tl.wgmma_desc(ring.smem:ptr(s, bx * ring.shape[1] + off[1], col - bx * ring.box[2]), { swizzle = ring.swizzle, sbo = 1024 })
+  end
+  local row = off[2] // ring.box[2] * ring.shape[1] + off[1] + kk * 16
+  return tl.wgmma_desc(ring.smem:ptr(s, row, 0),
+                       { swizzle = ring.swizzle, lbo = ring.shape[1] * ring.box[2] * R.elem_bytes(ring.elem), sbo = 1024 })
+end
+
+-- The lowered coordinates of the dims a tiled access's tile leaves out (its
+-- leading operands after the tensor), first in a list of element indices.
+function V.leading(L, op, idx)
+  local n = R.leading(op)
+  if n == 0 then return idx end
+  local out = {}
+  for d = 1, n do out[d] = V.get(L, op:operand(1 + d), op) end
+  for _, x in ipairs(idx) do out[#out + 1] = x end
+  return out
+end
+
 -- Element offsets of this CTA's block of a tile (cta_part; of each piece of a
 -- cta_repeat): nil along a dim the cluster does not split. -> shape, offsets
 function V.block_offsets(L, ti)

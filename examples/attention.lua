@@ -1,0 +1,119 @@
+-- attention.lua: attention forward as a tile program (docs/tileprog.md),
+--
+--   O[b, h] = softmax(Q[b, h] K[b, h / group]^T * scale (+ a causal mask)) V[b, h / group]
+--   LSE[b, h, i] = log sum_j exp(s_ij)
+--
+-- with Q, K, V, O [B, H, S, D] bf16 and LSE [B, H, SQ] f32: a program is 128
+-- query rows of one head (programs x: the row blocks, y: batch x heads); it
+-- loads its Q tile once, then walks the keys in
+-- tiles of 128 (an online softmax: the running row maximum and sum are carried
+-- by the loop with the output accumulator), masks the keys past the end (and,
+-- causal, right of the diagonal) with an index tile, and stores O and the
+-- log-sum-exp. tile-to-ptx lowers it to stdlib/attention.lua's design
+-- (the FlashAttention-3 design: docs/attention.md).
+--
+--   tilua examples/attention.lua [--b=B] [--h=H] [--hkv=HKV] [--sq=SQ] [--skv=SKV] [--d=64|128|256] [--causal]
+--                                [--emit=ir|ptx] [--stage=NAME]
+--
+-- On a GPU it runs on fresh random data (ragged lengths, grouped-query heads)
+-- and checks O and the log-sum-exp against stdlib/attention.lua's reference
+-- kernel on every element; without a GPU it stops after ptxas.
+--   loadfile("examples/attention.lua")("--library") -> the example (tilua.gpu.check), with .build
+local tl = require "tilua"
+local check = require "tilua.gpu.check"
+
+local LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
+
+-- {=== the tile program
+local function build(o)
+  o = o or {}
+  local D, BM, BN = o.d or 128, 128, o.bn or 128
+  tl.new_module()
+  local k = tl.tile_kernel("attention", { params = { Q = tl.tensor(tl.bf16, 4), K = tl.tensor(tl.bf16, 4),
+    V = tl.tensor(tl.bf16, 4), O = tl.tensor(tl.bf16, 4), LSE = tl.tensor(tl.f32, 3), SKV = tl.i32, H = tl.i32, group = tl.i32,
+    scale = tl.f32 } })
+  k:define(function(k, p)
+    local m, bh = tl.program_id("x"), tl.program_id("y") -- 128 rows of head h of batch b
+    local b, h = bh // p.H, bh % p.H
+    local hk, c = h // p.group, p.scale * LOG2E -- the key head; exp(x * scale) is exp2(x * c)
+    local q = tl.load(p.Q, { b, h, m, 0 }, { BM, D }) -- loaded once, read by every key tile
+    local rows = tl.iota({ BM, BN }, 0) + m * BM
+    local keys = o.causal and tl.min(p.SKV, (m + 1) * BM) or p.SKV -- (causal: none right of the last row)
+    local mi, li, acc = tl.for_tiles(keys, { tile = BN, stages = 2 }, tl.full({ BM }, -math.huge), tl.zeros({ BM }),
+                                     tl.zeros({ BM, D }), function(j, mi, li, acc)
+      local s = tl.dot(q, tl.load(p.K, { b, hk, j, 0 }, { BN, D }), { transpose_b = true })
+      local cols = tl.iota({ BM, BN }, 1) + j * BN
+      local keep = cols:lt(p.SKV)
+      if o.causal then keep = keep & cols:le(rows) end
+      s = tl.select(keep, s, -math.huge)
+      local mn = tl.maximum(mi, tl.reduce(s, 1, "max")) -- the running maximum
+      local pr = tl.exp2(s * c - tl.expand_dim(mn * c, 1))
+      local alpha = tl.exp2((mi - mn) * c) -- rescales what was summed before
+      local v = tl.load(p.V, { b, hk, j, 0 }, { BN, D })
+      return mn, li * alpha + tl.reduce(pr, 1, "add"), tl.dot(pr:cast(tl.bf16), v, acc * tl.expand_dim(alpha, 1))
+    end)
+    tl.store(p.O, { b, h, m, 0 }, (acc / tl.expand_dim(li, 1)):cast(tl.bf16))
+    tl.store(p.LSE, { b, h, m }, (mi * c + tl.log2(li)) * LN2)
+  end)
+  return k
+end
+-- }===
+
+local function options(...)
+  local o = { b = 2, h = 4, hkv = 2, sq = 1000, skv = 777, d = 128 } -- ragged lengths, grouped-query heads
+  for _, a in ipairs(... ~= "--library" and arg or {}) do
+    local key, v = a:match "^%-%-([%w_-]+)=(.*)$"
+    if key and key ~= "emit" and key ~= "stage" then o[key] = math.tointeger(tonumber(v)) or v end
+    if a == "--causal" then o.causal = true end
+  end
+  return o
+end
+
+local O = options(...)
+local kernels = {}
+local function kernel(o)
+  local key = ("%d/%s"):format(o.d, tostring(o.causal))
+  if not kernels[key] then
+    kernels[key] = build(o)
+    check.compile("attention", kernels[key])
+  end
+  return kernels[key]
+end
+
+-- The launch of the program on a problem o (sizes b, h, hkv, sq, skv, d) with
+-- buffers x (q, k, v, o, lse).
+local function launch(k, o, x)
+  local D = o.d
+  k:launch { grid = { (o.sq + 127) // 128, o.b * o.h },
+             args = { Q = { x.q, { o.b, o.h, o.sq, D } }, K = { x.k, { o.b, o.hkv, o.skv, D } },
+                      V = { x.v, { o.b, o.hkv, o.skv, D } }, O = { x.o, { o.b, o.h, o.sq, D } },
+                      LSE = { x.lse, { o.b, o.h, o.sq } }, SKV = o.skv, H = o.h, group = o.h // o.hkv,
+                      scale = o.scale or 1 / math.sqrt(D) } }
+end
+
+-- run{seed, grid, small} -> ok, summary: the problem (small: 1 x 2 heads, 200 x
+-- 300, d 64), checked against stdlib/attention.lua's reference kernel.
+local function run(cs)
+  local o = {}
+  for key, v in pairs(O) do o[key] = v end
+  if cs.small then o.b, o.h, o.hkv, o.sq, o.skv, o.d = 1, 2, 1, 200, 300, 64 end
+  if cs.grid then o.b, o.h, o.hkv, o.sq = 1, 2, 1, 64 * cs.grid - 5 end
+  local k = kernel(o)
+  local D = tl.device
+  local n, nkv = o.b * o.h * o.sq * o.d, o.b * o.hkv * o.skv * o.d
+  local x = { q = D.random(tl.bf16, n, cs.seed), k = D.random(tl.bf16, nkv, cs.seed + 1),
+              v = D.random(tl.bf16, nkv, cs.seed + 2), o = D.alloc(tl.bf16, n), lse = D.alloc(tl.f32, o.b * o.h * o.sq) }
+  x.o:fill(0)
+  launch(k, o, x)
+  D.synchronize()
+  local ref = tl.attention.build { b = o.b, h = o.h, hkv = o.hkv, sq = o.sq, skv = o.skv, d = o.d, causal = o.causal }
+  local ok, report = ref:check { q = x.q, k = x.k, v = x.v, o = x.o, lse = x.lse, seed = cs.seed, vmax = 1.0 }
+  for _, buf in pairs(x) do buf:free() end
+  return ok, ("seed %d, %d x %d heads (%d key heads), %d x %d, d %d%s: %s"):format(cs.seed, o.b, o.h, o.hkv, o.sq,
+    o.skv, o.d, o.causal and ", causal" or "", report)
+end
+
+local example = { name = "attention", build = build, launch = launch, LOG2E = LOG2E, LN2 = LN2,
+                  prepare = function() kernel(O) end, run = run, grids = function(sms) return check.grids(sms) end }
+if ... == "--library" then return example end
+check.main(example)

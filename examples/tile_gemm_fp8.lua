@@ -1,0 +1,145 @@
+-- tile_gemm_fp8.lua: an fp8 GEMM with scales as a tile program (docs/tileprog.md):
+--
+--   C[M, N] = (A[M, K] . B[N, K]^T) * sa * sb        (e4m3 or e5m2 in, f32 accumulation, bf16 out)
+--
+-- A and B are tensors of 8-bit integers holding fp8 bytes; tl.dot's
+-- fp8 = "e4m3" multiplies them as those floats (wgmma's kind e4m3, k 32 a
+-- step; products exact, f32 accumulation). The scales are applied to the f32
+-- accumulator in the epilogue, as fp8 training kernels do:
+--   scales = "tensor": sa, sb scalars (one per tensor);
+--   scales = "rowcol": sa[M] per row of A, sb[N] per column of B (per token /
+--                      per channel), broadcast over the tile.
+-- The accumulation is promoted: the tensor cores keep about 14 bits of an
+-- fp8 sum, so each K block of 128 is summed by wgmma from zero and added to
+-- the f32 accumulator in registers (tileas.dot {fp8}'s lowering, as
+-- DeepSeek-V3's fp8 GEMMs do). The tile is 128 x 128 x 128 (128 fp8 bytes of
+-- K: one 128-byte swizzled row; N 128 so that the block's sum and the
+-- accumulator fit a warpgroup's registers), 5 stages. K is a multiple of 16
+-- (TMA's row strides are multiples of 16 bytes), not of the tile.
+--
+--   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol] [--e5m2] [--emit=ir|ptx] [--stage=NAME]
+--
+-- On a GPU it runs on fresh random fp8 data (values of magnitude in [0.25, 4))
+-- and random scales, and checks sampled elements of C against CPU dot products
+-- of the decoded bytes (bf16's rounding); without one it stops after ptxas
+-- ("SKIP: no GPU").
+--   loadfile("examples/tile_gemm_fp8.lua")("--library") -> the example (tilua.gpu.check), with .build
+local tl = require "tilua"
+local check = require "tilua.gpu.check"
+local fp8_dec = require("tilua.emulate.values").fp8_dec
+
+local o = { m = 1000, n = 1480, k = 528, scales = "tensor", fp8 = "e4m3" }
+for _, a in ipairs(... ~= "--library" and arg or {}) do
+  local key, v = a:match "^%-%-([%w_]+)=(%d+)$"
+  if key then o[key] = tonumber(v) end
+  if a == "--rowcol" then o.scales = "rowcol" end
+  if a == "--e5m2" then o.fp8 = "e5m2" end
+end
+
+local BN = 128 -- the tile's columns
+
+-- {=== the tile program
+local function build(opts)
+  opts = opts or o
+  local fp8, rowcol = opts.fp8 or "e4m3", opts.scales == "rowcol"
+  tl.new_module()
+  local params = { A = tl.tensor(tl.i8, 2), B = tl.tensor(tl.i8, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 }
+  if rowcol then params.sa, params.sb = tl.tensor(tl.f32, 1), tl.tensor(tl.f32, 1)
+  else params.sa, params.sb = tl.f32, tl.f32 end
+  local k = tl.tile_kernel(rowcol and "tile_gemm_fp8_rowcol" or "tile_gemm_fp8", { params = params })
+  k:define(function(k, p)
+    local m, n = tl.program_id("x"), tl.program_id("y")
+    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or 5 }, tl.zeros({ 128, BN }, tl.f32), function(kk, acc)
+      -- (square tiles: say that B is given as [N, K])
+      return tl.dot(tl.load(p.A, { m, kk }, { 128, 128 }), tl.load(p.B, { n, kk }, { BN, 128 }), acc,
+                    { fp8 = fp8, transpose_b = true })
+    end)
+    if rowcol then
+      local sa = tl.expand_dim(tl.load(p.sa, { m }, { 128 }), 1) -- [128, 1]: a column over the tile
+      local sb = tl.expand_dim(tl.load(p.sb, { n }, { BN }), 0) -- [1, BN]: a row
+      acc = acc * sa * sb
+    else
+      acc = acc * (p.sa * p.sb)
+    end
+    tl.store(p.C, { m, n }, acc:cast(tl.bf16))
+  end)
+  return k
+end
+-- }===
+
+local kernel
+local example = { name = "tile_gemm_fp8", build = build }
+
+function example.prepare()
+  kernel = build()
+  check.compile(example.name, kernel)
+end
+
+-- launch(k, a, b, c, sa, sb, M, N, K [, async]): sa, sb numbers (tensor) or
+-- device buffers of M and N f32 (rowcol); k:run (async: k:launch, no wait)
+local function launch(k, a, b, c, sa, sb, M, N, K, async)
+  local args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { c, { M, N } }, K = K }
+  if type(sa) == "number" then args.sa, args.sb = sa, sb else args.sa, args.sb = { sa, { M } }, { sb, { N } } end
+  k[async and "launch" or "run"](k, { grid = { (M + 127) // 128, (N + BN - 1) // BN }, args = args })
+end
+example.launch = launch
+
+-- check(k, {seed, small, size = {M, N, K}, scales, fp8}): kernel k (built with
+-- those scales and fp8, default the command line's) on fresh data, 2000
+-- sampled elements against CPU dot products of the decoded bytes
+local function check_kernel(kernel, c)
+  local M, N, K = o.m, o.n, o.k
+  if c.small then M, N, K = 200, 296, 256 end
+  if c.size then M, N, K = table.unpack(c.size) end
+  local fp8, scales = c.fp8 or o.fp8, c.scales or o.scales
+  local D = tl.device
+  local a <close> = D.random(tl.i8, M * K, c.seed, fp8)
+  local b <close> = D.random(tl.i8, N * K, c.seed + 1, fp8)
+  local d <close> = D.alloc(tl.bf16, M * N)
+  d:fill(0)
+  local rowcol = scales == "rowcol"
+  local sa, sb, sav, sbv
+  if rowcol then
+    sa, sb = D.random(tl.f32, M, c.seed + 2), D.random(tl.f32, N, c.seed + 3)
+    sav, sbv = sa:to_table(), sb:to_table()
+  else
+    sa, sb = 0.75, -0.125
+  end
+  launch(kernel, a, b, d, sa, sb, M, N, K)
+  local dec = fp8_dec[fp8]
+  local function decoded(buf)
+    local out = {}
+    for i, v in ipairs(buf:to_table()) do out[i] = dec(v & 0xff) end
+    return out
+  end
+  local av, bv, got = decoded(a), decoded(b), d:to_table()
+  if rowcol then sa:free() sb:free() end
+  math.randomseed(c.seed)
+  local fail, count = check.mismatches(example.name)
+  local worst = 0
+  for _ = 1, 2000 do
+    local i, j = math.random(0, M - 1), math.random(0, N - 1)
+    local s, mag = 0, 0
+    for kk = 0, K - 1 do
+      local p = av[i * K + kk + 1] * bv[j * K + kk + 1]
+      s, mag = s + p, mag + math.abs(p)
+    end
+    local scale = math.abs(rowcol and sav[i + 1] * sbv[j + 1] or sa * sb)
+    local want = s * (rowcol and sav[i + 1] * sbv[j + 1] or sa * sb)
+    local g = got[i * N + j + 1]
+    local err = math.abs(g - want)
+    -- bf16's rounding (2^-9), and the tensor cores' fp8 sum of a K block (about
+    -- 14 bits kept: 2^-13 of the products' magnitude; the blocks' sum is f32)
+    local lim = 2 ^ -8 * math.abs(want) + 2 ^ -13 * mag * scale
+    worst = math.max(worst, err / (math.abs(want) + 2 ^ -13 * mag * scale))
+    if err > lim or err ~= err then fail("C[%d, %d] = %.6g, want %.6g", i, j, g, want) end
+  end
+  return count() == 0, ("seed %d, %s %s scales, %d x %d x %d on %s: 2000 sampled elements, %d mismatches, worst relative error %.2g")
+    :format(c.seed, fp8, scales, M, N, K, D.info().name, count(), worst)
+end
+example.check = check_kernel
+function example.run(c) return check_kernel(kernel, c) end
+example.grids = function() return { 1 } end
+
+if ... == "--library" then return example end
+check.main(example)

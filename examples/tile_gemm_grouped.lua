@@ -1,0 +1,128 @@
+-- tile_gemm_grouped.lua: a grouped GEMM (mixture of experts) as a tile program
+-- (docs/tileprog.md), the groups' rows contiguous in one tensor:
+--
+--   C[rows of group g, N] = A[rows of group g, K] . B[g, N, K]^T   for each group g (bf16 in, f32 accumulation, bf16 out)
+--
+-- Each group's rows (an expert's tokens) start at a multiple of the tile's
+-- 128 rows (padded); Expert[b] (i32, device memory) names the group of row
+-- block b. A program reads its block's expert from memory and loads B's tile
+-- of that expert: a rank-3 B whose tile leaves out the expert dim, indexed by
+-- a value the producer loads (a single-element tile, tl.extract). The group
+-- sizes (any skew, empty groups too) only change Expert and the number of
+-- blocks; every program is one tile of work, on the static persistent
+-- scheduler.
+--
+--   tilua examples/tile_gemm_grouped.lua [--groups=G] [--n=N] [--k=K] [--emit=ir|ptx] [--stage=NAME]
+--
+-- On a GPU it runs on fresh random data with skewed group sizes and checks
+-- sampled elements of every group against CPU dot products (bf16's rounding);
+-- without one it stops after ptxas ("SKIP: no GPU").
+--   loadfile("examples/tile_gemm_grouped.lua")("--library") -> the example (tilua.gpu.check), with .build
+local tl = require "tilua"
+local check = require "tilua.gpu.check"
+
+local o = { groups = 8, n = 520, k = 264 }
+for _, a in ipairs(... ~= "--library" and arg or {}) do
+  local key, v = a:match "^%-%-([%w_]+)=(%d+)$"
+  if key then o[key] = tonumber(v) end
+end
+
+local BM = 128 -- the tile's rows: each group starts at a multiple of it
+
+-- {=== the tile program
+local function build()
+  tl.new_module()
+  local k = tl.tile_kernel("tile_gemm_grouped", {
+    params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 3), C = tl.tensor(tl.bf16, 2), Expert = tl.tensor(tl.i32, 1),
+               K = tl.i32 } })
+  k:define(function(k, p)
+    local m, n = tl.program_id("x"), tl.program_id("y")
+    local g = tl.extract(tl.load(p.Expert, { m }, { 1 }), { 0 }) -- this row block's group
+    local acc = tl.for_tiles(p.K, { tile = 64, stages = 3 }, tl.zeros({ BM, 256 }, tl.f32), function(kk, acc)
+      return tl.dot(tl.load(p.A, { m, kk }, { BM, 64 }), tl.load(p.B, { g, n, kk }, { 256, 64 }), acc)
+    end)
+    tl.store(p.C, { m, n }, acc:cast(tl.bf16))
+  end)
+  return k
+end
+-- }===
+
+-- The layout of groups of `sizes` rows: each group's first row (a multiple
+-- of BM), the blocks' groups (Expert, 0-based) and the padded row count.
+local function layout(sizes)
+  local first, expert, rows = {}, {}, 0
+  for g, s in ipairs(sizes) do
+    first[g] = rows
+    for _ = 1, (s + BM - 1) // BM do expert[#expert + 1] = g - 1 end
+    rows = rows + (s + BM - 1) // BM * BM
+  end
+  return first, expert, rows
+end
+
+-- Skewed group sizes (a few groups take most rows, some none): G sizes summing
+-- to about `total`, from `seed`.
+local function skewed(G, total, seed)
+  local s, w, sum = seed, {}, 0
+  for g = 1, G do
+    s = (s * 1103515245 + 12345) & 0x7fffffff
+    w[g] = (g % 7 == 3) and 0 or 1.0 / (1 + (s >> 8) % G) ^ 1.2 -- Zipf-like weights, every 7th group empty
+    sum = sum + w[g]
+  end
+  local out = {}
+  for g = 1, G do out[g] = math.floor(total * w[g] / sum + 0.5) end
+  return out
+end
+
+local kernel
+local example = { name = "tile_gemm_grouped", build = build, layout = layout, skewed = skewed, BM = BM }
+
+function example.prepare()
+  kernel = build()
+  check.compile(example.name, kernel)
+end
+
+-- launch(k, a, b, c, expert, rows, G, N, K [, async]): rows the padded row
+-- count; k:run (async: k:launch, no wait)
+local function launch(k, a, b, c, expert, rows, G, N, K, async)
+  k[async and "launch" or "run"](k, { grid = { rows // BM, (N + 255) // 256 },
+                                      args = { A = { a, { rows, K } }, B = { b, { G, N, K } }, C = { c, { rows, N } },
+                                               Expert = { expert, { rows // BM } }, K = K } })
+end
+example.launch = launch
+
+-- run{seed, small, groups, total, n, k}: fresh data, skewed group sizes, 100
+-- sampled elements of each non-empty group against CPU dot products
+function example.run(c)
+  local G, N, K, total = c.groups or o.groups, c.n or o.n, c.k or o.k, c.total or 3000
+  if c.small then G, N, K, total = 4, 296, 136, 500 end
+  local sizes = skewed(G, total, c.seed)
+  local first, blocks, rows = layout(sizes)
+  local D = tl.device
+  local a <close> = D.random(tl.bf16, rows * K, c.seed)
+  local b <close> = D.random(tl.bf16, G * N * K, c.seed + 1)
+  local d <close> = D.alloc(tl.bf16, rows * N)
+  local e <close> = D.from(tl.i32, #blocks > 0 and blocks or { 0 })
+  d:fill(0)
+  if rows > 0 then launch(kernel, a, b, d, e, rows, G, N, K) end
+  local av, bv, got = a:to_table(), b:to_table(), d:to_table()
+  math.randomseed(c.seed)
+  local fail, count = check.mismatches(example.name)
+  local n = 0
+  for g = 1, G do
+    for _ = 1, sizes[g] > 0 and 100 or 0 do
+      local i, j = first[g] + math.random(0, sizes[g] - 1), math.random(0, N - 1)
+      local s = 0
+      for kk = 0, K - 1 do s = s + av[i * K + kk + 1] * bv[((g - 1) * N + j) * K + kk + 1] end
+      local v = got[i * N + j + 1]
+      local err = math.abs(v - s)
+      if err > 2 ^ -8 * math.abs(s) + 1e-2 or err ~= err then fail("C[%d, %d] (group %d) = %.6g, want %.6g", i, j, g - 1, v, s) end
+      n = n + 1
+    end
+  end
+  return count() == 0, ("seed %d, %d groups of %s rows (%d padded), N %d, K %d on %s: %d sampled elements, %d mismatches"):format(
+    c.seed, G, table.concat(sizes, " "), rows, N, K, D.info().name, n, count())
+end
+example.grids = function() return { 1 } end
+
+if ... == "--library" then return example end
+check.main(example)

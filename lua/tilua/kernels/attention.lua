@@ -1,0 +1,398 @@
+-- tilua.kernels.attention: the pieces of the Hopper attention forward (the
+-- FlashAttention-3 design, docs/attention.md) that both the stdlib's generator
+-- (stdlib/attention.lua, tl.attention) and the lowering of tile programs
+-- (convert-tileas-to-cutlass) build kernels with. Written with the DSL only;
+-- each piece takes the library as `tl`, the static configuration c (d, bn, bm,
+-- consumers, stages, causal, dtype) and the kernel's attention state A (the
+-- problem's sizes as values: M.problem; the shared buffers and pipelines):
+--
+--   M.problem(tl, c, sizes)                      the state's sizes (b, h, hkv, sq, skv, tm, group, cl)
+--   M.tile_of(tl, c, A, work), M.kv_blocks(tl, c, A, tile)   a work tile, its blocks of keys
+--   M.load_q, M.load_kv                           the producer's TMA loads of a tile
+--   M.turn_state, M.turn_wait, M.turn_pass        the consumers' turns at the GEMMs (seq_bars)
+--   M.qk, M.p_operands, M.pv                      the two GEMMs (P from registers)
+--   M.softmax, M.pack_p                           the online softmax of a fragment
+--   M.consumer_tile, M.epilogue                   a consumer warpgroup's tile
+
+local G = require "tilua.kernels.gemm"
+
+local M = {}
+
+local LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
+
+-- The state's shared buffers and pipelines ({q, k, v, o, pq, pk, pv, go}):
+-- sQ {consumers, d / 64, 64, 64}, sK and sV {stages, d / 64, bn, 64}
+-- (128-byte swizzle: boxes of 64 columns), pipelines of Q (one stage), K and
+-- V, the consumers' seq_bars go (none: no turns).
+
+-- The problem's sizes as i32 values of the kernel (b, h, hkv, sq, skv: numbers
+-- or values) and its scale (an f32 value or a number) -> the table of the
+-- kernel's attention state, with tm (m blocks), group (query heads a key
+-- head) and cl (the scale times log2(e)); the caller adds the shared
+-- buffers and pipelines.
+function M.problem(tl, c, x)
+  local A = {}
+  for _, key in ipairs { "b", "h", "hkv", "sq", "skv" } do A[key] = tl.cast(x[key], tl.i32) end
+  A.tm = (A.sq + (c.bm - 1)) // c.bm
+  A.group = A.h // A.hkv
+  A.cl = tl.cast(x.scale, tl.f32) * tl.const(LOG2E, tl.f32)
+  return A
+end
+
+-- The work tile `work` of the scheduler (tiles {m blocks, h, b}; causal {h, m
+-- blocks, b}): its m block, head, batch and key head (grouped-query: h / (h /
+-- hkv)); causal tiles are walked from the last m block (the longest first).
+function M.tile_of(tl, c, A, work)
+  local m, h = work:m(), work:n()
+  if c.causal then m, h = A.tm - 1 - h, m end
+  return { m = m, h = h, b = work:l(), hk = h // A.group }
+end
+
+-- The k blocks of a tile: n (how many the tile reads: all of the keys, or
+-- those left of the causal diagonal) and masked (how many of them, the last,
+-- cross the diagonal or the end of the keys). -> n, masked (i32 values)
+function M.kv_blocks(tl, c, A, tile)
+  local BN, skv = c.bn, A.skv
+  local full = skv // BN -- blocks wholly inside the keys
+  local n = (skv + (BN - 1)) // BN
+  local unmasked = full
+  if c.causal then
+    local first_row = tile.m * c.bm
+    n = tl.min(n, (first_row + (c.bm + BN - 1)) // BN)
+    unmasked = tl.min(full, (first_row + 1) // BN) -- whole blocks left of every row's diagonal
+  end
+  return n, n - unmasked
+end
+
+-- The producer's loads of Q for a tile: a box of 64 x 64 a consumer and a
+-- swizzle span of the head dim.
+function M.load_q(tl, c, sm, map, st, tile)
+  local pipe = sm.pq
+  pipe:producer_acquire(st)
+  local full = pipe:full_barrier(st)
+  for w = 0, c.consumers - 1 do
+    for x = 0, c.d // 64 - 1 do
+      tl.tma_load(sm.q:ptr(w, x), map, full, { tile.b, tile.h, tile.m * c.bm + 64 * w, tl.const(64 * x, tl.i32) })
+    end
+  end
+  pipe:producer_commit(st)
+  st:advance()
+end
+
+-- One block of keys (K or V) into a stage of its ring.
+local function load_block(tl, c, pipe, ring, map, st, tile, n)
+  pipe:producer_acquire(st)
+  local full, s = pipe:full_barrier(st), st:index()
+  for x = 0, c.d // 64 - 1 do
+    tl.tma_load(ring:ptr(s, x), map, full, { tile.b, tile.hk, n * c.bn, tl.const(64 * x, tl.i32) })
+  end
+  pipe:producer_commit(st)
+  st:advance()
+end
+
+-- The producer's loads of a tile's K and V blocks, last first, in the order
+-- the consumers read them: K_0, then K_j and V_{j-1}, then V_last.
+function M.load_kv(tl, c, sm, kmap, vmap, stk, stv, tile)
+  local n = M.kv_blocks(tl, c, sm, tile)
+  load_block(tl, c, sm.pk, sm.k, kmap, stk, tile, n - 1)
+  tl.cutlass.for_range(tl.const(1, tl.i32), n, { stk, stv }, function(j)
+    load_block(tl, c, sm.pk, sm.k, kmap, stk, tile, n - 1 - j)
+    load_block(tl, c, sm.pv, sm.v, vmap, stv, tile, n - j)
+  end)
+  load_block(tl, c, sm.pv, sm.v, vmap, stv, tile, tl.const(0, tl.i32))
+end
+
+-- {=== the consumer warpgroups' turns: a ring of seq_bars
+
+-- fn(w) for w = wg + 1 (an if-chain on the warp-uniform wg: one code for
+-- every warpgroup); fn returns a seq_bar state or nothing -> the state's value
+-- (nil when fn returns nothing).
+local function by_warpgroup(tl, n, wg, fn)
+  local function call(w)
+    local st = fn(w)
+    if st then return st.value end
+  end
+  local function from(w)
+    if w == n then return call(w) end
+    return tl.if_(wg:eq(w - 1), function() return call(w) end, function() return from(w + 1) end)
+  end
+  return from(1)
+end
+
+-- The state of warpgroup wg's turns (warpgroup 0 goes first).
+function M.turn_state(tl, go, wg)
+  local mt
+  local v = by_warpgroup(tl, #go, wg, function(w)
+    local st = go[w]:state { phase = w == 1 and 1 or 0 }
+    mt = getmetatable(st)
+    return st
+  end)
+  return setmetatable({ value = v, bar = go[1] }, mt)
+end
+
+-- Wait for this warpgroup's turn to issue its GEMMs.
+function M.turn_wait(tl, go, ctx)
+  if not ctx.turn then return end
+  local st = ctx.turn
+  by_warpgroup(tl, #go, ctx.wg, function(w) go[w]:wait(st) end)
+end
+
+-- Hand the turn to the next warpgroup (arrive on its seq_bar; the state advances).
+function M.turn_pass(tl, go, ctx)
+  if not ctx.turn then return end
+  local before, mt = ctx.turn.value, getmetatable(ctx.turn)
+  ctx.turn.value = by_warpgroup(tl, #go, ctx.wg, function(w)
+    local st = setmetatable({ value = before, bar = go[w] }, mt)
+    go[w % #go + 1]:arrive(st)
+    return st
+  end)
+end
+
+-- }===
+
+-- {=== the GEMMs
+
+-- S = Q K_s^T for this warpgroup's 64 rows (a vector<bn/2 x f32>): d/16 wgmma
+-- m64n{bn}k16 from descriptors (K-major both; a k step of 16 moves along the
+-- 128-byte row, into the next box every 4 steps), committed. The caller
+-- fences (wgmma_fence) once the registers the GEMMs read are written. acc:
+-- the registers to write (their values unread: the first step has scale-d
+-- off), the last S's when a loop carries them, so that no copy is made.
+function M.qk(tl, c, sm, wg, s, acc)
+  acc = acc or tl.zeros(tl.f32, c.bn // 2)
+  for kk = 0, c.d // 16 - 1 do
+    local x, col = kk * 16 // 64, kk * 16 % 64
+    local da = tl.wgmma_desc(sm.q:ptr(wg, x, 0, col), { swizzle = 128, sbo = 1024 })
+    local db = tl.wgmma_desc(sm.k:ptr(s, x, 0, col), { swizzle = 128, sbo = 1024 })
+    local o = { type_a = c.dtype, type_b = c.dtype }
+    if kk == 0 then o.scale_d = false end -- S = Q K^T from the first step
+    acc = tl.wgmma(acc, da, db, o)
+  end
+  tl.wgmma_commit()
+  return acc
+end
+
+-- P's registers as the A operands of the PV GEMM: a vector<4 x i32> a k step
+-- of 16 keys (the packed pairs of the S fragment's elements 8 kk .. 8 kk + 7,
+-- which is the A fragment's layout). Built before the fence.
+function M.p_operands(tl, c, pvec)
+  local a = {}
+  for kk = 0, c.bn // 16 - 1 do
+    local r = {}
+    for j = 1, 4 do r[j] = tl.extract(pvec, 4 * kk + j - 1) end
+    a[kk] = tl.vector_of(tl.i32, r)
+  end
+  return a
+end
+
+-- O += P V_s: bn/16 wgmma m64n{d}k16, A = P from registers (M.p_operands),
+-- B = V MN-major (64-column atoms a box apart). Committed.
+function M.pv(tl, c, sm, o, pa, s)
+  for kk = 0, c.bn // 16 - 1 do
+    local db = tl.wgmma_desc(sm.v:ptr(s, 0, kk * 16, 0), { swizzle = 128, lbo = c.bn * 128, sbo = 1024 })
+    o = tl.wgmma(o, pa[kk], db, { type_a = c.dtype, type_b = c.dtype, trans_b = true })
+  end
+  tl.wgmma_commit()
+  return o
+end
+
+-- }===
+
+-- {=== the online softmax on a fragment
+
+-- The scores of S (vector) as f32 values vals[0 ..]; masked: -inf where the
+-- key is past the end or (causal) right of the row's diagonal.
+local function scores(tl, c, A, ctx, S, rows0, nblock, masked)
+  local f = ctx.f
+  local vals = {}
+  for i = 0, c.bn // 2 - 1 do vals[i] = tl.extract(S, i) end
+  if not masked then return vals end
+  local ninf = tl.const(-math.huge, tl.f32)
+  local col0 = nblock * c.bn + f.col
+  local lim = {}
+  for r = 0, 1 do -- the first column masked in each row, relative to the thread's first
+    local l = A.skv
+    if c.causal then l = tl.min(l, rows0 + (8 * r + 1)) end
+    lim[r] = l - col0
+  end
+  for i = 0, c.bn // 2 - 1 do
+    local dr, dc = f.offset(i)
+    vals[i] = tl.select(tl.const(dc, tl.i32):lt(lim[dr // 8]), vals[i], ninf)
+  end
+  return vals
+end
+
+-- One step of the online softmax of rows r = 0, 1 (the thread's rows f.row,
+-- f.row + 8): m[r] the running max of the raw scores, l[r] the thread's part
+-- of the running sum (its quad's sum is taken at the end). first: no running
+-- values yet. -> the f32 probabilities p[0 ..], the new m, l, and the factors
+-- alpha[r] that rescale what was summed before.
+function M.softmax(tl, c, A, vals, m, l, first)
+  local cl = A.cl
+  local ninf, zero = tl.const(-math.huge, tl.f32), tl.const(0.0, tl.f32)
+  local p, nm, nl, alpha = {}, {}, {}, {}
+  local n = c.bn // 2
+  for r = 0, 1 do
+    local mine = {}
+    for i = 0, n - 1 do if (i % 4) // 2 == r then mine[#mine + 1] = vals[i] end end
+    local mx = mine[1]
+    for j = 2, #mine do mx = tl.max(mx, mine[j]) end
+    mx = tl.max(mx, tl.shfl_xor(mx, 1))
+    mx = tl.max(mx, tl.shfl_xor(mx, 2))
+    if not first then mx = tl.max(m[r], mx) end
+    nm[r] = mx
+    -- a row masked so far has max -inf: subtract 0 instead (its exp2 are 0)
+    local ms = tl.select(mx:eq(ninf), zero, mx * cl)
+    if not first then alpha[r] = tl.ex2(m[r] * cl - ms) end
+    local sum
+    for i = 0, n - 1 do
+      if (i % 4) // 2 == r then
+        p[i] = tl.ex2(tl.fma(vals[i], cl, -ms))
+        sum = sum and sum + p[i] or p[i]
+      end
+    end
+    nl[r] = first and sum or tl.fma(l[r], alpha[r], sum)
+  end
+  return p, nm, nl, alpha
+end
+
+-- The probabilities packed as the PV wgmma's A operand: pairs (2i, 2i + 1)
+-- rounded to the input type, each an i32.
+function M.pack_p(tl, c, p)
+  local regs = {}
+  local et = c.dtype == "f16" and tl.f16 or tl.bf16
+  for i = 0, c.bn // 2 - 1, 2 do regs[#regs + 1] = tl.pack(p[i], p[i + 1], et):bitcast(tl.i32) end
+  return regs
+end
+
+-- }===
+
+-- {=== a consumer warpgroup's tile
+
+local function scale_rows(tl, c, ctx, o, alpha)
+  local vals = {}
+  for i = 0, c.d // 2 - 1 do
+    local dr = ctx.f.offset(i)
+    vals[i + 1] = tl.extract(o, i) * alpha[dr // 8]
+  end
+  return tl.vector_of(tl.f32, vals)
+end
+
+-- Release a stage: one lane of each warp for its warp (a cooperative
+-- pipeline counts it as 32 arrivals; wgmma.wait_group already completed the
+-- warpgroup's reads).
+local function release(tl, pipe, st)
+  tl.elect_one(function() pipe:consumer_release(st) end)
+end
+
+-- The mainloop of one tile for this warpgroup (ctx: wg, t, the fragment f,
+-- the cursors stq, stk, stv, turn): -> { o = the accumulator (vector<d/2 x
+-- f32>, unnormalized), m = {r0, r1}, l = {r0, r1} (the thread's parts) }.
+function M.consumer_tile(tl, c, sm, ctx, tile)
+  local go = sm.go
+  local n, nmasked = M.kv_blocks(tl, c, sm, tile)
+  local rows0 = tile.m * c.bm + ctx.wg * 64 + ctx.f.row -- the global row of the thread's first row
+  sm.pq:consumer_wait(ctx.stq)
+  -- the first (last) block, masked
+  sm.pk:consumer_wait(ctx.stk)
+  M.turn_wait(tl, go, ctx)
+  tl.wgmma_fence()
+  local S = M.qk(tl, c, sm, ctx.wg, ctx.stk:index())
+  M.turn_pass(tl, go, ctx)
+  tl.wgmma_wait(0)
+  release(tl, sm.pk, ctx.stk)
+  ctx.stk:advance()
+  local p, m, l = M.softmax(tl, c, sm, scores(tl, c, sm, ctx, S, rows0, n - 1, true), nil, nil, true)
+  local carry = { o = { value = tl.zeros(tl.f32, c.d // 2) }, p = { value = tl.vector_of(tl.i32, M.pack_p(tl, c, p)) },
+                  s = { value = S },
+                  m0 = { value = m[0] }, m1 = { value = m[1] }, l0 = { value = l[0] }, l1 = { value = l[1] } }
+  local list = { ctx.stk, ctx.stv, carry.o, carry.p, carry.s, carry.m0, carry.m1, carry.l0, carry.l1 }
+  if ctx.turn then list[#list + 1] = ctx.turn end
+  -- block j (n - 1 - j): S_j issued, then P_{j-1} V_{j-1} (both stages
+  -- waited for first); the softmax of S_j while the PV GEMM runs; O
+  -- rescaled once it completed
+  local function step(j, masked)
+    sm.pk:consumer_wait(ctx.stk)
+    sm.pv:consumer_wait(ctx.stv)
+    M.turn_wait(tl, go, ctx)
+    local pa = M.p_operands(tl, c, carry.p.value)
+    tl.wgmma_fence() -- (no branch between it and the wgmmas: ptxas would fence again)
+    local Sj = M.qk(tl, c, sm, ctx.wg, ctx.stk:index(), carry.s.value)
+    local o = M.pv(tl, c, sm, carry.o.value, pa, ctx.stv:index())
+    M.turn_pass(tl, go, ctx)
+    tl.wgmma_wait(1)
+    release(tl, sm.pk, ctx.stk)
+    ctx.stk:advance()
+    local pj, mj, lj, alpha = M.softmax(tl, c, sm, scores(tl, c, sm, ctx, Sj, rows0, n - 1 - j, masked),
+                                        { [0] = carry.m0.value, carry.m1.value }, { [0] = carry.l0.value, carry.l1.value })
+    tl.wgmma_wait(0)
+    release(tl, sm.pv, ctx.stv)
+    ctx.stv:advance()
+    carry.o.value = scale_rows(tl, c, ctx, o, alpha)
+    carry.p.value = tl.vector_of(tl.i32, M.pack_p(tl, c, pj))
+    carry.s.value = Sj
+    carry.m0.value, carry.m1.value, carry.l0.value, carry.l1.value = mj[0], mj[1], lj[0], lj[1]
+  end
+  local one = tl.const(1, tl.i32)
+  tl.cutlass.for_range(one, tl.max(nmasked, one), list, function(j) step(j, true) end)
+  tl.cutlass.for_range(tl.max(nmasked, one), n, list, function(j) step(j, false) end)
+  -- the last block's P V
+  sm.pv:consumer_wait(ctx.stv)
+  local pa = M.p_operands(tl, c, carry.p.value)
+  tl.wgmma_fence()
+  local o = M.pv(tl, c, sm, carry.o.value, pa, ctx.stv:index())
+  tl.wgmma_wait(0)
+  release(tl, sm.pv, ctx.stv)
+  ctx.stv:advance()
+  if not c.o_in_q then -- (with the output staged in Q's rows, Q is released once the store read them)
+    release(tl, sm.pq, ctx.stq)
+    ctx.stq:advance()
+  end
+  return { o = o, m = { [0] = carry.m0.value, carry.m1.value }, l = { [0] = carry.l0.value, carry.l1.value } }
+end
+
+-- The epilogue of a warpgroup's rows: O / l (the quad's sum of l) to the
+-- input type, stmatrix into the staging buffer, TMA store (G.store_fragment);
+-- the log-sum-exp of each row by the quad's first lane, where the row exists.
+function M.epilogue(tl, c, sm, ctx, tile, res, omap, lse)
+  local f, t, wg = ctx.f, ctx.t, ctx.wg
+  local cl = sm.cl
+  local zero, ninf = tl.const(0.0, tl.f32), tl.const(-math.huge, tl.f32)
+  local inv, lse_r = {}, {}
+  for r = 0, 1 do
+    local l = res.l[r]
+    l = l + tl.shfl_xor(l, 1)
+    l = l + tl.shfl_xor(l, 2)
+    local ok = l:gt(zero)
+    inv[r] = tl.select(ok, tl.rcp_approx(tl.select(ok, l, tl.const(1.0, tl.f32))), zero)
+    local ms = tl.select(res.m[r]:eq(ninf), zero, res.m[r] * cl)
+    lse_r[r] = tl.select(ok, (ms + tl.lg2(tl.select(ok, l, tl.const(1.0, tl.f32)))) * tl.const(LN2, tl.f32),
+                         tl.const(math.huge, tl.f32))
+  end
+  local vals = {}
+  for i = 0, c.d // 2 - 1 do
+    local dr = f.offset(i)
+    vals[i] = tl.extract(res.o, i) * inv[dr // 8]
+  end
+  local row0 = tile.m * c.bm + wg * 64
+  G.store_fragment(tl, { bn = c.d, out = c.dtype == "f16" and tl.f16 or tl.bf16, staging = sm.o, map = omap,
+                         warpgroup = wg, barrier = 1 + wg, thread = t,
+                         coords = function(ch) return { tile.b, tile.h, row0, tl.const(ch * 64, tl.i32) } end }, vals)
+  if c.o_in_q then -- Q's rows held the output: free them once the store read them
+    tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end)
+    tl.named_barrier_sync(1 + wg, 128)
+    release(tl, sm.pq, ctx.stq)
+    ctx.stq:advance()
+  end
+  local base = (tile.b * sm.h + tile.h):cast(tl.i64) * sm.sq:cast(tl.i64)
+  tl.if_((t % 4):eq(0), function()
+    for r = 0, 1 do
+      local row = row0 + f.row + 8 * r
+      tl.if_(row:lt(sm.sq), function() tl.store(lse + (base + row:cast(tl.i64)), lse_r[r]) end)
+    end
+  end)
+end
+
+-- }===
+
+return M

@@ -1,0 +1,674 @@
+-- tilua.passes.convert_tileas_to_cutlass.blocked: register tiles of a blocked
+-- layout (and its slices) distributed over the threads of a compute agent,
+-- and the ops on them: a program without a dot (compute.lua).
+--
+-- A blocked layout that tileas-assign-layouts distributed (`size`, `lanes`,
+-- `warps`, one entry per dim) deals the tile's elements to the threads: along
+-- dim d a thread holds `size` contiguous elements, the lanes of a warp and
+-- the warps follow one another, and the pattern repeats until the extent is
+-- covered (positions past it are masked off). So thread t holds, along d,
+-- the positions base_d(t) + o for its offsets o = rep * F + j (F = size *
+-- lanes * warps, j < size); a register is one element, named by its offsets
+-- (one per dim). An extent of 1 is every thread's position 0 (a broadcast
+-- row); a slice (a reduce's result, what expand_dim widens) is the parent's
+-- distribution without the removed dim. Elementwise ops work register by
+-- register; a reduce combines the thread's registers, then the lanes
+-- (shfl.xor), then the warps (shared memory); a tiled load or store moves
+-- `vec` elements at a time (tileas-prepare-for-scheduling's width) where the
+-- tensor's rows are aligned to it and the vector is in bounds, else element by
+-- element.
+
+local tl = require "tilua"
+local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+local V = require "tilua.passes.convert_tileas_to_cutlass.values"
+
+local B = {}
+
+-- {=== distributions
+
+-- The entry `key` of a layout as a list of rank integers (1 where absent).
+local function per_dim(l, key, rank)
+  local v, out = l and l[key], {}
+  for d = 1, rank do out[d] = v and v[d] or 1 end
+  return out
+end
+
+local function shape_key(shape) return table.concat(shape, "x") end
+local function off_key(o) return table.concat(o, ",") end
+
+-- fn() with the ops it builds placed at the top of the compute agent's code
+-- (before L.anchor), so that they dominate every use.
+local function at_top(L, fn)
+  return tl.at(L.anchor:owner_block(), L.anchor:def(), fn)
+end
+
+-- The distribution of a blocked layout l over a tile of `shape`: its rank,
+-- shape, registers (off[i]: the offsets of register i, index[key]: its
+-- number), base[d] (the thread's first position along d, an i32; nil: 0),
+-- limit[d] (the extent where positions past it are masked), lane_mask[d]
+-- (the xor masks of the lanes along d), lane_coord[d] / warp_coord[d] (the
+-- thread's lane and warp along d), warps[d], and dup[d] (an extent of 1 that
+-- several threads hold: only the first stores it).
+local function blocked_dist(L, l, shape, op)
+  local rank = #shape
+  local size, lanes, warps = per_dim(l, "size", rank), per_dim(l, "lanes", rank), per_dim(l, "warps", rank)
+  if not l.size or not l.lanes then
+    R.fail(op, "a blocked tile without its distribution (size, lanes: tileas-assign-layouts gives them)")
+  end
+  local nw = 1
+  for d = 1, rank do nw = nw * warps[d] end
+  if nw ~= L.warps then R.fail(op, "a blocked layout of %d warps in a compute agent of %d", nw, L.warps) end
+  local D = { rank = rank, shape = shape, off = {}, index = {}, base = {}, limit = {}, lane_mask = {},
+              lane_coord = {}, warp_coord = {}, warps = warps, lanes = lanes, size = size, dup = {},
+              lane_stride = {}, warp_stride = {} }
+  -- the thread's lane and warp along each dim (the last dim fastest)
+  at_top(L, function()
+    local ls, ws = 1, 1
+    for d = rank, 1, -1 do
+      D.lane_stride[d], D.warp_stride[d] = ls, ws
+      local function coord(id, stride, n)
+        if n == 1 then return nil end
+        if stride > 1 then id = id // stride end
+        return stride * n == 32 and id or id % n -- (a lane's last coordinate needs no mod)
+      end
+      D.lane_coord[d] = coord(L.lane, ls, lanes[d])
+      D.warp_coord[d] = warps[d] > 1 and (ws > 1 and L.warp // ws or L.warp) % warps[d] or nil
+      local masks = {}
+      for b = 0, 4 do if (1 << b) < lanes[d] then masks[#masks + 1] = ls << b end end
+      D.lane_mask[d] = masks
+      ls, ws = ls * lanes[d], ws * warps[d]
+    end
+  end)
+  local offs = {}
+  for d = 1, rank do
+    local S, s = shape[d], size[d]
+    offs[d] = {}
+    if S == 1 then
+      offs[d][1] = 0
+      D.dup[d] = lanes[d] * warps[d] > 1
+    else
+      if S < s or S % s ~= 0 then
+        R.fail(op, "a blocked tile of extent %d along dim %d, which its layout's size (%d) does not divide", S, d - 1, s)
+      end
+      local F = s * lanes[d] * warps[d]
+      local reps = (S + F - 1) // F
+      for rep = 0, reps - 1 do
+        for j = 0, s - 1 do offs[d][#offs[d] + 1] = rep * F + j end
+      end
+      if reps * F > S then D.limit[d] = S end
+      at_top(L, function()
+        local b
+        if D.warp_coord[d] then b = D.warp_coord[d] * (s * lanes[d]) end
+        if D.lane_coord[d] then b = b and b + D.lane_coord[d] * s or D.lane_coord[d] * s end
+        D.base[d] = b
+      end)
+    end
+  end
+  -- registers: every combination of offsets, the last dim fastest
+  local function walk(d, acc)
+    if d > rank then
+      local o = { table.unpack(acc) }
+      D.off[#D.off + 1] = o
+      D.index[off_key(o)] = #D.off
+      return
+    end
+    for _, x in ipairs(offs[d]) do
+      acc[d] = x
+      walk(d + 1, acc)
+    end
+    acc[d] = nil
+  end
+  walk(1, {})
+  D.n = #D.off
+  return D
+end
+
+-- The distribution D without dim k (a slice's: the registers keep their order).
+local function drop_dim(D, k)
+  local S = { rank = D.rank - 1, shape = {}, off = {}, index = {}, base = {}, limit = {}, lane_mask = {},
+              lane_coord = {}, warp_coord = {}, warps = {}, lanes = {}, size = {}, dup = {}, parent = D, dim = k }
+  local j = 0
+  for d = 1, D.rank do
+    if d ~= k then
+      j = j + 1
+      S.shape[j], S.base[j], S.limit[j], S.lane_mask[j] = D.shape[d], D.base[d], D.limit[d], D.lane_mask[d]
+      S.lane_coord[j], S.warp_coord[j], S.warps[j], S.lanes[j], S.size[j], S.dup[j] =
+        D.lane_coord[d], D.warp_coord[d], D.warps[d], D.lanes[d], D.size[d], D.dup[d]
+    end
+  end
+  -- threads that differ along the removed dim hold the same slice: all but the first are copies
+  S.dup_removed = (D.lanes[k] > 1 or D.warps[k] > 1) and k or nil
+  for i, o in ipairs(D.off) do
+    local so = {}
+    for d = 1, D.rank do if d ~= k then so[#so + 1] = o[d] end end
+    S.off[i] = so
+    S.index[off_key(so)] = i
+  end
+  S.n = D.n
+  return S
+end
+
+-- The distribution of tile type info ti (blocked, or a slice of a blocked layout).
+function B.dist(L, ti, op)
+  local l = ti.layout
+  local key = tostring(ti.layout_str) .. "|" .. shape_key(ti.shape)
+  L.dists = L.dists or {}
+  if L.dists[key] then return L.dists[key] end
+  local D
+  if l and l.kind == "blocked" then
+    D = blocked_dist(L, l, ti.shape, op)
+  elseif l and l.kind == "slice" and l.parent and l.parent.kind == "blocked" then
+    local k = l.dim + 1
+    local pshape = {}
+    for d = 1, #ti.shape do pshape[#pshape + 1] = ti.shape[d] end
+    table.insert(pshape, k, 1)
+    D = drop_dim(blocked_dist(L, l.parent, pshape, op), k)
+  else
+    R.fail(op, "a tile of layout '%s' in a compute agent is not lowered yet", tostring(l and l.kind))
+  end
+  L.dists[key] = D
+  return D
+end
+
+-- Is the tile info ti distributed over a compute agent's threads?
+function B.is_blocked(ti)
+  local l = ti and ti.layout
+  return l ~= nil and (l.kind == "blocked" or (l.kind == "slice" and l.parent ~= nil and l.parent.kind == "blocked"))
+end
+
+-- }===
+
+-- {=== values
+
+local Dist = {}
+Dist.__index = Dist
+function B.value(elem, D, regs) return setmetatable({ kind = "dist", elem = elem, D = D, r = regs }, Dist) end
+function B.is_dist(x) return getmetatable(x) == Dist end
+
+local function info(v)
+  local i = R.tile_of(v)
+  if i then i.layout_str = tostring(v:type()):match "^tile<[^,]*, [^,]*, (.*)>$" end
+  return i
+end
+
+-- The position along dim d of register i (an i32; 0 for an extent of 1).
+local function pos(D, i, d)
+  local o = D.off[i][d]
+  local b = D.base[d]
+  if not b then return tl.const(o, tl.i32) end
+  return o == 0 and b or b + o
+end
+
+-- Is register i at a position inside the tile (nil: always)?
+local function valid(D, i)
+  local ok
+  for d = 1, D.rank do
+    if D.limit[d] then
+      local c = pos(D, i, d):lt(D.limit[d])
+      ok = ok and (ok & c) or c
+    end
+  end
+  return ok
+end
+
+-- Is this thread the first holder of register i's element (nil: always)?
+-- Copies along an extent of 1 (and along a slice's removed dim, unless
+-- `within`: a reduce's warps along it each write their part) do not store.
+local function owner(D, i, within)
+  local ok
+  local function first(coord)
+    if not coord then return end
+    local c = coord:eq(0)
+    ok = ok and (ok & c) or c
+  end
+  for d = 1, D.rank do
+    if D.dup[d] then first(D.lane_coord[d]) first(D.warp_coord[d]) end
+  end
+  if D.dup_removed and not within then
+    local P = D.parent
+    first(P.lane_coord[D.dup_removed])
+    first(P.warp_coord[D.dup_removed])
+  end
+  local v = valid(D, i)
+  if v then ok = ok and (ok & v) or v end
+  return ok
+end
+
+local function both(a, b)
+  if a and b then return a & b end
+  return a or b
+end
+
+-- }===
+
+-- {=== ops
+
+-- tileas.splat: every register the scalar.
+function B.splat(L, op, s)
+  local ti = info(op:result(1))
+  local D = B.dist(L, ti, op)
+  local regs = {}
+  for i = 1, D.n do regs[i] = s end
+  return B.value(ti.elem, D, regs)
+end
+
+-- bf16 of a word of two (the high half, or the low one) widened to f32: the
+-- bits moved into place (a bf16 is an f32's high half).
+local function bf16_word_to_f32(w, high)
+  if high then return (w & tl.const(-65536, tl.i32)):bitcast(tl.f32) end
+  return (w << 16):bitcast(tl.f32)
+end
+
+-- An elementwise arith op (or tileas.math through fn): register by register.
+function B.elementwise(L, op, opds, fn)
+  local ti = info(op:result(1))
+  local D = B.dist(L, ti, op)
+  local attrs, name = op:attrs(true), op:name()
+  local x = opds[1]
+  if name == "arith.extf" and B.is_dist(x) and x.words and x.elem == tl.bf16 and ti.elem == tl.f32 then
+    local regs = {}
+    for i = 1, D.n do regs[i] = bf16_word_to_f32(x.words[i][1], x.words[i][2]) end
+    return B.value(ti.elem, D, regs)
+  end
+  local regs = {}
+  for i = 1, D.n do
+    local xs = {}
+    for j, o in ipairs(opds) do
+      if B.is_dist(o) then
+        if o.D.n ~= D.n then R.fail(op, "operands of an elementwise op in different distributions") end
+        xs[j] = o.r[i]
+      elseif tl.is_value(o) then xs[j] = o
+      else R.fail(op, "an operand of an elementwise op that is not a tile of a blocked layout") end
+    end
+    regs[i] = fn and fn(table.unpack(xs)) or tl.op1(name, xs, ti.elem, attrs)
+  end
+  local y = B.value(ti.elem, D, regs)
+  if name == "arith.truncf" and B.is_dist(x) and x.elem == tl.f32 and (ti.elem == tl.bf16 or ti.elem == tl.f16) then
+    y.trunc_of = x -- a vector store packs the f32 values two at a time
+  end
+  return y
+end
+
+-- tileas.broadcast and tileas.expand_dim: the register of the operand's
+-- distribution at the same offsets (a widened dim's offset 0).
+function B.shape(L, op, x)
+  local ti = info(op:result(1))
+  local D = B.dist(L, ti, op)
+  local regs = {}
+  if op:name() == "tileas.expand_dim" then
+    if x.D.n ~= D.n then R.fail(op, "expand_dim of a tile that is not the slice of the result's layout") end
+    for i = 1, D.n do regs[i] = x.r[i] end
+  else
+    local xs = x.D.shape
+    for i = 1, D.n do
+      local o = {}
+      for d = 1, D.rank do o[d] = xs[d] == 1 and 0 or D.off[i][d] end
+      local j = x.D.index[off_key(o)]
+      if not j then R.fail(op, "broadcast between tiles of different layouts") end
+      regs[i] = x.r[j]
+    end
+  end
+  return B.value(ti.elem, D, regs)
+end
+
+local COMBINE = {
+  add = function(a, b) return a + b end,
+  max = function(a, b) return tl.max(a, b) end,
+  min = function(a, b) return tl.min(a, b) end,
+}
+local function identity(kind, elem)
+  if elem:kind() == "float" then
+    return tl.const(kind == "add" and 0.0 or kind == "max" and -math.huge or math.huge, elem)
+  end
+  local w = elem:info().width
+  return tl.const(kind == "add" and 0 or kind == "max" and -(1 << (w - 1)) or (1 << (w - 1)) - 1, elem)
+end
+
+-- Is op inside a loop of the compute agent (a shared buffer it uses may be
+-- written again before every thread has read it)?
+local function in_loop(L, op)
+  local p = op:parent()
+  while p and p ~= L.agent_op do
+    if (p:name() == "scf.for" or p:name() == "scf.while") and p ~= L.program_loop then return true end
+    p = p:parent()
+  end
+  return false
+end
+
+-- tileas.reduce along dim k: the thread's registers along k, then its
+-- lanes along k (shfl.xor: every lane ends with the value), then its warps
+-- along k through shared memory (the first lane along k of each warp
+-- writes, a barrier, every thread combines the warps' values).
+function B.reduce(L, op, x)
+  local kind, k = op:attr "kind", op:attr "dim" + 1
+  local X = x.D
+  local elem = x.elem
+  local comb = COMBINE[kind]
+  if elem ~= tl.f32 and elem ~= tl.i32 then R.fail(op, "reduce of %s tiles is not lowered yet (f32, i32)", tostring(elem)) end
+  local rinfo = info(op:result(1))
+  local S = rinfo and B.dist(L, rinfo, op) or drop_dim(X, k)
+  local ident = identity(kind, elem)
+  -- the thread's registers along k, those past the extent masked
+  local vals = {}
+  for i = 1, X.n do
+    local o = X.off[i]
+    local so = {}
+    for d = 1, X.rank do if d ~= k then so[#so + 1] = o[d] end end
+    local j = S.index[off_key(so)]
+    local v = x.r[i]
+    if X.limit[k] then v = tl.select(pos(X, i, k):lt(X.limit[k]), v, ident) end
+    vals[j] = vals[j] and comb(vals[j], v) or v
+  end
+  if X.shape[k] > 1 then
+    for j = 1, S.n do
+      for _, m in ipairs(X.lane_mask[k]) do vals[j] = comb(vals[j], tl.shfl_xor(vals[j], m)) end
+    end
+    local wk = X.warps[k]
+    if wk > 1 then
+      -- each warp writes its own block of shared memory (whole 16-byte
+      -- granules): its lane's values, the lane's coordinate along k zeroed,
+      -- written by the lanes whose coordinate along k is 0; a thread reads
+      -- the blocks of the warps that differ from its own along k only, at
+      -- its own place in them
+      local per_warp = (32 * S.n + 3) // 4 * 4
+      local bytes = L.warps * per_warp * 4
+      if bytes > 48 * 1024 then
+        R.fail(op, "a reduce across %d warps of %d values a lane needs %d bytes of shared memory (48 KiB at most): use a smaller tile", wk, S.n, bytes)
+      end
+      local buf = L.k:shared(elem, L.warps * per_warp)
+      local lane0 = L.lane
+      if X.lane_coord[k] then lane0 = lane0 - X.lane_coord[k] * X.lane_stride[k] end
+      local place = lane0 * S.n
+      local writer = X.lane_coord[k] and X.lane_coord[k]:eq(0) or nil
+      local mine = L.warp * per_warp + place
+      local function write()
+        for j = 1, S.n do (buf + (mine + (j - 1))):store(vals[j]) end
+      end
+      if writer then tl.if_(writer, write) else write() end
+      tl.barrier()
+      -- warp w' of the reader's row along k: warp + (w' - warp_k) * its stride
+      local first = (L.warp - X.warp_coord[k] * X.warp_stride[k]) * per_warp + place
+      for j = 1, S.n do
+        local v = (buf + (first + (j - 1))):load()
+        for w = 1, wk - 1 do v = comb(v, (buf + (first + (w * X.warp_stride[k] * per_warp + j - 1))):load()) end
+        vals[j] = v
+      end
+      if in_loop(L, op) then tl.barrier() end -- before the buffer is written again
+    end
+  end
+  if not rinfo then return vals[1] end -- a rank-1 tile: a scalar
+  return B.value(elem, S, vals)
+end
+
+-- tileas.transpose, and a convert_layout between two distributions of a
+-- rank-2 tile: through shared memory. Each thread writes its registers of x
+-- (16 bytes at once where it holds them contiguously), a barrier, each reads
+-- its registers of the result ([i, j] of a transpose is x's [j, i]). The
+-- buffer is x's rows, its 16-byte chunks swizzled (chunk q of row r at q xor
+-- (r / chunk mod chunks)): a transpose's read of a column then meets the rows
+-- of a warp's lanes in different banks.
+function B.exchange(L, op, x, transpose)
+  local X = x.D
+  local ti = info(op:result(1))
+  local Y = B.dist(L, ti, op)
+  if X.rank ~= 2 then R.fail(op, "a layout change of a tile of rank %d is not lowered yet (rank 2)", X.rank) end
+  local rows, cols = X.shape[1], X.shape[2]
+  local eb = R.elem_bytes(x.elem)
+  local bytes = rows * cols * eb
+  if bytes > 48 * 1024 then
+    R.fail(op, "moving a %d x %d tile between threads needs %d bytes of shared memory (48 KiB at most): use a smaller tile", rows, cols, bytes)
+  end
+  local buf = L.k:shared(x.elem, rows * cols, { align = 16 })
+  local chunk = 16 // eb
+  local nch = cols // chunk
+  local swizzle = cols % chunk == 0 and nch > 1 and (nch & (nch - 1)) == 0
+  local function index(r, c)
+    if not swizzle then return r * cols + c end
+    local q = (c // chunk) ~ ((r // chunk) % nch)
+    return r * cols + q * chunk + c % chunk
+  end
+  -- the write: chunks of x's rows
+  local wide = X.shape[2] > 1 and X.size[2] == chunk and swizzle
+  local step = wide and chunk or 1
+  for i = 1, X.n, step do
+    local r, c = pos(X, i, 1), pos(X, i, 2)
+    local function write()
+      if wide then
+        local vals = {}
+        for j = 0, chunk - 1 do vals[j + 1] = x.r[i + j] end
+        (buf + index(r, c)):store(tl.vector_of(x.elem, vals))
+      else
+        (buf + index(r, c)):store(x.r[i])
+      end
+    end
+    local own = owner(X, i)
+    if own then tl.if_(own, write) else write() end
+  end
+  tl.barrier()
+  -- the read: the result's registers
+  local regs = {}
+  local wide_read = not transpose and Y.shape[2] > 1 and Y.size[2] == chunk and swizzle
+  local i = 1
+  while i <= Y.n do
+    local yr, yc = pos(Y, i, 1), pos(Y, i, 2)
+    local r, c = yr, yc
+    if transpose then r, c = yc, yr end
+    local idx = index(r, c)
+    local ok = valid(Y, i)
+    if ok then idx = tl.select(ok, idx, tl.const(0, tl.i32)) end
+    if wide_read then
+      local v = (buf + idx):load { vector = chunk }
+      for j = 0, chunk - 1 do regs[i + j] = tl.extract(v, j) end
+      i = i + chunk
+    else
+      regs[i] = (buf + idx):load()
+      i = i + 1
+    end
+  end
+  if in_loop(L, op) then tl.barrier() end -- before the buffer is written again
+  return B.value(x.elem, Y, regs)
+end
+
+-- }===
+
+-- {=== global tensors: tiled loads and stores
+
+-- Is tensor e's memory aligned to vectors of `vec` elements (its pointer, and
+-- its rows: the strides)? An i1 at the top of the agent, once per tensor and width.
+local function aligned(L, e, vec)
+  e.aligned = e.aligned or {}
+  if e.aligned[vec] == nil then
+    at_top(L, function()
+      local bytes = vec * R.elem_bytes(e.elem)
+      local ok = (tl.ptr_to_int(L.args[e.lowered_ptr], tl.i64) & (bytes - 1)):eq(0)
+      for d = 1, e.rank - 1 do ok = ok & (L.args[e.lowered_strides[d]] % vec):eq(0) end
+      e.aligned[vec] = ok
+    end)
+  end
+  return e.aligned[vec]
+end
+
+-- The groups of registers one access moves: vec consecutive registers along
+-- the last dim (their offsets differ there by 0 .. vec-1), in register order.
+local function groups(D, vec)
+  local out = {}
+  local i = 1
+  while i <= D.n do
+    local g = { i }
+    for j = 1, vec - 1 do g[#g + 1] = i + j end
+    out[#out + 1] = g
+    i = i + vec
+  end
+  return out
+end
+
+-- The width of op's accesses: its vec (tileas-prepare-for-scheduling), within
+-- what a thread holds contiguously along the last dim.
+local function width(D, op)
+  local vec = op:attr "vec" or 0
+  local run = D.shape[D.rank] == 1 and 1 or D.size[D.rank]
+  if vec < 1 then vec = 1 end
+  while vec > 1 and run % vec ~= 0 do vec = vec // 2 end
+  return vec
+end
+
+-- The tensor elements of register i of a tile at tile coordinates cs: per
+-- dim, its index (i32), and its row offset (i64, but the last dim) and
+-- whether the indices are inside the tensor (the last dim up to `span` more).
+local function element(L, e, D, cs, i, span)
+  local inb, row
+  local idx = {}
+  local lead = #cs.lead -- the dims the tile leaves out: their coordinates index elements
+  for t = 1, lead + D.rank do
+    local d = t - lead -- the tile's dim (<= 0: a leading dim of the tensor)
+    local x
+    if d < 1 then
+      x = cs.lead[t]
+    else
+      x = cs[d] * D.shape[d]
+      x = (D.shape[d] == 1 and D.off[i][d] == 0) and x or x + pos(D, i, d)
+      idx[d] = x
+    end
+    local lim = L.args[e.lowered_dims[t]]
+    local ok = d == D.rank and span > 1 and (x + span):le(lim) or x:lt(lim)
+    inb = inb and (inb & ok) or ok
+    if t < lead + D.rank then
+      local term = x:cast(tl.i64) * L.args[e.lowered_strides[t]]
+      row = row and row + term or term
+    end
+  end
+  return idx, row, inb
+end
+
+-- The lowered coordinates of a tiled access: cs[d] of the tile's dim d, and
+-- cs.lead those of the dims its tile leaves out.
+local function coords_of(L, op, D)
+  local lead = R.leading(op)
+  local cs = { lead = {} }
+  for d = 1, lead do cs.lead[d] = V.get(L, op:operand(1 + d), op) end
+  for d = 1, D.rank do cs[d] = V.get(L, op:operand(1 + lead + d), op) end
+  return cs
+end
+
+local function address(L, e, row, col)
+  local off = col:cast(tl.i64)
+  if row then off = row + off end
+  return L.args[e.lowered_ptr] + off
+end
+
+-- env.tiled_load of a blocked tile: per group of vec registers, one vector
+-- load where the rows are aligned and the vector inside the tensor, else
+-- element by element (out of bounds: the padding).
+function B.tiled_load(L, op)
+  local e = L.P.by_arg[op:operand(1):id()]
+  if not e.lowered_ptr then R.fail(op, "tensor '%s' has no pointer parameter", e.name) end
+  local ti = info(op:result(1))
+  local D = B.dist(L, ti, op)
+  local cs = coords_of(L, op, D)
+  local vec = width(D, op)
+  local pad = op:attr "padding" or 0
+  local padv = tl.is_float_type(ti.elem) and tl.const(pad + 0.0, ti.elem) or tl.const(math.tointeger(pad), ti.elem)
+  local regs, words = {}, {}
+  local half = ti.elem == tl.bf16 or ti.elem == tl.f16
+  for _, g in ipairs(groups(D, vec)) do
+    local function scalar(i)
+      local idx, row, inb = element(L, e, D, cs, i, 1)
+      local ok = both(inb, valid(D, i))
+      local a = address(L, e, row, idx[D.rank])
+      -- (an address out of bounds is never formed: the element 0's instead)
+      local safe = tl.select(ok, a, L.args[e.lowered_ptr])
+      return tl.select(ok, safe:load(), padv)
+    end
+    if vec == 1 then
+      regs[g[1]] = scalar(g[1])
+    elseif half then
+      -- 16-bit elements travel as 32-bit words of two (the registers a vector
+      -- load gives): extf to f32 then takes them apart with a shift or a mask
+      local idx, row, inb = element(L, e, D, cs, g[1], vec)
+      local fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec))
+      local outs = table.pack(tl.if_(fast, function()
+        local v = address(L, e, row, idx[D.rank]):load { vector = vec }:bitcast(tl.vector(tl.i32, vec // 2))
+        local ws = {}
+        for j = 1, vec // 2 do ws[j] = tl.extract(v, j - 1) end
+        return table.unpack(ws)
+      end, function()
+        local ws = {}
+        for j = 1, vec // 2 do
+          ws[j] = tl.vector_of(ti.elem, { scalar(g[2 * j - 1]), scalar(g[2 * j]) }):bitcast(tl.i32)
+        end
+        return table.unpack(ws)
+      end))
+      for j = 1, vec // 2 do
+        local pair = outs[j]:bitcast(tl.vector(ti.elem, 2))
+        regs[g[2 * j - 1]], regs[g[2 * j]] = tl.extract(pair, 0), tl.extract(pair, 1)
+        words[g[2 * j - 1]], words[g[2 * j]] = { outs[j], false }, { outs[j], true }
+      end
+    else
+      local idx, row, inb = element(L, e, D, cs, g[1], vec)
+      local fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec))
+      local outs = table.pack(tl.if_(fast, function()
+        local v = address(L, e, row, idx[D.rank]):load { vector = vec }
+        local xs = {}
+        for j = 1, vec do xs[j] = tl.extract(v, j - 1) end
+        return table.unpack(xs)
+      end, function()
+        local xs = {}
+        for j = 1, vec do xs[j] = scalar(g[j]) end
+        return table.unpack(xs)
+      end))
+      for j = 1, vec do regs[g[j]] = outs[j] end
+    end
+  end
+  local x = B.value(ti.elem, D, regs)
+  if half then x.words = words end
+  return x
+end
+
+-- env.tiled_store of a blocked tile: as the load, the first holder of each
+-- element storing it.
+function B.tiled_store(L, op, x)
+  local e = L.P.by_arg[op:operand(1):id()]
+  if not e.lowered_ptr then R.fail(op, "tensor '%s' has no pointer parameter", e.name) end
+  if not B.is_dist(x) then R.fail(op, "tiled_store of a tile not of a blocked layout in a compute agent") end
+  local D = x.D
+  local cs = coords_of(L, op, D)
+  local vec = width(D, op)
+  for _, g in ipairs(groups(D, vec)) do
+    local function scalar(i)
+      local idx, row, inb = element(L, e, D, cs, i, 1)
+      tl.if_(both(inb, owner(D, i)), function() address(L, e, row, idx[D.rank]):store(x.r[i]) end)
+    end
+    if vec == 1 then
+      scalar(g[1])
+    else
+      local idx, row, inb = element(L, e, D, cs, g[1], vec)
+      local own = owner(D, g[1])
+      local fast = both(inb, aligned(L, e, vec))
+      local function body()
+        tl.if_(fast, function()
+          local v
+          if x.trunc_of and vec % 2 == 0 then -- pairs rounded and packed at once (cvt.rn.bf16x2.f32)
+            local ws = {}
+            for j = 1, vec // 2 do
+              ws[j] = tl.op1("tile.pack", { x.trunc_of.r[g[2 * j - 1]], x.trunc_of.r[g[2 * j]] },
+                             tl.vector(x.elem, 2)):bitcast(tl.i32)
+            end
+            v = tl.vector_of(tl.i32, ws):bitcast(tl.vector(x.elem, vec))
+          else
+            local vals = {}
+            for j = 1, vec do vals[j] = x.r[g[j]] end
+            v = tl.vector_of(x.elem, vals)
+          end
+          address(L, e, row, idx[D.rank]):store(v)
+        end, function()
+          for j = 1, vec do scalar(g[j]) end
+        end)
+      end
+      if own then tl.if_(own, body) else body() end
+    end
+  end
+end
+
+-- }===
+
+return B

@@ -1,0 +1,449 @@
+-- tilua.passes.convert_tileas_to_cutlass.chain: a consumer's pipelined loop of
+-- chained dots, as tileas-materialize-agents scheduled it: the dots marked
+-- tileas.ahead (of rings, from a fresh accumulator: attention's S = Q K^T) are
+-- issued one iteration early, the others (whose A operand the registers of
+-- the iteration computed: P, and whose results the loop only carries: O) one
+-- iteration late, so that the tensor cores run both while the warpgroup works
+-- on its registers -- the FlashAttention-3 design of kernels/attention.lua:
+--
+--   prologue     wait the ahead dots' stages, issue them, wait, release; the
+--                body's register ops of the first iteration
+--   iteration j  wait the ahead dots' stages (j) and the late dots' (j - 1);
+--                [take the turn] issue the ahead dots of j, then the late
+--                dots of j - 1, each group committed; [pass the turn];
+--                wait for the ahead group, release its stages; the body's
+--                register ops of j (the late dots' A operands and the values
+--                the loop carries computed); wait for the late group, release
+--                its stages; the late dots' accumulators of j computed from
+--                their results (the rescaled O)
+--   after        wait the late dots' last stages, issue them, wait, release
+--
+-- The turns (tileas.turns: a seq_bar a consumer warpgroup, kernels/attention.lua's
+-- turn_wait / turn_pass) order the consumers' issues so that one's register
+-- work overlaps the others' dots. Rings filled once a program (tileas.per_program)
+-- are waited for before the prologue and released after the loop.
+
+local tl = require "tilua"
+local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+local V = require "tilua.passes.convert_tileas_to_cutlass.values"
+local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
+local A = require "tilua.kernels.attention"
+local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
+
+local Chain = {}
+
+-- {=== reading the loop
+
+-- The ring a dot operand reads (through slices and conversions), or nil.
+local function ring_of(L, v) return L.ring_of[R.ring_source(v):id()] end
+
+-- The loop's dots: ahead (marked), late (the others: each one's result read
+-- by the yield only, as slot `slot`), and the groups of rings each kind
+-- waits for and releases.
+local function read_loop(L, op)
+  local b = op:region(1):entry()
+  local yield = b:terminator()
+  local an = { ahead = {}, late = {}, late_of_slot = {}, ahead_groups = {}, late_groups = {}, once = {} }
+  local function add_groups(dot, into)
+    for i = 1, 2 do
+      local r = ring_of(L, dot:operand(i))
+      if r and r.per_program then an.once[r.group] = true
+      elseif r then into[r.group] = true end
+    end
+  end
+  for _, o in ipairs(b:ops()) do
+    if o:name() == "tileas.dot" then
+      if o:attr_or_default "tileas.ahead" then
+        an.ahead[#an.ahead + 1] = o
+        add_groups(o, an.ahead_groups)
+      else
+        local users = o:result(1):users()
+        local slot
+        for i, y in ipairs(yield:operands()) do if y == o:result(1) and not slot then slot = i end end
+        if #users ~= 1 or users[1] ~= yield or not slot then
+          R.fail(o, "a dot of a loop whose dots are issued ahead must have its result only carried by the loop (read in the next iteration)")
+        end
+        an.late[#an.late + 1] = { op = o, slot = slot }
+        an.late_of_slot[slot] = an.late[#an.late]
+        add_groups(o, an.late_groups)
+      end
+    end
+  end
+  for g in pairs(an.ahead_groups) do
+    if an.late_groups[g] then R.fail(op, "a ring read by a dot issued ahead and by one issued late is not lowered") end
+  end
+  if #an.ahead == 0 then R.fail(op, "a loop of chained dots with no dot issued ahead is not lowered yet") end
+  return an
+end
+
+-- The groups of a set in plan order.
+local function ordered(L, set)
+  local out = {}
+  for _, g in ipairs(L.groups) do if set[g] then out[#out + 1] = g end end
+  return out
+end
+
+-- }===
+
+-- {=== values carried by the rotated loop
+
+-- A lowered value of slot type t as a list of IR values (a row Line: its two
+-- rows; a Frag of f32: one vector; a scalar: itself), and back.
+local function kind_of(t)
+  local i = t:info()
+  if i.kind ~= "tile" then return "scalar" end
+  local l = t:layout()
+  if l and l.kind == "slice" and l.parent and l.parent.kind == "mma" and #i.shape == 1 then
+    if l.dim ~= 1 then return nil end
+    return "rows"
+  end
+  if l and (l.kind == "mma" or l.kind == "mma_operand") and #i.shape == 2 and i.elem == tl.f32 then return "frag" end
+  return nil
+end
+local function frag_size(t)
+  local i = t:info()
+  return i.shape[1] * i.shape[2] // 128
+end
+local function pack(x, kind, t)
+  if kind == "scalar" then return { x } end
+  if kind == "rows" then return { x:at(0), x:at(8) } end
+  if x.vec then return { x.vec } end
+  local vals = {}
+  for i = 0, frag_size(t) - 1 do vals[i + 1] = x:at(i) end
+  return { tl.vector_of(tl.f32, vals) }
+end
+local function unpack(vals, kind, t)
+  if kind == "scalar" then return vals[1] end
+  local info = t:info()
+  if kind == "rows" then return V.line(info.elem, 1, function(dr) return vals[dr == 0 and 1 or 2] end) end
+  local vec = vals[1]
+  local f = V.frag(tl.f32, frag_size(t), function(i) return tl.extract(vec, i) end)
+  f.vec = vec
+  return f
+end
+
+-- }===
+
+-- {=== the dots
+
+-- The packed registers of a register A operand (a Frag of 16-bit elements
+-- truncated from f32: pairs of the wide values, cvt.rn.{bf16,f16}x2.f32), as
+-- kernels/attention.lua's P: a vector<4 x i32> a k step of 16.
+local function register_a(L, dot)
+  local x = V.get(L, dot:operand(1), dot)
+  local ti = R.tile_of(dot:operand(1))
+  local wide = V.is_frag(x) and x.trunc_of
+  if not wide or (ti.elem ~= tl.bf16 and ti.elem ~= tl.f16) or ti.shape[1] ~= 64 then
+    R.fail(dot, "a dot's A operand in registers must be a 64-row tile of bf16 or f16 truncated from f32 (P of attention)")
+  end
+  local regs = {}
+  for i = 0, ti.shape[1] * ti.shape[2] // 128 - 1, 2 do
+    regs[#regs + 1] = tl.pack(wide:at(i), wide:at(i + 1), ti.elem):bitcast(tl.i32)
+  end
+  return tl.vector_of(tl.i32, regs)
+end
+
+local wtype = { bf16 = "bf16", f16 = "f16" }
+
+-- Issue the wgmmas of dot op: A from the ring's descriptors or from the
+-- registers pa (kernels/attention.lua's p_operands: a vector<4 x i32> a k step,
+-- built before the fence), B from the ring's, into the accumulator vector acc;
+-- fresh: the first k step overwrites it (scale-d off). stage: ring -> stage.
+local function issue(L, op, acc, stage, pa, fresh)
+  local desc = V.desc
+  local at = op:attrs()
+  local ai, bi = R.tile_of(op:operand(1)), R.tile_of(op:operand(2))
+  local et = wtype[tostring(bi.elem)]
+  if not et then R.fail(op, "dots of %s are not lowered yet (bf16 and f16)", tostring(bi.elem)) end
+  local K = ai.shape[at.transpose_a and 1 or 2]
+  local ra = not pa and V.get(L, op:operand(1), op)
+  local rb = V.get(L, op:operand(2), op)
+  if (not pa and not V.is_ring(ra)) or not V.is_ring(rb) then R.fail(op, "dot operands must be rings or registers") end
+  for kk = 0, K // 16 - 1 do
+    local o = { type_a = et, type_b = et, trans_a = at.transpose_a or nil, trans_b = not at.transpose_b or nil,
+                scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
+    if fresh and kk == 0 then o.scale_d = false end
+    local a = pa and pa[kk] or desc(ra, stage[ra.ring or ra], kk, 16, not at.transpose_a)
+    acc = tl.wgmma(acc, a, desc(rb, stage[rb.ring or rb], kk, 16, at.transpose_b), o)
+  end
+  return acc
+end
+
+-- }===
+
+-- {=== the rotated loop
+
+local function release(group, cur)
+  tl.elect_one(function() group.pipe:consumer_release(cur) end)
+  cur:advance()
+end
+
+-- The stage of every ring of the groups (their cursors' index now).
+local function stages_of(groups, cur, into)
+  into = into or {}
+  for _, g in ipairs(groups) do
+    local s = cur[g]:index()
+    for _, r in ipairs(g.rings) do into[r] = s end
+  end
+  return into
+end
+
+-- Is the pipelined loop op scheduled (a dot of it marked tileas.ahead)?
+function Chain.scheduled(op)
+  for _, o in ipairs(op:region(1):entry():ops()) do
+    if o:name() == "tileas.dot" and o:attr_or_default "tileas.ahead" then return true end
+  end
+  return false
+end
+
+-- The state of one lowering of a scheduled loop (Chain.lower's record S): L,
+-- env, the loop op, its block b and yield, the analysis an, the groups of
+-- rings (ahead, late, once), cur (group -> cursor), ctx (the turns), turns,
+-- nslots and slot_kind, late_result (the late dots' results of the iteration).
+
+-- Bind the block's arguments for iteration kk: the carried slots, the late
+-- dots' accumulators (late_inits: the loop's inits, before any late dot ran).
+local function bind_slots(S, kk, carried, late_inits)
+  local L, b, an = S.L, S.b, S.an
+  L.vmap[b:arg(1):id()] = kk
+  for i = 1, S.nslots do
+    local arg = b:arg(1 + i)
+    local d = an.late_of_slot[i]
+    if d and late_inits then
+      L.vmap[arg:id()] = late_inits[i]
+    elseif d then
+      L.vmap[arg:id()] = V.frag(tl.f32, frag_size(arg:type()), function(e)
+        if not S.late_result[d] then
+          R.fail(d.op, "the result of a dot issued late is read before it completed (only its next accumulator may read it)")
+        end
+        return tl.extract(S.late_result[d], e)
+      end)
+    else
+      L.vmap[arg:id()] = unpack(carried[i], S.slot_kind[i], arg:type())
+    end
+  end
+end
+
+-- The body's register ops of an iteration, the ahead dots' results given.
+local function lower_body(S, ahead_vecs)
+  local L, env = S.L, S.env
+  local saved, by_result = env.dot, {}
+  for d, vec in pairs(ahead_vecs) do by_result[d:result(1):id()] = vec end
+  env.dot = function(d)
+    local vec = by_result[d:result(1):id()]
+    if vec then -- (a late dot: issued in the next iteration, from its operands)
+      local f = V.frag(tl.f32, frag_size(d:result(1):type()), function(e) return tl.extract(vec, e) end)
+      f.vec = vec
+      L.vmap[d:result(1):id()] = f
+    end
+  end
+  X.lower_block(L, S.b, env)
+  env.dot = saved
+end
+
+-- What an iteration hands to the next: the late dots' A registers, the
+-- carried slots; then (accumulators, after the late group completed) their
+-- accumulators.
+local function outputs_before_wait(S)
+  local L, op, yield = S.L, S.op, S.yield
+  local out = { areg = {}, slots = {} }
+  for _, d in ipairs(S.an.late) do
+    if R.tile_of(d.op:operand(1)).space == "rmem" then out.areg[d] = register_a(L, d.op) end
+  end
+  for i = 1, S.nslots do
+    if not S.an.late_of_slot[i] then
+      out.slots[i] = pack(V.get(L, yield:operand(i), yield), S.slot_kind[i], op:result(i):type())
+    end
+  end
+  return out
+end
+local function accumulators(S, out)
+  out.acc = {}
+  for _, d in ipairs(S.an.late) do out.acc[d] = pack(V.get(S.L, d.op:operand(3), d.op), "frag", d.op:result(1):type())[1] end
+end
+
+-- Issue the ahead dots (their accumulators svecs, or fresh), one group committed.
+local function issue_ahead(S, svecs)
+  local L, env = S.L, S.env
+  local st = stages_of(S.ahead_groups, S.cur, stages_of(S.once, S.cur))
+  local vecs = {}
+  for _, d in ipairs(S.an.ahead) do
+    for i = 1, 2 do -- (a slice of a ring, in the body: lowered again there)
+      local v = d:operand(i)
+      if not L.vmap[v:id()] and v:def() and v:def():name() == "tileas.extract_slice" then X.lower_op(L, v:def(), env) end
+    end
+    vecs[d] = issue(L, d, svecs and svecs[d] or tl.zeros(tl.f32, frag_size(d:result(1):type())), st, nil, true)
+  end
+  tl.wgmma_commit()
+  return vecs
+end
+
+-- The late dots' register operands a k step (built before the fence).
+local function operand_regs(S, out)
+  local pa = {}
+  for _, d in ipairs(S.an.late) do
+    if out.areg[d] then pa[d] = A.p_operands(tl, { bn = R.tile_of(d.op:operand(1)).shape[2] }, out.areg[d]) end
+  end
+  return pa
+end
+
+-- Issue the late dots from the hand-over out, one group committed.
+local function issue_late(S, out, pa)
+  local st = stages_of(S.late_groups, S.cur)
+  local res = {}
+  for _, d in ipairs(S.an.late) do res[d] = issue(S.L, d.op, out.acc[d], st, pa[d], false) end
+  tl.wgmma_commit()
+  return res
+end
+
+local function take_turn(S) if S.turns then A.turn_wait(tl, S.ctx.go, S.ctx) end end
+local function pass_turn(S) if S.turns then A.turn_pass(tl, S.ctx.go, S.ctx) end end
+
+-- The prologue, iteration lb: the ahead dots, then the body's register ops.
+-- -> the ahead dots' results, the hand-over to the next iteration
+local function prologue(S, lb)
+  local L, op, cur = S.L, S.op, S.cur
+  local inits = {}
+  for i = 1, S.nslots do inits[i] = V.get(L, op:operand(3 + i), op) end
+  for _, g in ipairs(S.ahead_groups) do g.pipe:consumer_wait(cur[g]) end
+  take_turn(S)
+  tl.wgmma_fence()
+  local svecs = issue_ahead(S, nil)
+  pass_turn(S)
+  tl.wgmma_wait(0)
+  for _, g in ipairs(S.ahead_groups) do release(g, cur[g]) end
+  local carried = {}
+  for i = 1, S.nslots do
+    if not S.an.late_of_slot[i] then carried[i] = pack(inits[i], S.slot_kind[i], op:result(i):type()) end
+  end
+  bind_slots(S, lb, carried, inits)
+  lower_body(S, svecs)
+  local out = outputs_before_wait(S)
+  accumulators(S, out)
+  return svecs, out
+end
+
+-- The loop's carried cells (the late dots' accumulators and A registers, the
+-- ahead dots' results, the slots), after the cursors (and the turn).
+local function loop_cells(S, svecs, out)
+  local an = S.an
+  local C = { list = {}, late = {}, ahead = {}, slots = {} }
+  local function cell(v)
+    local c = { value = v }
+    C.list[#C.list + 1] = c
+    return c
+  end
+  for _, g in ipairs(S.L.groups) do C.list[#C.list + 1] = S.cur[g] end
+  if S.turns then C.list[#C.list + 1] = S.ctx.turn end
+  for _, d in ipairs(an.late) do C.late[d] = { acc = cell(out.acc[d]), areg = out.areg[d] and cell(out.areg[d]) } end
+  for _, d in ipairs(an.ahead) do C.ahead[d] = cell(svecs[d]) end
+  for i = 1, S.nslots do
+    if not an.late_of_slot[i] then
+      C.slots[i] = {}
+      for j, v in ipairs(out.slots[i]) do C.slots[i][j] = cell(v) end
+    end
+  end
+  return C
+end
+-- The hand-over the cells hold now.
+local function current(S, C)
+  local o = { acc = {}, areg = {}, slots = {} }
+  for _, d in ipairs(S.an.late) do
+    o.acc[d] = C.late[d].acc.value
+    o.areg[d] = C.late[d].areg and C.late[d].areg.value
+  end
+  for i, cs in pairs(C.slots) do
+    o.slots[i] = {}
+    for j, c in ipairs(cs) do o.slots[i][j] = c.value end
+  end
+  return o
+end
+
+-- Iteration kk of the loop (lb < kk < ub) on the cells C.
+local function iteration(S, C, kk)
+  local cur, an = S.cur, S.an
+  local o = current(S, C)
+  for _, g in ipairs(S.ahead_groups) do g.pipe:consumer_wait(cur[g]) end
+  for _, g in ipairs(S.late_groups) do g.pipe:consumer_wait(cur[g]) end
+  take_turn(S)
+  local pa = operand_regs(S, o)
+  tl.wgmma_fence() -- (no branch between it and the wgmmas: ptxas would fence again)
+  local sv = {}
+  for _, d in ipairs(an.ahead) do sv[d] = C.ahead[d].value end
+  local nv = issue_ahead(S, sv)
+  local results = issue_late(S, o, pa)
+  pass_turn(S)
+  tl.wgmma_wait(1)
+  for _, g in ipairs(S.ahead_groups) do release(g, cur[g]) end
+  bind_slots(S, kk, o.slots, nil)
+  for k2 in pairs(S.late_result) do S.late_result[k2] = nil end
+  lower_body(S, nv)
+  local n = outputs_before_wait(S)
+  tl.wgmma_wait(0)
+  for _, g in ipairs(S.late_groups) do release(g, cur[g]) end
+  for _, d in ipairs(an.late) do S.late_result[d] = results[d] end
+  accumulators(S, n)
+  for _, d in ipairs(an.late) do
+    C.late[d].acc.value = n.acc[d]
+    if C.late[d].areg then C.late[d].areg.value = n.areg[d] end
+  end
+  for _, d in ipairs(an.ahead) do C.ahead[d].value = nv[d] end
+  for i, cs in pairs(C.slots) do
+    for j, c in ipairs(cs) do c.value = n.slots[i][j] end
+  end
+end
+
+-- After the loop: the late dots of the last iteration; the loop's results.
+local function finish(S, C)
+  local L, op, cur = S.L, S.op, S.cur
+  local last = current(S, C)
+  for _, g in ipairs(S.late_groups) do g.pipe:consumer_wait(cur[g]) end
+  local pa = operand_regs(S, last)
+  tl.wgmma_fence()
+  local results = issue_late(S, last, pa)
+  tl.wgmma_wait(0)
+  for _, g in ipairs(S.late_groups) do release(g, cur[g]) end
+  for _, g in ipairs(S.once) do release(g, cur[g]) end
+  for i = 1, S.nslots do
+    local d = S.an.late_of_slot[i]
+    if d then
+      local vec = results[d]
+      local f = V.frag(tl.f32, frag_size(op:result(i):type()), function(e) return tl.extract(vec, e) end)
+      f.vec = vec
+      L.vmap[op:result(i):id()] = f
+    else
+      L.vmap[op:result(i):id()] = unpack(last.slots[i], S.slot_kind[i], op:result(i):type())
+    end
+  end
+end
+
+-- env.pipelined_for of a consumer whose loop op is scheduled (tileas.ahead):
+-- cur maps each group of rings to the consumer's cursor; ctx.turn: the
+-- seq_bar state (nil: no turns).
+function Chain.lower(L, env, op, cur, ctx)
+  local an = read_loop(L, op)
+  local b = op:region(1):entry()
+  local S = { L = L, env = env, op = op, b = b, yield = b:terminator(), an = an, cur = cur, ctx = ctx,
+              nslots = op:nresults(), slot_kind = {}, late_result = {},
+              ahead_groups = ordered(L, an.ahead_groups), late_groups = ordered(L, an.late_groups), once = ordered(L, an.once),
+              turns = ctx.turn and op:attr_or_default "tileas.turns" }
+  for i = 1, S.nslots do
+    if not an.late_of_slot[i] then
+      S.slot_kind[i] = kind_of(op:result(i):type())
+      if not S.slot_kind[i] then
+        R.fail(op, "a loop of chained dots carrying %s is not lowered yet (rows of the accumulator's layout, f32 accumulator tiles, scalars)",
+               tostring(op:result(i):type()))
+      end
+    end
+  end
+  for _, g in ipairs(S.once) do g.pipe:consumer_wait(cur[g]) end
+  local lb, ub = Loops.k_blocks(L, op, env)
+  local svecs, out = prologue(S, lb)
+  local C = loop_cells(S, svecs, out)
+  tl.cutlass.for_range(lb + 1, ub, C.list, function(kk) iteration(S, C, kk) end)
+  finish(S, C)
+end
+
+-- }===
+
+return Chain

@@ -1,0 +1,37 @@
+-- fp8 GEMMs as tile programs (examples/tile_gemm_fp8.lua: e4m3 / e5m2 bytes,
+-- per-tensor or row / column scales) on the GPU (label gpu:
+-- spec/gpu_runner.lua; tools/gpu test runs it): fresh random inputs of ragged
+-- sizes (M, N no multiples of the tile, N a multiple of 8; K a multiple of 16, not of the tile's
+-- 128) against CPU dot products of the decoded bytes on sampled elements,
+-- within bf16's rounding. Without a GPU the runs report pending.
+-- TILUA_SEED fixes the seed; TILUA_SMALL=1 runs the smallest size (tools/gpu sanitize).
+local tl = require "tilua"
+
+local GPU = tl.device.available()
+local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
+local small = os.getenv "TILUA_SMALL" == "1"
+print(("tile_fp8_gpu: seed %d"):format(seed))
+
+local ex = assert(loadfile "examples/tile_gemm_fp8.lua")("--library")
+local sizes = small and { { 77, 296, 144 } } or { { 1000, 1480, 528 }, { 77, 296, 144 }, { 1024, 1024, 2048 } }
+
+describe("fp8 tile GEMMs on the GPU", function()
+  local n = 0
+  for _, v in ipairs { { "e4m3", "tensor" }, { "e4m3", "rowcol" }, { "e5m2", "tensor" }, { "e5m2", "rowcol" } } do
+    local kernel
+    for _, size in ipairs(sizes) do
+      n = n + 1
+      local case_seed = seed + n
+      it(("%s, %s scales, %d x %d x %d: CPU dot products on fresh random inputs"):format(v[1], v[2], table.unpack(size)), function()
+        if not GPU then pending("no GPU: " .. tl.device.error()) return end
+        if not kernel then
+          kernel = ex.build { fp8 = v[1], scales = v[2] }
+          kernel:compile()
+        end
+        local ok, summary = ex.check(kernel, { seed = case_seed, size = size, fp8 = v[1], scales = v[2] })
+        print("tile_fp8_gpu: " .. summary)
+        assert(ok, summary)
+      end)
+    end
+  end
+end)

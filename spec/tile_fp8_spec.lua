@@ -1,0 +1,111 @@
+-- fp8 GEMMs as tile programs (examples/tile_gemm_fp8.lua): tensors of 8-bit
+-- integers holding e4m3 / e5m2 bytes, tl.dot's fp8 option (tileas.dot
+-- {fp8}), the scales on the f32 accumulator (per tensor; per row of A and per
+-- column of B). tile-to-ptx gives wgmma of kind e4m3 (k 32 a step) over TMA
+-- boxes of 128 bytes of K, each k block summed from zero and added to the f32
+-- accumulator once complete (the promotion); on the emulator the lowered kernel computes what
+-- the CPU does from the decoded bytes, bit for bit (values whose products and
+-- sums are exact in f32, power-of-two scales: the one rounding is bf16's), e4m3 and e5m2.
+local tl = require "tilua"
+local PH = dofile "spec/protocol_helper.lua"
+local values = require "tilua.emulate.values"
+
+local ex = assert(loadfile "examples/tile_gemm_fp8.lua")("--library")
+
+-- fp8 bytes of magnitude in [0.25, 4), either sign: e4m3 (exponent fields
+-- 5 .. 8, 3 mantissa bits) or e5m2 (13 .. 16, 2 bits)
+local function fp8_bytes(n, seed, fmt)
+  local s, bytes, v = seed, {}, {}
+  for i = 0, n - 1 do
+    s = (s * 1103515245 + 12345) & 0x7fffffff
+    local r = s >> 8
+    local b = fmt == "e5m2" and (((r & 1) << 7) | ((13 + (r >> 1) % 4) << 2) | ((r >> 3) & 3))
+      or (((r & 1) << 7) | ((5 + (r >> 1) % 4) << 3) | ((r >> 3) & 7))
+    bytes[i + 1], v[i] = string.char(b), values.fp8_dec[fmt or "e4m3"](b)
+  end
+  return v, table.concat(bytes)
+end
+local function f32s(list)
+  local out = {}
+  for i, x in ipairs(list) do out[i] = string.pack("<f", x) end
+  return table.concat(out)
+end
+
+describe("an fp8 GEMM as a tile program", function()
+  it("lowers to wgmma of kind e4m3 (e5m2) over 128-byte TMA boxes; ptxas takes both scalings", function()
+    for _, o in ipairs { { scales = "tensor", fp8 = "e4m3" }, { scales = "rowcol", fp8 = "e5m2" } } do
+      local k = ex.build(o)
+      local ptx = k:compile()
+      assert.matches("wgmma.mma_async.sync.aligned.m64n128k32.f32." .. o.fp8 .. "." .. o.fp8, ptx, nil, true)
+      local types = {}
+      for i, a in ipairs(k:lowered_op():region(1):entry():args()) do types[i] = tostring(a:type()) end
+      assert.equal("!tile.tensor_map<i8, sw128, 128, 128>", types[1])
+      local ok, log = tl.ptxas(ptx)
+      if ok == nil then pending("ptxas not found: " .. log) return end
+      assert(ok, log)
+    end
+  end)
+
+  for _, v in ipairs { { false, "e4m3" }, { true, "e4m3" }, { true, "e5m2" } } do
+    local rowcol, fmt = v[1], v[2]
+    it(("%s, 130 x 100 x 160 (K ragged), %s scales, on 2 persistent CTAs: the CPU reference, bit for bit"):format(
+      fmt, rowcol and "row / column" or "per-tensor"), function()
+      local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt }
+      local kop = PH.lowered_tile(k)
+      local M, N, K = 130, 100, 160
+      local A, ab = fp8_bytes(M * K, 11, fmt)
+      local B, bb = fp8_bytes(N * K, 12, fmt)
+      local sa, sb = {}, {}
+      for i = 1, M do sa[i] = 2.0 ^ (i % 3 - 1) end
+      for j = 1, N do sb[j] = 2.0 ^ -(j % 4) * (j % 2 == 0 and 1 or -1) end
+      local vals = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
+                     ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 2, ["programs:y"] = 1 }
+      if rowcol then
+        vals["ptr:sa"], vals["dim:sa:0"], vals["ptr:sb"], vals["dim:sb:0"] = f32s(sa), M, f32s(sb), N
+      else
+        vals["arg:sa"], vals["arg:sb"] = 0.5, -0.25
+      end
+      local args, at = PH.params_args(kop, vals)
+      local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 5 })
+      assert(r.ok, r.report)
+      local out = r.read(at["map:C"])
+      local bad, first = 0, nil
+      for i = 0, M - 1 do
+        for j = 0, N - 1 do
+          local s = 0
+          for kk = 0, K - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
+          local want = values.float16.dec.bf16(values.float16.enc.bf16(s * (rowcol and sa[i + 1] * sb[j + 1] or -0.125)))
+          local got = values.float16.dec.bf16((string.unpack("<I2", out, 1 + 2 * (i * N + j))))
+          if got ~= want then
+            bad = bad + 1
+            first = first or ("C[%d, %d] = %g, want %g"):format(i, j, got, want)
+          end
+        end
+      end
+      assert.equal(0, bad, first)
+    end)
+  end
+
+  it("refuses an fp8 dot of a transposed operand, and an unknown fp8 format", function()
+    tl.new_module()
+    local k = tl.tile_kernel("t", { params = { A = tl.tensor(tl.i8, 2), C = tl.tensor(tl.f32, 2) } })
+    assert.has_error(function()
+      k:define(function(k, p)
+        local a = tl.load(p.A, { 0, 0 }, { 64, 64 })
+        tl.store(p.C, { 0, 0 }, tl.dot(a, a, { fp8 = "e3m4" }))
+      end)
+    end, 'dot: fp8 is "e4m3" or "e5m2", got e3m4')
+    tl.new_module()
+    k = tl.tile_kernel("t", { params = { A = tl.tensor(tl.i8, 2), B = tl.tensor(tl.i8, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 } })
+    k:define(function(k, p)
+      local acc = tl.for_tiles(p.K, { tile = 128, stages = 2 }, tl.zeros({ 128, 128 }, tl.f32), function(kk, acc)
+        return tl.dot(tl.load(p.A, { 0, kk }, { 128, 128 }), tl.load(p.B, { kk, 0 }, { 128, 128 }), acc,
+                      { fp8 = "e4m3", transpose_b = false })
+      end)
+      tl.store(p.C, { 0, 0 }, acc:cast(tl.bf16))
+    end)
+    local ok, err = pcall(k.compile, k)
+    assert.is_false(ok)
+    assert.matches("an fp8 dot takes a as %[M, K%] and b as %[N, K%]", tostring(err))
+  end)
+end)

@@ -1,0 +1,34 @@
+-- The memory-bound tile programs of stdlib/rows.lua (tl.rows) on the GPU
+-- (label gpu: spec/gpu_runner.lua; tools/gpu test runs it): every case of
+-- examples/tile_rows.lua -- the tile maths, maps, row and column reductions,
+-- softmax, RMSNorm and LayerNorm forward and backward -- on fresh random
+-- inputs of ragged sizes (rows shorter than the tile and of odd lengths: the
+-- per-element path; row counts that are no multiple of anything) against its
+-- CPU reference within the case's tolerance (the precision docs/tileprog.md
+-- gives each tile function). Each prints its worst error. Without a GPU the
+-- runs report pending.
+-- TILUA_SEED fixes the seed; TILUA_SMALL=1 runs the small sizes (tools/gpu sanitize).
+local tl = require "tilua"
+
+local GPU = tl.device.available()
+local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
+local small = os.getenv "TILUA_SMALL" == "1"
+print(("tile_rows_gpu: seed %d"):format(seed))
+
+local ex = assert(loadfile "examples/tile_rows.lua")("--library")
+
+describe("memory-bound tile programs (tl.rows) on the GPU", function()
+  -- (every kernel's PTX through ptxas: example.tile_rows, which compiles them all)
+
+  for i, name in ipairs(ex.order) do
+    local c = ex.cases[name]
+    for j, size in ipairs(small and { c.small } or c.sizes) do
+      it(("%s, %d x %d: the CPU reference on fresh random inputs"):format(name, size[1], size[2]), function()
+        if not GPU then pending("no GPU: " .. tl.device.error()) return end
+        local ok, summary = ex.run_case(name, { seed = seed + 100 * i + j, size = size })
+        print("tile_rows_gpu: " .. summary)
+        assert(ok, summary)
+      end)
+    end
+  end
+end)

@@ -1,0 +1,35 @@
+-- The memory-bound tile programs of stdlib/rows.lua (tl.rows) on the CPU
+-- emulator: each lowered kernel (convert-tileas-to-cutlass's compute agent:
+-- registers per thread, vector loads and stores, reductions over lanes and
+-- warps) against its CPU reference (examples/tile_rows.lua's cases) on
+-- random inputs of ragged sizes: rows shorter than the tile (loads read their
+-- padding, stores are dropped), tiles larger than the block's threads hold
+-- (wrapped threads masked), a row length that is no multiple of the vector
+-- width (the per-element path). The protocol checker is clean on them (their
+-- shared memory and barriers), and tile-to-ptx's stages of each are checked
+-- after every pass (ctest sets TILUA_CHECK_PROTOCOL).
+local ex = assert(loadfile "examples/tile_rows.lua")("--library")
+
+describe("memory-bound tile programs (tl.rows) on the emulator", function()
+  for _, name in ipairs(ex.order) do
+    local c = ex.cases[name]
+    it(("%s, %d x %d: the CPU reference"):format(name, c.small[1], c.small[2]), function()
+      local ok, summary = ex.run_case(name, { seed = 1234, emulate = true, size = c.small })
+      assert(ok, summary)
+    end)
+  end
+
+  it("a row not a multiple of the vector width, rows of several repetitions of the threads", function()
+    for _, t in ipairs { { "rmsnorm", { 2, 8190 } }, { "softmax", { 2, 4101 } }, { "row_max", { 2, 2048 } } } do
+      local ok, summary = ex.run_case(t[1], { seed = 99, emulate = true, size = t[2] })
+      assert(ok, summary)
+    end
+  end)
+
+  it("the protocol checker is clean on a reduction across warps and a loop carrying tiles", function()
+    for _, t in ipairs { { "rmsnorm", { 2, 300 } }, { "layernorm_bwd", { 9, 100 } } } do
+      local ok, report = ex.run_case(t[1], { seed = 5, emulate = true, size = t[2], check = true, max_states = 2000 })
+      assert(ok, report)
+    end
+  end)
+end)

@@ -1,0 +1,145 @@
+-- tools/bench/tile_rows.lua: the memory-bound tile programs of stdlib/rows.lua
+-- (tl.rows) at M x N bf16 (default 16384 x 8192) against cuMemcpyDtoD of the
+-- same bytes, measured in the same run on the same device: RMSNorm, softmax,
+-- LayerNorm forward (a row each, read once and written once: the bytes of a
+-- copy of X), an elementwise map (gelu, f32: X and Y), SwiGLU (two inputs),
+-- a row sum (reads X only: half a copy's traffic), transposes (tiles of 64
+-- and 128 through shared memory; target >= 0.90). Each is checked against
+-- its CPU reference on sampled rows first (examples/tile_rows.lua's
+-- references), then timed: the median of 5 samples of CUDA events around 20
+-- back-to-back launches. The ratio is the program's bandwidth (the bytes it
+-- moves per second) over the copy's; the targets (issue) are >= 0.95 for the
+-- normalizations and softmax. The same programs with other tiles follow
+-- (more rows a program for the maps; 16 warps a row, and programs of 4 rows
+-- that load the next row during this one's reductions, for the normalizations):
+-- what the defaults of stdlib/rows.lua are chosen from. Prints a table last.
+--
+--   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192]
+local tl = require "tilua"
+
+local o = { m = 16384, n = 8192 }
+for _, a in ipairs(arg or {}) do
+  local key, v = a:match "^%-%-([%w_]+)=(%d+)$"
+  if key then o[key] = tonumber(v) end
+end
+local M, N = o.m, o.n
+local REPS = 20
+
+tl.device.require() -- without a GPU: "SKIP: no GPU" and exit
+local D = tl.device
+local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
+local info = D.info()
+print(("tile_rows bench: %s, %d SMs, %d x %d bf16, seed %d"):format(info.name, info.sm_count, M, N, seed))
+
+local function median(t)
+  table.sort(t)
+  return t[(#t + 1) // 2]
+end
+local function time(fn)
+  fn()
+  D.synchronize()
+  local ms = {}
+  for r = 1, 5 do ms[r] = D.time(function() for _ = 1, REPS do fn() end end) / REPS end
+  return median(ms)
+end
+
+local ex = assert(loadfile "examples/tile_rows.lua")("--library")
+
+-- the copy: X's bytes into another buffer
+local bytes = M * N * 2
+local x = D.random(tl.bf16, M * N, seed)
+local y = D.alloc(tl.bf16, M * N)
+local memcpy_ms = time(function() y:copy_from(x) end)
+local rows = { { "cuMemcpyDtoD", memcpy_ms, 2 * bytes / memcpy_ms / 1e6, 1.0 } }
+
+local w, b = D.random(tl.bf16, N, seed + 1), D.random(tl.bf16, N, seed + 2)
+local x2 = D.random(tl.bf16, M * N, seed + 3)
+local xf, yf = D.random(tl.f32, M * N // 2, seed + 4), D.alloc(tl.f32, M * N // 2) -- the same bytes as X
+local rstd, mean = D.alloc(tl.f32, M), D.alloc(tl.f32, M)
+local eps = 1e-5
+
+-- name, the kernel, its launch, bytes moved; a check of sampled rows against the reference
+local cases = {
+  { "rmsnorm", tl.rows.rmsnorm { n = N }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } }, Y = { y, { M, N } },
+    Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
+  { "softmax", tl.rows.softmax { n = N }, { grid = { M }, args = { X = { x, { M, N } }, Y = { y, { M, N } } } }, 2 * bytes },
+  { "layernorm", tl.rows.layernorm { n = N }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } }, B = { b, { N } },
+    Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
+  { "map gelu (f32)", tl.rows.map { fn = "gelu", n = 1024, rows = 2, elem = tl.f32 },
+    { grid = { (M // 2 + 1) // 2, N // 1024 }, args = { X = { xf, { M // 2, N } }, Y = { yf, { M // 2, N } } } }, 2 * bytes },
+  { "swiglu", tl.rows.map { fn = function(a, c) return tl.silu(a) * c end, inputs = 2, n = 1024 },
+    { grid = { M, N // 1024 }, args = { X1 = { x, { M, N } }, X2 = { x2, { M, N } }, Y = { y, { M, N } } } }, 3 * bytes },
+  -- the same programs with other tiles: more rows a program (fewer, longer
+  -- programs) and more warps a row (fewer registers a thread: more programs an SM)
+  { "swiglu, rows 4", tl.rows.map { fn = function(a, c) return tl.silu(a) * c end, inputs = 2, n = 1024, rows = 4 },
+    { grid = { M // 4, N // 1024 }, args = { X1 = { x, { M, N } }, X2 = { x2, { M, N } }, Y = { y, { M, N } } } }, 3 * bytes },
+  { "swiglu, rows 8", tl.rows.map { fn = function(a, c) return tl.silu(a) * c end, inputs = 2, n = 1024, rows = 8 },
+    { grid = { M // 8, N // 1024 }, args = { X1 = { x, { M, N } }, X2 = { x2, { M, N } }, Y = { y, { M, N } } } }, 3 * bytes },
+  { "map gelu (f32), rows 4", tl.rows.map { fn = "gelu", n = 1024, rows = 4, elem = tl.f32 },
+    { grid = { (M // 2 + 3) // 4, N // 1024 }, args = { X = { xf, { M // 2, N } }, Y = { yf, { M // 2, N } } } }, 2 * bytes },
+  { "rmsnorm, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } },
+    Y = { y, { M, N } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
+  { "softmax, 16 warps", tl.rows.softmax { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, Y = { y, { M, N } } } }, 2 * bytes },
+  { "layernorm, 16 warps", tl.rows.layernorm { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } },
+    B = { b, { N } }, Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
+  { "rmsnorm, rows 4, 16 warps", tl.rows.rmsnorm { n = N, warps = 16, rows = 4 }, { grid = { M // 4 }, args = { X = { x, { M, N } },
+    W = { w, { N } }, Y = { y, { M, N } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
+  { "softmax, rows 4, 16 warps", tl.rows.softmax { n = N, warps = 16, rows = 4 }, { grid = { M // 4 },
+    args = { X = { x, { M, N } }, Y = { y, { M, N } } } }, 2 * bytes },
+  { "layernorm, rows 4, 16 warps", tl.rows.layernorm { n = N, warps = 16, rows = 4 }, { grid = { M // 4 }, args = { X = { x, { M, N } },
+    W = { w, { N } }, B = { b, { N } }, Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } },
+    2 * bytes },
+  { "layernorm, rows 4, 32 warps", tl.rows.layernorm { n = N, warps = 32, rows = 4 }, { grid = { M // 4 }, args = { X = { x, { M, N } },
+    W = { w, { N } }, B = { b, { N } }, Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } },
+    2 * bytes },
+  { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
+  { "transpose 64", tl.rows.transpose { n = 64 }, { grid = { M // 64, N // 64 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
+  { "transpose 128", tl.rows.transpose { n = 128, warps = 8 }, { grid = { M // 128, N // 128 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
+}
+
+-- The program against its CPU reference on a few rows of X (read back).
+local function check_rows(name, k, launch)
+  k:run(launch)
+  if name:match "^transpose" then -- sampled elements: Y[j, i] = X[i, j]
+    local function at(buf, i) return buf:to_table(i + 1, i + 1)[1] end
+    local n = 0
+    for _, ij in ipairs { { 0, 0 }, { 1, N - 1 }, { 3, 77 }, { 2, N // 2 }, { M - 1, N - 1 }, { M // 2 + 5, 1000 } } do
+      if at(y, ij[2] * M + ij[1]) ~= at(x, ij[1] * N + ij[2]) then error(name .. ": Y is not X transposed", 0) end
+      n = n + 1
+    end
+    return n .. " sampled elements checked"
+  end
+  local base = name:match "^%w+" -- (a variant's program: "layernorm, 16 warps")
+  local c = ex.cases[({ rmsnorm = "rmsnorm", softmax = "softmax", layernorm = "layernorm" })[base] or ""]
+  if not c then return "run" end
+  local bad = 0
+  for _, r in ipairs { 0, M // 2, M - 1 } do
+    local xr = x:to_table(r * N + 1, r * N + N)
+    local I = { X = { elem = "bf16", shape = { 1, N }, v = xr }, N = N, eps = eps }
+    if base ~= "softmax" then I.W = { elem = "bf16", shape = { N }, v = w:to_table() } end
+    if base == "layernorm" then I.B = { elem = "bf16", shape = { N }, v = b:to_table() } end
+    local want = c.reference(I, 1, N).Y
+    local got = y:to_table(r * N + 1, r * N + N)
+    local tol = c.tol.Y
+    for j = 1, N do
+      local err = math.abs(got[j] - want[j])
+      if err > tol[1] * math.abs(want[j]) + tol[2] or err ~= err then bad = bad + 1 end -- (NaN: a mismatch)
+    end
+  end
+  if bad > 0 then error(("%s: %d elements of 3 sampled rows differ from the reference"):format(name, bad), 0) end
+  return "3 rows checked"
+end
+
+for _, c in ipairs(cases) do
+  local name, k, launch, moved = c[1], c[2], c[3], c[4]
+  k:compile()
+  local checked = check_rows(name, k, launch)
+  local ms = time(function() k:launch(launch) end)
+  local gbs = moved / ms / 1e6
+  rows[#rows + 1] = { name, ms, gbs, gbs / rows[1][3] }
+  print(("%s: %s, %.3f ms, %.0f GB/s"):format(name, checked, ms, gbs))
+end
+
+print("| program | ms | GB/s | / cuMemcpyDtoD |")
+print("|---|---|---|---|")
+for _, r in ipairs(rows) do print(("| %s | %.3f | %.0f | %.3f |"):format(r[1], r[2], r[3], r[4])) end
