@@ -19,16 +19,6 @@ static const char *const KERNELS =
     "  }\n"
     "}\n";
 
-/* The stand-in driver's log so far. */
-static char *read_log(const char *path) {
-  static char text[65536];
-  FILE *f = fopen(path, "r");
-  size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-  if (f) fclose(f);
-  text[n] = '\0';
-  return text;
-}
-
 static tlLogicalResult launch(tlDevice d, tlModule m, const char *k, unsigned gx, int n) {
   unsigned grid[3] = {gx, 1, 1};
   tlKernelArg a = {TL_ARG_I32, {0}};
