@@ -89,6 +89,9 @@ describe("k:compile's protocol check (on by default)", function()
     ok, err = pcall(function() tl.options.check_protocol_budget = -1 end)
     assert.is_false(ok)
     assert.matches("tl.options.check_protocol_budget must be nil or seconds", err, 1, true)
+    ok, err = pcall(function() tl.options.check_protocol_work = 0.5 end)
+    assert.is_false(ok)
+    assert.matches("tl.options.check_protocol_work must be nil or emulator ops, an integer in [1, 10^12]", err, 1, true)
   end)
 end)
 
@@ -120,22 +123,27 @@ print("compiled")
     H.has(out, "compiled")
   end)
 
-  it("says in one line when a kernel is not proven within its budget", function()
-    local s = H.temp([[
+  -- the budget is emulator work (the same note on every machine), and seconds where set
+  for _, c in ipairs {
+    { "tl.options.check_protocol_work = 1000", "%(1000 emulator ops%) on the derived inputs on one cluster: 0 states in 0 runs" },
+    { "tl.options.check_protocol_budget = 1e-9", "%(3000000 emulator ops, 1e%-09 s%)" },
+  } do
+    it("says in one line when a kernel is not proven within its budget: " .. c[1], function()
+      local s = H.temp(([[
 local tl = require "tilua"
 local P = dofile "spec/protocol_helper.lua"
-tl.options.check_protocol_budget = 1e-9
+%s
 P.prc.build { stages = 4, chunk = 16384, consumer_warps = 4, name = "pipeline_ring_copy" }:compile()
 print("compiled")
-]], ".lua")
-    local out, err, code = H.tilua_env({ TILUA_CHECK_PROTOCOL = "" }, { s }, 120)
-    os.remove(s)
-    assert.are.equal(0, code)
-    H.has(out, "compiled")
-    -- the first configuration's one run, or a later configuration, is what the budget stops
-    assert.matches("tilua: note: the protocol check of kernel 'pipeline_ring_copy' not %a+ within its budget %(1e%-09 s%)[^\n]*; checked: [^\n]*\n",
-      err)
-  end)
+]]):format(c[1]), ".lua")
+      local out, err, code = H.tilua_env({ TILUA_CHECK_PROTOCOL = "" }, { s }, 120)
+      os.remove(s)
+      assert.are.equal(0, code)
+      H.has(out, "compiled")
+      assert.matches("tilua: note: the protocol check of kernel 'pipeline_ring_copy' not %a+ within its budget "
+        .. c[2] .. "[^\n]*%(checked: [^\n]*%)\n", err)
+    end)
+  end
 end)
 
 describe("the configurations the check of every compile tries", function()
@@ -150,7 +158,7 @@ describe("the configurations the check of every compile tries", function()
     end)
     -- it cannot tell its CTAs apart: noted (it may be meant for a grid of one), not refused
     local notes = {}
-    local res = cc.run(k.module, { budget = 5, note = function(l) notes[#notes + 1] = l end })
+    local res = cc.run(k.module, { work = 40000000, note = function(l) notes[#notes + 1] = l end })
     assert.is_false(res[1].ok)
     assert.matches("writes global bytes", res[1].why, 1, true)
     assert.matches("on 2 CTAs (two clusters)", res[1].why, 1, true)
@@ -163,7 +171,7 @@ describe("the configurations the check of every compile tries", function()
       local b = tl.block_id()
       tl.if_(t:lt(p.n), function() (p.out + t):store(t + b * 0) end)
     end)
-    local ok, err = pcall(cc.run, k2.module, { budget = 5 })
+    local ok, err = pcall(cc.run, k2.module, { work = 40000000 })
     assert.is_false(ok)
     assert.matches("overwrite", err, 1, true)
     assert.matches("found on 2 CTAs (two clusters)", err, 1, true)
@@ -173,14 +181,14 @@ describe("the configurations the check of every compile tries", function()
     local k = P.rc.build { stages = 2, chunk = 512, consumer_warps = 1, name = "rc_tx" }
     local tx = P.ops(k, "tile.mbarrier_arrive_expect_tx")[1]
     tl.at(tx:block(), tx, function() tx:set_operand(2, tl.const(512, tl.i32)) end)
-    local ok, err = pcall(cc.run, k.module, { budget = 5 })
+    local ok, err = pcall(cc.run, k.module, { work = 40000000 })
     assert.is_false(ok)
     assert.matches("tx_bytes", err, 1, true)
     assert.matches("on a ragged size", err, 1, true)
   end)
 
   it("says which configurations it checked", function()
-    local res = cc.run(ring().module, { budget = 5 })
+    local res = cc.run(ring().module, { work = 40000000 })
     assert.is_true(res[1].ok)
     assert.are.same({ "the derived inputs on one cluster, n = 131072", "2 CTAs (two clusters), n = 262144",
                       "3 CTAs (three clusters) on a ragged size, n = 349532" }, res[1].checked)
@@ -209,10 +217,10 @@ describe("the configurations of a tile program", function()
   end
 
   it("tries programs along y where the program reads its index along y", function()
-    local res = cc.run(tile_gemm(false).module, { budget = 30 })
+    local res = cc.run(tile_gemm(false).module, { work = 200000000 })
     assert.is_true(res[1].ok)
     assert.are.equal("programs along x and y (2 x 2)", res[1].checked[2]:match "^[^,]*")
-    local ok, err = pcall(cc.run, tile_gemm(true).module, { budget = 30 })
+    local ok, err = pcall(cc.run, tile_gemm(true).module, { work = 200000000 })
     assert.is_false(ok)
     assert.matches("found on programs along x and y (2 x 2)", err, 1, true)
   end)

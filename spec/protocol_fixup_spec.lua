@@ -58,7 +58,8 @@ describe("the lowered generic barrier", function()
   for _, c in ipairs(KERNELS) do
     it("checks clean and computes the same bytes at every stage of ptx: " .. c.name, function()
       local want
-      local r = tl.check_lowering(c.build(), { grid = c.grid, args = c.args(), max_states = 2000,
+      -- each stage within about a second of the emulator (max_work: the same verdict on every machine)
+      local r = tl.check_lowering(c.build(), { grid = c.grid, args = c.args(), max_states = 2000, max_work = 6000000,
         after_pass = function(pass, i, kop)
           for _, policy in ipairs { "round_robin", "random", "adversarial" } do
             local e = tl.emulate(kop, { grid = c.grid, args = c.args(), policy = policy, seed = 3 + i })
@@ -69,10 +70,7 @@ describe("the lowered generic barrier", function()
         end })
       assert(r.ok, r.report)
       assert.are.same(PASSES, r.passes)
-      for _, st in ipairs(r.stages) do
-        assert(st.ok, st.report)
-        assert.is_true(st.seconds < 1, ("%s: %.2f s"):format(st.name, st.seconds))
-      end
+      for _, st in ipairs(r.stages) do assert(st.ok, st.report) end
       print(("\n  %s\n%s"):format(c.name, r.report))
     end)
   end
@@ -82,7 +80,7 @@ describe("the lowered generic barrier", function()
     local n = 0
     for _, e in ipairs(tl.last_check.log) do
       assert(not e.why, ("after %s: not checked: %s"):format(e.after, tostring(e.why)))
-      assert(e.ok and e.seconds < 1, e.after)
+      assert(e.ok, e.after)
       n = n + 1
     end
     assert.is_true(n >= 6) -- the input and every pass that changed the kernel
@@ -174,14 +172,14 @@ describe("lowering bugs of the generic barrier", function()
       for _, b in ipairs(BUGS) do
         local what, kinds, mutate, msg = b[1], b[2], b[3], b[4]
         it(("blames %s for %s: %s"):format(PASSES[at], what, c.name), function()
-          local r = PH.blamed(c.build(), { grid = c.grid, args = c.args(), max_states = 2000 }, at, PASSES[at], mutate)
+          local r = PH.blamed(c.build(), { grid = c.grid, args = c.args(), max_states = 2000, max_work = 30000000 }, at,
+                              PASSES[at], mutate)
           PH.assert_kind(r, kinds)
           if msg then assert.matches(msg, r.report, 1, true) end
           for _, step in ipairs(r.trace) do
             assert(step:match "^[%w_]+ warp %d+ %(CTA %d%): [%w_.]+ at [%w_/]+%.lua:%d+$",
                    "a step does not name its warp, CTA, op and line: " .. step)
           end
-          assert.is_true(r.seconds < 5, ("%.2f s"):format(r.seconds))
         end)
       end
     end
@@ -206,9 +204,8 @@ describe("the stdlib GEMM's split-K fixup", function()
   it("checks clean with its generic barrier lowered, at every stage of the ptx pipeline", function()
     local k, grid, args = build()
     assert.are.equal(2, grid)
-    local r = tl.check_lowering(k, { grid = grid, args = args, pipeline = PIPE, max_states = 2000 })
+    local r = tl.check_lowering(k, { grid = grid, args = args, pipeline = PIPE, max_states = 2000, max_work = 6000000 })
     assert(r.ok, r.report)
-    for _, st in ipairs(r.stages) do assert.is_true(st.seconds < 1, st.name) end
     print("\n  " .. r.report)
   end)
 

@@ -419,7 +419,8 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
   end)
 
   -- tl.check_lowering: the checker on the input and after each pass, every
-  -- stage explored (none skipped: a `model` report would fail it), each under 1 s
+  -- stage explored (none skipped: a `model` report would fail it), each within
+  -- its work budget (about a second of the emulator; counted, not timed)
   local checked = {
     { name = "1 CTA", cfg = { m = 128, n = 64, k = 256 } },
     { name = "grid 2", cfg = { m = 128, n = 128, k = 256 } },
@@ -434,7 +435,8 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
     for key, x in pairs(c.cfg) do cfg[key] = x end
     local g = tl.gemm.build(cfg) -- every op of the checked kernel is at this line
     local _, _, args = inputs(cfg.m, cfg.n, cfg.k, "bf16")
-    return tl.check_lowering(g.kernel, { args = args, grid = g.grid, max_states = 20000, after_pass = after_pass })
+    return tl.check_lowering(g.kernel, { args = args, grid = g.grid, max_states = 20000, max_work = 8000000,
+                                         after_pass = after_pass })
   end
   local CHECK_LINE = H.line_of("spec/protocol_gemm_spec.lua", "-- every op of the " .. "checked kernel")
   for _, c in ipairs(checked) do
@@ -448,7 +450,6 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
       for _, st in ipairs(r.stages) do
         assert(st.ok, st.report)
         assert.is_true(st.min_phases >= 2, st.name)
-        assert.is_true(st.seconds < 1, ("%s: %.2f s"):format(st.name, st.seconds))
       end
       print(("\n  %s\n%s"):format(c.name, r.report))
     end)

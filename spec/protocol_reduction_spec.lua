@@ -261,7 +261,7 @@ local REDUCTIONS = {
 
 local function check(k, p, o)
   local opts = { grid = p.grid, args = { { bytes = 4 * 8192 + 128 }, ("\7"):rep(64), { bytes = 16 } },
-                 max_states = 3000, max_seconds = 1, max_steps = 5000, shortest = false }
+                 max_states = 3000, max_work = 6000000, max_steps = 5000, shortest = false }
   for key, v in pairs(o) do opts[key] = v end
   local ok, r = pcall(tl.verify_protocol, k, opts)
   if not ok then return { error = r } end

@@ -31,7 +31,8 @@ describe("the verify-protocol pass", function()
     end
     assert.truthy(found)
     assert.is_true(found.lua)
-    assert.equal("grid:1..1048576 max_states:1..100000000 max_seconds:0.001..86400.0 n:1..2147483647 "
+    assert.equal("grid:1..1048576 max_states:1..100000000 max_work:1..1000000000000 max_seconds:0.001..86400.0 "
+      .. "n:1..2147483647 "
       .. "bytes:1..2147483647 trace:0..1000000 max_ops:1..1000000000000 mode", found.options)
     assert.is_false(core.passes()[1].lua)
   end)

@@ -132,7 +132,9 @@ describe("tile programs to PTX (tile-to-ptx)", function()
     assert.same(histogram(g.kernel:compile()), tile)
   end)
 
-  it("compiles from script to PTX in milliseconds", function()
+  -- the time is printed, not asserted: a test's verdict must not depend on the
+  -- machine's speed or load (tools/bench/compile_time.lua measures it, docs/PERF.md)
+  it("compiles from script to PTX (the time printed)", function()
     tl.options.compile_cache = false
     local best = math.huge
     for _ = 1, 5 do
@@ -141,7 +143,7 @@ describe("tile programs to PTX (tile-to-ptx)", function()
       best = math.min(best, (os.clock() - t0) * 1e3)
     end
     tl.options.compile_cache = nil
-    assert.is_true(best < 50, ("%.1f ms"):format(best)) -- the target is 10 ms on a quiet machine (docs/PERF.md)
+    print(("\n  tile_gemm: script to PTX in %.1f ms (best of 5)"):format(best))
   end)
 
   it("a cluster of 2 CTAs (--cluster=2): tileas-plan-cta's split, A multicast, the DSMEM handshake; ptxas takes it", function()

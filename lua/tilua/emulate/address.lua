@@ -26,6 +26,7 @@ A.GLOBAL_SPACING = 1 << 28
 A.DSMEM_BASE = 1 << 48
 A.WINDOW = 0x400000 -- nvvm.shared.base
 A.CLUSTER = 0x40000000 -- the shared::cluster addresses of other CTAs (mapa)
+A.MAX_GRANULE = 16 -- the race check's largest granule (memory.lua's granule_of)
 
 local SHARED_BASE, DSMEM_BASE, WINDOW, CLUSTER = A.SHARED_BASE, A.DSMEM_BASE, A.WINDOW, A.CLUSTER
 

@@ -65,8 +65,9 @@ function M.new(k, o, choose)
   local R = setmetatable({ k = k, o = o, choose = choose, global = {}, ctas = {}, actors = {},
                            warps = {}, copies = {}, nactors = 0, async_actors = {}, steps = 0, trace = {},
                            max_steps = o.max_steps or 200000, next_global = address.GLOBAL_BASE,
-                           max_ops = o.max_ops or 4000000, ops = 0, next_clock = 4096, handlers = k.models.handlers,
-                           buffers = {}, args = {}, copy_seq = 0, granule = o.granule or 1,
+                           max_ops = o.max_ops or 4000000, ops = 0, next_clock = 4096, charged = 0, granules = 0, handlers = k.models.handlers,
+                           buffers = {}, args = {}, copy_seq = 0, granule = o.granule or address.MAX_GRANULE,
+                           fixed_granule = o.granule ~= nil,
                            read_recs = {}, write_recs = {}, rnext = setmetatable({}, { __mode = "k" }) }, Run)
   -- protocol-only runs (the checker's, unless o.values): bulk and TMA copies,
   -- wgmma and stmatrix move no bytes; their footprints still go through the
@@ -78,15 +79,34 @@ function M.new(k, o, choose)
   return R
 end
 
--- The time budget: o.deadline, a time of os.clock() (tilua.emulate.protocol's
--- max_seconds). A run past it stops at the next CTA it starts, the next step
--- or 4096th op with OUT_OF_TIME: a check reports its budget as exceeded, a
--- plain run fails. It bounds the work of one run, however large its grid.
-local OUT_OF_TIME = setmetatable({}, { __tostring = function() return "emulate: the time budget (max_seconds) ran out" end })
-M.OUT_OF_TIME = OUT_OF_TIME
+-- The budgets of a check: o.work, a counter { left = units } shared by every
+-- run of one check (and by every configuration of the check every compile
+-- runs), so that the same kernel gets the same verdict on every machine and
+-- in every build; and o.deadline, a time of os.clock() (max_seconds, only
+-- where the caller gives one). A unit is about 0.15 us of the emulator on a
+-- 2024 x86 core (within a factor of two, fitted on the stdlib GEMM's forms):
+-- an op is charged 2, a granule of the race check 12 (memory.lua: a TMA box
+-- of 16 KB is 1024 granules), a step 64 plus 12 a warp (choosing it, hashing
+-- the state). A run past either budget stops at the next CTA it starts, the next
+-- step or 4096th op with OUT_OF_BUDGET: a check reports its budget as
+-- exceeded, a plain run fails. They bound the work of one run, however large
+-- its grid.
+local OUT_OF_BUDGET = setmetatable({}, {
+  __tostring = function() return "emulate: the check's budget (max_work or max_seconds) ran out" end })
+M.OUT_OF_BUDGET = OUT_OF_BUDGET
+function Run:work_done()
+  return 2 * self.ops + (64 + 12 * #self.warps) * self.steps + 12 * self.granules + self.nactors
+end
 function Run:clock()
+  local w = self.o.work
+  if w then
+    local used = self:work_done()
+    w.left = w.left - (used - self.charged)
+    self.charged = used
+    if w.left < 0 then error(OUT_OF_BUDGET, 0) end
+  end
   local d = self.o.deadline
-  if d and os.clock() > d then error(OUT_OF_TIME, 0) end
+  if d and os.clock() > d then error(OUT_OF_BUDGET, 0) end
 end
 -- The most warps a run emulates (a warp is a coroutine and its state).
 local MAX_WARPS = 1 << 20

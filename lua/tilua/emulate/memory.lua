@@ -2,8 +2,10 @@
 -- emulate/machine.lua): global buffers, loads and stores of a codec's bytes,
 -- and the race check of shared (and global) memory on vector clocks.
 --
--- The race check keeps, per CTA and per granule (a byte, unless o.granule), the
--- last write (actor, clock, loc) and the reads since (a set of records). A
+-- The race check keeps, per CTA and per granule, the last write (actor,
+-- clock, loc) and the reads since (a set of records). Granules are as large
+-- as the accesses allow (granule_of below): the answers are the byte-exact
+-- ones. A
 -- read of bytes whose last write is not ordered before it (a stage not yet
 -- filled) is `unfilled`; a write of bytes whose last write or reads are not
 -- ordered before it (a stage overwritten before it was released) `overwrite`.
@@ -85,10 +87,34 @@ local function range_of(sp, addr, n)
   return ("shared bytes [%d, %d)%s"):format(addr - SHARED_BASE, addr - SHARED_BASE + n, sp.remote_of or "")
 end
 
+-- The granule of space sp for an access of n bytes at addr. Unless o.granule
+-- fixes it (R.fixed_granule), a space starts with granules of
+-- address.MAX_GRANULE bytes and halves them, re-keying what it keeps, the first time an access is
+-- not aligned to them in address and size. Every access so far then covered
+-- whole granules, so every byte of a granule has the same records: the
+-- answers are those of granules of one byte, at a fraction of the work (a
+-- TMA box of 16 KB is 1024 granules, not 16384).
+local function granule_of(R, sp, addr, n)
+  local g = sp.granule or R.granule
+  if R.fixed_granule or (addr % g == 0 and n % g == 0) then return g end
+  local ng = g
+  while addr % ng ~= 0 or n % ng ~= 0 do ng = ng // 2 end
+  local f = g // ng
+  for _, key in ipairs { "shadow_w", "shadow_r" } do
+    local fine = {}
+    for q, v in pairs(sp[key]) do
+      for i = 0, f - 1 do fine[q * f + i] = v end
+    end
+    sp[key] = fine
+  end
+  sp.granule = ng
+  return ng
+end
+
 -- A read of [addr, addr + n) of space cta (a CTA, or self.gspace) by actor a
 -- with clock vc at loc.
 function Memory:shadow_read(cta, a, vc, addr, n, loc)
-  local g = cta.granule or self.granule
+  local g = granule_of(self, cta, addr, n)
   local sw, sr = cta.shadow_w, cta.shadow_r
   -- one record for every granule of this read, and of the actor's next reads
   -- at the same clock and op (records are never changed)
@@ -109,6 +135,7 @@ function Memory:shadow_read(cta, a, vc, addr, n, loc)
     self.rnext[e] = nexts
   end
   local last_w, from, to = false, false, nil
+  self.granules = self.granules + (addr + n - 1) // g - addr // g + 1 -- the budget's work (machine.lua)
   for q = addr // g, (addr + n - 1) // g do
     local w = sw[q]
     if w == last_w then goto record end
@@ -142,7 +169,7 @@ function Memory:shadow_read(cta, a, vc, addr, n, loc)
 end
 
 function Memory:shadow_write(cta, a, vc, addr, n, loc)
-  local g = cta.granule or self.granule
+  local g = granule_of(self, cta, addr, n)
   local sw, sr = cta.shadow_w, cta.shadow_r
   local clock = vc[a] or 0
   local w_rec = self.write_recs[a] -- as read_recs (shadow_read)
@@ -151,6 +178,7 @@ function Memory:shadow_write(cta, a, vc, addr, n, loc)
     self.write_recs[a] = w_rec
   end
   local last_w, last_r = false, false -- shared records and reader sets: each checked once (shadow_read)
+  self.granules = self.granules + (addr + n - 1) // g - addr // g + 1
   for q = addr // g, (addr + n - 1) // g do
     local w = sw[q]
     if w and w ~= last_w and w.actor ~= a and (vc[w.actor] or 0) < w.clock then

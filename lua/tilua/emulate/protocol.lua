@@ -237,11 +237,14 @@ M.default_grid = default_grid
 -- tried once 4 failed: a kernel whose loops run n times would only cost
 -- time; `failure` is then the emulation's {kind, message}: a schedule that
 -- already fails), else the largest.
--- o.max_seconds (or o.deadline, a time of os.clock()) bounds the runs.
+-- o.max_work (or o.work, a counter machine.lua's Run:clock charges) and
+-- o.max_seconds (or o.deadline, a time of os.clock()) bound the runs: the
+-- choice of inputs and the search share them.
 local function with_deadline(o)
-  if o.max_seconds and not o.deadline then
-    return setmetatable({ deadline = os.clock() + o.max_seconds }, { __index = o })
-  end
+  local add = {}
+  if o.max_seconds and not o.deadline then add.deadline = os.clock() + o.max_seconds end
+  if o.max_work and not o.work then add.work = { left = o.max_work, limit = o.max_work } end
+  if next(add) then return setmetatable(add, { __index = o }) end
   return o
 end
 
@@ -267,7 +270,7 @@ function M.inputs(k, o)
     end
     local args = args_for(kop, size, o, nworkers, workers)
     local ok, r = pcall(em.run, kop, { grid = grid, args = args, max_steps = o.max_steps, max_ops = o.max_ops,
-                                       values = false, deadline = o.deadline })
+                                       values = false, deadline = o.deadline, work = o.work })
     if ok and r.ok and (not r.min_phases or r.min_phases >= 2) then
       pick = size
       break
@@ -437,7 +440,7 @@ local function choose_tile_problem(kop, o)
     first = first or p
     local args, grid, workers = M.tile_args(kop, p)
     local ok, r = pcall(em.run, kop, { grid = grid, workers = workers, args = args, values = false,
-                                       max_steps = o.max_steps, max_ops = o.max_ops, deadline = o.deadline })
+                                       max_steps = o.max_steps, max_ops = o.max_ops, deadline = o.deadline, work = o.work })
     if ok and r.ok and (not r.min_phases or r.min_phases >= 2) then return p end
   end
   return first
@@ -457,7 +460,7 @@ function M.check(k, o)
     local args, grid, workers = M.tile_args(kop, p)
     local r = em.check(kop, { grid = grid, workers = workers, args = args, max_states = o.max_states or 20000,
                               max_seconds = o.max_seconds, trace_limit = o.trace, max_steps = o.max_steps,
-                              max_ops = o.max_ops, shortest = o.shortest, deadline = o.deadline })
+                              max_ops = o.max_ops, shortest = o.shortest, deadline = o.deadline, work = o.work })
     -- grid: the CTAs (a number, as the messages show it); launch: what a replay passes
     local ctas = grid
     if type(grid) == "table" then
@@ -476,7 +479,7 @@ function M.check(k, o)
   local args, desc, n = M.inputs(kop, o)
   local r = em.check(kop, { grid = grid, args = args, max_states = o.max_states or 20000, max_seconds = o.max_seconds,
                             trace_limit = o.trace, max_steps = o.max_steps, max_ops = o.max_ops, shortest = o.shortest,
-                            deadline = o.deadline })
+                            deadline = o.deadline, work = o.work })
   r.kernel, r.args, r.grid, r.inputs, r.n = kop, args, grid, desc, n
   r.name = kop:attr_or_default "sym_name"
   return r

@@ -68,8 +68,10 @@ end
 -- dependent with a's next one runs (steps of different actors on different
 -- synchronization objects, two arrivals or two waits on one object, commute).
 -- A state is explored again only with the actors asleep both times.
--- opts.max_states (default 20000) and opts.max_seconds (none: the check after
--- every pass gives one) bound it: budget_exceeded, and the report says which.
+-- opts.max_states (default 20000), opts.max_work (emulator work: machine.lua's
+-- Run:clock; or opts.work, a counter shared with other checks) and
+-- opts.max_seconds (none unless given) bound it: budget_exceeded, and the
+-- report says which.
 
 -- The step an actor would take next: { obj, acc } (see request).
 -- acc "n": an arrival taken alone (it commutes with waits too, and nothing can
@@ -119,13 +121,18 @@ local function cluster_of(a, size) return a.cta.id // size end
 -- schedule (fewest steps) reaching a violation of `kind`, breadth-first over
 -- the schedules with the checker's state hashing (a state first reached at
 -- depth d is not expanded again deeper), shorter than `bound` steps; nil when
--- there is none (the depth-first one is a shortest), or when the time budget
--- (o.shortest_seconds, 0.5 s) runs out (exhausted true). Each node is its path
+-- there is none (the depth-first one is a shortest), or when its budget
+-- (o.shortest_work emulator work, SHORTEST_WORK; o.shortest_seconds, when
+-- given) runs out (exhausted true): the same answer on every machine. Each node is its path
 -- of actor keys, replayed from the start; its children are replayed one step
 -- further. No reduction: a sleep set or an eager step could lengthen a path.
+local SHORTEST_WORK = 4000000
 local function shortest(dk, o, kind, bound)
-  local deadline = os.clock() + (o.shortest_seconds or 0.5)
-  local ro = setmetatable({ _por = true }, { __index = o }) -- the chooser sees every step
+  local deadline = o.shortest_seconds and os.clock() + o.shortest_seconds
+  local work = { left = o.shortest_work or SHORTEST_WORK }
+  local function spent() return work.left < 0 or (deadline and os.clock() > deadline) end
+  -- the chooser sees every step; the search's own budget, not the check's
+  local ro = setmetatable({ _por = true, work = work, deadline = false }, { __index = o })
   -- replay path, then take `extra` (a key) if given; -> failure, run, key and
   -- runnable keys at the next choice (nil where the run ended first)
   local function replay(path, extra)
@@ -154,7 +161,7 @@ local function shortest(dk, o, kind, bound)
     local next_level = {}
     for _, node in ipairs(level) do
       for _, a in ipairs(node.keys) do
-        if os.clock() > deadline then return nil, nil, true end
+        if spent() then return nil, nil, true end
         local f, run, k2, ks = replay(node.path, a)
         if f and f.kind == kind then return f, run.trace, false end
         if f and f.kind == "pruned" and not seen[k2] then
@@ -342,7 +349,11 @@ local function final_result(X)
   local states, runs = X.states, X.runs
   local res = { ok = not X.exceeded, states = states, runs = runs, seconds = os.clock() - X.t0,
                 budget_exceeded = X.exceeded and true, min_phases = X.min_phases }
-  if X.exceeded == "time" then
+  if X.exceeded == "work" then
+    res.violation = { kind = "budget", message = ("work budget exceeded: %d states explored in %d runs (max_work = %d emulator ops); the schedules after them were not checked")
+      :format(states, runs, X.o.work.limit or X.o.max_work or 0) }
+    res.report = "verify-protocol: " .. res.violation.message
+  elseif X.exceeded == "time" then
     res.violation = { kind = "budget", message = ("time budget exceeded: %d states explored in %d runs, %.1f s (max_seconds = %g); the schedules after them were not checked")
       :format(states, runs, res.seconds, X.o.max_seconds or (X.o.deadline - X.t0)) }
     res.report = "verify-protocol: " .. res.violation.message
@@ -363,21 +374,25 @@ function S.check(dk, o)
   local t0 = os.clock()
   local deadline = o.max_seconds and t0 + o.max_seconds
   if o.deadline and (not deadline or o.deadline < deadline) then deadline = o.deadline end
+  local work = o.work or (o.max_work and { left = o.max_work, limit = o.max_work })
   local X = { dk = dk, por = por, budget = o.max_states or 20000, visited = {}, states = 0, runs = 0,
               frames = {}, t0 = t0, exceeded = false,
-              o = setmetatable({ _cache = {}, _por = por, deadline = deadline }, { __index = o }) }
+              o = setmetatable({ _cache = {}, _por = por, deadline = deadline, work = work }, { __index = o }) }
   local frames = X.frames
+  -- which budget ran out: "work" or "time", or nil
+  local function spent()
+    if work and work.left < 0 then return "work" end
+    if deadline and os.clock() > deadline then return "time" end
+  end
   while true do
-    if deadline and os.clock() > deadline then -- a time budget, between runs (and in them: OUT_OF_TIME)
-      X.exceeded = "time"
-      break
-    end
+    X.exceeded = spent() or false -- the budgets, between runs (and in them: OUT_OF_BUDGET)
+    if X.exceeded then break end
     X.runs = X.runs + 1
     local R = machine.new(dk, X.o, chooser(X))
     local gone, fail = pcall(R.go, R)
     if not gone then
-      if fail ~= machine.OUT_OF_TIME then error(fail, 0) end
-      X.exceeded = "time"
+      if fail ~= machine.OUT_OF_BUDGET then error(fail, 0) end
+      X.exceeded = spent() or "time"
       break
     end
     if fail and fail.kind ~= "pruned" then return violation_result(X, R, fail) end

@@ -14,8 +14,10 @@
 --   tl.options.keep_stages  keep every stage's IR (the REPL, --stage)
 --   tl.options.check_protocol  nil (the default): k:compile checks the kernel's
 --                           barrier protocols as written, within
---                           tl.options.check_protocol_budget seconds a kernel
---                           (0.5), and refuses a violation; false: no check;
+--                           tl.options.check_protocol_work emulator ops a
+--                           kernel (3000000: the same verdict on every machine)
+--                           and, when set, check_protocol_budget seconds, and
+--                           refuses a violation; false: no check;
 --                           true: that and the check after every pass
 --                           (tl.compile's); "passes": the latter only
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
@@ -63,6 +65,8 @@ local OPTIONS = {
   check_protocol = { bool_or(function(v) return v == "passes" end, '"passes"') },
   check_protocol_budget = { function(v) return v == nil or (type(v) == "number" and v > 0 and v <= 3600) end,
                             "nil or seconds, a number in (0, 3600]" },
+  check_protocol_work = { function(v) return v == nil or int_in(1, 1000000000000)(v) end,
+                          "nil or emulator ops, an integer in [1, 10^12]" },
   compiled_hook = { function(v) return v == nil or type(v) == "function" end, "nil or a function" },
   stage_locations = { bool_or(function() return false end, "nothing else") },
   emulate = { bool_or(function() return false end, "nothing else") }, -- gpu/emulated.lua
@@ -263,8 +267,8 @@ end
 -- a function(module) that raises on a violation, or nil.
 local function default_check()
   local cc = require "tilua.emulate.compile_check"
-  local budget = cc.budget()
-  return budget and function(module) cc.run(module, { budget = budget }) end
+  local b = cc.budget()
+  return b and function(module) cc.run(module, { work = b.work, seconds = b.seconds }) end
 end
 
 -- The pipeline of k:compile: with tl.options.debug_hangs (tilua --debug-hangs)

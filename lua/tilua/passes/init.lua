@@ -11,7 +11,7 @@
 -- pipeline run's run object (the check's state across the stages).
 
 return {
-  -- verify-protocol{grid, max_states, max_seconds, n, bytes, trace, max_ops, mode}
+  -- verify-protocol{grid, max_states, max_work, max_seconds, n, bytes, trace, max_ops, mode}
   verify_protocol = require("tilua.passes.verify_protocol").verify_protocol,
   -- convert-tileas-to-cutlass: a tile program's agents to the tile / cutlass
   -- level (docs/tileprog.md)

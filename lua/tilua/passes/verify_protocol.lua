@@ -5,14 +5,16 @@
 
 local M = {}
 
--- verify-protocol{grid=G, max_states=S, max_seconds=T, n=N, bytes=B, trace=T, max_ops=O,
--- mode=M}: the checker on every tile.kernel of the module, with the inputs of
+-- verify-protocol{grid=G, max_states=S, max_work=W, max_seconds=T, n=N, bytes=B, trace=T,
+-- max_ops=O, mode=M}: the checker on every tile.kernel of the module, with the inputs of
 -- tilua.emulate.protocol.inputs (docs/protocol.md, "Running the checker").
 --
 -- As the check after every pass (the pass manager's check_each: `after` names
 -- the pass it follows, "input" first, and `run` is the pipeline run's run
 -- object) a kernel the emulator cannot run (an op it does not model) or cannot
--- finish exploring (the budgets: 2000 states, 5 s, unless given) is skipped,
+-- finish exploring (the budgets: 2000 states, AFTER_WORK emulator work, unless
+-- given; no time budget unless max_seconds is: the same verdict on every
+-- machine) is skipped,
 -- not an error: the check speaks only where it can prove. Within one pipeline
 -- run a kernel is checked again only when its text changed, never again once
 -- skipped, and at every stage with the inputs chosen at its first check (the
@@ -31,6 +33,7 @@ local M = {}
 --             after, then "checked", states, fewest phases, inputs, seconds, or
 --             "skipped", why); the specs read them: that a kernel was checked at
 --             every stage, every ring twice around.
+local AFTER_WORK = 30000000 -- about 5 s (machine.lua's Run:clock)
 local function log(run, e)
   run.log[#run.log + 1] = e
   local path = os.getenv "TILUA_CHECK_PROTOCOL_LOG"
@@ -54,7 +57,7 @@ end
 local memo, nmemo, MEMO_MAX = {}, 0, 128
 local function memo_key(text, o, last)
   return table.concat({ text, tostring(o.grid), tostring(o.n), tostring(o.bytes),
-                        tostring(o.max_states), tostring(o.max_seconds), tostring(last and last.inputs),
+                        tostring(o.max_states), tostring(o.max_seconds), tostring(o.max_work), tostring(last and last.inputs),
                         tostring(last and last.grid) }, "\0")
 end
 local function skip_reason(ok, r)
@@ -77,12 +80,12 @@ local function check_kernel(P, kop, text, o, after, last)
   local args, desc = last and last.args, last and last.inputs
   if after == "input" and o.mode == "passes" and not o.n and not P.is_tile_program(kop) then
     local ok2, a, d, _, failure = pcall(P.inputs, kop, { grid = o.grid, bytes = o.bytes, max_ops = o.max_ops,
-                                                         max_seconds = o.max_seconds or 5 })
+                                                         max_seconds = o.max_seconds, max_work = o.max_work or AFTER_WORK })
     if ok2 and failure and failure.kind ~= "error" then return true, { ok = false, violation = failure } end
     if ok2 then args, desc = a, d end
   end
   local ok, r = pcall(P.check, kop, { grid = o.grid or (last and last.grid), max_states = o.max_states or (after and 2000),
-                                      max_seconds = o.max_seconds or (after and 5),
+                                      max_seconds = o.max_seconds, max_work = o.max_work or (after and AFTER_WORK),
                                       n = o.n, bytes = o.bytes, trace = o.trace, max_ops = o.max_ops,
                                       args = args, inputs = desc, tile = last and last.tile,
                                       -- an input already wrong is only noted in this mode: no shortest search
