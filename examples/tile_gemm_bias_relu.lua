@@ -8,7 +8,12 @@
 -- columns of the accumulator fragment it holds, adds and clamps in registers
 -- before the stmatrix + TMA store of stdlib/gemm.lua's epilogue.
 --
---   tilua examples/tile_gemm_bias_relu.lua [--m=M] [--n=N] [--k=K] [--emit=ir|ptx] [--stage=NAME]
+--   tilua examples/tile_gemm_bias_relu.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2|4] [--bm=128|256]
+--                                          [--emit=ir|ptx] [--stage=NAME]
+--
+-- With --cluster=C the program runs on a cluster of C CTAs (tileas-plan-cta
+-- splits the tile among them as examples/tile_gemm.lua's; the bias row is
+-- split as the accumulator's columns: on 4 CTAs each loads its 64 of the 256).
 --
 -- On a GPU it runs on fresh random data and checks C against the plain
 -- reference kernel of stdlib/gemm.lua with the same bias and relu (the check of
@@ -19,17 +24,20 @@ local check = require "tilua.gpu.check"
 local base = assert(loadfile "examples/tile_gemm.lua")("--library") -- the check of a tile GEMM
 
 -- {=== the tile program
-local function build()
+-- o.cluster: the CTAs of a cluster (1); o.bm: the program's rows (128).
+local function build(o)
+  o = o or {}
+  local bm = o.bm or 128
   tl.new_module()
   local k = tl.tile_kernel("tile_gemm_bias_relu", {
     params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2),
                bias = tl.tensor(tl.f32, 1), K = tl.i32 },
-    cluster = { 1, 1, 1 } })
+    cluster = { o.cluster or 1, 1, 1 } })
   k:define(function(k, p)
     local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
-    local acc = tl.zeros({ 128, 256 }, tl.f32)
+    local acc = tl.zeros({ bm, 256 }, tl.f32)
     acc = tl.for_tiles(p.K, { tile = 64, stages = 3 }, acc, function(kk, acc)
-      local a = tl.load(p.A, { pid_m, kk }, { 128, 64 })
+      local a = tl.load(p.A, { pid_m, kk }, { bm, 64 })
       local b = tl.load(p.B, { pid_n, kk }, { 256, 64 }) -- B stored [N, K]: dot takes it transposed
       return tl.dot(a, b, acc)
     end)
@@ -41,6 +49,7 @@ local function build()
 end
 -- }===
 
-local example = base.harness("tile_gemm_bias_relu", build, true, base.options(...))
+local opts = base.options(...)
+local example = base.harness("tile_gemm_bias_relu", function(o) return build(o or opts) end, true, opts)
 if ... == "--library" then return example end
 check.main(example)

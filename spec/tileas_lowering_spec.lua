@@ -162,6 +162,57 @@ describe("tile programs to PTX (tile-to-ptx)", function()
   end)
 end)
 
+describe("the fused GEMM + bias + relu on clusters (tileas-plan-cta's backward propagation)", function()
+  -- the program after tile-to-ptx's stages up to tileas-plan-cta, printed
+  local function planned(k)
+    local m = k.module:clone()
+    assert(tl.core.run_pipeline(m, TILEAS:match "^(.-tileas%-plan%-cta)"))
+    return m:print()
+  end
+  -- Does a line of ir hold every one of the texts?
+  local function has_line(ir, ...)
+    for line in ir:gmatch "[^\n]+" do
+      local all = true
+      for _, t in ipairs { ... } do all = all and line:find(t, 1, true) ~= nil end
+      if all then return true end
+    end
+    return false
+  end
+
+  it("on 4 CTAs (--cluster=4, N split): the bias's load split as the accumulator, no convert_layout; ptxas takes it", function()
+    local k = fused_example.build { cluster = 4 }
+    local ir = planned(k)
+    assert.is_nil(ir:find("tileas.convert_layout", 1, true))
+    -- the bias row, its expansion and its broadcast split as the accumulator: 64 columns a CTA
+    assert.is_true(has_line(ir, "tileas.tiled_load %4,", 'tile<256xf32, rmem, {dim = 0, kind = "slice", parent = {cta = [1, 4]'))
+    assert.is_true(has_line(ir, "tileas.expand_dim", "tile<1x256xf32, rmem, {cta = [1, 4]"))
+    assert.is_true(has_line(ir, "tileas.broadcast", "tile<64x256xf32, rmem, {cta = [1, 4]"))
+    local ptx = k:compile()
+    assert.matches(".reqnctapercluster 4, 1, 1", ptx, 1, true)
+    assert.matches("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", ptx, 1, true)
+    H.assert_ptxas(ptx)
+  end)
+
+  it("on 4 CTAs: the protocol checker is clean (every interleaving it explores; the ring wraps)", function()
+    local M, N, K = 128, 256, 256 -- 4 k blocks through 3 stages
+    local _, ab = matrix(M, K, a_value)
+    local _, bb = matrix(N, K, b_value)
+    local bias = {}
+    for j = 0, N - 1 do bias[j + 1] = string.pack("<f", (j % 7) - 3) end
+    assert_clean(lowered(fused_example.build { cluster = 4 }), 4, {
+      ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
+      ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["ptr:bias"] = table.concat(bias), ["dim:bias:0"] = N,
+      ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1 })
+  end)
+
+  it("on 2 CTAs splitting M (--cluster=2 --bm=256): the bias row whole on each CTA, no convert_layout", function()
+    local ir = planned(fused_example.build { cluster = 2, bm = 256 })
+    assert.is_nil(ir:find("tileas.convert_layout", 1, true))
+    assert.is_true(has_line(ir, "tileas.tiled_load %4,", 'tile<256xf32, rmem, {dim = 0, kind = "slice", parent = {cta = [1, 1], kind = "mma"'))
+    assert.is_true(has_line(ir, "tileas.broadcast", "tile<128x256xf32, rmem, {cta = [2, 1]"))
+  end)
+end)
+
 describe("a 256-row tile program on a cluster of 2 (--cluster=2 --bm=256): tileas-plan-cta's M split", function()
   it("is stdlib/gemm.lua's cluster = 2 kernel: the same instructions, A's TMA in two 64-row pieces; ptxas takes it", function()
     local k = gemm_example.build { cluster = 2, bm = 256 }
@@ -204,6 +255,12 @@ describe("the lowered tile programs on the CPU emulator", function()
     -- 128 x 256, its two warpgroups 64 rows each of both halves, B multicast):
     -- edges along M and N, a CTA whose rows are all past M, 4 programs on 2 clusters
     { ex = gemm_example, m = 300, n = 264, k = 72, ctas = 4, cluster = 2, bm = 256 },
+    -- the bias on clusters: on 4 CTAs each loads its 64 columns of it (a
+    -- cluster whose last CTAs are past N, 2 tiles on 2 clusters); on 2 CTAs
+    -- splitting N each its 128; splitting M each CTA the whole row
+    { ex = fused_example, m = 136, n = 296, k = 72, ctas = 8, cluster = 4, bias = true },
+    { ex = fused_example, m = 136, n = 296, k = 72, ctas = 4, cluster = 2, bias = true },
+    { ex = fused_example, m = 300, n = 264, k = 72, ctas = 4, cluster = 2, bm = 256, bias = true },
   }
   for _, c in ipairs(cases) do
     it(("%s, %d x %d x %d on %d persistent CTA(s)%s: the CPU reference, bit for bit"):format(c.ex.name, c.m, c.n, c.k, c.ctas,

@@ -24,7 +24,9 @@
 **   3. the worklist: a backward marker makes its operand's producer produce the
 **      new CTA part (through elementwise ops, loop-carried slots, splat, loads,
 **      alloc_tensor, convert_layout, an extract_slice of one piece: its operand
-**      split alike in every piece, `cta_repeat`); a forward marker makes its users take it
+**      split alike in every piece, `cta_repeat`; broadcast, expand_dim and a
+**      reduce along an unsplit dim: their operand split as the result where
+**      it is not widened or reduced); a forward marker makes its users take it
 **      (elementwise ops, slots, copy, tiled_store, convert_layout, and the
 **      shape ops: a reduce along a dim the CTAs do not split, expand_dim,
 **      broadcast; a slice layout's CTA part is its parent's). A value is
@@ -36,6 +38,8 @@
 **
 ** num_ctas = 1 leaves the IR as it is.
 */
+#include <string.h>
+
 #include "../ir/checked.h"
 #include "../dialects/kernel.h"
 #include "tileas_layout.h"
@@ -203,8 +207,80 @@ static const IrType *pieces_type(Plan *p, IrOp *slice, const IrType *want) {
              : t;
 }
 
-/* Can the producer of x make the CTA part itself? */
-static bool producer_takes(Plan *p, IrValue *x) {
+/* Is t in a slice layout (whose CTA part is its parent's, one dim more)? */
+static bool is_slice(const IrType *t) {
+  const IrAttr *k = tas_layout_get(t, "kind");
+  return k && k->kind == IR_ATTR_STR && strcmp(k->u.str.s, "slice") == 0;
+}
+
+/* The operand type with which shape op (broadcast, expand_dim, reduce) makes
+** its result in the CTA part of t, or NULL (docs/passes.md, step 3):
+**   broadcast   the operand is split as the result where it is not widened;
+**               a split of a widened dim is dropped (each CTA widens its
+**               block) when no split dim comes after it (the CTAs keep
+**               their blocks: no CTA part says "split along j, replicated
+**               along i" for a split [i, j]);
+**   expand_dim  the operand is split as the result (the new dim never is);
+**   reduce      the operand is split as the result, not along the reduced dim
+**               (each CTA reduces whole rows of its block). */
+static const IrType *shape_operand(Plan *p, IrOp *op, const IrType *t) {
+  IrContext *ctx = p->t.r.ctx;
+  if (op->kind != OP_TILEAS_BROADCAST && op->kind != OP_TILEAS_EXPAND_DIM &&
+      op->kind != OP_TILEAS_REDUCE)
+    return NULL;
+  const IrType *x = op->operands[0].value->type;
+  if (!tas_is_tile(x) || !x->layout || !tas_is_tile(t) || x->rank > TAS_MAX_RANK - 1) return NULL;
+  int64_t c[TAS_MAX_RANK], rep[TAS_MAX_RANK], v[TAS_MAX_RANK];
+  tas_cta_repeat(t, rep);
+  for (uint32_t i = 0; i < t->rank; i++)
+    if (rep[i] != 1) return NULL; /* pieces: the extract_slice's */
+  switch (op->kind) {
+  case OP_TILEAS_BROADCAST: {
+    if (is_slice(x) || is_slice(t) || x->rank != t->rank) return NULL;
+    tas_cta(t, c);
+    bool dropped = false, keeps = true;
+    for (uint32_t i = 0; i < t->rank; i++) {
+      if (x->shape[i] != t->shape[i] && c[i] > 1) dropped = true, c[i] = 1;
+      else if (c[i] > 1 && dropped) keeps = false;
+    }
+    return keeps ? tas_with_cta(ctx, x, c) : NULL;
+  }
+  case OP_TILEAS_EXPAND_DIM: {
+    int64_t d = ir_attrs_TILEAS_EXPAND_DIM(op).dim;
+    if (is_slice(t) || d < 0 || (uint32_t)d >= t->rank) return NULL;
+    if (is_slice(x)) return tas_layout_int(x, "dim", -1) == d ? tas_with_cta_of(ctx, x, t) : NULL;
+    tas_cta(t, c);
+    for (uint32_t i = 0, j = 0; i < t->rank; i++)
+      if (i != (uint32_t)d) v[j++] = c[i];
+    return c[d] == 1 ? tas_with_cta(ctx, x, v) : NULL;
+  }
+  case OP_TILEAS_REDUCE: {
+    int64_t d = ir_attrs_TILEAS_REDUCE(op).dim;
+    if (is_slice(x) || d < 0 || (uint32_t)d >= x->rank) return NULL;
+    if (is_slice(t)) {
+      const IrAttr *parent = tas_layout_get(t, "parent");
+      const IrType *pt =
+          parent && parent->kind == IR_ATTR_DICT
+              ? ir_type_tile_layout(ctx, x->elem, x->rank, x->shape, x->space, parent)
+              : NULL;
+      if (!pt) return NULL;
+      tas_cta(pt, c);
+      tas_cta_repeat(pt, rep);
+      for (uint32_t i = 0; i < pt->rank; i++)
+        if (rep[i] != 1) return NULL;
+      return c[d] == 1 ? tas_with_cta_of(ctx, x, t) : NULL;
+    }
+    tas_cta(t, c);
+    for (uint32_t i = 0, j = 0; i < x->rank; i++)
+      v[i] = i == (uint32_t)d ? 1 : c[j++];
+    return tas_with_cta(ctx, x, v);
+  }
+  default: return NULL;
+  }
+}
+
+/* Can the producer of x make the CTA part of want itself? */
+static bool producer_takes(Plan *p, IrValue *x, const IrType *want) {
   if (!x->type->layout || is_fixed(p, x)) return false;
   TasSlot s;
   if (tas_slot_of_value(x, &s)) return slot_free(p, &s);
@@ -215,6 +291,14 @@ static bool producer_takes(Plan *p, IrValue *x) {
   case OP_TILEAS_TILED_LOAD:
   case OP_TILEAS_ALLOC_TENSOR: return true;
   case OP_TILEAS_EXTRACT_SLICE: return piece_dim(x->def) >= 0; /* its operand then gets a marker */
+  case OP_TILEAS_BROADCAST:
+  case OP_TILEAS_EXPAND_DIM: /* the operand then gets a marker */
+    return shape_operand(p, x->def, tas_with_cta_of(p->t.r.ctx, x->type, want)) != NULL;
+  case OP_TILEAS_REDUCE: { /* a marker stuck in front of it would move more: only when it goes on */
+    const IrType *t = shape_operand(p, x->def, tas_with_cta_of(p->t.r.ctx, x->type, want));
+    IrValue *opd = x->def->operands[0].value;
+    return t && (opd->type == t || producer_takes(p, opd, t));
+  }
   default: return tas_elementwise(x->def);
   }
 }
@@ -223,16 +307,18 @@ static bool producer_takes(Plan *p, IrValue *x) {
 static bool push_backward(Plan *p, IrOp *cvt) {
   IrValue *x = cvt->operands[0].value;
   const IrType *want = cvt->results[0].type;
-  if (!producer_takes(p, x)) return false;
+  if (!producer_takes(p, x, want)) return false;
   const IrType *t = tas_with_cta_of(p->t.r.ctx, x->type, want);
   TasSlot s;
   bool slot = tas_slot_of_value(x, &s);
-  retype(p, x, t, cvt);
   IrOp *def = x->def;
+  const IrType *shape = !slot && def ? shape_operand(p, def, t) : NULL; /* before x changes */
+  retype(p, x, t, cvt);
   drop_identity(p, cvt);
   if (slot) retype_slot(p, &s, t, x, NULL, NULL);
   else if (def->kind == OP_TILEAS_CONVERT_LAYOUT) drop_identity(p, def); /* a pair merges */
   else if (def->kind == OP_TILEAS_EXTRACT_SLICE) demand(p, def, 0, pieces_type(p, def, t));
+  else if (shape) demand(p, def, 0, shape);
   else if (tas_elementwise(def)) demand_operands(p, def, t, UINT32_MAX);
   return true;
 }

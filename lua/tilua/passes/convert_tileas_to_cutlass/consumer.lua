@@ -136,12 +136,11 @@ local function tiled_load(L, f)
     local ri = R.tile_of(op:result(1))
     local kind = R.layout_kind(op:result(1))
     if X.single_load(L, op) then return end
-    if kind == "slice" and L.nctas > 1 then
-      R.fail(op, "tiled_load of a slice on a cluster is not lowered yet")
-    elseif kind == "slice" and #ri.shape == 1 and ri.layout.parent and ri.layout.parent.kind == "mma" then
+    if kind == "slice" and #ri.shape == 1 and ri.layout.parent and ri.layout.parent.kind == "mma" then
       local along = ri.layout.dim == 0 and 2 or 1 -- slice dim 0 removed: a row over N
       local lead = R.leading(op)
-      local base = V.get(L, op:operand(2 + lead), op) * ri.shape[1] + (along == 2 and f.col or f.row)
+      local base = V.plus(V.get(L, op:operand(2 + lead), op) * ri.shape[1], V.slice_block_offset(L, ri, along, op))
+                   + (along == 2 and f.col or f.row) -- (on a cluster: the CTA's block of it)
       L.vmap[op:result(1):id()] = V.line(ri.elem, along, function(off) return V.load_at(L, e, op, V.leading(L, op, { base + off })) end)
     elseif kind == "mma" and #ri.shape == 2 then
       local lead = R.leading(op)

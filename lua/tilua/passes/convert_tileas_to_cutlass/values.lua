@@ -145,6 +145,20 @@ function V.block_offsets(L, ti)
   return shape, offs
 end
 
+-- The offset of this CTA's block of ri, a slice of the mma layout along dim
+-- `along` of its parent, whose CTA part (tileas-plan-cta) splits it as it
+-- splits the accumulator; nil where the CTAs do not split it.
+function V.slice_block_offset(L, ri, along, op)
+  local p = ri.layout.parent
+  local c = L.nctas > 1 and p.cta
+  if not c then return nil end
+  if p.cta_repeat then R.fail(op, "a slice split by cta_repeat is not lowered yet") end
+  local stride = 1
+  for d = 1, along - 1 do stride = stride * (c[d] or 1) end
+  local cd = c[along] or 1
+  return cd > 1 and L.rank // stride % cd * (ri.shape[1] // cd) or nil
+end
+
 -- x, or x + off where there is an offset.
 function V.plus(x, off) return off and x + off or x end
 
