@@ -38,8 +38,6 @@
 **
 ** num_ctas = 1 leaves the IR as it is.
 */
-#include <string.h>
-
 #include "../ir/checked.h"
 #include "../dialects/kernel.h"
 #include "tileas_layout.h"
@@ -207,12 +205,6 @@ static const IrType *pieces_type(Plan *p, IrOp *slice, const IrType *want) {
              : t;
 }
 
-/* Is t in a slice layout (whose CTA part is its parent's, one dim more)? */
-static bool is_slice(const IrType *t) {
-  const IrAttr *k = tas_layout_get(t, "kind");
-  return k && k->kind == IR_ATTR_STR && strcmp(k->u.str.s, "slice") == 0;
-}
-
 /* The operand type with which shape op (broadcast, expand_dim, reduce) makes
 ** its result in the CTA part of t, or NULL (docs/passes.md, step 3):
 **   broadcast   the operand is split as the result where it is not widened;
@@ -236,7 +228,7 @@ static const IrType *shape_operand(Plan *p, IrOp *op, const IrType *t) {
     if (rep[i] != 1) return NULL; /* pieces: the extract_slice's */
   switch (op->kind) {
   case OP_TILEAS_BROADCAST: {
-    if (is_slice(x) || is_slice(t) || x->rank != t->rank) return NULL;
+    if (tas_is_slice(x) || tas_is_slice(t) || x->rank != t->rank) return NULL;
     tas_cta(t, c);
     bool dropped = false, keeps = true;
     for (uint32_t i = 0; i < t->rank; i++) {
@@ -247,8 +239,9 @@ static const IrType *shape_operand(Plan *p, IrOp *op, const IrType *t) {
   }
   case OP_TILEAS_EXPAND_DIM: {
     int64_t d = ir_attrs_TILEAS_EXPAND_DIM(op).dim;
-    if (is_slice(t) || d < 0 || (uint32_t)d >= t->rank) return NULL;
-    if (is_slice(x)) return tas_layout_int(x, "dim", -1) == d ? tas_with_cta_of(ctx, x, t) : NULL;
+    if (tas_is_slice(t) || d < 0 || (uint32_t)d >= t->rank) return NULL;
+    if (tas_is_slice(x))
+      return tas_layout_int(x, "dim", -1) == d ? tas_with_cta_of(ctx, x, t) : NULL;
     tas_cta(t, c);
     for (uint32_t i = 0, j = 0; i < t->rank; i++)
       if (i != (uint32_t)d) v[j++] = c[i];
@@ -256,8 +249,8 @@ static const IrType *shape_operand(Plan *p, IrOp *op, const IrType *t) {
   }
   case OP_TILEAS_REDUCE: {
     int64_t d = ir_attrs_TILEAS_REDUCE(op).dim;
-    if (is_slice(x) || d < 0 || (uint32_t)d >= x->rank) return NULL;
-    if (is_slice(t)) {
+    if (tas_is_slice(x) || d < 0 || (uint32_t)d >= x->rank) return NULL;
+    if (tas_is_slice(t)) {
       const IrAttr *parent = tas_layout_get(t, "parent");
       const IrType *pt =
           parent && parent->kind == IR_ATTR_DICT

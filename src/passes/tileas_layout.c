@@ -74,11 +74,17 @@ const IrType *tas_with_cta(IrContext *ctx, const IrType *t, const int64_t *cta) 
   return tas_layout_with(ctx, t, "cta", ir_attr_int_array(ctx, t->rank, cta));
 }
 
+static bool is_slice_dict(const IrAttr *l) {
+  const IrAttr *k = ir_attr_dict_get(l, "kind");
+  return k && k->kind == IR_ATTR_STR && strcmp(k->u.str.s, "slice") == 0;
+}
+
+bool tas_is_slice(const IrType *t) { return tas_is_tile(t) && t->layout && is_slice_dict(t->layout); }
+
 /* The dictionary that holds a layout's CTA part: a slice's parent's. */
 static const IrAttr *cta_holder(const IrAttr *l) {
-  const IrAttr *k = ir_attr_dict_get(l, "kind"), *parent = ir_attr_dict_get(l, "parent");
-  bool slice = k && k->kind == IR_ATTR_STR && strcmp(k->u.str.s, "slice") == 0;
-  return slice && parent && parent->kind == IR_ATTR_DICT ? parent : l;
+  const IrAttr *parent = ir_attr_dict_get(l, "parent");
+  return is_slice_dict(l) && parent && parent->kind == IR_ATTR_DICT ? parent : l;
 }
 
 const IrType *tas_with_cta_of(IrContext *ctx, const IrType *t, const IrType *like) {

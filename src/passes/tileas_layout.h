@@ -32,6 +32,8 @@ int64_t tas_cta_count(const IrType *t); /* the product of the CTA part */
 bool tas_same_cta(const IrType *a, const IrType *b);
 /* t with the CTA part cta (dropped when every extent is 1); t must have a layout. */
 const IrType *tas_with_cta(IrContext *ctx, const IrType *t, const int64_t *cta);
+/* Is t in a slice layout (`kind = "slice"`: its CTA part is its parent's, one dim more)? */
+bool tas_is_slice(const IrType *t);
 /* t with the CTA part (`cta`, `cta_repeat`) of `like`, spelled as like spells it;
 ** a slice layout's CTA part is its parent's (the rank of the parent). */
 const IrType *tas_with_cta_of(IrContext *ctx, const IrType *t, const IrType *like);
