@@ -8,7 +8,10 @@
 -- the M split, which has stdlib/gemm.lua's cluster = 2 instructions and
 -- accumulation order, also bit for bit against that kernel's result. Without
 -- a GPU every test is pending (the runner reports the spec skipped).
--- TILUA_SMALL=1 leaves out the 4096 x 4096 case.
+-- TILUA_SMALL=1 leaves out the 4096 x 4096 case. The fused GEMM + bias + relu
+-- of examples/tile_gemm_bias_relu.lua on clusters of 4 and 2 (the bias row
+-- split as the accumulator's columns, or whole on each CTA where they split
+-- M) against stdlib/gemm.lua's reference kernel with the same epilogue.
 local tl = require "tilua"
 
 local GPU = tl.device.available()
@@ -20,6 +23,7 @@ local function gpu()
 end
 local D = tl.device
 local example = assert(loadfile "examples/tile_gemm.lua")("--library")
+local fused = assert(loadfile "examples/tile_gemm_bias_relu.lua")("--library")
 
 local cases = {
   { bm = 256, m = 1000, n = 1480, k = 520 },  -- edges along M, N and K
@@ -56,6 +60,35 @@ describe("the tile GEMM on clusters of 2 CTAs", function()
         D.synchronize()
         assert(d:equals(s), "the tile GEMM's result differs from stdlib/gemm.lua's cluster = 2 kernel's")
       end
+    end)
+  end
+end)
+
+describe("the fused GEMM + bias + relu on clusters", function()
+  local fused_cases = {
+    { cluster = 4, bm = 128, m = 1000, n = 1480, k = 520 }, -- N split 4 ways: 64 bias columns a CTA
+    { cluster = 2, bm = 128, m = 1000, n = 1480, k = 520 }, -- N split 2 ways
+    { cluster = 2, bm = 256, m = 300, n = 264, k = 72 },    -- M split: the whole row on each CTA
+  }
+  for i, c in ipairs(fused_cases) do
+    it(("%d-row programs on clusters of %d, %d x %d x %d: stdlib/gemm.lua's reference kernel with bias and relu"):format(
+         c.bm, c.cluster, c.m, c.n, c.k), function()
+      gpu()
+      local seed = SEED + 1000 + 100 * i
+      print(("fused case %d: TILUA_SEED=%d"):format(i, SEED))
+      local M, N, K = c.m, c.n, c.k
+      local k = fused.build { cluster = c.cluster, bm = c.bm }
+      k:compile()
+      local a <close> = D.random(tl.bf16, M * K, seed)
+      local b <close> = D.random(tl.bf16, N * K, seed + 1)
+      local bias <close> = D.random(tl.f32, N, seed + 2)
+      local d <close> = D.alloc(tl.bf16, M * N)
+      d:fill(0)
+      k:run { grid = { (M + c.bm - 1) // c.bm, (N + 255) // 256 },
+              args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K, bias = { bias, { N } } } }
+      local ref = tl.gemm.build { m = M, n = N, k = K, bias = true, activation = "relu" }
+      local ok, report = ref:check { a = a, b = b, d = d, bias = bias, seed = seed }
+      assert(ok, report)
     end)
   end
 end)
