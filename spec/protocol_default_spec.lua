@@ -224,4 +224,30 @@ describe("the configurations of a tile program", function()
     assert.is_false(ok)
     assert.matches("found on programs along x and y (2 x 2)", err, 1, true)
   end)
+
+  -- a batched tile GEMM (rank-3 tensors, the batch by program_id("z")) whose
+  -- store forgets the batch (when `bug`): two programs along z store one tile
+  local function batched(bug)
+    tl.new_module()
+    local k = tl.tile_kernel("tile_gemm_z", {
+      params = { A = tl.tensor(tl.bf16, 3), B = tl.tensor(tl.bf16, 3), C = tl.tensor(tl.bf16, 3), K = tl.i32 } })
+    k:define(function(_, p)
+      local m, n, z = tl.program_id("x"), tl.program_id("y"), tl.program_id("z")
+      local acc = tl.for_tiles(p.K, { tile = 64, stages = 2 }, tl.zeros({ 128, 256 }, tl.f32), function(kk, acc)
+        return tl.dot(tl.load(p.A, { z, m, kk }, { 128, 64 }), tl.load(p.B, { z, n, kk }, { 256, 64 }), acc)
+      end)
+      tl.store(p.C, { bug and 0 or z, m, n }, acc:cast(tl.bf16))
+    end)
+    return k
+  end
+
+  it("tries programs along z where the program reads its index along z", function()
+    local res = cc.run(batched(false).module, { work = 200000000 })
+    assert.is_true(res[1].ok, res[1].why)
+    assert.matches("^programs along x, y and z %(2 x 2 x 2%), n = %d+$", res[1].checked[2])
+    local ok, err = pcall(cc.run, batched(true).module, { work = 200000000 })
+    assert.is_false(ok)
+    assert.matches("found on programs along x, y and z (2 x 2 x 2)", err, 1, true)
+    assert.matches("programs 2 x 2 x 2", err, 1, true)
+  end)
 end)

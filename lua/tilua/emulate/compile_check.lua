@@ -40,17 +40,22 @@ local function first_line(s) return (tostring(s):match "^[^\n]*") end
 local function configurations(P, kop)
   local out = { { what = "the derived inputs on one cluster", o = function() return {} end } }
   if P.is_tile_program(kop) then
-    -- programs along y too, when the program reads its index along y (the
-    -- derived problem has two along x only)
-    local uses_y = false
+    -- programs along y and z too, each dimension the program reads its index
+    -- along (the derived problem has two along x only): two programs that
+    -- differ only there could store one tile
+    local uses = {}
     kop:walk(function(op)
-      if op:name() == "tileas.get_program_id" and (op:attr "dim" == "y" or op:attr "dim" == 1) then uses_y = true end
+      if op:name() == "tileas.get_program_id" then
+        local d = op:attr "dim"
+        uses[(d == "y" or d == 1) and 2 or (d == "z" or d == 2) and 3 or 1] = true
+      end
     end)
-    if uses_y and not (kop:attr "tileas.schedule" or {}).programs then
-      out[#out + 1] = { what = "programs along x and y (2 x 2)", o = function(r)
+    if (uses[2] or uses[3]) and not (kop:attr "tileas.schedule" or {}).programs then
+      local shape = uses[3] and (uses[2] and "x, y and z (2 x 2 x 2)" or "x and z (2 x 1 x 2)") or "x and y (2 x 2)"
+      out[#out + 1] = { what = "programs along " .. shape, o = function(r)
         local t = {}
         for key, v in pairs(r.tile) do t[key] = v end
-        t.programs = { r.tile.programs[1], 2 }
+        t.programs = { r.tile.programs[1], uses[2] and 2 or 1, uses[3] and 2 or nil }
         return { tile = t }
       end }
     end

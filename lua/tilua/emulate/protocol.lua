@@ -407,8 +407,8 @@ local function describe_problem(p)
   for nm, x in pairs(p.tensors) do t[#t + 1] = ("%s %s"):format(nm, table.concat(x.shape, " x ")) end
   for nm, x in pairs(p.scalars) do t[#t + 1] = ("%s = %s"):format(nm, tostring(x)) end
   table.sort(t)
-  return ("programs %d x %d (%d workers once persistent): %s"):format(p.programs[1], p.programs[2], p.workers,
-    table.concat(t, ", "))
+  local programs = table.concat(p.programs, " x ") -- x, y (and z where the check tries it)
+  return ("programs %s (%d workers once persistent): %s"):format(programs, p.workers, table.concat(t, ", "))
 end
 
 -- The problem chosen at a tile program's input: the first size at which one
@@ -466,7 +466,7 @@ function M.check(k, o)
     if type(grid) == "table" then
       local persistent = false
       kop:walk(function(op) persistent = persistent or op:name() == "tileas.cancel_next_program_id" end)
-      ctas = grid[1] * grid[2]
+      ctas = grid[1] * grid[2] * (grid[3] or 1)
       if persistent then ctas = math.min(workers, ctas) end
     end
     r.kernel, r.args, r.grid, r.inputs, r.n, r.tile = kop, args, ctas, describe_problem(p), p.n, p
