@@ -84,7 +84,9 @@ end
 -- runs), so that the same kernel gets the same verdict on every machine and
 -- in every build; and o.deadline, a time of os.clock() (max_seconds, only
 -- where the caller gives one). A unit is about 0.15 us of the emulator on a
--- 2024 x86 core (within a factor of two, fitted on the stdlib GEMM's forms):
+-- 2024 x86 core (within a factor of two on the stdlib GEMM's forms, which
+-- it was fitted on; a tile program's element-wise race checks are charged up
+-- to three times what they cost):
 -- an op is charged 2, a granule of the race check 12 (memory.lua: a TMA box
 -- of 16 KB is 1024 granules), a step 64 plus 12 a warp (choosing it, hashing
 -- the state). A run past either budget stops at the next CTA it starts, the next
