@@ -9,16 +9,8 @@
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 
--- xorshift32: the same kernels on every run
-local function rng(seed)
-  local s = seed & 0xffffffff
-  return function(n)
-    s = s ~ ((s << 13) & 0xffffffff)
-    s = s ~ (s >> 17)
-    s = s ~ ((s << 5) & 0xffffffff)
-    return s % n + 1
-  end
-end
+-- xorshift32 (the emulator's random policy's): the same kernels on every run
+local rng = require("tilua.emulate.search").rng
 
 -- A random kernel: a plan (per warp, a list of steps; every CTA runs the
 -- same) made from a correct protocol of one family, then, mostly, one mutation.

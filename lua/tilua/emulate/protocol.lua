@@ -240,7 +240,7 @@ M.default_grid = default_grid
 -- o.max_work (or o.work, a counter machine.lua's Run:clock charges) and
 -- o.max_seconds (or o.deadline, a time of os.clock()) bound the runs: the
 -- choice of inputs and the search share them.
-local function with_deadline(o)
+local function with_budgets(o)
   local add = {}
   if o.max_seconds and not o.deadline then add.deadline = os.clock() + o.max_seconds end
   if o.max_work and not o.work then add.work = { left = o.max_work, limit = o.max_work } end
@@ -249,7 +249,7 @@ local function with_deadline(o)
 end
 
 function M.inputs(k, o)
-  o = with_deadline(o or {})
+  o = with_budgets(o or {})
   local kop = kernel_of(k)
   if o.args then return o.args, o.inputs or "the arguments given", o.n end
   local grid = o.grid or default_grid(kop)
@@ -453,7 +453,7 @@ end
 -- program (or a stage of one given o.tile, the problem its input was checked
 -- on) also tile: the problem.
 function M.check(k, o)
-  o = with_deadline(o or {})
+  o = with_budgets(o or {})
   local kop = kernel_of(k)
   if not o.args and (M.is_tile_program(kop) or (o.tile and kop:attr "tileas.params")) then
     local p = o.tile or choose_tile_problem(kop, o)

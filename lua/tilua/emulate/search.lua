@@ -11,6 +11,8 @@ local report = require "tilua.emulate.report"
 
 local S = {}
 
+-- rng(seed) -> r(n): xorshift32, an integer in [1, n] each call (the random
+-- policy's; the reduction spec's random kernels)
 local function rng(seed)
   local s = (seed or 1) & 0xffffffff
   if s == 0 then s = 0x9e3779b9 end
@@ -21,6 +23,7 @@ local function rng(seed)
     return s % n + 1
   end
 end
+S.rng = rng
 
 -- The chooser of a policy (a name, or a function (run, ready actors) -> index).
 function S.policy(policy, seed)
@@ -351,7 +354,7 @@ local function final_result(X)
                 budget_exceeded = X.exceeded and true, min_phases = X.min_phases }
   if X.exceeded == "work" then
     res.violation = { kind = "budget", message = ("work budget exceeded: %d states explored in %d runs (max_work = %d emulator ops); the schedules after them were not checked")
-      :format(states, runs, X.o.work.limit or X.o.max_work or 0) }
+      :format(states, runs, X.o.work.limit) }
     res.report = "verify-protocol: " .. res.violation.message
   elseif X.exceeded == "time" then
     res.violation = { kind = "budget", message = ("time budget exceeded: %d states explored in %d runs, %.1f s (max_seconds = %g); the schedules after them were not checked")
