@@ -58,13 +58,23 @@ static int kind_of(IrOp *op, const char *what, const IrType *t) {
 ** from its rank). */
 static bool check_cluster_shape(IrOp *op, IrAttrList l) {
   if (!ir_op_attr(op, "cluster_shape")) return true;
-  int64_t cs[3] = {1, 1, 1}, *kc = kernel_spec_of(op).cluster;
-  for (uint32_t i = 0; i < l.n; i++)
+  KernelSpec ks = kernel_spec_of(op);
+  int64_t cs[3] = {1, 1, 1}, *kc = ks.cluster;
+  for (uint32_t i = 0; i < l.n; i++) {
     cs[i] = ir_attr_list_int(l, i);
-  if (l.n == 0 || cs[0] * cs[1] * cs[2] != kc[0] * kc[1] * kc[2]) {
+    /* no extent past a cluster's CTA limit is meaningful (and so the product
+    ** below cannot overflow) */
+    if (cs[i] < 1 || cs[i] > SM90_MAX_CLUSTER_CTAS) {
+      ir_op_error(op, "cluster_shape[%u] = %lld: each extent must be in 1..%d", i,
+                  (long long)cs[i], SM90_MAX_CLUSTER_CTAS);
+      return false;
+    }
+  }
+  int64_t ctas = cs[0] * cs[1] * cs[2], want = ks.ctas;
+  if (l.n == 0 || ctas != want) {
     ir_op_error(op, "cluster_shape [%lld, %lld, %lld] has %lld CTAs, the kernel's cluster [%lld, %lld, %lld] %lld",
-                (long long)cs[0], (long long)cs[1], (long long)cs[2], (long long)(cs[0] * cs[1] * cs[2]),
-                (long long)kc[0], (long long)kc[1], (long long)kc[2], (long long)(kc[0] * kc[1] * kc[2]));
+                (long long)cs[0], (long long)cs[1], (long long)cs[2], (long long)ctas,
+                (long long)kc[0], (long long)kc[1], (long long)kc[2], (long long)want);
     return false;
   }
   return true;
