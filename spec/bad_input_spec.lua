@@ -456,6 +456,47 @@ print("plan smem", pcall(k.launch, k, { grid = 1, smem = 232449, args = { a, 1 }
       assert.matches("plan smem\tfalse\t[^\n]*: launch: smem 232449 is out of range", out)
     end)
 
+    it("a tensor map argument is checked alike on the first launch and on the plan's (PDL included)", function()
+      local fake = os.getenv "TILUA_FAKE_CUDA"
+      if not fake or fake == "" then pending "TILUA_FAKE_CUDA is not set (run through ctest)" return end
+      local script = H.temp([[
+local tl = require "tilua"
+local a = tl.device.alloc(tl.bf16, 128 * 128)
+local MT = tl.tensor_map_type(tl.bf16, { 64, 64 }, 128)
+local k = tl.kernel("k", { params = { { "m", MT }, { "n", tl.i32 } }, block = 128 })
+k:define(function() end)
+local good = tl.device.tensor_map { buffer = a, type = MT, shape = { 128, 128 } }
+local other = tl.device.tensor_map { buffer = a, type = tl.tensor_map_type(tl.bf16, { 32, 64 }, 128), shape = { 128, 128 } }
+print("first box", pcall(k.launch, k, { grid = 1, args = { other, 1 } }))
+print("first kind", pcall(k.launch, k, { grid = 1, args = { a, 1 } }))
+k:launch { grid = 1, args = { good, 1 }, pdl = true }
+print("plan", k._plan ~= nil)
+print("plan box", pcall(k.launch, k, { grid = 1, args = { other, 1 } }))
+print("plan kind", pcall(k.launch, k, { grid = 1, args = { m = a, n = 1 } }))
+print("plan again", pcall(k.launch, k, { grid = 1, args = { good, 2 }, pdl = true }))
+tl.device.synchronize()
+]], ".lua")
+      local log = os.tmpname()
+      local out, err, code = no_crash(H.tilua_env({ TILUA_LIBCUDA = fake, FAKE_CUDA_LOG = log }, { script }))
+      os.remove(script)
+      local f = assert(io.open(log))
+      local launches = f:read "a"
+      f:close()
+      os.remove(log)
+      assert.equal(0, code, err)
+      local box = "launch: argument 'm' is a tensor map of bf16 with box {32, 64} and swizzle 128; the parameter is !tile.tensor_map<bf16, sw128, 64, 64>"
+      local kind = "launch: argument 'm' must be a tensor map %(tl.device.tensor_map%), got table"
+      assert.matches("first box\tfalse\t[^\n]*:8: " .. box:gsub("[%(%)%.%[%]%-%+%*%?%^%$]", "%%%0"), out)
+      assert.matches("first kind\tfalse\t[^\n]*:9: " .. kind, out)
+      assert.matches("plan\ttrue", out) -- the later launches take the plan (l_launch.c)
+      assert.matches("plan box\tfalse\t[^\n]*:12: " .. box:gsub("[%(%)%.%[%]%-%+%*%?%^%$]", "%%%0"), out)
+      assert.matches("plan kind\tfalse\t[^\n]*:13: " .. kind, out)
+      assert.matches("plan again\ttrue", out)
+      -- both PDL launches reached the driver with the map's 128 bytes and the flag
+      local _, n = launches:gsub("launch k [^\n]*pdl=1 args=map{[^\n]*box=64,64[^\n]*} 0x[12]\n", "")
+      assert.equal(2, n, launches)
+    end)
+
     it("a kernel named \"k\\0evil\" is refused, not emitted as .entry k", function()
       tl.new_module()
       local line = debug.getinfo(1, "l").currentline

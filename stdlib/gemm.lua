@@ -543,7 +543,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       -- a persistent grid of clusters: as many as can be resident at once (a
       -- GPC fits a whole number of clusters: 132 SMs hold fewer than 33 of 4)
       self._clusters = self._clusters or self.kernel:max_active_clusters()
-      if self._clusters > 0 then grid[1] = math.min(grid[1], self._clusters * c.cluster) end
+      if self._clusters > 0 then grid = { math.min(grid[1], self._clusters * c.cluster), grid[2], grid[3] } end
     end
     self.kernel:launch { grid = grid, args = args, pdl = c.pdl }
     return self

@@ -13,7 +13,12 @@
 ** Scheduler kinds
 ** ======================================================================= */
 
-enum { K_DP = SCHED_DATA_PARALLEL, K_SP = SCHED_STATIC_PERSISTENT, K_SK = SCHED_STREAMK, K_SM100 = CUT_SCHED_SM100_STREAMK };
+enum {
+  K_DP = SCHED_DATA_PARALLEL,
+  K_SP = SCHED_STATIC_PERSISTENT,
+  K_SK = SCHED_STREAMK,
+  K_SM100 = CUT_SCHED_SM100_STREAMK
+};
 static const char *const *const kinds = CUT_SCHED_KIND_names;
 
 /* The kind an op of the params / work-tile creation families builds. */
@@ -65,16 +70,18 @@ static bool check_cluster_shape(IrOp *op, IrAttrList l) {
     /* no extent past a cluster's CTA limit is meaningful (and so the product
     ** below cannot overflow) */
     if (cs[i] < 1 || cs[i] > SM90_MAX_CLUSTER_CTAS) {
-      ir_op_error(op, "cluster_shape[%u] = %lld: each extent must be in 1..%d", i,
-                  (long long)cs[i], SM90_MAX_CLUSTER_CTAS);
+      ir_op_error(op, "cluster_shape[%u] = %lld: each extent must be in 1..%d", i, (long long)cs[i],
+                  SM90_MAX_CLUSTER_CTAS);
       return false;
     }
   }
   int64_t ctas = cs[0] * cs[1] * cs[2], want = ks.ctas;
   if (l.n == 0 || ctas != want) {
-    ir_op_error(op, "cluster_shape [%lld, %lld, %lld] has %lld CTAs, the kernel's cluster [%lld, %lld, %lld] %lld",
-                (long long)cs[0], (long long)cs[1], (long long)cs[2], (long long)ctas,
-                (long long)kc[0], (long long)kc[1], (long long)kc[2], (long long)want);
+    ir_op_error(
+        op,
+        "cluster_shape [%lld, %lld, %lld] has %lld CTAs, the kernel's cluster [%lld, %lld, %lld] %lld",
+        (long long)cs[0], (long long)cs[1], (long long)cs[2], (long long)ctas, (long long)kc[0],
+        (long long)kc[1], (long long)kc[2], (long long)want);
     return false;
   }
   return true;
@@ -226,7 +233,6 @@ static void collect_probes(IrRegion *r, IrOpVec *p) {
     }
 }
 
-
 /* MODS ops live only inside cutlass.async.exec regions; returns that region's op. */
 static IrOp *mods_exec(IrOp *op) {
   IrOp *e = ir_op_ancestor(op, OP_CUTLASS_ASYNC_EXEC);
@@ -354,7 +360,8 @@ IrResult cutlass_verify_kernel_mods(IrOp *k) {
 IrResult cutlass_verify_mods_probe(IrOp *op) {
   if (!mods_exec(op)) return IR_FAIL;
   bool two_cta = ir_attrs_CUTLASS_MODS_START(op).is_2cta_mma;
-  return op->kind != OP_CUTLASS_MODS_START || check_cluster_participants(op, two_cta) ? IR_OK : IR_FAIL;
+  return op->kind != OP_CUTLASS_MODS_START || check_cluster_participants(op, two_cta) ? IR_OK
+                                                                                      : IR_FAIL;
 }
 
 IrResult cutlass_verify_mods_smid(IrOp *op) { return mods_exec(op) ? IR_OK : IR_FAIL; }

@@ -6,16 +6,18 @@
 ** takes the plan without entering Lua; and the raw cuLaunchKernel loop that
 ** tools/bench/launch.lua measures it against.
 **
-**   plan = core.launch_plan(fn, {kinds = {"ptr", "i32", ...}, names = {...},
+**   plan = core.launch_plan(fn, {kinds = {"ptr", "i32", "tmap", ...}, names = {...},
 **                                elems = {[i] = the element type a buffer for
 **                                pointer i must hold, or false for any},
+**                                maps = {[i] = {elem_bytes =, swizzle =, box = {...},
+**                                text = the parameter's type} for tensor map i},
 **                                block = {x,y,z}, cluster = {x,y,z}, static = bytes,
 **                                smem = bytes, name = "k"})
-**   plan:launch(grid, args [, smem [, stream]])
+**   plan:launch(grid, args [, smem [, stream [, pdl]]])
 **                                       grid: n or {x [, y [, z]]}; args by position or name
 **   core.launch_fast(slow) -> launch    launch(k, cfg): through k._plan when it is k._fn's,
 **                                       the current device's, and cfg names no block,
-**                                       cluster, pdl or device; else slow(k, cfg)
+**                                       cluster or device; else slow(k, cfg)
 **   plan:raw_loop(n, grid, args) -> seconds of n raw cuLaunchKernel calls
 **   core.now() -> monotonic seconds
 **
@@ -23,7 +25,8 @@
 ** callgrind (docs/PERF.md, "Launch cost"): a buffer argument given again is
 ** known by its table's address (ArgMemo: no `raw` read, no metatable check),
 ** the launch's script line comes from lb_launch_site (memoized per function),
-** and the runtime gets the kernel's name interned once per plan.
+** and the runtime gets the kernel's name interned once per plan. A tensor map
+** given again is known the same way (its fit to the parameter checked once).
 */
 #include <string.h>
 #include <time.h>
@@ -33,17 +36,21 @@
 #define LB_LAUNCH_PLAN "tilua.LaunchPlan"
 #define PLAN_MAX_ARGS 63
 
-typedef enum { ARG_PTR, ARG_I8, ARG_I16, ARG_I32, ARG_I64, ARG_F32, ARG_F64 } ArgKind;
-static const char *const arg_kind_names[] = {"ptr", "i8", "i16", "i32", "i64", "f32", "f64", NULL};
+typedef enum { ARG_PTR, ARG_I8, ARG_I16, ARG_I32, ARG_I64, ARG_F32, ARG_F64, ARG_TMAP } ArgKind;
+static const char *const arg_kind_names[] = {"ptr", "i8",  "i16",  "i32", "i64",
+                                             "f32", "f64", "tmap", NULL};
 
 /* The buffer a pointer argument was given last: the buffer's table and its
-** LbBuffer. The plan's third user value holds both (the table at 2i + 1, its
-** `raw` at 2i + 2), so the table at that address is still that table, and
-** the LbBuffer still memory, at the next launch. Its fourth holds the
-** element type each pointer's buffer must hold (elems). */
+** LbBuffer; or the tensor map a map argument was given last and its bytes.
+** The plan's third user value holds them (the table or map at 2i + 1, the
+** buffer's `raw` at 2i + 2), so the object at that address is still that
+** one, and its memory still there, at the next launch. Its fourth holds the
+** element type each pointer's buffer must hold (elems), its fifth the maps'
+** specs (for messages). */
 typedef struct ArgMemo {
   const void *table;
   const LbBuffer *buf;
+  const uint8_t *map;
 } ArgMemo;
 
 typedef struct Plan {
@@ -51,6 +58,7 @@ typedef struct Plan {
   int nargs;
   unsigned char kinds[PLAN_MAX_ARGS];
   ArgMemo memo[PLAN_MAX_ARGS];
+  LbMapType maps[PLAN_MAX_ARGS]; /* what each tensor map parameter takes */
   unsigned block[3], cluster[3];
   unsigned static_smem, smem;
   unsigned smem_allowed; /* the largest shared memory the function's attribute was raised to */
@@ -91,6 +99,28 @@ static lua_Integer int_field(lua_State *L, int t, const char *key) {
   return v;
 }
 
+/* spec.maps[i + 1] (at t) into m: false when it is missing or malformed (the Lua path then). */
+static bool map_spec(lua_State *L, int t, int i, LbMapType *m) {
+  bool ok = lua_getfield(L, t, "maps") == LUA_TTABLE && lua_geti(L, -1, i + 1) == LUA_TTABLE;
+  if (ok) {
+    lua_getfield(L, -1, "elem_bytes");
+    lua_getfield(L, -2, "swizzle");
+    m->elem_bytes = (int)lua_tointeger(L, -2), m->swizzle = (int)lua_tointeger(L, -1);
+    lua_pop(L, 2);
+    ok = lua_getfield(L, -1, "box") == LUA_TTABLE;
+    m->rank = ok ? (int)lua_rawlen(L, -1) : 0;
+    ok = ok && m->rank >= 1 && m->rank <= 5;
+    for (int d = 0; ok && d < m->rank; d++) {
+      lua_rawgeti(L, -1, d + 1);
+      m->box[d] = lua_tointeger(L, -1);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2);
+  return ok;
+}
+
 /* core.launch_plan(fn, spec) -> plan, or nil when an argument kind has no fast path. */
 static int core_launch_plan(lua_State *L) {
   CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
@@ -107,12 +137,14 @@ static int core_launch_plan(lua_State *L) {
     while (k && arg_kind_names[j] && strcmp(arg_kind_names[j], k))
       j++;
     lua_pop(L, 1);
-    if (!k || !arg_kind_names[j]) return 0; /* tensor maps, 16-bit floats: the Lua path */
+    if (!k || !arg_kind_names[j]) return 0; /* 16-bit floats: the Lua path */
     kinds[i] = (unsigned char)j;
   }
   lua_pop(L, 1);
-  Plan *p = lua_newuserdatauv(L, sizeof *p, 4);
+  Plan *p = lua_newuserdatauv(L, sizeof *p, 5);
   memset(p, 0, sizeof *p);
+  for (int i = 0; i < n; i++)
+    if (kinds[i] == ARG_TMAP && !map_spec(L, 2, i, &p->maps[i])) return 0;
   p->fn = *f;
   p->rt = lb_function_runtime(L, 1);
   p->cur = lb_current_device(L);
@@ -137,6 +169,8 @@ static int core_launch_plan(lua_State *L) {
   lua_setiuservalue(L, -2, 3);
   lua_getfield(L, 2, "elems");
   lua_setiuservalue(L, -2, 4);
+  lua_getfield(L, 2, "maps");
+  lua_setiuservalue(L, -2, 5);
   return 1;
 }
 
@@ -204,11 +238,43 @@ static CUdeviceptr table_buffer(lua_State *L, int plan, Plan *p, int i, int idx)
   return m->buf->ptr;
 }
 
-/* Convert argument i (at idx) into its slot; raises with the parameter's
-** name. Values it pushes stay (pack_all pops them all at once). */
+/* The bytes of the tensor map at idx, argument i: checked against the
+** parameter's type once per map (remembered like a buffer). What it reads
+** stays on the stack. */
+static const uint8_t *map_arg(lua_State *L, int plan, Plan *p, int i, int idx) {
+  ArgMemo *m = &p->memo[i];
+  const void *map = lua_topointer(L, idx);
+  if (map && map == m->table) return m->map;
+  const uint8_t *bytes = lb_tensor_map_fit(L, idx, &p->maps[i]);
+  if (!bytes) { /* what the argument is, on top */
+    int what = lua_gettop(L);
+    const char *name = param_name(L, plan, i);
+    if (lua_isnil(L, what))
+      lb_error(L, "launch: argument '%s' must be a tensor map (tl.device.tensor_map), got %s", name,
+               luaL_typename(L, idx));
+    lua_getiuservalue(L, plan, 5);
+    const char *want = lua_istable(L, -1) && lua_geti(L, -1, i + 1) == LUA_TTABLE &&
+                               lua_getfield(L, -1, "text") == LUA_TSTRING
+                           ? lua_tostring(L, -1)
+                           : "?";
+    lb_error(L, "launch: argument '%s' is %s; the parameter is %s", name, lua_tostring(L, what),
+             want);
+  }
+  lua_getiuservalue(L, plan, 3);
+  lua_pushvalue(L, idx);
+  lua_rawseti(L, -2, 2 * i + 1);
+  lua_pop(L, 1);
+  m->table = map, m->buf = NULL, m->map = bytes;
+  return bytes;
+}
+
+/* Convert argument i (at idx) into its slot (a tensor map: the address of its
+** bytes); raises with the parameter's name. Values it pushes stay (pack_all
+** pops them all at once). */
 static void pack(lua_State *L, int plan, Plan *p, int i, int idx, int t, uint64_t *slot) {
   *slot = 0;
   switch ((ArgKind)p->kinds[i]) {
+  case ARG_TMAP: *slot = (uint64_t)(uintptr_t)map_arg(L, plan, p, i, idx); return;
   case ARG_PTR: {
     CUdeviceptr a = t == LUA_TTABLE         ? table_buffer(L, plan, p, i, idx)
                     : lua_isinteger(L, idx) ? (CUdeviceptr)lua_tointeger(L, idx)
@@ -299,15 +365,17 @@ static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, 
         lb_error(L, "launch: missing argument '%s' (#%d)", param_name(L, plan, i), i + 1);
     }
     pack(L, plan, p, i, lua_gettop(L), t, &slots[i]); /* the argument is on top */
-    ptrs[i] = &slots[i];
+    /* a tensor map is passed as its 128 bytes, the rest as the slot's */
+    ptrs[i] = p->kinds[i] == ARG_TMAP ? (void *)(uintptr_t)slots[i] : &slots[i];
   }
   lua_settop(L, base);
 }
 
 /* Launch through the plan at index plan: the grid, the arguments' table, the
-** dynamic shared memory (none: the plan's) and the stream (none: the default
-** stream) at the given indices. */
-static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int smem, int stream) {
+** dynamic shared memory (none: the plan's), the stream (none: the default
+** stream) and whether it is a programmatic dependent launch at the given indices. */
+static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int smem, int stream,
+                      int pdl) {
   TlcuRuntime *rt = p->rt;
   uint64_t slots[PLAN_MAX_ARGS];
   void *ptrs[PLAN_MAX_ARGS];
@@ -320,7 +388,7 @@ static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int s
   cfg.smem = lb_launch_smem(L, p->static_smem, dyn);
   cfg.smem_allowed = cfg.smem <= p->smem_allowed;
   cfg.stream = lb_stream_arg(L, stream);
-  cfg.pdl = 0; /* a PDL launch takes fn:launch (k:launch's slow path) */
+  cfg.pdl = lua_toboolean(L, pdl);
   cfg.hang = NULL;
   cfg.name = p->name;
   if (!lb_launch_site(L, &cfg.file, &cfg.line)) cfg.file = NULL;
@@ -331,7 +399,7 @@ static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int s
 /* plan:launch(grid, args [, smem [, stream]]): asynchronous, like Kernel:launch. */
 static int plan_launch(lua_State *L) {
   Plan *p = luaL_checkudata(L, 1, LB_LAUNCH_PLAN);
-  do_launch(L, 1, p, 2, 3, 4, 5);
+  do_launch(L, 1, p, 2, 3, 4, 5, 6);
   return 0;
 }
 
@@ -370,17 +438,17 @@ static int launch_fast_call(lua_State *L) {
     lua_getiuservalue(L, 3, 1); /* 6 the plan's function */
     get_up(L, 2, UP_BLOCK);     /* 7 */
     get_up(L, 2, UP_CLUSTER);   /* 8 */
-    get_up(L, 2, UP_PDL);       /* 9: a PDL launch takes the slow path */
-    get_up(L, 2, UP_DEVICE);    /* 10: so does one naming its device */
-    if (lua_rawequal(L, 5, 6) && lua_isnil(L, 7) && lua_isnil(L, 8) && !lua_toboolean(L, 9) &&
-        lua_isnil(L, 10) && *p->cur == p->rt->info.ordinal) { /* loaded on the current device */
-      get_up(L, 2, UP_GRID);                                  /* 11 */
-      get_up(L, 2, UP_ARGS);                                  /* 12 */
-      get_up(L, 2, UP_SMEM);                                  /* 13 */
-      get_up(L, 2, UP_STREAM);                                /* 14 */
+    get_up(L, 2, UP_PDL);       /* 9 */
+    get_up(L, 2, UP_DEVICE);    /* 10: a launch naming its device takes the slow path */
+    if (lua_rawequal(L, 5, 6) && lua_isnil(L, 7) && lua_isnil(L, 8) && lua_isnil(L, 10) &&
+        *p->cur == p->rt->info.ordinal) { /* loaded on the current device */
+      get_up(L, 2, UP_GRID);              /* 11 */
+      get_up(L, 2, UP_ARGS);              /* 12 */
+      get_up(L, 2, UP_SMEM);              /* 13 */
+      get_up(L, 2, UP_STREAM);            /* 14 */
       if (lua_isnil(L, 11)) lua_pushinteger(L, 1), lua_replace(L, 11);
       if (lua_isnil(L, 12)) lua_newtable(L), lua_replace(L, 12);
-      do_launch(L, 3, p, 11, 12, 13, 14);
+      do_launch(L, 3, p, 11, 12, 13, 14, 9);
       lua_settop(L, 1);
       return 1; /* k */
     }

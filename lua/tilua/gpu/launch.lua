@@ -119,24 +119,30 @@ do -- (the module's definitions; an indented block)
   -- previous kernel finishes; tl.griddepcontrol_wait in the kernel waits for it).
   -- Asynchronous: tl.device.synchronize() waits and reports failures.
   -- The launch plan of the compiled kernel (l_launch.c): argument kinds, dims
-  -- and names decoded once; nil when a parameter needs the Lua path (tensor
-  -- maps, 16-bit floats) or the launch carries debug-hangs records.
+  -- and names decoded once, with what each tensor map parameter takes; nil
+  -- when a parameter needs the Lua path (16-bit floats) or the launch carries
+  -- debug-hangs records.
   local function launch_plan(k, info)
     if k._plan_for == k._fn then return k._plan end
     k._plan_for, k._plan = k._fn, nil
     if info.hang_sites then return nil end
-    local kinds, names, elems = {}, {}, {}
+    local kinds, names, elems, maps = {}, {}, {}, {}
     for n, p in ipairs(k.params) do
       local i = p.type:info()
       local kind = i.kind == "ptr" and "ptr" or i.kind == "index" and "i64"
                    or i.kind == "int" and i.width > 1 and ("i" .. i.width)
                    or i.kind == "float" and (i.width == 32 or i.width == 64) and ("f" .. i.width)
+                   or i.kind == "dialect" and i.name == "tile.tensor_map" and "tmap"
       if not kind then return nil end
       kinds[n], names[n] = kind, p.name
       if kind == "ptr" then elems[n] = pointee(p) or false end
+      if kind == "tmap" then
+        local mi = tl.tensor_map_info(p.type)
+        maps[n] = { elem_bytes = mi.elem:info().bytes, swizzle = mi.swizzle, box = mi.box, text = tostring(p.type) }
+      end
     end
-    k._plan = core.launch_plan(k._fn, { kinds = kinds, names = names, elems = elems, block = info.block, cluster = info.cluster,
-                                        static = info.static, smem = info.smem, name = k.name })
+    k._plan = core.launch_plan(k._fn, { kinds = kinds, names = names, elems = elems, maps = maps, block = info.block,
+                                        cluster = info.cluster, static = info.static, smem = info.smem, name = k.name })
     return k._plan
   end
 
@@ -168,10 +174,10 @@ do -- (the module's definitions; an indented block)
     local info = launch_info(self)
     -- on cfg.device, else the current device (tl.device.use); the emulator is one device
     if not tl.options.emulate and core.device_available() then on_device(self, cfg.device or core.device_current()) end
-    if self._fn and cfg.block == nil and cfg.cluster == nil and not cfg.pdl and not info.tile then -- the fast path
+    if self._fn and cfg.block == nil and cfg.cluster == nil and not info.tile then -- the fast path
       local plan = launch_plan(self, info)
       if plan then
-        plan:launch(cfg.grid or 1, cfg.args or {}, cfg.smem, cfg.stream)
+        plan:launch(cfg.grid or 1, cfg.args or {}, cfg.smem, cfg.stream, cfg.pdl)
         return self
       end
     end

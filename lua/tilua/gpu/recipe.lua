@@ -183,15 +183,39 @@ function R.value(recipe, params, state, inputs, i, programs)
   return value(recipe, params, state, env_of(recipe, inputs or {}, programs or { 1, 1, 1 }), i)
 end
 
+-- Whether a launch of recipe with inputs and programs gives what the last one
+-- (state._last) gave: the same recipe, grid of programs and inputs (the same
+-- buffers and numbers; a tensor input is a table its owner may change, so
+-- never), and nothing read from the device (its SM count).
+local function same_as_last(last, recipe, inputs, programs)
+  if not last or last.recipe ~= recipe or last.sms then return false end
+  for d = 1, 3 do
+    if last.programs[d] ~= programs[d] then return false end
+  end
+  for _, i in ipairs(recipe.inputs) do
+    if i.kind == "tensor" or not rawequal(inputs[i.name], last.inputs[i.name]) then return false end
+  end
+  return true
+end
+
 -- R.values(recipe, params, state, inputs [, programs]) -> grid {x, y, z}, values
+-- (the caller's to read, not to change: a launch like the last gets the same
+-- tables back, which is what makes a loop of g:run on the same operands cheap)
 function R.values(recipe, params, state, inputs, programs)
   programs = programs or { 1, 1, 1 }
+  inputs = inputs or {}
+  local last = state._last
+  if same_as_last(last, recipe, inputs, programs) then return last.grid, last.values end
   for _, c in ipairs(recipe.checks or {}) do check_programs(c, programs) end
-  local env = env_of(recipe, inputs or {}, programs)
+  local env = env_of(recipe, inputs, programs)
   local values = {}
   for i = 1, #recipe.args do values[i] = value(recipe, params, state, env, i) end
   local grid = {}
   for d = 1, 3 do grid[d] = eval(recipe.grid[d] or 1, env) end
+  local seen = {}
+  for _, i in ipairs(recipe.inputs) do seen[i.name] = inputs[i.name] end
+  state._last = { recipe = recipe, programs = { programs[1], programs[2], programs[3] }, inputs = seen,
+                  sms = env.sm_count ~= nil, grid = grid, values = values }
   return grid, values
 end
 
