@@ -36,11 +36,10 @@ static bool check_distribution(IrOp *op, const IrType *t, int kind) {
                 ir_op_type_str(op, t));
     return false;
   }
-  int64_t n = 1;
-  for (uint32_t d = 0; d < t->rank; d++) {
+  int64_t n = 1; /* 0 once it cannot be 32: a product past 32 stops there, so it cannot overflow */
+  for (uint32_t d = 0; d < t->rank && n; d++) {
     int64_t x = lanes->u.arr.elems[d]->u.i;
-    if (x & (x - 1)) n = 0;
-    n *= x;
+    n = (x & (x - 1)) || x > 32 || n * x > 32 ? 0 : n * x;
   }
   if (n != 32) {
     ir_op_error(op, "the layout's 'lanes' of %s must be powers of two, 32 in all (a warp's lanes)",
