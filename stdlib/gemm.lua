@@ -158,6 +158,9 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     -- programmatic dependent launch: a launch may start while the stream's
     -- previous kernel finishes (its prologue overlaps that kernel's tail)
     if c.pdl == nil then c.pdl = true end
+    if c.pdl ~= true and c.pdl ~= false and c.pdl ~= "early" then
+      raise(("gemm.build: pdl must be true, false or \"early\", got %s"):format(tostring(c.pdl)))
+    end
     -- dynamic: the problem is a kernel argument (M, N, K), m, n, k only the
     -- shape the defaults were picked for; one kernel serves every shape
     if c.dynamic and c.schedule == "streamk" then
@@ -297,6 +300,9 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
           tl.tensor_map_prefetch(p.B)
           -- the operands may be the previous kernel's outputs (a PDL launch)
           if c.pdl then tl.griddepcontrol_wait() end
+          -- "early": the next kernel may launch as soon as every CTA got here
+          -- (its CTAs wait on SMs this grid leaves free)
+          if c.pdl == "early" then tl.griddepcontrol_launch_dependents() end
           local row_mask = 0 -- the ranks of a cluster row (rm = 0)
           for j = 0, CN - 1 do row_mask = row_mask | 1 << (CM * j) end
           tiles(G, { st }, { function(work)
@@ -316,7 +322,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       end)
       -- every load is issued: the next kernel in the stream may launch (its
       -- own griddepcontrol.wait waits until this grid completed)
-      if c.pdl then tl.griddepcontrol_launch_dependents() end
+      if c.pdl == true then tl.griddepcontrol_launch_dependents() end
     end)
   end
 
