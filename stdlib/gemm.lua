@@ -158,9 +158,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     -- programmatic dependent launch: a launch may start while the stream's
     -- previous kernel finishes (its prologue overlaps that kernel's tail)
     if c.pdl == nil then c.pdl = true end
-    if c.pdl ~= true and c.pdl ~= false and c.pdl ~= "early" then
-      raise(("gemm.build: pdl must be true, false or \"early\", got %s"):format(tostring(c.pdl)))
-    end
+    if type(c.pdl) ~= "boolean" then raise(("gemm.build: pdl must be true or false, got %s"):format(tostring(c.pdl))) end
     -- dynamic: the problem is a kernel argument (M, N, K), m, n, k only the
     -- shape the defaults were picked for; one kernel serves every shape
     if c.dynamic and c.schedule == "streamk" then
@@ -299,10 +297,15 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
           tl.tensor_map_prefetch(p.A)
           tl.tensor_map_prefetch(p.B)
           -- the operands may be the previous kernel's outputs (a PDL launch)
-          if c.pdl then tl.griddepcontrol_wait() end
-          -- "early": the next kernel may launch as soon as every CTA got here
-          -- (its CTAs wait on SMs this grid leaves free)
-          if c.pdl == "early" then tl.griddepcontrol_launch_dependents() end
+          -- then the next kernel may launch once every CTA got here: its CTAs
+          -- wait (griddepcontrol.wait) on the SMs this grid leaves free, so a
+          -- grid of few CTAs hides the next launch behind its whole run. (A
+          -- trigger after the last load was issued lost 4 us a launch on
+          -- decode-sized GEMMs, H200 2026-11-28: docs/PERF.md.)
+          if c.pdl then
+            tl.griddepcontrol_wait()
+            tl.griddepcontrol_launch_dependents()
+          end
           local row_mask = 0 -- the ranks of a cluster row (rm = 0)
           for j = 0, CN - 1 do row_mask = row_mask | 1 << (CM * j) end
           tiles(G, { st }, { function(work)
@@ -320,9 +323,6 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
           pipe:producer_tail(st)
         end)
       end)
-      -- every load is issued: the next kernel in the stream may launch (its
-      -- own griddepcontrol.wait waits until this grid completed)
-      if c.pdl == true then tl.griddepcontrol_launch_dependents() end
     end)
   end
 

@@ -54,6 +54,7 @@ local FORMS = {
   { bm = 256, bn = 128, cluster = { 1, 2 } },
   { bm = 256, bn = 128, cluster = { 2, 1 } },
   { bm = 64, bn = 128, wgs = 1 },                 -- few rows (decode-sized M)
+  { bm = 64, bn = 64, wgs = 1 },                  -- few rows, twice the CTAs
   { bn = 256, schedule = "streamk" },
   { bn = 128, schedule = "streamk" },
   { bn = 128, schedule = "splitk", splits = 2 },
