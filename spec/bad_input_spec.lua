@@ -456,6 +456,30 @@ print("plan smem", pcall(k.launch, k, { grid = 1, smem = 232449, args = { a, 1 }
       assert.matches("plan smem\tfalse\t[^\n]*: launch: smem 232449 is out of range", out)
     end)
 
+    it("a kernel that fixes its grid (grid = 1) is launched on that grid only, on every path", function()
+      local fake = os.getenv "TILUA_FAKE_CUDA"
+      if not fake or fake == "" then pending "TILUA_FAKE_CUDA is not set (run through ctest)" return end
+      local script = H.temp([[
+local tl = require "tilua"
+local a = tl.device.alloc(tl.i32, 64)
+local k = tl.kernel("one", { params = { { "out", tl.ptr(tl.i32) } }, block = 64, grid = 1 })
+k:define(function(_, p) (p.out + tl.thread_id()):store(tl.thread_id()) end)
+print("first", pcall(k.launch, k, { grid = 2, args = { a } }))
+print("good", pcall(k.launch, k, { grid = 1, args = { a } }))
+print("plan", pcall(k.launch, k, { grid = { 1, 2 }, args = { a } }))
+print("spec", k.op:kernel_spec().grid[1])
+tl.device.synchronize()
+]], ".lua")
+      local out, err, code = no_crash(H.tilua_env({ TILUA_LIBCUDA = fake }, { script }))
+      os.remove(script)
+      assert.equal(0, code, err)
+      local msg = "launch: kernel 'one' runs on the grid {1, 1, 1} only %(its kernel_spec.grid%), got "
+      assert.matches("first\tfalse\t[^\n]*:5: " .. msg .. "{2, 1, 1}", out)
+      assert.matches("good\ttrue", out)
+      assert.matches("plan\tfalse\t[^\n]*:7: " .. msg .. "{1, 2, 1}", out)
+      assert.matches("spec\t1", out)
+    end)
+
     it("a tensor map argument is checked alike on the first launch and on the plan's (PDL included)", function()
       local fake = os.getenv "TILUA_FAKE_CUDA"
       if not fake or fake == "" then pending "TILUA_FAKE_CUDA is not set (run through ctest)" return end

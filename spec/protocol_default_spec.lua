@@ -149,20 +149,33 @@ end)
 describe("the configurations the check of every compile tries", function()
   local cc = require "tilua.emulate.compile_check"
 
-  it("finds a bug that needs two CTAs: every CTA stores the same bytes (refused when the kernel reads its CTA index)", function()
-    tl.new_module()
-    local k = tl.kernel("same_bytes", { params = { { "out", tl.ptr(tl.i32) }, { "n", tl.i32 } }, block = 64 })
-    k:define(function(_, p)
-      local t = tl.thread_id()
-      tl.if_(t:lt(p.n), function() (p.out + t):store(t) end) -- the block's offset forgotten
-    end)
-    -- it cannot tell its CTAs apart: noted (it may be meant for a grid of one), not refused
+  it("finds a bug that needs two CTAs: every CTA stores the same bytes (a kernel for one CTA says so: grid = 1)", function()
+    local function same_bytes(name, grid)
+      tl.new_module()
+      local k = tl.kernel(name, { params = { { "out", tl.ptr(tl.i32) }, { "n", tl.i32 } }, block = 64, grid = grid })
+      k:define(function(_, p)
+        local t = tl.thread_id()
+        tl.if_(t:lt(p.n), function() (p.out + t):store(t) end) -- the block's offset forgotten
+      end)
+      return k
+    end
+    -- it cannot tell its CTAs apart: refused, and the message says how a kernel for one CTA says so
+    local ok0, err0 = pcall(cc.run, same_bytes("same_bytes").module, { work = 40000000 })
+    assert.is_false(ok0)
+    assert.matches("overwrite", err0, 1, true)
+    assert.matches("found on 2 CTAs (two clusters)", err0, 1, true)
+    assert.matches("its CTAs cannot tell themselves apart: a kernel for one CTA says so (tl.kernel{grid = 1}", err0, 1, true)
+    -- the same kernel declared for a grid of one: proven on that grid (and a ragged size on it), nothing noted
     local notes = {}
-    local res = cc.run(k.module, { work = 40000000, note = function(l) notes[#notes + 1] = l end })
-    assert.is_false(res[1].ok)
-    assert.matches("writes global bytes", res[1].why, 1, true)
-    assert.matches("on 2 CTAs (two clusters)", res[1].why, 1, true)
-    assert.matches("meant for a grid of one", table.concat(notes, "\n"), 1, true)
+    local res = cc.run(same_bytes("one_cta", 1).module, { work = 40000000, note = function(l) notes[#notes + 1] = l end })
+    assert.is_true(res[1].ok)
+    assert.are.same({ "the derived inputs on its grid, n = 64", "a ragged size on its grid, n = 92" }, res[1].checked)
+    assert.are.same({}, notes)
+    -- declared for 2 CTAs, it races again: the declaration is what is checked
+    local ok2, err2 = pcall(cc.run, same_bytes("two_ctas", 2).module, { work = 40000000 })
+    assert.is_false(ok2)
+    assert.matches("overwrite", err2, 1, true)
+    assert.matches("grid 2", err2, 1, true)
     -- the same kernel reading its CTA's index, with the offset still forgotten: refused
     tl.new_module()
     local k2 = tl.kernel("same_bytes2", { params = { { "out", tl.ptr(tl.i32) }, { "n", tl.i32 } }, block = 64 })

@@ -581,17 +581,17 @@ end
 tl.dims3 = dims
 
 -- tl.kernel(name, { params = ..., block = 128 | {x,y,z}, cluster = {x,y,z}, smem = bytes })
-local kernel_options = { params = true, block = true, cluster = true, smem = true }
+local kernel_options = { params = true, block = true, cluster = true, smem = true, grid = true }
 
 function tl.kernel(name, spec)
   if type(name) ~= "string" or name == "" then raise("kernel: expected a name") end
   if spec ~= nil and type(spec) ~= "table" then
-    raise(("kernel '%s': the options must be a table { params =, block =, cluster =, smem = }, got a %s"):format(name, type(spec)))
+    raise(("kernel '%s': the options must be a table { params =, block =, cluster =, smem =, grid = }, got a %s"):format(name, type(spec)))
   end
   spec = spec or {}
   for key in pairs(spec) do
     if not kernel_options[key] then
-      raise(("kernel '%s': unknown option '%s' (known: params, block, cluster, smem)%s"):format(name, tostring(key),
+      raise(("kernel '%s': unknown option '%s' (known: params, block, cluster, smem, grid)%s"):format(name, tostring(key),
         tl.did_you_mean(key, kernel_options)))
     end
   end
@@ -610,6 +610,9 @@ function tl.kernel(name, spec)
     ks.num_ctas = ks.cluster[1] * ks.cluster[2] * ks.cluster[3]
   end
   if spec.smem then ks.smem = spec.smem end
+  -- grid: the only grid the kernel is written for (a kernel for one CTA says
+  -- grid = 1); every launch checks it, and the protocol check runs on it
+  if spec.grid then ks.grid = dims(spec.grid, "grid") end
   local names = {}
   for i, p in ipairs(params) do names[i] = p.name end
   local m = tl.module()

@@ -256,6 +256,14 @@ static tlLogicalResult launch(const char *fn, tlDevice dev, tlModule m, tlString
   if (!cuda_ok(c, fn, tlcu_function_get(&c->device->rt, cm, name, &f))) return fail;
   TlcuLaunch cfg;
   memset(&cfg, 0, sizeof cfg);
+  if (ks.has_grid && (grid[0] != ks.grid[0] || grid[1] != ks.grid[1] || grid[2] != ks.grid[2])) {
+    tl_error(
+        c, fn,
+        "kernel '%s' runs on the grid {%lld, %lld, %lld} only (its kernel_spec.grid), got {%u, %u, %u}",
+        name, (long long)ks.grid[0], (long long)ks.grid[1], (long long)ks.grid[2], grid[0], grid[1],
+        grid[2]);
+    return fail;
+  }
   for (int i = 0; i < 3; i++) {
     if (ks.has_cluster && grid[i] % (unsigned)ks.cluster[i]) {
       tl_error(c, fn, "grid extent %u is not a multiple of the kernel's cluster (%lld along %c)",

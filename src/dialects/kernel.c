@@ -49,6 +49,7 @@ static void defaults(KernelSpec *ks) {
   memset(ks, 0, sizeof *ks);
   ks->block[0] = ks->block[1] = ks->block[2] = 1;
   ks->cluster[0] = ks->cluster[1] = ks->cluster[2] = 1;
+  ks->grid[0] = ks->grid[1] = ks->grid[2] = 1;
   ks->threads = ks->warps = ks->ctas = 1;
 }
 
@@ -57,9 +58,10 @@ static bool decode(const IrOp *k, KernelSpec *ks, IrOp *at) {
   defaults(ks);
   const IrAttr *spec = ir_op_attr(k, "kernel_spec");
   if (!spec || spec->kind != IR_ATTR_DICT) return false; /* the attribute check reports it */
-  int64_t block[3], cluster[3], threads, ctas;
+  int64_t block[3], cluster[3], grid[3], threads, ctas, blocks;
   const char *bad = !spec_dims(spec, "block", block, &threads)    ? "block"
                     : !spec_dims(spec, "cluster", cluster, &ctas) ? "cluster"
+                    : !spec_dims(spec, "grid", grid, &blocks)     ? "grid"
                                                                   : NULL;
   if (bad) {
     if (at) ir_op_error(at, "kernel_spec.%s must be 1 to 3 positive integers", bad);
@@ -82,6 +84,24 @@ static bool decode(const IrOp *k, KernelSpec *ks, IrOp *at) {
     if (at) too_many(at, "cluster", cluster, ctas, "CTAs", SM90_MAX_CLUSTER_CTAS);
     return false;
   }
+  bool has_grid = ir_attr_dict_get(spec, "grid") != NULL;
+  if (grid[0] > SM90_MAX_GRID_X || grid[1] > SM90_MAX_GRID_YZ || grid[2] > SM90_MAX_GRID_YZ) {
+    if (at)
+      ir_op_error(at, "kernel_spec.grid [%lld, %lld, %lld] exceeds the grid's limits (%d, %d, %d)",
+                  (long long)grid[0], (long long)grid[1], (long long)grid[2], SM90_MAX_GRID_X,
+                  SM90_MAX_GRID_YZ, SM90_MAX_GRID_YZ);
+    return false;
+  }
+  for (int i = 0; has_grid && i < 3; i++)
+    if (grid[i] % cluster[i]) {
+      if (at)
+        ir_op_error(
+            at,
+            "kernel_spec.grid [%lld, %lld, %lld] is no multiple of the cluster [%lld, %lld, %lld]",
+            (long long)grid[0], (long long)grid[1], (long long)grid[2], (long long)cluster[0],
+            (long long)cluster[1], (long long)cluster[2]);
+      return false;
+    }
   const IrAttr *smem = ir_attr_dict_get(spec, "smem");
   if (smem && (smem->kind != IR_ATTR_INT || smem->u.i < 0 || smem->u.i > SM90_MAX_SMEM)) {
     if (at) ir_op_error(at, "kernel_spec.smem must be an integer in [0, %d]", SM90_MAX_SMEM);
@@ -100,6 +120,8 @@ static bool decode(const IrOp *k, KernelSpec *ks, IrOp *at) {
   ks->ctas = ctas;
   ks->smem = smem ? smem->u.i : 0;
   ks->has_cluster = ir_attr_dict_get(spec, "cluster") != NULL;
+  memcpy(ks->grid, grid, sizeof grid);
+  ks->has_grid = has_grid;
   ks->ok = true;
   return true;
 }

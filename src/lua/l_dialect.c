@@ -145,7 +145,8 @@ static void push_dims(lua_State *L, const int64_t d[3]) {
 }
 
 /* op:kernel_spec() -> {block = {x, y, z}, cluster = {x, y, z}, smem, num_ctas,
-** threads, warps, has_cluster, entry_regs} of the kernel around op (op itself may be it);
+** threads, warps, has_cluster, entry_regs [, grid = {x, y, z}]} of the kernel around op (op itself
+*may be it);
 ** nil, message outside a kernel or when the spec is malformed. */
 static int op_kernel_spec(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
@@ -170,6 +171,10 @@ static int op_kernel_spec(lua_State *L) {
   lb_set_int(L, "threads", ks.threads);
   lb_set_int(L, "warps", ks.warps);
   lb_set_bool(L, "has_cluster", ks.has_cluster);
+  if (ks.has_grid) {
+    push_dims(L, ks.grid);
+    lua_setfield(L, -2, "grid");
+  }
   lb_set_int(L, "entry_regs", kernel_entry_regs(&ks));
   return 1;
 }

@@ -12,7 +12,8 @@
 **                                maps = {[i] = {elem_bytes =, swizzle =, box = {...},
 **                                text = the parameter's type} for tensor map i},
 **                                block = {x,y,z}, cluster = {x,y,z}, static = bytes,
-**                                smem = bytes, name = "k"})
+**                                smem = bytes, name = "k" [, grid = {x,y,z}: the only
+**                                grid it may launch on]})
 **   plan:launch(grid, args [, smem [, stream [, pdl]]])
 **                                       grid: n or {x [, y [, z]]}; args by position or name
 **   core.launch_fast(slow) -> launch    launch(k, cfg): through k._plan when it is k._fn's,
@@ -60,6 +61,8 @@ typedef struct Plan {
   ArgMemo memo[PLAN_MAX_ARGS];
   LbMapType maps[PLAN_MAX_ARGS]; /* what each tensor map parameter takes */
   unsigned block[3], cluster[3];
+  unsigned grid[3]; /* kernel_spec.grid: the only grid it runs on, when has_grid */
+  bool has_grid;
   unsigned static_smem, smem;
   unsigned smem_allowed; /* the largest shared memory the function's attribute was raised to */
   const void *buffer_mt; /* the metatable of device buffers (LB_BUFFER) */
@@ -152,6 +155,9 @@ static int core_launch_plan(lua_State *L) {
   memcpy(p->kinds, kinds, (size_t)n);
   dims_field(L, 2, "block", p->block);
   dims_field(L, 2, "cluster", p->cluster);
+  p->has_grid = lua_getfield(L, 2, "grid") == LUA_TTABLE;
+  lua_pop(L, 1);
+  dims_field(L, 2, "grid", p->grid);
   p->static_smem = (unsigned)int_field(L, 2, "static");
   p->smem = (unsigned)int_field(L, 2, "smem");
   lua_getfield(L, 2, "name");
@@ -341,6 +347,11 @@ static void grid_arg(lua_State *L, int idx, const Plan *p, unsigned g[3]) {
     if (g[i] % p->cluster[i])
       lb_error(L, "launch: grid dimension %d (%u) is not a multiple of the cluster's (%u)", i + 1,
                g[i], p->cluster[i]);
+  if (p->has_grid && (g[0] != p->grid[0] || g[1] != p->grid[1] || g[2] != p->grid[2]))
+    lb_error(
+        L,
+        "launch: kernel '%s' runs on the grid {%u, %u, %u} only (its kernel_spec.grid), got {%u, %u, %u}",
+        p->name, p->grid[0], p->grid[1], p->grid[2], g[0], g[1], g[2]);
 }
 
 /* The arguments in the table at idx: by position, else by parameter name.

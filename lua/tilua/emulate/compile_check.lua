@@ -33,12 +33,16 @@ local function first_line(s) return (tostring(s):match "^[^\n]*") end
 -- cluster, every ring wrapping twice), then two clusters (their derived
 -- inputs), then three clusters on a ragged size (the size before, n, plus
 -- n / 3 + 7: a last chunk or tile that is partial, no multiple of 16 bytes
--- or of the grid: a partial last wave). A kernel whose grid the
--- checker fixes (a StreamK plan's workers) and a tile program (its problem
--- has two programs along x and every tensor dim ragged) get the first only.
+-- or of the grid: a partial last wave). A kernel whose kernel_spec fixes its
+-- grid (grid = n: it runs on no other) gets the derived inputs on that grid
+-- and a ragged size on it. A kernel whose grid the checker fixes (a StreamK
+-- plan's workers) and a tile program (its problem has two programs along x
+-- and every tensor dim ragged) get the first only.
 -- -> list of { what, o = P.check's options given the result r before }.
 local function configurations(P, kop)
-  local out = { { what = "the derived inputs on one cluster", o = function() return {} end } }
+  local ks = kop:kernel_spec() or {}
+  local out = { { what = ks.grid and "the derived inputs on its grid" or "the derived inputs on one cluster",
+                  o = function() return {} end } }
   if P.is_tile_program(kop) then
     -- programs along y and z too, each dimension the program reads its index
     -- along (the derived problem has two along x only): two programs that
@@ -61,10 +65,15 @@ local function configurations(P, kop)
     end
     return out
   end
+  if ks.grid then -- the kernel runs on that grid only (every launch checks it): it, and a ragged size on it
+    out[#out + 1] = { what = "a ragged size on its grid", ragged = true,
+                      o = function(r) return { n = r.n and r.n + r.n // 3 + 7 } end }
+    return out
+  end
   -- A kernel that reads nothing that tells its CTAs apart (no CTA, cluster or
   -- grid index, no scheduler, no atomic) does the same work in every CTA: it
-  -- may be written for a grid of one, or have forgotten its CTA's offset. Its
-  -- races between CTAs on global memory are noted, not refused.
+  -- may be written for a grid of one (then it says so: kernel_spec.grid), or
+  -- have forgotten its CTA's offset. A race between its CTAs says which.
   local tells_ctas = false
   kop:walk(function(op)
     local n = op:name()
@@ -74,17 +83,16 @@ local function configurations(P, kop)
       tells_ctas = true
     end
   end)
-  local ks = kop:kernel_spec() or {}
   local cs = ks.has_cluster and ks.cluster and ks.cluster[1] or 1
   local ok, g0 = pcall(P.default_grid, kop)
   if not ok or g0 ~= cs then return out end
   if 2 * cs <= P.MAX_GRID then
-    out[#out + 1] = { what = ("%d CTAs (two clusters)"):format(2 * cs), note_races = not tells_ctas,
+    out[#out + 1] = { what = ("%d CTAs (two clusters)"):format(2 * cs), same_ctas = not tells_ctas,
                       o = function() return { grid = 2 * cs } end }
   end
   if 3 * cs <= P.MAX_GRID then
     out[#out + 1] = { what = ("%d CTAs (three clusters) on a ragged size"):format(3 * cs), ragged = true,
-                      note_races = not tells_ctas,
+                      same_ctas = not tells_ctas,
                       o = function(r) return { grid = 3 * cs, n = r.n and r.n + r.n // 3 + 7 } end }
   end
   return out
@@ -137,19 +145,22 @@ function M.run(module, o)
         res.why = ("not proven on %s: %s (a size and grid the kernel's global barriers may not accept)")
           :format(cfg.what, first_line(r.violation.message))
         break
-      elseif not r.ok and (cfg.ragged or cfg.note_races) and r.violation.message:find("global bytes", 1, true) then
+      elseif not r.ok and cfg.ragged and r.violation.message:find("global bytes", 1, true) then
         -- two CTAs' accesses to one global word on a size the kernel was not
         -- written for may be the input's fault (a length that must be the
-        -- grid's threads), and a kernel that cannot tell its CTAs apart may be
-        -- meant for one: said, not refused
-        res.why = ("not proven on %s: %s (%s)"):format(cfg.what, first_line(r.violation.message),
-          cfg.ragged and "a size the kernel may not accept"
-          or "its CTAs cannot tell themselves apart: is it meant for a grid of one?")
+        -- grid's threads): said, not refused
+        res.why = ("not proven on %s: %s (a size the kernel may not accept)"):format(cfg.what,
+          first_line(r.violation.message))
         break
       elseif not r.ok then
         local d = P.diagnostic(r)
-        error(("%s%s\n(found on %s by the protocol check every compile runs; tl.options.check_protocol = false or --no-check-protocol turns it off)")
-          :format(where(d.op), d.message, cfg.what), 0)
+        -- a kernel whose CTAs all do the same work, racing between CTAs: it
+        -- forgot its CTA's offset, or is meant for one CTA and did not say so
+        local hint = cfg.same_ctas and r.violation.message:find("global bytes", 1, true)
+          and "; its CTAs cannot tell themselves apart: a kernel for one CTA says so (tl.kernel{grid = 1}, kernel_spec.grid)"
+          or ""
+        error(("%s%s\n(found on %s by the protocol check every compile runs%s; tl.options.check_protocol = false or --no-check-protocol turns it off)")
+          :format(where(d.op), d.message, cfg.what, hint), 0)
       end
       r1 = r
       res.states = res.states + r.states

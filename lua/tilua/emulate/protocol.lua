@@ -193,7 +193,8 @@ local function cluster_size(kop)
   return ks.has_cluster and ks.cluster and ks.cluster[1] or 1
 end
 
--- The grid a check uses when none is given: one cluster, or for a StreamK
+-- The grid a check uses when none is given: the kernel's own where its
+-- kernel_spec fixes it (grid = n, along x), else one cluster, or for a StreamK
 -- kernel whose scheduler counts a constant number of workers (clusters) every
 -- one of them (a StreamK fixup waits for the peers its plan counts on: fewer
 -- CTAs would be a deadlock of the inputs; a worker count that is a parameter
@@ -208,6 +209,18 @@ M.MAX_TENSOR_BYTES = 64 << 20
 local STREAMK = { ["cutlass.tile_scheduler.create_streamk_params"] = true,
                   ["cutlass.tile_scheduler.create_sm100_streamk_params"] = true }
 local function default_grid(kop)
+  local ks = kop:kernel_spec() or {}
+  if ks.grid then -- the kernel says it runs on that grid only
+    if ks.grid[2] > 1 or ks.grid[3] > 1 then
+      error(("the kernel's grid {%d, %d, %d} (kernel_spec.grid): only grids along x are modelled"):format(
+        ks.grid[1], ks.grid[2], ks.grid[3]), 0)
+    end
+    if ks.grid[1] > M.MAX_GRID then
+      error(("the kernel's grid of %d CTAs (kernel_spec.grid): more than the %d CTAs a check runs"):format(
+        ks.grid[1], M.MAX_GRID), 0)
+    end
+    return ks.grid[1]
+  end
   local cs, workers = cluster_size(kop), nil
   kop:walk(function(o)
     if STREAMK[o:name()] and o:noperands() >= 5 then

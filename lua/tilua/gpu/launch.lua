@@ -82,7 +82,7 @@ do -- (the module's definitions; an indented block)
     local spec = assert(op:kernel_spec()) -- verified by the compile
     local sites = op:attr("hang_sites")
     local launch = op:attr_or_default "tileas.launch" -- (its fields read by their rows)
-    k._info = { ptx = k.ptx, block = spec.block, cluster = spec.cluster,
+    k._info = { ptx = k.ptx, block = spec.block, cluster = spec.cluster, grid = spec.grid,
                 static = op:attr_or_default "shared_static", smem = spec.smem,
                 hang_sites = sites and table.concat(sites, "\n"), tile = op:attr("tileas.params"),
                 persistent = launch and launch.persistent,
@@ -142,7 +142,8 @@ do -- (the module's definitions; an indented block)
       end
     end
     k._plan = core.launch_plan(k._fn, { kinds = kinds, names = names, elems = elems, maps = maps, block = info.block,
-                                        cluster = info.cluster, static = info.static, smem = info.smem, name = k.name })
+                                        cluster = info.cluster, grid = info.grid, static = info.static, smem = info.smem,
+                                        name = k.name })
     return k._plan
   end
 
@@ -193,6 +194,11 @@ do -- (the module's definitions; an indented block)
     else grid = tl.dims3(cfg.grid or 1, "launch: grid") end
     for i = 1, 3 do
       if grid[i] % cluster[i] ~= 0 then raise(("launch: grid dimension %d (%d) is not a multiple of the cluster's (%d)"):format(i, grid[i], cluster[i])) end
+    end
+    local fixed = info.grid
+    if fixed and (grid[1] ~= fixed[1] or grid[2] ~= fixed[2] or grid[3] ~= fixed[3]) then
+      raise(("launch: kernel '%s' runs on the grid {%d, %d, %d} only (its kernel_spec.grid), got {%d, %d, %d}"):format(
+        self.name, fixed[1], fixed[2], fixed[3], grid[1], grid[2], grid[3]))
     end
     local static, dyn = info.static, cfg.smem or info.smem
     if tl.options.emulate then -- on the CPU emulator (tilua.gpu.emulated), with the same arguments

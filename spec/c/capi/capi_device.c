@@ -23,6 +23,17 @@ static const char *const SHARED_KERNEL =
     "  }\n"
     "}\n";
 
+/* the kernel for one CTA, saying so (kernel_spec.grid): launched on that grid only */
+static const char *const ONE_CTA_KERNEL =
+    "module {\n"
+    "  tile.kernel {arg_names = [\"p\", \"n\"], kernel_spec = {block = [32, 1, 1], grid = [1, 1, 1]}, "
+    "sym_name = \"one\"} {\n"
+    "  ^bb0(%0: ptr<f32, global>, %1: i32):\n"
+    "    %2 = arith.constant {value = 1.0 : f32} : f32\n"
+    "    tile.store %2, %0\n"
+    "  }\n"
+    "}\n";
+
 static const char *const KERNEL =
     "module {\n"
     "  tile.kernel {arg_names = [\"p\", \"n\"], kernel_spec = {block = [32, 1, 1]}, sym_name = \"k\"} {\n"
@@ -42,14 +53,16 @@ int main(void) {
   CHECK_ERROR(before, "tlDeviceOpen: no GPU");
   tlContextDestroy(c);
   if (!fake || !*fake) {
-    printf("capi_device: the stand-in driver is not built (TILUA_FAKE_CUDA): the launch checks are skipped\n");
+    printf(
+        "capi_device: the stand-in driver is not built (TILUA_FAKE_CUDA): the launch checks are skipped\n");
     return failures ? 1 : 0;
   }
   setenv("TILUA_LIBCUDA", fake, 1);
   c = new_context();
   /* every CTA of the kernel stores p[0]: a race the protocol check of every compile
   ** refuses on two CTAs; this test is about launches */
-  tlModuleCreateFromScript(c, str("require('tilua').options.check_protocol = false"), str("off.lua"));
+  tlModuleCreateFromScript(c, str("require('tilua').options.check_protocol = false"),
+                           str("off.lua"));
   tlModule m = tlModuleCreateParse(c, str(KERNEL), str("k.tir"));
   CHECK(!tlModuleIsNull(m) && tlLogicalResultIsSuccess(tlModuleRunPipeline(m, str("ptx"))));
   tlDevice d = tlDeviceOpen(c, 0);
@@ -111,6 +124,15 @@ int main(void) {
   CHECK(tlLogicalResultIsSuccess(tlDeviceLaunch(d, m, str("k"), grid, 2, args)));
   CHECK(tlLogicalResultIsSuccess(tlDeviceLaunch(d, m, str("k"), grid, 2, args)));
   CHECK(tlLogicalResultIsSuccess(tlDeviceCopyToHost(d, host, buf, sizeof host)));
+  /* a kernel that fixes its grid: any other is refused, its own runs */
+  tlModule one = tlModuleCreateParse(c, str(ONE_CTA_KERNEL), str("one.tir"));
+  CHECK(!tlModuleIsNull(one) && tlLogicalResultIsSuccess(tlModuleRunPipeline(one, str("ptx"))));
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceLaunch(d, one, str("one"), grid, 2, args)));
+  CHECK_ERROR(before,
+              "kernel 'one' runs on the grid {1, 1, 1} only (its kernel_spec.grid), got {4, 1, 1}");
+  unsigned one_grid[3] = {1, 1, 1};
+  CHECK(tlLogicalResultIsSuccess(tlDeviceLaunch(d, one, str("one"), one_grid, 2, args)));
   /* the launch brings the kernel's static shared memory (as k:launch does) */
   char log[] = "/tmp/capi_device_XXXXXX";
   int fd = mkstemp(log);
