@@ -231,6 +231,12 @@ local function kernel_files(k, cname, o)
     cname, cstr(k.name), o.cubin and "cubin" or "NULL", o.cubin and #o.cubin or 0, info.block[1], info.block[2],
     info.block[3], info.cluster[1], info.cluster[2], info.cluster[3], smem, #ps, recipe and recipe.pdl and 1 or 0)
   local plist = #ps > 0 and ("void *tl_params[] = {" .. table.concat(values, ", ") .. "};") or "void **tl_params = NULL;"
+  if info.grid then -- the only grid the kernel runs on (kernel_spec.grid), checked as k:launch checks it
+    local g = info.grid
+    plist = ("if (grid.x != %du || grid.y != %du || grid.z != %du)\n    return tilua_fail(CUDA_ERROR_INVALID_VALUE, "
+      .. "\"launch: kernel '%%s' runs on the grid {%d, %d, %d} only (its kernel_spec.grid), got {%%u, %%u, %%u}\", %s, "
+      .. "grid.x, grid.y, grid.z);\n  %s"):format(g[1], g[2], g[3], g[1], g[2], g[3], cstr(k.name), plist)
+  end
   C("CUresult %s_launch(%s) {\n  %s\n  return tilua_launch(&%s_kernel, stream, grid, tl_params);\n}\n", cname,
     table.concat(typed, ", "), plist, cname)
   C("CUresult %s_graph_set(%s) {\n  %s\n  return tilua_graph_set(graph, node, &%s_kernel, grid, tl_params);\n}\n",
