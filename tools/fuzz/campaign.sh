@@ -9,7 +9,10 @@
 # (default 20000). A process that crashes is restarted at the input after the one
 # that crashed; that input is copied to tools/fuzz/found/ with the sanitizer's
 # report beside it (fix it, then move it to tools/fuzz/corpus/, which ctest
-# replays). Prints the seed first and a summary line at the end; progress goes
+# replays). A process still running after FUZZ_CHUNK_SECONDS (default 1800) is
+# stopped and its input counted the same way, as a hang: fuzz.lua's own 10 s
+# limit per input is a Lua hook, which work inside one C call never reaches.
+# Prints the seed first and a summary line at the end; progress goes
 # to $TMPDIR/fuzz-campaign-SURFACE-SEED/log.
 set -u
 TILUA=$1 SURFACE=$2 SEED=$3 INPUTS=$4 CHUNK=${5:-20000}
@@ -29,7 +32,7 @@ while [ "$at" -lt "$INPUTS" ]; do
   n=$CHUNK
   [ $((at + n)) -gt "$INPUTS" ] && n=$((INPUTS - at))
   rm -f "$WORK/current.index"
-  "$TILUA" tools/fuzz/fuzz.lua --surface "$SURFACE" --seed "$SEED" --skip "$at" --inputs "$n" --save "$WORK" --quiet \
+  timeout -k 10 "${FUZZ_CHUNK_SECONDS:-1800}" "$TILUA" tools/fuzz/fuzz.lua --surface "$SURFACE" --seed "$SEED" --skip "$at" --inputs "$n" --save "$WORK" --quiet \
     > "$WORK/out" 2> "$WORK/err"
   rc=$?
   if [ $rc -le 1 ]; then
@@ -44,7 +47,9 @@ while [ "$at" -lt "$INPUTS" ]; do
     cp "$WORK/current.$ext" "$FOUND/$name.$ext"
     cp "$WORK/err" "$FOUND/$name.report"
     crashes=$((crashes + 1))
-    echo "crash at input $idx (exit $rc): tools/fuzz/found/$name.$ext" | tee -a "$WORK/log"
+    what=crash
+    [ $rc -eq 124 ] || [ $rc -eq 137 ] && what=hang
+    echo "$what at input $idx (exit $rc): tools/fuzz/found/$name.$ext" | tee -a "$WORK/log"
     at=$((idx + 1))
   fi
   echo "$(date +%T) $at inputs done, $crashes crashes, $problems chunks with problems" >> "$WORK/log"
