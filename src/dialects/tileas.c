@@ -49,25 +49,7 @@ static bool check_distribution(IrOp *op, const IrType *t, int kind) {
   return true;
 }
 
-/* A register tile the kernel's threads cannot hold: more bytes than all
-** their registers (SM90_MAX_THREAD_REGS 4-byte registers each), however it is
-** dealt. (A lowering would unroll it element by element, for nothing.) */
-static bool fits_registers(IrOp *op, const IrType *t) {
-  if (t->kind != IR_TY_TILE || t->space != IR_MS_RMEM || !ir_type_has_static_shape(t)) return true;
-  KernelSpec ks = kernel_spec_of(op);
-  int64_t bytes = (ir_type_bitwidth(t->elem) + 7) / 8, room = ks.threads * SM90_MAX_THREAD_REGS * 4;
-  for (uint32_t d = 0; d < t->rank && bytes <= room; d++)
-    if (!ck_mul(bytes, t->shape[d], &bytes)) bytes = INT64_MAX;
-  if (bytes <= room) return true;
-  ir_op_error(op,
-              "%s holds more than the %lld bytes of registers of the kernel's %lld threads (%d "
-              "4-byte registers each)",
-              ir_op_type_str(op, t), (long long)room, (long long)ks.threads, SM90_MAX_THREAD_REGS);
-  return false;
-}
-
 bool tileas_check_layout(IrOp *op, const IrType *t) {
-  if (!fits_registers(op, t)) return false;
   if (t->kind != IR_TY_TILE || !t->layout) return true;
   const IrAttr *l = t->layout, *kind = ir_attr_dict_get(l, "kind");
   int k = kind && kind->kind == IR_ATTR_STR ? ir_enum_index(LAYOUT_KIND_names, kind->u.str.s) : -1;

@@ -104,6 +104,14 @@ local function blocked_dist(L, l, shape, op)
       end)
     end
   end
+  -- a register an element: more than a thread has is no tile to unroll
+  -- (a lowering of it would take minutes and ptxas spill it all)
+  local regs, most = 1, tl.core.limits().max_thread_regs
+  for d = 1, rank do regs = regs * #offs[d] end
+  if regs > most then
+    R.fail(op, "a blocked tile of %s gives each thread %d elements, more than its %d registers", shape_key(shape),
+      regs, most)
+  end
   -- registers: every combination of offsets, the last dim fastest
   local function walk(d, acc)
     if d > rank then
