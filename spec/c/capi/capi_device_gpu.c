@@ -8,9 +8,11 @@
 
 #include "capi_check.h"
 
+/* one CTA reverses the whole array, and says so (kernel_spec.grid): the protocol
+** check every compile runs checks it on that grid, and a launch on another is refused */
 static const char *const REVERSE =
     "module {\n"
-    "  tile.kernel {arg_names = [\"x\", \"y\"], kernel_spec = {block = [256, 1, 1]}, sym_name = "
+    "  tile.kernel {arg_names = [\"x\", \"y\"], kernel_spec = {block = [256, 1, 1], grid = [1, 1, 1]}, sym_name = "
     "\"reverse\"} {\n"
     "  ^bb0(%0: ptr<f32, global>, %1: ptr<f32, global>):\n"
     "    %2 = tile.alloc_shared {count = 16384} : ptr<f32, shared>\n"
