@@ -17,6 +17,19 @@ local function no_crash(out, err, code)
   return out, err, code
 end
 
+-- A script (its text) run on the stand-in driver (spec/c/fake_cuda.c), env
+-- added: out, err, code (no crash); nil and pending where it is not built.
+local function on_fake_driver(text, env)
+  local fake = os.getenv "TILUA_FAKE_CUDA"
+  if not fake or fake == "" then pending "TILUA_FAKE_CUDA is not set (run through ctest)" return nil end
+  local script = H.temp(text, ".lua")
+  local e = { TILUA_LIBCUDA = fake }
+  for k, v in pairs(env or {}) do e[k] = v end
+  local out, err, code = no_crash(H.tilua_env(e, { script }))
+  os.remove(script)
+  return out, err, code
+end
+
 assert:register("assertion", "lacks", function(_, args) return not tostring(args[1]):find(args[2], 1, true) end,
   "assertion.lacks.positive", "assertion.lacks.negative")
 
@@ -457,9 +470,7 @@ print("plan smem", pcall(k.launch, k, { grid = 1, smem = 232449, args = { a, 1 }
     end)
 
     it("a kernel that fixes its grid (grid = 1) is launched on that grid only, on every path", function()
-      local fake = os.getenv "TILUA_FAKE_CUDA"
-      if not fake or fake == "" then pending "TILUA_FAKE_CUDA is not set (run through ctest)" return end
-      local script = H.temp([[
+      local out, err, code = on_fake_driver([[
 local tl = require "tilua"
 local a = tl.device.alloc(tl.i32, 64)
 local k = tl.kernel("one", { params = { { "out", tl.ptr(tl.i32) } }, block = 64, grid = 1 })
@@ -469,9 +480,8 @@ print("good", pcall(k.launch, k, { grid = 1, args = { a } }))
 print("plan", pcall(k.launch, k, { grid = { 1, 2 }, args = { a } }))
 print("spec", k.op:kernel_spec().grid[1])
 tl.device.synchronize()
-]], ".lua")
-      local out, err, code = no_crash(H.tilua_env({ TILUA_LIBCUDA = fake }, { script }))
-      os.remove(script)
+]])
+      if not out then return end
       assert.equal(0, code, err)
       local msg = "launch: kernel 'one' runs on the grid {1, 1, 1} only %(its kernel_spec.grid%), got "
       assert.matches("first\tfalse\t[^\n]*:5: " .. msg .. "{2, 1, 1}", out)
@@ -481,9 +491,8 @@ tl.device.synchronize()
     end)
 
     it("a tensor map argument is checked alike on the first launch and on the plan's (PDL included)", function()
-      local fake = os.getenv "TILUA_FAKE_CUDA"
-      if not fake or fake == "" then pending "TILUA_FAKE_CUDA is not set (run through ctest)" return end
-      local script = H.temp([[
+      local log = os.tmpname()
+      local out, err, code = on_fake_driver([[
 local tl = require "tilua"
 local a = tl.device.alloc(tl.bf16, 128 * 128)
 local MT = tl.tensor_map_type(tl.bf16, { 64, 64 }, 128)
@@ -499,10 +508,8 @@ print("plan box", pcall(k.launch, k, { grid = 1, args = { other, 1 } }))
 print("plan kind", pcall(k.launch, k, { grid = 1, args = { m = a, n = 1 } }))
 print("plan again", pcall(k.launch, k, { grid = 1, args = { good, 2 }, pdl = true }))
 tl.device.synchronize()
-]], ".lua")
-      local log = os.tmpname()
-      local out, err, code = no_crash(H.tilua_env({ TILUA_LIBCUDA = fake, FAKE_CUDA_LOG = log }, { script }))
-      os.remove(script)
+]], { FAKE_CUDA_LOG = log })
+      if not out then return os.remove(log) end
       local f = assert(io.open(log))
       local launches = f:read "a"
       f:close()
