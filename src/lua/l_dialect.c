@@ -145,9 +145,9 @@ static void push_dims(lua_State *L, const int64_t d[3]) {
 }
 
 /* op:kernel_spec() -> {block = {x, y, z}, cluster = {x, y, z}, smem, num_ctas,
-** threads, warps, has_cluster, entry_regs [, grid = {x, y, z}]} of the kernel around op (op itself
-*may be it);
-** nil, message outside a kernel or when the spec is malformed. */
+** threads, warps, has_cluster, entry_regs [, grid = {x, y, z}]} of the kernel
+** around op (op itself may be it); nil, message outside a kernel or when the
+** spec is malformed. */
 static int op_kernel_spec(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
   if (!kernel_of(op)) {

@@ -9,8 +9,8 @@
 **   plan = core.launch_plan(fn, {kinds = {"ptr", "i32", "tmap", ...}, names = {...},
 **                                elems = {[i] = the element type a buffer for
 **                                pointer i must hold, or false for any},
-**                                maps = {[i] = {elem_bytes =, swizzle =, box = {...},
-**                                text = the parameter's type} for tensor map i},
+**                                maps = {[i] = check(v) for tensor map i: raises
+**                                unless v fits the parameter (tl.tensor_map_arg's rule)},
 **                                block = {x,y,z}, cluster = {x,y,z}, static = bytes,
 **                                smem = bytes, name = "k" [, grid = {x,y,z}: the only
 **                                grid it may launch on]})
@@ -27,7 +27,8 @@
 ** known by its table's address (ArgMemo: no `raw` read, no metatable check),
 ** the launch's script line comes from lb_launch_site (memoized per function),
 ** and the runtime gets the kernel's name interned once per plan. A tensor map
-** given again is known the same way (its fit to the parameter checked once).
+** given again is known the same way (its fit to the parameter checked once,
+** by the Lua path's own check).
 */
 #include <string.h>
 #include <time.h>
@@ -47,7 +48,7 @@ static const char *const arg_kind_names[] = {"ptr", "i8",  "i16",  "i32", "i64",
 ** buffer's `raw` at 2i + 2), so the object at that address is still that
 ** one, and its memory still there, at the next launch. Its fourth holds the
 ** element type each pointer's buffer must hold (elems), its fifth the maps'
-** specs (for messages). */
+** checks (maps). */
 typedef struct ArgMemo {
   const void *table;
   const LbBuffer *buf;
@@ -59,7 +60,6 @@ typedef struct Plan {
   int nargs;
   unsigned char kinds[PLAN_MAX_ARGS];
   ArgMemo memo[PLAN_MAX_ARGS];
-  LbMapType maps[PLAN_MAX_ARGS]; /* what each tensor map parameter takes */
   unsigned block[3], cluster[3];
   unsigned grid[3]; /* kernel_spec.grid: the only grid it runs on, when has_grid */
   bool has_grid;
@@ -102,24 +102,9 @@ static lua_Integer int_field(lua_State *L, int t, const char *key) {
   return v;
 }
 
-/* spec.maps[i + 1] (at t) into m: false when it is missing or malformed (the Lua path then). */
-static bool map_spec(lua_State *L, int t, int i, LbMapType *m) {
-  bool ok = lua_getfield(L, t, "maps") == LUA_TTABLE && lua_geti(L, -1, i + 1) == LUA_TTABLE;
-  if (ok) {
-    lua_getfield(L, -1, "elem_bytes");
-    lua_getfield(L, -2, "swizzle");
-    m->elem_bytes = (int)lua_tointeger(L, -2), m->swizzle = (int)lua_tointeger(L, -1);
-    lua_pop(L, 2);
-    ok = lua_getfield(L, -1, "box") == LUA_TTABLE;
-    m->rank = ok ? (int)lua_rawlen(L, -1) : 0;
-    ok = ok && m->rank >= 1 && m->rank <= 5;
-    for (int d = 0; ok && d < m->rank; d++) {
-      lua_rawgeti(L, -1, d + 1);
-      m->box[d] = lua_tointeger(L, -1);
-      lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-  }
+/* Is spec.maps[i + 1] (at t) a check? (Else the Lua path.) */
+static bool has_map_check(lua_State *L, int t, int i) {
+  bool ok = lua_getfield(L, t, "maps") == LUA_TTABLE && lua_geti(L, -1, i + 1) == LUA_TFUNCTION;
   lua_pop(L, 2);
   return ok;
 }
@@ -147,7 +132,7 @@ static int core_launch_plan(lua_State *L) {
   Plan *p = lua_newuserdatauv(L, sizeof *p, 5);
   memset(p, 0, sizeof *p);
   for (int i = 0; i < n; i++)
-    if (kinds[i] == ARG_TMAP && !map_spec(L, 2, i, &p->maps[i])) return 0;
+    if (kinds[i] == ARG_TMAP && !has_map_check(L, 2, i)) return 0;
   p->fn = *f;
   p->rt = lb_function_runtime(L, 1);
   p->cur = lb_current_device(L);
@@ -245,27 +230,22 @@ static CUdeviceptr table_buffer(lua_State *L, int plan, Plan *p, int i, int idx)
 }
 
 /* The bytes of the tensor map at idx, argument i: checked against the
-** parameter's type once per map (remembered like a buffer). What it reads
-** stays on the stack. */
+** parameter once per map (the plan's maps[i + 1], which raises with the Lua
+** path's message), then remembered like a buffer. What it reads stays on the
+** stack. */
 static const uint8_t *map_arg(lua_State *L, int plan, Plan *p, int i, int idx) {
   ArgMemo *m = &p->memo[i];
   const void *map = lua_topointer(L, idx);
   if (map && map == m->table) return m->map;
-  const uint8_t *bytes = lb_tensor_map_fit(L, idx, &p->maps[i]);
-  if (!bytes) { /* what the argument is, on top */
-    int what = lua_gettop(L);
-    const char *name = param_name(L, plan, i);
-    if (lua_isnil(L, what))
-      lb_error(L, "launch: argument '%s' must be a tensor map (tl.device.tensor_map), got %s", name,
-               luaL_typename(L, idx));
-    lua_getiuservalue(L, plan, 5);
-    const char *want = lua_istable(L, -1) && lua_geti(L, -1, i + 1) == LUA_TTABLE &&
-                               lua_getfield(L, -1, "text") == LUA_TSTRING
-                           ? lua_tostring(L, -1)
-                           : "?";
-    lb_error(L, "launch: argument '%s' is %s; the parameter is %s", name, lua_tostring(L, what),
-             want);
-  }
+  lua_getiuservalue(L, plan, 5);
+  lua_geti(L, -1, i + 1);
+  lua_pushvalue(L, idx);
+  lua_call(L, 1, 0);
+  lua_pop(L, 1);
+  const uint8_t *bytes = lb_tensor_map_bytes(L, idx);
+  if (!bytes) /* a map the check took that is no device's (the emulator's) */
+    lb_error(L, "launch: argument '%s' must be a tensor map (tl.device.tensor_map), got %s",
+             param_name(L, plan, i), luaL_typename(L, idx));
   lua_getiuservalue(L, plan, 3);
   lua_pushvalue(L, idx);
   lua_rawseti(L, -2, 2 * i + 1);

@@ -39,31 +39,6 @@ const uint8_t *lb_tensor_map_bytes(lua_State *L, int idx) {
   return t ? map_bytes(t) : NULL;
 }
 
-const uint8_t *lb_tensor_map_fit(lua_State *L, int idx, const LbMapType *want) {
-  TensorMap *t = luaL_testudata(L, idx, LB_TENSOR_MAP);
-  if (!t) {
-    lua_pushnil(L);
-    return NULL;
-  }
-  bool fits =
-      t->rank == want->rank && t->swizzle == want->swizzle && t->elem_bytes == want->elem_bytes;
-  for (int i = 0; fits && i < t->rank; i++)
-    fits = t->box[i] == want->box[i];
-  if (fits) return map_bytes(t);
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  lua_pushfstring(L, "a tensor map of %s with box {", t->dtype);
-  luaL_addvalue(&b);
-  for (int i = 0; i < t->rank; i++) {
-    lua_pushfstring(L, i ? ", %I" : "%I", (lua_Integer)t->box[i]);
-    luaL_addvalue(&b);
-  }
-  lua_pushfstring(L, "} and swizzle %d", t->swizzle);
-  luaL_addvalue(&b);
-  luaL_pushresult(&b);
-  return NULL;
-}
-
 /* The integers of the list field `key` (outermost first) into v; their count. */
 static int int_list(lua_State *L, int idx, const char *key, int64_t *v, int max, bool need) {
   lua_getfield(L, idx, key);

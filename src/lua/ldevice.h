@@ -53,16 +53,6 @@ CUstream lb_stream_arg(lua_State *L, int idx);
 CUdeviceptr lb_buffer_address(lua_State *L, int idx, size_t *bytes);
 /* The 128 bytes of the TensorMap at idx (64-byte aligned), or NULL. */
 const uint8_t *lb_tensor_map_bytes(lua_State *L, int idx);
-/* What a tensor map parameter takes (its type's element size, swizzle and box,
-** outermost first): a map made for another one would move other bytes. */
-typedef struct LbMapType {
-  int elem_bytes, swizzle, rank;
-  int64_t box[5];
-} LbMapType;
-/* The 128 bytes of the TensorMap at idx when it fits want; else NULL with
-** one value pushed: what the map is ("a tensor map of bf16 with box {64, 128}
-** and swizzle 128"), or nil when idx holds no tensor map. */
-const uint8_t *lb_tensor_map_fit(lua_State *L, int idx, const LbMapType *want);
 /* What both launch paths of a script (fn:launch, plan:launch) check before a
 ** Lua integer becomes the runtime's: the dynamic shared memory (0 and up,
 ** static + dynamic within SM90_MAX_SMEM; their sum returned), and an integer

@@ -119,7 +119,7 @@ do -- (the module's definitions; an indented block)
   -- previous kernel finishes; tl.griddepcontrol_wait in the kernel waits for it).
   -- Asynchronous: tl.device.synchronize() waits and reports failures.
   -- The launch plan of the compiled kernel (l_launch.c): argument kinds, dims
-  -- and names decoded once, with what each tensor map parameter takes; nil
+  -- and names decoded once, with the check of each tensor map parameter; nil
   -- when a parameter needs the Lua path (16-bit floats) or the launch carries
   -- debug-hangs records.
   local function launch_plan(k, info)
@@ -136,10 +136,7 @@ do -- (the module's definitions; an indented block)
       if not kind then return nil end
       kinds[n], names[n] = kind, p.name
       if kind == "ptr" then elems[n] = pointee(p) or false end
-      if kind == "tmap" then
-        local mi = tl.tensor_map_info(p.type)
-        maps[n] = { elem_bytes = mi.elem:info().bytes, swizzle = mi.swizzle, box = mi.box, text = tostring(p.type) }
-      end
+      if kind == "tmap" then maps[n] = function(v) tl.tensor_map_arg(p, v) end end -- the one check of a map
     end
     k._plan = core.launch_plan(k._fn, { kinds = kinds, names = names, elems = elems, maps = maps, block = info.block,
                                         cluster = info.cluster, grid = info.grid, static = info.static, smem = info.smem,
