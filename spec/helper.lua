@@ -133,6 +133,19 @@ function H.assert_ptxas(ptx)
   assert(ok, log)
 end
 
+-- H.WGMMA_SLOW: what ptxas says when a wgmma kernel will run slower than its
+-- PTX asks: wgmmas serialized (C7510, C7513: an input register of an in-flight
+-- wgmma written), a warpgroup.arrive injected (C7519), setmaxnreg ignored (C7508).
+H.WGMMA_SLOW = { "C7508", "C7510", "C7513", "C7519" }
+
+-- H.assert_ptxas_fast(ptx): ptxas takes the PTX and says none of H.WGMMA_SLOW.
+function H.assert_ptxas_fast(ptx)
+  local ok, log = require("tilua").ptxas(ptx)
+  if ok == nil then B.pending("ptxas not found: " .. log) end
+  assert(ok, log)
+  for _, code in ipairs(H.WGMMA_SLOW) do H.lacks(log, code) end
+end
+
 -- H.files(dir, pattern [, recursive]): the files of dir (and of its folders,
 -- recursive) whose names match pattern, sorted.
 function H.files(dir, pattern, recursive)

@@ -22,7 +22,7 @@ local function problem(o)
 end
 
 describe("attention as a tile program (examples/attention.lua)", function()
-  it("lowers to the FlashAttention-3 design: PTX that ptxas takes, registers moved, P from registers", function()
+  it("lowers to the FlashAttention-3 design: PTX that ptxas takes unserialized, registers moved, P from registers", function()
     for _, o in ipairs { { d = 128 }, { d = 64, causal = true } } do
       local ptx = example.build(o):compile()
       H.has(ptx, "setmaxnreg.dec.sync.aligned.u32 40;")
@@ -35,7 +35,7 @@ describe("attention as a tile program (examples/attention.lua)", function()
       assert.truthy(ptx:find("m64n" .. o.d .. "k16%.f32%.bf16%.bf16 {[^}]*}, {%%r%d+, %%r%d+, %%r%d+, %%r%d+}"),
                     "no wgmma with A from registers")
       H.has(ptx, "cvt.rn.bf16x2.f32")
-      H.assert_ptxas(ptx)
+      H.assert_ptxas_fast(ptx) -- (P's registers written while the last P V ran serialized every wgmma)
     end
   end)
 

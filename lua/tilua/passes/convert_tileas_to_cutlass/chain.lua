@@ -241,15 +241,19 @@ local function lower_body(S, ahead_vecs)
   env.dot = saved
 end
 
--- What an iteration hands to the next: the late dots' A registers, the
--- carried slots; then (accumulators, after the late group completed) their
--- accumulators.
+-- What an iteration hands to the next: the carried slots; then, after the
+-- late group completed, the late dots' A registers (register_operands) and
+-- their accumulators. The A registers are built only after the wait: built
+-- while the previous late group is in flight, they would share registers
+-- with that group's operands, and ptxas would serialize every wgmma (C7513).
+local function register_operands(S, out)
+  for _, d in ipairs(S.an.late) do
+    if R.tile_of(d.op:operand(1)).space == "rmem" then out.areg[d] = register_a(S.L, d.op) end
+  end
+end
 local function outputs_before_wait(S)
   local L, op, yield = S.L, S.op, S.yield
   local out = { areg = {}, slots = {} }
-  for _, d in ipairs(S.an.late) do
-    if R.tile_of(d.op:operand(1)).space == "rmem" then out.areg[d] = register_a(L, d.op) end
-  end
   for i = 1, S.nslots do
     if not S.an.late_of_slot[i] then
       out.slots[i] = pack(V.get(L, yield:operand(i), yield), S.slot_kind[i], op:result(i):type())
@@ -319,6 +323,7 @@ local function prologue(S, lb)
   bind_slots(S, lb, carried, inits)
   lower_body(S, svecs)
   local out = outputs_before_wait(S)
+  register_operands(S, out)
   accumulators(S, out)
   return svecs, out
 end
@@ -382,6 +387,7 @@ local function iteration(S, C, kk)
   tl.wgmma_wait(0)
   for _, g in ipairs(S.late_groups) do release(g, cur[g]) end
   for _, d in ipairs(an.late) do S.late_result[d] = results[d] end
+  register_operands(S, n)
   accumulators(S, n)
   for _, d in ipairs(an.late) do
     C.late[d].acc.value = n.acc[d]
