@@ -22,6 +22,121 @@ X.OPS = OPS
 local function programs(L, d) return L.args[L.P.lowered_programs[d]] end
 X.programs = programs
 
+-- The factors of v when v = a * b is an f32 product of register tiles (or
+-- scalars) that nothing else reads: its elements need not be rounded alone.
+local function product(L, v)
+  local d = v:def()
+  if not d or d:name() ~= "arith.mulf" or #v:users() ~= 1 then return nil end
+  local a, b = L.vmap[d:operand(1):id()], L.vmap[d:operand(2):id()]
+  local function ok(x) return V.is_frag(x) or tl.is_value(x) end
+  if ok(a) and ok(b) then return a, b end
+end
+local function elem_at(x, i) if V.is_frag(x) then return x:at(i) end return x end
+
+-- a * b + c, a * b - c, c + a * b, c - a * b of f32 tiles, the product read
+-- only here: one fma per element (the contraction nvcc and Triton make; the
+-- product is not rounded on its own). -> the frag, or nil.
+local function contracted(L, op, n, opds)
+  local sub = op:name() == "arith.subf"
+  for k = 1, 2 do
+    local a, b = product(L, op:operand(k))
+    local other = opds[3 - k]
+    if a and (V.is_frag(other) or tl.is_value(other)) then
+      local negs = {} -- (a broadcast row value: negated once)
+      local function neg(x)
+        negs[x] = negs[x] or -x
+        return negs[x]
+      end
+      return V.frag(tl.f32, n, function(i)
+        local x, y, c = elem_at(a, i), elem_at(b, i), elem_at(other, i)
+        if sub and k == 1 then c = neg(c) elseif sub then x = neg(x) end
+        return tl.fma(x, y, c)
+      end)
+    end
+  end
+end
+
+-- {=== a select whose condition is a mask (masked)
+-- The bounds [lo, hi] (i64 values) of an i32 index tile built from iota,
+-- splats and additions, and "fits": every partial sum stays an i32 (then the
+-- i32 elements equal their i64 values). -> lo, hi, fits, or nil for any other tile.
+local I32_MIN, I32_MAX = -2147483648, 2147483647
+local function index_bounds(L, v)
+  local d = v:def()
+  local ri = R.tile_of(v)
+  if not d or not ri or ri.elem ~= tl.i32 then return nil end
+  local n = d:name()
+  if n == "tileas.iota" then
+    return tl.const(0, tl.i64), tl.const(ri.shape[d:attr "dim" + 1] - 1, tl.i64), tl.const(1, tl.i1)
+  elseif n == "tileas.splat" then
+    local x = tl.cast(V.get(L, d:operand(1), d), tl.i64)
+    return x, x, tl.const(1, tl.i1)
+  elseif n == "arith.addi" or n == "arith.subi" then
+    local alo, ahi, aok = index_bounds(L, d:operand(1))
+    local blo, bhi, bok = index_bounds(L, d:operand(2))
+    if not (alo and blo) then return nil end
+    local lo, hi
+    if n == "arith.addi" then lo, hi = alo + blo, ahi + bhi else lo, hi = alo - bhi, ahi - blo end
+    return lo, hi, aok & bok & lo:ge(tl.const(I32_MIN, tl.i64)) & hi:le(tl.const(I32_MAX, tl.i64))
+  end
+end
+
+-- An i1 value, uniform over the tile, that is true only when every element
+-- of the i1 tile v is true: comparisons (signed) of index tiles by their
+-- bounds, and, or. -> the value, or nil where v is of another form.
+local ALL = {
+  slt = function(alo, ahi, blo, bhi) return ahi:lt(blo) end, sle = function(alo, ahi, blo, bhi) return ahi:le(blo) end,
+  sgt = function(alo, ahi, blo, bhi) return alo:gt(bhi) end, sge = function(alo, ahi, blo, bhi) return alo:ge(bhi) end,
+}
+local function all_true(L, v)
+  local d = v:def()
+  if not d then return nil end
+  local n = d:name()
+  if n == "arith.andi" or n == "arith.ori" then
+    local a, b = all_true(L, d:operand(1)), all_true(L, d:operand(2))
+    if n == "arith.andi" then return a and b and (a & b) end
+    return (a and b and (a | b)) or a or b -- (either all true suffices)
+  elseif n == "arith.cmpi" and ALL[d:attr "predicate"] then
+    local alo, ahi, aok = index_bounds(L, d:operand(1))
+    local blo, bhi, bok = index_bounds(L, d:operand(2))
+    if alo and blo then return aok & bok & ALL[d:attr "predicate"](alo, ahi, blo, bhi) end
+  end
+end
+
+-- The lazy values the lowering holds for the tiles v is computed from, each
+-- with a copy of what it computed so far.
+local function lazies_under(L, v, out)
+  out = out or {}
+  local x = L.vmap[v:id()]
+  if not V.is_lazy(x) or out[x] then return out end
+  local cache = {}
+  for i, e in pairs(x.cache) do cache[i] = e end
+  out[x] = cache
+  local d = v:def()
+  if d then for _, o in ipairs(d:operands()) do lazies_under(L, o, out) end end
+  return out
+end
+
+-- arith.select(mask, a, b) of accumulator tiles whose mask is built from
+-- index tiles (a causal or a ragged mask): a branch on "every element kept",
+-- uniform over the tile, skips the per-element mask where no element is
+-- masked (every block of keys but the last and the diagonal). -> the frag, or nil.
+local function masked_select(L, op, n, opds)
+  local keep = all_true(L, op:operand(1))
+  if not keep or not V.is_frag(opds[1]) or not V.is_frag(opds[2]) then return nil end
+  local a, b = {}, {}
+  for i = 0, n - 1 do a[i + 1], b[i + 1] = opds[2]:at(i), elem_at(opds[3], i) end
+  local lazies = lazies_under(L, op:operand(1))
+  local res = table.pack(tl.if_(keep, function() return table.unpack(a, 1, n) end, function()
+    local r = {}
+    for i = 0, n - 1 do r[i + 1] = tl.select(opds[1]:at(i), a[i + 1], b[i + 1]) end
+    return table.unpack(r, 1, n)
+  end))
+  for x, cache in pairs(lazies) do x.cache = cache end -- (what the branch computed is not seen outside it)
+  return V.frag(R.tile_of(op:result(1)).elem, n, function(i) return res[i + 1] end)
+end
+-- }===
+
 -- the elementwise arith ops of tiles, per element
 local function elementwise(L, op)
   local res = op:result(1)
@@ -53,6 +168,10 @@ local function elementwise(L, op)
     f.trunc_of = src -- the store packs the wide values
     return f
   end
+  local masked = nm == "arith.select" and masked_select(L, op, n, opds)
+  if masked then return masked end
+  local fused = (nm == "arith.addf" or nm == "arith.subf") and ri.elem == tl.f32 and contracted(L, op, n, opds)
+  if fused then return fused end
   return V.frag(ri.elem, n, function(i)
     local xs = {}
     for j, o in ipairs(opds) do

@@ -31,6 +31,7 @@ function V.line(elem, along, at)
   l.along = along
   return l
 end
+function V.is_lazy(x) return getmetatable(x) == Lazy end
 function V.is_frag(x) return getmetatable(x) == Lazy and x.kind == "frag" end
 function V.is_line(x) return getmetatable(x) == Lazy and x.kind == "line" end
 
