@@ -4,7 +4,8 @@
 --   LSE[b, h, i] = log sum_j exp(s_ij)
 --
 -- with Q, K, V, O [B, H, S, D] bf16 and LSE [B, H, SQ] f32: a program is 128
--- query rows of one head (programs x: the row blocks, y: batch x heads); it
+-- query rows of one head (programs x: the row blocks, y: batch x heads;
+-- causal: x batch x heads, y the row blocks, the longest first); it
 -- loads its Q tile once, then walks the keys in
 -- tiles of 128 (an online softmax: the running row maximum and sum are carried
 -- by the loop with the output accumulator), masks the keys past the end (and,
@@ -34,6 +35,9 @@ local function build(o)
     scale = tl.f32 } })
   k:define(function(k, p)
     local m, bh = tl.program_id("x"), tl.program_id("y") -- 128 rows of head h of batch b
+    if o.causal then -- heads fastest, the longest row blocks first: the CTAs' work evens out
+      m, bh = tl.num_programs("y") - 1 - tl.program_id("y"), tl.program_id("x")
+    end
     local b, h = bh // p.H, bh % p.H
     local hk, c = h // p.group, p.scale * LOG2E -- the key head; exp(x * scale) is exp2(x * c)
     local q = tl.load(p.Q, { b, h, m, 0 }, { BM, D }) -- loaded once, read by every key tile
@@ -80,11 +84,19 @@ local function kernel(o)
   return kernels[key]
 end
 
+-- The programs of a problem o: x the row blocks, y batch x heads (causal: the
+-- other way round, as the program reads them).
+local function programs(o)
+  local blocks, heads = (o.sq + 127) // 128, o.b * o.h
+  if o.causal then return { heads, blocks } end
+  return { blocks, heads }
+end
+
 -- The launch of the program on a problem o (sizes b, h, hkv, sq, skv, d) with
 -- buffers x (q, k, v, o, lse).
 local function launch(k, o, x)
   local D = o.d
-  k:launch { grid = { (o.sq + 127) // 128, o.b * o.h },
+  k:launch { grid = programs(o),
              args = { Q = { x.q, { o.b, o.h, o.sq, D } }, K = { x.k, { o.b, o.hkv, o.skv, D } },
                       V = { x.v, { o.b, o.hkv, o.skv, D } }, O = { x.o, { o.b, o.h, o.sq, D } },
                       LSE = { x.lse, { o.b, o.h, o.sq } }, SKV = o.skv, H = o.h, group = o.h // o.hkv,
@@ -113,7 +125,7 @@ local function run(cs)
     o.skv, o.d, o.causal and ", causal" or "", report)
 end
 
-local example = { name = "attention", build = build, launch = launch, LOG2E = LOG2E, LN2 = LN2,
+local example = { name = "attention", build = build, launch = launch, programs = programs, LOG2E = LOG2E, LN2 = LN2,
                   prepare = function() kernel(O) end, run = run, grids = function(sms) return check.grids(sms) end }
 if ... == "--library" then return example end
 check.main(example)

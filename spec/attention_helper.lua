@@ -37,6 +37,7 @@ end
 -- kop for problem c and input bytes (PH: spec/protocol_helper.lua). -> args,
 -- where (parameter entry -> index)
 function M.tile_args(PH, kop, c, bytes)
+  local programs = assert(loadfile "examples/attention.lua")("--library").programs(c)
   return PH.params_args(kop, {
     ["map:Q"] = { data = bytes.q, shape = { c.b, c.h, c.sq, c.d } }, ["map:K"] = { data = bytes.k, shape = { c.b, c.hkv, c.skv, c.d } },
     ["map:V"] = { data = bytes.v, shape = { c.b, c.hkv, c.skv, c.d } },
@@ -44,7 +45,7 @@ function M.tile_args(PH, kop, c, bytes)
     ["ptr:LSE"] = ("\0"):rep(c.b * c.h * c.sq * 4), ["dim:LSE:0"] = c.b, ["dim:LSE:1"] = c.h, ["dim:LSE:2"] = c.sq,
     ["stride:LSE:0"] = c.h * c.sq, ["stride:LSE:1"] = c.sq,
     ["arg:SKV"] = c.skv, ["arg:H"] = c.h, ["arg:group"] = c.h // c.hkv, ["arg:scale"] = c.scale,
-    ["programs:x"] = (c.sq + 127) // 128, ["programs:y"] = c.b * c.h })
+    ["programs:x"] = programs[1], ["programs:y"] = programs[2] })
 end
 
 -- The largest errors of the emulated O and LSE (bytes ob, lb) against the CPU

@@ -17,15 +17,15 @@
 **               rows of a CTA's block: each consumer then has rows of every
 **               block, and plan-cta splits them): the body
 **               with the dots reading the rings and everything after the
-**               loop on the accumulator (the epilogue). With two consumers
-**               each computes its half of the rows: the tiles along the
-**               accumulator's M get half the rows, the A ring is sliced
-**               (tileas.extract_slice) and tile coordinates along M become
-**               2 * m + c. The consumers are replicas: `tileas.replica =
-**               [c, 2]` on each, and they differ only in c (an arith.constant
+**               loop on the accumulator (the epilogue). With n = 2 or 3
+**               consumers each computes its share of the rows: the tiles
+**               along the accumulator's M get 1/n of the rows, the A ring is
+**               sliced (tileas.extract_slice) and tile coordinates along M
+**               become n * m + c. The consumers are replicas: `tileas.replica =
+**               [c, n]` on each, and they differ only in c (an arith.constant
 **               marked `tileas.replica`) and the slice's offsets (c times its
 **               `tileas.replica_offsets`), so a lowering may run one code on
-**               both warpgroups
+**               every warpgroup
 **
 ** A tile program without such a loop (an elementwise map, a reduction, a
 ** normalization: no dot to pipeline) becomes one agent {kind = compute,
@@ -45,6 +45,9 @@
 
 #define MAX_RINGS 8
 #define WG_ROWS 64 /* rows of a wgmma accumulator fragment: one warpgroup's */
+/* consumers a CTA: with the producer's, their warpgroups share 64K registers
+** (setmaxnreg: 32 + 3 x 160 at three) */
+#define MAX_CONSUMERS 3
 
 typedef struct Mat {
   Rewriter rw;
@@ -647,11 +650,11 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   KernelSpec ks = kernel_spec(k);
   if (ks.ctas > 1) tas_dot_split(m->rows, m->cols, ks.ctas, &m->cta_rows, &sn);
   int64_t block = m->rows / m->cta_rows;
-  if (m->rows % m->cta_rows || block % WG_ROWS != 0 || block / WG_ROWS > 2) {
+  if (m->rows % m->cta_rows || block % WG_ROWS != 0 || block / WG_ROWS > MAX_CONSUMERS) {
     ir_op_error(
         m->loop,
         "tileas-materialize-agents: the accumulator has %lld rows, %lld a CTA; consumers (wgmma "
-        "warpgroups) take 64 rows each, one or two of them per CTA (64 or 128 rows)",
+        "warpgroups) take 64 rows each, one to three of them per CTA (64, 128 or 192 rows)",
         (long long)m->rows, (long long)block);
     return IR_FAIL;
   }
@@ -667,7 +670,7 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
     ir_op_insert_before(first, ring);
     m->rings[i] = &ring->results[0];
   }
-  IrOp *agents[3];
+  IrOp *agents[1 + MAX_CONSUMERS];
   uint32_t na = 0;
   agents[na++] = build_producer(m, first, k);
   for (uint32_t c = 0; c < m->nconsumers && !m->failed; c++)

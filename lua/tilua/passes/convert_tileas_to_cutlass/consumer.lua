@@ -218,9 +218,8 @@ local function build(L, ag, count, first)
   local k = L.k
   local name = (#L.consumers == 1 or count > 1) and "consumer" or ("consumer" .. ag.index)
   local place = { first = first or ag.first, warps = 4 * count }
-  local regs = #L.consumers == 1 and 240 or 232
   k:agent(name, { warps = 4 * count, warp_id = Loops.warp_id(L, place, 4 * count) }, function(ta)
-    tl.setmaxnreg(regs, "inc")
+    tl.setmaxnreg(L.regs.consumer, "inc")
     k:async_exec("consumer", { first_warp = place.first, warps = 4 * count }, function()
       if count > 1 then env.replica = ta.warp_id() // 4 end -- this warpgroup's replica
       local wg = env.replica or ag.index

@@ -223,6 +223,11 @@ function ROLES.producer(L, ag)
   if L.producer then R.fail(ag.op, "more than one producer agent") end
   L.producer = ag
 end
+-- setmaxnreg of the producer and of each consumer, by the number of
+-- consumers: the warpgroups of a CTA share 64K registers, 512 a thread of a
+-- warpgroup (the producer keeps what its loads need)
+plan.REGS = { { producer = 40, consumer = 240 }, { producer = 40, consumer = 232 }, { producer = 32, consumer = 160 } }
+
 function ROLES.consumer(L, ag)
   L.consumers[#L.consumers + 1] = ag
   ag.index = #L.consumers - 1
@@ -342,6 +347,8 @@ function plan.read(tl, G, kop, Ring)
   L.P = plan_params(tl, kop, L.agents, L.nctas)
   read_agents(L)
   if L.compute and L.nctas > 1 then R.fail(kop, "a program without a dot (a compute agent) on a cluster is not lowered yet") end
+  L.regs = plan.REGS[math.max(#L.consumers, 1)]
+  if not L.regs then R.fail(kop, "%d consumer agents: at most %d are lowered", #L.consumers, #plan.REGS) end
   L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas, L.P.programs_z)
   if L.S and L.compute then R.fail(kop, "%s splits the k loop of a dot: a program without one has none", L.S.kind) end
   if L.S then add_workspace_param(tl, L.P) end

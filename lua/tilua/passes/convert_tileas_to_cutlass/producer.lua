@@ -119,7 +119,7 @@ function Producer.build(L, ag)
   local env = producer_env(L, ag)
   local k = L.k
   k:agent("producer", { warps = ag.warps, warp_id = Loops.warp_id(L, ag) }, function()
-    tl.setmaxnreg(40, "dec")
+    tl.setmaxnreg(L.regs.producer, "dec")
     k:async_exec("producer", { first_warp = ag.first, warps = 1 }, function()
       local cursors = {}
       for i, g in ipairs(L.groups) do
