@@ -4,10 +4,9 @@
 --   LSE[b, h, i] = log sum_j exp(s_ij)
 --
 -- with Q, K, V, O [B, H, S, D] bf16 and LSE [B, H, SQ] f32: a program is 128
--- query rows of one head (programs x: the row blocks, y: batch x heads;
--- causal: x batch x heads, y the row blocks, the longest first); it
--- loads its Q tile once, then walks the keys in
--- tiles of 128 (an online softmax: the running row maximum and sum are carried
+-- query rows of one head (192 at head dim 64; programs x: the row blocks, y:
+-- batch x heads; causal: x batch x heads, y the row blocks, the longest
+-- first); it loads its Q tile once, then walks the keys in tiles of 128 (an online softmax: the running row maximum and sum are carried
 -- by the loop with the output accumulator), masks the keys past the end (and,
 -- causal, right of the diagonal) with an index tile, and stores O and the
 -- log-sum-exp. tile-to-ptx lowers it to stdlib/attention.lua's design
@@ -25,16 +24,20 @@ local check = require "tilua.gpu.check"
 
 local LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
 
+-- The query rows of a program: 192 (three consumer warpgroups) at head dim
+-- 64, 128 (two) above, where registers hold no more.
+local function block_rows(o) return o.bm or ((o.d or 128) <= 64 and 192 or 128) end
+
 -- {=== the tile program
 local function build(o)
   o = o or {}
-  local D, BM, BN = o.d or 128, 128, o.bn or 128
+  local D, BM, BN = o.d or 128, block_rows(o), o.bn or 128
   tl.new_module()
   local k = tl.tile_kernel("attention", { params = { Q = tl.tensor(tl.bf16, 4), K = tl.tensor(tl.bf16, 4),
     V = tl.tensor(tl.bf16, 4), O = tl.tensor(tl.bf16, 4), LSE = tl.tensor(tl.f32, 3), SKV = tl.i32, H = tl.i32, group = tl.i32,
     scale = tl.f32 } })
   k:define(function(k, p)
-    local m, bh = tl.program_id("x"), tl.program_id("y") -- 128 rows of head h of batch b
+    local m, bh = tl.program_id("x"), tl.program_id("y") -- BM rows of head h of batch b
     if o.causal then -- heads fastest, the longest row blocks first: the CTAs' work evens out
       m, bh = tl.num_programs("y") - 1 - tl.program_id("y"), tl.program_id("x")
     end
@@ -87,7 +90,7 @@ end
 -- The programs of a problem o: x the row blocks, y batch x heads (causal: the
 -- other way round, as the program reads them).
 local function programs(o)
-  local blocks, heads = (o.sq + 127) // 128, o.b * o.h
+  local blocks, heads = (o.sq + block_rows(o) - 1) // block_rows(o), o.b * o.h
   if o.causal then return { heads, blocks } end
   return { blocks, heads }
 end

@@ -10,7 +10,7 @@
 --   the rings' cutlass.pipeline             one producer participant (an elected thread
 --                                            of the producer's first warp), the consumers'
 --                                            warps; transaction bytes: a stage of every ring
---   producer agent                          setmaxnreg.dec 40; one elected thread walks
+--   producer agent                          setmaxnreg.dec (plan.REGS); one elected thread walks
 --                                            the tiles: per k block producer_acquire, a TMA
 --                                            load per ring (into the stage, completing on
 --                                            its full barrier), producer_commit

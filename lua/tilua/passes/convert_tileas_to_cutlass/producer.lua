@@ -1,5 +1,5 @@
 -- tilua.passes.convert_tileas_to_cutlass.producer: the producer agent. Its
--- warpgroup gives up registers (setmaxnreg.dec 40); one elected thread of its
+-- warpgroup gives up registers (setmaxnreg.dec, plan.REGS); one elected thread of its
 -- first warp walks the tiles and, per k block of the pipelined loop, acquires
 -- a stage, issues a TMA load per ring (boxes of the ring's geometry, the
 -- CTA's block, a multicast piece) completing on the stage's full barrier, and
