@@ -242,13 +242,13 @@ for pi, p in ipairs(list) do
       end
     end
   end
-  -- the tile program (examples/attention.lua: 128 x 128 tiles, its own lowering)
+  -- the tile program (examples/attention.lua: its own tiles and lowering)
   -- on the same inputs, checked against the same reference
   if tile_ex and p.d <= 128 and R then
     local key = p.d .. tostring(p.causal)
     tile_k[key] = tile_k[key] or tile_ex.build { d = p.d, causal = p.causal }
     local tk = tile_k[key]
-    local prob = { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d }
+    local prob = { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d, causal = p.causal }
     local ref = tl.attention.build { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d, causal = p.causal }
     local ok_run, err = pcall(function()
       out:fill(0)
