@@ -59,7 +59,7 @@ local function build(o)
       local v = tl.load(p.V, { b, hk, j, 0 }, { BN, D })
       return mn, li * alpha + tl.reduce(pr, 1, "add"), tl.dot(pr:cast(tl.bf16), v, acc * tl.expand_dim(alpha, 1))
     end)
-    tl.store(p.O, { b, h, m, 0 }, (acc / tl.expand_dim(li, 1)):cast(tl.bf16))
+    tl.store(p.O, { b, h, m, 0 }, (acc * tl.expand_dim(1 / li, 1)):cast(tl.bf16)) -- (a divide a row, not an element)
     tl.store(p.LSE, { b, h, m }, (mi * c + tl.log2(li)) * LN2)
   end)
   return k
