@@ -6,10 +6,11 @@
 -- with Q, K, V, O [B, H, S, D] bf16 and LSE [B, H, SQ] f32: a program is 128
 -- query rows of one head (192 at head dim 64; programs x: the row blocks, y:
 -- batch x heads; causal: x batch x heads, y the row blocks, the longest
--- first); it loads its Q tile once, then walks the keys in tiles of 128 (an online softmax: the running row maximum and sum are carried
--- by the loop with the output accumulator), masks the keys past the end (and,
--- causal, right of the diagonal) with an index tile, and stores O and the
--- log-sum-exp. tile-to-ptx lowers it to stdlib/attention.lua's design
+-- first); it loads its Q tile once, then walks the keys in tiles of 128 (64
+-- at head dim 256; an online softmax: the running row maximum and sum are
+-- carried by the loop with the output accumulator), masks the keys past the
+-- end (and, causal, right of the diagonal) with an index tile, and stores O
+-- and the log-sum-exp. tile-to-ptx lowers it to stdlib/attention.lua's design
 -- (the FlashAttention-3 design: docs/attention.md).
 --
 --   tilua examples/attention.lua [--b=B] [--h=H] [--hkv=HKV] [--sq=SQ] [--skv=SKV] [--d=64|128|256] [--causal]
@@ -31,7 +32,7 @@ local function block_rows(o) return o.bm or ((o.d or 128) <= 64 and 192 or 128) 
 -- {=== the tile program
 local function build(o)
   o = o or {}
-  local D, BM, BN = o.d or 128, block_rows(o), o.bn or 128
+  local D, BM, BN = o.d or 128, block_rows(o), o.bn or (o.d == 256 and 64 or 128) -- (d 256: K, V tiles of 64 keys fit)
   tl.new_module()
   local k = tl.tile_kernel("attention", { params = { Q = tl.tensor(tl.bf16, 4), K = tl.tensor(tl.bf16, 4),
     V = tl.tensor(tl.bf16, 4), O = tl.tensor(tl.bf16, 4), LSE = tl.tensor(tl.f32, 3), SKV = tl.i32, H = tl.i32, group = tl.i32,

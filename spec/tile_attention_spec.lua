@@ -23,7 +23,7 @@ end
 
 describe("attention as a tile program (examples/attention.lua)", function()
   it("lowers to the FlashAttention-3 design: PTX that ptxas takes unserialized, registers moved, P from registers", function()
-    for _, o in ipairs { { d = 128 }, { d = 64, causal = true } } do
+    for _, o in ipairs { { d = 128 }, { d = 64, causal = true }, { d = 256 } } do
       local ptx = example.build(o):compile()
       -- d 128: 128 rows, two consumers; d 64: 192 rows, three (32 + 3 x 160 registers)
       local regs = o.d == 64 and { 32, 160, 128 } or { 40, 232, 168 }
@@ -46,6 +46,7 @@ describe("attention as a tile program (examples/attention.lua)", function()
     { sq = 200, skv = 130, d = 128, grid = 2 },
     { b = 2, h = 2, hkv = 1, sq = 100, skv = 77, d = 64, grid = 1 }, -- one CTA walks 4 programs
     { sq = 260, skv = 260, d = 128, causal = true, grid = 3 },
+    { sq = 70, skv = 130, d = 256, grid = 1 }, -- keys in tiles of 64
   }
   for _, o in ipairs(CASES) do
     local c = problem(o)
