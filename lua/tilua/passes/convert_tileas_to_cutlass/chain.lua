@@ -76,6 +76,48 @@ local function read_loop(L, op)
   return an
 end
 
+-- The row sums the loop carries as each lane's part, the quad's lanes summed
+-- once after the loop: a rows slot from zeros whose next value is
+-- `slot * x + reduce(t, add)` (either order), the slot, the product and the
+-- reduce read nowhere else, x a value of the iteration (no block argument:
+-- the same in the quad's lanes). Summing the parts of slot * x is summing
+-- slot * x (x a row's). -> {slot index -> the reduce op's result id}
+local function deferred_sums(op, kinds)
+  local b, out = op:region(1):entry(), {}
+  local yield = b:terminator()
+  local function single(v, user) local u = v:users() return #u == 1 and u[1] == user end
+  local function is_zero(v)
+    local d = v:def()
+    return d and d:name() == "tileas.splat" and R.const_int(d:operand(1)) == 0
+  end
+  for i = 1, op:nresults() do
+    local y, arg = yield:operand(i), b:arg(1 + i)
+    local d = y:def()
+    if kinds[i] == "rows" and is_zero(op:operand(3 + i)) and d and d:name() == "arith.addf" and single(y, yield) then
+      for k = 1, 2 do
+        local m, r = d:operand(k):def(), d:operand(3 - k):def()
+        if m and r and m:name() == "arith.mulf" and r:name() == "tileas.reduce" and r:attr "kind" == "add"
+           and single(m:result(1), d) and single(r:result(1), d) and single(arg, m) then
+          local x = m:operand(1) == arg and m:operand(2) or m:operand(1)
+          if (m:operand(1) == arg or m:operand(2) == arg) and x:def() then out[i] = r:result(1):id() end
+        end
+      end
+    end
+  end
+  return out
+end
+
+-- The row sums of a rows Line of lanes' parts: the quad's lanes combined.
+local function quad_sum(line)
+  local rows = {}
+  for _, dr in ipairs { 0, 8 } do
+    local v = line:at(dr)
+    v = v + tl.shfl_xor(v, 1)
+    rows[dr] = v + tl.shfl_xor(v, 2)
+  end
+  return V.line(tl.f32, 1, function(dr) return rows[dr] end)
+end
+
 -- The groups of a set in plan order.
 local function ordered(L, set)
   local out = {}
@@ -419,6 +461,7 @@ local function finish(S, C)
       L.vmap[op:result(i):id()] = f
     else
       L.vmap[op:result(i):id()] = unpack(last.slots[i], S.slot_kind[i], op:result(i):type())
+      if S.deferred[i] then L.vmap[op:result(i):id()] = quad_sum(L.vmap[op:result(i):id()]) end
     end
   end
 end
@@ -442,11 +485,16 @@ function Chain.lower(L, env, op, cur, ctx)
       end
     end
   end
+  S.deferred = deferred_sums(op, S.slot_kind)
+  local saved = env.lane_sums
+  env.lane_sums = {}
+  for _, id in pairs(S.deferred) do env.lane_sums[id] = true end
   for _, g in ipairs(S.once) do g.pipe:consumer_wait(cur[g]) end
   local lb, ub = Loops.k_blocks(L, op, env)
   local svecs, out = prologue(S, lb)
   local C = loop_cells(S, svecs, out)
   tl.cutlass.for_range(lb + 1, ub, C.list, function(kk) iteration(S, C, kk) end)
+  env.lane_sums = saved
   finish(S, C)
 end
 

@@ -334,8 +334,12 @@ local function lower_reduce(L, op, env)
       vals = nx
     end
     local v = vals[1]
-    v = comb(v, tl.shfl_xor(v, 1))
-    rows[dr] = comb(v, tl.shfl_xor(v, 2))
+    if env.lane_sums and env.lane_sums[op:result(1):id()] then -- (a loop's carried row sum: the quad's lanes summed after it)
+      rows[dr] = v
+    else
+      v = comb(v, tl.shfl_xor(v, 1))
+      rows[dr] = comb(v, tl.shfl_xor(v, 2))
+    end
   end
   L.vmap[op:result(1):id()] = V.line(ri.elem, 1, function(dr) return rows[dr] end)
 end
