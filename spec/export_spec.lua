@@ -176,6 +176,33 @@ describe("tl.export", function()
   end)
 end)
 
+describe("a launch recipe's checks on its inputs", function()
+  -- the attention's (stdlib/attention.lua): export_host.c's refusals say the same words in C
+  it("refuse a launch of tilua's launcher before it touches the device, in the words of the export", function()
+    local a = tl.attention.build { b = 1, h = 4, hkv = 2, sq = 300, skv = 200, d = 128, name = "export_attention" }
+    local buf = { raw = true } -- never read: the checks come first
+    local function refusal(q, k, o)
+      local ok, err = pcall(tl.recipe.values, a.kernel.recipe, a.kernel.params, {},
+        { q = { buf, q }, k = { buf, k }, v = { buf, k }, o = { buf, o }, lse = buf })
+      assert.is_false(ok)
+      return err
+    end
+    local q, kk = { 1, 4, 300, 128 }, { 1, 2, 200, 128 }
+    assert.matches("launch: attention 'export_attention': o's dim 3 (the head dim it was built for) is 64, not 128",
+      refusal(q, kk, { 1, 4, 300, 64 }), 1, true)
+    assert.matches("launch: attention 'export_attention': q's dim 1 (the heads, a multiple of k's dim 1) is 3, not a multiple of 2",
+      refusal({ 1, 3, 300, 128 }, kk, { 1, 3, 300, 128 }), 1, true)
+    assert.matches("launch: attention 'export_attention': k's dim 2 is 0, less than 1", refusal(q, { 1, 2, 0, 128 }, q), 1, true)
+    assert.matches("launch: attention 'export_attention': v's dim 1 (as k's) is 1, not 2",
+      select(2, pcall(tl.recipe.values, a.kernel.recipe, a.kernel.params, {},
+        { q = { buf, q }, k = { buf, kk }, v = { buf, { 1, 1, 200, 128 } }, o = { buf, q }, lse = buf })), 1, true)
+    -- a:run, on sizes of its own: the same checks
+    local ok, err = pcall(a.run, a, { q = buf, k = buf, v = buf, o = buf, lse = buf, h = 4, hkv = 3 })
+    assert.is_false(ok)
+    assert.matches("q's dim 1 (the heads, a multiple of k's dim 1) is 4, not a multiple of 3", err, 1, true)
+  end)
+end)
+
 describe("the example of docs/embedding.md (examples/export)", function()
   it("exports saxpy, builds its host with cc, and the host launches it once and as a graph (stand-in driver)", function()
     need_fake()

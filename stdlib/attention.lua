@@ -234,6 +234,25 @@ do -- tl.attention: the generator and the check
                          { "int", { "dim", "q", 0 } }, { "int", { "dim", "q", 1 } }, { "int", { "dim", "k", 1 } },
                          { "int", { "dim", "q", 2 } }, { "int", { "dim", "k", 2 } }, { "scalar", "scale" } } }
     local b, h, sq = { "dim", "q", 0 }, { "dim", "q", 1 }, { "dim", "q", 2 }
+    -- what a launch's tensors must be: sizes of at least 1, heads a multiple of
+    -- the key heads, O shaped as Q, V as K, the build's head dim
+    local who = ("attention '%s': "):format(c.name)
+    local function dim(t, d) return { "dim", t, d }, ("%s%s's dim %d"):format(who, t, d) end
+    r.checks = {}
+    local function add(kind, t, d, want, what)
+      local e, say = dim(t, d)
+      r.checks[#r.checks + 1] = { kind, e, want, what and (say .. " (" .. what .. ")") or say }
+    end
+    for _, t in ipairs { "q", "k" } do
+      for d = 0, 2 do add("at_least", t, d, 1) end
+    end
+    add("equal", "k", 0, b, "the batch, q's dim 0")
+    add("multiple", "q", 1, { "dim", "k", 1 }, "the heads, a multiple of k's dim 1")
+    for d = 0, 2 do
+      add("equal", "o", d, { "dim", "q", d }, "as q's")
+      add("equal", "v", d, { "dim", "k", d }, "as k's")
+    end
+    for _, t in ipairs { "q", "k", "v", "o" } do add("equal", t, 3, c.d, "the head dim it was built for") end
     local tiles = { "mul", { "mul", { "div", { "add", sq, c.bm - 1 }, c.bm }, h }, b }
     if c.schedule == "data_parallel" then
       r.grid = { tiles, 1, 1 }
@@ -266,13 +285,13 @@ do -- tl.attention: the generator and the check
 
   -- The problem of a launch: o's sizes (b, h, hkv, sq, skv), the build's
   -- where o has none. -> the recipe's inputs for o's buffers (B, H, S, D row-major)
+  -- (the recipe's checks say what is wrong with them)
   local function inputs_of(c, o)
     local p = {}
     for _, key in ipairs { "b", "h", "hkv", "sq", "skv" } do
       p[key] = o[key] or c[key]
-      if math.type(p[key]) ~= "integer" or p[key] < 1 then raise(("attention:run: '%s' must be a positive integer"):format(key)) end
+      if math.type(p[key]) ~= "integer" then raise(("attention:run: '%s' must be an integer"):format(key)) end
     end
-    if p.h % p.hkv ~= 0 then raise(("attention:run: hkv (%d) must divide h (%d)"):format(p.hkv, p.h)) end
     return { q = { o.q, { p.b, p.h, p.sq, c.d } }, k = { o.k, { p.b, p.hkv, p.skv, c.d } },
              v = { o.v, { p.b, p.hkv, p.skv, c.d } }, o = { o.o, { p.b, p.h, p.sq, c.d } }, lse = o.lse,
              scale = o.scale or c.scale }

@@ -149,6 +149,22 @@ int main(int argc, char **argv) {
   refused(tile_gemm_softmax_map_A(&map, &odd), CUDA_ERROR_INVALID_VALUE,
           "tensor_map: strides[1] = 201 elements is 402 bytes, not a positive multiple of 16",
           "odd rows");
+  /* the attention's tensors against its recipe's checks (tilua's launcher says the same) */
+  tilua_tensor aq = tensor4(256, 1, 4, 300, ATT_D), ak = tensor4(256, 1, 2, 200, ATT_D);
+  tilua_tensor narrow = tensor4(256, 1, 4, 300, 64), three = tensor4(256, 1, 3, 300, ATT_D),
+               empty = tensor4(256, 1, 2, 0, ATT_D);
+  refused(
+      export_attention_run(0, &aq, &ak, &ak, &narrow, 0, 1.0f), CUDA_ERROR_INVALID_VALUE,
+      "launch: attention 'export_attention': o's dim 3 (the head dim it was built for) is 64, not 128",
+      "attention: head dim");
+  refused(
+      export_attention_run(0, &three, &ak, &ak, &three, 0, 1.0f), CUDA_ERROR_INVALID_VALUE,
+      "launch: attention 'export_attention': q's dim 1 (the heads, a multiple of k's dim 1) is 3, "
+      "not a multiple of 2",
+      "attention: heads");
+  refused(export_attention_run(0, &aq, &empty, &empty, &aq, 0, 1.0f), CUDA_ERROR_INVALID_VALUE,
+          "launch: attention 'export_attention': k's dim 2 is 0, less than 1",
+          "attention: no keys");
 
   /* the stdlib GEMM: buffers of the sizes it was compiled for */
   const size_t ga = (size_t)GEMM_M * GEMM_K * 2, gb = (size_t)GEMM_N * GEMM_K * 2,
