@@ -1,6 +1,7 @@
 -- Exported kernels on the GPU (docs/embedding.md): the stdlib GEMM, its
 -- split-K form and the softmax tile program of examples/tile_gemm_softmax.lua
--- at two sizes, and a graph of two of them replayed and updated, run by a C
+-- at two sizes, a graph of two of them replayed and updated, and the stdlib
+-- attention at two problem sizes (O and the log-sum-exp), run by a C
 -- host built from the export alone (spec/c/export_host.c: the driver opened
 -- with dlopen, and linked) must give the results of tilua's own launchers
 -- (spec/fixtures/gpu/export_kernels.lua) bit for bit (the export of PTX: the
@@ -8,12 +9,14 @@
 -- samples, and so are the results of the export with cubins (ptxas's code).
 -- Without a GPU: pending (ctest: skipped).
 local H = dofile "spec/helper.lua"
+local AH = dofile "spec/attention_helper.lua"
 local tl = require "tilua"
 
 local CC = os.getenv "TILUA_CC" or "cc"
 local FIXTURE = "spec/fixtures/gpu/export_kernels.lua"
 local q = H.quote
-local OUTPUTS = { "gemm", "splitk", "softmax1", "softmax2", "graph_softmax1", "graph_gemm", "graph_softmax2" }
+local OUTPUTS = { "gemm", "splitk", "softmax1", "softmax2", "graph_softmax1", "graph_gemm", "graph_softmax2",
+                  "attention_o1", "attention_lse1", "attention_o2", "attention_lse2" }
 
 local sh = H.sh
 
@@ -109,6 +112,15 @@ describe("an exported kernel on the GPU", function()
               ("%s softmax%d[%d, %d] = %g, want %g"):format(dir, n, i, j, sc[i * ex.N + j + 1], want[j]))
           end
         end
+      end
+      -- the attention: every element of O and the log-sum-exp against the CPU
+      for n = 1, 2 do
+        local c = { b = S["ATT_B" .. n], h = S["ATT_H" .. n], hkv = S["ATT_HKV" .. n], sq = S["ATT_SQ" .. n],
+                    skv = S["ATT_SKV" .. n], d = S.ATT_D, scale = S.ATT_SCALE, dtype = "bf16" }
+        local x = { Q = bf16s(bin("in", "att_q" .. n)), K = bf16s(bin("in", "att_k" .. n)), V = bf16s(bin("in", "att_v" .. n)) }
+        local worst, worstl, bad = AH.compare(c, x, bin(dir, "attention_o" .. n), bin(dir, "attention_lse" .. n))
+        print(("export_gpu: %s attention%d: O max error %.3g, LSE max error %.3g, %d values off"):format(dir, n, worst, worstl, bad))
+        assert.equal(0, bad, ("%s attention%d: %d values off the CPU"):format(dir, n, bad))
       end
     end
     cpu_samples("lua")

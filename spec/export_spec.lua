@@ -75,7 +75,7 @@ describe("tl.export", function()
     need_fake()
     for _, f in ipairs { "tilua_export.h", "tilua_export.c", "tilua_cuda_types.h", "tilua_cuda_syms.def", "tilua_tensor_map.h",
                          "export_gemm.h", "export_gemm.c", "export_splitk.h", "export_splitk.c",
-                         "tile_gemm_softmax.h", "tile_gemm_softmax.c" } do
+                         "tile_gemm_softmax.h", "tile_gemm_softmax.c", "export_attention.h", "export_attention.c" } do
       assert.truthy(H.slurp(d .. "/export/" .. f), f)
     end
     -- the runtime's includes point at the export's own copies
@@ -90,6 +90,12 @@ describe("tl.export", function()
     assert.truthy(h:find("CUresult tile_gemm_softmax_run(CUstream stream, tilua_dim3 programs, const tilua_tensor *A, " ..
       "const tilua_tensor *B, const tilua_tensor *C, int32_t K, float scale);", 1, true), h)
     assert.truthy(H.slurp(d .. "/export/export_splitk.h"):find("size_t export_splitk_workspace_bytes(void);", 1, true))
+    -- the stdlib attention: 4-D tensors in, the grid from Q's dims and the device's SMs
+    h = H.slurp(d .. "/export/export_attention.h")
+    assert.truthy(h:find("CUresult export_attention_run(CUstream stream, const tilua_tensor *q, const tilua_tensor *k, " ..
+      "const tilua_tensor *v, const tilua_tensor *o, CUdeviceptr lse, float scale);", 1, true), h)
+    assert.truthy(h:find("CUresult export_attention_grid(tilua_dim3 *grid, const tilua_tensor *q);", 1, true), h)
+    assert.truthy(h:find("CUresult export_attention_map_K(CUtensorMap *map, const tilua_tensor *k);", 1, true), h)
   end)
 
   it("embeds the kernel's PTX byte for byte (and a cubin for sm_90a when ptxas is there)", function()
@@ -116,13 +122,20 @@ describe("tl.export", function()
     assert.truthy(out:find("export_host: ok", 1, true))
     local lua, c = runs(d .. "/lua.log"), runs(d .. "/c.log")
     -- the GEMM, split-K, the softmax at two sizes (one export, every size), a
-    -- graph of two kernels captured, replayed, its nodes set, replayed
-    assert.equal(14, #lua, table.concat(lua, "\n"))
+    -- graph of two kernels captured, replayed, its nodes set, replayed, the
+    -- attention at two problem sizes
+    assert.equal(16, #lua, table.concat(lua, "\n"))
     assert.same(lua, c)
     local all = table.concat(c, "\n")
     assert.truthy(all:find("launch export_splitk grid=4,1,1 block=384,1,1 cluster=1,1,1 smem=%d+ pdl=1 args=map{dtype=9 rank=2 base=buf0%+0 dims=256,300"))
     assert.truthy(all:find("launch tile_gemm_softmax grid=4,1,1 .- map{dtype=9 rank=2 base=buf9%+0 dims=256,1000 strides=512"))
     assert.truthy(all:find("graph node 0 set\ngraph node 1 set\ngraph launch: 2 kernel nodes", 1, true))
+    -- its 4-D maps (dims innermost first) and a grid of min(SMs, tiles of
+    -- 128 query rows): the stand-in's 4 SMs for 3 x 4 x 1 tiles, 2 CTAs for 1 x 1 x 2
+    assert.truthy(all:find("launch export_attention grid=4,1,1 block=384,1,1 cluster=1,1,1 smem=%d+ args=map{dtype=9 rank=4 "
+      .. "base=buf13%+0 dims=128,300,4,1 strides=256,76800,307200 box=64,64,1,1 "))
+    assert.truthy(all:find("launch export_attention grid=2,1,1 .- map{dtype=9 rank=4 base=buf19%+0 dims=128,257,1,2 "
+      .. "strides=256,65792,65792 box=64,128,1,1 .- buf22%+0 0x2 0x1 0x1 0x64 0x101 0x3db504f3"))
     assert.falsy(H.slurp(d .. "/c.log"):find("module refused a cubin", 1, true)) -- that export has none
   end)
 
@@ -134,7 +147,7 @@ describe("tl.export", function()
     local _, err, code = H.run { "env", "TILUA_LIBCUDA=" .. FAKE, "FAKE_CUDA_LOG=" .. d .. "/cubin.log", host, d .. "/in", d .. "/cubin" }
     assert.equal(0, code, err)
     local _, refusals = H.slurp(d .. "/cubin.log"):gsub("module refused a cubin", "")
-    assert.equal(3, refusals) -- one per kernel, at its first launch
+    assert.equal(4, refusals) -- one per kernel, at its first launch
     assert.same(runs(d .. "/lua.log"), runs(d .. "/cubin.log"))
   end)
 
@@ -160,6 +173,33 @@ describe("tl.export", function()
     ok, err = pcall(tl.export, os.tmpname(), k)
     assert.is_false(ok)
     assert.matches("kernel 'spin_export' was compiled with debug%-hangs", err)
+  end)
+end)
+
+describe("a launch recipe's checks on its inputs", function()
+  -- the attention's (stdlib/attention.lua): export_host.c's refusals say the same words in C
+  it("refuse a launch of tilua's launcher before it touches the device, in the words of the export", function()
+    local a = tl.attention.build { b = 1, h = 4, hkv = 2, sq = 300, skv = 200, d = 128, name = "export_attention" }
+    local buf = { raw = true } -- never read: the checks come first
+    local function refusal(q, k, o)
+      local ok, err = pcall(tl.recipe.values, a.kernel.recipe, a.kernel.params, {},
+        { q = { buf, q }, k = { buf, k }, v = { buf, k }, o = { buf, o }, lse = buf })
+      assert.is_false(ok)
+      return err
+    end
+    local q, kk = { 1, 4, 300, 128 }, { 1, 2, 200, 128 }
+    assert.matches("launch: attention 'export_attention': o's dim 3 (the head dim it was built for) is 64, not 128",
+      refusal(q, kk, { 1, 4, 300, 64 }), 1, true)
+    assert.matches("launch: attention 'export_attention': q's dim 1 (the heads, a multiple of k's dim 1) is 3, not a multiple of 2",
+      refusal({ 1, 3, 300, 128 }, kk, { 1, 3, 300, 128 }), 1, true)
+    assert.matches("launch: attention 'export_attention': k's dim 2 is 0, less than 1", refusal(q, { 1, 2, 0, 128 }, q), 1, true)
+    assert.matches("launch: attention 'export_attention': v's dim 1 (as k's) is 1, not 2",
+      select(2, pcall(tl.recipe.values, a.kernel.recipe, a.kernel.params, {},
+        { q = { buf, q }, k = { buf, kk }, v = { buf, { 1, 1, 200, 128 } }, o = { buf, q }, lse = buf })), 1, true)
+    -- a:run, on sizes of its own: the same checks
+    local ok, err = pcall(a.run, a, { q = buf, k = buf, v = buf, o = buf, lse = buf, h = 4, hkv = 3 })
+    assert.is_false(ok)
+    assert.matches("q's dim 1 (the heads, a multiple of k's dim 1) is 4, not a multiple of 3", err, 1, true)
   end)
 end)
 

@@ -221,9 +221,51 @@ do -- tl.attention: the generator and the check
     return math.max(1, math.min(c.sms, tiles))
   end
 
+  -- The launch recipe of c (tilua.gpu.recipe): what a:run does, as data that
+  -- `tilua export` writes as C too. Q, K, V and O are tensors [B, H, S, D]
+  -- (D the built head dim), whose dims are the problem's sizes (the kernel
+  -- takes them at run time: one export serves every size); the grid is M.grid's,
+  -- on the device's SMs unless the build named its own (c.sms_fixed).
+  local function recipe(c)
+    local r = { inputs = { { name = "q", kind = "tensor", rank = 4 }, { name = "k", kind = "tensor", rank = 4 },
+                           { name = "v", kind = "tensor", rank = 4 }, { name = "o", kind = "tensor", rank = 4 },
+                           { name = "lse", kind = "buffer" }, { name = "scale", kind = "scalar", default = c.scale } },
+                args = { { "map", "q" }, { "map", "k" }, { "map", "v" }, { "map", "o" }, { "ptr", "lse" },
+                         { "int", { "dim", "q", 0 } }, { "int", { "dim", "q", 1 } }, { "int", { "dim", "k", 1 } },
+                         { "int", { "dim", "q", 2 } }, { "int", { "dim", "k", 2 } }, { "scalar", "scale" } } }
+    local b, h, sq = { "dim", "q", 0 }, { "dim", "q", 1 }, { "dim", "q", 2 }
+    -- what a launch's tensors must be: sizes of at least 1, heads a multiple of
+    -- the key heads, O shaped as Q, V as K, the build's head dim
+    local who = ("attention '%s': "):format(c.name)
+    local function dim(t, d) return { "dim", t, d }, ("%s%s's dim %d"):format(who, t, d) end
+    r.checks = {}
+    local function add(kind, t, d, want, what)
+      local e, say = dim(t, d)
+      r.checks[#r.checks + 1] = { kind, e, want, what and (say .. " (" .. what .. ")") or say }
+    end
+    for _, t in ipairs { "q", "k" } do
+      for d = 0, 2 do add("at_least", t, d, 1) end
+    end
+    add("equal", "k", 0, b, "the batch, q's dim 0")
+    add("multiple", "q", 1, { "dim", "k", 1 }, "the heads, a multiple of k's dim 1")
+    for d = 0, 2 do
+      add("equal", "o", d, { "dim", "q", d }, "as q's")
+      add("equal", "v", d, { "dim", "k", d }, "as k's")
+    end
+    for _, t in ipairs { "q", "k", "v", "o" } do add("equal", t, 3, c.d, "the head dim it was built for") end
+    local tiles = { "mul", { "mul", { "div", { "add", sq, c.bm - 1 }, c.bm }, h }, b }
+    if c.schedule == "data_parallel" then
+      r.grid = { tiles, 1, 1 }
+    else
+      r.grid = { { "max", 1, { "min", c.sms_fixed and c.sms or { "sms" }, tiles } }, 1, 1 }
+    end
+    return r
+  end
+
   tl.attention.config = cfg_of
   function tl.attention.build(o)
     local c = cfg_of(o)
+    c.sms_fixed = c.sms ~= nil
     local sms = c.sms or (tl.device.available() and tl.device.sm_count() or 132)
     c.sms = sms
     c.grid = M.grid(c, c)
@@ -233,6 +275,7 @@ do -- tl.attention: the generator and the check
     local saved = tl.module() -- each kernel is a module of its own
     tl.new_module()
     a.kernel = tl.at_caller(build_kernel, c)
+    a.kernel.recipe = recipe(c)
     tl.set_module(saved)
     return a
   end
@@ -240,27 +283,36 @@ do -- tl.attention: the generator and the check
   M.Attention = {}
   M.Attention.__index = M.Attention
 
-  -- The tensor maps of Q, K, V and O (B, H, S, D row-major buffers).
-  function M.Attention:maps(q, kk, v, o)
-    local c = self.cfg
-    local function map(buf, h, s, box)
-      return tl.device.tensor_map { buffer = buf, dtype = c.dtype, shape = { c.b, h, s, c.d }, box = box, swizzle = 128 }
+  -- The problem of a launch: o's sizes (b, h, hkv, sq, skv), the build's
+  -- where o has none. -> the recipe's inputs for o's buffers (B, H, S, D row-major)
+  -- (the recipe's checks say what is wrong with them)
+  local function inputs_of(c, o)
+    local p = {}
+    for _, key in ipairs { "b", "h", "hkv", "sq", "skv" } do
+      p[key] = o[key] or c[key]
+      if math.type(p[key]) ~= "integer" then raise(("attention:run: '%s' must be an integer"):format(key)) end
     end
-    return map(q, c.h, c.sq, { 1, 1, 64, 64 }), map(kk, c.hkv, c.skv, { 1, 1, c.bn, 64 }),
-           map(v, c.hkv, c.skv, { 1, 1, c.bn, 64 }), map(o, c.h, c.sq, { 1, 1, 64, 64 })
+    return { q = { o.q, { p.b, p.h, p.sq, c.d } }, k = { o.k, { p.b, p.hkv, p.skv, c.d } },
+             v = { o.v, { p.b, p.hkv, p.skv, c.d } }, o = { o.o, { p.b, p.h, p.sq, c.d } }, lse = o.lse,
+             scale = o.scale or c.scale }
   end
 
-  -- a:run{q, k, v, o, lse}: launches (asynchronously) on the build's problem;
-  -- returns self.
+  -- The tensor maps of Q, K, V and O (B, H, S, D row-major buffers) of the
+  -- build's problem, as a:run makes them.
+  function M.Attention:maps(q, kk, v, o)
+    local r, k, inputs = self.kernel.recipe, self.kernel, inputs_of(self.cfg, { q = q, k = kk, v = v, o = o })
+    local V = tl.recipe.value
+    return V(r, k.params, {}, inputs, 1), V(r, k.params, {}, inputs, 2), V(r, k.params, {}, inputs, 3),
+           V(r, k.params, {}, inputs, 4)
+  end
+
+  -- a:run{q, k, v, o, lse [, scale] [, b, h, hkv, sq, skv]}: launches
+  -- (asynchronously) through the kernel's launch recipe, on the build's
+  -- problem or the sizes given (the kernel takes them at run time; the head
+  -- dim is the build's); returns self. The tensor maps are kept (self._maps).
   function M.Attention:run(o)
-    local c = self.cfg
-    local m = self._maps
-    if not m or m.q ~= o.q or m.k ~= o.k or m.v ~= o.v or m.o ~= o.o then
-      local mq, mk, mv, mo = self:maps(o.q, o.k, o.v, o.o)
-      m = { q = o.q, k = o.k, v = o.v, o = o.o, mq, mk, mv, mo }
-      self._maps = m
-    end
-    self.kernel:launch { grid = self.grid, args = { m[1], m[2], m[3], m[4], o.lse, c.b, c.h, c.hkv, c.sq, c.skv, c.scale } }
+    local grid, args = tl.recipe.values(self.kernel.recipe, self.kernel.params, self, inputs_of(self.cfg, o))
+    self.kernel:launch { grid = grid, args = args }
     return self
   end
 

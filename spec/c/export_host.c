@@ -16,8 +16,13 @@
 **   graph_*    a graph of softmax (size 1) then gemm, replayed; then its
 **              nodes set (the softmax to size 2's tensors, the GEMM as it
 **              was) and replayed again, as tl.graph's update does
+**   attention_o1/2, attention_lse1/2
+**              export_attention_run (the stdlib attention: tensors [B, H, S, D],
+**              the LSE buffer, the scale; a persistent grid from the device's
+**              SMs) at two problem sizes (one export, any size)
 **
-** The sizes come as -D definitions (GEMM_M ..., SOFTMAX_K, SOFTMAX_M1 ...).
+** The sizes come as -D definitions (GEMM_M ..., SOFTMAX_K, SOFTMAX_M1 ...,
+** ATT_D, ATT_B1 ... ATT_SKV2, ATT_SCALE).
 ** First, what the runtime refuses before the driver sees it: a launch with no
 ** context current, a capture of the default stream, a tensor map against the
 ** rules (tensor_map.h's messages).
@@ -27,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "export_attention.h"
 #include "export_gemm.h"
 #include "export_splitk.h"
 #include "tile_gemm_softmax.h"
@@ -94,6 +100,36 @@ static tilua_tensor tensor(CUdeviceptr base, int64_t rows, int64_t cols) {
   return t;
 }
 
+/* A row-major [b, h, s, d] tensor at base. */
+static tilua_tensor tensor4(CUdeviceptr base, int64_t b, int64_t h, int64_t s, int64_t d) {
+  tilua_tensor t;
+  memset(&t, 0, sizeof t);
+  t.base = base, t.shape[0] = b, t.shape[1] = h, t.shape[2] = s, t.shape[3] = d;
+  return t;
+}
+
+/* The attention at problem i (1 or 2): q, k, v, o, lse allocated in the Lua
+** path's order; O and the log-sum-exp written to OUT/attention_{o,lse}<i>.bin. */
+static void attention(int i, int64_t b, int64_t h, int64_t hkv, int64_t sq, int64_t skv) {
+  const int64_t d = ATT_D;
+  const size_t nq = (size_t)(b * h * sq * d), nkv = (size_t)(b * hkv * skv * d),
+               nl = (size_t)(b * h * sq);
+  char name[32];
+  CUdeviceptr p[3];
+  for (int x = 0; x < 3; x++) {
+    snprintf(name, sizeof name, "att_%c%d", "qkv"[x], i);
+    p[x] = input(name, (x ? nkv : nq) * 2);
+  }
+  CUdeviceptr po = input(NULL, nq * 2), lse = input(NULL, nl * 4);
+  tilua_tensor q = tensor4(p[0], b, h, sq, d), k = tensor4(p[1], b, hkv, skv, d),
+               v = tensor4(p[2], b, hkv, skv, d), o = tensor4(po, b, h, sq, d);
+  check(export_attention_run(0, &q, &k, &v, &o, lse, ATT_SCALE), "export_attention_run");
+  snprintf(name, sizeof name, "attention_o%d", i);
+  output(name, po, nq * 2);
+  snprintf(name, sizeof name, "attention_lse%d", i);
+  output(name, lse, nl * 4);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: export_host IN OUT\n");
@@ -113,6 +149,22 @@ int main(int argc, char **argv) {
   refused(tile_gemm_softmax_map_A(&map, &odd), CUDA_ERROR_INVALID_VALUE,
           "tensor_map: strides[1] = 201 elements is 402 bytes, not a positive multiple of 16",
           "odd rows");
+  /* the attention's tensors against its recipe's checks (tilua's launcher says the same) */
+  tilua_tensor aq = tensor4(256, 1, 4, 300, ATT_D), ak = tensor4(256, 1, 2, 200, ATT_D);
+  tilua_tensor narrow = tensor4(256, 1, 4, 300, 64), three = tensor4(256, 1, 3, 300, ATT_D),
+               empty = tensor4(256, 1, 2, 0, ATT_D);
+  refused(
+      export_attention_run(0, &aq, &ak, &ak, &narrow, 0, 1.0f), CUDA_ERROR_INVALID_VALUE,
+      "launch: attention 'export_attention': o's dim 3 (the head dim it was built for) is 64, not 128",
+      "attention: head dim");
+  refused(
+      export_attention_run(0, &three, &ak, &ak, &three, 0, 1.0f), CUDA_ERROR_INVALID_VALUE,
+      "launch: attention 'export_attention': q's dim 1 (the heads, a multiple of k's dim 1) is 3, "
+      "not a multiple of 2",
+      "attention: heads");
+  refused(export_attention_run(0, &aq, &empty, &empty, &aq, 0, 1.0f), CUDA_ERROR_INVALID_VALUE,
+          "launch: attention 'export_attention': k's dim 2 is 0, less than 1",
+          "attention: no keys");
 
   /* the stdlib GEMM: buffers of the sizes it was compiled for */
   const size_t ga = (size_t)GEMM_M * GEMM_K * 2, gb = (size_t)GEMM_N * GEMM_K * 2,
@@ -186,6 +238,9 @@ int main(int argc, char **argv) {
   output("graph_softmax2", gc2, (size_t)(ms[1] * N * 2));
   tilua_graph_destroy(g);
   check(drv->cuStreamDestroy(s), "cuStreamDestroy");
+
+  attention(1, ATT_B1, ATT_H1, ATT_HKV1, ATT_SQ1, ATT_SKV1);
+  attention(2, ATT_B2, ATT_H2, ATT_HKV2, ATT_SQ2, ATT_SKV2);
   printf("export_host: ok\n");
   return 0;
 }

@@ -62,6 +62,7 @@ end
 local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
 
 local raise = tl.raise
+local RECIPE = require "tilua.gpu.recipe"
 
 -- {=== parameters
 
@@ -342,7 +343,15 @@ function M.recipe_c(cname, k, recipe, ps, H, C0)
 
   C("CUresult %s_prepare(%s) {\n  CUresult tl_r = CUDA_SUCCESS;", cname, join({ cname .. "_args *out", table.unpack(adecl) }))
   for _, chk in ipairs(recipe.checks or {}) do
-    local w = chk[2]
+    local w, on_values = chk[2], RECIPE.CHECKS[chk[1]]
+    if on_values then
+      assert(not reads(chk[2], reads(chk[3], {})).sms, "a recipe check that reads the SM count")
+      local x, y = cexpr_(chk[2], ranks), cexpr_(chk[3], ranks)
+      C("  if (%s)", on_values.fails:format(x, y))
+      C("    return tilua_fail(CUDA_ERROR_INVALID_VALUE, \"launch: %%s is %%lld%%s%%lld\", %s, (long long)%s, %s, (long long)%s);",
+        cstr(chk[4]), x, cstr(on_values.says), y)
+      goto continue
+    end
     if chk[1] == "flat_z" then
       C("  if (programs.z > 1u)")
       C("    return tilua_fail(CUDA_ERROR_INVALID_VALUE, \"launch: %%s does not read program_id(\\\"z\\\"): a grid of programs with z = %%u would run each of its programs %%u times\", %s, programs.z, programs.z);",

@@ -24,9 +24,13 @@
 --        { "workspace" }                      the workspace's address
 --     grid = { E, E, E },        in CTAs
 --     workspace = E,             bytes (nil: no workspace)
---     checks = { check, ... },   what a launch's grid of programs must be:
+--     checks = { check, ... },   what a launch must be, in order (the first that fails is the error):
 --        { "programs", {x, y, z}, what }   the grid of programs it was planned for
 --        { "flat_z", what }                z = 1 (a kernel that does not read program_id("z"))
+--        { "at_least", E, n, what }        E >= n ("launch: <what> is 0, less than 1")
+--        { "equal", E, E2, what }          E = E2 (a tensor's dim the kernel was compiled for, or
+--                                          two tensors that must agree: "launch: <what> is 64, not 128")
+--        { "multiple", E, E2, what }       E a multiple of E2 ("launch: <what> is 3, not a multiple of 2")
 --     pdl = true,                a programmatic dependent launch (the stdlib GEMM's default)
 --   }
 --   E = an integer | { "dim", tensor, d } | { "stride", tensor, d }  (d 0-based; elements)
@@ -149,8 +153,20 @@ local function workspace(recipe, state, env)
   return w
 end
 
-local function check_programs(c, programs)
-  if c[1] == "flat_z" then
+-- R.CHECKS: a check on values: when it fails (as C, which export.lua writes)
+-- and what its message says after "launch: <what> is <E>".
+R.CHECKS = { at_least = { fails = "%s < %s", says = ", less than " }, equal = { fails = "%s != %s", says = ", not " },
+             multiple = { fails = "%s %% %s != 0", says = ", not a multiple of " } }
+
+local function check(c, programs, env)
+  local kind = c[1]
+  if R.CHECKS[kind] then
+    local a, b = eval(c[2], env), eval(c[3], env)
+    local bad = (kind == "at_least" and a < b) or (kind == "equal" and a ~= b) or (kind == "multiple" and a % b ~= 0)
+    if bad then raise(("launch: %s is %d%s%d"):format(c[4], a, R.CHECKS[kind].says, b)) end
+    return
+  end
+  if kind == "flat_z" then
     if programs[3] > 1 then
       raise(("launch: %s does not read program_id(\"z\"): a grid of programs with z = %d would run each of its programs %d times"):format(
         c[2], programs[3], programs[3]))
@@ -206,8 +222,8 @@ function R.values(recipe, params, state, inputs, programs)
   inputs = inputs or {}
   local last = state._last
   if same_as_last(last, recipe, inputs, programs) then return last.grid, last.values end
-  for _, c in ipairs(recipe.checks or {}) do check_programs(c, programs) end
   local env = env_of(recipe, inputs, programs)
+  for _, c in ipairs(recipe.checks or {}) do check(c, programs, env) end
   local values = {}
   for i = 1, #recipe.args do values[i] = value(recipe, params, state, env, i) end
   local grid = {}
