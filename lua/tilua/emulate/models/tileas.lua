@@ -506,7 +506,8 @@ do
   -- Every in-bounds element of the tile of `shape` at tile coordinates of
   -- tensor t, read (or written: write) by warp W at op rec: the race check
   -- sees the access (a row at once where t's rows are contiguous), then
-  -- f(the element's index in the tile, 1-based; its global address).
+  -- f(the element's index in the tile, 1-based; its global address), where
+  -- f is given (a protocol-only run has no elements to move: nil).
   local function each_element(R, W, rec, t, shape, coords, write, f)
     if #shape < #t.shape then -- a tile that leaves out leading dims: extents of 1 there
       local full = {}
@@ -517,13 +518,17 @@ do
     local eb = t.codec.size
     local step = t.strides[#t.strides] * eb
     local shadow = write and R.shadow_write or R.shadow_read
+    local contig = contiguous(t)
     tile_rows(t, shape, coords, function(first, ga, lo, hi)
       if not ga then return end
-      if contiguous(t) then shadow(R, R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc) end
+      if contig then
+        shadow(R, R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc)
+        if not f then return end -- (no values to move: the row's footprint is all)
+      end
       for j = lo, hi do
         local a = ga + (j - lo) * step
-        if not contiguous(t) then shadow(R, R.gspace, W.actor, W.vc, a, eb, rec.loc) end
-        f(first + j + 1, a)
+        if not contig then shadow(R, R.gspace, W.actor, W.vc, a, eb, rec.loc) end
+        if f then f(first + j + 1, a) end
       end
     end)
   end
@@ -536,8 +541,7 @@ do
     local v = R.values and {} or nil
     local pad = rec.op:attr "padding" -- (its row has no default: absent, an element out of bounds reads 0)
     if v then for i = 1, tt.n do v[i] = pad or 0 end end
-    each_element(R, W, rec, t, tt.shape, coords, false, function(i, a)
-      if not v then return end
+    each_element(R, W, rec, t, tt.shape, coords, false, v and function(i, a)
       local u = 0
       for b = eb - 1, 0, -1 do u = (u << 8) | (g[a + b] or 0) end
       v[i] = c.dec(u)
@@ -551,8 +555,7 @@ do
     local coords = coords_of(rec, ins, 2, #ins - 1)
     local c, g, eb = t.codec, R.global, t.codec.size
     local v = x.v
-    each_element(R, W, rec, t, x.shape, coords, true, function(i, a)
-      if not v then return end
+    each_element(R, W, rec, t, x.shape, coords, true, v and function(i, a)
       local u = c.enc(v[i])
       for b = 0, eb - 1 do
         g[a + b] = u & 0xff
