@@ -110,6 +110,38 @@ do
   end
   MMA.rows_of_box = rows_of_box
 
+  -- The in-bounds rows of the same box in runs along its second innermost
+  -- dimension, in rows_of_box's order: f(global address of the first
+  -- in-bounds element of the run's first row, first and last in-bounds
+  -- element of a row, rows, bytes from a row to the next). The rows of a 2-D
+  -- tile are one run: a protocol-only run's race check of the box, one call.
+  function MMA.row_runs_of_box(base, shape, strides, box, start, f)
+    local rank = #box
+    local c0 = start[rank]
+    local lo, hi = math.max(0, -c0), math.min(box[rank], shape[rank] - c0) - 1
+    if hi < lo then return end
+    if rank == 1 then return f(base + (c0 + lo) * strides[1], lo, hi, 1, 0) end
+    local r = rank - 1 -- the dimension of a run
+    local first, last = math.max(start[r], 0), math.min(start[r] + box[r], shape[r]) - 1
+    if last < first then return end
+    local idx, outer = {}, 1
+    for d = 1, r - 1 do idx[d], outer = 0, outer * box[d] end
+    for _ = 1, outer do
+      local inb, ga = true, base + (c0 + lo) * strides[rank] + first * strides[r]
+      for d = 1, r - 1 do
+        local c = start[d] + idx[d]
+        if c < 0 or c >= shape[d] then inb = false end
+        ga = ga + c * strides[d]
+      end
+      if inb then f(ga, lo, hi, last - first + 1, strides[r]) end
+      for d = r - 1, 1, -1 do
+        idx[d] = idx[d] + 1
+        if idx[d] < box[d] then break end
+        idx[d] = 0
+      end
+    end
+  end
+
   -- the box at coords of tensor map m: f(smem offset of the row, ...) as above
   local function box_rows(m, coords, f)
     local eb = m.ebytes

@@ -44,6 +44,7 @@ local values = require "tilua.emulate.values"
 local report = require "tilua.emulate.report"
 local sync = require "tilua.emulate.sync"
 local mma = require "tilua.emulate.models.mma"
+local slice = require "tilua.emulate.models.tileas_slice"
 
 local TILE = { __name = "tile" }
 local function is_tile(x) return getmetatable(x) == TILE end
@@ -149,8 +150,10 @@ do
     dk.warps = math.max(1, t.agents)
     dk.cluster = 1 -- a program on a cluster is one program here (its CTA split is the lowering's)
     dk.cluster_local = true -- the CTAs share no synchronization object (but dynamic claims: on_start)
+    dk.global_granule = address.MAX_TILE_GRANULE -- (the race check's work: a tile row is one access)
     dk.arg_names = kop:attr "arg_names"
     dk.on_start, dk.state_parts, dk.min_phases = on_start, state_parts, min_phases
+    slice.mark(dk.body) -- the ops whose elements a protocol-only run computes (rec.exact)
   end
 
   -- }===
@@ -485,16 +488,18 @@ do
   end
   -- Every row (innermost dimension) of a tile at tile coordinates of tensor t:
   -- f(index of the row's first element in the tile, global address of its
-  -- first in-bounds element or nil, first and last in-bounds column).
+  -- first in-bounds element or nil, first and last in-bounds column); with
+  -- runs, f(...) once per run of rows (mma.row_runs_of_box).
   -- A tile of fewer dims than the tensor is its last dims (one element of each
   -- leading dim, at an element coordinate).
-  local function tile_rows(t, shape, coords, f)
+  local function tile_rows(t, shape, coords, f, runs)
     local eb, start, strides, box = t.codec.size, {}, {}, {}
     local lead = #t.shape - #shape
     for d = 1, #t.shape do
       box[d] = d > lead and shape[d - lead] or 1
       start[d], strides[d] = coords[d] * box[d], t.strides[d] * eb
     end
+    if runs then return mma.row_runs_of_box(t.base, t.shape, strides, box, start, f) end
     mma.rows_of_box(t.base, t.shape, strides, box, start, f)
   end
   local function coords_of(rec, ins, from, to)
@@ -519,12 +524,14 @@ do
     local step = t.strides[#t.strides] * eb
     local shadow = write and R.shadow_write or R.shadow_read
     local contig = contiguous(t)
+    if contig and not f then -- no values to move (a protocol-only run): the rows' footprints, a run at once
+      return tile_rows(t, shape, coords, function(ga, lo, hi, rows, stride)
+        shadow(R, R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc, rows, stride)
+      end, true)
+    end
     tile_rows(t, shape, coords, function(first, ga, lo, hi)
       if not ga then return end
-      if contig then
-        shadow(R, R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc)
-        if not f then return end -- (no values to move: the row's footprint is all)
-      end
+      if contig then shadow(R, R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc) end
       for j = lo, hi do
         local a = ga + (j - lo) * step
         if not contig then shadow(R, R.gspace, W.actor, W.vc, a, eb, rec.loc) end
@@ -538,7 +545,7 @@ do
     local tt = rec.tt
     local coords = coords_of(rec, ins, 2, #ins)
     local c, g, eb = t.codec, R.global, t.codec.size
-    local v = R.values and {} or nil
+    local v = (R.values or rec.exact) and {} or nil
     local pad = rec.op:attr "padding" -- (its row has no default: absent, an element out of bounds reads 0)
     if v then for i = 1, tt.n do v[i] = pad or 0 end end
     each_element(R, W, rec, t, tt.shape, coords, false, v and function(i, a)
@@ -547,6 +554,7 @@ do
       v[i] = c.dec(u)
     end)
     R:tick(rec, rows_of(tt.shape))
+    if v then R.element_ops = R.element_ops + tt.n end
     return { new_tile(tt.shape, tt.elem, v) }
   end
   handlers["tileas.tiled_store"] = function(R, W, rec, ins)
@@ -554,7 +562,8 @@ do
     local x = read_tile(R, W, rec, ins[#ins])
     local coords = coords_of(rec, ins, 2, #ins - 1)
     local c, g, eb = t.codec, R.global, t.codec.size
-    local v = x.v
+    local v = (R.values or rec.exact) and x.v -- (a protocol-only run stores bytes that a load in the slice reads)
+    if v then R.element_ops = R.element_ops + #v end
     each_element(R, W, rec, t, x.shape, coords, true, v and function(i, a)
       local u = c.enc(v[i])
       for b = 0, eb - 1 do
@@ -570,11 +579,17 @@ do
 
   -- {=== compute
 
-  local function result(R, rec, f) -- a tile of the result type, element i = f(i) (values only)
+  -- a tile of the result type, element i = f(i), where the run computes
+  -- elements (R.values, or rec in the slice: tileas_slice.lua) and every tile
+  -- operand given has them; else its shape only
+  local function result(R, rec, f, x, y, z)
     local tt = rec.tt
     local n = tt.n
-    if not R.values then return new_tile(tt.shape, tt.elem, nil) end
+    if not (R.values or rec.exact) or (is_tile(x) and not x.v) or (is_tile(y) and not y.v) or (is_tile(z) and not z.v) then
+      return new_tile(tt.shape, tt.elem, nil)
+    end
     R:tick(rec, rows_of(tt.shape))
+    R.element_ops = R.element_ops + n
     local v = {}
     for i = 1, n do v[i] = f(i) end
     return new_tile(tt.shape, tt.elem, v)
@@ -612,8 +627,9 @@ do
     local sb = op:attr "negate_b" and -1 or 1
     local M, N = rec.tt.shape[1], rec.tt.shape[2]
     local K = ta and a.shape[1] or a.shape[2]
-    if not R.values then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
+    if not (R.values or rec.exact) or not (a.v and b.v and acc.v) then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
     R:tick(rec, M)
+    R.element_ops = R.element_ops + M * N * K
     local av, bv, cv = a.v, b.v, acc.v
     local fp8 = op:attr "fp8" -- 8-bit integer tiles holding fp8 bytes: their values
     if fp8 then
@@ -656,7 +672,7 @@ do
   handlers["tileas.math"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local f, round = MATH[rec.op:attr "fn"], round_of(rec)
-    return { result(R, rec, function(i) return round(f(x.v[i])) end) }
+    return { result(R, rec, function(i) return round(f(x.v[i])) end, x) }
   end
 
   local REDUCE = { add = function(a, b) return a + b end, max = math.max, min = math.min }
@@ -686,10 +702,12 @@ do
       end
       return base
     end
+    local exact = (R.values or rec.exact) and x.v
+    if exact then R.element_ops = R.element_ops + count(shape) end
     if not rec.tt then -- a rank-1 tile: a scalar
-      return { R.values and reduce_at(0) or 0 }
+      return { exact and reduce_at(0) or 0 }
     end
-    if not R.values then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
+    if not exact then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
     local v = {}
     for o = 0, n - 1 do v[o + 1] = reduce_at(base_of(o)) end
     return { new_tile(rec.tt.shape, rec.tt.elem, v) }
@@ -716,12 +734,12 @@ do
   handlers["tileas.broadcast"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local map = index_map(rec.tt.shape, x.shape)
-    return { result(R, rec, function(i) return x.v[map(i)] end) }
+    return { result(R, rec, function(i) return x.v[map(i)] end, x) }
   end
   handlers["tileas.expand_dim"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local map = index_map(rec.tt.shape, x.shape, nil, rec.op:attr "dim" + 1)
-    return { result(R, rec, function(i) return x.v[map(i)] end) }
+    return { result(R, rec, function(i) return x.v[map(i)] end, x) }
   end
   handlers["tileas.transpose"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
@@ -729,12 +747,12 @@ do
     return { result(R, rec, function(i)
       local r, c = (i - 1) // cols, (i - 1) % cols
       return x.v[c * rows + r + 1]
-    end) }
+    end, x) }
   end
   handlers["tileas.extract_slice"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local map = index_map(rec.tt.shape, x.shape, rec.op:attr "offsets")
-    return { result(R, rec, function(i) return x.v[map(i)] end) }
+    return { result(R, rec, function(i) return x.v[map(i)] end, x) }
   end
   handlers["tileas.extract"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
@@ -797,7 +815,7 @@ do
     local va, vb, vc = xs[1], xs[2], xs[3]
     return { result(R, rec, function(i)
       return f(va and va[i] or a, vb and vb[i] or b, vc and vc[i] or c)
-    end) }
+    end, a, b, c) }
   end
 
   -- }===
