@@ -89,9 +89,9 @@ end
 
 -- The granule of space sp for an access of n bytes at addr. Unless o.granule
 -- fixes it (R.fixed_granule), a space starts with granules of
--- address.MAX_GRANULE bytes (a tile program's global memory:
--- MAX_TILE_GRANULE) and halves them, re-keying what it keeps, the first time
--- an access is not aligned to them in address and size. Every access so far then covered
+-- address.MAX_GRANULE bytes (a tile program's tensors: MAX_TILE_GRANULE)
+-- and halves them, re-keying what it keeps, the first time an access is not
+-- aligned to them in address and size. Every access so far then covered
 -- whole granules, so every byte of a granule has the same records: the
 -- answers are those of granules of one byte, at a fraction of the work (a
 -- TMA box of 16 KB is 1024 granules, not 16384).

@@ -150,7 +150,6 @@ do
     dk.warps = math.max(1, t.agents)
     dk.cluster = 1 -- a program on a cluster is one program here (its CTA split is the lowering's)
     dk.cluster_local = true -- the CTAs share no synchronization object (but dynamic claims: on_start)
-    dk.global_granule = address.MAX_TILE_GRANULE -- (the race check's work: a tile row is one access)
     dk.arg_names = kop:attr "arg_names"
     dk.on_start, dk.state_parts, dk.min_phases = on_start, state_parts, min_phases
     slice.mark(dk.body) -- the ops whose elements a protocol-only run computes (rec.exact)
@@ -508,6 +507,24 @@ do
     return c
   end
   local function contiguous(t) return t.strides[#t.strides] == 1 end
+  -- The race check's space of tensor t in run R: one a tensor (each is a
+  -- buffer of its own, its accesses clipped to its shape: none reaches
+  -- another's bytes), so that one tensor's small accesses (an i32 element)
+  -- do not shrink another's granules, which start at MAX_TILE_GRANULE bytes
+  -- (a row of 128 bf16 is one granule)
+  local function space_of(R, t)
+    local sps = R.tensor_spaces
+    if not sps then
+      sps = {}
+      R.tensor_spaces = sps
+    end
+    local sp = sps[t.base]
+    if not sp then
+      sp = { is_global = true, shadow_w = {}, shadow_r = {}, granule = not R.fixed_granule and address.MAX_TILE_GRANULE or nil }
+      sps[t.base] = sp
+    end
+    return sp
+  end
   -- Every in-bounds element of the tile of `shape` at tile coordinates of
   -- tensor t, read (or written: write) by warp W at op rec: the race check
   -- sees the access (a row at once where t's rows are contiguous), then
@@ -523,18 +540,18 @@ do
     local eb = t.codec.size
     local step = t.strides[#t.strides] * eb
     local shadow = write and R.shadow_write or R.shadow_read
-    local contig = contiguous(t)
+    local contig, sp = contiguous(t), space_of(R, t)
     if contig and not f then -- no values to move (a protocol-only run): the rows' footprints, a run at once
       return tile_rows(t, shape, coords, function(ga, lo, hi, rows, stride)
-        shadow(R, R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc, rows, stride)
+        shadow(R, sp, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc, rows, stride)
       end, true)
     end
     tile_rows(t, shape, coords, function(first, ga, lo, hi)
       if not ga then return end
-      if contig then shadow(R, R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc) end
+      if contig then shadow(R, sp, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc) end
       for j = lo, hi do
         local a = ga + (j - lo) * step
-        if not contig then shadow(R, R.gspace, W.actor, W.vc, a, eb, rec.loc) end
+        if not contig then shadow(R, sp, W.actor, W.vc, a, eb, rec.loc) end
         if f then f(first + j + 1, a) end
       end
     end)
