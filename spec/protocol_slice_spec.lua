@@ -66,6 +66,22 @@ describe("the checker's protocol-only runs of tile programs", function()
     end)
   end
 
+  it("checks a tile's rows in one call as it checks them row by row: the same race, the same bytes, at a ragged edge", function()
+    tl.new_module()
+    local k = tl.tile_kernel("ragged_race", { params = { X = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.bf16, 2) } })
+    k:define(function(_, p)
+      local x = tl.load(p.X, { tl.program_id("x"), tl.program_id("y") }, { 2, 4 })
+      tl.store(p.Y, { tl.program_id("x"), 1 }, x) -- every program along y stores column tile 1 (of 5 columns: 1 in bounds)
+    end)
+    local args = { X = { bytes = 2 * 3 * 5, shape = { 3, 5 } }, Y = { bytes = 2 * 3 * 5, shape = { 3, 5 } } }
+    local rows = tl.verify_protocol(k, { grid = { 2, 2 }, args = args }) -- protocol-only: a run of rows a call
+    local each = tl.verify_protocol(k, { grid = { 2, 2 }, args = args, values = true }) -- values: row by row
+    assert.is_false(rows.ok)
+    assert.equal("overwrite", rows.violation.kind)
+    assert.matches("writes global bytes %[0x%x+, 0x%x+%) that program warp 0 %(CTA 0%) wrote", rows.violation.message)
+    assert.equal(each.violation.message, rows.violation.message)
+  end)
+
   it("computes no element of the tiles that only reach stores of data (dots, exp2, reductions, casts)", function()
     local function softmax_dot()
       tl.new_module()

@@ -112,19 +112,13 @@ local function granule_of(R, sp, addr, n)
   return ng
 end
 
--- The granule for `rows` accesses of n bytes at addr, stride bytes apart.
-local function granule_rows(R, sp, addr, n, rows, stride)
-  local g = granule_of(R, sp, addr, n)
-  if rows > 1 and stride % g ~= 0 then g = granule_of(R, sp, addr + stride, n) end
-  return g
-end
-
 -- A read of [addr, addr + n) of space cta (a CTA, or self.gspace) by actor a
 -- with clock vc at loc; rows (default 1) such reads, stride bytes apart (the
 -- rows of a tile: one call, as `rows` calls would check them).
 function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
   rows, stride = rows or 1, stride or 0
-  local g = granule_rows(self, cta, addr, n, rows, stride)
+  local g = granule_of(self, cta, addr, n)
+  if rows > 1 and stride % g ~= 0 then g = granule_of(self, cta, addr + stride, n) end -- (every row aligned)
   local sw, sr = cta.shadow_w, cta.shadow_r
   -- one record for every granule of this read, and of the actor's next reads
   -- at the same clock and op (records are never changed)
@@ -185,7 +179,8 @@ end
 -- A write, as shadow_read.
 function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride)
   rows, stride = rows or 1, stride or 0
-  local g = granule_rows(self, cta, addr, n, rows, stride)
+  local g = granule_of(self, cta, addr, n)
+  if rows > 1 and stride % g ~= 0 then g = granule_of(self, cta, addr + stride, n) end
   local sw, sr = cta.shadow_w, cta.shadow_r
   local clock = vc[a] or 0
   local w_rec = self.write_recs[a] -- as read_recs (shadow_read)
