@@ -66,6 +66,24 @@ describe("the checker's protocol-only runs of tile programs", function()
     end)
   end
 
+  it("says where a tile of the slice lacks its elements (an op the slice would not follow) instead of reading 0", function()
+    local k = kernel("hole", cases[1][2](false))
+    local em = require "tilua.emulate"
+    local dk = em.decode(k.op)
+    local function unmark(blk) -- the load leaves the slice, as an op the slice did not follow would
+      for _, rec in ipairs(blk.ops) do
+        if rec.name == "tileas.tiled_load" then rec.exact = nil end
+        for _, region in ipairs(rec.regions or {}) do for _, b in ipairs(region) do unmark(b) end end
+      end
+    end
+    unmark(dk.body)
+    local r = P.check(k.op, {}) -- (the problem it derives)
+    local c = em.check(dk, { grid = r.launch.grid, args = r.args })
+    assert.is_false(c.ok)
+    assert.equal("model", c.violation.kind)
+    assert.matches("tileas.extract at .*: the elements of its tile were not computed", c.violation.message)
+  end)
+
   it("checks a tile's rows in one call as it checks them row by row: the same race, the same bytes, at a ragged edge", function()
     tl.new_module()
     local k = tl.tile_kernel("ragged_race", { params = { X = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.bf16, 2) } })

@@ -692,6 +692,15 @@ do
     return { result(R, rec, function(i) return round(f(x.v[i])) end, x) }
   end
 
+  -- A scalar made of tile x's elements at rec (the slice's seeds): a tile of
+  -- the slice without them is an op whose operands the slice does not follow
+  -- (said, never read as 0)
+  local function seed_elements(rec, x)
+    if rec.exact and not x.v then
+      violation("model", ("%s at %s: the elements of its tile were not computed (an op the checker's slice does not follow: models/tileas_slice.lua)")
+        :format(rec.name, rec.loc))
+    end
+  end
   local REDUCE = { add = function(a, b) return a + b end, max = math.max, min = math.min }
   handlers["tileas.reduce"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
@@ -722,6 +731,7 @@ do
     local exact = (R.values or rec.exact) and x.v
     if exact then R.element_ops = R.element_ops + count(shape) end
     if not rec.tt then -- a rank-1 tile: a scalar
+      seed_elements(rec, x)
       return { exact and reduce_at(0) or 0 }
     end
     if not exact then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
@@ -773,6 +783,7 @@ do
   end
   handlers["tileas.extract"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
+    seed_elements(rec, x)
     if not x.v then return { 0 } end
     local xs, e = strides_of(x.shape), 0
     for d = 1, #x.shape do

@@ -72,9 +72,11 @@ function S.mark(body)
       table.insert(stores[rec.ins[1]], rec)
     end
     local s = seed_of(rec)
-    if s then seeds[#seeds + 1] = s end
+    if s then -- (marked: its handler says where its tile lacks elements)
+      seeds[#seeds + 1], rec.exact = s, true
+    end
   end)
-  local needed, work, n = {}, {}, 0
+  local needed, work, n = {}, {}, #seeds
   local function need(v)
     if v and not needed[v] then
       needed[v] = true
