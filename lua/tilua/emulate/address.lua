@@ -27,6 +27,9 @@ A.DSMEM_BASE = 1 << 48
 A.WINDOW = 0x400000 -- nvvm.shared.base
 A.CLUSTER = 0x40000000 -- the shared::cluster addresses of other CTAs (mapa)
 A.MAX_GRANULE = 16 -- the race check's largest granule (memory.lua's granule_of)
+-- ... of a tile program's tensors (its tiles' rows: 256 bytes of a row of 128
+-- bf16 elements are one granule, not 16; models/tileas.lua)
+A.MAX_TILE_GRANULE = 4096
 
 local SHARED_BASE, DSMEM_BASE, WINDOW, CLUSTER = A.SHARED_BASE, A.DSMEM_BASE, A.WINDOW, A.CLUSTER
 

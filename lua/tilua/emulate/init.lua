@@ -35,10 +35,17 @@ local M = {}
 M.format_trace = report.format_trace
 M.SHARED_BASE, M.GLOBAL_BASE = address.SHARED_BASE, address.GLOBAL_BASE
 
-local function prepare(k) return decode.kernel(decode.kernel_op(k), models) end
+-- decode(kernel) -> the kernel decoded (emulate/decode.lua), which run and
+-- check take in its place: the runs of one check decode it once.
+function M.decode(k) return decode.kernel(decode.kernel_op(k), models) end
+local function prepare(k)
+  if type(k) == "table" and k.body and k.models then return k end -- decoded already
+  return M.decode(k)
+end
 
 -- run(kernel, opts) -> result: ok, error (kind, message), report (text with the
--- interleaving), steps, trace, read(i [, n]) / read_global(addr, n) -> string.
+-- interleaving), steps, trace, element_ops (tile elements computed, loaded or
+-- stored), read(i [, n]) / read_global(addr, n) -> string.
 -- opts.policy may be a function (run, ready actors) -> index, and
 -- opts.on_step(run, actor) is called before every step (tilua.emulate.protocol's replay).
 function M.run(k, o)
@@ -47,7 +54,8 @@ function M.run(k, o)
   local R = machine.new(dk, o, search.policy(o.policy, o.seed))
   R.on_step = o.on_step
   local fail = R:go()
-  local res = { ok = fail == nil, steps = R.steps, trace = R.trace, min_phases = R:min_phases(), run = R }
+  local res = { ok = fail == nil, steps = R.steps, trace = R.trace, min_phases = R:min_phases(), run = R,
+                element_ops = R.element_ops }
   if fail then
     res.error = fail
     res.report = ("emulate: %s\n%s\ninterleaving (%d steps):\n%s"):format(fail.kind, fail.message, #R.trace,
@@ -67,7 +75,8 @@ function M.run(k, o)
 end
 
 -- check(kernel, opts) -> the checker's result (search.lua: ok, states, runs,
--- violation, report, trace, budget_exceeded, min_phases).
+-- violation, report, trace, budget_exceeded, min_phases, element_ops: of
+-- every run).
 function M.check(k, o)
   return search.check(prepare(k), o or {})
 end

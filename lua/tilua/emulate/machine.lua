@@ -61,6 +61,8 @@ M.Run = Run
 
 -- A new emulation of the decoded kernel k with options o and a chooser
 -- choose(run, ready actors) -> the index of the actor that moves.
+-- element_ops counts the tile elements the run computed, loaded or stored
+-- (models/tileas.lua; a protocol-only run's: those of its slice).
 function M.new(k, o, choose)
   local R = setmetatable({ k = k, o = o, choose = choose, global = {}, ctas = {}, actors = {},
                            warps = {}, copies = {}, nactors = 0, async_actors = {}, steps = 0, trace = {},
@@ -68,7 +70,8 @@ function M.new(k, o, choose)
                            max_ops = o.max_ops or 4000000, ops = 0, next_clock = 4096, charged = 0, granules = 0, handlers = k.models.handlers,
                            buffers = {}, args = {}, copy_seq = 0, granule = o.granule or address.MAX_GRANULE,
                            fixed_granule = o.granule ~= nil,
-                           read_recs = {}, write_recs = {}, rnext = setmetatable({}, { __mode = "k" }) }, Run)
+                           read_recs = {}, write_recs = {}, rnext = setmetatable({}, { __mode = "k" }),
+                           element_ops = 0 }, Run)
   -- protocol-only runs (the checker's, unless o.values): bulk and TMA copies,
   -- wgmma and stmatrix move no bytes; their footprints still go through the
   -- race check (docs/protocol.md, "Protocol-only runs")

@@ -89,8 +89,9 @@ end
 
 -- The granule of space sp for an access of n bytes at addr. Unless o.granule
 -- fixes it (R.fixed_granule), a space starts with granules of
--- address.MAX_GRANULE bytes and halves them, re-keying what it keeps, the first time an access is
--- not aligned to them in address and size. Every access so far then covered
+-- address.MAX_GRANULE bytes (a tile program's tensors: MAX_TILE_GRANULE)
+-- and halves them, re-keying what it keeps, the first time an access is not
+-- aligned to them in address and size. Every access so far then covered
 -- whole granules, so every byte of a granule has the same records: the
 -- answers are those of granules of one byte, at a fraction of the work (a
 -- TMA box of 16 KB is 1024 granules, not 16384).
@@ -112,9 +113,12 @@ local function granule_of(R, sp, addr, n)
 end
 
 -- A read of [addr, addr + n) of space cta (a CTA, or self.gspace) by actor a
--- with clock vc at loc.
-function Memory:shadow_read(cta, a, vc, addr, n, loc)
+-- with clock vc at loc; rows (default 1) such reads, stride bytes apart (the
+-- rows of a tile: one call, as `rows` calls would check them).
+function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
+  rows, stride = rows or 1, stride or 0
   local g = granule_of(self, cta, addr, n)
+  if rows > 1 and stride % g ~= 0 then g = granule_of(self, cta, addr + stride, n) end -- (every row aligned)
   local sw, sr = cta.shadow_w, cta.shadow_r
   -- one record for every granule of this read, and of the actor's next reads
   -- at the same clock and op (records are never changed)
@@ -135,41 +139,48 @@ function Memory:shadow_read(cta, a, vc, addr, n, loc)
     self.rnext[e] = nexts
   end
   local last_w, from, to = false, false, nil
-  self.granules = self.granules + (addr + n - 1) // g - addr // g + 1 -- the budget's work (machine.lua)
-  for q = addr // g, (addr + n - 1) // g do
-    local w = sw[q]
-    if w == last_w then goto record end
-    last_w = w
-    if w == nil then
-      if cta.is_global then goto record end -- the host wrote it
-      violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that nothing wrote yet (a stage read before it was filled); a wait for the fill is missing before the read at %s")
-        :format(self:who(a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, loc))
-    elseif w.actor ~= a and (vc[w.actor] or 0) < w.clock then
-      violation("unfilled", ("%s at %s reads %s that %s wrote at %s with no synchronization ordering the write before the read (%s); a barrier is missing: after the write at %s and before the read at %s")
-        :format(self:who(a), loc, range_of(cta, addr, n), self:who(w.actor), w.loc,
-                cta.is_global and "a read of what another thread or CTA wrote with no barrier in between"
-                or "a stage read before it was filled", w.loc, loc))
-    end
-    ::record::
-    local r = sr[q]
-    if r == from then
-      sr[q] = to
-    elseif not (r and r[a] == e) then
-      local nr = nexts[r or nexts]
-      if not nr then
-        nr = {}
-        if r then for ra, x in pairs(r) do nr[ra] = x end end
-        nr[a] = e -- one record for every granule of this read
-        nexts[r or nexts] = nr
+  local row0 = addr
+  for row = 0, rows - 1 do
+    addr = row0 + row * stride
+    self.granules = self.granules + (addr + n - 1) // g - addr // g + 1 -- the budget's work (machine.lua)
+    for q = addr // g, (addr + n - 1) // g do
+      local w = sw[q]
+      if w == last_w then goto record end
+      last_w = w
+      if w == nil then
+        if cta.is_global then goto record end -- the host wrote it
+        violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that nothing wrote yet (a stage read before it was filled); a wait for the fill is missing before the read at %s")
+          :format(self:who(a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, loc))
+      elseif w.actor ~= a and (vc[w.actor] or 0) < w.clock then
+        violation("unfilled", ("%s at %s reads %s that %s wrote at %s with no synchronization ordering the write before the read (%s); a barrier is missing: after the write at %s and before the read at %s")
+          :format(self:who(a), loc, range_of(cta, addr, n), self:who(w.actor), w.loc,
+                  cta.is_global and "a read of what another thread or CTA wrote with no barrier in between"
+                  or "a stage read before it was filled", w.loc, loc))
       end
-      from, to = r, nr
-      sr[q] = nr
+      ::record::
+      local r = sr[q]
+      if r == from then
+        sr[q] = to
+      elseif not (r and r[a] == e) then
+        local nr = nexts[r or nexts]
+        if not nr then
+          nr = {}
+          if r then for ra, x in pairs(r) do nr[ra] = x end end
+          nr[a] = e -- one record for every granule of this read
+          nexts[r or nexts] = nr
+        end
+        from, to = r, nr
+        sr[q] = nr
+      end
     end
   end
 end
 
-function Memory:shadow_write(cta, a, vc, addr, n, loc)
+-- A write, as shadow_read.
+function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride)
+  rows, stride = rows or 1, stride or 0
   local g = granule_of(self, cta, addr, n)
+  if rows > 1 and stride % g ~= 0 then g = granule_of(self, cta, addr + stride, n) end
   local sw, sr = cta.shadow_w, cta.shadow_r
   local clock = vc[a] or 0
   local w_rec = self.write_recs[a] -- as read_recs (shadow_read)
@@ -178,30 +189,34 @@ function Memory:shadow_write(cta, a, vc, addr, n, loc)
     self.write_recs[a] = w_rec
   end
   local last_w, last_r = false, false -- shared records and reader sets: each checked once (shadow_read)
-  self.granules = self.granules + (addr + n - 1) // g - addr // g + 1
-  for q = addr // g, (addr + n - 1) // g do
-    local w = sw[q]
-    if w and w ~= last_w and w.actor ~= a and (vc[w.actor] or 0) < w.clock then
-      violation("overwrite", ("%s at %s writes %s that %s wrote at %s with no synchronization in between; a barrier is missing: after the write at %s and before the write at %s")
-        :format(self:who(a), loc, range_of(cta, addr, n), self:who(w.actor), w.loc, w.loc, loc))
-    end
-    last_w = w
-    local r = sr[q]
-    if r and r == last_r then
-      sr[q] = nil
-    elseif r then
-      last_r = r
-      for ra, e in pairs(r) do
-        if ra ~= a and (vc[ra] or 0) < e[1] then
-          violation("overwrite", ("%s at %s overwrites %s that %s read at %s before that read was released to it (%s); a barrier is missing: after the read at %s and before the write at %s")
-            :format(self:who(a), loc, range_of(cta, addr, n), self:who(ra), e[2],
-                    cta.is_global and "a write racing with another thread's or CTA's read"
-                    or "a stage overwritten before every consumer released it", e[2], loc))
-        end
+  local row0 = addr
+  for row = 0, rows - 1 do
+    addr = row0 + row * stride
+    self.granules = self.granules + (addr + n - 1) // g - addr // g + 1
+    for q = addr // g, (addr + n - 1) // g do
+      local w = sw[q]
+      if w and w ~= last_w and w.actor ~= a and (vc[w.actor] or 0) < w.clock then
+        violation("overwrite", ("%s at %s writes %s that %s wrote at %s with no synchronization in between; a barrier is missing: after the write at %s and before the write at %s")
+          :format(self:who(a), loc, range_of(cta, addr, n), self:who(w.actor), w.loc, w.loc, loc))
       end
-      sr[q] = nil
+      last_w = w
+      local r = sr[q]
+      if r and r == last_r then
+        sr[q] = nil
+      elseif r then
+        last_r = r
+        for ra, e in pairs(r) do
+          if ra ~= a and (vc[ra] or 0) < e[1] then
+            violation("overwrite", ("%s at %s overwrites %s that %s read at %s before that read was released to it (%s); a barrier is missing: after the read at %s and before the write at %s")
+              :format(self:who(a), loc, range_of(cta, addr, n), self:who(ra), e[2],
+                      cta.is_global and "a write racing with another thread's or CTA's read"
+                      or "a stage overwritten before every consumer released it", e[2], loc))
+          end
+        end
+        sr[q] = nil
+      end
+      sw[q] = w_rec
     end
-    sw[q] = w_rec
   end
 end
 

@@ -282,7 +282,7 @@ function M.inputs(k, o)
       break
     end
     local args = args_for(kop, size, o, nworkers, workers)
-    local ok, r = pcall(em.run, kop, { grid = grid, args = args, max_steps = o.max_steps, max_ops = o.max_ops,
+    local ok, r = pcall(em.run, o.decoded or kop, { grid = grid, args = args, max_steps = o.max_steps, max_ops = o.max_ops,
                                        values = false, deadline = o.deadline, work = o.work })
     if ok and r.ok and (not r.min_phases or r.min_phases >= 2) then
       pick = size
@@ -446,15 +446,19 @@ local function choose_tile_problem(kop, o)
       end
     end
   end)
+  if o.n then return tile_problem(kop, o.n) end -- (its run could not choose another)
   table.sort(sizes)
-  local first
-  for _, n in ipairs(o.n and { o.n } or sizes) do
+  local first, last
+  for _, n in ipairs(sizes) do
+    if n == last then goto next_size end -- (a size twice: the same run twice)
+    last = n
     local p = tile_problem(kop, n)
     first = first or p
     local args, grid, workers = M.tile_args(kop, p)
-    local ok, r = pcall(em.run, kop, { grid = grid, workers = workers, args = args, values = false,
+    local ok, r = pcall(em.run, o.decoded or kop, { grid = grid, workers = workers, args = args, values = false,
                                        max_steps = o.max_steps, max_ops = o.max_ops, deadline = o.deadline, work = o.work })
     if ok and r.ok and (not r.min_phases or r.min_phases >= 2) then return p end
+    ::next_size::
   end
   return first
 end
@@ -468,10 +472,12 @@ end
 function M.check(k, o)
   o = with_budgets(o or {})
   local kop = kernel_of(k)
+  -- decoded once: the runs that choose the inputs and the search's
+  o = setmetatable({ decoded = em.decode(kop) }, { __index = o })
   if not o.args and (M.is_tile_program(kop) or (o.tile and kop:attr "tileas.params")) then
     local p = o.tile or choose_tile_problem(kop, o)
     local args, grid, workers = M.tile_args(kop, p)
-    local r = em.check(kop, { grid = grid, workers = workers, args = args, max_states = o.max_states or 20000,
+    local r = em.check(o.decoded, { grid = grid, workers = workers, args = args, max_states = o.max_states or 20000,
                               max_seconds = o.max_seconds, trace_limit = o.trace, max_steps = o.max_steps,
                               max_ops = o.max_ops, shortest = o.shortest, deadline = o.deadline, work = o.work })
     -- grid: the CTAs (a number, as the messages show it); launch: what a replay passes
@@ -490,7 +496,7 @@ function M.check(k, o)
   local grid = o.grid or default_grid(kop)
   o = setmetatable({ grid = grid }, { __index = o })
   local args, desc, n = M.inputs(kop, o)
-  local r = em.check(kop, { grid = grid, args = args, max_states = o.max_states or 20000, max_seconds = o.max_seconds,
+  local r = em.check(o.decoded, { grid = grid, args = args, max_states = o.max_states or 20000, max_seconds = o.max_seconds,
                             trace_limit = o.trace, max_steps = o.max_steps, max_ops = o.max_ops, shortest = o.shortest,
                             deadline = o.deadline, work = o.work })
   r.kernel, r.args, r.grid, r.inputs, r.n = kop, args, grid, desc, n

@@ -334,7 +334,7 @@ end
 local function violation_result(X, R, fail)
   local o = X.o
   local res = { ok = false, states = X.states, runs = X.runs, violation = fail, trace = R.trace,
-                first_steps = #R.trace }
+                first_steps = #R.trace, element_ops = X.element_ops }
   if o.shortest ~= false then
     local sfail, strace, exhausted = shortest(X.dk, o, fail.kind, #R.trace)
     res.shortest = not exhausted
@@ -351,7 +351,7 @@ end
 local function final_result(X)
   local states, runs = X.states, X.runs
   local res = { ok = not X.exceeded, states = states, runs = runs, seconds = os.clock() - X.t0,
-                budget_exceeded = X.exceeded and true, min_phases = X.min_phases }
+                budget_exceeded = X.exceeded and true, min_phases = X.min_phases, element_ops = X.element_ops }
   if X.exceeded == "work" then
     res.violation = { kind = "budget", message = ("work budget exceeded: %d states explored in %d runs (max_work = %d emulator ops); the schedules after them were not checked")
       :format(states, runs, X.o.work.limit) }
@@ -378,7 +378,7 @@ function S.check(dk, o)
   local deadline = o.max_seconds and t0 + o.max_seconds
   if o.deadline and (not deadline or o.deadline < deadline) then deadline = o.deadline end
   local work = o.work or (o.max_work and { left = o.max_work, limit = o.max_work })
-  local X = { dk = dk, por = por, budget = o.max_states or 20000, visited = {}, states = 0, runs = 0,
+  local X = { dk = dk, por = por, budget = o.max_states or 20000, visited = {}, states = 0, runs = 0, element_ops = 0,
               frames = {}, t0 = t0, exceeded = false,
               o = setmetatable({ _cache = {}, _por = por, deadline = deadline, work = work }, { __index = o }) }
   local frames = X.frames
@@ -393,6 +393,7 @@ function S.check(dk, o)
     X.runs = X.runs + 1
     local R = machine.new(dk, X.o, chooser(X))
     local gone, fail = pcall(R.go, R)
+    X.element_ops = X.element_ops + R.element_ops
     if not gone then
       if fail ~= machine.OUT_OF_BUDGET then error(fail, 0) end
       X.exceeded = spent() or "time"

@@ -78,6 +78,33 @@ do
     return report.argument(rec, x, "tmap", "the tensor map operand is not a tensor map argument")
   end
 
+  -- Every element of the box's dims 1 .. n (outermost first, the last
+  -- fastest): f(its index among them, whether it lies in the tensor, its
+  -- byte offset sum (start[d] + i[d]) * strides[d]).
+  local function outer_elements(shape, strides, box, start, n, f)
+    local idx, count = {}, 1
+    for d = 1, n do idx[d], count = 0, count * box[d] end
+    for e = 0, count - 1 do
+      local inb, off = true, 0
+      for d = 1, n do
+        local c = start[d] + idx[d]
+        if c < 0 or c >= shape[d] then inb = false end
+        off = off + c * strides[d]
+      end
+      f(e, inb, off)
+      for d = n, 1, -1 do
+        idx[d] = idx[d] + 1
+        if idx[d] < box[d] then break end
+        idx[d] = 0
+      end
+    end
+  end
+  -- the first and last in-bounds element of the box's rows (0-based)
+  local function row_bounds(shape, box, start)
+    local rank = #box
+    return math.max(0, -start[rank]), math.min(box[rank], shape[rank] - start[rank]) - 1
+  end
+
   -- Every row (innermost dimension) of a box of `box` elements starting at
   -- element coordinates `start` (outermost first) of a tensor of `shape`
   -- elements at `base` with byte `strides`: f(index of the row's first
@@ -87,28 +114,32 @@ do
   local function rows_of_box(base, shape, strides, box, start, f)
     local rank = #box
     local inner = box[rank]
-    local c0 = start[rank]
-    local lo, hi = math.max(0, -c0), math.min(inner, shape[rank] - c0) - 1
-    local idx = {}
-    for d = 1, rank - 1 do idx[d] = 0 end
-    local rows = 1
-    for d = 1, rank - 1 do rows = rows * box[d] end
-    for e = 0, rows - 1 do
-      local inb, ga = hi >= lo, base + (c0 + lo) * strides[rank]
-      for d = 1, rank - 1 do
-        local c = start[d] + idx[d]
-        if c < 0 or c >= shape[d] then inb = false end
-        ga = ga + c * strides[d]
-      end
-      f(e * inner, inb and ga or nil, lo, hi)
-      for d = rank - 1, 1, -1 do
-        idx[d] = idx[d] + 1
-        if idx[d] < box[d] then break end
-        idx[d] = 0
-      end
-    end
+    local lo, hi = row_bounds(shape, box, start)
+    local first = base + (start[rank] + lo) * strides[rank]
+    outer_elements(shape, strides, box, start, rank - 1, function(e, inb, off)
+      f(e * inner, inb and hi >= lo and first + off or nil, lo, hi)
+    end)
   end
   MMA.rows_of_box = rows_of_box
+
+  -- The in-bounds rows of the same box in runs along its second innermost
+  -- dimension, in rows_of_box's order: f(global address of the first
+  -- in-bounds element of the run's first row, first and last in-bounds
+  -- element of a row, rows, bytes from a row to the next). The rows of a 2-D
+  -- tile are one run: a protocol-only run's race check of the box, one call.
+  function MMA.row_runs_of_box(base, shape, strides, box, start, f)
+    local rank = #box
+    local lo, hi = row_bounds(shape, box, start)
+    if hi < lo then return end
+    local first = base + (start[rank] + lo) * strides[rank]
+    if rank == 1 then return f(first, lo, hi, 1, 0) end
+    local r = rank - 1 -- the dimension of a run
+    local r0, r1 = math.max(start[r], 0), math.min(start[r] + box[r], shape[r]) - 1
+    if r1 < r0 then return end
+    outer_elements(shape, strides, box, start, r - 1, function(_, inb, off)
+      if inb then f(first + r0 * strides[r] + off, lo, hi, r1 - r0 + 1, strides[r]) end
+    end)
+  end
 
   -- the box at coords of tensor map m: f(smem offset of the row, ...) as above
   local function box_rows(m, coords, f)

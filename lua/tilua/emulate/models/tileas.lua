@@ -44,6 +44,7 @@ local values = require "tilua.emulate.values"
 local report = require "tilua.emulate.report"
 local sync = require "tilua.emulate.sync"
 local mma = require "tilua.emulate.models.mma"
+local slice = require "tilua.emulate.models.tileas_slice"
 
 local TILE = { __name = "tile" }
 local function is_tile(x) return getmetatable(x) == TILE end
@@ -151,6 +152,7 @@ do
     dk.cluster_local = true -- the CTAs share no synchronization object (but dynamic claims: on_start)
     dk.arg_names = kop:attr "arg_names"
     dk.on_start, dk.state_parts, dk.min_phases = on_start, state_parts, min_phases
+    slice.mark(dk.body) -- the ops whose elements a protocol-only run computes (rec.exact)
   end
 
   -- }===
@@ -485,16 +487,18 @@ do
   end
   -- Every row (innermost dimension) of a tile at tile coordinates of tensor t:
   -- f(index of the row's first element in the tile, global address of its
-  -- first in-bounds element or nil, first and last in-bounds column).
+  -- first in-bounds element or nil, first and last in-bounds column); with
+  -- runs, f(...) once per run of rows (mma.row_runs_of_box).
   -- A tile of fewer dims than the tensor is its last dims (one element of each
   -- leading dim, at an element coordinate).
-  local function tile_rows(t, shape, coords, f)
+  local function tile_rows(t, shape, coords, f, runs)
     local eb, start, strides, box = t.codec.size, {}, {}, {}
     local lead = #t.shape - #shape
     for d = 1, #t.shape do
       box[d] = d > lead and shape[d - lead] or 1
       start[d], strides[d] = coords[d] * box[d], t.strides[d] * eb
     end
+    if runs then return mma.row_runs_of_box(t.base, t.shape, strides, box, start, f) end
     mma.rows_of_box(t.base, t.shape, strides, box, start, f)
   end
   local function coords_of(rec, ins, from, to)
@@ -503,10 +507,29 @@ do
     return c
   end
   local function contiguous(t) return t.strides[#t.strides] == 1 end
+  -- The race check's space of tensor t in run R: one a tensor (each is a
+  -- buffer of its own, its accesses clipped to its shape: none reaches
+  -- another's bytes), so that one tensor's small accesses (an i32 element)
+  -- do not shrink another's granules, which start at MAX_TILE_GRANULE bytes
+  -- (a row of 128 bf16 is one granule)
+  local function space_of(R, t)
+    local sps = R.tensor_spaces
+    if not sps then
+      sps = {}
+      R.tensor_spaces = sps
+    end
+    local sp = sps[t.base]
+    if not sp then
+      sp = { is_global = true, shadow_w = {}, shadow_r = {}, granule = not R.fixed_granule and address.MAX_TILE_GRANULE or nil }
+      sps[t.base] = sp
+    end
+    return sp
+  end
   -- Every in-bounds element of the tile of `shape` at tile coordinates of
   -- tensor t, read (or written: write) by warp W at op rec: the race check
   -- sees the access (a row at once where t's rows are contiguous), then
-  -- f(the element's index in the tile, 1-based; its global address).
+  -- f(the element's index in the tile, 1-based; its global address), where
+  -- f is given (a protocol-only run has no elements to move: nil).
   local function each_element(R, W, rec, t, shape, coords, write, f)
     if #shape < #t.shape then -- a tile that leaves out leading dims: extents of 1 there
       local full = {}
@@ -517,13 +540,19 @@ do
     local eb = t.codec.size
     local step = t.strides[#t.strides] * eb
     local shadow = write and R.shadow_write or R.shadow_read
+    local contig, sp = contiguous(t), space_of(R, t)
+    if contig and not f then -- no values to move (a protocol-only run): the rows' footprints, a run at once
+      return tile_rows(t, shape, coords, function(ga, lo, hi, rows, stride)
+        shadow(R, sp, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc, rows, stride)
+      end, true)
+    end
     tile_rows(t, shape, coords, function(first, ga, lo, hi)
       if not ga then return end
-      if contiguous(t) then shadow(R, R.gspace, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc) end
+      if contig then shadow(R, sp, W.actor, W.vc, ga, (hi - lo + 1) * eb, rec.loc) end
       for j = lo, hi do
         local a = ga + (j - lo) * step
-        if not contiguous(t) then shadow(R, R.gspace, W.actor, W.vc, a, eb, rec.loc) end
-        f(first + j + 1, a)
+        if not contig then shadow(R, sp, W.actor, W.vc, a, eb, rec.loc) end
+        if f then f(first + j + 1, a) end
       end
     end)
   end
@@ -533,16 +562,16 @@ do
     local tt = rec.tt
     local coords = coords_of(rec, ins, 2, #ins)
     local c, g, eb = t.codec, R.global, t.codec.size
-    local v = R.values and {} or nil
+    local v = (R.values or rec.exact) and {} or nil
     local pad = rec.op:attr "padding" -- (its row has no default: absent, an element out of bounds reads 0)
     if v then for i = 1, tt.n do v[i] = pad or 0 end end
-    each_element(R, W, rec, t, tt.shape, coords, false, function(i, a)
-      if not v then return end
+    each_element(R, W, rec, t, tt.shape, coords, false, v and function(i, a)
       local u = 0
       for b = eb - 1, 0, -1 do u = (u << 8) | (g[a + b] or 0) end
       v[i] = c.dec(u)
     end)
     R:tick(rec, rows_of(tt.shape))
+    if v then R.element_ops = R.element_ops + tt.n end
     return { new_tile(tt.shape, tt.elem, v) }
   end
   handlers["tileas.tiled_store"] = function(R, W, rec, ins)
@@ -550,9 +579,9 @@ do
     local x = read_tile(R, W, rec, ins[#ins])
     local coords = coords_of(rec, ins, 2, #ins - 1)
     local c, g, eb = t.codec, R.global, t.codec.size
-    local v = x.v
-    each_element(R, W, rec, t, x.shape, coords, true, function(i, a)
-      if not v then return end
+    local v = (R.values or rec.exact) and x.v -- (a protocol-only run stores bytes that a load in the slice reads)
+    if v then R.element_ops = R.element_ops + #v end
+    each_element(R, W, rec, t, x.shape, coords, true, v and function(i, a)
       local u = c.enc(v[i])
       for b = 0, eb - 1 do
         g[a + b] = u & 0xff
@@ -567,11 +596,17 @@ do
 
   -- {=== compute
 
-  local function result(R, rec, f) -- a tile of the result type, element i = f(i) (values only)
+  -- a tile of the result type, element i = f(i), where the run computes
+  -- elements (R.values, or rec in the slice: tileas_slice.lua) and every tile
+  -- operand given has them; else its shape only
+  local function result(R, rec, f, x, y, z)
     local tt = rec.tt
     local n = tt.n
-    if not R.values then return new_tile(tt.shape, tt.elem, nil) end
+    if not (R.values or rec.exact) or (is_tile(x) and not x.v) or (is_tile(y) and not y.v) or (is_tile(z) and not z.v) then
+      return new_tile(tt.shape, tt.elem, nil)
+    end
     R:tick(rec, rows_of(tt.shape))
+    R.element_ops = R.element_ops + n
     local v = {}
     for i = 1, n do v[i] = f(i) end
     return new_tile(tt.shape, tt.elem, v)
@@ -609,8 +644,9 @@ do
     local sb = op:attr "negate_b" and -1 or 1
     local M, N = rec.tt.shape[1], rec.tt.shape[2]
     local K = ta and a.shape[1] or a.shape[2]
-    if not R.values then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
+    if not (R.values or rec.exact) or not (a.v and b.v and acc.v) then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
     R:tick(rec, M)
+    R.element_ops = R.element_ops + M * N * K
     local av, bv, cv = a.v, b.v, acc.v
     local fp8 = op:attr "fp8" -- 8-bit integer tiles holding fp8 bytes: their values
     if fp8 then
@@ -653,9 +689,18 @@ do
   handlers["tileas.math"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local f, round = MATH[rec.op:attr "fn"], round_of(rec)
-    return { result(R, rec, function(i) return round(f(x.v[i])) end) }
+    return { result(R, rec, function(i) return round(f(x.v[i])) end, x) }
   end
 
+  -- A scalar made of tile x's elements at rec (the slice's seeds): a tile of
+  -- the slice without them is an op whose operands the slice does not follow
+  -- (said, never read as 0)
+  local function seed_elements(rec, x)
+    if rec.exact and not x.v then
+      violation("model", ("%s at %s: the elements of its tile were not computed (an op the checker's slice does not follow: models/tileas_slice.lua)")
+        :format(rec.name, rec.loc))
+    end
+  end
   local REDUCE = { add = function(a, b) return a + b end, max = math.max, min = math.min }
   handlers["tileas.reduce"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
@@ -683,10 +728,13 @@ do
       end
       return base
     end
+    local exact = (R.values or rec.exact) and x.v
+    if exact then R.element_ops = R.element_ops + count(shape) end
     if not rec.tt then -- a rank-1 tile: a scalar
-      return { R.values and reduce_at(0) or 0 }
+      seed_elements(rec, x)
+      return { exact and reduce_at(0) or 0 }
     end
-    if not R.values then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
+    if not exact then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
     local v = {}
     for o = 0, n - 1 do v[o + 1] = reduce_at(base_of(o)) end
     return { new_tile(rec.tt.shape, rec.tt.elem, v) }
@@ -713,12 +761,12 @@ do
   handlers["tileas.broadcast"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local map = index_map(rec.tt.shape, x.shape)
-    return { result(R, rec, function(i) return x.v[map(i)] end) }
+    return { result(R, rec, function(i) return x.v[map(i)] end, x) }
   end
   handlers["tileas.expand_dim"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local map = index_map(rec.tt.shape, x.shape, nil, rec.op:attr "dim" + 1)
-    return { result(R, rec, function(i) return x.v[map(i)] end) }
+    return { result(R, rec, function(i) return x.v[map(i)] end, x) }
   end
   handlers["tileas.transpose"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
@@ -726,15 +774,16 @@ do
     return { result(R, rec, function(i)
       local r, c = (i - 1) // cols, (i - 1) % cols
       return x.v[c * rows + r + 1]
-    end) }
+    end, x) }
   end
   handlers["tileas.extract_slice"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local map = index_map(rec.tt.shape, x.shape, rec.op:attr "offsets")
-    return { result(R, rec, function(i) return x.v[map(i)] end) }
+    return { result(R, rec, function(i) return x.v[map(i)] end, x) }
   end
   handlers["tileas.extract"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
+    seed_elements(rec, x)
     if not x.v then return { 0 } end
     local xs, e = strides_of(x.shape), 0
     for d = 1, #x.shape do
@@ -794,7 +843,7 @@ do
     local va, vb, vc = xs[1], xs[2], xs[3]
     return { result(R, rec, function(i)
       return f(va and va[i] or a, vb and vb[i] or b, vc and vc[i] or c)
-    end) }
+    end, a, b, c) }
   end
 
   -- }===
