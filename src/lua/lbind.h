@@ -65,9 +65,10 @@ IrLoc lb_user_loc(lua_State *L, IrContext *ctx);
 /* The innermost user frame: its file (a string Lua owns, valid while the
 ** frame's function lives) and line; 0 when there is none. */
 int lb_user_frame(lua_State *L, const char **file, int *line);
-/* lb_user_frame for a launch, cheaper: what it learns of a function (its
-** source, library or not) is remembered while the function lives. The file is
-** the function's (valid while it lives: copy it to keep it). */
+/* lb_user_frame for a launch, cheaper: what it learns of a call site (its
+** function's source, library or not, and the line) is remembered while the
+** function lives. The file is the function's (valid while it lives: copy it
+** to keep it). */
 int lb_launch_site(lua_State *L, const char **file, int *line);
 /* "file:line" of the innermost user frame into buf (empty when there is none). */
 void lb_user_where(lua_State *L, char *buf, size_t n);
