@@ -9,6 +9,7 @@
 
 #include "../dialects/dialects.h"
 #include "l_ir.h"
+#include "l_peek.h"
 
 /* {======================================================================
 ** Contexts and object userdata
@@ -191,16 +192,14 @@ typedef struct LibChunkMemo {
 static _Thread_local LibChunkMemo lib_memo[64];
 
 /* lb_launch_site's answers by call site. A Lua frame waiting in a call is at
-** one instruction of its function's code, its saved pc: a pointer into code
-** that lives while the function does, so the pc names the call site. The
-** script line is looked up once per site (lua_getinfo's current line walks the
-** function's line table: most of what a launch cost) and a launch pays for
-** reading the pc and checking the memo. Lua's API gives no pc: frame_pc reads
-** it from the frame lua_getstack finds, where every Lua 5.4 release keeps it,
-** after site_pcs checked once per thread that the reading tells the call sites
-** of a probe apart; otherwise each launch asks lua_getinfo for the line. The
-** functions are held in a weak table of the registry (the memo's slots), so
-** that a memo holds only while its function, and so its code, lives. */
+** one instruction of its function's code, its saved pc (l_peek.h): a pointer
+** into code that lives while the function does, so the pc names the call site.
+** The script line is looked up once per site (lua_getinfo's current line walks
+** the function's line table: most of what a launch cost) and a launch pays for
+** reading the pc and checking the memo; where pcs are not read (lb_peek_ok),
+** each launch asks lua_getinfo for the line. The functions are held in a weak
+** table of the registry (the memo's slots), so that a memo holds only while
+** its function, and so its code, lives. */
 typedef enum { SITE_LIBRARY, SITE_USER, SITE_STRING } SiteKind;
 typedef struct SiteMemo {
   const lua_State *L;
@@ -278,64 +277,6 @@ int lb_user_frame(lua_State *L, const char **file, int *line) {
   return 0;
 }
 
-#if LUA_VERSION_NUM == 504
-/* Lua 5.4's CallInfo (lstate.h): func, top, previous, next, then u.l.savedpc. */
-static const void *frame_pc(const lua_Debug *ar) {
-  const void *pc;
-  memcpy(&pc, (const char *)ar->i_ci + 4 * sizeof(void *), sizeof pc);
-  return pc;
-}
-
-/* What the probe saw at each of its calls. */
-typedef struct PcProbe {
-  const void *pc[4];
-  int line[4];
-  int n;
-} PcProbe;
-
-static int pc_probe(lua_State *L) {
-  PcProbe *p = lua_touserdata(L, lua_upvalueindex(1));
-  lua_Debug ar;
-  if (p->n < 4 && lua_getstack(L, 1, &ar) && lua_getinfo(L, "l", &ar))
-    p->pc[p->n] = frame_pc(&ar), p->line[p->n] = ar.currentline, p->n++;
-  return 0;
-}
-
-/* Does frame_pc read the pc here? A probe called from two lines, twice each:
-** the same line gives the same pc, the next line a pc a few instructions on. */
-static int pcs_check(lua_State *L) {
-  static const char probe[] = "local probe = ...\nfor _ = 1, 2 do\n  probe()\n  probe()\nend\n";
-  PcProbe p = {{NULL}, {0}, 0};
-  int top = lua_gettop(L);
-  int ok = lua_checkstack(L, 4) && luaL_loadbuffer(L, probe, sizeof probe - 1, "=probe") == LUA_OK;
-  if (ok) {
-    lua_pushlightuserdata(L, &p);
-    lua_pushcclosure(L, pc_probe, 1);
-    ok = lua_pcall(L, 1, 0, 0) == LUA_OK;
-  }
-  lua_settop(L, top);
-  ptrdiff_t step = (const char *)p.pc[1] - (const char *)p.pc[0];
-  return ok && p.n == 4 && p.pc[0] && p.pc[0] == p.pc[2] && p.pc[1] == p.pc[3] && step > 0 &&
-         step <= 64 && step % 4 == 0 && p.line[0] == 3 && p.line[1] == 4;
-}
-#else
-static const void *frame_pc(const lua_Debug *ar) {
-  (void)ar;
-  return NULL;
-}
-static int pcs_check(lua_State *L) {
-  (void)L;
-  return 0;
-}
-#endif
-
-/* Are pcs read (checked once per thread)? */
-static int site_pcs(lua_State *L) {
-  static _Thread_local int pcs; /* 0: not checked yet, 1: read, -1: not */
-  if (!pcs) pcs = pcs_check(L) ? 1 : -1;
-  return pcs > 0;
-}
-
 /* Is memo m the one of function fn (at the top of the stack, alive) at pc? */
 static int site_holds(lua_State *L, const SiteMemo *m, const void *fn, const void *pc) {
   if (m->L != L || m->fn != fn || m->pc != pc) return 0;
@@ -365,14 +306,14 @@ static void site_fill(lua_State *L, SiteMemo *m, lua_Debug *ar, const void *pc) 
 
 int lb_launch_site(lua_State *L, const char **source, int *line) {
   lua_Debug ar;
-  int pcs = site_pcs(L);
+  int pcs = lb_peek_ok(L);
   for (int level = 1; level <= 1000 && lua_getstack(L, level, &ar); level++) {
     lua_getinfo(L, "f", &ar);
     if (lua_iscfunction(L, -1)) { /* not a script's */
       lua_pop(L, 1);
       continue;
     }
-    const void *fn = lua_topointer(L, -1), *pc = pcs ? frame_pc(&ar) : NULL;
+    const void *fn = lua_topointer(L, -1), *pc = pcs ? lb_peek_pc(&ar) : NULL;
     SiteMemo *m = &site_memo[((uintptr_t)(pc ? pc : fn) >> 2) % SITE_MEMOS];
     if (!site_holds(L, m, fn, pc)) site_fill(L, m, &ar, pc);
     lua_pop(L, 1);

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "l_peek.h"
 #include "ldevice.h"
 
 #define LB_LAUNCH_PLAN "tilua.LaunchPlan"
@@ -41,6 +42,12 @@
 typedef enum { ARG_PTR, ARG_I8, ARG_I16, ARG_I32, ARG_I64, ARG_F32, ARG_F64, ARG_TMAP } ArgKind;
 static const char *const arg_kind_names[] = {"ptr", "i8",  "i16",  "i32", "i64",
                                              "f32", "f64", "tmap", NULL};
+static const int int_bits[] = {[ARG_I8] = 8, [ARG_I16] = 16, [ARG_I32] = 32, [ARG_I64] = 64};
+/* The integers a parameter takes: signed or unsigned, so an i32 takes -2^31 .. 2^32 - 1. */
+static const lua_Integer int_min[] = {
+    [ARG_I8] = -0x80, [ARG_I16] = -0x8000, [ARG_I32] = -0x80000000LL, [ARG_I64] = LUA_MININTEGER};
+static const lua_Integer int_max[] = {
+    [ARG_I8] = 0xff, [ARG_I16] = 0xffff, [ARG_I32] = 0xffffffffLL, [ARG_I64] = LUA_MAXINTEGER};
 
 /* The buffer a pointer argument was given last: the buffer's table and its
 ** LbBuffer; or the tensor map a map argument was given last and its bytes.
@@ -63,6 +70,7 @@ typedef struct Plan {
   unsigned block[3], cluster[3];
   unsigned grid[3]; /* kernel_spec.grid: the only grid it runs on, when has_grid */
   bool has_grid;
+  bool peek; /* arguments are read in their table's array part (lb_peek_ok) */
   unsigned static_smem, smem;
   unsigned smem_allowed; /* the largest shared memory the function's attribute was raised to */
   const void *buffer_mt; /* the metatable of device buffers (LB_BUFFER) */
@@ -137,6 +145,7 @@ static int core_launch_plan(lua_State *L) {
   p->rt = lb_function_runtime(L, 1);
   p->cur = lb_current_device(L);
   p->nargs = n;
+  p->peek = lb_peek_ok(L);
   memcpy(p->kinds, kinds, (size_t)n);
   dims_field(L, 2, "block", p->block);
   dims_field(L, 2, "cluster", p->cluster);
@@ -293,11 +302,9 @@ static void pack(lua_State *L, int plan, Plan *p, int i, int idx, int t, uint64_
                  luaL_tolstring(L, idx, NULL));
       v = lua_toboolean(L, idx);
     }
-    static const int widths[] = {[ARG_I8] = 8, [ARG_I16] = 16, [ARG_I32] = 32, [ARG_I64] = 64};
-    int w = widths[p->kinds[i]];
     /* param_name pushes: only on the way to the error (the stack's count is the caller's) */
-    if (w < 64 && (v < -((lua_Integer)1 << (w - 1)) || v > ((lua_Integer)1 << w) - 1))
-      lb_launch_int(L, param_name(L, plan, i), w, v);
+    if (v < int_min[p->kinds[i]] || v > int_max[p->kinds[i]])
+      lb_launch_int(L, param_name(L, plan, i), int_bits[p->kinds[i]], v);
     uint64_t u = (uint64_t)v; /* little endian: the low bytes are the narrow value */
     memcpy(slot, &u, 8);
     return;
@@ -334,8 +341,54 @@ static void grid_arg(lua_State *L, int idx, const Plan *p, unsigned g[3]) {
         p->name, p->grid[0], p->grid[1], p->grid[2], g[0], g[1], g[2]);
 }
 
+/* Argument i, value v (as l_peek.h's reads or arg_value give it), into its
+** slot when it is one of the common cases: an integer that fits, a number for
+** a float, the buffer the argument had last (still live). Else false: pack
+** takes it, with its messages. */
+static inline bool pack_common(const Plan *p, int i, const LbValue *v, uint64_t *slot) {
+  unsigned char k = p->kinds[i];
+  switch ((ArgKind)k) {
+  case ARG_PTR: { /* the table remembered is a buffer's (ArgMemo), so m->buf is there */
+    const ArgMemo *m = &p->memo[i];
+    if (v->tag != LB_TAG_TABLE || v->v.gc != m->table || !m->buf->live) return false;
+    *slot = (uint64_t)m->buf->ptr;
+    return true;
+  }
+  case ARG_F32:
+  case ARG_F64: {
+    if (v->tag != LB_TAG_INT && v->tag != LB_TAG_FLOAT) return false;
+    double d = v->tag == LB_TAG_INT ? (double)v->v.i : v->v.n;
+    float f = (float)d;
+    *slot = 0;
+    if (k == ARG_F32) memcpy(slot, &f, 4);
+    else memcpy(slot, &d, 8);
+    return true;
+  }
+  case ARG_TMAP: return false;
+  default:
+    if (v->tag != LB_TAG_INT || v->v.i < int_min[k] || v->v.i > int_max[k]) return false;
+    *slot = (uint64_t)v->v.i; /* little endian: the low bytes are the narrow value */
+    return true;
+  }
+}
+
+/* The value on top of the stack (of type t) as pack_common takes it. */
+static LbValue arg_value(lua_State *L, int t) {
+  LbValue v = {.tag = 0};
+  if (t == LUA_TTABLE) {
+    v.tag = LB_TAG_TABLE, v.v.gc = (void *)(uintptr_t)lua_topointer(L, -1);
+  } else if (t == LUA_TNUMBER && lua_isinteger(L, -1)) {
+    v.tag = LB_TAG_INT, v.v.i = lua_tointeger(L, -1);
+  } else if (t == LUA_TNUMBER) {
+    v.tag = LB_TAG_FLOAT, v.v.n = lua_tonumber(L, -1);
+  }
+  return v;
+}
+
 /* The arguments in the table at idx: by position, else by parameter name.
-** What is read stays on the stack until the end (one pop for all). */
+** The common ones are read in the table's array part (l_peek.h) where the
+** plan may; the rest are pushed, and what is read for them stays on the stack
+** until the end (one pop for all). */
 static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, void **ptrs) {
   luaL_checktype(L, idx, LUA_TTABLE);
   lua_Unsigned len = lua_rawlen(L, idx);
@@ -344,8 +397,18 @@ static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, 
   int base = lua_gettop(L);
   /* each argument leaves what was read for it (at most 4 values) */
   luaL_checkstack(L, 4 * p->nargs + 8, "launch arguments");
-  for (int i = 0; i < p->nargs; i++) {
+  int nargs = p->nargs, i = 0;
+  for (int j = 0; j < nargs; j++)
+    ptrs[j] = &slots[j];
+  unsigned n = 0;
+  const LbValue *array = p->peek ? lb_peek_array(lua_topointer(L, idx), &n) : NULL;
+  while ((unsigned)i < n && i < nargs && pack_common(p, i, &array[i], &slots[i]))
+    i++; /* the common arguments, read in place */
+  for (; i < nargs; i++) {
+    if ((unsigned)i < n && pack_common(p, i, &array[i], &slots[i])) continue;
     int t = lua_rawgeti(L, idx, i + 1);
+    LbValue v = arg_value(L, t);
+    if (pack_common(p, i, &v, &slots[i])) continue;
     if (t == LUA_TNIL) {
       lua_pop(L, 1);
       const char *name = param_name(L, plan, i);
@@ -357,7 +420,9 @@ static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, 
     }
     pack(L, plan, p, i, lua_gettop(L), t, &slots[i]); /* the argument is on top */
     /* a tensor map is passed as its 128 bytes, the rest as the slot's */
-    ptrs[i] = p->kinds[i] == ARG_TMAP ? (void *)(uintptr_t)slots[i] : &slots[i];
+    if (p->kinds[i] == ARG_TMAP) ptrs[i] = (void *)(uintptr_t)slots[i];
+    if (p->peek) /* a map's check ran Lua, which may have changed the table */
+      array = lb_peek_array(lua_topointer(L, idx), &n);
   }
   lua_settop(L, base);
 }
@@ -394,29 +459,49 @@ static int plan_launch(lua_State *L) {
   return 0;
 }
 
-/* The upvalues of launch_fast: the slow path, then the keys it reads. */
+/* The upvalues of launch_fast: the slow path, the plan's metatable, the keys
+** it reads in k, then in cfg (CFG_*), and the addresses of cfg's keys. */
+enum { UP_SLOW = 1, UP_PLAN_MT, UP_PLAN, UP_FN, UP_CFG, UP_CFG_KEYS = UP_CFG + 8 };
 enum {
-  UP_SLOW = 1,
-  UP_PLAN_MT,
-  UP_PLAN,
-  UP_FN,
-  UP_GRID,
-  UP_ARGS,
-  UP_SMEM,
-  UP_BLOCK,
-  UP_CLUSTER,
-  UP_PDL,
-  UP_STREAM,
-  UP_DEVICE,
-  UP_COUNT
+  CFG_GRID,
+  CFG_ARGS,
+  CFG_SMEM,
+  CFG_STREAM,
+  CFG_PDL,
+  CFG_BLOCK,
+  CFG_CLUSTER,
+  CFG_DEVICE,
+  CFG_KEYS
 };
-static const char *const fast_keys[] = {"_plan", "_fn",     "grid", "args",   "smem",
-                                        "block", "cluster", "pdl",  "stream", "device"};
+static const char *const cfg_keys[CFG_KEYS] = {"grid", "args",  "smem",    "stream",
+                                               "pdl",  "block", "cluster", "device"};
 
 /* Push t[upvalue key] (raw). */
 static int get_up(lua_State *L, int t, int up) {
   lua_pushvalue(L, lua_upvalueindex(up));
   return lua_rawget(L, t);
+}
+
+/* The launch's fields in cfg (at t), read in one pass (a launch names two or
+** three of the eight): each into its slot from index `at` on (CFG_*; nil when
+** absent). Keys are told apart by address (Lua keeps one copy of a short
+** string: the upvalues'). False when cfg names a block, a cluster or a device,
+** which the slow path takes. */
+static bool cfg_read(lua_State *L, int t, int at) {
+  const char *const *keys = lua_touserdata(L, lua_upvalueindex(UP_CFG_KEYS));
+  lua_settop(L, at + CFG_KEYS - 1);
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    for (int j = 0; k && j < CFG_KEYS; j++)
+      if (k == keys[j]) {
+        lua_copy(L, -1, at + j);
+        break;
+      }
+    lua_pop(L, 1);
+  }
+  return lua_isnil(L, at + CFG_BLOCK) && lua_isnil(L, at + CFG_CLUSTER) &&
+         lua_isnil(L, at + CFG_DEVICE);
 }
 
 /* launch(k, cfg): the fast path of k:launch (stack: k, cfg). */
@@ -425,21 +510,15 @@ static int launch_fast_call(lua_State *L) {
       get_up(L, 1, UP_PLAN) == LUA_TUSERDATA && lua_getmetatable(L, 3) &&
       lua_rawequal(L, -1, lua_upvalueindex(UP_PLAN_MT))) { /* 3 plan, 4 its metatable */
     Plan *p = lua_touserdata(L, 3);
-    get_up(L, 1, UP_FN);        /* 5 k._fn */
-    lua_getiuservalue(L, 3, 1); /* 6 the plan's function */
-    get_up(L, 2, UP_BLOCK);     /* 7 */
-    get_up(L, 2, UP_CLUSTER);   /* 8 */
-    get_up(L, 2, UP_PDL);       /* 9 */
-    get_up(L, 2, UP_DEVICE);    /* 10: a launch naming its device takes the slow path */
-    if (lua_rawequal(L, 5, 6) && lua_isnil(L, 7) && lua_isnil(L, 8) && lua_isnil(L, 10) &&
-        *p->cur == p->rt->info.ordinal) { /* loaded on the current device */
-      get_up(L, 2, UP_GRID);              /* 11 */
-      get_up(L, 2, UP_ARGS);              /* 12 */
-      get_up(L, 2, UP_SMEM);              /* 13 */
-      get_up(L, 2, UP_STREAM);            /* 14 */
-      if (lua_isnil(L, 11)) lua_pushinteger(L, 1), lua_replace(L, 11);
-      if (lua_isnil(L, 12)) lua_newtable(L), lua_replace(L, 12);
-      do_launch(L, 3, p, 11, 12, 13, 14, 9);
+    get_up(L, 1, UP_FN);                                        /* 5 k._fn */
+    lua_getiuservalue(L, 3, 1);                                 /* 6 the plan's function */
+    enum { AT = 7 };                                            /* cfg's fields */
+    if (lua_rawequal(L, 5, 6) && *p->cur == p->rt->info.ordinal /* loaded on the current device */
+        && cfg_read(L, 2, AT)) {
+      if (lua_isnil(L, AT + CFG_GRID)) lua_pushinteger(L, 1), lua_replace(L, AT + CFG_GRID);
+      if (lua_isnil(L, AT + CFG_ARGS)) lua_newtable(L), lua_replace(L, AT + CFG_ARGS);
+      do_launch(L, 3, p, AT + CFG_GRID, AT + CFG_ARGS, AT + CFG_SMEM, AT + CFG_STREAM,
+                AT + CFG_PDL);
       lua_settop(L, 1);
       return 1; /* k */
     }
@@ -456,9 +535,15 @@ static int core_launch_fast(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);
   luaL_getmetatable(L, LB_LAUNCH_PLAN);
-  for (size_t i = 0; i < sizeof fast_keys / sizeof *fast_keys; i++)
-    lua_pushstring(L, fast_keys[i]);
-  lua_pushcclosure(L, launch_fast_call, UP_COUNT - 1);
+  lua_pushliteral(L, "_plan");
+  lua_pushliteral(L, "_fn");
+  const char **keys = NULL;
+  for (int j = 0; j < CFG_KEYS; j++)
+    lua_pushstring(L, cfg_keys[j]);
+  keys = lua_newuserdatauv(L, sizeof(const char *) * CFG_KEYS, 0);
+  for (int j = 0; j < CFG_KEYS; j++)
+    keys[j] = lua_tostring(L, UP_CFG + j); /* (the stack holds the upvalues-to-be in order) */
+  lua_pushcclosure(L, launch_fast_call, UP_CFG_KEYS);
   return 1;
 }
 

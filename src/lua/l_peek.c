@@ -1,0 +1,74 @@
+/*
+** l_peek.c -- the check of l_peek.h's reads: on a probe's frames and on a
+** table it fills, they must read what the API says is there.
+*/
+#include "l_peek.h"
+
+#if LUA_VERSION_NUM == 504
+/* What the probe saw at each of its calls. */
+typedef struct PcProbe {
+  const void *pc[4];
+  int line[4];
+  int n;
+} PcProbe;
+
+static int pc_probe(lua_State *L) {
+  PcProbe *p = lua_touserdata(L, lua_upvalueindex(1));
+  lua_Debug ar;
+  if (p->n < 4 && lua_getstack(L, 1, &ar) && lua_getinfo(L, "l", &ar))
+    p->pc[p->n] = lb_peek_pc(&ar), p->line[p->n] = ar.currentline, p->n++;
+  return 0;
+}
+
+/* A probe called from two lines, twice each: the same line gives the same pc,
+** the next line a pc a few instructions (of 4 bytes) on. */
+static int pcs_check(lua_State *L) {
+  static const char probe[] = "local probe = ...\nfor _ = 1, 2 do\n  probe()\n  probe()\nend\n";
+  PcProbe p = {{NULL}, {0}, 0};
+  int ok = luaL_loadbuffer(L, probe, sizeof probe - 1, "=probe") == LUA_OK;
+  if (ok) {
+    lua_pushlightuserdata(L, &p);
+    lua_pushcclosure(L, pc_probe, 1);
+    ok = lua_pcall(L, 1, 0, 0) == LUA_OK;
+  }
+  ptrdiff_t step = (const char *)p.pc[1] - (const char *)p.pc[0];
+  return ok && p.n == 4 && p.pc[0] && p.pc[0] == p.pc[2] && p.pc[1] == p.pc[3] && step > 0 &&
+         step <= 64 && step % 4 == 0 && p.line[0] == 3 && p.line[1] == 4;
+}
+
+/* A table {integer, float, itself}: its array part holds them, tagged. */
+static int array_check(lua_State *L) {
+  lua_createtable(L, 3, 0);
+  lua_pushinteger(L, 0x1234567890);
+  lua_rawseti(L, -2, 1);
+  lua_pushnumber(L, 2.5);
+  lua_rawseti(L, -2, 2);
+  lua_pushvalue(L, -1);
+  lua_rawseti(L, -2, 3);
+  unsigned n;
+  const void *t = lua_topointer(L, -1);
+  const LbValue *a = lb_peek_array(t, &n);
+  return n == 3 && a[0].tag == LB_TAG_INT && a[0].v.i == 0x1234567890 && a[1].tag == LB_TAG_FLOAT &&
+         a[1].v.n == 2.5 && a[2].tag == LB_TAG_TABLE && a[2].v.gc == t;
+}
+
+static int peek_check(lua_State *L) {
+  int top = lua_gettop(L);
+  int ok = lua_version(L) == 504 && lua_checkstack(L, 8) && pcs_check(L);
+  lua_settop(L, top);
+  ok = ok && array_check(L);
+  lua_settop(L, top);
+  return ok;
+}
+#else
+static int peek_check(lua_State *L) {
+  (void)L;
+  return 0;
+}
+#endif
+
+int lb_peek_ok(lua_State *L) {
+  static _Thread_local int ok; /* 0: not checked yet, 1: yes, -1: no */
+  if (!ok) ok = peek_check(L) ? 1 : -1;
+  return ok > 0;
+}

@@ -1,0 +1,57 @@
+/*
+** l_peek.h -- two reads of Lua 5.4's private structures that a launch makes
+** and Lua's API has no cheap call for: the saved pc of a frame (which call
+** site it waits in: lua_getinfo gives only the line, at the cost of a walk of
+** the function's line table) and a table's array part (a launch's arguments,
+** read where they are instead of pushed one API call each). The layouts are
+** lstate.h's CallInfo and lobject.h's Table and TValue, the same in every Lua
+** 5.4 release; lb_peek_ok checks them once per thread on values it made, and
+** without it (or with another Lua) every caller takes the API's way.
+*/
+#ifndef TILUA_L_PEEK_H
+#define TILUA_L_PEEK_H
+
+#include <string.h>
+
+#include "lbind.h"
+
+/* A TValue: the value, then its type tag. */
+typedef struct LbValue {
+  union {
+    void *gc; /* a collectable object: for a table, what lua_topointer gives */
+    lua_Integer i;
+    lua_Number n;
+  } v;
+  unsigned char tag;
+} LbValue;
+enum { LB_TAG_INT = 3, LB_TAG_FLOAT = 3 | (1 << 4), LB_TAG_TABLE = 5 | (1 << 6) };
+
+/* The start of a Table: its header, then the array part and its size (alimit:
+** the array holds at least that many values). */
+typedef struct LbTable {
+  void *next;
+  unsigned char tt, marked, flags, lsizenode;
+  unsigned alimit;
+  const LbValue *array;
+} LbTable;
+
+/* Do the reads below read what they say here (checked once per thread)? */
+int lb_peek_ok(lua_State *L);
+
+/* The saved pc of the frame lua_getstack gave (a Lua function's; a C
+** function's frame holds something else there). Only after lb_peek_ok. */
+static inline const void *lb_peek_pc(const lua_Debug *ar) {
+  const void *pc; /* CallInfo: func, top, previous, next, then u.l.savedpc */
+  memcpy(&pc, (const char *)ar->i_ci + 4 * sizeof(void *), sizeof pc);
+  return pc;
+}
+
+/* The array part of the table lua_topointer gave and, in *n, how many values
+** it has; valid until the table changes. Only after lb_peek_ok. */
+static inline const LbValue *lb_peek_array(const void *table, unsigned *n) {
+  const LbTable *t = table;
+  *n = t->alimit;
+  return t->array;
+}
+
+#endif
