@@ -208,6 +208,7 @@ typedef struct SiteMemo {
   const char *source; /* its chunk name (the function's: alive while it is) */
   int line;           /* the site's line (with a pc) */
   SiteKind kind;      /* a library chunk's, the user's file or a string chunk's */
+  LbSiteNote note;    /* the caller's, cleared when the memo is made again */
 } SiteMemo;
 #define SITE_MEMOS 128
 static _Thread_local SiteMemo site_memo[SITE_MEMOS];
@@ -290,6 +291,7 @@ static int site_holds(lua_State *L, const SiteMemo *m, const void *fn, const voi
 /* Remember the frame ar, whose function is at the top of the stack, in memo m. */
 static void site_fill(lua_State *L, SiteMemo *m, lua_Debug *ar, const void *pc) {
   m->L = L, m->fn = lua_topointer(L, -1), m->pc = pc, m->line = 0;
+  m->note.owner = NULL, m->note.file = NULL;
   m->kind = SITE_LIBRARY;
   m->source = lua_getinfo(L, "Sl", ar) ? ar->source : NULL;
   if (m->source && !is_library_chunk(L, m->source))
@@ -304,8 +306,9 @@ static void site_fill(lua_State *L, SiteMemo *m, lua_Debug *ar, const void *pc) 
   lua_pop(L, 1);
 }
 
-int lb_launch_site(lua_State *L, const char **source, int *line) {
+int lb_launch_site(lua_State *L, const char **source, int *line, LbSiteNote **note) {
   lua_Debug ar;
+  *note = NULL;
   int pcs = lb_peek_ok(L);
   for (int level = 1; level <= 1000 && lua_getstack(L, level, &ar); level++) {
     lua_getinfo(L, "f", &ar);
@@ -322,6 +325,7 @@ int lb_launch_site(lua_State *L, const char **source, int *line) {
     if (!pc && (!lua_getinfo(L, "l", &ar) || (m->line = ar.currentline) <= 0)) continue;
     *source = m->source + 1;
     *line = m->line;
+    if (pc) *note = &m->note;
     return 1;
   }
   return 0;

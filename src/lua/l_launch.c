@@ -447,7 +447,13 @@ static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int s
   cfg.pdl = lua_toboolean(L, pdl);
   cfg.hang = NULL;
   cfg.name = p->name;
-  if (!lb_launch_site(L, &cfg.file, &cfg.line)) cfg.file = NULL;
+  LbSiteNote *note;
+  if (!lb_launch_site(L, &cfg.file, &cfg.line, &note)) {
+    cfg.file = NULL;
+  } else if (note) { /* the runtime's copy of the file, made once per site (its records keep it) */
+    if (note->owner != rt) note->owner = rt, note->file = tlcu_intern(rt, cfg.file);
+    cfg.file = note->file;
+  }
   if (tlcu_launch(rt, p->fn, &cfg, ptrs) != TLCU_OK) lb_cuda_error_of(L, rt, "launch");
   if (cfg.smem > p->smem_allowed) p->smem_allowed = cfg.smem;
 }
