@@ -207,12 +207,13 @@ typedef struct SiteMemo {
   const void *pc;     /* its saved pc, or NULL when pcs are not read */
   const char *source; /* its chunk name (the function's: alive while it is) */
   int line;           /* the site's line (with a pc) */
+  int ref;            /* L's registry reference to the weak table of the memo's functions */
   SiteKind kind;      /* a library chunk's, the user's file or a string chunk's */
   LbSiteNote note;    /* the caller's, cleared when the memo is made again */
 } SiteMemo;
 #define SITE_MEMOS 128
 static _Thread_local SiteMemo site_memo[SITE_MEMOS];
-static const char SITE_FUNCTIONS = 0; /* registry key of the weak table */
+static const char SITE_FUNCTIONS = 0; /* registry key of the weak table's reference */
 
 void lb_mark_library_chunk(lua_State *L, const char *chunkname) {
   memset(lib_memo, 0, sizeof lib_memo);
@@ -278,32 +279,46 @@ int lb_user_frame(lua_State *L, const char **file, int *line) {
   return 0;
 }
 
-/* Is memo m the one of function fn (at the top of the stack, alive) at pc? */
+/* Is memo m the one of function fn (alive: its frame is on the stack) at pc?
+** Its slot of the weak table holds the memo's function while that lives, and
+** two live objects have two addresses. The memos are cleared when a state
+** marks its library chunks, before its first launch, so m->ref is L's. */
 static int site_holds(lua_State *L, const SiteMemo *m, const void *fn, const void *pc) {
   if (m->L != L || m->fn != fn || m->pc != pc) return 0;
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &SITE_FUNCTIONS) != LUA_TTABLE) return lua_pop(L, 1), 0;
+  if (lua_rawgeti(L, LUA_REGISTRYINDEX, m->ref) != LUA_TTABLE) return lua_pop(L, 1), 0;
   lua_rawgeti(L, -1, (m - site_memo) + 1);
-  int same = lua_rawequal(L, -1, -3);
+  int same = lua_topointer(L, -1) == fn;
   lua_pop(L, 2);
   return same;
 }
 
-/* Remember the frame ar, whose function is at the top of the stack, in memo m. */
+/* Remember the frame ar in memo m. */
 static void site_fill(lua_State *L, SiteMemo *m, lua_Debug *ar, const void *pc) {
-  m->L = L, m->fn = lua_topointer(L, -1), m->pc = pc, m->line = 0;
+  m->source = lua_getinfo(L, "fSl", ar) ? ar->source : NULL; /* pushes the function */
+  m->L = L, m->fn = lua_topointer(L, -1), m->pc = pc, m->line = ar->currentline;
   m->note.owner = NULL, m->note.file = NULL;
   m->kind = SITE_LIBRARY;
-  m->source = lua_getinfo(L, "Sl", ar) ? ar->source : NULL;
   if (m->source && !is_library_chunk(L, m->source))
     m->kind = m->source[0] != '@'
                   ? SITE_STRING /* a string or "=NAME#N" chunk: lb_user_frame's way */
               : !pc || ar->currentline > 0 ? SITE_USER
                                            : SITE_LIBRARY; /* no line information */
-  m->line = ar->currentline;
-  push_weak_table(L, &SITE_FUNCTIONS, "v");
-  lua_pushvalue(L, -2);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &SITE_FUNCTIONS) != LUA_TNUMBER) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "v");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushinteger(L, luaL_ref(L, LUA_REGISTRYINDEX));
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &SITE_FUNCTIONS);
+  }
+  m->ref = (int)lua_tointeger(L, -1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, m->ref);
+  lua_pushvalue(L, -3);
   lua_rawseti(L, -2, (m - site_memo) + 1);
-  lua_pop(L, 1);
+  lua_pop(L, 3);
 }
 
 int lb_launch_site(lua_State *L, const char **source, int *line, LbSiteNote **note) {
@@ -311,15 +326,17 @@ int lb_launch_site(lua_State *L, const char **source, int *line, LbSiteNote **no
   *note = NULL;
   int pcs = lb_peek_ok(L);
   for (int level = 1; level <= 1000 && lua_getstack(L, level, &ar); level++) {
-    lua_getinfo(L, "f", &ar);
-    if (lua_iscfunction(L, -1)) { /* not a script's */
+    const void *fn, *pc = NULL;
+    if (pcs) {
+      fn = lb_peek_func(&ar), pc = lb_peek_pc(&ar);
+    } else {
+      lua_getinfo(L, "f", &ar);
+      fn = lua_iscfunction(L, -1) ? NULL : lua_topointer(L, -1);
       lua_pop(L, 1);
-      continue;
     }
-    const void *fn = lua_topointer(L, -1), *pc = pcs ? lb_peek_pc(&ar) : NULL;
+    if (!fn) continue; /* a C function: not a script's */
     SiteMemo *m = &site_memo[((uintptr_t)(pc ? pc : fn) >> 2) % SITE_MEMOS];
     if (!site_holds(L, m, fn, pc)) site_fill(L, m, &ar, pc);
-    lua_pop(L, 1);
     if (m->kind == SITE_LIBRARY) continue;
     if (m->kind == SITE_STRING) return lb_user_frame(L, source, line);
     if (!pc && (!lua_getinfo(L, "l", &ar) || (m->line = ar.currentline) <= 0)) continue;

@@ -10,21 +10,27 @@ typedef struct PcProbe {
   const void *pc[4];
   int line[4];
   int n;
+  int funcs; /* calls where lb_peek_func read the caller and the probe right */
 } PcProbe;
 
 static int pc_probe(lua_State *L) {
   PcProbe *p = lua_touserdata(L, lua_upvalueindex(1));
-  lua_Debug ar;
-  if (p->n < 4 && lua_getstack(L, 1, &ar) && lua_getinfo(L, "l", &ar))
+  lua_Debug ar, self;
+  if (p->n < 4 && lua_getstack(L, 1, &ar) && lua_getinfo(L, "fl", &ar) &&
+      lua_getstack(L, 0, &self)) {
+    p->funcs += lb_peek_func(&ar) == lua_topointer(L, -1) && lb_peek_func(&self) == NULL;
     p->pc[p->n] = lb_peek_pc(&ar), p->line[p->n] = ar.currentline, p->n++;
+  }
   return 0;
 }
 
 /* A probe called from two lines, twice each: the same line gives the same pc,
-** the next line a pc a few instructions (of 4 bytes) on. */
+** the next line a pc a few instructions (of 4 bytes) on; the function read in
+** the caller's frame is the one lua_getinfo gives, and none in the probe's (a C
+** function's). */
 static int pcs_check(lua_State *L) {
   static const char probe[] = "local probe = ...\nfor _ = 1, 2 do\n  probe()\n  probe()\nend\n";
-  PcProbe p = {{NULL}, {0}, 0};
+  PcProbe p = {{NULL}, {0}, 0, 0};
   int ok = luaL_loadbuffer(L, probe, sizeof probe - 1, "=probe") == LUA_OK;
   if (ok) {
     lua_pushlightuserdata(L, &p);
@@ -33,7 +39,7 @@ static int pcs_check(lua_State *L) {
   }
   ptrdiff_t step = (const char *)p.pc[1] - (const char *)p.pc[0];
   return ok && p.n == 4 && p.pc[0] && p.pc[0] == p.pc[2] && p.pc[1] == p.pc[3] && step > 0 &&
-         step <= 64 && step % 4 == 0 && p.line[0] == 3 && p.line[1] == 4;
+         step <= 64 && step % 4 == 0 && p.line[0] == 3 && p.line[1] == 4 && p.funcs == 4;
 }
 
 /* A table {integer, float, itself}: its array part holds them, tagged. */

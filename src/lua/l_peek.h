@@ -1,9 +1,9 @@
 /*
-** l_peek.h -- two reads of Lua 5.4's private structures that a launch makes
-** and Lua's API has no cheap call for: the saved pc of a frame (which call
-** site it waits in: lua_getinfo gives only the line, at the cost of a walk of
-** the function's line table) and a table's array part (a launch's arguments,
-** read where they are instead of pushed one API call each). The layouts are
+** l_peek.h -- reads of Lua 5.4's private structures that a launch makes and
+** Lua's API has no cheap call for: a frame's saved pc (which call site it
+** waits in: lua_getinfo gives only the line, at the cost of a walk of the
+** function's line table) and its function, and a table's array part (a
+** launch's arguments, read where they are instead of pushed one API call each). The layouts are
 ** lstate.h's CallInfo and lobject.h's Table and TValue, the same in every Lua
 ** 5.4 release; lb_peek_ok checks them once per thread on values it made, and
 ** without it (or with another Lua) every caller takes the API's way.
@@ -24,7 +24,12 @@ typedef struct LbValue {
   } v;
   unsigned char tag;
 } LbValue;
-enum { LB_TAG_INT = 3, LB_TAG_FLOAT = 3 | (1 << 4), LB_TAG_TABLE = 5 | (1 << 6) };
+enum {
+  LB_TAG_INT = 3,
+  LB_TAG_FLOAT = 3 | (1 << 4),
+  LB_TAG_TABLE = 5 | (1 << 6),
+  LB_TAG_LUA_FUNCTION = 6 | (1 << 6) /* a Lua closure */
+};
 
 /* The start of a Table: its header, then the array part and its size (alimit:
 ** the array holds at least that many values). */
@@ -44,6 +49,14 @@ static inline const void *lb_peek_pc(const lua_Debug *ar) {
   const void *pc; /* CallInfo: func, top, previous, next, then u.l.savedpc */
   memcpy(&pc, (const char *)ar->i_ci + 4 * sizeof(void *), sizeof pc);
   return pc;
+}
+
+/* The function of the frame lua_getstack gave when it is a Lua function (what
+** lua_topointer gives for it), else NULL. Only after lb_peek_ok. */
+static inline const void *lb_peek_func(const lua_Debug *ar) {
+  const LbValue *f; /* CallInfo: func, the stack slot of the function */
+  memcpy(&f, ar->i_ci, sizeof f);
+  return f->tag == LB_TAG_LUA_FUNCTION ? f->v.gc : NULL;
 }
 
 /* The array part of the table lua_topointer gave and, in *n, how many values
