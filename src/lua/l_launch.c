@@ -390,13 +390,10 @@ static LbValue arg_value(lua_State *L, int t) {
 ** plan may; the rest are pushed, and what is read for them stays on the stack
 ** until the end (one pop for all). */
 static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, void **ptrs) {
-  luaL_checktype(L, idx, LUA_TTABLE);
+  if (lua_type(L, idx) != LUA_TTABLE) luaL_checktype(L, idx, LUA_TTABLE);
   lua_Unsigned len = lua_rawlen(L, idx);
   if (len > (lua_Unsigned)p->nargs)
     lb_error(L, "launch: %d arguments for %d parameters", (int)len, p->nargs);
-  int base = lua_gettop(L);
-  /* each argument leaves what was read for it (at most 4 values) */
-  luaL_checkstack(L, 4 * p->nargs + 8, "launch arguments");
   int nargs = p->nargs, i = 0;
   for (int j = 0; j < nargs; j++)
     ptrs[j] = &slots[j];
@@ -404,6 +401,10 @@ static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, 
   const LbValue *array = p->peek ? lb_peek_array(lua_topointer(L, idx), &n) : NULL;
   while ((unsigned)i < n && i < nargs && pack_common(p, i, &array[i], &slots[i]))
     i++; /* the common arguments, read in place */
+  if (i == nargs) return;
+  int base = lua_gettop(L);
+  /* each argument leaves what was read for it (at most 4 values) */
+  luaL_checkstack(L, 4 * p->nargs + 8, "launch arguments");
   for (; i < nargs; i++) {
     if ((unsigned)i < n && pack_common(p, i, &array[i], &slots[i])) continue;
     int t = lua_rawgeti(L, idx, i + 1);
