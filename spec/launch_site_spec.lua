@@ -14,9 +14,11 @@ local function need_fake()
 end
 
 -- Runs the script (its text) with launch number `after` on failing; returns stderr.
+local PEEK
 local function failing(text, after, env)
   local f = H.temp(text, ".lua")
   env = env or {}
+  env.TILUA_LUA_PEEK = PEEK
   env.TILUA_LIBCUDA, env.FAKE_CUDA_KERNELS, env.FAKE_CUDA_AFTER = FAKE, "trap", tostring(after)
   local _, err, code = H.tilua_env(env, { f })
   os.remove(f)
@@ -37,81 +39,86 @@ local HEAD = 'local tl = require "tilua"\n'
   .. "k:launch { grid = 1, args = { 0 } } -- the first launch: compile, load, the plan\n"
   .. "tl.device.synchronize()\n"
 
-describe("a launch's script line", function()
-  it("names each launch in flight at its line: two lines of one loop, a coroutine, a helper", function()
-    need_fake()
-    local err, f = failing(HEAD .. [[
-for i = 1, 2 do
-  k:launch { grid = 1, args = { i } }
-  k:launch { grid = 1, args = { -i } }
-end
-coroutine.wrap(function() k:launch { grid = 1, args = { 8 } } end)()
-local function helper() k:launch { grid = 1, args = { 9 } } end
-helper()
-tl.device.synchronize()
-]], 7)
-    assert.truthy(err:find(":7: kernel 'boom' or one of the 5 launches after it failed: CUDA_ERROR_ILLEGAL_INSTRUCTION",
-      1, true), err)
-    local name = f:match "[^/]*$"
-    local want = {}
-    for i, line in ipairs { 7, 8, 7, 8, 10, 11 } do want[i] = name .. ":" .. line end
-    local got = listed(err)
-    for i, where in ipairs(got) do got[i] = where:match "[^/]*$" end
-    assert.same(want, got)
-  end)
+-- each case both ways: Lua 5.4's structures read (l_peek.h) and the API's way
+for _, peek in ipairs { "1", "0" } do
+  describe(("a launch's script line (TILUA_LUA_PEEK=%s)"):format(peek), function()
+    before_each(function() PEEK = peek end)
 
-  -- the same code at another line each time, each chunk collected before the
-  -- next is loaded: a new function may take a dead one's address, and its code
-  -- the dead one's code's
-  it("names the launch of a chunk loaded anew at its line, not at a dead chunk's", function()
-    need_fake()
-    local err = failing(HEAD .. [[
-local src = {}
-for i = 1, 15 do src[i] = ("\n"):rep(i) .. "local k = ...\nk:launch { grid = 1, args = { 7 } }\n" end
-collectgarbage()
-collectgarbage()
-for i = 1, 15 do
-  local chunk = load(src[i], "@gen.lua")
-  chunk(k)
-  chunk = nil -- luacheck: ignore
+    it("names each launch in flight at its line: two lines of one loop, a coroutine, a helper", function()
+      need_fake()
+      local err, f = failing(HEAD .. [[
+  for i = 1, 2 do
+    k:launch { grid = 1, args = { i } }
+    k:launch { grid = 1, args = { -i } }
+  end
+  coroutine.wrap(function() k:launch { grid = 1, args = { 8 } } end)()
+  local function helper() k:launch { grid = 1, args = { 9 } } end
+  helper()
+  tl.device.synchronize()
+  ]], 7)
+      assert.truthy(err:find(":7: kernel 'boom' or one of the 5 launches after it failed: CUDA_ERROR_ILLEGAL_INSTRUCTION",
+        1, true), err)
+      local name = f:match "[^/]*$"
+      local want = {}
+      for i, line in ipairs { 7, 8, 7, 8, 10, 11 } do want[i] = name .. ":" .. line end
+      local got = listed(err)
+      for i, where in ipairs(got) do got[i] = where:match "[^/]*$" end
+      assert.same(want, got)
+    end)
+
+    -- the same code at another line each time, each chunk collected before the
+    -- next is loaded: a new function may take a dead one's address, and its code
+    -- the dead one's code's
+    it("names the launch of a chunk loaded anew at its line, not at a dead chunk's", function()
+      need_fake()
+      local err = failing(HEAD .. [[
+  local src = {}
+  for i = 1, 15 do src[i] = ("\n"):rep(i) .. "local k = ...\nk:launch { grid = 1, args = { 7 } }\n" end
   collectgarbage()
   collectgarbage()
-end
-k:launch { grid = 1, args = { 9 } }
-tl.device.synchronize()
-]], 17)
-    local want = {}
-    for i = 1, 15 do want[i] = "gen.lua:" .. (i + 2) end
-    local got = listed(err)
-    got[16] = nil -- the failing launch, the script's
-    assert.same(want, got)
-  end)
+  for i = 1, 15 do
+    local chunk = load(src[i], "@gen.lua")
+    chunk(k)
+    chunk = nil -- luacheck: ignore
+    collectgarbage()
+    collectgarbage()
+  end
+  k:launch { grid = 1, args = { 9 } }
+  tl.device.synchronize()
+  ]], 17)
+      local want = {}
+      for i = 1, 15 do want[i] = "gen.lua:" .. (i + 2) end
+      local got = listed(err)
+      got[16] = nil -- the failing launch, the script's
+      assert.same(want, got)
+    end)
 
-  it("names the launch that failed at its line with a check after every launch, on the plan's path", function()
-    need_fake()
-    local err = failing(HEAD .. [[
-for i = 1, 3 do
-  k:launch { grid = 1, args = { i } }
-  k:launch { grid = 1, args = { -i } }
-end
-tl.device.synchronize()
-]], 5, { TILUA_LAUNCH_CHECK = "each" })
-    -- launch 5 is the second loop's second launch: line 8
-    assert.truthy(err:find(":8: kernel 'boom' failed: CUDA_ERROR_ILLEGAL_INSTRUCTION", 1, true), err)
-    assert.falsy(err:find(":7: kernel", 1, true), err)
-  end)
+    it("names the launch that failed at its line with a check after every launch, on the plan's path", function()
+      need_fake()
+      local err = failing(HEAD .. [[
+  for i = 1, 3 do
+    k:launch { grid = 1, args = { i } }
+    k:launch { grid = 1, args = { -i } }
+  end
+  tl.device.synchronize()
+  ]], 5, { TILUA_LAUNCH_CHECK = "each" })
+      -- launch 5 is the second loop's second launch: line 8
+      assert.truthy(err:find(":8: kernel 'boom' failed: CUDA_ERROR_ILLEGAL_INSTRUCTION", 1, true), err)
+      assert.falsy(err:find(":7: kernel", 1, true), err)
+    end)
 
-  it("names an argument's error on the plan's path at the launch's line", function()
-    need_fake()
-    local f = H.temp(HEAD .. [[
-local ok, e = pcall(function()
-  k:launch { grid = 1, args = { "many" } }
-end)
-print(e)
-]], ".lua")
-    local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE }, { f })
-    os.remove(f)
-    assert.equal(0, code, err)
-    assert.truthy(out:find(":7: launch: argument 'n' must be an integer, got many", 1, true), out)
+    it("names an argument's error on the plan's path at the launch's line", function()
+      need_fake()
+      local f = H.temp(HEAD .. [[
+  local ok, e = pcall(function()
+    k:launch { grid = 1, args = { "many" } }
   end)
-end)
+  print(e)
+  ]], ".lua")
+      local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, TILUA_LUA_PEEK = PEEK }, { f })
+      os.remove(f)
+      assert.equal(0, code, err)
+      assert.truthy(out:find(":7: launch: argument 'n' must be an integer, got many", 1, true), out)
+    end)
+  end)
+end

@@ -1,7 +1,10 @@
 /*
 ** l_peek.c -- the check of l_peek.h's reads: on a probe's frames and on a
-** table it fills, they must read what the API says is there.
+** table it fills, they must read what the API says is there. TILUA_LUA_PEEK=0
+** turns them off (the API's way, which the specs run too).
 */
+#include <stdlib.h>
+
 #include "l_peek.h"
 
 #if LUA_VERSION_NUM == 504
@@ -59,6 +62,8 @@ static int array_check(lua_State *L) {
 }
 
 static int peek_check(lua_State *L) {
+  const char *off = getenv("TILUA_LUA_PEEK"); /* "0": the API's way (how it is tested) */
+  if (off && strcmp(off, "0") == 0) return 0;
   int top = lua_gettop(L);
   int ok = lua_version(L) == 504 && lua_checkstack(L, 8) && pcs_check(L);
   lua_settop(L, top);
