@@ -489,26 +489,53 @@ static int get_up(lua_State *L, int t, int up) {
   return lua_rawget(L, t);
 }
 
-/* The launch's fields in cfg (at t), read in one pass (a launch names two or
-** three of the eight): each into its slot from index `at` on (CFG_*; nil when
-** absent). Keys are told apart by address (Lua keeps one copy of a short
-** string: the upvalues'). False when cfg names a block, a cluster or a device,
-** which the slow path takes. */
-static bool cfg_read(lua_State *L, int t, int at) {
-  const char *const *keys = lua_touserdata(L, lua_upvalueindex(UP_CFG_KEYS));
-  lua_settop(L, at + CFG_KEYS - 1);
+/* cfg's keys as launch_fast_call tells them apart: the address of each one's
+** text (lua_tostring: Lua keeps one copy of a short string) and, where the
+** table's hash part is read (l_peek.h), each one's string object. */
+typedef struct CfgKeys {
+  const char *text[CFG_KEYS];
+  const void *string[CFG_KEYS];
+  bool peek;
+} CfgKeys;
+enum { CFG_SLOW = 1 << CFG_BLOCK | 1 << CFG_CLUSTER | 1 << CFG_DEVICE };
+
+/* The launch's fields in cfg (at t): each into its slot from index `at` on
+** (CFG_*; nil when absent), the fields the slow path takes (CFG_SLOW) left
+** out. Which are there is read in the table's hash part where it may be
+** (a launch names two or three of the eight: the rest cost nothing), else in
+** one lua_next pass. Returns the set of fields there (1 << CFG_*). */
+static unsigned cfg_read(lua_State *L, int t, int at) {
+  const CfgKeys *keys = lua_touserdata(L, lua_upvalueindex(UP_CFG_KEYS));
+  unsigned there = 0, n;
+  if (keys->peek) {
+    const LbNode *node = lb_peek_nodes(lua_topointer(L, t), &n);
+    for (unsigned i = 0; i < n; i++)
+      if (node[i].key_tag == LB_TAG_SHORT_STRING && !LB_TAG_IS_NIL(node[i].tag))
+        for (int j = 0; j < CFG_KEYS; j++)
+          if (node[i].key == keys->string[j]) {
+            there |= 1u << j;
+            break;
+          }
+    if (there & CFG_SLOW) return there;
+    lua_settop(L, at - 1);
+    for (int j = 0; j < CFG_BLOCK; j++)
+      if (there & (1u << j)) get_up(L, t, UP_CFG + j);
+      else lua_pushnil(L);
+    return there;
+  }
+  lua_settop(L, at + CFG_BLOCK - 1);
   lua_pushnil(L);
   while (lua_next(L, t)) {
     const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
     for (int j = 0; k && j < CFG_KEYS; j++)
-      if (k == keys[j]) {
-        lua_copy(L, -1, at + j);
+      if (k == keys->text[j]) {
+        there |= 1u << j;
+        if (j < CFG_BLOCK) lua_copy(L, -1, at + j);
         break;
       }
     lua_pop(L, 1);
   }
-  return lua_isnil(L, at + CFG_BLOCK) && lua_isnil(L, at + CFG_CLUSTER) &&
-         lua_isnil(L, at + CFG_DEVICE);
+  return there;
 }
 
 /* launch(k, cfg): the fast path of k:launch (stack: k, cfg). */
@@ -521,7 +548,7 @@ static int launch_fast_call(lua_State *L) {
     lua_getiuservalue(L, 3, 1);                                 /* 6 the plan's function */
     enum { AT = 7 };                                            /* cfg's fields */
     if (lua_rawequal(L, 5, 6) && *p->cur == p->rt->info.ordinal /* loaded on the current device */
-        && cfg_read(L, 2, AT)) {
+        && !(cfg_read(L, 2, AT) & CFG_SLOW)) {
       if (lua_isnil(L, AT + CFG_GRID)) lua_pushinteger(L, 1), lua_replace(L, AT + CFG_GRID);
       if (lua_isnil(L, AT + CFG_ARGS)) lua_newtable(L), lua_replace(L, AT + CFG_ARGS);
       do_launch(L, 3, p, AT + CFG_GRID, AT + CFG_ARGS, AT + CFG_SMEM, AT + CFG_STREAM,
@@ -544,12 +571,22 @@ static int core_launch_fast(lua_State *L) {
   luaL_getmetatable(L, LB_LAUNCH_PLAN);
   lua_pushliteral(L, "_plan");
   lua_pushliteral(L, "_fn");
-  const char **keys = NULL;
   for (int j = 0; j < CFG_KEYS; j++)
     lua_pushstring(L, cfg_keys[j]);
-  keys = lua_newuserdatauv(L, sizeof(const char *) * CFG_KEYS, 0);
-  for (int j = 0; j < CFG_KEYS; j++)
-    keys[j] = lua_tostring(L, UP_CFG + j); /* (the stack holds the upvalues-to-be in order) */
+  CfgKeys *keys = lua_newuserdatauv(L, sizeof *keys, 0);
+  keys->peek = lb_peek_ok(L);
+  lua_createtable(L, CFG_KEYS, 0); /* the keys' string objects, read in its array part */
+  for (int j = 0; j < CFG_KEYS; j++) {
+    keys->text[j] = lua_tostring(L, UP_CFG + j); /* (the stack holds the upvalues-to-be in order) */
+    lua_pushvalue(L, UP_CFG + j);
+    lua_rawseti(L, -2, j + 1);
+  }
+  unsigned n;
+  const LbValue *a = keys->peek ? lb_peek_array(lua_topointer(L, -1), &n) : NULL;
+  keys->peek = a && n >= CFG_KEYS;
+  for (int j = 0; keys->peek && j < CFG_KEYS; j++)
+    keys->string[j] = a[j].v.gc;
+  lua_pop(L, 1);
   lua_pushcclosure(L, launch_fast_call, UP_CFG_KEYS);
   return 1;
 }

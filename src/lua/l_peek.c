@@ -45,20 +45,38 @@ static int pcs_check(lua_State *L) {
          step <= 64 && step % 4 == 0 && p.line[0] == 3 && p.line[1] == 4 && p.funcs == 4;
 }
 
-/* A table {integer, float, itself}: its array part holds them, tagged. */
-static int array_check(lua_State *L) {
-  lua_createtable(L, 3, 0);
+/* A table {integer, float, itself, "grid", grid = 7, args = itself}: its
+** array part holds the first four, tagged (the string as its one object); its
+** hash part the two string keys, with their values. */
+static int table_check(lua_State *L) {
+  lua_createtable(L, 4, 2);
   lua_pushinteger(L, 0x1234567890);
   lua_rawseti(L, -2, 1);
   lua_pushnumber(L, 2.5);
   lua_rawseti(L, -2, 2);
   lua_pushvalue(L, -1);
   lua_rawseti(L, -2, 3);
-  unsigned n;
+  lua_pushliteral(L, "grid");
+  lua_rawseti(L, -2, 4);
+  lua_pushinteger(L, 7);
+  lua_setfield(L, -2, "grid");
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -2, "args");
+  unsigned n, nodes;
   const void *t = lua_topointer(L, -1);
   const LbValue *a = lb_peek_array(t, &n);
-  return n == 3 && a[0].tag == LB_TAG_INT && a[0].v.i == 0x1234567890 && a[1].tag == LB_TAG_FLOAT &&
-         a[1].v.n == 2.5 && a[2].tag == LB_TAG_TABLE && a[2].v.gc == t;
+  if (!(n == 4 && a[0].tag == LB_TAG_INT && a[0].v.i == 0x1234567890 && a[1].tag == LB_TAG_FLOAT &&
+        a[1].v.n == 2.5 && a[2].tag == LB_TAG_TABLE && a[2].v.gc == t &&
+        a[3].tag == LB_TAG_SHORT_STRING))
+    return 0;
+  const LbNode *node = lb_peek_nodes(t, &nodes);
+  int grid = 0, other = 0;
+  for (unsigned i = 0; i < nodes && nodes == 2; i++) {
+    if (node[i].key_tag != LB_TAG_SHORT_STRING) other++;
+    else if (node[i].key == a[3].v.gc) grid += node[i].tag == LB_TAG_INT && node[i].v.i == 7;
+    else other += !(node[i].tag == LB_TAG_TABLE && node[i].v.gc == t);
+  }
+  return grid == 1 && other == 0;
 }
 
 static int peek_check(lua_State *L) {
@@ -67,7 +85,7 @@ static int peek_check(lua_State *L) {
   int top = lua_gettop(L);
   int ok = lua_version(L) == 504 && lua_checkstack(L, 8) && pcs_check(L);
   lua_settop(L, top);
-  ok = ok && array_check(L);
+  ok = ok && table_check(L);
   lua_settop(L, top);
   return ok;
 }

@@ -2,9 +2,10 @@
 ** l_peek.h -- reads of Lua 5.4's private structures that a launch makes and
 ** Lua's API has no cheap call for: a frame's saved pc (which call site it
 ** waits in: lua_getinfo gives only the line, at the cost of a walk of the
-** function's line table) and its function, and a table's array part (a
-** launch's arguments, read where they are instead of pushed one API call each). The layouts are
-** lstate.h's CallInfo and lobject.h's Table and TValue, the same in every Lua
+** function's line table) and its function, and a table's array and hash
+** parts (a launch's arguments and fields, read where they are instead of
+** pushed one API call each). The layouts are
+** lstate.h's CallInfo and lobject.h's Table, Node and TValue, the same in every Lua
 ** 5.4 release; lb_peek_ok checks them once per thread on values it made, and
 ** without it (or with another Lua) every caller takes the API's way.
 */
@@ -28,8 +29,23 @@ enum {
   LB_TAG_INT = 3,
   LB_TAG_FLOAT = 3 | (1 << 4),
   LB_TAG_TABLE = 5 | (1 << 6),
+  LB_TAG_SHORT_STRING = 4 | (1 << 6),
   LB_TAG_LUA_FUNCTION = 6 | (1 << 6) /* a Lua closure */
 };
+#define LB_TAG_IS_NIL(tag) (((tag)&0x0f) == 0) /* nil, an empty slot, an absent key */
+
+/* A Node of a table's hash part: the value, its tag, then the key's tag and
+** the key (for a string, its TString: the one object of that text). */
+typedef struct LbNode {
+  union {
+    void *gc;
+    lua_Integer i;
+    lua_Number n;
+  } v;
+  unsigned char tag, key_tag;
+  int next;
+  const void *key;
+} LbNode;
 
 /* The start of a Table: its header, then the array part and its size (alimit:
 ** the array holds at least that many values). */
@@ -38,6 +54,7 @@ typedef struct LbTable {
   unsigned char tt, marked, flags, lsizenode;
   unsigned alimit;
   const LbValue *array;
+  const LbNode *node;
 } LbTable;
 
 /* Do the reads below read what they say here (checked once per thread)? */
@@ -65,6 +82,15 @@ static inline const LbValue *lb_peek_array(const void *table, unsigned *n) {
   const LbTable *t = table;
   *n = t->alimit;
   return t->array;
+}
+
+/* The hash part of the table lua_topointer gave and, in *n, how many nodes it
+** has (a string key is always there); valid until the table changes. Only
+** after lb_peek_ok. */
+static inline const LbNode *lb_peek_nodes(const void *table, unsigned *n) {
+  const LbTable *t = table;
+  *n = 1u << t->lsizenode;
+  return t->node;
 }
 
 #endif

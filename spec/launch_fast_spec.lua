@@ -1,4 +1,7 @@
--- The script line of a launch (src/lua/l_ir.c, lb_launch_site): looked up once
+-- k:launch's fast path (src/lua/l_launch.c) on the stand-in driver, with Lua
+-- 5.4's structures read (src/lua/l_peek.h) and through the API only
+-- (TILUA_LUA_PEEK=0): the fields of cfg and the arguments it reads, and the
+-- script line of a launch (src/lua/l_ir.c, lb_launch_site), looked up once
 -- per call site and remembered by the caller's pc while its function lives, so
 -- that a launch does not walk the function's line table. Checked on the stand-in
 -- driver (spec/c/fake_cuda.c): the last launch of the script fails, and the
@@ -119,6 +122,51 @@ for _, peek in ipairs { "1", "0" } do
       os.remove(f)
       assert.equal(0, code, err)
       assert.truthy(out:find(":7: launch: argument 'n' must be an integer, got many", 1, true), out)
+    end)
+  end)
+
+  describe(("the fields of a launch (TILUA_LUA_PEEK=%s)"):format(peek), function()
+    it("are read alike: grid, args by position and by name, smem, pdl, stream; block, device and errors by the slow path", function()
+      need_fake()
+      local f = H.temp([[
+local tl = require "tilua"
+local k = tl.kernel("cfgk", { params = { { "n", tl.i32 }, { "x", tl.f32 } }, block = 32 })
+k:define(function(k, p) end)
+local s = tl.device.stream()
+k:launch { grid = 1, args = { 1, 1.5 } }
+k:launch { grid = 2, args = { 2, 2 } }
+k:launch { grid = { 1, 3 }, args = { n = 3, x = 0.25 }, smem = 64 }
+k:launch { grid = 1, args = { 4, 1 }, pdl = true }
+k:launch { grid = 1, args = { 5, 1 }, stream = s }
+k:launch { grid = 1, args = { 6, 1 }, block = 32 }
+k:launch { grid = 1, args = { 7, 1 }, device = 0 }
+k:launch { args = { 8, 1 }, [1] = "ignored", other = 1 }
+local cfg = { grid = 1, args = { 9, 1 }, smem = 16 }
+cfg.smem = nil -- a key whose value was removed
+k:launch(cfg)
+print(pcall(k.launch, k, { grid = 1, args = { 9, 1 }, block = 64 }))
+tl.device.synchronize()
+]], ".lua")
+      local log = os.tmpname()
+      local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, TILUA_LUA_PEEK = peek, FAKE_CUDA_LOG = log }, { f })
+      os.remove(f)
+      assert.equal(0, code, err)
+      assert.truthy(out:find(":16: launch: block {64,1,1} differs from the kernel's {32,1,1}", 1, true), out)
+      local runs = {}
+      for line in io.lines(log) do
+        if line:find "^launch cfgk" then runs[#runs + 1] = line:gsub(" stream=%S+", " stream"):gsub("^launch cfgk ", "") end
+      end
+      os.remove(log)
+      local plain = "block=32,1,1 cluster=1,1,1 smem=0"
+      assert.same({ "grid=1,1,1 " .. plain .. " args=0x1 0x3fc00000",
+                    "grid=2,1,1 " .. plain .. " args=0x2 0x40000000",
+                    "grid=1,3,1 block=32,1,1 cluster=1,1,1 smem=64 args=0x3 0x3e800000",
+                    "grid=1,1,1 " .. plain .. " pdl=1 args=0x4 0x3f800000",
+                    "grid=1,1,1 " .. plain .. " args=0x5 0x3f800000",
+                    "grid=1,1,1 " .. plain .. " args=0x6 0x3f800000",
+                    "grid=1,1,1 " .. plain .. " args=0x7 0x3f800000",
+                    "grid=1,1,1 " .. plain .. " args=0x8 0x3f800000",
+                    "grid=1,1,1 " .. plain .. " args=0x9 0x3f800000" }, runs)
     end)
   end)
 end
