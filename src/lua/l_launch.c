@@ -74,6 +74,7 @@ typedef struct Plan {
   unsigned static_smem, smem;
   unsigned smem_allowed; /* the largest shared memory the function's attribute was raised to */
   const void *buffer_mt; /* the metatable of device buffers (LB_BUFFER) */
+  const void *function;  /* the function's userdata (LB_FUNCTION; its first user value) */
   const char *name;      /* the kernel's, interned by the runtime */
   TlcuRuntime *rt;       /* the device the function was loaded on */
   const int *cur;        /* the state's current device (lb_current_device) */
@@ -142,6 +143,7 @@ static int core_launch_plan(lua_State *L) {
   for (int i = 0; i < n; i++)
     if (kinds[i] == ARG_TMAP && !has_map_check(L, 2, i)) return 0;
   p->fn = *f;
+  p->function = lua_topointer(L, 1);
   p->rt = lb_function_runtime(L, 1);
   p->cur = lb_current_device(L);
   p->nargs = n;
@@ -496,6 +498,7 @@ typedef struct CfgKeys {
   const char *text[CFG_KEYS];
   const void *string[CFG_KEYS];
   bool peek;
+  const void *plan_mt; /* the metatable of launch plans */
 } CfgKeys;
 enum { CFG_SLOW = 1 << CFG_BLOCK | 1 << CFG_CLUSTER | 1 << CFG_DEVICE };
 
@@ -504,8 +507,7 @@ enum { CFG_SLOW = 1 << CFG_BLOCK | 1 << CFG_CLUSTER | 1 << CFG_DEVICE };
 ** out. Which are there is read in the table's hash part where it may be
 ** (a launch names two or three of the eight: the rest cost nothing), else in
 ** one lua_next pass. Returns the set of fields there (1 << CFG_*). */
-static unsigned cfg_read(lua_State *L, int t, int at) {
-  const CfgKeys *keys = lua_touserdata(L, lua_upvalueindex(UP_CFG_KEYS));
+static unsigned cfg_read(lua_State *L, const CfgKeys *keys, int t, int at) {
   unsigned there = 0, n;
   if (keys->peek) {
     const LbNode *node = lb_peek_nodes(lua_topointer(L, t), &n);
@@ -540,15 +542,16 @@ static unsigned cfg_read(lua_State *L, int t, int at) {
 
 /* launch(k, cfg): the fast path of k:launch (stack: k, cfg). */
 static int launch_fast_call(lua_State *L) {
+  const CfgKeys *keys = lua_touserdata(L, lua_upvalueindex(UP_CFG_KEYS));
   if (lua_gettop(L) == 2 && lua_type(L, 1) == LUA_TTABLE && lua_type(L, 2) == LUA_TTABLE &&
       get_up(L, 1, UP_PLAN) == LUA_TUSERDATA && lua_getmetatable(L, 3) &&
-      lua_rawequal(L, -1, lua_upvalueindex(UP_PLAN_MT))) { /* 3 plan, 4 its metatable */
+      lua_topointer(L, 4) == keys->plan_mt) { /* 3 plan, 4 its metatable */
     Plan *p = lua_touserdata(L, 3);
-    get_up(L, 1, UP_FN);                                        /* 5 k._fn */
-    lua_getiuservalue(L, 3, 1);                                 /* 6 the plan's function */
-    enum { AT = 7 };                                            /* cfg's fields */
-    if (lua_rawequal(L, 5, 6) && *p->cur == p->rt->info.ordinal /* loaded on the current device */
-        && !(cfg_read(L, 2, AT) & CFG_SLOW)) {
+    get_up(L, 1, UP_FN); /* 5 k._fn: the plan's function (which it keeps alive)? */
+    enum { AT = 6 };     /* cfg's fields */
+    if (lua_topointer(L, 5) == p->function &&
+        *p->cur == p->rt->info.ordinal /* loaded on the current device */
+        && !(cfg_read(L, keys, 2, AT) & CFG_SLOW)) {
       if (lua_isnil(L, AT + CFG_GRID)) lua_pushinteger(L, 1), lua_replace(L, AT + CFG_GRID);
       if (lua_isnil(L, AT + CFG_ARGS)) lua_newtable(L), lua_replace(L, AT + CFG_ARGS);
       do_launch(L, 3, p, AT + CFG_GRID, AT + CFG_ARGS, AT + CFG_SMEM, AT + CFG_STREAM,
@@ -575,6 +578,7 @@ static int core_launch_fast(lua_State *L) {
     lua_pushstring(L, cfg_keys[j]);
   CfgKeys *keys = lua_newuserdatauv(L, sizeof *keys, 0);
   keys->peek = lb_peek_ok(L);
+  keys->plan_mt = lua_topointer(L, UP_PLAN_MT); /* (the upvalue keeps it) */
   lua_createtable(L, CFG_KEYS, 0); /* the keys' string objects, read in its array part */
   for (int j = 0; j < CFG_KEYS; j++) {
     keys->text[j] = lua_tostring(L, UP_CFG + j); /* (the stack holds the upvalues-to-be in order) */
