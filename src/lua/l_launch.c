@@ -24,11 +24,14 @@
 **
 ** What a launch costs here was measured with the stand-in driver under
 ** callgrind (docs/PERF.md, "Launch cost"): a buffer argument given again is
-** known by its table's address (ArgMemo: no `raw` read, no metatable check),
-** the launch's script line comes from lb_launch_site (memoized per function),
-** and the runtime gets the kernel's name interned once per plan. A tensor map
-** given again is known the same way (its fit to the parameter checked once,
-** by the Lua path's own check).
+** known by its table's address (ArgMemo: no `raw` read, no metatable check);
+** the arguments and which of its fields cfg holds are read in the tables
+** themselves (l_peek.h), not pushed one API call each, so that 60 arguments
+** cost little more than one; the launch's script line comes from
+** lb_launch_site (memoized per call site, by the caller's pc), the runtime's
+** copy of its file is kept per site, and the kernel's name is interned once
+** per plan. A tensor map given again is known the same way as a buffer (its
+** fit to the parameter checked once, by the Lua path's own check).
 */
 #include <string.h>
 #include <time.h>
@@ -401,7 +404,8 @@ static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, 
     ptrs[j] = &slots[j];
   unsigned n = 0;
   const LbValue *array = p->peek ? lb_peek_array(lua_topointer(L, idx), &n) : NULL;
-  while ((unsigned)i < n && i < nargs && pack_common(p, i, &array[i], &slots[i]))
+  int in_place = (unsigned)nargs < n ? nargs : (int)n;
+  while (i < in_place && pack_common(p, i, &array[i], &slots[i]))
     i++; /* the common arguments, read in place */
   if (i == nargs) return;
   int base = lua_gettop(L);
