@@ -336,7 +336,7 @@ static void grid_arg(lua_State *L, int idx, const Plan *p, unsigned g[3]) {
     lb_error(L, "launch: grid must be an integer or {x, y, z}, got %s", luaL_typename(L, idx));
   }
   for (int i = 0; i < 3; i++)
-    if (g[i] % p->cluster[i])
+    if (p->cluster[i] > 1 && g[i] % p->cluster[i]) /* (a division costs more than the test) */
       lb_error(L, "launch: grid dimension %d (%u) is not a multiple of the cluster's (%u)", i + 1,
                g[i], p->cluster[i]);
   if (p->has_grid && (g[0] != p->grid[0] || g[1] != p->grid[1] || g[2] != p->grid[2]))
