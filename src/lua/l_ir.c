@@ -208,6 +208,7 @@ typedef struct SiteMemo {
   const char *source; /* its chunk name (the function's: alive while it is) */
   int line;           /* the site's line (with a pc) */
   int ref;            /* L's registry reference to the weak table of the memo's functions */
+  const void *weak;   /* ... and that table */
   SiteKind kind;      /* a library chunk's, the user's file or a string chunk's */
   LbSiteNote note;    /* the caller's, cleared when the memo is made again */
 } SiteMemo;
@@ -282,10 +283,13 @@ int lb_user_frame(lua_State *L, const char **file, int *line) {
 /* Is memo m the one of function fn (alive: its frame is on the stack) at pc?
 ** Its slot of the weak table holds the memo's function while that lives, and
 ** two live objects have two addresses. The memos are cleared when a state
-** marks its library chunks, before its first launch, so m->ref is L's. */
+** marks its library chunks, before its first launch on that thread; the weak
+** table's address is checked too, for a state closed and another made at its
+** address and used on another thread. */
 static int site_holds(lua_State *L, const SiteMemo *m, const void *fn, const void *pc) {
   if (m->L != L || m->fn != fn || m->pc != pc) return 0;
-  if (lua_rawgeti(L, LUA_REGISTRYINDEX, m->ref) != LUA_TTABLE) return lua_pop(L, 1), 0;
+  if (lua_rawgeti(L, LUA_REGISTRYINDEX, m->ref) != LUA_TTABLE || lua_topointer(L, -1) != m->weak)
+    return lua_pop(L, 1), 0;
   lua_rawgeti(L, -1, (m - site_memo) + 1);
   int same = lua_topointer(L, -1) == fn;
   lua_pop(L, 2);
@@ -316,6 +320,7 @@ static void site_fill(lua_State *L, SiteMemo *m, lua_Debug *ar, const void *pc) 
   }
   m->ref = (int)lua_tointeger(L, -1);
   lua_rawgeti(L, LUA_REGISTRYINDEX, m->ref);
+  m->weak = lua_topointer(L, -1);
   lua_pushvalue(L, -3);
   lua_rawseti(L, -2, (m - site_memo) + 1);
   lua_pop(L, 3);
