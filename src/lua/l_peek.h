@@ -4,10 +4,10 @@
 ** waits in: lua_getinfo gives only the line, at the cost of a walk of the
 ** function's line table) and its function, and a table's array and hash
 ** parts (a launch's arguments and fields, read where they are instead of
-** pushed one API call each). The layouts are
-** lstate.h's CallInfo and lobject.h's Table, Node and TValue, the same in every Lua
-** 5.4 release; lb_peek_ok checks them once per thread on values it made, and
-** without it (or with another Lua) every caller takes the API's way.
+** pushed one API call each). The layouts are lstate.h's CallInfo and
+** lobject.h's Table, Node and TValue, the same in every Lua 5.4 release;
+** lb_peek_ok checks them once per thread on values it made, and without it
+** (or with another Lua, or TILUA_LUA_PEEK=0) every caller takes the API's way.
 */
 #ifndef TILUA_L_PEEK_H
 #define TILUA_L_PEEK_H
