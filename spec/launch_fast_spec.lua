@@ -42,6 +42,16 @@ local HEAD = 'local tl = require "tilua"\n'
   .. "k:launch { grid = 1, args = { 0 } } -- the first launch: compile, load, the plan\n"
   .. "tl.device.synchronize()\n"
 
+describe("the reads of Lua 5.4's structures", function()
+  it("are on with Lua 5.4 (the check at the first launch passes), off with TILUA_LUA_PEEK=0", function()
+    local code = 'print(require("tilua").core.lua_peek())'
+    local out, err = H.tilua_env({}, { "-e", code })
+    assert.equal(_VERSION == "Lua 5.4" and "true\n" or "false\n", out, err)
+    out, err = H.tilua_env({ TILUA_LUA_PEEK = "0" }, { "-e", code })
+    assert.equal("false\n", out, err)
+  end)
+end)
+
 -- each case both ways: Lua 5.4's structures read (l_peek.h) and the API's way
 for _, peek in ipairs { "1", "0" } do
   describe(("a launch's script line (TILUA_LUA_PEEK=%s)"):format(peek), function()

@@ -21,6 +21,7 @@
 **                                       cluster or device; else slow(k, cfg)
 **   plan:raw_loop(n, grid, args) -> seconds of n raw cuLaunchKernel calls
 **   core.now() -> monotonic seconds
+**   core.lua_peek() -> whether launches read Lua 5.4's structures (l_peek.h)
 **
 ** What a launch costs here was measured with the stand-in driver under
 ** callgrind (docs/PERF.md, "Launch cost"): a buffer argument given again is
@@ -91,6 +92,12 @@ static double now_s(void) {
 
 static int core_now(lua_State *L) {
   lua_pushnumber(L, now_s());
+  return 1;
+}
+
+/* core.lua_peek() -> whether launches read Lua 5.4's structures (l_peek.h). */
+static int core_lua_peek(lua_State *L) {
+  lua_pushboolean(L, lb_peek_ok(L));
   return 1;
 }
 
@@ -632,6 +639,7 @@ static const luaL_Reg plan_methods[] = {
 static const luaL_Reg launch_functions[] = {{"launch_plan", core_launch_plan},
                                             {"launch_fast", core_launch_fast},
                                             {"now", core_now},
+                                            {"lua_peek", core_lua_peek},
                                             {NULL, NULL}};
 
 static const LbClass launch_classes[] = {{LB_LAUNCH_PLAN, NULL, plan_methods}, {NULL, NULL, NULL}};
