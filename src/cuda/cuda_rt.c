@@ -822,7 +822,7 @@ static TlcuResult tlcu_config(TlcuRuntime *rt, const TlcuLaunch *l, CUlaunchConf
     if (g[i] > max)
       return tlcu_fail(rt, TLCU_FAIL, "grid.%c = %u is more than the %u blocks it may be", "xyz"[i],
                        g[i], max);
-    if (g[i] % cl[i] != 0)
+    if (cl[i] > 1 && g[i] % cl[i] != 0) /* (a division costs more than the test) */
       return tlcu_fail(rt, TLCU_FAIL, "launch: grid.%c = %u is not a multiple of cluster.%c = %u",
                        "xyz"[i], g[i], "xyz"[i], cl[i]);
   }

@@ -9,6 +9,7 @@
 
 #include "../dialects/dialects.h"
 #include "l_ir.h"
+#include "l_peek.h"
 
 /* {======================================================================
 ** Contexts and object userdata
@@ -190,22 +191,34 @@ typedef struct LibChunkMemo {
 } LibChunkMemo;
 static _Thread_local LibChunkMemo lib_memo[64];
 
-/* lb_launch_site's answers by function: its source and whether it is the
-** library's; the functions themselves in a weak table of the registry (same
-** slots), so that a memo holds only while its function lives. */
-typedef struct FrameMemo {
+/* lb_launch_site's answers by call site. A Lua frame waiting in a call is at
+** one instruction of its function's code, its saved pc (l_peek.h): a pointer
+** into code that lives while the function does, so the pc names the call site.
+** The script line is looked up once per site (lua_getinfo's current line walks
+** the function's line table: most of what a launch cost) and a launch pays for
+** reading the pc and checking the memo; where pcs are not read (lb_peek_ok),
+** each launch asks lua_getinfo for the line. The functions are held in a weak
+** table of the registry (the memo's slots), so that a memo holds only while
+** its function, and so its code, lives. */
+typedef enum { SITE_LIBRARY, SITE_USER, SITE_STRING } SiteKind;
+typedef struct SiteMemo {
   const lua_State *L;
-  const void *fn;
+  const void *fn;     /* the frame's function */
+  const void *pc;     /* its saved pc, or NULL when pcs are not read */
   const char *source; /* its chunk name (the function's: alive while it is) */
-  int skip;           /* a C function or a library chunk */
-} FrameMemo;
-#define FRAME_MEMOS 64
-static _Thread_local FrameMemo frame_memo[FRAME_MEMOS];
-static const char FRAME_FUNCTIONS = 0; /* registry key of the weak table */
+  int line;           /* the site's line (with a pc) */
+  int ref;            /* L's registry reference to the weak table of the memo's functions */
+  const void *weak;   /* ... and that table */
+  SiteKind kind;      /* a library chunk's, the user's file or a string chunk's */
+  LbSiteNote note;    /* the caller's, cleared when the memo is made again */
+} SiteMemo;
+#define SITE_MEMOS 128
+static _Thread_local SiteMemo site_memo[SITE_MEMOS];
+static const char SITE_FUNCTIONS = 0; /* registry key of the weak table's reference */
 
 void lb_mark_library_chunk(lua_State *L, const char *chunkname) {
   memset(lib_memo, 0, sizeof lib_memo);
-  memset(frame_memo, 0, sizeof frame_memo);
+  memset(site_memo, 0, sizeof site_memo);
   if (lua_getfield(L, LUA_REGISTRYINDEX, LIBCHUNKS) != LUA_TTABLE) {
     lua_pop(L, 1);
     lua_newtable(L);
@@ -267,43 +280,74 @@ int lb_user_frame(lua_State *L, const char **file, int *line) {
   return 0;
 }
 
-/* Is the function at the top of the stack the one memo m was made for (alive)? */
-static int memo_holds(lua_State *L, const FrameMemo *m) {
-  if (m->L != L || m->fn != lua_topointer(L, -1)) return 0;
-  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &FRAME_FUNCTIONS) != LUA_TTABLE) return lua_pop(L, 1), 0;
-  lua_rawgeti(L, -1, (m - frame_memo) + 1);
-  int same = lua_rawequal(L, -1, -3);
+/* Is memo m the one of function fn (alive: its frame is on the stack) at pc?
+** Its slot of the weak table holds the memo's function while that lives, and
+** two live objects have two addresses. The memos are cleared when a state
+** marks its library chunks, before its first launch on that thread; the weak
+** table's address is checked too, for a state closed and another made at its
+** address and used on another thread. */
+static int site_holds(lua_State *L, const SiteMemo *m, const void *fn, const void *pc) {
+  if (m->L != L || m->fn != fn || m->pc != pc) return 0;
+  if (lua_rawgeti(L, LUA_REGISTRYINDEX, m->ref) != LUA_TTABLE || lua_topointer(L, -1) != m->weak)
+    return lua_pop(L, 1), 0;
+  lua_rawgeti(L, -1, (m - site_memo) + 1);
+  int same = lua_topointer(L, -1) == fn;
   lua_pop(L, 2);
   return same;
 }
 
-/* Remember the function at the top of the stack in memo m. */
-static void memo_fill(lua_State *L, FrameMemo *m, lua_Debug *ar) {
-  m->L = L, m->fn = lua_topointer(L, -1);
-  m->skip = !lua_getinfo(L, "S", ar) || ar->what[0] == 'C' || is_library_chunk(L, ar->source) ||
-            ar->source[0] != '@'; /* a string or "=NAME#N" chunk: lb_user_frame's way */
-  m->source = ar->source;
-  push_weak_table(L, &FRAME_FUNCTIONS, "v");
-  lua_pushvalue(L, -2);
-  lua_rawseti(L, -2, (m - frame_memo) + 1);
-  lua_pop(L, 1);
+/* Remember the frame ar in memo m. */
+static void site_fill(lua_State *L, SiteMemo *m, lua_Debug *ar, const void *pc) {
+  m->source = lua_getinfo(L, "fSl", ar) ? ar->source : NULL; /* pushes the function */
+  m->L = L, m->fn = lua_topointer(L, -1), m->pc = pc, m->line = ar->currentline;
+  m->note.owner = NULL, m->note.file = NULL;
+  m->kind = SITE_LIBRARY;
+  if (m->source && !is_library_chunk(L, m->source))
+    m->kind = m->source[0] != '@'
+                  ? SITE_STRING /* a string or "=NAME#N" chunk: lb_user_frame's way */
+              : !pc || ar->currentline > 0 ? SITE_USER
+                                           : SITE_LIBRARY; /* no line information */
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &SITE_FUNCTIONS) != LUA_TNUMBER) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "v");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushinteger(L, luaL_ref(L, LUA_REGISTRYINDEX));
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &SITE_FUNCTIONS);
+  }
+  m->ref = (int)lua_tointeger(L, -1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, m->ref);
+  m->weak = lua_topointer(L, -1);
+  lua_pushvalue(L, -3);
+  lua_rawseti(L, -2, (m - site_memo) + 1);
+  lua_pop(L, 3);
 }
 
-int lb_launch_site(lua_State *L, const char **source, int *line) {
+int lb_launch_site(lua_State *L, const char **source, int *line, LbSiteNote **note) {
   lua_Debug ar;
+  *note = NULL;
+  int pcs = lb_peek_ok(L);
   for (int level = 1; level <= 1000 && lua_getstack(L, level, &ar); level++) {
-    lua_getinfo(L, "f", &ar);
-    FrameMemo *m = &frame_memo[((uintptr_t)lua_topointer(L, -1) >> 4) % FRAME_MEMOS];
-    if (!memo_holds(L, m)) memo_fill(L, m, &ar);
-    lua_pop(L, 1);
-    if (m->skip) {
-      if (m->source && m->source[0] != '@' && !is_library_chunk(L, m->source))
-        return lb_user_frame(L, source, line); /* a user's string chunk */
-      continue;
+    const void *fn, *pc = NULL;
+    if (pcs) {
+      fn = lb_peek_func(&ar), pc = lb_peek_pc(&ar);
+    } else {
+      lua_getinfo(L, "f", &ar);
+      fn = lua_iscfunction(L, -1) ? NULL : lua_topointer(L, -1);
+      lua_pop(L, 1);
     }
-    if (!lua_getinfo(L, "l", &ar) || ar.currentline <= 0) continue;
+    if (!fn) continue; /* a C function: not a script's */
+    SiteMemo *m = &site_memo[((uintptr_t)(pc ? pc : fn) >> 2) % SITE_MEMOS];
+    if (!site_holds(L, m, fn, pc)) site_fill(L, m, &ar, pc);
+    if (m->kind == SITE_LIBRARY) continue;
+    if (m->kind == SITE_STRING) return lb_user_frame(L, source, line);
+    if (!pc && (!lua_getinfo(L, "l", &ar) || (m->line = ar.currentline) <= 0)) continue;
     *source = m->source + 1;
-    *line = ar.currentline;
+    *line = m->line;
+    if (pc) *note = &m->note;
     return 1;
   }
   return 0;

@@ -21,18 +21,23 @@
 **                                       cluster or device; else slow(k, cfg)
 **   plan:raw_loop(n, grid, args) -> seconds of n raw cuLaunchKernel calls
 **   core.now() -> monotonic seconds
+**   core.lua_peek() -> whether launches read Lua 5.4's structures (l_peek.h)
 **
 ** What a launch costs here was measured with the stand-in driver under
 ** callgrind (docs/PERF.md, "Launch cost"): a buffer argument given again is
-** known by its table's address (ArgMemo: no `raw` read, no metatable check),
-** the launch's script line comes from lb_launch_site (memoized per function),
-** and the runtime gets the kernel's name interned once per plan. A tensor map
-** given again is known the same way (its fit to the parameter checked once,
-** by the Lua path's own check).
+** known by its table's address (ArgMemo: no `raw` read, no metatable check);
+** the arguments and which of its fields cfg holds are read in the tables
+** themselves (l_peek.h), not pushed one API call each, so that 60 arguments
+** cost little more than one; the launch's script line comes from
+** lb_launch_site (memoized per call site, by the caller's pc), the runtime's
+** copy of its file is kept per site, and the kernel's name is interned once
+** per plan. A tensor map given again is known the same way as a buffer (its
+** fit to the parameter checked once, by the Lua path's own check).
 */
 #include <string.h>
 #include <time.h>
 
+#include "l_peek.h"
 #include "ldevice.h"
 
 #define LB_LAUNCH_PLAN "tilua.LaunchPlan"
@@ -41,6 +46,12 @@
 typedef enum { ARG_PTR, ARG_I8, ARG_I16, ARG_I32, ARG_I64, ARG_F32, ARG_F64, ARG_TMAP } ArgKind;
 static const char *const arg_kind_names[] = {"ptr", "i8",  "i16",  "i32", "i64",
                                              "f32", "f64", "tmap", NULL};
+static const int int_bits[] = {[ARG_I8] = 8, [ARG_I16] = 16, [ARG_I32] = 32, [ARG_I64] = 64};
+/* The integers a parameter takes: signed or unsigned, so an i32 takes -2^31 .. 2^32 - 1. */
+static const lua_Integer int_min[] = {
+    [ARG_I8] = -0x80, [ARG_I16] = -0x8000, [ARG_I32] = -0x80000000LL, [ARG_I64] = LUA_MININTEGER};
+static const lua_Integer int_max[] = {
+    [ARG_I8] = 0xff, [ARG_I16] = 0xffff, [ARG_I32] = 0xffffffffLL, [ARG_I64] = LUA_MAXINTEGER};
 
 /* The buffer a pointer argument was given last: the buffer's table and its
 ** LbBuffer; or the tensor map a map argument was given last and its bytes.
@@ -63,9 +74,11 @@ typedef struct Plan {
   unsigned block[3], cluster[3];
   unsigned grid[3]; /* kernel_spec.grid: the only grid it runs on, when has_grid */
   bool has_grid;
+  bool peek; /* arguments are read in their table's array part (lb_peek_ok) */
   unsigned static_smem, smem;
   unsigned smem_allowed; /* the largest shared memory the function's attribute was raised to */
   const void *buffer_mt; /* the metatable of device buffers (LB_BUFFER) */
+  const void *function;  /* the function's userdata (LB_FUNCTION; its first user value) */
   const char *name;      /* the kernel's, interned by the runtime */
   TlcuRuntime *rt;       /* the device the function was loaded on */
   const int *cur;        /* the state's current device (lb_current_device) */
@@ -79,6 +92,12 @@ static double now_s(void) {
 
 static int core_now(lua_State *L) {
   lua_pushnumber(L, now_s());
+  return 1;
+}
+
+/* core.lua_peek() -> whether launches read Lua 5.4's structures (l_peek.h). */
+static int core_lua_peek(lua_State *L) {
+  lua_pushboolean(L, lb_peek_ok(L));
   return 1;
 }
 
@@ -134,9 +153,11 @@ static int core_launch_plan(lua_State *L) {
   for (int i = 0; i < n; i++)
     if (kinds[i] == ARG_TMAP && !has_map_check(L, 2, i)) return 0;
   p->fn = *f;
+  p->function = lua_topointer(L, 1);
   p->rt = lb_function_runtime(L, 1);
   p->cur = lb_current_device(L);
   p->nargs = n;
+  p->peek = lb_peek_ok(L);
   memcpy(p->kinds, kinds, (size_t)n);
   dims_field(L, 2, "block", p->block);
   dims_field(L, 2, "cluster", p->cluster);
@@ -293,11 +314,9 @@ static void pack(lua_State *L, int plan, Plan *p, int i, int idx, int t, uint64_
                  luaL_tolstring(L, idx, NULL));
       v = lua_toboolean(L, idx);
     }
-    static const int widths[] = {[ARG_I8] = 8, [ARG_I16] = 16, [ARG_I32] = 32, [ARG_I64] = 64};
-    int w = widths[p->kinds[i]];
     /* param_name pushes: only on the way to the error (the stack's count is the caller's) */
-    if (w < 64 && (v < -((lua_Integer)1 << (w - 1)) || v > ((lua_Integer)1 << w) - 1))
-      lb_launch_int(L, param_name(L, plan, i), w, v);
+    if (v < int_min[p->kinds[i]] || v > int_max[p->kinds[i]])
+      lb_launch_int(L, param_name(L, plan, i), int_bits[p->kinds[i]], v);
     uint64_t u = (uint64_t)v; /* little endian: the low bytes are the narrow value */
     memcpy(slot, &u, 8);
     return;
@@ -324,7 +343,7 @@ static void grid_arg(lua_State *L, int idx, const Plan *p, unsigned g[3]) {
     lb_error(L, "launch: grid must be an integer or {x, y, z}, got %s", luaL_typename(L, idx));
   }
   for (int i = 0; i < 3; i++)
-    if (g[i] % p->cluster[i])
+    if (p->cluster[i] > 1 && g[i] % p->cluster[i]) /* (a division costs more than the test) */
       lb_error(L, "launch: grid dimension %d (%u) is not a multiple of the cluster's (%u)", i + 1,
                g[i], p->cluster[i]);
   if (p->has_grid && (g[0] != p->grid[0] || g[1] != p->grid[1] || g[2] != p->grid[2]))
@@ -334,18 +353,76 @@ static void grid_arg(lua_State *L, int idx, const Plan *p, unsigned g[3]) {
         p->name, p->grid[0], p->grid[1], p->grid[2], g[0], g[1], g[2]);
 }
 
+/* Argument i, value v (as l_peek.h's reads or arg_value give it), into its
+** slot when it is one of the common cases: an integer that fits, a number for
+** a float, the buffer the argument had last (still live). Else false: pack
+** takes it, with its messages. */
+static inline bool pack_common(const Plan *p, int i, const LbValue *v, uint64_t *slot) {
+  unsigned char k = p->kinds[i];
+  switch ((ArgKind)k) {
+  case ARG_PTR: { /* the table remembered is a buffer's (ArgMemo), so m->buf is there */
+    const ArgMemo *m = &p->memo[i];
+    if (v->tag != LB_TAG_TABLE || v->v.gc != m->table || !m->buf->live) return false;
+    *slot = (uint64_t)m->buf->ptr;
+    return true;
+  }
+  case ARG_F32:
+  case ARG_F64: {
+    if (v->tag != LB_TAG_INT && v->tag != LB_TAG_FLOAT) return false;
+    double d = v->tag == LB_TAG_INT ? (double)v->v.i : v->v.n;
+    float f = (float)d;
+    *slot = 0;
+    if (k == ARG_F32) memcpy(slot, &f, 4);
+    else memcpy(slot, &d, 8);
+    return true;
+  }
+  case ARG_TMAP: return false;
+  default:
+    if (v->tag != LB_TAG_INT || v->v.i < int_min[k] || v->v.i > int_max[k]) return false;
+    *slot = (uint64_t)v->v.i; /* little endian: the low bytes are the narrow value */
+    return true;
+  }
+}
+
+/* The value on top of the stack (of type t) as pack_common takes it. */
+static LbValue arg_value(lua_State *L, int t) {
+  LbValue v = {.tag = 0};
+  if (t == LUA_TTABLE) {
+    v.tag = LB_TAG_TABLE, v.v.gc = (void *)(uintptr_t)lua_topointer(L, -1);
+  } else if (t == LUA_TNUMBER && lua_isinteger(L, -1)) {
+    v.tag = LB_TAG_INT, v.v.i = lua_tointeger(L, -1);
+  } else if (t == LUA_TNUMBER) {
+    v.tag = LB_TAG_FLOAT, v.v.n = lua_tonumber(L, -1);
+  }
+  return v;
+}
+
 /* The arguments in the table at idx: by position, else by parameter name.
-** What is read stays on the stack until the end (one pop for all). */
+** The common ones are read in the table's array part (l_peek.h) where the
+** plan may; the rest are pushed, and what is read for them stays on the stack
+** until the end (one pop for all). */
 static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, void **ptrs) {
-  luaL_checktype(L, idx, LUA_TTABLE);
+  if (lua_type(L, idx) != LUA_TTABLE) luaL_checktype(L, idx, LUA_TTABLE);
   lua_Unsigned len = lua_rawlen(L, idx);
   if (len > (lua_Unsigned)p->nargs)
     lb_error(L, "launch: %d arguments for %d parameters", (int)len, p->nargs);
+  int nargs = p->nargs, i = 0;
+  for (int j = 0; j < nargs; j++)
+    ptrs[j] = &slots[j];
+  unsigned n = 0;
+  const LbValue *array = p->peek ? lb_peek_array(lua_topointer(L, idx), &n) : NULL;
+  int in_place = (unsigned)nargs < n ? nargs : (int)n;
+  while (i < in_place && pack_common(p, i, &array[i], &slots[i]))
+    i++; /* the common arguments, read in place */
+  if (i == nargs) return;
   int base = lua_gettop(L);
   /* each argument leaves what was read for it (at most 4 values) */
   luaL_checkstack(L, 4 * p->nargs + 8, "launch arguments");
-  for (int i = 0; i < p->nargs; i++) {
+  for (; i < nargs; i++) {
+    if ((unsigned)i < n && pack_common(p, i, &array[i], &slots[i])) continue;
     int t = lua_rawgeti(L, idx, i + 1);
+    LbValue v = arg_value(L, t);
+    if (pack_common(p, i, &v, &slots[i])) continue;
     if (t == LUA_TNIL) {
       lua_pop(L, 1);
       const char *name = param_name(L, plan, i);
@@ -357,7 +434,9 @@ static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, 
     }
     pack(L, plan, p, i, lua_gettop(L), t, &slots[i]); /* the argument is on top */
     /* a tensor map is passed as its 128 bytes, the rest as the slot's */
-    ptrs[i] = p->kinds[i] == ARG_TMAP ? (void *)(uintptr_t)slots[i] : &slots[i];
+    if (p->kinds[i] == ARG_TMAP) ptrs[i] = (void *)(uintptr_t)slots[i];
+    if (p->peek) /* a map's check ran Lua, which may have changed the table */
+      array = lb_peek_array(lua_topointer(L, idx), &n);
   }
   lua_settop(L, base);
 }
@@ -382,7 +461,13 @@ static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int s
   cfg.pdl = lua_toboolean(L, pdl);
   cfg.hang = NULL;
   cfg.name = p->name;
-  if (!lb_launch_site(L, &cfg.file, &cfg.line)) cfg.file = NULL;
+  LbSiteNote *note;
+  if (!lb_launch_site(L, &cfg.file, &cfg.line, &note)) {
+    cfg.file = NULL;
+  } else if (note) { /* the runtime's copy of the file, made once per site (its records keep it) */
+    if (note->owner != rt) note->owner = rt, note->file = tlcu_intern(rt, cfg.file);
+    cfg.file = note->file;
+  }
   if (tlcu_launch(rt, p->fn, &cfg, ptrs) != TLCU_OK) lb_cuda_error_of(L, rt, "launch");
   if (cfg.smem > p->smem_allowed) p->smem_allowed = cfg.smem;
 }
@@ -394,24 +479,22 @@ static int plan_launch(lua_State *L) {
   return 0;
 }
 
-/* The upvalues of launch_fast: the slow path, then the keys it reads. */
+/* The upvalues of launch_fast: the slow path, the plan's metatable, the keys
+** it reads in k, then in cfg (CFG_*), and the addresses of cfg's keys. */
+enum { UP_SLOW = 1, UP_PLAN_MT, UP_PLAN, UP_FN, UP_CFG, UP_CFG_KEYS = UP_CFG + 8 };
 enum {
-  UP_SLOW = 1,
-  UP_PLAN_MT,
-  UP_PLAN,
-  UP_FN,
-  UP_GRID,
-  UP_ARGS,
-  UP_SMEM,
-  UP_BLOCK,
-  UP_CLUSTER,
-  UP_PDL,
-  UP_STREAM,
-  UP_DEVICE,
-  UP_COUNT
+  CFG_GRID,
+  CFG_ARGS,
+  CFG_SMEM,
+  CFG_STREAM,
+  CFG_PDL,
+  CFG_BLOCK,
+  CFG_CLUSTER,
+  CFG_DEVICE,
+  CFG_KEYS
 };
-static const char *const fast_keys[] = {"_plan", "_fn",     "grid", "args",   "smem",
-                                        "block", "cluster", "pdl",  "stream", "device"};
+static const char *const cfg_keys[CFG_KEYS] = {"grid", "args",  "smem",    "stream",
+                                               "pdl",  "block", "cluster", "device"};
 
 /* Push t[upvalue key] (raw). */
 static int get_up(lua_State *L, int t, int up) {
@@ -419,27 +502,71 @@ static int get_up(lua_State *L, int t, int up) {
   return lua_rawget(L, t);
 }
 
+/* cfg's keys as launch_fast_call tells them apart: the address of each one's
+** text (lua_tostring: Lua keeps one copy of a short string) and, where the
+** table's hash part is read (l_peek.h), each one's string object. */
+typedef struct CfgKeys {
+  const char *text[CFG_KEYS];
+  const void *string[CFG_KEYS];
+  bool peek;
+  const void *plan_mt; /* the metatable of launch plans */
+} CfgKeys;
+enum { CFG_SLOW = 1 << CFG_BLOCK | 1 << CFG_CLUSTER | 1 << CFG_DEVICE };
+
+/* The launch's fields in cfg (at t): each into its slot from index `at` on
+** (CFG_*; nil when absent), the fields the slow path takes (CFG_SLOW) left
+** out. Which are there is read in the table's hash part where it may be
+** (a launch names two or three of the eight: the rest cost nothing), else in
+** one lua_next pass. Returns the set of fields there (1 << CFG_*). */
+static unsigned cfg_read(lua_State *L, const CfgKeys *keys, int t, int at) {
+  unsigned there = 0, n;
+  if (keys->peek) {
+    const LbNode *node = lb_peek_nodes(lua_topointer(L, t), &n);
+    for (unsigned i = 0; i < n; i++)
+      if (node[i].key_tag == LB_TAG_SHORT_STRING && !LB_TAG_IS_NIL(node[i].tag))
+        for (int j = 0; j < CFG_KEYS; j++)
+          if (node[i].key == keys->string[j]) {
+            there |= 1u << j;
+            break;
+          }
+    if (there & CFG_SLOW) return there;
+    lua_settop(L, at - 1);
+    for (int j = 0; j < CFG_BLOCK; j++)
+      if (there & (1u << j)) get_up(L, t, UP_CFG + j);
+      else lua_pushnil(L);
+    return there;
+  }
+  lua_settop(L, at + CFG_BLOCK - 1);
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    for (int j = 0; k && j < CFG_KEYS; j++)
+      if (k == keys->text[j]) {
+        there |= 1u << j;
+        if (j < CFG_BLOCK) lua_copy(L, -1, at + j);
+        break;
+      }
+    lua_pop(L, 1);
+  }
+  return there;
+}
+
 /* launch(k, cfg): the fast path of k:launch (stack: k, cfg). */
 static int launch_fast_call(lua_State *L) {
+  const CfgKeys *keys = lua_touserdata(L, lua_upvalueindex(UP_CFG_KEYS));
   if (lua_gettop(L) == 2 && lua_type(L, 1) == LUA_TTABLE && lua_type(L, 2) == LUA_TTABLE &&
       get_up(L, 1, UP_PLAN) == LUA_TUSERDATA && lua_getmetatable(L, 3) &&
-      lua_rawequal(L, -1, lua_upvalueindex(UP_PLAN_MT))) { /* 3 plan, 4 its metatable */
+      lua_topointer(L, 4) == keys->plan_mt) { /* 3 plan, 4 its metatable */
     Plan *p = lua_touserdata(L, 3);
-    get_up(L, 1, UP_FN);        /* 5 k._fn */
-    lua_getiuservalue(L, 3, 1); /* 6 the plan's function */
-    get_up(L, 2, UP_BLOCK);     /* 7 */
-    get_up(L, 2, UP_CLUSTER);   /* 8 */
-    get_up(L, 2, UP_PDL);       /* 9 */
-    get_up(L, 2, UP_DEVICE);    /* 10: a launch naming its device takes the slow path */
-    if (lua_rawequal(L, 5, 6) && lua_isnil(L, 7) && lua_isnil(L, 8) && lua_isnil(L, 10) &&
-        *p->cur == p->rt->info.ordinal) { /* loaded on the current device */
-      get_up(L, 2, UP_GRID);              /* 11 */
-      get_up(L, 2, UP_ARGS);              /* 12 */
-      get_up(L, 2, UP_SMEM);              /* 13 */
-      get_up(L, 2, UP_STREAM);            /* 14 */
-      if (lua_isnil(L, 11)) lua_pushinteger(L, 1), lua_replace(L, 11);
-      if (lua_isnil(L, 12)) lua_newtable(L), lua_replace(L, 12);
-      do_launch(L, 3, p, 11, 12, 13, 14, 9);
+    get_up(L, 1, UP_FN); /* 5 k._fn: the plan's function (which it keeps alive)? */
+    enum { AT = 6 };     /* cfg's fields */
+    if (lua_topointer(L, 5) == p->function &&
+        *p->cur == p->rt->info.ordinal /* loaded on the current device */
+        && !(cfg_read(L, keys, 2, AT) & CFG_SLOW)) {
+      if (lua_isnil(L, AT + CFG_GRID)) lua_pushinteger(L, 1), lua_replace(L, AT + CFG_GRID);
+      if (lua_isnil(L, AT + CFG_ARGS)) lua_newtable(L), lua_replace(L, AT + CFG_ARGS);
+      do_launch(L, 3, p, AT + CFG_GRID, AT + CFG_ARGS, AT + CFG_SMEM, AT + CFG_STREAM,
+                AT + CFG_PDL);
       lua_settop(L, 1);
       return 1; /* k */
     }
@@ -456,9 +583,26 @@ static int core_launch_fast(lua_State *L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);
   luaL_getmetatable(L, LB_LAUNCH_PLAN);
-  for (size_t i = 0; i < sizeof fast_keys / sizeof *fast_keys; i++)
-    lua_pushstring(L, fast_keys[i]);
-  lua_pushcclosure(L, launch_fast_call, UP_COUNT - 1);
+  lua_pushliteral(L, "_plan");
+  lua_pushliteral(L, "_fn");
+  for (int j = 0; j < CFG_KEYS; j++)
+    lua_pushstring(L, cfg_keys[j]);
+  CfgKeys *keys = lua_newuserdatauv(L, sizeof *keys, 0);
+  keys->peek = lb_peek_ok(L);
+  keys->plan_mt = lua_topointer(L, UP_PLAN_MT); /* (the upvalue keeps it) */
+  lua_createtable(L, CFG_KEYS, 0); /* the keys' string objects, read in its array part */
+  for (int j = 0; j < CFG_KEYS; j++) {
+    keys->text[j] = lua_tostring(L, UP_CFG + j); /* (the stack holds the upvalues-to-be in order) */
+    lua_pushvalue(L, UP_CFG + j);
+    lua_rawseti(L, -2, j + 1);
+  }
+  unsigned n;
+  const LbValue *a = keys->peek ? lb_peek_array(lua_topointer(L, -1), &n) : NULL;
+  keys->peek = a && n >= CFG_KEYS;
+  for (int j = 0; keys->peek && j < CFG_KEYS; j++)
+    keys->string[j] = a[j].v.gc;
+  lua_pop(L, 1);
+  lua_pushcclosure(L, launch_fast_call, UP_CFG_KEYS);
   return 1;
 }
 
@@ -495,6 +639,7 @@ static const luaL_Reg plan_methods[] = {
 static const luaL_Reg launch_functions[] = {{"launch_plan", core_launch_plan},
                                             {"launch_fast", core_launch_fast},
                                             {"now", core_now},
+                                            {"lua_peek", core_lua_peek},
                                             {NULL, NULL}};
 
 static const LbClass launch_classes[] = {{LB_LAUNCH_PLAN, NULL, plan_methods}, {NULL, NULL, NULL}};

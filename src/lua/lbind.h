@@ -65,10 +65,18 @@ IrLoc lb_user_loc(lua_State *L, IrContext *ctx);
 /* The innermost user frame: its file (a string Lua owns, valid while the
 ** frame's function lives) and line; 0 when there is none. */
 int lb_user_frame(lua_State *L, const char **file, int *line);
-/* lb_user_frame for a launch, cheaper: what it learns of a function (its
-** source, library or not) is remembered while the function lives. The file is
-** the function's (valid while it lives: copy it to keep it). */
-int lb_launch_site(lua_State *L, const char **file, int *line);
+/* What a caller of lb_launch_site keeps for a call site while the site is
+** remembered: its file in the caller's own form (a runtime's copy), and whose. */
+typedef struct LbSiteNote {
+  const void *owner;
+  const char *file;
+} LbSiteNote;
+/* lb_user_frame for a launch, cheaper: what it learns of a call site (its
+** function's source, library or not, and the line) is remembered while the
+** function lives. The file is the function's (valid while it lives: copy it
+** to keep it). *note: the site's note (NULL when the site is not remembered),
+** empty (owner NULL) when the memo was made anew. */
+int lb_launch_site(lua_State *L, const char **file, int *line, LbSiteNote **note);
 /* "file:line" of the innermost user frame into buf (empty when there is none). */
 void lb_user_where(lua_State *L, char *buf, size_t n);
 /* Raise "file:line: message" at the user's location. */
