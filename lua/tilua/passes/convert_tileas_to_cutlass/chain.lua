@@ -98,8 +98,8 @@ local function deferred_sums(op, kinds)
         local m, r = d:operand(k):def(), d:operand(3 - k):def()
         if m and r and m:name() == "arith.mulf" and r:name() == "tileas.reduce" and r:attr "kind" == "add"
            and single(m:result(1), d) and single(r:result(1), d) and single(arg, m) then
-          local x = m:operand(1) == arg and m:operand(2) or m:operand(1)
-          if (m:operand(1) == arg or m:operand(2) == arg) and x:def() then out[i] = r:result(1):id() end
+          local x = m:operand(1) == arg and m:operand(2) or m:operand(1) -- (arg is one of m's: its only user)
+          if x:def() then out[i] = r:result(1):id() end
         end
       end
     end

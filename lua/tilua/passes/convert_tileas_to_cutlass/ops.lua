@@ -22,14 +22,16 @@ X.OPS = OPS
 local function programs(L, d) return L.args[L.P.lowered_programs[d]] end
 X.programs = programs
 
+-- An operand elementwise ops read per element: a register tile or a scalar.
+local function per_element(x) return V.is_frag(x) or tl.is_value(x) end
+
 -- The factors of v when v = a * b is an f32 product of register tiles (or
 -- scalars) that nothing else reads: its elements need not be rounded alone.
 local function product(L, v)
   local d = v:def()
   if not d or d:name() ~= "arith.mulf" or #v:users() ~= 1 then return nil end
   local a, b = L.vmap[d:operand(1):id()], L.vmap[d:operand(2):id()]
-  local function ok(x) return V.is_frag(x) or tl.is_value(x) end
-  if ok(a) and ok(b) then return a, b end
+  if per_element(a) and per_element(b) then return a, b end
 end
 local function elem_at(x, i) if V.is_frag(x) then return x:at(i) end return x end
 
@@ -41,7 +43,7 @@ local function contracted(L, op, n, opds)
   for k = 1, 2 do
     local a, b = product(L, op:operand(k))
     local other = opds[3 - k]
-    if a and (V.is_frag(other) or tl.is_value(other)) then
+    if a and per_element(other) then
       local negs = {} -- (a broadcast row value: negated once)
       local function neg(x)
         negs[x] = negs[x] or -x
