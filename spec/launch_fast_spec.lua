@@ -179,4 +179,25 @@ tl.device.synchronize()
                     "grid=1,1,1 " .. plain .. " args=0x9 0x3f800000" }, runs)
     end)
   end)
+
+  describe(("the plan a launch takes (TILUA_LUA_PEEK=%s)"):format(peek), function()
+    it("is dropped when the kernel compiles again, and made again from the new function", function()
+      need_fake()
+      local f = H.temp(HEAD .. [[
+local first = assert(k._plan, "the first launch made a plan")
+k:launch { grid = 1, args = { 1 } }
+assert(k._plan == first, "the plan is kept between launches")
+k:compile() -- a compile (a cache hit here) gives the kernel its function anew
+assert(k._plan == nil and k._fn == nil, "a compile drops the plan with the function")
+k:launch { grid = 1, args = { 2 } }
+assert(k._plan and k._plan ~= first, "the next launch makes a plan of the new function")
+tl.device.synchronize()
+print "ok"
+]], ".lua")
+      local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, TILUA_LUA_PEEK = peek }, { f })
+      os.remove(f)
+      assert.equal(0, code, err)
+      assert.equal("ok\n", out)
+    end)
+  end)
 end

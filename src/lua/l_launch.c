@@ -78,7 +78,6 @@ typedef struct Plan {
   unsigned static_smem, smem;
   unsigned smem_allowed; /* the largest shared memory the function's attribute was raised to */
   const void *buffer_mt; /* the metatable of device buffers (LB_BUFFER) */
-  const void *function;  /* the function's userdata (LB_FUNCTION; its first user value) */
   const char *name;      /* the kernel's, interned by the runtime */
   TlcuRuntime *rt;       /* the device the function was loaded on */
   const int *cur;        /* the state's current device (lb_current_device) */
@@ -153,7 +152,6 @@ static int core_launch_plan(lua_State *L) {
   for (int i = 0; i < n; i++)
     if (kinds[i] == ARG_TMAP && !has_map_check(L, 2, i)) return 0;
   p->fn = *f;
-  p->function = lua_topointer(L, 1);
   p->rt = lb_function_runtime(L, 1);
   p->cur = lb_current_device(L);
   p->nargs = n;
@@ -481,7 +479,7 @@ static int plan_launch(lua_State *L) {
 
 /* The upvalues of launch_fast: the slow path, the plan's metatable, the keys
 ** it reads in k, then in cfg (CFG_*), and the addresses of cfg's keys. */
-enum { UP_SLOW = 1, UP_PLAN_MT, UP_PLAN, UP_FN, UP_CFG, UP_CFG_KEYS = UP_CFG + 8 };
+enum { UP_SLOW = 1, UP_PLAN_MT, UP_PLAN, UP_CFG, UP_CFG_KEYS = UP_CFG + 8 };
 enum {
   CFG_GRID,
   CFG_ARGS,
@@ -557,11 +555,11 @@ static int launch_fast_call(lua_State *L) {
   if (lua_gettop(L) == 2 && lua_type(L, 1) == LUA_TTABLE && lua_type(L, 2) == LUA_TTABLE &&
       get_up(L, 1, UP_PLAN) == LUA_TUSERDATA && lua_getmetatable(L, 3) &&
       lua_topointer(L, 4) == keys->plan_mt) { /* 3 plan, 4 its metatable */
+    /* k._plan is nil or the plan of k._fn: whatever changes k._fn clears it
+    ** (lua/tilua/gpu/launch.lua, compile.lua) */
     Plan *p = lua_touserdata(L, 3);
-    get_up(L, 1, UP_FN); /* 5 k._fn: the plan's function (which it keeps alive)? */
-    enum { AT = 6 };     /* cfg's fields */
-    if (lua_topointer(L, 5) == p->function &&
-        *p->cur == p->rt->info.ordinal /* loaded on the current device */
+    enum { AT = 5 }; /* cfg's fields */
+    if (*p->cur == p->rt->info.ordinal /* loaded on the current device */
         && !(cfg_read(L, keys, 2, AT) & CFG_SLOW)) {
       if (lua_isnil(L, AT + CFG_GRID)) lua_pushinteger(L, 1), lua_replace(L, AT + CFG_GRID);
       if (lua_isnil(L, AT + CFG_ARGS)) lua_newtable(L), lua_replace(L, AT + CFG_ARGS);
@@ -584,7 +582,6 @@ static int core_launch_fast(lua_State *L) {
   lua_settop(L, 1);
   luaL_getmetatable(L, LB_LAUNCH_PLAN);
   lua_pushliteral(L, "_plan");
-  lua_pushliteral(L, "_fn");
   for (int j = 0; j < CFG_KEYS; j++)
     lua_pushstring(L, cfg_keys[j]);
   CfgKeys *keys = lua_newuserdatauv(L, sizeof *keys, 0);

@@ -3,15 +3,18 @@
 --
 --   1. k:launch of an empty kernel with 1, 4 and 60 arguments (buffers and
 --      integers) against a raw cuLaunchKernel of the same function with the
---      arguments packed once (l_launch.c: plan:raw_loop); 20 000 back-to-back
---      launches a round, microseconds of host wall time per launch, the median
---      of 5 rounds (the GPU work is nil, so the queue never fills).
+--      arguments packed once (l_launch.c: plan:raw_loop): microseconds of host
+--      wall time per launch in pairs of blocks of 1 000 back-to-back launches,
+--      ours and raw in alternating order; the median of each side's blocks and
+--      the median of the pairs' differences, which the target is read on (the
+--      host drifts by 0.3 us over a run; a pair's two blocks share it). The
+--      GPU work is nil, so the queue never fills.
 --   2. A CUDA graph of 100 launches of the 1-argument kernel (tl.graph),
 --      replayed: wall time per kernel until the GPU is done, against the same
 --      100 launches made one by one (k:launch) and then waited for.
 --   3. The exported launch function (tl.export) of each kernel, from a C
 --      timing host this bench writes and builds with the system's cc, against
---      a raw cuLaunchKernel from the same host (skipped without cc).
+--      a raw cuLaunchKernel from the same host, paired the same way (skipped without cc).
 --
 -- Each row says the target it is read against (k:launch and the exported
 -- functions within 0.5 and 0.2 us of raw, a replayed graph at most 1.5 us a
@@ -25,13 +28,16 @@ tl.device.require() -- without a GPU: "SKIP: no GPU" and exit
 
 local N = math.tointeger(tonumber(arg and arg[1] or "") or 20000)
 local ROUNDS = 5
+local BLOCK = math.min(1000, N)            -- launches a block (a pair is a block of each)
+local PAIRS = math.max(5, ROUNDS * N // BLOCK) -- as many launches in all as ROUNDS rounds of N
 local function median(t)
   table.sort(t)
   return t[(#t + 1) // 2]
 end
 
 local info = tl.device.info()
-print(("launch bench: %s, %d launches per round, median of %d rounds"):format(info.name, N, ROUNDS))
+print(("launch bench: %s; k:launch and the exported functions: %d pairs of blocks of %d launches; the graph: %d rounds")
+  :format(info.name, PAIRS, BLOCK, ROUNDS))
 
 -- An empty kernel with n parameters: buffers at odd positions, i32 at even ones
 -- (the 4-argument one: two buffers, an i32 and an f32).
@@ -56,14 +62,16 @@ end
 -- Each row against its peer, and the target the row is read against (the
 -- launch-cost issue's, on an H200): target(ours, peer) -> met, what it says.
 local rows = {}
-local function row(what, ours, peer, peer_name, target)
-  local met, says = target(ours, peer)
-  rows[#rows + 1] = { what, ours, peer, peer_name, says, met and "met" or "NOT met" }
-  print(("%-40s %8.3f us   %-26s %8.3f us   +%.3f us   ratio %.2f   %s: %s"):format(what, ours, peer_name, peer,
-    ours - peer, ours / peer, says, met and "met" or "NOT met"))
+-- difference: the pairs' median difference where the row has pairs (else ours - peer).
+local function row(what, ours, peer, peer_name, target, difference)
+  difference = difference or ours - peer
+  local met, says = target(difference, ours)
+  rows[#rows + 1] = { what, ours, peer, peer_name, difference, says, met and "met" or "NOT met" }
+  print(("%-40s %8.3f us   %-26s %8.3f us   %+.3f us   ratio %.2f   %s: %s"):format(what, ours, peer_name, peer,
+    difference, ours / peer, says, met and "met" or "NOT met"))
 end
-local function within(us) return function(ours, peer) return ours <= peer + us, ("<= peer + %.1f us"):format(us) end end
-local function at_most(us) return function(ours) return ours <= us, ("<= %.1f us"):format(us) end end
+local function within(us) return function(difference) return difference <= us, ("<= peer + %.1f us"):format(us) end end
+local function at_most(us) return function(_, ours) return ours <= us, ("<= %.1f us"):format(us) end end
 
 -- {=== 1. k:launch against raw cuLaunchKernel
 local cases = {}
@@ -74,16 +82,26 @@ for _, n in ipairs { 1, 4, 60 } do
   k:launch(cfg) -- the plan (the fast path from now on)
   tl.device.synchronize()
   local plan = assert(k._plan, "no launch plan")
-  local ours, raw = {}, {}
-  for r = 1, ROUNDS do
+  -- pairs of blocks, ours and raw back to back (in alternating order), so
+  -- that the host's drift over the run (the raw peer moves by 0.3 us within
+  -- a run) falls on both sides of each difference; the row reads the median
+  -- of the blocks of each and the median of the pairs' differences
+  local ours, raw, diff = {}, {}, {}
+  local function ours_block()
     local t0 = core.now()
-    for _ = 1, N do k:launch(cfg) end
-    ours[r] = (core.now() - t0) / N * 1e6
+    for _ = 1, BLOCK do k:launch(cfg) end
+    local t = (core.now() - t0) / BLOCK * 1e6
     tl.device.synchronize()
-    raw[r] = plan:raw_loop(N, 1, args) / N * 1e6
+    return t
+  end
+  local function raw_block() return plan:raw_loop(BLOCK, 1, args) / BLOCK * 1e6 end
+  for r = 1, PAIRS do
+    if r % 2 == 1 then ours[r] = ours_block(); raw[r] = raw_block()
+    else raw[r] = raw_block(); ours[r] = ours_block() end
+    diff[r] = ours[r] - raw[r]
   end
   row(("k:launch, %d argument%s"):format(n, n > 1 and "s" or ""), median(ours), median(raw), "raw cuLaunchKernel",
-    within(0.5))
+    within(0.5), median(diff))
   cases[#cases + 1] = { n = n, k = k, args = args }
 end
 -- }===
@@ -151,14 +169,17 @@ int main(int argc, char **argv) {
     h[#h + 1] = ("  {\n%s\n  void *p[] = {%s};\n  CUfunction f;\n  CHECK(tilua_kernel_load(&empty%d_kernel, &f));"):format(
       table.concat(decl, "\n"), table.concat(ptrs, ", "), c.n)
     h[#h + 1] = ("  CHECK(empty%d_launch(0, one, %s));\n  CHECK(d->cuCtxSynchronize());"):format(c.n, table.concat(call, ", "))
-    h[#h + 1] = ("  double ex[%d], raw[%d];\n  for (int r = 0; r < %d; r++) {"):format(ROUNDS, ROUNDS, ROUNDS)
-    h[#h + 1] = ("    double t0 = now();\n    for (long i = 0; i < n; i++) CHECK(empty%d_launch(0, one, %s));"):format(
-      c.n, table.concat(call, ", "))
-    h[#h + 1] = "    ex[r] = (now() - t0) / (double)n * 1e6;\n    CHECK(d->cuCtxSynchronize());"
-    h[#h + 1] = "    t0 = now();\n    for (long i = 0; i < n; i++) CHECK(d->cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, p, NULL));"
-    h[#h + 1] = "    raw[r] = (now() - t0) / (double)n * 1e6;\n    CHECK(d->cuCtxSynchronize());\n  }"
-    h[#h + 1] = ("  qsort(ex, %d, sizeof ex[0], cmp);\n  qsort(raw, %d, sizeof raw[0], cmp);"):format(ROUNDS, ROUNDS)
-    h[#h + 1] = ('  printf("exported %d %%.4f %%.4f\\n", ex[%d], raw[%d]);\n  }'):format(c.n, ROUNDS // 2, ROUNDS // 2)
+    h[#h + 1] = ("  double ex[%d], raw[%d], diff[%d];\n  for (int r = 0; r < %d; r++) {"):format(PAIRS, PAIRS, PAIRS, PAIRS)
+    h[#h + 1] = "   for (int side = 0; side < 2; side++) {\n    double t0 = now();\n    if ((side == 0) == (r % 2 == 0)) {"
+    h[#h + 1] = ("    for (long i = 0; i < n; i++) CHECK(empty%d_launch(0, one, %s));"):format(c.n, table.concat(call, ", "))
+    h[#h + 1] = "    ex[r] = (now() - t0) / (double)n * 1e6;\n    } else {"
+    h[#h + 1] = "    for (long i = 0; i < n; i++) CHECK(d->cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, p, NULL));"
+    h[#h + 1] = "    raw[r] = (now() - t0) / (double)n * 1e6;\n    }\n    CHECK(d->cuCtxSynchronize());\n   }"
+    h[#h + 1] = "    diff[r] = ex[r] - raw[r];\n  }"
+    h[#h + 1] = ("  qsort(ex, %d, sizeof ex[0], cmp);\n  qsort(raw, %d, sizeof raw[0], cmp);\n  qsort(diff, %d, sizeof diff[0], cmp);")
+      :format(PAIRS, PAIRS, PAIRS)
+    h[#h + 1] = ('  printf("exported %d %%.4f %%.4f %%.4f\\n", ex[%d], raw[%d], diff[%d]);\n  }'):format(c.n, PAIRS // 2,
+      PAIRS // 2, PAIRS // 2)
   end
   h[#h + 1] = "  return 0;\n}"
   return table.concat(h, "\n") .. "\n"
@@ -181,12 +202,12 @@ do
   if not ok then
     print(("exported launches: not measured (%s could not build the timing host: %s/cc.log)"):format(cc, dir))
   else
-    local p = assert(io.popen(("'%s' %d"):format(exe, N)))
+    local p = assert(io.popen(("'%s' %d"):format(exe, BLOCK)))
     for line in p:lines() do
-      local n, ex, raw = line:match "^exported (%d+) ([%d.]+) ([%d.]+)$"
+      local n, ex, raw, diff = line:match "^exported (%d+) ([%d.]+) ([%d.]+) ([%d.e+-]+)$"
       if n then
         row(("exported empty%d_launch, %d argument%s"):format(n, n, n ~= "1" and "s" or ""), tonumber(ex), tonumber(raw),
-          "raw cuLaunchKernel (C)", within(0.2))
+          "raw cuLaunchKernel (C)", within(0.2), tonumber(diff))
       else
         print(line)
       end
@@ -199,6 +220,6 @@ end
 print("\n| launch | us | peer | us | difference (us) | ratio | target | |")
 print("|---|---|---|---|---|---|---|---|")
 for _, r in ipairs(rows) do
-  print(("| %s | %.3f | %s | %.3f | %+.3f | %.2f | %s | %s |"):format(r[1], r[2], r[4], r[3], r[2] - r[3], r[2] / r[3],
-    r[5], r[6]))
+  print(("| %s | %.3f | %s | %.3f | %+.3f | %.2f | %s | %s |"):format(r[1], r[2], r[4], r[3], r[5], r[2] / r[3],
+    r[6], r[7]))
 end

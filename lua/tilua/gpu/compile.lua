@@ -347,7 +347,7 @@ function Kernel:compile(pipeline)
     if hit then
       tl.last_stages, tl.last_check = copy_stages(hit.stages, true), hit.check
       self.lowered, self.ptx = hit.lowered, hit.ptx
-      self._fn = nil
+      self._fn, self._plan = nil, nil -- (k._plan is nil or the plan of k._fn: l_launch.c)
       stage_hook(tl.last_stages, hit.lowered, hit.ptx)
       if tl.options.compiled_hook then tl.options.compiled_hook(self) end
       return hit.ptx
@@ -369,7 +369,7 @@ function Kernel:compile(pipeline)
   local stages = tl.last_stages
   stages[#stages + 1] = { name = "emit-ptx", index = #stages, ms = (os.clock() - t0) * 1e3, changed = true, ir = ptx }
   self.lowered, self.ptx = m, ptx
-  self._fn = nil
+  self._fn, self._plan = nil, nil -- (k._plan is nil or the plan of k._fn: l_launch.c)
   if cache then
     local limit = math.type(tl.options.compile_cache) == "integer" and tl.options.compile_cache or CACHE_DEFAULT
     cache_put(cache, key, { ptx = ptx, lowered = m, stages = copy_stages(stages, nil), check = tl.last_check }, limit)

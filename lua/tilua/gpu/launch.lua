@@ -158,7 +158,7 @@ do -- (the module's definitions; an indented block)
       k._module, k._fn, k._plan, k._plan_for = e.module, e.fn, e.plan, e.plan_for
     else
       k._module = core.module_load(k.ptx, dev)
-      k._fn = k._module:func(k.name)
+      k._fn, k._plan, k._plan_for = k._module:func(k.name), nil, nil
     end
     k._dev = dev
   end
