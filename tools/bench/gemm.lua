@@ -55,6 +55,12 @@ local FORMS = {
   { bm = 256, bn = 128, cluster = { 2, 1 } },
   { bm = 64, bn = 128, wgs = 1 },                 -- few rows (decode-sized M)
   { bm = 64, bn = 64, wgs = 1 },                  -- few rows, twice the CTAs
+  -- decode-sized M (at most 64 rows): A and B swapped, B's rows on wgmma's
+  -- 64-row side, M rounded up to 8 on its N side; StreamK spreads B's k blocks
+  -- over every SM, so that all of them stream the weights
+  { swap_ab = true, schedule = "streamk" },       -- 64 rows of B a tile
+  { swap_ab = true, bm = 128, schedule = "streamk" },
+  { swap_ab = true, bm = 128 },                   -- persistent, whole tiles
   { bn = 256, schedule = "streamk" },
   { bn = 128, schedule = "streamk" },
   { bn = 128, schedule = "splitk", splits = 2 },
@@ -67,13 +73,14 @@ local function form_name(c)
   local o = { m = 1024, n = 1024, k = 1024 }
   for key, v in pairs(c) do o[key] = v end
   local cf = tl.gemm.config(o) -- the tile the defaults give
-  local parts = { ("%dx%d"):format(cf.bm, cf.bn) }
+  local parts = { c.swap_ab and ("swap_ab %dxM"):format(cf.bm) or ("%dx%d"):format(cf.bm, cf.bn) }
   if c.consumers then parts[#parts + 1] = c.consumers end
   if c.cluster then parts[#parts + 1] = ("c%dx%d"):format(c.cluster[1], c.cluster[2]) end
   if c.schedule then parts[#parts + 1] = c.schedule .. (c.splits and c.splits or "") end
   return table.concat(parts, " ")
 end
-local function dynamic(c) return c.schedule ~= "streamk" and c.schedule ~= "splitk" end
+-- (swap_ab: the tile's N side is M rounded up, so built per shape too)
+local function dynamic(c) return c.schedule ~= "streamk" and c.schedule ~= "splitk" and not c.swap_ab end
 
 -- One built GEMM per dynamic form and dtype (serving every shape), one per
 -- shape for the others.
@@ -233,6 +240,7 @@ local function candidates_for(m, n, k, dt, in_sweep)
       if c.cluster then use = m >= 1024 and n >= 1024 end
       if m <= 128 and (c.consumers or (c.bm or 128) > 128) then use = false end
     end
+    if c.swap_ab then use = m <= 64 end                                     -- (in the sweep too)
     if use then list[#list + 1] = c end
   end
   if in_sweep and small then list[#list + 1] = SWEEP_SPLITK end
