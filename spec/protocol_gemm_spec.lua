@@ -187,6 +187,7 @@ describe("the stdlib GEMM on the emulator", function()
       { 33, 136, 200, { schedule = "streamk", sms = 3, bm = 128, wgs = 1 } },
       { 64, 128, 136, { schedule = "data_parallel", bm = 128 } },               -- two warpgroups of 64 rows
       { 16, 72, 64, { schedule = "data_parallel", bn = 8 } },                   -- two tiles along M
+      { 33, 200, 136, { schedule = "persistent", sms = 2, cluster = 2, bn = 48 } }, -- A's rows multicast to 2 CTAs
     }
     for i, s in ipairs(cases) do
       local M, N, K = s[1], s[2], s[3]
@@ -222,8 +223,10 @@ describe("the stdlib GEMM on the emulator", function()
     end
     assert.error_matches(function() tl.gemm.build { m = 16, n = 128, k = 128, swap_ab = true, bn = 12 } end,
       "with swap_ab, bn %(rows of A a tile%) must be a multiple of 8 from 8 to 256")
-    assert.error_matches(function() tl.gemm.build { m = 16, n = 128, k = 128, swap_ab = true, cluster = 2 } end,
-      "swap_ab needs cooperative consumers, no cluster and K%-major A and B")
+    assert.error_matches(function() tl.gemm.build { m = 16, n = 128, k = 128, swap_ab = true, consumers = "pingpong" } end,
+      "swap_ab needs cooperative consumers and K%-major A and B")
+    assert.error_matches(function() tl.gemm.build { m = 16, n = 128, k = 128, swap_ab = true, cluster = 4, bn = 16 } end,
+      "with swap_ab, a cluster is cm x 1 CTAs that share A's rows, bn / cm a multiple of 8")
   end)
 
   it("needs the swizzle; an accumulator read before its wgmma_wait is an error", function()

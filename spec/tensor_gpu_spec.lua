@@ -123,6 +123,8 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 33, n = 1032, k = 2056, swap_ab = true, bm = 128, wgs = 1, schedule = "streamk" },
     { m = 64, n = 776, k = 296, swap_ab = true, bm = 256, alpha = 0.5, beta = 2, bias = true, activation = "relu" },
     { m = 40, n = 1000, k = 1000, swap_ab = true, bn = 16, schedule = "data_parallel" }, -- three tiles along M
+    { m = 64, n = 4104, k = 1032, swap_ab = true, bm = 128, cluster = 2 },  -- A's rows multicast to a cluster of 2
+    { m = 16, n = 1000, k = 520, swap_ab = true, cluster = 2, schedule = "data_parallel" },
   }
   for _, o in ipairs(cases) do
     local extra = {}

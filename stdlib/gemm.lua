@@ -53,8 +53,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- wgmma and the GEMM streams B's weights: bm rows of B a tile, deep rings.
   local function swap_ab_cfg(c)
     if c.swap_ab ~= true then raise("gemm.build: swap_ab must be true or nil") end
-    if c.consumers ~= "cooperative" or (c.cluster or 1) ~= 1 or (c.a_major or "k") ~= "k" or (c.b_major or "k") ~= "k" then
-      raise("gemm.build: swap_ab needs cooperative consumers, no cluster and K-major A and B")
+    if c.consumers ~= "cooperative" or (c.a_major or "k") ~= "k" or (c.b_major or "k") ~= "k" then
+      raise("gemm.build: swap_ab needs cooperative consumers and K-major A and B")
     end
     c.bn = c.bn or math.min(64, (c.m + 7) // 8 * 8)
     if math.type(c.bn) ~= "integer" or c.bn % 8 ~= 0 or c.bn < 8 or c.bn > 256 then
@@ -147,6 +147,11 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     end
     if c.cm * c.cn > 4 then raise("gemm.build: a cluster of at most 4 CTAs") end
     c.cluster = c.cm * c.cn
+    -- swapped: a cluster column shares (multicasts) its stage of A, a share of
+    -- whole 8-row groups (the swizzle atom) for each CTA
+    if c.swap_ab and (c.cn > 1 or (c.bn // c.cm) % 8 ~= 0) then
+      raise("gemm.build: with swap_ab, a cluster is cm x 1 CTAs that share A's rows, bn / cm a multiple of 8")
+    end
     c.schedule = c.schedule or "persistent"
     if c.schedule == "splitk" then -- split-K over the StreamK scheduler: `splits` pieces of K per tile
       c.schedule, c.decomposition = "streamk", "split_k"
