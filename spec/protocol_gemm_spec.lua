@@ -131,6 +131,7 @@ describe("the stdlib GEMM on the emulator", function()
     { bm = 320 },                                                 -- two warpgroups of 2 and 3 slices
     { consumers = "pingpong", bm = 64 },                          -- a 64-row tile per warpgroup
     { epi = 64 },                                                 -- 64 x 64 epilogue sub-tiles, 128-byte swizzle
+    { bk = 128, cluster = 2 },                                    -- k blocks of two boxes (two 128-byte rows of K)
   }
   for _, v in ipairs(variants) do
     local name = {}
@@ -188,6 +189,7 @@ describe("the stdlib GEMM on the emulator", function()
       { 64, 128, 136, { schedule = "data_parallel", bm = 128 } },               -- two warpgroups of 64 rows
       { 16, 72, 64, { schedule = "data_parallel", bn = 8 } },                   -- two tiles along M
       { 33, 200, 136, { schedule = "persistent", sms = 2, cluster = 2, bn = 48 } }, -- A's rows multicast to 2 CTAs
+      { 16, 136, 200, { schedule = "streamk", sms = 3, bk = 128 } },            -- k blocks of two 128-byte rows
     }
     for i, s in ipairs(cases) do
       local M, N, K = s[1], s[2], s[3]

@@ -125,10 +125,12 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 40, n = 1000, k = 1000, swap_ab = true, bn = 16, schedule = "data_parallel" }, -- three tiles along M
     { m = 64, n = 4104, k = 1032, swap_ab = true, bm = 128, cluster = 2 },  -- A's rows multicast to a cluster of 2
     { m = 16, n = 1000, k = 520, swap_ab = true, cluster = 2, schedule = "data_parallel" },
+    { m = 16, n = 4104, k = 4104, swap_ab = true, bk = 128, schedule = "streamk" }, -- k blocks of two 128-byte rows
+    { m = 1000, n = 1032, k = 520, bn = 128, bk = 128 },
   }
   for _, o in ipairs(cases) do
     local extra = {}
-    for _, key in ipairs { "bm", "bn", "schedule", "consumers", "cluster", "a_major", "dtype", "epi", "alpha", "swap_ab" } do
+    for _, key in ipairs { "bm", "bn", "schedule", "consumers", "cluster", "a_major", "dtype", "epi", "alpha", "swap_ab", "bk" } do
       local v = o[key]
       if v then extra[#extra + 1] = key .. "=" .. (type(v) == "table" and table.concat(v, "x") or tostring(v)) end
     end

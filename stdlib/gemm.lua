@@ -79,7 +79,14 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     if c.out ~= "bf16" and c.out ~= "f16" then raise("gemm.build: out must be bf16 or f16") end
     c.fp8 = c.dtype == "e4m3" or c.dtype == "e5m2"
     c.ebytes = c.fp8 and 1 or 2
-    c.bk = c.bk or (128 // c.ebytes) -- one 128-byte swizzle row of K
+    -- a k block: bk = kb 128-byte swizzle rows of K (kw elements each), loaded
+    -- as kb boxes into kb swizzled sub-stages (more bytes a row a stage: K-major only)
+    c.kw = 128 // c.ebytes
+    c.bk = c.bk or c.kw
+    if math.type(c.bk) ~= "integer" or c.bk < c.kw or c.bk % c.kw ~= 0 or c.bk > 4 * c.kw then
+      raise(("gemm.build: bk must be %d, %d, %d or %d (whole 128-byte rows of K)"):format(c.kw, 2 * c.kw, 3 * c.kw, 4 * c.kw))
+    end
+    c.kb = c.bk // c.kw
     c.kstep = c.fp8 and 32 or 16
     c.consumers = c.consumers or "cooperative"
     if c.consumers ~= "cooperative" and c.consumers ~= "pingpong" then
@@ -135,6 +142,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     end
     c.a_major, c.b_major = c.a_major or "k", c.b_major or "k"
     if c.fp8 and (c.a_major ~= "k" or c.b_major ~= "k") then raise("gemm.build: fp8 operands must be K-major (wgmma cannot transpose them)") end
+    if c.kb > 1 and (c.a_major ~= "k" or c.b_major ~= "k") then raise("gemm.build: bk above one 128-byte row needs K-major A and B") end
     -- a cluster of cm x cn CTAs (cluster = n: n x 1): the cm CTAs along M of
     -- a cluster column share (multicast) their B tile, the cn along N of a row
     -- their A tile
@@ -199,8 +207,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- Tensor-map boxes (outermost first) of the operands as stored.
   local function boxes(c)
     -- K-major A: a box of at most 256 rows (TMA's limit), bm / abox_rows boxes per stage (cluster: one share each)
-    local a = c.a_major == "k" and { c.bm // c.cn // c.aboxes, c.bk } or { c.bk, 64 } -- M-major: bm / 64 boxes per stage
-    local b = c.b_major == "k" and { c.bn // c.cm, c.bk } or { c.bk, 64 } -- N-major: bn / 64 boxes per stage
+    local a = c.a_major == "k" and { c.bm // c.cn // c.aboxes, c.kw } or { c.bk, 64 } -- M-major: bm / 64 boxes per stage
+    local b = c.b_major == "k" and { c.bn // c.cm, c.kw } or { c.bk, 64 } -- N-major: bn / 64 boxes per stage
     if c.swap_ab then return b, a, nil end -- A's rows fill the bn side, B's the bm side; D: a pointer
     return a, b, { 64, c.epi }
   end
@@ -247,8 +255,9 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     if c.swap_ab then G.rows_map, G.cols_map = p.B, p.A end
     -- one ring of S stages; the epilogue's staging: two 64 x EC sub-tiles per
     -- consumer warpgroup, swizzled like the D map
-    G.sA = k:shared(ein, { S, TM, BK }, { align = 1024, swizzle = 128 })
-    G.sB = k:shared(ein, { S, BN, BK }, { align = 1024, swizzle = 128 })
+    -- (stage s, 128-byte column j of K: sub-stage s * kb + j)
+    G.sA = k:shared(ein, { S * c.kb, TM, c.kw }, { align = 1024, swizzle = 128 })
+    G.sB = k:shared(ein, { S * c.kb, BN, c.kw }, { align = 1024, swizzle = 128 })
     G.sD = not c.swap_ab and k:shared(eout, { WG, 2, 64, EC }, { align = 1024, swizzle = 2 * EC }) or nil
     -- cooperative: every consumer warp releases every stage; ping-pong: a
     -- stage holds one warpgroup's tile and that warpgroup releases it; a
@@ -293,26 +302,37 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     M.tile_loop(tl, scheduler(G):work(G.c.cluster > 1 and tl.cluster_id() or tl.block_id()), cursors, bodies)
   end
 
+  -- The sub-stage of stage s that holds the 128-byte column j of its k block
+  -- (one a stage: the stage itself).
+  local function sub(G, s, j)
+    if G.c.kb == 1 then return s end
+    return s * G.c.kb + j
+  end
+
   -- The loads of one k block into stage s (barrier `full`) of the tile at (m0, n0):
   -- a cluster's CTAs each load a share and multicast it along their row (A) or column (B).
   local function load_stage(G, s, full, m0, n0, k0, row_mask)
     local c, sA, sB = G.c, G.sA, G.sB
     local p = { A = G.rows_map, B = G.cols_map }
-    local TM, BN, CM, CN, rm, rn = c.bm, c.bn, c.cm, c.cn, G.rm, G.rn
+    local TM, BN, CM, CN, rm, rn, KB, KW = c.bm, c.bn, c.cm, c.cn, G.rm, G.rn, c.kb, c.kw
     if CN > 1 then -- this CTA's share of A, to the CTAs of its row
       local h = rn * (TM // CN)
-      tl.tma_load(sA:ptr(s, h), p.A, full, { m0 + h, k0 }, { multicast = row_mask << rm })
+      for j = 0, KB - 1 do tl.tma_load(sA:ptr(sub(G, s, j), h), p.A, full, { m0 + h, k0 + j * KW }, { multicast = row_mask << rm }) end
     elseif c.a_major == "k" then
       local rows = TM // c.aboxes
-      for h = 0, c.aboxes - 1 do tl.tma_load(sA:ptr(s, h * rows), p.A, full, { m0 + h * rows, k0 }) end
+      for j = 0, KB - 1 do
+        for h = 0, c.aboxes - 1 do tl.tma_load(sA:ptr(sub(G, s, j), h * rows), p.A, full, { m0 + h * rows, k0 + j * KW }) end
+      end
     else
       for h = 0, TM // 64 - 1 do tl.tma_load(sA:ptr(s, h * 64), p.A, full, { k0, m0 + h * 64 }) end
     end
     if CM > 1 then -- this CTA's share of B, to the CTAs of its column
       local h = rm * (BN // CM)
-      tl.tma_load(sB:ptr(s, h), p.B, full, { n0 + h, k0 }, { multicast = ((1 << CM) - 1) << (rn * CM) })
+      for j = 0, KB - 1 do
+        tl.tma_load(sB:ptr(sub(G, s, j), h), p.B, full, { n0 + h, k0 + j * KW }, { multicast = ((1 << CM) - 1) << (rn * CM) })
+      end
     elseif c.b_major == "k" then
-      tl.tma_load(sB:ptr(s), p.B, full, { n0, k0 })
+      for j = 0, KB - 1 do tl.tma_load(sB:ptr(sub(G, s, j)), p.B, full, { n0, k0 + j * KW }) end
     else
       for h = 0, BN // 64 - 1 do tl.tma_load(sB:ptr(s, h * 64), p.B, full, { k0, n0 + h * 64 }) end
     end
@@ -368,14 +388,16 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   local function desc_a(G, s, r, kk)
     local c = G.c
     if c.a_major == "k" then
-      return tl.wgmma_desc(G.sA:ptr(s, r, kk * c.kstep), { swizzle = 128, sbo = 1024 })
+      local per = c.kw // c.kstep -- k steps a 128-byte row
+      return tl.wgmma_desc(G.sA:ptr(sub(G, s, kk // per), r, kk % per * c.kstep), { swizzle = 128, sbo = 1024 })
     end
     return tl.wgmma_desc(G.sA:ptr(s, r // 64 * 64 + kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
   end
   local function desc_b(G, s, kk)
     local c = G.c
     if c.b_major == "k" then
-      return tl.wgmma_desc(G.sB:ptr(s, 0, kk * c.kstep), { swizzle = 128, sbo = 1024 })
+      local per = c.kw // c.kstep
+      return tl.wgmma_desc(G.sB:ptr(sub(G, s, kk // per), 0, kk % per * c.kstep), { swizzle = 128, sbo = 1024 })
     end
     return tl.wgmma_desc(G.sB:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
   end

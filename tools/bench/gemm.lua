@@ -62,9 +62,11 @@ local FORMS = {
   -- 64-row side, M rounded up to 8 on its N side; StreamK spreads B's k blocks
   -- over every SM, so that all of them stream the weights
   { swap_ab = true, schedule = "streamk" },       -- 64 rows of B a tile
+  { swap_ab = true, schedule = "streamk", bk = 128 }, -- 256 bytes of each row of B a stage
   { swap_ab = true, bm = 128, schedule = "streamk" },
   { swap_ab = true, bm = 128 },                   -- persistent, whole tiles
   { swap_ab = true, bm = 128, schedule = "splitk" }, -- (K split in SMs / tiles)
+  { swap_ab = true, bm = 128, cluster = { 2, 1 } }, -- A's rows multicast to 2 CTAs (more than 16 rows)
   { bn = 256, schedule = "streamk" },
   { bn = 128, schedule = "streamk" },
   { bn = 128, schedule = "splitk", splits = 2 },
@@ -81,6 +83,7 @@ local function form_name(c)
   if c.consumers then parts[#parts + 1] = c.consumers end
   if c.cluster then parts[#parts + 1] = ("c%dx%d"):format(c.cluster[1], c.cluster[2]) end
   if c.schedule then parts[#parts + 1] = c.schedule .. (c.splits and c.splits or "") end
+  if c.bk then parts[#parts + 1] = "bk" .. c.bk end
   return table.concat(parts, " ")
 end
 -- (swap_ab: the tile's N side is M rounded up, so built per shape too)
@@ -246,10 +249,11 @@ local function candidates_for(m, n, k, dt, in_sweep)
     end
     -- a few hundred rows: few tiles (512 x 4096 at 128 x 256: 64 tiles on 132 SMs), StreamK spreads their k blocks
     if in_sweep and c.schedule == "streamk" and m > 128 and m <= 512 then use = true end
-    if c.swap_ab then use = m <= 64 end                                     -- (in the sweep too)
-    -- at most 64 rows the sweep takes the 64-row and the swapped forms only
-    -- (128-row tiles waste half of each wgmma or more and never led there)
-    if in_sweep and m <= 64 and not c.swap_ab and c.bm ~= 64 then use = false end
+    if c.swap_ab then use = m <= 64 and (not c.cluster or m > 16) end       -- (in the sweep too)
+    -- at most 64 rows the sweep takes the swapped forms, and from 33 rows the
+    -- 64-row ones (128-row tiles waste half of each wgmma or more and never
+    -- led there; the 64-row ones led only at 64 rows, H200 2026-11-29)
+    if in_sweep and m <= 64 and not c.swap_ab and (c.bm ~= 64 or m <= 32) then use = false end
     if use then list[#list + 1] = c end
   end
   if in_sweep and small and m > 64 then list[#list + 1] = SWEEP_SPLITK end
