@@ -60,13 +60,15 @@ local FORMS = {
   { bm = 64, bn = 64, wgs = 1 },                  -- few rows, twice the CTAs
   -- decode-sized M (at most 64 rows): A and B swapped, B's rows on wgmma's
   -- 64-row side, M rounded up to 8 on its N side; StreamK spreads B's k blocks
-  -- over every SM, so that all of them stream the weights
+  -- over every SM, so that all of them stream the weights. Each led some of
+  -- the decode rows on an H200 (docs/PERF.md); a cluster of 2 sharing A's
+  -- rows led none (0.78 against StreamK's 0.86 at 64 x 10240 x 8192)
   { swap_ab = true, schedule = "streamk" },       -- 64 rows of B a tile
   { swap_ab = true, schedule = "streamk", bk = 128 }, -- 256 bytes of each row of B a stage
   { swap_ab = true, bm = 128, schedule = "streamk" },
-  { swap_ab = true, bm = 128 },                   -- persistent, whole tiles
+  { swap_ab = true },                             -- persistent, whole tiles of 64 rows
+  { swap_ab = true, bm = 128 },                   -- persistent, whole tiles of 128 rows
   { swap_ab = true, bm = 128, schedule = "splitk" }, -- (K split in SMs / tiles)
-  { swap_ab = true, bm = 128, cluster = { 2, 1 } }, -- A's rows multicast to 2 CTAs (more than 16 rows)
   { bn = 256, schedule = "streamk" },
   { bn = 128, schedule = "streamk" },
   { bn = 128, schedule = "splitk", splits = 2 },
@@ -249,7 +251,7 @@ local function candidates_for(m, n, k, dt, in_sweep)
     end
     -- a few hundred rows: few tiles (512 x 4096 at 128 x 256: 64 tiles on 132 SMs), StreamK spreads their k blocks
     if in_sweep and c.schedule == "streamk" and m > 128 and m <= 512 then use = true end
-    if c.swap_ab then use = m <= 64 and (not c.cluster or m > 16) end       -- (in the sweep too)
+    if c.swap_ab then use = m <= 64 end                                     -- (in the sweep too)
     -- at most 64 rows the sweep takes the swapped forms, and from 33 rows the
     -- 64-row ones (128-row tiles waste half of each wgmma or more and never
     -- led there; the 64-row ones led only at 64 rows, H200 2026-11-29)
