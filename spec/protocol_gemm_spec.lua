@@ -190,6 +190,7 @@ describe("the stdlib GEMM on the emulator", function()
       { 16, 72, 64, { schedule = "data_parallel", bn = 8 } },                   -- two tiles along M
       { 33, 200, 136, { schedule = "persistent", sms = 2, cluster = 2, bn = 48 } }, -- A's rows multicast to 2 CTAs
       { 16, 136, 200, { schedule = "streamk", sms = 3, bk = 128 } },            -- k blocks of two 128-byte rows
+      { 7, 72, 392, { schedule = "data_parallel", bk = 192 } },                -- three rows, the last block past K
     }
     for i, s in ipairs(cases) do
       local M, N, K = s[1], s[2], s[3]

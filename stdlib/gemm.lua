@@ -26,7 +26,9 @@
 --                       tile's mainloop overlaps them).
 -- Shapes that are not multiples of the tile are handled by TMA (out-of-bounds
 -- loads read zeros, stores are clipped). Column-major operands (a_major = "m",
--- b_major = "n") use MN-major descriptors (16-bit types only).
+-- b_major = "n") use MN-major descriptors (16-bit types only). swap_ab = true
+-- (a decode step's few rows of A): the same kernel with the operands' roles
+-- exchanged, D^T = B . A^T, each tile stored transposed from the registers.
 local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
 
 -- tl.gemm's module: the Gemm objects, and the GEMM's pieces by name (M.mainloop,
