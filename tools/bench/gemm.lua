@@ -249,8 +249,6 @@ local function candidates_for(m, n, k, dt, in_sweep)
       if c.cluster then use = m >= 1024 and n >= 1024 end
       if m <= 128 and (c.consumers or (c.bm or 128) > 128) then use = false end
     end
-    -- a few hundred rows: few tiles (512 x 4096 at 128 x 256: 64 tiles on 132 SMs), StreamK spreads their k blocks
-    if in_sweep and c.schedule == "streamk" and m > 128 and m <= 512 then use = true end
     if c.swap_ab then use = m <= 64 end                                     -- (in the sweep too)
     -- at most 64 rows the sweep takes the swapped forms, and from 33 rows the
     -- 64-row ones (128-row tiles waste half of each wgmma or more and never
