@@ -4,7 +4,7 @@
 -- warpgroups over one shared ring, tiles of 256 rows (two 64-row slices a
 -- warpgroup), 192 rows (three warpgroups) and 320 rows (warpgroups of two and
 -- three slices), 64-wide epilogue sub-tiles, split-K and StreamK on those
--- tiles. Each is built, compiled and assembled with ptxas; on a GPU it runs on
+-- tiles, and the swapped form for a few rows of A (swap_ab: 33 rows). Each is built, compiled and assembled with ptxas; on a GPU it runs on
 -- fresh random data of a ragged shape (no dimension a multiple of its tile)
 -- and is checked against a plain tilua reference kernel and sampled CPU dot
 -- products.
@@ -29,6 +29,9 @@ local FORMS = {
   { name = "epi_64", bm = 256, bn = 128, epi = 64, cluster = { 1, 2 } },
   { name = "splitk_256x128", bm = 256, bn = 128, schedule = "splitk", splits = 3 },
   { name = "streamk_320x128", bm = 320, bn = 128, schedule = "streamk" },
+  -- decode-sized M: A and B swapped (B's rows on wgmma's 64-row side), tiles stored transposed
+  { name = "swap_ab", swap_ab = true, bm = 128 },
+  { name = "swap_ab_streamk", swap_ab = true, schedule = "streamk" },
 }
 local only
 for _, a in ipairs(... ~= "--library" and arg or {}) do
@@ -47,11 +50,12 @@ end
 -- tiles; for a grid request g about g tiles; else about 4 waves of 2 x 3. None
 -- a multiple of the tile (rows of D and the K-major operands: 16-byte multiples).
 local function shape(f, c)
-  local bm, bn = f.bm or 128, f.bn or 256
+  local bm, bn = f.bm or (f.swap_ab and 64) or 128, f.bn or 256
   local tiles = c.grid or (c.small and 6 or 24)
   local tn = math.max(1, math.floor(math.sqrt(tiles)))
   local tm = (tiles + tn - 1) // tn
   local k = c.small and 136 or (f.schedule and 2056 or 520)
+  if f.swap_ab then return { m = 33, n = tiles * bm - 24, k = k } end -- tiles of bm rows of B
   return { m = tm * bm - 13, n = tn * bn - 24, k = k }
 end
 

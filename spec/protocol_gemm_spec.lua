@@ -131,6 +131,7 @@ describe("the stdlib GEMM on the emulator", function()
     { bm = 320 },                                                 -- two warpgroups of 2 and 3 slices
     { consumers = "pingpong", bm = 64 },                          -- a 64-row tile per warpgroup
     { epi = 64 },                                                 -- 64 x 64 epilogue sub-tiles, 128-byte swizzle
+    { bk = 128, cluster = 2 },                                    -- k blocks of two boxes (two 128-byte rows of K)
   }
   for _, v in ipairs(variants) do
     local name = {}
@@ -173,6 +174,62 @@ describe("the stdlib GEMM on the emulator", function()
       assert.error_matches(function() tl.gemm.build { m = 128, n = 128, k = 128 }:shaped { m = 64 } end,
         "built for 128x128x128, not 64x128x128")
     end
+  end)
+
+  -- the swapped form (swap_ab): D^T = B . A^T, B's rows on wgmma's 64-row side,
+  -- A's few rows on its N side (8 to 64 of them), each tile stored transposed
+  -- through the pointer D; ragged M, N and K, the schedules a decode-sized GEMM
+  -- takes (split-K and StreamK through the workspace), a dynamic kernel
+  it("matches the reference with A and B swapped (swap_ab) on ragged shapes, at both levels", function()
+    local cases = {
+      { 1, 136, 72, { schedule = "data_parallel" } },
+      { 7, 200, 136, { schedule = "persistent", sms = 2, stages = 3 } },
+      { 16, 72, 256, { schedule = "splitk", splits = 3, sms = 4 } },
+      { 33, 136, 200, { schedule = "streamk", sms = 3, bm = 128, wgs = 1 } },
+      { 64, 128, 136, { schedule = "data_parallel", bm = 128 } },               -- two warpgroups of 64 rows
+      { 16, 72, 64, { schedule = "data_parallel", bn = 8 } },                   -- two tiles along M
+      { 33, 200, 136, { schedule = "persistent", sms = 2, cluster = 2, bn = 48 } }, -- A's rows multicast to 2 CTAs
+      { 16, 136, 200, { schedule = "streamk", sms = 3, bk = 128 } },            -- k blocks of two 128-byte rows
+      { 7, 72, 392, { schedule = "data_parallel", bk = 192 } },                -- three rows, the last block past K
+    }
+    for i, s in ipairs(cases) do
+      local M, N, K = s[1], s[2], s[3]
+      local cfg = { m = M, n = N, k = K, swap_ab = true }
+      for key, x in pairs(s[4]) do cfg[key] = x end
+      local g = tl.gemm.build(cfg)
+      for _, pipeline in ipairs(i == 1 and { "lower-tile-scheduler", "ptx" } or { "lower-tile-scheduler" }) do
+        local k = PH.lowered_gemm(g, pipeline)
+        local A, B, args = inputs(M, N, K, "bf16")
+        args[3] = { bytes = M * N * 2 }
+        if g.workspace_bytes > 0 then args[4] = { bytes = g.workspace_bytes } end
+        local r = tl.emulate(k, { grid = g.grid, args = args, policy = "random", seed = 7 + i })
+        assert(r.ok, r.report)
+        assert.is_true(r.read(3) == reference(A, B, M, N, K, "bf16"), ("%s %dx%dx%d"):format(pipeline, M, N, K))
+      end
+    end
+    local g = tl.gemm.build { m = 16, n = 128, k = 128, swap_ab = true, dynamic = true, stages = 2 }
+    local k = PH.lowered_gemm(g)
+    for _, sh in ipairs { { 5, 72, 136 }, { 16, 200, 64 }, { 40, 64, 72 } } do
+      local M, N, K = sh[1], sh[2], sh[3]
+      local A, B, args = inputs(M, N, K, "bf16")
+      args[3], args[4], args[5], args[6] = { bytes = M * N * 2 }, M, N, K
+      local r = tl.emulate(k, { grid = g:shaped { m = M, n = N, k = K }.grid, args = args, policy = "random", seed = 3 })
+      assert(r.ok, r.report)
+      assert.is_true(r.read(3) == reference(A, B, M, N, K, "bf16"), ("dynamic %dx%dx%d"):format(M, N, K))
+    end
+    -- the sizes the bench runs assemble without a serialized wgmma
+    for _, o in ipairs { { m = 16, n = 6144, k = 4096, schedule = "streamk" }, { m = 1, n = 28672, k = 4096, bm = 128 },
+                         { m = 64, n = 8192, k = 8192, bm = 256, schedule = "splitk" },
+                         { m = 16, n = 4096, k = 4096, dtype = "e4m3", bm = 128, wgs = 1, schedule = "streamk" } } do
+      o.swap_ab = true
+      H.assert_ptxas_fast(tl.gemm.build(o).kernel:compile())
+    end
+    assert.error_matches(function() tl.gemm.build { m = 16, n = 128, k = 128, swap_ab = true, bn = 12 } end,
+      "with swap_ab, bn %(rows of A a tile%) must be a multiple of 8 from 8 to 256")
+    assert.error_matches(function() tl.gemm.build { m = 16, n = 128, k = 128, swap_ab = true, consumers = "pingpong" } end,
+      "swap_ab needs cooperative consumers and K%-major A and B")
+    assert.error_matches(function() tl.gemm.build { m = 16, n = 128, k = 128, swap_ab = true, cluster = 4, bn = 16 } end,
+      "with swap_ab, a cluster is cm x 1 CTAs that share A's rows, bn / cm a multiple of 8")
   end)
 
   it("needs the swizzle; an accumulator read before its wgmma_wait is an error", function()

@@ -115,10 +115,22 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 1240, n = 512, k = 2048, bm = 320, bn = 128, schedule = "streamk" },
     { m = 1000, n = 1000, k = 1000, consumers = "pingpong" },           -- 128x128 a warpgroup, one ring
     { m = 1000, n = 1032, k = 520, bm = 256, bn = 128, cluster = { 1, 2 }, epi = 64 },
+    -- decode-sized M, A and B swapped (swap_ab): B's rows on wgmma's 64-row side,
+    -- M rounded up to 8 on its N side, the tile stored transposed
+    { m = 1, n = 4104, k = 4096, swap_ab = true, schedule = "streamk" },
+    { m = 7, n = 1000, k = 520, swap_ab = true },
+    { m = 16, n = 6144, k = 4096, swap_ab = true, bm = 128, schedule = "splitk" },
+    { m = 33, n = 1032, k = 2056, swap_ab = true, bm = 128, wgs = 1, schedule = "streamk" },
+    { m = 64, n = 776, k = 296, swap_ab = true, bm = 256, alpha = 0.5, beta = 2, bias = true, activation = "relu" },
+    { m = 40, n = 1000, k = 1000, swap_ab = true, bn = 16, schedule = "data_parallel" }, -- three tiles along M
+    { m = 64, n = 4104, k = 1032, swap_ab = true, bm = 128, cluster = 2 },  -- A's rows multicast to a cluster of 2
+    { m = 16, n = 1000, k = 520, swap_ab = true, cluster = 2, schedule = "data_parallel" },
+    { m = 16, n = 4104, k = 4104, swap_ab = true, bk = 128, schedule = "streamk" }, -- k blocks of two 128-byte rows
+    { m = 1000, n = 1032, k = 520, bn = 128, bk = 128 },
   }
   for _, o in ipairs(cases) do
     local extra = {}
-    for _, key in ipairs { "bm", "bn", "schedule", "consumers", "cluster", "a_major", "dtype", "epi", "alpha" } do
+    for _, key in ipairs { "bm", "bn", "schedule", "consumers", "cluster", "a_major", "dtype", "epi", "alpha", "swap_ab", "bk" } do
       local v = o[key]
       if v then extra[#extra + 1] = key .. "=" .. (type(v) == "table" and table.concat(v, "x") or tostring(v)) end
     end
@@ -146,7 +158,7 @@ describe("the GEMM of stdlib/gemm.lua", function()
   local dynamic_forms = {
     { bn = 256 }, { bm = 256, bn = 128 }, { consumers = "pingpong" }, { bm = 320, bn = 128 },
     { bn = 256, cluster = { 1, 2 } }, { bm = 256, bn = 128, cluster = { 2, 1 }, schedule = "data_parallel" },
-    { bm = 64, bn = 128, wgs = 1 },
+    { bm = 64, bn = 128, wgs = 1 }, { swap_ab = true, bm = 128 },
   }
   local dynamic_shapes = { { 1, 4096, 4096 }, { 77, 1032, 520 }, { 1000, 1000, 1000 }, { 2056, 3000, 1536 }, { 4096, 136, 8200 } }
   for _, f in ipairs(dynamic_forms) do

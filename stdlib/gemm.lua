@@ -26,7 +26,9 @@
 --                       tile's mainloop overlaps them).
 -- Shapes that are not multiples of the tile are handled by TMA (out-of-bounds
 -- loads read zeros, stores are clipped). Column-major operands (a_major = "m",
--- b_major = "n") use MN-major descriptors (16-bit types only).
+-- b_major = "n") use MN-major descriptors (16-bit types only). swap_ab = true
+-- (a decode step's few rows of A): the same kernel with the operands' roles
+-- exchanged, D^T = B . A^T, each tile stored transposed from the registers.
 local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
 
 -- tl.gemm's module: the Gemm objects, and the GEMM's pieces by name (M.mainloop,
@@ -45,6 +47,24 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     raise(("gemm: unknown element type %s"):format(tostring(name)))
   end
 
+  -- swap_ab = true: the kernel computes D^T = B . A^T, so that B's rows (D's
+  -- columns, the N side) fill wgmma's 64-row M side and the few rows of A (a
+  -- decode step's tokens) its N side (bn: 8 to 256 in steps of 8, default M
+  -- rounded up to 8, at most 64); each tile is stored transposed from the
+  -- registers. For small M, where the 64-row tile would waste most of each
+  -- wgmma and the GEMM streams B's weights: bm rows of B a tile, deep rings.
+  local function swap_ab_cfg(c)
+    if c.swap_ab ~= true then raise("gemm.build: swap_ab must be true or nil") end
+    if c.consumers ~= "cooperative" or (c.a_major or "k") ~= "k" or (c.b_major or "k") ~= "k" then
+      raise("gemm.build: swap_ab needs cooperative consumers and K-major A and B")
+    end
+    c.bn = c.bn or math.min(64, (c.m + 7) // 8 * 8)
+    if math.type(c.bn) ~= "integer" or c.bn % 8 ~= 0 or c.bn < 8 or c.bn > 256 then
+      raise("gemm.build: with swap_ab, bn (rows of A a tile) must be a multiple of 8 from 8 to 256")
+    end
+    c.bm = c.bm or 64
+  end
+
   local function cfg_of(o)
     if type(o) ~= "table" then raise("gemm.build: expected a table of options") end
     local c = {}
@@ -61,15 +81,23 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     if c.out ~= "bf16" and c.out ~= "f16" then raise("gemm.build: out must be bf16 or f16") end
     c.fp8 = c.dtype == "e4m3" or c.dtype == "e5m2"
     c.ebytes = c.fp8 and 1 or 2
-    c.bk = c.bk or (128 // c.ebytes) -- one 128-byte swizzle row of K
+    -- a k block: bk = kb 128-byte swizzle rows of K (kw elements each), loaded
+    -- as kb boxes into kb swizzled sub-stages (more bytes a row a stage: K-major only)
+    c.kw = 128 // c.ebytes
+    c.bk = c.bk or c.kw
+    if math.type(c.bk) ~= "integer" or c.bk < c.kw or c.bk % c.kw ~= 0 or c.bk > 4 * c.kw then
+      raise(("gemm.build: bk must be %d, %d, %d or %d (whole 128-byte rows of K)"):format(c.kw, 2 * c.kw, 3 * c.kw, 4 * c.kw))
+    end
+    c.kb = c.bk // c.kw
     c.kstep = c.fp8 and 32 or 16
     c.consumers = c.consumers or "cooperative"
     if c.consumers ~= "cooperative" and c.consumers ~= "pingpong" then
       raise(("gemm.build: consumers must be cooperative or pingpong, got %s"):format(tostring(c.consumers)))
     end
     local PP = c.consumers == "pingpong"
+    if c.swap_ab then swap_ab_cfg(c) end
     c.bn = c.bn or (PP and 128 or 256)
-    if c.bn % 64 ~= 0 or c.bn < 64 or c.bn > 256 then raise("gemm.build: bn must be 64, 128, 192 or 256") end
+    if not c.swap_ab and (c.bn % 64 ~= 0 or c.bn < 64 or c.bn > 256) then raise("gemm.build: bn must be 64, 128, 192 or 256") end
     -- the tile: bm rows (cooperative: the CTA's, split over wgs consumer
     -- warpgroups of mi 64-row wgmma slices each; ping-pong: each of the two
     -- warpgroups' own tile, mi = bm / 64)
@@ -108,14 +136,15 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     if c.epi ~= 32 and c.epi ~= 64 then raise("gemm.build: epi (epilogue sub-tile columns) must be 32 or 64") end
     local smem_limit = tl.core.limits().max_smem - 2048 -- the barrier pool and alignment
     local stage_bytes = (c.bm + c.bn) * c.bk * c.ebytes
-    local epi_bytes = c.wgs * 2 * 64 * c.epi * 2
-    c.stages = c.stages or math.min(8, (smem_limit - epi_bytes) // stage_bytes)
+    local epi_bytes = c.swap_ab and 0 or c.wgs * 2 * 64 * c.epi * 2 -- (swapped: stored from registers)
+    c.stages = c.stages or math.min(c.swap_ab and 12 or 8, (smem_limit - epi_bytes) // stage_bytes)
     if math.type(c.stages) ~= "integer" or c.stages < 1 or c.stages * stage_bytes + epi_bytes > smem_limit then
       raise(("gemm.build: %s stages of %d KiB and %d KiB of epilogue staging do not fit the %d KiB of shared memory"):format(
         tostring(c.stages), stage_bytes // 1024, epi_bytes // 1024, smem_limit // 1024))
     end
     c.a_major, c.b_major = c.a_major or "k", c.b_major or "k"
     if c.fp8 and (c.a_major ~= "k" or c.b_major ~= "k") then raise("gemm.build: fp8 operands must be K-major (wgmma cannot transpose them)") end
+    if c.kb > 1 and (c.a_major ~= "k" or c.b_major ~= "k") then raise("gemm.build: bk above one 128-byte row needs K-major A and B") end
     -- a cluster of cm x cn CTAs (cluster = n: n x 1): the cm CTAs along M of
     -- a cluster column share (multicast) their B tile, the cn along N of a row
     -- their A tile
@@ -128,6 +157,11 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     end
     if c.cm * c.cn > 4 then raise("gemm.build: a cluster of at most 4 CTAs") end
     c.cluster = c.cm * c.cn
+    -- swapped: a cluster column shares (multicasts) its stage of A, a share of
+    -- whole 8-row groups (the swizzle atom) for each CTA
+    if c.swap_ab and (c.cn > 1 or (c.bn // c.cm) % 8 ~= 0) then
+      raise("gemm.build: with swap_ab, a cluster is cm x 1 CTAs that share A's rows, bn / cm a multiple of 8")
+    end
     c.schedule = c.schedule or "persistent"
     if c.schedule == "splitk" then -- split-K over the StreamK scheduler: `splits` pieces of K per tile
       c.schedule, c.decomposition = "streamk", "split_k"
@@ -152,7 +186,10 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       raise("gemm.build: ping-pong consumers need a persistent or data-parallel schedule without a cluster")
     end
     c.aboxes = (c.bm // c.cn + 255) // 256 -- A boxes per stage (or per multicast share)
-    c.tm, c.tn, c.kt = (c.m + c.bm - 1) // c.bm, (c.n + c.bn - 1) // c.bn, (c.k + c.bk - 1) // c.bk
+    -- the tiles: bm x bn of D (swapped: bm of D's columns x bn of its rows)
+    local rows, cols = c.m, c.n
+    if c.swap_ab then rows, cols = c.n, c.m end
+    c.tm, c.tn, c.kt = (rows + c.bm - 1) // c.bm, (cols + c.bn - 1) // c.bn, (c.k + c.bk - 1) // c.bk
     c.tiles = c.tm * c.tn
     c.ctiles = (c.tm + c.cm - 1) // c.cm * ((c.tn + c.cn - 1) // c.cn) -- cluster tiles
     -- programmatic dependent launch: a launch may start while the stream's
@@ -164,16 +201,17 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     if c.dynamic and c.schedule == "streamk" then
       raise("gemm.build: a dynamic StreamK or split-K kernel is not supported (its plan is made at compile time)")
     end
-    c.name = c.name or (c.dynamic and ("gemm_%s_dynamic_%dx%d_%s"):format(c.dtype, c.bm, c.bn, c.consumers)
-                        or ("gemm_%s_%dx%dx%d"):format(c.dtype, c.m, c.n, c.k))
+    c.name = c.name or (c.dynamic and ("gemm_%s_dynamic_%dx%d_%s%s"):format(c.dtype, c.bm, c.bn, c.consumers, c.swap_ab and "_swap_ab" or "")
+                        or ("gemm_%s_%dx%dx%d%s"):format(c.dtype, c.m, c.n, c.k, c.swap_ab and "_swap_ab" or ""))
     return c
   end
 
   -- Tensor-map boxes (outermost first) of the operands as stored.
   local function boxes(c)
     -- K-major A: a box of at most 256 rows (TMA's limit), bm / abox_rows boxes per stage (cluster: one share each)
-    local a = c.a_major == "k" and { c.bm // c.cn // c.aboxes, c.bk } or { c.bk, 64 } -- M-major: bm / 64 boxes per stage
-    local b = c.b_major == "k" and { c.bn // c.cm, c.bk } or { c.bk, 64 } -- N-major: bn / 64 boxes per stage
+    local a = c.a_major == "k" and { c.bm // c.cn // c.aboxes, c.kw } or { c.bk, 64 } -- M-major: bm / 64 boxes per stage
+    local b = c.b_major == "k" and { c.bn // c.cm, c.kw } or { c.bk, 64 } -- N-major: bn / 64 boxes per stage
+    if c.swap_ab then return b, a, nil end -- A's rows fill the bn side, B's the bm side; D: a pointer
     return a, b, { 64, c.epi }
   end
 
@@ -187,7 +225,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   local function kernel_params(c, ein, eout)
     local abox, bbox, cbox = boxes(c)
     local AT, BT = tl.tensor_map_type(ein, abox, 128), tl.tensor_map_type(ein, bbox, 128)
-    local CT = tl.tensor_map_type(eout, cbox, 2 * c.epi) -- a sub-tile's row is one swizzle span
+    local CT = cbox and tl.tensor_map_type(eout, cbox, 2 * c.epi) or tl.ptr(eout) -- a sub-tile's row is one swizzle span
     local params = { { "A", AT }, { "B", BT }, { "D", CT } }
     if c.alpha_param then params[#params + 1] = { "alpha", tl.f32 } end
     if c.beta and c.beta ~= 0 then params[#params + 1] = { "C", tl.ptr(eout) } end
@@ -210,13 +248,19 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     G.dims = c.dynamic and { m = p.M, n = p.N } or nil
     G.TMS, G.TNS, G.KT = c.tm, c.tn, c.kt
     if c.dynamic then
-      G.TMS, G.TNS, G.KT = (p.M + (TM - 1)) // TM, (p.N + (BN - 1)) // BN, (p.K + (BK - 1)) // BK
+      local rows, cols = p.M, p.N
+      if c.swap_ab then rows, cols = p.N, p.M end
+      G.TMS, G.TNS, G.KT = (rows + (TM - 1)) // TM, (cols + (BN - 1)) // BN, (p.K + (BK - 1)) // BK
     end
+    -- the operands of the tile's rows (wgmma's M side) and columns (N side)
+    G.rows_map, G.cols_map = p.A, p.B
+    if c.swap_ab then G.rows_map, G.cols_map = p.B, p.A end
     -- one ring of S stages; the epilogue's staging: two 64 x EC sub-tiles per
     -- consumer warpgroup, swizzled like the D map
-    G.sA = k:shared(ein, { S, TM, BK }, { align = 1024, swizzle = 128 })
-    G.sB = k:shared(ein, { S, BN, BK }, { align = 1024, swizzle = 128 })
-    G.sD = k:shared(eout, { WG, 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
+    -- (stage s, 128-byte column j of K: sub-stage s * kb + j)
+    G.sA = k:shared(ein, { S * c.kb, TM, c.kw }, { align = 1024, swizzle = 128 })
+    G.sB = k:shared(ein, { S * c.kb, BN, c.kw }, { align = 1024, swizzle = 128 })
+    G.sD = not c.swap_ab and k:shared(eout, { WG, 2, 64, EC }, { align = 1024, swizzle = 2 * EC }) or nil
     -- cooperative: every consumer warp releases every stage; ping-pong: a
     -- stage holds one warpgroup's tile and that warpgroup releases it; a
     -- cluster: the producers of a row and a column of CTAs write this CTA's
@@ -260,25 +304,37 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     M.tile_loop(tl, scheduler(G):work(G.c.cluster > 1 and tl.cluster_id() or tl.block_id()), cursors, bodies)
   end
 
+  -- The sub-stage of stage s that holds the 128-byte column j of its k block
+  -- (one a stage: the stage itself).
+  local function sub(G, s, j)
+    if G.c.kb == 1 then return s end
+    return s * G.c.kb + j
+  end
+
   -- The loads of one k block into stage s (barrier `full`) of the tile at (m0, n0):
   -- a cluster's CTAs each load a share and multicast it along their row (A) or column (B).
   local function load_stage(G, s, full, m0, n0, k0, row_mask)
-    local c, p, sA, sB = G.c, G.p, G.sA, G.sB
-    local TM, BN, CM, CN, rm, rn = c.bm, c.bn, c.cm, c.cn, G.rm, G.rn
+    local c, sA, sB = G.c, G.sA, G.sB
+    local p = { A = G.rows_map, B = G.cols_map }
+    local TM, BN, CM, CN, rm, rn, KB, KW = c.bm, c.bn, c.cm, c.cn, G.rm, G.rn, c.kb, c.kw
     if CN > 1 then -- this CTA's share of A, to the CTAs of its row
       local h = rn * (TM // CN)
-      tl.tma_load(sA:ptr(s, h), p.A, full, { m0 + h, k0 }, { multicast = row_mask << rm })
+      for j = 0, KB - 1 do tl.tma_load(sA:ptr(sub(G, s, j), h), p.A, full, { m0 + h, k0 + j * KW }, { multicast = row_mask << rm }) end
     elseif c.a_major == "k" then
       local rows = TM // c.aboxes
-      for h = 0, c.aboxes - 1 do tl.tma_load(sA:ptr(s, h * rows), p.A, full, { m0 + h * rows, k0 }) end
+      for j = 0, KB - 1 do
+        for h = 0, c.aboxes - 1 do tl.tma_load(sA:ptr(sub(G, s, j), h * rows), p.A, full, { m0 + h * rows, k0 + j * KW }) end
+      end
     else
       for h = 0, TM // 64 - 1 do tl.tma_load(sA:ptr(s, h * 64), p.A, full, { k0, m0 + h * 64 }) end
     end
     if CM > 1 then -- this CTA's share of B, to the CTAs of its column
       local h = rm * (BN // CM)
-      tl.tma_load(sB:ptr(s, h), p.B, full, { n0 + h, k0 }, { multicast = ((1 << CM) - 1) << (rn * CM) })
+      for j = 0, KB - 1 do
+        tl.tma_load(sB:ptr(sub(G, s, j), h), p.B, full, { n0 + h, k0 + j * KW }, { multicast = ((1 << CM) - 1) << (rn * CM) })
+      end
     elseif c.b_major == "k" then
-      tl.tma_load(sB:ptr(s), p.B, full, { n0, k0 })
+      for j = 0, KB - 1 do tl.tma_load(sB:ptr(sub(G, s, j)), p.B, full, { n0, k0 + j * KW }) end
     else
       for h = 0, BN // 64 - 1 do tl.tma_load(sB:ptr(s, h * 64), p.B, full, { k0, n0 + h * 64 }) end
     end
@@ -334,14 +390,16 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   local function desc_a(G, s, r, kk)
     local c = G.c
     if c.a_major == "k" then
-      return tl.wgmma_desc(G.sA:ptr(s, r, kk * c.kstep), { swizzle = 128, sbo = 1024 })
+      local per = c.kw // c.kstep -- k steps a 128-byte row
+      return tl.wgmma_desc(G.sA:ptr(sub(G, s, kk // per), r, kk % per * c.kstep), { swizzle = 128, sbo = 1024 })
     end
     return tl.wgmma_desc(G.sA:ptr(s, r // 64 * 64 + kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
   end
   local function desc_b(G, s, kk)
     local c = G.c
     if c.b_major == "k" then
-      return tl.wgmma_desc(G.sB:ptr(s, 0, kk * c.kstep), { swizzle = 128, sbo = 1024 })
+      local per = c.kw // c.kstep
+      return tl.wgmma_desc(G.sB:ptr(sub(G, s, kk // per), 0, kk % per * c.kstep), { swizzle = 128, sbo = 1024 })
     end
     return tl.wgmma_desc(G.sB:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
   end
@@ -407,7 +465,10 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
         local final
         if c.schedule == "streamk" then accs, final = M.fixup(tl, c, p, work, accs, m, n, slices, t, w) end
         local function epilogues()
-          for i = 1, MI do M.epilogue(tl, c, p, G.sD, accs[i], m, n, wg, rows + 64 * (i - 1), t, G.dims) end
+          for i = 1, MI do
+            if c.swap_ab then M.epilogue_transposed(tl, c, p, accs[i], m, n, rows + 64 * (i - 1), t, G.dims)
+            else M.epilogue(tl, c, p, G.sD, accs[i], m, n, wg, rows + 64 * (i - 1), t, G.dims) end
+          end
         end
         if final then tl.if_(final, epilogues) else epilogues() end
         if PP then
@@ -419,7 +480,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       tiles(G, PP and { st, turn } or { st }, bodies)
       -- the last stores must have read the staging buffer before the CTA leaves
       -- (their writes to global memory complete with the grid)
-      tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end)
+      if not c.swap_ab then tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end) end
     end)
   end
 
@@ -462,7 +523,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     local r = { inputs = { { name = "a", kind = "buffer" }, { name = "b", kind = "buffer" }, { name = "d", kind = "buffer" } },
                 args = { { "map", "a", shape = c.a_major == "k" and { c.m, c.k } or { c.k, c.m } },
                          { "map", "b", shape = c.b_major == "k" and { c.n, c.k } or { c.k, c.n } },
-                         { "map", "d", shape = { c.m, c.n } } },
+                         c.swap_ab and { "ptr", "d" } or { "map", "d", shape = { c.m, c.n } } },
                 grid = { c.grid, 1, 1 }, pdl = c.pdl or nil }
     local function add(input, fill)
       r.inputs[#r.inputs + 1] = input

@@ -17,6 +17,8 @@
 --     (square, the issue's, and the projections of Llama-3 8B and 70B for
 --     1 to 16384 tokens), each form's figure, the best against cuBLASLt, the
 --     ratio table and its geometric mean
+--   tilua tools/bench/gemm.lua --tokens=1,16,64    the sweep's Llama-3 projections at
+--     those token counts only (M), its forms and table
 --
 -- A time is the best of 5 samples (the sweep: 3) of CUDA events around
 -- back-to-back launches (10; the sweep: as many as fill ~5 ms), tilua and
@@ -26,10 +28,11 @@ local tl = require "tilua"
 tl.device.require()
 local D = tl.device
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
-local quick, only, sweep, limit, budget = false, nil, false, nil, nil
+local quick, only, sweep, limit, budget, tokens = false, nil, false, nil, nil, nil
 for _, a in ipairs(arg or {}) do
   quick = quick or a == "--quick"
   sweep = sweep or a == "--sweep"
+  tokens = a:match "^%-%-tokens=(.*)$" or tokens
   only = a:match "^%-%-shapes=(.*)$" or only
   limit = tonumber(a:match "^%-%-limit=(%d+)$" or "") or limit
   budget = tonumber(a:match "^%-%-budget=(%d+)$" or "") or budget
@@ -55,6 +58,17 @@ local FORMS = {
   { bm = 256, bn = 128, cluster = { 2, 1 } },
   { bm = 64, bn = 128, wgs = 1 },                 -- few rows (decode-sized M)
   { bm = 64, bn = 64, wgs = 1 },                  -- few rows, twice the CTAs
+  -- decode-sized M (at most 64 rows): A and B swapped, B's rows on wgmma's
+  -- 64-row side, M rounded up to 8 on its N side; StreamK spreads B's k blocks
+  -- over every SM, so that all of them stream the weights. Each led some of
+  -- the decode rows on an H200 (docs/PERF.md); a cluster of 2 sharing A's
+  -- rows led none (0.78 against StreamK's 0.86 at 64 x 10240 x 8192)
+  { swap_ab = true, schedule = "streamk" },       -- 64 rows of B a tile
+  { swap_ab = true, schedule = "streamk", bk = 128 }, -- 256 bytes of each row of B a stage
+  { swap_ab = true, bm = 128, schedule = "streamk" },
+  { swap_ab = true },                             -- persistent, whole tiles of 64 rows
+  { swap_ab = true, bm = 128 },                   -- persistent, whole tiles of 128 rows
+  { swap_ab = true, bm = 128, schedule = "splitk" }, -- (K split in SMs / tiles)
   { bn = 256, schedule = "streamk" },
   { bn = 128, schedule = "streamk" },
   { bn = 128, schedule = "splitk", splits = 2 },
@@ -67,13 +81,15 @@ local function form_name(c)
   local o = { m = 1024, n = 1024, k = 1024 }
   for key, v in pairs(c) do o[key] = v end
   local cf = tl.gemm.config(o) -- the tile the defaults give
-  local parts = { ("%dx%d"):format(cf.bm, cf.bn) }
+  local parts = { c.swap_ab and ("swap_ab %dxM"):format(cf.bm) or ("%dx%d"):format(cf.bm, cf.bn) }
   if c.consumers then parts[#parts + 1] = c.consumers end
   if c.cluster then parts[#parts + 1] = ("c%dx%d"):format(c.cluster[1], c.cluster[2]) end
   if c.schedule then parts[#parts + 1] = c.schedule .. (c.splits and c.splits or "") end
+  if c.bk then parts[#parts + 1] = "bk" .. c.bk end
   return table.concat(parts, " ")
 end
-local function dynamic(c) return c.schedule ~= "streamk" and c.schedule ~= "splitk" end
+-- (swap_ab: the tile's N side is M rounded up, so built per shape too)
+local function dynamic(c) return c.schedule ~= "streamk" and c.schedule ~= "splitk" and not c.swap_ab end
 
 -- One built GEMM per dynamic form and dtype (serving every shape), one per
 -- shape for the others.
@@ -233,9 +249,14 @@ local function candidates_for(m, n, k, dt, in_sweep)
       if c.cluster then use = m >= 1024 and n >= 1024 end
       if m <= 128 and (c.consumers or (c.bm or 128) > 128) then use = false end
     end
+    if c.swap_ab then use = m <= 64 end                                     -- (in the sweep too)
+    -- at most 64 rows the sweep takes the swapped forms, and from 33 rows the
+    -- 64-row ones (128-row tiles waste half of each wgmma or more and never
+    -- led there; the 64-row ones led only at 64 rows, H200 2026-11-29)
+    if in_sweep and m <= 64 and not c.swap_ab and (c.bm ~= 64 or m <= 32) then use = false end
     if use then list[#list + 1] = c end
   end
-  if in_sweep and small then list[#list + 1] = SWEEP_SPLITK end
+  if in_sweep and small and m > 64 then list[#list + 1] = SWEEP_SPLITK end
   return list
 end
 
@@ -252,14 +273,19 @@ local shapes = {
   { 8192, 8192, 8192 }, { 4096, 4096, 4096 }, { 2048, 2048, 2048 }, { 8192, 8192, 1024 },
   { 1024, 1024, 16384 }, { 3456, 4096, 4096 }, { 4096, 4096, 512 }, { 8192, 8192, 8192, "e4m3" },
 }
-if sweep then
+-- the projections of Llama-3 (N x K of each layer's GEMMs): 8B hidden 4096,
+-- ffn 14336, 8 kv heads of 128 (1024); 70B hidden 8192, ffn 28672
+local layers = {
+  { "8B qkv", 4096 + 2 * 1024, 4096 }, { "8B o", 4096, 4096 }, { "8B gate_up", 2 * 14336, 4096 }, { "8B down", 4096, 14336 },
+  { "70B qkv", 8192 + 2 * 1024, 8192 }, { "70B o", 8192, 8192 }, { "70B gate_up", 2 * 28672, 8192 }, { "70B down", 8192, 28672 },
+}
+if tokens then -- the sweep's rows of those token counts
+  shapes, sweep = {}, true
+  for t in tokens:gmatch "%d+" do
+    for _, l in ipairs(layers) do shapes[#shapes + 1] = { tonumber(t), l[2], l[3], nil, l[1] } end
+  end
+elseif sweep then
   shapes = {}
-  -- the projections of Llama-3 (N x K of each layer's GEMMs): 8B hidden 4096,
-  -- ffn 14336, 8 kv heads of 128 (1024); 70B hidden 8192, ffn 28672
-  local layers = {
-    { "8B qkv", 4096 + 2 * 1024, 4096 }, { "8B o", 4096, 4096 }, { "8B gate_up", 2 * 14336, 4096 }, { "8B down", 4096, 14336 },
-    { "70B qkv", 8192 + 2 * 1024, 8192 }, { "70B o", 8192, 8192 }, { "70B gate_up", 2 * 28672, 8192 }, { "70B down", 8192, 28672 },
-  }
   -- the issue's shapes and squares first, then the token counts interleaved
   -- large and small, so that a run cut short by --budget still spans them
   for _, s in ipairs { { 1024, 1024, 16384 }, { 3456, 4096, 4096 }, { 4096, 4096, 512 }, { 8192, 8192, 1024 },
@@ -267,8 +293,8 @@ if sweep then
     shapes[#shapes + 1] = s
   end
   for _, s in ipairs { 512, 1024, 2048, 3072, 4096, 6144, 8192, 12288 } do shapes[#shapes + 1] = { s, s, s } end
-  for _, tokens in ipairs { 16384, 1, 4096, 16, 1024, 64, 8192, 128, 2048, 256, 512 } do
-    for _, l in ipairs(layers) do shapes[#shapes + 1] = { tokens, l[2], l[3], nil, l[1] } end
+  for _, t in ipairs { 16384, 1, 4096, 16, 1024, 64, 8192, 128, 2048, 256, 512 } do
+    for _, l in ipairs(layers) do shapes[#shapes + 1] = { t, l[2], l[3], nil, l[1] } end
   end
   if limit then
     while #shapes > limit do table.remove(shapes) end
@@ -281,6 +307,13 @@ elseif only then
 end
 
 -- }===
+
+-- the clocks up before the first figure (about 0.3 s of a bandwidth-bound kernel)
+do
+  local w <close> = D.alloc(tl.bf16, 64 * 1024 * 1024)
+  local t = 0
+  while t < 300 do t = t + D.time(function() w:fill(0) end) end
+end
 
 local rows, t0, skipped = {}, os.time(), {}
 for _, s in ipairs(shapes) do

@@ -9,6 +9,7 @@
 --   M.mainloop(tl, pipe, st, lb, ub, init, mma, release)   the k loop of a consumer
 --   M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t [, dims]), M.store_subtiles(tl, o, vals),
 --   M.store_fragment(tl, o, vals)                the epilogue: sub-tiled, or the whole fragment at once
+--   M.epilogue_transposed(tl, c, p, acc, m, n, rows, t [, dims])  a swapped GEMM's (swap_ab), from registers
 --   M.grid_of(c, ctiles)                         the grid of a schedule
 --   M.k_range(tl, c, work), M.max_splits(tl, c), M.plan_streamk(tl, c),
 --   M.streamk_scheduler(tl, c, ws), M.workspace_bytes(c), M.fixup(tl, c, p, work, acc, m, n, cw, t [, part])
@@ -134,6 +135,34 @@ function M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t, dims)
   M.store_subtiles(tl, { bn = BN, cols = c.epi, out = c.out == "f16" and tl.f16 or tl.bf16, staging = sD, map = p.D,
                          warpgroup = cw, barrier = bar_id, thread = t,
                          coords = function(ch) return { m * c.bm + rows, n * BN + ch * c.epi } end }, vals)
+end
+
+-- The epilogue of one 64-row slice of a swapped GEMM's tile (c.swap_ab: the
+-- tile is D^T, its rows D's columns, its bn columns D's rows): acc scaled,
+-- biased and activated in registers and stored to the row-major D (the
+-- pointer p.D) element by element, transposed, inside the problem (D is
+-- DM x DN). The tile is a few rows of D (decode-sized M), so the stores are a
+-- small part of the traffic: the kernel streams B.
+function M.epilogue_transposed(tl, c, p, acc, m, n, rows, t, dims)
+  local DM, DN = dims and dims.m or c.m, dims and dims.n or c.n
+  local eout = c.out == "f16" and tl.f16 or tl.bf16
+  local n64 = dims and DN:cast(tl.i64) or tl.const(DN, tl.i64)
+  local f = tl.wgmma_fragment(t)
+  local col0 = m * c.bm + rows + f.row -- D's column of the thread's first element
+  local row0 = n * c.bn + f.col        -- and its row
+  for i = 0, c.bn // 2 - 1 do
+    local dr, dc = f.offset(i)
+    local col, row = col0 + dr, row0 + dc
+    local v = tl.extract(acc, i)
+    if c.alpha_param then v = v * p.alpha elseif c.alpha and c.alpha ~= 1 then v = v * tl.const(c.alpha, tl.f32) end
+    tl.if_(row:lt(DM) & col:lt(DN), function()
+      local at = row:cast(tl.i64) * n64 + col:cast(tl.i64)
+      if c.bias then v = v + (p.bias + col):load() end
+      if c.beta and c.beta ~= 0 then v = v + (p.C + at):load():cast(tl.f32) * tl.const(c.beta, tl.f32) end
+      if c.activation == "relu" then v = tl.max(v, tl.const(0, tl.f32)) end
+      (p.D + at):store(v:cast(eout))
+    end)
+  end
 end
 
 -- Store the f32 values `vals` (0-based, vals[i] the wgmma fragment's element
