@@ -271,7 +271,7 @@ function H.emitter(defaults)
     spec = spec or {}
     tl.new_module()
     local k = tl.kernel(name, { params = params or {}, block = spec.block or defaults.block,
-                                cluster = spec.cluster, smem = spec.smem })
+                                cluster = spec.cluster, smem = spec.smem, min_ctas = spec.min_ctas })
     k:define(body)
     return k
   end

@@ -580,18 +580,18 @@ local function dims(x, what)
 end
 tl.dims3 = dims
 
--- tl.kernel(name, { params = ..., block = 128 | {x,y,z}, cluster = {x,y,z}, smem = bytes })
-local kernel_options = { params = true, block = true, cluster = true, smem = true, grid = true }
+-- tl.kernel(name, { params = ..., block = 128 | {x,y,z}, cluster = {x,y,z}, smem = bytes, grid = ..., min_ctas = n })
+local kernel_options = { params = true, block = true, cluster = true, smem = true, grid = true, min_ctas = true }
 
 function tl.kernel(name, spec)
   if type(name) ~= "string" or name == "" then raise("kernel: expected a name") end
   if spec ~= nil and type(spec) ~= "table" then
-    raise(("kernel '%s': the options must be a table { params =, block =, cluster =, smem =, grid = }, got a %s"):format(name, type(spec)))
+    raise(("kernel '%s': the options must be a table { params =, block =, cluster =, smem =, grid =, min_ctas = }, got a %s"):format(name, type(spec)))
   end
   spec = spec or {}
   for key in pairs(spec) do
     if not kernel_options[key] then
-      raise(("kernel '%s': unknown option '%s' (known: params, block, cluster, smem, grid)%s"):format(name, tostring(key),
+      raise(("kernel '%s': unknown option '%s' (known: params, block, cluster, smem, grid, min_ctas)%s"):format(name, tostring(key),
         tl.did_you_mean(key, kernel_options)))
     end
   end
@@ -613,6 +613,15 @@ function tl.kernel(name, spec)
   -- grid: the only grid the kernel is written for (a kernel for one CTA says
   -- grid = 1); every launch checks it, and the protocol check runs on it
   if spec.grid then ks.grid = dims(spec.grid, "grid") end
+  -- min_ctas: blocks an SM must hold at once (.minnctapersm: ptxas bounds the
+  -- registers a thread to fit them; for memory-bound kernels, loads in flight)
+  if spec.min_ctas ~= nil then
+    local limits = core.limits()
+    if math.type(spec.min_ctas) ~= "integer" or spec.min_ctas < 1 or spec.min_ctas > limits.sm_blocks then
+      raise(("kernel '%s': min_ctas must be an integer in [1, %d]"):format(name, limits.sm_blocks))
+    end
+    ks.min_ctas = spec.min_ctas
+  end
   local names = {}
   for i, p in ipairs(params) do names[i] = p.name end
   local m = tl.module()

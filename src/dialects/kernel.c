@@ -107,6 +107,11 @@ static bool decode(const IrOp *k, KernelSpec *ks, IrOp *at) {
     if (at) ir_op_error(at, "kernel_spec.smem must be an integer in [0, %d]", SM90_MAX_SMEM);
     return false;
   }
+  const IrAttr *mc = ir_attr_dict_get(spec, "min_ctas");
+  if (mc && (mc->kind != IR_ATTR_INT || mc->u.i < 1 || mc->u.i > SM90_SM_BLOCKS)) {
+    if (at) ir_op_error(at, "kernel_spec.min_ctas must be an integer in [1, %d]", SM90_SM_BLOCKS);
+    return false;
+  }
   const IrAttr *nc = ir_attr_dict_get(spec, "num_ctas");
   if (nc && (nc->kind != IR_ATTR_INT || nc->u.i != ctas)) {
     if (at)
@@ -119,6 +124,7 @@ static bool decode(const IrOp *k, KernelSpec *ks, IrOp *at) {
   ks->warps = (threads + SM90_WARP_SIZE - 1) / SM90_WARP_SIZE;
   ks->ctas = ctas;
   ks->smem = smem ? smem->u.i : 0;
+  ks->min_ctas = mc ? mc->u.i : 0;
   ks->has_cluster = ir_attr_dict_get(spec, "cluster") != NULL;
   memcpy(ks->grid, grid, sizeof grid);
   ks->has_grid = has_grid;

@@ -22,6 +22,7 @@ typedef struct KernelSpec {
   int64_t ctas;       /* CTAs per cluster */
   int64_t smem;       /* kernel_spec.smem: dynamic shared memory, bytes (0 when absent) */
   int64_t grid[3];    /* kernel_spec.grid: the only grid (CTAs) the kernel runs on, when given */
+  int64_t min_ctas;   /* kernel_spec.min_ctas: CTAs an SM must hold at once (0 when absent) */
   bool has_cluster;   /* the spec names a cluster */
   bool has_grid;      /* the spec fixes the grid (a precondition every launch checks) */
   bool ok;            /* a kernel with a well-formed spec */

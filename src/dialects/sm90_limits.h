@@ -27,6 +27,8 @@
 #define SM90_MAXNREG_MIN 24                                  /* setmaxnreg count range, multiple of 8 */
 #define SM90_MAXNREG_MAX 256
 #define SM90_BLOCK_REGS 65536                                /* 32-bit registers of a block (and an SM) */
+#define SM90_SM_THREADS 2048                                 /* resident threads of an SM */
+#define SM90_SM_BLOCKS 32                                    /* resident blocks of an SM */
 #define SM90_MAX_THREAD_REGS 255                             /* 32-bit registers of one thread */
 #define SM90_BULK_ALIGN 16                                   /* cp.async.bulk sizes and addresses */
 #define SM90_PRINTF_MAX_ARGS 32                              /* arguments of one device printf (CUDA's) */
@@ -55,6 +57,8 @@
   X(named_barriers, SM90_NAMED_BARRIERS, "named barrier ids")                                     \
   X(mbarrier_max_count, SM90_MBARRIER_MAX_COUNT, "mbarrier arrival / transaction count limit")    \
   X(block_regs, SM90_BLOCK_REGS, "32-bit registers of a block")                                   \
+  X(sm_threads, SM90_SM_THREADS, "resident threads of an SM")                                     \
+  X(sm_blocks, SM90_SM_BLOCKS, "resident blocks of an SM")                                        \
   X(max_thread_regs, SM90_MAX_THREAD_REGS, "32-bit registers of one thread")                      \
   X(bulk_wait_max, SM90_BULK_WAIT_MAX, "largest cp.async.bulk.wait_group immediate")              \
   X(wgmma_wait_max, SM90_WGMMA_WAIT_MAX, "largest wgmma.wait_group immediate")                    \

@@ -145,7 +145,7 @@ static void push_dims(lua_State *L, const int64_t d[3]) {
 }
 
 /* op:kernel_spec() -> {block = {x, y, z}, cluster = {x, y, z}, smem, num_ctas,
-** threads, warps, has_cluster, entry_regs [, grid = {x, y, z}]} of the kernel
+** threads, warps, has_cluster, entry_regs [, grid = {x, y, z}] [, min_ctas]} of the kernel
 ** around op (op itself may be it); nil, message outside a kernel or when the
 ** spec is malformed. */
 static int op_kernel_spec(lua_State *L) {
@@ -175,6 +175,7 @@ static int op_kernel_spec(lua_State *L) {
     push_dims(L, ks.grid);
     lua_setfield(L, -2, "grid");
   }
+  if (ks.min_ctas) lb_set_int(L, "min_ctas", ks.min_ctas);
   lb_set_int(L, "entry_regs", kernel_entry_regs(&ks));
   return 1;
 }

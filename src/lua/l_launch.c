@@ -558,7 +558,7 @@ static int launch_fast_call(lua_State *L) {
     /* k._plan is nil or the plan of k._fn: whatever changes k._fn clears it
     ** (lua/tilua/gpu/launch.lua, compile.lua) */
     Plan *p = lua_touserdata(L, 3);
-    enum { AT = 5 }; /* cfg's fields */
+    enum { AT = 5 };                   /* cfg's fields */
     if (*p->cur == p->rt->info.ordinal /* loaded on the current device */
         && !(cfg_read(L, keys, 2, AT) & CFG_SLOW)) {
       if (lua_isnil(L, AT + CFG_GRID)) lua_pushinteger(L, 1), lua_replace(L, AT + CFG_GRID);

@@ -17,6 +17,7 @@
 ** Anything it cannot emit is a diagnostic on the op, never a crash.
 */
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -748,6 +749,19 @@ static void emit_kernel(Emit *e, IrOp *k, StrBuf *out) {
             (long long)block[2]);
   int64_t maxnreg = entry_maxnreg(k, &ks);
   if (maxnreg) sb_printf(out, ".maxnreg %lld\n", (long long)maxnreg);
+  /* min_ctas: ptxas bounds the registers so that many blocks fit an SM (the
+  ** block's count is final only here: lowerings add warps) */
+  if (ks.min_ctas && ks.min_ctas * ks.threads > SM90_SM_THREADS) {
+    char why[128];
+    snprintf(why, sizeof why,
+             "kernel_spec.min_ctas = %lld blocks of %lld threads do not fit the %d threads of an SM",
+             (long long)ks.min_ctas, (long long)ks.threads, SM90_SM_THREADS);
+    px_fail(e, k, why);
+    sb_free(&head);
+    sb_free(&e->body);
+    return;
+  }
+  if (ks.min_ctas) sb_printf(out, ".minnctapersm %lld\n", (long long)ks.min_ctas);
   if (cluster[0] * cluster[1] * cluster[2] > 1)
     sb_printf(out, ".explicitcluster\n.reqnctapercluster %lld, %lld, %lld\n", (long long)cluster[0],
               (long long)cluster[1], (long long)cluster[2]);

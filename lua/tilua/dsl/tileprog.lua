@@ -121,7 +121,8 @@ function tl.tensor(elem, rank, tile)
   return setmetatable({ type = t, tile = tile }, TensorParam)
 end
 
-local tile_kernel_options = { params = true, num_warps = true, cluster = true, target = true, smem = true, schedule = true }
+local tile_kernel_options = { params = true, num_warps = true, cluster = true, target = true, smem = true, schedule = true,
+                             min_ctas = true }
 
 -- The `schedule` option of tl.tile_kernel -> the kernel's `tileas.schedule`
 -- attribute (nil: persistent). StreamK and split-K plan the split of the k
@@ -136,14 +137,15 @@ end
 
 -- tl.tile_kernel(name, {params = {name = type, ...} | {{name, type}, ...},
 -- num_warps = 4, cluster = {x, y, z} (default 1, 1, 1), target = 90, smem,
--- schedule = "persistent" | {kind = "streamk" | "splitk", programs, workers, splits}}) ->
+-- schedule = "persistent" | {kind = "streamk" | "splitk", programs, workers, splits},
+-- min_ctas = n (blocks an SM must hold: tl.kernel's)}) ->
 -- a kernel whose body k:define builds; params are tl.tensor types and scalars.
 function tl.tile_kernel(name, opts)
   opts = opts or {}
   if type(opts) ~= "table" then raise("tile_kernel: the options must be a table") end
   for key in pairs(opts) do
     if not tile_kernel_options[key] then
-      raise(("tile_kernel '%s': unknown option '%s' (known: params, num_warps, cluster, target, smem, schedule)%s"):format(
+      raise(("tile_kernel '%s': unknown option '%s' (known: params, num_warps, cluster, target, smem, schedule, min_ctas)%s"):format(
         tostring(name), tostring(key), tl.did_you_mean(key, tile_kernel_options)))
     end
   end
@@ -177,7 +179,8 @@ function tl.tile_kernel(name, opts)
     if getmetatable(p[2]) == nil then raise(("tile_kernel parameter '%s' (#%d): expected a type"):format(p[1], i)) end
   end
   -- always a cluster, so that kernel_spec.num_ctas is there (the passes' KERNEL_SPEC fact)
-  local k = tl.kernel(name, { params = params, block = 32 * nw, cluster = opts.cluster or { 1, 1, 1 }, smem = opts.smem })
+  local k = tl.kernel(name, { params = params, block = 32 * nw, cluster = opts.cluster or { 1, 1, 1 }, smem = opts.smem,
+                              min_ctas = opts.min_ctas })
   k.op:set_attr("target_spec", target)
   local sched = schedule_attr(name, opts.schedule)
   if sched then k.op:set_attr("tileas.schedule", sched) end

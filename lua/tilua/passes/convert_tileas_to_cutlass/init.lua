@@ -140,7 +140,8 @@ local function new_kernel(L)
   local saved = tl.module()
   tl.set_module(kop:parent())
   local ok, k = pcall(tl.kernel, L.name .. "__tileas_lowering", { params = L.P.params, block = 32 * L.warps,
-                                                                   cluster = L.nctas > 1 and L.cluster or nil })
+                                                                   cluster = L.nctas > 1 and L.cluster or nil,
+                                                                   min_ctas = kop:kernel_spec().min_ctas })
   tl.set_module(saved)
   if not ok then error(k, 0) end
   k.op:move_before(kop)
