@@ -93,4 +93,112 @@ function M.compare(c, x, ob, lb)
   return worst, worstl, bad
 end
 
+-- {=== the backward (examples/attention_bwd.lua)
+
+-- The forward of problem c in doubles for the values x (M.inputs'), with dO:
+-- x.dO (multiples of 1/8, exact), x.O (O rounded to 16 bits, what the backward
+-- is given), x.LSE (the log-sum-exp, rounded to f32), and their bytes in
+-- bytes (do, o, lse).
+function M.backward_inputs(c, x, bytes, seed)
+  local enc, dec = VV.float16.enc[c.dtype or "bf16"], VV.float16.dec[c.dtype or "bf16"]
+  local dO, db, O, ob, LSE, lb = {}, {}, {}, {}, {}, {}
+  for i = 1, c.b * c.h * c.sq * c.d do
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    dO[i] = ((seed >> 8) % 17 - 8) / 8
+    db[i] = string.pack("<I2", enc(dO[i]))
+  end
+  M.each_row(c, x, function(b, h, i, p, lim, lse)
+    local hk = h // (c.h // c.hkv)
+    local qo = ((b * c.h + h) * c.sq + i) * c.d
+    for e = 1, c.d do
+      local acc = 0
+      for j = 0, lim - 1 do acc = acc + p[j] * x.V[((b * c.hkv + hk) * c.skv + j) * c.d + e] end
+      local bits = enc(acc)
+      O[qo + e], ob[qo + e] = dec(bits), string.pack("<I2", bits)
+    end
+    local r = (b * c.h + h) * c.sq + i
+    lb[r + 1] = string.pack("<f", lse)
+    LSE[r + 1] = string.unpack("<f", lb[r + 1])
+  end)
+  x.dO, x.O, x.LSE = dO, O, LSE
+  bytes.dout, bytes.o, bytes.lse = table.concat(db), table.concat(ob), table.concat(lb)
+end
+
+-- fn(b, h, i, p, lim, lse) for every query row: p[j] = softmax of its scores
+-- (j < lim, the keys it sees), lse its log-sum-exp (doubles).
+function M.each_row(c, x, fn)
+  for b = 0, c.b - 1 do
+    for h = 0, c.h - 1 do
+      local hk = h // (c.h // c.hkv)
+      for i = 0, c.sq - 1 do
+        local qo = ((b * c.h + h) * c.sq + i) * c.d
+        local s, mx = {}, -math.huge
+        local lim = c.causal and math.min(c.skv, i + 1) or c.skv
+        for j = 0, lim - 1 do
+          local ko = ((b * c.hkv + hk) * c.skv + j) * c.d
+          local acc = 0
+          for e = 1, c.d do acc = acc + x.Q[qo + e] * x.K[ko + e] end
+          s[j] = acc * c.scale
+          mx = math.max(mx, s[j])
+        end
+        local sum = 0
+        for j = 0, lim - 1 do
+          s[j] = math.exp(s[j] - mx)
+          sum = sum + s[j]
+        end
+        for j = 0, lim - 1 do s[j] = s[j] / sum end
+        fn(b, h, i, s, lim, mx + math.log(sum))
+      end
+    end
+  end
+end
+
+-- The backward of problem c in doubles from its definition (P from the
+-- exact scores, Delta from the 16-bit O): {dQ, dK, dV} and, for each element,
+-- a bound of the sum of its terms' magnitudes ({mq, mk, mv}: the scale of the
+-- rounding of P and dS to 16 bits).
+function M.backward_reference(c, x)
+  local g = c.h // c.hkv
+  local r = { dQ = {}, dK = {}, dV = {}, mq = {}, mk = {}, mv = {} }
+  for i = 1, c.b * c.h * c.sq * c.d do r.dQ[i], r.mq[i] = 0, 0 end
+  for i = 1, c.b * c.hkv * c.skv * c.d do r.dK[i], r.dV[i], r.mk[i], r.mv[i] = 0, 0, 0, 0 end
+  M.each_row(c, x, function(b, h, i, p, lim)
+    local qo, kb = ((b * c.h + h) * c.sq + i) * c.d, (b * c.hkv + h // g) * c.skv
+    local delta = 0
+    for e = 1, c.d do delta = delta + x.dO[qo + e] * x.O[qo + e] end
+    for j = 0, lim - 1 do
+      local ko = (kb + j) * c.d
+      local dp = 0
+      for e = 1, c.d do dp = dp + x.dO[qo + e] * x.V[ko + e] end
+      local ds, mds = p[j] * (dp - delta) * c.scale, p[j] * (math.abs(dp) + math.abs(delta)) * c.scale
+      for e = 1, c.d do
+        r.dQ[qo + e] = r.dQ[qo + e] + ds * x.K[ko + e]
+        r.mq[qo + e] = r.mq[qo + e] + mds * math.abs(x.K[ko + e])
+        r.dK[ko + e] = r.dK[ko + e] + ds * x.Q[qo + e]
+        r.mk[ko + e] = r.mk[ko + e] + mds * math.abs(x.Q[qo + e])
+        r.dV[ko + e] = r.dV[ko + e] + p[j] * x.dO[qo + e]
+        r.mv[ko + e] = r.mv[ko + e] + p[j] * math.abs(x.dO[qo + e])
+      end
+    end
+  end)
+  return r
+end
+
+-- How many elements of the 16-bit gradient bytes got differ from ref (one of
+-- dQ, dK, dV with its magnitudes mag) by more than 2^-7 mag + 2^-8 |ref| (P
+-- and dS are rounded to 16 bits, the gradient too). -> elements off, worst
+-- |got - ref|, worst (|got - ref| / tolerance)
+function M.backward_compare(c, got, ref, mag)
+  local dec = VV.float16.dec[c.dtype or "bf16"]
+  local bad, worst, ratio = 0, 0, 0
+  for i = 1, #ref do
+    local v = dec(string.unpack("<I2", got, (i - 1) * 2 + 1))
+    local err, tol = math.abs(v - ref[i]), 2 ^ -7 * mag[i] + 2 ^ -8 * math.abs(ref[i]) + 1e-30
+    worst, ratio = math.max(worst, err), math.max(ratio, err / tol)
+    if err > tol or err ~= err then bad = bad + 1 end -- (NaN is off)
+  end
+  return bad, worst, ratio
+end
+-- }===
+
 return M
