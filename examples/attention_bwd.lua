@@ -27,17 +27,24 @@ local tl = require "tilua"
 
 local LOG2E = 1.4426950408889634
 
--- The tiles of a head dim: BM query rows, BN key rows (the dK/dV accumulators'
--- rows; each program holds two of them).
-local function tiles(o)
-  return o.bm or 64, o.bn or 128
+-- The tiles of program `which` ("dq" or "dkdv") at o's head dim: BM query
+-- rows, BN key rows (o.bm, o.bn choose them for both; o.dq_bm, o.dq_bn,
+-- o.kv_bm, o.kv_bn for one). A consumer warpgroup holds 64 rows of its
+-- accumulators, the next iteration's S and dP issued ahead and the bf16
+-- operands of its late dots in at most 240 registers a thread: at head dim
+-- 128 the dQ program takes keys 64 at a time, the dK/dV program (dK and dV:
+-- 128 registers) queries 32 at a time.
+local function tiles(o, which)
+  local wide = (o.d or 128) > 64
+  if which == "dkdv" then return o.kv_bm or o.bm or (wide and 32 or 64), o.kv_bn or o.bn or 128 end
+  return o.dq_bm or o.bm or 64, o.dq_bn or o.bn or (wide and 64 or 128)
 end
 
 local T4, T3 = function(e) return tl.tensor(e, 4) end, function(e) return tl.tensor(e, 3) end
 
 -- {=== the tile programs
 local function build_delta(o)
-  local D, BM = o.d or 128, tiles(o)
+  local D, BM = o.d or 128, tiles(o, "dq")
   tl.new_module()
   local k = tl.tile_kernel("attention_bwd_delta", { params = { O = T4(tl.bf16), dO = T4(tl.bf16), Delta = T3(tl.f32),
     H = tl.i32 } })
@@ -51,7 +58,7 @@ local function build_delta(o)
 end
 
 local function build_dq(o)
-  local D, BM, BN = o.d or 128, tiles(o)
+  local D, BM, BN = o.d or 128, tiles(o, "dq")
   tl.new_module()
   local k = tl.tile_kernel("attention_bwd_dq", { params = { Q = T4(tl.bf16), K = T4(tl.bf16), V = T4(tl.bf16),
     dO = T4(tl.bf16), LSE = T3(tl.f32), Delta = T3(tl.f32), dQ = T4(tl.bf16), SKV = tl.i32, H = tl.i32, group = tl.i32,
@@ -65,7 +72,8 @@ local function build_dq(o)
     local delta = tl.expand_dim(tl.load(p.Delta, { b, h, m }, { BM }), 1)
     local rows = tl.iota({ BM, BN }, 0) + m * BM
     local keys = o.causal and tl.min(p.SKV, (m + 1) * BM) or p.SKV
-    local dq = tl.for_tiles(keys, { tile = BN, stages = 2 }, tl.zeros({ BM, D }), function(j, dq)
+    -- (three stages: K's ring holds two, S's stage and the stage dQ += dS K reads an iteration later)
+    local dq = tl.for_tiles(keys, { tile = BN, stages = 3 }, tl.zeros({ BM, D }), function(j, dq)
       local kt = tl.load(p.K, { b, hk, j, 0 }, { BN, D })
       local s = tl.dot(q, kt, { transpose_b = true })
       local cols = tl.iota({ BM, BN }, 1) + j * BN
@@ -81,7 +89,7 @@ local function build_dq(o)
 end
 
 local function build_dkdv(o)
-  local D, BM, BN = o.d or 128, tiles(o)
+  local D, BM, BN = o.d or 128, tiles(o, "dkdv")
   tl.new_module()
   local k = tl.tile_kernel("attention_bwd_dkdv", { params = { Q = T4(tl.bf16), K = T4(tl.bf16), V = T4(tl.bf16),
     dO = T4(tl.bf16), LSE = T3(tl.f32), Delta = T3(tl.f32), dK = T4(tl.bf16), dV = T4(tl.bf16), SQ = tl.i32,
@@ -96,7 +104,8 @@ local function build_dkdv(o)
     local blocks = tl.max((p.SQ + (BM - 1)) // BM - first, 0)      -- query tiles of a head
     local per = tl.max(blocks, 1)
     -- the loop walks the query tiles of the group's heads, head by head
-    local dk, dv = tl.for_tiles(p.group * blocks * BM, { tile = BM, stages = 2 }, tl.zeros({ BN, D }), tl.zeros({ BN, D }),
+    -- (three stages: Q's and dO's rings are read ahead and late, as K's in dQ)
+    local dk, dv = tl.for_tiles(p.group * blocks * BM, { tile = BM, stages = 3 }, tl.zeros({ BN, D }), tl.zeros({ BN, D }),
                                 function(j, dk, dv)
       local h, m = hk * p.group + j // per, first + j % per
       local q, dout = tl.load(p.Q, { b, h, m, 0 }, { BM, D }), tl.load(p.dO, { b, h, m, 0 }, { BM, D })
@@ -119,24 +128,60 @@ end
 
 -- The grids of programs of problem o (b, h, hkv, sq, skv, d): {delta, dq, dkdv}.
 local function programs(o)
-  local BM, BN = tiles(o)
+  local BM = tiles(o, "dq")
+  local _, BN = tiles(o, "dkdv")
   local qb = (o.sq + BM - 1) // BM
   return { { qb, o.b * o.h }, { qb, o.b * o.h }, { (o.skv + BN - 1) // BN, o.b * o.hkv } }
 end
 
+-- The compiled programs of o's head dim and mask: {delta, dq, dkdv}.
+local compiled = {}
+local function kernels(o)
+  local bm, bn = tiles(o, "dq")
+  local kbm, kbn = tiles(o, "dkdv")
+  local key = ("%d/%s/%d/%d/%d/%d"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn)
+  if not compiled[key] then
+    local ks = { build_delta(o), build_dq(o), build_dkdv(o) }
+    for _, k in ipairs(ks) do k:compile() end
+    compiled[key] = ks
+  end
+  return compiled[key]
+end
+
+-- The backward of problem o (b, h, hkv, sq, skv, d, causal, scale) on device
+-- buffers x: q, k, v, o, dout, lse (the forward's) -> delta, dq, dk, dv
+-- (three launches on the stream, not waited for).
+local function launch(o, x)
+  local ks, G = kernels(o), programs(o)
+  local q4, kv4, rows = { o.b, o.h, o.sq, o.d }, { o.b, o.hkv, o.skv, o.d }, { o.b, o.h, o.sq }
+  local scale, group = o.scale or 1 / math.sqrt(o.d), o.h // o.hkv
+  ks[1]:launch { grid = G[1], args = { O = { x.o, q4 }, dO = { x.dout, q4 }, Delta = { x.delta, rows }, H = o.h } }
+  local common = { Q = { x.q, q4 }, K = { x.k, kv4 }, V = { x.v, kv4 }, dO = { x.dout, q4 }, LSE = { x.lse, rows },
+                   Delta = { x.delta, rows }, group = group, scale = scale }
+  local function with(more)
+    local a = {}
+    for key, v in pairs(common) do a[key] = v end
+    for key, v in pairs(more) do a[key] = v end
+    return a
+  end
+  ks[2]:launch { grid = G[2], args = with { dQ = { x.dq, q4 }, SKV = o.skv, H = o.h } }
+  ks[3]:launch { grid = G[3], args = with { dK = { x.dk, kv4 }, dV = { x.dv, kv4 }, SQ = o.sq, HKV = o.hkv } }
+end
+
 local example = { name = "attention_bwd", build_delta = build_delta, build_dq = build_dq, build_dkdv = build_dkdv,
-                  tiles = tiles, programs = programs, LOG2E = LOG2E }
+                  tiles = tiles, programs = programs, kernels = kernels, launch = launch, LOG2E = LOG2E }
 if ... == "--library" then return example end
 
+-- As a script: the three programs of a head dim through tile-to-ptx and ptxas
+-- (spec/attention_bwd_gpu_spec.lua runs them on the GPU against a reference).
 local o = { d = 128 }
 for _, a in ipairs(arg or {}) do
   local key, v = a:match "^%-%-([%w_-]+)=(.*)$"
   if key and key ~= "emit" and key ~= "stage" then o[key] = math.tointeger(tonumber(v)) or v end
   if a == "--causal" then o.causal = true end
 end
--- (the two programs with dots are not lowered yet: their error is printed)
+local check = require "tilua.gpu.check"
 for _, b in ipairs { build_delta, build_dq, build_dkdv } do
   local k = b(o)
-  local ok, err = pcall(function() return require("tilua.gpu.check").compile(k.name, k) end)
-  if not ok then print(("%s: not lowered yet: %s"):format(k.name, err)) end
+  check.compile(k.op:attr "sym_name", k)
 end

@@ -95,18 +95,26 @@ end
 
 -- {=== the backward (examples/attention_bwd.lua)
 
--- The forward of problem c in doubles for the values x (M.inputs'), with dO:
--- x.dO (multiples of 1/8, exact), x.O (O rounded to 16 bits, what the backward
--- is given), x.LSE (the log-sum-exp, rounded to f32), and their bytes in
--- bytes (do, o, lse).
+-- dO of problem c (multiples of 1/8 in [-1, 1], exact) into x.dO and
+-- bytes.dout, then the forward's outputs (M.forward_outputs).
 function M.backward_inputs(c, x, bytes, seed)
-  local enc, dec = VV.float16.enc[c.dtype or "bf16"], VV.float16.dec[c.dtype or "bf16"]
-  local dO, db, O, ob, LSE, lb = {}, {}, {}, {}, {}, {}
+  local enc = VV.float16.enc[c.dtype or "bf16"]
+  local dO, db = {}, {}
   for i = 1, c.b * c.h * c.sq * c.d do
     seed = (seed * 1103515245 + 12345) % 2147483648
     dO[i] = ((seed >> 8) % 17 - 8) / 8
     db[i] = string.pack("<I2", enc(dO[i]))
   end
+  x.dO, bytes.dout = dO, table.concat(db)
+  M.forward_outputs(c, x, bytes)
+end
+
+-- The forward of problem c in doubles for the values x (Q, K, V): x.O (O
+-- rounded to 16 bits, what the backward is given) and x.LSE (the
+-- log-sum-exp rounded to f32), their bytes bytes.o and bytes.lse.
+function M.forward_outputs(c, x, bytes)
+  local enc, dec = VV.float16.enc[c.dtype or "bf16"], VV.float16.dec[c.dtype or "bf16"]
+  local O, ob, LSE, lb = {}, {}, {}, {}
   M.each_row(c, x, function(b, h, i, p, lim, lse)
     local hk = h // (c.h // c.hkv)
     local qo = ((b * c.h + h) * c.sq + i) * c.d
@@ -120,8 +128,8 @@ function M.backward_inputs(c, x, bytes, seed)
     lb[r + 1] = string.pack("<f", lse)
     LSE[r + 1] = string.unpack("<f", lb[r + 1])
   end)
-  x.dO, x.O, x.LSE = dO, O, LSE
-  bytes.dout, bytes.o, bytes.lse = table.concat(db), table.concat(ob), table.concat(lb)
+  x.O, x.LSE = O, LSE
+  bytes.o, bytes.lse = table.concat(ob), table.concat(lb)
 end
 
 -- fn(b, h, i, p, lim, lse) for every query row: p[j] = softmax of its scores
@@ -198,6 +206,24 @@ function M.backward_compare(c, got, ref, mag)
     if err > tol or err ~= err then bad = bad + 1 end -- (NaN is off)
   end
   return bad, worst, ratio
+end
+-- The emulator's arguments of a lowered tile program kop (PH:
+-- spec/protocol_helper.lua) from its tensors by name ({data = bytes | bytes =
+-- n, shape}, row-major), scalars by name and its grid of programs. -> args,
+-- where (parameter entry -> index)
+function M.lowered_args(PH, kop, tensors, scalars, grid)
+  local vals = { ["programs:x"] = grid[1], ["programs:y"] = grid[2] }
+  for n, t in pairs(tensors) do
+    vals["map:" .. n], vals["ptr:" .. n] = t, t.data or ("\0"):rep(t.bytes)
+    local stride = 1
+    for d = #t.shape, 1, -1 do
+      vals["dim:" .. n .. ":" .. (d - 1)] = t.shape[d]
+      if d < #t.shape then vals["stride:" .. n .. ":" .. (d - 1)] = stride end
+      stride = stride * t.shape[d]
+    end
+  end
+  for n, v in pairs(scalars) do vals["arg:" .. n] = v end
+  return PH.params_args(kop, vals)
 end
 -- }===
 
