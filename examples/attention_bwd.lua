@@ -65,6 +65,9 @@ local function build_dq(o)
     scale = tl.f32 } })
   k:define(function(_, p)
     local m, bh = tl.program_id("x"), tl.program_id("y")
+    if o.causal then -- heads fastest, the longest row blocks first (the forward's order)
+      m, bh = tl.num_programs("y") - 1 - tl.program_id("y"), tl.program_id("x")
+    end
     local b, h = bh // p.H, bh % p.H
     local hk, c = h // p.group, p.scale * LOG2E -- exp(x * scale) is exp2(x * c)
     local q, dout = tl.load(p.Q, { b, h, m, 0 }, { BM, D }), tl.load(p.dO, { b, h, m, 0 }, { BM, D })
@@ -96,6 +99,7 @@ local function build_dkdv(o)
     HKV = tl.i32, group = tl.i32, scale = tl.f32 } })
   k:define(function(_, p)
     local n, bh = tl.program_id("x"), tl.program_id("y") -- BN keys of key head hk of batch b
+    if o.causal then n, bh = tl.program_id("y"), tl.program_id("x") end -- (heads fastest, the first keys see most queries)
     local b, hk = bh // p.HKV, bh % p.HKV
     local c = p.scale * LOG2E
     local kt, vt = tl.load(p.K, { b, hk, n, 0 }, { BN, D }), tl.load(p.V, { b, hk, n, 0 }, { BN, D })
@@ -126,12 +130,14 @@ local function build_dkdv(o)
 end
 -- }===
 
--- The grids of programs of problem o (b, h, hkv, sq, skv, d): {delta, dq, dkdv}.
+-- The grids of programs of problem o (b, h, hkv, sq, skv, d): {delta, dq, dkdv}
+-- (causal: the dQ and dK/dV programs' heads along x, as they read them).
 local function programs(o)
   local BM = tiles(o, "dq")
   local _, BN = tiles(o, "dkdv")
-  local qb = (o.sq + BM - 1) // BM
-  return { { qb, o.b * o.h }, { qb, o.b * o.h }, { (o.skv + BN - 1) // BN, o.b * o.hkv } }
+  local qb, kb = (o.sq + BM - 1) // BM, (o.skv + BN - 1) // BN
+  if o.causal then return { { qb, o.b * o.h }, { o.b * o.h, qb }, { o.b * o.hkv, kb } } end
+  return { { qb, o.b * o.h }, { qb, o.b * o.h }, { kb, o.b * o.hkv } }
 end
 
 -- The compiled programs of o's head dim and mask: {delta, dq, dkdv}.
