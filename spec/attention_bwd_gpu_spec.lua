@@ -7,7 +7,7 @@
 -- |ref|) at ragged lengths, causal and not, head dims 64 and 128,
 -- grouped-query heads; a second launch gives the same bytes. Without a GPU
 -- every program is still compiled and assembled, and the launches report
--- pending. TILUA_SEED fixes the seed.
+-- pending. TILUA_SEED fixes the seed; TILUA_SMALL=1 keeps two cases.
 local tl = require "tilua"
 local AH = dofile "spec/attention_helper.lua"
 
@@ -17,12 +17,17 @@ local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 print(("attention_bwd_gpu: seed %d"):format(seed))
 
 local CASES = {
-  { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64 },                -- grouped-query heads, ragged
+  { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, small = true },  -- grouped-query heads, ragged
   { b = 1, h = 2, hkv = 2, sq = 260, skv = 260, d = 64, causal = true },
   { b = 1, h = 2, hkv = 2, sq = 200, skv = 333, d = 128 },
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 300, d = 128, causal = true },
-  { b = 2, h = 1, hkv = 1, sq = 129, skv = 400, d = 128, causal = true }, -- key tiles right of every query
+  { b = 2, h = 1, hkv = 1, sq = 129, skv = 400, d = 128, causal = true, small = true }, -- keys right of every query
 }
+if os.getenv "TILUA_SMALL" then -- (tools/gpu sanitize)
+  local small = {}
+  for _, c in ipairs(CASES) do if c.small then small[#small + 1] = c end end
+  CASES = small
+end
 
 local function describe_case(c)
   return ("%d x %d heads (%d), %d x %d, d %d%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "")
