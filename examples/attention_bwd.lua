@@ -31,15 +31,16 @@ local LOG2E = 1.4426950408889634
 -- rows, BN key rows (o.bm, o.bn choose them for both; o.dq_bm, o.dq_bn,
 -- o.kv_bm, o.kv_bn for one). A consumer warpgroup holds 64 rows of its
 -- accumulators, the next iteration's S and dP issued ahead and the bf16
--- operands of its late dots in at most 240 registers a thread: at head dim
--- 128 the dQ program takes keys 64 at a time; the dK/dV program (dK and dV:
+-- operands of its late dots in at most 232 registers a thread (two
+-- consumers: the dQ program's 128 query rows): at head dim 128 the dQ
+-- program takes keys 64 at a time; the dK/dV program (dK and dV:
 -- 128 registers at head dim 128) queries 32 at a time (also at 64, where the
 -- log-sum-exp and Delta of 64 queries, loaded before the wait for S^T and
 -- dP^T, would spill).
 local function tiles(o, which)
   local wide = (o.d or 128) > 64
   if which == "dkdv" then return o.kv_bm or o.bm or 32, o.kv_bn or o.bn or 128 end
-  return o.dq_bm or o.bm or 64, o.dq_bn or o.bn or (wide and 64 or 128)
+  return o.dq_bm or o.bm or 128, o.dq_bn or o.bn or (wide and 64 or 128)
 end
 
 local T4, T3 = function(e) return tl.tensor(e, 4) end, function(e) return tl.tensor(e, 3) end
@@ -78,7 +79,7 @@ local function build_dq(o)
     local rows = tl.iota({ BM, BN }, 0) + m * BM
     local keys = o.causal and tl.min(p.SKV, (m + 1) * BM) or p.SKV
     -- (three stages: K's ring holds two, S's stage and the stage dQ += dS K reads an iteration later)
-    local dq = tl.for_tiles(keys, { tile = BN, stages = 3 }, tl.zeros({ BM, D }), function(j, dq)
+    local dq = tl.for_tiles(keys, { tile = BN, stages = o.stages or 3 }, tl.zeros({ BM, D }), function(j, dq)
       local kt = tl.load(p.K, { b, hk, j, 0 }, { BN, D })
       local s = tl.dot(q, kt, { transpose_b = true })
       local cols = tl.iota({ BM, BN }, 1) + j * BN
@@ -111,7 +112,7 @@ local function build_dkdv(o)
     local per = tl.max(blocks, 1)
     -- the loop walks the query tiles of the group's heads, head by head
     -- (three stages: Q's and dO's rings are read ahead and late, as K's in dQ)
-    local dk, dv = tl.for_tiles(p.group * blocks * BM, { tile = BM, stages = 3 }, tl.zeros({ BN, D }), tl.zeros({ BN, D }),
+    local dk, dv = tl.for_tiles(p.group * blocks * BM, { tile = BM, stages = o.stages or 3 }, tl.zeros({ BN, D }), tl.zeros({ BN, D }),
                                 function(j, dk, dv)
       local h, m = hk * p.group + j // per, first + j % per
       local q, dout = tl.load(p.Q, { b, h, m, 0 }, { BM, D }), tl.load(p.dO, { b, h, m, 0 }, { BM, D })
@@ -147,7 +148,7 @@ local compiled = {}
 local function kernels(o)
   local bm, bn = tiles(o, "dq")
   local kbm, kbn = tiles(o, "dkdv")
-  local key = ("%d/%s/%d/%d/%d/%d"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn)
+  local key = ("%d/%s/%d/%d/%d/%d/%d"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3)
   if not compiled[key] then
     local ks = { build_delta(o), build_dq(o), build_dkdv(o) }
     for _, k in ipairs(ks) do k:compile() end
@@ -158,12 +159,15 @@ end
 
 -- The backward of problem o (b, h, hkv, sq, skv, d, causal, scale) on device
 -- buffers x: q, k, v, o, dout, lse (the forward's) -> delta, dq, dk, dv
--- (three launches on the stream, not waited for).
-local function launch(o, x)
+-- (three launches on the stream, not waited for; only: 1, 2 or 3 launches
+-- that program alone).
+local function launch(o, x, only)
   local ks, G = kernels(o), programs(o)
   local q4, kv4, rows = { o.b, o.h, o.sq, o.d }, { o.b, o.hkv, o.skv, o.d }, { o.b, o.h, o.sq }
   local scale, group = o.scale or 1 / math.sqrt(o.d), o.h // o.hkv
-  ks[1]:launch { grid = G[1], args = { O = { x.o, q4 }, dO = { x.dout, q4 }, Delta = { x.delta, rows }, H = o.h } }
+  if not only or only == 1 then
+    ks[1]:launch { grid = G[1], args = { O = { x.o, q4 }, dO = { x.dout, q4 }, Delta = { x.delta, rows }, H = o.h } }
+  end
   local common = { Q = { x.q, q4 }, K = { x.k, kv4 }, V = { x.v, kv4 }, dO = { x.dout, q4 }, LSE = { x.lse, rows },
                    Delta = { x.delta, rows }, group = group, scale = scale }
   local function with(more)
@@ -172,8 +176,10 @@ local function launch(o, x)
     for key, v in pairs(more) do a[key] = v end
     return a
   end
-  ks[2]:launch { grid = G[2], args = with { dQ = { x.dq, q4 }, SKV = o.skv, H = o.h } }
-  ks[3]:launch { grid = G[3], args = with { dK = { x.dk, kv4 }, dV = { x.dv, kv4 }, SQ = o.sq, HKV = o.hkv } }
+  if not only or only == 2 then ks[2]:launch { grid = G[2], args = with { dQ = { x.dq, q4 }, SKV = o.skv, H = o.h } } end
+  if not only or only == 3 then
+    ks[3]:launch { grid = G[3], args = with { dK = { x.dk, kv4 }, dV = { x.dv, kv4 }, SQ = o.sq, HKV = o.hkv } }
+  end
 end
 
 local example = { name = "attention_bwd", build_delta = build_delta, build_dq = build_dq, build_dkdv = build_dkdv,
