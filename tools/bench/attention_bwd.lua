@@ -10,9 +10,9 @@
 -- and LSE; within 2^-7 of the sum of the terms' magnitudes plus 2^-8 |ref|);
 -- then the three launches are timed together: the best of 5 samples of CUDA
 -- events around 10 back-to-back backwards. torch runs in a child python3
--- process on the same shapes (fresh random tensors) with the same timing of
--- torch.autograd.grad. FLOPs are 2.5 times the forward's 4 B H S^2 D
--- (halved when causal), the usual count. The table shows TFLOP/s and the
+-- process on the same shapes (fresh random tensors; tools/bench/peers.lua's
+-- P.sdpa) with the same timing of torch.autograd.grad. FLOPs are 2.5 times
+-- the forward's 4 B H S^2 D (halved when causal), the usual count. The table shows TFLOP/s and the
 -- ratios ours / cuDNN and ours / flash.
 --
 --   tilua tools/bench/attention_bwd.lua [--s=4096] [--bh=32] [--only=d128,d64 causal] [--no-torch]
@@ -56,68 +56,11 @@ for _, p in ipairs(problems) do
   if want then list[#list + 1] = p end
 end
 
--- {=== torch's SDPA backward in a child process
-local PY = [[
-import sys
-try:
-    import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import sdpa_kernel, SDPBackend
-except Exception as e:
-    print("ERROR", repr(e)); sys.exit(0)
-def timeit(fn):
-    fn(); torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(5):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(10): fn()
-        e.record(); torch.cuda.synchronize()
-        best = min(best, s.elapsed_time(e) / 10)
-    return best
-print("DEVICE", torch.cuda.get_device_name(), torch.__version__)
-for i, line in enumerate(sys.stdin):
-    b, h, s, d, causal = [int(x) for x in line.split()]
-    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    out = []
-    for be in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION):
-        t = float("nan")
-        try:
-            with sdpa_kernel(be):
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
-                g = torch.randn_like(y)
-                t = timeit(lambda: torch.autograd.grad(y, (q, k, v), g, retain_graph=True))
-        except Exception as e:
-            print("NOTE", i, be, repr(e)[:160], file=sys.stderr)
-        out.append(t)
-    print("P", i, " ".join("%.5f" % x for x in out), flush=True)
-]]
-
+-- {=== torch's SDPA (forward and backward) in a child process (tools/bench/peers.lua)
+local P = dofile "tools/bench/peers.lua"
 local function run_torch(probs)
   if o.no_torch then return nil, "not run (--no-torch)" end
-  local py, input = os.tmpname(), os.tmpname()
-  local f = assert(io.open(py, "w"))
-  f:write(PY)
-  f:close()
-  f = assert(io.open(input, "w"))
-  for _, p in ipairs(probs) do f:write(("%d %d %d %d %d\n"):format(p.b, p.h, p.s, p.d, p.causal and 1 or 0)) end
-  f:close()
-  local pipe = io.popen(("NCCL_NVLS_ENABLE=0 python3 %s < %s 2>&1"):format(py, input))
-  if not pipe then return nil, "python3 could not be started" end
-  local res, why = {}, nil
-  for line in pipe:lines() do
-    local i, a, b = line:match "^P (%d+) (%S+) (%S+)$"
-    if i then
-      a, b = tonumber(a), tonumber(b)
-      res[tonumber(i) + 1] = { cudnn = a == a and a or nil, flash = b == b and b or nil }
-    elseif line:match "^ERROR" then why = line
-    else print("torch: " .. line:gsub("^DEVICE ", "")) end
-  end
-  pipe:close()
-  os.remove(py)
-  os.remove(input)
-  if why then return nil, why end
-  return res
+  return P.sdpa(probs)
 end
 -- }===
 
@@ -187,13 +130,7 @@ print(("attention backward bench on %s (%d SMs), bf16, seed %d"):format(D.info()
 local peers, why = run_torch(list)
 if not peers then print("torch SDPA: " .. tostring(why)) end
 
-local function best_of(fn)
-  fn()
-  D.synchronize()
-  local best = math.huge
-  for _ = 1, 5 do best = math.min(best, D.time(function() for _ = 1, 10 do fn() end end) / 10) end
-  return best
-end
+local function best_of(fn) return P.time { { "", fn } }[1] end
 
 local ours = {}
 for pi, p in ipairs(list) do
@@ -247,7 +184,7 @@ for pi, p in ipairs(list) do
   local function tf(ms) return ms and flops / ms / 1e9 or nil end
   local function fmt(v) return v and ("%.1f"):format(v) or "-" end
   local function ratio(a, b) return a and b and ("%.3f"):format(a / b) or "-" end
-  local cu, fl = t and tf(t.cudnn), t and tf(t.flash)
+  local cu, fl = t and tf(t.cudnn_bwd), t and tf(t.flash_bwd)
   print(("| %s (%d x %d x %d x %d) | %s | %s | %s | %s | %s | %s |"):format(p.name, p.b, p.h, p.s, p.d, fmt(r and r.tflops),
     fmt(cu), fmt(fl), ratio(r and r.tflops, cu), ratio(r and r.tflops, fl), r and r.label or "wrong or not built"))
 end
