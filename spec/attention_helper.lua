@@ -53,43 +53,22 @@ end
 -- (P and O are rounded to 16 bits), the LSE by more than 1e-3 (1 + |ref|).
 -- -> worst |O - ref|, worst |LSE - ref|, elements off
 function M.compare(c, x, ob, lb)
-  local Q, K, V = x.Q, x.K, x.V
   local dec = VV.float16.dec[c.dtype or "bf16"]
   local worst, worstl, bad = 0, 0, 0
-  for b = 0, c.b - 1 do
-    for h = 0, c.h - 1 do
-      local hk = h // (c.h // c.hkv)
-      for i = 0, c.sq - 1 do
-        local qo = ((b * c.h + h) * c.sq + i) * c.d
-        local s, mx = {}, -math.huge
-        local lim = c.causal and math.min(c.skv, i + 1) or c.skv
-        for j = 0, lim - 1 do
-          local ko = ((b * c.hkv + hk) * c.skv + j) * c.d
-          local acc = 0
-          for e = 1, c.d do acc = acc + Q[qo + e] * K[ko + e] end
-          s[j] = acc * c.scale
-          mx = math.max(mx, s[j])
-        end
-        local sum = 0
-        for j = 0, lim - 1 do
-          s[j] = math.exp(s[j] - mx)
-          sum = sum + s[j]
-        end
-        local lse = mx + math.log(sum)
-        local got_l = string.unpack("<f", lb, ((b * c.h + h) * c.sq + i) * 4 + 1)
-        worstl = math.max(worstl, math.abs(got_l - lse))
-        if math.abs(got_l - lse) > 1e-3 * (1 + math.abs(lse)) then bad = bad + 1 end
-        for e = 1, c.d do
-          local acc = 0
-          for j = 0, lim - 1 do acc = acc + s[j] * V[((b * c.hkv + hk) * c.skv + j) * c.d + e] end
-          acc = acc / sum
-          local got = dec(string.unpack("<I2", ob, (qo + e - 1) * 2 + 1))
-          worst = math.max(worst, math.abs(got - acc))
-          if math.abs(got - acc) > 2 ^ -7 + 2 ^ -8 * math.abs(acc) then bad = bad + 1 end
-        end
-      end
+  M.each_row(c, x, function(b, h, i, p, lim, lse)
+    local hk = h // (c.h // c.hkv)
+    local qo = ((b * c.h + h) * c.sq + i) * c.d
+    local got_l = string.unpack("<f", lb, ((b * c.h + h) * c.sq + i) * 4 + 1)
+    worstl = math.max(worstl, math.abs(got_l - lse))
+    if math.abs(got_l - lse) > 1e-3 * (1 + math.abs(lse)) then bad = bad + 1 end
+    for e = 1, c.d do
+      local acc = 0
+      for j = 0, lim - 1 do acc = acc + p[j] * x.V[((b * c.hkv + hk) * c.skv + j) * c.d + e] end
+      local got = dec(string.unpack("<I2", ob, (qo + e - 1) * 2 + 1))
+      worst = math.max(worst, math.abs(got - acc))
+      if math.abs(got - acc) > 2 ^ -7 + 2 ^ -8 * math.abs(acc) then bad = bad + 1 end
     end
-  end
+  end)
   return worst, worstl, bad
 end
 
