@@ -33,13 +33,11 @@ local LOG2E = 1.4426950408889634
 -- accumulators, the next iteration's S and dP issued ahead and the bf16
 -- operands of its late dots in at most 232 registers a thread (two
 -- consumers: the dQ program's 128 query rows): at head dim 128 the dQ
--- program takes keys 64 at a time; the dK/dV program (dK and dV:
--- 128 registers at head dim 128) queries 32 at a time (also at 64, where the
--- log-sum-exp and Delta of 64 queries, loaded before the wait for S^T and
--- dP^T, would spill).
+-- program takes keys 64 at a time, the dK/dV program (dK and dV: 128
+-- registers) queries 32 at a time.
 local function tiles(o, which)
   local wide = (o.d or 128) > 64
-  if which == "dkdv" then return o.kv_bm or o.bm or 32, o.kv_bn or o.bn or 128 end
+  if which == "dkdv" then return o.kv_bm or o.bm or (wide and 32 or 64), o.kv_bn or o.bn or 128 end
   return o.dq_bm or o.bm or 128, o.dq_bn or o.bn or (wide and 64 or 128)
 end
 

@@ -290,61 +290,7 @@ local function bind_slots(S, kk, carried, late_inits)
   end
 end
 
--- The body's loads of rows or columns of the accumulator's layout (slices)
--- whose coordinates the iteration's index alone gives, with the scalar ops
--- they need (the dK/dV program's log-sum-exp and Delta of the iteration's
--- queries): issued before the wait for the ahead dots, so that their latency
--- overlaps the tensor cores. -> list of ops, set of their result ids
-local function early_ops(b)
-  local late, cand = {}, {}
-  for i, a in ipairs(b:args()) do if i > 1 then late[a:id()] = true end end -- (the carried values)
-  for _, o in ipairs(b:ops()) do
-    local ok = o:nregions() == 0 and o:nresults() == 1
-      and (o:name() == "tileas.tiled_load" and R.layout_kind(o:result(1)) == "slice" or o:result(1):type():kind() ~= "tile")
-      and o:name() ~= "tileas.extract" and o:name() ~= "tileas.reduce"
-    for i = 1, ok and o:noperands() or 0 do
-      if late[o:operand(i):id()] then ok = false end -- (a value of the body defined before o is early or late)
-    end
-    for i = 1, o:nresults() do
-      if ok then cand[o:result(i):id()] = o else late[o:result(i):id()] = true end
-    end
-  end
-  -- only the loads and what their coordinates need
-  local need, list, set = {}, {}, {}
-  local function want(o)
-    if need[o:result(1):id()] then return end
-    need[o:result(1):id()] = true
-    for i = 1, o:noperands() do
-      local d = cand[o:operand(i):id()]
-      if d then want(d) end
-    end
-  end
-  for _, o in pairs(cand) do if o:name() == "tileas.tiled_load" then want(o) end end
-  for _, o in ipairs(b:ops()) do
-    if o:nresults() == 1 and need[o:result(1):id()] then list[#list + 1], set[o:result(1):id()] = o, true end
-  end
-  return list, set
-end
-
--- Lower the early ops of iteration kk, each load's elements that the thread holds read now.
-local function lower_early(S, kk)
-  local L, env = S.L, S.env
-  L.vmap[S.b:arg(1):id()] = kk
-  for _, o in ipairs(S.early) do
-    V.at_loc(o, X.lower_op, L, o, env)
-    local x = L.vmap[o:result(1):id()]
-    if V.is_line(x) then
-      local n = R.tile_of(o:result(1)).shape[1]
-      for i = 0, n // 2 - 1 do
-        local dr, dc = env.f.offset(i)
-        x:at(x.along == 2 and dc or dr)
-      end
-    end
-  end
-end
-
--- The body's register ops of an iteration, the ahead dots' results given
--- (the early ones lowered already).
+-- The body's register ops of an iteration, the ahead dots' results given.
 local function lower_body(S, ahead_vecs)
   local L, env = S.L, S.env
   local saved, by_result = env.dot, {}
@@ -357,9 +303,7 @@ local function lower_body(S, ahead_vecs)
       L.vmap[d:result(1):id()] = f
     end
   end
-  for _, o in ipairs(S.b:ops()) do
-    if not (o:nresults() == 1 and S.early_set[o:result(1):id()]) then V.at_loc(o, X.lower_op, L, o, env) end
-  end
+  X.lower_block(L, S.b, env)
   env.dot = saved
 end
 
@@ -436,7 +380,6 @@ local function prologue(S, lb)
   tl.wgmma_fence()
   local svecs = issue_ahead(S, nil)
   pass_turn(S)
-  lower_early(S, lb)
   tl.wgmma_wait(0)
   release_ahead(S)
   local carried = {}
@@ -504,7 +447,6 @@ local function iteration(S, C, kk)
   local nv = issue_ahead(S, sv)
   local results = issue_late(S, o, pa)
   pass_turn(S)
-  lower_early(S, kk)
   tl.wgmma_wait(1)
   release_ahead(S)
   bind_slots(S, kk, o.slots, nil)
@@ -577,7 +519,6 @@ function Chain.lower(L, env, op, cur, ctx)
     S.acur[g] = an.shared[g] and setmetatable({ value = cur[g].value, pipe = cur[g].pipe, role = cur[g].role }, getmetatable(cur[g]))
                 or cur[g]
   end
-  S.early, S.early_set = early_ops(b)
   S.deferred = deferred_sums(op, S.slot_kind)
   local saved = env.lane_sums
   env.lane_sums = {}
