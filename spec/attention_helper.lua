@@ -53,9 +53,67 @@ end
 -- (P and O are rounded to 16 bits), the LSE by more than 1e-3 (1 + |ref|).
 -- -> worst |O - ref|, worst |LSE - ref|, elements off
 function M.compare(c, x, ob, lb)
-  local Q, K, V = x.Q, x.K, x.V
   local dec = VV.float16.dec[c.dtype or "bf16"]
   local worst, worstl, bad = 0, 0, 0
+  M.each_row(c, x, function(b, h, i, p, lim, lse)
+    local hk = h // (c.h // c.hkv)
+    local qo = ((b * c.h + h) * c.sq + i) * c.d
+    local got_l = string.unpack("<f", lb, ((b * c.h + h) * c.sq + i) * 4 + 1)
+    worstl = math.max(worstl, math.abs(got_l - lse))
+    if math.abs(got_l - lse) > 1e-3 * (1 + math.abs(lse)) then bad = bad + 1 end
+    for e = 1, c.d do
+      local acc = 0
+      for j = 0, lim - 1 do acc = acc + p[j] * x.V[((b * c.hkv + hk) * c.skv + j) * c.d + e] end
+      local got = dec(string.unpack("<I2", ob, (qo + e - 1) * 2 + 1))
+      worst = math.max(worst, math.abs(got - acc))
+      if math.abs(got - acc) > 2 ^ -7 + 2 ^ -8 * math.abs(acc) then bad = bad + 1 end
+    end
+  end)
+  return worst, worstl, bad
+end
+
+-- {=== the backward (examples/attention_bwd.lua)
+
+-- dO of problem c (multiples of 1/8 in [-1, 1], exact) into x.dO and
+-- bytes.dout, then the forward's outputs (M.forward_outputs).
+function M.backward_inputs(c, x, bytes, seed)
+  local enc = VV.float16.enc[c.dtype or "bf16"]
+  local dO, db = {}, {}
+  for i = 1, c.b * c.h * c.sq * c.d do
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    dO[i] = ((seed >> 8) % 17 - 8) / 8
+    db[i] = string.pack("<I2", enc(dO[i]))
+  end
+  x.dO, bytes.dout = dO, table.concat(db)
+  M.forward_outputs(c, x, bytes)
+end
+
+-- The forward of problem c in doubles for the values x (Q, K, V): x.O (O
+-- rounded to 16 bits, what the backward is given) and x.LSE (the
+-- log-sum-exp rounded to f32), their bytes bytes.o and bytes.lse.
+function M.forward_outputs(c, x, bytes)
+  local enc, dec = VV.float16.enc[c.dtype or "bf16"], VV.float16.dec[c.dtype or "bf16"]
+  local O, ob, LSE, lb = {}, {}, {}, {}
+  M.each_row(c, x, function(b, h, i, p, lim, lse)
+    local hk = h // (c.h // c.hkv)
+    local qo = ((b * c.h + h) * c.sq + i) * c.d
+    for e = 1, c.d do
+      local acc = 0
+      for j = 0, lim - 1 do acc = acc + p[j] * x.V[((b * c.hkv + hk) * c.skv + j) * c.d + e] end
+      local bits = enc(acc)
+      O[qo + e], ob[qo + e] = dec(bits), string.pack("<I2", bits)
+    end
+    local r = (b * c.h + h) * c.sq + i
+    lb[r + 1] = string.pack("<f", lse)
+    LSE[r + 1] = string.unpack("<f", lb[r + 1])
+  end)
+  x.O, x.LSE = O, LSE
+  bytes.o, bytes.lse = table.concat(ob), table.concat(lb)
+end
+
+-- fn(b, h, i, p, lim, lse) for every query row: p[j] = softmax of its scores
+-- (j < lim, the keys it sees), lse its log-sum-exp (doubles).
+function M.each_row(c, x, fn)
   for b = 0, c.b - 1 do
     for h = 0, c.h - 1 do
       local hk = h // (c.h // c.hkv)
@@ -66,7 +124,7 @@ function M.compare(c, x, ob, lb)
         for j = 0, lim - 1 do
           local ko = ((b * c.hkv + hk) * c.skv + j) * c.d
           local acc = 0
-          for e = 1, c.d do acc = acc + Q[qo + e] * K[ko + e] end
+          for e = 1, c.d do acc = acc + x.Q[qo + e] * x.K[ko + e] end
           s[j] = acc * c.scale
           mx = math.max(mx, s[j])
         end
@@ -75,22 +133,77 @@ function M.compare(c, x, ob, lb)
           s[j] = math.exp(s[j] - mx)
           sum = sum + s[j]
         end
-        local lse = mx + math.log(sum)
-        local got_l = string.unpack("<f", lb, ((b * c.h + h) * c.sq + i) * 4 + 1)
-        worstl = math.max(worstl, math.abs(got_l - lse))
-        if math.abs(got_l - lse) > 1e-3 * (1 + math.abs(lse)) then bad = bad + 1 end
-        for e = 1, c.d do
-          local acc = 0
-          for j = 0, lim - 1 do acc = acc + s[j] * V[((b * c.hkv + hk) * c.skv + j) * c.d + e] end
-          acc = acc / sum
-          local got = dec(string.unpack("<I2", ob, (qo + e - 1) * 2 + 1))
-          worst = math.max(worst, math.abs(got - acc))
-          if math.abs(got - acc) > 2 ^ -7 + 2 ^ -8 * math.abs(acc) then bad = bad + 1 end
-        end
+        for j = 0, lim - 1 do s[j] = s[j] / sum end
+        fn(b, h, i, s, lim, mx + math.log(sum))
       end
     end
   end
-  return worst, worstl, bad
 end
+
+-- The backward of problem c in doubles from its definition (P from the
+-- exact scores, Delta from the 16-bit O): {dQ, dK, dV} and, for each element,
+-- a bound of the sum of its terms' magnitudes ({mq, mk, mv}: the scale of the
+-- rounding of P and dS to 16 bits).
+function M.backward_reference(c, x)
+  local g = c.h // c.hkv
+  local r = { dQ = {}, dK = {}, dV = {}, mq = {}, mk = {}, mv = {} }
+  for i = 1, c.b * c.h * c.sq * c.d do r.dQ[i], r.mq[i] = 0, 0 end
+  for i = 1, c.b * c.hkv * c.skv * c.d do r.dK[i], r.dV[i], r.mk[i], r.mv[i] = 0, 0, 0, 0 end
+  M.each_row(c, x, function(b, h, i, p, lim)
+    local qo, kb = ((b * c.h + h) * c.sq + i) * c.d, (b * c.hkv + h // g) * c.skv
+    local delta = 0
+    for e = 1, c.d do delta = delta + x.dO[qo + e] * x.O[qo + e] end
+    for j = 0, lim - 1 do
+      local ko = (kb + j) * c.d
+      local dp = 0
+      for e = 1, c.d do dp = dp + x.dO[qo + e] * x.V[ko + e] end
+      local ds, mds = p[j] * (dp - delta) * c.scale, p[j] * (math.abs(dp) + math.abs(delta)) * c.scale
+      for e = 1, c.d do
+        r.dQ[qo + e] = r.dQ[qo + e] + ds * x.K[ko + e]
+        r.mq[qo + e] = r.mq[qo + e] + mds * math.abs(x.K[ko + e])
+        r.dK[ko + e] = r.dK[ko + e] + ds * x.Q[qo + e]
+        r.mk[ko + e] = r.mk[ko + e] + mds * math.abs(x.Q[qo + e])
+        r.dV[ko + e] = r.dV[ko + e] + p[j] * x.dO[qo + e]
+        r.mv[ko + e] = r.mv[ko + e] + p[j] * math.abs(x.dO[qo + e])
+      end
+    end
+  end)
+  return r
+end
+
+-- How many elements of the 16-bit gradient bytes got differ from ref (one of
+-- dQ, dK, dV with its magnitudes mag) by more than 2^-7 mag + 2^-8 |ref| (P
+-- and dS are rounded to 16 bits, the gradient too). -> elements off, worst
+-- |got - ref|, worst (|got - ref| / tolerance)
+function M.backward_compare(c, got, ref, mag)
+  local dec = VV.float16.dec[c.dtype or "bf16"]
+  local bad, worst, ratio = 0, 0, 0
+  for i = 1, #ref do
+    local v = dec(string.unpack("<I2", got, (i - 1) * 2 + 1))
+    local err, tol = math.abs(v - ref[i]), 2 ^ -7 * mag[i] + 2 ^ -8 * math.abs(ref[i]) + 1e-30
+    worst, ratio = math.max(worst, err), math.max(ratio, err / tol)
+    if err > tol or err ~= err then bad = bad + 1 end -- (NaN is off)
+  end
+  return bad, worst, ratio
+end
+-- The emulator's arguments of a lowered tile program kop (PH:
+-- spec/protocol_helper.lua) from its tensors by name ({data = bytes | bytes =
+-- n, shape}, row-major), scalars by name and its grid of programs. -> args,
+-- where (parameter entry -> index)
+function M.lowered_args(PH, kop, tensors, scalars, grid)
+  local vals = { ["programs:x"] = grid[1], ["programs:y"] = grid[2] }
+  for n, t in pairs(tensors) do
+    vals["map:" .. n], vals["ptr:" .. n] = t, t.data or ("\0"):rep(t.bytes)
+    local stride = 1
+    for d = #t.shape, 1, -1 do
+      vals["dim:" .. n .. ":" .. (d - 1)] = t.shape[d]
+      if d < #t.shape then vals["stride:" .. n .. ":" .. (d - 1)] = stride end
+      stride = stride * t.shape[d]
+    end
+  end
+  for n, v in pairs(scalars) do vals["arg:" .. n] = v end
+  return PH.params_args(kop, vals)
+end
+-- }===
 
 return M

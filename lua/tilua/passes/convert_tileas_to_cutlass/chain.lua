@@ -69,8 +69,12 @@ local function read_loop(L, op)
       end
     end
   end
+  -- a ring both kinds read (the backward's K: S = Q K^T ahead, dQ += dS K
+  -- late) holds iteration j's stage for the ahead dots while the late dots
+  -- of j - 1 still read the stage before: waited for ahead, released late
+  an.shared = {}
   for g in pairs(an.ahead_groups) do
-    if an.late_groups[g] then R.fail(op, "a ring read by a dot issued ahead and by one issued late is not lowered") end
+    if an.late_groups[g] then an.shared[g] = true end
   end
   if #an.ahead == 0 then R.fail(op, "a loop of chained dots with no dot issued ahead is not lowered yet") end
   return an
@@ -230,6 +234,26 @@ local function stages_of(groups, cur, into)
   return into
 end
 
+-- The waits and releases of the groups: the ahead dots' at the ahead cursors
+-- (S.acur: a copy for a group the late dots read too, which the late
+-- release advances instead), the late dots' at the cursors.
+local function wait_ahead(S)
+  for _, g in ipairs(S.ahead_groups) do g.pipe:consumer_wait(S.acur[g]) end
+end
+local function wait_late(S)
+  for _, g in ipairs(S.late_groups) do
+    if not S.an.shared[g] then g.pipe:consumer_wait(S.cur[g]) end -- (a shared one's stage: waited ahead)
+  end
+end
+local function release_ahead(S)
+  for _, g in ipairs(S.ahead_groups) do
+    if S.an.shared[g] then S.acur[g]:advance() else release(g, S.cur[g]) end
+  end
+end
+local function release_late(S)
+  for _, g in ipairs(S.late_groups) do release(g, S.cur[g]) end
+end
+
 -- Is the pipelined loop op scheduled (a dot of it marked tileas.ahead)?
 function Chain.scheduled(op)
   for _, o in ipairs(op:region(1):entry():ops()) do
@@ -311,7 +335,7 @@ end
 -- Issue the ahead dots (their accumulators svecs, or fresh), one group committed.
 local function issue_ahead(S, svecs)
   local L, env = S.L, S.env
-  local st = stages_of(S.ahead_groups, S.cur, stages_of(S.once, S.cur))
+  local st = stages_of(S.ahead_groups, S.acur, stages_of(S.once, S.cur))
   local vecs = {}
   for _, d in ipairs(S.an.ahead) do
     for i = 1, 2 do -- (a slice of a ring, in the body: lowered again there)
@@ -348,16 +372,16 @@ local function pass_turn(S) if S.turns then A.turn_pass(tl, S.ctx.go, S.ctx) end
 -- The prologue, iteration lb: the ahead dots, then the body's register ops.
 -- -> the ahead dots' results, the hand-over to the next iteration
 local function prologue(S, lb)
-  local L, op, cur = S.L, S.op, S.cur
+  local L, op = S.L, S.op
   local inits = {}
   for i = 1, S.nslots do inits[i] = V.get(L, op:operand(3 + i), op) end
-  for _, g in ipairs(S.ahead_groups) do g.pipe:consumer_wait(cur[g]) end
+  wait_ahead(S)
   take_turn(S)
   tl.wgmma_fence()
   local svecs = issue_ahead(S, nil)
   pass_turn(S)
   tl.wgmma_wait(0)
-  for _, g in ipairs(S.ahead_groups) do release(g, cur[g]) end
+  release_ahead(S)
   local carried = {}
   for i = 1, S.nslots do
     if not S.an.late_of_slot[i] then carried[i] = pack(inits[i], S.slot_kind[i], op:result(i):type()) end
@@ -381,6 +405,9 @@ local function loop_cells(S, svecs, out)
     return c
   end
   for _, g in ipairs(S.L.groups) do C.list[#C.list + 1] = S.cur[g] end
+  for _, g in ipairs(S.ahead_groups) do
+    if an.shared[g] then C.list[#C.list + 1] = S.acur[g] end
+  end
   if S.turns then C.list[#C.list + 1] = S.ctx.turn end
   for _, d in ipairs(an.late) do C.late[d] = { acc = cell(out.acc[d]), areg = out.areg[d] and cell(out.areg[d]) } end
   for _, d in ipairs(an.ahead) do C.ahead[d] = cell(svecs[d]) end
@@ -408,10 +435,10 @@ end
 
 -- Iteration kk of the loop (lb < kk < ub) on the cells C.
 local function iteration(S, C, kk)
-  local cur, an = S.cur, S.an
+  local an = S.an
   local o = current(S, C)
-  for _, g in ipairs(S.ahead_groups) do g.pipe:consumer_wait(cur[g]) end
-  for _, g in ipairs(S.late_groups) do g.pipe:consumer_wait(cur[g]) end
+  wait_ahead(S)
+  wait_late(S)
   take_turn(S)
   local pa = operand_regs(S, o)
   tl.wgmma_fence() -- (no branch between it and the wgmmas: ptxas would fence again)
@@ -421,13 +448,13 @@ local function iteration(S, C, kk)
   local results = issue_late(S, o, pa)
   pass_turn(S)
   tl.wgmma_wait(1)
-  for _, g in ipairs(S.ahead_groups) do release(g, cur[g]) end
+  release_ahead(S)
   bind_slots(S, kk, o.slots, nil)
   for k2 in pairs(S.late_result) do S.late_result[k2] = nil end
   lower_body(S, nv)
   local n = outputs_before_wait(S)
   tl.wgmma_wait(0)
-  for _, g in ipairs(S.late_groups) do release(g, cur[g]) end
+  release_late(S)
   for _, d in ipairs(an.late) do S.late_result[d] = results[d] end
   register_operands(S, n)
   accumulators(S, n)
@@ -445,12 +472,12 @@ end
 local function finish(S, C)
   local L, op, cur = S.L, S.op, S.cur
   local last = current(S, C)
-  for _, g in ipairs(S.late_groups) do g.pipe:consumer_wait(cur[g]) end
+  wait_late(S)
   local pa = operand_regs(S, last)
   tl.wgmma_fence()
   local results = issue_late(S, last, pa)
   tl.wgmma_wait(0)
-  for _, g in ipairs(S.late_groups) do release(g, cur[g]) end
+  release_late(S)
   for _, g in ipairs(S.once) do release(g, cur[g]) end
   for i = 1, S.nslots do
     local d = S.an.late_of_slot[i]
@@ -484,6 +511,13 @@ function Chain.lower(L, env, op, cur, ctx)
                tostring(op:result(i):type()))
       end
     end
+  end
+  -- a shared group's ahead cursor starts where the late one is (both
+  -- advance once an iteration: they meet again after the loop)
+  S.acur = {}
+  for _, g in ipairs(S.ahead_groups) do
+    S.acur[g] = an.shared[g] and setmetatable({ value = cur[g].value, pipe = cur[g].pipe, role = cur[g].role }, getmetatable(cur[g]))
+                or cur[g]
   end
   S.deferred = deferred_sums(op, S.slot_kind)
   local saved = env.lane_sums

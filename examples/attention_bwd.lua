@@ -1,0 +1,199 @@
+-- attention_bwd.lua: the attention backward as tile programs (docs/tileprog.md).
+-- Given the forward of examples/attention.lua (O = softmax(Q K^T * scale (+ a
+-- causal mask)) V, its log-sum-exp LSE) and dO, with P = exp(S * scale - LSE):
+--
+--   Delta[i] = sum_e dO[i, e] O[i, e]        dV = P^T dO          dP = dO V^T
+--   dS = P * (dP - Delta[row])                dQ = scale dS K      dK = scale dS^T Q
+--
+-- three programs (FlashAttention-2's backward, P recomputed from the LSE):
+--   "attention_bwd_delta": BM rows of a head, Delta = rowsum(dO * O) (f32);
+--   "attention_bwd_dq":    BM query rows of a head walk the key tiles (a
+--                          forward-shaped loop with two first-stage dots, S and
+--                          dP, and dQ += dS K); dQ stored once, no atomics;
+--   "attention_bwd_dkdv":  BN key rows of a key head (K, V loaded once) walk the
+--                          query tiles of the heads that share it (grouped-query
+--                          heads summed in the loop): S^T = K Q^T, P^T with the
+--                          query's LSE broadcast down the columns, dV += P^T dO,
+--                          dP^T = V dO^T, dS^T, dK += dS^T Q (two accumulators).
+-- Q, K, V, O, dO, dQ, dK, dV [B, H, S, D] bf16 (K, V, dK, dV: HKV heads), LSE
+-- and Delta [B, H, SQ] f32. Causal: a query i sees keys j <= i (the forward's);
+-- blocks wholly above the diagonal are skipped (the dQ loop stops at the
+-- diagonal, the dK/dV loop starts there).
+--
+--   tilua examples/attention_bwd.lua [--d=64|128] [--causal] [--emit=ir|ptx] [--stage=NAME]
+--
+--   loadfile("examples/attention_bwd.lua")("--library") -> {build_delta, build_dq, build_dkdv, tiles, programs}
+local tl = require "tilua"
+
+local LOG2E = 1.4426950408889634
+
+-- The tiles of program `which` ("dq" or "dkdv") at o's head dim: BM query
+-- rows, BN key rows (o.bm, o.bn choose them for both; o.dq_bm, o.dq_bn,
+-- o.kv_bm, o.kv_bn for one). A consumer warpgroup holds 64 rows of its
+-- accumulators, the next iteration's S and dP issued ahead and the bf16
+-- operands of its late dots in at most 232 registers a thread (two
+-- consumers: the dQ program's 128 query rows): at head dim 128 the dQ
+-- program takes keys 64 at a time, the dK/dV program (dK and dV: 128
+-- registers) queries 32 at a time.
+local function tiles(o, which)
+  local wide = (o.d or 128) > 64
+  if which == "dkdv" then return o.kv_bm or o.bm or (wide and 32 or 64), o.kv_bn or o.bn or 128 end
+  return o.dq_bm or o.bm or 128, o.dq_bn or o.bn or (wide and 64 or 128)
+end
+
+local T4, T3 = function(e) return tl.tensor(e, 4) end, function(e) return tl.tensor(e, 3) end
+
+-- {=== the tile programs
+local function build_delta(o)
+  local D, BM = o.d or 128, tiles(o, "dq")
+  tl.new_module()
+  local k = tl.tile_kernel("attention_bwd_delta", { params = { O = T4(tl.bf16), dO = T4(tl.bf16), Delta = T3(tl.f32),
+    H = tl.i32 } })
+  k:define(function(_, p)
+    local m, bh = tl.program_id("x"), tl.program_id("y")
+    local b, h = bh // p.H, bh % p.H
+    local prod = tl.load(p.O, { b, h, m, 0 }, { BM, D }):cast(tl.f32) * tl.load(p.dO, { b, h, m, 0 }, { BM, D }):cast(tl.f32)
+    tl.store(p.Delta, { b, h, m }, tl.reduce(prod, 1, "add"))
+  end)
+  return k
+end
+
+local function build_dq(o)
+  local D, BM, BN = o.d or 128, tiles(o, "dq")
+  tl.new_module()
+  local k = tl.tile_kernel("attention_bwd_dq", { params = { Q = T4(tl.bf16), K = T4(tl.bf16), V = T4(tl.bf16),
+    dO = T4(tl.bf16), LSE = T3(tl.f32), Delta = T3(tl.f32), dQ = T4(tl.bf16), SKV = tl.i32, H = tl.i32, group = tl.i32,
+    scale = tl.f32 } })
+  k:define(function(_, p)
+    local m, bh = tl.program_id("x"), tl.program_id("y")
+    if o.causal then -- heads fastest, the longest row blocks first (the forward's order)
+      m, bh = tl.num_programs("y") - 1 - tl.program_id("y"), tl.program_id("x")
+    end
+    local b, h = bh // p.H, bh % p.H
+    local hk, c = h // p.group, p.scale * LOG2E -- exp(x * scale) is exp2(x * c)
+    local q, dout = tl.load(p.Q, { b, h, m, 0 }, { BM, D }), tl.load(p.dO, { b, h, m, 0 }, { BM, D })
+    local lse = tl.expand_dim(tl.load(p.LSE, { b, h, m }, { BM }) * LOG2E, 1)
+    local delta = tl.expand_dim(tl.load(p.Delta, { b, h, m }, { BM }), 1)
+    local rows = tl.iota({ BM, BN }, 0) + m * BM
+    local keys = o.causal and tl.min(p.SKV, (m + 1) * BM) or p.SKV
+    -- (three stages: K's ring holds two, S's stage and the stage dQ += dS K reads an iteration later)
+    local dq = tl.for_tiles(keys, { tile = BN, stages = o.stages or 3 }, tl.zeros({ BM, D }), function(j, dq)
+      local kt = tl.load(p.K, { b, hk, j, 0 }, { BN, D })
+      local s = tl.dot(q, kt, { transpose_b = true })
+      local cols = tl.iota({ BM, BN }, 1) + j * BN
+      local keep = cols:lt(p.SKV)
+      if o.causal then keep = keep & cols:le(rows) end
+      local pr = tl.exp2(tl.select(keep, s, -math.huge) * c - lse)
+      local dp = tl.dot(dout, tl.load(p.V, { b, hk, j, 0 }, { BN, D }), { transpose_b = true })
+      return tl.dot((pr * (dp - delta)):cast(tl.bf16), kt, dq)
+    end)
+    tl.store(p.dQ, { b, h, m, 0 }, (dq * p.scale):cast(tl.bf16))
+  end)
+  return k
+end
+
+local function build_dkdv(o)
+  local D, BM, BN = o.d or 128, tiles(o, "dkdv")
+  tl.new_module()
+  local k = tl.tile_kernel("attention_bwd_dkdv", { params = { Q = T4(tl.bf16), K = T4(tl.bf16), V = T4(tl.bf16),
+    dO = T4(tl.bf16), LSE = T3(tl.f32), Delta = T3(tl.f32), dK = T4(tl.bf16), dV = T4(tl.bf16), SQ = tl.i32,
+    HKV = tl.i32, group = tl.i32, scale = tl.f32 } })
+  k:define(function(_, p)
+    local n, bh = tl.program_id("x"), tl.program_id("y") -- BN keys of key head hk of batch b
+    if o.causal then n, bh = tl.program_id("y"), tl.program_id("x") end -- (heads fastest, the first keys see most queries)
+    local b, hk = bh // p.HKV, bh % p.HKV
+    local c = p.scale * LOG2E
+    local kt, vt = tl.load(p.K, { b, hk, n, 0 }, { BN, D }), tl.load(p.V, { b, hk, n, 0 }, { BN, D })
+    local keys = tl.iota({ BN, BM }, 0) + n * BN
+    local first = o.causal and n * BN // BM or tl.const(0, tl.i32) -- (causal: no query above the first key)
+    local blocks = tl.max((p.SQ + (BM - 1)) // BM - first, 0)      -- query tiles of a head
+    local per = tl.max(blocks, 1)
+    -- the loop walks the query tiles of the group's heads, head by head
+    -- (three stages: Q's and dO's rings are read ahead and late, as K's in dQ)
+    local dk, dv = tl.for_tiles(p.group * blocks * BM, { tile = BM, stages = o.stages or 3 }, tl.zeros({ BN, D }), tl.zeros({ BN, D }),
+                                function(j, dk, dv)
+      local h, m = hk * p.group + j // per, first + j % per
+      local q, dout = tl.load(p.Q, { b, h, m, 0 }, { BM, D }), tl.load(p.dO, { b, h, m, 0 }, { BM, D })
+      local st = tl.dot(kt, q, { transpose_b = true }) -- S^T [BN, BM]
+      local qrows = tl.iota({ BN, BM }, 1) + m * BM
+      local keep = qrows:lt(p.SQ)
+      if o.causal then keep = keep & keys:le(qrows) end
+      local lse = tl.expand_dim(tl.load(p.LSE, { b, h, m }, { BM }) * LOG2E, 0) -- a query's, down the columns
+      local pt = tl.exp2(tl.select(keep, st, -math.huge) * c - lse)
+      local dpt = tl.dot(vt, dout, { transpose_b = true })
+      local dst = pt * (dpt - tl.expand_dim(tl.load(p.Delta, { b, h, m }, { BM }), 0))
+      return tl.dot(dst:cast(tl.bf16), q, dk), tl.dot(pt:cast(tl.bf16), dout, dv)
+    end)
+    tl.store(p.dK, { b, hk, n, 0 }, (dk * p.scale):cast(tl.bf16))
+    tl.store(p.dV, { b, hk, n, 0 }, dv:cast(tl.bf16))
+  end)
+  return k
+end
+-- }===
+
+-- The grids of programs of problem o (b, h, hkv, sq, skv, d): {delta, dq, dkdv}
+-- (causal: the dQ and dK/dV programs' heads along x, as they read them).
+local function programs(o)
+  local BM = tiles(o, "dq")
+  local _, BN = tiles(o, "dkdv")
+  local qb, kb = (o.sq + BM - 1) // BM, (o.skv + BN - 1) // BN
+  if o.causal then return { { qb, o.b * o.h }, { o.b * o.h, qb }, { o.b * o.hkv, kb } } end
+  return { { qb, o.b * o.h }, { qb, o.b * o.h }, { kb, o.b * o.hkv } }
+end
+
+-- The compiled programs of o's head dim and mask: {delta, dq, dkdv}.
+local compiled = {}
+local function kernels(o)
+  local bm, bn = tiles(o, "dq")
+  local kbm, kbn = tiles(o, "dkdv")
+  local key = ("%d/%s/%d/%d/%d/%d/%d"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3)
+  if not compiled[key] then
+    local ks = { build_delta(o), build_dq(o), build_dkdv(o) }
+    for _, k in ipairs(ks) do k:compile() end
+    compiled[key] = ks
+  end
+  return compiled[key]
+end
+
+-- The backward of problem o (b, h, hkv, sq, skv, d, causal, scale) on device
+-- buffers x: q, k, v, o, dout, lse (the forward's) -> delta, dq, dk, dv
+-- (three launches on the stream, not waited for; only: 1, 2 or 3 launches
+-- that program alone).
+local function launch(o, x, only)
+  local ks, G = kernels(o), programs(o)
+  local q4, kv4, rows = { o.b, o.h, o.sq, o.d }, { o.b, o.hkv, o.skv, o.d }, { o.b, o.h, o.sq }
+  local scale, group = o.scale or 1 / math.sqrt(o.d), o.h // o.hkv
+  if not only or only == 1 then
+    ks[1]:launch { grid = G[1], args = { O = { x.o, q4 }, dO = { x.dout, q4 }, Delta = { x.delta, rows }, H = o.h } }
+  end
+  local common = { Q = { x.q, q4 }, K = { x.k, kv4 }, V = { x.v, kv4 }, dO = { x.dout, q4 }, LSE = { x.lse, rows },
+                   Delta = { x.delta, rows }, group = group, scale = scale }
+  local function with(more)
+    local a = {}
+    for key, v in pairs(common) do a[key] = v end
+    for key, v in pairs(more) do a[key] = v end
+    return a
+  end
+  if not only or only == 2 then ks[2]:launch { grid = G[2], args = with { dQ = { x.dq, q4 }, SKV = o.skv, H = o.h } } end
+  if not only or only == 3 then
+    ks[3]:launch { grid = G[3], args = with { dK = { x.dk, kv4 }, dV = { x.dv, kv4 }, SQ = o.sq, HKV = o.hkv } }
+  end
+end
+
+local example = { name = "attention_bwd", build_delta = build_delta, build_dq = build_dq, build_dkdv = build_dkdv,
+                  tiles = tiles, programs = programs, kernels = kernels, launch = launch, LOG2E = LOG2E }
+if ... == "--library" then return example end
+
+-- As a script: the three programs of a head dim through tile-to-ptx and ptxas
+-- (spec/attention_bwd_gpu_spec.lua runs them on the GPU against a reference).
+local o = { d = 128 }
+for _, a in ipairs(arg or {}) do
+  local key, v = a:match "^%-%-([%w_-]+)=(.*)$"
+  if key and key ~= "emit" and key ~= "stage" then o[key] = math.tointeger(tonumber(v)) or v end
+  if a == "--causal" then o.causal = true end
+end
+local check = require "tilua.gpu.check"
+for _, b in ipairs { build_delta, build_dq, build_dkdv } do
+  local k = b(o)
+  check.compile(k.op:attr "sym_name", k)
+end

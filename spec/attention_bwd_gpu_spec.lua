@@ -1,0 +1,85 @@
+-- The attention backward as tile programs (examples/attention_bwd.lua) on the
+-- GPU (label gpu: spec/gpu_runner.lua; tools/gpu test runs it): fresh random
+-- Q, K, V and dO, the forward's O and log-sum-exp computed on the CPU, then
+-- the three lowered programs; dQ, dK and dV against the CPU reference of
+-- spec/attention_helper.lua on every element (within the rounding of P, dS
+-- and the result to bf16: 2^-7 of the sum of the terms' magnitudes plus 2^-8
+-- |ref|) at ragged lengths, causal and not, head dims 64 and 128,
+-- grouped-query heads; a second launch gives the same bytes. Without a GPU
+-- every program is still compiled and assembled, and the launches report
+-- pending. TILUA_SEED fixes the seed; TILUA_SMALL=1 keeps two cases.
+local tl = require "tilua"
+local AH = dofile "spec/attention_helper.lua"
+
+local example = assert(loadfile "examples/attention_bwd.lua")("--library")
+local GPU = tl.device.available()
+local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
+print(("attention_bwd_gpu: seed %d"):format(seed))
+
+local CASES = {
+  { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, small = true },  -- grouped-query heads, ragged
+  { b = 1, h = 2, hkv = 2, sq = 260, skv = 260, d = 64, causal = true },
+  { b = 1, h = 2, hkv = 2, sq = 200, skv = 333, d = 128 },
+  { b = 1, h = 2, hkv = 1, sq = 300, skv = 300, d = 128, causal = true },
+  { b = 2, h = 1, hkv = 1, sq = 129, skv = 400, d = 128, causal = true, small = true }, -- keys right of every query
+}
+if os.getenv "TILUA_SMALL" then -- (tools/gpu sanitize)
+  local small = {}
+  for _, c in ipairs(CASES) do if c.small then small[#small + 1] = c end end
+  CASES = small
+end
+
+local function describe_case(c)
+  return ("%d x %d heads (%d), %d x %d, d %d%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "")
+end
+
+describe("the attention backward on the GPU", function()
+  it("compiles every program to PTX that ptxas takes", function()
+    for _, c in ipairs(CASES) do
+      for _, k in ipairs(example.kernels(c)) do -- (compiled once a head dim and mask)
+        local ok, log = tl.ptxas(k:compile())
+        if ok == nil then pending("ptxas not found: " .. log) return end
+        assert(ok, describe_case(c) .. ": " .. log)
+      end
+    end
+  end)
+
+  for i, c in ipairs(CASES) do
+    c.scale = 1 / math.sqrt(c.d)
+    it(describe_case(c) .. ": dQ, dK, dV on every element against the CPU, the same bytes twice", function()
+      if not GPU then pending("no GPU: " .. tl.device.error()) return end
+      local D = tl.device
+      local s = seed + 10 * i
+      local nq, nkv = c.b * c.h * c.sq * c.d, c.b * c.hkv * c.skv * c.d
+      local q <close> = D.random(tl.bf16, nq, s)
+      local k <close> = D.random(tl.bf16, nkv, s + 1)
+      local v <close> = D.random(tl.bf16, nkv, s + 2)
+      local dout <close> = D.random(tl.bf16, nq, s + 3)
+      local x, bytes = { Q = q:to_table(), K = k:to_table(), V = v:to_table(), dO = dout:to_table() }, {}
+      AH.forward_outputs(c, x, bytes)
+      local o <close> = D.from(tl.bf16, bytes.o)
+      local lse <close> = D.from(tl.f32, bytes.lse)
+      local delta <close> = D.alloc(tl.f32, c.b * c.h * c.sq)
+      local bufs = { q = q, k = k, v = v, dout = dout, o = o, lse = lse, delta = delta }
+      local outs = {}
+      for run = 1, 2 do
+        local dq, dk, dv = D.alloc(tl.bf16, nq), D.alloc(tl.bf16, nkv), D.alloc(tl.bf16, nkv)
+        for _, b in ipairs { dq, dk, dv } do b:fill(0) end
+        bufs.dq, bufs.dk, bufs.dv = dq, dk, dv
+        example.launch(c, bufs)
+        D.synchronize()
+        outs[run] = { dQ = dq:to_string(), dK = dk:to_string(), dV = dv:to_string() }
+        for _, b in ipairs { dq, dk, dv } do b:free() end
+      end
+      local ref = AH.backward_reference(c, x)
+      local report = {}
+      for _, g in ipairs { { "dQ", "mq" }, { "dK", "mk" }, { "dV", "mv" } } do
+        local bad, worst, ratio = AH.backward_compare(c, outs[1][g[1]], ref[g[1]], ref[g[2]])
+        report[#report + 1] = ("%s: %d off, max err %.3g (%.2f of the tolerance)"):format(g[1], bad, worst, ratio)
+        assert.equal(0, bad, describe_case(c) .. ": " .. report[#report])
+        assert.is_true(outs[1][g[1]] == outs[2][g[1]], "a second launch wrote other bytes of " .. g[1])
+      end
+      print(("attention_bwd_gpu: %s: %s"):format(describe_case(c), table.concat(report, "; ")))
+    end)
+  end
+end)

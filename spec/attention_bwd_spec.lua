@@ -1,0 +1,168 @@
+-- The attention backward as tile programs (examples/attention_bwd.lua) without
+-- a GPU: on the CPU emulator its dQ, dK and dV equal a CPU reference computed
+-- from the forward's definition on every element (head dims 64 and 128,
+-- causal and not, ragged lengths that are no multiple of the tiles,
+-- grouped-query heads summed into their key head), both as written (the tile
+-- programs) and as tile-to-ptx lowers them (a producer warpgroup streaming
+-- Q, dO or K, V through rings; consumers issuing the two first-stage dots an
+-- iteration ahead and the dots of registers, dQ += dS K, dK += dS^T Q,
+-- dV += P^T dO, late); the lowered kernels assemble with ptxas unserialized
+-- and without spills, and the protocol checker finds nothing wrong in their
+-- pipelines.
+local H = dofile "spec/helper.lua"
+local PH = dofile "spec/protocol_helper.lua"
+local AH = dofile "spec/attention_helper.lua"
+local tl = require "tilua"
+
+local example = assert(loadfile "examples/attention_bwd.lua")("--library")
+
+-- The emulator's run of kernel k on its grid of programs: the tile program
+-- (args by name), or (lowered) the kernel tile-to-ptx makes of it on `ctas`
+-- CTAs (a compute kernel: one a program). -> read(name) of a tensor's bytes
+local function emulate(k, grid, tensors, scalars, lowered, ctas)
+  if lowered then
+    local kop = PH.lowered_tile(k)
+    local args, at = AH.lowered_args(PH, kop, tensors, scalars, grid)
+    local launch = kop:attr_or_default "tileas.launch"
+    local r = tl.emulate(kop, { grid = (launch and launch.linear) and grid[1] * grid[2] or ctas, args = args,
+                                max_steps = 1e9, policy = "random", seed = 3 })
+    assert(r.ok, r.report)
+    return function(n) return r.read(at["map:" .. n] or at["ptr:" .. n]) end
+  end
+  local args, names = {}, {}
+  for n, v in pairs(tensors) do args[n] = v end
+  for n, v in pairs(scalars) do args[n] = v end
+  for n in pairs(args) do names[#names + 1] = n end
+  table.sort(names) -- (a tile kernel's parameters are in name order)
+  local at = {}
+  for i, n in ipairs(names) do at[n] = i end
+  local r = tl.emulate(k, { grid = grid, args = args, max_steps = 1e9 })
+  assert(r.ok, r.report)
+  return function(n) return r.read(at[n]) end
+end
+
+-- The inputs of problem c: Q, K, V, dO and the forward's O and LSE (the CPU's).
+local function inputs(c)
+  local x, bytes = AH.inputs(c, 5 + c.d + c.sq)
+  AH.backward_inputs(c, x, bytes, 17 + c.skv)
+  return x, bytes
+end
+
+-- dQ, dK and dV of problem c by the three programs on the emulator (lowered:
+-- the lowered kernels on c.ctas CTAs). -> the reference, {dQ, dK, dV bytes}
+local function backward(c, lowered)
+  local x, bytes = inputs(c)
+  local o, G = { d = c.d, causal = c.causal, bm = c.bm, bn = c.bn }, example.programs(c)
+  local q4, kv4, rows = { c.b, c.h, c.sq, c.d }, { c.b, c.hkv, c.skv, c.d }, { c.b, c.h, c.sq }
+  local delta = emulate(example.build_delta(o), G[1], { O = { data = bytes.o, shape = q4 },
+    dO = { data = bytes.dout, shape = q4 }, Delta = { bytes = c.b * c.h * c.sq * 4, shape = rows } }, { H = c.h }, lowered) "Delta"
+  local function tensors(more)
+    local a = { Q = { data = bytes.q, shape = q4 }, K = { data = bytes.k, shape = kv4 }, V = { data = bytes.v, shape = kv4 },
+                dO = { data = bytes.dout, shape = q4 }, LSE = { data = bytes.lse, shape = rows },
+                Delta = { data = delta, shape = rows } }
+    for k, v in pairs(more) do a[k] = v end
+    return a
+  end
+  local kvbytes, group = c.b * c.hkv * c.skv * c.d * 2, c.h // c.hkv
+  local dq = emulate(example.build_dq(o), G[2], tensors { dQ = { bytes = c.b * c.h * c.sq * c.d * 2, shape = q4 } },
+                     { SKV = c.skv, H = c.h, group = group, scale = c.scale }, lowered, c.ctas) "dQ"
+  local read = emulate(example.build_dkdv(o), G[3], tensors { dK = { bytes = kvbytes, shape = kv4 },
+    dV = { bytes = kvbytes, shape = kv4 } }, { SQ = c.sq, HKV = c.hkv, group = group, scale = c.scale }, lowered, c.ctas)
+  return AH.backward_reference(c, x), { dQ = dq, dK = read "dK", dV = read "dV" }
+end
+
+local function describe_case(c)
+  return ("%d x %d heads (%d), %d x %d, d %d%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
+    c.ctas and (", " .. c.ctas .. " CTAs") or "")
+end
+
+local function check(c, ref, got)
+  for _, g in ipairs { { "dQ", "mq" }, { "dK", "mk" }, { "dV", "mv" } } do
+    local bad, worst, ratio = AH.backward_compare(c, got[g[1]], ref[g[1]], ref[g[2]])
+    assert.equal(0, bad, ("%s: %d elements off, max |got - ref| %.3g (%.2f of the tolerance)"):format(g[1], bad, worst, ratio))
+  end
+end
+
+describe("the attention backward as tile programs (examples/attention_bwd.lua)", function()
+  local CASES = {
+    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64 },                -- grouped-query heads, ragged
+    { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true }, -- key blocks below every query
+    { b = 2, h = 1, hkv = 1, sq = 130, skv = 130, d = 128, causal = true },
+    { b = 1, h = 2, hkv = 2, sq = 70, skv = 200, d = 128 },
+    { b = 1, h = 2, hkv = 1, sq = 190, skv = 60, d = 64, causal = true, bm = 64, bn = 64 },
+  }
+  for _, c in ipairs(CASES) do
+    c.scale = 1 / math.sqrt(c.d)
+    it("as written, on the CPU emulator equals a CPU reference: " .. describe_case(c), function()
+      check(c, backward(c, false))
+    end)
+  end
+
+  -- the lowered kernels (CTAs walking several programs)
+  local LOWERED = {
+    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2 },
+    { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, ctas = 3 },
+    { b = 1, h = 1, hkv = 1, sq = 130, skv = 200, d = 128, causal = true, ctas = 2 },
+  }
+  for _, c in ipairs(LOWERED) do
+    c.scale = 1 / math.sqrt(c.d)
+    it("lowered by tile-to-ptx, on the CPU emulator equals a CPU reference: " .. describe_case(c), function()
+      check(c, backward(c, true))
+    end)
+  end
+
+  it("lowers to PTX that ptxas takes unserialized and without spills: S and dP ahead, the dots of registers late", function()
+    for _, o in ipairs { { d = 64 }, { d = 64, causal = true }, { d = 128 }, { d = 128, causal = true } } do
+      for _, build in ipairs { example.build_dq, example.build_dkdv } do
+        local ptx = build(o):compile()
+        H.has(ptx, "setmaxnreg.inc.sync.aligned.u32")
+        -- a dot of registers: the A operand a vector of 4 registers, not a descriptor
+        assert.truthy(ptx:find("k16%.f32%.bf16%.bf16 {[^}]*}, {%%r%d+, %%r%d+, %%r%d+, %%r%d+}"), "no wgmma with A from registers")
+        H.assert_ptxas_fast(ptx)
+        local path = os.tmpname()
+        local f = assert(io.open(path, "w"))
+        f:write(ptx)
+        f:close()
+        local log = io.popen(("%s -arch=sm_90a -v -o /dev/null %s 2>&1"):format(H.quote(H.ptxas()), H.quote(path))):read "a"
+        os.remove(path)
+        H.has(log, "0 bytes spill stores")
+      end
+    end
+  end)
+
+  it("passes the protocol check: no deadlock, stage or phase error (a ring read ahead and late included)", function()
+    local c = { b = 1, h = 1, hkv = 1, sq = 100, skv = 140, d = 64, scale = 0.125 }
+    local _, bytes = inputs(c)
+    local G = example.programs(c)
+    local q4, kv4, rows = { c.b, c.h, c.sq, c.d }, { c.b, c.hkv, c.skv, c.d }, { c.b, c.h, c.sq }
+    local tensors = { Q = { data = bytes.q, shape = q4 }, K = { data = bytes.k, shape = kv4 }, V = { data = bytes.v, shape = kv4 },
+                      dO = { data = bytes.dout, shape = q4 }, LSE = { data = bytes.lse, shape = rows },
+                      Delta = { bytes = c.b * c.h * c.sq * 4, shape = rows }, dQ = { bytes = #bytes.q, shape = q4 },
+                      dK = { bytes = #bytes.k, shape = kv4 }, dV = { bytes = #bytes.k, shape = kv4 } }
+    for i, build in ipairs { example.build_dq, example.build_dkdv } do
+      local kop = PH.lowered_tile(build { d = c.d })
+      local args = AH.lowered_args(PH, kop, tensors, { SKV = c.skv, SQ = c.sq, H = c.h, HKV = c.hkv, group = 1, scale = c.scale },
+                                   G[i + 1])
+      local r = tl.verify_protocol(kop, { grid = 1, args = args, max_states = 3000, max_seconds = 300 })
+      assert(r.ok, r.report)
+    end
+  end)
+
+  it("is checked on every element: a backward without its causal mask is far off", function()
+    local c = { b = 1, h = 1, hkv = 1, sq = 64, skv = 64, d = 64, causal = true, scale = 1 / 8 }
+    local x, bytes = AH.inputs(c, 3)
+    AH.backward_inputs(c, x, bytes, 4)
+    local ref = AH.backward_reference(c, x)
+    local plain = { causal = false }
+    for k, v in pairs(c) do if k ~= "causal" then plain[k] = v end end
+    local rp = AH.backward_reference(plain, x)
+    local enc = require("tilua.emulate.values").float16.enc.bf16
+    local function bytes_of(v)
+      local t = {}
+      for i = 1, #v do t[i] = string.pack("<I2", enc(v[i])) end
+      return table.concat(t)
+    end
+    assert.equal(0, (AH.backward_compare(c, bytes_of(ref.dK), ref.dK, ref.mk)))
+    assert.is_true(AH.backward_compare(c, bytes_of(rp.dK), ref.dK, ref.mk) > 1000)
+  end)
+end)
