@@ -158,10 +158,94 @@ end
 
 -- scf.for, scf.if (both sides under their masks when the condition varies
 -- per lane), scf.while; the models' handlers; arith by tilua.emulate.interp.
+
+-- The results of a region run under parts of a mask, merged: parts = list of
+-- { lanes, outs }. A result the same on every lane stays one value (a
+-- pipeline or seq_bar state, a record, is never split per lane); one that
+-- differs is per lane, which only numbers and vectors (arrays of numbers) may
+-- be. what names the op for that error ("the scf.if", "the scf.for").
+local function merge_lanes(rec, nres, parts, what, why)
+  local outs = {}
+  for r = 1, nres do
+    local v, first, same = setmetatable({}, LV), nil, true
+    for _, part in ipairs(parts) do
+      local o = part[2][r]
+      for _, l in ipairs(part[1]) do
+        local x = at(o, l)
+        v[l] = x
+        if first == nil then first = x elseif not rawequal(x, first) then same = false end
+      end
+    end
+    if same then
+      outs[r] = first
+    else
+      for _, x in pairs(v) do
+        if type(x) ~= "number" and not (type(x) == "table" and x[1] ~= nil) then
+          error(("emulate: result %d of %s at %s differs between the lanes of a warp (%s) and is not a number: a %s per lane is not modelled")
+            :format(r, what, rec.loc, why, type(x) == "table" and (x.kind or "state") or type(x)), 0)
+        end
+      end
+      outs[r] = v
+    end
+  end
+  return outs
+end
+
+-- An scf.for whose bounds or step differ between the active lanes (a loop
+-- strided by the thread id): lane l runs its own trips; trip t runs the body
+-- under the mask of the lanes that still iterate (as a branch on a per-lane
+-- condition runs under its lanes), the others keep their carried values. A
+-- synchronizing op in the body is the warp's op on every trip that some lane
+-- runs, as in a divergent branch.
+local function scf_for_lanes(R, W, rec, lb, ub, step, iters, ctx)
+  local body = rec.regions[1][1]
+  local iv = {}
+  for _, l in ipairs(ctx.mask) do iv[l] = at(lb, l) end
+  local cur = iters
+  while true do
+    local live = {}
+    for _, l in ipairs(ctx.mask) do
+      if iv[l] < at(ub, l) then live[#live + 1] = l end
+    end
+    if #live == 0 then return cur end
+    local i, one = setmetatable({}, LV), iv[live[1]]
+    for _, l in ipairs(live) do
+      i[l] = iv[l]
+      if iv[l] ~= one then one = nil end
+    end
+    local a = { one or i }
+    for k2, v in ipairs(cur) do a[k2 + 1] = v end
+    local o = R:exec_block(W, body, a, setmetatable({ mask = live }, { __index = ctx }))
+    if #live == #ctx.mask then
+      cur = o
+    else
+      local rest, on = {}, {}
+      for _, l in ipairs(live) do on[l] = true end
+      for _, l in ipairs(ctx.mask) do
+        if not on[l] then rest[#rest + 1] = l end
+      end
+      cur = merge_lanes(rec, #rec.outs, { { live, o }, { rest, cur } }, "the scf.for",
+        "its lanes run different numbers of trips")
+    end
+    for _, l in ipairs(live) do iv[l] = iv[l] + at(step, l) end
+  end
+end
+
 local function scf_for(R, W, rec, ins, ctx)
-  local lb, ub, step = uniform(rec, ins[1], "lower bound"), uniform(rec, ins[2], "upper bound"),
-    uniform(rec, ins[3], "step")
   local iters = { table.unpack(ins, 4) }
+  if varying(ins[1]) or varying(ins[2]) or varying(ins[3]) then
+    local m, lb, ub, step = ctx.mask, ins[1], ins[2], ins[3]
+    local function same(x)
+      if not varying(x) then return true end
+      for _, l in ipairs(m) do
+        if x[l] ~= x[m[1]] then return false end
+      end
+      return true
+    end
+    if not (same(lb) and same(ub) and same(step)) then return scf_for_lanes(R, W, rec, lb, ub, step, iters, ctx) end
+  end
+  local lb, ub, step = uniform_over(rec, ins[1], ctx, "lower bound"), uniform_over(rec, ins[2], ctx, "upper bound"),
+    uniform_over(rec, ins[3], ctx, "step")
   local body = rec.regions[1][1]
   local i = lb
   while i < ub do
@@ -190,31 +274,7 @@ local function scf_if(R, W, rec, ins, ctx)
   if #em > 0 and rec.regions[2] and rec.regions[2][1] then
     eo = R:exec_block(W, rec.regions[2][1], {}, setmetatable({ mask = em }, { __index = ctx }))
   end
-  -- a result the same on every lane stays one value (a pipeline or seq_bar
-  -- state, a record, is never split per lane); one that differs is per lane,
-  -- which only numbers and vectors (arrays of numbers) may be
-  local outs = {}
-  for r = 1, #rec.outs do
-    local v, first, same = setmetatable({}, LV), nil, true
-    local function put(l, x)
-      v[l] = x
-      if first == nil then first = x elseif not rawequal(x, first) then same = false end
-    end
-    for _, l in ipairs(tm) do put(l, at(to[r], l)) end
-    for _, l in ipairs(em) do put(l, at(eo[r], l)) end
-    if same then
-      outs[r] = first
-    else
-      for _, x in pairs(v) do
-        if type(x) ~= "number" and not (type(x) == "table" and x[1] ~= nil) then
-          error(("emulate: result %d of the scf.if at %s differs between the lanes of a warp (its condition varies per lane) and is not a number: a %s per lane is not modelled")
-            :format(r, rec.loc, type(x) == "table" and (x.kind or "state") or type(x)), 0)
-        end
-      end
-      outs[r] = v
-    end
-  end
-  return outs
+  return merge_lanes(rec, #rec.outs, { { tm, to }, { em, eo } }, "the scf.if", "its condition varies per lane")
 end
 
 local function scf_while(R, W, rec, ins, ctx)
