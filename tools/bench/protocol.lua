@@ -99,7 +99,55 @@ local CHECKS = {
           { bytes = 4 * M }, { bytes = 4 } }
     end },
 }
+-- the hand-written attention kernel of stdlib/attention.lua (flash_attention's), on the inputs the check derives
+local function attention(cfg)
+  return function()
+    local a = tl.attention.build(cfg)
+    return a.kernel, nil, nil
+  end
+end
+CHECKS[#CHECKS + 1] = { "attention_d128", "stdlib attention d 128 (derived inputs: 4 tiles, 1 CTA)",
+                        attention { b = 2, h = 8, hkv = 2, sq = 1000, skv = 1000, d = 128 } }
+CHECKS[#CHECKS + 1] = { "attention_d64_causal", "stdlib attention d 64, causal (derived inputs)",
+                        attention { b = 1, h = 2, hkv = 1, sq = 100, skv = 100, d = 64, causal = true } }
 for _, c in ipairs(CHECKS) do CHECKS[c[1]] = c end
+
+-- --units: the check's work units (machine.lua's Run:clock) against its CPU
+-- seconds, per case and per kind of work: how well a budget in units stands
+-- for one in seconds (the charges are fitted on these rows)
+if arg[1] == "--units" then
+  local machine = require "tilua.emulate.machine"
+  local go = machine.Run.go
+  local parts
+  machine.Run.go = function(R)
+    local r = go(R)
+    parts.ops = parts.ops + R.ops
+    parts.steps = parts.steps + (64 + 12 * #R.warps) * R.steps
+    parts.granules = parts.granules + R.granules
+    return r
+  end
+  print("| case | units | ops (units) | steps (units) | granules (units) | CPU s | us / unit |")
+  print("|---|---|---|---|---|---|---|")
+  for _, c in ipairs(CHECKS) do
+    if not arg[2] or c[1]:find(arg[2], 1, true) then
+      local k, grid, args = c[3]()
+      parts = { ops = 0, steps = 0, granules = 0 }
+      local w = { left = 1e12, limit = 1e12 }
+      local t0 = os.clock()
+      local ok, r
+      if args then
+        ok, r = pcall(tl.verify_protocol, k, { grid = grid, args = args, max_states = 1000000, work = w })
+      else -- the inputs the check derives
+        ok, r = pcall(require("tilua.emulate.protocol").check, k.op, { max_states = 1000000, work = w })
+      end
+      local secs = os.clock() - t0
+      local used = 1e12 - w.left
+      print(("| %s | %d | %d | %d | %d | %.3f | %.3f |%s"):format(c[1], used, 2 * parts.ops, parts.steps,
+        12 * parts.granules, secs, 1e6 * secs / math.max(used, 1), ok and "" or " " .. tostring(r):sub(1, 80)))
+    end
+  end
+  return
+end
 
 if arg[1] == "--one" then
   local c = assert(CHECKS[arg[2]], "no such case")

@@ -31,14 +31,31 @@ local function first_line(s) return (tostring(s):match "^[^\n]*") end
 -- The configurations a kernel is checked on, in order (docs/protocol.md,
 -- "The check every compile runs"): the inputs the checker derives (one
 -- cluster, every ring wrapping twice), then two clusters (their derived
--- inputs), then three clusters on a ragged size (the size before, n, plus
--- n / 3 + 7: a last chunk or tile that is partial, no multiple of 16 bytes
--- or of the grid: a partial last wave). A kernel whose kernel_spec fixes its
+-- inputs), then three clusters on a ragged size (ragged below: a last chunk
+-- or tile that is partial, no multiple of 16 bytes or of the grid: a partial
+-- last wave). A kernel whose kernel_spec fixes its
 -- grid (grid = n: it runs on no other) gets the derived inputs on that grid
 -- and a ragged size on it. A kernel whose grid the checker fixes (a StreamK
 -- plan's workers) and a tile program (its problem has two programs along x
 -- and every tensor dim ragged) get the first only.
 -- -> list of { what, o = P.check's options given the result r before }.
+
+-- The ragged size after n on a grid of g CTAs: n + n / 3 + 7 (a size in
+-- elements or bytes: no multiple of the tile, of 16 bytes nor of the grid).
+-- Below 16, n counts things (batches, heads, a sequence shorter than its
+-- tile: the work grows with its square), and 7 more would multiply the work
+-- without making it more ragged: the first odd m past n + n / 3 that is no
+-- multiple of the grid (a partial last wave) instead.
+local function ragged(n, g)
+  if not n then return nil end
+  if n >= 16 then return n + n // 3 + 7 end
+  if type(g) == "table" then g = (g[1] or 1) * (g[2] or 1) * (g[3] or 1) end
+  local m = n + n // 3 + 1
+  while m % 2 == 0 or (g > 1 and m % g == 0) do m = m + 1 end
+  return m
+end
+M.ragged = ragged
+
 local function configurations(P, kop)
   local ks = kop:kernel_spec() or {}
   local out = { { what = ks.grid and "the derived inputs on its grid" or "the derived inputs on one cluster",
@@ -67,7 +84,7 @@ local function configurations(P, kop)
   end
   if ks.grid then -- the kernel runs on that grid only (every launch checks it): it, and a ragged size on it
     out[#out + 1] = { what = "a ragged size on its grid", ragged = true,
-                      o = function(r) return { n = r.n and r.n + r.n // 3 + 7 } end }
+                      o = function(r) return { n = ragged(r.n, ks.grid) } end }
     return out
   end
   -- A kernel that reads nothing that tells its CTAs apart (no CTA, cluster or
@@ -93,7 +110,7 @@ local function configurations(P, kop)
   if 3 * cs <= P.MAX_GRID then
     out[#out + 1] = { what = ("%d CTAs (three clusters) on a ragged size"):format(3 * cs), ragged = true,
                       same_ctas = not tells_ctas,
-                      o = function(r) return { grid = 3 * cs, n = r.n and r.n + r.n // 3 + 7 } end }
+                      o = function(r) return { grid = 3 * cs, n = ragged(r.n, 3 * cs) } end }
   end
   return out
 end

@@ -26,7 +26,8 @@
 -- and its fields: R.k (the decoded kernel), R.o (the options), R.grid, R.ctas
 -- (id, rank, shared, bars, pipes, syncs ...), R.warps, R.copies, R.global,
 -- R.gspace (global memory's race-check space), R.values (false in the
--- checker's protocol-only runs: copies and wgmma move no bytes), R.steps.
+-- checker's protocol-only runs: copies and wgmma move no bytes), R.slice (such
+-- a run computes no op emulate/data_slice.lua marked data_only), R.steps.
 -- A handler is fn(R, W, rec, ins, ctx) -> results: W the warp (w, cta, actor,
 -- vc, label, role, grp, vals), rec the op's record, ins the operands' values,
 -- ctx { mask = active lanes, exec = the mask of warps running this code,
@@ -43,7 +44,7 @@ local clock = require "tilua.emulate.clock"
 local report = require "tilua.emulate.report"
 local interp = require "tilua.emulate.interp"
 
-local LV, varying, at, uniform, uniform_over = lanes.LV, lanes.varying, lanes.at, lanes.uniform, lanes.uniform_over
+local LV, varying, at, uniform_over = lanes.LV, lanes.varying, lanes.at, lanes.uniform_over
 local vc_join = clock.join
 
 local M = {}
@@ -79,6 +80,8 @@ function M.new(k, o, choose)
   if values == nil then values = o.mma_values end
   if values == nil then values = o._cache == nil end
   R.values = values
+  -- the pure ops whose results only become data are not computed (emulate/data_slice.lua)
+  R.slice = not values and o.data_slice ~= false
   return R
 end
 
@@ -102,14 +105,18 @@ M.OUT_OF_BUDGET = OUT_OF_BUDGET
 function Run:work_done()
   return 2 * self.ops + (64 + 12 * #self.warps) * self.steps + 12 * self.granules + self.nactors
 end
-function Run:clock()
+-- Charges the work done since the last charge to o.work; -> the work left.
+function Run:charge()
   local w = self.o.work
-  if w then
-    local used = self:work_done()
-    w.left = w.left - (used - self.charged)
-    self.charged = used
-    if w.left < 0 then error(OUT_OF_BUDGET, 0) end
-  end
+  if not w then return nil end
+  local used = self:work_done()
+  w.left = w.left - (used - self.charged)
+  self.charged = used
+  return w.left
+end
+function Run:clock()
+  local left = self:charge()
+  if left and left < 0 then error(OUT_OF_BUDGET, 0) end
   local d = self.o.deadline
   if d and os.clock() > d then error(OUT_OF_BUDGET, 0) end
 end
@@ -309,6 +316,25 @@ end
 
 local SCF = { ["scf.for"] = scf_for, ["scf.if"] = scf_if, ["scf.while"] = scf_while }
 
+-- An op a protocol-only run does not compute (emulate/data_slice.lua): its
+-- operands are touched (an accumulator a wgmma has not completed reports the
+-- read), its results are DATA.
+local DATA = lanes.DATA
+local function data_only(rec, ins, ctx)
+  for i = 1, #ins do
+    local x = ins[i]
+    if getmetatable(x) == LV then x = x[ctx.mask[1]] end
+    if type(x) == "table" and getmetatable(x) then local _ = x[1] end
+  end
+  local outs = rec.data_outs
+  if not outs then
+    outs = {}
+    for r = 1, #rec.outs do outs[r] = DATA end
+    rec.data_outs = outs
+  end
+  return outs
+end
+
 -- Runs a block of warp W over ctx.mask; returns the terminator's operand values.
 function Run:exec_block(W, blk, args, ctx)
   local vals = W.vals
@@ -322,7 +348,9 @@ function Run:exec_block(W, blk, args, ctx)
     if name == "scf.yield" or name == "scf.condition" then return ins end
     local outs
     local s = SCF[name]
-    if s then
+    if rec.data_only and self.slice then
+      outs = data_only(rec, ins, ctx)
+    elseif s then
       outs = s(self, W, rec, ins, ctx)
     else
       local h = handlers[name]
@@ -592,6 +620,7 @@ function Run:go()
       self:step(rs[i])
     end
   end)
+  self:charge() -- the run's last portion (since its last step or 4096th op) counts too
   if ok then return err end
   if report.is_violation(err) then
     if self.starting then -- in a warp's code before its first synchronizing op

@@ -18,6 +18,7 @@ local report = require "tilua.emulate.report"
 local SHARED_BASE, DSMEM_BASE = address.SHARED_BASE, address.DSMEM_BASE
 local GLOBAL_BASE, GLOBAL_SPACING = address.GLOBAL_BASE, address.GLOBAL_SPACING
 local wrap = interp.wrap
+local DATA = require("tilua.emulate.lanes").DATA
 local violation = report.violation
 
 local Memory = {}
@@ -279,6 +280,7 @@ end
 function Memory:store(W, rec, addr, v, atomic)
   local c = rec.codec
   if not atomic then self:check_access(W, rec, addr, c.size, true) end
+  if not c.vector and rawequal(v, DATA) then v = 0 end -- a value not computed (data_slice.lua): zeros
   if c.width and not c.vector then -- an integer: straight to the bytes
     local m, a = self:mem_of(W, addr)
     for i = a, a + c.size - 1 do

@@ -468,6 +468,16 @@ do
       B[n] = col
     end
     local src, dst, scale_d = g.src, g.dst, g.scale_d
+    if not values then -- one accumulator for the warp (the handler's), of zeros: read its input's first
+      if scale_d then
+        local c = at(src, 0)
+        if type(c) == "table" and rawget(c, 1) == nil then local _ = c[1] end -- a pending input: reported
+      end
+      for i = 1, N // 2 do rawset(dst, i, 0.0) end
+      rawset(dst, "__info", nil)
+      setmetatable(dst, nil)
+      return
+    end
     for l = 0, 31 do
       local c_in = at(src, l)
       local out = dst[l]
@@ -515,8 +525,14 @@ do
     local wg = rec.wg
     local scale_d = true
     if ins[4] ~= nil then scale_d = at(ins[4], 0) ~= 0 and at(ins[4], 0) ~= false end
-    local dst = setmetatable({}, LV)
-    for l = 0, 31 do dst[l] = setmetatable({ __info = { W = W, rec = rec } }, PENDING) end
+    -- (a protocol-only run computes no value: one accumulator, the same on every lane)
+    local dst
+    if R.values then
+      dst = setmetatable({}, LV)
+      for l = 0, 31 do dst[l] = setmetatable({ __info = { W = W, rec = rec } }, PENDING) end
+    else
+      dst = setmetatable({ __info = { W = W, rec = rec } }, PENDING)
+    end
     -- the operand reads are the async proxy's: an actor of the warp's own,
     -- ordered after the warp's clock at the issue, its clock (one tick per
     -- wgmma) known to the warp once wgmma_wait completed them (Run:release_of)
