@@ -177,6 +177,59 @@ function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
   end
 end
 
+-- Reads of 16 bytes at SHARED_BASE + 16 q for each q of qs, in order, by
+-- actor a with clock vc at loc: what a shadow_read of each does, in one call
+-- (a wgmma's operands: hundreds of granules, none adjacent to the last).
+function Memory:shadow_read_granules(cta, a, vc, qs, loc)
+  if #qs == 0 then return end
+  local first = SHARED_BASE + (qs[1] << 4)
+  if granule_of(self, cta, first, 16) ~= 16 then -- (granules halved below 16 bytes: one read each)
+    for _, q in ipairs(qs) do self:shadow_read(cta, a, vc, SHARED_BASE + (q << 4), 16, loc) end
+    return
+  end
+  local sw, sr = cta.shadow_w, cta.shadow_r
+  local clock = vc[a] or 0
+  local e = self.read_recs[a]
+  if not e or e[1] ~= clock or e[2] ~= loc then
+    e = { clock, loc }
+    self.read_recs[a] = e
+  end
+  local nexts = self.rnext[e]
+  if not nexts then
+    nexts = setmetatable({}, { __mode = "k" })
+    self.rnext[e] = nexts
+  end
+  self.granules = self.granules + #qs
+  local base = SHARED_BASE >> 4
+  local last_w, from, to = false, false, nil
+  for _, q in ipairs(qs) do
+    q = q + base
+    local w = sw[q]
+    if w ~= last_w then
+      last_w = w
+      if w == nil then
+        self:shadow_read(cta, a, vc, q << 4, 16, loc) -- (reports it)
+      elseif w.actor ~= a and (vc[w.actor] or 0) < w.clock then
+        self:shadow_read(cta, a, vc, q << 4, 16, loc)
+      end
+    end
+    local r = sr[q]
+    if r == from then
+      sr[q] = to
+    elseif not (r and r[a] == e) then
+      local nr = nexts[r or nexts]
+      if not nr then
+        nr = {}
+        if r then for ra, x in pairs(r) do nr[ra] = x end end
+        nr[a] = e
+        nexts[r or nexts] = nr
+      end
+      from, to = r, nr
+      sr[q] = nr
+    end
+  end
+end
+
 -- A write, as shadow_read.
 function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride)
   rows, stride = rows or 1, stride or 0
