@@ -132,15 +132,15 @@ if arg[1] == "--units" then
     parts.ops = parts.ops + R.ops
     parts.steps = parts.steps + (64 + 12 * #R.warps) * R.steps
     parts.raw_steps, parts.raw_wsteps = parts.raw_steps + R.steps, parts.raw_wsteps + #R.warps * R.steps
-    parts.granules = parts.granules + R.granules
+    parts.granules, parts.calls = parts.granules + R.granules, parts.calls + R.shadow_calls
     return r
   end
-  print("| case | units | ops (units) | steps (units) | granules (units) | CPU s | us / unit |")
+  print("| case | units | ops (units) | steps (units) | race check (units) | CPU s | us / unit |")
   print("|---|---|---|---|---|---|---|")
   for _, c in ipairs(CHECKS) do
     if not arg[2] or c[1]:find(arg[2], 1, true) then
       local k, grid, args = c[3]()
-      parts = { ops = 0, steps = 0, granules = 0, raw_steps = 0, raw_wsteps = 0 }
+      parts = { ops = 0, steps = 0, granules = 0, calls = 0, raw_steps = 0, raw_wsteps = 0 }
       local w = { left = 1e12, limit = 1e12 }
       local t0 = os.clock()
       local ok, r
@@ -154,10 +154,10 @@ if arg[1] == "--units" then
       local secs = os.clock() - t0
       local used = 1e12 - w.left
       print(("| %s | %d | %d | %d | %d | %.3f | %.3f |%s"):format(c[1], used, 2 * parts.ops, parts.steps,
-        12 * parts.granules, secs, 1e6 * secs / math.max(used, 1), ok and "" or " " .. tostring(r):sub(1, 80)))
+        8 * parts.calls + 4 * parts.granules, secs, 1e6 * secs / math.max(used, 1), ok and "" or " " .. tostring(r):sub(1, 80)))
       if os.getenv "TILUA_BENCH_RAW" then -- the counts themselves (to fit the charges on)
-        io.stderr:write(("RAW %s %d %d %d %d %.4f\n"):format(c[1], parts.ops, parts.raw_steps, parts.raw_wsteps,
-          parts.granules, secs))
+        io.stderr:write(("RAW %s %d %d %d %d %d %.4f\n"):format(c[1], parts.ops, parts.raw_steps, parts.raw_wsteps,
+          parts.granules, parts.calls, secs))
       end
     end
   end

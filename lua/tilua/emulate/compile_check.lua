@@ -74,9 +74,12 @@ local function configurations(P, kop)
     if (uses[2] or uses[3]) and not (kop:attr "tileas.schedule" or {}).programs then
       local shape = uses[3] and (uses[2] and "x, y and z (2 x 2 x 2)" or "x and z (2 x 1 x 2)") or "x and y (2 x 2)"
       out[#out + 1] = { what = "programs along " .. shape, o = function(r)
+        -- (the derived problem may have more along y already, for its rings
+        -- to wrap twice: then it is this configuration, along x and y)
+        if not uses[3] and (r.tile.programs[2] or 1) >= 2 then return nil end
         local t = {}
         for key, v in pairs(r.tile) do t[key] = v end
-        t.programs = { r.tile.programs[1], uses[2] and 2 or 1, uses[3] and 2 or nil }
+        t.programs = { r.tile.programs[1], uses[2] and math.max(2, r.tile.programs[2] or 1) or 1, uses[3] and 2 or nil }
         return { tile = t }
       end }
     end
@@ -142,6 +145,7 @@ function M.run(module, o)
         break
       end
       local co = cfg.o(r1)
+      if not co then goto next_cfg end -- (the configuration before was this one)
       co.work, co.deadline, co.max_states = work, deadline, 20000
       local ok, r = pcall(P.check, kop, co)
       if not ok then
@@ -179,9 +183,21 @@ function M.run(module, o)
         error(("%s%s\n(found on %s by the protocol check every compile runs%s; tl.options.check_protocol = false or --no-check-protocol turns it off)")
           :format(where(d.op), d.message, cfg.what, hint), 0)
       end
+      if i == 1 and r.min_phases and r.min_phases < 2 then
+        -- the derived inputs are chosen so that every ring wraps twice; where
+        -- no size made them, a bug at a ring's second lap can hide: said
+        res.laps = ("its rings wrap %d time(s), not twice, on %s"):format(r.min_phases, cfg.what)
+        note(("tilua: note: the protocol check of kernel '%s': %s (no size it tried made them wrap twice; a bug at a ring's second lap may go unseen)")
+          :format(name, res.laps))
+      end
       r1 = r
       res.states = res.states + r.states
-      res.checked[#res.checked + 1] = r.n and ("%s, n = %d"):format(cfg.what, r.n) or cfg.what
+      local what = cfg.what
+      if i == 1 and r.tile and (r.tile.programs[2] or 1) > 1 then -- (more programs along y for its rings)
+        what = ("%s (programs %s)"):format(what, table.concat(r.tile.programs, " x "))
+      end
+      res.checked[#res.checked + 1] = r.n and ("%s, n = %d"):format(what, r.n) or what
+      ::next_cfg::
     end
     res.ok, res.seconds, res.work = res.why == nil, os.clock() - t0, limit - math.max(work.left, 0)
     local path = os.getenv "TILUA_COMPILE_CHECK_LOG" -- as TILUA_CHECK_PROTOCOL_LOG (verify_protocol.lua) logs

@@ -68,7 +68,8 @@ function M.new(k, o, choose)
   local R = setmetatable({ k = k, o = o, choose = choose, global = {}, ctas = {}, actors = {},
                            warps = {}, copies = {}, nactors = 0, async_actors = {}, steps = 0, trace = {},
                            max_steps = o.max_steps or 200000, next_global = address.GLOBAL_BASE,
-                           max_ops = o.max_ops or 4000000, ops = 0, next_clock = 4096, charged = 0, granules = 0, handlers = k.models.handlers,
+                           max_ops = o.max_ops or 4000000, ops = 0, next_clock = 4096, charged = 0, granules = 0, shadow_calls = 0,
+                           handlers = k.models.handlers,
                            buffers = {}, args = {}, copy_seq = 0, granule = o.granule or address.MAX_GRANULE,
                            fixed_granule = o.granule ~= nil,
                            read_recs = {}, write_recs = {}, rnext = setmetatable({}, { __mode = "k" }),
@@ -90,11 +91,12 @@ end
 -- runs), so that the same kernel gets the same verdict on every machine and
 -- in every build; and o.deadline, a time of os.clock() (max_seconds, only
 -- where the caller gives one). A unit is about 0.15 us of the emulator on a
--- 2024 x86 core (within a factor of two on the stdlib GEMM's forms, which
--- it was fitted on; a tile program's element-wise race checks are charged up
--- to three times what they cost):
--- an op is charged 2, a granule of the race check 12 (memory.lua: a TMA box
--- of 16 KB is 1024 granules), a step 64 plus 12 a warp (choosing it, hashing
+-- 2024 x86 core (between 0.1 and 0.25 us on the GEMM's forms, the stdlib
+-- attention and the block-striped split-K, which it was fitted on:
+-- tools/bench/protocol.lua --units; small kernels' fixed costs are not in it):
+-- an op is charged 2, a call of the race check 8 and each granule it covers 4
+-- (memory.lua: a TMA box of 16 KB is 1024 granules, a wgmma's operand a few
+-- hundred, a plain load one), a step 64 plus 12 a warp (choosing it, hashing
 -- the state). A run past either budget stops at the next CTA it starts, the next
 -- step or 4096th op with OUT_OF_BUDGET: a check reports its budget as
 -- exceeded, a plain run fails. They bound the work of one run, however large
@@ -103,7 +105,7 @@ local OUT_OF_BUDGET = setmetatable({}, {
   __tostring = function() return "emulate: the check's budget (max_work or max_seconds) ran out" end })
 M.OUT_OF_BUDGET = OUT_OF_BUDGET
 function Run:work_done()
-  return 2 * self.ops + (64 + 12 * #self.warps) * self.steps + 12 * self.granules + self.nactors
+  return 2 * self.ops + (64 + 12 * #self.warps) * self.steps + 8 * self.shadow_calls + 4 * self.granules + self.nactors
 end
 -- Charges the work done since the last charge to o.work; -> the work left.
 function Run:charge()

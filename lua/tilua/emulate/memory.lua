@@ -118,6 +118,7 @@ end
 -- rows of a tile: one call, as `rows` calls would check them).
 function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
   rows, stride = rows or 1, stride or 0
+  self.shadow_calls = self.shadow_calls + 1 -- the budget's work (machine.lua), with the granules
   local g = granule_of(self, cta, addr, n)
   if rows > 1 and stride % g ~= 0 then g = granule_of(self, cta, addr + stride, n) end -- (every row aligned)
   local sw, sr = cta.shadow_w, cta.shadow_r
@@ -199,7 +200,7 @@ function Memory:shadow_read_granules(cta, a, vc, qs, loc)
     nexts = setmetatable({}, { __mode = "k" })
     self.rnext[e] = nexts
   end
-  self.granules = self.granules + #qs
+  self.granules, self.shadow_calls = self.granules + #qs, self.shadow_calls + 1
   local base = SHARED_BASE >> 4
   local last_w, from, to = false, false, nil
   for _, q in ipairs(qs) do
@@ -233,6 +234,7 @@ end
 -- A write, as shadow_read.
 function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride)
   rows, stride = rows or 1, stride or 0
+  self.shadow_calls = self.shadow_calls + 1
   local g = granule_of(self, cta, addr, n)
   if rows > 1 and stride % g ~= 0 then g = granule_of(self, cta, addr + stride, n) end
   local sw, sr = cta.shadow_w, cta.shadow_r
