@@ -4,6 +4,10 @@
 --
 --   tilua tools/bench/protocol.lua [limit_s]   the table (default limit 300 s)
 --   tilua tools/bench/protocol.lua --one NAME  one case of the "checker" rows
+--   tilua tools/bench/protocol.lua --units [NAME]  the check's work units against
+--             its CPU seconds per case (what the charges of machine.lua's
+--             Run:clock are fitted on; TILUA_BENCH_RAW=1 adds the raw counts
+--             on stderr), the stdlib attention's three configurations among them
 --
 -- Three kinds of rows:
 --   checker   tl.verify_protocol in Lua on a kernel built at a small size where
