@@ -61,16 +61,20 @@ local function reads_no_data(name)
     or false
 end
 
-local function walk(blk, f)
+-- Every record of a block, nested ones too, with its owner (the op whose
+-- region holds it): f(rec, owner). (models/tileas_slice.lua's too.)
+local function walk(blk, owner, f)
   for _, rec in ipairs(blk.ops) do
-    f(rec)
+    f(rec, owner)
     for _, region in ipairs(rec.regions or {}) do
-      for _, b in ipairs(region) do walk(b, f) end
+      for _, b in ipairs(region) do walk(b, rec, f) end
     end
   end
 end
+S.walk = walk
 
--- The operands of the terminator (scf.yield, scf.condition) of each block of rec's regions.
+-- The operands of the terminator (scf.yield, scf.condition) of each block
+-- of rec's regions: { {v, ...}, ... }.
 local function yields(rec)
   local out = {}
   for _, region in ipairs(rec.regions or {}) do
@@ -81,6 +85,27 @@ local function yields(rec)
   end
   return out
 end
+S.yields = yields
+
+-- What value i of a loop (an op named in loops: scf.for's operands and
+-- block arguments) or an scf.if is made of: need(v) for what carries it in
+-- and what its regions yield for it (its result i, or its body's argument i
+-- when is_arg; the induction variable: nothing); false where it is the whole
+-- op's (another op's block argument). (models/tileas_slice.lua's too.)
+function S.carried(rec, i, is_arg, loops, need)
+  if loops[rec.name] then
+    if is_arg then
+      if i == 1 then return true end -- the induction variable (its bounds are operands: seeds)
+      i = i - 1
+    end
+    need(rec.ins[3 + i])
+  elseif rec.name ~= "scf.if" or is_arg then
+    return false
+  end
+  for _, ys in ipairs(yields(rec)) do need(ys[i]) end
+  return true
+end
+local FOR = { ["scf.for"] = true }
 
 -- The slice (value id -> true), with the stores' data in it or not; -> the
 -- slice, and whether an op that reads memory has a result in it.
@@ -93,7 +118,7 @@ local function slice(body, stores_data)
       work[#work + 1] = v
     end
   end
-  walk(body, function(rec)
+  walk(body, nil, function(rec)
     for i, v in ipairs(rec.outs) do made[v] = { rec, i } end
     for r, region in ipairs(rec.regions or {}) do
       for _, b in ipairs(region) do
@@ -141,16 +166,7 @@ local function slice(body, stores_data)
       end
       return
     end
-    if rec.name == "scf.for" then
-      if is_arg then
-        if i == 1 then return end -- the induction variable (its bounds are in the slice)
-        i = i - 1
-      end
-      need(rec.ins[3 + i])
-    elseif rec.name ~= "scf.if" or is_arg then
-      return take(rec)
-    end
-    for _, ys in ipairs(yields(rec)) do need(ys[i]) end
+    if not S.carried(rec, i, is_arg, FOR, need) then take(rec) end
   end
   while #work > 0 do
     local v = table.remove(work)
@@ -167,7 +183,7 @@ function S.mark(body)
   local needed, reads = slice(body, false)
   if reads then needed = slice(body, true) end
   local n = 0
-  walk(body, function(rec)
+  walk(body, nil, function(rec)
     if not pure(rec.name) or #rec.outs == 0 then return end
     for _, v in ipairs(rec.outs) do
       if needed[v] then return end
