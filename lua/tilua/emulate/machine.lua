@@ -326,7 +326,7 @@ local function data_only(rec, ins, ctx)
   for i = 1, #ins do
     local x = ins[i]
     if getmetatable(x) == LV then x = x[ctx.mask[1]] end
-    if type(x) == "table" and getmetatable(x) then local _ = x[1] end
+    if type(x) == "table" and rawget(x, "__info") ~= nil then local _ = x[1] end -- (a pending accumulator: reported)
   end
   local outs = rec.data_outs
   if not outs then
