@@ -264,3 +264,43 @@ describe("the configurations of a tile program", function()
     assert.matches("programs 2 x 2 x 2", err, 1, true)
   end)
 end)
+
+describe("the rings on the inputs the check of every compile derives", function()
+  local cc = require "tilua.emulate.compile_check"
+  local P = require "tilua.emulate.protocol"
+
+  it("wrap twice in the causal attention program: more programs along y give its longest row block more key tiles", function()
+    local ex = assert(loadfile "examples/attention.lua")("--library")
+    for _, causal in ipairs { false, true } do
+      local k = ex.build { d = 128, causal = causal }
+      local r = P.check(k.op, {})
+      assert(r.ok, r.report)
+      assert.is_true(r.min_phases >= 2, causal and "causal" or "full")
+      local notes = {}
+      local res = cc.run(k.module, { note = function(l) notes[#notes + 1] = l end })
+      assert.is_true(res[1].ok, res[1].why)
+      assert.is_nil(res[1].laps)
+      assert.are.same({}, notes)
+      if causal then -- (the program counted from the last row block: 4 of them, the first 4 key tiles long)
+        assert.are.same({ 2, 4 }, r.tile.programs)
+        assert.are.same({ "the derived inputs on one cluster (programs 2 x 4), n = 512" }, res[1].checked)
+      end
+    end
+  end)
+
+  it("are noted where no size makes them wrap twice (a loop of a fixed two tiles through two stages)", function()
+    tl.new_module()
+    local k = tl.tile_kernel("one_lap", { params = { A = tl.tensor(tl.f32, 2), O = tl.tensor(tl.f32, 2) } })
+    k:define(function(_, p)
+      local m = tl.program_id("x")
+      local acc = tl.for_tiles(32, { tile = 16, stages = 2 }, tl.zeros({ 16, 16 }), function(j, acc)
+        return acc + tl.load(p.A, { m, j }, { 16, 16 })
+      end)
+      tl.store(p.O, { m, 0 }, acc)
+    end)
+    local notes = {}
+    local res = cc.run(k.module, { note = function(l) notes[#notes + 1] = l end })
+    assert.is_true(res[1].ok, res[1].why)
+    assert.are.same({ "tilua: note: the protocol check of kernel 'one_lap': its rings wrap 1 time(s), not twice, on the derived inputs on one cluster (no size it tried made them wrap twice; a bug at a ring's second lap may go unseen)" }, notes)
+  end)
+end)

@@ -213,8 +213,8 @@ local function build(p)
           local op, bar = st.op, bars + ((st.bar or 1) - 1)
           if op == "nsync" then tl.named_barrier_sync(st.id, nt)
           elseif op == "narrive" then tl.named_barrier_arrive(st.id, nt)
-          elseif op == "write" then (buf + st.slot * 32 + lane):store(lane + i)
-          elseif op == "read" then (mine + i * 32):store((buf + st.slot * 32 + lane):load())
+          elseif op == "write" then (buf + st.slot * 32 + lane):store((lane + i) * 3 + 1) -- (data only: the slice's)
+          elseif op == "read" then (mine + i * 32):store((buf + st.slot * 32 + lane):load() * 5 + 2)
           elseif op == "readland" then
             tl.if_(lane:lt(16), function() (mine + i * 32):store((land + st.slot * 16 + lane):load()) end)
           elseif op == "marrive" then tl.elect_one(function() tl.mbarrier_arrive(bar) end)
@@ -241,9 +241,11 @@ local function build(p)
 end
 
 -- What each reduction is checked against: the search with none (por = false
--- turns off sleep sets, eager steps and one cluster at a time).
-local NONE = { por = false, symmetry = false }
+-- turns off sleep sets, eager steps and one cluster at a time; data_slice =
+-- false computes every op a protocol-only run would leave out).
+local NONE = { por = false, symmetry = false, data_slice = false }
 local REDUCTIONS = {
+  { name = "the data slice", o = { por = false, symmetry = false } },
   { name = "sleep sets", o = { eager = false, symmetry = false, clusters = false } },
   { name = "sleep sets and eager steps", o = { symmetry = false, clusters = false } },
   { name = "sleep sets and one cluster at a time", o = { eager = false, symmetry = false } },

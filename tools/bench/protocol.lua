@@ -4,6 +4,10 @@
 --
 --   tilua tools/bench/protocol.lua [limit_s]   the table (default limit 300 s)
 --   tilua tools/bench/protocol.lua --one NAME  one case of the "checker" rows
+--   tilua tools/bench/protocol.lua --units [NAME]  the check's work units against
+--             its CPU seconds per case (what the charges of machine.lua's
+--             Run:clock are fitted on; TILUA_BENCH_RAW=1 adds the raw counts
+--             on stderr), the stdlib attention's three configurations among them
 --
 -- Three kinds of rows:
 --   checker   tl.verify_protocol in Lua on a kernel built at a small size where
@@ -99,7 +103,70 @@ local CHECKS = {
           { bytes = 4 * M }, { bytes = 4 } }
     end },
 }
+-- the hand-written attention kernel of stdlib/attention.lua (flash_attention's), on the inputs the check derives
+local function attention(cfg)
+  return function()
+    local a = tl.attention.build(cfg)
+    return a.kernel, nil, nil
+  end
+end
+CHECKS[#CHECKS + 1] = { "attention_d128", "stdlib attention d 128 (derived inputs: 4 tiles, 1 CTA)",
+                        attention { b = 2, h = 8, hkv = 2, sq = 1000, skv = 1000, d = 128 } }
+CHECKS[#CHECKS + 1] = { "attention_d128_grid2", "stdlib attention d 128 on 2 CTAs (n = 3: 9 tiles)", function()
+  local k = attention { b = 2, h = 8, hkv = 2, sq = 1000, skv = 1000, d = 128 }()
+  return k, 2, { n = 3 }
+end }
+CHECKS[#CHECKS + 1] = { "attention_d128_grid3", "stdlib attention d 128 on 3 CTAs (n = 5: 25 tiles)", function()
+  local k = attention { b = 2, h = 8, hkv = 2, sq = 1000, skv = 1000, d = 128 }()
+  return k, 3, { n = 5 }
+end }
+CHECKS[#CHECKS + 1] = { "attention_d64_causal", "stdlib attention d 64, causal (derived inputs)",
+                        attention { b = 1, h = 2, hkv = 1, sq = 100, skv = 100, d = 64, causal = true } }
 for _, c in ipairs(CHECKS) do CHECKS[c[1]] = c end
+
+-- --units: the check's work units (machine.lua's Run:clock) against its CPU
+-- seconds, per case and per kind of work: how well a budget in units stands
+-- for one in seconds (the charges are fitted on these rows)
+if arg[1] == "--units" then
+  local machine = require "tilua.emulate.machine"
+  local go = machine.Run.go
+  local parts
+  machine.Run.go = function(R)
+    local r = go(R)
+    parts.ops = parts.ops + R.ops
+    parts.steps = parts.steps + (64 + 12 * #R.warps) * R.steps
+    parts.raw_steps, parts.raw_wsteps = parts.raw_steps + R.steps, parts.raw_wsteps + #R.warps * R.steps
+    parts.granules, parts.calls = parts.granules + R.granules, parts.calls + R.shadow_calls
+    return r
+  end
+  print("| case | units | ops (units) | steps (units) | race check (units) | CPU s | us / unit |")
+  print("|---|---|---|---|---|---|---|")
+  for _, c in ipairs(CHECKS) do
+    if not arg[2] or c[1]:find(arg[2], 1, true) then
+      local k, grid, args = c[3]()
+      parts = { ops = 0, steps = 0, granules = 0, calls = 0, raw_steps = 0, raw_wsteps = 0 }
+      local w = { left = 1e12, limit = 1e12 }
+      local t0 = os.clock()
+      local ok, r
+      if args and args.n then -- the inputs the check derives for that size
+        ok, r = pcall(require("tilua.emulate.protocol").check, k.op, { grid = grid, n = args.n, max_states = 1000000, work = w })
+      elseif args then
+        ok, r = pcall(tl.verify_protocol, k, { grid = grid, args = args, max_states = 1000000, work = w })
+      else -- the inputs the check derives
+        ok, r = pcall(require("tilua.emulate.protocol").check, k.op, { max_states = 1000000, work = w })
+      end
+      local secs = os.clock() - t0
+      local used = 1e12 - w.left
+      print(("| %s | %d | %d | %d | %d | %.3f | %.3f |%s"):format(c[1], used, 2 * parts.ops, parts.steps,
+        8 * parts.calls + 4 * parts.granules, secs, 1e6 * secs / math.max(used, 1), ok and "" or " " .. tostring(r):sub(1, 80)))
+      if os.getenv "TILUA_BENCH_RAW" then -- the counts themselves (to fit the charges on)
+        io.stderr:write(("RAW %s %d %d %d %d %d %.4f\n"):format(c[1], parts.ops, parts.raw_steps, parts.raw_wsteps,
+          parts.granules, parts.calls, secs))
+      end
+    end
+  end
+  return
+end
 
 if arg[1] == "--one" then
   local c = assert(CHECKS[arg[2]], "no such case")

@@ -31,14 +31,31 @@ local function first_line(s) return (tostring(s):match "^[^\n]*") end
 -- The configurations a kernel is checked on, in order (docs/protocol.md,
 -- "The check every compile runs"): the inputs the checker derives (one
 -- cluster, every ring wrapping twice), then two clusters (their derived
--- inputs), then three clusters on a ragged size (the size before, n, plus
--- n / 3 + 7: a last chunk or tile that is partial, no multiple of 16 bytes
--- or of the grid: a partial last wave). A kernel whose kernel_spec fixes its
+-- inputs), then three clusters on a ragged size (ragged below: a last chunk
+-- or tile that is partial, no multiple of 16 bytes or of the grid: a partial
+-- last wave). A kernel whose kernel_spec fixes its
 -- grid (grid = n: it runs on no other) gets the derived inputs on that grid
 -- and a ragged size on it. A kernel whose grid the checker fixes (a StreamK
 -- plan's workers) and a tile program (its problem has two programs along x
 -- and every tensor dim ragged) get the first only.
 -- -> list of { what, o = P.check's options given the result r before }.
+
+-- The ragged size after n on a grid of g CTAs: n + n / 3 + 7 (a size in
+-- elements or bytes: no multiple of the tile, of 16 bytes nor of the grid).
+-- Below 16, n counts things (batches, heads, a sequence shorter than its
+-- tile: the work grows with its square), and 7 more would multiply the work
+-- without making it more ragged: the first odd m past n + n / 3 that is no
+-- multiple of the grid (a partial last wave) instead.
+local function ragged(n, g)
+  if not n then return nil end
+  if n >= 16 then return n + n // 3 + 7 end
+  if type(g) == "table" then g = (g[1] or 1) * (g[2] or 1) * (g[3] or 1) end
+  local m = n + n // 3 + 1
+  while m % 2 == 0 or (g > 1 and m % g == 0) do m = m + 1 end
+  return m
+end
+M.ragged = ragged
+
 local function configurations(P, kop)
   local ks = kop:kernel_spec() or {}
   local out = { { what = ks.grid and "the derived inputs on its grid" or "the derived inputs on one cluster",
@@ -57,9 +74,12 @@ local function configurations(P, kop)
     if (uses[2] or uses[3]) and not (kop:attr "tileas.schedule" or {}).programs then
       local shape = uses[3] and (uses[2] and "x, y and z (2 x 2 x 2)" or "x and z (2 x 1 x 2)") or "x and y (2 x 2)"
       out[#out + 1] = { what = "programs along " .. shape, o = function(r)
+        -- (the derived problem may have more along y already, for its rings
+        -- to wrap twice: then it is this configuration, along x and y)
+        if not uses[3] and (r.tile.programs[2] or 1) >= 2 then return nil end
         local t = {}
         for key, v in pairs(r.tile) do t[key] = v end
-        t.programs = { r.tile.programs[1], uses[2] and 2 or 1, uses[3] and 2 or nil }
+        t.programs = { r.tile.programs[1], uses[2] and math.max(2, r.tile.programs[2] or 1) or 1, uses[3] and 2 or nil }
         return { tile = t }
       end }
     end
@@ -67,7 +87,7 @@ local function configurations(P, kop)
   end
   if ks.grid then -- the kernel runs on that grid only (every launch checks it): it, and a ragged size on it
     out[#out + 1] = { what = "a ragged size on its grid", ragged = true,
-                      o = function(r) return { n = r.n and r.n + r.n // 3 + 7 } end }
+                      o = function(r) return { n = ragged(r.n, ks.grid) } end }
     return out
   end
   -- A kernel that reads nothing that tells its CTAs apart (no CTA, cluster or
@@ -93,7 +113,7 @@ local function configurations(P, kop)
   if 3 * cs <= P.MAX_GRID then
     out[#out + 1] = { what = ("%d CTAs (three clusters) on a ragged size"):format(3 * cs), ragged = true,
                       same_ctas = not tells_ctas,
-                      o = function(r) return { grid = 3 * cs, n = r.n and r.n + r.n // 3 + 7 } end }
+                      o = function(r) return { grid = 3 * cs, n = ragged(r.n, 3 * cs) } end }
   end
   return out
 end
@@ -125,6 +145,7 @@ function M.run(module, o)
         break
       end
       local co = cfg.o(r1)
+      if not co then goto next_cfg end -- (the configuration before was this one)
       co.work, co.deadline, co.max_states = work, deadline, 20000
       local ok, r = pcall(P.check, kop, co)
       if not ok then
@@ -162,9 +183,21 @@ function M.run(module, o)
         error(("%s%s\n(found on %s by the protocol check every compile runs%s; tl.options.check_protocol = false or --no-check-protocol turns it off)")
           :format(where(d.op), d.message, cfg.what, hint), 0)
       end
+      if i == 1 and r.min_phases and r.min_phases < 2 then
+        -- the derived inputs are chosen so that every ring wraps twice; where
+        -- no size made them, a bug at a ring's second lap can hide: said
+        res.laps = ("its rings wrap %d time(s), not twice, on %s"):format(r.min_phases, cfg.what)
+        note(("tilua: note: the protocol check of kernel '%s': %s (no size it tried made them wrap twice; a bug at a ring's second lap may go unseen)")
+          :format(name, res.laps))
+      end
       r1 = r
       res.states = res.states + r.states
-      res.checked[#res.checked + 1] = r.n and ("%s, n = %d"):format(cfg.what, r.n) or cfg.what
+      local what = cfg.what
+      if i == 1 and r.tile and (r.tile.programs[2] or 1) > 1 then -- (more programs along y for its rings)
+        what = ("%s (programs %s)"):format(what, table.concat(r.tile.programs, " x "))
+      end
+      res.checked[#res.checked + 1] = r.n and ("%s, n = %d"):format(what, r.n) or what
+      ::next_cfg::
     end
     res.ok, res.seconds, res.work = res.why == nil, os.clock() - t0, limit - math.max(work.left, 0)
     local path = os.getenv "TILUA_COMPILE_CHECK_LOG" -- as TILUA_CHECK_PROTOCOL_LOG (verify_protocol.lua) logs

@@ -95,8 +95,10 @@ function D.kernel(kop, models)
   local cluster_local = true -- no synchronization object in global memory (the search's cluster reduction)
   local cluster_pipes = false -- a pipeline of mode cluster: the inits end with a cluster sync
   local probes = false -- an op that tests an mbarrier's phase without waiting (the search's step_of)
+  local tile_program = false -- (its model marks its own slice: models/tileas_slice.lua)
   kop:walk(function(o)
     local n = o:name()
+    if n:sub(1, 7) == "tileas." then tile_program = true end
     if matches(models.probes, o) then probes = true end
     if matches(models.cross_cta, o) then cluster_local = false end
     if n == "cutlass.pipeline.init" and o:attr "mode" == "cluster" then
@@ -130,6 +132,8 @@ function D.kernel(kop, models)
                allocs = d.allocs, params = params, name = kop:attr_or_default "sym_name", loc = loc_of(kop),
                cluster = ks.has_cluster and ks.cluster and ks.cluster[1] or 1, bar_arrives = bar_arrives,
                cluster_local = cluster_local, cluster_pipes = cluster_pipes, probes = probes, models = models }
+  -- what a protocol-only run need not compute (emulate/data_slice.lua)
+  if not tile_program then dk.data_only = require("tilua.emulate.data_slice").mark(body) end
   for _, f in ipairs(models.kernel_decoders) do f(dk, kop, d) end
   return dk
 end

@@ -9,6 +9,10 @@ local LV = { __name = "lanes" } -- metatable of a lane-varying value
 L.LV = LV
 
 function L.varying(x) return getmetatable(x) == LV end
+
+-- The value of an op a protocol-only run does not compute (emulate/data_slice.lua):
+-- only data takes it, which a store writes as zeros; its elements read as 0.
+L.DATA = setmetatable({}, { __name = "data", __index = function(_, i) if math.type(i) then return 0 end end })
 local varying = L.varying
 
 -- x in lane l.

@@ -26,7 +26,8 @@
 -- and its fields: R.k (the decoded kernel), R.o (the options), R.grid, R.ctas
 -- (id, rank, shared, bars, pipes, syncs ...), R.warps, R.copies, R.global,
 -- R.gspace (global memory's race-check space), R.values (false in the
--- checker's protocol-only runs: copies and wgmma move no bytes), R.steps.
+-- checker's protocol-only runs: copies and wgmma move no bytes), R.slice (such
+-- a run computes no op emulate/data_slice.lua marked data_only), R.steps.
 -- A handler is fn(R, W, rec, ins, ctx) -> results: W the warp (w, cta, actor,
 -- vc, label, role, grp, vals), rec the op's record, ins the operands' values,
 -- ctx { mask = active lanes, exec = the mask of warps running this code,
@@ -43,7 +44,7 @@ local clock = require "tilua.emulate.clock"
 local report = require "tilua.emulate.report"
 local interp = require "tilua.emulate.interp"
 
-local LV, varying, at, uniform, uniform_over = lanes.LV, lanes.varying, lanes.at, lanes.uniform, lanes.uniform_over
+local LV, varying, at, uniform_over = lanes.LV, lanes.varying, lanes.at, lanes.uniform_over
 local vc_join = clock.join
 
 local M = {}
@@ -67,7 +68,8 @@ function M.new(k, o, choose)
   local R = setmetatable({ k = k, o = o, choose = choose, global = {}, ctas = {}, actors = {},
                            warps = {}, copies = {}, nactors = 0, async_actors = {}, steps = 0, trace = {},
                            max_steps = o.max_steps or 200000, next_global = address.GLOBAL_BASE,
-                           max_ops = o.max_ops or 4000000, ops = 0, next_clock = 4096, charged = 0, granules = 0, handlers = k.models.handlers,
+                           max_ops = o.max_ops or 4000000, ops = 0, next_clock = 4096, charged = 0, granules = 0, shadow_calls = 0,
+                           handlers = k.models.handlers,
                            buffers = {}, args = {}, copy_seq = 0, granule = o.granule or address.MAX_GRANULE,
                            fixed_granule = o.granule ~= nil,
                            read_recs = {}, write_recs = {}, rnext = setmetatable({}, { __mode = "k" }),
@@ -79,6 +81,8 @@ function M.new(k, o, choose)
   if values == nil then values = o.mma_values end
   if values == nil then values = o._cache == nil end
   R.values = values
+  -- the pure ops whose results only become data are not computed (emulate/data_slice.lua)
+  R.slice = not values and o.data_slice ~= false
   return R
 end
 
@@ -87,11 +91,12 @@ end
 -- runs), so that the same kernel gets the same verdict on every machine and
 -- in every build; and o.deadline, a time of os.clock() (max_seconds, only
 -- where the caller gives one). A unit is about 0.15 us of the emulator on a
--- 2024 x86 core (within a factor of two on the stdlib GEMM's forms, which
--- it was fitted on; a tile program's element-wise race checks are charged up
--- to three times what they cost):
--- an op is charged 2, a granule of the race check 12 (memory.lua: a TMA box
--- of 16 KB is 1024 granules), a step 64 plus 12 a warp (choosing it, hashing
+-- 2024 x86 core (between 0.1 and 0.25 us on the GEMM's forms, the stdlib
+-- attention and the block-striped split-K, which it was fitted on:
+-- tools/bench/protocol.lua --units; small kernels' fixed costs are not in it):
+-- an op is charged 2, a call of the race check 8 and each granule it covers 4
+-- (memory.lua: a TMA box of 16 KB is 1024 granules, a wgmma's operand a few
+-- hundred, a plain load one), a step 64 plus 12 a warp (choosing it, hashing
 -- the state). A run past either budget stops at the next CTA it starts, the next
 -- step or 4096th op with OUT_OF_BUDGET: a check reports its budget as
 -- exceeded, a plain run fails. They bound the work of one run, however large
@@ -100,16 +105,20 @@ local OUT_OF_BUDGET = setmetatable({}, {
   __tostring = function() return "emulate: the check's budget (max_work or max_seconds) ran out" end })
 M.OUT_OF_BUDGET = OUT_OF_BUDGET
 function Run:work_done()
-  return 2 * self.ops + (64 + 12 * #self.warps) * self.steps + 12 * self.granules + self.nactors
+  return 2 * self.ops + (64 + 12 * #self.warps) * self.steps + 8 * self.shadow_calls + 4 * self.granules + self.nactors
+end
+-- Charges the work done since the last charge to o.work; -> the work left.
+function Run:charge()
+  local w = self.o.work
+  if not w then return nil end
+  local used = self:work_done()
+  w.left = w.left - (used - self.charged)
+  self.charged = used
+  return w.left
 end
 function Run:clock()
-  local w = self.o.work
-  if w then
-    local used = self:work_done()
-    w.left = w.left - (used - self.charged)
-    self.charged = used
-    if w.left < 0 then error(OUT_OF_BUDGET, 0) end
-  end
+  local left = self:charge()
+  if left and left < 0 then error(OUT_OF_BUDGET, 0) end
   local d = self.o.deadline
   if d and os.clock() > d then error(OUT_OF_BUDGET, 0) end
 end
@@ -158,10 +167,94 @@ end
 
 -- scf.for, scf.if (both sides under their masks when the condition varies
 -- per lane), scf.while; the models' handlers; arith by tilua.emulate.interp.
+
+-- The results of a region run under parts of a mask, merged: parts = list of
+-- { lanes, outs }. A result the same on every lane stays one value (a
+-- pipeline or seq_bar state, a record, is never split per lane); one that
+-- differs is per lane, which only numbers and vectors (arrays of numbers) may
+-- be. what names the op for that error ("the scf.if", "the scf.for").
+local function merge_lanes(rec, nres, parts, what, why)
+  local outs = {}
+  for r = 1, nres do
+    local v, first, same = setmetatable({}, LV), nil, true
+    for _, part in ipairs(parts) do
+      local o = part[2][r]
+      for _, l in ipairs(part[1]) do
+        local x = at(o, l)
+        v[l] = x
+        if first == nil then first = x elseif not rawequal(x, first) then same = false end
+      end
+    end
+    if same then
+      outs[r] = first
+    else
+      for _, x in pairs(v) do
+        if type(x) ~= "number" and not (type(x) == "table" and x[1] ~= nil) then
+          error(("emulate: result %d of %s at %s differs between the lanes of a warp (%s) and is not a number: a %s per lane is not modelled")
+            :format(r, what, rec.loc, why, type(x) == "table" and (x.kind or "state") or type(x)), 0)
+        end
+      end
+      outs[r] = v
+    end
+  end
+  return outs
+end
+
+-- An scf.for whose bounds or step differ between the active lanes (a loop
+-- strided by the thread id): lane l runs its own trips; trip t runs the body
+-- under the mask of the lanes that still iterate (as a branch on a per-lane
+-- condition runs under its lanes), the others keep their carried values. A
+-- synchronizing op in the body is the warp's op on every trip that some lane
+-- runs, as in a divergent branch.
+local function scf_for_lanes(R, W, rec, lb, ub, step, iters, ctx)
+  local body = rec.regions[1][1]
+  local iv = {}
+  for _, l in ipairs(ctx.mask) do iv[l] = at(lb, l) end
+  local cur = iters
+  while true do
+    local live = {}
+    for _, l in ipairs(ctx.mask) do
+      if iv[l] < at(ub, l) then live[#live + 1] = l end
+    end
+    if #live == 0 then return cur end
+    local i, one = setmetatable({}, LV), iv[live[1]]
+    for _, l in ipairs(live) do
+      i[l] = iv[l]
+      if iv[l] ~= one then one = nil end
+    end
+    local a = { one or i }
+    for k2, v in ipairs(cur) do a[k2 + 1] = v end
+    local o = R:exec_block(W, body, a, setmetatable({ mask = live }, { __index = ctx }))
+    if #live == #ctx.mask then
+      cur = o
+    else
+      local rest, on = {}, {}
+      for _, l in ipairs(live) do on[l] = true end
+      for _, l in ipairs(ctx.mask) do
+        if not on[l] then rest[#rest + 1] = l end
+      end
+      cur = merge_lanes(rec, #rec.outs, { { live, o }, { rest, cur } }, "the scf.for",
+        "its lanes run different numbers of trips")
+    end
+    for _, l in ipairs(live) do iv[l] = iv[l] + at(step, l) end
+  end
+end
+
 local function scf_for(R, W, rec, ins, ctx)
-  local lb, ub, step = uniform(rec, ins[1], "lower bound"), uniform(rec, ins[2], "upper bound"),
-    uniform(rec, ins[3], "step")
   local iters = { table.unpack(ins, 4) }
+  if varying(ins[1]) or varying(ins[2]) or varying(ins[3]) then
+    local m, lb, ub, step = ctx.mask, ins[1], ins[2], ins[3]
+    local function same(x)
+      if not varying(x) then return true end
+      for _, l in ipairs(m) do
+        if x[l] ~= x[m[1]] then return false end
+      end
+      return true
+    end
+    if not (same(lb) and same(ub) and same(step)) then return scf_for_lanes(R, W, rec, lb, ub, step, iters, ctx) end
+  end
+  local lb, ub, step = uniform_over(rec, ins[1], ctx, "lower bound"), uniform_over(rec, ins[2], ctx, "upper bound"),
+    uniform_over(rec, ins[3], ctx, "step")
   local body = rec.regions[1][1]
   local i = lb
   while i < ub do
@@ -190,31 +283,7 @@ local function scf_if(R, W, rec, ins, ctx)
   if #em > 0 and rec.regions[2] and rec.regions[2][1] then
     eo = R:exec_block(W, rec.regions[2][1], {}, setmetatable({ mask = em }, { __index = ctx }))
   end
-  -- a result the same on every lane stays one value (a pipeline or seq_bar
-  -- state, a record, is never split per lane); one that differs is per lane,
-  -- which only numbers and vectors (arrays of numbers) may be
-  local outs = {}
-  for r = 1, #rec.outs do
-    local v, first, same = setmetatable({}, LV), nil, true
-    local function put(l, x)
-      v[l] = x
-      if first == nil then first = x elseif not rawequal(x, first) then same = false end
-    end
-    for _, l in ipairs(tm) do put(l, at(to[r], l)) end
-    for _, l in ipairs(em) do put(l, at(eo[r], l)) end
-    if same then
-      outs[r] = first
-    else
-      for _, x in pairs(v) do
-        if type(x) ~= "number" and not (type(x) == "table" and x[1] ~= nil) then
-          error(("emulate: result %d of the scf.if at %s differs between the lanes of a warp (its condition varies per lane) and is not a number: a %s per lane is not modelled")
-            :format(r, rec.loc, type(x) == "table" and (x.kind or "state") or type(x)), 0)
-        end
-      end
-      outs[r] = v
-    end
-  end
-  return outs
+  return merge_lanes(rec, #rec.outs, { { tm, to }, { em, eo } }, "the scf.if", "its condition varies per lane")
 end
 
 local function scf_while(R, W, rec, ins, ctx)
@@ -249,6 +318,25 @@ end
 
 local SCF = { ["scf.for"] = scf_for, ["scf.if"] = scf_if, ["scf.while"] = scf_while }
 
+-- An op a protocol-only run does not compute (emulate/data_slice.lua): its
+-- operands are touched (an accumulator a wgmma has not completed reports the
+-- read), its results are DATA.
+local DATA = lanes.DATA
+local function data_only(rec, ins, ctx)
+  for i = 1, #ins do
+    local x = ins[i]
+    if getmetatable(x) == LV then x = x[ctx.mask[1]] end
+    if type(x) == "table" and rawget(x, "__info") ~= nil then local _ = x[1] end -- (a pending accumulator: reported)
+  end
+  local outs = rec.data_outs
+  if not outs then
+    outs = {}
+    for r = 1, #rec.outs do outs[r] = DATA end
+    rec.data_outs = outs
+  end
+  return outs
+end
+
 -- Runs a block of warp W over ctx.mask; returns the terminator's operand values.
 function Run:exec_block(W, blk, args, ctx)
   local vals = W.vals
@@ -262,7 +350,9 @@ function Run:exec_block(W, blk, args, ctx)
     if name == "scf.yield" or name == "scf.condition" then return ins end
     local outs
     local s = SCF[name]
-    if s then
+    if rec.data_only and self.slice then
+      outs = data_only(rec, ins, ctx)
+    elseif s then
       outs = s(self, W, rec, ins, ctx)
     else
       local h = handlers[name]
@@ -532,6 +622,7 @@ function Run:go()
       self:step(rs[i])
     end
   end)
+  self:charge() -- the run's last portion (since its last step or 4096th op) counts too
   if ok then return err end
   if report.is_violation(err) then
     if self.starting then -- in a warp's code before its first synchronizing op

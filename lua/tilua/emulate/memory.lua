@@ -18,6 +18,7 @@ local report = require "tilua.emulate.report"
 local SHARED_BASE, DSMEM_BASE = address.SHARED_BASE, address.DSMEM_BASE
 local GLOBAL_BASE, GLOBAL_SPACING = address.GLOBAL_BASE, address.GLOBAL_SPACING
 local wrap = interp.wrap
+local DATA = require("tilua.emulate.lanes").DATA
 local violation = report.violation
 
 local Memory = {}
@@ -112,32 +113,51 @@ local function granule_of(R, sp, addr, n)
   return ng
 end
 
+-- The record of a read by actor a with clock vc at loc: one for every granule
+-- of the read, and of the actor's next reads at the same clock and op
+-- (records are never changed); and the reader sets after it (nexts, below).
+-- The readers of a granule are a set shared by every granule that the same
+-- reads reached (never changed: a read moves a granule to the set with its
+-- record added, made once per set and record: self.rnext), so that a large
+-- write checks each distinct reader set once (a wgmma stage read by 8
+-- warps in many small reads, then overwritten by a TMA box).
+local function read_record(R, a, vc, loc)
+  local clock = vc[a] or 0
+  local e = R.read_recs[a]
+  if not e or e[1] ~= clock or e[2] ~= loc then
+    e = { clock, loc }
+    R.read_recs[a] = e
+  end
+  local nexts = R.rnext[e]
+  if not nexts then
+    nexts = setmetatable({}, { __mode = "k" })
+    R.rnext[e] = nexts
+  end
+  return e, nexts
+end
+
+-- The reader set after reader set r (nil: none) takes record e of actor a.
+local function next_readers(nexts, r, a, e)
+  local nr = nexts[r or nexts]
+  if not nr then
+    nr = {}
+    if r then for ra, x in pairs(r) do nr[ra] = x end end
+    nr[a] = e -- one record for every granule of this read
+    nexts[r or nexts] = nr
+  end
+  return nr
+end
+
 -- A read of [addr, addr + n) of space cta (a CTA, or self.gspace) by actor a
 -- with clock vc at loc; rows (default 1) such reads, stride bytes apart (the
 -- rows of a tile: one call, as `rows` calls would check them).
 function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
   rows, stride = rows or 1, stride or 0
+  self.shadow_calls = self.shadow_calls + 1 -- the budget's work (machine.lua), with the granules
   local g = granule_of(self, cta, addr, n)
   if rows > 1 and stride % g ~= 0 then g = granule_of(self, cta, addr + stride, n) end -- (every row aligned)
   local sw, sr = cta.shadow_w, cta.shadow_r
-  -- one record for every granule of this read, and of the actor's next reads
-  -- at the same clock and op (records are never changed)
-  local clock = vc[a] or 0
-  local e = self.read_recs[a]
-  if not e or e[1] ~= clock or e[2] ~= loc then
-    e = { clock, loc }
-    self.read_recs[a] = e
-  end
-  -- the readers of a granule are a set shared by every granule that the same
-  -- reads reached (never changed: a read moves a granule to the set with its
-  -- record added, made once per set and record: self.rnext), so that a large
-  -- write checks each distinct reader set once (a wgmma stage read by 8
-  -- warps in many small reads, then overwritten by a TMA box)
-  local nexts = self.rnext[e]
-  if not nexts then
-    nexts = setmetatable({}, { __mode = "k" })
-    self.rnext[e] = nexts
-  end
+  local e, nexts = read_record(self, a, vc, loc)
   local last_w, from, to = false, false, nil
   local row0 = addr
   for row = 0, rows - 1 do
@@ -162,13 +182,7 @@ function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
       if r == from then
         sr[q] = to
       elseif not (r and r[a] == e) then
-        local nr = nexts[r or nexts]
-        if not nr then
-          nr = {}
-          if r then for ra, x in pairs(r) do nr[ra] = x end end
-          nr[a] = e -- one record for every granule of this read
-          nexts[r or nexts] = nr
-        end
+        local nr = next_readers(nexts, r, a, e)
         from, to = r, nr
         sr[q] = nr
       end
@@ -176,9 +190,46 @@ function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
   end
 end
 
+-- Reads of 16 bytes at SHARED_BASE + 16 q for each q of qs, in order, by
+-- actor a with clock vc at loc: what a shadow_read of each does, in one call
+-- (a wgmma's operands: hundreds of granules, none adjacent to the last).
+function Memory:shadow_read_granules(cta, a, vc, qs, loc)
+  if #qs == 0 then return end
+  local first = SHARED_BASE + (qs[1] << 4)
+  if granule_of(self, cta, first, 16) ~= 16 then -- (granules halved below 16 bytes: one read each)
+    for _, q in ipairs(qs) do self:shadow_read(cta, a, vc, SHARED_BASE + (q << 4), 16, loc) end
+    return
+  end
+  local sw, sr = cta.shadow_w, cta.shadow_r
+  local e, nexts = read_record(self, a, vc, loc)
+  self.granules, self.shadow_calls = self.granules + #qs, self.shadow_calls + 1
+  local base = SHARED_BASE >> 4
+  local last_w, from, to = false, false, nil
+  for _, q in ipairs(qs) do
+    q = q + base
+    local w = sw[q]
+    if w ~= last_w then
+      last_w = w
+      if w == nil then
+        self:shadow_read(cta, a, vc, q << 4, 16, loc) -- (reports it)
+      elseif w.actor ~= a and (vc[w.actor] or 0) < w.clock then
+        self:shadow_read(cta, a, vc, q << 4, 16, loc)
+      end
+    end
+    local r = sr[q] -- (the record as shadow_read's loop keeps it: inline, the hot path)
+    if r == from then
+      sr[q] = to
+    elseif not (r and r[a] == e) then
+      from, to = r, next_readers(nexts, r, a, e)
+      sr[q] = to
+    end
+  end
+end
+
 -- A write, as shadow_read.
 function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride)
   rows, stride = rows or 1, stride or 0
+  self.shadow_calls = self.shadow_calls + 1
   local g = granule_of(self, cta, addr, n)
   if rows > 1 and stride % g ~= 0 then g = granule_of(self, cta, addr + stride, n) end
   local sw, sr = cta.shadow_w, cta.shadow_r
@@ -279,6 +330,7 @@ end
 function Memory:store(W, rec, addr, v, atomic)
   local c = rec.codec
   if not atomic then self:check_access(W, rec, addr, c.size, true) end
+  if not c.vector and rawequal(v, DATA) then v = 0 end -- a value not computed (data_slice.lua): zeros
   if c.width and not c.vector then -- an integer: straight to the bytes
     local m, a = self:mem_of(W, addr)
     for i = a, a + c.size - 1 do

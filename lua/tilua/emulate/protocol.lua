@@ -427,6 +427,10 @@ end
 -- The problem chosen at a tile program's input: the first size at which one
 -- protocol-only emulation runs clean with every pipelined loop's ring wrapping
 -- twice (2 laps of its stages: what its barriers will count once lowered).
+-- Where no size does on 2 x 1 programs and the program reads its index (or
+-- the count of programs) along y, 2, 4 and 8 programs along y too: a program
+-- whose loop runs as far as its row block (a causal attention's: the block
+-- counted from the last) gets longer loops from more of them.
 local function choose_tile_problem(kop, o)
   local sizes = { 8, 64, 128, 256 }
   kop:walk(function(op)
@@ -448,17 +452,35 @@ local function choose_tile_problem(kop, o)
   end)
   if o.n then return tile_problem(kop, o.n) end -- (its run could not choose another)
   table.sort(sizes)
-  local first, last
-  for _, n in ipairs(sizes) do
-    if n == last then goto next_size end -- (a size twice: the same run twice)
-    last = n
-    local p = tile_problem(kop, n)
-    first = first or p
-    local args, grid, workers = M.tile_args(kop, p)
-    local ok, r = pcall(em.run, o.decoded or kop, { grid = grid, workers = workers, args = args, values = false,
-                                       max_steps = o.max_steps, max_ops = o.max_ops, deadline = o.deadline, work = o.work })
-    if ok and r.ok and (not r.min_phases or r.min_phases >= 2) then return p end
-    ::next_size::
+  local ys = { 1 }
+  local reads_y = false
+  kop:walk(function(op)
+    local nm = op:name()
+    if nm == "tileas.get_program_id" or nm == "tileas.num_programs" then
+      local d = op:attr "dim"
+      reads_y = reads_y or d == "y" or d == 1
+    end
+  end)
+  if reads_y and not (kop:attr "tileas.schedule" or {}).programs then
+    for _, y in ipairs { 2, 4, 8 } do
+      if 2 * y <= M.MAX_PROGRAMS then ys[#ys + 1] = y end
+    end
+  end
+  local first
+  for _, y in ipairs(ys) do
+    local last
+    for _, n in ipairs(sizes) do
+      if n == last then goto next_size end -- (a size twice: the same run twice)
+      last = n
+      local p = tile_problem(kop, n)
+      if y > 1 then p.programs = { p.programs[1], y } end
+      first = first or p
+      local args, grid, workers = M.tile_args(kop, p)
+      local ok, r = pcall(em.run, o.decoded or kop, { grid = grid, workers = workers, args = args, values = false,
+                                         max_steps = o.max_steps, max_ops = o.max_ops, deadline = o.deadline, work = o.work })
+      if ok and r.ok and (not r.min_phases or r.min_phases >= 2) then return p end
+      ::next_size::
+    end
   end
   return first
 end

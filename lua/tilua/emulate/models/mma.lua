@@ -444,13 +444,38 @@ do
     local offa = g.trans_a and mnmajor_off or kmajor_off
     local offb = g.trans_b and mnmajor_off or kmajor_off
     if not values then -- the race check only: one element per 16-byte granule along the contiguous dimension
+      -- the granules of each operand, in the order read would check them,
+      -- kept per descriptor (and warp row) on the op's record: the same
+      -- stages recur in every tile
       local step = 16 // eb
-      for r = 0, g.a_reg and -1 or 15 do
-        for k = 0, K - 1, (g.trans_a and 1 or step) do read(offa(da, 16 * wr + r, k, eb)) end
+      local cache = rec.wg.granules
+      local function list(key, f) -- f(add): adds every element's offset
+        local qs = cache[key]
+        if qs then return qs end
+        local s2 = {}
+        qs = {}
+        f(function(o)
+          local q = o >> 4
+          if not s2[q] then
+            s2[q] = true
+            qs[#qs + 1] = q
+          end
+        end)
+        cache[key] = qs
+        return qs
       end
-      for n = 0, N - 1, (g.trans_b and step or 1) do
-        for k = 0, K - 1, (g.trans_b and 1 or step) do read(offb(db, n, k, eb)) end
+      if not g.a_reg then
+        R:shadow_read_granules(cta, g.actor, g.vc, list(("a%d/%d"):format(g.desc_a, wr), function(add)
+          for r = 0, 15 do
+            for k = 0, K - 1, (g.trans_a and 1 or step) do add(offa(da, 16 * wr + r, k, eb)) end
+          end
+        end), rec.loc)
       end
+      R:shadow_read_granules(cta, g.actor, g.vc, list(("b%d"):format(g.desc_b), function(add)
+        for n = 0, N - 1, (g.trans_b and step or 1) do
+          for k = 0, K - 1, (g.trans_b and 1 or step) do add(offb(db, n, k, eb)) end
+        end
+      end), rec.loc)
     end
     local A, B = {}, {} -- A: rows 16 wr .. 16 wr + 15 of the warpgroup's 64
     if g.a_reg and values then
@@ -468,6 +493,16 @@ do
       B[n] = col
     end
     local src, dst, scale_d = g.src, g.dst, g.scale_d
+    if not values then -- one accumulator for the warp (the handler's), of zeros: read its input's first
+      if scale_d then
+        local c = at(src, 0)
+        if type(c) == "table" and rawget(c, 1) == nil then local _ = c[1] end -- a pending input: reported
+      end
+      for i = 1, N // 2 do rawset(dst, i, 0.0) end
+      rawset(dst, "__info", nil)
+      setmetatable(dst, nil)
+      return
+    end
     for l = 0, 31 do
       local c_in = at(src, l)
       local out = dst[l]
@@ -509,14 +544,21 @@ do
                  -- A in registers: 8 16-bit elements a lane (vector<8 x bf16 | f16>, or packed in 4 x i32)
                  a_reg = ai.kind == "vector" and (ai.elem:info().kind == "float" and "float" or "packed"),
                  trans_b = op:attr_or_default "trans_b", scale_a = op:attr_or_default "scale_a",
-                 scale_b = op:attr_or_default "scale_b" }
+                 scale_b = op:attr_or_default "scale_b",
+                 granules = {} } -- the operands' granules per descriptor (a protocol-only perform)
     end
     if #ctx.mask ~= 32 then violation("model", ("%s at %s with %d active lanes"):format(rec.name, rec.loc, #ctx.mask)) end
     local wg = rec.wg
     local scale_d = true
     if ins[4] ~= nil then scale_d = at(ins[4], 0) ~= 0 and at(ins[4], 0) ~= false end
-    local dst = setmetatable({}, LV)
-    for l = 0, 31 do dst[l] = setmetatable({ __info = { W = W, rec = rec } }, PENDING) end
+    -- (a protocol-only run computes no value: one accumulator, the same on every lane)
+    local dst
+    if R.values then
+      dst = setmetatable({}, LV)
+      for l = 0, 31 do dst[l] = setmetatable({ __info = { W = W, rec = rec } }, PENDING) end
+    else
+      dst = setmetatable({ __info = { W = W, rec = rec } }, PENDING)
+    end
     -- the operand reads are the async proxy's: an actor of the warp's own,
     -- ordered after the warp's clock at the issue, its clock (one tick per
     -- wgmma) known to the warp once wgmma_wait completed them (Run:release_of)

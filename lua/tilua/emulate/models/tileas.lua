@@ -362,13 +362,19 @@ do
     W.laps = ((W.pipe_j or -1) + 1) // rec.stages -- across the run (a persistent loop runs it again)
     return iters
   end
-  -- the fewest laps of a pipelined loop's ring (iterations / stages, per
-  -- agent): before tileas-materialize-agents makes the rings, what their
-  -- barriers' phases will count (the inputs are chosen so that every ring wraps twice)
+  -- the laps of a pipelined loop's ring (iterations / stages, per agent)
+  -- in the CTA that ran the most: before tileas-materialize-agents makes the
+  -- rings, what their barriers' phases will count. Every CTA runs the same
+  -- ring code, so a ring that wraps twice in one exercises every lap's phase;
+  -- programs with fewer iterations (a causal program's first row blocks)
+  -- cannot wrap it twice on any input. (The implied ring barriers' own
+  -- counts, m, are those of the fewest.) The inputs are chosen so that it is 2.
   function min_phases(self, m)
+    local most
     for _, W in ipairs(self.warps) do
-      if W.laps and (not m or W.laps < m) then m = W.laps end
+      if W.laps and (not most or W.laps > most) then most = W.laps end
     end
+    if most then return most end
     return m
   end
 

@@ -28,29 +28,9 @@ local function seed_of(rec)
   if rec.name == "tileas.reduce" and not rec.tt then return rec.ins[1] end -- (a rank-1 tile to a scalar)
 end
 
--- Every record of a block, nested ones too, with its owner (the op whose
--- region holds it): f(rec, owner).
-local function walk(blk, owner, f)
-  for _, rec in ipairs(blk.ops) do
-    f(rec, owner)
-    for _, region in ipairs(rec.regions or {}) do
-      for _, b in ipairs(region) do walk(b, rec, f) end
-    end
-  end
-end
-
--- The operands of the terminator (scf.yield, scf.condition) of each block
--- of rec's regions: { {v, ...}, ... }.
-local function yields(rec)
-  local out = {}
-  for _, region in ipairs(rec.regions or {}) do
-    for _, b in ipairs(region) do
-      local last = b.ops[#b.ops]
-      if last and (last.name == "scf.yield" or last.name == "scf.condition") then out[#out + 1] = last.ins end
-    end
-  end
-  return out
-end
+-- every record of a block with its owner; the operands of each terminator of an op's regions
+local DS = require "tilua.emulate.data_slice"
+local walk, yields = DS.walk, DS.yields
 
 local LOOP = { ["scf.for"] = true, ["tileas.pipelined_for"] = true }
 
@@ -99,16 +79,7 @@ function S.mark(body)
   -- value i of a loop or an if (its result i, or its body's argument i): what
   -- carries it in and what its regions yield for it, not the other values
   local function carried(rec, i, is_arg)
-    if LOOP[rec.name] then
-      if is_arg then
-        if i == 1 then return end -- the induction variable
-        i = i - 1
-      end
-      need(rec.ins[3 + i])
-    elseif rec.name ~= "scf.if" or is_arg then
-      return take(rec)
-    end
-    for _, ys in ipairs(yields(rec)) do need(ys[i]) end
+    if not DS.carried(rec, i, is_arg, LOOP, need) then take(rec) end
   end
   for _, v in ipairs(seeds) do need(v) end
   while #work > 0 do
