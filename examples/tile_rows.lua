@@ -322,17 +322,13 @@ for _, layer in ipairs { false, true } do
   })
 end
 
-for _, t in ipairs { { "bf16", 1 }, { "f32", 1 }, { "bf16", 3 } } do
-  local elem, tiles = t[1], t[2]
-  case("transpose_" .. elem .. (tiles > 1 and ("_tiles" .. tiles) or ""), {
-    n = 64, sizes = { { 1000, 1500 }, { 129, 67 } }, small = { 70, 100 }, tiles = tiles,
-    build = function(c)
-      return tl.rows.transpose { n = c.n, elem = ttype(elem), tiles = c.tiles, name = "transpose_" .. elem .. "_" .. c.tiles }
-    end,
+for _, elem in ipairs { "bf16", "f32" } do
+  case("transpose_" .. elem, {
+    n = 64, sizes = { { 1000, 1500 }, { 129, 67 } }, small = { 70, 100 },
+    build = function(c) return tl.rows.transpose { n = c.n, elem = ttype(elem), name = "transpose_" .. elem } end,
     inputs = function(M, N) return { X = random(elem, { M, N }, -4, 4) } end,
     outputs = function(M, N) return { Y = { elem, { N, M } } } end,
-    -- (a program's tiles past N read padding and store nothing)
-    grid = function(c, M, N) return { (M + c.n - 1) // c.n, (N + c.n * c.tiles - 1) // (c.n * c.tiles) } end,
+    grid = function(c, M, N) return { (M + c.n - 1) // c.n, (N + c.n - 1) // c.n } end,
     reference = function(I, M, N)
       local y = {}
       for i = 0, M - 1 do

@@ -15,13 +15,13 @@
 --   tl.rows.rmsnorm_bwd{n, elem, rows}       DX, and DWp[P, N] (f32): each program's part of DW = sum over rows of DY * X * rstd
 --   tl.rows.layernorm{n, elem, rows}         Y = (X - mean) * rstd * W + B, Mean[M], Rstd[M]
 --   tl.rows.layernorm_bwd{n, elem, rows}     DX, DWp[P, N], DBp[P, N] (f32 parts of DW and DB)
---   tl.rows.transpose{n, elem, tiles}        Y[N, M] = X[M, N]^T, tiles (default 1) tiles of n x n a program
+--   tl.rows.transpose{n, elem}               Y[N, M] = X[M, N]^T, a tile of n x n a program
 --
 -- Every builder takes warps (the block's; default by n) and min_ctas (blocks an
 -- SM must hold: ptxas bounds the registers to fit them; layernorm's default 3).
 -- Parameters by name: X (X1, X2 ...), Y, W, B, DY, DX, Out, Mean, Var, Rstd,
 -- DWp, DBp (tensors); N (the real row length, i32), eps (f32). The grid of
--- programs: {ceil(M / rows), ceil(N / n)} for map ({ceil(M / n), ceil(N / (n * tiles))} for
+-- programs: {ceil(M / rows), ceil(N / n)} for map ({ceil(M / n), ceil(N / n)} for
 -- transpose), {ceil(N / n)} for
 -- col_reduce, {P} (P programs of `rows` rows each) for the backward passes,
 -- {M} for the others ({ceil(M / rows)} for softmax, rmsnorm and layernorm
@@ -278,30 +278,15 @@ do -- tl.rows (an indented block)
 
   -- {=== layout changes
 
-  -- Y[N, M] = X[M, N]^T: a program `tiles` tiles of n x n (default 1) along
-  -- X's rows, each read along X's rows and written along Y's (the tile
-  -- crosses the threads through shared memory). More than one: the next
-  -- tile loaded while this one crosses (a program of one small tile is
-  -- mostly a CTA's start and end).
+  -- Y[N, M] = X[M, N]^T: a program a tile of n x n, read along X's rows and
+  -- written along Y's (the tile crosses the threads through shared memory).
   function tl.rows.transpose(o)
     local n = check_n(o, "transpose")
-    local elem, tiles = o.elem or tl.bf16, o.tiles or 1
-    if math.type(tiles) ~= "integer" or tiles < 1 then raise("rows.transpose: tiles (tiles a program) must be a positive integer") end
-    local k = kernel(o.name or "rows_transpose", { n = n, warps = o.warps or 4, min_ctas = o.min_ctas },
-                     { X = tl.tensor(elem, 2), Y = tl.tensor(elem, 2) })
+    local elem = o.elem or tl.bf16
+    local k = kernel(o.name or "rows_transpose", { n = n, warps = o.warps or 4 }, { X = tl.tensor(elem, 2), Y = tl.tensor(elem, 2) })
     k:define(function(k, p)
       local r, c = tl.program_id("x"), tl.program_id("y")
-      if tiles == 1 then
-        tl.store(p.Y, { c, r }, tl.transpose(tl.load(p.X, { r, c }, { n, n })))
-        return
-      end
-      local first = c * tiles
-      local last = first + (tiles - 1)
-      tl.for_range(first, first + tiles, 1, { tl.load(p.X, { r, first }, { n, n }) }, function(j, x)
-        local nxt = tl.load(p.X, { r, tl.min(j + 1, last) }, { n, n }) -- (the last reads itself again: a cache hit)
-        tl.store(p.Y, { j, r }, tl.transpose(x))
-        return nxt
-      end)
+      tl.store(p.Y, { c, r }, tl.transpose(tl.load(p.X, { r, c }, { n, n })))
     end)
     return k
   end
