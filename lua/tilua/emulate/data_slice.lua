@@ -107,24 +107,37 @@ function S.carried(rec, i, is_arg, loops, need)
 end
 local FOR = { ["scf.for"] = true }
 
--- The slice (value id -> true), with the stores' data in it or not; -> the
--- slice, and whether an op that reads memory has a result in it.
-local function slice(body, stores_data)
-  local made, arg_of, needed, work, taken = {}, {}, {}, {}, {}
-  local reads = false
-  local function need(v)
+-- A worklist of values: needed (value -> true), work (the values to visit)
+-- and need(v), which adds v once.
+function S.worklist()
+  local needed, work = {}, {}
+  return needed, work, function(v)
     if v and not needed[v] then
       needed[v] = true
       work[#work + 1] = v
     end
   end
-  walk(body, nil, function(rec)
-    for i, v in ipairs(rec.outs) do made[v] = { rec, i } end
-    for r, region in ipairs(rec.regions or {}) do
-      for _, b in ipairs(region) do
-        for i, v in ipairs(b.args) do arg_of[v] = { rec, i, r } end
-      end
+end
+
+-- Note what rec defines: made[v] = {rec, i} for its result i, arg_of[v] =
+-- {rec, i, r} for argument i of a block of its region r.
+function S.note_defs(rec, made, arg_of)
+  for i, v in ipairs(rec.outs) do made[v] = { rec, i } end
+  for r, region in ipairs(rec.regions or {}) do
+    for _, b in ipairs(region) do
+      for i, v in ipairs(b.args) do arg_of[v] = { rec, i, r } end
     end
+  end
+end
+
+-- The slice (value id -> true), with the stores' data in it or not; -> the
+-- slice, and whether an op that reads memory has a result in it.
+local function slice(body, stores_data)
+  local made, arg_of, taken = {}, {}, {}
+  local needed, work, need = S.worklist()
+  local reads = false
+  walk(body, nil, function(rec)
+    S.note_defs(rec, made, arg_of)
     local name = rec.name
     if name == "scf.yield" then return end -- (its operands: through the op it ends)
     if name == "scf.condition" then return need(rec.ins[1]) end

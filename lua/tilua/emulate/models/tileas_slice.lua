@@ -38,12 +38,7 @@ local LOOP = { ["scf.for"] = true, ["tileas.pipelined_for"] = true }
 function S.mark(body)
   local made, arg_of, copies, stores, seeds = {}, {}, {}, {}, {}
   walk(body, nil, function(rec)
-    for i, v in ipairs(rec.outs) do made[v] = { rec, i } end
-    for _, region in ipairs(rec.regions or {}) do
-      for _, b in ipairs(region) do
-        for i, v in ipairs(b.args) do arg_of[v] = { rec, i } end
-      end
-    end
+    DS.note_defs(rec, made, arg_of)
     if rec.name == "tileas.copy" then -- into a shared tensor
       copies[rec.ins[2]] = copies[rec.ins[2]] or {}
       table.insert(copies[rec.ins[2]], rec)
@@ -56,13 +51,8 @@ function S.mark(body)
       seeds[#seeds + 1], rec.exact = s, true
     end
   end)
-  local needed, work, n = {}, {}, #seeds
-  local function need(v)
-    if v and not needed[v] then
-      needed[v] = true
-      work[#work + 1] = v
-    end
-  end
+  local _, work, need = DS.worklist()
+  local n = #seeds
   local function take(rec) -- rec's elements are computed: so are its operands'
     if rec.exact then return end
     rec.exact, n = true, n + 1

@@ -516,8 +516,7 @@ function Chain.lower(L, env, op, cur, ctx)
   -- advance once an iteration: they meet again after the loop)
   S.acur = {}
   for _, g in ipairs(S.ahead_groups) do
-    S.acur[g] = an.shared[g] and setmetatable({ value = cur[g].value, pipe = cur[g].pipe, role = cur[g].role }, getmetatable(cur[g]))
-                or cur[g]
+    S.acur[g] = an.shared[g] and cur[g]:rebound(cur[g].value) or cur[g] -- (a second cursor at the same value)
   end
   S.deferred = deferred_sums(op, S.slot_kind)
   local saved = env.lane_sums
