@@ -9,6 +9,12 @@
 --   scales = "tensor": sa, sb scalars (one per tensor);
 --   scales = "rowcol": sa[M] per row of A, sb[N] per column of B (per token /
 --                      per channel), broadcast over the tile.
+--   scales = "blocks": block scaling as DeepSeek-V3 trains: sa[K/128, M] per
+--                      row of A and block of 128 of K (stored K-block-major,
+--                      so that a program's 128 rows are one coalesced read),
+--                      sb[N/128, K/128] per block of 128 x 128 of B (sizes
+--                      rounded up). Each k block's product is scaled as it is
+--                      added to the accumulator: acc + (a . b^T) * sa * sb.
 -- The accumulation is promoted: the tensor cores keep about 14 bits of an
 -- fp8 sum, so each K block of 128 is summed by wgmma from zero and added to
 -- the f32 accumulator in registers (tileas.dot {fp8}'s lowering, as
@@ -17,7 +23,7 @@
 -- accumulator fit a warpgroup's registers), 5 stages. K is a multiple of 16
 -- (TMA's row strides are multiples of 16 bytes), not of the tile.
 --
---   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol] [--e5m2] [--emit=ir|ptx] [--stage=NAME]
+--   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks] [--e5m2] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random fp8 data (values of magnitude in [0.25, 4))
 -- and random scales, and checks sampled elements of C against CPU dot products
@@ -33,6 +39,7 @@ for _, a in ipairs(... ~= "--library" and arg or {}) do
   local key, v = a:match "^%-%-([%w_]+)=(%d+)$"
   if key then o[key] = tonumber(v) end
   if a == "--rowcol" then o.scales = "rowcol" end
+  if a == "--blocks" then o.scales = "blocks" end
   if a == "--e5m2" then o.fp8 = "e5m2" end
 end
 
@@ -41,24 +48,29 @@ local BN = 128 -- the tile's columns
 -- {=== the tile program
 local function build(opts)
   opts = opts or o
-  local fp8, rowcol = opts.fp8 or "e4m3", opts.scales == "rowcol"
+  local fp8, scales = opts.fp8 or "e4m3", opts.scales or "tensor"
+  local rowcol, blocks = scales == "rowcol", scales == "blocks"
   tl.new_module()
   local params = { A = tl.tensor(tl.i8, 2), B = tl.tensor(tl.i8, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 }
   if rowcol then params.sa, params.sb = tl.tensor(tl.f32, 1), tl.tensor(tl.f32, 1)
+  elseif blocks then params.sa, params.sb = tl.tensor(tl.f32, 2), tl.tensor(tl.f32, 2)
   else params.sa, params.sb = tl.f32, tl.f32 end
-  local k = tl.tile_kernel(rowcol and "tile_gemm_fp8_rowcol" or "tile_gemm_fp8", { params = params })
+  local k = tl.tile_kernel(scales == "tensor" and "tile_gemm_fp8" or "tile_gemm_fp8_" .. scales, { params = params })
   k:define(function(k, p)
     local m, n = tl.program_id("x"), tl.program_id("y")
     local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or 5 }, tl.zeros({ 128, BN }, tl.f32), function(kk, acc)
       -- (square tiles: say that B is given as [N, K])
-      return tl.dot(tl.load(p.A, { m, kk }, { 128, 128 }), tl.load(p.B, { n, kk }, { BN, 128 }), acc,
-                    { fp8 = fp8, transpose_b = true })
+      local a, b = tl.load(p.A, { m, kk }, { 128, 128 }), tl.load(p.B, { n, kk }, { BN, 128 })
+      if not blocks then return tl.dot(a, b, acc, { fp8 = fp8, transpose_b = true }) end
+      -- this k block's scales, read before its product is waited for
+      local s = tl.expand_dim(tl.load(p.sa, { kk, m }, { 128 }), 1) * tl.extract(tl.load(p.sb, { n, kk }, { 1 }), { 0 })
+      return acc + tl.dot(a, b, tl.zeros({ 128, BN }, tl.f32), { fp8 = fp8, transpose_b = true }) * s
     end)
     if rowcol then
       local sa = tl.expand_dim(tl.load(p.sa, { m }, { 128 }), 1) -- [128, 1]: a column over the tile
       local sb = tl.expand_dim(tl.load(p.sb, { n }, { BN }), 0) -- [1, BN]: a row
       acc = acc * sa * sb
-    else
+    elseif not blocks then
       acc = acc * (p.sa * p.sb)
     end
     tl.store(p.C, { m, n }, acc:cast(tl.bf16))
@@ -75,11 +87,23 @@ function example.prepare()
   check.compile(example.name, kernel)
 end
 
+-- The shapes of the block scales: sa [K/128, M], sb [N/128, K/128] (rounded up).
+local function block_scale_shapes(M, N, K)
+  local kb = (K + 127) // 128
+  return { kb, M }, { (N + 127) // 128, kb }
+end
+example.block_scale_shapes = block_scale_shapes
+
 -- launch(k, a, b, c, sa, sb, M, N, K [, async]): sa, sb numbers (tensor) or
--- device buffers of M and N f32 (rowcol); k:run (async: k:launch, no wait)
+-- device buffers of f32: M and N (rowcol), or block_scale_shapes (blocks, the
+-- kernel's name says which); k:run (async: k:launch, no wait)
 local function launch(k, a, b, c, sa, sb, M, N, K, async)
   local args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { c, { M, N } }, K = K }
-  if type(sa) == "number" then args.sa, args.sb = sa, sb else args.sa, args.sb = { sa, { M } }, { sb, { N } } end
+  if type(sa) == "number" then args.sa, args.sb = sa, sb
+  elseif k.name:match "_blocks$" then
+    local ssa, ssb = block_scale_shapes(M, N, K)
+    args.sa, args.sb = { sa, ssa }, { sb, ssb }
+  else args.sa, args.sb = { sa, { M } }, { sb, { N } } end
   k[async and "launch" or "run"](k, { grid = { (M + 127) // 128, (N + BN - 1) // BN }, args = args })
 end
 example.launch = launch
@@ -97,10 +121,14 @@ local function check_kernel(kernel, c)
   local b <close> = D.random(tl.i8, N * K, c.seed + 1, fp8)
   local d <close> = D.alloc(tl.bf16, M * N)
   d:fill(0)
-  local rowcol = scales == "rowcol"
+  local rowcol, blocks = scales == "rowcol", scales == "blocks"
   local sa, sb, sav, sbv
+  local ssa, ssb = block_scale_shapes(M, N, K)
   if rowcol then
     sa, sb = D.random(tl.f32, M, c.seed + 2), D.random(tl.f32, N, c.seed + 3)
+    sav, sbv = sa:to_table(), sb:to_table()
+  elseif blocks then
+    sa, sb = D.random(tl.f32, ssa[1] * ssa[2], c.seed + 2), D.random(tl.f32, ssb[1] * ssb[2], c.seed + 3)
     sav, sbv = sa:to_table(), sb:to_table()
   else
     sa, sb = 0.75, -0.125
@@ -113,25 +141,33 @@ local function check_kernel(kernel, c)
     return out
   end
   local av, bv, got = decoded(a), decoded(b), d:to_table()
-  if rowcol then sa:free() sb:free() end
+  if rowcol or blocks then sa:free() sb:free() end
+  -- the scale of C[i, j]'s products in k block kb
+  local function scale_of(i, j, kb)
+    if blocks then return sav[kb * ssa[2] + i + 1] * sbv[j // 128 * ssb[2] + kb + 1] end
+    return rowcol and sav[i + 1] * sbv[j + 1] or sa * sb
+  end
   math.randomseed(c.seed)
   local fail, count = check.mismatches(example.name)
   local worst = 0
   for _ = 1, 2000 do
     local i, j = math.random(0, M - 1), math.random(0, N - 1)
-    local s, mag = 0, 0
-    for kk = 0, K - 1 do
-      local p = av[i * K + kk + 1] * bv[j * K + kk + 1]
-      s, mag = s + p, mag + math.abs(p)
+    local want, bound = 0, 0 -- the scaled sum, and the scaled products' magnitude
+    for kb = 0, (K - 1) // 128 do
+      local s, mag = 0, 0
+      for kk = kb * 128, math.min(K, kb * 128 + 128) - 1 do
+        local p = av[i * K + kk + 1] * bv[j * K + kk + 1]
+        s, mag = s + p, mag + math.abs(p)
+      end
+      local sc = scale_of(i, j, kb)
+      want, bound = want + s * sc, bound + mag * math.abs(sc)
     end
-    local scale = math.abs(rowcol and sav[i + 1] * sbv[j + 1] or sa * sb)
-    local want = s * (rowcol and sav[i + 1] * sbv[j + 1] or sa * sb)
     local g = got[i * N + j + 1]
     local err = math.abs(g - want)
     -- bf16's rounding (2^-9), and the tensor cores' fp8 sum of a K block (about
     -- 14 bits kept: 2^-13 of the products' magnitude; the blocks' sum is f32)
-    local lim = 2 ^ -8 * math.abs(want) + 2 ^ -13 * mag * scale
-    worst = math.max(worst, err / (math.abs(want) + 2 ^ -13 * mag * scale))
+    local lim = 2 ^ -8 * math.abs(want) + 2 ^ -13 * bound
+    worst = math.max(worst, err / (math.abs(want) + 2 ^ -13 * bound))
     if err > lim or err ~= err then fail("C[%d, %d] = %.6g, want %.6g", i, j, g, want) end
   end
   return count() == 0, ("seed %d, %s %s scales, %d x %d x %d on %s: 2000 sampled elements, %d mismatches, worst relative error %.2g")

@@ -1,5 +1,5 @@
 -- fp8 GEMMs as tile programs (examples/tile_gemm_fp8.lua: e4m3 / e5m2 bytes,
--- per-tensor or row / column scales) on the GPU (label gpu:
+-- per-tensor, row / column or block scales) on the GPU (label gpu:
 -- spec/gpu_runner.lua; tools/gpu test runs it): fresh random inputs of ragged
 -- sizes (M, N no multiples of the tile, N a multiple of 8; K a multiple of 16, not of the tile's
 -- 128) against CPU dot products of the decoded bytes on sampled elements,
@@ -17,7 +17,7 @@ local sizes = small and { { 77, 296, 144 } } or { { 1000, 1480, 528 }, { 77, 296
 
 describe("fp8 tile GEMMs on the GPU", function()
   local n = 0
-  for _, v in ipairs { { "e4m3", "tensor" }, { "e4m3", "rowcol" }, { "e5m2", "tensor" }, { "e5m2", "rowcol" } } do
+  for _, v in ipairs { { "e4m3", "tensor" }, { "e4m3", "rowcol" }, { "e5m2", "tensor" }, { "e5m2", "rowcol" }, { "e4m3", "blocks" } } do
     local kernel
     for _, size in ipairs(sizes) do
       n = n + 1

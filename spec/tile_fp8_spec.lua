@@ -32,8 +32,8 @@ local function f32s(list)
 end
 
 describe("an fp8 GEMM as a tile program", function()
-  it("lowers to wgmma of kind e4m3 (e5m2) over 128-byte TMA boxes; ptxas takes both scalings", function()
-    for _, o in ipairs { { scales = "tensor", fp8 = "e4m3" }, { scales = "rowcol", fp8 = "e5m2" } } do
+  it("lowers to wgmma of kind e4m3 (e5m2) over 128-byte TMA boxes; ptxas takes every scaling", function()
+    for _, o in ipairs { { scales = "tensor", fp8 = "e4m3" }, { scales = "rowcol", fp8 = "e5m2" }, { scales = "blocks", fp8 = "e4m3" } } do
       local k = ex.build(o)
       local ptx = k:compile()
       assert.matches("wgmma.mma_async.sync.aligned.m64n128k32.f32." .. o.fp8 .. "." .. o.fp8, ptx, nil, true)
@@ -85,6 +85,45 @@ describe("an fp8 GEMM as a tile program", function()
       assert.equal(0, bad, first)
     end)
   end
+
+  it("block scales (per row and 128 of K for A, per 128 x 128 for B), 130 x 200 x 300 (every size ragged), "
+    .. "on 2 persistent CTAs: the CPU reference, bit for bit", function()
+    local k = ex.build { scales = "blocks", fp8 = "e4m3" }
+    local kop = PH.lowered_tile(k)
+    local M, N, K = 130, 200, 300
+    local A, ab = fp8_bytes(M * K, 21)
+    local B, bb = fp8_bytes(N * K, 22)
+    local ssa, ssb = ex.block_scale_shapes(M, N, K)
+    local sa, sb = {}, {}
+    for i = 1, ssa[1] * ssa[2] do sa[i] = 2.0 ^ (i % 5 - 2) end
+    for i = 1, ssb[1] * ssb[2] do sb[i] = 2.0 ^ -(i % 3) * (i % 2 == 0 and 1 or -1) end
+    local vals = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
+                   ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 2, ["programs:y"] = 2,
+                   ["ptr:sa"] = f32s(sa), ["dim:sa:0"] = ssa[1], ["dim:sa:1"] = ssa[2], ["stride:sa:0"] = ssa[2],
+                   ["ptr:sb"] = f32s(sb), ["dim:sb:0"] = ssb[1], ["dim:sb:1"] = ssb[2], ["stride:sb:0"] = ssb[2] }
+    local args, at = PH.params_args(kop, vals)
+    local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 7 })
+    assert(r.ok, r.report)
+    local out = r.read(at["map:C"])
+    local bad, first = 0, nil
+    for i = 0, M - 1 do
+      for j = 0, N - 1 do
+        local want = 0
+        for kb = 0, ssa[1] - 1 do
+          local s = 0
+          for kk = kb * 128, math.min(K, kb * 128 + 128) - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
+          want = want + s * sa[kb * ssa[2] + i + 1] * sb[j // 128 * ssb[2] + kb + 1]
+        end
+        want = values.float16.dec.bf16(values.float16.enc.bf16(want))
+        local got = values.float16.dec.bf16((string.unpack("<I2", out, 1 + 2 * (i * N + j))))
+        if got ~= want then
+          bad = bad + 1
+          first = first or ("C[%d, %d] = %g, want %g"):format(i, j, got, want)
+        end
+      end
+    end
+    assert.equal(0, bad, first)
+  end)
 
   it("refuses an fp8 dot of a transposed operand, and an unknown fp8 format", function()
     tl.new_module()

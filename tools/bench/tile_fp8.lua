@@ -2,11 +2,13 @@
 -- e4m3 in, f32 accumulation, bf16 out) against cuBLASLt's fp8 GEMM (the same
 -- layouts: A [M, K] and B [N, K] K-major, alpha = the product of the
 -- per-tensor scales), measured in one run on one device, at 8192^3 by
--- default: the per-tensor tile program, the one with row / column scales, and
+-- default: the per-tensor tile program, the one with row / column scales, the
+-- block-scaled one (DeepSeek-V3's: 1 x 128 of A, 128 x 128 of B), and
 -- cuBLASLt. Both tile programs are checked first (the example's sampled CPU
 -- references at a ragged size); then each is timed: the best of 5 samples of
 -- CUDA events around 10 back-to-back launches. Ratios are over cuBLASLt
--- (throughput); the target for the per-tensor program is >= 1.0.
+-- (throughput); the targets: the per-tensor program >= 1.0, the block-scaled
+-- one >= 0.9 of the per-tensor one.
 --
 --   tilua tools/bench/tile_fp8.lua [--m=8192] [--n=8192] [--k=8192]
 local tl = require "tilua"
@@ -22,8 +24,8 @@ print(("tile_fp8 bench on %s (%d SMs), %d x %d x %d e4m3, seed %d; cuBLASLt: %s"
   seed, blas and "loaded" or ("absent (" .. tostring(why) .. "): no ratios")))
 
 local ex = assert(loadfile "examples/tile_gemm_fp8.lua")("--library")
-local kernels = { tensor = ex.build { scales = "tensor" }, rowcol = ex.build { scales = "rowcol" } }
-for _, name in ipairs { "tensor", "rowcol" } do
+local kernels = { tensor = ex.build { scales = "tensor" }, rowcol = ex.build { scales = "rowcol" }, blocks = ex.build { scales = "blocks" } }
+for _, name in ipairs { "tensor", "rowcol", "blocks" } do
   local k = kernels[name]
   k:compile()
   local ok, summary = ex.check(k, { seed = seed, scales = name })
@@ -33,10 +35,13 @@ end
 
 local a, b = D.random(tl.i8, M * K, seed, "e4m3"), D.random(tl.i8, N * K, seed + 1, "e4m3")
 local sa, sb = D.random(tl.f32, M, seed + 2), D.random(tl.f32, N, seed + 3)
+local ssa, ssb = ex.block_scale_shapes(M, N, K)
+local bsa, bsb = D.random(tl.f32, ssa[1] * ssa[2], seed + 4), D.random(tl.f32, ssb[1] * ssb[2], seed + 5)
 local c1, c2, c3 = D.alloc(tl.bf16, M * N), D.alloc(tl.bf16, M * N), D.alloc(tl.bf16, M * N)
 local runs = {
   { "tile fp8, per-tensor scales", function() ex.launch(kernels.tensor, a, b, c1, 0.5, 0.25, M, N, K, true) end },
   { "tile fp8, row / column scales", function() ex.launch(kernels.rowcol, a, b, c2, sa, sb, M, N, K, true) end },
+  { "tile fp8, block scales (1 x 128, 128 x 128)", function() ex.launch(kernels.blocks, a, b, c2, bsa, bsb, M, N, K, true) end },
 }
 if blas then
   runs[#runs + 1] = { "cuBLASLt fp8 (alpha)", function()

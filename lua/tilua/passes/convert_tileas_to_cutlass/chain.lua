@@ -162,10 +162,7 @@ local function unpack(vals, kind, t)
   if kind == "scalar" then return vals[1] end
   local info = t:info()
   if kind == "rows" then return V.line(info.elem, 1, function(dr) return vals[dr == 0 and 1 or 2] end) end
-  local vec = vals[1]
-  local f = V.frag(tl.f32, frag_size(t), function(i) return tl.extract(vec, i) end)
-  f.vec = vec
-  return f
+  return V.vec_frag(vals[1], frag_size(t))
 end
 
 -- }===
@@ -298,9 +295,7 @@ local function lower_body(S, ahead_vecs)
   env.dot = function(d)
     local vec = by_result[d:result(1):id()]
     if vec then -- (a late dot: issued in the next iteration, from its operands)
-      local f = V.frag(tl.f32, frag_size(d:result(1):type()), function(e) return tl.extract(vec, e) end)
-      f.vec = vec
-      L.vmap[d:result(1):id()] = f
+      L.vmap[d:result(1):id()] = V.vec_frag(vec, frag_size(d:result(1):type()))
     end
   end
   X.lower_block(L, S.b, env)
@@ -482,10 +477,7 @@ local function finish(S, C)
   for i = 1, S.nslots do
     local d = S.an.late_of_slot[i]
     if d then
-      local vec = results[d]
-      local f = V.frag(tl.f32, frag_size(op:result(i):type()), function(e) return tl.extract(vec, e) end)
-      f.vec = vec
-      L.vmap[op:result(i):id()] = f
+      L.vmap[op:result(i):id()] = V.vec_frag(results[d], frag_size(op:result(i):type()))
     else
       L.vmap[op:result(i):id()] = unpack(last.slots[i], S.slot_kind[i], op:result(i):type())
       if S.deferred[i] then L.vmap[op:result(i):id()] = quad_sum(L.vmap[op:result(i):id()]) end

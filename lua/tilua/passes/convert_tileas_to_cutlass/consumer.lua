@@ -38,17 +38,24 @@ local function dot(L, env)
     end
     if not ta_ then R.fail(op, "dots of %s are not lowered yet (bf16, f16, and 8-bit tiles with fp8)", tostring(ai.elem)) end
     local K = ai.shape[at.transpose_a and 1 or 2]
+    -- the accumulator: the loop's carried one, or zeros (a k block's own
+    -- product, scaled before the loop adds it: block-scaled fp8)
+    local ain = V.get(L, op:operand(3), op)
+    local fresh = ain.splat and R.const_int(ain.splat) == 0
+    if not fresh and ain.vec ~= env.acc_in then
+      R.fail(op, "a pipelined loop's dot accumulates into the value the loop carries or into zeros")
+    end
     local acc = env.acc_in
     local opts = { type_a = ta_, type_b = ta_, trans_a = at.transpose_a or nil, trans_b = not at.transpose_b or nil,
                    scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
     -- fp8: the tensor cores keep about 14 bits of an fp8 sum, so each k block
     -- is summed from zero (scale_d false) and added to the f32 accumulator in
     -- registers once complete (the promotion of DeepSeek-V3's fp8 GEMMs)
-    local sum = at.fp8 and tl.zeros(tl.f32, acc:type():info().shape[1]) or acc
+    local sum = (at.fp8 or fresh) and tl.zeros(tl.f32, acc:type():info().shape[1]) or acc
     tl.wgmma_fence()
     for kk = 0, K // kstep - 1 do
       local o = opts
-      if at.fp8 and kk == 0 then
+      if (at.fp8 or fresh) and kk == 0 then
         o = { scale_d = false }
         for key, v in pairs(opts) do o[key] = v end
       end
@@ -56,7 +63,13 @@ local function dot(L, env)
                      desc(rb, env.stage, kk, kstep, at.transpose_b), o)
     end
     tl.wgmma_commit()
-    if at.fp8 then
+    -- the tiles the iteration loaded before the dot, read while it runs
+    for _, x in ipairs(env.loads_ahead or {}) do V.force(x, env.f, acc:type():info().shape[1]) end
+    env.loads_ahead = {}
+    if fresh then
+      tl.wgmma_wait(0)
+      acc = sum
+    elseif at.fp8 then
       tl.wgmma_wait(0)
       local n, vals = acc:type():info().shape[1], {}
       for i = 0, n - 1 do vals[i + 1] = tl.extract(acc, i) + tl.extract(sum, i) end
@@ -64,7 +77,7 @@ local function dot(L, env)
     else
       acc = sum
     end
-    L.vmap[op:result(1):id()] = { vec = acc }
+    L.vmap[op:result(1):id()] = V.vec_frag(acc, acc:type():info().shape[1])
   end
 end
 
@@ -99,12 +112,15 @@ local function pipelined_for(L, env, st, wg, t)
     end
     local yield = b:terminator()
     local function step(kk, acc, s)
-      L.vmap[b:arg(1):id()], L.vmap[b:arg(2):id()] = kk, { vec = acc }
-      env.acc_in, env.stage = acc, s
+      L.vmap[b:arg(1):id()], L.vmap[b:arg(2):id()] = kk, V.vec_frag(acc, n)
+      env.acc_in, env.stage, env.loads_ahead = acc, s, {}
       X.lower_block(L, b, env)
+      env.loads_ahead = nil
       local out = V.get(L, yield:operand(1), yield)
-      if not out.vec then R.fail(yield, "the pipelined loop must yield the dot's result") end
-      return out.vec
+      if not V.is_frag(out) then
+        R.fail(yield, "the pipelined loop must yield its dot's result or elementwise ops of it")
+      end
+      return vec_of(out)
     end
     local lb, ub = Loops.k_blocks(L, op, env)
     local acc = G.mainloop(tl, L.pipe, st, lb, ub, function() return zero and tl.zeros(tl.f32, n) or vec_of(init) end,
@@ -130,7 +146,7 @@ end
 
 -- env.tiled_load: a row or column (a slice of the mma layout) or a tile in
 -- the mma layout, per element the thread holds.
-local function tiled_load(L, f)
+local function tiled_load(L, env, f)
   return function(op)
     local e = L.P.by_arg[op:operand(1):id()]
     local ri = R.tile_of(op:result(1))
@@ -142,6 +158,7 @@ local function tiled_load(L, f)
       local base = V.plus(V.get(L, op:operand(2 + lead), op) * ri.shape[1], V.slice_block_offset(L, ri, along, op))
                    + (along == 2 and f.col or f.row) -- (on a cluster: the CTA's block of it)
       L.vmap[op:result(1):id()] = V.line(ri.elem, along, function(off) return V.load_at(L, e, op, V.leading(L, op, { base + off })) end)
+      if env.loads_ahead then table.insert(env.loads_ahead, L.vmap[op:result(1):id()]) end
     elseif kind == "mma" and #ri.shape == 2 then
       local lead = R.leading(op)
       local r0, c0 = tile_rows_cols(L, f, V.get(L, op:operand(2 + lead), op), V.get(L, op:operand(3 + lead), op), ri)
@@ -149,6 +166,7 @@ local function tiled_load(L, f)
         local dr, dc = f.offset(i)
         return V.load_at(L, e, op, V.leading(L, op, { r0 + dr, c0 + dc }))
       end)
+      if env.loads_ahead then table.insert(env.loads_ahead, L.vmap[op:result(1):id()]) end
     else
       R.fail(op, "tiled_load of a tile of layout '%s' in a consumer is not lowered yet", tostring(kind))
     end
@@ -249,7 +267,7 @@ local function build(L, ag, count, first)
         if not gemm_loop then R.fail(op, "a pipelined loop of several pipelines whose dots are not scheduled ahead is not lowered yet") end
         return gemm_loop(op)
       end
-      env.tiled_load = tiled_load(L, f)
+      env.tiled_load = tiled_load(L, env, f)
       env.tiled_store = tiled_store(L, env, f, wg, t)
       X.lower_block(L, ag.op:region(1):entry(), env)
       -- the last stores must have read the staging buffer before the CTA leaves

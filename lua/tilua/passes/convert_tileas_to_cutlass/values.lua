@@ -31,6 +31,22 @@ function V.line(elem, along, at)
   l.along = along
   return l
 end
+-- A frag of the f32 accumulator vector vec (n elements), keeping vec itself
+-- (f.vec) for whatever takes the whole vector (wgmma, the loop's carry).
+function V.vec_frag(vec, n)
+  local tl = require "tilua"
+  local f = V.frag(tl.f32, n, function(i) return tl.extract(vec, i) end)
+  f.vec = vec
+  return f
+end
+-- Build now every element of lazy x (a frag of n elements, or a line) that
+-- the thread of fragment geometry f holds: to place its ops (loads) here.
+function V.force(x, f, n)
+  for i = 0, n - 1 do
+    if x.kind == "frag" then x:at(i)
+    else x:at(select(x.along, f.offset(i))) end
+  end
+end
 function V.is_lazy(x) return getmetatable(x) == Lazy end
 function V.is_frag(x) return getmetatable(x) == Lazy and x.kind == "frag" end
 function V.is_line(x) return getmetatable(x) == Lazy and x.kind == "line" end
