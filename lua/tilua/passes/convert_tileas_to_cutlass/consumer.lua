@@ -64,8 +64,8 @@ local function dot(L, env)
     end
     tl.wgmma_commit()
     -- the tiles the iteration loaded before the dot, read while it runs
-    for _, x in ipairs(env.loads_ahead or {}) do V.force(x, env.f, acc:type():info().shape[1]) end
-    env.loads_ahead = {}
+    for _, x in ipairs(env.pending_loads or {}) do V.force(x, env.f, acc:type():info().shape[1]) end
+    env.pending_loads = {}
     if fresh then
       tl.wgmma_wait(0)
       acc = sum
@@ -90,6 +90,71 @@ local function releaser(L)
   end
 end
 
+-- {=== loads read a k block ahead
+
+-- A consumer's loads in the pipelined loop, before its dot, of a row or a
+-- column of the accumulator's layout or of one element (scales), whose
+-- coordinates are the loop's k block and values from outside the loop: they
+-- are read one k block ahead. The loop carries this block's values, and the
+-- iteration loads the next block's before its dot, so that a load's latency
+-- hides behind a whole iteration instead of one dot (block-scaled fp8).
+local function ahead_loads(b)
+  local kk = b:arg(1):id()
+  local varies = { [kk] = true, [b:arg(2):id()] = true }
+  local loads, invariant = {}, {} -- (invariant: the scalar ops of the body that do not vary)
+  for _, o in ipairs(b:ops()) do
+    if o:name() == "tileas.dot" then break end
+    local by_k, fixed = false, true
+    for i = 1, o:noperands() do
+      local id = o:operand(i):id()
+      if id == kk then by_k = true elseif varies[id] then fixed = false end
+    end
+    local scalar = o:nresults() == 1 and not R.tile_of(o:result(1)) and o:nregions() == 0
+    if fixed and not by_k and scalar and o:name():match "^arith%." then
+      invariant[#invariant + 1] = o
+    else
+      for _, r in ipairs(o:results()) do varies[r:id()] = true end
+    end
+    local rank = o:name() == "tileas.tiled_load" and #R.tile_of(o:result(1)).shape
+    if rank and by_k and fixed and (X.is_single(o) or (rank == 1 and R.layout_kind(o:result(1)) == "slice")) then
+      loads[#loads + 1] = o
+    end
+  end
+  return loads, invariant
+end
+
+-- The values of a lowered ahead load x that the thread holds (f: its
+-- fragment, n elements): one element, or a line's at its distinct offsets.
+local function ahead_values(x, f, n)
+  if x.single ~= nil then return { x.single } end
+  local vals, seen = {}, {}
+  for i = 0, n - 1 do
+    local key = select(x.along, f.offset(i))
+    if not seen[key] then
+      seen[key] = true
+      vals[#vals + 1] = x:at(key)
+    end
+  end
+  return vals
+end
+
+-- x rebuilt from the values ahead_values gave (line: its lazy form at this
+-- k block, whose elements are those values).
+local function ahead_value(x, vals, f, n)
+  if x == nil or x.single ~= nil then return { single = vals[1] } end
+  local j, seen = 0, {}
+  for i = 0, n - 1 do
+    local key = select(x.along, f.offset(i))
+    if not seen[key] then
+      seen[key], j = true, j + 1
+      x.cache[key] = vals[j]
+    end
+  end
+  return x
+end
+
+-- }===
+
 -- env.pipelined_for: the accumulator carried as vector<N/2 x f32> through
 -- kernels/gemm.lua's mainloop (cursor st); StreamK: the sum of the tile's
 -- splits, on its final split (env.final). wg, t: the warpgroup, its thread.
@@ -111,20 +176,56 @@ local function pipelined_for(L, env, st, wg, t)
       return tl.vector_of(tl.f32, vals)
     end
     local yield = b:terminator()
-    local function step(kk, acc, s)
+    local ahead, invariant = ahead_loads(b)
+    -- load op o's values at k block k (the loop's index bound to k meanwhile)
+    local function values_at(o, k)
+      local kid, saved = b:arg(1):id(), L.vmap[b:arg(1):id()]
+      L.vmap[kid] = k
+      env.tiled_load(o)
+      local vals = ahead_values(L.vmap[o:result(1):id()], env.f, n) -- (built while k is bound)
+      L.vmap[kid] = saved
+      return vals
+    end
+    -- carried: the accumulator, then the ahead loads' values of this k block
+    local function step(kk, carried, s)
+      local acc = #ahead > 0 and carried[1] or carried
       L.vmap[b:arg(1):id()], L.vmap[b:arg(2):id()] = kk, V.vec_frag(acc, n)
-      env.acc_in, env.stage, env.loads_ahead = acc, s, {}
+      env.acc_in, env.stage, env.pending_loads = acc, s, {}
+      local at, nxt = 2, { false }
+      env.ahead = {}
+      for _, o in ipairs(ahead) do
+        env.ahead[o:result(1):id()] = function(x)
+          local vals = values_at(o, kk + 1) -- the next k block's, kept for it
+          table.move(vals, 1, #vals, #nxt + 1, nxt)
+          local mine = table.move(carried, at, at + #vals - 1, 1, {})
+          at = at + #vals
+          return ahead_value(x, mine, env.f, n)
+        end
+      end
       X.lower_block(L, b, env)
-      env.loads_ahead = nil
+      env.pending_loads, env.ahead = nil, nil
       local out = V.get(L, yield:operand(1), yield)
       if not V.is_frag(out) then
         R.fail(yield, "the pipelined loop must yield its dot's result or elementwise ops of it")
       end
-      return vec_of(out)
+      if #ahead == 0 then return vec_of(out) end
+      nxt[1] = vec_of(out)
+      return nxt
     end
     local lb, ub = Loops.k_blocks(L, op, env)
-    local acc = G.mainloop(tl, L.pipe, st, lb, ub, function() return zero and tl.zeros(tl.f32, n) or vec_of(init) end,
-                           function(a, s, kk) return step(kk, a, s) end, releaser(L))
+    local function first()
+      local acc = zero and tl.zeros(tl.f32, n) or vec_of(init)
+      if #ahead == 0 then return acc end
+      local vals = { acc }
+      for _, o in ipairs(invariant) do X.lower_op(L, o, env) end -- (what the loads' coordinates need)
+      for _, o in ipairs(ahead) do
+        local v = values_at(o, lb)
+        table.move(v, 1, #v, #vals + 1, vals)
+      end
+      return vals
+    end
+    local acc = G.mainloop(tl, L.pipe, st, lb, ub, first, function(a, s, kk) return step(kk, a, s) end, releaser(L))
+    if #ahead > 0 then acc = acc[1] end
     if env.work and S then
       acc, env.final = G.fixup(tl, S.c, { ws = L.args[L.P.lowered_workspace] }, env.work, acc,
                                env.work:m(), env.work:n(), wg, t)
@@ -147,7 +248,21 @@ end
 -- env.tiled_load: a row or column (a slice of the mma layout) or a tile in
 -- the mma layout, per element the thread holds.
 local function tiled_load(L, env, f)
-  return function(op)
+  local load
+  load = function(op)
+    local rid = op:result(1):id()
+    local carried = env.ahead and env.ahead[rid]
+    if carried then -- (read a k block ahead: this block's values were carried)
+      env.ahead[rid] = nil
+      local x = nil
+      if not X.is_single(op) then
+        load(op)
+        x = L.vmap[rid]
+      end
+      L.vmap[rid] = carried(x)
+      env.ahead[rid] = carried
+      return
+    end
     local e = L.P.by_arg[op:operand(1):id()]
     local ri = R.tile_of(op:result(1))
     local kind = R.layout_kind(op:result(1))
@@ -158,7 +273,7 @@ local function tiled_load(L, env, f)
       local base = V.plus(V.get(L, op:operand(2 + lead), op) * ri.shape[1], V.slice_block_offset(L, ri, along, op))
                    + (along == 2 and f.col or f.row) -- (on a cluster: the CTA's block of it)
       L.vmap[op:result(1):id()] = V.line(ri.elem, along, function(off) return V.load_at(L, e, op, V.leading(L, op, { base + off })) end)
-      if env.loads_ahead then table.insert(env.loads_ahead, L.vmap[op:result(1):id()]) end
+      if env.pending_loads then table.insert(env.pending_loads, L.vmap[op:result(1):id()]) end
     elseif kind == "mma" and #ri.shape == 2 then
       local lead = R.leading(op)
       local r0, c0 = tile_rows_cols(L, f, V.get(L, op:operand(2 + lead), op), V.get(L, op:operand(3 + lead), op), ri)
@@ -166,11 +281,12 @@ local function tiled_load(L, env, f)
         local dr, dc = f.offset(i)
         return V.load_at(L, e, op, V.leading(L, op, { r0 + dr, c0 + dc }))
       end)
-      if env.loads_ahead then table.insert(env.loads_ahead, L.vmap[op:result(1):id()]) end
+      if env.pending_loads then table.insert(env.pending_loads, L.vmap[op:result(1):id()]) end
     else
       R.fail(op, "tiled_load of a tile of layout '%s' in a consumer is not lowered yet", tostring(kind))
     end
   end
+  return load
 end
 
 -- A row of a tile in the mma layout (a slice along its columns: the rows the

@@ -398,9 +398,14 @@ end
 -- by a producer or a consumer: the element, loaded by every thread that needs
 -- it (an index a program reads from memory: a grouped GEMM's expert), or
 -- nil for another tile. tileas.extract of it is the element.
+-- Whether tiled_load op loads a tile of one element.
+function X.is_single(op)
+  for _, x in ipairs(R.tile_of(op:result(1)).shape) do if x ~= 1 then return false end end
+  return true
+end
 function X.single_load(L, op)
+  if not X.is_single(op) then return nil end
   local ri = R.tile_of(op:result(1))
-  for _, x in ipairs(ri.shape) do if x ~= 1 then return nil end end
   local e = L.P.by_arg[op:operand(1):id()]
   local idx = {}
   for d = 1, #ri.shape do idx[d] = V.get(L, op:operand(1 + R.leading(op) + d), op) end
