@@ -23,7 +23,7 @@
 -- accumulator fit a warpgroup's registers), 5 stages. K is a multiple of 16
 -- (TMA's row strides are multiples of 16 bytes), not of the tile.
 --
---   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks] [--e5m2] [--emit=ir|ptx] [--stage=NAME]
+--   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks] [--e5m2] [--cluster] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random fp8 data (values of magnitude in [0.25, 4))
 -- and random scales, and checks sampled elements of C against CPU dot products
@@ -40,6 +40,7 @@ for _, a in ipairs(... ~= "--library" and arg or {}) do
   if key then o[key] = tonumber(v) end
   if a == "--rowcol" then o.scales = "rowcol" end
   if a == "--blocks" then o.scales = "blocks" end
+  if a == "--cluster" then o.cluster = 2 end
   if a == "--e5m2" then o.fp8 = "e5m2" end
 end
 
@@ -55,19 +56,24 @@ local function build(opts)
   if rowcol then params.sa, params.sb = tl.tensor(tl.f32, 1), tl.tensor(tl.f32, 1)
   elseif blocks then params.sa, params.sb = tl.tensor(tl.f32, 2), tl.tensor(tl.f32, 2)
   else params.sa, params.sb = tl.f32, tl.f32 end
-  local k = tl.tile_kernel(scales == "tensor" and "tile_gemm_fp8" or "tile_gemm_fp8_" .. scales, { params = params })
+  -- opts.cluster = 2: a program of 256 rows on a cluster of 2 CTAs (128 rows
+  -- each, B multicast to both: 3/4 of the bytes from L2 a CTA reads alone)
+  local bm = opts.cluster == 2 and 256 or 128
+  local k = tl.tile_kernel(scales == "tensor" and "tile_gemm_fp8" or "tile_gemm_fp8_" .. scales,
+                           { params = params, cluster = { opts.cluster or 1, 1, 1 } })
+  k.program_rows = bm
   k:define(function(k, p)
     local m, n = tl.program_id("x"), tl.program_id("y")
-    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or 5 }, tl.zeros({ 128, BN }, tl.f32), function(kk, acc)
+    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or 5 }, tl.zeros({ bm, BN }, tl.f32), function(kk, acc)
       -- (square tiles: say that B is given as [N, K])
-      local a, b = tl.load(p.A, { m, kk }, { 128, 128 }), tl.load(p.B, { n, kk }, { BN, 128 })
+      local a, b = tl.load(p.A, { m, kk }, { bm, 128 }), tl.load(p.B, { n, kk }, { BN, 128 })
       if not blocks then return tl.dot(a, b, acc, { fp8 = fp8, transpose_b = true }) end
       -- this k block's scales, read before its product is waited for
-      local s = tl.expand_dim(tl.load(p.sa, { kk, m }, { 128 }), 1) * tl.extract(tl.load(p.sb, { n, kk }, { 1 }), { 0 })
-      return acc + tl.dot(a, b, tl.zeros({ 128, BN }, tl.f32), { fp8 = fp8, transpose_b = true }) * s
+      local s = tl.expand_dim(tl.load(p.sa, { kk, m }, { bm }), 1) * tl.extract(tl.load(p.sb, { n, kk }, { 1 }), { 0 })
+      return acc + tl.dot(a, b, tl.zeros({ bm, BN }, tl.f32), { fp8 = fp8, transpose_b = true }) * s
     end)
     if rowcol then
-      local sa = tl.expand_dim(tl.load(p.sa, { m }, { 128 }), 1) -- [128, 1]: a column over the tile
+      local sa = tl.expand_dim(tl.load(p.sa, { m }, { bm }), 1) -- [bm, 1]: a column over the tile
       local sb = tl.expand_dim(tl.load(p.sb, { n }, { BN }), 0) -- [1, BN]: a row
       acc = acc * sa * sb
     elseif not blocks then
@@ -104,7 +110,8 @@ local function launch(k, a, b, c, sa, sb, M, N, K, async)
     local ssa, ssb = block_scale_shapes(M, N, K)
     args.sa, args.sb = { sa, ssa }, { sb, ssb }
   else args.sa, args.sb = { sa, { M } }, { sb, { N } } end
-  k[async and "launch" or "run"](k, { grid = { (M + 127) // 128, (N + BN - 1) // BN }, args = args })
+  local bm = k.program_rows -- (a grid of programs)
+  k[async and "launch" or "run"](k, { grid = { (M + bm - 1) // bm, (N + BN - 1) // BN }, args = args })
 end
 example.launch = launch
 

@@ -17,15 +17,17 @@ local sizes = small and { { 77, 296, 144 } } or { { 1000, 1480, 528 }, { 77, 296
 
 describe("fp8 tile GEMMs on the GPU", function()
   local n = 0
-  for _, v in ipairs { { "e4m3", "tensor" }, { "e4m3", "rowcol" }, { "e5m2", "tensor" }, { "e5m2", "rowcol" }, { "e4m3", "blocks" } } do
+  for _, v in ipairs { { "e4m3", "tensor" }, { "e4m3", "rowcol" }, { "e5m2", "tensor" }, { "e5m2", "rowcol" }, { "e4m3", "blocks" },
+                       { "e4m3", "blocks", 2 }, { "e4m3", "tensor", 2 } } do
     local kernel
     for _, size in ipairs(sizes) do
       n = n + 1
       local case_seed = seed + n
-      it(("%s, %s scales, %d x %d x %d: CPU dot products on fresh random inputs"):format(v[1], v[2], table.unpack(size)), function()
+      it(("%s, %s scales%s, %d x %d x %d: CPU dot products on fresh random inputs"):format(v[1], v[2],
+        v[3] and ", a cluster of 2" or "", table.unpack(size)), function()
         if not GPU then pending("no GPU: " .. tl.device.error()) return end
         if not kernel then
-          kernel = ex.build { fp8 = v[1], scales = v[2] }
+          kernel = ex.build { fp8 = v[1], scales = v[2], cluster = v[3] }
           kernel:compile()
         end
         local ok, summary = ex.check(kernel, { seed = case_seed, size = size, fp8 = v[1], scales = v[2] })

@@ -33,13 +33,15 @@ end
 
 describe("an fp8 GEMM as a tile program", function()
   it("lowers to wgmma of kind e4m3 (e5m2) over 128-byte TMA boxes; ptxas takes every scaling", function()
-    for _, o in ipairs { { scales = "tensor", fp8 = "e4m3" }, { scales = "rowcol", fp8 = "e5m2" }, { scales = "blocks", fp8 = "e4m3" } } do
+    for _, o in ipairs { { scales = "tensor", fp8 = "e4m3" }, { scales = "rowcol", fp8 = "e5m2" }, { scales = "blocks", fp8 = "e4m3" },
+                         { scales = "blocks", fp8 = "e4m3", cluster = 2 } } do
       local k = ex.build(o)
       local ptx = k:compile()
       assert.matches("wgmma.mma_async.sync.aligned.m64n128k32.f32." .. o.fp8 .. "." .. o.fp8, ptx, nil, true)
       local types = {}
       for i, a in ipairs(k:lowered_op():region(1):entry():args()) do types[i] = tostring(a:type()) end
-      assert.equal("!tile.tensor_map<i8, sw128, 128, 128>", types[1])
+      -- (on the cluster: each CTA loads half of the multicast box)
+      assert.equal(("!tile.tensor_map<i8, sw128, %d, 128>"):format(o.cluster and 64 or 128), types[1])
       local ok, log = tl.ptxas(ptx)
       if ok == nil then pending("ptxas not found: " .. log) return end
       assert(ok, log)
@@ -123,6 +125,13 @@ describe("an fp8 GEMM as a tile program", function()
       end
     end
     assert.equal(0, bad, first)
+  end)
+
+  it("block scales on a cluster of 2 (256-row programs, 128 rows a CTA, B multicast): the example on the emulator", function()
+    local H = dofile "spec/helper.lua"
+    local out, err, code = H.tilua_env({ TILUA_SEED = "20261129" }, { "examples/tile_gemm_fp8.lua", "--blocks", "--cluster", "--emulate" }, 120)
+    assert.equal(0, code, err)
+    assert.matches("tile_gemm_fp8: OK, seed 20261129, e4m3 blocks scales, 200 x 296 x 256 on CPU emulator[^\n]*, 0 mismatches", out)
   end)
 
   it("refuses an fp8 dot of a transposed operand, and an unknown fp8 format", function()

@@ -3,8 +3,9 @@
 -- layouts: A [M, K] and B [N, K] K-major, alpha = the product of the
 -- per-tensor scales), measured in one run on one device, at 8192^3 by
 -- default: the per-tensor tile program, the one with row / column scales, the
--- block-scaled one (DeepSeek-V3's: 1 x 128 of A, 128 x 128 of B), and
--- cuBLASLt. Both tile programs are checked first (the example's sampled CPU
+-- block-scaled one (DeepSeek-V3's: 1 x 128 of A, 128 x 128 of B), the
+-- per-tensor and block-scaled ones on clusters of 2 (256-row programs, B
+-- multicast), and cuBLASLt. Both tile programs are checked first (the example's sampled CPU
 -- references at a ragged size); then each is timed: the best of 5 samples of
 -- CUDA events around 10 back-to-back launches. Ratios are over cuBLASLt
 -- (throughput); the targets: the per-tensor program >= 1.0, the block-scaled
@@ -24,11 +25,12 @@ print(("tile_fp8 bench on %s (%d SMs), %d x %d x %d e4m3, seed %d; cuBLASLt: %s"
   seed, blas and "loaded" or ("absent (" .. tostring(why) .. "): no ratios")))
 
 local ex = assert(loadfile "examples/tile_gemm_fp8.lua")("--library")
-local kernels = { tensor = ex.build { scales = "tensor" }, rowcol = ex.build { scales = "rowcol" }, blocks = ex.build { scales = "blocks" } }
-for _, name in ipairs { "tensor", "rowcol", "blocks" } do
+local kernels = { tensor = ex.build { scales = "tensor" }, rowcol = ex.build { scales = "rowcol" }, blocks = ex.build { scales = "blocks" },
+                  tensor_c2 = ex.build { scales = "tensor", cluster = 2 }, blocks_c2 = ex.build { scales = "blocks", cluster = 2 } }
+for _, name in ipairs { "tensor", "rowcol", "blocks", "tensor_c2", "blocks_c2" } do
   local k = kernels[name]
   k:compile()
-  local ok, summary = ex.check(k, { seed = seed, scales = name })
+  local ok, summary = ex.check(k, { seed = seed, scales = name:match "^%a+" })
   print(("check %s: %s %s"):format(name, ok and "OK," or "FAILED,", summary))
   if not ok then error("the fp8 tile GEMM is wrong: no timing", 0) end
 end
@@ -42,6 +44,8 @@ local runs = {
   { "tile fp8, per-tensor scales", function() ex.launch(kernels.tensor, a, b, c1, 0.5, 0.25, M, N, K, true) end },
   { "tile fp8, row / column scales", function() ex.launch(kernels.rowcol, a, b, c2, sa, sb, M, N, K, true) end },
   { "tile fp8, block scales (1 x 128, 128 x 128)", function() ex.launch(kernels.blocks, a, b, c2, bsa, bsb, M, N, K, true) end },
+  { "tile fp8, per-tensor, cluster of 2 (B multicast)", function() ex.launch(kernels.tensor_c2, a, b, c1, 0.5, 0.25, M, N, K, true) end },
+  { "tile fp8, block scales, cluster of 2", function() ex.launch(kernels.blocks_c2, a, b, c2, bsa, bsb, M, N, K, true) end },
 }
 if blas then
   runs[#runs + 1] = { "cuBLASLt fp8 (alpha)", function()
