@@ -32,7 +32,7 @@ typedef struct KernelSpec {
 KernelSpec kernel_spec(const IrOp *k);
 /* The spec of the kernel around op (op itself when it is one). */
 KernelSpec kernel_spec_of(const IrOp *op);
-/* Report what is malformed in k's spec (at k); false if anything is. */
+/* Report what is malformed in k's spec (at k), its sizes included; false if anything is. */
 bool kernel_spec_check(IrOp *k);
 /* The registers per thread a kernel whose warpgroups move registers
 ** (setmaxnreg) starts with, its `.maxnreg`: the block's share of an SM's
