@@ -172,7 +172,7 @@ static int core_launch_plan(lua_State *L) {
   if (lua_getfield(L, 2, "sizes") == LUA_TTABLE)
     for (int i = 0; i < n; i++) {
       const char *rel = (lua_geti(L, -1, i + 1), lua_tostring(L, -1));
-      p->sizes[i] = !rel                              ? SIZE_ANY
+      p->sizes[i] = !rel                               ? SIZE_ANY
                     : strcmp(rel, "grid_threads") == 0 ? SIZE_THREADS
                     : strcmp(rel, "grid_ctas") == 0    ? SIZE_CTAS
                                                        : SIZE_ANY;
@@ -468,9 +468,10 @@ static void check_sizes(lua_State *L, int plan, const Plan *p, const unsigned g[
     if (p->sizes[i] == SIZE_ANY) continue;
     int64_t want = p->sizes[i] == SIZE_THREADS ? threads : ctas, got = (int64_t)slots[i];
     if (got != want)
-      lb_error(L, "launch: kernel '%s' takes %s = the grid's %s (%lld: its kernel_spec.sizes), got %lld",
-               p->name, param_name(L, plan, i), p->sizes[i] == SIZE_THREADS ? "threads" : "CTAs",
-               (long long)want, (long long)got);
+      lb_error(
+          L, "launch: kernel '%s' takes %s = the grid's %s (%lld: its kernel_spec.sizes), got %lld",
+          p->name, param_name(L, plan, i), p->sizes[i] == SIZE_THREADS ? "threads" : "CTAs",
+          (long long)want, (long long)got);
   }
 }
 
