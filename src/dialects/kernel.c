@@ -187,6 +187,21 @@ static bool sizes_check(IrOp *k) {
   return true;
 }
 
+KernelSize kernel_param_size(const IrOp *k, uint32_t i, const char **name) {
+  const IrAttr *sizes = ir_attr_dict_get(ir_op_attr(k, "kernel_spec"), "sizes");
+  const IrAttr *names = ir_op_attr(k, "arg_names");
+  *name = "?";
+  if (!sizes || sizes->kind != IR_ATTR_DICT || !names || names->kind != IR_ATTR_ARRAY ||
+      i >= names->u.arr.n || names->u.arr.elems[i]->kind != IR_ATTR_STR)
+    return KERNEL_SIZE_ANY;
+  *name = names->u.arr.elems[i]->u.str.s;
+  const IrAttr *rel = ir_attr_dict_get(sizes, *name);
+  if (!rel || rel->kind != IR_ATTR_STR) return KERNEL_SIZE_ANY;
+  return strcmp(rel->u.str.s, "grid_threads") == 0 ? KERNEL_SIZE_GRID_THREADS
+         : strcmp(rel->u.str.s, "grid_ctas") == 0  ? KERNEL_SIZE_GRID_CTAS
+                                                   : KERNEL_SIZE_ANY;
+}
+
 bool kernel_spec_check(IrOp *k) {
   KernelSpec ks;
   return decode(k, &ks, k) && sizes_check(k);
