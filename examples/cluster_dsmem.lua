@@ -20,6 +20,7 @@ local k = tl.kernel("cluster_exchange", {
   params = { { "input", tl.ptr(tl.i32) }, { "out", tl.ptr(tl.i32) }, { "total", tl.i32 } },
   block = T,
   cluster = { 2, 1, 1 },
+  sizes = { total = "grid_threads" }, -- one element per thread: every launch checks it
 })
 
 k:define(function(k, p)

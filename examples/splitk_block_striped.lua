@@ -40,6 +40,7 @@ local function build(RB, P, KS)
                { "sum", tl.ptr(tl.i32) }, { "max", tl.ptr(tl.i32) }, { "chain", tl.ptr(tl.i32) },
                { "flags", tl.ptr(tl.i32) } },
     block = T,
+    grid = P * RB, -- its generic barriers count the splits of each row block: this grid only
   })
 
   k:define(function(k, p)

@@ -490,6 +490,44 @@ tl.device.synchronize()
       assert.matches("spec\t1", out)
     end)
 
+    it("a kernel that declares its sizes (sizes = {n = \"grid_threads\"}) is launched within them, on every path", function()
+      local out, err, code = on_fake_driver([[
+local tl = require "tilua"
+local a = tl.device.alloc(tl.i32, 256)
+local k = tl.kernel("per_thread", { params = { { "out", tl.ptr(tl.i32) }, { "n", tl.i32 }, { "c", tl.i32 } },
+                                    block = 64, sizes = { n = "grid_threads", c = "grid_ctas" } })
+k:define(function(_, p) (p.out + (tl.block_id() * 64 + tl.thread_id())):store(p.n + p.c) end)
+print("first", pcall(k.launch, k, { grid = 2, args = { a, 100, 2 } }))
+print("good", pcall(k.launch, k, { grid = 2, args = { a, 128, 2 } }))
+print("plan", pcall(k.launch, k, { grid = 4, args = { a, 256, 2 } }))
+print("named", pcall(k.launch, k, { grid = 4, args = { out = a, n = 256, c = 4 } }))
+print("spec", k.op:kernel_spec().sizes.n, k.op:kernel_spec().sizes.c)
+tl.device.synchronize()
+]])
+      if not out then return end
+      assert.equal(0, code, err)
+      assert.matches("first\tfalse\t[^\n]*:6: launch: kernel 'per_thread' takes n = the grid's threads %(128: its kernel_spec.sizes%), got 100", out)
+      assert.matches("good\ttrue", out)
+      assert.matches("plan\tfalse\t[^\n]*:8: launch: kernel 'per_thread' takes c = the grid's CTAs %(4: its kernel_spec.sizes%), got 2", out)
+      assert.matches("named\ttrue", out)
+      assert.matches("spec\tgrid_threads\tgrid_ctas", out)
+    end)
+
+    it("a declaration of sizes names an integer parameter and what it must be, at the script's line", function()
+      local function declare(sizes)
+        return pcall(tl.kernel, "k", { params = { { "n", tl.i32 }, { "x", tl.f32 } }, sizes = sizes })
+      end
+      local ok, e = declare { x = "grid_threads" }
+      assert.is_false(ok)
+      assert.matches("kernel 'k': sizes.x names no integer parameter of the kernel", e, 1, true)
+      ok, e = declare { n = "grid_bytes" }
+      assert.is_false(ok)
+      assert.matches("kernel 'k': sizes.n must be \"grid_threads\" or \"grid_ctas\"", e, 1, true)
+      ok, e = declare "grid_threads"
+      assert.is_false(ok)
+      assert.matches("kernel 'k': sizes must be a table", e, 1, true)
+    end)
+
     it("a tensor map argument is checked alike on the first launch and on the plan's (PDL included)", function()
       local log = os.tmpname()
       local out, err, code = on_fake_driver([[

@@ -227,43 +227,64 @@ describe("the example of docs/embedding.md (examples/export)", function()
   end)
 end)
 
+-- Exports the kernel `script` (Lua text) compiles under the name `name`,
+-- builds a host from `main` (C statements after tilua_use_device) and runs it
+-- on the stand-in driver -> its stdout.
+local function exported_host(name, script, main)
+  local d = tmpdir()
+  local f = assert(io.open(d .. "/" .. name .. ".lua", "w"))
+  f:write(script)
+  f:close()
+  local out, err, code = H.tilua_env({ [NO_CHECK] = "1" }, { "export", "-o", d, "--no-cubin", d .. "/" .. name .. ".lua" }, 120)
+  assert.equal(0, code, out .. err)
+  f = assert(io.open(d .. "/host.c", "w"))
+  f:write(("#include <stdio.h>\n#include \"%s.h\"\nint main(void) {\n"
+    .. "  if (tilua_use_device(0) != CUDA_SUCCESS) return 77;\n%s\n  return 0;\n}\n"):format(name, main))
+  f:close()
+  local ok, log = sh(("%s -std=c11 -Wall -Wextra -pedantic -Werror %s -I%s %s/*.c -ldl -o %s")
+    :format(CC, CFLAGS, q(d), q(d), q(d .. "/host")))
+  assert(ok, log)
+  out, err, code = H.run { "env", "TILUA_LIBCUDA=" .. FAKE, d .. "/host" }
+  assert.equal(0, code, out .. err)
+  return out
+end
+
 describe("an exported kernel that fixes its grid", function()
   it("refuses any other grid, as k:launch does (stand-in driver)", function()
     need_fake()
-    local d = tmpdir()
-    local script = d .. "/one.lua"
-    local f = assert(io.open(script, "w"))
-    f:write([[
+    local out = exported_host("one", [[
 local tl = require "tilua"
 local k = tl.kernel("one", { params = { { "out", tl.ptr(tl.i32) } }, block = 64, grid = 1 })
 k:define(function(_, p) (p.out + tl.thread_id()):store(tl.thread_id()) end)
 k:compile()
-]])
-    f:close()
-    local out, err, code = H.tilua_env({ [NO_CHECK] = "1" }, { "export", "-o", d, "--no-cubin", script }, 120)
-    assert.equal(0, code, out .. err)
-    f = assert(io.open(d .. "/host.c", "w"))
-    f:write([[
-#include <stdio.h>
-#include "one.h"
-int main(void) {
-  if (tilua_use_device(0) != CUDA_SUCCESS) return 77;
+]], [[
   tilua_dim3 two = {2, 1, 1}, one = {1, 1, 1};
   CUresult r = one_launch(0, two, 0);
   printf("two: %d %s\n", (int)r, r ? tilua_last_error() : "");
   r = one_launch(0, one, 0);
-  printf("one: %d\n", (int)r);
-  return 0;
-}
-]])
-    f:close()
-    local ok, log = sh(("%s -std=c11 -Wall -Wextra -pedantic -Werror %s -I%s %s/*.c -ldl -o %s")
-      :format(CC, CFLAGS, q(d), q(d), q(d .. "/host")))
-    assert(ok, log)
-    out, err, code = H.run { "env", "TILUA_LIBCUDA=" .. FAKE, d .. "/host" }
-    assert.equal(0, code, out .. err)
+  printf("one: %d\n", (int)r);]])
     assert.truthy(out:find("two: 1 launch: kernel 'one' runs on the grid {1, 1, 1} only (its kernel_spec.grid), got {2, 1, 1}", 1, true), out)
     assert.truthy(out:find("one: 0", 1, true), out)
+  end)
+end)
+
+describe("an exported kernel that declares its sizes", function()
+  it("refuses a size outside them, as k:launch does (stand-in driver)", function()
+    need_fake()
+    local out = exported_host("pt", [[
+local tl = require "tilua"
+local k = tl.kernel("pt", { params = { { "out", tl.ptr(tl.i32) }, { "n", tl.i32 } }, block = 64,
+                            sizes = { n = "grid_threads" } })
+k:define(function(_, p) (p.out + (tl.block_id() * 64 + tl.thread_id())):store(p.n) end)
+k:compile()
+]], [[
+  tilua_dim3 two = {2, 1, 1};
+  CUresult r = pt_launch(0, two, 0, 100);
+  printf("wrong: %d %s\n", (int)r, r ? tilua_last_error() : "");
+  r = pt_launch(0, two, 0, 128);
+  printf("right: %d\n", (int)r);]])
+    assert.truthy(out:find("wrong: 1 launch: kernel 'pt' takes n = the grid's threads (128: its kernel_spec.sizes), got 100", 1, true), out)
+    assert.truthy(out:find("right: 0", 1, true), out)
   end)
 end)
 

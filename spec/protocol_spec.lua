@@ -528,7 +528,7 @@ describe("tl.verify_protocol", function()
 
   catches("splitk: the barrier before the block-striped read deleted", { "unfilled", "overwrite" }, sk_build, function(k)
     ops(k, "tile.barrier")[1]:erase()
-    return { "splitk_block_striped.lua:69" } -- the flat block_striped.load
+    return { "splitk_block_striped.lua:" .. H.line_of("examples/splitk_block_striped.lua", "tl.block_striped.load(ws + base, flat)") }
   end, SK)
 
   catches("splitk: the fixup reads before the finisher's barrier (its wait deleted)", { "unfilled", "overwrite" },

@@ -121,8 +121,9 @@ describe("the verify-protocol pass", function()
     local f = tir_of(tl.module())
     local _, err, code = H.tilua_run { "opt", f, "--pass", "verify-protocol", "--stats" }
     assert.equal(0, code, err) -- grid 1 would not be whole clusters of 2
-    -- one element per thread of the 2 CTAs (a smaller total would overlap their output slices)
-    assert.matches("cluster_exchange: inputs +n = 512: %(2048 zero bytes, 2048 zero bytes, 512%)", err)
+    -- one element per thread of the 2 CTAs, as the kernel declares (kernel_spec.sizes: a
+    -- smaller total would overlap their output slices)
+    assert.matches("cluster_exchange: inputs +n = 512: %(2048 zero bytes, 2048 zero bytes, 512 %(the grid's threads: kernel_spec.sizes%)%)", err)
     os.remove(f)
   end)
 

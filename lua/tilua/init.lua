@@ -580,18 +580,20 @@ local function dims(x, what)
 end
 tl.dims3 = dims
 
--- tl.kernel(name, { params = ..., block = 128 | {x,y,z}, cluster = {x,y,z}, smem = bytes, grid = ..., min_ctas = n })
-local kernel_options = { params = true, block = true, cluster = true, smem = true, grid = true, min_ctas = true }
+-- tl.kernel(name, { params = ..., block = 128 | {x,y,z}, cluster = {x,y,z}, smem = bytes, grid = ..., min_ctas = n,
+--                   sizes = { param = "grid_threads" | "grid_ctas" } })
+local kernel_options = { params = true, block = true, cluster = true, smem = true, grid = true, min_ctas = true,
+                         sizes = true }
 
 function tl.kernel(name, spec)
   if type(name) ~= "string" or name == "" then raise("kernel: expected a name") end
   if spec ~= nil and type(spec) ~= "table" then
-    raise(("kernel '%s': the options must be a table { params =, block =, cluster =, smem =, grid =, min_ctas = }, got a %s"):format(name, type(spec)))
+    raise(("kernel '%s': the options must be a table { params =, block =, cluster =, smem =, grid =, min_ctas =, sizes = }, got a %s"):format(name, type(spec)))
   end
   spec = spec or {}
   for key in pairs(spec) do
     if not kernel_options[key] then
-      raise(("kernel '%s': unknown option '%s' (known: params, block, cluster, smem, grid, min_ctas)%s"):format(name, tostring(key),
+      raise(("kernel '%s': unknown option '%s' (known: params, block, cluster, smem, grid, min_ctas, sizes)%s"):format(name, tostring(key),
         tl.did_you_mean(key, kernel_options)))
     end
   end
@@ -621,6 +623,25 @@ function tl.kernel(name, spec)
       raise(("kernel '%s': min_ctas must be an integer in [1, %d]"):format(name, limits.sm_blocks))
     end
     ks.min_ctas = spec.min_ctas
+  end
+  -- sizes: the sizes the kernel accepts, { param = "grid_threads" | "grid_ctas" }:
+  -- an integer parameter every launch gives the grid's threads (or CTAs); every
+  -- launch checks it, and the protocol check derives its inputs within it
+  if spec.sizes ~= nil then
+    if type(spec.sizes) ~= "table" or next(spec.sizes) == nil then
+      raise(("kernel '%s': sizes must be a table { param = \"grid_threads\" | \"grid_ctas\" }"):format(name))
+    end
+    for key, v in pairs(spec.sizes) do
+      if v ~= "grid_threads" and v ~= "grid_ctas" then
+        raise(("kernel '%s': sizes.%s must be \"grid_threads\" or \"grid_ctas\""):format(name, tostring(key)))
+      end
+      local kind
+      for _, p in ipairs(params) do if p.name == key then kind = p.type:info().kind end end
+      if kind ~= "int" and kind ~= "index" then
+        raise(("kernel '%s': sizes.%s names no integer parameter of the kernel"):format(name, tostring(key)))
+      end
+    end
+    ks.sizes = spec.sizes
   end
   local names = {}
   for i, p in ipairs(params) do names[i] = p.name end

@@ -264,6 +264,21 @@ static tlLogicalResult launch(const char *fn, tlDevice dev, tlModule m, tlString
         grid[2]);
     return fail;
   }
+  for (uint32_t i = 0; i < nparams; i++) { /* kernel_spec.sizes: as k:launch checks them */
+    const char *pname;
+    KernelSize sz = kernel_param_size(k, i, &pname);
+    if (sz == KERNEL_SIZE_ANY) continue;
+    int64_t ctas = (int64_t)grid[0] * grid[1] * grid[2];
+    int64_t want = sz == KERNEL_SIZE_GRID_THREADS ? ctas * ks.threads : ctas;
+    int64_t got = args[i].kind == TL_ARG_I32 ? args[i].value.i32 : args[i].value.i64;
+    if (got != want) {
+      tl_error(c, fn,
+               "kernel '%s' takes %s = the grid's %s (%lld: its kernel_spec.sizes), got %lld", name,
+               pname, sz == KERNEL_SIZE_GRID_THREADS ? "threads" : "CTAs", (long long)want,
+               (long long)got);
+      return fail;
+    }
+  }
   for (int i = 0; i < 3; i++) {
     if (ks.has_cluster && grid[i] % (unsigned)ks.cluster[i]) {
       tl_error(c, fn, "grid extent %u is not a multiple of the kernel's cluster (%lld along %c)",

@@ -150,9 +150,61 @@ KernelSpec kernel_spec_of(const IrOp *op) {
   return ks;
 }
 
+/* kernel_spec.sizes, the sizes the kernel accepts: {NAME = "grid_threads" |
+** "grid_ctas"}, an integer parameter (by its arg_names name) that every launch
+** gives the grid's threads (CTAs times the block's) or the grid's CTAs. A
+** precondition launches check and the protocol check derives its inputs
+** within (docs/protocol.md, "The check every compile runs"). */
+static bool sizes_check(IrOp *k) {
+  const IrAttr *sizes = ir_attr_dict_get(ir_op_attr(k, "kernel_spec"), "sizes");
+  if (!sizes) return true;
+  if (sizes->kind != IR_ATTR_DICT || sizes->u.dict.n == 0) {
+    ir_op_error(k, "kernel_spec.sizes must be a non-empty dictionary {parameter = \"grid_threads\" "
+                   "| \"grid_ctas\"}");
+    return false;
+  }
+  const IrAttr *names = ir_op_attr(k, "arg_names");
+  const IrBlock *body = k->regions[0].first;
+  for (uint32_t i = 0; i < sizes->u.dict.n; i++) {
+    const IrNamedAttr *e = &sizes->u.dict.entries[i];
+    const IrAttr *v = e->attr;
+    if (v->kind != IR_ATTR_STR ||
+        (strcmp(v->u.str.s, "grid_threads") != 0 && strcmp(v->u.str.s, "grid_ctas") != 0)) {
+      ir_op_error(k, "kernel_spec.sizes.%s must be \"grid_threads\" or \"grid_ctas\"", e->name);
+      return false;
+    }
+    const IrType *t = NULL;
+    for (uint32_t j = 0; names && names->kind == IR_ATTR_ARRAY && j < names->u.arr.n; j++) {
+      const IrAttr *n = names->u.arr.elems[j];
+      if (n->kind == IR_ATTR_STR && strcmp(n->u.str.s, e->name) == 0 && body && j < body->nargs)
+        t = body->args[j]->type;
+    }
+    if (!t || (t->kind != IR_TY_INT && t->kind != IR_TY_INDEX)) {
+      ir_op_error(k, "kernel_spec.sizes.%s names no integer parameter of the kernel", e->name);
+      return false;
+    }
+  }
+  return true;
+}
+
+KernelSize kernel_param_size(const IrOp *k, uint32_t i, const char **name) {
+  const IrAttr *sizes = ir_attr_dict_get(ir_op_attr(k, "kernel_spec"), "sizes");
+  const IrAttr *names = ir_op_attr(k, "arg_names");
+  *name = "?";
+  if (!sizes || sizes->kind != IR_ATTR_DICT || !names || names->kind != IR_ATTR_ARRAY ||
+      i >= names->u.arr.n || names->u.arr.elems[i]->kind != IR_ATTR_STR)
+    return KERNEL_SIZE_ANY;
+  *name = names->u.arr.elems[i]->u.str.s;
+  const IrAttr *rel = ir_attr_dict_get(sizes, *name);
+  if (!rel || rel->kind != IR_ATTR_STR) return KERNEL_SIZE_ANY;
+  return strcmp(rel->u.str.s, "grid_threads") == 0 ? KERNEL_SIZE_GRID_THREADS
+         : strcmp(rel->u.str.s, "grid_ctas") == 0  ? KERNEL_SIZE_GRID_CTAS
+                                                   : KERNEL_SIZE_ANY;
+}
+
 bool kernel_spec_check(IrOp *k) {
   KernelSpec ks;
-  return decode(k, &ks, k);
+  return decode(k, &ks, k) && sizes_check(k);
 }
 
 int64_t kernel_entry_regs(const KernelSpec *ks) {

@@ -32,8 +32,13 @@ typedef struct KernelSpec {
 KernelSpec kernel_spec(const IrOp *k);
 /* The spec of the kernel around op (op itself when it is one). */
 KernelSpec kernel_spec_of(const IrOp *op);
-/* Report what is malformed in k's spec (at k); false if anything is. */
+/* Report what is malformed in k's spec (at k), its sizes included; false if anything is. */
 bool kernel_spec_check(IrOp *k);
+/* What a launch must pass for parameter i of kernel k (kernel_spec.sizes, by
+** the parameter's arg_names name): any value, the grid's threads (CTAs times
+** the block's threads) or the grid's CTAs. *name gets the parameter's name. */
+typedef enum { KERNEL_SIZE_ANY, KERNEL_SIZE_GRID_THREADS, KERNEL_SIZE_GRID_CTAS } KernelSize;
+KernelSize kernel_param_size(const IrOp *k, uint32_t i, const char **name);
 /* The registers per thread a kernel whose warpgroups move registers
 ** (setmaxnreg) starts with, its `.maxnreg`: the block's share of an SM's
 ** (SM90_BLOCK_REGS / threads, a multiple of 8, at most 248). The moves trade

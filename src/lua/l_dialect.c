@@ -145,7 +145,8 @@ static void push_dims(lua_State *L, const int64_t d[3]) {
 }
 
 /* op:kernel_spec() -> {block = {x, y, z}, cluster = {x, y, z}, smem, num_ctas,
-** threads, warps, has_cluster, entry_regs [, grid = {x, y, z}] [, min_ctas]} of the kernel
+** threads, warps, has_cluster, entry_regs [, grid = {x, y, z}] [, min_ctas] [, sizes =
+** {param = "grid_threads" | "grid_ctas"}]} of the kernel
 ** around op (op itself may be it); nil, message outside a kernel or when the
 ** spec is malformed. */
 static int op_kernel_spec(lua_State *L) {
@@ -176,6 +177,16 @@ static int op_kernel_spec(lua_State *L) {
     lua_setfield(L, -2, "grid");
   }
   if (ks.min_ctas) lb_set_int(L, "min_ctas", ks.min_ctas);
+  const IrAttr *sizes = ir_attr_dict_get(ir_op_attr(kernel_of(op), "kernel_spec"), "sizes");
+  if (sizes && sizes->kind == IR_ATTR_DICT) { /* {param = "grid_threads" | "grid_ctas"} */
+    lua_createtable(L, 0, (int)sizes->u.dict.n);
+    for (uint32_t i = 0; i < sizes->u.dict.n; i++)
+      if (sizes->u.dict.entries[i].attr->kind == IR_ATTR_STR) {
+        lua_pushstring(L, sizes->u.dict.entries[i].attr->u.str.s);
+        lua_setfield(L, -2, sizes->u.dict.entries[i].name);
+      }
+    lua_setfield(L, -2, "sizes");
+  }
   lb_set_int(L, "entry_regs", kernel_entry_regs(&ks));
   return 1;
 }

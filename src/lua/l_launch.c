@@ -13,7 +13,8 @@
 **                                unless v fits the parameter (tl.tensor_map_arg's rule)},
 **                                block = {x,y,z}, cluster = {x,y,z}, static = bytes,
 **                                smem = bytes, name = "k" [, grid = {x,y,z}: the only
-**                                grid it may launch on]})
+**                                grid it may launch on] [, sizes = {[i] = "grid_threads"
+**                                | "grid_ctas"}: what integer argument i must be]})
 **   plan:launch(grid, args [, smem [, stream [, pdl]]])
 **                                       grid: n or {x [, y [, z]]}; args by position or name
 **   core.launch_fast(slow) -> launch    launch(k, cfg): through k._plan when it is k._fn's,
@@ -66,6 +67,8 @@ typedef struct ArgMemo {
   const uint8_t *map;
 } ArgMemo;
 
+enum { SIZE_ANY, SIZE_THREADS, SIZE_CTAS };
+
 typedef struct Plan {
   CUfunction fn;
   int nargs;
@@ -74,6 +77,10 @@ typedef struct Plan {
   unsigned block[3], cluster[3];
   unsigned grid[3]; /* kernel_spec.grid: the only grid it runs on, when has_grid */
   bool has_grid;
+  /* kernel_spec.sizes: argument i must be the grid's threads (SIZE_THREADS)
+  ** or CTAs (SIZE_CTAS), else SIZE_ANY */
+  unsigned char sizes[PLAN_MAX_ARGS];
+  bool has_sizes;
   bool peek; /* arguments are read in their table's array part (lb_peek_ok) */
   unsigned static_smem, smem;
   unsigned smem_allowed; /* the largest shared memory the function's attribute was raised to */
@@ -162,6 +169,17 @@ static int core_launch_plan(lua_State *L) {
   p->has_grid = lua_getfield(L, 2, "grid") == LUA_TTABLE;
   lua_pop(L, 1);
   dims_field(L, 2, "grid", p->grid);
+  if (lua_getfield(L, 2, "sizes") == LUA_TTABLE)
+    for (int i = 0; i < n; i++) {
+      const char *rel = (lua_geti(L, -1, i + 1), lua_tostring(L, -1));
+      p->sizes[i] = !rel                               ? SIZE_ANY
+                    : strcmp(rel, "grid_threads") == 0 ? SIZE_THREADS
+                    : strcmp(rel, "grid_ctas") == 0    ? SIZE_CTAS
+                                                       : SIZE_ANY;
+      p->has_sizes = p->has_sizes || p->sizes[i] != SIZE_ANY;
+      lua_pop(L, 1);
+    }
+  lua_pop(L, 1);
   p->static_smem = (unsigned)int_field(L, 2, "static");
   p->smem = (unsigned)int_field(L, 2, "smem");
   lua_getfield(L, 2, "name");
@@ -439,6 +457,24 @@ static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, 
   lua_settop(L, base);
 }
 
+/* The sizes the kernel accepts (kernel_spec.sizes), checked as the Lua path
+** checks them (gpu/launch.lua): an integer argument that must be the grid's
+** threads or CTAs. */
+static void check_sizes(lua_State *L, int plan, const Plan *p, const unsigned g[3],
+                        const uint64_t *slots) {
+  int64_t ctas = (int64_t)g[0] * g[1] * g[2];
+  int64_t threads = ctas * p->block[0] * p->block[1] * p->block[2];
+  for (int i = 0; i < p->nargs; i++) {
+    if (p->sizes[i] == SIZE_ANY) continue;
+    int64_t want = p->sizes[i] == SIZE_THREADS ? threads : ctas, got = (int64_t)slots[i];
+    if (got != want)
+      lb_error(
+          L, "launch: kernel '%s' takes %s = the grid's %s (%lld: its kernel_spec.sizes), got %lld",
+          p->name, param_name(L, plan, i), p->sizes[i] == SIZE_THREADS ? "threads" : "CTAs",
+          (long long)want, (long long)got);
+  }
+}
+
 /* Launch through the plan at index plan: the grid, the arguments' table, the
 ** dynamic shared memory (none: the plan's), the stream (none: the default
 ** stream) and whether it is a programmatic dependent launch at the given indices. */
@@ -450,6 +486,7 @@ static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int s
   TlcuLaunch cfg;
   grid_arg(L, grid, p, cfg.grid);
   pack_all(L, plan, p, args, slots, ptrs);
+  if (p->has_sizes) check_sizes(L, plan, p, cfg.grid, slots);
   lua_Integer dyn = lua_isnoneornil(L, smem) ? (lua_Integer)p->smem : luaL_checkinteger(L, smem);
   memcpy(cfg.block, p->block, sizeof cfg.block);
   memcpy(cfg.cluster, p->cluster, sizeof cfg.cluster);

@@ -111,7 +111,10 @@ local function configurations(P, kop)
                       o = function() return { grid = 2 * cs } end }
   end
   if 3 * cs <= P.MAX_GRID then
-    out[#out + 1] = { what = ("%d CTAs (three clusters) on a ragged size"):format(3 * cs), ragged = true,
+    -- (a kernel that declares its sizes gets them: kernel_spec.sizes; its
+    -- other integer parameters and its buffers the ragged size)
+    local on = ks.sizes and "its declared sizes and otherwise a ragged size" or "a ragged size"
+    out[#out + 1] = { what = ("%d CTAs (three clusters) on %s"):format(3 * cs, on), ragged = true,
                       same_ctas = not tells_ctas,
                       o = function(r) return { grid = 3 * cs, n = ragged(r.n, 3 * cs) } end }
   end
@@ -134,6 +137,7 @@ function M.run(module, o)
   local out = {}
   for _, kop in ipairs(P.kernels(module)) do
     local name = kop:attr_or_default "sym_name"
+    local ks = kop:kernel_spec() or {}
     local t0 = os.clock()
     local work = { left = limit, limit = limit } -- shared by the configurations
     local deadline = o.seconds and t0 + o.seconds
@@ -158,27 +162,19 @@ function M.run(module, o)
       elseif not r.ok and r.violation.kind == "model" then
         res.why = ("not checked on %s: %s"):format(cfg.what, first_line(r.violation.message))
         break
-      elseif not r.ok and cfg.ragged and r.violation.message:find("generic_barrier", 1, true) then
-        -- CTAs that meet at a barrier in global memory (split-K turnstiles,
-        -- block-striped reductions) expect the size and the grid to partition
-        -- the work as the host computed it; a ragged size on another grid
-        -- breaks that on purpose: said, not refused
-        res.why = ("not proven on %s: %s (a size and grid the kernel's global barriers may not accept)")
-          :format(cfg.what, first_line(r.violation.message))
-        break
-      elseif not r.ok and cfg.ragged and r.violation.message:find("global bytes", 1, true) then
-        -- two CTAs' accesses to one global word on a size the kernel was not
-        -- written for may be the input's fault (a length that must be the
-        -- grid's threads): said, not refused
-        res.why = ("not proven on %s: %s (a size the kernel may not accept)"):format(cfg.what,
-          first_line(r.violation.message))
-        break
       elseif not r.ok then
         local d = P.diagnostic(r)
         -- a kernel whose CTAs all do the same work, racing between CTAs: it
         -- forgot its CTA's offset, or is meant for one CTA and did not say so
-        local hint = cfg.same_ctas and r.violation.message:find("global bytes", 1, true)
+        local global = r.violation.message:find("global bytes", 1, true)
+          or r.violation.message:find("generic_barrier", 1, true)
+        local hint = cfg.same_ctas and global
           and "; its CTAs cannot tell themselves apart: a kernel for one CTA says so (tl.kernel{grid = 1}, kernel_spec.grid)"
+          -- a size or grid the kernel does not accept is the caller's to avoid,
+          -- and the kernel's to declare: then the check stays within it
+          or cfg.ragged and global and not ks.sizes and not ks.grid
+          and "; a kernel that accepts only some sizes or grids says so (tl.kernel{sizes = {n = \"grid_threads\"}},"
+            .. " kernel_spec.sizes, or grid = CTAs)"
           or ""
         error(("%s%s\n(found on %s by the protocol check every compile runs%s; tl.options.check_protocol = false or --no-check-protocol turns it off)")
           :format(where(d.op), d.message, cfg.what, hint), 0)

@@ -226,12 +226,23 @@ function Memory:shadow_read_granules(cta, a, vc, qs, loc)
   end
 end
 
--- A write, as shadow_read.
+-- A write, as shadow_read; addr may be a list of addresses instead, each the
+-- start of a row of n bytes (stmatrix's rows: one call, as one call a row
+-- would check them).
 function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride)
-  rows, stride = rows or 1, stride or 0
+  local list = type(addr) == "table" and addr or nil
+  rows, stride = list and #list or rows or 1, stride or 0
   self.shadow_calls = self.shadow_calls + 1
-  local g = granule_of(self, cta, addr, n)
-  if rows > 1 and stride % g ~= 0 then g = granule_of(self, cta, addr + stride, n) end
+  local g
+  if list then
+    g = granule_of(self, cta, list[1], n)
+    for _, x in ipairs(list) do
+      if x % g ~= 0 then g = granule_of(self, cta, x, n) end
+    end
+  else
+    g = granule_of(self, cta, addr, n)
+    if rows > 1 and stride % g ~= 0 then g = granule_of(self, cta, addr + stride, n) end
+  end
   local sw, sr = cta.shadow_w, cta.shadow_r
   local clock = vc[a] or 0
   local w_rec = self.write_recs[a] -- as read_recs (shadow_read)
@@ -242,7 +253,7 @@ function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride)
   local last_w, last_r = false, false -- shared records and reader sets: each checked once (shadow_read)
   local row0 = addr
   for row = 0, rows - 1 do
-    addr = row0 + row * stride
+    if list then addr = list[row + 1] else addr = row0 + row * stride end
     self.granules = self.granules + (addr + n - 1) // g - addr // g + 1
     for q = addr // g, (addr + n - 1) // g do
       local w = sw[q]

@@ -48,12 +48,12 @@ local function tensor_of(info)
   return info.params[1], info.params[2]
 end
 
--- The arguments for a size n: every integer (and index) parameter gets n (a
--- scheduler's worker count: nworkers, see workers_params), a float parameter
+-- The arguments for a size n: every integer (and index) parameter gets n (but
+-- those fixed[i] = {v =, shown =} fixes: fixed_params), a float parameter
 -- 1.0, a pointer parameter a fresh zeroed buffer of `bytes` bytes (default n
 -- times its element size), or with o.fill == "pattern" one whose byte j is
 -- j % 251 + 1 (the REPL's :check).
-local function args_for(kop, n, o, nworkers, workers)
+local function args_for(kop, n, o, fixed)
   local args, shown = {}, {}
   for i, a in ipairs(kop:region(1):entry():args()) do
     local t = a:type()
@@ -78,8 +78,8 @@ local function args_for(kop, n, o, nworkers, workers)
       end
     elseif info.kind == "float" then
       args[i], shown[i] = 1.0, "1.0"
-    elseif workers[i] then
-      args[i], shown[i] = nworkers, ("%d (workers: the grid's clusters)"):format(nworkers)
+    elseif fixed[i] then
+      args[i], shown[i] = fixed[i].v, fixed[i].shown
     else
       args[i], shown[i] = n, tostring(n)
     end
@@ -193,6 +193,33 @@ local function cluster_size(kop)
   return ks.has_cluster and ks.cluster and ks.cluster[1] or 1
 end
 
+-- The integer parameters whose value the grid fixes on grid CTAs: a
+-- scheduler's worker count (the grid's clusters) and a size the kernel
+-- declares (kernel_spec.sizes: the grid's threads or CTAs, the precondition
+-- every launch checks). -> { [parameter index] = { v = value, shown = text } }.
+local function fixed_params(kop, grid)
+  local ks = kop:kernel_spec() or {}
+  local out = {}
+  local nworkers = math.max(1, grid // cluster_size(kop)) -- workers are clusters
+  for i in pairs(workers_params(kop)) do
+    out[i] = { v = nworkers, shown = ("%d (workers: the grid's clusters)"):format(nworkers) }
+  end
+  if ks.sizes then
+    local names = kop:attr_or_default "arg_names"
+    for i, name in ipairs(names) do
+      local rel = ks.sizes[name]
+      if rel == "grid_threads" then
+        local v = grid * (ks.threads or 32)
+        out[i] = { v = v, shown = ("%d (the grid's threads: kernel_spec.sizes)"):format(v) }
+      elseif rel == "grid_ctas" then
+        out[i] = { v = grid, shown = ("%d (the grid's CTAs: kernel_spec.sizes)"):format(grid) }
+      end
+    end
+  end
+  return out
+end
+M.fixed_params = fixed_params
+
 -- The grid a check uses when none is given: the kernel's own where its
 -- kernel_spec fixes it (grid = n, along x), else one cluster, or for a StreamK
 -- kernel whose scheduler counts a constant number of workers (clusters) every
@@ -267,21 +294,20 @@ function M.inputs(k, o)
   if o.args then return o.args, o.inputs or "the arguments given", o.n end
   local grid = o.grid or default_grid(kop)
   local sizes = o.n and { o.n } or o.sizes or derived_sizes(kop, grid)
-  local sized = false -- an integer parameter: the size can change what the kernel does
-  for _, a in ipairs(kop:region(1):entry():args()) do
+  local fixed = fixed_params(kop, grid)
+  local sized = false -- an integer parameter the grid does not fix: the size can change what the kernel does
+  for i, a in ipairs(kop:region(1):entry():args()) do
     local kind = a:type():info().kind
-    sized = sized or kind == "int" or kind == "index"
+    sized = sized or ((kind == "int" or kind == "index") and not fixed[i])
   end
   if not sized then sizes = { sizes[1] } end
-  local workers = workers_params(kop)
-  local nworkers = math.max(1, grid // cluster_size(kop)) -- workers are clusters
   local pick, failed, failure, fails = nil, nil, nil, 0
   for _, size in ipairs(sizes) do
     if #sizes == 1 then
       pick = size
       break
     end
-    local args = args_for(kop, size, o, nworkers, workers)
+    local args = args_for(kop, size, o, fixed)
     local ok, r = pcall(em.run, o.decoded or kop, { grid = grid, args = args, max_steps = o.max_steps, max_ops = o.max_ops,
                                        values = false, deadline = o.deadline, work = o.work })
     if ok and r.ok and (not r.min_phases or r.min_phases >= 2) then
@@ -295,7 +321,7 @@ function M.inputs(k, o)
     end
   end
   local n = pick or failed or sizes[#sizes]
-  local args, shown = args_for(kop, n, o, nworkers, workers)
+  local args, shown = args_for(kop, n, o, fixed)
   local d = #shown == 0 and "no parameters" or ("n = %d: (%s)"):format(n, table.concat(shown, ", "))
   return args, d, n, not pick and failed and failure or nil
 end

@@ -238,6 +238,16 @@ local function kernel_files(k, cname, o)
       .. "\"launch: kernel '%%s' runs on the grid {%d, %d, %d} only (its kernel_spec.grid), got {%%u, %%u, %%u}\", %s, "
       .. "grid.x, grid.y, grid.z);\n  %s"):format(g[1], g[2], g[3], g[1], g[2], g[3], cstr(k.name), plist)
   end
+  for i, p in ipairs(params) do -- the sizes the kernel accepts (kernel_spec.sizes), checked as k:launch checks them
+    local rel = info.sizes and not recipe and info.sizes[p.name]
+    if rel then
+      local per = rel == "grid_threads" and info.block[1] * info.block[2] * info.block[3] or 1
+      plist = ("{\n    long long tl_want = (long long)grid.x * grid.y * grid.z * %d;\n    if ((long long)%s != tl_want)\n"
+        .. "      return tilua_fail(CUDA_ERROR_INVALID_VALUE, \"launch: kernel '%%s' takes %s = the grid's %s (%%lld: its "
+        .. "kernel_spec.sizes), got %%lld\", %s, tl_want, (long long)%s);\n  }\n  %s"):format(per, ps[i].name, p.name,
+        rel == "grid_threads" and "threads" or "CTAs", cstr(k.name), ps[i].name, plist)
+    end
+  end
   C("CUresult %s_launch(%s) {\n  %s\n  return tilua_launch(&%s_kernel, stream, grid, tl_params);\n}\n", cname,
     table.concat(typed, ", "), plist, cname)
   C("CUresult %s_graph_set(%s) {\n  %s\n  return tilua_graph_set(graph, node, &%s_kernel, grid, tl_params);\n}\n",

@@ -82,7 +82,7 @@ do -- (the module's definitions; an indented block)
     local spec = assert(op:kernel_spec()) -- verified by the compile
     local sites = op:attr("hang_sites")
     local launch = op:attr_or_default "tileas.launch" -- (its fields read by their rows)
-    k._info = { ptx = k.ptx, block = spec.block, cluster = spec.cluster, grid = spec.grid,
+    k._info = { ptx = k.ptx, block = spec.block, cluster = spec.cluster, grid = spec.grid, sizes = spec.sizes,
                 static = op:attr_or_default "shared_static", smem = spec.smem,
                 hang_sites = sites and table.concat(sites, "\n"), tile = op:attr("tileas.params"),
                 persistent = launch and launch.persistent,
@@ -138,10 +138,32 @@ do -- (the module's definitions; an indented block)
       if kind == "ptr" then elems[n] = pointee(p) or false end
       if kind == "tmap" then maps[n] = function(v) tl.tensor_map_arg(p, v) end end -- the one check of a map
     end
-    k._plan = core.launch_plan(k._fn, { kinds = kinds, names = names, elems = elems, maps = maps, block = info.block,
+    local sizes = {} -- kernel_spec.sizes by position
+    for n, p in ipairs(k.params) do sizes[n] = info.sizes and info.sizes[p.name] or false end
+    k._plan = core.launch_plan(k._fn, { kinds = kinds, names = names, elems = elems, maps = maps, sizes = sizes,
+                                        block = info.block,
                                         cluster = info.cluster, grid = info.grid, static = info.static, smem = info.smem,
                                         name = k.name })
     return k._plan
+  end
+
+  -- The sizes the kernel accepts (kernel_spec.sizes: an integer argument that
+  -- must be the grid's threads or CTAs), checked as the plan checks them
+  -- (l_launch.c); an argument that is no integer is launch_args' to refuse.
+  local function check_sizes(k, info, grid, args)
+    local ctas = grid[1] * grid[2] * grid[3]
+    local threads = ctas * info.block[1] * info.block[2] * info.block[3]
+    for i, p in ipairs(k.params) do
+      local rel = info.sizes[p.name]
+      local a = args[i]
+      if a == nil then a = args[p.name] end
+      local v = rel and type(a) == "number" and math.tointeger(a)
+      local want = rel == "grid_threads" and threads or ctas
+      if v and v ~= want then
+        raise(("launch: kernel '%s' takes %s = the grid's %s (%d: its kernel_spec.sizes), got %d"):format(k.name,
+          p.name, rel == "grid_threads" and "threads" or "CTAs", want, v))
+      end
+    end
   end
 
   -- The kernel's module and function on device `dev`: loaded there once per
@@ -197,6 +219,7 @@ do -- (the module's definitions; an indented block)
       raise(("launch: kernel '%s' runs on the grid {%d, %d, %d} only (its kernel_spec.grid), got {%d, %d, %d}"):format(
         self.name, fixed[1], fixed[2], fixed[3], grid[1], grid[2], grid[3]))
     end
+    if info.sizes and not info.tile then check_sizes(self, info, grid, cfg.args or {}) end
     local static, dyn = info.static, cfg.smem or info.smem
     if tl.options.emulate then -- on the CPU emulator (tilua.gpu.emulated), with the same arguments
       require("tilua.gpu.emulated").launch(tl, self, grid, targs or launch_args(self, cfg.args))

@@ -34,6 +34,17 @@ static const char *const ONE_CTA_KERNEL =
     "  }\n"
     "}\n";
 
+/* a kernel whose n must be the grid's threads (kernel_spec.sizes): launched within that only */
+static const char *const PER_THREAD_KERNEL =
+    "module {\n"
+    "  tile.kernel {arg_names = [\"p\", \"n\"], kernel_spec = {block = [32, 1, 1], sizes = {n = "
+    "\"grid_threads\"}}, sym_name = \"pt\"} {\n"
+    "  ^bb0(%0: ptr<f32, global>, %1: i32):\n"
+    "    %2 = arith.constant {value = 1.0 : f32} : f32\n"
+    "    tile.store %2, %0\n"
+    "  }\n"
+    "}\n";
+
 static const char *const KERNEL =
     "module {\n"
     "  tile.kernel {arg_names = [\"p\", \"n\"], kernel_spec = {block = [32, 1, 1]}, sym_name = \"k\"} {\n"
@@ -133,6 +144,16 @@ int main(void) {
               "kernel 'one' runs on the grid {1, 1, 1} only (its kernel_spec.grid), got {4, 1, 1}");
   unsigned one_grid[3] = {1, 1, 1};
   CHECK(tlLogicalResultIsSuccess(tlDeviceLaunch(d, one, str("one"), one_grid, 2, args)));
+  /* a kernel that declares its sizes: n = 4 on 4 CTAs of 32 threads is refused, 128 runs */
+  tlModule pt = tlModuleCreateParse(c, str(PER_THREAD_KERNEL), str("pt.tir"));
+  CHECK(!tlModuleIsNull(pt) && tlLogicalResultIsSuccess(tlModuleRunPipeline(pt, str("ptx"))));
+  before = errors;
+  CHECK(tlLogicalResultIsFailure(tlDeviceLaunch(d, pt, str("pt"), grid, 2, args)));
+  CHECK_ERROR(before,
+              "kernel 'pt' takes n = the grid's threads (128: its kernel_spec.sizes), got 4");
+  args[1].value.i32 = 128;
+  CHECK(tlLogicalResultIsSuccess(tlDeviceLaunch(d, pt, str("pt"), grid, 2, args)));
+  args[1].value.i32 = 4;
   /* the launch brings the kernel's static shared memory (as k:launch does) */
   char log[] = "/tmp/capi_device_XXXXXX";
   int fd = mkstemp(log);

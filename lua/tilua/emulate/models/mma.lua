@@ -318,12 +318,17 @@ do
     local trans = rec.op:attr "trans"
     if #ctx.mask ~= 32 then violation("model", ("%s at %s with %d active lanes"):format(rec.name, rec.loc, #ctx.mask)) end
     local s = W.cta.shared
-    for q = 0, nm - 1 do
+    local rows = {} -- the race check of every row in one call, in order
+    for i = 0, 8 * nm - 1 do
+      local addr = at(ins[1], i)
+      if addr < SHARED_BASE then violation("model", "stmatrix to global memory at " .. rec.loc) end
+      rows[i + 1] = addr
+    end
+    R:shadow_write(W.cta, W.actor, W.vc, rows, 16, rec.loc)
+    for q = 0, R.values and nm - 1 or -1 do
       for r = 0, 7 do
         local addr = at(ins[1], 8 * q + r)
-        if addr < SHARED_BASE then violation("model", "stmatrix to global memory at " .. rec.loc) end
-        R:shadow_write(W.cta, W.actor, W.vc, addr, 16, rec.loc)
-        for c = 0, R.values and 7 or -1 do
+        for c = 0, 7 do
           local h
           if trans then -- element (row r, col c) of the stored matrix is the fragment's (c, r)
             local reg = at(ins[2 + q], 4 * c + r // 2)
