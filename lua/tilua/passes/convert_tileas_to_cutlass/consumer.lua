@@ -63,6 +63,8 @@ local function dot(L, env)
                      desc(rb, env.stage, kk, kstep, at.transpose_b), o)
     end
     tl.wgmma_commit()
+    for _, load in ipairs(env.after_issue or {}) do load() end
+    if env.after_issue then env.after_issue = {} end
     -- the tiles the iteration loaded before the dot, read while it runs
     for _, x in ipairs(env.pending_loads or {}) do V.force(x, env.f, acc:type():info().shape[1]) end
     env.pending_loads = {}
@@ -123,33 +125,36 @@ local function ahead_loads(b)
   return loads, invariant
 end
 
--- The values of a lowered ahead load x that the thread holds (f: its
--- fragment, n elements): one element, or a line's at its distinct offsets.
-local function ahead_values(x, f, n)
-  if x.single ~= nil then return { x.single } end
-  local vals, seen = {}, {}
+-- The keys of a lowered ahead load x that the thread holds (f: its
+-- fragment, n elements): a line's distinct offsets; nil for one element.
+local function ahead_keys(x, f, n)
+  if x == nil or x.single ~= nil then return nil end
+  local keys, seen = {}, {}
   for i = 0, n - 1 do
     local key = select(x.along, f.offset(i))
     if not seen[key] then
       seen[key] = true
-      vals[#vals + 1] = x:at(key)
+      keys[#keys + 1] = key
     end
   end
+  return keys
+end
+
+-- x's values at its keys.
+local function ahead_values(x, f, n)
+  local keys = ahead_keys(x, f, n)
+  if not keys then return { x.single } end
+  local vals = {}
+  for j, key in ipairs(keys) do vals[j] = x:at(key) end
   return vals
 end
 
--- x rebuilt from the values ahead_values gave (line: its lazy form at this
--- k block, whose elements are those values).
+-- x (nil: one element) made of the values ahead_values gave: a line keeps its
+-- lazy form at this k block, its elements those values.
 local function ahead_value(x, vals, f, n)
-  if x == nil or x.single ~= nil then return { single = vals[1] } end
-  local j, seen = 0, {}
-  for i = 0, n - 1 do
-    local key = select(x.along, f.offset(i))
-    if not seen[key] then
-      seen[key], j = true, j + 1
-      x.cache[key] = vals[j]
-    end
-  end
+  local keys = ahead_keys(x, f, n)
+  if not keys then return { single = vals[1] } end
+  for j, key in ipairs(keys) do x.cache[key] = vals[j] end
   return x
 end
 
@@ -179,11 +184,12 @@ local function pipelined_for(L, env, st, wg, t)
     local ahead, invariant = ahead_loads(b)
     -- load op o's values at k block k (the loop's index bound to k meanwhile)
     local function values_at(o, k)
-      local kid, saved = b:arg(1):id(), L.vmap[b:arg(1):id()]
-      L.vmap[kid] = k
+      local kid, rid = b:arg(1):id(), o:result(1):id()
+      local saved, saved_x, saved_ahead = L.vmap[kid], L.vmap[rid], env.ahead
+      L.vmap[kid], env.ahead = k, nil
       env.tiled_load(o)
-      local vals = ahead_values(L.vmap[o:result(1):id()], env.f, n) -- (built while k is bound)
-      L.vmap[kid] = saved
+      local vals = ahead_values(L.vmap[rid], env.f, n) -- (built while k is bound)
+      L.vmap[kid], L.vmap[rid], env.ahead = saved, saved_x, saved_ahead
       return vals
     end
     -- carried: the accumulator, then the ahead loads' values of this k block
@@ -193,17 +199,24 @@ local function pipelined_for(L, env, st, wg, t)
       env.acc_in, env.stage, env.pending_loads = acc, s, {}
       local at, nxt = 2, { false }
       env.ahead = {}
+      env.after_issue = {}
       for _, o in ipairs(ahead) do
         env.ahead[o:result(1):id()] = function(x)
-          local vals = values_at(o, kk + 1) -- the next k block's, kept for it
-          table.move(vals, 1, #vals, #nxt + 1, nxt)
-          local mine = table.move(carried, at, at + #vals - 1, 1, {})
-          at = at + #vals
+          -- the next k block's values, loaded once the dot is issued (a load
+          -- before wgmma's fence would hold the fence until it lands)
+          table.insert(env.after_issue, function()
+            local vals = values_at(o, kk + 1)
+            table.move(vals, 1, #vals, #nxt + 1, nxt)
+          end)
+          local count = #(ahead_keys(x, env.f, n) or { 1 })
+          local mine = table.move(carried, at, at + count - 1, 1, {})
+          at = at + count
           return ahead_value(x, mine, env.f, n)
         end
       end
       X.lower_block(L, b, env)
-      env.pending_loads, env.ahead = nil, nil
+      for _, load in ipairs(env.after_issue) do load() end -- (a loop whose dot did not run them)
+      env.pending_loads, env.ahead, env.after_issue = nil, nil, nil
       local out = V.get(L, yield:operand(1), yield)
       if not V.is_frag(out) then
         R.fail(yield, "the pipelined loop must yield its dot's result or elementwise ops of it")
