@@ -21,20 +21,20 @@
 local tl = require "tilua"
 local check = require "tilua.gpu.check"
 
-local o = { groups = 8, n = 520, k = 264 }
+local o = { groups = 8, n = 520, k = 264, schedule = "dynamic" }
 for _, a in ipairs(... ~= "--library" and arg or {}) do
-  local key, v = a:match "^%-%-([%w_]+)=(%d+)$"
-  if key then o[key] = tonumber(v) end
+  local key, v = a:match "^%-%-([%w_]+)=(%w+)$"
+  if key then o[key] = tonumber(v) or v end
 end
 
 local BM = 128 -- the tile's rows: each group starts at a multiple of it
 
 -- {=== the tile program
-local function build()
+local function build(schedule)
   tl.new_module()
   local k = tl.tile_kernel("tile_gemm_grouped", {
     params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 3), C = tl.tensor(tl.bf16, 2), Expert = tl.tensor(tl.i32, 1),
-               K = tl.i32 } })
+               K = tl.i32 }, schedule = schedule or o.schedule })
   k:define(function(k, p)
     local m, n = tl.program_id("x"), tl.program_id("y")
     local g = tl.extract(tl.load(p.Expert, { m }, { 1 }), { 0 }) -- this row block's group

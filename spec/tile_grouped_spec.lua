@@ -5,8 +5,13 @@
 -- B's rank-3 tile. tile-to-ptx gives a global load of the expert before the
 -- TMA copies of three coordinates; on the emulator the lowered kernel computes
 -- every group as the CPU does, bit for bit (small integers), with skewed and
--- empty groups; a tile program that extracts from a larger tile outside a
--- compute agent is refused.
+-- empty groups, on the static persistent scheduler and on the dynamic one
+-- (schedule = "dynamic": ids claimed with an atomic add on the workspace's
+-- counter, handed to the consumers through a ring of ids in shared memory,
+-- the counter back to 0 at the end); the protocol checker proves the dynamic
+-- kernel over the orders of the CTAs' claims and catches a consumer that reads
+-- the claimed id before the producer's arrive; a tile program that extracts
+-- from a larger tile outside a compute agent is refused.
 local tl = require "tilua"
 local PH = dofile "spec/protocol_helper.lua"
 
@@ -16,35 +21,43 @@ local function a_value(i, k) return ((i * 7 + k * 3) % 5) - 2 end
 local function b_value(j, k) return ((j * 5 + k * 11 + 1) % 3) - 1 end
 
 describe("a grouped GEMM (experts' rows contiguous, the expert of a block read from memory)", function()
-  it("lowers to a global load of the block's expert and TMA copies of B at it; ptxas takes it", function()
-    local k = ex.build()
-    local ptx = k:compile()
-    assert.same({ "map:A", "map:B", "map:C", "ptr:Expert", "dim:Expert:0", "arg:K", "programs:x", "programs:y" },
-                k:lowered_op():attr "tileas.params")
-    assert.matches("ld%.global%.b32", ptx)
-    assert.matches("cp.async.bulk.tensor.3d.shared::cluster.global", ptx, nil, true)
-    local ok, log = tl.ptxas(ptx)
-    if ok == nil then pending("ptxas not found: " .. log) return end
-    assert(ok, log)
-  end)
+  for _, schedule in ipairs { "persistent", "dynamic" } do
+    it(("lowers to a global load of the block's expert and TMA copies of B at it (schedule %s); ptxas takes it"):format(schedule), function()
+      local k = ex.build(schedule)
+      local ptx = k:compile()
+      local params = { "map:A", "map:B", "map:C", "ptr:Expert", "dim:Expert:0", "arg:K", "programs:x", "programs:y" }
+      if schedule == "dynamic" then params[#params + 1] = "workspace" end -- the claims' counter
+      assert.same(params, k:lowered_op():attr "tileas.params")
+      assert.equal(schedule == "dynamic" and "dynamic" or nil, k:lowered_op():attr("tileas.launch").schedule)
+      assert.matches("ld%.global%.b32", ptx)
+      assert.matches("cp.async.bulk.tensor.3d.shared::cluster.global", ptx, nil, true)
+      -- the claims: an atomic add, the last claim's exchange back to 0; the static scheduler has none
+      local claims = select(2, ptx:gsub("atom%.gpu%.global%.add%.u32", ""))
+      assert.equal(schedule == "dynamic" and 2 or 0, claims) -- the first claim, the next
+      assert.equal(schedule == "dynamic", ptx:find("atom.gpu.global.exch.b32", 1, true) ~= nil)
+      local ok, log = tl.ptxas(ptx)
+      if ok == nil then pending("ptxas not found: " .. log) return end
+      assert(ok, log)
+    end)
+  end
 
-  it("groups of 130, 0 and 60 rows, N 100, K 72, on 2 persistent CTAs: the CPU reference, bit for bit", function()
-    local kop = PH.lowered_tile(ex.build())
-    local sizes = { 130, 0, 60 }
-    local first, blocks, rows = ex.layout(sizes)
-    assert.same({ 0, 0, 2 }, blocks)
-    local G, N, K = #sizes, 100, 72
-    local A, ab = PH.matrix(rows, K, a_value)
-    local B, bb = PH.matrix(G * N, K, function(j, kk) return b_value(j, kk) * (j // N + 1) end) -- each expert its own B
+  -- the problem of the emulator's runs: groups of 130, 0 and 60 rows
+  local sizes = { 130, 0, 60 }
+  local first, blocks, rows = ex.layout(sizes)
+  local G, N, K = #sizes, 100, 72
+  local A, ab = PH.matrix(rows, K, a_value)
+  local B, bb = PH.matrix(G * N, K, function(j, kk) return b_value(j, kk) * (j // N + 1) end) -- each expert its own B
+  local function problem(kop)
     local eb = {}
     for i, g in ipairs(blocks) do eb[i] = string.pack("<i4", g) end
-    local args, at = PH.params_args(kop, {
+    return PH.params_args(kop, {
       ["map:A"] = { data = ab, shape = { rows, K } }, ["map:B"] = { data = bb, shape = { G, N, K } },
       ["map:C"] = { bytes = rows * N * 2, shape = { rows, N } }, ["ptr:Expert"] = table.concat(eb), ["dim:Expert:0"] = #blocks,
-      ["arg:K"] = K, ["programs:x"] = #blocks, ["programs:y"] = 1 })
-    local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 9 })
-    assert(r.ok, r.report)
-    local out = r.read(at["map:C"])
+      ["arg:K"] = K, ["programs:x"] = #blocks, ["programs:y"] = 1, workspace = { bytes = 4 } })
+  end
+
+  -- C's bytes from an emulator's run against the CPU's -> the count of mismatches, the first
+  local function mismatches(out)
     local bad, first_bad = 0, nil
     for g = 1, G do
       for i = first[g], first[g] + sizes[g] - 1 do
@@ -59,7 +72,21 @@ describe("a grouped GEMM (experts' rows contiguous, the expert of a block read f
         end
       end
     end
-    assert.equal(0, bad, first_bad)
+    return bad, first_bad
+  end
+
+  it("groups of 130, 0 and 60 rows, N 100, K 72, on 2 CTAs, static and dynamic claims: the CPU reference, bit for bit", function()
+    assert.same({ 0, 0, 2 }, blocks)
+    for _, run in ipairs { { "persistent", 9 }, { "dynamic", 9 }, { "dynamic", 10 }, { "dynamic", 11 } } do
+      local kop = PH.lowered_tile(ex.build(run[1]))
+      local args, at = problem(kop)
+      local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = run[2] })
+      assert(r.ok, r.report)
+      local bad, first_bad = mismatches(r.read(at["map:C"]))
+      assert.equal(0, bad, first_bad)
+      -- the launch's last claim put the counter back: the next launch starts from 0
+      if at.workspace then assert.equal(0, string.unpack("<i4", r.read(at.workspace))) end
+    end
   end)
 
   it("refuses an extract from a tile of more than one element in a GEMM's agents", function()
