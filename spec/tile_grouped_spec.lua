@@ -89,6 +89,40 @@ describe("a grouped GEMM (experts' rows contiguous, the expert of a block read f
     end
   end)
 
+  -- the protocol check of a lowered kernel on 2 CTAs (global buffers by size only)
+  local function check(kop)
+    local args = problem(kop)
+    args[1], args[2] = { bytes = rows * K * 2, shape = { rows, K } }, { bytes = G * N * K * 2, shape = { G, N, K } }
+    return tl.verify_protocol(kop, { grid = 2, args = args, max_states = 20000, max_seconds = 120 })
+  end
+
+  it("the protocol check proves the dynamic scheduler over every order of the CTAs' claims", function()
+    local static = check(PH.lowered_tile(ex.build("persistent")))
+    local dynamic = check(PH.lowered_tile(ex.build("dynamic")))
+    assert(static.ok, static.report)
+    assert(dynamic.ok, dynamic.report)
+    -- a claim is a step on the counter's word: which CTA gets which program is explored
+    assert.is_true(dynamic.runs > static.runs, ("%d runs, static %d"):format(dynamic.runs, static.runs))
+  end)
+
+  it("catches a consumer that reads the claimed id before the producer's arrive (the wait after the read)", function()
+    local kop = PH.lowered_tile(ex.build("dynamic"))
+    local ids, wait -- the ring of ids: the pipeline without transaction bytes; the consumers' first wait on it
+    kop:walk(function(o)
+      if o:name() == "cutlass.pipeline.init" and not o:attr "transaction_bytes" then ids = o:operand(1) end
+    end)
+    kop:walk(function(o)
+      if not wait and o:name() == "cutlass.pipeline.consumer_wait" and o:operand(1) == ids then wait = o end
+    end)
+    local read = wait:next():next():next() -- index, the slot's address, its load
+    assert.equal("tile.load", read:name())
+    wait:move_before(read:next())
+    local r = check(kop)
+    assert.is_false(r.ok)
+    assert.equal("unfilled", r.violation.kind)
+    assert.matches("consumer warp 4 %(CTA 0%).-reads shared bytes", r.report)
+  end)
+
   it("refuses an extract from a tile of more than one element in a GEMM's agents", function()
     tl.new_module()
     local k = tl.tile_kernel("t", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 3), C = tl.tensor(tl.bf16, 2),

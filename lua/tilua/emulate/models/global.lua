@@ -155,6 +155,9 @@ do
     return { read = read, steps = compiled, cond = cond, out = out, kind = TESTS[read:name()] }
   end
   G.cross_cta["scf.while"] = function(op) return spin_info(op) ~= nil end
+  -- an atomic whose old value is read (a claim: claim_step below) orders the CTAs too
+  local function reads_old(op) return op:nresults() > 0 and op:result(1):nuses() > 0 end
+  G.cross_cta["tile.atomic"], G.cross_cta["nvvm.atom.global"] = reads_old, reads_old
 
   -- rec's loop, when rec is the test of a spin loop on a global word
   local function spin_of(rec)
@@ -225,6 +228,23 @@ do
       one and ("g" .. one), one and "ag" or "a")
   end
 
+  -- An atomic whose old value the program reads (a claim of the next work
+  -- tile: the dynamic scheduler's counter) is a step on its word of its own:
+  -- which warp's comes first changes what each one reads, so the checker
+  -- explores their orders (one whose value is dropped commutes with the others).
+  local function claim_step(R, W, rec, ctx, addrs)
+    if rec.claims == nil then rec.claims = rec.op:nresults() > 0 and rec.op:result(1):nuses() > 0 end
+    if not rec.claims then return end
+    local one = addrs[ctx.mask[1]]
+    for _, l in ipairs(ctx.mask) do
+      if addrs[l] ~= one then one = nil end
+      R:gbar_at(addrs[l])
+    end
+    R:request(W, rec, function() return true end, function() end,
+      function() return ("reads and writes the global word at 0x%x (an atomic)"):format(addrs[ctx.mask[1]]) end,
+      one and ("g" .. one), "w") -- not eager (a generic barrier's "wg"): every order of the claims is explored
+  end
+
   -- }===
 
   -- {=== the strong accesses: every active lane's address, or nil where one is not global
@@ -282,6 +302,8 @@ do
       if cas then
         rec.codec = rec.codec or codec_of(rec.op:result(1):type())
         spin_wait(R, W, rec, ctx, addrs, rec.codec, ins[2])
+      else
+        claim_step(R, W, rec, ctx, addrs)
       end
       release_step(R, W, rec, ctx, addrs)
       for _, l in ipairs(ctx.mask) do read_from(R, W, addrs[l], scope) end
