@@ -213,36 +213,37 @@ do
     end, one and ("g" .. one), one and (s.kind == "cas" and "wg" or "rg") or (s.kind == "cas" and "w" or "r"))
   end
 
+  -- A step of warp W on the global words of addrs (one object where every
+  -- lane's is the same word; acc when it is one, any_acc when not): the words
+  -- join the state hash; what(addr) describes it.
+  local function word_step(R, W, rec, ctx, addrs, what, acc, any_acc)
+    local one = addrs[ctx.mask[1]]
+    for _, l in ipairs(ctx.mask) do
+      if addrs[l] ~= one then one = nil end
+      R:gbar_at(addrs[l])
+    end
+    R:request(W, rec, function() return true end, function() end, function() return what(addrs[ctx.mask[1]]) end,
+      one and ("g" .. one), one and acc or any_acc)
+  end
+
   -- The first strong write after a fence (a release) is a step on its word.
   local function release_step(R, W, rec, ctx, addrs)
     local f = W.release
     if not f or f.stepped then return end
     f.stepped = true
-    local one = addrs[ctx.mask[1]]
-    for _, l in ipairs(ctx.mask) do
-      if addrs[l] ~= one then one = nil end
-      R:gbar_at(addrs[l])
-    end
-    R:request(W, rec, function() return true end, function() end,
-      function() return ("releases into the global word at 0x%x"):format(addrs[ctx.mask[1]]) end,
-      one and ("g" .. one), one and "ag" or "a")
+    word_step(R, W, rec, ctx, addrs, function(a) return ("releases into the global word at 0x%x"):format(a) end, "ag", "a")
   end
 
   -- An atomic whose old value the program reads (a claim of the next work
   -- tile: the dynamic scheduler's counter) is a step on its word of its own:
   -- which warp's comes first changes what each one reads, so the checker
-  -- explores their orders (one whose value is dropped commutes with the others).
+  -- explores their orders (one whose value is dropped commutes with the
+  -- others). Not eager (a generic barrier's "wg"): every order is explored.
   local function claim_step(R, W, rec, ctx, addrs)
     if rec.claims == nil then rec.claims = rec.op:nresults() > 0 and rec.op:result(1):nuses() > 0 end
     if not rec.claims then return end
-    local one = addrs[ctx.mask[1]]
-    for _, l in ipairs(ctx.mask) do
-      if addrs[l] ~= one then one = nil end
-      R:gbar_at(addrs[l])
-    end
-    R:request(W, rec, function() return true end, function() end,
-      function() return ("reads and writes the global word at 0x%x (an atomic)"):format(addrs[ctx.mask[1]]) end,
-      one and ("g" .. one), "w") -- not eager (a generic barrier's "wg"): every order of the claims is explored
+    word_step(R, W, rec, ctx, addrs, function(a) return ("reads and writes the global word at 0x%x (an atomic)"):format(a) end,
+      "w", "w")
   end
 
   -- }===
