@@ -48,16 +48,18 @@ local function total_programs(L)
   return t
 end
 
--- A work tile of the dynamic scheduler: .value the claimed linear id (m, n
--- and l as tileas-dynamic-persistent decomposes it); advance() the next claim
--- of the role (`next`).
+-- A work tile of the dynamic scheduler: .value the claimed id, the index of
+-- a work tile of the static persistent scheduler (its m, n and l: the same
+-- swizzled order of tiles, so the tiles that run together share what they
+-- read in L2 as the static schedule's do); advance() the next claim of the
+-- role (`next`).
 local Claimed = {}
 Claimed.__index = Claimed
 function Claimed:is_valid() return self.value:lt(self.total) end
 function Claimed:advance() self.value = self.next() end
-function Claimed:m() return self.value % X.programs(self.L, 1) end
-function Claimed:n() return (self.value // X.programs(self.L, 1)) % X.programs(self.L, 2) end
-function Claimed:l() return self.value // (X.programs(self.L, 1) * X.programs(self.L, 2)) end
+function Claimed:m() return self.sched:work(self.value):m() end
+function Claimed:n() return self.sched:work(self.value):n() end
+function Claimed:l() return self.sched:work(self.value):l() end
 
 -- The first work tile of a role of the dynamic scheduler; st: the role's
 -- cursor of the ring of ids (carried by the loop with the others).
@@ -87,7 +89,7 @@ local function claimed_work(L, role, st)
       return id
     end
   end
-  return setmetatable({ value = next(), next = next, total = total, L = L }, Claimed)
+  return setmetatable({ value = next(), next = next, total = total, sched = scheduler(L) }, Claimed)
 end
 
 -- }===
