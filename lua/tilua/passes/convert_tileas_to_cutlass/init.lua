@@ -115,7 +115,7 @@ local function shared_and_pipeline(L)
   if L.dynamic then
     L.claims = { slots = k:shared(tl.i32, CLAIM_STAGES, { align = 16 }),
                  pipe = k:pipeline { stages = CLAIM_STAGES, producers = { { L.producer.first, 1 } }, consumers = parts,
-                                     mode = L.nctas > 1 and "cluster" or "cooperative" } }
+                                     mode = "cooperative" } } -- (one CTA: plan.lua refuses a cluster)
   end
   -- the consumers' turns at the dots (tileas.turns): a seq_bar a warpgroup,
   -- made here, before the agents, as kernels/attention.lua's
