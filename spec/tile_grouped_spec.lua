@@ -123,6 +123,22 @@ describe("a grouped GEMM (experts' rows contiguous, the expert of a block read f
     assert.matches("consumer warp 4 %(CTA 0%).-reads shared bytes", r.report)
   end)
 
+  it("the dynamic schedule: no options; refused without a producer agent (a program without a dot)", function()
+    tl.new_module()
+    local ok, err = pcall(tl.tile_kernel, "t", { params = { X = tl.tensor(tl.f32, 2) }, schedule = { kind = "dynamic", workers = 4 } })
+    assert.is_false(ok)
+    assert.matches("a dynamic schedule takes no option 'workers'", tostring(err))
+    tl.new_module()
+    local k = tl.tile_kernel("scale", { params = { X = tl.tensor(tl.f32, 2), Y = tl.tensor(tl.f32, 2) }, schedule = "dynamic" })
+    k:define(function(_, p)
+      local m = tl.program_id("x")
+      tl.store(p.Y, { m, 0 }, tl.load(p.X, { m, 0 }, { 64, 64 }) * 2.0)
+    end)
+    ok, err = pcall(k.compile, k)
+    assert.is_false(ok)
+    assert.matches("the dynamic scheduler's claims are made by the producer agent", tostring(err))
+  end)
+
   it("refuses an extract from a tile of more than one element in a GEMM's agents", function()
     tl.new_module()
     local k = tl.tile_kernel("t", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 3), C = tl.tensor(tl.bf16, 2),
