@@ -10,8 +10,9 @@
 -- counter, handed to the consumers through a ring of ids in shared memory,
 -- the counter back to 0 at the end); the protocol checker proves the dynamic
 -- kernel over the orders of the CTAs' claims and catches a consumer that reads
--- the claimed id before the producer's arrive; a tile program that extracts
--- from a larger tile outside a compute agent is refused.
+-- the claimed id before the producer's arrive, and a counter reset before the
+-- launch's last claim; a tile program that extracts from a larger tile outside
+-- a compute agent is refused.
 local tl = require "tilua"
 local PH = dofile "spec/protocol_helper.lua"
 
@@ -126,6 +127,23 @@ describe("a grouped GEMM (experts' rows contiguous, the expert of a block read f
     assert.is_false(r.ok)
     assert.equal("unfilled", r.violation.kind)
     assert.matches("consumer warp 4 %(CTA 0%).-reads shared bytes", r.report)
+  end)
+
+  it("catches a counter reset by the first claim past the end, not the launch's last (a program claimed twice)", function()
+    local kop = PH.lowered_tile(ex.build("dynamic"))
+    local n = 0
+    kop:walk(function(o) -- the reset's test id == programs + workers - 1 made id == programs
+      local last = o:name() == "arith.cmpi" and o:attr "predicate" == "eq" and o:operand(2):def()
+      if last and last:name() == "arith.subi" then
+        o:set_operand(2, last:operand(1):def():operand(1))
+        n = n + 1
+      end
+    end)
+    assert.equal(2, n) -- the first claim's test and the loop's
+    local r = check(kop)
+    assert.is_false(r.ok)
+    assert.equal("overwrite", r.violation.kind) -- another CTA claims program 0 again and stores its tile too
+    assert.matches("tma store %(from consumer warp 4 %(CTA 1%)%).-that tma store %(from consumer warp 4 %(CTA 0%)%)", r.report)
   end)
 
   it("the dynamic schedule: no options; refused without a producer agent (a program without a dot)", function()
