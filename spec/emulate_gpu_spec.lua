@@ -600,7 +600,8 @@ cases[#cases + 1] = { example = "tile_gemm_fp8", name = "tile_gemm_fp8 (tile-to-
 end }
 
 -- A grouped GEMM (examples/tile_gemm_grouped.lua): groups of 130, 0 and 60
--- rows, the expert of each block read from memory: the same bytes.
+-- rows, the expert of each block read from memory, the programs claimed at
+-- run time (the dynamic scheduler): the same bytes.
 cases[#cases + 1] = { example = "tile_gemm_grouped", name = "tile_gemm_grouped (tile-to-ptx; the expert of a block from memory)",
                       run = function(seed)
   local ex = example("tile_gemm_grouped")
@@ -617,7 +618,7 @@ cases[#cases + 1] = { example = "tile_gemm_grouped", name = "tile_gemm_grouped (
   E = table.concat(E)
   local values = { ["map:A"] = { data = A, shape = { rows, K } }, ["map:B"] = { data = B, shape = { G, N, K } },
                    ["map:C"] = { data = C, shape = { rows, N } }, ["ptr:Expert"] = E, ["dim:Expert:0"] = #blocks, ["arg:K"] = K,
-                   ["programs:x"] = #blocks, ["programs:y"] = 1 }
+                   ["programs:x"] = #blocks, ["programs:y"] = 1, workspace = { bytes = 4 } } -- (the dynamic scheduler's counter)
   local args, at = PH.params_args(kop, values)
   local c = at["map:C"]
   local grid = math.min(tl.device.sm_count(), 4)

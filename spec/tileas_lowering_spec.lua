@@ -148,7 +148,17 @@ describe("tile programs to PTX (tile-to-ptx)", function()
 
   it("a cluster of 2 CTAs (--cluster=2): tileas-plan-cta's split, A multicast, the DSMEM handshake; ptxas takes it", function()
     local k = gemm_example.build { cluster = 2 }
-    local ptx = k:compile()
+    local saved = tl.options.keep_stages
+    tl.options.keep_stages = true
+    local ok, ptx = pcall(k.compile, k)
+    tl.options.keep_stages = saved
+    assert(ok, ptx)
+    -- tileas-prepare-for-scheduling's boxes are each CTA's part (A: half its 128 rows, multicast; B: its 128 of 256
+    -- rows), the tensor maps' boxes below
+    local prep
+    for _, st in ipairs(tl.last_stages) do if st.name == "tileas-prepare-for-scheduling" then prep = st.ir end end
+    assert.truthy(prep:find("{multicast = 2, view = {box = [64, 64], order = [1, 0]}} : tile<128x64xbf16", 1, true), prep)
+    assert.truthy(prep:find("{view = {box = [128, 64], order = [1, 0]}} : tile<256x64xbf16", 1, true), prep)
     assert.matches(".reqnctapercluster 2, 1, 1", ptx, 1, true)
     -- each CTA computes 128 x 128 of the 128 x 256 tile; A's 128 rows, 64 from each CTA, multicast to both
     assert.matches("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", ptx, 1, true)

@@ -128,7 +128,8 @@
 #define TILEAS_REDUCE_KIND_LIST(X) X(TREDUCE_ADD, "add") X(TREDUCE_MAX, "max") X(TREDUCE_MIN, "min")
 #define AGENT_KIND_LIST(X) X(AGENT_PRODUCER, "producer") X(AGENT_CONSUMER, "consumer") X(AGENT_COMPUTE, "compute")
 /* A tile program's schedule once lowered (tileas.launch's `schedule`). */
-#define TILEAS_SCHEDULE_LIST(X) X(TSCHED_STREAMK, "streamk") X(TSCHED_SPLITK, "splitk")
+#define TILEAS_SCHEDULE_LIST(X)                                                                    \
+  X(TSCHED_STREAMK, "streamk") X(TSCHED_SPLITK, "splitk") X(TSCHED_DYNAMIC, "dynamic")
 /* How the launcher fills a lowered tile program's parameter (the entries of
 ** its tileas.params: "KIND:TENSOR", "dim:TENSOR:D", "programs:x", "workspace";
 ** lua/tilua/gpu/launch.lua), with how many ':'-separated parts follow the kind. */

@@ -6,10 +6,12 @@
 **   1 decomposeTiledLoadStoreView  a tiled access of a shared tile (a TMA
 **       copy) gets its view: `order` (the tensor's dims, fastest first;
 **       row-major unless given) and `box` (the per-copy box, outermost first:
-**       each extent the largest divisor of the tile's that a TMA box takes:
-**       <= 256, and along the fastest dim within the swizzle's span), so a
-**       tile larger than a box is several copies; a given box a copy takes
-**       is kept
+**       each extent the largest divisor of the CTA's part of the tile that a
+**       TMA box takes: <= 256, and along the fastest dim within the
+**       swizzle's span; on a cluster the CTA's block, of one `cta_repeat`
+**       piece, 1/k of it for a load multicast to k CTAs), so a tile larger
+**       than a box is several copies; a given box a copy takes is kept. The
+**       lowering (convert-tileas-to-cutlass) takes its TMA boxes from here
 **   2 refineVecSizeOfAtoms  a tiled access of a register tile (vector loads
 **       and stores) gets `vec`, the elements per access: the widest access
 **       of the target (16 bytes below sm_100, 32 from sm_100: the kernel's
@@ -93,29 +95,46 @@ static void read_view(const IrOp *op, int64_t *box, int64_t *order, bool *has_bo
       order[i] = t->rank - 1 - i;
 }
 
-/* The widest box a TMA copy of tile t takes along dim d (fastest dim `inner`):
-** a divisor of the extent, at most 256; along the fastest dim at most the
-** swizzle's span (TMA refuses a wider box with swizzling) and a multiple of
-** 16 bytes where one divides the extent. */
-static int64_t box_limit(const IrType *t, uint32_t d, int64_t inner) {
+/* What one CTA's TMA copies of op's tile cover along each dim (tileas-plan-cta's
+** plan): its block of the tile (the `cta` split), of one piece of a
+** `cta_repeat` along the outermost dim, and of that a 1/k part when the load
+** multicasts to k CTAs (each loads its part, TMA writes it to all k). */
+static void cta_extents(const IrOp *op, const IrType *t, int64_t *ext) {
+  int64_t cta[TAS_MAX_RANK], rep[TAS_MAX_RANK];
+  tas_cta(t, cta);
+  tas_cta_repeat(t, rep);
+  for (uint32_t d = 0; d < t->rank; d++)
+    ext[d] = t->shape[d] / (cta[d] > 0 ? cta[d] : 1);
+  if (t->rank > 0 && rep[0] > 1) ext[0] /= rep[0];
+  const IrAttr *mc = op->kind == OP_TILEAS_TILED_LOAD ? ir_op_attr(op, "multicast") : NULL;
+  if (t->rank > 0 && mc && mc->kind == IR_ATTR_INT && mc->u.i > 1 && ext[0] % mc->u.i == 0)
+    ext[0] /= mc->u.i;
+}
+
+/* The widest box a TMA copy of tile t takes along dim d of extent `ext` (a
+** CTA's: cta_extents; fastest dim `inner`): a divisor of the extent, at most
+** 256; along the fastest dim at most the swizzle's span (TMA refuses a wider
+** box with swizzling) and a multiple of 16 bytes where one divides the extent. */
+static int64_t box_limit(const IrType *t, uint32_t d, int64_t inner, int64_t ext) {
   int64_t span = tas_layout_int(t, "swizzle", 0), eb = tas_elem_bytes(t->elem), cap = 256;
-  if ((int64_t)d != inner) return divisor_upto(t->shape[d], cap);
+  if ((int64_t)d != inner) return divisor_upto(ext, cap);
   if (span > 0 && span / eb < cap) cap = span / eb;
-  for (int64_t b = divisor_upto(t->shape[d], cap); b > 1; b = divisor_upto(t->shape[d], b - 1))
+  for (int64_t b = divisor_upto(ext, cap); b > 1; b = divisor_upto(ext, b - 1))
     if (b * eb % 16 == 0) return b;
-  return divisor_upto(t->shape[d], cap);
+  return divisor_upto(ext, cap);
 }
 
 /* The view of a TMA access: its box made anew (step 6, `fresh`), or only
 ** where it is missing or a copy cannot take it (step 1). */
 static void make_view(Prep *p, IrOp *op, bool fresh) {
   const IrType *t = tile_of(op);
-  int64_t box[TAS_MAX_RANK], order[TAS_MAX_RANK];
+  int64_t box[TAS_MAX_RANK], order[TAS_MAX_RANK], ext[TAS_MAX_RANK];
   bool has_box, has_order;
   read_view(op, box, order, &has_box, &has_order);
+  cta_extents(op, t, ext);
   for (uint32_t d = 0; d < t->rank; d++) {
-    int64_t widest = box_limit(t, d, order[0]);
-    if (fresh || !has_box || box[d] < 1 || box[d] > widest || t->shape[d] % box[d]) box[d] = widest;
+    int64_t widest = box_limit(t, d, order[0], ext[d]);
+    if (fresh || !has_box || box[d] < 1 || box[d] > widest || ext[d] % box[d]) box[d] = widest;
   }
   set_view(p, op, box, order, t->rank);
 }

@@ -1,13 +1,14 @@
 -- tools/bench/tile_grouped.lua: a grouped GEMM (mixture of experts,
 -- examples/tile_gemm_grouped.lua: the experts' rows contiguous, padded to the
 -- tile's 128, the expert of each row block read from device memory) against
--- peers measured in the same run on the same device: a loop of cuBLASLt
+-- peers measured in the same run on the same device: the same program on the
+-- static persistent scheduler (the example's runs on the dynamic one), a loop of cuBLASLt
 -- GEMMs over the groups (one call per non-empty group, the same rows), a loop
 -- of the plain tile GEMM (examples/tile_gemm.lua) over the groups, and one
 -- dense tile GEMM of all the rows (one B: the bound the grouped program can
 -- reach). Default: 64 experts, 32768 rows with skewed sizes (a few experts
 -- take most; every 7th none), N 2048, K 4096, bf16. The grouped program is
--- checked first (its example's sampled CPU references); each is timed: the
+-- checked first (its example's check: every element against the GPU reference); each is timed: the
 -- best of 5 samples of CUDA events around 10 back-to-back rounds. TFLOP/s
 -- count the real rows (not the padding); ratios are the grouped program's
 -- throughput over each peer's (target >= 1.2 over the cuBLASLt loop).
@@ -40,6 +41,8 @@ if not ok then error("the grouped GEMM is wrong: no timing", 0) end
 
 local grouped = ex.build()
 grouped:compile()
+local static = ex.build("persistent")
+static:compile()
 local plain = plain_ex.build()
 plain:compile()
 local a, b = D.random(tl.bf16, rows * K, seed), D.random(tl.bf16, G * N * K, seed + 1)
@@ -54,7 +57,8 @@ for g, s in ipairs(sizes) do
   end
 end
 local runs = {
-  { "tile grouped (expert of a block from memory)", function() ex.launch(grouped, a, b, c, e, rows, G, N, K, true) end },
+  { ("tile grouped (expert of a block from memory), %s schedule"):format(ex.schedule), function() ex.launch(grouped, a, b, c, e, rows, G, N, K, true) end },
+  { "tile grouped, static persistent schedule (ids by stride)", function() ex.launch(static, a, b, c, e, rows, G, N, K, true) end },
   { "tile GEMM, one dense GEMM of all rows (one B)", function()
     plain:launch { grid = { (rows + 127) // 128, (N + 255) // 256 },
                    args = { A = { a, { rows, K } }, B = { b, { N, K } }, C = { c, { rows, N } }, K = K } }

@@ -35,12 +35,21 @@ local M = {}
 -- nil and the error message (what: how the message names it). The same
 -- rules for tl.tile_kernel's option and for the attribute read from textual
 -- IR by convert-tileas-to-cutlass; default_workers() when workers is absent.
+-- "dynamic" ({kind = "dynamic"}) claims the program ids at run time (an
+-- atomic counter: convert-tileas-to-cutlass's loops.lua).
 function M.schedule(s, what, default_workers)
   if s == nil or s == "persistent" then return nil end
-  if type(s) ~= "table" or (s.kind ~= "streamk" and s.kind ~= "splitk" and s.kind ~= "persistent") then
-    return nil, what .. " must be \"persistent\" or {kind = \"streamk\" | \"splitk\", programs = {x, y}, workers = n [, splits = s]}"
+  if s == "dynamic" then return { kind = "dynamic" } end
+  if type(s) ~= "table" or (s.kind ~= "streamk" and s.kind ~= "splitk" and s.kind ~= "persistent" and s.kind ~= "dynamic") then
+    return nil, what .. " must be \"persistent\", \"dynamic\" or {kind = \"streamk\" | \"splitk\", programs = {x, y}, workers = n [, splits = s]}"
   end
   if s.kind == "persistent" then return nil end
+  if s.kind == "dynamic" then
+    for key in pairs(s) do
+      if key ~= "kind" then return nil, what .. ": a dynamic schedule takes no option '" .. tostring(key) .. "' (its ids are claimed at run time)" end
+    end
+    return { kind = "dynamic" }
+  end
   local p = s.programs
   if type(p) ~= "table" or #p ~= 2 or math.type(p[1]) ~= "integer" or math.type(p[2]) ~= "integer" or p[1] < 1 or p[2] < 1 then
     return nil, what .. ".programs must be the grid of programs {x, y} (positive integers): " .. s.kind .. " plans the k loop's split at compile time"
@@ -137,7 +146,7 @@ end
 
 -- tl.tile_kernel(name, {params = {name = type, ...} | {{name, type}, ...},
 -- num_warps = 4, cluster = {x, y, z} (default 1, 1, 1), target = 90, smem,
--- schedule = "persistent" | {kind = "streamk" | "splitk", programs, workers, splits},
+-- schedule = "persistent" | "dynamic" | {kind = "streamk" | "splitk", programs, workers, splits},
 -- min_ctas = n (blocks an SM must hold: tl.kernel's)}) ->
 -- a kernel whose body k:define builds; params are tl.tensor types and scalars.
 function tl.tile_kernel(name, opts)

@@ -155,6 +155,22 @@ do
     return { read = read, steps = compiled, cond = cond, out = out, kind = TESTS[read:name()] }
   end
   G.cross_cta["scf.while"] = function(op) return spin_info(op) ~= nil end
+  -- With claims = "dynamic", an atomic whose old value is read (a claim:
+  -- claim_step below) orders the CTAs too: they no longer run one cluster at
+  -- a time (as models/tileas.lua's dynamic claims).
+  local CLAIMS = { ["tile.atomic"] = true, ["nvvm.atom.global"] = true }
+  G.kernel_decoders = { function(dk, kop)
+    local claims = false
+    kop:walk(function(op)
+      claims = claims or (CLAIMS[op:name()] and op:nresults() > 0 and op:result(1):nuses() > 0)
+    end)
+    if not claims then return end
+    local before = dk.on_start
+    dk.on_start = function(R)
+      if before then before(R) end
+      if R.o.claims == "dynamic" then R.k.cluster_local = false end
+    end
+  end }
 
   -- rec's loop, when rec is the test of a spin loop on a global word
   local function spin_of(rec)
@@ -210,19 +226,41 @@ do
     end, one and ("g" .. one), one and (s.kind == "cas" and "wg" or "rg") or (s.kind == "cas" and "w" or "r"))
   end
 
-  -- The first strong write after a fence (a release) is a step on its word.
-  local function release_step(R, W, rec, ctx, addrs)
-    local f = W.release
-    if not f or f.stepped then return end
-    f.stepped = true
+  -- A step of warp W on the global words of addrs (one object where every
+  -- lane's is the same word; acc when it is one, any_acc when not): the words
+  -- join the state hash; what(addr) describes it.
+  local function word_step(R, W, rec, ctx, addrs, what, acc, any_acc)
     local one = addrs[ctx.mask[1]]
     for _, l in ipairs(ctx.mask) do
       if addrs[l] ~= one then one = nil end
       R:gbar_at(addrs[l])
     end
-    R:request(W, rec, function() return true end, function() end,
-      function() return ("releases into the global word at 0x%x"):format(addrs[ctx.mask[1]]) end,
-      one and ("g" .. one), one and "ag" or "a")
+    R:request(W, rec, function() return true end, function() end, function() return what(addrs[ctx.mask[1]]) end,
+      one and ("g" .. one), one and acc or any_acc)
+  end
+
+  -- The first strong write after a fence (a release) is a step on its word.
+  local function release_step(R, W, rec, ctx, addrs)
+    local f = W.release
+    if not f or f.stepped then return end
+    f.stepped = true
+    word_step(R, W, rec, ctx, addrs, function(a) return ("releases into the global word at 0x%x"):format(a) end, "ag", "a")
+  end
+
+  -- With claims = "dynamic" (tl.emulate, tl.verify_protocol: as for a tile
+  -- program's claims, models/tileas.lua) an atomic whose old value the
+  -- program reads (a claim of the next work tile: the dynamic scheduler's
+  -- counter) is a step on its word of its own: which warp's comes first
+  -- changes what each one reads, so the checker explores their orders (one
+  -- whose value is dropped commutes with the others). Not eager (a generic
+  -- barrier's "wg"): every order is explored. Without it (the check after
+  -- every pass) the atomics run in the order the warps do: one assignment.
+  local function claim_step(R, W, rec, ctx, addrs)
+    if R.o.claims ~= "dynamic" then return end
+    if rec.claims == nil then rec.claims = rec.op:nresults() > 0 and rec.op:result(1):nuses() > 0 end
+    if not rec.claims then return end
+    word_step(R, W, rec, ctx, addrs, function(a) return ("reads and writes the global word at 0x%x (an atomic)"):format(a) end,
+      "w", "w")
   end
 
   -- }===
@@ -282,6 +320,8 @@ do
       if cas then
         rec.codec = rec.codec or codec_of(rec.op:result(1):type())
         spin_wait(R, W, rec, ctx, addrs, rec.codec, ins[2])
+      else
+        claim_step(R, W, rec, ctx, addrs)
       end
       release_step(R, W, rec, ctx, addrs)
       for _, l in ipairs(ctx.mask) do read_from(R, W, addrs[l], scope) end

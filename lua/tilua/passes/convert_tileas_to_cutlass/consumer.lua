@@ -387,7 +387,7 @@ local function build(L, ag, count, first)
       end
       local st = L.pipe and cursors[1]
       env.program_id = Loops.program_id(L)
-      env.persistent = Loops.persistent(L, env, cursors)
+      env.persistent = Loops.persistent(L, env, cursors, "consumer")
       env.copy = function(op) R.fail(op, "a copy in a consumer agent is not lowered yet") end
       env.dot = dot(L, env)
       local gemm_loop = L.pipe and pipelined_for(L, env, st, wg, t)

@@ -29,7 +29,9 @@
 --     (tileas-dynamic-persistent)            (kernels/gemm.lua's M.tile_loop): program ids
 --                                            are the work tile's m and n; with the
 --                                            StreamK schedule (plan_schedule) the
---                                            StreamK scheduler's, the k loop split
+--                                            StreamK scheduler's, the k loop split; with
+--                                            schedule = "dynamic" ids claimed at run time
+--                                            (atomic counter, ring of ids: loops.lua)
 --   a cluster of n CTAs (along x)            tileas-plan-cta's plan: rings hold the CTA's
 --                                            block (of every piece, with cta_repeat: a
 --                                            TMA load each), a ring replicated on all n
@@ -86,6 +88,8 @@ local BUILD = {
 -- cluster = 2): a multicast producer writes the stages of every CTA, so each
 -- stage is released to the whole cluster, one participant per consumer
 -- warpgroup; its init ends with the DSMEM handshake of convert-cutlass-to-nvvm.
+local CLAIM_STAGES = 2 -- ids claimed ahead of the consumers: the next tile's while they compute one
+
 local function shared_and_pipeline(L)
   local tl, k = L.tl, L.k
   for _, r in ipairs(L.rings) do
@@ -107,6 +111,12 @@ local function shared_and_pipeline(L)
                           transaction_bytes = g.bytes, mode = L.nctas > 1 and "cluster" or "cooperative" }
   end
   L.pipe = #L.groups == 1 and L.groups[1].pipe or nil
+  -- the dynamic scheduler's ring of claimed ids (loops.lua): an i32 a stage
+  if L.dynamic then
+    L.claims = { slots = k:shared(tl.i32, CLAIM_STAGES, { align = 16 }),
+                 pipe = k:pipeline { stages = CLAIM_STAGES, producers = { { L.producer.first, 1 } }, consumers = parts,
+                                     mode = "cooperative" } } -- (one CTA: plan.lua refuses a cluster)
+  end
   -- the consumers' turns at the dots (tileas.turns): a seq_bar a warpgroup,
   -- made here, before the agents, as kernels/attention.lua's
   local turns = false
@@ -158,8 +168,9 @@ local function finish(L, k)
   k.op:set_attr("tileas.params", L.P.launch)
   k.op:set_attr("tileas.launch", { persistent = L.persistent, cluster = L.nctas > 1 and L.nctas or nil,
                                    linear = L.linear or nil, programs_z = L.P.programs_z or nil,
-                                   schedule = S and S.kind or nil, programs = S and S.programs or nil,
-                                   workers = S and S.c.grid or nil, workspace_bytes = S and S.workspace_bytes or nil })
+                                   schedule = S and S.kind or L.dynamic and "dynamic" or nil, programs = S and S.programs or nil,
+                                   workers = S and S.c.grid or nil,
+                                   workspace_bytes = (S or L.dynamic) and (S or L.dynamic).workspace_bytes or nil })
 end
 
 local function lower_kernel(tl, G, kop)

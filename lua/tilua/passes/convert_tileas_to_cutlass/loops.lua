@@ -27,6 +27,73 @@ local function scheduler(L)
                                       cluster = nctas > 1 and L.cluster or nil }
 end
 
+-- {=== the dynamic scheduler (schedule = "dynamic"): runtime claims
+--
+-- As CUTLASS's dynamic persistent kernels: the producer's elected thread
+-- claims each program id with an atomic add on a global counter (the
+-- workspace's first word) and hands it to the consumer warpgroups through a
+-- small ring of ids in shared memory (L.claims: a slot a stage and a pipeline
+-- of its own, mode and participants as the rings'), so every role of the CTA
+-- walks the same sequence of ids; an id past the last program ends every
+-- role's loop. Each worker (CTA) claims until it gets such an id, so a launch
+-- makes programs + workers claims, and the one that returns the last of them
+-- (programs + workers - 1) is the launch's last access to the counter: it puts
+-- the counter back to 0 (an atomic exchange, not a host memset: the workspace
+-- is kept across launches, CUDA graphs and exported launchers included).
+
+-- The programs of the grid (all of x, y and z) as one count.
+local function total_programs(L)
+  local t = X.programs(L, 1) * X.programs(L, 2)
+  if L.P.lowered_programs[3] then t = t * X.programs(L, 3) end
+  return t
+end
+
+-- A work tile of the dynamic scheduler: .value the claimed id, the index of
+-- a work tile of the static persistent scheduler (its m, n and l: the same
+-- swizzled order of tiles, so the tiles that run together share what they
+-- read in L2 as the static schedule's do); advance() the next claim of the
+-- role (`next`).
+local Claimed = {}
+Claimed.__index = Claimed
+function Claimed:is_valid() return self.value:lt(self.total) end
+function Claimed:advance() self.value = self.next() end
+function Claimed:m() return self.sched:work(self.value):m() end
+function Claimed:n() return self.sched:work(self.value):n() end
+function Claimed:l() return self.sched:work(self.value):l() end
+
+-- The first work tile of a role of the dynamic scheduler; st: the role's
+-- cursor of the ring of ids (carried by the loop with the others).
+local function claimed_work(L, role, st)
+  local C, total = L.claims, total_programs(L)
+  local next
+  if role == "producer" then -- the elected thread: claim, then publish
+    local counter = L.args[L.P.lowered_workspace]
+    local last = total + tl.grid_dim("x") - 1
+    next = function()
+      local id = tl.atomic_add(counter, tl.const(1, tl.i32))
+      tl.if_(id:eq(last), function() tl.atomic_exch(counter, tl.const(0, tl.i32)) end)
+      C.pipe:producer_acquire(st)
+      local slot = C.slots + st:index()
+      slot:store(id)
+      C.pipe:producer_commit(st)
+      st:advance()
+      return id
+    end
+  else -- a consumer warpgroup: wait for the next published id; every thread
+    -- releases (one arrival a thread: its own read of the slot comes before)
+    next = function()
+      C.pipe:consumer_wait(st)
+      local id = (C.slots + st:index()):load()
+      C.pipe:consumer_release(st)
+      st:advance()
+      return id
+    end
+  end
+  return setmetatable({ value = next(), next = next, total = total, sched = scheduler(L) }, Claimed)
+end
+
+-- }===
+
 -- A program id outside the persistent loop: the CTA's (on a cluster, along x the cluster's).
 function Loops.program_id(L)
   return function(dim)
@@ -79,8 +146,9 @@ local function tile_body(L, env, after, work)
   env.program_id, env.work, env.k_range = saved, nil, nil
 end
 
--- env.persistent for an agent whose pipeline cursors are `cursors`.
-function Loops.persistent(L, env, cursors)
+-- env.persistent for an agent of `role` (producer / consumer) whose pipeline
+-- cursors are `cursors`.
+function Loops.persistent(L, env, cursors, role)
   return function(op)
     local cond = op:region(1):entry():ops()
     local valid = cond[#cond - 1]
@@ -90,8 +158,19 @@ function Loops.persistent(L, env, cursors)
     if #op:results() > 0 and op:result(1):nuses() > 0 then R.fail(op, "the persistent loop's result is used after it") end
     local after = op:region(2):entry()
     L.persistent = true
-    L.G.tile_loop(tl, scheduler(L):work(Loops.program_id(L)("x")), cursors,
-                  { function(work) tile_body(L, env, after, work) end })
+    local work, all
+    if L.claims then
+      if role ~= "producer" and role ~= "consumer" then R.fail(op, "the dynamic scheduler hands ids to producer and consumer agents only") end
+      local st = role == "producer" and L.claims.pipe:producer_start() or L.claims.pipe:consumer_start()
+      all = { table.unpack(cursors) }
+      all[#all + 1] = st
+      work = claimed_work(L, role, st)
+    else
+      work, all = scheduler(L):work(Loops.program_id(L)("x")), cursors
+    end
+    L.G.tile_loop(tl, work, all, { function(w) tile_body(L, env, after, w) end })
+    -- the consumers have read every id (the last, past the end, too) before the producer leaves
+    if L.claims and role == "producer" then L.claims.pipe:producer_tail(all[#all]) end
   end
 end
 

@@ -9,6 +9,7 @@
 --   L.cluster, L.nctas           the cluster (along x)
 --   L.P                          the parameters (plan_params)
 --   L.S                          the StreamK / split-K plan, or nil (plan_schedule)
+--   L.dynamic                    or the dynamic scheduler's ({workspace_bytes}: loops.lua's claims)
 --   L.rings, L.ring_of, L.stages the rings (alloc_tensor with tileas.stages) and
 --   L.pre                        the other ops before the agents
 
@@ -144,10 +145,20 @@ end
 -- The StreamK plan of kernel kop (nil: the static persistent scheduler): the
 -- configuration c of kernels/gemm.lua's StreamK pieces (M.plan_streamk) and
 -- the workspace's bytes. Checks that the program can be split so.
+local function agents_have(agents, kind)
+  for _, ag in ipairs(agents) do if ag.kind == kind then return true end end
+  return false
+end
+
 local function plan_schedule(tl, G, kop, agents, nconsumers, nctas, L_programs_z)
   local s, err = require("tilua.dsl.tileprog").schedule(kop:attr "tileas.schedule", "tileas.schedule")
   if err then R.fail(kop, "%s", err) end
   if not s then return nil end
+  if s.kind == "dynamic" then -- loops.lua's runtime claims: whole programs, no plan
+    if nctas > 1 then R.fail(kop, "the dynamic scheduler on a cluster is not lowered (a cluster's CTAs would share each claim)") end
+    if not agents_have(agents, "producer") then R.fail(kop, "the dynamic scheduler's claims are made by the producer agent: a program without one (no TMA ring) is not lowered so") end
+    return { kind = "dynamic", workspace_bytes = 4 }
+  end
   local what = s.kind == "splitk" and "split-K" or "StreamK"
   if nctas > 1 then R.fail(kop, "%s on a cluster is not lowered (nor is it in stdlib/gemm.lua)", what) end
   if L_programs_z then R.fail(kop, "%s of a program that reads program_id(\"z\") is not lowered (its plan is a grid of programs {x, y})", what) end
@@ -203,7 +214,8 @@ local function plan_schedule(tl, G, kop, agents, nconsumers, nctas, L_programs_z
   return { kind = s.kind, c = c, programs = s.programs, workspace_bytes = G.workspace_bytes(c) }
 end
 
--- The workspace parameter of a StreamK kernel (the launch allocates it zeroed).
+-- The workspace parameter of a StreamK kernel or of the dynamic scheduler (its
+-- counter): the launch allocates it zeroed, and keeps it for the next launch.
 local function add_workspace_param(tl, P)
   P.params[#P.params + 1] = { "workspace", tl.ptr(tl.i32) }
   P.launch[#P.launch + 1] = "workspace"
@@ -350,8 +362,9 @@ function plan.read(tl, G, kop, Ring)
   L.regs = plan.REGS[math.max(#L.consumers, 1)]
   if not L.regs then R.fail(kop, "%d consumer agents: at most %d are lowered", #L.consumers, #plan.REGS) end
   L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas, L.P.programs_z)
+  if L.S and L.S.kind == "dynamic" then L.S, L.dynamic = nil, L.S end
   if L.S and L.compute then R.fail(kop, "%s splits the k loop of a dot: a program without one has none", L.S.kind) end
-  if L.S then add_workspace_param(tl, L.P) end
+  if L.S or L.dynamic then add_workspace_param(tl, L.P) end
   read_rings(L, Ring)
   read_groups(L)
   return L

@@ -127,7 +127,7 @@ function Producer.build(L, ag)
         cursors[i] = g.st
       end
       env.pipelined_for = pipelined_for(L, env, L.pipe and cursors[1], cursors)
-      env.persistent = Loops.persistent(L, env, cursors)
+      env.persistent = Loops.persistent(L, env, cursors, "producer")
       tl.elect_one(function()
         -- the first TMA of each operand need not wait for its map to be fetched
         for _, e in ipairs(L.P.list) do

@@ -136,15 +136,50 @@ function R.moves_between_ctas(op)
   return not same(lx.cta, ly.cta) or not same(lx.cta_repeat, ly.cta_repeat)
 end
 
+-- The tiled_loads whose tiles are copied into a ring (its producer's TMA loads).
+local function ring_loads(ring)
+  local out = {}
+  for _, u in ipairs(ring:users()) do
+    local d = u:name() == "tileas.copy" and u:operand(2) == ring and u:operand(1):def()
+    if d and d:name() == "tileas.tiled_load" then out[#out + 1] = d end
+  end
+  return out
+end
+
 -- The multicast of the loads into a ring: k > 1 where tileas-plan-cta
 -- replicated the ring's blocks on k CTAs (each loads 1/k of its block along
 -- the first dim and multicasts it).
 function R.ring_multicast(ring)
-  for _, u in ipairs(ring:users()) do
-    local d = u:name() == "tileas.copy" and u:operand(2) == ring and u:operand(1):def()
-    if d and d:name() == "tileas.tiled_load" and d:attr "multicast" then return d:attr "multicast" end
+  for _, d in ipairs(ring_loads(ring)) do
+    if d:attr "multicast" then return d:attr "multicast" end
   end
   return 1
+end
+
+-- The TMA box of the loads into a ring: tileas-prepare-for-scheduling's (the
+-- `box` of their view: the CTA's part, docs/passes.md), checked against what
+-- the producer issues (`want`: a box of the CTA's rows, 1/k of them when
+-- multicast or one piece's; columns of one swizzle span), or `want` where the
+-- loads have no view (IR that did not go through that pass).
+local function ring_view_box(ring, want)
+  local box
+  for _, d in ipairs(ring_loads(ring)) do
+    local v = d:attr "view"
+    local b = type(v) == "table" and v.box
+    if b then
+      if #b ~= 2 or (box and (box[1] ~= b[1] or box[2] ~= b[2])) then
+        R.fail(d, "the loads into a ring have different TMA boxes (view.box): one box a ring is lowered")
+      end
+      box = { b[1], b[2] }
+    end
+  end
+  if not box then return want end
+  if box[1] ~= want[1] or box[2] ~= want[2] then
+    local d = ring_loads(ring)[1]
+    R.fail(d, "the TMA box [%d, %d] (tileas-prepare-for-scheduling's view.box) is not lowered: the producer issues boxes of [%d, %d] (the CTA's rows, columns of one swizzle span)",
+      box[1], box[2], want[1], want[2])
+  end
+  return box
 end
 
 -- A ring's geometry on a CTA of n: the tile info, the CTA's block shape, its
@@ -158,6 +193,7 @@ function R.ring_geometry(ring, n)
   if k > 1 then box = { box[1] // k, box[2] } end
   local pieces = R.cta_pieces(ti, shape)
   if pieces.n > 1 then box = { pieces.block_rows, box[2] } end -- a TMA load per piece
+  box = ring_view_box(ring, box)
   return { ti = ti, shape = shape, cta = c, multicast = k, swizzle = sw, box = box, nbox = nbox, pieces = pieces }
 end
 
