@@ -84,16 +84,29 @@ local function estimate(t, o, c, sms, fp8)
   local rate = t.rate * (fp8 and 2 or 1) * (c.cluster > 1 and (M.CLUSTER_GAIN[math.min(c.bm, c.bn)] or 1) or 1)
   local kb_us = 2.0 * c.bm * c.bn * c.bk / (rate * 1e6)
   local partial = M.PARTIAL_US * c.bm * c.bn / (128 * 128)
-  if o.schedule == "splitk" then
-    local units = c.tiles * o.splits
-    local rounds = (units + sms - 1) // sms
-    return M.LAUNCH_US + rounds * (((c.kt + o.splits - 1) // o.splits) * kb_us + t.fixed + partial)
+  if o.schedule == "splitk" then -- (the plan's default splits: a wave of pieces)
+    local splits = o.splits or math.max(2, math.min(c.kt, sms // c.tiles))
+    local rounds = (c.tiles * splits + sms - 1) // sms
+    return M.LAUNCH_US + rounds * (((c.kt + splits - 1) // splits) * kb_us + t.fixed + partial)
   elseif o.schedule == "streamk" then
     local per_sm = (c.tiles * c.kt + sms - 1) // sms
     return M.LAUNCH_US + M.STREAMK_SLOWDOWN * per_sm * kb_us + t.fixed + partial
   end
   local rounds = (c.ctiles + c.grid // c.cluster - 1) // (c.grid // c.cluster)
   return M.LAUNCH_US + rounds * (c.kt * kb_us + t.fixed)
+end
+
+-- The model's time (us) of tl.gemm.build options o on the problem; nil for a
+-- tile the model does not know or a form tl.gemm.build refuses.
+function M.estimate(o, m, n, k, dtype, sms)
+  dtype = dtype or "bf16"
+  for _, t in ipairs(M.TILES) do
+    local bn = o.bn or (o.consumers == "pingpong" and 128 or 256)
+    if (o.bm or 128) == t.bm and bn == t.bn and o.consumers == t.consumers and (o.wgs == nil or o.wgs == t.wgs) then
+      local c = geometry(o, m, n, k, dtype, sms)
+      return c and estimate(t, o, c, sms, dtype == "e4m3" or dtype == "e5m2") or nil
+    end
+  end
 end
 
 -- Every modelled form for the problem: {options, us}.
@@ -145,10 +158,17 @@ function tl.gemm.candidates(o)
     if o.m > 32 then for _, d in ipairs(DECODE_64) do list[#list + 1] = copy(d) end end
     return list, est
   end
+  -- one cluster orientation of a tile and schedule (the model cannot tell
+  -- 2 x 1 from 1 x 2 apart: both halve one operand's reads), then the next form
+  local seen = {}
   for _, f in ipairs(forms(o.m, o.n, o.k, dtype, sms)) do
     if #list >= count then break end
-    local i = #list + 1
-    list[i], est[i] = f.o, f.us
+    local family = ("%s/%s/%s/%s/%s"):format(f.c.bm, f.c.bn, f.c.consumers, f.o.schedule, f.c.cluster)
+    if not seen[family] then
+      seen[family] = true
+      local i = #list + 1
+      list[i], est[i] = f.o, f.us
+    end
   end
   return list, est
 end
