@@ -136,6 +136,9 @@ describe("the stdlib GEMM on the emulator", function()
     { bn = 192 },                                                 -- m64n192 (columns past N clipped)
     { bn = 192, schedule = "splitk", splits = 2 },
     { bn = 128, cluster = 2 },                                    -- a 128 x 128 tile's B multicast (overhang along M)
+    { bn = 96, schedule = "persistent", sms = 1 },                -- 3 epilogue sub-tiles: one CTA, two tiles
+    { bn = 160, cluster = 2 },                                    -- m64n160, B's share of 80 rows
+    { bn = 96, schedule = "splitk", splits = 2 },
   }
   for _, v in ipairs(variants) do
     local name = {}

@@ -21,30 +21,41 @@ local G = require "tilua.kernels.gemm"
 
 local M = {}
 
--- The tiles (cooperative unless said), their per-SM throughput in the main
--- loop (TFLOP/s of bf16 on one SM of an H200; fp8 twice) and their fixed cost
--- a tile (us: the first loads' latency, the epilogue's stores), each with a
--- cluster of 2 along M (B multicast) and along N (A multicast) where it pays.
+-- The tiles (cooperative unless said): the share of an SM's tensor peak each
+-- reaches when nothing else limits it (eff), its fixed cost a tile (us: the
+-- first loads' latency, the epilogue's stores) and, where measured lower, the
+-- share of its operands' bytes the L2 serves (l2).
 M.TILES = {
-  { bm = 128, bn = 256, rate = 6.30, fixed = 3.0 },
-  { bm = 256, bn = 128, rate = 6.30, fixed = 3.2 },
-  { bm = 128, bn = 192, rate = 6.00, fixed = 2.8 },
-  { bm = 128, bn = 128, rate = 5.75, fixed = 2.5 },
-  { bm = 128, bn = 128, consumers = "pingpong", rate = 6.05, fixed = 1.5 },
-  { bm = 192, bn = 192, rate = 6.05, fixed = 3.2, min_m = 1024 },
-  { bm = 128, bn = 64, rate = 4.60, fixed = 2.2 },
-  { bm = 64, bn = 128, wgs = 1, rate = 3.60, fixed = 2.0, max_m = 128 },
-  { bm = 64, bn = 256, wgs = 1, rate = 4.20, fixed = 2.2, max_m = 128 },
+  { bm = 128, bn = 256, eff = 1.00, fixed = 3.0 },
+  { bm = 256, bn = 128, eff = 1.00, fixed = 3.2 },
+  { bm = 128, bn = 224, eff = 0.98, fixed = 3.0 },
+  { bm = 128, bn = 192, eff = 0.97, fixed = 2.8 },
+  { bm = 128, bn = 160, eff = 0.97, fixed = 2.7 },
+  { bm = 128, bn = 128, eff = 0.96, fixed = 2.5 },
+  { bm = 128, bn = 128, consumers = "pingpong", eff = 0.97, fixed = 2.0 },
+  { bm = 192, bn = 192, eff = 0.97, fixed = 3.2, min_m = 1024 },
+  { bm = 128, bn = 96, eff = 0.92, fixed = 2.4, l2 = 0.9 },
+  { bm = 128, bn = 64, eff = 0.85, fixed = 2.2, l2 = 0.8 },
+  { bm = 64, bn = 128, wgs = 1, eff = 0.75, fixed = 2.0, max_m = 128 },
+  { bm = 64, bn = 256, wgs = 1, eff = 0.85, fixed = 2.2, max_m = 128 },
 }
--- A cluster of 2 halves one operand's L2 reads: the throughput a k block of a
--- tile limited by them rises (the narrow tiles most), and the grid fills in
--- pairs of SMs.
-M.CLUSTER_GAIN = { [64] = 1.12, [128] = 1.07, [192] = 1.03, [256] = 1.02 }
+-- A k block takes the longer of its tensor time (PEAK_TFLOPS an SM, bf16; fp8
+-- twice) and its operands' L2 reads, the L2's bandwidth (L2_TBS) shared by the
+-- SMs at work: a wave of 128 x 128 tiles on every SM waits for the L2, the same
+-- tiles on half the SMs do not (H200: 0.40 against 0.30 us a k block). A
+-- cluster of 2 multicasts one operand's tile (each CTA reads half of it); it
+-- pays where that operand is the larger one (B along M when N >= M: the
+-- weights of a projection), else it costs CLUSTER_LOSS (measured: 256 x 8192 x
+-- 8192 on 128 x 128 tiles 48.3 us with B multicast, 56.6 with A's, 55.7 without).
+M.PEAK_TFLOPS = 7.4
+M.L2_TBS = 10.3
+M.CLUSTER_LOSS = 1.06
 -- Split-K: each piece but the last of a tile writes an f32 partial tile and the
--- last reads them back (us a partial of bm x bn = 128 x 128); StreamK pays the
--- same at the tiles its units share, and its units walk scattered k ranges.
-M.PARTIAL_US = 1.5
-M.STREAMK_SLOWDOWN = 1.08
+-- last reads them all back (us a partial of 128 x 128); StreamK likewise, a
+-- tile split over about SMs / tiles units, which walk scattered k ranges
+-- (STREAMK_SLOWDOWN on the main loop).
+M.PARTIAL_US = 2.0
+M.STREAMK_SLOWDOWN = 1.2
 M.LAUNCH_US = 2.0
 
 -- The decode forms (at most 64 rows of A): A and B swapped, B's rows on
@@ -79,21 +90,41 @@ local function geometry(o, m, n, k, dtype, sms)
   return c
 end
 
+-- Whether c's cluster multicasts the larger operand (see above).
+local function multicast_pays(c)
+  local rows_b, rows_a = c.swap_ab and c.m or c.n, c.swap_ab and c.n or c.m
+  if rows_a == rows_b then return (c.cm > 1 and c.bn >= c.bm) or (c.cn > 1 and c.bm >= c.bn) end
+  return (c.cm > 1 and rows_b > rows_a) or (c.cn > 1 and rows_a > rows_b)
+end
+
+-- The time (us) of a k block of the tile of c with `active` SMs at work.
+local function kblock_us(t, c, active, fp8)
+  local flops = 2.0 * c.bm * c.bn * c.bk
+  local pays = c.cluster > 1 and multicast_pays(c)
+  local rows = pays and (c.bm / c.cn + c.bn / c.cm) or (c.bm + c.bn) -- the rows of A and B each CTA reads from L2
+  local bytes = rows * c.bk * c.ebytes * (t.l2 or 1)
+  return math.max(flops / (M.PEAK_TFLOPS * (fp8 and 2 or 1) * t.eff * 1e6), bytes * active / (M.L2_TBS * 1e6))
+end
+
 -- The model's time (us) of the form `o` of tile t on the problem.
 local function estimate(t, o, c, sms, fp8)
-  local rate = t.rate * (fp8 and 2 or 1) * (c.cluster > 1 and (M.CLUSTER_GAIN[math.min(c.bm, c.bn)] or 1) or 1)
-  local kb_us = 2.0 * c.bm * c.bn * c.bk / (rate * 1e6)
   local partial = M.PARTIAL_US * c.bm * c.bn / (128 * 128)
+  -- a cluster that multicasts the smaller operand buys nothing (see above)
+  local loss = (c.cluster > 1 and not multicast_pays(c)) and M.CLUSTER_LOSS or 1
   if o.schedule == "splitk" then -- (the plan's default splits: a wave of pieces)
     local splits = o.splits or math.max(2, math.min(c.kt, sms // c.tiles))
-    local rounds = (c.tiles * splits + sms - 1) // sms
-    return M.LAUNCH_US + rounds * (((c.kt + splits - 1) // splits) * kb_us + t.fixed + partial)
+    local units = c.tiles * splits
+    local rounds = (units + sms - 1) // sms
+    local kb_us = kblock_us(t, c, math.min(units, sms), fp8)
+    return M.LAUNCH_US + rounds * (((c.kt + splits - 1) // splits) * kb_us + t.fixed + partial * (splits - 1))
   elseif o.schedule == "streamk" then
     local per_sm = (c.tiles * c.kt + sms - 1) // sms
-    return M.LAUNCH_US + M.STREAMK_SLOWDOWN * per_sm * kb_us + t.fixed + partial
+    local splits = math.max(1, sms / c.tiles)
+    return M.LAUNCH_US + M.STREAMK_SLOWDOWN * per_sm * kblock_us(t, c, sms, fp8) + t.fixed + partial * splits
   end
   local rounds = (c.ctiles + c.grid // c.cluster - 1) // (c.grid // c.cluster)
-  return M.LAUNCH_US + rounds * (c.kt * kb_us + t.fixed)
+  local active = math.min(c.tiles, c.grid)
+  return M.LAUNCH_US + loss * rounds * (c.kt * kblock_us(t, c, active, fp8) + t.fixed)
 end
 
 -- The model's time (us) of tl.gemm.build options o on the problem; nil for a

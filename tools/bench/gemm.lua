@@ -20,8 +20,8 @@
 --   tilua tools/bench/gemm.lua --tokens=1,16,64    the sweep's Llama-3 projections at
 --     those token counts only (M), its forms and table
 --   tilua tools/bench/gemm.lua --sweep --only=rows256,rows512,issue,squares,decode
---     the sweep's shapes of those classes only (rowsN: the projections at N
---     tokens; decode: rows1, rows16, rows64)
+--     the sweep's shapes of those classes only, in that order (rowsN: the
+--     projections at N tokens; decode: rows1, rows16, rows64)
 --   --count=N     the sweep measures the N best forms of tl.gemm.candidates's
 --                 model (default 3; decode-sized M: all the swapped forms)
 --   --samples=N   samples a time (default 5, the sweep 3)
@@ -281,11 +281,14 @@ local layers = {
   { "70B qkv", 8192 + 2 * 1024, 8192 }, { "70B o", 8192, 8192 }, { "70B gate_up", 2 * 28672, 8192 }, { "70B down", 8192, 28672 },
 }
 -- --only's classes: which of the sweep's shapes a class word selects (nil: all)
+-- (the shapes run in the order of the classes named: the ones that matter most first under --budget)
 local wanted
 if classes then
   wanted = {}
   for w in classes:gmatch "[%w_]+" do
-    if w == "decode" then wanted.rows1, wanted.rows16, wanted.rows64 = true, true, true else wanted[w] = true end
+    for _, c in ipairs(w == "decode" and { "rows1", "rows16", "rows64" } or { w }) do
+      if not wanted[c] then wanted[#wanted + 1], wanted[c] = c, #wanted + 1 end
+    end
   end
 end
 local function add(class, s)
@@ -307,6 +310,13 @@ elseif sweep then
   for _, s in ipairs { 512, 1024, 2048, 3072, 4096, 6144, 8192, 12288 } do add("squares", { s, s, s }) end
   for _, t in ipairs { 16384, 1, 4096, 16, 1024, 64, 8192, 128, 2048, 256, 512 } do
     for _, l in ipairs(layers) do add("rows" .. t, { t, l[2], l[3], nil, l[1] }) end
+  end
+  if wanted then
+    for i, sh in ipairs(shapes) do sh.order = i end
+    table.sort(shapes, function(a, b)
+      if a.class ~= b.class then return wanted[a.class] < wanted[b.class] end
+      return a.order < b.order
+    end)
   end
   if limit then
     while #shapes > limit do table.remove(shapes) end
