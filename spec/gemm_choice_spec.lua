@@ -1,6 +1,7 @@
 -- tl.gemm.candidates (stdlib/gemm_choice.lua): the configurations of
 -- tl.gemm.build worth measuring for a shape, ranked by the model of their time.
 -- No GPU: the model takes the SM count (132, an H200's, where none is given).
+local H = dofile "spec/helper.lua"
 local tl = require "tilua"
 
 local function tile_fill(o, m, n, sms)
@@ -63,6 +64,18 @@ describe("tl.gemm.candidates", function()
     for _, o in ipairs(list) do assert.is_true(o.swap_ab) end
     local rows64 = tl.gemm.candidates { m = 64, n = 6144, k = 4096 }
     assert.equal(64, rows64[#rows64].bm)
+  end)
+
+  it("is what the sweep of tools/bench/gemm.lua measures (--choice: no GPU)", function()
+    local out, err = H.tilua_run { "tools/bench/gemm.lua", "--sweep", "--choice", "--only=rows256,issue", "--count=2" }
+    local lines = {}
+    for l in out:gmatch "[^\n]+" do lines[#lines + 1] = l end
+    assert.equal(16, #lines, err)
+    assert.truthy(lines[1]:find("^256x6144x4096 bf16%s+rows256"))      -- the classes in the order named
+    assert.truthy(lines[9]:find("^1024x1024x16384 bf16%s+issue"))
+    local list = tl.gemm.candidates { m = 256, n = 6144, k = 4096, count = 2 }
+    assert.equal(2, select(2, lines[1]:gsub(" us %(", "")))          -- two candidates, each with its time
+    assert.truthy(lines[1]:find(("%dx%d"):format(list[1].bm or 128, list[1].bn), 1, true))
   end)
 
   it("refuses bad input with a clear error", function()
