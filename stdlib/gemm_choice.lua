@@ -24,7 +24,9 @@ local M = {}
 -- The tiles (cooperative unless said): the share of an SM's tensor peak each
 -- reaches when nothing else limits it (eff), its fixed cost a tile (us: the
 -- first loads' latency, the epilogue's stores) and, where measured lower, the
--- share of its operands' bytes the L2 serves (l2).
+-- share of its operands' bytes the L2 serves (l2). Fitted to the gemm_variants
+-- runs of docs/PERF.md (seventh session); those of 96, 160 and 224 columns are
+-- interpolated (the sweep measured them only as its picks).
 M.TILES = {
   { bm = 128, bn = 256, eff = 1.00, fixed = 3.0 },
   { bm = 256, bn = 128, eff = 1.00, fixed = 3.2 },
@@ -133,7 +135,8 @@ local function estimate(t, o, c, sms, fp8)
 end
 
 -- The model's time (us) of tl.gemm.build options o on the problem; nil for a
--- tile the model does not know or a form tl.gemm.build refuses.
+-- tile the model does not know or a form tl.gemm.build refuses (to set the
+-- constants above against measured times of any form).
 function M.estimate(o, m, n, k, dtype, sms)
   dtype = dtype or "bf16"
   for _, t in ipairs(M.TILES) do
@@ -178,7 +181,6 @@ local function forms(m, n, k, dtype, sms)
   table.sort(out, function(a, b) return a.us < b.us end)
   return out
 end
-M.forms = forms
 
 function tl.gemm.candidates(o)
   if type(o) ~= "table" then tl.raise("gemm.candidates: expected a table {m, n, k [, dtype, count, sms]}") end
