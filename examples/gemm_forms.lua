@@ -4,7 +4,7 @@
 -- warpgroups over one shared ring, tiles of 256 rows (two 64-row slices a
 -- warpgroup), 192 rows (three warpgroups) and 320 rows (warpgroups of two and
 -- three slices), 64-wide epilogue sub-tiles, split-K and StreamK on those
--- tiles, and the swapped form for a few rows of A (swap_ab: 33 rows). Each is built, compiled and assembled with ptxas; on a GPU it runs on
+-- tiles, tiles of 128 x 192 and 128 x 64 (a cluster of 2, split-K), and the swapped form for a few rows of A (swap_ab: 33 rows). Each is built, compiled and assembled with ptxas; on a GPU it runs on
 -- fresh random data of a ragged shape (no dimension a multiple of its tile)
 -- and is checked against a plain tilua reference kernel and sampled CPU dot
 -- products.
@@ -29,6 +29,10 @@ local FORMS = {
   { name = "epi_64", bm = 256, bn = 128, epi = 64, cluster = { 1, 2 } },
   { name = "splitk_256x128", bm = 256, bn = 128, schedule = "splitk", splits = 3 },
   { name = "streamk_320x128", bm = 320, bn = 128, schedule = "streamk" },
+  -- the narrower tiles tl.gemm.candidates picks where few tiles would leave SMs idle
+  { name = "tile_128x192", bn = 192 },
+  { name = "cluster_128x64", bn = 64, cluster = { 2, 1 } },
+  { name = "splitk_128x192", bn = 192, schedule = "splitk", splits = 2 },
   -- decode-sized M: A and B swapped (B's rows on wgmma's 64-row side), tiles stored transposed
   { name = "swap_ab", swap_ab = true, bm = 128 },
   { name = "swap_ab_streamk", swap_ab = true, schedule = "streamk" },

@@ -132,6 +132,13 @@ describe("the stdlib GEMM on the emulator", function()
     { consumers = "pingpong", bm = 64 },                          -- a 64-row tile per warpgroup
     { epi = 64 },                                                 -- 64 x 64 epilogue sub-tiles, 128-byte swizzle
     { bk = 128, cluster = 2 },                                    -- k blocks of two boxes (two 128-byte rows of K)
+    -- the tiles tl.gemm.candidates adds for shapes of few tiles
+    { bn = 192 },                                                 -- m64n192 (columns past N clipped)
+    { bn = 192, schedule = "splitk", splits = 2 },
+    { bn = 128, cluster = 2 },                                    -- a 128 x 128 tile's B multicast (overhang along M)
+    { bn = 96, schedule = "persistent", sms = 1 },                -- 3 epilogue sub-tiles: one CTA, two tiles
+    { bn = 160, cluster = 2 },                                    -- m64n160, B's share of 80 rows
+    { bn = 96, schedule = "splitk", splits = 2 },
   }
   for _, v in ipairs(variants) do
     local name = {}

@@ -127,6 +127,21 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 16, n = 1000, k = 520, swap_ab = true, cluster = 2, schedule = "data_parallel" },
     { m = 16, n = 4104, k = 4104, swap_ab = true, bk = 128, schedule = "streamk" }, -- k blocks of two 128-byte rows
     { m = 1000, n = 1032, k = 520, bn = 128, bk = 128 },
+    -- the forms tl.gemm.candidates picks for shapes of few tiles: 128 x 192 and
+    -- 128 x 64 tiles, clusters of 2 on them, split-K on 128 x 192, 256 x 128, 128 x 64
+    { m = 1000, n = 1032, k = 520, bn = 192 },
+    { m = 1000, n = 1032, k = 520, bn = 192, cluster = 2 },
+    { m = 1000, n = 1032, k = 520, bn = 128, cluster = 2 },
+    { m = 1000, n = 1032, k = 520, bn = 64, cluster = { 1, 2 } },
+    { m = 264, n = 4104, k = 4104, bn = 192, schedule = "splitk", splits = 3 },
+    { m = 264, n = 1032, k = 4104, bn = 64, schedule = "splitk", splits = 2 },
+    { m = 264, n = 2056, k = 4104, bm = 256, bn = 128, schedule = "splitk", splits = 4 },
+    -- bn in steps of 32: 3, 5 and 7 epilogue sub-tiles (a persistent CTA's next tile waits for every store)
+    { m = 1000, n = 1032, k = 520, bn = 96, sms = 7 },
+    { m = 1000, n = 1032, k = 520, bn = 160, cluster = 2 },
+    { m = 1000, n = 1032, k = 520, bn = 224, sms = 5 },
+    { m = 264, n = 4104, k = 4104, bn = 96, schedule = "splitk", splits = 2 },
+    { m = 264, n = 4104, k = 4104, bn = 160, schedule = "streamk" },
   }
   for _, o in ipairs(cases) do
     local extra = {}
@@ -159,6 +174,8 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { bn = 256 }, { bm = 256, bn = 128 }, { consumers = "pingpong" }, { bm = 320, bn = 128 },
     { bn = 256, cluster = { 1, 2 } }, { bm = 256, bn = 128, cluster = { 2, 1 }, schedule = "data_parallel" },
     { bm = 64, bn = 128, wgs = 1 }, { swap_ab = true, bm = 128 },
+    { bn = 192 }, { bn = 128, cluster = { 2, 1 } }, { bn = 64, cluster = { 2, 1 } }, { bn = 192, cluster = { 1, 2 } },
+    { bn = 96 }, { bn = 160, cluster = { 2, 1 } },
   }
   local dynamic_shapes = { { 1, 4096, 4096 }, { 77, 1032, 520 }, { 1000, 1000, 1000 }, { 2056, 3000, 1536 }, { 4096, 136, 8200 } }
   for _, f in ipairs(dynamic_forms) do

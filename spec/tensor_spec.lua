@@ -207,6 +207,10 @@ describe("the GEMM generator (stdlib/gemm.lua)", function()
       "gemm.build: fp8 operands must be K-major (wgmma cannot transpose them)")
     assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, sms = 0 } end,
       "gemm.build: 'sms' must be a positive integer")
+    assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, bn = 80 } end,
+      "gemm.build: bn must be a multiple of 32 from 64 to 256")
+    assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, bn = 160, epi = 64 } end,
+      "gemm.build: bn of 96, 160 or 224 needs cooperative consumers, K-major B and epi = 32")
   end)
 
   it("plans the persistent and StreamK grids for `sms` SMs", function()

@@ -97,7 +97,12 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     local PP = c.consumers == "pingpong"
     if c.swap_ab then swap_ab_cfg(c) end
     c.bn = c.bn or (PP and 128 or 256)
-    if not c.swap_ab and (c.bn % 64 ~= 0 or c.bn < 64 or c.bn > 256) then raise("gemm.build: bn must be 64, 128, 192 or 256") end
+    -- bn: 64 to 256 in steps of 64, or of 32 (96, 160, 224: finer steps against
+    -- idle SMs) with cooperative consumers and K-major B (epilogue sub-tiles of 32)
+    if not c.swap_ab and (c.bn % 32 ~= 0 or c.bn < 64 or c.bn > 256) then raise("gemm.build: bn must be a multiple of 32 from 64 to 256") end
+    if not c.swap_ab and c.bn % 64 ~= 0 and (PP or (c.b_major or "k") ~= "k" or (c.epi or 32) ~= 32) then
+      raise("gemm.build: bn of 96, 160 or 224 needs cooperative consumers, K-major B and epi = 32")
+    end
     -- the tile: bm rows (cooperative: the CTA's, split over wgs consumer
     -- warpgroups of mi 64-row wgmma slices each; ping-pong: each of the two
     -- warpgroups' own tile, mi = bm / 64)

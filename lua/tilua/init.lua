@@ -793,6 +793,7 @@ local rooms = {
   "tilua.dsl.tensor", -- tensor cores and TMA
   "tilua.dsl.warp", -- warp-wide exchange, mma.sync, approximate math, inline PTX
   "tilua.stdlib.gemm", -- the Hopper GEMM generator (tl.gemm)
+  "tilua.stdlib.gemm_choice", -- the configurations worth measuring for a shape (tl.gemm.candidates)
   "tilua.gpu.export", -- tl.export: kernels as C for a host without Lua
   "tilua.gpu.graph", -- tl.graph: launches captured into a CUDA graph
   "tilua.stdlib.sharded_gemm", -- GEMMs sharded over NCCL ranks, communication overlapped (tl.sharded_gemm)

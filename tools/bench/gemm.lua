@@ -19,28 +19,43 @@
 --     ratio table and its geometric mean
 --   tilua tools/bench/gemm.lua --tokens=1,16,64    the sweep's Llama-3 projections at
 --     those token counts only (M), its forms and table
+--   tilua tools/bench/gemm.lua --sweep --only=rows256,rows512,issue,squares,decode
+--     the sweep's shapes of those classes only, in that order (rowsN: the
+--     projections at N tokens; decode: rows1, rows16, rows64)
+--   --count=N     the sweep measures the N best forms of tl.gemm.candidates's
+--                 model (default 3; decode-sized M: all the swapped forms)
+--   --samples=N   samples a time (default 5, the sweep 3)
+--   --choice      print each shape's candidates and the model's times, measure
+--                 nothing (no GPU needed)
 --
 -- A time is the best of 5 samples (the sweep: 3) of CUDA events around
 -- back-to-back launches (10; the sweep: as many as fill ~5 ms), tilua and
 -- cuBLAS alternating. TFLOP/s = 2MNK / time.
 local tl = require "tilua"
 
-tl.device.require()
-local D = tl.device
-local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 local quick, only, sweep, limit, budget, tokens = false, nil, false, nil, nil, nil
+local classes, count, samples, choice = nil, 3, nil, false
 for _, a in ipairs(arg or {}) do
   quick = quick or a == "--quick"
   sweep = sweep or a == "--sweep"
+  choice = choice or a == "--choice"
   tokens = a:match "^%-%-tokens=(.*)$" or tokens
   only = a:match "^%-%-shapes=(.*)$" or only
+  classes = a:match "^%-%-only=(.*)$" or classes
   limit = tonumber(a:match "^%-%-limit=(%d+)$" or "") or limit
   budget = tonumber(a:match "^%-%-budget=(%d+)$" or "") or budget
+  count = tonumber(a:match "^%-%-count=(%d+)$" or "") or count
+  samples = tonumber(a:match "^%-%-samples=(%d+)$" or "") or samples
 end
 
+if not choice then tl.device.require() end
+local D = tl.device
+local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 local blas, why = tl.core.blas_available()
-print(("gemm bench on %s (%d SMs), seed %d; cuBLASLt: %s"):format(D.info().name, D.sm_count(), seed,
-  blas and "loaded" or ("absent (" .. tostring(why) .. "): no ratios")))
+if not choice then
+  print(("gemm bench on %s (%d SMs), seed %d; cuBLASLt: %s"):format(D.info().name, D.sm_count(), seed,
+    blas and "loaded" or ("absent (" .. tostring(why) .. "): no ratios")))
+end
 
 -- {=== the kernel forms
 
@@ -75,8 +90,6 @@ local FORMS = {
   { bn = 256, schedule = "splitk", splits = 4 },
   { bn = 128, schedule = "splitk", splits = 4 },
 }
--- the sweep's split-K: one form planned per shape (its default splits: a wave of units)
-local SWEEP_SPLITK = { bn = 128, schedule = "splitk" }
 local function form_name(c)
   local o = { m = 1024, n = 1024, k = 1024 }
   for key, v in pairs(c) do o[key] = v end
@@ -229,34 +242,22 @@ local function measure(m, n, k, dt, candidates, o)
   return row
 end
 
--- The candidates for a shape: every form that suits it (--quick: the first).
--- The sweep takes fewer: the dynamic forms for its size and, under half a
--- wave of 128 x 128 tiles with a long K, one split-K planned for it (the only
--- form built per shape).
+-- The candidates for a shape: every form that suits it (--quick: the first);
+-- the sweep's: the `count` best of tl.gemm.candidates's model (stdlib/gemm_choice.lua).
 local function candidates_for(m, n, k, dt, in_sweep)
   if quick then return { FORMS[1] } end
+  if in_sweep then return (tl.gemm.candidates { m = m, n = n, k = k, dtype = dt, count = count }) end
   local list = {}
-  local small = ((m + 127) // 128) * ((n + 127) // 128) < 66 and k >= 2048
   for _, c in ipairs(FORMS) do
     local use = true
     local tiles = ((m + 127) // 128) * ((n + 255) // 256)
     -- under a wave of big tiles with a long K: split K; a short K (one wave of
     -- k blocks or less): StreamK too (its 128 x 128 static plan led 4096 x 4096 x 512)
-    if c.schedule then use = not in_sweep and (tiles < 132 and k >= 2048 or k <= 1024) end
+    if c.schedule then use = tiles < 132 and k >= 2048 or k <= 1024 end
     if c.bm == 64 then use = m <= 128 end                                   -- decode-sized M
-    if in_sweep then
-      if c.bm == 320 or c.bm == 192 then use = m >= 2048 end
-      if c.cluster then use = m >= 1024 and n >= 1024 end
-      if m <= 128 and (c.consumers or (c.bm or 128) > 128) then use = false end
-    end
-    if c.swap_ab then use = m <= 64 end                                     -- (in the sweep too)
-    -- at most 64 rows the sweep takes the swapped forms, and from 33 rows the
-    -- 64-row ones (128-row tiles waste half of each wgmma or more and never
-    -- led there; the 64-row ones led only at 64 rows, H200 2026-11-29)
-    if in_sweep and m <= 64 and not c.swap_ab and (c.bm ~= 64 or m <= 32) then use = false end
+    if c.swap_ab then use = m <= 64 end
     if use then list[#list + 1] = c end
   end
-  if in_sweep and small and m > 64 then list[#list + 1] = SWEEP_SPLITK end
   return list
 end
 
@@ -279,10 +280,24 @@ local layers = {
   { "8B qkv", 4096 + 2 * 1024, 4096 }, { "8B o", 4096, 4096 }, { "8B gate_up", 2 * 14336, 4096 }, { "8B down", 4096, 14336 },
   { "70B qkv", 8192 + 2 * 1024, 8192 }, { "70B o", 8192, 8192 }, { "70B gate_up", 2 * 28672, 8192 }, { "70B down", 8192, 28672 },
 }
+-- --only's classes: which of the sweep's shapes a class word selects (nil: all)
+-- (the shapes run in the order of the classes named: the ones that matter most first under --budget)
+local wanted
+if classes then
+  wanted = {}
+  for w in classes:gmatch "[%w_]+" do
+    for _, c in ipairs(w == "decode" and { "rows1", "rows16", "rows64" } or { w }) do
+      if not wanted[c] then wanted[#wanted + 1], wanted[c] = c, #wanted + 1 end
+    end
+  end
+end
+local function add(class, s)
+  if not wanted or wanted[class] then s.class = class shapes[#shapes + 1] = s end
+end
 if tokens then -- the sweep's rows of those token counts
   shapes, sweep = {}, true
   for t in tokens:gmatch "%d+" do
-    for _, l in ipairs(layers) do shapes[#shapes + 1] = { tonumber(t), l[2], l[3], nil, l[1] } end
+    for _, l in ipairs(layers) do add("rows" .. t, { tonumber(t), l[2], l[3], nil, l[1] }) end
   end
 elseif sweep then
   shapes = {}
@@ -290,11 +305,18 @@ elseif sweep then
   -- large and small, so that a run cut short by --budget still spans them
   for _, s in ipairs { { 1024, 1024, 16384 }, { 3456, 4096, 4096 }, { 4096, 4096, 512 }, { 8192, 8192, 1024 },
                        { 2048, 8192, 2048 }, { 16384, 4096, 1024 }, { 768, 3072, 768 }, { 3072, 768, 3072 } } do
-    shapes[#shapes + 1] = s
+    add("issue", s)
   end
-  for _, s in ipairs { 512, 1024, 2048, 3072, 4096, 6144, 8192, 12288 } do shapes[#shapes + 1] = { s, s, s } end
+  for _, s in ipairs { 512, 1024, 2048, 3072, 4096, 6144, 8192, 12288 } do add("squares", { s, s, s }) end
   for _, t in ipairs { 16384, 1, 4096, 16, 1024, 64, 8192, 128, 2048, 256, 512 } do
-    for _, l in ipairs(layers) do shapes[#shapes + 1] = { t, l[2], l[3], nil, l[1] } end
+    for _, l in ipairs(layers) do add("rows" .. t, { t, l[2], l[3], nil, l[1] }) end
+  end
+  if wanted then
+    for i, sh in ipairs(shapes) do sh.order = i end
+    table.sort(shapes, function(a, b)
+      if a.class ~= b.class then return wanted[a.class] < wanted[b.class] end
+      return a.order < b.order
+    end)
   end
   if limit then
     while #shapes > limit do table.remove(shapes) end
@@ -307,6 +329,21 @@ elseif only then
 end
 
 -- }===
+
+-- --choice: each shape's candidates and the model's times, nothing measured
+if choice then
+  for _, s in ipairs(shapes) do
+    local m, n, k, dt = s[1], s[2], s[3], s[4] or "bf16"
+    local list, est = tl.gemm.candidates { m = m, n = n, k = k, dtype = dt, count = count }
+    local parts = {}
+    for i, c in ipairs(list) do
+      local us = est[i]
+      parts[i] = form_name(c) .. (us and ("  %.1f us (%.0f TFLOP/s)"):format(us, 2.0 * m * n * k / us / 1e6) or "")
+    end
+    print(("%-22s %-12s %s"):format(("%dx%dx%d %s"):format(m, n, k, dt), s.class or "", table.concat(parts, " | ")))
+  end
+  return
+end
 
 -- the clocks up before the first figure (about 0.3 s of a bandwidth-bound kernel)
 do
@@ -322,7 +359,8 @@ for _, s in ipairs(shapes) do
     skipped[#skipped + 1] = ("%dx%dx%d"):format(m, n, k)
     goto next
   end
-  local row = measure(m, n, k, dt, candidates_for(m, n, k, dt, sweep), sweep and { samples = 3 } or nil)
+  local row = measure(m, n, k, dt, candidates_for(m, n, k, dt, sweep),
+                    { samples = samples or (sweep and 3 or nil) })
   row.what = s[5]
   rows[#rows + 1] = row
   print_row(row)

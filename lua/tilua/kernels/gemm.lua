@@ -175,16 +175,19 @@ end
 -- while the next sub-tile is written into the other buffer; a buffer is
 -- written again once the store before the last has read it (bulk wait_group
 -- read 1: CUTLASS's epilogue with StagesD = 2). The warpgroup's 128 threads
--- meet at named barrier o.barrier twice per sub-tile. The sub-tiles per tile
--- are even, so every tile starts on buffer 0.
+-- meet at named barrier o.barrier twice per sub-tile. Every tile starts on
+-- buffer 0: with an odd count of sub-tiles (bn = 96, 160, 224) the previous
+-- tile's last store read buffer 0 too, so the first sub-tile waits for every
+-- store (bulk wait_group read 0).
 function M.store_subtiles(tl, o, vals)
   local BN, EC, cw, t, sD, bar_id = o.bn, o.cols, o.warpgroup, o.thread, o.staging, o.barrier
   local lane = t % 32
   local q, rr = lane // 8, lane % 8
   local row = (t // 32) * 16 + (q % 2) * 8 + rr -- the stmatrix row address this lane gives
+  local odd = (BN // EC) % 2 == 1
   for ch = 0, BN // EC - 1 do
     local buf = ch % 2
-    tl.if_(t:eq(0), function() tl.bulk_wait(1, { read = true }) end)
+    tl.if_(t:eq(0), function() tl.bulk_wait((odd and ch == 0) and 0 or 1, { read = true }) end)
     tl.named_barrier_sync(bar_id, 128)
     for j = ch * EC // 8, (ch + 1) * EC // 8 - 1, 2 do
       -- matrices (j, rows 0-7), (j, rows 8-15), (j+1, 0-7), (j+1, 8-15) of this warp's 16 rows

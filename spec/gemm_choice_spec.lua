@@ -1,0 +1,86 @@
+-- tl.gemm.candidates (stdlib/gemm_choice.lua): the configurations of
+-- tl.gemm.build worth measuring for a shape, ranked by the model of their time.
+-- No GPU: the model takes the SM count (132, an H200's, where none is given).
+local H = dofile "spec/helper.lua"
+local tl = require "tilua"
+
+local function tile_fill(o, m, n, sms)
+  local full = { m = m, n = n, k = 4096 }
+  for key, v in pairs(o) do full[key] = v end
+  local c = tl.gemm.config(full)
+  local units = c.tiles * (o.schedule == "splitk" and o.splits or 1)
+  if o.schedule == "streamk" then return 1 end
+  return units / (((units + sms - 1) // sms) * sms)
+end
+
+describe("tl.gemm.candidates", function()
+  local shapes = {
+    { 8192, 8192, 8192 }, { 4096, 4096, 4096 }, { 2048, 2048, 2048 }, { 1024, 1024, 16384 }, { 3072, 768, 3072 },
+    { 128, 4096, 4096 }, { 256, 4096, 4096 }, { 256, 10240, 8192 }, { 512, 6144, 4096 }, { 768, 3072, 768 },
+    { 16384, 57344, 8192 }, { 100, 1000, 520 }, { 8192, 8192, 8192, "e4m3" },
+  }
+  it("returns forms tl.gemm.build accepts, best first, as many as asked", function()
+    for _, s in ipairs(shapes) do
+      local m, n, k, dt = s[1], s[2], s[3], s[4]
+      local list, est = tl.gemm.candidates { m = m, n = n, k = k, dtype = dt, count = 4, sms = 132 }
+      assert.equal(4, #list)
+      for i, o in ipairs(list) do
+        local full = { m = m, n = n, k = k, dtype = dt }
+        for key, v in pairs(o) do full[key] = v end
+        assert.is_table(tl.gemm.config(full))
+        assert.is_true(est[i] > 0)
+        if i > 1 then assert.is_true(est[i] >= est[i - 1]) end
+      end
+    end
+  end)
+
+  it("fills the SMs where the default 128 x 256 tile leaves most idle", function()
+    -- 256 x 4096 x 4096: 32 tiles of 128 x 256 on 132 SMs (a quarter of them busy)
+    for _, s in ipairs { { 256, 4096, 4096 }, { 128, 4096, 4096 }, { 1024, 1024, 16384 }, { 256, 10240, 8192 } } do
+      local list = tl.gemm.candidates { m = s[1], n = s[2], k = s[3], sms = 132 }
+      local default = tile_fill({ bn = 256 }, s[1], s[2], 132)
+      assert.is_true(tile_fill(list[1], s[1], s[2], 132) > default + 0.2,
+        ("%dx%dx%d"):format(s[1], s[2], s[3]))
+    end
+  end)
+
+  it("keeps the large tiles for the large shapes", function()
+    local list = tl.gemm.candidates { m = 8192, n = 8192, k = 8192, sms = 132, count = 1 }
+    assert.is_true(list[1].bn * (list[1].bm or 128) >= 128 * 256)
+    assert.is_nil(list[1].schedule)
+  end)
+
+  it("plans for the SMs it is given", function()
+    -- 64 tiles of 128 x 128: a wave on 64 SMs, half of one on 132
+    local a = tl.gemm.candidates { m = 1024, n = 1024, k = 16384, sms = 64, count = 1 }
+    local b = tl.gemm.candidates { m = 1024, n = 1024, k = 16384, sms = 132, count = 1 }
+    assert.is_true(tile_fill(a[1], 1024, 1024, 64) >= 0.9 and tile_fill(b[1], 1024, 1024, 132) >= 0.9)
+    assert.are_not.same(a[1], b[1])
+  end)
+
+  it("gives decode-sized M the swapped forms", function()
+    local list, est = tl.gemm.candidates { m = 16, n = 6144, k = 4096 }
+    assert.is_true(#list >= 4 and next(est) == nil)
+    for _, o in ipairs(list) do assert.is_true(o.swap_ab) end
+    local rows64 = tl.gemm.candidates { m = 64, n = 6144, k = 4096 }
+    assert.equal(64, rows64[#rows64].bm)
+  end)
+
+  it("is what the sweep of tools/bench/gemm.lua measures (--choice: no GPU)", function()
+    local out, err = H.tilua_run { "tools/bench/gemm.lua", "--sweep", "--choice", "--only=rows256,issue", "--count=2" }
+    local lines = {}
+    for l in out:gmatch "[^\n]+" do lines[#lines + 1] = l end
+    assert.equal(16, #lines, err)
+    assert.truthy(lines[1]:find("^256x6144x4096 bf16%s+rows256"))      -- the classes in the order named
+    assert.truthy(lines[9]:find("^1024x1024x16384 bf16%s+issue"))
+    local list = tl.gemm.candidates { m = 256, n = 6144, k = 4096, count = 2 }
+    assert.equal(2, select(2, lines[1]:gsub(" us %(", "")))          -- two candidates, each with its time
+    assert.truthy(lines[1]:find(("%dx%d"):format(list[1].bm or 128, list[1].bn), 1, true))
+  end)
+
+  it("refuses bad input with a clear error", function()
+    assert.error_matches(function() tl.gemm.candidates { m = 0, n = 1, k = 1 } end, "gemm.candidates: 'm' must be a positive integer")
+    assert.error_matches(function() tl.gemm.candidates { m = 1, n = 1, k = 1, count = 0 } end, "count must be a positive integer")
+    assert.error_matches(function() tl.gemm.candidates(5) end, "expected a table")
+  end)
+end)

@@ -1,0 +1,214 @@
+-- stdlib/gemm_choice.lua: tl.gemm.candidates, the configurations of
+-- tl.gemm.build worth measuring for a problem shape, best first by a model of
+-- their time (docs/gemm.md, "Choosing a configuration").
+--
+--   local list, est = tl.gemm.candidates { m = 256, n = 10240, k = 8192 [, dtype = "bf16", count = 3, sms = 132] }
+--   list[i]   options for tl.gemm.build (besides m, n, k, dtype): bm, bn, cluster, consumers, schedule, splits ...
+--   est[i]    the model's time of list[i] in microseconds (nil for the decode forms, which are not modelled)
+--
+-- The model. A form is a tile (bm x bn), a cluster, and a schedule. Its time is
+-- rounds x (k blocks of a round x the tile's time a k block + the tile's fixed
+-- cost), where a round is one tile (or split-K piece) on every CTA of the grid:
+-- a shape of few tiles leaves SMs idle (wave quantization), which smaller or
+-- narrower tiles, clusters (which fill whole pairs of SMs) and split-K trade
+-- against their lower throughput a k block (more L2 traffic a FLOP) and the
+-- partial sums split-K writes. The tile's throughput and fixed cost come from
+-- the H200 runs recorded in docs/PERF.md; the model ranks forms, and the few
+-- best are measured (tl.autotune), so an error of a few per cent in it costs
+-- nothing as long as the fastest form is among those measured.
+local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
+local G = require "tilua.kernels.gemm"
+
+local M = {}
+
+-- The tiles (cooperative unless said): the share of an SM's tensor peak each
+-- reaches when nothing else limits it (eff), its fixed cost a tile (us: the
+-- first loads' latency, the epilogue's stores) and, where measured lower, the
+-- share of its operands' bytes the L2 serves (l2). Fitted to the gemm_variants
+-- runs of docs/PERF.md (seventh session); those of 96, 160 and 224 columns are
+-- interpolated (the sweep measured them only as its picks).
+M.TILES = {
+  { bm = 128, bn = 256, eff = 1.00, fixed = 3.0 },
+  { bm = 256, bn = 128, eff = 1.00, fixed = 3.2 },
+  { bm = 128, bn = 224, eff = 0.98, fixed = 3.0 },
+  { bm = 128, bn = 192, eff = 0.97, fixed = 2.8 },
+  { bm = 128, bn = 160, eff = 0.97, fixed = 2.7 },
+  { bm = 128, bn = 128, eff = 0.96, fixed = 2.5 },
+  { bm = 128, bn = 128, consumers = "pingpong", eff = 0.97, fixed = 2.0 },
+  { bm = 192, bn = 192, eff = 0.92, fixed = 3.2, min_m = 1024 },
+  { bm = 128, bn = 96, eff = 0.92, fixed = 2.4, l2 = 0.9 },
+  { bm = 128, bn = 64, eff = 0.85, fixed = 2.2, l2 = 0.8 },
+  { bm = 64, bn = 128, wgs = 1, eff = 0.75, fixed = 2.0, max_m = 128 },
+  { bm = 64, bn = 256, wgs = 1, eff = 0.85, fixed = 2.2, max_m = 128 },
+}
+-- A k block takes the longer of its tensor time (PEAK_TFLOPS an SM, bf16; fp8
+-- twice) and its operands' L2 reads, the L2's bandwidth (L2_TBS) shared by the
+-- SMs at work: a wave of 128 x 128 tiles on every SM waits for the L2, the same
+-- tiles on half the SMs do not (H200: 0.40 against 0.30 us a k block). A
+-- cluster of 2 multicasts one operand's tile (each CTA reads half of it); it
+-- pays where that operand is the larger one (B along M when N >= M: the
+-- weights of a projection), else it costs CLUSTER_LOSS (measured: 256 x 8192 x
+-- 8192 on 128 x 128 tiles 48.3 us with B multicast, 56.6 with A's, 55.7 without).
+M.PEAK_TFLOPS = 7.4
+M.L2_TBS = 10.3
+M.CLUSTER_LOSS = 1.06
+-- Split-K: each piece but the last of a tile writes an f32 partial tile and the
+-- last reads them all back (us a partial of 128 x 128); StreamK likewise, a
+-- tile split over about SMs / tiles units, which walk scattered k ranges
+-- (STREAMK_SLOWDOWN on the main loop).
+M.PARTIAL_US = 2.0
+M.STREAMK_SLOWDOWN = 1.2
+M.LAUNCH_US = 2.0
+
+-- The decode forms (at most 64 rows of A): A and B swapped, B's rows on
+-- wgmma's 64-row side; StreamK over every SM's share of B's k blocks, or whole
+-- tiles; from 33 rows the 64-row tiles too. Measured, not modelled: they
+-- stream B's bytes (docs/PERF.md, "Decode-sized M").
+local DECODE = {
+  { swap_ab = true, schedule = "streamk" },
+  { swap_ab = true, schedule = "streamk", bk = 128 },
+  { swap_ab = true, bm = 128, schedule = "streamk" },
+  { swap_ab = true },
+  { swap_ab = true, bm = 128 },
+  { swap_ab = true, bm = 128, schedule = "splitk" },
+}
+local DECODE_64 = { { bm = 64, bn = 128, wgs = 1 }, { bm = 64, bn = 64, wgs = 1 } }
+
+local function copy(t)
+  local r = {}
+  for key, v in pairs(t) do r[key] = v end
+  return r
+end
+
+-- The geometry of options o on the problem (tl.gemm.config's: tiles, k blocks,
+-- cluster tiles) and its grid on `sms` SMs; nil when the form is refused.
+local function geometry(o, m, n, k, dtype, sms)
+  local full = copy(o)
+  full.m, full.n, full.k, full.dtype = m, n, k, dtype
+  local ok, c = pcall(tl.gemm.config, full)
+  if not ok then return nil end
+  c.sms_planned = sms
+  c.grid = G.grid_of(c, c.ctiles)
+  return c
+end
+
+-- Whether c's cluster multicasts the larger operand (1), the smaller (-1), or
+-- one of two of a size (0: neither gain nor loss measured; 1024 x 1024 x 16384
+-- on 128 x 64 tiles 69.2 us with a cluster, 68.8 without).
+local function multicast_pays(c)
+  local rows_b, rows_a = c.swap_ab and c.m or c.n, c.swap_ab and c.n or c.m
+  if rows_a == rows_b then -- (beyond the L2, sharing the larger tile: +0.5-1 % at 8192^3)
+    local big = rows_a * c.k * c.ebytes > 64 * 2 ^ 20
+    return (big and ((c.cm > 1 and c.bn > c.bm) or (c.cn > 1 and c.bm > c.bn))) and 1 or 0
+  end
+  return ((c.cm > 1 and rows_b > rows_a) or (c.cn > 1 and rows_a > rows_b)) and 1 or -1
+end
+
+-- The time (us) of a k block of the tile of c with `active` SMs at work.
+local function kblock_us(t, c, active, fp8)
+  local flops = 2.0 * c.bm * c.bn * c.bk
+  local pays = c.cluster > 1 and multicast_pays(c) == 1
+  local rows = pays and (c.bm / c.cn + c.bn / c.cm) or (c.bm + c.bn) -- the rows of A and B each CTA reads from L2
+  local bytes = rows * c.bk * c.ebytes * (t.l2 or 1)
+  return math.max(flops / (M.PEAK_TFLOPS * (fp8 and 2 or 1) * t.eff * 1e6), bytes * active / (M.L2_TBS * 1e6))
+end
+
+-- The model's time (us) of the form `o` of tile t on the problem.
+local function estimate(t, o, c, sms, fp8)
+  local partial = M.PARTIAL_US * c.bm * c.bn / (128 * 128)
+  -- a cluster that multicasts the smaller operand buys nothing (see above)
+  local loss = (c.cluster > 1 and multicast_pays(c) < 0) and M.CLUSTER_LOSS or 1
+  if o.schedule == "splitk" then -- (the plan's default splits: a wave of pieces)
+    local splits = o.splits or math.max(2, math.min(c.kt, sms // c.tiles))
+    local units = c.tiles * splits
+    local rounds = (units + sms - 1) // sms
+    local kb_us = kblock_us(t, c, math.min(units, sms), fp8)
+    return M.LAUNCH_US + rounds * (((c.kt + splits - 1) // splits) * kb_us + t.fixed + partial * (splits - 1))
+  elseif o.schedule == "streamk" then
+    local per_sm = (c.tiles * c.kt + sms - 1) // sms
+    local splits = math.max(1, sms / c.tiles)
+    return M.LAUNCH_US + M.STREAMK_SLOWDOWN * per_sm * kblock_us(t, c, sms, fp8) + t.fixed + partial * splits
+  end
+  local rounds = (c.ctiles + c.grid // c.cluster - 1) // (c.grid // c.cluster)
+  local active = math.min(c.tiles, c.grid)
+  return M.LAUNCH_US + loss * rounds * (c.kt * kblock_us(t, c, active, fp8) + t.fixed)
+end
+
+-- The model's time (us) of tl.gemm.build options o on the problem; nil for a
+-- tile the model does not know or a form tl.gemm.build refuses (to set the
+-- constants above against measured times of any form).
+function M.estimate(o, m, n, k, dtype, sms)
+  dtype = dtype or "bf16"
+  for _, t in ipairs(M.TILES) do
+    local bn = o.bn or (o.consumers == "pingpong" and 128 or 256)
+    if (o.bm or 128) == t.bm and bn == t.bn and o.consumers == t.consumers and (o.wgs == nil or o.wgs == t.wgs) then
+      local c = geometry(o, m, n, k, dtype, sms)
+      return c and estimate(t, o, c, sms, dtype == "e4m3" or dtype == "e5m2") or nil
+    end
+  end
+end
+
+-- Every modelled form for the problem: {options, us}.
+local function forms(m, n, k, dtype, sms)
+  local fp8 = dtype == "e4m3" or dtype == "e5m2"
+  local out = {}
+  local function add(t, o) -- (not a cluster the model gives neither gain nor loss: a tie with its tile)
+    local c = geometry(o, m, n, k, dtype, sms)
+    if c and not (c.cluster > 1 and multicast_pays(c) == 0) then out[#out + 1] = { o = o, us = estimate(t, o, c, sms, fp8), c = c } end
+  end
+  for _, t in ipairs(M.TILES) do
+    if m >= (t.min_m or 0) and m <= (t.max_m or math.huge) and not (fp8 and t.consumers) then
+      local base = { bm = t.bm ~= 128 and t.bm or nil, bn = t.bn, wgs = t.wgs, consumers = t.consumers }
+      add(t, base)
+      if not t.consumers and t.bm >= 128 then
+        local tm, tn = (m + t.bm - 1) // t.bm, (n + t.bn - 1) // t.bn
+        if tm >= 2 then local o = copy(base) o.cluster = { 2, 1 } add(t, o) end
+        if tn >= 2 then local o = copy(base) o.cluster = { 1, 2 } add(t, o) end
+        -- split-K: fewer tiles than SMs and K long enough to split (at
+        -- least 8 k blocks a piece)
+        local kt = (k + (fp8 and 128 or 64) - 1) // (fp8 and 128 or 64)
+        if tm * tn < sms then
+          for s = 2, 4 do
+            if kt // s >= 8 and tm * tn * s <= 2 * sms then
+              local o = copy(base) o.schedule, o.splits = "splitk", s add(t, o)
+            end
+          end
+          if kt >= 16 then local o = copy(base) o.schedule = "streamk" add(t, o) end
+        end
+      end
+    end
+  end
+  table.sort(out, function(a, b) return a.us < b.us end)
+  return out
+end
+
+function tl.gemm.candidates(o)
+  if type(o) ~= "table" then tl.raise("gemm.candidates: expected a table {m, n, k [, dtype, count, sms]}") end
+  for _, key in ipairs { "m", "n", "k" } do
+    if math.type(o[key]) ~= "integer" or o[key] < 1 then tl.raise(("gemm.candidates: '%s' must be a positive integer"):format(key)) end
+  end
+  local dtype, count = o.dtype or "bf16", o.count or 3
+  if math.type(count) ~= "integer" or count < 1 then tl.raise("gemm.candidates: count must be a positive integer") end
+  local sms = o.sms or (tl.device.available() and tl.device.sm_count() or 132)
+  local list, est = {}, {}
+  if o.m <= 64 and (dtype == "bf16" or dtype == "f16") then
+    for _, d in ipairs(DECODE) do list[#list + 1] = copy(d) end
+    if o.m > 32 then for _, d in ipairs(DECODE_64) do list[#list + 1] = copy(d) end end
+    return list, est
+  end
+  -- one cluster orientation of a tile and schedule (the model cannot tell
+  -- 2 x 1 from 1 x 2 apart: both halve one operand's reads), then the next form
+  local seen = {}
+  for _, f in ipairs(forms(o.m, o.n, o.k, dtype, sms)) do
+    if #list >= count then break end
+    local family = ("%s/%s/%s/%s/%s"):format(f.c.bm, f.c.bn, f.c.consumers, f.o.schedule, f.c.cluster)
+    if not seen[family] then
+      seen[family] = true
+      local i = #list + 1
+      list[i], est[i] = f.o, f.us
+    end
+  end
+  return list, est
+end
+
+return M
