@@ -1,0 +1,159 @@
+-- The reduce-add store of a tile program, tl.store(t, coords, tile, {reduce =
+-- "add"}): programs add their tiles into the same elements of a tensor,
+-- atomically. On the CPU emulator, as written and as tile-to-ptx lowers it
+-- (a compute agent's blocked tile and a consumer's accumulator: one
+-- red.global.add an element), the sums equal a reference exactly (small
+-- integers: every order of the additions gives the same f32); the race check
+-- finds no race between reduce-adds of different programs, but a plain store
+-- beside a reduce-add of the same elements is one; the lowered PTX assembles.
+local H = dofile "spec/helper.lua"
+local PH = dofile "spec/protocol_helper.lua"
+local AH = dofile "spec/attention_helper.lua"
+local tl = require "tilua"
+
+-- kernel k (a tile program) run on the emulator on its grid of programs; lowered: the
+-- kernel tile-to-ptx makes of it on `ctas` CTAs. -> read(name) of a tensor's bytes
+local function emulate(k, grid, tensors, scalars, lowered, ctas)
+  if lowered then
+    local kop = PH.lowered_tile(k)
+    local args, at = AH.lowered_args(PH, kop, tensors, scalars, grid)
+    local launch = kop:attr_or_default "tileas.launch"
+    local r = tl.emulate(kop, { grid = (launch and launch.linear) and grid[1] * grid[2] or ctas, args = args,
+                                max_steps = 1e9, policy = "random", seed = 3 })
+    assert(r.ok, r.report)
+    return function(n) return r.read(at["map:" .. n] or at["ptr:" .. n]) end
+  end
+  local args, names = {}, {}
+  for n, v in pairs(tensors) do args[n] = v end
+  for n, v in pairs(scalars) do args[n] = v end
+  for n in pairs(args) do names[#names + 1] = n end
+  table.sort(names)
+  local at = {}
+  for i, n in ipairs(names) do at[n] = i end
+  local r = tl.emulate(k, { grid = grid, args = args, max_steps = 1e9 })
+  assert(r.ok, r.report)
+  return function(n) return r.read(at[n]) end
+end
+
+-- small integers, seeded
+local function ints(n, seed, lo, hi)
+  local t, s = {}, seed
+  for i = 1, n do
+    s = (s * 1103515245 + 12345) & 0x7fffffff
+    t[i] = lo + (s >> 16) % (hi - lo + 1)
+  end
+  return t
+end
+
+-- Out[r, c] += X[m * BM + r, c] for every row block m (a program each, along x): the
+-- column blocks' sums, a compute agent's blocked tile (elem f32 or i32)
+local function build_rowsum(elem, BM, BN)
+  tl.new_module()
+  local k = tl.tile_kernel("rows_added", { params = { X = tl.tensor(elem, 2), Out = tl.tensor(elem, 2) } })
+  k:define(function(_, p)
+    local m, n = tl.program_id("x"), tl.program_id("y")
+    tl.store(p.Out, { 0, n }, tl.load(p.X, { m, n }, { BM, BN }), { reduce = "add" })
+  end)
+  return k
+end
+
+-- C += A B^T over the K slice of program y (KS columns a split): split-K with the
+-- partial sums added into C, a consumer's accumulator
+local function build_splitk()
+  tl.new_module()
+  local k = tl.tile_kernel("splitk_added", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2),
+    C = tl.tensor(tl.f32, 2), KS = tl.i32 } })
+  k:define(function(_, p)
+    local m, s = tl.program_id("x"), tl.program_id("y")
+    local acc = tl.for_tiles(p.KS, { tile = 64, stages = 2 }, tl.zeros({ 128, 64 }, tl.f32), function(kk, acc)
+      local kt = kk + s * (p.KS // 64)
+      return tl.dot(tl.load(p.A, { m, kt }, { 128, 64 }), tl.load(p.B, { 0, kt }, { 64, 64 }), acc, { transpose_b = true })
+    end)
+    tl.store(p.C, { m, 0 }, acc, { reduce = "add" })
+  end)
+  return k
+end
+
+describe("the reduce-add store of a tile program", function()
+  for _, elem in ipairs { "f32", "i32" } do
+    for _, lowered in ipairs { false, true } do
+      it(("%s, %s: the row blocks' tiles added into one tile"):format(elem, lowered and "lowered" or "as written"), function()
+        local R, N, BM, BN = 37, 40, 8, 32 -- ragged: a partial row block and column block
+        local x = ints(R * N, 11, -50, 50)
+        local fmt = elem == "f32" and "<f" or "<i4"
+        local out = emulate(build_rowsum(tl[elem], BM, BN), { (R + BM - 1) // BM, (N + BN - 1) // BN },
+                            { X = { data = H.pack(fmt, x), shape = { R, N } }, Out = { bytes = BM * N * 4, shape = { BM, N } } },
+                            {}, lowered, 3) "Out"
+        for r = 0, BM - 1 do
+          for c = 0, N - 1 do
+            local want = 0
+            for m = r, R - 1, BM do want = want + x[m * N + c + 1] end
+            assert.equal(want, (string.unpack(fmt, out, 1 + 4 * (r * N + c))))
+          end
+        end
+      end)
+    end
+  end
+
+  for _, lowered in ipairs { false, true } do
+    it(("split-K: each split's accumulator added into C, %s"):format(lowered and "lowered (consumers)" or "as written"), function()
+      local M, K, S = 200, 256, 2
+      local a, b = ints(M * K, 5, -2, 2), ints(64 * K, 9, -2, 2)
+      local enc = require("tilua.emulate.values").float16.enc.bf16
+      local function bf16s(v)
+        local t = {}
+        for i = 1, #v do t[i] = string.pack("<I2", enc(v[i])) end
+        return table.concat(t)
+      end
+      local c = emulate(build_splitk(), { (M + 127) // 128, S },
+                        { A = { data = bf16s(a), shape = { M, K } }, B = { data = bf16s(b), shape = { 64, K } },
+                          C = { bytes = M * 64 * 4, shape = { M, 64 } } }, { KS = K // S }, lowered, 2) "C"
+      for i = 0, M - 1 do
+        for j = 0, 63 do
+          local want = 0
+          for kk = 0, K - 1 do want = want + a[i * K + kk + 1] * b[j * K + kk + 1] end
+          assert.equal(want, (string.unpack("<f", c, 1 + 4 * (i * 64 + j))))
+        end
+      end
+    end)
+  end
+
+  it("the race check: reduce-adds of programs into one tile are no race; a plain store beside them is", function()
+    local args = { X = { bytes = 16 * 32 * 4, shape = { 16, 32 } }, Out = { bytes = 8 * 32 * 4, shape = { 8, 32 } } }
+    local ok = tl.verify_protocol(build_rowsum(tl.f32, 8, 32), { grid = { 2, 1 }, args = args })
+    assert(ok.ok, ok.report)
+    tl.new_module()
+    local k = tl.tile_kernel("stored_and_added", { params = { X = tl.tensor(tl.f32, 2), Out = tl.tensor(tl.f32, 2) } })
+    k:define(function(_, p)
+      local m = tl.program_id("x")
+      local x = tl.load(p.X, { m, 0 }, { 8, 32 })
+      tl.if_(m:eq(0), function() tl.store(p.Out, { 0, 0 }, x) end, function() tl.store(p.Out, { 0, 0 }, x, { reduce = "add" }) end)
+    end)
+    local bad = tl.verify_protocol(k, { grid = { 2, 1 }, args = args })
+    assert.is_false(bad.ok)
+    assert.equal("overwrite", bad.violation.kind)
+  end)
+
+  it("refuses a reduce other than add, and one of a 16-bit tile, at the script's line", function()
+    tl.new_module()
+    local k = tl.tile_kernel("bad_reduce", { params = { X = tl.tensor(tl.bf16, 2) } })
+    local ok, err = pcall(k.define, k, function(_, p)
+      tl.store(p.X, { 0, 0 }, tl.load(p.X, { 0, 0 }, { 8, 8 }), { reduce = "max" })
+    end)
+    assert.is_false(ok)
+    assert.matches("tile_reduce_store_spec.lua:%d+: store: reduce is \"add\", got max", err)
+    ok, err = pcall(k.define, k, function(_, p)
+      tl.store(p.X, { 0, 0 }, tl.load(p.X, { 0, 0 }, { 8, 8 }), { reduce = "add" })
+    end)
+    assert.is_false(ok)
+    assert.matches("store: a reduce%-add store adds f32 or i32 tiles, got bf16", err)
+  end)
+
+  it("lowers to red.global.add that ptxas takes", function()
+    for _, k in ipairs { build_rowsum(tl.f32, 8, 32), build_splitk() } do
+      local ptx = k:compile()
+      H.has(ptx, "red.gpu.global.add.f32")
+      H.assert_ptxas_fast(ptx)
+    end
+  end)
+end)
