@@ -44,16 +44,34 @@ end
 local T4, T3 = function(e) return tl.tensor(e, 4) end, function(e) return tl.tensor(e, 3) end
 
 -- {=== the tile programs
+-- (o.fused: it also zeroes the rows' tile of the f32 dQ accumulator that the
+-- fused program adds into)
 local function build_delta(o)
   local D, BM = o.d or 128, tiles(o, "dq")
   tl.new_module()
-  local k = tl.tile_kernel("attention_bwd_delta", { params = { O = T4(tl.bf16), dO = T4(tl.bf16), Delta = T3(tl.f32),
-    H = tl.i32 } })
+  local params = { O = T4(tl.bf16), dO = T4(tl.bf16), Delta = T3(tl.f32), H = tl.i32 }
+  if o.fused then params.dQacc = T4(tl.f32) end
+  local k = tl.tile_kernel("attention_bwd_delta", { params = params })
   k:define(function(_, p)
     local m, bh = tl.program_id("x"), tl.program_id("y")
     local b, h = bh // p.H, bh % p.H
     local prod = tl.load(p.O, { b, h, m, 0 }, { BM, D }):cast(tl.f32) * tl.load(p.dO, { b, h, m, 0 }, { BM, D }):cast(tl.f32)
     tl.store(p.Delta, { b, h, m }, tl.reduce(prod, 1, "add"))
+    if o.fused then tl.store(p.dQacc, { b, h, m, 0 }, tl.zeros({ BM, D }, tl.f32)) end
+  end)
+  return k
+end
+
+-- dQ = scale * dQacc in bf16, BM rows of a head a program (the fused backward's last)
+local function build_dq_convert(o)
+  local D, BM = o.d or 128, tiles(o, "dq")
+  tl.new_module()
+  local k = tl.tile_kernel("attention_bwd_dq_convert", { params = { dQacc = T4(tl.f32), dQ = T4(tl.bf16), H = tl.i32,
+    scale = tl.f32 } })
+  k:define(function(_, p)
+    local m, bh = tl.program_id("x"), tl.program_id("y")
+    local b, h = bh // p.H, bh % p.H
+    tl.store(p.dQ, { b, h, m, 0 }, (tl.load(p.dQacc, { b, h, m, 0 }, { BM, D }) * p.scale):cast(tl.bf16))
   end)
   return k
 end
@@ -92,12 +110,15 @@ local function build_dq(o)
   return k
 end
 
+-- (o.fused: the program also adds dS K, the dQ of its keys, into the f32
+-- dQacc with a reduce-add store: the backward's five dots)
 local function build_dkdv(o)
   local D, BM, BN = o.d or 128, tiles(o, "dkdv")
   tl.new_module()
-  local k = tl.tile_kernel("attention_bwd_dkdv", { params = { Q = T4(tl.bf16), K = T4(tl.bf16), V = T4(tl.bf16),
-    dO = T4(tl.bf16), LSE = T3(tl.f32), Delta = T3(tl.f32), dK = T4(tl.bf16), dV = T4(tl.bf16), SQ = tl.i32,
-    HKV = tl.i32, group = tl.i32, scale = tl.f32 } })
+  local params = { Q = T4(tl.bf16), K = T4(tl.bf16), V = T4(tl.bf16), dO = T4(tl.bf16), LSE = T3(tl.f32),
+    Delta = T3(tl.f32), dK = T4(tl.bf16), dV = T4(tl.bf16), SQ = tl.i32, HKV = tl.i32, group = tl.i32, scale = tl.f32 }
+  if o.fused then params.dQacc = T4(tl.f32) end
+  local k = tl.tile_kernel(o.fused and "attention_bwd_fused" or "attention_bwd_dkdv", { params = params })
   k:define(function(_, p)
     local n, bh = tl.program_id("x"), tl.program_id("y") -- BN keys of key head hk of batch b
     if o.causal then n, bh = tl.program_id("y"), tl.program_id("x") end -- (heads fastest, the first keys see most queries)
@@ -121,8 +142,11 @@ local function build_dkdv(o)
       local lse = tl.expand_dim(tl.load(p.LSE, { b, h, m }, { BM }) * LOG2E, 0) -- a query's, down the columns
       local pt = tl.exp2(tl.select(keep, st, -math.huge) * c - lse)
       local dpt = tl.dot(vt, dout, { transpose_b = true })
-      local dst = pt * (dpt - tl.expand_dim(tl.load(p.Delta, { b, h, m }, { BM }), 0))
-      return tl.dot(dst:cast(tl.bf16), q, dk), tl.dot(pt:cast(tl.bf16), dout, dv)
+      local dst = (pt * (dpt - tl.expand_dim(tl.load(p.Delta, { b, h, m }, { BM }), 0))):cast(tl.bf16)
+      if o.fused then -- dQ's part of these keys: dS K = (dS^T)^T K
+        tl.store(p.dQacc, { b, h, m, 0 }, tl.dot(dst, kt, { transpose_a = true }), { reduce = "add" })
+      end
+      return tl.dot(dst, q, dk), tl.dot(pt:cast(tl.bf16), dout, dv)
     end)
     tl.store(p.dK, { b, hk, n, 0 }, (dk * p.scale):cast(tl.bf16))
     tl.store(p.dV, { b, hk, n, 0 }, dv:cast(tl.bf16))
@@ -181,6 +205,7 @@ local function launch(o, x, only)
 end
 
 local example = { name = "attention_bwd", build_delta = build_delta, build_dq = build_dq, build_dkdv = build_dkdv,
+                  build_dq_convert = build_dq_convert,
                   tiles = tiles, programs = programs, kernels = kernels, launch = launch, LOG2E = LOG2E }
 if ... == "--library" then return example end
 

@@ -50,12 +50,18 @@ end
 
 -- dQ, dK and dV of problem c by the three programs on the emulator (lowered:
 -- the lowered kernels on c.ctas CTAs). -> the reference, {dQ, dK, dV bytes}
+-- (c.fused: the fused backward, Delta zeroing dQacc, dK/dV adding dS K into
+-- it, the conversion to dQ)
 local function backward(c, lowered)
   local x, bytes = inputs(c)
-  local o, G = { d = c.d, causal = c.causal, bm = c.bm, bn = c.bn }, example.programs(c)
+  local o, G = { d = c.d, causal = c.causal, bm = c.bm, bn = c.bn, fused = c.fused }, example.programs(c)
   local q4, kv4, rows = { c.b, c.h, c.sq, c.d }, { c.b, c.hkv, c.skv, c.d }, { c.b, c.h, c.sq }
-  local delta = emulate(example.build_delta(o), G[1], { O = { data = bytes.o, shape = q4 },
-    dO = { data = bytes.dout, shape = q4 }, Delta = { bytes = c.b * c.h * c.sq * 4, shape = rows } }, { H = c.h }, lowered) "Delta"
+  local acc = { bytes = c.b * c.h * c.sq * c.d * 4, shape = q4 }
+  local read_delta = emulate(example.build_delta(o), G[1], { O = { data = bytes.o, shape = q4 },
+    dO = { data = bytes.dout, shape = q4 }, Delta = { bytes = c.b * c.h * c.sq * 4, shape = rows },
+    dQacc = c.fused and acc or nil }, { H = c.h }, lowered)
+  local delta = read_delta "Delta"
+  if c.fused then acc = { data = read_delta "dQacc", shape = q4 } end
   local function tensors(more)
     local a = { Q = { data = bytes.q, shape = q4 }, K = { data = bytes.k, shape = kv4 }, V = { data = bytes.v, shape = kv4 },
                 dO = { data = bytes.dout, shape = q4 }, LSE = { data = bytes.lse, shape = rows },
@@ -64,16 +70,24 @@ local function backward(c, lowered)
     return a
   end
   local kvbytes, group = c.b * c.hkv * c.skv * c.d * 2, c.h // c.hkv
-  local dq = emulate(example.build_dq(o), G[2], tensors { dQ = { bytes = c.b * c.h * c.sq * c.d * 2, shape = q4 } },
-                     { SKV = c.skv, H = c.h, group = group, scale = c.scale }, lowered, c.ctas) "dQ"
+  local dq
+  if not c.fused then
+    dq = emulate(example.build_dq(o), G[2], tensors { dQ = { bytes = c.b * c.h * c.sq * c.d * 2, shape = q4 } },
+                 { SKV = c.skv, H = c.h, group = group, scale = c.scale }, lowered, c.ctas) "dQ"
+  end
   local read = emulate(example.build_dkdv(o), G[3], tensors { dK = { bytes = kvbytes, shape = kv4 },
-    dV = { bytes = kvbytes, shape = kv4 } }, { SQ = c.sq, HKV = c.hkv, group = group, scale = c.scale }, lowered, c.ctas)
+    dV = { bytes = kvbytes, shape = kv4 }, dQacc = c.fused and acc or nil },
+    { SQ = c.sq, HKV = c.hkv, group = group, scale = c.scale }, lowered, c.ctas)
+  if c.fused then
+    dq = emulate(example.build_dq_convert(o), G[1], { dQacc = { data = read "dQacc", shape = q4 },
+      dQ = { bytes = c.b * c.h * c.sq * c.d * 2, shape = q4 } }, { H = c.h, scale = c.scale }, lowered) "dQ"
+  end
   return AH.backward_reference(c, x), { dQ = dq, dK = read "dK", dV = read "dV" }
 end
 
 local function describe_case(c)
-  return ("%d x %d heads (%d), %d x %d, d %d%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
-    c.ctas and (", " .. c.ctas .. " CTAs") or "")
+  return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
+    c.ctas and (", " .. c.ctas .. " CTAs") or "", c.fused and ", fused (dQ added by the dK/dV program)" or "")
 end
 
 local function check(c, ref, got)
@@ -90,6 +104,10 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     { b = 2, h = 1, hkv = 1, sq = 130, skv = 130, d = 128, causal = true },
     { b = 1, h = 2, hkv = 2, sq = 70, skv = 200, d = 128 },
     { b = 1, h = 2, hkv = 1, sq = 190, skv = 60, d = 64, causal = true, bm = 64, bn = 64 },
+    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, fused = true },
+    { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, fused = true },
+    { b = 2, h = 1, hkv = 1, sq = 130, skv = 130, d = 128, causal = true, fused = true },
+    { b = 1, h = 2, hkv = 2, sq = 70, skv = 200, d = 128, fused = true },
   }
   for _, c in ipairs(CASES) do
     c.scale = 1 / math.sqrt(c.d)
