@@ -35,44 +35,8 @@ local function emulate(k, grid, tensors, scalars, lowered, ctas)
   return function(n) return r.read(at[n]) end
 end
 
--- small integers, seeded
-local function ints(n, seed, lo, hi)
-  local t, s = {}, seed
-  for i = 1, n do
-    s = (s * 1103515245 + 12345) & 0x7fffffff
-    t[i] = lo + (s >> 16) % (hi - lo + 1)
-  end
-  return t
-end
-
--- Out[r, c] += X[m * BM + r, c] for every row block m (a program each, along x): the
--- column blocks' sums, a compute agent's blocked tile (elem f32 or i32)
-local function build_rowsum(elem, BM, BN)
-  tl.new_module()
-  local k = tl.tile_kernel("rows_added", { params = { X = tl.tensor(elem, 2), Out = tl.tensor(elem, 2) } })
-  k:define(function(_, p)
-    local m, n = tl.program_id("x"), tl.program_id("y")
-    tl.store(p.Out, { 0, n }, tl.load(p.X, { m, n }, { BM, BN }), { reduce = "add" })
-  end)
-  return k
-end
-
--- C += A B^T over the K slice of program y (KS columns a split): split-K with the
--- partial sums added into C, a consumer's accumulator
-local function build_splitk()
-  tl.new_module()
-  local k = tl.tile_kernel("splitk_added", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2),
-    C = tl.tensor(tl.f32, 2), KS = tl.i32 } })
-  k:define(function(_, p)
-    local m, s = tl.program_id("x"), tl.program_id("y")
-    local acc = tl.for_tiles(p.KS, { tile = 64, stages = 2 }, tl.zeros({ 128, 64 }, tl.f32), function(kk, acc)
-      local kt = kk + s * (p.KS // 64)
-      return tl.dot(tl.load(p.A, { m, kt }, { 128, 64 }), tl.load(p.B, { 0, kt }, { 64, 64 }), acc, { transpose_b = true })
-    end)
-    tl.store(p.C, { m, 0 }, acc, { reduce = "add" })
-  end)
-  return k
-end
+local ex = assert(loadfile "examples/tile_reduce_store.lua")("--library")
+local ints, build_rowsum, build_splitk = ex.ints, ex.build_rowsum, ex.build_splitk
 
 describe("the reduce-add store of a tile program", function()
   for _, elem in ipairs { "f32", "i32" } do
@@ -84,13 +48,7 @@ describe("the reduce-add store of a tile program", function()
         local out = emulate(build_rowsum(tl[elem], BM, BN), { (R + BM - 1) // BM, (N + BN - 1) // BN },
                             { X = { data = H.pack(fmt, x), shape = { R, N } }, Out = { bytes = BM * N * 4, shape = { BM, N } } },
                             {}, lowered, 3) "Out"
-        for r = 0, BM - 1 do
-          for c = 0, N - 1 do
-            local want = 0
-            for m = r, R - 1, BM do want = want + x[m * N + c + 1] end
-            assert.equal(want, (string.unpack(fmt, out, 1 + 4 * (r * N + c))))
-          end
-        end
+        for i, want in ipairs(ex.rowsum_ref(x, R, N, BM)) do assert.equal(want, (string.unpack(fmt, out, 1 + 4 * (i - 1)))) end
       end)
     end
   end
@@ -108,13 +66,7 @@ describe("the reduce-add store of a tile program", function()
       local c = emulate(build_splitk(), { (M + 127) // 128, S },
                         { A = { data = bf16s(a), shape = { M, K } }, B = { data = bf16s(b), shape = { 64, K } },
                           C = { bytes = M * 64 * 4, shape = { M, 64 } } }, { KS = K // S }, lowered, 2) "C"
-      for i = 0, M - 1 do
-        for j = 0, 63 do
-          local want = 0
-          for kk = 0, K - 1 do want = want + a[i * K + kk + 1] * b[j * K + kk + 1] end
-          assert.equal(want, (string.unpack("<f", c, 1 + 4 * (i * 64 + j))))
-        end
-      end
+      for i, want in ipairs(ex.splitk_ref(a, b, M, K)) do assert.equal(want, (string.unpack("<f", c, 1 + 4 * (i - 1)))) end
     end)
   end
 
