@@ -18,6 +18,14 @@
 --                their results (the rescaled O)
 --   after        wait the late dots' last stages, issue them, wait, release
 --
+-- A dot whose result only a reduce-add store reads (from zeros, its A operand
+-- the registers of the iteration taken transposed: the fused attention
+-- backward's dQ part dS K; tileas-materialize-agents split its K among the
+-- consumers) is issued in the body, right after its operand is computed: the
+-- operand written (stmatrix, bf16) into the warpgroup's staging tile of
+-- shared memory, whose 128-byte swizzle is a TMA box's, then read by wgmma
+-- from there; its stores wait for the iteration's last wait (the late group's).
+--
 -- The turns (tileas.turns: a seq_bar a consumer warpgroup, kernels/attention.lua's
 -- turn_wait / turn_pass) order the consumers' issues so that one's register
 -- work overlaps the others' dots. Rings filled once a program (tileas.per_program)
@@ -51,9 +59,17 @@ local function read_loop(L, op)
       elseif r then into[r.group] = true end
     end
   end
+  an.reduced = {}
   for _, o in ipairs(b:ops()) do
     if o:name() == "tileas.dot" then
-      if o:attr_or_default "tileas.ahead" then
+      if Chain.reduced(o) then
+        an.reduced[o:result(1):id()] = o
+        local r = ring_of(L, o:operand(2))
+        if not r or not r.per_program then
+          R.fail(o, "a dot reduce-added into a tensor in a loop of chained dots must read its B operand from a tile loaded once a program")
+        end
+        an.once[r.group] = true
+      elseif o:attr_or_default "tileas.ahead" then
         an.ahead[#an.ahead + 1] = o
         add_groups(o, an.ahead_groups)
       else
@@ -191,18 +207,59 @@ end
 
 local wtype = { bf16 = "bf16", f16 = "f16" }
 
+-- Is dot op one whose result only reduce-add stores read, from zeros, its A
+-- operand in registers (tileas-materialize-agents' reduced dot)?
+function Chain.reduced(op)
+  local users = op:result(1):users()
+  if #users == 0 or R.tile_of(op:operand(1)).space ~= "rmem" then return false end
+  for _, u in ipairs(users) do
+    if u:name() ~= "tileas.tiled_store" or u:attr "reduce" ~= "add" or u:operand(u:noperands()) ~= op:result(1) then return false end
+  end
+  local acc = op:operand(3):def()
+  return acc and acc:name() == "tileas.splat" and R.const_int(acc:operand(1)) == 0
+end
+
+-- The A operand of reduced dot op, a 64 x 64 tile of bf16 or f16 registers
+-- truncated from f32, written into this warpgroup's staging tile (a 128-byte
+-- swizzle, a TMA box's: stmatrix as kernels/gemm.lua's store_fragment); ->
+-- the staging tile as a ring (its stage: the warpgroup) for the descriptors.
+local function stage_operand(L, env, op)
+  local x = V.get(L, op:operand(1), op)
+  local ti = R.tile_of(op:operand(1))
+  local wide = V.is_frag(x) and x.trunc_of
+  if not wide or not wtype[tostring(ti.elem)] or ti.shape[1] ~= 64 or ti.shape[2] ~= 64 then
+    R.fail(op, "a dot reduce-added into a tensor takes its register A operand as a 64 x 64 tile of bf16 or f16 truncated from f32")
+  end
+  L.reduce_staging = L.reduce_staging or L.k:shared(ti.elem, { #L.consumers, 64, 64 }, { align = 1024, swizzle = 128 })
+  local t, wg = env.thread, env.wg
+  local q, rr = t % 32 // 8, t % 8
+  local row = (t // 32) * 16 + (q % 2) * 8 + rr -- the stmatrix row address this lane gives
+  -- every warp's wgmma done with the last iteration's tile (each waited for its
+  -- own, but a warp's wgmma reads the rows the others write)
+  tl.named_barrier_sync(1 + wg, 128)
+  for j = 0, 64 // 8 - 1, 2 do -- matrices (j, rows 0-7), (j, rows 8-15), (j+1, 0-7), (j+1, 8-15) of the warp's rows
+    local regs = {}
+    for r = 0, 3 do regs[r + 1] = tl.pack(wide:at(4 * j + 2 * r), wide:at(4 * j + 2 * r + 1), ti.elem) end
+    tl.stmatrix(L.reduce_staging:ptr(wg, row, (q // 2) * 8 + j * 8), regs)
+  end
+  tl.fence_proxy_async("shared") -- (the writes seen by wgmma's async proxy)
+  tl.named_barrier_sync(1 + wg, 128)
+  local ring = { smem = L.reduce_staging, box = { 64, 64 }, shape = { 64, 64 }, swizzle = 128, elem = ti.elem }
+  return setmetatable({ ring = ring, offsets = { 0, 0 } }, V.Ring), ring
+end
+
 -- Issue the wgmmas of dot op: A from the ring's descriptors or from the
 -- registers pa (kernels/attention.lua's p_operands: a vector<4 x i32> a k step,
 -- built before the fence), B from the ring's, into the accumulator vector acc;
 -- fresh: the first k step overwrites it (scale-d off). stage: ring -> stage.
-local function issue(L, op, acc, stage, pa, fresh)
+local function issue(L, op, acc, stage, pa, fresh, a_ring)
   local desc = V.desc
   local at = op:attrs()
   local ai, bi = R.tile_of(op:operand(1)), R.tile_of(op:operand(2))
   local et = wtype[tostring(bi.elem)]
   if not et then R.fail(op, "dots of %s are not lowered yet (bf16 and f16)", tostring(bi.elem)) end
   local K = ai.shape[at.transpose_a and 1 or 2]
-  local ra = not pa and V.get(L, op:operand(1), op)
+  local ra = a_ring or (not pa and V.get(L, op:operand(1), op))
   local rb = V.get(L, op:operand(2), op)
   if (not pa and not V.is_ring(ra)) or not V.is_ring(rb) then R.fail(op, "dot operands must be rings or registers") end
   for kk = 0, K // 16 - 1 do
@@ -290,12 +347,33 @@ local function bind_slots(S, kk, carried, late_inits)
   end
 end
 
+-- A reduced dot of the body: its operand staged, the dot issued (one group
+-- committed) and its result bound; its stores wait (S.pending, flushed by
+-- reduced_stores after the next wgmma wait for every group).
+local function issue_reduced(S, d)
+  local L = S.L
+  local a_ring, ring = stage_operand(L, S.env, d)
+  local st = stages_of(S.once, S.cur)
+  st[ring] = S.env.wg
+  tl.wgmma_fence()
+  local vec = issue(L, d, tl.zeros(tl.f32, frag_size(d:result(1):type())), st, nil, true, a_ring)
+  tl.wgmma_commit()
+  local f = V.frag(tl.f32, frag_size(d:result(1):type()), function(e) return tl.extract(vec, e) end)
+  f.vec = vec
+  L.vmap[d:result(1):id()] = f
+end
+local function reduced_stores(S)
+  for _, st in ipairs(S.pending) do S.saved_store(st) end
+  S.pending = {}
+end
+
 -- The body's register ops of an iteration, the ahead dots' results given.
 local function lower_body(S, ahead_vecs)
   local L, env = S.L, S.env
-  local saved, by_result = env.dot, {}
+  local saved, saved_store, by_result = env.dot, env.tiled_store, {}
   for d, vec in pairs(ahead_vecs) do by_result[d:result(1):id()] = vec end
   env.dot = function(d)
+    if S.an.reduced[d:result(1):id()] then return issue_reduced(S, d) end
     local vec = by_result[d:result(1):id()]
     if vec then -- (a late dot: issued in the next iteration, from its operands)
       local f = V.frag(tl.f32, frag_size(d:result(1):type()), function(e) return tl.extract(vec, e) end)
@@ -303,8 +381,12 @@ local function lower_body(S, ahead_vecs)
       L.vmap[d:result(1):id()] = f
     end
   end
+  S.saved_store = saved_store
+  env.tiled_store = function(op)
+    if S.an.reduced[op:operand(op:noperands()):id()] then S.pending[#S.pending + 1] = op else saved_store(op) end
+  end
   X.lower_block(L, S.b, env)
-  env.dot = saved
+  env.dot, env.tiled_store = saved, saved_store
 end
 
 -- What an iteration hands to the next: the carried slots; then, after the
@@ -389,6 +471,10 @@ local function prologue(S, lb)
   bind_slots(S, lb, carried, inits)
   lower_body(S, svecs)
   local out = outputs_before_wait(S)
+  if #S.pending > 0 then
+    tl.wgmma_wait(0)
+    reduced_stores(S)
+  end
   register_operands(S, out)
   accumulators(S, out)
   return svecs, out
@@ -454,6 +540,7 @@ local function iteration(S, C, kk)
   lower_body(S, nv)
   local n = outputs_before_wait(S)
   tl.wgmma_wait(0)
+  reduced_stores(S)
   release_late(S)
   for _, d in ipairs(an.late) do S.late_result[d] = results[d] end
   register_operands(S, n)
@@ -500,7 +587,7 @@ function Chain.lower(L, env, op, cur, ctx)
   local an = read_loop(L, op)
   local b = op:region(1):entry()
   local S = { L = L, env = env, op = op, b = b, yield = b:terminator(), an = an, cur = cur, ctx = ctx,
-              nslots = op:nresults(), slot_kind = {}, late_result = {},
+              nslots = op:nresults(), slot_kind = {}, late_result = {}, pending = {},
               ahead_groups = ordered(L, an.ahead_groups), late_groups = ordered(L, an.late_groups), once = ordered(L, an.once),
               turns = ctx.turn and op:attr_or_default "tileas.turns" }
   for i = 1, S.nslots do

@@ -225,7 +225,7 @@ local function build(L, ag, count, first)
       local wg = env.replica or ag.index
       local t = ta.thread_id() % 128
       local f = tl.wgmma_fragment(t)
-      env.f = f
+      env.f, env.thread, env.wg = f, t, wg
       -- a cursor a pipeline (one for a GEMM); the turns at the dots, where
       -- the loop takes them (tileas.turns: L.go, a seq_bar a warpgroup)
       local cur, cursors = {}, {}
