@@ -22,9 +22,12 @@
 -- the registers of the iteration taken transposed: the fused attention
 -- backward's dQ part dS K; tileas-materialize-agents split its K among the
 -- consumers) is issued in the body, right after its operand is computed: the
--- operand written (stmatrix, bf16) into the warpgroup's staging tile of
--- shared memory, whose 128-byte swizzle is a TMA box's, then read by wgmma
--- from there; its stores wait for the iteration's last wait (the late group's).
+-- operand written (stmatrix, bf16) into one of the warpgroup's two staging
+-- tiles of shared memory (alternate iterations), whose 128-byte swizzle is a
+-- TMA box's, then read by wgmma from there; its stores wait for the
+-- iteration's last wait (the late group's). A late dot of the same A operand
+-- (dK += dS^T Q) reads the staged tile too, instead of registers packed after
+-- the wait: the f32 values die at the staging, not an iteration later.
 --
 -- The turns (tileas.turns: a seq_bar a consumer warpgroup, kernels/attention.lua's
 -- turn_wait / turn_pass) order the consumers' issues so that one's register
@@ -59,7 +62,7 @@ local function read_loop(L, op)
       elseif r then into[r.group] = true end
     end
   end
-  an.reduced = {}
+  an.reduced, an.staged = {}, {}
   for _, o in ipairs(b:ops()) do
     if o:name() == "tileas.dot" then
       if Chain.reduced(o) then
@@ -83,6 +86,11 @@ local function read_loop(L, op)
         an.late_of_slot[slot] = an.late[#an.late]
         add_groups(o, an.late_groups)
       end
+    end
+  end
+  for _, d in ipairs(an.late) do -- (a late dot whose A a reduced dot stages)
+    for _, r in pairs(an.reduced) do
+      if r:operand(1) == d.op:operand(1) then an.staged[d] = true end
     end
   end
   -- a ring both kinds read (the backward's K: S = Q K^T ahead, dQ += dS K
@@ -219,18 +227,25 @@ function Chain.reduced(op)
   return acc and acc:name() == "tileas.splat" and R.const_int(acc:operand(1)) == 0
 end
 
+-- The staging tiles as a ring whose stage is 2 x the warpgroup + which (0, 1).
+local function staging_ring(L, elem)
+  L.reduce_staging = L.reduce_staging or L.k:shared(elem, { 2 * #L.consumers, 64, 64 }, { align = 1024, swizzle = 128 })
+  local ring = { smem = L.reduce_staging, box = { 64, 64 }, shape = { 64, 64 }, swizzle = 128, elem = elem }
+  return setmetatable({ ring = ring, offsets = { 0, 0 } }, V.Ring), ring
+end
+
 -- The A operand of reduced dot op, a 64 x 64 tile of bf16 or f16 registers
--- truncated from f32, written into this warpgroup's staging tile (a 128-byte
--- swizzle, a TMA box's: stmatrix as kernels/gemm.lua's store_fragment); ->
--- the staging tile as a ring (its stage: the warpgroup) for the descriptors.
-local function stage_operand(L, env, op)
+-- truncated from f32, written into staging tile `stage` (a 128-byte swizzle,
+-- a TMA box's: stmatrix as kernels/gemm.lua's store_fragment); -> the staging
+-- tiles as a ring (staging_ring) for the descriptors.
+local function stage_operand(L, env, op, stage)
   local x = V.get(L, op:operand(1), op)
   local ti = R.tile_of(op:operand(1))
   local wide = V.is_frag(x) and x.trunc_of
   if not wide or not wtype[tostring(ti.elem)] or ti.shape[1] ~= 64 or ti.shape[2] ~= 64 then
     R.fail(op, "a dot reduce-added into a tensor takes its register A operand as a 64 x 64 tile of bf16 or f16 truncated from f32")
   end
-  L.reduce_staging = L.reduce_staging or L.k:shared(ti.elem, { #L.consumers, 64, 64 }, { align = 1024, swizzle = 128 })
+  local a_ring, ring = staging_ring(L, ti.elem)
   local t, wg = env.thread, env.wg
   local q, rr = t % 32 // 8, t % 8
   local row = (t // 32) * 16 + (q % 2) * 8 + rr -- the stmatrix row address this lane gives
@@ -240,12 +255,11 @@ local function stage_operand(L, env, op)
   for j = 0, 64 // 8 - 1, 2 do -- matrices (j, rows 0-7), (j, rows 8-15), (j+1, 0-7), (j+1, 8-15) of the warp's rows
     local regs = {}
     for r = 0, 3 do regs[r + 1] = tl.pack(wide:at(4 * j + 2 * r), wide:at(4 * j + 2 * r + 1), ti.elem) end
-    tl.stmatrix(L.reduce_staging:ptr(wg, row, (q // 2) * 8 + j * 8), regs)
+    tl.stmatrix(L.reduce_staging:ptr(stage, row, (q // 2) * 8 + j * 8), regs)
   end
   tl.fence_proxy_async("shared") -- (the writes seen by wgmma's async proxy)
   tl.named_barrier_sync(1 + wg, 128)
-  local ring = { smem = L.reduce_staging, box = { 64, 64 }, shape = { 64, 64 }, swizzle = 128, elem = ti.elem }
-  return setmetatable({ ring = ring, offsets = { 0, 0 } }, V.Ring), ring
+  return a_ring, ring
 end
 
 -- Issue the wgmmas of dot op: A from the ring's descriptors or from the
@@ -352,9 +366,9 @@ end
 -- reduced_stores after the next wgmma wait for every group).
 local function issue_reduced(S, d)
   local L = S.L
-  local a_ring, ring = stage_operand(L, S.env, d)
+  local a_ring, ring = stage_operand(L, S.env, d, S.staged)
   local st = stages_of(S.once, S.cur)
-  st[ring] = S.env.wg
+  st[ring] = S.staged
   tl.wgmma_fence()
   local vec = issue(L, d, tl.zeros(tl.f32, frag_size(d:result(1):type())), st, nil, true, a_ring)
   tl.wgmma_commit()
@@ -396,12 +410,12 @@ end
 -- with that group's operands, and ptxas would serialize every wgmma (C7513).
 local function register_operands(S, out)
   for _, d in ipairs(S.an.late) do
-    if R.tile_of(d.op:operand(1)).space == "rmem" then out.areg[d] = register_a(S.L, d.op) end
+    if R.tile_of(d.op:operand(1)).space == "rmem" and not S.an.staged[d] then out.areg[d] = register_a(S.L, d.op) end
   end
 end
 local function outputs_before_wait(S)
   local L, op, yield = S.L, S.op, S.yield
-  local out = { areg = {}, slots = {} }
+  local out = { areg = {}, slots = {}, staged = S.staged }
   for i = 1, S.nslots do
     if not S.an.late_of_slot[i] then
       out.slots[i] = pack(V.get(L, yield:operand(i), yield), S.slot_kind[i], op:result(i):type())
@@ -439,11 +453,20 @@ local function operand_regs(S, out)
   return pa
 end
 
--- Issue the late dots from the hand-over out, one group committed.
+-- Issue the late dots from the hand-over out, one group committed (a staged
+-- A operand: the staging tile out.staged, the one the last body wrote).
 local function issue_late(S, out, pa)
   local st = stages_of(S.late_groups, S.cur)
   local res = {}
-  for _, d in ipairs(S.an.late) do res[d] = issue(S.L, d.op, out.acc[d], st, pa[d], false) end
+  for _, d in ipairs(S.an.late) do
+    local a_ring
+    if S.an.staged[d] then
+      local ring
+      a_ring, ring = staging_ring(S.L, R.tile_of(d.op:operand(1)).elem)
+      st[ring] = out.staged
+    end
+    res[d] = issue(S.L, d.op, out.acc[d], st, pa[d], false, a_ring)
+  end
   tl.wgmma_commit()
   return res
 end
@@ -469,6 +492,7 @@ local function prologue(S, lb)
     if not S.an.late_of_slot[i] then carried[i] = pack(inits[i], S.slot_kind[i], op:result(i):type()) end
   end
   bind_slots(S, lb, carried, inits)
+  if S.reducing then S.staged = 2 * tl.cast(S.env.wg, tl.i32) end -- (the warpgroup's first staging tile)
   lower_body(S, svecs)
   local out = outputs_before_wait(S)
   if #S.pending > 0 then
@@ -495,6 +519,7 @@ local function loop_cells(S, svecs, out)
     if an.shared[g] then C.list[#C.list + 1] = S.acur[g] end
   end
   if S.turns then C.list[#C.list + 1] = S.ctx.turn end
+  if S.reducing then C.staged = cell(out.staged) end
   for _, d in ipairs(an.late) do C.late[d] = { acc = cell(out.acc[d]), areg = out.areg[d] and cell(out.areg[d]) } end
   for _, d in ipairs(an.ahead) do C.ahead[d] = cell(svecs[d]) end
   for i = 1, S.nslots do
@@ -507,7 +532,7 @@ local function loop_cells(S, svecs, out)
 end
 -- The hand-over the cells hold now.
 local function current(S, C)
-  local o = { acc = {}, areg = {}, slots = {} }
+  local o = { acc = {}, areg = {}, slots = {}, staged = C.staged and C.staged.value }
   for _, d in ipairs(S.an.late) do
     o.acc[d] = C.late[d].acc.value
     o.areg[d] = C.late[d].areg and C.late[d].areg.value
@@ -537,6 +562,7 @@ local function iteration(S, C, kk)
   release_ahead(S)
   bind_slots(S, kk, o.slots, nil)
   for k2 in pairs(S.late_result) do S.late_result[k2] = nil end
+  if S.reducing then S.staged = o.staged ~ 1 end -- (the other tile: the late dots just issued read this one)
   lower_body(S, nv)
   local n = outputs_before_wait(S)
   tl.wgmma_wait(0)
@@ -550,6 +576,7 @@ local function iteration(S, C, kk)
     if C.late[d].areg then C.late[d].areg.value = n.areg[d] end
   end
   for _, d in ipairs(an.ahead) do C.ahead[d].value = nv[d] end
+  if C.staged then C.staged.value = n.staged end
   for i, cs in pairs(C.slots) do
     for j, c in ipairs(cs) do c.value = n.slots[i][j] end
   end
@@ -590,6 +617,7 @@ function Chain.lower(L, env, op, cur, ctx)
               nslots = op:nresults(), slot_kind = {}, late_result = {}, pending = {},
               ahead_groups = ordered(L, an.ahead_groups), late_groups = ordered(L, an.late_groups), once = ordered(L, an.once),
               turns = ctx.turn and op:attr_or_default "tileas.turns" }
+  S.reducing = next(an.reduced) ~= nil
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then
       S.slot_kind[i] = kind_of(op:result(i):type())

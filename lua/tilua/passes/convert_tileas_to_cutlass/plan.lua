@@ -227,6 +227,22 @@ end
 -- consumers: the warpgroups of a CTA share 64K registers, 512 a thread of a
 -- warpgroup (the producer keeps what its loads need)
 plan.REGS = { { producer = 40, consumer = 240 }, { producer = 40, consumer = 232 }, { producer = 32, consumer = 160 } }
+-- two consumers that reduce-add a dot's result in their loop (the fused
+-- attention backward: the dQ part's accumulator beside dK, dV, S^T and dP^T)
+-- take FlashAttention-3's split: the producer's loads fit 24
+plan.REGS_REDUCING = { producer = 24, consumer = 240 }
+
+-- Does a consumer agent reduce-add a tile into a tensor?
+local function consumers_reduce(L)
+  for _, ag in ipairs(L.consumers) do
+    local found = false
+    R.each_op(ag.op, function(op)
+      if op:name() == "tileas.tiled_store" and op:attr "reduce" then found = true end
+    end)
+    if found then return true end
+  end
+  return false
+end
 
 function ROLES.consumer(L, ag)
   L.consumers[#L.consumers + 1] = ag
@@ -348,6 +364,7 @@ function plan.read(tl, G, kop, Ring)
   read_agents(L)
   if L.compute and L.nctas > 1 then R.fail(kop, "a program without a dot (a compute agent) on a cluster is not lowered yet") end
   L.regs = plan.REGS[math.max(#L.consumers, 1)]
+  if #L.consumers == 2 and consumers_reduce(L) then L.regs = plan.REGS_REDUCING end
   if not L.regs then R.fail(kop, "%d consumer agents: at most %d are lowered", #L.consumers, #plan.REGS) end
   L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas, L.P.programs_z)
   if L.S and L.compute then R.fail(kop, "%s splits the k loop of a dot: a program without one has none", L.S.kind) end
