@@ -150,12 +150,12 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     end
   end)
 
-  it("the fused form (d64) lowers to PTX that ptxas takes unserialized: dS^T staged by stmatrix, dQ added with red.global", function()
+  it("the fused form (d64) lowers to PTX that ptxas takes unserialized: dS^T staged by stmatrix, dQ added by TMA reduce", function()
     for _, o in ipairs { { d = 64, fused = true }, { d = 64, causal = true, fused = true } } do
       local ptx = example.build_dkdv(o):compile()
       H.has(ptx, "setmaxnreg.inc.sync.aligned.u32 240") -- (two consumers that reduce-add: 24 / 240 registers)
       H.has(ptx, "stmatrix")
-      H.has(ptx, "red.gpu.global.add.f32")
+      H.has(ptx, "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group")
       H.assert_ptxas_fast(ptx)
       local path = os.tmpname()
       local f = assert(io.open(path, "w"))
@@ -163,7 +163,7 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
       f:close()
       local log = io.popen(("%s -arch=sm_90a -v -o /dev/null %s 2>&1"):format(H.quote(H.ptxas()), H.quote(path))):read "a"
       os.remove(path)
-      -- (causal: its mask's two paths spill 12 bytes at 240 registers; docs/PERF.md)
+      -- (causal: its mask's two paths spill 4 bytes at 240 registers; docs/PERF.md)
       if not o.causal then H.has(log, "0 bytes spill stores") end
     end
   end)

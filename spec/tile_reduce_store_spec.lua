@@ -1,8 +1,9 @@
 -- The reduce-add store of a tile program, tl.store(t, coords, tile, {reduce =
 -- "add"}): programs add their tiles into the same elements of a tensor,
 -- atomically. On the CPU emulator, as written and as tile-to-ptx lowers it
--- (a compute agent's blocked tile and a consumer's accumulator: one
--- red.global.add an element), the sums equal a reference exactly (small
+-- (a compute agent's blocked tile: one red.global.add an element; a
+-- consumer's accumulator: staged in shared memory, then TMA's reduce-add of
+-- 64 x 32 boxes), the sums equal a reference exactly (small
 -- integers: every order of the additions gives the same f32); the race check
 -- finds no race between reduce-adds of different programs, but a plain store
 -- beside a reduce-add of the same elements is one; the lowered PTX assembles.
@@ -101,11 +102,13 @@ describe("the reduce-add store of a tile program", function()
     assert.matches("store: a reduce%-add store adds f32 or i32 tiles, got bf16", err)
   end)
 
-  it("lowers to red.global.add that ptxas takes", function()
-    for _, k in ipairs { build_rowsum(tl.f32, 8, 32), build_splitk() } do
-      local ptx = k:compile()
-      H.has(ptx, "red.gpu.global.add.f32")
-      H.assert_ptxas_fast(ptx)
-    end
+  it("lowers to red.global.add (a compute agent) and a TMA reduce-add (a consumer's accumulator) that ptxas takes", function()
+    local ptx = build_rowsum(tl.f32, 8, 32):compile()
+    H.has(ptx, "red.gpu.global.add.f32")
+    H.assert_ptxas_fast(ptx)
+    ptx = build_splitk():compile()
+    H.has(ptx, "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group")
+    assert.is_nil(ptx:find("red.gpu.global", 1, true))
+    H.assert_ptxas_fast(ptx)
   end)
 end)

@@ -59,6 +59,12 @@ local function plan_params(tl, kop, agents, nctas)
         local tile = n == "tileas.tiled_store" and op:operand(op:noperands()) or op:result(1)
         local ti = R.tile_of(tile)
         if n == "tileas.tiled_store" and ag.kind == "consumer" and ti.layout and ti.layout.kind == "mma"
+           and op:attr "reduce" and ti.elem == tl.f32 and nctas == 1 and ti.shape[2] % 32 == 0 then
+          -- a reduce-add by TMA from shared memory: boxes of 64 x 32 f32, a 128-byte swizzle
+          -- (consumer.lua's tma_reduce)
+          want_map(e, op, tl.tensor_map_type(ti.elem, R.full_box(e.rank, { 64, 32 }), 128))
+          P.tma_stores = true
+        elseif n == "tileas.tiled_store" and ag.kind == "consumer" and ti.layout and ti.layout.kind == "mma"
            and R.elem_bytes(ti.elem) == 2 and R.cta_part(ti, nctas)[2] % 64 == 0 then
           -- sub-tiles of 64 x 32, a 64-byte swizzle (consumer.lua's tiled_store)
           P.store_cols = 32
