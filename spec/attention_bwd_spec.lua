@@ -16,30 +16,7 @@ local tl = require "tilua"
 
 local example = assert(loadfile "examples/attention_bwd.lua")("--library")
 
--- The emulator's run of kernel k on its grid of programs: the tile program
--- (args by name), or (lowered) the kernel tile-to-ptx makes of it on `ctas`
--- CTAs (a compute kernel: one a program). -> read(name) of a tensor's bytes
-local function emulate(k, grid, tensors, scalars, lowered, ctas)
-  if lowered then
-    local kop = PH.lowered_tile(k)
-    local args, at = AH.lowered_args(PH, kop, tensors, scalars, grid)
-    local launch = kop:attr_or_default "tileas.launch"
-    local r = tl.emulate(kop, { grid = (launch and launch.linear) and grid[1] * grid[2] or ctas, args = args,
-                                max_steps = 1e9, policy = "random", seed = 3 })
-    assert(r.ok, r.report)
-    return function(n) return r.read(at["map:" .. n] or at["ptr:" .. n]) end
-  end
-  local args, names = {}, {}
-  for n, v in pairs(tensors) do args[n] = v end
-  for n, v in pairs(scalars) do args[n] = v end
-  for n in pairs(args) do names[#names + 1] = n end
-  table.sort(names) -- (a tile kernel's parameters are in name order)
-  local at = {}
-  for i, n in ipairs(names) do at[n] = i end
-  local r = tl.emulate(k, { grid = grid, args = args, max_steps = 1e9 })
-  assert(r.ok, r.report)
-  return function(n) return r.read(at[n]) end
-end
+local function emulate(...) return AH.emulate(PH, ...) end
 
 -- The inputs of problem c: Q, K, V, dO and the forward's O and LSE (the CPU's).
 local function inputs(c)
@@ -83,6 +60,17 @@ local function backward(c, lowered)
       dQ = { bytes = c.b * c.h * c.sq * c.d * 2, shape = q4 } }, { H = c.h, scale = c.scale }, lowered) "dQ"
   end
   return AH.backward_reference(c, x), { dQ = dq, dK = read "dK", dV = read "dV" }
+end
+
+-- ptxas -v's report on ptx (its spills).
+local function ptxas_log(ptx)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(ptx)
+  f:close()
+  local log = io.popen(("%s -arch=sm_90a -v -o /dev/null %s 2>&1"):format(H.quote(H.ptxas()), H.quote(path))):read "a"
+  os.remove(path)
+  return log
 end
 
 local function describe_case(c)
@@ -139,12 +127,7 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
         -- a dot of registers: the A operand a vector of 4 registers, not a descriptor
         assert.truthy(ptx:find("k16%.f32%.bf16%.bf16 {[^}]*}, {%%r%d+, %%r%d+, %%r%d+, %%r%d+}"), "no wgmma with A from registers")
         H.assert_ptxas_fast(ptx)
-        local path = os.tmpname()
-        local f = assert(io.open(path, "w"))
-        f:write(ptx)
-        f:close()
-        local log = io.popen(("%s -arch=sm_90a -v -o /dev/null %s 2>&1"):format(H.quote(H.ptxas()), H.quote(path))):read "a"
-        os.remove(path)
+        local log = ptxas_log(ptx)
         H.has(log, "0 bytes spill stores")
       end
     end
@@ -157,12 +140,7 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
       H.has(ptx, "stmatrix")
       H.has(ptx, "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group")
       H.assert_ptxas_fast(ptx)
-      local path = os.tmpname()
-      local f = assert(io.open(path, "w"))
-      f:write(ptx)
-      f:close()
-      local log = io.popen(("%s -arch=sm_90a -v -o /dev/null %s 2>&1"):format(H.quote(H.ptxas()), H.quote(path))):read "a"
-      os.remove(path)
+      local log = ptxas_log(ptx)
       -- (causal: its mask's two paths spill 4 bytes at 240 registers; docs/PERF.md)
       if not o.causal then H.has(log, "0 bytes spill stores") end
     end

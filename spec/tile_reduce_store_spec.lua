@@ -12,29 +12,7 @@ local PH = dofile "spec/protocol_helper.lua"
 local AH = dofile "spec/attention_helper.lua"
 local tl = require "tilua"
 
--- kernel k (a tile program) run on the emulator on its grid of programs; lowered: the
--- kernel tile-to-ptx makes of it on `ctas` CTAs. -> read(name) of a tensor's bytes
-local function emulate(k, grid, tensors, scalars, lowered, ctas)
-  if lowered then
-    local kop = PH.lowered_tile(k)
-    local args, at = AH.lowered_args(PH, kop, tensors, scalars, grid)
-    local launch = kop:attr_or_default "tileas.launch"
-    local r = tl.emulate(kop, { grid = (launch and launch.linear) and grid[1] * grid[2] or ctas, args = args,
-                                max_steps = 1e9, policy = "random", seed = 3 })
-    assert(r.ok, r.report)
-    return function(n) return r.read(at["map:" .. n] or at["ptr:" .. n]) end
-  end
-  local args, names = {}, {}
-  for n, v in pairs(tensors) do args[n] = v end
-  for n, v in pairs(scalars) do args[n] = v end
-  for n in pairs(args) do names[#names + 1] = n end
-  table.sort(names)
-  local at = {}
-  for i, n in ipairs(names) do at[n] = i end
-  local r = tl.emulate(k, { grid = grid, args = args, max_steps = 1e9 })
-  assert(r.ok, r.report)
-  return function(n) return r.read(at[n]) end
-end
+local function emulate(...) return AH.emulate(PH, ...) end
 
 local ex = assert(loadfile "examples/tile_reduce_store.lua")("--library")
 local ints, build_rowsum, build_splitk = ex.ints, ex.build_rowsum, ex.build_splitk
