@@ -47,8 +47,8 @@ local S, BH = o.s, o.bh
 local problems = {
   { name = "d128", d = 128, sweep = { {}, { dq_bm = 64 }, { stages = 2 }, { kv_bm = 64, kv_bn = 64 } } },
   { name = "d128 causal", d = 128, causal = true, sweep = { {}, { stages = 2 } } },
-  { name = "d64", d = 64, sweep = { {}, { dq_bn = 64 }, { kv_bm = 32 }, { kv_bm = 64, kv_bn = 64 } }, fused = { { fused = true } } },
-  { name = "d64 causal", d = 64, causal = true, sweep = { {}, { kv_bm = 32 } }, fused = { { fused = true } } },
+  { name = "d64", d = 64, sweep = { {}, { dq_bn = 64 }, { kv_bm = 32 }, { kv_bm = 64, kv_bn = 64 } }, fused = { { fused = true }, { fused = true, stages = 2 }, { fused = true, stages = 4 } } },
+  { name = "d64 causal", d = 64, causal = true, sweep = { {}, { kv_bm = 32 } }, fused = { { fused = true }, { fused = true, stages = 4 } } },
 }
 local list = {}
 for _, p in ipairs(problems) do
@@ -148,11 +148,14 @@ for pi, p in ipairs(list) do
   local cache = {}
   local variants = {}
   for _, v in ipairs(o.sweep and p.sweep or { {} }) do variants[#variants + 1] = v end
-  for _, v in ipairs(p.fused or {}) do variants[#variants + 1] = v end -- (the fused form beside the three programs)
+  for i, v in ipairs(p.fused or {}) do -- (the fused form beside the three programs; its first without --sweep)
+    if i == 1 or o.sweep then variants[#variants + 1] = v end
+  end
   for _, extra in ipairs(variants) do
     local prob = { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d, causal = p.causal, fused = extra.fused,
                    dq_bm = extra.dq_bm, dq_bn = extra.dq_bn, kv_bm = extra.kv_bm, kv_bn = extra.kv_bn, stages = extra.stages }
-    local label = extra.fused and ("fused, dkdv+dQ %dx%d"):format(ex.tiles(prob, "dkdv"), select(2, ex.tiles(prob, "dkdv")))
+    local label = extra.fused and ("fused, dkdv+dQ %dx%d%s"):format(ex.tiles(prob, "dkdv"), select(2, ex.tiles(prob, "dkdv")),
+                                                                extra.stages and (", " .. extra.stages .. " stages") or "")
       or ("dq %dx%d, dkdv %dx%d%s"):format(ex.tiles(prob, "dq"), select(2, ex.tiles(prob, "dq")),
       ex.tiles(prob, "dkdv"), select(2, ex.tiles(prob, "dkdv")), extra.stages and (", " .. extra.stages .. " stages") or "")
     local ok, err = pcall(function()
