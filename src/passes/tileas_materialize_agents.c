@@ -553,6 +553,7 @@ static void schedule_chained_dots(Mat *m, IrOp *a) {
   bool chained = false, rotatable = true, any_ahead = false;
   for (IrOp *o = loop->regions[0].first->first; o; o = o->next) {
     if (o->kind != OP_TILEAS_DOT) continue;
+    if (reduced_dot(o)) rw_set_bool(&m->rw, o, ir_stamp_spec(STAMP_TILEAS_REDUCED)->name, true);
     ir_opvec_push(&dots, o);
     chained |= o->operands[0].value->type->space == IR_MS_RMEM ||
                o->operands[1].value->type->space == IR_MS_RMEM;

@@ -215,17 +215,9 @@ end
 
 local wtype = { bf16 = "bf16", f16 = "f16" }
 
--- Is dot op one whose result only reduce-add stores read, from zeros, its A
--- operand in registers (tileas-materialize-agents' reduced dot)?
-function Chain.reduced(op)
-  local users = op:result(1):users()
-  if #users == 0 or R.tile_of(op:operand(1)).space ~= "rmem" then return false end
-  for _, u in ipairs(users) do
-    if u:name() ~= "tileas.tiled_store" or u:attr "reduce" ~= "add" or u:operand(u:noperands()) ~= op:result(1) then return false end
-  end
-  local acc = op:operand(3):def()
-  return acc and acc:name() == "tileas.splat" and R.const_int(acc:operand(1)) == 0
-end
+-- Is dot op a reduced dot (tileas.reduced: from zeros, read only by
+-- reduce-add stores, its K split among the consumers by tileas-materialize-agents)?
+function Chain.reduced(op) return op:attr_or_default "tileas.reduced" end
 
 -- The staging tiles as a ring whose stage is 2 x the warpgroup + which (0, 1).
 local function staging_ring(L, elem)
