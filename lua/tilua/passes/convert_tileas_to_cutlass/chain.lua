@@ -241,9 +241,9 @@ local function stage_operand(L, env, op, stage)
   local t, wg = env.thread, env.wg
   local q, rr = t % 32 // 8, t % 8
   local row = (t // 32) * 16 + (q % 2) * 8 + rr -- the stmatrix row address this lane gives
-  -- every warp's wgmma done with the last iteration's tile (each waited for its
-  -- own, but a warp's wgmma reads the rows the others write)
-  tl.named_barrier_sync(1 + wg, 128)
+  -- (no barrier first: the tile's last readers, two iterations back, were
+  -- waited for before the last iteration's barriers; a warp's wgmma reads the
+  -- rows the others write, so one tile would need one)
   for j = 0, 64 // 8 - 1, 2 do -- matrices (j, rows 0-7), (j, rows 8-15), (j+1, 0-7), (j+1, 8-15) of the warp's rows
     local regs = {}
     for r = 0, 3 do regs[r + 1] = tl.pack(wide:at(4 * j + 2 * r), wide:at(4 * j + 2 * r + 1), ti.elem) end
