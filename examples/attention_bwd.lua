@@ -15,14 +15,22 @@
 --                          heads summed in the loop): S^T = K Q^T, P^T with the
 --                          query's LSE broadcast down the columns, dV += P^T dO,
 --                          dP^T = V dO^T, dS^T, dK += dS^T Q (two accumulators).
+-- or, fused (--fused; FlashAttention-3's five dots instead of seven):
+--   "attention_bwd_delta":  as above, and the rows' tile of dQacc zeroed;
+--   "attention_bwd_fused":  the dK/dV program, adding dQ's part of its keys,
+--                           dS K, into the f32 dQacc [B, H, SQ, D] with a
+--                           reduce-add store (atomic: the key tiles' programs
+--                           add into the same rows; head dim 64 only, as its
+--                           lowering stages dS^T through 64 x 64 of shared memory);
+--   "attention_bwd_dq_convert": dQ = scale dQacc in bf16.
 -- Q, K, V, O, dO, dQ, dK, dV [B, H, S, D] bf16 (K, V, dK, dV: HKV heads), LSE
 -- and Delta [B, H, SQ] f32. Causal: a query i sees keys j <= i (the forward's);
 -- blocks wholly above the diagonal are skipped (the dQ loop stops at the
 -- diagonal, the dK/dV loop starts there).
 --
---   tilua examples/attention_bwd.lua [--d=64|128] [--causal] [--emit=ir|ptx] [--stage=NAME]
+--   tilua examples/attention_bwd.lua [--d=64|128] [--causal] [--fused] [--emit=ir|ptx] [--stage=NAME]
 --
---   loadfile("examples/attention_bwd.lua")("--library") -> {build_delta, build_dq, build_dkdv, tiles, programs}
+--   loadfile("examples/attention_bwd.lua")("--library") -> {build_delta, build_dq, build_dkdv, build_dq_convert, tiles, programs, kernels, launch}
 local tl = require "tilua"
 
 local LOG2E = 1.4426950408889634
@@ -44,16 +52,34 @@ end
 local T4, T3 = function(e) return tl.tensor(e, 4) end, function(e) return tl.tensor(e, 3) end
 
 -- {=== the tile programs
+-- (o.fused: it also zeroes the rows' tile of the f32 dQ accumulator that the
+-- fused program adds into)
 local function build_delta(o)
   local D, BM = o.d or 128, tiles(o, "dq")
   tl.new_module()
-  local k = tl.tile_kernel("attention_bwd_delta", { params = { O = T4(tl.bf16), dO = T4(tl.bf16), Delta = T3(tl.f32),
-    H = tl.i32 } })
+  local params = { O = T4(tl.bf16), dO = T4(tl.bf16), Delta = T3(tl.f32), H = tl.i32 }
+  if o.fused then params.dQacc = T4(tl.f32) end
+  local k = tl.tile_kernel("attention_bwd_delta", { params = params })
   k:define(function(_, p)
     local m, bh = tl.program_id("x"), tl.program_id("y")
     local b, h = bh // p.H, bh % p.H
     local prod = tl.load(p.O, { b, h, m, 0 }, { BM, D }):cast(tl.f32) * tl.load(p.dO, { b, h, m, 0 }, { BM, D }):cast(tl.f32)
     tl.store(p.Delta, { b, h, m }, tl.reduce(prod, 1, "add"))
+    if o.fused then tl.store(p.dQacc, { b, h, m, 0 }, tl.zeros({ BM, D }, tl.f32)) end
+  end)
+  return k
+end
+
+-- dQ = scale * dQacc in bf16, BM rows of a head a program (the fused backward's last)
+local function build_dq_convert(o)
+  local D, BM = o.d or 128, tiles(o, "dq")
+  tl.new_module()
+  local k = tl.tile_kernel("attention_bwd_dq_convert", { params = { dQacc = T4(tl.f32), dQ = T4(tl.bf16), H = tl.i32,
+    scale = tl.f32 } })
+  k:define(function(_, p)
+    local m, bh = tl.program_id("x"), tl.program_id("y")
+    local b, h = bh // p.H, bh % p.H
+    tl.store(p.dQ, { b, h, m, 0 }, (tl.load(p.dQacc, { b, h, m, 0 }, { BM, D }) * p.scale):cast(tl.bf16))
   end)
   return k
 end
@@ -92,12 +118,15 @@ local function build_dq(o)
   return k
 end
 
+-- (o.fused: the program also adds dS K, the dQ of its keys, into the f32
+-- dQacc with a reduce-add store: the backward's five dots)
 local function build_dkdv(o)
   local D, BM, BN = o.d or 128, tiles(o, "dkdv")
   tl.new_module()
-  local k = tl.tile_kernel("attention_bwd_dkdv", { params = { Q = T4(tl.bf16), K = T4(tl.bf16), V = T4(tl.bf16),
-    dO = T4(tl.bf16), LSE = T3(tl.f32), Delta = T3(tl.f32), dK = T4(tl.bf16), dV = T4(tl.bf16), SQ = tl.i32,
-    HKV = tl.i32, group = tl.i32, scale = tl.f32 } })
+  local params = { Q = T4(tl.bf16), K = T4(tl.bf16), V = T4(tl.bf16), dO = T4(tl.bf16), LSE = T3(tl.f32),
+    Delta = T3(tl.f32), dK = T4(tl.bf16), dV = T4(tl.bf16), SQ = tl.i32, HKV = tl.i32, group = tl.i32, scale = tl.f32 }
+  if o.fused then params.dQacc = T4(tl.f32) end
+  local k = tl.tile_kernel(o.fused and "attention_bwd_fused" or "attention_bwd_dkdv", { params = params })
   k:define(function(_, p)
     local n, bh = tl.program_id("x"), tl.program_id("y") -- BN keys of key head hk of batch b
     if o.causal then n, bh = tl.program_id("y"), tl.program_id("x") end -- (heads fastest, the first keys see most queries)
@@ -121,8 +150,11 @@ local function build_dkdv(o)
       local lse = tl.expand_dim(tl.load(p.LSE, { b, h, m }, { BM }) * LOG2E, 0) -- a query's, down the columns
       local pt = tl.exp2(tl.select(keep, st, -math.huge) * c - lse)
       local dpt = tl.dot(vt, dout, { transpose_b = true })
-      local dst = pt * (dpt - tl.expand_dim(tl.load(p.Delta, { b, h, m }, { BM }), 0))
-      return tl.dot(dst:cast(tl.bf16), q, dk), tl.dot(pt:cast(tl.bf16), dout, dv)
+      local dst = (pt * (dpt - tl.expand_dim(tl.load(p.Delta, { b, h, m }, { BM }), 0))):cast(tl.bf16)
+      if o.fused then -- dQ's part of these keys: dS K = (dS^T)^T K
+        tl.store(p.dQacc, { b, h, m, 0 }, tl.dot(dst, kt, { transpose_a = true }), { reduce = "add" })
+      end
+      return tl.dot(dst, q, dk), tl.dot(pt:cast(tl.bf16), dout, dv)
     end)
     tl.store(p.dK, { b, hk, n, 0 }, (dk * p.scale):cast(tl.bf16))
     tl.store(p.dV, { b, hk, n, 0 }, dv:cast(tl.bf16))
@@ -141,14 +173,15 @@ local function programs(o)
   return { { qb, o.b * o.h }, { qb, o.b * o.h }, { kb, o.b * o.hkv } }
 end
 
--- The compiled programs of o's head dim and mask: {delta, dq, dkdv}.
+-- The compiled programs of o's head dim and mask: {delta, dq, dkdv} (o.fused:
+-- {delta, dq_convert, fused dK/dV/dQ}).
 local compiled = {}
 local function kernels(o)
   local bm, bn = tiles(o, "dq")
   local kbm, kbn = tiles(o, "dkdv")
-  local key = ("%d/%s/%d/%d/%d/%d/%d"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3)
+  local key = ("%d/%s/%d/%d/%d/%d/%d/%s"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused))
   if not compiled[key] then
-    local ks = { build_delta(o), build_dq(o), build_dkdv(o) }
+    local ks = o.fused and { build_delta(o), build_dq_convert(o), build_dkdv(o) } or { build_delta(o), build_dq(o), build_dkdv(o) }
     for _, k in ipairs(ks) do k:compile() end
     compiled[key] = ks
   end
@@ -158,13 +191,15 @@ end
 -- The backward of problem o (b, h, hkv, sq, skv, d, causal, scale) on device
 -- buffers x: q, k, v, o, dout, lse (the forward's) -> delta, dq, dk, dv
 -- (three launches on the stream, not waited for; only: 1, 2 or 3 launches
--- that program alone).
+-- that program alone). o.fused: Delta (zeroing x.dqacc, f32 [B, H, SQ, D]),
+-- the fused dK/dV/dQ program, then dQ from x.dqacc (only: 1, 3, 2 in that order).
 local function launch(o, x, only)
   local ks, G = kernels(o), programs(o)
   local q4, kv4, rows = { o.b, o.h, o.sq, o.d }, { o.b, o.hkv, o.skv, o.d }, { o.b, o.h, o.sq }
   local scale, group = o.scale or 1 / math.sqrt(o.d), o.h // o.hkv
   if not only or only == 1 then
-    ks[1]:launch { grid = G[1], args = { O = { x.o, q4 }, dO = { x.dout, q4 }, Delta = { x.delta, rows }, H = o.h } }
+    ks[1]:launch { grid = G[1], args = { O = { x.o, q4 }, dO = { x.dout, q4 }, Delta = { x.delta, rows }, H = o.h,
+                                        dQacc = o.fused and { x.dqacc, q4 } or nil } }
   end
   local common = { Q = { x.q, q4 }, K = { x.k, kv4 }, V = { x.v, kv4 }, dO = { x.dout, q4 }, LSE = { x.lse, rows },
                    Delta = { x.delta, rows }, group = group, scale = scale }
@@ -174,6 +209,16 @@ local function launch(o, x, only)
     for key, v in pairs(more) do a[key] = v end
     return a
   end
+  if o.fused then
+    if not only or only == 3 then
+      ks[3]:launch { grid = G[3], args = with { dK = { x.dk, kv4 }, dV = { x.dv, kv4 }, dQacc = { x.dqacc, q4 }, SQ = o.sq,
+                                               HKV = o.hkv } }
+    end
+    if not only or only == 2 then
+      ks[2]:launch { grid = G[1], args = { dQacc = { x.dqacc, q4 }, dQ = { x.dq, q4 }, H = o.h, scale = scale } }
+    end
+    return
+  end
   if not only or only == 2 then ks[2]:launch { grid = G[2], args = with { dQ = { x.dq, q4 }, SKV = o.skv, H = o.h } } end
   if not only or only == 3 then
     ks[3]:launch { grid = G[3], args = with { dK = { x.dk, kv4 }, dV = { x.dv, kv4 }, SQ = o.sq, HKV = o.hkv } }
@@ -181,6 +226,7 @@ local function launch(o, x, only)
 end
 
 local example = { name = "attention_bwd", build_delta = build_delta, build_dq = build_dq, build_dkdv = build_dkdv,
+                  build_dq_convert = build_dq_convert,
                   tiles = tiles, programs = programs, kernels = kernels, launch = launch, LOG2E = LOG2E }
 if ... == "--library" then return example end
 
@@ -191,9 +237,10 @@ for _, a in ipairs(arg or {}) do
   local key, v = a:match "^%-%-([%w_-]+)=(.*)$"
   if key and key ~= "emit" and key ~= "stage" then o[key] = math.tointeger(tonumber(v)) or v end
   if a == "--causal" then o.causal = true end
+  if a == "--fused" then o.fused = true end
 end
 local check = require "tilua.gpu.check"
-for _, b in ipairs { build_delta, build_dq, build_dkdv } do
+for _, b in ipairs(o.fused and { build_delta, build_dq_convert, build_dkdv } or { build_delta, build_dq, build_dkdv }) do
   local k = b(o)
   check.compile(k.op:attr "sym_name", k)
 end

@@ -16,30 +16,7 @@ local tl = require "tilua"
 
 local example = assert(loadfile "examples/attention_bwd.lua")("--library")
 
--- The emulator's run of kernel k on its grid of programs: the tile program
--- (args by name), or (lowered) the kernel tile-to-ptx makes of it on `ctas`
--- CTAs (a compute kernel: one a program). -> read(name) of a tensor's bytes
-local function emulate(k, grid, tensors, scalars, lowered, ctas)
-  if lowered then
-    local kop = PH.lowered_tile(k)
-    local args, at = AH.lowered_args(PH, kop, tensors, scalars, grid)
-    local launch = kop:attr_or_default "tileas.launch"
-    local r = tl.emulate(kop, { grid = (launch and launch.linear) and grid[1] * grid[2] or ctas, args = args,
-                                max_steps = 1e9, policy = "random", seed = 3 })
-    assert(r.ok, r.report)
-    return function(n) return r.read(at["map:" .. n] or at["ptr:" .. n]) end
-  end
-  local args, names = {}, {}
-  for n, v in pairs(tensors) do args[n] = v end
-  for n, v in pairs(scalars) do args[n] = v end
-  for n in pairs(args) do names[#names + 1] = n end
-  table.sort(names) -- (a tile kernel's parameters are in name order)
-  local at = {}
-  for i, n in ipairs(names) do at[n] = i end
-  local r = tl.emulate(k, { grid = grid, args = args, max_steps = 1e9 })
-  assert(r.ok, r.report)
-  return function(n) return r.read(at[n]) end
-end
+local function emulate(...) return AH.emulate(PH, ...) end
 
 -- The inputs of problem c: Q, K, V, dO and the forward's O and LSE (the CPU's).
 local function inputs(c)
@@ -50,12 +27,18 @@ end
 
 -- dQ, dK and dV of problem c by the three programs on the emulator (lowered:
 -- the lowered kernels on c.ctas CTAs). -> the reference, {dQ, dK, dV bytes}
+-- (c.fused: the fused backward, Delta zeroing dQacc, dK/dV adding dS K into
+-- it, the conversion to dQ)
 local function backward(c, lowered)
   local x, bytes = inputs(c)
-  local o, G = { d = c.d, causal = c.causal, bm = c.bm, bn = c.bn }, example.programs(c)
+  local o, G = { d = c.d, causal = c.causal, bm = c.bm, bn = c.bn, fused = c.fused }, example.programs(c)
   local q4, kv4, rows = { c.b, c.h, c.sq, c.d }, { c.b, c.hkv, c.skv, c.d }, { c.b, c.h, c.sq }
-  local delta = emulate(example.build_delta(o), G[1], { O = { data = bytes.o, shape = q4 },
-    dO = { data = bytes.dout, shape = q4 }, Delta = { bytes = c.b * c.h * c.sq * 4, shape = rows } }, { H = c.h }, lowered) "Delta"
+  local acc = { bytes = c.b * c.h * c.sq * c.d * 4, shape = q4 }
+  local read_delta = emulate(example.build_delta(o), G[1], { O = { data = bytes.o, shape = q4 },
+    dO = { data = bytes.dout, shape = q4 }, Delta = { bytes = c.b * c.h * c.sq * 4, shape = rows },
+    dQacc = c.fused and acc or nil }, { H = c.h }, lowered)
+  local delta = read_delta "Delta"
+  if c.fused then acc = { data = read_delta "dQacc", shape = q4 } end
   local function tensors(more)
     local a = { Q = { data = bytes.q, shape = q4 }, K = { data = bytes.k, shape = kv4 }, V = { data = bytes.v, shape = kv4 },
                 dO = { data = bytes.dout, shape = q4 }, LSE = { data = bytes.lse, shape = rows },
@@ -64,16 +47,35 @@ local function backward(c, lowered)
     return a
   end
   local kvbytes, group = c.b * c.hkv * c.skv * c.d * 2, c.h // c.hkv
-  local dq = emulate(example.build_dq(o), G[2], tensors { dQ = { bytes = c.b * c.h * c.sq * c.d * 2, shape = q4 } },
-                     { SKV = c.skv, H = c.h, group = group, scale = c.scale }, lowered, c.ctas) "dQ"
+  local dq
+  if not c.fused then
+    dq = emulate(example.build_dq(o), G[2], tensors { dQ = { bytes = c.b * c.h * c.sq * c.d * 2, shape = q4 } },
+                 { SKV = c.skv, H = c.h, group = group, scale = c.scale }, lowered, c.ctas) "dQ"
+  end
   local read = emulate(example.build_dkdv(o), G[3], tensors { dK = { bytes = kvbytes, shape = kv4 },
-    dV = { bytes = kvbytes, shape = kv4 } }, { SQ = c.sq, HKV = c.hkv, group = group, scale = c.scale }, lowered, c.ctas)
+    dV = { bytes = kvbytes, shape = kv4 }, dQacc = c.fused and acc or nil },
+    { SQ = c.sq, HKV = c.hkv, group = group, scale = c.scale }, lowered, c.ctas)
+  if c.fused then
+    dq = emulate(example.build_dq_convert(o), G[1], { dQacc = { data = read "dQacc", shape = q4 },
+      dQ = { bytes = c.b * c.h * c.sq * c.d * 2, shape = q4 } }, { H = c.h, scale = c.scale }, lowered) "dQ"
+  end
   return AH.backward_reference(c, x), { dQ = dq, dK = read "dK", dV = read "dV" }
 end
 
+-- ptxas -v's report on ptx (its spills).
+local function ptxas_log(ptx)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(ptx)
+  f:close()
+  local log = io.popen(("%s -arch=sm_90a -v -o /dev/null %s 2>&1"):format(H.quote(H.ptxas()), H.quote(path))):read "a"
+  os.remove(path)
+  return log
+end
+
 local function describe_case(c)
-  return ("%d x %d heads (%d), %d x %d, d %d%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
-    c.ctas and (", " .. c.ctas .. " CTAs") or "")
+  return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
+    c.ctas and (", " .. c.ctas .. " CTAs") or "", c.fused and ", fused (dQ added by the dK/dV program)" or "")
 end
 
 local function check(c, ref, got)
@@ -90,6 +92,10 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     { b = 2, h = 1, hkv = 1, sq = 130, skv = 130, d = 128, causal = true },
     { b = 1, h = 2, hkv = 2, sq = 70, skv = 200, d = 128 },
     { b = 1, h = 2, hkv = 1, sq = 190, skv = 60, d = 64, causal = true, bm = 64, bn = 64 },
+    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, fused = true },
+    { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, fused = true },
+    { b = 2, h = 1, hkv = 1, sq = 130, skv = 130, d = 128, causal = true, fused = true },
+    { b = 1, h = 2, hkv = 2, sq = 70, skv = 200, d = 128, fused = true },
   }
   for _, c in ipairs(CASES) do
     c.scale = 1 / math.sqrt(c.d)
@@ -103,6 +109,8 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2 },
     { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, ctas = 3 },
     { b = 1, h = 1, hkv = 1, sq = 130, skv = 200, d = 128, causal = true, ctas = 2 },
+    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2, fused = true },
+    { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, ctas = 3, fused = true },
   }
   for _, c in ipairs(LOWERED) do
     c.scale = 1 / math.sqrt(c.d)
@@ -119,14 +127,22 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
         -- a dot of registers: the A operand a vector of 4 registers, not a descriptor
         assert.truthy(ptx:find("k16%.f32%.bf16%.bf16 {[^}]*}, {%%r%d+, %%r%d+, %%r%d+, %%r%d+}"), "no wgmma with A from registers")
         H.assert_ptxas_fast(ptx)
-        local path = os.tmpname()
-        local f = assert(io.open(path, "w"))
-        f:write(ptx)
-        f:close()
-        local log = io.popen(("%s -arch=sm_90a -v -o /dev/null %s 2>&1"):format(H.quote(H.ptxas()), H.quote(path))):read "a"
-        os.remove(path)
+        local log = ptxas_log(ptx)
         H.has(log, "0 bytes spill stores")
       end
+    end
+  end)
+
+  it("the fused form (d64) lowers to PTX that ptxas takes unserialized: dS^T staged by stmatrix, dQ added by TMA reduce", function()
+    for _, o in ipairs { { d = 64, fused = true }, { d = 64, causal = true, fused = true } } do
+      local ptx = example.build_dkdv(o):compile()
+      H.has(ptx, "setmaxnreg.inc.sync.aligned.u32 240") -- (two consumers that reduce-add: 24 / 240 registers)
+      H.has(ptx, "stmatrix")
+      H.has(ptx, "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group")
+      H.assert_ptxas_fast(ptx)
+      local log = ptxas_log(ptx)
+      -- (causal: its mask's two paths spill 4 bytes at 240 registers; docs/PERF.md)
+      if not o.causal then H.has(log, "0 bytes spill stores") end
     end
   end)
 
@@ -138,11 +154,13 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     local tensors = { Q = { data = bytes.q, shape = q4 }, K = { data = bytes.k, shape = kv4 }, V = { data = bytes.v, shape = kv4 },
                       dO = { data = bytes.dout, shape = q4 }, LSE = { data = bytes.lse, shape = rows },
                       Delta = { bytes = c.b * c.h * c.sq * 4, shape = rows }, dQ = { bytes = #bytes.q, shape = q4 },
-                      dK = { bytes = #bytes.k, shape = kv4 }, dV = { bytes = #bytes.k, shape = kv4 } }
-    for i, build in ipairs { example.build_dq, example.build_dkdv } do
-      local kop = PH.lowered_tile(build { d = c.d })
+                      dK = { bytes = #bytes.k, shape = kv4 }, dV = { bytes = #bytes.k, shape = kv4 },
+                      dQacc = { bytes = 2 * #bytes.q, shape = q4 } }
+    -- (the fused dK/dV/dQ program too: its staging tiles and the dQ stores after the waits)
+    for i, o in ipairs { { d = c.d, build = example.build_dq }, { d = c.d }, { d = c.d, fused = true } } do
+      local kop = PH.lowered_tile((o.build or example.build_dkdv)(o))
       local args = AH.lowered_args(PH, kop, tensors, { SKV = c.skv, SQ = c.sq, H = c.h, HKV = c.hkv, group = 1, scale = c.scale },
-                                   G[i + 1])
+                                   G[math.min(i + 1, 3)])
       local r = tl.verify_protocol(kop, { grid = 1, args = args, max_states = 3000, max_seconds = 300 })
       assert(r.ok, r.report)
     end

@@ -186,6 +186,33 @@ function M.backward_compare(c, got, ref, mag)
   end
   return bad, worst, ratio
 end
+-- Tile program k run on the emulator on its grid of programs (args by name:
+-- tensors {data | bytes, shape}, scalars), or (lowered) the kernel tile-to-ptx
+-- makes of it on `ctas` CTAs (a compute kernel: one a program; PH:
+-- spec/protocol_helper.lua). -> read(name) of a tensor's bytes
+function M.emulate(PH, k, grid, tensors, scalars, lowered, ctas)
+  local tl = require "tilua"
+  if lowered then
+    local kop = PH.lowered_tile(k)
+    local args, at = M.lowered_args(PH, kop, tensors, scalars, grid)
+    local launch = kop:attr_or_default "tileas.launch"
+    local r = tl.emulate(kop, { grid = (launch and launch.linear) and grid[1] * grid[2] or ctas, args = args,
+                                max_steps = 1e9, policy = "random", seed = 3 })
+    assert(r.ok, r.report)
+    return function(n) return r.read(at["map:" .. n] or at["ptr:" .. n]) end
+  end
+  local args, names = {}, {}
+  for n, v in pairs(tensors) do args[n] = v end
+  for n, v in pairs(scalars) do args[n] = v end
+  for n in pairs(args) do names[#names + 1] = n end
+  table.sort(names) -- (a tile kernel's parameters are in name order)
+  local at = {}
+  for i, n in ipairs(names) do at[n] = i end
+  local r = tl.emulate(k, { grid = grid, args = args, max_steps = 1e9 })
+  assert(r.ok, r.report)
+  return function(n) return r.read(at[n]) end
+end
+
 -- The emulator's arguments of a lowered tile program kop (PH:
 -- spec/protocol_helper.lua) from its tensors by name ({data = bytes | bytes =
 -- n, shape}, row-major), scalars by name and its grid of programs. -> args,

@@ -178,6 +178,18 @@ IrResult tileas_verify_tiled_access(IrOp *op) {
         "'padding' is the number a load reads out of bounds (a float for a float tile), on loads only");
     return IR_FAIL;
   }
+  int reduce = ir_attrs_TILEAS_TILED_LOAD(op).reduce;
+  if (reduce >= 0 && (!store || reduce != TMA_REDUCE_ADD)) {
+    ir_op_error(op,
+                "'reduce' is `add` (a store that adds the tile into the tensor), on stores only");
+    return IR_FAIL;
+  }
+  if (reduce >= 0 && !(ir_type_is_float(tile->elem) && tile->elem->fkind == IR_F32) &&
+      !ir_type_is_int_width(tile->elem, 32)) {
+    ir_op_error(op, "a reduce-add store adds f32 or i32 elements (atomically), got %s",
+                ir_op_type_str(op, tile->elem));
+    return IR_FAIL;
+  }
   return static_tile(op, tile) && check_layouts(op) ? IR_OK : IR_FAIL;
 }
 

@@ -81,6 +81,29 @@ static bool feeds_dot_operand_only(IrValue *v) {
   return true;
 }
 
+/* A dot whose partial sums are added into a tensor: from zeros, its result
+** stored by a reduce-add store only (the fused attention backward's dQ += dS K).
+** Its K dim may then be split among the consumers (each adds its part): it
+** runs along the accumulator's M of the loop's other dots, whose rows it need
+** not share. */
+static bool reduced_dot(const IrOp *dot) {
+  if (dot->kind != OP_TILEAS_DOT) return false;
+  const IrOp *acc = dot->operands[2].value->def;
+  if (!acc || acc->kind != OP_TILEAS_SPLAT) return false;
+  const IrOp *c = acc->operands[0].value->def;
+  const IrAttr *v = c && c->kind == OP_ARITH_CONSTANT ? ir_op_attr(c, "value") : NULL;
+  if (!v ||
+      !((v->kind == IR_ATTR_FLOAT && v->u.f == 0.0) || (v->kind == IR_ATTR_INT && v->u.i == 0)))
+    return false;
+  const IrValue *r = &dot->results[0];
+  if (!r->uses) return false;
+  for (const IrUse *u = r->uses; u; u = u->next)
+    if (u->owner->kind != OP_TILEAS_TILED_STORE || u->index != u->owner->noperands - 1 ||
+        ir_attrs_TILEAS_TILED_LOAD(u->owner).reduce != TMA_REDUCE_ADD)
+      return false;
+  return true;
+}
+
 static bool visit_find(IrOp *op, void *ud) {
   Mat *m = ud;
   if (m->loop || op->kind != OP_SCF_FOR || !ir_stamp_TILEAS_PIPELINE(op).present) return !m->loop;
@@ -95,7 +118,7 @@ static bool visit_find(IrOp *op, void *ud) {
       }
       m->loads[n++] = o;
     }
-    if (o->kind == OP_TILEAS_DOT) {
+    if (o->kind == OP_TILEAS_DOT && !reduced_dot(o)) {
       int64_t rows = o->results[0].type->shape[0];
       if (m->rows && rows != m->rows) {
         fail_at(m, o, "tileas-materialize-agents: %s",
@@ -231,7 +254,12 @@ static bool visit_mdim(IrOp *op, void *ud) {
   Prop *p = ud;
   Mat *m = p->m;
   switch (op->kind) {
-  case OP_TILEAS_DOT: /* (an A operand in registers: P of attention, computed per row) */
+  case OP_TILEAS_DOT:      /* (an A operand in registers: P of attention, computed per row) */
+    if (reduced_dot(op)) { /* its K dim split among the consumers, its rows whole */
+      if (op->operands[0].value->type->space == IR_MS_RMEM)
+        set_mdim(m, op->operands[0].value, ir_attrs_TILEAS_DOT(op).transpose_a ? 0 : 1, &p->again);
+      break;
+    }
     set_mdim(m, op->operands[2].value, 0, &p->again);
     set_mdim(m, &op->results[0], 0, &p->again);
     if (op->operands[0].value->type->space == IR_MS_RMEM)
@@ -525,11 +553,12 @@ static void schedule_chained_dots(Mat *m, IrOp *a) {
   bool chained = false, rotatable = true, any_ahead = false;
   for (IrOp *o = loop->regions[0].first->first; o; o = o->next) {
     if (o->kind != OP_TILEAS_DOT) continue;
+    if (reduced_dot(o)) rw_set_bool(&m->rw, o, ir_stamp_spec(STAMP_TILEAS_REDUCED)->name, true);
     ir_opvec_push(&dots, o);
     chained |= o->operands[0].value->type->space == IR_MS_RMEM ||
                o->operands[1].value->type->space == IR_MS_RMEM;
     if (ring_dot(o)) any_ahead = true;
-    else rotatable &= only_yielded(&o->results[0]);
+    else if (!reduced_dot(o)) rotatable &= only_yielded(&o->results[0]);
   }
   if (chained && rotatable && any_ahead)
     for (size_t i = 0; i < dots.n; i++)
@@ -558,7 +587,16 @@ static IrOp *build_consumer(Mat *m, IrOp *first, IrOp *at, int64_t idx) {
       IrOp *dot = u->owner;
       IrValue *ring = m->rings[i];
       bool trans = u->index == 0 ? ir_attrs_TILEAS_DOT(dot).transpose_a : false;
-      if (u->index == 0 && m->nconsumers > 1) { /* A: this consumer's rows of the ring */
+      bool split_k = u->index == 1 && reduced_dot(dot); /* B of a reduced dot: its K rows */
+      if (split_k) trans = ir_attrs_TILEAS_DOT(dot).transpose_b;
+      if (split_k && ring->type->shape[trans] != m->rows) {
+        fail_at(m, dot, "tileas-materialize-agents: %s",
+                "a dot reduce-added into a tensor splits its K among the consumers: its K must be "
+                "the accumulator's M of the loop's other dots");
+        break;
+      }
+      if ((u->index == 0 || split_k) &&
+          m->nconsumers > 1) { /* A: this consumer's rows of the ring */
         const IrType *t = ring->type;
         int64_t off[2] = {0, 0}, size[2] = {t->shape[0], t->shape[1]};
         off[trans] = idx * rows;

@@ -13,7 +13,9 @@
 -- process on the same shapes (fresh random tensors; tools/bench/peers.lua's
 -- P.sdpa) with the same timing of torch.autograd.grad. FLOPs are 2.5 times
 -- the forward's 4 B H S^2 D (halved when causal), the usual count. The table shows TFLOP/s and the
--- ratios ours / cuDNN and ours / flash.
+-- ratios ours / cuDNN and ours / flash. At head dim 64 the fused backward
+-- (examples/attention_bwd.lua's fused: 5 dots, dQ reduce-added into f32) runs
+-- beside the three programs, each form's best in the last columns.
 --
 --   tilua tools/bench/attention_bwd.lua [--s=4096] [--bh=32] [--only=d128,d64 causal] [--no-torch]
 --                                       [--sweep]   (several tiles a problem; the best goes to the table)
@@ -45,8 +47,8 @@ local S, BH = o.s, o.bh
 local problems = {
   { name = "d128", d = 128, sweep = { {}, { dq_bm = 64 }, { stages = 2 }, { kv_bm = 64, kv_bn = 64 } } },
   { name = "d128 causal", d = 128, causal = true, sweep = { {}, { stages = 2 } } },
-  { name = "d64", d = 64, sweep = { {}, { dq_bn = 64 }, { kv_bm = 32 }, { kv_bm = 64, kv_bn = 64 } } },
-  { name = "d64 causal", d = 64, causal = true, sweep = { {}, { kv_bm = 32 } } },
+  { name = "d64", d = 64, sweep = { {}, { dq_bn = 64 }, { kv_bm = 32 }, { kv_bm = 64, kv_bn = 64 } }, fused = { { fused = true }, { fused = true, stages = 2 }, { fused = true, stages = 4 } } },
+  { name = "d64 causal", d = 64, causal = true, sweep = { {}, { kv_bm = 32 } }, fused = { { fused = true }, { fused = true, stages = 4 } } },
 }
 local list = {}
 for _, p in ipairs(problems) do
@@ -138,15 +140,23 @@ for pi, p in ipairs(list) do
   local x = { q = D.random(tl.bf16, n, seed + 10 * pi), k = D.random(tl.bf16, n, seed + 10 * pi + 1),
               v = D.random(tl.bf16, n, seed + 10 * pi + 2), dout = D.random(tl.bf16, n, seed + 10 * pi + 3),
               o = D.alloc(tl.bf16, n), lse = D.alloc(tl.f32, p.b * p.h * p.s), delta = D.alloc(tl.f32, p.b * p.h * p.s),
-              dq = D.alloc(tl.bf16, n), dk = D.alloc(tl.bf16, n), dv = D.alloc(tl.bf16, n) }
+              dq = D.alloc(tl.bf16, n), dk = D.alloc(tl.bf16, n), dv = D.alloc(tl.bf16, n),
+              dqacc = p.fused and D.alloc(tl.f32, n) or nil }
   local fwd = tl.attention.build { b = p.b, h = p.h, sq = p.s, skv = p.s, d = p.d, causal = p.causal }
   fwd:run { q = x.q, k = x.k, v = x.v, o = x.o, lse = x.lse }
   local flops = 2.5 * 4.0 * p.b * p.h * p.s * p.s * p.d * (p.causal and 0.5 or 1)
   local cache = {}
-  for _, extra in ipairs(o.sweep and p.sweep or { {} }) do
-    local prob = { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d, causal = p.causal,
+  local variants = {}
+  for _, v in ipairs(o.sweep and p.sweep or { {} }) do variants[#variants + 1] = v end
+  for i, v in ipairs(p.fused or {}) do -- (the fused form beside the three programs; its first without --sweep)
+    if i == 1 or o.sweep then variants[#variants + 1] = v end
+  end
+  for _, extra in ipairs(variants) do
+    local prob = { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d, causal = p.causal, fused = extra.fused,
                    dq_bm = extra.dq_bm, dq_bn = extra.dq_bn, kv_bm = extra.kv_bm, kv_bn = extra.kv_bn, stages = extra.stages }
-    local label = ("dq %dx%d, dkdv %dx%d%s"):format(ex.tiles(prob, "dq"), select(2, ex.tiles(prob, "dq")),
+    local label = extra.fused and ("fused, dkdv+dQ %dx%d%s"):format(ex.tiles(prob, "dkdv"), select(2, ex.tiles(prob, "dkdv")),
+                                                                extra.stages and (", " .. extra.stages .. " stages") or "")
+      or ("dq %dx%d, dkdv %dx%d%s"):format(ex.tiles(prob, "dq"), select(2, ex.tiles(prob, "dq")),
       ex.tiles(prob, "dkdv"), select(2, ex.tiles(prob, "dkdv")), extra.stages and (", " .. extra.stages .. " stages") or "")
     local ok, err = pcall(function()
       for _, b in ipairs { x.dq, x.dk, x.dv } do b:fill(0) end
@@ -166,20 +176,22 @@ for pi, p in ipairs(list) do
       print(("%-12s %-32s WRONG: %d elements off"):format(p.name, label, bad))
     else
       local ms = best_of(function() ex.launch(prob, x) end)
-      local parts = {} -- each program alone: Delta, dQ, dK/dV
+      local parts = {} -- each program alone: Delta, dQ, dK/dV (fused: Delta and the zeroing, dQ's conversion, dK/dV/dQ)
       for i = 1, 3 do parts[i] = best_of(function() ex.launch(prob, x, i) end) end
       local tf = flops / ms / 1e9
-      print(("%-12s %-32s %8.3f ms %7.1f TFLOP/s  (Delta %.3f, dQ %.3f, dK/dV %.3f ms; checked: rows of 2 heads, worst %.2f of the tolerance)")
-        :format(p.name, label, ms, tf, parts[1], parts[2], parts[3], ratio))
+      print(("%-12s %-32s %8.3f ms %7.1f TFLOP/s  (Delta %.3f, dQ %.3f, dK/dV%s %.3f ms; checked: rows of 2 heads, worst %.2f of the tolerance)")
+        :format(p.name, label, ms, tf, parts[1], parts[2], extra.fused and "/dQ" or "", parts[3], ratio))
       if not ours[pi] or tf > ours[pi].tflops then ours[pi] = { tflops = tf, ms = ms, label = label } end
+      local form = extra.fused and "fused" or "three"
+      if not ours[pi][form] or tf > ours[pi][form] then ours[pi][form] = tf end
     end
   end
   for _, b in pairs(x) do b:free() end
 end
 
 print()
-print("| backward (B x H x S x D) | ours TFLOP/s | cuDNN bwd | flash bwd | ours / cuDNN | ours / flash | tiles |")
-print("|---|---|---|---|---|---|---|")
+print("| backward (B x H x S x D) | ours TFLOP/s | cuDNN bwd | flash bwd | ours / cuDNN | ours / flash | tiles | three programs | fused |")
+print("|---|---|---|---|---|---|---|---|---|")
 for pi, p in ipairs(list) do
   local r, t = ours[pi], peers and peers[pi]
   local flops = 2.5 * 4.0 * p.b * p.h * p.s * p.s * p.d * (p.causal and 0.5 or 1)
@@ -187,7 +199,9 @@ for pi, p in ipairs(list) do
   local function fmt(v) return v and ("%.1f"):format(v) or "-" end
   local function ratio(a, b) return a and b and ("%.3f"):format(a / b) or "-" end
   local cu, fl = t and tf(t.cudnn_bwd), t and tf(t.flash_bwd)
-  print(("| %s (%d x %d x %d x %d) | %s | %s | %s | %s | %s | %s |"):format(p.name, p.b, p.h, p.s, p.d, fmt(r and r.tflops),
-    fmt(cu), fmt(fl), ratio(r and r.tflops, cu), ratio(r and r.tflops, fl), r and r.label or "wrong or not built"))
+  print(("| %s (%d x %d x %d x %d) | %s | %s | %s | %s | %s | %s | %s | %s |"):format(p.name, p.b, p.h, p.s, p.d, fmt(r and r.tflops),
+    fmt(cu), fmt(fl), ratio(r and r.tflops, cu), ratio(r and r.tflops, fl), r and r.label or "wrong or not built",
+    fmt(r and r.three), fmt(r and r.fused)))
 end
-print("(FLOPs: 2.5 times the forward's 4 B H S^2 D, halved when causal; ours: the Delta, dQ and dK/dV programs together)")
+print("(FLOPs: 2.5 times the forward's 4 B H S^2 D, halved when causal; ours: the Delta, dQ and dK/dV programs together,")
+print(" or fused: Delta, the dK/dV program adding dQ into f32, dQ's conversion; the last columns: the best TFLOP/s of each form)")

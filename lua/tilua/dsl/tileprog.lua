@@ -299,11 +299,22 @@ function tensor_ops.load(t, coords, shape, opts)
   return tl.op1("tileas.tiled_load", opds, tile_type(ti.elem, shape, opts.space or "rmem", opts.layout), { padding = pad })
 end
 
--- tl.store(tensor, coords, tile): writes the tile at tile coordinates; out of
--- bounds is dropped. A pointer stores as before.
+-- tl.store(tensor, coords, tile [, {reduce = "add"}]): writes the tile at tile
+-- coordinates; out of bounds is dropped. reduce = "add" adds it into the
+-- tensor instead, atomically (f32 or i32: programs may add into the same
+-- elements at once). A pointer stores as before.
+local store_options = { view = true, reduce = true }
 function tensor_ops.store(t, coords, x, opts)
   local ti = tensor_info(t)
   tile_arg(x, "store")
+  for k in pairs(opts or {}) do
+    if not store_options[k] then raise(("store: unknown option '%s' (known: reduce)"):format(tostring(k))) end
+  end
+  if opts and opts.reduce ~= nil then
+    if opts.reduce ~= "add" then raise(("store: reduce is \"add\", got %s"):format(tostring(opts.reduce))) end
+    local el = tostring(info(x).elem)
+    if el ~= "f32" and el ~= "i32" then raise(("store: a reduce-add store adds f32 or i32 tiles, got %s"):format(el)) end
+  end
   local cs = coords_of(coords, "store")
   if #cs ~= ti.rank then raise(("store: a tensor of rank %d takes %d coordinates, got %d"):format(ti.rank, ti.rank, #cs)) end
   if #info(x).shape > ti.rank then
@@ -312,7 +323,7 @@ function tensor_ops.store(t, coords, x, opts)
   local opds = { t }
   for _, c in ipairs(cs) do opds[#opds + 1] = c end
   opds[#opds + 1] = x
-  tl.op("tileas.tiled_store", opds, {}, opts and { view = opts.view } or nil)
+  tl.op("tileas.tiled_store", opds, {}, opts and { view = opts.view, reduce = opts.reduce } or nil)
 end
 
 -- tl.alloc_tensor(shape, elem [, layout]): a tensor in shared memory.

@@ -113,6 +113,16 @@ local function granule_of(R, sp, addr, n)
   return ng
 end
 
+-- The first write of record w (a reduce-add's: and the unordered reduce-adds
+-- before it, w.prior) that actor a with clock vc is not ordered after; nil:
+-- every one is.
+local function unordered_write(w, a, vc)
+  repeat
+    if w.actor ~= a and (vc[w.actor] or 0) < w.clock then return w end
+    w = w.prior
+  until not w
+end
+
 -- The record of a read by actor a with clock vc at loc: one for every granule
 -- of the read, and of the actor's next reads at the same clock and op
 -- (records are never changed); and the reader sets after it (nexts, below).
@@ -171,7 +181,8 @@ function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
         if cta.is_global then goto record end -- the host wrote it
         violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that nothing wrote yet (a stage read before it was filled); a wait for the fill is missing before the read at %s")
           :format(self:who(a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, loc))
-      elseif w.actor ~= a and (vc[w.actor] or 0) < w.clock then
+      elseif unordered_write(w, a, vc) then
+        w = unordered_write(w, a, vc)
         violation("unfilled", ("%s at %s reads %s that %s wrote at %s with no synchronization ordering the write before the read (%s); a barrier is missing: after the write at %s and before the read at %s")
           :format(self:who(a), loc, range_of(cta, addr, n), self:who(w.actor), w.loc,
                   cta.is_global and "a read of what another thread or CTA wrote with no barrier in between"
@@ -212,7 +223,7 @@ function Memory:shadow_read_granules(cta, a, vc, qs, loc)
       last_w = w
       if w == nil then
         self:shadow_read(cta, a, vc, q << 4, 16, loc) -- (reports it)
-      elseif w.actor ~= a and (vc[w.actor] or 0) < w.clock then
+      elseif unordered_write(w, a, vc) then
         self:shadow_read(cta, a, vc, q << 4, 16, loc)
       end
     end
@@ -228,8 +239,8 @@ end
 
 -- A write, as shadow_read; addr may be a list of addresses instead, each the
 -- start of a row of n bytes (stmatrix's rows: one call, as one call a row
--- would check them).
-function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride)
+-- would check them); reduce: an atomic reduce-add (shadow_write_reduce).
+function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride, reduce)
   local list = type(addr) == "table" and addr or nil
   rows, stride = list and #list or rows or 1, stride or 0
   self.shadow_calls = self.shadow_calls + 1
@@ -246,10 +257,11 @@ function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride)
   local sw, sr = cta.shadow_w, cta.shadow_r
   local clock = vc[a] or 0
   local w_rec = self.write_recs[a] -- as read_recs (shadow_read)
-  if not w_rec or w_rec.clock ~= clock or w_rec.loc ~= loc then
-    w_rec = { actor = a, clock = clock, loc = loc }
+  if not w_rec or w_rec.clock ~= clock or w_rec.loc ~= loc or w_rec.reduce ~= reduce then
+    w_rec = { actor = a, clock = clock, loc = loc, reduce = reduce }
     self.write_recs[a] = w_rec
   end
+  local after = {} -- reduce: the record that follows each unordered reduce-add's (made once a call)
   local last_w, last_r = false, false -- shared records and reader sets: each checked once (shadow_read)
   local row0 = addr
   for row = 0, rows - 1 do
@@ -257,9 +269,10 @@ function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride)
     self.granules = self.granules + (addr + n - 1) // g - addr // g + 1
     for q = addr // g, (addr + n - 1) // g do
       local w = sw[q]
-      if w and w ~= last_w and w.actor ~= a and (vc[w.actor] or 0) < w.clock then
+      local u = w and w ~= last_w and unordered_write(w, a, vc)
+      if u and not (reduce and w.reduce) then -- (reduce-adds in any order: the same sum)
         violation("overwrite", ("%s at %s writes %s that %s wrote at %s with no synchronization in between; a barrier is missing: after the write at %s and before the write at %s")
-          :format(self:who(a), loc, range_of(cta, addr, n), self:who(w.actor), w.loc, w.loc, loc))
+          :format(self:who(a), loc, range_of(cta, addr, n), self:who(u.actor), u.loc, u.loc, loc))
       end
       last_w = w
       local r = sr[q]
@@ -277,9 +290,21 @@ function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride)
         end
         sr[q] = nil
       end
-      sw[q] = w_rec
+      if reduce and w and w.reduce and unordered_write(w, a, vc) then -- keep the reduce-adds a read must follow
+        local x = after[w] or { actor = a, clock = clock, loc = loc, reduce = true, prior = w }
+        after[w] = x
+        sw[q] = x
+      else
+        sw[q] = w_rec
+      end
     end
   end
+end
+
+-- An atomic reduce-add: races with a read or plain write that is not ordered
+-- with it, not with other reduce-adds (any order gives the same sum).
+function Memory:shadow_write_reduce(cta, a, vc, addr, n, loc, rows, stride)
+  return self:shadow_write(cta, a, vc, addr, n, loc, rows, stride, true)
 end
 
 -- }===

@@ -470,7 +470,7 @@ function Sync:drain_s2g(W, keep)
     local grp = table.remove(W.bulk_groups, 1)
     for _, c in ipairs(grp) do
       self:shadow_read(W.cta, c.id, c.vc, c.src, c.bytes, c.rec.loc)
-      ;(c.footprint or footprint_s2g)(self, W, c, function(a, n) self:shadow_write(self.gspace, c.id, c.vc, a, n, c.rec.loc) end)
+      ;(c.footprint or footprint_s2g)(self, W, c, function(a, n) self:shadow_write(self.gspace, c.id, c.vc, a, n, c.rec.loc, nil, nil, c.reduce) end)
       if self.values then (c.write or write_s2g)(self, W, c) end
       vc_join(W.vc, c.vc)
     end

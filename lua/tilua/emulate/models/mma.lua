@@ -220,15 +220,19 @@ do
 
   -- {=== TMA stores: join the warp's bulk group, performed at its bulk_wait
 
-  local write_box_s2g, box_footprint -- below
+  local write_box_s2g, add_box_s2g, box_footprint -- below
   handlers["tile.tma_store"] = function(R, W, rec, ins, ctx)
-    if rec.op:attr "reduce" then violation("model", ("%s at %s: reduce is not modelled"):format(rec.name, rec.loc)) end
+    local reduce = rec.op:attr "reduce"
     for _, l in ipairs(ctx.mask) do
       local m = tmap_of(rec, at(ins[1], l))
+      if reduce and (reduce ~= "add" or m.elem ~= "f32") then
+        violation("model", ("%s at %s: a TMA reduce other than an add of f32 is not modelled"):format(rec.name, rec.loc))
+      end
       local coords = {}
       for d = 1, #m.box do coords[d] = at(ins[2 + d], l) end
-      local c = R:issue_s2g(W, rec, 0, at(ins[2], l), box_bytes(m), "tma store")
-      c.tma, c.write, c.footprint = { map = m, coords = coords }, write_box_s2g, box_footprint
+      local c = R:issue_s2g(W, rec, 0, at(ins[2], l), box_bytes(m), reduce and "tma reduce" or "tma store")
+      c.tma, c.write, c.footprint = { map = m, coords = coords }, reduce and add_box_s2g or write_box_s2g, box_footprint
+      c.reduce = reduce and true or nil -- (the race check: reduce-adds do not race each other)
     end
     return {}
   end
@@ -239,6 +243,23 @@ do
     local eb = m.ebytes
     ga = ga - lo * eb
     for j = lo * eb, (hi + 1) * eb - 1 do g[ga + j] = s[SHARED_BASE + swz(base + j, m.swizzle)] or 0 end
+  end)
+
+  -- a TMA reduce-add (f32) adds its box, unswizzled, into the tensor: each
+  -- element rounded to f32 once, as the L2's atomic add
+  add_box_s2g = box_mover("src", function(g, s, m, base, ga, lo, hi)
+    if not ga then return end
+    ga = ga - lo * 4
+    for j = lo * 4, hi * 4, 4 do
+      local x, y = 0, 0
+      for b = 3, 0, -1 do
+        x = (x << 8) | (s[SHARED_BASE + swz(base + j + b, m.swizzle)] or 0)
+        y = (y << 8) | (g[ga + j + b] or 0)
+      end
+      local sum = string.unpack("<f", string.pack("<I4", x)) + string.unpack("<f", string.pack("<I4", y))
+      local u = string.unpack("<I4", string.pack("<f", sum))
+      for b = 0, 3 do g[ga + j + b] = (u >> (8 * b)) & 0xff end
+    end
   end)
 
   -- what it writes, for the global race check: the in-bounds part of each row of the box

@@ -546,6 +546,9 @@ do
     local eb = t.codec.size
     local step = t.strides[#t.strides] * eb
     local shadow = write and R.shadow_write or R.shadow_read
+    if write == "reduce" then -- an atomic add: races with what is not one (memory.lua)
+      shadow = function(M, ...) return M:shadow_write_reduce(...) end
+    end
     local contig, sp = contiguous(t), space_of(R, t)
     if contig and not f then -- no values to move (a protocol-only run): the rows' footprints, a run at once
       return tile_rows(t, shape, coords, function(ga, lo, hi, rows, stride)
@@ -587,8 +590,15 @@ do
     local c, g, eb = t.codec, R.global, t.codec.size
     local v = (R.values or rec.exact) and x.v -- (a protocol-only run stores bytes that a load in the slice reads)
     if v then R.element_ops = R.element_ops + #v end
-    each_element(R, W, rec, t, x.shape, coords, true, v and function(i, a)
-      local u = c.enc(v[i])
+    local reduce = rec.op:attr "reduce" -- "add": the element plus what the tensor holds
+    each_element(R, W, rec, t, x.shape, coords, reduce and "reduce" or true, v and function(i, a)
+      local x_i = v[i]
+      if reduce then
+        local old = 0
+        for b = eb - 1, 0, -1 do old = (old << 8) | (g[a + b] or 0) end
+        x_i = c.dec(old) + x_i
+      end
+      local u = c.enc(x_i)
       for b = 0, eb - 1 do
         g[a + b] = u & 0xff
         u = u >> 8

@@ -633,18 +633,23 @@ function B.tiled_load(L, op)
 end
 
 -- env.tiled_store of a blocked tile: as the load, the first holder of each
--- element storing it.
+-- element storing it (a reduce-add store: adding it atomically, an element
+-- at a time).
 function B.tiled_store(L, op, x)
   local e = L.P.by_arg[op:operand(1):id()]
   if not e.lowered_ptr then R.fail(op, "tensor '%s' has no pointer parameter", e.name) end
   if not B.is_dist(x) then R.fail(op, "tiled_store of a tile not of a blocked layout in a compute agent") end
   local D = x.D
   local cs = coords_of(L, op, D)
-  local vec = width(D, op)
+  local reduce = op:attr "reduce"
+  local vec = reduce and 1 or width(D, op)
   for _, g in ipairs(groups(D, vec)) do
     local function scalar(i)
       local idx, row, inb = element(L, e, D, cs, i, 1)
-      tl.if_(both(inb, owner(D, i)), function() address(L, e, row, idx[D.rank]):store(x.r[i]) end)
+      tl.if_(both(inb, owner(D, i)), function()
+        local p = address(L, e, row, idx[D.rank])
+        if reduce then tl.atomic(reduce, p, x.r[i]) else p:store(x.r[i]) end
+      end)
     end
     if vec == 1 then
       scalar(g[1])

@@ -18,6 +18,17 @@
 --                their results (the rescaled O)
 --   after        wait the late dots' last stages, issue them, wait, release
 --
+-- A dot whose result only a reduce-add store reads (from zeros, its A operand
+-- the registers of the iteration taken transposed: the fused attention
+-- backward's dQ part dS K; tileas-materialize-agents split its K among the
+-- consumers) is issued in the body, right after its operand is computed: the
+-- operand written (stmatrix, bf16) into one of the warpgroup's two staging
+-- tiles of shared memory (alternate iterations), whose 128-byte swizzle is a
+-- TMA box's, then read by wgmma from there; its stores wait for the
+-- iteration's last wait (the late group's). A late dot of the same A operand
+-- (dK += dS^T Q) reads the staged tile too, instead of registers packed after
+-- the wait: the f32 values die at the staging, not an iteration later.
+--
 -- The turns (tileas.turns: a seq_bar a consumer warpgroup, kernels/attention.lua's
 -- turn_wait / turn_pass) order the consumers' issues so that one's register
 -- work overlaps the others' dots. Rings filled once a program (tileas.per_program)
@@ -51,9 +62,17 @@ local function read_loop(L, op)
       elseif r then into[r.group] = true end
     end
   end
+  an.reduced, an.staged = {}, {}
   for _, o in ipairs(b:ops()) do
     if o:name() == "tileas.dot" then
-      if o:attr_or_default "tileas.ahead" then
+      if Chain.reduced(o) then
+        an.reduced[o:result(1):id()] = o
+        local r = ring_of(L, o:operand(2))
+        if not r or not r.per_program then
+          R.fail(o, "a dot reduce-added into a tensor in a loop of chained dots must read its B operand from a tile loaded once a program")
+        end
+        an.once[r.group] = true
+      elseif o:attr_or_default "tileas.ahead" then
         an.ahead[#an.ahead + 1] = o
         add_groups(o, an.ahead_groups)
       else
@@ -67,6 +86,11 @@ local function read_loop(L, op)
         an.late_of_slot[slot] = an.late[#an.late]
         add_groups(o, an.late_groups)
       end
+    end
+  end
+  for _, d in ipairs(an.late) do -- (a late dot whose A a reduced dot stages)
+    for _, r in pairs(an.reduced) do
+      if r:operand(1) == d.op:operand(1) then an.staged[d] = true end
     end
   end
   -- a ring both kinds read (the backward's K: S = Q K^T ahead, dQ += dS K
@@ -188,18 +212,57 @@ end
 
 local wtype = { bf16 = "bf16", f16 = "f16" }
 
+-- Is dot op a reduced dot (tileas.reduced: from zeros, read only by
+-- reduce-add stores, its K split among the consumers by tileas-materialize-agents)?
+function Chain.reduced(op) return op:attr_or_default "tileas.reduced" end
+
+-- The staging tiles as a ring whose stage is 2 x the warpgroup + which (0, 1).
+local function staging_ring(L, elem)
+  L.reduce_staging = L.reduce_staging or L.k:shared(elem, { 2 * #L.consumers, 64, 64 }, { align = 1024, swizzle = 128 })
+  local ring = { smem = L.reduce_staging, box = { 64, 64 }, shape = { 64, 64 }, swizzle = 128, elem = elem }
+  return setmetatable({ ring = ring, offsets = { 0, 0 } }, V.Ring), ring
+end
+
+-- The A operand of reduced dot op, a 64 x 64 tile of bf16 or f16 registers
+-- truncated from f32, written into staging tile `stage` (a 128-byte swizzle,
+-- a TMA box's: stmatrix as kernels/gemm.lua's store_fragment); -> the staging
+-- tiles as a ring (staging_ring) for the descriptors.
+local function stage_operand(L, env, op, stage)
+  local x = V.get(L, op:operand(1), op)
+  local ti = R.tile_of(op:operand(1))
+  local wide = V.is_frag(x) and x.trunc_of
+  if not wide or not wtype[tostring(ti.elem)] or ti.shape[1] ~= 64 or ti.shape[2] ~= 64 then
+    R.fail(op, "a dot reduce-added into a tensor takes its register A operand as a 64 x 64 tile of bf16 or f16 truncated from f32")
+  end
+  local a_ring, ring = staging_ring(L, ti.elem)
+  local t, wg = env.thread, env.wg
+  local q, rr = t % 32 // 8, t % 8
+  local row = (t // 32) * 16 + (q % 2) * 8 + rr -- the stmatrix row address this lane gives
+  -- (no barrier first: the tile's last readers, two iterations back, were
+  -- waited for before the last iteration's barriers; a warp's wgmma reads the
+  -- rows the others write, so one tile would need one)
+  for j = 0, 64 // 8 - 1, 2 do -- matrices (j, rows 0-7), (j, rows 8-15), (j+1, 0-7), (j+1, 8-15) of the warp's rows
+    local regs = {}
+    for r = 0, 3 do regs[r + 1] = tl.pack(wide:at(4 * j + 2 * r), wide:at(4 * j + 2 * r + 1), ti.elem) end
+    tl.stmatrix(L.reduce_staging:ptr(stage, row, (q // 2) * 8 + j * 8), regs)
+  end
+  tl.fence_proxy_async("shared") -- (the writes seen by wgmma's async proxy)
+  tl.named_barrier_sync(1 + wg, 128)
+  return a_ring, ring
+end
+
 -- Issue the wgmmas of dot op: A from the ring's descriptors or from the
 -- registers pa (kernels/attention.lua's p_operands: a vector<4 x i32> a k step,
 -- built before the fence), B from the ring's, into the accumulator vector acc;
 -- fresh: the first k step overwrites it (scale-d off). stage: ring -> stage.
-local function issue(L, op, acc, stage, pa, fresh)
+local function issue(L, op, acc, stage, pa, fresh, a_ring)
   local desc = V.desc
   local at = op:attrs()
   local ai, bi = R.tile_of(op:operand(1)), R.tile_of(op:operand(2))
   local et = wtype[tostring(bi.elem)]
   if not et then R.fail(op, "dots of %s are not lowered yet (bf16 and f16)", tostring(bi.elem)) end
   local K = ai.shape[at.transpose_a and 1 or 2]
-  local ra = not pa and V.get(L, op:operand(1), op)
+  local ra = a_ring or (not pa and V.get(L, op:operand(1), op))
   local rb = V.get(L, op:operand(2), op)
   if (not pa and not V.is_ring(ra)) or not V.is_ring(rb) then R.fail(op, "dot operands must be rings or registers") end
   for kk = 0, K // 16 - 1 do
@@ -287,19 +350,44 @@ local function bind_slots(S, kk, carried, late_inits)
   end
 end
 
+-- A reduced dot of the body: its operand staged, the dot issued (one group
+-- committed) and its result bound; its stores wait (S.pending, flushed by
+-- reduced_stores after the next wgmma wait for every group).
+local function issue_reduced(S, d)
+  local L = S.L
+  local a_ring, ring = stage_operand(L, S.env, d, S.staged)
+  local st = stages_of(S.once, S.cur)
+  st[ring] = S.staged
+  tl.wgmma_fence()
+  local vec = issue(L, d, tl.zeros(tl.f32, frag_size(d:result(1):type())), st, nil, true, a_ring)
+  tl.wgmma_commit()
+  local f = V.frag(tl.f32, frag_size(d:result(1):type()), function(e) return tl.extract(vec, e) end)
+  f.vec = vec
+  L.vmap[d:result(1):id()] = f
+end
+local function reduced_stores(S)
+  for _, st in ipairs(S.pending) do S.saved_store(st) end
+  S.pending = {}
+end
+
 -- The body's register ops of an iteration, the ahead dots' results given.
 local function lower_body(S, ahead_vecs)
   local L, env = S.L, S.env
-  local saved, by_result = env.dot, {}
+  local saved, saved_store, by_result = env.dot, env.tiled_store, {}
   for d, vec in pairs(ahead_vecs) do by_result[d:result(1):id()] = vec end
   env.dot = function(d)
+    if S.an.reduced[d:result(1):id()] then return issue_reduced(S, d) end
     local vec = by_result[d:result(1):id()]
     if vec then -- (a late dot: issued in the next iteration, from its operands)
       L.vmap[d:result(1):id()] = V.vec_frag(vec, frag_size(d:result(1):type()))
     end
   end
+  S.saved_store = saved_store
+  env.tiled_store = function(op)
+    if S.an.reduced[op:operand(op:noperands()):id()] then S.pending[#S.pending + 1] = op else saved_store(op) end
+  end
   X.lower_block(L, S.b, env)
-  env.dot = saved
+  env.dot, env.tiled_store = saved, saved_store
 end
 
 -- What an iteration hands to the next: the carried slots; then, after the
@@ -309,12 +397,12 @@ end
 -- with that group's operands, and ptxas would serialize every wgmma (C7513).
 local function register_operands(S, out)
   for _, d in ipairs(S.an.late) do
-    if R.tile_of(d.op:operand(1)).space == "rmem" then out.areg[d] = register_a(S.L, d.op) end
+    if R.tile_of(d.op:operand(1)).space == "rmem" and not S.an.staged[d] then out.areg[d] = register_a(S.L, d.op) end
   end
 end
 local function outputs_before_wait(S)
   local L, op, yield = S.L, S.op, S.yield
-  local out = { areg = {}, slots = {} }
+  local out = { areg = {}, slots = {}, staged = S.staged }
   for i = 1, S.nslots do
     if not S.an.late_of_slot[i] then
       out.slots[i] = pack(V.get(L, yield:operand(i), yield), S.slot_kind[i], op:result(i):type())
@@ -352,11 +440,20 @@ local function operand_regs(S, out)
   return pa
 end
 
--- Issue the late dots from the hand-over out, one group committed.
+-- Issue the late dots from the hand-over out, one group committed (a staged
+-- A operand: the staging tile out.staged, the one the last body wrote).
 local function issue_late(S, out, pa)
   local st = stages_of(S.late_groups, S.cur)
   local res = {}
-  for _, d in ipairs(S.an.late) do res[d] = issue(S.L, d.op, out.acc[d], st, pa[d], false) end
+  for _, d in ipairs(S.an.late) do
+    local a_ring
+    if S.an.staged[d] then
+      local ring
+      a_ring, ring = staging_ring(S.L, R.tile_of(d.op:operand(1)).elem)
+      st[ring] = out.staged
+    end
+    res[d] = issue(S.L, d.op, out.acc[d], st, pa[d], false, a_ring)
+  end
   tl.wgmma_commit()
   return res
 end
@@ -382,8 +479,13 @@ local function prologue(S, lb)
     if not S.an.late_of_slot[i] then carried[i] = pack(inits[i], S.slot_kind[i], op:result(i):type()) end
   end
   bind_slots(S, lb, carried, inits)
+  if S.reducing then S.staged = 2 * tl.cast(S.env.wg, tl.i32) end -- (the warpgroup's first staging tile)
   lower_body(S, svecs)
   local out = outputs_before_wait(S)
+  if #S.pending > 0 then
+    tl.wgmma_wait(0)
+    reduced_stores(S)
+  end
   register_operands(S, out)
   accumulators(S, out)
   return svecs, out
@@ -404,6 +506,7 @@ local function loop_cells(S, svecs, out)
     if an.shared[g] then C.list[#C.list + 1] = S.acur[g] end
   end
   if S.turns then C.list[#C.list + 1] = S.ctx.turn end
+  if S.reducing then C.staged = cell(out.staged) end
   for _, d in ipairs(an.late) do C.late[d] = { acc = cell(out.acc[d]), areg = out.areg[d] and cell(out.areg[d]) } end
   for _, d in ipairs(an.ahead) do C.ahead[d] = cell(svecs[d]) end
   for i = 1, S.nslots do
@@ -416,7 +519,7 @@ local function loop_cells(S, svecs, out)
 end
 -- The hand-over the cells hold now.
 local function current(S, C)
-  local o = { acc = {}, areg = {}, slots = {} }
+  local o = { acc = {}, areg = {}, slots = {}, staged = C.staged and C.staged.value }
   for _, d in ipairs(S.an.late) do
     o.acc[d] = C.late[d].acc.value
     o.areg[d] = C.late[d].areg and C.late[d].areg.value
@@ -446,9 +549,11 @@ local function iteration(S, C, kk)
   release_ahead(S)
   bind_slots(S, kk, o.slots, nil)
   for k2 in pairs(S.late_result) do S.late_result[k2] = nil end
+  if S.reducing then S.staged = o.staged ~ 1 end -- (the other tile: the late dots just issued read this one)
   lower_body(S, nv)
   local n = outputs_before_wait(S)
   tl.wgmma_wait(0)
+  reduced_stores(S)
   release_late(S)
   for _, d in ipairs(an.late) do S.late_result[d] = results[d] end
   register_operands(S, n)
@@ -458,6 +563,7 @@ local function iteration(S, C, kk)
     if C.late[d].areg then C.late[d].areg.value = n.areg[d] end
   end
   for _, d in ipairs(an.ahead) do C.ahead[d].value = nv[d] end
+  if C.staged then C.staged.value = n.staged end
   for i, cs in pairs(C.slots) do
     for j, c in ipairs(cs) do c.value = n.slots[i][j] end
   end
@@ -492,9 +598,10 @@ function Chain.lower(L, env, op, cur, ctx)
   local an = read_loop(L, op)
   local b = op:region(1):entry()
   local S = { L = L, env = env, op = op, b = b, yield = b:terminator(), an = an, cur = cur, ctx = ctx,
-              nslots = op:nresults(), slot_kind = {}, late_result = {},
+              nslots = op:nresults(), slot_kind = {}, late_result = {}, pending = {},
               ahead_groups = ordered(L, an.ahead_groups), late_groups = ordered(L, an.late_groups), once = ordered(L, an.once),
               turns = ctx.turn and op:attr_or_default "tileas.turns" }
+  S.reducing = next(an.reduced) ~= nil
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then
       S.slot_kind[i] = kind_of(op:result(i):type())

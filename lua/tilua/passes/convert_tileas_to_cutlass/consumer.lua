@@ -314,6 +314,34 @@ local function store_rows(L, e, op, x, ri, tm, f, t)
   end)
 end
 
+-- A reduce-add store of an f32 tile in the mma layout by TMA: the fragment
+-- written (pairs, 8 bytes) into the warpgroup's staging tile of boxes of
+-- 64 x 32 f32 (a 128-byte swizzle, the map's), then one thread adds each box
+-- into the tensor (cp.reduce.async.bulk.tensor .add); the staging tile is
+-- written again once the last reduce has read it.
+local function tma_reduce(L, env, op, e, x, shape, coords, f, wg, t)
+  local boxes = shape[2] // 32
+  L.reduce_out = L.reduce_out or {}
+  local buf = L.reduce_out[boxes]
+  if not buf then
+    buf = L.k:shared(tl.f32, { #L.consumers, boxes, 64, 32 }, { align = 1024, swizzle = 128 })
+    L.reduce_out[boxes] = buf
+  end
+  tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end)
+  tl.named_barrier_sync(1 + wg, 128)
+  for i = 0, shape[2] // 2 - 1, 2 do -- (elements i, i + 1: one row, adjacent columns)
+    local dr, dc = f.offset(i)
+    buf:ptr(wg, dc // 32, f.row + dr, f.col + dc % 32):store(tl.vector_of(tl.f32, { x:at(i), x:at(i + 1) }))
+  end
+  tl.fence_proxy_async("shared")
+  tl.named_barrier_sync(1 + wg, 128)
+  tl.if_(t:eq(0), function()
+    for ch = 0, boxes - 1 do tl.tma_store(L.args[e.lowered_map], buf:ptr(wg, ch, 0, 0), coords(ch), { reduce = "add" }) end
+    tl.bulk_commit()
+  end)
+  env.tma_stored = true
+end
+
 -- env.tiled_store: a tile in the mma layout; 16-bit to a TMA map in sub-tiles
 -- of 64 x 32 through two staging buffers a warpgroup (kernels/gemm.lua's
 -- store_subtiles, as stdlib/gemm.lua's epilogue: 8 KiB a warpgroup instead of
@@ -333,6 +361,11 @@ local function tiled_store(L, env, f, wg, t)
       x = V.frag(tl.f32, shape[2] // 2, function(i) return tl.extract(vec, i) end)
     end
     local tm, tn = V.get(L, op:operand(2 + lead), op), V.get(L, op:operand(3 + lead), op)
+    if e.lowered_map and op:attr "reduce" then
+      return tma_reduce(L, env, op, e, x, shape, function(ch)
+        return V.leading(L, op, { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * 32, offs[2]) })
+      end, f, wg, t)
+    end
     if e.lowered_map and R.elem_bytes(ri.elem) == 2 then
       local EC = L.P.store_cols -- the sub-tile's columns (plan.lua: the map's box)
       L.staging = L.staging or L.k:shared(ri.elem, { #L.consumers, 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
@@ -372,7 +405,7 @@ local function build(L, ag, count, first)
       local wg = env.replica or ag.index
       local t = ta.thread_id() % 128
       local f = tl.wgmma_fragment(t)
-      env.f = f
+      env.f, env.thread, env.wg = f, t, wg
       -- a cursor a pipeline (one for a GEMM); the turns at the dots, where
       -- the loop takes them (tileas.turns: L.go, a seq_bar a warpgroup)
       local cur, cursors = {}, {}

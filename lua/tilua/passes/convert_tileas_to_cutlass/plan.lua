@@ -60,6 +60,12 @@ local function plan_params(tl, kop, agents, nctas)
         local tile = n == "tileas.tiled_store" and op:operand(op:noperands()) or op:result(1)
         local ti = R.tile_of(tile)
         if n == "tileas.tiled_store" and ag.kind == "consumer" and ti.layout and ti.layout.kind == "mma"
+           and op:attr "reduce" and ti.elem == tl.f32 and nctas == 1 and ti.shape[2] % 32 == 0 then
+          -- a reduce-add by TMA from shared memory: boxes of 64 x 32 f32, a 128-byte swizzle
+          -- (consumer.lua's tma_reduce)
+          want_map(e, op, tl.tensor_map_type(ti.elem, R.full_box(e.rank, { 64, 32 }), 128))
+          P.tma_stores = true
+        elseif n == "tileas.tiled_store" and ag.kind == "consumer" and ti.layout and ti.layout.kind == "mma"
            and R.elem_bytes(ti.elem) == 2 and R.cta_part(ti, nctas)[2] % 64 == 0 then
           -- sub-tiles of 64 x 32, a 64-byte swizzle (consumer.lua's tiled_store)
           P.store_cols = 32
@@ -239,6 +245,22 @@ end
 -- consumers: the warpgroups of a CTA share 64K registers, 512 a thread of a
 -- warpgroup (the producer keeps what its loads need)
 plan.REGS = { { producer = 40, consumer = 240 }, { producer = 40, consumer = 232 }, { producer = 32, consumer = 160 } }
+-- two consumers that reduce-add a dot's result in their loop (the fused
+-- attention backward: the dQ part's accumulator beside dK, dV, S^T and dP^T)
+-- take FlashAttention-3's split: the producer's loads fit 24
+plan.REGS_REDUCING = { producer = 24, consumer = 240 }
+
+-- Does a consumer agent reduce-add a tile into a tensor?
+local function consumers_reduce(L)
+  for _, ag in ipairs(L.consumers) do
+    local found = false
+    R.each_op(ag.op, function(op)
+      if op:name() == "tileas.tiled_store" and op:attr "reduce" then found = true end
+    end)
+    if found then return true end
+  end
+  return false
+end
 
 function ROLES.consumer(L, ag)
   L.consumers[#L.consumers + 1] = ag
@@ -360,6 +382,7 @@ function plan.read(tl, G, kop, Ring)
   read_agents(L)
   if L.compute and L.nctas > 1 then R.fail(kop, "a program without a dot (a compute agent) on a cluster is not lowered yet") end
   L.regs = plan.REGS[math.max(#L.consumers, 1)]
+  if #L.consumers == 2 and consumers_reduce(L) then L.regs = plan.REGS_REDUCING end
   if not L.regs then R.fail(kop, "%d consumer agents: at most %d are lowered", #L.consumers, #plan.REGS) end
   L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas, L.P.programs_z)
   if L.S and L.S.kind == "dynamic" then L.S, L.dynamic = nil, L.S end

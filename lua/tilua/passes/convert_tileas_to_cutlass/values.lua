@@ -111,10 +111,14 @@ function V.load_at(L, e, op, idx)
   return tl.select(inb, (base + tl.select(inb, off, tl.const(0, tl.i64))):load(), zero)
 end
 
--- Store v at the element (dropped out of bounds).
+-- Store v at the element (dropped out of bounds); a reduce-add store of op
+-- adds it atomically (a red.global.add).
 function V.store_at(L, e, op, idx, v)
   local base, off, inb = element(L, e, op, idx)
-  L.tl.if_(inb, function() (base + off):store(v) end)
+  local reduce = op:attr "reduce"
+  L.tl.if_(inb, function()
+    if reduce then L.tl.atomic(reduce, base + off, v) else (base + off):store(v) end
+  end)
 end
 
 -- }===
