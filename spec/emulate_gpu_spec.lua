@@ -630,6 +630,36 @@ cases[#cases + 1] = { example = "tile_gemm_grouped", name = "tile_gemm_grouped (
   check_outputs(("tile_gemm_grouped %d rows of 3 groups x %d x %d, grid %d, seed %d"):format(rows, N, K, grid, seed), outs, STANDIN)
 end }
 
+-- Reduce-add stores (examples/tile_reduce_store.lua's rows_added, f32): row
+-- blocks of small integers added into one block by every program, in any
+-- order: exact sums, the same bytes.
+cases[#cases + 1] = { example = "tile_reduce_store", name = "tile_reduce_store (tile-to-ptx; rows_added, f32 reduce-adds)",
+                      run = function(seed)
+  local ex = example("tile_reduce_store")
+  local BM, BN, R, N = 8, 32, 40, 70
+  local k = ex.build_rowsum(tl.f32, BM, BN)
+  k:compile()
+  local kop = PH.lowered_tile(k)
+  local x = ex.ints(R * N, seed, -50, 50)
+  local X = {}
+  for i, v in ipairs(x) do X[i] = string.pack("<f", v) end
+  X = table.concat(X)
+  local Out = ("\0"):rep(4 * BM * N)
+  local programs = { R // BM, (N + BN - 1) // BN }
+  local values = { ["ptr:X"] = X, ["dim:X:0"] = R, ["dim:X:1"] = N, ["stride:X:0"] = N,
+                   ["ptr:Out"] = Out, ["dim:Out:0"] = BM, ["dim:Out:1"] = N, ["stride:Out:0"] = N,
+                   ["programs:x"] = programs[1], ["programs:y"] = programs[2] }
+  local args, at = PH.params_args(kop, values)
+  local o = at["ptr:Out"]
+  local grid = math.min(tl.device.sm_count(), 4)
+  local r, r2 = emulate_twice(kop, grid, args, seed)
+  local dx, dout = tl.device.from(tl.u8, X), tl.device.from(tl.u8, Out)
+  k:run { grid = programs, args = { X = { dx, { R, N } }, Out = { dout, { BM, N } } } }
+  local outs = { { name = "Out", init = Out, gpu = dout:to_string(), emu = r.read(o), emu2 = r2 and r2.read(o) } }
+  for _, b in ipairs { dx, dout } do b:free() end
+  check_outputs(("tile_reduce_store rows_added %d x %d, grid %d, seed %d"):format(R, N, grid, seed), outs, STANDIN)
+end }
+
 -- GEMM + bias + GELU (examples/tile_gemm_bias_gelu.lua, its tanh form: fewer
 -- ops to emulate): ex2.approx and rcp.approx on the GPU, the exact function on
 -- the emulator: within a bf16 ulp, as the softmax.
