@@ -651,7 +651,7 @@ cases[#cases + 1] = { example = "tile_reduce_store", name = "tile_reduce_store (
                    ["programs:x"] = programs[1], ["programs:y"] = programs[2] }
   local args, at = PH.params_args(kop, values)
   local o = at["ptr:Out"]
-  local grid = math.min(tl.device.sm_count(), 4)
+  local grid = programs[1] * programs[2] -- (a program a CTA: a compute agent's program is not persistent)
   local r, r2 = emulate_twice(kop, grid, args, seed)
   local dx, dout = tl.device.from(tl.u8, X), tl.device.from(tl.u8, Out)
   k:run { grid = programs, args = { X = { dx, { R, N } }, Out = { dout, { BM, N } } } }
