@@ -31,6 +31,22 @@ local function f32s(list)
   return table.concat(out)
 end
 
+-- C (bf16 bytes, M x N) equal on every element to want(i, j) rounded to bf16.
+local function assert_bf16(out, M, N, want_of)
+  local bad, first = 0, nil
+  for i = 0, M - 1 do
+    for j = 0, N - 1 do
+      local want = values.float16.dec.bf16(values.float16.enc.bf16(want_of(i, j)))
+      local got = values.float16.dec.bf16((string.unpack("<I2", out, 1 + 2 * (i * N + j))))
+      if got ~= want then
+        bad = bad + 1
+        first = first or ("C[%d, %d] = %g, want %g"):format(i, j, got, want)
+      end
+    end
+  end
+  assert.equal(0, bad, first)
+end
+
 describe("an fp8 GEMM as a tile program", function()
   it("lowers to wgmma of kind e4m3 (e5m2) over 128-byte TMA boxes; ptxas takes every scaling", function()
     for _, o in ipairs { { scales = "tensor", fp8 = "e4m3" }, { scales = "rowcol", fp8 = "e5m2" }, { scales = "blocks", fp8 = "e4m3" },
@@ -70,21 +86,11 @@ describe("an fp8 GEMM as a tile program", function()
       local args, at = PH.params_args(kop, vals)
       local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 5 })
       assert(r.ok, r.report)
-      local out = r.read(at["map:C"])
-      local bad, first = 0, nil
-      for i = 0, M - 1 do
-        for j = 0, N - 1 do
-          local s = 0
-          for kk = 0, K - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
-          local want = values.float16.dec.bf16(values.float16.enc.bf16(s * (rowcol and sa[i + 1] * sb[j + 1] or -0.125)))
-          local got = values.float16.dec.bf16((string.unpack("<I2", out, 1 + 2 * (i * N + j))))
-          if got ~= want then
-            bad = bad + 1
-            first = first or ("C[%d, %d] = %g, want %g"):format(i, j, got, want)
-          end
-        end
-      end
-      assert.equal(0, bad, first)
+      assert_bf16(r.read(at["map:C"]), M, N, function(i, j)
+        local s = 0
+        for kk = 0, K - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
+        return s * (rowcol and sa[i + 1] * sb[j + 1] or -0.125)
+      end)
     end)
   end
 
@@ -106,25 +112,15 @@ describe("an fp8 GEMM as a tile program", function()
     local args, at = PH.params_args(kop, vals)
     local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 7 })
     assert(r.ok, r.report)
-    local out = r.read(at["map:C"])
-    local bad, first = 0, nil
-    for i = 0, M - 1 do
-      for j = 0, N - 1 do
-        local want = 0
-        for kb = 0, ssa[1] - 1 do
-          local s = 0
-          for kk = kb * 128, math.min(K, kb * 128 + 128) - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
-          want = want + s * sa[kb * ssa[2] + i + 1] * sb[j // 128 * ssb[2] + kb + 1]
-        end
-        want = values.float16.dec.bf16(values.float16.enc.bf16(want))
-        local got = values.float16.dec.bf16((string.unpack("<I2", out, 1 + 2 * (i * N + j))))
-        if got ~= want then
-          bad = bad + 1
-          first = first or ("C[%d, %d] = %g, want %g"):format(i, j, got, want)
-        end
+    assert_bf16(r.read(at["map:C"]), M, N, function(i, j)
+      local want = 0
+      for kb = 0, ssa[1] - 1 do
+        local s = 0
+        for kk = kb * 128, math.min(K, kb * 128 + 128) - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
+        want = want + s * sa[kb * ssa[2] + i + 1] * sb[j // 128 * ssb[2] + kb + 1]
       end
-    end
-    assert.equal(0, bad, first)
+      return want
+    end)
   end)
 
   it("block scales on a cluster of 2 (256-row programs, 128 rows a CTA, B multicast): the example on the emulator", function()
