@@ -361,9 +361,7 @@ local function issue_reduced(S, d)
   tl.wgmma_fence()
   local vec = issue(L, d, tl.zeros(tl.f32, frag_size(d:result(1):type())), st, nil, true, a_ring)
   tl.wgmma_commit()
-  local f = V.frag(tl.f32, frag_size(d:result(1):type()), function(e) return tl.extract(vec, e) end)
-  f.vec = vec
-  L.vmap[d:result(1):id()] = f
+  L.vmap[d:result(1):id()] = V.vec_frag(vec, frag_size(d:result(1):type()))
 end
 local function reduced_stores(S)
   for _, st in ipairs(S.pending) do S.saved_store(st) end

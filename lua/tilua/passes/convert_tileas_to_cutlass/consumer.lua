@@ -96,10 +96,11 @@ end
 
 -- A consumer's loads in the pipelined loop, before its dot, of a row or a
 -- column of the accumulator's layout or of one element (scales), whose
--- coordinates are the loop's k block and values from outside the loop: they
--- are read one k block ahead. The loop carries this block's values, and the
--- iteration loads the next block's before its dot, so that a load's latency
--- hides behind a whole iteration instead of one dot (block-scaled fp8).
+-- coordinates are the loop's k block and values that do not change in the
+-- loop: they are read one k block ahead. The loop carries this block's
+-- values, and the iteration loads the next block's once its dot is issued,
+-- so that a load's latency hides behind the rest of the iteration instead of
+-- sitting on the dot's path (block-scaled fp8's scales).
 local function ahead_loads(b)
   local kk = b:arg(1):id()
   local varies = { [kk] = true, [b:arg(2):id()] = true }
@@ -126,18 +127,10 @@ local function ahead_loads(b)
 end
 
 -- The keys of a lowered ahead load x that the thread holds (f: its
--- fragment, n elements): a line's distinct offsets; nil for one element.
+-- fragment, n elements): a line's (V.keys); nil for one element.
 local function ahead_keys(x, f, n)
   if x == nil or x.single ~= nil then return nil end
-  local keys, seen = {}, {}
-  for i = 0, n - 1 do
-    local key = select(x.along, f.offset(i))
-    if not seen[key] then
-      seen[key] = true
-      keys[#keys + 1] = key
-    end
-  end
-  return keys
+  return V.keys(x, f, n)
 end
 
 -- x's values at its keys.
@@ -355,11 +348,7 @@ local function tiled_store(L, env, f, wg, t)
     local lead = R.leading(op) -- (coordinates of the dims the tile leaves out come first)
     if V.is_line(x) then return store_rows(L, e, op, x, ri, V.get(L, op:operand(2 + lead), op), f, t) end
     local shape, offs = V.block_offsets(L, ri) -- this CTA's block of the tile
-    if not V.is_frag(x) and not x.vec then R.fail(op, "tiled_store of a tile not in the mma layout is not lowered yet") end
-    if x.vec then
-      local vec = x.vec
-      x = V.frag(tl.f32, shape[2] // 2, function(i) return tl.extract(vec, i) end)
-    end
+    if not V.is_frag(x) then R.fail(op, "tiled_store of a tile not in the mma layout is not lowered yet") end
     local tm, tn = V.get(L, op:operand(2 + lead), op), V.get(L, op:operand(3 + lead), op)
     if e.lowered_map and op:attr "reduce" then
       return tma_reduce(L, env, op, e, x, shape, function(ch)

@@ -39,13 +39,24 @@ function V.vec_frag(vec, n)
   f.vec = vec
   return f
 end
--- Build now every element of lazy x (a frag of n elements, or a line) that
--- the thread of fragment geometry f holds: to place its ops (loads) here.
-function V.force(x, f, n)
+-- The keys of the elements of lazy x that the thread of fragment geometry f
+-- holds: a frag's 0 .. n - 1, a line's distinct offsets along its dim.
+function V.keys(x, f, n)
+  local keys, seen = {}, {}
   for i = 0, n - 1 do
-    if x.kind == "frag" then x:at(i)
-    else x:at(select(x.along, f.offset(i))) end
+    local key = x.kind == "frag" and i or select(x.along, f.offset(i))
+    if not seen[key] then
+      seen[key] = true
+      keys[#keys + 1] = key
+    end
   end
+  return keys
+end
+
+-- Build now every element of lazy x that the thread holds (V.keys): to place
+-- its ops (loads) here.
+function V.force(x, f, n)
+  for _, key in ipairs(V.keys(x, f, n)) do x:at(key) end
 end
 function V.is_lazy(x) return getmetatable(x) == Lazy end
 function V.is_frag(x) return getmetatable(x) == Lazy and x.kind == "frag" end
