@@ -90,38 +90,104 @@ for i, line in enumerate(sys.stdin):
     print("P", i, " ".join("%.5f" % x for x in out), flush=True)
 ]]
 
-function P.sdpa(probs)
-  local py = os.tmpname()
+-- Run a python3 script in a child process (multicast kept off), its stdin the
+-- lines `input`; each line it prints goes to on_line(line), which returns true
+-- where it consumed it (the rest is printed as "torch: ..."). -> true, or nil and
+-- the script's "ERROR ..." line
+local function python(script, input, on_line)
+  local py, inp = os.tmpname(), os.tmpname()
   local f = assert(io.open(py, "w"))
-  f:write(SDPA)
+  f:write(script)
   f:close()
-  local input = os.tmpname()
-  f = assert(io.open(input, "w"))
-  for _, p in ipairs(probs) do f:write(("%d %d %d %d %d %d\n"):format(p.b, p.h, p.hkv, p.s, p.d, p.causal and 1 or 0)) end
+  f = assert(io.open(inp, "w"))
+  for _, line in ipairs(input) do f:write(line, "\n") end
   f:close()
   local pipe = io.popen(("NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 python3 %s < %s 2>&1")
-                        :format(py, input))
+                        :format(py, inp))
   if not pipe then return nil, "python3 could not be started" end
-  local res, why = {}, nil
+  local why
   for line in pipe:lines() do
-    local i, rest = line:match "^P (%d+) (.*)$"
-    if i then
-      local v, n = {}, 0
-      for x in rest:gmatch "%S+" do
-        n = n + 1
-        v[n] = tonumber(x) -- nil for "nan": the backend did not run
-        if v[n] ~= v[n] then v[n] = nil end
-      end
-      res[tonumber(i) + 1] = { cudnn = v[1], cudnn_bwd = v[2], flash = v[3], flash_bwd = v[4] }
-    elseif line:match "^ERROR" then why = line
+    if line:match "^ERROR" then why = line
     elseif line:match "^DEVICE" then print("torch: " .. line:gsub("^DEVICE ", ""))
-    else print("torch: " .. line) end
+    elseif not on_line(line) then print("torch: " .. line) end
   end
   pipe:close()
   os.remove(py)
-  os.remove(input)
+  os.remove(inp)
   if why then return nil, why end
+  return true
+end
+
+-- the numbers of a "P i x y ..." line: i, {x, y, ...} (nil for "nan": not run)
+local function numbers(line)
+  local i, rest = line:match "^P (%d+) (.*)$"
+  if not i then return nil end
+  local v, n = {}, 0
+  for x in rest:gmatch "%S+" do
+    n = n + 1
+    v[n] = tonumber(x)
+    if v[n] ~= v[n] then v[n] = nil end
+  end
+  return tonumber(i) + 1, v
+end
+
+function P.sdpa(probs)
+  local input = {}
+  for _, p in ipairs(probs) do input[#input + 1] = ("%d %d %d %d %d %d"):format(p.b, p.h, p.hkv, p.s, p.d, p.causal and 1 or 0) end
+  local res = {}
+  local ok, why = python(SDPA, input, function(line)
+    local i, v = numbers(line)
+    if i then res[i] = { cudnn = v[1], cudnn_bwd = v[2], flash = v[3], flash_bwd = v[4] } end
+    return i ~= nil
+  end)
+  if not ok then return nil, why end
   return res
+end
+
+-- torch's grouped GEMM (torch.nn.functional.grouped_mm, else torch._grouped_mm)
+-- in a child python3 process: A [sum(sizes), K] by each group's B [N, K]
+-- (K-major, as ours), bf16 out, on fresh random inputs, timed as P.time does.
+local GROUPED = [[
+import sys
+try:
+    import torch
+except Exception as e:
+    print("ERROR", repr(e)); sys.exit(0)
+def timeit(fn):
+    fn(); torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(5):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(10): fn()
+        e.record(); torch.cuda.synchronize()
+        best = min(best, s.elapsed_time(e) / 10)
+    return best
+print("DEVICE", torch.cuda.get_device_name(), torch.__version__)
+n, k = [int(x) for x in sys.stdin.readline().split()]
+sizes = [int(x) for x in sys.stdin.readline().split()]
+gmm = getattr(torch.nn.functional, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
+if gmm is None:
+    print("ERROR torch has no grouped_mm"); sys.exit(0)
+a = torch.randn(sum(sizes), k, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(len(sizes), n, k, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)
+offs = torch.tensor(sizes, device="cuda", dtype=torch.int32).cumsum(0, dtype=torch.int32)
+try:
+    print("P 0 %.5f" % timeit(lambda: gmm(a, b, offs=offs, out_dtype=torch.bfloat16)), flush=True)
+except Exception as e:
+    print("ERROR", gmm.__name__, repr(e)[:200])
+]]
+
+-- -> ms of torch's grouped GEMM over groups of `sizes` rows, or nil and why
+function P.grouped_mm(sizes, n, k)
+  local ms
+  local ok, why = python(GROUPED, { n .. " " .. k, table.concat(sizes, " ") }, function(line)
+    local i, v = numbers(line)
+    if i then ms = v[1] end
+    return i ~= nil
+  end)
+  if not ok then return nil, why end
+  return ms, ms == nil and "no figure" or nil
 end
 
 return P

@@ -6,12 +6,13 @@
 -- GEMMs over the groups (one call per non-empty group, the same rows), a loop
 -- of the plain tile GEMM (examples/tile_gemm.lua) over the groups, and one
 -- dense tile GEMM of all the rows (one B: the bound the grouped program can
--- reach). Default: 64 experts, 32768 rows with skewed sizes (a few experts
--- take most; every 7th none), N 2048, K 4096, bf16. The grouped program is
+-- reach), and torch's grouped GEMM in a child python3 where torch has one.
+-- Default: 64 experts, 32768 rows with skewed sizes (a few experts take most;
+-- every 7th none), N 2048, K 4096, bf16. The grouped program is
 -- checked first (its example's check: every element against the GPU reference); each is timed: the
 -- best of 5 samples of CUDA events around 10 back-to-back rounds. TFLOP/s
 -- count the real rows (not the padding); ratios are the grouped program's
--- throughput over each peer's (target >= 1.2 over the cuBLASLt loop).
+-- throughput over each peer's (targets: >= 1.2 over the cuBLASLt loop, >= 1.0 over torch).
 --
 --   tilua tools/bench/tile_grouped.lua [--groups=64] [--total=32768] [--n=2048] [--k=4096]
 local tl = require "tilua"
@@ -78,4 +79,11 @@ if blas then
   end }
 end
 local best = P.time(runs) -- TFLOP/s of the real rows
+local torch_ms, torch_why = P.grouped_mm(sizes, N, K)
+if torch_ms then
+  runs[#runs + 1] = { "torch grouped_mm (child process, unpadded groups)" }
+  best[#runs] = torch_ms
+else
+  print("torch grouped_mm: not measured (" .. tostring(torch_why) .. ")")
+end
 P.table(runs, best, 2.0 * total * N * K, "grouped / it", function(i) return best[i] / best[1] end)
