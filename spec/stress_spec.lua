@@ -26,6 +26,12 @@ describe("tools/stress.lua", function()
     assert.truthy(out:find("| splitk_block_striped | 2 | 2 | 1, 4, 12, 7 |", 1, true), out)
     assert.truthy(out:find("vector_add: run 1 (seed 8, grid 1) FAILED", 1, true), out)
     assert.truthy(out:find("stress: 4 failures", 1, true), out)
+    -- an example without grids of its own choosing launches its own
+    out, err, code = H.run { "env", "TILUA_LIBCUDA=" .. fake, "timeout", "120", H.tilua, "tools/stress.lua",
+                             "--iterations", "1", "--seed", "7", "--examples", "tile_reduce_store" }
+    assert.equal(1, code, err)
+    assert.truthy(out:find("| tile_reduce_store | 1 | 1 | its own |", 1, true), out)
+    assert.truthy(out:find("tile_reduce_store: run 1 (seed 8, grid its own) FAILED", 1, true), out)
     local _, err2, code2 = H.tilua_run { "tools/stress.lua", "--iterations", "0" }
     assert.equal(2, code2)
     assert.matches("take positive integers", err2)

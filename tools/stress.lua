@@ -14,8 +14,11 @@
 -- runtime is wedged after it.
 local tl = require "tilua"
 
+-- every example that runs on the GPU through tilua.gpu.check (check.main)
 local EXAMPLES = { "vector_add", "cluster_dsmem", "ring_copy", "pipeline_ring_copy", "seq_bar_pingpong",
-                   "splitk_block_striped", "mods_probes", "gemm", "gemm_forms", "flash_attention", "attention" }
+                   "splitk_block_striped", "mods_probes", "gemm", "gemm_forms", "flash_attention", "attention",
+                   "tile_gemm", "tile_gemm_bias_relu", "tile_gemm_bias_gelu", "tile_gemm_softmax", "tile_gemm_fp8",
+                   "tile_gemm_batched", "tile_gemm_grouped", "tile_rows", "tile_reduce_store" }
 
 local o = { iterations = 100, seed = tonumber(os.getenv "TILUA_SEED") or os.time() }
 local i = 1
@@ -55,15 +58,17 @@ for _, name in ipairs(o.only or EXAMPLES) do
     print(("stress: %s: could not be prepared: %s"):format(name, tostring(ex)))
     row.bad, total_bad = 1, total_bad + 1
   else
-    local grids = ex.grids(sms)
+    -- an example without grids launches its own (the case's grid nil)
+    local grids = ex.grids and ex.grids(sms) or {}
     for _, g in ipairs(grids) do row.grids[#row.grids + 1] = tostring(g) end
+    if #grids == 0 then row.grids[1] = "its own" end
     for it = 1, o.iterations do
-      local c = { seed = o.seed + it, grid = grids[(it - 1) % #grids + 1], small = false }
+      local c = { seed = o.seed + it, grid = grids[(it - 1) % math.max(#grids, 1) + 1], small = false }
       local good, passed, summary = pcall(ex.run, c)
       row.runs = row.runs + 1
       if not good or not passed then
         row.bad, total_bad = row.bad + 1, total_bad + 1
-        print(("stress: %s: run %d (seed %d, grid %d) FAILED: %s"):format(name, it, c.seed, c.grid,
+        print(("stress: %s: run %d (seed %d, grid %s) FAILED: %s"):format(name, it, c.seed, tostring(c.grid or "its own"),
           tostring(good and summary or passed)))
         if not good and tostring(passed):find("did not finish within", 1, true) then
           wedged = true
