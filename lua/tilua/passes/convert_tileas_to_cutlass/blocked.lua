@@ -495,6 +495,7 @@ local function aligned(L, e, vec)
   end
   return e.aligned[vec]
 end
+B.aligned = aligned
 
 -- The groups of registers one access moves: vec consecutive registers along
 -- the last dim (their offsets differ there by 0 .. vec-1), in register order.
@@ -566,8 +567,10 @@ end
 
 -- env.tiled_load of a blocked tile: per group of vec registers, one vector
 -- load where the rows are aligned and the vector inside the tensor, else
--- element by element (out of bounds: the padding).
-function B.tiled_load(L, op)
+-- element by element (out of bounds: the padding). With `ring` (rowring.lua:
+-- a row of the tile copied into shared memory, {base, elems}) the groups
+-- inside the copied elements are read from there.
+function B.tiled_load(L, op, ring)
   local e = L.P.by_arg[op:operand(1):id()]
   if not e.lowered_ptr then R.fail(op, "tensor '%s' has no pointer parameter", e.name) end
   local ti = info(op:result(1))
@@ -594,18 +597,29 @@ function B.tiled_load(L, op)
       -- load gives): extf to f32 then takes them apart with a shift or a mask
       local idx, row, inb = element(L, e, D, cs, g[1], vec)
       local fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec))
-      local outs = table.pack(tl.if_(fast, function()
-        local v = address(L, e, row, idx[D.rank]):load { vector = vec }:bitcast(tl.vector(tl.i32, vec // 2))
+      local function words_of(p)
+        local v = p:load { vector = vec }:bitcast(tl.vector(tl.i32, vec // 2))
         local ws = {}
         for j = 1, vec // 2 do ws[j] = tl.extract(v, j - 1) end
         return table.unpack(ws)
-      end, function()
-        local ws = {}
-        for j = 1, vec // 2 do
-          ws[j] = tl.vector_of(ti.elem, { scalar(g[2 * j - 1]), scalar(g[2 * j]) }):bitcast(tl.i32)
-        end
-        return table.unpack(ws)
-      end))
+      end
+      local function from_global()
+        return tl.if_(fast, function() return words_of(address(L, e, row, idx[D.rank])) end, function()
+          local ws = {}
+          for j = 1, vec // 2 do
+            ws[j] = tl.vector_of(ti.elem, { scalar(g[2 * j - 1]), scalar(g[2 * j]) }):bitcast(tl.i32)
+          end
+          return table.unpack(ws)
+        end)
+      end
+      local outs
+      if ring then
+        local col = idx[D.rank]
+        outs = table.pack(tl.if_(both((col + vec):le(ring.elems), valid(D, g[1])),
+          function() return words_of(ring.base + col) end, from_global))
+      else
+        outs = table.pack(from_global())
+      end
       for j = 1, vec // 2 do
         local pair = outs[j]:bitcast(tl.vector(ti.elem, 2))
         regs[g[2 * j - 1]], regs[g[2 * j]] = tl.extract(pair, 0), tl.extract(pair, 1)
@@ -614,16 +628,27 @@ function B.tiled_load(L, op)
     else
       local idx, row, inb = element(L, e, D, cs, g[1], vec)
       local fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec))
-      local outs = table.pack(tl.if_(fast, function()
-        local v = address(L, e, row, idx[D.rank]):load { vector = vec }
+      local function elems_of(p)
+        local v = p:load { vector = vec }
         local xs = {}
         for j = 1, vec do xs[j] = tl.extract(v, j - 1) end
         return table.unpack(xs)
-      end, function()
-        local xs = {}
-        for j = 1, vec do xs[j] = scalar(g[j]) end
-        return table.unpack(xs)
-      end))
+      end
+      local function from_global()
+        return tl.if_(fast, function() return elems_of(address(L, e, row, idx[D.rank])) end, function()
+          local xs = {}
+          for j = 1, vec do xs[j] = scalar(g[j]) end
+          return table.unpack(xs)
+        end)
+      end
+      local outs
+      if ring then
+        local col = idx[D.rank]
+        outs = table.pack(tl.if_(both((col + vec):le(ring.elems), valid(D, g[1])),
+          function() return elems_of(ring.base + col) end, from_global))
+      else
+        outs = table.pack(from_global())
+      end
       for j = 1, vec do regs[g[j]] = outs[j] end
     end
   end

@@ -151,7 +151,7 @@ local function new_kernel(L)
   tl.set_module(kop:parent())
   local ok, k = pcall(tl.kernel, L.name .. "__tileas_lowering", { params = L.P.params, block = 32 * L.warps,
                                                                    cluster = L.nctas > 1 and L.cluster or nil,
-                                                                   min_ctas = kop:kernel_spec().min_ctas })
+                                                                   min_ctas = L.min_ctas or kop:kernel_spec().min_ctas })
   tl.set_module(saved)
   if not ok then error(k, 0) end
   k.op:move_before(kop)
@@ -167,7 +167,7 @@ local function finish(L, k)
   k.op:set_attr("sym_name", L.name)
   k.op:set_attr("tileas.params", L.P.launch)
   k.op:set_attr("tileas.launch", { persistent = L.persistent, cluster = L.nctas > 1 and L.nctas or nil,
-                                   linear = L.linear or nil, programs_z = L.P.programs_z or nil,
+                                   linear = L.linear or nil, per_sm = L.per_sm, programs_z = L.P.programs_z or nil,
                                    schedule = S and S.kind or L.dynamic and "dynamic" or nil, programs = S and S.programs or nil,
                                    workers = S and S.c.grid or nil,
                                    workspace_bytes = (S or L.dynamic) and (S or L.dynamic).workspace_bytes or nil })
@@ -175,6 +175,7 @@ end
 
 local function lower_kernel(tl, G, kop)
   local L = plan.read(tl, G, kop, V.Ring)
+  if L.compute then Compute.plan(L) end
   local k = new_kernel(L)
   k:define(function() build(L, k) end)
   finish(L, k)

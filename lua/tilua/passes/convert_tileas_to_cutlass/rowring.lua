@@ -1,0 +1,179 @@
+-- tilua.passes.convert_tileas_to_cutlass.rowring: the row ring of a program
+-- without a dot (compute.lua) that loads one row of a matrix a program, at
+-- the program's index (a normalization, a softmax, a row reduction). Loaded
+-- by the threads, a row waits for its registers: a CTA loads, reduces, stores
+-- in lockstep and holds about 0.8 of a copy's bandwidth. With the ring the
+-- kernel is persistent (PER_SM CTAs an SM, each looping over the programs
+-- q = block, block + grid, ...) and thread 0 copies the rows of its next
+-- programs into a ring of shared stages ahead (cp.async.bulk, completing on
+-- the stage's mbarrier with its bytes): while the threads reduce and store
+-- one row, the next `stages` rows are in flight (about IN_FLIGHT bytes an SM).
+--
+--   the ring, per such load     `stages` rows in shared memory and an mbarrier a stage
+--   before the loop             thread 0 inits the barriers, fills stage j with the
+--                               row of program block + j * grid
+--   iteration i (program q)     every thread waits for stage i mod stages (parity of the
+--                               lap), reads its registers of the row from it (vector
+--                               loads of shared memory), a barrier (the stage is read),
+--                               thread 0 refills it with the row of program q + stages * grid
+--
+-- A row's bulk copy moves its first min(N, n) elements rounded down to 16
+-- bytes, where the tensor's pointer and row stride are 16-byte aligned and the
+-- row exists (else none: an arrive alone); what it does not cover (a ragged
+-- tail, an unaligned tensor, padding) each thread loads as blocked.lua does.
+-- The barrier each iteration also orders the reductions' shared buffers from
+-- one program to the next (blocked.lua adds none inside the program loop).
+
+local tl = require "tilua"
+local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+local V = require "tilua.passes.convert_tileas_to_cutlass.values"
+local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
+local B = require "tilua.passes.convert_tileas_to_cutlass.blocked"
+
+local Ring = {}
+
+local PER_SM = 2 -- CTAs an SM (at least: the kernel's min_ctas where larger)
+local IN_FLIGHT = 128 * 1024 -- bytes of rows an SM aims to have in flight
+local MAX_STAGES = 8
+local MAX_RING_BYTES = 96 * 1024 -- a CTA's rings at most (shared memory for PER_SM CTAs)
+local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's overhead)
+
+-- The ring's plan for the persistent loop `wop` of a compute agent, or nil
+-- (the program stays one CTA a program): its loads of the program's row
+-- ({op, e, n, elem, eb}), stages, per_sm.
+function Ring.plan(L, wop)
+  local o = tl.options.row_ring
+  if o == false then return nil end
+  o = o or {}
+  local after = wop:region(2):entry()
+  local pid = after:arg(1):id()
+  local loads, bytes, other_ids = {}, 0, false
+  R.each_op(wop, function(o) other_ids = other_ids or o:name() == "tileas.get_program_id" end)
+  if other_ids or not L.P.lowered_programs[1] then return nil end
+  for _, o in ipairs(after:ops()) do
+    if o:name() == "tileas.tiled_load" and o:noperands() == 3 then
+      local ti = R.tile_of(o:result(1))
+      local e = L.P.by_arg[o:operand(1):id()]
+      if ti and #ti.shape == 2 and ti.shape[1] == 1 and B.is_blocked(ti) and e and e.rank == 2 and e.lowered_ptr
+        and o:operand(2):id() == pid and R.const_int(o:operand(3)) == 0 and (o:attr "vec" or 1) > 1 then
+        local eb = R.elem_bytes(ti.elem)
+        local n = ti.shape[2]
+        if n * eb % 16 == 0 and n * eb >= MIN_ROW_BYTES then
+          loads[#loads + 1] = { op = o, e = e, n = n, elem = ti.elem, eb = eb }
+          bytes = bytes + n * eb
+        end
+      end
+    end
+  end
+  if #loads == 0 then return nil end
+  local per_sm = o.per_sm or math.max(PER_SM, L.kop:kernel_spec().min_ctas or 0)
+  local stages = math.max(2, math.min(MAX_STAGES, (o.in_flight or IN_FLIGHT) // (per_sm * bytes)))
+  if stages * bytes > MAX_RING_BYTES then return nil end
+  local by_op = {}
+  for _, r in ipairs(loads) do by_op[r.op:result(1):id()] = r end
+  return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = o.hoist ~= 0 }
+end
+
+-- The bytes of program q's row that ring r's copy moves (an i32; 0: none).
+local function row_bytes(L, r, q)
+  local e = r.e
+  local ok = q:lt(L.args[e.lowered_dims[1]]) & B.aligned(L, e, 16 // r.eb)
+  local elems = tl.min(L.args[e.lowered_dims[2]], tl.const(r.n, tl.i32))
+  return tl.select(ok, (elems * r.eb) & tl.const(-16, tl.i32), tl.const(0, tl.i32))
+end
+
+-- Thread 0: stage s of ring r gets program q's row (where q is a program).
+local function fill(L, P, r, s, q)
+  tl.if_(L.tid:eq(0) & q:lt(P.total), function()
+    local bytes = row_bytes(L, r, q)
+    local bar = r.bars + s
+    tl.if_(bytes:gt(0), function()
+      local e = r.e
+      local src = L.args[e.lowered_ptr] + q:cast(tl.i64) * L.args[e.lowered_strides[1]]
+      tl.mbarrier_arrive_expect_tx(bar, bytes)
+      tl.bulk_copy(r.smem + s * r.n, src, bytes, bar)
+    end, function() tl.mbarrier_arrive(bar) end)
+  end)
+end
+
+-- env.tiled_load of a ring's load in iteration (q, s, phase): wait for the
+-- stage, the registers from it, a barrier, the stage refilled.
+local function ring_load(L, P, r, it)
+  tl.mbarrier_wait(r.bars + it.s, it.phase)
+  local bytes = row_bytes(L, r, it.q)
+  local x = B.tiled_load(L, r.op, { base = r.smem + it.s * r.n, elems = bytes // r.eb })
+  tl.barrier()
+  fill(L, P, r, it.s, it.q + P.ahead)
+  return x
+end
+
+-- The ops of the loop's body that do not depend on the program (a
+-- normalization's W and B): tiled_loads at constant coordinates of a tensor
+-- the program never stores, and the constants. Lowered once before the loop,
+-- they are loaded once a CTA instead of once a row (kept in registers as
+-- words of two 16-bit elements); -> a set of their results' ids.
+local function invariant(wop, after)
+  local stored, inv = {}, {}
+  R.each_op(wop, function(o) if o:name() == "tileas.tiled_store" then stored[o:operand(1):id()] = true end end)
+  for _, o in ipairs(after:ops()) do
+    local ok = o:name() == "arith.constant"
+    if o:name() == "tileas.tiled_load" and not stored[o:operand(1):id()] and B.is_blocked(R.tile_of(o:result(1))) then
+      ok = true
+      for i = 2, o:noperands() do ok = ok and inv[o:operand(i):id()] == true end
+    end
+    if ok then inv[o:result(1):id()] = true end
+  end
+  return inv
+end
+
+-- env.persistent with the ring: the loop over the CTA's programs.
+function Ring.build(L, env, wop, P)
+  L.program_loop, L.persistent, L.linear, L.per_sm = wop, true, nil, P.per_sm
+  local S = P.stages
+  for _, r in ipairs(P.loads) do
+    r.smem = L.k:shared(r.elem, S * r.n, { align = 128 })
+    r.bars = L.k:shared(tl.i64, S, { align = 8 })
+  end
+  L.tid = L.tid or tl.thread_id("x")
+  tl.if_(L.tid:eq(0), function()
+    for _, r in ipairs(P.loads) do
+      for s = 0, S - 1 do tl.mbarrier_init(r.bars + s, 1) end
+    end
+    tl.fence_mbarrier_init()
+  end)
+  tl.barrier()
+  local total = X.programs(L, 1)
+  for d = 2, 3 do if L.P.lowered_programs[d] then total = total * X.programs(L, d) end end
+  P.total = total
+  local first, grid = tl.block_id("x"), tl.grid_dim("x")
+  P.ahead = grid * S
+  for j = 0, S - 1 do
+    for _, r in ipairs(P.loads) do fill(L, P, r, tl.const(j, tl.i32), first + grid * j) end
+  end
+  local after = wop:region(2):entry()
+  local hoisted = P.hoist and invariant(wop, after) or {}
+  for _, o in ipairs(after:ops()) do
+    if o:nresults() == 1 and hoisted[o:result(1):id()] then V.at_loc(o, X.lower_op, L, o, env) end
+  end
+  local tiled_load = env.tiled_load
+  tl.for_range(first, total, grid, { tl.const(0, tl.i32), tl.const(0, tl.i32) }, function(q, s, phase)
+    local it = { q = q, s = s, phase = phase }
+    L.vmap[after:arg(1):id()] = q
+    env.tiled_load = function(op)
+      local r = P.by_op[op:result(1):id()]
+      if not r then return tiled_load(op) end
+      L.vmap[op:result(1):id()] = ring_load(L, P, r, it)
+    end
+    for _, o in ipairs(after:ops()) do
+      local skip = o:name() == "tileas.cancel_next_program_id" or o:name() == "scf.yield"
+        or (o:nresults() == 1 and hoisted[o:result(1):id()])
+      if not skip then V.at_loc(o, X.lower_op, L, o, env) end
+    end
+    env.tiled_load = tiled_load
+    local s1 = s + 1
+    local wrap = s1:eq(S)
+    return tl.select(wrap, tl.const(0, tl.i32), s1), tl.select(wrap, phase ~ 1, phase)
+  end)
+end
+
+return Ring
