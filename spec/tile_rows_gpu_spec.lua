@@ -20,6 +20,22 @@ local ex = assert(loadfile "examples/tile_rows.lua")("--library")
 describe("memory-bound tile programs (tl.rows) on the GPU", function()
   -- (every kernel's PTX through ptxas: example.tile_rows, which compiles them all)
 
+  -- the row ring (convert-tileas-to-cutlass: a persistent grid of 2 CTAs an
+  -- SM, rows copied stages ahead): far more rows than CTAs, so that each CTA
+  -- walks several programs and laps its ring; odd lengths (a tail outside the
+  -- bulk copy) and aligned ones
+  for j, t in ipairs { { "rmsnorm", { 1100, 2050 } }, { "softmax", { 1500, 1024 } }, { "layernorm", { 1100, 2051 } },
+                       { "row_max", { 2100, 999 } }, { "row_sum", { 1300, 2048 } } } do
+    if ex.cases[t[1]] and not small then
+      it(("%s, %d x %d (the row ring, CTAs lapping it): the CPU reference"):format(t[1], t[2][1], t[2][2]), function()
+        if not GPU then pending("no GPU: " .. tl.device.error()) return end
+        local ok, summary = ex.run_case(t[1], { seed = seed + 7 * j, size = t[2] })
+        print("tile_rows_gpu: " .. summary)
+        assert(ok, summary)
+      end)
+    end
+  end
+
   for i, name in ipairs(ex.order) do
     local c = ex.cases[name]
     for j, size in ipairs(small and { c.small } or c.sizes) do

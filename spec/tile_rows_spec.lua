@@ -26,6 +26,20 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
   end)
 
+  it("the row ring: one CTA walks every row (its stages refilled, two laps), ragged and aligned rows", function()
+    for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } },
+                         { "row_max", { 9, 2048 } } } do
+      local ok, summary = ex.run_case(t[1], { seed = 7, emulate = true, size = t[2], ctas = 1 })
+      assert(ok, summary)
+    end
+  end)
+
+  it("the protocol checker is clean on the row ring lapped by one CTA", function()
+    local ok, report = ex.run_case("rmsnorm", { seed = 5, emulate = true, size = { 11, 300 }, ctas = 1, check = true,
+                                                max_states = 2000 })
+    assert(ok, report)
+  end)
+
   it("the protocol checker is clean on a reduction across warps and a loop carrying tiles", function()
     for _, t in ipairs { { "rmsnorm", { 2, 300 } }, { "layernorm_bwd", { 9, 100 } } } do
       local ok, report = ex.run_case(t[1], { seed = 5, emulate = true, size = t[2], check = true, max_states = 2000 })

@@ -10,9 +10,9 @@
 -- back-to-back launches. The ratio is the program's bandwidth (the bytes it
 -- moves per second) over the copy's; the targets (issue) are >= 0.95 for the
 -- normalizations and softmax. The same programs with other tiles follow
--- (more rows a program for the maps; 16 warps a row, and programs of 4 rows
--- that load the next row during this one's reductions, for the normalizations):
--- what the defaults of stdlib/rows.lua are chosen from. Prints a table last.
+-- (more rows a program for the maps; for the normalizations the row ring of
+-- convert-tileas-to-cutlass off, and its CTAs an SM, bytes in flight and
+-- hoisted W and B varied): what the defaults are chosen from. Prints a table last.
 --
 --   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192]
 local tl = require "tilua"
@@ -58,13 +58,17 @@ local xf, yf = D.random(tl.f32, M * N // 2, seed + 4), D.alloc(tl.f32, M * N // 
 local rstd, mean = D.alloc(tl.f32, M), D.alloc(tl.f32, M)
 local eps = 1e-5
 
--- name, the kernel, its launch, bytes moved; a check of sampled rows against the reference
+local rms_launch = { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } }, Y = { y, { M, N } }, Rstd = { rstd, { M } },
+                                           N = N, eps = eps } }
+local sm_launch = { grid = { M }, args = { X = { x, { M, N } }, Y = { y, { M, N } } } }
+local ln_launch = { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } }, B = { b, { N } }, Y = { y, { M, N } },
+                                          Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } }
+
+-- name, the kernel, its launch, bytes moved [, tl.options.row_ring]; a check of sampled rows against the reference
 local cases = {
-  { "rmsnorm", tl.rows.rmsnorm { n = N }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } }, Y = { y, { M, N } },
-    Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
-  { "softmax", tl.rows.softmax { n = N }, { grid = { M }, args = { X = { x, { M, N } }, Y = { y, { M, N } } } }, 2 * bytes },
-  { "layernorm", tl.rows.layernorm { n = N }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } }, B = { b, { N } },
-    Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
+  { "rmsnorm", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes },
+  { "softmax", tl.rows.softmax { n = N }, sm_launch, 2 * bytes },
+  { "layernorm", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes },
   { "map gelu (f32)", tl.rows.map { fn = "gelu", n = 1024, rows = 2, elem = tl.f32 },
     { grid = { (M // 2 + 1) // 2, N // 1024 }, args = { X = { xf, { M // 2, N } }, Y = { yf, { M // 2, N } } } }, 2 * bytes },
   { "swiglu", tl.rows.map { fn = function(a, c) return tl.silu(a) * c end, inputs = 2, n = 1024 },
@@ -77,21 +81,22 @@ local cases = {
     { grid = { M // 8, N // 1024 }, args = { X1 = { x, { M, N } }, X2 = { x2, { M, N } }, Y = { y, { M, N } } } }, 3 * bytes },
   { "map gelu (f32), rows 4", tl.rows.map { fn = "gelu", n = 1024, rows = 4, elem = tl.f32 },
     { grid = { (M // 2 + 3) // 4, N // 1024 }, args = { X = { xf, { M // 2, N } }, Y = { yf, { M // 2, N } } } }, 2 * bytes },
-  { "rmsnorm, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } },
-    Y = { y, { M, N } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
-  { "softmax, 16 warps", tl.rows.softmax { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, Y = { y, { M, N } } } }, 2 * bytes },
-  { "layernorm, 16 warps", tl.rows.layernorm { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } },
-    B = { b, { N } }, Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
-  { "rmsnorm, rows 4, 16 warps", tl.rows.rmsnorm { n = N, warps = 16, rows = 4 }, { grid = { M // 4 }, args = { X = { x, { M, N } },
-    W = { w, { N } }, Y = { y, { M, N } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
-  { "softmax, rows 4, 16 warps", tl.rows.softmax { n = N, warps = 16, rows = 4 }, { grid = { M // 4 },
-    args = { X = { x, { M, N } }, Y = { y, { M, N } } } }, 2 * bytes },
-  { "layernorm, rows 4, 16 warps", tl.rows.layernorm { n = N, warps = 16, rows = 4 }, { grid = { M // 4 }, args = { X = { x, { M, N } },
-    W = { w, { N } }, B = { b, { N } }, Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } },
-    2 * bytes },
-  { "layernorm, rows 4, 32 warps", tl.rows.layernorm { n = N, warps = 32, rows = 4 }, { grid = { M // 4 }, args = { X = { x, { M, N } },
-    W = { w, { N } }, B = { b, { N } }, Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } },
-    2 * bytes },
+  -- the row ring's variants (tl.options.row_ring while the kernel compiles;
+  -- the 5th entry): off (one CTA a program, the threads' own loads), CTAs an
+  -- SM, bytes in flight an SM, W and B loaded once a row (hoist = 0)
+  { "rmsnorm, no ring", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, false },
+  { "softmax, no ring", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, false },
+  { "layernorm, no ring", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, false },
+  { "rmsnorm, ring 1 CTA an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { per_sm = 1 } },
+  { "rmsnorm, ring 3 CTAs an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { per_sm = 3 } },
+  { "rmsnorm, ring 64 KiB in flight", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { in_flight = 65536 } },
+  { "rmsnorm, ring 192 KiB in flight", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { in_flight = 196608 } },
+  { "rmsnorm, ring, W a row", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { hoist = 0 } },
+  { "softmax, ring 3 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { per_sm = 3 } },
+  { "softmax, ring 4 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { per_sm = 4, in_flight = 196608 } },
+  { "layernorm, ring, min_ctas 2", tl.rows.layernorm { n = N, min_ctas = 2 }, ln_launch, 2 * bytes, nil },
+  { "layernorm, ring, min_ctas 2, W B a row", tl.rows.layernorm { n = N, min_ctas = 2 }, ln_launch, 2 * bytes, { hoist = 0 } },
+  { "layernorm, ring, W B a row", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { hoist = 0 } },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
   { "transpose 64", tl.rows.transpose { n = 64 }, { grid = { M // 64, N // 64 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
   { "transpose 128", tl.rows.transpose { n = 128, warps = 8 }, { grid = { M // 128, N // 128 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
@@ -132,9 +137,11 @@ end
 
 for _, c in ipairs(cases) do
   local name, k, launch, moved = c[1], c[2], c[3], c[4]
+  tl.options.row_ring = c[5]
   k:compile()
   local checked = check_rows(name, k, launch)
   local ms = time(function() k:launch(launch) end)
+  tl.options.row_ring = nil
   local gbs = moved / ms / 1e6
   rows[#rows + 1] = { name, ms, gbs, gbs / rows[1][3] }
   print(("%s: %s, %.3f ms, %.0f GB/s"):format(name, checked, ms, gbs))

@@ -35,16 +35,15 @@ local Ring = {}
 local PER_SM = 2 -- CTAs an SM (at least: the kernel's min_ctas where larger)
 local IN_FLIGHT = 128 * 1024 -- bytes of rows an SM aims to have in flight
 local MAX_STAGES = 8
-local MAX_RING_BYTES = 96 * 1024 -- a CTA's rings at most (shared memory for PER_SM CTAs)
+local MAX_RING_BYTES = 160 * 1024 -- a CTA's rings at most (an SM has 227 KiB of shared memory)
 local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's overhead)
 
 -- The ring's plan for the persistent loop `wop` of a compute agent, or nil
 -- (the program stays one CTA a program): its loads of the program's row
 -- ({op, e, n, elem, eb}), stages, per_sm.
 function Ring.plan(L, wop)
-  local o = tl.options.row_ring
-  if o == false then return nil end
-  o = o or {}
+  if tl.options.row_ring == false then return nil end
+  local opts = tl.options.row_ring or {}
   local after = wop:region(2):entry()
   local pid = after:arg(1):id()
   local loads, bytes, other_ids = {}, 0, false
@@ -66,12 +65,12 @@ function Ring.plan(L, wop)
     end
   end
   if #loads == 0 then return nil end
-  local per_sm = o.per_sm or math.max(PER_SM, L.kop:kernel_spec().min_ctas or 0)
-  local stages = math.max(2, math.min(MAX_STAGES, (o.in_flight or IN_FLIGHT) // (per_sm * bytes)))
-  if stages * bytes > MAX_RING_BYTES then return nil end
+  local per_sm = opts.per_sm or math.max(PER_SM, L.kop:kernel_spec().min_ctas or 0)
+  local stages = math.min(MAX_STAGES, MAX_RING_BYTES // bytes, math.max(2, (opts.in_flight or IN_FLIGHT) // (per_sm * bytes)))
+  if stages < 2 then return nil end -- (rows too long for two stages)
   local by_op = {}
   for _, r in ipairs(loads) do by_op[r.op:result(1):id()] = r end
-  return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = o.hoist ~= 0 }
+  return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0 }
 end
 
 -- The bytes of program q's row that ring r's copy moves (an i32; 0: none).
