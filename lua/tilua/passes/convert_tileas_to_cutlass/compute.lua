@@ -3,10 +3,11 @@
 -- body in one agent of the block's warps): elementwise maps, reductions,
 -- normalizations. Every thread of the block runs it on its registers of the
 -- program's tiles (blocked.lua: the distribution, vector loads and stores,
--- reductions over lanes and warps). It is not persistent: the launch runs
--- one CTA per program, along x (memory-bound programs want many CTAs an SM
--- to keep enough bytes in flight), so the persistent loop of
--- tileas-dynamic-persistent runs its body once, for the CTA's program.
+-- reductions over lanes and warps). The launch runs one CTA per program,
+-- along x (memory-bound programs want many CTAs an SM to keep enough bytes
+-- in flight), so the persistent loop of tileas-dynamic-persistent runs its
+-- body once, for the CTA's program -- unless the program loads its row:
+-- then the loop is persistent, the row ring of rowring.lua.
 
 local tl = require "tilua"
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"
