@@ -58,6 +58,18 @@ local xf, yf = D.random(tl.f32, M * N // 2, seed + 4), D.alloc(tl.f32, M * N // 
 local rstd, mean = D.alloc(tl.f32, M), D.alloc(tl.f32, M)
 local eps = 1e-5
 
+-- Y = X a row a program (no arithmetic): what the row ring (or the threads'
+-- own loads) moves at best, the bound of the normalizations
+local function row_copy(warps)
+  tl.new_module()
+  local k = tl.tile_kernel("row_copy", { params = { X = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.bf16, 2) }, num_warps = warps })
+  k:define(function(_, p)
+    local r = tl.program_id("x")
+    tl.store(p.Y, { r, 0 }, tl.load(p.X, { r, 0 }, { 1, N }))
+  end)
+  return k
+end
+
 local rms_launch = { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } }, Y = { y, { M, N } }, Rstd = { rstd, { M } },
                                            N = N, eps = eps } }
 local sm_launch = { grid = { M }, args = { X = { x, { M, N } }, Y = { y, { M, N } } } }
@@ -84,6 +96,12 @@ local cases = {
   -- the row ring's variants (tl.options.row_ring while the kernel compiles;
   -- the 5th entry): off (one CTA a program, the threads' own loads), CTAs an
   -- SM, bytes in flight an SM, W and B loaded once a row (hoist = 0)
+  { "row copy (Y = X), ring", row_copy(8), sm_launch, 2 * bytes },
+  { "row copy (Y = X), no ring", row_copy(8), sm_launch, 2 * bytes, false },
+  { "row copy (Y = X), ring, 16 warps", row_copy(16), sm_launch, 2 * bytes },
+  { "rmsnorm, ring, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes },
+  { "rmsnorm, ring, 4 warps", tl.rows.rmsnorm { n = N, warps = 4 }, rms_launch, 2 * bytes },
+  { "softmax, ring, 16 warps", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes },
   { "rmsnorm, no ring", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, false },
   { "softmax, no ring", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, false },
   { "layernorm, no ring", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, false },
@@ -96,7 +114,8 @@ local cases = {
   { "softmax, ring 4 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { per_sm = 4, in_flight = 196608 } },
   { "layernorm, ring, min_ctas 2", tl.rows.layernorm { n = N, min_ctas = 2 }, ln_launch, 2 * bytes, nil },
   { "layernorm, ring, min_ctas 2, W B a row", tl.rows.layernorm { n = N, min_ctas = 2 }, ln_launch, 2 * bytes, { hoist = 0 } },
-  { "layernorm, ring, W B a row", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { hoist = 0 } },
+  { "layernorm, ring, W B once (hoist = 1 at 3 CTAs an SM)", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes,
+    { hoist = 1 } },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
   { "transpose 64", tl.rows.transpose { n = 64 }, { grid = { M // 64, N // 64 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
   { "transpose 128", tl.rows.transpose { n = 128, warps = 8 }, { grid = { M // 128, N // 128 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
@@ -113,6 +132,15 @@ local function check_rows(name, k, launch)
       n = n + 1
     end
     return n .. " sampled elements checked"
+  end
+  if name:match "^row copy" then -- sampled rows: Y = X
+    for _, r in ipairs { 0, M // 2, M - 1 } do
+      if y:to_table(r * N + 1, r * N + N)[N] ~= x:to_table(r * N + 1, r * N + N)[N]
+         or table.concat(y:to_table(r * N + 1, r * N + 64), ",") ~= table.concat(x:to_table(r * N + 1, r * N + 64), ",") then
+        error(name .. ": Y is not X", 0)
+      end
+    end
+    return "3 rows checked"
   end
   local base = name:match "^%w+" -- (a variant's program: "layernorm, 16 warps")
   local c = ex.cases[({ rmsnorm = "rmsnorm", softmax = "softmax", layernorm = "layernorm" })[base] or ""]

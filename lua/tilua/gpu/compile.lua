@@ -23,9 +23,10 @@
 --   tl.options.row_ring     nil (the default): a program without a dot that loads
 --                           its row gets convert-tileas-to-cutlass's row ring
 --                           (rowring.lua); false: never (one CTA a program);
---                           a table {per_sm, in_flight, hoist = 0}: the ring with
---                           those (hoist = 0: W and B loaded once a row;
---                           benchmarks compare them)
+--                           a table {per_sm, in_flight, hoist}: the ring with
+--                           those (hoist = 0: W and B loaded once a row, 1:
+--                           once a CTA whatever their registers; benchmarks
+--                           compare them)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --

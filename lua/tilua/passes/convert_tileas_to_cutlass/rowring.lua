@@ -70,7 +70,7 @@ function Ring.plan(L, wop)
   if stages < 2 then return nil end -- (rows too long for two stages)
   local by_op = {}
   for _, r in ipairs(loads) do by_op[r.op:result(1):id()] = r end
-  return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0 }
+  return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1 }
 end
 
 -- The bytes of program q's row that ring r's copy moves (an i32; 0: none).
@@ -109,16 +109,28 @@ end
 -- The ops of the loop's body that do not depend on the program (a
 -- normalization's W and B): tiled_loads at constant coordinates of a tensor
 -- the program never stores, and the constants. Lowered once before the loop,
--- they are loaded once a CTA instead of once a row (kept in registers as
--- words of two 16-bit elements); -> a set of their results' ids.
-local function invariant(wop, after)
+-- they are loaded once a CTA instead of once a row, kept in registers (words
+-- of two 16-bit elements) for the whole loop: so only as many as take an
+-- eighth of a thread's registers at per_sm CTAs an SM (RMSNorm's W at 8192
+-- bf16 on 8 warps, 16 of 128; LayerNorm's W and B at 3 CTAs an SM would spill:
+-- 0.42 of a copy against 0.82 loaded a row); -> a set of their results' ids.
+local function invariant(L, P, wop, after)
   local stored, inv = {}, {}
   R.each_op(wop, function(o) if o:name() == "tileas.tiled_store" then stored[o:operand(1):id()] = true end end)
+  local threads = 32 * L.warps
+  local budget = tl.core.limits().max_thread_regs -- (registers a thread: 255)
+  budget = math.min(budget, 65536 // (P.per_sm * threads)) // 8
   for _, o in ipairs(after:ops()) do
     local ok = o:name() == "arith.constant"
-    if o:name() == "tileas.tiled_load" and not stored[o:operand(1):id()] and B.is_blocked(R.tile_of(o:result(1))) then
+    local ti = o:name() == "tileas.tiled_load" and R.tile_of(o:result(1))
+    if ti and not stored[o:operand(1):id()] and B.is_blocked(ti) then
       ok = true
       for i = 2, o:noperands() do ok = ok and inv[o:operand(i):id()] == true end
+      local elems = 1
+      for _, x in ipairs(ti.shape) do elems = elems * x end
+      local words = math.max(1, (elems + threads - 1) // threads * R.elem_bytes(ti.elem) // 4)
+      ok = ok and (P.hoist_all or words <= budget)
+      if ok then budget = budget - words end
     end
     if ok then inv[o:result(1):id()] = true end
   end
@@ -150,7 +162,7 @@ function Ring.build(L, env, wop, P)
     for _, r in ipairs(P.loads) do fill(L, P, r, tl.const(j, tl.i32), first + grid * j) end
   end
   local after = wop:region(2):entry()
-  local hoisted = P.hoist and invariant(wop, after) or {}
+  local hoisted = P.hoist and invariant(L, P, wop, after) or {}
   for _, o in ipairs(after:ops()) do
     if o:nresults() == 1 and hoisted[o:result(1):id()] then V.at_loc(o, X.lower_op, L, o, env) end
   end
