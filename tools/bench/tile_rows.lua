@@ -14,13 +14,14 @@
 -- convert-tileas-to-cutlass off, and its CTAs an SM, bytes in flight and
 -- hoisted W and B varied): what the defaults are chosen from. Prints a table last.
 --
---   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192]
+--   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192] [--only=TEXT]   (TEXT: the cases whose name has it)
 local tl = require "tilua"
 
 local o = { m = 16384, n = 8192 }
 for _, a in ipairs(arg or {}) do
   local key, v = a:match "^%-%-([%w_]+)=(%d+)$"
   if key then o[key] = tonumber(v) end
+  o.only = a:match "^%-%-only=(.+)$" or o.only
 end
 local M, N = o.m, o.n
 local REPS = 20
@@ -165,6 +166,7 @@ end
 
 for _, c in ipairs(cases) do
   local name, k, launch, moved = c[1], c[2], c[3], c[4]
+  if o.only and not name:find(o.only, 1, true) then goto next end
   tl.options.row_ring = c[5]
   k:compile()
   local checked = check_rows(name, k, launch)
@@ -173,6 +175,7 @@ for _, c in ipairs(cases) do
   local gbs = moved / ms / 1e6
   rows[#rows + 1] = { name, ms, gbs, gbs / rows[1][3] }
   print(("%s: %s, %.3f ms, %.0f GB/s"):format(name, checked, ms, gbs))
+  ::next::
 end
 
 print("| program | ms | GB/s | / cuMemcpyDtoD |")
