@@ -592,64 +592,44 @@ function B.tiled_load(L, op, ring)
     end
     if vec == 1 then
       regs[g[1]] = scalar(g[1])
-    elseif half then
+    else
       -- 16-bit elements travel as 32-bit words of two (the registers a vector
       -- load gives): extf to f32 then takes them apart with a shift or a mask
       local idx, row, inb = element(L, e, D, cs, g[1], vec)
       local fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec))
-      local function words_of(p)
-        local v = p:load { vector = vec }:bitcast(tl.vector(tl.i32, vec // 2))
-        local ws = {}
-        for j = 1, vec // 2 do ws[j] = tl.extract(v, j - 1) end
-        return table.unpack(ws)
-      end
-      local function from_global()
-        return tl.if_(fast, function() return words_of(address(L, e, row, idx[D.rank])) end, function()
-          local ws = {}
-          for j = 1, vec // 2 do
-            ws[j] = tl.vector_of(ti.elem, { scalar(g[2 * j - 1]), scalar(g[2 * j]) }):bitcast(tl.i32)
-          end
-          return table.unpack(ws)
-        end)
-      end
-      local outs
-      if ring then
-        local col = idx[D.rank]
-        outs = table.pack(tl.if_(both((col + vec):le(ring.elems), valid(D, g[1])),
-          function() return words_of(ring.base + col) end, from_global))
-      else
-        outs = table.pack(from_global())
-      end
-      for j = 1, vec // 2 do
-        local pair = outs[j]:bitcast(tl.vector(ti.elem, 2))
-        regs[g[2 * j - 1]], regs[g[2 * j]] = tl.extract(pair, 0), tl.extract(pair, 1)
-        words[g[2 * j - 1]], words[g[2 * j]] = { outs[j], false }, { outs[j], true }
-      end
-    else
-      local idx, row, inb = element(L, e, D, cs, g[1], vec)
-      local fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec))
-      local function elems_of(p)
+      local nout = half and vec // 2 or vec
+      local function read(p) -- one vector load at p
         local v = p:load { vector = vec }
-        local xs = {}
-        for j = 1, vec do xs[j] = tl.extract(v, j - 1) end
-        return table.unpack(xs)
+        if half then v = v:bitcast(tl.vector(tl.i32, nout)) end
+        local out = {}
+        for j = 1, nout do out[j] = tl.extract(v, j - 1) end
+        return table.unpack(out)
       end
-      local function from_global()
-        return tl.if_(fast, function() return elems_of(address(L, e, row, idx[D.rank])) end, function()
-          local xs = {}
-          for j = 1, vec do xs[j] = scalar(g[j]) end
-          return table.unpack(xs)
-        end)
+      local function slow() -- element by element
+        local out = {}
+        for j = 1, nout do
+          out[j] = half and tl.vector_of(ti.elem, { scalar(g[2 * j - 1]), scalar(g[2 * j]) }):bitcast(tl.i32) or scalar(g[j])
+        end
+        return table.unpack(out)
       end
+      local function from_global() return tl.if_(fast, function() return read(address(L, e, row, idx[D.rank])) end, slow) end
       local outs
       if ring then
         local col = idx[D.rank]
         outs = table.pack(tl.if_(both((col + vec):le(ring.elems), valid(D, g[1])),
-          function() return elems_of(ring.base + col) end, from_global))
+          function() return read(ring.base + col) end, from_global))
       else
         outs = table.pack(from_global())
       end
-      for j = 1, vec do regs[g[j]] = outs[j] end
+      if half then
+        for j = 1, nout do
+          local pair = outs[j]:bitcast(tl.vector(ti.elem, 2))
+          regs[g[2 * j - 1]], regs[g[2 * j]] = tl.extract(pair, 0), tl.extract(pair, 1)
+          words[g[2 * j - 1]], words[g[2 * j]] = { outs[j], false }, { outs[j], true }
+        end
+      else
+        for j = 1, vec do regs[g[j]] = outs[j] end
+      end
     end
   end
   local x = B.value(ti.elem, D, regs)
