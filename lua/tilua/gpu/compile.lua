@@ -21,7 +21,7 @@
 --                           true: that and the check after every pass
 --                           (tl.compile's); "passes": the latter only
 --   tl.options.row_ring     nil (the default): a program without a dot that loads
---                           its row gets convert-tileas-to-cutlass's row ring
+--                           and stores a row gets convert-tileas-to-cutlass's row ring
 --                           (rowring.lua); false: never (one CTA a program);
 --                           a table {per_sm, in_flight, hoist}: the ring with
 --                           those (hoist = 0: W and B loaded once a row, 1:

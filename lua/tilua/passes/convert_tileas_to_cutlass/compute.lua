@@ -6,8 +6,8 @@
 -- reductions over lanes and warps). The launch runs one CTA per program,
 -- along x (memory-bound programs want many CTAs an SM to keep enough bytes
 -- in flight), so the persistent loop of tileas-dynamic-persistent runs its
--- body once, for the CTA's program -- unless the program loads its row:
--- then the loop is persistent, the row ring of rowring.lua.
+-- body once, for the CTA's program -- unless the program loads and stores
+-- its row: then the loop is persistent, the row ring of rowring.lua.
 
 local tl = require "tilua"
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"

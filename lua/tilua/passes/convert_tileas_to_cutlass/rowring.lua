@@ -1,6 +1,6 @@
 -- tilua.passes.convert_tileas_to_cutlass.rowring: the row ring of a program
 -- without a dot (compute.lua) that loads one row of a matrix a program, at
--- the program's index (a normalization, a softmax, a row reduction). Loaded
+-- the program's index, and stores a row (a normalization, a softmax). Loaded
 -- by the threads, a row waits for its registers: a CTA loads, reduces, stores
 -- in lockstep and holds about 0.8 of a copy's bandwidth. With the ring the
 -- kernel is persistent (PER_SM CTAs an SM, each looping over the programs
@@ -64,7 +64,16 @@ function Ring.plan(L, wop)
       end
     end
   end
-  if #loads == 0 then return nil end
+  -- a program that only reduces its row (stores a value a row) reads at the
+  -- copy's bandwidth one CTA a program already (0.98-1.00 of cuMemcpyDtoD's
+  -- rate) and a little below on the ring (0.955-0.973): the ring is for
+  -- programs that also store a row
+  local stores_row = false
+  for _, o in ipairs(after:ops()) do
+    local ti = o:name() == "tileas.tiled_store" and R.tile_of(o:operand(o:noperands()))
+    stores_row = stores_row or (ti and #ti.shape == 2 and ti.shape[1] == 1 and ti.shape[2] * R.elem_bytes(ti.elem) >= MIN_ROW_BYTES)
+  end
+  if #loads == 0 or not stores_row then return nil end
   local per_sm = opts.per_sm or math.max(PER_SM, L.kop:kernel_spec().min_ctas or 0)
   local stages = math.min(MAX_STAGES, MAX_RING_BYTES // bytes, math.max(2, (opts.in_flight or IN_FLIGHT) // (per_sm * bytes)))
   if stages < 2 then return nil end -- (rows too long for two stages)
