@@ -35,7 +35,7 @@ local Ring = {}
 local PER_SM = 2 -- CTAs an SM (at least: the kernel's min_ctas where larger)
 local IN_FLIGHT = 128 * 1024 -- bytes of rows an SM aims to have in flight
 local MAX_STAGES = 8
-local MAX_RING_BYTES = 160 * 1024 -- a CTA's rings at most (an SM has 227 KiB of shared memory)
+local MAX_SM_RING_BYTES = 192 * 1024 -- the rings of an SM's per_sm CTAs at most (an SM has 227 KiB of shared memory)
 local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's overhead)
 
 -- The ring's plan for the persistent loop `wop` of a compute agent, or nil
@@ -75,8 +75,8 @@ function Ring.plan(L, wop)
   end
   if #loads == 0 or not stores_row then return nil end
   local per_sm = opts.per_sm or math.max(PER_SM, L.kop:kernel_spec().min_ctas or 0)
-  local stages = math.min(MAX_STAGES, MAX_RING_BYTES // bytes, math.max(2, (opts.in_flight or IN_FLIGHT) // (per_sm * bytes)))
-  if stages < 2 then return nil end -- (rows too long for two stages)
+  local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, (opts.in_flight or IN_FLIGHT) // (per_sm * bytes)))
+  if stages < 2 then return nil end -- (rows too long for two stages in every CTA of an SM)
   local by_op = {}
   for _, r in ipairs(loads) do by_op[r.op:result(1):id()] = r end
   return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1 }
