@@ -33,6 +33,28 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
   end)
 
+  it("the row ring: for programs that load and store their row; tl.options.row_ring turns it off or tunes it", function()
+    local tl = require "tilua"
+    local function launch_of(k)
+      k:compile()
+      return k:lowered_op():attr_or_default "tileas.launch"
+    end
+    assert.equal(2, launch_of(tl.rows.rmsnorm { n = 1024 }).per_sm)
+    assert.is_true(launch_of(tl.rows.reduce { kind = "sum", n = 2048 }).linear) -- (reduces its row only)
+    assert.is_true(launch_of(tl.rows.softmax { n = 256 }).linear) -- (a row of 512 bytes)
+    tl.options.row_ring = { per_sm = 3 }
+    local three = launch_of(tl.rows.softmax { n = 1024 })
+    tl.options.row_ring = false
+    local off = launch_of(tl.rows.softmax { n = 1024 })
+    tl.options.row_ring = nil
+    assert.equal(3, three.per_sm)
+    assert.is_true(off.linear)
+    local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
+    assert.is_false(ok)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1}", err, 1, true)
+    assert.is_nil(tl.options.row_ring)
+  end)
+
   it("the protocol checker is clean on the row ring lapped by one CTA", function()
     local ok, report = ex.run_case("rmsnorm", { seed = 5, emulate = true, size = { 11, 300 }, ctas = 1, check = true,
                                                 max_states = 2000 })
