@@ -35,6 +35,23 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     end
   end
 
+  -- the same without the shared ring: each thread loads its registers of the
+  -- next row while it works on this one (tl.options.row_ring.registers)
+  for j, t in ipairs { { "rmsnorm", { 2300, 520 } }, { "softmax", { 2300, 512 } }, { "layernorm", { 2200, 515 } } } do
+    if ex.cases[t[1]] and not small then
+      it(("%s, %d x %d (the next row in registers, CTAs lapping): the CPU reference"):format(t[1], t[2][1], t[2][2]), function()
+        if not GPU then pending("no GPU: " .. tl.device.error()) return end
+        tl.options.row_ring = { registers = 1 }
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        local ran, ok, summary = pcall(fresh.run_case, t[1], { seed = seed + 11 * j, size = t[2] })
+        tl.options.row_ring = nil
+        assert(ran, ok)
+        print("tile_rows_gpu: registers " .. summary)
+        assert(ok, summary)
+      end)
+    end
+  end
+
   for i, name in ipairs(ex.order) do
     local c = ex.cases[name]
     for j, size in ipairs(small and { c.small } or c.sizes) do

@@ -51,8 +51,29 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_true(off.linear)
     local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
     assert.is_false(ok)
-    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1}", err, 1, true)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0|1}", err, 1, true)
     assert.is_nil(tl.options.row_ring)
+  end)
+
+  it("the next row in registers (row_ring.registers): one CTA walks every row, ragged and aligned; protocol clean", function()
+    local tl = require "tilua"
+    tl.options.row_ring = { registers = 1 }
+    local ok, err = pcall(function()
+      local fresh = assert(loadfile "examples/tile_rows.lua")("--library") -- (kernels compiled with the option)
+      local k = tl.rows.rmsnorm { n = 1024 }
+      k:compile()
+      assert.is_nil(k:lowered_op():print():find("mbarrier", 1, true))
+      assert.equal(2, k:lowered_op():attr_or_default("tileas.launch").per_sm)
+      for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } } } do
+        local good, summary = fresh.run_case(t[1], { seed = 7, emulate = true, size = t[2], ctas = 1 })
+        assert(good, summary)
+      end
+      local good, report = fresh.run_case("rmsnorm", { seed = 5, emulate = true, size = { 11, 300 }, ctas = 1, check = true,
+                                                       max_states = 2000 })
+      assert(good, report)
+    end)
+    tl.options.row_ring = nil
+    assert(ok, err)
   end)
 
   it("the protocol checker is clean on the row ring lapped by one CTA", function()

@@ -26,7 +26,9 @@
 --                           a table {per_sm, in_flight, hoist}: the ring with
 --                           those (hoist = 0: W and B loaded once a row, 1:
 --                           once a CTA whatever their registers; benchmarks
---                           compare them)
+--                           compare them; registers = 1: no shared ring, each
+--                           thread loads its part of the next program's row
+--                           into registers while it works on this one)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --
@@ -81,10 +83,10 @@ local OPTIONS = {
   row_ring = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
-      if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist") or math.type(x) ~= "integer" or x < 0 then return false end
+      if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers") or math.type(x) ~= "integer" or x < 0 then return false end
     end
     return true
-  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1}" },
+  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0|1}" },
 }
 local function check_option(key, v)
   local spec = OPTIONS[key]
@@ -357,7 +359,7 @@ function Kernel:compile(pipeline)
     end
     -- a compile without the protocol check does not stand for one with it
     local ring = tl.options.row_ring
-    if type(ring) == "table" then ring = ("%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist) end
+    if type(ring) == "table" then ring = ("%s,%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist, ring.registers) end
     key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol) .. "\0" .. tostring(ring) .. "\0"
       .. self.module:print()
     local hit = cache_get(cache, key)

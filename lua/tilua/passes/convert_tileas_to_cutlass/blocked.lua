@@ -569,7 +569,8 @@ end
 -- load where the rows are aligned and the vector inside the tensor, else
 -- element by element (out of bounds: the padding). With `ring` (rowring.lua:
 -- a row of the tile copied into shared memory, {base, elems}) the groups
--- inside the copied elements are read from there.
+-- inside the copied elements are read from there; with `ring.given` (the
+-- registers an earlier call returned second) none is loaded: the value of those.
 function B.tiled_load(L, op, ring)
   local e = L.P.by_arg[op:operand(1):id()]
   if not e.lowered_ptr then R.fail(op, "tensor '%s' has no pointer parameter", e.name) end
@@ -581,6 +582,12 @@ function B.tiled_load(L, op, ring)
   local padv = tl.is_float_type(ti.elem) and tl.const(pad + 0.0, ti.elem) or tl.const(math.tointeger(pad), ti.elem)
   local regs, words = {}, {}
   local half = ti.elem == tl.bf16 or ti.elem == tl.f16
+  local raw, given = {}, ring and ring.given -- (the registers the loads gave, in order; rowring.lua's next row)
+  local function take(n)
+    local out = {}
+    for j = 1, n do out[j] = given[#raw + j] end
+    return table.unpack(out)
+  end
   for _, g in ipairs(groups(D, vec)) do
     local function scalar(i)
       local idx, row, inb = element(L, e, D, cs, i, 1)
@@ -591,7 +598,8 @@ function B.tiled_load(L, op, ring)
       return tl.select(ok, safe:load(), padv)
     end
     if vec == 1 then
-      regs[g[1]] = scalar(g[1])
+      regs[g[1]] = given and take(1) or scalar(g[1])
+      raw[#raw + 1] = regs[g[1]]
     else
       -- 16-bit elements travel as 32-bit words of two (the registers a vector
       -- load gives): extf to f32 then takes them apart with a shift or a mask
@@ -614,13 +622,16 @@ function B.tiled_load(L, op, ring)
       end
       local function from_global() return tl.if_(fast, function() return read(address(L, e, row, idx[D.rank])) end, slow) end
       local outs
-      if ring then
+      if given then
+        outs = table.pack(take(nout))
+      elseif ring then
         local col = idx[D.rank]
         outs = table.pack(tl.if_(both((col + vec):le(ring.elems), valid(D, g[1])),
           function() return read(ring.base + col) end, from_global))
       else
         outs = table.pack(from_global())
       end
+      for j = 1, nout do raw[#raw + 1] = outs[j] end
       if half then
         for j = 1, nout do
           local pair = outs[j]:bitcast(tl.vector(ti.elem, 2))
@@ -634,7 +645,7 @@ function B.tiled_load(L, op, ring)
   end
   local x = B.value(ti.elem, D, regs)
   if half then x.words = words end
-  return x
+  return x, raw
 end
 
 -- env.tiled_store of a blocked tile: as the load, the first holder of each

@@ -182,10 +182,14 @@ local function lower_kernel(tl, G, kop)
 end
 
 -- convert-tileas-to-cutlass over every kernel of the module that is a tile
--- program (has agents or tensor parameters).
-function M.convert(module)
+-- program (has agents or tensor parameters). The option row_ring (0: none,
+-- 1: the shared ring, 2: the next row in registers) overrides
+-- tl.options.row_ring's choice of form (rowring.lua).
+function M.convert(module, options)
   local tl = require "tilua"
   local G = require "tilua.kernels.gemm"
+  local Ring = require "tilua.passes.convert_tileas_to_cutlass.rowring"
+  Ring.forced = options and options.row_ring
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then
@@ -209,6 +213,7 @@ function M.convert(module)
       end
     end
   end
+  Ring.forced = nil
   return { errors = errors, changed = changed }
 end
 

@@ -41,9 +41,12 @@ local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's o
 -- The ring's plan for the persistent loop `wop` of a compute agent, or nil
 -- (the program stays one CTA a program): its loads of the program's row
 -- ({op, e, n, elem, eb}), stages, per_sm.
+-- (Ring.forced: the pass's option row_ring while it runs, over tl.options.)
 function Ring.plan(L, wop)
-  if tl.options.row_ring == false then return nil end
-  local opts = tl.options.row_ring or {}
+  local forced = Ring.forced
+  if forced == 0 or (forced == nil and tl.options.row_ring == false) then return nil end
+  local opts = type(tl.options.row_ring) == "table" and tl.options.row_ring or {}
+  local registers = forced == 2 or (forced == nil and opts.registers == 1)
   local after = wop:region(2):entry()
   local pid = after:arg(1):id()
   local loads, bytes, other_ids = {}, 0, false
@@ -75,10 +78,18 @@ function Ring.plan(L, wop)
   end
   if #loads == 0 or not stores_row then return nil end
   local per_sm = opts.per_sm or math.max(PER_SM, L.kop:kernel_spec().min_ctas or 0)
-  local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, (opts.in_flight or IN_FLIGHT) // (per_sm * bytes)))
-  if stages < 2 then return nil end -- (rows too long for two stages in every CTA of an SM)
   local by_op = {}
   for _, r in ipairs(loads) do by_op[r.op:result(1):id()] = r end
+  if registers then
+    -- the next row in registers: a thread's share of it at most a quarter of
+    -- its registers at per_sm CTAs an SM (else it would spill)
+    local threads = 32 * L.warps
+    local words = (bytes // threads + 3) // 4
+    if words > math.min(tl.core.limits().max_thread_regs, 65536 // (per_sm * threads)) // 4 then return nil end
+    return { loads = loads, by_op = by_op, registers = true, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1 }
+  end
+  local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, (opts.in_flight or IN_FLIGHT) // (per_sm * bytes)))
+  if stages < 2 then return nil end -- (rows too long for two stages in every CTA of an SM)
   return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1 }
 end
 
@@ -146,9 +157,84 @@ local function invariant(L, P, wop, after)
   return inv
 end
 
+-- The body of the loop for program q: its ops lowered but the skipped and
+-- the hoisted ones, a ring's load (P.by_op) given by load(r).
+local function lower_body(L, env, after, P, q, hoisted, load)
+  L.vmap[after:arg(1):id()] = q
+  local tiled_load = env.tiled_load
+  env.tiled_load = function(op)
+    local r = P.by_op[op:result(1):id()]
+    if not r then return tiled_load(op) end
+    L.vmap[op:result(1):id()] = load(r)
+  end
+  for _, o in ipairs(after:ops()) do
+    local skip = o:name() == "tileas.cancel_next_program_id" or o:name() == "scf.yield"
+      or (o:nresults() == 1 and hoisted[o:result(1):id()])
+    if not skip then V.at_loc(o, X.lower_op, L, o, env) end
+  end
+  env.tiled_load = tiled_load
+end
+
+-- The ring's loads of program q into registers (a flat list: each load's
+-- registers after the previous load's), the constants of their coordinates
+-- lowered first.
+local function load_rows(L, env, after, P, q)
+  L.vmap[after:arg(1):id()] = q
+  local all = {}
+  for _, r in ipairs(P.loads) do
+    for i = 3, r.op:noperands() do
+      local c = r.op:operand(i):def()
+      if c and c:name() == "arith.constant" then V.at_loc(c, X.lower_op, L, c, env) end
+    end
+    local _, raw = B.tiled_load(L, r.op)
+    r.nraw = #raw
+    for _, v in ipairs(raw) do all[#all + 1] = v end
+  end
+  return all
+end
+
+-- The loop without the shared ring (P.registers): each thread loads its
+-- registers of the CTA's next program's row while it reduces and stores this
+-- one's (the loads' registers carried by the loop); a barrier an iteration
+-- orders the reductions' shared buffers from one program to the next.
+local function loop_registers(L, env, after, P, first, grid, hoisted)
+  local carried = load_rows(L, env, after, P, first)
+  tl.for_range(first, P.total, grid, carried, function(q, ...)
+    local cur = { ... }
+    local nxt = load_rows(L, env, after, P, q + grid)
+    tl.barrier()
+    local at = 0
+    lower_body(L, env, after, P, q, hoisted, function(r)
+      local given = {}
+      for i = 1, r.nraw do given[i] = cur[at + i] end
+      at = at + r.nraw
+      return (B.tiled_load(L, r.op, { given = given }))
+    end)
+    return table.unpack(nxt)
+  end)
+end
+
 -- env.persistent with the ring: the loop over the CTA's programs.
 function Ring.build(L, env, wop, P)
   L.program_loop, L.persistent, L.linear, L.per_sm = wop, true, nil, P.per_sm
+  local function programs()
+    local total = X.programs(L, 1)
+    for d = 2, 3 do if L.P.lowered_programs[d] then total = total * X.programs(L, d) end end
+    P.total = total
+    return total
+  end
+  local after = wop:region(2):entry()
+  local function hoist()
+    local hoisted = P.hoist and invariant(L, P, wop, after) or {}
+    for _, o in ipairs(after:ops()) do
+      if o:nresults() == 1 and hoisted[o:result(1):id()] then V.at_loc(o, X.lower_op, L, o, env) end
+    end
+    return hoisted
+  end
+  if P.registers then
+    programs()
+    return loop_registers(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
+  end
   local S = P.stages
   for _, r in ipairs(P.loads) do
     r.smem = L.k:shared(r.elem, S * r.n, { align = 128 })
@@ -162,34 +248,16 @@ function Ring.build(L, env, wop, P)
     tl.fence_mbarrier_init()
   end)
   tl.barrier()
-  local total = X.programs(L, 1)
-  for d = 2, 3 do if L.P.lowered_programs[d] then total = total * X.programs(L, d) end end
-  P.total = total
+  local total = programs()
   local first, grid = tl.block_id("x"), tl.grid_dim("x")
   P.ahead = grid * S
   for j = 0, S - 1 do
     for _, r in ipairs(P.loads) do fill(L, P, r, tl.const(j, tl.i32), first + grid * j) end
   end
-  local after = wop:region(2):entry()
-  local hoisted = P.hoist and invariant(L, P, wop, after) or {}
-  for _, o in ipairs(after:ops()) do
-    if o:nresults() == 1 and hoisted[o:result(1):id()] then V.at_loc(o, X.lower_op, L, o, env) end
-  end
-  local tiled_load = env.tiled_load
+  local hoisted = hoist()
   tl.for_range(first, total, grid, { tl.const(0, tl.i32), tl.const(0, tl.i32) }, function(q, s, phase)
     local it = { q = q, s = s, phase = phase }
-    L.vmap[after:arg(1):id()] = q
-    env.tiled_load = function(op)
-      local r = P.by_op[op:result(1):id()]
-      if not r then return tiled_load(op) end
-      L.vmap[op:result(1):id()] = ring_load(L, P, r, it)
-    end
-    for _, o in ipairs(after:ops()) do
-      local skip = o:name() == "tileas.cancel_next_program_id" or o:name() == "scf.yield"
-        or (o:nresults() == 1 and hoisted[o:result(1):id()])
-      if not skip then V.at_loc(o, X.lower_op, L, o, env) end
-    end
-    env.tiled_load = tiled_load
+    lower_body(L, env, after, P, q, hoisted, function(r) return ring_load(L, P, r, it) end)
     local s1 = s + 1
     local wrap = s1:eq(S)
     return tl.select(wrap, tl.const(0, tl.i32), s1), tl.select(wrap, phase ~ 1, phase)
