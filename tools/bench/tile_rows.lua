@@ -116,8 +116,8 @@ local cases = {
   { "layernorm, ring, W B a row", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { hoist = 0 } },
   { "layernorm, ring, min_ctas 3 (3 CTAs an SM)", tl.rows.layernorm { n = N, min_ctas = 3 }, ln_launch, 2 * bytes, nil },
   { "layernorm, no ring, min_ctas 3", tl.rows.layernorm { n = N, min_ctas = 3 }, ln_launch, 2 * bytes, false },
-  -- no shared ring: each thread loads its part of the next row into
-  -- registers while it works on this one (registers = 1)
+  -- no shared ring: each thread loads its part of the row `registers`
+  -- programs ahead into registers while it works on this one
   { "row copy (Y = X), registers", row_copy(8), sm_launch, 2 * bytes, { registers = 1 } },
   { "rmsnorm, registers", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 1 } },
   { "softmax, registers", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 1 } },
@@ -130,6 +130,15 @@ local cases = {
   { "softmax, registers, 16 warps", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { registers = 1 } },
   { "layernorm, registers, W B a row", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 1, hoist = 0 } },
   { "layernorm, registers 1 CTA an SM", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 1, per_sm = 1 } },
+  { "rmsnorm, registers 2 rows ahead", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 2 } },
+  { "softmax, registers 2 rows ahead", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 2 } },
+  { "layernorm, registers 2 rows ahead", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 2 } },
+  { "rmsnorm, registers 3 CTAs an SM, W a row", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 1, per_sm = 3, hoist = 0 } },
+  { "rmsnorm, registers 4 CTAs an SM, W a row", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 1, per_sm = 4, hoist = 0 } },
+  { "rmsnorm, registers, W a row", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 1, hoist = 0 } },
+  { "softmax, registers 4 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 1, per_sm = 4 } },
+  { "rmsnorm, registers 2 ahead, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, { registers = 2 } },
+  { "softmax, registers 2 ahead, 16 warps", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { registers = 2 } },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
   { "transpose 64", tl.rows.transpose { n = 64 }, { grid = { M // 64, N // 64 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
   { "transpose 128", tl.rows.transpose { n = 128, warps = 8 }, { grid = { M // 128, N // 128 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },

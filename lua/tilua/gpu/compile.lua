@@ -26,8 +26,8 @@
 --                           a table {per_sm, in_flight, hoist}: the ring with
 --                           those (hoist = 0: W and B loaded once a row, 1:
 --                           once a CTA whatever their registers; benchmarks
---                           compare them; registers = 1: no shared ring, each
---                           thread loads its part of the next program's row
+--                           compare them; registers = d: no shared ring, each
+--                           thread loads its part of the row d programs ahead
 --                           into registers while it works on this one)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
@@ -83,10 +83,11 @@ local OPTIONS = {
   row_ring = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
-      if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers") or math.type(x) ~= "integer" or x < 0 then return false end
+      if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers") or math.type(x) ~= "integer" or x < 0
+        or (k == "registers" and x > 4) then return false end
     end
     return true
-  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0|1}" },
+  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4}" },
 }
 local function check_option(key, v)
   local spec = OPTIONS[key]

@@ -46,7 +46,7 @@ function Ring.plan(L, wop)
   local forced = Ring.forced
   if forced == 0 or (forced == nil and tl.options.row_ring == false) then return nil end
   local opts = type(tl.options.row_ring) == "table" and tl.options.row_ring or {}
-  local registers = forced == 2 or (forced == nil and opts.registers == 1)
+  local registers = forced == 2 and 1 or (forced == nil and (opts.registers or 0) > 0 and opts.registers)
   local after = wop:region(2):entry()
   local pid = after:arg(1):id()
   local loads, bytes, other_ids = {}, 0, false
@@ -81,12 +81,13 @@ function Ring.plan(L, wop)
   local by_op = {}
   for _, r in ipairs(loads) do by_op[r.op:result(1):id()] = r end
   if registers then
-    -- the next row in registers: a thread's share of it at most a quarter of
-    -- its registers at per_sm CTAs an SM (else it would spill)
+    -- the next `registers` rows in registers: a thread's share of them at
+    -- most a quarter of its registers at per_sm CTAs an SM (else it would spill)
     local threads = 32 * L.warps
-    local words = (bytes // threads + 3) // 4
+    local words = (bytes // threads + 3) // 4 * registers
     if words > math.min(tl.core.limits().max_thread_regs, 65536 // (per_sm * threads)) // 4 then return nil end
-    return { loads = loads, by_op = by_op, registers = true, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1 }
+    return { loads = loads, by_op = by_op, registers = registers, per_sm = per_sm, hoist = opts.hoist ~= 0,
+             hoist_all = opts.hoist == 1 }
   end
   local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, (opts.in_flight or IN_FLIGHT) // (per_sm * bytes)))
   if stages < 2 then return nil end -- (rows too long for two stages in every CTA of an SM)
@@ -190,18 +191,22 @@ local function load_rows(L, env, after, P, q)
     r.nraw = #raw
     for _, v in ipairs(raw) do all[#all + 1] = v end
   end
+  P.nraw = #all
   return all
 end
 
--- The loop without the shared ring (P.registers): each thread loads its
--- registers of the CTA's next program's row while it reduces and stores this
--- one's (the loads' registers carried by the loop); a barrier an iteration
--- orders the reductions' shared buffers from one program to the next.
+-- The loop without the shared ring (P.registers = d): each thread loads its
+-- registers of the row of the CTA's program d ahead while it reduces and
+-- stores this one's (the loop carries the next d rows' registers); a barrier
+-- an iteration orders the reductions' shared buffers from one program to the next.
 local function loop_registers(L, env, after, P, first, grid, hoisted)
-  local carried = load_rows(L, env, after, P, first)
+  local carried = {}
+  for j = 0, P.registers - 1 do table.move(load_rows(L, env, after, P, first + grid * j), 1, P.nraw, #carried + 1, carried) end
   tl.for_range(first, P.total, grid, carried, function(q, ...)
-    local cur = { ... }
-    local nxt = load_rows(L, env, after, P, q + grid)
+    local rows = { ... }
+    local cur = { table.unpack(rows, 1, P.nraw) }
+    local nxt = { table.unpack(rows, P.nraw + 1) }
+    table.move(load_rows(L, env, after, P, q + grid * P.registers), 1, P.nraw, #nxt + 1, nxt)
     tl.barrier()
     local at = 0
     lower_body(L, env, after, P, q, hoisted, function(r)
