@@ -26,7 +26,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
   end)
 
-  it("the row ring: one CTA walks every row (its stages refilled, two laps), ragged and aligned rows", function()
+  it("the row loop (the next row in registers): one CTA walks every row, ragged and aligned rows", function()
     for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } } } do
       local ok, summary = ex.run_case(t[1], { seed = 7, emulate = true, size = t[2], ctas = 1 })
       assert(ok, summary)
@@ -55,14 +55,17 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_nil(tl.options.row_ring)
   end)
 
-  it("the next row in registers (row_ring.registers): one CTA walks every row, ragged and aligned; protocol clean", function()
+  it("the shared row ring (row_ring.registers = 0): one CTA walks every row, ragged and aligned; protocol clean", function()
     local tl = require "tilua"
-    tl.options.row_ring = { registers = 1 }
+    local k0 = tl.rows.rmsnorm { n = 1024 }
+    k0:compile()
+    assert.is_nil(k0:lowered_op():print():find("mbarrier", 1, true)) -- (the default: rows in registers)
+    tl.options.row_ring = { registers = 0 }
     local ok, err = pcall(function()
       local fresh = assert(loadfile "examples/tile_rows.lua")("--library") -- (kernels compiled with the option)
       local k = tl.rows.rmsnorm { n = 1024 }
       k:compile()
-      assert.is_nil(k:lowered_op():print():find("mbarrier", 1, true))
+      assert.truthy(k:lowered_op():print():find("mbarrier", 1, true))
       assert.equal(2, k:lowered_op():attr_or_default("tileas.launch").per_sm)
       for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } } } do
         local good, summary = fresh.run_case(t[1], { seed = 7, emulate = true, size = t[2], ctas = 1 })
@@ -76,7 +79,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert(ok, err)
   end)
 
-  it("the protocol checker is clean on the row ring lapped by one CTA", function()
+  it("the protocol checker is clean on the row loop lapped by one CTA", function()
     local ok, report = ex.run_case("rmsnorm", { seed = 5, emulate = true, size = { 11, 300 }, ctas = 1, check = true,
                                                 max_states = 2000 })
     assert(ok, report)

@@ -10,9 +10,9 @@
 -- back-to-back launches. The ratio is the program's bandwidth (the bytes it
 -- moves per second) over the copy's; the targets (issue) are >= 0.95 for the
 -- normalizations and softmax. The same programs with other tiles follow
--- (more rows a program for the maps; for the normalizations the row ring of
--- convert-tileas-to-cutlass off, and its CTAs an SM, bytes in flight and
--- hoisted W and B varied): what the defaults are chosen from. Prints a table last.
+-- (more rows a program for the maps; for the normalizations the row loop of
+-- convert-tileas-to-cutlass off, the shared ring instead of the rows in
+-- registers, rows ahead, CTAs an SM, bytes in flight and hoisted W and B varied): what the defaults are chosen from. Prints a table last.
 --
 --   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192] [--only=TEXT]   (TEXT: the cases whose name has it)
 local tl = require "tilua"
@@ -94,27 +94,31 @@ local cases = {
     { grid = { M // 8, N // 1024 }, args = { X1 = { x, { M, N } }, X2 = { x2, { M, N } }, Y = { y, { M, N } } } }, 3 * bytes },
   { "map gelu (f32), rows 4", tl.rows.map { fn = "gelu", n = 1024, rows = 4, elem = tl.f32 },
     { grid = { (M // 2 + 3) // 4, N // 1024 }, args = { X = { xf, { M // 2, N } }, Y = { yf, { M // 2, N } } } }, 2 * bytes },
-  -- the row ring's variants (tl.options.row_ring while the kernel compiles;
-  -- the 5th entry): off (one CTA a program, the threads' own loads), CTAs an
-  -- SM, bytes in flight an SM, W and B loaded once a row (hoist = 0)
-  { "row copy (Y = X), ring", row_copy(8), sm_launch, 2 * bytes },
+  -- the row loop's variants (tl.options.row_ring while the kernel compiles;
+  -- the 5th entry): the shared ring (registers = 0), off (one CTA a program,
+  -- the threads' own loads), CTAs an SM, bytes in flight an SM, W and B
+  -- loaded once a row (hoist = 0)
+  { "rmsnorm, ring", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 0 } },
+  { "softmax, ring", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 0 } },
+  { "layernorm, ring", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0 } },
+  { "row copy (Y = X), ring", row_copy(8), sm_launch, 2 * bytes, { registers = 0 } },
   { "row copy (Y = X), no ring", row_copy(8), sm_launch, 2 * bytes, false },
-  { "row copy (Y = X), ring, 16 warps", row_copy(16), sm_launch, 2 * bytes },
-  { "rmsnorm, ring, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes },
-  { "rmsnorm, ring, 4 warps", tl.rows.rmsnorm { n = N, warps = 4 }, rms_launch, 2 * bytes },
-  { "softmax, ring, 16 warps", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes },
+  { "row copy (Y = X), ring, 16 warps", row_copy(16), sm_launch, 2 * bytes, { registers = 0 } },
+  { "rmsnorm, ring, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, { registers = 0 } },
+  { "rmsnorm, ring, 4 warps", tl.rows.rmsnorm { n = N, warps = 4 }, rms_launch, 2 * bytes, { registers = 0 } },
+  { "softmax, ring, 16 warps", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { registers = 0 } },
   { "rmsnorm, no ring", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, false },
   { "softmax, no ring", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, false },
   { "layernorm, no ring", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, false },
-  { "rmsnorm, ring 1 CTA an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { per_sm = 1 } },
-  { "rmsnorm, ring 3 CTAs an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { per_sm = 3 } },
-  { "rmsnorm, ring 64 KiB in flight", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { in_flight = 65536 } },
-  { "rmsnorm, ring 192 KiB in flight", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { in_flight = 196608 } },
-  { "rmsnorm, ring, W a row", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { hoist = 0 } },
-  { "softmax, ring 3 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { per_sm = 3 } },
-  { "softmax, ring 4 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { per_sm = 4, in_flight = 196608 } },
-  { "layernorm, ring, W B a row", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { hoist = 0 } },
-  { "layernorm, ring, min_ctas 3 (3 CTAs an SM)", tl.rows.layernorm { n = N, min_ctas = 3 }, ln_launch, 2 * bytes, nil },
+  { "rmsnorm, ring 1 CTA an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { per_sm = 1, registers = 0 } },
+  { "rmsnorm, ring 3 CTAs an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { per_sm = 3, registers = 0 } },
+  { "rmsnorm, ring 64 KiB in flight", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { in_flight = 65536, registers = 0 } },
+  { "rmsnorm, ring 192 KiB in flight", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { in_flight = 196608, registers = 0 } },
+  { "rmsnorm, ring, W a row", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { hoist = 0, registers = 0 } },
+  { "softmax, ring 3 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { per_sm = 3, registers = 0 } },
+  { "softmax, ring 4 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { per_sm = 4, in_flight = 196608, registers = 0 } },
+  { "layernorm, ring, W B a row", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { hoist = 0, registers = 0 } },
+  { "layernorm, ring, min_ctas 3 (3 CTAs an SM)", tl.rows.layernorm { n = N, min_ctas = 3 }, ln_launch, 2 * bytes, { registers = 0 } },
   { "layernorm, no ring, min_ctas 3", tl.rows.layernorm { n = N, min_ctas = 3 }, ln_launch, 2 * bytes, false },
   -- no shared ring: each thread loads its part of the row `registers`
   -- programs ahead into registers while it works on this one
