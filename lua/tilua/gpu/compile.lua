@@ -21,14 +21,15 @@
 --                           true: that and the check after every pass
 --                           (tl.compile's); "passes": the latter only
 --   tl.options.row_ring     nil (the default): a program without a dot that loads
---                           and stores a row gets convert-tileas-to-cutlass's row ring
---                           (rowring.lua); false: never (one CTA a program);
+--                           and stores a row gets convert-tileas-to-cutlass's row loop
+--                           (rowring.lua: the next row in registers); false: never
+--                           (one CTA a program);
 --                           a table {per_sm, in_flight, hoist}: the ring with
 --                           those (hoist = 0: W and B loaded once a row, 1:
 --                           once a CTA whatever their registers; benchmarks
---                           compare them; registers = d: no shared ring, each
---                           thread loads its part of the row d programs ahead
---                           into registers while it works on this one)
+--                           compare them; registers = d: each thread loads its
+--                           part of the row d programs ahead into registers while
+--                           it works on this one (1), 0: the shared ring)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --

@@ -17,6 +17,12 @@
 --                               loads of shared memory), a barrier (the stage is read),
 --                               thread 0 refills it with the row of program q + stages * grid
 --
+-- That is the shared ring (tl.options.row_ring = {registers = 0}). By default
+-- (registers = d, 1) the loop has no ring: each thread loads its registers of
+-- the row d programs ahead while it works on this one (loop_registers), 0.88
+-- of a copy's bandwidth against the ring's 0.80-0.84 (its one issuing thread,
+-- its barrier before a refill, the shared round trip).
+--
 -- A row's bulk copy moves its first min(N, n) elements rounded down to 16
 -- bytes, where the tensor's pointer and row stride are 16-byte aligned and the
 -- row exists (else none: an arrive alone); what it does not cover (a ragged
