@@ -390,7 +390,7 @@ end
 
 -- run_case(name, {seed, small, emulate, size = {M, N}, check}) -> ok, summary
 -- (check: the protocol checker on the emulator's problem instead of a run)
--- execute(name, {seed, small, emulate, policy, size = {M, N}}) -> the raw bytes
+-- execute(name, {seed, small, emulate, policy, ctas, size = {M, N}}) -> the raw bytes
 -- of each output, the inputs, the outputs' host tensors, M, N (or nil and the
 -- emulator's report). The inputs follow the seed: a GPU run and an emulated
 -- one of a seed see the same.
@@ -412,11 +412,15 @@ local function execute(name, o)
   if o.emulate then
     local kop = k:lowered_op()
     local args, at = emulator_args(kop, I, outs, grid)
+    -- o.ctas: fewer CTAs than programs (a persistent kernel's, e.g. the row
+    -- ring's: each CTA walks several programs and refills its stages)
+    local ctas = grid[1] * (grid[2] or 1)
+    if o.ctas then ctas = math.min(o.ctas, ctas) end
     if o.check then -- the protocol checker instead (no values)
-      local r = tl.verify_protocol(kop, { grid = grid[1] * (grid[2] or 1), args = args, max_states = o.max_states })
+      local r = tl.verify_protocol(kop, { grid = ctas, args = args, max_states = o.max_states })
       return nil, r.ok and ("%s: the protocol checker is clean"):format(name) or r.report, r.ok
     end
-    local r = tl.emulate(kop, { grid = grid[1] * (grid[2] or 1), args = args, policy = o.policy })
+    local r = tl.emulate(kop, { grid = ctas, args = args, policy = o.policy })
     if not r.ok then return nil, r.report end
     for n in pairs(outs) do bytes[n] = r.read(at["ptr:" .. n]) end
   else

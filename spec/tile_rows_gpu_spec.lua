@@ -20,6 +20,37 @@ local ex = assert(loadfile "examples/tile_rows.lua")("--library")
 describe("memory-bound tile programs (tl.rows) on the GPU", function()
   -- (every kernel's PTX through ptxas: example.tile_rows, which compiles them all)
 
+  -- the row loop (convert-tileas-to-cutlass: a persistent grid of 2 CTAs an
+  -- SM, the next row loaded into registers ahead): far more rows than CTAs, so
+  -- that each CTA walks several programs; odd lengths and aligned ones
+  for j, t in ipairs { { "rmsnorm", { 2300, 520 } }, { "softmax", { 2300, 512 } }, { "layernorm", { 2200, 515 } } } do
+    if ex.cases[t[1]] and not small then
+      it(("%s, %d x %d (the row loop, CTAs lapping): the CPU reference"):format(t[1], t[2][1], t[2][2]), function()
+        if not GPU then pending("no GPU: " .. tl.device.error()) return end
+        local ok, summary = ex.run_case(t[1], { seed = seed + 7 * j, size = t[2] })
+        print("tile_rows_gpu: " .. summary)
+        assert(ok, summary)
+      end)
+    end
+  end
+
+  -- the same with the shared ring (tl.options.row_ring.registers = 0: thread 0
+  -- copies the rows stages ahead by cp.async.bulk)
+  for j, t in ipairs { { "rmsnorm", { 2300, 520 } }, { "softmax", { 2300, 512 } }, { "layernorm", { 2200, 515 } } } do
+    if ex.cases[t[1]] and not small then
+      it(("%s, %d x %d (the shared row ring, CTAs lapping it): the CPU reference"):format(t[1], t[2][1], t[2][2]), function()
+        if not GPU then pending("no GPU: " .. tl.device.error()) return end
+        tl.options.row_ring = { registers = 0 }
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        local ran, ok, summary = pcall(fresh.run_case, t[1], { seed = seed + 11 * j, size = t[2] })
+        tl.options.row_ring = nil
+        assert(ran, ok)
+        print("tile_rows_gpu: shared ring " .. summary)
+        assert(ok, summary)
+      end)
+    end
+  end
+
   for i, name in ipairs(ex.order) do
     local c = ex.cases[name]
     for j, size in ipairs(small and { c.small } or c.sizes) do

@@ -26,6 +26,65 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
   end)
 
+  it("the row loop (the next row in registers): one CTA walks every row, ragged and aligned rows", function()
+    for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } } } do
+      local ok, summary = ex.run_case(t[1], { seed = 7, emulate = true, size = t[2], ctas = 1 })
+      assert(ok, summary)
+    end
+  end)
+
+  it("the row ring: for programs that load and store their row; tl.options.row_ring turns it off or tunes it", function()
+    local tl = require "tilua"
+    local function launch_of(k)
+      k:compile()
+      return k:lowered_op():attr_or_default "tileas.launch"
+    end
+    assert.equal(2, launch_of(tl.rows.rmsnorm { n = 1024 }).per_sm)
+    assert.is_true(launch_of(tl.rows.reduce { kind = "sum", n = 2048 }).linear) -- (reduces its row only)
+    assert.is_true(launch_of(tl.rows.softmax { n = 256 }).linear) -- (a row of 512 bytes)
+    tl.options.row_ring = { per_sm = 3 }
+    local three = launch_of(tl.rows.softmax { n = 1024 })
+    tl.options.row_ring = false
+    local off = launch_of(tl.rows.softmax { n = 1024 })
+    tl.options.row_ring = nil
+    assert.equal(3, three.per_sm)
+    assert.is_true(off.linear)
+    local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
+    assert.is_false(ok)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4}", err, 1, true)
+    assert.is_nil(tl.options.row_ring)
+  end)
+
+  it("the shared row ring (row_ring.registers = 0): one CTA walks every row, ragged and aligned; protocol clean", function()
+    local tl = require "tilua"
+    local k0 = tl.rows.rmsnorm { n = 1024 }
+    k0:compile()
+    assert.is_nil(k0:lowered_op():print():find("mbarrier", 1, true)) -- (the default: rows in registers)
+    tl.options.row_ring = { registers = 0 }
+    local ok, err = pcall(function()
+      local fresh = assert(loadfile "examples/tile_rows.lua")("--library") -- (kernels compiled with the option)
+      local k = tl.rows.rmsnorm { n = 1024 }
+      k:compile()
+      assert.truthy(k:lowered_op():print():find("mbarrier", 1, true))
+      assert.equal(2, k:lowered_op():attr_or_default("tileas.launch").per_sm)
+      for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } } } do
+        local good, summary = fresh.run_case(t[1], { seed = 7, emulate = true, size = t[2], ctas = 1 })
+        assert(good, summary)
+      end
+      local good, report = fresh.run_case("rmsnorm", { seed = 5, emulate = true, size = { 11, 300 }, ctas = 1, check = true,
+                                                       max_states = 2000 })
+      assert(good, report)
+    end)
+    tl.options.row_ring = nil
+    assert(ok, err)
+  end)
+
+  it("the protocol checker is clean on the row loop lapped by one CTA", function()
+    local ok, report = ex.run_case("rmsnorm", { seed = 5, emulate = true, size = { 11, 300 }, ctas = 1, check = true,
+                                                max_states = 2000 })
+    assert(ok, report)
+  end)
+
   it("the protocol checker is clean on a reduction across warps and a loop carrying tiles", function()
     for _, t in ipairs { { "rmsnorm", { 2, 300 } }, { "layernorm_bwd", { 9, 100 } } } do
       local ok, report = ex.run_case(t[1], { seed = 5, emulate = true, size = t[2], check = true, max_states = 2000 })

@@ -18,7 +18,7 @@
 --   tl.rows.transpose{n, elem}               Y[N, M] = X[M, N]^T, a tile of n x n a program
 --
 -- Every builder takes warps (the block's; default by n) and min_ctas (blocks an
--- SM must hold: ptxas bounds the registers to fit them; layernorm's default 3).
+-- SM must hold: ptxas bounds the registers to fit them).
 -- Parameters by name: X (X1, X2 ...), Y, W, B, DY, DX, Out, Mean, Var, Rstd,
 -- DWp, DBp (tensors); N (the real row length, i32), eps (f32). The grid of
 -- programs: {ceil(M / rows), ceil(N / n)} for map ({ceil(M / n), ceil(N / n)} for
@@ -54,9 +54,9 @@ do -- tl.rows (an indented block)
   end
 
   -- o.min_ctas: blocks an SM must hold (tl.kernel's; ptxas bounds the registers)
-  local function kernel(name, o, params, min_ctas)
+  local function kernel(name, o, params)
     tl.new_module()
-    return tl.tile_kernel(name, { params = params, num_warps = warps_for(o.n, o), min_ctas = o.min_ctas or min_ctas })
+    return tl.tile_kernel(name, { params = params, num_warps = warps_for(o.n, o), min_ctas = o.min_ctas })
   end
 
   local function f32(x) return x:cast(tl.f32) end
@@ -213,13 +213,12 @@ do -- tl.rows (an indented block)
   function tl.rows.layernorm(o)
     local n = check_n(o, "layernorm")
     local elem = o.elem or tl.bf16
-    -- three blocks an SM where they have 8 warps or fewer: ptxas keeps 88
-    -- registers a thread (two blocks) unless held to 85, and the third block's
-    -- loads in flight are worth more than the registers (0.61 of a copy against 0.51)
+    -- (no min_ctas of its own: on the row ring of convert-tileas-to-cutlass,
+    -- 2 CTAs an SM and W kept in registers give 0.84 of a copy against 0.79
+    -- held to 3; one CTA a row, without the ring, 3 gave 0.61 against 0.51)
     local k = kernel(o.name or "rows_layernorm", o, { X = tl.tensor(elem, 2), W = tl.tensor(elem, 1), B = tl.tensor(elem, 1),
                                                       Y = tl.tensor(elem, 2), Mean = tl.tensor(tl.f32, 1),
-                                                      Rstd = tl.tensor(tl.f32, 1), N = tl.i32, eps = tl.f32 },
-                     warps_for(n, o) <= 8 and 3 or nil)
+                                                      Rstd = tl.tensor(tl.f32, 1), N = tl.i32, eps = tl.f32 })
     k:define(function(k, p)
       local once = (o.rows or 1) > 1 -- (one row a program: W and B loaded after the reductions)
       local w, b = once and as_row(p.W, n), once and as_row(p.B, n)

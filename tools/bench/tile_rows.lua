@@ -10,17 +10,18 @@
 -- back-to-back launches. The ratio is the program's bandwidth (the bytes it
 -- moves per second) over the copy's; the targets (issue) are >= 0.95 for the
 -- normalizations and softmax. The same programs with other tiles follow
--- (more rows a program for the maps; 16 warps a row, and programs of 4 rows
--- that load the next row during this one's reductions, for the normalizations):
--- what the defaults of stdlib/rows.lua are chosen from. Prints a table last.
+-- (more rows a program for the maps; for the normalizations the row loop of
+-- convert-tileas-to-cutlass off, the shared ring instead of the rows in
+-- registers, rows ahead, CTAs an SM, bytes in flight and hoisted W and B varied): what the defaults are chosen from. Prints a table last.
 --
---   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192]
+--   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192] [--only=TEXT]   (TEXT: the cases whose name has it)
 local tl = require "tilua"
 
 local o = { m = 16384, n = 8192 }
 for _, a in ipairs(arg or {}) do
   local key, v = a:match "^%-%-([%w_]+)=(%d+)$"
   if key then o[key] = tonumber(v) end
+  o.only = a:match "^%-%-only=(.+)$" or o.only
 end
 local M, N = o.m, o.n
 local REPS = 20
@@ -58,13 +59,29 @@ local xf, yf = D.random(tl.f32, M * N // 2, seed + 4), D.alloc(tl.f32, M * N // 
 local rstd, mean = D.alloc(tl.f32, M), D.alloc(tl.f32, M)
 local eps = 1e-5
 
--- name, the kernel, its launch, bytes moved; a check of sampled rows against the reference
+-- Y = X a row a program (no arithmetic): what the row ring (or the threads'
+-- own loads) moves at best, the bound of the normalizations
+local function row_copy(warps)
+  tl.new_module()
+  local k = tl.tile_kernel("row_copy", { params = { X = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.bf16, 2) }, num_warps = warps })
+  k:define(function(_, p)
+    local r = tl.program_id("x")
+    tl.store(p.Y, { r, 0 }, tl.load(p.X, { r, 0 }, { 1, N }))
+  end)
+  return k
+end
+
+local rms_launch = { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } }, Y = { y, { M, N } }, Rstd = { rstd, { M } },
+                                           N = N, eps = eps } }
+local sm_launch = { grid = { M }, args = { X = { x, { M, N } }, Y = { y, { M, N } } } }
+local ln_launch = { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } }, B = { b, { N } }, Y = { y, { M, N } },
+                                          Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } }
+
+-- name, the kernel, its launch, bytes moved [, tl.options.row_ring]; a check of sampled rows against the reference
 local cases = {
-  { "rmsnorm", tl.rows.rmsnorm { n = N }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } }, Y = { y, { M, N } },
-    Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
-  { "softmax", tl.rows.softmax { n = N }, { grid = { M }, args = { X = { x, { M, N } }, Y = { y, { M, N } } } }, 2 * bytes },
-  { "layernorm", tl.rows.layernorm { n = N }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } }, B = { b, { N } },
-    Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
+  { "rmsnorm", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes },
+  { "softmax", tl.rows.softmax { n = N }, sm_launch, 2 * bytes },
+  { "layernorm", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes },
   { "map gelu (f32)", tl.rows.map { fn = "gelu", n = 1024, rows = 2, elem = tl.f32 },
     { grid = { (M // 2 + 1) // 2, N // 1024 }, args = { X = { xf, { M // 2, N } }, Y = { yf, { M // 2, N } } } }, 2 * bytes },
   { "swiglu", tl.rows.map { fn = function(a, c) return tl.silu(a) * c end, inputs = 2, n = 1024 },
@@ -77,21 +94,55 @@ local cases = {
     { grid = { M // 8, N // 1024 }, args = { X1 = { x, { M, N } }, X2 = { x2, { M, N } }, Y = { y, { M, N } } } }, 3 * bytes },
   { "map gelu (f32), rows 4", tl.rows.map { fn = "gelu", n = 1024, rows = 4, elem = tl.f32 },
     { grid = { (M // 2 + 3) // 4, N // 1024 }, args = { X = { xf, { M // 2, N } }, Y = { yf, { M // 2, N } } } }, 2 * bytes },
-  { "rmsnorm, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } },
-    Y = { y, { M, N } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
-  { "softmax, 16 warps", tl.rows.softmax { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, Y = { y, { M, N } } } }, 2 * bytes },
-  { "layernorm, 16 warps", tl.rows.layernorm { n = N, warps = 16 }, { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } },
-    B = { b, { N } }, Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
-  { "rmsnorm, rows 4, 16 warps", tl.rows.rmsnorm { n = N, warps = 16, rows = 4 }, { grid = { M // 4 }, args = { X = { x, { M, N } },
-    W = { w, { N } }, Y = { y, { M, N } }, Rstd = { rstd, { M } }, N = N, eps = eps } }, 2 * bytes },
-  { "softmax, rows 4, 16 warps", tl.rows.softmax { n = N, warps = 16, rows = 4 }, { grid = { M // 4 },
-    args = { X = { x, { M, N } }, Y = { y, { M, N } } } }, 2 * bytes },
-  { "layernorm, rows 4, 16 warps", tl.rows.layernorm { n = N, warps = 16, rows = 4 }, { grid = { M // 4 }, args = { X = { x, { M, N } },
-    W = { w, { N } }, B = { b, { N } }, Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } },
-    2 * bytes },
-  { "layernorm, rows 4, 32 warps", tl.rows.layernorm { n = N, warps = 32, rows = 4 }, { grid = { M // 4 }, args = { X = { x, { M, N } },
-    W = { w, { N } }, B = { b, { N } }, Y = { y, { M, N } }, Mean = { mean, { M } }, Rstd = { rstd, { M } }, N = N, eps = eps } },
-    2 * bytes },
+  -- the row loop's variants (tl.options.row_ring while the kernel compiles;
+  -- the 5th entry): the shared ring (registers = 0), off (one CTA a program,
+  -- the threads' own loads), CTAs an SM, bytes in flight an SM, W and B
+  -- loaded once a row (hoist = 0)
+  { "rmsnorm, ring", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 0 } },
+  { "softmax, ring", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 0 } },
+  { "layernorm, ring", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0 } },
+  { "row copy (Y = X), ring", row_copy(8), sm_launch, 2 * bytes, { registers = 0 } },
+  { "row copy (Y = X), no ring", row_copy(8), sm_launch, 2 * bytes, false },
+  { "row copy (Y = X), ring, 16 warps", row_copy(16), sm_launch, 2 * bytes, { registers = 0 } },
+  { "rmsnorm, ring, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, { registers = 0 } },
+  { "rmsnorm, ring, 4 warps", tl.rows.rmsnorm { n = N, warps = 4 }, rms_launch, 2 * bytes, { registers = 0 } },
+  { "softmax, ring, 16 warps", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { registers = 0 } },
+  { "rmsnorm, no ring", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, false },
+  { "softmax, no ring", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, false },
+  { "layernorm, no ring", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, false },
+  { "rmsnorm, ring 1 CTA an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { per_sm = 1, registers = 0 } },
+  { "rmsnorm, ring 3 CTAs an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { per_sm = 3, registers = 0 } },
+  { "rmsnorm, ring 64 KiB in flight", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { in_flight = 65536, registers = 0 } },
+  { "rmsnorm, ring 192 KiB in flight", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { in_flight = 196608, registers = 0 } },
+  { "rmsnorm, ring, W a row", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { hoist = 0, registers = 0 } },
+  { "softmax, ring 3 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { per_sm = 3, registers = 0 } },
+  { "softmax, ring 4 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { per_sm = 4, in_flight = 196608, registers = 0 } },
+  { "layernorm, ring, W B a row", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { hoist = 0, registers = 0 } },
+  { "layernorm, ring, min_ctas 3 (3 CTAs an SM)", tl.rows.layernorm { n = N, min_ctas = 3 }, ln_launch, 2 * bytes, { registers = 0 } },
+  { "layernorm, no ring, min_ctas 3", tl.rows.layernorm { n = N, min_ctas = 3 }, ln_launch, 2 * bytes, false },
+  -- no shared ring: each thread loads its part of the row `registers`
+  -- programs ahead into registers while it works on this one
+  { "row copy (Y = X), registers", row_copy(8), sm_launch, 2 * bytes, { registers = 1 } },
+  { "rmsnorm, registers", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 1 } },
+  { "softmax, registers", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 1 } },
+  { "layernorm, registers", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 1 } },
+  { "rmsnorm, registers 1 CTA an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 1, per_sm = 1 } },
+  { "rmsnorm, registers 3 CTAs an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 1, per_sm = 3 } },
+  { "softmax, registers 3 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 1, per_sm = 3 } },
+  { "rmsnorm, registers, 4 warps", tl.rows.rmsnorm { n = N, warps = 4 }, rms_launch, 2 * bytes, { registers = 1 } },
+  { "rmsnorm, registers, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, { registers = 1 } },
+  { "softmax, registers, 16 warps", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { registers = 1 } },
+  { "layernorm, registers, W B a row", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 1, hoist = 0 } },
+  { "layernorm, registers 1 CTA an SM", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 1, per_sm = 1 } },
+  { "rmsnorm, registers 2 rows ahead", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 2 } },
+  { "softmax, registers 2 rows ahead", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 2 } },
+  { "layernorm, registers 2 rows ahead", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 2 } },
+  { "rmsnorm, registers 3 CTAs an SM, W a row", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 1, per_sm = 3, hoist = 0 } },
+  { "rmsnorm, registers 4 CTAs an SM, W a row", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 1, per_sm = 4, hoist = 0 } },
+  { "rmsnorm, registers, W a row", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 1, hoist = 0 } },
+  { "softmax, registers 4 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 1, per_sm = 4 } },
+  { "rmsnorm, registers 2 ahead, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, { registers = 2 } },
+  { "softmax, registers 2 ahead, 16 warps", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { registers = 2 } },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
   { "transpose 64", tl.rows.transpose { n = 64 }, { grid = { M // 64, N // 64 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
   { "transpose 128", tl.rows.transpose { n = 128, warps = 8 }, { grid = { M // 128, N // 128 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
@@ -108,6 +159,15 @@ local function check_rows(name, k, launch)
       n = n + 1
     end
     return n .. " sampled elements checked"
+  end
+  if name:match "^row copy" then -- sampled rows: Y = X
+    for _, r in ipairs { 0, M // 2, M - 1 } do
+      if y:to_table(r * N + 1, r * N + N)[N] ~= x:to_table(r * N + 1, r * N + N)[N]
+         or table.concat(y:to_table(r * N + 1, r * N + 64), ",") ~= table.concat(x:to_table(r * N + 1, r * N + 64), ",") then
+        error(name .. ": Y is not X", 0)
+      end
+    end
+    return "3 rows checked"
   end
   local base = name:match "^%w+" -- (a variant's program: "layernorm, 16 warps")
   local c = ex.cases[({ rmsnorm = "rmsnorm", softmax = "softmax", layernorm = "layernorm" })[base] or ""]
@@ -132,12 +192,16 @@ end
 
 for _, c in ipairs(cases) do
   local name, k, launch, moved = c[1], c[2], c[3], c[4]
+  if o.only and not name:find(o.only, 1, true) then goto next end
+  tl.options.row_ring = c[5]
   k:compile()
   local checked = check_rows(name, k, launch)
   local ms = time(function() k:launch(launch) end)
+  tl.options.row_ring = nil
   local gbs = moved / ms / 1e6
   rows[#rows + 1] = { name, ms, gbs, gbs / rows[1][3] }
   print(("%s: %s, %.3f ms, %.0f GB/s"):format(name, checked, ms, gbs))
+  ::next::
 end
 
 print("| program | ms | GB/s | / cuMemcpyDtoD |")

@@ -20,6 +20,16 @@
 --                           refuses a violation; false: no check;
 --                           true: that and the check after every pass
 --                           (tl.compile's); "passes": the latter only
+--   tl.options.row_ring     nil (the default): a program without a dot that loads
+--                           and stores a row gets convert-tileas-to-cutlass's row loop
+--                           (rowring.lua: the next row in registers); false: never
+--                           (one CTA a program);
+--                           a table {per_sm, in_flight, hoist}: the ring with
+--                           those (hoist = 0: W and B loaded once a row, 1:
+--                           once a CTA whatever their registers; benchmarks
+--                           compare them; registers = d: each thread loads its
+--                           part of the row d programs ahead into registers while
+--                           it works on this one (1), 0: the shared ring)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --
@@ -71,6 +81,14 @@ local OPTIONS = {
   stage_locations = { bool_or(function() return false end, "nothing else") },
   emulate = { bool_or(function() return false end, "nothing else") }, -- gpu/emulated.lua
   timeline = { function(v) return v == nil or type(v) == "string" end, "nil or a file name" },
+  row_ring = { function(v)
+    if type(v) ~= "table" then return v == nil or v == false end
+    for k, x in pairs(v) do
+      if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers") or math.type(x) ~= "integer" or x < 0
+        or (k == "registers" and x > 4) then return false end
+    end
+    return true
+  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4}" },
 }
 local function check_option(key, v)
   local spec = OPTIONS[key]
@@ -342,7 +360,10 @@ function Kernel:compile(pipeline)
       caches[ctx] = cache
     end
     -- a compile without the protocol check does not stand for one with it
-    key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol) .. "\0" .. self.module:print()
+    local ring = tl.options.row_ring
+    if type(ring) == "table" then ring = ("%s,%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist, ring.registers) end
+    key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol) .. "\0" .. tostring(ring) .. "\0"
+      .. self.module:print()
     local hit = cache_get(cache, key)
     if hit then
       tl.last_stages, tl.last_check = copy_stages(hit.stages, true), hit.check

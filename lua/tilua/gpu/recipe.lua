@@ -297,7 +297,9 @@ function R.tile_program(name, params, entries, L)
   -- a program of a cluster of n CTAs (along x) runs on all n; a persistent
   -- kernel on at most one CTA per SM, whole clusters, at least one
   local n = L.cluster or 1
-  if L.persistent then
+  if L.persistent and L.per_sm then -- per_sm CTAs an SM, a program a CTA at most (a program without a dot)
+    r.grid = { { "max", 1, { "min", { "mul", { "sms" }, L.per_sm }, { "mul", { "mul", px, py }, pz } } }, 1, 1 }
+  elseif L.persistent then
     local units = { "mul", { "mul", { "mul", px, py }, pz }, n }
     r.grid = { { "max", n, { "mul", { "div", { "min", { "sms" }, units }, n }, n } }, 1, 1 }
   else

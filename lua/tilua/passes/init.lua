@@ -15,5 +15,7 @@ return {
   verify_protocol = require("tilua.passes.verify_protocol").verify_protocol,
   -- convert-tileas-to-cutlass: a tile program's agents to the tile / cutlass
   -- level (docs/tileprog.md)
-  convert_tileas_to_cutlass = function(module) return require("tilua.passes.convert_tileas_to_cutlass").convert(module) end,
+  convert_tileas_to_cutlass = function(module, options)
+    return require("tilua.passes.convert_tileas_to_cutlass").convert(module, options)
+  end,
 }

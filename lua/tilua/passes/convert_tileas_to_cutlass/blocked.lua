@@ -495,6 +495,7 @@ local function aligned(L, e, vec)
   end
   return e.aligned[vec]
 end
+B.aligned = aligned
 
 -- The groups of registers one access moves: vec consecutive registers along
 -- the last dim (their offsets differ there by 0 .. vec-1), in register order.
@@ -566,8 +567,11 @@ end
 
 -- env.tiled_load of a blocked tile: per group of vec registers, one vector
 -- load where the rows are aligned and the vector inside the tensor, else
--- element by element (out of bounds: the padding).
-function B.tiled_load(L, op)
+-- element by element (out of bounds: the padding). With `ring` (rowring.lua:
+-- a row of the tile copied into shared memory, {base, elems}) the groups
+-- inside the copied elements are read from there; with `ring.given` (the
+-- registers an earlier call returned second) none is loaded: the value of those.
+function B.tiled_load(L, op, ring)
   local e = L.P.by_arg[op:operand(1):id()]
   if not e.lowered_ptr then R.fail(op, "tensor '%s' has no pointer parameter", e.name) end
   local ti = info(op:result(1))
@@ -578,6 +582,12 @@ function B.tiled_load(L, op)
   local padv = tl.is_float_type(ti.elem) and tl.const(pad + 0.0, ti.elem) or tl.const(math.tointeger(pad), ti.elem)
   local regs, words = {}, {}
   local half = ti.elem == tl.bf16 or ti.elem == tl.f16
+  local raw, given = {}, ring and ring.given -- (the registers the loads gave, in order; rowring.lua's next row)
+  local function take(n)
+    local out = {}
+    for j = 1, n do out[j] = given[#raw + j] end
+    return table.unpack(out)
+  end
   for _, g in ipairs(groups(D, vec)) do
     local function scalar(i)
       local idx, row, inb = element(L, e, D, cs, i, 1)
@@ -588,48 +598,54 @@ function B.tiled_load(L, op)
       return tl.select(ok, safe:load(), padv)
     end
     if vec == 1 then
-      regs[g[1]] = scalar(g[1])
-    elseif half then
+      regs[g[1]] = given and take(1) or scalar(g[1])
+      raw[#raw + 1] = regs[g[1]]
+    else
       -- 16-bit elements travel as 32-bit words of two (the registers a vector
       -- load gives): extf to f32 then takes them apart with a shift or a mask
       local idx, row, inb = element(L, e, D, cs, g[1], vec)
       local fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec))
-      local outs = table.pack(tl.if_(fast, function()
-        local v = address(L, e, row, idx[D.rank]):load { vector = vec }:bitcast(tl.vector(tl.i32, vec // 2))
-        local ws = {}
-        for j = 1, vec // 2 do ws[j] = tl.extract(v, j - 1) end
-        return table.unpack(ws)
-      end, function()
-        local ws = {}
-        for j = 1, vec // 2 do
-          ws[j] = tl.vector_of(ti.elem, { scalar(g[2 * j - 1]), scalar(g[2 * j]) }):bitcast(tl.i32)
-        end
-        return table.unpack(ws)
-      end))
-      for j = 1, vec // 2 do
-        local pair = outs[j]:bitcast(tl.vector(ti.elem, 2))
-        regs[g[2 * j - 1]], regs[g[2 * j]] = tl.extract(pair, 0), tl.extract(pair, 1)
-        words[g[2 * j - 1]], words[g[2 * j]] = { outs[j], false }, { outs[j], true }
+      local nout = half and vec // 2 or vec
+      local function read(p) -- one vector load at p
+        local v = p:load { vector = vec }
+        if half then v = v:bitcast(tl.vector(tl.i32, nout)) end
+        local out = {}
+        for j = 1, nout do out[j] = tl.extract(v, j - 1) end
+        return table.unpack(out)
       end
-    else
-      local idx, row, inb = element(L, e, D, cs, g[1], vec)
-      local fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec))
-      local outs = table.pack(tl.if_(fast, function()
-        local v = address(L, e, row, idx[D.rank]):load { vector = vec }
-        local xs = {}
-        for j = 1, vec do xs[j] = tl.extract(v, j - 1) end
-        return table.unpack(xs)
-      end, function()
-        local xs = {}
-        for j = 1, vec do xs[j] = scalar(g[j]) end
-        return table.unpack(xs)
-      end))
-      for j = 1, vec do regs[g[j]] = outs[j] end
+      local function slow() -- element by element
+        local out = {}
+        for j = 1, nout do
+          out[j] = half and tl.vector_of(ti.elem, { scalar(g[2 * j - 1]), scalar(g[2 * j]) }):bitcast(tl.i32) or scalar(g[j])
+        end
+        return table.unpack(out)
+      end
+      local function from_global() return tl.if_(fast, function() return read(address(L, e, row, idx[D.rank])) end, slow) end
+      local outs
+      if given then
+        outs = table.pack(take(nout))
+      elseif ring then
+        local col = idx[D.rank]
+        outs = table.pack(tl.if_(both((col + vec):le(ring.elems), valid(D, g[1])),
+          function() return read(ring.base + col) end, from_global))
+      else
+        outs = table.pack(from_global())
+      end
+      for j = 1, nout do raw[#raw + 1] = outs[j] end
+      if half then
+        for j = 1, nout do
+          local pair = outs[j]:bitcast(tl.vector(ti.elem, 2))
+          regs[g[2 * j - 1]], regs[g[2 * j]] = tl.extract(pair, 0), tl.extract(pair, 1)
+          words[g[2 * j - 1]], words[g[2 * j]] = { outs[j], false }, { outs[j], true }
+        end
+      else
+        for j = 1, vec do regs[g[j]] = outs[j] end
+      end
     end
   end
   local x = B.value(ti.elem, D, regs)
   if half then x.words = words end
-  return x
+  return x, raw
 end
 
 -- env.tiled_store of a blocked tile: as the load, the first holder of each

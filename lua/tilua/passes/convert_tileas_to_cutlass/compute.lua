@@ -3,16 +3,18 @@
 -- body in one agent of the block's warps): elementwise maps, reductions,
 -- normalizations. Every thread of the block runs it on its registers of the
 -- program's tiles (blocked.lua: the distribution, vector loads and stores,
--- reductions over lanes and warps). It is not persistent: the launch runs
--- one CTA per program, along x (memory-bound programs want many CTAs an SM
--- to keep enough bytes in flight), so the persistent loop of
--- tileas-dynamic-persistent runs its body once, for the CTA's program.
+-- reductions over lanes and warps). The launch runs one CTA per program,
+-- along x (memory-bound programs want many CTAs an SM to keep enough bytes
+-- in flight), so the persistent loop of tileas-dynamic-persistent runs its
+-- body once, for the CTA's program -- unless the program loads and stores
+-- its row: then the loop is persistent, the row ring of rowring.lua.
 
 local tl = require "tilua"
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"
 local V = require "tilua.passes.convert_tileas_to_cutlass.values"
 local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
 local B = require "tilua.passes.convert_tileas_to_cutlass.blocked"
+local Ring = require "tilua.passes.convert_tileas_to_cutlass.rowring"
 
 local Compute = {}
 
@@ -43,6 +45,7 @@ local function one_program(L, env)
       R.fail(op, "an scf.while that is not a persistent loop over is_valid_program_id is not lowered yet")
     end
     if #op:results() > 0 and op:result(1):nuses() > 0 then R.fail(op, "the persistent loop's result is used after it") end
+    if L.ring then return Ring.build(L, env, op, L.ring) end
     L.program_loop = op
     local after = op:region(2):entry()
     L.vmap[after:arg(1):id()] = linear_program_id()
@@ -103,6 +106,18 @@ local function loop(L, env)
   end
 end
 
+-- Before the kernel is made: the row ring's plan (rowring.lua) where the
+-- agent's persistent loop has one, and the CTAs an SM it asks ptxas for.
+function Compute.plan(L)
+  local body = L.compute.op:region(1):entry()
+  for _, op in ipairs(body and body:ops() or {}) do
+    if op:name() == "scf.while" then
+      L.ring = Ring.plan(L, op)
+      if L.ring then L.min_ctas = math.max(L.kop:kernel_spec().min_ctas or 1, L.ring.per_sm) end
+    end
+  end
+end
+
 -- The compute agent of the plan in the lowered kernel: its code runs on
 -- every thread of the block (no agent dispatch: it is the only one).
 function Compute.build(L)
@@ -110,7 +125,7 @@ function Compute.build(L)
   local env = { agent = ag }
   L.agent_op = ag.op
   local tid = tl.thread_id("x")
-  L.lane, L.warp = tid % 32, tid // 32
+  L.tid, L.lane, L.warp = tid, tid % 32, tid // 32
   L.anchor = tl.const(0, tl.i32) -- the top of the agent's code (blocked.lua builds its per-thread values before it)
   env.program_id = program_id(L)
   L.linear = true

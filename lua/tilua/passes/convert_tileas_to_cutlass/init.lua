@@ -151,7 +151,7 @@ local function new_kernel(L)
   tl.set_module(kop:parent())
   local ok, k = pcall(tl.kernel, L.name .. "__tileas_lowering", { params = L.P.params, block = 32 * L.warps,
                                                                    cluster = L.nctas > 1 and L.cluster or nil,
-                                                                   min_ctas = kop:kernel_spec().min_ctas })
+                                                                   min_ctas = L.min_ctas or kop:kernel_spec().min_ctas })
   tl.set_module(saved)
   if not ok then error(k, 0) end
   k.op:move_before(kop)
@@ -167,7 +167,7 @@ local function finish(L, k)
   k.op:set_attr("sym_name", L.name)
   k.op:set_attr("tileas.params", L.P.launch)
   k.op:set_attr("tileas.launch", { persistent = L.persistent, cluster = L.nctas > 1 and L.nctas or nil,
-                                   linear = L.linear or nil, programs_z = L.P.programs_z or nil,
+                                   linear = L.linear or nil, per_sm = L.per_sm, programs_z = L.P.programs_z or nil,
                                    schedule = S and S.kind or L.dynamic and "dynamic" or nil, programs = S and S.programs or nil,
                                    workers = S and S.c.grid or nil,
                                    workspace_bytes = (S or L.dynamic) and (S or L.dynamic).workspace_bytes or nil })
@@ -175,16 +175,21 @@ end
 
 local function lower_kernel(tl, G, kop)
   local L = plan.read(tl, G, kop, V.Ring)
+  if L.compute then Compute.plan(L) end
   local k = new_kernel(L)
   k:define(function() build(L, k) end)
   finish(L, k)
 end
 
 -- convert-tileas-to-cutlass over every kernel of the module that is a tile
--- program (has agents or tensor parameters).
-function M.convert(module)
+-- program (has agents or tensor parameters). The option row_ring (0: none,
+-- 1: the shared ring, 2: the next row in registers) overrides
+-- tl.options.row_ring's choice of form (rowring.lua).
+function M.convert(module, options)
   local tl = require "tilua"
   local G = require "tilua.kernels.gemm"
+  local Ring = require "tilua.passes.convert_tileas_to_cutlass.rowring"
+  Ring.forced = options and options.row_ring
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then
@@ -208,6 +213,7 @@ function M.convert(module)
       end
     end
   end
+  Ring.forced = nil
   return { errors = errors, changed = changed }
 end
 

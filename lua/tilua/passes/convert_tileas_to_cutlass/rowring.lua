@@ -1,0 +1,279 @@
+-- tilua.passes.convert_tileas_to_cutlass.rowring: the row ring of a program
+-- without a dot (compute.lua) that loads one row of a matrix a program, at
+-- the program's index, and stores a row (a normalization, a softmax). Loaded
+-- by the threads, a row waits for its registers: a CTA loads, reduces, stores
+-- in lockstep and holds about 0.8 of a copy's bandwidth. With the ring the
+-- kernel is persistent (PER_SM CTAs an SM, each looping over the programs
+-- q = block, block + grid, ...) and thread 0 copies the rows of its next
+-- programs into a ring of shared stages ahead (cp.async.bulk, completing on
+-- the stage's mbarrier with its bytes): while the threads reduce and store
+-- one row, the next `stages` rows are in flight (about IN_FLIGHT bytes an SM).
+--
+--   the ring, per such load     `stages` rows in shared memory and an mbarrier a stage
+--   before the loop             thread 0 inits the barriers, fills stage j with the
+--                               row of program block + j * grid
+--   iteration i (program q)     every thread waits for stage i mod stages (parity of the
+--                               lap), reads its registers of the row from it (vector
+--                               loads of shared memory), a barrier (the stage is read),
+--                               thread 0 refills it with the row of program q + stages * grid
+--
+-- That is the shared ring (tl.options.row_ring = {registers = 0}). By default
+-- (registers = d, 1) the loop has no ring: each thread loads its registers of
+-- the row d programs ahead while it works on this one (loop_registers), 0.88
+-- of a copy's bandwidth against the ring's 0.80-0.84 (its one issuing thread,
+-- its barrier before a refill, the shared round trip).
+--
+-- A row's bulk copy moves its first min(N, n) elements rounded down to 16
+-- bytes, where the tensor's pointer and row stride are 16-byte aligned and the
+-- row exists (else none: an arrive alone); what it does not cover (a ragged
+-- tail, an unaligned tensor, padding) each thread loads as blocked.lua does.
+-- The barrier each iteration also orders the reductions' shared buffers from
+-- one program to the next (blocked.lua adds none inside the program loop).
+
+local tl = require "tilua"
+local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+local V = require "tilua.passes.convert_tileas_to_cutlass.values"
+local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
+local B = require "tilua.passes.convert_tileas_to_cutlass.blocked"
+
+local Ring = {}
+
+local PER_SM = 2 -- CTAs an SM (at least: the kernel's min_ctas where larger)
+local IN_FLIGHT = 128 * 1024 -- bytes of rows an SM aims to have in flight
+local MAX_STAGES = 8
+local MAX_SM_RING_BYTES = 192 * 1024 -- the rings of an SM's per_sm CTAs at most (an SM has 227 KiB of shared memory)
+local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's overhead)
+
+-- The ring's plan for the persistent loop `wop` of a compute agent, or nil
+-- (the program stays one CTA a program): its loads of the program's row
+-- ({op, e, n, elem, eb}), stages, per_sm.
+-- (Ring.forced: the pass's option row_ring while it runs, over tl.options.)
+function Ring.plan(L, wop)
+  local forced = Ring.forced
+  if forced == 0 or (forced == nil and tl.options.row_ring == false) then return nil end
+  local opts = type(tl.options.row_ring) == "table" and tl.options.row_ring or {}
+  -- (the rows in registers by default: 0.88 of a copy against the shared ring's 0.80-0.84)
+  local registers = forced == 2 and 1 or (forced == nil and (opts.registers or 1) > 0 and (opts.registers or 1))
+  local after = wop:region(2):entry()
+  local pid = after:arg(1):id()
+  local loads, bytes, other_ids = {}, 0, false
+  R.each_op(wop, function(o) other_ids = other_ids or o:name() == "tileas.get_program_id" end)
+  if other_ids or not L.P.lowered_programs[1] then return nil end
+  for _, o in ipairs(after:ops()) do
+    if o:name() == "tileas.tiled_load" and o:noperands() == 3 then
+      local ti = R.tile_of(o:result(1))
+      local e = L.P.by_arg[o:operand(1):id()]
+      if ti and #ti.shape == 2 and ti.shape[1] == 1 and B.is_blocked(ti) and e and e.rank == 2 and e.lowered_ptr
+        and o:operand(2):id() == pid and R.const_int(o:operand(3)) == 0 and (o:attr "vec" or 1) > 1 then
+        local eb = R.elem_bytes(ti.elem)
+        local n = ti.shape[2]
+        if n * eb % 16 == 0 and n * eb >= MIN_ROW_BYTES then
+          loads[#loads + 1] = { op = o, e = e, n = n, elem = ti.elem, eb = eb }
+          bytes = bytes + n * eb
+        end
+      end
+    end
+  end
+  -- a program that only reduces its row (stores a value a row) reads at the
+  -- copy's bandwidth one CTA a program already (0.98-1.00 of cuMemcpyDtoD's
+  -- rate) and a little below on the ring (0.955-0.973): the ring is for
+  -- programs that also store a row
+  local stores_row = false
+  for _, o in ipairs(after:ops()) do
+    local ti = o:name() == "tileas.tiled_store" and R.tile_of(o:operand(o:noperands()))
+    stores_row = stores_row or (ti and #ti.shape == 2 and ti.shape[1] == 1 and ti.shape[2] * R.elem_bytes(ti.elem) >= MIN_ROW_BYTES)
+  end
+  if #loads == 0 or not stores_row then return nil end
+  local per_sm = opts.per_sm or math.max(PER_SM, L.kop:kernel_spec().min_ctas or 0)
+  local by_op = {}
+  for _, r in ipairs(loads) do by_op[r.op:result(1):id()] = r end
+  if registers then
+    -- the next `registers` rows in registers: a thread's share of them at
+    -- most a quarter of its registers at per_sm CTAs an SM (else it would spill)
+    local threads = 32 * L.warps
+    local words = (bytes // threads + 3) // 4 * registers
+    if words > math.min(tl.core.limits().max_thread_regs, 65536 // (per_sm * threads)) // 4 then return nil end
+    return { loads = loads, by_op = by_op, registers = registers, per_sm = per_sm, hoist = opts.hoist ~= 0,
+             hoist_all = opts.hoist == 1 }
+  end
+  local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, (opts.in_flight or IN_FLIGHT) // (per_sm * bytes)))
+  if stages < 2 then return nil end -- (rows too long for two stages in every CTA of an SM)
+  return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1 }
+end
+
+-- The bytes of program q's row that ring r's copy moves (an i32; 0: none).
+local function row_bytes(L, r, q)
+  local e = r.e
+  local ok = q:lt(L.args[e.lowered_dims[1]]) & B.aligned(L, e, 16 // r.eb)
+  local elems = tl.min(L.args[e.lowered_dims[2]], tl.const(r.n, tl.i32))
+  return tl.select(ok, (elems * r.eb) & tl.const(-16, tl.i32), tl.const(0, tl.i32))
+end
+
+-- Thread 0: stage s of ring r gets program q's row (where q is a program).
+local function fill(L, P, r, s, q)
+  tl.if_(L.tid:eq(0) & q:lt(P.total), function()
+    local bytes = row_bytes(L, r, q)
+    local bar = r.bars + s
+    tl.if_(bytes:gt(0), function()
+      local e = r.e
+      local src = L.args[e.lowered_ptr] + q:cast(tl.i64) * L.args[e.lowered_strides[1]]
+      tl.mbarrier_arrive_expect_tx(bar, bytes)
+      tl.bulk_copy(r.smem + s * r.n, src, bytes, bar)
+    end, function() tl.mbarrier_arrive(bar) end)
+  end)
+end
+
+-- env.tiled_load of a ring's load in iteration (q, s, phase): wait for the
+-- stage, the registers from it, a barrier, the stage refilled.
+local function ring_load(L, P, r, it)
+  tl.mbarrier_wait(r.bars + it.s, it.phase)
+  local bytes = row_bytes(L, r, it.q)
+  local x = B.tiled_load(L, r.op, { base = r.smem + it.s * r.n, elems = bytes // r.eb })
+  tl.barrier()
+  fill(L, P, r, it.s, it.q + P.ahead)
+  return x
+end
+
+-- The ops of the loop's body that do not depend on the program (a
+-- normalization's W and B): tiled_loads at constant coordinates of a tensor
+-- the program never stores, and the constants. Lowered once before the loop,
+-- they are loaded once a CTA instead of once a row, kept in registers (words
+-- of two 16-bit elements) for the whole loop: so only as many as take an
+-- eighth of a thread's registers at per_sm CTAs an SM (RMSNorm's W at 8192
+-- bf16 on 8 warps, 16 of 128; LayerNorm's W and B at 3 CTAs an SM would spill:
+-- 0.42 of a copy against 0.82 loaded a row); -> a set of their results' ids.
+local function invariant(L, P, wop, after)
+  local stored, inv = {}, {}
+  R.each_op(wop, function(o) if o:name() == "tileas.tiled_store" then stored[o:operand(1):id()] = true end end)
+  local threads = 32 * L.warps
+  local budget = tl.core.limits().max_thread_regs -- (registers a thread: 255)
+  budget = math.min(budget, 65536 // (P.per_sm * threads)) // 8
+  for _, o in ipairs(after:ops()) do
+    local ok = o:name() == "arith.constant"
+    local ti = o:name() == "tileas.tiled_load" and R.tile_of(o:result(1))
+    if ti and not stored[o:operand(1):id()] and B.is_blocked(ti) then
+      ok = true
+      for i = 2, o:noperands() do ok = ok and inv[o:operand(i):id()] == true end
+      local elems = 1
+      for _, x in ipairs(ti.shape) do elems = elems * x end
+      local words = math.max(1, (elems + threads - 1) // threads * R.elem_bytes(ti.elem) // 4)
+      ok = ok and (P.hoist_all or words <= budget)
+      if ok then budget = budget - words end
+    end
+    if ok then inv[o:result(1):id()] = true end
+  end
+  return inv
+end
+
+-- The body of the loop for program q: its ops lowered but the skipped and
+-- the hoisted ones, a ring's load (P.by_op) given by load(r).
+local function lower_body(L, env, after, P, q, hoisted, load)
+  L.vmap[after:arg(1):id()] = q
+  local tiled_load = env.tiled_load
+  env.tiled_load = function(op)
+    local r = P.by_op[op:result(1):id()]
+    if not r then return tiled_load(op) end
+    L.vmap[op:result(1):id()] = load(r)
+  end
+  for _, o in ipairs(after:ops()) do
+    local skip = o:name() == "tileas.cancel_next_program_id" or o:name() == "scf.yield"
+      or (o:nresults() == 1 and hoisted[o:result(1):id()])
+    if not skip then V.at_loc(o, X.lower_op, L, o, env) end
+  end
+  env.tiled_load = tiled_load
+end
+
+-- The ring's loads of program q into registers (a flat list: each load's
+-- registers after the previous load's), the constants of their coordinates
+-- lowered first.
+local function load_rows(L, env, after, P, q)
+  L.vmap[after:arg(1):id()] = q
+  local all = {}
+  for _, r in ipairs(P.loads) do
+    for i = 3, r.op:noperands() do
+      local c = r.op:operand(i):def()
+      if c and c:name() == "arith.constant" then V.at_loc(c, X.lower_op, L, c, env) end
+    end
+    local _, raw = B.tiled_load(L, r.op)
+    r.nraw = #raw
+    for _, v in ipairs(raw) do all[#all + 1] = v end
+  end
+  P.nraw = #all
+  return all
+end
+
+-- The loop without the shared ring (P.registers = d): each thread loads its
+-- registers of the row of the CTA's program d ahead while it reduces and
+-- stores this one's (the loop carries the next d rows' registers); a barrier
+-- an iteration orders the reductions' shared buffers from one program to the next.
+local function loop_registers(L, env, after, P, first, grid, hoisted)
+  local carried = {}
+  for j = 0, P.registers - 1 do table.move(load_rows(L, env, after, P, first + grid * j), 1, P.nraw, #carried + 1, carried) end
+  tl.for_range(first, P.total, grid, carried, function(q, ...)
+    local rows = { ... }
+    local cur = { table.unpack(rows, 1, P.nraw) }
+    local nxt = { table.unpack(rows, P.nraw + 1) }
+    table.move(load_rows(L, env, after, P, q + grid * P.registers), 1, P.nraw, #nxt + 1, nxt)
+    tl.barrier()
+    local at = 0
+    lower_body(L, env, after, P, q, hoisted, function(r)
+      local given = {}
+      for i = 1, r.nraw do given[i] = cur[at + i] end
+      at = at + r.nraw
+      return (B.tiled_load(L, r.op, { given = given }))
+    end)
+    return table.unpack(nxt)
+  end)
+end
+
+-- env.persistent with the ring: the loop over the CTA's programs.
+function Ring.build(L, env, wop, P)
+  L.program_loop, L.persistent, L.linear, L.per_sm = wop, true, nil, P.per_sm
+  local function programs()
+    local total = X.programs(L, 1)
+    for d = 2, 3 do if L.P.lowered_programs[d] then total = total * X.programs(L, d) end end
+    P.total = total
+    return total
+  end
+  local after = wop:region(2):entry()
+  local function hoist()
+    local hoisted = P.hoist and invariant(L, P, wop, after) or {}
+    for _, o in ipairs(after:ops()) do
+      if o:nresults() == 1 and hoisted[o:result(1):id()] then V.at_loc(o, X.lower_op, L, o, env) end
+    end
+    return hoisted
+  end
+  if P.registers then
+    programs()
+    return loop_registers(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
+  end
+  local S = P.stages
+  for _, r in ipairs(P.loads) do
+    r.smem = L.k:shared(r.elem, S * r.n, { align = 128 })
+    r.bars = L.k:shared(tl.i64, S, { align = 8 })
+  end
+  L.tid = L.tid or tl.thread_id("x")
+  tl.if_(L.tid:eq(0), function()
+    for _, r in ipairs(P.loads) do
+      for s = 0, S - 1 do tl.mbarrier_init(r.bars + s, 1) end
+    end
+    tl.fence_mbarrier_init()
+  end)
+  tl.barrier()
+  local total = programs()
+  local first, grid = tl.block_id("x"), tl.grid_dim("x")
+  P.ahead = grid * S
+  for j = 0, S - 1 do
+    for _, r in ipairs(P.loads) do fill(L, P, r, tl.const(j, tl.i32), first + grid * j) end
+  end
+  local hoisted = hoist()
+  tl.for_range(first, total, grid, { tl.const(0, tl.i32), tl.const(0, tl.i32) }, function(q, s, phase)
+    local it = { q = q, s = s, phase = phase }
+    lower_body(L, env, after, P, q, hoisted, function(r) return ring_load(L, P, r, it) end)
+    local s1 = s + 1
+    local wrap = s1:eq(S)
+    return tl.select(wrap, tl.const(0, tl.i32), s1), tl.select(wrap, phase ~ 1, phase)
+  end)
+end
+
+return Ring
