@@ -13,17 +13,6 @@ local values = require "tilua.emulate.values"
 local H = dofile "spec/helper.lua"
 local ex = assert(loadfile "examples/tile_gemm_fp8.lua")("--library")
 
--- ptxas -v's log of ptx (its advisories and register counts)
-local function ptxas_log(ptx)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(ptx)
-  f:close()
-  local log = io.popen(("%s -arch=sm_90a -v -o /dev/null %s 2>&1"):format(H.quote(H.ptxas()), H.quote(path))):read "a"
-  os.remove(path)
-  return log
-end
-
 -- fp8 bytes of magnitude in [0.25, 4), either sign: e4m3 (exponent fields
 -- 5 .. 8, 3 mantissa bits) or e5m2 (13 .. 16, 2 bits)
 local function fp8_bytes(n, seed, fmt)
@@ -73,7 +62,7 @@ describe("an fp8 GEMM as a tile program", function()
       H.assert_ptxas_fast(ptx)
       -- the promotion a block late: two sums in flight by turns, neither
       -- copied while a wgmma writes it (C7514: ptxas would serialize), no spills
-      local log = ptxas_log(ptx)
+      local log = H.ptxas_log(ptx)
       H.lacks(log, "C7514")
       H.has(log, "0 bytes spill stores")
     end

@@ -168,6 +168,23 @@ local function ahead_value(x, vals, f, n)
   return x
 end
 
+-- env.ahead for the ahead loads: each takes its values, in order, from vals
+-- at index `from` on (the values the loop carried; on_use(o), when given,
+-- runs first).
+local function carried_ahead(env, ahead, vals, from, n, on_use)
+  local at, t = from, {}
+  for _, o in ipairs(ahead) do
+    t[o:result(1):id()] = function(x)
+      if on_use then on_use(o) end
+      local count = #(ahead_keys(x, env.f, n) or { 1 })
+      local mine = table.move(vals, at, at + count - 1, 1, {})
+      at = at + count
+      return ahead_value(x, mine, env.f, n)
+    end
+  end
+  return t
+end
+
 -- Ahead load o (of the loop's body b) at k block k (the loop's index bound
 -- to k meanwhile) -> its values the thread holds (n: the fragment's size).
 local function ahead_load(L, env, b, o, k, n)
@@ -237,26 +254,35 @@ end
 -- first block (into A), the loop takes two blocks an iteration, issuing into
 -- B then promoting A, issuing into A then promoting B, so that no sum still
 -- being written is ever copied (ptxas would serialize every wgmma); an
--- odd block left is issued into B after the loop. A's ahead loads' values
--- are carried (loaded once its block was issued: an iteration to land).
+-- odd block left is issued into B after the loop. The ahead loads' values of
+-- a block are loaded once the block before it is issued (the first block's
+-- with the second's, after the first issue), two issues before its promotion
+-- (a global load's latency is about two blocks' wgmmas); the loop carries
+-- those of A's block and of the next.
 -- -> the accumulator (a vector of n f32)
 local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc)
   local kid, accid = b:arg(1):id(), b:arg(2):id()
   local yield, pipe = b:terminator(), L.pipe
   local release = releaser(L)
-  -- issue k block kk into the registers of sum `into` (waiting for its
-  -- stage) -> its sum (in flight), its ahead loads' values
-  local function issue(kk, into)
-    pipe:consumer_wait(st)
-    L.vmap[kid], L.vmap[accid] = kk, V.vec_frag(acc, n)
-    env.acc_in, env.stage, env.lag, env.after_issue = acc, st:index(), { issue = true, into = into }, {}
+  -- the ahead loads' values at k block k (past the last: masked, unused)
+  local function load_vals(k)
     local vals = {}
     for _, o in ipairs(ahead) do
-      table.insert(env.after_issue, function()
-        local v = ahead_load(L, env, b, o, kk, n)
-        table.move(v, 1, #v, #vals + 1, vals)
-      end)
+      local v = ahead_load(L, env, b, o, k, n)
+      table.move(v, 1, #v, #vals + 1, vals)
     end
+    return vals
+  end
+  -- issue k block kk into the registers of sum `into` (waiting for its
+  -- stage), then load the values of blocks ... -> its sum (in flight), them
+  local function issue(kk, into, ...)
+    pipe:consumer_wait(st)
+    L.vmap[kid], L.vmap[accid] = kk, V.vec_frag(acc, n)
+    env.acc_in, env.stage, env.lag = acc, st:index(), { issue = true, into = into }
+    local blocks, vals = { ... }, {}
+    env.after_issue = { function()
+      for i, k in ipairs(blocks) do vals[i] = load_vals(k) end
+    end }
     for _, o in ipairs(invariant) do V.at_loc(o, X.lower_op, L, o, env) end
     for _, o in ipairs(b:ops()) do
       if plan.deps[o:nresults() > 0 and o:result(1):id() or false] then V.at_loc(o, X.lower_op, L, o, env) end
@@ -265,22 +291,14 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     local sum = env.lag.sum
     env.lag, env.after_issue = nil, nil
     st:advance()
-    return sum, vals
+    return sum, table.unpack(vals, 1, #blocks)
   end
   -- the body of k block kk whose dot's sum `prev` is complete (its ahead
   -- loads' values vals): acc becomes what it yields
   local function promote(kk, prev, vals)
     L.vmap[kid], L.vmap[accid] = kk, V.vec_frag(acc, n)
-    env.acc_in, env.lag, env.ahead, env.pending_loads = acc, { prev = prev }, {}, {}
-    local at = 1
-    for _, o in ipairs(ahead) do
-      env.ahead[o:result(1):id()] = function(x)
-        local count = #(ahead_keys(x, env.f, n) or { 1 })
-        local mine = table.move(vals, at, at + count - 1, 1, {})
-        at = at + count
-        return ahead_value(x, mine, env.f, n)
-      end
-    end
+    env.acc_in, env.lag, env.pending_loads = acc, { prev = prev }, {}
+    env.ahead = carried_ahead(env, ahead, vals, 1, n)
     X.lower_block(L, b, env)
     env.lag, env.ahead, env.pending_loads = nil, nil, nil
     local out = V.get(L, yield:operand(1), yield)
@@ -291,48 +309,52 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     acc = tl.vector_of(tl.f32, v)
   end
   local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
-  -- block kk - 1 (sum, vals) complete once block kk is issued: promoted, its stage released
+  -- block kk - 1 (sum, vals) complete once block kk is issued: its stage
+  -- released (the promotion reads registers only), then promoted
   local function promote_after_issue(kk, sum, vals)
     tl.wgmma_wait(1)
-    promote(kk - 1, sum, vals)
     release(rel)
     rel:advance()
+    promote(kk - 1, sum, vals)
   end
-  local A, avals = issue(lb, tl.zeros(tl.f32, n))
-  local nvals = #avals
+  -- va: the values of A's block; vn: of the block issued next
+  local A, va, vn = issue(lb, tl.zeros(tl.f32, n), lb, lb + 1)
+  local nvals = #va
   local cur = { st, rel, { value = acc }, { value = A }, { value = tl.zeros(tl.f32, n) } }
-  for i = 1, nvals do cur[5 + i] = { value = avals[i] } end
+  for i = 1, nvals do
+    cur[5 + i], cur[5 + nvals + i] = { value = va[i] }, { value = vn[i] }
+  end
   local function carried()
     acc, A = cur[3].value, cur[4].value
-    for i = 1, nvals do avals[i] = cur[5 + i].value end
+    for i = 1, nvals do va[i], vn[i] = cur[5 + i].value, cur[5 + nvals + i].value end
   end
   tl.cutlass.for_range(lb + 1, ub - 1, 2, cur, function(j)
     carried()
-    local B, bvals = issue(j, cur[5].value)
-    promote_after_issue(j, A, avals)
-    local A2, avals2 = issue(j + 1, A)
-    promote_after_issue(j + 1, B, bvals)
+    local B, v1 = issue(j, cur[5].value, j + 1)
+    promote_after_issue(j, A, va)
+    local A2, v2 = issue(j + 1, A, j + 2)
+    promote_after_issue(j + 1, B, vn)
     cur[3].value, cur[4].value, cur[5].value = acc, A2, B
-    for i = 1, nvals do cur[5 + i].value = avals2[i] end
+    for i = 1, nvals do cur[5 + i].value, cur[5 + nvals + i].value = v1[i], v2[i] end
   end)
   carried()
   local B0 = cur[5].value
   local st0, rel0, acc0 = st.value, rel.value, acc -- (the else-branch starts from them)
   -- the last block: A's, or one more issued into B; every sum complete at the end
   local out = table.pack(tl.if_(((ub - lb) % 2):eq(0), function()
-    local B, bvals = issue(ub - 1, B0)
-    promote_after_issue(ub - 1, A, avals)
+    local B = issue(ub - 1, B0)
+    promote_after_issue(ub - 1, A, va)
     tl.wgmma_wait(0)
-    promote(ub - 1, B, bvals)
     release(rel)
     rel:advance()
+    promote(ub - 1, B, vn)
     return acc, st.value, rel.value
   end, function()
     st.value, rel.value, acc = st0, rel0, acc0
     tl.wgmma_wait(0)
-    promote(ub - 1, A, avals)
     release(rel)
     rel:advance()
+    promote(ub - 1, A, va)
     return acc, st.value, rel.value
   end))
   acc, st.value = out[1], out[2]
@@ -369,23 +391,16 @@ local function pipelined_for(L, env, st, wg, t)
       local acc = #ahead > 0 and carried[1] or carried
       L.vmap[b:arg(1):id()], L.vmap[b:arg(2):id()] = kk, V.vec_frag(acc, n)
       env.acc_in, env.stage, env.pending_loads = acc, s, {}
-      local at, nxt = 2, { false }
-      env.ahead = {}
+      local nxt = { false }
       env.after_issue = {}
-      for _, o in ipairs(ahead) do
-        env.ahead[o:result(1):id()] = function(x)
-          -- the next k block's values, loaded once the dot is issued (a load
-          -- before wgmma's fence would hold the fence until it lands)
-          table.insert(env.after_issue, function()
-            local vals = values_at(o, kk + 1)
-            table.move(vals, 1, #vals, #nxt + 1, nxt)
-          end)
-          local count = #(ahead_keys(x, env.f, n) or { 1 })
-          local mine = table.move(carried, at, at + count - 1, 1, {})
-          at = at + count
-          return ahead_value(x, mine, env.f, n)
-        end
-      end
+      env.ahead = carried_ahead(env, ahead, carried, 2, n, function(o)
+        -- the next k block's values, loaded once the dot is issued (a load
+        -- before wgmma's fence would hold the fence until it lands)
+        table.insert(env.after_issue, function()
+          local vals = values_at(o, kk + 1)
+          table.move(vals, 1, #vals, #nxt + 1, nxt)
+        end)
+      end)
       X.lower_block(L, b, env)
       for _, load in ipairs(env.after_issue) do load() end -- (a loop whose dot did not run them)
       env.pending_loads, env.ahead, env.after_issue = nil, nil, nil
