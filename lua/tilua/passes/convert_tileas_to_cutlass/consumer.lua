@@ -3,7 +3,9 @@
 -- (setmaxnreg.inc), runs kernels/gemm.lua's mainloop over the pipelined loop
 -- (consumer_wait, wgmma from descriptors of the stage into a vector<N/2 x f32>
 -- accumulator, commit, wait for one group, release the stage before; the
--- first k block peeled), then the epilogue per thread on its wgmma fragment:
+-- first k block peeled; a dot whose k blocks are each summed from zero, fp8's
+-- promotion, runs its own loop that promotes a block late: lagged_loop), then
+-- the epilogue per thread on its wgmma fragment:
 -- elementwise ops (ops.lua), tiles loaded per element, 16-bit tiles stored by
 -- stmatrix + TMA store, others by plain stores. Replicas of one consumer
 -- (tileas.replica) are one agent of their warpgroups running one code.
