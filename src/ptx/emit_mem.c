@@ -302,9 +302,13 @@ void px_emit_tma(Emit *e, IrOp *op) {
   sb_puts(&e->body, ";\n");
 }
 
-/* Whether op is the last reader of v: every other use of v is an op before
-** op in op's block (already emitted, so v's registers are free after op). */
+/* Whether op is the last reader of v: its only use, or v is defined in op's
+** block (an argument of it or an op's result: not a value a loop around op
+** reads again) and every other use of v is an op before op in that block
+** (already emitted, so v's registers are free after op). */
 static bool last_use(const IrValue *v, const IrOp *op) {
+  if (ir_value_num_uses(v) == 1) return true;
+  if (v->def ? v->def->parent != op->parent : v->block != op->parent) return false;
   for (const IrUse *u = v->uses; u; u = u->next) {
     if (u->owner == op) continue;
     if (u->owner->parent != op->parent) return false;
