@@ -27,7 +27,10 @@
 -- registers for a 128 x 256 tile (4 stages). K is a multiple of 16 (TMA's
 -- row strides are multiples of 16 bytes), not of the tile.
 --
---   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks] [--fast] [--e5m2] [--cluster] [--emit=ir|ptx] [--stage=NAME]
+-- --pdl: a programmatic dependent launch (each program waits for the previous
+-- grid before its first read, then lets the next grid launch).
+--
+--   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks] [--fast] [--pdl] [--e5m2] [--cluster] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random fp8 data (values of magnitude in [0.25, 4))
 -- and random scales, and checks sampled elements of C against CPU dot products
@@ -47,6 +50,7 @@ for _, a in ipairs(... ~= "--library" and arg or {}) do
   if a == "--cluster" then o.cluster = 2 end
   if a == "--e5m2" then o.fp8 = "e5m2" end
   if a == "--fast" then o.fast = true end
+  if a == "--pdl" then o.pdl = true end
 end
 
 -- {=== the tile program
@@ -66,8 +70,16 @@ local function build(opts)
   local bm = opts.cluster == 2 and 256 or 128
   local name = (scales == "tensor" and "tile_gemm_fp8" or "tile_gemm_fp8_" .. scales) .. (fast and "_fast" or "")
   local k = tl.tile_kernel(name, { params = params, cluster = { opts.cluster or 1, 1, 1 } })
-  k.program_rows, k.program_cols = bm, BN
+  k.program_rows, k.program_cols, k.pdl = bm, BN, opts.pdl or nil
   k:define(function(k, p)
+    -- opts.pdl: launched as a programmatic dependent launch (k.pdl): A, B and
+    -- the scales may be the previous kernel's outputs, so each program waits
+    -- for that grid before its first read, then lets the next grid launch
+    -- (its CTAs' prologues overlap this grid's tail)
+    if opts.pdl then
+      tl.griddepcontrol_wait()
+      tl.griddepcontrol_launch_dependents()
+    end
     local m, n = tl.program_id("x"), tl.program_id("y")
     local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or (fast and 4 or 5) }, tl.zeros({ bm, BN }, tl.f32), function(kk, acc)
       -- (square tiles: say that B is given as [N, K])
@@ -116,7 +128,7 @@ local function launch(k, a, b, c, sa, sb, M, N, K, async)
     args.sa, args.sb = { sa, ssa }, { sb, ssb }
   else args.sa, args.sb = { sa, { M } }, { sb, { N } } end
   local bm, bn = k.program_rows, k.program_cols -- (a grid of programs)
-  k[async and "launch" or "run"](k, { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn }, args = args })
+  k[async and "launch" or "run"](k, { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn }, args = args, pdl = k.pdl })
 end
 example.launch = launch
 

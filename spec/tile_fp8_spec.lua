@@ -51,9 +51,21 @@ end
 describe("an fp8 GEMM as a tile program", function()
   it("lowers to wgmma of kind e4m3 (e5m2) over 128-byte TMA boxes; ptxas takes every scaling", function()
     for _, o in ipairs { { scales = "tensor", fp8 = "e4m3" }, { scales = "rowcol", fp8 = "e5m2" }, { scales = "blocks", fp8 = "e4m3" },
-                         { scales = "blocks", fp8 = "e4m3", cluster = 2 }, { scales = "tensor", fp8 = "e4m3", fast = true } } do
+                         { scales = "blocks", fp8 = "e4m3", cluster = 2 }, { scales = "tensor", fp8 = "e4m3", fast = true },
+                         { scales = "tensor", fp8 = "e4m3", fast = true, pdl = true }, { scales = "blocks", fp8 = "e4m3", pdl = true } } do
       local k = ex.build(o)
       local ptx = k:compile()
+      -- a programmatic dependent launch: the producer's first TMA and the
+      -- consumers' first global access come after a griddepcontrol.wait
+      local wait = ptx:find("griddepcontrol.wait;", 1, true)
+      assert.equal(o.pdl or false, wait ~= nil)
+      if o.pdl then
+        assert.truthy(wait < ptx:find("cp.async.bulk.tensor", 1, true))
+        local rest = ptx:sub((ptx:find("setmaxnreg.inc", 1, true)))
+        local cw = rest:find("griddepcontrol.wait;", 1, true)
+        assert.truthy(cw and cw < (rest:find("[ls]t%.global") or math.huge) and cw < rest:find("cp.async.bulk.tensor", 1, true), "the consumers' wait")
+        assert.matches("griddepcontrol.launch_dependents;", ptx, 1, true)
+      end
       assert.matches(("wgmma.mma_async.sync.aligned.m64n%dk32.f32.%s.%s"):format(o.fast and 256 or 128, o.fp8, o.fp8), ptx, nil, true)
       local types = {}
       for i, a in ipairs(k:lowered_op():region(1):entry():args()) do types[i] = tostring(a:type()) end
@@ -70,12 +82,13 @@ describe("an fp8 GEMM as a tile program", function()
 
   -- (K: 2 k blocks: the first and one more after the loop; 3: one pair in
   -- the loop, whose promotion lags a block; 1: the first block alone; fast:
-  -- no promotion, 128 x 256 tiles)
-  for _, v in ipairs { { false, "e4m3", 160 }, { true, "e4m3", 300 }, { true, "e5m2", 96 }, { false, "e4m3", 400, true } } do
-    local rowcol, fmt, K, fast = v[1], v[2], v[3], v[4]
-    it(("%s, 130 x 100 x %d (K ragged), %s scales%s, on 2 persistent CTAs: the CPU reference, bit for bit"):format(
-      fmt, K, rowcol and "row / column" or "per-tensor", fast and ", fast accumulation" or ""), function()
-      local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt, fast = fast }
+  -- no promotion, 128 x 256 tiles; pdl: each program waits for the previous grid)
+  for _, v in ipairs { { false, "e4m3", 160 }, { true, "e4m3", 300 }, { true, "e5m2", 96 }, { false, "e4m3", 400, true },
+                       { true, "e4m3", 300, false, true } } do
+    local rowcol, fmt, K, fast, pdl = v[1], v[2], v[3], v[4], v[5]
+    it(("%s, 130 x 100 x %d (K ragged), %s scales%s%s, on 2 persistent CTAs: the CPU reference, bit for bit"):format(
+      fmt, K, rowcol and "row / column" or "per-tensor", fast and ", fast accumulation" or "", pdl and ", PDL" or ""), function()
+      local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt, fast = fast, pdl = pdl }
       local kop = PH.lowered_tile(k)
       local M, N = 130, 100
       local A, ab = fp8_bytes(M * K, 11, fmt)

@@ -7,7 +7,8 @@
 -- per-tensor and block-scaled ones on clusters of 2 (256-row programs, B
 -- multicast), the per-tensor one with fast accumulation (no promotion, as
 -- the cuBLASLt peer: 128 x 256 tiles; alone and on a cluster of 2), the
--- block-scaled one in 6 stages instead of 5, tl.gemm's
+-- block-scaled one in 6 stages instead of 5, the per-tensor (promoted and
+-- fast) and block-scaled ones as programmatic dependent launches, tl.gemm's
 -- fp8 GEMM on that tile, and cuBLASLt. Every tile program is checked first (the example's sampled CPU
 -- references at a ragged size; one found wrong is not timed); then each is timed: the best of 5 samples of
 -- CUDA events around 10 back-to-back launches. Ratios are over cuBLASLt
@@ -31,9 +32,12 @@ local ex = assert(loadfile "examples/tile_gemm_fp8.lua")("--library")
 local kernels = { tensor = ex.build { scales = "tensor" }, rowcol = ex.build { scales = "rowcol" }, blocks = ex.build { scales = "blocks" },
                   tensor_c2 = ex.build { scales = "tensor", cluster = 2 }, blocks_c2 = ex.build { scales = "blocks", cluster = 2 },
                   tensor_fast = ex.build { scales = "tensor", fast = true }, tensor_fast_c2 = ex.build { scales = "tensor", fast = true, cluster = 2 },
-                  blocks_s6 = ex.build { scales = "blocks", stages = 6 } }
+                  blocks_s6 = ex.build { scales = "blocks", stages = 6 },
+                  tensor_pdl = ex.build { scales = "tensor", pdl = true }, blocks_pdl = ex.build { scales = "blocks", pdl = true },
+                  tensor_fast_pdl = ex.build { scales = "tensor", fast = true, pdl = true } }
 local wrong = {} -- (a kernel whose check failed is not timed)
-for _, name in ipairs { "tensor", "rowcol", "blocks", "tensor_c2", "blocks_c2", "tensor_fast", "tensor_fast_c2", "blocks_s6" } do
+for _, name in ipairs { "tensor", "rowcol", "blocks", "tensor_c2", "blocks_c2", "tensor_fast", "tensor_fast_c2", "blocks_s6",
+                           "tensor_pdl", "blocks_pdl", "tensor_fast_pdl" } do
   local k = kernels[name]
   k:compile()
   local ok, summary = ex.check(k, { seed = seed, scales = name:match "^%a+" })
@@ -59,6 +63,9 @@ add("blocks_c2", "tile fp8, block scales, cluster of 2", bsa, bsb, c2)
 add("blocks_s6", "tile fp8, block scales, 6 stages", bsa, bsb, c2)
 add("tensor_fast", "tile fp8, per-tensor, fast accumulation (128 x 256)", 0.5, 0.25, c1)
 add("tensor_fast_c2", "tile fp8, per-tensor, fast accumulation, cluster of 2", 0.5, 0.25, c1)
+add("tensor_pdl", "tile fp8, per-tensor, PDL", 0.5, 0.25, c1)
+add("blocks_pdl", "tile fp8, block scales, PDL", bsa, bsb, c2)
+add("tensor_fast_pdl", "tile fp8, per-tensor, fast accumulation, PDL", 0.5, 0.25, c1)
 -- (a reference row: the stdlib GEMM of the fast form's tile, 128 x 256 x 128
 -- in 4 stages, alpha the scales' product; checked by spec/tensor_gpu_spec.lua)
 local g = tl.gemm.build { m = M, n = N, k = K, dtype = "e4m3", out = "bf16", bn = 256, alpha = 0.125 }
