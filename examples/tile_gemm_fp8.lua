@@ -28,7 +28,8 @@
 -- row strides are multiples of 16 bytes), not of the tile.
 --
 -- --pdl: a programmatic dependent launch (each program waits for the previous
--- grid before its first read, then lets the next grid launch).
+-- grid before its first read, then lets the next grid launch; once per
+-- program, which made it 6-16 % slower on an H200: docs/PERF.md).
 --
 --   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks] [--fast] [--pdl] [--e5m2] [--cluster] [--emit=ir|ptx] [--stage=NAME]
 --
