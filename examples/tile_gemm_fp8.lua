@@ -28,8 +28,8 @@
 -- row strides are multiples of 16 bytes), not of the tile.
 --
 -- --pdl: a programmatic dependent launch (each program waits for the previous
--- grid before its first read, then lets the next grid launch; once per
--- program, which made it 6-16 % slower on an H200: docs/PERF.md).
+-- grid before its first read, then lets the next grid launch; once per CTA:
+-- the lowering keeps them before the loop of programs).
 --
 --   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks] [--fast] [--pdl] [--e5m2] [--cluster] [--emit=ir|ptx] [--stage=NAME]
 --
@@ -74,9 +74,9 @@ local function build(opts)
   k.program_rows, k.program_cols, k.pdl = bm, BN, opts.pdl or nil
   k:define(function(k, p)
     -- opts.pdl: launched as a programmatic dependent launch (k.pdl): A, B and
-    -- the scales may be the previous kernel's outputs, so each program waits
-    -- for that grid before its first read, then lets the next grid launch
-    -- (its CTAs' prologues overlap this grid's tail)
+    -- the scales may be the previous kernel's outputs, so the CTA waits for
+    -- that grid before its first read, then lets the next grid launch (its
+    -- CTAs' prologues overlap this grid's tail)
     if opts.pdl then
       tl.griddepcontrol_wait()
       tl.griddepcontrol_launch_dependents()
