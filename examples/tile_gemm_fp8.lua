@@ -18,12 +18,20 @@
 -- The accumulation is promoted: the tensor cores keep about 14 bits of an
 -- fp8 sum, so each K block of 128 is summed by wgmma from zero and added to
 -- the f32 accumulator in registers (tileas.dot {fp8}'s lowering, as
--- DeepSeek-V3's fp8 GEMMs do). The tile is 128 x 128 x 128 (128 fp8 bytes of
--- K: one 128-byte swizzled row; N 128 so that the block's sum and the
--- accumulator fit a warpgroup's registers), 5 stages. K is a multiple of 16
--- (TMA's row strides are multiples of 16 bytes), not of the tile.
+-- DeepSeek-V3's fp8 GEMMs do; the lowering promotes a block once the next
+-- one is issued). The tile is 128 x 128 x 128 (128 fp8 bytes of K: one
+-- 128-byte swizzled row; N 128 so that two blocks' sums and the accumulator
+-- fit a warpgroup's registers), 5 stages. --fast (per-tensor or row / column
+-- scales): no promotion, the k blocks accumulate in the tensor cores
+-- (tl.dot's fast_accum, cuBLASLt's fast accumulation), which frees the
+-- registers for a 128 x 256 tile (4 stages). K is a multiple of 16 (TMA's
+-- row strides are multiples of 16 bytes), not of the tile.
 --
---   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks] [--e5m2] [--cluster] [--emit=ir|ptx] [--stage=NAME]
+-- --pdl: a programmatic dependent launch (each program waits for the previous
+-- grid before its first read, then lets the next grid launch; once per CTA:
+-- the lowering keeps them before the loop of programs).
+--
+--   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks] [--fast] [--pdl] [--e5m2] [--cluster] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random fp8 data (values of magnitude in [0.25, 4))
 -- and random scales, and checks sampled elements of C against CPU dot products
@@ -42,15 +50,17 @@ for _, a in ipairs(... ~= "--library" and arg or {}) do
   if a == "--blocks" then o.scales = "blocks" end
   if a == "--cluster" then o.cluster = 2 end
   if a == "--e5m2" then o.fp8 = "e5m2" end
+  if a == "--fast" then o.fast = true end
+  if a == "--pdl" then o.pdl = true end
 end
-
-local BN = 128 -- the tile's columns
 
 -- {=== the tile program
 local function build(opts)
   opts = opts or o
   local fp8, scales = opts.fp8 or "e4m3", opts.scales or "tensor"
   local rowcol, blocks = scales == "rowcol", scales == "blocks"
+  local fast = opts.fast and not blocks -- (block scales sum each k block apart)
+  local BN = fast and 256 or 128 -- the tile's columns
   tl.new_module()
   local params = { A = tl.tensor(tl.i8, 2), B = tl.tensor(tl.i8, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 }
   if rowcol then params.sa, params.sb = tl.tensor(tl.f32, 1), tl.tensor(tl.f32, 1)
@@ -59,15 +69,23 @@ local function build(opts)
   -- opts.cluster = 2: a program of 256 rows on a cluster of 2 CTAs (128 rows
   -- each, B multicast to both: 3/4 of the bytes from L2 a CTA reads alone)
   local bm = opts.cluster == 2 and 256 or 128
-  local k = tl.tile_kernel(scales == "tensor" and "tile_gemm_fp8" or "tile_gemm_fp8_" .. scales,
-                           { params = params, cluster = { opts.cluster or 1, 1, 1 } })
-  k.program_rows = bm
+  local name = (scales == "tensor" and "tile_gemm_fp8" or "tile_gemm_fp8_" .. scales) .. (fast and "_fast" or "")
+  local k = tl.tile_kernel(name, { params = params, cluster = { opts.cluster or 1, 1, 1 } })
+  k.program_rows, k.program_cols, k.pdl = bm, BN, opts.pdl or nil
   k:define(function(k, p)
+    -- opts.pdl: launched as a programmatic dependent launch (k.pdl): A, B and
+    -- the scales may be the previous kernel's outputs, so the CTA waits for
+    -- that grid before its first read, then lets the next grid launch (its
+    -- CTAs' prologues overlap this grid's tail)
+    if opts.pdl then
+      tl.griddepcontrol_wait()
+      tl.griddepcontrol_launch_dependents()
+    end
     local m, n = tl.program_id("x"), tl.program_id("y")
-    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or 5 }, tl.zeros({ bm, BN }, tl.f32), function(kk, acc)
+    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or (fast and 4 or 5) }, tl.zeros({ bm, BN }, tl.f32), function(kk, acc)
       -- (square tiles: say that B is given as [N, K])
       local a, b = tl.load(p.A, { m, kk }, { bm, 128 }), tl.load(p.B, { n, kk }, { BN, 128 })
-      if not blocks then return tl.dot(a, b, acc, { fp8 = fp8, transpose_b = true }) end
+      if not blocks then return tl.dot(a, b, acc, { fp8 = fp8, transpose_b = true, fast_accum = fast or nil }) end
       -- this k block's scales, read before its product is waited for
       local s = tl.expand_dim(tl.load(p.sa, { kk, m }, { bm }), 1) * tl.extract(tl.load(p.sb, { n, kk }, { 1 }), { 0 })
       return acc + tl.dot(a, b, tl.zeros({ bm, BN }, tl.f32), { fp8 = fp8, transpose_b = true }) * s
@@ -106,12 +124,12 @@ example.block_scale_shapes = block_scale_shapes
 local function launch(k, a, b, c, sa, sb, M, N, K, async)
   local args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { c, { M, N } }, K = K }
   if type(sa) == "number" then args.sa, args.sb = sa, sb
-  elseif k.name:match "_blocks$" then
+  elseif k.name:match "_blocks" then
     local ssa, ssb = block_scale_shapes(M, N, K)
     args.sa, args.sb = { sa, ssa }, { sb, ssb }
   else args.sa, args.sb = { sa, { M } }, { sb, { N } } end
-  local bm = k.program_rows -- (a grid of programs)
-  k[async and "launch" or "run"](k, { grid = { (M + bm - 1) // bm, (N + BN - 1) // BN }, args = args })
+  local bm, bn = k.program_rows, k.program_cols -- (a grid of programs)
+  k[async and "launch" or "run"](k, { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn }, args = args, pdl = k.pdl })
 end
 example.launch = launch
 
@@ -129,6 +147,7 @@ local function check_kernel(kernel, c)
   local d <close> = D.alloc(tl.bf16, M * N)
   d:fill(0)
   local rowcol, blocks = scales == "rowcol", scales == "blocks"
+  local fast = kernel.name:match "_fast$"
   local sa, sb, sav, sbv
   local ssa, ssb = block_scale_shapes(M, N, K)
   if rowcol then
@@ -172,13 +191,14 @@ local function check_kernel(kernel, c)
     local g = got[i * N + j + 1]
     local err = math.abs(g - want)
     -- bf16's rounding (2^-9), and the tensor cores' fp8 sum of a K block (about
-    -- 14 bits kept: 2^-13 of the products' magnitude; the blocks' sum is f32)
-    local lim = 2 ^ -8 * math.abs(want) + 2 ^ -13 * bound
+    -- 14 bits kept: 2^-13 of the products' magnitude; the blocks' sum is f32);
+    -- without the promotion (fast) that much at each wgmma step of 32 of K
+    local lim = 2 ^ -8 * math.abs(want) + 2 ^ -13 * bound * (fast and (K + 31) // 32 or 1)
     worst = math.max(worst, err / (math.abs(want) + 2 ^ -13 * bound))
     if err > lim or err ~= err then fail("C[%d, %d] = %.6g, want %.6g", i, j, g, want) end
   end
-  return count() == 0, ("seed %d, %s %s scales, %d x %d x %d on %s: 2000 sampled elements, %d mismatches, worst relative error %.2g")
-    :format(c.seed, fp8, scales, M, N, K, D.info().name, count(), worst)
+  return count() == 0, ("seed %d, %s %s scales%s, %d x %d x %d on %s: 2000 sampled elements, %d mismatches, worst relative error %.2g")
+    :format(c.seed, fp8, scales, fast and " (fast accumulation)" or "", M, N, K, D.info().name, count(), worst)
 end
 example.check = check_kernel
 function example.run(c) return check_kernel(kernel, c) end

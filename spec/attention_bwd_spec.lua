@@ -62,16 +62,7 @@ local function backward(c, lowered)
   return AH.backward_reference(c, x), { dQ = dq, dK = read "dK", dV = read "dV" }
 end
 
--- ptxas -v's report on ptx (its spills).
-local function ptxas_log(ptx)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(ptx)
-  f:close()
-  local log = io.popen(("%s -arch=sm_90a -v -o /dev/null %s 2>&1"):format(H.quote(H.ptxas()), H.quote(path))):read "a"
-  os.remove(path)
-  return log
-end
+local ptxas_log = H.ptxas_log -- (ptxas -v's report on ptx: its spills)
 
 local function describe_case(c)
   return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",

@@ -147,6 +147,17 @@ function H.assert_ptxas_fast(ptx)
   for _, code in ipairs(H.WGMMA_SLOW) do H.lacks(log, code) end
 end
 
+-- H.ptxas_log(ptx): ptxas -v's log of ptx (its advisories, registers, spills).
+function H.ptxas_log(ptx)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(ptx)
+  f:close()
+  local log = io.popen(("%s -arch=sm_90a -v -o /dev/null %s 2>&1"):format(quote(H.ptxas()), quote(path))):read "a"
+  os.remove(path)
+  return log
+end
+
 -- H.files(dir, pattern [, recursive]): the files of dir (and of its folders,
 -- recursive) whose names match pattern, sorted.
 function H.files(dir, pattern, recursive)

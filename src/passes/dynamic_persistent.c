@@ -25,7 +25,8 @@
 ** same: nothing in it depends on the iteration). A kernel that already has an
 ** scf.while whose condition region asks is_valid_program_id is left as it is,
 ** with the warning "Kernel is already dynamic persistent". Only tile programs
-** (kernels holding tileas ops) are rewritten.
+** (kernels holding tileas ops) are rewritten. A tile.griddepcontrol_wait /
+** launch_dependents that leads the body stays before the loop.
 */
 #include "../dialects/dialects.h"
 #include "rewrite.h"
@@ -33,6 +34,10 @@
 static bool is_program_id(const IrOp *op) { return op->kind == OP_TILEAS_GET_PROGRAM_ID; }
 static bool is_valid_id(const IrOp *op) { return op->kind == OP_TILEAS_IS_VALID_PROGRAM_ID; }
 static bool is_while(const IrOp *op) { return op->kind == OP_SCF_WHILE; }
+
+static bool is_griddep(const IrOp *op) {
+  return op->kind == OP_TILE_GRIDDEP_WAIT || op->kind == OP_TILE_GRIDDEP_LAUNCH;
+}
 
 static bool is_tileas(const IrOp *op) { return ir_op_in_dialect(op->kind, "tileas"); }
 
@@ -98,6 +103,15 @@ static IrResult persist(Rewriter *r, IrOp *k) {
   ir_builder_at_end(&r->b, before);
   IrValue *cond[2] = {rw_op1(r, OP_TILEAS_IS_VALID_PROGRAM_ID, 1, &p, r->i1), p};
   rw_op(r, OP_SCF_CONDITION, 2, cond, NULL);
+  /* A programmatic dependent launch's wait and trigger that lead the body stay
+  ** before the loop: once per CTA, before its first program's reads (as the
+  ** stdlib GEMM's), not once per program (docs/PERF.md: 6-16 % slower). */
+  while (first && is_griddep(first)) {
+    IrOp *next = first->next;
+    ir_op_unlink(first);
+    ir_op_insert_before(init, first);
+    first = next;
+  }
   while (first) { /* the kernel's ops, in order, into the loop body */
     IrOp *next = first->next;
     ir_op_unlink(first);

@@ -302,14 +302,33 @@ void px_emit_tma(Emit *e, IrOp *op) {
   sb_puts(&e->body, ";\n");
 }
 
+/* Whether op is the last reader of v: its only use, or v is defined in op's
+** block (an argument of it or an op's result: not a value a loop around op
+** reads again) and every other use of v is an op before op in that block
+** (already emitted, so v's registers are free after op). */
+static bool last_use(const IrValue *v, const IrOp *op) {
+  if (ir_value_num_uses(v) == 1) return true;
+  if (v->def ? v->def->parent != op->parent : v->block != op->parent) return false;
+  for (const IrUse *u = v->uses; u; u = u->next) {
+    if (u->owner == op) continue;
+    if (u->owner->parent != op->parent) return false;
+    const IrOp *o = u->owner;
+    while (o && o != op)
+      o = o->next;
+    if (!o) return false; /* (after op) */
+  }
+  return true;
+}
+
 /* The accumulator is updated in place: the result takes the accumulator's
-** registers when nothing else reads them afterwards (its only use, not
+** registers when nothing reads them afterwards (op is its last use, not
 ** aliased), so a loop-carried accumulator needs no copies while the wgmma runs
-** asynchronously; otherwise it is copied first. */
+** asynchronously (a copy of registers it is writing would make ptxas
+** serialize every wgmma); otherwise it is copied first. */
 void px_emit_wgmma_mma(Emit *e, IrOp *op) {
   IrValue *acc = op->operands[0].value, *a = op->operands[1].value, *d = &op->results[0];
   Regs *racc = px_regs(e, acc), *rd = ptrmap_get(&e->regs, d);
-  if (!rd && ir_value_num_uses(acc) == 1 && !racc->aliased) {
+  if (!rd && last_use(acc, op) && !racc->aliased) {
     rd = racc;
     ptrmap_set(&e->regs, d, rd);
   } else {

@@ -551,8 +551,11 @@ end
 -- f32, or i32 for integer operands, when absent). b given as [N, K] (K-major) is
 -- taken transposed; opts.transpose_a / transpose_b say so explicitly (needed when
 -- the shape is square), opts.negate_a / negate_b negate an operand; opts.fp8
--- ("e4m3" | "e5m2"): a and b are 8-bit integer tiles of fp8 bytes (f32 accumulation).
-local dot_options = { transpose_a = true, transpose_b = true, negate_a = true, negate_b = true, fp8 = true }
+-- ("e4m3" | "e5m2"): a and b are 8-bit integer tiles of fp8 bytes (f32 accumulation);
+-- opts.fast_accum with fp8: a pipelined loop's k blocks accumulate in the tensor
+-- cores' precision (cuBLASLt's fast accumulation) instead of each block's sum
+-- being added to the f32 accumulator in registers (the promotion).
+local dot_options = { transpose_a = true, transpose_b = true, negate_a = true, negate_b = true, fp8 = true, fast_accum = true }
 function tl.dot(a, b, acc, opts)
   tile_arg(a, "dot")
   tile_arg(b, "dot")
@@ -561,7 +564,7 @@ function tl.dot(a, b, acc, opts)
   if type(opts) ~= "table" then raise(("dot: the options must be a table, got %s"):format(type(opts))) end
   for key in pairs(opts) do
     if not dot_options[key] then
-      raise(("dot: unknown option '%s' (known: transpose_a, transpose_b, negate_a, negate_b, fp8; the operands' element types are their tiles')"):format(
+      raise(("dot: unknown option '%s' (known: transpose_a, transpose_b, negate_a, negate_b, fp8, fast_accum; the operands' element types are their tiles')"):format(
         tostring(key)))
     end
   end
@@ -569,6 +572,7 @@ function tl.dot(a, b, acc, opts)
   if opts.fp8 ~= nil and opts.fp8 ~= "e4m3" and opts.fp8 ~= "e5m2" then
     raise(("dot: fp8 is \"e4m3\" or \"e5m2\", got %s"):format(tostring(opts.fp8)))
   end
+  if opts.fast_accum and not opts.fp8 then raise("dot: fast_accum is an option of fp8 dots (fp8 = \"e4m3\" | \"e5m2\")") end
   local sa, sb = info(a).shape, info(b).shape
   if #sa ~= 2 or #sb ~= 2 then raise("dot: a and b must be tiles of rank 2") end
   local ta = opts.transpose_a and true or false
@@ -585,7 +589,8 @@ function tl.dot(a, b, acc, opts)
   tile_arg(acc, "dot")
   return tl.op1("tileas.dot", { a, b, acc }, acc:type(), {
     transpose_a = ta or nil, transpose_b = tb or nil,
-    negate_a = opts.negate_a or nil, negate_b = opts.negate_b or nil, fp8 = opts.fp8 })
+    negate_a = opts.negate_a or nil, negate_b = opts.negate_b or nil, fp8 = opts.fp8,
+    fast_accum = opts.fast_accum and true or nil })
 end
 
 -- }===================================================================

@@ -3,7 +3,9 @@
 -- (setmaxnreg.inc), runs kernels/gemm.lua's mainloop over the pipelined loop
 -- (consumer_wait, wgmma from descriptors of the stage into a vector<N/2 x f32>
 -- accumulator, commit, wait for one group, release the stage before; the
--- first k block peeled), then the epilogue per thread on its wgmma fragment:
+-- first k block peeled; a dot whose k blocks are each summed from zero, fp8's
+-- promotion, runs its own loop that promotes a block late: lagged_loop), then
+-- the epilogue per thread on its wgmma fragment:
 -- elementwise ops (ops.lua), tiles loaded per element, 16-bit tiles stored by
 -- stmatrix + TMA store, others by plain stores. Replicas of one consumer
 -- (tileas.replica) are one agent of their warpgroups running one code.
@@ -21,6 +23,13 @@ local Consumer = {}
 -- {=== the mainloop: dots of rings
 
 local desc = V.desc
+
+-- The f32 accumulator acc plus a k block's complete sum (vectors of f32).
+local function promoted(acc, sum)
+  local vals = {}
+  for i = 0, acc:type():info().shape[1] - 1 do vals[i + 1] = tl.extract(acc, i) + tl.extract(sum, i) end
+  return tl.vector_of(tl.f32, vals)
+end
 
 -- env.dot: the dot of one k block: wgmma_fence, K / k wgmmas (k: 16 for
 -- 16-bit operands, 32 for fp8 bytes), commit.
@@ -46,16 +55,24 @@ local function dot(L, env)
       R.fail(op, "a pipelined loop's dot accumulates into the value the loop carries or into zeros")
     end
     local acc = env.acc_in
+    -- a lagged loop (lagged_loop below): its promotion phase takes the
+    -- previous k block's sum, already complete, instead of issuing
+    if env.lag and not env.lag.issue then
+      L.vmap[op:result(1):id()] = V.vec_frag(fresh and env.lag.prev or promoted(acc, env.lag.prev), acc:type():info().shape[1])
+      return
+    end
     local opts = { type_a = ta_, type_b = ta_, trans_a = at.transpose_a or nil, trans_b = not at.transpose_b or nil,
                    scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
     -- fp8: the tensor cores keep about 14 bits of an fp8 sum, so each k block
     -- is summed from zero (scale_d false) and added to the f32 accumulator in
-    -- registers once complete (the promotion of DeepSeek-V3's fp8 GEMMs)
-    local sum = (at.fp8 or fresh) and tl.zeros(tl.f32, acc:type():info().shape[1]) or acc
+    -- registers once complete (the promotion of DeepSeek-V3's fp8 GEMMs),
+    -- unless fast_accum (the chain goes on in the accumulator, as bf16's)
+    local promote = at.fp8 and not at.fast_accum
+    local sum = (promote or fresh) and (env.lag and env.lag.into or tl.zeros(tl.f32, acc:type():info().shape[1])) or acc
     tl.wgmma_fence()
     for kk = 0, K // kstep - 1 do
       local o = opts
-      if (at.fp8 or fresh) and kk == 0 then
+      if (promote or fresh) and kk == 0 then
         o = { scale_d = false }
         for key, v in pairs(opts) do o[key] = v end
       end
@@ -65,17 +82,19 @@ local function dot(L, env)
     tl.wgmma_commit()
     for _, load in ipairs(env.after_issue or {}) do load() end
     if env.after_issue then env.after_issue = {} end
+    if env.lag then -- (the issue phase: the sum is promoted a k block later)
+      env.lag.sum = sum
+      return
+    end
     -- the tiles the iteration loaded before the dot, read while it runs
     for _, x in ipairs(env.pending_loads or {}) do V.force(x, env.f, acc:type():info().shape[1]) end
     env.pending_loads = {}
     if fresh then
       tl.wgmma_wait(0)
       acc = sum
-    elseif at.fp8 then
+    elseif promote then
       tl.wgmma_wait(0)
-      local n, vals = acc:type():info().shape[1], {}
-      for i = 0, n - 1 do vals[i + 1] = tl.extract(acc, i) + tl.extract(sum, i) end
-      acc = tl.vector_of(tl.f32, vals)
+      acc = promoted(acc, sum)
     else
       acc = sum
     end
@@ -151,6 +170,199 @@ local function ahead_value(x, vals, f, n)
   return x
 end
 
+-- env.ahead for the ahead loads: each takes its values, in order, from vals
+-- at index `from` on (the values the loop carried; on_use(o), when given,
+-- runs first).
+local function carried_ahead(env, ahead, vals, from, n, on_use)
+  local at, t = from, {}
+  for _, o in ipairs(ahead) do
+    t[o:result(1):id()] = function(x)
+      if on_use then on_use(o) end
+      local count = #(ahead_keys(x, env.f, n) or { 1 })
+      local mine = table.move(vals, at, at + count - 1, 1, {})
+      at = at + count
+      return ahead_value(x, mine, env.f, n)
+    end
+  end
+  return t
+end
+
+-- Ahead load o (of the loop's body b) at k block k (the loop's index bound
+-- to k meanwhile) -> its values the thread holds (n: the fragment's size).
+local function ahead_load(L, env, b, o, k, n)
+  local kid, rid = b:arg(1):id(), o:result(1):id()
+  local saved, saved_x, saved_ahead = L.vmap[kid], L.vmap[rid], env.ahead
+  L.vmap[kid], env.ahead = k, nil
+  env.tiled_load(o)
+  local vals = ahead_values(L.vmap[rid], env.f, n) -- (built while k is bound)
+  L.vmap[kid], L.vmap[rid], env.ahead = saved, saved_x, saved_ahead
+  return vals
+end
+
+-- }===
+
+-- {=== the promotion a k block behind
+
+-- The ops a loop body may hold, besides arith, its ahead loads and its dot,
+-- for the promotion to lag: ops of no effect whose value is the same
+-- whenever they are lowered.
+local PURE = { ["scf.yield"] = true, ["tileas.expand_dim"] = true, ["tileas.extract"] = true, ["tileas.splat"] = true,
+               ["tileas.broadcast"] = true, ["tileas.extract_slice"] = true, ["tileas.convert_layout"] = true }
+
+-- A pipelined loop (body b, ahead loads `ahead`, an accumulator of n f32 a
+-- thread) whose one dot sums each k block from zero (fp8's promotion, or a
+-- dot into zeros) can promote each block's sum a block late: the loop issues
+-- block k + 1's wgmmas into a second sum, waits until only those are in
+-- flight (wgmma_wait 1) and only then promotes block k (the elementwise ops
+-- after the dot: the add, block scales' fma), so that a warpgroup's tensor
+-- cores work on its next block while it promotes (DeepGEMM's overlap, within
+-- one warpgroup). It holds two sums beside the accumulator: 3n registers, so
+-- n <= 64 (a 64 x 128 accumulator a warpgroup). Every other op of the body
+-- must be pure (arith, PURE, the ahead loads: the promotion reads a block's
+-- values one iteration later). -> { dot = op, deps = {[result id] = true}:
+-- the ops the dot's operands need (lowered when it is issued) }, or nil
+local function lag_plan(b, ahead, n)
+  if n > 64 then return nil end
+  local is_ahead, by_result, dot = {}, {}, nil
+  for _, o in ipairs(ahead) do is_ahead[o:result(1):id()] = true end
+  for _, o in ipairs(b:ops()) do
+    local name, rid = o:name(), o:nresults() > 0 and o:result(1):id()
+    if rid then by_result[rid] = o end
+    if name == "tileas.dot" then
+      if dot then return nil end
+      dot = o
+    elseif o:nregions() > 0 or not (name:match "^arith%." or PURE[name] or (rid and is_ahead[rid])) then
+      return nil
+    end
+  end
+  if not dot then return nil end
+  local ain = dot:operand(3):def()
+  local fresh = ain and ain:name() == "tileas.splat" and R.const_int(ain:operand(1)) == 0
+  local at = dot:attrs()
+  if not fresh and not (at.fp8 and not at.fast_accum and dot:operand(3):id() == b:arg(2):id()) then return nil end
+  local deps = {}
+  local function need(v)
+    local o = by_result[v:id()]
+    if not o or deps[v:id()] then return end
+    deps[v:id()] = true
+    for i = 1, o:noperands() do need(o:operand(i)) end
+  end
+  for i = 1, 3 do need(dot:operand(i)) end
+  return { dot = dot, deps = deps }
+end
+
+-- The pipelined loop (body b) with its promotion a k block behind
+-- (lag_plan's plan). Two sums, A and B, each in fixed registers: after the
+-- first block (into A), the loop takes two blocks an iteration, issuing into
+-- B then promoting A, issuing into A then promoting B, so that no sum still
+-- being written is ever copied (ptxas would serialize every wgmma); an
+-- odd block left is issued into B after the loop. The ahead loads' values of
+-- a block are loaded once the block before it is issued (the first block's
+-- with the second's, after the first issue), two issues before its promotion
+-- (a global load's latency is about two blocks' wgmmas); the loop carries
+-- those of A's block and of the next.
+-- -> the accumulator (a vector of n f32)
+local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc)
+  local kid, accid = b:arg(1):id(), b:arg(2):id()
+  local yield, pipe = b:terminator(), L.pipe
+  local release = releaser(L)
+  -- the ahead loads' values at k block k (past the last: masked, unused)
+  local function load_vals(k)
+    local vals = {}
+    for _, o in ipairs(ahead) do
+      local v = ahead_load(L, env, b, o, k, n)
+      table.move(v, 1, #v, #vals + 1, vals)
+    end
+    return vals
+  end
+  -- issue k block kk into the registers of sum `into` (waiting for its
+  -- stage), then load the values of blocks ... -> its sum (in flight), them
+  local function issue(kk, into, ...)
+    pipe:consumer_wait(st)
+    L.vmap[kid], L.vmap[accid] = kk, V.vec_frag(acc, n)
+    env.acc_in, env.stage, env.lag = acc, st:index(), { issue = true, into = into }
+    local blocks, vals = { ... }, {}
+    env.after_issue = { function()
+      for i, k in ipairs(blocks) do vals[i] = load_vals(k) end
+    end }
+    for _, o in ipairs(invariant) do V.at_loc(o, X.lower_op, L, o, env) end
+    for _, o in ipairs(b:ops()) do
+      if plan.deps[o:nresults() > 0 and o:result(1):id() or false] then V.at_loc(o, X.lower_op, L, o, env) end
+    end
+    V.at_loc(plan.dot, X.lower_op, L, plan.dot, env)
+    local sum = env.lag.sum
+    env.lag, env.after_issue = nil, nil
+    st:advance()
+    return sum, table.unpack(vals, 1, #blocks)
+  end
+  -- the body of k block kk whose dot's sum `prev` is complete (its ahead
+  -- loads' values vals): acc becomes what it yields
+  local function promote(kk, prev, vals)
+    L.vmap[kid], L.vmap[accid] = kk, V.vec_frag(acc, n)
+    env.acc_in, env.lag, env.pending_loads = acc, { prev = prev }, {}
+    env.ahead = carried_ahead(env, ahead, vals, 1, n)
+    X.lower_block(L, b, env)
+    env.lag, env.ahead, env.pending_loads = nil, nil, nil
+    local out = V.get(L, yield:operand(1), yield)
+    if not V.is_frag(out) then R.fail(yield, "the pipelined loop must yield its dot's result or elementwise ops of it") end
+    if out.vec then acc = out.vec return end
+    local v = {}
+    for i = 0, n - 1 do v[i + 1] = out:at(i) end
+    acc = tl.vector_of(tl.f32, v)
+  end
+  local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
+  -- block kk - 1 (sum, vals) complete once block kk is issued: its stage
+  -- released (the promotion reads registers only), then promoted
+  local function promote_after_issue(kk, sum, vals)
+    tl.wgmma_wait(1)
+    release(rel)
+    rel:advance()
+    promote(kk - 1, sum, vals)
+  end
+  -- va: the values of A's block; vn: of the block issued next
+  local A, va, vn = issue(lb, tl.zeros(tl.f32, n), lb, lb + 1)
+  local nvals = #va
+  local cur = { st, rel, { value = acc }, { value = A }, { value = tl.zeros(tl.f32, n) } }
+  for i = 1, nvals do
+    cur[5 + i], cur[5 + nvals + i] = { value = va[i] }, { value = vn[i] }
+  end
+  local function carried()
+    acc, A = cur[3].value, cur[4].value
+    for i = 1, nvals do va[i], vn[i] = cur[5 + i].value, cur[5 + nvals + i].value end
+  end
+  tl.cutlass.for_range(lb + 1, ub - 1, 2, cur, function(j)
+    carried()
+    local B, v1 = issue(j, cur[5].value, j + 1)
+    promote_after_issue(j, A, va)
+    local A2, v2 = issue(j + 1, A, j + 2)
+    promote_after_issue(j + 1, B, vn)
+    cur[3].value, cur[4].value, cur[5].value = acc, A2, B
+    for i = 1, nvals do cur[5 + i].value, cur[5 + nvals + i].value = v1[i], v2[i] end
+  end)
+  carried()
+  local B0 = cur[5].value
+  local st0, rel0, acc0 = st.value, rel.value, acc -- (the else-branch starts from them)
+  -- the last block: A's, or one more issued into B; every sum complete at the end
+  local out = table.pack(tl.if_(((ub - lb) % 2):eq(0), function()
+    local B = issue(ub - 1, B0)
+    promote_after_issue(ub - 1, A, va)
+    tl.wgmma_wait(0)
+    release(rel)
+    rel:advance()
+    promote(ub - 1, B, vn)
+    return acc, st.value, rel.value
+  end, function()
+    st.value, rel.value, acc = st0, rel0, acc0
+    tl.wgmma_wait(0)
+    release(rel)
+    rel:advance()
+    promote(ub - 1, A, va)
+    return acc, st.value, rel.value
+  end))
+  acc, st.value = out[1], out[2]
+  return acc
+end
+
 -- }===
 
 -- env.pipelined_for: the accumulator carried as vector<N/2 x f32> through
@@ -175,38 +387,22 @@ local function pipelined_for(L, env, st, wg, t)
     end
     local yield = b:terminator()
     local ahead, invariant = ahead_loads(b)
-    -- load op o's values at k block k (the loop's index bound to k meanwhile)
-    local function values_at(o, k)
-      local kid, rid = b:arg(1):id(), o:result(1):id()
-      local saved, saved_x, saved_ahead = L.vmap[kid], L.vmap[rid], env.ahead
-      L.vmap[kid], env.ahead = k, nil
-      env.tiled_load(o)
-      local vals = ahead_values(L.vmap[rid], env.f, n) -- (built while k is bound)
-      L.vmap[kid], L.vmap[rid], env.ahead = saved, saved_x, saved_ahead
-      return vals
-    end
+    local function values_at(o, k) return ahead_load(L, env, b, o, k, n) end
     -- carried: the accumulator, then the ahead loads' values of this k block
     local function step(kk, carried, s)
       local acc = #ahead > 0 and carried[1] or carried
       L.vmap[b:arg(1):id()], L.vmap[b:arg(2):id()] = kk, V.vec_frag(acc, n)
       env.acc_in, env.stage, env.pending_loads = acc, s, {}
-      local at, nxt = 2, { false }
-      env.ahead = {}
+      local nxt = { false }
       env.after_issue = {}
-      for _, o in ipairs(ahead) do
-        env.ahead[o:result(1):id()] = function(x)
-          -- the next k block's values, loaded once the dot is issued (a load
-          -- before wgmma's fence would hold the fence until it lands)
-          table.insert(env.after_issue, function()
-            local vals = values_at(o, kk + 1)
-            table.move(vals, 1, #vals, #nxt + 1, nxt)
-          end)
-          local count = #(ahead_keys(x, env.f, n) or { 1 })
-          local mine = table.move(carried, at, at + count - 1, 1, {})
-          at = at + count
-          return ahead_value(x, mine, env.f, n)
-        end
-      end
+      env.ahead = carried_ahead(env, ahead, carried, 2, n, function(o)
+        -- the next k block's values, loaded once the dot is issued (a load
+        -- before wgmma's fence would hold the fence until it lands)
+        table.insert(env.after_issue, function()
+          local vals = values_at(o, kk + 1)
+          table.move(vals, 1, #vals, #nxt + 1, nxt)
+        end)
+      end)
       X.lower_block(L, b, env)
       for _, load in ipairs(env.after_issue) do load() end -- (a loop whose dot did not run them)
       env.pending_loads, env.ahead, env.after_issue = nil, nil, nil
@@ -230,8 +426,14 @@ local function pipelined_for(L, env, st, wg, t)
       end
       return vals
     end
-    local acc = G.mainloop(tl, L.pipe, st, lb, ub, first, function(a, s, kk) return step(kk, a, s) end, releaser(L))
-    if #ahead > 0 then acc = acc[1] end
+    local plan = lag_plan(b, ahead, n)
+    local acc
+    if plan then
+      acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init))
+    else
+      acc = G.mainloop(tl, L.pipe, st, lb, ub, first, function(a, s, kk) return step(kk, a, s) end, releaser(L))
+      if #ahead > 0 then acc = acc[1] end
+    end
     if env.work and S then
       acc, env.final = G.fixup(tl, S.c, { ws = L.args[L.P.lowered_workspace] }, env.work, acc,
                                env.work:m(), env.work:n(), wg, t)
