@@ -139,6 +139,10 @@ describe("the stdlib GEMM on the emulator", function()
     { bn = 96, schedule = "persistent", sms = 1 },                -- 3 epilogue sub-tiles: one CTA, two tiles
     { bn = 160, cluster = 2 },                                    -- m64n160, B's share of 80 rows
     { bn = 96, schedule = "splitk", splits = 2 },
+    -- bn in steps of 16: 16-column epilogue sub-tiles (a 32-byte swizzle)
+    { bn = 80, schedule = "persistent", sms = 1 },                -- 5 sub-tiles: one CTA, two tiles (the second clipped)
+    { bn = 112, cluster = 2 },                                    -- m64n112, B's share of 56 rows
+    { bn = 48, schedule = "splitk", splits = 2 },
   }
   for _, v in ipairs(variants) do
     local name = {}

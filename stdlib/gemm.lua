@@ -97,11 +97,13 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     local PP = c.consumers == "pingpong"
     if c.swap_ab then swap_ab_cfg(c) end
     c.bn = c.bn or (PP and 128 or 256)
-    -- bn: 64 to 256 in steps of 64, or of 32 (96, 160, 224: finer steps against
-    -- idle SMs) with cooperative consumers and K-major B (epilogue sub-tiles of 32)
-    if not c.swap_ab and (c.bn % 32 ~= 0 or c.bn < 64 or c.bn > 256) then raise("gemm.build: bn must be a multiple of 32 from 64 to 256") end
-    if not c.swap_ab and c.bn % 64 ~= 0 and (PP or (c.b_major or "k") ~= "k" or (c.epi or 32) ~= 32) then
-      raise("gemm.build: bn of 96, 160 or 224 needs cooperative consumers, K-major B and epi = 32")
+    -- bn: 64 to 256 in steps of 64, or 48 to 256 in steps of 16 (80, 96, 160,
+    -- 168-class tiles: finer steps against idle SMs) with cooperative consumers
+    -- and K-major B; the epilogue's sub-tiles then divide bn (32 columns, or 16)
+    if not c.swap_ab and (c.bn % 16 ~= 0 or c.bn < 48 or c.bn > 256) then raise("gemm.build: bn must be a multiple of 16 from 48 to 256") end
+    local fine = not c.swap_ab and c.bn % 64 ~= 0
+    if fine and (PP or (c.b_major or "k") ~= "k" or (c.epi and c.bn % c.epi ~= 0)) then
+      raise("gemm.build: bn not a multiple of 64 needs cooperative consumers, K-major B and epi dividing bn (16 or 32)")
     end
     -- the tile: bm rows (cooperative: the CTA's, split over wgs consumer
     -- warpgroups of mi 64-row wgmma slices each; ping-pong: each of the two
@@ -137,8 +139,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
         c.bm, c.bn, c.wgs, c.mi * c.bn // 2, budget))
     end
     -- the epilogue: sub-tiles of 64 rows x epi columns, two staging buffers per warpgroup
-    c.epi = c.epi or 32
-    if c.epi ~= 32 and c.epi ~= 64 then raise("gemm.build: epi (epilogue sub-tile columns) must be 32 or 64") end
+    c.epi = c.epi or ((c.swap_ab or c.bn % 32 == 0) and 32 or 16)
+    if c.epi ~= 16 and c.epi ~= 32 and c.epi ~= 64 then raise("gemm.build: epi (epilogue sub-tile columns) must be 16, 32 or 64") end
     local smem_limit = tl.core.limits().max_smem - 2048 -- the barrier pool and alignment
     local stage_bytes = (c.bm + c.bn) * c.bk * c.ebytes
     local epi_bytes = c.swap_ab and 0 or c.wgs * 2 * 64 * c.epi * 2 -- (swapped: stored from registers)

@@ -26,18 +26,26 @@ local M = {}
 -- first loads' latency, the epilogue's stores) and, where measured lower, the
 -- share of its operands' bytes the L2 serves (l2). Fitted to the gemm_variants
 -- runs of docs/PERF.md (seventh session); those of 96, 160 and 224 columns are
--- interpolated (the sweep measured them only as its picks).
+-- interpolated (the sweep measured them only as its picks), and so are those
+-- of 48, 80, 112, 144, 176 and 208 (16-column epilogue sub-tiles: cuBLAS's
+-- 80- and 168-wide tiles fill the SMs where steps of 32 leave some idle).
 M.TILES = {
   { bm = 128, bn = 256, eff = 1.00, fixed = 3.0 },
   { bm = 256, bn = 128, eff = 1.00, fixed = 3.2 },
   { bm = 128, bn = 224, eff = 0.98, fixed = 3.0 },
+  { bm = 128, bn = 208, eff = 0.975, fixed = 3.1 },
   { bm = 128, bn = 192, eff = 0.97, fixed = 2.8 },
+  { bm = 128, bn = 176, eff = 0.97, fixed = 2.9 },
   { bm = 128, bn = 160, eff = 0.97, fixed = 2.7 },
+  { bm = 128, bn = 144, eff = 0.965, fixed = 2.8 },
   { bm = 128, bn = 128, eff = 0.96, fixed = 2.5 },
   { bm = 128, bn = 128, consumers = "pingpong", eff = 0.97, fixed = 2.0 },
   { bm = 192, bn = 192, eff = 0.92, fixed = 3.2, min_m = 1024 },
+  { bm = 128, bn = 112, eff = 0.94, fixed = 2.6, l2 = 0.95 },
   { bm = 128, bn = 96, eff = 0.92, fixed = 2.4, l2 = 0.9 },
+  { bm = 128, bn = 80, eff = 0.89, fixed = 2.4, l2 = 0.85 },
   { bm = 128, bn = 64, eff = 0.85, fixed = 2.2, l2 = 0.8 },
+  { bm = 128, bn = 48, eff = 0.78, fixed = 2.3, l2 = 0.75 },
   { bm = 64, bn = 128, wgs = 1, eff = 0.75, fixed = 2.0, max_m = 128 },
   { bm = 64, bn = 256, wgs = 1, eff = 0.85, fixed = 2.2, max_m = 128 },
 }
