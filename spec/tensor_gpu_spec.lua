@@ -149,6 +149,10 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 136, n = 4104, k = 4104, bn = 80, cluster = { 1, 2 } },
     { m = 264, n = 4104, k = 4104, bn = 176, schedule = "splitk", splits = 2 },
     { m = 264, n = 4104, k = 2056, bn = 144, schedule = "streamk" },
+    -- split-K in a cluster (the splits are the persistent scheduler's batches)
+    { m = 1000, n = 1032, k = 4104, bn = 128, cluster = 2, schedule = "splitk", splits = 2 },
+    { m = 136, n = 4104, k = 8200, bn = 128, cluster = { 1, 2 }, schedule = "splitk", splits = 3 },
+    { m = 264, n = 1032, k = 4104, bn = 80, cluster = 2, schedule = "splitk", splits = 4, sms = 8 },
   }
   for _, o in ipairs(cases) do
     local extra = {}

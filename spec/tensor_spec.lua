@@ -214,6 +214,11 @@ describe("the GEMM generator (stdlib/gemm.lua)", function()
     assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, bn = 80, epi = 32 } end,
       "gemm.build: bn not a multiple of 64 needs cooperative consumers, K-major B and epi dividing bn (16 or 32)")
     assert.equal(16, tl.gemm.build { m = 128, n = 128, k = 128, bn = 80 }.cfg.epi) -- 5 sub-tiles of 16 columns
+    assert.has_error(function() tl.gemm.build { m = 256, n = 256, k = 256, cluster = 2, schedule = "splitk", splits = 3, bn = 128 } end,
+      "gemm.build: 3 splits of 4 k blocks leave a split empty")
+    assert.has_error(function()
+      tl.gemm.build { m = 256, n = 256, k = 256, cluster = 2, schedule = "splitk", bn = 128, dynamic = true }
+    end, "gemm.build: split-K in a cluster needs splits >= 2 and a static problem (not dynamic)")
   end)
 
   it("plans the persistent and StreamK grids for `sms` SMs", function()
@@ -245,7 +250,8 @@ describe("the GEMM generator (stdlib/gemm.lua)", function()
     for _, o in ipairs { { m = 128, n = 6144, k = 4096, bn = 48 }, { m = 128, n = 10240, k = 8192, bn = 80, cluster = { 1, 2 } },
                          { m = 256, n = 4096, k = 14336, bn = 176, schedule = "splitk", splits = 2 },
                          { m = 1024, n = 1024, k = 1024, bn = 208, cluster = { 2, 1 }, dynamic = true },
-                         { m = 128, n = 8192, k = 8192, bn = 144, schedule = "streamk" } } do
+                         { m = 128, n = 8192, k = 8192, bn = 144, schedule = "streamk" },
+                         { m = 1024, n = 1024, k = 16384, bn = 128, cluster = 2, schedule = "splitk", splits = 2 } } do
       H.assert_ptxas_fast(tl.gemm.build(o).kernel:compile())
     end
   end)

@@ -102,10 +102,13 @@ end
 
 -- Whether c's cluster multicasts the larger operand (1), the smaller (-1), or
 -- one of two of a size (0: neither gain nor loss measured; 1024 x 1024 x 16384
--- on 128 x 64 tiles 69.2 us with a cluster, 68.8 without).
+-- on 128 x 64 tiles 69.2 us with a cluster, 68.8 without). A split-K of
+-- square tiles in a cluster is counted as paying: its pieces keep every SM
+-- reading from the L2 (cuBLAS's 128 x 128 form at 1024 x 1024 x 16384).
 local function multicast_pays(c)
   local rows_b, rows_a = c.swap_ab and c.m or c.n, c.swap_ab and c.n or c.m
   if rows_a == rows_b then -- (beyond the L2, sharing the larger tile: +0.5-1 % at 8192^3)
+    if c.ksplits and c.bm == c.bn then return 1 end
     local big = rows_a * c.k * c.ebytes > 64 * 2 ^ 20
     return (big and ((c.cm > 1 and c.bn > c.bm) or (c.cn > 1 and c.bm > c.bn))) and 1 or 0
   end
@@ -126,12 +129,12 @@ local function estimate(t, o, c, sms, fp8)
   local partial = M.PARTIAL_US * c.bm * c.bn / (128 * 128)
   -- a cluster that multicasts the smaller operand buys nothing (see above)
   local loss = (c.cluster > 1 and multicast_pays(c) < 0) and M.CLUSTER_LOSS or 1
-  if o.schedule == "splitk" then -- (the plan's default splits: a wave of pieces)
+  if o.schedule == "splitk" then -- (the plan's default splits: a wave of pieces; in a cluster, its multicast)
     local splits = o.splits or math.max(2, math.min(c.kt, sms // c.tiles))
     local units = c.tiles * splits
     local rounds = (units + sms - 1) // sms
     local kb_us = kblock_us(t, c, math.min(units, sms), fp8)
-    return M.LAUNCH_US + rounds * (((c.kt + splits - 1) // splits) * kb_us + t.fixed + partial * (splits - 1))
+    return M.LAUNCH_US + loss * rounds * (((c.kt + splits - 1) // splits) * kb_us + t.fixed + partial * (splits - 1))
   elseif o.schedule == "streamk" then
     local per_sm = (c.tiles * c.kt + sms - 1) // sms
     local splits = math.max(1, sms / c.tiles)
@@ -179,6 +182,12 @@ local function forms(m, n, k, dtype, sms)
           for s = 2, 4 do
             if kt // s >= 8 and tm * tn * s <= 2 * sms then
               local o = copy(base) o.schedule, o.splits = "splitk", s add(t, o)
+              -- in a cluster of 2 sharing the larger operand (cuBLAS's form at 1024 x 1024 x 16384)
+              for _, cl in ipairs { { 2, 1 }, { 1, 2 } } do
+                if (cl[1] == 2 and tm >= 2) or (cl[2] == 2 and tn >= 2) then
+                  local oc = copy(o) oc.cluster = cl add(t, oc)
+                end
+              end
             end
           end
           if kt >= 16 then local o = copy(base) o.schedule = "streamk" add(t, o) end
