@@ -146,6 +146,7 @@ describe("the stdlib GEMM on the emulator", function()
     -- split-K in a cluster: the splits are the persistent scheduler's batches
     { cluster = { 1, 2 }, schedule = "splitk", splits = 2 },      -- A multicast, the last split adds the other's partial
     { cluster = 2, schedule = "splitk", splits = 2, sms = 2 },    -- one cluster walks both splits (overhang along M)
+    { bm = 64, bn = 48, cluster = { 1, 2 }, schedule = "splitk", splits = 2 }, -- 2 x 3 tiles: a CTA past N has no counter
   }
   for _, v in ipairs(variants) do
     local name = {}

@@ -435,13 +435,16 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     return tl.wgmma_desc(G.sB:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
   end
 
-  -- A cluster split-K's work tile as M.fixup reads a StreamK one: its split
-  -- is its batch l; the last split (l = ksplits - 1) adds the others' partials.
-  -- (The scheduler hands out l in order, the slowest index, and the grid is
-  -- resident at once: every split a final one waits for is running or done.)
-  local function split_of(c, work)
-    local l = work:l()
-    return { expected_splits = function() return tl.const(c.ksplits, tl.i32) end, split_idx = function() return l end,
+  -- A cluster split-K's work tile (m, n) as M.fixup reads a StreamK one: its
+  -- split is its batch l; the last split (l = ksplits - 1) adds the others'
+  -- partials. (The scheduler hands out l in order, the slowest index, and the
+  -- grid is resident at once: every split a final one waits for is running or
+  -- done.) A CTA of a cluster past the problem's tiles has no counter nor
+  -- slots: one split for it (its stores are clipped).
+  local function split_of(G, work, m, n)
+    local c, l = G.c, work:l()
+    local splits = tl.select(m:lt(G.TMS) & n:lt(G.TNS), tl.const(c.ksplits, tl.i32), tl.const(1, tl.i32))
+    return { expected_splits = function() return splits end, split_idx = function() return l end,
              is_final_split = function() return l:eq(c.ksplits - 1) end }
   end
 
@@ -505,7 +508,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
         for i = 1, MI do slices[i] = rows // 64 + (i - 1) end
         local final
         if c.schedule == "streamk" then accs, final = M.fixup(tl, c, p, work, accs, m, n, slices, t, w)
-        elseif c.ksplits then accs, final = M.fixup(tl, c, p, split_of(c, work), accs, m, n, slices, t, w) end
+        elseif c.ksplits then accs, final = M.fixup(tl, c, p, split_of(G, work, m, n), accs, m, n, slices, t, w) end
         local function epilogues()
           for i = 1, MI do
             if c.swap_ab then M.epilogue_transposed(tl, c, p, accs[i], m, n, rows + 64 * (i - 1), t, G.dims)

@@ -67,6 +67,12 @@ M.CLUSTER_LOSS = 1.06
 M.PARTIAL_US = 2.0
 M.STREAMK_SLOWDOWN = 1.2
 M.LAUNCH_US = 2.0
+-- HBM: what a wave streams at most (TB/s), all SMs or SM_HBM_TBS each. Fitted
+-- to the 128-token rows (docs/PERF.md, eighth session): 128 x 6144 x 4096 on
+-- 128 x 48 tiles (128 CTAs) 18.4 us, on 128 x 64 (96 CTAs) 19.7 us; 128 x
+-- 10240 x 8192 on 128 x 80 (128 CTAs) 48.0 us, 3.5 TB/s of B.
+M.HBM_TBS = 3.7
+M.SM_HBM_TBS = 0.033
 
 -- The decode forms (at most 64 rows of A): A and B swapped, B's rows on
 -- wgmma's 64-row side; StreamK over every SM's share of B's k blocks, or whole
@@ -124,25 +130,36 @@ local function kblock_us(t, c, active, fp8)
   return math.max(flops / (M.PEAK_TFLOPS * (fp8 and 2 or 1) * t.eff * 1e6), bytes * active / (M.L2_TBS * 1e6))
 end
 
--- The model's time (us) of the form `o` of tile t on the problem.
+-- The HBM floor (us): every byte of A, B and D crosses HBM once, at most
+-- HBM_TBS, and at most SM_HBM_TBS a CTA streaming them (few rows of A: B's
+-- bytes are read once each, and the SMs at work bound the rate).
+local function hbm_us(c, active)
+  local bytes = (c.m + c.n) * c.k * c.ebytes + c.m * c.n * 2
+  return bytes / (math.min(M.HBM_TBS, active * M.SM_HBM_TBS) * 1e6)
+end
+
+-- The model's time (us) of the form `o` of tile t on the problem: its k blocks
+-- at the tile's rate, or the HBM floor, whichever is longer, plus the fixed
+-- costs of its rounds (and split-K's partials).
 local function estimate(t, o, c, sms, fp8)
   local partial = M.PARTIAL_US * c.bm * c.bn / (128 * 128)
   -- a cluster that multicasts the smaller operand buys nothing (see above)
   local loss = (c.cluster > 1 and multicast_pays(c) < 0) and M.CLUSTER_LOSS or 1
+  local rounds, active, kb, over -- over: the fixed costs of a round
   if o.schedule == "splitk" then -- (the plan's default splits: a wave of pieces; in a cluster, its multicast)
     local splits = o.splits or math.max(2, math.min(c.kt, sms // c.tiles))
     local units = c.tiles * splits
-    local rounds = (units + sms - 1) // sms
-    local kb_us = kblock_us(t, c, math.min(units, sms), fp8)
-    return M.LAUNCH_US + loss * rounds * (((c.kt + splits - 1) // splits) * kb_us + t.fixed + partial * (splits - 1))
+    rounds, active = (units + sms - 1) // sms, math.min(units, sms)
+    kb, over = ((c.kt + splits - 1) // splits) * kblock_us(t, c, active, fp8), t.fixed + partial * (splits - 1)
   elseif o.schedule == "streamk" then
     local per_sm = (c.tiles * c.kt + sms - 1) // sms
-    local splits = math.max(1, sms / c.tiles)
-    return M.LAUNCH_US + M.STREAMK_SLOWDOWN * per_sm * kblock_us(t, c, sms, fp8) + t.fixed + partial * splits
+    rounds, active = 1, sms
+    kb, over = M.STREAMK_SLOWDOWN * per_sm * kblock_us(t, c, sms, fp8), t.fixed + partial * math.max(1, sms / c.tiles)
+  else
+    rounds, active = (c.ctiles + c.grid // c.cluster - 1) // (c.grid // c.cluster), math.min(c.tiles, c.grid)
+    kb, over = c.kt * kblock_us(t, c, active, fp8), t.fixed
   end
-  local rounds = (c.ctiles + c.grid // c.cluster - 1) // (c.grid // c.cluster)
-  local active = math.min(c.tiles, c.grid)
-  return M.LAUNCH_US + loss * rounds * (c.kt * kblock_us(t, c, active, fp8) + t.fixed)
+  return M.LAUNCH_US + loss * math.max(rounds * (kb + over), hbm_us(c, active) + rounds * over)
 end
 
 -- The model's time (us) of tl.gemm.build options o on the problem; nil for a
