@@ -33,6 +33,10 @@ local FORMS = {
   { name = "tile_128x192", bn = 192 },
   { name = "cluster_128x64", bn = 64, cluster = { 2, 1 } },
   { name = "splitk_128x192", bn = 192, schedule = "splitk", splits = 2 },
+  -- tiles in steps of 16 columns (16-column epilogue sub-tiles), split-K in a cluster
+  { name = "tile_128x80", bn = 80 },
+  { name = "splitk_cluster_2x1", bn = 128, cluster = { 2, 1 }, schedule = "splitk", splits = 2 },
+  { name = "splitk_cluster_1x2", bn = 80, cluster = { 1, 2 }, schedule = "splitk", splits = 3 },
   -- decode-sized M: A and B swapped (B's rows on wgmma's 64-row side), tiles stored transposed
   { name = "swap_ab", swap_ab = true, bm = 128 },
   { name = "swap_ab_streamk", swap_ab = true, schedule = "streamk" },

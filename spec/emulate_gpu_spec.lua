@@ -387,6 +387,7 @@ local FORMS = {
   { m = 256, n = 128, k = 128, bn = 64, bm = 256, schedule = "data_parallel" },             -- 2 slices a warpgroup
   { m = 320, n = 64, k = 128, bn = 64, bm = 320, schedule = "data_parallel" },              -- 2 + 3 slices
   { m = 192, n = 64, k = 128, bn = 64, bm = 192, schedule = "data_parallel" },              -- 3 warpgroups
+  { m = 128, n = 152, k = 128, bn = 80, schedule = "data_parallel" },                       -- 16-column epilogue sub-tiles
 }
 
 cases[#cases + 1] = { example = "gemm", name = "the stdlib GEMM (8 configurations, exact inputs)", run = function(seed)
@@ -417,7 +418,7 @@ end }
 
 -- the kernel forms of examples/gemm_forms.lua (clusters, ping-pong's shared
 -- ring, tiles of 256, 320 and 192 rows), at the authoring level and at the nvvm level
-cases[#cases + 1] = { example = "gemm_forms", name = "the stdlib GEMM's kernel forms (7, both levels)", run = function(seed)
+cases[#cases + 1] = { example = "gemm_forms", name = "the stdlib GEMM's kernel forms (8, both levels)", run = function(seed)
   for i, cfg in ipairs(FORMS) do
     for _, pipeline in ipairs { false, "ptx" } do
       local kind = i % 2 == 1 and "int" or "dyadic"

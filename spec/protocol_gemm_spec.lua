@@ -139,6 +139,14 @@ describe("the stdlib GEMM on the emulator", function()
     { bn = 96, schedule = "persistent", sms = 1 },                -- 3 epilogue sub-tiles: one CTA, two tiles
     { bn = 160, cluster = 2 },                                    -- m64n160, B's share of 80 rows
     { bn = 96, schedule = "splitk", splits = 2 },
+    -- bn in steps of 16: 16-column epilogue sub-tiles (a 32-byte swizzle)
+    { bn = 80, schedule = "persistent", sms = 1 },                -- 5 sub-tiles: one CTA, two tiles (the second clipped)
+    { bn = 112, cluster = 2 },                                    -- m64n112, B's share of 56 rows
+    { bn = 48, schedule = "splitk", splits = 2 },
+    -- split-K in a cluster: the splits are the persistent scheduler's batches
+    { cluster = { 1, 2 }, schedule = "splitk", splits = 2 },      -- A multicast, the last split adds the other's partial
+    { cluster = 2, schedule = "splitk", splits = 2, sms = 2 },    -- one cluster walks both splits (overhang along M)
+    { bm = 64, bn = 48, cluster = { 1, 2 }, schedule = "splitk", splits = 2 }, -- 2 x 3 tiles: a CTA past N has no counter
   }
   for _, v in ipairs(variants) do
     local name = {}
@@ -148,7 +156,7 @@ describe("the stdlib GEMM on the emulator", function()
       local cfg = { m = 128, n = 128, k = 128, bn = 64, stages = 2, schedule = "data_parallel" }
       for key, x in pairs(v) do cfg[key] = x end
       local k, g = gemm(cfg)
-      if v.sms then assert.equal(1, g.grid) end
+      if v.sms then assert.equal(v.cluster or 1, g.grid) end -- one CTA (one cluster)
       local A, B, args = inputs(128, 128, 128, "bf16", v.a_major == "m", v.b_major == "n")
       if #k:region(1):entry():args() == 4 then args[4] = { bytes = math.max(16, g.workspace_bytes) } end
       local r = tl.emulate(k, { grid = g.grid, args = args, policy = "random", seed = 11 })

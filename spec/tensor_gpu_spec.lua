@@ -142,6 +142,17 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 1000, n = 1032, k = 520, bn = 224, sms = 5 },
     { m = 264, n = 4104, k = 4104, bn = 96, schedule = "splitk", splits = 2 },
     { m = 264, n = 4104, k = 4104, bn = 160, schedule = "streamk" },
+    -- bn in steps of 16: 16-column epilogue sub-tiles (3, 5, 7 and 11 of them)
+    { m = 1000, n = 1032, k = 520, bn = 80, sms = 7 },
+    { m = 1000, n = 1032, k = 520, bn = 112, cluster = 2 },
+    { m = 264, n = 1032, k = 4104, bn = 48, schedule = "splitk", splits = 3 },
+    { m = 136, n = 4104, k = 4104, bn = 80, cluster = { 1, 2 } },
+    { m = 264, n = 4104, k = 4104, bn = 176, schedule = "splitk", splits = 2 },
+    { m = 264, n = 4104, k = 2056, bn = 144, schedule = "streamk" },
+    -- split-K in a cluster (the splits are the persistent scheduler's batches)
+    { m = 1000, n = 1032, k = 4104, bn = 128, cluster = 2, schedule = "splitk", splits = 2 },
+    { m = 136, n = 4104, k = 8200, bn = 128, cluster = { 1, 2 }, schedule = "splitk", splits = 3 },
+    { m = 264, n = 1032, k = 4104, bn = 80, cluster = 2, schedule = "splitk", splits = 4, sms = 8 },
   }
   for _, o in ipairs(cases) do
     local extra = {}
@@ -176,6 +187,7 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { bm = 64, bn = 128, wgs = 1 }, { swap_ab = true, bm = 128 },
     { bn = 192 }, { bn = 128, cluster = { 2, 1 } }, { bn = 64, cluster = { 2, 1 } }, { bn = 192, cluster = { 1, 2 } },
     { bn = 96 }, { bn = 160, cluster = { 2, 1 } },
+    { bn = 80 }, { bn = 208, cluster = { 2, 1 } }, { bn = 48, cluster = { 1, 2 } },
   }
   local dynamic_shapes = { { 1, 4096, 4096 }, { 77, 1032, 520 }, { 1000, 1000, 1000 }, { 2056, 3000, 1536 }, { 4096, 136, 8200 } }
   for _, f in ipairs(dynamic_forms) do

@@ -207,10 +207,18 @@ describe("the GEMM generator (stdlib/gemm.lua)", function()
       "gemm.build: fp8 operands must be K-major (wgmma cannot transpose them)")
     assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, sms = 0 } end,
       "gemm.build: 'sms' must be a positive integer")
-    assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, bn = 80 } end,
-      "gemm.build: bn must be a multiple of 32 from 64 to 256")
+    assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, bn = 72 } end,
+      "gemm.build: bn must be a multiple of 16 from 48 to 256")
     assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, bn = 160, epi = 64 } end,
-      "gemm.build: bn of 96, 160 or 224 needs cooperative consumers, K-major B and epi = 32")
+      "gemm.build: bn not a multiple of 64 needs cooperative consumers, K-major B and epi dividing bn (16 or 32)")
+    assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, bn = 80, epi = 32 } end,
+      "gemm.build: bn not a multiple of 64 needs cooperative consumers, K-major B and epi dividing bn (16 or 32)")
+    assert.equal(16, tl.gemm.build { m = 128, n = 128, k = 128, bn = 80 }.cfg.epi) -- 5 sub-tiles of 16 columns
+    assert.has_error(function() tl.gemm.build { m = 256, n = 256, k = 256, cluster = 2, schedule = "splitk", splits = 3, bn = 128 } end,
+      "gemm.build: 3 splits of 4 k blocks leave a split empty")
+    assert.has_error(function()
+      tl.gemm.build { m = 256, n = 256, k = 256, cluster = 2, schedule = "splitk", bn = 128, dynamic = true }
+    end, "gemm.build: split-K in a cluster needs splits >= 2 and a static problem (not dynamic)")
   end)
 
   it("plans the persistent and StreamK grids for `sms` SMs", function()
@@ -236,6 +244,16 @@ describe("the GEMM generator (stdlib/gemm.lua)", function()
     lacks(log, "C7519")
     lacks(log, "C7510")
     has(log, "0 bytes spill stores")
+  end)
+
+  it("assembles the tiles in steps of 16 columns (16-column epilogue sub-tiles) without a serialized wgmma", function()
+    for _, o in ipairs { { m = 128, n = 6144, k = 4096, bn = 48 }, { m = 128, n = 10240, k = 8192, bn = 80, cluster = { 1, 2 } },
+                         { m = 256, n = 4096, k = 14336, bn = 176, schedule = "splitk", splits = 2 },
+                         { m = 1024, n = 1024, k = 1024, bn = 208, cluster = { 2, 1 }, dynamic = true },
+                         { m = 128, n = 8192, k = 8192, bn = 144, schedule = "streamk" },
+                         { m = 1024, n = 1024, k = 16384, bn = 128, cluster = 2, schedule = "splitk", splits = 2 } } do
+      H.assert_ptxas_fast(tl.gemm.build(o).kernel:compile())
+    end
   end)
 end)
 

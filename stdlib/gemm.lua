@@ -65,6 +65,26 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     c.bm = c.bm or 64
   end
 
+  -- The problem in tiles: bm x bn of D (swapped: bm of D's columns x bn of
+  -- its rows), k blocks, cluster tiles, and a cluster split-K's splits.
+  local function tiles_cfg(c)
+    local rows, cols = c.m, c.n
+    if c.swap_ab then rows, cols = c.n, c.m end
+    c.tm, c.tn, c.kt = (rows + c.bm - 1) // c.bm, (cols + c.bn - 1) // c.bn, (c.k + c.bk - 1) // c.bk
+    c.tiles = c.tm * c.tn
+    c.ctiles = (c.tm + c.cm - 1) // c.cm * ((c.tn + c.cn - 1) // c.cn) -- cluster tiles
+    if c.ksplits then -- (every split but the last stores a partial tile: the StreamK workspace and fixup)
+      if c.dynamic or math.type(c.ksplits) ~= "integer" or c.ksplits < 2 then
+        raise("gemm.build: split-K in a cluster needs splits >= 2 and a static problem (not dynamic)")
+      end
+      c.kper = (c.kt + c.ksplits - 1) // c.ksplits
+      if (c.ksplits - 1) * c.kper >= c.kt then
+        raise(("gemm.build: %d splits of %d k blocks leave a split empty"):format(c.ksplits, c.kt))
+      end
+      c.ctiles, c.max_splits = c.ctiles * c.ksplits, c.ksplits
+    end
+  end
+
   local function cfg_of(o)
     if type(o) ~= "table" then raise("gemm.build: expected a table of options") end
     local c = {}
@@ -97,11 +117,13 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     local PP = c.consumers == "pingpong"
     if c.swap_ab then swap_ab_cfg(c) end
     c.bn = c.bn or (PP and 128 or 256)
-    -- bn: 64 to 256 in steps of 64, or of 32 (96, 160, 224: finer steps against
-    -- idle SMs) with cooperative consumers and K-major B (epilogue sub-tiles of 32)
-    if not c.swap_ab and (c.bn % 32 ~= 0 or c.bn < 64 or c.bn > 256) then raise("gemm.build: bn must be a multiple of 32 from 64 to 256") end
-    if not c.swap_ab and c.bn % 64 ~= 0 and (PP or (c.b_major or "k") ~= "k" or (c.epi or 32) ~= 32) then
-      raise("gemm.build: bn of 96, 160 or 224 needs cooperative consumers, K-major B and epi = 32")
+    -- bn: 64 to 256 in steps of 64, or 48 to 256 in steps of 16 (80, 96, 160,
+    -- 168-class tiles: finer steps against idle SMs) with cooperative consumers
+    -- and K-major B; the epilogue's sub-tiles then divide bn (32 columns, or 16)
+    if not c.swap_ab and (c.bn % 16 ~= 0 or c.bn < 48 or c.bn > 256) then raise("gemm.build: bn must be a multiple of 16 from 48 to 256") end
+    local fine = not c.swap_ab and c.bn % 64 ~= 0
+    if fine and (PP or (c.b_major or "k") ~= "k" or (c.epi and c.bn % c.epi ~= 0)) then
+      raise("gemm.build: bn not a multiple of 64 needs cooperative consumers, K-major B and epi dividing bn (16 or 32)")
     end
     -- the tile: bm rows (cooperative: the CTA's, split over wgs consumer
     -- warpgroups of mi 64-row wgmma slices each; ping-pong: each of the two
@@ -137,8 +159,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
         c.bm, c.bn, c.wgs, c.mi * c.bn // 2, budget))
     end
     -- the epilogue: sub-tiles of 64 rows x epi columns, two staging buffers per warpgroup
-    c.epi = c.epi or 32
-    if c.epi ~= 32 and c.epi ~= 64 then raise("gemm.build: epi (epilogue sub-tile columns) must be 32 or 64") end
+    c.epi = c.epi or ((c.swap_ab or c.bn % 32 == 0) and 32 or 16)
+    if c.epi ~= 16 and c.epi ~= 32 and c.epi ~= 64 then raise("gemm.build: epi (epilogue sub-tile columns) must be 16, 32 or 64") end
     local smem_limit = tl.core.limits().max_smem - 2048 -- the barrier pool and alignment
     local stage_bytes = (c.bm + c.bn) * c.bk * c.ebytes
     local epi_bytes = c.swap_ab and 0 or c.wgs * 2 * 64 * c.epi * 2 -- (swapped: stored from registers)
@@ -168,7 +190,12 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       raise("gemm.build: with swap_ab, a cluster is cm x 1 CTAs that share A's rows, bn / cm a multiple of 8")
     end
     c.schedule = c.schedule or "persistent"
-    if c.schedule == "splitk" then -- split-K over the StreamK scheduler: `splits` pieces of K per tile
+    if c.schedule == "splitk" and c.cluster > 1 then
+      -- split-K in a cluster (cuBLAS's form for few tiles and a long K): the
+      -- persistent scheduler's batches are the splits (c.ksplits pieces of
+      -- c.kper k blocks), so a cluster's CTAs share one k range and multicast
+      c.schedule, c.ksplits = "persistent", c.splits or 2
+    elseif c.schedule == "splitk" then -- split-K over the StreamK scheduler: `splits` pieces of K per tile
       c.schedule, c.decomposition = "streamk", "split_k"
     end
     if c.schedule ~= "persistent" and c.schedule ~= "data_parallel" and c.schedule ~= "streamk" then
@@ -191,12 +218,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       raise("gemm.build: ping-pong consumers need a persistent or data-parallel schedule without a cluster")
     end
     c.aboxes = (c.bm // c.cn + 255) // 256 -- A boxes per stage (or per multicast share)
-    -- the tiles: bm x bn of D (swapped: bm of D's columns x bn of its rows)
-    local rows, cols = c.m, c.n
-    if c.swap_ab then rows, cols = c.n, c.m end
-    c.tm, c.tn, c.kt = (rows + c.bm - 1) // c.bm, (cols + c.bn - 1) // c.bn, (c.k + c.bk - 1) // c.bk
-    c.tiles = c.tm * c.tn
-    c.ctiles = (c.tm + c.cm - 1) // c.cm * ((c.tn + c.cn - 1) // c.cn) -- cluster tiles
+    tiles_cfg(c)
     -- programmatic dependent launch: a launch may start while the stream's
     -- previous kernel finishes (its prologue overlaps that kernel's tail)
     if c.pdl == nil then c.pdl = true end
@@ -235,7 +257,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     if c.alpha_param then params[#params + 1] = { "alpha", tl.f32 } end
     if c.beta and c.beta ~= 0 then params[#params + 1] = { "C", tl.ptr(eout) } end
     if c.bias then params[#params + 1] = { "bias", tl.ptr(tl.f32) } end
-    if c.schedule == "streamk" then params[#params + 1] = { "ws", tl.ptr(tl.i32) } end
+    if c.schedule == "streamk" or c.ksplits then params[#params + 1] = { "ws", tl.ptr(tl.i32) } end
     if c.dynamic then
       for _, d in ipairs { "M", "N", "K" } do params[#params + 1] = { d, tl.i32 } end
     end
@@ -289,13 +311,17 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   local function k_range(G, work)
     local c = G.c
     if c.schedule == "streamk" then return M.k_range(tl, c, work) end
+    if c.ksplits then -- split l of a cluster's split-K: kper k blocks, the last split the rest
+      local kb0 = work:l() * c.kper
+      return kb0, tl.min(tl.const(c.kper, tl.i32), c.kt - kb0)
+    end
     return tl.const(0, tl.i32), c.dynamic and G.KT or tl.const(G.KT, tl.i32)
   end
 
   -- The tile scheduler of c.schedule over the problem's tiles.
   local function scheduler(G)
     local c, CL = G.c, G.c.cluster
-    local o = { tiles = { G.TMS, G.TNS, 1, G.KT }, swizzle = c.swizzle or 8, raster_order = c.raster,
+    local o = { tiles = { G.TMS, G.TNS, c.ksplits or 1, G.KT }, swizzle = c.swizzle or 8, raster_order = c.raster,
                 cluster = CL > 1 and { c.cm, c.cn, 1 } or nil }
     if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
     if c.schedule == "streamk" then return M.streamk_scheduler(tl, c, G.p.ws) end
@@ -409,6 +435,19 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     return tl.wgmma_desc(G.sB:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
   end
 
+  -- A cluster split-K's work tile (m, n) as M.fixup reads a StreamK one: its
+  -- split is its batch l; the last split (l = ksplits - 1) adds the others'
+  -- partials. (The scheduler hands out l in order, the slowest index, and the
+  -- grid is resident at once: every split a final one waits for is running or
+  -- done.) A CTA of a cluster past the problem's tiles has no counter nor
+  -- slots: one split for it (its stores are clipped).
+  local function split_of(G, work, m, n)
+    local c, l = G.c, work:l()
+    local splits = tl.select(m:lt(G.TMS) & n:lt(G.TNS), tl.const(c.ksplits, tl.i32), tl.const(1, tl.i32))
+    return { expected_splits = function() return splits end, split_idx = function() return l end,
+             is_final_split = function() return l:eq(c.ksplits - 1) end }
+  end
+
   -- A consumer warpgroup (warps [first, first + n)): wgmma mainloop and epilogue.
   -- g: the ping-pong warpgroup (0 or 1), nil for the cooperative ones.
   -- w: a warpgroup of its own (ping-pong's, or an uneven split's), nil: every
@@ -468,7 +507,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
         local slices = {}
         for i = 1, MI do slices[i] = rows // 64 + (i - 1) end
         local final
-        if c.schedule == "streamk" then accs, final = M.fixup(tl, c, p, work, accs, m, n, slices, t, w) end
+        if c.schedule == "streamk" then accs, final = M.fixup(tl, c, p, work, accs, m, n, slices, t, w)
+        elseif c.ksplits then accs, final = M.fixup(tl, c, p, split_of(G, work, m, n), accs, m, n, slices, t, w) end
         local function epilogues()
           for i = 1, MI do
             if c.swap_ab then M.epilogue_transposed(tl, c, p, accs[i], m, n, rows + 64 * (i - 1), t, G.dims)
@@ -537,7 +577,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     if c.alpha_param then add({ name = "alpha", kind = "scalar", default = c.alpha or 1 }, { "scalar", "alpha" }) end
     if c.beta and c.beta ~= 0 then add({ name = "c", kind = "buffer" }, { "ptr", "c" }) end
     if c.bias then add({ name = "bias", kind = "buffer" }, { "ptr", "bias" }) end
-    if c.schedule == "streamk" then
+    if c.schedule == "streamk" or c.ksplits then
       add({ name = "workspace", kind = "workspace" }, { "workspace" })
       r.workspace = M.workspace_bytes(c)
     end
@@ -556,7 +596,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     c.grid = M.grid_of(c, c.ctiles)
     if c.schedule == "streamk" then M.plan_streamk(tl, c) end
     local g = setmetatable({ cfg = c, source = o, grid = c.grid, flops = 2.0 * c.m * c.n * c.k,
-                             workspace_bytes = c.schedule == "streamk" and M.workspace_bytes(c) or 0 }, M.Gemm)
+                             workspace_bytes = (c.schedule == "streamk" or c.ksplits) and M.workspace_bytes(c) or 0 }, M.Gemm)
     local saved = tl.module() -- each GEMM is a module of its own
     tl.new_module()
     g.kernel = tl.at_caller(build_kernel, c) -- every op at the user's line

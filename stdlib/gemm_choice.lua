@@ -26,18 +26,26 @@ local M = {}
 -- first loads' latency, the epilogue's stores) and, where measured lower, the
 -- share of its operands' bytes the L2 serves (l2). Fitted to the gemm_variants
 -- runs of docs/PERF.md (seventh session); those of 96, 160 and 224 columns are
--- interpolated (the sweep measured them only as its picks).
+-- interpolated (the sweep measured them only as its picks), and so are those
+-- of 48, 80, 112, 144, 176 and 208 (16-column epilogue sub-tiles: cuBLAS's
+-- 80- and 168-wide tiles fill the SMs where steps of 32 leave some idle).
 M.TILES = {
   { bm = 128, bn = 256, eff = 1.00, fixed = 3.0 },
   { bm = 256, bn = 128, eff = 1.00, fixed = 3.2 },
   { bm = 128, bn = 224, eff = 0.98, fixed = 3.0 },
+  { bm = 128, bn = 208, eff = 0.975, fixed = 3.1 },
   { bm = 128, bn = 192, eff = 0.97, fixed = 2.8 },
+  { bm = 128, bn = 176, eff = 0.97, fixed = 2.9 },
   { bm = 128, bn = 160, eff = 0.97, fixed = 2.7 },
+  { bm = 128, bn = 144, eff = 0.965, fixed = 2.8 },
   { bm = 128, bn = 128, eff = 0.96, fixed = 2.5 },
   { bm = 128, bn = 128, consumers = "pingpong", eff = 0.97, fixed = 2.0 },
   { bm = 192, bn = 192, eff = 0.92, fixed = 3.2, min_m = 1024 },
+  { bm = 128, bn = 112, eff = 0.94, fixed = 2.6, l2 = 0.95 },
   { bm = 128, bn = 96, eff = 0.92, fixed = 2.4, l2 = 0.9 },
+  { bm = 128, bn = 80, eff = 0.89, fixed = 2.4, l2 = 0.85 },
   { bm = 128, bn = 64, eff = 0.85, fixed = 2.2, l2 = 0.8 },
+  { bm = 128, bn = 48, eff = 0.78, fixed = 2.3, l2 = 0.75 },
   { bm = 64, bn = 128, wgs = 1, eff = 0.75, fixed = 2.0, max_m = 128 },
   { bm = 64, bn = 256, wgs = 1, eff = 0.85, fixed = 2.2, max_m = 128 },
 }
@@ -59,6 +67,12 @@ M.CLUSTER_LOSS = 1.06
 M.PARTIAL_US = 2.0
 M.STREAMK_SLOWDOWN = 1.2
 M.LAUNCH_US = 2.0
+-- HBM: what a wave streams at most (TB/s), all SMs or SM_HBM_TBS each. Fitted
+-- to the 128-token rows (docs/PERF.md, eighth session): 128 x 6144 x 4096 on
+-- 128 x 48 tiles (128 CTAs) 18.4 us, on 128 x 64 (96 CTAs) 19.7 us; 128 x
+-- 10240 x 8192 on 128 x 80 (128 CTAs) 48.0 us, 3.5 TB/s of B.
+M.HBM_TBS = 3.7
+M.SM_HBM_TBS = 0.033
 
 -- The decode forms (at most 64 rows of A): A and B swapped, B's rows on
 -- wgmma's 64-row side; StreamK over every SM's share of B's k blocks, or whole
@@ -94,10 +108,13 @@ end
 
 -- Whether c's cluster multicasts the larger operand (1), the smaller (-1), or
 -- one of two of a size (0: neither gain nor loss measured; 1024 x 1024 x 16384
--- on 128 x 64 tiles 69.2 us with a cluster, 68.8 without).
+-- on 128 x 64 tiles 69.2 us with a cluster, 68.8 without). A split-K of
+-- square tiles in a cluster is counted as paying: its pieces keep every SM
+-- reading from the L2 (cuBLAS's 128 x 128 form at 1024 x 1024 x 16384).
 local function multicast_pays(c)
   local rows_b, rows_a = c.swap_ab and c.m or c.n, c.swap_ab and c.n or c.m
   if rows_a == rows_b then -- (beyond the L2, sharing the larger tile: +0.5-1 % at 8192^3)
+    if c.ksplits and c.bm == c.bn then return 1 end
     local big = rows_a * c.k * c.ebytes > 64 * 2 ^ 20
     return (big and ((c.cm > 1 and c.bn > c.bm) or (c.cn > 1 and c.bm > c.bn))) and 1 or 0
   end
@@ -113,25 +130,36 @@ local function kblock_us(t, c, active, fp8)
   return math.max(flops / (M.PEAK_TFLOPS * (fp8 and 2 or 1) * t.eff * 1e6), bytes * active / (M.L2_TBS * 1e6))
 end
 
--- The model's time (us) of the form `o` of tile t on the problem.
+-- The HBM floor (us): every byte of A, B and D crosses HBM once, at most
+-- HBM_TBS, and at most SM_HBM_TBS a CTA streaming them (few rows of A: B's
+-- bytes are read once each, and the SMs at work bound the rate).
+local function hbm_us(c, active)
+  local bytes = (c.m + c.n) * c.k * c.ebytes + c.m * c.n * 2
+  return bytes / (math.min(M.HBM_TBS, active * M.SM_HBM_TBS) * 1e6)
+end
+
+-- The model's time (us) of the form `o` of tile t on the problem: its k blocks
+-- at the tile's rate, or the HBM floor, whichever is longer, plus the fixed
+-- costs of its rounds (and split-K's partials).
 local function estimate(t, o, c, sms, fp8)
   local partial = M.PARTIAL_US * c.bm * c.bn / (128 * 128)
   -- a cluster that multicasts the smaller operand buys nothing (see above)
   local loss = (c.cluster > 1 and multicast_pays(c) < 0) and M.CLUSTER_LOSS or 1
-  if o.schedule == "splitk" then -- (the plan's default splits: a wave of pieces)
+  local rounds, active, kb, over -- over: the fixed costs of a round
+  if o.schedule == "splitk" then -- (the plan's default splits: a wave of pieces; in a cluster, its multicast)
     local splits = o.splits or math.max(2, math.min(c.kt, sms // c.tiles))
     local units = c.tiles * splits
-    local rounds = (units + sms - 1) // sms
-    local kb_us = kblock_us(t, c, math.min(units, sms), fp8)
-    return M.LAUNCH_US + rounds * (((c.kt + splits - 1) // splits) * kb_us + t.fixed + partial * (splits - 1))
+    rounds, active = (units + sms - 1) // sms, math.min(units, sms)
+    kb, over = ((c.kt + splits - 1) // splits) * kblock_us(t, c, active, fp8), t.fixed + partial * (splits - 1)
   elseif o.schedule == "streamk" then
     local per_sm = (c.tiles * c.kt + sms - 1) // sms
-    local splits = math.max(1, sms / c.tiles)
-    return M.LAUNCH_US + M.STREAMK_SLOWDOWN * per_sm * kblock_us(t, c, sms, fp8) + t.fixed + partial * splits
+    rounds, active = 1, sms
+    kb, over = M.STREAMK_SLOWDOWN * per_sm * kblock_us(t, c, sms, fp8), t.fixed + partial * math.max(1, sms / c.tiles)
+  else
+    rounds, active = (c.ctiles + c.grid // c.cluster - 1) // (c.grid // c.cluster), math.min(c.tiles, c.grid)
+    kb, over = c.kt * kblock_us(t, c, active, fp8), t.fixed
   end
-  local rounds = (c.ctiles + c.grid // c.cluster - 1) // (c.grid // c.cluster)
-  local active = math.min(c.tiles, c.grid)
-  return M.LAUNCH_US + loss * rounds * (c.kt * kblock_us(t, c, active, fp8) + t.fixed)
+  return M.LAUNCH_US + loss * math.max(rounds * (kb + over), hbm_us(c, active) + rounds * over)
 end
 
 -- The model's time (us) of tl.gemm.build options o on the problem; nil for a
@@ -171,6 +199,12 @@ local function forms(m, n, k, dtype, sms)
           for s = 2, 4 do
             if kt // s >= 8 and tm * tn * s <= 2 * sms then
               local o = copy(base) o.schedule, o.splits = "splitk", s add(t, o)
+              -- in a cluster of 2 sharing the larger operand (cuBLAS's form at 1024 x 1024 x 16384)
+              for _, cl in ipairs { { 2, 1 }, { 1, 2 } } do
+                if (cl[1] == 2 and tm >= 2) or (cl[2] == 2 and tn >= 2) then
+                  local oc = copy(o) oc.cluster = cl add(t, oc)
+                end
+              end
             end
           end
           if kt >= 16 then local o = copy(base) o.schedule = "streamk" add(t, o) end

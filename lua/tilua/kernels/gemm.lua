@@ -167,8 +167,9 @@ end
 
 -- Store the f32 values `vals` (0-based, vals[i] the wgmma fragment's element
 -- i) of one consumer warpgroup's 64 x o.bn fragment in sub-tiles of 64 x
--- o.cols (32 or 64) through the tensor map o.map (sub-tile ch at
--- o.coords(ch), the map's box 64 x o.cols, swizzled by a row of 2 * o.cols
+-- o.cols (16, 32 or 64; 16: one stmatrix of four matrices a warp) through
+-- the tensor map o.map (sub-tile ch at o.coords(ch), the map's box 64 x
+-- o.cols, swizzled by a row of 2 * o.cols
 -- bytes): pairs packed to o.out and written with stmatrix into one of the
 -- warpgroup's (o.warpgroup) two staging buffers o.staging[wg][ch % 2] (64 x
 -- o.cols, the same swizzle), then one thread (o.thread == 0) stores it with TMA
@@ -176,9 +177,10 @@ end
 -- written again once the store before the last has read it (bulk wait_group
 -- read 1: CUTLASS's epilogue with StagesD = 2). The warpgroup's 128 threads
 -- meet at named barrier o.barrier twice per sub-tile. Every tile starts on
--- buffer 0: with an odd count of sub-tiles (bn = 96, 160, 224) the previous
--- tile's last store read buffer 0 too, so the first sub-tile waits for every
--- store (bulk wait_group read 0).
+-- buffer 0: with an odd count of sub-tiles (bn = 96, 160, 224 in sub-tiles of
+-- 32; 48, 80, 112, 144 ... in sub-tiles of 16) the previous tile's last store
+-- read buffer 0 too, so the first sub-tile waits for every store (bulk
+-- wait_group read 0).
 function M.store_subtiles(tl, o, vals)
   local BN, EC, cw, t, sD, bar_id = o.bn, o.cols, o.warpgroup, o.thread, o.staging, o.barrier
   local lane = t % 32
