@@ -305,12 +305,15 @@ void px_emit_tma(Emit *e, IrOp *op) {
 /* Whether op is the last reader of v: its only use, or v is defined in op's
 ** block (an argument of it or an op's result: not a value a loop around op
 ** reads again) and every other use of v is an op before op in that block
-** (already emitted, so v's registers are free after op). */
+** (already emitted, so v's registers are free after op) other than a wgmma. */
 static bool last_use(const IrValue *v, const IrOp *op) {
   if (ir_value_num_uses(v) == 1) return true;
   if (v->def ? v->def->parent != op->parent : v->block != op->parent) return false;
   for (const IrUse *u = v->uses; u; u = u->next) {
     if (u->owner == op) continue;
+    /* another wgmma reading v: ptxas then guards the in-place write with an
+    ** injected warpgroup.arrive (C7519), which serializes the chain */
+    if (u->owner->kind == OP_NVVM_WGMMA_MMA_ASYNC) return false;
     if (u->owner->parent != op->parent) return false;
     const IrOp *o = u->owner;
     while (o && o != op)
