@@ -39,18 +39,13 @@ function P.table(runs, best, flops, header, ratio)
   end
 end
 
--- torch's SDPA (cuDNN and flash backends) in a child python3 process on
--- problems {b, h, hkv, s, d, causal} (fresh random bf16 tensors; grouped-query
--- heads through enable_gqa, else K and V expanded beforehand, outside the
--- timing): the forward and torch.autograd.grad's backward of each, timed as
--- P.time does. -> {cudnn, cudnn_bwd, flash, flash_bwd (ms, nil where the
--- backend did not run)} a problem, or nil and why
-local SDPA = [[
-import sys, math
+-- What every child python3 script starts with: torch imported (else an
+-- "ERROR" line), timeit(fn) -> the best of 5 samples of CUDA events around 10
+-- calls (as P.time), and the device's "DEVICE" line.
+local PREAMBLE = [[
+import sys
 try:
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import sdpa_kernel, SDPBackend
 except Exception as e:
     print("ERROR", repr(e)); sys.exit(0)
 def timeit(fn):
@@ -64,6 +59,20 @@ def timeit(fn):
         best = min(best, s.elapsed_time(e) / 10)
     return best
 print("DEVICE", torch.cuda.get_device_name(), torch.__version__)
+]]
+
+-- torch's SDPA (cuDNN and flash backends) in a child python3 process on
+-- problems {b, h, hkv, s, d, causal} (fresh random bf16 tensors; grouped-query
+-- heads through enable_gqa, else K and V expanded beforehand, outside the
+-- timing): the forward and torch.autograd.grad's backward of each, timed as
+-- P.time does. -> {cudnn, cudnn_bwd, flash, flash_bwd (ms, nil where the
+-- backend did not run)} a problem, or nil and why
+local SDPA = [[
+try:
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel, SDPBackend
+except Exception as e:
+    print("ERROR", repr(e)); sys.exit(0)
 for i, line in enumerate(sys.stdin):
     b, h, hkv, s, d, causal = [int(x) for x in line.split()]
     q = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -90,14 +99,14 @@ for i, line in enumerate(sys.stdin):
     print("P", i, " ".join("%.5f" % x for x in out), flush=True)
 ]]
 
--- Run a python3 script in a child process (multicast kept off), its stdin the
+-- Run a python3 script (after PREAMBLE) in a child process (multicast kept off), its stdin the
 -- lines `input`; each line it prints goes to on_line(line), which returns true
 -- where it consumed it (the rest is printed as "torch: ..."). -> true, or nil and
 -- the script's "ERROR ..." line
 local function python(script, input, on_line)
   local py, inp = os.tmpname(), os.tmpname()
   local f = assert(io.open(py, "w"))
-  f:write(script)
+  f:write(PREAMBLE, script)
   f:close()
   f = assert(io.open(inp, "w"))
   for _, line in ipairs(input) do f:write(line, "\n") end
@@ -148,22 +157,6 @@ end
 -- in a child python3 process: A [sum(sizes), K] by each group's B [N, K]
 -- (K-major, as ours), bf16 out, on fresh random inputs, timed as P.time does.
 local GROUPED = [[
-import sys
-try:
-    import torch
-except Exception as e:
-    print("ERROR", repr(e)); sys.exit(0)
-def timeit(fn):
-    fn(); torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(5):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(10): fn()
-        e.record(); torch.cuda.synchronize()
-        best = min(best, s.elapsed_time(e) / 10)
-    return best
-print("DEVICE", torch.cuda.get_device_name(), torch.__version__)
 n, k = [int(x) for x in sys.stdin.readline().split()]
 sizes = [int(x) for x in sys.stdin.readline().split()]
 gmm = getattr(torch.nn.functional, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
