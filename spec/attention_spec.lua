@@ -33,6 +33,8 @@ describe("tl.attention", function()
       { { h = 1, sq = 64, d = 64, dtype = "e4m3" }, "dtype must be bf16 or f16" },
       { { h = 1, sq = 64, d = 64, consumers = 4 }, "consumers must be 1, 2 or 3" },
       { { h = 1, sq = 64, d = 64, schedule = "streamk" }, "schedule must be persistent or data_parallel" },
+      { { h = 1, sq = 64, d = 128, regs = { 32, 240 } }, "producer + 2 x consumer <= 504" },
+      { { h = 1, sq = 64, d = 64, regs = { 24, 164 } }, "regs must be { producer, consumer }, multiples of 8" },
     }
     for _, case in ipairs(cases) do
       local ok, err = bad(case[1])
@@ -135,8 +137,8 @@ describe("tl.attention", function()
 
   it("moves registers within its CTA's: producer + consumers <= .maxnreg x threads, at every head dim and consumer count", function()
     for _, o in ipairs { { d = 64 }, { d = 128 }, { d = 256 }, { d = 64, consumers = 2 }, { d = 128, consumers = 3, bn = 64 },
-                         { d = 128, consumers = 1 } } do
-      local a = tl.attention.build { b = 1, h = 1, sq = 4096, d = o.d, consumers = o.consumers, bn = o.bn }
+                         { d = 128, consumers = 1 }, { d = 128, regs = { 24, 240 } }, { d = 256, bn = 80, regs = { 24, 240 } } } do
+      local a = tl.attention.build { b = 1, h = 1, sq = 4096, d = o.d, consumers = o.consumers, bn = o.bn, regs = o.regs }
       local ptx = a.kernel:compile()
       local threads = tonumber(ptx:match "%.reqntid (%d+)")
       local entry = tonumber(ptx:match "%.maxnreg (%d+)")

@@ -7,7 +7,8 @@
 --   local a = tl.attention.build{ b = 2, h = 16, hkv = 4, sq = 4096, skv = 4096, d = 128,
 --                                 causal = false, dtype = "bf16", scale = 1 / sqrt(d),
 --                                 bn = 128, consumers = 2, stages = 2, pingpong = true,
---                                 schedule = "persistent" | "data_parallel", o_in_q = auto }
+--                                 schedule = "persistent" | "data_parallel", o_in_q = auto,
+--                                 regs = { producer, consumer } (setmaxnreg; by consumers) }
 --   a.kernel                    the tilua kernel
 --   a:run{ q = bufQ, k = bufK, v = bufV, o = bufO, lse = bufLSE }   (B, H, S, D row-major)
 --   a:check{ q, k, v, o, lse } -> ok, report   (a plain reference kernel, every element)
@@ -98,6 +99,17 @@ do -- tl.attention: the generator and the check
     if c.bn % 16 ~= 0 or c.bn < 16 or c.bn > 256 then raise("attention.build: bn must be a multiple of 16 in [16, 256]") end
     if c.consumers < 1 or c.consumers > 3 then raise("attention.build: consumers must be 1, 2 or 3 warpgroups") end
     posint(c, "stages")
+    -- setmaxnreg of the producer and of each consumer: the CTA's registers
+    -- (65536 over 128 (1 + consumers) threads, .maxnreg rounded down to 8) moved
+    -- to the consumers; the producer's loads fit 24 (FlashAttention-3's split)
+    c.regs = c.regs or (c.consumers == 3 and { 32, 160 } or { 40, 232 })
+    local pool = (65536 // (128 * (c.consumers + 1))) // 8 * 8 * (c.consumers + 1)
+    if type(c.regs) ~= "table" or math.type(c.regs[1]) ~= "integer" or math.type(c.regs[2]) ~= "integer"
+       or c.regs[1] % 8 ~= 0 or c.regs[2] % 8 ~= 0 or c.regs[1] < 24 or c.regs[2] > 256
+       or c.regs[1] + c.consumers * c.regs[2] > pool then
+      raise(("attention.build: regs must be { producer, consumer }, multiples of 8 in [24, 256] with producer + %d x consumer <= %d")
+        :format(c.consumers, pool))
+    end
     c.schedule = c.schedule or "persistent"
     if c.schedule ~= "persistent" and c.schedule ~= "data_parallel" then
       raise(("attention.build: schedule must be persistent or data_parallel, got %s"):format(tostring(c.schedule)))
@@ -164,9 +176,9 @@ do -- tl.attention: the generator and the check
       -- {=== the producer warpgroup
       k:agent("producer", { warps = 4 }, function()
         -- the registers move within the CTA's (its .maxnreg times its threads:
-        -- 168 x 384 = 40 x 128 + 232 x 256, 128 x 512 = 32 x 128 + 160 x 384);
+        -- 168 x 384 >= 40 x 128 + 232 x 256, 128 x 512 = 32 x 128 + 160 x 384: c.regs);
         -- one consumer warpgroup has its 248 from the start
-        if NC > 1 then tl.setmaxnreg(NC == 2 and 40 or 32, "dec") end
+        if NC > 1 then tl.setmaxnreg(c.regs[1], "dec") end
         k:async_exec("producer", { first_warp = 0, warps = 1 }, function()
           local stq, stk, stv = pq:producer_start(), pk:producer_start(), pv:producer_start()
           tl.elect_one(function()
@@ -188,7 +200,7 @@ do -- tl.attention: the generator and the check
 
       -- {=== the consumer warpgroups
       k:agent("consumer", { warps = 4 * NC }, function(a)
-        if NC > 1 then tl.setmaxnreg(NC == 2 and 232 or 160, "inc") end
+        if NC > 1 then tl.setmaxnreg(c.regs[2], "inc") end
         k:async_exec("consumer", { first_warp = 4, warps = 4 * NC }, function()
           local wg = a:warp_id() // 4
           local t = a:thread_id() % 128

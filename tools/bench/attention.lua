@@ -80,17 +80,23 @@ local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 local S, BH = o.s, o.bh
 
 -- {=== the problems and the configurations tried on each
+local R24 = { 24, 240 } -- FlashAttention-3's register split of two consumers
 local problems = {
   { name = "d128", b = 2, h = BH // 2, d = 128,
-    sweep = { { bn = 128 }, { bn = 176 }, { bn = 144 }, { bn = 128, stages = 3, o_in_q = true }, { bn = 128, pingpong = false } } },
+    sweep = { { bn = 128 }, { bn = 176 }, { bn = 160 }, { bn = 176, regs = R24 }, { bn = 128, regs = R24 },
+              { bn = 128, stages = 3, o_in_q = true } } },
   { name = "d128 causal", b = 2, h = BH // 2, d = 128, causal = true,
-    sweep = { { bn = 128 }, { bn = 128, schedule = "data_parallel" }, { bn = 128, stages = 3, o_in_q = true } } },
+    sweep = { { bn = 128 }, { bn = 128, regs = R24 }, { bn = 176 }, { bn = 128, schedule = "data_parallel" } } },
   { name = "d64", b = 2, h = BH // 2, d = 64,
-    sweep = { { consumers = 3, bn = 128 }, { consumers = 2, bn = 128 }, { consumers = 2, bn = 192 }, { consumers = 3, bn = 112 } } },
+    sweep = { { consumers = 3, bn = 128 }, { consumers = 3, bn = 128, stages = 3 }, { consumers = 2, bn = 192 },
+              { consumers = 2, bn = 192, regs = R24 }, { consumers = 3, bn = 112 } } },
   { name = "d64 causal", b = 2, h = BH // 2, d = 64, causal = true,
-    sweep = { { consumers = 3, bn = 128 }, { consumers = 3, bn = 128, schedule = "data_parallel" } } },
-  { name = "d256", b = 2, h = BH // 2, d = 256, sweep = { { bn = 64 }, { bn = 64, pingpong = false } } },
-  { name = "d256 causal", b = 2, h = BH // 2, d = 256, causal = true, sweep = { { bn = 64 }, { bn = 64, schedule = "data_parallel" } } },
+    sweep = { { consumers = 3, bn = 128 }, { consumers = 3, bn = 128, stages = 3 }, { consumers = 2, bn = 128, regs = R24 },
+              { consumers = 3, bn = 128, schedule = "data_parallel" } } },
+  { name = "d256", b = 2, h = BH // 2, d = 256,
+    sweep = { { bn = 64 }, { bn = 64, regs = R24 }, { bn = 80 }, { bn = 80, regs = R24 }, { bn = 64, pingpong = false } } },
+  { name = "d256 causal", b = 2, h = BH // 2, d = 256, causal = true,
+    sweep = { { bn = 64 }, { bn = 64, regs = R24 }, { bn = 80, regs = R24 }, { bn = 64, schedule = "data_parallel" } } },
   { name = "d128 gqa 4:1", b = 2, h = BH // 2, hkv = BH // 8, d = 128, sweep = { { bn = 128 } } },
   { name = "d128 ragged", b = 2, h = BH // 2, d = 128, s = S - 96 - 7, sweep = { { bn = 128 } } },
 }
@@ -154,9 +160,10 @@ for pi, p in ipairs(list) do
     local cfg = { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d, causal = p.causal }
     for key, x in pairs(extra) do cfg[key] = x end
     local built, a = pcall(tl.attention.build, cfg)
-    local label = ("bn %d, %d consumers, %d stages%s%s%s"):format(built and a.cfg.bn or cfg.bn or 0, built and a.cfg.consumers or 0,
+    local label = ("bn %d, %d consumers, %d stages%s%s%s%s"):format(built and a.cfg.bn or cfg.bn or 0, built and a.cfg.consumers or 0,
       built and a.cfg.stages or 0, built and a.cfg.o_in_q and ", O in Q" or "",
-      built and a.cfg.schedule ~= "persistent" and ", " .. a.cfg.schedule or "", built and not a.cfg.pingpong and ", no turns" or "")
+      built and a.cfg.schedule ~= "persistent" and ", " .. a.cfg.schedule or "", built and not a.cfg.pingpong and ", no turns" or "",
+      built and a.cfg.consumers > 1 and (", regs %d/%d"):format(a.cfg.regs[1], a.cfg.regs[2]) or "")
     if not built then
       print(("%-14s %-44s not built: %s"):format(p.name, label, tostring(a)))
     else
