@@ -40,6 +40,7 @@ local V = require "tilua.passes.convert_tileas_to_cutlass.values"
 local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
 local A = require "tilua.kernels.attention"
 local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
+local Masks = require "tilua.passes.convert_tileas_to_cutlass.masks"
 
 local Chain = {}
 
@@ -623,7 +624,33 @@ function Chain.lower(L, env, op, cur, ctx)
   local lb, ub = Loops.k_blocks(L, op, env)
   local svecs, out = prologue(S, lb)
   local C = loop_cells(S, svecs, out)
-  tl.cutlass.for_range(lb + 1, ub, C.list, function(kk) iteration(S, C, kk) end)
+  local at, masks = Masks.split(L, op, lb + 1, ub)
+  if at then -- the iterations whose masks keep every element, then the others (masks.lua)
+    -- what the first loop's body binds (L.vmap) and computes of the values
+    -- from before it (their lazy elements) is not seen in the second
+    local function copy(t)
+      local c = {}
+      for i, e in pairs(t) do c[i] = e end
+      return c
+    end
+    local vmap, caches = copy(L.vmap), {}
+    for _, x in pairs(vmap) do
+      if V.is_lazy(x) and not caches[x] then caches[x] = copy(x.cache) end
+    end
+    local function loop(from, to, mode)
+      local saved_masks = L.masks
+      L.masks = {}
+      for id in pairs(masks) do L.masks[id] = mode end
+      tl.cutlass.for_range(from, to, C.list, function(kk) iteration(S, C, kk) end)
+      L.masks = saved_masks
+      for id in pairs(L.vmap) do L.vmap[id] = vmap[id] end
+      for x, cache in pairs(caches) do x.cache = copy(cache) end
+    end
+    loop(lb + 1, at, "kept")
+    loop(at, ub, "select")
+  else
+    tl.cutlass.for_range(lb + 1, ub, C.list, function(kk) iteration(S, C, kk) end)
+  end
   env.lane_sums = saved
   finish(S, C)
 end

@@ -123,7 +123,12 @@ end
 -- index tiles (a causal or a ragged mask): a branch on "every element kept",
 -- uniform over the tile, skips the per-element mask where no element is
 -- masked (every block of keys but the last and the diagonal). -> the frag, or nil.
+-- In a loop split where the masks keep every element (masks.lua; L.masks: the
+-- select's result id -> "kept" or "select"): no select, or a select and no branch.
 local function masked_select(L, op, n, opds)
+  local mode = L.masks and L.masks[op:result(1):id()]
+  if mode == "kept" then return opds[2] end
+  if mode == "select" then return nil end
   local keep = all_true(L, op:operand(1))
   if not keep or not V.is_frag(opds[1]) or not V.is_frag(opds[2]) then return nil end
   local a, b = {}, {}
