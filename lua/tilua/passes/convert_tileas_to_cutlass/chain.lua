@@ -270,8 +270,8 @@ local function issue(L, op, acc, stage, pa, fresh, a_ring)
     local o = { type_a = et, type_b = et, trans_a = at.transpose_a or nil, trans_b = not at.transpose_b or nil,
                 scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
     if fresh and kk == 0 then o.scale_d = false end
-    local a = pa and pa[kk] or desc(ra, stage[ra.ring or ra], kk, 16, not at.transpose_a)
-    acc = tl.wgmma(acc, a, desc(rb, stage[rb.ring or rb], kk, 16, at.transpose_b), o)
+    local a = pa and pa[kk] or desc(ra, stage[ra.ring or ra], kk, 16, not at.transpose_a, true)
+    acc = tl.wgmma(acc, a, desc(rb, stage[rb.ring or rb], kk, 16, at.transpose_b, true), o)
   end
   return acc
 end

@@ -435,7 +435,8 @@ OPS["tileas.extract_slice"] = function(L, op, env)
     if per[1] == 0 then offs[1] = 0 end
     if per[2] == 0 then offs[2] = 0 end
   end
-  L.vmap[op:result(1):id()] = setmetatable({ ring = r.ring or r, offsets = { offs[1], offs[2] }, shape = R.tile_of(op:result(1)).shape }, V.Ring)
+  L.vmap[op:result(1):id()] = setmetatable({ ring = r.ring or r, offsets = { offs[1], offs[2] }, shape = R.tile_of(op:result(1)).shape,
+                                             replica = per and env.replica and { env.replica, per[1] } or nil }, V.Ring)
 end
 
 -- expand_dim, broadcast and convert_layout keep the value: a row (along 2) or

@@ -139,18 +139,56 @@ end
 -- a box of the swizzle's span, into the next box (boxes are a stage's rows,
 -- one after the other); MN-major, boxes of {k rows, 64}: 16 k rows a step,
 -- 64-wide atoms a box apart.
-function V.desc(r, s, kk, kstep, kmajor)
-  local tl = require "tilua"
+local function address(r, kk, kstep, kmajor)
   local ring = r.ring or r
   local off = r.offsets or { 0, 0 }
   if kmajor then
     local col = off[2] + kk * kstep
     local bx = col // ring.box[2]
-    return tl.wgmma_desc(ring.smem:ptr(s, bx * ring.shape[1] + off[1], col - bx * ring.box[2]), { swizzle = ring.swizzle, sbo = 1024 })
+    return bx * ring.shape[1] + off[1], col - bx * ring.box[2], { swizzle = ring.swizzle, sbo = 1024 }
   end
   local row = off[2] // ring.box[2] * ring.shape[1] + off[1] + kk * 16
-  return tl.wgmma_desc(ring.smem:ptr(s, row, 0),
-                       { swizzle = ring.swizzle, lbo = ring.shape[1] * ring.box[2] * R.elem_bytes(ring.elem), sbo = 1024 })
+  return row, 0, { swizzle = ring.swizzle, lbo = ring.shape[1] * ring.box[2] * R.elem_bytes(ring.elem), sbo = 1024 }
+end
+
+-- The parts of a descriptor's address that move by whole periods of the
+-- swizzle (8 rows of its span: the pattern repeats), in 16-byte units: the
+-- stage s and a replica's rows (r.replica = {index value, rows a replica})
+-- -> the units (an i32 value or 0), or nil where they do not.
+local function periodic_units(r, s)
+  local ring = r.ring or r
+  local off = r.offsets or { 0, 0 }
+  local eb = R.elem_bytes(ring.elem)
+  local period, row_bytes = 8 * ring.swizzle, ring.box[2] * eb
+  local stage_bytes = (ring.nbox or 1) * ring.shape[1] * row_bytes
+  if ring.swizzle < 32 or row_bytes ~= ring.swizzle or stage_bytes % period ~= 0 or math.type(off[2]) ~= "integer" then return nil end
+  local units = (s or 0) * (stage_bytes // 16)
+  if math.type(off[1]) ~= "integer" then
+    local rep = r.replica
+    if not rep or rep[2] * row_bytes % period ~= 0 then return nil end
+    units = rep[1] * (rep[2] * row_bytes // 16) + units
+  end
+  return units
+end
+
+-- The descriptor (an i64 value). periodic: the address's parts that move by
+-- whole periods of the swizzle (the stage, a replica's rows) added to the
+-- descriptor of the rest, whose swizzle is then folded at build time (a loop
+-- issues one add a wgmma, not the swizzle of a moving address).
+function V.desc(r, s, kk, kstep, kmajor, periodic)
+  local tl = require "tilua"
+  local ring = r.ring or r
+  local units = periodic and periodic_units(r, s)
+  if units then
+    local static = setmetatable({ ring = ring, offsets = { math.type((r.offsets or {})[1]) == "integer" and r.offsets[1] or 0,
+                                                            (r.offsets or { 0, 0 })[2] } }, V.Ring)
+    local row, col, opts = address(static, kk, kstep, kmajor)
+    local d = tl.wgmma_desc(ring.smem:ptr(0, row, col), opts)
+    if units == 0 then return d end
+    return d + (tl.is_value(units) and tl.cast(units, tl.i64) or tl.const(units, tl.i64))
+  end
+  local row, col, opts = address(r, kk, kstep, kmajor)
+  return tl.wgmma_desc(ring.smem:ptr(s, row, col), opts)
 end
 
 -- The lowered coordinates of the dims a tiled access's tile leaves out (its
