@@ -19,10 +19,10 @@ local CASES = {
   { b = 2, h = 2, sq = 1000, skv = 1000, d = 128, causal = true },
   { b = 2, h = 3, sq = 300, skv = 500, d = 64, scale = 1.0, small = true },           -- peaked rows (scale 1)
   { b = 1, h = 2, sq = 513, skv = 513, d = 64, causal = true },
-  { b = 1, h = 2, sq = 200, skv = 333, d = 256 },                                      -- O staged in Q's rows
+  { b = 1, h = 2, sq = 200, skv = 333, d = 256 },                                      -- key tiles of 80, O staged in Q's rows
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 300, d = 256, causal = true, small = true },
   { b = 1, h = 2, sq = 257, skv = 257, d = 128, dtype = "f16", scale = 0.5 },
-  { b = 1, h = 4, sq = 700, skv = 700, d = 128, causal = true, schedule = "data_parallel" },
+  { b = 1, h = 4, sq = 700, skv = 700, d = 128, causal = true, schedule = "persistent" },      -- (causal's default: data-parallel)
   { b = 1, h = 2, sq = 400, skv = 1100, d = 128, bn = 176 },
   { b = 2, h = 16, hkv = 2, sq = 4096, skv = 4096, d = 128, every = true },            -- more tiles than SMs
 }

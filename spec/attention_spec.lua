@@ -50,7 +50,9 @@ describe("tl.attention", function()
     assert.same({ 128, 128, 2, false }, { c.bm, c.bn, c.consumers, c.o_in_q })
     c = cfg { h = 1, sq = 4096, d = 64 }
     assert.same({ 192, 128, 3 }, { c.bm, c.bn, c.consumers })
-    assert.is_true(cfg({ h = 1, sq = 4096, d = 256 }).o_in_q)
+    c = cfg { h = 1, sq = 4096, d = 256 }
+    assert.same({ 128, 80, true, "persistent", 240 }, { c.bm, c.bn, c.o_in_q, c.schedule, c.regs[2] })
+    assert.equal("data_parallel", cfg({ h = 1, sq = 4096, d = 128, causal = true }).schedule) -- (tiles of differing lengths)
     assert.is_true(cfg({ h = 1, sq = 4096, d = 128, bn = 176 }).o_in_q)
     assert.equal(4, tl.attention.build { b = 1, h = 2, sq = 300, d = 128, sms = 4 }.grid) -- 6 tiles, 4 CTAs
     assert.equal(6, tl.attention.build { b = 1, h = 2, sq = 300, d = 128, sms = 4, schedule = "data_parallel" }.grid)
@@ -58,7 +60,10 @@ describe("tl.attention", function()
 
   it("compiles to PTX where ptxas moves registers, injects no fence and spills nothing", function()
     local exe = H.ptxas()
-    for _, o in ipairs { { d = 128 }, { d = 64 }, { d = 256 }, { d = 128, bn = 176 } } do
+    -- (head dim 256: the consumers take 240 registers, the producer's loads
+    -- 24, where ptxas spills 12 bytes of its own -- as it does at head dim 128
+    -- with the same split, whose consumers have room: no more is allowed)
+    for _, o in ipairs { { d = 128 }, { d = 64 }, { d = 256, spill = 12 }, { d = 128, bn = 176 } } do
       local a = tl.attention.build { b = 1, h = 1, sq = 4096, d = o.d, bn = o.bn, causal = o.causal }
       local ptx = a.kernel:compile()
       H.has(ptx, "setmaxnreg.inc")
@@ -72,7 +77,7 @@ describe("tl.attention", function()
         local log = io.popen(("%s -arch=sm_90a -v -o /dev/null %s 2>&1"):format(H.quote(exe), H.quote(path))):read "a"
         os.remove(path)
         for _, code in ipairs(H.WGMMA_SLOW) do H.lacks(log, code) end
-        H.has(log, "0 bytes spill stores")
+        H.has(log, ("%d bytes spill stores"):format(o.spill or 0))
       end
     end
     if not exe then pending "ptxas not found" end

@@ -7,7 +7,7 @@
 --   local a = tl.attention.build{ b = 2, h = 16, hkv = 4, sq = 4096, skv = 4096, d = 128,
 --                                 causal = false, dtype = "bf16", scale = 1 / sqrt(d),
 --                                 bn = 128, consumers = 2, stages = 2, pingpong = true,
---                                 schedule = "persistent" | "data_parallel", o_in_q = auto,
+--                                 schedule = "persistent" (causal: "data_parallel"), o_in_q = auto,
 --                                 regs = { producer, consumer } (setmaxnreg; by consumers) }
 --   a.kernel                    the tilua kernel
 --   a:run{ q = bufQ, k = bufK, v = bufV, o = bufO, lse = bufLSE }   (B, H, S, D row-major)
@@ -72,9 +72,11 @@ do -- tl.attention: the generator and the check
     return q + kv + (c.o_in_q and 0 or q) + 1024 + 256
   end
 
-  -- Default tiles per head dim (FlashAttention-3's, within our shared memory).
+  -- Default tiles per head dim (FlashAttention-3's, within our shared memory:
+  -- key tiles of 80 at head dim 256, O staged in Q's rows, the consumers'
+  -- registers 240 (O alone takes 128); measured on the H200 in docs/PERF.md).
   local DEFAULT = { [64] = { bn = 128, consumers = 3 }, [128] = { bn = 128, consumers = 2 },
-                    [256] = { bn = 64, consumers = 2 } }
+                    [256] = { bn = 80, consumers = 2, regs = { 24, 240 } } }
 
   local function cfg_of(o)
     if type(o) ~= "table" then raise("attention.build: expected a table of options") end
@@ -102,7 +104,7 @@ do -- tl.attention: the generator and the check
     -- setmaxnreg of the producer and of each consumer: the CTA's registers
     -- (65536 over 128 (1 + consumers) threads, .maxnreg rounded down to 8) moved
     -- to the consumers; the producer's loads fit 24 (FlashAttention-3's split)
-    c.regs = c.regs or (c.consumers == 3 and { 32, 160 } or { 40, 232 })
+    c.regs = c.regs or (c.consumers == dflt.consumers and dflt.regs) or (c.consumers == 3 and { 32, 160 } or { 40, 232 })
     local pool = (65536 // (128 * (c.consumers + 1))) // 8 * 8 * (c.consumers + 1)
     if type(c.regs) ~= "table" or math.type(c.regs[1]) ~= "integer" or math.type(c.regs[2]) ~= "integer"
        or c.regs[1] % 8 ~= 0 or c.regs[2] % 8 ~= 0 or c.regs[1] < 24 or c.regs[2] > 256
@@ -110,7 +112,9 @@ do -- tl.attention: the generator and the check
       raise(("attention.build: regs must be { producer, consumer }, multiples of 8 in [24, 256] with producer + %d x consumer <= %d")
         :format(c.consumers, pool))
     end
-    c.schedule = c.schedule or "persistent"
+    -- causal: a CTA a tile, the hardware handing them out as SMs free up (the
+    -- tiles' lengths differ; a static walk leaves some SMs the longer rounds)
+    c.schedule = c.schedule or (c.causal and "data_parallel" or "persistent")
     if c.schedule ~= "persistent" and c.schedule ~= "data_parallel" then
       raise(("attention.build: schedule must be persistent or data_parallel, got %s"):format(tostring(c.schedule)))
     end

@@ -152,6 +152,19 @@ end
 
 -- {=== the GEMMs
 
+-- The descriptor of element (i, x, row, col) of a swizzled buffer of boxes of
+-- 64 columns (rows of 128 bytes, 128-byte swizzle) {n, boxes, rows, 64}, i
+-- moving at run time (a stage, a warpgroup's rows), row a multiple of 8:
+-- the buffer's base descriptor plus the address in 16-byte units (whole
+-- periods of the swizzle, 8 rows of 128 bytes, and columns within a row that
+-- starts one: the swizzle leaves them in place) -- one add a wgmma in a loop,
+-- where the address of each would be swizzled at run time.
+local function desc(tl, buf, opts, i, box_rows, x, row, col)
+  local boxes = buf:type():info().shape[2]
+  local d = tl.wgmma_desc(buf:ptr(0, 0, 0, 0), opts) + tl.cast(i * (boxes * box_rows * 8), tl.i64)
+  return d + tl.const((x * box_rows + row) * 8 + col // 8, tl.i64)
+end
+
 -- S = Q K_s^T for this warpgroup's 64 rows (a vector<bn/2 x f32>): d/16 wgmma
 -- m64n{bn}k16 from descriptors (K-major both; a k step of 16 moves along the
 -- 128-byte row, into the next box every 4 steps), committed. The caller
@@ -162,8 +175,8 @@ function M.qk(tl, c, sm, wg, s, acc)
   acc = acc or tl.zeros(tl.f32, c.bn // 2)
   for kk = 0, c.d // 16 - 1 do
     local x, col = kk * 16 // 64, kk * 16 % 64
-    local da = tl.wgmma_desc(sm.q:ptr(wg, x, 0, col), { swizzle = 128, sbo = 1024 })
-    local db = tl.wgmma_desc(sm.k:ptr(s, x, 0, col), { swizzle = 128, sbo = 1024 })
+    local da = tl.wgmma_desc(sm.q:ptr(wg, x, 0, col), { swizzle = 128, sbo = 1024 }) -- (the same every block)
+    local db = desc(tl, sm.k, { swizzle = 128, sbo = 1024 }, s, c.bn, x, 0, col)
     local o = { type_a = c.dtype, type_b = c.dtype }
     if kk == 0 then o.scale_d = false end -- S = Q K^T from the first step
     acc = tl.wgmma(acc, da, db, o)
@@ -189,7 +202,7 @@ end
 -- B = V MN-major (64-column atoms a box apart). Committed.
 function M.pv(tl, c, sm, o, pa, s)
   for kk = 0, c.bn // 16 - 1 do
-    local db = tl.wgmma_desc(sm.v:ptr(s, 0, kk * 16, 0), { swizzle = 128, lbo = c.bn * 128, sbo = 1024 })
+    local db = desc(tl, sm.v, { swizzle = 128, lbo = c.bn * 128, sbo = 1024 }, s, c.bn, 0, kk * 16, 0)
     o = tl.wgmma(o, pa[kk], db, { type_a = c.dtype, type_b = c.dtype, trans_b = true })
   end
   tl.wgmma_commit()

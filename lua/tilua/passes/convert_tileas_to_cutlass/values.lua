@@ -151,41 +151,46 @@ local function address(r, kk, kstep, kmajor)
   return row, 0, { swizzle = ring.swizzle, lbo = ring.shape[1] * ring.box[2] * R.elem_bytes(ring.elem), sbo = 1024 }
 end
 
--- The parts of a descriptor's address that move by whole periods of the
--- swizzle (8 rows of its span: the pattern repeats), in 16-byte units: the
--- stage s and a replica's rows (r.replica = {index value, rows a replica})
--- -> the units (an i32 value or 0), or nil where they do not.
-local function periodic_units(r, s)
+-- A descriptor's address as the ring's base plus 16-byte units, where the
+-- swizzle leaves every part of it in place (the parts that move by whole
+-- periods of the swizzle, 8 rows of its span: the stage s, a replica's rows
+-- (r.replica = {index value, rows a replica}), the static rows; the columns
+-- of a row that starts a period) -> the moving units (an i32 value or a
+-- number), the static units (a number), or nil where the swizzle moves them.
+local function linear_units(r, s, row, col)
   local ring = r.ring or r
-  local off = r.offsets or { 0, 0 }
   local eb = R.elem_bytes(ring.elem)
   local period, row_bytes = 8 * ring.swizzle, ring.box[2] * eb
   local stage_bytes = (ring.nbox or 1) * ring.shape[1] * row_bytes
-  if ring.swizzle < 32 or row_bytes ~= ring.swizzle or stage_bytes % period ~= 0 or math.type(off[2]) ~= "integer" then return nil end
-  local units = (s or 0) * (stage_bytes // 16)
+  if ring.swizzle < 32 or row_bytes ~= ring.swizzle or stage_bytes % period ~= 0 or row * row_bytes % period ~= 0 then return nil end
+  local moving = (s or 0) * (stage_bytes // 16)
+  local off = r.offsets or { 0, 0 }
   if math.type(off[1]) ~= "integer" then
     local rep = r.replica
     if not rep or rep[2] * row_bytes % period ~= 0 then return nil end
-    units = rep[1] * (rep[2] * row_bytes // 16) + units
+    moving = rep[1] * (rep[2] * row_bytes // 16) + moving
   end
-  return units
+  return moving, (row * row_bytes + col * eb) // 16
 end
 
--- The descriptor (an i64 value). periodic: the address's parts that move by
--- whole periods of the swizzle (the stage, a replica's rows) added to the
--- descriptor of the rest, whose swizzle is then folded at build time (a loop
--- issues one add a wgmma, not the swizzle of a moving address).
-function V.desc(r, s, kk, kstep, kmajor, periodic)
+-- The descriptor (an i64 value). linear: where the swizzle leaves the address's
+-- parts in place (linear_units), the ring's base descriptor plus the moving
+-- units plus the static ones -- one add a wgmma in a loop, where the address
+-- of each would be swizzled at run time (its stage moves) -- else the
+-- descriptor of the element's address.
+function V.desc(r, s, kk, kstep, kmajor, linear)
   local tl = require "tilua"
   local ring = r.ring or r
-  local units = periodic and periodic_units(r, s)
-  if units then
-    local static = setmetatable({ ring = ring, offsets = { math.type((r.offsets or {})[1]) == "integer" and r.offsets[1] or 0,
-                                                            (r.offsets or { 0, 0 })[2] } }, V.Ring)
+  local off = r.offsets or { 0, 0 }
+  if linear and math.type(off[2]) == "integer" then
+    local static = setmetatable({ ring = ring, offsets = { math.type(off[1]) == "integer" and off[1] or 0, off[2] } }, V.Ring)
     local row, col, opts = address(static, kk, kstep, kmajor)
-    local d = tl.wgmma_desc(ring.smem:ptr(0, row, col), opts)
-    if units == 0 then return d end
-    return d + (tl.is_value(units) and tl.cast(units, tl.i64) or tl.const(units, tl.i64))
+    local moving, units = linear_units(r, s, row, col)
+    if moving then
+      local d = tl.wgmma_desc(ring.smem:ptr(0, 0, 0), opts)
+      if tl.is_value(moving) then d = d + tl.cast(moving, tl.i64) else units = units + moving end
+      return units == 0 and d or d + tl.const(units, tl.i64)
+    end
   end
   local row, col, opts = address(r, kk, kstep, kmajor)
   return tl.wgmma_desc(ring.smem:ptr(s, row, col), opts)
