@@ -256,7 +256,10 @@ end
 -- registers pa (kernels/attention.lua's p_operands: a vector<4 x i32> a k step,
 -- built before the fence), B from the ring's, into the accumulator vector acc;
 -- fresh: the first k step overwrites it (scale-d off). stage: ring -> stage.
-local function issue(L, op, acc, stage, pa, fresh, a_ring)
+-- linear: descriptors as a base plus offsets (values.lua's V.desc; not in a
+-- loop that stages operands for reduced dots, whose registers are short: the
+-- fused backward's bases would spill).
+local function issue(L, op, acc, stage, pa, fresh, a_ring, linear)
   local desc = V.desc
   local at = op:attrs()
   local ai, bi = R.tile_of(op:operand(1)), R.tile_of(op:operand(2))
@@ -270,8 +273,8 @@ local function issue(L, op, acc, stage, pa, fresh, a_ring)
     local o = { type_a = et, type_b = et, trans_a = at.transpose_a or nil, trans_b = not at.transpose_b or nil,
                 scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
     if fresh and kk == 0 then o.scale_d = false end
-    local a = pa and pa[kk] or desc(ra, stage[ra.ring or ra], kk, 16, not at.transpose_a, true)
-    acc = tl.wgmma(acc, a, desc(rb, stage[rb.ring or rb], kk, 16, at.transpose_b, true), o)
+    local a = pa and pa[kk] or desc(ra, stage[ra.ring or ra], kk, 16, not at.transpose_a, linear)
+    acc = tl.wgmma(acc, a, desc(rb, stage[rb.ring or rb], kk, 16, at.transpose_b, linear), o)
   end
   return acc
 end
@@ -424,7 +427,7 @@ local function issue_ahead(S, svecs)
       local v = d:operand(i)
       if not L.vmap[v:id()] and v:def() and v:def():name() == "tileas.extract_slice" then X.lower_op(L, v:def(), env) end
     end
-    vecs[d] = issue(L, d, svecs and svecs[d] or tl.zeros(tl.f32, frag_size(d:result(1):type())), st, nil, true)
+    vecs[d] = issue(L, d, svecs and svecs[d] or tl.zeros(tl.f32, frag_size(d:result(1):type())), st, nil, true, nil, not S.reducing)
   end
   tl.wgmma_commit()
   return vecs
@@ -451,7 +454,7 @@ local function issue_late(S, out, pa)
       a_ring, ring = staging_ring(S.L, R.tile_of(d.op:operand(1)).elem)
       st[ring] = out.staged
     end
-    res[d] = issue(S.L, d.op, out.acc[d], st, pa[d], false, a_ring)
+    res[d] = issue(S.L, d.op, out.acc[d], st, pa[d], false, a_ring, not S.reducing)
   end
   tl.wgmma_commit()
   return res
