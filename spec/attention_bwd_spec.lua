@@ -129,11 +129,11 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
   it("keeps the lowering verified on the GPU: one loop, no whole-fragment stores", function()
     local function count(ptx, pat) return select(2, ptx:gsub(pat, "")) end
     for _, o in ipairs { { d = 64 }, { d = 64, causal = true }, { d = 128 }, { d = 128, causal = true } } do
-      local bm, bn = example.tiles(o, "dq")
+      local _, bn = example.tiles(o, "dq")
       local ptx = example.build_dq(o):compile()
       assert.equal(2 * (2 * o.d // 16 + bn // 16), count(ptx, "wgmma%.mma_async"))
       assert.equal(o.d // 32, count(ptx, "cp%.async%.bulk%.tensor%.%dd%.global%.shared"))
-      bm = example.tiles(o, "dkdv")
+      local bm = example.tiles(o, "dkdv")
       ptx = example.build_dkdv(o):compile()
       assert.equal(2 * (2 * o.d // 16 + 2 * bm // 16), count(ptx, "wgmma%.mma_async"))
       assert.equal(2 * o.d // 32, count(ptx, "cp%.async%.bulk%.tensor%.%dd%.global%.shared"))
