@@ -6,7 +6,7 @@
 -- with Q, K, V, O [B, H, S, D] bf16 and LSE [B, H, SQ] f32: a program is 128
 -- query rows of one head (192 at head dim 64; programs x: the row blocks, y:
 -- batch x heads; causal: x batch x heads, y the row blocks, the longest
--- first); it loads its Q tile once, then walks the keys in tiles of 128 (64
+-- first, claimed at run time: programs of differing lengths); it loads its Q tile once, then walks the keys in tiles of 128 (64
 -- at head dim 256; an online softmax: the running row maximum and sum are
 -- carried by the loop with the output accumulator), masks the keys past the
 -- end (and, causal, right of the diagonal) with an index tile, and stores O
@@ -34,7 +34,8 @@ local function build(o)
   o = o or {}
   local D, BM, BN = o.d or 128, block_rows(o), o.bn or (o.d == 256 and 64 or 128) -- (d 256: K, V tiles of 64 keys fit)
   tl.new_module()
-  local k = tl.tile_kernel("attention", { params = { Q = tl.tensor(tl.bf16, 4), K = tl.tensor(tl.bf16, 4),
+  local k = tl.tile_kernel("attention", { schedule = o.causal and "dynamic" or nil,
+    params = { Q = tl.tensor(tl.bf16, 4), K = tl.tensor(tl.bf16, 4),
     V = tl.tensor(tl.bf16, 4), O = tl.tensor(tl.bf16, 4), LSE = tl.tensor(tl.f32, 3), SKV = tl.i32, H = tl.i32, group = tl.i32,
     scale = tl.f32 } })
   k:define(function(k, p)

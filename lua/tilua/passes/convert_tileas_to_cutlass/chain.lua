@@ -40,6 +40,7 @@ local V = require "tilua.passes.convert_tileas_to_cutlass.values"
 local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
 local A = require "tilua.kernels.attention"
 local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
+local Masks = require "tilua.passes.convert_tileas_to_cutlass.masks"
 
 local Chain = {}
 
@@ -255,7 +256,9 @@ end
 -- registers pa (kernels/attention.lua's p_operands: a vector<4 x i32> a k step,
 -- built before the fence), B from the ring's, into the accumulator vector acc;
 -- fresh: the first k step overwrites it (scale-d off). stage: ring -> stage.
-local function issue(L, op, acc, stage, pa, fresh, a_ring)
+-- linear: descriptors as a base plus offsets (values.lua's V.desc; S.linear
+-- says in which loops).
+local function issue(L, op, acc, stage, pa, fresh, a_ring, linear)
   local desc = V.desc
   local at = op:attrs()
   local ai, bi = R.tile_of(op:operand(1)), R.tile_of(op:operand(2))
@@ -269,8 +272,8 @@ local function issue(L, op, acc, stage, pa, fresh, a_ring)
     local o = { type_a = et, type_b = et, trans_a = at.transpose_a or nil, trans_b = not at.transpose_b or nil,
                 scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
     if fresh and kk == 0 then o.scale_d = false end
-    local a = pa and pa[kk] or desc(ra, stage[ra.ring or ra], kk, 16, not at.transpose_a)
-    acc = tl.wgmma(acc, a, desc(rb, stage[rb.ring or rb], kk, 16, at.transpose_b), o)
+    local a = pa and pa[kk] or desc(ra, stage[ra.ring or ra], kk, 16, not at.transpose_a, linear)
+    acc = tl.wgmma(acc, a, desc(rb, stage[rb.ring or rb], kk, 16, at.transpose_b, linear), o)
   end
   return acc
 end
@@ -423,7 +426,7 @@ local function issue_ahead(S, svecs)
       local v = d:operand(i)
       if not L.vmap[v:id()] and v:def() and v:def():name() == "tileas.extract_slice" then X.lower_op(L, v:def(), env) end
     end
-    vecs[d] = issue(L, d, svecs and svecs[d] or tl.zeros(tl.f32, frag_size(d:result(1):type())), st, nil, true)
+    vecs[d] = issue(L, d, svecs and svecs[d] or tl.zeros(tl.f32, frag_size(d:result(1):type())), st, nil, true, nil, S.linear)
   end
   tl.wgmma_commit()
   return vecs
@@ -450,7 +453,7 @@ local function issue_late(S, out, pa)
       a_ring, ring = staging_ring(S.L, R.tile_of(d.op:operand(1)).elem)
       st[ring] = out.staged
     end
-    res[d] = issue(S.L, d.op, out.acc[d], st, pa[d], false, a_ring)
+    res[d] = issue(S.L, d.op, out.acc[d], st, pa[d], false, a_ring, S.linear)
   end
   tl.wgmma_commit()
   return res
@@ -589,6 +592,73 @@ local function finish(S, C)
   end
 end
 
+-- The ops of op in walk order; -> the list, {op id -> its index}.
+local function walk_list(op)
+  local list, index = {}, {}
+  op:walk(function(o)
+    list[#list + 1] = o
+    index[o:id()] = #list
+  end)
+  return list, index
+end
+
+-- The loop split where the masks keep every element (masks.lua): the loop of
+-- iterations from .. at - 1 with no select, then at .. ub - 1 with the
+-- per-element selects. The body is lowered once, for the second loop; the
+-- first is its copy (cloned in the IR: a tenth of the time lowering it again
+-- took) less the selects (each replaced by the value it keeps) and the mask ops only
+-- they used -- the ops the lowering would have built for it, in its order.
+local function split_loops(S, C, masks, from, at, ub)
+  local L = S.L
+  local selects = {}
+  local saved_masks = L.masks
+  L.masks = {}
+  for id in pairs(masks) do L.masks[id] = selects end
+  -- what the body binds (L.vmap) and computes of the values from before the
+  -- loop (their lazy elements) is not seen after it
+  local function copy(t)
+    local c = {}
+    for i, e in pairs(t) do c[i] = e end
+    return c
+  end
+  local vmap, caches = copy(L.vmap), {}
+  for _, x in pairs(vmap) do
+    if V.is_lazy(x) and not caches[x] then caches[x] = copy(x.cache) end
+  end
+  local step = tl.const(1, tl.i32) -- (the first loop's step, where lowering that loop built it)
+  tl.cutlass.for_range(at, ub, C.list, function(kk) iteration(S, C, kk) end)
+  L.masks = saved_masks
+  for id in pairs(L.vmap) do L.vmap[id] = vmap[id] end
+  for x, cache in pairs(caches) do x.cache = cache end
+  local second = C.list[1].value:def()
+  local first = second:clone()
+  first:move_before(second:operand(3):def()) -- (before the second loop's step)
+  first:set_operand(1, from)
+  first:set_operand(2, at)
+  first:set_operand(3, step)
+  for i = 1, first:nresults() do second:set_operand(3 + i, first:result(i)) end
+  local _, index2 = walk_list(second)
+  local list1, inside = walk_list(first)
+  local function drop(o) -- (an op of the first loop whose results nothing uses)
+    local defs = {}
+    for _, v in ipairs(o:operands()) do defs[#defs + 1] = v:def() or o end
+    inside[o:id()] = nil
+    o:erase()
+    for _, d in ipairs(defs) do -- (inside: not dropped yet; ids are not dereferenced)
+      if inside[d:id()] and d:is_removable() then
+        local used = false
+        for i = 1, d:nresults() do used = used or d:result(i):nuses() > 0 end
+        if not used then drop(d) end
+      end
+    end
+  end
+  for _, sel in ipairs(selects) do
+    local c = list1[index2[sel:id()]]
+    c:result(1):replace_all_uses(c:operand(2))
+    drop(c)
+  end
+end
+
 -- env.pipelined_for of a consumer whose loop op is scheduled (tileas.ahead):
 -- cur maps each group of rings to the consumer's cursor; ctx.turn: the
 -- seq_bar state (nil: no turns).
@@ -600,6 +670,9 @@ function Chain.lower(L, env, op, cur, ctx)
               ahead_groups = ordered(L, an.ahead_groups), late_groups = ordered(L, an.late_groups), once = ordered(L, an.once),
               turns = ctx.turn and op:attr_or_default "tileas.turns" }
   S.reducing = next(an.reduced) ~= nil
+  -- linear descriptors: not in a loop that stages operands for reduced dots
+  -- (the fused backward's bases would spill), only in the forward's chain (R.forward_chain)
+  S.linear = not S.reducing and R.forward_chain(op)
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then
       S.slot_kind[i] = kind_of(op:result(i):type())
@@ -623,7 +696,13 @@ function Chain.lower(L, env, op, cur, ctx)
   local lb, ub = Loops.k_blocks(L, op, env)
   local svecs, out = prologue(S, lb)
   local C = loop_cells(S, svecs, out)
-  tl.cutlass.for_range(lb + 1, ub, C.list, function(kk) iteration(S, C, kk) end)
+  local at, masks -- (the split: the forward's chain only, R.forward_chain)
+  if R.forward_chain(op) then at, masks = Masks.split(L, op, lb + 1, ub) end
+  if at then -- the iterations whose masks keep every element, then the others (masks.lua)
+    split_loops(S, C, masks, lb + 1, at, ub)
+  else
+    tl.cutlass.for_range(lb + 1, ub, C.list, function(kk) iteration(S, C, kk) end)
+  end
   env.lane_sums = saved
   finish(S, C)
 end

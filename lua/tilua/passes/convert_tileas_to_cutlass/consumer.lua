@@ -540,7 +540,10 @@ end
 -- env.tiled_store: a tile in the mma layout; 16-bit to a TMA map in sub-tiles
 -- of 64 x 32 through two staging buffers a warpgroup (kernels/gemm.lua's
 -- store_subtiles, as stdlib/gemm.lua's epilogue: 8 KiB a warpgroup instead of
--- the whole tile's, so that a deeper ring fits), else per element.
+-- the whole tile's, so that a deeper ring fits) or, where the plan says
+-- (e.store_whole: after a loop of chained dots), the warpgroup's whole
+-- fragment at once (store_fragment, as kernels/attention.lua's epilogue: two
+-- named barriers a tile, not two a sub-tile), else per element.
 local function tiled_store(L, env, f, wg, t)
   return function(op)
     local e = L.P.by_arg[op:operand(1):id()]
@@ -558,17 +561,23 @@ local function tiled_store(L, env, f, wg, t)
       end, f, wg, t)
     end
     if e.lowered_map and R.elem_bytes(ri.elem) == 2 then
-      local EC = L.P.store_cols -- the sub-tile's columns (plan.lua: the map's box)
-      L.staging = L.staging or L.k:shared(ri.elem, { #L.consumers, 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
+      local EC = e.store_cols -- the sub-tile's columns (plan.lua: the map's box)
       local wide = x.trunc_of or x
       local vals = {}
       for i = 0, shape[2] // 2 - 1 do vals[i] = wide:at(i) end
-      L.G.store_subtiles(tl, { bn = shape[2], cols = EC, out = ri.elem, staging = L.staging, map = L.args[e.lowered_map],
-                               warpgroup = wg, barrier = 1 + wg, thread = t,
-                               coords = function(ch)
-                                 return V.leading(L, op, { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * EC, offs[2]) })
-                               end },
-                         vals)
+      local o = { bn = shape[2], cols = EC, out = ri.elem, map = L.args[e.lowered_map], warpgroup = wg, barrier = 1 + wg, thread = t,
+                  coords = function(ch)
+                    return V.leading(L, op, { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * EC, offs[2]) })
+                  end }
+      if e.store_whole then
+        L.whole_staging = L.whole_staging or L.k:shared(ri.elem, { #L.consumers, 2, 64, 64 }, { align = 1024, swizzle = 128 })
+        o.staging = L.whole_staging
+        L.G.store_fragment(tl, o, vals)
+      else
+        L.staging = L.staging or L.k:shared(ri.elem, { #L.consumers, 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
+        o.staging = L.staging
+        L.G.store_subtiles(tl, o, vals)
+      end
       env.tma_stored = true
     else
       local r0, c0 = tile_rows_cols(L, f, tm, tn, ri)

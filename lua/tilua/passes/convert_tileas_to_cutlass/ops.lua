@@ -123,7 +123,11 @@ end
 -- index tiles (a causal or a ragged mask): a branch on "every element kept",
 -- uniform over the tile, skips the per-element mask where no element is
 -- masked (every block of keys but the last and the diagonal). -> the frag, or nil.
+-- In a loop split where the masks keep every element (masks.lua; L.masks: the
+-- select's result id -> the list where its per-element selects go, no branch:
+-- chain.lua drops them from the copy of the loop whose masks keep every element).
 local function masked_select(L, op, n, opds)
+  if L.masks and L.masks[op:result(1):id()] then return nil end
   local keep = all_true(L, op:operand(1))
   if not keep or not V.is_frag(opds[1]) or not V.is_frag(opds[2]) then return nil end
   local a, b = {}, {}
@@ -174,13 +178,16 @@ local function elementwise(L, op)
   if masked then return masked end
   local fused = (nm == "arith.addf" or nm == "arith.subf") and ri.elem == tl.f32 and contracted(L, op, n, opds)
   if fused then return fused end
+  local selects = nm == "arith.select" and L.masks and L.masks[res:id()]
   return V.frag(ri.elem, n, function(i)
     local xs = {}
     for j, o in ipairs(opds) do
       if V.is_frag(o) then xs[j] = o:at(i) elseif tl.is_value(o) then xs[j] = o
       else R.fail(op, "an operand of an elementwise op that is not a tile of the accumulator's layout") end
     end
-    return tl.op1(nm, xs, ri.elem, attrs)
+    local r = tl.op1(nm, xs, ri.elem, attrs)
+    if selects then selects[#selects + 1] = r:def() end
+    return r
   end)
 end
 
@@ -430,7 +437,8 @@ OPS["tileas.extract_slice"] = function(L, op, env)
     if per[1] == 0 then offs[1] = 0 end
     if per[2] == 0 then offs[2] = 0 end
   end
-  L.vmap[op:result(1):id()] = setmetatable({ ring = r.ring or r, offsets = { offs[1], offs[2] }, shape = R.tile_of(op:result(1)).shape }, V.Ring)
+  L.vmap[op:result(1):id()] = setmetatable({ ring = r.ring or r, offsets = { offs[1], offs[2] }, shape = R.tile_of(op:result(1)).shape,
+                                             replica = per and env.replica and { env.replica, per[1] } or nil }, V.Ring)
 end
 
 -- expand_dim, broadcast and convert_layout keep the value: a row (along 2) or

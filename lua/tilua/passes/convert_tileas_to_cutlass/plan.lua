@@ -43,6 +43,7 @@ local function plan_params(tl, kop, agents, nctas)
     e.map = ty
   end
   for _, ag in ipairs(agents) do
+    local chained = R.forward_chain(ag.op) -- (a loop of chained dots: the forward attention's)
     R.each_op(ag.op, function(op)
       local n = op:name()
       if n == "tileas.copy" then
@@ -67,9 +68,12 @@ local function plan_params(tl, kop, agents, nctas)
           P.tma_stores = true
         elseif n == "tileas.tiled_store" and ag.kind == "consumer" and ti.layout and ti.layout.kind == "mma"
            and R.elem_bytes(ti.elem) == 2 and R.cta_part(ti, nctas)[2] % 64 == 0 then
-          -- sub-tiles of 64 x 32, a 64-byte swizzle (consumer.lua's tiled_store)
-          P.store_cols = 32
-          want_map(e, op, tl.tensor_map_type(ti.elem, R.full_box(e.rank, { 64, P.store_cols }), 2 * P.store_cols))
+          -- sub-tiles of 64 x 32, a 64-byte swizzle (consumer.lua's tiled_store); after a loop
+          -- of chained dots (whose rings are not a GEMM's deep ring) a warpgroup's whole
+          -- fragment of at most 128 columns at once, in boxes of 64 x 64, a 128-byte swizzle
+          e.store_whole = chained and R.cta_part(ti, nctas)[2] <= 128
+          e.store_cols = e.store_whole and 64 or 32
+          want_map(e, op, tl.tensor_map_type(ti.elem, R.full_box(e.rank, { 64, e.store_cols }), 2 * e.store_cols))
           P.tma_stores = true
         elseif n == "tileas.tiled_store" or not R.is_ring_load(op) then
           e.ptr = true

@@ -139,18 +139,61 @@ end
 -- a box of the swizzle's span, into the next box (boxes are a stage's rows,
 -- one after the other); MN-major, boxes of {k rows, 64}: 16 k rows a step,
 -- 64-wide atoms a box apart.
-function V.desc(r, s, kk, kstep, kmajor)
-  local tl = require "tilua"
+local function address(r, kk, kstep, kmajor)
   local ring = r.ring or r
   local off = r.offsets or { 0, 0 }
   if kmajor then
     local col = off[2] + kk * kstep
     local bx = col // ring.box[2]
-    return tl.wgmma_desc(ring.smem:ptr(s, bx * ring.shape[1] + off[1], col - bx * ring.box[2]), { swizzle = ring.swizzle, sbo = 1024 })
+    return bx * ring.shape[1] + off[1], col - bx * ring.box[2], { swizzle = ring.swizzle, sbo = 1024 }
   end
   local row = off[2] // ring.box[2] * ring.shape[1] + off[1] + kk * 16
-  return tl.wgmma_desc(ring.smem:ptr(s, row, 0),
-                       { swizzle = ring.swizzle, lbo = ring.shape[1] * ring.box[2] * R.elem_bytes(ring.elem), sbo = 1024 })
+  return row, 0, { swizzle = ring.swizzle, lbo = ring.shape[1] * ring.box[2] * R.elem_bytes(ring.elem), sbo = 1024 }
+end
+
+-- A descriptor's address as the ring's base plus 16-byte units, where the
+-- swizzle leaves every part of it in place (the parts that move by whole
+-- periods of the swizzle, 8 rows of its span: the stage s, a replica's rows
+-- (r.replica = {index value, rows a replica}), the static rows; the columns
+-- of a row that starts a period) -> the moving units (an i32 value or a
+-- number), the static units (a number), or nil where the swizzle moves them.
+local function linear_units(r, s, row, col)
+  local ring = r.ring or r
+  local eb = R.elem_bytes(ring.elem)
+  local period, row_bytes = 8 * ring.swizzle, ring.box[2] * eb
+  local stage_bytes = (ring.nbox or 1) * ring.shape[1] * row_bytes
+  if ring.swizzle < 32 or row_bytes ~= ring.swizzle or stage_bytes % period ~= 0 or row * row_bytes % period ~= 0 then return nil end
+  local moving = (s or 0) * (stage_bytes // 16)
+  local off = r.offsets or { 0, 0 }
+  if math.type(off[1]) ~= "integer" then
+    local rep = r.replica
+    if not rep or rep[2] * row_bytes % period ~= 0 then return nil end
+    moving = rep[1] * (rep[2] * row_bytes // 16) + moving
+  end
+  return moving, (row * row_bytes + col * eb) // 16
+end
+
+-- The descriptor (an i64 value). linear: where the swizzle leaves the address's
+-- parts in place (linear_units), the ring's base descriptor plus the moving
+-- units plus the static ones -- one add a wgmma in a loop, where the address
+-- of each would be swizzled at run time (its stage moves) -- else the
+-- descriptor of the element's address.
+function V.desc(r, s, kk, kstep, kmajor, linear)
+  local tl = require "tilua"
+  local ring = r.ring or r
+  local off = r.offsets or { 0, 0 }
+  if linear and math.type(off[2]) == "integer" then
+    local static = setmetatable({ ring = ring, offsets = { math.type(off[1]) == "integer" and off[1] or 0, off[2] } }, V.Ring)
+    local row, col, opts = address(static, kk, kstep, kmajor)
+    local moving, units = linear_units(r, s, row, col)
+    if moving then
+      local d = tl.wgmma_desc(ring.smem:ptr(0, 0, 0), opts)
+      if tl.is_value(moving) then d = d + tl.cast(moving, tl.i64) else units = units + moving end
+      return units == 0 and d or d + tl.const(units, tl.i64)
+    end
+  end
+  local row, col, opts = address(r, kk, kstep, kmajor)
+  return tl.wgmma_desc(ring.smem:ptr(s, row, col), opts)
 end
 
 -- The lowered coordinates of the dims a tiled access's tile leaves out (its
