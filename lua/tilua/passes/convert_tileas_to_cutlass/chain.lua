@@ -670,9 +670,11 @@ function Chain.lower(L, env, op, cur, ctx)
               ahead_groups = ordered(L, an.ahead_groups), late_groups = ordered(L, an.late_groups), once = ordered(L, an.once),
               turns = ctx.turn and op:attr_or_default "tileas.turns" }
   S.reducing = next(an.reduced) ~= nil
-  -- linear descriptors: not in a loop that stages operands for reduced dots
-  -- (the fused backward's bases would spill), only in the forward's chain (R.forward_chain)
-  S.linear = not S.reducing and R.forward_chain(op)
+  -- the loop split and linear descriptors: the forward's chain only (R.forward_chain);
+  -- linear descriptors not in a loop that stages operands for reduced dots (the
+  -- fused backward's bases would spill)
+  local forward = R.forward_chain(op)
+  S.linear = not S.reducing and forward
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then
       S.slot_kind[i] = kind_of(op:result(i):type())
@@ -696,8 +698,8 @@ function Chain.lower(L, env, op, cur, ctx)
   local lb, ub = Loops.k_blocks(L, op, env)
   local svecs, out = prologue(S, lb)
   local C = loop_cells(S, svecs, out)
-  local at, masks -- (the split: the forward's chain only, R.forward_chain)
-  if R.forward_chain(op) then at, masks = Masks.split(L, op, lb + 1, ub) end
+  local at, masks
+  if forward then at, masks = Masks.split(L, op, lb + 1, ub) end
   if at then -- the iterations whose masks keep every element, then the others (masks.lua)
     split_loops(S, C, masks, lb + 1, at, ub)
   else
