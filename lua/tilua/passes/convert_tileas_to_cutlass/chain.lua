@@ -256,8 +256,9 @@ end
 -- registers pa (kernels/attention.lua's p_operands: a vector<4 x i32> a k step,
 -- built before the fence), B from the ring's, into the accumulator vector acc;
 -- fresh: the first k step overwrites it (scale-d off). stage: ring -> stage.
--- linear: descriptors as a base plus offsets (values.lua's V.desc; S.linear
--- says in which loops).
+-- linear: descriptors as a base plus offsets (values.lua's V.desc; not in a
+-- loop that stages operands for reduced dots, whose registers are short: the
+-- fused backward's bases would spill).
 local function issue(L, op, acc, stage, pa, fresh, a_ring, linear)
   local desc = V.desc
   local at = op:attrs()
@@ -426,7 +427,7 @@ local function issue_ahead(S, svecs)
       local v = d:operand(i)
       if not L.vmap[v:id()] and v:def() and v:def():name() == "tileas.extract_slice" then X.lower_op(L, v:def(), env) end
     end
-    vecs[d] = issue(L, d, svecs and svecs[d] or tl.zeros(tl.f32, frag_size(d:result(1):type())), st, nil, true, nil, S.linear)
+    vecs[d] = issue(L, d, svecs and svecs[d] or tl.zeros(tl.f32, frag_size(d:result(1):type())), st, nil, true, nil, not S.reducing)
   end
   tl.wgmma_commit()
   return vecs
@@ -453,7 +454,7 @@ local function issue_late(S, out, pa)
       a_ring, ring = staging_ring(S.L, R.tile_of(d.op:operand(1)).elem)
       st[ring] = out.staged
     end
-    res[d] = issue(S.L, d.op, out.acc[d], st, pa[d], false, a_ring, S.linear)
+    res[d] = issue(S.L, d.op, out.acc[d], st, pa[d], false, a_ring, not S.reducing)
   end
   tl.wgmma_commit()
   return res
@@ -670,11 +671,6 @@ function Chain.lower(L, env, op, cur, ctx)
               ahead_groups = ordered(L, an.ahead_groups), late_groups = ordered(L, an.late_groups), once = ordered(L, an.once),
               turns = ctx.turn and op:attr_or_default "tileas.turns" }
   S.reducing = next(an.reduced) ~= nil
-  -- the loop split and linear descriptors: the forward's chain only (R.forward_chain);
-  -- linear descriptors not in a loop that stages operands for reduced dots (the
-  -- fused backward's bases would spill)
-  local forward = R.forward_chain(op)
-  S.linear = not S.reducing and forward
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then
       S.slot_kind[i] = kind_of(op:result(i):type())
@@ -698,8 +694,7 @@ function Chain.lower(L, env, op, cur, ctx)
   local lb, ub = Loops.k_blocks(L, op, env)
   local svecs, out = prologue(S, lb)
   local C = loop_cells(S, svecs, out)
-  local at, masks
-  if forward then at, masks = Masks.split(L, op, lb + 1, ub) end
+  local at, masks = Masks.split(L, op, lb + 1, ub)
   if at then -- the iterations whose masks keep every element, then the others (masks.lua)
     split_loops(S, C, masks, lb + 1, at, ub)
   else

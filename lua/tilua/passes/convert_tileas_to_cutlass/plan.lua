@@ -43,7 +43,8 @@ local function plan_params(tl, kop, agents, nctas)
     e.map = ty
   end
   for _, ag in ipairs(agents) do
-    local chained = R.forward_chain(ag.op) -- (a loop of chained dots: the forward attention's)
+    local chained = false -- (a loop of chained dots: attention's)
+    R.each_op(ag.op, function(op) chained = chained or (op:name() == "tileas.dot" and op:attr_or_default "tileas.ahead") end)
     R.each_op(ag.op, function(op)
       local n = op:name()
       if n == "tileas.copy" then

@@ -64,23 +64,6 @@ end
 
 function R.each_op(root, fn) root:walk(function(op) if op ~= root then fn(op) end end) end
 
--- Are the dots under op the forward attention's chain, one dot issued ahead
--- (tileas.ahead: S = Q K^T) and one other (O += P V)? The loop split, the
--- linear descriptors (chain.lua) and the whole-fragment store (plan.lua) are
--- kept to such loops, the ones verified on the GPU: the backward's (two
--- dots ahead, one or two late, a ring both read, two outputs) hung there
--- with them, cause not found, and keeps the lowering it was verified with.
-function R.forward_chain(op)
-  local ahead, dots = 0, 0
-  R.each_op(op, function(o)
-    if o:name() == "tileas.dot" then
-      dots = dots + 1
-      if o:attr_or_default "tileas.ahead" then ahead = ahead + 1 end
-    end
-  end)
-  return ahead == 1 and dots == 2
-end
-
 -- The agents of the kernel body in order, with their warps (agent:agent_warps:
 -- an agent_switch's entry, or, bare, after the agents before it).
 function R.agents_of(body)
