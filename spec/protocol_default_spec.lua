@@ -255,6 +255,20 @@ describe("the configurations the check of every compile tries", function()
     assert.matches("found on 3 CTAs (three clusters) on its declared sizes", err1, 1, true)
   end)
 
+  -- every integer parameter is n: the data-parallel attention's b x h x sq / bm
+  -- tiles overflow the scheduler's 32-bit ids past a few thousand, and its CTA
+  -- does one tile at every size (the Q ring wraps once): checked on the smallest
+  -- size with the most laps, noted, not "checked: nothing"
+  it("checks a data-parallel kernel at a size its scheduler can plan (the stdlib's causal attention)", function()
+    local a = tl.attention.build { b = 2, h = 16, sq = 4096, skv = 4096, d = 64, causal = true }
+    assert.equal("data_parallel", a.cfg.schedule)
+    local notes = {}
+    local res = cc.run(a.kernel.module, { note = function(l) notes[#notes + 1] = l end })
+    assert.matches("^the derived inputs on one cluster, n = %d+$", res[1].checked[1])
+    assert.is_nil(table.concat(notes, "\n"):find("cannot be planned", 1, true))
+    assert.matches("its rings wrap 1 time%(s%), not twice, on the derived inputs on one cluster", notes[1])
+  end)
+
   it("says which configurations it checked", function()
     local res = cc.run(ring().module, { work = 40000000 })
     assert.is_true(res[1].ok)

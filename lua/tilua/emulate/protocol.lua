@@ -276,7 +276,11 @@ M.default_grid = default_grid
 -- finds the violation there, with a short counterexample; no larger size is
 -- tried once 4 failed: a kernel whose loops run n times would only cost
 -- time; `failure` is then the emulation's {kind, message}: a schedule that
--- already fails), else the largest.
+-- already fails), else the smallest of those with the most laps (a
+-- data-parallel kernel's CTA does one tile at every size: its Q ring wraps
+-- once). The search stops at a size the kernel's scheduler cannot plan (its
+-- tile ids would wrap: an input too large, not a failure), and where the rings
+-- wrap but no more at two sizes twice as large or more.
 -- o.max_work (or o.work, a counter machine.lua's Run:clock charges) and
 -- o.max_seconds (or o.deadline, a time of os.clock()) bound the runs: the
 -- choice of inputs and the search share them.
@@ -301,7 +305,7 @@ function M.inputs(k, o)
     sized = sized or ((kind == "int" or kind == "index") and not fixed[i])
   end
   if not sized then sizes = { sizes[1] } end
-  local pick, failed, failure, fails = nil, nil, nil, 0
+  local pick, failed, failure, fails, laps = nil, nil, nil, 0, nil
   for _, size in ipairs(sizes) do
     if #sizes == 1 then
       pick = size
@@ -314,13 +318,26 @@ function M.inputs(k, o)
       pick = size
       break
     end
+    if ok and r.ok then -- (rings that wrap, but no more at two sizes twice as large or more, will not: stop)
+      if not laps or r.min_phases > laps.phases then
+        laps = { n = size, phases = r.min_phases, same = 0 }
+      elseif laps.phases >= 1 and size >= 2 * laps.n then
+        laps.same = laps.same + 1
+        if laps.same == 2 then break end
+      end
+    end
+    -- a size the kernel's scheduler cannot plan (its tile ids would wrap): the
+    -- larger ones neither; an input too large, not a failure of the kernel
+    if not ok and tostring(r):find("cannot be planned", 1, true) then break end
     if not (ok and r.ok) then
       if not failed then failed, failure = size, ok and r.error or { kind = "error", message = tostring(r) } end
       fails = fails + 1
       if fails == 4 then break end
     end
   end
-  local n = pick or failed or sizes[#sizes]
+  -- where no size wraps every ring twice (a data-parallel kernel's CTA does one
+  -- tile at every size): the smallest with the most laps
+  local n = pick or failed or (laps and laps.n) or sizes[#sizes]
   local args, shown = args_for(kop, n, o, fixed)
   local d = #shown == 0 and "no parameters" or ("n = %d: (%s)"):format(n, table.concat(shown, ", "))
   return args, d, n, not pick and failed and failure or nil
