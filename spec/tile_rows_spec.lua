@@ -51,7 +51,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_true(off.linear)
     local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
     assert.is_false(ok)
-    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4}", err, 1, true)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8}", err, 1, true)
     assert.is_nil(tl.options.row_ring)
   end)
 
@@ -77,6 +77,32 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end)
     tl.options.row_ring = nil
     assert(ok, err)
+  end)
+
+  it("the cp.async row ring (row_ring.async = S): one CTA walks every row, ragged and aligned; protocol clean", function()
+    local tl = require "tilua"
+    for _, S in ipairs { 2, 3 } do
+      tl.options.row_ring = { async = S }
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library") -- (kernels compiled with the option)
+        local k = tl.rows.rmsnorm { n = 1024 }
+        k:compile()
+        local ir = k:lowered_op():print()
+        assert.truthy(ir:find("nvvm.cp.async.wait.group {pending = " .. (S - 1) .. "}", 1, true))
+        assert.is_nil(ir:find("mbarrier", 1, true))
+        assert.truthy(k.ptx:find("cp.async.cg.shared.global", 1, true))
+        for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } },
+                             { "rmsnorm", { 7, 1024 } } } do
+          local good, summary = fresh.run_case(t[1], { seed = 7 + S, emulate = true, size = t[2], ctas = 1 })
+          assert(good, summary)
+        end
+        local good, report = fresh.run_case("softmax", { seed = 5, emulate = true, size = { 11, 1030 }, ctas = 1,
+                                                         check = true, max_states = 2000 })
+        assert(good, report)
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
   end)
 
   it("the protocol checker is clean on the row loop lapped by one CTA", function()
