@@ -51,6 +51,24 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     end
   end
 
+  -- the same with the cp.async ring (tl.options.row_ring.async = S: each
+  -- thread copies its own chunks of the rows S - 1 programs ahead)
+  for j, t in ipairs { { "rmsnorm", { 2300, 520 }, 3 }, { "softmax", { 2300, 512 }, 3 }, { "layernorm", { 2200, 515 }, 3 },
+                       { "rmsnorm", { 2300, 8190 }, 2 }, { "row_copy", { 2300, 2000 }, 3 }, { "softmax", { 2301, 4101 }, 4 } } do
+    if ex.cases[t[1]] and not small then
+      it(("%s, %d x %d (the cp.async row ring of %d, CTAs lapping it): the CPU reference"):format(t[1], t[2][1], t[2][2], t[3]), function()
+        if not GPU then pending("no GPU: " .. tl.device.error()) return end
+        tl.options.row_ring = { async = t[3] }
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        local ran, ok, summary = pcall(fresh.run_case, t[1], { seed = seed + 13 * j, size = t[2] })
+        tl.options.row_ring = nil
+        assert(ran, ok)
+        print("tile_rows_gpu: cp.async ring " .. summary)
+        assert(ok, summary)
+      end)
+    end
+  end
+
   for i, name in ipairs(ex.order) do
     local c = ex.cases[name]
     for j, size in ipairs(small and { c.small } or c.sizes) do

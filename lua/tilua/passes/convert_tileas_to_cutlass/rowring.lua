@@ -245,6 +245,11 @@ local function loop_registers(L, env, after, P, first, grid, hoisted)
   end)
 end
 
+-- The ops of a loop body that touch no shared memory once lowered.
+local REGISTERS_ONLY = { ["tileas.tiled_load"] = true, ["tileas.tiled_store"] = true, ["scf.yield"] = true,
+                         ["scf.condition"] = true, ["tileas.cancel_next_program_id"] = true, ["tileas.broadcast"] = true,
+                         ["tileas.expand_dim"] = true, ["tileas.is_valid_program_id"] = true }
+
 -- The chunks of ring r's row that this thread reads into registers
 -- (B.tiled_load's groups of vec registers along the row): {col (an i32),
 -- limit (the tile's extent where positions past it are padding, or nil)},
@@ -296,6 +301,14 @@ end
 -- unaligned tensor, loaded from global memory as blocked.lua does).
 local function loop_async(L, env, after, P, first, grid, hoisted)
   local S = P.async
+  -- (a body of loads, stores and arithmetic on registers only, a row copy or a
+  -- map, shares no buffer from one program to the next: no barrier)
+  local shares = false
+  local function look(o)
+    local n = o:name()
+    shares = shares or not (n:match "^arith%." or REGISTERS_ONLY[n])
+  end
+  for _, o in ipairs(after:ops()) do look(o) R.each_op(o, look) end
   for _, r in ipairs(P.loads) do
     r.smem = L.k:shared(r.elem, S * r.n, { align = 128 })
     r.chunks, r.vec = chunks(L, r)
@@ -303,7 +316,7 @@ local function loop_async(L, env, after, P, first, grid, hoisted)
   for j = 0, S - 2 do issue(L, P, first + grid * j, tl.const(j, tl.i32)) end
   tl.for_range(first, P.total, grid, { tl.const(0, tl.i32) }, function(q, s)
     issue(L, P, q + grid * (S - 1), tl.select(s:eq(0), tl.const(S - 1, tl.i32), s - 1))
-    tl.barrier()
+    if shares then tl.barrier() end
     tl.cp_async_wait(S - 1)
     lower_body(L, env, after, P, q, hoisted, function(r)
       return (B.tiled_load(L, r.op, { base = r.smem + s * r.n, elems = row_bytes(L, r, q) // r.eb }))
