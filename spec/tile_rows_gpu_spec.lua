@@ -35,35 +35,28 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
   end
 
   -- the same with the shared ring (tl.options.row_ring.registers = 0: thread 0
-  -- copies the rows stages ahead by cp.async.bulk)
-  for j, t in ipairs { { "rmsnorm", { 2300, 520 } }, { "softmax", { 2300, 512 } }, { "layernorm", { 2200, 515 } } } do
+  -- copies the rows stages ahead by cp.async.bulk) and with the cp.async ring
+  -- (row_ring.async = S: each thread copies its own chunks of the rows S - 1
+  -- programs ahead): {case, size, tl.options.row_ring, what}
+  local shared, async = "the shared row ring", "the cp.async row ring of %d"
+  local rings = {
+    { "rmsnorm", { 2300, 520 }, { registers = 0 }, shared }, { "softmax", { 2300, 512 }, { registers = 0 }, shared },
+    { "layernorm", { 2200, 515 }, { registers = 0 }, shared },
+    { "rmsnorm", { 2300, 520 }, { async = 3 }, async }, { "softmax", { 2300, 512 }, { async = 3 }, async },
+    { "layernorm", { 2200, 515 }, { async = 3 }, async }, { "rmsnorm", { 2300, 8190 }, { async = 2 }, async },
+    { "row_copy", { 2300, 2000 }, { async = 3 }, async }, { "softmax", { 2301, 4101 }, { async = 4 }, async },
+  }
+  for j, t in ipairs(rings) do
     if ex.cases[t[1]] and not small then
-      it(("%s, %d x %d (the shared row ring, CTAs lapping it): the CPU reference"):format(t[1], t[2][1], t[2][2]), function()
+      local what = t[4]:format(t[3].async)
+      it(("%s, %d x %d (%s, CTAs lapping it): the CPU reference"):format(t[1], t[2][1], t[2][2], what), function()
         if not GPU then pending("no GPU: " .. tl.device.error()) return end
-        tl.options.row_ring = { registers = 0 }
+        tl.options.row_ring = t[3]
         local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
         local ran, ok, summary = pcall(fresh.run_case, t[1], { seed = seed + 11 * j, size = t[2] })
         tl.options.row_ring = nil
         assert(ran, ok)
-        print("tile_rows_gpu: shared ring " .. summary)
-        assert(ok, summary)
-      end)
-    end
-  end
-
-  -- the same with the cp.async ring (tl.options.row_ring.async = S: each
-  -- thread copies its own chunks of the rows S - 1 programs ahead)
-  for j, t in ipairs { { "rmsnorm", { 2300, 520 }, 3 }, { "softmax", { 2300, 512 }, 3 }, { "layernorm", { 2200, 515 }, 3 },
-                       { "rmsnorm", { 2300, 8190 }, 2 }, { "row_copy", { 2300, 2000 }, 3 }, { "softmax", { 2301, 4101 }, 4 } } do
-    if ex.cases[t[1]] and not small then
-      it(("%s, %d x %d (the cp.async row ring of %d, CTAs lapping it): the CPU reference"):format(t[1], t[2][1], t[2][2], t[3]), function()
-        if not GPU then pending("no GPU: " .. tl.device.error()) return end
-        tl.options.row_ring = { async = t[3] }
-        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
-        local ran, ok, summary = pcall(fresh.run_case, t[1], { seed = seed + 13 * j, size = t[2] })
-        tl.options.row_ring = nil
-        assert(ran, ok)
-        print("tile_rows_gpu: cp.async ring " .. summary)
+        print(("tile_rows_gpu: %s: %s"):format(what, summary))
         assert(ok, summary)
       end)
     end
