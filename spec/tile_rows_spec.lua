@@ -91,6 +91,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
         assert.truthy(ir:find("nvvm.cp.async.wait.group {pending = " .. (S - 1) .. "}", 1, true))
         assert.is_nil(ir:find("mbarrier", 1, true))
         assert.truthy(k.ptx:find("cp.async.cg.shared.global", 1, true))
+        dofile("spec/helper.lua").assert_ptxas(k.ptx)
         for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } },
                              { "rmsnorm", { 7, 1024 } } } do
           local good, summary = fresh.run_case(t[1], { seed = 7 + S, emulate = true, size = t[2], ctas = 1 })
