@@ -19,6 +19,15 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end)
   end
 
+  it("the host side at the GPU's sizes: row_copy's reference of 2300 x 2000 (no table.unpack of millions)", function()
+    local M, N = ex.cases.row_copy.sizes[1][1], ex.cases.row_copy.sizes[1][2]
+    local v = {}
+    for i = 1, M * N do v[i] = i end
+    local want = ex.cases.row_copy.reference({ X = { elem = "bf16", shape = { M, N }, v = v } }, M, N)
+    assert.equal(M * N, #want.Y)
+    assert.equal(M * N, want.Y[M * N])
+  end)
+
   it("a row not a multiple of the vector width, rows of several repetitions of the threads", function()
     for _, t in ipairs { { "rmsnorm", { 2, 8190 } }, { "softmax", { 2, 4101 } }, { "row_max", { 2, 2048 } } } do
       local ok, summary = ex.run_case(t[1], { seed = 99, emulate = true, size = t[2] })
