@@ -187,6 +187,27 @@ case("col_sum", {
   tol = { Out = { 1e-5, 1e-4 } },
 })
 
+-- Y = X a row a program (no arithmetic): the row loop's bound (a program that
+-- loads and stores its row with nothing shared between programs: the cp.async
+-- ring needs no barrier for it)
+case("row_copy", {
+  n = 2048, sizes = { { 2300, 2000 }, { 5, 2048 } }, small = { 9, 500 },
+  build = function(c)
+    tl.new_module() -- (a module of its own, as tl.rows' kernels)
+    local k = tl.tile_kernel("row_copy", { params = { X = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.bf16, 2) } })
+    k:define(function(_, p)
+      local r = tl.program_id("x")
+      tl.store(p.Y, { r, 0 }, tl.load(p.X, { r, 0 }, { 1, c.n }))
+    end)
+    return k
+  end,
+  inputs = function(M, N) return { X = random("bf16", { M, N }, -4, 4) } end,
+  outputs = function(M, N) return { Y = { "bf16", { M, N } } } end,
+  grid = function(c, M, N) return { M } end,
+  reference = function(I, M, N) return { Y = I.X.v } end, -- (X itself: no copy, no unpack of millions)
+  tol = { Y = { 0, 0 } }, -- moved, not computed: the same bits
+})
+
 case("softmax", {
   n = 8192, sizes = { { 61, 8000 }, { 4, 100 } }, small = { 3, 300 },
   build = function(c) return tl.rows.softmax { n = c.n } end,

@@ -35,17 +35,34 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
   end
 
   -- the same with the shared ring (tl.options.row_ring.registers = 0: thread 0
-  -- copies the rows stages ahead by cp.async.bulk)
-  for j, t in ipairs { { "rmsnorm", { 2300, 520 } }, { "softmax", { 2300, 512 } }, { "layernorm", { 2200, 515 } } } do
+  -- copies the rows stages ahead by cp.async.bulk) and with the cp.async ring
+  -- (row_ring.async = S: each thread copies its own chunks of the rows S - 1
+  -- programs ahead): {case, size, tl.options.row_ring, what}. Each CTA laps
+  -- its ring (more programs than stages: 264 CTAs on an H200's 132 SMs at 2
+  -- an SM, 132 at per_sm = 1), at sizes whose host side (the random inputs,
+  -- the CPU reference: about a microsecond an element) stays a few seconds a
+  -- case: the full rows (8190 and 4101 of a tile of 8192) on one CTA an SM,
+  -- 300 and 600 rows (2.3 and 4.5 programs a CTA), not thousands
+  local shared, async = "the shared row ring", "the cp.async row ring of %d"
+  local rings = {
+    { "rmsnorm", { 2300, 520 }, { registers = 0 }, shared }, { "softmax", { 2300, 512 }, { registers = 0 }, shared },
+    { "layernorm", { 2200, 515 }, { registers = 0 }, shared },
+    { "rmsnorm", { 2300, 520 }, { async = 3 }, async }, { "softmax", { 2300, 512 }, { async = 3 }, async },
+    { "layernorm", { 2200, 515 }, { async = 3 }, async }, { "rmsnorm", { 300, 8190 }, { async = 2, per_sm = 1 }, async },
+    { "row_copy", { 900, 2000 }, { async = 3 }, async }, { "softmax", { 600, 4101 }, { async = 4, per_sm = 1 }, async },
+  }
+  for j, t in ipairs(rings) do
     if ex.cases[t[1]] and not small then
-      it(("%s, %d x %d (the shared row ring, CTAs lapping it): the CPU reference"):format(t[1], t[2][1], t[2][2]), function()
+      local what = t[4]:format(t[3].async) .. (t[3].per_sm and (", %d CTA an SM"):format(t[3].per_sm) or "")
+      it(("%s, %d x %d (%s, CTAs lapping it): the CPU reference"):format(t[1], t[2][1], t[2][2], what), function()
         if not GPU then pending("no GPU: " .. tl.device.error()) return end
-        tl.options.row_ring = { registers = 0 }
+        tl.options.row_ring = t[3]
         local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        local t0 = os.clock()
         local ran, ok, summary = pcall(fresh.run_case, t[1], { seed = seed + 11 * j, size = t[2] })
         tl.options.row_ring = nil
         assert(ran, ok)
-        print("tile_rows_gpu: shared ring " .. summary)
+        print(("tile_rows_gpu: %s: %s (%.1f s of CPU)"):format(what, summary, os.clock() - t0))
         assert(ok, summary)
       end)
     end

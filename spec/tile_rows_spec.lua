@@ -19,6 +19,15 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end)
   end
 
+  it("the host side at the GPU's sizes: row_copy's reference of 2300 x 2000 (no table.unpack of millions)", function()
+    local M, N = ex.cases.row_copy.sizes[1][1], ex.cases.row_copy.sizes[1][2]
+    local v = {}
+    for i = 1, M * N do v[i] = i end
+    local want = ex.cases.row_copy.reference({ X = { elem = "bf16", shape = { M, N }, v = v } }, M, N)
+    assert.equal(M * N, #want.Y)
+    assert.equal(M * N, want.Y[M * N])
+  end)
+
   it("a row not a multiple of the vector width, rows of several repetitions of the threads", function()
     for _, t in ipairs { { "rmsnorm", { 2, 8190 } }, { "softmax", { 2, 4101 } }, { "row_max", { 2, 2048 } } } do
       local ok, summary = ex.run_case(t[1], { seed = 99, emulate = true, size = t[2] })
@@ -51,7 +60,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_true(off.linear)
     local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
     assert.is_false(ok)
-    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4}", err, 1, true)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8}", err, 1, true)
     assert.is_nil(tl.options.row_ring)
   end)
 
@@ -77,6 +86,33 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end)
     tl.options.row_ring = nil
     assert(ok, err)
+  end)
+
+  it("the cp.async row ring (row_ring.async = S): one CTA walks every row, ragged and aligned; protocol clean", function()
+    local tl = require "tilua"
+    for _, S in ipairs { 2, 3 } do
+      tl.options.row_ring = { async = S }
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library") -- (kernels compiled with the option)
+        local k = tl.rows.rmsnorm { n = 1024 }
+        k:compile()
+        local ir = k:lowered_op():print()
+        assert.truthy(ir:find("nvvm.cp.async.wait.group {pending = " .. (S - 1) .. "}", 1, true))
+        assert.is_nil(ir:find("mbarrier", 1, true))
+        assert.truthy(k.ptx:find("cp.async.cg.shared.global", 1, true))
+        dofile("spec/helper.lua").assert_ptxas(k.ptx)
+        for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } },
+                             { "rmsnorm", { 7, 1024 } } } do
+          local good, summary = fresh.run_case(t[1], { seed = 7 + S, emulate = true, size = t[2], ctas = 1 })
+          assert(good, summary)
+        end
+        local good, report = fresh.run_case("softmax", { seed = 5, emulate = true, size = { 11, 1030 }, ctas = 1,
+                                                         check = true, max_states = 2000 })
+        assert(good, report)
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
   end)
 
   it("the protocol checker is clean on the row loop lapped by one CTA", function()

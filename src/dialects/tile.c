@@ -442,6 +442,30 @@ IrResult tile_verify_bulk_copy(IrOp *op) {
   return IR_OK;
 }
 
+/* cp.async (tile.cp_async, nvvm.cp.async.shared.global): 4, 8 or 16 bytes,
+** .cg only for 16, at most `size` bytes read from global. */
+IrResult tile_verify_cp_async(IrOp *op) {
+  IrAttrs_TILE_CP_ASYNC a = ir_attrs_TILE_CP_ASYNC(op);
+  int64_t n;
+  if (a.size != 4 && a.size != 8 && a.size != 16) {
+    ir_op_error(op, "copies 4, 8 or 16 bytes, got %lld", (long long)a.size);
+    return IR_FAIL;
+  }
+  if (a.cache != CACHE_CA && a.cache != CACHE_CG) {
+    ir_op_error(op, "caches as ca or cg, got %s", LOAD_CACHE_names[a.cache]);
+    return IR_FAIL;
+  }
+  if (a.cache == CACHE_CG && a.size != 16) {
+    ir_op_error(op, "cg (L2 only) copies 16 bytes, got %lld", (long long)a.size);
+    return IR_FAIL;
+  }
+  if (op->noperands > 2 && dia_const_int(op->operands[2].value, &n) && (n < 0 || n > a.size)) {
+    ir_op_error(op, "reads %lld bytes of a %lld-byte copy", (long long)n, (long long)a.size);
+    return IR_FAIL;
+  }
+  return IR_OK;
+}
+
 IrResult tile_verify_named_barrier(IrOp *op) {
   int64_t id, count;
   if (dia_const_int(op->operands[0].value, &id) && (id < 0 || id >= SM90_NAMED_BARRIERS)) {

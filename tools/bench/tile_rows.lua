@@ -14,7 +14,11 @@
 -- convert-tileas-to-cutlass off, the shared ring instead of the rows in
 -- registers, rows ahead, CTAs an SM, bytes in flight and hoisted W and B varied): what the defaults are chosen from. Prints a table last.
 --
---   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192] [--only=TEXT]   (TEXT: the cases whose name has it)
+-- The cp.async ring (row_ring = {async = S}: each thread copies its own chunks
+-- of the rows S - 1 programs ahead into shared stages) is measured the same
+-- way against the rows in registers (the default) and one CTA a row.
+--
+--   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192] [--only=TEXT[;TEXT...]]   (the cases whose name has one; =NAME: that name)
 local tl = require "tilua"
 
 local o = { m = 16384, n = 8192 }
@@ -143,6 +147,41 @@ local cases = {
   { "softmax, registers 4 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 1, per_sm = 4 } },
   { "rmsnorm, registers 2 ahead, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, { registers = 2 } },
   { "softmax, registers 2 ahead, 16 warps", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { registers = 2 } },
+  -- the cp.async ring: S rows a CTA in shared memory, each thread copying its
+  -- own 16-byte chunks S - 1 programs ahead (rowring.lua's loop_async)
+  { "row copy (Y = X), async 2", row_copy(8), sm_launch, 2 * bytes, { async = 2 } },
+  { "row copy (Y = X), async 3", row_copy(8), sm_launch, 2 * bytes, { async = 3 } },
+  { "row copy (Y = X), async 4", row_copy(8), sm_launch, 2 * bytes, { async = 4 } },
+  { "row copy (Y = X), async 3, 3 CTAs an SM", row_copy(8), sm_launch, 2 * bytes, { async = 3, per_sm = 3 } },
+  { "row copy (Y = X), async 2, 4 CTAs an SM", row_copy(8), sm_launch, 2 * bytes, { async = 2, per_sm = 4 } },
+  { "row copy (Y = X), async 3, 16 warps", row_copy(16), sm_launch, 2 * bytes, { async = 3 } },
+  { "rmsnorm, async 2", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { async = 2 } },
+  { "rmsnorm, async 3", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { async = 3 } },
+  { "rmsnorm, async 4", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { async = 4 } },
+  { "rmsnorm, async 3, 3 CTAs an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { async = 3, per_sm = 3 } },
+  { "rmsnorm, async 3, 4 CTAs an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { async = 3, per_sm = 4 } },
+  { "rmsnorm, async 2, 4 CTAs an SM, W a row", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { async = 2, per_sm = 4, hoist = 0 } },
+  { "rmsnorm, async 3, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, { async = 3 } },
+  { "softmax, async 2", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { async = 2 } },
+  { "softmax, async 3", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { async = 3 } },
+  { "softmax, async 4", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { async = 4 } },
+  { "softmax, async 3, 3 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { async = 3, per_sm = 3 } },
+  { "softmax, async 3, 4 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { async = 3, per_sm = 4 } },
+  { "softmax, async 3, 16 warps", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { async = 3 } },
+  { "layernorm, async 2", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { async = 2 } },
+  { "layernorm, async 3", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { async = 3 } },
+  { "layernorm, async 4", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { async = 4 } },
+  { "layernorm, async 3, 3 CTAs an SM", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { async = 3, per_sm = 3 } },
+  { "layernorm, async 3, W B a row", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { async = 3, hoist = 0 } },
+  { "layernorm, async 3, 3 CTAs an SM, W B a row", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { async = 3, per_sm = 3, hoist = 0 } },
+  { "layernorm, async 3, 16 warps", tl.rows.layernorm { n = N, warps = 16 }, ln_launch, 2 * bytes, { async = 3 } },
+  { "rmsnorm, async 4, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, { async = 4 } },
+  { "softmax, async 4, 16 warps", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { async = 4 } },
+  -- one CTA of 32 warps an SM, 6 rows a CTA in shared memory
+  { "row copy (Y = X), async 6, 1 CTA an SM, 32 warps", row_copy(32), sm_launch, 2 * bytes, { async = 6, per_sm = 1 } },
+  { "rmsnorm, async 6, 1 CTA an SM, 32 warps", tl.rows.rmsnorm { n = N, warps = 32 }, rms_launch, 2 * bytes, { async = 6, per_sm = 1 } },
+  { "softmax, async 6, 1 CTA an SM, 32 warps", tl.rows.softmax { n = N, warps = 32 }, sm_launch, 2 * bytes, { async = 6, per_sm = 1 } },
+  { "layernorm, async 6, 1 CTA an SM, 32 warps", tl.rows.layernorm { n = N, warps = 32 }, ln_launch, 2 * bytes, { async = 6, per_sm = 1 } },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
   { "transpose 64", tl.rows.transpose { n = 64 }, { grid = { M // 64, N // 64 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
   { "transpose 128", tl.rows.transpose { n = 128, warps = 8 }, { grid = { M // 128, N // 128 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
@@ -192,7 +231,11 @@ end
 
 for _, c in ipairs(cases) do
   local name, k, launch, moved = c[1], c[2], c[3], c[4]
-  if o.only and not name:find(o.only, 1, true) then goto next end
+  if o.only then
+    local hit = false
+    for t in o.only:gmatch "[^;]+" do hit = hit or (t:sub(1, 1) == "=" and name == t:sub(2)) or name:find(t, 1, true) ~= nil end
+    if not hit then goto next end
+  end
   tl.options.row_ring = c[5]
   k:compile()
   local checked = check_rows(name, k, launch)

@@ -19,6 +19,7 @@
 --                tl.mbarrier_arrive_expect_tx(bar, bytes), tl.mbarrier_expect_tx,
 --                tl.mbarrier_try_wait(bar, parity) / test_wait / wait, tl.mbarrier_inval
 --   bulk copies  tl.bulk_copy(dst, src, bytes [, bar]), tl.bulk_commit(), tl.bulk_wait(n [, {read}])
+--   cp.async     tl.cp_async(dst, src [, {size, cache, src_bytes}]), tl.cp_async_commit(), tl.cp_async_wait(n)
 --
 -- Compiling is tilua.gpu.compile, launching tilua.gpu.launch.
 
@@ -315,6 +316,24 @@ function tl.bulk_copy(dst, src, bytes, bar)
 end
 function tl.bulk_commit() op0("tile.bulk_commit") end
 function tl.bulk_wait(n, opts) op0("tile.bulk_wait", nil, { pending = n or 0, read = (opts or {}).read }) end
+
+-- tl.cp_async(dst, src [, {size = 16, cache = "cg" | "ca", src_bytes = n}]): this
+-- thread's asynchronous copy of size bytes (4, 8, 16) global -> shared in its
+-- current group (src_bytes: only those read, the rest zero-filled);
+-- tl.cp_async_commit() closes the group, tl.cp_async_wait(n) waits until at
+-- most n of the thread's groups are in flight (the others' bytes are in shared
+-- memory, for this thread; for others, after a barrier behind the wait).
+function tl.cp_async(dst, src, opts)
+  local di, si = check_ptr(dst, "cp_async"), check_ptr(src, "cp_async")
+  if di.space ~= "shared" or si.space ~= "global" then
+    raise(("cp_async: copies global -> shared, not %s -> %s"):format(si.space, di.space))
+  end
+  opts = opts or {}
+  op0("tile.cp_async", { dst, src, opts.src_bytes and i32(opts.src_bytes, "src_bytes") or nil },
+    { size = opts.size, cache = opts.cache })
+end
+function tl.cp_async_commit() op0("tile.cp_async_commit") end
+function tl.cp_async_wait(n) op0("tile.cp_async_wait", nil, { pending = n or 0 }) end
 
 -- }===================================================================
 

@@ -29,7 +29,9 @@
 --                           once a CTA whatever their registers; benchmarks
 --                           compare them; registers = d: each thread loads its
 --                           part of the row d programs ahead into registers while
---                           it works on this one (1), 0: the shared ring)
+--                           it works on this one (1), 0: the shared ring;
+--                           async = S: a ring of S rows that each thread fills
+--                           with its own chunks by cp.async)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --
@@ -84,11 +86,11 @@ local OPTIONS = {
   row_ring = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
-      if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers") or math.type(x) ~= "integer" or x < 0
-        or (k == "registers" and x > 4) then return false end
+      if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers" and k ~= "async") or math.type(x) ~= "integer" or x < 0
+        or (k == "registers" and x > 4) or (k == "async" and x > 8) then return false end
     end
     return true
-  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4}" },
+  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8}" },
 }
 local function check_option(key, v)
   local spec = OPTIONS[key]
@@ -361,7 +363,7 @@ function Kernel:compile(pipeline)
     end
     -- a compile without the protocol check does not stand for one with it
     local ring = tl.options.row_ring
-    if type(ring) == "table" then ring = ("%s,%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist, ring.registers) end
+    if type(ring) == "table" then ring = ("%s,%s,%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist, ring.registers, ring.async) end
     key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol) .. "\0" .. tostring(ring) .. "\0"
       .. self.module:print()
     local hit = cache_get(cache, key)

@@ -265,6 +265,14 @@ do
     return {}
   end
 
+  -- a thread's cp.async (the tile level's model)
+  local cp_async = tile.handlers["tile.cp_async"]
+  handlers["nvvm.cp.async.shared.global"] = function(R, W, rec, ins, ctx)
+    return cp_async(R, W, rec, { sh(ins[1]), ins[2], ins[3] }, ctx)
+  end
+  handlers["nvvm.cp.async.commit.group"] = tile.handlers["tile.cp_async_commit"]
+  handlers["nvvm.cp.async.wait.group"] = tile.handlers["tile.cp_async_wait"]
+
   -- }===
 
   -- {=== CTA and named barriers, fences

@@ -345,6 +345,49 @@ do
     R:drain_s2g(W, rec.op:attr_or_default "pending")
     return {}
   end
+  -- A thread's cp.async: its global bytes read at the issue (the race check's
+  -- read), written into shared memory at the wait that completes its group
+  -- (the race check's write, by the thread: other threads see them after a
+  -- barrier behind that wait; before it the thread itself reads the old bytes).
+  -- Groups are kept a warp (its lanes commit and wait together).
+  handlers["tile.cp_async"] = function(R, W, rec, ins, ctx)
+    local size = rec.op:attr_or_default "size"
+    W.cp_open = W.cp_open or {}
+    for _, l in ipairs(ctx.mask) do
+      local dst, src = at(ins[1], l), at(ins[2], l)
+      local n = ins[3] and at(ins[3], l) or size
+      if dst % size ~= 0 or src % size ~= 0 then
+        violation("model", ("cp.async of %d bytes at %s: an address not aligned to them (shared 0x%x, global 0x%x)")
+          :format(size, rec.loc, dst, src))
+      end
+      local bytes = {}
+      if n > 0 then
+        R:check_access(W, rec, src, n, false)
+        local m, a = R:mem_of(W, src)
+        for i = 0, n - 1 do bytes[i + 1] = m[a + i] or 0 end
+      end
+      for i = n + 1, size do bytes[i] = 0 end
+      W.cp_open[#W.cp_open + 1] = { dst = dst, bytes = bytes, rec = rec }
+    end
+    return {}
+  end
+  handlers["tile.cp_async_commit"] = function(_, W)
+    W.cp_groups = W.cp_groups or {}
+    W.cp_groups[#W.cp_groups + 1] = W.cp_open or {}
+    W.cp_open = {}
+    return {}
+  end
+  handlers["tile.cp_async_wait"] = function(R, W, rec)
+    local keep = rec.op:attr_or_default "pending"
+    while #(W.cp_groups or {}) > keep do
+      for _, c in ipairs(table.remove(W.cp_groups, 1)) do
+        R:check_access(W, c.rec, c.dst, #c.bytes, true)
+        local m, a = R:mem_of(W, c.dst)
+        for i = 1, #c.bytes do m[a + i - 1] = c.bytes[i] end
+      end
+    end
+    return {}
+  end
   handlers["tile.barrier"] = function(R, W, rec)
     R:rendezvous(W, rec, "bar.sync 0", R.k.warps, "the CTA barrier (bar.sync 0)")
     return {}

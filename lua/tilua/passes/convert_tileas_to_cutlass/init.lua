@@ -183,7 +183,8 @@ end
 
 -- convert-tileas-to-cutlass over every kernel of the module that is a tile
 -- program (has agents or tensor parameters). The option row_ring (0: none,
--- 1: the shared ring, 2: the next row in registers) overrides
+-- 1: the shared ring, 2: the next row in registers, 3: a ring of 3 rows that
+-- each thread fills by cp.async) overrides
 -- tl.options.row_ring's choice of form (rowring.lua).
 function M.convert(module, options)
   local tl = require "tilua"

@@ -29,6 +29,15 @@
 -- tail, an unaligned tensor, padding) each thread loads as blocked.lua does.
 -- The barrier each iteration also orders the reductions' shared buffers from
 -- one program to the next (blocked.lua adds none inside the program loop).
+--
+-- The third form (async = S, tl.options.row_ring = {async = S}): a ring of S
+-- rows in shared memory that each thread fills itself with cp.async (16 bytes
+-- at a time, its own chunks: those it reads into registers), one cp.async group
+-- a row; iteration i issues the row S - 1 programs ahead into the stage read
+-- in iteration i - 1, then waits for its own chunks of row i
+-- (cp.async.wait_group S - 1). No mbarrier, no issuing thread, no barrier for
+-- the ring (a thread reads only what it copied), no registers carried: S - 1
+-- rows in flight a CTA while it reduces and stores one (loop_async).
 
 local tl = require "tilua"
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"
@@ -54,6 +63,8 @@ function Ring.plan(L, wop)
   local opts = type(tl.options.row_ring) == "table" and tl.options.row_ring or {}
   -- (the rows in registers by default: 0.88 of a copy against the shared ring's 0.80-0.84)
   local registers = forced == 2 and 1 or (forced == nil and (opts.registers or 1) > 0 and (opts.registers or 1))
+  local async = forced == 3 and 3 or (forced == nil and opts.async and opts.async > 0 and opts.async) or nil
+  if async then registers = nil end
   local after = wop:region(2):entry()
   local pid = after:arg(1):id()
   local loads, bytes, other_ids = {}, 0, false
@@ -67,7 +78,9 @@ function Ring.plan(L, wop)
         and o:operand(2):id() == pid and R.const_int(o:operand(3)) == 0 and (o:attr "vec" or 1) > 1 then
         local eb = R.elem_bytes(ti.elem)
         local n = ti.shape[2]
-        if n * eb % 16 == 0 and n * eb >= MIN_ROW_BYTES then
+        local l = ti.layout
+        local one = not async or ((l.lanes or {})[1] or 1) * ((l.warps or {})[1] or 1) == 1 -- (a thread a chunk)
+        if n * eb % 16 == 0 and n * eb >= MIN_ROW_BYTES and one then
           loads[#loads + 1] = { op = o, e = e, n = n, elem = ti.elem, eb = eb }
           bytes = bytes + n * eb
         end
@@ -95,6 +108,12 @@ function Ring.plan(L, wop)
     if words > math.min(tl.core.limits().max_thread_regs, 65536 // (per_sm * threads)) // 4 then return nil end
     return { loads = loads, by_op = by_op, registers = registers, per_sm = per_sm, hoist = opts.hoist ~= 0,
              hoist_all = opts.hoist == 1 }
+  end
+  if async then
+    -- S rows a CTA in shared memory (at most MAX_SM_RING_BYTES an SM)
+    local stages = math.min(async, MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes))
+    if stages < 2 then return nil end
+    return { loads = loads, by_op = by_op, async = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1 }
   end
   local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, (opts.in_flight or IN_FLIGHT) // (per_sm * bytes)))
   if stages < 2 then return nil end -- (rows too long for two stages in every CTA of an SM)
@@ -226,6 +245,87 @@ local function loop_registers(L, env, after, P, first, grid, hoisted)
   end)
 end
 
+-- The ops of a loop body that touch no shared memory once lowered.
+local REGISTERS_ONLY = { ["tileas.tiled_load"] = true, ["tileas.tiled_store"] = true, ["scf.yield"] = true,
+                         ["scf.condition"] = true, ["tileas.cancel_next_program_id"] = true, ["tileas.broadcast"] = true,
+                         ["tileas.expand_dim"] = true, ["tileas.is_valid_program_id"] = true }
+
+-- The chunks of ring r's row that this thread reads into registers
+-- (B.tiled_load's groups of vec registers along the row): {col (an i32),
+-- limit (the tile's extent where positions past it are padding, or nil)},
+-- and the bytes a group moves.
+local function chunks(L, r)
+  local ti = R.tile_of(r.op:result(1))
+  ti.layout_str = tostring(r.op:result(1):type()):match "^tile<[^,]*, [^,]*, (.*)>$" -- (B.dist's key, as blocked.lua's info)
+  local D = B.dist(L, ti, r.op)
+  local vec = math.max(1, r.op:attr "vec" or 1)
+  while vec > 1 and D.size[2] % vec ~= 0 do vec = vec // 2 end
+  local out = {}
+  for i = 1, D.n, vec do
+    local o = D.off[i][2]
+    local col = D.base[2] and (o == 0 and D.base[2] or D.base[2] + o) or tl.const(o, tl.i32)
+    out[#out + 1] = { col = col, limit = D.limit[2] }
+  end
+  return out, vec
+end
+
+-- This thread's cp.async of its chunks of program q's row into stage s of
+-- each ring (where the row's copy covers them: row_bytes), one group.
+local function issue(L, P, q, s)
+  for _, r in ipairs(P.loads) do
+    local elems = tl.select(q:lt(P.total), row_bytes(L, r, q) // r.eb, tl.const(0, tl.i32)) -- (no copy in flight at the exit)
+    local e = r.e
+    local src = L.args[e.lowered_ptr] + q:cast(tl.i64) * L.args[e.lowered_strides[1]]
+    local dst = r.smem + s * r.n
+    local step = math.min(16, r.vec * r.eb) // r.eb -- (elements a copy: 16 bytes at most)
+    for _, c in ipairs(r.chunks) do
+      local ok = (c.col + r.vec):le(elems)
+      if c.limit then ok = ok & c.col:lt(c.limit) end
+      tl.if_(ok, function()
+        for j = 0, r.vec - 1, step do
+          local col = j == 0 and c.col or c.col + j
+          tl.cp_async(dst + col, src + col, { size = step * r.eb, cache = step * r.eb == 16 and "cg" or "ca" })
+        end
+      end)
+    end
+  end
+  tl.cp_async_commit()
+end
+
+-- The loop with the rows in a ring of P.async stages that each thread fills
+-- with its own chunks (cp.async): S - 1 rows issued before the loop; in
+-- iteration i (program q, stage s) the row S - 1 programs ahead into stage
+-- s - 1 (read in iteration i - 1: its registers used), a barrier for the
+-- reductions' buffers, the wait for this thread's chunks of row q, the body
+-- with the ring's loads read from stage s (the rest, a ragged tail or an
+-- unaligned tensor, loaded from global memory as blocked.lua does).
+local function loop_async(L, env, after, P, first, grid, hoisted)
+  local S = P.async
+  -- (a body of loads, stores and arithmetic on registers only, a row copy or a
+  -- map, shares no buffer from one program to the next: no barrier)
+  local shares = false
+  local function look(o)
+    local n = o:name()
+    shares = shares or not (n:match "^arith%." or REGISTERS_ONLY[n])
+  end
+  for _, o in ipairs(after:ops()) do look(o) R.each_op(o, look) end
+  for _, r in ipairs(P.loads) do
+    r.smem = L.k:shared(r.elem, S * r.n, { align = 128 })
+    r.chunks, r.vec = chunks(L, r)
+  end
+  for j = 0, S - 2 do issue(L, P, first + grid * j, tl.const(j, tl.i32)) end
+  tl.for_range(first, P.total, grid, { tl.const(0, tl.i32) }, function(q, s)
+    issue(L, P, q + grid * (S - 1), tl.select(s:eq(0), tl.const(S - 1, tl.i32), s - 1))
+    if shares then tl.barrier() end
+    tl.cp_async_wait(S - 1)
+    lower_body(L, env, after, P, q, hoisted, function(r)
+      return (B.tiled_load(L, r.op, { base = r.smem + s * r.n, elems = row_bytes(L, r, q) // r.eb }))
+    end)
+    local s1 = s + 1
+    return tl.select(s1:eq(S), tl.const(0, tl.i32), s1)
+  end)
+end
+
 -- env.persistent with the ring: the loop over the CTA's programs.
 function Ring.build(L, env, wop, P)
   L.program_loop, L.persistent, L.linear, L.per_sm = wop, true, nil, P.per_sm
@@ -246,6 +346,10 @@ function Ring.build(L, env, wop, P)
   if P.registers then
     programs()
     return loop_registers(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
+  end
+  if P.async then
+    programs()
+    return loop_async(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
   end
   local S = P.stages
   for _, r in ipairs(P.loads) do
