@@ -4,7 +4,7 @@
 -- LayerNorm forward (a row each, read once and written once: the bytes of a
 -- copy of X), an elementwise map (gelu, f32: X and Y), SwiGLU (two inputs),
 -- a row sum (reads X only: half a copy's traffic), transposes (tiles of 64
--- and 128 through shared memory; target >= 0.90). Each is checked against
+-- and 128 by TMA, and their variants; target >= 0.90). Each is checked against
 -- its CPU reference on sampled rows first (examples/tile_rows.lua's
 -- references), then timed: the median of 5 samples of CUDA events around 20
 -- back-to-back launches. The ratio is the program's bandwidth (the bytes it
@@ -144,9 +144,33 @@ local cases = {
   { "rmsnorm, registers 2 ahead, 16 warps", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, { registers = 2 } },
   { "softmax, registers 2 ahead, 16 warps", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { registers = 2 } },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
-  { "transpose 64", tl.rows.transpose { n = 64 }, { grid = { M // 64, N // 64 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
-  { "transpose 128", tl.rows.transpose { n = 128, warps = 8 }, { grid = { M // 128, N // 128 }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }, 2 * bytes },
 }
+
+-- the transposes: by TMA (convert-tileas-to-cutlass's transpose.lua, the
+-- default for 16-bit tiles of a multiple of 64) and its variants
+-- (tl.options.tile_transpose while the kernel compiles, the 6th entry:
+-- stages = input tiles in flight a CTA, outs = output tiles, per_sm = CTAs an
+-- SM; false: the exchange through the threads' registers, as before)
+local function transpose_case(name, n, warps, opt)
+  local launch = { grid = { M // n, N // n }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }
+  cases[#cases + 1] = { name, tl.rows.transpose { n = n, warps = warps }, launch, 2 * bytes, nil, opt }
+end
+transpose_case("transpose 64", 64, 4)
+transpose_case("transpose 128", 128, 8)
+transpose_case("transpose 64, exchange (registers)", 64, 4, false)
+transpose_case("transpose 128, exchange (registers)", 128, 8, false)
+for _, v in ipairs { { 2, 2, 2 }, { 4, 2, 1 }, { 6, 2, 1 }, { 8, 2, 1 }, { 3, 2, 3 }, { 4, 2, 3 }, { 2, 2, 4 }, { 4, 3, 2 },
+                     { 6, 2, 2 }, { 8, 2, 2 }, { 2, 2, 6 } } do
+  transpose_case(("transpose 64, stages %d outs %d, %d CTAs an SM"):format(v[1], v[2], v[3]), 64, 4,
+    { stages = v[1], outs = v[2], per_sm = v[3] })
+end
+transpose_case("transpose 64, 2 warps", 64, 2)
+transpose_case("transpose 64, 8 warps", 64, 8)
+for _, v in ipairs { { 3, 2, 1 }, { 4, 2, 1 }, { 1, 2, 2 }, { 2, 3, 1 } } do
+  transpose_case(("transpose 128, stages %d outs %d, %d CTAs an SM"):format(v[1], v[2], v[3]), 128, 8,
+    { stages = v[1], outs = v[2], per_sm = v[3] })
+end
+transpose_case("transpose 128, 4 warps", 128, 4)
 
 -- The program against its CPU reference on a few rows of X (read back).
 local function check_rows(name, k, launch)
@@ -194,10 +218,17 @@ for _, c in ipairs(cases) do
   local name, k, launch, moved = c[1], c[2], c[3], c[4]
   if o.only and not name:find(o.only, 1, true) then goto next end
   tl.options.row_ring = c[5]
+  tl.options.tile_transpose = c[6]
   k:compile()
+  if name:match "^transpose" then
+    y:fill(0) -- (no earlier program's Y passes the check)
+    local tma = false
+    for _, e in ipairs(k:lowered_op():attr "tileas.params") do tma = tma or e == "map:X" end
+    name = name .. (tma and " [tma]" or " [registers]")
+  end
   local checked = check_rows(name, k, launch)
   local ms = time(function() k:launch(launch) end)
-  tl.options.row_ring = nil
+  tl.options.row_ring, tl.options.tile_transpose = nil, nil
   local gbs = moved / ms / 1e6
   rows[#rows + 1] = { name, ms, gbs, gbs / rows[1][3] }
   print(("%s: %s, %.3f ms, %.0f GB/s"):format(name, checked, ms, gbs))
