@@ -85,6 +85,55 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert(ok, report)
   end)
 
+  it("the transpose by TMA (transpose.lua): CTAs lapping the input ring, ragged edges, its variants; protocol clean", function()
+    local tl = require "tilua"
+    local function form(k)
+      k:compile()
+      local params = table.concat(k:lowered_op():attr "tileas.params", ",")
+      return params:find("map:X", 1, true) and "tma" or "registers", k:lowered_op():attr_or_default "tileas.launch"
+    end
+    local f, launch = form(tl.rows.transpose { n = 64 })
+    assert.equal("tma", f)
+    assert.equal(2, launch.per_sm)
+    assert.equal("registers", (form(tl.rows.transpose { n = 64, elem = tl.f32 }))) -- (stmatrix moves 16-bit elements)
+    assert.equal("registers", (form(tl.rows.transpose { n = 32 }))) -- (no multiple of the 64-element box)
+    tl.options.tile_transpose = false
+    local off = form(tl.rows.transpose { n = 64 })
+    tl.options.tile_transpose = { stages = 2, outs = 3, per_sm = 3 }
+    local f3, l3 = form(tl.rows.transpose { n = 64 })
+    tl.options.tile_transpose = nil
+    assert.equal("registers", off)
+    assert.equal("tma", f3)
+    assert.equal(3, l3.per_sm)
+    local ok, err = pcall(function() tl.options.tile_transpose = { ahead = 3 } end)
+    assert.is_false(ok)
+    assert.matches("nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1}", err, 1, true)
+    -- one to three CTAs walking every program (the ring's stages and the output tiles wrapping), ragged edges
+    for _, t in ipairs { { { 136, 200 }, 1 }, { { 200, 72 }, 2 }, { { 72, 104 }, 3 }, { { 64, 64 }, 1 } } do
+      local good, summary = ex.run_case("transpose_bf16", { seed = 3, emulate = true, size = t[1], ctas = t[2] })
+      assert(good, summary)
+    end
+    -- tiles of 128 (four boxes a tile) on 8 and 4 warps, one stage and three output
+    -- tiles, the programs walked y fastest
+    for _, v in ipairs { { 8, nil }, { 4, { stages = 1, outs = 3, per_sm = 1, order = 1 } } } do
+      tl.options.tile_transpose = v[2]
+      local ran, good, summary = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        fresh.cases.transpose_bf16.build = function()
+          return tl.rows.transpose { n = 128, warps = v[1], name = "transpose_128" }
+        end
+        fresh.cases.transpose_bf16.grid = function(_, M, N) return { (M + 127) // 128, (N + 127) // 128 } end
+        return fresh.run_case("transpose_bf16", { seed = 4, emulate = true, size = { 264, 136 }, ctas = 2 })
+      end)
+      tl.options.tile_transpose = nil
+      assert(ran, good)
+      assert(good, summary)
+    end
+    local good, report = ex.run_case("transpose_bf16", { seed = 5, emulate = true, size = { 136, 72 }, ctas = 2, check = true,
+                                                         max_states = 2000 })
+    assert(good, report)
+  end)
+
   it("the protocol checker is clean on a reduction across warps and a loop carrying tiles", function()
     for _, t in ipairs { { "rmsnorm", { 2, 300 } }, { "layernorm_bwd", { 9, 100 } } } do
       local ok, report = ex.run_case(t[1], { seed = 5, emulate = true, size = t[2], check = true, max_states = 2000 })

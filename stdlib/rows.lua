@@ -278,7 +278,9 @@ do -- tl.rows (an indented block)
   -- {=== layout changes
 
   -- Y[N, M] = X[M, N]^T: a program a tile of n x n, read along X's rows and
-  -- written along Y's (the tile crosses the threads through shared memory).
+  -- written along Y's. A 16-bit tile of a multiple of 64 goes by TMA both ways
+  -- (convert-tileas-to-cutlass's transpose.lua: M and N multiples of 8, the
+  -- maps' 16-byte rows); others cross the threads through shared memory.
   function tl.rows.transpose(o)
     local n = check_n(o, "transpose")
     local elem = o.elem or tl.bf16

@@ -150,7 +150,8 @@ local cases = {
 -- default for 16-bit tiles of a multiple of 64) and its variants
 -- (tl.options.tile_transpose while the kernel compiles, the 6th entry:
 -- stages = input tiles in flight a CTA, outs = output tiles, per_sm = CTAs an
--- SM; false: the exchange through the threads' registers, as before)
+-- SM, order 1: the programs y fastest; false: the exchange through the
+-- threads' registers, as before)
 local function transpose_case(name, n, warps, opt)
   local launch = { grid = { M // n, N // n }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }
   cases[#cases + 1] = { name, tl.rows.transpose { n = n, warps = warps }, launch, 2 * bytes, nil, opt }
@@ -171,6 +172,10 @@ for _, v in ipairs { { 3, 2, 1 }, { 4, 2, 1 }, { 1, 2, 2 }, { 2, 3, 1 } } do
     { stages = v[1], outs = v[2], per_sm = v[3] })
 end
 transpose_case("transpose 128, 4 warps", 128, 4)
+-- the programs walked y fastest (along X's rows) instead of x fastest
+transpose_case("transpose 64, order 1", 64, 4, { order = 1 })
+transpose_case("transpose 64, stages 3 outs 2, 3 CTAs an SM, order 1", 64, 4, { stages = 3, outs = 2, per_sm = 3, order = 1 })
+transpose_case("transpose 128, order 1", 128, 8, { order = 1 })
 
 -- The program against its CPU reference on a few rows of X (read back).
 local function check_rows(name, k, launch)
@@ -178,7 +183,7 @@ local function check_rows(name, k, launch)
   if name:match "^transpose" then -- sampled elements: Y[j, i] = X[i, j]
     local function at(buf, i) return buf:to_table(i + 1, i + 1)[1] end
     local n = 0
-    for _, ij in ipairs { { 0, 0 }, { 1, N - 1 }, { 3, 77 }, { 2, N // 2 }, { M - 1, N - 1 }, { M // 2 + 5, 1000 } } do
+    for _, ij in ipairs { { 0, 0 }, { 1, N - 1 }, { 3, math.min(77, N - 1) }, { 2, N // 2 }, { M - 1, N - 1 }, { M // 2 + 5, math.min(1000, N - 1) } } do
       if at(y, ij[2] * M + ij[1]) ~= at(x, ij[1] * N + ij[2]) then error(name .. ": Y is not X transposed", 0) end
       n = n + 1
     end

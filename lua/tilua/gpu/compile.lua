@@ -34,7 +34,7 @@
 --                           and stores an n x n tile of 16-bit elements (n a multiple
 --                           of 64) goes by TMA (convert-tileas-to-cutlass's
 --                           transpose.lua); false: through the threads' registers;
---                           a table {stages, outs, per_sm}: TMA with those
+--                           a table {stages, outs, per_sm, order}: TMA with those
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --
@@ -97,10 +97,14 @@ local OPTIONS = {
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
-      if (k ~= "stages" and k ~= "outs" and k ~= "per_sm") or math.type(x) ~= "integer" or x < 1 or x > 16 then return false end
+      if k == "order" then
+        if x ~= 0 and x ~= 1 then return false end
+      elseif (k ~= "stages" and k ~= "outs" and k ~= "per_sm") or math.type(x) ~= "integer" or x < 1 or x > 16 then
+        return false
+      end
     end
     return true
-  end, "nil, false or {stages = n, outs = n, per_sm = n} (1 to 16 each)" },
+  end, "nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1}" },
 }
 local function check_option(key, v)
   local spec = OPTIONS[key]
@@ -375,7 +379,7 @@ function Kernel:compile(pipeline)
     local ring = tl.options.row_ring
     if type(ring) == "table" then ring = ("%s,%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist, ring.registers) end
     local tt = tl.options.tile_transpose
-    if type(tt) == "table" then ring = ("%s;%s,%s,%s"):format(ring, tt.stages, tt.outs, tt.per_sm) elseif tt == false then ring = tostring(ring) .. ";off" end
+    if type(tt) == "table" then ring = ("%s;%s,%s,%s,%s"):format(ring, tt.stages, tt.outs, tt.per_sm, tt.order) elseif tt == false then ring = tostring(ring) .. ";off" end
     key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol) .. "\0" .. tostring(ring) .. "\0"
       .. self.module:print()
     local hit = cache_get(cache, key)

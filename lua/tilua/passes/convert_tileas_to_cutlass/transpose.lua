@@ -27,7 +27,7 @@
 -- TMA reads zeros past the tensor and clips stores to it: a ragged edge needs
 -- no masks. Its maps need 16-byte aligned pointers and rows (M and N multiples
 -- of 8): the launch refuses others. tl.options.tile_transpose = false keeps the
--- exchange through registers; a table sets {stages, outs, per_sm}.
+-- exchange through registers; a table sets {stages, outs, per_sm, order}.
 
 local tl = require "tilua"
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"
@@ -93,7 +93,7 @@ function T.plan_loop(wop)
   local m = match(wop:region(2):entry())
   if not m then return nil end
   local d = DEFAULT[m.n] or { stages = 2, outs = 2, per_sm = 1 }
-  m.stages, m.outs, m.per_sm = o.stages or d.stages, o.outs or d.outs, o.per_sm or d.per_sm
+  m.stages, m.outs, m.per_sm, m.order = o.stages or d.stages, o.outs or d.outs, o.per_sm or d.per_sm, o.order or 0
   if m.stages < 1 or m.outs < 2 or m.per_sm < 1 then return nil end
   if m.per_sm * (m.stages + m.outs) * m.n * m.n * 2 > MAX_SM_BYTES then return nil end
   return m
@@ -112,8 +112,14 @@ function T.map_type(op)
 end
 
 -- The lowered scalar ops of the body for program q (an i32): the load's and
--- the store's tile coordinates.
+-- the store's tile coordinates. (order = 1: the CTAs walk the programs y
+-- fastest -- along X's rows -- instead of x fastest: q taken as (q mod ny) x
+-- nx + q / ny, the same programs in another order.)
 local function coords(L, env, after, P, q)
+  if P.order == 1 and L.P.lowered_programs[2] then
+    local ny = X.programs(L, 2)
+    q = (q % ny) * X.programs(L, 1) + q // ny
+  end
   L.vmap[after:arg(1):id()] = q
   for _, o in ipairs(after:ops()) do
     local n = o:name()
