@@ -160,8 +160,9 @@ transpose_case("transpose 64", 64, 4)
 transpose_case("transpose 128", 128, 8)
 transpose_case("transpose 64, exchange (registers)", 64, 4, false)
 transpose_case("transpose 128, exchange (registers)", 128, 8, false)
-for _, v in ipairs { { 2, 2, 2 }, { 4, 2, 1 }, { 6, 2, 1 }, { 8, 2, 1 }, { 3, 2, 3 }, { 4, 2, 3 }, { 2, 2, 4 }, { 4, 3, 2 },
-                     { 6, 2, 2 }, { 8, 2, 2 }, { 2, 2, 6 } } do
+-- (the default of 64 is 6 stages, 2 outs, 1 CTA an SM: its neighbours, and 4 / 2 / 2, the first default)
+for _, v in ipairs { { 2, 2, 2 }, { 4, 2, 1 }, { 5, 2, 1 }, { 7, 2, 1 }, { 8, 2, 1 }, { 6, 3, 1 }, { 4, 2, 2 }, { 3, 2, 3 },
+                     { 4, 2, 3 }, { 2, 2, 4 }, { 4, 3, 2 }, { 6, 2, 2 }, { 8, 2, 2 }, { 2, 2, 6 } } do
   transpose_case(("transpose 64, stages %d outs %d, %d CTAs an SM"):format(v[1], v[2], v[3]), 64, 4,
     { stages = v[1], outs = v[2], per_sm = v[3] })
 end

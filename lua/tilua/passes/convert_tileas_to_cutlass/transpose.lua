@@ -25,9 +25,12 @@
 --                  before each iteration's barrier
 --
 -- TMA reads zeros past the tensor and clips stores to it: a ragged edge needs
--- no masks. Its maps need 16-byte aligned pointers and rows (M and N multiples
--- of 8): the launch refuses others. tl.options.tile_transpose = false keeps the
--- exchange through registers; a table sets {stages, outs, per_sm, order}.
+-- no masks. Its maps need 16-byte aligned pointers and rows (row strides of X
+-- and Y multiples of 8 elements): the lowered kernel's tileas.launch names the
+-- two tensors (`transpose`), whose launch recipe checks their rows and says
+-- how to opt out (tilua.gpu.recipe); tl.rows.transpose launches its variant
+-- through the registers there instead. tl.options.tile_transpose = false keeps
+-- the exchange through registers; a table sets {stages, outs, per_sm, order}.
 
 local tl = require "tilua"
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"
@@ -39,8 +42,11 @@ local T = {}
 local BOX = 64 -- a box's side: 64 16-bit elements are the 128-byte swizzle's row
 local BOX_WORDS = BOX * BOX // 2 -- 32-bit words of a box
 
--- Defaults by n: stages (input tiles in flight a CTA), outs (output tiles), per_sm.
-local DEFAULT = { [64] = { stages = 4, outs = 2, per_sm = 2 }, [128] = { stages = 2, outs = 2, per_sm = 1 } }
+-- Defaults by n: stages (input tiles in flight a CTA), outs (output tiles),
+-- per_sm. The H200's best of the bench's variants (docs/PERF.md, 2026-11-29):
+-- n = 64 at 6 stages, 1 CTA an SM 0.907 of a copy (4 stages, 2 CTAs 0.780);
+-- n = 128 at 2 stages 0.921.
+local DEFAULT = { [64] = { stages = 6, outs = 2, per_sm = 1 }, [128] = { stages = 2, outs = 2, per_sm = 1 } }
 local MAX_SM_BYTES = 200 * 1024 -- the tiles of an SM's CTAs at most (227 KiB an SM)
 
 local SCALAR_TILEAS = { ["tileas.num_programs"] = true, ["tileas.cancel_next_program_id"] = true }
