@@ -94,7 +94,8 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
     local f, launch = form(tl.rows.transpose { n = 64 })
     assert.equal("tma", f)
-    assert.equal(2, launch.per_sm)
+    assert.equal(1, launch.per_sm) -- (the default of 64: 6 stages, 2 output tiles, 1 CTA an SM)
+    assert.same({ "X", "Y" }, launch.transpose)
     assert.equal("registers", (form(tl.rows.transpose { n = 64, elem = tl.f32 }))) -- (stmatrix moves 16-bit elements)
     assert.equal("registers", (form(tl.rows.transpose { n = 32 }))) -- (no multiple of the 64-element box)
     tl.options.tile_transpose = false
@@ -132,6 +133,53 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     local good, report = ex.run_case("transpose_bf16", { seed = 5, emulate = true, size = { 136, 72 }, ctas = 2, check = true,
                                                          max_states = 2000 })
     assert(good, report)
+  end)
+
+  it("tl.rows.transpose launches its variant through the registers where TMA cannot take the rows; a tile program's launch says why and how to opt out", function()
+    local tl = require "tilua"
+    local saved = tl.options.emulate
+    tl.options.emulate = true
+    -- X[M, N] (row stride sx), Y[N, M] (row stride sy) through k:run; -> whether Y is X^T
+    local function run(k, M, N, sx, sy)
+      local x = tl.device.random(tl.bf16, M * sx, M + N)
+      local y = tl.device.alloc(tl.bf16, N * sy)
+      y:fill(0)
+      k:run { grid = { (M + 63) // 64, (N + 63) // 64 },
+              args = { X = { buffer = x, shape = { M, N }, strides = { sx, 1 } }, Y = { buffer = y, shape = { N, M }, strides = { sy, 1 } } } }
+      local xs, ys = x:to_string(), y:to_string()
+      for i = 0, M - 1 do
+        for j = 0, N - 1 do
+          if xs:sub(2 * (i * sx + j) + 1, 2 * (i * sx + j) + 2) ~= ys:sub(2 * (j * sy + i) + 1, 2 * (j * sy + i) + 2) then return false end
+        end
+      end
+      return true
+    end
+    local ran, err = pcall(function()
+      local k = tl.rows.transpose { n = 64 }
+      assert.is_true(run(k, 136, 72, 72, 136)) -- rows of 144 and 272 bytes: TMA
+      assert.is_nil(k.fallback())
+      assert.is_true(run(k, 100, 136, 136, 104)) -- Y's rows padded to 104 elements: TMA
+      assert.is_nil(k.fallback())
+      assert.is_true(run(k, 100, 136, 136, 100)) -- Y's rows of 200 bytes: through the registers
+      local r = assert(k.fallback())
+      assert.matches("ptr:X", table.concat(r:lowered_op():attr "tileas.params", ","), 1, true)
+      assert.is_true(run(k, 75, 66, 66, 75)) -- both odd: the same fallback, compiled once
+      assert.equal(r, k.fallback())
+      -- the same program written by hand: its launch at rows TMA cannot take names the rule and the option
+      tl.new_module()
+      local h = tl.tile_kernel("hand_transpose", { params = { X = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.bf16, 2) } })
+      h:define(function(_, p)
+        local i, j = tl.program_id("x"), tl.program_id("y")
+        tl.store(p.Y, { j, i }, tl.transpose(tl.load(p.X, { i, j }, { 64, 64 })))
+      end)
+      local ok, msg = pcall(run, h, 100, 136, 136, 100)
+      assert.is_false(ok)
+      assert.matches("launch: tile kernel 'hand_transpose' transposes by TMA, whose tensor maps need rows of a multiple of 16 bytes "
+        .. "(compiled with tl.options.tile_transpose = false, it goes through the registers at any size): the row stride of Y in "
+        .. "16-bit elements is 100, not a multiple of 8", msg, 1, true)
+    end)
+    tl.options.emulate = saved
+    assert(ran, err)
   end)
 
   it("the protocol checker is clean on a reduction across warps and a loop carrying tiles", function()
