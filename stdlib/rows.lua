@@ -304,10 +304,12 @@ do -- tl.rows (an indented block)
       return k
     end
     local k, registers = build(), nil
-    local launch = k.launch
+    local launch, tr, tr_for = k.launch, nil, nil
     function k.launch(self, cfg) -- (k:run's too)
       if not self.ptx then self:compile() end
-      local tr = self:lowered_op():attr_or_default("tileas.launch").transpose
+      if tr_for ~= self.ptx then -- (the TMA kernel's tensors, read once a compile)
+        tr, tr_for = self:lowered_op():attr_or_default("tileas.launch").transpose, self.ptx
+      end
       local args = type(cfg) == "table" and type(cfg.args) == "table" and cfg.args or {}
       local bad = false
       for _, t in ipairs(tr or {}) do
