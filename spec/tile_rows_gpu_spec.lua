@@ -68,6 +68,48 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     end
   end
 
+  -- the transpose by TMA (transpose.lua): far more programs than CTAs (the
+  -- input ring and the output tiles wrapping), ragged edges; tiles of 128;
+  -- other stages and CTAs an SM; and bf16 through the registers
+  -- (tl.options.tile_transpose = false) at rows TMA cannot take. At 1500 x
+  -- 1000 Y's rows (3000 bytes) are no multiple of 16: tl.rows.transpose
+  -- launches its variant through the registers instead
+  local tr = {
+    { "tiles of 64", { 2000, 1032 }, 64, 4, nil },
+    { "tiles of 128", { 2056, 1544 }, 128, 8, nil },
+    { "tiles of 64, 8 stages, 1 CTA an SM, y fastest", { 1496, 1000 }, 64, 4, { stages = 8, outs = 2, per_sm = 1, order = 1 } },
+    { "tiles of 64, 8 stages, 1 CTA an SM, y fastest, rows of 3000 bytes (the fallback)", { 1500, 1000 }, 64, 4,
+      { stages = 8, outs = 2, per_sm = 1, order = 1 } },
+    { "tiles of 128, 1 stage, 3 outputs, 4 warps, 1 CTA an SM", { 1544, 2056 }, 128, 4, { stages = 1, outs = 3, per_sm = 1 } },
+    { "through the registers, odd rows", { 1001, 1500 }, 64, 4, false },
+  }
+  for j, t in ipairs(tr) do
+    if not small then
+      it(("transpose bf16 %s, %d x %d: the CPU reference"):format(t[1], t[2][1], t[2][2]), function()
+        if not GPU then pending("no GPU: " .. tl.device.error()) return end
+        tl.options.tile_transpose = t[5]
+        local k
+        local ran, ok, summary = pcall(function()
+          local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+          local c = fresh.cases.transpose_bf16
+          c.build = function()
+            k = tl.rows.transpose { n = t[3], warps = t[4], name = "transpose_bf16" }
+            return k
+          end
+          c.grid = function(_, M, N) return { (M + t[3] - 1) // t[3], (N + t[3] - 1) // t[3] } end
+          return fresh.run_case("transpose_bf16", { seed = seed + 13 * j, size = t[2] })
+        end)
+        tl.options.tile_transpose = nil
+        assert(ran, ok)
+        print("tile_rows_gpu: " .. t[1] .. ": " .. summary)
+        assert(ok, summary)
+        -- the variant through the registers ran where TMA could not take the rows, and only there
+        local odd = t[5] ~= false and (t[2][1] % 8 ~= 0 or t[2][2] % 8 ~= 0)
+        assert.equal(odd, k.fallback() ~= nil)
+      end)
+    end
+  end
+
   for i, name in ipairs(ex.order) do
     local c = ex.cases[name]
     for j, size in ipairs(small and { c.small } or c.sizes) do

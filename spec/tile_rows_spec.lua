@@ -121,6 +121,103 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert(ok, report)
   end)
 
+  it("the transpose by TMA (transpose.lua): CTAs lapping the input ring, ragged edges, its variants; protocol clean", function()
+    local tl = require "tilua"
+    local function form(k)
+      k:compile()
+      local params = table.concat(k:lowered_op():attr "tileas.params", ",")
+      return params:find("map:X", 1, true) and "tma" or "registers", k:lowered_op():attr_or_default "tileas.launch"
+    end
+    local f, launch = form(tl.rows.transpose { n = 64 })
+    assert.equal("tma", f)
+    assert.equal(1, launch.per_sm) -- (the default of 64: 6 stages, 2 output tiles, 1 CTA an SM)
+    assert.same({ "X", "Y" }, launch.transpose)
+    assert.equal("registers", (form(tl.rows.transpose { n = 64, elem = tl.f32 }))) -- (stmatrix moves 16-bit elements)
+    assert.equal("registers", (form(tl.rows.transpose { n = 32 }))) -- (no multiple of the 64-element box)
+    tl.options.tile_transpose = false
+    local off = form(tl.rows.transpose { n = 64 })
+    tl.options.tile_transpose = { stages = 2, outs = 3, per_sm = 3 }
+    local f3, l3 = form(tl.rows.transpose { n = 64 })
+    tl.options.tile_transpose = nil
+    assert.equal("registers", off)
+    assert.equal("tma", f3)
+    assert.equal(3, l3.per_sm)
+    local ok, err = pcall(function() tl.options.tile_transpose = { ahead = 3 } end)
+    assert.is_false(ok)
+    assert.matches("nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1}", err, 1, true)
+    -- one to three CTAs walking every program (the ring's stages and the output tiles wrapping), ragged edges
+    for _, t in ipairs { { { 136, 200 }, 1 }, { { 200, 72 }, 2 }, { { 72, 104 }, 3 }, { { 64, 64 }, 1 } } do
+      local good, summary = ex.run_case("transpose_bf16", { seed = 3, emulate = true, size = t[1], ctas = t[2] })
+      assert(good, summary)
+    end
+    -- tiles of 128 (four boxes a tile) on 8 and 4 warps, one stage and three output
+    -- tiles, the programs walked y fastest
+    for _, v in ipairs { { 8, nil }, { 4, { stages = 1, outs = 3, per_sm = 1, order = 1 } } } do
+      tl.options.tile_transpose = v[2]
+      local ran, good, summary = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        fresh.cases.transpose_bf16.build = function()
+          return tl.rows.transpose { n = 128, warps = v[1], name = "transpose_128" }
+        end
+        fresh.cases.transpose_bf16.grid = function(_, M, N) return { (M + 127) // 128, (N + 127) // 128 } end
+        return fresh.run_case("transpose_bf16", { seed = 4, emulate = true, size = { 264, 136 }, ctas = 2 })
+      end)
+      tl.options.tile_transpose = nil
+      assert(ran, good)
+      assert(good, summary)
+    end
+    local good, report = ex.run_case("transpose_bf16", { seed = 5, emulate = true, size = { 136, 72 }, ctas = 2, check = true,
+                                                         max_states = 2000 })
+    assert(good, report)
+  end)
+
+  it("tl.rows.transpose launches its variant through the registers where TMA cannot take the rows; a tile program's launch says why and how to opt out", function()
+    local tl = require "tilua"
+    local saved = tl.options.emulate
+    tl.options.emulate = true
+    -- X[M, N] (row stride sx), Y[N, M] (row stride sy) through k:run; -> whether Y is X^T
+    local function run(k, M, N, sx, sy)
+      local x = tl.device.random(tl.bf16, M * sx, M + N)
+      local y = tl.device.alloc(tl.bf16, N * sy)
+      y:fill(0)
+      k:run { grid = { (M + 63) // 64, (N + 63) // 64 },
+              args = { X = { buffer = x, shape = { M, N }, strides = { sx, 1 } }, Y = { buffer = y, shape = { N, M }, strides = { sy, 1 } } } }
+      local xs, ys = x:to_string(), y:to_string()
+      for i = 0, M - 1 do
+        for j = 0, N - 1 do
+          if xs:sub(2 * (i * sx + j) + 1, 2 * (i * sx + j) + 2) ~= ys:sub(2 * (j * sy + i) + 1, 2 * (j * sy + i) + 2) then return false end
+        end
+      end
+      return true
+    end
+    local ran, err = pcall(function()
+      local k = tl.rows.transpose { n = 64 }
+      assert.is_true(run(k, 136, 72, 72, 136)) -- rows of 144 and 272 bytes: TMA
+      assert.is_nil(k.fallback())
+      assert.is_true(run(k, 100, 136, 136, 104)) -- Y's rows padded to 104 elements: TMA
+      assert.is_nil(k.fallback())
+      assert.is_true(run(k, 100, 136, 136, 100)) -- Y's rows of 200 bytes: through the registers
+      local r = assert(k.fallback())
+      assert.matches("ptr:X", table.concat(r:lowered_op():attr "tileas.params", ","), 1, true)
+      assert.is_true(run(k, 75, 66, 66, 75)) -- both odd: the same fallback, compiled once
+      assert.equal(r, k.fallback())
+      -- the same program written by hand: its launch at rows TMA cannot take names the rule and the option
+      tl.new_module()
+      local h = tl.tile_kernel("hand_transpose", { params = { X = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.bf16, 2) } })
+      h:define(function(_, p)
+        local i, j = tl.program_id("x"), tl.program_id("y")
+        tl.store(p.Y, { j, i }, tl.transpose(tl.load(p.X, { i, j }, { 64, 64 })))
+      end)
+      local ok, msg = pcall(run, h, 100, 136, 136, 100)
+      assert.is_false(ok)
+      assert.matches("launch: tile kernel 'hand_transpose' transposes by TMA, whose tensor maps need rows of a multiple of 16 bytes "
+        .. "(compiled with tl.options.tile_transpose = false, it goes through the registers at any size): the row stride of Y in "
+        .. "16-bit elements is 100, not a multiple of 8", msg, 1, true)
+    end)
+    tl.options.emulate = saved
+    assert(ran, err)
+  end)
+
   it("the protocol checker is clean on a reduction across warps and a loop carrying tiles", function()
     for _, t in ipairs { { "rmsnorm", { 2, 300 } }, { "layernorm_bwd", { 9, 100 } } } do
       local ok, report = ex.run_case(t[1], { seed = 5, emulate = true, size = t[2], check = true, max_states = 2000 })

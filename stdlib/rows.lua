@@ -15,7 +15,9 @@
 --   tl.rows.rmsnorm_bwd{n, elem, rows}       DX, and DWp[P, N] (f32): each program's part of DW = sum over rows of DY * X * rstd
 --   tl.rows.layernorm{n, elem, rows}         Y = (X - mean) * rstd * W + B, Mean[M], Rstd[M]
 --   tl.rows.layernorm_bwd{n, elem, rows}     DX, DWp[P, N], DBp[P, N] (f32 parts of DW and DB)
---   tl.rows.transpose{n, elem}               Y[N, M] = X[M, N]^T, a tile of n x n a program
+--   tl.rows.transpose{n, elem}               Y[N, M] = X[M, N]^T, a tile of n x n a program (16-bit, n a
+--                                            multiple of 64: by TMA; k.fallback(): its variant through the
+--                                            registers, launched at rows TMA cannot take)
 --
 -- Every builder takes warps (the block's; default by n) and min_ctas (blocks an
 -- SM must hold: ptxas bounds the registers to fit them).
@@ -278,15 +280,60 @@ do -- tl.rows (an indented block)
   -- {=== layout changes
 
   -- Y[N, M] = X[M, N]^T: a program a tile of n x n, read along X's rows and
-  -- written along Y's (the tile crosses the threads through shared memory).
+  -- written along Y's. A 16-bit tile of a multiple of 64 goes by TMA both ways
+  -- (convert-tileas-to-cutlass's transpose.lua), whose maps need rows of
+  -- 16-byte multiples (row strides of X and Y multiples of 8 elements); others
+  -- cross the threads through shared memory. A launch of the TMA kernel at
+  -- other rows runs the same program compiled through the registers
+  -- (tl.options.tile_transpose = false; compiled at the first such launch).
+  local function row_stride(v)
+    if type(v) ~= "table" then return nil end
+    local shape = v.shape or v[2]
+    if v.strides then return v.strides[1] end
+    return type(shape) == "table" and shape[2] or nil
+  end
   function tl.rows.transpose(o)
     local n = check_n(o, "transpose")
     local elem = o.elem or tl.bf16
-    local k = kernel(o.name or "rows_transpose", { n = n, warps = o.warps or 4 }, { X = tl.tensor(elem, 2), Y = tl.tensor(elem, 2) })
-    k:define(function(k, p)
-      local r, c = tl.program_id("x"), tl.program_id("y")
-      tl.store(p.Y, { c, r }, tl.transpose(tl.load(p.X, { r, c }, { n, n })))
-    end)
+    local function build()
+      local k = kernel(o.name or "rows_transpose", { n = n, warps = o.warps or 4 }, { X = tl.tensor(elem, 2), Y = tl.tensor(elem, 2) })
+      k:define(function(k, p)
+        local r, c = tl.program_id("x"), tl.program_id("y")
+        tl.store(p.Y, { c, r }, tl.transpose(tl.load(p.X, { r, c }, { n, n })))
+      end)
+      return k
+    end
+    local k, registers = build(), nil
+    local launch, tr, tr_for = k.launch, nil, nil
+    function k.launch(self, cfg) -- (k:run's too)
+      if not self.ptx then self:compile() end
+      if tr_for ~= self.ptx then -- (the TMA kernel's tensors, read once a compile)
+        tr, tr_for = self:lowered_op():attr_or_default("tileas.launch").transpose, self.ptx
+      end
+      local args = type(cfg) == "table" and type(cfg.args) == "table" and cfg.args or {}
+      local bad = false
+      for _, t in ipairs(tr or {}) do
+        local s = row_stride(args[t])
+        bad = bad or (math.type(s) == "integer" and s % 8 ~= 0)
+      end
+      if not bad then return launch(self, cfg) end
+      -- (the option stays off for the launch too: --emulate lowers the kernel again at its first launch)
+      local saved, module = tl.options.tile_transpose, tl.module()
+      tl.options.tile_transpose = false
+      local ok, err = pcall(function()
+        if not registers then
+          local r = build()
+          r:compile()
+          registers = r
+        end
+        registers:launch(cfg)
+      end)
+      tl.options.tile_transpose = saved
+      tl.set_module(module)
+      if not ok then error(err, 0) end
+      return self
+    end
+    function k.fallback() return registers end -- (the variant through the registers, once launched)
     return k
   end
 

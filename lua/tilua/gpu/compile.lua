@@ -32,6 +32,11 @@
 --                           it works on this one (1), 0: the shared ring;
 --                           async = S: a ring of S rows that each thread fills
 --                           with its own chunks by cp.async)
+--   tl.options.tile_transpose  nil (the default): a program that loads, transposes
+--                           and stores an n x n tile of 16-bit elements (n a multiple
+--                           of 64) goes by TMA (convert-tileas-to-cutlass's
+--                           transpose.lua); false: through the threads' registers;
+--                           a table {stages, outs, per_sm, order}: TMA with those
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --
@@ -91,6 +96,17 @@ local OPTIONS = {
     end
     return true
   end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8}" },
+  tile_transpose = { function(v)
+    if type(v) ~= "table" then return v == nil or v == false end
+    for k, x in pairs(v) do
+      if k == "order" then
+        if x ~= 0 and x ~= 1 then return false end
+      elseif (k ~= "stages" and k ~= "outs" and k ~= "per_sm") or math.type(x) ~= "integer" or x < 1 or x > 16 then
+        return false
+      end
+    end
+    return true
+  end, "nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1}" },
 }
 local function check_option(key, v)
   local spec = OPTIONS[key]
@@ -364,6 +380,8 @@ function Kernel:compile(pipeline)
     -- a compile without the protocol check does not stand for one with it
     local ring = tl.options.row_ring
     if type(ring) == "table" then ring = ("%s,%s,%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist, ring.registers, ring.async) end
+    local tt = tl.options.tile_transpose
+    if type(tt) == "table" then ring = ("%s;%s,%s,%s,%s"):format(ring, tt.stages, tt.outs, tt.per_sm, tt.order) elseif tt == false then ring = tostring(ring) .. ";off" end
     key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol) .. "\0" .. tostring(ring) .. "\0"
       .. self.module:print()
     local hit = cache_get(cache, key)

@@ -241,7 +241,9 @@ end
 -- (how each parameter is filled) and tileas.launch (persistent, cluster,
 -- StreamK workers and workspace)
 
--- R.tile_program(name, params, entries, L) -> recipe
+-- R.tile_program(name, params, entries, L) -> recipe (L.transpose = {X, Y}: a
+-- transpose by TMA, whose launch checks the two tensors' row strides and says
+-- how to opt out)
 function R.tile_program(name, params, entries, L)
   L = L or {}
   local r, seen = { inputs = {}, args = {} }, {}
@@ -285,6 +287,11 @@ function R.tile_program(name, params, entries, L)
   local px, py, pz = { "programs", 1 }, { "programs", 2 }, { "programs", 3 }
   r.checks = {}
   if not L.programs_z then r.checks[1] = { "flat_z", ("tile kernel '%s'"):format(name) } end
+  for _, t in ipairs(L.transpose or {}) do -- a transpose by TMA (transpose.lua): its maps' 16-byte rows of 16-bit elements
+    r.checks[#r.checks + 1] = { "multiple", { "stride", t, 0 }, 8, ("tile kernel '%s' transposes by TMA, whose tensor maps need"
+      .. " rows of a multiple of 16 bytes (compiled with tl.options.tile_transpose = false, it goes through the registers"
+      .. " at any size): the row stride of %s in 16-bit elements"):format(name, t) }
+  end
   if L.workers then -- StreamK: the grid of programs it was planned for, on its workers
     r.grid = { L.workers, 1, 1 }
     r.checks[#r.checks + 1] = { "programs", { L.programs[1], L.programs[2], 1 }, ("%s kernel '%s'"):format(L.schedule, name) }

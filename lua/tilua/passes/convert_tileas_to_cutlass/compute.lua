@@ -15,6 +15,7 @@ local V = require "tilua.passes.convert_tileas_to_cutlass.values"
 local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
 local B = require "tilua.passes.convert_tileas_to_cutlass.blocked"
 local Ring = require "tilua.passes.convert_tileas_to_cutlass.rowring"
+local Tr = require "tilua.passes.convert_tileas_to_cutlass.transpose"
 
 local Compute = {}
 
@@ -45,6 +46,7 @@ local function one_program(L, env)
       R.fail(op, "an scf.while that is not a persistent loop over is_valid_program_id is not lowered yet")
     end
     if #op:results() > 0 and op:result(1):nuses() > 0 then R.fail(op, "the persistent loop's result is used after it") end
+    if L.transpose then return Tr.build(L, env, op, L.transpose) end
     if L.ring then return Ring.build(L, env, op, L.ring) end
     L.program_loop = op
     local after = op:region(2):entry()
@@ -112,7 +114,9 @@ function Compute.plan(L)
   local body = L.compute.op:region(1):entry()
   for _, op in ipairs(body and body:ops() or {}) do
     if op:name() == "scf.while" then
-      L.ring = Ring.plan(L, op)
+      L.transpose = Tr.plan_loop(op) -- (a transpose by TMA: transpose.lua)
+      L.ring = not L.transpose and Ring.plan(L, op) or nil
+      if L.transpose then L.min_ctas = math.max(L.kop:kernel_spec().min_ctas or 1, L.transpose.per_sm) end
       if L.ring then L.min_ctas = math.max(L.kop:kernel_spec().min_ctas or 1, L.ring.per_sm) end
     end
   end

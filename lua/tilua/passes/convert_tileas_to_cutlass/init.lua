@@ -44,7 +44,8 @@
 --                                            grid of programs (num_programs)
 --
 -- The lowered kernel records how to launch it in its attribute `tileas.params`
--- (one entry per parameter, plan.lua's plan_params) and `tileas.launch`.
+-- (one entry per parameter, plan.lua's plan_params) and `tileas.launch`
+-- (transpose = {X, Y}: the tensors of a transpose by TMA, transpose.lua).
 --
 -- A kernel is lowered in three phases over its plan record L (plan.lua):
 --   plan.read   the tile program read: agents by role, parameters, schedule, rings
@@ -163,6 +164,7 @@ end
 -- The lowered kernel replaces the program; how to launch it.
 local function finish(L, k)
   local S = L.S
+  local tr = L.transpose and { L.P.by_arg[L.transpose.load:operand(1):id()].name, L.P.by_arg[L.transpose.store:operand(1):id()].name }
   L.kop:erase()
   k.op:set_attr("sym_name", L.name)
   k.op:set_attr("tileas.params", L.P.launch)
@@ -170,7 +172,8 @@ local function finish(L, k)
                                    linear = L.linear or nil, per_sm = L.per_sm, programs_z = L.P.programs_z or nil,
                                    schedule = S and S.kind or L.dynamic and "dynamic" or nil, programs = S and S.programs or nil,
                                    workers = S and S.c.grid or nil,
-                                   workspace_bytes = (S or L.dynamic) and (S or L.dynamic).workspace_bytes or nil })
+                                   workspace_bytes = (S or L.dynamic) and (S or L.dynamic).workspace_bytes or nil,
+                                   transpose = tr })
 end
 
 local function lower_kernel(tl, G, kop)

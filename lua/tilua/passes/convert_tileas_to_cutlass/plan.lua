@@ -14,6 +14,7 @@
 --   L.pre                        the other ops before the agents
 
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+local Tr = require "tilua.passes.convert_tileas_to_cutlass.transpose"
 
 local plan = {}
 
@@ -76,6 +77,8 @@ local function plan_params(tl, kop, agents, nctas)
           e.store_cols = e.store_whole and 64 or 32
           want_map(e, op, tl.tensor_map_type(ti.elem, R.full_box(e.rank, { 64, e.store_cols }), 2 * e.store_cols))
           P.tma_stores = true
+        elseif ag.kind == "compute" and Tr.map_type(op) then -- a transpose by TMA (transpose.lua)
+          want_map(e, op, Tr.map_type(op))
         elseif n == "tileas.tiled_store" or not R.is_ring_load(op) then
           e.ptr = true
         end

@@ -1,0 +1,232 @@
+-- tilua.passes.convert_tileas_to_cutlass.transpose: the transpose program of a
+-- compute agent (compute.lua) -- a persistent loop whose body loads one n x n
+-- tile of 16-bit elements, transposes it and stores it (tl.rows.transpose) --
+-- by TMA both ways. Through the threads' registers (blocked.lua's exchange:
+-- vector loads, a swizzled buffer of the threads' own pattern, vector
+-- stores) it held 0.72-0.75 of a copy's bandwidth.
+--
+--   the maps       X and Y: boxes of 64 x 64 with the 128-byte swizzle (a box
+--                  row is 128 bytes: its 16-byte chunk c at c xor (row mod 8))
+--   shared         `stages` input tiles (the ring; an mbarrier a stage) and
+--                  `outs` output tiles, each of (n / 64)^2 boxes of 8 KiB
+--   before         thread 0 inits the barriers and loads the CTA's first
+--                  `stages` programs (TMA, completing on the stage's barrier)
+--   iteration i    every thread waits for stage s; each warp moves its 8 x 8
+--   (program q)    blocks: per four blocks a 32-bit load a matrix (lane 4r + c:
+--                  the block's row r, elements 2c, 2c + 1, at the swizzled
+--                  address) and one stmatrix.trans into the output box, whose
+--                  rows each lane addresses (swizzled too: a block's 8 rows
+--                  are 8 different chunks, so neither side has a bank
+--                  conflict); a proxy fence, a barrier; thread 0 stores the
+--                  output tile (TMA, one bulk group) and refills stage s with
+--                  program q + stages * grid
+--   the outputs    output tile b is written again `outs` iterations later:
+--                  thread 0 waits (bulk_wait read, outs - 2 groups pending)
+--                  before each iteration's barrier
+--
+-- TMA reads zeros past the tensor and clips stores to it: a ragged edge needs
+-- no masks. Its maps need 16-byte aligned pointers and rows (row strides of X
+-- and Y multiples of 8 elements): the lowered kernel's tileas.launch names the
+-- two tensors (`transpose`), whose launch recipe checks their rows and says
+-- how to opt out (tilua.gpu.recipe); tl.rows.transpose launches its variant
+-- through the registers there instead. tl.options.tile_transpose = false keeps
+-- the exchange through registers; a table sets {stages, outs, per_sm, order}.
+
+local tl = require "tilua"
+local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+local V = require "tilua.passes.convert_tileas_to_cutlass.values"
+local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
+
+local T = {}
+
+local BOX = 64 -- a box's side: 64 16-bit elements are the 128-byte swizzle's row
+local BOX_WORDS = BOX * BOX // 2 -- 32-bit words of a box
+
+-- Defaults by n: stages (input tiles in flight a CTA), outs (output tiles),
+-- per_sm. The H200's best of the bench's variants (docs/PERF.md, 2026-11-29):
+-- n = 64 at 6 stages, 1 CTA an SM 0.907 of a copy (4 stages, 2 CTAs 0.780);
+-- n = 128 at 2 stages 0.921.
+local DEFAULT = { [64] = { stages = 6, outs = 2, per_sm = 1 }, [128] = { stages = 2, outs = 2, per_sm = 1 } }
+local MAX_SM_BYTES = 200 * 1024 -- the tiles of an SM's CTAs at most (227 KiB an SM)
+
+local SCALAR_TILEAS = { ["tileas.num_programs"] = true, ["tileas.cancel_next_program_id"] = true }
+
+-- The transpose program in block `after` (a persistent loop's body):
+-- {load, transpose, store, n, elem} or nil.
+local function match(after)
+  local ld, tr, st
+  for _, o in ipairs(after:ops()) do
+    local n = o:name()
+    if n == "tileas.tiled_load" then
+      if ld then return nil end
+      ld = o
+    elseif n == "tileas.transpose" then
+      if tr then return nil end
+      tr = o
+    elseif n == "tileas.tiled_store" then
+      if st then return nil end
+      st = o
+    elseif (n:match "^tileas%." and not SCALAR_TILEAS[n]) or o:nregions() > 0 then
+      return nil
+    else
+      for i = 1, o:nresults() do if R.tile_of(o:result(i)) then return nil end end
+    end
+  end
+  if not (ld and tr and st) then return nil end
+  if ld:noperands() ~= 3 or st:noperands() ~= 4 or st:attr "reduce" or (ld:attr "padding" or 0) ~= 0 then return nil end
+  if tr:operand(1):id() ~= ld:result(1):id() or st:operand(4):id() ~= tr:result(1):id() then return nil end
+  if ld:result(1):nuses() ~= 1 or tr:result(1):nuses() ~= 1 then return nil end
+  local ti = R.tile_of(ld:result(1))
+  if not ti or #ti.shape ~= 2 or ti.shape[1] ~= ti.shape[2] or ti.shape[1] % BOX ~= 0 then return nil end
+  if R.elem_bytes(ti.elem) ~= 2 then return nil end -- (stmatrix moves 16-bit elements)
+  return { load = ld, transpose = tr, store = st, n = ti.shape[1], elem = ti.elem }
+end
+
+-- The options (tl.options.tile_transpose) or nil where it is off.
+local function options()
+  local o = tl.options.tile_transpose
+  if o == false then return nil end
+  return type(o) == "table" and o or {}
+end
+
+-- The transpose plan of a persistent loop `wop` (an scf.while) of a compute
+-- agent, or nil: match's fields and stages, outs, per_sm.
+function T.plan_loop(wop)
+  local o = options()
+  if not o or wop:name() ~= "scf.while" or wop:nregions() < 2 then return nil end
+  local cond = wop:region(1):entry():ops()
+  if not cond[#cond - 1] or cond[#cond - 1]:name() ~= "tileas.is_valid_program_id" then return nil end
+  local m = match(wop:region(2):entry())
+  if not m then return nil end
+  local d = DEFAULT[m.n] or { stages = 2, outs = 2, per_sm = 1 }
+  m.stages, m.outs, m.per_sm, m.order = o.stages or d.stages, o.outs or d.outs, o.per_sm or d.per_sm, o.order or 0
+  if m.stages < 1 or m.outs < 2 or m.per_sm < 1 then return nil end
+  if m.per_sm * (m.stages + m.outs) * m.n * m.n * 2 > MAX_SM_BYTES then return nil end
+  return m
+end
+
+-- The tensor map type of a compute agent's tiled_load or tiled_store op where
+-- it is the transpose program's (plan.lua's parameters), else nil.
+function T.map_type(op)
+  local wop = op:parent()
+  while wop and wop:name() ~= "scf.while" do wop = wop:parent() end
+  local m = wop and T.plan_loop(wop)
+  local mine = m and ((op:name() == "tileas.tiled_load" and op:result(1):id() == m.load:result(1):id())
+    or (op:name() == "tileas.tiled_store" and op:operand(4):id() == m.store:operand(4):id()))
+  if not mine then return nil end
+  return tl.tensor_map_type(m.elem, { BOX, BOX }, 128)
+end
+
+-- The lowered scalar ops of the body for program q (an i32): the load's and
+-- the store's tile coordinates. (order = 1: the CTAs walk the programs y
+-- fastest -- along X's rows -- instead of x fastest: q taken as (q mod ny) x
+-- nx + q / ny, the same programs in another order.)
+local function coords(L, env, after, P, q)
+  if P.order == 1 and L.P.lowered_programs[2] then
+    local ny = X.programs(L, 2)
+    q = (q % ny) * X.programs(L, 1) + q // ny
+  end
+  L.vmap[after:arg(1):id()] = q
+  for _, o in ipairs(after:ops()) do
+    local n = o:name()
+    local tile = n == "tileas.tiled_load" or n == "tileas.transpose" or n == "tileas.tiled_store"
+    if not tile and n ~= "tileas.cancel_next_program_id" and n ~= "scf.yield" then V.at_loc(o, X.lower_op, L, o, env) end
+  end
+  local ld, st = P.load, P.store
+  return { V.get(L, ld:operand(2), ld), V.get(L, ld:operand(3), ld) }, { V.get(L, st:operand(2), st), V.get(L, st:operand(3), st) }
+end
+
+-- env.persistent: the CTA's loop over its programs (see the top).
+function T.build(L, env, wop, P)
+  L.program_loop, L.persistent, L.linear, L.per_sm = wop, true, nil, P.per_sm
+  local after = wop:region(2):entry()
+  local n, S, O = P.n, P.stages, P.outs
+  local nb = n // BOX
+  local tile_words = nb * nb * BOX_WORDS
+  local tile_bytes = n * n * 2
+  local xe, ye = L.P.by_arg[P.load:operand(1):id()], L.P.by_arg[P.store:operand(1):id()]
+  local xmap, ymap = L.args[xe.lowered_map], L.args[ye.lowered_map]
+  local ins = L.k:shared(tl.i32, S * tile_words, { align = 1024 })
+  local outs = L.k:shared(tl.i32, O * tile_words, { align = 1024 })
+  local bars = L.k:shared(tl.i64, S, { align = 8 })
+  local tid = L.tid
+  local lane, warp = L.lane, L.warp
+  local total = X.programs(L, 1)
+  for d = 2, 3 do if L.P.lowered_programs[d] then total = total * X.programs(L, d) end end
+  local first, grid = tl.block_id("x"), tl.grid_dim("x")
+
+  -- thread 0: stage s gets program q's tile (where q is a program)
+  local function fill(s, q)
+    tl.if_(q:lt(total), function()
+      local lc = coords(L, env, after, P, q)
+      local bar = bars + s
+      tl.mbarrier_arrive_expect_tx(bar, tile_bytes)
+      for bi = 0, nb - 1 do
+        for bj = 0, nb - 1 do
+          local dst = ins + (s * tile_words + (bi * nb + bj) * BOX_WORDS)
+          tl.tma_load(dst, xmap, bar, { lc[1] * n + bi * BOX, lc[2] * n + bj * BOX })
+        end
+      end
+    end)
+  end
+
+  tl.if_(tid:eq(0), function()
+    for s = 0, S - 1 do tl.mbarrier_init(bars + s, 1) end
+    tl.fence_mbarrier_init()
+    tl.tensor_map_prefetch(xmap)
+    tl.tensor_map_prefetch(ymap)
+    for s = 0, S - 1 do fill(tl.const(s, tl.i32), first + grid * s) end
+  end)
+  tl.barrier()
+
+  -- the lane's parts of a unit (four 8 x 8 blocks: block row p of the input
+  -- box, block columns q0 .. q0 + 3): its row r and word c of each block's
+  -- fragment, and the output row j of matrix lane / 8 that it addresses
+  local r, c = lane // 4, lane % 4
+  local j, mq = lane % 8, lane // 8
+  local units = nb * nb * 16
+  local W = L.warps
+  if units % W ~= 0 then R.fail(P.transpose, "a transpose of %d x %d on %d warps is not lowered", n, n, W) end
+  local function move(s, b)
+    for i = 0, units // W - 1 do
+      local u = warp + W * i
+      local box, k = u // 16, u % 16
+      local bi, bj = box // nb, box % nb
+      local p, q0 = k // 2, (k % 2) * 4
+      local src = ins + (s * tile_words + (bi * nb + bj) * BOX_WORDS) -- (box words: a row is 32, a chunk 4)
+      local dst = outs + (b * tile_words + (bj * nb + bi) * BOX_WORDS)
+      local regs = {}
+      for m = 0, 3 do
+        local q = q0 + m
+        regs[m + 1] = (src + ((p * 8 + r) * 32 + (q ~ r) * 4 + c)):load()
+      end
+      local q = q0 + mq
+      tl.stmatrix(dst + ((q * 8 + j) * 32 + (p ~ j) * 4), regs, { trans = true })
+    end
+  end
+
+  local zero = tl.const(0, tl.i32)
+  tl.for_range(first, total, grid, { zero, zero, zero }, function(q, s, phase, b)
+    tl.mbarrier_wait(bars + s, phase)
+    move(s, b)
+    tl.fence_proxy_async("shared") -- (the writes seen by the TMA store's async proxy)
+    tl.if_(tid:eq(0), function() tl.bulk_wait(O - 2, { read = true }) end) -- output tile b + 1 free
+    tl.barrier()
+    tl.if_(tid:eq(0), function()
+      local _, sc = coords(L, env, after, P, q)
+      for bi = 0, nb - 1 do
+        for bj = 0, nb - 1 do
+          tl.tma_store(ymap, outs + (b * tile_words + (bj * nb + bi) * BOX_WORDS), { sc[1] * n + bj * BOX, sc[2] * n + bi * BOX })
+        end
+      end
+      tl.bulk_commit()
+      fill(s, q + grid * S)
+    end)
+    local s1, b1 = s + 1, b + 1
+    local wrap = s1:eq(S)
+    return tl.select(wrap, zero, s1), tl.select(wrap, phase ~ 1, phase), tl.select(b1:eq(O), zero, b1)
+  end)
+  tl.if_(tid:eq(0), function() tl.bulk_wait(0) end) -- (the stores have read the shared tiles)
+end
+
+return T
