@@ -186,6 +186,39 @@ function Loops.k_blocks(L, op, env)
   return lb, tl.max(ub, lb + 1)
 end
 
+-- The producer's pipelined loop op of the forward attention's chain
+-- (L.skew: plan.lua marks the pipeline of the dot issued ahead, group.ahead),
+-- skewed as kernels/attention.lua's load_kv: block lb of the ahead rings (K),
+-- then per iteration kk the ahead rings' block kk before the others' (V)
+-- block kk - 1, then the others' last block. The consumers read in that order
+-- (iteration kk: S_kk = Q K_kk^T, then P_{kk-1} V_{kk-1}), and K_{kk+1} no
+-- longer waits behind V_kk, whose stage the consumers free an iteration
+-- later than K's. Each copy is lowered by env.copy (the producer's ring
+-- copy); the body's other ops are lowered again for each block they serve.
+-- -> true where it lowered op (L.skew), false otherwise.
+function Loops.skewed_for(L, env, op, cursors)
+  if not L.skew then return false end
+  local b = op:region(1):entry()
+  local lb, ub = Loops.k_blocks(L, op, env) -- (at least one block)
+  local copy = env.copy
+  local function blocks(kk, ahead) -- the copies of block kk into the ahead rings or the others
+    L.vmap[b:arg(1):id()] = kk
+    env.copy = function(c)
+      local r = L.ring_of[c:operand(2):id()]
+      if not r or (r.group.ahead or false) == ahead then copy(c) end
+    end
+    X.lower_block(L, b, env)
+  end
+  blocks(lb, true)
+  tl.cutlass.for_range(lb + 1, ub, cursors, function(kk)
+    blocks(kk, true)
+    blocks(kk - 1, false)
+  end)
+  blocks(ub - 1, false)
+  env.copy = copy
+  return true
+end
+
 -- An agent's first warp, given only where it is not where the agents before
 -- it end (L.next_warp).
 function Loops.warp_id(L, ag, warps)
