@@ -35,6 +35,7 @@ describe("tl.attention", function()
       { { h = 1, sq = 64, d = 64, schedule = "streamk" }, "schedule must be persistent or data_parallel" },
       { { h = 1, sq = 64, d = 128, regs = { 32, 240 } }, "producer + 2 x consumer <= 504" },
       { { h = 1, sq = 64, d = 64, regs = { 24, 164 } }, "regs must be { producer, consumer }, multiples of 8" },
+      { { h = 1, sq = 64, d = 64, kv_order = "k_first" }, "kv_order must be skewed or paired" },
     }
     for _, case in ipairs(cases) do
       local ok, err = bad(case[1])

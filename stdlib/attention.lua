@@ -8,7 +8,8 @@
 --                                 causal = false, dtype = "bf16", scale = 1 / sqrt(d),
 --                                 bn = 128, consumers = 2, stages = 2, pingpong = true,
 --                                 schedule = "persistent" (causal: "data_parallel"), o_in_q = auto,
---                                 regs = { producer, consumer } (setmaxnreg; by consumers) }
+--                                 regs = { producer, consumer } (setmaxnreg; by consumers),
+--                                 kv_order = "skewed" (K_{j+1} loaded before V_j; "paired": K_j, V_j) }
 --   a.kernel                    the tilua kernel
 --   a:run{ q = bufQ, k = bufK, v = bufV, o = bufO, lse = bufLSE }   (B, H, S, D row-major)
 --   a:check{ q, k, v, o, lse } -> ok, report   (a plain reference kernel, every element)
@@ -117,6 +118,10 @@ do -- tl.attention: the generator and the check
     c.schedule = c.schedule or (c.causal and "data_parallel" or "persistent")
     if c.schedule ~= "persistent" and c.schedule ~= "data_parallel" then
       raise(("attention.build: schedule must be persistent or data_parallel, got %s"):format(tostring(c.schedule)))
+    end
+    c.kv_order = c.kv_order or "skewed"
+    if c.kv_order ~= "skewed" and c.kv_order ~= "paired" then
+      raise(("attention.build: kv_order must be skewed or paired, got %s"):format(tostring(c.kv_order)))
     end
     c.bm = 64 * c.consumers
     c.tm = (c.sq + c.bm - 1) // c.bm

@@ -91,9 +91,18 @@ local function load_block(tl, c, pipe, ring, map, st, tile, n)
 end
 
 -- The producer's loads of a tile's K and V blocks, last first, in the order
--- the consumers read them: K_0, then K_j and V_{j-1}, then V_last.
+-- the consumers read them: K_0, then K_j and V_{j-1}, then V_last (c.kv_order
+-- "paired", for measuring: K_j and V_j together, V_j's stage acquired before
+-- K_{j+1}'s, which the consumers free an iteration earlier).
 function M.load_kv(tl, c, sm, kmap, vmap, stk, stv, tile)
   local n = M.kv_blocks(tl, c, sm, tile)
+  if c.kv_order == "paired" then
+    tl.cutlass.for_range(tl.const(0, tl.i32), n, { stk, stv }, function(j)
+      load_block(tl, c, sm.pk, sm.k, kmap, stk, tile, n - 1 - j)
+      load_block(tl, c, sm.pv, sm.v, vmap, stv, tile, n - 1 - j)
+    end)
+    return
+  end
   load_block(tl, c, sm.pk, sm.k, kmap, stk, tile, n - 1)
   tl.cutlass.for_range(tl.const(1, tl.i32), n, { stk, stv }, function(j)
     load_block(tl, c, sm.pk, sm.k, kmap, stk, tile, n - 1 - j)
