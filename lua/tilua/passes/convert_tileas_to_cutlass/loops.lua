@@ -14,7 +14,10 @@ local Loops = {}
 -- The workers are the clusters, whose CTAs run the same programs: the
 -- scheduler of a cluster of n (stdlib/gemm.lua's) walks n tiles of M at
 -- once, so it is given n times the programs along M and its work tile's m
--- (the cluster's) is the program's.
+-- (the cluster's) is the program's. The tiles in panels of 8 along y (a
+-- GEMM's: the programs at work at once share rows of A and columns of B);
+-- the forward attention's chain (L.skew) x fastest, as stdlib/attention.lua's:
+-- the programs along x that run together read the same keys and values.
 local function scheduler(L)
   local G, S, nctas = L.G, L.S, L.nctas
   if S then return G.streamk_scheduler(tl, S.c, L.args[L.P.lowered_workspace]) end
@@ -22,7 +25,8 @@ local function scheduler(L)
   local programs = function(d) return X.programs(L, d) end
   -- programs along z (a program that reads program_id("z")) are the scheduler's batches (l)
   local z = L.P.lowered_programs[3] and programs(3) or 1
-  return tl.sched.static_persistent { tiles = { many and programs(1) * nctas or programs(1), programs(2), z, 1 }, swizzle = 8,
+  return tl.sched.static_persistent { tiles = { many and programs(1) * nctas or programs(1), programs(2), z, 1 },
+                                      swizzle = L.skew and 1 or 8,
                                       workers = many and tl.grid_dim("x") // nctas or tl.grid_dim("x"),
                                       cluster = nctas > 1 and L.cluster or nil }
 end
