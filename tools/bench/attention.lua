@@ -86,18 +86,21 @@ local problems = {
   { name = "d128", b = 2, h = BH // 2, d = 128,
     sweep = { { bn = 128 }, { bn = 128, kv_order = "paired" }, { bn = 144 }, { bn = 160 }, { bn = 112 }, { bn = 176 },
               { bn = 128, regs = R24 }, { bn = 144, regs = R24 }, { bn = 128, schedule = "data_parallel" },
-              { bn = 128, pingpong = false } } },
+              { bn = 128, pingpong = false }, { bn = 128, exp2_poly = 1 }, { bn = 128, exp2_poly = 2 } } },
   { name = "d128 causal", b = 2, h = BH // 2, d = 128, causal = true,
     sweep = { { bn = 128 }, { bn = 128, kv_order = "paired" }, { bn = 144 }, { bn = 128, regs = R24 },
-              { bn = 128, schedule = "persistent" } } },
+              { bn = 128, schedule = "persistent" }, { bn = 128, exp2_poly = 2 } } },
   { name = "d64", b = 2, h = BH // 2, d = 64,
     sweep = { { consumers = 3, bn = 128 }, { consumers = 3, bn = 128, kv_order = "paired" }, { consumers = 3, bn = 112 },
               { consumers = 3, bn = 96 }, { consumers = 3, bn = 128, stages = 3 }, { consumers = 3, bn = 128, stages = 4 },
               { consumers = 2, bn = 192, regs = R24 }, { consumers = 2, bn = 208, regs = R24 },
-              { consumers = 2, bn = 224, regs = R24 }, { consumers = 3, bn = 128, pingpong = false } } },
+              { consumers = 2, bn = 224, regs = R24 }, { consumers = 3, bn = 128, pingpong = false },
+              { consumers = 3, bn = 128, exp2_poly = 1 }, { consumers = 3, bn = 128, exp2_poly = 2 },
+              { consumers = 3, bn = 128, exp2_poly = 3 }, { consumers = 3, bn = 128, exp2_poly = 4 } } },
   { name = "d64 causal", b = 2, h = BH // 2, d = 64, causal = true,
     sweep = { { consumers = 3, bn = 128 }, { consumers = 3, bn = 128, kv_order = "paired" }, { consumers = 3, bn = 112 },
-              { consumers = 3, bn = 128, stages = 3 }, { consumers = 2, bn = 192, regs = R24 } } },
+              { consumers = 3, bn = 128, stages = 3 }, { consumers = 2, bn = 192, regs = R24 },
+              { consumers = 3, bn = 128, exp2_poly = 2 }, { consumers = 3, bn = 128, exp2_poly = 3 } } },
   { name = "d256", b = 2, h = BH // 2, d = 256,
     sweep = { { bn = 64 }, { bn = 64, regs = R24 }, { bn = 80 }, { bn = 80, regs = R24 }, { bn = 64, pingpong = false } } },
   { name = "d256 causal", b = 2, h = BH // 2, d = 256, causal = true,
@@ -165,9 +168,10 @@ for pi, p in ipairs(list) do
     local cfg = { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d, causal = p.causal }
     for key, x in pairs(extra) do cfg[key] = x end
     local built, a = pcall(tl.attention.build, cfg)
-    local label = ("bn %d, %d consumers, %d stages%s%s%s%s%s"):format(built and a.cfg.bn or cfg.bn or 0, built and a.cfg.consumers or 0,
+    local label = ("bn %d, %d consumers, %d stages%s%s%s%s%s%s"):format(built and a.cfg.bn or cfg.bn or 0, built and a.cfg.consumers or 0,
       built and a.cfg.stages or 0, built and a.cfg.o_in_q and ", O in Q" or "",
       built and a.cfg.kv_order == "paired" and ", K V paired" or "",
+      built and a.cfg.exp2_poly > 0 and (", exp2 %d/8 on FMA"):format(a.cfg.exp2_poly) or "",
       built and a.cfg.schedule ~= "persistent" and ", " .. a.cfg.schedule or "", built and not a.cfg.pingpong and ", no turns" or "",
       built and a.cfg.consumers > 1 and (", regs %d/%d"):format(a.cfg.regs[1], a.cfg.regs[2]) or "")
     if not built then
