@@ -35,6 +35,8 @@ describe("tl.attention", function()
       { { h = 1, sq = 64, d = 64, schedule = "streamk" }, "schedule must be persistent or data_parallel" },
       { { h = 1, sq = 64, d = 128, regs = { 32, 240 } }, "producer + 2 x consumer <= 504" },
       { { h = 1, sq = 64, d = 64, regs = { 24, 164 } }, "regs must be { producer, consumer }, multiples of 8" },
+      { { h = 1, sq = 64, d = 64, kv_order = "k_first" }, "kv_order must be skewed or paired" },
+      { { h = 1, sq = 64, d = 64, exp2_poly = 9 }, "exp2_poly must be an integer in [0, 8]" },
     }
     for _, case in ipairs(cases) do
       local ok, err = bad(case[1])
@@ -90,13 +92,14 @@ describe("tl.attention", function()
     { b = 1, h = 1, sq = 70, skv = 130, d = 256, bn = 64, consumers = 2, sms = 1 },                   -- O in Q's rows
     { b = 2, h = 1, sq = 100, skv = 200, d = 64, bn = 128, consumers = 3, causal = true, sms = 1 },
     { b = 1, h = 1, sq = 130, skv = 200, d = 128, sms = 1 }, -- head dim 128's own tiles: 128 x 128, 2 consumers
+    { b = 1, h = 1, sq = 150, skv = 150, d = 64, bn = 64, consumers = 2, causal = true, sms = 1, exp2_poly = 8 }, -- (every exp2 emulated)
   }
   for _, o in ipairs(CASES) do
     local a = tl.attention.build(o)
     local c = a.cfg
-    it(("on the CPU emulator equals a CPU reference: %d x %d heads (%d), %d x %d, d %d, bn %d, %d consumers%s%s%s"):format(
+    it(("on the CPU emulator equals a CPU reference: %d x %d heads (%d), %d x %d, d %d, bn %d, %d consumers%s%s%s%s"):format(
          c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.bn, c.consumers, c.causal and ", causal" or "", c.dtype == "f16" and ", f16" or "",
-         c.o_in_q and ", O in Q" or ""), function()
+         c.o_in_q and ", O in Q" or "", c.exp2_poly > 0 and (", %d of 8 exp2 on the FMA pipe"):format(c.exp2_poly) or ""), function()
       local x, args = inputs(c, 7 + c.d + c.sq)
       local r = tl.emulate(PH.lowered_gemm(a), { grid = a.grid, args = args, max_steps = 1e9 })
       assert(r.ok, r.report)

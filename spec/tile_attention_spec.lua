@@ -30,7 +30,10 @@ describe("attention as a tile program (examples/attention.lua)", function()
       H.has(ptx, ("setmaxnreg.dec.sync.aligned.u32 %d;"):format(regs[1]))
       H.has(ptx, ("setmaxnreg.inc.sync.aligned.u32 %d;"):format(regs[2]))
       H.has(ptx, (".maxnreg %d"):format(regs[3]))
-      H.has(ptx, "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes")
+      -- the producer's TMA loads (a box of 64 columns each): Q, K_0, then K_j before
+      -- V_{j-1} in the loop, V_last (K a block ahead of V, as stdlib/attention.lua's)
+      local _, loads = ptx:gsub("cp%.async%.bulk%.tensor%.4d%.shared::cluster%.global%.tile%.mbarrier::complete_tx::bytes", "")
+      assert.equal(5 * o.d // 64, loads)
       H.has(ptx, "stmatrix.sync.aligned")
       -- P V: the A operand a vector of 4 registers, not a descriptor
       H.has(ptx, ("wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16"):format(o.d))

@@ -8,7 +8,9 @@
 --                                 causal = false, dtype = "bf16", scale = 1 / sqrt(d),
 --                                 bn = 128, consumers = 2, stages = 2, pingpong = true,
 --                                 schedule = "persistent" (causal: "data_parallel"), o_in_q = auto,
---                                 regs = { producer, consumer } (setmaxnreg; by consumers) }
+--                                 regs = { producer, consumer } (setmaxnreg; by consumers),
+--                                 kv_order = "skewed" (K_{j+1} loaded before V_j; "paired": K_j, V_j),
+--                                 exp2_poly = 0 (of every 8 exp2 of a row, how many on the FMA pipe) }
 --   a.kernel                    the tilua kernel
 --   a:run{ q = bufQ, k = bufK, v = bufV, o = bufO, lse = bufLSE }   (B, H, S, D row-major)
 --   a:check{ q, k, v, o, lse } -> ok, report   (a plain reference kernel, every element)
@@ -117,6 +119,14 @@ do -- tl.attention: the generator and the check
     c.schedule = c.schedule or (c.causal and "data_parallel" or "persistent")
     if c.schedule ~= "persistent" and c.schedule ~= "data_parallel" then
       raise(("attention.build: schedule must be persistent or data_parallel, got %s"):format(tostring(c.schedule)))
+    end
+    c.kv_order = c.kv_order or "skewed"
+    if c.kv_order ~= "skewed" and c.kv_order ~= "paired" then
+      raise(("attention.build: kv_order must be skewed or paired, got %s"):format(tostring(c.kv_order)))
+    end
+    c.exp2_poly = c.exp2_poly or 0
+    if math.type(c.exp2_poly) ~= "integer" or c.exp2_poly < 0 or c.exp2_poly > 8 then
+      raise("attention.build: exp2_poly must be an integer in [0, 8] (of every 8 exp2, how many emulated)")
     end
     c.bm = 64 * c.consumers
     c.tm = (c.sq + c.bm - 1) // c.bm

@@ -91,9 +91,18 @@ local function load_block(tl, c, pipe, ring, map, st, tile, n)
 end
 
 -- The producer's loads of a tile's K and V blocks, last first, in the order
--- the consumers read them: K_0, then K_j and V_{j-1}, then V_last.
+-- the consumers read them: K_0, then K_j and V_{j-1}, then V_last (c.kv_order
+-- "paired", for measuring: K_j and V_j together, V_j's stage acquired before
+-- K_{j+1}'s, which the consumers free an iteration earlier).
 function M.load_kv(tl, c, sm, kmap, vmap, stk, stv, tile)
   local n = M.kv_blocks(tl, c, sm, tile)
+  if c.kv_order == "paired" then
+    tl.cutlass.for_range(tl.const(0, tl.i32), n, { stk, stv }, function(j)
+      load_block(tl, c, sm.pk, sm.k, kmap, stk, tile, n - 1 - j)
+      load_block(tl, c, sm.pv, sm.v, vmap, stv, tile, n - 1 - j)
+    end)
+    return
+  end
   load_block(tl, c, sm.pk, sm.k, kmap, stk, tile, n - 1)
   tl.cutlass.for_range(tl.const(1, tl.i32), n, { stk, stv }, function(j)
     load_block(tl, c, sm.pk, sm.k, kmap, stk, tile, n - 1 - j)
@@ -235,6 +244,24 @@ local function scores(tl, c, A, ctx, S, rows0, nblock, masked)
   return vals
 end
 
+-- 2^x on the FMA and integer pipes, not the MUFU's (FlashAttention-4's
+-- emulation; at head dim 64 the MUFU's 16 exp2 a clock an SM take as long as
+-- the tensor cores' two GEMMs): x clamped to -126 (2^x then 0 or a denormal's
+-- worth), n = round(x) in the low bits of x + 1.5 * 2^23, 2^(x - n) a
+-- degree-3 polynomial on [-1/2, 1/2] (relative error 7.5e-5, a
+-- least-squares fit of the relative error; P is rounded to 16 bits, 2^-9),
+-- and n added to its exponent.
+local POLY = { 0.9999280571937561, 0.6932609677314758, 0.2426111400127411, 0.0551716685295105 }
+local function ex2_poly(tl, x)
+  local function k(v) return tl.const(v, tl.f32) end
+  local magic = k(12582912.0)
+  x = tl.max(x, k(-126.0))
+  local t = x + magic
+  local f = x - (t - magic)
+  local p = tl.fma(tl.fma(tl.fma(k(POLY[4]), f, k(POLY[3])), f, k(POLY[2])), f, k(POLY[1]))
+  return (p:bitcast(tl.i32) + (t:bitcast(tl.i32) << tl.const(23, tl.i32))):bitcast(tl.f32)
+end
+
 -- One step of the online softmax of rows r = 0, 1 (the thread's rows f.row,
 -- f.row + 8): m[r] the running max of the raw scores, l[r] the thread's part
 -- of the running sum (its quad's sum is taken at the end). first: no running
@@ -257,11 +284,13 @@ function M.softmax(tl, c, A, vals, m, l, first)
     -- a row masked so far has max -inf: subtract 0 instead (its exp2 are 0)
     local ms = tl.select(mx:eq(ninf), zero, mx * cl)
     if not first then alpha[r] = tl.ex2(m[r] * cl - ms) end
-    local sum
+    local sum, j = nil, 0
     for i = 0, n - 1 do
-      if (i % 4) // 2 == r then
-        p[i] = tl.ex2(tl.fma(vals[i], cl, -ms))
+      if (i % 4) // 2 == r then -- (c.exp2_poly of every 8 of the row's exp2 emulated: ex2_poly)
+        local x = tl.fma(vals[i], cl, -ms)
+        p[i] = j % 8 < (c.exp2_poly or 0) and ex2_poly(tl, x) or tl.ex2(x)
         sum = sum and sum + p[i] or p[i]
+        j = j + 1
       end
     end
     nl[r] = first and sum or tl.fma(l[r], alpha[r], sum)

@@ -14,7 +14,10 @@ local Loops = {}
 -- The workers are the clusters, whose CTAs run the same programs: the
 -- scheduler of a cluster of n (stdlib/gemm.lua's) walks n tiles of M at
 -- once, so it is given n times the programs along M and its work tile's m
--- (the cluster's) is the program's.
+-- (the cluster's) is the program's. The tiles in panels of 8 along y (a
+-- GEMM's: the programs at work at once share rows of A and columns of B);
+-- the forward attention's chain (L.skew) x fastest, as stdlib/attention.lua's:
+-- the programs along x that run together read the same keys and values.
 local function scheduler(L)
   local G, S, nctas = L.G, L.S, L.nctas
   if S then return G.streamk_scheduler(tl, S.c, L.args[L.P.lowered_workspace]) end
@@ -22,7 +25,8 @@ local function scheduler(L)
   local programs = function(d) return X.programs(L, d) end
   -- programs along z (a program that reads program_id("z")) are the scheduler's batches (l)
   local z = L.P.lowered_programs[3] and programs(3) or 1
-  return tl.sched.static_persistent { tiles = { many and programs(1) * nctas or programs(1), programs(2), z, 1 }, swizzle = 8,
+  return tl.sched.static_persistent { tiles = { many and programs(1) * nctas or programs(1), programs(2), z, 1 },
+                                      swizzle = L.skew and 1 or 8,
                                       workers = many and tl.grid_dim("x") // nctas or tl.grid_dim("x"),
                                       cluster = nctas > 1 and L.cluster or nil }
 end
@@ -184,6 +188,39 @@ function Loops.k_blocks(L, op, env)
   local lbc, ubc = R.const_int(op:operand(1)), R.const_int(op:operand(2))
   if lbc and ubc and ubc > lbc then return lb, ub end
   return lb, tl.max(ub, lb + 1)
+end
+
+-- The producer's pipelined loop op of the forward attention's chain
+-- (L.skew: plan.lua marks the pipeline of the dot issued ahead, group.ahead),
+-- skewed as kernels/attention.lua's load_kv: block lb of the ahead rings (K),
+-- then per iteration kk the ahead rings' block kk before the others' (V)
+-- block kk - 1, then the others' last block. The consumers read in that order
+-- (iteration kk: S_kk = Q K_kk^T, then P_{kk-1} V_{kk-1}), and K_{kk+1} no
+-- longer waits behind V_kk, whose stage the consumers free an iteration
+-- later than K's. Each copy is lowered by env.copy (the producer's ring
+-- copy); the body's other ops are lowered again for each block they serve.
+-- -> true where it lowered op (L.skew), false otherwise.
+function Loops.skewed_for(L, env, op, cursors)
+  if not L.skew then return false end
+  local b = op:region(1):entry()
+  local lb, ub = Loops.k_blocks(L, op, env) -- (at least one block)
+  local copy = env.copy
+  local function blocks(kk, ahead) -- the copies of block kk into the ahead rings or the others
+    L.vmap[b:arg(1):id()] = kk
+    env.copy = function(c)
+      local r = L.ring_of[c:operand(2):id()]
+      if not r or (r.group.ahead or false) == ahead then copy(c) end
+    end
+    X.lower_block(L, b, env)
+  end
+  blocks(lb, true)
+  tl.cutlass.for_range(lb + 1, ub, cursors, function(kk)
+    blocks(kk, true)
+    blocks(kk - 1, false)
+  end)
+  blocks(ub - 1, false)
+  env.copy = copy
+  return true
 end
 
 -- An agent's first warp, given only where it is not where the agents before

@@ -372,6 +372,22 @@ local function read_groups(L)
     g.bytes = g.bytes + r.bytes
     r.group = g
   end
+  -- the forward attention's chain (R.forward_chain): the pipeline of the dot
+  -- issued ahead (K) is filled a block ahead of the other (V), as
+  -- kernels/attention.lua's load_kv (L.skew: loops.lua's Loops.skewed_for)
+  if scheduled and R.forward_chain(L.consumers[1].op) then
+    R.each_op(L.consumers[1].op, function(op)
+      if op:name() == "tileas.dot" and op:attr_or_default "tileas.ahead" then
+        for i = 1, 2 do
+          local r = L.ring_of[R.ring_source(op:operand(i)):id()]
+          if r and not r.per_program then
+            r.group.ahead = true
+            L.skew = true
+          end
+        end
+      end
+    end)
+  end
 end
 
 -- The plan record of kernel kop (tl the library, G the shared GEMM pieces,

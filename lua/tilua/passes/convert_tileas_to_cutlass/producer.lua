@@ -97,6 +97,7 @@ local function pipelined_for(L, env, st, cursors)
   return function(op)
     local b = op:region(1):entry()
     if op:nresults() > 0 then R.fail(op, "the producer's pipelined loop carries values") end
+    if not pipe and Loops.skewed_for(L, env, op, cursors) then return end -- (the forward attention's K ahead of V)
     local lb, ub = Loops.k_blocks(L, op, env)
     tl.cutlass.for_range(lb, ub, pipe and { st } or cursors, function(kk)
       L.vmap[b:arg(1):id()] = kk

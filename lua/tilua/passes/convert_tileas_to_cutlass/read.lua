@@ -64,6 +64,23 @@ end
 
 function R.each_op(root, fn) root:walk(function(op) if op ~= root then fn(op) end end) end
 
+-- Are the dots under op the forward attention's chain, one dot issued ahead
+-- (tileas.ahead: S = Q K^T) and one other (O += P V)? Its producer fills the
+-- ahead dot's ring a block before the other's and its programs run x fastest
+-- (plan.lua's L.skew, loops.lua): the order kernels/attention.lua keeps. The
+-- backward's loops (two dots ahead, one or two late, a ring both read) keep
+-- the paired order and the GEMM's panels they were verified with.
+function R.forward_chain(op)
+  local ahead, dots = 0, 0
+  R.each_op(op, function(o)
+    if o:name() == "tileas.dot" then
+      dots = dots + 1
+      if o:attr_or_default "tileas.ahead" then ahead = ahead + 1 end
+    end
+  end)
+  return ahead == 1 and dots == 2
+end
+
 -- The agents of the kernel body in order, with their warps (agent:agent_warps:
 -- an agent_switch's entry, or, bare, after the agents before it).
 function R.agents_of(body)
