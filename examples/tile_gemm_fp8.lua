@@ -82,7 +82,9 @@ local function build(opts)
       tl.griddepcontrol_launch_dependents()
     end
     local m, n = tl.program_id("x"), tl.program_id("y")
-    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or (fast and 4 or 5) }, tl.zeros({ bm, BN }, tl.f32), function(kk, acc)
+    local prefetch = blocks and (opts.prefetch or 4) or nil
+    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or (fast and 4 or 5), prefetch = prefetch },
+                             tl.zeros({ bm, BN }, tl.f32), function(kk, acc)
       -- (square tiles: say that B is given as [N, K])
       local a, b = tl.load(p.A, { m, kk }, { bm, 128 }), tl.load(p.B, { n, kk }, { BN, 128 })
       if not blocks then return tl.dot(a, b, acc, { fp8 = fp8, transpose_b = true, fast_accum = fast or nil }) end

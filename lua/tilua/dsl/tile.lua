@@ -145,6 +145,17 @@ function V.load(p, opts)
                                           nc = opts.nc, prefetch = opts.prefetch })
 end
 
+-- tl.prefetch(p [, {level = 2}]): the line of global address p into L1 (level 1,
+-- the default) or L2; no register is written, so nothing waits for it
+function V.prefetch(p, opts)
+  local i = check_ptr(p, "prefetch")
+  if i.space ~= "global" then raise(("prefetch: expected a global pointer, got one to %s memory"):format(tostring(i.space))) end
+  local level = (opts or {}).level or 1
+  if level ~= 1 and level ~= 2 then raise("prefetch: level must be 1 (L1) or 2 (L2)") end
+  tl.op("tile.prefetch", { p }, {}, { level = level })
+end
+tl.prefetch = V.prefetch
+
 function V.store(p, v, opts)
   local i = check_ptr(p, "store")
   if not is_value(v) then v = tl.const(v, i.elem) end

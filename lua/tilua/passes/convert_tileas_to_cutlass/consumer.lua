@@ -199,6 +199,23 @@ local function ahead_load(L, env, b, o, k, n)
   return vals
 end
 
+-- The lines of ahead load o at k block k prefetched into L1 (the loop's
+-- tileas.pipeline prefetch = d: the issue of block k prefetches block k + d),
+-- so that its load, one block ahead, hits L1: a global load still in flight
+-- at the next wgmma_fence (or at the select of its mask) stalls the
+-- warpgroup for L2's latency, a prefetch writes no register.
+local function ahead_prefetch(L, env, b, o, k, n)
+  L.prefetching = true
+  ahead_load(L, env, b, o, k, n)
+  L.prefetching = nil
+end
+
+-- The loop's prefetch distance in k blocks (tileas.pipeline's prefetch; 0: none).
+local function prefetch_distance(op)
+  local p = op:attr "tileas.pipeline"
+  return type(p) == "table" and p.prefetch or 0
+end
+
 -- }===
 
 -- {=== the promotion a k block behind
@@ -262,7 +279,7 @@ end
 -- (a global load's latency is about two blocks' wgmmas); the loop carries
 -- those of A's block and of the next.
 -- -> the accumulator (a vector of n f32)
-local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc)
+local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf)
   local kid, accid = b:arg(1):id(), b:arg(2):id()
   local yield, pipe = b:terminator(), L.pipe
   local release = releaser(L)
@@ -284,6 +301,7 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     local blocks, vals = { ... }, {}
     env.after_issue = { function()
       for i, k in ipairs(blocks) do vals[i] = load_vals(k) end
+      if pf > 0 then for _, o in ipairs(ahead) do ahead_prefetch(L, env, b, o, kk + pf, n) end end
     end }
     for _, o in ipairs(invariant) do V.at_loc(o, X.lower_op, L, o, env) end
     for _, o in ipairs(b:ops()) do
@@ -318,6 +336,13 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     release(rel)
     rel:advance()
     promote(kk - 1, sum, vals)
+  end
+  -- (prefetch: the first blocks' lines, before the first issue)
+  if pf > 0 and #ahead > 0 then
+    for _, o in ipairs(invariant) do V.at_loc(o, X.lower_op, L, o, env) end
+    for d = 0, pf - 1 do
+      for _, o in ipairs(ahead) do ahead_prefetch(L, env, b, o, lb + d, n) end
+    end
   end
   -- va: the values of A's block; vn: of the block issued next
   local A, va, vn = issue(lb, tl.zeros(tl.f32, n), lb, lb + 1)
@@ -387,6 +412,7 @@ local function pipelined_for(L, env, st, wg, t)
     end
     local yield = b:terminator()
     local ahead, invariant = ahead_loads(b)
+    local pf = prefetch_distance(op)
     local function values_at(o, k) return ahead_load(L, env, b, o, k, n) end
     -- carried: the accumulator, then the ahead loads' values of this k block
     local function step(kk, carried, s)
@@ -401,6 +427,7 @@ local function pipelined_for(L, env, st, wg, t)
         table.insert(env.after_issue, function()
           local vals = values_at(o, kk + 1)
           table.move(vals, 1, #vals, #nxt + 1, nxt)
+          if pf > 0 then ahead_prefetch(L, env, b, o, kk + pf, n) end
         end)
       end)
       X.lower_block(L, b, env)
@@ -424,12 +451,15 @@ local function pipelined_for(L, env, st, wg, t)
         local v = values_at(o, lb)
         table.move(v, 1, #v, #vals + 1, vals)
       end
+      for d = 1, pf - 1 do
+        for _, o in ipairs(ahead) do ahead_prefetch(L, env, b, o, lb + d, n) end
+      end
       return vals
     end
     local plan = lag_plan(b, ahead, n)
     local acc
     if plan then
-      acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init))
+      acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init), pf)
     else
       acc = G.mainloop(tl, L.pipe, st, lb, ub, first, function(a, s, kk) return step(kk, a, s) end, releaser(L))
       if #ahead > 0 then acc = acc[1] end
