@@ -15,6 +15,11 @@
 --                      sb[N/128, K/128] per block of 128 x 128 of B (sizes
 --                      rounded up). Each k block's product is scaled as it is
 --                      added to the accumulator: acc + (a . b^T) * sa * sb.
+--                      The lowering reads a block's scales a block ahead;
+--                      --prefetch=D (default 4, 0: none) also prefetches
+--                      their lines into L1 D k blocks ahead (for_tiles'
+--                      prefetch), so that those loads hit L1 and no fence
+--                      waits for L2.
 -- The accumulation is promoted: the tensor cores keep about 14 bits of an
 -- fp8 sum, so each K block of 128 is summed by wgmma from zero and added to
 -- the f32 accumulator in registers (tileas.dot {fp8}'s lowering, as
@@ -31,7 +36,7 @@
 -- grid before its first read, then lets the next grid launch; once per CTA:
 -- the lowering keeps them before the loop of programs).
 --
---   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks] [--fast] [--pdl] [--e5m2] [--cluster] [--emit=ir|ptx] [--stage=NAME]
+--   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D]] [--fast] [--pdl] [--e5m2] [--cluster] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random fp8 data (values of magnitude in [0.25, 4))
 -- and random scales, and checks sampled elements of C against CPU dot products

@@ -5,7 +5,7 @@
 --                tl.cluster_id, tl.cluster_dim, tl.cluster_block_id, tl.cluster_grid_dim,
 --                tl.cluster_rank(), tl.cluster_size(), tl.warp_id(), tl.lane_id(), tl.global_id("x")
 --   pointers     p + i, p - i (elements), p:at(i), p:as(elem [, space]), tl.ptr_to_int, tl.int_to_ptr
---   memory       tl.load(p [, {vector = n, volatile = true}]) / p:load, tl.store(p, v) / p:store,
+--   memory       tl.load(p [, {vector = n, volatile = true}]) / p:load, tl.store(p, v) / p:store, tl.prefetch(p [, {level}]),
 --                tl.atomic(kind, p, v [, {scope}]), tl.atomic_add/max/min/exch..., tl.atomic_cas
 --   shared       k:shared(elem, {shape} | count [, {align}]) -> memref | ptr, m:ptr(i, j, ...),
 --                k:dynamic_shared(elem [, {align}])
