@@ -274,10 +274,14 @@ end
 -- B then promoting A, issuing into A then promoting B, so that no sum still
 -- being written is ever copied (ptxas would serialize every wgmma); an
 -- odd block left is issued into B after the loop. The ahead loads' values of
--- a block are loaded once the block before it is issued (the first block's
--- with the second's, after the first issue), two issues before its promotion
--- (a global load's latency is about two blocks' wgmmas); the loop carries
--- those of A's block and of the next.
+-- the next iteration's two blocks are loaded together once the second block
+-- of the iteration is issued (the first two blocks' after the first issue),
+-- one and two issues before their promotions: if a global load still in
+-- flight holds the next wgmma_fence (docs/PERF.md's hypothesis, not yet seen
+-- in the SASS), one load point an iteration holds one fence of two. The loop
+-- carries the values of A's block and of the next. With the loop's prefetch
+-- (tileas.pipeline's prefetch = d), each issue also prefetches the lines of
+-- the block d ahead into L1, so that those loads hit L1.
 -- -> the accumulator (a vector of n f32)
 local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf)
   local kid, accid = b:arg(1):id(), b:arg(2):id()
@@ -357,9 +361,9 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
   end
   tl.cutlass.for_range(lb + 1, ub - 1, 2, cur, function(j)
     carried()
-    local B, v1 = issue(j, cur[5].value, j + 1)
+    local B = issue(j, cur[5].value)
     promote_after_issue(j, A, va)
-    local A2, v2 = issue(j + 1, A, j + 2)
+    local A2, v1, v2 = issue(j + 1, A, j + 1, j + 2) -- (the next pair's values at once)
     promote_after_issue(j + 1, B, vn)
     cur[3].value, cur[4].value, cur[5].value = acc, A2, B
     for i = 1, nvals do cur[5 + i].value, cur[5 + nvals + i].value = v1[i], v2[i] end
