@@ -77,6 +77,9 @@ describe("an fp8 GEMM as a tile program", function()
       local log = H.ptxas_log(ptx)
       H.lacks(log, "C7514")
       H.has(log, "0 bytes spill stores")
+      -- block scales: the scales' lines prefetched into L1 (the example's 4 k blocks ahead)
+      local _, pf = ptx:gsub("prefetch%.global%.L1", "")
+      assert.equal(o.scales == "blocks" and 24 or 0, pf)
     end
   end)
 
@@ -182,5 +185,19 @@ describe("an fp8 GEMM as a tile program", function()
     tl.options.check_protocol = saved
     assert.is_false(ok)
     assert.matches("an fp8 dot takes a as %[M, K%] and b as %[N, K%]", tostring(err))
+  end)
+
+  it("takes for_tiles' prefetch (k blocks, 0 to 64) onto the loop's tileas.pipeline", function()
+    local k = ex.build { scales = "blocks", prefetch = 6 }
+    local saved = tl.options.keep_stages
+    tl.options.keep_stages = true
+    k:compile()
+    tl.options.keep_stages = saved
+    assert.matches("tileas.pipeline = {prefetch = 6, stages = 5}", tl.last_stages[1].ir, 1, true)
+    tl.new_module()
+    k = tl.tile_kernel("t", { params = { C = tl.tensor(tl.f32, 2), K = tl.i32 } })
+    assert.has_error(function()
+      k:define(function(k, p) tl.for_tiles(p.K, { tile = 128, prefetch = 65 }, function() end) end)
+    end, "for_tiles: prefetch must be an integer from 0 to 64 (k blocks)")
   end)
 end)
