@@ -7,8 +7,9 @@
 -- per-tensor and block-scaled ones on clusters of 2 (256-row programs, B
 -- multicast), the per-tensor one with fast accumulation (no promotion, as
 -- the cuBLASLt peer: 128 x 256 tiles; alone and on a cluster of 2), the
--- block-scaled one with its scales prefetched into L1 0, 2, 4 (the default)
--- and 8 k blocks ahead, the per-tensor (promoted and fast) and block-scaled
+-- block-scaled one with its scales prefetched into L1 2, 4 and 8 k blocks
+-- ahead (for_tiles' prefetch; the default, 0, is the block-scaled row), the
+-- per-tensor (promoted and fast) and block-scaled
 -- ones as programmatic dependent launches, tl.gemm's fp8 GEMM on that tile,
 -- and cuBLASLt. Every tile program is checked first (the example's sampled
 -- CPU references at a ragged size; one found wrong is not timed); then each
@@ -35,10 +36,10 @@ local ex = assert(loadfile "examples/tile_gemm_fp8.lua")("--library")
 local forms = {
   { "tensor", { scales = "tensor" }, "tile fp8, per-tensor scales" },
   { "rowcol", { scales = "rowcol" }, "tile fp8, row / column scales" },
-  { "blocks", { scales = "blocks" }, "tile fp8, block scales (1 x 128, 128 x 128), L1 prefetch 4 k blocks ahead" },
-  { "blocks_pf0", { scales = "blocks", prefetch = 0 }, "tile fp8, block scales, no prefetch (scale loads paired only)" },
-  { "blocks_pf2", { scales = "blocks", prefetch = 2 }, "tile fp8, block scales, prefetch 2 ahead" },
-  { "blocks_pf8", { scales = "blocks", prefetch = 8 }, "tile fp8, block scales, prefetch 8 ahead" },
+  { "blocks", { scales = "blocks" }, "tile fp8, block scales (1 x 128, 128 x 128), scale loads paired, no prefetch" },
+  { "blocks_pf2", { scales = "blocks", prefetch = 2 }, "tile fp8, block scales, L1 prefetch 2 k blocks ahead" },
+  { "blocks_pf4", { scales = "blocks", prefetch = 4 }, "tile fp8, block scales, L1 prefetch 4 k blocks ahead" },
+  { "blocks_pf8", { scales = "blocks", prefetch = 8 }, "tile fp8, block scales, L1 prefetch 8 k blocks ahead" },
   { "tensor_c2", { scales = "tensor", cluster = 2 }, "tile fp8, per-tensor, cluster of 2 (B multicast)" },
   { "blocks_c2", { scales = "blocks", cluster = 2 }, "tile fp8, block scales, cluster of 2" },
   { "tensor_fast", { scales = "tensor", fast = true }, "tile fp8, per-tensor, fast accumulation (128 x 256)" },
