@@ -15,6 +15,13 @@
 --                      sb[N/128, K/128] per block of 128 x 128 of B (sizes
 --                      rounded up). Each k block's product is scaled as it is
 --                      added to the accumulator: acc + (a . b^T) * sa * sb.
+--                      The lowering reads a block's scales a block ahead
+--                      (the next iteration's two blocks loaded together);
+--                      --prefetch=D (default 0: none) also prefetches
+--                      their lines into L1 D k blocks ahead (for_tiles'
+--                      prefetch). Measured on an H200 (docs/PERF.md), the
+--                      prefetch slows it (D = 2, 4, 8: 0.68, 0.69, 0.55 of
+--                      the per-tensor form's throughput, none: 0.81).
 -- The accumulation is promoted: the tensor cores keep about 14 bits of an
 -- fp8 sum, so each K block of 128 is summed by wgmma from zero and added to
 -- the f32 accumulator in registers (tileas.dot {fp8}'s lowering, as
@@ -31,7 +38,7 @@
 -- grid before its first read, then lets the next grid launch; once per CTA:
 -- the lowering keeps them before the loop of programs).
 --
---   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks] [--fast] [--pdl] [--e5m2] [--cluster] [--emit=ir|ptx] [--stage=NAME]
+--   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D]] [--fast] [--pdl] [--e5m2] [--cluster] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random fp8 data (values of magnitude in [0.25, 4))
 -- and random scales, and checks sampled elements of C against CPU dot products
@@ -82,7 +89,9 @@ local function build(opts)
       tl.griddepcontrol_launch_dependents()
     end
     local m, n = tl.program_id("x"), tl.program_id("y")
-    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or (fast and 4 or 5) }, tl.zeros({ bm, BN }, tl.f32), function(kk, acc)
+    local prefetch = blocks and opts.prefetch or nil
+    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or (fast and 4 or 5), prefetch = prefetch },
+                             tl.zeros({ bm, BN }, tl.f32), function(kk, acc)
       -- (square tiles: say that B is given as [N, K])
       local a, b = tl.load(p.A, { m, kk }, { bm, 128 }), tl.load(p.B, { n, kk }, { BN, 128 })
       if not blocks then return tl.dot(a, b, acc, { fp8 = fp8, transpose_b = true, fast_accum = fast or nil }) end

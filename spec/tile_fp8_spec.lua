@@ -52,7 +52,8 @@ describe("an fp8 GEMM as a tile program", function()
   it("lowers to wgmma of kind e4m3 (e5m2) over 128-byte TMA boxes; ptxas takes every scaling", function()
     for _, o in ipairs { { scales = "tensor", fp8 = "e4m3" }, { scales = "rowcol", fp8 = "e5m2" }, { scales = "blocks", fp8 = "e4m3" },
                          { scales = "blocks", fp8 = "e4m3", cluster = 2 }, { scales = "tensor", fp8 = "e4m3", fast = true },
-                         { scales = "tensor", fp8 = "e4m3", fast = true, pdl = true }, { scales = "blocks", fp8 = "e4m3", pdl = true } } do
+                         { scales = "tensor", fp8 = "e4m3", fast = true, pdl = true }, { scales = "blocks", fp8 = "e4m3", pdl = true },
+                         { scales = "blocks", fp8 = "e4m3", prefetch = 4 } } do
       local k = ex.build(o)
       local ptx = k:compile()
       -- a programmatic dependent launch: the producer's first TMA and the
@@ -77,6 +78,10 @@ describe("an fp8 GEMM as a tile program", function()
       local log = H.ptxas_log(ptx)
       H.lacks(log, "C7514")
       H.has(log, "0 bytes spill stores")
+      -- block scales with prefetch = 4: the scales' lines prefetched into L1
+      -- 4 k blocks ahead; the example's default (0, no prefetch) has none
+      local _, pf = ptx:gsub("prefetch%.global%.L1", "")
+      assert.equal(o.prefetch == 4 and 24 or 0, pf)
     end
   end)
 
@@ -114,34 +119,39 @@ describe("an fp8 GEMM as a tile program", function()
     end)
   end
 
-  it("block scales (per row and 128 of K for A, per 128 x 128 for B), 130 x 200 x 400 (every size ragged; 4 k blocks: "
-    .. "the first, a pair in the loop, one after it), on 2 persistent CTAs: the CPU reference, bit for bit", function()
-    local k = ex.build { scales = "blocks", fp8 = "e4m3" }
-    local kop = PH.lowered_tile(k)
-    local M, N, K = 130, 200, 400
-    local A, ab = fp8_bytes(M * K, 21)
-    local B, bb = fp8_bytes(N * K, 22)
-    local ssa, ssb = ex.block_scale_shapes(M, N, K)
-    local sa, sb = {}, {}
-    for i = 1, ssa[1] * ssa[2] do sa[i] = 2.0 ^ (i % 5 - 2) end
-    for i = 1, ssb[1] * ssb[2] do sb[i] = 2.0 ^ -(i % 3) * (i % 2 == 0 and 1 or -1) end
-    local vals = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
-                   ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 2, ["programs:y"] = 2,
-                   ["ptr:sa"] = f32s(sa), ["dim:sa:0"] = ssa[1], ["dim:sa:1"] = ssa[2], ["stride:sa:0"] = ssa[2],
-                   ["ptr:sb"] = f32s(sb), ["dim:sb:0"] = ssb[1], ["dim:sb:1"] = ssb[2], ["stride:sb:0"] = ssb[2] }
-    local args, at = PH.params_args(kop, vals)
-    local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 7 })
-    assert(r.ok, r.report)
-    assert_bf16(r.read(at["map:C"]), M, N, function(i, j)
-      local want = 0
-      for kb = 0, ssa[1] - 1 do
-        local s = 0
-        for kk = kb * 128, math.min(K, kb * 128 + 128) - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
-        want = want + s * sa[kb * ssa[2] + i + 1] * sb[j // 128 * ssb[2] + kb + 1]
-      end
-      return want
+  -- (prefetch: none, the example's default, and 4 k blocks ahead: the same
+  -- loads and products around prefetches that are no-ops on the emulator)
+  for _, pf in ipairs { 0, 4 } do
+    it(("block scales (per row and 128 of K for A, per 128 x 128 for B), 130 x 200 x 400 (every size ragged; 4 k blocks: "
+      .. "the first, a pair in the loop, one after it), L1 prefetch %d k blocks ahead, on 2 persistent CTAs: the CPU reference, "
+      .. "bit for bit"):format(pf), function()
+      local k = ex.build { scales = "blocks", fp8 = "e4m3", prefetch = pf }
+      local kop = PH.lowered_tile(k)
+      local M, N, K = 130, 200, 400
+      local A, ab = fp8_bytes(M * K, 21)
+      local B, bb = fp8_bytes(N * K, 22)
+      local ssa, ssb = ex.block_scale_shapes(M, N, K)
+      local sa, sb = {}, {}
+      for i = 1, ssa[1] * ssa[2] do sa[i] = 2.0 ^ (i % 5 - 2) end
+      for i = 1, ssb[1] * ssb[2] do sb[i] = 2.0 ^ -(i % 3) * (i % 2 == 0 and 1 or -1) end
+      local vals = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
+                     ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 2, ["programs:y"] = 2,
+                     ["ptr:sa"] = f32s(sa), ["dim:sa:0"] = ssa[1], ["dim:sa:1"] = ssa[2], ["stride:sa:0"] = ssa[2],
+                     ["ptr:sb"] = f32s(sb), ["dim:sb:0"] = ssb[1], ["dim:sb:1"] = ssb[2], ["stride:sb:0"] = ssb[2] }
+      local args, at = PH.params_args(kop, vals)
+      local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 7 })
+      assert(r.ok, r.report)
+      assert_bf16(r.read(at["map:C"]), M, N, function(i, j)
+        local want = 0
+        for kb = 0, ssa[1] - 1 do
+          local s = 0
+          for kk = kb * 128, math.min(K, kb * 128 + 128) - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
+          want = want + s * sa[kb * ssa[2] + i + 1] * sb[j // 128 * ssb[2] + kb + 1]
+        end
+        return want
+      end)
     end)
-  end)
+  end
 
   it("block scales on a cluster of 2 (256-row programs, 128 rows a CTA, B multicast): the example on the emulator", function()
     local out, err, code = H.tilua_env({ TILUA_SEED = "20261129" }, { "examples/tile_gemm_fp8.lua", "--blocks", "--cluster", "--emulate" }, 120)
@@ -182,5 +192,19 @@ describe("an fp8 GEMM as a tile program", function()
     tl.options.check_protocol = saved
     assert.is_false(ok)
     assert.matches("an fp8 dot takes a as %[M, K%] and b as %[N, K%]", tostring(err))
+  end)
+
+  it("takes for_tiles' prefetch (k blocks, 0 to 64) onto the loop's tileas.pipeline", function()
+    local k = ex.build { scales = "blocks", prefetch = 6 }
+    local saved = tl.options.keep_stages
+    tl.options.keep_stages = true
+    k:compile()
+    tl.options.keep_stages = saved
+    assert.matches("tileas.pipeline = {prefetch = 6, stages = 5}", tl.last_stages[1].ir, 1, true)
+    tl.new_module()
+    k = tl.tile_kernel("t", { params = { C = tl.tensor(tl.f32, 2), K = tl.i32 } })
+    assert.has_error(function()
+      k:define(function(k, p) tl.for_tiles(p.K, { tile = 128, prefetch = 65 }, function() end) end)
+    end, "for_tiles: prefetch must be an integer from 0 to 64 (k blocks)")
   end)
 end)

@@ -5,7 +5,7 @@
 --                tl.cluster_id, tl.cluster_dim, tl.cluster_block_id, tl.cluster_grid_dim,
 --                tl.cluster_rank(), tl.cluster_size(), tl.warp_id(), tl.lane_id(), tl.global_id("x")
 --   pointers     p + i, p - i (elements), p:at(i), p:as(elem [, space]), tl.ptr_to_int, tl.int_to_ptr
---   memory       tl.load(p [, {vector = n, volatile = true}]) / p:load, tl.store(p, v) / p:store,
+--   memory       tl.load(p [, {vector = n, volatile = true}]) / p:load, tl.store(p, v) / p:store, tl.prefetch(p [, {level}]),
 --                tl.atomic(kind, p, v [, {scope}]), tl.atomic_add/max/min/exch..., tl.atomic_cas
 --   shared       k:shared(elem, {shape} | count [, {align}]) -> memref | ptr, m:ptr(i, j, ...),
 --                k:dynamic_shared(elem [, {align}])
@@ -145,6 +145,17 @@ function V.load(p, opts)
   return tl.op1("tile.load", { p }, rt, { volatile = opts.volatile, cache = opts.cache, evict = opts.evict,
                                           nc = opts.nc, prefetch = opts.prefetch })
 end
+
+-- tl.prefetch(p [, {level = 2}]): the line of global address p into L1 (level 1,
+-- the default) or L2; no register is written, so nothing waits for it
+function V.prefetch(p, opts)
+  local i = check_ptr(p, "prefetch")
+  if i.space ~= "global" then raise(("prefetch: expected a global pointer, got one to %s memory"):format(tostring(i.space))) end
+  local level = (opts or {}).level or 1
+  if level ~= 1 and level ~= 2 then raise("prefetch: level must be 1 (L1) or 2 (L2)") end
+  tl.op("tile.prefetch", { p }, {}, { level = level })
+end
+tl.prefetch = V.prefetch
 
 function V.store(p, v, opts)
   local i = check_ptr(p, "store")

@@ -599,9 +599,11 @@ end
 -- Loops and agents
 -- ====================================================================
 
--- tl.for_tiles(extent, tile | {tile =, stages =}, inits..., function(kk, ...) return nexts end)
+-- tl.for_tiles(extent, tile | {tile =, stages =, prefetch =}, inits..., function(kk, ...) return nexts end)
 -- -> the final values: kk runs over the tile indices 0 .. ceil(extent / tile) - 1
--- (an i32), in an scf.for marked for pipelining (tileas.pipeline = {stages}).
+-- (an i32), in an scf.for marked for pipelining (tileas.pipeline = {stages,
+-- prefetch}). prefetch = d: the loads the lowering reads a k block ahead
+-- (per-k-block scales) are also prefetched into L1 d k blocks ahead.
 function tl.for_tiles(extent, step, ...)
   local n = select("#", ...)
   local body = select(n, ...)
@@ -612,6 +614,10 @@ function tl.for_tiles(extent, step, ...)
   local tile, stages = opts.tile, opts.stages or 3
   if math.type(tile) ~= "integer" or tile < 1 then raise("for_tiles: the tile extent must be a positive integer") end
   if math.type(stages) ~= "integer" or stages < 1 then raise("for_tiles: stages must be a positive integer") end
+  local prefetch = opts.prefetch
+  if prefetch ~= nil and (math.type(prefetch) ~= "integer" or prefetch < 0 or prefetch > 64) then
+    raise("for_tiles: prefetch must be an integer from 0 to 64 (k blocks)")
+  end
   local count
   if math.type(extent) == "integer" then
     count = tl.const((extent + tile - 1) // tile, tl.i32)
@@ -626,7 +632,7 @@ function tl.for_tiles(extent, step, ...)
       loop = kk:owner_block():parent()
       return body(kk, ...)
     end))
-  loop:set_attr("tileas.pipeline", { stages = stages })
+  loop:set_attr("tileas.pipeline", { stages = stages, prefetch = prefetch ~= 0 and prefetch or nil })
   return table.unpack(results, 1, results.n)
 end
 

@@ -275,6 +275,7 @@ do
   local function nop() return {} end
   handlers["tile.tensor_map_prefetch"] = nop
   handlers["tile.tma_prefetch"] = nop
+  handlers["tile.prefetch"] = nop
   -- tile.setmaxnreg: a CTA's registers are a pool. At launch every warp holds
   -- the kernel's entry count (its .maxnreg, op:kernel_spec().entry_regs) and
   -- the pool is empty; dec gives a warp's registers above the new count to the

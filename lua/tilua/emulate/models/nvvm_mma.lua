@@ -46,6 +46,7 @@ do
   end
   handlers["nvvm.cp.async.bulk.prefetch.tensor"] = mh["tile.tma_prefetch"]
   handlers["nvvm.prefetch.tensormap"] = mh["tile.tensor_map_prefetch"]
+  handlers["nvvm.prefetch.global"] = mh["tile.prefetch"]
 
   -- }===
 

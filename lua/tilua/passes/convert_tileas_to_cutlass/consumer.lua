@@ -199,6 +199,23 @@ local function ahead_load(L, env, b, o, k, n)
   return vals
 end
 
+-- The lines of ahead load o at k block k prefetched into L1 (the loop's
+-- tileas.pipeline prefetch = d: the issue of block k prefetches block k + d),
+-- so that its load, one block ahead, hits L1: a global load still in flight
+-- at the next wgmma_fence (or at the select of its mask) stalls the
+-- warpgroup for L2's latency, a prefetch writes no register.
+local function ahead_prefetch(L, env, b, o, k, n)
+  L.prefetching = true
+  ahead_load(L, env, b, o, k, n)
+  L.prefetching = nil
+end
+
+-- The loop's prefetch distance in k blocks (tileas.pipeline's prefetch; 0: none).
+local function prefetch_distance(op)
+  local p = op:attr "tileas.pipeline"
+  return type(p) == "table" and p.prefetch or 0
+end
+
 -- }===
 
 -- {=== the promotion a k block behind
@@ -257,12 +274,16 @@ end
 -- B then promoting A, issuing into A then promoting B, so that no sum still
 -- being written is ever copied (ptxas would serialize every wgmma); an
 -- odd block left is issued into B after the loop. The ahead loads' values of
--- a block are loaded once the block before it is issued (the first block's
--- with the second's, after the first issue), two issues before its promotion
--- (a global load's latency is about two blocks' wgmmas); the loop carries
--- those of A's block and of the next.
+-- the next iteration's two blocks are loaded together once the second block
+-- of the iteration is issued (the first two blocks' after the first issue),
+-- one and two issues before their promotions: if a global load still in
+-- flight holds the next wgmma_fence (docs/PERF.md's hypothesis, not yet seen
+-- in the SASS), one load point an iteration holds one fence of two. The loop
+-- carries the values of A's block and of the next. With the loop's prefetch
+-- (tileas.pipeline's prefetch = d), each issue also prefetches the lines of
+-- the block d ahead into L1, so that those loads hit L1.
 -- -> the accumulator (a vector of n f32)
-local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc)
+local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf)
   local kid, accid = b:arg(1):id(), b:arg(2):id()
   local yield, pipe = b:terminator(), L.pipe
   local release = releaser(L)
@@ -284,6 +305,7 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     local blocks, vals = { ... }, {}
     env.after_issue = { function()
       for i, k in ipairs(blocks) do vals[i] = load_vals(k) end
+      if pf > 0 then for _, o in ipairs(ahead) do ahead_prefetch(L, env, b, o, kk + pf, n) end end
     end }
     for _, o in ipairs(invariant) do V.at_loc(o, X.lower_op, L, o, env) end
     for _, o in ipairs(b:ops()) do
@@ -319,6 +341,13 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     rel:advance()
     promote(kk - 1, sum, vals)
   end
+  -- (prefetch: the first blocks' lines, before the first issue)
+  if pf > 0 and #ahead > 0 then
+    for _, o in ipairs(invariant) do V.at_loc(o, X.lower_op, L, o, env) end
+    for d = 0, pf - 1 do
+      for _, o in ipairs(ahead) do ahead_prefetch(L, env, b, o, lb + d, n) end
+    end
+  end
   -- va: the values of A's block; vn: of the block issued next
   local A, va, vn = issue(lb, tl.zeros(tl.f32, n), lb, lb + 1)
   local nvals = #va
@@ -332,9 +361,9 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
   end
   tl.cutlass.for_range(lb + 1, ub - 1, 2, cur, function(j)
     carried()
-    local B, v1 = issue(j, cur[5].value, j + 1)
+    local B = issue(j, cur[5].value)
     promote_after_issue(j, A, va)
-    local A2, v2 = issue(j + 1, A, j + 2)
+    local A2, v1, v2 = issue(j + 1, A, j + 1, j + 2) -- (the next pair's values at once)
     promote_after_issue(j + 1, B, vn)
     cur[3].value, cur[4].value, cur[5].value = acc, A2, B
     for i = 1, nvals do cur[5 + i].value, cur[5 + nvals + i].value = v1[i], v2[i] end
@@ -387,6 +416,7 @@ local function pipelined_for(L, env, st, wg, t)
     end
     local yield = b:terminator()
     local ahead, invariant = ahead_loads(b)
+    local pf = prefetch_distance(op)
     local function values_at(o, k) return ahead_load(L, env, b, o, k, n) end
     -- carried: the accumulator, then the ahead loads' values of this k block
     local function step(kk, carried, s)
@@ -401,6 +431,7 @@ local function pipelined_for(L, env, st, wg, t)
         table.insert(env.after_issue, function()
           local vals = values_at(o, kk + 1)
           table.move(vals, 1, #vals, #nxt + 1, nxt)
+          if pf > 0 then ahead_prefetch(L, env, b, o, kk + pf, n) end
         end)
       end)
       X.lower_block(L, b, env)
@@ -424,12 +455,15 @@ local function pipelined_for(L, env, st, wg, t)
         local v = values_at(o, lb)
         table.move(v, 1, #v, #vals + 1, vals)
       end
+      for d = 1, pf - 1 do
+        for _, o in ipairs(ahead) do ahead_prefetch(L, env, b, o, lb + d, n) end
+      end
       return vals
     end
     local plan = lag_plan(b, ahead, n)
     local acc
     if plan then
-      acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init))
+      acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init), pf)
     else
       acc = G.mainloop(tl, L.pipe, st, lb, ub, first, function(a, s, kk) return step(kk, a, s) end, releaser(L))
       if #ahead > 0 then acc = acc[1] end

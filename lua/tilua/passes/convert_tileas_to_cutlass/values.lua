@@ -119,6 +119,12 @@ function V.load_at(L, e, op, idx)
   local tl = L.tl
   local base, off, inb = element(L, e, op, idx)
   local zero = tl.is_float_type(e.elem) and tl.const(0.0, e.elem) or tl.const(0, e.elem)
+  -- (L.prefetching: the line is prefetched into L1 instead, out of bounds the
+  -- tensor's first; the value is a placeholder no one reads)
+  if L.prefetching then
+    tl.prefetch(base + tl.select(inb, off, tl.const(0, tl.i64)))
+    return zero
+  end
   return tl.select(inb, (base + tl.select(inb, off, tl.const(0, tl.i64))):load(), zero)
 end
 
