@@ -30,6 +30,10 @@
 -- The barrier each iteration also orders the reductions' shared buffers from
 -- one program to the next (blocked.lua adds none inside the program loop).
 --
+-- With claims = 1 (tl.options.row_ring = {claims = 1}) the register loop
+-- takes its rows by runtime claims on a counter instead of by stride
+-- (loop_claims).
+--
 -- The third form (async = S, tl.options.row_ring = {async = S}): a ring of S
 -- rows in shared memory that each thread fills itself with cp.async (16 bytes
 -- at a time, its own chunks: those it reads into registers), one cp.async group
@@ -62,9 +66,11 @@ function Ring.plan(L, wop)
   if forced == 0 or (forced == nil and tl.options.row_ring == false) then return nil end
   local opts = type(tl.options.row_ring) == "table" and tl.options.row_ring or {}
   -- (the rows in registers by default: 0.88 of a copy against the shared ring's 0.80-0.84)
-  local registers = forced == 2 and 1 or (forced == nil and (opts.registers or 1) > 0 and (opts.registers or 1))
+  local registers = (forced == 2 or forced == 4) and 1 or (forced == nil and (opts.registers or 1) > 0 and (opts.registers or 1))
   local async = forced == 3 and 3 or (forced == nil and opts.async and opts.async > 0 and opts.async) or nil
   if async then registers = nil end
+  -- (rows claimed at run time: the register loop of one row ahead only)
+  local claims = registers == 1 and (forced == 4 or (forced == nil and opts.claims == 1)) or nil
   local after = wop:region(2):entry()
   local pid = after:arg(1):id()
   local loads, bytes, other_ids = {}, 0, false
@@ -107,7 +113,7 @@ function Ring.plan(L, wop)
     local words = (bytes // threads + 3) // 4 * registers
     if words > math.min(tl.core.limits().max_thread_regs, 65536 // (per_sm * threads)) // 4 then return nil end
     return { loads = loads, by_op = by_op, registers = registers, per_sm = per_sm, hoist = opts.hoist ~= 0,
-             hoist_all = opts.hoist == 1 }
+             hoist_all = opts.hoist == 1, claims = claims }
   end
   if async then
     -- S rows a CTA in shared memory (at most MAX_SM_RING_BYTES an SM)
@@ -245,6 +251,60 @@ local function loop_registers(L, env, after, P, first, grid, hoisted)
   end)
 end
 
+-- The register loop with the rows claimed at run time (P.claims,
+-- row_ring.claims = 1): the same body, but a CTA's rows are not every grid-th
+-- one. Its first three are static (block, block + grid, block + 2 grid); the
+-- rest it claims one at a time, an atomic add of 1 on a counter (the
+-- workspace's first word, c: row 3 grid + c), so a CTA that runs ahead takes
+-- more rows and the kernel no longer waits for the slowest CTA's fixed share.
+-- A claim is three rows ahead so that no one waits for the atomic: iteration
+-- i (row q_i in registers, ids q_i+1 and q_i+2 known)
+--
+--   thread 0 claims q_i+3 (atomic add, its result not read yet)
+--   every thread loads its registers of row q_i+1
+--   the loop's barrier
+--   every thread reads q_i+2 from slot (p xor 1) (written in iteration i - 1)
+--   the body on row q_i's registers
+--   thread 0 writes q_i+3 into slot p (the two slots alternate: a thread still
+--   reading slot p xor 1 is not overwritten, the barrier of i + 1 orders the next)
+--
+-- The loop ends at q_i >= programs. A CTA's rows increase, so every claimed
+-- row that exists is run and each iteration makes one claim: a launch makes
+-- exactly `programs` claims, and the one that returns programs - 1 is the
+-- launch's last access to the counter: its thread puts it back to 0 (an
+-- atomic exchange; as the dynamic scheduler, loops.lua, no host memset).
+local function loop_claims(L, env, after, P, first, grid, hoisted)
+  L.tid = L.tid or tl.thread_id("x")
+  local slots = L.k:shared(tl.i32, 2, { align = 8 })
+  local counter = L.args[L.P.lowered_workspace]
+  local last = P.total - 1
+  local grid3 = grid * 3
+  local first2 = first + grid * 2
+  tl.if_(L.tid:eq(0), function() (slots + 1):store(first2) end) -- (read in iteration 0: the barrier orders it)
+  local carried = { first, first + grid, tl.const(0, tl.i32) }
+  table.move(load_rows(L, env, after, P, first), 1, P.nraw, 4, carried)
+  tl.while_(carried, function(q, ...) return q:lt(P.total), q, ... end, function(q, q1, p, ...)
+    local cur = { ... }
+    local c = tl.if_(L.tid:eq(0), function() return tl.atomic_add(counter, tl.const(1, tl.i32)) end,
+                     function() return tl.const(0, tl.i32) end)
+    local nxt = load_rows(L, env, after, P, q1)
+    tl.barrier()
+    local q2 = (slots + (p ~ 1)):load()
+    local at = 0
+    lower_body(L, env, after, P, q, hoisted, function(r)
+      local given = {}
+      for i = 1, r.nraw do given[i] = cur[at + i] end
+      at = at + r.nraw
+      return (B.tiled_load(L, r.op, { given = given }))
+    end)
+    tl.if_(L.tid:eq(0), function()
+      (slots + p):store(c + grid3)
+      tl.if_(c:eq(last), function() tl.atomic_exch(counter, tl.const(0, tl.i32)) end)
+    end)
+    return q1, q2, p ~ 1, table.unpack(nxt)
+  end)
+end
+
 -- The ops of a loop body that touch no shared memory once lowered.
 local REGISTERS_ONLY = { ["tileas.tiled_load"] = true, ["tileas.tiled_store"] = true, ["scf.yield"] = true,
                          ["scf.condition"] = true, ["tileas.cancel_next_program_id"] = true, ["tileas.broadcast"] = true,
@@ -342,6 +402,10 @@ function Ring.build(L, env, wop, P)
       if o:nresults() == 1 and hoisted[o:result(1):id()] then V.at_loc(o, X.lower_op, L, o, env) end
     end
     return hoisted
+  end
+  if P.claims then
+    programs()
+    return loop_claims(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
   end
   if P.registers then
     programs()
