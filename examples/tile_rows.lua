@@ -444,7 +444,7 @@ local function execute(name, o)
     if o.ctas then ctas = math.min(o.ctas, ctas) end
     if o.check then -- the protocol checker instead (no values)
       local r = tl.verify_protocol(kop, { grid = ctas, args = args, max_states = o.max_states, claims = o.claims })
-      return nil, r.ok and ("%s: the protocol checker is clean"):format(name) or r.report, r.ok
+      return nil, r.ok and ("%s: the protocol checker is clean (%d runs)"):format(name, r.runs or 1) or r.report, r.ok
     end
     local r = tl.emulate(kop, { grid = ctas, args = args, policy = o.policy })
     if not r.ok then return nil, r.report end

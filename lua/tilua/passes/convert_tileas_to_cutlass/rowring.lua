@@ -30,9 +30,9 @@
 -- The barrier each iteration also orders the reductions' shared buffers from
 -- one program to the next (blocked.lua adds none inside the program loop).
 --
--- With claims = 1 (tl.options.row_ring = {claims = 1}) the register loop
--- takes its rows by runtime claims on a counter instead of by stride
--- (loop_claims).
+-- With claims = K (tl.options.row_ring = {claims = K}, K = 1, 2 or 4) the
+-- register loop takes its rows by runtime claims on a counter, K rows a
+-- claim, instead of by stride (loop_claims).
 --
 -- The third form (async = S, tl.options.row_ring = {async = S}): a ring of S
 -- rows in shared memory that each thread fills itself with cp.async (16 bytes
@@ -70,7 +70,7 @@ function Ring.plan(L, wop)
   local async = forced == 3 and 3 or (forced == nil and opts.async and opts.async > 0 and opts.async) or nil
   if async then registers = nil end
   -- (rows claimed at run time: the register loop of one row ahead only)
-  local claims = registers == 1 and (forced == 4 or (forced == nil and opts.claims == 1)) or nil
+  local claims = registers == 1 and (forced == 4 and 1 or (forced == nil and (opts.claims or 0) > 0 and opts.claims)) or nil
   local after = wop:region(2):entry()
   local pid = after:arg(1):id()
   local loads, bytes, other_ids = {}, 0, false
@@ -251,45 +251,66 @@ local function loop_registers(L, env, after, P, first, grid, hoisted)
   end)
 end
 
--- The register loop with the rows claimed at run time (P.claims,
--- row_ring.claims = 1): the same body, but a CTA's rows are not every grid-th
--- one. Its first three are static (block, block + grid, block + 2 grid); the
--- rest it claims one at a time, an atomic add of 1 on a counter (the
--- workspace's first word, c: row 3 grid + c), so a CTA that runs ahead takes
--- more rows and the kernel no longer waits for the slowest CTA's fixed share.
--- A claim is three rows ahead so that no one waits for the atomic: iteration
--- i (row q_i in registers, ids q_i+1 and q_i+2 known)
+-- The register loop with the rows claimed at run time (P.claims = K,
+-- row_ring.claims = K): the same body, but a CTA's rows are not every
+-- grid-th one. The rows come in chunks of K (1, 2 or 4; chunk j: rows jK ..
+-- jK + K - 1) and a CTA keeps A = ceil(3 / K) chunks ahead: its first A chunks
+-- are static (block, block + grid, ..., block + (A - 1) grid), each later one
+-- it claims, an atomic add of 1 on a counter (the workspace's first word, c:
+-- chunk A grid + c), so a CTA that runs ahead takes more rows and the kernel
+-- no longer waits for the slowest CTA's fixed share. The CTA claims its chunk
+-- m + A in the iteration of chunk m's first row, three rows or more ahead, so
+-- that no thread waits for the atomic. Iteration i (row q in registers, the
+-- next row q1 known; m0, m1 their chunks' places in the CTA's sequence):
 --
---   thread 0 claims q_i+3 (atomic add, its result not read yet)
---   every thread loads its registers of row q_i+1
+--   thread 0 claims, where q starts a chunk (atomic add, its result not read yet)
+--   every thread loads its registers of row q1
 --   the loop's barrier
---   every thread reads q_i+2 from slot (p xor 1) (written in iteration i - 1)
---   the body on row q_i's registers
---   thread 0 writes q_i+3 into slot p (the two slots alternate: a thread still
---   reading slot p xor 1 is not overwritten, the barrier of i + 1 orders the next)
+--   the row after q1: q1 + 1 inside its chunk, else the next chunk's first
+--   row (a static one, or the claim of m1 + 1 - A read from its slot, written
+--   at least one barrier before)
+--   the body on row q's registers
+--   thread 0, where it claimed: the chunk's first row into slot m0 mod 2
+--   (two slots: the slot it overwrites was read before the last barrier)
 --
--- The loop ends at q_i >= programs. A CTA's rows increase, so every claimed
--- row that exists is run and each iteration makes one claim: a launch makes
--- exactly `programs` claims, and the one that returns programs - 1 is the
--- launch's last access to the counter: its thread puts it back to 0 (an
--- atomic exchange; as the dynamic scheduler, loops.lua, no host memset).
+-- The loop ends at q >= programs. A CTA's chunks increase, so every claimed
+-- chunk that has rows is run, and a CTA claims once in each chunk of its own
+-- that has rows: a launch makes exactly ceil(programs / K) claims, and the one
+-- that returns the last of them is the launch's last access to the counter:
+-- its thread puts it back to 0 (an atomic exchange; as the dynamic
+-- scheduler, loops.lua, no host memset).
 local function loop_claims(L, env, after, P, first, grid, hoisted)
   L.tid = L.tid or tl.thread_id("x")
+  local K = P.claims
+  local A = (3 + K - 1) // K
+  local function i32(v) return tl.const(v, tl.i32) end
+  local function starts(q) return (q & i32(K - 1)):eq(0) end -- (K > 1)
   local slots = L.k:shared(tl.i32, 2, { align = 8 })
   local counter = L.args[L.P.lowered_workspace]
-  local last = P.total - 1
-  local grid3 = grid * 3
-  local first2 = first + grid * 2
-  tl.if_(L.tid:eq(0), function() (slots + 1):store(first2) end) -- (read in iteration 0: the barrier orders it)
-  local carried = { first, first + grid, tl.const(0, tl.i32) }
-  table.move(load_rows(L, env, after, P, first), 1, P.nraw, 4, carried)
-  tl.while_(carried, function(q, ...) return q:lt(P.total), q, ... end, function(q, q1, p, ...)
+  local last = (P.total + (K - 1)) // K - 1
+  -- the first row of chunk place m + 1 (m1: q1's), after q1 (the last row of place m1)
+  local function next_chunk(m1)
+    local m = m1 + 1
+    if A == 1 then return (slots + ((m - A) & i32(1))):load() end
+    return tl.if_(m:lt(A), function() return (first + grid * m) * K end,
+                  function() return (slots + ((m - A) & i32(1))):load() end)
+  end
+  local carried = { first * K, K > 1 and first * K + 1 or first + grid, i32(0), i32(K > 1 and 0 or 1) }
+  table.move(load_rows(L, env, after, P, first * K), 1, P.nraw, 5, carried)
+  tl.while_(carried, function(q, ...) return q:lt(P.total), q, ... end, function(q, q1, m0, m1, ...)
     local cur = { ... }
-    local c = tl.if_(L.tid:eq(0), function() return tl.atomic_add(counter, tl.const(1, tl.i32)) end,
-                     function() return tl.const(0, tl.i32) end)
+    local claim = K == 1 and L.tid:eq(0) or L.tid:eq(0) & starts(q)
+    local c = tl.if_(claim, function() return tl.atomic_add(counter, i32(1)) end, function() return i32(0) end)
     local nxt = load_rows(L, env, after, P, q1)
     tl.barrier()
-    local q2 = (slots + (p ~ 1)):load()
+    local q2, m2
+    if K == 1 then
+      q2, m2 = next_chunk(m1), m1 + 1
+    else
+      local ends = starts(q1 + 1)
+      q2 = tl.if_(ends, function() return next_chunk(m1) end, function() return q1 + 1 end)
+      m2 = tl.select(ends, m1 + 1, m1)
+    end
     local at = 0
     lower_body(L, env, after, P, q, hoisted, function(r)
       local given = {}
@@ -297,11 +318,11 @@ local function loop_claims(L, env, after, P, first, grid, hoisted)
       at = at + r.nraw
       return (B.tiled_load(L, r.op, { given = given }))
     end)
-    tl.if_(L.tid:eq(0), function()
-      (slots + p):store(c + grid3)
-      tl.if_(c:eq(last), function() tl.atomic_exch(counter, tl.const(0, tl.i32)) end)
+    tl.if_(claim, function()
+      (slots + (m0 & i32(1))):store((c + grid * A) * K)
+      tl.if_(c:eq(last), function() tl.atomic_exch(counter, i32(0)) end)
     end)
-    return q1, q2, p ~ 1, table.unpack(nxt)
+    return q1, q2, m1, m2, table.unpack(nxt)
   end)
 end
 
