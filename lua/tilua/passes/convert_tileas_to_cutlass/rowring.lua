@@ -227,6 +227,18 @@ local function load_rows(L, env, after, P, q)
   return all
 end
 
+-- The body for program q with the ring's loads given as registers (cur: the
+-- flat list of load_rows).
+local function body_given(L, env, after, P, q, hoisted, cur)
+  local at = 0
+  lower_body(L, env, after, P, q, hoisted, function(r)
+    local given = {}
+    for i = 1, r.nraw do given[i] = cur[at + i] end
+    at = at + r.nraw
+    return (B.tiled_load(L, r.op, { given = given }))
+  end)
+end
+
 -- The loop without the shared ring (P.registers = d): each thread loads its
 -- registers of the row of the CTA's program d ahead while it reduces and
 -- stores this one's (the loop carries the next d rows' registers); a barrier
@@ -240,13 +252,7 @@ local function loop_registers(L, env, after, P, first, grid, hoisted)
     local nxt = { table.unpack(rows, P.nraw + 1) }
     table.move(load_rows(L, env, after, P, q + grid * P.registers), 1, P.nraw, #nxt + 1, nxt)
     tl.barrier()
-    local at = 0
-    lower_body(L, env, after, P, q, hoisted, function(r)
-      local given = {}
-      for i = 1, r.nraw do given[i] = cur[at + i] end
-      at = at + r.nraw
-      return (B.tiled_load(L, r.op, { given = given }))
-    end)
+    body_given(L, env, after, P, q, hoisted, cur)
     return table.unpack(nxt)
   end)
 end
@@ -311,13 +317,7 @@ local function loop_claims(L, env, after, P, first, grid, hoisted)
       q2 = tl.if_(ends, function() return next_chunk(m1) end, function() return q1 + 1 end)
       m2 = tl.select(ends, m1 + 1, m1)
     end
-    local at = 0
-    lower_body(L, env, after, P, q, hoisted, function(r)
-      local given = {}
-      for i = 1, r.nraw do given[i] = cur[at + i] end
-      at = at + r.nraw
-      return (B.tiled_load(L, r.op, { given = given }))
-    end)
+    body_given(L, env, after, P, q, hoisted, cur)
     tl.if_(claim, function()
       (slots + (m0 & i32(1))):store((c + grid * A) * K)
       tl.if_(c:eq(last), function() tl.atomic_exch(counter, i32(0)) end)
