@@ -34,6 +34,41 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     end
   end
 
+  -- the register loop with the rows claimed at run time (row_ring.claims = K:
+  -- an atomic counter in the kernel's workspace, K rows a claim): more rows
+  -- than the CTAs' static chunks (3 x grid rows for K = 1, 4 x grid for 2 and
+  -- 4 chunks of 2 or 4), so that rows are claimed; ragged rows, a last chunk
+  -- of fewer than K rows; each kernel launched twice on fresh inputs (the
+  -- second launch's rows are right only if the first put the counter back to
+  -- 0). Rows of about 1 KiB: the host side (inputs, reference) a few seconds.
+  -- {case, size, tl.options.row_ring}
+  local claimed = { { "rmsnorm", { 1001, 520 }, { claims = 1 } }, { "softmax", { 700, 512 }, { claims = 2, per_sm = 1 } },
+                    { "layernorm", { 803, 515 }, { claims = 4, per_sm = 1 } } }
+  for j, t in ipairs(claimed) do
+    if ex.cases[t[1]] and not small then
+      local what = ("rows claimed %d at a time%s"):format(t[3].claims, t[3].per_sm and (", %d CTA an SM"):format(t[3].per_sm) or "")
+      it(("%s, %d x %d (the register loop, %s, launched twice): the CPU reference"):format(t[1], t[2][1], t[2][2], what), function()
+        if not GPU then pending("no GPU: " .. tl.device.error()) return end
+        tl.options.row_ring = t[3]
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        local t0 = os.clock()
+        local ran, ok, summary = pcall(function()
+          local s
+          for r = 1, 2 do -- (the same kernel and workspace: examples/tile_rows.lua keeps both)
+            local good
+            good, s = fresh.run_case(t[1], { seed = seed + 13 * j + r, size = t[2] })
+            if not good then return false, ("launch %d: %s"):format(r, s) end
+          end
+          return true, s
+        end)
+        tl.options.row_ring = nil
+        assert(ran, ok)
+        print(("tile_rows_gpu: %s: %s (%.1f s of CPU)"):format(what, summary, os.clock() - t0))
+        assert(ok, summary)
+      end)
+    end
+  end
+
   -- the same with the shared ring (tl.options.row_ring.registers = 0: thread 0
   -- copies the rows stages ahead by cp.async.bulk) and with the cp.async ring
   -- (row_ring.async = S: each thread copies its own chunks of the rows S - 1
@@ -106,37 +141,6 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
         -- the variant through the registers ran where TMA could not take the rows, and only there
         local odd = t[5] ~= false and (t[2][1] % 8 ~= 0 or t[2][2] % 8 ~= 0)
         assert.equal(odd, k.fallback() ~= nil)
-  -- the register loop with the rows claimed at run time (row_ring.claims = K:
-  -- an atomic counter in the kernel's workspace, K rows a claim): more rows
-  -- than the CTAs' static chunks (3 x grid rows for K = 1, 4 x grid for 2 and
-  -- 4 chunks of 2 or 4), so that rows are claimed; ragged rows, a last chunk
-  -- of fewer than K rows; each kernel launched twice on fresh inputs (the
-  -- second launch's rows are right only if the first put the counter back to
-  -- 0). Rows of about 1 KiB: the host side (inputs, reference) a few seconds.
-  -- {case, size, tl.options.row_ring}
-  local claimed = { { "rmsnorm", { 1001, 520 }, { claims = 1 } }, { "softmax", { 700, 512 }, { claims = 2, per_sm = 1 } },
-                    { "layernorm", { 803, 515 }, { claims = 4, per_sm = 1 } } }
-  for j, t in ipairs(claimed) do
-    if ex.cases[t[1]] and not small then
-      local what = ("rows claimed %d at a time%s"):format(t[3].claims, t[3].per_sm and (", %d CTA an SM"):format(t[3].per_sm) or "")
-      it(("%s, %d x %d (the register loop, %s, launched twice): the CPU reference"):format(t[1], t[2][1], t[2][2], what), function()
-        if not GPU then pending("no GPU: " .. tl.device.error()) return end
-        tl.options.row_ring = t[3]
-        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
-        local t0 = os.clock()
-        local ran, ok, summary = pcall(function()
-          local s
-          for r = 1, 2 do -- (the same kernel and workspace: examples/tile_rows.lua keeps both)
-            local good
-            good, s = fresh.run_case(t[1], { seed = seed + 13 * j + r, size = t[2] })
-            if not good then return false, ("launch %d: %s"):format(r, s) end
-          end
-          return true, s
-        end)
-        tl.options.row_ring = nil
-        assert(ran, ok)
-        print(("tile_rows_gpu: %s: %s (%.1f s of CPU)"):format(what, summary, os.clock() - t0))
-        assert(ok, summary)
       end)
     end
   end
