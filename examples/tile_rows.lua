@@ -387,6 +387,7 @@ local function emulator_args(kop, I, outs, grid)
       args[i] = s
     elseif kind == "programs" then args[i] = grid[({ x = 1, y = 2, z = 3 })[name]] or 1
     elseif kind == "arg" then args[i] = I[name]
+    elseif e == "workspace" then args[i] = string.rep("\0", 4) -- (the row loop's claims: a counter, zeroed)
     else error("emulator_args: " .. e) end
     at[e] = i
   end
@@ -442,12 +443,13 @@ local function execute(name, o)
     local ctas = grid[1] * (grid[2] or 1)
     if o.ctas then ctas = math.min(o.ctas, ctas) end
     if o.check then -- the protocol checker instead (no values)
-      local r = tl.verify_protocol(kop, { grid = ctas, args = args, max_states = o.max_states })
-      return nil, r.ok and ("%s: the protocol checker is clean"):format(name) or r.report, r.ok
+      local r = tl.verify_protocol(kop, { grid = ctas, args = args, max_states = o.max_states, claims = o.claims })
+      return nil, r.ok and ("%s: the protocol checker is clean (%d runs)"):format(name, r.runs or 1) or r.report, r.ok
     end
     local r = tl.emulate(kop, { grid = ctas, args = args, policy = o.policy })
     if not r.ok then return nil, r.report end
     for n in pairs(outs) do bytes[n] = r.read(at["ptr:" .. n] or at["map:" .. n]) end
+    if at.workspace and r.read(at.workspace) ~= string.rep("\0", 4) then return nil, "the claims' counter is not back to 0" end
   else
     local D = tl.device
     local bufs, args = {}, {}

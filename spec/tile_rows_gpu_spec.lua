@@ -42,24 +42,42 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
   -- an SM, 132 at per_sm = 1), at sizes whose host side (the random inputs,
   -- the CPU reference: about a microsecond an element) stays a few seconds a
   -- case: the full rows (8190 and 4101 of a tile of 8192) on one CTA an SM,
-  -- 300 and 600 rows (2.3 and 4.5 programs a CTA), not thousands
+  -- 300 and 600 rows (2.3 and 4.5 programs a CTA), not thousands.
+  -- And the register loop with the rows claimed at run time (row_ring.claims
+  -- = K: an atomic counter in the kernel's workspace, K rows a claim): more
+  -- rows than the CTAs' static chunks (3 x grid rows for K = 1, 4 x grid for
+  -- 2 and 4 chunks of 2 or 4), so that rows are claimed; ragged rows, a last
+  -- chunk of fewer than K rows; each kernel launched twice on fresh inputs
+  -- (5th entry: the second launch's rows are right only if the first put the
+  -- counter back to 0; examples/tile_rows.lua keeps the kernel and its workspace)
   local shared, async = "the shared row ring", "the cp.async row ring of %d"
+  local claimed = "the register loop, rows claimed %d at a time"
   local rings = {
     { "rmsnorm", { 2300, 520 }, { registers = 0 }, shared }, { "softmax", { 2300, 512 }, { registers = 0 }, shared },
     { "layernorm", { 2200, 515 }, { registers = 0 }, shared },
     { "rmsnorm", { 2300, 520 }, { async = 3 }, async }, { "softmax", { 2300, 512 }, { async = 3 }, async },
     { "layernorm", { 2200, 515 }, { async = 3 }, async }, { "rmsnorm", { 300, 8190 }, { async = 2, per_sm = 1 }, async },
     { "row_copy", { 900, 2000 }, { async = 3 }, async }, { "softmax", { 600, 4101 }, { async = 4, per_sm = 1 }, async },
+    { "rmsnorm", { 850, 520 }, { claims = 1 }, claimed, 2 }, { "softmax", { 700, 512 }, { claims = 2, per_sm = 1 }, claimed, 2 },
+    { "layernorm", { 701, 515 }, { claims = 4, per_sm = 1 }, claimed, 2 },
   }
   for j, t in ipairs(rings) do
     if ex.cases[t[1]] and not small then
-      local what = t[4]:format(t[3].async) .. (t[3].per_sm and (", %d CTA an SM"):format(t[3].per_sm) or "")
+      local what = t[4]:format(t[3].async or t[3].claims) .. (t[3].per_sm and (", %d CTA an SM"):format(t[3].per_sm) or "")
+        .. (t[5] and (", launched %d times"):format(t[5]) or "")
       it(("%s, %d x %d (%s, CTAs lapping it): the CPU reference"):format(t[1], t[2][1], t[2][2], what), function()
         if not GPU then pending("no GPU: " .. tl.device.error()) return end
         tl.options.row_ring = t[3]
         local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
         local t0 = os.clock()
-        local ran, ok, summary = pcall(fresh.run_case, t[1], { seed = seed + 11 * j, size = t[2] })
+        local ran, ok, summary = pcall(function()
+          local good, s
+          for r = 1, t[5] or 1 do
+            good, s = fresh.run_case(t[1], { seed = seed + 11 * j + 1000 * (r - 1), size = t[2] })
+            if not good then return false, ("launch %d: %s"):format(r, s) end
+          end
+          return true, s
+        end)
         tl.options.row_ring = nil
         assert(ran, ok)
         print(("tile_rows_gpu: %s: %s (%.1f s of CPU)"):format(what, summary, os.clock() - t0))

@@ -60,7 +60,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_true(off.linear)
     local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
     assert.is_false(ok)
-    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8}", err, 1, true)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4}", err, 1, true)
     assert.is_nil(tl.options.row_ring)
   end)
 
@@ -109,6 +109,43 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
         local good, report = fresh.run_case("softmax", { seed = 5, emulate = true, size = { 11, 1030 }, ctas = 1,
                                                          check = true, max_states = 2000 })
         assert(good, report)
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
+  end)
+
+  it("the register loop with rows claimed at run time (row_ring.claims = K, a chunk of K rows a claim): several CTAs lapping, ragged and aligned; the counter back to 0; protocol clean", function()
+    local tl = require "tilua"
+    for _, K in ipairs { 1, 2, 4 } do
+      tl.options.row_ring = { claims = K }
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library") -- (kernels compiled with the option)
+        local k = tl.rows.rmsnorm { n = 1024 }
+        k:compile()
+        assert.equal(4, k:lowered_op():attr_or_default("tileas.launch").workspace_bytes)
+        assert.truthy(k.ptx:find("atom.gpu.global.add.u32", 1, true))
+        assert.truthy(k.ptx:find("atom.gpu.global.exch", 1, true))
+        dofile("spec/helper.lua").assert_ptxas(k.ptx)
+        -- (fewer rows than the CTAs' static chunks, rows claimed by 2, 3 and 4
+        -- CTAs, a last chunk of fewer than K rows; execute checks that the
+        -- counter is 0 after the launch)
+        for _, t in ipairs { { "rmsnorm", { 11, 300 }, 1 }, { "rmsnorm", { 5, 1024 }, 3 }, { "softmax", { 9, 4101 }, 2 },
+                             { "layernorm", { 10, 2048 }, 3 }, { "rmsnorm", { 13, 1024 }, 4 }, { "row_copy", { 17, 1030 }, 3 } } do
+          local good, summary = fresh.run_case(t[1], { seed = 11 + K, emulate = true, size = t[2], ctas = t[3] })
+          assert(good, ("claims = %d, %d CTAs: %s"):format(K, t[3], summary))
+        end
+        -- the checker in the warps' order, and exploring which CTA claims which rows
+        local good, report
+        if K == 1 then
+          good, report = fresh.run_case("rmsnorm", { seed = 5, emulate = true, size = { 11, 300 }, ctas = 2, check = true,
+                                                     max_states = 2000 })
+          assert(good, report)
+        end
+        good, report = fresh.run_case("row_copy", { seed = 5, emulate = true, size = { 9, 1024 }, ctas = 2, check = true,
+                                                    claims = "dynamic", max_states = 4000 })
+        assert(good, report)
+        assert(tonumber(report:match "%((%d+) runs%)") > 1, report) -- (more than one assignment of rows explored)
       end)
       tl.options.row_ring = nil
       assert(ok, err)

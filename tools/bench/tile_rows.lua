@@ -17,6 +17,8 @@
 -- The cp.async ring (row_ring = {async = S}: each thread copies its own chunks
 -- of the rows S - 1 programs ahead into shared stages) is measured the same
 -- way against the rows in registers (the default) and one CTA a row.
+-- The register loop with rows claimed at run time (row_ring = {claims = K})
+-- against the default: --only="=rmsnorm;=softmax;=layernorm;=row copy (Y = X), registers;claims".
 --
 --   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192] [--only=TEXT[;TEXT...]]   (the cases whose name has one; =NAME: that name)
 local tl = require "tilua"
@@ -182,6 +184,19 @@ local cases = {
   { "rmsnorm, async 6, 1 CTA an SM, 32 warps", tl.rows.rmsnorm { n = N, warps = 32 }, rms_launch, 2 * bytes, { async = 6, per_sm = 1 } },
   { "softmax, async 6, 1 CTA an SM, 32 warps", tl.rows.softmax { n = N, warps = 32 }, sm_launch, 2 * bytes, { async = 6, per_sm = 1 } },
   { "layernorm, async 6, 1 CTA an SM, 32 warps", tl.rows.layernorm { n = N, warps = 32 }, ln_launch, 2 * bytes, { async = 6, per_sm = 1 } },
+  -- the register loop with the rows claimed at run time (an atomic counter,
+  -- claims = K rows a claim: rowring.lua's loop_claims) against the default's
+  -- rows by stride of the grid (the rows above without "claims")
+  { "row copy (Y = X), registers, claims", row_copy(8), sm_launch, 2 * bytes, { registers = 1, claims = 1 } },
+  { "row copy (Y = X), registers, claims 2", row_copy(8), sm_launch, 2 * bytes, { registers = 1, claims = 2 } },
+  { "row copy (Y = X), registers, claims 4", row_copy(8), sm_launch, 2 * bytes, { registers = 1, claims = 4 } },
+  { "rmsnorm, registers, claims", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 1, claims = 1 } },
+  { "rmsnorm, registers, claims 2", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 1, claims = 2 } },
+  { "rmsnorm, registers, claims 4", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 1, claims = 4 } },
+  { "softmax, registers, claims", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 1, claims = 1 } },
+  { "softmax, registers, claims 4", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 1, claims = 4 } },
+  { "layernorm, registers, claims", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 1, claims = 1 } },
+  { "layernorm, registers, claims 4", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 1, claims = 4 } },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
 }
 

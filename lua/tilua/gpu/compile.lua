@@ -31,7 +31,10 @@
 --                           part of the row d programs ahead into registers while
 --                           it works on this one (1), 0: the shared ring;
 --                           async = S: a ring of S rows that each thread fills
---                           with its own chunks by cp.async)
+--                           with its own chunks by cp.async; claims = K (1, 2,
+--                           4): the register loop (registers = 1) takes its
+--                           rows by runtime claims on a counter, K rows a
+--                           claim, not by stride)
 --   tl.options.tile_transpose  nil (the default): a program that loads, transposes
 --                           and stores an n x n tile of 16-bit elements (n a multiple
 --                           of 64) goes by TMA (convert-tileas-to-cutlass's
@@ -91,11 +94,12 @@ local OPTIONS = {
   row_ring = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
-      if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers" and k ~= "async") or math.type(x) ~= "integer" or x < 0
-        or (k == "registers" and x > 4) or (k == "async" and x > 8) then return false end
+      if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers" and k ~= "async" and k ~= "claims")
+        or math.type(x) ~= "integer" or x < 0 or (k == "registers" and x > 4) or (k == "async" and x > 8)
+        or (k == "claims" and x ~= 0 and x ~= 1 and x ~= 2 and x ~= 4) then return false end
     end
     return true
-  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8}" },
+  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4}" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
@@ -379,7 +383,7 @@ function Kernel:compile(pipeline)
     end
     -- a compile without the protocol check does not stand for one with it
     local ring = tl.options.row_ring
-    if type(ring) == "table" then ring = ("%s,%s,%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist, ring.registers, ring.async) end
+    if type(ring) == "table" then ring = ("%s,%s,%s,%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist, ring.registers, ring.async, ring.claims) end
     local tt = tl.options.tile_transpose
     if type(tt) == "table" then ring = ("%s;%s,%s,%s,%s"):format(ring, tt.stages, tt.outs, tt.per_sm, tt.order) elseif tt == false then ring = tostring(ring) .. ";off" end
     key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol) .. "\0" .. tostring(ring) .. "\0"

@@ -16,6 +16,7 @@ local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
 local B = require "tilua.passes.convert_tileas_to_cutlass.blocked"
 local Ring = require "tilua.passes.convert_tileas_to_cutlass.rowring"
 local Tr = require "tilua.passes.convert_tileas_to_cutlass.transpose"
+local plan = require "tilua.passes.convert_tileas_to_cutlass.plan"
 
 local Compute = {}
 
@@ -109,7 +110,8 @@ local function loop(L, env)
 end
 
 -- Before the kernel is made: the row ring's plan (rowring.lua) where the
--- agent's persistent loop has one, and the CTAs an SM it asks ptxas for.
+-- agent's persistent loop has one, and the CTAs an SM it asks ptxas for;
+-- rows claimed at run time (row_ring.claims): the workspace of their counter.
 function Compute.plan(L)
   local body = L.compute.op:region(1):entry()
   for _, op in ipairs(body and body:ops() or {}) do
@@ -118,6 +120,10 @@ function Compute.plan(L)
       L.ring = not L.transpose and Ring.plan(L, op) or nil
       if L.transpose then L.min_ctas = math.max(L.kop:kernel_spec().min_ctas or 1, L.transpose.per_sm) end
       if L.ring then L.min_ctas = math.max(L.kop:kernel_spec().min_ctas or 1, L.ring.per_sm) end
+      if L.ring and L.ring.claims then
+        plan.add_workspace_param(tl, L.P)
+        L.row_claims = { workspace_bytes = 4 }
+      end
     end
   end
 end

@@ -172,7 +172,7 @@ local function finish(L, k)
                                    linear = L.linear or nil, per_sm = L.per_sm, programs_z = L.P.programs_z or nil,
                                    schedule = S and S.kind or L.dynamic and "dynamic" or nil, programs = S and S.programs or nil,
                                    workers = S and S.c.grid or nil,
-                                   workspace_bytes = (S or L.dynamic) and (S or L.dynamic).workspace_bytes or nil,
+                                   workspace_bytes = (S or L.dynamic or L.row_claims) and (S or L.dynamic or L.row_claims).workspace_bytes or nil,
                                    transpose = tr })
 end
 
@@ -187,7 +187,8 @@ end
 -- convert-tileas-to-cutlass over every kernel of the module that is a tile
 -- program (has agents or tensor parameters). The option row_ring (0: none,
 -- 1: the shared ring, 2: the next row in registers, 3: a ring of 3 rows that
--- each thread fills by cp.async) overrides
+-- each thread fills by cp.async, 4: the next row in registers, the rows
+-- claimed at run time) overrides
 -- tl.options.row_ring's choice of form (rowring.lua).
 function M.convert(module, options)
   local tl = require "tilua"

@@ -235,6 +235,7 @@ local function add_workspace_param(tl, P)
   P.launch[#P.launch + 1] = "workspace"
   P.lowered_workspace = #P.params
 end
+plan.add_workspace_param = add_workspace_param -- (also the row loop's claims: compute.lua)
 
 
 -- }===

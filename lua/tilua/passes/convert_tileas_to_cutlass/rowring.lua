@@ -30,6 +30,10 @@
 -- The barrier each iteration also orders the reductions' shared buffers from
 -- one program to the next (blocked.lua adds none inside the program loop).
 --
+-- With claims = K (tl.options.row_ring = {claims = K}, K = 1, 2 or 4) the
+-- register loop takes its rows by runtime claims on a counter, K rows a
+-- claim, instead of by stride (loop_claims).
+--
 -- The third form (async = S, tl.options.row_ring = {async = S}): a ring of S
 -- rows in shared memory that each thread fills itself with cp.async (16 bytes
 -- at a time, its own chunks: those it reads into registers), one cp.async group
@@ -62,9 +66,11 @@ function Ring.plan(L, wop)
   if forced == 0 or (forced == nil and tl.options.row_ring == false) then return nil end
   local opts = type(tl.options.row_ring) == "table" and tl.options.row_ring or {}
   -- (the rows in registers by default: 0.88 of a copy against the shared ring's 0.80-0.84)
-  local registers = forced == 2 and 1 or (forced == nil and (opts.registers or 1) > 0 and (opts.registers or 1))
+  local registers = (forced == 2 or forced == 4) and 1 or (forced == nil and (opts.registers or 1) > 0 and (opts.registers or 1))
   local async = forced == 3 and 3 or (forced == nil and opts.async and opts.async > 0 and opts.async) or nil
   if async then registers = nil end
+  -- (rows claimed at run time: the register loop of one row ahead only)
+  local claims = registers == 1 and (forced == 4 and 1 or (forced == nil and (opts.claims or 0) > 0 and opts.claims)) or nil
   local after = wop:region(2):entry()
   local pid = after:arg(1):id()
   local loads, bytes, other_ids = {}, 0, false
@@ -107,7 +113,7 @@ function Ring.plan(L, wop)
     local words = (bytes // threads + 3) // 4 * registers
     if words > math.min(tl.core.limits().max_thread_regs, 65536 // (per_sm * threads)) // 4 then return nil end
     return { loads = loads, by_op = by_op, registers = registers, per_sm = per_sm, hoist = opts.hoist ~= 0,
-             hoist_all = opts.hoist == 1 }
+             hoist_all = opts.hoist == 1, claims = claims }
   end
   if async then
     -- S rows a CTA in shared memory (at most MAX_SM_RING_BYTES an SM)
@@ -221,6 +227,18 @@ local function load_rows(L, env, after, P, q)
   return all
 end
 
+-- The body for program q with the ring's loads given as registers (cur: the
+-- flat list of load_rows).
+local function body_given(L, env, after, P, q, hoisted, cur)
+  local at = 0
+  lower_body(L, env, after, P, q, hoisted, function(r)
+    local given = {}
+    for i = 1, r.nraw do given[i] = cur[at + i] end
+    at = at + r.nraw
+    return (B.tiled_load(L, r.op, { given = given }))
+  end)
+end
+
 -- The loop without the shared ring (P.registers = d): each thread loads its
 -- registers of the row of the CTA's program d ahead while it reduces and
 -- stores this one's (the loop carries the next d rows' registers); a barrier
@@ -234,14 +252,77 @@ local function loop_registers(L, env, after, P, first, grid, hoisted)
     local nxt = { table.unpack(rows, P.nraw + 1) }
     table.move(load_rows(L, env, after, P, q + grid * P.registers), 1, P.nraw, #nxt + 1, nxt)
     tl.barrier()
-    local at = 0
-    lower_body(L, env, after, P, q, hoisted, function(r)
-      local given = {}
-      for i = 1, r.nraw do given[i] = cur[at + i] end
-      at = at + r.nraw
-      return (B.tiled_load(L, r.op, { given = given }))
-    end)
+    body_given(L, env, after, P, q, hoisted, cur)
     return table.unpack(nxt)
+  end)
+end
+
+-- The register loop with the rows claimed at run time (P.claims = K,
+-- row_ring.claims = K): the same body, but a CTA's rows are not every
+-- grid-th one. The rows come in chunks of K (1, 2 or 4; chunk j: rows jK ..
+-- jK + K - 1) and a CTA keeps A = ceil(3 / K) chunks ahead: its first A chunks
+-- are static (block, block + grid, ..., block + (A - 1) grid), each later one
+-- it claims, an atomic add of 1 on a counter (the workspace's first word, c:
+-- chunk A grid + c), so a CTA that runs ahead takes more rows and the kernel
+-- no longer waits for the slowest CTA's fixed share. The CTA claims its chunk
+-- m + A in the iteration of chunk m's first row, three rows or more ahead, so
+-- that no thread waits for the atomic. Iteration i (row q in registers, the
+-- next row q1 known; m0, m1 their chunks' places in the CTA's sequence):
+--
+--   thread 0 claims, where q starts a chunk (atomic add, its result not read yet)
+--   every thread loads its registers of row q1
+--   the loop's barrier
+--   the row after q1: q1 + 1 inside its chunk, else the next chunk's first
+--   row (a static one, or the claim of m1 + 1 - A read from its slot, written
+--   at least one barrier before)
+--   the body on row q's registers
+--   thread 0, where it claimed: the chunk's first row into slot m0 mod 2
+--   (two slots: the slot it overwrites was read before the last barrier)
+--
+-- The loop ends at q >= programs. A CTA's chunks increase, so every claimed
+-- chunk that has rows is run, and a CTA claims once in each chunk of its own
+-- that has rows: a launch makes exactly ceil(programs / K) claims, and the one
+-- that returns the last of them is the launch's last access to the counter:
+-- its thread puts it back to 0 (an atomic exchange; as the dynamic
+-- scheduler, loops.lua, no host memset).
+local function loop_claims(L, env, after, P, first, grid, hoisted)
+  L.tid = L.tid or tl.thread_id("x")
+  local K = P.claims
+  local A = (3 + K - 1) // K
+  local function i32(v) return tl.const(v, tl.i32) end
+  local function starts(q) return (q & i32(K - 1)):eq(0) end -- (K > 1)
+  local slots = L.k:shared(tl.i32, 2, { align = 8 })
+  local counter = L.args[L.P.lowered_workspace]
+  local last = (P.total + (K - 1)) // K - 1
+  -- the first row of chunk place m + 1 (m1: q1's), after q1 (the last row of place m1)
+  local function next_chunk(m1)
+    local m = m1 + 1
+    if A == 1 then return (slots + ((m - A) & i32(1))):load() end
+    return tl.if_(m:lt(A), function() return (first + grid * m) * K end,
+                  function() return (slots + ((m - A) & i32(1))):load() end)
+  end
+  local carried = { first * K, K > 1 and first * K + 1 or first + grid, i32(0), i32(K > 1 and 0 or 1) }
+  table.move(load_rows(L, env, after, P, first * K), 1, P.nraw, 5, carried)
+  tl.while_(carried, function(q, ...) return q:lt(P.total), q, ... end, function(q, q1, m0, m1, ...)
+    local cur = { ... }
+    local claim = K == 1 and L.tid:eq(0) or L.tid:eq(0) & starts(q)
+    local c = tl.if_(claim, function() return tl.atomic_add(counter, i32(1)) end, function() return i32(0) end)
+    local nxt = load_rows(L, env, after, P, q1)
+    tl.barrier()
+    local q2, m2
+    if K == 1 then
+      q2, m2 = next_chunk(m1), m1 + 1
+    else
+      local ends = starts(q1 + 1)
+      q2 = tl.if_(ends, function() return next_chunk(m1) end, function() return q1 + 1 end)
+      m2 = tl.select(ends, m1 + 1, m1)
+    end
+    body_given(L, env, after, P, q, hoisted, cur)
+    tl.if_(claim, function()
+      (slots + (m0 & i32(1))):store((c + grid * A) * K)
+      tl.if_(c:eq(last), function() tl.atomic_exch(counter, i32(0)) end)
+    end)
+    return q1, q2, m1, m2, table.unpack(nxt)
   end)
 end
 
@@ -342,6 +423,10 @@ function Ring.build(L, env, wop, P)
       if o:nresults() == 1 and hoisted[o:result(1):id()] then V.at_loc(o, X.lower_op, L, o, env) end
     end
     return hoisted
+  end
+  if P.claims then
+    programs()
+    return loop_claims(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
   end
   if P.registers then
     programs()
