@@ -84,7 +84,8 @@ module {
 ]]
     assert.is_nil(first(plain, "tileas.alloc_tensor"):attr_or_default "tileas.stages")
     local launch = first(plain, "tile.kernel"):attr_or_default "tileas.launch"
-    assert.same({ persistent = true, cluster = 2, linear = false, programs_z = false, programs = {}, workspace_bytes = 0 }, launch)
+    assert.same({ persistent = true, cluster = 2, linear = false, programs_z = false, programs = {}, workspace_bytes = 0,
+                  transpose = {} }, launch)
     assert.is_nil(k:attr_or_default "tileas.launch")
   end)
 
