@@ -61,17 +61,26 @@ local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's o
 -- (the program stays one CTA a program): its loads of the program's row
 -- ({op, e, n, elem, eb}), stages, per_sm.
 -- (Ring.forced: the pass's option row_ring while it runs, over tl.options.)
+-- The pass's option row_ring 1..4 as the choices of tl.options.row_ring it
+-- stands for (the options' other entries, per_sm, in_flight, hoist, still count).
+local FORCED = { { registers = 0, async = 0, claims = 0 }, { registers = 1, async = 0, claims = 0 },
+                 { async = 3, claims = 0 }, { registers = 1, async = 0, claims = 1 } }
+
 function Ring.plan(L, wop)
   local forced = Ring.forced
   if forced == 0 or (forced == nil and tl.options.row_ring == false) then return nil end
   local opts = type(tl.options.row_ring) == "table" and tl.options.row_ring or {}
-  -- (the rows in registers by default: 0.88 of a copy against the shared ring's 0.80-0.84)
-  local registers = (forced == 2 or forced == 4) and 1 or (forced == nil and (opts.registers or 1) > 0 and (opts.registers or 1))
-  local async = forced == 3 and 3 or (forced == nil and opts.async and opts.async > 0 and opts.async) or nil
-  if async then registers = nil end
-  -- (rows claimed at run time, one a claim, by default: the register loop of one
-  -- row ahead only; 0.92-0.94 of a copy against 0.86-0.88 by stride, docs/PERF.md)
-  local claims = registers == 1 and (forced == 4 and 1 or (forced == nil and (opts.claims or 1) > 0 and (opts.claims or 1))) or nil
+  local choices = FORCED[forced] or opts
+  local function choice(key, default) -- (0: off -> nil)
+    local v = choices[key] or default
+    return v > 0 and v or nil
+  end
+  local async = choice("async", 0)
+  -- the rows in registers by default (0.88 of a copy against the shared ring's
+  -- 0.80-0.84), claimed at run time one a claim (the register loop of one row
+  -- ahead only; 0.92-0.94 of a copy against 0.86-0.88 by stride, docs/PERF.md)
+  local registers = not async and choice("registers", 1)
+  local claims = registers == 1 and choice("claims", 1) or nil
   local after = wop:region(2):entry()
   local pid = after:arg(1):id()
   local loads, bytes, other_ids = {}, 0, false
