@@ -286,12 +286,6 @@ do -- tl.rows (an indented block)
   -- cross the threads through shared memory. A launch of the TMA kernel at
   -- other rows runs the same program compiled through the registers
   -- (tl.options.tile_transpose = false; compiled at the first such launch).
-  local function row_stride(v)
-    if type(v) ~= "table" then return nil end
-    local shape = v.shape or v[2]
-    if v.strides then return v.strides[1] end
-    return type(shape) == "table" and shape[2] or nil
-  end
   function tl.rows.transpose(o)
     local n = check_n(o, "transpose")
     local elem = o.elem or tl.bf16
@@ -305,6 +299,7 @@ do -- tl.rows (an indented block)
     end
     local k, registers = build(), nil
     local launch, tr, tr_for = k.launch, nil, nil
+    local tensor_arg = require("tilua.gpu.recipe").tensor_arg
     function k.launch(self, cfg) -- (k:run's too)
       if not self.ptx then self:compile() end
       if tr_for ~= self.ptx then -- (the TMA kernel's tensors, read once a compile)
@@ -312,8 +307,8 @@ do -- tl.rows (an indented block)
       end
       local args = type(cfg) == "table" and type(cfg.args) == "table" and cfg.args or {}
       local bad = false
-      for _, t in ipairs(tr or {}) do
-        local s = row_stride(args[t])
+      for _, t in ipairs(tr or {}) do -- (the row stride as the launch reads it: recipe.lua's tensor_arg)
+        local s = args[t] ~= nil and tensor_arg(t, args[t]).strides[1]
         bad = bad or (math.type(s) == "integer" and s % 8 ~= 0)
       end
       if not bad then return launch(self, cfg) end

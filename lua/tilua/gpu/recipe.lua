@@ -70,6 +70,8 @@ local function tensor_arg(name, v)
   return { buffer = buf, shape = shape, strides = strides }
 end
 
+R.tensor_arg = tensor_arg -- (name, v) -> {buffer, shape, strides}: a launch's tensor read as the recipes read it
+
 -- The environment of one launch: inputs read (and checked) once, on demand.
 local function env_of(recipe, inputs, programs)
   local env, kinds = { programs = programs }, {}
