@@ -88,6 +88,32 @@ print(pcall(k.launch, k, { grid = 5, args = { x, x, 0.5, n } }))
     local _ = file
   end)
 
+  it("runs a tile program lowered under the options of its compile, not those in force at the launch", function()
+    -- rows claimed at run time (a counter in a workspace argument) compiled, then
+    -- the option turned off: the emulator must run what the PTX is
+    local out, err, code = script([[
+local tl = require "tilua"
+tl.options.row_ring = { claims = 2 }
+local k = tl.rows.rmsnorm { n = 1024 }
+k:compile()
+tl.options.row_ring = false
+local M, N = 41, 1000
+local X, W = tl.device.random(tl.bf16, M * N, 5), tl.device.random(tl.bf16, N, 6)
+local Y, R = tl.device.alloc(tl.bf16, M * N), tl.device.alloc(tl.f32, M)
+k:run { grid = { M }, args = { X = { X, { M, N } }, W = { W, { N } }, Y = { Y, { M, N } }, Rstd = { R, { M } }, N = N, eps = 1e-5 } }
+tl.device.synchronize()
+local x, r, worst = X:to_table(), R:to_table(), 0
+for i = 0, M - 1 do
+  local s = 0
+  for j = 1, N do s = s + x[i * N + j] ^ 2 end
+  worst = math.max(worst, math.abs(r[i + 1] - 1 / math.sqrt(s / N + 1e-5)) * math.sqrt(s / N + 1e-5))
+end
+print("worst", worst < 1e-5, k.lowering_options.row_ring.claims, tl.options.row_ring)
+]], { "--emulate" })
+    assert.equal(0, code, err)
+    assert.matches("worst\ttrue\t2\tfalse\n", out)
+  end)
+
   it("reports a kernel's protocol violation as an error at its launch", function()
     -- the pipeline ring copy with its consumer's release left out: the producer waits forever
     local out, err, code = script([[

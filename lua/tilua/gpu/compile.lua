@@ -332,6 +332,54 @@ end
 -- nothing is hidden from inspection. It keeps tl.options.compile_cache
 -- compiles per context (default 64), the least recently used going first;
 -- tl.options.compile_cache = false turns it off (benchmarks of the compiler itself).
+-- The options the lowering passes read while they run (rowring.lua,
+-- transpose.lua): a compile's result depends on their values, so the cache
+-- keys on them, and the kernel keeps those it was compiled with
+-- (k.lowering_options) for whatever lowers it again (gpu/emulated.lua).
+local LOWERING_OPTIONS = { "row_ring", "tile_transpose" }
+
+-- -> a copy of the lowering options' values now
+function M.lowering_options()
+  local snap = {}
+  for _, name in ipairs(LOWERING_OPTIONS) do
+    local v = tl.options[name]
+    if type(v) == "table" then
+      local c = {}
+      for k, x in pairs(v) do c[k] = x end
+      v = c
+    end
+    snap[name] = v
+  end
+  return snap
+end
+
+-- The cache key's part for a copy: every field, in order.
+local function lowering_key(snap)
+  local out = {}
+  for _, name in ipairs(LOWERING_OPTIONS) do
+    local v = snap[name]
+    if type(v) == "table" then
+      local fields = {}
+      for k, x in pairs(v) do fields[#fields + 1] = k .. "=" .. tostring(x) end
+      table.sort(fields)
+      v = "{" .. table.concat(fields, ",") .. "}"
+    end
+    out[#out + 1] = name .. ":" .. tostring(v)
+  end
+  return table.concat(out, ";")
+end
+
+-- fn() with tl.options' lowering options set to a copy's values (the options
+-- as they were restored after it, also when it raises) -> fn's results
+function M.with_lowering_options(snap, fn)
+  local old = M.lowering_options()
+  for _, name in ipairs(LOWERING_OPTIONS) do tl.options[name] = snap[name] end
+  local r = table.pack(pcall(fn))
+  for _, name in ipairs(LOWERING_OPTIONS) do tl.options[name] = old[name] end
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
 local caches = setmetatable({}, { __mode = "k" }) -- context -> { entries = {key -> entry}, n, clock }
 local CACHE_DEFAULT = 64
 
@@ -371,6 +419,7 @@ function Kernel:compile(pipeline)
   -- a tile program (tl.tile_kernel) goes through tile-to-ptx
   local p = pipeline_of(pipeline or (self.tile_program and "tile-to-ptx") or nil)
   local check = default_check()
+  local lowering = M.lowering_options()
   local cache, key
   if tl.options.compile_cache ~= false then
     local keep = tl.options.keep_stages or (tl.options.stage_hook and tl.options.stage_hook_ir) or dump_wanted() and true or false
@@ -382,16 +431,12 @@ function Kernel:compile(pipeline)
       caches[ctx] = cache
     end
     -- a compile without the protocol check does not stand for one with it
-    local ring = tl.options.row_ring
-    if type(ring) == "table" then ring = ("%s,%s,%s,%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist, ring.registers, ring.async, ring.claims) end
-    local tt = tl.options.tile_transpose
-    if type(tt) == "table" then ring = ("%s;%s,%s,%s,%s"):format(ring, tt.stages, tt.outs, tt.per_sm, tt.order) elseif tt == false then ring = tostring(ring) .. ";off" end
-    key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol) .. "\0" .. tostring(ring) .. "\0"
-      .. self.module:print()
+    key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol) .. "\0" .. lowering_key(lowering)
+      .. "\0" .. self.module:print()
     local hit = cache_get(cache, key)
     if hit then
       tl.last_stages, tl.last_check = copy_stages(hit.stages, true), hit.check
-      self.lowered, self.ptx = hit.lowered, hit.ptx
+      self.lowered, self.ptx, self.lowering_options = hit.lowered, hit.ptx, lowering
       self._fn, self._plan = nil, nil -- (k._plan is nil or the plan of k._fn: l_launch.c)
       stage_hook(tl.last_stages, hit.lowered, hit.ptx)
       if tl.options.compiled_hook then tl.options.compiled_hook(self) end
@@ -413,7 +458,7 @@ function Kernel:compile(pipeline)
   end
   local stages = tl.last_stages
   stages[#stages + 1] = { name = "emit-ptx", index = #stages, ms = (os.clock() - t0) * 1e3, changed = true, ir = ptx }
-  self.lowered, self.ptx = m, ptx
+  self.lowered, self.ptx, self.lowering_options = m, ptx, lowering
   self._fn, self._plan = nil, nil -- (k._plan is nil or the plan of k._fn: l_launch.c)
   if cache then
     local limit = math.type(tl.options.compile_cache) == "integer" and tl.options.compile_cache or CACHE_DEFAULT

@@ -160,7 +160,10 @@ local function emulated_op(k)
       if p.name == "tile-to-ptx" then passes = p.passes:match "^(.-convert%-tileas%-to%-cutlass)" end
     end
     local m = k.module:clone()
-    local ok, msg = core.run_pipeline(m, assert(passes, "tile-to-ptx has no convert-tileas-to-cutlass") .. ",lower-tile-scheduler")
+    -- lowered under the options it was compiled with, not those of the launch
+    local ok, msg = require("tilua.gpu.compile").with_lowering_options(k.lowering_options or {}, function()
+      return core.run_pipeline(m, assert(passes, "tile-to-ptx has no convert-tileas-to-cutlass") .. ",lower-tile-scheduler")
+    end)
     if not ok then error(msg, 0) end
     for _, op in ipairs(m:region(1):entry():ops()) do
       if op:name() == "tile.kernel" and op:attr "sym_name" == k.name then k._emulated_op = op end
