@@ -180,6 +180,53 @@ tl.device.synchronize()
     end)
   end)
 
+  describe(("one args table launched again (TILUA_LUA_PEEK=%s)"):format(peek), function()
+    it("passes what it holds at each launch: values changed in it, buffers swapped, freed, and given back", function()
+      need_fake()
+      local f = H.temp([[
+local tl = require "tilua"
+local k = tl.kernel("memo", { params = { { "p", tl.ptr(tl.f32) }, { "n", tl.i32 }, { "x", tl.f32 } }, block = 32 })
+k:define(function(k, p) end)
+local a, b = tl.device.alloc(tl.f32, 4), tl.device.alloc(tl.f32, 4)
+local args = { a, 1, 0.5 }
+local cfg = { grid = 1, args = args }
+k:launch(cfg)
+k:launch(cfg) -- the same values: passed as they were packed
+args[2] = 2
+k:launch(cfg)
+args[1] = b
+k:launch(cfg)
+args[1] = a
+k:launch(cfg)
+args[3] = 2
+k:launch(cfg)
+k:launch(cfg)
+a:free()
+print(pcall(k.launch, k, cfg))
+local c = tl.device.alloc(tl.f32, 4)
+args[1] = c
+k:launch(cfg)
+k:launch(cfg)
+tl.device.synchronize()
+]], ".lua")
+      local log = os.tmpname()
+      local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, TILUA_LUA_PEEK = peek, FAKE_CUDA_LOG = log }, { f })
+      os.remove(f)
+      assert.equal(0, code, err)
+      local A, B, C = "buf0+0", "buf1+0", "buf2+0" -- (the stand-in driver's names of a, b and c)
+      assert.truthy(out:find(":19: attempt to use a freed device buffer", 1, true), out)
+      local runs = {}
+      for line in io.lines(log) do
+        if line:find "^launch memo" then runs[#runs + 1] = line:match "args=(.*)$" end
+      end
+      os.remove(log)
+      local half, two = "0x3f000000", "0x40000000"
+      assert.same({ A .. " 0x1 " .. half, A .. " 0x1 " .. half, A .. " 0x2 " .. half, B .. " 0x2 " .. half,
+                    A .. " 0x2 " .. half, A .. " 0x2 " .. two, A .. " 0x2 " .. two, C .. " 0x2 " .. two,
+                    C .. " 0x2 " .. two }, runs)
+    end)
+  end)
+
   describe(("the plan a launch takes (TILUA_LUA_PEEK=%s)"):format(peek), function()
     it("is dropped when the kernel compiles again, and made again from the new function", function()
       need_fake()

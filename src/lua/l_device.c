@@ -13,6 +13,7 @@
 ** Buffers and modules are userdata created empty (no resource) before the
 ** device memory or module is attached; __gc and __close free them once.
 */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,9 +260,13 @@ static int buf_alloc(lua_State *L) {
   return 1;
 }
 
+static _Atomic unsigned buffer_frees;
+unsigned lb_buffer_frees(void) { return atomic_load_explicit(&buffer_frees, memory_order_relaxed); }
+
 static int buf_free(lua_State *L) {
   Buffer *b = luaL_checkudata(L, 1, LB_BUFFER);
   if (b->live && b->ptr) tlcu_mem_free(b->rt, b->ptr);
+  if (b->live) atomic_fetch_add_explicit(&buffer_frees, 1, memory_order_relaxed);
   b->live = 0;
   b->ptr = 0;
   return 0;

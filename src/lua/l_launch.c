@@ -88,6 +88,19 @@ typedef struct Plan {
   const char *name;      /* the kernel's, interned by the runtime */
   TlcuRuntime *rt;       /* the device the function was loaded on */
   const int *cur;        /* the state's current device (lb_current_device) */
+  /* The last launch whose arguments were all common ones read in place
+  ** (pack_common): its args table, the values read there and what they
+  ** packed to. A launch with the same table holding the same values, no
+  ** buffer freed since, passes those slots without converting anything.
+  ** Its buffers' tables are the ArgMemo ones (pack_common takes no other),
+  ** alive in the plan's user value: a new ArgMemo drops it. */
+  struct {
+    const void *table;
+    unsigned frees; /* lb_buffer_frees() then */
+    LbValue values[PLAN_MAX_ARGS];
+    uint64_t slots[PLAN_MAX_ARGS];
+    void *ptrs[PLAN_MAX_ARGS]; /* &slots[i] (a userdata never moves) */
+  } last;
 } Plan;
 
 static double now_s(void) {
@@ -163,6 +176,8 @@ static int core_launch_plan(lua_State *L) {
   p->cur = lb_current_device(L);
   p->nargs = n;
   p->peek = lb_peek_ok(L);
+  for (int i = 0; i < n; i++)
+    p->last.ptrs[i] = &p->last.slots[i];
   memcpy(p->kinds, kinds, (size_t)n);
   dims_field(L, 2, "block", p->block);
   dims_field(L, 2, "cluster", p->cluster);
@@ -261,6 +276,7 @@ static CUdeviceptr table_buffer(lua_State *L, int plan, Plan *p, int i, int idx)
     lua_rawseti(L, -2, 2 * i + 2);
     lua_pop(L, 1);
     m->table = table, m->buf = lua_touserdata(L, -2);
+    p->last.table = NULL; /* its buffers' tables are kept alive only as ArgMemo's */
   }
   if (!m->buf->live) lb_error(L, "attempt to use a freed device buffer");
   return m->buf->ptr;
@@ -288,6 +304,7 @@ static const uint8_t *map_arg(lua_State *L, int plan, Plan *p, int i, int idx) {
   lua_rawseti(L, -2, 2 * i + 1);
   lua_pop(L, 1);
   m->table = map, m->buf = NULL, m->map = bytes;
+  p->last.table = NULL;
   return bytes;
 }
 
@@ -416,21 +433,36 @@ static LbValue arg_value(lua_State *L, int t) {
 /* The arguments in the table at idx: by position, else by parameter name.
 ** The common ones are read in the table's array part (l_peek.h) where the
 ** plan may; the rest are pushed, and what is read for them stays on the stack
-** until the end (one pop for all). */
-static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t *slots, void **ptrs) {
+** until the end (one pop for all). Packed into slots and ptrs, or, when they
+** are the last launch's (Plan.last), left there: *slots and *ptrs say which. */
+static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t **slots_at,
+                     void ***ptrs_at) {
   if (lua_type(L, idx) != LUA_TTABLE) luaL_checktype(L, idx, LUA_TTABLE);
   lua_Unsigned len = lua_rawlen(L, idx);
   if (len > (lua_Unsigned)p->nargs)
     lb_error(L, "launch: %d arguments for %d parameters", (int)len, p->nargs);
   int nargs = p->nargs, i = 0;
+  unsigned n = 0;
+  const void *table = lua_topointer(L, idx);
+  const LbValue *array = p->peek ? lb_peek_array(table, &n) : NULL;
+  int in_place = (unsigned)nargs < n ? nargs : (int)n;
+  if (in_place == nargs && table == p->last.table && p->last.frees == lb_buffer_frees() &&
+      memcmp(array, p->last.values, (size_t)nargs * sizeof *array) == 0) {
+    *slots_at = p->last.slots, *ptrs_at = p->last.ptrs; /* (padding that differs only misses) */
+    return;
+  }
+  uint64_t *slots = *slots_at;
+  void **ptrs = *ptrs_at;
   for (int j = 0; j < nargs; j++)
     ptrs[j] = &slots[j];
-  unsigned n = 0;
-  const LbValue *array = p->peek ? lb_peek_array(lua_topointer(L, idx), &n) : NULL;
-  int in_place = (unsigned)nargs < n ? nargs : (int)n;
   while (i < in_place && pack_common(p, i, &array[i], &slots[i]))
     i++; /* the common arguments, read in place */
-  if (i == nargs) return;
+  if (i == nargs) {
+    p->last.table = table, p->last.frees = lb_buffer_frees();
+    memcpy(p->last.values, array, (size_t)nargs * sizeof *array);
+    memcpy(p->last.slots, slots, (size_t)nargs * sizeof *slots);
+    return;
+  }
   int base = lua_gettop(L);
   /* each argument leaves what was read for it (at most 4 values) */
   luaL_checkstack(L, 4 * p->nargs + 8, "launch arguments");
@@ -481,11 +513,11 @@ static void check_sizes(lua_State *L, int plan, const Plan *p, const unsigned g[
 static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int smem, int stream,
                       int pdl) {
   TlcuRuntime *rt = p->rt;
-  uint64_t slots[PLAN_MAX_ARGS];
-  void *ptrs[PLAN_MAX_ARGS];
+  uint64_t slots_here[PLAN_MAX_ARGS], *slots = slots_here;
+  void *ptrs_here[PLAN_MAX_ARGS], **ptrs = ptrs_here;
   TlcuLaunch cfg;
   grid_arg(L, grid, p, cfg.grid);
-  pack_all(L, plan, p, args, slots, ptrs);
+  pack_all(L, plan, p, args, &slots, &ptrs);
   if (p->has_sizes) check_sizes(L, plan, p, cfg.grid, slots);
   lua_Integer dyn = lua_isnoneornil(L, smem) ? (lua_Integer)p->smem : luaL_checkinteger(L, smem);
   memcpy(cfg.block, p->block, sizeof cfg.block);
@@ -649,11 +681,11 @@ static int plan_raw_loop(lua_State *L) {
   TlcuRuntime *rt = p->rt;
   if (tlcu_finish(rt) != TLCU_OK)
     return lb_cuda_error_of(L, rt, "raw_loop"); /* (its context current) */
-  uint64_t slots[PLAN_MAX_ARGS];
-  void *ptrs[PLAN_MAX_ARGS];
+  uint64_t slots_here[PLAN_MAX_ARGS], *slots = slots_here;
+  void *ptrs_here[PLAN_MAX_ARGS], **ptrs = ptrs_here;
   unsigned g[3];
   grid_arg(L, 3, p, g);
-  pack_all(L, 1, p, 4, slots, ptrs);
+  pack_all(L, 1, p, 4, &slots, &ptrs);
   if (p->cluster[0] * p->cluster[1] * p->cluster[2] > 1 || p->static_smem + p->smem > 48 * 1024)
     return lb_error(
         L, "raw_loop: only for kernels without a cluster and with at most 48 KiB of shared memory");

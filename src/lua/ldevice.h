@@ -28,6 +28,11 @@ typedef struct LbBuffer {
   TlcuRuntime *rt; /* ... and its runtime */
 } LbBuffer;
 
+/* How many buffers were freed in this process so far: a launch that found all
+** its arguments as they were at the last one (l_launch.c) still holds live
+** buffers only while this has not moved. */
+unsigned lb_buffer_frees(void);
+
 #define LB_MAX_DEVICES 16 /* devices one Lua state may drive */
 
 /* The current device's runtime, initialized; raises "no GPU: ..." at the user's line without one.
