@@ -11,11 +11,25 @@
 
 #define MAX_ERRORS 50
 
+/* The signatures that held in this verification, by op kind and the types of
+** its operands and results (types are interned: the same pointer is the same
+** type): a module holds many ops of one kind on the same types, and the
+** signature's text is parsed only for the first. Direct-mapped; ops with more
+** types than SIG_MEMO_TYPES are checked every time. */
+#define SIG_MEMO_TYPES 6
+#define SIG_MEMO_SLOTS 256
+typedef struct SigMemo {
+  uint32_t kind; /* the op kind + 1; 0: empty */
+  uint8_t noperands, nresults;
+  const IrType *types[SIG_MEMO_TYPES];
+} SigMemo;
+
 typedef struct Verifier {
   IrContext *ctx;
   PtrMap vis;      /* value -> isolation level + 1 while in scope */
   uintptr_t level; /* current isolation level */
   int errors;
+  SigMemo *sig; /* SIG_MEMO_SLOTS of them, where the root holds regions; else NULL */
 } Verifier;
 
 static void define(Verifier *v, IrValue *val) { ptrmap_set(&v->vis, val, (void *)(v->level + 1)); }
@@ -31,8 +45,38 @@ static void type_str(StrBuf *sb, const IrType *t) {
   else sb_puts(sb, "<null>");
 }
 
-/* Counts and types against the op's signature. */
+/* The memo's slot for op (its types in key), or NULL where it keeps none. */
+static SigMemo *sig_memo(Verifier *v, const IrOp *op, SigMemo *key) {
+  uint32_t n = op->noperands + op->nresults;
+  if (!v->sig || n > SIG_MEMO_TYPES) return NULL;
+  memset(key, 0, sizeof *key);
+  key->kind = (uint32_t)op->kind + 1;
+  key->noperands = (uint8_t)op->noperands, key->nresults = (uint8_t)op->nresults;
+  uint64_t h = key->kind * 0x9E3779B97F4A7C15ull;
+  for (uint32_t i = 0; i < n; i++) {
+    const IrValue *val = i < op->noperands ? op->operands[i].value : NULL;
+    const IrType *t =
+        i < op->noperands ? (val ? val->type : NULL) : op->results[i - op->noperands].type;
+    if (!t) return NULL; /* (a missing operand: the message comes from the check) */
+    key->types[i] = t;
+    h = (h ^ (uint64_t)(uintptr_t)t) * 0x100000001B3ull;
+  }
+  return &v->sig[(h >> 24) % SIG_MEMO_SLOTS];
+}
+
+static bool check_signature_text(Verifier *v, IrOp *op, const IrOpInfo *info);
+
+/* Counts and types against the op's signature (remembered when they hold). */
 static bool check_signature(Verifier *v, IrOp *op, const IrOpInfo *info) {
+  SigMemo key;
+  SigMemo *slot = sig_memo(v, op, &key);
+  if (slot && memcmp(slot, &key, sizeof key) == 0) return true;
+  bool ok = check_signature_text(v, op, info);
+  if (ok && slot) *slot = key;
+  return ok;
+}
+
+static bool check_signature_text(Verifier *v, IrOp *op, const IrOpInfo *info) {
   const IrType *stackbuf[32];
   uint32_t n = op->noperands > op->nresults ? op->noperands : op->nresults;
   const IrType **types = n <= 32 ? stackbuf : ir_malloc(n * sizeof *types);
@@ -207,7 +251,7 @@ static bool verify_op(Verifier *v, IrOp *op) {
 
 IrResult ir_verify_signature(IrOp *op) {
   Verifier v = {.ctx = ir_op_context(op), .level = 0, .errors = 0};
-  bool ok = check_signature(&v, op, ir_op_info(op->kind));
+  bool ok = check_signature_text(&v, op, ir_op_info(op->kind));
   return ok ? IR_OK : IR_FAIL;
 }
 
@@ -277,6 +321,7 @@ IrResult ir_verify(IrOp *root) {
   }
   Verifier v = {.ctx = ir_op_context(root), .level = 0, .errors = 0};
   memset(&v.vis, 0, sizeof v.vis);
+  if (root->nregions) v.sig = ir_calloc(SIG_MEMO_SLOTS, sizeof *v.sig);
   /* Values visible around a nested root: treat the root's ancestors' blocks as in scope. */
   if (root->parent)
     for (IrBlock *b = root->parent; b;
@@ -291,6 +336,7 @@ IrResult ir_verify(IrOp *root) {
     }
   verify_op(&v, root);
   ptrmap_free(&v.vis);
+  ir_free(v.sig);
   if (v.errors >= MAX_ERRORS) ir_error(v.ctx, root->loc, "too many errors, verification stopped");
   return v.errors ? IR_FAIL : IR_OK;
 }
