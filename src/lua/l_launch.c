@@ -33,7 +33,9 @@
 ** lb_launch_site (memoized per call site, by the caller's pc), the runtime's
 ** copy of its file is kept per site, and the kernel's name is interned once
 ** per plan. A tensor map given again is known the same way as a buffer (its
-** fit to the parameter checked once, by the Lua path's own check).
+** fit to the parameter checked once, by the Lua path's own check). An args
+** table given again with the same values is not converted again at all
+** (Plan.last): 60 arguments then cost what one costs.
 */
 #include <string.h>
 #include <time.h>
