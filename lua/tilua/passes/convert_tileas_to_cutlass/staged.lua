@@ -10,7 +10,11 @@
 --                    row block}: the stage holds the S floats (a TMA box
 --                    {1, S}, S * 4 a multiple of 16);
 --   one element      tile<1 x f32> from a rank-2 tensor at {any, k block}: a
---                    box {1, 4} of 16 bytes (TMA's least), its first float
+--                    box {1, 4} of 16 bytes (TMA's least) at the k block
+--                    rounded down to a multiple of 4 (a box's first element
+--                    must lie 16-byte aligned in its row: at an unaligned
+--                    column the H200 traps, CUDA_ERROR_ILLEGAL_INSTRUCTION),
+--                    its float k block % 4
 -- has them staged: each stage of the pipeline gets a slot a consumer
 -- warpgroup per load (128-byte aligned), the producer issues their TMA loads
 -- into the stage after the operand tiles', completing on the stage's full
@@ -189,7 +193,9 @@ function Staged.produce(L, env, kk)
     local o = f.op
     local e = L.P.by_arg[o:operand(1):id()]
     local coords
-    if f.single then coords = V.leading(L, o, { V.get(L, o:operand(3), o) })
+    if f.single then -- (the box at the 16-byte aligned column below the k block)
+      local c = V.get(L, o:operand(3), o)
+      coords = V.leading(L, o, { c - c % SINGLE_BOX })
     else coords = V.leading(L, o, { V.get(L, o:operand(3), o) * f.width }) end
     tl.tma_load(f.buf:ptr(env.stage, f.agent), L.args[e.lowered_map], env.full, coords)
     for id, v in pairs(saved) do L.vmap[id] = v or nil end
@@ -203,7 +209,7 @@ function Staged.read(L, env, op)
   local f = L.staged and L.staged.by_op[op:result(1):id()]
   if not f then return nil end
   local stage, wg = env.stage, env.wg
-  if f.single then return { single = f.buf:ptr(stage, wg, 0):load() } end
+  if f.single then return { single = f.buf:ptr(stage, wg, V.get(L, op:operand(3), op) % SINGLE_BOX):load() } end
   local row = env.f.row
   -- (lazy: a line carried a k block is made again without being read)
   return V.line(tl.f32, 1, function(off) return (f.buf:ptr(stage, wg, 0) + (row + off)):load() end)
