@@ -15,13 +15,18 @@
 --                      sb[N/128, K/128] per block of 128 x 128 of B (sizes
 --                      rounded up). Each k block's product is scaled as it is
 --                      added to the accumulator: acc + (a . b^T) * sa * sb.
---                      The lowering reads a block's scales a block ahead
---                      (the next iteration's two blocks loaded together);
---                      --prefetch=D (default 0: none) also prefetches
---                      their lines into L1 D k blocks ahead (for_tiles'
---                      prefetch). Measured on an H200 (docs/PERF.md), the
---                      prefetch slows it (D = 2, 4, 8: 0.68, 0.69, 0.55 of
---                      the per-tensor form's throughput, none: 0.81).
+--                      The lowering stages them (docs/tileprog.md,
+--                      "Staged loads"): the producer's TMA brings each k
+--                      block's scales into the ring's stage beside its
+--                      tiles, the consumers read them from shared memory
+--                      (sa's and sb's rows padded to 4 floats: TMA's
+--                      row strides). On a cluster, or with --prefetch=D
+--                      (for_tiles' prefetch: their lines into L1 D k blocks
+--                      ahead), they stay global loads a block ahead (the
+--                      next iteration's two blocks loaded together).
+--                      Measured on an H200 (docs/PERF.md), the prefetch
+--                      slows the global loads (D = 2, 4, 8: 0.68, 0.69,
+--                      0.55 of the per-tensor form's throughput, none: 0.81).
 -- The accumulation is promoted: the tensor cores keep about 14 bits of an
 -- fp8 sum, so each K block of 128 is summed by wgmma from zero and added to
 -- the f32 accumulator in registers (tileas.dot {fp8}'s lowering, as
@@ -120,10 +125,14 @@ function example.prepare()
   check.compile(example.name, kernel)
 end
 
--- The shapes of the block scales: sa [K/128, M], sb [N/128, K/128] (rounded up).
+-- The shapes of the block scales: sa [K/128, M], sb [N/128, K/128] (rounded
+-- up), their rows padded to a multiple of 4 floats: the lowering brings them
+-- into the ring's stages by TMA (staged.lua), whose row strides are
+-- multiples of 16 bytes (the pad is never read for a row or block in range).
 local function block_scale_shapes(M, N, K)
   local kb = (K + 127) // 128
-  return { kb, M }, { (N + 127) // 128, kb }
+  local function pad(x) return (x + 3) // 4 * 4 end
+  return { kb, pad(M) }, { (N + 127) // 128, pad(kb) }
 end
 example.block_scale_shapes = block_scale_shapes
 

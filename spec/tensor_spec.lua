@@ -66,6 +66,56 @@ describe("TMA", function()
   end)
 end)
 
+-- A TMA load of one 16-byte box {1, 4} of an f32 tensor at column c0 into a
+-- shared buffer at byte offset s0, stored to out: what an H200 traps on
+-- (CUDA_ERROR_ILLEGAL_INSTRUCTION) the emulator refuses as a "tma" violation.
+local function tma_box_at(s0)
+  tl.new_module()
+  local MT = tl.tensor_map_type(tl.f32, { 1, 4 }, 0)
+  local k = tl.kernel("tma_box", { params = { { "src", MT }, { "out", tl.ptr(tl.f32) }, { "c0", tl.i32 } }, block = 32 })
+  k:define(function(k, p)
+    local s = k:shared(tl.f32, { 8 }, { align = 128 })
+    local bar = k:shared(tl.i64, 1, { align = 8 })
+    local t = tl.thread_id()
+    tl.if_(t:eq(0), function() -- (one thread inits, loads and expects; the others wait after the barrier)
+      tl.mbarrier_init(bar, 1)
+      tl.fence_mbarrier_init()
+      tl.tma_load(s:ptr(s0 // 4), p.src, bar, { 1, p.c0 })
+      tl.mbarrier_arrive_expect_tx(bar, 16)
+    end)
+    tl.barrier()
+    tl.mbarrier_wait(bar, 0)
+    tl.if_(t:lt(4), function() (p.out + t):store(s:ptr(s0 // 4 + t):load()) end)
+  end)
+  return k
+end
+
+describe("TMA in the emulator", function()
+  local src = {}
+  for i = 0, 2 * 8 - 1 do src[#src + 1] = string.pack("<f", i) end
+  src = table.concat(src)
+  local function run(c0, s0)
+    return tl.emulate(tma_box_at(s0 or 0), { grid = 1, args = { { data = src, shape = { 2, 8 } }, { bytes = 16 }, c0 } })
+  end
+  it("copies a box whose first column is 16 bytes into its row", function()
+    local r = run(4)
+    assert(r.ok, r.report)
+    assert.equal(string.pack("<ffff", 12, 13, 14, 15), r.read(2))
+  end)
+  it("refuses a box whose first column is not (the hardware traps)", function()
+    local r = run(1)
+    assert.is_false(r.ok)
+    assert.equal("tma", r.error.kind, r.report)
+    assert.matches("starts at column 1 of its rows, 4 bytes in: not a multiple of 16", r.report)
+  end)
+  it("refuses a shared address not 16-byte aligned", function()
+    local r = run(4, 8)
+    assert.is_false(r.ok)
+    assert.equal("tma", r.error.kind, r.report)
+    assert.matches("the shared address 8 is not 16%-byte aligned", r.report)
+  end)
+end)
+
 describe("swizzled shared memory", function()
   -- the byte offset of element (r, c) of a 64 x 64 bf16 memref: constant indices fold
   local function offset_of(sw, r, c)

@@ -119,15 +119,19 @@ describe("an fp8 GEMM as a tile program", function()
     end)
   end
 
-  -- (prefetch: none, the example's default, and 4 k blocks ahead: the same
-  -- loads and products around prefetches that are no-ops on the emulator)
-  for _, pf in ipairs { 0, 4 } do
-    it(("block scales (per row and 128 of K for A, per 128 x 128 for B), 130 x 200 x 400 (every size ragged; 4 k blocks: "
-      .. "the first, a pair in the loop, one after it), L1 prefetch %d k blocks ahead, on 2 persistent CTAs: the CPU reference, "
-      .. "bit for bit"):format(pf), function()
+  -- (prefetch: none, the example's default, whose scales the producer's TMA
+  -- brings into the stages (staged.lua), and 4 k blocks ahead: global loads
+  -- a block ahead around prefetches that are no-ops on the emulator; K 400:
+  -- 4 k blocks, the first, a pair in the loop, one after it; K 300: 3, the
+  -- first, a pair, none after)
+  for _, v in ipairs { { 0, 400 }, { 4, 400 }, { 0, 300 } } do
+    local pf, K = v[1], v[2]
+    it(("block scales (per row and 128 of K for A, per 128 x 128 for B), 130 x 200 x %d (every size ragged; %d k blocks), "
+      .. "%s, on 2 persistent CTAs: the CPU reference, bit for bit"):format(K, (K + 127) // 128,
+      pf > 0 and ("global loads, L1 prefetch %d k blocks ahead"):format(pf) or "staged by TMA"), function()
       local k = ex.build { scales = "blocks", fp8 = "e4m3", prefetch = pf }
       local kop = PH.lowered_tile(k)
-      local M, N, K = 130, 200, 400
+      local M, N = 130, 200
       local A, ab = fp8_bytes(M * K, 21)
       local B, bb = fp8_bytes(N * K, 22)
       local ssa, ssb = ex.block_scale_shapes(M, N, K)
@@ -137,7 +141,9 @@ describe("an fp8 GEMM as a tile program", function()
       local vals = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
                      ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 2, ["programs:y"] = 2,
                      ["ptr:sa"] = f32s(sa), ["dim:sa:0"] = ssa[1], ["dim:sa:1"] = ssa[2], ["stride:sa:0"] = ssa[2],
-                     ["ptr:sb"] = f32s(sb), ["dim:sb:0"] = ssb[1], ["dim:sb:1"] = ssb[2], ["stride:sb:0"] = ssb[2] }
+                     ["ptr:sb"] = f32s(sb), ["dim:sb:0"] = ssb[1], ["dim:sb:1"] = ssb[2], ["stride:sb:0"] = ssb[2],
+                     -- (without prefetch the scales come into the stages by TMA: staged.lua)
+                     ["map:sa"] = { data = f32s(sa), shape = ssa }, ["map:sb"] = { data = f32s(sb), shape = ssb } }
       local args, at = PH.params_args(kop, vals)
       local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 7 })
       assert(r.ok, r.report)
@@ -152,6 +158,13 @@ describe("an fp8 GEMM as a tile program", function()
       end)
     end)
   end
+
+  it("block scales staged by TMA (staged.lua): the example on the emulator, the barrier protocol checked after every pass", function()
+    local out, err, code = H.tilua_env({ TILUA_SEED = "20261130", TILUA_CHECK_PROTOCOL = "1" },
+                                       { "examples/tile_gemm_fp8.lua", "--blocks", "--emulate" }, 120)
+    assert.equal(0, code, err)
+    assert.matches("tile_gemm_fp8: OK, seed 20261130, e4m3 blocks scales, 200 x 296 x 256 on CPU emulator[^\n]*, 0 mismatches", out)
+  end)
 
   it("block scales on a cluster of 2 (256-row programs, 128 rows a CTA, B multicast): the example on the emulator", function()
     local out, err, code = H.tilua_env({ TILUA_SEED = "20261129" }, { "examples/tile_gemm_fp8.lua", "--blocks", "--cluster", "--emulate" }, 120)

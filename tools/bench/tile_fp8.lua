@@ -18,7 +18,10 @@
 -- (throughput); the targets: the per-tensor program >= 1.0, the block-scaled
 -- one >= 0.9 of the per-tensor one (printed after the table).
 --
---   tilua tools/bench/tile_fp8.lua [--m=8192] [--n=8192] [--k=8192]
+-- --only=NAME,NAME,...: only those forms (the table's names: tensor, blocks,
+-- blocks_pf2, ...), tl.gemm's and cuBLASLt's rows always.
+--
+--   tilua tools/bench/tile_fp8.lua [--m=8192] [--n=8192] [--k=8192] [--only=tensor,blocks]
 local tl = require "tilua"
 
 local P = dofile "tools/bench/peers.lua"
@@ -36,8 +39,8 @@ local ex = assert(loadfile "examples/tile_gemm_fp8.lua")("--library")
 local forms = {
   { "tensor", { scales = "tensor" }, "tile fp8, per-tensor scales" },
   { "rowcol", { scales = "rowcol" }, "tile fp8, row / column scales" },
-  { "blocks", { scales = "blocks" }, "tile fp8, block scales (1 x 128, 128 x 128), scale loads paired, no prefetch" },
-  { "blocks_pf2", { scales = "blocks", prefetch = 2 }, "tile fp8, block scales, L1 prefetch 2 k blocks ahead" },
+  { "blocks", { scales = "blocks" }, "tile fp8, block scales (1 x 128, 128 x 128), staged by TMA" },
+  { "blocks_pf2", { scales = "blocks", prefetch = 2 }, "tile fp8, block scales, global loads, L1 prefetch 2 k blocks ahead" },
   { "blocks_pf4", { scales = "blocks", prefetch = 4 }, "tile fp8, block scales, L1 prefetch 4 k blocks ahead" },
   { "blocks_pf8", { scales = "blocks", prefetch = 8 }, "tile fp8, block scales, L1 prefetch 8 k blocks ahead" },
   { "tensor_c2", { scales = "tensor", cluster = 2 }, "tile fp8, per-tensor, cluster of 2 (B multicast)" },
@@ -47,13 +50,32 @@ local forms = {
   { "tensor_pdl", { scales = "tensor", pdl = true }, "tile fp8, per-tensor, PDL" },
   { "blocks_pdl", { scales = "blocks", pdl = true }, "tile fp8, block scales, PDL" },
   { "tensor_fast_pdl", { scales = "tensor", fast = true, pdl = true }, "tile fp8, per-tensor, fast accumulation, PDL" },
+  -- (without tileas-insert-OCG-knobs: no `.pragma "next knob FenceCode"` before
+  -- the mbarrier ops and fences, which tl.gemm's PTX does not have either)
+  { "tensor_fast_noknobs", { scales = "tensor", fast = true, knobs = false }, "tile fp8, per-tensor, fast accumulation, no OCG knobs" },
+  { "blocks_noknobs", { scales = "blocks", knobs = false }, "tile fp8, block scales, staged by TMA, no OCG knobs" },
 }
+local only
+for _, a in ipairs(arg or {}) do
+  local list = a:match "^%-%-only=(.+)$"
+  if list then
+    only = {}
+    for w in list:gmatch "[^,]+" do only[w] = true end
+  end
+end
+if only then
+  local kept = {}
+  for _, f in ipairs(forms) do if only[f[1]] then kept[#kept + 1] = f end end
+  forms = kept
+end
+local tile_to_ptx -- (the tile programs' pipeline: the no-knobs rows leave its last pass out)
+for _, p in ipairs(tl.core.pipelines()) do if p.name == "tile-to-ptx" then tile_to_ptx = p.passes end end
 local kernels, wrong = {}, {} -- (a kernel whose check failed is not timed)
 for _, f in ipairs(forms) do
   local name = f[1]
   local k = ex.build(f[2])
   kernels[name] = k
-  k:compile()
+  k:compile(f[2].knobs == false and tile_to_ptx:gsub(",tileas%-insert%-OCG%-knobs", "") or nil)
   local ok, summary = ex.check(k, { seed = seed, scales = f[2].scales })
   print(("check %s: %s %s"):format(name, ok and "OK," or "FAILED (not timed),", summary))
   wrong[name] = not ok or nil

@@ -4,7 +4,8 @@
 -- here; a trace is the numbered list of the steps taken.
 --
 -- kinds: deadlock, unfilled, overwrite, phase, arrive_count, tx_bytes,
--- uninitialized, dsmem, exit, bar_count, wgmma, model (an op used outside what its
+-- uninitialized, dsmem, exit, bar_count, wgmma, tma (a TMA copy the hardware
+-- refuses: models/mma.lua), model (an op used outside what its
 -- model covers); a Lua error "emulate: ..." is an op not modelled at all.
 
 local R = {}

@@ -156,6 +156,24 @@ do
 
   -- {=== TMA loads: a copy actor completing its bytes on the mbarrier
 
+  -- What the hardware refuses of a TMA copy (an H200 traps, "an illegal
+  -- instruction", where ptxas and the driver's encoding accept it): its box's
+  -- first column not 16 bytes into its rows (the innermost coordinate times
+  -- the element's bytes a multiple of 16, as Triton's interpreter checks),
+  -- its shared address not 16-byte aligned, or 128 with a swizzle.
+  local function check_box(rec, m, coords, saddr)
+    local inner = coords[#coords] * m.ebytes
+    if inner % 16 ~= 0 then
+      violation("tma", ("%s at %s: the box starts at column %d of its rows, %d bytes in: not a multiple of 16 (TMA faults)")
+        :format(rec.name, rec.loc, coords[#coords], inner))
+    end
+    local a = m.swizzle > 0 and 128 or 16
+    if (saddr - SHARED_BASE) % a ~= 0 then
+      violation("tma", ("%s at %s: the shared address %d is not %d-byte aligned (TMA faults)")
+        :format(rec.name, rec.loc, saddr - SHARED_BASE, a))
+    end
+  end
+
   -- multicast (a mask operand after the coordinates): the box goes to the same
   -- shared offset of every CTA of the mask (ranks in the cluster) and completes
   -- its bytes on the barrier at the same offset there: a copy actor per CTA
@@ -166,6 +184,7 @@ do
       local coords = {}
       for d = 1, #m.box do coords[d] = at(ins[3 + d], l) end
       local dst = at(ins[1], l)
+      check_box(rec, m, coords, dst)
       if rec.multicast == nil then rec.multicast = rec.op:attr_or_default "multicast" end
       local mask = rec.multicast and at(ins[4 + #m.box], l) & 0xffff -- an i16
       local ctas = { W.cta }
@@ -230,6 +249,7 @@ do
       end
       local coords = {}
       for d = 1, #m.box do coords[d] = at(ins[2 + d], l) end
+      check_box(rec, m, coords, at(ins[2], l))
       local c = R:issue_s2g(W, rec, 0, at(ins[2], l), box_bytes(m), reduce and "tma reduce" or "tma store")
       c.tma, c.write, c.footprint = { map = m, coords = coords }, reduce and add_box_s2g or write_box_s2g, box_footprint
       c.reduce = reduce and true or nil -- (the race check: reduce-adds do not race each other)

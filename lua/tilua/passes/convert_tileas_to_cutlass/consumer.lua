@@ -17,6 +17,7 @@ local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
 local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
 local Chain = require "tilua.passes.convert_tileas_to_cutlass.chain"
 local A = require "tilua.kernels.attention"
+local Staged = require "tilua.passes.convert_tileas_to_cutlass.staged"
 
 local Consumer = {}
 
@@ -216,6 +217,8 @@ local function prefetch_distance(op)
   return type(p) == "table" and p.prefetch or 0
 end
 
+Consumer.ahead_loads = ahead_loads -- (staged.lua's plan)
+
 -- }===
 
 -- {=== the promotion a k block behind
@@ -267,6 +270,7 @@ local function lag_plan(b, ahead, n)
   for i = 1, 3 do need(dot:operand(i)) end
   return { dot = dot, deps = deps }
 end
+Consumer.lag_plan = lag_plan -- (staged.lua's plan)
 
 -- The pipelined loop (body b) with its promotion a k block behind
 -- (lag_plan's plan). Two sums, A and B, each in fixed registers: after the
@@ -285,6 +289,9 @@ end
 -- -> the accumulator (a vector of n f32)
 local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf)
   local kid, accid = b:arg(1):id(), b:arg(2):id()
+  -- staged (staged.lua): the ahead loads' values are in the stage; an issue
+  -- of block k reads block k's own (its stage held until the next issue)
+  local staged = Staged.loop(L, b)
   local yield, pipe = b:terminator(), L.pipe
   local release = releaser(L)
   -- the ahead loads' values at k block k (past the last: masked, unused)
@@ -348,37 +355,43 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
       for _, o in ipairs(ahead) do ahead_prefetch(L, env, b, o, lb + d, n) end
     end
   end
-  -- va: the values of A's block; vn: of the block issued next
-  local A, va, vn = issue(lb, tl.zeros(tl.f32, n), lb, lb + 1)
-  local nvals = #va
+  -- va: the values of A's block; vn: of the block issued next (staged:
+  -- none, each issue reads its own block's)
+  local A, va, vn
+  if staged then A, va = issue(lb, tl.zeros(tl.f32, n), lb) vn = {}
+  else A, va, vn = issue(lb, tl.zeros(tl.f32, n), lb, lb + 1) end
+  local nvals, nnext = #va, #vn
   local cur = { st, rel, { value = acc }, { value = A }, { value = tl.zeros(tl.f32, n) } }
-  for i = 1, nvals do
-    cur[5 + i], cur[5 + nvals + i] = { value = va[i] }, { value = vn[i] }
-  end
+  for i = 1, nvals do cur[5 + i] = { value = va[i] } end
+  for i = 1, nnext do cur[5 + nvals + i] = { value = vn[i] } end
   local function carried()
     acc, A = cur[3].value, cur[4].value
-    for i = 1, nvals do va[i], vn[i] = cur[5 + i].value, cur[5 + nvals + i].value end
+    for i = 1, nvals do va[i] = cur[5 + i].value end
+    for i = 1, nnext do vn[i] = cur[5 + nvals + i].value end
   end
   tl.cutlass.for_range(lb + 1, ub - 1, 2, cur, function(j)
     carried()
-    local B = issue(j, cur[5].value)
+    local B, vb = issue(j, cur[5].value, staged and j or nil)
     promote_after_issue(j, A, va)
-    local A2, v1, v2 = issue(j + 1, A, j + 1, j + 2) -- (the next pair's values at once)
-    promote_after_issue(j + 1, B, vn)
+    local A2, v1, v2
+    if staged then A2, v1 = issue(j + 1, A, j + 1)
+    else A2, v1, v2 = issue(j + 1, A, j + 1, j + 2) end -- (the next pair's values at once)
+    promote_after_issue(j + 1, B, staged and vb or vn)
     cur[3].value, cur[4].value, cur[5].value = acc, A2, B
-    for i = 1, nvals do cur[5 + i].value, cur[5 + nvals + i].value = v1[i], v2[i] end
+    for i = 1, nvals do cur[5 + i].value = v1[i] end
+    for i = 1, nnext do cur[5 + nvals + i].value = v2[i] end
   end)
   carried()
   local B0 = cur[5].value
   local st0, rel0, acc0 = st.value, rel.value, acc -- (the else-branch starts from them)
   -- the last block: A's, or one more issued into B; every sum complete at the end
   local out = table.pack(tl.if_(((ub - lb) % 2):eq(0), function()
-    local B = issue(ub - 1, B0)
+    local B, vb = issue(ub - 1, B0, staged and ub - 1 or nil)
     promote_after_issue(ub - 1, A, va)
     tl.wgmma_wait(0)
     release(rel)
     rel:advance()
-    promote(ub - 1, B, vn)
+    promote(ub - 1, B, staged and vb or vn)
     return acc, st.value, rel.value
   end, function()
     st.value, rel.value, acc = st0, rel0, acc0
@@ -461,6 +474,9 @@ local function pipelined_for(L, env, st, wg, t)
       return vals
     end
     local plan = lag_plan(b, ahead, n)
+    if not plan and Staged.loop(L, b) then -- (staged.lua's plan checks lag_plan too)
+      R.fail(op, "staged loads in a loop whose promotion does not lag a block")
+    end
     local acc
     if plan then
       acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init), pf)
@@ -503,6 +519,11 @@ local function tiled_load(L, env, f)
       end
       L.vmap[rid] = carried(x)
       env.ahead[rid] = carried
+      return
+    end
+    local staged = Staged.read(L, env, op) -- (from the stage: staged.lua)
+    if staged then
+      L.vmap[rid] = staged
       return
     end
     local e = L.P.by_arg[op:operand(1):id()]

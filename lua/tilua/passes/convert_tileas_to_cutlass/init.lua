@@ -20,6 +20,9 @@
 --                                            for one group, release the previous stage;
 --                                            the first k block peeled (scale-d false when
 --                                            the accumulator starts at zero)
+--   a consumer loop's staged loads          the producer TMA-loads them into each stage
+--     (staged.lua: block scales)             beside the tiles (in its transaction bytes);
+--                                            the consumers read them from the stage
 --   the epilogue                            per thread: its elements of the accumulator
 --                                            (the wgmma fragment), elementwise ops on them,
 --                                            slices (a bias row) loaded per column it holds;
@@ -70,6 +73,7 @@ local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
 local Producer = require "tilua.passes.convert_tileas_to_cutlass.producer"
 local Consumer = require "tilua.passes.convert_tileas_to_cutlass.consumer"
 local Compute = require "tilua.passes.convert_tileas_to_cutlass.compute"
+local Staged = require "tilua.passes.convert_tileas_to_cutlass.staged"
 
 local M = {}
 
@@ -106,6 +110,7 @@ local function shared_and_pipeline(L)
     parts = {}
     for i = 1, #consumers do parts[i] = { first_consumer + 4 * (i - 1), 4 } end
   end
+  Staged.shared(L) -- (the staged loads' slots: their bytes are the stage's too)
   -- a pipeline for each group of rings (plan.lua's read_groups: one for a GEMM)
   for _, g in ipairs(L.groups) do
     g.pipe = k:pipeline { stages = g.stages, producers = { { L.producer.first, 1 } }, consumers = parts,

@@ -15,14 +15,17 @@
 
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"
 local Tr = require "tilua.passes.convert_tileas_to_cutlass.transpose"
+local Staged = require "tilua.passes.convert_tileas_to_cutlass.staged"
+local Consumer = require "tilua.passes.convert_tileas_to_cutlass.consumer"
 
 local plan = {}
 
 -- {=== parameters: what each tensor becomes
 
 -- The plan of the kernel's parameters: for each tensor parameter, whether TMA
--- loads it (its map type), TMA stores it, or plain loads and stores read it.
-local function plan_params(tl, kop, agents, nctas)
+-- loads it (its map type), TMA stores it, or plain loads and stores read it
+-- (L: the plan; its staged loads, staged.lua, are read by TMA).
+local function plan_params(tl, kop, agents, nctas, L)
   local body = kop:region(1):entry()
   local names = kop:attr_or_default "arg_names"
   local P = { list = {}, by_arg = {} }
@@ -79,6 +82,8 @@ local function plan_params(tl, kop, agents, nctas)
           P.tma_stores = true
         elseif ag.kind == "compute" and Tr.map_type(op) then -- a transpose by TMA (transpose.lua)
           want_map(e, op, Tr.map_type(op))
+        elseif n == "tileas.tiled_load" and Staged.map_of(L, op) then -- into the stages (staged.lua)
+          want_map(e, op, Staged.map_of(L, op))
         elseif n == "tileas.tiled_store" or not R.is_ring_load(op) then
           e.ptr = true
         end
@@ -403,7 +408,8 @@ function plan.read(tl, G, kop, Ring)
   local cluster = spec.cluster or { 1, 1, 1 }
   L.cluster, L.nctas = cluster, cluster[1] * cluster[2] * cluster[3]
   if L.nctas > 1 and (cluster[2] ~= 1 or cluster[3] ~= 1) then R.fail(kop, "clusters along y or z are not lowered yet") end
-  L.P = plan_params(tl, kop, L.agents, L.nctas)
+  Staged.plan(L, { ahead_loads = Consumer.ahead_loads, lag_plan = Consumer.lag_plan })
+  L.P = plan_params(tl, kop, L.agents, L.nctas, L)
   read_agents(L)
   if L.compute and L.nctas > 1 then R.fail(kop, "a program without a dot (a compute agent) on a cluster is not lowered yet") end
   L.regs = plan.REGS[math.max(#L.consumers, 1)]

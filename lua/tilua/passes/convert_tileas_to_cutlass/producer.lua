@@ -10,6 +10,7 @@ local R = require "tilua.passes.convert_tileas_to_cutlass.read"
 local V = require "tilua.passes.convert_tileas_to_cutlass.values"
 local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
 local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
+local Staged = require "tilua.passes.convert_tileas_to_cutlass.staged"
 
 local Producer = {}
 
@@ -108,6 +109,7 @@ local function pipelined_for(L, env, st, cursors)
       pipe:producer_acquire(st)
       env.full, env.stage = pipe:full_barrier(st), st:index()
       X.lower_block(L, b, env)
+      Staged.produce(L, env, kk) -- (the consumers' staged loads: staged.lua)
       env.full, env.stage = nil, nil
       pipe:producer_commit(st)
       st:advance()

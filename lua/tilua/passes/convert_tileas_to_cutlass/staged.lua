@@ -1,0 +1,227 @@
+-- tilua.passes.convert_tileas_to_cutlass.staged: small loads of a consumer's
+-- pipelined loop brought into the ring's stages by the producer's TMA, beside
+-- the operand tiles (block-scaled fp8's scales, as DeepGEMM's A scales).
+--
+-- A consumer's pipelined loop that promotes each k block a block late
+-- (consumer.lua's lag_plan) and whose ahead loads (loads by the k block of
+-- values that do not change in the loop) are all of these two forms:
+--   a line of rows   tile<S x f32> sliced from the mma layout (one value a row
+--                    of the accumulator), from a rank-2 tensor at {k block,
+--                    row block}: the stage holds the S floats (a TMA box
+--                    {1, S}, S * 4 a multiple of 16);
+--   one element      tile<1 x f32> from a rank-2 tensor at {any, k block}: a
+--                    box {1, 4} of 16 bytes (TMA's least) at the k block
+--                    rounded down to a multiple of 4 (a box's first element
+--                    must lie 16-byte aligned in its row: at an unaligned
+--                    column the H200 traps, CUDA_ERROR_ILLEGAL_INSTRUCTION),
+--                    its float k block % 4
+-- has them staged: each stage of the pipeline gets a slot a consumer
+-- warpgroup per load (128-byte aligned), the producer issues their TMA loads
+-- into the stage after the operand tiles', completing on the stage's full
+-- barrier (the stage's transaction bytes count them), and the consumers read
+-- the block's values from the stage once its full barrier has passed, before
+-- they release it: no global load in the mainloop. A TMA row stride is a
+-- multiple of 16 bytes, so such a tensor's rows must be (for f32: a multiple
+-- of 4 columns, padded by its owner). One CTA a program only (no cluster),
+-- no StreamK or split-K, no loop prefetch; otherwise the loads stay global
+-- loads a k block ahead (consumer.lua).
+--
+-- The producer computes each load's coordinates from the consumer's own ops
+-- (lowered in the producer, with the consumer's loop index bound to the
+-- producer's k block and its persistent loop's work id to the producer's,
+-- which is the same tile): arith ops, constants, program counts and ids.
+
+local tl = require "tilua"
+local R = require "tilua.passes.convert_tileas_to_cutlass.read"
+local V = require "tilua.passes.convert_tileas_to_cutlass.values"
+local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
+
+local Staged = {}
+
+local SINGLE_BOX = 4 -- a box of 16 bytes: TMA's least
+local SLOT_ALIGN = 128 -- bytes: a TMA destination's alignment
+
+-- The one loop of agent ag marked tileas.pipeline, or nil.
+local function pipelined_loop(ag)
+  local loops = {}
+  R.each_op(ag.op, function(op) if op:name() == "scf.for" and op:attr "tileas.pipeline" then loops[#loops + 1] = op end end)
+  return #loops == 1 and loops[1] or nil
+end
+
+-- The work id of agent ag's persistent loop (its body's argument), or nil.
+local function work_arg(ag)
+  local w = R.ops_named(ag.op, "scf.while")
+  return #w == 1 and w[1]:region(2):entry():arg(1) or nil
+end
+
+local COORD_OPS = { ["tileas.get_program_id"] = true, ["tileas.num_programs"] = true }
+
+-- The ops that value v needs, in order (deps), where each is one the producer
+-- can compute: arith, constants, program ids and counts; block arguments only
+-- the loop index (kk) and the work id. -> true, or false
+local function closure(v, kk, work, deps, seen)
+  if v:id() == kk:id() or v:id() == work:id() then return true end
+  local d = v:def()
+  if not d then return false end
+  local rid = d:nresults() == 1 and d:result(1):id()
+  if rid and seen[rid] then return true end
+  local n = d:name()
+  if d:nregions() > 0 or d:nresults() ~= 1 or not (n:match "^arith%." or COORD_OPS[n]) or R.tile_of(d:result(1)) then return false end
+  for i = 1, d:noperands() do
+    if not closure(d:operand(i), kk, work, deps, seen) then return false end
+  end
+  seen[rid] = true
+  deps[#deps + 1] = d
+  return true
+end
+
+-- The staged form of load o of loop body b (k block kk), or nil.
+local function form_of(o, kk)
+  local t = o:operand(1):type()
+  if not R.is_tensor_type(t) then return nil end
+  local prm = t:info().params
+  if prm[1] ~= tl.f32 or prm[2] ~= 2 then return nil end
+  local ri = R.tile_of(o:result(1))
+  if not ri or #ri.shape ~= 1 or ri.elem ~= tl.f32 or o:attr "padding" then return nil end
+  local lead = R.leading(o)
+  if X.is_single(o) then
+    if lead ~= 1 or o:operand(3):id() ~= kk:id() then return nil end
+    return { single = true, box = { 1, SINGLE_BOX }, width = SINGLE_BOX }
+  end
+  local s = ri.shape[1]
+  local p = ri.layout and ri.layout.parent
+  if R.layout_kind(o:result(1)) ~= "slice" or ri.layout.dim ~= 1 or not p or p.kind ~= "mma" then return nil end
+  if lead ~= 1 or o:operand(2):id() ~= kk:id() or (s * 4) % 16 ~= 0 or s > 256 then return nil end
+  return { box = { 1, s }, width = s }
+end
+
+-- The plan (L.staged, before plan.lua's parameters): which loads of the
+-- consumers' loops are staged. an: consumer.lua's analyses (ahead_loads,
+-- lag_plan). Sets L.staged = { by_op = {[result id] = load}, list = loads,
+-- producer_work = the producer's work id } where a load is { op, tensor (its
+-- kernel argument), agent (the consumer's index in order), deps, kk, work,
+-- box, width, single, map (its tensor map type) }; nil when none.
+function Staged.plan(L, an)
+  if L.nctas ~= 1 then return end
+  local s = require("tilua.dsl.tileprog").schedule(L.kop:attr "tileas.schedule", "tileas.schedule")
+  if s and s.kind ~= "dynamic" then return end
+  local producer, consumers = nil, {}
+  for _, ag in ipairs(L.agents) do
+    if ag.kind == "producer" then producer = ag elseif ag.kind == "consumer" then consumers[#consumers + 1] = ag end
+  end
+  if not producer or #consumers == 0 then return end
+  local pwork = work_arg(producer)
+  if not pwork then return end
+  local list, by_op, maps = {}, {}, {}
+  for i, ag in ipairs(consumers) do
+    local loop, work = pipelined_loop(ag), work_arg(ag)
+    local pipe = loop and loop:attr "tileas.pipeline"
+    local pf = type(pipe) == "table" and pipe.prefetch or 0
+    if loop and work and loop:nresults() == 1 and pf == 0 then
+      local b = loop:region(1):entry()
+      local kk = b:arg(1)
+      local ahead = an.ahead_loads(b)
+      local shape = R.tile_of(loop:result(1)).shape
+      local mine = {}
+      local ok = #ahead > 0 and shape[1] == 64 and an.lag_plan(b, ahead, shape[2] // 2) ~= nil
+      for _, o in ipairs(ok and ahead or {}) do
+        local f = form_of(o, kk)
+        local deps, seen = {}, {}
+        if not f then ok = false break end
+        for j = 2, o:noperands() do
+          if not closure(o:operand(j), kk, work, deps, seen) then ok = false end
+        end
+        f.op, f.tensor, f.agent, f.deps, f.kk, f.work = o, o:operand(1), i - 1, deps, kk, work
+        f.map = tl.tensor_map_type(tl.f32, f.box, 0)
+        local prev = maps[o:operand(1):id()]
+        if prev and tostring(prev) ~= tostring(f.map) then ok = false end
+        maps[o:operand(1):id()] = f.map
+        mine[#mine + 1] = f
+      end
+      if ok then
+        for _, f in ipairs(mine) do
+          list[#list + 1] = f
+          by_op[f.op:result(1):id()] = f
+        end
+      end
+    end
+  end
+  if #list == 0 then return end
+  L.staged = { list = list, by_op = by_op, producer_work = pwork }
+end
+
+-- The map type a staged load gives tensor op:operand(1) (plan.lua's
+-- parameters), or nil: op not staged.
+function Staged.map_of(L, op)
+  local f = L.staged and op:nresults() == 1 and L.staged.by_op[op:result(1):id()]
+  return f and f.map or nil
+end
+
+-- The stages' slots (shared memory beside the rings'): a buffer a staged
+-- tensor, {stages, consumers, slot}; their bytes added to the pipeline's
+-- transaction bytes (one group: a GEMM's).
+function Staged.shared(L)
+  if not L.staged then return end
+  local g = L.groups[1]
+  local bufs = {}
+  for _, f in ipairs(L.staged.list) do
+    local key = f.tensor:id()
+    local slot = (f.width * 4 + SLOT_ALIGN - 1) // SLOT_ALIGN * SLOT_ALIGN // 4
+    bufs[key] = bufs[key] or L.k:shared(tl.f32, { g.stages, #L.consumers, slot }, { align = SLOT_ALIGN })
+    f.buf = bufs[key]
+    g.bytes = g.bytes + f.box[1] * f.box[2] * 4
+  end
+end
+
+-- The producer's TMA loads of the staged values of k block kk into the stage
+-- (env.stage, completing on env.full), after the iteration's tiles.
+function Staged.produce(L, env, kk)
+  if not L.staged then return end
+  local q = L.vmap[L.staged.producer_work:id()]
+  for _, f in ipairs(L.staged.list) do
+    local saved = {}
+    local function bind(id, v)
+      if saved[id] == nil then saved[id] = L.vmap[id] or false end
+      L.vmap[id] = v
+    end
+    bind(f.kk:id(), kk)
+    bind(f.work:id(), q)
+    for _, d in ipairs(f.deps) do
+      saved[d:result(1):id()] = saved[d:result(1):id()] or L.vmap[d:result(1):id()] or false
+      V.at_loc(d, X.lower_op, L, d, env)
+    end
+    local o = f.op
+    local e = L.P.by_arg[o:operand(1):id()]
+    local coords
+    if f.single then -- (the box at the 16-byte aligned column below the k block)
+      -- (k blocks count from 0: an and, where ptxas makes rem.s32 by 4 a division of ~23 instructions)
+      coords = V.leading(L, o, { V.get(L, o:operand(3), o) & -SINGLE_BOX })
+    else coords = V.leading(L, o, { V.get(L, o:operand(3), o) * f.width }) end
+    tl.tma_load(f.buf:ptr(env.stage, f.agent), L.args[e.lowered_map], env.full, coords)
+    for id, v in pairs(saved) do L.vmap[id] = v or nil end
+  end
+end
+
+-- The consumer's read of staged load op (its values of k block at stage
+-- env.stage, warpgroup env.wg): a line of its rows, or one element; nil when
+-- op is not staged.
+function Staged.read(L, env, op)
+  local f = L.staged and L.staged.by_op[op:result(1):id()]
+  if not f then return nil end
+  local stage, wg = env.stage, env.wg
+  if f.single then return { single = f.buf:ptr(stage, wg, V.get(L, op:operand(3), op) & (SINGLE_BOX - 1)):load() } end
+  local row = env.f.row
+  -- (lazy: a line carried a k block is made again without being read)
+  return V.line(tl.f32, 1, function(off) return (f.buf:ptr(stage, wg, 0) + (row + off)):load() end)
+end
+
+-- Is the loop of body b's values staged (its ahead loads read from the stage)?
+function Staged.loop(L, b)
+  if not L.staged then return false end
+  for _, u in ipairs(b:ops()) do
+    if u:nresults() == 1 and L.staged.by_op[u:result(1):id()] then return true end
+  end
+  return false
+end
+
+return Staged
