@@ -139,7 +139,7 @@ local function build_dkdv(o)
     local per = tl.max(blocks, 1)
     -- the loop walks the query tiles of the group's heads, head by head
     -- (three stages: Q's and dO's rings are read ahead and late, as K's in dQ)
-    local dk, dv = tl.for_tiles(p.group * blocks * BM, { tile = BM, stages = o.stages or 3 }, tl.zeros({ BN, D }), tl.zeros({ BN, D }),
+    local dk, dv = tl.for_tiles(p.group * blocks * BM, { tile = BM, stages = o.stages or 3, in_order = o.in_order }, tl.zeros({ BN, D }), tl.zeros({ BN, D }),
                                 function(j, dk, dv)
       local h, m = hk * p.group + j // per, first + j % per
       local q, dout = tl.load(p.Q, { b, h, m, 0 }, { BM, D }), tl.load(p.dO, { b, h, m, 0 }, { BM, D })
@@ -179,7 +179,8 @@ local compiled = {}
 local function kernels(o)
   local bm, bn = tiles(o, "dq")
   local kbm, kbn = tiles(o, "dkdv")
-  local key = ("%d/%s/%d/%d/%d/%d/%d/%s"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused))
+  local key = ("%d/%s/%d/%d/%d/%d/%d/%s/%s"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused),
+                                                tostring(o.in_order))
   if not compiled[key] then
     local ks = o.fused and { build_delta(o), build_dq_convert(o), build_dkdv(o) } or { build_delta(o), build_dq(o), build_dkdv(o) }
     for _, k in ipairs(ks) do k:compile() end

@@ -11,7 +11,7 @@
 -- every case reports pending at once (spec/attention_bwd_spec.lua compiles and
 -- assembles the programs on the CPU: here ctest checks the protocol after every
 -- pass, minutes of a CI run for no launch). TILUA_SEED fixes the seed;
--- TILUA_SMALL=1 keeps three cases.
+-- TILUA_SMALL=1 keeps five cases.
 local tl = require "tilua"
 local AH = dofile "spec/attention_helper.lua"
 
@@ -30,6 +30,12 @@ local CASES = {
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, fused = true, small = true },
   { b = 2, h = 2, hkv = 2, sq = 260, skv = 390, d = 64, causal = true, fused = true },
   { b = 1, h = 4, hkv = 2, sq = 400, skv = 520, d = 64, fused = true }, -- (the CPU reference's size: seconds)
+  -- the dK/dV loop in order (tileas.pipeline's in_order): FlashAttention-3's wider dK/dV tiles
+  { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, kv_bm = 128, in_order = true, small = true },
+  { b = 1, h = 2, hkv = 2, sq = 260, skv = 390, d = 64, causal = true, kv_bm = 128, in_order = true },
+  { b = 2, h = 2, hkv = 1, sq = 333, skv = 300, d = 128, causal = true, kv_bm = 64, in_order = true, small = true },
+  { b = 1, h = 2, hkv = 2, sq = 200, skv = 333, d = 128, kv_bm = 64, in_order = true },
+  { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, fused = true, kv_bm = 64, in_order = true },
 }
 if os.getenv "TILUA_SMALL" then -- (tools/gpu sanitize)
   local small = {}
@@ -38,8 +44,8 @@ if os.getenv "TILUA_SMALL" then -- (tools/gpu sanitize)
 end
 
 local function describe_case(c)
-  return ("%d x %d heads (%d), %d x %d, d %d%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
-    c.fused and ", fused" or "")
+  return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
+    c.fused and ", fused" or "", c.in_order and (", dK/dV %d query rows in order"):format(c.kv_bm) or "")
 end
 
 describe("the attention backward on the GPU", function()

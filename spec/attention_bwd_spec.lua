@@ -31,7 +31,8 @@ end
 -- it, the conversion to dQ)
 local function backward(c, lowered)
   local x, bytes = inputs(c)
-  local o, G = { d = c.d, causal = c.causal, bm = c.bm, bn = c.bn, fused = c.fused }, example.programs(c)
+  local o, G = { d = c.d, causal = c.causal, bm = c.bm, bn = c.bn, fused = c.fused, kv_bm = c.kv_bm, in_order = c.in_order },
+               example.programs(c)
   local q4, kv4, rows = { c.b, c.h, c.sq, c.d }, { c.b, c.hkv, c.skv, c.d }, { c.b, c.h, c.sq }
   local acc = { bytes = c.b * c.h * c.sq * c.d * 4, shape = q4 }
   local read_delta = emulate(example.build_delta(o), G[1], { O = { data = bytes.o, shape = q4 },
@@ -67,6 +68,7 @@ local ptxas_log = H.ptxas_log -- (ptxas -v's report on ptx: its spills)
 local function describe_case(c)
   return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
     c.ctas and (", " .. c.ctas .. " CTAs") or "", c.fused and ", fused (dQ added by the dK/dV program)" or "")
+    .. (c.in_order and (", dK/dV %d x 128 in order"):format(c.kv_bm) or "")
 end
 
 local function check(c, ref, got)
@@ -102,6 +104,11 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     { b = 1, h = 1, hkv = 1, sq = 130, skv = 200, d = 128, causal = true, ctas = 2 },
     { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2, fused = true },
     { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, ctas = 3, fused = true },
+    -- the dK/dV loop in order (no dot ahead): FlashAttention-3's wider tiles
+    { b = 1, h = 2, hkv = 1, sq = 300, skv = 150, d = 64, ctas = 2, kv_bm = 128, in_order = true },
+    { b = 1, h = 1, hkv = 1, sq = 150, skv = 260, d = 64, causal = true, ctas = 3, kv_bm = 128, in_order = true },
+    { b = 1, h = 1, hkv = 1, sq = 130, skv = 200, d = 128, causal = true, ctas = 2, kv_bm = 64, in_order = true },
+    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2, fused = true, kv_bm = 64, in_order = true },
   }
   for _, c in ipairs(LOWERED) do
     c.scale = 1 / math.sqrt(c.d)

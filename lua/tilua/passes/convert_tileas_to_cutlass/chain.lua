@@ -49,7 +49,20 @@ local Chain = {}
 -- The ring a dot operand reads (through slices and conversions), or nil.
 local function ring_of(L, v) return L.ring_of[R.ring_source(v):id()] end
 
--- The loop's dots: ahead (marked), late (the others: each one's result read
+-- Is the result of dot o read by the yield only?
+local function only_carried(o, yield)
+  local users = o:result(1):users()
+  return #users == 1 and users[1] == yield
+end
+
+-- Is the pipelined loop op marked in order (tileas.pipeline's in_order)?
+function Chain.in_order(op)
+  local p = op:attr "tileas.pipeline"
+  return p and p.in_order == true
+end
+
+-- The loop's dots: ahead (marked; in a loop in order, the dots whose results
+-- the iteration reads: issued first, in it), late (the others: each one's result read
 -- by the yield only, as slot `slot`), and the groups of rings each kind
 -- waits for and releases.
 local function read_loop(L, op)
@@ -73,7 +86,7 @@ local function read_loop(L, op)
           R.fail(o, "a dot reduce-added into a tensor in a loop of chained dots must read its B operand from a tile loaded once a program")
         end
         an.once[r.group] = true
-      elseif o:attr_or_default "tileas.ahead" then
+      elseif o:attr_or_default "tileas.ahead" or (Chain.in_order(op) and not only_carried(o, yield)) then
         an.ahead[#an.ahead + 1] = o
         add_groups(o, an.ahead_groups)
       else
@@ -102,6 +115,12 @@ local function read_loop(L, op)
     if an.late_groups[g] then an.shared[g] = true end
   end
   if #an.ahead == 0 then R.fail(op, "a loop of chained dots with no dot issued ahead is not lowered yet") end
+  for _, d in ipairs(an.ahead) do -- (issued from zeros: a ring dot's accumulator)
+    local z = d:operand(3):def()
+    if not z or z:name() ~= "tileas.splat" or R.const_int(z:operand(1)) ~= 0 then
+      R.fail(d, "a dot issued first in a loop in order must start from zeros (S = Q K^T of attention)")
+    end
+  end
   return an
 end
 
@@ -318,10 +337,15 @@ local function release_late(S)
   for _, g in ipairs(S.late_groups) do release(g, S.cur[g]) end
 end
 
--- Is the pipelined loop op scheduled (a dot of it marked tileas.ahead)?
+-- Is the pipelined loop op scheduled (a dot of it marked tileas.ahead; in
+-- order: a dot of it with an operand in registers)?
 function Chain.scheduled(op)
+  local in_order = Chain.in_order(op)
   for _, o in ipairs(op:region(1):entry():ops()) do
     if o:name() == "tileas.dot" and o:attr_or_default "tileas.ahead" then return true end
+    if in_order and o:name() == "tileas.dot" and (R.tile_of(o:operand(1)).space == "rmem" or R.tile_of(o:operand(2)).space == "rmem") then
+      return true
+    end
   end
   return false
 end
@@ -510,7 +534,9 @@ local function loop_cells(S, svecs, out)
   if S.turns then C.list[#C.list + 1] = S.ctx.turn end
   if S.reducing then C.staged = cell(out.staged) end
   for _, d in ipairs(an.late) do C.late[d] = { acc = cell(out.acc[d]), areg = out.areg[d] and cell(out.areg[d]) } end
-  for _, d in ipairs(an.ahead) do C.ahead[d] = cell(svecs[d]) end
+  if svecs then
+    for _, d in ipairs(an.ahead) do C.ahead[d] = cell(svecs[d]) end
+  end
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then
       C.slots[i] = {}
@@ -571,6 +597,74 @@ local function iteration(S, C, kk)
   end
 end
 
+-- Iteration kk in order (tileas.pipeline's in_order: no dot issued ahead):
+-- the first dots (those marked ahead otherwise) issued and waited for, the
+-- body's register ops, then the late dots issued from the registers just
+-- computed and waited for; the f32 values the body computes die in the
+-- iteration (a wider tile's registers), the tensor cores overlap only the
+-- other consumers' register work (the turns).
+local function iteration_in_order(S, C, kk)
+  local an = S.an
+  local o = current(S, C)
+  o.acc_frags = {}
+  for i = 1, S.nslots do
+    local d = an.late_of_slot[i]
+    if d then o.acc_frags[i] = V.vec_frag(o.acc[d], frag_size(S.b:arg(1 + i):type())) end
+  end
+  wait_ahead(S)
+  wait_late(S)
+  take_turn(S)
+  tl.wgmma_fence()
+  local nv = issue_ahead(S, nil)
+  pass_turn(S)
+  tl.wgmma_wait(0)
+  release_ahead(S)
+  bind_slots(S, kk, o.slots, o.acc_frags)
+  if S.reducing then S.staged = o.staged ~ 1 end
+  lower_body(S, nv)
+  local n = outputs_before_wait(S)
+  register_operands(S, n)
+  accumulators(S, n)
+  local pa = operand_regs(S, n)
+  tl.wgmma_fence()
+  local results = issue_late(S, n, pa)
+  tl.wgmma_wait(0)
+  reduced_stores(S)
+  release_late(S)
+  for _, d in ipairs(an.late) do C.late[d].acc.value = results[d] end
+  if C.staged then C.staged.value = n.staged end
+  for i, cs in pairs(C.slots) do
+    for j, c in ipairs(cs) do c.value = n.slots[i][j] end
+  end
+end
+
+-- The hand-over before the first iteration of a loop in order: the inits.
+local function in_order_start(S)
+  local L, op = S.L, S.op
+  local out = { areg = {}, slots = {}, acc = {} }
+  for i = 1, S.nslots do
+    local x, d = V.get(L, op:operand(3 + i), op), S.an.late_of_slot[i]
+    if d then out.acc[d] = pack(x, "frag", op:result(i):type())[1]
+    else out.slots[i] = pack(x, S.slot_kind[i], op:result(i):type()) end
+  end
+  if S.reducing then out.staged = 2 * tl.cast(S.env.wg, tl.i32) + 1 end -- (its first iteration takes the other: 2 wg)
+  return out
+end
+local function in_order_finish(S, C)
+  local L, op = S.L, S.op
+  local last = current(S, C)
+  for _, g in ipairs(S.once) do release(g, S.cur[g]) end
+  for i = 1, S.nslots do
+    local d = S.an.late_of_slot[i]
+    if d then
+      L.vmap[op:result(i):id()] = V.vec_frag(last.acc[d], frag_size(op:result(i):type()))
+    else
+      L.vmap[op:result(i):id()] = unpack(last.slots[i], S.slot_kind[i], op:result(i):type())
+      if S.deferred[i] then L.vmap[op:result(i):id()] = quad_sum(L.vmap[op:result(i):id()]) end
+    end
+  end
+end
+
 -- After the loop: the late dots of the last iteration; the loop's results.
 local function finish(S, C)
   local L, op, cur = S.L, S.op, S.cur
@@ -627,7 +721,7 @@ local function split_loops(S, C, masks, from, at, ub)
     if V.is_lazy(x) and not caches[x] then caches[x] = copy(x.cache) end
   end
   local step = tl.const(1, tl.i32) -- (the first loop's step, where lowering that loop built it)
-  tl.cutlass.for_range(at, ub, C.list, function(kk) iteration(S, C, kk) end)
+  tl.cutlass.for_range(at, ub, C.list, function(kk) S.iteration(S, C, kk) end)
   L.masks = saved_masks
   for id in pairs(L.vmap) do L.vmap[id] = vmap[id] end
   for x, cache in pairs(caches) do x.cache = cache end
@@ -671,6 +765,7 @@ function Chain.lower(L, env, op, cur, ctx)
               ahead_groups = ordered(L, an.ahead_groups), late_groups = ordered(L, an.late_groups), once = ordered(L, an.once),
               turns = ctx.turn and op:attr_or_default "tileas.turns" }
   S.reducing = next(an.reduced) ~= nil
+  S.in_order = Chain.in_order(op)
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then
       S.slot_kind[i] = kind_of(op:result(i):type())
@@ -692,16 +787,23 @@ function Chain.lower(L, env, op, cur, ctx)
   for _, id in pairs(S.deferred) do env.lane_sums[id] = true end
   for _, g in ipairs(S.once) do g.pipe:consumer_wait(cur[g]) end
   local lb, ub = Loops.k_blocks(L, op, env)
-  local svecs, out = prologue(S, lb)
-  local C = loop_cells(S, svecs, out)
-  local at, masks = Masks.split(L, op, lb + 1, ub)
-  if at then -- the iterations whose masks keep every element, then the others (masks.lua)
-    split_loops(S, C, masks, lb + 1, at, ub)
+  local C, first
+  if S.in_order then
+    S.iteration, first = iteration_in_order, lb
+    C = loop_cells(S, nil, in_order_start(S))
   else
-    tl.cutlass.for_range(lb + 1, ub, C.list, function(kk) iteration(S, C, kk) end)
+    local svecs, out = prologue(S, lb)
+    S.iteration, first = iteration, lb + 1
+    C = loop_cells(S, svecs, out)
+  end
+  local at, masks = Masks.split(L, op, first, ub)
+  if at then -- the iterations whose masks keep every element, then the others (masks.lua)
+    split_loops(S, C, masks, first, at, ub)
+  else
+    tl.cutlass.for_range(first, ub, C.list, function(kk) S.iteration(S, C, kk) end)
   end
   env.lane_sums = saved
-  finish(S, C)
+  if S.in_order then in_order_finish(S, C) else finish(S, C) end
 end
 
 -- }===
