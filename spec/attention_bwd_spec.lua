@@ -156,6 +156,22 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     end
   end)
 
+  it("in order (no dot ahead), FlashAttention-3's wider dK/dV tiles lower unserialized: S^T and dP^T a group each, waited at their first read", function()
+    local function count(ptx, pat) return select(2, ptx:gsub(pat, "")) end
+    for _, o in ipairs { { d = 64, kv_bm = 128, in_order = true }, { d = 64, kv_bm = 128, causal = true, in_order = true },
+                         { d = 128, kv_bm = 64, in_order = true }, { d = 128, kv_bm = 64, causal = true, in_order = true } } do
+      local ptx = example.build_dkdv(o):compile()
+      H.has(ptx, "setmaxnreg.inc.sync.aligned.u32 240") -- (in order: 24 / 240 registers)
+      H.has(ptx, "wgmma.mma_async.sync.aligned.m64n" .. o.kv_bm .. "k16") -- (S^T and dP^T: n = the query rows)
+      -- an iteration: S^T and dP^T a group each, S^T waited for alone (1 pending)
+      assert.truthy(count(ptx, "wgmma.wait_group.sync.aligned 1;") >= 1, "S^T not waited for apart from dP^T")
+      H.assert_ptxas_fast(ptx)
+      -- (d64's 128 query rows: S^T, P^T and dP^T beside dK and dV spill about
+      -- 120 bytes at 240 registers; d128's 64 rows none, causal 4; docs/PERF.md)
+      if o.d == 128 and not o.causal then H.has(ptxas_log(ptx), "0 bytes spill stores") end
+    end
+  end)
+
   it("passes the protocol check: no deadlock, stage or phase error (a ring read ahead and late included)", function()
     local c = { b = 1, h = 1, hkv = 1, sq = 100, skv = 140, d = 64, scale = 0.125 }
     local _, bytes = inputs(c)

@@ -389,6 +389,7 @@ local function issue_reduced(S, d)
   tl.wgmma_fence()
   local vec = issue(L, d, tl.zeros(tl.f32, frag_size(d:result(1):type())), st, nil, true, a_ring)
   tl.wgmma_commit()
+  if S.groups then S.groups.n = S.groups.n + 1 end
   L.vmap[d:result(1):id()] = V.vec_frag(vec, frag_size(d:result(1):type()))
 end
 local function reduced_stores(S)
@@ -404,7 +405,9 @@ local function lower_body(S, ahead_vecs)
   env.dot = function(d)
     if S.an.reduced[d:result(1):id()] then return issue_reduced(S, d) end
     local vec = by_result[d:result(1):id()]
-    if vec then -- (a late dot: issued in the next iteration, from its operands)
+    if V.is_frag(vec) then -- (an ahead dot of a loop in order: its group waited for at its first element)
+      L.vmap[d:result(1):id()] = vec
+    elseif vec then -- (a late dot: issued in the next iteration, from its operands)
       L.vmap[d:result(1):id()] = V.vec_frag(vec, frag_size(d:result(1):type()))
     end
   end
@@ -597,6 +600,75 @@ local function iteration(S, C, kk)
   end
 end
 
+-- The first dots of an iteration in order, one group each, their results
+-- as fragments that wait for their group at their first element read (the
+-- register work of the earlier dots' results overlaps the later dots).
+-- -> {dot -> fragment}, the groups' record {n = committed, done = complete}
+local function issue_first(S)
+  local L, env = S.L, S.env
+  local st = stages_of(S.ahead_groups, S.acur, stages_of(S.once, S.cur))
+  local groups, frags = { n = 0, done = 0 }, {}
+  S.groups = groups
+  local one = os.getenv "TILUA_DBG_INORDER" == "one" -- MEASUREMENT SWITCH (s10bwd-1): one group for the first dots
+  for k, d in ipairs(S.an.ahead) do
+    for i = 1, 2 do -- (a slice of a ring, in the body: lowered again there)
+      local v = d:operand(i)
+      if not L.vmap[v:id()] and v:def() and v:def():name() == "tileas.extract_slice" then X.lower_op(L, v:def(), env) end
+    end
+    local size = frag_size(d:result(1):type())
+    local vec = issue(L, d, tl.zeros(tl.f32, size), st, nil, true, nil, not S.reducing)
+    if not one or k == #S.an.ahead then
+      tl.wgmma_commit()
+      groups.n = groups.n + 1
+    end
+    local g = one and 1 or groups.n
+    frags[d] = V.frag(tl.f32, size, function(e)
+      if groups.done < g then -- (wait_group in commit order: the groups after g may stay in flight)
+        tl.wgmma_wait(groups.n - g)
+        groups.done = g
+      end
+      return tl.extract(vec, e)
+    end)
+  end
+  return frags, groups
+end
+
+-- The late dots of a loop in order whose register A operands read fewer of
+-- the first dots' groups than the last (dV's P^T, of S^T alone, where dK's
+-- dS^T reads S^T and dP^T): their f32 values are computed first, before the
+-- operands are packed, so that the wait for the later groups comes as late
+-- as it can (packing them first would keep both P^T's f32 and bf16 values).
+local function early_operands(S)
+  local index, memo = {}, {}
+  for i, d in ipairs(S.an.ahead) do index[d:result(1):id()] = i end
+  local function last(v) -- the last first dot value v depends on (0: none)
+    local id = v:id()
+    if memo[id] then return memo[id] end
+    memo[id] = 0
+    local m, def = index[id] or 0, v:def()
+    if def and def:parent() and def:parent():id() == S.op:id() then
+      for _, x in ipairs(def:operands()) do m = math.max(m, last(x)) end
+    end
+    memo[id] = m
+    return m
+  end
+  local early, most = {}, 0
+  for _, d in ipairs(S.an.late) do most = math.max(most, last(d.op:operand(1))) end
+  for _, d in ipairs(S.an.late) do
+    if last(d.op:operand(1)) < most and R.tile_of(d.op:operand(1)).space == "rmem" then early[#early + 1] = d end
+  end
+  return early
+end
+local function force_early(S)
+  for _, d in ipairs(S.early) do
+    local x = V.get(S.L, d.op:operand(1), d.op)
+    local wide = V.is_frag(x) and x.trunc_of
+    if wide then
+      for i = 0, frag_size(d.op:operand(1):type()) - 1 do wide:at(i) end
+    end
+  end
+end
+
 -- Iteration kk in order (tileas.pipeline's in_order: no dot issued ahead):
 -- the first dots (those marked ahead otherwise) issued and waited for, the
 -- body's register ops, then the late dots issued from the registers just
@@ -615,16 +687,18 @@ local function iteration_in_order(S, C, kk)
   wait_late(S)
   take_turn(S)
   tl.wgmma_fence()
-  local nv = issue_ahead(S, nil)
+  local nv, groups = issue_first(S)
   pass_turn(S)
-  tl.wgmma_wait(0)
-  release_ahead(S)
   bind_slots(S, kk, o.slots, o.acc_frags)
   if S.reducing then S.staged = o.staged ~ 1 end
   lower_body(S, nv)
   local n = outputs_before_wait(S)
+  if os.getenv "TILUA_DBG_INORDER" ~= "one" then force_early(S) end
   register_operands(S, n)
   accumulators(S, n)
+  if groups.done < groups.n then tl.wgmma_wait(0) end -- (a first dot whose result nothing read)
+  S.groups = nil
+  release_ahead(S)
   local pa = operand_regs(S, n)
   tl.wgmma_fence()
   local results = issue_late(S, n, pa)
@@ -766,6 +840,7 @@ function Chain.lower(L, env, op, cur, ctx)
               turns = ctx.turn and op:attr_or_default "tileas.turns" }
   S.reducing = next(an.reduced) ~= nil
   S.in_order = Chain.in_order(op)
+  if S.in_order then S.early = early_operands(S) end
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then
       S.slot_kind[i] = kind_of(op:result(i):type())
