@@ -28,7 +28,11 @@
 -- blocks wholly above the diagonal are skipped (the dQ loop stops at the
 -- diagonal, the dK/dV loop starts there).
 --
---   tilua examples/attention_bwd.lua [--d=64|128] [--causal] [--fused] [--emit=ir|ptx] [--stage=NAME]
+-- o.in_order: the dK/dV loop in order (tl.for_tiles's in_order: no dot
+-- issued an iteration ahead, so that FlashAttention-3's wider dK/dV tiles fit
+-- the registers: kv_bm = 128 at head dim 64, 64 at 128; docs/tileprog.md).
+--
+--   tilua examples/attention_bwd.lua [--d=64|128] [--causal] [--fused] [--in_order=true --kv_bm=N] [--emit=ir|ptx] [--stage=NAME]
 --
 --   loadfile("examples/attention_bwd.lua")("--library") -> {build_delta, build_dq, build_dkdv, build_dq_convert, tiles, programs, kernels, launch}
 local tl = require "tilua"
@@ -239,6 +243,7 @@ for _, a in ipairs(arg or {}) do
   if key and key ~= "emit" and key ~= "stage" then o[key] = math.tointeger(tonumber(v)) or v end
   if a == "--causal" then o.causal = true end
   if a == "--fused" then o.fused = true end
+  if o.in_order == "true" then o.in_order = true end
 end
 local check = require "tilua.gpu.check"
 for _, b in ipairs(o.fused and { build_delta, build_dq_convert, build_dkdv } or { build_delta, build_dq, build_dkdv }) do

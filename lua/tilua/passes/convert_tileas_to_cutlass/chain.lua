@@ -29,6 +29,13 @@
 -- (dK += dS^T Q) reads the staged tile too, instead of registers packed after
 -- the wait: the f32 values die at the staging, not an iteration later.
 --
+-- A loop marked in order (tileas.pipeline's in_order; no dot marked ahead)
+-- issues its first dots (those whose results the body reads, from zeros) in
+-- their own iteration, a group each, each waited for at the first read of its
+-- result; then the late dots from the registers just computed, waited for
+-- before the iteration ends (iteration_in_order): no f32 value crosses an
+-- iteration, which the attention backward's wider dK/dV tiles need.
+--
 -- The turns (tileas.turns: a seq_bar a consumer warpgroup, kernels/attention.lua's
 -- turn_wait / turn_pass) order the consumers' issues so that one's register
 -- work overlaps the others' dots. Rings filled once a program (tileas.per_program)
@@ -562,6 +569,21 @@ local function current(S, C)
   return o
 end
 
+-- The cells after an iteration: the late dots' accumulators accs (and A
+-- registers), the ahead dots' results nv, the staging tile and the slots of
+-- the hand-over n.
+local function update_cells(S, C, n, accs, nv)
+  for _, d in ipairs(S.an.late) do
+    C.late[d].acc.value = accs[d]
+    if C.late[d].areg then C.late[d].areg.value = n.areg[d] end
+  end
+  for d, c in pairs(C.ahead) do c.value = nv[d] end
+  if C.staged then C.staged.value = n.staged end
+  for i, cs in pairs(C.slots) do
+    for j, c in ipairs(cs) do c.value = n.slots[i][j] end
+  end
+end
+
 -- Iteration kk of the loop (lb < kk < ub) on the cells C.
 local function iteration(S, C, kk)
   local an = S.an
@@ -589,15 +611,19 @@ local function iteration(S, C, kk)
   for _, d in ipairs(an.late) do S.late_result[d] = results[d] end
   register_operands(S, n)
   accumulators(S, n)
-  for _, d in ipairs(an.late) do
-    C.late[d].acc.value = n.acc[d]
-    if C.late[d].areg then C.late[d].areg.value = n.areg[d] end
-  end
-  for _, d in ipairs(an.ahead) do C.ahead[d].value = nv[d] end
-  if C.staged then C.staged.value = n.staged end
-  for i, cs in pairs(C.slots) do
-    for j, c in ipairs(cs) do c.value = n.slots[i][j] end
-  end
+  update_cells(S, C, n, n.acc, nv)
+end
+
+-- Issue the late dots from the hand-over out and wait for them; then the
+-- reduced dots' stores and the late rings' release. -> their results
+local function late_and_wait(S, out)
+  local pa = operand_regs(S, out)
+  tl.wgmma_fence()
+  local results = issue_late(S, out, pa)
+  tl.wgmma_wait(0)
+  reduced_stores(S)
+  release_late(S)
+  return results
 end
 
 -- The first dots of an iteration in order, one group each, their results
@@ -699,17 +725,7 @@ local function iteration_in_order(S, C, kk)
   if groups.done < groups.n then tl.wgmma_wait(0) end -- (a first dot whose result nothing read)
   S.groups = nil
   release_ahead(S)
-  local pa = operand_regs(S, n)
-  tl.wgmma_fence()
-  local results = issue_late(S, n, pa)
-  tl.wgmma_wait(0)
-  reduced_stores(S)
-  release_late(S)
-  for _, d in ipairs(an.late) do C.late[d].acc.value = results[d] end
-  if C.staged then C.staged.value = n.staged end
-  for i, cs in pairs(C.slots) do
-    for j, c in ipairs(cs) do c.value = n.slots[i][j] end
-  end
+  update_cells(S, C, n, late_and_wait(S, n), {})
 end
 
 -- The hand-over before the first iteration of a loop in order: the inits.
@@ -744,11 +760,7 @@ local function finish(S, C)
   local L, op, cur = S.L, S.op, S.cur
   local last = current(S, C)
   wait_late(S)
-  local pa = operand_regs(S, last)
-  tl.wgmma_fence()
-  local results = issue_late(S, last, pa)
-  tl.wgmma_wait(0)
-  release_late(S)
+  local results = late_and_wait(S, last)
   for _, g in ipairs(S.once) do release(g, cur[g]) end
   for i = 1, S.nslots do
     local d = S.an.late_of_slot[i]
