@@ -172,6 +172,20 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     end
   end)
 
+  it("takes for_tiles' in_order (a boolean) onto the loop's tileas.pipeline", function()
+    local k = example.build_dkdv { d = 64, kv_bm = 128, in_order = true }
+    local saved = tl.options.keep_stages
+    tl.options.keep_stages = true
+    k:compile()
+    tl.options.keep_stages = saved
+    assert.matches("tileas.pipeline = {in_order = true, stages = 3}", tl.last_stages[1].ir, 1, true)
+    tl.new_module()
+    k = tl.tile_kernel("t", { params = { C = tl.tensor(tl.f32, 2), K = tl.i32 } })
+    assert.has_error(function()
+      k:define(function(_, p) tl.for_tiles(p.K, { tile = 128, in_order = 1 }, function() end) end)
+    end, "for_tiles: in_order must be a boolean")
+  end)
+
   it("passes the protocol check: no deadlock, stage or phase error (a ring read ahead and late included)", function()
     local c = { b = 1, h = 1, hkv = 1, sq = 100, skv = 140, d = 64, scale = 0.125 }
     local _, bytes = inputs(c)
