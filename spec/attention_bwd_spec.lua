@@ -4,9 +4,11 @@
 -- causal and not, ragged lengths that are no multiple of the tiles,
 -- grouped-query heads summed into their key head), both as written (the tile
 -- programs) and as tile-to-ptx lowers them (a producer warpgroup streaming
--- Q, dO or K, V through rings; consumers issuing the two first-stage dots an
--- iteration ahead and the dots of registers, dQ += dS K, dK += dS^T Q,
--- dV += P^T dO, late); the lowered kernels assemble with ptxas unserialized
+-- Q, dO or K, V through rings; the dQ program's consumers issuing the two
+-- first-stage dots an iteration ahead and dQ += dS K late, the dK/dV
+-- program's in order by default, dK += dS^T Q and dV += P^T dO issued in the
+-- iteration of S^T and dP^T, or out of order as the dQ program's); the
+-- lowered kernels assemble with ptxas unserialized
 -- and without spills, and the protocol checker finds nothing wrong in their
 -- pipelines.
 local H = dofile "spec/helper.lua"
@@ -68,7 +70,7 @@ local ptxas_log = H.ptxas_log -- (ptxas -v's report on ptx: its spills)
 local function describe_case(c)
   return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
     c.ctas and (", " .. c.ctas .. " CTAs") or "", c.fused and ", fused (dQ added by the dK/dV program)" or "")
-    .. (c.in_order and (", dK/dV %d x 128 in order"):format(c.kv_bm) or "")
+    .. (", dK/dV %d x 128 %s"):format(example.tiles(c, "dkdv"), c.in_order == false and "out of order" or "in order")
 end
 
 local function check(c, ref, got)
@@ -99,16 +101,20 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
 
   -- the lowered kernels (CTAs walking several programs)
   local LOWERED = {
-    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2 },
-    { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, ctas = 3 },
+    -- out of order (S^T and dP^T issued an iteration ahead; the narrower dK/dV tiles)
+    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2, in_order = false },
+    { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, ctas = 3, in_order = false },
+    { b = 1, h = 1, hkv = 1, sq = 130, skv = 200, d = 128, causal = true, ctas = 2, in_order = false },
+    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2, fused = true, in_order = false },
+    { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, ctas = 3, fused = true, in_order = false },
+    -- the defaults: the dK/dV loop in order (no dot ahead), FlashAttention-3's
+    -- wider tiles, S^T and dP^T one wgmma group (d64 128 x 128, d128 64 x 128)
+    { b = 1, h = 2, hkv = 1, sq = 300, skv = 150, d = 64, ctas = 2 },
+    { b = 1, h = 1, hkv = 1, sq = 150, skv = 260, d = 64, causal = true, ctas = 3 },
     { b = 1, h = 1, hkv = 1, sq = 130, skv = 200, d = 128, causal = true, ctas = 2 },
+    -- in order, S^T and dP^T a group each (fewer registers: fused d64 64 x 128, d128 32 x 128)
     { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2, fused = true },
-    { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, ctas = 3, fused = true },
-    -- the dK/dV loop in order (no dot ahead): FlashAttention-3's wider tiles
-    { b = 1, h = 2, hkv = 1, sq = 300, skv = 150, d = 64, ctas = 2, kv_bm = 128, in_order = true },
-    { b = 1, h = 1, hkv = 1, sq = 150, skv = 260, d = 64, causal = true, ctas = 3, kv_bm = 128, in_order = true },
-    { b = 1, h = 1, hkv = 1, sq = 130, skv = 200, d = 128, causal = true, ctas = 2, kv_bm = 64, in_order = true },
-    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2, fused = true, kv_bm = 64, in_order = true },
+    { b = 1, h = 1, hkv = 1, sq = 100, skv = 150, d = 128, ctas = 2, kv_bm = 32 },
   }
   for _, c in ipairs(LOWERED) do
     c.scale = 1 / math.sqrt(c.d)
@@ -130,7 +136,8 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
   end)
 
   it("lowers to PTX that ptxas takes unserialized and without spills: S and dP ahead, the dots of registers late", function()
-    for _, o in ipairs { { d = 64 }, { d = 64, causal = true }, { d = 128 }, { d = 128, causal = true } } do
+    for _, o in ipairs { { d = 64, in_order = false }, { d = 64, causal = true, in_order = false }, { d = 128, in_order = false },
+                         { d = 128, causal = true, in_order = false } } do
       for _, build in ipairs { example.build_dq, example.build_dkdv } do
         local ptx = build(o):compile()
         H.has(ptx, "setmaxnreg.inc.sync.aligned.u32")
@@ -144,7 +151,7 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
   end)
 
   it("the fused form (d64) lowers to PTX that ptxas takes unserialized: dS^T staged by stmatrix, dQ added by TMA reduce", function()
-    for _, o in ipairs { { d = 64, fused = true }, { d = 64, causal = true, fused = true } } do
+    for _, o in ipairs { { d = 64, fused = true, in_order = false }, { d = 64, causal = true, fused = true, in_order = false } } do
       local ptx = example.build_dkdv(o):compile()
       H.has(ptx, "setmaxnreg.inc.sync.aligned.u32 240") -- (two consumers that reduce-add: 24 / 240 registers)
       H.has(ptx, "stmatrix")
@@ -156,19 +163,26 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     end
   end)
 
-  it("in order (no dot ahead), FlashAttention-3's wider dK/dV tiles lower unserialized: S^T and dP^T a group each, waited at their first read", function()
+  it("in order (the default: no dot ahead), FlashAttention-3's wider dK/dV tiles lower unserialized: S^T and dP^T one group where their results and dK, dV take 192 registers, else a group each", function()
     local function count(ptx, pat) return select(2, ptx:gsub(pat, "")) end
-    for _, o in ipairs { { d = 64, kv_bm = 128, in_order = true }, { d = 64, kv_bm = 128, causal = true, in_order = true },
-                         { d = 128, kv_bm = 64, in_order = true }, { d = 128, kv_bm = 64, causal = true, in_order = true } } do
+    for _, o in ipairs { { d = 64, one = true }, { d = 64, causal = true, one = true }, { d = 128, one = true },
+                         { d = 128, causal = true, one = true }, { d = 64, kv_bm = 64 }, { d = 128, kv_bm = 32 },
+                         { d = 64, fused = true }, { d = 64, causal = true, fused = true } } do
       local ptx = example.build_dkdv(o):compile()
       H.has(ptx, "setmaxnreg.inc.sync.aligned.u32 240") -- (in order: 24 / 240 registers)
-      H.has(ptx, "wgmma.mma_async.sync.aligned.m64n" .. o.kv_bm .. "k16") -- (S^T and dP^T: n = the query rows)
-      -- an iteration: S^T and dP^T a group each, S^T waited for alone (1 pending)
-      assert.truthy(count(ptx, "wgmma.wait_group.sync.aligned 1;") >= 1, "S^T not waited for apart from dP^T")
+      local rows = example.tiles(o, "dkdv")
+      H.has(ptx, "wgmma.mma_async.sync.aligned.m64n" .. rows .. "k16") -- (S^T and dP^T: n = the query rows)
+      if o.one then -- (d64 128 x 128: 64 + 64 + 32 + 32; d128 64 x 128: 32 + 32 + 64 + 64)
+        assert.equal(0, count(ptx, "wgmma.wait_group.sync.aligned 1;"), "S^T waited for apart from dP^T")
+      else -- S^T waited for alone (1 pending: dP^T), P^T's exp2 while dP^T runs
+        assert.truthy(count(ptx, "wgmma.wait_group.sync.aligned 1;") >= 1, "S^T not waited for apart from dP^T")
+      end
       H.assert_ptxas_fast(ptx)
-      -- (d64's 128 query rows: S^T, P^T and dP^T beside dK and dV spill about
-      -- 120 bytes at 240 registers; d128's 64 rows none, causal 4; docs/PERF.md)
-      if o.d == 128 and not o.causal then H.has(ptxas_log(ptx), "0 bytes spill stores") end
+      -- (one group, the wider tiles: S^T and dP^T beside dK and dV spill at 240
+      -- registers, d64 128 x 128 60 bytes, causal 68, d128 64 x 128 28, causal
+      -- 16, and run 11-12% faster than a group each, which spills more; the
+      -- narrower tiles, a group each: none; docs/PERF.md)
+      if not o.one then H.has(ptxas_log(ptx), "0 bytes spill stores") end
     end
   end)
 
@@ -197,7 +211,8 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
                       dK = { bytes = #bytes.k, shape = kv4 }, dV = { bytes = #bytes.k, shape = kv4 },
                       dQacc = { bytes = 2 * #bytes.q, shape = q4 } }
     -- (the fused dK/dV/dQ program too: its staging tiles and the dQ stores after the waits)
-    for i, o in ipairs { { d = c.d, build = example.build_dq }, { d = c.d }, { d = c.d, fused = true } } do
+    -- (the dK/dV program in order, the default, and out of order)
+    for i, o in ipairs { { d = c.d, build = example.build_dq }, { d = c.d }, { d = c.d, fused = true }, { d = c.d, in_order = false } } do
       local kop = PH.lowered_tile((o.build or example.build_dkdv)(o))
       local args = AH.lowered_args(PH, kop, tensors, { SKV = c.skv, SQ = c.sq, H = c.h, HKV = c.hkv, group = 1, scale = c.scale },
                                    G[math.min(i + 1, 3)])

@@ -31,10 +31,14 @@
 --
 -- A loop marked in order (tileas.pipeline's in_order; no dot marked ahead)
 -- issues its first dots (those whose results the body reads, from zeros) in
--- their own iteration, a group each, each waited for at the first read of its
--- result; then the late dots from the registers just computed, waited for
--- before the iteration ends (iteration_in_order): no f32 value crosses an
--- iteration, which the attention backward's wider dK/dV tiles need.
+-- their own iteration, then the late dots from the registers just computed,
+-- waited for before the iteration ends (iteration_in_order): no f32 value
+-- crosses an iteration, which the attention backward's wider dK/dV tiles
+-- need. The first dots are one wgmma group, waited for at the first read of a
+-- result, when their results and the late dots' accumulators take
+-- ONE_GROUP_REGS registers a thread or more; otherwise a group each, each
+-- waited for at its first read (the register work of the earlier results,
+-- P^T's exp2, overlapping the later dots; in_order.lua).
 --
 -- The turns (tileas.turns: a seq_bar a consumer warpgroup, kernels/attention.lua's
 -- turn_wait / turn_pass) order the consumers' issues so that one's register
@@ -48,6 +52,7 @@ local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
 local A = require "tilua.kernels.attention"
 local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
 local Masks = require "tilua.passes.convert_tileas_to_cutlass.masks"
+local InOrder = require "tilua.passes.convert_tileas_to_cutlass.in_order"
 
 local Chain = {}
 
@@ -197,10 +202,7 @@ local function kind_of(t)
   if l and (l.kind == "mma" or l.kind == "mma_operand") and #i.shape == 2 and i.elem == tl.f32 then return "frag" end
   return nil
 end
-local function frag_size(t)
-  local i = t:info()
-  return i.shape[1] * i.shape[2] // 128
-end
+local frag_size = R.frag_size
 local function pack(x, kind, t)
   if kind == "scalar" then return { x } end
   if kind == "rows" then return { x:at(0), x:at(8) } end
@@ -626,16 +628,17 @@ local function late_and_wait(S, out)
   return results
 end
 
--- The first dots of an iteration in order, one group each, their results
--- as fragments that wait for their group at their first element read (the
--- register work of the earlier dots' results overlaps the later dots).
+-- The first dots of an iteration in order, their results as fragments that
+-- wait for their group at their first element read: one group (S.one_group)
+-- or a group each (the register work of the earlier dots' results overlaps
+-- the later dots).
 -- -> {dot -> fragment}, the groups' record {n = committed, done = complete}
 local function issue_first(S)
   local L, env = S.L, S.env
   local st = stages_of(S.ahead_groups, S.acur, stages_of(S.once, S.cur))
   local groups, frags = { n = 0, done = 0 }, {}
   S.groups = groups
-  local one = os.getenv "TILUA_DBG_INORDER" == "one" -- MEASUREMENT SWITCH (s10bwd-1): one group for the first dots
+  local one = S.one_group
   for k, d in ipairs(S.an.ahead) do
     for i = 1, 2 do -- (a slice of a ring, in the body: lowered again there)
       local v = d:operand(i)
@@ -657,42 +660,6 @@ local function issue_first(S)
     end)
   end
   return frags, groups
-end
-
--- The late dots of a loop in order whose register A operands read fewer of
--- the first dots' groups than the last (dV's P^T, of S^T alone, where dK's
--- dS^T reads S^T and dP^T): their f32 values are computed first, before the
--- operands are packed, so that the wait for the later groups comes as late
--- as it can (packing them first would keep both P^T's f32 and bf16 values).
-local function early_operands(S)
-  local index, memo = {}, {}
-  for i, d in ipairs(S.an.ahead) do index[d:result(1):id()] = i end
-  local function last(v) -- the last first dot value v depends on (0: none)
-    local id = v:id()
-    if memo[id] then return memo[id] end
-    memo[id] = 0
-    local m, def = index[id] or 0, v:def()
-    if def and def:parent() and def:parent():id() == S.op:id() then
-      for _, x in ipairs(def:operands()) do m = math.max(m, last(x)) end
-    end
-    memo[id] = m
-    return m
-  end
-  local early, most = {}, 0
-  for _, d in ipairs(S.an.late) do most = math.max(most, last(d.op:operand(1))) end
-  for _, d in ipairs(S.an.late) do
-    if last(d.op:operand(1)) < most and R.tile_of(d.op:operand(1)).space == "rmem" then early[#early + 1] = d end
-  end
-  return early
-end
-local function force_early(S)
-  for _, d in ipairs(S.early) do
-    local x = V.get(S.L, d.op:operand(1), d.op)
-    local wide = V.is_frag(x) and x.trunc_of
-    if wide then
-      for i = 0, frag_size(d.op:operand(1):type()) - 1 do wide:at(i) end
-    end
-  end
 end
 
 -- Iteration kk in order (tileas.pipeline's in_order: no dot issued ahead):
@@ -719,7 +686,7 @@ local function iteration_in_order(S, C, kk)
   if S.reducing then S.staged = o.staged ~ 1 end
   lower_body(S, nv)
   local n = outputs_before_wait(S)
-  if os.getenv "TILUA_DBG_INORDER" ~= "one" then force_early(S) end
+  if not S.one_group then InOrder.force_early(S) end -- (one group: they wait together, nothing to gain)
   register_operands(S, n)
   accumulators(S, n)
   if groups.done < groups.n then tl.wgmma_wait(0) end -- (a first dot whose result nothing read)
@@ -852,7 +819,7 @@ function Chain.lower(L, env, op, cur, ctx)
               turns = ctx.turn and op:attr_or_default "tileas.turns" }
   S.reducing = next(an.reduced) ~= nil
   S.in_order = Chain.in_order(op)
-  if S.in_order then S.early = early_operands(S) end
+  if S.in_order then S.early, S.one_group = InOrder.early_operands(S), InOrder.one_group(S) end
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then
       S.slot_kind[i] = kind_of(op:result(i):type())

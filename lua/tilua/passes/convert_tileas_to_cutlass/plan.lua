@@ -20,6 +20,16 @@ local plan = {}
 
 -- {=== parameters: what each tensor becomes
 
+-- Is op a pipelined loop in order (tileas.pipeline's in_order) of several
+-- dots (chain.lua lowers it: the attention backward's dK/dV loop)?
+local function in_order_chain(op)
+  local p = op:name() == "scf.for" and op:attr "tileas.pipeline"
+  if not (p and p.in_order == true) then return false end
+  local dots = 0
+  R.each_op(op, function(o) if o:name() == "tileas.dot" then dots = dots + 1 end end)
+  return dots > 1
+end
+
 -- The plan of the kernel's parameters: for each tensor parameter, whether TMA
 -- loads it (its map type), TMA stores it, or plain loads and stores read it.
 local function plan_params(tl, kop, agents, nctas)
@@ -44,8 +54,10 @@ local function plan_params(tl, kop, agents, nctas)
     e.map = ty
   end
   for _, ag in ipairs(agents) do
-    local chained = false -- (a loop of chained dots: attention's)
-    R.each_op(ag.op, function(op) chained = chained or (op:name() == "tileas.dot" and op:attr_or_default "tileas.ahead") end)
+    local chained = false -- (a loop of chained dots: attention's; or in order, whose loop has no dot marked ahead)
+    R.each_op(ag.op, function(op)
+      chained = chained or (op:name() == "tileas.dot" and op:attr_or_default "tileas.ahead") or in_order_chain(op)
+    end)
     R.each_op(ag.op, function(op)
       local n = op:name()
       if n == "tileas.copy" then
