@@ -410,14 +410,6 @@ end
 local function lower_body(S, ahead_vecs)
   local L, env = S.L, S.env
   local saved, saved_store, by_result = env.dot, env.tiled_store, {}
-  local saved_loads = env.pending_loads
-  if S.in_order then -- (the body's loads into registers, those lowered before the first wait: InOrder.lines_early)
-    local lines = {}
-    env.pending_loads = lines
-    if os.getenv "TILUA_DBG_LINES" == "early" then -- MEASUREMENT SWITCH (s10bwd-2): off = at the first read, after the wait
-      S.before_wait = function() InOrder.lines_early(S, lines) end
-    end
-  end
   for d, vec in pairs(ahead_vecs) do by_result[d:result(1):id()] = vec end
   env.dot = function(d)
     if S.an.reduced[d:result(1):id()] then return issue_reduced(S, d) end
@@ -434,7 +426,6 @@ local function lower_body(S, ahead_vecs)
   end
   X.lower_block(L, S.b, env)
   env.dot, env.tiled_store = saved, saved_store
-  if S.in_order then env.pending_loads = saved_loads end
 end
 
 -- What an iteration hands to the next: the carried slots; then, after the
@@ -662,8 +653,6 @@ local function issue_first(S)
     local g = one and 1 or groups.n
     frags[d] = V.frag(tl.f32, size, function(e)
       if groups.done < g then -- (wait_group in commit order: the groups after g may stay in flight)
-        if S.before_wait then S.before_wait() end -- (the rows loaded so far: under the dots)
-        S.before_wait = nil
         tl.wgmma_wait(groups.n - g)
         groups.done = g
       end
@@ -701,7 +690,7 @@ local function iteration_in_order(S, C, kk)
   register_operands(S, n)
   accumulators(S, n)
   if groups.done < groups.n then tl.wgmma_wait(0) end -- (a first dot whose result nothing read)
-  S.groups, S.before_wait = nil, nil
+  S.groups = nil
   release_ahead(S)
   update_cells(S, C, n, late_and_wait(S, n), {})
 end

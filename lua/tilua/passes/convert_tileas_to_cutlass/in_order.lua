@@ -1,9 +1,8 @@
 -- tilua.passes.convert_tileas_to_cutlass.in_order: how chain.lua schedules
 -- the register work of a loop in order (tileas.pipeline's in_order: no dot
 -- issued an iteration ahead; chain.lua's iteration_in_order) -- the first
--- dots as one wgmma group or a group each (one_group), the late dots'
--- operands computed before the later groups' wait (early_operands), the rows
--- the body loads issued under the first dots (lines_early). S: the
+-- dots as one wgmma group or a group each (one_group), and the late dots'
+-- operands computed before the later groups' wait (early_operands). S: the
 -- loop's lowering state (chain.lua: S.an the loop's dots, S.b its block,
 -- S.nslots its carried values, S.L, S.env).
 
@@ -71,34 +70,5 @@ function InOrder.force_early(S)
   end
 end
 
--- The rows loaded in the body of a loop in order (the backward's LSE and
--- Delta: a slice of the mma layout, a value each column the thread holds,
--- lazy) that are lowered before the first wait for the first dots (LSE; the
--- select of the mask reads S^T eagerly, before Delta's load) are built
--- right before that wait, under the dots, instead of after it: while the
--- first dots' results, the late accumulators and the loaded values take at
--- most LINE_REGS registers a thread (of 240: the rest addresses, indices).
--- Only under the measurement switch TILUA_DBG_LINES=early (s10bwd-2): ptxas
--- spills more with the values live across the wait (d128 64 x 128 88 bytes
--- instead of 28, d64 128 x 128 384 instead of 60); the GPU decides.
-local LINE_REGS = 224
-function InOrder.lines_early(S, lines)
-  local n
-  for _, d in ipairs(S.an.ahead) do
-    local size = frag_size(d:result(1):type())
-    if n and n ~= size then return end -- (first dots of two shapes: which the lines follow is not known)
-    n = size
-  end
-  if not n or not S.env.f then return end
-  local regs = first_and_late_regs(S)
-  for _, x in ipairs(lines) do
-    if V.is_line(x) then
-      local keys = #V.keys(x, S.env.f, n)
-      if regs + keys > LINE_REGS then return end
-      regs = regs + keys
-      V.force(x, S.env.f, n)
-    end
-  end
-end
 
 return InOrder
