@@ -28,7 +28,13 @@
 -- blocks wholly above the diagonal are skipped (the dQ loop stops at the
 -- diagonal, the dK/dV loop starts there).
 --
---   tilua examples/attention_bwd.lua [--d=64|128] [--causal] [--fused] [--emit=ir|ptx] [--stage=NAME]
+-- The dK/dV loop runs in order (tl.for_tiles's in_order: no dot issued an
+-- iteration ahead, so that FlashAttention-3's wider dK/dV tiles fit the
+-- registers: 128 query rows at head dim 64, 64 at 128; docs/tileprog.md);
+-- o.in_order = false issues S^T and dP^T an iteration ahead, with the tiles
+-- that fit then (64 and 32 query rows).
+--
+--   tilua examples/attention_bwd.lua [--d=64|128] [--causal] [--fused] [--in_order=false] [--kv_bm=N] [--emit=ir|ptx] [--stage=NAME]
 --
 --   loadfile("examples/attention_bwd.lua")("--library") -> {build_delta, build_dq, build_dkdv, build_dq_convert, tiles, programs, kernels, launch}
 local tl = require "tilua"
@@ -38,14 +44,22 @@ local LOG2E = 1.4426950408889634
 -- The tiles of program `which` ("dq" or "dkdv") at o's head dim: BM query
 -- rows, BN key rows (o.bm, o.bn choose them for both; o.dq_bm, o.dq_bn,
 -- o.kv_bm, o.kv_bn for one). A consumer warpgroup holds 64 rows of its
--- accumulators, the next iteration's S and dP issued ahead and the bf16
--- operands of its late dots in at most 232 registers a thread (two
--- consumers: the dQ program's 128 query rows): at head dim 128 the dQ
--- program takes keys 64 at a time, the dK/dV program (dK and dV: 128
--- registers) queries 32 at a time.
+-- accumulators: the dQ program's (two consumers: 128 query rows), the next
+-- iteration's S and dP issued ahead and the bf16 operands of its late dots
+-- in at most 232 registers a thread: at head dim 128 it takes keys 64 at a
+-- time. The dK/dV program's loop in order (the default) holds no f32 value
+-- across iterations: 128 query rows at a time at head dim 64 (fused: 64, its
+-- dS^T staged in 64 x 64), 64 at 128; out of order (o.in_order = false) its
+-- next S^T and dP^T beside dK and dV (128 registers at head dim 128): 64 and
+-- 32. (H200, docs/PERF.md s10bwd-1: in order 1.30x and 1.23x as fast at
+-- d64 and d128, not causal.)
 local function tiles(o, which)
   local wide = (o.d or 128) > 64
-  if which == "dkdv" then return o.kv_bm or o.bm or (wide and 32 or 64), o.kv_bn or o.bn or 128 end
+  if which == "dkdv" then
+    local bm
+    if o.in_order == false then bm = wide and 32 or 64 else bm = (wide or o.fused) and 64 or 128 end
+    return o.kv_bm or o.bm or bm, o.kv_bn or o.bn or 128
+  end
   return o.dq_bm or o.bm or 128, o.dq_bn or o.bn or (wide and 64 or 128)
 end
 
@@ -139,7 +153,7 @@ local function build_dkdv(o)
     local per = tl.max(blocks, 1)
     -- the loop walks the query tiles of the group's heads, head by head
     -- (three stages: Q's and dO's rings are read ahead and late, as K's in dQ)
-    local dk, dv = tl.for_tiles(p.group * blocks * BM, { tile = BM, stages = o.stages or 3 }, tl.zeros({ BN, D }), tl.zeros({ BN, D }),
+    local dk, dv = tl.for_tiles(p.group * blocks * BM, { tile = BM, stages = o.stages or 3, in_order = o.in_order ~= false }, tl.zeros({ BN, D }), tl.zeros({ BN, D }),
                                 function(j, dk, dv)
       local h, m = hk * p.group + j // per, first + j % per
       local q, dout = tl.load(p.Q, { b, h, m, 0 }, { BM, D }), tl.load(p.dO, { b, h, m, 0 }, { BM, D })
@@ -179,7 +193,8 @@ local compiled = {}
 local function kernels(o)
   local bm, bn = tiles(o, "dq")
   local kbm, kbn = tiles(o, "dkdv")
-  local key = ("%d/%s/%d/%d/%d/%d/%d/%s"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused))
+  local key = ("%d/%s/%d/%d/%d/%d/%d/%s/%s"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused),
+                                                tostring(o.in_order ~= false))
   if not compiled[key] then
     local ks = o.fused and { build_delta(o), build_dq_convert(o), build_dkdv(o) } or { build_delta(o), build_dq(o), build_dkdv(o) }
     for _, k in ipairs(ks) do k:compile() end
@@ -238,6 +253,7 @@ for _, a in ipairs(arg or {}) do
   if key and key ~= "emit" and key ~= "stage" then o[key] = math.tointeger(tonumber(v)) or v end
   if a == "--causal" then o.causal = true end
   if a == "--fused" then o.fused = true end
+  if o.in_order == "false" then o.in_order = false end
 end
 local check = require "tilua.gpu.check"
 for _, b in ipairs(o.fused and { build_delta, build_dq_convert, build_dkdv } or { build_delta, build_dq, build_dkdv }) do

@@ -11,7 +11,7 @@
 -- every case reports pending at once (spec/attention_bwd_spec.lua compiles and
 -- assembles the programs on the CPU: here ctest checks the protocol after every
 -- pass, minutes of a CI run for no launch). TILUA_SEED fixes the seed;
--- TILUA_SMALL=1 keeps three cases.
+-- TILUA_SMALL=1 keeps four cases.
 local tl = require "tilua"
 local AH = dofile "spec/attention_helper.lua"
 
@@ -21,15 +21,25 @@ local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 print(("attention_bwd_gpu: seed %d"):format(seed))
 
 local CASES = {
+  -- the defaults: the dK/dV loop in order (tileas.pipeline's in_order),
+  -- FlashAttention-3's wider dK/dV tiles (d64 128 query rows, d128 64)
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, small = true },  -- grouped-query heads, ragged
-  { b = 1, h = 2, hkv = 2, sq = 260, skv = 260, d = 64, causal = true },
+  { b = 1, h = 2, hkv = 2, sq = 260, skv = 390, d = 64, causal = true },
   { b = 1, h = 2, hkv = 2, sq = 200, skv = 333, d = 128 },
-  { b = 1, h = 2, hkv = 1, sq = 300, skv = 300, d = 128, causal = true },
-  { b = 2, h = 1, hkv = 1, sq = 129, skv = 400, d = 128, causal = true, small = true }, -- keys right of every query
+  { b = 2, h = 2, hkv = 1, sq = 333, skv = 300, d = 128, causal = true, small = true },
+  { b = 2, h = 1, hkv = 1, sq = 129, skv = 400, d = 128, causal = true },  -- keys right of every query
   -- the fused backward (dQ reduce-added by the dK/dV program): d64
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, fused = true, small = true },
   { b = 2, h = 2, hkv = 2, sq = 260, skv = 390, d = 64, causal = true, fused = true },
   { b = 1, h = 4, hkv = 2, sq = 400, skv = 520, d = 64, fused = true }, -- (the CPU reference's size: seconds)
+  -- the in-order loop's other schedule, S^T and dP^T a wgmma group each (narrower tiles)
+  { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, kv_bm = 64 },
+  -- out of order (S^T and dP^T issued an iteration ahead; their narrower tiles)
+  { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, in_order = false },
+  { b = 1, h = 2, hkv = 2, sq = 260, skv = 260, d = 64, causal = true, in_order = false },
+  { b = 2, h = 1, hkv = 1, sq = 129, skv = 400, d = 128, causal = true, in_order = false, small = true },
+  { b = 1, h = 2, hkv = 1, sq = 300, skv = 300, d = 128, causal = true, in_order = false },
+  { b = 2, h = 2, hkv = 2, sq = 260, skv = 390, d = 64, causal = true, fused = true, in_order = false },
 }
 if os.getenv "TILUA_SMALL" then -- (tools/gpu sanitize)
   local small = {}
@@ -38,8 +48,8 @@ if os.getenv "TILUA_SMALL" then -- (tools/gpu sanitize)
 end
 
 local function describe_case(c)
-  return ("%d x %d heads (%d), %d x %d, d %d%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
-    c.fused and ", fused" or "")
+  return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
+    c.fused and ", fused" or "", (", dK/dV %d query rows %s"):format(example.tiles(c, "dkdv"), c.in_order == false and "out of order" or "in order"))
 end
 
 describe("the attention backward on the GPU", function()

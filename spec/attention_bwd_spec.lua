@@ -4,9 +4,11 @@
 -- causal and not, ragged lengths that are no multiple of the tiles,
 -- grouped-query heads summed into their key head), both as written (the tile
 -- programs) and as tile-to-ptx lowers them (a producer warpgroup streaming
--- Q, dO or K, V through rings; consumers issuing the two first-stage dots an
--- iteration ahead and the dots of registers, dQ += dS K, dK += dS^T Q,
--- dV += P^T dO, late); the lowered kernels assemble with ptxas unserialized
+-- Q, dO or K, V through rings; the dQ program's consumers issuing the two
+-- first-stage dots an iteration ahead and dQ += dS K late, the dK/dV
+-- program's in order by default, dK += dS^T Q and dV += P^T dO issued in the
+-- iteration of S^T and dP^T, or out of order as the dQ program's); the
+-- lowered kernels assemble with ptxas unserialized
 -- and without spills, and the protocol checker finds nothing wrong in their
 -- pipelines.
 local H = dofile "spec/helper.lua"
@@ -31,7 +33,8 @@ end
 -- it, the conversion to dQ)
 local function backward(c, lowered)
   local x, bytes = inputs(c)
-  local o, G = { d = c.d, causal = c.causal, bm = c.bm, bn = c.bn, fused = c.fused }, example.programs(c)
+  local o, G = { d = c.d, causal = c.causal, bm = c.bm, bn = c.bn, fused = c.fused, kv_bm = c.kv_bm, in_order = c.in_order },
+               example.programs(c)
   local q4, kv4, rows = { c.b, c.h, c.sq, c.d }, { c.b, c.hkv, c.skv, c.d }, { c.b, c.h, c.sq }
   local acc = { bytes = c.b * c.h * c.sq * c.d * 4, shape = q4 }
   local read_delta = emulate(example.build_delta(o), G[1], { O = { data = bytes.o, shape = q4 },
@@ -67,6 +70,7 @@ local ptxas_log = H.ptxas_log -- (ptxas -v's report on ptx: its spills)
 local function describe_case(c)
   return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
     c.ctas and (", " .. c.ctas .. " CTAs") or "", c.fused and ", fused (dQ added by the dK/dV program)" or "")
+    .. (", dK/dV %d x 128 %s"):format(example.tiles(c, "dkdv"), c.in_order == false and "out of order" or "in order")
 end
 
 local function check(c, ref, got)
@@ -97,11 +101,20 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
 
   -- the lowered kernels (CTAs walking several programs)
   local LOWERED = {
-    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2 },
-    { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, ctas = 3 },
+    -- out of order (S^T and dP^T issued an iteration ahead; the narrower dK/dV tiles)
+    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2, in_order = false },
+    { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, ctas = 3, in_order = false },
+    { b = 1, h = 1, hkv = 1, sq = 130, skv = 200, d = 128, causal = true, ctas = 2, in_order = false },
+    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2, fused = true, in_order = false },
+    { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, ctas = 3, fused = true, in_order = false },
+    -- the defaults: the dK/dV loop in order (no dot ahead), FlashAttention-3's
+    -- wider tiles, S^T and dP^T one wgmma group (d64 128 x 128, d128 64 x 128)
+    { b = 1, h = 2, hkv = 1, sq = 300, skv = 150, d = 64, ctas = 2 },
+    { b = 1, h = 1, hkv = 1, sq = 150, skv = 260, d = 64, causal = true, ctas = 3 },
     { b = 1, h = 1, hkv = 1, sq = 130, skv = 200, d = 128, causal = true, ctas = 2 },
+    -- in order, S^T and dP^T a group each (fewer registers: fused d64 64 x 128, d128 32 x 128)
     { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2, fused = true },
-    { b = 1, h = 1, hkv = 1, sq = 150, skv = 100, d = 64, causal = true, ctas = 3, fused = true },
+    { b = 1, h = 1, hkv = 1, sq = 100, skv = 150, d = 128, ctas = 2, kv_bm = 32 },
   }
   for _, c in ipairs(LOWERED) do
     c.scale = 1 / math.sqrt(c.d)
@@ -123,7 +136,8 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
   end)
 
   it("lowers to PTX that ptxas takes unserialized and without spills: S and dP ahead, the dots of registers late", function()
-    for _, o in ipairs { { d = 64 }, { d = 64, causal = true }, { d = 128 }, { d = 128, causal = true } } do
+    for _, o in ipairs { { d = 64, in_order = false }, { d = 64, causal = true, in_order = false }, { d = 128, in_order = false },
+                         { d = 128, causal = true, in_order = false } } do
       for _, build in ipairs { example.build_dq, example.build_dkdv } do
         local ptx = build(o):compile()
         H.has(ptx, "setmaxnreg.inc.sync.aligned.u32")
@@ -137,7 +151,7 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
   end)
 
   it("the fused form (d64) lowers to PTX that ptxas takes unserialized: dS^T staged by stmatrix, dQ added by TMA reduce", function()
-    for _, o in ipairs { { d = 64, fused = true }, { d = 64, causal = true, fused = true } } do
+    for _, o in ipairs { { d = 64, fused = true, in_order = false }, { d = 64, causal = true, fused = true, in_order = false } } do
       local ptx = example.build_dkdv(o):compile()
       H.has(ptx, "setmaxnreg.inc.sync.aligned.u32 240") -- (two consumers that reduce-add: 24 / 240 registers)
       H.has(ptx, "stmatrix")
@@ -147,6 +161,43 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
       -- (causal: its mask's two paths spill 4 bytes at 240 registers; docs/PERF.md)
       if not o.causal then H.has(log, "0 bytes spill stores") end
     end
+  end)
+
+  it("in order (the default: no dot ahead), FlashAttention-3's wider dK/dV tiles lower unserialized: S^T and dP^T one group where their results and dK, dV take 192 registers, else a group each", function()
+    local function count(ptx, pat) return select(2, ptx:gsub(pat, "")) end
+    for _, o in ipairs { { d = 64, one = true }, { d = 64, causal = true, one = true }, { d = 128, one = true },
+                         { d = 128, causal = true, one = true }, { d = 64, kv_bm = 64 }, { d = 128, kv_bm = 32 },
+                         { d = 64, fused = true }, { d = 64, causal = true, fused = true } } do
+      local ptx = example.build_dkdv(o):compile()
+      H.has(ptx, "setmaxnreg.inc.sync.aligned.u32 240") -- (in order: 24 / 240 registers)
+      local rows = example.tiles(o, "dkdv")
+      H.has(ptx, "wgmma.mma_async.sync.aligned.m64n" .. rows .. "k16") -- (S^T and dP^T: n = the query rows)
+      if o.one then -- (d64 128 x 128: 64 + 64 + 32 + 32; d128 64 x 128: 32 + 32 + 64 + 64)
+        assert.equal(0, count(ptx, "wgmma.wait_group.sync.aligned 1;"), "S^T waited for apart from dP^T")
+      else -- S^T waited for alone (1 pending: dP^T), P^T's exp2 while dP^T runs
+        assert.truthy(count(ptx, "wgmma.wait_group.sync.aligned 1;") >= 1, "S^T not waited for apart from dP^T")
+      end
+      H.assert_ptxas_fast(ptx)
+      -- (one group, the wider tiles: S^T and dP^T beside dK and dV spill at 240
+      -- registers, d64 128 x 128 60 bytes, causal 68, d128 64 x 128 28, causal
+      -- 16, and run 11-12% faster than a group each, which spills more; the
+      -- narrower tiles, a group each: none; docs/PERF.md)
+      if not o.one then H.has(ptxas_log(ptx), "0 bytes spill stores") end
+    end
+  end)
+
+  it("takes for_tiles' in_order (a boolean) onto the loop's tileas.pipeline", function()
+    local k = example.build_dkdv { d = 64, kv_bm = 128, in_order = true }
+    local saved = tl.options.keep_stages
+    tl.options.keep_stages = true
+    k:compile()
+    tl.options.keep_stages = saved
+    assert.matches("tileas.pipeline = {in_order = true, stages = 3}", tl.last_stages[1].ir, 1, true)
+    tl.new_module()
+    k = tl.tile_kernel("t", { params = { C = tl.tensor(tl.f32, 2), K = tl.i32 } })
+    assert.has_error(function()
+      k:define(function(_, p) tl.for_tiles(p.K, { tile = 128, in_order = 1 }, function() end) end)
+    end, "for_tiles: in_order must be a boolean")
   end)
 
   it("passes the protocol check: no deadlock, stage or phase error (a ring read ahead and late included)", function()
@@ -160,7 +211,8 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
                       dK = { bytes = #bytes.k, shape = kv4 }, dV = { bytes = #bytes.k, shape = kv4 },
                       dQacc = { bytes = 2 * #bytes.q, shape = q4 } }
     -- (the fused dK/dV/dQ program too: its staging tiles and the dQ stores after the waits)
-    for i, o in ipairs { { d = c.d, build = example.build_dq }, { d = c.d }, { d = c.d, fused = true } } do
+    -- (the dK/dV program in order, the default, and out of order)
+    for i, o in ipairs { { d = c.d, build = example.build_dq }, { d = c.d }, { d = c.d, fused = true }, { d = c.d, in_order = false } } do
       local kop = PH.lowered_tile((o.build or example.build_dkdv)(o))
       local args = AH.lowered_args(PH, kop, tensors, { SKV = c.skv, SQ = c.sq, H = c.h, HKV = c.hkv, group = 1, scale = c.scale },
                                    G[math.min(i + 1, 3)])

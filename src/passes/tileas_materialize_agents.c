@@ -545,7 +545,8 @@ static bool only_yielded(IrValue *v) {
 ** next iteration's while the registers of this one are worked on; that takes
 ** the other dots' results being only carried (read in the next iteration).
 ** With several consumers they take turns at the dots (tileas.turns on the
-** loop): one's register work overlaps the others' dots. */
+** loop): one's register work overlaps the others' dots. A loop marked
+** in_order (tileas.pipeline) keeps every dot in its iteration: none ahead. */
 static void schedule_chained_dots(Mat *m, IrOp *a) {
   IrOp *loop = rw_find(a, pick_pipelined);
   if (!loop) return;
@@ -560,7 +561,7 @@ static void schedule_chained_dots(Mat *m, IrOp *a) {
     if (ring_dot(o)) any_ahead = true;
     else if (!reduced_dot(o)) rotatable &= only_yielded(&o->results[0]);
   }
-  if (chained && rotatable && any_ahead)
+  if (chained && rotatable && any_ahead && !ir_stamp_TILEAS_PIPELINE(loop).in_order)
     for (size_t i = 0; i < dots.n; i++)
       if (ring_dot(dots.v[i]))
         rw_set_bool(&m->rw, dots.v[i], ir_stamp_spec(STAMP_TILEAS_AHEAD)->name, true);

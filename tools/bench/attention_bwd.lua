@@ -19,6 +19,10 @@
 --
 --   tilua tools/bench/attention_bwd.lua [--s=4096] [--bh=32] [--only=d128,d64 causal] [--no-torch]
 --                                       [--sweep]   (several tiles a problem; the best goes to the table)
+--                                       [--out-of-order] (also the dK/dV loop out of order, S^T and dP^T
+--                                                         issued an iteration ahead, with its narrower
+--                                                         tiles; the default: in order, tileas.pipeline's
+--                                                         in_order, FlashAttention-3's wider dK/dV tiles)
 local tl = require "tilua"
 
 local o = { s = 4096, bh = 32 }
@@ -27,6 +31,7 @@ for _, a in ipairs(arg or {}) do
   if key then o[key] = math.tointeger(tonumber(v)) or v end
   if a == "--no-torch" then o.no_torch = true end
   if a == "--sweep" then o.sweep = true end
+  if a == "--out-of-order" then o.out_of_order = true end
 end
 
 local ex = assert(loadfile "examples/attention_bwd.lua")("--library")
@@ -45,10 +50,13 @@ local D = tl.device
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 local S, BH = o.s, o.bh
 local problems = {
-  { name = "d128", d = 128, sweep = { {}, { dq_bm = 64 }, { stages = 2 }, { kv_bm = 64, kv_bn = 64 } } },
-  { name = "d128 causal", d = 128, causal = true, sweep = { {}, { stages = 2 } } },
-  { name = "d64", d = 64, sweep = { {}, { dq_bn = 64 }, { kv_bm = 32 }, { kv_bm = 64, kv_bn = 64 } }, fused = { { fused = true }, { fused = true, stages = 2 }, { fused = true, stages = 4 } } },
-  { name = "d64 causal", d = 64, causal = true, sweep = { {}, { kv_bm = 32 } }, fused = { { fused = true }, { fused = true, stages = 4 } } },
+  { name = "d128", d = 128, sweep = { {}, { dq_bm = 64 }, { stages = 2 }, { kv_bm = 32 } },
+    out_of_order = { { in_order = false } } },
+  { name = "d128 causal", d = 128, causal = true, sweep = { {}, { stages = 2 } }, out_of_order = { { in_order = false } } },
+  { name = "d64", d = 64, sweep = { {}, { dq_bn = 64 }, { kv_bm = 64 } }, fused = { { fused = true }, { fused = true, stages = 2 }, { fused = true, stages = 4 } },
+    out_of_order = { { in_order = false }, { fused = true, in_order = false } } },
+  { name = "d64 causal", d = 64, causal = true, sweep = { {}, { kv_bm = 64 } }, fused = { { fused = true }, { fused = true, stages = 4 } },
+    out_of_order = { { in_order = false }, { fused = true, in_order = false } } },
 }
 local list = {}
 for _, p in ipairs(problems) do
@@ -151,13 +159,16 @@ for pi, p in ipairs(list) do
   for i, v in ipairs(p.fused or {}) do -- (the fused form beside the three programs; its first without --sweep)
     if i == 1 or o.sweep then variants[#variants + 1] = v end
   end
+  for _, v in ipairs(o.out_of_order and p.out_of_order or {}) do variants[#variants + 1] = v end
   for _, extra in ipairs(variants) do
     local prob = { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d, causal = p.causal, fused = extra.fused,
-                   dq_bm = extra.dq_bm, dq_bn = extra.dq_bn, kv_bm = extra.kv_bm, kv_bn = extra.kv_bn, stages = extra.stages }
+                   dq_bm = extra.dq_bm, dq_bn = extra.dq_bn, kv_bm = extra.kv_bm, kv_bn = extra.kv_bn, stages = extra.stages,
+                   in_order = extra.in_order }
     local label = extra.fused and ("fused, dkdv+dQ %dx%d%s"):format(ex.tiles(prob, "dkdv"), select(2, ex.tiles(prob, "dkdv")),
                                                                 extra.stages and (", " .. extra.stages .. " stages") or "")
       or ("dq %dx%d, dkdv %dx%d%s"):format(ex.tiles(prob, "dq"), select(2, ex.tiles(prob, "dq")),
       ex.tiles(prob, "dkdv"), select(2, ex.tiles(prob, "dkdv")), extra.stages and (", " .. extra.stages .. " stages") or "")
+    label = label .. (extra.in_order == false and ", out of order" or ", in order")
     local ok, err = pcall(function()
       for _, b in ipairs { x.dq, x.dk, x.dv } do b:fill(0) end
       ex.launch(prob, x)

@@ -599,11 +599,14 @@ end
 -- Loops and agents
 -- ====================================================================
 
--- tl.for_tiles(extent, tile | {tile =, stages =, prefetch =}, inits..., function(kk, ...) return nexts end)
+-- tl.for_tiles(extent, tile | {tile =, stages =, prefetch =, in_order =}, inits..., function(kk, ...) return nexts end)
 -- -> the final values: kk runs over the tile indices 0 .. ceil(extent / tile) - 1
 -- (an i32), in an scf.for marked for pipelining (tileas.pipeline = {stages,
--- prefetch}). prefetch = d: the loads the lowering reads a k block ahead
--- (per-k-block scales) are also prefetched into L1 d k blocks ahead.
+-- prefetch, in_order}). prefetch = d: the loads the lowering reads a k block ahead
+-- (per-k-block scales) are also prefetched into L1 d k blocks ahead. in_order =
+-- true: a loop of chained dots issues none of them an iteration ahead (each
+-- dot in the iteration that reads it), for tiles whose registers would not
+-- hold two iterations' values.
 function tl.for_tiles(extent, step, ...)
   local n = select("#", ...)
   local body = select(n, ...)
@@ -618,6 +621,7 @@ function tl.for_tiles(extent, step, ...)
   if prefetch ~= nil and (math.type(prefetch) ~= "integer" or prefetch < 0 or prefetch > 64) then
     raise("for_tiles: prefetch must be an integer from 0 to 64 (k blocks)")
   end
+  if opts.in_order ~= nil and type(opts.in_order) ~= "boolean" then raise("for_tiles: in_order must be a boolean") end
   local count
   if math.type(extent) == "integer" then
     count = tl.const((extent + tile - 1) // tile, tl.i32)
@@ -632,7 +636,7 @@ function tl.for_tiles(extent, step, ...)
       loop = kk:owner_block():parent()
       return body(kk, ...)
     end))
-  loop:set_attr("tileas.pipeline", { stages = stages, prefetch = prefetch ~= 0 and prefetch or nil })
+  loop:set_attr("tileas.pipeline", { stages = stages, prefetch = prefetch ~= 0 and prefetch or nil, in_order = opts.in_order or nil })
   return table.unpack(results, 1, results.n)
 end
 

@@ -29,6 +29,17 @@
 -- (dK += dS^T Q) reads the staged tile too, instead of registers packed after
 -- the wait: the f32 values die at the staging, not an iteration later.
 --
+-- A loop marked in order (tileas.pipeline's in_order; no dot marked ahead)
+-- issues its first dots (those whose results the body reads, from zeros) in
+-- their own iteration, then the late dots from the registers just computed,
+-- waited for before the iteration ends (iteration_in_order): no f32 value
+-- crosses an iteration, which the attention backward's wider dK/dV tiles
+-- need. The first dots are one wgmma group, waited for at the first read of a
+-- result, when their results and the late dots' accumulators take
+-- ONE_GROUP_REGS registers a thread or more; otherwise a group each, each
+-- waited for at its first read (the register work of the earlier results,
+-- P^T's exp2, overlapping the later dots; in_order.lua).
+--
 -- The turns (tileas.turns: a seq_bar a consumer warpgroup, kernels/attention.lua's
 -- turn_wait / turn_pass) order the consumers' issues so that one's register
 -- work overlaps the others' dots. Rings filled once a program (tileas.per_program)
@@ -41,6 +52,7 @@ local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
 local A = require "tilua.kernels.attention"
 local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
 local Masks = require "tilua.passes.convert_tileas_to_cutlass.masks"
+local InOrder = require "tilua.passes.convert_tileas_to_cutlass.in_order"
 
 local Chain = {}
 
@@ -49,7 +61,20 @@ local Chain = {}
 -- The ring a dot operand reads (through slices and conversions), or nil.
 local function ring_of(L, v) return L.ring_of[R.ring_source(v):id()] end
 
--- The loop's dots: ahead (marked), late (the others: each one's result read
+-- Is the result of dot o read by the yield only?
+local function only_carried(o, yield)
+  local users = o:result(1):users()
+  return #users == 1 and users[1] == yield
+end
+
+-- Is the pipelined loop op marked in order (tileas.pipeline's in_order)?
+function Chain.in_order(op)
+  local p = op:attr "tileas.pipeline"
+  return p and p.in_order == true
+end
+
+-- The loop's dots: ahead (marked; in a loop in order, the dots whose results
+-- the iteration reads: issued first, in it), late (the others: each one's result read
 -- by the yield only, as slot `slot`), and the groups of rings each kind
 -- waits for and releases.
 local function read_loop(L, op)
@@ -73,7 +98,7 @@ local function read_loop(L, op)
           R.fail(o, "a dot reduce-added into a tensor in a loop of chained dots must read its B operand from a tile loaded once a program")
         end
         an.once[r.group] = true
-      elseif o:attr_or_default "tileas.ahead" then
+      elseif o:attr_or_default "tileas.ahead" or (Chain.in_order(op) and not only_carried(o, yield)) then
         an.ahead[#an.ahead + 1] = o
         add_groups(o, an.ahead_groups)
       else
@@ -102,6 +127,12 @@ local function read_loop(L, op)
     if an.late_groups[g] then an.shared[g] = true end
   end
   if #an.ahead == 0 then R.fail(op, "a loop of chained dots with no dot issued ahead is not lowered yet") end
+  for _, d in ipairs(an.ahead) do -- (issued from zeros: a ring dot's accumulator)
+    local z = d:operand(3):def()
+    if not z or z:name() ~= "tileas.splat" or R.const_int(z:operand(1)) ~= 0 then
+      R.fail(d, "a dot issued first in a loop in order must start from zeros (S = Q K^T of attention)")
+    end
+  end
   return an
 end
 
@@ -171,10 +202,7 @@ local function kind_of(t)
   if l and (l.kind == "mma" or l.kind == "mma_operand") and #i.shape == 2 and i.elem == tl.f32 then return "frag" end
   return nil
 end
-local function frag_size(t)
-  local i = t:info()
-  return i.shape[1] * i.shape[2] // 128
-end
+local frag_size = R.frag_size
 local function pack(x, kind, t)
   if kind == "scalar" then return { x } end
   if kind == "rows" then return { x:at(0), x:at(8) } end
@@ -318,10 +346,15 @@ local function release_late(S)
   for _, g in ipairs(S.late_groups) do release(g, S.cur[g]) end
 end
 
--- Is the pipelined loop op scheduled (a dot of it marked tileas.ahead)?
+-- Is the pipelined loop op scheduled (a dot of it marked tileas.ahead; in
+-- order: a dot of it with an operand in registers)?
 function Chain.scheduled(op)
+  local in_order = Chain.in_order(op)
   for _, o in ipairs(op:region(1):entry():ops()) do
     if o:name() == "tileas.dot" and o:attr_or_default "tileas.ahead" then return true end
+    if in_order and o:name() == "tileas.dot" and (R.tile_of(o:operand(1)).space == "rmem" or R.tile_of(o:operand(2)).space == "rmem") then
+      return true
+    end
   end
   return false
 end
@@ -365,6 +398,7 @@ local function issue_reduced(S, d)
   tl.wgmma_fence()
   local vec = issue(L, d, tl.zeros(tl.f32, frag_size(d:result(1):type())), st, nil, true, a_ring)
   tl.wgmma_commit()
+  if S.groups then S.groups.n = S.groups.n + 1 end
   L.vmap[d:result(1):id()] = V.vec_frag(vec, frag_size(d:result(1):type()))
 end
 local function reduced_stores(S)
@@ -380,7 +414,9 @@ local function lower_body(S, ahead_vecs)
   env.dot = function(d)
     if S.an.reduced[d:result(1):id()] then return issue_reduced(S, d) end
     local vec = by_result[d:result(1):id()]
-    if vec then -- (a late dot: issued in the next iteration, from its operands)
+    if V.is_frag(vec) then -- (an ahead dot of a loop in order: its group waited for at its first element)
+      L.vmap[d:result(1):id()] = vec
+    elseif vec then -- (a late dot: issued in the next iteration, from its operands)
       L.vmap[d:result(1):id()] = V.vec_frag(vec, frag_size(d:result(1):type()))
     end
   end
@@ -510,7 +546,9 @@ local function loop_cells(S, svecs, out)
   if S.turns then C.list[#C.list + 1] = S.ctx.turn end
   if S.reducing then C.staged = cell(out.staged) end
   for _, d in ipairs(an.late) do C.late[d] = { acc = cell(out.acc[d]), areg = out.areg[d] and cell(out.areg[d]) } end
-  for _, d in ipairs(an.ahead) do C.ahead[d] = cell(svecs[d]) end
+  if svecs then
+    for _, d in ipairs(an.ahead) do C.ahead[d] = cell(svecs[d]) end
+  end
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then
       C.slots[i] = {}
@@ -531,6 +569,21 @@ local function current(S, C)
     for j, c in ipairs(cs) do o.slots[i][j] = c.value end
   end
   return o
+end
+
+-- The cells after an iteration: the late dots' accumulators accs (and A
+-- registers), the ahead dots' results nv, the staging tile and the slots of
+-- the hand-over n.
+local function update_cells(S, C, n, accs, nv)
+  for _, d in ipairs(S.an.late) do
+    C.late[d].acc.value = accs[d]
+    if C.late[d].areg then C.late[d].areg.value = n.areg[d] end
+  end
+  for d, c in pairs(C.ahead) do c.value = nv[d] end
+  if C.staged then C.staged.value = n.staged end
+  for i, cs in pairs(C.slots) do
+    for j, c in ipairs(cs) do c.value = n.slots[i][j] end
+  end
 end
 
 -- Iteration kk of the loop (lb < kk < ub) on the cells C.
@@ -560,14 +613,112 @@ local function iteration(S, C, kk)
   for _, d in ipairs(an.late) do S.late_result[d] = results[d] end
   register_operands(S, n)
   accumulators(S, n)
-  for _, d in ipairs(an.late) do
-    C.late[d].acc.value = n.acc[d]
-    if C.late[d].areg then C.late[d].areg.value = n.areg[d] end
+  update_cells(S, C, n, n.acc, nv)
+end
+
+-- Issue the late dots from the hand-over out and wait for them; then the
+-- reduced dots' stores and the late rings' release. -> their results
+local function late_and_wait(S, out)
+  local pa = operand_regs(S, out)
+  tl.wgmma_fence()
+  local results = issue_late(S, out, pa)
+  tl.wgmma_wait(0)
+  reduced_stores(S)
+  release_late(S)
+  return results
+end
+
+-- The first dots of an iteration in order, their results as fragments that
+-- wait for their group at their first element read: one group (S.one_group)
+-- or a group each (the register work of the earlier dots' results overlaps
+-- the later dots).
+-- -> {dot -> fragment}, the groups' record {n = committed, done = complete}
+local function issue_first(S)
+  local L, env = S.L, S.env
+  local st = stages_of(S.ahead_groups, S.acur, stages_of(S.once, S.cur))
+  local groups, frags = { n = 0, done = 0 }, {}
+  S.groups = groups
+  local one = S.one_group
+  for k, d in ipairs(S.an.ahead) do
+    for i = 1, 2 do -- (a slice of a ring, in the body: lowered again there)
+      local v = d:operand(i)
+      if not L.vmap[v:id()] and v:def() and v:def():name() == "tileas.extract_slice" then X.lower_op(L, v:def(), env) end
+    end
+    local size = frag_size(d:result(1):type())
+    local vec = issue(L, d, tl.zeros(tl.f32, size), st, nil, true, nil, not S.reducing)
+    if not one or k == #S.an.ahead then
+      tl.wgmma_commit()
+      groups.n = groups.n + 1
+    end
+    local g = one and 1 or groups.n
+    frags[d] = V.frag(tl.f32, size, function(e)
+      if groups.done < g then -- (wait_group in commit order: the groups after g may stay in flight)
+        tl.wgmma_wait(groups.n - g)
+        groups.done = g
+      end
+      return tl.extract(vec, e)
+    end)
   end
-  for _, d in ipairs(an.ahead) do C.ahead[d].value = nv[d] end
-  if C.staged then C.staged.value = n.staged end
-  for i, cs in pairs(C.slots) do
-    for j, c in ipairs(cs) do c.value = n.slots[i][j] end
+  return frags, groups
+end
+
+-- Iteration kk in order (tileas.pipeline's in_order: no dot issued ahead):
+-- the first dots (those marked ahead otherwise) issued and waited for, the
+-- body's register ops, then the late dots issued from the registers just
+-- computed and waited for; the f32 values the body computes die in the
+-- iteration (a wider tile's registers), the tensor cores overlap only the
+-- other consumers' register work (the turns).
+local function iteration_in_order(S, C, kk)
+  local an = S.an
+  local o = current(S, C)
+  o.acc_frags = {}
+  for i = 1, S.nslots do
+    local d = an.late_of_slot[i]
+    if d then o.acc_frags[i] = V.vec_frag(o.acc[d], frag_size(S.b:arg(1 + i):type())) end
+  end
+  wait_ahead(S)
+  wait_late(S)
+  take_turn(S)
+  tl.wgmma_fence()
+  local nv, groups = issue_first(S)
+  pass_turn(S)
+  bind_slots(S, kk, o.slots, o.acc_frags)
+  if S.reducing then S.staged = o.staged ~ 1 end
+  lower_body(S, nv)
+  local n = outputs_before_wait(S)
+  if not S.one_group then InOrder.force_early(S) end -- (one group: they wait together, nothing to gain)
+  register_operands(S, n)
+  accumulators(S, n)
+  if groups.done < groups.n then tl.wgmma_wait(0) end -- (a first dot whose result nothing read)
+  S.groups = nil
+  release_ahead(S)
+  update_cells(S, C, n, late_and_wait(S, n), {})
+end
+
+-- The hand-over before the first iteration of a loop in order: the inits.
+local function in_order_start(S)
+  local L, op = S.L, S.op
+  local out = { areg = {}, slots = {}, acc = {} }
+  for i = 1, S.nslots do
+    local x, d = V.get(L, op:operand(3 + i), op), S.an.late_of_slot[i]
+    if d then out.acc[d] = pack(x, "frag", op:result(i):type())[1]
+    else out.slots[i] = pack(x, S.slot_kind[i], op:result(i):type()) end
+  end
+  if S.reducing then out.staged = 2 * tl.cast(S.env.wg, tl.i32) + 1 end -- (its first iteration takes the other: 2 wg)
+  return out
+end
+local function in_order_finish(S, C)
+  local L, op = S.L, S.op
+  local last = current(S, C)
+  for _, g in ipairs(S.once) do release(g, S.cur[g]) end
+  for i = 1, S.nslots do
+    local d = S.an.late_of_slot[i]
+    if d then
+      L.vmap[op:result(i):id()] = V.vec_frag(last.acc[d], frag_size(op:result(i):type()))
+    else
+      L.vmap[op:result(i):id()] = unpack(last.slots[i], S.slot_kind[i], op:result(i):type())
+      if S.deferred[i] then L.vmap[op:result(i):id()] = quad_sum(L.vmap[op:result(i):id()]) end
+    end
   end
 end
 
@@ -576,11 +727,7 @@ local function finish(S, C)
   local L, op, cur = S.L, S.op, S.cur
   local last = current(S, C)
   wait_late(S)
-  local pa = operand_regs(S, last)
-  tl.wgmma_fence()
-  local results = issue_late(S, last, pa)
-  tl.wgmma_wait(0)
-  release_late(S)
+  local results = late_and_wait(S, last)
   for _, g in ipairs(S.once) do release(g, cur[g]) end
   for i = 1, S.nslots do
     local d = S.an.late_of_slot[i]
@@ -627,7 +774,7 @@ local function split_loops(S, C, masks, from, at, ub)
     if V.is_lazy(x) and not caches[x] then caches[x] = copy(x.cache) end
   end
   local step = tl.const(1, tl.i32) -- (the first loop's step, where lowering that loop built it)
-  tl.cutlass.for_range(at, ub, C.list, function(kk) iteration(S, C, kk) end)
+  tl.cutlass.for_range(at, ub, C.list, function(kk) S.iteration(S, C, kk) end)
   L.masks = saved_masks
   for id in pairs(L.vmap) do L.vmap[id] = vmap[id] end
   for x, cache in pairs(caches) do x.cache = cache end
@@ -671,6 +818,8 @@ function Chain.lower(L, env, op, cur, ctx)
               ahead_groups = ordered(L, an.ahead_groups), late_groups = ordered(L, an.late_groups), once = ordered(L, an.once),
               turns = ctx.turn and op:attr_or_default "tileas.turns" }
   S.reducing = next(an.reduced) ~= nil
+  S.in_order = Chain.in_order(op)
+  if S.in_order then S.early, S.one_group = InOrder.early_operands(S), InOrder.one_group(S) end
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then
       S.slot_kind[i] = kind_of(op:result(i):type())
@@ -692,16 +841,23 @@ function Chain.lower(L, env, op, cur, ctx)
   for _, id in pairs(S.deferred) do env.lane_sums[id] = true end
   for _, g in ipairs(S.once) do g.pipe:consumer_wait(cur[g]) end
   local lb, ub = Loops.k_blocks(L, op, env)
-  local svecs, out = prologue(S, lb)
-  local C = loop_cells(S, svecs, out)
-  local at, masks = Masks.split(L, op, lb + 1, ub)
-  if at then -- the iterations whose masks keep every element, then the others (masks.lua)
-    split_loops(S, C, masks, lb + 1, at, ub)
+  local C, first
+  if S.in_order then
+    S.iteration, first = iteration_in_order, lb
+    C = loop_cells(S, nil, in_order_start(S))
   else
-    tl.cutlass.for_range(lb + 1, ub, C.list, function(kk) iteration(S, C, kk) end)
+    local svecs, out = prologue(S, lb)
+    S.iteration, first = iteration, lb + 1
+    C = loop_cells(S, svecs, out)
+  end
+  local at, masks = Masks.split(L, op, first, ub)
+  if at then -- the iterations whose masks keep every element, then the others (masks.lua)
+    split_loops(S, C, masks, first, at, ub)
+  else
+    tl.cutlass.for_range(first, ub, C.list, function(kk) S.iteration(S, C, kk) end)
   end
   env.lane_sums = saved
-  finish(S, C)
+  if S.in_order then in_order_finish(S, C) else finish(S, C) end
 end
 
 -- }===

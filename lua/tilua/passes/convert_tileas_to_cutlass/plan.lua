@@ -22,6 +22,16 @@ local plan = {}
 
 -- {=== parameters: what each tensor becomes
 
+-- Is op a pipelined loop in order (tileas.pipeline's in_order) of several
+-- dots (chain.lua lowers it: the attention backward's dK/dV loop)?
+local function in_order_chain(op)
+  local p = op:name() == "scf.for" and op:attr "tileas.pipeline"
+  if not (p and p.in_order == true) then return false end
+  local dots = 0
+  R.each_op(op, function(o) if o:name() == "tileas.dot" then dots = dots + 1 end end)
+  return dots > 1
+end
+
 -- The plan of the kernel's parameters: for each tensor parameter, whether TMA
 -- loads it (its map type), TMA stores it, or plain loads and stores read it
 -- (L: the plan; its staged loads, staged.lua, are read by TMA).
@@ -47,8 +57,10 @@ local function plan_params(tl, kop, agents, nctas, L)
     e.map = ty
   end
   for _, ag in ipairs(agents) do
-    local chained = false -- (a loop of chained dots: attention's)
-    R.each_op(ag.op, function(op) chained = chained or (op:name() == "tileas.dot" and op:attr_or_default "tileas.ahead") end)
+    local chained = false -- (a loop of chained dots: attention's; or in order, whose loop has no dot marked ahead)
+    R.each_op(ag.op, function(op)
+      chained = chained or (op:name() == "tileas.dot" and op:attr_or_default "tileas.ahead") or in_order_chain(op)
+    end)
     R.each_op(ag.op, function(op)
       local n = op:name()
       if n == "tileas.copy" then
@@ -261,8 +273,22 @@ end
 plan.REGS = { { producer = 40, consumer = 240 }, { producer = 40, consumer = 232 }, { producer = 32, consumer = 160 } }
 -- two consumers that reduce-add a dot's result in their loop (the fused
 -- attention backward: the dQ part's accumulator beside dK, dV, S^T and dP^T)
--- take FlashAttention-3's split: the producer's loads fit 24
+-- or whose loop of chained dots runs in order (tileas.pipeline's in_order:
+-- the backward's wider dK/dV tiles) take FlashAttention-3's split: the
+-- producer's loads fit 24
 plan.REGS_REDUCING = { producer = 24, consumer = 240 }
+
+-- Does a consumer agent run a pipelined loop in order?
+local function consumers_in_order(L)
+  local found = false
+  for _, ag in ipairs(L.consumers) do
+    R.each_op(ag.op, function(op)
+      local p = op:name() == "scf.for" and op:attr "tileas.pipeline"
+      if p and p.in_order == true then found = true end
+    end)
+  end
+  return found
+end
 
 -- Does a consumer agent reduce-add a tile into a tensor?
 local function consumers_reduce(L)
@@ -413,7 +439,7 @@ function plan.read(tl, G, kop, Ring)
   read_agents(L)
   if L.compute and L.nctas > 1 then R.fail(kop, "a program without a dot (a compute agent) on a cluster is not lowered yet") end
   L.regs = plan.REGS[math.max(#L.consumers, 1)]
-  if #L.consumers == 2 and consumers_reduce(L) then L.regs = plan.REGS_REDUCING end
+  if #L.consumers == 2 and (consumers_reduce(L) or consumers_in_order(L)) then L.regs = plan.REGS_REDUCING end
   if not L.regs then R.fail(kop, "%d consumer agents: at most %d are lowered", #L.consumers, #plan.REGS) end
   L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas, L.P.programs_z)
   if L.S and L.S.kind == "dynamic" then L.S, L.dynamic = nil, L.S end

@@ -64,6 +64,12 @@ end
 
 function R.each_op(root, fn) root:walk(function(op) if op ~= root then fn(op) end end) end
 
+-- The elements a thread holds of a tile of type t in a warpgroup's mma layout.
+function R.frag_size(t)
+  local i = t:info()
+  return i.shape[1] * i.shape[2] // 128
+end
+
 -- Are the dots under op the forward attention's chain, one dot issued ahead
 -- (tileas.ahead: S = Q K^T) and one other (O += P V)? Its producer fills the
 -- ahead dot's ring a block before the other's and its programs run x fastest
