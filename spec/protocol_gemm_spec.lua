@@ -130,6 +130,11 @@ describe("the stdlib GEMM on the emulator", function()
     { bm = 192 },                                                 -- three warpgroups (rows past M zero)
     { bm = 320 },                                                 -- two warpgroups of 2 and 3 slices
     { consumers = "pingpong", bm = 64 },                          -- a 64-row tile per warpgroup
+    -- ping-pong in a cluster (pipeline mode pingpong_cluster): one ring, each
+    -- stage released on every CTA by the warpgroup whose tile it holds
+    { consumers = "pingpong", cluster = 2 },                      -- B multicast (overhang along M)
+    { consumers = "pingpong", bm = 64, cluster = 2, schedule = "persistent", sms = 2 },   -- each warpgroup one cluster tile
+    { consumers = "pingpong", bm = 64, cluster = { 1, 2 }, schedule = "persistent", sms = 2 }, -- A multicast, alternating
     { epi = 64 },                                                 -- 64 x 64 epilogue sub-tiles, 128-byte swizzle
     { bk = 128, cluster = 2 },                                    -- k blocks of two boxes (two 128-byte rows of K)
     -- the tiles tl.gemm.candidates adds for shapes of few tiles
@@ -156,7 +161,8 @@ describe("the stdlib GEMM on the emulator", function()
       local cfg = { m = 128, n = 128, k = 128, bn = 64, stages = 2, schedule = "data_parallel" }
       for key, x in pairs(v) do cfg[key] = x end
       local k, g = gemm(cfg)
-      if v.sms then assert.equal(v.cluster or 1, g.grid) end -- one CTA (one cluster)
+      local ctas = type(v.cluster) == "table" and v.cluster[1] * v.cluster[2] or v.cluster or 1
+      if v.sms then assert.equal(ctas, g.grid) end -- one CTA (one cluster)
       local A, B, args = inputs(128, 128, 128, "bf16", v.a_major == "m", v.b_major == "n")
       if #k:region(1):entry():args() == 4 then args[4] = { bytes = math.max(16, g.workspace_bytes) } end
       local r = tl.emulate(k, { grid = g.grid, args = args, policy = "random", seed = 11 })
