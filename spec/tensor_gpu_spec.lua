@@ -160,6 +160,7 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 1000, n = 1032, k = 1000, consumers = "pingpong", cluster = { 2, 2 } },   -- A and B multicast
     { m = 1000, n = 1032, k = 1000, consumers = "pingpong", bm = 64, bn = 256 },     -- m64n256 a warpgroup
     { m = 1000, n = 1032, k = 1000, consumers = "pingpong", bm = 64, bn = 256, cluster = 2, sms = 6 },
+    { m = 1000, n = 1032, k = 1000, consumers = "pingpong", bm = 128, bn = 192, cluster = 2 },  -- two m64n192 a warpgroup
   }
   for _, o in ipairs(cases) do
     local extra = {}

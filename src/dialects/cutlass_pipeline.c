@@ -110,10 +110,8 @@ static bool check_counts(IrOp *op, CutPipeShape s, int mode) {
     return false;
   }
   if ((mode == MODE_PINGPONG || mode == MODE_PINGPONG_CLUSTER) && s.consumers < 2) {
-    ir_op_error(
-        op,
-        "mode \"%s\" needs at least 2 consumer participants (each stage is released by one of them), got %lld",
-        mode == MODE_PINGPONG ? "pingpong" : "pingpong_cluster", (long long)s.consumers);
+    ir_op_error(op, "mode \"%s\" needs at least 2 consumer participants (each stage is released by one of them), got %lld",
+                mode == MODE_PINGPONG ? "pingpong" : "pingpong_cluster", (long long)s.consumers);
     return false;
   }
   return true;
@@ -126,12 +124,8 @@ static bool check_pingpong_consumers(IrOp *op, IrAttrList masks, int mode) {
   for (uint32_t i = 1; i < masks.n; i++) {
     int w = kernel_popcount((uint64_t)ir_attr_list_int(masks, i));
     if (w == w0) continue;
-    ir_op_error(
-        op,
-        "mode \"%s\" needs consumer participants of equal warps: consumers[%u] = 0x%llx has %d, consumers[0] = 0x%llx has %d",
-        mode == MODE_PINGPONG ? "pingpong" : "pingpong_cluster", i,
-        (unsigned long long)ir_attr_list_int(masks, i), w,
-        (unsigned long long)ir_attr_list_int(masks, 0), w0);
+    ir_op_error(op, "mode \"%s\" needs consumer participants of equal warps: consumers[%u] = 0x%llx has %d, consumers[0] = 0x%llx has %d",
+                mode == MODE_PINGPONG ? "pingpong" : "pingpong_cluster", i, (unsigned long long)ir_attr_list_int(masks, i), w, (unsigned long long)ir_attr_list_int(masks, 0), w0);
     return false;
   }
   return true;
@@ -156,9 +150,12 @@ void cut_pipeline_arrive_counts(const IrOp *init, int64_t out[2]) {
   for (uint32_t i = 0; i < a.consumers.n; i++)
     warps += kernel_popcount((uint64_t)ir_attr_list_int(a.consumers, i));
   int64_t one = a.consumers.n ? kernel_popcount((uint64_t)ir_attr_list_int(a.consumers, 0)) : 0;
-  if (a.mode == MODE_PINGPONG) out[1] = 32 * one;
-  else if (a.mode == MODE_PINGPONG_CLUSTER) out[1] = one * kernel_spec_of(init).ctas;
-  else out[1] = a.mode == MODE_COOPERATIVE ? 32 * warps : warps * kernel_spec_of(init).ctas;
+  if (a.mode == MODE_PINGPONG)
+    out[1] = 32 * one;
+  else if (a.mode == MODE_PINGPONG_CLUSTER)
+    out[1] = one * kernel_spec_of(init).ctas;
+  else
+    out[1] = a.mode == MODE_COOPERATIVE ? 32 * warps : warps * kernel_spec_of(init).ctas;
 }
 
 IrResult cutlass_verify_pipeline_init(IrOp *op) {
@@ -167,8 +164,7 @@ IrResult cutlass_verify_pipeline_init(IrOp *op) {
   if (!check_counts(op, s, a.mode) ||
       !check_participants(op, "participants", "numProducers", s.producers, a.participants) ||
       !check_participants(op, "consumers", "numConsumers", s.consumers, a.consumers) ||
-      ((a.mode == MODE_PINGPONG || a.mode == MODE_PINGPONG_CLUSTER) &&
-       !check_pingpong_consumers(op, a.consumers, a.mode)) ||
+      ((a.mode == MODE_PINGPONG || a.mode == MODE_PINGPONG_CLUSTER) && !check_pingpong_consumers(op, a.consumers, a.mode)) ||
       !cut_check_claim(op, a.barrier_id_base, 2 * s.stages))
     return IR_FAIL;
   if (a.producer_group_id == a.consumer_group_id) {
@@ -207,9 +203,7 @@ IrResult cutlass_verify_pipeline_state_create(IrOp *op) {
 
 /* The result is a cursor of the operand's pipeline. */
 IrResult cutlass_verify_pipeline_state_advance(IrOp *op) {
-  return check_state_fits(op, "result type", op->results[0].type, op->operands[0].value->type)
-             ? IR_OK
-             : IR_FAIL;
+  return check_state_fits(op, "result type", op->results[0].type, op->operands[0].value->type) ? IR_OK : IR_FAIL;
 }
 
 /* The value feeding a block argument from outside its loop or switch, or NULL. */
@@ -235,12 +229,13 @@ static IrOp *state_origin(IrValue *v) {
       continue;
     }
     if (d->kind == OP_CUTLASS_PIPELINE_STATE_CREATE) return d;
-    if (d->kind == OP_CUTLASS_PIPELINE_STATE_INCREMENT ||
-        d->kind == OP_CUTLASS_PIPELINE_STATE_BUMP || d->kind == OP_CUTLASS_PIPELINE_STATE_ADVANCE)
+    if (d->kind == OP_CUTLASS_PIPELINE_STATE_INCREMENT || d->kind == OP_CUTLASS_PIPELINE_STATE_BUMP ||
+        d->kind == OP_CUTLASS_PIPELINE_STATE_ADVANCE)
       v = d->operands[0].value;
     else if (d->kind == OP_SCF_FOR && 3 + v->index < d->noperands)
       v = d->operands[3 + v->index].value;
-    else return NULL;
+    else
+      return NULL;
   }
   return NULL;
 }
@@ -404,9 +399,8 @@ IrResult cutlass_verify_seq_bar_create(IrOp *op) {
 IrResult cutlass_verify_seq_bar_init(IrOp *op) {
   const IrType *t = op->operands[0].value->type;
   if (!check_depth(op, "operand type", t)) return IR_FAIL;
-  return cut_check_claim(op, ir_attrs_CUTLASS_SEQ_BAR_INIT(op).barrier_id_base, depth_of(t))
-             ? IR_OK
-             : IR_FAIL;
+  return cut_check_claim(op, ir_attrs_CUTLASS_SEQ_BAR_INIT(op).barrier_id_base, depth_of(t)) ? IR_OK
+                                                                                               : IR_FAIL;
 }
 
 IrResult cutlass_verify_seq_bar_state_create(IrOp *op) {
@@ -414,8 +408,7 @@ IrResult cutlass_verify_seq_bar_state_create(IrOp *op) {
   int64_t index = ir_attrs_CUTLASS_SEQ_BAR_STATE_CREATE(op).index;
   if (!check_depth(op, "result type", t)) return IR_FAIL;
   if (index >= depth_of(t)) {
-    ir_op_error(op, "expected index in [0, %lld), got %lld", (long long)depth_of(t),
-                (long long)index);
+    ir_op_error(op, "expected index in [0, %lld), got %lld", (long long)depth_of(t), (long long)index);
     return IR_FAIL;
   }
   return IR_OK;

@@ -1,8 +1,7 @@
 /*
 ** convert_cutlass_to_nvvm.c -- the `convert-cutlass-to-nvvm` pass: every
 ** cutlass op but the tile scheduler's becomes tile, nvvm, arith and scf ops
-** that convert-tile-to-nvvm (which runs next) and the PTX emitter accept. docs/lowering.md has the
-*full table; in short:
+** that convert-tile-to-nvvm (which runs next) and the PTX emitter accept. docs/lowering.md has the full table; in short:
 **
 **   pipeline.create/init   32 mbarrier slots (tile.alloc_shared) per CTA; thread 0
 **                          inits stage s's full (base+2s) and empty (base+2s+1)
@@ -39,6 +38,7 @@
 ** Phase A: what the kernel holds, checked before anything changes
 ** ======================================================================= */
 
+
 static bool name_has_prefix(const IrOp *op, const char *p) {
   return strncmp(ir_op_name(op), p, strlen(p)) == 0;
 }
@@ -51,9 +51,8 @@ static bool is_pipeline_op(IrOpKind k) {
 static bool check_init_scope(Cpn *c, IrOp *op) {
   const KernelExec *x = cpn_exec(c, op);
   if (x->mask == c->all_warps && !x->narrow) return true;
-  ir_op_error(op,
-              "must run on every warp of the block (it initializes the barriers with one "
-              "thread, then synchronizes the CTA), not on warps 0x%llx%s",
+  ir_op_error(op, "must run on every warp of the block (it initializes the barriers with one "
+                  "thread, then synchronizes the CTA), not on warps 0x%llx%s",
               (unsigned long long)x->mask, x->narrow ? " under an elect" : "");
   return false;
 }
@@ -63,8 +62,7 @@ static bool check_init_scope(Cpn *c, IrOp *op) {
 static void *new_handle(Cpn *c, IrOp *init, IrOpKind k, const char *what, size_t size) {
   IrOp *cr = init->operands[0].value->def;
   if (!cr || cr->kind != k) {
-    ir_op_error(init, "initializes a %s handle that does not come from %s", what,
-                ir_op_info(k)->name);
+    ir_op_error(init, "initializes a %s handle that does not come from %s", what, ir_op_info(k)->name);
     return NULL;
   }
   CpnHandle *h = arena_alloc(ir_arena(c->rw.ctx), size);
@@ -121,10 +119,8 @@ static void *handle_of(Cpn *c, IrOp *op) {
   if (cr && (cr->kind == OP_CUTLASS_PIPELINE_CREATE || cr->kind == OP_CUTLASS_SEQ_BAR_CREATE))
     ir_op_error(op, "uses a %s that no cutlass.%s.init initializes", what, what);
   else
-    ir_op_error(op,
-                "needs its %s handle straight from cutlass.%s.create (handles cannot be "
-                "carried through loops or branches)",
-                what, what);
+    ir_op_error(op, "needs its %s handle straight from cutlass.%s.create (handles cannot be "
+                    "carried through loops or branches)", what, what);
   return NULL;
 }
 
@@ -146,14 +142,13 @@ static bool check_unknown(Cpn *c, IrOp *op) {
 ** reads precede a single arrival. */
 static bool check_release_scope(Cpn *c, IrOp *op, const CpnPipe *p) {
   const KernelExec *x = cpn_exec(c, op);
-  if (!x->narrow || p->mode == MODE_COOPERATIVE || p->mode == MODE_CLUSTER ||
-      p->mode == MODE_PINGPONG || p->mode == MODE_PINGPONG_CLUSTER)
+  if (!x->narrow || p->mode == MODE_COOPERATIVE || p->mode == MODE_CLUSTER || p->mode == MODE_PINGPONG ||
+      p->mode == MODE_PINGPONG_CLUSTER)
     return true;
   for (uint32_t i = 0; i < p->nc; i++)
     if (kernel_popcount(x->mask & (uint64_t)p->cons[i]) > 1) {
-      ir_op_error(op,
-                  "runs under an elect, but its participant's warps 0x%llx must all finish "
-                  "with the stage before its one arrival: release from every thread",
+      ir_op_error(op, "runs under an elect, but its participant's warps 0x%llx must all finish "
+                      "with the stage before its one arrival: release from every thread",
                   (unsigned long long)(x->mask & (uint64_t)p->cons[i]));
       return false;
     }
@@ -199,9 +194,7 @@ static bool check_op(Cpn *c, IrOp *op) {
 ** Pipeline states: one i64 = index | phase << 16 | count << 32
 ** ======================================================================= */
 
-static IrValue *trunc32(Cpn *c, IrValue *v) {
-  return rw_cast(&c->rw, OP_ARITH_TRUNCI, v, c->rw.i32);
-}
+static IrValue *trunc32(Cpn *c, IrValue *v) { return rw_cast(&c->rw, OP_ARITH_TRUNCI, v, c->rw.i32); }
 static IrValue *zext64(Cpn *c, IrValue *v) { return rw_cast(&c->rw, OP_ARITH_EXTUI, v, c->rw.i64); }
 static IrValue *st_index(Cpn *c, IrValue *s) {
   return rw_bin(&c->rw, OP_ARITH_ANDI, trunc32(c, s), rw_i32(&c->rw, 0xffff));
@@ -217,8 +210,7 @@ static IrValue *st_count(Cpn *c, IrValue *s) {
 }
 
 static IrValue *st_pack(Cpn *c, IrValue *index, IrValue *phase, IrValue *count) {
-  IrValue *lo =
-      rw_bin(&c->rw, OP_ARITH_ORI, index, rw_bin(&c->rw, OP_ARITH_SHLI, phase, rw_i32(&c->rw, 16)));
+  IrValue *lo = rw_bin(&c->rw, OP_ARITH_ORI, index, rw_bin(&c->rw, OP_ARITH_SHLI, phase, rw_i32(&c->rw, 16)));
   IrValue *hi = rw_bin(&c->rw, OP_ARITH_SHLI, zext64(c, count), rw_const(&c->rw, 32, c->rw.i64));
   return rw_bin(&c->rw, OP_ARITH_ORI, hi, zext64(c, lo));
 }
@@ -234,22 +226,21 @@ static IrValue *st_increment(Cpn *c, IrValue *s, int64_t stages) {
   return st_pack(c, index, phase, count);
 }
 
+
 /* index + n modulo `stages`, the phase flipped once per wrap; count + n (n unsigned). */
 static IrValue *st_advance(Cpn *c, IrValue *s, IrValue *n, int64_t stages) {
   IrValue *at = rw_bin(&c->rw, OP_ARITH_ADDI, st_index(c, s), n);
   IrValue *S = rw_i32(&c->rw, stages);
   IrValue *index = rw_bin(&c->rw, OP_ARITH_REMUI, at, S);
   IrValue *wraps = rw_bin(&c->rw, OP_ARITH_DIVUI, at, S);
-  IrValue *phase = rw_bin(&c->rw, OP_ARITH_XORI, st_phase(c, s),
-                          rw_bin(&c->rw, OP_ARITH_ANDI, wraps, rw_i32(&c->rw, 1)));
+  IrValue *phase = rw_bin(&c->rw, OP_ARITH_XORI, st_phase(c, s), rw_bin(&c->rw, OP_ARITH_ANDI, wraps, rw_i32(&c->rw, 1)));
   IrValue *count = rw_bin(&c->rw, OP_ARITH_ADDI, st_count(c, s), n);
   return st_pack(c, index, phase, count);
 }
 
 static IrValue *lower_state_op(Cpn *c, IrOp *op) {
   if (op->kind == OP_CUTLASS_PIPELINE_STATE_ADVANCE)
-    return st_advance(c, op->operands[0].value, op->operands[1].value,
-                      cut_pipe_shape(op->results[0].type).stages);
+    return st_advance(c, op->operands[0].value, op->operands[1].value, cut_pipe_shape(op->results[0].type).stages);
   IrValue *s = op->noperands ? op->operands[op->noperands - 1].value : NULL;
   switch (op->kind) {
   case OP_CUTLASS_PIPELINE_STATE_CREATE: {
@@ -257,8 +248,7 @@ static IrValue *lower_state_op(Cpn *c, IrOp *op) {
     int64_t i = a.index, ph = a.phase, n = a.count;
     return rw_const(&c->rw, (int64_t)(((uint64_t)n << 32) | (uint64_t)(i | ph << 16)), c->rw.i64);
   }
-  case OP_CUTLASS_PIPELINE_STATE_INCREMENT:
-    return st_increment(c, s, cut_pipe_shape(op->results[0].type).stages);
+  case OP_CUTLASS_PIPELINE_STATE_INCREMENT: return st_increment(c, s, cut_pipe_shape(op->results[0].type).stages);
   case OP_CUTLASS_PIPELINE_STATE_BUMP:
     return rw_bin(&c->rw, OP_ARITH_ADDI, s, rw_const(&c->rw, (int64_t)1 << 32, c->rw.i64));
   case OP_CUTLASS_PIPELINE_STATE_INDEX: return st_index(c, s);
@@ -287,8 +277,7 @@ static void spin_wait(Cpn *c, IrValue *bar, IrValue *parity, int64_t hint) {
 /* Only when tok (an i1 from a try op) is false. */
 static void spin_wait_unless(Cpn *c, IrValue *tok, IrValue *bar, IrValue *parity) {
   IrOp *sif = NULL;
-  if (tok)
-    sif = rw_begin_if(&c->rw, rw_bin(&c->rw, OP_ARITH_XORI, tok, rw_const(&c->rw, 1, c->rw.i1)));
+  if (tok) sif = rw_begin_if(&c->rw, rw_bin(&c->rw, OP_ARITH_XORI, tok, rw_const(&c->rw, 1, c->rw.i1)));
   spin_wait(c, bar, parity, CPN_WAIT_HINT);
   if (sif) rw_end_if(&c->rw, sif);
 }
@@ -330,8 +319,8 @@ static bool arrive_per_thread(Cpn *c, IrOp *op, const KernelExec *x, uint64_t pa
 
 /* One arrival per participant: the warps of participant i that run op sync
 ** (sync mode), then one lane of its lowest such warp arrives. */
-static bool arrive_per_group(Cpn *c, IrOp *op, const KernelExec *x, const int64_t *parts,
-                             uint32_t n, int sync, ArriveFn fn, const void *ud) {
+static bool arrive_per_group(Cpn *c, IrOp *op, const KernelExec *x, const int64_t *parts, uint32_t n,
+                             int sync, ArriveFn fn, const void *ud) {
   bool any = false;
   for (uint32_t i = 0; i < n; i++) {
     uint64_t g = x->mask & (uint64_t)parts[i];
@@ -340,8 +329,7 @@ static bool arrive_per_group(Cpn *c, IrOp *op, const KernelExec *x, const int64_
     IrOp *guard = g != x->mask ? rw_begin_if(&c->rw, cpn_in_mask(c, g)) : NULL;
     if (sync != SYNC_NONE && !x->narrow && !cpn_sync_warps(c, op, g)) return false;
     IrValue *lead = NULL;
-    if (kernel_popcount(g) > 1)
-      lead = rw_cmp(&c->rw, "eq", cpn_warp(c), rw_i32(&c->rw, kernel_ctz(g)));
+    if (kernel_popcount(g) > 1) lead = rw_cmp(&c->rw, "eq", cpn_warp(c), rw_i32(&c->rw, kernel_ctz(g)));
     if (!x->narrow) {
       IrValue *e = rw_op1(&c->rw, OP_TILE_ELECT, 0, NULL, c->rw.i1);
       lead = lead ? rw_bin(&c->rw, OP_ARITH_ANDI, lead, e) : e;
@@ -388,12 +376,10 @@ static bool init_follows(IrOp *op) {
 ** addresses are mapped (mapa) where they arrive on them. One CTA takes the
 ** bypass: no cluster barrier, a CTA barrier (the other warps must see
 ** the inits). */
-static void init_slots(Cpn *c, IrOp *op, int64_t first, int64_t n, const int64_t *count,
-                       int ncount) {
+static void init_slots(Cpn *c, IrOp *op, int64_t first, int64_t n, const int64_t *count, int ncount) {
   IrOp *sif = rw_begin_if(&c->rw, rw_cmp(&c->rw, "eq", cpn_tid(c), rw_i32(&c->rw, 0)));
   for (int64_t k = 0; k < n; k++) {
-    IrValue *opds[2] = {cpn_slot(c, rw_i32(&c->rw, first + k)),
-                        rw_i32(&c->rw, count[ncount > 1 ? k % 2 : 0])};
+    IrValue *opds[2] = {cpn_slot(c, rw_i32(&c->rw, first + k)), rw_i32(&c->rw, count[ncount > 1 ? k % 2 : 0])};
     rw_op(&c->rw, OP_TILE_MBARRIER_INIT, 2, opds, NULL);
   }
   rw_op(&c->rw, OP_TILE_FENCE_MBARRIER_INIT, 0, NULL, NULL);
@@ -424,9 +410,12 @@ static void do_arrival(Cpn *c, const void *ud) {
     return;
   }
   IrValue *opds[2] = {stage_bar(c, a->p, a->index, 0), rw_i32(&c->rw, a->bytes)};
-  if (a->kind == 1) rw_op(&c->rw, OP_TILE_MBARRIER_EXPECT_TX, 2, opds, NULL);
-  else if (a->bytes > 0) rw_op(&c->rw, OP_TILE_MBARRIER_ARRIVE_EXPECT_TX, 2, opds, NULL);
-  else arrive(c, opds[0], NULL);
+  if (a->kind == 1)
+    rw_op(&c->rw, OP_TILE_MBARRIER_EXPECT_TX, 2, opds, NULL);
+  else if (a->bytes > 0)
+    rw_op(&c->rw, OP_TILE_MBARRIER_ARRIVE_EXPECT_TX, 2, opds, NULL);
+  else
+    arrive(c, opds[0], NULL);
 }
 
 /* The consumer warps of a pipeline (every participant's). */
@@ -441,8 +430,7 @@ static uint64_t consumer_warps(const CpnPipe *p) {
 ** mbarrier.arrive.shared::cluster at the default .release.cta scope). */
 static void arrive_on_rank(Cpn *c, IrValue *bar, IrValue *rank) {
   IrValue *opds[2] = {bar, rank};
-  arrive(c, rw_op1(&c->rw, OP_TILE_MAPA, 2, opds, ir_type_ptr(c->rw.ctx, c->rw.i64, IR_MS_CLUSTER)),
-         NULL);
+  arrive(c, rw_op1(&c->rw, OP_TILE_MAPA, 2, opds, ir_type_ptr(c->rw.ctx, c->rw.i64, IR_MS_CLUSTER)), NULL);
 }
 
 /* Cluster release: every CTA's producer multicasts into this CTA's stages, so
@@ -460,8 +448,7 @@ static void arrive_on_rank(Cpn *c, IrValue *bar, IrValue *rank) {
 ** .release.cluster; the protocol checker reports them (docs/protocol.md).
 ** pingpong_cluster: the same, run by the warps of the one participant whose
 ** tile the stage holds (the empty barrier counts its warps x CTAs). */
-static bool release_cluster(Cpn *c, IrOp *op, const KernelExec *x, const CpnPipe *p,
-                            IrValue *index) {
+static bool release_cluster(Cpn *c, IrOp *op, const KernelExec *x, const CpnPipe *p, IrValue *index) {
   uint64_t allowed = x->mask & consumer_warps(p);
   if (!allowed) {
     ir_op_error(op, "runs on warps 0x%llx, none of which is a consumer participant (0x%llx)",
@@ -547,11 +534,9 @@ static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
     return arrive_per_group(c, op, x, p->prod, p->np, SYNC_IF_WARP, do_arrival, &a);
   default: /* consumer_release */
     a.kind = 2;
-    if (p->mode == MODE_COOPERATIVE ||
-        p->mode == MODE_PINGPONG) /* pingpong: the one participant's threads */
+    if (p->mode == MODE_COOPERATIVE || p->mode == MODE_PINGPONG) /* pingpong: the one participant's threads */
       return arrive_per_thread(c, op, x, consumer_warps(p), do_arrival, &a, &a.count);
-    if (p->mode == MODE_CLUSTER ||
-        p->mode == MODE_PINGPONG_CLUSTER) /* pingpong_cluster: one participant's warps */
+    if (p->mode == MODE_CLUSTER || p->mode == MODE_PINGPONG_CLUSTER) /* pingpong_cluster: one participant's warps */
       return release_cluster(c, op, x, p, index);
     return arrive_per_group(c, op, x, p->cons, p->nc, SYNC_ALWAYS, do_arrival, &a);
   }
@@ -570,21 +555,16 @@ static IrValue *seq_slot(Cpn *c, const CpnSeq *q, IrValue *s) {
 }
 
 static IrValue *seq_phase(Cpn *c, IrValue *s) {
-  return rw_bin(&c->rw, OP_ARITH_ANDI, rw_bin(&c->rw, OP_ARITH_SHRUI, s, rw_i32(&c->rw, 16)),
-                rw_i32(&c->rw, 1));
+  return rw_bin(&c->rw, OP_ARITH_ANDI, rw_bin(&c->rw, OP_ARITH_SHRUI, s, rw_i32(&c->rw, 16)), rw_i32(&c->rw, 1));
 }
 
 /* index + 1; when it wraps to 0 (index % depth == 0) the phase flips. */
 static IrValue *seq_advance(Cpn *c, const CpnSeq *q, IrValue *s) {
-  IrValue *next =
-      rw_bin(&c->rw, OP_ARITH_ADDI, rw_bin(&c->rw, OP_ARITH_ANDI, s, rw_i32(&c->rw, 0xffff)),
-             rw_i32(&c->rw, 1));
+  IrValue *next = rw_bin(&c->rw, OP_ARITH_ADDI, rw_bin(&c->rw, OP_ARITH_ANDI, s, rw_i32(&c->rw, 0xffff)), rw_i32(&c->rw, 1));
   IrValue *wrap = rw_cmp(&c->rw, "eq", next, rw_i32(&c->rw, q->depth));
   IrValue *index = rw_select(&c->rw, wrap, rw_i32(&c->rw, 0), next);
-  IrValue *phase = rw_bin(&c->rw, OP_ARITH_XORI, seq_phase(c, s),
-                          rw_cast(&c->rw, OP_ARITH_EXTUI, wrap, c->rw.i32));
-  return rw_bin(&c->rw, OP_ARITH_ORI, index,
-                rw_bin(&c->rw, OP_ARITH_SHLI, phase, rw_i32(&c->rw, 16)));
+  IrValue *phase = rw_bin(&c->rw, OP_ARITH_XORI, seq_phase(c, s), rw_cast(&c->rw, OP_ARITH_EXTUI, wrap, c->rw.i32));
+  return rw_bin(&c->rw, OP_ARITH_ORI, index, rw_bin(&c->rw, OP_ARITH_SHLI, phase, rw_i32(&c->rw, 16)));
 }
 
 static bool lower_seq_op(Cpn *c, IrOp *op, IrValue **res) {
@@ -657,7 +637,8 @@ static bool lower_future_wait(Cpn *c, IrOp *op) {
   const char *fl = flavor_of(&src->results[0]);
   if (fl && strcmp(fl, "mbarrier") == 0)
     spin_wait(c, src->operands[1].value, src->operands[2].value, CPN_FUTURE_HINT);
-  else group_wait(c, false, false, 0);
+  else
+    group_wait(c, false, false, 0);
   return true;
 }
 
@@ -808,12 +789,10 @@ static bool analyze(Cpn *c) {
   }
   bool ok = true;
   for (size_t i = 0; i < c->ops.n; i++) /* inits first: handles are looked up by their users */
-    if (c->ops.v[i]->kind == OP_CUTLASS_PIPELINE_INIT ||
-        c->ops.v[i]->kind == OP_CUTLASS_SEQ_BAR_INIT)
+    if (c->ops.v[i]->kind == OP_CUTLASS_PIPELINE_INIT || c->ops.v[i]->kind == OP_CUTLASS_SEQ_BAR_INIT)
       ok &= check_op(c, c->ops.v[i]);
   for (size_t i = 0; i < c->ops.n; i++)
-    if (c->ops.v[i]->kind != OP_CUTLASS_PIPELINE_INIT &&
-        c->ops.v[i]->kind != OP_CUTLASS_SEQ_BAR_INIT)
+    if (c->ops.v[i]->kind != OP_CUTLASS_PIPELINE_INIT && c->ops.v[i]->kind != OP_CUTLASS_SEQ_BAR_INIT)
       ok &= check_op(c, c->ops.v[i]);
   return ok;
 }
