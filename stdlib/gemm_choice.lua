@@ -43,8 +43,9 @@ M.TILES = {
   -- ping-pong 128 x 192 a warpgroup (two m64n192k16 a k step, 5 stages): one
   -- warpgroup's epilogue runs under the other's mainloop, so a CTA needs
   -- several tiles (min_waves: tiles a CTA; measured at 5.3 and 20.8, not
-  -- below); its 2 x 1 cluster measured 0.996 of it at 8192^3. Fitted to request s10pp-1 (docs/PERF.md, tenth session): 8192^3
-  -- 1288.3 us = 21 rounds of 128 k blocks at 0.463 us (the fixed cost taken
+  -- below); its 2 x 1 cluster measured 0.996 of its time at 8192^3
+  -- (clusters: offered in clusters). Fitted to request s10pp-1
+  -- (docs/PERF.md, tenth session): 8192^3 1288.3 us = 21 rounds of 128 k blocks at 0.463 us (the fixed cost taken
   -- as ping-pong 128 x 128's 2.0: the two shapes measured do not separate
   -- it; 4096^3 then reads 192 against 184 measured). eff: that k block's
   -- tensor time. l2: the largest share for which the L2 term stays under the
@@ -216,15 +217,14 @@ local function forms(m, n, k, dtype, sms)
       local named = t.bm ~= 128 or (t.consumers and t.bn > 128)
       local base = { bm = named and t.bm or nil, bn = t.bn, wgs = t.wgs, consumers = t.consumers }
       add(t, base)
+      local tm, tn = (m + t.bm - 1) // t.bm, (n + t.bn - 1) // t.bn
       -- clusters: the cooperative tiles', and ping-pong's where measured
-      -- (`clusters`; 128 x 128 a warpgroup lost 2-11 % in every cluster, s10pp-1)
+      -- (`clusters`; 128 x 128 a warpgroup lost 1-7 % in every cluster, s10pp-1)
       if (not t.consumers or t.clusters) and t.bm >= 128 then
-        local tm, tn = (m + t.bm - 1) // t.bm, (n + t.bn - 1) // t.bn
         if tm >= 2 then local o = copy(base) o.cluster = { 2, 1 } add(t, o) end
         if tn >= 2 then local o = copy(base) o.cluster = { 1, 2 } add(t, o) end
       end
       if not t.consumers and t.bm >= 128 then
-        local tm, tn = (m + t.bm - 1) // t.bm, (n + t.bn - 1) // t.bn
         -- split-K: fewer tiles than SMs and K long enough to split (at
         -- least 8 k blocks a piece)
         local kt = (k + (fp8 and 128 or 64) - 1) // (fp8 and 128 or 64)
