@@ -67,6 +67,22 @@ describe("tl.gemm.candidates", function()
     assert.is_true(t[1] < t[2] and t[2] < t[3] and t[3] < t[4])
   end)
 
+  -- s10pp-2 (docs/PERF.md, tenth session): the cooperative 128 x 256 in a 2 x 1
+  -- cluster measured fastest at 12288^3 (4360.3 us, ping-pong 128 x 192 4502.0,
+  -- its cluster 4513.9) and 8192 x 8192 x 28672 (4609.1; 4812.2, 4636.2);
+  -- ping-pong 128 x 192 at 8192 x 8192 x 1024 (171.5 us, the cooperative 2 x 1 188.3)
+  it("puts the cooperative cluster first where both operands are beyond 128 MiB (EVEN_BIG)", function()
+    for _, s in ipairs { { 12288, 12288, 12288 }, { 8192, 8192, 28672 } } do
+      local list = tl.gemm.candidates { m = s[1], n = s[2], k = s[3], sms = 132, count = 3 }
+      assert.same({ bn = 256, cluster = { 2, 1 } }, list[1], ("%dx%dx%d"):format(s[1], s[2], s[3]))
+      local pp = false
+      for _, o in ipairs(list) do pp = pp or o.consumers == "pingpong" end
+      assert.is_true(pp) -- (ping-pong's cluster 0.6 % behind at 8192 x 8192 x 28672: still measured)
+    end
+    local list = tl.gemm.candidates { m = 8192, n = 8192, k = 1024, sms = 132, count = 1 }
+    assert.same({ bm = 128, bn = 192, consumers = "pingpong" }, list[1])
+  end)
+
   it("keeps the cooperative tiles first where ping-pong's tiles quantize worse or are too few", function()
     -- 4096^3: 704 tiles of 128 x 192 are 5.3 waves (6 rounds), 512 of 128 x 256 3.9 (4):
     -- measured 184.2 against 165.8 us (s10pp-1)

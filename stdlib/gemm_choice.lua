@@ -79,6 +79,15 @@ M.CLUSTER_LOSS = 1.06
 -- none, the same tile): 128 x 256 0.988 (s10pp-1), 0.982 (2026-11-28), 0.995
 -- (seventh session); ping-pong 128 x 192 0.996 (s10pp-1). A factor on the time.
 M.EVEN_MULTICAST = 0.99
+-- Both of a size and each beyond 128 MiB (12288^3, 8192 x 8192 x 28672; 8192^3's
+-- are 128 MiB): every form takes 5 % longer but a cooperative cluster sharing
+-- the larger tile (which keeps EVEN_MULTICAST). Fitted to request s10pp-2
+-- (docs/PERF.md, tenth session): measured against the model without it,
+-- 1.045 / 1.046 the cooperative 128 x 256, 1.055 / 1.096 ping-pong 128 x 192,
+-- 1.069 / 1.066 its 2 x 1 cluster, and 1.015 / 1.020 the cooperative 2 x 1
+-- cluster, the fastest at both (4 % and 0.6 % ahead of ping-pong's cluster).
+-- Which misses cost what is not measured.
+M.EVEN_BIG = 1.05
 -- Split-K: each piece but the last of a tile writes an f32 partial tile and the
 -- last reads them all back (us a partial of 128 x 128); StreamK likewise, a
 -- tile split over about SMs / tiles units, which walk scattered k ranges
@@ -143,6 +152,11 @@ local function multicast_pays(c)
   return ((c.cm > 1 and rows_b > rows_a) or (c.cn > 1 and rows_a > rows_b)) and 1 or -1
 end
 
+-- Whether A and B are of a size and each beyond 128 MiB (EVEN_BIG).
+local function even_big(c)
+  return c.m == c.n and c.m * c.k * c.ebytes > 128 * 2 ^ 20
+end
+
 -- The time (us) of a k block of the tile of c with `active` SMs at work.
 local function kblock_us(t, c, active, fp8)
   local flops = 2.0 * c.bm * c.bn * c.bk
@@ -169,6 +183,7 @@ local function estimate(t, o, c, sms, fp8)
   -- one of operands of a size, EVEN_MULTICAST
   local pays = c.cluster > 1 and multicast_pays(c) or 0
   local loss = pays < 0 and M.CLUSTER_LOSS or pays == EVEN and M.EVEN_MULTICAST or 1
+  if not (pays == EVEN and c.consumers ~= "pingpong") and even_big(c) then loss = loss * M.EVEN_BIG end
   local rounds, active, kb, over -- over: the fixed costs of a round
   if o.schedule == "splitk" then -- (the plan's default splits: a wave of pieces; in a cluster, its multicast)
     local splits = o.splits or math.max(2, math.min(c.kt, sms // c.tiles))
