@@ -1,7 +1,8 @@
 -- gemm_forms.lua: every kernel form of the Hopper GEMM of stdlib/gemm.lua
 -- (tl.gemm) on one problem each: clusters along M and N (B and A multicast,
 -- the cluster pipeline's .cta-scope releases), a 2 x 2 cluster, ping-pong
--- warpgroups over one shared ring, tiles of 256 rows (two 64-row slices a
+-- warpgroups over one shared ring (128 x 128, 64 x 256 or 128 x 192 a
+-- warpgroup, in a cluster of 2 along M or N), tiles of 256 rows (two 64-row slices a
 -- warpgroup), 192 rows (three warpgroups) and 320 rows (warpgroups of two and
 -- three slices), 64-wide epilogue sub-tiles, split-K and StreamK on those
 -- tiles, tiles of 128 x 192 and 128 x 64 (a cluster of 2, split-K), and the swapped form for a few rows of A (swap_ab: 33 rows). Each is built, compiled and assembled with ptxas; on a GPU it runs on
@@ -23,6 +24,14 @@ local FORMS = {
   { name = "cluster_1x2", bn = 128, cluster = { 1, 2 } },
   { name = "cluster_2x2", bn = 128, cluster = { 2, 2 } },
   { name = "pingpong", consumers = "pingpong" }, -- 128 x 128 a warpgroup
+  { name = "pingpong_64x256", consumers = "pingpong", bm = 64, bn = 256 }, -- m64n256 a warpgroup
+  -- ping-pong in a cluster (one ring, a stage released on every CTA by its warpgroup)
+  { name = "pingpong_cluster_2x1", consumers = "pingpong", bn = 128, cluster = { 2, 1 } },
+  { name = "pingpong_cluster_1x2", consumers = "pingpong", bn = 128, cluster = { 1, 2 } },
+  { name = "pingpong_64x256_cluster_2x1", consumers = "pingpong", bm = 64, bn = 256, cluster = { 2, 1 } },
+  -- two m64n192k16 a warpgroup: the ping-pong tile tl.gemm.candidates offers for large shapes
+  { name = "pingpong_128x192", consumers = "pingpong", bm = 128, bn = 192 },
+  { name = "pingpong_128x192_cluster_2x1", consumers = "pingpong", bm = 128, bn = 192, cluster = { 2, 1 } },
   { name = "tile_256x128", bm = 256, bn = 128 },
   { name = "tile_192x192", bm = 192, bn = 192 },
   { name = "tile_320x128", bm = 320, bn = 128 },

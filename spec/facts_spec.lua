@@ -285,6 +285,7 @@ module {
       { "strided_urem", "[2, 12]", false, { 1, 2 } },
       { "cluster", "[2, 12]", true, { 1, 6 } },     -- every consumer warp (3) on every CTA (2)
       { "pingpong", "[3, 12]", false, { 1, 64 } },  -- the threads of one participant
+      { "pingpong_cluster", "[3, 12]", true, { 1, 4 } }, -- the warps of one participant (2) on every CTA (2)
     } do
       local want, got = derived(c[1], c[2], c[3])
       assert.same(want, got, c[1])

@@ -46,8 +46,52 @@ describe("tl.gemm.candidates", function()
 
   it("keeps the large tiles for the large shapes", function()
     local list = tl.gemm.candidates { m = 8192, n = 8192, k = 8192, sms = 132, count = 1 }
-    assert.is_true(list[1].bn * (list[1].bm or 128) >= 128 * 256)
+    -- (ping-pong: two tiles in flight a CTA, one a warpgroup)
+    local in_flight = list[1].consumers == "pingpong" and 2 or 1
+    assert.is_true(in_flight * list[1].bn * (list[1].bm or 128) >= 128 * 256)
     assert.is_nil(list[1].schedule)
+  end)
+
+  -- s10pp-1 (docs/PERF.md, tenth session), 8192^3 bf16 on an H200: ping-pong
+  -- 128 x 192 a warpgroup in a 2 x 1 cluster 1282.6 us, alone 1288.3, the
+  -- cooperative 128 x 256 in a 2 x 1 cluster 1292.6, alone 1307.7
+  it("offers ping-pong 128 x 192 (and its 2 x 1 cluster) first at 8192^3, in the measured order", function()
+    local list = tl.gemm.candidates { m = 8192, n = 8192, k = 8192, sms = 132, count = 3 }
+    assert.same({ bm = 128, bn = 192, consumers = "pingpong", cluster = { 2, 1 } }, list[1])
+    assert.same({ bm = 128, bn = 192, consumers = "pingpong" }, list[2])
+    assert.same({ bn = 256, cluster = { 2, 1 } }, list[3])
+    -- the model's times of the measured forms, in the measured order
+    local MC = require "tilua.stdlib.gemm_choice"
+    local t = {}
+    for i, o in ipairs { list[1], list[2], list[3], { bn = 256 } } do t[i] = MC.estimate(o, 8192, 8192, 8192, "bf16", 132) end
+    assert.is_true(t[1] < t[2] and t[2] < t[3] and t[3] < t[4])
+  end)
+
+  -- s10pp-2 (docs/PERF.md, tenth session): the cooperative 128 x 256 in a 2 x 1
+  -- cluster measured fastest at 12288^3 (4360.3 us, ping-pong 128 x 192 4502.0,
+  -- its cluster 4513.9) and 8192 x 8192 x 28672 (4609.1; 4812.2, 4636.2);
+  -- ping-pong 128 x 192 at 8192 x 8192 x 1024 (171.5 us, the cooperative 2 x 1 188.3)
+  it("puts the cooperative cluster first where both operands are beyond 128 MiB (EVEN_BIG)", function()
+    for _, s in ipairs { { 12288, 12288, 12288 }, { 8192, 8192, 28672 } } do
+      local list = tl.gemm.candidates { m = s[1], n = s[2], k = s[3], sms = 132, count = 3 }
+      assert.same({ bn = 256, cluster = { 2, 1 } }, list[1], ("%dx%dx%d"):format(s[1], s[2], s[3]))
+      local pp = false
+      for _, o in ipairs(list) do pp = pp or o.consumers == "pingpong" end
+      assert.is_true(pp) -- (ping-pong's cluster 0.6 % behind at 8192 x 8192 x 28672: still measured)
+    end
+    local list = tl.gemm.candidates { m = 8192, n = 8192, k = 1024, sms = 132, count = 1 }
+    assert.same({ bm = 128, bn = 192, consumers = "pingpong" }, list[1])
+  end)
+
+  it("keeps the cooperative tiles first where ping-pong's tiles quantize worse or are too few", function()
+    -- 4096^3: 704 tiles of 128 x 192 are 5.3 waves (6 rounds), 512 of 128 x 256 3.9 (4):
+    -- measured 184.2 against 165.8 us (s10pp-1)
+    local list = tl.gemm.candidates { m = 4096, n = 4096, k = 4096, sms = 132, count = 3 }
+    assert.is_nil(list[1].consumers)
+    -- 2048^3: 176 tiles of 128 x 192, 1.3 a CTA: one warpgroup would wait (not offered)
+    for _, o in ipairs(tl.gemm.candidates { m = 2048, n = 2048, k = 2048, sms = 132, count = 8 }) do
+      assert.is_false(o.consumers == "pingpong" and o.bn == 192)
+    end
   end)
 
   it("plans for the SMs it is given", function()

@@ -130,6 +130,11 @@ describe("the stdlib GEMM on the emulator", function()
     { bm = 192 },                                                 -- three warpgroups (rows past M zero)
     { bm = 320 },                                                 -- two warpgroups of 2 and 3 slices
     { consumers = "pingpong", bm = 64 },                          -- a 64-row tile per warpgroup
+    -- ping-pong in a cluster (pipeline mode pingpong_cluster): one ring, each
+    -- stage released on every CTA by the warpgroup whose tile it holds
+    { consumers = "pingpong", cluster = 2 },                      -- B multicast (overhang along M)
+    { consumers = "pingpong", bm = 64, cluster = 2, schedule = "persistent", sms = 2 },   -- each warpgroup one cluster tile
+    { consumers = "pingpong", bm = 64, cluster = { 1, 2 }, schedule = "persistent", sms = 2 }, -- A multicast, alternating
     { epi = 64 },                                                 -- 64 x 64 epilogue sub-tiles, 128-byte swizzle
     { bk = 128, cluster = 2 },                                    -- k blocks of two boxes (two 128-byte rows of K)
     -- the tiles tl.gemm.candidates adds for shapes of few tiles
@@ -156,7 +161,8 @@ describe("the stdlib GEMM on the emulator", function()
       local cfg = { m = 128, n = 128, k = 128, bn = 64, stages = 2, schedule = "data_parallel" }
       for key, x in pairs(v) do cfg[key] = x end
       local k, g = gemm(cfg)
-      if v.sms then assert.equal(v.cluster or 1, g.grid) end -- one CTA (one cluster)
+      local ctas = type(v.cluster) == "table" and v.cluster[1] * v.cluster[2] or v.cluster or 1
+      if v.sms then assert.equal(ctas, g.grid) end -- one CTA (one cluster)
       local A, B, args = inputs(128, 128, 128, "bf16", v.a_major == "m", v.b_major == "n")
       if #k:region(1):entry():args() == 4 then args[4] = { bytes = math.max(16, g.workspace_bytes) } end
       local r = tl.emulate(k, { grid = g.grid, args = args, policy = "random", seed = 11 })
@@ -382,6 +388,20 @@ describe("verify_protocol on the GEMM", function()
     assert(c.ok, c.report)
     assert.is_true(c.min_phases >= 2)
   end)
+
+  -- Ping-pong in a cluster of 2 along M (mode pingpong_cluster): B multicast,
+  -- a stage released on both CTAs by the warps of the warpgroup whose tile it
+  -- holds. The cluster walks 4 tiles of 2 k blocks through 2 stages.
+  local ppc = { m = 128, n = 256, k = 128, bm = 64, bn = 64, stages = 2, consumers = "pingpong", cluster = 2,
+                schedule = "persistent", sms = 2 }
+  local _, _, cargs = inputs(ppc.m, ppc.n, ppc.k, "bf16")
+  it("reports nothing on ping-pong in a cluster (each warpgroup two tiles on both CTAs)", function()
+    local k, g = gemm(ppc)
+    assert.equal(2, g.grid)
+    local c = tl.verify_protocol(k, { grid = 2, args = cargs, max_states = 20000 })
+    assert(c.ok, c.report)
+    assert.is_true(c.min_phases >= 2)
+  end)
   local pp_mutants = {
     -- the second warpgroup takes the first's stages: both release them, so a
     -- stage's empty barrier completes two phases and the producer misses one
@@ -401,12 +421,23 @@ describe("verify_protocol on the GEMM", function()
     -- stage holds releases it: the producer waits forever
     { name = "ping-pong: the pipeline made cooperative (its empty barriers count both warpgroups)", kind = "deadlock",
       msg = "128 of 256 arrivals came for phase 0", seed = function(k) ops(k, "cutlass.pipeline.init")[1]:set_attr("mode", "cooperative") end },
+    -- in a cluster (ppc, two CTAs): the empty barriers count both warpgroups' warps on both CTAs (16), but
+    -- only the warps of the stage's warpgroup release it: the producer waits forever
+    { name = "ping-pong in a cluster: the pipeline made cluster (its empty barriers count both warpgroups)",
+      kind = "deadlock", msg = "8 of 16 arrivals", cluster = true,
+      seed = function(k) ops(k, "cutlass.pipeline.init")[1]:set_attr("mode", "cluster") end },
+    -- a one-CTA mode: the inits end with a CTA barrier, not the cluster's, so the
+    -- first multicast reaches a peer's barrier that may not be initialized yet
+    -- (and the releases would stay on their own CTA)
+    { name = "ping-pong in a cluster: the pipeline made pingpong (a one-CTA mode)", kind = "uninitialized",
+      msg = "is not ordered before the use (a missing barrier after the init)", cluster = true,
+      seed = function(k) ops(k, "cutlass.pipeline.init")[1]:set_attr("mode", "pingpong") end },
   }
   for _, mu in ipairs(pp_mutants) do
     it("catches " .. mu.name, function()
-      local k = gemm(pp)
+      local k = gemm(mu.cluster and ppc or pp)
       mu.seed(k)
-      local c = tl.verify_protocol(k, { grid = 1, args = pargs, max_states = 20000 })
+      local c = tl.verify_protocol(k, { grid = mu.cluster and 2 or 1, args = mu.cluster and cargs or pargs, max_states = 20000 })
       assert.is_false(c.ok, "the mutant passed")
       local ok = false
       for _, kind in ipairs(mu.kinds or { mu.kind }) do ok = ok or c.violation.kind == kind end

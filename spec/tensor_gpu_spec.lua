@@ -153,6 +153,14 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 1000, n = 1032, k = 4104, bn = 128, cluster = 2, schedule = "splitk", splits = 2 },
     { m = 136, n = 4104, k = 8200, bn = 128, cluster = { 1, 2 }, schedule = "splitk", splits = 3 },
     { m = 264, n = 1032, k = 4104, bn = 80, cluster = 2, schedule = "splitk", splits = 4, sms = 8 },
+    -- ping-pong in a cluster (pipeline mode pingpong_cluster: a stage released on
+    -- every CTA by the warpgroup whose tile it holds), and 64 x 256 a warpgroup
+    { m = 1000, n = 1032, k = 520, consumers = "pingpong", cluster = 2 },            -- B multicast
+    { m = 1000, n = 1032, k = 520, consumers = "pingpong", cluster = { 1, 2 }, sms = 4 }, -- A multicast, 2 clusters walk 64 tiles
+    { m = 1000, n = 1032, k = 1000, consumers = "pingpong", cluster = { 2, 2 } },   -- A and B multicast
+    { m = 1000, n = 1032, k = 1000, consumers = "pingpong", bm = 64, bn = 256 },     -- m64n256 a warpgroup
+    { m = 1000, n = 1032, k = 1000, consumers = "pingpong", bm = 64, bn = 256, cluster = 2, sms = 6 },
+    { m = 1000, n = 1032, k = 1000, consumers = "pingpong", bm = 128, bn = 192, cluster = 2 },  -- two m64n192 a warpgroup
   }
   for _, o in ipairs(cases) do
     local extra = {}
@@ -188,6 +196,7 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { bn = 192 }, { bn = 128, cluster = { 2, 1 } }, { bn = 64, cluster = { 2, 1 } }, { bn = 192, cluster = { 1, 2 } },
     { bn = 96 }, { bn = 160, cluster = { 2, 1 } },
     { bn = 80 }, { bn = 208, cluster = { 2, 1 } }, { bn = 48, cluster = { 1, 2 } },
+    { consumers = "pingpong", cluster = { 2, 1 } },
   }
   local dynamic_shapes = { { 1, 4096, 4096 }, { 77, 1032, 520 }, { 1000, 1000, 1000 }, { 2056, 3000, 1536 }, { 4096, 136, 8200 } }
   for _, f in ipairs(dynamic_forms) do

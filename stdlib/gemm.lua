@@ -214,8 +214,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     aligned("D", c.n, 2)
     aligned("A", c.a_major == "k" and c.k or c.m, c.ebytes)
     aligned("B", c.b_major == "k" and c.k or c.n, c.ebytes)
-    if PP and (c.cluster > 1 or c.schedule == "streamk") then
-      raise("gemm.build: ping-pong consumers need a persistent or data-parallel schedule without a cluster")
+    if PP and (c.schedule == "streamk" or c.ksplits) then
+      raise("gemm.build: ping-pong consumers need a persistent or data-parallel schedule (not StreamK or split-K)")
     end
     c.aboxes = (c.bm // c.cn + 255) // 256 -- A boxes per stage (or per multicast share)
     tiles_cfg(c)
@@ -291,12 +291,13 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     -- cooperative: every consumer warp releases every stage; ping-pong: a
     -- stage holds one warpgroup's tile and that warpgroup releases it; a
     -- cluster: the producers of a row and a column of CTAs write this CTA's
-    -- stages, every consumer warp releases each stage on every CTA
+    -- stages, every consumer warp releases each stage on every CTA (ping-pong
+    -- in a cluster: each warp of the warpgroup whose tile it holds)
     local consumers = { { 4, 4 * WG } }
     if PP then consumers = { { 4, 4 }, { 8, 4 } } end
     G.pipe = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers,
                           transaction_bytes = (TM + BN) * BK * c.ebytes,
-                          mode = CL > 1 and "cluster" or PP and "pingpong" or "cooperative" }
+                          mode = CL > 1 and (PP and "pingpong_cluster" or "cluster") or PP and "pingpong" or "cooperative" }
     -- ping-pong turns: go[g] slot 0 is warpgroup g's mainloop turn, slot 1 its
     -- epilogue turn; each warpgroup hands both to the other (CUTLASS's
     -- OrderedSequenceBarrier of two stages)

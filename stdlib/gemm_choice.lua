@@ -40,6 +40,19 @@ M.TILES = {
   { bm = 128, bn = 144, eff = 0.965, fixed = 2.8 },
   { bm = 128, bn = 128, eff = 0.96, fixed = 2.5 },
   { bm = 128, bn = 128, consumers = "pingpong", eff = 0.97, fixed = 2.0 },
+  -- ping-pong 128 x 192 a warpgroup (two m64n192k16 a k step, 5 stages): one
+  -- warpgroup's epilogue runs under the other's mainloop, so a CTA needs
+  -- several tiles (min_waves: tiles a CTA; measured at 5.3 and 20.8, not
+  -- below); its 2 x 1 cluster measured 0.996 of its time at 8192^3
+  -- (clusters: offered in clusters). Fitted to request s10pp-1
+  -- (docs/PERF.md, tenth session): 8192^3 1288.3 us = 21 rounds of 128 k blocks at 0.463 us (the fixed cost taken
+  -- as ping-pong 128 x 128's 2.0: the two shapes measured do not separate
+  -- it; 4096^3 then reads 192 against 184 measured). eff: that k block's
+  -- tensor time. l2: the largest share for which the L2 term stays under the
+  -- measured time (0.525 us a k block at full share on 132 SMs): the fit's
+  -- bound, not a measured hit rate (why this tile beats the L2 figure the
+  -- cooperative tiles give is not measured).
+  { bm = 128, bn = 192, consumers = "pingpong", eff = 0.92, fixed = 2.0, l2 = 0.88, min_waves = 4, clusters = true },
   { bm = 192, bn = 192, eff = 0.92, fixed = 3.2, min_m = 1024 },
   { bm = 128, bn = 112, eff = 0.94, fixed = 2.6, l2 = 0.95 },
   { bm = 128, bn = 96, eff = 0.92, fixed = 2.4, l2 = 0.9 },
@@ -60,6 +73,21 @@ M.TILES = {
 M.PEAK_TFLOPS = 7.4
 M.L2_TBS = 10.3
 M.CLUSTER_LOSS = 1.06
+-- Both operands of a size and beyond the L2 (8192^3): a cluster sharing the
+-- larger tile gains a little, not the halved reads of a projection's weights
+-- (which the model gave as 10 % at 8192^3). Measured (cluster 2 x 1 against
+-- none, the same tile): 128 x 256 0.988 (s10pp-1), 0.982 (2026-11-28), 0.995
+-- (seventh session); ping-pong 128 x 192 0.996 (s10pp-1). A factor on the time.
+M.EVEN_MULTICAST = 0.99
+-- Both of a size and each beyond 128 MiB (12288^3, 8192 x 8192 x 28672; 8192^3's
+-- are 128 MiB): every form takes 5 % longer but a cooperative cluster sharing
+-- the larger tile (which keeps EVEN_MULTICAST). Fitted to request s10pp-2
+-- (docs/PERF.md, tenth session): measured against the model without it,
+-- 1.045 / 1.046 the cooperative 128 x 256, 1.055 / 1.096 ping-pong 128 x 192,
+-- 1.069 / 1.066 its 2 x 1 cluster, and 1.015 / 1.020 the cooperative 2 x 1
+-- cluster, the fastest at both (4 % and 0.6 % ahead of ping-pong's cluster).
+-- Which misses cost what is not measured.
+M.EVEN_BIG = 1.05
 -- Split-K: each piece but the last of a tile writes an f32 partial tile and the
 -- last reads them all back (us a partial of 128 x 128); StreamK likewise, a
 -- tile split over about SMs / tiles units, which walk scattered k ranges
@@ -106,19 +134,27 @@ local function geometry(o, m, n, k, dtype, sms)
   return c
 end
 
--- Whether c's cluster multicasts the larger operand (1), the smaller (-1), or
--- one of two of a size (0: neither gain nor loss measured; 1024 x 1024 x 16384
--- on 128 x 64 tiles 69.2 us with a cluster, 68.8 without). A split-K of
--- square tiles in a cluster is counted as paying: its pieces keep every SM
--- reading from the L2 (cuBLAS's 128 x 128 form at 1024 x 1024 x 16384).
+-- Whether c's cluster multicasts the larger operand (1: its reads halved),
+-- the smaller (-1), or one of two of a size (0: neither gain nor loss
+-- measured; 1024 x 1024 x 16384 on 128 x 64 tiles 69.2 us with a cluster,
+-- 68.8 without; EVEN: both beyond the L2, the cluster sharing the larger
+-- tile, EVEN_MULTICAST on the time). A split-K of square tiles in a cluster
+-- is counted as paying: its pieces keep every SM reading from the L2
+-- (cuBLAS's 128 x 128 form at 1024 x 1024 x 16384).
+local EVEN = 0.5
 local function multicast_pays(c)
   local rows_b, rows_a = c.swap_ab and c.m or c.n, c.swap_ab and c.n or c.m
-  if rows_a == rows_b then -- (beyond the L2, sharing the larger tile: +0.5-1 % at 8192^3)
+  if rows_a == rows_b then
     if c.ksplits and c.bm == c.bn then return 1 end
     local big = rows_a * c.k * c.ebytes > 64 * 2 ^ 20
-    return (big and ((c.cm > 1 and c.bn > c.bm) or (c.cn > 1 and c.bm > c.bn))) and 1 or 0
+    return (big and ((c.cm > 1 and c.bn > c.bm) or (c.cn > 1 and c.bm > c.bn))) and EVEN or 0
   end
   return ((c.cm > 1 and rows_b > rows_a) or (c.cn > 1 and rows_a > rows_b)) and 1 or -1
+end
+
+-- Whether A and B are of a size and each beyond 128 MiB (EVEN_BIG).
+local function even_big(c)
+  return c.m == c.n and c.m * c.k * c.ebytes > 128 * 2 ^ 20
 end
 
 -- The time (us) of a k block of the tile of c with `active` SMs at work.
@@ -143,8 +179,11 @@ end
 -- costs of its rounds (and split-K's partials).
 local function estimate(t, o, c, sms, fp8)
   local partial = M.PARTIAL_US * c.bm * c.bn / (128 * 128)
-  -- a cluster that multicasts the smaller operand buys nothing (see above)
-  local loss = (c.cluster > 1 and multicast_pays(c) < 0) and M.CLUSTER_LOSS or 1
+  -- a cluster that multicasts the smaller operand buys nothing (see above);
+  -- one of operands of a size, EVEN_MULTICAST
+  local pays = c.cluster > 1 and multicast_pays(c) or 0
+  local loss = pays < 0 and M.CLUSTER_LOSS or pays == EVEN and M.EVEN_MULTICAST or 1
+  if not (pays == EVEN and c.consumers ~= "pingpong") and even_big(c) then loss = loss * M.EVEN_BIG end
   local rounds, active, kb, over -- over: the fixed costs of a round
   if o.schedule == "splitk" then -- (the plan's default splits: a wave of pieces; in a cluster, its multicast)
     local splits = o.splits or math.max(2, math.min(c.kt, sms // c.tiles))
@@ -167,11 +206,12 @@ end
 -- constants above against measured times of any form).
 function M.estimate(o, m, n, k, dtype, sms)
   dtype = dtype or "bf16"
+  local c = geometry(o, m, n, k, dtype, sms) -- (its tile: the defaults' where o names none)
+  if not c then return nil end
+  local consumers = c.consumers == "pingpong" and "pingpong" or nil
   for _, t in ipairs(M.TILES) do
-    local bn = o.bn or (o.consumers == "pingpong" and 128 or 256)
-    if (o.bm or 128) == t.bm and bn == t.bn and o.consumers == t.consumers and (o.wgs == nil or o.wgs == t.wgs) then
-      local c = geometry(o, m, n, k, dtype, sms)
-      return c and estimate(t, o, c, sms, dtype == "e4m3" or dtype == "e5m2") or nil
+    if c.bm == t.bm and c.bn == t.bn and consumers == t.consumers and (o.wgs == nil or o.wgs == t.wgs) then
+      return estimate(t, o, c, sms, dtype == "e4m3" or dtype == "e5m2")
     end
   end
 end
@@ -182,16 +222,24 @@ local function forms(m, n, k, dtype, sms)
   local out = {}
   local function add(t, o) -- (not a cluster the model gives neither gain nor loss: a tie with its tile)
     local c = geometry(o, m, n, k, dtype, sms)
-    if c and not (c.cluster > 1 and multicast_pays(c) == 0) then out[#out + 1] = { o = o, us = estimate(t, o, c, sms, fp8), c = c } end
+    if c and not (c.cluster > 1 and multicast_pays(c) == 0) and c.tiles >= (t.min_waves or 0) * c.grid then
+      out[#out + 1] = { o = o, us = estimate(t, o, c, sms, fp8), c = c, i = #out + 1 }
+    end
   end
   for _, t in ipairs(M.TILES) do
     if m >= (t.min_m or 0) and m <= (t.max_m or math.huge) and not (fp8 and t.consumers) then
-      local base = { bm = t.bm ~= 128 and t.bm or nil, bn = t.bn, wgs = t.wgs, consumers = t.consumers }
+      -- (ping-pong's bm is 64 by default above 128 columns: named)
+      local named = t.bm ~= 128 or (t.consumers and t.bn > 128)
+      local base = { bm = named and t.bm or nil, bn = t.bn, wgs = t.wgs, consumers = t.consumers }
       add(t, base)
-      if not t.consumers and t.bm >= 128 then
-        local tm, tn = (m + t.bm - 1) // t.bm, (n + t.bn - 1) // t.bn
+      local tm, tn = (m + t.bm - 1) // t.bm, (n + t.bn - 1) // t.bn
+      -- clusters: the cooperative tiles', and ping-pong's where measured
+      -- (`clusters`; 128 x 128 a warpgroup lost 1-7 % in every cluster, s10pp-1)
+      if (not t.consumers or t.clusters) and t.bm >= 128 then
         if tm >= 2 then local o = copy(base) o.cluster = { 2, 1 } add(t, o) end
         if tn >= 2 then local o = copy(base) o.cluster = { 1, 2 } add(t, o) end
+      end
+      if not t.consumers and t.bm >= 128 then
         -- split-K: fewer tiles than SMs and K long enough to split (at
         -- least 8 k blocks a piece)
         local kt = (k + (fp8 and 128 or 64) - 1) // (fp8 and 128 or 64)
@@ -212,7 +260,7 @@ local function forms(m, n, k, dtype, sms)
       end
     end
   end
-  table.sort(out, function(a, b) return a.us < b.us end)
+  table.sort(out, function(a, b) return a.us < b.us or (a.us == b.us and a.i < b.i) end) -- (ties: in the order above)
   return out
 end
 

@@ -104,13 +104,14 @@ static bool check_counts(IrOp *op, CutPipeShape s, int mode) {
         (long long)s.producers, (long long)s.consumers);
     return false;
   }
-  if (mode == MODE_CLUSTER && kernel_spec_of(op).ctas == 1) {
-    ir_op_error(op, "mode \"cluster\" needs a kernel cluster of more than one CTA");
+  if ((mode == MODE_CLUSTER || mode == MODE_PINGPONG_CLUSTER) && kernel_spec_of(op).ctas == 1) {
+    ir_op_error(op, "mode \"%s\" needs a kernel cluster of more than one CTA",
+                mode == MODE_CLUSTER ? "cluster" : "pingpong_cluster");
     return false;
   }
-  if (mode == MODE_PINGPONG && s.consumers < 2) {
-    ir_op_error(op, "mode \"pingpong\" needs at least 2 consumer participants (each stage is released by one of them), got %lld",
-                (long long)s.consumers);
+  if ((mode == MODE_PINGPONG || mode == MODE_PINGPONG_CLUSTER) && s.consumers < 2) {
+    ir_op_error(op, "mode \"%s\" needs at least 2 consumer participants (each stage is released by one of them), got %lld",
+                mode == MODE_PINGPONG ? "pingpong" : "pingpong_cluster", (long long)s.consumers);
     return false;
   }
   return true;
@@ -118,13 +119,13 @@ static bool check_counts(IrOp *op, CutPipeShape s, int mode) {
 
 /* Ping-pong: a stage is released by one consumer participant, so all of them
 ** must count the same arrivals (the empty barrier counts one's threads). */
-static bool check_pingpong_consumers(IrOp *op, IrAttrList masks) {
+static bool check_pingpong_consumers(IrOp *op, IrAttrList masks, int mode) {
   int w0 = kernel_popcount((uint64_t)ir_attr_list_int(masks, 0));
   for (uint32_t i = 1; i < masks.n; i++) {
     int w = kernel_popcount((uint64_t)ir_attr_list_int(masks, i));
     if (w == w0) continue;
-    ir_op_error(op, "mode \"pingpong\" needs consumer participants of equal warps: consumers[%u] = 0x%llx has %d, consumers[0] = 0x%llx has %d",
-                i, (unsigned long long)ir_attr_list_int(masks, i), w, (unsigned long long)ir_attr_list_int(masks, 0), w0);
+    ir_op_error(op, "mode \"%s\" needs consumer participants of equal warps: consumers[%u] = 0x%llx has %d, consumers[0] = 0x%llx has %d",
+                mode == MODE_PINGPONG ? "pingpong" : "pingpong_cluster", i, (unsigned long long)ir_attr_list_int(masks, i), w, (unsigned long long)ir_attr_list_int(masks, 0), w0);
     return false;
   }
   return true;
@@ -135,18 +136,24 @@ static bool check_pingpong_consumers(IrOp *op, IrAttrList masks) {
 ** once per thread in cooperative mode (every consumer thread releases its own
 ** reads), once per thread of one participant in pingpong mode (the one whose
 ** tile the stage holds), once per warp from every CTA of the cluster in
-** cluster mode. */
+** cluster mode, once per warp of one participant from every CTA of the
+** cluster in pingpong_cluster mode. */
 void cut_pipeline_arrive_counts(const IrOp *init, int64_t out[2]) {
   IrAttrs_CUTLASS_PIPELINE_INIT a = ir_attrs_CUTLASS_PIPELINE_INIT(init);
   CutPipeShape s = cut_pipe_shape(init->operands[0].value->type);
   out[0] = s.producers;
   out[1] = s.consumers;
-  if (a.mode != MODE_COOPERATIVE && a.mode != MODE_CLUSTER && a.mode != MODE_PINGPONG) return;
+  if (a.mode != MODE_COOPERATIVE && a.mode != MODE_CLUSTER && a.mode != MODE_PINGPONG &&
+      a.mode != MODE_PINGPONG_CLUSTER)
+    return;
   int64_t warps = 0;
   for (uint32_t i = 0; i < a.consumers.n; i++)
     warps += kernel_popcount((uint64_t)ir_attr_list_int(a.consumers, i));
+  int64_t one = a.consumers.n ? kernel_popcount((uint64_t)ir_attr_list_int(a.consumers, 0)) : 0;
   if (a.mode == MODE_PINGPONG)
-    out[1] = a.consumers.n ? 32 * (int64_t)kernel_popcount((uint64_t)ir_attr_list_int(a.consumers, 0)) : 0;
+    out[1] = 32 * one;
+  else if (a.mode == MODE_PINGPONG_CLUSTER)
+    out[1] = one * kernel_spec_of(init).ctas;
   else
     out[1] = a.mode == MODE_COOPERATIVE ? 32 * warps : warps * kernel_spec_of(init).ctas;
 }
@@ -157,7 +164,7 @@ IrResult cutlass_verify_pipeline_init(IrOp *op) {
   if (!check_counts(op, s, a.mode) ||
       !check_participants(op, "participants", "numProducers", s.producers, a.participants) ||
       !check_participants(op, "consumers", "numConsumers", s.consumers, a.consumers) ||
-      (a.mode == MODE_PINGPONG && !check_pingpong_consumers(op, a.consumers)) ||
+      ((a.mode == MODE_PINGPONG || a.mode == MODE_PINGPONG_CLUSTER) && !check_pingpong_consumers(op, a.consumers, a.mode)) ||
       !cut_check_claim(op, a.barrier_id_base, 2 * s.stages))
     return IR_FAIL;
   if (a.producer_group_id == a.consumer_group_id) {

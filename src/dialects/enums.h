@@ -107,7 +107,8 @@
   X(MODE_STRIDED_UREM, "strided_urem")                                                             \
   X(MODE_STRIDED_UDIV, "strided_udiv")                                                             \
   X(MODE_CLUSTER, "cluster")                                                                       \
-  X(MODE_PINGPONG, "pingpong")
+  X(MODE_PINGPONG, "pingpong")                                                                     \
+  X(MODE_PINGPONG_CLUSTER, "pingpong_cluster")
 #define PIPELINE_ROLE_LIST(X) X(ROLE_PRODUCER, "producer") X(ROLE_CONSUMER, "consumer")
 /* The kinds of the scheduler types: the reference's, then SM100 StreamK. */
 #define CUT_SCHED_KIND_LIST(X) SCHED_KIND_LIST(X) X(CUT_SCHED_SM100_STREAMK, "sm100_streamk")

@@ -96,7 +96,7 @@ static bool read_pipe(Cpn *c, IrOp *init) {
     ir_op_error(init, "has no verified mode, numStages and arrive_count (run the verifier first)");
     return false;
   }
-  if (p->mode == MODE_CLUSTER) c->cluster_pipes = true;
+  if (p->mode == MODE_CLUSTER || p->mode == MODE_PINGPONG_CLUSTER) c->cluster_pipes = true;
   return keep_handle(c, &p->h);
 }
 
@@ -142,7 +142,9 @@ static bool check_unknown(Cpn *c, IrOp *op) {
 ** reads precede a single arrival. */
 static bool check_release_scope(Cpn *c, IrOp *op, const CpnPipe *p) {
   const KernelExec *x = cpn_exec(c, op);
-  if (!x->narrow || p->mode == MODE_COOPERATIVE || p->mode == MODE_CLUSTER || p->mode == MODE_PINGPONG) return true;
+  if (!x->narrow || p->mode == MODE_COOPERATIVE || p->mode == MODE_CLUSTER || p->mode == MODE_PINGPONG ||
+      p->mode == MODE_PINGPONG_CLUSTER)
+    return true;
   for (uint32_t i = 0; i < p->nc; i++)
     if (kernel_popcount(x->mask & (uint64_t)p->cons[i]) > 1) {
       ir_op_error(op, "runs under an elect, but its participant's warps 0x%llx must all finish "
@@ -443,7 +445,9 @@ static void arrive_on_rank(Cpn *c, IrValue *bar, IrValue *rank) {
 ** completed by wgmma.wait_group before it, and the peer producer's next write
 ** is a TMA (async proxy) after its wait: a completed read cannot see a later
 ** write, whatever the scope. Generic loads of the stage would need
-** .release.cluster; the protocol checker reports them (docs/protocol.md). */
+** .release.cluster; the protocol checker reports them (docs/protocol.md).
+** pingpong_cluster: the same, run by the warps of the one participant whose
+** tile the stage holds (the empty barrier counts its warps x CTAs). */
 static bool release_cluster(Cpn *c, IrOp *op, const KernelExec *x, const CpnPipe *p, IrValue *index) {
   uint64_t allowed = x->mask & consumer_warps(p);
   if (!allowed) {
@@ -467,12 +471,12 @@ static bool release_cluster(Cpn *c, IrOp *op, const KernelExec *x, const CpnPipe
 }
 
 /* producer_tail: a bulk wait_group 0 is enough when no other CTA arrives on
-** this CTA's barriers (every mode but cluster): the consumers are in the CTA,
+** this CTA's barriers (every mode but the cluster ones): the consumers are in the CTA,
 ** which outlives them, so the producer only has to drain its own bulk groups.
-** In cluster mode the producer also waits until every stage was released
+** In cluster and pingpong_cluster mode the producer also waits until every stage was released
 ** (CUTLASS's producer_tail), so that no remote arrival reaches a CTA that left. */
 static void lower_tail(Cpn *c, const CpnPipe *p, IrValue *s) {
-  if (p->mode == MODE_CLUSTER) {
+  if (p->mode == MODE_CLUSTER || p->mode == MODE_PINGPONG_CLUSTER) {
     IrValue *b[4] = {rw_i32(&c->rw, 0), rw_i32(&c->rw, p->stages), rw_i32(&c->rw, 1), s};
     IrOp *loop = ir_build(&c->rw.b, OP_SCF_FOR, 4, b, 1, &c->rw.i64, 1);
     IrBlock *body = ir_region_ensure_block(c->rw.ctx, &loop->regions[0]);
@@ -532,7 +536,8 @@ static bool lower_role_op(Cpn *c, IrOp *op, IrValue **res) {
     a.kind = 2;
     if (p->mode == MODE_COOPERATIVE || p->mode == MODE_PINGPONG) /* pingpong: the one participant's threads */
       return arrive_per_thread(c, op, x, consumer_warps(p), do_arrival, &a, &a.count);
-    if (p->mode == MODE_CLUSTER) return release_cluster(c, op, x, p, index);
+    if (p->mode == MODE_CLUSTER || p->mode == MODE_PINGPONG_CLUSTER) /* pingpong_cluster: one participant's warps */
+      return release_cluster(c, op, x, p, index);
     return arrive_per_group(c, op, x, p->cons, p->nc, SYNC_ALWAYS, do_arrival, &a);
   }
 }

@@ -67,6 +67,8 @@ local FORMS = {
   { bm = 320, bn = 128 },                         -- cuBLAS's 8192^3 tile: 2 + 3 slices, 3 stages
   { bm = 192, bn = 192 },                         -- three warpgroups
   { consumers = "pingpong" },                     -- 128 x 128 a warpgroup, one ring
+  { consumers = "pingpong", bm = 128, bn = 192 }, -- 128 x 192 a warpgroup (8192^3's best, s10pp-1)
+  { consumers = "pingpong", bm = 128, bn = 192, cluster = { 2, 1 } },
   { bn = 256, cluster = { 2, 1 } },               -- B multicast
   { bn = 256, cluster = { 1, 2 } },               -- A multicast
   { bm = 256, bn = 128, cluster = { 1, 2 } },

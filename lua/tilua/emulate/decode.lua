@@ -93,7 +93,7 @@ function D.kernel(kop, models)
   local d = { smem = 0, allocs = {}, nid = 0, models = models }
   local bar_arrives = false -- a named-barrier arrive that does not wait (Run:rendezvous)
   local cluster_local = true -- no synchronization object in global memory (the search's cluster reduction)
-  local cluster_pipes = false -- a pipeline of mode cluster: the inits end with a cluster sync
+  local cluster_pipes = false -- a pipeline of mode cluster or pingpong_cluster: the inits end with a cluster sync
   local probes = false -- an op that tests an mbarrier's phase without waiting (the search's step_of)
   local tile_program = false -- (its model marks its own slice: models/tileas_slice.lua)
   kop:walk(function(o)
@@ -101,7 +101,7 @@ function D.kernel(kop, models)
     if n:sub(1, 7) == "tileas." then tile_program = true end
     if matches(models.probes, o) then probes = true end
     if matches(models.cross_cta, o) then cluster_local = false end
-    if n == "cutlass.pipeline.init" and o:attr "mode" == "cluster" then
+    if n == "cutlass.pipeline.init" and (o:attr "mode" == "cluster" or o:attr "mode" == "pingpong_cluster") then
       cluster_pipes = true
     elseif n == "tile.named_barrier_arrive" or n == "cutlass.named_barrier.arrive" or n == "nvvm.barrier.arrive" then
       bar_arrives = true

@@ -247,8 +247,8 @@ do
       function() return completes_on(W.cta.bars[addr], n) end)
       return {}
     end
-    if p.mode == "cluster" then
-      -- every consumer warp releases the stage on every CTA of the cluster (their
+    if p.mode == "cluster" or p.mode == "pingpong_cluster" then
+      -- every consumer warp (pingpong_cluster: of the stage's one participant) releases the stage on every CTA of the cluster (their
       -- producers multicast into this one): one arrival on each, at .cta scope
       -- (the lowering's release_cluster: lane r on CTA r, no barrier between the
       -- warps), which orders only the warp's completed async-proxy reads
@@ -279,12 +279,12 @@ do
     end)
     return {}
   end
-  -- producer_tail: drain the bulk groups; in cluster mode first wait until
+  -- producer_tail: drain the bulk groups; in the cluster modes first wait until
   -- every stage was released (acquire each in turn), so that no remote release
   -- reaches a CTA that left
   handlers["cutlass.pipeline.producer_tail"] = function(R, W, rec, ins, ctx)
     local p = pipe_of(R, W, ins[1], rec)
-    if p.mode == "cluster" then
+    if p.mode == "cluster" or p.mode == "pingpong_cluster" then
       local s = ins[2]
       for _ = 1, p.stages do
         handlers["cutlass.pipeline.producer_acquire"](R, W, rec, { p, s }, ctx)
