@@ -280,6 +280,16 @@ case("layernorm", {
   tol = { Y = { 2 ^ -7, 2 ^ -8 }, Mean = F32, Rstd = F32 },
 })
 
+-- LayerNorm with its variance in one pass (tl.rows.layernorm's one_pass:
+-- E[x^2] - mean^2, the two sums reduced side by side)
+do
+  local c = {}
+  for key, v in pairs(cases.layernorm) do c[key] = v end
+  c.build = function(cc) return tl.rows.layernorm { n = cc.n, one_pass = true, name = "layernorm_1pass" } end
+  c.sizes, c.small = { { 54, 8000 }, { 7, 777 } }, { 3, 300 }
+  case("layernorm_1pass", c)
+end
+
 -- the same with three rows a program (tl.rows' `rows`: a loop that loads the
 -- next row during this one's reductions; W and B once a program), at row
 -- counts no multiple of 3 (the last program's rows past M: padding, dropped)

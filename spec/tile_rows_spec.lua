@@ -152,6 +152,30 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
   end)
 
+  it("the register loop two rows ahead with rows claimed at run time (row_ring = {registers = 2, claims = 1}): several CTAs lapping, ragged and aligned; the counter back to 0; protocol clean", function()
+    local tl = require "tilua"
+    tl.options.row_ring = { registers = 2, claims = 1 }
+    local ok, err = pcall(function()
+      local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+      local k = tl.rows.rmsnorm { n = 1024 }
+      k:compile()
+      assert.equal(4, k:lowered_op():attr_or_default("tileas.launch").workspace_bytes)
+      assert.truthy(k.ptx:find("atom.gpu.global.add.u32", 1, true))
+      dofile("spec/helper.lua").assert_ptxas(k.ptx)
+      -- (fewer rows than the CTAs' four static rows, rows claimed by 1 to 3 CTAs)
+      for _, t in ipairs { { "rmsnorm", { 11, 300 }, 1 }, { "rmsnorm", { 5, 1024 }, 3 }, { "softmax", { 9, 4101 }, 2 },
+                           { "layernorm_1pass", { 10, 2048 }, 3 }, { "row_copy", { 17, 1030 }, 3 } } do
+        local good, summary = fresh.run_case(t[1], { seed = 21, emulate = true, size = t[2], ctas = t[3] })
+        assert(good, ("%d CTAs: %s"):format(t[3], summary))
+      end
+      local good, report = fresh.run_case("row_copy", { seed = 5, emulate = true, size = { 11, 1024 }, ctas = 2, check = true,
+                                                        claims = "dynamic", max_states = 4000 })
+      assert(good, report)
+    end)
+    tl.options.row_ring = nil
+    assert(ok, err)
+  end)
+
   it("the protocol checker is clean on the row loop lapped by one CTA", function()
     local ok, report = ex.run_case("rmsnorm", { seed = 5, emulate = true, size = { 11, 300 }, ctas = 1, check = true,
                                                 max_states = 2000 })

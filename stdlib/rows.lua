@@ -13,7 +13,9 @@
 --   tl.rows.softmax{n, elem, rows}           Y = softmax of each row
 --   tl.rows.rmsnorm{n, elem, rows}           Y = X / rms(X) * W, Rstd[M] = 1 / rms(X)   (rms = sqrt(mean(x^2) + eps))
 --   tl.rows.rmsnorm_bwd{n, elem, rows}       DX, and DWp[P, N] (f32): each program's part of DW = sum over rows of DY * X * rstd
---   tl.rows.layernorm{n, elem, rows}         Y = (X - mean) * rstd * W + B, Mean[M], Rstd[M]
+--   tl.rows.layernorm{n, elem, rows, one_pass}  Y = (X - mean) * rstd * W + B, Mean[M], Rstd[M]
+--                                            (one_pass: the variance as E[x^2] - mean^2, both sums
+--                                            reduced side by side; else from the centred row after the mean)
 --   tl.rows.layernorm_bwd{n, elem, rows}     DX, DWp[P, N], DBp[P, N] (f32 parts of DW and DB)
 --   tl.rows.transpose{n, elem}               Y[N, M] = X[M, N]^T, a tile of n x n a program (16-bit, n a
 --                                            multiple of 64: by TMA; k.fallback(): its variant through the
@@ -226,10 +228,22 @@ do -- tl.rows (an indented block)
       local w, b = once and as_row(p.W, n), once and as_row(p.B, n)
       each_row(p, o, n, nil, function(row, x)
         local fn = p.N:cast(tl.f32)
-        local mean = tl.reduce(x, 1, "add") / fn
-        local xc = x - expand_row(mean)
-        -- past the row xc is -mean: those (n - N) squares do not count
-        local var = (tl.reduce(xc * xc, 1, "add") - mean * mean * (n - p.N):cast(tl.f32)) / fn
+        local mean, var, xc
+        if o.one_pass then
+          -- sum and sum of squares side by side (no reduction waits for the
+          -- other; elements past the row read 0 and add nothing), var =
+          -- E[x^2] - mean^2 in f32, at least 0
+          local xx = x * x
+          local s1, s2 = tl.reduce(x, 1, "add"), tl.reduce(xx, 1, "add") -- (one barrier for both)
+          mean = s1 / fn
+          var = tl.maximum(s2 / fn - mean * mean, tl.zeros({ 1 }, tl.f32))
+          xc = x - expand_row(mean)
+        else
+          mean = tl.reduce(x, 1, "add") / fn
+          xc = x - expand_row(mean)
+          -- past the row xc is -mean: those (n - N) squares do not count
+          var = (tl.reduce(xc * xc, 1, "add") - mean * mean * (n - p.N):cast(tl.f32)) / fn
+        end
         local rstd = tl.rsqrt(var + p.eps)
         tl.store(p.Y, { row, 0 }, (xc * expand_row(rstd) * (w or as_row(p.W, n)) + (b or as_row(p.B, n))):cast(elem))
         tl.store(p.Mean, { row }, mean)

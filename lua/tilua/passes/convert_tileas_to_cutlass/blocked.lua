@@ -347,29 +347,40 @@ end
 -- lanes along k (shfl.xor: every lane ends with the value), then its warps
 -- along k through shared memory (the first lane along k of each warp
 -- writes, a barrier, every thread combines the warps' values).
-function B.reduce(L, op, x)
-  local kind, k = op:attr "kind", op:attr "dim" + 1
+-- B.reduce_many: several reduces of tiles of one distribution along one dim
+-- (ops[i] of xs[i], none reading another's result) at once: their values
+-- side by side in one buffer, one barrier for all of them (a LayerNorm's sum
+-- and sum of squares); -> their results in order.
+function B.reduce_many(L, ops, xs)
+  local op, x = ops[1], xs[1]
+  local k = op:attr "dim" + 1
   local X = x.D
   local elem = x.elem
-  local comb = COMBINE[kind]
   if elem ~= tl.f32 and elem ~= tl.i32 then R.fail(op, "reduce of %s tiles is not lowered yet (f32, i32)", tostring(elem)) end
   local rinfo = info(op:result(1))
   local S = rinfo and B.dist(L, rinfo, op) or drop_dim(X, k)
-  local ident = identity(kind, elem)
-  -- the thread's registers along k, those past the extent masked
-  local vals = {}
-  for i = 1, X.n do
-    local o = X.off[i]
-    local so = {}
-    for d = 1, X.rank do if d ~= k then so[#so + 1] = o[d] end end
-    local j = S.index[off_key(so)]
-    local v = x.r[i]
-    if X.limit[k] then v = tl.select(pos(X, i, k):lt(X.limit[k]), v, ident) end
-    vals[j] = vals[j] and comb(vals[j], v) or v
+  local all, combs = {}, {} -- (every op's values, one after the other: op i's at (i - 1) S.n + j)
+  for i, o in ipairs(ops) do
+    local kind, xi = o:attr "kind", xs[i]
+    local comb = COMBINE[kind]
+    local ident = identity(kind, elem)
+    -- the thread's registers along k, those past the extent masked
+    local vals = {}
+    for r = 1, X.n do
+      local off = X.off[r]
+      local so = {}
+      for d = 1, X.rank do if d ~= k then so[#so + 1] = off[d] end end
+      local j = S.index[off_key(so)]
+      local v = xi.r[r]
+      if X.limit[k] then v = tl.select(pos(X, r, k):lt(X.limit[k]), v, ident) end
+      vals[j] = vals[j] and comb(vals[j], v) or v
+    end
+    for j = 1, S.n do all[(i - 1) * S.n + j], combs[(i - 1) * S.n + j] = vals[j], comb end
   end
+  local nv = #all
   if X.shape[k] > 1 then
-    for j = 1, S.n do
-      for _, m in ipairs(X.lane_mask[k]) do vals[j] = comb(vals[j], tl.shfl_xor(vals[j], m)) end
+    for j = 1, nv do
+      for _, m in ipairs(X.lane_mask[k]) do all[j] = combs[j](all[j], tl.shfl_xor(all[j], m)) end
     end
     local wk = X.warps[k]
     if wk > 1 then
@@ -378,35 +389,44 @@ function B.reduce(L, op, x)
       -- written by the lanes whose coordinate along k is 0; a thread reads
       -- the blocks of the warps that differ from its own along k only, at
       -- its own place in them
-      local per_warp = (32 * S.n + 3) // 4 * 4
+      local per_warp = (32 * nv + 3) // 4 * 4
       local bytes = L.warps * per_warp * 4
       if bytes > 48 * 1024 then
-        R.fail(op, "a reduce across %d warps of %d values a lane needs %d bytes of shared memory (48 KiB at most): use a smaller tile", wk, S.n, bytes)
+        R.fail(op, "a reduce across %d warps of %d values a lane needs %d bytes of shared memory (48 KiB at most): use a smaller tile", wk, nv, bytes)
       end
       local buf = L.k:shared(elem, L.warps * per_warp)
       local lane0 = L.lane
       if X.lane_coord[k] then lane0 = lane0 - X.lane_coord[k] * X.lane_stride[k] end
-      local place = lane0 * S.n
+      local place = lane0 * nv
       local writer = X.lane_coord[k] and X.lane_coord[k]:eq(0) or nil
       local mine = L.warp * per_warp + place
       local function write()
-        for j = 1, S.n do (buf + (mine + (j - 1))):store(vals[j]) end
+        for j = 1, nv do (buf + (mine + (j - 1))):store(all[j]) end
       end
       if writer then tl.if_(writer, write) else write() end
       tl.barrier()
       -- warp w' of the reader's row along k: warp + (w' - warp_k) * its stride
       local first = (L.warp - X.warp_coord[k] * X.warp_stride[k]) * per_warp + place
-      for j = 1, S.n do
+      for j = 1, nv do
         local v = (buf + (first + (j - 1))):load()
-        for w = 1, wk - 1 do v = comb(v, (buf + (first + (w * X.warp_stride[k] * per_warp + j - 1))):load()) end
-        vals[j] = v
+        for w = 1, wk - 1 do v = combs[j](v, (buf + (first + (w * X.warp_stride[k] * per_warp + j - 1))):load()) end
+        all[j] = v
       end
       if in_loop(L, op) then tl.barrier() end -- before the buffer is written again
     end
   end
-  if not rinfo then return vals[1] end -- a rank-1 tile: a scalar
-  return B.value(elem, S, vals)
+  local out = {}
+  for i = 1, #ops do
+    if not rinfo then
+      out[i] = all[(i - 1) * S.n + 1] -- a rank-1 tile: a scalar
+    else
+      out[i] = B.value(elem, S, { table.unpack(all, (i - 1) * S.n + 1, i * S.n) })
+    end
+  end
+  return out
 end
+
+function B.reduce(L, op, x) return B.reduce_many(L, { op }, { x })[1] end
 
 -- tileas.transpose, and a convert_layout between two distributions of a
 -- rank-2 tile: through shared memory. Each thread writes its registers of x

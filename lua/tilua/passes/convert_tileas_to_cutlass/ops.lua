@@ -305,10 +305,40 @@ local reduce_fns = {
   max = function(a, b) return tl.max(a, b) end,
   min = function(a, b) return tl.min(a, b) end,
 }
+-- The reduces right after op (its next ops, while they are reduces) that
+-- blocked.lua can lower with it at once: the same dim and operand type (one
+-- distribution), none reading op's or another's result.
+local function reduce_group(L, op)
+  local ops, ids = { op }, { [op:result(1):id()] = true }
+  local ty, dim = tostring(op:operand(1):type()), op:attr "dim"
+  local nxt = op:next()
+  while nxt and nxt:name() == "tileas.reduce" and nxt:attr "dim" == dim and tostring(nxt:operand(1):type()) == ty
+    and not ids[nxt:operand(1):id()] do
+    ops[#ops + 1], ids[nxt:result(1):id()] = nxt, true
+    nxt = nxt:next()
+  end
+  return ops
+end
+
 local function lower_reduce(L, op, env)
+  if L.reduced and L.reduced[op:result(1):id()] then return end -- (lowered with the reduce before it)
   local x = V.get(L, op:operand(1), op)
   if B.is_dist(x) then -- a compute agent's tile
-    L.vmap[op:result(1):id()] = B.reduce(L, op, x)
+    local ops, xs = reduce_group(L, op), {}
+    for i, o in ipairs(ops) do
+      local xi = i == 1 and x or V.get(L, o:operand(1), o)
+      if not B.is_dist(xi) or xi.elem ~= x.elem then
+        for j = #ops, i, -1 do ops[j] = nil end
+        break
+      end
+      xs[i] = xi
+    end
+    local rs = B.reduce_many(L, ops, xs)
+    L.reduced = L.reduced or {}
+    for i, o in ipairs(ops) do
+      L.vmap[o:result(1):id()] = rs[i]
+      if i > 1 then L.reduced[o:result(1):id()] = true end
+    end
     return
   end
   local xi, ri = R.tile_of(op:operand(1)), R.tile_of(op:result(1))

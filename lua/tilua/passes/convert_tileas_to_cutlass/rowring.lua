@@ -64,7 +64,8 @@ local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's o
 -- The pass's option row_ring 1..4 as the choices of tl.options.row_ring it
 -- stands for (the options' other entries, per_sm, in_flight, hoist, still count).
 local FORCED = { { registers = 0, async = 0, claims = 0 }, { registers = 1, async = 0, claims = 0 },
-                 { async = 3, claims = 0 }, { registers = 1, async = 0, claims = 1 } }
+                 { async = 3, claims = 0 }, { registers = 1, async = 0, claims = 1 },
+                 { registers = 2, async = 0, claims = 1 } }
 
 function Ring.plan(L, wop)
   local forced = Ring.forced
@@ -80,7 +81,8 @@ function Ring.plan(L, wop)
   -- 0.80-0.84), claimed at run time one a claim (the register loop of one row
   -- ahead only; 0.92-0.94 of a copy against 0.86-0.88 by stride, docs/PERF.md)
   local registers = not async and choice("registers", 1)
-  local claims = registers == 1 and choice("claims", 1) or nil
+  local claims = registers and choice("claims", 1) or nil
+  if registers and registers > 1 and claims ~= 1 then claims = nil end -- (d rows ahead: claims of one row only)
   local after = wop:region(2):entry()
   local pid = after:arg(1):id()
   local loads, bytes, other_ids = {}, 0, false
@@ -297,8 +299,10 @@ end
 -- scheduler, loops.lua, no host memset).
 local function loop_claims(L, env, after, P, first, grid, hoisted)
   L.tid = L.tid or tl.thread_id("x")
-  local K = P.claims
-  local A = (3 + K - 1) // K
+  local K, d = P.claims, P.registers
+  -- (chunks ahead: the claim of place m is read where the row d ahead ends
+  -- place m + A - 1, an iteration after the claim's at least)
+  local A = d == 1 and (3 + K - 1) // K or d + 2
   local function i32(v) return tl.const(v, tl.i32) end
   local function starts(q) return (q & i32(K - 1)):eq(0) end -- (K > 1)
   local slots = L.k:shared(tl.i32, 2, { align = 8 })
@@ -311,28 +315,44 @@ local function loop_claims(L, env, after, P, first, grid, hoisted)
     return tl.if_(m:lt(A), function() return (first + grid * m) * K end,
                   function() return (slots + ((m - A) & i32(1))):load() end)
   end
-  local carried = { first * K, K > 1 and first * K + 1 or first + grid, i32(0), i32(K > 1 and 0 or 1) }
-  table.move(load_rows(L, env, after, P, first * K), 1, P.nraw, 5, carried)
-  tl.while_(carried, function(q, ...) return q:lt(P.total), q, ... end, function(q, q1, m0, m1, ...)
-    local cur = { ... }
+  -- the rows 0 .. d of the CTA's sequence (static chunks: d // K < A) and their places
+  local qs, ms = {}, {}
+  for i = 0, d do qs[#qs + 1] = i < K and first * K + i or (first + grid * (i // K)) * K + (i % K) end
+  for i = 0, d do ms[#ms + 1] = i32(i // K) end
+  local carried = {}
+  table.move(qs, 1, d + 1, 1, carried)
+  table.move(ms, 1, d + 1, d + 2, carried)
+  for i = 0, d - 1 do table.move(load_rows(L, env, after, P, qs[i + 1]), 1, P.nraw, #carried + 1, carried) end
+  local nq = 2 * (d + 1)
+  tl.while_(carried, function(q, ...) return q:lt(P.total), q, ... end, function(...)
+    local all = { ... }
+    local q, qd, m0, md = all[1], all[d + 1], all[d + 2], all[nq]
+    local cur = { table.unpack(all, nq + 1, nq + P.nraw) }
     local claim = K == 1 and L.tid:eq(0) or L.tid:eq(0) & starts(q)
     local c = tl.if_(claim, function() return tl.atomic_add(counter, i32(1)) end, function() return i32(0) end)
-    local nxt = load_rows(L, env, after, P, q1)
+    local nxt = load_rows(L, env, after, P, qd)
     tl.barrier()
     local q2, m2
     if K == 1 then
-      q2, m2 = next_chunk(m1), m1 + 1
+      q2, m2 = next_chunk(md), md + 1
     else
-      local ends = starts(q1 + 1)
-      q2 = tl.if_(ends, function() return next_chunk(m1) end, function() return q1 + 1 end)
-      m2 = tl.select(ends, m1 + 1, m1)
+      local ends = starts(qd + 1)
+      q2 = tl.if_(ends, function() return next_chunk(md) end, function() return qd + 1 end)
+      m2 = tl.select(ends, md + 1, md)
     end
     body_given(L, env, after, P, q, hoisted, cur)
     tl.if_(claim, function()
       (slots + (m0 & i32(1))):store((c + grid * A) * K)
       tl.if_(c:eq(last), function() tl.atomic_exch(counter, i32(0)) end)
     end)
-    return q1, q2, m1, m2, table.unpack(nxt)
+    local out = {}
+    for i = 2, d + 1 do out[#out + 1] = all[i] end
+    out[#out + 1] = q2
+    for i = d + 3, nq do out[#out + 1] = all[i] end
+    out[#out + 1] = m2
+    table.move(all, nq + P.nraw + 1, #all, #out + 1, out) -- (the rows 1 .. d - 1 ahead)
+    table.move(nxt, 1, #nxt, #out + 1, out)
+    return table.unpack(out)
   end)
 end
 
