@@ -60,7 +60,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_true(off.linear)
     local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
     assert.is_false(ok)
-    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4}", err, 1, true)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4, stream = 0..2}", err, 1, true)
     assert.is_nil(tl.options.row_ring)
   end)
 
@@ -174,6 +174,24 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end)
     tl.options.row_ring = nil
     assert(ok, err)
+  end)
+
+  it("the register loop's loads of the rows ahead with cache hints (row_ring.stream = 1: L1::no_allocate, 2: .cs)", function()
+    local tl = require "tilua"
+    for st, hint in ipairs { "ld.global.L1::no_allocate.v4.b32", "ld.global.cs.v4.b32" } do
+      tl.options.row_ring = { stream = st }
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        local k = tl.rows.rmsnorm { n = 1024 }
+        k:compile()
+        assert.truthy(k.ptx:find(hint, 1, true))
+        dofile("spec/helper.lua").assert_ptxas(k.ptx)
+        local good, summary = fresh.run_case("rmsnorm", { seed = 3, emulate = true, size = { 7, 1000 }, ctas = 2 })
+        assert(good, summary)
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
   end)
 
   it("the protocol checker is clean on the row loop lapped by one CTA", function()

@@ -626,8 +626,8 @@ function B.tiled_load(L, op, ring)
       local idx, row, inb = element(L, e, D, cs, g[1], vec)
       local fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec))
       local nout = half and vec // 2 or vec
-      local function read(p) -- one vector load at p
-        local v = p:load { vector = vec }
+      local function read(p) -- one vector load at p (L.load_hints: rowring.lua's, on the rows ahead)
+        local v = p:load { vector = vec, evict = L.load_hints and L.load_hints.evict, cache = L.load_hints and L.load_hints.cache }
         if half then v = v:bitcast(tl.vector(tl.i32, nout)) end
         local out = {}
         for j = 1, nout do out[j] = tl.extract(v, j - 1) end

@@ -67,6 +67,10 @@ local FORCED = { { registers = 0, async = 0, claims = 0 }, { registers = 1, asyn
                  { async = 3, claims = 0 }, { registers = 1, async = 0, claims = 1 },
                  { registers = 2, async = 0, claims = 1 } }
 
+-- The hints of the register loop's loads of the rows ahead (row_ring.stream):
+-- 1 = ld.global.L1::no_allocate, 2 = ld.global.cs (evict first in L1 and L2).
+local HINTS = { [1] = { evict = "no_allocate" }, [2] = { cache = "cs" } }
+
 function Ring.plan(L, wop)
   local forced = Ring.forced
   if forced == 0 or (forced == nil and tl.options.row_ring == false) then return nil end
@@ -125,7 +129,7 @@ function Ring.plan(L, wop)
     local words = (bytes // threads + 3) // 4 * registers
     if words > math.min(tl.core.limits().max_thread_regs, 65536 // (per_sm * threads)) // 4 then return nil end
     return { loads = loads, by_op = by_op, registers = registers, per_sm = per_sm, hoist = opts.hoist ~= 0,
-             hoist_all = opts.hoist == 1, claims = claims }
+             hoist_all = opts.hoist == 1, claims = claims, hints = HINTS[opts.stream or 0] }
   end
   if async then
     -- S rows a CTA in shared memory (at most MAX_SM_RING_BYTES an SM)
@@ -231,7 +235,9 @@ local function load_rows(L, env, after, P, q)
       local c = r.op:operand(i):def()
       if c and c:name() == "arith.constant" then V.at_loc(c, X.lower_op, L, c, env) end
     end
+    L.load_hints = P.hints
     local _, raw = B.tiled_load(L, r.op)
+    L.load_hints = nil
     r.nraw = #raw
     for _, v in ipairs(raw) do all[#all + 1] = v end
   end
