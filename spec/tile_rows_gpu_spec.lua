@@ -60,6 +60,14 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     { "row_copy", { 900, 2000 }, { async = 3 }, async }, { "softmax", { 600, 4101 }, { async = 4, per_sm = 1 }, async },
     { "rmsnorm", { 850, 520 }, { claims = 1 }, claimed, 2 }, { "softmax", { 700, 512 }, { claims = 2, per_sm = 1 }, claimed, 2 },
     { "layernorm", { 701, 515 }, { claims = 4, per_sm = 1 }, claimed, 2 },
+    -- two rows ahead (registers = 2, claims of one row: 4 static rows a CTA),
+    -- LayerNorm in one pass, the loads with cache hints (stream)
+    { "rmsnorm", { 1130, 520 }, { registers = 2, claims = 1 }, claimed .. ", two rows ahead", 2 },
+    { "softmax", { 600, 4101 }, { registers = 2, claims = 1, per_sm = 1 }, claimed .. ", two rows ahead", 2 },
+    { "layernorm_1pass", { 1101, 515 }, { registers = 2, claims = 1 }, claimed .. ", two rows ahead", 2 },
+    { "layernorm_1pass", { 850, 515 }, { claims = 1 }, claimed, 2 },
+    { "rmsnorm", { 850, 520 }, { claims = 1, stream = 1 }, claimed .. ", loads L1::no_allocate", 1 },
+    { "softmax", { 850, 512 }, { claims = 1, stream = 2 }, claimed .. ", loads .cs", 1 },
   }
   for j, t in ipairs(rings) do
     if ex.cases[t[1]] and not small then

@@ -19,6 +19,8 @@
 -- way against the rows in registers (the default) and one CTA a row.
 -- The register loop with rows claimed at run time (row_ring = {claims = K})
 -- against the default: --only="=rmsnorm;=softmax;=layernorm;=row copy (Y = X), registers;claims".
+-- The tenth session's variants (LayerNorm in one pass, two rows ahead, 16
+-- warps, 3 CTAs an SM, cache hints): --only="=rmsnorm;=softmax;=layernorm;=row copy (Y = X), registers;=row copy (Y = X), no ring;one pass;claims, ;16 warps, claims".
 --
 --   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192] [--only=TEXT[;TEXT...]]   (the cases whose name has one; =NAME: that name)
 local tl = require "tilua"
@@ -197,6 +199,29 @@ local cases = {
   { "softmax, registers, claims 4", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 1, claims = 4 } },
   { "layernorm, registers, claims", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 1, claims = 1 } },
   { "layernorm, registers, claims 4", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 1, claims = 4 } },
+  -- (s10) LayerNorm in one pass (sum and sum of squares side by side, one
+  -- barrier), two rows ahead with claims (registers = 2), 16 warps, 3 CTAs an
+  -- SM with claims, the loads of the rows ahead with cache hints (stream)
+  { "layernorm, one pass", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes },
+  { "layernorm, one pass, W B a row", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { hoist = 0 } },
+  { "row copy (Y = X), claims, 2 ahead", row_copy(8), sm_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "rmsnorm, claims, 2 ahead", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "softmax, claims, 2 ahead", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "layernorm, claims, 2 ahead", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "layernorm, one pass, claims, 2 ahead", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "row copy (Y = X), 16 warps, claims, 2 ahead", row_copy(16), sm_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "rmsnorm, 16 warps, claims, 2 ahead", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "softmax, 16 warps, claims, 2 ahead", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "rmsnorm, 16 warps, claims", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, { claims = 1 } },
+  { "softmax, 16 warps, claims", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { claims = 1 } },
+  { "row copy (Y = X), claims, 3 CTAs an SM", row_copy(8), sm_launch, 2 * bytes, { claims = 1, per_sm = 3 } },
+  { "softmax, claims, 3 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { claims = 1, per_sm = 3 } },
+  { "row copy (Y = X), claims, stream 1", row_copy(8), sm_launch, 2 * bytes, { claims = 1, stream = 1 } },
+  { "row copy (Y = X), claims, stream 2", row_copy(8), sm_launch, 2 * bytes, { claims = 1, stream = 2 } },
+  { "rmsnorm, claims, stream 1", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { claims = 1, stream = 1 } },
+  { "rmsnorm, claims, stream 2", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { claims = 1, stream = 2 } },
+  { "softmax, claims, stream 2", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { claims = 1, stream = 2 } },
+  { "row copy (Y = X), claims, 2 ahead, stream 2", row_copy(8), sm_launch, 2 * bytes, { registers = 2, claims = 1, stream = 2 } },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
 }
 

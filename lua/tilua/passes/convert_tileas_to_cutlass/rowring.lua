@@ -32,7 +32,8 @@
 --
 -- With claims = K (tl.options.row_ring = {claims = K}, K = 1, 2 or 4) the
 -- register loop takes its rows by runtime claims on a counter, K rows a
--- claim, instead of by stride (loop_claims).
+-- claim, instead of by stride (loop_claims); with registers = 2 (K = 1) it
+-- keeps two rows ahead in registers.
 --
 -- The third form (async = S, tl.options.row_ring = {async = S}): a ring of S
 -- rows in shared memory that each thread fills itself with cp.async (16 bytes
@@ -296,6 +297,13 @@ end
 --   the body on row q's registers
 --   thread 0, where it claimed: the chunk's first row into slot m0 mod 2
 --   (two slots: the slot it overwrites was read before the last barrier)
+--
+-- With d = P.registers rows ahead (2: K = 1 only) the loop carries the rows
+-- 0 .. d of the sequence, their places and the registers of rows 0 .. d - 1;
+-- iteration i loads row d's registers and computes row d + 1 (A = d + 2
+-- static chunks: the claim of place m, written in its iteration, is read in
+-- place m + 1's at the earliest, after a barrier, and its slot rewritten in
+-- place m + 2's, after every thread's read).
 --
 -- The loop ends at q >= programs. A CTA's chunks increase, so every claimed
 -- chunk that has rows is run, and a CTA claims once in each chunk of its own
