@@ -68,6 +68,9 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     { "layernorm_1pass", { 850, 515 }, { claims = 1 }, claimed, 2 },
     { "rmsnorm", { 850, 520 }, { claims = 1, stream = 1 }, claimed .. ", loads L1::no_allocate", 1 },
     { "softmax", { 850, 512 }, { claims = 1, stream = 2 }, claimed .. ", loads .cs", 1 },
+    { "rmsnorm", { 850, 520 }, { claims = 1, late = 1 }, claimed .. ", published late", 2 },
+    { "layernorm_1pass", { 1101, 515 }, { registers = 2, claims = 1, late = 1 }, claimed .. ", two rows ahead, published late", 2 },
+    { "softmax", { 701, 512 }, { claims = 4, late = 1, per_sm = 1 }, claimed .. ", published late", 2 },
   }
   for j, t in ipairs(rings) do
     if ex.cases[t[1]] and not small then

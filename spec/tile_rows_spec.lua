@@ -60,7 +60,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_true(off.linear)
     local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
     assert.is_false(ok)
-    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4, stream = 0..2}", err, 1, true)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1}", err, 1, true)
     assert.is_nil(tl.options.row_ring)
   end)
 
@@ -174,6 +174,27 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end)
     tl.options.row_ring = nil
     assert(ok, err)
+  end)
+
+  it("claims published an iteration later (row_ring.late = 1; K = 1, 2, 4 and two rows ahead): several CTAs lapping; the counter back to 0; protocol clean", function()
+    local tl = require "tilua"
+    for _, o in ipairs { { claims = 1, late = 1 }, { claims = 2, late = 1 }, { claims = 4, late = 1 },
+                         { registers = 2, claims = 1, late = 1 } } do
+      tl.options.row_ring = o
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        for _, t in ipairs { { "rmsnorm", { 11, 300 }, 1 }, { "rmsnorm", { 5, 1024 }, 3 }, { "softmax", { 9, 4101 }, 2 },
+                             { "row_copy", { 17, 1030 }, 3 } } do
+          local good, summary = fresh.run_case(t[1], { seed = 31, emulate = true, size = t[2], ctas = t[3] })
+          assert(good, ("claims = %d, registers = %s, %d CTAs: %s"):format(o.claims, tostring(o.registers), t[3], summary))
+        end
+        local good, report = fresh.run_case("row_copy", { seed = 5, emulate = true, size = { 9, 1024 }, ctas = 2, check = true,
+                                                          claims = "dynamic", max_states = 4000 })
+        assert(good, report)
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
   end)
 
   it("the register loop's loads of the rows ahead with cache hints (row_ring.stream = 1: L1::no_allocate, 2: .cs)", function()

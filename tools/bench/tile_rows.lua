@@ -222,6 +222,15 @@ local cases = {
   { "rmsnorm, claims, stream 2", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { claims = 1, stream = 2 } },
   { "softmax, claims, stream 2", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { claims = 1, stream = 2 } },
   { "row copy (Y = X), claims, 2 ahead, stream 2", row_copy(8), sm_launch, 2 * bytes, { registers = 2, claims = 1, stream = 2 } },
+  { "row copy (Y = X), claims, late", row_copy(8), sm_launch, 2 * bytes, { claims = 1, late = 1 } },
+  { "rmsnorm, claims, late", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { claims = 1, late = 1 } },
+  { "softmax, claims, late", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { claims = 1, late = 1 } },
+  { "layernorm, one pass, claims, late", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { claims = 1, late = 1 } },
+  { "row copy (Y = X), claims, 2 ahead, late", row_copy(8), sm_launch, 2 * bytes, { registers = 2, claims = 1, late = 1 } },
+  { "rmsnorm, claims, 2 ahead, late", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 2, claims = 1, late = 1 } },
+  { "softmax, claims, 2 ahead, late", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 2, claims = 1, late = 1 } },
+  { "layernorm, one pass, claims, 2 ahead, late", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes,
+    { registers = 2, claims = 1, late = 1 } },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
 }
 

@@ -98,12 +98,12 @@ local OPTIONS = {
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
       if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers" and k ~= "async" and k ~= "claims"
-          and k ~= "stream")
+          and k ~= "stream" and k ~= "late")
         or math.type(x) ~= "integer" or x < 0 or (k == "registers" and x > 4) or (k == "async" and x > 8)
-        or (k == "claims" and x ~= 0 and x ~= 1 and x ~= 2 and x ~= 4) or (k == "stream" and x > 2) then return false end
+        or (k == "claims" and x ~= 0 and x ~= 1 and x ~= 2 and x ~= 4) or (k == "stream" and x > 2) or (k == "late" and x > 1) then return false end
     end
     return true
-  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4, stream = 0..2}" },
+  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1}" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
@@ -388,7 +388,8 @@ function Kernel:compile(pipeline)
     -- a compile without the protocol check does not stand for one with it
     local ring = tl.options.row_ring
     if type(ring) == "table" then
-      ring = ("%s,%s,%s,%s,%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist, ring.registers, ring.async, ring.claims, ring.stream)
+      ring = ("%s,%s,%s,%s,%s,%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist, ring.registers, ring.async, ring.claims,
+                                             ring.stream, ring.late)
     end
     local tt = tl.options.tile_transpose
     if type(tt) == "table" then ring = ("%s;%s,%s,%s,%s"):format(ring, tt.stages, tt.outs, tt.per_sm, tt.order) elseif tt == false then ring = tostring(ring) .. ";off" end

@@ -188,7 +188,8 @@ end
 -- program (has agents or tensor parameters). The option row_ring (0: none,
 -- 1: the shared ring, 2: the next row in registers, 3: a ring of 3 rows that
 -- each thread fills by cp.async, 4: the next row in registers, the rows
--- claimed at run time, 5: the next two rows in registers, claimed) overrides
+-- claimed at run time, 5: the next two rows in registers, claimed, 6: as 4,
+-- each claim published an iteration later) overrides
 -- tl.options.row_ring's choice of form (rowring.lua).
 function M.convert(module, options)
   local tl = require "tilua"

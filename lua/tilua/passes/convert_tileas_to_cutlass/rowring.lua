@@ -66,7 +66,7 @@ local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's o
 -- stands for (the options' other entries, per_sm, in_flight, hoist, still count).
 local FORCED = { { registers = 0, async = 0, claims = 0 }, { registers = 1, async = 0, claims = 0 },
                  { async = 3, claims = 0 }, { registers = 1, async = 0, claims = 1 },
-                 { registers = 2, async = 0, claims = 1 } }
+                 { registers = 2, async = 0, claims = 1 }, { registers = 1, async = 0, claims = 1, late = 1 } }
 
 -- The hints of the register loop's loads of the rows ahead (row_ring.stream):
 -- 1 = ld.global.L1::no_allocate, 2 = ld.global.cs (evict first in L1 and L2).
@@ -130,7 +130,7 @@ function Ring.plan(L, wop)
     local words = (bytes // threads + 3) // 4 * registers
     if words > math.min(tl.core.limits().max_thread_regs, 65536 // (per_sm * threads)) // 4 then return nil end
     return { loads = loads, by_op = by_op, registers = registers, per_sm = per_sm, hoist = opts.hoist ~= 0,
-             hoist_all = opts.hoist == 1, claims = claims, hints = HINTS[opts.stream or 0] }
+             hoist_all = opts.hoist == 1, claims = claims, hints = HINTS[opts.stream or 0], late = (choices.late or 0) > 0 }
   end
   if async then
     -- S rows a CTA in shared memory (at most MAX_SM_RING_BYTES an SM)
@@ -338,13 +338,28 @@ local function loop_claims(L, env, after, P, first, grid, hoisted)
   table.move(ms, 1, d + 1, d + 2, carried)
   for i = 0, d - 1 do table.move(load_rows(L, env, after, P, qs[i + 1]), 1, P.nraw, #carried + 1, carried) end
   local nq = 2 * (d + 1)
-  tl.while_(carried, function(q, ...) return q:lt(P.total), q, ... end, function(...)
+  local nrows = d * P.nraw
+  -- (P.late: thread 0 writes a claim's row into its slot, and puts the counter
+  -- back at the last claim, in the next iteration, before its barrier: the
+  -- atomic's answer has a whole body's time; the loop carries the claim, its
+  -- place and whether there was one)
+  local late = P.late
+  if late then table.move({ i32(0), i32(0), i32(0) }, 1, 3, nq + nrows + 1, carried) end
+  local function publish(c, m)
+    (slots + (m & i32(1))):store((c + grid * A) * K)
+    tl.if_(c:eq(last), function() tl.atomic_exch(counter, i32(0)) end)
+  end
+  local final = table.pack(tl.while_(carried, function(q, ...) return q:lt(P.total), q, ... end, function(...)
     local all = { ... }
     local q, qd, m0, md = all[1], all[d + 1], all[d + 2], all[nq]
     local cur = { table.unpack(all, nq + 1, nq + P.nraw) }
     local claim = K == 1 and L.tid:eq(0) or L.tid:eq(0) & starts(q)
     local c = tl.if_(claim, function() return tl.atomic_add(counter, i32(1)) end, function() return i32(0) end)
     local nxt = load_rows(L, env, after, P, qd)
+    if late then
+      local pc, pm, pf = all[nq + nrows + 1], all[nq + nrows + 2], all[nq + nrows + 3]
+      tl.if_(pf:ne(0), function() publish(pc, pm) end)
+    end
     tl.barrier()
     local q2, m2
     if K == 1 then
@@ -355,19 +370,22 @@ local function loop_claims(L, env, after, P, first, grid, hoisted)
       m2 = tl.select(ends, md + 1, md)
     end
     body_given(L, env, after, P, q, hoisted, cur)
-    tl.if_(claim, function()
-      (slots + (m0 & i32(1))):store((c + grid * A) * K)
-      tl.if_(c:eq(last), function() tl.atomic_exch(counter, i32(0)) end)
-    end)
+    if not late then tl.if_(claim, function() publish(c, m0) end) end
     local out = {}
     for i = 2, d + 1 do out[#out + 1] = all[i] end
     out[#out + 1] = q2
     for i = d + 3, nq do out[#out + 1] = all[i] end
     out[#out + 1] = m2
-    table.move(all, nq + P.nraw + 1, #all, #out + 1, out) -- (the rows 1 .. d - 1 ahead)
+    table.move(all, nq + P.nraw + 1, nq + nrows, #out + 1, out) -- (the rows 1 .. d - 1 ahead)
     table.move(nxt, 1, #nxt, #out + 1, out)
+    if late then table.move({ c, m0, tl.select(claim, i32(1), i32(0)) }, 1, 3, #out + 1, out) end
     return table.unpack(out)
-  end)
+  end))
+  -- (the CTA's last claim, unpublished: only the counter matters now)
+  if late then
+    local pc, pf = final[nq + nrows + 1], final[nq + nrows + 3]
+    tl.if_(pf:ne(0) & pc:eq(last), function() tl.atomic_exch(counter, i32(0)) end)
+  end
 end
 
 -- The ops of a loop body that touch no shared memory once lowered.
