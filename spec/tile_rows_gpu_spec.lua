@@ -111,6 +111,8 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
       { stages = 8, outs = 2, per_sm = 1, order = 1 } },
     { "tiles of 128, 1 stage, 3 outputs, 4 warps, 1 CTA an SM", { 1544, 2056 }, 128, 4, { stages = 1, outs = 3, per_sm = 1 } },
     { "through the registers, odd rows", { 1001, 1500 }, 64, 4, false },
+    { "tiles of 64, programs claimed", { 2000, 1032 }, 64, 4, { claims = 1 } },
+    { "tiles of 128, programs claimed, 3 stages", { 2056, 1544 }, 128, 8, { claims = 1, stages = 3 } },
   }
   for j, t in ipairs(tr) do
     if not small then
@@ -126,6 +128,11 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
             return k
           end
           c.grid = function(_, M, N) return { (M + t[3] - 1) // t[3], (N + t[3] - 1) // t[3] } end
+          -- (claims: launched twice, the second right only if the first put the counter back to 0)
+          for r = 1, type(t[5]) == "table" and t[5].claims and 1 or 0 do
+            local good, s = fresh.run_case("transpose_bf16", { seed = seed + 13 * j + 1000 * r, size = t[2] })
+            if not good then return false, "launch 1: " .. s end
+          end
           return fresh.run_case("transpose_bf16", { seed = seed + 13 * j, size = t[2] })
         end)
         tl.options.tile_transpose = nil

@@ -152,25 +152,37 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
   end)
 
+  -- (the claims' tests below) a kernel with claims: its counter's workspace,
+  -- the atomic, ptxas; each {case, size, CTAs} on the emulator (the counter
+  -- back to 0 after each launch); the protocol checker exploring the claims
+  local function claims_kernel(k)
+    k:compile()
+    assert.equal(4, k:lowered_op():attr_or_default("tileas.launch").workspace_bytes)
+    assert.truthy(k.ptx:find("atom.gpu.global.add.u32", 1, true))
+    dofile("spec/helper.lua").assert_ptxas(k.ptx)
+  end
+  local function claims_runs(fresh, cases, seed, what)
+    for _, t in ipairs(cases) do
+      local good, summary = fresh.run_case(t[1], { seed = seed, emulate = true, size = t[2], ctas = t[3] })
+      assert(good, ("%s, %d CTAs: %s"):format(what, t[3], summary))
+    end
+  end
+  local function claims_protocol(fresh, name, size)
+    local good, report = fresh.run_case(name, { seed = 5, emulate = true, size = size, ctas = 2, check = true,
+                                                claims = "dynamic", max_states = 4000 })
+    assert(good, report)
+  end
+
   it("the register loop two rows ahead with rows claimed at run time (row_ring = {registers = 2, claims = 1}): several CTAs lapping, ragged and aligned; the counter back to 0; protocol clean", function()
     local tl = require "tilua"
     tl.options.row_ring = { registers = 2, claims = 1 }
     local ok, err = pcall(function()
       local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
-      local k = tl.rows.rmsnorm { n = 1024 }
-      k:compile()
-      assert.equal(4, k:lowered_op():attr_or_default("tileas.launch").workspace_bytes)
-      assert.truthy(k.ptx:find("atom.gpu.global.add.u32", 1, true))
-      dofile("spec/helper.lua").assert_ptxas(k.ptx)
+      claims_kernel(tl.rows.rmsnorm { n = 1024 })
       -- (fewer rows than the CTAs' four static rows, rows claimed by 1 to 3 CTAs)
-      for _, t in ipairs { { "rmsnorm", { 11, 300 }, 1 }, { "rmsnorm", { 5, 1024 }, 3 }, { "softmax", { 9, 4101 }, 2 },
-                           { "layernorm_1pass", { 10, 2048 }, 3 }, { "row_copy", { 17, 1030 }, 3 } } do
-        local good, summary = fresh.run_case(t[1], { seed = 21, emulate = true, size = t[2], ctas = t[3] })
-        assert(good, ("%d CTAs: %s"):format(t[3], summary))
-      end
-      local good, report = fresh.run_case("row_copy", { seed = 5, emulate = true, size = { 11, 1024 }, ctas = 2, check = true,
-                                                        claims = "dynamic", max_states = 4000 })
-      assert(good, report)
+      claims_runs(fresh, { { "rmsnorm", { 11, 300 }, 1 }, { "rmsnorm", { 5, 1024 }, 3 }, { "softmax", { 9, 4101 }, 2 },
+                           { "layernorm_1pass", { 10, 2048 }, 3 }, { "row_copy", { 17, 1030 }, 3 } }, 21, "two rows ahead")
+      claims_protocol(fresh, "row_copy", { 11, 1024 })
     end)
     tl.options.row_ring = nil
     assert(ok, err)
@@ -183,14 +195,9 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
       tl.options.row_ring = o
       local ok, err = pcall(function()
         local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
-        for _, t in ipairs { { "rmsnorm", { 11, 300 }, 1 }, { "rmsnorm", { 5, 1024 }, 3 }, { "softmax", { 9, 4101 }, 2 },
-                             { "row_copy", { 17, 1030 }, 3 } } do
-          local good, summary = fresh.run_case(t[1], { seed = 31, emulate = true, size = t[2], ctas = t[3] })
-          assert(good, ("claims = %d, registers = %s, %d CTAs: %s"):format(o.claims, tostring(o.registers), t[3], summary))
-        end
-        local good, report = fresh.run_case("row_copy", { seed = 5, emulate = true, size = { 9, 1024 }, ctas = 2, check = true,
-                                                          claims = "dynamic", max_states = 4000 })
-        assert(good, report)
+        claims_runs(fresh, { { "rmsnorm", { 11, 300 }, 1 }, { "rmsnorm", { 5, 1024 }, 3 }, { "softmax", { 9, 4101 }, 2 },
+                             { "row_copy", { 17, 1030 }, 3 } }, 31, ("late, claims = %d, registers = %s"):format(o.claims, tostring(o.registers)))
+        claims_protocol(fresh, "row_copy", { 9, 1024 })
       end)
       tl.options.row_ring = nil
       assert(ok, err)
@@ -244,7 +251,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.equal(3, l3.per_sm)
     local ok, err = pcall(function() tl.options.tile_transpose = { ahead = 3 } end)
     assert.is_false(ok)
-    assert.matches("nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1}", err, 1, true)
+    assert.matches("nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1, claims = 0|1}", err, 1, true)
     -- one to three CTAs walking every program (the ring's stages and the output tiles wrapping), ragged edges
     for _, t in ipairs { { { 136, 200 }, 1 }, { { 200, 72 }, 2 }, { { 72, 104 }, 3 }, { { 64, 64 }, 1 } } do
       local good, summary = ex.run_case("transpose_bf16", { seed = 3, emulate = true, size = t[1], ctas = t[2] })
@@ -269,6 +276,20 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     local good, report = ex.run_case("transpose_bf16", { seed = 5, emulate = true, size = { 136, 72 }, ctas = 2, check = true,
                                                          max_states = 2000 })
     assert(good, report)
+  end)
+
+  it("the transpose by TMA with its programs claimed at run time (tile_transpose.claims = 1): 1 to 3 CTAs, ragged edges, fewer programs than the CTAs' stages; the counter back to 0; protocol clean", function()
+    local tl = require "tilua"
+    tl.options.tile_transpose = { claims = 1, stages = 2 }
+    local ok, err = pcall(function()
+      local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+      claims_kernel(tl.rows.transpose { n = 64 })
+      claims_runs(fresh, { { "transpose_bf16", { 136, 200 }, 1 }, { "transpose_bf16", { 200, 72 }, 2 },
+                           { "transpose_bf16", { 264, 330 }, 3 }, { "transpose_bf16", { 64, 64 }, 3 } }, 9, "transpose")
+      claims_protocol(fresh, "transpose_bf16", { 136, 200 })
+    end)
+    tl.options.tile_transpose = nil
+    assert(ok, err)
   end)
 
   it("tl.rows.transpose launches its variant through the registers where TMA cannot take the rows; a tile program's launch says why and how to opt out", function()

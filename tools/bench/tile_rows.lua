@@ -265,6 +265,12 @@ transpose_case("transpose 128, 4 warps", 128, 4)
 transpose_case("transpose 64, order 1", 64, 4, { order = 1 })
 transpose_case("transpose 64, stages 3 outs 2, 3 CTAs an SM, order 1", 64, 4, { stages = 3, outs = 2, per_sm = 3, order = 1 })
 transpose_case("transpose 128, order 1", 128, 8, { order = 1 })
+-- (s10) the programs claimed at run time (an atomic counter) instead of every grid-th a CTA
+transpose_case("transpose 64, claims", 64, 4, { claims = 1 })
+transpose_case("transpose 128, claims", 128, 8, { claims = 1 })
+transpose_case("transpose 64, claims, stages 4", 64, 4, { claims = 1, stages = 4 })
+transpose_case("transpose 64, claims, stages 8", 64, 4, { claims = 1, stages = 8 })
+transpose_case("transpose 128, claims, stages 3", 128, 8, { claims = 1, stages = 3 })
 
 -- The program against its CPU reference on a few rows of X (read back).
 local function check_rows(name, k, launch)

@@ -107,14 +107,14 @@ local OPTIONS = {
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
-      if k == "order" then
+      if k == "order" or k == "claims" then
         if x ~= 0 and x ~= 1 then return false end
       elseif (k ~= "stages" and k ~= "outs" and k ~= "per_sm") or math.type(x) ~= "integer" or x < 1 or x > 16 then
         return false
       end
     end
     return true
-  end, "nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1}" },
+  end, "nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1, claims = 0|1}" },
 }
 local function check_option(key, v)
   local spec = OPTIONS[key]
@@ -392,7 +392,11 @@ function Kernel:compile(pipeline)
                                              ring.stream, ring.late)
     end
     local tt = tl.options.tile_transpose
-    if type(tt) == "table" then ring = ("%s;%s,%s,%s,%s"):format(ring, tt.stages, tt.outs, tt.per_sm, tt.order) elseif tt == false then ring = tostring(ring) .. ";off" end
+    if type(tt) == "table" then
+      ring = ("%s;%s,%s,%s,%s,%s"):format(ring, tt.stages, tt.outs, tt.per_sm, tt.order, tt.claims)
+    elseif tt == false then
+      ring = tostring(ring) .. ";off"
+    end
     key = p .. "\0" .. tostring(keep) .. "\0" .. tostring(tl.options.check_protocol) .. "\0" .. tostring(ring) .. "\0"
       .. self.module:print()
     local hit = cache_get(cache, key)
