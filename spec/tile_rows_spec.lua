@@ -188,6 +188,22 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert(ok, err)
   end)
 
+  it("LayerNorm of rows far from 0 (f32, 1000 + [-1, 1)), both forms: the exact statistics on full rows and on rows shorter than the tile (masked, not (n - N) mean^2 subtracted), rows claimed by several CTAs, two rows ahead", function()
+    local tl = require "tilua"
+    for _, o in ipairs { false, { registers = 2, claims = 1 } } do
+      tl.options.row_ring = o or nil
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        -- (E[x^2] - mean^2 unshifted: Rstd off by 0.2-0.5; (n - N) mean^2 subtracted: 0.4)
+        claims_runs(fresh, { { "layernorm_offset", { 4, 2048 }, 2 }, { "layernorm_offset", { 7, 777 }, 3 },
+                             { "layernorm_1pass_offset", { 4, 2048 }, 2 }, { "layernorm_1pass_offset", { 7, 777 }, 3 } },
+          41, o and "two rows ahead" or "claims")
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
+  end)
+
   it("claims published an iteration later (row_ring.late = 1; K = 1, 2, 4 and two rows ahead): several CTAs lapping; the counter back to 0; protocol clean", function()
     local tl = require "tilua"
     for _, o in ipairs { { claims = 1, late = 1 }, { claims = 2, late = 1 }, { claims = 4, late = 1 },

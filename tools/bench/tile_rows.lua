@@ -227,6 +227,7 @@ local cases = {
   { "rmsnorm, claims, late", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { claims = 1, late = 1 } },
   { "softmax, claims, late", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { claims = 1, late = 1 } },
   { "layernorm, one pass, claims, late", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { claims = 1, late = 1 } },
+  { "layernorm, claims, late", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { claims = 1, late = 1 } },
   { "row copy (Y = X), claims, 2 ahead, late", row_copy(8), sm_launch, 2 * bytes, { registers = 2, claims = 1, late = 1 } },
   { "rmsnorm, claims, 2 ahead, late", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 2, claims = 1, late = 1 } },
   { "softmax, claims, 2 ahead, late", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 2, claims = 1, late = 1 } },

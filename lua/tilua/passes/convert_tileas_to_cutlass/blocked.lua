@@ -257,7 +257,36 @@ function B.splat(L, op, s)
   local D = B.dist(L, ti, op)
   local regs = {}
   for i = 1, D.n do regs[i] = s end
-  return B.value(ti.elem, D, regs)
+  local y = B.value(ti.elem, D, regs)
+  y.splat = s
+  return y
+end
+
+-- tileas.iota: each register its element's position along the op's dim (a
+-- mask of the row's elements against its real length).
+function B.iota(L, op)
+  local ti = info(op:result(1))
+  local D = B.dist(L, ti, op)
+  local d = op:attr "dim" + 1
+  local regs = {}
+  for i = 1, D.n do regs[i] = pos(D, i, d) end
+  local y = B.value(tl.i32, D, regs)
+  y.iota = d
+  return y
+end
+
+-- iota < s (a splat or a scalar) as o < s - base: a register's constant
+-- offset against one difference, where base + o < s would keep each position
+-- live from the row's loads (their addresses) to the mask (spills)
+local function iota_below(L, op, D, x, b)
+  local s = tl.is_value(b) and b or (B.is_dist(b) and b.splat)
+  local pred = op:attr "predicate"
+  if not (x.iota and s and (pred == "slt" or pred == 2) and x.D == D) then return nil end
+  local base = D.base[x.iota]
+  local lim = base and s - base or s
+  local regs = {}
+  for i = 1, D.n do regs[i] = tl.const(D.off[i][x.iota], tl.i32):lt(lim) end
+  return B.value(tl.i1, D, regs)
 end
 
 -- bf16 of a word of two (the high half, or the low one) widened to f32: the
@@ -273,6 +302,10 @@ function B.elementwise(L, op, opds, fn)
   local D = B.dist(L, ti, op)
   local attrs, name = op:attrs(true), op:name()
   local x = opds[1]
+  if name == "arith.cmpi" and B.is_dist(x) then
+    local y = iota_below(L, op, D, x, opds[2])
+    if y then return y end
+  end
   if name == "arith.extf" and B.is_dist(x) and x.words and x.elem == tl.bf16 and ti.elem == tl.f32 then
     local regs = {}
     for i = 1, D.n do regs[i] = bf16_word_to_f32(x.words[i][1], x.words[i][2]) end
@@ -664,7 +697,7 @@ function B.tiled_load(L, op, ring)
     end
   end
   local x = B.value(ti.elem, D, regs)
-  if half then x.words = words end
+  if half and vec > 1 then x.words = words end -- (element by element: no words)
   return x, raw
 end
 

@@ -418,11 +418,15 @@ OPS["tileas.splat"] = function(L, op)
 end
 
 -- an index tile in the mma layout: the row (dim 0) or column (dim 1) of each
--- element the thread holds
+-- element the thread holds (a compute agent's blocked tile: blocked.lua's)
 OPS["tileas.iota"] = function(L, op, env)
   local ri = R.tile_of(op:result(1))
+  if B.is_blocked(ri) then
+    L.vmap[op:result(1):id()] = B.iota(L, op)
+    return
+  end
   if R.layout_kind(op:result(1)) ~= "mma" or #ri.shape ~= 2 or not env.f or L.nctas > 1 then
-    R.fail(op, "tileas.iota of a tile in the accumulator's mma layout (in a consumer, on one CTA) only")
+    R.fail(op, "tileas.iota of a tile in a blocked layout or in the accumulator's mma layout (in a consumer, on one CTA) only")
   end
   local f, dim = env.f, op:attr "dim"
   L.vmap[op:result(1):id()] = V.frag(tl.i32, ri.shape[1] * ri.shape[2] // 128, function(i)
@@ -436,10 +440,11 @@ end
 -- it (an index a program reads from memory: a grouped GEMM's expert), or
 -- nil for another tile. tileas.extract of it is the element.
 -- Whether tiled_load op loads a tile of one element.
-function X.is_single(op)
-  for _, x in ipairs(R.tile_of(op:result(1)).shape) do if x ~= 1 then return false end end
+function X.is_single_tile(v)
+  for _, x in ipairs(R.tile_of(v).shape) do if x ~= 1 then return false end end
   return true
 end
+function X.is_single(op) return X.is_single_tile(op:result(1)) end
 function X.single_load(L, op)
   if not X.is_single(op) then return nil end
   local ri = R.tile_of(op:result(1))
@@ -452,6 +457,10 @@ function X.single_load(L, op)
 end
 OPS["tileas.extract"] = function(L, op)
   local x = V.get(L, op:operand(1), op)
+  if B.is_dist(x) and X.is_single_tile(op:operand(1)) and x.r and x.D.n == 1 then
+    L.vmap[op:result(1):id()] = x.r[1] -- (a compute agent's tile of one element: every thread holds it)
+    return
+  end
   if type(x) ~= "table" or x.single == nil then R.fail(op, "extract of a tile of more than one element outside a compute agent is not lowered yet") end
   L.vmap[op:result(1):id()] = x.single
 end
