@@ -71,6 +71,9 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     { "rmsnorm", { 850, 520 }, { claims = 1, late = 1 }, claimed .. ", published late", 2 },
     { "layernorm_1pass", { 1101, 515 }, { registers = 2, claims = 1, late = 1 }, claimed .. ", two rows ahead, published late", 2 },
     { "softmax", { 701, 512 }, { claims = 4, late = 1, per_sm = 1 }, claimed .. ", published late", 2 },
+    -- the stores with cache hints (row_ring.store)
+    { "rmsnorm", { 850, 520 }, { claims = 1, store = 1 }, claimed .. ", stores .cs", 1 },
+    { "layernorm", { 850, 515 }, { claims = 1, store = 2 }, claimed .. ", stores .cg", 1 },
   }
   for j, t in ipairs(rings) do
     if ex.cases[t[1]] and not small then

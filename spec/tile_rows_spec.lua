@@ -238,6 +238,24 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
   end)
 
+  it("the register loop's stores with cache hints (row_ring.store = 1: .cs, 2: .cg)", function()
+    local tl = require "tilua"
+    for st, hint in ipairs { "st.global.cs.v4.b32", "st.global.cg.v4.b32" } do
+      tl.options.row_ring = { store = st }
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        local k = tl.rows.rmsnorm { n = 1024 }
+        k:compile()
+        assert.truthy(k.ptx:find(hint, 1, true))
+        dofile("spec/helper.lua").assert_ptxas(k.ptx)
+        local good, summary = fresh.run_case("rmsnorm", { seed = 3, emulate = true, size = { 7, 1000 }, ctas = 2 })
+        assert(good, summary)
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
+  end)
+
   it("the protocol checker is clean on the row loop lapped by one CTA", function()
     local ok, report = ex.run_case("rmsnorm", { seed = 5, emulate = true, size = { 11, 300 }, ctas = 1, check = true,
                                                 max_states = 2000 })

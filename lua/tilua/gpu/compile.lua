@@ -37,7 +37,8 @@
 --                           claims on a counter, K rows a claim, not by
 --                           stride; stream = 1 | 2: the register loop's loads
 --                           of the rows ahead with ld.global.L1::no_allocate |
---                           ld.global.cs)
+--                           ld.global.cs; store = 1 | 2: its stores with
+--                           st.global.cs | st.global.cg)
 --   tl.options.tile_transpose  nil (the default): a program that loads, transposes
 --                           and stores an n x n tile of 16-bit elements (n a multiple
 --                           of 64) goes by TMA (convert-tileas-to-cutlass's
@@ -98,12 +99,13 @@ local OPTIONS = {
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
       if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers" and k ~= "async" and k ~= "claims"
-          and k ~= "stream" and k ~= "late")
+          and k ~= "stream" and k ~= "late" and k ~= "store")
         or math.type(x) ~= "integer" or x < 0 or (k == "registers" and x > 4) or (k == "async" and x > 8)
-        or (k == "claims" and x ~= 0 and x ~= 1 and x ~= 2 and x ~= 4) or (k == "stream" and x > 2) or (k == "late" and x > 1) then return false end
+        or (k == "claims" and x ~= 0 and x ~= 1 and x ~= 2 and x ~= 4) or (k == "stream" and x > 2) or (k == "late" and x > 1)
+        or (k == "store" and x > 2) then return false end
     end
     return true
-  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1}" },
+  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
@@ -388,8 +390,8 @@ function Kernel:compile(pipeline)
     -- a compile without the protocol check does not stand for one with it
     local ring = tl.options.row_ring
     if type(ring) == "table" then
-      ring = ("%s,%s,%s,%s,%s,%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist, ring.registers, ring.async, ring.claims,
-                                             ring.stream, ring.late)
+      ring = ("%s,%s,%s,%s,%s,%s,%s,%s,%s"):format(ring.per_sm, ring.in_flight, ring.hoist, ring.registers, ring.async,
+                                                ring.claims, ring.stream, ring.late, ring.store)
     end
     local tt = tl.options.tile_transpose
     if type(tt) == "table" then

@@ -717,7 +717,7 @@ function B.tiled_store(L, op, x)
       local idx, row, inb = element(L, e, D, cs, i, 1)
       tl.if_(both(inb, owner(D, i)), function()
         local p = address(L, e, row, idx[D.rank])
-        if reduce then tl.atomic(reduce, p, x.r[i]) else p:store(x.r[i]) end
+        if reduce then tl.atomic(reduce, p, x.r[i]) else p:store(x.r[i], L.store_hints) end
       end)
     end
     if vec == 1 then
@@ -741,7 +741,7 @@ function B.tiled_store(L, op, x)
             for j = 1, vec do vals[j] = x.r[g[j]] end
             v = tl.vector_of(x.elem, vals)
           end
-          address(L, e, row, idx[D.rank]):store(v)
+          address(L, e, row, idx[D.rank]):store(v, L.store_hints) -- (rowring.lua's hints, on its loop's stores)
         end, function()
           for j = 1, vec do scalar(g[j]) end
         end)

@@ -71,6 +71,9 @@ local FORCED = { { registers = 0, async = 0, claims = 0 }, { registers = 1, asyn
 -- The hints of the register loop's loads of the rows ahead (row_ring.stream):
 -- 1 = ld.global.L1::no_allocate, 2 = ld.global.cs (evict first in L1 and L2).
 local HINTS = { [1] = { evict = "no_allocate" }, [2] = { cache = "cs" } }
+-- The hints of its stores (row_ring.store): 1 = st.global.cs (evict first in
+-- L2: the rows written are not read again), 2 = st.global.cg (L2 only).
+local STORE_HINTS = { [1] = { cache = "cs" }, [2] = { cache = "cg" } }
 
 function Ring.plan(L, wop)
   local forced = Ring.forced
@@ -130,7 +133,8 @@ function Ring.plan(L, wop)
     local words = (bytes // threads + 3) // 4 * registers
     if words > math.min(tl.core.limits().max_thread_regs, 65536 // (per_sm * threads)) // 4 then return nil end
     return { loads = loads, by_op = by_op, registers = registers, per_sm = per_sm, hoist = opts.hoist ~= 0,
-             hoist_all = opts.hoist == 1, claims = claims, hints = HINTS[opts.stream or 0], late = (choices.late or 0) > 0 }
+             hoist_all = opts.hoist == 1, claims = claims, hints = HINTS[opts.stream or 0], late = (choices.late or 0) > 0,
+             store_hints = STORE_HINTS[opts.store or 0] }
   end
   if async then
     -- S rows a CTA in shared memory (at most MAX_SM_RING_BYTES an SM)
@@ -250,12 +254,14 @@ end
 -- flat list of load_rows).
 local function body_given(L, env, after, P, q, hoisted, cur)
   local at = 0
+  L.store_hints = P.store_hints
   lower_body(L, env, after, P, q, hoisted, function(r)
     local given = {}
     for i = 1, r.nraw do given[i] = cur[at + i] end
     at = at + r.nraw
     return (B.tiled_load(L, r.op, { given = given }))
   end)
+  L.store_hints = nil
 end
 
 -- The loop without the shared ring (P.registers = d): each thread loads its
