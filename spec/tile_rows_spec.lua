@@ -220,40 +220,29 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
   end)
 
+  -- the register loop with row_ring[key] = 1, 2: each hint in its PTX, ptxas, the emulator
+  local function hinted(key, hints)
+    local tl = require "tilua"
+    for st, hint in ipairs(hints) do
+      tl.options.row_ring = { [key] = st }
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        local k = tl.rows.rmsnorm { n = 1024 }
+        k:compile()
+        assert.truthy(k.ptx:find(hint, 1, true))
+        dofile("spec/helper.lua").assert_ptxas(k.ptx)
+        local good, summary = fresh.run_case("rmsnorm", { seed = 3, emulate = true, size = { 7, 1000 }, ctas = 2 })
+        assert(good, summary)
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
+  end
   it("the register loop's loads of the rows ahead with cache hints (row_ring.stream = 1: L1::no_allocate, 2: .cs)", function()
-    local tl = require "tilua"
-    for st, hint in ipairs { "ld.global.L1::no_allocate.v4.b32", "ld.global.cs.v4.b32" } do
-      tl.options.row_ring = { stream = st }
-      local ok, err = pcall(function()
-        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
-        local k = tl.rows.rmsnorm { n = 1024 }
-        k:compile()
-        assert.truthy(k.ptx:find(hint, 1, true))
-        dofile("spec/helper.lua").assert_ptxas(k.ptx)
-        local good, summary = fresh.run_case("rmsnorm", { seed = 3, emulate = true, size = { 7, 1000 }, ctas = 2 })
-        assert(good, summary)
-      end)
-      tl.options.row_ring = nil
-      assert(ok, err)
-    end
+    hinted("stream", { "ld.global.L1::no_allocate.v4.b32", "ld.global.cs.v4.b32" })
   end)
-
   it("the register loop's stores with cache hints (row_ring.store = 1: .cs, 2: .cg)", function()
-    local tl = require "tilua"
-    for st, hint in ipairs { "st.global.cs.v4.b32", "st.global.cg.v4.b32" } do
-      tl.options.row_ring = { store = st }
-      local ok, err = pcall(function()
-        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
-        local k = tl.rows.rmsnorm { n = 1024 }
-        k:compile()
-        assert.truthy(k.ptx:find(hint, 1, true))
-        dofile("spec/helper.lua").assert_ptxas(k.ptx)
-        local good, summary = fresh.run_case("rmsnorm", { seed = 3, emulate = true, size = { 7, 1000 }, ctas = 2 })
-        assert(good, summary)
-      end)
-      tl.options.row_ring = nil
-      assert(ok, err)
-    end
+    hinted("store", { "st.global.cs.v4.b32", "st.global.cg.v4.b32" })
   end)
 
   it("the protocol checker is clean on the row loop lapped by one CTA", function()
