@@ -280,6 +280,38 @@ case("layernorm", {
   tol = { Y = { 2 ^ -7, 2 ^ -8 }, Mean = F32, Rstd = F32 },
 })
 
+-- LayerNorm with its variance in one pass (tl.rows.layernorm's one_pass:
+-- E[x^2] - mean^2, the two sums reduced side by side)
+do
+  local c = {}
+  for key, v in pairs(cases.layernorm) do c[key] = v end
+  c.build = function(cc) return tl.rows.layernorm { n = cc.n, one_pass = true, name = "layernorm_1pass" } end
+  c.sizes, c.small = { { 54, 8000 }, { 7, 777 } }, { 3, 300 }
+  case("layernorm_1pass", c)
+end
+
+-- LayerNorm of rows far from 0 (f32, 1000 + [-1, 1): |mean| ~ 1700 std), both
+-- forms: where E[x^2] - mean^2 would cancel (1e6 - 1e6 in f32: the variance
+-- lost) and where rows shorter than the tile would make their padding count
+-- (n - N) * mean^2. The rows' outputs against the exact statistics.
+for _, one in ipairs { false, true } do
+  local c, name = {}, one and "layernorm_1pass_offset" or "layernorm_offset"
+  for key, v in pairs(cases.layernorm) do c[key] = v end
+  c.n = 2048
+  c.build = function(cc) return tl.rows.layernorm { n = cc.n, elem = tl.f32, one_pass = one, name = name } end
+  c.inputs = function(M, N)
+    local I = cases.layernorm.inputs(M, N)
+    I.X = random("f32", { M, N }, 999, 1001)
+    I.W.elem, I.B.elem = "f32", "f32" -- (bf16 values: f32 ones too)
+    return I
+  end
+  c.outputs = function(M, N) return { Y = { "f32", { M, N } }, Mean = { "f32", { M } }, Rstd = { "f32", { M } } } end
+  -- (x - mean in f32: x's rounding at 1000 is 6e-5, 1e-4 of the std)
+  c.tol = { Y = { 2 ^ -10, 2 ^ -10 }, Mean = F32, Rstd = { 2 ^ -10, 0 } }
+  c.sizes, c.small = { { 20, 2048 }, { 6, 777 } }, { 3, 300 }
+  case(name, c)
+end
+
 -- the same with three rows a program (tl.rows' `rows`: a loop that loads the
 -- next row during this one's reductions; W and B once a program), at row
 -- counts no multiple of 3 (the last program's rows past M: padding, dropped)

@@ -60,6 +60,20 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     { "row_copy", { 900, 2000 }, { async = 3 }, async }, { "softmax", { 600, 4101 }, { async = 4, per_sm = 1 }, async },
     { "rmsnorm", { 850, 520 }, { claims = 1 }, claimed, 2 }, { "softmax", { 700, 512 }, { claims = 2, per_sm = 1 }, claimed, 2 },
     { "layernorm", { 701, 515 }, { claims = 4, per_sm = 1 }, claimed, 2 },
+    -- two rows ahead (registers = 2, claims of one row: 4 static rows a CTA),
+    -- LayerNorm in one pass, the loads with cache hints (stream)
+    { "rmsnorm", { 1130, 520 }, { registers = 2, claims = 1 }, claimed .. ", two rows ahead", 2 },
+    { "softmax", { 600, 4101 }, { registers = 2, claims = 1, per_sm = 1 }, claimed .. ", two rows ahead", 2 },
+    { "layernorm_1pass", { 1101, 515 }, { registers = 2, claims = 1 }, claimed .. ", two rows ahead", 2 },
+    { "layernorm_1pass", { 850, 515 }, { claims = 1 }, claimed, 2 },
+    { "rmsnorm", { 850, 520 }, { claims = 1, stream = 1 }, claimed .. ", loads L1::no_allocate", 1 },
+    { "softmax", { 850, 512 }, { claims = 1, stream = 2 }, claimed .. ", loads .cs", 1 },
+    { "rmsnorm", { 850, 520 }, { claims = 1, late = 1 }, claimed .. ", published late", 2 },
+    { "layernorm_1pass", { 1101, 515 }, { registers = 2, claims = 1, late = 1 }, claimed .. ", two rows ahead, published late", 2 },
+    { "softmax", { 701, 512 }, { claims = 4, late = 1, per_sm = 1 }, claimed .. ", published late", 2 },
+    -- the stores with cache hints (row_ring.store)
+    { "rmsnorm", { 850, 520 }, { claims = 1, store = 1 }, claimed .. ", stores .cs", 1 },
+    { "layernorm", { 850, 515 }, { claims = 1, store = 2 }, claimed .. ", stores .cg", 1 },
   }
   for j, t in ipairs(rings) do
     if ex.cases[t[1]] and not small then
@@ -100,6 +114,9 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
       { stages = 8, outs = 2, per_sm = 1, order = 1 } },
     { "tiles of 128, 1 stage, 3 outputs, 4 warps, 1 CTA an SM", { 1544, 2056 }, 128, 4, { stages = 1, outs = 3, per_sm = 1 } },
     { "through the registers, odd rows", { 1001, 1500 }, 64, 4, false },
+    -- (programs claimed: more tiles than the CTAs' static stages, 132 x 2 and 132 x 1 on an H200)
+    { "tiles of 64, programs claimed, 2 stages", { 2000, 1032 }, 64, 4, { claims = 1, stages = 2 } },
+    { "tiles of 128, programs claimed, 1 stage", { 2056, 1544 }, 128, 8, { claims = 1, stages = 1 } },
   }
   for j, t in ipairs(tr) do
     if not small then
@@ -115,6 +132,11 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
             return k
           end
           c.grid = function(_, M, N) return { (M + t[3] - 1) // t[3], (N + t[3] - 1) // t[3] } end
+          -- (claims: launched twice, the second right only if the first put the counter back to 0)
+          for r = 1, type(t[5]) == "table" and t[5].claims and 1 or 0 do
+            local good, s = fresh.run_case("transpose_bf16", { seed = seed + 13 * j + 1000 * r, size = t[2] })
+            if not good then return false, "launch 1: " .. s end
+          end
           return fresh.run_case("transpose_bf16", { seed = seed + 13 * j, size = t[2] })
         end)
         tl.options.tile_transpose = nil

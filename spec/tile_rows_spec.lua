@@ -60,7 +60,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_true(off.linear)
     local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
     assert.is_false(ok)
-    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4}", err, 1, true)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}", err, 1, true)
     assert.is_nil(tl.options.row_ring)
   end)
 
@@ -152,6 +152,99 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
   end)
 
+  -- (the claims' tests below) a kernel with claims: its counter's workspace,
+  -- the atomic, ptxas; each {case, size, CTAs} on the emulator (the counter
+  -- back to 0 after each launch); the protocol checker exploring the claims
+  local function claims_kernel(k)
+    k:compile()
+    assert.equal(4, k:lowered_op():attr_or_default("tileas.launch").workspace_bytes)
+    assert.truthy(k.ptx:find("atom.gpu.global.add.u32", 1, true))
+    dofile("spec/helper.lua").assert_ptxas(k.ptx)
+  end
+  local function claims_runs(fresh, cases, seed, what)
+    for _, t in ipairs(cases) do
+      local good, summary = fresh.run_case(t[1], { seed = seed, emulate = true, size = t[2], ctas = t[3] })
+      assert(good, ("%s, %d CTAs: %s"):format(what, t[3], summary))
+    end
+  end
+  local function claims_protocol(fresh, name, size)
+    local good, report = fresh.run_case(name, { seed = 5, emulate = true, size = size, ctas = 2, check = true,
+                                                claims = "dynamic", max_states = 4000 })
+    assert(good, report)
+  end
+
+  it("the register loop two rows ahead with rows claimed at run time (row_ring = {registers = 2, claims = 1}): several CTAs lapping, ragged and aligned; the counter back to 0; protocol clean", function()
+    local tl = require "tilua"
+    tl.options.row_ring = { registers = 2, claims = 1 }
+    local ok, err = pcall(function()
+      local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+      claims_kernel(tl.rows.rmsnorm { n = 1024 })
+      -- (fewer rows than the CTAs' four static rows, rows claimed by 1 to 3 CTAs)
+      claims_runs(fresh, { { "rmsnorm", { 11, 300 }, 1 }, { "rmsnorm", { 5, 1024 }, 3 }, { "softmax", { 9, 4101 }, 2 },
+                           { "layernorm_1pass", { 10, 2048 }, 3 }, { "row_copy", { 17, 1030 }, 3 } }, 21, "two rows ahead")
+      claims_protocol(fresh, "row_copy", { 11, 1024 })
+    end)
+    tl.options.row_ring = nil
+    assert(ok, err)
+  end)
+
+  it("LayerNorm of rows far from 0 (f32, 1000 + [-1, 1)), both forms: the exact statistics on full rows and on rows shorter than the tile (masked, not (n - N) mean^2 subtracted), rows claimed by several CTAs, two rows ahead", function()
+    local tl = require "tilua"
+    for _, o in ipairs { false, { registers = 2, claims = 1 } } do
+      tl.options.row_ring = o or nil
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        -- (E[x^2] - mean^2 unshifted: Rstd off by 0.2-0.5; (n - N) mean^2 subtracted: 0.4)
+        claims_runs(fresh, { { "layernorm_offset", { 4, 2048 }, 2 }, { "layernorm_offset", { 7, 777 }, 3 },
+                             { "layernorm_1pass_offset", { 4, 2048 }, 2 }, { "layernorm_1pass_offset", { 7, 777 }, 3 } },
+          41, o and "two rows ahead" or "claims")
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
+  end)
+
+  it("claims published an iteration later (row_ring.late = 1; K = 1, 2, 4 and two rows ahead): several CTAs lapping; the counter back to 0; protocol clean", function()
+    local tl = require "tilua"
+    for _, o in ipairs { { claims = 1, late = 1 }, { claims = 2, late = 1 }, { claims = 4, late = 1 },
+                         { registers = 2, claims = 1, late = 1 } } do
+      tl.options.row_ring = o
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        claims_runs(fresh, { { "rmsnorm", { 11, 300 }, 1 }, { "rmsnorm", { 5, 1024 }, 3 }, { "softmax", { 9, 4101 }, 2 },
+                             { "row_copy", { 17, 1030 }, 3 } }, 31, ("late, claims = %d, registers = %s"):format(o.claims, tostring(o.registers)))
+        claims_protocol(fresh, "row_copy", { 9, 1024 })
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
+  end)
+
+  -- the register loop with row_ring[key] = 1, 2: each hint in its PTX, ptxas, the emulator
+  local function hinted(key, hints)
+    local tl = require "tilua"
+    for st, hint in ipairs(hints) do
+      tl.options.row_ring = { [key] = st }
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        local k = tl.rows.rmsnorm { n = 1024 }
+        k:compile()
+        assert.truthy(k.ptx:find(hint, 1, true))
+        dofile("spec/helper.lua").assert_ptxas(k.ptx)
+        local good, summary = fresh.run_case("rmsnorm", { seed = 3, emulate = true, size = { 7, 1000 }, ctas = 2 })
+        assert(good, summary)
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
+  end
+  it("the register loop's loads of the rows ahead with cache hints (row_ring.stream = 1: L1::no_allocate, 2: .cs)", function()
+    hinted("stream", { "ld.global.L1::no_allocate.v4.b32", "ld.global.cs.v4.b32" })
+  end)
+  it("the register loop's stores with cache hints (row_ring.store = 1: .cs, 2: .cg)", function()
+    hinted("store", { "st.global.cs.v4.b32", "st.global.cg.v4.b32" })
+  end)
+
   it("the protocol checker is clean on the row loop lapped by one CTA", function()
     local ok, report = ex.run_case("rmsnorm", { seed = 5, emulate = true, size = { 11, 300 }, ctas = 1, check = true,
                                                 max_states = 2000 })
@@ -181,7 +274,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.equal(3, l3.per_sm)
     local ok, err = pcall(function() tl.options.tile_transpose = { ahead = 3 } end)
     assert.is_false(ok)
-    assert.matches("nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1}", err, 1, true)
+    assert.matches("nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1, claims = 0|1}", err, 1, true)
     -- one to three CTAs walking every program (the ring's stages and the output tiles wrapping), ragged edges
     for _, t in ipairs { { { 136, 200 }, 1 }, { { 200, 72 }, 2 }, { { 72, 104 }, 3 }, { { 64, 64 }, 1 } } do
       local good, summary = ex.run_case("transpose_bf16", { seed = 3, emulate = true, size = t[1], ctas = t[2] })
@@ -206,6 +299,20 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     local good, report = ex.run_case("transpose_bf16", { seed = 5, emulate = true, size = { 136, 72 }, ctas = 2, check = true,
                                                          max_states = 2000 })
     assert(good, report)
+  end)
+
+  it("the transpose by TMA with its programs claimed at run time (tile_transpose.claims = 1): 1 to 3 CTAs, ragged edges, fewer programs than the CTAs' stages; the counter back to 0; protocol clean", function()
+    local tl = require "tilua"
+    tl.options.tile_transpose = { claims = 1, stages = 2 }
+    local ok, err = pcall(function()
+      local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+      claims_kernel(tl.rows.transpose { n = 64 })
+      claims_runs(fresh, { { "transpose_bf16", { 136, 200 }, 1 }, { "transpose_bf16", { 200, 72 }, 2 },
+                           { "transpose_bf16", { 264, 330 }, 3 }, { "transpose_bf16", { 64, 64 }, 3 } }, 9, "transpose")
+      claims_protocol(fresh, "transpose_bf16", { 136, 200 })
+    end)
+    tl.options.tile_transpose = nil
+    assert(ok, err)
   end)
 
   it("tl.rows.transpose launches its variant through the registers where TMA cannot take the rows; a tile program's launch says why and how to opt out", function()

@@ -13,7 +13,10 @@
 --   tl.rows.softmax{n, elem, rows}           Y = softmax of each row
 --   tl.rows.rmsnorm{n, elem, rows}           Y = X / rms(X) * W, Rstd[M] = 1 / rms(X)   (rms = sqrt(mean(x^2) + eps))
 --   tl.rows.rmsnorm_bwd{n, elem, rows}       DX, and DWp[P, N] (f32): each program's part of DW = sum over rows of DY * X * rstd
---   tl.rows.layernorm{n, elem, rows}         Y = (X - mean) * rstd * W + B, Mean[M], Rstd[M]
+--   tl.rows.layernorm{n, elem, rows, one_pass}  Y = (X - mean) * rstd * W + B, Mean[M], Rstd[M]
+--                                            (one_pass: sums of d = x - x0 and d^2 side by side, x0 the
+--                                            row's first element, var = E[d^2] - E[d]^2; else the
+--                                            centred row's squares after the mean; both masked past N)
 --   tl.rows.layernorm_bwd{n, elem, rows}     DX, DWp[P, N], DBp[P, N] (f32 parts of DW and DB)
 --   tl.rows.transpose{n, elem}               Y[N, M] = X[M, N]^T, a tile of n x n a program (16-bit, n a
 --                                            multiple of 64: by TMA; k.fallback(): its variant through the
@@ -226,10 +229,30 @@ do -- tl.rows (an indented block)
       local w, b = once and as_row(p.W, n), once and as_row(p.B, n)
       each_row(p, o, n, nil, function(row, x)
         local fn = p.N:cast(tl.f32)
-        local mean = tl.reduce(x, 1, "add") / fn
-        local xc = x - expand_row(mean)
-        -- past the row xc is -mean: those (n - N) squares do not count
-        local var = (tl.reduce(xc * xc, 1, "add") - mean * mean * (n - p.N):cast(tl.f32)) / fn
+        -- v where inside the row, else 0 (past N: padding, which must not count;
+        -- the mask made where it is used, not held across the reductions)
+        local function inside(v) return tl.select(tl.iota({ 1, n }, 1):lt(p.N), v, tl.zeros({ 1, n }, tl.f32)) end
+        local mean, var, xc
+        if o.one_pass then
+          -- sums of d = x - x0 and d^2 side by side (no reduction waits for
+          -- the other; one barrier for both), x0 the row's first element:
+          -- mean = x0 + E[d], var = E[d^2] - E[d]^2 (exact for any shift;
+          -- with x0 a sample of the row E[d]^2 is of the order of var, where
+          -- E[x^2] - mean^2 would cancel to nothing at |mean| >> std)
+          local x0 = tl.extract(f32(tl.load(p.X, { row, 0 }, { 1, 1 })), { 0, 0 }) -- (every thread loads it)
+          local d = inside(x - x0)
+          local s1, s2 = tl.reduce(d, 1, "add"), tl.reduce(d * d, 1, "add")
+          local md = s1 / fn
+          var = tl.maximum(s2 / fn - md * md, tl.zeros({ 1 }, tl.f32))
+          mean = md + x0
+          xc = x - expand_row(mean)
+        else
+          mean = tl.reduce(x, 1, "add") / fn
+          -- past the row xc is -mean: those squares must not count (masked:
+          -- subtracting (n - N) mean^2 cancels where |mean| >> std)
+          xc = x - expand_row(mean)
+          var = tl.reduce(inside(xc * xc), 1, "add") / fn
+        end
         local rstd = tl.rsqrt(var + p.eps)
         tl.store(p.Y, { row, 0 }, (xc * expand_row(rstd) * (w or as_row(p.W, n)) + (b or as_row(p.B, n))):cast(elem))
         tl.store(p.Mean, { row }, mean)

@@ -58,6 +58,8 @@ bool tile_check_sync(IrOp *kernel);
 const char *tile_math_instruction(IrOp *op);
 bool tile_check_load_hints(IrOp *op, bool global, bool vol, int cache, int evict, bool nc,
                            int64_t prefetch);
+/* A store's: global memory only, not volatile; cache cg or cs, or an eviction priority. */
+bool tile_check_store_hints(IrOp *op, bool global, bool vol, int cache, int evict);
 /* The inline-asm constraint letter (h r l f d) of the registers of a type, 0 if none (nvvm.c). */
 char nvvm_constraint_of(const IrType *t);
 

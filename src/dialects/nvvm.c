@@ -12,7 +12,10 @@
 IrResult nvvm_verify_access(IrOp *op) {
   const IrType *v = op->nresults ? op->results[0].type : op->operands[1].value->type;
   IrAttrs_NVVM_LD_GLOBAL a = ir_attrs_NVVM_LD_GLOBAL(op);
-  if (!tile_check_load_hints(op, op->kind == OP_NVVM_LD_GLOBAL, a.volatile_, a.cache, a.evict, a.nc, a.prefetch))
+  if (op->kind == OP_NVVM_ST_GLOBAL && !a.nc && !a.prefetch) {
+    if (!tile_check_store_hints(op, true, a.volatile_, a.cache, a.evict)) return IR_FAIL;
+  } else if (!tile_check_load_hints(op, op->kind == OP_NVVM_LD_GLOBAL, a.volatile_, a.cache,
+                                    a.evict, a.nc, a.prefetch))
     return IR_FAIL;
   return dia_check_mem_value(op, v) ? IR_OK : IR_FAIL;
 }
@@ -70,7 +73,8 @@ char nvvm_constraint_of(const IrType *t) {
     return !i1 && dia_type_bytes(t) % 4 == 0 ? 'r' : 0;
   }
   if (t->kind == IR_TY_INDEX || t->kind == IR_TY_PTR) return 'l';
-  if (t->kind == IR_TY_INT) return t->width == 8 || t->width == 16 ? 'h' : t->width == 32 ? 'r' : t->width == 64 ? 'l' : 0;
+  if (t->kind == IR_TY_INT)
+    return t->width == 8 || t->width == 16 ? 'h' : t->width == 32 ? 'r' : t->width == 64 ? 'l' : 0;
   if (t->kind == IR_TY_FLOAT) return t->fkind == IR_F32 ? 'f' : t->fkind == IR_F64 ? 'd' : 'h';
   return 0;
 }
@@ -91,17 +95,20 @@ IrResult nvvm_verify_inline_ptx(IrOp *op) {
     long i = strtol(q, &end, 10);
     long n = res ? (long)op->nresults : (long)op->noperands;
     if (end == q || *q < '0' || *q > '9' || i >= n) {
-      ir_op_error(op, "'$%.*s' names no %s (%ld %ss; $$ writes a dollar sign)", (int)(end - p - 1 > 0 ? end - p - 1 : 1),
-                  p + 1, res ? "result" : "operand", n, res ? "result" : "operand");
+      ir_op_error(op, "'$%.*s' names no %s (%ld %ss; $$ writes a dollar sign)",
+                  (int)(end - p - 1 > 0 ? end - p - 1 : 1), p + 1, res ? "result" : "operand", n,
+                  res ? "result" : "operand");
       return IR_FAIL;
     }
   }
   if (!a.constraints) return IR_OK;
   uint32_t k = 0, total = op->nresults + op->noperands;
   for (const char *p = a.constraints; *p;) {
-    while (*p == ' ') p++;
+    while (*p == ' ')
+      p++;
     char c = *p ? *p++ : 0;
-    while (*p == ' ') p++;
+    while (*p == ' ')
+      p++;
     if (*p && *p != ',') {
       ir_op_error(op, "constraints: one letter per value, comma-separated (\"%s\")", a.constraints);
       return IR_FAIL;
@@ -123,15 +130,16 @@ IrResult nvvm_verify_inline_ptx(IrOp *op) {
     } else if (!c || !strchr("hrlfd", c) || nvvm_constraint_of(t) != c) {
       char *s = ir_type_to_string(t);
       char want = nvvm_constraint_of(t);
-      ir_op_error(op, "constraints: %s %u is %s, whose registers take '%c', not '%c'", res ? "result" : "operand", idx, s,
-                  want ? want : '?', c ? c : ' ');
+      ir_op_error(op, "constraints: %s %u is %s, whose registers take '%c', not '%c'",
+                  res ? "result" : "operand", idx, s, want ? want : '?', c ? c : ' ');
       ir_free(s);
       return IR_FAIL;
     }
     k++;
   }
   if (k != total) {
-    ir_op_error(op, "constraints: %u letters for %u results and %u operands", k, op->nresults, op->noperands);
+    ir_op_error(op, "constraints: %u letters for %u results and %u operands", k, op->nresults,
+                op->noperands);
     return IR_FAIL;
   }
   return IR_OK;

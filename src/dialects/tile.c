@@ -18,10 +18,11 @@ IrResult tile_verify_kernel(IrOp *op) {
     StrBuf shown;
     sb_init(&shown);
     ir_print_attr(&shown, sn);
-    ir_op_error(op,
-                "kernel name %s is not a PTX identifier (a letter, '_' or '$', then letters, digits, '_' or '$'; "
-                "not '_' or '$' alone, not WARP_SZ)",
-                shown.data ? shown.data : "");
+    ir_op_error(
+        op,
+        "kernel name %s is not a PTX identifier (a letter, '_' or '$', then letters, digits, '_' or '$'; "
+        "not '_' or '$' alone, not WARP_SZ)",
+        shown.data ? shown.data : "");
     sb_free(&shown);
     return IR_FAIL;
   }
@@ -44,7 +45,8 @@ IrResult tile_verify_kernel(IrOp *op) {
       ir_free(s);
       return IR_FAIL;
     }
-    if (ir_type_is_dialect(t, IR_DTY_TILE_TENSOR_MAP) && !tile_check_tensor_map(op, t)) return IR_FAIL;
+    if (ir_type_is_dialect(t, IR_DTY_TILE_TENSOR_MAP) && !tile_check_tensor_map(op, t))
+      return IR_FAIL;
     if (ir_type_is_dialect(t, IR_DTY_TILEAS_TENSOR) && !tileas_check_tensor(op, t)) return IR_FAIL;
   }
   if (ir_op_attr(op, "arg_names") && a.arg_names.n != nargs) {
@@ -103,9 +105,7 @@ IrResult tile_verify_kernel_agents(IrOp *k) {
 ** Authoring ops: ids, pointers, memory, shared memory, agents, barriers
 ** ======================================================================= */
 
-
 static bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
-
 
 /* Folds ids and dimensions that the kernel_spec fixes: block and cluster sizes,
 ** and indices along a dimension of extent 1. */
@@ -119,7 +119,8 @@ IrValue *tile_fold_dim(IrBuilder *b, IrOp *op) {
   case OP_TILE_BLOCK_DIM: return ir_build_const_int(b, ks.block[d], i32);
   case OP_TILE_CLUSTER_BLOCK_ID:
     return ks.has_cluster && ks.cluster[d] == 1 ? ir_build_const_int(b, 0, i32) : NULL;
-  case OP_TILE_CLUSTER_DIM: return ks.has_cluster ? ir_build_const_int(b, ks.cluster[d], i32) : NULL;
+  case OP_TILE_CLUSTER_DIM:
+    return ks.has_cluster ? ir_build_const_int(b, ks.cluster[d], i32) : NULL;
   default: return NULL;
   }
 }
@@ -131,16 +132,21 @@ IrResult tile_verify_in_agent(IrOp *op) {
 }
 
 /* Address width of a space: 32 bits for shared windows, 64 for the rest. */
-static uint32_t space_bits(IrMemSpace s) { return s == IR_MS_SHARED || s == IR_MS_CLUSTER ? 32 : 64; }
+static uint32_t space_bits(IrMemSpace s) {
+  return s == IR_MS_SHARED || s == IR_MS_CLUSTER ? 32 : 64;
+}
 
 IrResult tile_verify_ptr_add(IrOp *op) {
   if (op->results[0].type != op->operands[0].value->type)
-    return dia_type_error(op, "result type must equal the pointer type %s", op->operands[0].value->type);
+    return dia_type_error(op, "result type must equal the pointer type %s",
+                          op->operands[0].value->type);
   int64_t eb = dia_type_bytes(op->operands[0].value->type->elem), k, bytes;
-  if (eb == 0) return dia_type_error(op, "cannot offset a pointer to %s (no size)", op->operands[0].value->type->elem);
+  if (eb == 0)
+    return dia_type_error(op, "cannot offset a pointer to %s (no size)",
+                          op->operands[0].value->type->elem);
   if (dia_const_int(op->operands[1].value, &k) && !ck_mul(k, eb, &bytes)) {
-    ir_op_error(op, "offset of %lld elements of %lld bytes is out of the range of a 64-bit address", (long long)k,
-                (long long)eb);
+    ir_op_error(op, "offset of %lld elements of %lld bytes is out of the range of a 64-bit address",
+                (long long)k, (long long)eb);
     return IR_FAIL;
   }
   return IR_OK;
@@ -154,11 +160,13 @@ IrValue *tile_fold_ptr_add(IrBuilder *b, IrOp *op) {
 
 IrResult tile_verify_ptr_cast(IrOp *op) {
   IrMemSpace from = op->operands[0].value->type->space, to = op->results[0].type->space;
-  bool gs = from == IR_MS_GLOBAL || from == IR_MS_SHARED, tgs = to == IR_MS_GLOBAL || to == IR_MS_SHARED;
+  bool gs = from == IR_MS_GLOBAL || from == IR_MS_SHARED,
+       tgs = to == IR_MS_GLOBAL || to == IR_MS_SHARED;
   bool ok = from == to || (from == IR_MS_GENERIC && tgs) || (to == IR_MS_GENERIC && gs) ||
             (from == IR_MS_SHARED && to == IR_MS_CLUSTER);
   if (ok) return IR_OK;
-  ir_op_error(op, "cannot cast a pointer from the %s to the %s space", ir_memspace_name(from), ir_memspace_name(to));
+  ir_op_error(op, "cannot cast a pointer from the %s to the %s space", ir_memspace_name(from),
+              ir_memspace_name(to));
   return IR_FAIL;
 }
 
@@ -168,18 +176,24 @@ IrResult tile_verify_ptr_int(IrOp *op) {
   const IrType *i = to_int ? op->results[0].type : op->operands[0].value->type;
   uint32_t want = space_bits(p->space), got = ir_type_bitwidth(i);
   if (want == got) return IR_OK;
-  ir_op_error(op, "addresses in the %s space are %u-bit integers, got %u bits", ir_memspace_name(p->space), want, got);
+  ir_op_error(op, "addresses in the %s space are %u-bit integers, got %u bits",
+              ir_memspace_name(p->space), want, got);
   return IR_FAIL;
 }
 
 IrResult tile_verify_memref_ptr(IrOp *op) {
   const IrType *m = op->operands[0].value->type, *r = op->results[0].type;
-  if (!ir_type_has_static_shape(m)) return dia_type_error(op, "needs a memref of static shape, got %s", m);
+  if (!ir_type_has_static_shape(m))
+    return dia_type_error(op, "needs a memref of static shape, got %s", m);
   int64_t stride = dia_type_bytes(m->elem), k, off;
-  for (uint32_t i = m->rank; i-- > 0;) { /* row-major byte strides, and constant indices times them */
-    if (i + 1 < op->noperands && dia_const_int(op->operands[i + 1].value, &k) && !ck_mul(k, stride, &off)) {
-      ir_op_error(op, "index #%u (%lld) times its stride of %lld bytes is out of the range of a 64-bit address", i + 1,
-                  (long long)k, (long long)stride);
+  for (uint32_t i = m->rank;
+       i-- > 0;) { /* row-major byte strides, and constant indices times them */
+    if (i + 1 < op->noperands && dia_const_int(op->operands[i + 1].value, &k) &&
+        !ck_mul(k, stride, &off)) {
+      ir_op_error(
+          op,
+          "index #%u (%lld) times its stride of %lld bytes is out of the range of a 64-bit address",
+          i + 1, (long long)k, (long long)stride);
       return IR_FAIL;
     }
     if (!ck_mul(stride, m->shape[i], &stride))
@@ -207,8 +221,8 @@ static IrResult check_access(IrOp *op, const IrType *p, const IrType *v) {
   }
   bool fits = v == p->elem || (v->kind == IR_TY_VECTOR && v->rank == 1 && v->elem == p->elem);
   if (!fits) {
-    ir_op_error(op, "value type %s must be the pointee of %s or a vector of it", ir_op_type_str(op, v),
-                ir_op_type_str(op, p));
+    ir_op_error(op, "value type %s must be the pointee of %s or a vector of it",
+                ir_op_type_str(op, v), ir_op_type_str(op, p));
     return IR_FAIL;
   }
   return dia_check_mem_value(op, v) ? IR_OK : IR_FAIL;
@@ -217,11 +231,18 @@ static IrResult check_access(IrOp *op, const IrType *p, const IrType *v) {
 IrResult tile_verify_load(IrOp *op) {
   const IrType *p = op->operands[0].value->type;
   IrAttrs_TILE_LOAD a = ir_attrs_TILE_LOAD(op);
-  if (!tile_check_load_hints(op, p->space == IR_MS_GLOBAL, a.volatile_, a.cache, a.evict, a.nc, a.prefetch))
+  if (!tile_check_load_hints(op, p->space == IR_MS_GLOBAL, a.volatile_, a.cache, a.evict, a.nc,
+                             a.prefetch))
     return IR_FAIL;
   return check_access(op, p, op->results[0].type);
 }
-IrResult tile_verify_store(IrOp *op) { return check_access(op, op->operands[1].value->type, op->operands[0].value->type); }
+IrResult tile_verify_store(IrOp *op) {
+  const IrType *p = op->operands[1].value->type;
+  IrAttrs_TILE_STORE a = ir_attrs_TILE_STORE(op);
+  if (!tile_check_store_hints(op, p->space == IR_MS_GLOBAL, a.volatile_, a.cache, a.evict))
+    return IR_FAIL;
+  return check_access(op, p, op->operands[0].value->type);
+}
 
 /* Which value types an atomic kind takes: add i32 i64 f32 f64; exch 32/64-bit
 ** anything; the rest i32 and i64. */
@@ -235,13 +256,15 @@ static bool atomic_type_ok(int kind, const IrType *t) {
 IrResult tile_verify_atomic(IrOp *op) {
   const IrType *p = op->operands[0].value->type;
   if (p->space != IR_MS_GLOBAL && p->space != IR_MS_SHARED && p->space != IR_MS_CLUSTER) {
-    ir_op_error(op, "atomics work on global, shared or cluster pointers, not %s", ir_memspace_name(p->space));
+    ir_op_error(op, "atomics work on global, shared or cluster pointers, not %s",
+                ir_memspace_name(p->space));
     return IR_FAIL;
   }
   for (uint32_t i = 1; i < op->noperands; i++)
     if (op->operands[i].value->type != p->elem)
       return dia_type_error(op, "operands must have the pointee type %s", p->elem);
-  if (op->results[0].type != p->elem) return dia_type_error(op, "result must have the pointee type %s", p->elem);
+  if (op->results[0].type != p->elem)
+    return dia_type_error(op, "result must have the pointee type %s", p->elem);
   if (op->kind == OP_TILE_ATOMIC_CAS) {
     if (!ir_type_is_int_width(p->elem, 32) && !ir_type_is_int_width(p->elem, 64))
       return dia_type_error(op, "compare-and-swap takes i32 or i64, got %s", p->elem);
@@ -249,7 +272,8 @@ IrResult tile_verify_atomic(IrOp *op) {
   }
   int kind = ir_attrs_TILE_ATOMIC(op).kind;
   if (!atomic_type_ok(kind, p->elem)) {
-    ir_op_error(op, "atomic %s does not take %s", ATOMIC_KIND_names[kind], ir_op_type_str(op, p->elem));
+    ir_op_error(op, "atomic %s does not take %s", ATOMIC_KIND_names[kind],
+                ir_op_type_str(op, p->elem));
     return IR_FAIL;
   }
   return IR_OK;
@@ -275,12 +299,15 @@ IrResult tile_verify_alloc_shared(IrOp *op) {
       return dia_type_error(op, "needs a static shape of sized elements, got %s", t);
     int64_t n = ir_type_num_elements(t);
     if (n < 0 || n > SM90_MAX_SMEM / dia_type_bytes(t->elem)) {
-      ir_op_error(op, "%s is larger than the %d bytes of shared memory", ir_op_type_str(op, t), SM90_MAX_SMEM);
+      ir_op_error(op, "%s is larger than the %d bytes of shared memory", ir_op_type_str(op, t),
+                  SM90_MAX_SMEM);
       return IR_FAIL;
     }
     if (t->swizzle && a.align < 8 * (int64_t)t->swizzle) {
-      ir_op_error(op, "a memref swizzled by %u bytes repeats every %u bytes and needs align >= %u, got %lld",
-                  t->swizzle, 8 * t->swizzle, 8 * t->swizzle, (long long)a.align);
+      ir_op_error(
+          op,
+          "a memref swizzled by %u bytes repeats every %u bytes and needs align >= %u, got %lld",
+          t->swizzle, 8 * t->swizzle, 8 * t->swizzle, (long long)a.align);
       return IR_FAIL;
     }
   } else {
@@ -288,7 +315,8 @@ IrResult tile_verify_alloc_shared(IrOp *op) {
       ir_op_error(op, "a pointer allocation needs an integer attribute 'count' (elements)");
       return IR_FAIL;
     }
-    if (dia_type_bytes(t->elem) == 0) return dia_type_error(op, "cannot allocate %s (no size)", t->elem);
+    if (dia_type_bytes(t->elem) == 0)
+      return dia_type_error(op, "cannot allocate %s (no size)", t->elem);
   }
   return in_kernel_body(op) ? IR_OK : IR_FAIL;
 }
@@ -311,10 +339,12 @@ IrResult tile_verify_extract(IrOp *op) {
   int64_t idx = ir_attrs_TILE_EXTRACT(op).index;
   if (v->rank != 1) return dia_type_error(op, "takes a vector of rank 1, got %s", v);
   if (idx >= v->shape[0]) {
-    ir_op_error(op, "index %lld is out of range for %lld elements", (long long)idx, (long long)v->shape[0]);
+    ir_op_error(op, "index %lld is out of range for %lld elements", (long long)idx,
+                (long long)v->shape[0]);
     return IR_FAIL;
   }
-  if (op->results[0].type != v->elem) return dia_type_error(op, "result must be the element type %s", v->elem);
+  if (op->results[0].type != v->elem)
+    return dia_type_error(op, "result must be the element type %s", v->elem);
   return IR_OK;
 }
 
@@ -325,7 +355,8 @@ IrResult tile_verify_from_elements(IrOp *op) {
     return IR_FAIL;
   }
   for (uint32_t i = 0; i < op->noperands; i++)
-    if (op->operands[i].value->type != v->elem) return dia_type_error(op, "every element must have type %s", v->elem);
+    if (op->operands[i].value->type != v->elem)
+      return dia_type_error(op, "every element must have type %s", v->elem);
   return IR_OK;
 }
 
@@ -349,13 +380,18 @@ IrResult tile_verify_printf(IrOp *op) {
     }
     const char *start = p++;
     bool star = false;
-    while (*p && strchr("-+ #0", *p)) p++;
-    for (; (*p >= '0' && *p <= '9') || *p == '*'; p++) star |= *p == '*';
+    while (*p && strchr("-+ #0", *p))
+      p++;
+    for (; (*p >= '0' && *p <= '9') || *p == '*'; p++)
+      star |= *p == '*';
     if (*p == '.')
-      for (p++; (*p >= '0' && *p <= '9') || *p == '*'; p++) star |= *p == '*';
+      for (p++; (*p >= '0' && *p <= '9') || *p == '*'; p++)
+        star |= *p == '*';
     int longs = 0;
-    while (*p == 'h') p++;
-    while (*p == 'l') longs++, p++;
+    while (*p == 'h')
+      p++;
+    while (*p == 'l')
+      longs++, p++;
     if (*p && strchr("jzt", *p)) longs = 2, p++;
     char c = *p;
     int len = (int)(p - start) + (c != 0);
@@ -364,11 +400,16 @@ IrResult tile_verify_printf(IrOp *op) {
       return IR_FAIL;
     }
     if (star) {
-      ir_op_error(op, "conversion '%.*s': a '*' width or precision is not supported: write it in the format", len, start);
+      ir_op_error(
+          op,
+          "conversion '%.*s': a '*' width or precision is not supported: write it in the format",
+          len, start);
       return IR_FAIL;
     }
     if (c == 's') {
-      ir_op_error(op, "conversion '%.*s': a device has no strings to print: put the text in the format", len, start);
+      ir_op_error(op,
+                  "conversion '%.*s': a device has no strings to print: put the text in the format",
+                  len, start);
       return IR_FAIL;
     }
     bool is_int = strchr("diuxXoc", c) != NULL, is_float = strchr("fFeEgGaA", c) != NULL;
@@ -377,26 +418,32 @@ IrResult tile_verify_printf(IrOp *op) {
       return IR_FAIL;
     }
     if (n >= op->noperands) {
-      ir_op_error(op, "conversion %u '%.*s' has no operand: the format takes more than the %u given", n + 1, len,
-                  start, op->noperands);
+      ir_op_error(op,
+                  "conversion %u '%.*s' has no operand: the format takes more than the %u given",
+                  n + 1, len, start, op->noperands);
       return IR_FAIL;
     }
     const IrType *t = op->operands[n].value->type;
     bool wide = t->kind == IR_TY_INDEX || t->kind == IR_TY_PTR || ir_type_is_int_width(t, 64);
     const char *want = NULL;
     if (is_float && t->kind != IR_TY_FLOAT) want = "a float";
-    else if (is_int && (t->kind == IR_TY_FLOAT || t->kind == IR_TY_PTR)) want = longs ? "a 64-bit integer" : "an integer of 32 bits or less";
-    else if (is_int && wide && !longs) want = "an integer of 32 bits or less (a 64-bit one prints with l or ll: %lld)";
-    else if (is_int && !wide && longs) want = "a 64-bit integer (a 32-bit one prints without l: %d)";
+    else if (is_int && (t->kind == IR_TY_FLOAT || t->kind == IR_TY_PTR))
+      want = longs ? "a 64-bit integer" : "an integer of 32 bits or less";
+    else if (is_int && wide && !longs)
+      want = "an integer of 32 bits or less (a 64-bit one prints with l or ll: %lld)";
+    else if (is_int && !wide && longs)
+      want = "a 64-bit integer (a 32-bit one prints without l: %d)";
     else if (c == 'p' && !(t->kind == IR_TY_PTR || ir_type_is_int_width(t, 64))) want = "a pointer";
     if (want) {
-      ir_op_error(op, "conversion %u '%.*s' takes %s, got %s", n + 1, len, start, want, ir_op_type_str(op, t));
+      ir_op_error(op, "conversion %u '%.*s' takes %s, got %s", n + 1, len, start, want,
+                  ir_op_type_str(op, t));
       return IR_FAIL;
     }
     n++;
   }
   if (n != op->noperands) {
-    ir_op_error(op, "the format has %u conversion%s for %u operands", n, n == 1 ? "" : "s", op->noperands);
+    ir_op_error(op, "the format has %u conversion%s for %u operands", n, n == 1 ? "" : "s",
+                op->noperands);
     return IR_FAIL;
   }
   return IR_OK;
@@ -420,11 +467,12 @@ IrResult tile_verify_agent(IrOp *op) {
 /* mbarriers are i64 words; counts and byte counts must be positive. */
 IrResult tile_verify_mbarrier(IrOp *op) {
   const IrType *p = op->operands[0].value->type;
-  if (!ir_type_is_int_width(p->elem, 64)) return dia_type_error(op, "the mbarrier must be an i64 in shared memory, got %s", p);
+  if (!ir_type_is_int_width(p->elem, 64))
+    return dia_type_error(op, "the mbarrier must be an i64 in shared memory, got %s", p);
   int64_t v;
-  if (op->noperands > 1 && op->kind != OP_TILE_MBARRIER_TRY_WAIT && op->kind != OP_TILE_MBARRIER_TEST_WAIT &&
-      op->kind != OP_TILE_MBARRIER_WAIT && dia_const_int(op->operands[1].value, &v) &&
-      (v < 1 || v > SM90_MBARRIER_MAX_COUNT)) {
+  if (op->noperands > 1 && op->kind != OP_TILE_MBARRIER_TRY_WAIT &&
+      op->kind != OP_TILE_MBARRIER_TEST_WAIT && op->kind != OP_TILE_MBARRIER_WAIT &&
+      dia_const_int(op->operands[1].value, &v) && (v < 1 || v > SM90_MBARRIER_MAX_COUNT)) {
     ir_op_error(op, "count %lld is out of range [1, 2^20)", (long long)v);
     return IR_FAIL;
   }
@@ -437,8 +485,10 @@ IrResult tile_verify_bulk_copy(IrOp *op) {
     ir_op_error(op, "copies a positive multiple of 16 bytes, got %lld", (long long)bytes);
     return IR_FAIL;
   }
-  if (op->kind == OP_TILE_BULK_COPY_G2S && !ir_type_is_int_width(op->operands[3].value->type->elem, 64))
-    return dia_type_error(op, "the mbarrier must be an i64 in shared memory, got %s", op->operands[3].value->type);
+  if (op->kind == OP_TILE_BULK_COPY_G2S &&
+      !ir_type_is_int_width(op->operands[3].value->type->elem, 64))
+    return dia_type_error(op, "the mbarrier must be an i64 in shared memory, got %s",
+                          op->operands[3].value->type);
   return IR_OK;
 }
 
@@ -469,12 +519,14 @@ IrResult tile_verify_cp_async(IrOp *op) {
 IrResult tile_verify_named_barrier(IrOp *op) {
   int64_t id, count;
   if (dia_const_int(op->operands[0].value, &id) && (id < 0 || id >= SM90_NAMED_BARRIERS)) {
-    ir_op_error(op, "barrier id %lld is out of range [0, %d]", (long long)id, SM90_NAMED_BARRIERS - 1);
+    ir_op_error(op, "barrier id %lld is out of range [0, %d]", (long long)id,
+                SM90_NAMED_BARRIERS - 1);
     return IR_FAIL;
   }
-  if (dia_const_int(op->operands[1].value, &count) && (count <= 0 || count % SM90_WARP_SIZE != 0 || count > SM90_MAX_THREADS)) {
-    ir_op_error(op, "thread count %lld must be a positive multiple of 32 up to %d", (long long)count,
-                SM90_MAX_THREADS);
+  if (dia_const_int(op->operands[1].value, &count) &&
+      (count <= 0 || count % SM90_WARP_SIZE != 0 || count > SM90_MAX_THREADS)) {
+    ir_op_error(op, "thread count %lld must be a positive multiple of 32 up to %d",
+                (long long)count, SM90_MAX_THREADS);
     return IR_FAIL;
   }
   return IR_OK;
@@ -482,7 +534,8 @@ IrResult tile_verify_named_barrier(IrOp *op) {
 
 IrResult tile_verify_mapa(IrOp *op) {
   if (op->results[0].type->elem == op->operands[0].value->type->elem) return IR_OK;
-  return dia_type_error(op, "result must point to the same type as the operand %s", op->operands[0].value->type);
+  return dia_type_error(op, "result must point to the same type as the operand %s",
+                        op->operands[0].value->type);
 }
 
 /* }====================================================================== */

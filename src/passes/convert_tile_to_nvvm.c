@@ -256,7 +256,8 @@ static IrValue *lower_store(Conv *c, IrOp *op) {
   IrOpKind k = by_space(op->operands[1].value->type->space, OP_NVVM_ST_GLOBAL, OP_NVVM_ST_SHARED,
                         OP_NVVM_ST_SHARED_CLUSTER, OP_NVVM_ST_GENERIC);
   IrValue *opds[2] = {opd(c, op, 1), opd(c, op, 0)};
-  rw_copy_attr(rw_op(&c->rw, k, 2, opds, NULL), op, "volatile", NULL);
+  copy_declared_attrs(rw_op(&c->rw, k, 2, opds, NULL),
+                      op); /* volatile, and the hints of a global store */
   return NULL;
 }
 

@@ -374,10 +374,13 @@ static void derive_all(Lay *L, IrOp *k) {
 /* }====================================================================== */
 
 /* The blocked layout of value i's class: its values' largest extent per dim
-** (a broadcast's [1, n] and [m, n] share one) and smallest element type. */
+** (a broadcast's [1, n] and [m, n] share one) and smallest element type. A
+** predicate (i1: a compare's mask, held in registers, never a vector access)
+** counts only in a class of predicates: a mask of a bf16 row would otherwise
+** deal 16 elements a thread, two vectors of 16 bytes 32 bytes apart. */
 static const IrAttr *class_blocked(Lay *L, uint32_t i, int64_t warps) {
   uint32_t c = root(L, i), rank = L->vals[i]->type->rank;
-  int64_t shape[TAS_MAX_RANK], eb = 8;
+  int64_t shape[TAS_MAX_RANK], eb = 8, pb = 8, values = 0;
   for (uint32_t d = 0; d < rank; d++)
     shape[d] = 1;
   for (uint32_t j = 0; j < L->n; j++) {
@@ -385,8 +388,12 @@ static const IrAttr *class_blocked(Lay *L, uint32_t i, int64_t warps) {
     if (root(L, j) != c || t->rank != rank) continue;
     for (uint32_t d = 0; d < rank; d++)
       if (t->shape[d] > shape[d]) shape[d] = t->shape[d];
-    if (tas_elem_bytes(t->elem) < eb) eb = tas_elem_bytes(t->elem);
+    int pred = ir_type_bitwidth(t->elem) == 1;
+    int64_t *m = pred ? &pb : &eb;
+    values += !pred;
+    if (tas_elem_bytes(t->elem) < *m) *m = tas_elem_bytes(t->elem);
   }
+  if (!values) eb = pb;
   if (rank == 0 || rank > TAS_MAX_RANK) return plain_layout(L->base.r.ctx, "blocked", rank);
   return blocked_layout(L->base.r.ctx, rank, shape, warps, eb);
 }

@@ -90,15 +90,20 @@ static const char *volatile_of(IrOp *op) {
 }
 
 /* The cache hints of a global load: {.cop}{.nc}{.L1::evict}{.L2::NB} (verified
-** to combine), in a buffer of the emitter's arena. */
+** to combine; a global store's: {.cop}{.L1::evict}), in a buffer of the
+** emitter's arena. */
 static const char *load_hints(Emit *e, IrOp *op) {
-  if (op->kind != OP_NVVM_LD_GLOBAL) return "";
+  if (op->kind != OP_NVVM_LD_GLOBAL && op->kind != OP_NVVM_ST_GLOBAL) return "";
   IrAttrs_NVVM_LD_GLOBAL a = ir_attrs_NVVM_LD_GLOBAL(op);
   if (a.cache < 0 && a.evict < 0 && !a.nc && !a.prefetch) return "";
   char *buf = arena_alloc(ir_arena(e->ctx), 64);
-  snprintf(buf, 64, "%s%s%s%s%s%s", a.cache >= 0 ? "." : "", a.cache >= 0 ? LOAD_CACHE_names[a.cache] : "",
-           a.nc ? ".nc" : "", a.evict >= 0 ? ".L1::" : "", a.evict >= 0 ? L1_EVICT_names[a.evict] : "",
-           a.prefetch == 64 ? ".L2::64B" : a.prefetch == 128 ? ".L2::128B" : a.prefetch == 256 ? ".L2::256B" : "");
+  snprintf(buf, 64, "%s%s%s%s%s%s", a.cache >= 0 ? "." : "",
+           a.cache >= 0 ? LOAD_CACHE_names[a.cache] : "", a.nc ? ".nc" : "",
+           a.evict >= 0 ? ".L1::" : "", a.evict >= 0 ? L1_EVICT_names[a.evict] : "",
+           a.prefetch == 64    ? ".L2::64B"
+           : a.prefetch == 128 ? ".L2::128B"
+           : a.prefetch == 256 ? ".L2::256B"
+                               : "");
   return buf;
 }
 
@@ -114,7 +119,8 @@ void px_emit_load(Emit *e, IrOp *op) {
     }
   }
   ty = mem_type(e, d, true, &vec);
-  px_emitf(e, "ld%s%s%s%s.%s %L, [%v];", volatile_of(op), space_of(op->kind), load_hints(e, op), vec, ty, d, a);
+  px_emitf(e, "ld%s%s%s%s.%s %L, [%v];", volatile_of(op), space_of(op->kind), load_hints(e, op),
+           vec, ty, d, a);
 }
 
 void px_emit_store(Emit *e, IrOp *op) {
@@ -129,7 +135,8 @@ void px_emit_store(Emit *e, IrOp *op) {
     }
   }
   ty = mem_type(e, v, false, &vec);
-  px_emitf(e, "st%s%s%s.%s [%v], %L;", volatile_of(op), space_of(op->kind), vec, ty, a, v);
+  px_emitf(e, "st%s%s%s%s.%s [%v], %L;", volatile_of(op), space_of(op->kind), load_hints(e, op),
+           vec, ty, a, v);
 }
 
 static const char *const atomic_ptx[] = {ATOMIC_KIND_LIST(PX_OP_PTX)};
@@ -142,8 +149,9 @@ void px_emit_atom(Emit *e, IrOp *op) {
   bool cas = ir_op_attr_set(op->kind) == OP_NVVM_ATOM_CAS_GLOBAL, red = op->nresults == 0;
   const IrType *t = v->type;
   if (cas) {
-    px_emitf(e, "atom.%s%s.cas.%s %v, [%v], %v, %v;", SCOPE_names[ir_attrs_NVVM_ATOM_CAS_GLOBAL(op).scope],
-             space_of(op->kind), px_isfx(t, 'b'), &op->results[0], a, v, op->operands[2].value);
+    px_emitf(e, "atom.%s%s.cas.%s %v, [%v], %v, %v;",
+             SCOPE_names[ir_attrs_NVVM_ATOM_CAS_GLOBAL(op).scope], space_of(op->kind),
+             px_isfx(t, 'b'), &op->results[0], a, v, op->operands[2].value);
     return;
   }
   IrAttrs_NVVM_ATOM_GLOBAL at = ir_attrs_NVVM_ATOM_GLOBAL(op);
@@ -154,7 +162,8 @@ void px_emit_atom(Emit *e, IrOp *op) {
     px_emitf(e, "red.%s%s.%s.%s [%v], %v;", scope, space_of(op->kind), mn, ty, a, v);
     return;
   }
-  px_emitf(e, "atom.%s%s.%s.%s %v, [%v], %v;", scope, space_of(op->kind), mn, ty, &op->results[0], a, v);
+  px_emitf(e, "atom.%s%s.%s.%s %v, [%v], %v;", scope, space_of(op->kind), mn, ty, &op->results[0],
+           a, v);
 }
 
 /* }====================================================================== */
@@ -236,16 +245,17 @@ static void emit_pack(Emit *e, IrOp *op) {
   IrValue *d = &op->results[0];
   int fp8 = ir_attrs_TILE_PACK(op).fp8;
   if (fp8 >= 0)
-    px_emitf(e, "cvt.rn.satfinite.%sx2.f32 %v, %v, %v;", FP8_TYPE_names[fp8], d, op->operands[1].value,
-             op->operands[0].value);
+    px_emitf(e, "cvt.rn.satfinite.%sx2.f32 %v, %v, %v;", FP8_TYPE_names[fp8], d,
+             op->operands[1].value, op->operands[0].value);
   else
-    px_emitf(e, "cvt.rn.%sx2.f32 %v, %v, %v;", px_fsfx(d->type->elem), d, op->operands[1].value, op->operands[0].value);
+    px_emitf(e, "cvt.rn.%sx2.f32 %v, %v, %v;", px_fsfx(d->type->elem), d, op->operands[1].value,
+             op->operands[0].value);
 }
 
 /* cvt.rn.f16x2.{e4m3x2,e5m2x2} d, a: the low byte becomes the low half. */
 static void emit_unpack_fp8(Emit *e, IrOp *op) {
-  px_emitf(e, "cvt.rn.f16x2.%sx2 %v, %v;", FP8_TYPE_names[ir_attrs_TILE_UNPACK_FP8(op).fp8], &op->results[0],
-           op->operands[0].value);
+  px_emitf(e, "cvt.rn.f16x2.%sx2 %v, %v;", FP8_TYPE_names[ir_attrs_TILE_UNPACK_FP8(op).fp8],
+           &op->results[0], op->operands[0].value);
 }
 
 /* " [reg]": operand i as an address. */
@@ -271,8 +281,10 @@ void px_emit_tma(Emit *e, IrOp *op) {
   uint32_t nc = (uint32_t)dim;
   switch (op->kind) {
   case OP_NVVM_CP_ASYNC_BULK_TENSOR_SHARED_CLUSTER_GLOBAL:
-    sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.shared::cluster.global.tile.mbarrier::complete_tx::bytes%s", dim,
-              at.multicast ? ".multicast::cluster" : "");
+    sb_printf(
+        &e->body,
+        "\tcp.async.bulk.tensor.%dd.shared::cluster.global.tile.mbarrier::complete_tx::bytes%s",
+        dim, at.multicast ? ".multicast::cluster" : "");
     put_address(e, op, 0);
     sb_puts(&e->body, ",");
     put_tensor(e, op, 1, 3, nc);
@@ -285,10 +297,9 @@ void px_emit_tma(Emit *e, IrOp *op) {
     break;
   case OP_NVVM_CP_ASYNC_BULK_TENSOR_GLOBAL_SHARED_CTA:
     if (at.reduce >= 0)
-      sb_printf(&e->body, "\tcp.reduce.async.bulk.tensor.%dd.global.shared::cta.%s.tile.bulk_group", dim,
-                TMA_REDUCE_names[at.reduce]);
-    else
-      sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.global.shared::cta.tile.bulk_group", dim);
+      sb_printf(&e->body, "\tcp.reduce.async.bulk.tensor.%dd.global.shared::cta.%s.tile.bulk_group",
+                dim, TMA_REDUCE_names[at.reduce]);
+    else sb_printf(&e->body, "\tcp.async.bulk.tensor.%dd.global.shared::cta.tile.bulk_group", dim);
     put_tensor(e, op, 0, 2, nc);
     sb_puts(&e->body, ",");
     put_address(e, op, 1);
@@ -349,10 +360,8 @@ void px_emit_wgmma_mma(Emit *e, IrOp *op) {
             px_fsfx(acc->type->elem), ta, tb);
   put_braced(e, rd);
   sb_puts(&e->body, ", ");
-  if (regs_a)
-    put_braced(e, px_regs(e, a));
-  else
-    px_put_reg(e, px_regs(e, a), 0);
+  if (regs_a) put_braced(e, px_regs(e, a));
+  else px_put_reg(e, px_regs(e, a), 0);
   sb_puts(&e->body, ", ");
   px_put_reg(e, px_regs(e, op->operands[2].value), 0);
   sb_puts(&e->body, ", ");

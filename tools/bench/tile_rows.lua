@@ -19,6 +19,8 @@
 -- way against the rows in registers (the default) and one CTA a row.
 -- The register loop with rows claimed at run time (row_ring = {claims = K})
 -- against the default: --only="=rmsnorm;=softmax;=layernorm;=row copy (Y = X), registers;claims".
+-- The tenth session's variants (LayerNorm in one pass, two rows ahead, 16
+-- warps, 3 CTAs an SM, cache hints): --only="=rmsnorm;=softmax;=layernorm;=row copy (Y = X), registers;=row copy (Y = X), no ring;one pass;claims, ;16 warps, claims".
 --
 --   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192] [--only=TEXT[;TEXT...]]   (the cases whose name has one; =NAME: that name)
 local tl = require "tilua"
@@ -58,6 +60,7 @@ local x = D.random(tl.bf16, M * N, seed)
 local y = D.alloc(tl.bf16, M * N)
 local memcpy_ms = time(function() y:copy_from(x) end)
 local rows = { { "cuMemcpyDtoD", memcpy_ms, 2 * bytes / memcpy_ms / 1e6, 1.0 } }
+print(("cuMemcpyDtoD: %.3f ms, %.0f GB/s"):format(memcpy_ms, rows[1][3])) -- (the reference of each line below)
 
 local w, b = D.random(tl.bf16, N, seed + 1), D.random(tl.bf16, N, seed + 2)
 local x2 = D.random(tl.bf16, M * N, seed + 3)
@@ -197,6 +200,48 @@ local cases = {
   { "softmax, registers, claims 4", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 1, claims = 4 } },
   { "layernorm, registers, claims", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 1, claims = 1 } },
   { "layernorm, registers, claims 4", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 1, claims = 4 } },
+  -- (s10) LayerNorm in one pass (sum and sum of squares side by side, one
+  -- barrier), two rows ahead with claims (registers = 2), 16 warps, 3 CTAs an
+  -- SM with claims, the loads of the rows ahead with cache hints (stream)
+  { "layernorm, one pass", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes },
+  { "layernorm, one pass, W B a row", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { hoist = 0 } },
+  { "row copy (Y = X), claims, 2 ahead", row_copy(8), sm_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "rmsnorm, claims, 2 ahead", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "softmax, claims, 2 ahead", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "layernorm, claims, 2 ahead", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "layernorm, one pass, claims, 2 ahead", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "row copy (Y = X), 16 warps, claims, 2 ahead", row_copy(16), sm_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "rmsnorm, 16 warps, claims, 2 ahead", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "softmax, 16 warps, claims, 2 ahead", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { registers = 2, claims = 1 } },
+  { "rmsnorm, 16 warps, claims", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, { claims = 1 } },
+  { "softmax, 16 warps, claims", tl.rows.softmax { n = N, warps = 16 }, sm_launch, 2 * bytes, { claims = 1 } },
+  { "row copy (Y = X), claims, 3 CTAs an SM", row_copy(8), sm_launch, 2 * bytes, { claims = 1, per_sm = 3 } },
+  { "softmax, claims, 3 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { claims = 1, per_sm = 3 } },
+  { "row copy (Y = X), claims, stream 1", row_copy(8), sm_launch, 2 * bytes, { claims = 1, stream = 1 } },
+  { "row copy (Y = X), claims, stream 2", row_copy(8), sm_launch, 2 * bytes, { claims = 1, stream = 2 } },
+  { "rmsnorm, claims, stream 1", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { claims = 1, stream = 1 } },
+  { "rmsnorm, claims, stream 2", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { claims = 1, stream = 2 } },
+  { "softmax, claims, stream 2", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { claims = 1, stream = 2 } },
+  { "row copy (Y = X), claims, 2 ahead, stream 2", row_copy(8), sm_launch, 2 * bytes, { registers = 2, claims = 1, stream = 2 } },
+  { "row copy (Y = X), claims, late", row_copy(8), sm_launch, 2 * bytes, { claims = 1, late = 1 } },
+  { "rmsnorm, claims, late", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { claims = 1, late = 1 } },
+  { "softmax, claims, late", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { claims = 1, late = 1 } },
+  { "layernorm, one pass, claims, late", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { claims = 1, late = 1 } },
+  { "layernorm, claims, late", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { claims = 1, late = 1 } },
+  -- (s10) the register loop's stores with st.global.cs (evict first in L2) or .cg
+  { "row copy (Y = X), claims, store cs", row_copy(8), sm_launch, 2 * bytes, { claims = 1, store = 1 } },
+  { "row copy (Y = X), claims, store cg", row_copy(8), sm_launch, 2 * bytes, { claims = 1, store = 2 } },
+  { "rmsnorm, claims, store cs", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { claims = 1, store = 1 } },
+  { "rmsnorm, claims, store cg", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { claims = 1, store = 2 } },
+  { "softmax, claims, store cs", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { claims = 1, store = 1 } },
+  { "layernorm, claims, store cs", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { claims = 1, store = 1 } },
+  { "row copy (Y = X), claims, late, store cs", row_copy(8), sm_launch, 2 * bytes, { claims = 1, late = 1, store = 1 } },
+  { "softmax, claims, late, store cs", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { claims = 1, late = 1, store = 1 } },
+  { "row copy (Y = X), claims, 2 ahead, late", row_copy(8), sm_launch, 2 * bytes, { registers = 2, claims = 1, late = 1 } },
+  { "rmsnorm, claims, 2 ahead, late", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 2, claims = 1, late = 1 } },
+  { "softmax, claims, 2 ahead, late", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 2, claims = 1, late = 1 } },
+  { "layernorm, one pass, claims, 2 ahead, late", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes,
+    { registers = 2, claims = 1, late = 1 } },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
 }
 
@@ -231,6 +276,12 @@ transpose_case("transpose 128, 4 warps", 128, 4)
 transpose_case("transpose 64, order 1", 64, 4, { order = 1 })
 transpose_case("transpose 64, stages 3 outs 2, 3 CTAs an SM, order 1", 64, 4, { stages = 3, outs = 2, per_sm = 3, order = 1 })
 transpose_case("transpose 128, order 1", 128, 8, { order = 1 })
+-- (s10) the programs claimed at run time (an atomic counter) instead of every grid-th a CTA
+transpose_case("transpose 64, claims", 64, 4, { claims = 1 })
+transpose_case("transpose 128, claims", 128, 8, { claims = 1 })
+transpose_case("transpose 64, claims, stages 4", 64, 4, { claims = 1, stages = 4 })
+transpose_case("transpose 64, claims, stages 8", 64, 4, { claims = 1, stages = 8 })
+transpose_case("transpose 128, claims, stages 3", 128, 8, { claims = 1, stages = 3 })
 
 -- The program against its CPU reference on a few rows of X (read back).
 local function check_rows(name, k, launch)
@@ -295,7 +346,7 @@ for _, c in ipairs(cases) do
   tl.options.row_ring, tl.options.tile_transpose = nil, nil
   local gbs = moved / ms / 1e6
   rows[#rows + 1] = { name, ms, gbs, gbs / rows[1][3] }
-  print(("%s: %s, %.3f ms, %.0f GB/s"):format(name, checked, ms, gbs))
+  print(("%s: %s, %.3f ms, %.0f GB/s, %.3f of the copy"):format(name, checked, ms, gbs, gbs / rows[1][3]))
   ::next::
 end
 

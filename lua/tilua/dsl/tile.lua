@@ -157,10 +157,13 @@ function V.prefetch(p, opts)
 end
 tl.prefetch = V.prefetch
 
+-- p:store(v [, {volatile = bool, cache = "cs" | "cg", evict = "evict_first"}]):
+-- the last two are hints of global stores
 function V.store(p, v, opts)
   local i = check_ptr(p, "store")
   if not is_value(v) then v = tl.const(v, i.elem) end
-  tl.op("tile.store", { v, p }, {}, { volatile = (opts or {}).volatile })
+  opts = opts or {}
+  tl.op("tile.store", { v, p }, {}, { volatile = opts.volatile, cache = opts.cache, evict = opts.evict })
 end
 
 -- tl.load / tl.store of a kind registered elsewhere (a tile program's tensor: dsl/tileprog.lua)

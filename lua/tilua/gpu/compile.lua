@@ -32,9 +32,13 @@
 --                           it works on this one (1), 0: the shared ring;
 --                           async = S: a ring of S rows that each thread fills
 --                           with its own chunks by cp.async; claims = K (1, 2,
---                           4): the register loop (registers = 1) takes its
---                           rows by runtime claims on a counter, K rows a
---                           claim, not by stride)
+--                           4): the register loop (registers = 1; registers
+--                           = 2 with K = 1 only) takes its rows by runtime
+--                           claims on a counter, K rows a claim, not by
+--                           stride; stream = 1 | 2: the register loop's loads
+--                           of the rows ahead with ld.global.L1::no_allocate |
+--                           ld.global.cs; store = 1 | 2: its stores with
+--                           st.global.cs | st.global.cg)
 --   tl.options.tile_transpose  nil (the default): a program that loads, transposes
 --                           and stores an n x n tile of 16-bit elements (n a multiple
 --                           of 64) goes by TMA (convert-tileas-to-cutlass's
@@ -94,23 +98,25 @@ local OPTIONS = {
   row_ring = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
-      if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers" and k ~= "async" and k ~= "claims")
+      if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers" and k ~= "async" and k ~= "claims"
+          and k ~= "stream" and k ~= "late" and k ~= "store")
         or math.type(x) ~= "integer" or x < 0 or (k == "registers" and x > 4) or (k == "async" and x > 8)
-        or (k == "claims" and x ~= 0 and x ~= 1 and x ~= 2 and x ~= 4) then return false end
+        or (k == "claims" and x ~= 0 and x ~= 1 and x ~= 2 and x ~= 4) or (k == "stream" and x > 2) or (k == "late" and x > 1)
+        or (k == "store" and x > 2) then return false end
     end
     return true
-  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4}" },
+  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
-      if k == "order" then
+      if k == "order" or k == "claims" then
         if x ~= 0 and x ~= 1 then return false end
       elseif (k ~= "stages" and k ~= "outs" and k ~= "per_sm") or math.type(x) ~= "integer" or x < 1 or x > 16 then
         return false
       end
     end
     return true
-  end, "nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1}" },
+  end, "nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1, claims = 0|1}" },
 }
 local function check_option(key, v)
   local spec = OPTIONS[key]

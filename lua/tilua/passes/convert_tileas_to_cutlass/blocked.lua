@@ -257,7 +257,36 @@ function B.splat(L, op, s)
   local D = B.dist(L, ti, op)
   local regs = {}
   for i = 1, D.n do regs[i] = s end
-  return B.value(ti.elem, D, regs)
+  local y = B.value(ti.elem, D, regs)
+  y.splat = s
+  return y
+end
+
+-- tileas.iota: each register its element's position along the op's dim (a
+-- mask of the row's elements against its real length).
+function B.iota(L, op)
+  local ti = info(op:result(1))
+  local D = B.dist(L, ti, op)
+  local d = op:attr "dim" + 1
+  local regs = {}
+  for i = 1, D.n do regs[i] = pos(D, i, d) end
+  local y = B.value(tl.i32, D, regs)
+  y.iota = d
+  return y
+end
+
+-- iota < s (a splat or a scalar) as o < s - base: a register's constant
+-- offset against one difference, where base + o < s would keep each position
+-- live from the row's loads (their addresses) to the mask (spills)
+local function iota_below(L, op, D, x, b)
+  local s = tl.is_value(b) and b or (B.is_dist(b) and b.splat)
+  local pred = op:attr "predicate"
+  if not (x.iota and s and (pred == "slt" or pred == 2) and x.D == D) then return nil end
+  local base = D.base[x.iota]
+  local lim = base and s - base or s
+  local regs = {}
+  for i = 1, D.n do regs[i] = tl.const(D.off[i][x.iota], tl.i32):lt(lim) end
+  return B.value(tl.i1, D, regs)
 end
 
 -- bf16 of a word of two (the high half, or the low one) widened to f32: the
@@ -273,6 +302,10 @@ function B.elementwise(L, op, opds, fn)
   local D = B.dist(L, ti, op)
   local attrs, name = op:attrs(true), op:name()
   local x = opds[1]
+  if name == "arith.cmpi" and B.is_dist(x) then
+    local y = iota_below(L, op, D, x, opds[2])
+    if y then return y end
+  end
   if name == "arith.extf" and B.is_dist(x) and x.words and x.elem == tl.bf16 and ti.elem == tl.f32 then
     local regs = {}
     for i = 1, D.n do regs[i] = bf16_word_to_f32(x.words[i][1], x.words[i][2]) end
@@ -347,29 +380,40 @@ end
 -- lanes along k (shfl.xor: every lane ends with the value), then its warps
 -- along k through shared memory (the first lane along k of each warp
 -- writes, a barrier, every thread combines the warps' values).
-function B.reduce(L, op, x)
-  local kind, k = op:attr "kind", op:attr "dim" + 1
+-- B.reduce_many: several reduces of tiles of one distribution along one dim
+-- (ops[i] of xs[i], none reading another's result) at once: their values
+-- side by side in one buffer, one barrier for all of them (a LayerNorm's sum
+-- and sum of squares); -> their results in order.
+function B.reduce_many(L, ops, xs)
+  local op, x = ops[1], xs[1]
+  local k = op:attr "dim" + 1
   local X = x.D
   local elem = x.elem
-  local comb = COMBINE[kind]
   if elem ~= tl.f32 and elem ~= tl.i32 then R.fail(op, "reduce of %s tiles is not lowered yet (f32, i32)", tostring(elem)) end
   local rinfo = info(op:result(1))
   local S = rinfo and B.dist(L, rinfo, op) or drop_dim(X, k)
-  local ident = identity(kind, elem)
-  -- the thread's registers along k, those past the extent masked
-  local vals = {}
-  for i = 1, X.n do
-    local o = X.off[i]
-    local so = {}
-    for d = 1, X.rank do if d ~= k then so[#so + 1] = o[d] end end
-    local j = S.index[off_key(so)]
-    local v = x.r[i]
-    if X.limit[k] then v = tl.select(pos(X, i, k):lt(X.limit[k]), v, ident) end
-    vals[j] = vals[j] and comb(vals[j], v) or v
+  local all, combs = {}, {} -- (every op's values, one after the other: op i's at (i - 1) S.n + j)
+  for i, o in ipairs(ops) do
+    local kind, xi = o:attr "kind", xs[i]
+    local comb = COMBINE[kind]
+    local ident = identity(kind, elem)
+    -- the thread's registers along k, those past the extent masked
+    local vals = {}
+    for r = 1, X.n do
+      local off = X.off[r]
+      local so = {}
+      for d = 1, X.rank do if d ~= k then so[#so + 1] = off[d] end end
+      local j = S.index[off_key(so)]
+      local v = xi.r[r]
+      if X.limit[k] then v = tl.select(pos(X, r, k):lt(X.limit[k]), v, ident) end
+      vals[j] = vals[j] and comb(vals[j], v) or v
+    end
+    for j = 1, S.n do all[(i - 1) * S.n + j], combs[(i - 1) * S.n + j] = vals[j], comb end
   end
+  local nv = #all
   if X.shape[k] > 1 then
-    for j = 1, S.n do
-      for _, m in ipairs(X.lane_mask[k]) do vals[j] = comb(vals[j], tl.shfl_xor(vals[j], m)) end
+    for j = 1, nv do
+      for _, m in ipairs(X.lane_mask[k]) do all[j] = combs[j](all[j], tl.shfl_xor(all[j], m)) end
     end
     local wk = X.warps[k]
     if wk > 1 then
@@ -378,35 +422,44 @@ function B.reduce(L, op, x)
       -- written by the lanes whose coordinate along k is 0; a thread reads
       -- the blocks of the warps that differ from its own along k only, at
       -- its own place in them
-      local per_warp = (32 * S.n + 3) // 4 * 4
+      local per_warp = (32 * nv + 3) // 4 * 4
       local bytes = L.warps * per_warp * 4
       if bytes > 48 * 1024 then
-        R.fail(op, "a reduce across %d warps of %d values a lane needs %d bytes of shared memory (48 KiB at most): use a smaller tile", wk, S.n, bytes)
+        R.fail(op, "a reduce across %d warps of %d values a lane needs %d bytes of shared memory (48 KiB at most): use a smaller tile", wk, nv, bytes)
       end
       local buf = L.k:shared(elem, L.warps * per_warp)
       local lane0 = L.lane
       if X.lane_coord[k] then lane0 = lane0 - X.lane_coord[k] * X.lane_stride[k] end
-      local place = lane0 * S.n
+      local place = lane0 * nv
       local writer = X.lane_coord[k] and X.lane_coord[k]:eq(0) or nil
       local mine = L.warp * per_warp + place
       local function write()
-        for j = 1, S.n do (buf + (mine + (j - 1))):store(vals[j]) end
+        for j = 1, nv do (buf + (mine + (j - 1))):store(all[j]) end
       end
       if writer then tl.if_(writer, write) else write() end
       tl.barrier()
       -- warp w' of the reader's row along k: warp + (w' - warp_k) * its stride
       local first = (L.warp - X.warp_coord[k] * X.warp_stride[k]) * per_warp + place
-      for j = 1, S.n do
+      for j = 1, nv do
         local v = (buf + (first + (j - 1))):load()
-        for w = 1, wk - 1 do v = comb(v, (buf + (first + (w * X.warp_stride[k] * per_warp + j - 1))):load()) end
-        vals[j] = v
+        for w = 1, wk - 1 do v = combs[j](v, (buf + (first + (w * X.warp_stride[k] * per_warp + j - 1))):load()) end
+        all[j] = v
       end
       if in_loop(L, op) then tl.barrier() end -- before the buffer is written again
     end
   end
-  if not rinfo then return vals[1] end -- a rank-1 tile: a scalar
-  return B.value(elem, S, vals)
+  local out = {}
+  for i = 1, #ops do
+    if not rinfo then
+      out[i] = all[(i - 1) * S.n + 1] -- a rank-1 tile: a scalar
+    else
+      out[i] = B.value(elem, S, { table.unpack(all, (i - 1) * S.n + 1, i * S.n) })
+    end
+  end
+  return out
 end
+
+function B.reduce(L, op, x) return B.reduce_many(L, { op }, { x })[1] end
 
 -- tileas.transpose, and a convert_layout between two distributions of a
 -- rank-2 tile: through shared memory. Each thread writes its registers of x
@@ -606,8 +659,8 @@ function B.tiled_load(L, op, ring)
       local idx, row, inb = element(L, e, D, cs, g[1], vec)
       local fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec))
       local nout = half and vec // 2 or vec
-      local function read(p) -- one vector load at p
-        local v = p:load { vector = vec }
+      local function read(p) -- one vector load at p (L.load_hints: rowring.lua's, on the rows ahead)
+        local v = p:load { vector = vec, evict = L.load_hints and L.load_hints.evict, cache = L.load_hints and L.load_hints.cache }
         if half then v = v:bitcast(tl.vector(tl.i32, nout)) end
         local out = {}
         for j = 1, nout do out[j] = tl.extract(v, j - 1) end
@@ -644,7 +697,7 @@ function B.tiled_load(L, op, ring)
     end
   end
   local x = B.value(ti.elem, D, regs)
-  if half then x.words = words end
+  if half and vec > 1 then x.words = words end -- (element by element: no words)
   return x, raw
 end
 
@@ -664,7 +717,7 @@ function B.tiled_store(L, op, x)
       local idx, row, inb = element(L, e, D, cs, i, 1)
       tl.if_(both(inb, owner(D, i)), function()
         local p = address(L, e, row, idx[D.rank])
-        if reduce then tl.atomic(reduce, p, x.r[i]) else p:store(x.r[i]) end
+        if reduce then tl.atomic(reduce, p, x.r[i]) else p:store(x.r[i], L.store_hints) end
       end)
     end
     if vec == 1 then
@@ -688,7 +741,7 @@ function B.tiled_store(L, op, x)
             for j = 1, vec do vals[j] = x.r[g[j]] end
             v = tl.vector_of(x.elem, vals)
           end
-          address(L, e, row, idx[D.rank]):store(v)
+          address(L, e, row, idx[D.rank]):store(v, L.store_hints) -- (rowring.lua's hints, on its loop's stores)
         end, function()
           for j = 1, vec do scalar(g[j]) end
         end)

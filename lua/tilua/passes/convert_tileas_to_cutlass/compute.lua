@@ -120,7 +120,7 @@ function Compute.plan(L)
       L.ring = not L.transpose and Ring.plan(L, op) or nil
       if L.transpose then L.min_ctas = math.max(L.kop:kernel_spec().min_ctas or 1, L.transpose.per_sm) end
       if L.ring then L.min_ctas = math.max(L.kop:kernel_spec().min_ctas or 1, L.ring.per_sm) end
-      if L.ring and L.ring.claims then
+      if (L.ring and L.ring.claims) or (L.transpose and L.transpose.claims) then
         plan.add_workspace_param(tl, L.P)
         L.row_claims = { workspace_bytes = 4 }
       end

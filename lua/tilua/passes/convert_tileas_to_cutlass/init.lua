@@ -193,13 +193,16 @@ end
 -- program (has agents or tensor parameters). The option row_ring (0: none,
 -- 1: the shared ring, 2: the next row in registers, 3: a ring of 3 rows that
 -- each thread fills by cp.async, 4: the next row in registers, the rows
--- claimed at run time) overrides
--- tl.options.row_ring's choice of form (rowring.lua).
+-- claimed at run time, 5: the next two rows in registers, claimed, 6: as 4,
+-- each claim published an iteration later) overrides
+-- tl.options.row_ring's choice of form (rowring.lua); transpose_claims (0 or
+-- 1) tl.options.tile_transpose's claims (transpose.lua).
 function M.convert(module, options)
   local tl = require "tilua"
   local G = require "tilua.kernels.gemm"
   local Ring = require "tilua.passes.convert_tileas_to_cutlass.rowring"
   Ring.forced = options and options.row_ring
+  require("tilua.passes.convert_tileas_to_cutlass.transpose").forced_claims = options and options.transpose_claims
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then

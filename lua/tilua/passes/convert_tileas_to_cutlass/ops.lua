@@ -305,10 +305,40 @@ local reduce_fns = {
   max = function(a, b) return tl.max(a, b) end,
   min = function(a, b) return tl.min(a, b) end,
 }
+-- The reduces right after op (its next ops, while they are reduces) that
+-- blocked.lua can lower with it at once: the same dim and operand type (one
+-- distribution), none reading op's or another's result.
+local function reduce_group(L, op)
+  local ops, ids = { op }, { [op:result(1):id()] = true }
+  local ty, dim = tostring(op:operand(1):type()), op:attr "dim"
+  local nxt = op:next()
+  while nxt and nxt:name() == "tileas.reduce" and nxt:attr "dim" == dim and tostring(nxt:operand(1):type()) == ty
+    and not ids[nxt:operand(1):id()] do
+    ops[#ops + 1], ids[nxt:result(1):id()] = nxt, true
+    nxt = nxt:next()
+  end
+  return ops
+end
+
 local function lower_reduce(L, op, env)
+  if L.reduced and L.reduced[op:result(1):id()] then return end -- (lowered with the reduce before it)
   local x = V.get(L, op:operand(1), op)
   if B.is_dist(x) then -- a compute agent's tile
-    L.vmap[op:result(1):id()] = B.reduce(L, op, x)
+    local ops, xs = reduce_group(L, op), {}
+    for i, o in ipairs(ops) do
+      local xi = i == 1 and x or V.get(L, o:operand(1), o)
+      if not B.is_dist(xi) or xi.elem ~= x.elem then
+        for j = #ops, i, -1 do ops[j] = nil end
+        break
+      end
+      xs[i] = xi
+    end
+    local rs = B.reduce_many(L, ops, xs)
+    L.reduced = L.reduced or {}
+    for i, o in ipairs(ops) do
+      L.vmap[o:result(1):id()] = rs[i]
+      if i > 1 then L.reduced[o:result(1):id()] = true end
+    end
     return
   end
   local xi, ri = R.tile_of(op:operand(1)), R.tile_of(op:result(1))
@@ -388,11 +418,15 @@ OPS["tileas.splat"] = function(L, op)
 end
 
 -- an index tile in the mma layout: the row (dim 0) or column (dim 1) of each
--- element the thread holds
+-- element the thread holds (a compute agent's blocked tile: blocked.lua's)
 OPS["tileas.iota"] = function(L, op, env)
   local ri = R.tile_of(op:result(1))
+  if B.is_blocked(ri) then
+    L.vmap[op:result(1):id()] = B.iota(L, op)
+    return
+  end
   if R.layout_kind(op:result(1)) ~= "mma" or #ri.shape ~= 2 or not env.f or L.nctas > 1 then
-    R.fail(op, "tileas.iota of a tile in the accumulator's mma layout (in a consumer, on one CTA) only")
+    R.fail(op, "tileas.iota of a tile in a blocked layout or in the accumulator's mma layout (in a consumer, on one CTA) only")
   end
   local f, dim = env.f, op:attr "dim"
   L.vmap[op:result(1):id()] = V.frag(tl.i32, ri.shape[1] * ri.shape[2] // 128, function(i)
@@ -406,10 +440,11 @@ end
 -- it (an index a program reads from memory: a grouped GEMM's expert), or
 -- nil for another tile. tileas.extract of it is the element.
 -- Whether tiled_load op loads a tile of one element.
-function X.is_single(op)
-  for _, x in ipairs(R.tile_of(op:result(1)).shape) do if x ~= 1 then return false end end
+function X.is_single_tile(v)
+  for _, x in ipairs(R.tile_of(v).shape) do if x ~= 1 then return false end end
   return true
 end
+function X.is_single(op) return X.is_single_tile(op:result(1)) end
 function X.single_load(L, op)
   if not X.is_single(op) then return nil end
   local ri = R.tile_of(op:result(1))
@@ -422,6 +457,10 @@ function X.single_load(L, op)
 end
 OPS["tileas.extract"] = function(L, op)
   local x = V.get(L, op:operand(1), op)
+  if B.is_dist(x) and X.is_single_tile(op:operand(1)) and x.r and x.D.n == 1 then
+    L.vmap[op:result(1):id()] = x.r[1] -- (a compute agent's tile of one element: every thread holds it)
+    return
+  end
   if type(x) ~= "table" or x.single == nil then R.fail(op, "extract of a tile of more than one element outside a compute agent is not lowered yet") end
   L.vmap[op:result(1):id()] = x.single
 end

@@ -32,7 +32,8 @@
 --
 -- With claims = K (tl.options.row_ring = {claims = K}, K = 1, 2 or 4) the
 -- register loop takes its rows by runtime claims on a counter, K rows a
--- claim, instead of by stride (loop_claims).
+-- claim, instead of by stride (loop_claims); with registers = 2 (K = 1) it
+-- keeps two rows ahead in registers.
 --
 -- The third form (async = S, tl.options.row_ring = {async = S}): a ring of S
 -- rows in shared memory that each thread fills itself with cp.async (16 bytes
@@ -64,7 +65,15 @@ local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's o
 -- The pass's option row_ring 1..4 as the choices of tl.options.row_ring it
 -- stands for (the options' other entries, per_sm, in_flight, hoist, still count).
 local FORCED = { { registers = 0, async = 0, claims = 0 }, { registers = 1, async = 0, claims = 0 },
-                 { async = 3, claims = 0 }, { registers = 1, async = 0, claims = 1 } }
+                 { async = 3, claims = 0 }, { registers = 1, async = 0, claims = 1 },
+                 { registers = 2, async = 0, claims = 1 }, { registers = 1, async = 0, claims = 1, late = 1 } }
+
+-- The hints of the register loop's loads of the rows ahead (row_ring.stream):
+-- 1 = ld.global.L1::no_allocate, 2 = ld.global.cs (evict first in L1 and L2).
+local HINTS = { [1] = { evict = "no_allocate" }, [2] = { cache = "cs" } }
+-- The hints of its stores (row_ring.store): 1 = st.global.cs (evict first in
+-- L2: the rows written are not read again), 2 = st.global.cg (L2 only).
+local STORE_HINTS = { [1] = { cache = "cs" }, [2] = { cache = "cg" } }
 
 function Ring.plan(L, wop)
   local forced = Ring.forced
@@ -80,7 +89,8 @@ function Ring.plan(L, wop)
   -- 0.80-0.84), claimed at run time one a claim (the register loop of one row
   -- ahead only; 0.92-0.94 of a copy against 0.86-0.88 by stride, docs/PERF.md)
   local registers = not async and choice("registers", 1)
-  local claims = registers == 1 and choice("claims", 1) or nil
+  local claims = registers and choice("claims", 1) or nil
+  if registers and registers > 1 and claims ~= 1 then claims = nil end -- (d rows ahead: claims of one row only)
   local after = wop:region(2):entry()
   local pid = after:arg(1):id()
   local loads, bytes, other_ids = {}, 0, false
@@ -123,7 +133,8 @@ function Ring.plan(L, wop)
     local words = (bytes // threads + 3) // 4 * registers
     if words > math.min(tl.core.limits().max_thread_regs, 65536 // (per_sm * threads)) // 4 then return nil end
     return { loads = loads, by_op = by_op, registers = registers, per_sm = per_sm, hoist = opts.hoist ~= 0,
-             hoist_all = opts.hoist == 1, claims = claims }
+             hoist_all = opts.hoist == 1, claims = claims, hints = HINTS[opts.stream or 0], late = (choices.late or 0) > 0,
+             store_hints = STORE_HINTS[opts.store or 0] }
   end
   if async then
     -- S rows a CTA in shared memory (at most MAX_SM_RING_BYTES an SM)
@@ -229,7 +240,9 @@ local function load_rows(L, env, after, P, q)
       local c = r.op:operand(i):def()
       if c and c:name() == "arith.constant" then V.at_loc(c, X.lower_op, L, c, env) end
     end
+    L.load_hints = P.hints
     local _, raw = B.tiled_load(L, r.op)
+    L.load_hints = nil
     r.nraw = #raw
     for _, v in ipairs(raw) do all[#all + 1] = v end
   end
@@ -241,12 +254,14 @@ end
 -- flat list of load_rows).
 local function body_given(L, env, after, P, q, hoisted, cur)
   local at = 0
+  L.store_hints = P.store_hints
   lower_body(L, env, after, P, q, hoisted, function(r)
     local given = {}
     for i = 1, r.nraw do given[i] = cur[at + i] end
     at = at + r.nraw
     return (B.tiled_load(L, r.op, { given = given }))
   end)
+  L.store_hints = nil
 end
 
 -- The loop without the shared ring (P.registers = d): each thread loads its
@@ -289,6 +304,13 @@ end
 --   thread 0, where it claimed: the chunk's first row into slot m0 mod 2
 --   (two slots: the slot it overwrites was read before the last barrier)
 --
+-- With d = P.registers rows ahead (2: K = 1 only) the loop carries the rows
+-- 0 .. d of the sequence, their places and the registers of rows 0 .. d - 1;
+-- iteration i loads row d's registers and computes row d + 1 (A = d + 2
+-- static chunks: the claim of place m, written in its iteration, is read in
+-- place m + 1's at the earliest, after a barrier, and its slot rewritten in
+-- place m + 2's, after every thread's read).
+--
 -- The loop ends at q >= programs. A CTA's chunks increase, so every claimed
 -- chunk that has rows is run, and a CTA claims once in each chunk of its own
 -- that has rows: a launch makes exactly ceil(programs / K) claims, and the one
@@ -297,8 +319,10 @@ end
 -- scheduler, loops.lua, no host memset).
 local function loop_claims(L, env, after, P, first, grid, hoisted)
   L.tid = L.tid or tl.thread_id("x")
-  local K = P.claims
-  local A = (3 + K - 1) // K
+  local K, d = P.claims, P.registers
+  -- (chunks ahead: the claim of place m is read where the row d ahead ends
+  -- place m + A - 1, an iteration after the claim's at least)
+  local A = d == 1 and (3 + K - 1) // K or d + 2
   local function i32(v) return tl.const(v, tl.i32) end
   local function starts(q) return (q & i32(K - 1)):eq(0) end -- (K > 1)
   local slots = L.k:shared(tl.i32, 2, { align = 8 })
@@ -311,29 +335,63 @@ local function loop_claims(L, env, after, P, first, grid, hoisted)
     return tl.if_(m:lt(A), function() return (first + grid * m) * K end,
                   function() return (slots + ((m - A) & i32(1))):load() end)
   end
-  local carried = { first * K, K > 1 and first * K + 1 or first + grid, i32(0), i32(K > 1 and 0 or 1) }
-  table.move(load_rows(L, env, after, P, first * K), 1, P.nraw, 5, carried)
-  tl.while_(carried, function(q, ...) return q:lt(P.total), q, ... end, function(q, q1, m0, m1, ...)
-    local cur = { ... }
+  -- the rows 0 .. d of the CTA's sequence (static chunks: d // K < A) and their places
+  local qs, ms = {}, {}
+  for i = 0, d do qs[#qs + 1] = i < K and first * K + i or (first + grid * (i // K)) * K + (i % K) end
+  for i = 0, d do ms[#ms + 1] = i32(i // K) end
+  local carried = {}
+  table.move(qs, 1, d + 1, 1, carried)
+  table.move(ms, 1, d + 1, d + 2, carried)
+  for i = 0, d - 1 do table.move(load_rows(L, env, after, P, qs[i + 1]), 1, P.nraw, #carried + 1, carried) end
+  local nq = 2 * (d + 1)
+  local nrows = d * P.nraw
+  -- (P.late: thread 0 writes a claim's row into its slot, and puts the counter
+  -- back at the last claim, in the next iteration, before its barrier: the
+  -- atomic's answer has a whole body's time; the loop carries the claim, its
+  -- place and whether there was one)
+  local late = P.late
+  if late then table.move({ i32(0), i32(0), i32(0) }, 1, 3, nq + nrows + 1, carried) end
+  local function publish(c, m)
+    (slots + (m & i32(1))):store((c + grid * A) * K)
+    tl.if_(c:eq(last), function() tl.atomic_exch(counter, i32(0)) end)
+  end
+  local final = table.pack(tl.while_(carried, function(q, ...) return q:lt(P.total), q, ... end, function(...)
+    local all = { ... }
+    local q, qd, m0, md = all[1], all[d + 1], all[d + 2], all[nq]
+    local cur = { table.unpack(all, nq + 1, nq + P.nraw) }
     local claim = K == 1 and L.tid:eq(0) or L.tid:eq(0) & starts(q)
     local c = tl.if_(claim, function() return tl.atomic_add(counter, i32(1)) end, function() return i32(0) end)
-    local nxt = load_rows(L, env, after, P, q1)
+    local nxt = load_rows(L, env, after, P, qd)
+    if late then
+      local pc, pm, pf = all[nq + nrows + 1], all[nq + nrows + 2], all[nq + nrows + 3]
+      tl.if_(pf:ne(0), function() publish(pc, pm) end)
+    end
     tl.barrier()
     local q2, m2
     if K == 1 then
-      q2, m2 = next_chunk(m1), m1 + 1
+      q2, m2 = next_chunk(md), md + 1
     else
-      local ends = starts(q1 + 1)
-      q2 = tl.if_(ends, function() return next_chunk(m1) end, function() return q1 + 1 end)
-      m2 = tl.select(ends, m1 + 1, m1)
+      local ends = starts(qd + 1)
+      q2 = tl.if_(ends, function() return next_chunk(md) end, function() return qd + 1 end)
+      m2 = tl.select(ends, md + 1, md)
     end
     body_given(L, env, after, P, q, hoisted, cur)
-    tl.if_(claim, function()
-      (slots + (m0 & i32(1))):store((c + grid * A) * K)
-      tl.if_(c:eq(last), function() tl.atomic_exch(counter, i32(0)) end)
-    end)
-    return q1, q2, m1, m2, table.unpack(nxt)
-  end)
+    if not late then tl.if_(claim, function() publish(c, m0) end) end
+    local out = {}
+    for i = 2, d + 1 do out[#out + 1] = all[i] end
+    out[#out + 1] = q2
+    for i = d + 3, nq do out[#out + 1] = all[i] end
+    out[#out + 1] = m2
+    table.move(all, nq + P.nraw + 1, nq + nrows, #out + 1, out) -- (the rows 1 .. d - 1 ahead)
+    table.move(nxt, 1, #nxt, #out + 1, out)
+    if late then table.move({ c, m0, tl.select(claim, i32(1), i32(0)) }, 1, 3, #out + 1, out) end
+    return table.unpack(out)
+  end))
+  -- (the CTA's last claim, unpublished: only the counter matters now)
+  if late then
+    local pc, pf = final[nq + nrows + 1], final[nq + nrows + 3]
+    tl.if_(pf:ne(0) & pc:eq(last), function() tl.atomic_exch(counter, i32(0)) end)
+  end
 end
 
 -- The ops of a loop body that touch no shared memory once lowered.

@@ -100,6 +100,7 @@ function T.plan_loop(wop)
   if not m then return nil end
   local d = DEFAULT[m.n] or { stages = 2, outs = 2, per_sm = 1 }
   m.stages, m.outs, m.per_sm, m.order = o.stages or d.stages, o.outs or d.outs, o.per_sm or d.per_sm, o.order or 0
+  m.claims = (T.forced_claims or o.claims or 0) > 0 -- (T.forced_claims: the pass's option transpose_claims while it runs)
   if m.stages < 1 or m.outs < 2 or m.per_sm < 1 then return nil end
   if m.per_sm * (m.stages + m.outs) * m.n * m.n * 2 > MAX_SM_BYTES then return nil end
   return m
@@ -155,8 +156,15 @@ function T.build(L, env, wop, P)
   for d = 2, 3 do if L.P.lowered_programs[d] then total = total * X.programs(L, d) end end
   local first, grid = tl.block_id("x"), tl.grid_dim("x")
 
-  -- thread 0: stage s gets program q's tile (where q is a program)
+  -- (claims: the program of each stage, written by thread 0 as it fills the
+  -- stage, read by every thread once the stage's barrier completes)
+  local claims = P.claims
+  local slots = claims and L.k:shared(tl.i32, S, { align = 8 })
+
+  -- thread 0: stage s gets program q's tile (where q is a program; with
+  -- claims: q into the stage's slot, and an arrive alone where q is none)
   local function fill(s, q)
+    if claims then (slots + s):store(q) end
     tl.if_(q:lt(total), function()
       local lc = coords(L, env, after, P, q)
       local bar = bars + s
@@ -167,7 +175,7 @@ function T.build(L, env, wop, P)
           tl.tma_load(dst, xmap, bar, { lc[1] * n + bi * BOX, lc[2] * n + bj * BOX })
         end
       end
-    end)
+    end, claims and function() tl.mbarrier_arrive(bars + s) end or nil)
   end
 
   tl.if_(tid:eq(0), function()
@@ -206,6 +214,50 @@ function T.build(L, env, wop, P)
   end
 
   local zero = tl.const(0, tl.i32)
+  local function store(q, b)
+    local _, sc = coords(L, env, after, P, q)
+    for bi = 0, nb - 1 do
+      for bj = 0, nb - 1 do
+        tl.tma_store(ymap, outs + (b * tile_words + (bj * nb + bi) * BOX_WORDS), { sc[1] * n + bj * BOX, sc[2] * n + bi * BOX })
+      end
+    end
+    tl.bulk_commit()
+  end
+  local function next_stage(s, phase, b)
+    local s1, b1 = s + 1, b + 1
+    local wrap = s1:eq(S)
+    return tl.select(wrap, zero, s1), tl.select(wrap, phase ~ 1, phase), tl.select(b1:eq(O), zero, b1)
+  end
+  if claims then
+    -- the programs claimed at run time: a CTA's first S programs static
+    -- (block, block + grid, ...), then per iteration thread 0 claims one (an
+    -- atomic add on the workspace's counter at the iteration's start, c:
+    -- program S grid + c) and fills the stage it frees with it; the loop runs
+    -- while the program its stage holds (the slot) is one. Each run program
+    -- makes one claim: a launch makes `total` of them and the one that
+    -- returns total - 1 puts the counter back to 0.
+    local counter = L.args[L.P.lowered_workspace]
+    local one = tl.const(1, tl.i32)
+    tl.while_({ zero, zero, zero }, function(s, phase, b)
+      tl.mbarrier_wait(bars + s, phase)
+      local q = (slots + s):load()
+      return q:lt(total), q, s, phase, b
+    end, function(q, s, phase, b)
+      local c = tl.if_(tid:eq(0), function() return tl.atomic_add(counter, one) end, function() return zero end)
+      move(s, b)
+      tl.fence_proxy_async("shared")
+      tl.if_(tid:eq(0), function() tl.bulk_wait(O - 2, { read = true }) end)
+      tl.barrier()
+      tl.if_(tid:eq(0), function()
+        store(q, b)
+        fill(s, grid * S + c)
+        tl.if_(c:eq(total - 1), function() tl.atomic_exch(counter, zero) end)
+      end)
+      return next_stage(s, phase, b)
+    end)
+    tl.if_(tid:eq(0), function() tl.bulk_wait(0) end)
+    return
+  end
   tl.for_range(first, total, grid, { zero, zero, zero }, function(q, s, phase, b)
     tl.mbarrier_wait(bars + s, phase)
     move(s, b)
@@ -213,18 +265,10 @@ function T.build(L, env, wop, P)
     tl.if_(tid:eq(0), function() tl.bulk_wait(O - 2, { read = true }) end) -- output tile b + 1 free
     tl.barrier()
     tl.if_(tid:eq(0), function()
-      local _, sc = coords(L, env, after, P, q)
-      for bi = 0, nb - 1 do
-        for bj = 0, nb - 1 do
-          tl.tma_store(ymap, outs + (b * tile_words + (bj * nb + bi) * BOX_WORDS), { sc[1] * n + bj * BOX, sc[2] * n + bi * BOX })
-        end
-      end
-      tl.bulk_commit()
+      store(q, b)
       fill(s, q + grid * S)
     end)
-    local s1, b1 = s + 1, b + 1
-    local wrap = s1:eq(S)
-    return tl.select(wrap, zero, s1), tl.select(wrap, phase ~ 1, phase), tl.select(b1:eq(O), zero, b1)
+    return next_stage(s, phase, b)
   end)
   tl.if_(tid:eq(0), function() tl.bulk_wait(0) end) -- (the stores have read the shared tiles)
 end
