@@ -36,6 +36,22 @@ local function listed(err)
   return list
 end
 
+-- Runs the script (its text) on the stand-in driver with its launch log;
+-- returns stdout and the log's lines of kernel `name`'s launches, after the name.
+local function logged(text, name)
+  local f = H.temp(text, ".lua")
+  local log = os.tmpname()
+  local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, TILUA_LUA_PEEK = PEEK, FAKE_CUDA_LOG = log }, { f })
+  os.remove(f)
+  assert.equal(0, code, err)
+  local runs = {}
+  for line in io.lines(log) do
+    if line:find("^launch " .. name .. " ") then runs[#runs + 1] = line:sub(#name + 9) end
+  end
+  os.remove(log)
+  return out, runs
+end
+
 local HEAD = 'local tl = require "tilua"\n'
   .. 'local k = tl.kernel("boom", { params = { { "n", tl.i32 } }, block = 32 })\n'
   .. "k:define(function(k, p) end)\n"
@@ -136,9 +152,10 @@ for _, peek in ipairs { "1", "0" } do
   end)
 
   describe(("the fields of a launch (TILUA_LUA_PEEK=%s)"):format(peek), function()
+    before_each(function() PEEK = peek end)
     it("are read alike: grid, args by position and by name, smem, pdl, stream; block, device and errors by the slow path", function()
       need_fake()
-      local f = H.temp([[
+      local out, runs = logged([[
 local tl = require "tilua"
 local k = tl.kernel("cfgk", { params = { { "n", tl.i32 }, { "x", tl.f32 } }, block = 32 })
 k:define(function(k, p) end)
@@ -156,17 +173,9 @@ cfg.smem = nil -- a key whose value was removed
 k:launch(cfg)
 print(pcall(k.launch, k, { grid = 1, args = { 9, 1 }, block = 64 }))
 tl.device.synchronize()
-]], ".lua")
-      local log = os.tmpname()
-      local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, TILUA_LUA_PEEK = peek, FAKE_CUDA_LOG = log }, { f })
-      os.remove(f)
-      assert.equal(0, code, err)
+]], "cfgk")
       assert.truthy(out:find(":16: launch: block {64,1,1} differs from the kernel's {32,1,1}", 1, true), out)
-      local runs = {}
-      for line in io.lines(log) do
-        if line:find "^launch cfgk" then runs[#runs + 1] = line:gsub(" stream=%S+", " stream"):gsub("^launch cfgk ", "") end
-      end
-      os.remove(log)
+      for i, r in ipairs(runs) do runs[i] = r:gsub(" stream=%S+", " stream") end
       local plain = "block=32,1,1 cluster=1,1,1 smem=0"
       assert.same({ "grid=1,1,1 " .. plain .. " args=0x1 0x3fc00000",
                     "grid=2,1,1 " .. plain .. " args=0x2 0x40000000",
@@ -181,9 +190,10 @@ tl.device.synchronize()
   end)
 
   describe(("one args table launched again (TILUA_LUA_PEEK=%s)"):format(peek), function()
+    before_each(function() PEEK = peek end)
     it("passes what it holds at each launch: values changed in it, buffers swapped, freed, and given back", function()
       need_fake()
-      local f = H.temp([[
+      local out, runs = logged([[
 local tl = require "tilua"
 local k = tl.kernel("memo", { params = { { "p", tl.ptr(tl.f32) }, { "n", tl.i32 }, { "x", tl.f32 } }, block = 32 })
 k:define(function(k, p) end)
@@ -208,18 +218,10 @@ args[1] = c
 k:launch(cfg)
 k:launch(cfg)
 tl.device.synchronize()
-]], ".lua")
-      local log = os.tmpname()
-      local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, TILUA_LUA_PEEK = peek, FAKE_CUDA_LOG = log }, { f })
-      os.remove(f)
-      assert.equal(0, code, err)
+]], "memo")
       local A, B, C = "buf0+0", "buf1+0", "buf2+0" -- (the stand-in driver's names of a, b and c)
       assert.truthy(out:find(":19: attempt to use a freed device buffer", 1, true), out)
-      local runs = {}
-      for line in io.lines(log) do
-        if line:find "^launch memo" then runs[#runs + 1] = line:match "args=(.*)$" end
-      end
-      os.remove(log)
+      for i, r in ipairs(runs) do runs[i] = r:match "args=(.*)$" end
       local half, two = "0x3f000000", "0x40000000"
       assert.same({ A .. " 0x1 " .. half, A .. " 0x1 " .. half, A .. " 0x2 " .. half, B .. " 0x2 " .. half,
                     A .. " 0x2 " .. half, A .. " 0x2 " .. two, A .. " 0x2 " .. two, C .. " 0x2 " .. two,
