@@ -327,17 +327,6 @@ local function pipeline_of(pipeline)
   return p
 end
 
--- k:compile([pipeline]) -> PTX. Compiles a copy of the kernel's module, so
--- the authoring IR stays as built; tl.last_stages gets every stage and the PTX
--- as the last one ("emit-ptx"). k.lowered is the compiled module.
---
--- The compile cache: a compile of a module whose text, pipeline, stage
--- keeping and protocol check are those of an earlier one (in the same context) gives the
--- earlier result again: its PTX, its lowered module and a copy of its stages
--- (each marked `cached`), handed to the hook as a fresh compile's are, so
--- nothing is hidden from inspection. It keeps tl.options.compile_cache
--- compiles per context (default 64), the least recently used going first;
--- tl.options.compile_cache = false turns it off (benchmarks of the compiler itself).
 -- The options the lowering passes read while they run (rowring.lua,
 -- transpose.lua): a compile's result depends on their values, so the cache
 -- keys on them, and the kernel keeps those it was compiled with
@@ -386,6 +375,18 @@ function M.with_lowering_options(snap, fn)
   return table.unpack(r, 2, r.n)
 end
 
+-- k:compile([pipeline]) -> PTX. Compiles a copy of the kernel's module, so
+-- the authoring IR stays as built; tl.last_stages gets every stage and the PTX
+-- as the last one ("emit-ptx"). k.lowered is the compiled module.
+--
+-- The compile cache: a compile of a module whose text, pipeline, stage
+-- keeping, protocol check and lowering options are those of an earlier
+-- one (in the same context) gives the
+-- earlier result again: its PTX, its lowered module and a copy of its stages
+-- (each marked `cached`), handed to the hook as a fresh compile's are, so
+-- nothing is hidden from inspection. It keeps tl.options.compile_cache
+-- compiles per context (default 64), the least recently used going first;
+-- tl.options.compile_cache = false turns it off (benchmarks of the compiler itself).
 local caches = setmetatable({}, { __mode = "k" }) -- context -> { entries = {key -> entry}, n, clock }
 local CACHE_DEFAULT = 64
 
