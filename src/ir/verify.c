@@ -64,18 +64,7 @@ static SigMemo *sig_memo(Verifier *v, const IrOp *op, SigMemo *key) {
   return &v->sig[(h >> 24) % SIG_MEMO_SLOTS];
 }
 
-static bool check_signature_text(Verifier *v, IrOp *op, const IrOpInfo *info);
-
-/* Counts and types against the op's signature (remembered when they hold). */
-static bool check_signature(Verifier *v, IrOp *op, const IrOpInfo *info) {
-  SigMemo key;
-  SigMemo *slot = sig_memo(v, op, &key);
-  if (slot && memcmp(slot, &key, sizeof key) == 0) return true;
-  bool ok = check_signature_text(v, op, info);
-  if (ok && slot) *slot = key;
-  return ok;
-}
-
+/* Counts and types against the op's signature's text. */
 static bool check_signature_text(Verifier *v, IrOp *op, const IrOpInfo *info) {
   const IrType *stackbuf[32];
   uint32_t n = op->noperands > op->nresults ? op->noperands : op->nresults;
@@ -131,6 +120,16 @@ static bool check_signature_text(Verifier *v, IrOp *op, const IrOpInfo *info) {
     }
   }
   if (types != stackbuf) ir_free(types);
+  return ok;
+}
+
+/* Counts and types against the op's signature (remembered when they hold). */
+static bool check_signature(Verifier *v, IrOp *op, const IrOpInfo *info) {
+  SigMemo key;
+  SigMemo *slot = sig_memo(v, op, &key);
+  if (slot && memcmp(slot, &key, sizeof key) == 0) return true;
+  bool ok = check_signature_text(v, op, info);
+  if (ok && slot) *slot = key;
   return ok;
 }
 
@@ -251,7 +250,7 @@ static bool verify_op(Verifier *v, IrOp *op) {
 
 IrResult ir_verify_signature(IrOp *op) {
   Verifier v = {.ctx = ir_op_context(op), .level = 0, .errors = 0};
-  bool ok = check_signature_text(&v, op, ir_op_info(op->kind));
+  bool ok = check_signature(&v, op, ir_op_info(op->kind)); /* (no memo: v.sig is NULL) */
   return ok ? IR_OK : IR_FAIL;
 }
 
