@@ -187,6 +187,31 @@ tl.device.synchronize()
                     "grid=1,1,1 " .. plain .. " args=0x8 0x3f800000",
                     "grid=1,1,1 " .. plain .. " args=0x9 0x3f800000" }, runs)
     end)
+    it("are refused alike at their lines: too many arguments (in the array or after it), a grid out of range", function()
+      need_fake()
+      local out, runs = logged([[
+local tl = require "tilua"
+local k = tl.kernel("cfgk", { params = { { "n", tl.i32 }, { "x", tl.f32 } }, block = 32 })
+k:define(function(k, p) end)
+k:launch { grid = 1, args = { 1, 1 } }
+local many = { 2, 1, 3 }
+print(pcall(k.launch, k, { grid = 1, args = many }))
+local after = { 3, 1, a = 1, b = 2, c = 3 } -- (room for a fourth key in the hash part)
+after[3] = 4 -- there: the array is full
+print(pcall(k.launch, k, { grid = 1, args = after }))
+print(pcall(k.launch, k, { grid = 0, args = { 4, 1 } }))
+print(pcall(k.launch, k, { grid = 1 << 31, args = { 5, 1 } }))
+local holes = { 6, 1, nil, nil }
+k:launch { grid = 3, args = holes }
+tl.device.synchronize()
+]], "cfgk")
+      assert.truthy(out:find(":6: launch: 3 arguments for 2 parameters", 1, true), out)
+      assert.truthy(out:find(":9: launch: 3 arguments for 2 parameters", 1, true), out)
+      assert.truthy(out:find(":10: launch: grid 0 is out of range", 1, true), out)
+      assert.truthy(out:find(":11: launch: grid 2147483648 is out of range", 1, true), out)
+      for i, r in ipairs(runs) do runs[i] = r:match "^grid=(%S+)" .. " " .. r:match "args=(.*)$" end
+      assert.same({ "1,1,1 0x1 0x3f800000", "3,1,1 0x6 0x3f800000" }, runs)
+    end)
   end)
 
   describe(("one args table launched again (TILUA_LUA_PEEK=%s)"):format(peek), function()

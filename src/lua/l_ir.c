@@ -4,6 +4,7 @@
 ** registry of ops and dialect types. Types and attributes are in l_type.c,
 ** ops, regions, blocks and values in l_op.c (l_ir.h: what they share).
 */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -199,7 +200,10 @@ static _Thread_local LibChunkMemo lib_memo[64];
 ** reading the pc and checking the memo; where pcs are not read (lb_peek_ok),
 ** each launch asks lua_getinfo for the line. The functions are held in a weak
 ** table of the registry (the memo's slots), so that a memo holds only while
-** its function, and so its code, lives. */
+** its function, and so its code, lives. Where pcs are read, that table's slot
+** is read in place too (l_peek.h), not through the registry: the table lives
+** while its state does, and a state's close (its guard's __gc) moves
+** states_closed on, which every memo made before no longer matches. */
 typedef enum { SITE_LIBRARY, SITE_USER, SITE_STRING } SiteKind;
 typedef struct SiteMemo {
   const lua_State *L;
@@ -210,11 +214,19 @@ typedef struct SiteMemo {
   int ref;            /* L's registry reference to the weak table of the memo's functions */
   const void *weak;   /* ... and that table */
   SiteKind kind;      /* a library chunk's, the user's file or a string chunk's */
+  unsigned closed;    /* states_closed when it was made */
   LbSiteNote note;    /* the caller's, cleared when the memo is made again */
 } SiteMemo;
 #define SITE_MEMOS 128
 static _Thread_local SiteMemo site_memo[SITE_MEMOS];
 static const char SITE_FUNCTIONS = 0; /* registry key of the weak table's reference */
+static atomic_uint states_closed;     /* states whose weak table is gone, in all threads */
+
+static int site_state_closed(lua_State *L) {
+  (void)L;
+  atomic_fetch_add(&states_closed, 1);
+  return 0;
+}
 
 void lb_mark_library_chunk(lua_State *L, const char *chunkname) {
   memset(lib_memo, 0, sizeof lib_memo);
@@ -288,6 +300,13 @@ int lb_user_frame(lua_State *L, const char **file, int *line) {
 ** address and used on another thread. */
 static int site_holds(lua_State *L, const SiteMemo *m, const void *fn, const void *pc) {
   if (m->L != L || m->fn != fn || m->pc != pc) return 0;
+  if (pc) { /* pcs are read (lb_peek_ok): so is the slot, while no state closed since */
+    unsigned n;
+    const LbValue *slot = lb_peek_array(m->weak, &n);
+    size_t i = (size_t)(m - site_memo);
+    return m->closed == atomic_load_explicit(&states_closed, memory_order_relaxed) && i < n &&
+           slot[i].tag == LB_TAG_LUA_FUNCTION && slot[i].v.gc == fn;
+  }
   if (lua_rawgeti(L, LUA_REGISTRYINDEX, m->ref) != LUA_TTABLE || lua_topointer(L, -1) != m->weak)
     return lua_pop(L, 1), 0;
   lua_rawgeti(L, -1, (m - site_memo) + 1);
@@ -307,9 +326,10 @@ static void site_fill(lua_State *L, SiteMemo *m, lua_Debug *ar, const void *pc) 
                   ? SITE_STRING /* a string or "=NAME#N" chunk: lb_user_frame's way */
               : !pc || ar->currentline > 0 ? SITE_USER
                                            : SITE_LIBRARY; /* no line information */
+  m->closed = atomic_load_explicit(&states_closed, memory_order_relaxed);
   if (lua_rawgetp(L, LUA_REGISTRYINDEX, &SITE_FUNCTIONS) != LUA_TNUMBER) {
     lua_pop(L, 1);
-    lua_newtable(L);
+    lua_createtable(L, SITE_MEMOS, 0); /* slots 1..SITE_MEMOS: all in its array part */
     lua_createtable(L, 0, 1);
     lua_pushliteral(L, "v");
     lua_setfield(L, -2, "__mode");
@@ -317,6 +337,13 @@ static void site_fill(lua_State *L, SiteMemo *m, lua_Debug *ar, const void *pc) 
     lua_pushinteger(L, luaL_ref(L, LUA_REGISTRYINDEX));
     lua_pushvalue(L, -1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &SITE_FUNCTIONS);
+    /* the guard: collected only when the state closes (the registry holds it) */
+    lua_newuserdatauv(L, 1, 0);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, site_state_closed);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    luaL_ref(L, LUA_REGISTRYINDEX);
   }
   m->ref = (int)lua_tointeger(L, -1);
   lua_rawgeti(L, LUA_REGISTRYINDEX, m->ref);

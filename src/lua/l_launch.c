@@ -35,7 +35,10 @@
 ** per plan. A tensor map given again is known the same way as a buffer (its
 ** fit to the parameter checked once, by the Lua path's own check). An args
 ** table given again with the same values is not converted again at all
-** (Plan.last): 60 arguments then cost what one costs.
+** (Plan.last): 60 arguments then cost what one costs. A launch whose cfg
+** names only its grid (an integer) and its arguments, all common ones, pushes
+** nothing at all (launch_peeked), and the memo of its call site is checked in
+** place (lb_launch_site).
 */
 #include <string.h>
 #include <time.h>
@@ -359,6 +362,8 @@ static void pack(lua_State *L, int plan, Plan *p, int i, int idx, int t, uint64_
   }
 }
 
+static void grid_check(lua_State *L, const Plan *p, const unsigned g[3]);
+
 /* The grid at idx (an integer or {x [, y [, z]]}), a multiple of the cluster. */
 static void grid_arg(lua_State *L, int idx, const Plan *p, unsigned g[3]) {
   g[0] = g[1] = g[2] = 1;
@@ -377,6 +382,11 @@ static void grid_arg(lua_State *L, int idx, const Plan *p, unsigned g[3]) {
   } else {
     lb_error(L, "launch: grid must be an integer or {x, y, z}, got %s", luaL_typename(L, idx));
   }
+  grid_check(L, p, g);
+}
+
+/* The grid g a multiple of the cluster, and the kernel's own when it has one. */
+static void grid_check(lua_State *L, const Plan *p, const unsigned g[3]) {
   for (int i = 0; i < 3; i++)
     if (p->cluster[i] > 1 && g[i] % p->cluster[i]) /* (a division costs more than the test) */
       lb_error(L, "launch: grid dimension %d (%u) is not a multiple of the cluster's (%u)", i + 1,
@@ -432,43 +442,62 @@ static LbValue arg_value(lua_State *L, int t) {
   return v;
 }
 
+/* The arguments in the table t (what lua_topointer gives) when the plan reads
+** them in its array part (l_peek.h) and every one is a common one
+** (pack_common), or they are the last launch's (Plan.last): packed into
+** slots and ptrs, or left there (*slots and *ptrs say which). Else false,
+** nothing changed but the slots. The array holds the arguments, nothing after
+** them: its length is theirs. */
+static bool pack_in_place(Plan *p, const void *t, uint64_t **slots_at, void ***ptrs_at) {
+  unsigned n;
+  const LbValue *array = lb_peek_array(t, &n);
+  int nargs = p->nargs;
+  if (n < (unsigned)nargs) return false;
+  for (unsigned j = (unsigned)nargs; j < n; j++)
+    if (!LB_TAG_IS_NIL(array[j].tag)) return false; /* too many: pack_all says so */
+  unsigned nodes;
+  const LbNode *node = lb_peek_nodes(t, &nodes);
+  for (unsigned j = 0; j < nodes; j++) /* an integer key there may make more (lua_rawlen) */
+    if (node[j].key_tag == LB_TAG_INT && !LB_TAG_IS_NIL(node[j].tag)) return false;
+  if (t == p->last.table && p->last.frees == lb_buffer_frees() &&
+      memcmp(array, p->last.values, (size_t)nargs * sizeof *array) == 0) {
+    *slots_at = p->last.slots, *ptrs_at = p->last.ptrs; /* (padding that differs only misses) */
+    return true;
+  }
+  uint64_t *slots = *slots_at;
+  for (int j = 0; j < nargs; j++)
+    if (!pack_common(p, j, &array[j], &slots[j])) return false;
+  for (int j = 0; j < nargs; j++)
+    (*ptrs_at)[j] = &slots[j];
+  p->last.table = t, p->last.frees = lb_buffer_frees();
+  memcpy(p->last.values, array, (size_t)nargs * sizeof *array);
+  memcpy(p->last.slots, slots, (size_t)nargs * sizeof *slots);
+  return true;
+}
+
 /* The arguments in the table at idx: by position, else by parameter name.
-** The common ones are read in the table's array part (l_peek.h) where the
-** plan may; the rest are pushed, and what is read for them stays on the stack
-** until the end (one pop for all). Packed into slots and ptrs, or, when they
-** are the last launch's (Plan.last), left there: *slots and *ptrs say which. */
+** The common ones are read in the table's array part (pack_in_place) where
+** the plan may; the rest are pushed, and what is read for them stays on the
+** stack until the end (one pop for all). */
 static void pack_all(lua_State *L, int plan, Plan *p, int idx, uint64_t **slots_at,
                      void ***ptrs_at) {
   if (lua_type(L, idx) != LUA_TTABLE) luaL_checktype(L, idx, LUA_TTABLE);
+  const void *table = lua_topointer(L, idx);
+  if (p->peek && pack_in_place(p, table, slots_at, ptrs_at)) return;
   lua_Unsigned len = lua_rawlen(L, idx);
   if (len > (lua_Unsigned)p->nargs)
     lb_error(L, "launch: %d arguments for %d parameters", (int)len, p->nargs);
-  int nargs = p->nargs, i = 0;
+  int nargs = p->nargs;
   unsigned n = 0;
-  const void *table = lua_topointer(L, idx);
   const LbValue *array = p->peek ? lb_peek_array(table, &n) : NULL;
-  int in_place = (unsigned)nargs < n ? nargs : (int)n;
-  if (in_place == nargs && table == p->last.table && p->last.frees == lb_buffer_frees() &&
-      memcmp(array, p->last.values, (size_t)nargs * sizeof *array) == 0) {
-    *slots_at = p->last.slots, *ptrs_at = p->last.ptrs; /* (padding that differs only misses) */
-    return;
-  }
   uint64_t *slots = *slots_at;
   void **ptrs = *ptrs_at;
   for (int j = 0; j < nargs; j++)
     ptrs[j] = &slots[j];
-  while (i < in_place && pack_common(p, i, &array[i], &slots[i]))
-    i++; /* the common arguments, read in place */
-  if (i == nargs) {
-    p->last.table = table, p->last.frees = lb_buffer_frees();
-    memcpy(p->last.values, array, (size_t)nargs * sizeof *array);
-    memcpy(p->last.slots, slots, (size_t)nargs * sizeof *slots);
-    return;
-  }
   int base = lua_gettop(L);
   /* each argument leaves what was read for it (at most 4 values) */
   luaL_checkstack(L, 4 * p->nargs + 8, "launch arguments");
-  for (; i < nargs; i++) {
+  for (int i = 0; i < nargs; i++) {
     if ((unsigned)i < n && pack_common(p, i, &array[i], &slots[i])) continue;
     int t = lua_rawgeti(L, idx, i + 1);
     LbValue v = arg_value(L, t);
@@ -509,36 +538,44 @@ static void check_sizes(lua_State *L, int plan, const Plan *p, const unsigned g[
   }
 }
 
+/* Issue the launch of plan p (at index plan) on grid cfg->grid with the
+** packed arguments: the plan's block and cluster, shared memory (dyn: the
+** dynamic bytes), stream and PDL, at the script's line. */
+static void launch_issue(lua_State *L, int plan, Plan *p, TlcuLaunch *cfg, const uint64_t *slots,
+                         void **ptrs, lua_Integer dyn, CUstream stream, bool pdl) {
+  TlcuRuntime *rt = p->rt;
+  if (p->has_sizes) check_sizes(L, plan, p, cfg->grid, slots);
+  memcpy(cfg->block, p->block, sizeof cfg->block);
+  memcpy(cfg->cluster, p->cluster, sizeof cfg->cluster);
+  cfg->smem = lb_launch_smem(L, p->static_smem, dyn);
+  cfg->smem_allowed = cfg->smem <= p->smem_allowed;
+  cfg->stream = stream;
+  cfg->pdl = pdl;
+  cfg->hang = NULL;
+  cfg->name = p->name;
+  LbSiteNote *note;
+  if (!lb_launch_site(L, &cfg->file, &cfg->line, &note)) {
+    cfg->file = NULL;
+  } else if (note) { /* the runtime's copy of the file, made once per site (its records keep it) */
+    if (note->owner != rt) note->owner = rt, note->file = tlcu_intern(rt, cfg->file);
+    cfg->file = note->file;
+  }
+  if (tlcu_launch(rt, p->fn, cfg, ptrs) != TLCU_OK) lb_cuda_error_of(L, rt, "launch");
+  if (cfg->smem > p->smem_allowed) p->smem_allowed = cfg->smem;
+}
+
 /* Launch through the plan at index plan: the grid, the arguments' table, the
 ** dynamic shared memory (none: the plan's), the stream (none: the default
 ** stream) and whether it is a programmatic dependent launch at the given indices. */
 static void do_launch(lua_State *L, int plan, Plan *p, int grid, int args, int smem, int stream,
                       int pdl) {
-  TlcuRuntime *rt = p->rt;
   uint64_t slots_here[PLAN_MAX_ARGS], *slots = slots_here;
   void *ptrs_here[PLAN_MAX_ARGS], **ptrs = ptrs_here;
   TlcuLaunch cfg;
   grid_arg(L, grid, p, cfg.grid);
   pack_all(L, plan, p, args, &slots, &ptrs);
-  if (p->has_sizes) check_sizes(L, plan, p, cfg.grid, slots);
   lua_Integer dyn = lua_isnoneornil(L, smem) ? (lua_Integer)p->smem : luaL_checkinteger(L, smem);
-  memcpy(cfg.block, p->block, sizeof cfg.block);
-  memcpy(cfg.cluster, p->cluster, sizeof cfg.cluster);
-  cfg.smem = lb_launch_smem(L, p->static_smem, dyn);
-  cfg.smem_allowed = cfg.smem <= p->smem_allowed;
-  cfg.stream = lb_stream_arg(L, stream);
-  cfg.pdl = lua_toboolean(L, pdl);
-  cfg.hang = NULL;
-  cfg.name = p->name;
-  LbSiteNote *note;
-  if (!lb_launch_site(L, &cfg.file, &cfg.line, &note)) {
-    cfg.file = NULL;
-  } else if (note) { /* the runtime's copy of the file, made once per site (its records keep it) */
-    if (note->owner != rt) note->owner = rt, note->file = tlcu_intern(rt, cfg.file);
-    cfg.file = note->file;
-  }
-  if (tlcu_launch(rt, p->fn, &cfg, ptrs) != TLCU_OK) lb_cuda_error_of(L, rt, "launch");
-  if (cfg.smem > p->smem_allowed) p->smem_allowed = cfg.smem;
+  launch_issue(L, plan, p, &cfg, slots, ptrs, dyn, lb_stream_arg(L, stream), lua_toboolean(L, pdl));
 }
 
 /* plan:launch(grid, args [, smem [, stream]]): asynchronous, like Kernel:launch. */
@@ -620,6 +657,35 @@ static unsigned cfg_read(lua_State *L, const CfgKeys *keys, int t, int at) {
   return there;
 }
 
+/* The launch cfg (what lua_topointer gives) asks for when it names only a
+** grid (an integer) and the arguments (a table), read in place: launched,
+** true; else false, nothing done. */
+static bool launch_peeked(lua_State *L, const CfgKeys *keys, int plan, Plan *p, const void *cfg) {
+  const LbNode *grid = NULL, *args = NULL;
+  unsigned n;
+  const LbNode *node = lb_peek_nodes(cfg, &n);
+  for (unsigned i = 0; i < n; i++) {
+    if (node[i].key_tag != LB_TAG_SHORT_STRING || LB_TAG_IS_NIL(node[i].tag)) continue;
+    if (node[i].key == keys->string[CFG_GRID]) grid = &node[i];
+    else if (node[i].key == keys->string[CFG_ARGS]) args = &node[i];
+    else
+      for (int j = CFG_ARGS + 1; j < CFG_KEYS; j++)
+        if (node[i].key == keys->string[j])
+          return false; /* smem, stream, pdl, ...: the stack's way */
+  }
+  if (!args || args->tag != LB_TAG_TABLE || (grid && grid->tag != LB_TAG_INT)) return false;
+  uint64_t slots_here[PLAN_MAX_ARGS], *slots = slots_here;
+  void *ptrs_here[PLAN_MAX_ARGS], **ptrs = ptrs_here;
+  if (!pack_in_place(p, args->v.gc, &slots, &ptrs)) return false;
+  TlcuLaunch c;
+  lua_Integer g = grid ? grid->v.i : 1;
+  if (g < 1 || g > 0x7fffffff) lb_error(L, "launch: grid %lld is out of range", (long long)g);
+  c.grid[0] = (unsigned)g, c.grid[1] = c.grid[2] = 1;
+  grid_check(L, p, c.grid);
+  launch_issue(L, plan, p, &c, slots, ptrs, (lua_Integer)p->smem, NULL, false);
+  return true;
+}
+
 /* launch(k, cfg): the fast path of k:launch (stack: k, cfg). */
 static int launch_fast_call(lua_State *L) {
   const CfgKeys *keys = lua_touserdata(L, lua_upvalueindex(UP_CFG_KEYS));
@@ -629,9 +695,14 @@ static int launch_fast_call(lua_State *L) {
     /* k._plan is nil or the plan of k._fn: whatever changes k._fn clears it
     ** (lua/tilua/gpu/launch.lua, compile.lua) */
     Plan *p = lua_touserdata(L, 3);
-    enum { AT = 5 };                   /* cfg's fields */
-    if (*p->cur == p->rt->info.ordinal /* loaded on the current device */
-        && !(cfg_read(L, keys, 2, AT) & CFG_SLOW)) {
+    enum { AT = 5 };                    /* cfg's fields */
+    if (*p->cur != p->rt->info.ordinal) /* not loaded on the current device */
+      goto slow;
+    if (keys->peek && launch_peeked(L, keys, 3, p, lua_topointer(L, 2))) {
+      lua_settop(L, 1);
+      return 1; /* k */
+    }
+    if (!(cfg_read(L, keys, 2, AT) & CFG_SLOW)) {
       if (lua_isnil(L, AT + CFG_GRID)) lua_pushinteger(L, 1), lua_replace(L, AT + CFG_GRID);
       if (lua_isnil(L, AT + CFG_ARGS)) lua_newtable(L), lua_replace(L, AT + CFG_ARGS);
       do_launch(L, 3, p, AT + CFG_GRID, AT + CFG_ARGS, AT + CFG_SMEM, AT + CFG_STREAM,
@@ -640,6 +711,7 @@ static int launch_fast_call(lua_State *L) {
       return 1; /* k */
     }
   }
+slow:
   lua_settop(L, 2); /* the slow path: slow(k, cfg) */
   lua_pushvalue(L, lua_upvalueindex(UP_SLOW));
   lua_insert(L, 1);
