@@ -16,7 +16,9 @@
 --                    column the H200 traps, CUDA_ERROR_ILLEGAL_INSTRUCTION),
 --                    its float k block % 4
 -- has them staged: each stage of the pipeline gets a slot a consumer
--- warpgroup per load (128-byte aligned), the producer issues their TMA loads
+-- warpgroup per load (128-byte aligned; one element that several consumers
+-- read at coordinates computed alike, as block-scaled fp8's B scale, is
+-- brought once, into the first one's slot, which they all read), the producer issues their TMA loads
 -- into the stage after the operand tiles', completing on the stage's full
 -- barrier (the stage's transaction bytes count them), and the consumers read
 -- the block's values from the stage once its full barrier has passed, before
@@ -73,6 +75,24 @@ local function closure(v, kk, work, deps, seen)
   seen[rid] = true
   deps[#deps + 1] = d
   return true
+end
+
+-- A key of value v's computation from the loop index kk and the work id:
+-- equal keys, equal values (each op's name, attributes and result type,
+-- its operands' keys); the consumers' copies of one load of the program
+-- give equal keys where they read the same element.
+local function key_of(v, kk, work)
+  if v:id() == kk:id() then return "kk" end
+  if v:id() == work:id() then return "work" end
+  local d = v:def()
+  if not d then return "arg" .. v:id() end
+  local at, names = d:attrs(), {}
+  for name in pairs(at) do names[#names + 1] = name end
+  table.sort(names)
+  local parts = { d:name(), tostring(v:type()) }
+  for _, name in ipairs(names) do parts[#parts + 1] = name .. "=" .. tostring(at[name]) end
+  for i = 1, d:noperands() do parts[#parts + 1] = "(" .. key_of(d:operand(i), kk, work) .. ")" end
+  return table.concat(parts, " ")
 end
 
 -- The staged form of load o of loop body b (k block kk), or nil.
@@ -132,6 +152,9 @@ function Staged.plan(L, an)
           if not closure(o:operand(j), kk, work, deps, seen) then ok = false end
         end
         f.op, f.tensor, f.agent, f.deps, f.kk, f.work = o, o:operand(1), i - 1, deps, kk, work
+        if f.single then -- (one element: the same for every consumer that reads it)
+          f.key = tostring(o:operand(1):id()) .. ":" .. key_of(o:operand(2), kk, work) .. ":" .. key_of(o:operand(3), kk, work)
+        end
         f.map = tl.tensor_map_type(tl.f32, f.box, 0)
         local prev = maps[o:operand(1):id()]
         if prev and tostring(prev) ~= tostring(f.map) then ok = false end
@@ -142,6 +165,10 @@ function Staged.plan(L, an)
         for _, f in ipairs(mine) do
           list[#list + 1] = f
           by_op[f.op:result(1):id()] = f
+          -- (an element an earlier consumer's load brings: read from its slot, no TMA of its own)
+          for _, g in ipairs(list) do
+            if g ~= f and g.key and g.key == f.key and not g.from then f.from = g break end
+          end
         end
       end
     end
@@ -169,7 +196,7 @@ function Staged.shared(L)
     local slot = (f.width * 4 + SLOT_ALIGN - 1) // SLOT_ALIGN * SLOT_ALIGN // 4
     bufs[key] = bufs[key] or L.k:shared(tl.f32, { g.stages, #L.consumers, slot }, { align = SLOT_ALIGN })
     f.buf = bufs[key]
-    g.bytes = g.bytes + f.box[1] * f.box[2] * 4
+    if not f.from then g.bytes = g.bytes + f.box[1] * f.box[2] * 4 end
   end
 end
 
@@ -179,6 +206,7 @@ function Staged.produce(L, env, kk)
   if not L.staged then return end
   local q = L.vmap[L.staged.producer_work:id()]
   for _, f in ipairs(L.staged.list) do
+    if f.from then goto next end
     local saved = {}
     local function bind(id, v)
       if saved[id] == nil then saved[id] = L.vmap[id] or false end
@@ -199,6 +227,7 @@ function Staged.produce(L, env, kk)
     else coords = V.leading(L, o, { V.get(L, o:operand(3), o) * f.width }) end
     tl.tma_load(f.buf:ptr(env.stage, f.agent), L.args[e.lowered_map], env.full, coords)
     for id, v in pairs(saved) do L.vmap[id] = v or nil end
+    ::next::
   end
 end
 
@@ -209,7 +238,10 @@ function Staged.read(L, env, op)
   local f = L.staged and L.staged.by_op[op:result(1):id()]
   if not f then return nil end
   local stage, wg = env.stage, env.wg
-  if f.single then return { single = f.buf:ptr(stage, wg, V.get(L, op:operand(3), op) & (SINGLE_BOX - 1)):load() } end
+  if f.single then -- (from the slot of the consumer whose load brought it)
+    local from = f.from and f.from.agent or wg
+    return { single = f.buf:ptr(stage, from, V.get(L, op:operand(3), op) & (SINGLE_BOX - 1)):load() }
+  end
   local row = env.f.row
   -- (lazy: a line carried a k block is made again without being read)
   return V.line(tl.f32, 1, function(off) return (f.buf:ptr(stage, wg, 0) + (row + off)):load() end)
