@@ -115,6 +115,56 @@ local function form_of(o, kk)
   return { box = { 1, s }, width = s }
 end
 
+-- The key of x in x + j (an arith.addi of x and the constant j marked
+-- tileas.replica: consumer j's copy of a coordinate that
+-- tileas-materialize-agents split by warpgroup), and x; or nil.
+local function replica_base(v, j, kk, work)
+  local d = v:def()
+  if not d or d:name() ~= "arith.addi" then return nil end
+  for i = 1, 2 do
+    local c = d:operand(i):def()
+    if c and c:name() == "arith.constant" and c:attr "tileas.replica" and c:attr "value" == j then
+      return key_of(d:operand(3 - i), kk, work), d:operand(3 - i)
+    end
+  end
+  return nil
+end
+
+-- Lines of one tensor that the n consumers read at consecutive row blocks
+-- (consumer j's at x + j, j its replica, x computed alike: the agents'
+-- copies of one load of the program's rows) come in one box {1, n S}, at
+-- x's rows, into consumer 0's slot and those after it: slots of S floats that
+-- are whole multiples of 128 bytes lie back to back, so each consumer reads
+-- its own slot as before (block-scaled fp8's A scales: one box of 128 rows a
+-- stage instead of one of 64 a warpgroup). Staged.merge_lines = false (the
+-- pass option merge_lines=0) keeps a box a consumer.
+local function merge_lines(list, n)
+  local by_tensor, order = {}, {}
+  for _, f in ipairs(list) do
+    local t = f.tensor:id()
+    if not f.single then
+      if not by_tensor[t] then by_tensor[t], order[#order + 1] = {}, t end
+      table.insert(by_tensor[t], f)
+    end
+  end
+  for _, t in ipairs(order) do
+    local g = by_tensor[t]
+    local w = g[1].width
+    local ok = n > 1 and #g == n and (w * 4) % SLOT_ALIGN == 0 and n * w <= 256
+    local base
+    for j, f in ipairs(ok and g or {}) do
+      local key, x = replica_base(f.op:operand(3), j - 1, f.kk, f.work)
+      if f.agent ~= j - 1 or f.width ~= w or not key or (base and key ~= base) then ok = false break end
+      base, f.row_base = key, x
+    end
+    if ok then
+      local lead = g[1]
+      lead.lines, lead.box, lead.map = n, { 1, n * w }, tl.tensor_map_type(tl.f32, { 1, n * w }, 0)
+      for j = 2, n do g[j].from, g[j].map = lead, lead.map end
+    end
+  end
+end
+
 -- The plan (L.staged, before plan.lua's parameters): which loads of the
 -- consumers' loops are staged. an: consumer.lua's analyses (ahead_loads,
 -- lag_plan). Sets L.staged = { by_op = {[result id] = load}, list = loads,
@@ -174,6 +224,7 @@ function Staged.plan(L, an)
     end
   end
   if #list == 0 then return end
+  if Staged.merge_lines ~= false then merge_lines(list, #consumers) end
   L.staged = { list = list, by_op = by_op, producer_work = pwork }
 end
 
@@ -196,7 +247,7 @@ function Staged.shared(L)
     local slot = (f.width * 4 + SLOT_ALIGN - 1) // SLOT_ALIGN * SLOT_ALIGN // 4
     bufs[key] = bufs[key] or L.k:shared(tl.f32, { g.stages, #L.consumers, slot }, { align = SLOT_ALIGN })
     f.buf = bufs[key]
-    if not f.from then g.bytes = g.bytes + f.box[1] * f.box[2] * 4 end
+    if not f.from then g.bytes = g.bytes + f.box[1] * f.box[2] * 4 end -- (a merged box: all its lines)
   end
 end
 
@@ -224,6 +275,8 @@ function Staged.produce(L, env, kk)
     if f.single then -- (the box at the 16-byte aligned column below the k block)
       -- (k blocks count from 0: an and, where ptxas makes rem.s32 by 4 a division of ~23 instructions)
       coords = V.leading(L, o, { V.get(L, o:operand(3), o) & -SINGLE_BOX })
+    elseif f.lines then -- (the lines of the consumers after it too: from consumer 0's row block)
+      coords = V.leading(L, o, { V.get(L, f.row_base, o) * f.width })
     else coords = V.leading(L, o, { V.get(L, o:operand(3), o) * f.width }) end
     tl.tma_load(f.buf:ptr(env.stage, f.agent), L.args[e.lowered_map], env.full, coords)
     for id, v in pairs(saved) do L.vmap[id] = v or nil end
