@@ -11,25 +11,26 @@
 -- ahead (for_tiles' prefetch; the default, 0, is the block-scaled row), the
 -- per-tensor (promoted and fast) and block-scaled
 -- ones as programmatic dependent launches, the block-scaled one with A's
--- scales in a box a warpgroup (convert-tileas-to-cutlass{merge_lines=0}) and in 4 and 6
--- stages, tl.gemm's fp8 GEMM on that tile and in other forms (ping-pong
+-- scales in a box a warpgroup (convert-tileas-to-cutlass{merge_lines=0}) and in 4, 5 and 6
+-- stages, the per-tensor one in 4 stages, tl.gemm's fp8 GEMM on that tile and in other forms (ping-pong
 -- 128 x 192 a warpgroup, alone and on a 2 x 1 cluster; 128 x 256 on a 2 x 1
 -- cluster: gemm_pp, gemm_pp_c2, gemm_c2, checked against cuBLASLt's result),
 -- and cuBLASLt. Every tile program is checked first (the example's sampled
 -- CPU references at a ragged size; one found wrong is not timed); then each
 -- is timed: the best of 5 samples of CUDA events around 10 back-to-back
--- launches. Ratios are over cuBLASLt
+-- launches, the rows alternating; --rounds=R times them R times in the same
+-- process (a table and the ratios a round). Ratios are over cuBLASLt
 -- (throughput); the targets: the per-tensor program >= 1.0, the block-scaled
 -- one >= 0.9 of the per-tensor one (printed after the table).
 --
 -- --only=NAME,NAME,...: only those forms (the table's names: tensor, blocks,
 -- blocks_pf2, ...), tl.gemm's and cuBLASLt's rows always.
 --
---   tilua tools/bench/tile_fp8.lua [--m=8192] [--n=8192] [--k=8192] [--only=tensor,blocks]
+--   tilua tools/bench/tile_fp8.lua [--m=8192] [--n=8192] [--k=8192] [--rounds=1] [--only=tensor,blocks]
 local tl = require "tilua"
 
 local P = dofile "tools/bench/peers.lua"
-local o = P.options { m = 8192, n = 8192, k = 8192 }
+local o = P.options { m = 8192, n = 8192, k = 8192, rounds = 1 }
 tl.device.require()
 local D = tl.device
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
@@ -60,7 +61,9 @@ local forms = {
   { "blocks_noknobs", { scales = "blocks", knobs = false }, "tile fp8, block scales, staged by TMA, no OCG knobs" },
   { "blocks_boxes", { scales = "blocks", lowering = "merge_lines=0" }, "tile fp8, block scales, staged, A's scales a box a warpgroup" },
   { "blocks_s4", { scales = "blocks", stages = 4 }, "tile fp8, block scales, staged by TMA, 4 stages" },
+  { "blocks_s5", { scales = "blocks", stages = 5 }, "tile fp8, block scales, staged by TMA, 5 stages" },
   { "blocks_s6", { scales = "blocks", stages = 6 }, "tile fp8, block scales, staged by TMA, 6 stages" },
+  { "tensor_s4", { scales = "tensor", stages = 4 }, "tile fp8, per-tensor scales, 4 stages" },
   -- (tl.gemm's fp8 GEMM in other forms than the reference row's: what a
   -- tile shape, ping-pong or a cluster would give the per-tensor fast form;
   -- each checked against cuBLASLt's result, the report printed)
@@ -141,13 +144,16 @@ if blas then
     end
   end
 end
-local best = P.time(runs)
-local peer = blas and best[#runs]
-P.table(runs, best, 2.0 * M * N * K, "/ cuBLASLt fp8", function(i) return peer and peer / best[i] end)
--- the block-scaled forms over the per-tensor one with the same promotion (the target: >= 0.9)
-for _, f in ipairs(forms) do
-  local i, t = row_of[f[1]], row_of[f[1]:match "_c2" and "tensor_c2" or f[1]:match "_pdl" and "tensor_pdl" or "tensor"]
-  if f[2].scales == "blocks" and i and t then
-    print(("%s: %.3f of the per-tensor form's throughput"):format(f[3], best[t] / best[i]))
+for round = 1, o.rounds do
+  local best = P.time(runs)
+  local peer = blas and best[#runs]
+  if o.rounds > 1 then print(("round %d of %d"):format(round, o.rounds)) end
+  P.table(runs, best, 2.0 * M * N * K, "/ cuBLASLt fp8", function(i) return peer and peer / best[i] end)
+  -- the block-scaled forms over the per-tensor one with the same promotion (the target: >= 0.9)
+  for _, f in ipairs(forms) do
+    local i, t = row_of[f[1]], row_of[f[1]:match "_c2" and "tensor_c2" or f[1]:match "_pdl" and "tensor_pdl" or "tensor"]
+    if f[2].scales == "blocks" and i and t then
+      print(("%s: %.3f of the per-tensor form's throughput"):format(f[3], best[t] / best[i]))
+    end
   end
 end
