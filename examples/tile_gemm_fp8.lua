@@ -33,8 +33,10 @@
 -- DeepSeek-V3's fp8 GEMMs do; the lowering promotes a block once the next
 -- one is issued). The tile is 128 x 128 x 128 (128 fp8 bytes of K: one
 -- 128-byte swizzled row; N 128 so that two blocks' sums and the accumulator
--- fit a warpgroup's registers), 5 stages; 4 with block scales (faster on an
--- H200 than 5 or 6: docs/PERF.md; --stages=N sets it). --fast (per-tensor or
+-- fit a warpgroup's registers), 5 stages; 4 with block scales (on an H200,
+-- s11fp8-2 in docs/PERF.md: 4 stages beat 5 in 4 of 6 interleaved rounds, by
+-- 1.2 % on the mean of the ratios to per-tensor, 0.896 against 0.885; 6 was
+-- slower in the one round it ran; --stages=N sets it). --fast (per-tensor or
 -- row / column scales): no promotion, the k blocks accumulate in the tensor cores
 -- (tl.dot's fast_accum, cuBLASLt's fast accumulation), which frees the
 -- registers for a 128 x 256 tile (4 stages). K is a multiple of 16 (TMA's
