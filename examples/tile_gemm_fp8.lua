@@ -33,8 +33,11 @@
 -- DeepSeek-V3's fp8 GEMMs do; the lowering promotes a block once the next
 -- one is issued). The tile is 128 x 128 x 128 (128 fp8 bytes of K: one
 -- 128-byte swizzled row; N 128 so that two blocks' sums and the accumulator
--- fit a warpgroup's registers), 5 stages. --fast (per-tensor or row / column
--- scales): no promotion, the k blocks accumulate in the tensor cores
+-- fit a warpgroup's registers), 5 stages; 4 with block scales (on an H200,
+-- s11fp8-2 in docs/PERF.md: 4 stages beat 5 in 4 of 6 interleaved rounds, by
+-- 1.2 % on the mean of the ratios to per-tensor, 0.896 against 0.885; 6 was
+-- slower in the one round it ran; --stages=N sets it). --fast (per-tensor or
+-- row / column scales): no promotion, the k blocks accumulate in the tensor cores
 -- (tl.dot's fast_accum, cuBLASLt's fast accumulation), which frees the
 -- registers for a 128 x 256 tile (4 stages). K is a multiple of 16 (TMA's
 -- row strides are multiples of 16 bytes), not of the tile.
@@ -43,7 +46,7 @@
 -- grid before its first read, then lets the next grid launch; once per CTA:
 -- the lowering keeps them before the loop of programs).
 --
---   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D]] [--fast] [--pdl] [--e5m2] [--cluster] [--emit=ir|ptx] [--stage=NAME]
+--   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D]] [--fast] [--pdl] [--e5m2] [--stages=N] [--cluster] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random fp8 data (values of magnitude in [0.25, 4))
 -- and random scales, and checks sampled elements of C against CPU dot products
@@ -95,7 +98,7 @@ local function build(opts)
     end
     local m, n = tl.program_id("x"), tl.program_id("y")
     local prefetch = blocks and opts.prefetch or nil
-    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or (fast and 4 or 5), prefetch = prefetch },
+    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or ((fast or blocks) and 4 or 5), prefetch = prefetch },
                              tl.zeros({ bm, BN }, tl.f32), function(kk, acc)
       -- (square tiles: say that B is given as [N, K])
       local a, b = tl.load(p.A, { m, kk }, { bm, 128 }), tl.load(p.B, { n, kk }, { BN, 128 })

@@ -213,7 +213,7 @@ describe("an fp8 GEMM as a tile program", function()
     tl.options.keep_stages = true
     k:compile()
     tl.options.keep_stages = saved
-    assert.matches("tileas.pipeline = {prefetch = 6, stages = 5}", tl.last_stages[1].ir, 1, true)
+    assert.matches("tileas.pipeline = {prefetch = 6, stages = 4}", tl.last_stages[1].ir, 1, true)
     tl.new_module()
     k = tl.tile_kernel("t", { params = { C = tl.tensor(tl.f32, 2), K = tl.i32 } })
     assert.has_error(function()

@@ -130,6 +130,58 @@ static void emit_int(Emit *e, IrOp *op, const char *mn, char sign, int flags) {
   if (flags & (I_NORM | I_ZEXT)) px_norm8(e, d);
 }
 
+/* divsi / divui / remsi / remui by a constant power of two c = 2^s (positive
+** when signed): shifts and ands. ptxas does not strength-reduce a PTX div or
+** rem by a constant, register or immediate (docs/PERF.md, tenth session:
+** rem.s32 by 4 is its general division, 23 instructions). Signed division
+** truncates toward zero: a negative dividend is biased by c - 1 first
+** (t = (a >>s (w - 1)) >>u (w - s), 0 or c - 1), q = (a + t) >>s s and
+** r = a - ((a + t) & -c), the sign of the dividend. i8 (sign-extended in a
+** .b16 register) computes at 16 bits, its results already sign-extended; the
+** unsigned ones read it zero-extended. false: not such an op (the general
+** div / rem then). */
+static bool emit_divrem_pow2(Emit *e, IrOp *op) {
+  IrValue *d = &op->results[0], *a = op->operands[0].value;
+  uint32_t w = px_width_of(d->type);
+  int64_t c;
+  if (px_is_i1(d->type) || (w != 8 && w != 16 && w != 32 && w != 64) ||
+      !dia_const_int(op->operands[1].value, &c))
+    return false;
+  bool sign = op->kind == OP_ARITH_DIVSI || op->kind == OP_ARITH_REMSI,
+       rem = op->kind == OP_ARITH_REMSI || op->kind == OP_ARITH_REMUI;
+  uint64_t u = w == 64 ? (uint64_t)c : (uint64_t)c & ((1ull << w) - 1);
+  if (u == 0 || (u & (u - 1)) != 0 || (sign && (u >> (w - 1)) != 0)) return false;
+  uint32_t s = 0, rw = w <= 16 ? 16 : w; /* c = 2^s; the registers' width */
+  while ((u >> s) != 1)
+    s++;
+  if (s == 0) { /* by 1: a, or 0 */
+    if (rem) px_emitf(e, "mov.%s %v, 0;", px_isfx(d->type, 'b'), d);
+    else px_emitf(e, "mov.%s %v, %v;", px_isfx(d->type, 'b'), d, a);
+    return true;
+  }
+  if (!sign) {
+    char m[24];
+    snprintf(m, sizeof m, "0x%llX", (unsigned long long)(u - 1));
+    if (rem) px_emitf(e, "and.%s %v, %v, %s;", px_isfx(d->type, 'b'), d, a, m);
+    else px_emitf(e, "shr.%s %v, %R, %u;", px_isfx(d->type, 'u'), d, px_zext8(e, a), s);
+    return true;
+  }
+  Regs *t = px_new_regs(e, px_regs(e, d)->cls, 1);
+  char mask[24]; /* -c at the registers' width */
+  snprintf(mask, sizeof mask, "0x%llX",
+           (unsigned long long)(rw == 64 ? (uint64_t)0 - u : (1ull << rw) - u));
+  px_emitf(e, "shr.%s %R, %v, %u;", px_isfx(d->type, 's'), t, a, rw - 1);
+  px_emitf(e, "shr.%s %R, %R, %u;", px_isfx(d->type, 'u'), t, t, rw - s);
+  px_emitf(e, "add.%s %R, %v, %R;", px_isfx(d->type, 's'), t, a, t);
+  if (!rem) {
+    px_emitf(e, "shr.%s %v, %R, %u;", px_isfx(d->type, 's'), d, t, s);
+    return true;
+  }
+  px_emitf(e, "and.%s %R, %R, %s;", px_isfx(d->type, 'b'), t, t, mask);
+  px_emitf(e, "sub.%s %v, %v, %R;", px_isfx(d->type, 's'), d, a, t);
+  return true;
+}
+
 /* The shift amount as the .u32 register PTX wants; amounts >= the width clamp. */
 static Regs *shift_amount(Emit *e, IrValue *b) {
   uint32_t w = px_width_of(b->type);
@@ -386,10 +438,18 @@ bool px_emit_arith(Emit *e, IrOp *op) {
   case OP_ARITH_ADDI: emit_int(e, op, "add", 's', I_NORM); return true;
   case OP_ARITH_SUBI: emit_int(e, op, "sub", 's', I_NORM); return true;
   case OP_ARITH_MULI: emit_int(e, op, "mul.lo", 's', I_NORM); return true;
-  case OP_ARITH_DIVSI: emit_int(e, op, "div", 's', I_NORM); return true;
-  case OP_ARITH_DIVUI: emit_int(e, op, "div", 'u', I_ZEXT); return true;
-  case OP_ARITH_REMSI: emit_int(e, op, "rem", 's', 0); return true;
-  case OP_ARITH_REMUI: emit_int(e, op, "rem", 'u', I_ZEXT); return true;
+  case OP_ARITH_DIVSI:
+    if (!emit_divrem_pow2(e, op)) emit_int(e, op, "div", 's', I_NORM);
+    return true;
+  case OP_ARITH_DIVUI:
+    if (!emit_divrem_pow2(e, op)) emit_int(e, op, "div", 'u', I_ZEXT);
+    return true;
+  case OP_ARITH_REMSI:
+    if (!emit_divrem_pow2(e, op)) emit_int(e, op, "rem", 's', 0);
+    return true;
+  case OP_ARITH_REMUI:
+    if (!emit_divrem_pow2(e, op)) emit_int(e, op, "rem", 'u', I_ZEXT);
+    return true;
   case OP_ARITH_ANDI: emit_int(e, op, "and", 'b', 0); return true;
   case OP_ARITH_ORI: emit_int(e, op, "or", 'b', 0); return true;
   case OP_ARITH_XORI: emit_int(e, op, "xor", 'b', 0); return true;

@@ -10,22 +10,27 @@
 -- block-scaled one with its scales prefetched into L1 2, 4 and 8 k blocks
 -- ahead (for_tiles' prefetch; the default, 0, is the block-scaled row), the
 -- per-tensor (promoted and fast) and block-scaled
--- ones as programmatic dependent launches, tl.gemm's fp8 GEMM on that tile,
+-- ones as programmatic dependent launches, the block-scaled one with A's
+-- scales in a box a warpgroup (convert-tileas-to-cutlass{merge_lines=0}) and in 4, 5 and 6
+-- stages, the per-tensor one in 4 stages, tl.gemm's fp8 GEMM on that tile and in other forms (ping-pong
+-- 128 x 192 a warpgroup, alone and on a 2 x 1 cluster; 128 x 256 on a 2 x 1
+-- cluster: gemm_pp, gemm_pp_c2, gemm_c2, checked against cuBLASLt's result),
 -- and cuBLASLt. Every tile program is checked first (the example's sampled
 -- CPU references at a ragged size; one found wrong is not timed); then each
 -- is timed: the best of 5 samples of CUDA events around 10 back-to-back
--- launches. Ratios are over cuBLASLt
+-- launches, the rows alternating; --rounds=R times them R times in the same
+-- process (a table and the ratios a round). Ratios are over cuBLASLt
 -- (throughput); the targets: the per-tensor program >= 1.0, the block-scaled
 -- one >= 0.9 of the per-tensor one (printed after the table).
 --
 -- --only=NAME,NAME,...: only those forms (the table's names: tensor, blocks,
 -- blocks_pf2, ...), tl.gemm's and cuBLASLt's rows always.
 --
---   tilua tools/bench/tile_fp8.lua [--m=8192] [--n=8192] [--k=8192] [--only=tensor,blocks]
+--   tilua tools/bench/tile_fp8.lua [--m=8192] [--n=8192] [--k=8192] [--rounds=1] [--only=tensor,blocks]
 local tl = require "tilua"
 
 local P = dofile "tools/bench/peers.lua"
-local o = P.options { m = 8192, n = 8192, k = 8192 }
+local o = P.options { m = 8192, n = 8192, k = 8192, rounds = 1 }
 tl.device.require()
 local D = tl.device
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
@@ -54,6 +59,17 @@ local forms = {
   -- the mbarrier ops and fences, which tl.gemm's PTX does not have either)
   { "tensor_fast_noknobs", { scales = "tensor", fast = true, knobs = false }, "tile fp8, per-tensor, fast accumulation, no OCG knobs" },
   { "blocks_noknobs", { scales = "blocks", knobs = false }, "tile fp8, block scales, staged by TMA, no OCG knobs" },
+  { "blocks_boxes", { scales = "blocks", lowering = "merge_lines=0" }, "tile fp8, block scales, staged, A's scales a box a warpgroup" },
+  { "blocks_s4", { scales = "blocks", stages = 4 }, "tile fp8, block scales, staged by TMA, 4 stages" },
+  { "blocks_s5", { scales = "blocks", stages = 5 }, "tile fp8, block scales, staged by TMA, 5 stages" },
+  { "blocks_s6", { scales = "blocks", stages = 6 }, "tile fp8, block scales, staged by TMA, 6 stages" },
+  { "tensor_s4", { scales = "tensor", stages = 4 }, "tile fp8, per-tensor scales, 4 stages" },
+  -- (tl.gemm's fp8 GEMM in other forms than the reference row's: what a
+  -- tile shape, ping-pong or a cluster would give the per-tensor fast form;
+  -- each checked against cuBLASLt's result, the report printed)
+  { "gemm_pp", { gemm = { consumers = "pingpong", bm = 128, bn = 192 } }, "tl.gemm fp8 ping-pong 128 x 192 a warpgroup (stdlib)" },
+  { "gemm_pp_c2", { gemm = { consumers = "pingpong", bm = 128, bn = 192, cluster = 2 } }, "tl.gemm fp8 ping-pong 128 x 192, cluster 2 x 1 (stdlib)" },
+  { "gemm_c2", { gemm = { bn = 256, cluster = 2 } }, "tl.gemm fp8 128 x 256, cluster 2 x 1 (stdlib)" },
 }
 local only
 for _, a in ipairs(arg or {}) do
@@ -73,12 +89,16 @@ for _, p in ipairs(tl.core.pipelines()) do if p.name == "tile-to-ptx" then tile_
 local kernels, wrong = {}, {} -- (a kernel whose check failed is not timed)
 for _, f in ipairs(forms) do
   local name = f[1]
+  if f[2].gemm then goto next end
   local k = ex.build(f[2])
   kernels[name] = k
-  k:compile(f[2].knobs == false and tile_to_ptx:gsub(",tileas%-insert%-OCG%-knobs", "") or nil)
+  local pipe = f[2].knobs == false and tile_to_ptx:gsub(",tileas%-insert%-OCG%-knobs", "") or nil
+  if f[2].lowering then pipe = (pipe or tile_to_ptx):gsub("convert%-tileas%-to%-cutlass", "%0{" .. f[2].lowering .. "}") end
+  k:compile(pipe)
   local ok, summary = ex.check(k, { seed = seed, scales = f[2].scales })
   print(("check %s: %s %s"):format(name, ok and "OK," or "FAILED (not timed),", summary))
   wrong[name] = not ok or nil
+  ::next::
 end
 
 local a, b = D.random(tl.i8, M * K, seed, "e4m3"), D.random(tl.i8, N * K, seed + 1, "e4m3")
@@ -86,10 +106,16 @@ local sa, sb = D.random(tl.f32, M, seed + 2), D.random(tl.f32, N, seed + 3)
 local ssa, ssb = ex.block_scale_shapes(M, N, K)
 local bsa, bsb = D.random(tl.f32, ssa[1] * ssa[2], seed + 4), D.random(tl.f32, ssb[1] * ssb[2], seed + 5)
 local c1, c2, c3 = D.alloc(tl.bf16, M * N), D.alloc(tl.bf16, M * N), D.alloc(tl.bf16, M * N)
-local runs, row_of = {}, {}
+local runs, row_of, gemms = {}, {}, {}
 for _, f in ipairs(forms) do
   local name, scales = f[1], f[2].scales
-  if not wrong[name] then
+  if f[2].gemm then
+    local go = { m = M, n = N, k = K, dtype = "e4m3", out = "bf16", alpha = 0.125 }
+    for key, v in pairs(f[2].gemm) do go[key] = v end
+    local g = tl.gemm.build(go)
+    runs[#runs + 1] = { f[3], function() g:run { a = a, b = b, d = c2 } end }
+    row_of[name], gemms[name] = #runs, g
+  elseif not wrong[name] then
     local sa_, sb_, c = 0.5, 0.25, c1
     if scales == "rowcol" then sa_, sb_, c = sa, sb, c2 elseif scales == "blocks" then sa_, sb_, c = bsa, bsb, c2 end
     runs[#runs + 1] = { f[3], function() ex.launch(kernels[name], a, b, c, sa_, sb_, M, N, K, true) end }
@@ -105,13 +131,29 @@ if blas then
     tl.core.blas_gemm { m = M, n = N, k = K, a = a.raw, b = b.raw, d = c3.raw, ["in"] = "e4m3", out = "bf16", alpha = 0.125 }
   end }
 end
-local best = P.time(runs)
-local peer = blas and best[#runs]
-P.table(runs, best, 2.0 * M * N * K, "/ cuBLASLt fp8", function(i) return peer and peer / best[i] end)
--- the block-scaled forms over the per-tensor one with the same promotion (the target: >= 0.9)
-for _, f in ipairs(forms) do
-  local i, t = row_of[f[1]], row_of[f[1]:match "_c2" and "tensor_c2" or f[1]:match "_pdl" and "tensor_pdl" or "tensor"]
-  if f[2].scales == "blocks" and i and t then
-    print(("%s: %.3f of the per-tensor form's throughput"):format(f[3], best[t] / best[i]))
+-- (tl.gemm's other forms against cuBLASLt's result, before the timing)
+if blas then
+  tl.core.blas_gemm { m = M, n = N, k = K, a = a.raw, b = b.raw, d = c3.raw, ["in"] = "e4m3", out = "bf16", alpha = 0.125 }
+  for _, f in ipairs(forms) do
+    local gf = gemms[f[1]]
+    if gf then
+      gf:run { a = a, b = b, d = c2 }
+      D.synchronize()
+      local ok, report = gf:check { a = a, b = b, d = c2, reference = c3 }
+      print(("check %s: %s %s"):format(f[1], ok and "OK," or "DIFFERS from cuBLASLt,", report))
+    end
+  end
+end
+for round = 1, o.rounds do
+  local best = P.time(runs)
+  local peer = blas and best[#runs]
+  if o.rounds > 1 then print(("round %d of %d"):format(round, o.rounds)) end
+  P.table(runs, best, 2.0 * M * N * K, "/ cuBLASLt fp8", function(i) return peer and peer / best[i] end)
+  -- the block-scaled forms over the per-tensor one with the same promotion (the target: >= 0.9)
+  for _, f in ipairs(forms) do
+    local i, t = row_of[f[1]], row_of[f[1]:match "_c2" and "tensor_c2" or f[1]:match "_pdl" and "tensor_pdl" or "tensor"]
+    if f[2].scales == "blocks" and i and t then
+      print(("%s: %.3f of the per-tensor form's throughput"):format(f[3], best[t] / best[i]))
+    end
   end
 end

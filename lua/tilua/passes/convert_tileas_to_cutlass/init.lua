@@ -196,13 +196,16 @@ end
 -- claimed at run time, 5: the next two rows in registers, claimed, 6: as 4,
 -- each claim published an iteration later) overrides
 -- tl.options.row_ring's choice of form (rowring.lua); transpose_claims (0 or
--- 1) tl.options.tile_transpose's claims (transpose.lua).
+-- 1) tl.options.tile_transpose's claims (transpose.lua); merge_lines=0 keeps
+-- a staged line's box a consumer (staged.lua: the default, 1, brings the
+-- consumers' lines at consecutive row blocks in one box).
 function M.convert(module, options)
   local tl = require "tilua"
   local G = require "tilua.kernels.gemm"
   local Ring = require "tilua.passes.convert_tileas_to_cutlass.rowring"
   Ring.forced = options and options.row_ring
   require("tilua.passes.convert_tileas_to_cutlass.transpose").forced_claims = options and options.transpose_claims
+  Staged.merge_lines = not (options and options.merge_lines == 0)
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then

@@ -16,7 +16,9 @@
 --                    column the H200 traps, CUDA_ERROR_ILLEGAL_INSTRUCTION),
 --                    its float k block % 4
 -- has them staged: each stage of the pipeline gets a slot a consumer
--- warpgroup per load (128-byte aligned), the producer issues their TMA loads
+-- warpgroup per load (128-byte aligned; one element that several consumers
+-- read at coordinates computed alike, as block-scaled fp8's B scale, is
+-- brought once, into the first one's slot, which they all read), the producer issues their TMA loads
 -- into the stage after the operand tiles', completing on the stage's full
 -- barrier (the stage's transaction bytes count them), and the consumers read
 -- the block's values from the stage once its full barrier has passed, before
@@ -75,6 +77,24 @@ local function closure(v, kk, work, deps, seen)
   return true
 end
 
+-- A key of value v's computation from the loop index kk and the work id:
+-- equal keys, equal values (each op's name, attributes and result type,
+-- its operands' keys); the consumers' copies of one load of the program
+-- give equal keys where they read the same element.
+local function key_of(v, kk, work)
+  if v:id() == kk:id() then return "kk" end
+  if v:id() == work:id() then return "work" end
+  local d = v:def()
+  if not d then return "arg" .. v:id() end
+  local at, names = d:attrs(), {}
+  for name in pairs(at) do names[#names + 1] = name end
+  table.sort(names)
+  local parts = { d:name(), tostring(v:type()) }
+  for _, name in ipairs(names) do parts[#parts + 1] = name .. "=" .. tostring(at[name]) end
+  for i = 1, d:noperands() do parts[#parts + 1] = "(" .. key_of(d:operand(i), kk, work) .. ")" end
+  return table.concat(parts, " ")
+end
+
 -- The staged form of load o of loop body b (k block kk), or nil.
 local function form_of(o, kk)
   local t = o:operand(1):type()
@@ -93,6 +113,56 @@ local function form_of(o, kk)
   if R.layout_kind(o:result(1)) ~= "slice" or ri.layout.dim ~= 1 or not p or p.kind ~= "mma" then return nil end
   if lead ~= 1 or o:operand(2):id() ~= kk:id() or (s * 4) % 16 ~= 0 or s > 256 then return nil end
   return { box = { 1, s }, width = s }
+end
+
+-- The key of x in x + j (an arith.addi of x and the constant j marked
+-- tileas.replica: consumer j's copy of a coordinate that
+-- tileas-materialize-agents split by warpgroup), and x; or nil.
+local function replica_base(v, j, kk, work)
+  local d = v:def()
+  if not d or d:name() ~= "arith.addi" then return nil end
+  for i = 1, 2 do
+    local c = d:operand(i):def()
+    if c and c:name() == "arith.constant" and c:attr "tileas.replica" and c:attr "value" == j then
+      return key_of(d:operand(3 - i), kk, work), d:operand(3 - i)
+    end
+  end
+  return nil
+end
+
+-- Lines of one tensor that the n consumers read at consecutive row blocks
+-- (consumer j's at x + j, j its replica, x computed alike: the agents'
+-- copies of one load of the program's rows) come in one box {1, n S}, at
+-- x's rows, into consumer 0's slot and those after it: slots of S floats that
+-- are whole multiples of 128 bytes lie back to back, so each consumer reads
+-- its own slot as before (block-scaled fp8's A scales: one box of 128 rows a
+-- stage instead of one of 64 a warpgroup). Staged.merge_lines = false (the
+-- pass option merge_lines=0) keeps a box a consumer.
+local function merge_lines(list, n)
+  local by_tensor, order = {}, {}
+  for _, f in ipairs(list) do
+    local t = f.tensor:id()
+    if not f.single then
+      if not by_tensor[t] then by_tensor[t], order[#order + 1] = {}, t end
+      table.insert(by_tensor[t], f)
+    end
+  end
+  for _, t in ipairs(order) do
+    local g = by_tensor[t]
+    local w = g[1].width
+    local ok = n > 1 and #g == n and (w * 4) % SLOT_ALIGN == 0 and n * w <= 256
+    local base
+    for j, f in ipairs(ok and g or {}) do
+      local key, x = replica_base(f.op:operand(3), j - 1, f.kk, f.work)
+      if f.agent ~= j - 1 or f.width ~= w or not key or (base and key ~= base) then ok = false break end
+      base, f.row_base = key, x
+    end
+    if ok then
+      local lead = g[1]
+      lead.lines, lead.box, lead.map = n, { 1, n * w }, tl.tensor_map_type(tl.f32, { 1, n * w }, 0)
+      for j = 2, n do g[j].from, g[j].map = lead, lead.map end
+    end
+  end
 end
 
 -- The plan (L.staged, before plan.lua's parameters): which loads of the
@@ -132,6 +202,9 @@ function Staged.plan(L, an)
           if not closure(o:operand(j), kk, work, deps, seen) then ok = false end
         end
         f.op, f.tensor, f.agent, f.deps, f.kk, f.work = o, o:operand(1), i - 1, deps, kk, work
+        if f.single then -- (one element: the same for every consumer that reads it)
+          f.key = tostring(o:operand(1):id()) .. ":" .. key_of(o:operand(2), kk, work) .. ":" .. key_of(o:operand(3), kk, work)
+        end
         f.map = tl.tensor_map_type(tl.f32, f.box, 0)
         local prev = maps[o:operand(1):id()]
         if prev and tostring(prev) ~= tostring(f.map) then ok = false end
@@ -142,11 +215,16 @@ function Staged.plan(L, an)
         for _, f in ipairs(mine) do
           list[#list + 1] = f
           by_op[f.op:result(1):id()] = f
+          -- (an element an earlier consumer's load brings: read from its slot, no TMA of its own)
+          for _, g in ipairs(list) do
+            if g ~= f and g.key and g.key == f.key and not g.from then f.from = g break end
+          end
         end
       end
     end
   end
   if #list == 0 then return end
+  if Staged.merge_lines ~= false then merge_lines(list, #consumers) end
   L.staged = { list = list, by_op = by_op, producer_work = pwork }
 end
 
@@ -169,7 +247,7 @@ function Staged.shared(L)
     local slot = (f.width * 4 + SLOT_ALIGN - 1) // SLOT_ALIGN * SLOT_ALIGN // 4
     bufs[key] = bufs[key] or L.k:shared(tl.f32, { g.stages, #L.consumers, slot }, { align = SLOT_ALIGN })
     f.buf = bufs[key]
-    g.bytes = g.bytes + f.box[1] * f.box[2] * 4
+    if not f.from then g.bytes = g.bytes + f.box[1] * f.box[2] * 4 end -- (a merged box: all its lines)
   end
 end
 
@@ -179,6 +257,7 @@ function Staged.produce(L, env, kk)
   if not L.staged then return end
   local q = L.vmap[L.staged.producer_work:id()]
   for _, f in ipairs(L.staged.list) do
+    if f.from then goto next end
     local saved = {}
     local function bind(id, v)
       if saved[id] == nil then saved[id] = L.vmap[id] or false end
@@ -196,9 +275,12 @@ function Staged.produce(L, env, kk)
     if f.single then -- (the box at the 16-byte aligned column below the k block)
       -- (k blocks count from 0: an and, where ptxas makes rem.s32 by 4 a division of ~23 instructions)
       coords = V.leading(L, o, { V.get(L, o:operand(3), o) & -SINGLE_BOX })
+    elseif f.lines then -- (the lines of the consumers after it too: from consumer 0's row block)
+      coords = V.leading(L, o, { V.get(L, f.row_base, o) * f.width })
     else coords = V.leading(L, o, { V.get(L, o:operand(3), o) * f.width }) end
     tl.tma_load(f.buf:ptr(env.stage, f.agent), L.args[e.lowered_map], env.full, coords)
     for id, v in pairs(saved) do L.vmap[id] = v or nil end
+    ::next::
   end
 end
 
@@ -209,7 +291,10 @@ function Staged.read(L, env, op)
   local f = L.staged and L.staged.by_op[op:result(1):id()]
   if not f then return nil end
   local stage, wg = env.stage, env.wg
-  if f.single then return { single = f.buf:ptr(stage, wg, V.get(L, op:operand(3), op) & (SINGLE_BOX - 1)):load() } end
+  if f.single then -- (from the slot of the consumer whose load brought it)
+    local from = f.from and f.from.agent or wg
+    return { single = f.buf:ptr(stage, from, V.get(L, op:operand(3), op) & (SINGLE_BOX - 1)):load() }
+  end
   local row = env.f.row
   -- (lazy: a line carried a k block is made again without being read)
   return V.line(tl.f32, 1, function(off) return (f.buf:ptr(stage, wg, 0) + (row + off)):load() end)
