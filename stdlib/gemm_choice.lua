@@ -242,7 +242,7 @@ local function forms(m, n, k, dtype, sms)
   local out = {}
   local function add(t, o) -- (not a cluster the model gives neither gain nor loss: a tie with its tile)
     local c = geometry(o, m, n, k, dtype, sms)
-    if c and not (c.cluster > 1 and multicast_pays(c) == 0) and c.tiles >= (t.min_waves or 0) * c.grid then
+    if c and not (c.cluster > 1 and multicast_pays(c) == 0) then
       out[#out + 1] = { o = o, us = estimate(t, o, c, sms, fp8), c = c, i = #out + 1 }
     end
   end
