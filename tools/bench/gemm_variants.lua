@@ -134,7 +134,7 @@ local function measure(M, N, K)
     v.ok = done
   end
   -- the other rounds: cuBLASLt, then every variant that ran, in turn
-  for r = 2, rounds do
+  for round = 2, rounds do
     local parts = {}
     if blas then
       local t = best_of(cublas)
@@ -148,7 +148,7 @@ local function measure(M, N, K)
         if v.t == nil or t < v.t then v.t = t end
       end
     end
-    print(("round %d (TFLOP/s): %s"):format(r, table.concat(parts, ", ")))
+    print(("round %d (TFLOP/s): %s"):format(round, table.concat(parts, ", ")))
   end
   if rounds > 1 then
     for _, v in ipairs(variants) do
