@@ -33,9 +33,12 @@ local M = {}
 -- interpolated (the sweep measured them only as its picks), and so are those
 -- of 48, 80, 112, 144, 176 and 208 (16-column epilogue sub-tiles: cuBLAS's
 -- 80- and 168-wide tiles fill the SMs where steps of 32 leave some idle):
--- from 160 to 256 columns eff is 128 x 256's 0.92 (the sweep's 128 x 160 and
--- 128 x 224 in clusters measured 7-16 % over the model's time with 0.97-0.98,
--- 0.87-0.90 of the peak a k block as 128 x 256 in the same runs).
+-- from 144 to 224 columns eff is under 128 x 256's 0.92: in 2 x 1 clusters on
+-- the projections of 512 to 4096 tokens (request s11gemm-1, docs/PERF.md,
+-- eleventh session: 29 shapes, each tile's measured time over the model's
+-- with 0.92, geometric means) 128 x 256 1.020, 128 x 224 1.026, 128 x 192
+-- 1.037, 128 x 176 1.040, 128 x 160 1.055, 128 x 208 1.073 (those of 16-column
+-- epilogue sub-tiles, 144, 176 and 208, store twice the sub-tiles).
 -- eff of 128 x 256 and 256 x 128: the share at which the cooperative 128 x
 -- 256 issues its m64n256k16 (0.92, s10pp-1); in a cluster sharing B (the
 -- sweep's projections) it measured 0.63-0.66 us a k block (seventh session's
@@ -43,17 +46,19 @@ local M = {}
 M.TILES = {
   { bm = 128, bn = 256, eff = 0.92, fixed = 1.6 },
   { bm = 256, bn = 128, eff = 0.92, fixed = 1.8 },
-  { bm = 128, bn = 224, eff = 0.92, fixed = 1.6 },
-  { bm = 128, bn = 208, eff = 0.92, fixed = 1.7 },
-  { bm = 128, bn = 192, eff = 0.92, fixed = 1.4 },
-  { bm = 128, bn = 176, eff = 0.92, fixed = 1.5 },
-  { bm = 128, bn = 160, eff = 0.92, fixed = 1.3 },
-  { bm = 128, bn = 144, eff = 0.93, fixed = 1.4 },
+  { bm = 128, bn = 224, eff = 0.915, fixed = 1.6 },
+  { bm = 128, bn = 208, eff = 0.89, fixed = 1.7 },
+  { bm = 128, bn = 192, eff = 0.905, fixed = 1.4 },
+  { bm = 128, bn = 176, eff = 0.90, fixed = 1.5 },
+  { bm = 128, bn = 160, eff = 0.89, fixed = 1.3 },
+  { bm = 128, bn = 144, eff = 0.90, fixed = 1.4 },
   { bm = 128, bn = 128, eff = 0.96, fixed = 1.1 },
-  { bm = 128, bn = 128, consumers = "pingpong", eff = 0.97, fixed = 0.6 },
+  { bm = 128, bn = 128, consumers = "pingpong", eff = 0.97, fixed = 0.5, tail = 1.5 },
   -- ping-pong 128 x 192 a warpgroup (two m64n192k16 a k step, 5 stages): one
   -- warpgroup's epilogue runs under the other's mainloop, so a round costs
-  -- little besides its k blocks. Fitted to 8192^3 and 8192 x 8192 x 1024
+  -- little besides its k blocks, but the last tile's epilogue runs under
+  -- nothing (tail, once: a shape of one tile a CTA, whose B streams from HBM,
+  -- gains nothing from ping-pong). Fitted to 8192^3 and 8192 x 8192 x 1024
   -- (requests s10pp-1 and s10pp-2, docs/PERF.md, tenth session: 21 rounds
   -- each, 1288.3-1301.1 us and 171.5 us: 0.475-0.480 us a k block, 0.4-0.5
   -- us a round). eff: that k block's tensor time (0.475 us). l2: the largest share for
@@ -61,7 +66,7 @@ M.TILES = {
   -- full share on 132 SMs): the fit's bound, not a measured hit rate.
   -- clusters: offered in clusters (its 2 x 1 cluster measured 0.996 of its
   -- time at 8192^3, 0.963 at 8192 x 8192 x 28672).
-  { bm = 128, bn = 192, consumers = "pingpong", eff = 0.895, fixed = 0.45, l2 = 0.88, clusters = true },
+  { bm = 128, bn = 192, consumers = "pingpong", eff = 0.895, fixed = 0.4, tail = 1.5, l2 = 0.88, clusters = true },
   { bm = 192, bn = 192, eff = 0.92, fixed = 1.5, min_m = 1024 },
   { bm = 128, bn = 112, eff = 0.94, fixed = 1.2, l2 = 0.95 },
   { bm = 128, bn = 96, eff = 0.92, fixed = 1.0, l2 = 0.9 },
@@ -218,7 +223,7 @@ local function estimate(t, o, c, sms, fp8)
     rounds, active = (c.ctiles + c.grid // c.cluster - 1) // (c.grid // c.cluster), math.min(c.tiles, c.grid)
     kb, over = c.kt * kblock_us(t, c, active, fp8), t.fixed
   end
-  return M.LAUNCH_US + loss * (M.FILL_US + math.max(rounds * (kb + over), hbm_us(c, active) + rounds * over))
+  return M.LAUNCH_US + loss * (M.FILL_US + (t.tail or 0) + math.max(rounds * (kb + over), hbm_us(c, active) + rounds * over))
 end
 
 -- The model's time (us) of tl.gemm.build options o on the problem; nil for a
