@@ -49,11 +49,10 @@ for _, file in ipairs(arg) do
     if sm then m, n, k, blas = tonumber(sm), tonumber(sn), tonumber(sk), 2.0 * sm * sn * sk / tonumber(bl) / 1e6 end
     local forms = line:match "^%s+forms %(TFLOP/s%): (.*)$"
     if forms and m then
-      for name, tf in forms:gmatch "([^,:]+): ([%d.]+)" do
-        name = name:gsub("^%s+", "")
-        local t = 2.0 * m * n * k / tonumber(tf) / 1e6
-        rows[#rows + 1] = { shape = ("%dx%dx%d"):format(m, n, k), name = name, t = t,
-                            est = MC.estimate(parse_form(name), m, n, k, "bf16", 132), blas = blas }
+      for form, tf in forms:gmatch "([^,:]+): ([%d.]+)" do
+        form = form:gsub("^%s+", "")
+        rows[#rows + 1] = { shape = ("%dx%dx%d"):format(m, n, k), name = form, t = 2.0 * m * n * k / tonumber(tf) / 1e6,
+                            est = MC.estimate(parse_form(form), m, n, k, "bf16", 132), blas = blas }
       end
     end
   end
