@@ -107,6 +107,8 @@ M.EVEN_MULTICAST = 0.99
 -- cluster, the fastest at both (4 % and 0.6 % ahead of ping-pong's cluster).
 -- Which misses cost what is not measured.
 M.EVEN_BIG = 1.05
+-- ping-pong within this factor of the model's first is measured (candidates)
+M.PINGPONG_TIE = 1.03
 -- Split-K: each piece but the last of a tile writes an f32 partial tile and the
 -- last reads them all back (us a partial of 128 x 128); StreamK likewise, a
 -- tile split over about SMs / tiles units, which walk scattered k ranges
@@ -304,19 +306,34 @@ function tl.gemm.candidates(o)
     return list, est
   end
   -- one cluster orientation of a tile and schedule (the model cannot tell
-  -- 2 x 1 from 1 x 2 apart: both halve one operand's reads), and one of a
-  -- tile and its transpose over as many warpgroups (128 x 256 and 256 x 128:
-  -- the model puts them within 0.5 % of each other everywhere, and they
-  -- measured within 1 %), then the next form
-  local seen = {}
-  for _, f in ipairs(forms(o.m, o.n, o.k, dtype, sms)) do
+  -- 2 x 1 from 1 x 2 apart: both halve one operand's reads), and where M = N
+  -- one of a tile and its transpose over as many warpgroups (128 x 256 and 256
+  -- x 128 there are mirror images: the model puts them within 0.5 %), then the
+  -- next form. (Where M > N the transpose is not a twin: 256 x 128 in a 1 x 2
+  -- cluster is what 128 x 256 in a 2 x 1 cluster is where N > M, the seventh
+  -- session's pick at 8192 x 4096 x 4096 and 8192 x 4096 x 14336.)
+  local seen, all = {}, forms(o.m, o.n, o.k, dtype, sms)
+  for _, f in ipairs(all) do
     if #list >= count then break end
-    local family = ("%s/%s/%s/%s/%s/%s"):format(math.min(f.c.bm, f.c.bn), math.max(f.c.bm, f.c.bn), f.c.wgs,
-                                                f.c.consumers, f.o.schedule, f.c.cluster)
+    local lo, hi = f.c.bm, f.c.bn
+    if o.m == o.n then lo, hi = math.min(lo, hi), math.max(lo, hi) end
+    local family = ("%s/%s/%s/%s/%s/%s"):format(lo, hi, f.c.wgs, f.c.consumers, f.o.schedule, f.c.cluster)
     if not seen[family] then
       seen[family] = true
       local i = #list + 1
       list[i], est[i] = f.o, f.us
+    end
+  end
+  -- ping-pong and the cooperative tiles within PINGPONG_TIE of each other: the
+  -- model does not rank them (s11gemm-1 and -2: ping-pong was the fastest
+  -- form on 13 of 64 shapes, 5 of them where the model put it second or
+  -- third, within 1 %), so the best ping-pong form takes the last place
+  if count >= 2 and #list == count then
+    local has = false
+    for _, c in ipairs(list) do has = has or c.consumers == "pingpong" end
+    for _, f in ipairs(all) do
+      if has or f.us > est[1] * M.PINGPONG_TIE then break end
+      if f.c.consumers == "pingpong" then list[count], est[count], has = f.o, f.us, true end
     end
   end
   return list, est
