@@ -326,8 +326,8 @@ function tl.gemm.candidates(o)
   end
   -- ping-pong and the cooperative tiles within PINGPONG_TIE of each other: the
   -- model does not rank them (s11gemm-1 and -2: ping-pong was the fastest
-  -- form on 13 of 64 shapes, 5 of them where the model put it second or
-  -- third, within 1 %), so the best ping-pong form takes the last place
+  -- form on 13 of 64 shapes, 5 of them where the model put it second, 0.2-2.2 %
+  -- behind its first), so the best ping-pong form takes the last place
   if count >= 2 and #list == count then
     local has = false
     for _, c in ipairs(list) do has = has or c.consumers == "pingpong" end
