@@ -192,9 +192,9 @@ local function measure(m, n, k, dt, candidates, o)
     if not ok then -- the library loads but does not run (a stand-in driver): no ratios
       print("cuBLASLt does not run: " .. tostring(err) .. "; no ratios")
       blas = false
-    else
-      row.blas = flops / best_of(cublas, o.samples, o.reps) / 1e9
     end
+    -- (its result is the reference the forms are checked against; its time is
+    -- taken with the pick's, alternating, below)
   end
   -- the choice is cached per shape class (tl.autotune's `shape`)
   local ok_tune, g, cfg, times = pcall(tl.autotune, {
