@@ -22,57 +22,76 @@ local G = require "tilua.kernels.gemm"
 local M = {}
 
 -- The tiles (cooperative unless said): the share of an SM's tensor peak each
--- reaches when nothing else limits it (eff), its fixed cost a tile (us: the
--- first loads' latency, the epilogue's stores) and, where measured lower, the
--- share of its operands' bytes the L2 serves (l2). Fitted to the gemm_variants
--- runs of docs/PERF.md (seventh session); those of 96, 160 and 224 columns are
+-- reaches when nothing else limits it (eff), its fixed cost a round (us: the
+-- epilogue's part that the next tile's loads do not hide; the first loads'
+-- latency is FILL_US, once) and, where measured lower, the share of its
+-- operands' bytes the L2 serves (l2). Fitted to the gemm_variants runs of
+-- docs/PERF.md (seventh session; the fixed costs split by the pairs of
+-- s10pp-2, 8192^3 against 8192 x 8192 x 1024 on the same rounds: the
+-- cooperative 128 x 256 1.6 us a round and 0.635 us a k block alone, 0.625 in
+-- a 2 x 1 cluster; 192 x 192 1.5 and 0.696); those of 96, 160 and 224 columns are
 -- interpolated (the sweep measured them only as its picks), and so are those
 -- of 48, 80, 112, 144, 176 and 208 (16-column epilogue sub-tiles: cuBLAS's
--- 80- and 168-wide tiles fill the SMs where steps of 32 leave some idle).
+-- 80- and 168-wide tiles fill the SMs where steps of 32 leave some idle):
+-- from 144 to 224 columns eff is under 128 x 256's 0.92: in 2 x 1 clusters on
+-- the projections of 512 to 4096 tokens (request s11gemm-1, docs/PERF.md,
+-- eleventh session: 29 shapes, each tile's measured time over the model's
+-- with 0.92, geometric means) 128 x 256 1.020, 128 x 224 1.026, 128 x 192
+-- 1.037, 128 x 176 1.040, 128 x 160 1.055, 128 x 208 1.073 (those of 16-column
+-- epilogue sub-tiles, 144, 176 and 208, store twice the sub-tiles).
+-- eff of 128 x 256 and 256 x 128: the share at which the cooperative 128 x
+-- 256 issues its m64n256k16 (0.92, s10pp-1); in a cluster sharing B (the
+-- sweep's projections) it measured 0.63-0.66 us a k block (seventh session's
+-- sweep), where 1.0 made the model's time 8-24 % short.
 M.TILES = {
-  { bm = 128, bn = 256, eff = 1.00, fixed = 3.0 },
-  { bm = 256, bn = 128, eff = 1.00, fixed = 3.2 },
-  { bm = 128, bn = 224, eff = 0.98, fixed = 3.0 },
-  { bm = 128, bn = 208, eff = 0.975, fixed = 3.1 },
-  { bm = 128, bn = 192, eff = 0.97, fixed = 2.8 },
-  { bm = 128, bn = 176, eff = 0.97, fixed = 2.9 },
-  { bm = 128, bn = 160, eff = 0.97, fixed = 2.7 },
-  { bm = 128, bn = 144, eff = 0.965, fixed = 2.8 },
-  { bm = 128, bn = 128, eff = 0.96, fixed = 2.5 },
-  { bm = 128, bn = 128, consumers = "pingpong", eff = 0.97, fixed = 2.0 },
+  { bm = 128, bn = 256, eff = 0.92, fixed = 1.6 },
+  { bm = 256, bn = 128, eff = 0.92, fixed = 1.8 },
+  { bm = 128, bn = 224, eff = 0.915, fixed = 1.6 },
+  { bm = 128, bn = 208, eff = 0.89, fixed = 1.7 },
+  { bm = 128, bn = 192, eff = 0.905, fixed = 1.4 },
+  { bm = 128, bn = 176, eff = 0.90, fixed = 1.5 },
+  { bm = 128, bn = 160, eff = 0.89, fixed = 1.3 },
+  { bm = 128, bn = 144, eff = 0.90, fixed = 1.4 },
+  { bm = 128, bn = 128, eff = 0.96, fixed = 1.1 },
+  { bm = 128, bn = 128, consumers = "pingpong", eff = 0.97, fixed = 0.5, tail = 1.5 },
   -- ping-pong 128 x 192 a warpgroup (two m64n192k16 a k step, 5 stages): one
-  -- warpgroup's epilogue runs under the other's mainloop, so a CTA needs
-  -- several tiles (min_waves: tiles a CTA; measured at 5.3 and 20.8, not
-  -- below); its 2 x 1 cluster measured 0.996 of its time at 8192^3
-  -- (clusters: offered in clusters). Fitted to request s10pp-1
-  -- (docs/PERF.md, tenth session): 8192^3 1288.3 us = 21 rounds of 128 k blocks at 0.463 us (the fixed cost taken
-  -- as ping-pong 128 x 128's 2.0: the two shapes measured do not separate
-  -- it; 4096^3 then reads 192 against 184 measured). eff: that k block's
-  -- tensor time. l2: the largest share for which the L2 term stays under the
-  -- measured time (0.525 us a k block at full share on 132 SMs): the fit's
-  -- bound, not a measured hit rate (why this tile beats the L2 figure the
-  -- cooperative tiles give is not measured).
-  { bm = 128, bn = 192, consumers = "pingpong", eff = 0.92, fixed = 2.0, l2 = 0.88, min_waves = 4, clusters = true },
-  { bm = 192, bn = 192, eff = 0.92, fixed = 3.2, min_m = 1024 },
-  { bm = 128, bn = 112, eff = 0.94, fixed = 2.6, l2 = 0.95 },
-  { bm = 128, bn = 96, eff = 0.92, fixed = 2.4, l2 = 0.9 },
-  { bm = 128, bn = 80, eff = 0.89, fixed = 2.4, l2 = 0.85 },
-  { bm = 128, bn = 64, eff = 0.85, fixed = 2.2, l2 = 0.8 },
-  { bm = 128, bn = 48, eff = 0.78, fixed = 2.3, l2 = 0.75 },
-  { bm = 64, bn = 128, wgs = 1, eff = 0.75, fixed = 2.0, max_m = 128 },
-  { bm = 64, bn = 256, wgs = 1, eff = 0.85, fixed = 2.2, max_m = 128 },
+  -- warpgroup's epilogue runs under the other's mainloop, so a round costs
+  -- little besides its k blocks, but the last tile's epilogue runs under
+  -- nothing (tail, once: a shape of one tile a CTA, whose B streams from HBM,
+  -- gains nothing from ping-pong). Fitted to 8192^3 and 8192 x 8192 x 1024
+  -- (requests s10pp-1 and s10pp-2, docs/PERF.md, tenth session: 21 rounds
+  -- each, 1288.3-1301.1 us and 171.5 us: 0.475-0.480 us a k block, 0.4-0.5
+  -- us a round). eff: that k block's tensor time (0.475 us). l2: the largest share for
+  -- which the L2 term stays under the measured time (0.525 us a k block at
+  -- full share on 132 SMs): the fit's bound, not a measured hit rate.
+  -- clusters: offered in clusters (its 2 x 1 cluster measured 0.996 of its
+  -- time at 8192^3, 0.963 at 8192 x 8192 x 28672).
+  { bm = 128, bn = 192, consumers = "pingpong", eff = 0.895, fixed = 0.4, tail = 1.5, l2 = 0.88, clusters = true },
+  { bm = 192, bn = 192, eff = 0.92, fixed = 1.5, min_m = 1024 },
+  { bm = 128, bn = 112, eff = 0.94, fixed = 1.2, l2 = 0.95 },
+  { bm = 128, bn = 96, eff = 0.92, fixed = 1.0, l2 = 0.9 },
+  { bm = 128, bn = 80, eff = 0.89, fixed = 1.0, l2 = 0.85 },
+  { bm = 128, bn = 64, eff = 0.85, fixed = 0.8, l2 = 0.8 },
+  { bm = 128, bn = 48, eff = 0.78, fixed = 0.9, l2 = 0.75 },
+  { bm = 64, bn = 128, wgs = 1, eff = 0.75, fixed = 0.6, max_m = 128 },
+  { bm = 64, bn = 256, wgs = 1, eff = 0.85, fixed = 0.8, max_m = 128 },
 }
 -- A k block takes the longer of its tensor time (PEAK_TFLOPS an SM, bf16; fp8
 -- twice) and its operands' L2 reads, the L2's bandwidth (L2_TBS) shared by the
 -- SMs at work: a wave of 128 x 128 tiles on every SM waits for the L2, the same
 -- tiles on half the SMs do not (H200: 0.40 against 0.30 us a k block). A
--- cluster of 2 multicasts one operand's tile (each CTA reads half of it); it
--- pays where that operand is the larger one (B along M when N >= M: the
+-- cluster of 2 multicasts one operand's tile (each CTA loads half of it and
+-- its L2 reads fall by less: MULTICAST_READ of the other half still counts);
+-- it pays where that operand is the larger one (B along M when N >= M: the
 -- weights of a projection), else it costs CLUSTER_LOSS (measured: 256 x 8192 x
--- 8192 on 128 x 128 tiles 48.3 us with B multicast, 56.6 with A's, 55.7 without).
+-- 8192 on 128 x 128 tiles 48.3 us with B multicast, 56.6 with A's, 55.7
+-- without: 0.34 us a k block with B multicast, 0.40 without, where halved
+-- reads would give 0.30, so a third of the other half still counts;
+-- 1024 x 1024 x 16384, split-K 2 in a 2 x 1 cluster, 49.8 us: the same 0.34).
 M.PEAK_TFLOPS = 7.4
 M.L2_TBS = 10.3
 M.CLUSTER_LOSS = 1.06
+M.MULTICAST_READ = 1 / 3
 -- Both operands of a size and beyond the L2 (8192^3): a cluster sharing the
 -- larger tile gains a little, not the halved reads of a projection's weights
 -- (which the model gave as 10 % at 8192^3). Measured (cluster 2 x 1 against
@@ -88,13 +107,18 @@ M.EVEN_MULTICAST = 0.99
 -- cluster, the fastest at both (4 % and 0.6 % ahead of ping-pong's cluster).
 -- Which misses cost what is not measured.
 M.EVEN_BIG = 1.05
+-- ping-pong within this factor of the model's first is measured (candidates)
+M.PINGPONG_TIE = 1.03
 -- Split-K: each piece but the last of a tile writes an f32 partial tile and the
 -- last reads them all back (us a partial of 128 x 128); StreamK likewise, a
 -- tile split over about SMs / tiles units, which walk scattered k ranges
 -- (STREAMK_SLOWDOWN on the main loop).
 M.PARTIAL_US = 2.0
 M.STREAMK_SLOWDOWN = 1.2
+-- the launch; the first loads of a CTA (once: the rounds after it overlap
+-- their loads with the previous tile's epilogue)
 M.LAUNCH_US = 2.0
+M.FILL_US = 1.4
 -- HBM: what a wave streams at most (TB/s), all SMs or SM_HBM_TBS each. Fitted
 -- to the 128-token rows (docs/PERF.md, eighth session): 128 x 6144 x 4096 on
 -- 128 x 48 tiles (128 CTAs) 18.4 us, on 128 x 64 (96 CTAs) 19.7 us; 128 x
@@ -161,7 +185,10 @@ end
 local function kblock_us(t, c, active, fp8)
   local flops = 2.0 * c.bm * c.bn * c.bk
   local pays = c.cluster > 1 and multicast_pays(c) == 1
-  local rows = pays and (c.bm / c.cn + c.bn / c.cm) or (c.bm + c.bn) -- the rows of A and B each CTA reads from L2
+  -- the rows of A and B each CTA reads from L2: of a multicast operand's
+  -- tile, its share and MULTICAST_READ of the rest
+  local share = function(rows, ways) return rows / ways + M.MULTICAST_READ * (rows - rows / ways) end
+  local rows = pays and (share(c.bm, c.cn) + share(c.bn, c.cm)) or (c.bm + c.bn)
   local bytes = rows * c.bk * c.ebytes * (t.l2 or 1)
   return math.max(flops / (M.PEAK_TFLOPS * (fp8 and 2 or 1) * t.eff * 1e6), bytes * active / (M.L2_TBS * 1e6))
 end
@@ -198,7 +225,7 @@ local function estimate(t, o, c, sms, fp8)
     rounds, active = (c.ctiles + c.grid // c.cluster - 1) // (c.grid // c.cluster), math.min(c.tiles, c.grid)
     kb, over = c.kt * kblock_us(t, c, active, fp8), t.fixed
   end
-  return M.LAUNCH_US + loss * math.max(rounds * (kb + over), hbm_us(c, active) + rounds * over)
+  return M.LAUNCH_US + loss * (M.FILL_US + (t.tail or 0) + math.max(rounds * (kb + over), hbm_us(c, active) + rounds * over))
 end
 
 -- The model's time (us) of tl.gemm.build options o on the problem; nil for a
@@ -222,7 +249,7 @@ local function forms(m, n, k, dtype, sms)
   local out = {}
   local function add(t, o) -- (not a cluster the model gives neither gain nor loss: a tie with its tile)
     local c = geometry(o, m, n, k, dtype, sms)
-    if c and not (c.cluster > 1 and multicast_pays(c) == 0) and c.tiles >= (t.min_waves or 0) * c.grid then
+    if c and not (c.cluster > 1 and multicast_pays(c) == 0) then
       out[#out + 1] = { o = o, us = estimate(t, o, c, sms, fp8), c = c, i = #out + 1 }
     end
   end
@@ -279,15 +306,34 @@ function tl.gemm.candidates(o)
     return list, est
   end
   -- one cluster orientation of a tile and schedule (the model cannot tell
-  -- 2 x 1 from 1 x 2 apart: both halve one operand's reads), then the next form
-  local seen = {}
-  for _, f in ipairs(forms(o.m, o.n, o.k, dtype, sms)) do
+  -- 2 x 1 from 1 x 2 apart: both halve one operand's reads), and where M = N
+  -- one of a tile and its transpose over as many warpgroups (128 x 256 and 256
+  -- x 128 there are mirror images: the model puts them within 0.5 %), then the
+  -- next form. (Where M > N the transpose is not a twin: 256 x 128 in a 1 x 2
+  -- cluster is what 128 x 256 in a 2 x 1 cluster is where N > M, the seventh
+  -- session's pick at 8192 x 4096 x 4096 and 8192 x 4096 x 14336.)
+  local seen, all = {}, forms(o.m, o.n, o.k, dtype, sms)
+  for _, f in ipairs(all) do
     if #list >= count then break end
-    local family = ("%s/%s/%s/%s/%s"):format(f.c.bm, f.c.bn, f.c.consumers, f.o.schedule, f.c.cluster)
+    local lo, hi = f.c.bm, f.c.bn
+    if o.m == o.n then lo, hi = math.min(lo, hi), math.max(lo, hi) end
+    local family = ("%s/%s/%s/%s/%s/%s"):format(lo, hi, f.c.wgs, f.c.consumers, f.o.schedule, f.c.cluster)
     if not seen[family] then
       seen[family] = true
       local i = #list + 1
       list[i], est[i] = f.o, f.us
+    end
+  end
+  -- ping-pong and the cooperative tiles within PINGPONG_TIE of each other: the
+  -- model does not rank them (s11gemm-1 and -2: ping-pong was the fastest
+  -- form on 13 of 64 shapes, 5 of them where the model put it second, 0.2-2.2 %
+  -- behind its first), so the best ping-pong form takes the last place
+  if count >= 2 and #list == count then
+    local has = false
+    for _, c in ipairs(list) do has = has or c.consumers == "pingpong" end
+    for _, f in ipairs(all) do
+      if has or f.us > est[1] * M.PINGPONG_TIE then break end
+      if f.c.consumers == "pingpong" then list[count], est[count], has = f.o, f.us, true end
     end
   end
   return list, est

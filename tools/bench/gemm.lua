@@ -25,6 +25,8 @@
 --   --count=N     the sweep measures the N best forms of tl.gemm.candidates's
 --                 model (default 3; decode-sized M: all the swapped forms)
 --   --samples=N   samples a time (default 5, the sweep 3)
+--   --also=NAME;NAME  the sweep measures these forms of FORMS too (named as the
+--                 bench prints them: "128x192 pingpong c2x1"), where they build
 --   --choice      print each shape's candidates and the model's times, measure
 --                 nothing (no GPU needed)
 --
@@ -34,7 +36,7 @@
 local tl = require "tilua"
 
 local quick, only, sweep, limit, budget, tokens = false, nil, false, nil, nil, nil
-local classes, count, samples, choice = nil, 3, nil, false
+local classes, count, samples, choice, also = nil, 3, nil, false, nil
 for _, a in ipairs(arg or {}) do
   quick = quick or a == "--quick"
   sweep = sweep or a == "--sweep"
@@ -46,6 +48,7 @@ for _, a in ipairs(arg or {}) do
   budget = tonumber(a:match "^%-%-budget=(%d+)$" or "") or budget
   count = tonumber(a:match "^%-%-count=(%d+)$" or "") or count
   samples = tonumber(a:match "^%-%-samples=(%d+)$" or "") or samples
+  also = a:match "^%-%-also=(.*)$" or also
 end
 
 if not choice then tl.device.require() end
@@ -189,9 +192,9 @@ local function measure(m, n, k, dt, candidates, o)
     if not ok then -- the library loads but does not run (a stand-in driver): no ratios
       print("cuBLASLt does not run: " .. tostring(err) .. "; no ratios")
       blas = false
-    else
-      row.blas = flops / best_of(cublas, o.samples, o.reps) / 1e9
     end
+    -- (its result is the reference the forms are checked against; its time is
+    -- taken with the pick's, alternating, below)
   end
   -- the choice is cached per shape class (tl.autotune's `shape`)
   local ok_tune, g, cfg, times = pcall(tl.autotune, {
@@ -248,7 +251,17 @@ end
 -- the sweep's: the `count` best of tl.gemm.candidates's model (stdlib/gemm_choice.lua).
 local function candidates_for(m, n, k, dt, in_sweep)
   if quick then return { FORMS[1] } end
-  if in_sweep then return (tl.gemm.candidates { m = m, n = n, k = k, dtype = dt, count = count }) end
+  if in_sweep then
+    local list = tl.gemm.candidates { m = m, n = n, k = k, dtype = dt, count = count }
+    local named = {}
+    for _, c in ipairs(list) do named[form_name(c)] = true end
+    for name in (also or ""):gmatch "[^;]+" do
+      for _, c in ipairs(FORMS) do
+        if form_name(c) == name and not named[name] then named[name] = true list[#list + 1] = c end
+      end
+    end
+    return list
+  end
   local list = {}
   for _, c in ipairs(FORMS) do
     local use = true

@@ -1,10 +1,11 @@
 -- tools/bench/gemm_model_check.lua: tl.gemm.candidates's model (stdlib/gemm_choice.lua)
--- against measured times: reads the output of tools/bench/gemm_variants.lua (bf16
--- shapes), prints each variant's time against the model's, the rms of their log
--- ratio, and per shape the measured best with its rank in the model. No GPU: run
--- it on a log of a GPU run when setting the model's constants.
+-- against measured times: reads the output of tools/bench/gemm_variants.lua or of
+-- tools/bench/gemm.lua --sweep (its "forms (TFLOP/s)" lines; bf16 shapes), prints
+-- each variant's time against the model's, the rms of their log ratio, and per
+-- shape the measured best with its rank in the model. No GPU: run it on a log of
+-- a GPU run when setting the model's constants.
 --
---   tilua tools/bench/gemm_model_check.lua LOG
+--   tilua tools/bench/gemm_model_check.lua LOG [LOG...]
 require "tilua"
 local MC = require "tilua.stdlib.gemm_choice"
 local function parse(spec)
@@ -18,18 +19,42 @@ local function parse(spec)
   end
   return o
 end
-local m, n, k, blas
+-- a form as the sweep names it ("128x192 pingpong c2x1", "128x256 c2x1 splitk2")
+local function parse_form(name)
+  local bm, bn = name:match "^(%d+)x(%d+)"
+  local o = { bm = tonumber(bm), bn = tonumber(bn), consumers = name:find "pingpong" and "pingpong" or nil }
+  local cm, cn = name:match " c(%d)x(%d)"
+  if cm then o.cluster = { tonumber(cm), tonumber(cn) } end
+  local splits = name:match " splitk(%d+)"
+  if splits then o.schedule, o.splits = "splitk", tonumber(splits) end
+  if name:find " streamk" then o.schedule = "streamk" end
+  return o
+end
 local rows = {}
-for line in io.lines(arg[1]) do
-  local M_, N_, K_ = line:match ", (%d+)x(%d+)x(%d+) bf16"
-  if M_ then m, n, k = tonumber(M_), tonumber(N_), tonumber(K_) end
-  local us = line:match "^cuBLASLt%s+[%d.]+ TFLOP/s%s+([%d.]+) us"
-  if us then blas = tonumber(us) end
-  local name, t = line:match "^(%S+)%s+[%d.]+ TFLOP/s%s+([%d.]+) us"
-  if name and name ~= "cuBLASLt" and m then
-    local o = parse(name)
-    local est = MC.estimate(o, m, n, k, "bf16", 132)
-    rows[#rows + 1] = { shape = ("%dx%dx%d"):format(m, n, k), name = name, t = tonumber(t), est = est, blas = blas }
+for _, file in ipairs(arg) do
+  local m, n, k, blas
+  for line in io.lines(file) do
+    local M_, N_, K_ = line:match ", (%d+)x(%d+)x(%d+) bf16"
+    if M_ then m, n, k = tonumber(M_), tonumber(N_), tonumber(K_) end
+    local us = line:match "^cuBLASLt%s+[%d.]+ TFLOP/s%s+([%d.]+) us"
+    if us then blas = tonumber(us) end
+    local name, t = line:match "^(%S+)%s+[%d.]+ TFLOP/s%s+([%d.]+) us"
+    if name and name ~= "cuBLASLt" and m then
+      local o = parse(name)
+      local est = MC.estimate(o, m, n, k, "bf16", 132)
+      rows[#rows + 1] = { shape = ("%dx%dx%d"):format(m, n, k), name = name, t = tonumber(t), est = est, blas = blas }
+    end
+    -- the sweep: "MxNxK bf16  PICK  tilua X  cuBLAS Y ...", then its forms' TFLOP/s
+    local sm, sn, sk, bl = line:match "^(%d+)x(%d+)x(%d+) bf16 .* cuBLAS%s+([%d.]+)"
+    if sm then m, n, k, blas = tonumber(sm), tonumber(sn), tonumber(sk), 2.0 * sm * sn * sk / tonumber(bl) / 1e6 end
+    local forms = line:match "^%s+forms %(TFLOP/s%): (.*)$"
+    if forms and m then
+      for form, tf in forms:gmatch "([^,:]+): ([%d.]+)" do
+        form = form:gsub("^%s+", "")
+        rows[#rows + 1] = { shape = ("%dx%dx%d"):format(m, n, k), name = form, t = 2.0 * m * n * k / tonumber(tf) / 1e6,
+                            est = MC.estimate(parse_form(form), m, n, k, "bf16", 132), blas = blas }
+      end
+    end
   end
 end
 local err, ne = 0, 0

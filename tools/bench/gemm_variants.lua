@@ -11,9 +11,21 @@
 --     every variant on every shape, then a table of each shape's best
 --     variant and its ratio to cuBLASLt
 --   tilua tools/bench/gemm_variants.lua       the default: clusters against one CTA at 8192^3
+--   --rounds=N    after the first figures, N - 1 more rounds of cuBLASLt and every
+--                 variant in turn, each round's figures printed and the best of
+--                 all rounds kept (a drift of the clocks hits every variant alike)
+--   --samples=N, --reps=N   samples a time (5) and launches a sample (10)
 local tl = require "tilua"
 
-local argv = arg or {}
+local argv, rounds, samples, reps = {}, 1, 5, 10
+for _, a in ipairs(arg or {}) do
+  local key, v = a:match "^%-%-(%a+)=(%d+)$"
+  if key == "rounds" then rounds = tonumber(v)
+  elseif key == "samples" then samples = tonumber(v)
+  elseif key == "reps" then reps = tonumber(v)
+  elseif a:sub(1, 2) == "--" then error("gemm_variants: unknown option " .. a, 0)
+  else argv[#argv + 1] = a end
+end
 if #argv == 0 then
   argv = { "8192x8192x8192", "bn=256", "bn=256,cluster=2x1", "bn=256,cluster=1x2", "bm=256,bn=128",
            "bm=256,bn=128,cluster=1x2", "consumers=pingpong" }
@@ -80,7 +92,7 @@ local function best_of(fn)
   fn()
   D.synchronize()
   local best = math.huge
-  for _ = 1, 5 do best = math.min(best, D.time(function() for _ = 1, 10 do fn() end end) / 10) end
+  for _ = 1, samples do best = math.min(best, D.time(function() for _ = 1, reps do fn() end end) / reps) end
   return best
 end
 
@@ -116,8 +128,38 @@ local function measure(M, N, K)
       print(("%-40s %8.1f TFLOP/s %9.2f us  %s  %s"):format(v.name, flops / t / 1e9, t * 1e3,
         row.blas and ("ratio %.3f"):format(row.blas / t) or "", ok and "ok" or ("WRONG: " .. rep)))
       if ok and (not row.t or t < row.t) then row.t, row.best = t, v.name end
+      v.t, v.right = t, ok
     end)
     if not done then print(("%-40s FAILED: %s"):format(v.name, tostring(err))) end
+    v.ok = done
+  end
+  -- the other rounds: cuBLASLt, then every variant that ran, in turn
+  for round = 2, rounds do
+    local parts = {}
+    if blas then
+      local t = best_of(cublas)
+      row.blas = math.min(row.blas, t)
+      parts[1] = ("cuBLASLt %.1f"):format(flops / t / 1e9)
+    end
+    for _, v in ipairs(variants) do
+      if v.ok then
+        local t = best_of(function() v.g:run { a = a, b = b, d = d } end)
+        parts[#parts + 1] = ("%s %.1f"):format(v.name, flops / t / 1e9)
+        if v.t == nil or t < v.t then v.t = t end
+      end
+    end
+    print(("round %d (TFLOP/s): %s"):format(round, table.concat(parts, ", ")))
+  end
+  if rounds > 1 then
+    for _, v in ipairs(variants) do
+      if v.t then
+        print(("%-40s best of %d rounds %8.1f TFLOP/s %9.2f us  %s"):format(v.name, rounds, flops / v.t / 1e9, v.t * 1e3,
+          row.blas and ("ratio %.3f"):format(row.blas / v.t) or ""))
+        if v.right and v.t < row.t then row.t, row.best = v.t, v.name end
+      end
+    end
+  end
+  for _, v in ipairs(variants) do
     if v.g._workspace then v.g._workspace:free() v.g._workspace = nil end
   end
   return row
