@@ -308,9 +308,8 @@ function Staged.read(L, env, op)
   if not f then return nil end
   local stage, wg = env.stage, env.wg
   if f.chain then -- (the stage of its group's cursor: chain.lua's env.group_stage)
-    local at = f.along == 2 and env.f.col or env.f.row
-    stage = env.group_stage(f.group)
-    return V.line(tl.f32, f.along, function(off) return (f.buf:ptr(stage, wg, 0) + (at + off)):load() end)
+    local base = f.buf:ptr(env.group_stage(f.group), wg, 0) + (f.along == 2 and env.f.col or env.f.row)
+    return V.line(tl.f32, f.along, function(off) return (base + off):load() end)
   end
   if f.single then return { single = f.buf:ptr(stage, wg, V.get(L, op:operand(3), op) & (SINGLE_BOX - 1)):load() } end
   local row = env.f.row
