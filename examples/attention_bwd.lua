@@ -44,7 +44,15 @@ local tl = require "tilua"
 
 local LOG2E = 1.4426950408889634
 
--- The tiles of program `which` ("dq" or "dkdv") at o's head dim: BM query
+-- The rows a program of Delta (and of the fused backward's dQ conversion)
+-- takes: at 32 its threads hold 32 elements of each tile a thread (72
+-- registers at head dim 128), so that an SM runs enough of them to stream O
+-- and dO at the memory's rate; 128 rows took 253 registers, 2 programs of
+-- 128 threads an SM (H200, docs/PERF.md s11bwd-1: Delta 0.115 ms at d128,
+-- 8% of the backward).
+local ROWS_BM = 32
+
+-- The tiles of program `which` ("dq", "dkdv" or "rows") at o's head dim: BM query
 -- rows, BN key rows (o.bm, o.bn choose them for both; o.dq_bm, o.dq_bn,
 -- o.kv_bm, o.kv_bn for one). A consumer warpgroup holds 64 rows of its
 -- accumulators: the dQ program's (two consumers: 128 query rows), the next
@@ -58,6 +66,7 @@ local LOG2E = 1.4426950408889634
 -- d64 and d128, not causal.)
 local function tiles(o, which)
   local wide = (o.d or 128) > 64
+  if which == "rows" then return o.rows_bm or ROWS_BM end
   if which == "dkdv" then
     local bm
     if o.in_order == false then bm = wide and 32 or 64 else bm = (wide or o.fused) and 64 or 128 end
@@ -75,7 +84,7 @@ local function padded(sq) return (sq + 3) // 4 * 4 end
 -- (LSE2 = LSE * log2(e) too; o.fused: it also zeroes the rows' tile of the
 -- f32 dQ accumulator that the fused program adds into)
 local function build_delta(o)
-  local D, BM = o.d or 128, tiles(o, "dq")
+  local D, BM = o.d or 128, tiles(o, "rows")
   tl.new_module()
   local params = { O = T4(tl.bf16), dO = T4(tl.bf16), LSE = T3(tl.f32), Delta = T3(tl.f32), LSE2 = T3(tl.f32), H = tl.i32 }
   if o.fused then params.dQacc = T4(tl.f32) end
@@ -93,7 +102,7 @@ end
 
 -- dQ = scale * dQacc in bf16, BM rows of a head a program (the fused backward's last)
 local function build_dq_convert(o)
-  local D, BM = o.d or 128, tiles(o, "dq")
+  local D, BM = o.d or 128, tiles(o, "rows")
   tl.new_module()
   local k = tl.tile_kernel("attention_bwd_dq_convert", { params = { dQacc = T4(tl.f32), dQ = T4(tl.bf16), H = tl.i32,
     scale = tl.f32 } })
@@ -187,11 +196,11 @@ end
 -- The grids of programs of problem o (b, h, hkv, sq, skv, d): {delta, dq, dkdv}
 -- (causal: the dQ and dK/dV programs' heads along x, as they read them).
 local function programs(o)
-  local BM = tiles(o, "dq")
+  local BM, RM = tiles(o, "dq"), tiles(o, "rows")
   local _, BN = tiles(o, "dkdv")
-  local qb, kb = (o.sq + BM - 1) // BM, (o.skv + BN - 1) // BN
-  if o.causal then return { { qb, o.b * o.h }, { o.b * o.h, qb }, { o.b * o.hkv, kb } } end
-  return { { qb, o.b * o.h }, { qb, o.b * o.h }, { kb, o.b * o.hkv } }
+  local qb, kb, rb = (o.sq + BM - 1) // BM, (o.skv + BN - 1) // BN, (o.sq + RM - 1) // RM
+  if o.causal then return { { rb, o.b * o.h }, { o.b * o.h, qb }, { o.b * o.hkv, kb } } end
+  return { { rb, o.b * o.h }, { qb, o.b * o.h }, { kb, o.b * o.hkv } }
 end
 
 -- The compiled programs of o's head dim and mask: {delta, dq, dkdv} (o.fused:
@@ -200,8 +209,8 @@ local compiled = {}
 local function kernels(o)
   local bm, bn = tiles(o, "dq")
   local kbm, kbn = tiles(o, "dkdv")
-  local key = ("%d/%s/%d/%d/%d/%d/%d/%s/%s"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused),
-                                                tostring(o.in_order ~= false))
+  local key = ("%d/%s/%d/%d/%d/%d/%d/%s/%s/%d"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused),
+                                                   tostring(o.in_order ~= false), tiles(o, "rows"))
   if not compiled[key] then
     local ks = o.fused and { build_delta(o), build_dq_convert(o), build_dkdv(o) } or { build_delta(o), build_dq(o), build_dkdv(o) }
     for _, k in ipairs(ks) do k:compile() end

@@ -31,7 +31,11 @@ local function first_and_late_regs(S)
   end
   return regs
 end
-function InOrder.one_group(S) return first_and_late_regs(S) >= ONE_GROUP_REGS end
+function InOrder.one_group(S)
+  local dbg = os.getenv "TILUA_DBG_GROUPS" -- (one | two: a measurement switch of s11bwd-2, to be removed)
+  if dbg == "one" or dbg == "two" then return dbg == "one" end
+  return first_and_late_regs(S) >= ONE_GROUP_REGS
+end
 
 -- The late dots of a loop in order whose register A operands read fewer of
 -- the first dots' groups than the last (dV's P^T, of S^T alone, where dK's

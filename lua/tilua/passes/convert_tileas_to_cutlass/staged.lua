@@ -178,9 +178,7 @@ function Staged.plan(L, an)
     local loop, work = pipelined_loop(ag), work_arg(ag)
     local pipe = loop and loop:attr "tileas.pipeline"
     local pf = type(pipe) == "table" and pipe.prefetch or 0
-    -- (TILUA_DBG_NOSTAGE=1: a measurement switch of s11bwd-1, to be removed)
     local chain = loop and work and type(pipe) == "table" and pipe.in_order == true and pf == 0
-                  and os.getenv "TILUA_DBG_NOSTAGE" ~= "1"
                   and chain_loads(ag, i, loop, work, args)
     if chain then
       for _, f in ipairs(chain) do
