@@ -49,7 +49,9 @@ local LOG2E = 1.4426950408889634
 -- registers at head dim 128), so that an SM runs enough of them to stream O
 -- and dO at the memory's rate; 128 rows took 253 registers, 2 programs of
 -- 128 threads an SM (H200, docs/PERF.md s11bwd-1: Delta 0.115 ms at d128,
--- 8% of the backward).
+-- 8% of the backward). Measured at 32 (s11bwd-2): 0.077-0.132 ms at d128
+-- across three runs of one process, no faster within the runs' noise and
+-- no slower; kept for its registers.
 local ROWS_BM = 32
 
 -- The tiles of program `which` ("dq", "dkdv" or "rows") at o's head dim: BM query

@@ -816,8 +816,7 @@ function Chain.lower(L, env, op, cur, ctx)
   local S = { L = L, env = env, op = op, b = b, yield = b:terminator(), an = an, cur = cur, ctx = ctx,
               nslots = op:nresults(), slot_kind = {}, late_result = {}, pending = {},
               ahead_groups = ordered(L, an.ahead_groups), late_groups = ordered(L, an.late_groups), once = ordered(L, an.once),
-              turns = ctx.turn and op:attr_or_default "tileas.turns"
-                      and not (Chain.in_order(op) and os.getenv "TILUA_DBG_TURNS" == "0") } -- (a measurement switch of s11bwd-2)
+              turns = ctx.turn and op:attr_or_default "tileas.turns" }
   S.reducing = next(an.reduced) ~= nil
   S.in_order = Chain.in_order(op)
   if S.in_order then S.early, S.one_group = InOrder.early_operands(S), InOrder.one_group(S) end
