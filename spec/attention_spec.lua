@@ -165,20 +165,17 @@ describe("tl.attention", function()
     end
   end)
 
+  local function protocol_holds(o)
+    local a = tl.attention.build(o)
+    local _, args = inputs(a.cfg, 3)
+    local r = tl.verify_protocol(PH.lowered_gemm(a), { grid = a.grid, args = args, max_states = 2000, max_seconds = 60 })
+    assert(r.ok, r.report)
+  end
   it("passes the protocol check: no deadlock, stage or phase error in its four pipelines", function()
-    local a = tl.attention.build { b = 1, h = 1, sq = 64, skv = 192, d = 64, bn = 64, consumers = 2, sms = 1 }
-    local c = a.cfg
-    local _, args = inputs(c, 3)
-    local r = tl.verify_protocol(PH.lowered_gemm(a), { grid = 1, args = args, max_states = 2000, max_seconds = 60 })
-    assert(r.ok, r.report)
+    protocol_holds { b = 1, h = 1, sq = 64, skv = 192, d = 64, bn = 64, consumers = 2, sms = 1 }
   end)
-
   it("passes the protocol check in a cluster of 2 (the key blocks multicast, released on both CTAs)", function()
-    local a = tl.attention.build { b = 1, h = 1, sq = 128, skv = 192, d = 64, bn = 64, consumers = 1, cluster = 2, sms = 2 }
-    local c = a.cfg
-    local _, args = inputs(c, 3)
-    local r = tl.verify_protocol(PH.lowered_gemm(a), { grid = 2, args = args, max_states = 2000, max_seconds = 60 })
-    assert(r.ok, r.report)
+    protocol_holds { b = 1, h = 1, sq = 128, skv = 192, d = 64, bn = 64, consumers = 1, cluster = 2, sms = 2 }
   end)
 
   it("refuses a cluster of 2 on a causal problem or the data-parallel schedule", function()
