@@ -6,7 +6,8 @@
 --   dS = P * (dP - Delta[row])                dQ = scale dS K      dK = scale dS^T Q
 --
 -- three programs (FlashAttention-2's backward, P recomputed from the LSE):
---   "attention_bwd_delta": BM rows of a head, Delta = rowsum(dO * O) (f32);
+--   "attention_bwd_delta": BM rows of a head, Delta = rowsum(dO * O) (f32),
+--                          and LSE2 = LSE * log2(e) (the exp2's, FA3's LSE_log2);
 --   "attention_bwd_dq":    BM query rows of a head walk the key tiles (a
 --                          forward-shaped loop with two first-stage dots, S and
 --                          dP, and dQ += dS K); dQ stored once, no atomics;
@@ -24,7 +25,9 @@
 --                           lowering stages dS^T through 64 x 64 of shared memory);
 --   "attention_bwd_dq_convert": dQ = scale dQacc in bf16.
 -- Q, K, V, O, dO, dQ, dK, dV [B, H, S, D] bf16 (K, V, dK, dV: HKV heads), LSE
--- and Delta [B, H, SQ] f32. Causal: a query i sees keys j <= i (the forward's);
+-- [B, H, SQ] f32; LSE2 and Delta [B, H, SQ] f32 with rows of padded(SQ)
+-- floats (a multiple of 4: the dK/dV loop's lowering stages them by TMA
+-- beside Q, whose tensor maps take row strides of 16 bytes). Causal: a query i sees keys j <= i (the forward's);
 -- blocks wholly above the diagonal are skipped (the dQ loop stops at the
 -- diagonal, the dK/dV loop starts there).
 --
@@ -36,12 +39,22 @@
 --
 --   tilua examples/attention_bwd.lua [--d=64|128] [--causal] [--fused] [--in_order=false] [--kv_bm=N] [--emit=ir|ptx] [--stage=NAME]
 --
---   loadfile("examples/attention_bwd.lua")("--library") -> {build_delta, build_dq, build_dkdv, build_dq_convert, tiles, programs, kernels, launch}
+--   loadfile("examples/attention_bwd.lua")("--library") -> {build_delta, build_dq, build_dkdv, build_dq_convert, padded, row_floats, tiles, programs, kernels, launch}
 local tl = require "tilua"
 
 local LOG2E = 1.4426950408889634
 
--- The tiles of program `which` ("dq" or "dkdv") at o's head dim: BM query
+-- The rows a program of Delta (and of the fused backward's dQ conversion)
+-- takes: at 32 its threads hold 32 elements of each tile a thread (72
+-- registers at head dim 128), so that an SM runs enough of them to stream O
+-- and dO at the memory's rate; 128 rows took 253 registers, 2 programs of
+-- 128 threads an SM (H200, docs/PERF.md s11bwd-1: Delta 0.115 ms at d128,
+-- 8% of the backward). Measured at 32 (s11bwd-2): 0.077-0.132 ms at d128
+-- across three runs of one process, no faster within the runs' noise and
+-- no slower; kept for its registers.
+local ROWS_BM = 32
+
+-- The tiles of program `which` ("dq", "dkdv" or "rows") at o's head dim: BM query
 -- rows, BN key rows (o.bm, o.bn choose them for both; o.dq_bm, o.dq_bn,
 -- o.kv_bm, o.kv_bn for one). A consumer warpgroup holds 64 rows of its
 -- accumulators: the dQ program's (two consumers: 128 query rows), the next
@@ -55,6 +68,7 @@ local LOG2E = 1.4426950408889634
 -- d64 and d128, not causal.)
 local function tiles(o, which)
   local wide = (o.d or 128) > 64
+  if which == "rows" then return o.rows_bm or ROWS_BM end
   if which == "dkdv" then
     local bm
     if o.in_order == false then bm = wide and 32 or 64 else bm = (wide or o.fused) and 64 or 128 end
@@ -65,13 +79,16 @@ end
 
 local T4, T3 = function(e) return tl.tensor(e, 4) end, function(e) return tl.tensor(e, 3) end
 
+-- The row length of LSE2 and Delta for SQ queries: SQ rounded up to 4 floats.
+local function padded(sq) return (sq + 3) // 4 * 4 end
+
 -- {=== the tile programs
--- (o.fused: it also zeroes the rows' tile of the f32 dQ accumulator that the
--- fused program adds into)
+-- (LSE2 = LSE * log2(e) too; o.fused: it also zeroes the rows' tile of the
+-- f32 dQ accumulator that the fused program adds into)
 local function build_delta(o)
-  local D, BM = o.d or 128, tiles(o, "dq")
+  local D, BM = o.d or 128, tiles(o, "rows")
   tl.new_module()
-  local params = { O = T4(tl.bf16), dO = T4(tl.bf16), Delta = T3(tl.f32), H = tl.i32 }
+  local params = { O = T4(tl.bf16), dO = T4(tl.bf16), LSE = T3(tl.f32), Delta = T3(tl.f32), LSE2 = T3(tl.f32), H = tl.i32 }
   if o.fused then params.dQacc = T4(tl.f32) end
   local k = tl.tile_kernel("attention_bwd_delta", { params = params })
   k:define(function(_, p)
@@ -79,6 +96,7 @@ local function build_delta(o)
     local b, h = bh // p.H, bh % p.H
     local prod = tl.load(p.O, { b, h, m, 0 }, { BM, D }):cast(tl.f32) * tl.load(p.dO, { b, h, m, 0 }, { BM, D }):cast(tl.f32)
     tl.store(p.Delta, { b, h, m }, tl.reduce(prod, 1, "add"))
+    tl.store(p.LSE2, { b, h, m }, tl.load(p.LSE, { b, h, m }, { BM }) * LOG2E)
     if o.fused then tl.store(p.dQacc, { b, h, m, 0 }, tl.zeros({ BM, D }, tl.f32)) end
   end)
   return k
@@ -86,7 +104,7 @@ end
 
 -- dQ = scale * dQacc in bf16, BM rows of a head a program (the fused backward's last)
 local function build_dq_convert(o)
-  local D, BM = o.d or 128, tiles(o, "dq")
+  local D, BM = o.d or 128, tiles(o, "rows")
   tl.new_module()
   local k = tl.tile_kernel("attention_bwd_dq_convert", { params = { dQacc = T4(tl.f32), dQ = T4(tl.bf16), H = tl.i32,
     scale = tl.f32 } })
@@ -102,7 +120,7 @@ local function build_dq(o)
   local D, BM, BN = o.d or 128, tiles(o, "dq")
   tl.new_module()
   local k = tl.tile_kernel("attention_bwd_dq", { params = { Q = T4(tl.bf16), K = T4(tl.bf16), V = T4(tl.bf16),
-    dO = T4(tl.bf16), LSE = T3(tl.f32), Delta = T3(tl.f32), dQ = T4(tl.bf16), SKV = tl.i32, H = tl.i32, group = tl.i32,
+    dO = T4(tl.bf16), LSE2 = T3(tl.f32), Delta = T3(tl.f32), dQ = T4(tl.bf16), SKV = tl.i32, H = tl.i32, group = tl.i32,
     scale = tl.f32 } })
   k:define(function(_, p)
     local m, bh = tl.program_id("x"), tl.program_id("y")
@@ -112,7 +130,7 @@ local function build_dq(o)
     local b, h = bh // p.H, bh % p.H
     local hk, c = h // p.group, p.scale * LOG2E -- exp(x * scale) is exp2(x * c)
     local q, dout = tl.load(p.Q, { b, h, m, 0 }, { BM, D }), tl.load(p.dO, { b, h, m, 0 }, { BM, D })
-    local lse = tl.expand_dim(tl.load(p.LSE, { b, h, m }, { BM }) * LOG2E, 1)
+    local lse = tl.expand_dim(tl.load(p.LSE2, { b, h, m }, { BM }), 1)
     local delta = tl.expand_dim(tl.load(p.Delta, { b, h, m }, { BM }), 1)
     local rows = tl.iota({ BM, BN }, 0) + m * BM
     local keys = o.causal and tl.min(p.SKV, (m + 1) * BM) or p.SKV
@@ -137,7 +155,7 @@ end
 local function build_dkdv(o)
   local D, BM, BN = o.d or 128, tiles(o, "dkdv")
   tl.new_module()
-  local params = { Q = T4(tl.bf16), K = T4(tl.bf16), V = T4(tl.bf16), dO = T4(tl.bf16), LSE = T3(tl.f32),
+  local params = { Q = T4(tl.bf16), K = T4(tl.bf16), V = T4(tl.bf16), dO = T4(tl.bf16), LSE2 = T3(tl.f32),
     Delta = T3(tl.f32), dK = T4(tl.bf16), dV = T4(tl.bf16), SQ = tl.i32, HKV = tl.i32, group = tl.i32, scale = tl.f32 }
   if o.fused then params.dQacc = T4(tl.f32) end
   local k = tl.tile_kernel(o.fused and "attention_bwd_fused" or "attention_bwd_dkdv", { params = params })
@@ -161,7 +179,7 @@ local function build_dkdv(o)
       local qrows = tl.iota({ BN, BM }, 1) + m * BM
       local keep = qrows:lt(p.SQ)
       if o.causal then keep = keep & keys:le(qrows) end
-      local lse = tl.expand_dim(tl.load(p.LSE, { b, h, m }, { BM }) * LOG2E, 0) -- a query's, down the columns
+      local lse = tl.expand_dim(tl.load(p.LSE2, { b, h, m }, { BM }), 0) -- a query's, down the columns
       local pt = tl.exp2(tl.select(keep, st, -math.huge) * c - lse)
       local dpt = tl.dot(vt, dout, { transpose_b = true })
       local dst = (pt * (dpt - tl.expand_dim(tl.load(p.Delta, { b, h, m }, { BM }), 0))):cast(tl.bf16)
@@ -180,11 +198,11 @@ end
 -- The grids of programs of problem o (b, h, hkv, sq, skv, d): {delta, dq, dkdv}
 -- (causal: the dQ and dK/dV programs' heads along x, as they read them).
 local function programs(o)
-  local BM = tiles(o, "dq")
+  local BM, RM = tiles(o, "dq"), tiles(o, "rows")
   local _, BN = tiles(o, "dkdv")
-  local qb, kb = (o.sq + BM - 1) // BM, (o.skv + BN - 1) // BN
-  if o.causal then return { { qb, o.b * o.h }, { o.b * o.h, qb }, { o.b * o.hkv, kb } } end
-  return { { qb, o.b * o.h }, { qb, o.b * o.h }, { kb, o.b * o.hkv } }
+  local qb, kb, rb = (o.sq + BM - 1) // BM, (o.skv + BN - 1) // BN, (o.sq + RM - 1) // RM
+  if o.causal then return { { rb, o.b * o.h }, { o.b * o.h, qb }, { o.b * o.hkv, kb } } end
+  return { { rb, o.b * o.h }, { qb, o.b * o.h }, { kb, o.b * o.hkv } }
 end
 
 -- The compiled programs of o's head dim and mask: {delta, dq, dkdv} (o.fused:
@@ -193,8 +211,8 @@ local compiled = {}
 local function kernels(o)
   local bm, bn = tiles(o, "dq")
   local kbm, kbn = tiles(o, "dkdv")
-  local key = ("%d/%s/%d/%d/%d/%d/%d/%s/%s"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused),
-                                                tostring(o.in_order ~= false))
+  local key = ("%d/%s/%d/%d/%d/%d/%d/%s/%s/%d"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused),
+                                                   tostring(o.in_order ~= false), tiles(o, "rows"))
   if not compiled[key] then
     local ks = o.fused and { build_delta(o), build_dq_convert(o), build_dkdv(o) } or { build_delta(o), build_dq(o), build_dkdv(o) }
     for _, k in ipairs(ks) do k:compile() end
@@ -204,20 +222,23 @@ local function kernels(o)
 end
 
 -- The backward of problem o (b, h, hkv, sq, skv, d, causal, scale) on device
--- buffers x: q, k, v, o, dout, lse (the forward's) -> delta, dq, dk, dv
+-- buffers x: q, k, v, o, dout, lse (the forward's) -> lse2, delta (each
+-- row_floats(o) floats), dq, dk, dv
 -- (three launches on the stream, not waited for; only: 1, 2 or 3 launches
 -- that program alone). o.fused: Delta (zeroing x.dqacc, f32 [B, H, SQ, D]),
 -- the fused dK/dV/dQ program, then dQ from x.dqacc (only: 1, 3, 2 in that order).
 local function launch(o, x, only)
   local ks, G = kernels(o), programs(o)
   local q4, kv4, rows = { o.b, o.h, o.sq, o.d }, { o.b, o.hkv, o.skv, o.d }, { o.b, o.h, o.sq }
+  local sqp = padded(o.sq)
+  local function prows(buf) return { buffer = buf, shape = rows, strides = { o.h * sqp, sqp, 1 } } end
   local scale, group = o.scale or 1 / math.sqrt(o.d), o.h // o.hkv
   if not only or only == 1 then
-    ks[1]:launch { grid = G[1], args = { O = { x.o, q4 }, dO = { x.dout, q4 }, Delta = { x.delta, rows }, H = o.h,
-                                        dQacc = o.fused and { x.dqacc, q4 } or nil } }
+    ks[1]:launch { grid = G[1], args = { O = { x.o, q4 }, dO = { x.dout, q4 }, LSE = { x.lse, rows }, Delta = prows(x.delta),
+                                        LSE2 = prows(x.lse2), H = o.h, dQacc = o.fused and { x.dqacc, q4 } or nil } }
   end
-  local common = { Q = { x.q, q4 }, K = { x.k, kv4 }, V = { x.v, kv4 }, dO = { x.dout, q4 }, LSE = { x.lse, rows },
-                   Delta = { x.delta, rows }, group = group, scale = scale }
+  local common = { Q = { x.q, q4 }, K = { x.k, kv4 }, V = { x.v, kv4 }, dO = { x.dout, q4 }, LSE2 = prows(x.lse2),
+                   Delta = prows(x.delta), group = group, scale = scale }
   local function with(more)
     local a = {}
     for key, v in pairs(common) do a[key] = v end
@@ -240,8 +261,11 @@ local function launch(o, x, only)
   end
 end
 
+-- The floats of LSE2's and of Delta's buffer for problem o (rows padded).
+local function row_floats(o) return o.b * o.h * padded(o.sq) end
+
 local example = { name = "attention_bwd", build_delta = build_delta, build_dq = build_dq, build_dkdv = build_dkdv,
-                  build_dq_convert = build_dq_convert,
+                  build_dq_convert = build_dq_convert, padded = padded, row_floats = row_floats,
                   tiles = tiles, programs = programs, kernels = kernels, launch = launch, LOG2E = LOG2E }
 if ... == "--library" then return example end
 

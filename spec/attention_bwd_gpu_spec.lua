@@ -79,10 +79,11 @@ describe("the attention backward on the GPU", function()
       AH.forward_outputs(c, x, bytes)
       local o <close> = D.from(tl.bf16, bytes.o)
       local lse <close> = D.from(tl.f32, bytes.lse)
-      local delta <close> = D.alloc(tl.f32, c.b * c.h * c.sq)
+      local delta <close> = D.alloc(tl.f32, example.row_floats(c))
+      local lse2 <close> = D.alloc(tl.f32, example.row_floats(c))
       local dqacc <close> = D.alloc(tl.f32, c.fused and nq or 1) -- (the fused backward's; Delta zeroes it)
       dqacc:fill(12345.0) -- (garbage: a backward that does not zero it is caught)
-      local bufs = { q = q, k = k, v = v, dout = dout, o = o, lse = lse, delta = delta, dqacc = dqacc }
+      local bufs = { q = q, k = k, v = v, dout = dout, o = o, lse = lse, lse2 = lse2, delta = delta, dqacc = dqacc }
       local outs = {}
       for run = 1, 2 do
         local dq, dk, dv = D.alloc(tl.bf16, nq), D.alloc(tl.bf16, nkv), D.alloc(tl.bf16, nkv)

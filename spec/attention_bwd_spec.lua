@@ -27,6 +27,14 @@ local function inputs(c)
   return x, bytes
 end
 
+-- LSE2's or Delta's tensor of problem c (rows padded: examples/attention_bwd.lua),
+-- its bytes data (nil: zeros)
+local function padded_rows(c, data)
+  local sqp = example.padded(c.sq)
+  return { data = data, bytes = not data and c.b * c.h * sqp * 4 or nil, shape = { c.b, c.h, c.sq },
+           strides = { c.h * sqp, sqp, 1 } }
+end
+
 -- dQ, dK and dV of problem c by the three programs on the emulator (lowered:
 -- the lowered kernels on c.ctas CTAs). -> the reference, {dQ, dK, dV bytes}
 -- (c.fused: the fused backward, Delta zeroing dQacc, dK/dV adding dS K into
@@ -38,14 +46,13 @@ local function backward(c, lowered)
   local q4, kv4, rows = { c.b, c.h, c.sq, c.d }, { c.b, c.hkv, c.skv, c.d }, { c.b, c.h, c.sq }
   local acc = { bytes = c.b * c.h * c.sq * c.d * 4, shape = q4 }
   local read_delta = emulate(example.build_delta(o), G[1], { O = { data = bytes.o, shape = q4 },
-    dO = { data = bytes.dout, shape = q4 }, Delta = { bytes = c.b * c.h * c.sq * 4, shape = rows },
-    dQacc = c.fused and acc or nil }, { H = c.h }, lowered)
-  local delta = read_delta "Delta"
+    dO = { data = bytes.dout, shape = q4 }, LSE = { data = bytes.lse, shape = rows }, Delta = padded_rows(c),
+    LSE2 = padded_rows(c), dQacc = c.fused and acc or nil }, { H = c.h }, lowered)
+  local delta, lse2 = read_delta "Delta", read_delta "LSE2"
   if c.fused then acc = { data = read_delta "dQacc", shape = q4 } end
   local function tensors(more)
     local a = { Q = { data = bytes.q, shape = q4 }, K = { data = bytes.k, shape = kv4 }, V = { data = bytes.v, shape = kv4 },
-                dO = { data = bytes.dout, shape = q4 }, LSE = { data = bytes.lse, shape = rows },
-                Delta = { data = delta, shape = rows } }
+                dO = { data = bytes.dout, shape = q4 }, LSE2 = padded_rows(c, lse2), Delta = padded_rows(c, delta) }
     for k, v in pairs(more) do a[k] = v end
     return a
   end
@@ -204,10 +211,10 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     local c = { b = 1, h = 1, hkv = 1, sq = 100, skv = 140, d = 64, scale = 0.125 }
     local _, bytes = inputs(c)
     local G = example.programs(c)
-    local q4, kv4, rows = { c.b, c.h, c.sq, c.d }, { c.b, c.hkv, c.skv, c.d }, { c.b, c.h, c.sq }
+    local q4, kv4 = { c.b, c.h, c.sq, c.d }, { c.b, c.hkv, c.skv, c.d }
     local tensors = { Q = { data = bytes.q, shape = q4 }, K = { data = bytes.k, shape = kv4 }, V = { data = bytes.v, shape = kv4 },
-                      dO = { data = bytes.dout, shape = q4 }, LSE = { data = bytes.lse, shape = rows },
-                      Delta = { bytes = c.b * c.h * c.sq * 4, shape = rows }, dQ = { bytes = #bytes.q, shape = q4 },
+                      dO = { data = bytes.dout, shape = q4 }, LSE2 = padded_rows(c), Delta = padded_rows(c),
+                      dQ = { bytes = #bytes.q, shape = q4 },
                       dK = { bytes = #bytes.k, shape = kv4 }, dV = { bytes = #bytes.k, shape = kv4 },
                       dQacc = { bytes = 2 * #bytes.q, shape = q4 } }
     -- (the fused dK/dV/dQ program too: its staging tiles and the dQ stores after the waits)

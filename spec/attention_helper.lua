@@ -216,8 +216,8 @@ end
 
 -- The emulator's arguments of a lowered tile program kop (PH:
 -- spec/protocol_helper.lua) from its tensors by name ({data = bytes | bytes =
--- n, shape}, row-major), scalars by name and its grid of programs. -> args,
--- where (parameter entry -> index)
+-- n, shape [, strides]}, row-major unless strides, in elements, say), scalars
+-- by name and its grid of programs. -> args, where (parameter entry -> index)
 function M.lowered_args(PH, kop, tensors, scalars, grid)
   local vals = { ["programs:x"] = grid[1], ["programs:y"] = grid[2] }
   for n, t in pairs(tensors) do
@@ -225,7 +225,7 @@ function M.lowered_args(PH, kop, tensors, scalars, grid)
     local stride = 1
     for d = #t.shape, 1, -1 do
       vals["dim:" .. n .. ":" .. (d - 1)] = t.shape[d]
-      if d < #t.shape then vals["stride:" .. n .. ":" .. (d - 1)] = stride end
+      if d < #t.shape then vals["stride:" .. n .. ":" .. (d - 1)] = t.strides and t.strides[d] or stride end
       stride = stride * t.shape[d]
     end
   end

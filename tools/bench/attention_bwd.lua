@@ -147,7 +147,9 @@ for pi, p in ipairs(list) do
   local n = p.b * p.h * p.s * p.d
   local x = { q = D.random(tl.bf16, n, seed + 10 * pi), k = D.random(tl.bf16, n, seed + 10 * pi + 1),
               v = D.random(tl.bf16, n, seed + 10 * pi + 2), dout = D.random(tl.bf16, n, seed + 10 * pi + 3),
-              o = D.alloc(tl.bf16, n), lse = D.alloc(tl.f32, p.b * p.h * p.s), delta = D.alloc(tl.f32, p.b * p.h * p.s),
+              o = D.alloc(tl.bf16, n), lse = D.alloc(tl.f32, p.b * p.h * p.s),
+              delta = D.alloc(tl.f32, ex.row_floats { b = p.b, h = p.h, sq = p.s }),
+              lse2 = D.alloc(tl.f32, ex.row_floats { b = p.b, h = p.h, sq = p.s }),
               dq = D.alloc(tl.bf16, n), dk = D.alloc(tl.bf16, n), dv = D.alloc(tl.bf16, n),
               dqacc = p.fused and D.alloc(tl.f32, n) or nil }
   local fwd = tl.attention.build { b = p.b, h = p.h, sq = p.s, skv = p.s, d = p.d, causal = p.causal }

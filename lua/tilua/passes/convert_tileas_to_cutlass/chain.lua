@@ -836,6 +836,10 @@ function Chain.lower(L, env, op, cur, ctx)
     S.acur[g] = an.shared[g] and cur[g]:rebound(cur[g].value) or cur[g] -- (a second cursor at the same value)
   end
   S.deferred = deferred_sums(op, S.slot_kind)
+  -- (a load staged in a group's stages, staged.lua: read at the stage of the
+  -- iteration's cursor, the ahead one where the loop has one)
+  local saved_stage = env.group_stage
+  env.group_stage = function(g) return (S.acur[g] or cur[g]):index() end
   local saved = env.lane_sums
   env.lane_sums = {}
   for _, id in pairs(S.deferred) do env.lane_sums[id] = true end
@@ -856,7 +860,7 @@ function Chain.lower(L, env, op, cur, ctx)
   else
     tl.cutlass.for_range(first, ub, C.list, function(kk) S.iteration(S, C, kk) end)
   end
-  env.lane_sums = saved
+  env.lane_sums, env.group_stage = saved, saved_stage
   if S.in_order then in_order_finish(S, C) else finish(S, C) end
 end
 

@@ -20,7 +20,9 @@ local frag_size = R.frag_size
 -- group is 12% and 11% faster (the separate groups' P^T computed while dP^T
 -- runs keeps more values live: spills); at 160 and less (d128 32 x 128,
 -- d64 64 x 128, fused d64 64 x 128) separate groups are 3%, 14% and 2%
--- faster (the exp2 overlaps dP^T).
+-- faster (the exp2 overlaps dP^T). Since LSE and Delta are staged (s11bwd-2,
+-- ptxas spills nothing either way) one group and two are equal at 192
+-- (d128 498.7 TFLOP/s both, d64 398.4 / 398.3): the rule stands.
 local ONE_GROUP_REGS = 192
 -- (the registers a thread of the first dots' results and the late accumulators)
 local function first_and_late_regs(S)

@@ -18,7 +18,7 @@ local Producer = {}
 -- iteration's (pipelined_for acquired it); with one per group of rings, the
 -- group's stage, acquired at its first copy of the round (a k block, or a
 -- program for a ring filled once a program) and committed after its last.
-local function stage_of(env, r)
+local function stage_of(L, env, r)
   if env.stage then return env.stage, env.full, nil end
   local g = r.group
   env.acq = env.acq or {}
@@ -30,6 +30,7 @@ local function stage_of(env, r)
   end
   a.n = a.n + 1
   return a.stage, a.full, a.n == #g.rings and function()
+    Staged.produce(L, env, env.kk, g, a.stage, a.full) -- (the loads staged in the group's stages: staged.lua)
     g.pipe:producer_commit(g.st)
     g.st:advance()
     env.acq[g] = nil
@@ -48,7 +49,7 @@ local function ring_copy(L, env)
     if not ld or not r or (not env.stage and not r.group.st) then
       R.fail(op, "a copy in the producer that is not a load into a ring")
     end
-    local stage, full, commit = stage_of(env, r)
+    local stage, full, commit = stage_of(L, env, r)
     local e = L.P.by_arg[ld:operand(1):id()]
     local _, offs = V.block_offsets(L, r.tile)
     local coords, piece, mc = {}, nil, nil
@@ -103,7 +104,9 @@ local function pipelined_for(L, env, st, cursors)
     tl.cutlass.for_range(lb, ub, pipe and { st } or cursors, function(kk)
       L.vmap[b:arg(1):id()] = kk
       if not pipe then
+        env.kk = kk
         X.lower_block(L, b, env)
+        env.kk = nil
         return
       end
       pipe:producer_acquire(st)

@@ -28,6 +28,22 @@
 -- no StreamK or split-K, no loop prefetch; otherwise the loads stay global
 -- loads a k block ahead (consumer.lua).
 --
+-- A consumer's loop of chained dots in order (tileas.pipeline's in_order:
+-- chain.lua's iteration_in_order, the attention backward's dK/dV loop) has
+-- its loads of a line staged the same way: a tile<S x f32> sliced from the
+-- mma layout (a row's value down the columns or a column's along the rows:
+-- the log-sum-exp and Delta of the loop's query tile), from a tensor of f32 of
+-- any rank, its tile coordinate the last (a box {1, ..., 1, S}), no padding,
+-- S * 4 a multiple of 16, S <= 256. They go into the stages of the group of
+-- rings of the loop's first dot that reads a ring filled every iteration
+-- (a slot a consumer warpgroup a stage), issued by the producer after that
+-- group's tiles, before it commits the stage, and read by the consumers
+-- between their wait for that stage and its release (the body's register
+-- work comes before both releases of a loop in order). The tensor's row
+-- strides must be multiples of 16 bytes (the launch's tensor map says so
+-- otherwise): its owner pads the rows (examples/attention_bwd.lua pads LSE
+-- and Delta to a multiple of 4 queries).
+--
 -- The producer computes each load's coordinates from the consumer's own ops
 -- (lowered in the producer, with the consumer's loop index bound to the
 -- producer's k block and its persistent loop's work id to the producer's,
@@ -60,9 +76,10 @@ local COORD_OPS = { ["tileas.get_program_id"] = true, ["tileas.num_programs"] = 
 
 -- The ops that value v needs, in order (deps), where each is one the producer
 -- can compute: arith, constants, program ids and counts; block arguments only
--- the loop index (kk) and the work id. -> true, or false
-local function closure(v, kk, work, deps, seen)
-  if v:id() == kk:id() or v:id() == work:id() then return true end
+-- the loop index (kk), the work id and the kernel's scalar parameters (args:
+-- their ids). -> true, or false
+local function closure(v, kk, work, deps, seen, args)
+  if v:id() == kk:id() or v:id() == work:id() or (args and args[v:id()]) then return true end
   local d = v:def()
   if not d then return false end
   local rid = d:nresults() == 1 and d:result(1):id()
@@ -70,7 +87,7 @@ local function closure(v, kk, work, deps, seen)
   local n = d:name()
   if d:nregions() > 0 or d:nresults() ~= 1 or not (n:match "^arith%." or COORD_OPS[n]) or R.tile_of(d:result(1)) then return false end
   for i = 1, d:noperands() do
-    if not closure(d:operand(i), kk, work, deps, seen) then return false end
+    if not closure(d:operand(i), kk, work, deps, seen, args) then return false end
   end
   seen[rid] = true
   deps[#deps + 1] = d
@@ -142,7 +159,7 @@ local function merge_lines(list, n)
   local by_tensor, order = {}, {}
   for _, f in ipairs(list) do
     local t = f.tensor:id()
-    if not f.single then
+    if not f.single and not f.chain then
       if not by_tensor[t] then by_tensor[t], order[#order + 1] = {}, t end
       table.insert(by_tensor[t], f)
     end
@@ -165,6 +182,46 @@ local function merge_lines(list, n)
   end
 end
 
+-- The staged form of load o of the body of a loop of chained dots in order,
+-- or nil (a line of the mma layout from an f32 tensor, its tile coordinate last).
+local function chain_form_of(o)
+  if o:name() ~= "tileas.tiled_load" or o:attr "padding" then return nil end
+  local t = o:operand(1):type()
+  if not R.is_tensor_type(t) then return nil end
+  local prm = t:info().params
+  local ri = R.tile_of(o:result(1))
+  if prm[1] ~= tl.f32 or not ri or #ri.shape ~= 1 or ri.elem ~= tl.f32 or ri.space ~= "rmem" then return nil end
+  local p = ri.layout and ri.layout.parent
+  if R.layout_kind(o:result(1)) ~= "slice" or not p or p.kind ~= "mma" then return nil end
+  local s = ri.shape[1]
+  if (s * 4) % 16 ~= 0 or s > 256 or o:noperands() ~= 1 + prm[2] then return nil end
+  local box = {}
+  for d = 1, prm[2] - 1 do box[d] = 1 end
+  box[prm[2]] = s
+  return { box = box, width = s, chain = true, along = ri.layout.dim == 0 and 2 or 1 }
+end
+
+-- The chain forms of the loads of consumer ag's loop of chained dots in
+-- order (its index i among the consumers), or nil; args: the kernel's
+-- scalar parameters' ids.
+local function chain_loads(ag, i, loop, work, args)
+  local b = loop:region(1):entry()
+  local kk, mine = b:arg(1), {}
+  for _, o in ipairs(b:ops()) do
+    local f = o:nresults() == 1 and chain_form_of(o)
+    if f then
+      local deps, seen, ok = {}, {}, true
+      for j = 2, o:noperands() do ok = ok and closure(o:operand(j), kk, work, deps, seen, args) end
+      if ok then
+        f.op, f.tensor, f.agent, f.deps, f.kk, f.work, f.loop = o, o:operand(1), i - 1, deps, kk, work, loop
+        f.map = tl.tensor_map_type(tl.f32, f.box, 0)
+        mine[#mine + 1] = f
+      end
+    end
+  end
+  return #mine > 0 and mine or nil
+end
+
 -- The plan (L.staged, before plan.lua's parameters): which loads of the
 -- consumers' loops are staged. an: consumer.lua's analyses (ahead_loads,
 -- lag_plan). Sets L.staged = { by_op = {[result id] = load}, list = loads,
@@ -183,11 +240,26 @@ function Staged.plan(L, an)
   local pwork = work_arg(producer)
   if not pwork then return end
   local list, by_op, maps = {}, {}, {}
+  local args = {}
+  for _, a in ipairs(L.body:args()) do
+    if not R.is_tensor_type(a:type()) then args[a:id()] = true end
+  end
   for i, ag in ipairs(consumers) do
     local loop, work = pipelined_loop(ag), work_arg(ag)
     local pipe = loop and loop:attr "tileas.pipeline"
     local pf = type(pipe) == "table" and pipe.prefetch or 0
-    if loop and work and loop:nresults() == 1 and pf == 0 then
+    local chain = loop and work and type(pipe) == "table" and pipe.in_order == true and pf == 0
+                  and chain_loads(ag, i, loop, work, args)
+    if chain then
+      for _, f in ipairs(chain) do
+        local prev = maps[f.tensor:id()]
+        if not prev or tostring(prev) == tostring(f.map) then
+          maps[f.tensor:id()] = f.map
+          list[#list + 1] = f
+          by_op[f.op:result(1):id()] = f
+        end
+      end
+    elseif loop and work and loop:nresults() == 1 and pf == 0 then
       local b = loop:region(1):entry()
       local kk = b:arg(1)
       local ahead = an.ahead_loads(b)
@@ -238,49 +310,73 @@ end
 -- The stages' slots (shared memory beside the rings'): a buffer a staged
 -- tensor, {stages, consumers, slot}; their bytes added to the pipeline's
 -- transaction bytes (one group: a GEMM's).
+-- (a chain form's group: that of the first dot of its loop that reads a ring
+-- filled every iteration)
+local function chain_group(L, loop)
+  local g
+  R.each_op(loop, function(op)
+    if g or op:name() ~= "tileas.dot" then return end
+    for i = 1, 2 do
+      local r = L.ring_of[R.ring_source(op:operand(i)):id()]
+      if r and not r.per_program and not g then g = r.group end
+    end
+  end)
+  if not g then R.fail(loop, "staged loads in a loop whose dots read no ring filled every iteration") end
+  return g
+end
 function Staged.shared(L)
   if not L.staged then return end
-  local g = L.groups[1]
   local bufs = {}
   for _, f in ipairs(L.staged.list) do
+    local g = f.chain and chain_group(L, f.loop) or L.groups[1]
+    f.group = g
     local key = f.tensor:id()
     local slot = (f.width * 4 + SLOT_ALIGN - 1) // SLOT_ALIGN * SLOT_ALIGN // 4
     bufs[key] = bufs[key] or L.k:shared(tl.f32, { g.stages, #L.consumers, slot }, { align = SLOT_ALIGN })
     f.buf = bufs[key]
-    if not f.from then g.bytes = g.bytes + f.box[1] * f.box[2] * 4 end -- (a merged box: all its lines)
+    if not f.from then -- (a merged box: all its lines)
+      local bytes = 4
+      for _, x in ipairs(f.box) do bytes = bytes * x end
+      g.bytes = g.bytes + bytes
+    end
   end
 end
 
+-- (load f's TMA, its coordinates computed with the loop index kk and the work id q)
+local function produce_one(L, env, kk, f, stage, full, q)
+  local saved = {}
+  local function bind(id, v)
+    if saved[id] == nil then saved[id] = L.vmap[id] or false end
+    L.vmap[id] = v
+  end
+  bind(f.kk:id(), kk)
+  bind(f.work:id(), q)
+  for _, d in ipairs(f.deps) do
+    saved[d:result(1):id()] = saved[d:result(1):id()] or L.vmap[d:result(1):id()] or false
+    V.at_loc(d, X.lower_op, L, d, env)
+  end
+  local o = f.op
+  local e = L.P.by_arg[o:operand(1):id()]
+  local coords
+  if f.single then -- (the box at the 16-byte aligned column below the k block)
+    -- (k blocks count from 0: an and, where ptxas makes rem.s32 by 4 a division of ~23 instructions)
+    coords = V.leading(L, o, { V.get(L, o:operand(3), o) & -SINGLE_BOX })
+  elseif f.chain then coords = V.leading(L, o, { V.get(L, o:operand(o:noperands()), o) * f.width })
+  elseif f.lines then -- (the lines of the consumers after it too: from consumer 0's row block)
+    coords = V.leading(L, o, { V.get(L, f.row_base, o) * f.width })
+  else coords = V.leading(L, o, { V.get(L, o:operand(3), o) * f.width }) end
+  tl.tma_load(f.buf:ptr(stage, f.agent), L.args[e.lowered_map], full, coords)
+  for id, v in pairs(saved) do L.vmap[id] = v or nil end
+end
+
 -- The producer's TMA loads of the staged values of k block kk into the stage
--- (env.stage, completing on env.full), after the iteration's tiles.
-function Staged.produce(L, env, kk)
+-- (env.stage, completing on env.full), after the iteration's tiles; group g:
+-- only the loads staged in its stages (stage, full: its stage and barrier).
+function Staged.produce(L, env, kk, g, stage, full)
   if not L.staged then return end
   local q = L.vmap[L.staged.producer_work:id()]
   for _, f in ipairs(L.staged.list) do
-    if f.from then goto next end
-    local saved = {}
-    local function bind(id, v)
-      if saved[id] == nil then saved[id] = L.vmap[id] or false end
-      L.vmap[id] = v
-    end
-    bind(f.kk:id(), kk)
-    bind(f.work:id(), q)
-    for _, d in ipairs(f.deps) do
-      saved[d:result(1):id()] = saved[d:result(1):id()] or L.vmap[d:result(1):id()] or false
-      V.at_loc(d, X.lower_op, L, d, env)
-    end
-    local o = f.op
-    local e = L.P.by_arg[o:operand(1):id()]
-    local coords
-    if f.single then -- (the box at the 16-byte aligned column below the k block)
-      -- (k blocks count from 0: an and, where ptxas makes rem.s32 by 4 a division of ~23 instructions)
-      coords = V.leading(L, o, { V.get(L, o:operand(3), o) & -SINGLE_BOX })
-    elseif f.lines then -- (the lines of the consumers after it too: from consumer 0's row block)
-      coords = V.leading(L, o, { V.get(L, f.row_base, o) * f.width })
-    else coords = V.leading(L, o, { V.get(L, o:operand(3), o) * f.width }) end
-    tl.tma_load(f.buf:ptr(env.stage, f.agent), L.args[e.lowered_map], env.full, coords)
-    for id, v in pairs(saved) do L.vmap[id] = v or nil end
-    ::next::
+    if not f.from and (not g or f.group == g) then produce_one(L, env, kk, f, stage or env.stage, full or env.full, q) end
   end
 end
 
@@ -291,6 +387,10 @@ function Staged.read(L, env, op)
   local f = L.staged and L.staged.by_op[op:result(1):id()]
   if not f then return nil end
   local stage, wg = env.stage, env.wg
+  if f.chain then -- (the stage of its group's cursor: chain.lua's env.group_stage)
+    local base = f.buf:ptr(env.group_stage(f.group), wg, 0) + (f.along == 2 and env.f.col or env.f.row)
+    return V.line(tl.f32, f.along, function(off) return (base + off):load() end)
+  end
   if f.single then -- (from the slot of the consumer whose load brought it)
     local from = f.from and f.from.agent or wg
     return { single = f.buf:ptr(stage, from, V.get(L, op:operand(3), op) & (SINGLE_BOX - 1)):load() }
