@@ -25,10 +25,6 @@ local CASES = {
   { b = 1, h = 4, sq = 700, skv = 700, d = 128, causal = true, schedule = "persistent" },      -- (causal's default: data-parallel)
   { b = 1, h = 2, sq = 400, skv = 1100, d = 128, bn = 176 },
   { b = 2, h = 16, hkv = 2, sq = 4096, skv = 4096, d = 128, every = true },            -- more tiles than SMs
-  -- a cluster of 2 (each key block half from each CTA, multicast): 7 m blocks (the
-  -- last cluster's second CTA past the rows), grouped-query; head dim 64, 4 m blocks
-  { b = 1, h = 4, hkv = 2, sq = 800, skv = 777, d = 128, cluster = 2, small = true },
-  { b = 2, h = 3, sq = 700, skv = 500, d = 64, cluster = 2 },
 }
 if os.getenv "TILUA_SMALL" then
   local small = {}
@@ -37,9 +33,9 @@ if os.getenv "TILUA_SMALL" then
 end
 
 local function describe_case(c)
-  return ("%d x %d heads%s, %d x %d, d %d%s%s%s%s%s"):format(c.b, c.h, c.hkv and (" (" .. c.hkv .. " key heads)") or "", c.sq, c.skv,
+  return ("%d x %d heads%s, %d x %d, d %d%s%s%s%s"):format(c.b, c.h, c.hkv and (" (" .. c.hkv .. " key heads)") or "", c.sq, c.skv,
     c.d, c.causal and ", causal" or "", c.dtype and (", " .. c.dtype) or "", c.bn and (", bn " .. c.bn) or "",
-    c.schedule and (", " .. c.schedule) or "", c.cluster and (", a cluster of " .. c.cluster) or "")
+    c.schedule and (", " .. c.schedule) or "")
 end
 
 describe("the attention forward on the GPU", function()

@@ -10,9 +10,7 @@
 --                                 schedule = "persistent" (causal: "data_parallel"), o_in_q = auto,
 --                                 regs = { producer, consumer } (setmaxnreg; by consumers),
 --                                 kv_order = "skewed" (K_{j+1} loaded before V_j; "paired": K_j, V_j),
---                                 exp2_poly = 0 (of every 8 exp2 of a row, how many on the FMA pipe),
---                                 cluster = 1 (2: two CTAs of adjacent m blocks share each block of
---                                 keys, each TMA-loading half and multicasting it; non-causal, persistent) }
+--                                 exp2_poly = 0 (of every 8 exp2 of a row, how many on the FMA pipe) }
 --   a.kernel                    the tilua kernel
 --   a:run{ q = bufQ, k = bufK, v = bufV, o = bufO, lse = bufLSE }   (B, H, S, D row-major)
 --   a:check{ q, k, v, o, lse } -> ok, report   (a plain reference kernel, every element)
@@ -130,14 +128,6 @@ do -- tl.attention: the generator and the check
     if math.type(c.exp2_poly) ~= "integer" or c.exp2_poly < 0 or c.exp2_poly > 8 then
       raise("attention.build: exp2_poly must be an integer in [0, 8] (of every 8 exp2, how many emulated)")
     end
-    -- a cluster of 2 (FlashAttention-3's at head dim 128 and more, non-causal):
-    -- the two CTAs' m blocks read the same keys, so each loads half of a block
-    -- and multicasts it, halving the keys' traffic from L2
-    c.cluster = c.cluster or 1
-    if c.cluster ~= 1 and c.cluster ~= 2 then raise("attention.build: cluster must be 1 or 2") end
-    if c.cluster > 1 and (c.causal or c.schedule ~= "persistent") then
-      raise("attention.build: cluster = 2 needs a non-causal problem on the persistent schedule (the pair reads the same keys)")
-    end
     c.bm = 64 * c.consumers
     c.tm = (c.sq + c.bm - 1) // c.bm
     c.nkv = (c.skv + c.bn - 1) // c.bn
@@ -160,13 +150,13 @@ do -- tl.attention: the generator and the check
 
   local function build_kernel(c)
     local ein = elem_type(c.dtype)
-    local D, BN, BM, NC, S, CL = c.d, c.bn, c.bm, c.consumers, c.stages, c.cluster
+    local D, BN, BM, NC, S = c.d, c.bn, c.bm, c.consumers, c.stages
     local QT = tl.tensor_map_type(ein, { 1, 1, 64, 64 }, 128)
-    local KT = tl.tensor_map_type(ein, { 1, 1, BN // CL, 64 }, 128) -- (a cluster: each CTA's share of a block)
+    local KT = tl.tensor_map_type(ein, { 1, 1, BN, 64 }, 128)
     local params = { { "Q", QT }, { "K", KT }, { "V", KT }, { "O", QT }, { "LSE", tl.ptr(tl.f32) },
                      { "B", tl.i32 }, { "H", tl.i32 }, { "HKV", tl.i32 }, { "SQ", tl.i32 }, { "SKV", tl.i32 },
                      { "scale", tl.f32 } }
-    local k = tl.kernel(c.name, { params = params, block = 128 * (NC + 1), cluster = CL > 1 and { CL, 1, 1 } or nil })
+    local k = tl.kernel(c.name, { params = params, block = 128 * (NC + 1) })
     local KV_BYTES = BN * D * 2
     k:define(function(k, p)
       local sQ = k:shared(ein, { NC, D // 64, 64, 64 }, { align = 1024, swizzle = 128 })
@@ -175,16 +165,12 @@ do -- tl.attention: the generator and the check
       local sO = c.o_in_q and sQ or k:shared(ein, { NC, D // 64, 64, 64 }, { align = 1024, swizzle = 128 })
       local consumers = { { 4, 4 * NC } }
       local pq = k:pipeline { stages = 1, producers = { { 0, 1 } }, consumers = consumers, transaction_bytes = BM * D * 2, mode = "cooperative" }
-      -- (a cluster: both CTAs' producers write a K or V stage, every consumer
-      -- warp of both releases it)
-      local kv_mode = CL > 1 and "cluster" or "cooperative"
-      local pk = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers, transaction_bytes = KV_BYTES, mode = kv_mode }
-      local pv = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers, transaction_bytes = KV_BYTES, mode = kv_mode }
+      local pk = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers, transaction_bytes = KV_BYTES, mode = "cooperative" }
+      local pv = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers, transaction_bytes = KV_BYTES, mode = "cooperative" }
       local go = {}
       for w = 1, (NC > 1 and c.pingpong) and NC or 0 do go[w] = k:seq_bar { depth = 1, arrive_count = 128 } end
       local sm = M.problem(tl, c, { b = p.B, h = p.H, hkv = p.HKV, sq = p.SQ, skv = p.SKV, scale = p.scale })
       sm.q, sm.k, sm.v, sm.o, sm.pq, sm.pk, sm.pv, sm.go = sQ, sK, sV, sO, pq, pk, pv, go
-      sm.rank = CL > 1 and tl.cluster_rank() or nil
 
       -- the work tiles (m block, head, batch), m fastest: the CTAs at work at
       -- once share their heads' K and V in L2. Causal: (head, m block, batch),
@@ -194,15 +180,12 @@ do -- tl.attention: the generator and the check
       -- same m block, long or short, in every round). Persistent: a CTA a SM
       -- walks them; data-parallel: a CTA a tile (the hardware hands out the CTAs)
       local function scheduler()
-        local o = { tiles = c.causal and { sm.h, sm.tm, sm.b, 1 } or { sm.tm, sm.h, sm.b, 1 }, swizzle = 1,
-                    cluster = CL > 1 and { CL, 1, 1 } or nil }
+        local o = { tiles = c.causal and { sm.h, sm.tm, sm.b, 1 } or { sm.tm, sm.h, sm.b, 1 }, swizzle = 1 }
         if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
-        o.workers = tl.grid_dim("x") // CL
+        o.workers = tl.grid_dim("x")
         return tl.sched.static_persistent(o)
       end
-      local function tiles(cursors, body)
-        G.tile_loop(tl, scheduler():work(CL > 1 and tl.cluster_id() or tl.block_id()), cursors, { body })
-      end
+      local function tiles(cursors, body) G.tile_loop(tl, scheduler():work(tl.block_id()), cursors, { body }) end
 
       -- {=== the producer warpgroup
       k:agent("producer", { warps = 4 }, function()
@@ -250,7 +233,6 @@ do -- tl.attention: the generator and the check
         end)
       end)
       -- }===
-      if CL > 1 then tl.cluster_sync() end -- no CTA leaves while the other may still write to it
     end)
     return k
   end
@@ -262,8 +244,7 @@ do -- tl.attention: the generator and the check
   function M.grid(c, p)
     local tiles = (p.sq + c.bm - 1) // c.bm * p.h * p.b
     if c.schedule == "data_parallel" then return tiles end
-    local CL = c.cluster or 1 -- (a cluster's work tiles: CL m blocks)
-    return CL * math.max(1, math.min(c.sms // CL, ((p.sq + c.bm - 1) // c.bm + CL - 1) // CL * p.h * p.b))
+    return math.max(1, math.min(c.sms, tiles))
   end
 
   -- The launch recipe of c (tilua.gpu.recipe): what a:run does, as data that
@@ -301,11 +282,6 @@ do -- tl.attention: the generator and the check
     local tiles = { "mul", { "mul", { "div", { "add", sq, c.bm - 1 }, c.bm }, h }, b }
     if c.schedule == "data_parallel" then
       r.grid = { tiles, 1, 1 }
-    elseif c.cluster > 1 then -- clusters of CL CTAs, each a work tile of CL m blocks
-      local CL = c.cluster
-      local ctiles = { "mul", { "mul", { "div", { "add", sq, c.bm * CL - 1 }, c.bm * CL }, h }, b }
-      local sms = c.sms_fixed and c.sms // CL or { "div", { "sms" }, CL }
-      r.grid = { { "mul", CL, { "max", 1, { "min", sms, ctiles } } }, 1, 1 }
     else
       r.grid = { { "max", 1, { "min", c.sms_fixed and c.sms or { "sms" }, tiles } }, 1, 1 }
     end
@@ -362,11 +338,6 @@ do -- tl.attention: the generator and the check
   -- dim is the build's); returns self. The tensor maps are kept (self._maps).
   function M.Attention:run(o)
     local grid, args = tl.recipe.values(self.kernel.recipe, self.kernel.params, self, inputs_of(self.cfg, o))
-    if self.cfg.cluster > 1 and not tl.options.emulate then
-      -- a persistent grid of clusters: as many as can be resident at once
-      self._clusters = self._clusters or self.kernel:max_active_clusters()
-      if self._clusters > 0 then grid = { math.min(grid[1], self._clusters * self.cfg.cluster), grid[2], grid[3] } end
-    end
     self.kernel:launch { grid = grid, args = args }
     return self
   end

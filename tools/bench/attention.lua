@@ -21,11 +21,10 @@
 -- examples/attention.lua from script to PTX (the median of 20), which needs
 -- no GPU.
 --
---   tilua tools/bench/attention.lua [--sweep | --cluster] [--only=d128,d128 causal] [--s=4096] [--bh=32] [--no-torch] [--no-tile]
+--   tilua tools/bench/attention.lua [--sweep] [--only=d128,d128 causal] [--s=4096] [--bh=32] [--no-torch] [--no-tile]
 --
 -- --only names the problems to run (comma-separated, e.g. "d64,d64 causal");
--- --no-tile leaves the tile program out; --cluster times the default and
--- the default in a cluster of 2 (the key blocks multicast) on the non-causal problems.
+-- --no-tile leaves the tile program out.
 local tl = require "tilua"
 
 local o = { s = 4096, bh = 32 }
@@ -35,7 +34,6 @@ for _, a in ipairs(arg or {}) do
   if a == "--sweep" then o.sweep = true end
   if a == "--no-torch" then o.no_torch = true end
   if a == "--no-tile" then o.no_tile = true end
-  if a == "--cluster" then o.cluster = true end
 end
 
 -- {=== compile time, script to PTX (the build of the IR included), no cache
@@ -88,7 +86,7 @@ local problems = {
   { name = "d128", b = 2, h = BH // 2, d = 128,
     sweep = { { bn = 128 }, { bn = 128, kv_order = "paired" }, { bn = 144 }, { bn = 160 }, { bn = 112 }, { bn = 176 },
               { bn = 128, regs = R24 }, { bn = 144, regs = R24 }, { bn = 128, schedule = "data_parallel" },
-              { bn = 128, pingpong = false }, { bn = 128, exp2_poly = 1 }, { bn = 128, exp2_poly = 2 }, { bn = 128, cluster = 2 } } },
+              { bn = 128, pingpong = false }, { bn = 128, exp2_poly = 1 }, { bn = 128, exp2_poly = 2 } } },
   { name = "d128 causal", b = 2, h = BH // 2, d = 128, causal = true,
     sweep = { { bn = 128 }, { bn = 128, kv_order = "paired" }, { bn = 144 }, { bn = 128, regs = R24 },
               { bn = 128, schedule = "persistent" }, { bn = 128, exp2_poly = 2 } } },
@@ -166,19 +164,18 @@ for pi, p in ipairs(list) do
   local out <close> = D.alloc(tl.bf16, n)
   local lse <close> = D.alloc(tl.f32, p.b * p.h * p.s)
   local args = { q = q, k = k, v = v, o = out, lse = lse }
-  local cfgs = o.sweep and p.sweep or o.cluster and not p.causal and { {}, { cluster = 2 } } or { {} }
+  local cfgs = o.sweep and p.sweep or { {} }
   local R, RL
   for _, extra in ipairs(cfgs) do
     local cfg = { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d, causal = p.causal }
     for key, x in pairs(extra) do cfg[key] = x end
     local built, a = pcall(tl.attention.build, cfg)
-    local label = ("bn %d, %d consumers, %d stages%s%s%s%s%s%s%s"):format(built and a.cfg.bn or cfg.bn or 0, built and a.cfg.consumers or 0,
+    local label = ("bn %d, %d consumers, %d stages%s%s%s%s%s%s"):format(built and a.cfg.bn or cfg.bn or 0, built and a.cfg.consumers or 0,
       built and a.cfg.stages or 0, built and a.cfg.o_in_q and ", O in Q" or "",
       built and a.cfg.kv_order == "paired" and ", K V paired" or "",
       built and a.cfg.exp2_poly > 0 and (", exp2 %d/8 on FMA"):format(a.cfg.exp2_poly) or "",
       built and a.cfg.schedule ~= "persistent" and ", " .. a.cfg.schedule or "", built and not a.cfg.pingpong and ", no turns" or "",
-      built and a.cfg.consumers > 1 and (", regs %d/%d"):format(a.cfg.regs[1], a.cfg.regs[2]) or "",
-      built and a.cfg.cluster > 1 and ", cluster 2" or "")
+      built and a.cfg.consumers > 1 and (", regs %d/%d"):format(a.cfg.regs[1], a.cfg.regs[2]) or "")
     if not built then
       print(("%-14s %-44s not built: %s"):format(p.name, label, tostring(a)))
     else

@@ -45,10 +45,6 @@ end
 function M.tile_of(tl, c, A, work)
   local m, h = work:m(), work:n()
   if c.causal then m, h = A.tm - 1 - h, m end
-  -- a cluster of CL CTAs: work tiles of CL m blocks, the CTA's the rank's
-  -- (past the last m block where the cluster overhangs: rows TMA zero-fills,
-  -- stores clipped; the CTA still loads its share of the pair's keys)
-  if (c.cluster or 1) > 1 then m = m * c.cluster + A.rank end
   return { m = m, h = h, b = work:l(), hk = h // A.group }
 end
 
@@ -83,21 +79,12 @@ function M.load_q(tl, c, sm, map, st, tile)
   st:advance()
 end
 
--- One block of keys (K or V) into a stage of its ring. A cluster of CL CTAs
--- (c.cluster, its m blocks read the same keys): each loads bn / CL rows, its
--- rank's, and multicasts them into every CTA's stage (the map's box is bn / CL rows).
-local function load_block(tl, c, sm, pipe, ring, map, st, tile, n)
+-- One block of keys (K or V) into a stage of its ring.
+local function load_block(tl, c, pipe, ring, map, st, tile, n)
   pipe:producer_acquire(st)
   local full, s = pipe:full_barrier(st), st:index()
-  local CL = c.cluster or 1
   for x = 0, c.d // 64 - 1 do
-    if CL > 1 then
-      local h = sm.rank * (c.bn // CL)
-      tl.tma_load(ring:ptr(s, x, h), map, full, { tile.b, tile.hk, n * c.bn + h, tl.const(64 * x, tl.i32) },
-                  { multicast = (1 << CL) - 1 })
-    else
-      tl.tma_load(ring:ptr(s, x), map, full, { tile.b, tile.hk, n * c.bn, tl.const(64 * x, tl.i32) })
-    end
+    tl.tma_load(ring:ptr(s, x), map, full, { tile.b, tile.hk, n * c.bn, tl.const(64 * x, tl.i32) })
   end
   pipe:producer_commit(st)
   st:advance()
@@ -111,17 +98,17 @@ function M.load_kv(tl, c, sm, kmap, vmap, stk, stv, tile)
   local n = M.kv_blocks(tl, c, sm, tile)
   if c.kv_order == "paired" then
     tl.cutlass.for_range(tl.const(0, tl.i32), n, { stk, stv }, function(j)
-      load_block(tl, c, sm, sm.pk, sm.k, kmap, stk, tile, n - 1 - j)
-      load_block(tl, c, sm, sm.pv, sm.v, vmap, stv, tile, n - 1 - j)
+      load_block(tl, c, sm.pk, sm.k, kmap, stk, tile, n - 1 - j)
+      load_block(tl, c, sm.pv, sm.v, vmap, stv, tile, n - 1 - j)
     end)
     return
   end
-  load_block(tl, c, sm, sm.pk, sm.k, kmap, stk, tile, n - 1)
+  load_block(tl, c, sm.pk, sm.k, kmap, stk, tile, n - 1)
   tl.cutlass.for_range(tl.const(1, tl.i32), n, { stk, stv }, function(j)
-    load_block(tl, c, sm, sm.pk, sm.k, kmap, stk, tile, n - 1 - j)
-    load_block(tl, c, sm, sm.pv, sm.v, vmap, stv, tile, n - j)
+    load_block(tl, c, sm.pk, sm.k, kmap, stk, tile, n - 1 - j)
+    load_block(tl, c, sm.pv, sm.v, vmap, stv, tile, n - j)
   end)
-  load_block(tl, c, sm, sm.pv, sm.v, vmap, stv, tile, tl.const(0, tl.i32))
+  load_block(tl, c, sm.pv, sm.v, vmap, stv, tile, tl.const(0, tl.i32))
 end
 
 -- {=== the consumer warpgroups' turns: a ring of seq_bars
@@ -335,13 +322,8 @@ end
 
 -- Release a stage: one lane of each warp for its warp (a cooperative
 -- pipeline counts it as 32 arrivals; wgmma.wait_group already completed the
--- warpgroup's reads); a K or V stage of a cluster's pipeline (c.cluster > 1):
--- every lane (lane r releases it on CTA r).
-local function release(tl, pipe, st, c)
-  if c and (c.cluster or 1) > 1 then
-    pipe:consumer_release(st)
-    return
-  end
+-- warpgroup's reads).
+local function release(tl, pipe, st)
   tl.elect_one(function() pipe:consumer_release(st) end)
 end
 
@@ -360,7 +342,7 @@ function M.consumer_tile(tl, c, sm, ctx, tile)
   local S = M.qk(tl, c, sm, ctx.wg, ctx.stk:index())
   M.turn_pass(tl, go, ctx)
   tl.wgmma_wait(0)
-  release(tl, sm.pk, ctx.stk, c)
+  release(tl, sm.pk, ctx.stk)
   ctx.stk:advance()
   local p, m, l = M.softmax(tl, c, sm, scores(tl, c, sm, ctx, S, rows0, n - 1, true), nil, nil, true)
   local carry = { o = { value = tl.zeros(tl.f32, c.d // 2) }, p = { value = tl.vector_of(tl.i32, M.pack_p(tl, c, p)) },
@@ -381,12 +363,12 @@ function M.consumer_tile(tl, c, sm, ctx, tile)
     local o = M.pv(tl, c, sm, carry.o.value, pa, ctx.stv:index())
     M.turn_pass(tl, go, ctx)
     tl.wgmma_wait(1)
-    release(tl, sm.pk, ctx.stk, c)
+    release(tl, sm.pk, ctx.stk)
     ctx.stk:advance()
     local pj, mj, lj, alpha = M.softmax(tl, c, sm, scores(tl, c, sm, ctx, Sj, rows0, n - 1 - j, masked),
                                         { [0] = carry.m0.value, carry.m1.value }, { [0] = carry.l0.value, carry.l1.value })
     tl.wgmma_wait(0)
-    release(tl, sm.pv, ctx.stv, c)
+    release(tl, sm.pv, ctx.stv)
     ctx.stv:advance()
     carry.o.value = scale_rows(tl, c, ctx, o, alpha)
     carry.p.value = tl.vector_of(tl.i32, M.pack_p(tl, c, pj))
@@ -402,7 +384,7 @@ function M.consumer_tile(tl, c, sm, ctx, tile)
   tl.wgmma_fence()
   local o = M.pv(tl, c, sm, carry.o.value, pa, ctx.stv:index())
   tl.wgmma_wait(0)
-  release(tl, sm.pv, ctx.stv, c)
+  release(tl, sm.pv, ctx.stv)
   ctx.stv:advance()
   if not c.o_in_q then -- (with the output staged in Q's rows, Q is released once the store read them)
     release(tl, sm.pq, ctx.stq)
