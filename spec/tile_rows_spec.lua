@@ -60,7 +60,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_true(off.linear)
     local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
     assert.is_false(ok)
-    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}", err, 1, true)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}", err, 1, true)
     assert.is_nil(tl.options.row_ring)
   end)
 
@@ -104,6 +104,34 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
         for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } },
                              { "rmsnorm", { 7, 1024 } } } do
           local good, summary = fresh.run_case(t[1], { seed = 7 + S, emulate = true, size = t[2], ctas = 1 })
+          assert(good, summary)
+        end
+        local good, report = fresh.run_case("softmax", { seed = 5, emulate = true, size = { 11, 1030 }, ctas = 1,
+                                                         check = true, max_states = 2000 })
+        assert(good, report)
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
+  end)
+
+  it("the shared ring with bulk stores (row_ring.bulk = S): the row written back into its stage, one bulk copy a row; one CTA walks every row, ragged and aligned; protocol clean", function()
+    local tl = require "tilua"
+    for _, S in ipairs { 2, 3 } do
+      tl.options.row_ring = { bulk = S }
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library") -- (kernels compiled with the option)
+        local k = tl.rows.rmsnorm { n = 1024 }
+        k:compile()
+        local ir = k:lowered_op():print()
+        assert.truthy(ir:find("nvvm.cp.async.bulk.global.shared.cta", 1, true))
+        assert.truthy(ir:find("nvvm.cp.async.bulk.shared.cluster.global", 1, true))
+        assert.truthy(ir:find("nvvm.fence.proxy.async {space = \"shared::cta\"}", 1, true))
+        assert.truthy(k.ptx:find("cp.async.bulk.wait_group.read 1", 1, true))
+        dofile("spec/helper.lua").assert_ptxas(k.ptx)
+        for _, t in ipairs { { "rmsnorm", { 11, 1030 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } },
+                             { "rmsnorm", { 7, 1024 } }, { "layernorm", { 6, 1000 } } } do
+          local good, summary = fresh.run_case(t[1], { seed = 17 + S, emulate = true, size = t[2], ctas = 1 })
           assert(good, summary)
         end
         local good, report = fresh.run_case("softmax", { seed = 5, emulate = true, size = { 11, 1030 }, ctas = 1,

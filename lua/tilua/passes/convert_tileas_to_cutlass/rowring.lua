@@ -85,10 +85,12 @@ function Ring.plan(L, wop)
     return v > 0 and v or nil
   end
   local async = choice("async", 0)
+  local bulk = not async and choice("bulk", 0)
+  if bulk then async = nil end
   -- the rows in registers by default (0.88 of a copy against the shared ring's
   -- 0.80-0.84), claimed at run time one a claim (the register loop of one row
   -- ahead only; 0.92-0.94 of a copy against 0.86-0.88 by stride, docs/PERF.md)
-  local registers = not async and choice("registers", 1)
+  local registers = not async and not bulk and choice("registers", 1)
   local claims = registers and choice("claims", 1) or nil
   if registers and registers > 1 and claims ~= 1 then claims = nil end -- (d rows ahead: claims of one row only)
   local after = wop:region(2):entry()
@@ -143,16 +145,36 @@ function Ring.plan(L, wop)
     return { loads = loads, by_op = by_op, async = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1 }
   end
   local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, (opts.in_flight or IN_FLIGHT) // (per_sm * bytes)))
+  local out
+  if bulk then
+    -- the row stored by a bulk copy from the stage its row came in: one load,
+    -- one store of a row as long at (program, 0), not a reduce-add
+    stages = math.min(bulk, MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes))
+    for _, o in ipairs(after:ops()) do
+      local ti = o:name() == "tileas.tiled_store" and o:noperands() == 4 and R.tile_of(o:operand(4))
+      local e = ti and L.P.by_arg[o:operand(1):id()]
+      if ti and e and e.rank == 2 and e.lowered_ptr and #ti.shape == 2 and ti.shape[1] == 1 and B.is_blocked(ti)
+        and ti.shape[2] == loads[1].n and R.elem_bytes(ti.elem) == loads[1].eb and o:operand(2):id() == pid
+        and R.const_int(o:operand(3)) == 0 and not o:attr "reduce" then
+        if out then return nil end -- (two rows stored)
+        out = { op = o, e = e, n = ti.shape[2], eb = loads[1].eb }
+      end
+    end
+    if #loads ~= 1 or not out then return nil end
+  end
   if stages < 2 then return nil end -- (rows too long for two stages in every CTA of an SM)
-  return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1 }
+  return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1,
+           out = out }
 end
 
--- The bytes of program q's row that ring r's copy moves (an i32; 0: none).
-local function row_bytes(L, r, q)
+-- The bytes of program q's row that ring r's copy moves (an i32; 0: none), a
+-- multiple of `granule` bytes (16 by default: a power of two).
+local function row_bytes(L, r, q, granule)
   local e = r.e
+  granule = granule or 16
   local ok = q:lt(L.args[e.lowered_dims[1]]) & B.aligned(L, e, 16 // r.eb)
   local elems = tl.min(L.args[e.lowered_dims[2]], tl.const(r.n, tl.i32))
-  return tl.select(ok, (elems * r.eb) & tl.const(-16, tl.i32), tl.const(0, tl.i32))
+  return tl.select(ok, (elems * r.eb) & tl.const(-granule, tl.i32), tl.const(0, tl.i32))
 end
 
 -- Thread 0: stage s of ring r gets program q's row (where q is a program).
@@ -176,8 +198,39 @@ local function ring_load(L, P, r, it)
   local bytes = row_bytes(L, r, it.q)
   local x = B.tiled_load(L, r.op, { base = r.smem + it.s * r.n, elems = bytes // r.eb })
   tl.barrier()
-  fill(L, P, r, it.s, it.q + P.ahead)
+  if not P.out then fill(L, P, r, it.s, it.q + P.ahead) end -- (bulk stores: the stage refilled once stored, bulk_store)
   return x
+end
+
+-- env.tiled_store of the row stored by a bulk copy (P.out) in iteration
+-- (q, s, first): every thread writes its registers of the row into the stage
+-- the row came in (its reads are behind ring_load's barrier), as far as the
+-- copy covers it (the rest, a ragged tail or an unaligned tensor, to the
+-- tensor as blocked.lua does); a proxy fence and a barrier; thread 0 copies
+-- the stage to the row of Y (one bulk group a row), waits until the previous
+-- row's copy has read its stage and refills that stage with the row S
+-- programs after the previous one.
+local function bulk_store(L, P, op, it, first, grid)
+  local r, o = P.loads[1], P.out
+  local x = V.get(L, op:operand(4), op)
+  local granule = math.max(16, B.width(x.D, op) * o.eb) -- (a thread's vector: wholly in the copy or not at all)
+  local bytes = row_bytes(L, o, it.q, granule)
+  local base = r.smem + it.s * r.n
+  B.tiled_store(L, op, x, { base = base, elems = bytes // o.eb })
+  tl.fence_proxy_async("shared") -- (the writes seen by the bulk copy's async proxy)
+  tl.barrier()
+  tl.if_(L.tid:eq(0), function()
+    tl.if_(bytes:gt(0), function()
+      local dst = L.args[o.e.lowered_ptr] + it.q:cast(tl.i64) * L.args[o.e.lowered_strides[1]]
+      tl.bulk_copy(dst, base, bytes)
+    end)
+    tl.bulk_commit()
+    tl.bulk_wait(1, { read = true }) -- (the previous row's copy has read its stage)
+  end)
+  local S = P.stages
+  tl.if_(it.q:gt(first), function()
+    fill(L, P, r, tl.select(it.s:eq(0), tl.const(S - 1, tl.i32), it.s - 1), it.q + grid * (S - 1))
+  end)
 end
 
 -- The ops of the loop's body that do not depend on the program (a
@@ -524,13 +577,22 @@ function Ring.build(L, env, wop, P)
     for _, r in ipairs(P.loads) do fill(L, P, r, tl.const(j, tl.i32), first + grid * j) end
   end
   local hoisted = hoist()
+  local tiled_store = env.tiled_store
   tl.for_range(first, total, grid, { tl.const(0, tl.i32), tl.const(0, tl.i32) }, function(q, s, phase)
     local it = { q = q, s = s, phase = phase }
+    if P.out then
+      env.tiled_store = function(op)
+        if op:id() ~= P.out.op:id() then return tiled_store(op) end
+        bulk_store(L, P, op, it, first, grid)
+      end
+    end
     lower_body(L, env, after, P, q, hoisted, function(r) return ring_load(L, P, r, it) end)
+    env.tiled_store = tiled_store
     local s1 = s + 1
     local wrap = s1:eq(S)
     return tl.select(wrap, tl.const(0, tl.i32), s1), tl.select(wrap, phase ~ 1, phase)
   end)
+  if P.out then tl.if_(L.tid:eq(0), function() tl.bulk_wait(0) end) end -- (the rows' copies complete)
 end
 
 return Ring
