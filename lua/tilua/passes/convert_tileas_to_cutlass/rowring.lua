@@ -66,7 +66,8 @@ local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's o
 -- stands for (the options' other entries, per_sm, in_flight, hoist, still count).
 local FORCED = { { registers = 0, async = 0, claims = 0 }, { registers = 1, async = 0, claims = 0 },
                  { async = 3, claims = 0 }, { registers = 1, async = 0, claims = 1 },
-                 { registers = 2, async = 0, claims = 1 }, { registers = 1, async = 0, claims = 1, late = 1 } }
+                 { registers = 2, async = 0, claims = 1 }, { registers = 1, async = 0, claims = 1, late = 1 },
+                 { bulk = 3, registers = 0, async = 0, claims = 0 } }
 
 -- The hints of the register loop's loads of the rows ahead (row_ring.stream):
 -- 1 = ld.global.L1::no_allocate, 2 = ld.global.cs (evict first in L1 and L2).
