@@ -81,10 +81,14 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     { "layernorm", { 2200, 515 }, { bulk = 3 }, bulk }, { "layernorm_1pass", { 1101, 515 }, { bulk = 2 }, bulk },
     { "row_copy", { 900, 2000 }, { bulk = 4 }, bulk }, { "rmsnorm", { 300, 8190 }, { bulk = 4, per_sm = 1 }, bulk },
     { "softmax", { 600, 4101 }, { bulk = 3, per_sm = 1 }, bulk, 2 },
+    { "rmsnorm", { 1300, 520 }, { bulk = 3, claims = 1 }, bulk .. ", rows claimed", 2 },
+    { "layernorm", { 1201, 515 }, { bulk = 4, claims = 1, hoist = 1 }, bulk .. ", rows claimed, W and B hoisted", 2 },
+    { "row_copy", { 900, 2000 }, { bulk = 3, claims = 1 }, bulk .. ", rows claimed", 2 },
+    { "layernorm", { 850, 515 }, { claims = 1, hoist = 1 }, claimed .. ", W and B hoisted", 1 },
   }
   for j, t in ipairs(rings) do
     if ex.cases[t[1]] and not small then
-      local what = t[4]:format(t[3].async or t[3].claims or t[3].bulk) .. (t[3].per_sm and (", %d CTA an SM"):format(t[3].per_sm) or "")
+      local what = t[4]:format(t[3].async or t[3].bulk or t[3].claims) .. (t[3].per_sm and (", %d CTA an SM"):format(t[3].per_sm) or "")
         .. (t[5] and (", launched %d times"):format(t[5]) or "")
       it(("%s, %d x %d (%s, CTAs lapping it): the CPU reference"):format(t[1], t[2][1], t[2][2], what), function()
         if not GPU then pending("no GPU: " .. tl.device.error()) return end

@@ -143,6 +143,36 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
   end)
 
+  it("the bulk-store ring with rows claimed at run time (row_ring = {bulk = S, claims = 1}): a claim a refill, several CTAs lapping, ragged and aligned; the counter back to 0; protocol clean", function()
+    local tl = require "tilua"
+    for _, S in ipairs { 2, 3 } do
+      tl.options.row_ring = { bulk = S, claims = 1 }
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library") -- (kernels compiled with the option)
+        local k = tl.rows.rmsnorm { n = 1024 }
+        k:compile()
+        assert.equal(4, k:lowered_op():attr_or_default("tileas.launch").workspace_bytes)
+        assert.truthy(k.ptx:find("atom.gpu.global.add.u32", 1, true))
+        assert.truthy(k.ptx:find("atom.gpu.global.exch", 1, true))
+        assert.truthy(k.ptx:find("cp.async.bulk.global.shared::cta", 1, true))
+        dofile("spec/helper.lua").assert_ptxas(k.ptx)
+        -- (fewer rows than the CTAs' static stages, rows claimed by 1 to 4 CTAs;
+        -- execute checks that the counter is 0 after the launch)
+        for _, t in ipairs { { "rmsnorm", { 3, 520 }, 4 }, { "rmsnorm", { 13, 1024 }, 2 }, { "softmax", { 9, 4101 }, 2 },
+                             { "layernorm", { 11, 515 }, 3 }, { "row_copy", { 17, 1030 }, 1 }, { "layernorm_1pass", { 10, 2048 }, 2 } } do
+          local good, summary = fresh.run_case(t[1], { seed = 31 + S, emulate = true, size = t[2], ctas = t[3] })
+          assert(good, ("bulk = %d, claims, %d CTAs: %s"):format(S, t[3], summary))
+        end
+        local good, report = fresh.run_case("row_copy", { seed = 5, emulate = true, size = { 9, 1024 }, ctas = 2, check = true,
+                                                          claims = "dynamic", max_states = 4000 })
+        assert(good, report)
+        assert(tonumber(report:match "%((%d+) runs%)") > 1, report) -- (more than one assignment of rows explored)
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
+  end)
+
   it("the register loop with rows claimed at run time (row_ring.claims = K, a chunk of K rows a claim): several CTAs lapping, ragged and aligned; the counter back to 0; protocol clean", function()
     local tl = require "tilua"
     for _, K in ipairs { 1, 2, 4 } do

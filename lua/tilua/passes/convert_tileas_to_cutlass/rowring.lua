@@ -163,9 +163,10 @@ function Ring.plan(L, wop)
     end
     if #loads ~= 1 or not out then return nil end
   end
+  local bulk_claims = bulk and (choices.claims or 0) > 0 and 1 or nil -- (one row a claim)
   if stages < 2 then return nil end -- (rows too long for two stages in every CTA of an SM)
   return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1,
-           out = out }
+           out = out, claims = bulk_claims }
 end
 
 -- The bytes of program q's row that ring r's copy moves (an i32; 0: none), a
@@ -179,23 +180,31 @@ local function row_bytes(L, r, q, granule)
 end
 
 -- Thread 0: stage s of ring r gets program q's row (where q is a program).
+-- With the rows claimed (P.slots: the program each stage holds), thread 0
+-- writes q into the stage's slot first and arrives where q is no program (the
+-- loop reads the slot after the stage's wait: q >= programs ends it).
 local function fill(L, P, r, s, q)
-  tl.if_(L.tid:eq(0) & q:lt(P.total), function()
+  local bar = r.bars + s
+  local function copy()
     local bytes = row_bytes(L, r, q)
-    local bar = r.bars + s
     tl.if_(bytes:gt(0), function()
       local e = r.e
       local src = L.args[e.lowered_ptr] + q:cast(tl.i64) * L.args[e.lowered_strides[1]]
       tl.mbarrier_arrive_expect_tx(bar, bytes)
       tl.bulk_copy(r.smem + s * r.n, src, bytes, bar)
     end, function() tl.mbarrier_arrive(bar) end)
+  end
+  if not P.slots then return tl.if_(L.tid:eq(0) & q:lt(P.total), copy) end
+  tl.if_(L.tid:eq(0), function()
+    (P.slots + s):store(q)
+    tl.if_(q:lt(P.total), copy, function() tl.mbarrier_arrive(bar) end)
   end)
 end
 
 -- env.tiled_load of a ring's load in iteration (q, s, phase): wait for the
 -- stage, the registers from it, a barrier, the stage refilled.
 local function ring_load(L, P, r, it)
-  tl.mbarrier_wait(r.bars + it.s, it.phase)
+  if not P.slots then tl.mbarrier_wait(r.bars + it.s, it.phase) end -- (claims: waited for in the loop's condition)
   local bytes = row_bytes(L, r, it.q)
   local x = B.tiled_load(L, r.op, { base = r.smem + it.s * r.n, elems = bytes // r.eb })
   tl.barrier()
@@ -211,7 +220,7 @@ end
 -- the stage to the row of Y (one bulk group a row), waits until the previous
 -- row's copy has read its stage and refills that stage with the row S
 -- programs after the previous one.
-local function bulk_store(L, P, op, it, first, grid)
+local function bulk_store(L, P, op, it)
   local r, o = P.loads[1], P.out
   local x = V.get(L, op:operand(4), op)
   local granule = math.max(16, B.width(x.D, op) * o.eb) -- (a thread's vector: wholly in the copy or not at all)
@@ -229,8 +238,8 @@ local function bulk_store(L, P, op, it, first, grid)
     tl.bulk_wait(1, { read = true }) -- (the previous row's copy has read its stage)
   end)
   local S = P.stages
-  tl.if_(it.q:gt(first), function()
-    fill(L, P, r, tl.select(it.s:eq(0), tl.const(S - 1, tl.i32), it.s - 1), it.q + grid * (S - 1))
+  tl.if_(it.refill, function()
+    fill(L, P, r, tl.select(it.s:eq(0), tl.const(S - 1, tl.i32), it.s - 1), it.next)
   end)
 end
 
@@ -546,7 +555,7 @@ function Ring.build(L, env, wop, P)
     end
     return hoisted
   end
-  if P.claims then
+  if P.claims and not P.out then
     programs()
     return loop_claims(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
   end
@@ -563,6 +572,7 @@ function Ring.build(L, env, wop, P)
     r.smem = L.k:shared(r.elem, S * r.n, { align = 128 })
     r.bars = L.k:shared(tl.i64, S, { align = 8 })
   end
+  if P.out and P.claims then P.slots = L.k:shared(tl.i32, S, { align = 8 }) end
   L.tid = L.tid or tl.thread_id("x")
   tl.if_(L.tid:eq(0), function()
     for _, r in ipairs(P.loads) do
@@ -579,20 +589,48 @@ function Ring.build(L, env, wop, P)
   end
   local hoisted = hoist()
   local tiled_store = env.tiled_store
-  tl.for_range(first, total, grid, { tl.const(0, tl.i32), tl.const(0, tl.i32) }, function(q, s, phase)
-    local it = { q = q, s = s, phase = phase }
+  local zero = tl.const(0, tl.i32)
+  local function body(it)
     if P.out then
       env.tiled_store = function(op)
         if op:id() ~= P.out.op:id() then return tiled_store(op) end
-        bulk_store(L, P, op, it, first, grid)
+        bulk_store(L, P, op, it)
       end
     end
-    lower_body(L, env, after, P, q, hoisted, function(r) return ring_load(L, P, r, it) end)
+    lower_body(L, env, after, P, it.q, hoisted, function(r) return ring_load(L, P, r, it) end)
     env.tiled_store = tiled_store
-    local s1 = s + 1
+    local s1 = it.s + 1
     local wrap = s1:eq(S)
-    return tl.select(wrap, tl.const(0, tl.i32), s1), tl.select(wrap, phase ~ 1, phase)
-  end)
+    return tl.select(wrap, zero, s1), tl.select(wrap, it.phase ~ 1, it.phase)
+  end
+  if P.slots then
+    -- (bulk stores, the rows claimed) iteration n of the CTA (n >= 1) claims
+    -- (thread 0: an atomic add on the counter, c: program S grid + c) and
+    -- refills the previous stage with the claim once its row is stored: a
+    -- claim a refill, so every claimed program is run. The loop ends at the
+    -- first stage whose slot holds no program: the claims increase, so every
+    -- later one would hold none either. A CTA that runs n programs makes n - 1
+    -- claims: a launch makes programs - min(grid, programs) of them, and
+    -- the thread whose claim returns the last puts the counter back to 0.
+    local counter = L.args[L.P.lowered_workspace]
+    local one = tl.const(1, tl.i32)
+    local claims = total - tl.min(grid, total)
+    tl.while_({ zero, zero, zero }, function(s, phase, n)
+      tl.mbarrier_wait(P.loads[1].bars + s, phase)
+      local q = (P.slots + s):load()
+      return q:lt(total), q, s, phase, n
+    end, function(q, s, phase, n)
+      local refill = n:gt(0)
+      local c = tl.if_(L.tid:eq(0) & refill, function() return tl.atomic_add(counter, one) end, function() return zero end)
+      local s1, phase1 = body { q = q, s = s, phase = phase, refill = refill, next = c + grid * S }
+      tl.if_(L.tid:eq(0) & refill & c:eq(claims - 1), function() tl.atomic_exch(counter, zero) end)
+      return s1, phase1, n + one
+    end)
+  else
+    tl.for_range(first, total, grid, { zero, zero }, function(q, s, phase)
+      return body { q = q, s = s, phase = phase, refill = q:gt(first), next = q + grid * (S - 1) }
+    end)
+  end
   if P.out then tl.if_(L.tid:eq(0), function() tl.bulk_wait(0) end) end -- (the rows' copies complete)
 end
 
