@@ -67,7 +67,7 @@ local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's o
 local FORCED = { { registers = 0, async = 0, claims = 0 }, { registers = 1, async = 0, claims = 0 },
                  { async = 3, claims = 0 }, { registers = 1, async = 0, claims = 1 },
                  { registers = 2, async = 0, claims = 1 }, { registers = 1, async = 0, claims = 1, late = 1 },
-                 { bulk = 3, registers = 0, async = 0, claims = 0 } }
+                 { bulk = 3, registers = 0, async = 0, claims = 0 }, { bulk = 3, registers = 0, async = 0, claims = 1 } }
 
 -- The hints of the register loop's loads of the rows ahead (row_ring.stream):
 -- 1 = ld.global.L1::no_allocate, 2 = ld.global.cs (evict first in L1 and L2).
