@@ -158,7 +158,12 @@ function Ring.plan(L, wop)
         and ti.shape[2] == loads[1].n and R.elem_bytes(ti.elem) == loads[1].eb and o:operand(2):id() == pid
         and R.const_int(o:operand(3)) == 0 and not o:attr "reduce" then
         if out then return nil end -- (two rows stored)
-        out = { op = o, e = e, n = ti.shape[2], eb = loads[1].eb }
+        -- (own: the stored tile is distributed as the loaded one, an element a
+        -- thread: each thread writes into the stage only what it read itself)
+        local l = ti.layout
+        local own = tostring(o:operand(4):type()) == tostring(loads[1].op:result(1):type())
+          and ((l.lanes or {})[1] or 1) * ((l.warps or {})[1] or 1) == 1
+        out = { op = o, e = e, n = ti.shape[2], eb = loads[1].eb, own = own }
       end
     end
     if #loads ~= 1 or not out then return nil end
@@ -207,8 +212,15 @@ local function ring_load(L, P, r, it)
   if not P.slots then tl.mbarrier_wait(r.bars + it.s, it.phase) end -- (claims: waited for in the loop's condition)
   local bytes = row_bytes(L, r, it.q)
   local x = B.tiled_load(L, r.op, { base = r.smem + it.s * r.n, elems = bytes // r.eb })
+  if P.out then
+    -- (bulk stores: the stage refilled once stored, bulk_store; a barrier
+    -- before the threads write the row back into it unless each writes only
+    -- what it read)
+    if not P.out.own then tl.barrier() end
+    return x
+  end
   tl.barrier()
-  if not P.out then fill(L, P, r, it.s, it.q + P.ahead) end -- (bulk stores: the stage refilled once stored, bulk_store)
+  fill(L, P, r, it.s, it.q + P.ahead)
   return x
 end
 
