@@ -737,28 +737,30 @@ function B.tiled_store(L, op, x, ring)
       for j = 1, vec do vals[j] = x.r[g[j]] end
       return vec == 1 and vals[1] or tl.vector_of(x.elem, vals)
     end
-    local function to_tensor(idx, row, inb)
+    local function to_tensor(idx, row, fast)
       if vec == 1 then return scalar(g[1]) end
-      tl.if_(both(inb, aligned(L, e, vec)), function()
-        address(L, e, row, idx[D.rank]):store(packed(), L.store_hints) -- (rowring.lua's hints, on its loop's stores)
+      tl.if_(fast, function()
+        local v = packed()
+        address(L, e, row, idx[D.rank]):store(v, L.store_hints) -- (rowring.lua's hints, on its loop's stores)
       end, function()
         for j = 1, vec do scalar(g[j]) end
       end)
     end
-    local own = owner(D, g[1])
-    local function guarded(fn) if own then tl.if_(own, fn) else fn() end end
     if vec == 1 and not ring then
       scalar(g[1])
     else
       local idx, row, inb = element(L, e, D, cs, g[1], vec)
+      local own = owner(D, g[1])
+      local fast = vec > 1 and both(inb, aligned(L, e, vec))
+      local function guarded(fn) if own then tl.if_(own, fn) else fn() end end
       if ring then
         local col = idx[D.rank]
         guarded(function()
           tl.if_((col + vec):le(ring.elems), function() (ring.base + col):store(packed()) end,
-                 function() to_tensor(idx, row, inb) end)
+                 function() to_tensor(idx, row, fast) end)
         end)
       else
-        guarded(function() to_tensor(idx, row, inb) end)
+        guarded(function() to_tensor(idx, row, fast) end)
       end
     end
   end

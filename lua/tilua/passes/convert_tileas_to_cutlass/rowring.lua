@@ -189,9 +189,9 @@ end
 -- writes q into the stage's slot first and arrives where q is no program (the
 -- loop reads the slot after the stage's wait: q >= programs ends it).
 local function fill(L, P, r, s, q)
-  local bar = r.bars + s
   local function copy()
     local bytes = row_bytes(L, r, q)
+    local bar = r.bars + s
     tl.if_(bytes:gt(0), function()
       local e = r.e
       local src = L.args[e.lowered_ptr] + q:cast(tl.i64) * L.args[e.lowered_strides[1]]
@@ -202,7 +202,7 @@ local function fill(L, P, r, s, q)
   if not P.slots then return tl.if_(L.tid:eq(0) & q:lt(P.total), copy) end
   tl.if_(L.tid:eq(0), function()
     (P.slots + s):store(q)
-    tl.if_(q:lt(P.total), copy, function() tl.mbarrier_arrive(bar) end)
+    tl.if_(q:lt(P.total), copy, function() tl.mbarrier_arrive(r.bars + s) end)
   end)
 end
 
