@@ -136,7 +136,7 @@ function Ring.plan(L, wop)
     local words = (bytes // threads + 3) // 4 * registers
     if words > math.min(tl.core.limits().max_thread_regs, 65536 // (per_sm * threads)) // 4 then return nil end
     return { loads = loads, by_op = by_op, registers = registers, per_sm = per_sm, hoist = opts.hoist ~= 0,
-             hoist_all = opts.hoist == 1, claims = claims, hints = HINTS[opts.stream or 0], late = (choices.late or 0) > 0,
+             hoist_all = opts.hoist == 1, hoist_eighth = opts.hoist == 2, claims = claims, hints = HINTS[opts.stream or 0], late = (choices.late or 0) > 0,
              store_hints = STORE_HINTS[opts.store or 0] }
   end
   if async then
@@ -259,16 +259,31 @@ end
 -- normalization's W and B): tiled_loads at constant coordinates of a tensor
 -- the program never stores, and the constants. Lowered once before the loop,
 -- they are loaded once a CTA instead of once a row, kept in registers (words
--- of two 16-bit elements) for the whole loop: so only as many as take an
--- eighth of a thread's registers at per_sm CTAs an SM (RMSNorm's W at 8192
--- bf16 on 8 warps, 16 of 128; LayerNorm's W and B at 3 CTAs an SM would spill:
--- 0.42 of a copy against 0.82 loaded a row); -> a set of their results' ids.
+-- of two 16-bit elements) for the whole loop: so only those that fit. Each
+-- such tile at most an eighth of a thread's registers at per_sm CTAs an SM
+-- (RMSNorm's W at 8192 bf16 on 8 warps, 16 of 128; W at 3 CTAs an SM, 16 of
+-- 85, spills: 0.61 of a copy against 0.82 loaded a row), all of them together
+-- at most an eighth on the shared rings, and on the register loop (P.registers
+-- = d) at most half the registers less the rows it holds (this one and the d
+-- ahead), an eighth at least: LayerNorm's W and B at 8192 bf16 on 8 warps,
+-- 32 of 128 at 2 CTAs an SM (0.91 of a copy against 0.86-0.87 with B loaded a
+-- row after the reductions, s11norm-1), W alone two rows ahead or at 3 CTAs an
+-- SM (W and B hoisted at 3 CTAs an SM spilled: 0.42 of a copy). A program with
+-- one such tile (RMSNorm) hoists what it did under an eighth in all, which
+-- P.hoist_eighth (row_ring.hoist = 2) keeps for every program; -> a set of
+-- their results' ids.
 local function invariant(L, P, wop, after)
   local stored, inv = {}, {}
   R.each_op(wop, function(o) if o:name() == "tileas.tiled_store" then stored[o:operand(1):id()] = true end end)
   local threads = 32 * L.warps
-  local budget = tl.core.limits().max_thread_regs -- (registers a thread: 255)
-  budget = math.min(budget, 65536 // (P.per_sm * threads)) // 8
+  local regs = math.min(tl.core.limits().max_thread_regs, 65536 // (P.per_sm * threads)) -- (registers a thread: 255 at most)
+  local each = regs // 8
+  local budget = each
+  if P.registers and not P.hoist_eighth then
+    local row_words = 0
+    for _, r in ipairs(P.loads) do row_words = row_words + ((r.n * r.eb + threads - 1) // threads + 3) // 4 * (P.registers + 1) end
+    budget = math.max(each, regs // 2 - row_words)
+  end
   for _, o in ipairs(after:ops()) do
     local ok = o:name() == "arith.constant"
     local ti = o:name() == "tileas.tiled_load" and R.tile_of(o:result(1))
@@ -278,7 +293,7 @@ local function invariant(L, P, wop, after)
       local elems = 1
       for _, x in ipairs(ti.shape) do elems = elems * x end
       local words = math.max(1, (elems + threads - 1) // threads * R.elem_bytes(ti.elem) // 4)
-      ok = ok and (P.hoist_all or words <= budget)
+      ok = ok and (P.hoist_all or (words <= each and words <= budget))
       if ok then budget = budget - words end
     end
     if ok then inv[o:result(1):id()] = true end
