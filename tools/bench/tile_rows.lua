@@ -263,9 +263,12 @@ local cases = {
   { "layernorm, bulk 3", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { bulk = 3 } },
   { "layernorm, bulk 4", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { bulk = 4 } },
   { "layernorm, one pass, bulk 3", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { bulk = 3 } },
-  -- (s11) LayerNorm with W and B both hoisted (the default's budget, an eighth
-  -- of the registers, keeps W only: B is loaded a row, after the reductions)
+  -- (s11) LayerNorm with W and B both hoisted (hoist 1; the register loop's
+  -- default since s11norm-2) and with the budget before (hoist 2: an eighth of
+  -- the registers in all keeps W only, B is loaded a row, after the reductions)
   { "layernorm, hoist 1", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { hoist = 1 } },
+  { "layernorm, hoist 2", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { hoist = 2 } },
+  { "layernorm, one pass, hoist 2", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { hoist = 2 } },
   { "layernorm, one pass, hoist 1", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { hoist = 1 } },
   { "layernorm, bulk 3, hoist 1", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { bulk = 3, hoist = 1 } },
   { "layernorm, bulk 4, hoist 1", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { bulk = 4, hoist = 1 } },
