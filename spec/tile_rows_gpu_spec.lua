@@ -52,6 +52,7 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
   -- counter back to 0; examples/tile_rows.lua keeps the kernel and its workspace)
   local shared, async = "the shared row ring", "the cp.async row ring of %d"
   local claimed = "the register loop, rows claimed %d at a time"
+  local bulk = "the shared ring of %d with bulk stores"
   local rings = {
     { "rmsnorm", { 2300, 520 }, { registers = 0 }, shared }, { "softmax", { 2300, 512 }, { registers = 0 }, shared },
     { "layernorm", { 2200, 515 }, { registers = 0 }, shared },
@@ -74,10 +75,23 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     -- the stores with cache hints (row_ring.store)
     { "rmsnorm", { 850, 520 }, { claims = 1, store = 1 }, claimed .. ", stores .cs", 1 },
     { "layernorm", { 850, 515 }, { claims = 1, store = 2 }, claimed .. ", stores .cg", 1 },
+    -- (s11) the shared ring with bulk stores (row_ring.bulk = S: each row
+    -- written back into its stage, one bulk copy a row to Y)
+    { "rmsnorm", { 2300, 520 }, { bulk = 3 }, bulk }, { "softmax", { 2300, 512 }, { bulk = 3 }, bulk },
+    { "layernorm", { 2200, 515 }, { bulk = 3 }, bulk }, { "layernorm_1pass", { 1101, 515 }, { bulk = 2 }, bulk },
+    { "row_copy", { 900, 2000 }, { bulk = 4 }, bulk }, { "rmsnorm", { 300, 8190 }, { bulk = 4, per_sm = 1 }, bulk },
+    { "softmax", { 600, 4101 }, { bulk = 3, per_sm = 1 }, bulk, 2 },
+    { "rmsnorm", { 1300, 520 }, { bulk = 3, claims = 1 }, bulk .. ", rows claimed", 2 },
+    { "layernorm", { 1201, 515 }, { bulk = 4, claims = 1, hoist = 1 }, bulk .. ", rows claimed, W and B hoisted", 2 },
+    { "row_copy", { 900, 2000 }, { bulk = 3, claims = 1 }, bulk .. ", rows claimed", 2 },
+    { "layernorm", { 850, 515 }, { claims = 1, hoist = 1 }, claimed .. ", W and B hoisted", 1 },
+    -- (s11norm-2: W and B hoisted is the register loop's default at a tile of
+    -- 8192 on 8 warps; hoist = 2, the budget before, loads B a row)
+    { "layernorm", { 850, 515 }, { claims = 1, hoist = 2 }, claimed .. ", B a row (hoist 2)", 1 },
   }
   for j, t in ipairs(rings) do
     if ex.cases[t[1]] and not small then
-      local what = t[4]:format(t[3].async or t[3].claims) .. (t[3].per_sm and (", %d CTA an SM"):format(t[3].per_sm) or "")
+      local what = t[4]:format(t[3].async or t[3].bulk or t[3].claims) .. (t[3].per_sm and (", %d CTA an SM"):format(t[3].per_sm) or "")
         .. (t[5] and (", launched %d times"):format(t[5]) or "")
       it(("%s, %d x %d (%s, CTAs lapping it): the CPU reference"):format(t[1], t[2][1], t[2][2], what), function()
         if not GPU then pending("no GPU: " .. tl.device.error()) return end

@@ -60,7 +60,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_true(off.linear)
     local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
     assert.is_false(ok)
-    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}", err, 1, true)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}", err, 1, true)
     assert.is_nil(tl.options.row_ring)
   end)
 
@@ -88,22 +88,22 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert(ok, err)
   end)
 
-  it("the cp.async row ring (row_ring.async = S): one CTA walks every row, ragged and aligned; protocol clean", function()
+  -- a ring form of S = 2 and 3 stages (opts(S): tl.options.row_ring): RMSNorm
+  -- of 1024 compiled and its IR checked (check(k, ir, S)), ptxas; the cases
+  -- {case, size} on the emulator, one CTA walking every row; the protocol
+  -- checker on softmax 11 x 1030
+  local function ring_form(opts, check, cases, seed)
     local tl = require "tilua"
     for _, S in ipairs { 2, 3 } do
-      tl.options.row_ring = { async = S }
+      tl.options.row_ring = opts(S)
       local ok, err = pcall(function()
         local fresh = assert(loadfile "examples/tile_rows.lua")("--library") -- (kernels compiled with the option)
         local k = tl.rows.rmsnorm { n = 1024 }
         k:compile()
-        local ir = k:lowered_op():print()
-        assert.truthy(ir:find("nvvm.cp.async.wait.group {pending = " .. (S - 1) .. "}", 1, true))
-        assert.is_nil(ir:find("mbarrier", 1, true))
-        assert.truthy(k.ptx:find("cp.async.cg.shared.global", 1, true))
+        check(k, k:lowered_op():print(), S)
         dofile("spec/helper.lua").assert_ptxas(k.ptx)
-        for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } },
-                             { "rmsnorm", { 7, 1024 } } } do
-          local good, summary = fresh.run_case(t[1], { seed = 7 + S, emulate = true, size = t[2], ctas = 1 })
+        for _, t in ipairs(cases) do
+          local good, summary = fresh.run_case(t[1], { seed = seed + S, emulate = true, size = t[2], ctas = 1 })
           assert(good, summary)
         end
         local good, report = fresh.run_case("softmax", { seed = 5, emulate = true, size = { 11, 1030 }, ctas = 1,
@@ -113,6 +113,24 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
       tl.options.row_ring = nil
       assert(ok, err)
     end
+  end
+
+  it("the cp.async row ring (row_ring.async = S): one CTA walks every row, ragged and aligned; protocol clean", function()
+    ring_form(function(S) return { async = S } end, function(k, ir, S)
+      assert.truthy(ir:find("nvvm.cp.async.wait.group {pending = " .. (S - 1) .. "}", 1, true))
+      assert.is_nil(ir:find("mbarrier", 1, true))
+      assert.truthy(k.ptx:find("cp.async.cg.shared.global", 1, true))
+    end, { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } }, { "rmsnorm", { 7, 1024 } } }, 7)
+  end)
+
+  it("the shared ring with bulk stores (row_ring.bulk = S): the row written back into its stage, one bulk copy a row; one CTA walks every row, ragged and aligned; protocol clean", function()
+    ring_form(function(S) return { bulk = S } end, function(k, ir)
+      assert.truthy(ir:find("nvvm.cp.async.bulk.global.shared.cta", 1, true))
+      assert.truthy(ir:find("nvvm.cp.async.bulk.shared.cluster.global", 1, true))
+      assert.truthy(ir:find("nvvm.fence.proxy.async {space = \"shared::cta\"}", 1, true))
+      assert.truthy(k.ptx:find("cp.async.bulk.wait_group.read 1", 1, true))
+    end, { { "rmsnorm", { 11, 1030 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } }, { "rmsnorm", { 7, 1024 } },
+           { "layernorm", { 6, 1000 } } }, 17)
   end)
 
   it("the register loop with rows claimed at run time (row_ring.claims = K, a chunk of K rows a claim): several CTAs lapping, ragged and aligned; the counter back to 0; protocol clean", function()
@@ -188,6 +206,31 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert(ok, err)
   end)
 
+  -- fn(the example loaded afresh) with tl.options.row_ring = o (its kernels compiled with it)
+  local function with_ring(o, fn)
+    local tl = require "tilua"
+    tl.options.row_ring = o
+    local ok, err = pcall(function() fn(assert(loadfile "examples/tile_rows.lua")("--library")) end)
+    tl.options.row_ring = nil
+    assert(ok, err)
+  end
+
+  it("the bulk-store ring with rows claimed at run time (row_ring = {bulk = S, claims = 1}): a claim a refill, several CTAs lapping, ragged and aligned; the counter back to 0; protocol clean", function()
+    local tl = require "tilua"
+    for _, S in ipairs { 2, 3 } do
+      with_ring({ bulk = S, claims = 1 }, function(fresh)
+        local k = tl.rows.rmsnorm { n = 1024 }
+        claims_kernel(k)
+        assert.truthy(k.ptx:find("cp.async.bulk.global.shared::cta", 1, true))
+        -- (fewer rows than the CTAs' static stages, rows claimed by 1 to 4 CTAs)
+        claims_runs(fresh, { { "rmsnorm", { 3, 520 }, 4 }, { "rmsnorm", { 13, 1024 }, 2 }, { "softmax", { 9, 4101 }, 2 },
+                             { "layernorm", { 11, 515 }, 3 }, { "row_copy", { 17, 1030 }, 1 }, { "layernorm_1pass", { 10, 2048 }, 2 } },
+          31 + S, ("bulk = %d, claims"):format(S))
+        claims_protocol(fresh, "row_copy", { 9, 1024 })
+      end)
+    end
+  end)
+
   it("LayerNorm of rows far from 0 (f32, 1000 + [-1, 1)), both forms: the exact statistics on full rows and on rows shorter than the tile (masked, not (n - N) mean^2 subtracted), rows claimed by several CTAs, two rows ahead", function()
     local tl = require "tilua"
     for _, o in ipairs { false, { registers = 2, claims = 1 } } do
@@ -205,18 +248,13 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
   end)
 
   it("claims published an iteration later (row_ring.late = 1; K = 1, 2, 4 and two rows ahead): several CTAs lapping; the counter back to 0; protocol clean", function()
-    local tl = require "tilua"
     for _, o in ipairs { { claims = 1, late = 1 }, { claims = 2, late = 1 }, { claims = 4, late = 1 },
                          { registers = 2, claims = 1, late = 1 } } do
-      tl.options.row_ring = o
-      local ok, err = pcall(function()
-        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+      with_ring(o, function(fresh)
         claims_runs(fresh, { { "rmsnorm", { 11, 300 }, 1 }, { "rmsnorm", { 5, 1024 }, 3 }, { "softmax", { 9, 4101 }, 2 },
                              { "row_copy", { 17, 1030 }, 3 } }, 31, ("late, claims = %d, registers = %s"):format(o.claims, tostring(o.registers)))
         claims_protocol(fresh, "row_copy", { 9, 1024 })
       end)
-      tl.options.row_ring = nil
-      assert(ok, err)
     end
   end)
 
@@ -243,6 +281,39 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
   end)
   it("the register loop's stores with cache hints (row_ring.store = 1: .cs, 2: .cg)", function()
     hinted("store", { "st.global.cs.v4.b32", "st.global.cg.v4.b32" })
+  end)
+
+  it("the register loop's hoisting budget: LayerNorm's W and B both before the loop at 8192 (no load after its last barrier), B a row with hoist = 2 or two rows ahead; RMSNorm's W as before", function()
+    local tl = require "tilua"
+    local function ptx_with(k, opts)
+      tl.options.row_ring = opts
+      local ok, ptx = pcall(k.compile, k)
+      tl.options.row_ring = nil
+      assert(ok, ptx)
+      -- (without its source lines: a compile may come from the cache, of the
+      -- same IR built at another line)
+      return (ptx:gsub("\n%s*%.loc [^\n]*", ""):gsub("\n%.file [^\n]*", ""))
+    end
+    local function loads_after_last_barrier(ptx)
+      local n = 0
+      for line in ptx:gmatch "[^\n]+" do
+        if line:find("bar.sync", 1, true) then n = 0 elseif line:find("ld.global", 1, true) then n = n + 1 end
+      end
+      return n
+    end
+    local ln = tl.rows.layernorm { n = 8192 }
+    local default = ptx_with(ln, nil)
+    assert.equal(0, loads_after_last_barrier(default))
+    assert.equal(default, ptx_with(ln, { hoist = 1 }))
+    assert.is_true(loads_after_last_barrier(ptx_with(ln, { hoist = 2 })) > 0) -- (B's loads: the budget before s11norm-2)
+    assert.is_true(loads_after_last_barrier(ptx_with(ln, { registers = 2, claims = 1 })) > 0) -- (W alone two rows ahead)
+    local rms = tl.rows.rmsnorm { n = 8192 }
+    for _, o in ipairs { {}, { per_sm = 3 }, { registers = 2, claims = 1 } } do
+      local with2 = {}
+      for key, v in pairs(o) do with2[key] = v end
+      with2.hoist = 2
+      assert.equal(ptx_with(rms, next(o) and o or nil), ptx_with(rms, with2))
+    end
   end)
 
   it("the protocol checker is clean on the row loop lapped by one CTA", function()

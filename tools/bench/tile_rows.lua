@@ -242,6 +242,49 @@ local cases = {
   { "softmax, claims, 2 ahead, late", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 2, claims = 1, late = 1 } },
   { "layernorm, one pass, claims, 2 ahead, late", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes,
     { registers = 2, claims = 1, late = 1 } },
+  -- (s11) the shared ring with bulk stores (row_ring.bulk = S: thread 0 copies
+  -- the rows in by cp.async.bulk S programs ahead, the threads write each row
+  -- back into its stage, thread 0 copies it out by one bulk copy)
+  { "row copy (Y = X), bulk 2", row_copy(8), sm_launch, 2 * bytes, { bulk = 2 } },
+  { "row copy (Y = X), bulk 3", row_copy(8), sm_launch, 2 * bytes, { bulk = 3 } },
+  { "row copy (Y = X), bulk 4", row_copy(8), sm_launch, 2 * bytes, { bulk = 4 } },
+  { "row copy (Y = X), bulk 6", row_copy(8), sm_launch, 2 * bytes, { bulk = 6 } },
+  { "row copy (Y = X), bulk 8, 1 CTA an SM", row_copy(8), sm_launch, 2 * bytes, { bulk = 8, per_sm = 1 } },
+  { "row copy (Y = X), bulk 3, 3 CTAs an SM", row_copy(8), sm_launch, 2 * bytes, { bulk = 3, per_sm = 3 } },
+  { "row copy (Y = X), bulk 2, 4 CTAs an SM", row_copy(8), sm_launch, 2 * bytes, { bulk = 2, per_sm = 4 } },
+  { "row copy (Y = X), bulk 4, 4 warps", row_copy(4), sm_launch, 2 * bytes, { bulk = 4 } },
+  { "rmsnorm, bulk 3", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { bulk = 3 } },
+  { "rmsnorm, bulk 4", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { bulk = 4 } },
+  { "rmsnorm, bulk 6", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { bulk = 6 } },
+  { "rmsnorm, bulk 3, 3 CTAs an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { bulk = 3, per_sm = 3 } },
+  { "softmax, bulk 3", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { bulk = 3 } },
+  { "softmax, bulk 4", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { bulk = 4 } },
+  { "softmax, bulk 3, 3 CTAs an SM", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { bulk = 3, per_sm = 3 } },
+  { "layernorm, bulk 3", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { bulk = 3 } },
+  { "layernorm, bulk 4", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { bulk = 4 } },
+  { "layernorm, one pass, bulk 3", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { bulk = 3 } },
+  -- (s11) LayerNorm with W and B both hoisted (hoist 1; the register loop's
+  -- default since s11norm-2) and with the budget before (hoist 2: an eighth of
+  -- the registers in all keeps W only, B is loaded a row, after the reductions)
+  { "layernorm, hoist 1", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { hoist = 1 } },
+  { "layernorm, hoist 2", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { hoist = 2 } },
+  { "layernorm, one pass, hoist 2", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { hoist = 2 } },
+  { "layernorm, one pass, hoist 1", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { hoist = 1 } },
+  { "layernorm, bulk 3, hoist 1", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { bulk = 3, hoist = 1 } },
+  { "layernorm, bulk 4, hoist 1", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { bulk = 4, hoist = 1 } },
+  { "layernorm, one pass, bulk 3, hoist 1", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { bulk = 3, hoist = 1 } },
+  -- (s11) the bulk ring with its rows claimed at run time (a claim a refill)
+  { "row copy (Y = X), bulk 3, claims", row_copy(8), sm_launch, 2 * bytes, { bulk = 3, claims = 1 } },
+  { "row copy (Y = X), bulk 4, claims", row_copy(8), sm_launch, 2 * bytes, { bulk = 4, claims = 1 } },
+  { "row copy (Y = X), bulk 6, claims", row_copy(8), sm_launch, 2 * bytes, { bulk = 6, claims = 1 } },
+  { "rmsnorm, bulk 3, claims", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { bulk = 3, claims = 1 } },
+  { "rmsnorm, bulk 4, claims", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { bulk = 4, claims = 1 } },
+  { "softmax, bulk 3, claims", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { bulk = 3, claims = 1 } },
+  { "softmax, bulk 4, claims", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { bulk = 4, claims = 1 } },
+  { "layernorm, bulk 3, hoist 1, claims", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { bulk = 3, hoist = 1, claims = 1 } },
+  { "layernorm, bulk 4, hoist 1, claims", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { bulk = 4, hoist = 1, claims = 1 } },
+  { "row copy (Y = X), no ring, 4 warps", row_copy(4), sm_launch, 2 * bytes, false },
+  { "row copy (Y = X), no ring, 16 warps", row_copy(16), sm_launch, 2 * bytes, false },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
 }
 

@@ -26,7 +26,10 @@
 --                           (one CTA a program);
 --                           a table {per_sm, in_flight, hoist}: the ring with
 --                           those (hoist = 0: W and B loaded once a row, 1:
---                           once a CTA whatever their registers; benchmarks
+--                           once a CTA whatever their registers, 2: those
+--                           that fit an eighth of the registers together, the
+--                           budget before s11norm (LayerNorm's B a row at
+--                           8192); nil: rowring.lua's budget; benchmarks
 --                           compare them; registers = d: each thread loads its
 --                           part of the row d programs ahead into registers while
 --                           it works on this one (1), 0: the shared ring;
@@ -99,13 +102,13 @@ local OPTIONS = {
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
       if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers" and k ~= "async" and k ~= "claims"
-          and k ~= "stream" and k ~= "late" and k ~= "store")
-        or math.type(x) ~= "integer" or x < 0 or (k == "registers" and x > 4) or (k == "async" and x > 8)
+          and k ~= "stream" and k ~= "late" and k ~= "store" and k ~= "bulk")
+        or math.type(x) ~= "integer" or x < 0 or (k == "registers" and x > 4) or (k == "async" and x > 8) or (k == "bulk" and x > 8)
         or (k == "claims" and x ~= 0 and x ~= 1 and x ~= 2 and x ~= 4) or (k == "stream" and x > 2) or (k == "late" and x > 1)
-        or (k == "store" and x > 2) then return false end
+        or (k == "store" and x > 2) or (k == "hoist" and x > 2) then return false end
     end
     return true
-  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0|1, registers = 0..4, async = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}" },
+  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do

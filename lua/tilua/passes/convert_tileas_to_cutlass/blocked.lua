@@ -573,6 +573,7 @@ local function width(D, op)
   while vec > 1 and run % vec ~= 0 do vec = vec // 2 end
   return vec
 end
+B.width = width
 
 -- The tensor elements of register i of a tile at tile coordinates cs: per
 -- dim, its index (i32), and its row offset (i64, but the last dim) and
@@ -703,8 +704,11 @@ end
 
 -- env.tiled_store of a blocked tile: as the load, the first holder of each
 -- element storing it (a reduce-add store: adding it atomically, an element
--- at a time).
-function B.tiled_store(L, op, x)
+-- at a time). With `ring` (rowring.lua's bulk stores: a row of the tile
+-- written into shared memory, {base, elems}) the groups inside the first
+-- `elems` elements of the row go to base + their column instead (a bulk copy
+-- moves them to the tensor), the rest to the tensor as without.
+function B.tiled_store(L, op, x, ring)
   local e = L.P.by_arg[op:operand(1):id()]
   if not e.lowered_ptr then R.fail(op, "tensor '%s' has no pointer parameter", e.name) end
   if not B.is_dist(x) then R.fail(op, "tiled_store of a tile not of a blocked layout in a compute agent") end
@@ -720,33 +724,44 @@ function B.tiled_store(L, op, x)
         if reduce then tl.atomic(reduce, p, x.r[i]) else p:store(x.r[i], L.store_hints) end
       end)
     end
-    if vec == 1 then
+    local function packed()
+      if x.trunc_of and vec % 2 == 0 then -- pairs rounded and packed at once (cvt.rn.bf16x2.f32)
+        local ws = {}
+        for j = 1, vec // 2 do
+          ws[j] = tl.op1("tile.pack", { x.trunc_of.r[g[2 * j - 1]], x.trunc_of.r[g[2 * j]] },
+                         tl.vector(x.elem, 2)):bitcast(tl.i32)
+        end
+        return tl.vector_of(tl.i32, ws):bitcast(tl.vector(x.elem, vec))
+      end
+      local vals = {}
+      for j = 1, vec do vals[j] = x.r[g[j]] end
+      return vec == 1 and vals[1] or tl.vector_of(x.elem, vals)
+    end
+    local function to_tensor(idx, row, fast)
+      if vec == 1 then return scalar(g[1]) end
+      tl.if_(fast, function()
+        local v = packed()
+        address(L, e, row, idx[D.rank]):store(v, L.store_hints) -- (rowring.lua's hints, on its loop's stores)
+      end, function()
+        for j = 1, vec do scalar(g[j]) end
+      end)
+    end
+    if vec == 1 and not ring then
       scalar(g[1])
     else
       local idx, row, inb = element(L, e, D, cs, g[1], vec)
       local own = owner(D, g[1])
-      local fast = both(inb, aligned(L, e, vec))
-      local function body()
-        tl.if_(fast, function()
-          local v
-          if x.trunc_of and vec % 2 == 0 then -- pairs rounded and packed at once (cvt.rn.bf16x2.f32)
-            local ws = {}
-            for j = 1, vec // 2 do
-              ws[j] = tl.op1("tile.pack", { x.trunc_of.r[g[2 * j - 1]], x.trunc_of.r[g[2 * j]] },
-                             tl.vector(x.elem, 2)):bitcast(tl.i32)
-            end
-            v = tl.vector_of(tl.i32, ws):bitcast(tl.vector(x.elem, vec))
-          else
-            local vals = {}
-            for j = 1, vec do vals[j] = x.r[g[j]] end
-            v = tl.vector_of(x.elem, vals)
-          end
-          address(L, e, row, idx[D.rank]):store(v, L.store_hints) -- (rowring.lua's hints, on its loop's stores)
-        end, function()
-          for j = 1, vec do scalar(g[j]) end
+      local fast = vec > 1 and both(inb, aligned(L, e, vec))
+      local function guarded(fn) if own then tl.if_(own, fn) else fn() end end
+      if ring then
+        local col = idx[D.rank]
+        guarded(function()
+          tl.if_((col + vec):le(ring.elems), function() (ring.base + col):store(packed()) end,
+                 function() to_tensor(idx, row, fast) end)
         end)
+      else
+        guarded(function() to_tensor(idx, row, fast) end)
       end
-      if own then tl.if_(own, body) else body() end
     end
   end
 end

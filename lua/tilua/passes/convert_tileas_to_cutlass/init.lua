@@ -194,7 +194,8 @@ end
 -- 1: the shared ring, 2: the next row in registers, 3: a ring of 3 rows that
 -- each thread fills by cp.async, 4: the next row in registers, the rows
 -- claimed at run time, 5: the next two rows in registers, claimed, 6: as 4,
--- each claim published an iteration later) overrides
+-- each claim published an iteration later, 7: the shared ring of 3 with bulk
+-- stores, 8: as 7, the rows claimed) overrides
 -- tl.options.row_ring's choice of form (rowring.lua); transpose_claims (0 or
 -- 1) tl.options.tile_transpose's claims (transpose.lua); merge_lines=0 keeps
 -- a staged line's box a consumer (staged.lua: the default, 1, brings the

@@ -66,7 +66,8 @@ local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's o
 -- stands for (the options' other entries, per_sm, in_flight, hoist, still count).
 local FORCED = { { registers = 0, async = 0, claims = 0 }, { registers = 1, async = 0, claims = 0 },
                  { async = 3, claims = 0 }, { registers = 1, async = 0, claims = 1 },
-                 { registers = 2, async = 0, claims = 1 }, { registers = 1, async = 0, claims = 1, late = 1 } }
+                 { registers = 2, async = 0, claims = 1 }, { registers = 1, async = 0, claims = 1, late = 1 },
+                 { bulk = 3, registers = 0, async = 0, claims = 0 }, { bulk = 3, registers = 0, async = 0, claims = 1 } }
 
 -- The hints of the register loop's loads of the rows ahead (row_ring.stream):
 -- 1 = ld.global.L1::no_allocate, 2 = ld.global.cs (evict first in L1 and L2).
@@ -85,10 +86,12 @@ function Ring.plan(L, wop)
     return v > 0 and v or nil
   end
   local async = choice("async", 0)
+  local bulk = not async and choice("bulk", 0)
+  if bulk then async = nil end
   -- the rows in registers by default (0.88 of a copy against the shared ring's
   -- 0.80-0.84), claimed at run time one a claim (the register loop of one row
   -- ahead only; 0.92-0.94 of a copy against 0.86-0.88 by stride, docs/PERF.md)
-  local registers = not async and choice("registers", 1)
+  local registers = not async and not bulk and choice("registers", 1)
   local claims = registers and choice("claims", 1) or nil
   if registers and registers > 1 and claims ~= 1 then claims = nil end -- (d rows ahead: claims of one row only)
   local after = wop:region(2):entry()
@@ -133,7 +136,7 @@ function Ring.plan(L, wop)
     local words = (bytes // threads + 3) // 4 * registers
     if words > math.min(tl.core.limits().max_thread_regs, 65536 // (per_sm * threads)) // 4 then return nil end
     return { loads = loads, by_op = by_op, registers = registers, per_sm = per_sm, hoist = opts.hoist ~= 0,
-             hoist_all = opts.hoist == 1, claims = claims, hints = HINTS[opts.stream or 0], late = (choices.late or 0) > 0,
+             hoist_all = opts.hoist == 1, hoist_eighth = opts.hoist == 2, claims = claims, hints = HINTS[opts.stream or 0], late = (choices.late or 0) > 0,
              store_hints = STORE_HINTS[opts.store or 0] }
   end
   if async then
@@ -143,21 +146,50 @@ function Ring.plan(L, wop)
     return { loads = loads, by_op = by_op, async = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1 }
   end
   local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, (opts.in_flight or IN_FLIGHT) // (per_sm * bytes)))
+  local out
+  if bulk then
+    -- the row stored by a bulk copy from the stage its row came in: one load,
+    -- one store of a row as long at (program, 0), not a reduce-add
+    stages = math.min(bulk, MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes))
+    for _, o in ipairs(after:ops()) do
+      local ti = o:name() == "tileas.tiled_store" and o:noperands() == 4 and R.tile_of(o:operand(4))
+      local e = ti and L.P.by_arg[o:operand(1):id()]
+      if ti and e and e.rank == 2 and e.lowered_ptr and #ti.shape == 2 and ti.shape[1] == 1 and B.is_blocked(ti)
+        and ti.shape[2] == loads[1].n and R.elem_bytes(ti.elem) == loads[1].eb and o:operand(2):id() == pid
+        and R.const_int(o:operand(3)) == 0 and not o:attr "reduce" then
+        if out then return nil end -- (two rows stored)
+        -- (own: the stored tile is distributed as the loaded one, an element a
+        -- thread: each thread writes into the stage only what it read itself)
+        local l = ti.layout
+        local own = tostring(o:operand(4):type()) == tostring(loads[1].op:result(1):type())
+          and ((l.lanes or {})[1] or 1) * ((l.warps or {})[1] or 1) == 1
+        out = { op = o, e = e, n = ti.shape[2], eb = loads[1].eb, own = own }
+      end
+    end
+    if #loads ~= 1 or not out then return nil end
+  end
+  local bulk_claims = bulk and (choices.claims or 0) > 0 and 1 or nil -- (one row a claim)
   if stages < 2 then return nil end -- (rows too long for two stages in every CTA of an SM)
-  return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1 }
+  return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1,
+           out = out, claims = bulk_claims }
 end
 
--- The bytes of program q's row that ring r's copy moves (an i32; 0: none).
-local function row_bytes(L, r, q)
+-- The bytes of program q's row that ring r's copy moves (an i32; 0: none), a
+-- multiple of `granule` bytes (16 by default: a power of two).
+local function row_bytes(L, r, q, granule)
   local e = r.e
+  granule = granule or 16
   local ok = q:lt(L.args[e.lowered_dims[1]]) & B.aligned(L, e, 16 // r.eb)
   local elems = tl.min(L.args[e.lowered_dims[2]], tl.const(r.n, tl.i32))
-  return tl.select(ok, (elems * r.eb) & tl.const(-16, tl.i32), tl.const(0, tl.i32))
+  return tl.select(ok, (elems * r.eb) & tl.const(-granule, tl.i32), tl.const(0, tl.i32))
 end
 
 -- Thread 0: stage s of ring r gets program q's row (where q is a program).
+-- With the rows claimed (P.slots: the program each stage holds), thread 0
+-- writes q into the stage's slot first and arrives where q is no program (the
+-- loop reads the slot after the stage's wait: q >= programs ends it).
 local function fill(L, P, r, s, q)
-  tl.if_(L.tid:eq(0) & q:lt(P.total), function()
+  local function copy()
     local bytes = row_bytes(L, r, q)
     local bar = r.bars + s
     tl.if_(bytes:gt(0), function()
@@ -166,34 +198,92 @@ local function fill(L, P, r, s, q)
       tl.mbarrier_arrive_expect_tx(bar, bytes)
       tl.bulk_copy(r.smem + s * r.n, src, bytes, bar)
     end, function() tl.mbarrier_arrive(bar) end)
+  end
+  if not P.slots then return tl.if_(L.tid:eq(0) & q:lt(P.total), copy) end
+  tl.if_(L.tid:eq(0), function()
+    (P.slots + s):store(q)
+    tl.if_(q:lt(P.total), copy, function() tl.mbarrier_arrive(r.bars + s) end)
   end)
 end
 
 -- env.tiled_load of a ring's load in iteration (q, s, phase): wait for the
 -- stage, the registers from it, a barrier, the stage refilled.
 local function ring_load(L, P, r, it)
-  tl.mbarrier_wait(r.bars + it.s, it.phase)
+  if not P.slots then tl.mbarrier_wait(r.bars + it.s, it.phase) end -- (claims: waited for in the loop's condition)
   local bytes = row_bytes(L, r, it.q)
   local x = B.tiled_load(L, r.op, { base = r.smem + it.s * r.n, elems = bytes // r.eb })
+  if P.out then
+    -- (bulk stores: the stage refilled once stored, bulk_store; a barrier
+    -- before the threads write the row back into it unless each writes only
+    -- what it read)
+    if not P.out.own then tl.barrier() end
+    return x
+  end
   tl.barrier()
   fill(L, P, r, it.s, it.q + P.ahead)
   return x
+end
+
+-- env.tiled_store of the row stored by a bulk copy (P.out) in iteration
+-- (q, s, first): every thread writes its registers of the row into the stage
+-- the row came in (its reads are behind ring_load's barrier), as far as the
+-- copy covers it (the rest, a ragged tail or an unaligned tensor, to the
+-- tensor as blocked.lua does); a proxy fence and a barrier; thread 0 copies
+-- the stage to the row of Y (one bulk group a row), waits until the previous
+-- row's copy has read its stage and refills that stage with the row S
+-- programs after the previous one.
+local function bulk_store(L, P, op, it)
+  local r, o = P.loads[1], P.out
+  local x = V.get(L, op:operand(4), op)
+  local granule = math.max(16, B.width(x.D, op) * o.eb) -- (a thread's vector: wholly in the copy or not at all)
+  local bytes = row_bytes(L, o, it.q, granule)
+  local base = r.smem + it.s * r.n
+  B.tiled_store(L, op, x, { base = base, elems = bytes // o.eb })
+  tl.fence_proxy_async("shared") -- (the writes seen by the bulk copy's async proxy)
+  tl.barrier()
+  tl.if_(L.tid:eq(0), function()
+    tl.if_(bytes:gt(0), function()
+      local dst = L.args[o.e.lowered_ptr] + it.q:cast(tl.i64) * L.args[o.e.lowered_strides[1]]
+      tl.bulk_copy(dst, base, bytes)
+    end)
+    tl.bulk_commit()
+    tl.bulk_wait(1, { read = true }) -- (the previous row's copy has read its stage)
+  end)
+  local S = P.stages
+  tl.if_(it.refill, function()
+    fill(L, P, r, tl.select(it.s:eq(0), tl.const(S - 1, tl.i32), it.s - 1), it.next)
+  end)
 end
 
 -- The ops of the loop's body that do not depend on the program (a
 -- normalization's W and B): tiled_loads at constant coordinates of a tensor
 -- the program never stores, and the constants. Lowered once before the loop,
 -- they are loaded once a CTA instead of once a row, kept in registers (words
--- of two 16-bit elements) for the whole loop: so only as many as take an
--- eighth of a thread's registers at per_sm CTAs an SM (RMSNorm's W at 8192
--- bf16 on 8 warps, 16 of 128; LayerNorm's W and B at 3 CTAs an SM would spill:
--- 0.42 of a copy against 0.82 loaded a row); -> a set of their results' ids.
+-- of two 16-bit elements) for the whole loop: so only those that fit. Each
+-- such tile at most an eighth of a thread's registers at per_sm CTAs an SM
+-- (RMSNorm's W at 8192 bf16 on 8 warps, 16 of 128; W at 3 CTAs an SM, 16 of
+-- 85, spills: 0.61 of a copy against 0.82 loaded a row), all of them together
+-- at most an eighth on the shared rings, and on the register loop (P.registers
+-- = d) at most half the registers less the rows it holds (this one and the d
+-- ahead), an eighth at least: LayerNorm's W and B at 8192 bf16 on 8 warps,
+-- 32 of 128 at 2 CTAs an SM (0.91 of a copy against 0.86-0.87 with B loaded a
+-- row after the reductions, s11norm-1), W alone two rows ahead or at 3 CTAs an
+-- SM (W and B hoisted at 3 CTAs an SM spilled: 0.42 of a copy). A program with
+-- one such tile (RMSNorm) hoists what it did under an eighth in all, which
+-- P.hoist_eighth (row_ring.hoist = 2) keeps for every program; -> a set of
+-- their results' ids.
 local function invariant(L, P, wop, after)
   local stored, inv = {}, {}
   R.each_op(wop, function(o) if o:name() == "tileas.tiled_store" then stored[o:operand(1):id()] = true end end)
   local threads = 32 * L.warps
-  local budget = tl.core.limits().max_thread_regs -- (registers a thread: 255)
-  budget = math.min(budget, 65536 // (P.per_sm * threads)) // 8
+  local regs = math.min(tl.core.limits().max_thread_regs, 65536 // (P.per_sm * threads)) -- (registers a thread: 255 at most)
+  local each = regs // 8
+  local budget = each
+  if P.registers and not P.hoist_eighth then
+    local row_words = 0
+    for _, r in ipairs(P.loads) do row_words = row_words + ((r.n * r.eb + threads - 1) // threads + 3) // 4 * (P.registers + 1) end
+    budget = math.max(each, regs // 2 - row_words)
+  end
   for _, o in ipairs(after:ops()) do
     local ok = o:name() == "arith.constant"
     local ti = o:name() == "tileas.tiled_load" and R.tile_of(o:result(1))
@@ -203,7 +293,7 @@ local function invariant(L, P, wop, after)
       local elems = 1
       for _, x in ipairs(ti.shape) do elems = elems * x end
       local words = math.max(1, (elems + threads - 1) // threads * R.elem_bytes(ti.elem) // 4)
-      ok = ok and (P.hoist_all or words <= budget)
+      ok = ok and (P.hoist_all or (words <= each and words <= budget))
       if ok then budget = budget - words end
     end
     if ok then inv[o:result(1):id()] = true end
@@ -492,7 +582,7 @@ function Ring.build(L, env, wop, P)
     end
     return hoisted
   end
-  if P.claims then
+  if P.claims and not P.out then
     programs()
     return loop_claims(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
   end
@@ -509,6 +599,7 @@ function Ring.build(L, env, wop, P)
     r.smem = L.k:shared(r.elem, S * r.n, { align = 128 })
     r.bars = L.k:shared(tl.i64, S, { align = 8 })
   end
+  if P.out and P.claims then P.slots = L.k:shared(tl.i32, S, { align = 8 }) end
   L.tid = L.tid or tl.thread_id("x")
   tl.if_(L.tid:eq(0), function()
     for _, r in ipairs(P.loads) do
@@ -524,13 +615,50 @@ function Ring.build(L, env, wop, P)
     for _, r in ipairs(P.loads) do fill(L, P, r, tl.const(j, tl.i32), first + grid * j) end
   end
   local hoisted = hoist()
-  tl.for_range(first, total, grid, { tl.const(0, tl.i32), tl.const(0, tl.i32) }, function(q, s, phase)
-    local it = { q = q, s = s, phase = phase }
-    lower_body(L, env, after, P, q, hoisted, function(r) return ring_load(L, P, r, it) end)
-    local s1 = s + 1
+  local tiled_store = env.tiled_store
+  local zero = tl.const(0, tl.i32)
+  local function body(it)
+    if P.out then
+      env.tiled_store = function(op)
+        if op:id() ~= P.out.op:id() then return tiled_store(op) end
+        bulk_store(L, P, op, it)
+      end
+    end
+    lower_body(L, env, after, P, it.q, hoisted, function(r) return ring_load(L, P, r, it) end)
+    env.tiled_store = tiled_store
+    local s1 = it.s + 1
     local wrap = s1:eq(S)
-    return tl.select(wrap, tl.const(0, tl.i32), s1), tl.select(wrap, phase ~ 1, phase)
-  end)
+    return tl.select(wrap, zero, s1), tl.select(wrap, it.phase ~ 1, it.phase)
+  end
+  if P.slots then
+    -- (bulk stores, the rows claimed) iteration n of the CTA (n >= 1) claims
+    -- (thread 0: an atomic add on the counter, c: program S grid + c) and
+    -- refills the previous stage with the claim once its row is stored: a
+    -- claim a refill, so every claimed program is run. The loop ends at the
+    -- first stage whose slot holds no program: the claims increase, so every
+    -- later one would hold none either. A CTA that runs n programs makes n - 1
+    -- claims: a launch makes programs - min(grid, programs) of them, and
+    -- the thread whose claim returns the last puts the counter back to 0.
+    local counter = L.args[L.P.lowered_workspace]
+    local one = tl.const(1, tl.i32)
+    local claims = total - tl.min(grid, total)
+    tl.while_({ zero, zero, zero }, function(s, phase, n)
+      tl.mbarrier_wait(P.loads[1].bars + s, phase)
+      local q = (P.slots + s):load()
+      return q:lt(total), q, s, phase, n
+    end, function(q, s, phase, n)
+      local refill = n:gt(0)
+      local c = tl.if_(L.tid:eq(0) & refill, function() return tl.atomic_add(counter, one) end, function() return zero end)
+      local s1, phase1 = body { q = q, s = s, phase = phase, refill = refill, next = c + grid * S }
+      tl.if_(L.tid:eq(0) & refill & c:eq(claims - 1), function() tl.atomic_exch(counter, zero) end)
+      return s1, phase1, n + one
+    end)
+  else
+    tl.for_range(first, total, grid, { zero, zero }, function(q, s, phase)
+      return body { q = q, s = s, phase = phase, refill = q:gt(first), next = q + grid * (S - 1) }
+    end)
+  end
+  if P.out then tl.if_(L.tid:eq(0), function() tl.bulk_wait(0) end) end -- (the rows' copies complete)
 end
 
 return Ring
