@@ -63,8 +63,9 @@ describe("tl.attention", function()
   it("compiles to PTX where ptxas moves registers, injects no fence and spills nothing", function()
     local exe = H.ptxas()
     -- (head dim 256: the consumers take 240 registers, the producer's loads
-    -- 24, where ptxas spills 12 bytes of its own -- as it does at head dim 128
-    -- with the same split, whose consumers have room: no more is allowed)
+    -- 24, where ptxas spills a few bytes of its own -- 12, 4 since divisions by
+    -- powers of two are shifts -- as it does at head dim 128 with the same
+    -- split, whose consumers have room: no more than 12 is allowed)
     for _, o in ipairs { { d = 128 }, { d = 64 }, { d = 256, spill = 12 }, { d = 128, bn = 176 } } do
       local a = tl.attention.build { b = 1, h = 1, sq = 4096, d = o.d, bn = o.bn, causal = o.causal }
       local ptx = a.kernel:compile()
@@ -79,7 +80,8 @@ describe("tl.attention", function()
         local log = io.popen(("%s -arch=sm_90a -v -o /dev/null %s 2>&1"):format(H.quote(exe), H.quote(path))):read "a"
         os.remove(path)
         for _, code in ipairs(H.WGMMA_SLOW) do H.lacks(log, code) end
-        H.has(log, ("%d bytes spill stores"):format(o.spill or 0))
+        local spilled = tonumber(log:match "(%d+) bytes spill stores")
+        assert(spilled and spilled <= (o.spill or 0), ("at most %d bytes spill stores, got:\n%s"):format(o.spill or 0, log))
       end
     end
     if not exe then pending "ptxas not found" end
