@@ -364,23 +364,27 @@ static void pack(lua_State *L, int plan, Plan *p, int i, int idx, int t, uint64_
 
 static void grid_check(lua_State *L, const Plan *p, const unsigned g[3]);
 
+/* The grid {v, 1, 1} (v an integer), checked. */
+static void grid_int(lua_State *L, lua_Integer v, const Plan *p, unsigned g[3]) {
+  if (v < 1 || v > 0x7fffffff) lb_error(L, "launch: grid %lld is out of range", (long long)v);
+  g[0] = (unsigned)v, g[1] = g[2] = 1;
+  grid_check(L, p, g);
+}
+
 /* The grid at idx (an integer or {x [, y [, z]]}), a multiple of the cluster. */
 static void grid_arg(lua_State *L, int idx, const Plan *p, unsigned g[3]) {
-  g[0] = g[1] = g[2] = 1;
   if (lua_isinteger(L, idx)) {
-    lua_Integer v = lua_tointeger(L, idx);
-    if (v < 1 || v > 0x7fffffff) lb_error(L, "launch: grid %lld is out of range", (long long)v);
-    g[0] = (unsigned)v;
-  } else if (lua_istable(L, idx)) {
-    for (int i = 0; i < 3; i++) {
-      int t = lua_geti(L, idx, i + 1);
-      lua_Integer v = t == LUA_TNIL ? 1 : lua_tointeger(L, -1);
-      lua_pop(L, 1);
-      if (v < 1 || v > 0x7fffffff) lb_error(L, "launch: grid[%d] is out of range", i + 1);
-      g[i] = (unsigned)v;
-    }
-  } else {
+    grid_int(L, lua_tointeger(L, idx), p, g);
+    return;
+  }
+  if (!lua_istable(L, idx))
     lb_error(L, "launch: grid must be an integer or {x, y, z}, got %s", luaL_typename(L, idx));
+  for (int i = 0; i < 3; i++) {
+    int t = lua_geti(L, idx, i + 1);
+    lua_Integer v = t == LUA_TNIL ? 1 : lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    if (v < 1 || v > 0x7fffffff) lb_error(L, "launch: grid[%d] is out of range", i + 1);
+    g[i] = (unsigned)v;
   }
   grid_check(L, p, g);
 }
@@ -678,10 +682,7 @@ static bool launch_peeked(lua_State *L, const CfgKeys *keys, int plan, Plan *p, 
   void *ptrs_here[PLAN_MAX_ARGS], **ptrs = ptrs_here;
   if (!pack_in_place(p, args->v.gc, &slots, &ptrs)) return false;
   TlcuLaunch c;
-  lua_Integer g = grid ? grid->v.i : 1;
-  if (g < 1 || g > 0x7fffffff) lb_error(L, "launch: grid %lld is out of range", (long long)g);
-  c.grid[0] = (unsigned)g, c.grid[1] = c.grid[2] = 1;
-  grid_check(L, p, c.grid);
+  grid_int(L, grid ? grid->v.i : 1, p, c.grid);
   launch_issue(L, plan, p, &c, slots, ptrs, (lua_Integer)p->smem, NULL, false);
   return true;
 }
