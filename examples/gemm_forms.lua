@@ -49,6 +49,10 @@ local FORMS = {
   -- decode-sized M: A and B swapped (B's rows on wgmma's 64-row side), tiles stored transposed
   { name = "swap_ab", swap_ab = true, bm = 128 },
   { name = "swap_ab_streamk", swap_ab = true, schedule = "streamk" },
+  -- the decode forms that fill the SMs: split-K in a cluster sharing A's rows (33 in 48, 24 a CTA); the
+  -- tokens on wgmma's M side, 80 rows of B a tile, A multicast along N
+  { name = "swap_ab_splitk_cluster", swap_ab = true, bn = 48, cluster = { 2, 1 }, schedule = "splitk", splits = 2 },
+  { name = "decode_64x80_cluster_1x2", bm = 64, bn = 80, wgs = 1, cluster = { 1, 2 } },
 }
 local only
 for _, a in ipairs(... ~= "--library" and arg or {}) do

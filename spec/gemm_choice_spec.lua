@@ -188,10 +188,28 @@ describe("tl.gemm.candidates", function()
     assert.are_not.same(a[1], b[1])
   end)
 
-  it("gives decode-sized M the swapped forms", function()
+  it("gives decode-sized M the swapped forms and the forms that fill the SMs", function()
     local list, est = tl.gemm.candidates { m = 16, n = 6144, k = 4096 }
     assert.is_true(#list >= 4 and next(est) == nil)
-    for _, o in ipairs(list) do assert.is_true(o.swap_ab) end
+    for i = 1, 6 do assert.is_true(list[i].swap_ab) end
+    for _, o in ipairs(list) do assert.is_true(o.swap_ab or o.bm == 64) end -- (not swapped: 64 rows of tokens)
+    local one = tl.gemm.candidates { m = 1, n = 6144, k = 4096 }
+    for _, o in ipairs(one) do assert.is_true(o.swap_ab) end
+    -- every fill form runs at most a piece an SM, whole clusters of 2 sharing A
+    -- (swapped: A's rows in halves of whole 8-row groups)
+    for _, s in ipairs { { 64, 4096, 4096 }, { 40, 10240, 8192 }, { 16, 8192, 8192 }, { 64, 28672, 4096 }, { 64, 4104, 4104 } } do
+      local fill = require("tilua.stdlib.gemm_choice").decode_fill(s[1], s[2], s[3], 132)
+      assert.is_true(#fill >= 2)
+      for _, o in ipairs(fill) do
+        local full = { m = s[1], n = s[2], k = s[3], sms = 132 }
+        for key, v in pairs(o) do full[key] = v end
+        local g = tl.gemm.build(full)
+        assert.is_true(g.grid <= 132, ("%dx%dx%d: grid %d"):format(s[1], s[2], s[3], g.grid))
+        if o.cluster then assert.equal(2, g.cfg.cluster) end
+        if o.cluster and o.swap_ab then assert.is_true(o.cluster[1] == 2 and o.bn % 16 == 0) end
+        if o.cluster and not o.swap_ab then assert.same({ 1, 2 }, o.cluster) end
+      end
+    end
     local rows64 = tl.gemm.candidates { m = 64, n = 6144, k = 4096 }
     assert.equal(64, rows64[#rows64].bm)
   end)

@@ -152,6 +152,7 @@ describe("the stdlib GEMM on the emulator", function()
     { cluster = { 1, 2 }, schedule = "splitk", splits = 2 },      -- A multicast, the last split adds the other's partial
     { cluster = 2, schedule = "splitk", splits = 2, sms = 2 },    -- one cluster walks both splits (overhang along M)
     { bm = 64, bn = 48, cluster = { 1, 2 }, schedule = "splitk", splits = 2 }, -- 2 x 3 tiles: a CTA past N has no counter
+    { bm = 64, bn = 80, cluster = { 1, 2 } },                    -- a decode form: one warpgroup, A multicast, 16-column sub-tiles
   }
   for _, v in ipairs(variants) do
     local name = {}
@@ -212,6 +213,8 @@ describe("the stdlib GEMM on the emulator", function()
       { 33, 200, 136, { schedule = "persistent", sms = 2, cluster = 2, bn = 48 } }, -- A's rows multicast to 2 CTAs
       { 16, 136, 200, { schedule = "streamk", sms = 3, bk = 128 } },            -- k blocks of two 128-byte rows
       { 7, 72, 392, { schedule = "data_parallel", bk = 192 } },                -- three rows, the last block past K
+      -- split-K in a cluster sharing A's rows (a decode form; 40 rows in 48, 24 a CTA): 4 tiles of B's rows, 2 splits
+      { 40, 200, 256, { schedule = "splitk", splits = 2, cluster = 2, bn = 48, sms = 4, stages = 2 } },
     }
     for i, s in ipairs(cases) do
       local M, N, K = s[1], s[2], s[3]

@@ -126,6 +126,15 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 64, n = 4104, k = 1032, swap_ab = true, bm = 128, cluster = 2 },  -- A's rows multicast to a cluster of 2
     { m = 16, n = 1000, k = 520, swap_ab = true, cluster = 2, schedule = "data_parallel" },
     { m = 16, n = 4104, k = 4104, swap_ab = true, bk = 128, schedule = "streamk" }, -- k blocks of two 128-byte rows
+    -- the decode forms that fill the SMs (tl.gemm.candidates, 16 to 64 tokens): split-K in
+    -- a cluster of 2 sharing A's rows (an odd count of tiles: the last cluster's second
+    -- CTA past B's rows), and the tokens on wgmma's M side, 80 or 224 rows of B a tile,
+    -- alone, in a 1 x 2 cluster, and split over K in one
+    { m = 40, n = 4104, k = 4104, swap_ab = true, bn = 48, cluster = 2, schedule = "splitk", splits = 2 },
+    { m = 64, n = 1032, k = 2056, swap_ab = true, bm = 128, cluster = 2, schedule = "splitk", splits = 3 },
+    { m = 33, n = 1000, k = 1032, bm = 64, bn = 80, wgs = 1, cluster = { 1, 2 } },
+    { m = 17, n = 1000, k = 520, bm = 64, bn = 224, wgs = 1 },
+    { m = 57, n = 1032, k = 4104, bm = 64, bn = 64, wgs = 1, cluster = { 1, 2 }, schedule = "splitk", splits = 2 },
     { m = 1000, n = 1032, k = 520, bn = 128, bk = 128 },
     -- the forms tl.gemm.candidates picks for shapes of few tiles: 128 x 192 and
     -- 128 x 64 tiles, clusters of 2 on them, split-K on 128 x 192, 256 x 128, 128 x 64

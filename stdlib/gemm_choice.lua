@@ -140,6 +140,53 @@ local DECODE = {
 }
 local DECODE_64 = { { bm = 64, bn = 128, wgs = 1 }, { bm = 64, bn = 64, wgs = 1 } }
 
+-- The forms that fill the SMs with whole pieces of equal work and share the
+-- tokens' tile (A) over a cluster of 2 (cuBLAS's forms at 128 tokens,
+-- docs/PERF.md, seventh session: `64x64_64x13_2x1` at 128 x 4096 x 4096 and
+-- `80x128_64x8_2x1` at 128 x 10240 x 8192, B's rows by the tokens, 2 CTAs along
+-- B's rows). At 64 tokens a k block of A (64 rows) is as large as a 64-row
+-- tile of B, read again for every tile of B: the swapped 128-row StreamK form,
+-- the sweep's pick at 64 x 10240 x 8192 (0.884) and 64 x 4096 x 4096 (0.850,
+-- split-K), reads 0.5 byte of A from the L2 for every byte of B, and its pieces
+-- end in partial tiles. Offered from 16 tokens (below, A's reads are a small
+-- part), all measured (the sweep measures every decode form):
+--   swapped, 64 or 128 rows of B a tile, split-K in a 2 x 1 cluster (A multicast)
+--     with as many splits as fill the SMs (tiles x splits <= SMs), or whole
+--     tiles in a cluster where they fill half the SMs or more;
+--   not swapped, the 64 tokens on wgmma's M side and the narrowest tile of B's
+--     rows (48 to 256 in steps of 16) that gives at most a tile an SM, alone
+--     and in a 1 x 2 cluster (A multicast), or 64-row tiles split over K in one.
+local function decode_fill(m, n, k, sms)
+  local out = {}
+  local kt = (k + 63) // 64
+  -- (the CTAs of whole clusters of 2 over `tiles` tiles, and the splits of K
+  -- that keep them within the SMs: at least 8 k blocks a split, at most 4)
+  local function ctas(tiles) return (tiles + 1) // 2 * 2 end
+  local function splits_for(tiles) return math.min(sms // ctas(tiles), kt // 8, 4) end
+  local cols = math.max(16, (m + 15) // 16 * 16) -- (swapped in a cluster: A's rows in 8-row halves)
+  for _, bm in ipairs { 64, 128 } do
+    local tiles = (n + bm - 1) // bm
+    local s = splits_for(tiles)
+    if tiles >= 2 and s >= 2 then
+      out[#out + 1] = { swap_ab = true, bm = bm, bn = cols, cluster = { 2, 1 }, schedule = "splitk", splits = s }
+    elseif tiles >= 2 and ctas(tiles) <= sms and 2 * tiles >= sms then
+      out[#out + 1] = { swap_ab = true, bm = bm, bn = cols, cluster = { 2, 1 } }
+    end
+  end
+  if m >= 16 then
+    local bn = math.max(48, ((n + sms - 1) // sms + 15) // 16 * 16)
+    if bn <= 256 and bn ~= 64 and bn ~= 128 then out[#out + 1] = { bm = 64, bn = bn, wgs = 1 } end
+    if bn <= 256 and (n + bn - 1) // bn >= 2 then out[#out + 1] = { bm = 64, bn = bn, wgs = 1, cluster = { 1, 2 } } end
+    local tiles = (n + 63) // 64
+    local s = splits_for(tiles)
+    if tiles >= 2 and s >= 2 then
+      out[#out + 1] = { bm = 64, bn = 64, wgs = 1, cluster = { 1, 2 }, schedule = "splitk", splits = s }
+    end
+  end
+  return out
+end
+M.decode_fill = decode_fill
+
 local function copy(t)
   local r = {}
   for key, v in pairs(t) do r[key] = v end
@@ -303,6 +350,7 @@ function tl.gemm.candidates(o)
   if o.m <= 64 and (dtype == "bf16" or dtype == "f16") then
     for _, d in ipairs(DECODE) do list[#list + 1] = copy(d) end
     if o.m > 32 then for _, d in ipairs(DECODE_64) do list[#list + 1] = copy(d) end end
+    for _, d in ipairs(decode_fill(o.m, o.n, o.k, sms)) do list[#list + 1] = d end
     return list, est
   end
   -- one cluster orientation of a tile and schedule (the model cannot tell

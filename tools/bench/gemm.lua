@@ -23,7 +23,7 @@
 --     the sweep's shapes of those classes only, in that order (rowsN: the
 --     projections at N tokens; decode: rows1, rows16, rows64)
 --   --count=N     the sweep measures the N best forms of tl.gemm.candidates's
---                 model (default 3; decode-sized M: all the swapped forms)
+--                 model (default 3; decode-sized M: all the decode forms)
 --   --samples=N   samples a time (default 5, the sweep 3)
 --   --also=NAME;NAME  the sweep measures these forms of FORMS too (named as the
 --                 bench prints them: "128x192 pingpong c2x1"), where they build
@@ -78,6 +78,13 @@ local FORMS = {
   { bm = 256, bn = 128, cluster = { 2, 1 } },
   { bm = 64, bn = 128, wgs = 1 },                 -- few rows (decode-sized M)
   { bm = 64, bn = 64, wgs = 1 },                  -- few rows, twice the CTAs
+  -- A (the tokens) multicast along N: cuBLAS's forms at 128 tokens (its
+  -- `64x64_64x13_2x1` at 128 x 4096 x 4096, `80x128_64x8_2x1` at 128 x 10240 x
+  -- 8192: B's rows by the tokens, 2 CTAs along B's rows), for --also
+  { bm = 64, bn = 64, wgs = 1, cluster = { 1, 2 } },
+  { bn = 48, cluster = { 1, 2 } },
+  { bn = 64, cluster = { 1, 2 } },
+  { bn = 80, cluster = { 1, 2 } },
   -- decode-sized M (at most 64 rows): A and B swapped, B's rows on wgmma's
   -- 64-row side, M rounded up to 8 on its N side; StreamK spreads B's k blocks
   -- over every SM, so that all of them stream the weights. Each led some of
