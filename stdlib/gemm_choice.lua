@@ -4,7 +4,7 @@
 --
 --   local list, est = tl.gemm.candidates { m = 256, n = 10240, k = 8192 [, dtype = "bf16", count = 3, sms = 132] }
 --   list[i]   options for tl.gemm.build (besides m, n, k, dtype): bm, bn, cluster, consumers, schedule, splits ...
---   est[i]    the model's time of list[i] in microseconds (nil for the decode forms, which are not modelled)
+--   est[i]    the model's time of list[i] in microseconds (decode-sized M: the decode model's)
 --
 -- The model. A form is a tile (bm x bn), a cluster, and a schedule. Its time is
 -- rounds x (k blocks of a round x the tile's time a k block + the tile's fixed
@@ -126,36 +126,35 @@ M.FILL_US = 1.4
 M.HBM_TBS = 3.7
 M.SM_HBM_TBS = 0.033
 
--- The decode forms (at most 64 rows of A): A and B swapped, B's rows on
--- wgmma's 64-row side; StreamK over every SM's share of B's k blocks, or whole
--- tiles; from 33 rows the 64-row tiles too. Measured, not modelled: they
--- stream B's bytes (docs/PERF.md, "Decode-sized M").
+-- The decode forms (at most 64 rows of A, bf16 or f16): A and B swapped, B's
+-- rows on wgmma's 64-row side (whole tiles of 64 or 128 rows, StreamK over
+-- every SM's share of B's k blocks, split-K), and from 33 rows the tokens on
+-- wgmma's M side (64 x bn; at 16 tokens the sweep measured these 1.1 to 2.4
+-- times slower than the swapped forms: 64 x 48 26.2 us against 15.9 at 16 x
+-- 6144 x 4096, where at 64 tokens it was the fastest form, request
+-- s12decode-1, docs/PERF.md). All stream B's bytes; the decode model below
+-- ranks them.
 local DECODE = {
-  { swap_ab = true, schedule = "streamk" },
-  { swap_ab = true, schedule = "streamk", bk = 128 },
   { swap_ab = true, bm = 128, schedule = "streamk" },
+  { swap_ab = true, schedule = "streamk", bk = 128 }, -- (256 bytes of each row of B a stage)
   { swap_ab = true },
   { swap_ab = true, bm = 128 },
   { swap_ab = true, bm = 128, schedule = "splitk" },
 }
 local DECODE_64 = { { bm = 64, bn = 128, wgs = 1 }, { bm = 64, bn = 64, wgs = 1 } }
 
--- The forms that fill the SMs with whole pieces of equal work and share the
--- tokens' tile (A) over a cluster of 2 (cuBLAS's forms at 128 tokens,
--- docs/PERF.md, seventh session: `64x64_64x13_2x1` at 128 x 4096 x 4096 and
--- `80x128_64x8_2x1` at 128 x 10240 x 8192, B's rows by the tokens, 2 CTAs along
--- B's rows). At 64 tokens a k block of A (64 rows) is as large as a 64-row
--- tile of B, read again for every tile of B: the swapped 128-row StreamK form,
--- the sweep's pick at 64 x 10240 x 8192 (0.884) and 64 x 4096 x 4096 (0.850,
--- split-K), reads 0.5 byte of A from the L2 for every byte of B, and its pieces
--- end in partial tiles. Offered from 16 tokens (below, A's reads are a small
--- part), all measured (the sweep measures every decode form):
---   swapped, 64 or 128 rows of B a tile, split-K in a 2 x 1 cluster (A multicast)
---     with as many splits as fill the SMs (tiles x splits <= SMs), or whole
---     tiles in a cluster where they fill half the SMs or more;
---   not swapped, the 64 tokens on wgmma's M side and the narrowest tile of B's
---     rows (48 to 256 in steps of 16) that gives at most a tile an SM, alone
---     and in a 1 x 2 cluster (A multicast), or 64-row tiles split over K in one.
+-- The forms that fill the SMs with whole pieces of equal work (cuBLAS's forms
+-- at 128 tokens, docs/PERF.md, seventh session: `64x64_64x13_2x1` at 128 x 4096
+-- x 4096 and `80x128_64x8_2x1` at 128 x 10240 x 8192, B's rows by the tokens):
+--   swapped, 64 rows of B a tile, split-K in a 2 x 1 cluster (A multicast)
+--     with as many splits as fill the SMs (tiles x splits <= SMs);
+--   from 33 tokens, the tokens on wgmma's M side and the narrowest tile of B's
+--     rows (48 to 256 in steps of 16) that gives at most a tile an SM, and 64 x
+--     64 tiles split over K in a 1 x 2 cluster.
+-- s12decode-1 measured these with the 128-row swapped split-K in a 2 x 1
+-- cluster and the whole tiles in clusters (swapped 2 x 1, 64 x bn 1 x 2): those
+-- led no shape (the clusters of whole tiles 0-3 % behind the same tile alone,
+-- B's bytes, not A's, being what the SMs wait for) and are no longer offered.
 local function decode_fill(m, n, k, sms)
   local out = {}
   local kt = (k + 63) // 64
@@ -164,21 +163,14 @@ local function decode_fill(m, n, k, sms)
   local function ctas(tiles) return (tiles + 1) // 2 * 2 end
   local function splits_for(tiles) return math.min(sms // ctas(tiles), kt // 8, 4) end
   local cols = math.max(16, (m + 15) // 16 * 16) -- (swapped in a cluster: A's rows in 8-row halves)
-  for _, bm in ipairs { 64, 128 } do
-    local tiles = (n + bm - 1) // bm
-    local s = splits_for(tiles)
-    if tiles >= 2 and s >= 2 then
-      out[#out + 1] = { swap_ab = true, bm = bm, bn = cols, cluster = { 2, 1 }, schedule = "splitk", splits = s }
-    elseif tiles >= 2 and ctas(tiles) <= sms and 2 * tiles >= sms then
-      out[#out + 1] = { swap_ab = true, bm = bm, bn = cols, cluster = { 2, 1 } }
-    end
+  local tiles = (n + 63) // 64
+  local s = splits_for(tiles)
+  if tiles >= 2 and s >= 2 then
+    out[#out + 1] = { swap_ab = true, bm = 64, bn = cols, cluster = { 2, 1 }, schedule = "splitk", splits = s }
   end
-  if m >= 16 then
+  if m > 32 then
     local bn = math.max(48, ((n + sms - 1) // sms + 15) // 16 * 16)
     if bn <= 256 and bn ~= 64 and bn ~= 128 then out[#out + 1] = { bm = 64, bn = bn, wgs = 1 } end
-    if bn <= 256 and (n + bn - 1) // bn >= 2 then out[#out + 1] = { bm = 64, bn = bn, wgs = 1, cluster = { 1, 2 } } end
-    local tiles = (n + 63) // 64
-    local s = splits_for(tiles)
     if tiles >= 2 and s >= 2 then
       out[#out + 1] = { bm = 64, bn = 64, wgs = 1, cluster = { 1, 2 }, schedule = "splitk", splits = s }
     end
@@ -186,6 +178,80 @@ local function decode_fill(m, n, k, sms)
   return out
 end
 M.decode_fill = decode_fill
+
+-- The decode model: a form streams B's bytes (A and D are small) through HBM,
+-- at most DECODE_HBM_TBS over all SMs (DECODE_HOT_TBS where B's bytes fit in
+-- DECODE_HOT_MB: the sweep's back-to-back launches find part of B in the L2,
+-- 33.5 MB at 4096 x 4096 measured at 5.5 TB/s), and each CTA at most the bytes
+-- it keeps in flight over a latency (Little's law: stages x a stage of B's
+-- rows, over DECODE_LATENCY_US plus those bytes at DECODE_CTA_GBS), the two
+-- limits joined softly (DECODE_SOFT: a p-norm, so a CTA near its own limit
+-- loses a little before it binds). Whole tiles in rounds leave the last round
+-- part-empty: DECODE_WAVE_LOSS of that idle share counts (224 tiles on 132 SMs
+-- measured 10 % slower than the bytes, not the 70 % of a second full round:
+-- the busy CTAs' share of HBM grows). Fixed: the launch and the first loads
+-- (DECODE_FIXED_US, DECODE_FIXED_64_US more at 64 tokens), the swapped tile's
+-- transposed store of its last round (DECODE_SWAP_STORE_US for 64 rows of B by
+-- 64 tokens a warpgroup), each split-K piece's f32 partial (DECODE_PARTIAL_US
+-- a 64 x 64 partial) and StreamK's fixup (DECODE_STREAMK_US). Fitted to the 24
+-- decode shapes of the sweep (1 token: request main-final; 16 and 64 tokens:
+-- s12decode-1; 1 to 13 forms each, docs/PERF.md): each shape's fastest form
+-- is among the model's first three of distinct families (decode_family), its
+-- times within 6 % (rms) of the measured ones.
+M.DECODE_HBM_TBS = 4.1
+M.DECODE_HOT_TBS = 6.4
+M.DECODE_HOT_MB = 40
+M.DECODE_LATENCY_US = 0.85
+M.DECODE_CTA_GBS = 250
+M.DECODE_SOFT = 4
+M.DECODE_WAVE_LOSS = 0.27
+M.DECODE_FIXED_US = 3.6
+M.DECODE_FIXED_64_US = 1.25
+M.DECODE_SWAP_STORE_US = 2.1
+M.DECODE_PARTIAL_US = 0.18
+M.DECODE_STREAMK_US = 1.0
+
+-- The model's time (us) of decode form o with geometry c.
+local function decode_estimate(o, c, sms)
+  local rows_b = c.swap_ab and c.bm or c.bn
+  local kbytes = rows_b * c.bk * c.ebytes -- B's bytes a k block of a piece
+  local inflight = c.stages * kbytes
+  local cta = inflight / (M.DECODE_LATENCY_US + inflight / (M.DECODE_CTA_GBS * 1e3)) -- bytes / us
+  local bytes = (c.m + c.n) * c.k * c.ebytes + c.m * c.n * 2
+  local hbm = (c.n * c.k * c.ebytes <= M.DECODE_HOT_MB * 1e6 and M.DECODE_HOT_TBS or M.DECODE_HBM_TBS) * 1e6
+  local p = M.DECODE_SOFT
+  local function join(a, b) return (a ^ p + b ^ p) ^ (1 / p) end
+  local wg_rows = c.bm // c.wgs -- (a warpgroup's rows: its transposed store, its partials)
+  local partial = M.DECODE_PARTIAL_US * wg_rows * c.bn / 4096
+  -- units of work (tiles or split-K pieces) of kper k blocks on `ctas` CTAs, in rounds
+  local function rounds(units, ctas, kper)
+    local r = (units + ctas - 1) // ctas
+    return join(bytes / hbm * (1 + M.DECODE_WAVE_LOSS * (r * ctas / units - 1)), r * kper * kbytes / cta)
+  end
+  local stream, extra
+  if o.schedule == "streamk" then
+    local per_sm = (c.tiles * c.kt + sms - 1) // sms
+    local pieces = math.max(2, math.min(8, (sms + c.tiles - 1) // c.tiles)) -- (a tile's pieces: the last adds the others)
+    stream, extra = join(bytes / hbm, per_sm * kbytes / cta), M.DECODE_STREAMK_US + partial * (pieces - 1)
+  elseif o.schedule == "splitk" and not c.ksplits then -- (split-K over the StreamK scheduler: the plan's splits)
+    local s = o.splits or math.max(2, math.min(c.kt, sms // c.tiles))
+    local units = c.tiles * s
+    stream, extra = rounds(units, math.min(units, sms), (c.kt + s - 1) // s), partial * (s - 1)
+  else -- whole tiles, or a cluster's split-K (its splits are the persistent scheduler's batches)
+    local s = c.ksplits or 1
+    stream, extra = rounds(c.ctiles * c.cluster, c.grid, (c.kt + s - 1) // s), partial * (s - 1)
+  end
+  local store = c.swap_ab and M.DECODE_SWAP_STORE_US * c.m * wg_rows / 4096 or 0
+  return M.DECODE_FIXED_US + M.DECODE_FIXED_64_US * c.m / 64 + stream + extra + store
+end
+
+-- A decode form's family: swapped or not, whole tiles / split-K / StreamK,
+-- the swapped tile's rows and bk (the first `count` of distinct families are
+-- measured: forms of one family differ by less than the model can tell).
+local function decode_family(o, c)
+  local sched = o.schedule == "streamk" and "streamk" or (o.schedule == "splitk" or c.ksplits) and "splitk" or "whole"
+  return ("%s/%s/%s/%s"):format(c.swap_ab and "swap" or "tile", sched, c.swap_ab and c.bm or "", c.bk)
+end
 
 local function copy(t)
   local r = {}
@@ -282,6 +348,7 @@ function M.estimate(o, m, n, k, dtype, sms)
   dtype = dtype or "bf16"
   local c = geometry(o, m, n, k, dtype, sms) -- (its tile: the defaults' where o names none)
   if not c then return nil end
+  if m <= 64 and (dtype == "bf16" or dtype == "f16") then return decode_estimate(o, c, sms) end
   local consumers = c.consumers == "pingpong" and "pingpong" or nil
   for _, t in ipairs(M.TILES) do
     if c.bm == t.bm and c.bn == t.bn and consumers == t.consumers and (o.wgs == nil or o.wgs == t.wgs) then
@@ -348,9 +415,25 @@ function tl.gemm.candidates(o)
   local sms = o.sms or (tl.device.available() and tl.device.sm_count() or 132)
   local list, est = {}, {}
   if o.m <= 64 and (dtype == "bf16" or dtype == "f16") then
-    for _, d in ipairs(DECODE) do list[#list + 1] = copy(d) end
-    if o.m > 32 then for _, d in ipairs(DECODE_64) do list[#list + 1] = copy(d) end end
-    for _, d in ipairs(decode_fill(o.m, o.n, o.k, sms)) do list[#list + 1] = d end
+    -- the decode forms by the decode model, the first of each family
+    local all = {}
+    local function add(d)
+      local c = geometry(d, o.m, o.n, o.k, dtype, sms)
+      if c then all[#all + 1] = { o = d, c = c, us = decode_estimate(d, c, sms), i = #all + 1 } end
+    end
+    for _, d in ipairs(DECODE) do add(copy(d)) end
+    if o.m > 32 then for _, d in ipairs(DECODE_64) do add(copy(d)) end end
+    for _, d in ipairs(decode_fill(o.m, o.n, o.k, sms)) do add(d) end
+    table.sort(all, function(a, b) return a.us < b.us or (a.us == b.us and a.i < b.i) end)
+    local seen = {}
+    for _, f in ipairs(all) do
+      local family = decode_family(f.o, f.c)
+      if #list < count and not seen[family] then
+        seen[family] = true
+        local i = #list + 1
+        list[i], est[i] = f.o, f.us
+      end
+    end
     return list, est
   end
   -- one cluster orientation of a tile and schedule (the model cannot tell

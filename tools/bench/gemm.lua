@@ -23,7 +23,7 @@
 --     the sweep's shapes of those classes only, in that order (rowsN: the
 --     projections at N tokens; decode: rows1, rows16, rows64)
 --   --count=N     the sweep measures the N best forms of tl.gemm.candidates's
---                 model (default 3; decode-sized M: all the decode forms)
+--                 model (default 3; decode-sized M: the first N of distinct families by the decode model)
 --   --samples=N   samples a time (default 5, the sweep 3)
 --   --also=NAME;NAME  the sweep measures these forms of FORMS too (named as the
 --                 bench prints them: "128x192 pingpong c2x1"), where they build
