@@ -53,6 +53,9 @@ local FORMS = {
   -- tokens on wgmma's M side, 80 rows of B a tile, A multicast along N
   { name = "swap_ab_splitk_cluster", swap_ab = true, bn = 48, cluster = { 2, 1 }, schedule = "splitk", splits = 2 },
   { name = "decode_64x80_cluster_1x2", bm = 64, bn = 80, wgs = 1, cluster = { 1, 2 } },
+  -- the decode model's picks at 64 tokens (docs/PERF.md, s12decode): 64 x 224 alone, 64 x 64 split over K in a 1 x 2 cluster
+  { name = "decode_64x224", bm = 64, bn = 224, wgs = 1 },
+  { name = "decode_64x64_splitk_cluster_1x2", bm = 64, bn = 64, wgs = 1, cluster = { 1, 2 }, schedule = "splitk", splits = 2 },
 }
 local only
 for _, a in ipairs(... ~= "--library" and arg or {}) do
