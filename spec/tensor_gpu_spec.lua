@@ -126,10 +126,11 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 64, n = 4104, k = 1032, swap_ab = true, bm = 128, cluster = 2 },  -- A's rows multicast to a cluster of 2
     { m = 16, n = 1000, k = 520, swap_ab = true, cluster = 2, schedule = "data_parallel" },
     { m = 16, n = 4104, k = 4104, swap_ab = true, bk = 128, schedule = "streamk" }, -- k blocks of two 128-byte rows
-    -- the decode forms that fill the SMs (tl.gemm.candidates, 16 to 64 tokens): split-K in
+    -- the decode forms that fill the SMs (tl.gemm.candidates' decode_fill): split-K in
     -- a cluster of 2 sharing A's rows (an odd count of tiles: the last cluster's second
     -- CTA past B's rows), and the tokens on wgmma's M side, 80 or 224 rows of B a tile,
-    -- alone, in a 1 x 2 cluster, and split over K in one
+    -- alone, in a 1 x 2 cluster, and split over K in one (the 128-row swapped split-K
+    -- and 64 x 80 in clusters are no longer offered, s12decode-1; tl.gemm.build keeps them)
     { m = 40, n = 4104, k = 4104, swap_ab = true, bn = 48, cluster = 2, schedule = "splitk", splits = 2 },
     { m = 64, n = 1032, k = 2056, swap_ab = true, bm = 128, cluster = 2, schedule = "splitk", splits = 3 },
     { m = 33, n = 1000, k = 1032, bm = 64, bn = 80, wgs = 1, cluster = { 1, 2 } },
