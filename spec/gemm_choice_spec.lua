@@ -215,8 +215,8 @@ describe("tl.gemm.candidates", function()
   end)
 
   -- The sweep's fastest form of each decode shape (requests main-final, 1 token,
-  -- and s12decode-1, 16 and 64 tokens; docs/PERF.md, twelfth session) is among
-  -- the three the model offers
+  -- and s12decode-1 and -2, 16 and 64 tokens, the same fastest form in both;
+  -- docs/PERF.md, twelfth session) is among the three the model offers
   it("offers the measured fastest decode form among its first three", function()
     local fastest = {
       { 1, 6144, 4096, { swap_ab = true } },
@@ -227,12 +227,26 @@ describe("tl.gemm.candidates", function()
       { 16, 28672, 4096, { swap_ab = true, schedule = "streamk", bk = 128 } },
       { 16, 4096, 14336, { swap_ab = true, bm = 64, bn = 16, cluster = { 2, 1 }, schedule = "splitk", splits = 2 } },
       { 16, 8192, 8192, { swap_ab = true } },
+      { 16, 10240, 8192, { swap_ab = true, bm = 128, schedule = "streamk" } },
+      { 16, 57344, 8192, { swap_ab = true, bm = 128, schedule = "streamk" } },
+      { 16, 8192, 28672, { swap_ab = true } }, -- (s12decode-1 only)
       { 64, 6144, 4096, { bm = 64, bn = 48, wgs = 1 } },
       { 64, 4096, 4096, { bm = 64, bn = 64, wgs = 1, cluster = { 1, 2 }, schedule = "splitk", splits = 2 } },
       { 64, 28672, 4096, { bm = 64, bn = 224, wgs = 1 } },
       { 64, 10240, 8192, { bm = 64, bn = 80, wgs = 1 } },
       { 64, 8192, 8192, { bm = 64, bn = 64, wgs = 1 } },
       { 64, 57344, 8192, { swap_ab = true, bm = 128, schedule = "streamk" } },
+      { 64, 4096, 14336, { bm = 64, bn = 64, wgs = 1, cluster = { 1, 2 }, schedule = "splitk", splits = 2 } },
+      { 64, 8192, 28672, { bm = 64, bn = 64, wgs = 1 } },
+      -- 128 tokens (the projection model; s12decode-2, and the eighth session
+      -- for 128x8192x8192, 128x57344x8192 and 128x8192x28672)
+      { 128, 6144, 4096, { bn = 48 } },
+      { 128, 4096, 4096, { bn = 64, schedule = "splitk", splits = 2 } },
+      { 128, 28672, 4096, { bn = 224 } },
+      { 128, 4096, 14336, { bn = 64, schedule = "splitk", splits = 2 } },
+      { 128, 10240, 8192, { bn = 80 } },
+      { 128, 8192, 8192, { bn = 64 } },
+      { 128, 8192, 28672, { bn = 128, schedule = "splitk", splits = 2 } },
     }
     for _, f in ipairs(fastest) do
       local list = tl.gemm.candidates { m = f[1], n = f[2], k = f[3], sms = 132 }
