@@ -158,6 +158,52 @@ local function next_readers(nexts, r, a, e)
   return nr
 end
 
+-- The granules of granule g that rows reads of n bytes at addr, stride bytes
+-- apart, cover (a row's count at each row: the budget's work, machine.lua).
+local function span(addr, n, rows, stride, g)
+  local count = (addr + n - 1) // g - addr // g + 1
+  if rows == 1 then return count end
+  if stride % g == 0 then return rows * count end -- (every row aligned alike)
+  count = 0
+  for row = 0, rows - 1 do
+    local at = addr + row * stride
+    count = count + (at + n - 1) // g - at // g + 1
+  end
+  return count
+end
+
+-- Reads of a global space that nothing has written yet race with nothing
+-- when they happen (the host wrote what they read); their records matter
+-- only to a later write. So such a space (sp.unwritten: a log, 7 fields a
+-- read) keeps them in order and takes them into its reader sets at its first
+-- write, or when the log is long (apply_reads): the reader sets are those the
+-- reads would have made at once (a read's record at a granule that shrank
+-- since is its record at each smaller one, as granule_of re-keys it), at a
+-- fraction of the work where no write comes (a tile program's inputs, read
+-- by every program at every size the check tries).
+local MAX_LOGGED = 7 * 4096
+function Memory:apply_reads(sp)
+  local log = sp.unwritten
+  sp.unwritten = nil
+  local g, sr = sp.granule or self.granule, sp.shadow_r
+  for i = 1, #log, 7 do
+    local a, e, nexts, addr, n, rows, stride = table.unpack(log, i, i + 6)
+    local from, to = false, nil
+    for row = 0, rows - 1 do
+      local at = addr + row * stride
+      for q = at // g, (at + n - 1) // g do
+        local r = sr[q] -- (the record as shadow_read's loop keeps it)
+        if r == from then
+          sr[q] = to
+        elseif not (r and r[a] == e) then
+          from, to = r, next_readers(nexts, r, a, e)
+          sr[q] = to
+        end
+      end
+    end
+  end
+end
+
 -- A read of [addr, addr + n) of space cta (a CTA, or self.gspace) by actor a
 -- with clock vc at loc; rows (default 1) such reads, stride bytes apart (the
 -- rows of a tile: one call, as `rows` calls would check them).
@@ -166,13 +212,20 @@ function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
   self.shadow_calls = self.shadow_calls + 1 -- the budget's work (machine.lua), with the granules
   local g = granule_of(self, cta, addr, n)
   if rows > 1 and stride % g ~= 0 then g = granule_of(self, cta, addr + stride, n) end -- (every row aligned)
-  local sw, sr = cta.shadow_w, cta.shadow_r
+  self.granules = self.granules + span(addr, n, rows, stride, g)
   local e, nexts = read_record(self, a, vc, loc)
+  local log = cta.unwritten
+  if log then -- (nothing wrote this global space: apply_reads)
+    local k = #log
+    log[k + 1], log[k + 2], log[k + 3], log[k + 4], log[k + 5], log[k + 6], log[k + 7] = a, e, nexts, addr, n, rows, stride
+    if k + 7 >= MAX_LOGGED then self:apply_reads(cta) end
+    return
+  end
+  local sw, sr = cta.shadow_w, cta.shadow_r
   local last_w, from, to = false, false, nil
   local row0 = addr
   for row = 0, rows - 1 do
     addr = row0 + row * stride
-    self.granules = self.granules + (addr + n - 1) // g - addr // g + 1 -- the budget's work (machine.lua)
     for q = addr // g, (addr + n - 1) // g do
       local w = sw[q]
       if w == last_w then goto record end
@@ -241,6 +294,7 @@ end
 -- start of a row of n bytes (stmatrix's rows: one call, as one call a row
 -- would check them); reduce: an atomic reduce-add (shadow_write_reduce).
 function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride, reduce)
+  if cta.unwritten then self:apply_reads(cta) end -- (the reads before, in order)
   local list = type(addr) == "table" and addr or nil
   rows, stride = list and #list or rows or 1, stride or 0
   self.shadow_calls = self.shadow_calls + 1
