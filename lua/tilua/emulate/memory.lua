@@ -172,35 +172,61 @@ local function span(addr, n, rows, stride, g)
   return count
 end
 
+-- rows reads of [addr, addr + n), stride bytes apart, by actor a with clock
+-- vc at loc (e, nexts: their record, read_record's) in space cta's granules
+-- of g bytes: checked against the writes before, then taken into the
+-- granules' reader sets.
+local function read_rows(R, cta, a, vc, e, nexts, addr, n, loc, rows, stride, g)
+  local sw, sr = cta.shadow_w, cta.shadow_r
+  local last_w, from, to = false, false, nil
+  local row0 = addr
+  for row = 0, rows - 1 do
+    addr = row0 + row * stride
+    for q = addr // g, (addr + n - 1) // g do
+      local w = sw[q]
+      if w == last_w then goto record end
+      last_w = w
+      if w == nil then
+        if cta.is_global then goto record end -- the host wrote it
+        violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that nothing wrote yet (a stage read before it was filled); a wait for the fill is missing before the read at %s")
+          :format(R:who(a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, loc))
+      elseif unordered_write(w, a, vc) then
+        w = unordered_write(w, a, vc)
+        violation("unfilled", ("%s at %s reads %s that %s wrote at %s with no synchronization ordering the write before the read (%s); a barrier is missing: after the write at %s and before the read at %s")
+          :format(R:who(a), loc, range_of(cta, addr, n), R:who(w.actor), w.loc,
+                  cta.is_global and "a read of what another thread or CTA wrote with no barrier in between"
+                  or "a stage read before it was filled", w.loc, loc))
+      end
+      ::record::
+      local r = sr[q]
+      if r == from then
+        sr[q] = to
+      elseif not (r and r[a] == e) then
+        local nr = next_readers(nexts, r, a, e)
+        from, to = r, nr
+        sr[q] = nr
+      end
+    end
+  end
+end
+
 -- Reads of a global space that nothing has written yet race with nothing
 -- when they happen (the host wrote what they read); their records matter
--- only to a later write. So such a space (sp.unwritten: a log, 7 fields a
+-- only to a later write. So such a space (sp.unwritten: a log, 8 fields a
 -- read) keeps them in order and takes them into its reader sets at its first
 -- write, or when the log is long (apply_reads): the reader sets are those the
 -- reads would have made at once (a read's record at a granule that shrank
 -- since is its record at each smaller one, as granule_of re-keys it), at a
 -- fraction of the work where no write comes (a tile program's inputs, read
 -- by every program at every size the check tries).
-local MAX_LOGGED = 7 * 4096
+local MAX_LOGGED = 8 * 4096
 function Memory:apply_reads(sp)
   local log = sp.unwritten
   sp.unwritten = nil
-  local g, sr = sp.granule or self.granule, sp.shadow_r
-  for i = 1, #log, 7 do
-    local a, e, nexts, addr, n, rows, stride = table.unpack(log, i, i + 6)
-    local from, to = false, nil
-    for row = 0, rows - 1 do
-      local at = addr + row * stride
-      for q = at // g, (at + n - 1) // g do
-        local r = sr[q] -- (the record as shadow_read's loop keeps it)
-        if r == from then
-          sr[q] = to
-        elseif not (r and r[a] == e) then
-          from, to = r, next_readers(nexts, r, a, e)
-          sr[q] = to
-        end
-      end
-    end
+  local g = sp.granule or self.granule
+  for i = 1, #log, 8 do -- (nothing written: every check passes, as it did at the read)
+    local a, e, nexts, addr, n, loc, rows, stride = table.unpack(log, i, i + 7)
+    read_rows(self, sp, a, nil, e, nexts, addr, n, loc, rows, stride, g)
   end
 end
 
@@ -217,41 +243,12 @@ function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
   local log = cta.unwritten
   if log then -- (nothing wrote this global space: apply_reads)
     local k = #log
-    log[k + 1], log[k + 2], log[k + 3], log[k + 4], log[k + 5], log[k + 6], log[k + 7] = a, e, nexts, addr, n, rows, stride
-    if k + 7 >= MAX_LOGGED then self:apply_reads(cta) end
+    log[k + 1], log[k + 2], log[k + 3], log[k + 4] = a, e, nexts, addr
+    log[k + 5], log[k + 6], log[k + 7], log[k + 8] = n, loc, rows, stride
+    if k + 8 >= MAX_LOGGED then self:apply_reads(cta) end
     return
   end
-  local sw, sr = cta.shadow_w, cta.shadow_r
-  local last_w, from, to = false, false, nil
-  local row0 = addr
-  for row = 0, rows - 1 do
-    addr = row0 + row * stride
-    for q = addr // g, (addr + n - 1) // g do
-      local w = sw[q]
-      if w == last_w then goto record end
-      last_w = w
-      if w == nil then
-        if cta.is_global then goto record end -- the host wrote it
-        violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that nothing wrote yet (a stage read before it was filled); a wait for the fill is missing before the read at %s")
-          :format(self:who(a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, loc))
-      elseif unordered_write(w, a, vc) then
-        w = unordered_write(w, a, vc)
-        violation("unfilled", ("%s at %s reads %s that %s wrote at %s with no synchronization ordering the write before the read (%s); a barrier is missing: after the write at %s and before the read at %s")
-          :format(self:who(a), loc, range_of(cta, addr, n), self:who(w.actor), w.loc,
-                  cta.is_global and "a read of what another thread or CTA wrote with no barrier in between"
-                  or "a stage read before it was filled", w.loc, loc))
-      end
-      ::record::
-      local r = sr[q]
-      if r == from then
-        sr[q] = to
-      elseif not (r and r[a] == e) then
-        local nr = next_readers(nexts, r, a, e)
-        from, to = r, nr
-        sr[q] = nr
-      end
-    end
-  end
+  read_rows(self, cta, a, vc, e, nexts, addr, n, loc, rows, stride, g)
 end
 
 -- Reads of 16 bytes at SHARED_BASE + 16 q for each q of qs, in order, by
