@@ -20,7 +20,8 @@ static const char *const LIBCHUNKS = "tilua.libchunks";
 static const char *const DEFAULT_CTX = "tilua.default_context";
 static const char BINDINGS = 0; /* registry: C function -> true, every binding of tilua.core */
 static const char BINDING_THREADS =
-    0; /* registry: weak set of the coroutines that called a binding */
+    0;                            /* registry: weak set of the coroutines that called a binding */
+static const char TYPE_CACHE = 0; /* registry: weak-keyed, a context's Type userdata (push_type) */
 
 LbContext *lb_push_context(lua_State *L, IrContext *ctx, int owned) {
   LbContext *c = lua_newuserdatauv(L, sizeof *c, 0);
@@ -97,14 +98,42 @@ void lb_set_default_context(lua_State *L, int idx) {
   lua_setfield(L, LUA_REGISTRYINDEX, DEFAULT_CTX);
 }
 
-void lb_push_object(lua_State *L, const char *mt, void *ptr, int ctx_idx) {
-  ctx_idx = lua_absindex(L, ctx_idx);
+static void new_object(lua_State *L, const char *mt, void *ptr, int ctx_idx) {
   LbObject *o = lua_newuserdatauv(L, sizeof *o, 1);
   o->owner = lua_touserdata(L, ctx_idx);
   o->ptr = ptr;
   luaL_setmetatable(L, mt);
   lua_pushvalue(L, ctx_idx);
   lua_setiuservalue(L, -2, 1);
+}
+
+/* A type is interned by its context and lives as long as it: each is pushed as
+** one userdata a context (cached: the passes ask values for their types
+** thousands of times a compile, and a userdata each was most of that cost). */
+static void push_type(lua_State *L, void *ptr, int ctx_idx) {
+  push_weak_table(L, &TYPE_CACHE, "k"); /* context userdata -> {type -> Type userdata} */
+  lua_pushvalue(L, ctx_idx);
+  if (lua_rawget(L, -2) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, ctx_idx);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
+  }
+  if (lua_rawgetp(L, -1, ptr) != LUA_TUSERDATA) {
+    lua_pop(L, 1);
+    new_object(L, LB_TYPE, ptr, ctx_idx);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, -3, ptr);
+  }
+  lua_replace(L, -3);
+  lua_pop(L, 1);
+}
+
+void lb_push_object(lua_State *L, const char *mt, void *ptr, int ctx_idx) {
+  ctx_idx = lua_absindex(L, ctx_idx);
+  if (mt == (const char *)LB_TYPE || !strcmp(mt, LB_TYPE)) push_type(L, ptr, ctx_idx);
+  else new_object(L, mt, ptr, ctx_idx);
 }
 
 /* The op an object lives in (itself, the op of a region, the parent op of a
