@@ -20,12 +20,11 @@ static const char *const LIBCHUNKS = "tilua.libchunks";
 static const char *const DEFAULT_CTX = "tilua.default_context";
 static const char BINDINGS = 0; /* registry: C function -> true, every binding of tilua.core */
 static const char BINDING_THREADS =
-    0;                            /* registry: weak set of the coroutines that called a binding */
-static const char TYPE_CACHE = 0; /* registry: weak-keyed, a context's Type userdata (push_type) */
+    0; /* registry: weak set of the coroutines that called a binding */
 
 LbContext *lb_push_context(lua_State *L, IrContext *ctx, int owned) {
-  LbContext *c = lua_newuserdatauv(L, sizeof *c, 0);
-  c->ctx = NULL; /* empty until the resource is attached */
+  LbContext *c = lua_newuserdatauv(L, sizeof *c, 1); /* user value: its Type userdata (push_type) */
+  c->ctx = NULL;                                     /* empty until the resource is attached */
   c->owned = 0;
   luaL_setmetatable(L, LB_CONTEXT);
   c->ctx = ctx;
@@ -111,14 +110,11 @@ static void new_object(lua_State *L, const char *mt, void *ptr, int ctx_idx) {
 ** one userdata a context (cached: the passes ask values for their types
 ** thousands of times a compile, and a userdata each was most of that cost). */
 static void push_type(lua_State *L, void *ptr, int ctx_idx) {
-  push_weak_table(L, &TYPE_CACHE, "k"); /* context userdata -> {type -> Type userdata} */
-  lua_pushvalue(L, ctx_idx);
-  if (lua_rawget(L, -2) != LUA_TTABLE) {
+  if (lua_getiuservalue(L, ctx_idx, 1) != LUA_TTABLE) { /* {type -> Type userdata} */
     lua_pop(L, 1);
     lua_newtable(L);
-    lua_pushvalue(L, ctx_idx);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, -4);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, ctx_idx, 1);
   }
   if (lua_rawgetp(L, -1, ptr) != LUA_TUSERDATA) {
     lua_pop(L, 1);
@@ -126,8 +122,7 @@ static void push_type(lua_State *L, void *ptr, int ctx_idx) {
     lua_pushvalue(L, -1);
     lua_rawsetp(L, -3, ptr);
   }
-  lua_replace(L, -3);
-  lua_pop(L, 1);
+  lua_remove(L, -2);
 }
 
 void lb_push_object(lua_State *L, const char *mt, void *ptr, int ctx_idx) {
