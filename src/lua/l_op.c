@@ -31,11 +31,11 @@ static void *list_object(lua_State *L, int idx, uint32_t i, const char *mt, IrCo
 }
 
 /* core.op_create(ctx, name, operands, result_types, attrs, nregions, block, before, loc, check,
-*first)
-** Creates an op; inserts it at the end of `block` or before `before` when given.
-** check = true runs the signature check at once and raises on failure.
-** Returns the op, or with first = true its first result (tl.op1: one userdata
-** instead of the op's and then the result's). */
+ *first)
+ ** Creates an op; inserts it at the end of `block` or before `before` when given.
+ ** check = true runs the signature check at once and raises on failure.
+ ** Returns the op, or with first = true its first result (tl.op1: one userdata
+ ** instead of the op's and then the result's). */
 /* The kind of an op name; memoized by the name's pointer (Lua interns short
 ** strings, so one name is one pointer), checked against the table's name. */
 static int op_kind_of(const char *name, size_t len) {
@@ -331,6 +331,35 @@ static int op_walk(lua_State *L) {
   return 1;
 }
 
+typedef struct WalkList {
+  lua_State *L;
+  int self, list, index;
+  lua_Integer n;
+} WalkList;
+
+static bool walk_list_cb(IrOp *op, void *ud) {
+  WalkList *w = ud;
+  lua_State *L = w->L;
+  lb_push_like(L, LB_OP, op, w->self);
+  lua_rawseti(L, w->list, ++w->n);
+  lua_pushlightuserdata(L, op); /* (op:id()) */
+  lua_pushinteger(L, w->n);
+  lua_rawset(L, w->index);
+  return true;
+}
+
+/* op:walk_list() -> the ops op:walk visits (pre-order, op first) as a list,
+** and {op:id() -> its position}: no call into Lua an op. */
+static int op_walk_list(lua_State *L) {
+  IrOp *op = lb_check_op(L, 1);
+  lua_settop(L, 1);
+  lua_newtable(L);
+  lua_newtable(L);
+  WalkList w = {L, 1, 2, 3, 0};
+  ir_walk_pre(op, walk_list_cb, &w);
+  return 2;
+}
+
 static int op_loc(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
   if (op->loc.file) lua_pushstring(L, op->loc.file);
@@ -538,6 +567,7 @@ static const luaL_Reg op_methods[] = {{"name", op_name},
                                       {"move_before", op_move_before},
                                       {"take_regions", op_take_regions},
                                       {"clone", op_clone},
+                                      {"walk_list", op_walk_list},
                                       {"verify", op_verify},
                                       {"print", op_print},
                                       {"walk", op_walk},
