@@ -134,13 +134,23 @@ void lb_push_object(lua_State *L, const char *mt, void *ptr, int ctx_idx) {
 /* The op an object lives in (itself, the op of a region, the parent op of a
 ** block, the defining op of a value), to refuse objects of erased ops. */
 static const IrOp *host_op(const char *mt, void *ptr) {
-  if (mt == (const char *)LB_OP || !strcmp(mt, LB_OP)) return ptr;
-  if (!strcmp(mt, LB_VALUE)) {
-    const IrValue *v = ptr;
-    return v->def ? v->def : v->block ? ir_block_parent_op(v->block) : NULL;
+  switch (mt[sizeof "tilua." - 1]) { /* (the class names differ there: one strcmp at most) */
+  case 'O':
+    if (mt == (const char *)LB_OP || !strcmp(mt, LB_OP)) return ptr;
+    break;
+  case 'V':
+    if (!strcmp(mt, LB_VALUE)) {
+      const IrValue *v = ptr;
+      return v->def ? v->def : v->block ? ir_block_parent_op(v->block) : NULL;
+    }
+    break;
+  case 'B':
+    if (!strcmp(mt, LB_BLOCK)) return ir_block_parent_op(ptr);
+    break;
+  case 'R':
+    if (!strcmp(mt, LB_REGION)) return ((const IrRegion *)ptr)->parent;
+    break;
   }
-  if (!strcmp(mt, LB_BLOCK)) return ir_block_parent_op(ptr);
-  if (!strcmp(mt, LB_REGION)) return ((const IrRegion *)ptr)->parent;
   return NULL;
 }
 
