@@ -128,7 +128,17 @@ function tl.tile(elem, shape, space, layout) return core.type_tile(elem, shape, 
 -- A dialect type: tl.type("cutlass.seq_bar", {2}).
 function tl.type(name, params) return core.type_dialect(name, params) end
 
-local function kind(t) return t:kind() end
+-- A type's kind, memoized by its userdata (one a type and context: l_ir.c's
+-- push_type): arithmetic asks it of its operands' types at every op it builds.
+local kind_of = setmetatable({}, { __mode = "k" })
+local function kind(t)
+  local k = kind_of[t]
+  if not k then
+    k = t:kind()
+    kind_of[t] = k
+  end
+  return k
+end
 local function is_int(t) local k = kind(t) return k == "int" or k == "index" end
 local function is_float(t) return kind(t) == "float" end
 -- A packed pair vector<2 x f16|bf16>: add, sub, mul, fma, min, max and neg work on
@@ -193,12 +203,14 @@ function tl.insertion_point() return current_ip() end
 
 -- Create an op at the current insertion point; its structure is checked at once.
 -- tl.op(name, operands, result_types, attrs, nregions) -> op
-function tl.op(name, operands, results, attrs, nregions)
+-- (first: return the op's first result instead, as tl.op1)
+local function create(name, operands, results, attrs, nregions, first)
   local ip = current_ip()
   if not ip then raise(("'%s' built outside of a kernel or region"):format(name)) end
-  return core.op_create(tl.context(), name, operands, results, attrs, nregions,
-                        ip.block, ip.before, nil, true)
+  return core.op_create(core.default_context(), name, operands, results, attrs, nregions,
+                        ip.block, ip.before, nil, true, first)
 end
+function tl.op(name, operands, results, attrs, nregions) return create(name, operands, results, attrs, nregions) end
 
 -- The locations tl.at_caller pinned before, restored as its frames end (as pop_ip).
 local pinned, npinned = {}, 0
@@ -221,7 +233,7 @@ end
 
 -- The single result of an op created with tl.op.
 function tl.op1(name, operands, result, attrs)
-  return tl.op(name, operands, { result }, attrs):result(1)
+  return create(name, operands, { result }, attrs, nil, true)
 end
 
 function tl.context() return core.default_context() end

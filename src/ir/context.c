@@ -27,6 +27,7 @@ void ir_context_destroy(IrContext *ctx) {
 }
 
 Arena *ir_arena(IrContext *ctx) { return &ctx->arena; }
+uint32_t ir_context_stamp(IrContext *ctx) { return ++ctx->stamps ? ctx->stamps : ++ctx->stamps; }
 int ir_context_target_sm(IrContext *ctx) { return ctx->target_sm; }
 void ir_context_set_target_sm(IrContext *ctx, int sm) { ctx->target_sm = sm; }
 

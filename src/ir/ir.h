@@ -517,7 +517,7 @@ struct IrValue {
   IrOp *def;      /* defining op; NULL for a block argument */
   IrBlock *block; /* owning block of a block argument */
   uint32_t index; /* result index or argument index */
-  uint32_t mark;  /* scratch for walkers (printer numbering, verifier scopes) */
+  uint32_t mark;  /* the verifier's scope stamps (verify.c): meaningful only while it runs */
 };
 
 struct IrOp {

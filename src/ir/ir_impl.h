@@ -15,8 +15,15 @@ struct IrContext {
   void *handler_ud;
   size_t error_count;
   int target_sm;
-  uint64_t edits; /* changes to the IR: ops placed, moved or unlinked, operands and attributes set */
+  uint64_t
+      edits; /* changes to the IR: ops placed, moved or unlinked, operands and attributes set */
+  uint32_t stamps; /* the verifier's scope stamps handed out (verify.c) */
 };
+
+/* A verifier scope stamp never handed out before in this context (after 2^32
+** of them it wraps, skipping 0: a value's mark would have to outlive them all
+** to be taken for a new one). */
+uint32_t ir_context_stamp(IrContext *ctx);
 
 /* Unique an object by its key bytes: returns the existing object or stores `obj`. */
 const void *ir_unique(IrContext *ctx, HashTable *t, const void *key, size_t n, const void *obj);

@@ -24,16 +24,24 @@ typedef struct SigMemo {
   const IrType *types[SIG_MEMO_TYPES];
 } SigMemo;
 
+/* A value in scope carries its isolation level's stamp in val->mark (a field,
+** not a map: the verifier runs after every pass, over every value). Each
+** verification takes fresh stamps from the context, one per isolation level it
+** enters, so a mark left by an earlier one (the root's results, never taken
+** out of scope) is no stamp of this one; values leave scope with mark 0. */
 typedef struct Verifier {
   IrContext *ctx;
-  PtrMap vis;      /* value -> isolation level + 1 while in scope */
-  uintptr_t level; /* current isolation level */
+  uint32_t first; /* the stamp of this verification's outermost level */
+  uint32_t stamp; /* the stamp of the current isolation level */
   int errors;
   SigMemo *sig; /* SIG_MEMO_SLOTS of them, where the root holds regions; else NULL */
 } Verifier;
 
-static void define(Verifier *v, IrValue *val) { ptrmap_set(&v->vis, val, (void *)(v->level + 1)); }
-static void undefine(Verifier *v, IrValue *val) { ptrmap_set(&v->vis, val, NULL); }
+static void define(Verifier *v, IrValue *val) { val->mark = v->stamp; }
+static void undefine(Verifier *v, IrValue *val) {
+  (void)v;
+  val->mark = 0;
+}
 
 static bool fail(Verifier *v) {
   v->errors++;
@@ -215,9 +223,8 @@ static bool verify_op(Verifier *v, IrOp *op) {
   for (uint32_t i = 0; i < op->noperands; i++) {
     IrValue *val = op->operands[i].value;
     if (!val) continue;
-    uintptr_t lv = (uintptr_t)ptrmap_get(&v->vis, val);
-    if (lv == v->level + 1) continue;
-    if (lv) {
+    if (val->mark == v->stamp) continue;
+    if (val->mark >= v->first && val->mark < v->stamp) { /* an enclosing level's */
       IrOp *iso = NULL;
       for (IrOp *p = ir_op_parent_op(op); p; p = ir_op_parent_op(p))
         if (ir_op_info(p->kind)->traits & T_ISOLATED) {
@@ -238,10 +245,11 @@ static bool verify_op(Verifier *v, IrOp *op) {
   bool nested_ok = true;
   if (op->nregions) {
     bool iso = info->traits & T_ISOLATED;
-    if (iso) v->level++;
+    uint32_t outer = v->stamp;
+    if (iso) v->stamp = ir_context_stamp(v->ctx);
     for (uint32_t r = 0; r < op->nregions; r++)
       nested_ok &= verify_region(v, &op->regions[r]);
-    if (iso) v->level--;
+    v->stamp = outer;
   }
   if (ok && nested_ok && v->errors < MAX_ERRORS && info->verify && info->verify(op) != IR_OK)
     ok = fail(v);
@@ -249,7 +257,7 @@ static bool verify_op(Verifier *v, IrOp *op) {
 }
 
 IrResult ir_verify_signature(IrOp *op) {
-  Verifier v = {.ctx = ir_op_context(op), .level = 0, .errors = 0};
+  Verifier v = {.ctx = ir_op_context(op), .errors = 0};
   bool ok = check_signature(&v, op, ir_op_info(op->kind)); /* (no memo: v.sig is NULL) */
   return ok ? IR_OK : IR_FAIL;
 }
@@ -318,8 +326,8 @@ IrResult ir_verify(IrOp *root) {
     ir_op_error(deep, "regions nest more than %d levels deep", IR_MAX_NESTING);
     return IR_FAIL;
   }
-  Verifier v = {.ctx = ir_op_context(root), .level = 0, .errors = 0};
-  memset(&v.vis, 0, sizeof v.vis);
+  Verifier v = {.ctx = ir_op_context(root), .errors = 0};
+  v.first = v.stamp = ir_context_stamp(v.ctx);
   if (root->nregions) v.sig = ir_calloc(SIG_MEMO_SLOTS, sizeof *v.sig);
   /* Values visible around a nested root: treat the root's ancestors' blocks as in scope. */
   if (root->parent)
@@ -334,7 +342,6 @@ IrResult ir_verify(IrOp *root) {
         break;
     }
   verify_op(&v, root);
-  ptrmap_free(&v.vis);
   ir_free(v.sig);
   if (v.errors >= MAX_ERRORS) ir_error(v.ctx, root->loc, "too many errors, verification stopped");
   return v.errors ? IR_FAIL : IR_OK;

@@ -23,8 +23,8 @@ static const char BINDING_THREADS =
     0; /* registry: weak set of the coroutines that called a binding */
 
 LbContext *lb_push_context(lua_State *L, IrContext *ctx, int owned) {
-  LbContext *c = lua_newuserdatauv(L, sizeof *c, 0);
-  c->ctx = NULL; /* empty until the resource is attached */
+  LbContext *c = lua_newuserdatauv(L, sizeof *c, 1); /* user value: its Type userdata (push_type) */
+  c->ctx = NULL;                                     /* empty until the resource is attached */
   c->owned = 0;
   luaL_setmetatable(L, LB_CONTEXT);
   c->ctx = ctx;
@@ -97,8 +97,7 @@ void lb_set_default_context(lua_State *L, int idx) {
   lua_setfield(L, LUA_REGISTRYINDEX, DEFAULT_CTX);
 }
 
-void lb_push_object(lua_State *L, const char *mt, void *ptr, int ctx_idx) {
-  ctx_idx = lua_absindex(L, ctx_idx);
+static void new_object(lua_State *L, const char *mt, void *ptr, int ctx_idx) {
   LbObject *o = lua_newuserdatauv(L, sizeof *o, 1);
   o->owner = lua_touserdata(L, ctx_idx);
   o->ptr = ptr;
@@ -107,16 +106,51 @@ void lb_push_object(lua_State *L, const char *mt, void *ptr, int ctx_idx) {
   lua_setiuservalue(L, -2, 1);
 }
 
+/* A type is interned by its context and lives as long as it: each is pushed as
+** one userdata a context (cached: the passes ask values for their types
+** thousands of times a compile, and a userdata each was most of that cost). */
+static void push_type(lua_State *L, void *ptr, int ctx_idx) {
+  if (lua_getiuservalue(L, ctx_idx, 1) != LUA_TTABLE) { /* {type -> Type userdata} */
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, ctx_idx, 1);
+  }
+  if (lua_rawgetp(L, -1, ptr) != LUA_TUSERDATA) {
+    lua_pop(L, 1);
+    new_object(L, LB_TYPE, ptr, ctx_idx);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, -3, ptr);
+  }
+  lua_remove(L, -2);
+}
+
+void lb_push_object(lua_State *L, const char *mt, void *ptr, int ctx_idx) {
+  ctx_idx = lua_absindex(L, ctx_idx);
+  if (mt == (const char *)LB_TYPE || !strcmp(mt, LB_TYPE)) push_type(L, ptr, ctx_idx);
+  else new_object(L, mt, ptr, ctx_idx);
+}
+
 /* The op an object lives in (itself, the op of a region, the parent op of a
 ** block, the defining op of a value), to refuse objects of erased ops. */
 static const IrOp *host_op(const char *mt, void *ptr) {
-  if (mt == (const char *)LB_OP || !strcmp(mt, LB_OP)) return ptr;
-  if (!strcmp(mt, LB_VALUE)) {
-    const IrValue *v = ptr;
-    return v->def ? v->def : v->block ? ir_block_parent_op(v->block) : NULL;
+  switch (mt[sizeof "tilua." - 1]) { /* (the class names differ there: one strcmp at most) */
+  case 'O':
+    if (mt == (const char *)LB_OP || !strcmp(mt, LB_OP)) return ptr;
+    break;
+  case 'V':
+    if (!strcmp(mt, LB_VALUE)) {
+      const IrValue *v = ptr;
+      return v->def ? v->def : v->block ? ir_block_parent_op(v->block) : NULL;
+    }
+    break;
+  case 'B':
+    if (!strcmp(mt, LB_BLOCK)) return ir_block_parent_op(ptr);
+    break;
+  case 'R':
+    if (!strcmp(mt, LB_REGION)) return ((const IrRegion *)ptr)->parent;
+    break;
   }
-  if (!strcmp(mt, LB_BLOCK)) return ir_block_parent_op(ptr);
-  if (!strcmp(mt, LB_REGION)) return ((const IrRegion *)ptr)->parent;
   return NULL;
 }
 

@@ -21,7 +21,8 @@ static uint32_t list_len(lua_State *L, int idx) {
 
 /* Element #i + 1 of the list at idx when it is an object of class mt and of
 ** ctx, else NULL (*other: it is one of another context). */
-static void *list_object(lua_State *L, int idx, uint32_t i, const char *mt, IrContext *ctx, bool *other) {
+static void *list_object(lua_State *L, int idx, uint32_t i, const char *mt, IrContext *ctx,
+                         bool *other) {
   lua_geti(L, idx, (lua_Integer)i + 1);
   void *p = lb_test_object(L, -1, mt);
   *other = p && lb_ctx_of(L, -1) != ctx;
@@ -29,9 +30,12 @@ static void *list_object(lua_State *L, int idx, uint32_t i, const char *mt, IrCo
   return *other ? NULL : p;
 }
 
-/* core.op_create(ctx, name, operands, result_types, attrs, nregions, block, before, loc, check)
-** Creates an op; inserts it at the end of `block` or before `before` when given.
-** check = true runs the signature check at once and raises on failure. */
+/* core.op_create(ctx, name, operands, result_types, attrs, nregions, block, before, loc, check,
+ *first)
+ ** Creates an op; inserts it at the end of `block` or before `before` when given.
+ ** check = true runs the signature check at once and raises on failure.
+ ** Returns the op, or with first = true its first result (tl.op1: one userdata
+ ** instead of the op's and then the result's). */
 /* The kind of an op name; memoized by the name's pointer (Lua interns short
 ** strings, so one name is one pointer), checked against the table's name. */
 static int op_kind_of(const char *name, size_t len) {
@@ -40,7 +44,8 @@ static int op_kind_of(const char *name, size_t len) {
     int kind;
   } memo[128];
   unsigned h = (unsigned)(((uintptr_t)name >> 4) % 128);
-  if (memo[h].p == name && strcmp(ir_op_info((IrOpKind)memo[h].kind)->name, name) == 0) return memo[h].kind;
+  if (memo[h].p == name && strcmp(ir_op_info((IrOpKind)memo[h].kind)->name, name) == 0)
+    return memo[h].kind;
   int kind = ir_op_lookup(name, len);
   if (kind >= 0) memo[h].p = name, memo[h].kind = kind;
   return kind;
@@ -53,8 +58,8 @@ static int core_op_create(lua_State *L) {
   int kind = op_kind_of(name, nlen);
   if (kind < 0) {
     const char *near = ir_op_closest(name, nlen);
-    return lb_error(L, "unknown operation '%s'%s%s%s", name, near ? "; did you mean '" : "", near ? near : "",
-                    near ? "'?" : "");
+    return lb_error(L, "unknown operation '%s'%s%s%s", name, near ? "; did you mean '" : "",
+                    near ? near : "", near ? "'?" : "");
   }
   uint32_t nopd = list_len(L, 3), nres = list_len(L, 4);
   IrValue *opd_buf[16];
@@ -73,8 +78,11 @@ static int core_op_create(lua_State *L) {
       bad = other ? "result type (of another context)" : "result type", badi = i;
   lua_Integer nreg = luaL_optinteger(L, 6, ir_op_info((IrOpKind)kind)->nregions);
   if (!bad && (nreg < 0 || nreg > 16)) bad = "region count", badi = 0;
-  IrLoc loc = bad ? ir_loc_unknown() : lb_opt_loc(L, 9, c->ctx); /* (raises only on a bad loc table) */
-  IrOp *op = bad ? NULL : ir_op_create(c->ctx, (IrOpKind)kind, loc, nopd, opds, nres, rtys, (uint32_t)nreg);
+  IrLoc loc =
+      bad ? ir_loc_unknown() : lb_opt_loc(L, 9, c->ctx); /* (raises only on a bad loc table) */
+  IrOp *op =
+      bad ? NULL
+          : ir_op_create(c->ctx, (IrOpKind)kind, loc, nopd, opds, nres, rtys, (uint32_t)nreg);
   if (opds != opd_buf) ir_free(opds);
   if (rtys != rty_buf) ir_free((void *)rtys);
   if (bad) return lb_error(L, "'%s': bad %s #%d", name, bad, (int)badi + 1);
@@ -82,7 +90,8 @@ static int core_op_create(lua_State *L) {
     luaL_checktype(L, 5, LUA_TTABLE);
     lua_pushnil(L);
     while (lua_next(L, 5)) {
-      if (lua_type(L, -2) != LUA_TSTRING) return lb_error(L, "'%s': attribute names are strings", name);
+      if (lua_type(L, -2) != LUA_TSTRING)
+        return lb_error(L, "'%s': attribute names are strings", name);
       ir_op_set_attr(op, lua_tostring(L, -2), lb_to_attr(L, c->ctx, -1));
       lua_pop(L, 1);
     }
@@ -93,15 +102,22 @@ static int core_op_create(lua_State *L) {
   }
   IrBlock *block = lua_isnoneornil(L, 7) ? NULL : lb_check_block(L, 7);
   IrOp *before = lua_isnoneornil(L, 8) ? NULL : lb_check_op(L, 8);
-  if (block && lb_ctx_of(L, 7) != c->ctx) return lb_error(L, "'%s': the block belongs to another context", name);
-  if (before && lb_ctx_of(L, 8) != c->ctx) return lb_error(L, "'%s': the insertion point belongs to another context", name);
+  if (block && lb_ctx_of(L, 7) != c->ctx)
+    return lb_error(L, "'%s': the block belongs to another context", name);
+  if (before && lb_ctx_of(L, 8) != c->ctx)
+    return lb_error(L, "'%s': the insertion point belongs to another context", name);
   if (before) {
     if (!before->parent) return lb_error(L, "'%s': insertion point is not in a block", name);
     ir_op_insert_before(before, op);
   } else if (block) {
     ir_block_append(block, op);
   }
-  lb_push_object(L, LB_OP, op, 1);
+  if (lua_toboolean(L, 11)) {
+    if (op->nresults == 0) return lb_error(L, "'%s' has no result", name);
+    lb_push_object(L, LB_VALUE, ir_op_result(op, 0), 1);
+  } else {
+    lb_push_object(L, LB_OP, op, 1);
+  }
   return 1;
 }
 
@@ -112,7 +128,8 @@ static int op_name(lua_State *L) {
 
 static uint32_t check_index(lua_State *L, int idx, uint32_t n, const char *what) {
   lua_Integer i = luaL_checkinteger(L, idx);
-  if (i < 1 || (lua_Unsigned)i > n) lb_error(L, "%s index %d out of range [1, %d]", what, (int)i, (int)n);
+  if (i < 1 || (lua_Unsigned)i > n)
+    lb_error(L, "%s index %d out of range [1, %d]", what, (int)i, (int)n);
   return (uint32_t)(i - 1);
 }
 
@@ -138,7 +155,8 @@ static int op_set_operands(lua_State *L) {
     vals[i] = list_object(L, 2, i, LB_VALUE, lb_ctx_of(L, 1), &other);
     if (!vals[i]) {
       ir_free(vals);
-      return lb_error(L, "set_operands: element #%d is not a value%s", (int)i + 1, other ? " of the op's context" : "");
+      return lb_error(L, "set_operands: element #%d is not a value%s", (int)i + 1,
+                      other ? " of the op's context" : "");
     }
   }
   ir_op_set_operands(op, n, vals);
@@ -180,7 +198,8 @@ static int op_attrs(lua_State *L) {
 
 static int op_erase(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
-  if (!ir_op_results_unused(op)) return lb_error(L, "cannot erase '%s': its results are still used", ir_op_name(op));
+  if (!ir_op_results_unused(op))
+    return lb_error(L, "cannot erase '%s': its results are still used", ir_op_name(op));
   ir_op_erase(op);
   return 0;
 }
@@ -196,7 +215,8 @@ static int op_insert(lua_State *L) {
   IrOp *before = lua_isnoneornil(L, 3) ? NULL : lb_check_op(L, 3);
   IrBlock *block = before ? NULL : lb_check_block(L, 2);
   lb_same_context(L, 1, before ? 3 : 2, "insert");
-  if (before && !before->parent) return lb_error(L, "insert: the op to insert before is not in a block");
+  if (before && !before->parent)
+    return lb_error(L, "insert: the op to insert before is not in a block");
   lb_not_inside(L, op, before ? before : ir_block_parent_op(block), "insert");
   if (op == before) return 0;
   if (op->parent) ir_op_unlink(op);
@@ -222,9 +242,11 @@ static int op_take_regions(lua_State *L) {
   lb_not_inside(L, other, op, "take_regions");
   if (op->nregions != other->nregions) return lb_error(L, "take_regions: region counts differ");
   for (uint32_t r = 0; r < op->nregions; r++) {
-    if (op->regions[r].first) return lb_error(L, "take_regions: region %d is not empty", (int)r + 1);
+    if (op->regions[r].first)
+      return lb_error(L, "take_regions: region %d is not empty", (int)r + 1);
     IrRegion *src = &other->regions[r], *dst = &op->regions[r];
-    for (IrBlock *b = src->first; b; b = b->parent == dst ? b->next : NULL) b->parent = dst;
+    for (IrBlock *b = src->first; b; b = b->parent == dst ? b->next : NULL)
+      b->parent = dst;
     dst->first = src->first;
     dst->last = src->last;
     src->first = src->last = NULL;
@@ -309,6 +331,35 @@ static int op_walk(lua_State *L) {
   return 1;
 }
 
+typedef struct WalkList {
+  lua_State *L;
+  int self, list, index;
+  lua_Integer n;
+} WalkList;
+
+static bool walk_list_cb(IrOp *op, void *ud) {
+  WalkList *w = ud;
+  lua_State *L = w->L;
+  lb_push_like(L, LB_OP, op, w->self);
+  lua_rawseti(L, w->list, ++w->n);
+  lua_pushlightuserdata(L, op); /* (op:id()) */
+  lua_pushinteger(L, w->n);
+  lua_rawset(L, w->index);
+  return true;
+}
+
+/* op:walk_list() -> the ops op:walk visits (pre-order, op first) as a list,
+** and {op:id() -> its position}: no call into Lua an op. */
+static int op_walk_list(lua_State *L) {
+  IrOp *op = lb_check_op(L, 1);
+  lua_settop(L, 1);
+  lua_newtable(L);
+  lua_newtable(L);
+  WalkList w = {L, 1, 2, 3, 0};
+  ir_walk_pre(op, walk_list_cb, &w);
+  return 2;
+}
+
 static int op_loc(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
   if (op->loc.file) lua_pushstring(L, op->loc.file);
@@ -328,7 +379,8 @@ static int op_set_loc(lua_State *L) {
 static int op_error(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
   const char *msg = luaL_checkstring(L, 2);
-  if (op->loc.file) lua_pushfstring(L, "%s:%d: '%s' op %s", op->loc.file, op->loc.line, ir_op_name(op), msg);
+  if (op->loc.file)
+    lua_pushfstring(L, "%s:%d: '%s' op %s", op->loc.file, op->loc.line, ir_op_name(op), msg);
   else lua_pushfstring(L, "'%s' op %s", ir_op_name(op), msg);
   return lua_error(L);
 }
@@ -348,7 +400,9 @@ static int region_add_block(lua_State *L) {
   for (uint32_t i = 0; i < n; i++) {
     bool other;
     const IrType *t = list_object(L, 2, i, LB_TYPE, ctx, &other);
-    if (!t) return lb_error(L, "add_block: argument type #%d is not a type%s", (int)i + 1, other ? " of the region's context" : "");
+    if (!t)
+      return lb_error(L, "add_block: argument type #%d is not a type%s", (int)i + 1,
+                      other ? " of the region's context" : "");
     ir_block_add_arg(ctx, b, t);
   }
   ir_region_append_block(r, b);
@@ -373,7 +427,8 @@ static int value_replace_all_uses(lua_State *L) {
 static int value_tostring(lua_State *L) {
   IrValue *v = lb_check_value(L, 1);
   char *t = ir_type_to_string(v->type);
-  if (v->def) lua_pushfstring(L, "value #%d of '%s' : %s", (int)v->index + 1, ir_op_name(v->def), t);
+  if (v->def)
+    lua_pushfstring(L, "value #%d of '%s' : %s", (int)v->index + 1, ir_op_name(v->def), t);
   else lua_pushfstring(L, "block argument #%d : %s", (int)v->index + 1, t);
   ir_free(t);
   return 1;
@@ -512,6 +567,7 @@ static const luaL_Reg op_methods[] = {{"name", op_name},
                                       {"move_before", op_move_before},
                                       {"take_regions", op_take_regions},
                                       {"clone", op_clone},
+                                      {"walk_list", op_walk_list},
                                       {"verify", op_verify},
                                       {"print", op_print},
                                       {"walk", op_walk},
@@ -523,14 +579,12 @@ static const luaL_Reg op_methods[] = {{"name", op_name},
                                       {"context", op_context},
                                       {"id", lb_object_id},
                                       {NULL, NULL}};
-static const luaL_Reg op_meta[] = {{"__tostring", op_tostring}, {"__eq", lb_object_eq}, {NULL, NULL}};
+static const luaL_Reg op_meta[] = {
+    {"__tostring", op_tostring}, {"__eq", lb_object_eq}, {NULL, NULL}};
 
-static const luaL_Reg region_methods[] = {{"blocks", region_blocks},
-                                          {"entry", region_entry},
-                                          {"add_block", region_add_block},
-                                          {"parent", region_parent},
-                                          {"id", lb_object_id},
-                                          {NULL, NULL}};
+static const luaL_Reg region_methods[] = {
+    {"blocks", region_blocks}, {"entry", region_entry}, {"add_block", region_add_block},
+    {"parent", region_parent}, {"id", lb_object_id},    {NULL, NULL}};
 static const luaL_Reg block_methods[] = {{"args", block_args},
                                          {"arg", block_arg},
                                          {"nargs", block_nargs},
@@ -551,12 +605,11 @@ static const luaL_Reg value_methods[] = {{"type", value_type},
                                          {"replace_all_uses", value_replace_all_uses},
                                          {"id", lb_object_id},
                                          {NULL, NULL}};
-static const luaL_Reg value_meta[] = {{"__tostring", value_tostring}, {"__eq", lb_object_eq}, {NULL, NULL}};
+static const luaL_Reg value_meta[] = {
+    {"__tostring", value_tostring}, {"__eq", lb_object_eq}, {NULL, NULL}};
 static const luaL_Reg plain_meta[] = {{"__eq", lb_object_eq}, {NULL, NULL}};
 
-static const luaL_Reg op_functions[] = {
-    {"op_create", core_op_create},
-    {NULL, NULL}};
+static const luaL_Reg op_functions[] = {{"op_create", core_op_create}, {NULL, NULL}};
 
 static const LbClass op_classes[] = {{LB_OP, op_meta, op_methods},
                                      {LB_REGION, plain_meta, region_methods},

@@ -19,12 +19,17 @@ local registered = {} -- kind -> { operation name -> fn }
 
 -- The kind registrations are keyed by: a value's type kind ("tile"), a dialect
 -- type's name ("tileas.tensor"), "shape" for a plain Lua table (an extent list).
+local key_of = setmetatable({}, { __mode = "k" }) -- a type's key, memoized (one userdata a type)
 local function value_kind(x)
   local mt = getmetatable(x)
   if mt == Value then
     local t = x:type()
-    local k = t:kind()
-    if k == "dialect" then return t:info().name end
+    local k = key_of[t]
+    if not k then
+      k = t:kind()
+      if k == "dialect" then k = t:info().name end
+      key_of[t] = k
+    end
     return k
   end
   if mt == nil and type(x) == "table" then return "shape" end

@@ -143,6 +143,12 @@ function M.run(module, o)
     local deadline = o.seconds and t0 + o.seconds
     local res = { name = name, states = 0, checked = {} }
     local r1 -- the result before
+    local decoded -- the kernel decoded once for every configuration (P.check's o.decoded)
+    local function check(co)
+      decoded = decoded or require("tilua.emulate").decode(kop)
+      co.decoded = decoded
+      return P.check(kop, co)
+    end
     for i, cfg in ipairs(configurations(P, kop)) do
       if i > 1 and (work.left <= 0 or (deadline and os.clock() >= deadline)) then
         res.why = res.why or ("not checked within its budget (%s) on %s"):format(budget, cfg.what)
@@ -151,7 +157,7 @@ function M.run(module, o)
       local co = cfg.o(r1)
       if not co then goto next_cfg end -- (the configuration before was this one)
       co.work, co.deadline, co.max_states = work, deadline, 20000
-      local ok, r = pcall(P.check, kop, co)
+      local ok, r = pcall(check, co)
       if not ok then
         res.why = ("not checked on %s: %s"):format(cfg.what, first_line(r))
         break

@@ -416,7 +416,7 @@ function Run:start()
   local g = self.o.grid or 1
   self.grid_dims = type(g) == "table" and { g[1], g[2] or 1, g[3] or 1 } or { g, 1, 1 }
   self.grid = self.grid_dims[1] * self.grid_dims[2] * self.grid_dims[3]
-  self.gspace = { is_global = true, shadow_w = {}, shadow_r = {}, granule = self.granule }
+  self.gspace = { is_global = true, shadow_w = {}, shadow_r = {}, granule = self.granule, unwritten = {} } -- (memory.lua)
   self.gbars, self.gbar_list = {}, {}
   local csize = k.cluster or 1
   if self.grid_dims[1] % csize ~= 0 then

@@ -158,21 +158,30 @@ local function next_readers(nexts, r, a, e)
   return nr
 end
 
--- A read of [addr, addr + n) of space cta (a CTA, or self.gspace) by actor a
--- with clock vc at loc; rows (default 1) such reads, stride bytes apart (the
--- rows of a tile: one call, as `rows` calls would check them).
-function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
-  rows, stride = rows or 1, stride or 0
-  self.shadow_calls = self.shadow_calls + 1 -- the budget's work (machine.lua), with the granules
-  local g = granule_of(self, cta, addr, n)
-  if rows > 1 and stride % g ~= 0 then g = granule_of(self, cta, addr + stride, n) end -- (every row aligned)
+-- The granules of granule g that rows reads of n bytes at addr, stride bytes
+-- apart, cover (a row's count at each row: the budget's work, machine.lua).
+local function span(addr, n, rows, stride, g)
+  local count = (addr + n - 1) // g - addr // g + 1
+  if rows == 1 then return count end
+  if stride % g == 0 then return rows * count end -- (every row aligned alike)
+  count = 0
+  for row = 0, rows - 1 do
+    local at = addr + row * stride
+    count = count + (at + n - 1) // g - at // g + 1
+  end
+  return count
+end
+
+-- rows reads of [addr, addr + n), stride bytes apart, by actor a with clock
+-- vc at loc (e, nexts: their record, read_record's) in space cta's granules
+-- of g bytes: checked against the writes before, then taken into the
+-- granules' reader sets.
+local function read_rows(R, cta, a, vc, e, nexts, addr, n, loc, rows, stride, g)
   local sw, sr = cta.shadow_w, cta.shadow_r
-  local e, nexts = read_record(self, a, vc, loc)
   local last_w, from, to = false, false, nil
   local row0 = addr
   for row = 0, rows - 1 do
     addr = row0 + row * stride
-    self.granules = self.granules + (addr + n - 1) // g - addr // g + 1 -- the budget's work (machine.lua)
     for q = addr // g, (addr + n - 1) // g do
       local w = sw[q]
       if w == last_w then goto record end
@@ -180,11 +189,11 @@ function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
       if w == nil then
         if cta.is_global then goto record end -- the host wrote it
         violation("unfilled", ("%s at %s reads shared bytes [%d, %d) that nothing wrote yet (a stage read before it was filled); a wait for the fill is missing before the read at %s")
-          :format(self:who(a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, loc))
+          :format(R:who(a), loc, addr - SHARED_BASE, addr - SHARED_BASE + n, loc))
       elseif unordered_write(w, a, vc) then
         w = unordered_write(w, a, vc)
         violation("unfilled", ("%s at %s reads %s that %s wrote at %s with no synchronization ordering the write before the read (%s); a barrier is missing: after the write at %s and before the read at %s")
-          :format(self:who(a), loc, range_of(cta, addr, n), self:who(w.actor), w.loc,
+          :format(R:who(a), loc, range_of(cta, addr, n), R:who(w.actor), w.loc,
                   cta.is_global and "a read of what another thread or CTA wrote with no barrier in between"
                   or "a stage read before it was filled", w.loc, loc))
       end
@@ -199,6 +208,47 @@ function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
       end
     end
   end
+end
+
+-- Reads of a global space that nothing has written yet race with nothing
+-- when they happen (the host wrote what they read); their records matter
+-- only to a later write. So such a space (sp.unwritten: a log, 8 fields a
+-- read) keeps them in order and takes them into its reader sets at its first
+-- write, or when the log is long (apply_reads): the reader sets are those the
+-- reads would have made at once (a read's record at a granule that shrank
+-- since is its record at each smaller one, as granule_of re-keys it), at a
+-- fraction of the work where no write comes (a tile program's inputs, read
+-- by every program at every size the check tries).
+local MAX_LOGGED = 8 * 4096
+function Memory:apply_reads(sp)
+  local log = sp.unwritten
+  sp.unwritten = nil
+  local g = sp.granule or self.granule
+  for i = 1, #log, 8 do -- (nothing written: every check passes, as it did at the read)
+    local a, e, nexts, addr, n, loc, rows, stride = table.unpack(log, i, i + 7)
+    read_rows(self, sp, a, nil, e, nexts, addr, n, loc, rows, stride, g)
+  end
+end
+
+-- A read of [addr, addr + n) of space cta (a CTA, or self.gspace) by actor a
+-- with clock vc at loc; rows (default 1) such reads, stride bytes apart (the
+-- rows of a tile: one call, as `rows` calls would check them).
+function Memory:shadow_read(cta, a, vc, addr, n, loc, rows, stride)
+  rows, stride = rows or 1, stride or 0
+  self.shadow_calls = self.shadow_calls + 1 -- the budget's work (machine.lua), with the granules
+  local g = granule_of(self, cta, addr, n)
+  if rows > 1 and stride % g ~= 0 then g = granule_of(self, cta, addr + stride, n) end -- (every row aligned)
+  self.granules = self.granules + span(addr, n, rows, stride, g)
+  local e, nexts = read_record(self, a, vc, loc)
+  local log = cta.unwritten
+  if log then -- (nothing wrote this global space: apply_reads)
+    local k = #log
+    log[k + 1], log[k + 2], log[k + 3], log[k + 4] = a, e, nexts, addr
+    log[k + 5], log[k + 6], log[k + 7], log[k + 8] = n, loc, rows, stride
+    if k + 8 >= MAX_LOGGED then self:apply_reads(cta) end
+    return
+  end
+  read_rows(self, cta, a, vc, e, nexts, addr, n, loc, rows, stride, g)
 end
 
 -- Reads of 16 bytes at SHARED_BASE + 16 q for each q of qs, in order, by
@@ -241,6 +291,7 @@ end
 -- start of a row of n bytes (stmatrix's rows: one call, as one call a row
 -- would check them); reduce: an atomic reduce-add (shadow_write_reduce).
 function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride, reduce)
+  if cta.unwritten then self:apply_reads(cta) end -- (the reads before, in order)
   local list = type(addr) == "table" and addr or nil
   rows, stride = list and #list or rows or 1, stride or 0
   self.shadow_calls = self.shadow_calls + 1

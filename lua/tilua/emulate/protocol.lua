@@ -353,12 +353,10 @@ function M.is_tile_program(kop)
   return false
 end
 
--- The problem of a tile program at size n, which every stage of tile-to-ptx is
--- checked on: 2 programs along x (two programs could store one tile), 2
--- workers once persistent, every integer parameter n, every tensor dim the
--- larger of n and twice the largest tile the kernel reads or writes along it.
-local function tile_problem(kop, n)
-  local names = kop:attr_or_default "arg_names"
+-- The largest tile a tile program reads or writes along each dim of each
+-- tensor: { [parameter index] = {extent per dim, false: a leading dim no tile
+-- spans} } (what tile_problem sizes the tensors by, the same at every n).
+local function tile_extents(kop)
   local extents = {} -- parameter index -> {max tile extent per dim}
   local index = {}
   for i, a in ipairs(kop:region(1):entry():args()) do index[a:id()] = i end
@@ -376,6 +374,17 @@ local function tile_problem(kop, n)
       extents[i] = e
     end
   end)
+  return extents
+end
+
+-- The problem of a tile program at size n, which every stage of tile-to-ptx is
+-- checked on: 2 programs along x (two programs could store one tile), 2
+-- workers once persistent, every integer parameter n, every tensor dim the
+-- larger of n and twice the largest tile the kernel reads or writes along it
+-- (extents: tile_extents(kop), where the caller sizes it more than once).
+local function tile_problem(kop, n, extents)
+  local names = kop:attr_or_default "arg_names"
+  extents = extents or tile_extents(kop)
   local p = { n = n, programs = { 2, 1 }, workers = 2, tensors = {}, scalars = {} }
   -- StreamK / split-K: planned for its grid of programs (and its workers: the
   -- lowered kernel's grid, tileas.launch; at the tileas level, which walks
@@ -510,12 +519,13 @@ local function choose_tile_problem(kop, o)
     end
   end
   local first
+  local extents = tile_extents(kop)
   for _, y in ipairs(ys) do
     local last
     for _, n in ipairs(sizes) do
       if n == last then goto next_size end -- (a size twice: the same run twice)
       last = n
-      local p = tile_problem(kop, n)
+      local p = tile_problem(kop, n, extents)
       if y > 1 then p.programs = { p.programs[1], y } end
       first = first or p
       local args, grid, workers = M.tile_args(kop, p)
@@ -533,12 +543,14 @@ end
 -- check(kernel, o) -> the checker's result (tl.verify_protocol's) plus
 -- kernel (the op), inputs (the description), args, grid, name; a tile
 -- program (or a stage of one given o.tile, the problem its input was checked
--- on) also tile: the problem.
+-- on) also tile: the problem. o.decoded: the kernel decoded (em.decode) by a
+-- caller that checks it more than once.
 function M.check(k, o)
   o = with_budgets(o or {})
   local kop = kernel_of(k)
-  -- decoded once: the runs that choose the inputs and the search's
-  o = setmetatable({ decoded = em.decode(kop) }, { __index = o })
+  -- decoded once: the runs that choose the inputs and the search's (and the
+  -- caller's other checks of kop: o.decoded, em.decode(kop), where it gives one)
+  o = setmetatable({ decoded = o.decoded or em.decode(kop) }, { __index = o })
   if not o.args and (M.is_tile_program(kop) or (o.tile and kop:attr "tileas.params")) then
     local p = o.tile or choose_tile_problem(kop, o)
     local args, grid, workers = M.tile_args(kop, p)

@@ -526,7 +526,8 @@ do
     end
     local sp = sps[t.base]
     if not sp then
-      sp = { is_global = true, shadow_w = {}, shadow_r = {}, granule = not R.fixed_granule and address.MAX_TILE_GRANULE or nil }
+      sp = { is_global = true, shadow_w = {}, shadow_r = {}, granule = not R.fixed_granule and address.MAX_TILE_GRANULE or nil,
+             unwritten = {} } -- (its reads before its first write: memory.lua)
       sps[t.base] = sp
     end
     return sp

@@ -740,16 +740,6 @@ local function finish(S, C)
   end
 end
 
--- The ops of op in walk order; -> the list, {op id -> its index}.
-local function walk_list(op)
-  local list, index = {}, {}
-  op:walk(function(o)
-    list[#list + 1] = o
-    index[o:id()] = #list
-  end)
-  return list, index
-end
-
 -- The loop split where the masks keep every element (masks.lua): the loop of
 -- iterations from .. at - 1 with no select, then at .. ub - 1 with the
 -- per-element selects. The body is lowered once, for the second loop; the
@@ -785,8 +775,8 @@ local function split_loops(S, C, masks, from, at, ub)
   first:set_operand(2, at)
   first:set_operand(3, step)
   for i = 1, first:nresults() do second:set_operand(3 + i, first:result(i)) end
-  local _, index2 = walk_list(second)
-  local list1, inside = walk_list(first)
+  local _, index2 = second:walk_list() -- (the ops in walk order, {op id -> its index})
+  local list1, inside = first:walk_list()
   local function drop(o) -- (an op of the first loop whose results nothing uses)
     local defs = {}
     for _, v in ipairs(o:operands()) do defs[#defs + 1] = v:def() or o end
