@@ -14,6 +14,7 @@
 -- (the FlashAttention-3 design: docs/attention.md).
 --
 --   tilua examples/attention.lua [--b=B] [--h=H] [--hkv=HKV] [--sq=SQ] [--skv=SKV] [--d=64|128|256] [--causal]
+--                                [--schedule=persistent|dynamic] (causal: dynamic by default)
 --                                [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data (ragged lengths, grouped-query heads)
@@ -34,7 +35,7 @@ local function build(o)
   o = o or {}
   local D, BM, BN = o.d or 128, block_rows(o), o.bn or (o.d == 256 and 64 or 128) -- (d 256: K, V tiles of 64 keys fit)
   tl.new_module()
-  local k = tl.tile_kernel("attention", { schedule = o.causal and "dynamic" or nil,
+  local k = tl.tile_kernel("attention", { schedule = o.schedule or (o.causal and "dynamic" or nil),
     params = { Q = tl.tensor(tl.bf16, 4), K = tl.tensor(tl.bf16, 4),
     V = tl.tensor(tl.bf16, 4), O = tl.tensor(tl.bf16, 4), LSE = tl.tensor(tl.f32, 3), SKV = tl.i32, H = tl.i32, group = tl.i32,
     scale = tl.f32 } })
