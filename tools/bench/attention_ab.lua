@@ -10,11 +10,12 @@
 --   tilua tools/bench/attention_ab.lua [--only=d64,d128 causal] [--rounds=7] [--schedules]
 --   tilua tools/bench/attention_ab.lua --launch=NAME,KIND   (for ncu: 3 launches of one kernel)
 --
--- --schedules adds, for the causal problems, the tile program under the static
--- persistent schedule (its default there: dynamic claims) and stdlib's kernel
--- under its persistent one (its default there: data-parallel). Kernels are
+-- --schedules adds the other schedules of both: the tile program data-parallel
+-- (a CTA a program) and, causal, static persistent (its default there: dynamic
+-- claims); stdlib's kernel causal persistent (its default there: data-parallel)
+-- and non-causal data-parallel (its default there: persistent). Kernels are
 -- not checked here (tools/bench/attention.lua checks them); KIND: std, tile,
--- tile_persistent, std_persistent.
+-- tile_dp, tile_persistent, std_persistent, std_dp.
 local tl = require "tilua"
 local D = tl.device
 
@@ -36,16 +37,17 @@ local function kernels(p, kinds)
   local prob = { b = 2, h = 16, hkv = 16, sq = 4096, skv = 4096, d = p.d, causal = p.causal }
   local list = {}
   for _, kind in ipairs(kinds) do
-    if kind == "std" or kind == "std_persistent" then
-      local a = tl.attention.build { b = 2, h = 16, sq = 4096, skv = 4096, d = p.d, causal = p.causal,
-                                     schedule = kind == "std_persistent" and "persistent" or nil }
+    local sched = ({ std_persistent = "persistent", std_dp = "data_parallel", tile_persistent = "persistent",
+                     tile_dp = "data_parallel" })[kind]
+    if kind:match "^std" then
+      local a = tl.attention.build { b = 2, h = 16, sq = 4096, skv = 4096, d = p.d, causal = p.causal, schedule = sched }
       a.kernel:compile()
-      list[#list + 1] = { label = kind == "std" and "stdlib" or "stdlib, persistent", kind = kind, flops = a.flops,
+      list[#list + 1] = { label = "stdlib" .. (sched and ", " .. sched or ""), kind = kind, flops = a.flops,
                           run = function(x) a:run(x) end }
     else
-      local k = ex.build { d = p.d, causal = p.causal, schedule = kind == "tile_persistent" and "persistent" or nil }
+      local k = ex.build { d = p.d, causal = p.causal, schedule = sched }
       k:compile()
-      list[#list + 1] = { label = kind == "tile" and "tile program" or "tile program, persistent", kind = kind,
+      list[#list + 1] = { label = "tile program" .. (sched and ", " .. sched or ""), kind = kind,
                           run = function(x) ex.launch(k, prob, x) end }
     end
   end
@@ -90,7 +92,9 @@ for _, p in ipairs(PROBLEMS) do
   for nm in tostring(o.only or ""):gmatch "[^,]+" do want = want or nm == p.name end
   if want then
     local kinds = { "std", "tile" }
-    if o.schedules and p.causal then kinds = { "std", "tile", "tile_persistent", "std_persistent" } end
+    if o.schedules then
+      kinds = p.causal and { "std", "tile", "tile_dp", "tile_persistent", "std_persistent" } or { "std", "tile", "tile_dp", "std_dp" }
+    end
     local x, ks = inputs(p), kernels(p, kinds)
     for _, kn in ipairs(ks) do kn.run(x); kn.ms = {} end -- (first launches: modules loaded)
     D.synchronize()
