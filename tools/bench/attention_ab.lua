@@ -1,13 +1,13 @@
 -- tools/bench/attention_ab.lua: the tile program (examples/attention.lua)
 -- against stdlib/attention.lua's default kernel, in interleaved rounds, on the
--- same inputs (B x H = 2 x 16, S = 4096, bf16): tools/bench/attention.lua
+-- same inputs (B x H = 2 x 16 or --bh=BxH, S = 4096, bf16): tools/bench/attention.lua
 -- times each kernel once (the best of 5 samples of 10 launches); a gap of 2-4 %
 -- between two kernels needs them timed in turns, several times, to tell from
 -- the device's drift. Each round times every kernel of the problem (the best of
 -- 3 samples of 10 launches); the table gives each kernel's median and best
 -- round and the median of the rounds' ratios over stdlib's.
 --
---   tilua tools/bench/attention_ab.lua [--only=d64,d128 causal] [--rounds=7] [--schedules]
+--   tilua tools/bench/attention_ab.lua [--only=d64,d128 causal] [--rounds=7] [--schedules] [--bh=1x32]
 --   tilua tools/bench/attention_ab.lua --launch=NAME,KIND   (for ncu: 3 launches of one kernel)
 --
 -- --schedules adds the other schedules of both: the tile program data-parallel
@@ -26,6 +26,8 @@ for _, a in ipairs(arg) do
   if a == "--schedules" then o.schedules = true end
 end
 
+local B, H = tostring(o.bh or "2x16"):match "^(%d+)x(%d+)$"
+B, H = assert(math.tointeger(tonumber(B)), "attention_ab: --bh=BxH"), math.tointeger(tonumber(H))
 local ex = assert(loadfile "examples/attention.lua")("--library")
 local PROBLEMS = {
   { name = "d128", d = 128 }, { name = "d128 causal", d = 128, causal = true },
@@ -34,13 +36,13 @@ local PROBLEMS = {
 
 -- The kernels of problem p: {label, kind, run(x)}.
 local function kernels(p, kinds)
-  local prob = { b = 2, h = 16, hkv = 16, sq = 4096, skv = 4096, d = p.d, causal = p.causal }
+  local prob = { b = B, h = H, hkv = H, sq = 4096, skv = 4096, d = p.d, causal = p.causal }
   local list = {}
   for _, kind in ipairs(kinds) do
     local sched = ({ std_persistent = "persistent", std_dp = "data_parallel", tile_persistent = "persistent",
                      tile_dp = "data_parallel" })[kind]
     if kind:match "^std" then
-      local a = tl.attention.build { b = 2, h = 16, sq = 4096, skv = 4096, d = p.d, causal = p.causal, schedule = sched }
+      local a = tl.attention.build { b = B, h = H, sq = 4096, skv = 4096, d = p.d, causal = p.causal, schedule = sched }
       a.kernel:compile()
       list[#list + 1] = { label = "stdlib" .. (sched and ", " .. sched or ""), kind = kind, flops = a.flops,
                           run = function(x) a:run(x) end }
@@ -55,9 +57,9 @@ local function kernels(p, kinds)
 end
 
 local function inputs(p)
-  local n = 2 * 16 * 4096 * p.d
+  local n = B * H * 4096 * p.d
   return { q = D.random(tl.bf16, n, 1), k = D.random(tl.bf16, n, 2), v = D.random(tl.bf16, n, 3),
-           o = D.alloc(tl.bf16, n), lse = D.alloc(tl.f32, 2 * 16 * 4096) }
+           o = D.alloc(tl.bf16, n), lse = D.alloc(tl.f32, B * H * 4096) }
 end
 
 if o.launch then -- one kernel, 3 launches (ncu --launch-skip 1 --launch-count 1)
@@ -83,8 +85,8 @@ local function median(t)
   return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
 end
 
-print(("attention_ab on %s (%d SMs): B x H = 2 x 16, S = 4096, bf16; %d rounds, each kernel the best of 3 samples of 10 launches a round")
-  :format(D.info().name, D.sm_count(), o.rounds))
+print(("attention_ab on %s (%d SMs): B x H = %d x %d, S = 4096, bf16; %d rounds, each kernel the best of 3 samples of 10 launches a round")
+  :format(D.info().name, D.sm_count(), B, H, o.rounds))
 print("| problem | kernel | median ms | best ms | median TFLOP/s | median ratio to stdlib | ratios, min-max |")
 print("|---|---|---|---|---|---|---|")
 for _, p in ipairs(PROBLEMS) do
