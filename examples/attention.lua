@@ -5,8 +5,8 @@
 --
 -- with Q, K, V, O [B, H, S, D] bf16 and LSE [B, H, SQ] f32: a program is 128
 -- query rows of one head (192 at head dim 64; programs x: the row blocks, y:
--- batch x heads; causal: x batch x heads, y the row blocks, the longest
--- first, claimed at run time: programs of differing lengths); it loads its Q tile once, then walks the keys in tiles of 128 (64
+-- batch x heads; causal: x the heads, y batch x row blocks (TM of them), the
+-- longest first, claimed at run time: programs of differing lengths); it loads its Q tile once, then walks the keys in tiles of 128 (64
 -- at head dim 256; an online softmax: the running row maximum and sum are
 -- carried by the loop with the output accumulator), masks the keys past the
 -- end (and, causal, right of the diagonal) with an index tile, and stores O
@@ -14,6 +14,7 @@
 -- (the FlashAttention-3 design: docs/attention.md).
 --
 --   tilua examples/attention.lua [--b=B] [--h=H] [--hkv=HKV] [--sq=SQ] [--skv=SKV] [--d=64|128|256] [--causal]
+--                                [--schedule=persistent|dynamic] (causal: dynamic by default)
 --                                [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data (ragged lengths, grouped-query heads)
@@ -34,16 +35,21 @@ local function build(o)
   o = o or {}
   local D, BM, BN = o.d or 128, block_rows(o), o.bn or (o.d == 256 and 64 or 128) -- (d 256: K, V tiles of 64 keys fit)
   tl.new_module()
-  local k = tl.tile_kernel("attention", { schedule = o.causal and "dynamic" or nil,
+  local k = tl.tile_kernel("attention", { schedule = o.schedule or (o.causal and "dynamic" or nil),
     params = { Q = tl.tensor(tl.bf16, 4), K = tl.tensor(tl.bf16, 4),
-    V = tl.tensor(tl.bf16, 4), O = tl.tensor(tl.bf16, 4), LSE = tl.tensor(tl.f32, 3), SKV = tl.i32, H = tl.i32, group = tl.i32,
+    V = tl.tensor(tl.bf16, 4), O = tl.tensor(tl.bf16, 4), LSE = tl.tensor(tl.f32, 3), SKV = tl.i32, TM = tl.i32, H = tl.i32, group = tl.i32,
     scale = tl.f32 } })
   k:define(function(k, p)
-    local m, bh = tl.program_id("x"), tl.program_id("y") -- BM rows of head h of batch b
-    if o.causal then -- heads fastest, the longest row blocks first: the CTAs' work evens out
-      m, bh = tl.num_programs("y") - 1 - tl.program_id("y"), tl.program_id("x")
+    local m, b, h -- BM rows of head h of batch b
+    if o.causal then -- heads fastest, then the row blocks, the longest first (the CTAs' work evens
+      -- out), then the batch: the CTAs at work at once read the K and V of H heads, as in
+      -- stdlib's order (with the batch before the row blocks, B x H heads': more than L2 holds)
+      local y = tl.program_id("y")
+      h, b, m = tl.program_id("x"), y // p.TM, p.TM - 1 - y % p.TM
+    else
+      local bh = tl.program_id("y")
+      m, b, h = tl.program_id("x"), bh // p.H, bh % p.H
     end
-    local b, h = bh // p.H, bh % p.H
     local hk, c = h // p.group, p.scale * LOG2E -- the key head; exp(x * scale) is exp2(x * c)
     local q = tl.load(p.Q, { b, h, m, 0 }, { BM, D }) -- loaded once, read by every key tile
     local rows = tl.iota({ BM, BN }, 0) + m * BM
@@ -89,12 +95,12 @@ local function kernel(o)
   return kernels[key]
 end
 
--- The programs of a problem o: x the row blocks, y batch x heads (causal: the
--- other way round, as the program reads them).
+-- The programs of a problem o: x the row blocks, y batch x heads (causal: x
+-- the heads, y the batch x row blocks, as the program reads them).
 local function programs(o)
-  local blocks, heads = (o.sq + block_rows(o) - 1) // block_rows(o), o.b * o.h
-  if o.causal then return { heads, blocks } end
-  return { blocks, heads }
+  local blocks = (o.sq + block_rows(o) - 1) // block_rows(o)
+  if o.causal then return { o.h, o.b * blocks } end
+  return { blocks, o.b * o.h }
 end
 
 -- The launch of the program on a problem o (sizes b, h, hkv, sq, skv, d) with
@@ -104,7 +110,7 @@ local function launch(k, o, x)
   k:launch { grid = programs(o),
              args = { Q = { x.q, { o.b, o.h, o.sq, D } }, K = { x.k, { o.b, o.hkv, o.skv, D } },
                       V = { x.v, { o.b, o.hkv, o.skv, D } }, O = { x.o, { o.b, o.h, o.sq, D } },
-                      LSE = { x.lse, { o.b, o.h, o.sq } }, SKV = o.skv, H = o.h, group = o.h // o.hkv,
+                      LSE = { x.lse, { o.b, o.h, o.sq } }, SKV = o.skv, TM = programs(o)[2] // o.b, H = o.h, group = o.h // o.hkv,
                       scale = o.scale or 1 / math.sqrt(D) } }
 end
 

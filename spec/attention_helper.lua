@@ -44,7 +44,7 @@ function M.tile_args(PH, kop, c, bytes)
     ["map:O"] = { bytes = c.b * c.h * c.sq * c.d * 2, shape = { c.b, c.h, c.sq, c.d } },
     ["ptr:LSE"] = ("\0"):rep(c.b * c.h * c.sq * 4), ["dim:LSE:0"] = c.b, ["dim:LSE:1"] = c.h, ["dim:LSE:2"] = c.sq,
     ["stride:LSE:0"] = c.h * c.sq, ["stride:LSE:1"] = c.sq,
-    ["arg:SKV"] = c.skv, ["arg:H"] = c.h, ["arg:group"] = c.h // c.hkv, ["arg:scale"] = c.scale,
+    ["arg:SKV"] = c.skv, ["arg:TM"] = programs[2] // c.b, ["arg:H"] = c.h, ["arg:group"] = c.h // c.hkv, ["arg:scale"] = c.scale,
     ["programs:x"] = programs[1], ["programs:y"] = programs[2],
     workspace = ("\0"):rep(4) }) -- (causal: the programs claimed at run time, a counter from 0)
 end

@@ -338,10 +338,12 @@ describe("the rings on the inputs the check of every compile derives", function(
   local cc = require "tilua.emulate.compile_check"
   local P = require "tilua.emulate.protocol"
 
-  it("wrap twice in the causal attention program: more programs along y give its longest row block more key tiles", function()
+  it("wrap twice in the causal attention programs: more programs along y give the longest row block more key tiles", function()
     local ex = assert(loadfile "examples/attention.lua")("--library")
-    for _, causal in ipairs { false, true } do
-      local k = ex.build { d = 128, causal = causal }
+    local bwd = assert(loadfile "examples/attention_bwd.lua")("--library")
+    for _, case in ipairs { { ex.build, false }, { ex.build, true }, { bwd.build_dq, true } } do
+      local causal = case[2]
+      local k = case[1] { d = 128, causal = causal }
       local r = P.check(k.op, {})
       assert(r.ok, r.report)
       assert.is_true(r.min_phases >= 2, causal and "causal" or "full")
@@ -350,9 +352,12 @@ describe("the rings on the inputs the check of every compile derives", function(
       assert.is_true(res[1].ok, res[1].why)
       assert.is_nil(res[1].laps)
       assert.are.same({}, notes)
-      if causal then -- (the program counted from the last row block: 4 of them, the first 4 key tiles long)
+      if case[1] == bwd.build_dq then -- (the program counted from the last row block: 4 of them, the first 4 key tiles long)
         assert.are.same({ 2, 4 }, r.tile.programs)
-        assert.are.same({ "the derived inputs on one cluster (programs 2 x 4), n = 512" }, res[1].checked)
+        assert.are.same({ "the derived inputs on one cluster (programs 2 x 4), n = 384" }, res[1].checked)
+      elseif causal then -- (the forward's row blocks counted from TM, an argument: the derived n, its loop as long as a full one)
+        assert.are.same({ 2, 1 }, r.tile.programs)
+        assert.are.same({ "the derived inputs on one cluster, n = 512", "programs along x and y (2 x 2), n = 512" }, res[1].checked)
       end
     end
   end)

@@ -21,6 +21,17 @@ local function problem(o)
   return c
 end
 
+-- The lowered kernel kop on the CPU emulator (c.grid CTAs, the scheduling
+-- policy's seed) equals a CPU reference on problem c's inputs of seed `seed`.
+local function emulated_equals_cpu(kop, c, seed, policy_seed)
+  local x, bytes = AH.inputs(c, seed)
+  local args, at = args_of(kop, c, bytes)
+  local r = tl.emulate(kop, { grid = c.grid, args = args, max_steps = 1e9, policy = "random", seed = policy_seed })
+  assert(r.ok, r.report)
+  local worst, worstl, bad = AH.compare(c, x, r.read(at["map:O"]), r.read(at["ptr:LSE"]))
+  assert.equal(0, bad, ("max |O - ref| %.3g, max |LSE - ref| %.3g"):format(worst, worstl))
+end
+
 describe("attention as a tile program (examples/attention.lua)", function()
   it("lowers to the FlashAttention-3 design: PTX that ptxas takes unserialized, registers moved, P from registers", function()
     for _, o in ipairs { { d = 128 }, { d = 64, causal = true }, { d = 256 } } do
@@ -55,15 +66,24 @@ describe("attention as a tile program (examples/attention.lua)", function()
     local c = problem(o)
     it(("on the CPU emulator equals a CPU reference: %d x %d heads (%d), %d x %d, d %d%s, %d CTAs"):format(
          c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "", c.grid), function()
-      local kop = PH.lowered_tile(example.build { d = c.d, causal = c.causal })
-      local x, bytes = AH.inputs(c, 11 + c.d + c.sq)
-      local args, at = args_of(kop, c, bytes)
-      local r = tl.emulate(kop, { grid = c.grid, args = args, max_steps = 1e9, policy = "random", seed = 3 })
-      assert(r.ok, r.report)
-      local worst, worstl, bad = AH.compare(c, x, r.read(at["map:O"]), r.read(at["ptr:LSE"]))
-      assert.equal(0, bad, ("max |O - ref| %.3g, max |LSE - ref| %.3g"):format(worst, worstl))
+      emulated_equals_cpu(PH.lowered_tile(example.build { d = c.d, causal = c.causal }), c, 11 + c.d + c.sq, 3)
     end)
   end
+
+  it("the data-parallel schedule: a CTA a program (the launch's grid), each its loop once; on the CPU emulator equals a CPU reference", function()
+    tl.new_module()
+    local ok, err = pcall(tl.tile_kernel, "t", { params = { X = tl.tensor(tl.f32, 2) }, schedule = { kind = "data_parallel", workers = 4 } })
+    assert.is_false(ok)
+    assert.matches("a data%-parallel schedule takes no option 'workers'", tostring(err))
+    local c = problem { sq = 200, skv = 200, d = 64, causal = true, grid = 4 } -- 2 heads x 2 row blocks: 4 programs, 4 CTAs
+    local k = example.build { d = c.d, causal = true, schedule = "data_parallel" }
+    local kop = PH.lowered_tile(k)
+    assert.equal("data_parallel", kop:attr("tileas.launch").schedule)
+    local px, py, pz = { "programs", 1 }, { "programs", 2 }, { "programs", 3 }
+    k:compile()
+    assert.same({ "mul", { "mul", { "mul", px, py }, pz }, 1 }, tl.launch_info(k).recipe.grid[1])
+    emulated_equals_cpu(kop, c, 7, 5)
+  end)
 
   it("passes the protocol check: no deadlock, stage or phase error in its pipelines and turns", function()
     local c = problem { sq = 64, skv = 200, d = 64, grid = 1 }

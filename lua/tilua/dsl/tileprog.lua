@@ -36,19 +36,25 @@ local M = {}
 -- rules for tl.tile_kernel's option and for the attribute read from textual
 -- IR by convert-tileas-to-cutlass; default_workers() when workers is absent.
 -- "dynamic" ({kind = "dynamic"}) claims the program ids at run time (an
--- atomic counter: convert-tileas-to-cutlass's loops.lua).
+-- atomic counter: convert-tileas-to-cutlass's loops.lua); "data_parallel"
+-- launches a CTA a program (the persistent loop's code, run once a CTA: the
+-- hardware hands out the CTAs as SMs free up, in the order of the programs).
 function M.schedule(s, what, default_workers)
   if s == nil or s == "persistent" then return nil end
-  if s == "dynamic" then return { kind = "dynamic" } end
-  if type(s) ~= "table" or (s.kind ~= "streamk" and s.kind ~= "splitk" and s.kind ~= "persistent" and s.kind ~= "dynamic") then
-    return nil, what .. " must be \"persistent\", \"dynamic\" or {kind = \"streamk\" | \"splitk\", programs = {x, y}, workers = n [, splits = s]}"
+  if s == "dynamic" or s == "data_parallel" then return { kind = s } end
+  if type(s) ~= "table" or (s.kind ~= "streamk" and s.kind ~= "splitk" and s.kind ~= "persistent" and s.kind ~= "dynamic"
+                            and s.kind ~= "data_parallel") then
+    return nil, what .. " must be \"persistent\", \"dynamic\", \"data_parallel\" or {kind = \"streamk\" | \"splitk\", programs = {x, y}, workers = n [, splits = s]}"
   end
   if s.kind == "persistent" then return nil end
-  if s.kind == "dynamic" then
+  if s.kind == "dynamic" or s.kind == "data_parallel" then
     for key in pairs(s) do
-      if key ~= "kind" then return nil, what .. ": a dynamic schedule takes no option '" .. tostring(key) .. "' (its ids are claimed at run time)" end
+      if key ~= "kind" then
+        return nil, what .. (": a %s schedule takes no option '%s' (%s)"):format(s.kind == "dynamic" and "dynamic" or "data-parallel",
+          tostring(key), s.kind == "dynamic" and "its ids are claimed at run time" or "a CTA a program")
+      end
     end
-    return { kind = "dynamic" }
+    return { kind = s.kind }
   end
   local p = s.programs
   if type(p) ~= "table" or #p ~= 2 or math.type(p[1]) ~= "integer" or math.type(p[2]) ~= "integer" or p[1] < 1 or p[2] < 1 then
@@ -146,7 +152,7 @@ end
 
 -- tl.tile_kernel(name, {params = {name = type, ...} | {{name, type}, ...},
 -- num_warps = 4, cluster = {x, y, z} (default 1, 1, 1), target = 90, smem,
--- schedule = "persistent" | "dynamic" | {kind = "streamk" | "splitk", programs, workers, splits},
+-- schedule = "persistent" | "dynamic" | "data_parallel" | {kind = "streamk" | "splitk", programs, workers, splits},
 -- min_ctas = n (blocks an SM must hold: tl.kernel's)}) ->
 -- a kernel whose body k:define builds; params are tl.tensor types and scalars.
 function tl.tile_kernel(name, opts)

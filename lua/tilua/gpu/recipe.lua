@@ -308,6 +308,8 @@ function R.tile_program(name, params, entries, L)
   local n = L.cluster or 1
   if L.persistent and L.per_sm then -- per_sm CTAs an SM, a program a CTA at most (a program without a dot)
     r.grid = { { "max", 1, { "min", { "mul", { "sms" }, L.per_sm }, { "mul", { "mul", px, py }, pz } } }, 1, 1 }
+  elseif L.persistent and L.schedule == "data_parallel" then -- a CTA a program (whole clusters), each its loop once
+    r.grid = { { "mul", { "mul", { "mul", px, py }, pz }, n }, 1, 1 }
   elseif L.persistent then
     local units = { "mul", { "mul", { "mul", px, py }, pz }, n }
     r.grid = { { "max", n, { "mul", { "div", { "min", { "sms" }, units }, n }, n } }, 1, 1 }

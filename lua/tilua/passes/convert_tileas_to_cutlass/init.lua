@@ -34,7 +34,9 @@
 --                                            StreamK schedule (plan_schedule) the
 --                                            StreamK scheduler's, the k loop split; with
 --                                            schedule = "dynamic" ids claimed at run time
---                                            (atomic counter, ring of ids: loops.lua)
+--                                            (atomic counter, ring of ids: loops.lua);
+--                                            "data_parallel" the same loop on a CTA a
+--                                            program (the launch's grid: gpu/recipe.lua)
 --   a cluster of n CTAs (along x)            tileas-plan-cta's plan: rings hold the CTA's
 --                                            block (of every piece, with cta_repeat: a
 --                                            TMA load each), a ring replicated on all n
@@ -175,7 +177,7 @@ local function finish(L, k)
   k.op:set_attr("tileas.params", L.P.launch)
   k.op:set_attr("tileas.launch", { persistent = L.persistent, cluster = L.nctas > 1 and L.nctas or nil,
                                    linear = L.linear or nil, per_sm = L.per_sm, programs_z = L.P.programs_z or nil,
-                                   schedule = S and S.kind or L.dynamic and "dynamic" or nil, programs = S and S.programs or nil,
+                                   schedule = S and S.kind or L.dynamic and "dynamic" or L.data_parallel and "data_parallel" or nil, programs = S and S.programs or nil,
                                    workers = S and S.c.grid or nil,
                                    workspace_bytes = (S or L.dynamic or L.row_claims) and (S or L.dynamic or L.row_claims).workspace_bytes or nil,
                                    transpose = tr })

@@ -143,6 +143,51 @@ local function masked_select(L, op, n, opds)
 end
 -- }===
 
+-- (c < x) & (c <= y) of i32 tiles (the compares in either order; attention's
+-- causal mask, keys < SKV and keys <= rows) per element as one compare,
+-- c < lim, lim = y + 1 < x ? y + 1 : x, and x where y + 1 wraps (y the
+-- largest i32): exact for every value; lim depends on x and y only, so the
+-- elements of a row share it (one per row after CSE) where x is a splat and y
+-- a row index, instead of two compares and an and an element. n: the
+-- elements a thread holds. -> the frag, or nil where op is not of this form.
+local function bounded_twice(L, op, n)
+  if op:name() ~= "arith.andi" then return nil end
+  local a, b = op:operand(1):def(), op:operand(2):def()
+  if not (a and b and a:name() == "arith.cmpi" and b:name() == "arith.cmpi" and a:operand(1) == b:operand(1)) then return nil end
+  local ti = R.tile_of(a:operand(1))
+  if not ti or ti.elem ~= tl.i32 then return nil end
+  local lt, le
+  if a:attr "predicate" == "slt" and b:attr "predicate" == "sle" then lt, le = a, b
+  elseif a:attr "predicate" == "sle" and b:attr "predicate" == "slt" then lt, le = b, a
+  else return nil end
+  local c, x, y = V.get(L, lt:operand(1), op), V.get(L, lt:operand(2), op), V.get(L, le:operand(2), op)
+  if not (V.is_frag(c) and V.is_frag(x) and V.is_frag(y)) then return nil end
+  return V.frag(tl.i1, n, function(i)
+    local yi, xi = y:at(i), x:at(i)
+    local y1 = yi + tl.const(1, tl.i32)
+    return c:at(i):lt(tl.select(yi:eq(tl.const(I32_MAX, tl.i32)), xi, tl.min(xi, y1)))
+  end)
+end
+
+-- An index tile whose every element is the thread's base plus a constant
+-- (x.affine = {base, off(i)}: an iota's) plus a splat s (or minus it) as
+-- (base + s) + off(i): one add for the base, then the constant added an
+-- element, instead of two adds an element (i32 adds wrap: the same values in
+-- any order); the result is again of that form (attention's key index, iota
+-- + j * BN, in every masked block). -> the frag, or nil.
+local function offset_added(op, n, opds)
+  local nm = op:name()
+  if nm ~= "arith.addi" and nm ~= "arith.subi" then return nil end
+  local a, s = opds[1], opds[2]
+  if nm == "arith.addi" and not (V.is_frag(a) and a.affine) then a, s = s, a end
+  if not (V.is_frag(a) and a.affine and V.is_frag(s) and s.splat) then return nil end
+  local base = nm == "arith.addi" and a.affine.base + s:at(0) or a.affine.base - s:at(0)
+  local off = a.affine.off
+  local x = V.frag(tl.i32, n, function(i) return base + off(i) end)
+  x.affine = { base = base, off = off }
+  return x
+end
+
 -- the elementwise arith ops of tiles, per element
 local function elementwise(L, op)
   local res = op:result(1)
@@ -176,6 +221,8 @@ local function elementwise(L, op)
   end
   local masked = nm == "arith.select" and masked_select(L, op, n, opds)
   if masked then return masked end
+  local bounded = bounded_twice(L, op, n) or offset_added(op, n, opds)
+  if bounded then return bounded end
   local fused = (nm == "arith.addf" or nm == "arith.subf") and ri.elem == tl.f32 and contracted(L, op, n, opds)
   if fused then return fused end
   local selects = nm == "arith.select" and L.masks and L.masks[res:id()]
@@ -429,10 +476,13 @@ OPS["tileas.iota"] = function(L, op, env)
     R.fail(op, "tileas.iota of a tile in a blocked layout or in the accumulator's mma layout (in a consumer, on one CTA) only")
   end
   local f, dim = env.f, op:attr "dim"
-  L.vmap[op:result(1):id()] = V.frag(tl.i32, ri.shape[1] * ri.shape[2] // 128, function(i)
+  local x = V.frag(tl.i32, ri.shape[1] * ri.shape[2] // 128, function(i)
     local dr, dc = f.offset(i)
     return dim == 0 and f.row + dr or f.col + dc
   end)
+  -- each element the thread's base plus a constant (offset_added's)
+  x.affine = { base = dim == 0 and f.row or f.col, off = function(i) return select(dim + 1, f.offset(i)) end }
+  L.vmap[op:result(1):id()] = x
 end
 
 -- A register tile of one element (every extent 1) loaded from a global tensor

@@ -10,6 +10,7 @@
 --   L.P                          the parameters (plan_params)
 --   L.S                          the StreamK / split-K plan, or nil (plan_schedule)
 --   L.dynamic                    or the dynamic scheduler's ({workspace_bytes}: loops.lua's claims)
+--   L.data_parallel              or true: a CTA a program (schedule = "data_parallel")
 --   L.rings, L.ring_of, L.stages the rings (alloc_tensor with tileas.stages) and
 --   L.pre                        the other ops before the agents
 
@@ -190,6 +191,7 @@ local function plan_schedule(tl, G, kop, agents, nconsumers, nctas, L_programs_z
     if not agents_have(agents, "producer") then R.fail(kop, "the dynamic scheduler's claims are made by the producer agent: a program without one (no TMA ring) is not lowered so") end
     return { kind = "dynamic", workspace_bytes = 4 }
   end
+  if s.kind == "data_parallel" then return { kind = "data_parallel" } end -- (the launch's grid: a CTA a program)
   local what = s.kind == "splitk" and "split-K" or "StreamK"
   if nctas > 1 then R.fail(kop, "%s on a cluster is not lowered (nor is it in stdlib/gemm.lua)", what) end
   if L_programs_z then R.fail(kop, "%s of a program that reads program_id(\"z\") is not lowered (its plan is a grid of programs {x, y})", what) end
@@ -443,6 +445,7 @@ function plan.read(tl, G, kop, Ring)
   if not L.regs then R.fail(kop, "%d consumer agents: at most %d are lowered", #L.consumers, #plan.REGS) end
   L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas, L.P.programs_z)
   if L.S and L.S.kind == "dynamic" then L.S, L.dynamic = nil, L.S end
+  if L.S and L.S.kind == "data_parallel" then L.S, L.data_parallel = nil, true end
   if L.S and L.compute then R.fail(kop, "%s splits the k loop of a dot: a program without one has none", L.S.kind) end
   if L.S or L.dynamic then add_workspace_param(tl, L.P) end
   read_rings(L, Ring)

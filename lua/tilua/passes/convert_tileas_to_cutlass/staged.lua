@@ -231,7 +231,7 @@ end
 function Staged.plan(L, an)
   if L.nctas ~= 1 then return end
   local s = require("tilua.dsl.tileprog").schedule(L.kop:attr "tileas.schedule", "tileas.schedule")
-  if s and s.kind ~= "dynamic" then return end
+  if s and s.kind ~= "dynamic" and s.kind ~= "data_parallel" then return end -- (StreamK, split-K: not staged)
   local producer, consumers = nil, {}
   for _, ag in ipairs(L.agents) do
     if ag.kind == "producer" then producer = ag elseif ag.kind == "consumer" then consumers[#consumers + 1] = ag end
