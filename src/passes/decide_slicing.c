@@ -1,0 +1,116 @@
+/*
+** decide_slicing.c -- the `tileas-decide-slicing` pass: the rule that gives
+** loops their `sliceCount` (and `tileas.slice_loads_first`) for
+** `tileas-slicing`, which runs next in tile-to-ptx. A loop is *eligible*
+** when it is an scf.for without a sliceCount (a given one stays) and without
+** `tileas.pipeline` (a pipelined loop is the producer / consumer protocol:
+** its rings count one stage an iteration), in a `compute` agent (a program
+** without a dot: producers and consumers keep their loops), its body one
+** block of ops without regions (innermost, no scf.if). Slicing *pays* on an
+** eligible loop whose body writes no memory and holds tiled_loads none of
+** which (nor the ops its operands come from) reads a value the loop carries:
+** the iterations' loads are independent, so the slices' loads can all be in
+** flight before the first slice's reduction and its barrier
+** (`tileas.slice_loads_first`: tileas-slicing puts them first). Such a loop
+** gets 4 slices when 4 times its loads' 32-bit words a thread stay within
+** SLICE_WORDS, else 2 when 2 times do, else none.
+**
+** The option `count` (0..16) overrides the rule: 0 marks nothing (the rule
+** off), N gives every eligible loop N slices (the loops where it pays with
+** their loads first) whatever its words (tl.options.slicing: false or N;
+** lua/tilua/gpu/compile.lua), so a bench compares the same kernel both ways.
+*/
+#include "../dialects/dialects.h"
+#include "../dialects/enums.h"
+#include "rewrite.h"
+#include "tileas_layout.h"
+
+typedef struct Decide {
+  Rewriter r;
+  int64_t count; /* -1: the rule's; 0: off; N: forced */
+} Decide;
+
+#define SLICE_WORDS 128 /* the loads' 32-bit words a thread, over all slices */
+
+static bool is_for(const IrOp *op) { return op->kind == OP_SCF_FOR; }
+
+/* The agent around op, or NULL. */
+static IrOp *agent_of(IrOp *op) {
+  for (IrOp *p = ir_op_parent_op(op); p; p = ir_op_parent_op(p))
+    if (p->kind == OP_TILEAS_AGENT) return p;
+  return NULL;
+}
+
+/* v depends on a value the loop carries (a block argument of body but the
+** induction variable), through the ops of body. */
+static bool carried(const IrValue *v, const IrBlock *body) {
+  if (!v->def) return v->block == body && v->index > 0;
+  if (v->def->parent != body) return false;
+  for (uint32_t i = 0; i < v->def->noperands; i++)
+    if (carried(v->def->operands[i].value, body)) return true;
+  return false;
+}
+
+/* A loop the rule looks at: an scf.for without a sliceCount or
+** tileas.pipeline in a compute agent, its body one block of ops without
+** regions; -> the agent's threads, else 0. */
+static int64_t eligible(IrOp *op) {
+  IrOp *agent = agent_of(op);
+  IrBlock *body = op->regions[0].first;
+  if (ir_op_attr(op, "sliceCount") || ir_op_attr(op, "tileas.pipeline") || !agent || !body ||
+      body->next)
+    return 0;
+  IrAttrs_TILEAS_AGENT a = ir_attrs_TILEAS_AGENT(agent);
+  if (a.kind != AGENT_COMPUTE) return 0;
+  for (IrOp *o = body->first; o; o = o->next)
+    if (o->nregions > 0) return 0;
+  return 32 * a.num_warps;
+}
+
+/* The loads' 32-bit words a thread of an eligible loop where slicing pays
+** (no op writes memory, at least one tiled_load, none reading what the loop
+** carries), else -1. */
+static int64_t load_words(IrOp *loop, int64_t threads) {
+  IrBlock *body = loop->regions[0].first;
+  int64_t words = 0;
+  bool load = false;
+  for (IrOp *o = body->first; o; o = o->next) {
+    if (ir_op_effects(o) & IR_EFF_WRITE_MASK) return -1;
+    if (o->kind != OP_TILEAS_TILED_LOAD) continue;
+    for (uint32_t i = 0; i < o->noperands; i++)
+      if (carried(o->operands[i].value, body)) return -1;
+    const IrType *t = o->results[0].type;
+    int64_t n = ir_type_num_elements(t);
+    if (n < 0) return -1;
+    words += (n * tas_elem_bytes(t->elem) + 4 * threads - 1) / (4 * threads);
+    load = true;
+  }
+  return load ? words : -1;
+}
+
+static IrResult decide_kernel(Rewriter *r, IrOp *k) {
+  Decide *d = (Decide *)r;
+  if (d->count == 0) return IR_OK;
+  IrOpVec v = {0};
+  rw_collect(k, is_for, &v);
+  for (size_t i = 0; i < v.n; i++) {
+    IrOp *op = v.v[i];
+    int64_t threads = eligible(op);
+    if (threads == 0) continue;
+    int64_t words = load_words(op, threads), n = d->count;
+    if (n < 0) n = words < 0 ? 1 : 4 * words <= SLICE_WORDS ? 4 : 2 * words <= SLICE_WORDS ? 2 : 1;
+    if (n < 2) continue;
+    rw_set_int(r, op, "sliceCount", n);
+    if (words >= 0) rw_set_bool(r, op, "tileas.slice_loads_first", true);
+  }
+  ir_opvec_free(&v);
+  return IR_OK;
+}
+
+IrResult pass_decide_slicing(IrOp *module, IrPassCtx *pc) {
+  Decide d = {0};
+  rw_init(&d.r, pc->ctx);
+  const IrAttr *c = ir_attr_dict_get(pc->options, "count");
+  d.count = c && c->kind == IR_ATTR_INT ? c->u.i : -1;
+  return rw_each_kernel(&d.r, module, pc, decide_kernel);
+}

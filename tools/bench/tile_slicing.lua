@@ -1,0 +1,128 @@
+-- tools/bench/tile_slicing.lua: the loops tileas-decide-slicing's rule slices
+-- (docs/passes.md, "tileas-decide-slicing"), with the rule and with it off
+-- (tl.options.slicing = false) or forced (N), in the same run: the column
+-- reductions of stdlib/rows.lua (tl.rows.col_reduce: a program of n columns
+-- walks the rows 32 at a time, a loop whose loads do not depend on what it
+-- carries) at M x N f32. Each variant is first checked on the GPU against the
+-- CPU reference (examples/tile_rows.lua's col_sum at 1000 x 700), then timed:
+-- per round the variants alternate, each the median of 5 samples of 20
+-- launches; the best round of R is kept. The ratio is the bytes read per second
+-- over cuMemcpyDtoD's bytes moved (read + written) per second. Then two loops
+-- the rule leaves, sliced by force (tl.options.slicing = 2) and not (below).
+-- Prints a table last (GB/s: the bytes a program reads and writes).
+--
+--   tilua tools/bench/tile_slicing.lua [--m=16384] [--n=8192] [--rounds=3]
+local tl = require "tilua"
+
+local o = { m = 16384, n = 8192, rounds = 3 }
+for _, a in ipairs(arg or {}) do
+  local key, v = a:match "^%-%-([%w_]+)=(%d+)$"
+  if key then o[key] = tonumber(v) end
+end
+local M, N, REPS = o.m, o.n, 20
+
+tl.device.require() -- without a GPU: "SKIP: no GPU" and exit
+local D = tl.device
+local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
+local info = D.info()
+print(("tile_slicing bench: %s, %d SMs, %d x %d f32, seed %d"):format(info.name, info.sm_count, M, N, seed))
+
+local function median(t)
+  table.sort(t)
+  return t[(#t + 1) // 2]
+end
+local function time(fn)
+  fn()
+  D.synchronize()
+  local ms = {}
+  for r = 1, 5 do ms[r] = D.time(function() for _ = 1, REPS do fn() end end) / REPS end
+  return median(ms)
+end
+
+local ex = assert(loadfile "examples/tile_rows.lua")("--library")
+
+local bytes = M * N * 4
+local x = D.random(tl.f32, M * N, seed)
+local y = D.alloc(tl.f32, M * N)
+local copy_gbs = 2 * bytes / time(function() y:copy_from(x) end) / 1e6
+print(("cuMemcpyDtoD: %.0f GB/s"):format(copy_gbs))
+local out = D.alloc(tl.f32, N)
+
+-- name, columns a program, rows a step, kind, rows of X
+local shapes = {
+  { "col sum n 256", 256, 32, "sum", M },
+  { "col sum n 128", 128, 32, "sum", M },
+  { "col max n 256", 256, 32, "max", M },
+  { "col sum n 256, 1024 rows", 256, 32, "sum", 1024 },
+}
+local settings = { { "rule", nil }, { "off", false }, { "2", 2 }, { "4", 4 } }
+
+-- the check: col_sum at 1000 x 700 on the GPU under each setting
+for _, s in ipairs(settings) do
+  tl.options.slicing = s[2]
+  local ok, summary = ex.run_case("col_sum", { seed = seed, size = { 1000, 700 } })
+  print(("check (slicing %s): %s %s"):format(s[1], ok and "ok" or "BAD", summary))
+  if not ok then error("the column sum disagrees with its reference", 0) end
+end
+
+-- The loops the rule leaves (they write memory), sliced by force (2) against
+-- the rule (none) in the same run: the RMSNorm backward (a program of 8 rows
+-- at N = 4096, bf16: X, DY read, DX and the program's DW part written) and
+-- softmax with 3 rows a program (its row loop carries the next row).
+for _, name in ipairs { "rmsnorm_bwd", "softmax_rows3" } do
+  for _, s in ipairs { settings[1], settings[3] } do
+    tl.options.slicing = s[2]
+    local c = ex.cases[name]
+    local ok, summary = ex.run_case(name, { seed = seed, size = c.sizes[1] })
+    print(("check (slicing %s): %s %s"):format(s[1], ok and "ok" or "BAD", summary))
+    if not ok then error(name .. " disagrees with its reference", 0) end
+  end
+end
+local xb, dyb = D.random(tl.bf16, M * N, seed + 1), D.random(tl.bf16, M * N, seed + 2)
+local yb, wb = D.alloc(tl.bf16, M * N), D.random(tl.bf16, N, seed + 3)
+local rstd = D.random(tl.f32, M, seed + 4)
+local BN, BR = 4096, 8
+local P = (M + BR - 1) // BR
+local dwp = D.alloc(tl.f32, P * BN)
+local others = {
+  { "rmsnorm_bwd n 4096 rows 8", tl.rows.rmsnorm_bwd { n = BN, rows = BR },
+    { grid = { P }, args = { X = { xb, { M, BN } }, W = { wb, { BN } }, DY = { dyb, { M, BN } }, DX = { yb, { M, BN } },
+                             Rstd = { rstd, { M } }, DWp = { dwp, { P, BN } }, M = M, N = BN } },
+    3 * M * BN * 2 + P * BN * 4 },
+  { "softmax rows 3", tl.rows.softmax { n = N, rows = 3 },
+    { grid = { (M + 2) // 3 }, args = { X = { xb, { M, N } }, Y = { yb, { M, N } } } }, 2 * M * N * 2 },
+}
+
+local best, rows = {}, {}
+local function variant(name, k, launch, moved, s)
+  tl.options.slicing = s[2]
+  local ptx = k:compile()
+  local count = 0
+  for _ in ptx:gmatch "bar%.sync" do count = count + 1 end
+  rows[#rows + 1] = { name = name, s = s, k = k, launch = launch, ptx = ptx, bars = count, moved = moved }
+end
+for _, sh in ipairs(shapes) do
+  local k = tl.rows.col_reduce { kind = sh[4], n = sh[2], rows = sh[3], name = "cols_" .. sh[4] .. sh[2] }
+  local launch = { grid = { (N + sh[2] - 1) // sh[2] }, args = { X = { x, { sh[5], N } }, Out = { out, { N } }, M = sh[5] } }
+  for _, s in ipairs(settings) do variant(sh[1], k, launch, sh[5] * N * 4, s) end
+end
+for _, c in ipairs(others) do
+  for _, s in ipairs { settings[1], settings[3] } do variant(c[1], c[2], c[3], c[4], s) end
+end
+for round = 1, o.rounds do
+  for i, r in ipairs(rows) do
+    tl.options.slicing = r.s[2]
+    r.k:compile() -- (cached: the variant's PTX)
+    local ms = time(function() r.k:launch(r.launch) end)
+    if not best[i] or ms < best[i] then best[i] = ms end
+  end
+  print(("round %d done"):format(round))
+end
+tl.options.slicing = nil
+
+print("| program | slicing | PTX bytes | bar.sync | ms | GB/s | / copy |")
+print("|---|---|---|---|---|---|---|")
+for i, r in ipairs(rows) do
+  local gbs = r.moved / best[i] / 1e6
+  print(("| %s | %s | %d | %d | %.4f | %.0f | %.3f |"):format(r.name, r.s[1], #r.ptx, r.bars, best[i], gbs, gbs / copy_gbs))
+end
