@@ -5,21 +5,18 @@
 -- walks the rows 32 at a time, a loop whose loads do not depend on what it
 -- carries) at M x N f32. Each variant is first checked on the GPU against the
 -- CPU reference (examples/tile_rows.lua's col_sum at 1000 x 700), then timed:
--- per round the variants alternate, each the median of 5 samples of 20
--- launches; the best round of R is kept. The ratio is the bytes read per second
+-- per round the variants of a program alternate (tools/bench/peers.lua: the
+-- best of 5 samples of 10 launches each); the best of R rounds is kept. The ratio is the bytes read per second
 -- over cuMemcpyDtoD's bytes moved (read + written) per second. Then two loops
 -- the rule leaves, sliced by force (tl.options.slicing = 2) and not (below).
 -- Prints a table last (GB/s: the bytes a program reads and writes).
 --
 --   tilua tools/bench/tile_slicing.lua [--m=16384] [--n=8192] [--rounds=3]
 local tl = require "tilua"
+local P = dofile "tools/bench/peers.lua"
 
-local o = { m = 16384, n = 8192, rounds = 3 }
-for _, a in ipairs(arg or {}) do
-  local key, v = a:match "^%-%-([%w_]+)=(%d+)$"
-  if key then o[key] = tonumber(v) end
-end
-local M, N, REPS = o.m, o.n, 20
+local o = P.options { m = 16384, n = 8192, rounds = 3 }
+local M, N = o.m, o.n
 
 tl.device.require() -- without a GPU: "SKIP: no GPU" and exit
 local D = tl.device
@@ -27,24 +24,12 @@ local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 local info = D.info()
 print(("tile_slicing bench: %s, %d SMs, %d x %d f32, seed %d"):format(info.name, info.sm_count, M, N, seed))
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
-local function time(fn)
-  fn()
-  D.synchronize()
-  local ms = {}
-  for r = 1, 5 do ms[r] = D.time(function() for _ = 1, REPS do fn() end end) / REPS end
-  return median(ms)
-end
-
 local ex = assert(loadfile "examples/tile_rows.lua")("--library")
 
 local bytes = M * N * 4
 local x = D.random(tl.f32, M * N, seed)
 local y = D.alloc(tl.f32, M * N)
-local copy_gbs = 2 * bytes / time(function() y:copy_from(x) end) / 1e6
+local copy_gbs = 2 * bytes / P.time { { "copy", function() y:copy_from(x) end } }[1] / 1e6
 print(("cuMemcpyDtoD: %.0f GB/s"):format(copy_gbs))
 local out = D.alloc(tl.f32, N)
 
@@ -82,43 +67,52 @@ local xb, dyb = D.random(tl.bf16, M * N, seed + 1), D.random(tl.bf16, M * N, see
 local yb, wb = D.alloc(tl.bf16, M * N), D.random(tl.bf16, N, seed + 3)
 local rstd = D.random(tl.f32, M, seed + 4)
 local BN, BR = 4096, 8
-local P = (M + BR - 1) // BR
-local dwp = D.alloc(tl.f32, P * BN)
+local NP = (M + BR - 1) // BR
+local dwp = D.alloc(tl.f32, NP * BN)
 local others = {
-  { "rmsnorm_bwd n 4096 rows 8", tl.rows.rmsnorm_bwd { n = BN, rows = BR },
-    { grid = { P }, args = { X = { xb, { M, BN } }, W = { wb, { BN } }, DY = { dyb, { M, BN } }, DX = { yb, { M, BN } },
-                             Rstd = { rstd, { M } }, DWp = { dwp, { P, BN } }, M = M, N = BN } },
-    3 * M * BN * 2 + P * BN * 4 },
-  { "softmax rows 3", tl.rows.softmax { n = N, rows = 3 },
+  { "rmsnorm_bwd n 4096 rows 8", function() return tl.rows.rmsnorm_bwd { n = BN, rows = BR } end,
+    { grid = { NP }, args = { X = { xb, { M, BN } }, W = { wb, { BN } }, DY = { dyb, { M, BN } }, DX = { yb, { M, BN } },
+                             Rstd = { rstd, { M } }, DWp = { dwp, { NP, BN } }, M = M, N = BN } },
+    3 * M * BN * 2 + NP * BN * 4 },
+  { "softmax rows 3", function() return tl.rows.softmax { n = N, rows = 3 } end,
     { grid = { (M + 2) // 3 }, args = { X = { xb, { M, N } }, Y = { yb, { M, N } } } }, 2 * M * N * 2 },
 }
 
-local best, rows = {}, {}
-local function variant(name, k, launch, moved, s)
+-- a kernel object a variant (each keeps its own PTX), compiled under its setting
+local rows = {}
+local function variant(name, build, launch, moved, s)
   tl.options.slicing = s[2]
+  local k = build()
   local ptx = k:compile()
-  local count = 0
-  for _ in ptx:gmatch "bar%.sync" do count = count + 1 end
-  rows[#rows + 1] = { name = name, s = s, k = k, launch = launch, ptx = ptx, bars = count, moved = moved }
+  rows[#rows + 1] = { name = name, s = s, k = k, launch = launch, ptx = ptx, moved = moved,
+                      bars = select(2, ptx:gsub("bar%.sync", "")) }
 end
 for _, sh in ipairs(shapes) do
-  local k = tl.rows.col_reduce { kind = sh[4], n = sh[2], rows = sh[3], name = "cols_" .. sh[4] .. sh[2] }
   local launch = { grid = { (N + sh[2] - 1) // sh[2] }, args = { X = { x, { sh[5], N } }, Out = { out, { N } }, M = sh[5] } }
-  for _, s in ipairs(settings) do variant(sh[1], k, launch, sh[5] * N * 4, s) end
+  for _, s in ipairs(settings) do
+    variant(sh[1], function() return tl.rows.col_reduce { kind = sh[4], n = sh[2], rows = sh[3] } end, launch, sh[5] * N * 4, s)
+  end
 end
 for _, c in ipairs(others) do
   for _, s in ipairs { settings[1], settings[3] } do variant(c[1], c[2], c[3], c[4], s) end
 end
+tl.options.slicing = nil
+-- the variants of a program alternate (peers.lua), best of 5 samples of 10 launches; best of the rounds
+local best = {}
 for round = 1, o.rounds do
-  for i, r in ipairs(rows) do
-    tl.options.slicing = r.s[2]
-    r.k:compile() -- (cached: the variant's PTX)
-    local ms = time(function() r.k:launch(r.launch) end)
-    if not best[i] or ms < best[i] then best[i] = ms end
+  local i0 = 0
+  while i0 < #rows do
+    local runs, i1 = {}, i0 + 1
+    repeat
+      local r = rows[i1]
+      runs[#runs + 1] = { r.name, function() r.k:launch(r.launch) end }
+      i1 = i1 + 1
+    until i1 > #rows or rows[i1].name ~= r.name
+    for j, ms in ipairs(P.time(runs)) do best[i0 + j] = math.min(best[i0 + j] or math.huge, ms) end
+    i0 = i1 - 1
   end
   print(("round %d done"):format(round))
 end
-tl.options.slicing = nil
 
 print("| program | slicing | PTX bytes | bar.sync | ms | GB/s | / copy |")
 print("|---|---|---|---|---|---|---|")
