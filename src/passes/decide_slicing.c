@@ -30,6 +30,7 @@ typedef struct Decide {
   int64_t count; /* -1: the rule's; 0: off; N: forced */
 } Decide;
 
+#define LOADS_FIRST (ir_stamp_spec(STAMP_TILEAS_SLICE_LOADS_FIRST)->name)
 #define SLICE_WORDS 128 /* the loads' 32-bit words a thread, over all slices */
 
 static bool is_for(const IrOp *op) { return op->kind == OP_SCF_FOR; }
@@ -57,8 +58,8 @@ static bool carried(const IrValue *v, const IrBlock *body) {
 static int64_t eligible(IrOp *op) {
   IrOp *agent = agent_of(op);
   IrBlock *body = op->regions[0].first;
-  if (ir_op_attr(op, "sliceCount") || ir_op_attr(op, "tileas.pipeline") || !agent || !body ||
-      body->next)
+  if (ir_op_attr(op, "sliceCount") || ir_op_attr(op, ir_stamp_spec(STAMP_TILEAS_PIPELINE)->name) ||
+      !agent || !body || body->next)
     return 0;
   IrAttrs_TILEAS_AGENT a = ir_attrs_TILEAS_AGENT(agent);
   if (a.kind != AGENT_COMPUTE) return 0;
@@ -101,7 +102,7 @@ static IrResult decide_kernel(Rewriter *r, IrOp *k) {
     if (n < 0) n = words < 0 ? 1 : 4 * words <= SLICE_WORDS ? 4 : 2 * words <= SLICE_WORDS ? 2 : 1;
     if (n < 2) continue;
     rw_set_int(r, op, "sliceCount", n);
-    if (words >= 0) rw_set_bool(r, op, "tileas.slice_loads_first", true);
+    if (words >= 0) rw_set_bool(r, op, LOADS_FIRST, true);
   }
   ir_opvec_free(&v);
   return IR_OK;

@@ -43,6 +43,7 @@ typedef struct Slicing {
   Rewriter r;
 } Slicing;
 
+#define LOADS_FIRST (ir_stamp_spec(STAMP_TILEAS_SLICE_LOADS_FIRST)->name)
 #define SLICE_MAX 1024          /* slices of one loop */
 #define SLICE_MAX_OPS (1 << 20) /* ops of a kernel once its loops are sliced (copies multiply) */
 #define SLICE_MAX_VALUES 64     /* operands, results and block arguments of a sliced loop */
@@ -166,7 +167,7 @@ static bool check_loop(IrOp *op, Loop *l) {
                 (long long)l->n, (long long)st, w);
     return false;
   }
-  const IrAttr *lf = ir_op_attr(op, "tileas.slice_loads_first");
+  const IrAttr *lf = ir_op_attr(op, LOADS_FIRST);
   l->first = op->kind == OP_SCF_FOR && lf && lf->kind == IR_ATTR_BOOL && lf->u.b;
   IrOp *bad = NULL;
   for (IrOp *o = l->body->first; o && !bad; o = o->next)
@@ -340,7 +341,7 @@ static void fill_slices(Slicing *s, const Loop *l, IrBlock *nb, IrValue **vals) 
 static void copy_attrs(IrOp *to, const IrOp *from) {
   for (uint32_t i = 0; i < from->nattrs; i++)
     if (strcmp(from->attrs[i].name, "sliceCount") != 0 &&
-        strcmp(from->attrs[i].name, "tileas.slice_loads_first") != 0)
+        strcmp(from->attrs[i].name, LOADS_FIRST) != 0)
       ir_op_set_attr(to, from->attrs[i].name, from->attrs[i].attr);
 }
 
@@ -392,7 +393,7 @@ static IrOp *main_while(Slicing *s, const Loop *l, IrValue *split) {
 static void slice_loop(Slicing *s, const Loop *l) {
   IrOp *op = l->op;
   ir_op_set_attr(op, "sliceCount", NULL);
-  ir_op_set_attr(op, "tileas.slice_loads_first", NULL);
+  ir_op_set_attr(op, LOADS_FIRST, NULL);
   if (l->n == 1) return;
   rw_before(&s->r, op);
   int64_t st;
