@@ -6,18 +6,20 @@
 ** `tileas.pipeline` (a pipelined loop is the producer / consumer protocol:
 ** its rings count one stage an iteration), in a `compute` agent (a program
 ** without a dot: producers and consumers keep their loops), its body one
-** block of ops without regions (innermost, no scf.if). Slicing *pays* on an
-** eligible loop whose body writes no memory and holds tiled_loads none of
-** which (nor the ops its operands come from) reads a value the loop carries:
-** the iterations' loads are independent, so the slices' loads can all be in
-** flight before the first slice's reduction and its barrier
-** (`tileas.slice_loads_first`: tileas-slicing puts them first). Such a loop
-** gets 4 slices when 4 times its loads' 32-bit words a thread stay within
-** SLICE_WORDS, else 2 when 2 times do, else none.
+** block of ops without regions (innermost, no scf.if). The rule slices an
+** eligible loop that holds tiled_loads none of which (nor the ops its
+** operands come from) reads a value the loop carries: 2 slices when twice its
+** loads' 32-bit words a thread stay within SLICE_WORDS, else none (4 slices
+** measured no faster than 2 where they fit, and spill where 2 just fit:
+** docs/PERF.md). Where the body also writes no memory, the iterations are
+** independent and the slices' loads can all be in flight before the first
+** slice's reduction and its barrier (`tileas.slice_loads_first`:
+** tileas-slicing puts them first); where it writes, the slices stay in
+** program order (a later slice's load may read what an earlier one stores).
 **
 ** The option `count` (0..16) overrides the rule: 0 marks nothing (the rule
-** off), N gives every eligible loop N slices (the loops where it pays with
-** their loads first) whatever its words (tl.options.slicing: false or N;
+** off), N gives every eligible loop N slices whatever its words (their
+** loads first where the rule would put them first) (tl.options.slicing: false or N;
 ** lua/tilua/gpu/compile.lua), so a bench compares the same kernel both ways.
 */
 #include "../dialects/dialects.h"
@@ -68,15 +70,16 @@ static int64_t eligible(IrOp *op) {
   return 32 * a.num_warps;
 }
 
-/* The loads' 32-bit words a thread of an eligible loop where slicing pays
-** (no op writes memory, at least one tiled_load, none reading what the loop
-** carries), else -1. */
-static int64_t load_words(IrOp *loop, int64_t threads) {
+/* The loads' 32-bit words a thread of an eligible loop the rule slices (at
+** least one tiled_load, none reading what the loop carries), else -1; *writes:
+** whether an op of the body writes memory. */
+static int64_t load_words(IrOp *loop, int64_t threads, bool *writes) {
   IrBlock *body = loop->regions[0].first;
   int64_t words = 0;
   bool load = false;
+  *writes = false;
   for (IrOp *o = body->first; o; o = o->next) {
-    if (ir_op_effects(o) & IR_EFF_WRITE_MASK) return -1;
+    if (ir_op_effects(o) & IR_EFF_WRITE_MASK) *writes = true;
     if (o->kind != OP_TILEAS_TILED_LOAD) continue;
     for (uint32_t i = 0; i < o->noperands; i++)
       if (carried(o->operands[i].value, body)) return -1;
@@ -98,11 +101,12 @@ static IrResult decide_kernel(Rewriter *r, IrOp *k) {
     IrOp *op = v.v[i];
     int64_t threads = eligible(op);
     if (threads == 0) continue;
-    int64_t words = load_words(op, threads), n = d->count;
-    if (n < 0) n = words < 0 ? 1 : 4 * words <= SLICE_WORDS ? 4 : 2 * words <= SLICE_WORDS ? 2 : 1;
+    bool writes;
+    int64_t words = load_words(op, threads, &writes), n = d->count;
+    if (n < 0) n = words >= 0 && 2 * words <= SLICE_WORDS ? 2 : 1;
     if (n < 2) continue;
     rw_set_int(r, op, "sliceCount", n);
-    if (words >= 0) rw_set_bool(r, op, LOADS_FIRST, true);
+    if (words >= 0 && !writes) rw_set_bool(r, op, LOADS_FIRST, true);
   }
   ir_opvec_free(&v);
   return IR_OK;
