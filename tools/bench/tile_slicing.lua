@@ -7,8 +7,9 @@
 -- CPU reference (examples/tile_rows.lua's col_sum at 1000 x 700), then timed:
 -- per round the variants of a program alternate (tools/bench/peers.lua: the
 -- best of 5 samples of 10 launches each); the best of R rounds is kept. The ratio is the bytes read per second
--- over cuMemcpyDtoD's bytes moved (read + written) per second. Then two loops
--- the rule leaves, sliced by force (tl.options.slicing = 2) and not (below).
+-- over cuMemcpyDtoD's bytes moved (read + written) per second. Then the loops
+-- the rule slices in order (their bodies store): the backward passes' and the
+-- 3-row programs' row loops, with the rule and off (below).
 -- Prints a table last (GB/s: the bytes a program reads and writes).
 --
 --   tilua tools/bench/tile_slicing.lua [--m=16384] [--n=8192] [--rounds=3]
@@ -40,7 +41,7 @@ local shapes = {
   { "col max n 256", 256, 32, "max", M },
   { "col sum n 256, 1024 rows", 256, 32, "sum", 1024 },
 }
-local settings = { { "rule", nil }, { "off", false }, { "2", 2 }, { "4", 4 } }
+local settings = { { "rule", nil }, { "off", false } }
 
 -- the check: col_sum at 1000 x 700 on the GPU under each setting
 for _, s in ipairs(settings) do
@@ -50,12 +51,14 @@ for _, s in ipairs(settings) do
   if not ok then error("the column sum disagrees with its reference", 0) end
 end
 
--- The loops the rule leaves (they write memory), sliced by force (2) against
--- the rule (none) in the same run: the RMSNorm backward (a program of 8 rows
--- at N = 4096, bf16: X, DY read, DX and the program's DW part written) and
--- softmax with 3 rows a program (its row loop carries the next row).
-for _, name in ipairs { "rmsnorm_bwd", "softmax_rows3" } do
-  for _, s in ipairs { settings[1], settings[3] } do
+-- The loops the rule slices in order (they write memory), with the rule
+-- (2 slices) against off in the same run: the RMSNorm and LayerNorm backward
+-- (a program of 8 rows at N = 4096, bf16: X, DY read, DX and the program's DW
+-- part written) and softmax, RMSNorm, LayerNorm with 3 rows a program (their
+-- row loop carries the next row).
+local ordered = { "rmsnorm_bwd", "layernorm_bwd", "softmax_rows3", "rmsnorm_rows3", "layernorm_rows3" }
+for _, name in ipairs(ordered) do
+  for _, s in ipairs(settings) do
     tl.options.slicing = s[2]
     local c = ex.cases[name]
     local ok, summary = ex.run_case(name, { seed = seed, size = c.sizes[1] })
@@ -65,17 +68,31 @@ for _, name in ipairs { "rmsnorm_bwd", "softmax_rows3" } do
 end
 local xb, dyb = D.random(tl.bf16, M * N, seed + 1), D.random(tl.bf16, M * N, seed + 2)
 local yb, wb = D.alloc(tl.bf16, M * N), D.random(tl.bf16, N, seed + 3)
-local rstd = D.random(tl.f32, M, seed + 4)
+local rstd, mean = D.random(tl.f32, M, seed + 4), D.random(tl.f32, M, seed + 5)
 local BN, BR = 4096, 8
 local NP = (M + BR - 1) // BR
-local dwp = D.alloc(tl.f32, NP * BN)
+local dwp, dbp = D.alloc(tl.f32, NP * BN), D.alloc(tl.f32, NP * BN)
+local bb = D.random(tl.bf16, N, seed + 6)
+local mr = D.alloc(tl.f32, M)
+local R3 = (M + 2) // 3
 local others = {
   { "rmsnorm_bwd n 4096 rows 8", function() return tl.rows.rmsnorm_bwd { n = BN, rows = BR } end,
     { grid = { NP }, args = { X = { xb, { M, BN } }, W = { wb, { BN } }, DY = { dyb, { M, BN } }, DX = { yb, { M, BN } },
                              Rstd = { rstd, { M } }, DWp = { dwp, { NP, BN } }, M = M, N = BN } },
     3 * M * BN * 2 + NP * BN * 4 },
+  { "layernorm_bwd n 4096 rows 8", function() return tl.rows.layernorm_bwd { n = BN, rows = BR } end,
+    { grid = { NP }, args = { X = { xb, { M, BN } }, W = { wb, { BN } }, DY = { dyb, { M, BN } }, DX = { yb, { M, BN } },
+                             Mean = { mean, { M } }, Rstd = { rstd, { M } }, DWp = { dwp, { NP, BN } },
+                             DBp = { dbp, { NP, BN } }, M = M, N = BN } },
+    3 * M * BN * 2 + 2 * NP * BN * 4 },
   { "softmax rows 3", function() return tl.rows.softmax { n = N, rows = 3 } end,
-    { grid = { (M + 2) // 3 }, args = { X = { xb, { M, N } }, Y = { yb, { M, N } } } }, 2 * M * N * 2 },
+    { grid = { R3 }, args = { X = { xb, { M, N } }, Y = { yb, { M, N } } } }, 2 * M * N * 2 },
+  { "rmsnorm rows 3", function() return tl.rows.rmsnorm { n = N, rows = 3 } end,
+    { grid = { R3 }, args = { X = { xb, { M, N } }, W = { wb, { N } }, Y = { yb, { M, N } }, Rstd = { mr, { M } },
+                             N = N, eps = 1e-5 } }, 2 * M * N * 2 },
+  { "layernorm rows 3", function() return tl.rows.layernorm { n = N, rows = 3 } end,
+    { grid = { R3 }, args = { X = { xb, { M, N } }, W = { wb, { N } }, B = { bb, { N } }, Y = { yb, { M, N } },
+                             Mean = { mean, { M } }, Rstd = { mr, { M } }, N = N, eps = 1e-5 } }, 2 * M * N * 2 },
 }
 
 -- a kernel object a variant (each keeps its own PTX), compiled under its setting
@@ -94,7 +111,7 @@ for _, sh in ipairs(shapes) do
   end
 end
 for _, c in ipairs(others) do
-  for _, s in ipairs { settings[1], settings[3] } do variant(c[1], c[2], c[3], c[4], s) end
+  for _, s in ipairs(settings) do variant(c[1], c[2], c[3], c[4], s) end
 end
 tl.options.slicing = nil
 -- the variants of a program alternate (peers.lua), best of 5 samples of 10 launches; best of the rounds
