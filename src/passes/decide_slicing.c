@@ -16,6 +16,11 @@
 ** slice's reduction and its barrier (`tileas.slice_loads_first`:
 ** tileas-slicing puts them first); where it writes, the slices stay in
 ** program order (a later slice's load may read what an earlier one stores).
+** A body with more than MAX_WRITES ops writing memory is left: in
+** s12slice-2 (docs/PERF.md) the loops storing two or three tiles an
+** iteration (RMSNorm's and LayerNorm's 3-row programs: Y and the row's
+** statistics) ran 3 to 4 % slower sliced, those storing one or none faster
+** or the same.
 **
 ** The option `count` (0..16) overrides the rule: 0 marks nothing (the rule
 ** off), N gives every eligible loop N slices whatever its words (their
@@ -34,6 +39,7 @@ typedef struct Decide {
 
 #define LOADS_FIRST (ir_stamp_spec(STAMP_TILEAS_SLICE_LOADS_FIRST)->name)
 #define SLICE_WORDS 128 /* the loads' 32-bit words a thread, over all slices */
+#define MAX_WRITES 1    /* the body's ops writing memory the rule slices at most */
 
 static bool is_for(const IrOp *op) { return op->kind == OP_SCF_FOR; }
 
@@ -72,14 +78,14 @@ static int64_t eligible(IrOp *op) {
 
 /* The loads' 32-bit words a thread of an eligible loop the rule slices (at
 ** least one tiled_load, none reading what the loop carries), else -1; *writes:
-** whether an op of the body writes memory. */
-static int64_t load_words(IrOp *loop, int64_t threads, bool *writes) {
+** how many ops of the body write memory. */
+static int64_t load_words(IrOp *loop, int64_t threads, int *writes) {
   IrBlock *body = loop->regions[0].first;
   int64_t words = 0;
   bool load = false;
-  *writes = false;
+  *writes = 0;
   for (IrOp *o = body->first; o; o = o->next) {
-    if (ir_op_effects(o) & IR_EFF_WRITE_MASK) *writes = true;
+    if (ir_op_effects(o) & IR_EFF_WRITE_MASK) (*writes)++;
     if (o->kind != OP_TILEAS_TILED_LOAD) continue;
     for (uint32_t i = 0; i < o->noperands; i++)
       if (carried(o->operands[i].value, body)) return -1;
@@ -101,9 +107,9 @@ static IrResult decide_kernel(Rewriter *r, IrOp *k) {
     IrOp *op = v.v[i];
     int64_t threads = eligible(op);
     if (threads == 0) continue;
-    bool writes;
+    int writes;
     int64_t words = load_words(op, threads, &writes), n = d->count;
-    if (n < 0) n = words >= 0 && 2 * words <= SLICE_WORDS ? 2 : 1;
+    if (n < 0) n = words >= 0 && 2 * words <= SLICE_WORDS && writes <= MAX_WRITES ? 2 : 1;
     if (n < 2) continue;
     rw_set_int(r, op, "sliceCount", n);
     if (words >= 0 && !writes) rw_set_bool(r, op, LOADS_FIRST, true);
