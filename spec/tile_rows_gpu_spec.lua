@@ -168,8 +168,9 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
   -- loop sliced by the rule (2 slices at a tile of 32 x 256 f32, their loads
   -- first), by force (4: a main loop of 4 slices and a residual), and not at
   -- all (tl.options.slicing = false); the loops the rule slices in program
-  -- order (their bodies store: the backward's and the 3-row programs', also
-  -- checked with the rule by the cases below) off and forced to 3. Row counts
+  -- order (their bodies store once: the backward's and softmax's 3-row
+  -- program's, also checked with the rule by the cases below; RMSNorm's and
+  -- LayerNorm's 3-row programs store more and are left) off and forced to 3. Row counts
   -- whose row blocks are no multiple of the slices (the residual runs).
   local sliced = {
     { "col_sum", { 1000, 700 }, nil, "the rule's 2 slices" }, { "col_sum", { 4100, 300 }, 4, "4 slices by force" },

@@ -8,8 +8,10 @@
 -- per round the variants of a program alternate (tools/bench/peers.lua: the
 -- best of 5 samples of 10 launches each); the best of R rounds is kept. The ratio is the bytes read per second
 -- over cuMemcpyDtoD's bytes moved (read + written) per second. Then the loops
--- the rule slices in order (their bodies store): the backward passes' and the
--- 3-row programs' row loops, with the rule and off (below).
+-- the rule slices in order (their bodies store once): the backward passes' and
+-- softmax's 3-row program's row loops, with the rule and off (below); also
+-- RMSNorm's and LayerNorm's 3-row programs, which the rule leaves since
+-- s12slice-2 (they store 2 and 3 tiles an iteration and ran slower sliced).
 -- Prints a table last (GB/s: the bytes a program reads and writes).
 --
 --   tilua tools/bench/tile_slicing.lua [--m=16384] [--n=8192] [--rounds=3]
