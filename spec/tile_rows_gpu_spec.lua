@@ -164,6 +164,34 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     end
   end
 
+  -- (s12) tileas-decide-slicing (docs/passes.md): the column sum's row-block
+  -- loop sliced by the rule (2 slices at a tile of 32 x 256 f32, their loads
+  -- first), by force (4: a main loop of 4 slices and a residual), and not at
+  -- all (tl.options.slicing = false); the loops the rule slices in program
+  -- order (their bodies store once: the backward's and softmax's 3-row
+  -- program's, also checked with the rule by the cases below; RMSNorm's and
+  -- LayerNorm's 3-row programs store more and are left) off and forced to 3. Row counts
+  -- whose row blocks are no multiple of the slices (the residual runs).
+  local sliced = {
+    { "col_sum", { 1000, 700 }, nil, "the rule's 2 slices" }, { "col_sum", { 4100, 300 }, 4, "4 slices by force" },
+    { "col_sum", { 1000, 700 }, false, "slicing off" }, { "rmsnorm_bwd", { 50, 4000 }, false, "slicing off" },
+    { "layernorm_bwd", { 53, 4000 }, 3, "3 slices by force" }, { "softmax_rows3", { 58, 8000 }, 3, "3 slices by force" },
+  }
+  for j, t in ipairs(sliced) do
+    it(("%s, %d x %d (%s): the CPU reference"):format(t[1], t[2][1], t[2][2], t[4]), function()
+      if not GPU then pending("no GPU: " .. tl.device.error()) return end
+      tl.options.slicing = t[3]
+      local ran, ok, summary = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        return fresh.run_case(t[1], { seed = seed + 17 * j, size = small and { math.min(t[2][1], 300), t[2][2] } or t[2] })
+      end)
+      tl.options.slicing = nil
+      assert(ran, ok)
+      print(("tile_rows_gpu: %s: %s"):format(t[4], summary))
+      assert(ok, summary)
+    end)
+  end
+
   for i, name in ipairs(ex.order) do
     local c = ex.cases[name]
     for j, size in ipairs(small and { c.small } or c.sizes) do

@@ -17,7 +17,7 @@ local softmax_example = assert(loadfile "examples/tile_gemm_softmax.lua")("--lib
 -- tile-to-ptx's tileas part: its stages before the ptx pipeline
 local TILEAS = "tileas-assign-layouts,tileas-dynamic-persistent,tileas-materialize-agents," ..
                "optimize-execution-unit-mapping,tileas-plan-cta,tileas-remove-buffer-alias," ..
-               "tileas-remove-layout-conversions,tileas-slicing,tileas-prepare-for-scheduling," ..
+               "tileas-remove-layout-conversions,tileas-decide-slicing,tileas-slicing,tileas-prepare-for-scheduling," ..
                "tileas-resolve-agent-boundary,sink-negf-through-shapes,convert-tileas-to-cutlass"
 
 local lowered = PH.lowered_tile -- the kernel the emulator runs

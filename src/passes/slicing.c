@@ -43,6 +43,7 @@ typedef struct Slicing {
   Rewriter r;
 } Slicing;
 
+#define LOADS_FIRST (ir_stamp_spec(STAMP_TILEAS_SLICE_LOADS_FIRST)->name)
 #define SLICE_MAX 1024          /* slices of one loop */
 #define SLICE_MAX_OPS (1 << 20) /* ops of a kernel once its loops are sliced (copies multiply) */
 #define SLICE_MAX_VALUES 64     /* operands, results and block arguments of a sliced loop */
@@ -50,11 +51,12 @@ typedef struct Slicing {
 /* What the slices need of a loop. */
 typedef struct Loop {
   IrOp *op;
-  int64_t n;       /* slices */
+  int64_t n; /* slices */
   IrValue *lb, *ub, *step;
-  uint32_t iv;     /* scf.while: the counting argument */
-  bool unsigned_;  /* scf.while: ult */
-  IrBlock *body;   /* scf.for's body, scf.while's `after` */
+  uint32_t iv;    /* scf.while: the counting argument */
+  bool unsigned_; /* scf.while: ult */
+  IrBlock *body;  /* scf.for's body, scf.while's `after` */
+  bool first;     /* scf.for with tileas.slice_loads_first */
 } Loop;
 
 static bool has_slice_count(const IrOp *op) { return ir_op_attr(op, "sliceCount") != NULL; }
@@ -82,12 +84,14 @@ static bool while_counts(Loop *l) {
   IrOp *w = l->op;
   IrBlock *before = w->regions[0].first, *after = w->regions[1].first;
   IrOp *cmp = before ? before->first : NULL, *cond = cmp ? cmp->next : NULL;
-  if (!cond || cond->kind != OP_SCF_CONDITION || cond->next || cmp->kind != OP_ARITH_CMPI) return false;
+  if (!cond || cond->kind != OP_SCF_CONDITION || cond->next || cmp->kind != OP_ARITH_CMPI)
+    return false;
   int pred = ir_attrs_ARITH_CMPI(cmp).predicate;
   IrValue *iv = cmp->operands[0].value;
   if (pred != CMPI_SLT && pred != CMPI_ULT) return false;
   if (iv->def || iv->block != before || !defined_outside(cmp->operands[1].value, w)) return false;
-  if (cond->operands[0].value != &cmp->results[0] || cond->noperands != before->nargs + 1) return false;
+  if (cond->operands[0].value != &cmp->results[0] || cond->noperands != before->nargs + 1)
+    return false;
   for (uint32_t i = 0; i < before->nargs; i++)
     if (cond->operands[i + 1].value != before->args[i]) return false;
   IrOp *yield = after ? ir_block_terminator(after) : NULL;
@@ -97,15 +101,23 @@ static bool while_counts(Loop *l) {
   IrValue *a = after->args[iv->index], *x = add->operands[0].value, *y = add->operands[1].value;
   IrValue *step = x == a ? y : y == a ? x : NULL;
   if (!step || !defined_outside(step, w)) return false;
-  *l = (Loop){w, l->n, w->operands[iv->index].value, cmp->operands[1].value, step, iv->index,
-              pred == CMPI_ULT, after};
+  *l = (Loop){w,
+              l->n,
+              w->operands[iv->index].value,
+              cmp->operands[1].value,
+              step,
+              iv->index,
+              pred == CMPI_ULT,
+              after,
+              false};
   return true;
 }
 
 static bool body_visit(IrOp *op, void *ud) {
   IrOp **bad = ud;
   uint32_t traits = ir_op_info(op->kind)->traits;
-  if (op->kind == OP_TILEAS_AGENT || op->kind == OP_TILEAS_AGENT_SWITCH || (traits & (T_ISOLATED | T_SYMBOL))) {
+  if (op->kind == OP_TILEAS_AGENT || op->kind == OP_TILEAS_AGENT_SWITCH ||
+      (traits & (T_ISOLATED | T_SYMBOL))) {
     *bad = op;
     return false;
   }
@@ -120,7 +132,8 @@ static bool check_loop(IrOp *op, Loop *l) {
     return false;
   }
   if (a->u.i > SLICE_MAX) {
-    ir_op_error(op, "sliceCount = %lld: a loop is sliced at most %d times", (long long)a->u.i, SLICE_MAX);
+    ir_op_error(op, "sliceCount = %lld: a loop is sliced at most %d times", (long long)a->u.i,
+                SLICE_MAX);
     return false;
   }
   if (op->noperands > SLICE_MAX_VALUES || op->nresults > SLICE_MAX_VALUES) {
@@ -129,8 +142,15 @@ static bool check_loop(IrOp *op, Loop *l) {
   }
   *l = (Loop){.op = op, .n = a->u.i};
   if (op->kind == OP_SCF_FOR) {
-    *l = (Loop){op, a->u.i, op->operands[0].value, op->operands[1].value, op->operands[2].value, 0, false,
-                op->regions[0].first};
+    *l = (Loop){op,
+                a->u.i,
+                op->operands[0].value,
+                op->operands[1].value,
+                op->operands[2].value,
+                0,
+                false,
+                op->regions[0].first,
+                false};
   } else if (op->kind == OP_SCF_WHILE) {
     if (!while_counts(l)) {
       ir_op_error(op, " fail to get an initial forOperand in slicing pass ");
@@ -143,10 +163,12 @@ static bool check_loop(IrOp *op, Loop *l) {
   int64_t st, sn;
   uint32_t w = l->step->type->kind == IR_TY_INDEX ? 64 : l->step->type->width;
   if (dia_const_int(l->step, &st) && (!ck_mul(st, l->n, &sn) || sext(sn, w) != sn)) {
-    ir_op_error(op, "sliceCount = %lld times the step %lld does not fit the loop's %u-bit integers", (long long)l->n,
-                (long long)st, w);
+    ir_op_error(op, "sliceCount = %lld times the step %lld does not fit the loop's %u-bit integers",
+                (long long)l->n, (long long)st, w);
     return false;
   }
+  const IrAttr *lf = ir_op_attr(op, LOADS_FIRST);
+  l->first = op->kind == OP_SCF_FOR && lf && lf->kind == IR_ATTR_BOOL && lf->u.b;
   IrOp *bad = NULL;
   for (IrOp *o = l->body->first; o && !bad; o = o->next)
     ir_walk_pre(o, body_visit, &bad);
@@ -186,8 +208,9 @@ static IrValue *split_point(Slicing *s, const Loop *l, IrValue *sn, bool *whole)
   *whole = false;
   int64_t diff = 0, span, split;
   /* folded when nothing overflows (check_loop made sure the span fits); else built */
-  if (dia_const_int(l->lb, &lb) && dia_const_int(l->ub, &ub) && dia_const_int(l->step, &st) && st > 0 &&
-      (ub <= lb || ck_sub(ub, lb, &diff)) && ck_mul(st, l->n, &span) && ck_add(lb, diff / span * span, &split)) {
+  if (dia_const_int(l->lb, &lb) && dia_const_int(l->ub, &ub) && dia_const_int(l->step, &st) &&
+      st > 0 && (ub <= lb || ck_sub(ub, lb, &diff)) && ck_mul(st, l->n, &span) &&
+      ck_add(lb, diff / span * span, &split)) {
     *whole = diff % span == 0;
     return k_of(s, split, t);
   }
@@ -199,48 +222,127 @@ static IrValue *split_point(Slicing *s, const Loop *l, IrValue *sn, bool *whole)
   return rw_bin(&s->r, OP_ARITH_ADDI, l->lb, rw_bin(&s->r, OP_ARITH_MULI, q, sn));
 }
 
-/* Clone the body's ops but its terminator at the builder, with `args` for
-** its arguments; the values it would yield go to `out`. */
-static void one_slice(Slicing *s, IrBlock *body, IrValue **args, IrValue **out) {
-  IrMapping m;
-  ir_mapping_init(&m);
-  for (uint32_t i = 0; i < body->nargs; i++)
-    ir_mapping_set(&m, body->args[i], args[i]);
-  IrOp *term = ir_block_terminator(body);
-  for (IrOp *o = body->first; o != term; o = o->next)
-    ir_builder_insert(&s->r.b, ir_op_clone(s->r.ctx, o, &m));
-  for (uint32_t i = 0; i < term->noperands; i++) {
-    IrValue *v = term->operands[i].value, *mv = ir_mapping_get(&m, v);
-    out[i] = mv ? mv : v;
+/* The ops of an scf.for body that go first with `tileas.slice_loads_first`:
+** its tiled_loads and the ops their operands come from, when none of them
+** reads a value the loop carries and no op of the body writes memory (else
+** none: *n = 0). early[i] marks the body's i-th op. */
+static bool early_of(const IrOp *o, const IrBlock *body, bool *mark, IrOp **ops, uint32_t nops);
+
+static uint32_t op_index(const IrOp *o, IrOp **ops, uint32_t nops) {
+  for (uint32_t i = 0; i < nops; i++)
+    if (ops[i] == o) return i;
+  return nops;
+}
+
+/* Mark o and what its operands come from in body; false when one is carried. */
+static bool early_of(const IrOp *o, const IrBlock *body, bool *mark, IrOp **ops, uint32_t nops) {
+  uint32_t i = op_index(o, ops, nops);
+  if (mark[i]) return true;
+  mark[i] = true;
+  for (uint32_t j = 0; j < o->noperands; j++) {
+    const IrValue *v = o->operands[j].value;
+    if (!v->def && v->block == body && v->index > 0) return false;
+    if (v->def && v->def->parent == body && !early_of(v->def, body, mark, ops, nops)) return false;
   }
-  ir_mapping_free(&m);
+  return true;
+}
+
+static bool writes(IrOp *op, void *ud) {
+  bool *w = ud;
+  if (ir_op_effects(op) & IR_EFF_WRITE_MASK) *w = true;
+  return !*w;
+}
+
+/* The body's ops but its terminator (*n of them) and which go first; false:
+** none goes first. */
+static bool loads_first(const Loop *l, IrOp ***ops, bool **mark, uint32_t *n) {
+  IrBlock *body = l->body;
+  IrOp *term = ir_block_terminator(body);
+  *n = 0;
+  for (IrOp *o = body->first; o != term; o = o->next)
+    (*n)++;
+  *ops = ir_malloc((*n + 1) * sizeof **ops);
+  *mark = ir_malloc((*n + 1) * sizeof **mark);
+  uint32_t i = 0;
+  bool w = false, ok = true;
+  for (IrOp *o = body->first; o != term; o = o->next, i++) {
+    (*ops)[i] = o, (*mark)[i] = false;
+    ir_walk_pre(o, writes, &w);
+  }
+  for (i = 0; i < *n && ok && !w; i++)
+    if ((*ops)[i]->kind == OP_TILEAS_TILED_LOAD) ok = early_of((*ops)[i], body, *mark, *ops, *n);
+  if (ok && !w) return true;
+  ir_free(*ops), ir_free(*mark);
+  return false;
+}
+
+/* Clone the body's ops (but its terminator) that `first` selects (all when
+** NULL; ops[i] and first[i] of each, `want` the side) at the builder with m. */
+static void clone_ops(Slicing *s, IrBlock *body, IrMapping *m, IrOp **ops, const bool *first,
+                      uint32_t n, bool want) {
+  if (!first) {
+    IrOp *term = ir_block_terminator(body);
+    for (IrOp *o = body->first; o != term; o = o->next)
+      ir_builder_insert(&s->r.b, ir_op_clone(s->r.ctx, o, m));
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    if (first[i] == want) ir_builder_insert(&s->r.b, ir_op_clone(s->r.ctx, ops[i], m));
+}
+
+/* The induction variable of copy k: %j + k * s. */
+static IrValue *slice_iv(Slicing *s, const Loop *l, IrBlock *nb, int64_t k) {
+  if (k == 0) return nb->args[0];
+  int64_t st;
+  IrValue *off = dia_const_int(l->step, &st)
+                     ? k_of(s, wrap_mul(k, st), l->step->type) /* < st * n: fits */
+                     : rw_bin(&s->r, OP_ARITH_MULI, l->step, k_of(s, k, l->step->type));
+  return rw_bin(&s->r, OP_ARITH_ADDI, nb->args[0], off);
 }
 
 /* The main loop's slices: N copies of the body chained through their yields
-** (scf.for: the induction variable of copy k is %j + k * s). */
+** (scf.for: the induction variable of copy k is %j + k * s). With
+** `tileas.slice_loads_first` on an scf.for (and loads_first), the loads of
+** every copy (and their coordinates) come first, in order, then the rest of
+** each copy. */
 static void fill_slices(Slicing *s, const Loop *l, IrBlock *nb, IrValue **vals) {
   IrBlock *body = l->body;
   bool is_for = l->op->kind == OP_SCF_FOR;
-  uint32_t nargs = body->nargs;
+  uint32_t nargs = body->nargs, nops = 0;
+  IrOp **ops = NULL;
+  bool *first = NULL;
+  if (!(l->first && loads_first(l, &ops, &first, &nops))) first = NULL;
+  IrMapping *maps = ir_malloc(l->n * sizeof *maps);
+  for (int64_t k = 0; k < l->n; k++) {
+    ir_mapping_init(&maps[k]);
+    if (first) {
+      ir_mapping_set(&maps[k], body->args[0], slice_iv(s, l, nb, k));
+      clone_ops(s, body, &maps[k], ops, first, nops, true);
+    }
+  }
   for (uint32_t i = 0; i < nargs; i++)
     vals[i] = nb->args[i];
+  IrOp *term = ir_block_terminator(body);
   for (int64_t k = 0; k < l->n; k++) {
-    IrValue *out[64];
-    if (is_for && k > 0) {
-      int64_t st;
-      IrValue *off = dia_const_int(l->step, &st) ? k_of(s, wrap_mul(k, st), l->step->type) /* < st * n: fits */
-                                                  : rw_bin(&s->r, OP_ARITH_MULI, l->step, k_of(s, k, l->step->type));
-      vals[0] = rw_bin(&s->r, OP_ARITH_ADDI, nb->args[0], off);
+    if (is_for && !first) ir_mapping_set(&maps[k], body->args[0], slice_iv(s, l, nb, k));
+    for (uint32_t i = is_for; i < nargs; i++)
+      ir_mapping_set(&maps[k], body->args[i], vals[i]);
+    clone_ops(s, body, &maps[k], ops, first, nops, false);
+    for (uint32_t i = 0; i < term->noperands; i++) {
+      IrValue *v = term->operands[i].value, *mv = ir_mapping_get(&maps[k], v);
+      vals[i + is_for] = mv ? mv : v;
     }
-    one_slice(s, body, vals, out);
-    for (uint32_t i = 0; i < nargs - is_for; i++)
-      vals[i + is_for] = out[i];
+    ir_mapping_free(&maps[k]);
   }
+  ir_free(maps);
+  if (first) ir_free(ops), ir_free(first);
 }
 
 static void copy_attrs(IrOp *to, const IrOp *from) {
   for (uint32_t i = 0; i < from->nattrs; i++)
-    if (strcmp(from->attrs[i].name, "sliceCount") != 0) ir_op_set_attr(to, from->attrs[i].name, from->attrs[i].attr);
+    if (strcmp(from->attrs[i].name, "sliceCount") != 0 &&
+        strcmp(from->attrs[i].name, LOADS_FIRST) != 0)
+      ir_op_set_attr(to, from->attrs[i].name, from->attrs[i].attr);
 }
 
 /* A main loop like l's (kind, attributes but sliceCount, result types) on
@@ -291,11 +393,13 @@ static IrOp *main_while(Slicing *s, const Loop *l, IrValue *split) {
 static void slice_loop(Slicing *s, const Loop *l) {
   IrOp *op = l->op;
   ir_op_set_attr(op, "sliceCount", NULL);
+  ir_op_set_attr(op, LOADS_FIRST, NULL);
   if (l->n == 1) return;
   rw_before(&s->r, op);
   int64_t st;
-  IrValue *sn = dia_const_int(l->step, &st) ? k_of(s, wrap_mul(st, l->n), l->step->type) /* fits: check_loop */
-                                             : rw_bin(&s->r, OP_ARITH_MULI, l->step, k_of(s, l->n, l->step->type));
+  IrValue *sn = dia_const_int(l->step, &st)
+                    ? k_of(s, wrap_mul(st, l->n), l->step->type) /* fits: check_loop */
+                    : rw_bin(&s->r, OP_ARITH_MULI, l->step, k_of(s, l->n, l->step->type));
   bool whole;
   IrValue *split = split_point(s, l, sn, &whole);
   bool is_for = op->kind == OP_SCF_FOR;

@@ -47,6 +47,11 @@
 --                           of 64) goes by TMA (convert-tileas-to-cutlass's
 --                           transpose.lua); false: through the threads' registers;
 --                           a table {stages, outs, per_sm, order}: TMA with those
+--   tl.options.slicing      nil (the default): tileas-decide-slicing's rule gives
+--                           the loops it picks their sliceCount (docs/passes.md);
+--                           false: no loop is sliced; N (1..16): every loop the
+--                           rule picks gets N slices, whatever its registers
+--                           (tile-to-ptx runs tileas-decide-slicing{count=N})
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --
@@ -109,6 +114,7 @@ local OPTIONS = {
     end
     return true
   end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}" },
+  slicing = { function(v) return v == nil or v == false or int_in(1, 16)(v) end, "nil, false or an integer in [1, 16]" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
@@ -334,7 +340,7 @@ end
 -- transpose.lua): a compile's result depends on their values, so the cache
 -- keys on them, and the kernel keeps those it was compiled with
 -- (k.lowering_options) for whatever lowers it again (gpu/emulated.lua).
-local LOWERING_OPTIONS = { "row_ring", "tile_transpose" }
+local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing" }
 
 -- -> a copy of the lowering options' values now
 function M.lowering_options()
@@ -425,9 +431,25 @@ local function copy_stages(stages, cached)
   return out
 end
 
+-- The passes of tile-to-ptx up to the one named `upto` (all without it), or
+-- "tile-to-ptx" itself, with tl.options.slicing as tileas-decide-slicing's
+-- option (false: count = 0).
+function M.tile_pipeline(upto)
+  local sl = tl.options.slicing
+  if sl == nil and not upto then return "tile-to-ptx" end
+  local passes
+  for _, p in ipairs(core.pipelines()) do
+    if p.name == "tile-to-ptx" then passes = p.passes end
+  end
+  assert(passes, "no pipeline tile-to-ptx")
+  if upto then passes = assert(passes:match("^(.-" .. upto:gsub("%-", "%%-") .. ")"), upto) end
+  if sl == nil then return passes end
+  return (passes:gsub("tileas%-decide%-slicing", ("tileas-decide-slicing{count=%d}"):format(sl or 0)))
+end
+
 function Kernel:compile(pipeline)
   -- a tile program (tl.tile_kernel) goes through tile-to-ptx
-  local p = pipeline_of(pipeline or (self.tile_program and "tile-to-ptx") or nil)
+  local p = pipeline_of(pipeline or (self.tile_program and M.tile_pipeline()) or nil)
   local check = default_check()
   local lowering = M.lowering_options()
   local cache, key

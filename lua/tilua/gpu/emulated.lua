@@ -155,14 +155,11 @@ end
 local function emulated_op(k)
   if not k.tile_program then return k.op end
   if k._emulated_for ~= k.ptx then
-    local passes
-    for _, p in ipairs(core.pipelines()) do
-      if p.name == "tile-to-ptx" then passes = p.passes:match "^(.-convert%-tileas%-to%-cutlass)" end
-    end
     local m = k.module:clone()
     -- lowered under the options it was compiled with, not those of the launch
-    local ok, msg = require("tilua.gpu.compile").with_lowering_options(k.lowering_options or {}, function()
-      return core.run_pipeline(m, assert(passes, "tile-to-ptx has no convert-tileas-to-cutlass") .. ",lower-tile-scheduler")
+    local compile = require "tilua.gpu.compile"
+    local ok, msg = compile.with_lowering_options(k.lowering_options or {}, function()
+      return core.run_pipeline(m, compile.tile_pipeline "convert-tileas-to-cutlass" .. ",lower-tile-scheduler")
     end)
     if not ok then error(msg, 0) end
     for _, op in ipairs(m:region(1):entry():ops()) do
