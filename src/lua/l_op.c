@@ -30,12 +30,6 @@ static void *list_object(lua_State *L, int idx, uint32_t i, const char *mt, IrCo
   return *other ? NULL : p;
 }
 
-/* core.op_create(ctx, name, operands, result_types, attrs, nregions, block, before, loc, check,
- *first)
- ** Creates an op; inserts it at the end of `block` or before `before` when given.
- ** check = true runs the signature check at once and raises on failure.
- ** Returns the op, or with first = true its first result (tl.op1: one userdata
- ** instead of the op's and then the result's). */
 /* The kind of an op name; memoized by the name's pointer (Lua interns short
 ** strings, so one name is one pointer), checked against the table's name. */
 static int op_kind_of(const char *name, size_t len) {
@@ -51,6 +45,11 @@ static int op_kind_of(const char *name, size_t len) {
   return kind;
 }
 
+/* core.op_create(ctx, name, operands, result_types, attrs, nregions, block, before, loc,
+** check, first): creates an op; inserts it at the end of `block` or before `before` when
+** given. check = true runs the signature check at once and raises on failure. Returns the
+** op, or with first = true its first result (tl.op1: one userdata instead of the op's and
+** then the result's). */
 static int core_op_create(lua_State *L) {
   LbContext *c = lb_check_context(L, 1);
   size_t nlen;
