@@ -338,15 +338,24 @@ local function data_only(rec, ins, ctx)
 end
 
 -- Runs a block of warp W over ctx.mask; returns the terminator's operand values.
+-- (numeric loops, not ipairs: a step of ipairs is a call; the hot path of every run)
 function Run:exec_block(W, blk, args, ctx)
   local vals = W.vals
   local handlers = self.handlers
-  for i, a in ipairs(blk.args) do vals[a] = args[i] end
-  for _, rec in ipairs(blk.ops) do
+  local bargs, ops = blk.args, blk.ops
+  for i = 1, #bargs do vals[bargs[i]] = args[i] end
+  for j = 1, #ops do
+    local rec = ops[j]
     local name = rec.name
-    self:tick(rec, 1)
+    local n = self.ops + 1 -- (Run:tick(rec, 1), inline: past a clock or max_ops it is called)
+    if n >= self.next_clock or n > self.max_ops then
+      self:tick(rec, 1)
+    else
+      self.ops = n
+    end
+    local rins = rec.ins
     local ins = {}
-    for i, id in ipairs(rec.ins) do ins[i] = vals[id] end
+    for i = 1, #rins do ins[i] = vals[rins[i]] end
     if name == "scf.yield" or name == "scf.condition" then return ins end
     local outs
     local s = SCF[name]
@@ -364,7 +373,8 @@ function Run:exec_block(W, blk, args, ctx)
         report.not_modelled(rec)
       end
     end
-    for i, id in ipairs(rec.outs) do vals[id] = outs[i] end
+    local routs = rec.outs
+    for i = 1, #routs do vals[routs[i]] = outs[i] end
   end
   return {}
 end

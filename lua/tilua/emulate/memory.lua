@@ -266,8 +266,8 @@ function Memory:shadow_read_granules(cta, a, vc, qs, loc)
   self.granules, self.shadow_calls = self.granules + #qs, self.shadow_calls + 1
   local base = SHARED_BASE >> 4
   local last_w, from, to = false, false, nil
-  for _, q in ipairs(qs) do
-    q = q + base
+  for i = 1, #qs do -- (a numeric loop: a step of ipairs is a call)
+    local q = qs[i] + base
     local w = sw[q]
     if w ~= last_w then
       last_w = w
@@ -298,7 +298,8 @@ function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride, reduce)
   local g
   if list then
     g = granule_of(self, cta, list[1], n)
-    for _, x in ipairs(list) do
+    for i = 1, #list do
+      local x = list[i]
       if x % g ~= 0 then g = granule_of(self, cta, x, n) end
     end
   else
