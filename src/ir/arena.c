@@ -233,8 +233,31 @@ void sb_putn(StrBuf *sb, const char *s, size_t n) {
   sb->data[sb->len] = 0;
 }
 
-void sb_putc(StrBuf *sb, char c) { sb_putn(sb, &c, 1); }
+void sb_putc(StrBuf *sb, char c) {
+  sb_reserve(sb, 1);
+  sb->data[sb->len++] = c;
+  sb->data[sb->len] = 0;
+}
 void sb_puts(StrBuf *sb, const char *s) { sb_putn(sb, s, strlen(s)); }
+
+void sb_put_u64(StrBuf *sb, unsigned long long v) {
+  char tmp[24];
+  size_t i = sizeof tmp;
+  do {
+    tmp[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  sb_putn(sb, tmp + i, sizeof tmp - i);
+}
+
+void sb_put_i64(StrBuf *sb, long long v) {
+  if (v < 0) {
+    sb_putc(sb, '-');
+    sb_put_u64(sb, 0ull - (unsigned long long)v); /* (LLONG_MIN too) */
+    return;
+  }
+  sb_put_u64(sb, (unsigned long long)v);
+}
 
 void sb_printf(StrBuf *sb, const char *fmt, ...) {
   va_list ap;

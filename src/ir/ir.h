@@ -749,6 +749,10 @@ void sb_free(StrBuf *sb);
 void sb_putc(StrBuf *sb, char c);
 void sb_puts(StrBuf *sb, const char *s);
 void sb_putn(StrBuf *sb, const char *s, size_t n);
+/* Decimal integers, as "%llu" / "%lld" print them (without vsnprintf: the PTX
+** emitter writes one or more a register name). */
+void sb_put_u64(StrBuf *sb, unsigned long long v);
+void sb_put_i64(StrBuf *sb, long long v);
 void sb_printf(StrBuf *sb, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

@@ -102,7 +102,8 @@ Regs *px_regs(Emit *e, IrValue *v) {
 }
 
 void px_put_reg(Emit *e, const Regs *r, uint32_t i) {
-  sb_printf(&e->body, "%s%u", rc_prefix[r->cls], r->base + i);
+  sb_puts(&e->body, rc_prefix[r->cls]);
+  sb_put_u64(&e->body, (uint32_t)(r->base + i));
 }
 
 void px_put_list(Emit *e, const Regs *r) {
@@ -135,9 +136,9 @@ void px_emitf(Emit *e, const char *fmt, ...) {
     case 'L': px_put_list(e, px_regs(e, va_arg(ap, IrValue *))); break;
     case 'R': px_put_reg(e, va_arg(ap, Regs *), 0); break;
     case 's': sb_puts(&e->body, va_arg(ap, const char *)); break;
-    case 'd': sb_printf(&e->body, "%d", va_arg(ap, int)); break;
-    case 'l': sb_printf(&e->body, "%lld", va_arg(ap, long long)); break;
-    case 'u': sb_printf(&e->body, "%u", va_arg(ap, unsigned)); break;
+    case 'd': sb_put_i64(&e->body, va_arg(ap, int)); break;
+    case 'l': sb_put_i64(&e->body, va_arg(ap, long long)); break;
+    case 'u': sb_put_u64(&e->body, va_arg(ap, unsigned)); break;
     case 'x': sb_printf(&e->body, "0x%x", va_arg(ap, unsigned)); break;
     case '%': sb_putc(&e->body, '%'); break;
     default: break;
@@ -155,7 +156,9 @@ static void put_label(Emit *e, char *buf, size_t n, uint32_t l) {
 
 /* mov of register i of one set into register j of another. */
 void px_mov_reg(Emit *e, const Regs *d, uint32_t i, const Regs *s, uint32_t j) {
-  sb_printf(&e->body, "\tmov.%s ", px_rc_mov[d->cls]);
+  sb_puts(&e->body, "\tmov.");
+  sb_puts(&e->body, px_rc_mov[d->cls]);
+  sb_putc(&e->body, ' ');
   px_put_reg(e, d, i);
   sb_puts(&e->body, ", ");
   px_put_reg(e, s, j);
