@@ -39,6 +39,17 @@ local Kernel = tl.Kernel
 local function kind(v) return is_value(v) and v:type():kind() end
 local check_ptr -- below, with the loads
 local function info(v) return v:type():info() end
+-- A type's element type, memoized by its userdata (one a type and context:
+-- l_ir.c's push_type): tl.extract asks it of its vector at every element.
+local elem_of = setmetatable({}, { __mode = "k" })
+local function elem_type(t)
+  local e = elem_of[t]
+  if e == nil then
+    e = t:info().elem or false
+    elem_of[t] = e
+  end
+  return e or nil
+end
 local function int(v, what)
   if is_value(v) then return v end
   if math.type(v) ~= "integer" then raise(("%s must be an integer or an IR value, got %s"):format(what, type(v))) end
@@ -197,7 +208,7 @@ end
 function tl.extract(v, idx)
   local f = kind_op("extract", v)
   if f then return f(v, idx) end
-  return tl.op1("tile.extract", { v }, info(v).elem, { index = idx })
+  return tl.op1("tile.extract", { v }, elem_type(v:type()), { index = idx })
 end
 -- tl.vector_of(elem_type, {values}) -> vector<#values x elem_type>
 function tl.vector_of(t, vals)

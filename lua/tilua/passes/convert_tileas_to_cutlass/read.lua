@@ -14,12 +14,11 @@ function R.fail(op, fmt, ...)
   error(setmetatable({ op = op, message = "convert-tileas-to-cutlass: " .. fmt:format(...) }, Failure), 0)
 end
 
--- The tile info of a value (its layout too), nil for another type.
+-- The tile info of a value (its layout too: t:info()'s, as t:layout() gives
+-- it), nil for another type.
 function R.tile_of(v)
-  local t = v:type()
-  local i = t:info()
+  local i = v:type():info()
   if i.kind ~= "tile" then return nil end
-  i.layout = t:layout()
   return i
 end
 
