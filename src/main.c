@@ -883,7 +883,7 @@ static int pmain(lua_State *L) {
 }
 
 int main(int argc, char **argv) {
-  lua_State *L = luaL_newstate();
+  lua_State *L = lb_newstate();
   if (L == NULL) {
     l_message("cannot create state: not enough memory");
     return EXIT_FAILURE;
@@ -894,7 +894,7 @@ int main(int argc, char **argv) {
   int status = lua_pcall(L, 1, 1, 0);
   int result = lua_toboolean(L, -1);
   report(L, status);
-  lua_close(L);
+  lb_close(L);
   if (stop_code >= 0) return stop_code;
   if (status != LUA_OK || !result) return EXIT_FAILURE;
   return ma.exit_code;

@@ -35,7 +35,7 @@ static int open_state(lua_State *L) {
 }
 
 void tl_lua_close(TlCtx *c) {
-  if (c->L) lua_close(c->L);
+  if (c->L) lb_close(c->L);
   c->L = NULL;
   c->lua_ctx = NULL;
 }
@@ -77,7 +77,7 @@ static int locate_handler(lua_State *L) {
 static int call_lua(TlCtx *c, const char *fn, lua_CFunction f, void *arg) {
   lua_State *L = c->L;
   if (!L) {
-    L = luaL_newstate();
+    L = lb_newstate();
     if (!L) {
       tl_error(c, fn, "not enough memory for a Lua state");
       return LUA_ERRMEM;

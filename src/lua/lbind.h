@@ -33,6 +33,11 @@ typedef struct LbObject {
   void *ptr;
 } LbObject;
 
+/* A Lua state as luaL_newstate makes one, with a pooled allocator for Lua's
+** small blocks (l_alloc.c); lb_close closes it and frees its pool. */
+lua_State *lb_newstate(void);
+void lb_close(lua_State *L);
+
 /* Contexts. */
 LbContext *lb_push_context(lua_State *L, IrContext *ctx, int owned);
 LbContext *lb_check_context(lua_State *L, int idx);
