@@ -42,6 +42,10 @@ typedef struct Pool {
   void *free[POOL_CLASSES + 1];
   char *bump, *end;
   Chunk *chunks;
+  struct {
+    const char *name; /* a class name (its pointer: the callers' literals) */
+    const void *mt;   /* its metatable in the registry (which holds it) */
+  } classes[16];      /* lb_testudata's, by the name's pointer */
 } Pool;
 
 static size_t class_of(size_t n) { return (n + POOL_GRAIN - 1) / POOL_GRAIN; }
@@ -147,6 +151,28 @@ static void warn_on(void *ud, const char *message, int tocont) {
   if (warn_control((lua_State *)ud, message, tocont)) return;
   lua_writestringerror("%s", "Lua warning: ");
   warn_cont(ud, message, tocont);
+}
+
+/* luaL_testudata for the states lb_newstate makes, without looking the
+** metatable up by name each time (the bindings test the class of every IR
+** object they are given: ~10^5 times a compile): the metatable of class
+** tname is remembered in the state's pool; other states look it up. */
+void *lb_testudata(lua_State *L, int idx, const char *tname) {
+  void *p = lua_touserdata(L, idx);
+  if (!p || !lua_getmetatable(L, idx)) return NULL;
+  const void *mt = lua_topointer(L, -1);
+  void *ud;
+  Pool *pool = lua_getallocf(L, &ud) == pool_alloc ? ud : NULL;
+  unsigned slot = (unsigned)(((uintptr_t)tname >> 3) % 16);
+  if (pool && pool->classes[slot].name == tname) {
+    lua_pop(L, 1);
+    return pool->classes[slot].mt == mt ? p : NULL;
+  }
+  luaL_getmetatable(L, tname);
+  const void *want = lua_topointer(L, -1); /* (NULL: no such class yet) */
+  lua_pop(L, 2);
+  if (pool && want) pool->classes[slot].name = tname, pool->classes[slot].mt = want;
+  return want && mt == want ? p : NULL;
 }
 
 lua_State *lb_newstate(void) {

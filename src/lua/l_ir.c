@@ -72,7 +72,8 @@ static void check_memory(lua_State *L) {
 
 LbContext *lb_check_context(lua_State *L, int idx) {
   check_memory(L);
-  LbContext *c = luaL_checkudata(L, idx, LB_CONTEXT);
+  LbContext *c = lb_testudata(L, idx, LB_CONTEXT);
+  if (!c) c = luaL_checkudata(L, idx, LB_CONTEXT); /* (raises) */
   if (!c->ctx) lb_error(L, "attempt to use a closed tilua context");
   return c;
 }
@@ -163,7 +164,7 @@ static void check_not_erased(lua_State *L, const char *mt, void *ptr) {
 
 void *lb_test_object(lua_State *L, int idx, const char *mt) {
   check_memory(L);
-  LbObject *o = luaL_testudata(L, idx, mt);
+  LbObject *o = lb_testudata(L, idx, mt);
   if (!o) return NULL;
   if (!o->owner->ctx) lb_error(L, "attempt to use an object of a closed tilua context");
   check_not_erased(L, mt, o->ptr);
@@ -172,7 +173,8 @@ void *lb_test_object(lua_State *L, int idx, const char *mt) {
 
 void *lb_check_object(lua_State *L, int idx, const char *mt) {
   check_memory(L);
-  LbObject *o = luaL_checkudata(L, idx, mt);
+  LbObject *o = lb_testudata(L, idx, mt);
+  if (!o) o = luaL_checkudata(L, idx, mt); /* (raises) */
   if (!o->owner->ctx) lb_error(L, "attempt to use an object of a closed tilua context");
   check_not_erased(L, mt, o->ptr);
   return o->ptr;

@@ -37,6 +37,8 @@ typedef struct LbObject {
 ** small blocks (l_alloc.c); lb_close closes it and frees its pool. */
 lua_State *lb_newstate(void);
 void lb_close(lua_State *L);
+/* luaL_testudata, with the class's metatable remembered in such a state. */
+void *lb_testudata(lua_State *L, int idx, const char *tname);
 
 /* Contexts. */
 LbContext *lb_push_context(lua_State *L, IrContext *ctx, int owned);
