@@ -176,8 +176,9 @@ end
 
 -- The innermost insertion point of the running coroutine (or of one that
 -- resumed it); those of coroutines that died in a define are dropped.
+local running = coroutine.running
 local function current_ip()
-  local co = coroutine.running()
+  local co = running()
   for i = #ip_stack, 1, -1 do
     local e = ip_stack[i]
     if e.co == co then return e end
@@ -204,11 +205,11 @@ function tl.insertion_point() return current_ip() end
 -- Create an op at the current insertion point; its structure is checked at once.
 -- tl.op(name, operands, result_types, attrs, nregions) -> op
 -- (first: return the op's first result instead, as tl.op1)
+local op_create = core.op_create -- (its ctx nil: the default context)
 local function create(name, operands, results, attrs, nregions, first)
   local ip = current_ip()
   if not ip then raise(("'%s' built outside of a kernel or region"):format(name)) end
-  return core.op_create(core.default_context(), name, operands, results, attrs, nregions,
-                        ip.block, ip.before, nil, true, first)
+  return op_create(nil, name, operands, results, attrs, nregions, ip.block, ip.before, nil, true, first)
 end
 function tl.op(name, operands, results, attrs, nregions) return create(name, operands, results, attrs, nregions) end
 

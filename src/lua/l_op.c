@@ -46,11 +46,15 @@ static int op_kind_of(const char *name, size_t len) {
 }
 
 /* core.op_create(ctx, name, operands, result_types, attrs, nregions, block, before, loc,
-** check, first): creates an op; inserts it at the end of `block` or before `before` when
-** given. check = true runs the signature check at once and raises on failure. Returns the
-** op, or with first = true its first result (tl.op1: one userdata instead of the op's and
-** then the result's). */
+** check, first): creates an op (in ctx; nil: the default context, as tl.op builds);
+** inserts it at the end of `block` or before `before` when given. check = true runs the
+** signature check at once and raises on failure. Returns the op, or with first = true its
+** first result (tl.op1: one userdata instead of the op's and then the result's). */
 static int core_op_create(lua_State *L) {
+  if (lua_isnil(L, 1)) { /* (one binding call an op instead of two) */
+    lb_default_context(L);
+    lua_replace(L, 1);
+  }
   LbContext *c = lb_check_context(L, 1);
   size_t nlen;
   const char *name = luaL_checklstring(L, 2, &nlen);
