@@ -9,7 +9,8 @@
 ** lists by size class (16 bytes apart, no header), carved from chunks the
 ** pool frees when the state closes; larger ones from malloc. Memory a state
 ** freed stays in its pool for its next small blocks (lb_close returns it).
-** Under AddressSanitizer the state uses malloc for everything, as lauxlib's.
+** Under AddressSanitizer, and with TILUA_LUA_POOL=0 (to compare the two),
+** the state uses malloc for everything, as lauxlib's.
 */
 #include <stdint.h>
 #include <stdlib.h>
@@ -177,7 +178,8 @@ void *lb_testudata(lua_State *L, int idx, const char *tname) {
 
 lua_State *lb_newstate(void) {
   lua_State *L;
-  if (LB_POOL) {
+  const char *env = getenv("TILUA_LUA_POOL");
+  if (LB_POOL && !(env && strcmp(env, "0") == 0)) {
     Pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     L = lua_newstate(pool_alloc, p);
