@@ -261,26 +261,31 @@ function tl.const(v, t)
   raise(("no constants of type %s"):format(tostring(t)))
 end
 
--- Bring two operands to one type: Lua numbers become constants of the value's type.
+-- Bring two operands to one type: Lua numbers become constants of the value's
+-- type. -> a, b, their type (each value's type asked once: a binding call).
 local function coerce(a, b, what)
   local va, vb = is_value(a), is_value(b)
   if va and vb then
-    if a:type() ~= b:type() then
-      local hint = (a:type() == tl.index or b:type() == tl.index)
+    local ta, tb = a:type(), b:type()
+    if ta ~= tb then
+      local hint = (ta == tl.index or tb == tl.index)
         and "; a tl.for_range whose bounds are all Lua numbers counts in index: give it an i32 bound (tl.const(0)) to count in i32"
         or ""
-      raise(("%s: operand types differ: %s and %s (convert one with :cast)%s"):format(what, tostring(a:type()), tostring(b:type()), hint))
+      raise(("%s: operand types differ: %s and %s (convert one with :cast)%s"):format(what, tostring(ta), tostring(tb), hint))
     end
+    return a, b, ta
   elseif va then
-    if type(b) ~= "number" then raise(("%s: cannot combine %s with a %s"):format(what, tostring(a:type()), typename(b))) end
-    b = is_pair(a:type()) and tl.splat(tl.const(b, a:type():info().elem), 2) or tl.const(b, a:type())
+    local ta = a:type()
+    if type(b) ~= "number" then raise(("%s: cannot combine %s with a %s"):format(what, tostring(ta), typename(b))) end
+    b = is_pair(ta) and tl.splat(tl.const(b, ta:info().elem), 2) or tl.const(b, ta)
+    return a, b, ta
   elseif vb then
-    if type(a) ~= "number" then raise(("%s: cannot combine a %s with %s"):format(what, typename(a), tostring(b:type()))) end
-    a = is_pair(b:type()) and tl.splat(tl.const(a, b:type():info().elem), 2) or tl.const(a, b:type())
-  else
-    raise(what .. ": no IR value among the operands")
+    local tb = b:type()
+    if type(a) ~= "number" then raise(("%s: cannot combine a %s with %s"):format(what, typename(a), tostring(tb))) end
+    a = is_pair(tb) and tl.splat(tl.const(a, tb:info().elem), 2) or tl.const(a, tb)
+    return a, b, tb
   end
-  return a, b
+  raise(what .. ": no IR value among the operands")
 end
 
 -- binary(int_op, float_op, symbol): a metamethod building the op for the operands' type.

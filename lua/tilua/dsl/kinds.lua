@@ -60,14 +60,17 @@ end
 
 -- K.binary(operands, pick) -> builder(iop, fop, symbol) -> fn(a, b): the
 -- arithmetic operators of a kind of value. operands(a, b, what) brings the two
--- to one type t (or raises, naming the operator by `what`); pick(t, iop, fop)
--- names the op for t (nil: the operator is not defined on t); the op yields a t.
+-- to one type t (or raises, naming the operator by `what`) and may return t
+-- too; pick(t, iop, fop) names the op for t (nil: the operator is not defined
+-- on t); the op yields a t.
 function K.binary(operands, pick)
   return function(iop, fop, sym)
+    local what = "'" .. sym .. "'"
     return function(a, b)
       local tl = require "tilua"
-      a, b = operands(a, b, "'" .. sym .. "'")
-      local t = a:type()
+      local t
+      a, b, t = operands(a, b, what)
+      t = t or a:type()
       local name = pick(t, iop, fop)
       if not name then tl.raise(("'%s' is not defined on %s"):format(sym, tostring(t))) end
       return tl.op1(name, { a, b }, t)
