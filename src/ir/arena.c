@@ -83,16 +83,32 @@ char *arena_strndup(Arena *a, const char *s, size_t n) {
 /* }====================================================================== */
 
 /* {======================================================================
-** Hash tables keyed by byte strings (FNV-1a), linear probing.
+** Hash tables keyed by byte strings, linear probing.
 ** ======================================================================= */
 
+/* Eight bytes a step (a key is tens of bytes: an op's for cse, a type's, an
+** attribute's), each step a multiply and a shift, then murmur3's finalizer so
+** that the low bits the tables index by depend on every byte. (Nothing reads
+** a table in slot order: the hash decides where keys sit, never an order.) */
 uint64_t hash_bytes(const void *p, size_t n) {
   const unsigned char *s = p;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) {
-    h ^= s[i];
-    h *= 1099511628211ull;
+  uint64_t h = 1469598103934665603ull ^ (n * 0x9e3779b97f4a7c15ull), w;
+  for (; n >= 8; s += 8, n -= 8) {
+    memcpy(&w, s, 8);
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 32;
   }
+  if (n) {
+    w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 32;
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
   return h ? h : 1;
 }
 

@@ -60,7 +60,11 @@ static void cse_region(Cse *c, IrRegion *r, Key *k);
 
 static void cse_block(Cse *c, IrBlock *blk, Key *k) {
   /* Ops added in this block are hidden again when we leave it. */
-  IrOp **added = NULL;
+  struct Added {
+    const unsigned char *key; /* its arena copy */
+    size_t n;
+    uint64_t h;
+  } *added = NULL;
   size_t nadded = 0, cap = 0;
   IR_FOR_EACH_OP(op, blk) {
     for (uint32_t r = 0; r < op->nregions; r++) {
@@ -89,15 +93,14 @@ static void cse_block(Cse *c, IrBlock *blk, Key *k) {
     hash_insert(&c->table, kc, k->n, h, op);
     if (nadded == cap) {
       cap = cap ? cap * 2 : 16;
-      IrOp **na = ir_realloc(added, cap * sizeof *na);
+      struct Added *na = ir_realloc(added, cap * sizeof *na);
       added = na;
     }
-    added[nadded++] = op;
+    added[nadded++] = (struct Added){kc, k->n, h};
   }
-  for (size_t i = 0; i < nadded; i++) {
-    op_key(k, added[i]);
-    hash_insert(&c->table, k->buf, k->n, hash_bytes(k->buf, k->n), NULL);
-  }
+  /* (an added op's key is as it was: the ops erased after it cannot be its operands) */
+  for (size_t i = 0; i < nadded; i++)
+    hash_insert(&c->table, added[i].key, added[i].n, added[i].h, NULL);
   ir_free(added);
 }
 
