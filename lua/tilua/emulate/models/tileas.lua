@@ -629,10 +629,15 @@ do
     return new_tile(tt.shape, tt.elem, v)
   end
   local function round_of(rec) return (codec(rec.tt.elem) or { round = function(x) return x end }).round end
+  -- result's first case, for a handler to take before it makes result's closure:
+  -- a protocol-only run computes no elements of an op outside the slice
+  local function no_values(R, rec) return not (R.values or rec.exact) end
+  local function empty(rec) return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
 
   handlers["tileas.splat"] = function(R, _, rec, ins)
     local x = uniform(rec, ins[1], "value")
     local r = round_of(rec)(x)
+    if no_values(R, rec) then return empty(rec) end
     return { result(R, rec, function() return r end) }
   end
 
@@ -649,6 +654,7 @@ do
   handlers["tileas.iota"] = function(R, _, rec)
     local shape = rec.tt.shape
     local st, dim = strides_of(shape), rec.op:attr "dim" + 1
+    if no_values(R, rec) then return empty(rec) end
     return { result(R, rec, function(i) return (i - 1) // st[dim] % shape[dim] end) }
   end
 
@@ -706,6 +712,7 @@ do
   handlers["tileas.math"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local f, round = MATH[rec.op:attr "fn"], round_of(rec)
+    if no_values(R, rec) then return empty(rec) end
     return { result(R, rec, function(i) return round(f(x.v[i])) end, x) }
   end
 
@@ -777,17 +784,21 @@ do
   end
   handlers["tileas.broadcast"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
+    if no_values(R, rec) then return empty(rec) end
     local map = index_map(rec.tt.shape, x.shape)
     return { result(R, rec, function(i) return x.v[map(i)] end, x) }
   end
   handlers["tileas.expand_dim"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
-    local map = index_map(rec.tt.shape, x.shape, nil, rec.op:attr "dim" + 1)
+    local dim = rec.op:attr "dim" + 1
+    if no_values(R, rec) then return empty(rec) end
+    local map = index_map(rec.tt.shape, x.shape, nil, dim)
     return { result(R, rec, function(i) return x.v[map(i)] end, x) }
   end
   handlers["tileas.transpose"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
     local rows, cols = rec.tt.shape[1], rec.tt.shape[2] -- the result's: x is cols x rows
+    if no_values(R, rec) then return empty(rec) end
     return { result(R, rec, function(i)
       local r, c = (i - 1) // cols, (i - 1) % cols
       return x.v[c * rows + r + 1]
@@ -795,7 +806,9 @@ do
   end
   handlers["tileas.extract_slice"] = function(R, W, rec, ins)
     local x = read_tile(R, W, rec, ins[1])
-    local map = index_map(rec.tt.shape, x.shape, rec.op:attr "offsets")
+    local offsets = rec.op:attr "offsets"
+    if no_values(R, rec) then return empty(rec) end
+    local map = index_map(rec.tt.shape, x.shape, offsets)
     return { result(R, rec, function(i) return x.v[map(i)] end, x) }
   end
   handlers["tileas.extract"] = function(R, W, rec, ins)
@@ -854,6 +867,7 @@ do
       f = elementwise_fn(rec)
       rec.efn = f
     end
+    if no_values(R, rec) then return empty(rec) end
     local xs = {}
     for i = 1, #ins do xs[i] = is_tile(ins[i]) and ins[i].v or false end
     local a, b, c = ins[1], ins[2], ins[3]
