@@ -142,6 +142,12 @@ target_link_libraries(test_alloc_fail PRIVATE tilua_core ${LUA_LIBRARY})
 add_test(NAME c.alloc_fail COMMAND test_alloc_fail ${CMAKE_SOURCE_DIR}/spec/fixtures/alloc/gemm_bf16.tir 53)
 set_tests_properties(c.alloc_fail PROPERTIES ENVIRONMENT "${TILUA_TEST_ENV}")
 
+# The Lua states tilua makes (src/lua/l_alloc.c): their allocator, a workload,
+# lb_testudata's remembered classes, the close freeing everything.
+add_executable(test_lua_state spec/c/test_lua_state.c)
+target_link_libraries(test_lua_state PRIVATE tilua_core ${LUA_LIBRARY})
+add_test(NAME c.lua_state COMMAND test_lua_state)
+
 add_executable(embed_example examples/embed/embed.c)
 target_link_libraries(embed_example PRIVATE tilua)
 target_include_directories(embed_example PRIVATE ${CMAKE_SOURCE_DIR}/src)

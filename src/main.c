@@ -88,7 +88,6 @@ static const char usage_text[] =
     "  TILUA_LAUNCH_TIMEOUT=S  seconds before a launch is reported hung (default 10)\n"
     "  TILUA_LAUNCH_CHECK=each check every launch for failure (default: every 32)\n"
     "  TILUA_LUA_PEEK=0        launches read Lua values through its API only (slower)\n"
-    "  TILUA_LUA_POOL=0        Lua's small blocks from malloc, not the state's pool (slower)\n"
     "  TILUA_CUBLASLT=PATH     the cuBLASLt library tl.gemm's check compares with\n"
     "  TILUA_NCCL=PATH         the NCCL library of tl.nccl (default libnccl.so.2);\n"
     "                          TILUA_NCCL_ID, TILUA_NCCL_RANK, TILUA_NCCL_NRANKS are set\n"

@@ -33,8 +33,8 @@ typedef struct LbObject {
   void *ptr;
 } LbObject;
 
-/* A Lua state as luaL_newstate makes one, with a pooled allocator for Lua's
-** small blocks (l_alloc.c); lb_close closes it and frees its pool. */
+/* A Lua state as luaL_newstate makes one, with a struct of its own for
+** lb_testudata (l_alloc.c); lb_close closes it and frees the struct. */
 lua_State *lb_newstate(void);
 void lb_close(lua_State *L);
 /* luaL_testudata, with the class's metatable remembered in such a state. */
