@@ -95,13 +95,24 @@ describe("tl.attention", function()
     { b = 2, h = 1, sq = 100, skv = 200, d = 64, bn = 128, consumers = 3, causal = true, sms = 1 },
     { b = 1, h = 1, sq = 130, skv = 200, d = 128, sms = 1 }, -- head dim 128's own tiles: 128 x 128, 2 consumers
     { b = 1, h = 1, sq = 150, skv = 150, d = 64, bn = 64, consumers = 2, causal = true, sms = 1, exp2_poly = 8 }, -- (every exp2 emulated)
+    -- the softmax's forms: the lazy rescale (peaked rows: scale 1, the max grows past the threshold and not),
+    -- a max by pairs, fresh S registers, P carried as f32
+    { b = 1, h = 2, sq = 100, skv = 300, d = 64, bn = 64, consumers = 2, sms = 2, scale = 1.0, rescale = 8, max_tree = true,
+      fresh_s = true, pack_late = true },
+    { b = 1, h = 1, sq = 130, skv = 200, d = 128, bn = 64, consumers = 2, causal = true, sms = 1, rescale = 0 },
+    -- the rows' sums by the PV GEMM (V with a box of ones), O rescaled before the PV issue
+    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, bn = 64, consumers = 3, sms = 2, sum_mma = true, early_rescale = true },
+    { b = 1, h = 1, sq = 130, skv = 200, d = 128, bn = 64, consumers = 2, causal = true, sms = 1, sum_mma = true, rescale = 8,
+      scale = 1.0 },
   }
   for _, o in ipairs(CASES) do
     local a = tl.attention.build(o)
     local c = a.cfg
     it(("on the CPU emulator equals a CPU reference: %d x %d heads (%d), %d x %d, d %d, bn %d, %d consumers%s%s%s%s"):format(
          c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.bn, c.consumers, c.causal and ", causal" or "", c.dtype == "f16" and ", f16" or "",
-         c.o_in_q and ", O in Q" or "", c.exp2_poly > 0 and (", %d of 8 exp2 on the FMA pipe"):format(c.exp2_poly) or ""), function()
+         c.o_in_q and ", O in Q" or "", c.exp2_poly > 0 and (", %d of 8 exp2 on the FMA pipe"):format(c.exp2_poly) or "") .. (c.rescale and (", rescale > %g"):format(c.rescale) or "")
+         .. (c.max_tree and ", max by pairs" or "") .. (c.fresh_s and ", fresh S" or "") .. (c.pack_late and ", P packed late" or "")
+         .. (c.sum_mma and ", sums by the PV GEMM" or "") .. (c.early_rescale and ", O rescaled before the PV issue" or ""), function()
       local x, args = inputs(c, 7 + c.d + c.sq)
       local r = tl.emulate(PH.lowered_gemm(a), { grid = a.grid, args = args, max_steps = 1e9 })
       assert(r.ok, r.report)

@@ -10,7 +10,14 @@
 --                                 schedule = "persistent" (causal: "data_parallel"), o_in_q = auto,
 --                                 regs = { producer, consumer } (setmaxnreg; by consumers),
 --                                 kv_order = "skewed" (K_{j+1} loaded before V_j; "paired": K_j, V_j),
---                                 exp2_poly = 0 (of every 8 exp2 of a row, how many on the FMA pipe) }
+--                                 exp2_poly = 0 (of every 8 exp2 of a row, how many on the FMA pipe),
+--                                 fresh_s = false (each block's S in registers of its own, not the last S's),
+--                                 pack_late = false (P carried as f32, packed before the next block's issue),
+--                                 sum_mma = false (the rows' sums by the PV GEMM: V with 8 columns of ones, d <= 128),
+--                                 early_rescale = false (O rescaled between the issues of S_j and of P_{j-1} V_{j-1}),
+--                                 max_tree = false (a row's max as pairs of pairs, not a chain),
+--                                 rescale = nil (a threshold t, log2 domain: the running max raised, and O
+--                                   rescaled, only where a row of the warp grew by more than t) }
 --   a.kernel                    the tilua kernel
 --   a:run{ q = bufQ, k = bufK, v = bufV, o = bufO, lse = bufLSE }   (B, H, S, D row-major)
 --   a:check{ q, k, v, o, lse } -> ok, report   (a plain reference kernel, every element)
@@ -71,6 +78,7 @@ do -- tl.attention: the generator and the check
   function M.smem_bytes(c)
     local q = c.bm * c.d * 2
     local kv = 2 * c.stages * c.bn * c.d * 2
+    if c.sum_mma then kv = kv + c.stages * c.bn * 64 * 2 end -- (a box of ones after each stage of V)
     return q + kv + (c.o_in_q and 0 or q) + 1024 + 256
   end
 
@@ -128,6 +136,15 @@ do -- tl.attention: the generator and the check
     if math.type(c.exp2_poly) ~= "integer" or c.exp2_poly < 0 or c.exp2_poly > 8 then
       raise("attention.build: exp2_poly must be an integer in [0, 8] (of every 8 exp2, how many emulated)")
     end
+    c.fresh_s = c.fresh_s and true or false
+    c.max_tree = c.max_tree and true or false
+    c.pack_late = c.pack_late and true or false
+    c.sum_mma = c.sum_mma and true or false
+    c.early_rescale = c.early_rescale and true or false
+    if c.sum_mma and c.d > 128 then raise("attention.build: sum_mma needs d <= 128 (the PV GEMM's N is d + 8 <= 256)") end
+    if c.rescale ~= nil and (type(c.rescale) ~= "number" or c.rescale < 0 or c.rescale > 16) then
+      raise("attention.build: rescale must be a number in [0, 16] (the log2 of the largest factor a probability may carry) or nil")
+    end
     c.bm = 64 * c.consumers
     c.tm = (c.sq + c.bm - 1) // c.bm
     c.nkv = (c.skv + c.bn - 1) // c.bn
@@ -161,7 +178,9 @@ do -- tl.attention: the generator and the check
     k:define(function(k, p)
       local sQ = k:shared(ein, { NC, D // 64, 64, 64 }, { align = 1024, swizzle = 128 })
       local sK = k:shared(ein, { S, D // 64, BN, 64 }, { align = 1024, swizzle = 128 })
-      local sV = k:shared(ein, { S, D // 64, BN, 64 }, { align = 1024, swizzle = 128 })
+      -- (c.sum_mma: each stage of V a box more, of ones, which the PV GEMM
+      -- reads as 8 columns more: O's columns d .. d + 7 are the rows' sums)
+      local sV = k:shared(ein, { S, D // 64 + (c.sum_mma and 1 or 0), BN, 64 }, { align = 1024, swizzle = 128 })
       local sO = c.o_in_q and sQ or k:shared(ein, { NC, D // 64, 64, 64 }, { align = 1024, swizzle = 128 })
       local consumers = { { 4, 4 * NC } }
       local pq = k:pipeline { stages = 1, producers = { { 0, 1 } }, consumers = consumers, transaction_bytes = BM * D * 2, mode = "cooperative" }
@@ -223,6 +242,7 @@ do -- tl.attention: the generator and the check
           local cur = { stq, stk, stv }
           if turn then cur[4] = turn end
           local ctx = { wg = wg, t = t, f = tl.wgmma_fragment(t), stq = stq, stk = stk, stv = stv, turn = turn }
+          if c.sum_mma then M.fill_ones(tl, c, sm, a:thread_id()) end
           tiles(cur, function(work)
             local tile = M.tile_of(tl, c, sm, work)
             local res = M.consumer_tile(tl, c, sm, ctx, tile)
