@@ -25,6 +25,14 @@ local CASES = {
   { b = 1, h = 4, sq = 700, skv = 700, d = 128, causal = true, schedule = "persistent" },      -- (causal's default: data-parallel)
   { b = 1, h = 2, sq = 400, skv = 1100, d = 128, bn = 176 },
   { b = 2, h = 16, hkv = 2, sq = 4096, skv = 4096, d = 128, every = true },            -- more tiles than SMs
+  -- the softmax's forms (docs/PERF.md): the rows' sums by the PV GEMM, the lazy rescale, a max by pairs,
+  -- O rescaled before the PV issue; peaked rows (scale 1) make the lazy rescale take both ways
+  { b = 1, h = 4, hkv = 1, sq = 1000, skv = 777, d = 128, sum_mma = true, rescale = 8, small = true },
+  { b = 2, h = 3, sq = 300, skv = 500, d = 64, scale = 1.0, sum_mma = true, rescale = 8, small = true },
+  { b = 1, h = 2, sq = 513, skv = 513, d = 64, causal = true, sum_mma = true, rescale = 8, max_tree = true, small = true },
+  { b = 2, h = 2, sq = 1000, skv = 1000, d = 128, causal = true, sum_mma = true, early_rescale = true, small = true },
+  { b = 1, h = 2, sq = 257, skv = 257, d = 128, dtype = "f16", scale = 0.5, sum_mma = true, rescale = 0, small = true },
+  { b = 1, h = 2, sq = 400, skv = 1100, d = 64, consumers = 2, bn = 192, regs = { 24, 240 }, sum_mma = true, small = true },
 }
 if os.getenv "TILUA_SMALL" then
   local small = {}
@@ -36,6 +44,9 @@ local function describe_case(c)
   return ("%d x %d heads%s, %d x %d, d %d%s%s%s%s"):format(c.b, c.h, c.hkv and (" (" .. c.hkv .. " key heads)") or "", c.sq, c.skv,
     c.d, c.causal and ", causal" or "", c.dtype and (", " .. c.dtype) or "", c.bn and (", bn " .. c.bn) or "",
     c.schedule and (", " .. c.schedule) or "")
+    .. (c.consumers and (", %d consumers"):format(c.consumers) or "") .. (c.sum_mma and ", sums by the PV GEMM" or "")
+    .. (c.rescale and (", rescale > %g"):format(c.rescale) or "") .. (c.max_tree and ", max by pairs" or "")
+    .. (c.early_rescale and ", O rescaled before the PV issue" or "")
 end
 
 describe("the attention forward on the GPU", function()
