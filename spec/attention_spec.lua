@@ -104,6 +104,10 @@ describe("tl.attention", function()
     { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, bn = 64, consumers = 3, sms = 2, sum_mma = true, early_rescale = true },
     { b = 1, h = 1, sq = 130, skv = 200, d = 128, bn = 64, consumers = 2, causal = true, sms = 1, sum_mma = true, rescale = 8,
       scale = 1.0 },
+    -- the tail split into tiles of one warpgroup's rows: 33 units of 64 rows on 4 CTAs, 8 whole tiles (heads 0 and 1
+    -- three, head 2 two), 9 unit tiles; grouped-query heads over two batches, 4 unit tiles
+    { b = 1, h = 3, sq = 700, skv = 300, d = 64, bn = 64, consumers = 3, sms = 4, split_tail = true },
+    { b = 2, h = 2, hkv = 1, sq = 300, skv = 200, d = 128, bn = 64, consumers = 2, sms = 3, split_tail = true, sum_mma = true },
   }
   for _, o in ipairs(CASES) do
     local a = tl.attention.build(o)
@@ -112,7 +116,8 @@ describe("tl.attention", function()
          c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.bn, c.consumers, c.causal and ", causal" or "", c.dtype == "f16" and ", f16" or "",
          c.o_in_q and ", O in Q" or "", c.exp2_poly > 0 and (", %d of 8 exp2 on the FMA pipe"):format(c.exp2_poly) or "") .. (c.rescale and (", rescale > %g"):format(c.rescale) or "")
          .. (c.max_tree and ", max by pairs" or "") .. (c.fresh_s and ", fresh S" or "") .. (c.pack_late and ", P packed late" or "")
-         .. (c.sum_mma and ", sums by the PV GEMM" or "") .. (c.early_rescale and ", O rescaled before the PV issue" or ""), function()
+         .. (c.sum_mma and ", sums by the PV GEMM" or "") .. (c.early_rescale and ", O rescaled before the PV issue" or "")
+         .. (c.split_tail and ", the tail in unit tiles" or ""), function()
       local x, args = inputs(c, 7 + c.d + c.sq)
       local r = tl.emulate(PH.lowered_gemm(a), { grid = a.grid, args = args, max_steps = 1e9 })
       assert(r.ok, r.report)

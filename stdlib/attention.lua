@@ -15,6 +15,8 @@
 --                                 pack_late = false (P carried as f32, packed before the next block's issue),
 --                                 sum_mma = false (the rows' sums by the PV GEMM: V with 8 columns of ones, d <= 128),
 --                                 early_rescale = false (O rescaled between the issues of S_j and of P_{j-1} V_{j-1}),
+--                                 split_tail = false (persistent, non-causal: whole rounds of whole tiles,
+--                                   the rest as tiles of one warpgroup's 64 rows: kernels/attention.lua),
 --                                 max_tree = false (a row's max as pairs of pairs, not a chain),
 --                                 rescale = nil (a threshold t, log2 domain: the running max raised, and O
 --                                   rescaled, only where a row of the warp grew by more than t) }
@@ -141,9 +143,13 @@ do -- tl.attention: the generator and the check
     c.pack_late = c.pack_late and true or false
     c.sum_mma = c.sum_mma and true or false
     c.early_rescale = c.early_rescale and true or false
+    c.split_tail = c.split_tail and true or false
     if c.sum_mma and c.d > 128 then raise("attention.build: sum_mma needs d <= 128 (the PV GEMM's N is d + 8 <= 256)") end
     if c.rescale ~= nil and (type(c.rescale) ~= "number" or c.rescale < 0 or c.rescale > 16) then
       raise("attention.build: rescale must be a number in [0, 16] (the log2 of the largest factor a probability may carry) or nil")
+    end
+    if c.split_tail and (c.causal or c.schedule ~= "persistent") then
+      raise("attention.build: split_tail needs the persistent schedule, non-causal")
     end
     c.bm = 64 * c.consumers
     c.tm = (c.sq + c.bm - 1) // c.bm
@@ -189,6 +195,7 @@ do -- tl.attention: the generator and the check
       local go = {}
       for w = 1, (NC > 1 and c.pingpong) and NC or 0 do go[w] = k:seq_bar { depth = 1, arrive_count = 128 } end
       local sm = M.problem(tl, c, { b = p.B, h = p.H, hkv = p.HKV, sq = p.SQ, skv = p.SKV, scale = p.scale })
+      if c.split_tail then M.split_tail(tl, c, sm, tl.grid_dim("x")) end
       sm.q, sm.k, sm.v, sm.o, sm.pq, sm.pk, sm.pv, sm.go = sQ, sK, sV, sO, pq, pk, pv, go
 
       -- the work tiles (m block, head, batch), m fastest: the CTAs at work at
@@ -200,6 +207,7 @@ do -- tl.attention: the generator and the check
       -- walks them; data-parallel: a CTA a tile (the hardware hands out the CTAs)
       local function scheduler()
         local o = { tiles = c.causal and { sm.h, sm.tm, sm.b, 1 } or { sm.tm, sm.h, sm.b, 1 }, swizzle = 1 }
+        if c.split_tail then o.tiles = { sm.tiles, 1, 1, 1 } end
         if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
         o.workers = tl.grid_dim("x")
         return tl.sched.static_persistent(o)
@@ -243,10 +251,18 @@ do -- tl.attention: the generator and the check
           if turn then cur[4] = turn end
           local ctx = { wg = wg, t = t, f = tl.wgmma_fragment(t), stq = stq, stk = stk, stv = stv, turn = turn }
           if c.sum_mma then M.fill_ones(tl, c, sm, a:thread_id()) end
+          local function whole(cx, tile)
+            local res = M.consumer_tile(tl, c, sm, cx, tile)
+            M.epilogue(tl, c, sm, cx, tile, res, p.O, p.LSE)
+          end
           tiles(cur, function(work)
             local tile = M.tile_of(tl, c, sm, work)
-            local res = M.consumer_tile(tl, c, sm, ctx, tile)
-            M.epilogue(tl, c, sm, ctx, tile, res, p.O, p.LSE)
+            if not c.split_tail then return whole(ctx, tile) end
+            -- a unit tile: warpgroup 0's rows, no turns (the others walk the stages)
+            local solo = setmetatable({ turn = false }, { __index = ctx })
+            M.branch(tl, tile.single, cur, function()
+              M.branch(tl, wg:eq(0), cur, function() whole(solo, tile) end, function() M.idle_tile(tl, c, sm, ctx) end)
+            end, function() whole(ctx, tile) end)
           end)
           -- the last stores must have read the staging buffer before the CTA leaves
           tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end)

@@ -13,13 +13,15 @@
 --
 -- --variants adds stdlib/attention.lua configurations to each problem, named
 -- by tokens joined with "+": sum (sum_mma), lazy (rescale = 8), lazyN
--- (rescale = N), tree (max_tree), early (early_rescale), fresh (fresh_s),
+-- (rescale = N), tree (max_tree), early (early_rescale), fresh (fresh_s), split (split_tail),
 -- late (pack_late), paired (kv_order), cN (consumers), bnN, sN (stages),
 -- r24 (registers 24/240), dp (data-parallel); KIND std:VARIANT for --launch.
 -- --check checks every stdlib kernel first (O and the log-sum-exp against
 -- the reference kernel on every element, one CPU row); --torch times torch's
 -- cuDNN SDPA on the same problems in a child process first (tools/bench/peers.lua)
 -- and adds each kernel's ratio to it.
+--   tilua tools/bench/attention_ab.lua --small=VARIANT [--d=64] [--causal] [--sms=N]   (for compute-sanitizer: one
+--   launch of the variant at 2 x 2 heads (1 key head), 333 x 300, checked on every element)
 --
 -- --schedules adds the other schedules of both: the tile program data-parallel
 -- (a CTA a program) and, causal, static persistent (its default there: dynamic
@@ -38,6 +40,7 @@ for _, a in ipairs(arg) do
   if a == "--no-tile" then o.no_tile = true end
   if a == "--check" then o.check = true end
   if a == "--torch" then o.torch = true end
+  if a == "--causal" then o.causal = true end
 end
 
 -- a variant's name -> stdlib/attention.lua's options
@@ -51,6 +54,7 @@ local function variant(name)
     elseif t == "early" then x.early_rescale = true
     elseif t == "fresh" then x.fresh_s = true
     elseif t == "late" then x.pack_late = true
+    elseif t == "split" then x.split_tail = true
     elseif t == "paired" then x.kv_order = "paired"
     elseif t == "r24" then x.regs = { 24, 240 }
     elseif t == "dp" then x.schedule = "data_parallel"
@@ -97,6 +101,22 @@ local function kernels(p, kinds)
     end
   end
   return list
+end
+
+if o.small then -- one small launch of a variant, checked (compute-sanitizer)
+  local cfg = { b = 2, h = 2, hkv = 1, sq = 333, skv = 300, d = o.d or 64, causal = o.causal, sms = o.sms }
+  if o.small ~= "std" then for key, v in pairs(variant(o.small)) do cfg[key] = v end end
+  local a = tl.attention.build(cfg)
+  local n, nkv = 2 * 2 * 333 * cfg.d, 2 * 300 * cfg.d
+  local x = { q = D.random(tl.bf16, n, 1), k = D.random(tl.bf16, nkv, 2), v = D.random(tl.bf16, nkv, 3),
+              o = D.alloc(tl.bf16, n), lse = D.alloc(tl.f32, 2 * 2 * 333) }
+  a:run(x)
+  D.synchronize()
+  local ok, report = a:check { q = x.q, k = x.k, v = x.v, o = x.o, lse = x.lse, samples = 1, vmax = 1.0 }
+  print(("attention_ab --small=%s d %d%s, grid %d: %s %s"):format(o.small, cfg.d, cfg.causal and " causal" or "", a.grid,
+    ok and "OK" or "WRONG", report))
+  for _, b in pairs(x) do b:free() end
+  os.exit(ok and 0 or 1)
 end
 
 local function inputs(p)

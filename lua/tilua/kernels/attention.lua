@@ -43,10 +43,62 @@ end
 -- blocks, b}): its m block, head, batch and key head (grouped-query: h / (h /
 -- hkv)); causal tiles are walked from the last m block (the longest first).
 function M.tile_of(tl, c, A, work)
+  if c.split_tail then return M.split_tile(tl, c, A, work:m()) end
   local m, h = work:m(), work:n()
   if c.causal then m, h = A.tm - 1 - h, m end
   return { m = m, h = h, b = work:l(), hk = h // A.group }
 end
+
+-- The first row of a tile (its m block's, or tile.row0: c.split_tail's tiles).
+function M.row0(c, tile) return tile.row0 or tile.m * c.bm end
+
+-- {=== c.split_tail: the rounds of whole tiles, then the rest as tiles of one warpgroup's rows
+--
+-- A head's rows are U = ceil(sq / 64) units of a warpgroup's 64. A persistent
+-- grid of G CTAs takes whole tiles (c.consumers units, one m block) in F =
+-- G x floor(all units / (consumers x G)) (at most each head's whole m blocks):
+-- whole rounds, every CTA the same count; the other units (fewer than
+-- consumers x G) are tiles of one unit each, computed by the CTA's first
+-- warpgroup alone (no turns) while the others walk the stages: a CTA's last
+-- round takes a warpgroup's one unit, not a whole tile's three (head dim 64:
+-- 704 tiles of 192 rows on 132 SMs made 6 rounds for 5.09 of work). Heads
+-- 0 .. extra - 1 have q + 1 whole tiles, the others q (F = q x heads + extra);
+-- ids: the whole tiles (head-major, m blocks fastest), then the units.
+
+-- The split's sizes of problem A on G CTAs: A.U, A.F, A.whole (q), A.extra, A.tiles.
+function M.split_tail(tl, c, A, G)
+  local NC = c.consumers
+  local hb = A.h * A.b
+  A.U = (A.sq + 63) // 64
+  A.F = tl.min((A.U // NC) * hb, (A.U * hb) // (G * NC) * G)
+  A.whole, A.extra = A.F // hb, A.F % hb
+  A.tiles = A.F + A.U * hb - A.F * NC
+end
+
+-- Tile id i of the split -> {row0, h, b, hk, single (i1: a unit tile)}.
+function M.split_tile(tl, c, A, i)
+  local NC, one = c.consumers, tl.const(1, tl.i32)
+  local q, extra, U = A.whole, A.extra, A.U
+  local single = i:ge(A.F)
+  local q1 = q + 1
+  local cut = extra * q1 -- whole tiles of the heads with q + 1
+  local i2 = i - cut
+  local qd = tl.max(q, one)
+  local hf = tl.select(i:lt(cut), i // q1, extra + i2 // qd)
+  local mf = tl.select(i:lt(cut), i % q1, i2 % qd)
+  local s = i - A.F -- the units: U - NC (q + 1) a head of the first extra, U - NC q the others'
+  local r1, r0 = U - q1 * NC, U - q * NC
+  local cut1 = extra * r1
+  local s2 = s - cut1
+  local r1d, r0d = tl.max(r1, one), tl.max(r0, one)
+  local hs = tl.select(s:lt(cut1), s // r1d, extra + s2 // r0d)
+  local us = tl.select(s:lt(cut1), q1 * NC + s % r1d, q * NC + s2 % r0d)
+  local hh = tl.select(single, hs, hf)
+  local h = hh % A.h
+  return { row0 = tl.select(single, us * 64, mf * c.bm), h = h, b = hh // A.h, hk = h // A.group, single = single }
+end
+
+-- }===
 
 -- The k blocks of a tile: n (how many the tile reads: all of the keys, or
 -- those left of the causal diagonal) and masked (how many of them, the last,
@@ -72,7 +124,7 @@ function M.load_q(tl, c, sm, map, st, tile)
   local full = pipe:full_barrier(st)
   for w = 0, c.consumers - 1 do
     for x = 0, c.d // 64 - 1 do
-      tl.tma_load(sm.q:ptr(w, x), map, full, { tile.b, tile.h, tile.m * c.bm + 64 * w, tl.const(64 * x, tl.i32) })
+      tl.tma_load(sm.q:ptr(w, x), map, full, { tile.b, tile.h, M.row0(c, tile) + 64 * w, tl.const(64 * x, tl.i32) })
     end
   end
   pipe:producer_commit(st)
@@ -407,7 +459,7 @@ end
 function M.consumer_tile(tl, c, sm, ctx, tile)
   local go = sm.go
   local n, nmasked = M.kv_blocks(tl, c, sm, tile)
-  local rows0 = tile.m * c.bm + ctx.wg * 64 + ctx.f.row -- the global row of the thread's first row
+  local rows0 = M.row0(c, tile) + ctx.wg * 64 + ctx.f.row -- the global row of the thread's first row
   sm.pq:consumer_wait(ctx.stq)
   -- the first (last) block, masked
   sm.pk:consumer_wait(ctx.stk)
@@ -513,6 +565,45 @@ function M.consumer_tile(tl, c, sm, ctx, tile)
   return { o = o, m = { [0] = carry.m0.value, carry.m1.value }, l = { [0] = carry.l0.value, carry.l1.value } }
 end
 
+-- fn_a() where cond (an i1 value), else fn_b(); the cursors' values (each a
+-- {value = ...}: pipeline states, seq_bar states) as either leaves them.
+function M.branch(tl, cond, cursors, fn_a, fn_b)
+  local before = {}
+  for i, cur in ipairs(cursors) do before[i] = cur.value end
+  local function run(fn)
+    return function()
+      for i, cur in ipairs(cursors) do cur.value = before[i] end
+      fn()
+      local v = {}
+      for i, cur in ipairs(cursors) do v[i] = cur.value end
+      return table.unpack(v, 1, #cursors)
+    end
+  end
+  local r = table.pack(tl.if_(cond, run(fn_a), run(fn_b)))
+  for i, cur in ipairs(cursors) do cur.value = r[i] end
+end
+
+-- A warpgroup with no rows in a tile (c.split_tail's unit tiles): its
+-- waits and releases of Q, K and V in the order of M.consumer_tile's (the
+-- producer's fills interleave K and V), nothing computed.
+function M.idle_tile(tl, c, sm, ctx)
+  local n = M.kv_blocks(tl, c, sm, {})
+  local function walk(pipe, st)
+    pipe:consumer_wait(st)
+    release(tl, pipe, st)
+    st:advance()
+  end
+  sm.pq:consumer_wait(ctx.stq)
+  walk(sm.pk, ctx.stk)
+  tl.cutlass.for_range(tl.const(1, tl.i32), n, { ctx.stk, ctx.stv }, function()
+    walk(sm.pk, ctx.stk)
+    walk(sm.pv, ctx.stv)
+  end)
+  walk(sm.pv, ctx.stv)
+  release(tl, sm.pq, ctx.stq)
+  ctx.stq:advance()
+end
+
 -- The epilogue of a warpgroup's rows: O / l (the quad's sum of l) to the
 -- input type, stmatrix into the staging buffer, TMA store (G.store_fragment);
 -- the log-sum-exp of each row by the quad's first lane, where the row exists.
@@ -538,7 +629,7 @@ function M.epilogue(tl, c, sm, ctx, tile, res, omap, lse)
     local dr = f.offset(i)
     vals[i] = tl.extract(res.o, i) * inv[dr // 8]
   end
-  local row0 = tile.m * c.bm + wg * 64
+  local row0 = M.row0(c, tile) + wg * 64
   G.store_fragment(tl, { bn = c.d, out = c.dtype == "f16" and tl.f16 or tl.bf16, staging = sm.o, map = omap,
                          warpgroup = wg, barrier = 1 + wg, thread = t,
                          coords = function(ch) return { tile.b, tile.h, row0, tl.const(ch * 64, tl.i32) } end }, vals)
