@@ -33,6 +33,9 @@ local CASES = {
   { b = 2, h = 2, sq = 1000, skv = 1000, d = 128, causal = true, sum_mma = true, early_rescale = true, small = true },
   { b = 1, h = 2, sq = 257, skv = 257, d = 128, dtype = "f16", scale = 0.5, sum_mma = true, rescale = 0, small = true },
   { b = 1, h = 2, sq = 400, skv = 1100, d = 64, consumers = 2, bn = 192, regs = { 24, 240 }, sum_mma = true, small = true },
+  -- the tail in tiles of one warpgroup's rows (a few CTAs, so that both kinds of tile are there)
+  { b = 2, h = 3, hkv = 1, sq = 700, skv = 500, d = 64, split_tail = true, sum_mma = true, sms = 5, small = true },
+  { b = 1, h = 4, sq = 1000, skv = 777, d = 128, split_tail = true, sms = 6, small = true },
 }
 if os.getenv "TILUA_SMALL" then
   local small = {}
@@ -47,6 +50,7 @@ local function describe_case(c)
     .. (c.consumers and (", %d consumers"):format(c.consumers) or "") .. (c.sum_mma and ", sums by the PV GEMM" or "")
     .. (c.rescale and (", rescale > %g"):format(c.rescale) or "") .. (c.max_tree and ", max by pairs" or "")
     .. (c.early_rescale and ", O rescaled before the PV issue" or "")
+    .. (c.split_tail and (", the tail in unit tiles on %d CTAs"):format(c.sms) or "")
 end
 
 describe("the attention forward on the GPU", function()
@@ -54,7 +58,7 @@ describe("the attention forward on the GPU", function()
   local function build(c)
     if not built[c] then
       local cfg = {}
-      for k, v in pairs(c) do if k ~= "small" and k ~= "every" then cfg[k] = v end end
+      for k, v in pairs(c) do if k ~= "small" and k ~= "every" then cfg[k] = v end end -- (sms: a grid of so many CTAs)
       built[c] = tl.attention.build(cfg)
     end
     return built[c]
