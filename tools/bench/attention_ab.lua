@@ -171,10 +171,16 @@ print(("attention_ab on %s (%d SMs): B x H = %d x %d, S = 4096, bf16; %d rounds,
   :format(D.info().name, D.sm_count(), B, H, o.rounds))
 print("| problem | kernel | median ms | best ms | median TFLOP/s | median ratio to stdlib | ratios, min-max | median / cuDNN |")
 print("|---|---|---|---|---|---|---|---|")
-for _, p in ipairs(PROBLEMS) do
-  local want = not o.only
-  for nm in tostring(o.only or ""):gmatch "[^,]+" do want = want or nm == p.name end
-  if want then
+-- the problems in --only's order (a run cut short by a time limit has the first ones)
+local order = PROBLEMS
+if o.only then
+  order = {}
+  for nm in tostring(o.only):gmatch "[^,]+" do
+    for _, p in ipairs(PROBLEMS) do if p.name == nm then order[#order + 1] = p end end
+  end
+end
+for _, p in ipairs(order) do
+  do
     local kinds = { "std", "tile" }
     if o.schedules then
       kinds = p.causal and { "std", "tile", "tile_dp", "tile_persistent", "std_persistent" } or { "std", "tile", "tile_dp", "std_dp" }
