@@ -1,7 +1,9 @@
 -- The attention forward of stdlib/attention.lua on the GPU (label gpu:
 -- spec/gpu_runner.lua; tools/gpu test runs it): fresh random inputs at ragged
 -- sequence lengths, grouped-query heads, causal and not, head dims 64, 128 and
--- 256, bf16 and f16, a persistent and a data-parallel schedule; O and the
+-- 256, bf16 and f16, a persistent and a data-parallel schedule, the softmax's
+-- forms (head dim 64's default: the rows' sums by the PV GEMM, the tail in
+-- tiles of one warpgroup's rows; and without them); O and the
 -- log-sum-exp against the reference kernel on every element (O within the
 -- rounding of P and of O: 2^-7 of the largest |v| plus 2^-8 |ref|; the
 -- log-sum-exp within 1e-3 (1 + |ref|)) and three rows against the CPU; a
@@ -17,7 +19,9 @@ print(("attention_gpu: seed %d"):format(seed))
 local CASES = {
   { b = 1, h = 4, hkv = 1, sq = 1000, skv = 777, d = 128, small = true },             -- grouped-query 4:1, ragged
   { b = 2, h = 2, sq = 1000, skv = 1000, d = 128, causal = true },
-  { b = 2, h = 3, sq = 300, skv = 500, d = 64, scale = 1.0, small = true },           -- peaked rows (scale 1)
+  { b = 2, h = 3, sq = 300, skv = 500, d = 64, scale = 1.0, small = true },           -- peaked rows (scale 1); d 64's default:
+                                                                                       -- the sums by the PV GEMM, the tail split
+  { b = 2, h = 3, sq = 300, skv = 500, d = 64, scale = 1.0, sum_mma = false, split_tail = false, small = true }, -- (the earlier default)
   { b = 1, h = 2, sq = 513, skv = 513, d = 64, causal = true },
   { b = 1, h = 2, sq = 200, skv = 333, d = 256 },                                      -- key tiles of 80, O staged in Q's rows
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 300, d = 256, causal = true, small = true },
@@ -51,6 +55,7 @@ local function describe_case(c)
     .. (c.rescale and (", rescale > %g"):format(c.rescale) or "") .. (c.max_tree and ", max by pairs" or "")
     .. (c.early_rescale and ", O rescaled before the PV issue" or "")
     .. (c.split_tail and (", the tail in unit tiles on %d CTAs"):format(c.sms) or "")
+    .. ((c.sum_mma == false and c.split_tail == false) and ", neither the sums by the PV GEMM nor the tail split" or "")
 end
 
 describe("the attention forward on the GPU", function()

@@ -56,6 +56,26 @@ describe("tl.attention", function()
     assert.same({ 128, 80, true, "persistent", 240 }, { c.bm, c.bn, c.o_in_q, c.schedule, c.regs[2] })
     assert.equal("data_parallel", cfg({ h = 1, sq = 4096, d = 128, causal = true }).schedule) -- (tiles of differing lengths)
     assert.is_true(cfg({ h = 1, sq = 4096, d = 128, bn = 176 }).o_in_q)
+    -- head dim 64, non-causal, persistent, bn 128, 3 consumers: the rows' sums by the PV GEMM and the tail in
+    -- unit tiles (measured faster there: docs/PERF.md, s13attn-1); elsewhere, or asked off, neither
+    local function forms(o)
+      local f = cfg(o)
+      return { f.sum_mma, f.split_tail }
+    end
+    assert.same({ true, true }, forms { h = 1, sq = 4096, d = 64 })
+    assert.same({ true, true }, forms { h = 1, sq = 4096, d = 64, dtype = "f16", bn = 128, consumers = 3 })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 64, causal = true })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 64, schedule = "data_parallel" })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 64, bn = 64 })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 64, consumers = 2 })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 128 })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 128, causal = true })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 256 })
+    assert.same({ false, true }, forms { h = 1, sq = 4096, d = 64, sum_mma = false })
+    assert.same({ true, false }, forms { h = 1, sq = 4096, d = 64, split_tail = false })
+    local s5, s4 = cfg { h = 1, sq = 4096, d = 64, stages = 5 }, cfg { h = 1, sq = 4096, d = 64, stages = 4 }
+    assert.same({ false, true, false }, { s5.sum_mma, s5.split_tail, s5.o_in_q }) -- (5 stages leave no room for the ones)
+    assert.same({ true, true }, { s4.sum_mma, s4.o_in_q })
     assert.equal(4, tl.attention.build { b = 1, h = 2, sq = 300, d = 128, sms = 4 }.grid) -- 6 tiles, 4 CTAs
     assert.equal(6, tl.attention.build { b = 1, h = 2, sq = 300, d = 128, sms = 4, schedule = "data_parallel" }.grid)
   end)
@@ -71,7 +91,8 @@ describe("tl.attention", function()
       local ptx = a.kernel:compile()
       H.has(ptx, "setmaxnreg.inc")
       H.has(ptx, ".maxnreg ")
-      H.has(ptx, "wgmma.mma_async.sync.aligned.m64n" .. o.d .. "k16.f32.bf16.bf16") -- P V, A from registers
+      -- P V, A from registers (head dim 64: 8 columns more, the rows' sums: sum_mma, its default)
+      H.has(ptx, "wgmma.mma_async.sync.aligned.m64n" .. (o.d == 64 and 72 or o.d) .. "k16.f32.bf16.bf16")
       if exe then
         local path = os.tmpname()
         local f = assert(io.open(path, "w"))
@@ -108,6 +129,9 @@ describe("tl.attention", function()
     -- three, head 2 two), 9 unit tiles; grouped-query heads over two batches, 4 unit tiles
     { b = 1, h = 3, sq = 700, skv = 300, d = 64, bn = 64, consumers = 3, sms = 4, split_tail = true },
     { b = 2, h = 2, hkv = 1, sq = 300, skv = 200, d = 128, bn = 64, consumers = 2, sms = 3, split_tail = true, sum_mma = true },
+    -- head dim 64's default (non-causal: bn 128, 3 consumers, the sums by the PV GEMM, the tail in unit tiles):
+    -- 12 units of 64 rows on 3 CTAs (3 whole tiles, 3 unit tiles), ragged keys
+    { b = 1, h = 2, sq = 700, skv = 300, d = 64, sms = 3 },
   }
   for _, o in ipairs(CASES) do
     local a = tl.attention.build(o)

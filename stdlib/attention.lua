@@ -13,10 +13,12 @@
 --                                 exp2_poly = 0 (of every 8 exp2 of a row, how many on the FMA pipe),
 --                                 fresh_s = false (each block's S in registers of its own, not the last S's),
 --                                 pack_late = false (P carried as f32, packed before the next block's issue),
---                                 sum_mma = false (the rows' sums by the PV GEMM: V with 8 columns of ones, d <= 128),
+--                                 sum_mma = auto (the rows' sums by the PV GEMM: V with 8 columns of ones, d <= 128;
+--                                   on by default at d 64, non-causal, persistent, bn 128, 3 consumers),
 --                                 early_rescale = false (O rescaled between the issues of S_j and of P_{j-1} V_{j-1}),
---                                 split_tail = false (persistent, non-causal: whole rounds of whole tiles,
---                                   the rest as tiles of one warpgroup's 64 rows: kernels/attention.lua),
+--                                 split_tail = auto (persistent, non-causal: whole rounds of whole tiles,
+--                                   the rest as tiles of one warpgroup's 64 rows: kernels/attention.lua;
+--                                   on by default where sum_mma is),
 --                                 max_tree = false (a row's max as pairs of pairs, not a chain),
 --                                 rescale = nil (a threshold t, log2 domain: the running max raised, and O
 --                                   rescaled, only where a row of the warp grew by more than t) }
@@ -141,6 +143,14 @@ do -- tl.attention: the generator and the check
     c.fresh_s = c.fresh_s and true or false
     c.max_tree = c.max_tree and true or false
     c.pack_late = c.pack_late and true or false
+    -- head dim 64, non-causal, persistent, its default tiles (bn 128, 3
+    -- consumers): the rows' sums by the PV GEMM and the tail in unit tiles
+    -- (the H200, B x H = 2 x 16, S = 4096: 1.107 x the form without them,
+    -- 1.066 x cuDNN; docs/PERF.md, s13attn-1); elsewhere not measured: off
+    local fast64 = c.d == 64 and not c.causal and c.schedule == "persistent" and c.bn == 128 and c.consumers == 3
+    local auto_sum = c.sum_mma == nil
+    if auto_sum then c.sum_mma = fast64 end
+    if c.split_tail == nil then c.split_tail = fast64 end
     c.sum_mma = c.sum_mma and true or false
     c.early_rescale = c.early_rescale and true or false
     c.split_tail = c.split_tail and true or false
@@ -155,6 +165,11 @@ do -- tl.attention: the generator and the check
     c.tm = (c.sq + c.bm - 1) // c.bm
     c.nkv = (c.skv + c.bn - 1) // c.bn
     c.tiles = c.tm * c.h * c.b
+    -- (the default's box of ones left out where the stages asked for leave no room for it)
+    if auto_sum and c.sum_mma and M.smem_bytes { bm = c.bm, d = c.d, stages = c.stages, bn = c.bn, sum_mma = true,
+                                                 o_in_q = c.o_in_q ~= false } > SMEM_LIMIT then
+      c.sum_mma = false
+    end
     if c.o_in_q == nil then
       c.o_in_q = false
       if M.smem_bytes(c) > SMEM_LIMIT then c.o_in_q = true end

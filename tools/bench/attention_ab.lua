@@ -14,8 +14,10 @@
 -- --variants adds stdlib/attention.lua configurations to each problem, named
 -- by tokens joined with "+": sum (sum_mma), lazy (rescale = 8), lazyN
 -- (rescale = N), tree (max_tree), early (early_rescale), fresh (fresh_s), split (split_tail),
+-- nosum, nosplit (sum_mma, split_tail off: nosplit+nosum is head dim 64's default before s13attn-2),
 -- late (pack_late), paired (kv_order), cN (consumers), bnN, sN (stages),
--- r24 (registers 24/240), dp (data-parallel); KIND std:VARIANT for --launch.
+-- r24 (registers 24/240), dp (data-parallel); KIND std:VARIANT for --launch. A variant
+-- PROBLEM/VARIANT is that problem's only (--variants="d64/nosplit+nosum,d64 causal/sum,d128/split").
 -- --check checks every stdlib kernel first (O and the log-sum-exp against
 -- the reference kernel on every element, one CPU row); --torch times torch's
 -- cuDNN SDPA on the same problems in a child process first (tools/bench/peers.lua)
@@ -48,6 +50,8 @@ local function variant(name)
   local x = {}
   for t in name:gmatch "[^+]+" do
     if t == "sum" then x.sum_mma = true
+    elseif t == "nosum" then x.sum_mma = false
+    elseif t == "nosplit" then x.split_tail = false
     elseif t == "lazy" then x.rescale = 8
     elseif t:match "^lazy[%d.]+$" then x.rescale = tonumber(t:sub(5))
     elseif t == "tree" then x.max_tree = true
@@ -190,7 +194,11 @@ for _, p in ipairs(order) do
       for _, kd in ipairs(kinds) do if not kd:match "^tile" then k2[#k2 + 1] = kd end end
       kinds = k2
     end
-    for vname in tostring(o.variants or ""):gmatch "[^,]+" do kinds[#kinds + 1] = "std:" .. vname end
+    for vname in tostring(o.variants or ""):gmatch "[^,]+" do
+      local pname, only = vname:match "^(.-)/(.+)$" -- (PROBLEM/VARIANT: that problem's only)
+      if not pname then kinds[#kinds + 1] = "std:" .. vname
+      elseif pname == p.name then kinds[#kinds + 1] = "std:" .. only end
+    end
     local x, ks = inputs(p), kernels(p, kinds)
     if o.check then -- every stdlib kernel against the reference kernel (the default's), every element
       local R, RL = ks[1].a:reference(x)
