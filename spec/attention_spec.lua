@@ -130,7 +130,7 @@ describe("tl.attention", function()
     { b = 1, h = 3, sq = 700, skv = 300, d = 64, bn = 64, consumers = 3, sms = 4, split_tail = true },
     { b = 2, h = 2, hkv = 1, sq = 300, skv = 200, d = 128, bn = 64, consumers = 2, sms = 3, split_tail = true, sum_mma = true },
     -- head dim 64's default (non-causal: bn 128, 3 consumers, the sums by the PV GEMM, the tail in unit tiles):
-    -- 12 units of 64 rows on 3 CTAs (3 whole tiles, 3 unit tiles), ragged keys
+    -- 22 units of 64 rows on 3 CTAs (6 whole tiles, 4 unit tiles), ragged keys
     { b = 1, h = 2, sq = 700, skv = 300, d = 64, sms = 3 },
   }
   for _, o in ipairs(CASES) do
