@@ -3,7 +3,7 @@
 -- sequence lengths, grouped-query heads, causal and not, head dims 64, 128 and
 -- 256, bf16 and f16, a persistent and a data-parallel schedule, the softmax's
 -- forms (head dim 64's default: the rows' sums by the PV GEMM, the tail in
--- tiles of one warpgroup's rows; and without them); O and the
+-- tiles of one warpgroup's rows; head dim 128's: the sums; and without them); O and the
 -- log-sum-exp against the reference kernel on every element (O within the
 -- rounding of P and of O: 2^-7 of the largest |v| plus 2^-8 |ref|; the
 -- log-sum-exp within 1e-3 (1 + |ref|)) and three rows against the CPU; a
@@ -17,7 +17,9 @@ local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 print(("attention_gpu: seed %d"):format(seed))
 
 local CASES = {
-  { b = 1, h = 4, hkv = 1, sq = 1000, skv = 777, d = 128, small = true },             -- grouped-query 4:1, ragged
+  { b = 1, h = 4, hkv = 1, sq = 1000, skv = 777, d = 128, small = true },             -- grouped-query 4:1, ragged; d 128's
+                                                                                       -- default: the sums by the PV GEMM
+  { b = 1, h = 4, hkv = 1, sq = 1000, skv = 777, d = 128, sum_mma = false, small = true }, -- (the earlier default)
   { b = 2, h = 2, sq = 1000, skv = 1000, d = 128, causal = true },
   { b = 2, h = 3, sq = 300, skv = 500, d = 64, scale = 1.0, small = true },           -- peaked rows (scale 1); d 64's default:
                                                                                        -- the sums by the PV GEMM, the tail split
@@ -56,6 +58,7 @@ local function describe_case(c)
     .. (c.early_rescale and ", O rescaled before the PV issue" or "")
     .. (c.split_tail and (", the tail in unit tiles on %d CTAs"):format(c.sms) or "")
     .. ((c.sum_mma == false and c.split_tail == false) and ", neither the sums by the PV GEMM nor the tail split" or "")
+    .. ((c.sum_mma == false and c.split_tail == nil) and ", not the sums by the PV GEMM" or "")
 end
 
 describe("the attention forward on the GPU", function()

@@ -14,11 +14,12 @@
 --                                 fresh_s = false (each block's S in registers of its own, not the last S's),
 --                                 pack_late = false (P carried as f32, packed before the next block's issue),
 --                                 sum_mma = auto (the rows' sums by the PV GEMM: V with 8 columns of ones, d <= 128;
---                                   on by default at d 64, non-causal, persistent, bn 128, 3 consumers),
+--                                   on by default non-causal, persistent, at d 64 with bn 128, 3 consumers
+--                                   and at d 128 with bn 128, 2 consumers),
 --                                 early_rescale = false (O rescaled between the issues of S_j and of P_{j-1} V_{j-1}),
 --                                 split_tail = auto (persistent, non-causal: whole rounds of whole tiles,
 --                                   the rest as tiles of one warpgroup's 64 rows: kernels/attention.lua;
---                                   on by default where sum_mma is),
+--                                   on by default at d 64 where sum_mma is),
 --                                 max_tree = false (a row's max as pairs of pairs, not a chain),
 --                                 rescale = nil (a threshold t, log2 domain: the running max raised, and O
 --                                   rescaled, only where a row of the warp grew by more than t) }
@@ -146,10 +147,15 @@ do -- tl.attention: the generator and the check
     -- head dim 64, non-causal, persistent, its default tiles (bn 128, 3
     -- consumers): the rows' sums by the PV GEMM and the tail in unit tiles
     -- (the H200, B x H = 2 x 16, S = 4096: 1.107 x the form without them,
-    -- 1.066 x cuDNN; docs/PERF.md, s13attn-1); elsewhere not measured: off
+    -- 1.066 x cuDNN, s13attn-1; 1.104 and 1.113, s13attn-2); head dim 128,
+    -- non-causal, persistent, its default tiles (bn 128, 2 consumers): the
+    -- sums alone (1.084 x the form without, rounds 1.062-1.099; the tail
+    -- split 0.975, both 1.012: s13attn-2); docs/PERF.md; elsewhere not
+    -- measured (causal d 64 with the sums: 1.004, within the rounds): off
     local fast64 = c.d == 64 and not c.causal and c.schedule == "persistent" and c.bn == 128 and c.consumers == 3
+    local fast128 = c.d == 128 and not c.causal and c.schedule == "persistent" and c.bn == 128 and c.consumers == 2
     local auto_sum = c.sum_mma == nil
-    if auto_sum then c.sum_mma = fast64 end
+    if auto_sum then c.sum_mma = fast64 or fast128 end
     if c.split_tail == nil then c.split_tail = fast64 end
     c.sum_mma = c.sum_mma and true or false
     c.early_rescale = c.early_rescale and true or false
