@@ -14,7 +14,8 @@
 -- --variants adds stdlib/attention.lua configurations to each problem, named
 -- by tokens joined with "+": sum (sum_mma), lazy (rescale = 8), lazyN
 -- (rescale = N), tree (max_tree), early (early_rescale), fresh (fresh_s), split (split_tail),
--- nosum, nosplit (sum_mma, split_tail off: nosplit+nosum is head dim 64's default before s13attn-2),
+-- nosum, nosplit (sum_mma, split_tail off: nosplit+nosum is head dim 64's default before s13attn-2,
+-- nosum head dim 128's before s13attn-3),
 -- late (pack_late), paired (kv_order), cN (consumers), bnN, sN (stages),
 -- r24 (registers 24/240), dp (data-parallel); KIND std:VARIANT for --launch. A variant
 -- PROBLEM/VARIANT is that problem's only (--variants="d64/nosplit+nosum,d64 causal/sum,d128/split").
