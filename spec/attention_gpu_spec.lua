@@ -1,7 +1,9 @@
 -- The attention forward of stdlib/attention.lua on the GPU (label gpu:
 -- spec/gpu_runner.lua; tools/gpu test runs it): fresh random inputs at ragged
 -- sequence lengths, grouped-query heads, causal and not, head dims 64, 128 and
--- 256, bf16 and f16, a persistent and a data-parallel schedule; O and the
+-- 256, bf16 and f16, a persistent and a data-parallel schedule, the softmax's
+-- forms (head dim 64's default: the rows' sums by the PV GEMM, the tail in
+-- tiles of one warpgroup's rows; head dim 128's: the sums; and without them); O and the
 -- log-sum-exp against the reference kernel on every element (O within the
 -- rounding of P and of O: 2^-7 of the largest |v| plus 2^-8 |ref|; the
 -- log-sum-exp within 1e-3 (1 + |ref|)) and three rows against the CPU; a
@@ -15,9 +17,13 @@ local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 print(("attention_gpu: seed %d"):format(seed))
 
 local CASES = {
-  { b = 1, h = 4, hkv = 1, sq = 1000, skv = 777, d = 128, small = true },             -- grouped-query 4:1, ragged
+  { b = 1, h = 4, hkv = 1, sq = 1000, skv = 777, d = 128, small = true },             -- grouped-query 4:1, ragged; d 128's
+                                                                                       -- default: the sums by the PV GEMM
+  { b = 1, h = 4, hkv = 1, sq = 1000, skv = 777, d = 128, sum_mma = false, small = true }, -- (the earlier default)
   { b = 2, h = 2, sq = 1000, skv = 1000, d = 128, causal = true },
-  { b = 2, h = 3, sq = 300, skv = 500, d = 64, scale = 1.0, small = true },           -- peaked rows (scale 1)
+  { b = 2, h = 3, sq = 300, skv = 500, d = 64, scale = 1.0, small = true },           -- peaked rows (scale 1); d 64's default:
+                                                                                       -- the sums by the PV GEMM, the tail split
+  { b = 2, h = 3, sq = 300, skv = 500, d = 64, scale = 1.0, sum_mma = false, split_tail = false, small = true }, -- (the earlier default)
   { b = 1, h = 2, sq = 513, skv = 513, d = 64, causal = true },
   { b = 1, h = 2, sq = 200, skv = 333, d = 256 },                                      -- key tiles of 80, O staged in Q's rows
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 300, d = 256, causal = true, small = true },
@@ -25,6 +31,17 @@ local CASES = {
   { b = 1, h = 4, sq = 700, skv = 700, d = 128, causal = true, schedule = "persistent" },      -- (causal's default: data-parallel)
   { b = 1, h = 2, sq = 400, skv = 1100, d = 128, bn = 176 },
   { b = 2, h = 16, hkv = 2, sq = 4096, skv = 4096, d = 128, every = true },            -- more tiles than SMs
+  -- the softmax's forms (docs/PERF.md): the rows' sums by the PV GEMM, the lazy rescale, a max by pairs,
+  -- O rescaled before the PV issue; peaked rows (scale 1) make the lazy rescale take both ways
+  { b = 1, h = 4, hkv = 1, sq = 1000, skv = 777, d = 128, sum_mma = true, rescale = 8, small = true },
+  { b = 2, h = 3, sq = 300, skv = 500, d = 64, scale = 1.0, sum_mma = true, rescale = 8, small = true },
+  { b = 1, h = 2, sq = 513, skv = 513, d = 64, causal = true, sum_mma = true, rescale = 8, max_tree = true, small = true },
+  { b = 2, h = 2, sq = 1000, skv = 1000, d = 128, causal = true, sum_mma = true, early_rescale = true, small = true },
+  { b = 1, h = 2, sq = 257, skv = 257, d = 128, dtype = "f16", scale = 0.5, sum_mma = true, rescale = 0, small = true },
+  { b = 1, h = 2, sq = 400, skv = 1100, d = 64, consumers = 2, bn = 192, regs = { 24, 240 }, sum_mma = true, small = true },
+  -- the tail in tiles of one warpgroup's rows (a few CTAs, so that both kinds of tile are there)
+  { b = 2, h = 3, hkv = 1, sq = 700, skv = 500, d = 64, split_tail = true, sum_mma = true, sms = 5, small = true },
+  { b = 1, h = 4, sq = 1000, skv = 777, d = 128, split_tail = true, sms = 6, small = true },
 }
 if os.getenv "TILUA_SMALL" then
   local small = {}
@@ -36,6 +53,12 @@ local function describe_case(c)
   return ("%d x %d heads%s, %d x %d, d %d%s%s%s%s"):format(c.b, c.h, c.hkv and (" (" .. c.hkv .. " key heads)") or "", c.sq, c.skv,
     c.d, c.causal and ", causal" or "", c.dtype and (", " .. c.dtype) or "", c.bn and (", bn " .. c.bn) or "",
     c.schedule and (", " .. c.schedule) or "")
+    .. (c.consumers and (", %d consumers"):format(c.consumers) or "") .. (c.sum_mma and ", sums by the PV GEMM" or "")
+    .. (c.rescale and (", rescale > %g"):format(c.rescale) or "") .. (c.max_tree and ", max by pairs" or "")
+    .. (c.early_rescale and ", O rescaled before the PV issue" or "")
+    .. (c.split_tail and (", the tail in unit tiles on %d CTAs"):format(c.sms) or "")
+    .. ((c.sum_mma == false and c.split_tail == false) and ", neither the sums by the PV GEMM nor the tail split" or "")
+    .. ((c.sum_mma == false and c.split_tail == nil) and ", not the sums by the PV GEMM" or "")
 end
 
 describe("the attention forward on the GPU", function()
@@ -43,7 +66,7 @@ describe("the attention forward on the GPU", function()
   local function build(c)
     if not built[c] then
       local cfg = {}
-      for k, v in pairs(c) do if k ~= "small" and k ~= "every" then cfg[k] = v end end
+      for k, v in pairs(c) do if k ~= "small" and k ~= "every" then cfg[k] = v end end -- (sms: a grid of so many CTAs)
       built[c] = tl.attention.build(cfg)
     end
     return built[c]

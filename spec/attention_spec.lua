@@ -56,6 +56,36 @@ describe("tl.attention", function()
     assert.same({ 128, 80, true, "persistent", 240 }, { c.bm, c.bn, c.o_in_q, c.schedule, c.regs[2] })
     assert.equal("data_parallel", cfg({ h = 1, sq = 4096, d = 128, causal = true }).schedule) -- (tiles of differing lengths)
     assert.is_true(cfg({ h = 1, sq = 4096, d = 128, bn = 176 }).o_in_q)
+    -- head dim 64, non-causal, persistent, bn 128, 3 consumers: the rows' sums by the PV GEMM and the tail in
+    -- unit tiles (measured faster there: docs/PERF.md, s13attn-1); head dim 128, non-causal, persistent, bn 128,
+    -- 2 consumers: the sums alone (s13attn-2); elsewhere, or asked off, neither
+    local function forms(o)
+      local f = cfg(o)
+      return { f.sum_mma, f.split_tail }
+    end
+    assert.same({ true, true }, forms { h = 1, sq = 4096, d = 64 })
+    assert.same({ true, true }, forms { h = 1, sq = 4096, d = 64, dtype = "f16", bn = 128, consumers = 3 })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 64, causal = true })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 64, schedule = "data_parallel" })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 64, bn = 64 })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 64, consumers = 2 })
+    assert.same({ true, false }, forms { h = 1, sq = 4096, d = 128 })
+    assert.same({ true, false }, forms { h = 1, sq = 4096, d = 128, dtype = "f16", bn = 128, consumers = 2 })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 128, causal = true })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 128, schedule = "data_parallel" })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 128, bn = 176 })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 128, bn = 64, consumers = 3 })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 128, sum_mma = false })
+    assert.same({ true, true }, forms { h = 1, sq = 4096, d = 128, split_tail = true })
+    assert.same({ false, false }, forms { h = 1, sq = 4096, d = 256 })
+    assert.same({ false, true }, forms { h = 1, sq = 4096, d = 64, sum_mma = false })
+    assert.same({ true, false }, forms { h = 1, sq = 4096, d = 64, split_tail = false })
+    local s5, s4 = cfg { h = 1, sq = 4096, d = 64, stages = 5 }, cfg { h = 1, sq = 4096, d = 64, stages = 4 }
+    assert.same({ false, true, false }, { s5.sum_mma, s5.split_tail, s5.o_in_q }) -- (5 stages leave no room for the ones)
+    assert.same({ true, true }, { s4.sum_mma, s4.o_in_q })
+    local t3, t2 = cfg { h = 1, sq = 4096, d = 128, stages = 3 }, cfg { h = 1, sq = 4096, d = 128 }
+    assert.same({ false, true }, { t3.sum_mma, t3.o_in_q }) -- (3 stages at d 128 leave no room for the ones)
+    assert.same({ true, false }, { t2.sum_mma, t2.o_in_q })
     assert.equal(4, tl.attention.build { b = 1, h = 2, sq = 300, d = 128, sms = 4 }.grid) -- 6 tiles, 4 CTAs
     assert.equal(6, tl.attention.build { b = 1, h = 2, sq = 300, d = 128, sms = 4, schedule = "data_parallel" }.grid)
   end)
@@ -71,7 +101,10 @@ describe("tl.attention", function()
       local ptx = a.kernel:compile()
       H.has(ptx, "setmaxnreg.inc")
       H.has(ptx, ".maxnreg ")
-      H.has(ptx, "wgmma.mma_async.sync.aligned.m64n" .. o.d .. "k16.f32.bf16.bf16") -- P V, A from registers
+      -- P V, A from registers (head dims 64 and 128 at their default tiles: 8 columns more, the rows' sums:
+      -- sum_mma, their default)
+      H.has(ptx, "wgmma.mma_async.sync.aligned.m64n" .. (a.cfg.sum_mma and o.d + 8 or o.d) .. "k16.f32.bf16.bf16")
+      assert.equal(o.d <= 128 and not o.bn, a.cfg.sum_mma)
       if exe then
         local path = os.tmpname()
         local f = assert(io.open(path, "w"))
@@ -93,15 +126,36 @@ describe("tl.attention", function()
     { b = 1, h = 1, sq = 130, skv = 70, d = 128, bn = 64, consumers = 1, dtype = "f16", sms = 2 },
     { b = 1, h = 1, sq = 70, skv = 130, d = 256, bn = 64, consumers = 2, sms = 1 },                   -- O in Q's rows
     { b = 2, h = 1, sq = 100, skv = 200, d = 64, bn = 128, consumers = 3, causal = true, sms = 1 },
-    { b = 1, h = 1, sq = 130, skv = 200, d = 128, sms = 1 }, -- head dim 128's own tiles: 128 x 128, 2 consumers
+    -- head dim 128's own tiles: 128 x 128, 2 consumers, the sums by the PV GEMM (its default, non-causal), and without
+    { b = 1, h = 1, sq = 130, skv = 200, d = 128, sms = 1 },
+    { b = 1, h = 1, sq = 130, skv = 200, d = 128, sms = 1, sum_mma = false },
     { b = 1, h = 1, sq = 150, skv = 150, d = 64, bn = 64, consumers = 2, causal = true, sms = 1, exp2_poly = 8 }, -- (every exp2 emulated)
+    -- the softmax's forms: the lazy rescale (peaked rows: scale 1, the max grows past the threshold and not),
+    -- a max by pairs, fresh S registers, P carried as f32
+    { b = 1, h = 2, sq = 100, skv = 300, d = 64, bn = 64, consumers = 2, sms = 2, scale = 1.0, rescale = 8, max_tree = true,
+      fresh_s = true, pack_late = true },
+    { b = 1, h = 1, sq = 130, skv = 200, d = 128, bn = 64, consumers = 2, causal = true, sms = 1, rescale = 0 },
+    -- the rows' sums by the PV GEMM (V with a box of ones), O rescaled before the PV issue
+    { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, bn = 64, consumers = 3, sms = 2, sum_mma = true, early_rescale = true },
+    { b = 1, h = 1, sq = 130, skv = 200, d = 128, bn = 64, consumers = 2, causal = true, sms = 1, sum_mma = true, rescale = 8,
+      scale = 1.0 },
+    -- the tail split into tiles of one warpgroup's rows: 33 units of 64 rows on 4 CTAs, 8 whole tiles (heads 0 and 1
+    -- three, head 2 two), 9 unit tiles; grouped-query heads over two batches, 4 unit tiles
+    { b = 1, h = 3, sq = 700, skv = 300, d = 64, bn = 64, consumers = 3, sms = 4, split_tail = true },
+    { b = 2, h = 2, hkv = 1, sq = 300, skv = 200, d = 128, bn = 64, consumers = 2, sms = 3, split_tail = true, sum_mma = true },
+    -- head dim 64's default (non-causal: bn 128, 3 consumers, the sums by the PV GEMM, the tail in unit tiles):
+    -- 22 units of 64 rows on 3 CTAs (6 whole tiles, 4 unit tiles), ragged keys
+    { b = 1, h = 2, sq = 700, skv = 300, d = 64, sms = 3 },
   }
   for _, o in ipairs(CASES) do
     local a = tl.attention.build(o)
     local c = a.cfg
     it(("on the CPU emulator equals a CPU reference: %d x %d heads (%d), %d x %d, d %d, bn %d, %d consumers%s%s%s%s"):format(
          c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.bn, c.consumers, c.causal and ", causal" or "", c.dtype == "f16" and ", f16" or "",
-         c.o_in_q and ", O in Q" or "", c.exp2_poly > 0 and (", %d of 8 exp2 on the FMA pipe"):format(c.exp2_poly) or ""), function()
+         c.o_in_q and ", O in Q" or "", c.exp2_poly > 0 and (", %d of 8 exp2 on the FMA pipe"):format(c.exp2_poly) or "") .. (c.rescale and (", rescale > %g"):format(c.rescale) or "")
+         .. (c.max_tree and ", max by pairs" or "") .. (c.fresh_s and ", fresh S" or "") .. (c.pack_late and ", P packed late" or "")
+         .. (c.sum_mma and ", sums by the PV GEMM" or "") .. (c.early_rescale and ", O rescaled before the PV issue" or "")
+         .. (c.split_tail and ", the tail in unit tiles" or ""), function()
       local x, args = inputs(c, 7 + c.d + c.sq)
       local r = tl.emulate(PH.lowered_gemm(a), { grid = a.grid, args = args, max_steps = 1e9 })
       assert(r.ok, r.report)

@@ -10,7 +10,19 @@
 --                                 schedule = "persistent" (causal: "data_parallel"), o_in_q = auto,
 --                                 regs = { producer, consumer } (setmaxnreg; by consumers),
 --                                 kv_order = "skewed" (K_{j+1} loaded before V_j; "paired": K_j, V_j),
---                                 exp2_poly = 0 (of every 8 exp2 of a row, how many on the FMA pipe) }
+--                                 exp2_poly = 0 (of every 8 exp2 of a row, how many on the FMA pipe),
+--                                 fresh_s = false (each block's S in registers of its own, not the last S's),
+--                                 pack_late = false (P carried as f32, packed before the next block's issue),
+--                                 sum_mma = auto (the rows' sums by the PV GEMM: V with 8 columns of ones, d <= 128;
+--                                   on by default non-causal, persistent, at d 64 with bn 128, 3 consumers
+--                                   and at d 128 with bn 128, 2 consumers),
+--                                 early_rescale = false (O rescaled between the issues of S_j and of P_{j-1} V_{j-1}),
+--                                 split_tail = auto (persistent, non-causal: whole rounds of whole tiles,
+--                                   the rest as tiles of one warpgroup's 64 rows: kernels/attention.lua;
+--                                   on by default at d 64 where sum_mma is),
+--                                 max_tree = false (a row's max as pairs of pairs, not a chain),
+--                                 rescale = nil (a threshold t, log2 domain: the running max raised, and O
+--                                   rescaled, only where a row of the warp grew by more than t) }
 --   a.kernel                    the tilua kernel
 --   a:run{ q = bufQ, k = bufK, v = bufV, o = bufO, lse = bufLSE }   (B, H, S, D row-major)
 --   a:check{ q, k, v, o, lse } -> ok, report   (a plain reference kernel, every element)
@@ -71,6 +83,7 @@ do -- tl.attention: the generator and the check
   function M.smem_bytes(c)
     local q = c.bm * c.d * 2
     local kv = 2 * c.stages * c.bn * c.d * 2
+    if c.sum_mma then kv = kv + c.stages * c.bn * 64 * 2 end -- (a box of ones after each stage of V)
     return q + kv + (c.o_in_q and 0 or q) + 1024 + 256
   end
 
@@ -128,10 +141,41 @@ do -- tl.attention: the generator and the check
     if math.type(c.exp2_poly) ~= "integer" or c.exp2_poly < 0 or c.exp2_poly > 8 then
       raise("attention.build: exp2_poly must be an integer in [0, 8] (of every 8 exp2, how many emulated)")
     end
+    c.fresh_s = c.fresh_s and true or false
+    c.max_tree = c.max_tree and true or false
+    c.pack_late = c.pack_late and true or false
+    -- head dim 64, non-causal, persistent, its default tiles (bn 128, 3
+    -- consumers): the rows' sums by the PV GEMM and the tail in unit tiles
+    -- (the H200, B x H = 2 x 16, S = 4096: 1.107 x the form without them,
+    -- 1.066 x cuDNN, s13attn-1; 1.104 and 1.113, s13attn-2); head dim 128,
+    -- non-causal, persistent, its default tiles (bn 128, 2 consumers): the
+    -- sums alone (1.084 x the form without, rounds 1.062-1.099; the tail
+    -- split 0.975, both 1.012: s13attn-2); docs/PERF.md; elsewhere not
+    -- measured (causal d 64 with the sums: 1.004, within the rounds): off
+    local fast64 = c.d == 64 and not c.causal and c.schedule == "persistent" and c.bn == 128 and c.consumers == 3
+    local fast128 = c.d == 128 and not c.causal and c.schedule == "persistent" and c.bn == 128 and c.consumers == 2
+    local auto_sum = c.sum_mma == nil
+    if auto_sum then c.sum_mma = fast64 or fast128 end
+    if c.split_tail == nil then c.split_tail = fast64 end
+    c.sum_mma = c.sum_mma and true or false
+    c.early_rescale = c.early_rescale and true or false
+    c.split_tail = c.split_tail and true or false
+    if c.sum_mma and c.d > 128 then raise("attention.build: sum_mma needs d <= 128 (the PV GEMM's N is d + 8 <= 256)") end
+    if c.rescale ~= nil and (type(c.rescale) ~= "number" or c.rescale < 0 or c.rescale > 16) then
+      raise("attention.build: rescale must be a number in [0, 16] (the log2 of the largest factor a probability may carry) or nil")
+    end
+    if c.split_tail and (c.causal or c.schedule ~= "persistent") then
+      raise("attention.build: split_tail needs the persistent schedule, non-causal")
+    end
     c.bm = 64 * c.consumers
     c.tm = (c.sq + c.bm - 1) // c.bm
     c.nkv = (c.skv + c.bn - 1) // c.bn
     c.tiles = c.tm * c.h * c.b
+    -- (the default's box of ones left out where the stages asked for leave no room for it)
+    if auto_sum and c.sum_mma and M.smem_bytes { bm = c.bm, d = c.d, stages = c.stages, bn = c.bn, sum_mma = true,
+                                                 o_in_q = c.o_in_q ~= false } > SMEM_LIMIT then
+      c.sum_mma = false
+    end
     if c.o_in_q == nil then
       c.o_in_q = false
       if M.smem_bytes(c) > SMEM_LIMIT then c.o_in_q = true end
@@ -161,7 +205,9 @@ do -- tl.attention: the generator and the check
     k:define(function(k, p)
       local sQ = k:shared(ein, { NC, D // 64, 64, 64 }, { align = 1024, swizzle = 128 })
       local sK = k:shared(ein, { S, D // 64, BN, 64 }, { align = 1024, swizzle = 128 })
-      local sV = k:shared(ein, { S, D // 64, BN, 64 }, { align = 1024, swizzle = 128 })
+      -- (c.sum_mma: each stage of V a box more, of ones, which the PV GEMM
+      -- reads as 8 columns more: O's columns d .. d + 7 are the rows' sums)
+      local sV = k:shared(ein, { S, D // 64 + (c.sum_mma and 1 or 0), BN, 64 }, { align = 1024, swizzle = 128 })
       local sO = c.o_in_q and sQ or k:shared(ein, { NC, D // 64, 64, 64 }, { align = 1024, swizzle = 128 })
       local consumers = { { 4, 4 * NC } }
       local pq = k:pipeline { stages = 1, producers = { { 0, 1 } }, consumers = consumers, transaction_bytes = BM * D * 2, mode = "cooperative" }
@@ -170,6 +216,7 @@ do -- tl.attention: the generator and the check
       local go = {}
       for w = 1, (NC > 1 and c.pingpong) and NC or 0 do go[w] = k:seq_bar { depth = 1, arrive_count = 128 } end
       local sm = M.problem(tl, c, { b = p.B, h = p.H, hkv = p.HKV, sq = p.SQ, skv = p.SKV, scale = p.scale })
+      if c.split_tail then M.split_tail(tl, c, sm, tl.grid_dim("x")) end
       sm.q, sm.k, sm.v, sm.o, sm.pq, sm.pk, sm.pv, sm.go = sQ, sK, sV, sO, pq, pk, pv, go
 
       -- the work tiles (m block, head, batch), m fastest: the CTAs at work at
@@ -181,6 +228,7 @@ do -- tl.attention: the generator and the check
       -- walks them; data-parallel: a CTA a tile (the hardware hands out the CTAs)
       local function scheduler()
         local o = { tiles = c.causal and { sm.h, sm.tm, sm.b, 1 } or { sm.tm, sm.h, sm.b, 1 }, swizzle = 1 }
+        if c.split_tail then o.tiles = { sm.tiles, 1, 1, 1 } end
         if c.schedule == "data_parallel" then return tl.sched.data_parallel(o) end
         o.workers = tl.grid_dim("x")
         return tl.sched.static_persistent(o)
@@ -223,10 +271,19 @@ do -- tl.attention: the generator and the check
           local cur = { stq, stk, stv }
           if turn then cur[4] = turn end
           local ctx = { wg = wg, t = t, f = tl.wgmma_fragment(t), stq = stq, stk = stk, stv = stv, turn = turn }
+          if c.sum_mma then M.fill_ones(tl, c, sm, a:thread_id()) end
+          local function whole(cx, tile)
+            local res = M.consumer_tile(tl, c, sm, cx, tile)
+            M.epilogue(tl, c, sm, cx, tile, res, p.O, p.LSE)
+          end
           tiles(cur, function(work)
             local tile = M.tile_of(tl, c, sm, work)
-            local res = M.consumer_tile(tl, c, sm, ctx, tile)
-            M.epilogue(tl, c, sm, ctx, tile, res, p.O, p.LSE)
+            if not c.split_tail then return whole(ctx, tile) end
+            -- a unit tile: warpgroup 0's rows, no turns (the others walk the stages)
+            local solo = setmetatable({ turn = false }, { __index = ctx })
+            M.branch(tl, tile.single, cur, function()
+              M.branch(tl, wg:eq(0), cur, function() whole(solo, tile) end, function() M.idle_tile(tl, c, sm, ctx) end)
+            end, function() whole(ctx, tile) end)
           end)
           -- the last stores must have read the staging buffer before the CTA leaves
           tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end)

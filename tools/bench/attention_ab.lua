@@ -9,6 +9,22 @@
 --
 --   tilua tools/bench/attention_ab.lua [--only=d64,d128 causal] [--rounds=7] [--schedules] [--bh=1x32]
 --   tilua tools/bench/attention_ab.lua --launch=NAME,KIND   (for ncu: 3 launches of one kernel)
+--   tilua tools/bench/attention_ab.lua --variants=sum,sum+lazy,c2+bn192+r24 [--no-tile] [--check] [--torch]
+--
+-- --variants adds stdlib/attention.lua configurations to each problem, named
+-- by tokens joined with "+": sum (sum_mma), lazy (rescale = 8), lazyN
+-- (rescale = N), tree (max_tree), early (early_rescale), fresh (fresh_s), split (split_tail),
+-- nosum, nosplit (sum_mma, split_tail off: nosplit+nosum is head dim 64's default before s13attn-2,
+-- nosum head dim 128's before s13attn-3),
+-- late (pack_late), paired (kv_order), cN (consumers), bnN, sN (stages),
+-- r24 (registers 24/240), dp (data-parallel); KIND std:VARIANT for --launch. A variant
+-- PROBLEM/VARIANT is that problem's only (--variants="d64/nosplit+nosum,d64 causal/sum,d128/split").
+-- --check checks every stdlib kernel first (O and the log-sum-exp against
+-- the reference kernel on every element, one CPU row); --torch times torch's
+-- cuDNN SDPA on the same problems in a child process first (tools/bench/peers.lua)
+-- and adds each kernel's ratio to it.
+--   tilua tools/bench/attention_ab.lua --small=VARIANT [--d=64] [--causal] [--sms=N]   (for compute-sanitizer: one
+--   launch of the variant at 2 x 2 heads (1 key head), 333 x 300, checked on every element)
 --
 -- --schedules adds the other schedules of both: the tile program data-parallel
 -- (a CTA a program) and, causal, static persistent (its default there: dynamic
@@ -24,6 +40,35 @@ for _, a in ipairs(arg) do
   local key, v = a:match "^%-%-([%w_]+)=(.*)$"
   if key then o[key] = math.tointeger(tonumber(v)) or v end
   if a == "--schedules" then o.schedules = true end
+  if a == "--no-tile" then o.no_tile = true end
+  if a == "--check" then o.check = true end
+  if a == "--torch" then o.torch = true end
+  if a == "--causal" then o.causal = true end
+end
+
+-- a variant's name -> stdlib/attention.lua's options
+local function variant(name)
+  local x = {}
+  for t in name:gmatch "[^+]+" do
+    if t == "sum" then x.sum_mma = true
+    elseif t == "nosum" then x.sum_mma = false
+    elseif t == "nosplit" then x.split_tail = false
+    elseif t == "lazy" then x.rescale = 8
+    elseif t:match "^lazy[%d.]+$" then x.rescale = tonumber(t:sub(5))
+    elseif t == "tree" then x.max_tree = true
+    elseif t == "early" then x.early_rescale = true
+    elseif t == "fresh" then x.fresh_s = true
+    elseif t == "late" then x.pack_late = true
+    elseif t == "split" then x.split_tail = true
+    elseif t == "paired" then x.kv_order = "paired"
+    elseif t == "r24" then x.regs = { 24, 240 }
+    elseif t == "dp" then x.schedule = "data_parallel"
+    elseif t:match "^c%d$" then x.consumers = tonumber(t:sub(2))
+    elseif t:match "^bn%d+$" then x.bn = tonumber(t:sub(3))
+    elseif t:match "^s%d$" then x.stages = tonumber(t:sub(2))
+    else error("attention_ab: unknown variant token " .. t) end
+  end
+  return x
 end
 
 local B, H = tostring(o.bh or "2x16"):match "^(%d+)x(%d+)$"
@@ -42,10 +87,17 @@ local function kernels(p, kinds)
     local sched = ({ std_persistent = "persistent", std_dp = "data_parallel", tile_persistent = "persistent",
                      tile_dp = "data_parallel" })[kind]
     if kind:match "^std" then
-      local a = tl.attention.build { b = B, h = H, sq = 4096, skv = 4096, d = p.d, causal = p.causal, schedule = sched }
-      a.kernel:compile()
-      list[#list + 1] = { label = "stdlib" .. (sched and ", " .. sched or ""), kind = kind, flops = a.flops,
-                          run = function(x) a:run(x) end }
+      local cfg = { b = B, h = H, sq = 4096, skv = 4096, d = p.d, causal = p.causal, schedule = sched }
+      local vname = kind:match "^std:(.+)$"
+      if vname then for key, v in pairs(variant(vname)) do cfg[key] = v end end
+      local ok, a = pcall(tl.attention.build, cfg)
+      if not ok then
+        print(("attention_ab: %s %s not built: %s"):format(p.name, kind, tostring(a)))
+      else
+        a.kernel:compile()
+        list[#list + 1] = { label = vname and ("stdlib " .. vname) or ("stdlib" .. (sched and ", " .. sched or "")), kind = kind,
+                            flops = a.flops, a = a, run = function(x) a:run(x) end }
+      end
     else
       local k = ex.build { d = p.d, causal = p.causal, schedule = sched }
       k:compile()
@@ -54,6 +106,22 @@ local function kernels(p, kinds)
     end
   end
   return list
+end
+
+if o.small then -- one small launch of a variant, checked (compute-sanitizer)
+  local cfg = { b = 2, h = 2, hkv = 1, sq = 333, skv = 300, d = o.d or 64, causal = o.causal, sms = o.sms }
+  if o.small ~= "std" then for key, v in pairs(variant(o.small)) do cfg[key] = v end end
+  local a = tl.attention.build(cfg)
+  local n, nkv = 2 * 2 * 333 * cfg.d, 2 * 300 * cfg.d
+  local x = { q = D.random(tl.bf16, n, 1), k = D.random(tl.bf16, nkv, 2), v = D.random(tl.bf16, nkv, 3),
+              o = D.alloc(tl.bf16, n), lse = D.alloc(tl.f32, 2 * 2 * 333) }
+  a:run(x)
+  D.synchronize()
+  local ok, report = a:check { q = x.q, k = x.k, v = x.v, o = x.o, lse = x.lse, samples = 1, vmax = 1.0 }
+  print(("attention_ab --small=%s d %d%s, grid %d: %s %s"):format(o.small, cfg.d, cfg.causal and " causal" or "", a.grid,
+    ok and "OK" or "WRONG", report))
+  for _, b in pairs(x) do b:free() end
+  os.exit(ok and 0 or 1)
 end
 
 local function inputs(p)
@@ -85,19 +153,67 @@ local function median(t)
   return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
 end
 
+local cudnn = {}
+if o.torch then -- torch's cuDNN SDPA on the same problems, a child process, first
+  local probs, names = {}, {}
+  for _, p in ipairs(PROBLEMS) do
+    local want = not o.only
+    for nm in tostring(o.only or ""):gmatch "[^,]+" do want = want or nm == p.name end
+    if want then
+      probs[#probs + 1] = { b = B, h = H, hkv = H, s = 4096, d = p.d, causal = p.causal }
+      names[#names + 1] = p.name
+    end
+  end
+  local res, why = dofile("tools/bench/peers.lua").sdpa(probs)
+  if not res then print("torch SDPA: " .. tostring(why)) end
+  for i, nm in ipairs(names) do
+    cudnn[nm] = res and res[i] and res[i].cudnn
+    print(("torch %s: cuDNN %s ms, flash %s ms"):format(nm, tostring(cudnn[nm]), tostring(res and res[i] and res[i].flash)))
+  end
+end
+
 print(("attention_ab on %s (%d SMs): B x H = %d x %d, S = 4096, bf16; %d rounds, each kernel the best of 3 samples of 10 launches a round")
   :format(D.info().name, D.sm_count(), B, H, o.rounds))
-print("| problem | kernel | median ms | best ms | median TFLOP/s | median ratio to stdlib | ratios, min-max |")
-print("|---|---|---|---|---|---|---|")
-for _, p in ipairs(PROBLEMS) do
-  local want = not o.only
-  for nm in tostring(o.only or ""):gmatch "[^,]+" do want = want or nm == p.name end
-  if want then
+print("| problem | kernel | median ms | best ms | median TFLOP/s | median ratio to stdlib | ratios, min-max | median / cuDNN |")
+print("|---|---|---|---|---|---|---|---|")
+-- the problems in --only's order (a run cut short by a time limit has the first ones)
+local order = PROBLEMS
+if o.only then
+  order = {}
+  for nm in tostring(o.only):gmatch "[^,]+" do
+    for _, p in ipairs(PROBLEMS) do if p.name == nm then order[#order + 1] = p end end
+  end
+end
+for _, p in ipairs(order) do
+  do
     local kinds = { "std", "tile" }
     if o.schedules then
       kinds = p.causal and { "std", "tile", "tile_dp", "tile_persistent", "std_persistent" } or { "std", "tile", "tile_dp", "std_dp" }
     end
+    if o.no_tile then
+      local k2 = {}
+      for _, kd in ipairs(kinds) do if not kd:match "^tile" then k2[#k2 + 1] = kd end end
+      kinds = k2
+    end
+    for vname in tostring(o.variants or ""):gmatch "[^,]+" do
+      local pname, only = vname:match "^(.-)/(.+)$" -- (PROBLEM/VARIANT: that problem's only)
+      if not pname then kinds[#kinds + 1] = "std:" .. vname
+      elseif pname == p.name then kinds[#kinds + 1] = "std:" .. only end
+    end
     local x, ks = inputs(p), kernels(p, kinds)
+    if o.check then -- every stdlib kernel against the reference kernel (the default's), every element
+      local R, RL = ks[1].a:reference(x)
+      for _, kn in ipairs(ks) do
+        if kn.a then
+          x.o:fill(0)
+          kn.run(x)
+          D.synchronize()
+          local ok, report = kn.a:check { q = x.q, k = x.k, v = x.v, o = x.o, lse = x.lse, reference = { R, RL }, samples = 1, vmax = 1.0 }
+          print(("check %s %s: %s %s"):format(p.name, kn.label, ok and "OK" or "WRONG", report))
+        end
+      end
+      R:free() RL:free()
+    end
     for _, kn in ipairs(ks) do kn.run(x); kn.ms = {} end -- (first launches: modules loaded)
     D.synchronize()
     for _ = 1, o.rounds do
@@ -115,8 +231,9 @@ for _, p in ipairs(PROBLEMS) do
         lo, hi = math.min(lo, ratios[r]), math.max(hi, ratios[r])
       end
       local med = median(kn.ms)
-      print(("| %s | %s | %.4f | %.4f | %.1f | %.3f | %.3f-%.3f |"):format(p.name, kn.label, med,
-        math.min(table.unpack(kn.ms)), flops / med / 1e9, median(ratios), lo, hi))
+      local cu = cudnn[p.name]
+      print(("| %s | %s | %.4f | %.4f | %.1f | %.3f | %.3f-%.3f | %s |"):format(p.name, kn.label, med,
+        math.min(table.unpack(kn.ms)), flops / med / 1e9, median(ratios), lo, hi, cu and ("%.3f"):format(cu / med) or "-"))
     end
     for _, b in pairs(x) do b:free() end
   end

@@ -288,6 +288,8 @@ do
   handlers["nvvm.barrier.arrive"] = tile.handlers["tile.named_barrier_arrive"]
   -- warp shuffles and MUFU math: the tile level's models (the same attributes)
   handlers["nvvm.shfl.sync"] = tile.handlers["tile.shfl"]
+  handlers["nvvm.vote.sync"] = tile.handlers["tile.vote"]
+  handlers["nvvm.vote.ballot.sync"] = tile.handlers["tile.ballot"]
   handlers["nvvm.math.approx"] = tile.handlers["tile.math"]
   local function nop() return {} end
   -- (nvvm.fence: models/global.lua)

@@ -191,6 +191,36 @@ do
     end
     return { out }
   end
+  -- tile.vote (vote.sync all / any / uni) and tile.ballot: over the lanes of
+  -- `mask`, which must all execute it (as tile.shfl); one value for the warp
+  local function voters(rec, ctx, what)
+    local mask = rec.op:attr_or_default "mask"
+    local active = {}
+    for _, l in ipairs(ctx.mask) do active[l] = true end
+    local lanes = {}
+    for l = 0, 31 do
+      if (mask >> l) & 1 == 1 then
+        if not active[l] then error(("emulate: %s at %s: lane %d of its mask does not execute it"):format(what, rec.loc, l), 0) end
+        lanes[#lanes + 1] = l
+      end
+    end
+    return lanes
+  end
+  handlers["tile.vote"] = function(R, W, rec, ins, ctx)
+    local mode, any, all = rec.op:attr_or_default "mode", 0, 1
+    for _, l in ipairs(voters(rec, ctx, "tile.vote")) do
+      if at(ins[1], l) ~= 0 then any = 1 else all = 0 end
+    end
+    if mode == "any" then return { any } elseif mode == "all" then return { all } end
+    return { (all == 1 or any == 0) and 1 or 0 } -- uni: every lane the same
+  end
+  handlers["tile.ballot"] = function(R, W, rec, ins, ctx)
+    local bits = 0
+    for _, l in ipairs(voters(rec, ctx, "tile.ballot")) do
+      if at(ins[1], l) ~= 0 then bits = bits | (1 << l) end
+    end
+    return { bits >= 1 << 31 and bits - (1 << 32) or bits }
+  end
   -- tile.math (MUFU): the exact function rounded to f32, subnormals flushed
   -- (within the hardware's approximation error of what ex2.approx.ftz gives)
   local function f32(x) return (string.unpack("<f", string.pack("<f", x))) end
