@@ -8,7 +8,8 @@
 --   C[M, N] = A[M, K] . B[N, K]^T   (bf16 in, f32 accumulation, bf16 out)
 --
 --   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--bm=128|256] [--stages=S]
---                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--emit=ir|ptx] [--stage=NAME]
+--                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--consumers=pingpong]
+--                                [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data and checks C against the plain
 -- reference kernel of stdlib/gemm.lua and sampled CPU dot products; without
@@ -27,9 +28,16 @@ local check = require "tilua.gpu.check"
 -- o.workers CTAs (default: one per SM) by the StreamK scheduler, for the
 -- problem o.m x o.n x o.k only (the split is planned at compile time: the grid
 -- of programs and K are constants; the parameter K is then unused).
+-- o.consumers = "pingpong": a 64 x 256 program (o.bm = 64) whose two consumer
+-- warpgroups each take the whole tile and alternate programs over one ring
+-- (tl.for_tiles's consumers; stdlib/gemm.lua's consumers = "pingpong").
+local function rows_of(o)
+  return o.bm or (o.consumers == "pingpong" and 64 or 128)
+end
+
 local function build(o)
   o = o or {}
-  local bm = o.bm or 128
+  local bm = rows_of(o)
   local streamk = o.schedule == "streamk" or o.schedule == "splitk"
   tl.new_module()
   local k = tl.tile_kernel("tile_gemm", {
@@ -40,7 +48,8 @@ local function build(o)
   k:define(function(k, p)
     local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
     local acc = tl.zeros({ bm, 256 }, tl.f32)
-    acc = tl.for_tiles(streamk and o.k or p.K, { tile = 64, stages = o.stages or 3 }, acc, function(kk, acc)
+    acc = tl.for_tiles(streamk and o.k or p.K, { tile = 64, stages = o.stages or (o.consumers == "pingpong" and 5 or 3),
+                                                               consumers = o.consumers }, acc, function(kk, acc)
       local a = tl.load(p.A, { pid_m, kk }, { bm, 64 })
       local b = tl.load(p.B, { pid_n, kk }, { 256, 64 }) -- B stored [N, K]: dot takes it transposed
       return tl.dot(a, b, acc)
@@ -86,7 +95,7 @@ local function harness(name, build, fused, o)
     local bias <close> = fused and tl.device.random(tl.f32, N, c.seed + 2) or nil
     local d <close> = tl.device.alloc(tl.bf16, M * N)
     d:fill(0)
-    kernel:run { grid = { (M + (o.bm or 128) - 1) // (o.bm or 128), (N + 255) // 256 },
+    kernel:run { grid = { (M + rows_of(o) - 1) // rows_of(o), (N + 255) // 256 },
                  args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K,
                           bias = fused and { bias, { N } } or nil } }
     local ref = tl.gemm.build { m = M, n = N, k = K, bias = fused or nil, activation = fused and "relu" or nil }
@@ -99,6 +108,6 @@ end
 
 local opts = options(...)
 local example = harness("tile_gemm", function(o) return build(o or opts) end, false, opts)
-example.harness, example.options = harness, options
+example.harness, example.options, example.rows_of = harness, options, rows_of
 if ... == "--library" then return example end
 check.main(example)

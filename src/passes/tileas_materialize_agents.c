@@ -650,6 +650,7 @@ static void set_block(Mat *m, IrOp *k, int64_t warps) {
 }
 
 static bool is_tileas(const IrOp *op) { return ir_op_in_dialect(op->kind, "tileas"); }
+static bool is_program_loop(const IrOp *op) { return op->kind == OP_TILEAS_IS_VALID_PROGRAM_ID; }
 
 /* A tile program without a pipelined loop: its body in one compute agent of the block's warps. */
 static IrResult compute_agent(Mat *m, IrOp *k) {
@@ -698,6 +699,17 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
     return IR_FAIL;
   }
   m->nconsumers = (uint32_t)(block / WG_ROWS);
+  /* ping-pong: two consumers, each the whole accumulator, taking programs in turn */
+  bool pingpong = ir_stamp_TILEAS_PIPELINE(m->loop).pingpong;
+  if (pingpong && (ks.ctas > 1 || m->rows != WG_ROWS || !rw_find(k, is_program_loop))) {
+    ir_op_error(
+        m->loop,
+        "tileas-materialize-agents: ping-pong consumers each hold the whole accumulator "
+        "(one warpgroup's: 64 rows, got %lld) and take turns at the programs of a persistent "
+        "loop (tileas-dynamic-persistent) on one CTA",
+        (long long)m->rows);
+    return IR_FAIL;
+  }
   IrBlock *body = r->entry;
   IrOp *first = body->first;
   /* the rings, at the top */
@@ -712,8 +724,14 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   IrOp *agents[1 + MAX_CONSUMERS];
   uint32_t na = 0;
   agents[na++] = build_producer(m, first, k);
-  for (uint32_t c = 0; c < m->nconsumers && !m->failed; c++)
-    agents[na++] = build_consumer(m, first, k, c);
+  for (uint32_t c = 0; c < (pingpong ? 2 : m->nconsumers) && !m->failed; c++) {
+    agents[na++] = build_consumer(m, first, k, pingpong ? 0 : c);
+    if (pingpong) {
+      int64_t g[2] = {c, 2};
+      ir_op_set_attr(agents[na - 1], ir_stamp_spec(STAMP_TILEAS_PINGPONG)->name,
+                     ir_attr_int_array(r->ctx, 2, g));
+    }
+  }
   if (m->failed) {
     for (uint32_t i = 0; i < na; i++)
       ir_op_erase(agents[i]);

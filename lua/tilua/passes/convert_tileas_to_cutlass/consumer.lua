@@ -481,7 +481,13 @@ local function pipelined_for(L, env, st, wg, t)
     if plan then
       acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init), pf)
     else
-      acc = G.mainloop(tl, L.pipe, st, lb, ub, first, function(a, s, kk) return step(kk, a, s) end, releaser(L))
+      -- ping-pong (env.pp): this consumer's mainloop turn, the other's once
+      -- every wgmma is issued, then the epilogue's turn (the tiles' order)
+      local pp = env.pp
+      if pp then pp.own:wait(pp.turn) end
+      acc = G.mainloop(tl, L.pipe, st, lb, ub, first, function(a, s, kk) return step(kk, a, s) end, releaser(L),
+                       pp and function() pp.other:arrive(pp.turn) end)
+      if pp then pp.own:wait(pp.turn) end
       if #ahead > 0 then acc = acc[1] end
     end
     if env.work and S then
@@ -669,6 +675,12 @@ local function build(L, ag, count, first)
         cursors[i] = cur[g]
       end
       local ctx = { go = L.go, wg = tl.cast(wg, tl.i32) }
+      if ag.pingpong then -- (loops.lua's Loops.persistent passes the turns on)
+        local g = ag.pingpong
+        env.pp = { g = g, own = L.pp[g + 1], other = L.pp[2 - g], loop = ag.pp_loop, st = cursors[1] }
+        env.pp.turn = L.pp[g + 1]:state { phase = g == 0 and 1 or 0 } -- consumer 0 goes first
+        cursors[#cursors + 1] = env.pp.turn
+      end
       if L.go then
         ctx.turn = A.turn_state(tl, L.go, ctx.wg)
         cursors[#cursors + 1] = ctx.turn

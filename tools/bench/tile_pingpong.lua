@@ -1,0 +1,105 @@
+-- tools/bench/tile_pingpong.lua: the tile GEMM of examples/tile_gemm.lua with
+-- ping-pong consumers (tl.for_tiles {consumers = "pingpong"}: a 64 x 256
+-- program, two consumer warpgroups each with the whole tile, alternating
+-- programs over one ring, the mainloops and epilogues ordered by two
+-- seq_bars) against the same tile program with cooperative consumers (128 x
+-- 256, two warpgroups of 64 rows on every tile), stdlib/gemm.lua's
+-- consumers = "pingpong" (64 x 256) and cuBLASLt, in one run on one device:
+-- bf16 A (M x K) and B (N x K), f32 accumulation, bf16 C. Every kernel is
+-- checked first against cuBLASLt's result on every element (and the tile
+-- ping-pong against stdlib's ping-pong bit for bit), then timed: the best of
+-- --samples samples of CUDA events around 10 back-to-back launches, the
+-- kernels alternating. Without a GPU it compiles the kernels and stops.
+--
+--   tilua tools/bench/tile_pingpong.lua [--sizes=8192,4096] [--stages=S] [--coop_stages=S] [--samples=5]
+local tl = require "tilua"
+
+local o = { sizes = "8192,4096", samples = 5 }
+for _, a in ipairs(arg or {}) do
+  local key, v = a:match "^%-%-([%w_]+)=(.+)$"
+  if key then o[key] = math.tointeger(tonumber(v)) or v end
+end
+local ex = assert(loadfile "examples/tile_gemm.lua")("--library")
+local D = tl.device
+
+local function build_all()
+  local pp = ex.build { consumers = "pingpong", stages = o.stages }
+  pp:compile()
+  local coop = ex.build { stages = o.coop_stages }
+  coop:compile()
+  return pp, coop
+end
+
+if not D.available() then
+  build_all()
+  print("SKIP: no GPU (" .. D.error() .. "): compiled only")
+  return
+end
+
+local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
+local blas = tl.core.blas_available()
+print(("tile_pingpong bench on %s (%d SMs), seed %d, cuBLASLt %s"):format(D.info().name, D.sm_count(), seed,
+  blas and "available" or "not available"))
+local pp, coop = build_all()
+
+local function sample(fn) return D.time(function() for _ = 1, 10 do fn() end end) / 10 end
+
+local rows = {}
+for size in tostring(o.sizes):gmatch "%d+" do
+  local M = math.tointeger(tonumber(size))
+  local N, K = M, M
+  local a <close> = D.random(tl.bf16, M * K, seed)
+  local b <close> = D.random(tl.bf16, N * K, seed + 1)
+  local ref <close> = D.alloc(tl.bf16, M * N)
+  local outs = {}
+  local std = tl.gemm.build { m = M, n = N, k = K, consumers = "pingpong", bn = 256, bm = 64 }
+  std.kernel:compile()
+  local function tile_run(k, bm, d)
+    return function()
+      k:launch { grid = { (M + bm - 1) // bm, (N + 255) // 256 },
+                 args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K } }
+    end
+  end
+  local forms = {
+    { name = "tile ping-pong 64x256", d = D.alloc(tl.bf16, M * N) },
+    { name = "tile cooperative 128x256", d = D.alloc(tl.bf16, M * N) },
+    { name = ("stdlib ping-pong 64x256 (%d st)"):format(std.cfg.stages), d = D.alloc(tl.bf16, M * N) },
+  }
+  forms[1].run = tile_run(pp, 64, forms[1].d)
+  forms[2].run = tile_run(coop, 128, forms[2].d)
+  forms[3].run = function() std:run { a = a, b = b, d = forms[3].d } end
+  local cublas = blas and function()
+    tl.core.blas_gemm { m = M, n = N, k = K, a = a.raw, b = b.raw, d = ref.raw, ["in"] = "bf16", out = "bf16" }
+  end
+  if cublas then forms[4] = { name = "cuBLASLt", run = cublas } end
+  -- correctness first
+  for _, f in ipairs(forms) do
+    if f.d then f.d:fill(0) end
+    f.run()
+  end
+  D.synchronize()
+  local all_ok = true
+  for i = 1, 3 do
+    local ok, report
+    if cublas then ok, report = std:check { a = a, b = b, d = forms[i].d, reference = ref }
+    else ok, report = std:check { a = a, b = b, d = forms[i].d, seed = seed } end
+    print(("%d^3 %s: %s, %s"):format(M, forms[i].name, ok and "OK" or "FAILED", report))
+    all_ok = all_ok and ok
+  end
+  print(("%d^3 tile ping-pong vs stdlib ping-pong: %s"):format(M, forms[1].d:equals(forms[3].d) and "bit for bit the same" or "DIFFERENT"))
+  if not all_ok then error("a kernel is wrong: no timing", 0) end
+  local best = {}
+  for i = 1, #forms do best[i] = math.huge end
+  for _ = 1, o.samples do
+    for i, f in ipairs(forms) do best[i] = math.min(best[i], sample(f.run)) end
+  end
+  local flops = 2.0 * M * N * K
+  print(("%-34s %9s %10s %8s"):format(("%d^3"):format(M), "ms", "TFLOP/s", "/ cuBLASLt"))
+  for i, f in ipairs(forms) do
+    local r = cublas and best[#forms] / best[i] or nil
+    print(("%-34s %9.4f %10.1f %8s"):format(f.name, best[i], flops / best[i] / 1e9, r and ("%.3f"):format(r) or "-"))
+    rows[#rows + 1] = { size = M, name = f.name, tflops = flops / best[i] / 1e9 }
+  end
+  print(("%d^3 tile ping-pong / tile cooperative (speed): %.3f; / stdlib ping-pong: %.3f"):format(M, best[2] / best[1], best[3] / best[1]))
+  for i = 1, 3 do forms[i].d:free() end
+end
