@@ -71,6 +71,13 @@ for size in tostring(o.sizes):gmatch "%d+" do
   local cublas = blas and function()
     tl.core.blas_gemm { m = M, n = N, k = K, a = a.raw, b = b.raw, d = ref.raw, ["in"] = "bf16", out = "bf16" }
   end
+  if cublas then
+    local ok, err = pcall(cublas)
+    if not ok then -- (the library loads but does not run: the emulator, a stand-in driver)
+      print("cuBLASLt does not run: " .. tostring(err) .. "; no ratios")
+      cublas = nil
+    end
+  end
   if cublas then forms[4] = { name = "cuBLASLt", run = cublas } end
   -- correctness first
   for _, f in ipairs(forms) do
