@@ -26,6 +26,12 @@
 **               marked `tileas.replica`) and the slice's offsets (c times its
 **               `tileas.replica_offsets`), so a lowering may run one code on
 **               every warpgroup
+**   ping-pong   a loop marked `tileas.pipeline = {pingpong = true}` (a 64-row
+**               accumulator, one CTA, in a persistent loop): two consumers
+**               instead, each a copy with the whole accumulator, marked
+**               `tileas.pingpong = [g, 2]`: consumer g takes the programs
+**               j = g mod 2 of its CTA's sequence (convert-tileas-to-cutlass
+**               alternates them over the one ring, ordered by seq_bars)
 **
 ** A tile program without such a loop (an elementwise map, a reduction, a
 ** normalization: no dot to pipeline) becomes one agent {kind = compute,

@@ -44,14 +44,12 @@ local pp, coop = build_all()
 
 local function sample(fn) return D.time(function() for _ = 1, 10 do fn() end end) / 10 end
 
-local rows = {}
 for size in tostring(o.sizes):gmatch "%d+" do
   local M = math.tointeger(tonumber(size))
   local N, K = M, M
   local a <close> = D.random(tl.bf16, M * K, seed)
   local b <close> = D.random(tl.bf16, N * K, seed + 1)
   local ref <close> = D.alloc(tl.bf16, M * N)
-  local outs = {}
   local std = tl.gemm.build { m = M, n = N, k = K, consumers = "pingpong", bn = 256, bm = 64 }
   std.kernel:compile()
   local function tile_run(k, bm, d)
@@ -105,7 +103,6 @@ for size in tostring(o.sizes):gmatch "%d+" do
   for i, f in ipairs(forms) do
     local r = cublas and best[#forms] / best[i] or nil
     print(("%-34s %9.4f %10.1f %8s"):format(f.name, best[i], flops / best[i] / 1e9, r and ("%.3f"):format(r) or "-"))
-    rows[#rows + 1] = { size = M, name = f.name, tflops = flops / best[i] / 1e9 }
   end
   print(("%d^3 tile ping-pong / tile cooperative (speed): %.3f; / stdlib ping-pong: %.3f"):format(M, best[2] / best[1], best[3] / best[1]))
   for i = 1, 3 do forms[i].d:free() end

@@ -284,20 +284,16 @@ do
     return {}
   end
   -- the persistent loop: scf.while, each program's end ends its rings' periods
-  -- Ping-pong consumers (tileas.pingpong = [g, 2]): consumer g runs the CTA's
-  -- programs n = g mod 2 only; a program it skips moves its pipelined
-  -- iterations on by the other consumer's in that program, once that one's
-  -- pipelined loop is done (the lowering's mainloop turn: a consumer's
-  -- mainloop starts once the other's is issued, a seq_bar; the model orders
-  -- it after the other's loop, releases included), so that it reads and
-  -- releases (alone: the rings' empty barriers then count one arrival) the
-  -- stages of its own programs.
+  -- Ping-pong consumers (tileas.pingpong = [g, 2]): consumer g runs the CTA's programs
+  -- n = g mod 2 only; a program it skips moves its pipelined iterations on by the other's
+  -- in it, once the other's loop of it is done (the lowering's mainloop turn, a seq_bar,
+  -- comes once it is issued: here after its releases), so it reads and releases (alone:
+  -- the empty barriers count one arrival) the stages of its own programs.
   local function skip_program(R, W, rec, n)
     if R.o.claims == "dynamic" then violation("model", "ping-pong consumers with dynamic claims are not modelled") end
     local cta = W.cta
     R:request(W, rec, function() return cta.pp_iters and cta.pp_iters[n] ~= nil end, function() end,
-      function() return ("waits for the other ping-pong consumer's mainloop of program %d"):format(n) end,
-      "p" .. cta.id, "re")
+      function() return ("waits for the other ping-pong consumer's mainloop of program %d"):format(n) end, "p" .. cta.id, "re")
     W.pipe_j = (W.pipe_j or -1) + cta.pp_iters[n]
     W.nclaims = (W.nclaims or 0) + 1
     return { cta.id + W.nclaims * R.grid } -- (cancel_next_program_id's)
@@ -314,7 +310,6 @@ do
       else
         W.pp_n = n -- (the program whose loop tileas.pipelined_for records)
         cur = R:exec_block(W, rec.regions[2][1], fwd, ctx)
-        W.pp_n = nil
         end_program(R, W, rec)
       end
       n = n + 1
@@ -390,10 +385,10 @@ do
     W.pipe = outer
     W.laps = ((W.pipe_j or -1) + 1) // rec.stages -- across the run (a persistent loop runs it again)
     if consumer and W.pingpong and W.pp_n then -- (the other ping-pong consumer skips the program by it)
-      local cta, n, iters = W.cta, W.pp_n, math.max(0, (ub - lb + step - 1) // step)
+      local cta, n, count = W.cta, W.pp_n, math.max(0, (ub - lb + step - 1) // step)
       R:request(W, rec, function() return true end, function()
         cta.pp_iters = cta.pp_iters or {}
-        cta.pp_iters[n] = iters
+        cta.pp_iters[n] = count
       end, function() return ("ends its mainloop of program %d (ping-pong)"):format(n) end, "p" .. cta.id, "w")
     end
     return iters

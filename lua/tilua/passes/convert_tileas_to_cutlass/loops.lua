@@ -136,9 +136,9 @@ local function tile_body(L, env, after, work, only)
   local function lower_from(i)
     for j = i, #ops do
       local o = ops[j]
-      if only and not only[o:id()] then -- (a ping-pong consumer's skipped program: its k loop's bounds only)
-      elseif o:name() == "tileas.cancel_next_program_id" then L.vmap[o:result(1):id()] = tl.const(0)
-      else V.at_loc(o, X.lower_op, L, o, env) end
+      local wanted = not only or only[o:id()] -- (a ping-pong consumer's skipped program: its k loop's bounds only)
+      if wanted and o:name() == "tileas.cancel_next_program_id" then L.vmap[o:result(1):id()] = tl.const(0)
+      elseif wanted then V.at_loc(o, X.lower_op, L, o, env) end
       if env.final then -- StreamK: what follows the k loop is the final split's
         local final = env.final
         env.final = nil
@@ -160,7 +160,7 @@ end
 local function pingpong_bodies(L, env, after)
   local pp = env.pp
   local loop = pp.loop
-  local only, ops = {}, after:ops()
+  local only = {}
   local function need(v)
     local d = v:def()
     if not d or only[d:id()] or d:parent():id() ~= loop:parent():id() then return end
