@@ -132,6 +132,12 @@ describe("tile programs to PTX (tile-to-ptx)", function()
     assert.same(histogram(g.kernel:compile()), tile)
   end)
 
+  it("with ping-pong consumers (64 x 256) is stdlib/gemm.lua's ping-pong kernel: the same instructions", function()
+    local tile = histogram(gemm_example.build({ consumers = "pingpong" }):compile())
+    local g = tl.gemm.build { m = 4096, n = 4096, k = 4096, bn = 256, bm = 64, stages = 5, consumers = "pingpong" }
+    assert.same(histogram(g.kernel:compile()), tile)
+  end)
+
   -- the time is printed, not asserted: a test's verdict must not depend on the
   -- machine's speed or load (tools/bench/compile_time.lua measures it, docs/PERF.md)
   it("compiles from script to PTX (the time printed)", function()
