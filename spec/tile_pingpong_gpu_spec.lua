@@ -1,6 +1,6 @@
 -- The ping-pong tile GEMM on the GPU (label gpu: spec/gpu_runner.lua):
--- examples/tile_gemm.lua with consumers = "pingpong" (a 64 x 256 program, two
--- consumer warpgroups each with the whole tile, alternating the programs of
+-- examples/tile_gemm.lua with consumers = "pingpong" (a 64 x 256 program, or
+-- 128 x 128: two consumer warpgroups each with the whole tile, alternating the programs of
 -- the persistent schedule over one ring, tileas-materialize-agents and
 -- convert-tileas-to-cutlass), on fresh random ragged shapes (the seed, printed,
 -- picks them: TILUA_SEED repeats a run) against stdlib/gemm.lua's reference
@@ -33,10 +33,14 @@ CASES[#CASES + 1] = { m = 8191, n = 8184, k = 264 } -- programs past two a CTA, 
 describe("the ping-pong tile GEMM on the GPU", function()
   it("compiles to PTX that ptxas takes", function()
     H.assert_ptxas(ex.build({ consumers = "pingpong" }):compile())
+    H.assert_ptxas(ex.build({ consumers = "pingpong", bn = 128 }):compile())
   end)
 
-  for i, c in ipairs(CASES) do
-    local label = ("%d x %d x %d"):format(c.m, c.n, c.k)
+  for i, c0 in ipairs(CASES) do
+  for _, bn in ipairs { 256, 128 } do
+    local c = { m = c0.m, n = c0.n, k = c0.k, bn = bn, bm = ex.rows_of { consumers = "pingpong", bn = bn } }
+    c.stages = ex.stages_of { consumers = "pingpong", bn = bn }
+    local label = ("%d x %d programs, %d x %d x %d"):format(c.bm, c.bn, c.m, c.n, c.k)
     it(label .. ": the reference kernel, CPU samples, stdlib/gemm.lua's ping-pong bit for bit", function()
       if not GPU then pending("no GPU: " .. tl.device.error()) return end
       local D = tl.device
@@ -48,11 +52,11 @@ describe("the ping-pong tile GEMM on the GPU", function()
       local d_std <close> = D.alloc(tl.bf16, M * N)
       d_tile:fill(0)
       d_std:fill(0)
-      local k = ex.build { consumers = "pingpong" }
+      local k = ex.build { consumers = "pingpong", bn = c.bn }
       k:compile()
-      k:run { grid = { (M + 63) // 64, (N + 255) // 256 },
+      k:run { grid = { (M + c.bm - 1) // c.bm, (N + c.bn - 1) // c.bn },
               args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d_tile, { M, N } }, K = K } }
-      local g = tl.gemm.build { m = M, n = N, k = K, bn = 256, bm = 64, stages = 5, consumers = "pingpong" }
+      local g = tl.gemm.build { m = M, n = N, k = K, bn = c.bn, bm = c.bm, stages = c.stages, consumers = "pingpong" }
       g:run { a = a, b = b, d = d_std }
       D.synchronize()
       local ok, report = g:check { a = a, b = b, d = d_tile, seed = s }
@@ -60,5 +64,6 @@ describe("the ping-pong tile GEMM on the GPU", function()
       assert(ok, report)
       assert(d_tile:equals(d_std), "the ping-pong tile GEMM differs from stdlib/gemm.lua's ping-pong")
     end)
+  end
   end
 end)

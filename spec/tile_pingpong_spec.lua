@@ -1,6 +1,7 @@
 -- Ping-pong consumers of a tile program (tl.for_tiles {consumers =
 -- "pingpong"}, docs/tileprog.md): tileas-materialize-agents makes two
--- consumer agents, each with the whole 64-row accumulator, marked
+-- consumer agents, each with the whole accumulator (64 x 256, or 128 x 128:
+-- two 64-row wgmma slices a warpgroup), marked
 -- tileas.pingpong = [g, 2], and convert-tileas-to-cutlass lowers them as
 -- stdlib/gemm.lua's consumers = "pingpong" (one ring of a pipeline of mode
 -- pingpong, programs alternating, two seq_bars ordering the mainloops and the
@@ -49,7 +50,11 @@ describe("ping-pong consumers of a tile GEMM", function()
     assert.equal(0, bad, first)
   end
 
-  it("materializes two consumers of the whole accumulator, marked tileas.pingpong", function()
+  it("materializes two consumers of the whole accumulator, marked tileas.pingpong (128 rows: a warpgroup's layout)", function()
+    local k128 = stage_kernel(ex.build { consumers = "pingpong", bn = 128 }, "tileas-materialize-agents")
+    k128:walk(function(op)
+      if op:name() == "tileas.dot" then assert.matches("tile<128x128xf32, rmem, {cta = %[1, 1%], kind = \"mma\", warps = %[4, 1%]}>", tostring(op:result(1):type())) end
+    end)
     local kop = stage_kernel(ex.build { consumers = "pingpong" }, "tileas-materialize-agents")
     local marks = {}
     kop:walk(function(op)
@@ -62,8 +67,11 @@ describe("ping-pong consumers of a tile GEMM", function()
     assert.same({ 384, 1, 1 }, kop:kernel_spec().block)
   end)
 
-  it("every tileas stage and the lowered kernel compute the reference, programs odd and even a CTA", function()
-    local k = ex.build { consumers = "pingpong" }
+  for _, bn in ipairs { 256, 128 } do
+  local bm = bn == 256 and 64 or 128
+  it(("%d x %d programs: every tileas stage and the lowered kernel compute the reference, programs odd and even a CTA")
+     :format(bm, bn), function()
+    local k = ex.build { consumers = "pingpong", bn = bn }
     -- the lowered kernel: 2 CTAs walk 3 programs each (consumer 0 two, consumer 1 one),
     -- then 1 CTA all 6; then 4 CTAs (2, 2, 1, 1)
     local kop = PH.lowered_tile(k)
@@ -72,8 +80,9 @@ describe("ping-pong consumers of a tile GEMM", function()
       kop:walk(function(op) if op:name() == "cutlass.pipeline.init" then mode = op:attr "mode" end end)
       return mode
     end)())
+    local px, py = (M + bm - 1) // bm, (N + bn - 1) // bn -- (3 x 2, or 2 x 3)
     local values = { ["map:A"] = problem.A, ["map:B"] = problem.B, ["map:C"] = problem.C, ["arg:K"] = K,
-                     ["programs:x"] = 3, ["programs:y"] = 2 }
+                     ["programs:x"] = px, ["programs:y"] = py }
     for _, grid in ipairs { 2, 1, 4 } do
       local r = tl.emulate(kop, { grid = grid, args = PH.params_args(kop, values), policy = "random", seed = 5 + grid })
       assert(r.ok, r.report)
@@ -81,29 +90,34 @@ describe("ping-pong consumers of a tile GEMM", function()
     end
     for _, stage in ipairs { "input", "tileas-materialize-agents", "sink-negf-through-shapes" } do
       for _, workers in ipairs { 2, 4 } do
-        local r = tl.emulate(stage_kernel(k, stage), { grid = { 3, 2 }, workers = workers, args = problem, policy = "random", seed = 3 })
+        local r = tl.emulate(stage_kernel(k, stage), { grid = { px, py }, workers = workers, args = problem, policy = "random", seed = 3 })
         assert(r.ok, r.report)
         check(r.read(3), ("%s on %d workers"):format(stage, workers))
       end
     end
   end)
+  end
 
-  it("the protocol checker explores the lowered kernel and the materialized agents", function()
-    local k = ex.build { consumers = "pingpong", stages = 2 }
-    local args = { A = { bytes = 2 * 192 * 192, shape = { 192, 192 } }, B = { bytes = 2 * 256 * 192, shape = { 256, 192 } },
-                   C = { bytes = 2 * 192 * 256, shape = { 192, 256 } }, K = 192 }
-    local agents = tl.verify_protocol(stage_kernel(k, "tileas-materialize-agents"), { grid = { 3, 1 }, workers = 1, args = args })
-    assert(agents.ok, agents.report)
-    local kop = PH.lowered_tile(k)
-    local values = { ["map:A"] = args.A, ["map:B"] = args.B, ["map:C"] = args.C, ["arg:K"] = 192, ["programs:x"] = 3, ["programs:y"] = 1 }
-    local lowered = tl.verify_protocol(kop, { grid = 1, args = PH.params_args(kop, values) })
-    assert(lowered.ok, lowered.report)
+  it("the protocol checker explores the lowered kernel and the materialized agents (64 x 256, 128 x 128)", function()
+    for _, bn in ipairs { 256, 128 } do
+      local bm = bn == 256 and 64 or 128
+      local k = ex.build { consumers = "pingpong", stages = 2, bn = bn }
+      local M2, N2 = 3 * bm, bn
+      local args = { A = { bytes = 2 * M2 * 192, shape = { M2, 192 } }, B = { bytes = 2 * N2 * 192, shape = { N2, 192 } },
+                     C = { bytes = 2 * M2 * N2, shape = { M2, N2 } }, K = 192 }
+      local agents = tl.verify_protocol(stage_kernel(k, "tileas-materialize-agents"), { grid = { 3, 1 }, workers = 1, args = args })
+      assert(agents.ok, agents.report)
+      local kop = PH.lowered_tile(k)
+      local values = { ["map:A"] = args.A, ["map:B"] = args.B, ["map:C"] = args.C, ["arg:K"] = 192, ["programs:x"] = 3, ["programs:y"] = 1 }
+      local lowered = tl.verify_protocol(kop, { grid = 1, args = PH.params_args(kop, values) })
+      assert(lowered.ok, lowered.report)
+    end
   end)
 
   it("refuses a ping-pong loop whose accumulator is not one warpgroup's, and one on a cluster", function()
-    local ok, err = pcall(function() ex.build({ consumers = "pingpong", bm = 128 }):compile() end)
+    local ok, err = pcall(function() ex.build({ consumers = "pingpong", bm = 192 }):compile() end)
     assert.is_false(ok)
-    assert.matches("ping%-pong consumers each hold the whole accumulator %(one warpgroup's: 64 rows, got 128%)", tostring(err))
+    assert.matches("ping%-pong consumers each hold the whole accumulator %(one warpgroup's: 64 or 128 rows, got 192%)", tostring(err))
     ok, err = pcall(function() ex.build({ consumers = "pingpong", cluster = 2 }):compile() end)
     assert.is_false(ok)
     assert.matches("on one CTA", tostring(err))
@@ -120,7 +134,8 @@ describe("ping-pong consumers of a tile GEMM", function()
     assert.matches("static persistent schedule", tostring(err))
   end)
 
-  it("compiles through ptxas", function()
+  it("compiles through ptxas (64 x 256, 128 x 128)", function()
     H.assert_ptxas(ex.build({ consumers = "pingpong" }):compile())
+    H.assert_ptxas(ex.build({ consumers = "pingpong", bn = 128 }):compile())
   end)
 end)

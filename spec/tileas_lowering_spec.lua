@@ -132,10 +132,12 @@ describe("tile programs to PTX (tile-to-ptx)", function()
     assert.same(histogram(g.kernel:compile()), tile)
   end)
 
-  it("with ping-pong consumers (64 x 256) is stdlib/gemm.lua's ping-pong kernel: the same instructions", function()
-    local tile = histogram(gemm_example.build({ consumers = "pingpong" }):compile())
-    local g = tl.gemm.build { m = 4096, n = 4096, k = 4096, bn = 256, bm = 64, stages = 5, consumers = "pingpong" }
-    assert.same(histogram(g.kernel:compile()), tile)
+  it("with ping-pong consumers (64 x 256, 128 x 128) is stdlib/gemm.lua's ping-pong kernel: the same instructions", function()
+    for _, t in ipairs { { 64, 256, 5 }, { 128, 128, 6 } } do
+      local tile = histogram(gemm_example.build({ consumers = "pingpong", bn = t[2] }):compile())
+      local g = tl.gemm.build { m = 4096, n = 4096, k = 4096, bm = t[1], bn = t[2], stages = t[3], consumers = "pingpong" }
+      assert.same(histogram(g.kernel:compile()), tile)
+    end
   end)
 
   -- the time is printed, not asserted: a test's verdict must not depend on the

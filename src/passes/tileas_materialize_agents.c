@@ -26,8 +26,9 @@
 **               marked `tileas.replica`) and the slice's offsets (c times its
 **               `tileas.replica_offsets`), so a lowering may run one code on
 **               every warpgroup
-**   ping-pong   a loop marked `tileas.pipeline = {pingpong = true}` (a 64-row
-**               accumulator, one CTA, in a persistent loop): two consumers
+**   ping-pong   a loop marked `tileas.pipeline = {pingpong = true}` (a 64- or
+**               128-row accumulator, one CTA, in a persistent loop; 128 rows
+**               take one warpgroup's mma layouts): two consumers
 **               instead, each a copy with the whole accumulator, marked
 **               `tileas.pingpong = [g, 2]`: consumer g takes the programs
 **               j = g mod 2 of its CTA's sequence (convert-tileas-to-cutlass
@@ -337,6 +338,15 @@ static const IrType *block_type_of(Rewriter *r, const IrValue *v) {
   if (t->kind != IR_TY_TILE) return NULL;
   return ir_type_tile_layout(r->ctx, t->elem, t->rank, t->shape, t->space,
                              half_layout(r->ctx, t->layout, m->rows / m->cta_rows));
+}
+
+/* A ping-pong consumer of 128 rows: the tiles keep their shapes, the mma
+** layouts take one warpgroup's warps (two 64-row slices of wgmma). */
+static const IrType *warpgroup_type_of(Rewriter *r, const IrValue *v) {
+  const IrType *t = v->type;
+  if (t->kind != IR_TY_TILE) return NULL;
+  return ir_type_tile_layout(r->ctx, t->elem, t->rank, t->shape, t->space,
+                             half_layout(r->ctx, t->layout, WG_ROWS));
 }
 
 /* c * n + i before op (tile coordinates of half tiles along M); i is the
@@ -707,15 +717,16 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   m->nconsumers = (uint32_t)(block / WG_ROWS);
   /* ping-pong: two consumers, each the whole accumulator, taking programs in turn */
   bool pingpong = ir_stamp_TILEAS_PIPELINE(m->loop).pingpong;
-  if (pingpong && (ks.ctas > 1 || m->rows != WG_ROWS || !rw_find(k, is_program_loop))) {
-    ir_op_error(
-        m->loop,
-        "tileas-materialize-agents: ping-pong consumers each hold the whole accumulator "
-        "(one warpgroup's: 64 rows, got %lld) and take turns at the programs of a persistent "
-        "loop (tileas-dynamic-persistent) on one CTA",
-        (long long)m->rows);
+  if (pingpong && (ks.ctas > 1 || (m->rows != WG_ROWS && m->rows != 2 * WG_ROWS) ||
+                   !rw_find(k, is_program_loop))) {
+    ir_op_error(m->loop,
+                "tileas-materialize-agents: ping-pong consumers each hold the whole accumulator "
+                "(one warpgroup's: 64 or 128 rows, got %lld) and take turns at the programs of a "
+                "persistent loop (tileas-dynamic-persistent) on one CTA",
+                (long long)m->rows);
     return IR_FAIL;
   }
+  if (pingpong) m->nconsumers = 1; /* (each the whole accumulator: nothing split) */
   IrBlock *body = r->entry;
   IrOp *first = body->first;
   /* the rings, at the top */
@@ -732,7 +743,8 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   agents[na++] = build_producer(m, first, k);
   for (uint32_t c = 0; c < (pingpong ? 2 : m->nconsumers) && !m->failed; c++) {
     agents[na++] = build_consumer(m, first, k, pingpong ? 0 : c);
-    if (pingpong) {
+    if (pingpong) { /* (a warpgroup's mma layouts: 128 rows are 2 x 64, a warp 16 of each) */
+      if (m->rows > WG_ROWS) rw_retype(agents[na - 1], warpgroup_type_of, &m->rw);
       int64_t g[2] = {c, 2};
       ir_op_set_attr(agents[na - 1], ir_stamp_spec(STAMP_TILEAS_PINGPONG)->name,
                      ir_attr_int_array(r->ctx, 2, g));

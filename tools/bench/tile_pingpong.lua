@@ -1,17 +1,18 @@
 -- tools/bench/tile_pingpong.lua: the tile GEMM of examples/tile_gemm.lua with
--- ping-pong consumers (tl.for_tiles {consumers = "pingpong"}: a 64 x 256
--- program, two consumer warpgroups each with the whole tile, alternating
--- programs over one ring, the mainloops and epilogues ordered by two
--- seq_bars) against the same tile program with cooperative consumers (128 x
--- 256, two warpgroups of 64 rows on every tile), stdlib/gemm.lua's
--- consumers = "pingpong" (64 x 256) and cuBLASLt, in one run on one device:
+-- ping-pong consumers (tl.for_tiles {consumers = "pingpong"}: a 64 x 256 or a
+-- 128 x 128 program, two consumer warpgroups each with the whole tile,
+-- alternating programs over one ring, the mainloops and epilogues ordered by
+-- two seq_bars) against the same tile program with cooperative consumers (128
+-- x 256, two warpgroups of 64 rows on every tile), stdlib/gemm.lua's
+-- consumers = "pingpong" of the same tiles and cuBLASLt, in one run on one device:
 -- bf16 A (M x K) and B (N x K), f32 accumulation, bf16 C. Every kernel is
--- checked first against cuBLASLt's result on every element (and the tile
--- ping-pong against stdlib's ping-pong bit for bit), then timed: the best of
+-- checked first against cuBLASLt's result on every element (and each tile
+-- ping-pong against stdlib's ping-pong of its tile bit for bit), then timed: the best of
 -- --samples samples of CUDA events around 10 back-to-back launches, the
 -- kernels alternating. Without a GPU it compiles the kernels and stops.
 --
 --   tilua tools/bench/tile_pingpong.lua [--sizes=8192,4096] [--stages=S] [--coop_stages=S] [--samples=5]
+--   (--stages: both ping-pong tiles' depth, default stdlib's: 5 at 64 x 256, 6 at 128 x 128)
 local tl = require "tilua"
 
 local o = { sizes = "8192,4096", samples = 5 }
@@ -22,12 +23,16 @@ end
 local ex = assert(loadfile "examples/tile_gemm.lua")("--library")
 local D = tl.device
 
+local PP = { { bm = 64, bn = 256 }, { bm = 128, bn = 128 } } -- the ping-pong tiles
 local function build_all()
-  local pp = ex.build { consumers = "pingpong", stages = o.stages }
-  pp:compile()
+  for _, t in ipairs(PP) do
+    t.stages = o.stages or ex.stages_of { consumers = "pingpong", bn = t.bn }
+    t.k = ex.build { consumers = "pingpong", bn = t.bn, stages = t.stages }
+    t.k:compile()
+  end
   local coop = ex.build { stages = o.coop_stages }
   coop:compile()
-  return pp, coop
+  return coop
 end
 
 if not D.available() then
@@ -40,7 +45,7 @@ local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 local blas = tl.core.blas_available()
 print(("tile_pingpong bench on %s (%d SMs), seed %d, cuBLASLt %s"):format(D.info().name, D.sm_count(), seed,
   blas and "available" or "not available"))
-local pp, coop = build_all()
+local coop = build_all()
 
 local function sample(fn) return D.time(function() for _ = 1, 10 do fn() end end) / 10 end
 
@@ -50,22 +55,29 @@ for size in tostring(o.sizes):gmatch "%d+" do
   local a <close> = D.random(tl.bf16, M * K, seed)
   local b <close> = D.random(tl.bf16, N * K, seed + 1)
   local ref <close> = D.alloc(tl.bf16, M * N)
-  local std = tl.gemm.build { m = M, n = N, k = K, consumers = "pingpong", bn = 256, bm = 64 }
-  std.kernel:compile()
-  local function tile_run(k, bm, d)
+  local function tile_run(k, bm, bn, d)
     return function()
-      k:launch { grid = { (M + bm - 1) // bm, (N + 255) // 256 },
+      k:launch { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn },
                  args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K } }
     end
   end
-  local forms = {
-    { name = "tile ping-pong 64x256", d = D.alloc(tl.bf16, M * N) },
-    { name = "tile cooperative 128x256", d = D.alloc(tl.bf16, M * N) },
-    { name = ("stdlib ping-pong 64x256 (%d st)"):format(std.cfg.stages), d = D.alloc(tl.bf16, M * N) },
-  }
-  forms[1].run = tile_run(pp, 64, forms[1].d)
-  forms[2].run = tile_run(coop, 128, forms[2].d)
-  forms[3].run = function() std:run { a = a, b = b, d = forms[3].d } end
+  -- forms: tile ping-pong and stdlib ping-pong of each tile (pairs), then the tile cooperative
+  local forms, std = {}, nil
+  for _, t in ipairs(PP) do
+    local tile = { name = ("tile ping-pong %dx%d (%d st)"):format(t.bm, t.bn, t.stages), d = D.alloc(tl.bf16, M * N) }
+    tile.run = tile_run(t.k, t.bm, t.bn, tile.d)
+    local g = tl.gemm.build { m = M, n = N, k = K, consumers = "pingpong", bn = t.bn, bm = t.bm, stages = t.stages }
+    g.kernel:compile()
+    std = std or g
+    local s = { name = ("stdlib ping-pong %dx%d (%d st)"):format(t.bm, t.bn, g.cfg.stages), d = D.alloc(tl.bf16, M * N) }
+    s.run = function() g:run { a = a, b = b, d = s.d } end
+    tile.pair = s
+    forms[#forms + 1], forms[#forms + 2] = tile, s
+  end
+  local cf = { name = "tile cooperative 128x256", d = D.alloc(tl.bf16, M * N) }
+  cf.run = tile_run(coop, 128, 256, cf.d)
+  forms[#forms + 1] = cf
+  local ours = #forms -- (the last of ours: the cooperative tile)
   local cublas = blas and function()
     tl.core.blas_gemm { m = M, n = N, k = K, a = a.raw, b = b.raw, d = ref.raw, ["in"] = "bf16", out = "bf16" }
   end
@@ -76,7 +88,7 @@ for size in tostring(o.sizes):gmatch "%d+" do
       cublas = nil
     end
   end
-  if cublas then forms[4] = { name = "cuBLASLt", run = cublas } end
+  if cublas then forms[#forms + 1] = { name = "cuBLASLt", run = cublas } end
   -- correctness first
   for _, f in ipairs(forms) do
     if f.d then f.d:fill(0) end
@@ -84,14 +96,17 @@ for size in tostring(o.sizes):gmatch "%d+" do
   end
   D.synchronize()
   local all_ok = true
-  for i = 1, 3 do
+  for i = 1, ours do
     local ok, report
     if cublas then ok, report = std:check { a = a, b = b, d = forms[i].d, reference = ref }
     else ok, report = std:check { a = a, b = b, d = forms[i].d, seed = seed } end
     print(("%d^3 %s: %s, %s"):format(M, forms[i].name, ok and "OK" or "FAILED", report))
     all_ok = all_ok and ok
+    if forms[i].pair then
+      print(("%d^3 %s vs %s: %s"):format(M, forms[i].name, forms[i].pair.name,
+        forms[i].d:equals(forms[i].pair.d) and "bit for bit the same" or "DIFFERENT"))
+    end
   end
-  print(("%d^3 tile ping-pong vs stdlib ping-pong: %s"):format(M, forms[1].d:equals(forms[3].d) and "bit for bit the same" or "DIFFERENT"))
   if not all_ok then error("a kernel is wrong: no timing", 0) end
   local best = {}
   for i = 1, #forms do best[i] = math.huge end
@@ -104,6 +119,11 @@ for size in tostring(o.sizes):gmatch "%d+" do
     local r = cublas and best[#forms] / best[i] or nil
     print(("%-34s %9.4f %10.1f %8s"):format(f.name, best[i], flops / best[i] / 1e9, r and ("%.3f"):format(r) or "-"))
   end
-  print(("%d^3 tile ping-pong / tile cooperative (speed): %.3f; / stdlib ping-pong: %.3f"):format(M, best[2] / best[1], best[3] / best[1]))
-  for i = 1, 3 do forms[i].d:free() end
+  for i = 1, ours do
+    if forms[i].pair then
+      print(("%d^3 %s: / tile cooperative (speed) %.3f, / %s %.3f"):format(M, forms[i].name, best[ours] / best[i],
+        forms[i].pair.name, best[i + 1] / best[i]))
+    end
+  end
+  for i = 1, ours do forms[i].d:free() end
 end

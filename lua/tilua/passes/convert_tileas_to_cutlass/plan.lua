@@ -459,6 +459,8 @@ local function read_pingpong(L)
         end
         if op:attr "tileas.turns" then R.fail(op, "a ping-pong consumer's loop of chained dots is not lowered yet") end
         ag.pp_loop = op
+        local acc = R.tile_of(op:result(1))
+        ag.pp_rows, ag.pp_cols = acc.shape[1], acc.shape[2]
       end
     end)
     if loops ~= 1 then R.fail(ag.op, "a ping-pong consumer runs one pipelined loop a program, got %d", loops) end
