@@ -31,7 +31,7 @@ local check = require "tilua.gpu.check"
 -- o.consumers = "pingpong": a 64 x 256 program (o.bm = 64), or with o.bn = 128
 -- a 128 x 128 one, whose two consumer warpgroups each take the whole tile and
 -- alternate programs over one ring (tl.for_tiles's consumers; stdlib/gemm.lua's
--- consumers = "pingpong", the same tiles and stages: 5, or 6 at 128 x 128).
+-- consumers = "pingpong", the same tiles and stages: 4 at 64 x 256, 6 at 128 x 128).
 local function cols_of(o) return o.bn or 256 end
 local function rows_of(o)
   return o.bm or (o.consumers == "pingpong" and cols_of(o) > 128 and 64 or 128)
@@ -39,8 +39,9 @@ end
 local function stages_of(o)
   if o.stages then return o.stages end
   if o.consumers ~= "pingpong" then return 3 end
-  -- stdlib/gemm.lua's: what fits beside 16 KiB of epilogue staging, at most 8
-  return math.min(8, (227 * 1024 - 2048 - 16384) // ((rows_of(o) + cols_of(o)) * 64 * 2))
+  -- stdlib/gemm.lua's: what fits beside 16 KiB of epilogue staging, at most 8 (4 at 64 x 256)
+  local most = (rows_of(o) == 64 and cols_of(o) == 256) and 4 or 8
+  return math.min(most, (227 * 1024 - 2048 - 16384) // ((rows_of(o) + cols_of(o)) * 64 * 2))
 end
 
 local function build(o)

@@ -164,7 +164,10 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     local smem_limit = tl.core.limits().max_smem - 2048 -- the barrier pool and alignment
     local stage_bytes = (c.bm + c.bn) * c.bk * c.ebytes
     local epi_bytes = c.swap_ab and 0 or c.wgs * 2 * 64 * c.epi * 2 -- (swapped: stored from registers)
-    c.stages = c.stages or math.min(c.swap_ab and 12 or 8, (smem_limit - epi_bytes) // stage_bytes)
+    -- ping-pong 64 x 256: 4 stages, not the 5 that fit (5 ran 0.74-0.79 times as fast at 8192^3 on
+    -- the H200, docs/PERF.md; 128 x 192 at 5, the same bytes a stage and in all, does not slow down)
+    local most = (PP and c.bm == 64 and c.bn == 256) and 4 or c.swap_ab and 12 or 8
+    c.stages = c.stages or math.min(most, (smem_limit - epi_bytes) // stage_bytes)
     if math.type(c.stages) ~= "integer" or c.stages < 1 or c.stages * stage_bytes + epi_bytes > smem_limit then
       raise(("gemm.build: %s stages of %d KiB and %d KiB of epilogue staging do not fit the %d KiB of shared memory"):format(
         tostring(c.stages), stage_bytes // 1024, epi_bytes // 1024, smem_limit // 1024))
