@@ -1,21 +1,28 @@
 -- tools/bench/tile_pingpong.lua: the tile GEMM of examples/tile_gemm.lua with
--- ping-pong consumers (tl.for_tiles {consumers = "pingpong"}: a 64 x 256 or a
--- 128 x 128 program, two consumer warpgroups each with the whole tile,
+-- ping-pong consumers (tl.for_tiles {consumers = "pingpong"}: a 128 x 128 or a
+-- 64 x 256 program, two consumer warpgroups each with the whole tile,
 -- alternating programs over one ring, the mainloops and epilogues ordered by
 -- two seq_bars) against the same tile program with cooperative consumers (128
 -- x 256, two warpgroups of 64 rows on every tile), stdlib/gemm.lua's
--- consumers = "pingpong" of the same tiles and cuBLASLt, in one run on one device:
--- bf16 A (M x K) and B (N x K), f32 accumulation, bf16 C. Every kernel is
--- checked first against cuBLASLt's result on every element (and each tile
--- ping-pong against stdlib's ping-pong of its tile bit for bit), then timed: the best of
--- --samples samples of CUDA events around 10 back-to-back launches, the
--- kernels alternating. Without a GPU it compiles the kernels and stops.
+-- consumers = "pingpong" of the same tile and cuBLASLt, in one process on one
+-- device: bf16 A (M x K) and B (N x K), f32 accumulation, bf16 C. Every kernel
+-- is checked first against cuBLASLt's result on every element (and each tile
+-- ping-pong against stdlib's ping-pong of its tile and stages bit for bit),
+-- then timed in interleaved rounds: a round takes one sample of every form
+-- (CUDA events around 10 back-to-back launches), each round starting one form
+-- later; each form's figure is the median of its --rounds samples (the best
+-- and the spread printed beside it), every ratio one of medians.
+-- Without a GPU it compiles the kernels and stops.
 --
---   tilua tools/bench/tile_pingpong.lua [--sizes=8192,4096] [--stages=S] [--coop_stages=S] [--samples=5]
---   (--stages: both ping-pong tiles' depth, default stdlib's: 5 at 64 x 256, 6 at 128 x 128)
+--   tilua tools/bench/tile_pingpong.lua [--sizes=8192,4096] [--rounds=9] [--stages=S]
+--                                       [--coop_stages=3,4] [--study=1]
+--   --stages: the ping-pong 128 x 128's depth (default stdlib's: 6)
+--   --coop_stages: the tile cooperative 128 x 256's depths, one form each (the example's default 3)
+--   --study=1: the 64 x 256 ping-pong's stages besides: the tile program at 4 and 5 stages, stdlib's at
+--     3, 4 and 5, and stdlib's ping-pong 128 x 192 at 5 (the same 40 KiB a stage and 217 KiB in all)
 local tl = require "tilua"
 
-local o = { sizes = "8192,4096", samples = 5 }
+local o = { sizes = "8192,4096", rounds = 9, coop_stages = "3,4" }
 for _, a in ipairs(arg or {}) do
   local key, v = a:match "^%-%-([%w_]+)=(.+)$"
   if key then o[key] = math.tointeger(tonumber(v)) or v end
@@ -23,31 +30,73 @@ end
 local ex = assert(loadfile "examples/tile_gemm.lua")("--library")
 local D = tl.device
 
-local PP = { { bm = 64, bn = 256 }, { bm = 128, bn = 128 } } -- the ping-pong tiles
-local function build_all()
-  for _, t in ipairs(PP) do
-    t.stages = o.stages or ex.stages_of { consumers = "pingpong", bn = t.bn }
-    t.k = ex.build { consumers = "pingpong", bn = t.bn, stages = t.stages }
-    t.k:compile()
+-- The forms, in the table's order: kind "tile" (the tile program: bm, bn, stages, consumers),
+-- "std" (tl.gemm.build's: cfg), "blas". A tile ping-pong names its stdlib pair (pair = index).
+local function form_list()
+  local L = {}
+  local function tile_pp(bm, bn, stages, pair)
+    stages = stages or ex.stages_of { consumers = "pingpong", bn = bn }
+    L[#L + 1] = { kind = "tile", name = ("tile ping-pong %dx%d (%d st)"):format(bm, bn, stages), bm = bm, bn = bn,
+                  o = { consumers = "pingpong", bn = bn, stages = stages } }
+    if pair then
+      L[#L].pair = #L + 1
+      L[#L + 1] = { kind = "std", name = ("stdlib ping-pong %dx%d (%d st)"):format(bm, bn, stages),
+                    cfg = { consumers = "pingpong", bm = bm, bn = bn, stages = stages } }
+    end
   end
-  local coop = ex.build { stages = o.coop_stages }
-  coop:compile()
-  return coop
+  tile_pp(128, 128, o.stages, true)
+  for s in tostring(o.coop_stages):gmatch "%d+" do
+    s = math.tointeger(tonumber(s))
+    L[#L + 1] = { kind = "tile", name = ("tile cooperative 128x256 (%d st)"):format(s), bm = 128, bn = 256, o = { stages = s },
+                  coop = true }
+  end
+  if o.study then
+    tile_pp(64, 256, 4, true)
+    tile_pp(64, 256, 5, true)
+    L[#L + 1] = { kind = "std", name = "stdlib ping-pong 64x256 (3 st)", cfg = { consumers = "pingpong", bm = 64, bn = 256, stages = 3 } }
+    L[#L + 1] = { kind = "std", name = "stdlib ping-pong 128x192 (5 st)", cfg = { consumers = "pingpong", bm = 128, bn = 192, stages = 5 } }
+  end
+  return L
+end
+
+local function compile_tiles(L)
+  for _, f in ipairs(L) do
+    if f.kind == "tile" then
+      f.k = ex.build(f.o)
+      f.k:compile()
+    end
+  end
 end
 
 if not D.available() then
-  build_all()
-  print("SKIP: no GPU (" .. D.error() .. "): compiled only")
+  local L = form_list()
+  compile_tiles(L)
+  for _, f in ipairs(L) do
+    if f.kind == "std" then
+      local cfg = { m = 512, n = 512, k = 512 }
+      for k, v in pairs(f.cfg) do cfg[k] = v end
+      tl.gemm.build(cfg).kernel:compile()
+    end
+  end
+  print(("SKIP: no GPU (%s): compiled only (%d forms)"):format(D.error(), #L))
   return
 end
 
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 local blas = tl.core.blas_available()
-print(("tile_pingpong bench on %s (%d SMs), seed %d, cuBLASLt %s"):format(D.info().name, D.sm_count(), seed,
-  blas and "available" or "not available"))
-local coop = build_all()
+print(("tile_pingpong bench on %s (%d SMs), seed %d, cuBLASLt %s, %d interleaved rounds"):format(D.info().name,
+  D.sm_count(), seed, blas and "available" or "not available", o.rounds))
+local L = form_list()
+compile_tiles(L)
 
 local function sample(fn) return D.time(function() for _ = 1, 10 do fn() end end) / 10 end
+local function median(t)
+  local s = {}
+  for i, v in ipairs(t) do s[i] = v end
+  table.sort(s)
+  local n = #s
+  return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
+end
 
 for size in tostring(o.sizes):gmatch "%d+" do
   local M = math.tointeger(tonumber(size))
@@ -55,29 +104,27 @@ for size in tostring(o.sizes):gmatch "%d+" do
   local a <close> = D.random(tl.bf16, M * K, seed)
   local b <close> = D.random(tl.bf16, N * K, seed + 1)
   local ref <close> = D.alloc(tl.bf16, M * N)
-  local function tile_run(k, bm, bn, d)
-    return function()
-      k:launch { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn },
-                 args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K } }
-    end
-  end
-  -- forms: tile ping-pong and stdlib ping-pong of each tile (pairs), then the tile cooperative
   local forms, std = {}, nil
-  for _, t in ipairs(PP) do
-    local tile = { name = ("tile ping-pong %dx%d (%d st)"):format(t.bm, t.bn, t.stages), d = D.alloc(tl.bf16, M * N) }
-    tile.run = tile_run(t.k, t.bm, t.bn, tile.d)
-    local g = tl.gemm.build { m = M, n = N, k = K, consumers = "pingpong", bn = t.bn, bm = t.bm, stages = t.stages }
-    g.kernel:compile()
-    std = std or g
-    local s = { name = ("stdlib ping-pong %dx%d (%d st)"):format(t.bm, t.bn, g.cfg.stages), d = D.alloc(tl.bf16, M * N) }
-    s.run = function() g:run { a = a, b = b, d = s.d } end
-    tile.pair = s
-    forms[#forms + 1], forms[#forms + 2] = tile, s
+  for i, f in ipairs(L) do
+    local F = { name = f.name, pair = f.pair, coop = f.coop, d = D.alloc(tl.bf16, M * N) }
+    if f.kind == "tile" then
+      local k, bm, bn = f.k, f.bm, f.bn
+      F.run = function()
+        k:launch { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn },
+                   args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { F.d, { M, N } }, K = K } }
+      end
+    else
+      local cfg = { m = M, n = N, k = K }
+      for k, v in pairs(f.cfg) do cfg[k] = v end
+      local g = tl.gemm.build(cfg)
+      g.kernel:compile()
+      std = std or g
+      F.run = function() g:run { a = a, b = b, d = F.d } end
+    end
+    forms[i] = F
   end
-  local cf = { name = "tile cooperative 128x256", d = D.alloc(tl.bf16, M * N) }
-  cf.run = tile_run(coop, 128, 256, cf.d)
-  forms[#forms + 1] = cf
-  local ours = #forms -- (the last of ours: the cooperative tile)
+  std = std or tl.gemm.build { m = M, n = N, k = K }
+  local ours = #forms
   local cublas = blas and function()
     tl.core.blas_gemm { m = M, n = N, k = K, a = a.raw, b = b.raw, d = ref.raw, ["in"] = "bf16", out = "bf16" }
   end
@@ -102,27 +149,43 @@ for size in tostring(o.sizes):gmatch "%d+" do
     else ok, report = std:check { a = a, b = b, d = forms[i].d, seed = seed } end
     print(("%d^3 %s: %s, %s"):format(M, forms[i].name, ok and "OK" or "FAILED", report))
     all_ok = all_ok and ok
-    if forms[i].pair then
-      print(("%d^3 %s vs %s: %s"):format(M, forms[i].name, forms[i].pair.name,
-        forms[i].d:equals(forms[i].pair.d) and "bit for bit the same" or "DIFFERENT"))
+    local p = forms[i].pair and forms[forms[i].pair]
+    if p then
+      print(("%d^3 %s vs %s: %s"):format(M, forms[i].name, p.name, forms[i].d:equals(p.d) and "bit for bit the same" or "DIFFERENT"))
     end
   end
   if not all_ok then error("a kernel is wrong: no timing", 0) end
-  local best = {}
-  for i = 1, #forms do best[i] = math.huge end
-  for _ = 1, o.samples do
-    for i, f in ipairs(forms) do best[i] = math.min(best[i], sample(f.run)) end
+  -- interleaved rounds: round r runs the forms from the r-th on, wrapping
+  local t = {}
+  for i = 1, #forms do t[i] = {} end
+  for r = 1, o.rounds do
+    for j = 0, #forms - 1 do
+      local i = (r - 1 + j) % #forms + 1
+      t[i][#t[i] + 1] = sample(forms[i].run)
+    end
+  end
+  local med, best, spread = {}, {}, {}
+  for i = 1, #forms do
+    med[i], best[i] = median(t[i]), math.min(table.unpack(t[i]))
+    spread[i] = (math.max(table.unpack(t[i])) - best[i]) / med[i]
   end
   local flops = 2.0 * M * N * K
-  print(("%-34s %9s %10s %8s"):format(("%d^3"):format(M), "ms", "TFLOP/s", "/ cuBLASLt"))
+  local function tf(ms) return flops / ms / 1e9 end
+  print(("%-34s %9s %9s %9s %7s %9s"):format(("%d^3, %d rounds"):format(M, o.rounds), "median ms", "TFLOP/s",
+    "best", "spread", "/ cuBLASLt"))
   for i, f in ipairs(forms) do
-    local r = cublas and best[#forms] / best[i] or nil
-    print(("%-34s %9.4f %10.1f %8s"):format(f.name, best[i], flops / best[i] / 1e9, r and ("%.3f"):format(r) or "-"))
+    local r = cublas and med[#forms] / med[i] or nil
+    print(("%-34s %9.4f %9.1f %9.1f %6.1f%% %9s"):format(f.name, med[i], tf(med[i]), tf(best[i]), 100 * spread[i],
+      r and ("%.3f"):format(r) or "-"))
   end
   for i = 1, ours do
     if forms[i].pair then
-      print(("%d^3 %s: / tile cooperative (speed) %.3f, / %s %.3f"):format(M, forms[i].name, best[ours] / best[i],
-        forms[i].pair.name, best[i + 1] / best[i]))
+      local parts = {}
+      for j = 1, ours do
+        if forms[j].coop then parts[#parts + 1] = ("/ %s %.3f"):format(forms[j].name, med[j] / med[i]) end
+      end
+      parts[#parts + 1] = ("/ %s %.3f"):format(forms[forms[i].pair].name, med[forms[i].pair] / med[i])
+      print(("%d^3 %s (speed, medians): %s"):format(M, forms[i].name, table.concat(parts, ", ")))
     end
   end
   for i = 1, ours do forms[i].d:free() end
