@@ -19,7 +19,8 @@
 --   --stages: the ping-pong 128 x 128's depth (default stdlib's: 6)
 --   --coop_stages: the tile cooperative 128 x 256's depths, one form each (the example's default 3)
 --   --study=1: the 64 x 256 ping-pong's stages besides: the tile program at 4 and 5 stages, stdlib's at
---     3, 4 and 5, and stdlib's ping-pong 128 x 192 at 5 (the same 40 KiB a stage and 217 KiB in all)
+--     3, 4 and 5 and in a 2 x 1 cluster at 4 and 5, and stdlib's ping-pong 128 x 192 at 5 (the same
+--     40 KiB a stage and 217 KiB in all as 64 x 256 at 5)
 local tl = require "tilua"
 
 local o = { sizes = "8192,4096", rounds = 9, coop_stages = "3,4" }
@@ -55,6 +56,10 @@ local function form_list()
     tile_pp(64, 256, 5, true)
     L[#L + 1] = { kind = "std", name = "stdlib ping-pong 64x256 (3 st)", cfg = { consumers = "pingpong", bm = 64, bn = 256, stages = 3 } }
     L[#L + 1] = { kind = "std", name = "stdlib ping-pong 128x192 (5 st)", cfg = { consumers = "pingpong", bm = 128, bn = 192, stages = 5 } }
+    for _, st in ipairs { 4, 5 } do -- (the 2 x 1 cluster's default follows the 64 x 256's: 4 since 966411c)
+      L[#L + 1] = { kind = "std", name = ("stdlib ping-pong 64x256 c2x1 (%d st)"):format(st),
+                    cfg = { consumers = "pingpong", bm = 64, bn = 256, stages = st, cluster = { 2, 1 } } }
+    end
   end
   return L
 end
@@ -171,11 +176,11 @@ for size in tostring(o.sizes):gmatch "%d+" do
   end
   local flops = 2.0 * M * N * K
   local function tf(ms) return flops / ms / 1e9 end
-  print(("%-34s %9s %9s %9s %7s %9s"):format(("%d^3, %d rounds"):format(M, o.rounds), "median ms", "TFLOP/s",
+  print(("%-37s %9s %9s %9s %7s %9s"):format(("%d^3, %d rounds"):format(M, o.rounds), "median ms", "TFLOP/s",
     "best", "spread", "/ cuBLASLt"))
   for i, f in ipairs(forms) do
     local r = cublas and med[#forms] / med[i] or nil
-    print(("%-34s %9.4f %9.1f %9.1f %6.1f%% %9s"):format(f.name, med[i], tf(med[i]), tf(best[i]), 100 * spread[i],
+    print(("%-37s %9.4f %9.1f %9.1f %6.1f%% %9s"):format(f.name, med[i], tf(med[i]), tf(best[i]), 100 * spread[i],
       r and ("%.3f"):format(r) or "-"))
   end
   for i = 1, ours do
