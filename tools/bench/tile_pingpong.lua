@@ -95,12 +95,10 @@ local L = form_list()
 compile_tiles(L)
 
 local function sample(fn) return D.time(function() for _ = 1, 10 do fn() end end) / 10 end
-local function median(t)
-  local s = {}
-  for i, v in ipairs(t) do s[i] = v end
+local function median(t) -- (of an odd count the middle one, of an even the mean of the middle two)
+  local s = table.move(t, 1, #t, 1, {})
   table.sort(s)
-  local n = #s
-  return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
+  return (s[(#s + 1) // 2] + s[#s // 2 + 1]) / 2
 end
 
 for size in tostring(o.sizes):gmatch "%d+" do
