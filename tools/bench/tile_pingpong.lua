@@ -56,7 +56,7 @@ local function form_list()
     tile_pp(64, 256, 5, true)
     L[#L + 1] = { kind = "std", name = "stdlib ping-pong 64x256 (3 st)", cfg = { consumers = "pingpong", bm = 64, bn = 256, stages = 3 } }
     L[#L + 1] = { kind = "std", name = "stdlib ping-pong 128x192 (5 st)", cfg = { consumers = "pingpong", bm = 128, bn = 192, stages = 5 } }
-    for _, st in ipairs { 4, 5 } do -- (the 2 x 1 cluster's default follows the 64 x 256's: 4 since 966411c)
+    for _, st in ipairs { 4, 5 } do -- (the 2 x 1 cluster's default: the 5 that fit, s13pp-2)
       L[#L + 1] = { kind = "std", name = ("stdlib ping-pong 64x256 c2x1 (%d st)"):format(st),
                     cfg = { consumers = "pingpong", bm = 64, bn = 256, stages = st, cluster = { 2, 1 } } }
     end
