@@ -8,7 +8,8 @@
 --   C[M, N] = A[M, K] . B[N, K]^T   (bf16 in, f32 accumulation, bf16 out)
 --
 --   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--bm=128|256] [--stages=S]
---                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--emit=ir|ptx] [--stage=NAME]
+--                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--consumers=pingpong [--bn=128]]
+--                                [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data and checks C against the plain
 -- reference kernel of stdlib/gemm.lua and sampled CPU dot products; without
@@ -27,22 +28,38 @@ local check = require "tilua.gpu.check"
 -- o.workers CTAs (default: one per SM) by the StreamK scheduler, for the
 -- problem o.m x o.n x o.k only (the split is planned at compile time: the grid
 -- of programs and K are constants; the parameter K is then unused).
+-- o.consumers = "pingpong": a 64 x 256 program (o.bm = 64), or with o.bn = 128
+-- a 128 x 128 one, whose two consumer warpgroups each take the whole tile and
+-- alternate programs over one ring (tl.for_tiles's consumers; stdlib/gemm.lua's
+-- consumers = "pingpong", the same tiles and stages: 4 at 64 x 256, 6 at 128 x 128).
+local function cols_of(o) return o.bn or 256 end
+local function rows_of(o)
+  return o.bm or (o.consumers == "pingpong" and cols_of(o) > 128 and 64 or 128)
+end
+local function stages_of(o)
+  if o.stages then return o.stages end
+  if o.consumers ~= "pingpong" then return 3 end
+  -- stdlib/gemm.lua's: what fits beside 16 KiB of epilogue staging, at most 8 (4 at 64 x 256)
+  local most = (rows_of(o) == 64 and cols_of(o) == 256) and 4 or 8
+  return math.min(most, (227 * 1024 - 2048 - 16384) // ((rows_of(o) + cols_of(o)) * 64 * 2))
+end
+
 local function build(o)
   o = o or {}
-  local bm = o.bm or 128
+  local bm, bn = rows_of(o), cols_of(o)
   local streamk = o.schedule == "streamk" or o.schedule == "splitk"
   tl.new_module()
   local k = tl.tile_kernel("tile_gemm", {
     params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 },
     cluster = { o.cluster or 1, 1, 1 },
-    schedule = streamk and { kind = o.schedule, programs = { (o.m + bm - 1) // bm, (o.n + 255) // 256 },
+    schedule = streamk and { kind = o.schedule, programs = { (o.m + bm - 1) // bm, (o.n + bn - 1) // bn },
                              workers = o.workers, splits = o.splits } or nil })
   k:define(function(k, p)
     local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
-    local acc = tl.zeros({ bm, 256 }, tl.f32)
-    acc = tl.for_tiles(streamk and o.k or p.K, { tile = 64, stages = o.stages or 3 }, acc, function(kk, acc)
+    local acc = tl.zeros({ bm, bn }, tl.f32)
+    acc = tl.for_tiles(streamk and o.k or p.K, { tile = 64, stages = stages_of(o), consumers = o.consumers }, acc, function(kk, acc)
       local a = tl.load(p.A, { pid_m, kk }, { bm, 64 })
-      local b = tl.load(p.B, { pid_n, kk }, { 256, 64 }) -- B stored [N, K]: dot takes it transposed
+      local b = tl.load(p.B, { pid_n, kk }, { bn, 64 }) -- B stored [N, K]: dot takes it transposed
       return tl.dot(a, b, acc)
     end)
     tl.store(p.C, { pid_m, pid_n }, acc:cast(tl.bf16))
@@ -86,7 +103,7 @@ local function harness(name, build, fused, o)
     local bias <close> = fused and tl.device.random(tl.f32, N, c.seed + 2) or nil
     local d <close> = tl.device.alloc(tl.bf16, M * N)
     d:fill(0)
-    kernel:run { grid = { (M + (o.bm or 128) - 1) // (o.bm or 128), (N + 255) // 256 },
+    kernel:run { grid = { (M + rows_of(o) - 1) // rows_of(o), (N + cols_of(o) - 1) // cols_of(o) },
                  args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K,
                           bias = fused and { bias, { N } } or nil } }
     local ref = tl.gemm.build { m = M, n = N, k = K, bias = fused or nil, activation = fused and "relu" or nil }
@@ -99,6 +116,6 @@ end
 
 local opts = options(...)
 local example = harness("tile_gemm", function(o) return build(o or opts) end, false, opts)
-example.harness, example.options = harness, options
+example.harness, example.options, example.rows_of, example.cols_of, example.stages_of = harness, options, rows_of, cols_of, stages_of
 if ... == "--library" then return example end
 check.main(example)

@@ -132,6 +132,14 @@ describe("tile programs to PTX (tile-to-ptx)", function()
     assert.same(histogram(g.kernel:compile()), tile)
   end)
 
+  it("with ping-pong consumers (64 x 256, 128 x 128) is stdlib/gemm.lua's ping-pong kernel: the same instructions", function()
+    for _, t in ipairs { { 64, 256, 4 }, { 128, 128, 6 } } do
+      local tile = histogram(gemm_example.build({ consumers = "pingpong", bn = t[2] }):compile())
+      local g = tl.gemm.build { m = 4096, n = 4096, k = 4096, bm = t[1], bn = t[2], stages = t[3], consumers = "pingpong" }
+      assert.same(histogram(g.kernel:compile()), tile)
+    end
+  end)
+
   -- the time is printed, not asserted: a test's verdict must not depend on the
   -- machine's speed or load (tools/bench/compile_time.lua measures it, docs/PERF.md)
   it("compiles from script to PTX (the time printed)", function()

@@ -161,14 +161,6 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     -- the epilogue: sub-tiles of 64 rows x epi columns, two staging buffers per warpgroup
     c.epi = c.epi or ((c.swap_ab or c.bn % 32 == 0) and 32 or 16)
     if c.epi ~= 16 and c.epi ~= 32 and c.epi ~= 64 then raise("gemm.build: epi (epilogue sub-tile columns) must be 16, 32 or 64") end
-    local smem_limit = tl.core.limits().max_smem - 2048 -- the barrier pool and alignment
-    local stage_bytes = (c.bm + c.bn) * c.bk * c.ebytes
-    local epi_bytes = c.swap_ab and 0 or c.wgs * 2 * 64 * c.epi * 2 -- (swapped: stored from registers)
-    c.stages = c.stages or math.min(c.swap_ab and 12 or 8, (smem_limit - epi_bytes) // stage_bytes)
-    if math.type(c.stages) ~= "integer" or c.stages < 1 or c.stages * stage_bytes + epi_bytes > smem_limit then
-      raise(("gemm.build: %s stages of %d KiB and %d KiB of epilogue staging do not fit the %d KiB of shared memory"):format(
-        tostring(c.stages), stage_bytes // 1024, epi_bytes // 1024, smem_limit // 1024))
-    end
     c.a_major, c.b_major = c.a_major or "k", c.b_major or "k"
     if c.fp8 and (c.a_major ~= "k" or c.b_major ~= "k") then raise("gemm.build: fp8 operands must be K-major (wgmma cannot transpose them)") end
     if c.kb > 1 and (c.a_major ~= "k" or c.b_major ~= "k") then raise("gemm.build: bk above one 128-byte row needs K-major A and B") end
@@ -184,6 +176,17 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     end
     if c.cm * c.cn > 4 then raise("gemm.build: a cluster of at most 4 CTAs") end
     c.cluster = c.cm * c.cn
+    local smem_limit = tl.core.limits().max_smem - 2048 -- the barrier pool and alignment
+    local stage_bytes = (c.bm + c.bn) * c.bk * c.ebytes
+    local epi_bytes = c.swap_ab and 0 or c.wgs * 2 * 64 * c.epi * 2 -- (swapped: stored from registers)
+    -- ping-pong 64 x 256: 4 stages on one CTA (5 ran 0.76-0.85 times as fast, 3 0.79; 128 x 192 at 5 does
+    -- not slow down), in a cluster the 5 that fit (2 x 1: 1.047 times 4's speed); docs/PERF.md, s13pp-2
+    local most = (PP and c.bm == 64 and c.bn == 256 and c.cluster == 1) and 4 or c.swap_ab and 12 or 8
+    c.stages = c.stages or math.min(most, (smem_limit - epi_bytes) // stage_bytes)
+    if math.type(c.stages) ~= "integer" or c.stages < 1 or c.stages * stage_bytes + epi_bytes > smem_limit then
+      raise(("gemm.build: %s stages of %d KiB and %d KiB of epilogue staging do not fit the %d KiB of shared memory"):format(
+        tostring(c.stages), stage_bytes // 1024, epi_bytes // 1024, smem_limit // 1024))
+    end
     -- swapped: a cluster column shares (multicasts) its stage of A, a share of
     -- whole 8-row groups (the swizzle atom) for each CTA
     if c.swap_ab and (c.cn > 1 or (c.bn // c.cm) % 8 ~= 0) then

@@ -522,6 +522,19 @@ IrResult tileas_check_replica(IrOp *op) {
   return IR_FAIL;
 }
 
+/* [g, 2] on a consumer agent: ping-pong consumer g of the two. */
+IrResult tileas_check_pingpong(IrOp *op) {
+  IrAttrList r = ir_stamp_TILEAS_PINGPONG(op).value;
+  int64_t g = ir_attr_list_int(r, 0), n = ir_attr_list_int(r, 1);
+  if (r.n == 2 && n == 2 && (g == 0 || g == 1) &&
+      ir_attrs_TILEAS_AGENT(op).kind == AGENT_CONSUMER && !ir_op_attr(op, "tileas.replica"))
+    return IR_OK;
+  ir_op_error(op,
+              "tileas.pingpong must be [g, 2] on a consumer agent that is no replica: ping-pong "
+              "consumer g (0 or 1) of 2");
+  return IR_FAIL;
+}
+
 /* One multiple per dim of the slice, none negative. */
 IrResult tileas_check_replica_offsets(IrOp *op) {
   IrAttrList per = ir_stamp_TILEAS_REPLICA_OFFSETS(op).value;

@@ -26,6 +26,13 @@
 **               marked `tileas.replica`) and the slice's offsets (c times its
 **               `tileas.replica_offsets`), so a lowering may run one code on
 **               every warpgroup
+**   ping-pong   a loop marked `tileas.pipeline = {pingpong = true}` (a 64- or
+**               128-row accumulator, one CTA, in a persistent loop; 128 rows
+**               take one warpgroup's mma layouts): two consumers
+**               instead, each a copy with the whole accumulator, marked
+**               `tileas.pingpong = [g, 2]`: consumer g takes the programs
+**               j = g mod 2 of its CTA's sequence (convert-tileas-to-cutlass
+**               alternates them over the one ring, ordered by seq_bars)
 **
 ** A tile program without such a loop (an elementwise map, a reduction, a
 ** normalization: no dot to pipeline) becomes one agent {kind = compute,
@@ -331,6 +338,15 @@ static const IrType *block_type_of(Rewriter *r, const IrValue *v) {
   if (t->kind != IR_TY_TILE) return NULL;
   return ir_type_tile_layout(r->ctx, t->elem, t->rank, t->shape, t->space,
                              half_layout(r->ctx, t->layout, m->rows / m->cta_rows));
+}
+
+/* A ping-pong consumer of 128 rows: the tiles keep their shapes, the mma
+** layouts take one warpgroup's warps (two 64-row slices of wgmma). */
+static const IrType *warpgroup_type_of(Rewriter *r, const IrValue *v) {
+  const IrType *t = v->type;
+  if (t->kind != IR_TY_TILE) return NULL;
+  return ir_type_tile_layout(r->ctx, t->elem, t->rank, t->shape, t->space,
+                             half_layout(r->ctx, t->layout, WG_ROWS));
 }
 
 /* c * n + i before op (tile coordinates of half tiles along M); i is the
@@ -650,6 +666,7 @@ static void set_block(Mat *m, IrOp *k, int64_t warps) {
 }
 
 static bool is_tileas(const IrOp *op) { return ir_op_in_dialect(op->kind, "tileas"); }
+static bool is_program_loop(const IrOp *op) { return op->kind == OP_TILEAS_IS_VALID_PROGRAM_ID; }
 
 /* A tile program without a pipelined loop: its body in one compute agent of the block's warps. */
 static IrResult compute_agent(Mat *m, IrOp *k) {
@@ -698,6 +715,18 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
     return IR_FAIL;
   }
   m->nconsumers = (uint32_t)(block / WG_ROWS);
+  /* ping-pong: two consumers, each the whole accumulator, taking programs in turn */
+  bool pingpong = ir_stamp_TILEAS_PIPELINE(m->loop).pingpong;
+  if (pingpong && (ks.ctas > 1 || (m->rows != WG_ROWS && m->rows != 2 * WG_ROWS) ||
+                   !rw_find(k, is_program_loop))) {
+    ir_op_error(m->loop,
+                "tileas-materialize-agents: ping-pong consumers each hold the whole accumulator "
+                "(one warpgroup's: 64 or 128 rows, got %lld) and take turns at the programs of a "
+                "persistent loop (tileas-dynamic-persistent) on one CTA",
+                (long long)m->rows);
+    return IR_FAIL;
+  }
+  if (pingpong) m->nconsumers = 1; /* (each the whole accumulator: nothing split) */
   IrBlock *body = r->entry;
   IrOp *first = body->first;
   /* the rings, at the top */
@@ -712,8 +741,15 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   IrOp *agents[1 + MAX_CONSUMERS];
   uint32_t na = 0;
   agents[na++] = build_producer(m, first, k);
-  for (uint32_t c = 0; c < m->nconsumers && !m->failed; c++)
-    agents[na++] = build_consumer(m, first, k, c);
+  for (uint32_t c = 0; c < (pingpong ? 2 : m->nconsumers) && !m->failed; c++) {
+    agents[na++] = build_consumer(m, first, k, pingpong ? 0 : c);
+    if (pingpong) { /* (a warpgroup's mma layouts: 128 rows are 2 x 64, a warp 16 of each) */
+      if (m->rows > WG_ROWS) rw_retype(agents[na - 1], warpgroup_type_of, &m->rw);
+      int64_t g[2] = {c, 2};
+      ir_op_set_attr(agents[na - 1], ir_stamp_spec(STAMP_TILEAS_PINGPONG)->name,
+                     ir_attr_int_array(r->ctx, 2, g));
+    }
+  }
   if (m->failed) {
     for (uint32_t i = 0; i < na; i++)
       ir_op_erase(agents[i]);

@@ -121,6 +121,8 @@ do
     rec.first, t.agents = t.agents, t.agents + 1
     rec.kind = op:attr_or_default "kind"
     if rec.kind == "consumer" then t.consumers = t.consumers + 1 end
+    local pp = op:attr "tileas.pingpong"
+    if pp then rec.pingpong, t.pingpong = pp[1], true end
   end
   -- the persistent loop (tileas-dynamic-persistent): a program an iteration
   D["scf.while"] = function(rec, op)
@@ -274,6 +276,7 @@ do
     if W.w ~= rec.first then return {} end
     local old, oldg = W.role, W.grp
     W.role, W.grp = rec.kind, rec.first
+    W.pingpong = rec.pingpong
     W.label = ("%s agent %d%s"):format(rec.kind, rec.first, R.grid > 1 and (" (CTA %d)"):format(W.cta.id) or "")
     R:exec_block(W, rec.regions[1][1], {}, ctx)
     if not R.k.tileas.persistent then end_program(R, W, rec) end -- (one program: the agent's run)
@@ -281,14 +284,35 @@ do
     return {}
   end
   -- the persistent loop: scf.while, each program's end ends its rings' periods
+  -- Ping-pong consumers (tileas.pingpong = [g, 2]): consumer g runs the CTA's programs
+  -- n = g mod 2 only; a program it skips moves its pipelined iterations on by the other's
+  -- in it, once the other's loop of it is done (the lowering's mainloop turn, a seq_bar,
+  -- comes once it is issued: here after its releases), so it reads and releases (alone:
+  -- the empty barriers count one arrival) the stages of its own programs.
+  local function skip_program(R, W, rec, n)
+    if R.o.claims == "dynamic" then violation("model", "ping-pong consumers with dynamic claims are not modelled") end
+    local cta = W.cta
+    R:request(W, rec, function() return cta.pp_iters and cta.pp_iters[n] ~= nil end, function() end,
+      function() return ("waits for the other ping-pong consumer's mainloop of program %d"):format(n) end, "p" .. cta.id, "re")
+    W.pipe_j = (W.pipe_j or -1) + cta.pp_iters[n]
+    W.nclaims = (W.nclaims or 0) + 1
+    return { cta.id + W.nclaims * R.grid } -- (cancel_next_program_id's)
+  end
   handlers["tileas.program_loop"] = function(R, W, rec, ins, ctx)
-    local cur = ins
+    local cur, n = ins, 0
+    local pp = R.k.tileas.pingpong
     while true do
       local c = R:exec_block(W, rec.regions[1][1], cur, ctx)
       local fwd = { table.unpack(c, 2) }
       if uniform(rec, c[1], "condition") == 0 then return fwd end
-      cur = R:exec_block(W, rec.regions[2][1], fwd, ctx)
-      end_program(R, W, rec)
+      if pp and W.pingpong and n % 2 ~= W.pingpong then
+        cur = skip_program(R, W, rec, n)
+      else
+        W.pp_n = n -- (the program whose loop tileas.pipelined_for records)
+        cur = R:exec_block(W, rec.regions[2][1], fwd, ctx)
+        end_program(R, W, rec)
+      end
+      n = n + 1
     end
   end
   handlers["tileas.agent_switch"] = function(R, W, rec, _, ctx)
@@ -318,7 +342,7 @@ do
         for st = 0, rg.stages - 1 do
           local base = RING_BARS + 8 * 2 * (rg.ring * 64 + st)
           init(base, 1, rg.loc, ("the full barrier of stage %d of the ring at %s"):format(st, rg.loc))
-          init(base + 8, math.max(1, R.k.tileas.consumers), rg.loc,
+          init(base + 8, R.k.tileas.pingpong and 1 or math.max(1, R.k.tileas.consumers), rg.loc,
             ("the empty barrier of stage %d of the ring at %s"):format(st, rg.loc))
         end
       end
@@ -360,6 +384,13 @@ do
     end
     W.pipe = outer
     W.laps = ((W.pipe_j or -1) + 1) // rec.stages -- across the run (a persistent loop runs it again)
+    if consumer and W.pingpong and W.pp_n then -- (the other ping-pong consumer skips the program by it)
+      local cta, n, count = W.cta, W.pp_n, math.max(0, (ub - lb + step - 1) // step)
+      R:request(W, rec, function() return true end, function()
+        cta.pp_iters = cta.pp_iters or {}
+        cta.pp_iters[n] = count
+      end, function() return ("ends its mainloop of program %d (ping-pong)"):format(n) end, "p" .. cta.id, "w")
+    end
     return iters
   end
   -- the laps of a pipelined loop's ring (iterations / stages, per agent)

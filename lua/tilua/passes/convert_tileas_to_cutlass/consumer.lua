@@ -32,6 +32,32 @@ local function promoted(acc, sum)
   return tl.vector_of(tl.f32, vals)
 end
 
+-- The dot of one k block of a ping-pong consumer's 128 rows (env.acc_in: the
+-- slices' vectors): per k step B's descriptor, then a wgmma per 64-row slice
+-- of A (stdlib/gemm.lua's mma_stage, its mi = 2), commit.
+local function sliced_dot(L, env, op, ra, rb, ai, at, ain, fresh, kstep)
+  if fresh or at.fp8 or ain.vecs ~= env.acc_in then
+    R.fail(op, "a 128-row ping-pong consumer's dot accumulates 16-bit operands into the value the loop carries")
+  end
+  local wtype = { [tl.bf16:id()] = "bf16", [tl.f16:id()] = "f16" }
+  local opts = { type_a = wtype[ai.elem:id()], type_b = wtype[ai.elem:id()], trans_a = at.transpose_a or nil,
+                 trans_b = not at.transpose_b or nil, scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
+  local ring = ra.ring or ra
+  local parts = {}
+  for sl = 1, #env.acc_in do -- A's rows of slice sl (along M: dim 2 of a transposed A)
+    local off = at.transpose_a and { 0, 64 * (sl - 1) } or { 64 * (sl - 1), 0 }
+    parts[sl] = setmetatable({ ring = ring, offsets = off }, V.Ring)
+  end
+  local K, sums = ai.shape[at.transpose_a and 1 or 2], { table.unpack(env.acc_in) }
+  tl.wgmma_fence()
+  for kk = 0, K // kstep - 1 do
+    local db = desc(rb, env.stage, kk, kstep, at.transpose_b)
+    for sl = 1, #sums do sums[sl] = tl.wgmma(sums[sl], desc(parts[sl], env.stage, kk, kstep, not at.transpose_a), db, opts) end
+  end
+  tl.wgmma_commit()
+  L.vmap[op:result(1):id()] = V.slices_frag(sums, sums[1]:type():info().shape[1])
+end
+
 -- env.dot: the dot of one k block: wgmma_fence, K / k wgmmas (k: 16 for
 -- 16-bit operands, 32 for fp8 bytes), commit.
 local function dot(L, env)
@@ -52,6 +78,7 @@ local function dot(L, env)
     -- product, scaled before the loop adds it: block-scaled fp8)
     local ain = V.get(L, op:operand(3), op)
     local fresh = ain.splat and R.const_int(ain.splat) == 0
+    if (env.slices or 1) > 1 then return sliced_dot(L, env, op, ra, rb, ai, at, ain, fresh, kstep) end
     if not fresh and ain.vec ~= env.acc_in then
       R.fail(op, "a pipelined loop's dot accumulates into the value the loop carries or into zeros")
     end
@@ -416,12 +443,17 @@ local function pipelined_for(L, env, st, wg, t)
     local b = op:region(1):entry()
     if op:nresults() ~= 1 then R.fail(op, "a consumer's pipelined loop carries one accumulator, got %d values", op:nresults()) end
     local shape = R.cta_part(R.tile_of(op:result(1)), L.nctas) -- the CTA's block (wgmma's N)
-    if R.layout_kind(op:result(1)) ~= "mma" or shape[1] ~= 64 then R.fail(op, "the carried value must be a 64-row mma accumulator") end
+    -- (a ping-pong consumer's 128 rows: two 64-row slices, env.slices, a vector each)
+    local slices = env.slices or 1
+    if R.layout_kind(op:result(1)) ~= "mma" or shape[1] ~= 64 * slices then
+      R.fail(op, "the carried value must be a 64-row mma accumulator (128 rows: a ping-pong consumer's)")
+    end
     local n = shape[2] // 2
     local init = V.get(L, op:operand(4), op)
     -- a zero accumulator starts from zeros, as stdlib/gemm.lua's does
     local zero = init.splat and R.const_int(init.splat) == 0
     local function vec_of(x)
+      if slices > 1 then return V.slice_vecs(x, slices, n) end
       if x.vec then return x.vec end
       local vals = {}
       for i = 0, n - 1 do vals[i + 1] = x:at(i) end
@@ -434,7 +466,7 @@ local function pipelined_for(L, env, st, wg, t)
     -- carried: the accumulator, then the ahead loads' values of this k block
     local function step(kk, carried, s)
       local acc = #ahead > 0 and carried[1] or carried
-      L.vmap[b:arg(1):id()], L.vmap[b:arg(2):id()] = kk, V.vec_frag(acc, n)
+      L.vmap[b:arg(1):id()], L.vmap[b:arg(2):id()] = kk, slices > 1 and V.slices_frag(acc, n) or V.vec_frag(acc, n)
       env.acc_in, env.stage, env.pending_loads = acc, s, {}
       local nxt = { false }
       env.after_issue = {}
@@ -458,9 +490,10 @@ local function pipelined_for(L, env, st, wg, t)
       nxt[1] = vec_of(out)
       return nxt
     end
+    if slices > 1 and #ahead > 0 then R.fail(op, "a 128-row ping-pong consumer's loop with loads read ahead is not lowered yet") end
     local lb, ub = Loops.k_blocks(L, op, env)
     local function first()
-      local acc = zero and tl.zeros(tl.f32, n) or vec_of(init)
+      local acc = zero and (slices > 1 and V.slice_vecs(nil, slices, n) or tl.zeros(tl.f32, n)) or vec_of(init)
       if #ahead == 0 then return acc end
       local vals = { acc }
       for _, o in ipairs(invariant) do X.lower_op(L, o, env) end -- (what the loads' coordinates need)
@@ -473,7 +506,7 @@ local function pipelined_for(L, env, st, wg, t)
       end
       return vals
     end
-    local plan = lag_plan(b, ahead, n)
+    local plan = slices == 1 and lag_plan(b, ahead, n)
     if not plan and Staged.loop(L, b) then -- (staged.lua's plan checks lag_plan too)
       R.fail(op, "staged loads in a loop whose promotion does not lag a block")
     end
@@ -481,14 +514,21 @@ local function pipelined_for(L, env, st, wg, t)
     if plan then
       acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init), pf)
     else
-      acc = G.mainloop(tl, L.pipe, st, lb, ub, first, function(a, s, kk) return step(kk, a, s) end, releaser(L))
+      -- ping-pong (env.pp): this consumer's mainloop turn, the other's once
+      -- every wgmma is issued, then the epilogue's turn (the tiles' order)
+      local pp = env.pp
+      if pp then pp.own:wait(pp.turn) end
+      acc = G.mainloop(tl, L.pipe, st, lb, ub, first, function(a, s, kk) return step(kk, a, s) end, releaser(L),
+                       pp and function() pp.other:arrive(pp.turn) end)
+      if pp then pp.own:wait(pp.turn) end
       if #ahead > 0 then acc = acc[1] end
     end
     if env.work and S then
       acc, env.final = G.fixup(tl, S.c, { ws = L.args[L.P.lowered_workspace] }, env.work, acc,
                                env.work:m(), env.work:n(), wg, t)
     end
-    L.vmap[op:result(1):id()] = V.frag(tl.f32, n, function(i) return tl.extract(acc, i) end)
+    L.vmap[op:result(1):id()] = slices > 1 and V.slices_frag(acc, n)
+                                or V.frag(tl.f32, n, function(i) return tl.extract(acc, i) end)
   end
 end
 
@@ -556,7 +596,7 @@ end
 -- thread holds; a log-sum-exp a row) stored by the first lane of each quad
 -- that holds a row, bounds-checked.
 local function store_rows(L, e, op, x, ri, tm, f, t)
-  if L.nctas > 1 or x.along ~= 1 then R.fail(op, "a stored slice must be a column of rows (one value a row), on one CTA") end
+  if L.nctas > 1 or x.along ~= 1 or ri.shape[1] ~= 64 then R.fail(op, "a stored slice must be a column of rows (one value a row, 64 rows), on one CTA") end
   tl.if_((t % 4):eq(0), function()
     for _, dr in ipairs { 0, 8 } do
       V.store_at(L, e, op, V.leading(L, op, { tm * ri.shape[1] + f.row + dr }), x:at(dr))
@@ -610,6 +650,10 @@ local function tiled_store(L, env, f, wg, t)
     local shape, offs = V.block_offsets(L, ri) -- this CTA's block of the tile
     if not V.is_frag(x) then R.fail(op, "tiled_store of a tile not in the mma layout is not lowered yet") end
     local tm, tn = V.get(L, op:operand(2 + lead), op), V.get(L, op:operand(3 + lead), op)
+    local slices = shape[1] // 64 -- (a ping-pong consumer's 128 rows: two 64-row slices)
+    if slices > 1 and (op:attr "reduce" or e.store_whole) then
+      R.fail(op, "a reduce-add or whole-fragment store of a 128-row ping-pong consumer is not lowered yet")
+    end
     if e.lowered_map and op:attr "reduce" then
       return tma_reduce(L, env, op, e, x, shape, function(ch)
         return V.leading(L, op, { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * 32, offs[2]) })
@@ -618,25 +662,29 @@ local function tiled_store(L, env, f, wg, t)
     if e.lowered_map and R.elem_bytes(ri.elem) == 2 then
       local EC = e.store_cols -- the sub-tile's columns (plan.lua: the map's box)
       local wide = x.trunc_of or x
-      local vals = {}
-      for i = 0, shape[2] // 2 - 1 do vals[i] = wide:at(i) end
-      local o = { bn = shape[2], cols = EC, out = ri.elem, map = L.args[e.lowered_map], warpgroup = wg, barrier = 1 + wg, thread = t,
-                  coords = function(ch)
-                    return V.leading(L, op, { V.plus(tm * ri.shape[1], offs[1]), V.plus(tn * ri.shape[2] + ch * EC, offs[2]) })
-                  end }
-      if e.store_whole then
-        L.whole_staging = L.whole_staging or L.k:shared(ri.elem, { #L.consumers, 2, 64, 64 }, { align = 1024, swizzle = 128 })
-        o.staging = L.whole_staging
-        L.G.store_fragment(tl, o, vals)
-      else
-        L.staging = L.staging or L.k:shared(ri.elem, { #L.consumers, 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
-        o.staging = L.staging
-        L.G.store_subtiles(tl, o, vals)
+      for sl = 0, slices - 1 do -- (each 64-row slice's sub-tiles through the warpgroup's staging)
+        local vals, n = {}, shape[2] // 2
+        for i = 0, n - 1 do vals[i] = wide:at(sl * n + i) end
+        local o = { bn = shape[2], cols = EC, out = ri.elem, map = L.args[e.lowered_map], warpgroup = wg, barrier = 1 + wg, thread = t,
+                    coords = function(ch)
+                      local row = tm * ri.shape[1]
+                      if sl > 0 then row = row + 64 * sl end
+                      return V.leading(L, op, { V.plus(row, offs[1]), V.plus(tn * ri.shape[2] + ch * EC, offs[2]) })
+                    end }
+        if e.store_whole then
+          L.whole_staging = L.whole_staging or L.k:shared(ri.elem, { #L.consumers, 2, 64, 64 }, { align = 1024, swizzle = 128 })
+          o.staging = L.whole_staging
+          L.G.store_fragment(tl, o, vals)
+        else
+          L.staging = L.staging or L.k:shared(ri.elem, { #L.consumers, 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
+          o.staging = L.staging
+          L.G.store_subtiles(tl, o, vals)
+        end
       end
       env.tma_stored = true
     else
       local r0, c0 = tile_rows_cols(L, f, tm, tn, ri)
-      for i = 0, shape[2] // 2 - 1 do
+      for i = 0, shape[1] * shape[2] // 128 - 1 do
         local dr, dc = f.offset(i)
         V.store_at(L, e, op, V.leading(L, op, { r0 + dr, c0 + dc }), x:at(i))
       end
@@ -660,6 +708,14 @@ local function build(L, ag, count, first)
       local wg = env.replica or ag.index
       local t = ta.thread_id() % 128
       local f = tl.wgmma_fragment(t)
+      if ag.pp_rows and ag.pp_rows > 64 then -- (a ping-pong consumer's 128 rows: element i of slice i // n)
+        env.slices = ag.pp_rows // 64
+        local base, n = f, ag.pp_cols // 2
+        f = { row = base.row, col = base.col, offset = function(i)
+          local dr, dc = base.offset(i % n)
+          return dr + 64 * (i // n), dc
+        end }
+      end
       env.f, env.thread, env.wg = f, t, wg
       -- a cursor a pipeline (one for a GEMM); the turns at the dots, where
       -- the loop takes them (tileas.turns: L.go, a seq_bar a warpgroup)
@@ -669,6 +725,12 @@ local function build(L, ag, count, first)
         cursors[i] = cur[g]
       end
       local ctx = { go = L.go, wg = tl.cast(wg, tl.i32) }
+      if ag.pingpong then -- (loops.lua's Loops.persistent passes the turns on)
+        local g = ag.pingpong
+        env.pp = { g = g, own = L.pp[g + 1], other = L.pp[2 - g], loop = ag.pp_loop, st = cursors[1] }
+        env.pp.turn = L.pp[g + 1]:state { phase = g == 0 and 1 or 0 } -- consumer 0 goes first
+        cursors[#cursors + 1] = env.pp.turn
+      end
       if L.go then
         ctx.turn = A.turn_state(tl, L.go, ctx.wg)
         cursors[#cursors + 1] = ctx.turn

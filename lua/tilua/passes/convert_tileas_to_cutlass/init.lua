@@ -108,7 +108,7 @@ local function shared_and_pipeline(L)
     if c.first ~= first_consumer + 4 * (i - 1) then R.fail(c.op, "the consumer agents must take consecutive warpgroups") end
   end
   local parts = { { first_consumer, 4 * #consumers } }
-  if L.nctas > 1 then
+  if L.nctas > 1 or L.pingpong then -- (ping-pong: each stage released by the warpgroup whose tile it holds)
     parts = {}
     for i = 1, #consumers do parts[i] = { first_consumer + 4 * (i - 1), 4 } end
   end
@@ -116,8 +116,12 @@ local function shared_and_pipeline(L)
   -- a pipeline for each group of rings (plan.lua's read_groups: one for a GEMM)
   for _, g in ipairs(L.groups) do
     g.pipe = k:pipeline { stages = g.stages, producers = { { L.producer.first, 1 } }, consumers = parts,
-                          transaction_bytes = g.bytes, mode = L.nctas > 1 and "cluster" or "cooperative" }
+                          transaction_bytes = g.bytes, mode = L.nctas > 1 and "cluster" or L.pingpong and "pingpong" or "cooperative" }
   end
+  -- ping-pong's turns (plan.lua's read_pingpong): pp[g] slot 0 is consumer g's
+  -- mainloop turn, slot 1 its epilogue turn; each hands both to the other
+  -- (stdlib/gemm.lua's go: CUTLASS's OrderedSequenceBarrier of two stages)
+  if L.pingpong then L.pp = { k:seq_bar { depth = 2, arrive_count = 128 }, k:seq_bar { depth = 2, arrive_count = 128 } } end
   L.pipe = #L.groups == 1 and L.groups[1].pipe or nil
   -- the dynamic scheduler's ring of claimed ids (loops.lua): an i32 a stage
   if L.dynamic then

@@ -119,7 +119,7 @@ end
 -- The body of the persistent loop `after` for the work tile `work`: the
 -- program ids are its m, n and l; with StreamK what follows the k loop runs on
 -- the tile's final split only (env.final, set by the consumer's k loop).
-local function tile_body(L, env, after, work)
+local function tile_body(L, env, after, work, only)
   local saved = env.program_id
   local ids = {}
   env.program_id = function(dim)
@@ -136,8 +136,9 @@ local function tile_body(L, env, after, work)
   local function lower_from(i)
     for j = i, #ops do
       local o = ops[j]
-      if o:name() == "tileas.cancel_next_program_id" then L.vmap[o:result(1):id()] = tl.const(0)
-      else V.at_loc(o, X.lower_op, L, o, env) end
+      local wanted = not only or only[o:id()] -- (a ping-pong consumer's skipped program: its k loop's bounds only)
+      if wanted and o:name() == "tileas.cancel_next_program_id" then L.vmap[o:result(1):id()] = tl.const(0)
+      elseif wanted then V.at_loc(o, X.lower_op, L, o, env) end
       if env.final then -- StreamK: what follows the k loop is the final split's
         local final = env.final
         env.final = nil
@@ -148,6 +149,40 @@ local function tile_body(L, env, after, work)
   end
   lower_from(1)
   env.program_id, env.work, env.k_range = saved, nil, nil
+end
+
+-- A ping-pong consumer's programs (env.pp, plan.lua's read_pingpong):
+-- consumer g runs the CTA's programs j = g mod 2 and skips the others,
+-- advancing its cursor of the one ring past a skipped program's k blocks (its
+-- pipelined loop's bounds, computed from the program's ids: the ops of the
+-- body they come from, which must be pure); after its epilogue it hands the
+-- turn on to the other consumer. -> the bodies of M.tile_loop
+local function pingpong_bodies(L, env, after)
+  local pp = env.pp
+  local loop = pp.loop
+  local only = {}
+  local function need(v)
+    local d = v:def()
+    if not d or only[d:id()] or d:parent():id() ~= loop:parent():id() then return end
+    if d:nregions() > 0 or not (d:name():match "^arith%." or d:name() == "tileas.num_programs" or d:name() == "tileas.get_program_id") then
+      R.fail(d, "a ping-pong consumer's pipelined loop bounds must come from arith ops of the program ids and parameters")
+    end
+    only[d:id()] = true
+    for i = 1, d:noperands() do need(d:operand(i)) end
+  end
+  need(loop:operand(1))
+  need(loop:operand(2))
+  local function skip(work)
+    tile_body(L, env, after, work, only)
+    local lb, ub = Loops.k_blocks(L, loop, env)
+    pp.st:advance(ub - lb)
+  end
+  local function own(work)
+    tile_body(L, env, after, work)
+    pp.other:arrive(pp.turn) -- (the epilogue's turn: the next program's may start)
+  end
+  if pp.g == 0 then return { own, skip } end
+  return { skip, own }
 end
 
 -- env.persistent for an agent of `role` (producer / consumer) whose pipeline
@@ -172,7 +207,7 @@ function Loops.persistent(L, env, cursors, role)
     else
       work, all = scheduler(L):work(Loops.program_id(L)("x")), cursors
     end
-    L.G.tile_loop(tl, work, all, { function(w) tile_body(L, env, after, w) end })
+    L.G.tile_loop(tl, work, all, env.pp and pingpong_bodies(L, env, after) or { function(w) tile_body(L, env, after, w) end })
     -- the consumers have read every id (the last, past the end, too) before the producer leaves
     if L.claims and role == "producer" then L.claims.pipe:producer_tail(all[#all]) end
   end

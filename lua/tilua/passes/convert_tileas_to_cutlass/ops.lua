@@ -406,6 +406,7 @@ local function lower_reduce(L, op, env)
     R.fail(op, "a reduce along dim 1 of a tile whose columns are one of several program tiles of the row (the tiled_load of '%s' that gives them has a coordinate along them that depends on the program id): a row spanning several program tiles along N is not lowered; reduce a tile that holds the whole row (a constant coordinate)", src)
   end
   local comb = reduce_fns[kind]
+  if shape[1] ~= 64 then R.fail(op, "a reduce along dim 1 of a tile of %d rows a warpgroup (a ping-pong consumer's) is not lowered yet", shape[1]) end
   local n = shape[1] * shape[2] // 128
   local rows = {}
   for _, dr in ipairs { 0, 8 } do

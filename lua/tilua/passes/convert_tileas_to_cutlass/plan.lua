@@ -424,6 +424,50 @@ local function read_groups(L)
   end
 end
 
+-- Ping-pong consumers (tileas.pingpong = [g, 2], tileas-materialize-agents):
+-- the two consumer agents, each the whole accumulator, take the programs of
+-- the static persistent schedule in turn (ag.pingpong = g, L.pingpong), as
+-- stdlib/gemm.lua's consumers = "pingpong": one ring (a pipeline of mode
+-- pingpong), their mainloops and epilogues ordered by two seq_bars
+-- (consumer.lua, loops.lua). The pipelined loop is the persistent loop's,
+-- directly in its body, its ring group the kernel's one.
+local function read_pingpong(L)
+  local n = 0
+  for _, ag in ipairs(L.consumers) do
+    local pp = ag.op:attr "tileas.pingpong"
+    if pp then
+      ag.pingpong, n = pp[1], n + 1
+      if pp[1] ~= ag.index then R.fail(ag.op, "ping-pong consumer %d is consumer agent %d: they must come in order", pp[1], ag.index) end
+    end
+  end
+  if n == 0 then return end
+  if n ~= 2 or #L.consumers ~= 2 then R.fail(L.consumers[1].op, "ping-pong takes two consumer agents, both marked tileas.pingpong") end
+  if L.S or L.dynamic or L.data_parallel or L.nctas > 1 then
+    R.fail(L.consumers[1].op, "ping-pong consumers take turns at the programs of the static persistent schedule on one CTA (not StreamK, split-K, dynamic or data-parallel, nor a cluster)")
+  end
+  if #L.groups ~= 1 or L.groups[1].per_program or L.skew then
+    R.fail(L.consumers[1].op, "ping-pong consumers read one ring group filled every k block (a GEMM's)")
+  end
+  for _, ag in ipairs(L.consumers) do
+    local loops = 0
+    R.each_op(ag.op, function(op)
+      if op:name() == "scf.for" and op:attr "tileas.pipeline" then
+        loops = loops + 1
+        local parent = op:parent()
+        if not parent or parent:name() ~= "scf.while" then
+          R.fail(op, "a ping-pong consumer's pipelined loop must be directly in the persistent loop's body (tileas-dynamic-persistent)")
+        end
+        if op:attr "tileas.turns" then R.fail(op, "a ping-pong consumer's loop of chained dots is not lowered yet") end
+        ag.pp_loop = op
+        local acc = R.tile_of(op:result(1))
+        ag.pp_rows, ag.pp_cols = acc.shape[1], acc.shape[2]
+      end
+    end)
+    if loops ~= 1 then R.fail(ag.op, "a ping-pong consumer runs one pipelined loop a program, got %d", loops) end
+  end
+  L.pingpong = true
+end
+
 -- The plan record of kernel kop (tl the library, G the shared GEMM pieces,
 -- Ring the metatable of ring values).
 function plan.read(tl, G, kop, Ring)
@@ -450,6 +494,7 @@ function plan.read(tl, G, kop, Ring)
   if L.S or L.dynamic then add_workspace_param(tl, L.P) end
   read_rings(L, Ring)
   read_groups(L)
+  read_pingpong(L)
   return L
 end
 

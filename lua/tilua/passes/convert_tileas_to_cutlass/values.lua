@@ -39,6 +39,30 @@ function V.vec_frag(vec, n)
   f.vec = vec
   return f
 end
+-- A ping-pong consumer's 128-row accumulator: the vectors of its 64-row
+-- slices (n elements each), element i of slice i // n; .vecs keeps them.
+function V.slices_frag(vecs, n)
+  local tl = require "tilua"
+  local f = V.frag(tl.f32, n * #vecs, function(i) return tl.extract(vecs[i // n + 1], i % n) end)
+  f.vecs = vecs
+  return f
+end
+-- The slices' vectors of frag x (nil: zeros).
+function V.slice_vecs(x, slices, n)
+  local tl = require "tilua"
+  if x and x.vecs then return x.vecs end
+  local out = {}
+  for sl = 1, slices do
+    if not x then out[sl] = tl.zeros(tl.f32, n)
+    else
+      local vals = {}
+      for i = 0, n - 1 do vals[i + 1] = x:at((sl - 1) * n + i) end
+      out[sl] = tl.vector_of(tl.f32, vals)
+    end
+  end
+  return out
+end
+
 -- The keys of the elements of lazy x that the thread of fragment geometry f
 -- holds: a frag's 0 .. n - 1, a line's distinct offsets along its dim.
 function V.keys(x, f, n)

@@ -1,0 +1,69 @@
+-- The ping-pong tile GEMM on the GPU (label gpu: spec/gpu_runner.lua):
+-- examples/tile_gemm.lua with consumers = "pingpong" (a 64 x 256 program, or
+-- 128 x 128: two consumer warpgroups each with the whole tile, alternating the programs of
+-- the persistent schedule over one ring, tileas-materialize-agents and
+-- convert-tileas-to-cutlass), on fresh random ragged shapes (the seed, printed,
+-- picks them: TILUA_SEED repeats a run) against stdlib/gemm.lua's reference
+-- kernel and sampled CPU dot products, and against stdlib/gemm.lua's
+-- consumers = "pingpong" kernel of the same tile and stages bit for bit. The
+-- shapes give the CTAs odd and even counts of programs (a consumer's last
+-- program with no partner, and the skipped programs' k blocks). Without a GPU
+-- the kernel is still compiled and assembled, and the launches report pending.
+local H = dofile "spec/helper.lua"
+local tl = require "tilua"
+
+local GPU = tl.device.available()
+local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
+print(("tile_pingpong_gpu: seed %d"):format(seed))
+
+local ex = assert(loadfile "examples/tile_gemm.lua")("--library")
+
+-- ragged shapes from the seed: N and K multiples of 8 (TMA's 16-byte rows)
+local rng = seed
+local function rand(lo, hi)
+  rng = (rng * 1103515245 + 12345) % 2147483648
+  return lo + rng % (hi - lo + 1)
+end
+local CASES = {}
+for _, r in ipairs { { 1, 200, 8, 64, 8, 40 }, { 200, 1600, 40, 256, 8, 160 }, { 2000, 5000, 200, 520, 60, 300 } } do
+  CASES[#CASES + 1] = { m = rand(r[1], r[2]), n = 8 * rand(r[3], r[4]), k = 8 * rand(r[5], r[6]) }
+end
+CASES[#CASES + 1] = { m = 8191, n = 8184, k = 264 } -- programs past two a CTA, odd and even
+
+describe("the ping-pong tile GEMM on the GPU", function()
+  it("compiles to PTX that ptxas takes", function()
+    H.assert_ptxas(ex.build({ consumers = "pingpong" }):compile())
+    H.assert_ptxas(ex.build({ consumers = "pingpong", bn = 128 }):compile())
+  end)
+
+  for i, c0 in ipairs(CASES) do
+  for _, bn in ipairs { 256, 128 } do
+    local c = { m = c0.m, n = c0.n, k = c0.k, bn = bn, bm = ex.rows_of { consumers = "pingpong", bn = bn } }
+    c.stages = ex.stages_of { consumers = "pingpong", bn = bn }
+    local label = ("%d x %d programs, %d x %d x %d"):format(c.bm, c.bn, c.m, c.n, c.k)
+    it(label .. ": the reference kernel, CPU samples, stdlib/gemm.lua's ping-pong bit for bit", function()
+      if not GPU then pending("no GPU: " .. tl.device.error()) return end
+      local D = tl.device
+      local s = seed + 10 * i
+      local M, N, K = c.m, c.n, c.k
+      local a <close> = D.random(tl.bf16, M * K, s)
+      local b <close> = D.random(tl.bf16, N * K, s + 1)
+      local d_tile <close> = D.alloc(tl.bf16, M * N)
+      local d_std <close> = D.alloc(tl.bf16, M * N)
+      d_tile:fill(0)
+      d_std:fill(0)
+      local k = ex.build { consumers = "pingpong", bn = c.bn }
+      k:compile()
+      k:run { grid = { (M + c.bm - 1) // c.bm, (N + c.bn - 1) // c.bn },
+              args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d_tile, { M, N } }, K = K } }
+      local g = tl.gemm.build { m = M, n = N, k = K, bn = c.bn, bm = c.bm, stages = c.stages, consumers = "pingpong" }
+      g:run { a = a, b = b, d = d_std }
+      D.synchronize()
+      local ok, report = g:check { a = a, b = b, d = d_tile, seed = s }
+      print(("ping-pong %s, seed %d on %s: %s"):format(label, s, D.info().name, report))
+      assert(ok, report)
+      assert(d_tile:equals(d_std), "the ping-pong tile GEMM differs from stdlib/gemm.lua's ping-pong")
+    end)
+  end
+  end
+end)

@@ -1,0 +1,195 @@
+-- tools/bench/tile_pingpong.lua: the tile GEMM of examples/tile_gemm.lua with
+-- ping-pong consumers (tl.for_tiles {consumers = "pingpong"}: a 128 x 128 or a
+-- 64 x 256 program, two consumer warpgroups each with the whole tile,
+-- alternating programs over one ring, the mainloops and epilogues ordered by
+-- two seq_bars) against the same tile program with cooperative consumers (128
+-- x 256, two warpgroups of 64 rows on every tile), stdlib/gemm.lua's
+-- consumers = "pingpong" of the same tile and cuBLASLt, in one process on one
+-- device: bf16 A (M x K) and B (N x K), f32 accumulation, bf16 C. Every kernel
+-- is checked first against cuBLASLt's result on every element (and each tile
+-- ping-pong against stdlib's ping-pong of its tile and stages bit for bit),
+-- then timed in interleaved rounds: a round takes one sample of every form
+-- (CUDA events around 10 back-to-back launches), each round starting one form
+-- later; each form's figure is the median of its --rounds samples (the best
+-- and the spread printed beside it), every ratio one of medians.
+-- Without a GPU it compiles the kernels and stops.
+--
+--   tilua tools/bench/tile_pingpong.lua [--sizes=8192,4096] [--rounds=9] [--stages=S]
+--                                       [--coop_stages=3,4] [--study=1]
+--   --stages: the ping-pong 128 x 128's depth (default stdlib's: 6)
+--   --coop_stages: the tile cooperative 128 x 256's depths, one form each (the example's default 3)
+--   --study=1: the 64 x 256 ping-pong's stages besides: the tile program at 4 and 5 stages, stdlib's at
+--     3, 4 and 5 and in a 2 x 1 cluster at 4 and 5, and stdlib's ping-pong 128 x 192 at 5 (the same
+--     40 KiB a stage and 217 KiB in all as 64 x 256 at 5)
+local tl = require "tilua"
+
+local o = { sizes = "8192,4096", rounds = 9, coop_stages = "3,4" }
+for _, a in ipairs(arg or {}) do
+  local key, v = a:match "^%-%-([%w_]+)=(.+)$"
+  if key then o[key] = math.tointeger(tonumber(v)) or v end
+end
+local ex = assert(loadfile "examples/tile_gemm.lua")("--library")
+local D = tl.device
+
+-- The forms, in the table's order: kind "tile" (the tile program: bm, bn, stages, consumers),
+-- "std" (tl.gemm.build's: cfg), "blas". A tile ping-pong names its stdlib pair (pair = index).
+local function form_list()
+  local L = {}
+  local function tile_pp(bm, bn, stages, pair)
+    stages = stages or ex.stages_of { consumers = "pingpong", bn = bn }
+    L[#L + 1] = { kind = "tile", name = ("tile ping-pong %dx%d (%d st)"):format(bm, bn, stages), bm = bm, bn = bn,
+                  o = { consumers = "pingpong", bn = bn, stages = stages } }
+    if pair then
+      L[#L].pair = #L + 1
+      L[#L + 1] = { kind = "std", name = ("stdlib ping-pong %dx%d (%d st)"):format(bm, bn, stages),
+                    cfg = { consumers = "pingpong", bm = bm, bn = bn, stages = stages } }
+    end
+  end
+  tile_pp(128, 128, o.stages, true)
+  for s in tostring(o.coop_stages):gmatch "%d+" do
+    s = math.tointeger(tonumber(s))
+    L[#L + 1] = { kind = "tile", name = ("tile cooperative 128x256 (%d st)"):format(s), bm = 128, bn = 256, o = { stages = s },
+                  coop = true }
+  end
+  if o.study then
+    tile_pp(64, 256, 4, true)
+    tile_pp(64, 256, 5, true)
+    L[#L + 1] = { kind = "std", name = "stdlib ping-pong 64x256 (3 st)", cfg = { consumers = "pingpong", bm = 64, bn = 256, stages = 3 } }
+    L[#L + 1] = { kind = "std", name = "stdlib ping-pong 128x192 (5 st)", cfg = { consumers = "pingpong", bm = 128, bn = 192, stages = 5 } }
+    for _, st in ipairs { 4, 5 } do -- (the 2 x 1 cluster's default: the 5 that fit, s13pp-2)
+      L[#L + 1] = { kind = "std", name = ("stdlib ping-pong 64x256 c2x1 (%d st)"):format(st),
+                    cfg = { consumers = "pingpong", bm = 64, bn = 256, stages = st, cluster = { 2, 1 } } }
+    end
+  end
+  return L
+end
+
+local function compile_tiles(L)
+  for _, f in ipairs(L) do
+    if f.kind == "tile" then
+      f.k = ex.build(f.o)
+      f.k:compile()
+    end
+  end
+end
+
+if not D.available() then
+  local L = form_list()
+  compile_tiles(L)
+  for _, f in ipairs(L) do
+    if f.kind == "std" then
+      local cfg = { m = 512, n = 512, k = 512 }
+      for k, v in pairs(f.cfg) do cfg[k] = v end
+      tl.gemm.build(cfg).kernel:compile()
+    end
+  end
+  print(("SKIP: no GPU (%s): compiled only (%d forms)"):format(D.error(), #L))
+  return
+end
+
+local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
+local blas = tl.core.blas_available()
+print(("tile_pingpong bench on %s (%d SMs), seed %d, cuBLASLt %s, %d interleaved rounds"):format(D.info().name,
+  D.sm_count(), seed, blas and "available" or "not available", o.rounds))
+local L = form_list()
+compile_tiles(L)
+
+local function sample(fn) return D.time(function() for _ = 1, 10 do fn() end end) / 10 end
+local function median(t) -- (of an odd count the middle one, of an even the mean of the middle two)
+  local s = table.move(t, 1, #t, 1, {})
+  table.sort(s)
+  return (s[(#s + 1) // 2] + s[#s // 2 + 1]) / 2
+end
+
+for size in tostring(o.sizes):gmatch "%d+" do
+  local M = math.tointeger(tonumber(size))
+  local N, K = M, M
+  local a <close> = D.random(tl.bf16, M * K, seed)
+  local b <close> = D.random(tl.bf16, N * K, seed + 1)
+  local ref <close> = D.alloc(tl.bf16, M * N)
+  local forms, std = {}, nil
+  for i, f in ipairs(L) do
+    local F = { name = f.name, pair = f.pair, coop = f.coop, d = D.alloc(tl.bf16, M * N) }
+    if f.kind == "tile" then
+      local k, bm, bn = f.k, f.bm, f.bn
+      F.run = function()
+        k:launch { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn },
+                   args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { F.d, { M, N } }, K = K } }
+      end
+    else
+      local cfg = { m = M, n = N, k = K }
+      for k, v in pairs(f.cfg) do cfg[k] = v end
+      local g = tl.gemm.build(cfg)
+      g.kernel:compile()
+      std = std or g
+      F.run = function() g:run { a = a, b = b, d = F.d } end
+    end
+    forms[i] = F
+  end
+  std = std or tl.gemm.build { m = M, n = N, k = K }
+  local ours = #forms
+  local cublas = blas and function()
+    tl.core.blas_gemm { m = M, n = N, k = K, a = a.raw, b = b.raw, d = ref.raw, ["in"] = "bf16", out = "bf16" }
+  end
+  if cublas then
+    local ok, err = pcall(cublas)
+    if not ok then -- (the library loads but does not run: the emulator, a stand-in driver)
+      print("cuBLASLt does not run: " .. tostring(err) .. "; no ratios")
+      cublas = nil
+    end
+  end
+  if cublas then forms[#forms + 1] = { name = "cuBLASLt", run = cublas } end
+  -- correctness first
+  for _, f in ipairs(forms) do
+    if f.d then f.d:fill(0) end
+    f.run()
+  end
+  D.synchronize()
+  local all_ok = true
+  for i = 1, ours do
+    local ok, report
+    if cublas then ok, report = std:check { a = a, b = b, d = forms[i].d, reference = ref }
+    else ok, report = std:check { a = a, b = b, d = forms[i].d, seed = seed } end
+    print(("%d^3 %s: %s, %s"):format(M, forms[i].name, ok and "OK" or "FAILED", report))
+    all_ok = all_ok and ok
+    local p = forms[i].pair and forms[forms[i].pair]
+    if p then
+      print(("%d^3 %s vs %s: %s"):format(M, forms[i].name, p.name, forms[i].d:equals(p.d) and "bit for bit the same" or "DIFFERENT"))
+    end
+  end
+  if not all_ok then error("a kernel is wrong: no timing", 0) end
+  -- interleaved rounds: round r runs the forms from the r-th on, wrapping
+  local t = {}
+  for i = 1, #forms do t[i] = {} end
+  for r = 1, o.rounds do
+    for j = 0, #forms - 1 do
+      local i = (r - 1 + j) % #forms + 1
+      t[i][#t[i] + 1] = sample(forms[i].run)
+    end
+  end
+  local med, best, spread = {}, {}, {}
+  for i = 1, #forms do
+    med[i], best[i] = median(t[i]), math.min(table.unpack(t[i]))
+    spread[i] = (math.max(table.unpack(t[i])) - best[i]) / med[i]
+  end
+  local flops = 2.0 * M * N * K
+  local function tf(ms) return flops / ms / 1e9 end
+  print(("%-37s %9s %9s %9s %7s %9s"):format(("%d^3, %d rounds"):format(M, o.rounds), "median ms", "TFLOP/s",
+    "best", "spread", "/ cuBLASLt"))
+  for i, f in ipairs(forms) do
+    local r = cublas and med[#forms] / med[i] or nil
+    print(("%-37s %9.4f %9.1f %9.1f %6.1f%% %9s"):format(f.name, med[i], tf(med[i]), tf(best[i]), 100 * spread[i],
+      r and ("%.3f"):format(r) or "-"))
+  end
+  for i = 1, ours do
+    if forms[i].pair then
+      local parts = {}
+      for j = 1, ours do
+        if forms[j].coop then parts[#parts + 1] = ("/ %s %.3f"):format(forms[j].name, med[j] / med[i]) end
+      end
+      parts[#parts + 1] = ("/ %s %.3f"):format(forms[forms[i].pair].name, med[forms[i].pair] / med[i])
+      print(("%d^3 %s (speed, medians): %s"):format(M, forms[i].name, table.concat(parts, ", ")))
+    end
+  end
+  for i = 1, ours do forms[i].d:free() end
+end
