@@ -37,7 +37,11 @@
 -- o.in_order = false issues S^T and dP^T an iteration ahead, with the tiles
 -- that fit then (64 and 32 query rows).
 --
---   tilua examples/attention_bwd.lua [--d=64|128] [--causal] [--fused] [--in_order=false] [--kv_bm=N] [--emit=ir|ptx] [--stage=NAME]
+-- o.overlap = "dkdv" or "dq": that program launched last, a programmatic
+-- dependent launch filling the SMs the other's last wave leaves (o.delta_pdl:
+-- the program after Delta one too); see overlap_top below.
+--
+--   tilua examples/attention_bwd.lua [--d=64|128] [--causal] [--fused] [--in_order=false] [--kv_bm=N] [--overlap=dkdv|dq] [--delta_pdl=1] [--emit=ir|ptx] [--stage=NAME]
 --
 --   loadfile("examples/attention_bwd.lua")("--library") -> {build_delta, build_dq, build_dkdv, build_dq_convert, padded, row_floats, tiles, programs, kernels, launch}
 local tl = require "tilua"
@@ -83,6 +87,26 @@ local T4, T3 = function(e) return tl.tensor(e, 4) end, function(e) return tl.ten
 local function padded(sq) return (sq + 3) // 4 * 4 end
 
 -- {=== the tile programs
+
+-- Overlapping the programs (the three-program form; o.fused ignores these):
+-- o.overlap = "dkdv" (or "dq") launches that program last, as a programmatic
+-- dependent launch: the other calls griddepcontrol.launch_dependents at its
+-- top, so that the last one's programs take the SMs its last wave leaves
+-- idle (neither reads what the other writes), and the last one waits for it
+-- (griddepcontrol.wait) before its stores only, so that it completes after
+-- it and the stream's next launch finds both done. o.delta_pdl: the program
+-- after Delta is a programmatic dependent launch too: Delta triggers at its
+-- top, the program waits for it at its own top (before it triggers the last
+-- one: that reads Delta as well).
+local function first_of(o) return o.overlap == "dq" and "dkdv" or "dq" end
+local function overlap_top(o, which)
+  if o.fused or first_of(o) ~= which then return end
+  if o.delta_pdl then tl.griddepcontrol_wait() end
+  if o.overlap then tl.griddepcontrol_launch_dependents() end
+end
+local function overlap_end(o, which)
+  if not o.fused and o.overlap == which then tl.griddepcontrol_wait() end
+end
 -- (LSE2 = LSE * log2(e) too; o.fused: it also zeroes the rows' tile of the
 -- f32 dQ accumulator that the fused program adds into)
 local function build_delta(o)
@@ -93,6 +117,7 @@ local function build_delta(o)
   local k = tl.tile_kernel("attention_bwd_delta", { params = params })
   k:define(function(_, p)
     local m, bh = tl.program_id("x"), tl.program_id("y")
+    if o.delta_pdl and not o.fused then tl.griddepcontrol_launch_dependents() end
     local b, h = bh // p.H, bh % p.H
     local prod = tl.load(p.O, { b, h, m, 0 }, { BM, D }):cast(tl.f32) * tl.load(p.dO, { b, h, m, 0 }, { BM, D }):cast(tl.f32)
     tl.store(p.Delta, { b, h, m }, tl.reduce(prod, 1, "add"))
@@ -127,6 +152,7 @@ local function build_dq(o)
     if o.causal then -- heads fastest, the longest row blocks first (the forward's order)
       m, bh = tl.num_programs("y") - 1 - tl.program_id("y"), tl.program_id("x")
     end
+    overlap_top(o, "dq")
     local b, h = bh // p.H, bh % p.H
     local hk, c = h // p.group, p.scale * LOG2E -- exp(x * scale) is exp2(x * c)
     local q, dout = tl.load(p.Q, { b, h, m, 0 }, { BM, D }), tl.load(p.dO, { b, h, m, 0 }, { BM, D })
@@ -145,6 +171,7 @@ local function build_dq(o)
       local dp = tl.dot(dout, tl.load(p.V, { b, hk, j, 0 }, { BN, D }), { transpose_b = true })
       return tl.dot((pr * (dp - delta)):cast(tl.bf16), kt, dq)
     end)
+    overlap_end(o, "dq")
     tl.store(p.dQ, { b, h, m, 0 }, (dq * p.scale):cast(tl.bf16))
   end)
   return k
@@ -162,6 +189,7 @@ local function build_dkdv(o)
   k:define(function(_, p)
     local n, bh = tl.program_id("x"), tl.program_id("y") -- BN keys of key head hk of batch b
     if o.causal then n, bh = tl.program_id("y"), tl.program_id("x") end -- (heads fastest, the first keys see most queries)
+    overlap_top(o, "dkdv")
     local b, hk = bh // p.HKV, bh % p.HKV
     local c = p.scale * LOG2E
     local kt, vt = tl.load(p.K, { b, hk, n, 0 }, { BN, D }), tl.load(p.V, { b, hk, n, 0 }, { BN, D })
@@ -188,6 +216,7 @@ local function build_dkdv(o)
       end
       return tl.dot(dst, q, dk), tl.dot(pt:cast(tl.bf16), dout, dv)
     end)
+    overlap_end(o, "dkdv")
     tl.store(p.dK, { b, hk, n, 0 }, (dk * p.scale):cast(tl.bf16))
     tl.store(p.dV, { b, hk, n, 0 }, dv:cast(tl.bf16))
   end)
@@ -211,8 +240,8 @@ local compiled = {}
 local function kernels(o)
   local bm, bn = tiles(o, "dq")
   local kbm, kbn = tiles(o, "dkdv")
-  local key = ("%d/%s/%d/%d/%d/%d/%d/%s/%s/%d"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused),
-                                                   tostring(o.in_order ~= false), tiles(o, "rows"))
+  local key = ("%d/%s/%d/%d/%d/%d/%d/%s/%s/%d/%s"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused),
+                                                   tostring(o.in_order ~= false), tiles(o, "rows"), tostring(o.overlap) .. tostring(o.delta_pdl))
   if not compiled[key] then
     local ks = o.fused and { build_delta(o), build_dq_convert(o), build_dkdv(o) } or { build_delta(o), build_dq(o), build_dkdv(o) }
     for _, k in ipairs(ks) do k:compile() end
@@ -255,10 +284,18 @@ local function launch(o, x, only)
     end
     return
   end
-  if not only or only == 2 then ks[2]:launch { grid = G[2], args = with { dQ = { x.dq, q4 }, SKV = o.skv, H = o.h } } end
-  if not only or only == 3 then
-    ks[3]:launch { grid = G[3], args = with { dK = { x.dk, kv4 }, dV = { x.dv, kv4 }, SQ = o.sq, HKV = o.hkv } }
+  local function pdl(which) return o.overlap == which or (first_of(o) == which and o.delta_pdl) or nil end
+  local function dq() ks[2]:launch { grid = G[2], args = with { dQ = { x.dq, q4 }, SKV = o.skv, H = o.h }, pdl = pdl "dq" } end
+  local function dkdv()
+    ks[3]:launch { grid = G[3], args = with { dK = { x.dk, kv4 }, dV = { x.dv, kv4 }, SQ = o.sq, HKV = o.hkv }, pdl = pdl "dkdv" }
   end
+  if o.overlap == "dq" then -- dK/dV, then dQ (filling the SMs that dK/dV's last programs leave)
+    if not only or only == 3 then dkdv() end
+    if not only or only == 2 then dq() end
+    return
+  end
+  if not only or only == 2 then dq() end
+  if not only or only == 3 then dkdv() end
 end
 
 -- The floats of LSE2's and of Delta's buffer for problem o (rows padded).

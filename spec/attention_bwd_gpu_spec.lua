@@ -11,7 +11,7 @@
 -- every case reports pending at once (spec/attention_bwd_spec.lua compiles and
 -- assembles the programs on the CPU: here ctest checks the protocol after every
 -- pass, minutes of a CI run for no launch). TILUA_SEED fixes the seed;
--- TILUA_SMALL=1 keeps four cases.
+-- TILUA_SMALL=1 keeps six cases.
 local tl = require "tilua"
 local AH = dofile "spec/attention_helper.lua"
 
@@ -32,6 +32,10 @@ local CASES = {
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, fused = true, small = true },
   { b = 2, h = 2, hkv = 2, sq = 260, skv = 390, d = 64, causal = true, fused = true },
   { b = 1, h = 4, hkv = 2, sq = 400, skv = 520, d = 64, fused = true }, -- (the CPU reference's size: seconds)
+  -- dQ and dK/dV overlapping (o.overlap: the one launched last a programmatic
+  -- dependent launch, waiting for the other before its stores)
+  { b = 2, h = 2, hkv = 1, sq = 333, skv = 300, d = 128, causal = true, overlap = "dkdv", delta_pdl = true, small = true },
+  { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, overlap = "dq", small = true },
   -- the in-order loop's other schedule, S^T and dP^T a wgmma group each (narrower tiles)
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, kv_bm = 64 },
   -- out of order (S^T and dP^T issued an iteration ahead; their narrower tiles)
@@ -50,6 +54,7 @@ end
 local function describe_case(c)
   return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
     c.fused and ", fused" or "", (", dK/dV %d query rows %s"):format(example.tiles(c, "dkdv"), c.in_order == false and "out of order" or "in order"))
+    .. (c.overlap and (", overlap " .. c.overlap) or "") .. (c.delta_pdl and " after Delta's pdl" or "")
 end
 
 describe("the attention backward on the GPU", function()
