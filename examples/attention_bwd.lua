@@ -254,7 +254,8 @@ end
 -- buffers x: q, k, v, o, dout, lse (the forward's) -> lse2, delta (each
 -- row_floats(o) floats), dq, dk, dv
 -- (three launches on the stream, not waited for; only: 1, 2 or 3 launches
--- that program alone). o.fused: Delta (zeroing x.dqacc, f32 [B, H, SQ, D]),
+-- that program alone, never a programmatic dependent launch; o.overlap = "dq":
+-- Delta, dK/dV, dQ). o.fused: Delta (zeroing x.dqacc, f32 [B, H, SQ, D]),
 -- the fused dK/dV/dQ program, then dQ from x.dqacc (only: 1, 3, 2 in that order).
 local function launch(o, x, only)
   local ks, G = kernels(o), programs(o)
@@ -284,7 +285,9 @@ local function launch(o, x, only)
     end
     return
   end
-  local function pdl(which) return o.overlap == which or (first_of(o) == which and o.delta_pdl) or nil end
+  local function pdl(which) -- (a program launched alone: no predecessor to overlap)
+    return not only and (o.overlap == which or (first_of(o) == which and o.delta_pdl)) or nil
+  end
   local function dq() ks[2]:launch { grid = G[2], args = with { dQ = { x.dq, q4 }, SKV = o.skv, H = o.h }, pdl = pdl "dq" } end
   local function dkdv()
     ks[3]:launch { grid = G[3], args = with { dK = { x.dk, kv4 }, dV = { x.dv, kv4 }, SQ = o.sq, HKV = o.hkv }, pdl = pdl "dkdv" }

@@ -263,7 +263,9 @@ for pi, p in ipairs(list) do
         local function one() ex.launch(prob, x, i) end
         parts[i], gparts[i], hparts[i] = best_of(one), graph_time(one) or 0 / 0, host_us(one)
       end
-      local gwhole, gwhy = graph_time(function() ex.launch(prob, x) end)
+      local gwhole, gwhy -- (not the programmatic dependent launches: captured into graphs, untried)
+      if prob.overlap or prob.delta_pdl then gwhy = "PDL"
+      else gwhole, gwhy = graph_time(function() ex.launch(prob, x) end) end
       D.synchronize()
       -- (the timed launches, back to back, wrote the checked bytes again: the fused dQ's atomic additions aside)
       local same = (extra.fused or x.dq:to_string() == before[1]) and x.dk:to_string() == before[2]
