@@ -26,7 +26,8 @@
 --                                       [--overlap] (also the three programs with dQ or dK/dV
 --                                                    launched last as a programmatic dependent launch,
 --                                                    and the one after Delta too ("+pdl"):
---                                                    examples/attention_bwd.lua's o.overlap, o.delta_pdl)
+--                                                    examples/attention_bwd.lua's o.overlap, o.delta_pdl;
+--                                                    then the default again, for the run's noise)
 --                                       [--no-fused] (not the fused form at head dim 64)
 --                                       [--delta_rows=16,32,...] (the Delta program alone at these rows a
 --                                                    program, checked on 3 rows, timed by graphs)
@@ -227,6 +228,7 @@ for pi, p in ipairs(list) do
   if o.overlap then
     variants[#variants + 1] = { overlap = "dkdv", delta_pdl = true }
     variants[#variants + 1] = { overlap = "dq", delta_pdl = true }
+    variants[#variants + 1] = { again = true } -- (the default once more: the run's noise)
   end
   for _, extra in ipairs(variants) do
     local prob = { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d, causal = p.causal, fused = extra.fused,
@@ -239,6 +241,7 @@ for pi, p in ipairs(list) do
       ex.tiles(prob, "dkdv"), select(2, ex.tiles(prob, "dkdv")), extra.stages and (", " .. extra.stages .. " stages") or "")
     label = label .. (extra.in_order == false and ", out of order" or ", in order")
       .. (extra.overlap and (", overlap " .. extra.overlap) or "") .. (extra.delta_pdl and "+pdl" or "")
+      .. (extra.again and ", again" or "")
     local ok, err = pcall(function()
       for _, b in ipairs { x.dq, x.dk, x.dv } do b:fill(0) end
       ex.launch(prob, x)
