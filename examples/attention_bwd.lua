@@ -161,7 +161,8 @@ local function build_dq(o)
     local rows = tl.iota({ BM, BN }, 0) + m * BM
     local keys = o.causal and tl.min(p.SKV, (m + 1) * BM) or p.SKV
     -- (three stages: K's ring holds two, S's stage and the stage dQ += dS K reads an iteration later)
-    local dq = tl.for_tiles(keys, { tile = BN, stages = o.stages or 3 }, tl.zeros({ BM, D }), function(j, dq)
+    local dq = tl.for_tiles(keys, { tile = BN, stages = o.dq_stages or o.stages or 3, in_order = o.dq_in_order or nil }, tl.zeros({ BM, D }),
+                            function(j, dq)
       local kt = tl.load(p.K, { b, hk, j, 0 }, { BN, D })
       local s = tl.dot(q, kt, { transpose_b = true })
       local cols = tl.iota({ BM, BN }, 1) + j * BN
@@ -240,8 +241,9 @@ local compiled = {}
 local function kernels(o)
   local bm, bn = tiles(o, "dq")
   local kbm, kbn = tiles(o, "dkdv")
-  local key = ("%d/%s/%d/%d/%d/%d/%d/%s/%s/%d/%s"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused),
-                                                   tostring(o.in_order ~= false), tiles(o, "rows"), tostring(o.overlap) .. tostring(o.delta_pdl))
+  local key = ("%d/%s/%d/%d/%d/%d/%d/%s/%s/%d/%s/%s"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused),
+                                                   tostring(o.in_order ~= false), tiles(o, "rows"), tostring(o.overlap) .. tostring(o.delta_pdl),
+                                                   tostring(o.dq_in_order) .. tostring(o.dq_stages))
   if not compiled[key] then
     local ks = o.fused and { build_delta(o), build_dq_convert(o), build_dkdv(o) } or { build_delta(o), build_dq(o), build_dkdv(o) }
     for _, k in ipairs(ks) do k:compile() end

@@ -36,6 +36,9 @@ local CASES = {
   -- dependent launch, waiting for the other before its stores)
   { b = 2, h = 2, hkv = 1, sq = 333, skv = 300, d = 128, causal = true, overlap = "dkdv", delta_pdl = true, small = true },
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, overlap = "dq", small = true },
+  -- the dQ loop in order (o.dq_in_order), head dim 128 keys 128 at a time in two stages
+  { b = 1, h = 2, hkv = 1, sq = 300, skv = 333, d = 128, dq_in_order = true, dq_bn = 128, dq_stages = 2 },
+  { b = 2, h = 2, hkv = 2, sq = 260, skv = 390, d = 64, causal = true, dq_in_order = true },
   -- the in-order loop's other schedule, S^T and dP^T a wgmma group each (narrower tiles)
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, kv_bm = 64 },
   -- out of order (S^T and dP^T issued an iteration ahead; their narrower tiles)
@@ -55,6 +58,7 @@ local function describe_case(c)
   return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
     c.fused and ", fused" or "", (", dK/dV %d query rows %s"):format(example.tiles(c, "dkdv"), c.in_order == false and "out of order" or "in order"))
     .. (c.overlap and (", overlap " .. c.overlap) or "") .. (c.delta_pdl and " after Delta's pdl" or "")
+    .. (c.dq_in_order and (", dQ %d x %d in order"):format(example.tiles(c, "dq")) or "")
 end
 
 describe("the attention backward on the GPU", function()

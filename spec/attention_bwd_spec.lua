@@ -41,7 +41,8 @@ end
 -- it, the conversion to dQ)
 local function backward(c, lowered)
   local x, bytes = inputs(c)
-  local o, G = { d = c.d, causal = c.causal, bm = c.bm, bn = c.bn, fused = c.fused, kv_bm = c.kv_bm, in_order = c.in_order },
+  local o, G = { d = c.d, causal = c.causal, bm = c.bm, bn = c.bn, fused = c.fused, kv_bm = c.kv_bm, in_order = c.in_order,
+                 dq_in_order = c.dq_in_order, dq_bn = c.dq_bn, dq_stages = c.dq_stages },
                example.programs(c)
   local q4, kv4, rows = { c.b, c.h, c.sq, c.d }, { c.b, c.hkv, c.skv, c.d }, { c.b, c.h, c.sq }
   local acc = { bytes = c.b * c.h * c.sq * c.d * 4, shape = q4 }
@@ -78,6 +79,7 @@ local function describe_case(c)
   return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
     c.ctas and (", " .. c.ctas .. " CTAs") or "", c.fused and ", fused (dQ added by the dK/dV program)" or "")
     .. (", dK/dV %d x 128 %s"):format(example.tiles(c, "dkdv"), c.in_order == false and "out of order" or "in order")
+    .. (c.dq_in_order and (", dQ %d x %d in order"):format(example.tiles(c, "dq")) or "")
 end
 
 local function check(c, ref, got)
@@ -122,6 +124,10 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     -- in order, S^T and dP^T a group each (fewer registers: fused d64 64 x 128, d128 32 x 128)
     { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2, fused = true },
     { b = 1, h = 1, hkv = 1, sq = 100, skv = 150, d = 128, ctas = 2, kv_bm = 32 },
+    -- the dQ loop in order too (o.dq_in_order: every dot in its iteration), keys 128 at a time at
+    -- head dim 128 in two stages
+    { b = 1, h = 2, hkv = 1, sq = 150, skv = 300, d = 128, ctas = 2, dq_in_order = true, dq_bn = 128, dq_stages = 2 },
+    { b = 1, h = 1, hkv = 1, sq = 260, skv = 200, d = 64, causal = true, ctas = 3, dq_in_order = true },
   }
   for _, c in ipairs(LOWERED) do
     c.scale = 1 / math.sqrt(c.d)

@@ -27,7 +27,10 @@
 --                                                    launched last as a programmatic dependent launch,
 --                                                    and the one after Delta too ("+pdl"):
 --                                                    examples/attention_bwd.lua's o.overlap, o.delta_pdl;
+--                                                    --overlap=dkdv or =dq: that order alone;
 --                                                    then the default again, for the run's noise)
+--                                       [--dq_forms] (also the dQ loop in order, o.dq_in_order: at head
+--                                                    dim 128 keys 128 at a time in two stages, and 64)
 --                                       [--no-fused] (not the fused form at head dim 64)
 --                                       [--delta_rows=16,32,...] (the Delta program alone at these rows a
 --                                                    program, checked on 3 rows, timed by graphs)
@@ -47,6 +50,7 @@ for _, a in ipairs(arg or {}) do
   if a == "--sweep" then o.sweep = true end
   if a == "--out-of-order" then o.out_of_order = true end
   if a == "--overlap" then o.overlap = true end
+  if a == "--dq_forms" then o.dq_forms = true end
   if a == "--no-fused" then o.no_fused = true end
 end
 
@@ -67,11 +71,13 @@ local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
 local S, BH = o.s, o.bh
 local problems = {
   { name = "d128", d = 128, sweep = { {}, { dq_bm = 64 }, { stages = 2 }, { kv_bm = 32 } },
+    dq_forms = { { dq_in_order = true, dq_bn = 128, dq_stages = 2 }, { dq_in_order = true } },
     out_of_order = { { in_order = false } } },
-  { name = "d128 causal", d = 128, causal = true, sweep = { {}, { stages = 2 } }, out_of_order = { { in_order = false } } },
-  { name = "d64", d = 64, sweep = { {}, { dq_bn = 64 }, { kv_bm = 64 } }, fused = { { fused = true }, { fused = true, stages = 2 }, { fused = true, stages = 4 } },
+  { name = "d128 causal", d = 128, causal = true, sweep = { {}, { stages = 2 } },
+    dq_forms = { { dq_in_order = true, dq_bn = 128, dq_stages = 2 } }, out_of_order = { { in_order = false } } },
+  { name = "d64", d = 64, dq_forms = { { dq_in_order = true } }, sweep = { {}, { dq_bn = 64 }, { kv_bm = 64 } }, fused = { { fused = true }, { fused = true, stages = 2 }, { fused = true, stages = 4 } },
     out_of_order = { { in_order = false }, { fused = true, in_order = false } } },
-  { name = "d64 causal", d = 64, causal = true, sweep = { {}, { kv_bm = 64 } }, fused = { { fused = true }, { fused = true, stages = 4 } },
+  { name = "d64 causal", d = 64, causal = true, dq_forms = { { dq_in_order = true } }, sweep = { {}, { kv_bm = 64 } }, fused = { { fused = true }, { fused = true, stages = 4 } },
     out_of_order = { { in_order = false }, { fused = true, in_order = false } } },
 }
 local list = {}
@@ -226,22 +232,29 @@ for pi, p in ipairs(list) do
   end
   for _, v in ipairs(o.out_of_order and p.out_of_order or {}) do variants[#variants + 1] = v end
   if o.overlap then
-    variants[#variants + 1] = { overlap = "dkdv", delta_pdl = true }
-    variants[#variants + 1] = { overlap = "dq", delta_pdl = true }
+    for _, which in ipairs { "dkdv", "dq" } do
+      if o.overlap == true or o.overlap == which then variants[#variants + 1] = { overlap = which, delta_pdl = true } end
+    end
+  end
+  if o.dq_forms then
+    for _, v in ipairs(p.dq_forms) do variants[#variants + 1] = v end
+  end
+  if o.overlap or o.dq_forms then
     variants[#variants + 1] = { again = true } -- (the default once more: the run's noise)
   end
   for _, extra in ipairs(variants) do
     local prob = { b = p.b, h = p.h, hkv = p.hkv, sq = p.s, skv = p.s, d = p.d, causal = p.causal, fused = extra.fused,
                    dq_bm = extra.dq_bm, dq_bn = extra.dq_bn, kv_bm = extra.kv_bm, kv_bn = extra.kv_bn, stages = extra.stages,
                    in_order = extra.in_order, overlap = extra.overlap,
-                   delta_pdl = extra.delta_pdl }
+                   delta_pdl = extra.delta_pdl, dq_in_order = extra.dq_in_order, dq_stages = extra.dq_stages }
     local label = extra.fused and ("fused, dkdv+dQ %dx%d%s"):format(ex.tiles(prob, "dkdv"), select(2, ex.tiles(prob, "dkdv")),
                                                                 extra.stages and (", " .. extra.stages .. " stages") or "")
       or ("dq %dx%d, dkdv %dx%d%s"):format(ex.tiles(prob, "dq"), select(2, ex.tiles(prob, "dq")),
       ex.tiles(prob, "dkdv"), select(2, ex.tiles(prob, "dkdv")), extra.stages and (", " .. extra.stages .. " stages") or "")
     label = label .. (extra.in_order == false and ", out of order" or ", in order")
       .. (extra.overlap and (", overlap " .. extra.overlap) or "") .. (extra.delta_pdl and "+pdl" or "")
-      .. (extra.again and ", again" or "")
+      .. (extra.again and ", again" or "") .. (extra.dq_in_order and (", dQ in order" .. (extra.dq_stages and
+      (", " .. extra.dq_stages .. " stages") or "")) or "")
     local ok, err = pcall(function()
       for _, b in ipairs { x.dq, x.dk, x.dv } do b:fill(0) end
       ex.launch(prob, x)
