@@ -161,6 +161,14 @@ end
 print(("attention backward bench on %s (%d SMs), bf16, seed %d"):format(D.info().name, D.sm_count(), seed))
 local peers, why = run_torch(list)
 if not peers then print("torch SDPA: " .. tostring(why)) end
+for pi, p in ipairs(peers and list or {}) do -- (printed now too: a run cut short keeps them)
+  local t = peers[pi]
+  local flops = 2.5 * 4.0 * p.b * p.h * p.s * p.s * p.d * (p.causal and 0.5 or 1)
+  if t then
+    print(("%-12s torch: cuDNN bwd %s ms (%s TFLOP/s), flash bwd %s ms"):format(p.name, tostring(t.cudnn_bwd),
+      t.cudnn_bwd and ("%.1f"):format(flops / t.cudnn_bwd / 1e9) or "-", tostring(t.flash_bwd)))
+  end
+end
 
 local function best_of(fn) return P.time { { "", fn } }[1] end
 
