@@ -11,7 +11,7 @@
 -- every case reports pending at once (spec/attention_bwd_spec.lua compiles and
 -- assembles the programs on the CPU: here ctest checks the protocol after every
 -- pass, minutes of a CI run for no launch). TILUA_SEED fixes the seed;
--- TILUA_SMALL=1 keeps six cases.
+-- TILUA_SMALL=1 keeps five cases.
 local tl = require "tilua"
 local AH = dofile "spec/attention_helper.lua"
 
@@ -22,7 +22,9 @@ print(("attention_bwd_gpu: seed %d"):format(seed))
 
 local CASES = {
   -- the defaults: the dK/dV loop in order (tileas.pipeline's in_order),
-  -- FlashAttention-3's wider dK/dV tiles (d64 128 query rows, d128 64)
+  -- FlashAttention-3's wider dK/dV tiles (d64 128 query rows, d128 64), dQ and
+  -- dK/dV overlapping (o.overlap "dkdv": dK/dV launched last, a programmatic
+  -- dependent launch waiting for dQ before its stores; dQ one after Delta)
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, small = true },  -- grouped-query heads, ragged
   { b = 1, h = 2, hkv = 2, sq = 260, skv = 390, d = 64, causal = true },
   { b = 1, h = 2, hkv = 2, sq = 200, skv = 333, d = 128 },
@@ -32,13 +34,10 @@ local CASES = {
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, fused = true, small = true },
   { b = 2, h = 2, hkv = 2, sq = 260, skv = 390, d = 64, causal = true, fused = true },
   { b = 1, h = 4, hkv = 2, sq = 400, skv = 520, d = 64, fused = true }, -- (the CPU reference's size: seconds)
-  -- dQ and dK/dV overlapping (o.overlap: the one launched last a programmatic
-  -- dependent launch, waiting for the other before its stores)
-  { b = 2, h = 2, hkv = 1, sq = 333, skv = 300, d = 128, causal = true, overlap = "dkdv", delta_pdl = true, small = true },
+  -- the other order (dK/dV, then dQ waiting for it before its stores), and
+  -- the three programs in plain order (no programmatic dependent launch)
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, overlap = "dq", small = true },
-  -- the dQ loop in order (o.dq_in_order), head dim 128 keys 128 at a time in two stages
-  { b = 1, h = 2, hkv = 1, sq = 300, skv = 333, d = 128, dq_in_order = true, dq_bn = 128, dq_stages = 2 },
-  { b = 2, h = 2, hkv = 2, sq = 260, skv = 390, d = 64, causal = true, dq_in_order = true },
+  { b = 1, h = 2, hkv = 2, sq = 200, skv = 333, d = 128, overlap = false, delta_pdl = false },
   -- the in-order loop's other schedule, S^T and dP^T a wgmma group each (narrower tiles)
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, kv_bm = 64 },
   -- out of order (S^T and dP^T issued an iteration ahead; their narrower tiles)
@@ -57,8 +56,8 @@ end
 local function describe_case(c)
   return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
     c.fused and ", fused" or "", (", dK/dV %d query rows %s"):format(example.tiles(c, "dkdv"), c.in_order == false and "out of order" or "in order"))
-    .. (c.overlap and (", overlap " .. c.overlap) or "") .. (c.delta_pdl and " after Delta's pdl" or "")
-    .. (c.dq_in_order and (", dQ %d x %d in order"):format(example.tiles(c, "dq")) or "")
+    .. (example.overlap_of(c) and (", overlap " .. example.overlap_of(c)) or (c.fused and "" or ", plain order"))
+    .. (example.delta_pdl_of(c) and " after Delta's pdl" or "")
 end
 
 describe("the attention backward on the GPU", function()

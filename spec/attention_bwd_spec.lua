@@ -41,8 +41,7 @@ end
 -- it, the conversion to dQ)
 local function backward(c, lowered)
   local x, bytes = inputs(c)
-  local o, G = { d = c.d, causal = c.causal, bm = c.bm, bn = c.bn, fused = c.fused, kv_bm = c.kv_bm, in_order = c.in_order,
-                 dq_in_order = c.dq_in_order, dq_bn = c.dq_bn, dq_stages = c.dq_stages },
+  local o, G = { d = c.d, causal = c.causal, bm = c.bm, bn = c.bn, fused = c.fused, kv_bm = c.kv_bm, in_order = c.in_order },
                example.programs(c)
   local q4, kv4, rows = { c.b, c.h, c.sq, c.d }, { c.b, c.hkv, c.skv, c.d }, { c.b, c.h, c.sq }
   local acc = { bytes = c.b * c.h * c.sq * c.d * 4, shape = q4 }
@@ -79,7 +78,6 @@ local function describe_case(c)
   return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
     c.ctas and (", " .. c.ctas .. " CTAs") or "", c.fused and ", fused (dQ added by the dK/dV program)" or "")
     .. (", dK/dV %d x 128 %s"):format(example.tiles(c, "dkdv"), c.in_order == false and "out of order" or "in order")
-    .. (c.dq_in_order and (", dQ %d x %d in order"):format(example.tiles(c, "dq")) or "")
 end
 
 local function check(c, ref, got)
@@ -124,10 +122,6 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     -- in order, S^T and dP^T a group each (fewer registers: fused d64 64 x 128, d128 32 x 128)
     { b = 1, h = 2, hkv = 1, sq = 100, skv = 150, d = 64, ctas = 2, fused = true },
     { b = 1, h = 1, hkv = 1, sq = 100, skv = 150, d = 128, ctas = 2, kv_bm = 32 },
-    -- the dQ loop in order too (o.dq_in_order: every dot in its iteration), keys 128 at a time at
-    -- head dim 128 in two stages
-    { b = 1, h = 2, hkv = 1, sq = 150, skv = 300, d = 128, ctas = 2, dq_in_order = true, dq_bn = 128, dq_stages = 2 },
-    { b = 1, h = 1, hkv = 1, sq = 260, skv = 200, d = 64, causal = true, ctas = 3, dq_in_order = true },
   }
   for _, c in ipairs(LOWERED) do
     c.scale = 1 / math.sqrt(c.d)
@@ -199,10 +193,10 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     end
   end)
 
-  -- o.overlap (and o.delta_pdl): the program launched last a programmatic
-  -- dependent launch waiting for the other before its stores; the first
-  -- triggers it at its top, after its own wait for Delta (which the last one
-  -- reads too); each agent (producer and consumers) runs them.
+  -- o.overlap (and o.delta_pdl; by default dK/dV last and both on): the program
+  -- launched last a programmatic dependent launch waiting for the other before
+  -- its stores; the first triggers it at its top, after its own wait for Delta
+  -- (which the last one reads too); each agent (producer and consumers) runs them.
   it("o.overlap: the first program triggers the last at its top, after its wait for Delta; the last waits before its stores", function()
     local function find_all(ptx, pat)
       local at, i = {}, 1
@@ -212,15 +206,16 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
         at[#at + 1], i = s0, s0 + 1
       end
     end
-    for _, o in ipairs { { d = 128, overlap = "dkdv", delta_pdl = true }, { d = 64, causal = true, overlap = "dq", delta_pdl = true },
-                         { d = 64, overlap = "dkdv" } } do
+    for _, o in ipairs { { d = 128 }, { d = 64, causal = true, overlap = "dq" }, { d = 64, overlap = "dkdv", delta_pdl = false } } do
+      assert.equal(o.overlap or "dkdv", example.overlap_of(o))
+      assert.equal(o.delta_pdl ~= false, example.delta_pdl_of(o))
       local first, last = o.overlap == "dq" and example.build_dkdv or example.build_dq,
                           o.overlap == "dq" and example.build_dq or example.build_dkdv
       local ptx = first(o):compile()
       local waits, triggers = find_all(ptx, "griddepcontrol.wait;"), find_all(ptx, "griddepcontrol.launch_dependents;")
       local loads = find_all(ptx, "cp.async.bulk.tensor")
       assert.equal(2, #triggers) -- (the producer and the consumers)
-      assert.equal(o.delta_pdl and 2 or 0, #waits)
+      assert.equal(o.delta_pdl ~= false and 2 or 0, #waits)
       for i, w in ipairs(waits) do assert.truthy(w < triggers[i], "a trigger before the wait for Delta") end
       assert.truthy(triggers[1] < loads[1], "the producer's first TMA load before its trigger")
       ptx = last(o):compile()
@@ -230,12 +225,16 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
       assert.equal(2, #waits)
       assert.truthy(waits[#waits] < stores[1], "the last program stores before its wait")
       local delta = example.build_delta(o):compile()
-      assert.equal(o.delta_pdl and 1 or 0, select(2, delta:gsub("griddepcontrol%.launch_dependents;", "")))
+      assert.equal(o.delta_pdl ~= false and 1 or 0, select(2, delta:gsub("griddepcontrol%.launch_dependents;", "")))
       H.assert_ptxas_fast(ptx)
     end
-    -- the fused form takes none of them
+    -- the fused form takes none of them, nor the plain order (o.overlap = false, o.delta_pdl = false)
     local ptx = example.build_dkdv { d = 64, fused = true, overlap = "dkdv", delta_pdl = true }:compile()
     assert.falsy(ptx:find("griddepcontrol", 1, true))
+    local plain = { d = 64, overlap = false, delta_pdl = false }
+    for _, build in ipairs { example.build_delta, example.build_dq, example.build_dkdv } do
+      assert.falsy(build(plain):compile():find("griddepcontrol", 1, true))
+    end
   end)
 
   it("takes for_tiles' in_order (a boolean) onto the loop's tileas.pipeline", function()
