@@ -37,9 +37,15 @@
 -- o.in_order = false issues S^T and dP^T an iteration ahead, with the tiles
 -- that fit then (64 and 32 query rows).
 --
---   tilua examples/attention_bwd.lua [--d=64|128] [--causal] [--fused] [--in_order=false] [--kv_bm=N] [--emit=ir|ptx] [--stage=NAME]
+-- The three programs overlap by default (o.overlap = "dkdv", o.delta_pdl):
+-- dK/dV launched last, a programmatic dependent launch filling the SMs that
+-- dQ's last wave leaves, and dQ one after Delta; o.overlap = "dq" the other
+-- order, o.overlap = false and o.delta_pdl = false three plain launches; see
+-- overlap_top below.
 --
---   loadfile("examples/attention_bwd.lua")("--library") -> {build_delta, build_dq, build_dkdv, build_dq_convert, padded, row_floats, tiles, programs, kernels, launch}
+--   tilua examples/attention_bwd.lua [--d=64|128] [--causal] [--fused] [--in_order=false] [--kv_bm=N] [--overlap=dkdv|dq|false] [--delta_pdl=false] [--emit=ir|ptx] [--stage=NAME]
+--
+--   loadfile("examples/attention_bwd.lua")("--library") -> {build_delta, build_dq, build_dkdv, build_dq_convert, padded, row_floats, tiles, programs, kernels, launch, overlap_of, delta_pdl_of}
 local tl = require "tilua"
 
 local LOG2E = 1.4426950408889634
@@ -50,8 +56,10 @@ local LOG2E = 1.4426950408889634
 -- and dO at the memory's rate; 128 rows took 253 registers, 2 programs of
 -- 128 threads an SM (H200, docs/PERF.md s11bwd-1: Delta 0.115 ms at d128,
 -- 8% of the backward). Measured at 32 (s11bwd-2): 0.077-0.132 ms at d128
--- across three runs of one process, no faster within the runs' noise and
--- no slower; kept for its registers.
+-- across three runs of one process: the host's launch, not the device's time;
+-- by CUDA graphs (s13bwd-1) 0.023, 0.024, 0.024 ms at 32, 64, 128 rows
+-- (d128), 0.011 and 0.009 ms at 32 and 128 (d64): under 2% of the backward;
+-- kept for its registers.
 local ROWS_BM = 32
 
 -- The tiles of program `which` ("dq", "dkdv" or "rows") at o's head dim: BM query
@@ -83,6 +91,37 @@ local T4, T3 = function(e) return tl.tensor(e, 4) end, function(e) return tl.ten
 local function padded(sq) return (sq + 3) // 4 * 4 end
 
 -- {=== the tile programs
+
+-- Overlapping the programs (the three-program form; o.fused ignores these):
+-- o.overlap = "dkdv" (the default) or "dq" launches that program last, as a
+-- programmatic dependent launch: the other calls griddepcontrol.launch_dependents
+-- at its top, so that the last one's programs take the SMs its last wave
+-- leaves idle (neither reads what the other writes), and the last one waits
+-- for it (griddepcontrol.wait) before its stores only, so that it completes
+-- after it and the stream's next launch finds both done (the PTX ISA's
+-- griddepcontrol.wait waits until the prerequisite grids have completed and
+-- their memory operations are visible; no documented rule orders the two
+-- grids' completions without it). o.delta_pdl (the default; false: not):
+-- the program after Delta is a programmatic dependent launch too: Delta
+-- triggers at its top, the program waits for it at its own top (before it
+-- triggers the last one: that reads Delta as well). H200
+-- (docs/PERF.md s13bwd-1): d128 522.0 TFLOP/s against 509.2 and 510.3 in
+-- plain order, d64 420.3 against 416.1 and 416.3.
+local function overlap_of(o)
+  if o.fused then return nil end
+  if o.overlap == nil then return "dkdv" end
+  return o.overlap or nil
+end
+local function delta_pdl_of(o) return not o.fused and o.delta_pdl ~= false end
+local function first_of(o) return overlap_of(o) == "dq" and "dkdv" or "dq" end
+local function overlap_top(o, which)
+  if o.fused or first_of(o) ~= which then return end
+  if delta_pdl_of(o) then tl.griddepcontrol_wait() end
+  if overlap_of(o) then tl.griddepcontrol_launch_dependents() end
+end
+local function overlap_end(o, which)
+  if overlap_of(o) == which then tl.griddepcontrol_wait() end
+end
 -- (LSE2 = LSE * log2(e) too; o.fused: it also zeroes the rows' tile of the
 -- f32 dQ accumulator that the fused program adds into)
 local function build_delta(o)
@@ -93,6 +132,7 @@ local function build_delta(o)
   local k = tl.tile_kernel("attention_bwd_delta", { params = params })
   k:define(function(_, p)
     local m, bh = tl.program_id("x"), tl.program_id("y")
+    if delta_pdl_of(o) then tl.griddepcontrol_launch_dependents() end
     local b, h = bh // p.H, bh % p.H
     local prod = tl.load(p.O, { b, h, m, 0 }, { BM, D }):cast(tl.f32) * tl.load(p.dO, { b, h, m, 0 }, { BM, D }):cast(tl.f32)
     tl.store(p.Delta, { b, h, m }, tl.reduce(prod, 1, "add"))
@@ -127,6 +167,7 @@ local function build_dq(o)
     if o.causal then -- heads fastest, the longest row blocks first (the forward's order)
       m, bh = tl.num_programs("y") - 1 - tl.program_id("y"), tl.program_id("x")
     end
+    overlap_top(o, "dq")
     local b, h = bh // p.H, bh % p.H
     local hk, c = h // p.group, p.scale * LOG2E -- exp(x * scale) is exp2(x * c)
     local q, dout = tl.load(p.Q, { b, h, m, 0 }, { BM, D }), tl.load(p.dO, { b, h, m, 0 }, { BM, D })
@@ -145,6 +186,7 @@ local function build_dq(o)
       local dp = tl.dot(dout, tl.load(p.V, { b, hk, j, 0 }, { BN, D }), { transpose_b = true })
       return tl.dot((pr * (dp - delta)):cast(tl.bf16), kt, dq)
     end)
+    overlap_end(o, "dq")
     tl.store(p.dQ, { b, h, m, 0 }, (dq * p.scale):cast(tl.bf16))
   end)
   return k
@@ -162,6 +204,7 @@ local function build_dkdv(o)
   k:define(function(_, p)
     local n, bh = tl.program_id("x"), tl.program_id("y") -- BN keys of key head hk of batch b
     if o.causal then n, bh = tl.program_id("y"), tl.program_id("x") end -- (heads fastest, the first keys see most queries)
+    overlap_top(o, "dkdv")
     local b, hk = bh // p.HKV, bh % p.HKV
     local c = p.scale * LOG2E
     local kt, vt = tl.load(p.K, { b, hk, n, 0 }, { BN, D }), tl.load(p.V, { b, hk, n, 0 }, { BN, D })
@@ -188,6 +231,7 @@ local function build_dkdv(o)
       end
       return tl.dot(dst, q, dk), tl.dot(pt:cast(tl.bf16), dout, dv)
     end)
+    overlap_end(o, "dkdv")
     tl.store(p.dK, { b, hk, n, 0 }, (dk * p.scale):cast(tl.bf16))
     tl.store(p.dV, { b, hk, n, 0 }, dv:cast(tl.bf16))
   end)
@@ -211,8 +255,9 @@ local compiled = {}
 local function kernels(o)
   local bm, bn = tiles(o, "dq")
   local kbm, kbn = tiles(o, "dkdv")
-  local key = ("%d/%s/%d/%d/%d/%d/%d/%s/%s/%d"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused),
-                                                   tostring(o.in_order ~= false), tiles(o, "rows"))
+  local key = ("%d/%s/%d/%d/%d/%d/%d/%s/%s/%d/%s/%s"):format(o.d, tostring(o.causal), bm, bn, kbm, kbn, o.stages or 3, tostring(o.fused),
+                                                   tostring(o.in_order ~= false), tiles(o, "rows"), tostring(overlap_of(o)),
+                                                   tostring(delta_pdl_of(o)))
   if not compiled[key] then
     local ks = o.fused and { build_delta(o), build_dq_convert(o), build_dkdv(o) } or { build_delta(o), build_dq(o), build_dkdv(o) }
     for _, k in ipairs(ks) do k:compile() end
@@ -225,7 +270,9 @@ end
 -- buffers x: q, k, v, o, dout, lse (the forward's) -> lse2, delta (each
 -- row_floats(o) floats), dq, dk, dv
 -- (three launches on the stream, not waited for; only: 1, 2 or 3 launches
--- that program alone). o.fused: Delta (zeroing x.dqacc, f32 [B, H, SQ, D]),
+-- that program alone, never a programmatic dependent launch; by default the
+-- second and third are programmatic dependent launches; o.overlap = "dq":
+-- Delta, dK/dV, dQ). o.fused: Delta (zeroing x.dqacc, f32 [B, H, SQ, D]),
 -- the fused dK/dV/dQ program, then dQ from x.dqacc (only: 1, 3, 2 in that order).
 local function launch(o, x, only)
   local ks, G = kernels(o), programs(o)
@@ -255,10 +302,20 @@ local function launch(o, x, only)
     end
     return
   end
-  if not only or only == 2 then ks[2]:launch { grid = G[2], args = with { dQ = { x.dq, q4 }, SKV = o.skv, H = o.h } } end
-  if not only or only == 3 then
-    ks[3]:launch { grid = G[3], args = with { dK = { x.dk, kv4 }, dV = { x.dv, kv4 }, SQ = o.sq, HKV = o.hkv } }
+  local function pdl(which) -- (a program launched alone: no predecessor to overlap)
+    return not only and (overlap_of(o) == which or (first_of(o) == which and delta_pdl_of(o))) or nil
   end
+  local function dq() ks[2]:launch { grid = G[2], args = with { dQ = { x.dq, q4 }, SKV = o.skv, H = o.h }, pdl = pdl "dq" } end
+  local function dkdv()
+    ks[3]:launch { grid = G[3], args = with { dK = { x.dk, kv4 }, dV = { x.dv, kv4 }, SQ = o.sq, HKV = o.hkv }, pdl = pdl "dkdv" }
+  end
+  if overlap_of(o) == "dq" then -- dK/dV, then dQ (filling the SMs that dK/dV's last programs leave)
+    if not only or only == 3 then dkdv() end
+    if not only or only == 2 then dq() end
+    return
+  end
+  if not only or only == 2 then dq() end
+  if not only or only == 3 then dkdv() end
 end
 
 -- The floats of LSE2's and of Delta's buffer for problem o (rows padded).
@@ -266,7 +323,8 @@ local function row_floats(o) return o.b * o.h * padded(o.sq) end
 
 local example = { name = "attention_bwd", build_delta = build_delta, build_dq = build_dq, build_dkdv = build_dkdv,
                   build_dq_convert = build_dq_convert, padded = padded, row_floats = row_floats,
-                  tiles = tiles, programs = programs, kernels = kernels, launch = launch, LOG2E = LOG2E }
+                  tiles = tiles, programs = programs, kernels = kernels, launch = launch, LOG2E = LOG2E,
+                  overlap_of = overlap_of, delta_pdl_of = delta_pdl_of }
 if ... == "--library" then return example end
 
 -- As a script: the three programs of a head dim through tile-to-ptx and ptxas
@@ -277,7 +335,9 @@ for _, a in ipairs(arg or {}) do
   if key and key ~= "emit" and key ~= "stage" then o[key] = math.tointeger(tonumber(v)) or v end
   if a == "--causal" then o.causal = true end
   if a == "--fused" then o.fused = true end
-  if o.in_order == "false" then o.in_order = false end
+  for _, f in ipairs { "in_order", "overlap", "delta_pdl" } do
+    if o[f] == "false" then o[f] = false end
+  end
 end
 local check = require "tilua.gpu.check"
 for _, b in ipairs(o.fused and { build_delta, build_dq_convert, build_dkdv } or { build_delta, build_dq, build_dkdv }) do

@@ -11,7 +11,7 @@
 -- every case reports pending at once (spec/attention_bwd_spec.lua compiles and
 -- assembles the programs on the CPU: here ctest checks the protocol after every
 -- pass, minutes of a CI run for no launch). TILUA_SEED fixes the seed;
--- TILUA_SMALL=1 keeps four cases.
+-- TILUA_SMALL=1 keeps five cases.
 local tl = require "tilua"
 local AH = dofile "spec/attention_helper.lua"
 
@@ -22,7 +22,9 @@ print(("attention_bwd_gpu: seed %d"):format(seed))
 
 local CASES = {
   -- the defaults: the dK/dV loop in order (tileas.pipeline's in_order),
-  -- FlashAttention-3's wider dK/dV tiles (d64 128 query rows, d128 64)
+  -- FlashAttention-3's wider dK/dV tiles (d64 128 query rows, d128 64), dQ and
+  -- dK/dV overlapping (o.overlap "dkdv": dK/dV launched last, a programmatic
+  -- dependent launch waiting for dQ before its stores; dQ one after Delta)
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, small = true },  -- grouped-query heads, ragged
   { b = 1, h = 2, hkv = 2, sq = 260, skv = 390, d = 64, causal = true },
   { b = 1, h = 2, hkv = 2, sq = 200, skv = 333, d = 128 },
@@ -32,6 +34,10 @@ local CASES = {
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, fused = true, small = true },
   { b = 2, h = 2, hkv = 2, sq = 260, skv = 390, d = 64, causal = true, fused = true },
   { b = 1, h = 4, hkv = 2, sq = 400, skv = 520, d = 64, fused = true }, -- (the CPU reference's size: seconds)
+  -- the other order (dK/dV, then dQ waiting for it before its stores), and
+  -- the three programs in plain order (no programmatic dependent launch)
+  { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, overlap = "dq", small = true },
+  { b = 1, h = 2, hkv = 2, sq = 200, skv = 333, d = 128, overlap = false, delta_pdl = false },
   -- the in-order loop's other schedule, S^T and dP^T a wgmma group each (narrower tiles)
   { b = 1, h = 2, hkv = 1, sq = 300, skv = 257, d = 64, kv_bm = 64 },
   -- out of order (S^T and dP^T issued an iteration ahead; their narrower tiles)
@@ -50,6 +56,8 @@ end
 local function describe_case(c)
   return ("%d x %d heads (%d), %d x %d, d %d%s%s%s"):format(c.b, c.h, c.hkv, c.sq, c.skv, c.d, c.causal and ", causal" or "",
     c.fused and ", fused" or "", (", dK/dV %d query rows %s"):format(example.tiles(c, "dkdv"), c.in_order == false and "out of order" or "in order"))
+    .. (example.overlap_of(c) and (", overlap " .. example.overlap_of(c)) or (c.fused and "" or ", plain order"))
+    .. (example.delta_pdl_of(c) and " after Delta's pdl" or "")
 end
 
 describe("the attention backward on the GPU", function()

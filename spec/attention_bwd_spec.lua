@@ -193,6 +193,50 @@ describe("the attention backward as tile programs (examples/attention_bwd.lua)",
     end
   end)
 
+  -- o.overlap (and o.delta_pdl; by default dK/dV last and both on): the program
+  -- launched last a programmatic dependent launch waiting for the other before
+  -- its stores; the first triggers it at its top, after its own wait for Delta
+  -- (which the last one reads too); each agent (producer and consumers) runs them.
+  it("o.overlap: the first program triggers the last at its top, after its wait for Delta; the last waits before its stores", function()
+    local function find_all(ptx, pat)
+      local at, i = {}, 1
+      while true do
+        local s0 = ptx:find(pat, i, true)
+        if not s0 then return at end
+        at[#at + 1], i = s0, s0 + 1
+      end
+    end
+    for _, o in ipairs { { d = 128 }, { d = 64, causal = true, overlap = "dq" }, { d = 64, overlap = "dkdv", delta_pdl = false } } do
+      assert.equal(o.overlap or "dkdv", example.overlap_of(o))
+      assert.equal(o.delta_pdl ~= false, example.delta_pdl_of(o))
+      local first, last = o.overlap == "dq" and example.build_dkdv or example.build_dq,
+                          o.overlap == "dq" and example.build_dq or example.build_dkdv
+      local ptx = first(o):compile()
+      local waits, triggers = find_all(ptx, "griddepcontrol.wait;"), find_all(ptx, "griddepcontrol.launch_dependents;")
+      local loads = find_all(ptx, "cp.async.bulk.tensor")
+      assert.equal(2, #triggers) -- (the producer and the consumers)
+      assert.equal(o.delta_pdl ~= false and 2 or 0, #waits)
+      for i, w in ipairs(waits) do assert.truthy(w < triggers[i], "a trigger before the wait for Delta") end
+      assert.truthy(triggers[1] < loads[1], "the producer's first TMA load before its trigger")
+      ptx = last(o):compile()
+      waits, triggers = find_all(ptx, "griddepcontrol.wait;"), find_all(ptx, "griddepcontrol.launch_dependents;")
+      local stores = find_all(ptx, "cp.async.bulk.tensor.4d.global.shared")
+      assert.equal(0, #triggers)
+      assert.equal(2, #waits)
+      assert.truthy(waits[#waits] < stores[1], "the last program stores before its wait")
+      local delta = example.build_delta(o):compile()
+      assert.equal(o.delta_pdl ~= false and 1 or 0, select(2, delta:gsub("griddepcontrol%.launch_dependents;", "")))
+      H.assert_ptxas_fast(ptx)
+    end
+    -- the fused form takes none of them, nor the plain order (o.overlap = false, o.delta_pdl = false)
+    local ptx = example.build_dkdv { d = 64, fused = true, overlap = "dkdv", delta_pdl = true }:compile()
+    assert.falsy(ptx:find("griddepcontrol", 1, true))
+    local plain = { d = 64, overlap = false, delta_pdl = false }
+    for _, build in ipairs { example.build_delta, example.build_dq, example.build_dkdv } do
+      assert.falsy(build(plain):compile():find("griddepcontrol", 1, true))
+    end
+  end)
+
   it("takes for_tiles' in_order (a boolean) onto the loop's tileas.pipeline", function()
     local k = example.build_dkdv { d = 64, kv_bm = 128, in_order = true }
     local saved = tl.options.keep_stages

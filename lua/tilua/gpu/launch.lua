@@ -102,11 +102,20 @@ do -- (the module's definitions; an indented block)
   -- parameters filled by its launch recipe (tilua.gpu.recipe, from the lowered
   -- kernel's tileas.params and tileas.launch); k._maps and k._workspace keep
   -- the tensor maps and the StreamK workspace across launches.
+  -- The arguments converted are the last launch's again when the recipe gave
+  -- the same values (the same tables when it saw the same inputs; arg_for is a
+  -- function of the parameter and the value, and the C launch reads a buffer's
+  -- address and liveness when it packs it): 25-31 us a launch of the attention
+  -- backward's programs on the dev machine before, its tensor maps' checks
+  -- (docs/PERF.md s13bwd-3).
   local function tile_launch(k, info, cfg)
     local programs = tl.dims3(cfg.grid or 1, "launch: grid")
     local grid, values = tl.recipe.values(info.recipe, info.params, k, cfg.args or {}, programs)
+    local last = k._tile_args
+    if last and last.info == info and last.values == values then return grid, last.list end
     local list = {}
     for i, v in ipairs(values) do list[i] = arg_for(info.params[i], v) end
+    k._tile_args = { info = info, values = values, list = list }
     return grid, list
   end
   -- }===

@@ -49,6 +49,7 @@
 -- (state._maps) and the workspace (state._workspace) across launches.
 
 -- R = require "tilua.gpu.recipe": R.values, R.value, R.tile_program (tl.recipe).
+local core = require "tilua.core"
 local tl = require "tilua" -- the library being built (init.lua registers it before its rooms)
 
 local raise = tl.raise
@@ -118,6 +119,8 @@ end
 
 -- {=== the values of a launch
 
+local function copy(list) return type(list) == "table" and table.move(list, 1, #list, 1, {}) or list end
+
 -- The tensor map of parameter p over an input: made once per buffer, shape
 -- and strides (state._maps[i]), through tl.device.tensor_map (tensor_map.h's rules).
 local function map_value(state, i, p, fill, env)
@@ -137,7 +140,8 @@ local function map_value(state, i, p, fill, env)
   end
   if same then return c.map end
   local m = tl.device.tensor_map { buffer = buffer, type = p.type, shape = shape, strides = strides }
-  state._maps[i] = { buffer = buffer, shape = shape, strides = strides, map = m }
+  -- (copies: the shape and strides are the caller's tables, which it may change in place)
+  state._maps[i] = { buffer = buffer, shape = copy(shape), strides = copy(strides), map = m }
   return m
 end
 
@@ -201,17 +205,51 @@ function R.value(recipe, params, state, inputs, i, programs)
   return value(recipe, params, state, env_of(recipe, inputs or {}, programs or { 1, 1, 1 }), i)
 end
 
+-- A tensor input as the last launch read it: its buffer, and copies of its
+-- shape and strides (the table is its owner's, who may change it in place).
+local function same_numbers(a, b) -- (two lists of the same numbers, of the same kinds: 4 and 4.0 differ)
+  if type(a) ~= "table" or type(b) ~= "table" or #a ~= #b then return false end
+  for d = 1, #a do
+    if a[d] ~= b[d] or math.type(a[d]) ~= math.type(b[d]) then return false end
+  end
+  return true
+end
+local function snapshot(v)
+  if type(v) ~= "table" then return v end
+  return { buffer = v.buffer or v[1], shape = copy(v.shape or v[2]), strides = copy(v.strides) }
+end
+local function same_tensor(seen, v)
+  if type(seen) ~= "table" or type(v) ~= "table" or not rawequal(seen.buffer, v.buffer or v[1]) then return false end
+  if not same_numbers(seen.shape, v.shape or v[2]) then return false end
+  if seen.strides == nil then return v.strides == nil end
+  return same_numbers(seen.strides, v.strides)
+end
+
 -- Whether a launch of recipe with inputs and programs gives what the last one
 -- (state._last) gave: the same recipe, grid of programs and inputs (the same
--- buffers and numbers; a tensor input is a table its owner may change, so
--- never), and nothing read from the device (its SM count).
+-- buffers and numbers; a tensor input the same buffer with the same shape and
+-- strides, compared with the copies the last launch kept), and, when it read
+-- the device's SM count (a persistent grid), the same current device. (A tile
+-- program's launches on the same tensors, each with new tables of the same
+-- shapes, convert nothing: 12-14 us a launch of the attention backward's
+-- programs on the dev machine before, docs/PERF.md s13bwd-3.)
+local function device_now() -- (nil: none to name, so never the same)
+  if tl.options.emulate or not core.device_available() then return nil end
+  return core.device_current()
+end
 local function same_as_last(last, recipe, inputs, programs)
-  if not last or last.recipe ~= recipe or last.sms then return false end
+  if not last or last.recipe ~= recipe then return false end
+  if last.sms and (last.device == nil or last.device ~= device_now()) then return false end
   for d = 1, 3 do
     if last.programs[d] ~= programs[d] then return false end
   end
   for _, i in ipairs(recipe.inputs) do
-    if i.kind == "tensor" or not rawequal(inputs[i.name], last.inputs[i.name]) then return false end
+    local v = inputs[i.name]
+    if i.kind == "tensor" then
+      if not same_tensor(last.inputs[i.name], v) then return false end
+    elseif not rawequal(v, last.inputs[i.name]) then
+      return false
+    end
   end
   return true
 end
@@ -231,9 +269,12 @@ function R.values(recipe, params, state, inputs, programs)
   local grid = {}
   for d = 1, 3 do grid[d] = eval(recipe.grid[d] or 1, env) end
   local seen = {}
-  for _, i in ipairs(recipe.inputs) do seen[i.name] = inputs[i.name] end
+  for _, i in ipairs(recipe.inputs) do
+    seen[i.name] = i.kind == "tensor" and snapshot(inputs[i.name]) or inputs[i.name]
+  end
   state._last = { recipe = recipe, programs = { programs[1], programs[2], programs[3] }, inputs = seen,
-                  sms = env.sm_count ~= nil, grid = grid, values = values }
+                  sms = env.sm_count ~= nil, device = env.sm_count ~= nil and device_now() or nil, grid = grid,
+                  values = values }
   return grid, values
 end
 
