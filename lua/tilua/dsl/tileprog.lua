@@ -605,14 +605,16 @@ end
 -- Loops and agents
 -- ====================================================================
 
--- tl.for_tiles(extent, tile | {tile =, stages =, prefetch =, in_order =}, inits..., function(kk, ...) return nexts end)
+-- tl.for_tiles(extent, tile | {tile =, stages =, prefetch =, in_order =, promote_rows =}, inits..., function(kk, ...) return nexts end)
 -- -> the final values: kk runs over the tile indices 0 .. ceil(extent / tile) - 1
 -- (an i32), in an scf.for marked for pipelining (tileas.pipeline = {stages,
 -- prefetch, in_order}). prefetch = d: the loads the lowering reads a k block ahead
 -- (per-k-block scales) are also prefetched into L1 d k blocks ahead. in_order =
 -- true: a loop of chained dots issues none of them an iteration ahead (each
 -- dot in the iteration that reads it), for tiles whose registers would not
--- hold two iterations' values.
+-- hold two iterations' values. promote_rows = true: a loop whose promotion
+-- lags a k block emits each block's promotion row by row of the accumulator
+-- fragment (the scale of a row held across its ops; block-scaled fp8).
 function tl.for_tiles(extent, step, ...)
   local n = select("#", ...)
   local body = select(n, ...)
@@ -628,6 +630,7 @@ function tl.for_tiles(extent, step, ...)
     raise("for_tiles: prefetch must be an integer from 0 to 64 (k blocks)")
   end
   if opts.in_order ~= nil and type(opts.in_order) ~= "boolean" then raise("for_tiles: in_order must be a boolean") end
+  if opts.promote_rows ~= nil and type(opts.promote_rows) ~= "boolean" then raise("for_tiles: promote_rows must be a boolean") end
   local count
   if math.type(extent) == "integer" then
     count = tl.const((extent + tile - 1) // tile, tl.i32)
@@ -642,7 +645,8 @@ function tl.for_tiles(extent, step, ...)
       loop = kk:owner_block():parent()
       return body(kk, ...)
     end))
-  loop:set_attr("tileas.pipeline", { stages = stages, prefetch = prefetch ~= 0 and prefetch or nil, in_order = opts.in_order or nil })
+  loop:set_attr("tileas.pipeline", { stages = stages, prefetch = prefetch ~= 0 and prefetch or nil, in_order = opts.in_order or nil,
+                                     promote_rows = opts.promote_rows or nil })
   return table.unpack(results, 1, results.n)
 end
 
