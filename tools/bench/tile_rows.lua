@@ -22,7 +22,9 @@
 -- The tenth session's variants (LayerNorm in one pass, two rows ahead, 16
 -- warps, 3 CTAs an SM, cache hints): --only="=rmsnorm;=softmax;=layernorm;=row copy (Y = X), registers;=row copy (Y = X), no ring;one pass;claims, ;16 warps, claims".
 --
---   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192] [--only=TEXT[;TEXT...]]   (the cases whose name has one; =NAME: that name)
+--   tilua tools/bench/tile_rows.lua [--m=16384] [--n=8192] [--only=TEXT[;TEXT...]] [--interleave=1]
+--   (--only: the cases whose name has one; =NAME: that name; --interleave=1: each
+--   program's ratio against cuMemcpyDtoD timed just before and after it)
 local tl = require "tilua"
 
 local o = { m = 16384, n = 8192 }
@@ -79,6 +81,38 @@ local function row_copy(warps)
   end)
   return k
 end
+
+-- (s13) the copy as a plain SIMT kernel (tl.kernel, no tile program): each
+-- thread of 8 warps moves U units of V bytes of a chunk of 256 * U * V bytes
+-- (all U loads, then all U stores), the CTAs walking the chunks by stride of
+-- the grid; grid = the chunks: one CTA a chunk (a row when the chunk is 16 KB).
+-- smem (dynamic shared memory, unused) caps the CTAs an SM: what separates the
+-- tile programs' 2 CTAs an SM from a copy's own occupancy; cs: st.global.cs.
+local function raw_copy(V, U, cs)
+  tl.new_module()
+  local CT, C = 256, 256 * U * V
+  local k = tl.kernel("raw_copy", { params = { { "src", tl.ptr(tl.i8) }, { "dst", tl.ptr(tl.i8) }, { "n", tl.i64 } }, block = CT })
+  k:define(function(_, p)
+    local cta, grid = tl.block_id():cast(tl.i64), tl.grid_dim():cast(tl.i64)
+    local left = p.n // C - cta
+    local iters = tl.select(left:gt(0), (left + grid - 1) // grid, tl.const(0, tl.i64))
+    local t = (tl.thread_id() * V):cast(tl.i64)
+    tl.for_range(tl.const(0, tl.i64), iters, function(it)
+      local off = (cta + it * grid) * C + t
+      local v = {}
+      for u = 0, U - 1 do v[u] = (p.src + off + u * CT * V):load { vector = V } end
+      for u = 0, U - 1 do (p.dst + off + u * CT * V):store(v[u], cs and { cache = "cs" } or nil) end
+    end)
+  end)
+  return k
+end
+local function raw_launch(V, U, grid, smem)
+  local chunks = 2 * M * N // (256 * U * V)
+  assert(chunks * 256 * U * V == 2 * M * N, "raw copy: the bytes are not a multiple of the chunk")
+  return { grid = grid and math.min(grid, chunks) or chunks, smem = smem, args = { x, y, 2 * M * N } }
+end
+local SMS = D.info().sm_count
+local SMEM2 = 100 * 1024 -- 2 CTAs an SM (228 KB a SM), like the tile programs' min_ctas 2
 
 local rms_launch = { grid = { M }, args = { X = { x, { M, N } }, W = { w, { N } }, Y = { y, { M, N } }, Rstd = { rstd, { M } },
                                            N = N, eps = eps } }
@@ -285,6 +319,15 @@ local cases = {
   { "layernorm, bulk 4, hoist 1, claims", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { bulk = 4, hoist = 1, claims = 1 } },
   { "row copy (Y = X), no ring, 4 warps", row_copy(4), sm_launch, 2 * bytes, false },
   { "row copy (Y = X), no ring, 16 warps", row_copy(16), sm_launch, 2 * bytes, false },
+  -- (s13) the raw copies (c.raw: a tl.kernel launched as is)
+  { "row copy (Y = X), raw 16 B x 4, a CTA a row", raw_copy(16, 4), raw_launch(16, 4), 2 * bytes, raw = true },
+  { "row copy (Y = X), raw 16 B x 4, a CTA a row, 2 CTAs an SM", raw_copy(16, 4), raw_launch(16, 4, nil, SMEM2), 2 * bytes, raw = true },
+  { "row copy (Y = X), raw 16 B x 8, a CTA 2 rows, 2 CTAs an SM", raw_copy(16, 8), raw_launch(16, 8, nil, SMEM2), 2 * bytes, raw = true },
+  { "row copy (Y = X), raw 16 B x 4, a CTA a row, store cs", raw_copy(16, 4, true), raw_launch(16, 4), 2 * bytes, raw = true },
+  { "row copy (Y = X), raw 8 B x 8, a CTA a row", raw_copy(8, 8), raw_launch(8, 8), 2 * bytes, raw = true },
+  { "row copy (Y = X), raw 16 B x 1, a CTA 4 KB", raw_copy(16, 1), raw_launch(16, 1), 2 * bytes, raw = true },
+  { "row copy (Y = X), raw 16 B x 4, 2 CTAs an SM by stride", raw_copy(16, 4), raw_launch(16, 4, 2 * SMS, SMEM2), 2 * bytes, raw = true },
+  { "row copy (Y = X), raw 16 B x 4, 8 CTAs an SM by stride", raw_copy(16, 4), raw_launch(16, 4, 8 * SMS), 2 * bytes, raw = true },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
 }
 
@@ -327,8 +370,14 @@ transpose_case("transpose 64, claims, stages 8", 64, 4, { claims = 1, stages = 8
 transpose_case("transpose 128, claims, stages 3", 128, 8, { claims = 1, stages = 3 })
 
 -- The program against its CPU reference on a few rows of X (read back).
-local function check_rows(name, k, launch)
-  k:run(launch)
+local function check_rows(name, k, launch, raw)
+  if raw then
+    y:fill(0)
+    k:launch(launch)
+    D.synchronize()
+  else
+    k:run(launch)
+  end
   if name:match "^transpose" then -- sampled elements: Y[j, i] = X[i, j]
     local function at(buf, i) return buf:to_table(i + 1, i + 1)[1] end
     local n = 0
@@ -384,12 +433,19 @@ for _, c in ipairs(cases) do
     for _, e in ipairs(k:lowered_op():attr "tileas.params") do tma = tma or e == "map:X" end
     name = name .. (tma and " [tma]" or " [registers]")
   end
-  local checked = check_rows(name, k, launch)
+  local checked = check_rows(name, k, launch, c.raw)
+  -- --interleave=1 (s13): cuMemcpyDtoD timed again just before and just after
+  -- the program, the ratio against their mean (the GPU's clocks and the
+  -- memory's state drift within a run: the first copy is no reference then)
+  local ref = rows[1][3]
+  local before = o.interleave and time(function() y:copy_from(x) end)
   local ms = time(function() k:launch(launch) end)
+  if o.interleave then ref = 2 * bytes / ((before + time(function() y:copy_from(x) end)) / 2) / 1e6 end
   tl.options.row_ring, tl.options.tile_transpose = nil, nil
   local gbs = moved / ms / 1e6
-  rows[#rows + 1] = { name, ms, gbs, gbs / rows[1][3] }
-  print(("%s: %s, %.3f ms, %.0f GB/s, %.3f of the copy"):format(name, checked, ms, gbs, gbs / rows[1][3]))
+  rows[#rows + 1] = { name, ms, gbs, gbs / ref }
+  print(("%s: %s, %.3f ms, %.0f GB/s, %.3f of the copy%s"):format(name, checked, ms, gbs, gbs / ref,
+    o.interleave and (" (the copy around it: %.0f GB/s)"):format(ref) or ""))
   ::next::
 end
 
