@@ -46,10 +46,7 @@
 -- grid before its first read, then lets the next grid launch; once per CTA:
 -- the lowering keeps them before the loop of programs).
 --
--- --promote-rows (block scales): each k block's promotion emitted row by row
--- of the accumulator fragment (for_tiles' promote_rows; not measured yet).
---
---   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D] [--promote-rows]] [--fast] [--pdl] [--e5m2] [--stages=N] [--cluster] [--emit=ir|ptx] [--stage=NAME]
+--   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D]] [--fast] [--pdl] [--e5m2] [--stages=N] [--cluster] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random fp8 data (values of magnitude in [0.25, 4))
 -- and random scales, and checks sampled elements of C against CPU dot products
@@ -70,7 +67,6 @@ for _, a in ipairs(... ~= "--library" and arg or {}) do
   if a == "--e5m2" then o.fp8 = "e5m2" end
   if a == "--fast" then o.fast = true end
   if a == "--pdl" then o.pdl = true end
-  if a == "--promote-rows" then o.promote_rows = true end
 end
 
 -- {=== the tile program
@@ -102,8 +98,7 @@ local function build(opts)
     end
     local m, n = tl.program_id("x"), tl.program_id("y")
     local prefetch = blocks and opts.prefetch or nil
-    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or ((fast or blocks) and 4 or 5), prefetch = prefetch,
-                                          promote_rows = blocks and opts.promote_rows or nil },
+    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or ((fast or blocks) and 4 or 5), prefetch = prefetch },
                              tl.zeros({ bm, BN }, tl.f32), function(kk, acc)
       -- (square tiles: say that B is given as [N, K])
       local a, b = tl.load(p.A, { m, kk }, { bm, 128 }), tl.load(p.B, { n, kk }, { BN, 128 })

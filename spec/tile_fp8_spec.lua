@@ -123,15 +123,13 @@ describe("an fp8 GEMM as a tile program", function()
   -- brings into the stages (staged.lua), and 4 k blocks ahead: global loads
   -- a block ahead around prefetches that are no-ops on the emulator; K 400:
   -- 4 k blocks, the first, a pair in the loop, one after it; K 300: 3, the
-  -- first, a pair, none after; rows: for_tiles' promote_rows, the promotion
-  -- emitted row by row of the fragment)
-  for _, v in ipairs { { 0, 400 }, { 4, 400 }, { 0, 300 }, { 0, 400, true } } do
-    local pf, K, rows = v[1], v[2], v[3]
+  -- first, a pair, none after)
+  for _, v in ipairs { { 0, 400 }, { 4, 400 }, { 0, 300 } } do
+    local pf, K = v[1], v[2]
     it(("block scales (per row and 128 of K for A, per 128 x 128 for B), 130 x 200 x %d (every size ragged; %d k blocks), "
-      .. "%s%s, on 2 persistent CTAs: the CPU reference, bit for bit"):format(K, (K + 127) // 128,
-      pf > 0 and ("global loads, L1 prefetch %d k blocks ahead"):format(pf) or "staged by TMA",
-      rows and ", promoted row by row" or ""), function()
-      local k = ex.build { scales = "blocks", fp8 = "e4m3", prefetch = pf, promote_rows = rows }
+      .. "%s, on 2 persistent CTAs: the CPU reference, bit for bit"):format(K, (K + 127) // 128,
+      pf > 0 and ("global loads, L1 prefetch %d k blocks ahead"):format(pf) or "staged by TMA"), function()
+      local k = ex.build { scales = "blocks", fp8 = "e4m3", prefetch = pf }
       local kop = PH.lowered_tile(k)
       local M, N = 130, 200
       local A, ab = fp8_bytes(M * K, 21)
@@ -207,33 +205,6 @@ describe("an fp8 GEMM as a tile program", function()
     tl.options.check_protocol = saved
     assert.is_false(ok)
     assert.matches("an fp8 dot takes a as %[M, K%] and b as %[N, K%]", tostring(err))
-  end)
-
-  it("takes for_tiles' promote_rows onto the loop's tileas.pipeline: the promotion's fmas a row's scale at a time", function()
-    local function fma_scales(rows)
-      local k = ex.build { scales = "blocks", promote_rows = rows }
-      local saved = tl.options.keep_stages
-      tl.options.keep_stages = true
-      local ptx = k:compile()
-      tl.options.keep_stages = saved
-      if rows then assert.matches("promote_rows = true", tl.last_stages[1].ir, 1, true) end
-      -- the scale operand of each fma.rn.f32 in the PTX, and how often it changes
-      local changes, last, n = 0, nil, 0
-      for sc in ptx:gmatch "fma%.rn%.f32 %%f%d+, %%f%d+, (%%f%d+), %%f%d+;" do
-        n = n + 1
-        if sc ~= last then changes, last = changes + 1, sc end
-      end
-      return n, changes
-    end
-    local n0, c0 = fma_scales(nil)
-    local n1, c1 = fma_scales(true)
-    assert.equal(n0, n1) -- (the same promotion: 5 of 64 a k block and thread)
-    assert.is_true(c1 * 8 < c0, ("scale changes: %d row by row, %d in fragment order"):format(c1, c0))
-    assert.has_error(function()
-      tl.new_module()
-      local t = tl.tile_kernel("t", { params = { C = tl.tensor(tl.f32, 2), K = tl.i32 } })
-      t:define(function(_, p) tl.for_tiles(p.K, { tile = 128, promote_rows = 1 }, function() end) end)
-    end, "for_tiles: promote_rows must be a boolean")
   end)
 
   it("takes for_tiles' prefetch (k blocks, 0 to 64) onto the loop's tileas.pipeline", function()

@@ -12,8 +12,7 @@
 -- per-tensor (promoted and fast) and block-scaled
 -- ones as programmatic dependent launches, the block-scaled one with A's
 -- scales in a box a warpgroup (convert-tileas-to-cutlass{merge_lines=0}) and in 4, 5 and 6
--- stages, the block-scaled one with its promotion emitted row by row (for_tiles'
--- promote_rows; in 4 and 5 stages), the per-tensor one in 4 stages, tl.gemm's fp8 GEMM on that tile and in other forms (ping-pong
+-- stages, the per-tensor one in 4 stages, tl.gemm's fp8 GEMM on that tile and in other forms (ping-pong
 -- 128 x 192 a warpgroup, alone and on a 2 x 1 cluster; 128 x 256 on a 2 x 1
 -- cluster: gemm_pp, gemm_pp_c2, gemm_c2, checked against cuBLASLt's result),
 -- and cuBLASLt. Every tile program is checked first (the example's sampled
@@ -65,8 +64,6 @@ local forms = {
   { "blocks_s5", { scales = "blocks", stages = 5 }, "tile fp8, block scales, staged by TMA, 5 stages" },
   { "blocks_s6", { scales = "blocks", stages = 6 }, "tile fp8, block scales, staged by TMA, 6 stages" },
   { "tensor_s4", { scales = "tensor", stages = 4 }, "tile fp8, per-tensor scales, 4 stages" },
-  { "blocks_rows", { scales = "blocks", promote_rows = true }, "tile fp8, block scales, promotion row by row" },
-  { "blocks_rows_s5", { scales = "blocks", promote_rows = true, stages = 5 }, "tile fp8, block scales, promotion row by row, 5 stages" },
   -- (tl.gemm's fp8 GEMM in other forms than the reference row's: what a
   -- tile shape, ping-pong or a cluster would give the per-tensor fast form;
   -- each checked against cuBLASLt's result, the report printed)

@@ -605,7 +605,7 @@ end
 -- Loops and agents
 -- ====================================================================
 
--- tl.for_tiles(extent, tile | {tile =, stages =, prefetch =, in_order =, consumers =, promote_rows =}, inits..., function(kk, ...) return nexts end)
+-- tl.for_tiles(extent, tile | {tile =, stages =, prefetch =, in_order =, consumers =}, inits..., function(kk, ...) return nexts end)
 -- -> the final values: kk runs over the tile indices 0 .. ceil(extent / tile) - 1
 -- (an i32), in an scf.for marked for pipelining (tileas.pipeline = {stages,
 -- prefetch, in_order}). prefetch = d: the loads the lowering reads a k block ahead
@@ -615,9 +615,6 @@ end
 -- hold two iterations' values. consumers = "pingpong" (default "cooperative"):
 -- two consumer warpgroups, each with the whole (64-row) accumulator, take the
 -- persistent loop's programs in turn from one ring (tileas.pipeline's pingpong).
--- promote_rows = true: a loop whose promotion lags a k block emits each block's
--- promotion row by row of the accumulator fragment (the scale of a row held
--- across its ops; block-scaled fp8).
 function tl.for_tiles(extent, step, ...)
   local n = select("#", ...)
   local body = select(n, ...)
@@ -636,7 +633,6 @@ function tl.for_tiles(extent, step, ...)
   if opts.consumers ~= nil and opts.consumers ~= "cooperative" and opts.consumers ~= "pingpong" then
     raise(("for_tiles: consumers must be \"cooperative\" or \"pingpong\", got %s"):format(tostring(opts.consumers)))
   end
-  if opts.promote_rows ~= nil and type(opts.promote_rows) ~= "boolean" then raise("for_tiles: promote_rows must be a boolean") end
   local count
   if math.type(extent) == "integer" then
     count = tl.const((extent + tile - 1) // tile, tl.i32)
@@ -652,8 +648,7 @@ function tl.for_tiles(extent, step, ...)
       return body(kk, ...)
     end))
   loop:set_attr("tileas.pipeline", { stages = stages, prefetch = prefetch ~= 0 and prefetch or nil, in_order = opts.in_order or nil,
-                                        pingpong = opts.consumers == "pingpong" or nil,
-                                        promote_rows = opts.promote_rows or nil })
+                                        pingpong = opts.consumers == "pingpong" or nil })
   return table.unpack(results, 1, results.n)
 end
 

@@ -244,22 +244,6 @@ local function prefetch_distance(op)
   return type(p) == "table" and p.prefetch or 0
 end
 
--- tileas.pipeline's promote_rows: the lagged promotion's element order, a
--- thread's first row of the wgmma fragment (elements 4j, 4j + 1), then its
--- second (4j + 2, 4j + 3, 8 rows below), so that a row's scale stays one
--- register for n / 2 promotion ops in a row; nil: fragment order
-local function promote_order(op, n)
-  local p = op:attr "tileas.pipeline"
-  if type(p) ~= "table" or not p.promote_rows then return nil end
-  local order = {}
-  for half = 0, 1 do
-    for i = 0, n - 1 do
-      if (i // 2) % 2 == half then order[#order + 1] = i end
-    end
-  end
-  return order
-end
-
 Consumer.ahead_loads = ahead_loads -- (staged.lua's plan)
 
 -- }===
@@ -329,10 +313,8 @@ Consumer.lag_plan = lag_plan -- (staged.lua's plan)
 -- carries the values of A's block and of the next. With the loop's prefetch
 -- (tileas.pipeline's prefetch = d), each issue also prefetches the lines of
 -- the block d ahead into L1, so that those loads hit L1.
--- order (promote_order's, or nil): the order in which a promotion's elements
--- are emitted.
 -- -> the accumulator (a vector of n f32)
-local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf, order)
+local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf)
   local kid, accid = b:arg(1):id(), b:arg(2):id()
   -- staged (staged.lua): the ahead loads' values are in the stage; an issue
   -- of block k reads block k's own (its stage held until the next issue)
@@ -381,11 +363,7 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     if not V.is_frag(out) then R.fail(yield, "the pipelined loop must yield its dot's result or elementwise ops of it") end
     if out.vec then acc = out.vec return end
     local v = {}
-    if order then
-      for _, i in ipairs(order) do v[i + 1] = out:at(i) end
-    else
-      for i = 0, n - 1 do v[i + 1] = out:at(i) end
-    end
+    for i = 0, n - 1 do v[i + 1] = out:at(i) end
     acc = tl.vector_of(tl.f32, v)
   end
   local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
@@ -534,8 +512,7 @@ local function pipelined_for(L, env, st, wg, t)
     end
     local acc
     if plan then
-      acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init), pf,
-                        promote_order(op, n))
+      acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init), pf)
     else
       -- ping-pong (env.pp): this consumer's mainloop turn, the other's once
       -- every wgmma is issued, then the epilogue's turn (the tiles' order)
