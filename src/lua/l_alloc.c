@@ -10,6 +10,7 @@
 */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lbind.h"
 
@@ -54,21 +55,32 @@ void *lb_testudata(lua_State *L, int idx, const char *tname) {
   return want && mt == want ? p : NULL;
 }
 
+/* The struct lives in the state's own memory (a userdata the registry holds),
+** so a state closed by lua_close alone (os.exit(code, true)) frees it too;
+** state_alloc does not read it, and finalizers that run at the close still
+** find it. */
+static const char STATE_KEY = 0;
+
+static int make_state_struct(lua_State *L) {
+  LbState *s = lua_newuserdatauv(L, sizeof *s, 0);
+  memset(s, 0, sizeof *s);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &STATE_KEY);
+  return 1;
+}
+
 lua_State *lb_newstate(void) {
-  LbState *s = calloc(1, sizeof *s);
-  if (!s) return NULL;
   lua_State *L = luaL_newstate();
-  if (!L) {
-    free(s);
+  if (!L) return NULL;
+  /* protected: a failed allocation is an error, not a panic */
+  lua_pushcfunction(L, make_state_struct);
+  if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
+    lua_close(L);
     return NULL;
   }
-  lua_setallocf(L, state_alloc, s);
+  lua_setallocf(L, state_alloc, lua_touserdata(L, -1));
+  lua_pop(L, 1);
   return L;
 }
 
-void lb_close(lua_State *L) {
-  void *ud;
-  lua_Alloc f = lua_getallocf(L, &ud);
-  lua_close(L);
-  if (f == state_alloc) free(ud);
-}
+void lb_close(lua_State *L) { lua_close(L); }

@@ -34,7 +34,7 @@ typedef struct LbObject {
 } LbObject;
 
 /* A Lua state as luaL_newstate makes one, with a struct of its own for
-** lb_testudata (l_alloc.c); lb_close closes it and frees the struct. */
+** lb_testudata (l_alloc.c), a userdata of the state's; lb_close closes it. */
 lua_State *lb_newstate(void);
 void lb_close(lua_State *L);
 /* luaL_testudata, with the class's metatable remembered in such a state. */
