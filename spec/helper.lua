@@ -264,6 +264,25 @@ function H.gpus(n, without_nccl)
   end
 end
 
+-- H.gemm_buffers(M, N, K, seed [, outputs]): a GEMM's device buffers, freed together when the
+-- table is closed: bf16 A (M x K, random from seed), B (N x K, from seed + 1) and `outputs`
+-- (default 1) zeroed bf16 M x N outputs.
+--   local buf <close> = H.gemm_buffers(M, N, K, s, 2)   -- buf.a, buf.b, buf[1], buf[2]
+function H.gemm_buffers(M, N, K, seed, outputs)
+  local D = require("tilua").device
+  local bf16 = require("tilua").bf16
+  local buf = setmetatable({}, { __close = function(t)
+    for _, b in pairs(t) do b:free() end
+  end })
+  buf.a = D.random(bf16, M * K, seed)
+  buf.b = D.random(bf16, N * K, seed + 1)
+  for i = 1, outputs or 1 do
+    buf[i] = D.alloc(bf16, M * N)
+    buf[i]:fill(0)
+  end
+  return buf
+end
+
 -- }===
 
 -- {=== PTX specs: the kernels a spec builds and compiles, every PTX assembled at its end

@@ -44,10 +44,8 @@ describe("the tile GEMM on clusters of 2 CTAs", function()
       local M, N, K = c.m, c.n, c.k
       local k = example.build { cluster = 2, bm = c.bm }
       k:compile()
-      local a <close> = D.random(tl.bf16, M * K, seed)
-      local b <close> = D.random(tl.bf16, N * K, seed + 1)
-      local d <close> = D.alloc(tl.bf16, M * N)
-      d:fill(0)
+      local buf <close> = H.gemm_buffers(M, N, K, seed)
+      local a, b, d = buf.a, buf.b, buf[1]
       k:run { grid = { (M + c.bm - 1) // c.bm, (N + 255) // 256 },
               args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K } }
       local g = tl.gemm.build { m = M, n = N, k = K, bn = 256, stages = 3, schedule = "persistent", cluster = 2 }
@@ -79,11 +77,9 @@ describe("the fused GEMM + bias + relu on clusters", function()
       local M, N, K = c.m, c.n, c.k
       local k = fused.build { cluster = c.cluster, bm = c.bm }
       k:compile()
-      local a <close> = D.random(tl.bf16, M * K, seed)
-      local b <close> = D.random(tl.bf16, N * K, seed + 1)
+      local buf <close> = H.gemm_buffers(M, N, K, seed)
+      local a, b, d = buf.a, buf.b, buf[1]
       local bias <close> = D.random(tl.f32, N, seed + 2)
-      local d <close> = D.alloc(tl.bf16, M * N)
-      d:fill(0)
       k:run { grid = { (M + c.bm - 1) // c.bm, (N + 255) // 256 },
               args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K, bias = { bias, { N } } } }
       local ref = tl.gemm.build { m = M, n = N, k = K, bias = true, activation = "relu" }

@@ -46,12 +46,8 @@ describe("the ping-pong tile GEMM on the GPU", function()
       local D = tl.device
       local s = seed + 10 * i
       local M, N, K = c.m, c.n, c.k
-      local a <close> = D.random(tl.bf16, M * K, s)
-      local b <close> = D.random(tl.bf16, N * K, s + 1)
-      local d_tile <close> = D.alloc(tl.bf16, M * N)
-      local d_std <close> = D.alloc(tl.bf16, M * N)
-      d_tile:fill(0)
-      d_std:fill(0)
+      local buf <close> = H.gemm_buffers(M, N, K, s, 2)
+      local a, b, d_tile, d_std = buf.a, buf.b, buf[1], buf[2]
       local k = ex.build { consumers = "pingpong", bn = c.bn }
       k:compile()
       k:run { grid = { (M + c.bm - 1) // c.bm, (N + c.bn - 1) // c.bn },

@@ -56,12 +56,8 @@ describe("the softmax tile program on the GPU", function()
       local s = seed + 10 * i
       local M, K = c.m, c.k
       local scale = 1 / math.sqrt(K)
-      local a <close> = D.random(tl.bf16, M * K, s)
-      local b <close> = D.random(tl.bf16, N * K, s + 1)
-      local d <close> = D.alloc(tl.bf16, M * N)
-      local d2 <close> = D.alloc(tl.bf16, M * N)
-      d:fill(0)
-      d2:fill(0)
+      local buf <close> = H.gemm_buffers(M, N, K, s, 2)
+      local a, b, d, d2 = buf.a, buf.b, buf[1], buf[2]
       local k = kernel(c)
       local bm = c.bm or 128
       local function run(out)

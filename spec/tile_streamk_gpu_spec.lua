@@ -46,12 +46,8 @@ describe("the StreamK tile GEMM on the GPU", function()
       local W = c.workers > 0 and c.workers or D.sm_count()
       local s = seed + 10 * i
       local M, N, K = c.m, c.n, c.k
-      local a <close> = D.random(tl.bf16, M * K, s)
-      local b <close> = D.random(tl.bf16, N * K, s + 1)
-      local d_tile <close> = D.alloc(tl.bf16, M * N)
-      local d_std <close> = D.alloc(tl.bf16, M * N)
-      d_tile:fill(0)
-      d_std:fill(0)
+      local buf <close> = H.gemm_buffers(M, N, K, s, 2)
+      local a, b, d_tile, d_std = buf.a, buf.b, buf[1], buf[2]
       local k = build(c, W)
       k:compile()
       local grid = { (M + 127) // 128, (N + 255) // 256 }
