@@ -13,6 +13,7 @@
 -- split as the accumulator's columns, or whole on each CTA where they split
 -- M) against stdlib/gemm.lua's reference kernel with the same epilogue.
 local tl = require "tilua"
+local H = dofile "spec/helper.lua"
 
 local GPU = tl.device.available()
 local SEED = tonumber(os.getenv "TILUA_SEED") or 20261128 -- fixed: the same verdict on every run
