@@ -275,3 +275,28 @@ print "ok"
     end)
   end)
 end
+
+describe("fn:launch (src/lua/l_device.c)", function()
+  it("raises a function's shared-memory attribute once for each larger size, not at every launch", function()
+    need_fake()
+    local f = H.temp(HEAD .. [[
+local fn = k._fn
+for _, smem in ipairs { 60000, 60000, 60000, 80000, 60000, 80000, 1000 } do
+  fn:launch({ grid = 1, block = 32, smem = smem }, { { "i32", 1 } })
+end
+tl.device.synchronize()
+]], ".lua")
+    local log = os.tmpname()
+    local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_LOG = log, FAKE_CUDA_LOG_ATTRS = "1" }, { f })
+    os.remove(f)
+    assert.equal(0, code, err .. out)
+    local attrs, launches = {}, 0
+    for line in io.lines(log) do
+      if line:find "^attribute boom " then attrs[#attrs + 1] = line end
+      if line:find "^launch boom " then launches = launches + 1 end
+    end
+    os.remove(log)
+    assert.equal(8, launches) -- HEAD's and the seven
+    assert.same({ "attribute boom 8 = 60000", "attribute boom 8 = 80000" }, attrs)
+  end)
+end)

@@ -19,7 +19,8 @@
 **          mbarrier at site 1, warp 1 waits at named barrier 1 at site 2
 **
 ** FAKE_CUDA_LOG=path appends a line per kernel run, tensor map encoded and
-** graph call, in a form that does not depend on the process: an address in a
+** graph call (and per cuFuncSetAttribute with FAKE_CUDA_LOG_ATTRS=1), in a form that does not
+*depend on the process: an address in a
 ** device allocation reads `buf<i>+<offset>` (i counts the allocations), a
 ** tensor map argument reads as the description it was encoded from (the fake
 ** encodes it into the map's 128 bytes). Two hosts that allocate in the same
@@ -263,7 +264,9 @@ static CUresult cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f)
   return *v = 32, CUDA_SUCCESS;
 }
 static CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
-  (void)f, (void)a, (void)v;
+  const char *on = getenv(
+      "FAKE_CUDA_LOG_ATTRS"); /* off by default: hosts that set it at other times log alike */
+  if (on && *on == '1') logf_("attribute %s %d = %d\n", ((Fn *)(void *)f)->name, (int)a, v);
   return CUDA_SUCCESS;
 }
 /* }=== */

@@ -508,12 +508,13 @@ static int mod_func(lua_State *L) {
   if (!m->live) return lb_error(L, "attempt to use an unloaded module");
   if (strlen(name) != len) /* the driver would see the name up to its NUL: another kernel */
     return lb_error(L, "kernel lookup: the name has a NUL byte at %d", (int)strlen(name) + 1);
-  CUfunction *f = lua_newuserdatauv(L, sizeof *f, 1);
-  *f = NULL;
+  LbFunction *f = lua_newuserdatauv(L, sizeof *f, 1);
+  f->fn = NULL;
+  f->smem_allowed = 0;
   luaL_setmetatable(L, LB_FUNCTION);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
-  if (tlcu_function_get(m->rt, m->mod, name, f) != TLCU_OK)
+  if (tlcu_function_get(m->rt, m->mod, name, &f->fn) != TLCU_OK)
     return lb_cuda_error_of(L, m->rt, "kernel lookup");
   return 1;
 }
@@ -534,10 +535,10 @@ static int fn_device(lua_State *L) {
 
 /* fn:info() -> {num_regs, local_bytes, static_smem, max_threads} */
 static int fn_info(lua_State *L) {
-  CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
+  LbFunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   TlcuFuncInfo r;
   TlcuRuntime *d = lb_function_runtime(L, 1);
-  if (!*f || tlcu_function_info(d, *f, &r) != TLCU_OK)
+  if (!f->fn || tlcu_function_info(d, f->fn, &r) != TLCU_OK)
     return lb_cuda_error_of(L, d, "function info");
   lua_createtable(L, 0, 4);
   FUNCTION_MEMBERS(LB_SET_INT_MEMBER, LB_SET_BOOL_MEMBER)
@@ -643,7 +644,7 @@ static const char *opt_field(lua_State *L, int idx, const char *k) {
 ** the reports of a kernel that hangs or fails; hang_sites (the lowered
 ** kernel's debug-hangs sites) adds the records' address as the last argument. */
 static int fn_launch(lua_State *L) {
-  CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
+  LbFunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   luaL_checktype(L, 2, LUA_TTABLE);
   luaL_checktype(L, 3, LUA_TTABLE);
   need_gpu(L);
@@ -685,7 +686,10 @@ static int fn_launch(lua_State *L) {
     slots[n] = (uint64_t)cfg.hang->dev;
     ptrs[n] = &slots[n];
   }
-  if (tlcu_launch(d, *f, &cfg, ptrs) != TLCU_OK) return lb_cuda_error_of(L, d, "launch");
+  /* the shared-memory attribute is raised once, not before every launch */
+  cfg.smem_allowed = cfg.smem <= f->smem_allowed;
+  if (tlcu_launch(d, f->fn, &cfg, ptrs) != TLCU_OK) return lb_cuda_error_of(L, d, "launch");
+  if (cfg.smem > f->smem_allowed) f->smem_allowed = cfg.smem;
   return 0;
 }
 
@@ -694,7 +698,7 @@ static int fn_launch(lua_State *L) {
 ** persistent grid of clusters larger than that runs a partial wave after
 ** the rest. */
 static int fn_max_active_clusters(lua_State *L) {
-  CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
+  LbFunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   luaL_checktype(L, 2, LUA_TTABLE);
   need_gpu(L);
   TlcuLaunch cfg;
@@ -707,7 +711,7 @@ static int fn_max_active_clusters(lua_State *L) {
   lua_pop(L, 1);
   int n = 0;
   TlcuRuntime *d = lb_function_runtime(L, 1); /* the device the kernel was loaded on */
-  if (!*f || tlcu_max_active_clusters(d, *f, &cfg, &n) != TLCU_OK)
+  if (!f->fn || tlcu_max_active_clusters(d, f->fn, &cfg, &n) != TLCU_OK)
     return lb_cuda_error_of(L, d, "max_active_clusters");
   lua_pushinteger(L, n);
   return 1;

@@ -154,7 +154,7 @@ static bool has_map_check(lua_State *L, int t, int i) {
 
 /* core.launch_plan(fn, spec) -> plan, or nil when an argument kind has no fast path. */
 static int core_launch_plan(lua_State *L) {
-  CUfunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
+  LbFunction *f = luaL_checkudata(L, 1, LB_FUNCTION);
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_getfield(L, 2, "kinds");
   luaL_checktype(L, -1, LUA_TTABLE);
@@ -176,7 +176,7 @@ static int core_launch_plan(lua_State *L) {
   memset(p, 0, sizeof *p);
   for (int i = 0; i < n; i++)
     if (kinds[i] == ARG_TMAP && !has_map_check(L, 2, i)) return 0;
-  p->fn = *f;
+  p->fn = f->fn;
   p->rt = lb_function_runtime(L, 1);
   p->cur = lb_current_device(L);
   p->nargs = n;

@@ -15,9 +15,15 @@
 #define LB_TENSOR_MAP "tilua.TensorMap"
 #define LB_BUFFER "tilua.Buffer"
 #define LB_MODULE "tilua.Module"
-#define LB_FUNCTION "tilua.Function" /* a CUfunction; its user value keeps the module */
+#define LB_FUNCTION "tilua.Function" /* an LbFunction; its user value keeps the module */
 #define LB_STREAM "tilua.Stream"
 #define LB_EVENT "tilua.Event"
+
+/* A kernel of a loaded module (the userdata LB_FUNCTION). */
+typedef struct LbFunction {
+  CUfunction fn;
+  unsigned smem_allowed; /* the dynamic shared memory its attribute was raised to (fn:launch) */
+} LbFunction;
 
 /* A device buffer (the userdata LB_BUFFER; tl.device's buffers hold one as `raw`). */
 typedef struct LbBuffer {
