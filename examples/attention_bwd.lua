@@ -104,7 +104,8 @@ local function padded(sq) return (sq + 3) // 4 * 4 end
 -- grids' completions without it). o.delta_pdl (the default; false: not):
 -- the program after Delta is a programmatic dependent launch too: Delta
 -- triggers at its top, the program waits for it at its own top (before it
--- triggers the last one: that reads Delta as well). H200
+-- triggers the last one, which reads Delta and LSE2 by TMA before its own
+-- wait: docs/tileprog.md says why that is sound). H200
 -- (docs/PERF.md s13bwd-1): d128 522.0 TFLOP/s against 509.2 and 510.3 in
 -- plain order, d64 420.3 against 416.1 and 416.3.
 local function overlap_of(o)
