@@ -26,11 +26,16 @@
 -- --only=NAME,NAME,...: only those forms (the table's names: tensor, blocks,
 -- blocks_pf2, ...), tl.gemm's and cuBLASLt's rows always.
 --
---   tilua tools/bench/tile_fp8.lua [--m=8192] [--n=8192] [--k=8192] [--rounds=1] [--only=tensor,blocks]
+-- cuBLASLt runs twice: with fast accumulation (the reference row, as the fast
+-- forms) and with its own promoted accumulation (the promoted forms' peer;
+-- their ratio to it printed after the table). --clocks=1: nvidia-smi's SM
+-- clock, power, temperature and throttle reasons after every round.
+--
+--   tilua tools/bench/tile_fp8.lua [--m=8192] [--n=8192] [--k=8192] [--rounds=1] [--clocks=1] [--only=tensor,blocks]
 local tl = require "tilua"
 
 local P = dofile "tools/bench/peers.lua"
-local o = P.options { m = 8192, n = 8192, k = 8192, rounds = 1 }
+local o = P.options { m = 8192, n = 8192, k = 8192, rounds = 1, clocks = 0 }
 tl.device.require()
 local D = tl.device
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
@@ -64,6 +69,10 @@ local forms = {
   { "blocks_s5", { scales = "blocks", stages = 5 }, "tile fp8, block scales, staged by TMA, 5 stages" },
   { "blocks_s6", { scales = "blocks", stages = 6 }, "tile fp8, block scales, staged by TMA, 6 stages" },
   { "tensor_s4", { scales = "tensor", stages = 4 }, "tile fp8, per-tensor scales, 4 stages" },
+  -- (the fast form with ping-pong consumers: 128 x 192 programs, each consumer
+  -- warpgroup a whole one in turn, in 5 stages (the default) and 4)
+  { "tensor_fast_pp", { scales = "tensor", fast = true, consumers = "pingpong" }, "tile fp8, per-tensor, fast accumulation, ping-pong 128 x 192" },
+  { "tensor_fast_pp_s4", { scales = "tensor", fast = true, consumers = "pingpong", stages = 4 }, "tile fp8, per-tensor, fast, ping-pong 128 x 192, 4 stages" },
   -- (tl.gemm's fp8 GEMM in other forms than the reference row's: what a
   -- tile shape, ping-pong or a cluster would give the per-tensor fast form;
   -- each checked against cuBLASLt's result, the report printed)
@@ -126,7 +135,14 @@ end
 -- in 4 stages, alpha the scales' product; checked by spec/tensor_gpu_spec.lua)
 local g = tl.gemm.build { m = M, n = N, k = K, dtype = "e4m3", out = "bf16", bn = 256, alpha = 0.125 }
 runs[#runs + 1] = { "tl.gemm fp8 128 x 256 (stdlib, no promotion)", function() g:run { a = a, b = b, d = c1 } end }
+-- (cuBLASLt with its promoted accumulation: the promoted tile forms' peer)
+local split_row
 if blas then
+  runs[#runs + 1] = { "cuBLASLt fp8, promoted (fast accumulation off)", function()
+    tl.core.blas_gemm { m = M, n = N, k = K, a = a.raw, b = b.raw, d = c3.raw, ["in"] = "e4m3", out = "bf16", alpha = 0.125,
+                        fast_accum = false }
+  end }
+  split_row = #runs
   runs[#runs + 1] = { "cuBLASLt fp8 (alpha)", function()
     tl.core.blas_gemm { m = M, n = N, k = K, a = a.raw, b = b.raw, d = c3.raw, ["in"] = "e4m3", out = "bf16", alpha = 0.125 }
   end }
@@ -155,5 +171,18 @@ for round = 1, o.rounds do
     if f[2].scales == "blocks" and i and t then
       print(("%s: %.3f of the per-tensor form's throughput"):format(f[3], best[t] / best[i]))
     end
+  end
+  -- the promoted forms over cuBLASLt's promoted accumulation
+  for _, f in ipairs(forms) do
+    local i = row_of[f[1]]
+    if i and split_row and not f[2].fast and not f[2].gemm then
+      print(("%s: %.3f of cuBLASLt's promoted accumulation"):format(f[3], best[split_row] / best[i]))
+    end
+  end
+  -- --clocks=1: the SM clock, power and temperature after the round (nvidia-smi)
+  if o.clocks == 1 then
+    local p = io.popen "nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader 2>&1"
+    print(("clocks after round %d: %s"):format(round, p and p:read "l" or "?"))
+    if p then p:close() end
   end
 end

@@ -36,11 +36,14 @@ end
 -- slices' vectors): per k step B's descriptor, then a wgmma per 64-row slice
 -- of A (stdlib/gemm.lua's mma_stage, its mi = 2), commit.
 local function sliced_dot(L, env, op, ra, rb, ai, at, ain, fresh, kstep)
-  if fresh or at.fp8 or ain.vecs ~= env.acc_in then
-    R.fail(op, "a 128-row ping-pong consumer's dot accumulates 16-bit operands into the value the loop carries")
+  -- (fp8 with fast accumulation only: a promoted k block's sum beside the
+  -- accumulator would not fit a warpgroup's registers at 128 rows)
+  if fresh or (at.fp8 and not at.fast_accum) or ain.vecs ~= env.acc_in then
+    R.fail(op, "a 128-row ping-pong consumer's dot accumulates 16-bit operands, or fp8 with fast_accum, into the value the loop carries")
   end
   local wtype = { [tl.bf16:id()] = "bf16", [tl.f16:id()] = "f16" }
-  local opts = { type_a = wtype[ai.elem:id()], type_b = wtype[ai.elem:id()], trans_a = at.transpose_a or nil,
+  local ty = at.fp8 or wtype[ai.elem:id()]
+  local opts = { type_a = ty, type_b = ty, trans_a = at.transpose_a or nil,
                  trans_b = not at.transpose_b or nil, scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
   local ring = ra.ring or ra
   local parts = {}
