@@ -73,6 +73,12 @@ local forms = {
   -- warpgroup a whole one in turn, in 5 stages (the default) and 4)
   { "tensor_fast_pp", { scales = "tensor", fast = true, consumers = "pingpong" }, "tile fp8, per-tensor, fast accumulation, ping-pong 128 x 192" },
   { "tensor_fast_pp_s4", { scales = "tensor", fast = true, consumers = "pingpong", stages = 4 }, "tile fp8, per-tensor, fast, ping-pong 128 x 192, 4 stages" },
+  -- (the consumers' wgmma descriptors as one base plus offsets:
+  -- convert-tileas-to-cutlass{linear_desc=1})
+  { "tensor_lin", { scales = "tensor", lowering = "linear_desc=1" }, "tile fp8, per-tensor scales, linear descriptors" },
+  { "blocks_lin", { scales = "blocks", lowering = "linear_desc=1" }, "tile fp8, block scales, staged by TMA, linear descriptors" },
+  { "tensor_fast_lin", { scales = "tensor", fast = true, lowering = "linear_desc=1" }, "tile fp8, per-tensor, fast accumulation (128 x 256), linear descriptors" },
+  { "tensor_fast_pp_lin", { scales = "tensor", fast = true, consumers = "pingpong", lowering = "linear_desc=1" }, "tile fp8, per-tensor, fast, ping-pong 128 x 192, linear descriptors" },
   -- (tl.gemm's fp8 GEMM in other forms than the reference row's: what a
   -- tile shape, ping-pong or a cluster would give the per-tensor fast form;
   -- each checked against cuBLASLt's result, the report printed)
@@ -167,7 +173,7 @@ for round = 1, o.rounds do
   P.table(runs, best, 2.0 * M * N * K, "/ cuBLASLt fp8", function(i) return peer and peer / best[i] end)
   -- the block-scaled forms over the per-tensor one with the same promotion (the target: >= 0.9)
   for _, f in ipairs(forms) do
-    local i, t = row_of[f[1]], row_of[f[1]:match "_c2" and "tensor_c2" or f[1]:match "_pdl" and "tensor_pdl" or "tensor"]
+    local i, t = row_of[f[1]], row_of[f[1]:match "_c2" and "tensor_c2" or f[1]:match "_pdl" and "tensor_pdl" or f[1]:match "_lin" and "tensor_lin" or "tensor"]
     if f[2].scales == "blocks" and i and t then
       print(("%s: %.3f of the per-tensor form's throughput"):format(f[3], best[t] / best[i]))
     end

@@ -23,7 +23,11 @@ local Consumer = {}
 
 -- {=== the mainloop: dots of rings
 
-local desc = V.desc
+-- A wgmma descriptor (V.desc); with Consumer.linear_desc (the pass option
+-- linear_desc=1) as the ring's base descriptor plus the stage's and the k
+-- step's 16-byte units where the swizzle allows (one 64-bit add a wgmma
+-- instead of the address's arithmetic).
+local function desc(r, s, kk, kstep, kmajor) return V.desc(r, s, kk, kstep, kmajor, Consumer.linear_desc) end
 
 -- The f32 accumulator acc plus a k block's complete sum (vectors of f32).
 local function promoted(acc, sum)
