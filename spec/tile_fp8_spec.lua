@@ -53,8 +53,8 @@ describe("an fp8 GEMM as a tile program", function()
     for _, o in ipairs { { scales = "tensor", fp8 = "e4m3" }, { scales = "rowcol", fp8 = "e5m2" }, { scales = "blocks", fp8 = "e4m3" },
                          { scales = "blocks", fp8 = "e4m3", cluster = 2 }, { scales = "tensor", fp8 = "e4m3", fast = true },
                          { scales = "tensor", fp8 = "e4m3", fast = true, pdl = true }, { scales = "blocks", fp8 = "e4m3", pdl = true },
-                         { scales = "blocks", fp8 = "e4m3", prefetch = 4 }, { scales = "tensor", fp8 = "e4m3", fast = true, consumers = "pingpong" },
-                         { scales = "rowcol", fp8 = "e5m2", fast = true, consumers = "pingpong" } } do
+                         { scales = "blocks", fp8 = "e4m3", prefetch = 4 }, { scales = "tensor", fp8 = "e4m3", fast = true, consumers = "cooperative" },
+                         { scales = "rowcol", fp8 = "e5m2", fast = true }, { scales = "tensor", fp8 = "e4m3", bn = 144 } } do
       local k = ex.build(o)
       local ptx = k:compile()
       -- a programmatic dependent launch: the producer's first TMA and the
@@ -68,8 +68,10 @@ describe("an fp8 GEMM as a tile program", function()
         assert.truthy(cw and cw < (rest:find("[ls]t%.global") or math.huge) and cw < rest:find("cp.async.bulk.tensor", 1, true), "the consumers' wait")
         assert.matches("griddepcontrol.launch_dependents;", ptx, 1, true)
       end
-      -- (ping-pong: 128 x 192 programs, each consumer two m64n192 wgmma a k step)
-      assert.matches(("wgmma.mma_async.sync.aligned.m64n%dk32.f32.%s.%s"):format(o.consumers and 192 or o.fast and 256 or 128, o.fp8, o.fp8),
+      -- (fast: ping-pong 128 x 192 programs, each consumer two m64n192 wgmma a
+      -- k step; cooperative or on a cluster 128 x 256)
+      local pp = o.fast and o.consumers ~= "cooperative" and not o.cluster
+      assert.matches(("wgmma.mma_async.sync.aligned.m64n%dk32.f32.%s.%s"):format(pp and 192 or o.fast and 256 or o.bn or 128, o.fp8, o.fp8),
                      ptx, nil, true)
       local types = {}
       for i, a in ipairs(k:lowered_op():region(1):entry():args()) do types[i] = tostring(a:type()) end
@@ -90,18 +92,21 @@ describe("an fp8 GEMM as a tile program", function()
 
   -- (K: 2 k blocks: the first and one more after the loop; 3: one pair in
   -- the loop, whose promotion lags a block; 1: the first block alone; fast:
-  -- no promotion, 128 x 256 tiles; pdl: each program waits for the previous
-  -- grid; ping-pong: 128 x 192 programs, 260 rows: 3 programs, on 2 CTAs and on
-  -- one, so that both consumers take turns)
+  -- no promotion: ping-pong 128 x 192 programs, 260 rows: 3 programs, on 2
+  -- CTAs and on one, so that both consumers take turns; cooperative: 128 x
+  -- 256 tiles; pdl: each program waits for the previous grid; bn 144: the
+  -- promoted form on 128 x 144 tiles)
   for _, v in ipairs { { false, "e4m3", 160 }, { true, "e4m3", 300 }, { true, "e5m2", 96 }, { false, "e4m3", 400, true },
-                       { true, "e4m3", 300, false, true }, { false, "e4m3", 400, true, false, "pingpong" },
-                       { true, "e5m2", 160, true, false, "pingpong" } } do
-    local rowcol, fmt, K, fast, pdl, pp = v[1], v[2], v[3], v[4], v[5], v[6]
-    local M, N = pp and 260 or 130, 100
-    it(("%s, %d x 100 x %d (K ragged), %s scales%s%s%s, on 2 persistent CTAs%s: the CPU reference, bit for bit"):format(
-      fmt, M, K, rowcol and "row / column" or "per-tensor", fast and ", fast accumulation" or "", pdl and ", PDL" or "",
-      pp and ", ping-pong 128 x 192" or "", pp and " and on 1" or ""), function()
-      local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt, fast = fast, pdl = pdl, consumers = pp }
+                       { true, "e4m3", 300, false, true }, { false, "e4m3", 400, true, false, "cooperative" },
+                       { true, "e5m2", 160, true }, { false, "e4m3", 300, false, false, nil, 144 } } do
+    local rowcol, fmt, K, fast, pdl, consumers, bn = v[1], v[2], v[3], v[4], v[5], v[6], v[7]
+    local pp = fast and consumers ~= "cooperative"
+    local M, N = pp and 260 or 130, bn and 200 or 100
+    it(("%s, %d x %d x %d (K ragged), %s scales%s%s%s%s, on 2 persistent CTAs%s: the CPU reference, bit for bit"):format(
+      fmt, M, N, K, rowcol and "row / column" or "per-tensor", fast and ", fast accumulation" or "", pdl and ", PDL" or "",
+      pp and ", ping-pong 128 x 192" or fast and ", cooperative 128 x 256" or "", bn and (", 128 x %d tiles"):format(bn) or "",
+      pp and " and on 1" or ""), function()
+      local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt, fast = fast, pdl = pdl, consumers = consumers, bn = bn }
       local kop = PH.lowered_tile(k)
       local A, ab = fp8_bytes(M * K, 11, fmt)
       local B, bb = fp8_bytes(N * K, 12, fmt)
@@ -109,7 +114,8 @@ describe("an fp8 GEMM as a tile program", function()
       for i = 1, M do sa[i] = 2.0 ^ (i % 3 - 1) end
       for j = 1, N do sb[j] = 2.0 ^ -(j % 4) * (j % 2 == 0 and 1 or -1) end
       local vals = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
-                     ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = (M + 127) // 128, ["programs:y"] = 1 }
+                     ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = (M + 127) // 128,
+                     ["programs:y"] = (N + k.program_cols - 1) // k.program_cols }
       if rowcol then
         vals["ptr:sa"], vals["dim:sa:0"], vals["ptr:sb"], vals["dim:sb:0"] = f32s(sa), M, f32s(sb), N
       else
@@ -177,7 +183,7 @@ describe("an fp8 GEMM as a tile program", function()
 
   it("fast accumulation on ping-pong consumers (128 x 192): the example on the emulator, the barrier protocol checked after every pass", function()
     local out, err, code = H.tilua_env({ TILUA_SEED = "20261130", TILUA_CHECK_PROTOCOL = "1" },
-                                       { "examples/tile_gemm_fp8.lua", "--fast", "--pingpong", "--emulate" }, 120)
+                                       { "examples/tile_gemm_fp8.lua", "--fast", "--emulate" }, 120)
     assert.equal(0, code, err)
     assert.matches("tile_gemm_fp8: OK, seed 20261130, e4m3 tensor scales %(fast accumulation%), 200 x 296 x 256 on CPU emulator[^\n]*, 0 mismatches", out)
   end)

@@ -271,12 +271,13 @@ local PURE = { ["scf.yield"] = true, ["tileas.expand_dim"] = true, ["tileas.extr
 -- after the dot: the add, block scales' fma), so that a warpgroup's tensor
 -- cores work on its next block while it promotes (DeepGEMM's overlap, within
 -- one warpgroup). It holds two sums beside the accumulator: 3n registers, so
--- n <= 64 (a 64 x 128 accumulator a warpgroup). Every other op of the body
+-- n <= 72 (a 64 x 144 accumulator a warpgroup: 216 registers, which ptxas
+-- fits beside the loop's without spills). Every other op of the body
 -- must be pure (arith, PURE, the ahead loads: the promotion reads a block's
 -- values one iteration later). -> { dot = op, deps = {[result id] = true}:
 -- the ops the dot's operands need (lowered when it is issued) }, or nil
 local function lag_plan(b, ahead, n)
-  if n > 64 then return nil end
+  if n > 72 then return nil end
   local is_ahead, by_result, dot = {}, {}, nil
   for _, o in ipairs(ahead) do is_ahead[o:result(1):id()] = true end
   for _, o in ipairs(b:ops()) do
