@@ -75,9 +75,10 @@ local forms = {
   { "blocks_s6", { scales = "blocks", stages = 6 }, "tile fp8, block scales, staged by TMA, 6 stages" },
   { "tensor_s4", { scales = "tensor", stages = 4 }, "tile fp8, per-tensor scales, 4 stages" },
   -- (the fast form's ping-pong in 4 stages; the promoted per-tensor one on
-  -- 128 x 144 tiles, cuBLASLt's promoted tile)
+  -- 128 x 144 tiles, cuBLASLt's promoted tile, in 5 stages and 6 as cuBLASLt's)
   { "tensor_fast_s4", { scales = "tensor", fast = true, stages = 4 }, "tile fp8, per-tensor, fast, ping-pong 128 x 192, 4 stages" },
   { "tensor_bn144", { scales = "tensor", bn = 144 }, "tile fp8, per-tensor scales, 128 x 144" },
+  { "tensor_bn144_s6", { scales = "tensor", bn = 144, stages = 6 }, "tile fp8, per-tensor scales, 128 x 144, 6 stages" },
   -- (the consumers' wgmma descriptors as one base plus offsets:
   -- convert-tileas-to-cutlass{linear_desc=1})
   { "tensor_lin", { scales = "tensor", lowering = "linear_desc=1" }, "tile fp8, per-tensor scales, linear descriptors" },
