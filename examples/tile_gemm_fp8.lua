@@ -45,10 +45,12 @@
 -- consumer warpgroups each taking a whole program in turn over one ring
 -- (tl.for_tiles's consumers = "pingpong"; stdlib's fp8 ping-pong of that
 -- tile), so that one's epilogue overlaps the other's mainloop (on an H200,
--- s14fp8-1 in docs/PERF.md: 1.003-1.056 of the cooperative 128 x 256 in 6
--- interleaved rounds, 1.065-1.135 of cuBLASLt's fp8); --fast --cooperative
--- (and --fast --cluster) the cooperative 128 x 256 in 4 stages. --bn=N: the
--- promoted forms' tile columns (128; 144 fits).
+-- s14fp8-1 and -2 in docs/PERF.md: 1.002-1.125 of the cooperative 128 x 256
+-- in 14 of 14 interleaved rounds, 1.065-1.154 of cuBLASLt's fp8; 1.03 at
+-- ncu's locked clocks); --fast --cooperative (and --fast --cluster) the
+-- cooperative 128 x 256 in 4 stages. --bn=N: the promoted per-tensor and
+-- row / column forms' tile columns (128; 144 fits, cuBLASLt's promoted tile,
+-- but measured 0.79-0.88 of 128 in s14fp8-2).
 --
 -- --pdl: a programmatic dependent launch (each program waits for the previous
 -- grid before its first read, then lets the next grid launch; once per CTA:
