@@ -176,19 +176,17 @@ describe("an fp8 GEMM as a tile program", function()
     end)
   end
 
-  it("block scales staged by TMA (staged.lua): the example on the emulator, the barrier protocol checked after every pass", function()
-    local out, err, code = H.tilua_env({ TILUA_SEED = "20261130", TILUA_CHECK_PROTOCOL = "1" },
-                                       { "examples/tile_gemm_fp8.lua", "--blocks", "--emulate" }, 120)
-    assert.equal(0, code, err)
-    assert.matches("tile_gemm_fp8: OK, seed 20261130, e4m3 blocks scales, 200 x 296 x 256 on CPU emulator[^\n]*, 0 mismatches", out)
-  end)
-
-  it("fast accumulation on ping-pong consumers (128 x 192): the example on the emulator, the barrier protocol checked after every pass", function()
-    local out, err, code = H.tilua_env({ TILUA_SEED = "20261130", TILUA_CHECK_PROTOCOL = "1" },
-                                       { "examples/tile_gemm_fp8.lua", "--fast", "--emulate" }, 120)
-    assert.equal(0, code, err)
-    assert.matches("tile_gemm_fp8: OK, seed 20261130, e4m3 tensor scales %(fast accumulation%), 200 x 296 x 256 on CPU emulator[^\n]*, 0 mismatches", out)
-  end)
+  -- (the example's block scales staged by TMA, staged.lua; its fast form on
+  -- ping-pong consumers, 128 x 192)
+  for _, v in ipairs { { "block scales staged by TMA (staged.lua)", "--blocks", "blocks scales" },
+                       { "fast accumulation on ping-pong consumers (128 x 192)", "--fast", "tensor scales %(fast accumulation%)" } } do
+    it(v[1] .. ": the example on the emulator, the barrier protocol checked after every pass", function()
+      local out, err, code = H.tilua_env({ TILUA_SEED = "20261130", TILUA_CHECK_PROTOCOL = "1" },
+                                         { "examples/tile_gemm_fp8.lua", v[2], "--emulate" }, 120)
+      assert.equal(0, code, err)
+      assert.matches("tile_gemm_fp8: OK, seed 20261130, e4m3 " .. v[3] .. ", 200 x 296 x 256 on CPU emulator[^\n]*, 0 mismatches", out)
+    end)
+  end
 
   it("block scales on a cluster of 2 (256-row programs, 128 rows a CTA, B multicast): the example on the emulator", function()
     local out, err, code = H.tilua_env({ TILUA_SEED = "20261129" }, { "examples/tile_gemm_fp8.lua", "--blocks", "--cluster", "--emulate" }, 120)
