@@ -39,14 +39,24 @@
 -- slower in the one round it ran; --stages=N sets it). --fast (per-tensor or
 -- row / column scales): no promotion, the k blocks accumulate in the tensor cores
 -- (tl.dot's fast_accum, cuBLASLt's fast accumulation), which frees the
--- registers for a 128 x 256 tile (4 stages). K is a multiple of 16 (TMA's
--- row strides are multiples of 16 bytes), not of the tile.
+-- registers for larger tiles. K is a multiple of 16 (TMA's
+-- row strides are multiples of 16 bytes), not of the tile. --fast runs
+-- ping-pong consumers by default: 128 x 192 programs, 5 stages, the two
+-- consumer warpgroups each taking a whole program in turn over one ring
+-- (tl.for_tiles's consumers = "pingpong"; stdlib's fp8 ping-pong of that
+-- tile), so that one's epilogue overlaps the other's mainloop (on an H200,
+-- s14fp8-1 and -2 in docs/PERF.md: 1.002-1.125 of the cooperative 128 x 256
+-- in 14 of 14 interleaved rounds, 1.065-1.154 of cuBLASLt's fp8; 1.03 at
+-- ncu's locked clocks); --fast --cooperative (and --fast --cluster) the
+-- cooperative 128 x 256 in 4 stages. --bn=N: the promoted per-tensor and
+-- row / column forms' tile columns (128; 144 fits, cuBLASLt's promoted tile,
+-- but measured 0.79-0.88 of 128 in s14fp8-2).
 --
 -- --pdl: a programmatic dependent launch (each program waits for the previous
 -- grid before its first read, then lets the next grid launch; once per CTA:
 -- the lowering keeps them before the loop of programs).
 --
---   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D]] [--fast] [--pdl] [--e5m2] [--stages=N] [--cluster] [--emit=ir|ptx] [--stage=NAME]
+--   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D]] [--fast [--cooperative]] [--bn=N] [--pdl] [--e5m2] [--stages=N] [--cluster] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random fp8 data (values of magnitude in [0.25, 4))
 -- and random scales, and checks sampled elements of C against CPU dot products
@@ -67,6 +77,7 @@ for _, a in ipairs(... ~= "--library" and arg or {}) do
   if a == "--e5m2" then o.fp8 = "e5m2" end
   if a == "--fast" then o.fast = true end
   if a == "--pdl" then o.pdl = true end
+  if a == "--cooperative" then o.consumers = "cooperative" end
 end
 
 -- {=== the tile program
@@ -75,7 +86,16 @@ local function build(opts)
   local fp8, scales = opts.fp8 or "e4m3", opts.scales or "tensor"
   local rowcol, blocks = scales == "rowcol", scales == "blocks"
   local fast = opts.fast and not blocks -- (block scales sum each k block apart)
-  local BN = fast and 256 or 128 -- the tile's columns
+  -- fast: ping-pong consumers by default (128 x 192 programs, each consumer
+  -- warpgroup a whole one, the two alternating over one ring); with
+  -- opts.consumers = "cooperative" or on a cluster (which ping-pong does not
+  -- take) cooperative ones on 128 x 256
+  local pingpong = fast and opts.consumers ~= "cooperative" and (opts.cluster or 1) == 1 or nil
+  -- opts.bn: the tile's columns (promoted per-tensor or row / column scales:
+  -- 144 fits a warpgroup's registers with the two sums in flight; block
+  -- scales take 128, one block of B's scales a program)
+  local BN = opts.bn or pingpong and 192 or fast and 256 or 128
+  if blocks and BN ~= 128 then error("tile_gemm_fp8: block scales take 128 columns a program, got " .. BN, 2) end
   tl.new_module()
   local params = { A = tl.tensor(tl.i8, 2), B = tl.tensor(tl.i8, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 }
   if rowcol then params.sa, params.sb = tl.tensor(tl.f32, 1), tl.tensor(tl.f32, 1)
@@ -84,7 +104,7 @@ local function build(opts)
   -- opts.cluster = 2: a program of 256 rows on a cluster of 2 CTAs (128 rows
   -- each, B multicast to both: 3/4 of the bytes from L2 a CTA reads alone)
   local bm = opts.cluster == 2 and 256 or 128
-  local name = (scales == "tensor" and "tile_gemm_fp8" or "tile_gemm_fp8_" .. scales) .. (fast and "_fast" or "")
+  local name = (scales == "tensor" and "tile_gemm_fp8" or "tile_gemm_fp8_" .. scales) .. (pingpong and "_pp" or "") .. (fast and "_fast" or "")
   local k = tl.tile_kernel(name, { params = params, cluster = { opts.cluster or 1, 1, 1 } })
   k.program_rows, k.program_cols, k.pdl = bm, BN, opts.pdl or nil
   k:define(function(k, p)
@@ -98,7 +118,8 @@ local function build(opts)
     end
     local m, n = tl.program_id("x"), tl.program_id("y")
     local prefetch = blocks and opts.prefetch or nil
-    local acc = tl.for_tiles(p.K, { tile = 128, stages = opts.stages or ((fast or blocks) and 4 or 5), prefetch = prefetch },
+    local stages = opts.stages or (pingpong and 5 or (fast or blocks) and 4 or 5)
+    local acc = tl.for_tiles(p.K, { tile = 128, stages = stages, prefetch = prefetch, consumers = pingpong and "pingpong" },
                              tl.zeros({ bm, BN }, tl.f32), function(kk, acc)
       -- (square tiles: say that B is given as [N, K])
       local a, b = tl.load(p.A, { m, kk }, { bm, 128 }), tl.load(p.B, { n, kk }, { BN, 128 })

@@ -53,7 +53,8 @@ describe("an fp8 GEMM as a tile program", function()
     for _, o in ipairs { { scales = "tensor", fp8 = "e4m3" }, { scales = "rowcol", fp8 = "e5m2" }, { scales = "blocks", fp8 = "e4m3" },
                          { scales = "blocks", fp8 = "e4m3", cluster = 2 }, { scales = "tensor", fp8 = "e4m3", fast = true },
                          { scales = "tensor", fp8 = "e4m3", fast = true, pdl = true }, { scales = "blocks", fp8 = "e4m3", pdl = true },
-                         { scales = "blocks", fp8 = "e4m3", prefetch = 4 } } do
+                         { scales = "blocks", fp8 = "e4m3", prefetch = 4 }, { scales = "tensor", fp8 = "e4m3", fast = true, consumers = "cooperative" },
+                         { scales = "rowcol", fp8 = "e5m2", fast = true }, { scales = "tensor", fp8 = "e4m3", bn = 144 } } do
       local k = ex.build(o)
       local ptx = k:compile()
       -- a programmatic dependent launch: the producer's first TMA and the
@@ -67,7 +68,11 @@ describe("an fp8 GEMM as a tile program", function()
         assert.truthy(cw and cw < (rest:find("[ls]t%.global") or math.huge) and cw < rest:find("cp.async.bulk.tensor", 1, true), "the consumers' wait")
         assert.matches("griddepcontrol.launch_dependents;", ptx, 1, true)
       end
-      assert.matches(("wgmma.mma_async.sync.aligned.m64n%dk32.f32.%s.%s"):format(o.fast and 256 or 128, o.fp8, o.fp8), ptx, nil, true)
+      -- (fast: ping-pong 128 x 192 programs, each consumer two m64n192 wgmma a
+      -- k step; cooperative or on a cluster 128 x 256)
+      local pp = o.fast and o.consumers ~= "cooperative" and not o.cluster
+      assert.matches(("wgmma.mma_async.sync.aligned.m64n%dk32.f32.%s.%s"):format(pp and 192 or o.fast and 256 or o.bn or 128, o.fp8, o.fp8),
+                     ptx, nil, true)
       local types = {}
       for i, a in ipairs(k:lowered_op():region(1):entry():args()) do types[i] = tostring(a:type()) end
       -- (on the cluster: each CTA loads half of the multicast box)
@@ -87,35 +92,47 @@ describe("an fp8 GEMM as a tile program", function()
 
   -- (K: 2 k blocks: the first and one more after the loop; 3: one pair in
   -- the loop, whose promotion lags a block; 1: the first block alone; fast:
-  -- no promotion, 128 x 256 tiles; pdl: each program waits for the previous grid)
+  -- no promotion: ping-pong 128 x 192 programs, 260 rows: 3 programs, on 2
+  -- CTAs and on one, so that both consumers take turns; cooperative: 128 x
+  -- 256 tiles; pdl: each program waits for the previous grid; bn 144: the
+  -- promoted form on 128 x 144 tiles)
   for _, v in ipairs { { false, "e4m3", 160 }, { true, "e4m3", 300 }, { true, "e5m2", 96 }, { false, "e4m3", 400, true },
-                       { true, "e4m3", 300, false, true } } do
-    local rowcol, fmt, K, fast, pdl = v[1], v[2], v[3], v[4], v[5]
-    it(("%s, 130 x 100 x %d (K ragged), %s scales%s%s, on 2 persistent CTAs: the CPU reference, bit for bit"):format(
-      fmt, K, rowcol and "row / column" or "per-tensor", fast and ", fast accumulation" or "", pdl and ", PDL" or ""), function()
-      local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt, fast = fast, pdl = pdl }
+                       { true, "e4m3", 300, false, true }, { false, "e4m3", 400, true, false, "cooperative" },
+                       { true, "e5m2", 160, true }, { false, "e4m3", 300, false, false, nil, 144 } } do
+    local rowcol, fmt, K, fast, pdl, consumers, bn = v[1], v[2], v[3], v[4], v[5], v[6], v[7]
+    local pp = fast and consumers ~= "cooperative"
+    local M, N = pp and 260 or 130, bn and 200 or 100
+    it(("%s, %d x %d x %d (K ragged), %s scales%s%s%s%s, on 2 persistent CTAs%s: the CPU reference, bit for bit"):format(
+      fmt, M, N, K, rowcol and "row / column" or "per-tensor", fast and ", fast accumulation" or "", pdl and ", PDL" or "",
+      pp and ", ping-pong 128 x 192" or fast and ", cooperative 128 x 256" or "", bn and (", 128 x %d tiles"):format(bn) or "",
+      pp and " and on 1" or ""), function()
+      local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt, fast = fast, pdl = pdl, consumers = consumers, bn = bn }
       local kop = PH.lowered_tile(k)
-      local M, N = 130, 100
       local A, ab = fp8_bytes(M * K, 11, fmt)
       local B, bb = fp8_bytes(N * K, 12, fmt)
       local sa, sb = {}, {}
       for i = 1, M do sa[i] = 2.0 ^ (i % 3 - 1) end
       for j = 1, N do sb[j] = 2.0 ^ -(j % 4) * (j % 2 == 0 and 1 or -1) end
       local vals = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
-                     ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 2, ["programs:y"] = 1 }
+                     ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = (M + 127) // 128,
+                     ["programs:y"] = (N + k.program_cols - 1) // k.program_cols,
+                     -- (128 x 144: C stored by plain stores, not stmatrix + TMA: a pointer)
+                     ["ptr:C"] = string.rep("\0", M * N * 2), ["dim:C:0"] = M, ["dim:C:1"] = N, ["stride:C:0"] = N }
       if rowcol then
         vals["ptr:sa"], vals["dim:sa:0"], vals["ptr:sb"], vals["dim:sb:0"] = f32s(sa), M, f32s(sb), N
       else
         vals["arg:sa"], vals["arg:sb"] = 0.5, -0.25
       end
       local args, at = PH.params_args(kop, vals)
-      local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 5 })
-      assert(r.ok, r.report)
-      assert_bf16(r.read(at["map:C"]), M, N, function(i, j)
-        local s = 0
-        for kk = 0, K - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
-        return s * (rowcol and sa[i + 1] * sb[j + 1] or -0.125)
-      end)
+      for _, grid in ipairs(pp and { 2, 1 } or { 2 }) do
+        local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = 5 })
+        assert(r.ok, r.report)
+        assert_bf16(r.read(at["map:C"] or at["ptr:C"]), M, N, function(i, j)
+          local s = 0
+          for kk = 0, K - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
+          return s * (rowcol and sa[i + 1] * sb[j + 1] or -0.125)
+        end)
+      end
     end)
   end
 
@@ -159,12 +176,17 @@ describe("an fp8 GEMM as a tile program", function()
     end)
   end
 
-  it("block scales staged by TMA (staged.lua): the example on the emulator, the barrier protocol checked after every pass", function()
-    local out, err, code = H.tilua_env({ TILUA_SEED = "20261130", TILUA_CHECK_PROTOCOL = "1" },
-                                       { "examples/tile_gemm_fp8.lua", "--blocks", "--emulate" }, 120)
-    assert.equal(0, code, err)
-    assert.matches("tile_gemm_fp8: OK, seed 20261130, e4m3 blocks scales, 200 x 296 x 256 on CPU emulator[^\n]*, 0 mismatches", out)
-  end)
+  -- (the example's block scales staged by TMA, staged.lua; its fast form on
+  -- ping-pong consumers, 128 x 192)
+  for _, v in ipairs { { "block scales staged by TMA (staged.lua)", "--blocks", "blocks scales" },
+                       { "fast accumulation on ping-pong consumers (128 x 192)", "--fast", "tensor scales %(fast accumulation%)" } } do
+    it(v[1] .. ": the example on the emulator, the barrier protocol checked after every pass", function()
+      local out, err, code = H.tilua_env({ TILUA_SEED = "20261130", TILUA_CHECK_PROTOCOL = "1" },
+                                         { "examples/tile_gemm_fp8.lua", v[2], "--emulate" }, 120)
+      assert.equal(0, code, err)
+      assert.matches("tile_gemm_fp8: OK, seed 20261130, e4m3 " .. v[3] .. ", 200 x 296 x 256 on CPU emulator[^\n]*, 0 mismatches", out)
+    end)
+  end
 
   it("block scales on a cluster of 2 (256-row programs, 128 rows a CTA, B multicast): the example on the emulator", function()
     local out, err, code = H.tilua_env({ TILUA_SEED = "20261129" }, { "examples/tile_gemm_fp8.lua", "--blocks", "--cluster", "--emulate" }, 120)
@@ -172,7 +194,7 @@ describe("an fp8 GEMM as a tile program", function()
     assert.matches("tile_gemm_fp8: OK, seed 20261129, e4m3 blocks scales, 200 x 296 x 256 on CPU emulator[^\n]*, 0 mismatches", out)
   end)
 
-  it("refuses an fp8 dot of a transposed operand, an unknown fp8 format, and fast_accum without fp8", function()
+  it("refuses an fp8 dot of a transposed operand, an unknown fp8 format, fast_accum without fp8, and a promoted one on ping-pong", function()
     tl.new_module()
     local k = tl.tile_kernel("t", { params = { A = tl.tensor(tl.i8, 2), C = tl.tensor(tl.f32, 2) } })
     assert.has_error(function()
@@ -205,6 +227,20 @@ describe("an fp8 GEMM as a tile program", function()
     tl.options.check_protocol = saved
     assert.is_false(ok)
     assert.matches("an fp8 dot takes a as %[M, K%] and b as %[N, K%]", tostring(err))
+    -- a promoted fp8 dot on 128-row ping-pong consumers: a k block's sum
+    -- beside the whole accumulator would not fit a warpgroup's registers
+    tl.new_module()
+    k = tl.tile_kernel("t", { params = { A = tl.tensor(tl.i8, 2), B = tl.tensor(tl.i8, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 } })
+    k:define(function(k, p)
+      local m, n = tl.program_id("x"), tl.program_id("y")
+      local acc = tl.for_tiles(p.K, { tile = 128, stages = 2, consumers = "pingpong" }, tl.zeros({ 128, 128 }, tl.f32), function(kk, acc)
+        return tl.dot(tl.load(p.A, { m, kk }, { 128, 128 }), tl.load(p.B, { n, kk }, { 128, 128 }), acc, { fp8 = "e4m3", transpose_b = true })
+      end)
+      tl.store(p.C, { m, n }, acc:cast(tl.bf16))
+    end)
+    ok, err = pcall(k.compile, k)
+    assert.is_false(ok)
+    assert.matches("a 128%-row ping%-pong consumer's dot accumulates 16%-bit operands, or fp8 with fast_accum", tostring(err))
   end)
 
   it("takes for_tiles' prefetch (k blocks, 0 to 64) onto the loop's tileas.pipeline", function()

@@ -133,8 +133,9 @@ int tlblas_gemm(TlcuRuntime *rt, const TlBlasGemm *g, char *err, size_t n) {
   LT(cublasLtMatmulDescSetAttribute(desc, DESC_TRANSA, &ta, sizeof ta));
   LT(cublasLtMatmulDescSetAttribute(desc, DESC_TRANSB, &tb, sizeof tb));
   /* fp8: accumulate in the tensor cores' own precision, as a kernel that keeps its
-  ** accumulator in wgmma registers does (no promotion to f32 every few k steps) */
-  int8_t fast = tin == R_8F_E4M3 || tin == R_8F_E5M2;
+  ** accumulator in wgmma registers does (no promotion to f32 every few k steps),
+  ** unless split_accum (cuBLASLt's default: its own promotion) */
+  int8_t fast = (tin == R_8F_E4M3 || tin == R_8F_E5M2) && !g->split_accum;
   if (fast) LT(cublasLtMatmulDescSetAttribute(desc, DESC_FAST_ACCUM, &fast, sizeof fast));
   /* Lt A = our B (N x K logical), Lt B = our A (K x M logical), D = N x M, all column-major */
   LT(cublasLtMatrixLayoutCreate(&la, tin, ta == OP_T ? (uint64_t)g->k : (uint64_t)g->n,

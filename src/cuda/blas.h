@@ -26,6 +26,7 @@ typedef struct TlBlasGemm {
   int a_kmajor, b_kmajor;
   const char *in, *out;
   float alpha, beta;
+  int split_accum; /* fp8: cuBLASLt's own promotion (fast accumulation off) */
 } TlBlasGemm;
 
 /* 0 on success; else a message in err (at most n bytes). */

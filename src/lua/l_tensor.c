@@ -12,7 +12,7 @@
 **   TensorMap:info() -> {dtype, elem_bytes, rank, shape, strides, box, swizzle}
 **   TensorMap:bytes() -> the 128 encoded bytes (a string)
 **   core.blas_available() -> true | false, why
-**   core.blas_gemm{m, n, k, a, b, d, c?, a_major?, b_major?, in?, out?, alpha?, beta?}
+**   core.blas_gemm{m, n, k, a, b, d, c?, a_major?, b_major?, in?, out?, alpha?, beta?, fast_accum?}
 **
 ** A TensorMap is a userdata holding the 64-byte aligned CUtensorMap and its
 ** description; it owns no device resource.
@@ -170,8 +170,8 @@ static const char *str_field(lua_State *L, const char *k, const char *dflt) {
   return s ? s : dflt;
 }
 
-/* core.blas_gemm{m, n, k, a, b, d, c?, a_major = "k"|"m", b_major = "k"|"n", in, out, alpha, beta}
- */
+/* core.blas_gemm{m, n, k, a, b, d, c?, a_major = "k"|"m", b_major = "k"|"n", in, out, alpha, beta,
+** fast_accum = false (fp8: cuBLASLt's promoted accumulation; fast by default)} */
 static int blas_gemm(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   TlcuRuntime *rt = lb_cuda(L);
@@ -189,7 +189,9 @@ static int blas_gemm(lua_State *L) {
   g.alpha = (float)luaL_optnumber(L, -1, 1.0);
   lua_getfield(L, 1, "beta");
   g.beta = (float)luaL_optnumber(L, -1, 0.0);
-  lua_pop(L, 2);
+  lua_getfield(L, 1, "fast_accum");
+  g.split_accum = lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+  lua_pop(L, 3);
   char err[256];
   if (tlblas_gemm(rt, &g, err, sizeof err)) return lb_error(L, "blas_gemm: %s", err);
   return 0;

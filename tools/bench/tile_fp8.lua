@@ -6,13 +6,17 @@
 -- block-scaled one (DeepSeek-V3's: 1 x 128 of A, 128 x 128 of B), the
 -- per-tensor and block-scaled ones on clusters of 2 (256-row programs, B
 -- multicast), the per-tensor one with fast accumulation (no promotion, as
--- the cuBLASLt peer: 128 x 256 tiles; alone and on a cluster of 2), the
--- block-scaled one with its scales prefetched into L1 2, 4 and 8 k blocks
--- ahead (for_tiles' prefetch; the default, 0, is the block-scaled row), the
--- per-tensor (promoted and fast) and block-scaled
+-- the cuBLASLt peer: ping-pong 128 x 192 in 5 stages and 4; cooperative
+-- 128 x 256 alone and on a cluster of 2), the promoted per-tensor one on
+-- 128 x 144 tiles, the block-scaled one with its scales prefetched into L1
+-- 2, 4 and 8 k blocks ahead (for_tiles' prefetch; the default, 0, is the
+-- block-scaled row), the per-tensor (promoted and fast) and block-scaled
 -- ones as programmatic dependent launches, the block-scaled one with A's
 -- scales in a box a warpgroup (convert-tileas-to-cutlass{merge_lines=0}) and in 4, 5 and 6
--- stages, the per-tensor one in 4 stages, tl.gemm's fp8 GEMM on that tile and in other forms (ping-pong
+-- stages, the per-tensor one in 4 stages, the per-tensor (promoted and
+-- fast) and block-scaled ones with linear wgmma descriptors
+-- (convert-tileas-to-cutlass{linear_desc=1}), tl.gemm's fp8 GEMM on the
+-- cooperative fast form's tile and in other forms (ping-pong
 -- 128 x 192 a warpgroup, alone and on a 2 x 1 cluster; 128 x 256 on a 2 x 1
 -- cluster: gemm_pp, gemm_pp_c2, gemm_c2, checked against cuBLASLt's result),
 -- and cuBLASLt. Every tile program is checked first (the example's sampled
@@ -26,11 +30,16 @@
 -- --only=NAME,NAME,...: only those forms (the table's names: tensor, blocks,
 -- blocks_pf2, ...), tl.gemm's and cuBLASLt's rows always.
 --
---   tilua tools/bench/tile_fp8.lua [--m=8192] [--n=8192] [--k=8192] [--rounds=1] [--only=tensor,blocks]
+-- cuBLASLt runs twice: with fast accumulation (the reference row, as the fast
+-- forms) and with its own promoted accumulation (the promoted forms' peer;
+-- their ratio to it printed after the table). --clocks=1: nvidia-smi's SM
+-- clock, power, temperature and throttle reasons after every round.
+--
+--   tilua tools/bench/tile_fp8.lua [--m=8192] [--n=8192] [--k=8192] [--rounds=1] [--clocks=1] [--only=tensor,blocks]
 local tl = require "tilua"
 
 local P = dofile "tools/bench/peers.lua"
-local o = P.options { m = 8192, n = 8192, k = 8192, rounds = 1 }
+local o = P.options { m = 8192, n = 8192, k = 8192, rounds = 1, clocks = 0 }
 tl.device.require()
 local D = tl.device
 local seed = tonumber(os.getenv "TILUA_SEED") or os.time()
@@ -50,8 +59,9 @@ local forms = {
   { "blocks_pf8", { scales = "blocks", prefetch = 8 }, "tile fp8, block scales, L1 prefetch 8 k blocks ahead" },
   { "tensor_c2", { scales = "tensor", cluster = 2 }, "tile fp8, per-tensor, cluster of 2 (B multicast)" },
   { "blocks_c2", { scales = "blocks", cluster = 2 }, "tile fp8, block scales, cluster of 2" },
-  { "tensor_fast", { scales = "tensor", fast = true }, "tile fp8, per-tensor, fast accumulation (128 x 256)" },
-  { "tensor_fast_c2", { scales = "tensor", fast = true, cluster = 2 }, "tile fp8, per-tensor, fast accumulation, cluster of 2" },
+  { "tensor_fast", { scales = "tensor", fast = true }, "tile fp8, per-tensor, fast accumulation (ping-pong 128 x 192)" },
+  { "tensor_fast_coop", { scales = "tensor", fast = true, consumers = "cooperative" }, "tile fp8, per-tensor, fast accumulation, cooperative 128 x 256" },
+  { "tensor_fast_c2", { scales = "tensor", fast = true, cluster = 2 }, "tile fp8, per-tensor, fast accumulation, cooperative, cluster of 2" },
   { "tensor_pdl", { scales = "tensor", pdl = true }, "tile fp8, per-tensor, PDL" },
   { "blocks_pdl", { scales = "blocks", pdl = true }, "tile fp8, block scales, PDL" },
   { "tensor_fast_pdl", { scales = "tensor", fast = true, pdl = true }, "tile fp8, per-tensor, fast accumulation, PDL" },
@@ -64,6 +74,16 @@ local forms = {
   { "blocks_s5", { scales = "blocks", stages = 5 }, "tile fp8, block scales, staged by TMA, 5 stages" },
   { "blocks_s6", { scales = "blocks", stages = 6 }, "tile fp8, block scales, staged by TMA, 6 stages" },
   { "tensor_s4", { scales = "tensor", stages = 4 }, "tile fp8, per-tensor scales, 4 stages" },
+  -- (the fast form's ping-pong in 4 stages; the promoted per-tensor one on
+  -- 128 x 144 tiles, cuBLASLt's promoted tile, in 5 stages and 6 as cuBLASLt's)
+  { "tensor_fast_s4", { scales = "tensor", fast = true, stages = 4 }, "tile fp8, per-tensor, fast, ping-pong 128 x 192, 4 stages" },
+  { "tensor_bn144", { scales = "tensor", bn = 144 }, "tile fp8, per-tensor scales, 128 x 144" },
+  { "tensor_bn144_s6", { scales = "tensor", bn = 144, stages = 6 }, "tile fp8, per-tensor scales, 128 x 144, 6 stages" },
+  -- (the consumers' wgmma descriptors as one base plus offsets:
+  -- convert-tileas-to-cutlass{linear_desc=1})
+  { "tensor_lin", { scales = "tensor", lowering = "linear_desc=1" }, "tile fp8, per-tensor scales, linear descriptors" },
+  { "blocks_lin", { scales = "blocks", lowering = "linear_desc=1" }, "tile fp8, block scales, staged by TMA, linear descriptors" },
+  { "tensor_fast_lin", { scales = "tensor", fast = true, lowering = "linear_desc=1" }, "tile fp8, per-tensor, fast, ping-pong 128 x 192, linear descriptors" },
   -- (tl.gemm's fp8 GEMM in other forms than the reference row's: what a
   -- tile shape, ping-pong or a cluster would give the per-tensor fast form;
   -- each checked against cuBLASLt's result, the report printed)
@@ -122,11 +142,18 @@ for _, f in ipairs(forms) do
     row_of[name] = #runs
   end
 end
--- (a reference row: the stdlib GEMM of the fast form's tile, 128 x 256 x 128
+-- (a reference row: the stdlib GEMM of the cooperative fast form's tile, 128 x 256 x 128
 -- in 4 stages, alpha the scales' product; checked by spec/tensor_gpu_spec.lua)
 local g = tl.gemm.build { m = M, n = N, k = K, dtype = "e4m3", out = "bf16", bn = 256, alpha = 0.125 }
 runs[#runs + 1] = { "tl.gemm fp8 128 x 256 (stdlib, no promotion)", function() g:run { a = a, b = b, d = c1 } end }
+-- (cuBLASLt with its promoted accumulation: the promoted tile forms' peer)
+local split_row
 if blas then
+  runs[#runs + 1] = { "cuBLASLt fp8, promoted (fast accumulation off)", function()
+    tl.core.blas_gemm { m = M, n = N, k = K, a = a.raw, b = b.raw, d = c3.raw, ["in"] = "e4m3", out = "bf16", alpha = 0.125,
+                        fast_accum = false }
+  end }
+  split_row = #runs
   runs[#runs + 1] = { "cuBLASLt fp8 (alpha)", function()
     tl.core.blas_gemm { m = M, n = N, k = K, a = a.raw, b = b.raw, d = c3.raw, ["in"] = "e4m3", out = "bf16", alpha = 0.125 }
   end }
@@ -151,9 +178,22 @@ for round = 1, o.rounds do
   P.table(runs, best, 2.0 * M * N * K, "/ cuBLASLt fp8", function(i) return peer and peer / best[i] end)
   -- the block-scaled forms over the per-tensor one with the same promotion (the target: >= 0.9)
   for _, f in ipairs(forms) do
-    local i, t = row_of[f[1]], row_of[f[1]:match "_c2" and "tensor_c2" or f[1]:match "_pdl" and "tensor_pdl" or "tensor"]
+    local i, t = row_of[f[1]], row_of[f[1]:match "_c2" and "tensor_c2" or f[1]:match "_pdl" and "tensor_pdl" or f[1]:match "_lin" and "tensor_lin" or "tensor"]
     if f[2].scales == "blocks" and i and t then
       print(("%s: %.3f of the per-tensor form's throughput"):format(f[3], best[t] / best[i]))
     end
+  end
+  -- the promoted forms over cuBLASLt's promoted accumulation
+  for _, f in ipairs(forms) do
+    local i = row_of[f[1]]
+    if i and split_row and not f[2].fast and not f[2].gemm then
+      print(("%s: %.3f of cuBLASLt's promoted accumulation"):format(f[3], best[split_row] / best[i]))
+    end
+  end
+  -- --clocks=1: the SM clock, power and temperature after the round (nvidia-smi)
+  if o.clocks == 1 then
+    local p = io.popen "nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader 2>&1"
+    print(("clocks after round %d: %s"):format(round, p and p:read "l" or "?"))
+    if p then p:close() end
   end
 end

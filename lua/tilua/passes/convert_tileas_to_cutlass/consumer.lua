@@ -23,7 +23,11 @@ local Consumer = {}
 
 -- {=== the mainloop: dots of rings
 
-local desc = V.desc
+-- A wgmma descriptor (V.desc); with Consumer.linear_desc (the pass option
+-- linear_desc=1) as the ring's base descriptor plus the stage's and the k
+-- step's 16-byte units where the swizzle allows (one 64-bit add a wgmma
+-- instead of the address's arithmetic).
+local function desc(r, s, kk, kstep, kmajor) return V.desc(r, s, kk, kstep, kmajor, Consumer.linear_desc) end
 
 -- The f32 accumulator acc plus a k block's complete sum (vectors of f32).
 local function promoted(acc, sum)
@@ -36,11 +40,14 @@ end
 -- slices' vectors): per k step B's descriptor, then a wgmma per 64-row slice
 -- of A (stdlib/gemm.lua's mma_stage, its mi = 2), commit.
 local function sliced_dot(L, env, op, ra, rb, ai, at, ain, fresh, kstep)
-  if fresh or at.fp8 or ain.vecs ~= env.acc_in then
-    R.fail(op, "a 128-row ping-pong consumer's dot accumulates 16-bit operands into the value the loop carries")
+  -- (fp8 with fast accumulation only: a promoted k block's sum beside the
+  -- accumulator would not fit a warpgroup's registers at 128 rows)
+  if fresh or (at.fp8 and not at.fast_accum) or ain.vecs ~= env.acc_in then
+    R.fail(op, "a 128-row ping-pong consumer's dot accumulates 16-bit operands, or fp8 with fast_accum, into the value the loop carries")
   end
   local wtype = { [tl.bf16:id()] = "bf16", [tl.f16:id()] = "f16" }
-  local opts = { type_a = wtype[ai.elem:id()], type_b = wtype[ai.elem:id()], trans_a = at.transpose_a or nil,
+  local ty = at.fp8 or wtype[ai.elem:id()]
+  local opts = { type_a = ty, type_b = ty, trans_a = at.transpose_a or nil,
                  trans_b = not at.transpose_b or nil, scale_a = at.negate_a and -1 or nil, scale_b = at.negate_b and -1 or nil }
   local ring = ra.ring or ra
   local parts = {}
@@ -264,12 +271,13 @@ local PURE = { ["scf.yield"] = true, ["tileas.expand_dim"] = true, ["tileas.extr
 -- after the dot: the add, block scales' fma), so that a warpgroup's tensor
 -- cores work on its next block while it promotes (DeepGEMM's overlap, within
 -- one warpgroup). It holds two sums beside the accumulator: 3n registers, so
--- n <= 64 (a 64 x 128 accumulator a warpgroup). Every other op of the body
+-- n <= 72 (a 64 x 144 accumulator a warpgroup: 216 registers, which ptxas
+-- fits beside the loop's without spills). Every other op of the body
 -- must be pure (arith, PURE, the ahead loads: the promotion reads a block's
 -- values one iteration later). -> { dot = op, deps = {[result id] = true}:
 -- the ops the dot's operands need (lowered when it is issued) }, or nil
 local function lag_plan(b, ahead, n)
-  if n > 64 then return nil end
+  if n > 72 then return nil end
   local is_ahead, by_result, dot = {}, {}, nil
   for _, o in ipairs(ahead) do is_ahead[o:result(1):id()] = true end
   for _, o in ipairs(b:ops()) do

@@ -205,7 +205,9 @@ end
 -- tl.options.row_ring's choice of form (rowring.lua); transpose_claims (0 or
 -- 1) tl.options.tile_transpose's claims (transpose.lua); merge_lines=0 keeps
 -- a staged line's box a consumer (staged.lua: the default, 1, brings the
--- consumers' lines at consecutive row blocks in one box).
+-- consumers' lines at consecutive row blocks in one box); linear_desc=1 builds
+-- a consumer's wgmma descriptors as one base plus the stage's and k step's
+-- offsets (consumer.lua; values.lua's V.desc linear), not from each address.
 function M.convert(module, options)
   local tl = require "tilua"
   local G = require "tilua.kernels.gemm"
@@ -213,6 +215,7 @@ function M.convert(module, options)
   Ring.forced = options and options.row_ring
   require("tilua.passes.convert_tileas_to_cutlass.transpose").forced_claims = options and options.transpose_claims
   Staged.merge_lines = not (options and options.merge_lines == 0)
+  require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = options and options.linear_desc == 1 or nil
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then
