@@ -114,6 +114,28 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     end
   end
 
+  -- (s14) the row rule's 8-byte units are the default of every case above
+  -- and below at a tile of 4096 or 8192; the 16-byte units before and 4-byte
+  -- ones forced (tl.options.blocked_unit), CTAs lapping the register loop
+  local units = { { "rmsnorm", { 2300, 520 }, 16 }, { "layernorm", { 2200, 515 }, 4 }, { "softmax", { 600, 4101 }, 16 },
+                  { "layernorm_1pass", { 1101, 8000 }, 16 }, { "rmsnorm_bwd", { 50, 4000 }, 16 } }
+  for j, t in ipairs(units) do
+    if ex.cases[t[1]] and not small then
+      it(("%s, %d x %d (units of %d bytes): the CPU reference"):format(t[1], t[2][1], t[2][2], t[3]), function()
+        if not GPU then pending("no GPU: " .. tl.device.error()) return end
+        tl.options.blocked_unit = t[3]
+        local ran, ok, summary = pcall(function()
+          local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+          return fresh.run_case(t[1], { seed = seed + 23 * j, size = t[2] })
+        end)
+        tl.options.blocked_unit = nil
+        assert(ran, ok)
+        print(("tile_rows_gpu: units of %d bytes: %s"):format(t[3], summary))
+        assert(ok, summary)
+      end)
+    end
+  end
+
   -- the transpose by TMA (transpose.lua): far more programs than CTAs (the
   -- input ring and the output tiles wrapping), ragged edges; tiles of 128;
   -- other stages and CTAs an SM; and bf16 through the registers

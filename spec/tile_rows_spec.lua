@@ -64,6 +64,39 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_nil(tl.options.row_ring)
   end)
 
+  it("the row rule's units (tileas-assign-layouts): 8 bytes a thread's access for one row of >= 64 bytes a thread, tl.options.blocked_unit forces 4, 8 or 16", function()
+    local tl = require "tilua"
+    local function widths(k) -- the vector widths of the kernel's global loads and stores
+      local ptx, w = k:compile(), {}
+      for op, v in ptx:gmatch "(%a+)%.global[%w%.:_]*%.(v%d)" do w[op .. "." .. v] = true end
+      return w
+    end
+    local rule = widths(tl.rows.rmsnorm { n = 8192 }) -- 8 warps: 64 bytes a thread
+    assert.is_true(rule["ld.v2"] and rule["st.v2"])
+    assert.is_nil(rule["ld.v4"] or rule["st.v4"])
+    local short = widths(tl.rows.rmsnorm { n = 2048 }) -- 4 warps: 32 bytes a thread, the 16-byte units
+    assert.is_true(short["ld.v4"] and short["st.v4"])
+    tl.options.blocked_unit = 16
+    local sixteen = widths(tl.rows.rmsnorm { n = 8192 })
+    tl.options.blocked_unit = nil
+    assert.is_true(sixteen["ld.v4"] and sixteen["st.v4"])
+    assert.is_nil(sixteen["ld.v2"] or sixteen["st.v2"])
+    local ok, err = pcall(function() tl.options.blocked_unit = 3 end)
+    assert.is_false(ok)
+    assert.matches("tl.options.blocked_unit must be nil, 4, 8 or 16", err, 1, true)
+    -- each unit on the emulator, one CTA walking every row (the register loop), ragged rows
+    for _, t in ipairs { { "rmsnorm", { 7, 8190 }, 4 }, { "layernorm", { 6, 777 }, 16 }, { "softmax", { 5, 4101 }, 4 } } do
+      tl.options.blocked_unit = t[3]
+      local ran, good, summary = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        return fresh.run_case(t[1], { seed = 5, emulate = true, size = t[2], ctas = 1 })
+      end)
+      tl.options.blocked_unit = nil
+      assert(ran, good)
+      assert(good, summary)
+    end
+  end)
+
   it("the shared row ring (row_ring.registers = 0): one CTA walks every row, ragged and aligned; protocol clean", function()
     local tl = require "tilua"
     local k0 = tl.rows.rmsnorm { n = 1024 }

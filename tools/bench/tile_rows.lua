@@ -329,7 +329,46 @@ local cases = {
   { "row copy (Y = X), raw 16 B x 4, 2 CTAs an SM by stride", raw_copy(16, 4), raw_launch(16, 4, 2 * SMS, SMEM2), 2 * bytes, raw = true },
   { "row copy (Y = X), raw 16 B x 4, 8 CTAs an SM by stride", raw_copy(16, 4), raw_launch(16, 4, 8 * SMS), 2 * bytes, raw = true },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
+  -- (s14) the row rule's units (tileas-assign-layouts: 8 bytes a thread's
+  -- access for one row of >= 64 bytes a thread, the default since s14norm)
+  -- against the 16-byte units before (unit = tl.options.blocked_unit while
+  -- the kernel compiles), and 4-byte units; the raw copies in 8-byte units at
+  -- the tile programs' 2 CTAs an SM
+  { "rmsnorm, unit 16", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, unit = 16 },
+  { "softmax, unit 16", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, unit = 16 },
+  { "layernorm, unit 16", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, unit = 16 },
+  { "row copy (Y = X), registers, unit 16", row_copy(8), sm_launch, 2 * bytes, { registers = 1 }, unit = 16 },
+  { "row copy (Y = X), no ring, unit 16", row_copy(8), sm_launch, 2 * bytes, false, unit = 16 },
+  { "row sum, unit 16", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } },
+    bytes, unit = 16 },
+  { "rmsnorm, unit 4", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, unit = 4 },
+  { "layernorm, unit 4", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, unit = 4 },
+  { "row copy (Y = X), registers, unit 4", row_copy(8), sm_launch, 2 * bytes, { registers = 1 }, unit = 4 },
+  { "rmsnorm, 16 warps, unit 8", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, unit = 8 },
+  { "layernorm, 16 warps, unit 8", tl.rows.layernorm { n = N, warps = 16 }, ln_launch, 2 * bytes, unit = 8 },
+  { "layernorm, one pass, unit 16", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, unit = 16 },
+  { "row copy (Y = X), raw 8 B x 8, a CTA a row, 2 CTAs an SM", raw_copy(8, 8), raw_launch(8, 8, nil, SMEM2), 2 * bytes, raw = true },
+  { "row copy (Y = X), raw 8 B x 16, a CTA 2 rows, 2 CTAs an SM", raw_copy(8, 16), raw_launch(8, 16, nil, SMEM2), 2 * bytes, raw = true },
 }
+-- (s14) the backward passes (DX, and each program's part of DW / DB: X and DY
+-- read, DX written, DWp of P x N f32) at the row rule's units and at 16 bytes;
+-- not checked here (examples/tile_rows.lua and the GPU spec check them)
+local BWD_ROWS = 8
+local P = (M + BWD_ROWS - 1) // BWD_ROWS
+local dwp, dbp, dx = D.alloc(tl.f32, P * N), D.alloc(tl.f32, P * N), D.alloc(tl.bf16, M * N)
+local function bwd_launch(layer)
+  local a = { X = { x, { M, N } }, W = { w, { N } }, DY = { x2, { M, N } }, Rstd = { rstd, { M } }, DX = { dx, { M, N } },
+              DWp = { dwp, { P, N } }, M = M, N = N }
+  if layer then a.Mean, a.DBp = { mean, { M } }, { dbp, { P, N } } end
+  return { grid = { P }, args = a }
+end
+for _, layer in ipairs { false, true } do
+  local name = layer and "layernorm_bwd" or "rmsnorm_bwd"
+  for _, unit in ipairs { false, 16 } do
+    cases[#cases + 1] = { ("bwd %s, rows %d%s"):format(name, BWD_ROWS, unit and ", unit 16" or ""), tl.rows[name] { n = N, rows = BWD_ROWS },
+                          bwd_launch(layer), 3 * bytes + P * N * 4 * (layer and 2 or 1), unit = unit or nil }
+  end
+end
 
 -- the transposes: by TMA (convert-tileas-to-cutlass's transpose.lua, the
 -- default for 16-bit tiles of a multiple of 64) and its variants
@@ -426,6 +465,7 @@ for _, c in ipairs(cases) do
   end
   tl.options.row_ring = c[5]
   tl.options.tile_transpose = c[6]
+  tl.options.blocked_unit = c.unit
   k:compile()
   if name:match "^transpose" then
     y:fill(0) -- (no earlier program's Y passes the check)
@@ -441,7 +481,7 @@ for _, c in ipairs(cases) do
   local before = o.interleave and time(function() y:copy_from(x) end)
   local ms = time(function() k:launch(launch) end)
   if o.interleave then ref = 2 * bytes / ((before + time(function() y:copy_from(x) end)) / 2) / 1e6 end
-  tl.options.row_ring, tl.options.tile_transpose = nil, nil
+  tl.options.row_ring, tl.options.tile_transpose, tl.options.blocked_unit = nil, nil, nil
   local gbs = moved / ms / 1e6
   rows[#rows + 1] = { name, ms, gbs, gbs / ref }
   print(("%s: %s, %.3f ms, %.0f GB/s, %.3f of the copy%s"):format(name, checked, ms, gbs, gbs / ref,

@@ -52,6 +52,12 @@
 --                           false: no loop is sliced; N (1..16): every loop the
 --                           rule picks gets N slices, whatever its registers
 --                           (tile-to-ptx runs tileas-decide-slicing{count=N})
+--   tl.options.blocked_unit  nil (the default): tileas-assign-layouts' rule gives
+--                           each blocked tile its unit, the bytes a thread holds
+--                           contiguous (one vector access): 16, 8 for one row of
+--                           >= 64 bytes a thread in a program without a dot
+--                           (docs/tileprog.md); 4, 8 or 16: every blocked tile
+--                           that (tile-to-ptx runs tileas-assign-layouts{unit=N})
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --
@@ -115,6 +121,7 @@ local OPTIONS = {
     return true
   end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}" },
   slicing = { function(v) return v == nil or v == false or int_in(1, 16)(v) end, "nil, false or an integer in [1, 16]" },
+  blocked_unit = { function(v) return v == nil or v == 4 or v == 8 or v == 16 end, "nil, 4, 8 or 16" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
@@ -340,7 +347,7 @@ end
 -- transpose.lua): a compile's result depends on their values, so the cache
 -- keys on them, and the kernel keeps those it was compiled with
 -- (k.lowering_options) for whatever lowers it again (gpu/emulated.lua).
-local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing" }
+local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing", "blocked_unit" }
 
 -- -> a copy of the lowering options' values now
 function M.lowering_options()
@@ -433,16 +440,18 @@ end
 
 -- The passes of tile-to-ptx up to the one named `upto` (all without it), or
 -- "tile-to-ptx" itself, with tl.options.slicing as tileas-decide-slicing's
--- option (false: count = 0).
+-- option (false: count = 0) and tl.options.blocked_unit as
+-- tileas-assign-layouts' unit.
 function M.tile_pipeline(upto)
-  local sl = tl.options.slicing
-  if sl == nil and not upto then return "tile-to-ptx" end
+  local sl, unit = tl.options.slicing, tl.options.blocked_unit
+  if sl == nil and unit == nil and not upto then return "tile-to-ptx" end
   local passes
   for _, p in ipairs(core.pipelines()) do
     if p.name == "tile-to-ptx" then passes = p.passes end
   end
   assert(passes, "no pipeline tile-to-ptx")
   if upto then passes = assert(passes:match("^(.-" .. upto:gsub("%-", "%%-") .. ")"), upto) end
+  if unit then passes = passes:gsub("tileas%-assign%-layouts", ("tileas-assign-layouts{unit=%d}"):format(unit)) end
   if sl == nil then return passes end
   return (passes:gsub("tileas%-decide%-slicing", ("tileas-decide-slicing{count=%d}"):format(sl or 0)))
 end
