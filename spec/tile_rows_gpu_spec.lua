@@ -88,6 +88,11 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     -- (s11norm-2: W and B hoisted is the register loop's default at a tile of
     -- 8192 on 8 warps; hoist = 2, the budget before, loads B a row)
     { "layernorm", { 850, 515 }, { claims = 1, hoist = 2 }, claimed .. ", B a row (hoist 2)", 1 },
+    -- (s14) one branch a row for the register loop's loads and stores
+    -- (row_ring.whole = 1): full rows (every vector at once) and ragged ones
+    { "rmsnorm", { 300, 8192 }, { claims = 1, whole = 1 }, claimed .. ", one branch a row", 2 },
+    { "layernorm", { 290, 8192 }, { claims = 1, whole = 1 }, claimed .. ", one branch a row", 1 },
+    { "softmax", { 600, 4101 }, { claims = 1, whole = 1 }, claimed .. ", one branch a row", 1 },
   }
   for j, t in ipairs(rings) do
     if ex.cases[t[1]] and not small then

@@ -60,7 +60,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_true(off.linear)
     local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
     assert.is_false(ok)
-    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}", err, 1, true)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2, whole = 0|1}", err, 1, true)
     assert.is_nil(tl.options.row_ring)
   end)
 
@@ -95,6 +95,25 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
       assert(ran, good)
       assert(good, summary)
     end
+  end)
+
+  it("the register loop's rows in one branch a row (row_ring.whole = 1): full rows, ragged and unaligned ones", function()
+    local tl = require "tilua"
+    local function v2(k) return select(2, k:compile():gsub("ld%.global%.v2", "")) end
+    local each = v2(tl.rows.rmsnorm { n = 8192 }) -- (8 vectors of the next row before the loop and in it, W's 8)
+    tl.options.row_ring = { whole = 1 }
+    local ok, err = pcall(function()
+      assert.equal(24, each)
+      assert.equal(40, v2(tl.rows.rmsnorm { n = 8192 })) -- (and the rows' 16 again on the one branch a row)
+      for _, t in ipairs { { "rmsnorm", { 3, 8192 } }, { "layernorm", { 3, 8192 } }, { "softmax", { 5, 8192 } },
+                           { "rmsnorm", { 7, 8190 } }, { "layernorm", { 6, 8000 } } } do
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        local good, summary = fresh.run_case(t[1], { seed = 5, emulate = true, size = t[2], ctas = 1 })
+        assert(good, summary)
+      end
+    end)
+    tl.options.row_ring = nil
+    assert(ok, err)
   end)
 
   it("the shared row ring (row_ring.registers = 0): one CTA walks every row, ragged and aligned; protocol clean", function()

@@ -347,6 +347,12 @@ local cases = {
   { "rmsnorm, 16 warps, unit 8", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, unit = 8 },
   { "layernorm, 16 warps, unit 8", tl.rows.layernorm { n = N, warps = 16 }, ln_launch, 2 * bytes, unit = 8 },
   { "layernorm, one pass, unit 16", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, unit = 16 },
+  -- (s14) the register loop's row loads and stores one branch a row (row_ring.whole)
+  { "rmsnorm, whole", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { whole = 1 } },
+  { "softmax, whole", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { whole = 1 } },
+  { "layernorm, whole", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { whole = 1 } },
+  { "row copy (Y = X), registers, whole", row_copy(8), sm_launch, 2 * bytes, { registers = 1, whole = 1 } },
+  { "rmsnorm, whole, unit 16", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { whole = 1 }, unit = 16 },
   { "row copy (Y = X), raw 8 B x 8, a CTA a row, 2 CTAs an SM", raw_copy(8, 8), raw_launch(8, 8, nil, SMEM2), 2 * bytes, raw = true },
   { "row copy (Y = X), raw 8 B x 16, a CTA 2 rows, 2 CTAs an SM", raw_copy(8, 16), raw_launch(8, 16, nil, SMEM2), 2 * bytes, raw = true },
 }

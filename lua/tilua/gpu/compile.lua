@@ -41,7 +41,10 @@
 --                           stride; stream = 1 | 2: the register loop's loads
 --                           of the rows ahead with ld.global.L1::no_allocate |
 --                           ld.global.cs; store = 1 | 2: its stores with
---                           st.global.cs | st.global.cg)
+--                           st.global.cs | st.global.cg; whole = 1: the
+--                           register loop's row loads and stores one branch a
+--                           row, every vector where all are inside and
+--                           aligned, not a branch a vector)
 --   tl.options.tile_transpose  nil (the default): a program that loads, transposes
 --                           and stores an n x n tile of 16-bit elements (n a multiple
 --                           of 64) goes by TMA (convert-tileas-to-cutlass's
@@ -113,13 +116,13 @@ local OPTIONS = {
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
       if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers" and k ~= "async" and k ~= "claims"
-          and k ~= "stream" and k ~= "late" and k ~= "store" and k ~= "bulk")
+          and k ~= "stream" and k ~= "late" and k ~= "store" and k ~= "bulk" and k ~= "whole")
         or math.type(x) ~= "integer" or x < 0 or (k == "registers" and x > 4) or (k == "async" and x > 8) or (k == "bulk" and x > 8)
         or (k == "claims" and x ~= 0 and x ~= 1 and x ~= 2 and x ~= 4) or (k == "stream" and x > 2) or (k == "late" and x > 1)
-        or (k == "store" and x > 2) or (k == "hoist" and x > 2) then return false end
+        or (k == "store" and x > 2) or (k == "hoist" and x > 2) or (k == "whole" and x > 1) then return false end
     end
     return true
-  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}" },
+  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2, whole = 0|1}" },
   slicing = { function(v) return v == nil or v == false or int_in(1, 16)(v) end, "nil, false or an integer in [1, 16]" },
   blocked_unit = { function(v) return v == nil or v == 4 or v == 8 or v == 16 end, "nil, 4, 8 or 16" },
   tile_transpose = { function(v)
