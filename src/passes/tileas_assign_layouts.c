@@ -19,11 +19,15 @@
 ** fastest dim: one vector access) is 16 bytes, but 8 by the row rule: in a
 ** kernel without a dot, a class that is one row (every dim but the last of
 ** extent 1) of at least 64 bytes a thread of the block (8192 bf16 on 8 warps:
-** 8 units of 8 bytes a thread, 4 of 16 before) -- the rows of tl.rows'
-** normalizations, softmax and reductions. A plain copy at the row programs'
-** 2 CTAs an SM moves more bytes a second in the finer units (docs/PERF.md,
-** s14norm). The option `unit` (bytes: 4, 8 or 16; 0 or absent: the rule)
-** sets every blocked class's unit instead (tl.options.blocked_unit).
+** 8 units of 8 bytes a thread, 4 of 16 otherwise) whose values are moved
+** unchanged (each a tiled_load's result or a block argument: a row copy).
+** On the H200 the register loop's row copy runs at 0.953-0.962 of
+** cuMemcpyDtoD in 8-byte units against 0.943-0.944 in 16-byte ones, but
+** RMSNorm, softmax, LayerNorm, a row sum and the backward passes are slower
+** in 8-byte units (LayerNorm 0.81 against 0.93; docs/PERF.md, s14norm-1):
+** their rows keep 16 bytes. The option `unit` (bytes: 4, 8 or 16; 0 or
+** absent: the rule) sets every blocked class's unit instead
+** (tl.options.blocked_unit).
 **
 ** Values that must share a layout are classes of a union-find (the operands
 ** and results of an elementwise op, what a loop carries, an if's results);
@@ -387,14 +391,18 @@ static void derive_all(Lay *L, IrOp *k) {
 
 /* }====================================================================== */
 
-/* The unit of a class (bytes a thread holds contiguous along the fastest
+/* The unit of class c (bytes a thread holds contiguous along the fastest
 ** dim): the option's, else the row rule's (the file's head). */
-static int64_t class_unit(const Lay *L, uint32_t rank, const int64_t *shape, int64_t eb,
+static int64_t class_unit(Lay *L, uint32_t c, uint32_t rank, const int64_t *shape, int64_t eb,
                           int64_t warps) {
   if (L->unit > 0) return L->unit;
   bool row = !L->has_dot;
   for (uint32_t d = 0; d + 1 < rank && row; d++)
     row = shape[d] == 1;
+  for (uint32_t j = 0; j < L->n && row; j++) { /* moved unchanged: loads and block arguments */
+    const IrOp *def = L->vals[j]->def;
+    if (root(L, j) == c) row = !def || def->kind == OP_TILEAS_TILED_LOAD;
+  }
   return row && shape[rank - 1] * eb >= 64 * 32 * warps ? 8 : 16;
 }
 
@@ -421,7 +429,7 @@ static const IrAttr *class_blocked(Lay *L, uint32_t i, int64_t warps) {
   if (!values) eb = pb;
   if (rank == 0 || rank > TAS_MAX_RANK) return plain_layout(L->base.r.ctx, "blocked", rank);
   return blocked_layout(L->base.r.ctx, rank, shape, warps, eb,
-                        class_unit(L, rank, shape, eb, warps));
+                        class_unit(L, c, rank, shape, eb, warps));
 }
 
 static IrResult assign_kernel(Rewriter *r, IrOp *k) {

@@ -58,9 +58,10 @@
 --   tl.options.blocked_unit  nil (the default): tileas-assign-layouts' rule gives
 --                           each blocked tile its unit, the bytes a thread holds
 --                           contiguous (one vector access): 16, 8 for one row of
---                           >= 64 bytes a thread in a program without a dot
---                           (docs/tileprog.md); 4, 8 or 16: every blocked tile
---                           that (tile-to-ptx runs tileas-assign-layouts{unit=N})
+--                           >= 64 bytes a thread moved unchanged (a row copy)
+--                           in a program without a dot (docs/tileprog.md); 4, 8
+--                           or 16: every blocked tile that (tile-to-ptx runs
+--                           tileas-assign-layouts{unit=N})
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --

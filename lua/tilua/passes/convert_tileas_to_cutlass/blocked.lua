@@ -575,6 +575,19 @@ local function width(D, op)
 end
 B.width = width
 
+-- The first and the last (furthest along the last dim) of groups gs where
+-- all lie in one row (their offsets equal but along the last dim), else nil.
+local function row_span(D, gs)
+  local first, last = gs[1], gs[1]
+  for _, g in ipairs(gs) do
+    for d = 1, D.rank - 1 do
+      if D.off[g[1]][d] ~= D.off[first[1]][d] then return nil end
+    end
+    if D.off[g[1]][D.rank] > D.off[last[1]][D.rank] then last = g end
+  end
+  return first, last
+end
+
 -- The tensor elements of register i of a tile at tile coordinates cs: per
 -- dim, its index (i32), and its row offset (i64, but the last dim) and
 -- whether the indices are inside the tensor (the last dim up to `span` more).
@@ -674,26 +687,27 @@ function B.tiled_load(L, op, ring)
     return tl.if_(at.fast, function() return read(address(L, e, at.row, at.idx[D.rank])) end, function() return slow(g) end)
   end
   local gs = groups(D, vec)
-  -- (L.whole_row: rowring.lua's row_ring.whole) one branch for the tile:
-  -- every group's vector load where all of them may go, else each group on
-  -- its own branch as without
+  -- (L.whole_row: rowring.lua's row_ring.whole) one branch for a tile whose
+  -- groups lie in one row: every group's vector load where the last one may
+  -- go (the row inside, the last group's end inside, aligned), its address
+  -- the first group's plus a constant; else each group on its own branch as
+  -- without
   local whole
-  if L.whole_row and vec > 1 and #gs > 1 and not ring then
-    local at, all = {}, nil
-    for k, g in ipairs(gs) do
-      at[k] = place(g)
-      all = both(all, at[k].fast)
-    end
-    whole = table.pack(tl.if_(all, function()
-      local out = {}
-      for k in ipairs(gs) do
-        for _, v in ipairs { read(address(L, e, at[k].row, at[k].idx[D.rank])) } do out[#out + 1] = v end
+  local first, last = row_span(D, gs)
+  if L.whole_row and vec > 1 and #gs > 1 and not ring and first then
+    local a1, al = place(first), place(last)
+    local rank = D.rank
+    whole = table.pack(tl.if_(al.fast, function()
+      local p0, out = address(L, e, a1.row, a1.idx[rank]), {}
+      for _, g in ipairs(gs) do
+        local c = D.off[g[1]][rank] - D.off[first[1]][rank]
+        for _, v in ipairs { read(c == 0 and p0 or p0 + c) } do out[#out + 1] = v end
       end
       return table.unpack(out)
     end, function()
       local out = {}
-      for k, g in ipairs(gs) do
-        for _, v in ipairs { from_global(g, at[k]) } do out[#out + 1] = v end
+      for _, g in ipairs(gs) do
+        for _, v in ipairs { from_global(g, place(g)) } do out[#out + 1] = v end
       end
       return table.unpack(out)
     end))
@@ -798,22 +812,25 @@ function B.tiled_store(L, op, x, ring)
     end
   end
   local gs = groups(D, vec)
-  -- (L.whole_row: rowring.lua's row_ring.whole) one branch for the tile:
-  -- every group's vector store where all of them may go (a tile no thread
-  -- shares: every element its holder's to store), else each group on its own
-  -- branch as without
-  if L.whole_row and vec > 1 and #gs > 1 and not ring and not D.dup_removed then
+  -- (L.whole_row: rowring.lua's row_ring.whole) one branch for a tile whose
+  -- groups lie in one row and that no two threads share (every element its
+  -- holder's to store): every group's vector store where the last one may go,
+  -- its address the first group's plus a constant; else each group on its
+  -- own branch as without
+  local first, last = row_span(D, gs)
+  if L.whole_row and vec > 1 and #gs > 1 and not ring and not D.dup_removed and first then
     local shared = false
     for d = 1, D.rank do shared = shared or D.dup[d] or D.limit[d] end
     if not shared then
-      local at, all = {}, nil
-      for k, g in ipairs(gs) do
-        local idx, row, inb = element(L, e, D, cs, g[1], vec)
-        at[k] = { idx = idx, row = row }
-        all = both(all, both(inb, aligned(L, e, vec)))
-      end
-      tl.if_(all, function()
-        for k, g in ipairs(gs) do address(L, e, at[k].row, at[k].idx[D.rank]):store(packed(g), L.store_hints) end
+      local rank = D.rank
+      local idx1, row1 = element(L, e, D, cs, first[1], vec)
+      local _, _, inbl = element(L, e, D, cs, last[1], vec)
+      tl.if_(both(inbl, aligned(L, e, vec)), function()
+        local p0 = address(L, e, row1, idx1[rank])
+        for _, g in ipairs(gs) do
+          local c = D.off[g[1]][rank] - D.off[first[1]][rank]
+          ;(c == 0 and p0 or p0 + c):store(packed(g), L.store_hints)
+        end
       end, function()
         for _, g in ipairs(gs) do group(g) end
       end)
