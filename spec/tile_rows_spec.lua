@@ -71,19 +71,11 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
       for op, v in ptx:gmatch "(%a+)%.global[%w%.:_]*%.(v%d)" do w[op .. "." .. v] = true end
       return w
     end
-    local function row_copy(n)
-      tl.new_module()
-      local k = tl.tile_kernel("row_copy", { params = { X = tl.tensor(tl.bf16, 2), Y = tl.tensor(tl.bf16, 2) }, num_warps = 8 })
-      k:define(function(_, p)
-        local r = tl.program_id("x")
-        tl.store(p.Y, { r, 0 }, tl.load(p.X, { r, 0 }, { 1, n }))
-      end)
-      return k
-    end
-    local copy = widths(row_copy(8192)) -- 8 warps: 64 bytes a thread, moved unchanged
+    local function row_copy(n) return ex.cases.row_copy.build { n = n } end -- (4 warps)
+    local copy = widths(row_copy(8192)) -- 128 bytes a thread, moved unchanged
     assert.is_true(copy["ld.v2"] and copy["st.v2"])
     assert.is_nil(copy["ld.v4"] or copy["st.v4"])
-    local short = widths(row_copy(2048)) -- 16 bytes a thread: 16-byte units
+    local short = widths(row_copy(2048)) -- 32 bytes a thread: 16-byte units
     assert.is_true(short["ld.v4"] and short["st.v4"])
     local norm = widths(tl.rows.rmsnorm { n = 8192 }) -- arithmetic on the row: 16-byte units
     assert.is_true(norm["ld.v4"] and norm["st.v4"])
