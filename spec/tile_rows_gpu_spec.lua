@@ -88,6 +88,12 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     -- (s11norm-2: W and B hoisted is the register loop's default at a tile of
     -- 8192 on 8 warps; hoist = 2, the budget before, loads B a row)
     { "layernorm", { 850, 515 }, { claims = 1, hoist = 2 }, claimed .. ", B a row (hoist 2)", 1 },
+    -- (s14) one branch a row for the register loop's loads and stores
+    -- (row_ring.whole = 1): full rows (every vector at once) and ragged ones
+    { "rmsnorm", { 300, 8192 }, { claims = 1, whole = 1 }, claimed .. ", one branch a row", 1 },
+    { "layernorm", { 290, 8192 }, { claims = 1, whole = 1 }, claimed .. ", one branch a row", 1 },
+    { "softmax", { 300, 8192 }, { claims = 1, whole = 1 }, claimed .. ", one branch a row", 1 },
+    { "softmax", { 600, 4101 }, { claims = 1, whole = 1 }, claimed .. ", one branch a row", 1 },
   }
   for j, t in ipairs(rings) do
     if ex.cases[t[1]] and not small then
@@ -109,6 +115,28 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
         tl.options.row_ring = nil
         assert(ran, ok)
         print(("tile_rows_gpu: %s: %s (%.1f s of CPU)"):format(what, summary, os.clock() - t0))
+        assert(ok, summary)
+      end)
+    end
+  end
+
+  -- (s14) units of 8 and 4 bytes forced on the rows with arithmetic (the
+  -- row rule gives 8 to row copies only: tl.options.blocked_unit), CTAs
+  -- lapping the register loop
+  local units = { { "rmsnorm", { 2300, 520 }, 8 }, { "layernorm", { 2200, 515 }, 4 }, { "softmax", { 600, 4101 }, 8 },
+                  { "layernorm_1pass", { 300, 8000 }, 8 }, { "rmsnorm_bwd", { 50, 4000 }, 8 } }
+  for j, t in ipairs(units) do
+    if ex.cases[t[1]] and not small then
+      it(("%s, %d x %d (units of %d bytes): the CPU reference"):format(t[1], t[2][1], t[2][2], t[3]), function()
+        if not GPU then pending("no GPU: " .. tl.device.error()) return end
+        tl.options.blocked_unit = t[3]
+        local ran, ok, summary = pcall(function()
+          local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+          return fresh.run_case(t[1], { seed = seed + 23 * j, size = t[2] })
+        end)
+        tl.options.blocked_unit = nil
+        assert(ran, ok)
+        print(("tile_rows_gpu: units of %d bytes: %s"):format(t[3], summary))
         assert(ok, summary)
       end)
     end

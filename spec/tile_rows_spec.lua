@@ -60,8 +60,67 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_true(off.linear)
     local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
     assert.is_false(ok)
-    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}", err, 1, true)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2, whole = 0|1}", err, 1, true)
     assert.is_nil(tl.options.row_ring)
+  end)
+
+  it("the row rule's units (tileas-assign-layouts): 8 bytes a thread's access for a row copy of >= 64 bytes a thread, 16 for rows with arithmetic; tl.options.blocked_unit forces 4, 8 or 16", function()
+    local tl = require "tilua"
+    local function widths(k) -- the vector widths of the kernel's global loads and stores
+      local ptx, w = k:compile(), {}
+      for op, v in ptx:gmatch "(%a+)%.global[%w%.:_]*%.(v%d)" do w[op .. "." .. v] = true end
+      return w
+    end
+    local function row_copy(n) return ex.cases.row_copy.build { n = n } end -- (4 warps)
+    local copy = widths(row_copy(8192)) -- 128 bytes a thread, moved unchanged
+    assert.is_true(copy["ld.v2"] and copy["st.v2"])
+    assert.is_nil(copy["ld.v4"] or copy["st.v4"])
+    local short = widths(row_copy(2048)) -- 32 bytes a thread: 16-byte units
+    assert.is_true(short["ld.v4"] and short["st.v4"])
+    local norm = widths(tl.rows.rmsnorm { n = 8192 }) -- arithmetic on the row: 16-byte units
+    assert.is_true(norm["ld.v4"] and norm["st.v4"])
+    assert.is_nil(norm["ld.v2"] or norm["st.v2"])
+    tl.options.blocked_unit = 8
+    local eight = widths(tl.rows.rmsnorm { n = 8192 })
+    tl.options.blocked_unit = nil
+    assert.is_true(eight["ld.v2"] and eight["st.v2"])
+    assert.is_nil(eight["ld.v4"] or eight["st.v4"])
+    local ok, err = pcall(function() tl.options.blocked_unit = 3 end)
+    assert.is_false(ok)
+    assert.matches("tl.options.blocked_unit must be nil, 4, 8 or 16", err, 1, true)
+    -- each unit on the emulator, one CTA walking every row (the register loop), ragged rows
+    for _, t in ipairs { { "rmsnorm", { 7, 8190 }, 4 }, { "layernorm", { 6, 777 }, 8 }, { "softmax", { 5, 4101 }, 8 } } do
+      tl.options.blocked_unit = t[3]
+      local ran, good, summary = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        return fresh.run_case(t[1], { seed = 5, emulate = true, size = t[2], ctas = 1 })
+      end)
+      tl.options.blocked_unit = nil
+      assert(ran, good)
+      assert(good, summary)
+    end
+  end)
+
+  it("the register loop's rows in one branch a row (row_ring.whole = 1): full rows, ragged and unaligned ones", function()
+    local tl = require "tilua"
+    local function v4(k) return select(2, k:compile():gsub("ld%.global%.v4", "")) end
+    local each = v4(tl.rows.rmsnorm { n = 8192 }) -- (4 vectors of the next row before the loop and in it, W's 4)
+    tl.options.row_ring = { whole = 1 }
+    local ok, err = pcall(function()
+      assert.equal(12, each)
+      assert.equal(20, v4(tl.rows.rmsnorm { n = 8192 })) -- (and the rows' 8 again on the one branch a row)
+      for _, t in ipairs { { "rmsnorm", { 3, 8192 } }, { "layernorm", { 3, 8192 } }, { "softmax", { 5, 8192 } },
+                           { "rmsnorm", { 7, 8190 } }, { "layernorm", { 6, 8000 } }, { "rmsnorm", { 3, 8192 }, 8 },
+                           { "layernorm", { 3, 8192 }, 8 } } do
+        tl.options.blocked_unit = t[3]
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        local good, summary = fresh.run_case(t[1], { seed = 5, emulate = true, size = t[2], ctas = 1 })
+        tl.options.blocked_unit = nil
+        assert(good, summary)
+      end
+    end)
+    tl.options.row_ring, tl.options.blocked_unit = nil, nil
+    assert(ok, err)
   end)
 
   it("the shared row ring (row_ring.registers = 0): one CTA walks every row, ragged and aligned; protocol clean", function()

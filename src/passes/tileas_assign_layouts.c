@@ -15,6 +15,20 @@
 **       other side's layout along the dim
 **   anything else                                            "blocked"
 **
+** A blocked layout's unit (the bytes a thread holds contiguous along the
+** fastest dim: one vector access) is 16 bytes, but 8 by the row rule: in a
+** kernel without a dot, a class that is one row (every dim but the last of
+** extent 1) of at least 64 bytes a thread of the block (8192 bf16 on 8 warps:
+** 8 units of 8 bytes a thread, 4 of 16 otherwise) whose values are moved
+** unchanged (each a tiled_load's result or a block argument: a row copy).
+** On the H200 the register loop's row copy runs at 0.953-0.962 of
+** cuMemcpyDtoD in 8-byte units against 0.943-0.944 in 16-byte ones, but
+** RMSNorm, softmax, LayerNorm, a row sum and the backward passes are slower
+** in 8-byte units (LayerNorm 0.81 against 0.93; docs/PERF.md, s14norm-1):
+** their rows keep 16 bytes. The option `unit` (bytes: 4, 8 or 16; 0 or
+** absent: the rule) sets every blocked class's unit instead
+** (tl.options.blocked_unit).
+**
 ** Values that must share a layout are classes of a union-find (the operands
 ** and results of an elementwise op, what a loop carries, an if's results);
 ** where two classes that already have different layouts meet at an
@@ -37,6 +51,8 @@ typedef struct Lay {
   const IrAttr **of; /* the layout of a class (at its root), NULL: none yet */
   uint32_t n, cap;
   bool failed;
+  bool has_dot; /* the kernel has a tileas.dot (the row rule does not apply) */
+  int64_t unit; /* the option `unit` (bytes), 0: the rule */
 } Lay;
 
 static bool is_tile(const IrValue *v) { return v && v->type->kind == IR_TY_TILE; }
@@ -89,12 +105,13 @@ static int64_t pow2_upto(int64_t n) {
 }
 
 static const IrAttr *blocked_layout(IrContext *ctx, uint32_t rank, const int64_t *shape,
-                                    int64_t warps, int64_t elem_bytes) {
+                                    int64_t warps, int64_t elem_bytes, int64_t unit) {
   int64_t size[TAS_MAX_RANK], lanes[TAS_MAX_RANK], wr[TAS_MAX_RANK], one[TAS_MAX_RANK];
   uint32_t last = rank - 1;
   for (uint32_t d = 0; d < rank; d++)
     size[d] = lanes[d] = wr[d] = one[d] = 1;
-  int64_t v = 16 / (elem_bytes > 0 ? elem_bytes : 1);
+  int64_t v = unit / (elem_bytes > 0 ? elem_bytes : 1);
+  if (v < 1) v = 1;
   while (v > 1 && shape[last] % v)
     v /= 2;
   size[last] = v;
@@ -279,6 +296,7 @@ static IrDiag *fail_at(Lay *L, IrOp *op, const char *what) {
 static bool visit_seed(IrOp *op, void *ud) {
   Lay *L = ud;
   if (op->kind != OP_TILEAS_DOT) return true;
+  L->has_dot = true;
   IrContext *ctx = L->base.r.ctx;
   IrValue *acc = op->operands[2].value;
   const IrAttr *m = mma_layout(ctx, acc->type->shape[0]);
@@ -373,6 +391,21 @@ static void derive_all(Lay *L, IrOp *k) {
 
 /* }====================================================================== */
 
+/* The unit of class c (bytes a thread holds contiguous along the fastest
+** dim): the option's, else the row rule's (the file's head). */
+static int64_t class_unit(Lay *L, uint32_t c, uint32_t rank, const int64_t *shape, int64_t eb,
+                          int64_t warps) {
+  if (L->unit > 0) return L->unit;
+  bool row = !L->has_dot;
+  for (uint32_t d = 0; d + 1 < rank && row; d++)
+    row = shape[d] == 1;
+  for (uint32_t j = 0; j < L->n && row; j++) { /* moved unchanged: loads and block arguments */
+    const IrOp *def = L->vals[j]->def;
+    if (root(L, j) == c) row = !def || def->kind == OP_TILEAS_TILED_LOAD;
+  }
+  return row && shape[rank - 1] * eb >= 64 * 32 * warps ? 8 : 16;
+}
+
 /* The blocked layout of value i's class: its values' largest extent per dim
 ** (a broadcast's [1, n] and [m, n] share one) and smallest element type. A
 ** predicate (i1: a compare's mask, held in registers, never a vector access)
@@ -395,12 +428,18 @@ static const IrAttr *class_blocked(Lay *L, uint32_t i, int64_t warps) {
   }
   if (!values) eb = pb;
   if (rank == 0 || rank > TAS_MAX_RANK) return plain_layout(L->base.r.ctx, "blocked", rank);
-  return blocked_layout(L->base.r.ctx, rank, shape, warps, eb);
+  return blocked_layout(L->base.r.ctx, rank, shape, warps, eb,
+                        class_unit(L, c, rank, shape, eb, warps));
 }
 
 static IrResult assign_kernel(Rewriter *r, IrOp *k) {
   Lay *L = (Lay *)r;
   L->n = 0;
+  L->has_dot = false;
+  const IrAttr *opt = L->base.options ? ir_attr_dict_get(L->base.options, "unit") : NULL;
+  L->unit = opt && opt->kind == IR_ATTR_INT ? opt->u.i : 0;
+  while (L->unit & (L->unit - 1)) /* a power of two */
+    L->unit &= L->unit - 1;
   ptrmap_free(&L->index); /* numbers are per kernel */
   ir_walk_pre(k, visit_split, L);
   ir_walk_pre(k, visit_collect, L);

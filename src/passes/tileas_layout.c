@@ -273,6 +273,7 @@ IrResult tas_run(TasPass *state, size_t size, IrOp *module, IrPassCtx *pc,
                  IrResult (*fn)(Rewriter *r, IrOp *k)) {
   memset(state, 0, size);
   rw_init(&state->r, pc->ctx);
+  state->options = pc->options;
   const IrAttr *a = pc->options ? ir_attr_dict_get(pc->options, "max_iterations") : NULL;
   state->max_iterations = a && a->kind == IR_ATTR_INT ? a->u.i : 10;
   IrResult res = rw_each_kernel(&state->r, module, pc, fn);

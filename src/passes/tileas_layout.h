@@ -89,6 +89,7 @@ typedef struct TasPass {
   Rewriter r;
   int64_t max_iterations;
   bool changed;
+  const IrAttr *options; /* the pass's options (pc->options), NULL: none */
 } TasPass;
 /* rw_run for a state of size bytes with a TasPass first: max_iterations
 ** read from pc, pc->changed also when the pass retyped values. */

@@ -329,7 +329,56 @@ local cases = {
   { "row copy (Y = X), raw 16 B x 4, 2 CTAs an SM by stride", raw_copy(16, 4), raw_launch(16, 4, 2 * SMS, SMEM2), 2 * bytes, raw = true },
   { "row copy (Y = X), raw 16 B x 4, 8 CTAs an SM by stride", raw_copy(16, 4), raw_launch(16, 4, 8 * SMS), 2 * bytes, raw = true },
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
+  -- (s14) the row rule's units (tileas-assign-layouts: 8 bytes a thread's
+  -- access for a row of >= 64 bytes a thread moved unchanged, a row copy; 16
+  -- for rows with arithmetic) against the other (unit = tl.options.blocked_unit
+  -- while the kernel compiles), and 4-byte units
+  { "rmsnorm, unit 8", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, unit = 8 },
+  { "softmax, unit 8", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, unit = 8 },
+  { "layernorm, unit 8", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, unit = 8 },
+  { "row copy (Y = X), registers, unit 16", row_copy(8), sm_launch, 2 * bytes, { registers = 1 }, unit = 16 },
+  { "row copy (Y = X), no ring, unit 16", row_copy(8), sm_launch, 2 * bytes, false, unit = 16 },
+  { "row sum, unit 8", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } },
+    bytes, unit = 8 },
+  { "rmsnorm, unit 4", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, unit = 4 },
+  { "layernorm, unit 4", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, unit = 4 },
+  { "row copy (Y = X), registers, unit 4", row_copy(8), sm_launch, 2 * bytes, { registers = 1 }, unit = 4 },
+  { "rmsnorm, 16 warps, unit 8", tl.rows.rmsnorm { n = N, warps = 16 }, rms_launch, 2 * bytes, unit = 8 },
+  { "layernorm, 16 warps, unit 8", tl.rows.layernorm { n = N, warps = 16 }, ln_launch, 2 * bytes, unit = 8 },
+  { "layernorm, one pass, unit 8", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, unit = 8 },
+  -- (s14) the register loop's row loads and stores one branch a row (row_ring.whole)
+  { "rmsnorm, whole", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { whole = 1 } },
+  { "softmax, whole", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { whole = 1 } },
+  { "layernorm, whole", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { whole = 1 } },
+  { "layernorm, one pass, whole", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { whole = 1 } },
+  { "row copy (Y = X), registers, whole", row_copy(8), sm_launch, 2 * bytes, { registers = 1, whole = 1 } },
+  { "rmsnorm, whole, unit 8", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { whole = 1 }, unit = 8 },
+  { "softmax, whole, unit 8", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { whole = 1 }, unit = 8 },
+  { "layernorm, whole, unit 8", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { whole = 1 }, unit = 8 },
+  { "rmsnorm, whole, 2 ahead", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { whole = 1, registers = 2, claims = 1 } },
+  { "softmax, whole, 2 ahead", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { whole = 1, registers = 2, claims = 1 } },
+  { "row copy (Y = X), raw 8 B x 8, a CTA a row, 2 CTAs an SM", raw_copy(8, 8), raw_launch(8, 8, nil, SMEM2), 2 * bytes, raw = true },
+  { "row copy (Y = X), raw 8 B x 16, a CTA 2 rows, 2 CTAs an SM", raw_copy(8, 16), raw_launch(8, 16, nil, SMEM2), 2 * bytes, raw = true },
 }
+-- (s14) the backward passes (DX, and each program's part of DW / DB: X and DY
+-- read, DX written, DWp of P x N f32) at 16-byte units (the rule's) and 8;
+-- not checked here (examples/tile_rows.lua and the GPU spec check them)
+local BWD_ROWS = 8
+local P = (M + BWD_ROWS - 1) // BWD_ROWS
+local dwp, dbp, dx = D.alloc(tl.f32, P * N), D.alloc(tl.f32, P * N), D.alloc(tl.bf16, M * N)
+local function bwd_launch(layer)
+  local a = { X = { x, { M, N } }, W = { w, { N } }, DY = { x2, { M, N } }, Rstd = { rstd, { M } }, DX = { dx, { M, N } },
+              DWp = { dwp, { P, N } }, M = M, N = N }
+  if layer then a.Mean, a.DBp = { mean, { M } }, { dbp, { P, N } } end
+  return { grid = { P }, args = a }
+end
+for _, layer in ipairs { false, true } do
+  local name = layer and "layernorm_bwd" or "rmsnorm_bwd"
+  for _, unit in ipairs { false, 8 } do
+    cases[#cases + 1] = { ("bwd %s, rows %d%s"):format(name, BWD_ROWS, unit and ", unit 8" or ""), tl.rows[name] { n = N, rows = BWD_ROWS },
+                          bwd_launch(layer), 3 * bytes + P * N * 4 * (layer and 2 or 1), unit = unit or nil }
+  end
+end
 
 -- the transposes: by TMA (convert-tileas-to-cutlass's transpose.lua, the
 -- default for 16-bit tiles of a multiple of 64) and its variants
@@ -426,6 +475,7 @@ for _, c in ipairs(cases) do
   end
   tl.options.row_ring = c[5]
   tl.options.tile_transpose = c[6]
+  tl.options.blocked_unit = c.unit
   k:compile()
   if name:match "^transpose" then
     y:fill(0) -- (no earlier program's Y passes the check)
@@ -441,7 +491,7 @@ for _, c in ipairs(cases) do
   local before = o.interleave and time(function() y:copy_from(x) end)
   local ms = time(function() k:launch(launch) end)
   if o.interleave then ref = 2 * bytes / ((before + time(function() y:copy_from(x) end)) / 2) / 1e6 end
-  tl.options.row_ring, tl.options.tile_transpose = nil, nil
+  tl.options.row_ring, tl.options.tile_transpose, tl.options.blocked_unit = nil, nil, nil
   local gbs = moved / ms / 1e6
   rows[#rows + 1] = { name, ms, gbs, gbs / ref }
   print(("%s: %s, %.3f ms, %.0f GB/s, %.3f of the copy%s"):format(name, checked, ms, gbs, gbs / ref,

@@ -41,7 +41,10 @@
 --                           stride; stream = 1 | 2: the register loop's loads
 --                           of the rows ahead with ld.global.L1::no_allocate |
 --                           ld.global.cs; store = 1 | 2: its stores with
---                           st.global.cs | st.global.cg)
+--                           st.global.cs | st.global.cg; whole = 1: the
+--                           register loop's row loads and stores one branch a
+--                           row, every vector where all are inside and
+--                           aligned, not a branch a vector)
 --   tl.options.tile_transpose  nil (the default): a program that loads, transposes
 --                           and stores an n x n tile of 16-bit elements (n a multiple
 --                           of 64) goes by TMA (convert-tileas-to-cutlass's
@@ -52,6 +55,13 @@
 --                           false: no loop is sliced; N (1..16): every loop the
 --                           rule picks gets N slices, whatever its registers
 --                           (tile-to-ptx runs tileas-decide-slicing{count=N})
+--   tl.options.blocked_unit  nil (the default): tileas-assign-layouts' rule gives
+--                           each blocked tile its unit, the bytes a thread holds
+--                           contiguous (one vector access): 16, 8 for one row of
+--                           >= 64 bytes a thread moved unchanged (a row copy)
+--                           in a program without a dot (docs/tileprog.md); 4, 8
+--                           or 16: every blocked tile that (tile-to-ptx runs
+--                           tileas-assign-layouts{unit=N})
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --
@@ -107,14 +117,15 @@ local OPTIONS = {
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
       if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers" and k ~= "async" and k ~= "claims"
-          and k ~= "stream" and k ~= "late" and k ~= "store" and k ~= "bulk")
+          and k ~= "stream" and k ~= "late" and k ~= "store" and k ~= "bulk" and k ~= "whole")
         or math.type(x) ~= "integer" or x < 0 or (k == "registers" and x > 4) or (k == "async" and x > 8) or (k == "bulk" and x > 8)
         or (k == "claims" and x ~= 0 and x ~= 1 and x ~= 2 and x ~= 4) or (k == "stream" and x > 2) or (k == "late" and x > 1)
-        or (k == "store" and x > 2) or (k == "hoist" and x > 2) then return false end
+        or (k == "store" and x > 2) or (k == "hoist" and x > 2) or (k == "whole" and x > 1) then return false end
     end
     return true
-  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2}" },
+  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2, whole = 0|1}" },
   slicing = { function(v) return v == nil or v == false or int_in(1, 16)(v) end, "nil, false or an integer in [1, 16]" },
+  blocked_unit = { function(v) return v == nil or v == 4 or v == 8 or v == 16 end, "nil, 4, 8 or 16" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
@@ -340,7 +351,7 @@ end
 -- transpose.lua): a compile's result depends on their values, so the cache
 -- keys on them, and the kernel keeps those it was compiled with
 -- (k.lowering_options) for whatever lowers it again (gpu/emulated.lua).
-local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing" }
+local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing", "blocked_unit" }
 
 -- -> a copy of the lowering options' values now
 function M.lowering_options()
@@ -433,16 +444,18 @@ end
 
 -- The passes of tile-to-ptx up to the one named `upto` (all without it), or
 -- "tile-to-ptx" itself, with tl.options.slicing as tileas-decide-slicing's
--- option (false: count = 0).
+-- option (false: count = 0) and tl.options.blocked_unit as
+-- tileas-assign-layouts' unit.
 function M.tile_pipeline(upto)
-  local sl = tl.options.slicing
-  if sl == nil and not upto then return "tile-to-ptx" end
+  local sl, unit = tl.options.slicing, tl.options.blocked_unit
+  if sl == nil and unit == nil and not upto then return "tile-to-ptx" end
   local passes
   for _, p in ipairs(core.pipelines()) do
     if p.name == "tile-to-ptx" then passes = p.passes end
   end
   assert(passes, "no pipeline tile-to-ptx")
   if upto then passes = assert(passes:match("^(.-" .. upto:gsub("%-", "%%-") .. ")"), upto) end
+  if unit then passes = passes:gsub("tileas%-assign%-layouts", ("tileas-assign-layouts{unit=%d}"):format(unit)) end
   if sl == nil then return passes end
   return (passes:gsub("tileas%-decide%-slicing", ("tileas-decide-slicing{count=%d}"):format(sl or 0)))
 end

@@ -575,6 +575,19 @@ local function width(D, op)
 end
 B.width = width
 
+-- The first and the last (furthest along the last dim) of groups gs where
+-- all lie in one row (their offsets equal but along the last dim), else nil.
+local function row_span(D, gs)
+  local first, last = gs[1], gs[1]
+  for _, g in ipairs(gs) do
+    for d = 1, D.rank - 1 do
+      if D.off[g[1]][d] ~= D.off[first[1]][d] then return nil end
+    end
+    if D.off[g[1]][D.rank] > D.off[last[1]][D.rank] then last = g end
+  end
+  return first, last
+end
+
 -- The tensor elements of register i of a tile at tile coordinates cs: per
 -- dim, its index (i32), and its row offset (i64, but the last dim) and
 -- whether the indices are inside the tensor (the last dim up to `span` more).
@@ -642,48 +655,82 @@ function B.tiled_load(L, op, ring)
     for j = 1, n do out[j] = given[#raw + j] end
     return table.unpack(out)
   end
-  for _, g in ipairs(groups(D, vec)) do
-    local function scalar(i)
-      local idx, row, inb = element(L, e, D, cs, i, 1)
-      local ok = both(inb, valid(D, i))
-      local a = address(L, e, row, idx[D.rank])
-      -- (an address out of bounds is never formed: the element 0's instead)
-      local safe = tl.select(ok, a, L.args[e.lowered_ptr])
-      return tl.select(ok, safe:load(), padv)
+  local function scalar(i)
+    local idx, row, inb = element(L, e, D, cs, i, 1)
+    local ok = both(inb, valid(D, i))
+    local a = address(L, e, row, idx[D.rank])
+    -- (an address out of bounds is never formed: the element 0's instead)
+    local safe = tl.select(ok, a, L.args[e.lowered_ptr])
+    return tl.select(ok, safe:load(), padv)
+  end
+  local nout = half and vec // 2 or vec
+  local function read(p) -- one vector load at p (L.load_hints: rowring.lua's, on the rows ahead)
+    local v = p:load { vector = vec, evict = L.load_hints and L.load_hints.evict, cache = L.load_hints and L.load_hints.cache }
+    if half then v = v:bitcast(tl.vector(tl.i32, nout)) end
+    local out = {}
+    for j = 1, nout do out[j] = tl.extract(v, j - 1) end
+    return table.unpack(out)
+  end
+  -- a group's place: its indices, row offset and whether its vector load may go
+  local function place(g)
+    local idx, row, inb = element(L, e, D, cs, g[1], vec)
+    return { idx = idx, row = row, fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec)) }
+  end
+  local function slow(g) -- element by element
+    local out = {}
+    for j = 1, nout do
+      out[j] = half and tl.vector_of(ti.elem, { scalar(g[2 * j - 1]), scalar(g[2 * j]) }):bitcast(tl.i32) or scalar(g[j])
     end
+    return table.unpack(out)
+  end
+  local function from_global(g, at)
+    return tl.if_(at.fast, function() return read(address(L, e, at.row, at.idx[D.rank])) end, function() return slow(g) end)
+  end
+  local gs = groups(D, vec)
+  -- (L.whole_row: rowring.lua's row_ring.whole) one branch for a tile whose
+  -- groups lie in one row: every group's vector load where the last one may
+  -- go (the row inside, the last group's end inside, aligned), its address
+  -- the first group's plus a constant; else each group on its own branch as
+  -- without
+  local whole
+  local first, last = row_span(D, gs)
+  if L.whole_row and vec > 1 and #gs > 1 and not ring and first then
+    local a1, al = place(first), place(last)
+    local rank = D.rank
+    whole = table.pack(tl.if_(al.fast, function()
+      local p0, out = address(L, e, a1.row, a1.idx[rank]), {}
+      for _, g in ipairs(gs) do
+        local c = D.off[g[1]][rank] - D.off[first[1]][rank]
+        for _, v in ipairs { read(c == 0 and p0 or p0 + c) } do out[#out + 1] = v end
+      end
+      return table.unpack(out)
+    end, function()
+      local out = {}
+      for _, g in ipairs(gs) do
+        for _, v in ipairs { from_global(g, place(g)) } do out[#out + 1] = v end
+      end
+      return table.unpack(out)
+    end))
+  end
+  for k, g in ipairs(gs) do
     if vec == 1 then
       regs[g[1]] = given and take(1) or scalar(g[1])
       raw[#raw + 1] = regs[g[1]]
     else
       -- 16-bit elements travel as 32-bit words of two (the registers a vector
       -- load gives): extf to f32 then takes them apart with a shift or a mask
-      local idx, row, inb = element(L, e, D, cs, g[1], vec)
-      local fast = both(both(inb, valid(D, g[1])), aligned(L, e, vec))
-      local nout = half and vec // 2 or vec
-      local function read(p) -- one vector load at p (L.load_hints: rowring.lua's, on the rows ahead)
-        local v = p:load { vector = vec, evict = L.load_hints and L.load_hints.evict, cache = L.load_hints and L.load_hints.cache }
-        if half then v = v:bitcast(tl.vector(tl.i32, nout)) end
-        local out = {}
-        for j = 1, nout do out[j] = tl.extract(v, j - 1) end
-        return table.unpack(out)
-      end
-      local function slow() -- element by element
-        local out = {}
-        for j = 1, nout do
-          out[j] = half and tl.vector_of(ti.elem, { scalar(g[2 * j - 1]), scalar(g[2 * j]) }):bitcast(tl.i32) or scalar(g[j])
-        end
-        return table.unpack(out)
-      end
-      local function from_global() return tl.if_(fast, function() return read(address(L, e, row, idx[D.rank])) end, slow) end
       local outs
       if given then
         outs = table.pack(take(nout))
+      elseif whole then
+        outs = table.pack(table.unpack(whole, (k - 1) * nout + 1, k * nout))
       elseif ring then
-        local col = idx[D.rank]
+        local at = place(g)
+        local col = at.idx[D.rank]
         outs = table.pack(tl.if_(both((col + vec):le(ring.elems), valid(D, g[1])),
-          function() return read(ring.base + col) end, from_global))
+          function() return read(ring.base + col) end, function() return from_global(g, at) end))
       else
-        outs = table.pack(from_global())
+        outs = table.pack(from_global(g, place(g)))
       end
       for j = 1, nout do raw[#raw + 1] = outs[j] end
       if half then
@@ -716,7 +763,20 @@ function B.tiled_store(L, op, x, ring)
   local cs = coords_of(L, op, D)
   local reduce = op:attr "reduce"
   local vec = reduce and 1 or width(D, op)
-  for _, g in ipairs(groups(D, vec)) do
+  local function packed(g)
+    if x.trunc_of and vec % 2 == 0 then -- pairs rounded and packed at once (cvt.rn.bf16x2.f32)
+      local ws = {}
+      for j = 1, vec // 2 do
+        ws[j] = tl.op1("tile.pack", { x.trunc_of.r[g[2 * j - 1]], x.trunc_of.r[g[2 * j]] },
+                       tl.vector(x.elem, 2)):bitcast(tl.i32)
+      end
+      return tl.vector_of(tl.i32, ws):bitcast(tl.vector(x.elem, vec))
+    end
+    local vals = {}
+    for j = 1, vec do vals[j] = x.r[g[j]] end
+    return vec == 1 and vals[1] or tl.vector_of(x.elem, vals)
+  end
+  local function group(g)
     local function scalar(i)
       local idx, row, inb = element(L, e, D, cs, i, 1)
       tl.if_(both(inb, owner(D, i)), function()
@@ -724,23 +784,10 @@ function B.tiled_store(L, op, x, ring)
         if reduce then tl.atomic(reduce, p, x.r[i]) else p:store(x.r[i], L.store_hints) end
       end)
     end
-    local function packed()
-      if x.trunc_of and vec % 2 == 0 then -- pairs rounded and packed at once (cvt.rn.bf16x2.f32)
-        local ws = {}
-        for j = 1, vec // 2 do
-          ws[j] = tl.op1("tile.pack", { x.trunc_of.r[g[2 * j - 1]], x.trunc_of.r[g[2 * j]] },
-                         tl.vector(x.elem, 2)):bitcast(tl.i32)
-        end
-        return tl.vector_of(tl.i32, ws):bitcast(tl.vector(x.elem, vec))
-      end
-      local vals = {}
-      for j = 1, vec do vals[j] = x.r[g[j]] end
-      return vec == 1 and vals[1] or tl.vector_of(x.elem, vals)
-    end
     local function to_tensor(idx, row, fast)
       if vec == 1 then return scalar(g[1]) end
       tl.if_(fast, function()
-        local v = packed()
+        local v = packed(g)
         address(L, e, row, idx[D.rank]):store(v, L.store_hints) -- (rowring.lua's hints, on its loop's stores)
       end, function()
         for j = 1, vec do scalar(g[j]) end
@@ -756,7 +803,7 @@ function B.tiled_store(L, op, x, ring)
       if ring then
         local col = idx[D.rank]
         guarded(function()
-          tl.if_((col + vec):le(ring.elems), function() (ring.base + col):store(packed()) end,
+          tl.if_((col + vec):le(ring.elems), function() (ring.base + col):store(packed(g)) end,
                  function() to_tensor(idx, row, fast) end)
         end)
       else
@@ -764,6 +811,33 @@ function B.tiled_store(L, op, x, ring)
       end
     end
   end
+  local gs = groups(D, vec)
+  -- (L.whole_row: rowring.lua's row_ring.whole) one branch for a tile whose
+  -- groups lie in one row and that no two threads share (every element its
+  -- holder's to store): every group's vector store where the last one may go,
+  -- its address the first group's plus a constant; else each group on its
+  -- own branch as without
+  local first, last = row_span(D, gs)
+  if L.whole_row and vec > 1 and #gs > 1 and not ring and not D.dup_removed and first then
+    local shared = false
+    for d = 1, D.rank do shared = shared or D.dup[d] or D.limit[d] end
+    if not shared then
+      local rank = D.rank
+      local idx1, row1 = element(L, e, D, cs, first[1], vec)
+      local _, _, inbl = element(L, e, D, cs, last[1], vec)
+      tl.if_(both(inbl, aligned(L, e, vec)), function()
+        local p0 = address(L, e, row1, idx1[rank])
+        for _, g in ipairs(gs) do
+          local c = D.off[g[1]][rank] - D.off[first[1]][rank]
+          ;(c == 0 and p0 or p0 + c):store(packed(g), L.store_hints)
+        end
+      end, function()
+        for _, g in ipairs(gs) do group(g) end
+      end)
+      return
+    end
+  end
+  for _, g in ipairs(gs) do group(g) end
 end
 
 -- }===

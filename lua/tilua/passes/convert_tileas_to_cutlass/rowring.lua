@@ -137,7 +137,7 @@ function Ring.plan(L, wop)
     if words > math.min(tl.core.limits().max_thread_regs, 65536 // (per_sm * threads)) // 4 then return nil end
     return { loads = loads, by_op = by_op, registers = registers, per_sm = per_sm, hoist = opts.hoist ~= 0,
              hoist_all = opts.hoist == 1, hoist_eighth = opts.hoist == 2, claims = claims, hints = HINTS[opts.stream or 0], late = (choices.late or 0) > 0,
-             store_hints = STORE_HINTS[opts.store or 0] }
+             store_hints = STORE_HINTS[opts.store or 0], whole = (opts.whole or 0) > 0 }
   end
   if async then
     -- S rows a CTA in shared memory (at most MAX_SM_RING_BYTES an SM)
@@ -330,9 +330,9 @@ local function load_rows(L, env, after, P, q)
       local c = r.op:operand(i):def()
       if c and c:name() == "arith.constant" then V.at_loc(c, X.lower_op, L, c, env) end
     end
-    L.load_hints = P.hints
+    L.load_hints, L.whole_row = P.hints, P.whole
     local _, raw = B.tiled_load(L, r.op)
-    L.load_hints = nil
+    L.load_hints, L.whole_row = nil, nil
     r.nraw = #raw
     for _, v in ipairs(raw) do all[#all + 1] = v end
   end
@@ -344,14 +344,14 @@ end
 -- flat list of load_rows).
 local function body_given(L, env, after, P, q, hoisted, cur)
   local at = 0
-  L.store_hints = P.store_hints
+  L.store_hints, L.whole_row = P.store_hints, P.whole
   lower_body(L, env, after, P, q, hoisted, function(r)
     local given = {}
     for i = 1, r.nraw do given[i] = cur[at + i] end
     at = at + r.nraw
     return (B.tiled_load(L, r.op, { given = given }))
   end)
-  L.store_hints = nil
+  L.store_hints, L.whole_row = nil, nil
 end
 
 -- The loop without the shared ring (P.registers = d): each thread loads its
