@@ -29,6 +29,9 @@
 --                 bench prints them: "128x192 pingpong c2x1"), where they build
 --   --choice      print each shape's candidates and the model's times, measure
 --                 nothing (no GPU needed)
+--   --sweep --shapes=MxNxK,...  those shapes only, in that order, treated as the
+--                 sweep treats its shapes (the model's forms, --count, --also)
+--   --rounds=N    the pick and cuBLASLt timed N times in turn (default 2), the best kept
 --
 -- A time is the best of 5 samples (the sweep: 3) of CUDA events around
 -- back-to-back launches (10; the sweep: as many as fill ~5 ms), tilua and
@@ -36,7 +39,7 @@
 local tl = require "tilua"
 
 local quick, only, sweep, limit, budget, tokens = false, nil, false, nil, nil, nil
-local classes, count, samples, choice, also = nil, 3, nil, false, nil
+local classes, count, samples, choice, also, rounds = nil, 3, nil, false, nil, 2
 for _, a in ipairs(arg or {}) do
   quick = quick or a == "--quick"
   sweep = sweep or a == "--sweep"
@@ -49,6 +52,7 @@ for _, a in ipairs(arg or {}) do
   count = tonumber(a:match "^%-%-count=(%d+)$" or "") or count
   samples = tonumber(a:match "^%-%-samples=(%d+)$" or "") or samples
   also = a:match "^%-%-also=(.*)$" or also
+  rounds = tonumber(a:match "^%-%-rounds=(%d+)$" or "") or rounds
 end
 
 if not choice then tl.device.require() end
@@ -244,7 +248,7 @@ local function measure(m, n, k, dt, candidates, o)
     return row
   end
   local t_ours, t_blas = math.huge, math.huge
-  for _ = 1, 2 do
+  for _ = 1, rounds do
     t_ours = math.min(t_ours, best_of(function() g:run { a = a, b = b, d = d, m = m, n = n, k = k } end, o.samples, o.reps))
     if blas then t_blas = math.min(t_blas, best_of(cublas, o.samples, o.reps)) end
   end
@@ -339,6 +343,14 @@ elseif sweep then
       if a.class ~= b.class then return wanted[a.class] < wanted[b.class] end
       return a.order < b.order
     end)
+  end
+  if only then -- --shapes: those of the sweep's shapes (a layer's name kept), in the order given
+    local by = {}
+    for _, sh in ipairs(shapes) do by[("%dx%dx%d"):format(sh[1], sh[2], sh[3])] = by[("%dx%dx%d"):format(sh[1], sh[2], sh[3])] or sh end
+    shapes = {}
+    for m, n, k in only:gmatch "(%d+)x(%d+)x(%d+)" do
+      shapes[#shapes + 1] = by[m .. "x" .. n .. "x" .. k] or { tonumber(m), tonumber(n), tonumber(k) }
+    end
   end
   if limit then
     while #shapes > limit do table.remove(shapes) end
