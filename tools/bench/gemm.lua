@@ -25,7 +25,7 @@
 --   --count=N     the sweep measures the N best forms of tl.gemm.candidates's
 --                 model (default 3; decode-sized M: the first N of distinct families by the decode model)
 --   --samples=N   samples a time (default 5, the sweep 3)
---   --also=NAME;NAME  the sweep measures these forms of FORMS too (named as the
+--   --also=NAME;NAME  the sweep measures these forms of FORMS or ALSO too (named as the
 --                 bench prints them: "128x192 pingpong c2x1"), where they build
 --   --choice      print each shape's candidates and the model's times, measure
 --                 nothing (no GPU needed)
@@ -105,6 +105,20 @@ local FORMS = {
   { bn = 128, schedule = "splitk", splits = 2 },
   { bn = 256, schedule = "splitk", splits = 4 },
   { bn = 128, schedule = "splitk", splits = 4 },
+}
+-- forms for --also only (not in the list every shape of the plain bench runs): the projections
+-- of 256 to 1024 tokens (s14sweep), 256-row tiles that fill the SMs in whole waves, and cuBLAS's
+-- 64 x 128 in a cluster of 2 along M at 256 x 4096 x 4096
+local ALSO = {
+  { bm = 256, bn = 160 },
+  { bm = 256, bn = 160, cluster = { 2, 1 } },
+  { bm = 256, bn = 176, cluster = { 2, 1 } },
+  { bm = 256, bn = 192, cluster = { 2, 1 } },
+  { bm = 256, bn = 112 },
+  { bm = 256, bn = 64 },
+  { bm = 256, bn = 64, cluster = { 2, 1 } },
+  { bm = 64, bn = 128, wgs = 1, cluster = { 2, 1 } },
+  { bm = 64, bn = 256, wgs = 1, cluster = { 2, 1 } },
 }
 local function form_name(c)
   local o = { m = 1024, n = 1024, k = 1024 }
@@ -267,8 +281,10 @@ local function candidates_for(m, n, k, dt, in_sweep)
     local named = {}
     for _, c in ipairs(list) do named[form_name(c)] = true end
     for name in (also or ""):gmatch "[^;]+" do
-      for _, c in ipairs(FORMS) do
-        if form_name(c) == name and not named[name] then named[name] = true list[#list + 1] = c end
+      for _, forms in ipairs { FORMS, ALSO } do
+        for _, c in ipairs(forms) do
+          if form_name(c) == name and not named[name] then named[name] = true list[#list + 1] = c end
+        end
       end
     end
     return list
