@@ -268,6 +268,16 @@ describe("tl.gemm.candidates", function()
     assert.truthy(lines[1]:find(("%dx%d"):format(list[1].bm or 128, list[1].bn), 1, true))
   end)
 
+  it("measures the sweep's treatment of the shapes --shapes names, in that order (--sweep --shapes)", function()
+    local out, err = H.tilua_run { "tools/bench/gemm.lua", "--sweep", "--choice", "--shapes=512x4096x14336,256x4096x4096,100x200x300" }
+    local lines = {}
+    for l in out:gmatch "[^\n]+" do lines[#lines + 1] = l end
+    assert.equal(3, #lines, err)
+    assert.truthy(lines[1]:find("^512x4096x14336 bf16%s+rows512"))    -- a sweep shape keeps its class
+    assert.truthy(lines[2]:find("^256x4096x4096 bf16%s+rows256"))
+    assert.truthy(lines[3]:find("^100x200x300 bf16 "))                 -- one the sweep lacks is measured too
+  end)
+
   it("refuses bad input with a clear error", function()
     assert.error_matches(function() tl.gemm.candidates { m = 0, n = 1, k = 1 } end, "gemm.candidates: 'm' must be a positive integer")
     assert.error_matches(function() tl.gemm.candidates { m = 1, n = 1, k = 1, count = 0 } end, "count must be a positive integer")
