@@ -5,7 +5,8 @@
 -- warpgroup, in a cluster of 2 along M or N), tiles of 256 rows (two 64-row slices a
 -- warpgroup), 192 rows (three warpgroups) and 320 rows (warpgroups of two and
 -- three slices), 64-wide epilogue sub-tiles, split-K and StreamK on those
--- tiles, tiles of 128 x 192 and 128 x 64 (a cluster of 2, split-K), and the swapped form for a few rows of A (swap_ab: 33 rows). Each is built, compiled and assembled with ptxas; on a GPU it runs on
+-- tiles, tiles of 128 x 192 and 128 x 64 (a cluster of 2, split-K), and the swapped form for a few rows of A (swap_ab: 33 rows), 256-row tiles of 64, 160 and 176 columns
+-- and 64 x 128 on one warpgroup in a cluster of 2 along M. Each is built, compiled and assembled with ptxas; on a GPU it runs on
 -- fresh random data of a ragged shape (no dimension a multiple of its tile)
 -- and is checked against a plain tilua reference kernel and sampled CPU dot
 -- products.
@@ -56,6 +57,14 @@ local FORMS = {
   -- the decode model's picks at 64 tokens (docs/PERF.md, s12decode): 64 x 224 alone, 64 x 64 split over K in a 1 x 2 cluster
   { name = "decode_64x224", bm = 64, bn = 224, wgs = 1 },
   { name = "decode_64x64_splitk_cluster_1x2", bm = 64, bn = 64, wgs = 1, cluster = { 1, 2 }, schedule = "splitk", splits = 2 },
+  -- the projections of 256 to 1024 tokens (docs/PERF.md, s14sweep): 256-row tiles of 64 to 192 columns that
+  -- fill the SMs in whole waves (two 64-row slices a warpgroup; 160 columns: 32-column sub-tiles, B's share
+  -- of 80 rows; 176: 16-column sub-tiles), and cuBLAS's 64 x 128 in a cluster of 2 along M (one consumer
+  -- warpgroup, B multicast)
+  { name = "tile_256x160_cluster_2x1", bm = 256, bn = 160, cluster = { 2, 1 } },
+  { name = "tile_256x176", bm = 256, bn = 176 },
+  { name = "tile_256x64_cluster_2x1", bm = 256, bn = 64, cluster = { 2, 1 } },
+  { name = "tile_64x128_cluster_2x1", bm = 64, bn = 128, wgs = 1, cluster = { 2, 1 } },
 }
 local only
 for _, a in ipairs(... ~= "--library" and arg or {}) do

@@ -388,6 +388,8 @@ local FORMS = {
   { m = 320, n = 64, k = 128, bn = 64, bm = 320, schedule = "data_parallel" },              -- 2 + 3 slices
   { m = 192, n = 64, k = 128, bn = 64, bm = 192, schedule = "data_parallel" },              -- 3 warpgroups
   { m = 128, n = 152, k = 128, bn = 80, schedule = "data_parallel" },                       -- 16-column epilogue sub-tiles
+  { m = 512, n = 152, k = 128, bm = 256, bn = 160, cluster = { 2, 1 }, schedule = "data_parallel" }, -- 256 x 160, B multicast
+  { m = 128, n = 128, k = 128, bm = 64, bn = 128, wgs = 1, cluster = { 2, 1 }, schedule = "data_parallel" }, -- one warpgroup
 }
 
 cases[#cases + 1] = { example = "gemm", name = "the stdlib GEMM (8 configurations, exact inputs)", run = function(seed)
@@ -417,8 +419,9 @@ cases[#cases + 1] = { example = "gemm", name = "the stdlib GEMM after the whole 
 end }
 
 -- the kernel forms of examples/gemm_forms.lua (clusters, ping-pong's shared
--- ring, tiles of 256, 320 and 192 rows), at the authoring level and at the nvvm level
-cases[#cases + 1] = { example = "gemm_forms", name = "the stdlib GEMM's kernel forms (8, both levels)", run = function(seed)
+-- ring, tiles of 256, 320 and 192 rows, 256 x 160 and one warpgroup's 64 x 128
+-- in clusters), at the authoring level and at the nvvm level
+cases[#cases + 1] = { example = "gemm_forms", name = "the stdlib GEMM's kernel forms (10, both levels)", run = function(seed)
   for i, cfg in ipairs(FORMS) do
     for _, pipeline in ipairs { false, "ptx" } do
       local kind = i % 2 == 1 and "int" or "dyadic"

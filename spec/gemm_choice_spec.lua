@@ -268,6 +268,60 @@ describe("tl.gemm.candidates", function()
     assert.truthy(lines[1]:find(("%dx%d"):format(list[1].bm or 128, list[1].bn), 1, true))
   end)
 
+  -- s14sweep-1 (docs/PERF.md, fourteenth session), H200: cuBLAS's forms on the
+  -- projections of 256 to 1024 tokens (320x128 coopB at 512 and 1024 x 10240 x
+  -- 8192 and 1024 x 57344 x 8192, 128x64 1x2 at 256 x 4096 x 4096) and ours
+  it("offers the forms that won on the 256-1024-token projections, fitted within 3 %", function()
+    local MC = require "tilua.stdlib.gemm_choice"
+    local C21 = { 2, 1 }
+    for _, r in ipairs {
+      { { bm = 256, bn = 160, cluster = C21 }, 512, 10240, 8192, 107.4 },
+      { { bm = 256, bn = 160, cluster = C21 }, 1024, 10240, 8192, 206.8 },
+      { { bm = 256, bn = 176, cluster = C21 }, 1024, 57344, 8192, 1142.4 },
+      { { bm = 64, bn = 128, wgs = 1, cluster = C21 }, 256, 4096, 4096, 17.4 },
+    } do
+      local est = MC.estimate(r[1], r[2], r[3], r[4], "bf16", 132)
+      assert.is_true(math.abs(est / r[5] - 1) < 0.03, ("%dx%dx%d: model %.1f us, measured %.1f"):format(r[2], r[3], r[4], est, r[5]))
+    end
+    -- (want's false: absent; a table: a cluster's extents)
+    local function eq(a, b)
+      if b == false then return a == nil end
+      if type(b) == "table" then return type(a) == "table" and a[1] == b[1] and a[2] == b[2] end
+      return a == b
+    end
+    local function has(list, want)
+      for _, o in ipairs(list) do
+        local same = true
+        for key, v in pairs(want) do same = same and eq(o[key], v) end
+        if same then return true end
+      end
+      return false
+    end
+    local function top(m, n, k) return tl.gemm.candidates { m = m, n = n, k = k, sms = 132, count = 3 } end
+    assert.is_true(has(top(512, 10240, 8192), { bm = 256, bn = 160 }))
+    assert.is_true(has(top(1024, 10240, 8192), { bm = 256, bn = 160 }))
+    assert.is_true(has(top(1024, 57344, 8192), { bm = 256, bn = 176, cluster = C21 }))
+    assert.is_true(has(top(256, 4096, 4096), { bm = 64, bn = 128, wgs = 1, cluster = C21 }))
+    -- 512 x 4096 x 14336: a split-K pair no longer fills two places, the whole 128 x 128 c2x1 is measured
+    assert.is_true(has(top(512, 4096, 14336), { bn = 128, cluster = C21, schedule = false }))
+    -- not offered beyond where measured: 256 x 160 / 176 above 1024 rows, 64 x 128's cluster at 128
+    for _, o in ipairs(tl.gemm.candidates { m = 4096, n = 57344, k = 8192, sms = 132, count = 8 }) do
+      assert.is_false(o.bm == 256 and (o.bn == 160 or o.bn == 176))
+    end
+    assert.is_false(has(tl.gemm.candidates { m = 128, n = 8192, k = 8192, sms = 132, count = 8 },
+                        { bm = 64, bn = 128, cluster = C21 }))
+  end)
+
+  it("measures the sweep's treatment of the shapes --shapes names, in that order (--sweep --shapes)", function()
+    local out, err = H.tilua_run { "tools/bench/gemm.lua", "--sweep", "--choice", "--shapes=512x4096x14336,256x4096x4096,100x200x300" }
+    local lines = {}
+    for l in out:gmatch "[^\n]+" do lines[#lines + 1] = l end
+    assert.equal(3, #lines, err)
+    assert.truthy(lines[1]:find("^512x4096x14336 bf16%s+rows512"))    -- a sweep shape keeps its class
+    assert.truthy(lines[2]:find("^256x4096x4096 bf16%s+rows256"))
+    assert.truthy(lines[3]:find("^100x200x300 bf16 "))                 -- one the sweep lacks is measured too
+  end)
+
   it("refuses bad input with a clear error", function()
     assert.error_matches(function() tl.gemm.candidates { m = 0, n = 1, k = 1 } end, "gemm.candidates: 'm' must be a positive integer")
     assert.error_matches(function() tl.gemm.candidates { m = 1, n = 1, k = 1, count = 0 } end, "count must be a positive integer")

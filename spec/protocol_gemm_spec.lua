@@ -153,6 +153,11 @@ describe("the stdlib GEMM on the emulator", function()
     { cluster = 2, schedule = "splitk", splits = 2, sms = 2 },    -- one cluster walks both splits (overhang along M)
     { bm = 64, bn = 48, cluster = { 1, 2 }, schedule = "splitk", splits = 2 }, -- 2 x 3 tiles: a CTA past N has no counter
     { bm = 64, bn = 80, cluster = { 1, 2 } },                    -- a decode form: one warpgroup, A multicast, 16-column sub-tiles
+    -- the projections of 256 to 1024 tokens (s14sweep): 256-row tiles of finer widths, one warpgroup in a cluster along M
+    { bm = 256, bn = 160, cluster = 2 },                          -- two slices a warpgroup, m64n160, B's share of 80 rows
+    { bm = 256, bn = 176 },                                       -- two slices a warpgroup, 16-column sub-tiles (clipped at N)
+    { bm = 256, bn = 64, cluster = 2 },                           -- two slices a warpgroup, B multicast (overhang along M)
+    { bm = 64, bn = 128, wgs = 1, cluster = 2 },                  -- one warpgroup, B multicast to both 64-row tiles
   }
   for _, v in ipairs(variants) do
     local name = {}
@@ -535,6 +540,9 @@ describe("the lowered GEMM (after the whole ptx pipeline)", function()
     { name = "a cluster of 2 x 2", cfg = { m = 256, n = 128, k = 256, cluster = { 2, 2 } } },
     { name = "ping-pong, one ring", cfg = { m = 128, n = 256, k = 128, consumers = "pingpong", schedule = "persistent", sms = 1 } },
     { name = "a 256-row tile", cfg = { m = 256, n = 64, k = 256, bm = 256 } },
+    { name = "a 256 x 160 tile in a cluster of 2", cfg = { m = 512, n = 160, k = 256, bm = 256, bn = 160, cluster = 2 } },
+    { name = "a 64 x 128 tile on one warpgroup in a cluster of 2", cfg = { m = 128, n = 128, k = 256, bm = 64, bn = 128,
+                                                                          wgs = 1, cluster = 2 } },
   }
   local function check(c, after_pass)
     local cfg = { bn = 64, stages = 2, schedule = "data_parallel" }

@@ -46,6 +46,17 @@ local M = {}
 M.TILES = {
   { bm = 128, bn = 256, eff = 0.92, fixed = 1.6 },
   { bm = 256, bn = 128, eff = 0.92, fixed = 1.8 },
+  -- 256-row tiles of 160 and 176 columns (two 64-row slices a warpgroup): cuBLAS's
+  -- 320 x 128 class (its coopB kernel at 512 and 1024 x 10240 x 8192 and 1024 x
+  -- 57344 x 8192) with fewer L2 reads a flop than 128 x 256. Fitted to request
+  -- s14sweep-1 (docs/PERF.md, fourteenth session): 256 x 160 in a 2 x 1 cluster
+  -- 107.4 us at 512 x 10240 x 8192 (one round of 128 tiles), 206.8 at 1024 x
+  -- 10240 x 8192; 256 x 176 in a 2 x 1 cluster 1142.4 at 1024 x 57344 x 8192
+  -- (9.9 rounds), where 128 x 256's 2 x 1 cluster took 1186.8 (the model: 1129.8).
+  -- Offered up to 1024 rows, where measured (above, they took the places of
+  -- the forms measured fastest on the squares and the long rows)
+  { bm = 256, bn = 176, eff = 0.90, fixed = 1.8, max_m = 1024 },
+  { bm = 256, bn = 160, eff = 0.90, fixed = 1.8, max_m = 1024 },
   { bm = 128, bn = 224, eff = 0.915, fixed = 1.6 },
   { bm = 128, bn = 208, eff = 0.89, fixed = 1.7 },
   { bm = 128, bn = 192, eff = 0.905, fixed = 1.4 },
@@ -73,7 +84,12 @@ M.TILES = {
   { bm = 128, bn = 80, eff = 0.89, fixed = 1.0, l2 = 0.85 },
   { bm = 128, bn = 64, eff = 0.85, fixed = 0.8, l2 = 0.8 },
   { bm = 128, bn = 48, eff = 0.78, fixed = 0.9, l2 = 0.75 },
-  { bm = 64, bn = 128, wgs = 1, eff = 0.75, fixed = 0.6, max_m = 128 },
+  -- 64 x 128 on one warpgroup: in a 2 x 1 cluster (B multicast) cuBLAS's form at 256
+  -- x 4096 x 4096 (its 128x64_64x8_1x2), 17.4 us there against 22.0 alone (s14sweep-1;
+  -- l2_cluster: the share of the L2 reads in that cluster, fitted to it, 19.2 us
+  -- without); its cluster offered where measured, above 128 rows (cluster_m: the
+  -- least M for a cluster along M)
+  { bm = 64, bn = 128, wgs = 1, eff = 0.75, fixed = 0.6, l2_cluster = 0.85, max_m = 256, cluster_m = 129 },
   { bm = 64, bn = 256, wgs = 1, eff = 0.85, fixed = 0.8, max_m = 128 },
 }
 -- A k block takes the longer of its tensor time (PEAK_TFLOPS an SM, bf16; fp8
@@ -109,6 +125,9 @@ M.EVEN_MULTICAST = 0.99
 M.EVEN_BIG = 1.05
 -- ping-pong within this factor of the model's first is measured (candidates)
 M.PINGPONG_TIE = 1.03
+-- up to this many rows a split-K with and without a cluster of the same
+-- modelled time is one candidate, the cluster (candidates; s14sweep-1)
+M.TIE_M = 1024
 -- Split-K: each piece but the last of a tile writes an f32 partial tile and the
 -- last reads them all back (us a partial of 128 x 128); StreamK likewise, a
 -- tile split over about SMs / tiles units, which walk scattered k ranges
@@ -302,7 +321,7 @@ local function kblock_us(t, c, active, fp8)
   -- tile, its share and MULTICAST_READ of the rest
   local share = function(rows, ways) return rows / ways + M.MULTICAST_READ * (rows - rows / ways) end
   local rows = pays and (share(c.bm, c.cn) + share(c.bn, c.cm)) or (c.bm + c.bn)
-  local bytes = rows * c.bk * c.ebytes * (t.l2 or 1)
+  local bytes = rows * c.bk * c.ebytes * (c.cluster > 1 and t.l2_cluster or t.l2 or 1)
   return math.max(flops / (M.PEAK_TFLOPS * (fp8 and 2 or 1) * t.eff * 1e6), bytes * active / (M.L2_TBS * 1e6))
 end
 
@@ -379,6 +398,8 @@ local function forms(m, n, k, dtype, sms)
       if (not t.consumers or t.clusters) and t.bm >= 128 then
         if tm >= 2 then local o = copy(base) o.cluster = { 2, 1 } add(t, o) end
         if tn >= 2 then local o = copy(base) o.cluster = { 1, 2 } add(t, o) end
+      elseif t.cluster_m and m >= t.cluster_m and tm >= 2 then
+        local o = copy(base) o.cluster = { 2, 1 } add(t, o)
       end
       if not t.consumers and t.bm >= 128 then
         -- split-K: fewer tiles than SMs and K long enough to split (at
@@ -401,7 +422,15 @@ local function forms(m, n, k, dtype, sms)
       end
     end
   end
-  table.sort(out, function(a, b) return a.us < b.us or (a.us == b.us and a.i < b.i) end) -- (ties: in the order above)
+  -- (ties: up to TIE_M rows a split-K in a cluster that multicasts the larger operand first, then in the order above)
+  local function mc(f)
+    return m <= M.TIE_M and f.o.schedule == "splitk" and f.c.cluster > 1 and multicast_pays(f.c) == 1 and 0 or 1
+  end
+  table.sort(out, function(a, b)
+    if a.us ~= b.us then return a.us < b.us end
+    if mc(a) ~= mc(b) then return mc(a) < mc(b) end
+    return a.i < b.i
+  end)
   return out
 end
 
@@ -443,13 +472,23 @@ function tl.gemm.candidates(o)
   -- next form. (Where M > N the transpose is not a twin: 256 x 128 in a 1 x 2
   -- cluster is what 128 x 256 in a 2 x 1 cluster is where N > M, the seventh
   -- session's pick at 8192 x 4096 x 4096 and 8192 x 4096 x 14336.)
-  local seen, all = {}, forms(o.m, o.n, o.k, dtype, sms)
+  -- Up to TIE_M rows, a split-K of one tile with and without a cluster at the
+  -- same time (the tensor cores bound both, the multicast's relief of the L2
+  -- gains nothing in the model) is one candidate, the cluster sharing the
+  -- larger operand (sorted first; the sweep's pick where it won, s12 main-sweep):
+  -- two such pairs filled the three places at 512 x 4096 x 14336, leaving out
+  -- the fastest form (128 x 128 c2x1, s14sweep-1). (Whole tiles keep both: the
+  -- tile alone measured up to 1.7 % faster than its cluster, s11gemm-1 and -2.)
+  local seen, tied, all = {}, {}, forms(o.m, o.n, o.k, dtype, sms)
   for _, f in ipairs(all) do
     if #list >= count then break end
     local lo, hi = f.c.bm, f.c.bn
     if o.m == o.n then lo, hi = math.min(lo, hi), math.max(lo, hi) end
     local family = ("%s/%s/%s/%s/%s/%s"):format(lo, hi, f.c.wgs, f.c.consumers, f.o.schedule, f.c.cluster)
-    if not seen[family] then
+    local tile = ("%s/%s/%s/%s/%s/%s"):format(lo, hi, f.c.wgs, f.c.consumers, f.o.schedule, f.o.splits)
+    local tie = o.m <= M.TIE_M and f.o.schedule == "splitk" and tied[tile] and math.abs(f.us / tied[tile] - 1) < 1e-3
+    tied[tile] = tied[tile] or f.us
+    if not seen[family] and not tie then
       seen[family] = true
       local i = #list + 1
       list[i], est[i] = f.o, f.us

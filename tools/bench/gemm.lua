@@ -25,10 +25,13 @@
 --   --count=N     the sweep measures the N best forms of tl.gemm.candidates's
 --                 model (default 3; decode-sized M: the first N of distinct families by the decode model)
 --   --samples=N   samples a time (default 5, the sweep 3)
---   --also=NAME;NAME  the sweep measures these forms of FORMS too (named as the
+--   --also=NAME;NAME  the sweep measures these forms of FORMS or ALSO too (named as the
 --                 bench prints them: "128x192 pingpong c2x1"), where they build
 --   --choice      print each shape's candidates and the model's times, measure
 --                 nothing (no GPU needed)
+--   --sweep --shapes=MxNxK,...  those shapes only, in that order, treated as the
+--                 sweep treats its shapes (the model's forms, --count, --also)
+--   --rounds=N    the pick and cuBLASLt timed N times in turn (default 2), the best kept
 --
 -- A time is the best of 5 samples (the sweep: 3) of CUDA events around
 -- back-to-back launches (10; the sweep: as many as fill ~5 ms), tilua and
@@ -36,7 +39,7 @@
 local tl = require "tilua"
 
 local quick, only, sweep, limit, budget, tokens = false, nil, false, nil, nil, nil
-local classes, count, samples, choice, also = nil, 3, nil, false, nil
+local classes, count, samples, choice, also, rounds = nil, 3, nil, false, nil, 2
 for _, a in ipairs(arg or {}) do
   quick = quick or a == "--quick"
   sweep = sweep or a == "--sweep"
@@ -49,6 +52,7 @@ for _, a in ipairs(arg or {}) do
   count = tonumber(a:match "^%-%-count=(%d+)$" or "") or count
   samples = tonumber(a:match "^%-%-samples=(%d+)$" or "") or samples
   also = a:match "^%-%-also=(.*)$" or also
+  rounds = tonumber(a:match "^%-%-rounds=(%d+)$" or "") or rounds
 end
 
 if not choice then tl.device.require() end
@@ -101,6 +105,20 @@ local FORMS = {
   { bn = 128, schedule = "splitk", splits = 2 },
   { bn = 256, schedule = "splitk", splits = 4 },
   { bn = 128, schedule = "splitk", splits = 4 },
+}
+-- forms for --also only (not in the list every shape of the plain bench runs): the projections
+-- of 256 to 1024 tokens (s14sweep), 256-row tiles that fill the SMs in whole waves, and cuBLAS's
+-- 64 x 128 in a cluster of 2 along M at 256 x 4096 x 4096
+local ALSO = {
+  { bm = 256, bn = 160 },
+  { bm = 256, bn = 160, cluster = { 2, 1 } },
+  { bm = 256, bn = 176, cluster = { 2, 1 } },
+  { bm = 256, bn = 192, cluster = { 2, 1 } },
+  { bm = 256, bn = 112 },
+  { bm = 256, bn = 64 },
+  { bm = 256, bn = 64, cluster = { 2, 1 } },
+  { bm = 64, bn = 128, wgs = 1, cluster = { 2, 1 } },
+  { bm = 64, bn = 256, wgs = 1, cluster = { 2, 1 } },
 }
 local function form_name(c)
   local o = { m = 1024, n = 1024, k = 1024 }
@@ -244,7 +262,7 @@ local function measure(m, n, k, dt, candidates, o)
     return row
   end
   local t_ours, t_blas = math.huge, math.huge
-  for _ = 1, 2 do
+  for _ = 1, rounds do
     t_ours = math.min(t_ours, best_of(function() g:run { a = a, b = b, d = d, m = m, n = n, k = k } end, o.samples, o.reps))
     if blas then t_blas = math.min(t_blas, best_of(cublas, o.samples, o.reps)) end
   end
@@ -263,8 +281,10 @@ local function candidates_for(m, n, k, dt, in_sweep)
     local named = {}
     for _, c in ipairs(list) do named[form_name(c)] = true end
     for name in (also or ""):gmatch "[^;]+" do
-      for _, c in ipairs(FORMS) do
-        if form_name(c) == name and not named[name] then named[name] = true list[#list + 1] = c end
+      for _, forms in ipairs { FORMS, ALSO } do
+        for _, c in ipairs(forms) do
+          if form_name(c) == name and not named[name] then named[name] = true list[#list + 1] = c end
+        end
       end
     end
     return list
@@ -339,6 +359,14 @@ elseif sweep then
       if a.class ~= b.class then return wanted[a.class] < wanted[b.class] end
       return a.order < b.order
     end)
+  end
+  if only then -- --shapes: those of the sweep's shapes (a layer's name kept), in the order given
+    local by = {}
+    for _, sh in ipairs(shapes) do by[("%dx%dx%d"):format(sh[1], sh[2], sh[3])] = by[("%dx%dx%d"):format(sh[1], sh[2], sh[3])] or sh end
+    shapes = {}
+    for m, n, k in only:gmatch "(%d+)x(%d+)x(%d+)" do
+      shapes[#shapes + 1] = by[m .. "x" .. n .. "x" .. k] or { tonumber(m), tonumber(n), tonumber(k) }
+    end
   end
   if limit then
     while #shapes > limit do table.remove(shapes) end
