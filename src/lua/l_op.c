@@ -336,30 +336,50 @@ static int op_walk(lua_State *L) {
 
 typedef struct WalkList {
   lua_State *L;
-  int self, list, index;
+  int self, list, index, at; /* at: 0, or {position -> its slot in list} */
   lua_Integer n;
 } WalkList;
 
 static bool walk_list_cb(IrOp *op, void *ud) {
   WalkList *w = ud;
   lua_State *L = w->L;
-  lb_push_like(L, LB_OP, op, w->self);
-  lua_rawseti(L, w->list, ++w->n);
+  lua_Integer slot = ++w->n;
+  if (w->at) {
+    slot = lua_rawgeti(L, w->at, w->n) == LUA_TNUMBER ? lua_tointeger(L, -1) : 0;
+    lua_pop(L, 1);
+  }
+  if (slot) {
+    lb_push_like(L, LB_OP, op, w->self);
+    lua_rawseti(L, w->list, slot);
+  }
   lua_pushlightuserdata(L, op); /* (op:id()) */
   lua_pushinteger(L, w->n);
   lua_rawset(L, w->index);
   return true;
 }
 
-/* op:walk_list() -> the ops op:walk visits (pre-order, op first) as a list,
-** and {op:id() -> its position}: no call into Lua an op. */
+/* op:walk_list([at]) -> the ops op:walk visits (pre-order, op first) as a list,
+** and {op:id() -> its position}: no call into Lua an op. With at (a list of
+** positions), the list holds only the ops at those positions, in at's order:
+** no userdata for the others. */
 static int op_walk_list(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
-  lua_settop(L, 1);
+  bool at = !lua_isnoneornil(L, 2);
+  if (at) luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 2);
   lua_newtable(L);
   lua_newtable(L);
-  WalkList w = {L, 1, 2, 3, 0};
+  if (at) { /* {position -> slot} */
+    lua_newtable(L);
+    for (lua_Integer i = 1, n = luaL_len(L, 2); i <= n; i++) {
+      lua_rawgeti(L, 2, i);
+      lua_pushinteger(L, i);
+      lua_rawset(L, 5);
+    }
+  }
+  WalkList w = {L, 1, 3, 4, at ? 5 : 0, 0};
   ir_walk_pre(op, walk_list_cb, &w);
+  lua_settop(L, 4);
   return 2;
 }
 

@@ -775,8 +775,10 @@ local function split_loops(S, C, masks, from, at, ub)
   first:set_operand(2, at)
   first:set_operand(3, step)
   for i = 1, first:nresults() do second:set_operand(3 + i, first:result(i)) end
-  local _, index2 = second:walk_list() -- (the ops in walk order, {op id -> its index})
-  local list1, inside = first:walk_list()
+  local _, index2 = second:walk_list({}) -- ({op id -> its position in walk order})
+  local at = {}
+  for i, sel in ipairs(selects) do at[i] = index2[sel:id()] end
+  local copies, inside = first:walk_list(at) -- (the selects' copies, {op id -> its position})
   local function drop(o) -- (an op of the first loop whose results nothing uses)
     local defs = {}
     for _, v in ipairs(o:operands()) do defs[#defs + 1] = v:def() or o end
@@ -790,8 +792,8 @@ local function split_loops(S, C, masks, from, at, ub)
       end
     end
   end
-  for _, sel in ipairs(selects) do
-    local c = list1[index2[sel:id()]]
+  for i = 1, #selects do
+    local c = copies[i]
     c:result(1):replace_all_uses(c:operand(2))
     drop(c)
   end
