@@ -684,13 +684,15 @@ end
 -- A define that fails (while building or verifying) leaves nothing behind: its
 -- body is emptied and the kernel taken out of the module, so that a corrected
 -- define of the same kernel, a new tl.kernel of the same name (in the REPL,
--- say) and every other kernel go on as if it had never run.
-function Kernel:define(fn)
+-- say) and every other kernel go on as if it had never run. opts.verify =
+-- false leaves the verification to the caller: a pass of a pipeline, which
+-- verifies the module after each pass (convert-tileas-to-cutlass).
+function Kernel:define(fn, opts)
   if type(fn) ~= "function" then raise("define: expected a function(k, p) that builds the body") end
   if self.defined then raise(("define: kernel '%s' is already defined (build a new tl.kernel to start over)"):format(self.name)) end
   if not self.op:block() then self.op:insert(self.module:region(1):entry()) end -- after a failed define
   local ok, err = pcall(tl.at, self.body, nil, fn, self, self.args)
-  if ok then ok, err = pcall(tl.verify, self.module) end
+  if ok and not (opts and opts.verify == false) then ok, err = pcall(tl.verify, self.module) end
   if not ok then
     local ops = self.body:ops()
     for i = #ops, 1, -1 do pcall(ops[i].erase, ops[i]) end

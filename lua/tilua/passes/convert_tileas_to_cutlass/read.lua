@@ -14,10 +14,25 @@ function R.fail(op, fmt, ...)
   error(setmetatable({ op = op, message = "convert-tileas-to-cutlass: " .. fmt:format(...) }, Failure), 0)
 end
 
+-- t:info(), memoized by the type's userdata (one a type and context: l_ir.c's
+-- push_type): a tile's converts its layout to a table, and the lowering asks
+-- the same few types hundreds of times a kernel. Shared: read, not changed
+-- (but for layout_str, which blocked.lua derives from the type alone).
+local infos = setmetatable({}, { __mode = "k" })
+local function info(t)
+  local i = infos[t]
+  if not i then
+    i = t:info()
+    infos[t] = i
+  end
+  return i
+end
+R.info = info
+
 -- The tile info of a value (its layout too: t:info()'s, as t:layout() gives
 -- it), nil for another type.
 function R.tile_of(v)
-  local i = v:type():info()
+  local i = info(v:type())
   if i.kind ~= "tile" then return nil end
   return i
 end
@@ -27,10 +42,10 @@ function R.layout_kind(v)
   return i and i.layout and i.layout.kind
 end
 
-function R.elem_bytes(t) return t:info().bytes end
+function R.elem_bytes(t) return info(t).bytes end
 
 function R.is_tensor_type(t)
-  local i = t:info()
+  local i = info(t)
   return i.kind == "dialect" and i.name == "tileas.tensor"
 end
 
