@@ -207,6 +207,34 @@ static int op_erase(lua_State *L) {
   return 0;
 }
 
+/* Erase op, then each op that defined one of its operands (in their order,
+** depth first) that scope encloses, is removable and has no uses left. */
+static void erase_with_operands(IrOp *op, const IrOp *scope) {
+  IrOp *buf[8];
+  uint32_t n = op->noperands;
+  IrOp **defs = n <= 8 ? buf : ir_malloc(n * sizeof *defs);
+  for (uint32_t i = 0; i < n; i++)
+    defs[i] = op->operands[i].value ? op->operands[i].value->def : NULL;
+  ir_op_erase(op);
+  for (uint32_t i = 0; i < n; i++) {
+    IrOp *d = defs[i];
+    if (d && !d->erased && ir_op_is_ancestor(scope, d) && ir_op_is_removable(d) &&
+        ir_op_results_unused(d))
+      erase_with_operands(d, scope);
+  }
+  if (defs != buf) ir_free(defs);
+}
+
+/* op:erase_with_operands(scope): op:erase(), then the ops inside scope that
+** computed only its operands, the same way: no userdata an op. */
+static int op_erase_with_operands(lua_State *L) {
+  IrOp *op = lb_check_op(L, 1), *scope = lb_check_op(L, 2);
+  if (!ir_op_results_unused(op))
+    return lb_error(L, "cannot erase '%s': its results are still used", ir_op_name(op));
+  erase_with_operands(op, scope);
+  return 0;
+}
+
 static int op_unlink(lua_State *L) {
   ir_op_unlink(lb_check_op(L, 1));
   return 0;
@@ -585,6 +613,7 @@ static const luaL_Reg op_methods[] = {{"name", op_name},
                                       {"next", op_next},
                                       {"prev", op_prev},
                                       {"erase", op_erase},
+                                      {"erase_with_operands", op_erase_with_operands},
                                       {"unlink", op_unlink},
                                       {"insert", op_insert},
                                       {"move_before", op_move_before},
