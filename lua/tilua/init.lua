@@ -149,6 +149,7 @@ local function is_pair(t)
   return #i.shape == 1 and i.shape[1] == 2 and (i.elem == tl.f16 or i.elem == tl.bf16)
 end
 tl.is_int_type, tl.is_float_type, tl.is_packed_pair = is_int, is_float, is_pair
+tl.type_kind = kind -- (t:kind(), memoized)
 
 -- }=====================================================================
 
@@ -262,11 +263,12 @@ function tl.const(v, t)
 end
 
 -- Bring two operands to one type: Lua numbers become constants of the value's
--- type. -> a, b, their type (each value's type asked once: a binding call).
-local function coerce(a, b, what)
-  local va, vb = is_value(a), is_value(b)
+-- type. -> a, b, their type (each value's type asked once: a binding call;
+-- ta, tb: the types of those that are values, where the caller has them).
+local function coerce(a, b, what, ta, tb)
+  local va, vb = ta ~= nil or is_value(a), tb ~= nil or is_value(b)
   if va and vb then
-    local ta, tb = a:type(), b:type()
+    ta, tb = ta or a:type(), tb or b:type()
     if ta ~= tb then
       local hint = (ta == tl.index or tb == tl.index)
         and "; a tl.for_range whose bounds are all Lua numbers counts in index: give it an i32 bound (tl.const(0)) to count in i32"
@@ -275,12 +277,12 @@ local function coerce(a, b, what)
     end
     return a, b, ta
   elseif va then
-    local ta = a:type()
+    ta = ta or a:type()
     if type(b) ~= "number" then raise(("%s: cannot combine %s with a %s"):format(what, tostring(ta), typename(b))) end
     b = is_pair(ta) and tl.splat(tl.const(b, ta:info().elem), 2) or tl.const(b, ta)
     return a, b, ta
   elseif vb then
-    local tb = b:type()
+    tb = tb or b:type()
     if type(a) ~= "number" then raise(("%s: cannot combine a %s with %s"):format(what, typename(a), tostring(tb))) end
     a = is_pair(tb) and tl.splat(tl.const(a, tb:info().elem), 2) or tl.const(a, tb)
     return a, b, tb
@@ -293,12 +295,13 @@ local binary = kinds.binary(coerce, function(t, iop, fop)
   return is_int(t) and iop or (is_float(t) or is_pair(t) and fop ~= "arith.divf") and fop
 end)
 
--- op(a, b) for the kinds registered for `name`, else scalar(a, b).
+-- op(a, b) for the kinds registered for `name`, else scalar(a, b, the types
+-- of those that are values: kind_op asked them).
 local function by_kind(name, scalar)
   return function(a, b)
-    local f = kind_op(name, a, b)
+    local f, ta, tb = kind_op(name, a, b)
     if f then return f(a, b) end
-    return scalar(a, b)
+    return scalar(a, b, ta, tb)
   end
 end
 
