@@ -235,7 +235,7 @@ end
 
 -- The single result of an op created with tl.op.
 function tl.op1(name, operands, result, attrs)
-  return create(name, operands, { result }, attrs, nil, true)
+  return create(name, operands, result, attrs, nil, true) -- (one type: no list an op)
 end
 
 function tl.context() return core.default_context() end

@@ -19,15 +19,21 @@ static uint32_t list_len(lua_State *L, int idx) {
   return (uint32_t)luaL_len(L, idx);
 }
 
-/* Element #i + 1 of the list at idx when it is an object of class mt and of
-** ctx, else NULL (*other: it is one of another context). */
+/* The value at idx when it is an object of class mt and of ctx, else NULL
+** (*other: it is one of another context). */
+static void *ctx_object(lua_State *L, int idx, const char *mt, IrContext *ctx, bool *other) {
+  void *p = lb_test_object(L, idx, mt);
+  *other = p && lb_ctx_of(L, idx) != ctx;
+  return *other ? NULL : p;
+}
+
+/* Element #i + 1 of the list at idx, as ctx_object. */
 static void *list_object(lua_State *L, int idx, uint32_t i, const char *mt, IrContext *ctx,
                          bool *other) {
   lua_geti(L, idx, (lua_Integer)i + 1);
-  void *p = lb_test_object(L, -1, mt);
-  *other = p && lb_ctx_of(L, -1) != ctx;
+  void *p = ctx_object(L, -1, mt, ctx, other);
   lua_pop(L, 1);
-  return *other ? NULL : p;
+  return p;
 }
 
 /* The kind of an op name; memoized by the name's pointer (Lua interns short
@@ -46,7 +52,8 @@ static int op_kind_of(const char *name, size_t len) {
 }
 
 /* core.op_create(ctx, name, operands, result_types, attrs, nregions, block, before, loc,
-** check, first): creates an op (in ctx; nil: the default context, as tl.op builds);
+** check, first): creates an op (in ctx; nil: the default context, as tl.op builds;
+** result_types a list, or one type alone: tl.op1's, no table an op);
 ** inserts it at the end of `block` or before `before` when given. check = true runs the
 ** signature check at once and raises on failure. Returns the op, or with first = true its
 ** first result (tl.op1: one userdata instead of the op's and then the result's). */
@@ -64,7 +71,8 @@ static int core_op_create(lua_State *L) {
     return lb_error(L, "unknown operation '%s'%s%s%s", name, near ? "; did you mean '" : "",
                     near ? near : "", near ? "'?" : "");
   }
-  uint32_t nopd = list_len(L, 3), nres = list_len(L, 4);
+  bool one_type = lua_type(L, 4) == LUA_TUSERDATA;
+  uint32_t nopd = list_len(L, 3), nres = one_type ? 1 : list_len(L, 4);
   IrValue *opd_buf[16];
   const IrType *rty_buf[16];
   IrValue **opds = nopd < 16 ? opd_buf : ir_malloc((nopd + 1) * sizeof *opds);
@@ -77,7 +85,8 @@ static int core_op_create(lua_State *L) {
     if (!(opds[i] = list_object(L, 3, i, LB_VALUE, c->ctx, &other)))
       bad = other ? "operand (of another context)" : "operand", badi = i;
   for (uint32_t i = 0; i < nres && !bad; i++)
-    if (!(rtys[i] = list_object(L, 4, i, LB_TYPE, c->ctx, &other)))
+    if (!(rtys[i] = one_type ? ctx_object(L, 4, LB_TYPE, c->ctx, &other)
+                             : list_object(L, 4, i, LB_TYPE, c->ctx, &other)))
       bad = other ? "result type (of another context)" : "result type", badi = i;
   lua_Integer nreg = luaL_optinteger(L, 6, ir_op_info((IrOpKind)kind)->nregions);
   if (!bad && (nreg < 0 || nreg > 16)) bad = "region count", badi = 0;
