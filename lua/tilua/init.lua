@@ -246,6 +246,12 @@ function tl.context() return core.default_context() end
 -- Constants and arithmetic on values
 -- ======================================================================
 
+-- The attributes of integer constants by type and value, made once (a
+-- lowering builds hundreds of constants, most of them the same few); read
+-- only, as the empty operand list.
+local int_attrs = setmetatable({}, { __mode = "k" })
+local no_operands = {}
+
 function tl.const(v, t)
   if is_value(v) then return v end
   t = t or (math.type(v) == "integer" and tl.i32 or tl.f32)
@@ -254,7 +260,17 @@ function tl.const(v, t)
       if type(v) == "number" and v == math.floor(v) then v = math.tointeger(v)
       else raise(("cannot use %s as a constant of type %s"):format(tostring(v), tostring(t))) end
     end
-    return tl.op1("arith.constant", {}, t, { value = core.attr_int(v, t) })
+    local of_t = int_attrs[t]
+    if not of_t then
+      of_t = {}
+      int_attrs[t] = of_t
+    end
+    local attrs = of_t[v]
+    if not attrs then
+      attrs = { value = core.attr_int(v, t) }
+      of_t[v] = attrs
+    end
+    return tl.op1("arith.constant", no_operands, t, attrs)
   elseif is_float(t) then
     if type(v) ~= "number" then raise(("cannot use a %s as a constant of type %s"):format(type(v), tostring(t))) end
     return tl.op1("arith.constant", {}, t, { value = core.attr_float(v, t) })
