@@ -76,7 +76,14 @@ function R.is_ring_load(op)
   return false
 end
 
-function R.each_op(root, fn) root:walk(function(op) if op ~= root then fn(op) end end) end
+-- fn(op) for each op nested in root, in pre-order (the walk's first op is root
+-- itself: skipped by position, not by comparing each op with it, a call).
+function R.each_op(root, fn)
+  local first = true
+  root:walk(function(op)
+    if first then first = false else fn(op) end
+  end)
+end
 
 -- The elements a thread holds of a tile of type t in a warpgroup's mma layout.
 function R.frag_size(t)
