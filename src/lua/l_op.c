@@ -373,51 +373,89 @@ static int op_walk(lua_State *L) {
 
 typedef struct WalkList {
   lua_State *L;
-  int self, list, index, at; /* at: 0, or {position -> its slot in list} */
+  int self, list, index;
   lua_Integer n;
 } WalkList;
 
 static bool walk_list_cb(IrOp *op, void *ud) {
   WalkList *w = ud;
   lua_State *L = w->L;
-  lua_Integer slot = ++w->n;
-  if (w->at) {
-    slot = lua_rawgeti(L, w->at, w->n) == LUA_TNUMBER ? lua_tointeger(L, -1) : 0;
-    lua_pop(L, 1);
-  }
-  if (slot) {
-    lb_push_like(L, LB_OP, op, w->self);
-    lua_rawseti(L, w->list, slot);
-  }
+  lb_push_like(L, LB_OP, op, w->self);
+  lua_rawseti(L, w->list, ++w->n);
   lua_pushlightuserdata(L, op); /* (op:id()) */
   lua_pushinteger(L, w->n);
   lua_rawset(L, w->index);
   return true;
 }
 
-/* op:walk_list([at]) -> the ops op:walk visits (pre-order, op first) as a list,
-** and {op:id() -> its position}: no call into Lua an op. With at (a list of
-** positions), the list holds only the ops at those positions, in at's order:
-** no userdata for the others. */
+/* op:walk_list() -> the ops op:walk visits (pre-order, op first) as a list,
+** and {op:id() -> its position}: no call into Lua an op. */
 static int op_walk_list(lua_State *L) {
   IrOp *op = lb_check_op(L, 1);
-  bool at = !lua_isnoneornil(L, 2);
-  if (at) luaL_checktype(L, 2, LUA_TTABLE);
-  lua_settop(L, 2);
+  lua_settop(L, 1);
   lua_newtable(L);
   lua_newtable(L);
-  if (at) { /* {position -> slot} */
-    lua_newtable(L);
-    for (lua_Integer i = 1, n = luaL_len(L, 2); i <= n; i++) {
-      lua_rawgeti(L, 2, i);
-      lua_pushinteger(L, i);
-      lua_rawset(L, 5);
-    }
-  }
-  WalkList w = {L, 1, 3, 4, at ? 5 : 0, 0};
+  WalkList w = {L, 1, 2, 3, 0};
   ir_walk_pre(op, walk_list_cb, &w);
-  lua_settop(L, 4);
   return 2;
+}
+
+/* The pre-order walks of op_walk_counterparts: each op's position (from 1). */
+typedef struct WalkCount {
+  lua_State *L;
+  int want, found; /* {op -> its slot}, {position -> the slot} */
+  lua_Integer n;
+} WalkCount;
+
+static bool positions_cb(IrOp *op, void *ud) {
+  WalkCount *w = ud;
+  w->n++;
+  if (lua_rawgetp(w->L, w->want, op) == LUA_TNUMBER) lua_rawseti(w->L, w->found, w->n);
+  else lua_pop(w->L, 1);
+  return true;
+}
+
+typedef struct WalkPick {
+  lua_State *L;
+  int self, found, out;
+  lua_Integer n;
+} WalkPick;
+
+static bool pick_cb(IrOp *op, void *ud) {
+  WalkPick *w = ud;
+  if (lua_rawgeti(w->L, w->found, ++w->n) == LUA_TNUMBER) {
+    lua_Integer slot = lua_tointeger(w->L, -1);
+    lb_push_like(w->L, LB_OP, op, w->self);
+    lua_rawseti(w->L, w->out, slot);
+  }
+  lua_pop(w->L, 1);
+  return true;
+}
+
+/* op:walk_counterparts(other, ops) -> for each op of the list ops (ops op:walk
+** visits), the op of other's walk at the same position (other a clone of op:
+** the copies of ops), nil where other's walk is shorter; two walks, no
+** userdata but for the ops returned. */
+static int op_walk_counterparts(lua_State *L) {
+  IrOp *op = lb_check_op(L, 1), *other = lb_check_op(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  lua_settop(L, 3);
+  lua_newtable(L); /* 4: {op -> slot} */
+  for (lua_Integer i = 1, n = luaL_len(L, 3); i <= n; i++) {
+    lua_rawgeti(L, 3, i);
+    IrOp *o = lb_test_object(L, -1, LB_OP);
+    if (!o) return luaL_error(L, "walk_counterparts: ops[%d] is not an op", (int)i);
+    lua_pop(L, 1);
+    lua_pushinteger(L, i);
+    lua_rawsetp(L, 4, o);
+  }
+  lua_newtable(L); /* 5: {position -> slot} */
+  WalkCount c = {L, 4, 5, 0};
+  ir_walk_pre(op, positions_cb, &c);
+  lua_newtable(L); /* 6: the counterparts */
+  WalkPick p = {L, 2, 5, 6, 0};
+  ir_walk_pre(other, pick_cb, &p);
+  return 1;
 }
 
 static int op_loc(lua_State *L) {
@@ -629,6 +667,7 @@ static const luaL_Reg op_methods[] = {{"name", op_name},
                                       {"take_regions", op_take_regions},
                                       {"clone", op_clone},
                                       {"walk_list", op_walk_list},
+                                      {"walk_counterparts", op_walk_counterparts},
                                       {"verify", op_verify},
                                       {"print", op_print},
                                       {"walk", op_walk},

@@ -775,10 +775,7 @@ local function split_loops(S, C, masks, from, at, ub)
   first:set_operand(2, at)
   first:set_operand(3, step)
   for i = 1, first:nresults() do second:set_operand(3 + i, first:result(i)) end
-  local _, index2 = second:walk_list({}) -- ({op id -> its position in walk order})
-  local at = {}
-  for i, sel in ipairs(selects) do at[i] = index2[sel:id()] end
-  local copies = first:walk_list(at) -- (the selects' copies)
+  local copies = second:walk_counterparts(first, selects) -- (the selects' copies)
   for i = 1, #selects do
     local c = copies[i]
     c:result(1):replace_all_uses(c:operand(2))
