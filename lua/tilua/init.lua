@@ -128,17 +128,24 @@ function tl.tile(elem, shape, space, layout) return core.type_tile(elem, shape, 
 -- A dialect type: tl.type("cutlass.seq_bar", {2}).
 function tl.type(name, params) return core.type_dialect(name, params) end
 
--- A type's kind, memoized by its userdata (one a type and context: l_ir.c's
--- push_type): arithmetic asks it of its operands' types at every op it builds.
-local kind_of = setmetatable({}, { __mode = "k" })
-local function kind(t)
-  local k = kind_of[t]
-  if not k then
-    k = t:kind()
-    kind_of[t] = k
+-- tl.by_type(fn) -> fn memoized by the type it is given, by its userdata (one
+-- a type and context: l_ir.c's push_type): the builders and the lowering ask
+-- the same few types again and again (a nil answer is asked again).
+local function by_type(fn)
+  local memo = setmetatable({}, { __mode = "k" })
+  return function(t)
+    local v = memo[t]
+    if v == nil then
+      v = fn(t)
+      memo[t] = v
+    end
+    return v
   end
-  return k
 end
+tl.by_type = by_type
+
+-- A type's kind: arithmetic asks it of its operands' types at every op it builds.
+local kind = by_type(function(t) return t:kind() end)
 local function is_int(t) local k = kind(t) return k == "int" or k == "index" end
 local function is_float(t) return kind(t) == "float" end
 -- A packed pair vector<2 x f16|bf16>: add, sub, mul, fma, min, max and neg work on
@@ -249,7 +256,7 @@ function tl.context() return core.default_context() end
 -- The attributes of integer constants by type and value, made once (a
 -- lowering builds hundreds of constants, most of them the same few); read
 -- only, as the empty operand list.
-local int_attrs = setmetatable({}, { __mode = "k" })
+local int_attrs = by_type(function() return {} end)
 local no_operands = {}
 
 function tl.const(v, t)
@@ -260,11 +267,7 @@ function tl.const(v, t)
       if type(v) == "number" and v == math.floor(v) then v = math.tointeger(v)
       else raise(("cannot use %s as a constant of type %s"):format(tostring(v), tostring(t))) end
     end
-    local of_t = int_attrs[t]
-    if not of_t then
-      of_t = {}
-      int_attrs[t] = of_t
-    end
+    local of_t = int_attrs(t)
     local attrs = of_t[v]
     if not attrs then
       attrs = { value = core.attr_int(v, t) }

@@ -14,20 +14,11 @@ function R.fail(op, fmt, ...)
   error(setmetatable({ op = op, message = "convert-tileas-to-cutlass: " .. fmt:format(...) }, Failure), 0)
 end
 
--- t:info(), memoized by the type's userdata (one a type and context: l_ir.c's
--- push_type): a tile's converts its layout to a table, and the lowering asks
--- the same few types hundreds of times a kernel. Shared: read, not changed
--- (but for layout_str, which blocked.lua derives from the type alone).
-local infos = setmetatable({}, { __mode = "k" })
-local function info(t)
-  local i = infos[t]
-  if not i then
-    i = t:info()
-    infos[t] = i
-  end
-  return i
-end
-R.info = info
+-- t:info(), memoized by type (tl.by_type): a tile's converts its layout to a
+-- table, and the lowering asks the same few types hundreds of times a kernel.
+-- Shared: read, not changed (but for layout_str, which blocked.lua derives
+-- from the type alone).
+local info = require("tilua").by_type(function(t) return t:info() end)
 
 -- The tile info of a value (its layout too: t:info()'s, as t:layout() gives
 -- it), nil for another type.
