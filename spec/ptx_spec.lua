@@ -701,6 +701,29 @@ describe("the compile cache", function()
   end)
 end)
 
+describe("the collector during k:compile (tl.options.compile_gc)", function()
+  it("waits longer while a compile runs, and the script's pause comes back after, also after an error", function()
+    local seen
+    tl.options.stage_hook = function() seen = collectgarbage("setpause", 160) collectgarbage("setpause", seen) end
+    collectgarbage("setpause", 160) -- (Lua keeps a pause in steps of 4)
+    local k = build("gc_pause", { { "g", P(tl.i32) } }, function(k, p) p.g:store(tl.thread_id()) end)
+    tl.options.compile_cache = false
+    k:compile()
+    assert.is_true(seen > 160 and seen <= 1000) -- (during the compile)
+    assert.equal(160, collectgarbage("setpause", 160))
+    local bad = build("gc_pause_bad", { { "g", P(tl.i32) } }, function(k, p) p.g:store(tl.thread_id()) end)
+    assert.has_error(function() bad:compile("no-such-pass") end)
+    assert.equal(160, collectgarbage("setpause", 160))
+    -- false: the script's setting throughout
+    tl.options.compile_gc = false
+    k:compile()
+    tl.options.compile_gc = nil
+    assert.equal(160, seen)
+    tl.options.stage_hook, tl.options.compile_cache = nil, nil
+    collectgarbage("setpause", 200)
+  end)
+end)
+
 describe("the stages of k:compile", function()
   it("say changed only for the passes that changed something", function()
     local k = build("plain", { { "g", P(tl.i32) } }, function(k, p) p.g:store(tl.thread_id()) end)

@@ -128,17 +128,24 @@ function tl.tile(elem, shape, space, layout) return core.type_tile(elem, shape, 
 -- A dialect type: tl.type("cutlass.seq_bar", {2}).
 function tl.type(name, params) return core.type_dialect(name, params) end
 
--- A type's kind, memoized by its userdata (one a type and context: l_ir.c's
--- push_type): arithmetic asks it of its operands' types at every op it builds.
-local kind_of = setmetatable({}, { __mode = "k" })
-local function kind(t)
-  local k = kind_of[t]
-  if not k then
-    k = t:kind()
-    kind_of[t] = k
+-- tl.by_type(fn) -> fn memoized by the type it is given, by its userdata (one
+-- a type and context: l_ir.c's push_type): the builders and the lowering ask
+-- the same few types again and again (a nil answer is asked again).
+local function by_type(fn)
+  local memo = setmetatable({}, { __mode = "k" })
+  return function(t)
+    local v = memo[t]
+    if v == nil then
+      v = fn(t)
+      memo[t] = v
+    end
+    return v
   end
-  return k
 end
+tl.by_type = by_type
+
+-- A type's kind: arithmetic asks it of its operands' types at every op it builds.
+local kind = by_type(function(t) return t:kind() end)
 local function is_int(t) local k = kind(t) return k == "int" or k == "index" end
 local function is_float(t) return kind(t) == "float" end
 -- A packed pair vector<2 x f16|bf16>: add, sub, mul, fma, min, max and neg work on
@@ -149,6 +156,7 @@ local function is_pair(t)
   return #i.shape == 1 and i.shape[1] == 2 and (i.elem == tl.f16 or i.elem == tl.bf16)
 end
 tl.is_int_type, tl.is_float_type, tl.is_packed_pair = is_int, is_float, is_pair
+tl.type_kind = kind -- (t:kind(), memoized)
 
 -- }=====================================================================
 
@@ -234,7 +242,7 @@ end
 
 -- The single result of an op created with tl.op.
 function tl.op1(name, operands, result, attrs)
-  return create(name, operands, { result }, attrs, nil, true)
+  return create(name, operands, result, attrs, nil, true) -- (one type: no list an op)
 end
 
 function tl.context() return core.default_context() end
@@ -245,6 +253,12 @@ function tl.context() return core.default_context() end
 -- Constants and arithmetic on values
 -- ======================================================================
 
+-- The attributes of integer constants by type and value, made once (a
+-- lowering builds hundreds of constants, most of them the same few); read
+-- only, as the empty operand list.
+local int_attrs = by_type(function() return {} end)
+local no_operands = {}
+
 function tl.const(v, t)
   if is_value(v) then return v end
   t = t or (math.type(v) == "integer" and tl.i32 or tl.f32)
@@ -253,7 +267,13 @@ function tl.const(v, t)
       if type(v) == "number" and v == math.floor(v) then v = math.tointeger(v)
       else raise(("cannot use %s as a constant of type %s"):format(tostring(v), tostring(t))) end
     end
-    return tl.op1("arith.constant", {}, t, { value = core.attr_int(v, t) })
+    local of_t = int_attrs(t)
+    local attrs = of_t[v]
+    if not attrs then
+      attrs = { value = core.attr_int(v, t) }
+      of_t[v] = attrs
+    end
+    return tl.op1("arith.constant", no_operands, t, attrs)
   elseif is_float(t) then
     if type(v) ~= "number" then raise(("cannot use a %s as a constant of type %s"):format(type(v), tostring(t))) end
     return tl.op1("arith.constant", {}, t, { value = core.attr_float(v, t) })
@@ -262,11 +282,12 @@ function tl.const(v, t)
 end
 
 -- Bring two operands to one type: Lua numbers become constants of the value's
--- type. -> a, b, their type (each value's type asked once: a binding call).
-local function coerce(a, b, what)
-  local va, vb = is_value(a), is_value(b)
+-- type. -> a, b, their type (each value's type asked once: a binding call;
+-- ta, tb: the types of those that are values, where the caller has them).
+local function coerce(a, b, what, ta, tb)
+  local va, vb = ta ~= nil or is_value(a), tb ~= nil or is_value(b)
   if va and vb then
-    local ta, tb = a:type(), b:type()
+    ta, tb = ta or a:type(), tb or b:type()
     if ta ~= tb then
       local hint = (ta == tl.index or tb == tl.index)
         and "; a tl.for_range whose bounds are all Lua numbers counts in index: give it an i32 bound (tl.const(0)) to count in i32"
@@ -275,12 +296,12 @@ local function coerce(a, b, what)
     end
     return a, b, ta
   elseif va then
-    local ta = a:type()
+    ta = ta or a:type()
     if type(b) ~= "number" then raise(("%s: cannot combine %s with a %s"):format(what, tostring(ta), typename(b))) end
     b = is_pair(ta) and tl.splat(tl.const(b, ta:info().elem), 2) or tl.const(b, ta)
     return a, b, ta
   elseif vb then
-    local tb = b:type()
+    tb = tb or b:type()
     if type(a) ~= "number" then raise(("%s: cannot combine a %s with %s"):format(what, typename(a), tostring(tb))) end
     a = is_pair(tb) and tl.splat(tl.const(a, tb:info().elem), 2) or tl.const(a, tb)
     return a, b, tb
@@ -293,12 +314,13 @@ local binary = kinds.binary(coerce, function(t, iop, fop)
   return is_int(t) and iop or (is_float(t) or is_pair(t) and fop ~= "arith.divf") and fop
 end)
 
--- op(a, b) for the kinds registered for `name`, else scalar(a, b).
+-- op(a, b) for the kinds registered for `name`, else scalar(a, b, the types
+-- of those that are values: kind_op asked them).
 local function by_kind(name, scalar)
   return function(a, b)
-    local f = kind_op(name, a, b)
+    local f, ta, tb = kind_op(name, a, b)
     if f then return f(a, b) end
-    return scalar(a, b)
+    return scalar(a, b, ta, tb)
   end
 end
 
@@ -684,13 +706,15 @@ end
 -- A define that fails (while building or verifying) leaves nothing behind: its
 -- body is emptied and the kernel taken out of the module, so that a corrected
 -- define of the same kernel, a new tl.kernel of the same name (in the REPL,
--- say) and every other kernel go on as if it had never run.
-function Kernel:define(fn)
+-- say) and every other kernel go on as if it had never run. opts.verify =
+-- false leaves the verification to the caller: a pass of a pipeline, which
+-- verifies the module after each pass (convert-tileas-to-cutlass).
+function Kernel:define(fn, opts)
   if type(fn) ~= "function" then raise("define: expected a function(k, p) that builds the body") end
   if self.defined then raise(("define: kernel '%s' is already defined (build a new tl.kernel to start over)"):format(self.name)) end
   if not self.op:block() then self.op:insert(self.module:region(1):entry()) end -- after a failed define
   local ok, err = pcall(tl.at, self.body, nil, fn, self, self.args)
-  if ok then ok, err = pcall(tl.verify, self.module) end
+  if ok and not (opts and opts.verify == false) then ok, err = pcall(tl.verify, self.module) end
   if not ok then
     local ops = self.body:ops()
     for i = #ops, 1, -1 do pcall(ops[i].erase, ops[i]) end

@@ -17,8 +17,9 @@
 ** ======================================================================= */
 
 static const char *const LIBCHUNKS = "tilua.libchunks";
-static const char *const DEFAULT_CTX = "tilua.default_context";
-static const char BINDINGS = 0; /* registry: C function -> true, every binding of tilua.core */
+static const char DEFAULT_CTX = 0; /* registry: the default context (by address: no string
+                                      to intern at each of the builders' calls) */
+static const char BINDINGS = 0;    /* registry: C function -> true, every binding of tilua.core */
 static const char BINDING_THREADS =
     0; /* registry: weak set of the coroutines that called a binding */
 
@@ -80,7 +81,7 @@ LbContext *lb_check_context(lua_State *L, int idx) {
 
 LbContext *lb_default_context(lua_State *L) {
   note_thread(L);
-  if (lua_getfield(L, LUA_REGISTRYINDEX, DEFAULT_CTX) == LUA_TUSERDATA) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &DEFAULT_CTX) == LUA_TUSERDATA) {
     LbContext *c = lua_touserdata(L, -1);
     if (c->ctx) return c;
   }
@@ -89,13 +90,13 @@ LbContext *lb_default_context(lua_State *L) {
   if (!ctx) luaL_error(L, "out of memory");
   LbContext *c = lb_push_context(L, ctx, 1);
   lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, DEFAULT_CTX);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &DEFAULT_CTX);
   return c;
 }
 
 void lb_set_default_context(lua_State *L, int idx) {
   lua_pushvalue(L, idx);
-  lua_setfield(L, LUA_REGISTRYINDEX, DEFAULT_CTX);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &DEFAULT_CTX);
 }
 
 static void new_object(lua_State *L, const char *mt, void *ptr, int ctx_idx) {

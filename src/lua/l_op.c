@@ -19,15 +19,21 @@ static uint32_t list_len(lua_State *L, int idx) {
   return (uint32_t)luaL_len(L, idx);
 }
 
-/* Element #i + 1 of the list at idx when it is an object of class mt and of
-** ctx, else NULL (*other: it is one of another context). */
+/* The value at idx when it is an object of class mt and of ctx, else NULL
+** (*other: it is one of another context). */
+static void *ctx_object(lua_State *L, int idx, const char *mt, IrContext *ctx, bool *other) {
+  void *p = lb_test_object(L, idx, mt);
+  *other = p && lb_ctx_of(L, idx) != ctx;
+  return *other ? NULL : p;
+}
+
+/* Element #i + 1 of the list at idx, as ctx_object. */
 static void *list_object(lua_State *L, int idx, uint32_t i, const char *mt, IrContext *ctx,
                          bool *other) {
   lua_geti(L, idx, (lua_Integer)i + 1);
-  void *p = lb_test_object(L, -1, mt);
-  *other = p && lb_ctx_of(L, -1) != ctx;
+  void *p = ctx_object(L, -1, mt, ctx, other);
   lua_pop(L, 1);
-  return *other ? NULL : p;
+  return p;
 }
 
 /* The kind of an op name; memoized by the name's pointer (Lua interns short
@@ -46,7 +52,8 @@ static int op_kind_of(const char *name, size_t len) {
 }
 
 /* core.op_create(ctx, name, operands, result_types, attrs, nregions, block, before, loc,
-** check, first): creates an op (in ctx; nil: the default context, as tl.op builds);
+** check, first): creates an op (in ctx; nil: the default context, as tl.op builds;
+** result_types a list, or one type alone: tl.op1's, no table an op);
 ** inserts it at the end of `block` or before `before` when given. check = true runs the
 ** signature check at once and raises on failure. Returns the op, or with first = true its
 ** first result (tl.op1: one userdata instead of the op's and then the result's). */
@@ -64,7 +71,8 @@ static int core_op_create(lua_State *L) {
     return lb_error(L, "unknown operation '%s'%s%s%s", name, near ? "; did you mean '" : "",
                     near ? near : "", near ? "'?" : "");
   }
-  uint32_t nopd = list_len(L, 3), nres = list_len(L, 4);
+  bool one_type = lua_type(L, 4) == LUA_TUSERDATA;
+  uint32_t nopd = list_len(L, 3), nres = one_type ? 1 : list_len(L, 4);
   IrValue *opd_buf[16];
   const IrType *rty_buf[16];
   IrValue **opds = nopd < 16 ? opd_buf : ir_malloc((nopd + 1) * sizeof *opds);
@@ -77,7 +85,8 @@ static int core_op_create(lua_State *L) {
     if (!(opds[i] = list_object(L, 3, i, LB_VALUE, c->ctx, &other)))
       bad = other ? "operand (of another context)" : "operand", badi = i;
   for (uint32_t i = 0; i < nres && !bad; i++)
-    if (!(rtys[i] = list_object(L, 4, i, LB_TYPE, c->ctx, &other)))
+    if (!(rtys[i] = one_type ? ctx_object(L, 4, LB_TYPE, c->ctx, &other)
+                             : list_object(L, 4, i, LB_TYPE, c->ctx, &other)))
       bad = other ? "result type (of another context)" : "result type", badi = i;
   lua_Integer nreg = luaL_optinteger(L, 6, ir_op_info((IrOpKind)kind)->nregions);
   if (!bad && (nreg < 0 || nreg > 16)) bad = "region count", badi = 0;
@@ -204,6 +213,34 @@ static int op_erase(lua_State *L) {
   if (!ir_op_results_unused(op))
     return lb_error(L, "cannot erase '%s': its results are still used", ir_op_name(op));
   ir_op_erase(op);
+  return 0;
+}
+
+/* Erase op, then each op that defined one of its operands (in their order,
+** depth first) that scope encloses, is removable and has no uses left. */
+static void erase_with_operands(IrOp *op, const IrOp *scope) {
+  IrOp *buf[8];
+  uint32_t n = op->noperands;
+  IrOp **defs = n <= 8 ? buf : ir_malloc(n * sizeof *defs);
+  for (uint32_t i = 0; i < n; i++)
+    defs[i] = op->operands[i].value ? op->operands[i].value->def : NULL;
+  ir_op_erase(op);
+  for (uint32_t i = 0; i < n; i++) {
+    IrOp *d = defs[i];
+    if (d && !d->erased && ir_op_is_ancestor(scope, d) && ir_op_is_removable(d) &&
+        ir_op_results_unused(d))
+      erase_with_operands(d, scope);
+  }
+  if (defs != buf) ir_free(defs);
+}
+
+/* op:erase_with_operands(scope): op:erase(), then the ops inside scope that
+** computed only its operands, the same way: no userdata an op. */
+static int op_erase_with_operands(lua_State *L) {
+  IrOp *op = lb_check_op(L, 1), *scope = lb_check_op(L, 2);
+  if (!ir_op_results_unused(op))
+    return lb_error(L, "cannot erase '%s': its results are still used", ir_op_name(op));
+  erase_with_operands(op, scope);
   return 0;
 }
 
@@ -361,6 +398,64 @@ static int op_walk_list(lua_State *L) {
   WalkList w = {L, 1, 2, 3, 0};
   ir_walk_pre(op, walk_list_cb, &w);
   return 2;
+}
+
+/* The pre-order walks of op_walk_counterparts: each op's position (from 1). */
+typedef struct WalkCount {
+  lua_State *L;
+  int want, found; /* {op -> its slot}, {position -> the slot} */
+  lua_Integer n;
+} WalkCount;
+
+static bool positions_cb(IrOp *op, void *ud) {
+  WalkCount *w = ud;
+  w->n++;
+  if (lua_rawgetp(w->L, w->want, op) == LUA_TNUMBER) lua_rawseti(w->L, w->found, w->n);
+  else lua_pop(w->L, 1);
+  return true;
+}
+
+typedef struct WalkPick {
+  lua_State *L;
+  int self, found, out;
+  lua_Integer n;
+} WalkPick;
+
+static bool pick_cb(IrOp *op, void *ud) {
+  WalkPick *w = ud;
+  if (lua_rawgeti(w->L, w->found, ++w->n) == LUA_TNUMBER) {
+    lua_Integer slot = lua_tointeger(w->L, -1);
+    lb_push_like(w->L, LB_OP, op, w->self);
+    lua_rawseti(w->L, w->out, slot);
+  }
+  lua_pop(w->L, 1);
+  return true;
+}
+
+/* op:walk_counterparts(other, ops) -> for each op of the list ops (ops op:walk
+** visits), the op of other's walk at the same position (other a clone of op:
+** the copies of ops), nil where other's walk is shorter; two walks, no
+** userdata but for the ops returned. */
+static int op_walk_counterparts(lua_State *L) {
+  IrOp *op = lb_check_op(L, 1), *other = lb_check_op(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  lua_settop(L, 3);
+  lua_newtable(L); /* 4: {op -> slot} */
+  for (lua_Integer i = 1, n = luaL_len(L, 3); i <= n; i++) {
+    lua_rawgeti(L, 3, i);
+    IrOp *o = lb_test_object(L, -1, LB_OP);
+    if (!o) return luaL_error(L, "walk_counterparts: ops[%d] is not an op", (int)i);
+    lua_pop(L, 1);
+    lua_pushinteger(L, i);
+    lua_rawsetp(L, 4, o);
+  }
+  lua_newtable(L); /* 5: {position -> slot} */
+  WalkCount c = {L, 4, 5, 0};
+  ir_walk_pre(op, positions_cb, &c);
+  lua_newtable(L); /* 6: the counterparts */
+  WalkPick p = {L, 2, 5, 6, 0};
+  ir_walk_pre(other, pick_cb, &p);
+  return 1;
 }
 
 static int op_loc(lua_State *L) {
@@ -565,12 +660,14 @@ static const luaL_Reg op_methods[] = {{"name", op_name},
                                       {"next", op_next},
                                       {"prev", op_prev},
                                       {"erase", op_erase},
+                                      {"erase_with_operands", op_erase_with_operands},
                                       {"unlink", op_unlink},
                                       {"insert", op_insert},
                                       {"move_before", op_move_before},
                                       {"take_regions", op_take_regions},
                                       {"clone", op_clone},
                                       {"walk_list", op_walk_list},
+                                      {"walk_counterparts", op_walk_counterparts},
                                       {"verify", op_verify},
                                       {"print", op_print},
                                       {"walk", op_walk},

@@ -20,6 +20,7 @@ local registered = {} -- kind -> { operation name -> fn }
 -- The kind registrations are keyed by: a value's type kind ("tile"), a dialect
 -- type's name ("tileas.tensor"), "shape" for a plain Lua table (an extent list).
 local key_of = setmetatable({}, { __mode = "k" }) -- a type's key, memoized (one userdata a type)
+-- -> the key, and an IR value's type.
 local function value_kind(x)
   local mt = getmetatable(x)
   if mt == Value then
@@ -30,26 +31,32 @@ local function value_kind(x)
       if k == "dialect" then k = t:info().name end
       key_of[t] = k
     end
-    return k
+    return k, t
   end
   if mt == nil and type(x) == "table" then return "shape" end
   return nil
 end
 
 -- The implementation of operation `name` registered for the kind of the
--- first of a, b, c that has one, or nil.
+-- first of a, b, c that has one; else nil and the types of a and b where they
+-- are IR values (nil where not): the operation's own meaning asks for them
+-- next, and each is a binding call.
 function K.op(name, a, b, c)
-  local ops = registered[value_kind(a)]
+  local ka, ta = value_kind(a)
+  local ops = registered[ka]
   if ops and ops[name] then return ops[name] end
+  local tb
   if b ~= nil then
-    ops = registered[value_kind(b)]
+    local kb
+    kb, tb = value_kind(b)
+    ops = registered[kb]
     if ops and ops[name] then return ops[name] end
   end
   if c ~= nil then
     ops = registered[value_kind(c)]
     if ops and ops[name] then return ops[name] end
   end
-  return nil
+  return nil, ta, tb
 end
 
 -- The operations of kind `kind` (once per kind).
@@ -58,18 +65,20 @@ function K.register(kind, ops)
   registered[kind] = ops
 end
 
--- K.binary(operands, pick) -> builder(iop, fop, symbol) -> fn(a, b): the
--- arithmetic operators of a kind of value. operands(a, b, what) brings the two
--- to one type t (or raises, naming the operator by `what`) and may return t
--- too; pick(t, iop, fop) names the op for t (nil: the operator is not defined
--- on t); the op yields a t.
+-- K.binary(operands, pick) -> builder(iop, fop, symbol) -> fn(a, b [, ta, tb]):
+-- the arithmetic operators of a kind of value. operands(a, b, what, ta, tb)
+-- brings the two to one type t (or raises, naming the operator by `what`) and
+-- may return t too (ta, tb: the operands' types where the caller knows them,
+-- K.op's); pick(t, iop, fop) names the op for t (nil: the operator is not
+-- defined on t); the op yields a t.
+local tl -- (tilua, once loaded: it loads this module first)
 function K.binary(operands, pick)
   return function(iop, fop, sym)
     local what = "'" .. sym .. "'"
-    return function(a, b)
-      local tl = require "tilua"
+    return function(a, b, ta, tb)
+      tl = tl or require "tilua"
       local t
-      a, b, t = operands(a, b, what)
+      a, b, t = operands(a, b, what, ta, tb)
       t = t or a:type()
       local name = pick(t, iop, fop)
       if not name then tl.raise(("'%s' is not defined on %s"):format(sym, tostring(t))) end

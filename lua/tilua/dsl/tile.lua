@@ -36,7 +36,8 @@ local Value = core.metatable("Value")
 local V = Value.__index
 local Kernel = tl.Kernel
 
-local function kind(v) return is_value(v) and v:type():kind() end
+local type_kind = tl.type_kind
+local function kind(v) return is_value(v) and type_kind(v:type()) end
 local check_ptr -- below, with the loads
 local function info(v) return v:type():info() end
 -- A type's element type, memoized by its userdata (one a type and context:

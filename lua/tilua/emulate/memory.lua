@@ -123,6 +123,8 @@ local function unordered_write(w, a, vc)
   until not w
 end
 
+local WEAK_KEYS = { __mode = "k" } -- (the metatable of read_record's reader sets: one for all)
+
 -- The record of a read by actor a with clock vc at loc: one for every granule
 -- of the read, and of the actor's next reads at the same clock and op
 -- (records are never changed); and the reader sets after it (nexts, below).
@@ -140,7 +142,7 @@ local function read_record(R, a, vc, loc)
   end
   local nexts = R.rnext[e]
   if not nexts then
-    nexts = setmetatable({}, { __mode = "k" })
+    nexts = setmetatable({}, WEAK_KEYS)
     R.rnext[e] = nexts
   end
   return e, nexts
@@ -313,7 +315,7 @@ function Memory:shadow_write(cta, a, vc, addr, n, loc, rows, stride, reduce)
     w_rec = { actor = a, clock = clock, loc = loc, reduce = reduce }
     self.write_recs[a] = w_rec
   end
-  local after = {} -- reduce: the record that follows each unordered reduce-add's (made once a call)
+  local after = reduce and {} -- reduce: the record that follows each unordered reduce-add's (made once a call)
   local last_w, last_r = false, false -- shared records and reader sets: each checked once (shadow_read)
   local row0 = addr
   for row = 0, rows - 1 do

@@ -64,6 +64,10 @@
 --                           tileas-assign-layouts{unit=N})
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
+--   tl.options.compile_gc   nil (the default): while k:compile runs, Lua's
+--                           collector waits for the heap to grow up to tenfold
+--                           (or by 64 MB, the smaller) before a cycle (below);
+--                           false: the collector as the script set it
 --
 -- tl.options checks every value when it is set: an unknown option or a value
 -- of the wrong kind or out of range is an error at the line that sets it.
@@ -110,6 +114,7 @@ local OPTIONS = {
   check_protocol_work = { function(v) return v == nil or int_in(1, 1000000000000)(v) end,
                           "nil or emulator ops, an integer in [1, 10^12]" },
   compiled_hook = { function(v) return v == nil or type(v) == "function" end, "nil or a function" },
+  compile_gc = { function(v) return v == nil or v == false end, "nil or false" },
   stage_locations = { bool_or(function() return false end, "nothing else") },
   emulate = { bool_or(function() return false end, "nothing else") }, -- gpu/emulated.lua
   timeline = { function(v) return v == nil or type(v) == "string" end, "nil or a file name" },
@@ -460,7 +465,23 @@ function M.tile_pipeline(upto)
   return (passes:gsub("tileas%-decide%-slicing", ("tileas-decide-slicing{count=%d}"):format(sl or 0)))
 end
 
+-- The collector during a compile (tl.options.compile_gc). A compile makes
+-- megabytes of short-lived Lua objects (the d128 tile attention's ~5 MB) over
+-- a live heap that is mostly the library (~2 MB): at Lua's default pause
+-- (200: a cycle each time the heap doubles) each compile ran ~1.7 cycles,
+-- each marking the whole library again, for ~3 ms a compile on the dev
+-- machine. A pause of up to 1000 (capped where the heap is large: at most
+-- 64 MB more before a cycle) runs ~0.2; the script's pause comes back after
+-- (a to-be-closed value: also when the compile raises).
+local function gc_for_compile()
+  if tl.options.compile_gc == false then return nil end
+  local kb = collectgarbage "count"
+  local before = collectgarbage("setpause", math.min(1000, math.max(200, math.floor(100 * (kb + 65536) / kb))))
+  return setmetatable({}, { __close = function() collectgarbage("setpause", before) end })
+end
+
 function Kernel:compile(pipeline)
+  local _ <close> = gc_for_compile()
   -- a tile program (tl.tile_kernel) goes through tile-to-ptx
   local p = pipeline_of(pipeline or (self.tile_program and M.tile_pipeline()) or nil)
   local check = default_check()

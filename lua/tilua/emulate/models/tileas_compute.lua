@@ -18,11 +18,22 @@ local codec, count, rows_of, new_tile, is_tile, read_tile
 -- a tile of the result type, element i = f(i), where the run computes
 -- elements (R.values, or rec in the slice: tileas_slice.lua) and every tile
 -- operand given has them; else its shape only
+-- The tile of rec's result type without elements (protocol-only runs make
+-- one at every op they run): one a decoded op, never changed, as the result
+-- list that holds it (empty).
+local function elementless(rec)
+  local t = rec.elementless
+  if not t then
+    t = new_tile(rec.tt.shape, rec.tt.elem, nil)
+    rec.elementless = t
+  end
+  return t
+end
 local function result(R, rec, f, x, y, z)
   local tt = rec.tt
   local n = tt.n
   if not (R.values or rec.exact) or (is_tile(x) and not x.v) or (is_tile(y) and not y.v) or (is_tile(z) and not z.v) then
-    return new_tile(tt.shape, tt.elem, nil)
+    return elementless(rec)
   end
   R:tick(rec, rows_of(tt.shape))
   R.element_ops = R.element_ops + n
@@ -30,11 +41,23 @@ local function result(R, rec, f, x, y, z)
   for i = 1, n do v[i] = f(i) end
   return new_tile(tt.shape, tt.elem, v)
 end
-local function round_of(rec) return (codec(rec.tt.elem) or { round = function(x) return x end }).round end
+local function keep(x) return x end
+local function round_of(rec)
+  local c = codec(rec.tt.elem)
+  if c then return c.round end
+  return keep
+end
 -- result's first case, for a handler to take before it makes result's closure:
 -- a protocol-only run computes no elements of an op outside the slice
 local function no_values(R, rec) return not (R.values or rec.exact) end
-local function empty(rec) return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
+local function empty(rec)
+  local outs = rec.empty_outs
+  if not outs then
+    outs = { elementless(rec) }
+    rec.empty_outs = outs
+  end
+  return outs
+end
 
 handlers["tileas.splat"] = function(R, _, rec, ins)
   local x = uniform(rec, ins[1], "value")
@@ -69,7 +92,7 @@ handlers["tileas.dot"] = function(R, W, rec, ins)
   local sb = op:attr "negate_b" and -1 or 1
   local M, N = rec.tt.shape[1], rec.tt.shape[2]
   local K = ta and a.shape[1] or a.shape[2]
-  if not (R.values or rec.exact) or not (a.v and b.v and acc.v) then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
+  if not (R.values or rec.exact) or not (a.v and b.v and acc.v) then return empty(rec) end
   R:tick(rec, M)
   R.element_ops = R.element_ops + M * N * K
   local av, bv, cv = a.v, b.v, acc.v
@@ -160,7 +183,7 @@ handlers["tileas.reduce"] = function(R, W, rec, ins)
     seed_elements(rec, x)
     return { exact and reduce_at(0) or 0 }
   end
-  if not exact then return { new_tile(rec.tt.shape, rec.tt.elem, nil) } end
+  if not exact then return empty(rec) end
   local v = {}
   for o = 0, n - 1 do v[o + 1] = reduce_at(base_of(o)) end
   return { new_tile(rec.tt.shape, rec.tt.elem, v) }

@@ -775,25 +775,11 @@ local function split_loops(S, C, masks, from, at, ub)
   first:set_operand(2, at)
   first:set_operand(3, step)
   for i = 1, first:nresults() do second:set_operand(3 + i, first:result(i)) end
-  local _, index2 = second:walk_list() -- (the ops in walk order, {op id -> its index})
-  local list1, inside = first:walk_list()
-  local function drop(o) -- (an op of the first loop whose results nothing uses)
-    local defs = {}
-    for _, v in ipairs(o:operands()) do defs[#defs + 1] = v:def() or o end
-    inside[o:id()] = nil
-    o:erase()
-    for _, d in ipairs(defs) do -- (inside: not dropped yet; ids are not dereferenced)
-      if inside[d:id()] and d:is_removable() then
-        local used = false
-        for i = 1, d:nresults() do used = used or d:result(i):nuses() > 0 end
-        if not used then drop(d) end
-      end
-    end
-  end
-  for _, sel in ipairs(selects) do
-    local c = list1[index2[sel:id()]]
+  local copies = second:walk_counterparts(first, selects) -- (the selects' copies)
+  for i = 1, #selects do
+    local c = copies[i]
     c:result(1):replace_all_uses(c:operand(2))
-    drop(c)
+    c:erase_with_operands(first) -- (and the ops of the first loop that only its mask used)
   end
 end
 

@@ -191,7 +191,7 @@ local function lower_kernel(tl, G, kop)
   local L = plan.read(tl, G, kop, V.Ring)
   if L.compute then Compute.plan(L) end
   local k = new_kernel(L)
-  k:define(function() build(L, k) end)
+  k:define(function() build(L, k) end, { verify = false }) -- (the pipeline verifies the module after the pass)
   finish(L, k)
 end
 

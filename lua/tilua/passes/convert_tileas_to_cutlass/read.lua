@@ -14,10 +14,16 @@ function R.fail(op, fmt, ...)
   error(setmetatable({ op = op, message = "convert-tileas-to-cutlass: " .. fmt:format(...) }, Failure), 0)
 end
 
+-- t:info(), memoized by type (tl.by_type): a tile's converts its layout to a
+-- table, and the lowering asks the same few types hundreds of times a kernel.
+-- Shared: read, not changed (but for layout_str, which blocked.lua derives
+-- from the type alone).
+local info = require("tilua").by_type(function(t) return t:info() end)
+
 -- The tile info of a value (its layout too: t:info()'s, as t:layout() gives
 -- it), nil for another type.
 function R.tile_of(v)
-  local i = v:type():info()
+  local i = info(v:type())
   if i.kind ~= "tile" then return nil end
   return i
 end
@@ -27,10 +33,10 @@ function R.layout_kind(v)
   return i and i.layout and i.layout.kind
 end
 
-function R.elem_bytes(t) return t:info().bytes end
+function R.elem_bytes(t) return info(t).bytes end
 
 function R.is_tensor_type(t)
-  local i = t:info()
+  local i = info(t)
   return i.kind == "dialect" and i.name == "tileas.tensor"
 end
 
@@ -61,7 +67,14 @@ function R.is_ring_load(op)
   return false
 end
 
-function R.each_op(root, fn) root:walk(function(op) if op ~= root then fn(op) end end) end
+-- fn(op) for each op nested in root, in pre-order (the walk's first op is root
+-- itself: skipped by position, not by comparing each op with it, a call).
+function R.each_op(root, fn)
+  local first = true
+  root:walk(function(op)
+    if first then first = false else fn(op) end
+  end)
+end
 
 -- The elements a thread holds of a tile of type t in a warpgroup's mma layout.
 function R.frag_size(t)
