@@ -23,6 +23,8 @@
 -- the reference kernel on every element, one CPU row); --torch times torch's
 -- cuDNN SDPA on the same problems in a child process first (tools/bench/peers.lua)
 -- and adds each kernel's ratio to it.
+-- --tile-nosum adds the tile program compiled with tl.options.sums_by_dot = false (its row
+-- sums by FADD, as before the sums by the P V GEMM: convert-tileas-to-cutlass's sums.lua).
 --   tilua tools/bench/attention_ab.lua --small=VARIANT [--d=64] [--causal] [--sms=N]   (for compute-sanitizer: one
 --   launch of the variant at 2 x 2 heads (1 key head), 333 x 300, checked on every element)
 --
@@ -43,6 +45,7 @@ for _, a in ipairs(arg) do
   if a == "--no-tile" then o.no_tile = true end
   if a == "--check" then o.check = true end
   if a == "--torch" then o.torch = true end
+  if a == "--tile-nosum" then o.tile_nosum = true end
   if a == "--causal" then o.causal = true end
 end
 
@@ -100,8 +103,10 @@ local function kernels(p, kinds)
       end
     else
       local k = ex.build { d = p.d, causal = p.causal, schedule = sched }
+      if kind == "tile_nosum" then tl.options.sums_by_dot = false end
       k:compile()
-      list[#list + 1] = { label = "tile program" .. (sched and ", " .. sched or ""), kind = kind,
+      tl.options.sums_by_dot = nil
+      list[#list + 1] = { label = "tile program" .. (sched and ", " .. sched or "") .. (kind == "tile_nosum" and ", sums by FADD" or ""), kind = kind,
                           run = function(x) ex.launch(k, prob, x) end }
     end
   end
@@ -190,6 +195,7 @@ for _, p in ipairs(order) do
     if o.schedules then
       kinds = p.causal and { "std", "tile", "tile_dp", "tile_persistent", "std_persistent" } or { "std", "tile", "tile_dp", "std_dp" }
     end
+    if o.tile_nosum then kinds[#kinds + 1] = "tile_nosum" end
     if o.no_tile then
       local k2 = {}
       for _, kd in ipairs(kinds) do if not kd:match "^tile" then k2[#k2 + 1] = kd end end

@@ -170,10 +170,11 @@ function Sums.fill(L, wg, t)
   for _, r in ipairs(L.rings) do
     if r.ones then
       any = true
-      local per = r.shape[1] * r.box[2] // 2 -- pairs of 16-bit elements a stage's box (contiguous)
-      local one = tl.const(tostring(r.elem) == "f16" and 0x3C003C00 or 0x3F803F80, tl.i32)
+      local per = r.shape[1] * r.box[2] // 8 -- 16-byte units (8 elements) of a stage's box (contiguous)
+      local pair = tl.const(tostring(r.elem) == "f16" and 0x3C003C00 or 0x3F803F80, tl.i32)
+      local one = tl.vector_of(tl.i32, { pair, pair, pair, pair })
       for s = 0, r.stages - 1 do
-        local base = r.smem:ptr(s, r.nbox * r.shape[1], 0):as(tl.i32) + ctid
+        local base = r.smem:ptr(s, r.nbox * r.shape[1], 0):as(tl.vector(tl.i32, 4)) + ctid
         for i = 0, (per + threads - 1) // threads - 1 do
           local function put() tl.store(i == 0 and base or base + i * threads, one) end
           if (i + 1) * threads <= per then put() else tl.if_((ctid + i * threads):lt(per), put) end
