@@ -90,10 +90,7 @@ function Sums.rule(L, op)
           local p = r:operand(1)
           for _, d in ipairs(dots) do
             local s = Sums.dot_form(L, op, d, p, x)
-            if s then
-              s.slot = i
-              return s
-            end
+            if s then s.slot = i return s end
           end
         end
       end
