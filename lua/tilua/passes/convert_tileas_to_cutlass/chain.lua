@@ -466,6 +466,12 @@ local function outputs_before_wait(S)
       out.slots[i] = pack(V.get(L, yield:operand(i), yield), S.slot_kind[i], op:result(i):type())
     end
   end
+  if S.sum then -- (the rows' factor now, with the softmax, as the sum slot computed it: left to its
+    -- first use, the rescale after the wait, its exp2 would wait for the late group)
+    local x = V.get(L, S.sum.x, S.sum.dot)
+    x:at(0)
+    x:at(8)
+  end
   return out
 end
 local function accumulators(S, out)
