@@ -41,8 +41,8 @@ local D = tl.device
 
 local o = { rounds = 7 }
 for _, a in ipairs(arg) do
-  local key, v = a:match "^%-%-([%w_]+)=(.*)$"
-  if key then o[key] = math.tointeger(tonumber(v)) or v end
+  local key, v = a:match "^%-%-([%w_-]+)=(.*)$"
+  if key then o[key:gsub("-", "_")] = math.tointeger(tonumber(v)) or v end -- (--tile-bm: o.tile_bm)
   if a == "--schedules" then o.schedules = true end
   if a == "--no-tile" then o.no_tile = true end
   if a == "--check" then o.check = true end
