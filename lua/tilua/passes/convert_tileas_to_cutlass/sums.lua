@@ -14,7 +14,8 @@
 --   D reads B from a ring of 16-bit elements, MN-major (not transpose_b), in
 --     64-column boxes of a 128-byte swizzle, N = D's columns, N + 8 <= 256;
 --   the rings, a box of ones a stage more, and the epilogue's staging
---     (16 KB a consumer) fit the shared memory (SM90_MAX_SMEM).
+--     (16 KB a consumer) fit the shared memory (SM90_MAX_SMEM);
+--   one CTA, no ping-pong consumers (not lowered there yet).
 --
 -- Then each stage of D's ring gets one box more, of ones (written once by
 -- the consumers, fenced to the async proxy), D is issued with N + 8 columns
@@ -24,6 +25,8 @@
 -- shuffles). What changes: l sums p rounded to 16 bits, as D multiplies it
 -- (attention's O / l then divides by the sum of what was multiplied); the
 -- log-sum-exp moves by at most the rounding (2^-9 relative an element).
+-- The factor x is computed with the loop's register work, before the late
+-- group's wait (chain.lua), as the slot's update computed it.
 -- Off with tl.options.sums_by_dot = false or the pass option sums_by_dot=0.
 
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"
