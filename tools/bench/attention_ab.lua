@@ -23,6 +23,10 @@
 -- the reference kernel on every element, one CPU row); --torch times torch's
 -- cuDNN SDPA on the same problems in a child process first (tools/bench/peers.lua)
 -- and adds each kernel's ratio to it.
+-- --tile-nosum adds the tile program compiled with tl.options.sums_by_dot = false (its row
+-- sums by FADD, as before the sums by the P V GEMM: convert-tileas-to-cutlass's sums.lua);
+-- --tile-bm=N the tile program with programs of N query rows (N / 64 consumers; its default:
+-- 192 at head dim 64, 128 above).
 --   tilua tools/bench/attention_ab.lua --small=VARIANT [--d=64] [--causal] [--sms=N]   (for compute-sanitizer: one
 --   launch of the variant at 2 x 2 heads (1 key head), 333 x 300, checked on every element)
 --
@@ -37,12 +41,13 @@ local D = tl.device
 
 local o = { rounds = 7 }
 for _, a in ipairs(arg) do
-  local key, v = a:match "^%-%-([%w_]+)=(.*)$"
-  if key then o[key] = math.tointeger(tonumber(v)) or v end
+  local key, v = a:match "^%-%-([%w_-]+)=(.*)$"
+  if key then o[key:gsub("-", "_")] = math.tointeger(tonumber(v)) or v end -- (--tile-bm: o.tile_bm)
   if a == "--schedules" then o.schedules = true end
   if a == "--no-tile" then o.no_tile = true end
   if a == "--check" then o.check = true end
   if a == "--torch" then o.torch = true end
+  if a == "--tile-nosum" then o.tile_nosum = true end
   if a == "--causal" then o.causal = true end
 end
 
@@ -99,10 +104,20 @@ local function kernels(p, kinds)
                             flops = a.flops, a = a, run = function(x) a:run(x) end }
       end
     else
-      local k = ex.build { d = p.d, causal = p.causal, schedule = sched }
+      local bm = kind == "tile_bm" and o.tile_bm or nil
+      local k = ex.build { d = p.d, causal = p.causal, schedule = sched, bm = bm }
+      local pr = prob
+      if bm then
+        pr = {}
+        for key, v in pairs(prob) do pr[key] = v end
+        pr.bm = bm
+      end
+      if kind == "tile_nosum" then tl.options.sums_by_dot = false end
       k:compile()
-      list[#list + 1] = { label = "tile program" .. (sched and ", " .. sched or ""), kind = kind,
-                          run = function(x) ex.launch(k, prob, x) end }
+      tl.options.sums_by_dot = nil
+      list[#list + 1] = { label = "tile program" .. (sched and ", " .. sched or "") .. (kind == "tile_nosum" and ", sums by FADD" or "")
+                            .. (bm and (", bm %d"):format(bm) or ""), kind = kind,
+                          run = function(x) ex.launch(k, pr, x) end }
     end
   end
   return list
@@ -190,6 +205,8 @@ for _, p in ipairs(order) do
     if o.schedules then
       kinds = p.causal and { "std", "tile", "tile_dp", "tile_persistent", "std_persistent" } or { "std", "tile", "tile_dp", "std_dp" }
     end
+    if o.tile_nosum then kinds[#kinds + 1] = "tile_nosum" end
+    if o.tile_bm then kinds[#kinds + 1] = "tile_bm" end
     if o.no_tile then
       local k2 = {}
       for _, kd in ipairs(kinds) do if not kd:match "^tile" then k2[#k2 + 1] = kd end end

@@ -62,6 +62,10 @@
 --                           in a program without a dot (docs/tileprog.md); 4, 8
 --                           or 16: every blocked tile that (tile-to-ptx runs
 --                           tileas-assign-layouts{unit=N})
+--   tl.options.sums_by_dot  nil (the default): convert-tileas-to-cutlass computes a
+--                           loop's row sums by its late dot where sums.lua's rule
+--                           holds (attention's l by the PV GEMM, a box of ones
+--                           beside V); false: never (the sums by FADD)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --   tl.options.compile_gc   nil (the default): while k:compile runs, Lua's
@@ -131,6 +135,7 @@ local OPTIONS = {
   end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2, whole = 0|1}" },
   slicing = { function(v) return v == nil or v == false or int_in(1, 16)(v) end, "nil, false or an integer in [1, 16]" },
   blocked_unit = { function(v) return v == nil or v == 4 or v == 8 or v == 16 end, "nil, 4, 8 or 16" },
+  sums_by_dot = { function(v) return v == nil or v == false end, "nil or false" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
@@ -356,7 +361,7 @@ end
 -- transpose.lua): a compile's result depends on their values, so the cache
 -- keys on them, and the kernel keeps those it was compiled with
 -- (k.lowering_options) for whatever lowers it again (gpu/emulated.lua).
-local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing", "blocked_unit" }
+local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing", "blocked_unit", "sums_by_dot" }
 
 -- -> a copy of the lowering options' values now
 function M.lowering_options()

@@ -372,7 +372,11 @@ local function bind_slots(S, kk, carried, late_inits)
   for i = 1, S.nslots do
     local arg = b:arg(1 + i)
     local d = an.late_of_slot[i]
-    if d and late_inits then
+    if i == S.sum_slot then -- (summed by the late dot: nothing may read it in the loop, sums.lua)
+      L.vmap[arg:id()] = V.line(tl.f32, 1, function()
+        R.fail(S.op, "a row sum computed by the dot is read in the loop")
+      end)
+    elseif d and late_inits then
       L.vmap[arg:id()] = late_inits[i]
     elseif d then
       L.vmap[arg:id()] = V.frag(tl.f32, frag_size(arg:type()), function(e)
@@ -438,19 +442,44 @@ local function register_operands(S, out)
     if R.tile_of(d.op:operand(1)).space == "rmem" and not S.an.staged[d] then out.areg[d] = register_a(S.L, d.op) end
   end
 end
+-- The accumulator of the late dot that sums rows (sums.lua): its operand's
+-- elements, then the 4 of the columns of ones (N .. N + 7: a row's sum each):
+-- the last result's rescaled by the factor x, zeros before the first.
+local function summed_accumulator(S, d)
+  local x = V.get(S.L, d.op:operand(3), d.op)
+  local n = frag_size(d.op:result(1):type())
+  local vals = {}
+  for i = 0, n - 1 do vals[i + 1] = x:at(i) end
+  local last, f = S.late_result[d], S.env.f
+  local factor = last and V.get(S.L, S.sum.x, d.op)
+  for j = 0, 3 do
+    local dr = f.offset(n + j)
+    vals[n + j + 1] = last and tl.extract(last, n + j) * factor:at(dr) or tl.const(0.0, tl.f32)
+  end
+  return tl.vector_of(tl.f32, vals)
+end
 local function outputs_before_wait(S)
   local L, op, yield = S.L, S.op, S.yield
   local out = { areg = {}, slots = {}, staged = S.staged }
   for i = 1, S.nslots do
-    if not S.an.late_of_slot[i] then
+    if not S.an.late_of_slot[i] and i ~= S.sum_slot then
       out.slots[i] = pack(V.get(L, yield:operand(i), yield), S.slot_kind[i], op:result(i):type())
     end
+  end
+  if S.sum then -- (the rows' factor now, with the softmax, as the sum slot computed it: left to its
+    -- first use, the rescale after the wait, its exp2 would wait for the late group)
+    local x = V.get(L, S.sum.x, S.sum.dot)
+    x:at(0)
+    x:at(8)
   end
   return out
 end
 local function accumulators(S, out)
   out.acc = {}
-  for _, d in ipairs(S.an.late) do out.acc[d] = pack(V.get(S.L, d.op:operand(3), d.op), "frag", d.op:result(1):type())[1] end
+  for _, d in ipairs(S.an.late) do
+    if d == S.sum_d then out.acc[d] = summed_accumulator(S, d) -- (d: never nil here)
+    else out.acc[d] = pack(V.get(S.L, d.op:operand(3), d.op), "frag", d.op:result(1):type())[1] end
+  end
 end
 
 -- Issue the ahead dots (their accumulators svecs, or fresh), one group committed.
@@ -514,7 +543,7 @@ local function prologue(S, lb)
   release_ahead(S)
   local carried = {}
   for i = 1, S.nslots do
-    if not S.an.late_of_slot[i] then carried[i] = pack(inits[i], S.slot_kind[i], op:result(i):type()) end
+    if not S.an.late_of_slot[i] and i ~= S.sum_slot then carried[i] = pack(inits[i], S.slot_kind[i], op:result(i):type()) end
   end
   bind_slots(S, lb, carried, inits)
   if S.reducing then S.staged = 2 * tl.cast(S.env.wg, tl.i32) end -- (the warpgroup's first staging tile)
@@ -550,7 +579,7 @@ local function loop_cells(S, svecs, out)
     for _, d in ipairs(an.ahead) do C.ahead[d] = cell(svecs[d]) end
   end
   for i = 1, S.nslots do
-    if not an.late_of_slot[i] then
+    if not an.late_of_slot[i] and i ~= S.sum_slot then
       C.slots[i] = {}
       for j, v in ipairs(out.slots[i]) do C.slots[i][j] = cell(v) end
     end
@@ -731,8 +760,14 @@ local function finish(S, C)
   for _, g in ipairs(S.once) do release(g, cur[g]) end
   for i = 1, S.nslots do
     local d = S.an.late_of_slot[i]
-    if d then
+    if d and d == S.sum_d then -- (its vector is 4 elements longer: the rows' sums, read by the sum slot)
+      local vec = results[d]
+      L.vmap[op:result(i):id()] = V.frag(tl.f32, frag_size(op:result(i):type()), function(e) return tl.extract(vec, e) end)
+    elseif d then
       L.vmap[op:result(i):id()] = V.vec_frag(results[d], frag_size(op:result(i):type()))
+    elseif i == S.sum_slot then -- (a row's sum in each of the columns of ones: elements n and n + 2)
+      local vec, n = results[S.sum_d], frag_size(S.sum.dot:result(1):type())
+      L.vmap[op:result(i):id()] = V.line(tl.f32, 1, function(dr) return tl.extract(vec, dr == 0 and n or n + 2) end)
     else
       L.vmap[op:result(i):id()] = unpack(last.slots[i], S.slot_kind[i], op:result(i):type())
       if S.deferred[i] then L.vmap[op:result(i):id()] = quad_sum(L.vmap[op:result(i):id()]) end
@@ -812,6 +847,11 @@ function Chain.lower(L, env, op, cur, ctx)
     S.acur[g] = an.shared[g] and cur[g]:rebound(cur[g].value) or cur[g] -- (a second cursor at the same value)
   end
   S.deferred = deferred_sums(op, S.slot_kind)
+  S.sum = not S.in_order and L.sums and L.sums[op:id()] -- (a rows slot summed by a late dot: sums.lua)
+  if S.sum then
+    S.sum_slot, S.sum_d = S.sum.slot, an.late_of_slot[S.sum.late_slot]
+    S.deferred[S.sum_slot] = nil
+  end
   -- (a load staged in a group's stages, staged.lua: read at the stage of the
   -- iteration's cursor, the ahead one where the loop has one)
   local saved_stage = env.group_stage

@@ -18,6 +18,7 @@ local Loops = require "tilua.passes.convert_tileas_to_cutlass.loops"
 local Chain = require "tilua.passes.convert_tileas_to_cutlass.chain"
 local A = require "tilua.kernels.attention"
 local Staged = require "tilua.passes.convert_tileas_to_cutlass.staged"
+local Sums = require "tilua.passes.convert_tileas_to_cutlass.sums"
 
 local Consumer = {}
 
@@ -725,6 +726,7 @@ local function build(L, ag, count, first)
         end }
       end
       env.f, env.thread, env.wg = f, t, wg
+      Sums.fill(L, wg, t) -- (the boxes of ones of the rings whose dots sum rows, sums.lua)
       -- a cursor a pipeline (one for a GEMM); the turns at the dots, where
       -- the loop takes them (tileas.turns: L.go, a seq_bar a warpgroup)
       local cur, cursors = {}, {}

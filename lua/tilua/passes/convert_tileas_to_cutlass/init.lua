@@ -76,6 +76,7 @@ local Producer = require "tilua.passes.convert_tileas_to_cutlass.producer"
 local Consumer = require "tilua.passes.convert_tileas_to_cutlass.consumer"
 local Compute = require "tilua.passes.convert_tileas_to_cutlass.compute"
 local Staged = require "tilua.passes.convert_tileas_to_cutlass.staged"
+local Sums = require "tilua.passes.convert_tileas_to_cutlass.sums"
 
 local M = {}
 
@@ -99,8 +100,10 @@ local CLAIM_STAGES = 2 -- ids claimed ahead of the consumers: the next tile's wh
 
 local function shared_and_pipeline(L)
   local tl, k = L.tl, L.k
+  Sums.plan(L) -- (row sums by a dot: its ring a box of ones more a stage, sums.lua)
   for _, r in ipairs(L.rings) do
-    r.smem = k:shared(r.elem, { r.stages, r.nbox * r.shape[1], r.box[2] }, { align = 1024, swizzle = r.swizzle > 0 and r.swizzle or nil })
+    local boxes = r.nbox + (r.ones and 1 or 0)
+    r.smem = k:shared(r.elem, { r.stages, boxes * r.shape[1], r.box[2] }, { align = 1024, swizzle = r.swizzle > 0 and r.swizzle or nil })
   end
   local consumers = L.consumers
   local first_consumer = consumers[1].first
@@ -216,6 +219,7 @@ function M.convert(module, options)
   require("tilua.passes.convert_tileas_to_cutlass.transpose").forced_claims = options and options.transpose_claims
   Staged.merge_lines = not (options and options.merge_lines == 0)
   require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = options and options.linear_desc == 1 or nil
+  Sums.enabled = not (options and options.sums_by_dot == 0) and tl.options.sums_by_dot ~= false
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then

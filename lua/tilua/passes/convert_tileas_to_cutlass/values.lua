@@ -191,7 +191,7 @@ local function linear_units(r, s, row, col)
   local ring = r.ring or r
   local eb = R.elem_bytes(ring.elem)
   local period, row_bytes = 8 * ring.swizzle, ring.box[2] * eb
-  local stage_bytes = (ring.nbox or 1) * ring.shape[1] * row_bytes
+  local stage_bytes = ((ring.nbox or 1) + (ring.ones and 1 or 0)) * ring.shape[1] * row_bytes -- (sums.lua's box of ones)
   if ring.swizzle < 32 or row_bytes ~= ring.swizzle or stage_bytes % period ~= 0 or row * row_bytes % period ~= 0 then return nil end
   local moving = (s or 0) * (stage_bytes // 16)
   local off = r.offsets or { 0, 0 }
