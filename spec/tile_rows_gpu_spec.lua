@@ -131,6 +131,11 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     -- (programs claimed: more tiles than the CTAs' static stages, 132 x 2 and 132 x 1 on an H200)
     { "tiles of 64, programs claimed, 2 stages", { 2000, 1032 }, 64, 4, { claims = 1, stages = 2 } },
     { "tiles of 128, programs claimed, 1 stage", { 2056, 1544 }, 128, 8, { claims = 1, stages = 1 } },
+    -- (s14: the programs in bands of tile rows, the last band ragged (32 rows of tiles in bands of 3;
+    -- 17 in bands of 4), refills before the stores; the diagonal order)
+    { "tiles of 64, bands of 3 tile rows, refills first", { 2000, 1032 }, 64, 4, { group = 3, early = 1 } },
+    { "tiles of 128, bands of 4 tile rows, programs claimed", { 2056, 1544 }, 128, 8, { group = 4, claims = 1, stages = 2 } },
+    { "tiles of 128, diagonal order", { 2056, 1544 }, 128, 8, { order = 2 } },
   }
   for j, t in ipairs(tr) do
     if not small then

@@ -345,10 +345,25 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.equal(3, l3.per_sm)
     local ok, err = pcall(function() tl.options.tile_transpose = { ahead = 3 } end)
     assert.is_false(ok)
-    assert.matches("nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1, claims = 0|1}", err, 1, true)
+    assert.matches("nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1|2, group = n (1 to 65536), claims = 0|1, early = 0|1}", err, 1, true)
+    assert.is_false((pcall(function() tl.options.tile_transpose = { group = 0 } end)))
+    assert.is_false((pcall(function() tl.options.tile_transpose = { order = 3 } end)))
     -- one to three CTAs walking every program (the ring's stages and the output tiles wrapping), ragged edges
     for _, t in ipairs { { { 136, 200 }, 1 }, { { 200, 72 }, 2 }, { { 72, 104 }, 3 }, { { 64, 64 }, 1 } } do
       local good, summary = ex.run_case("transpose_bf16", { seed = 3, emulate = true, size = t[1], ctas = t[2] })
+      assert(good, summary)
+    end
+    -- the programs in bands of tile rows (the last band ragged: 9 rows of tiles in bands of 2 and 4, 4 in
+    -- bands of 3), refills before the stores, the diagonal order: every tile once, on 1 to 3 CTAs
+    for _, v in ipairs { { { group = 2, early = 1 }, { 520, 200 }, 2 }, { { group = 4, stages = 2 }, { 520, 330 }, 3 },
+                         { { group = 3 }, { 200, 330 }, 1 }, { { order = 2 }, { 520, 200 }, 2 }, { { order = 2, early = 1 }, { 200, 330 }, 3 } } do
+      tl.options.tile_transpose = v[1]
+      local ran, good, summary = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        return fresh.run_case("transpose_bf16", { seed = 6, emulate = true, size = v[2], ctas = v[3] })
+      end)
+      tl.options.tile_transpose = nil
+      assert(ran, good)
       assert(good, summary)
     end
     -- tiles of 128 (four boxes a tile) on 8 and 4 warps, one stage and three output

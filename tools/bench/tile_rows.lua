@@ -369,6 +369,22 @@ transpose_case("transpose 64, claims, stages 4", 64, 4, { claims = 1, stages = 4
 transpose_case("transpose 64, claims, stages 8", 64, 4, { claims = 1, stages = 8 })
 transpose_case("transpose 128, claims, stages 3", 128, 8, { claims = 1, stages = 3 })
 
+-- (s14) the programs' order: bands of `group` tile rows of X (x fastest in a
+-- band: G x 2n bytes of each of Y's rows written together; group = all rows
+-- is order 0, group 1 is order 1), and the diagonal (order 2); early: each
+-- iteration's refill issued before its store
+for _, v in ipairs { { 64, 4 }, { 64, 8 }, { 64, 16 }, { 64, 32 }, { 64, 64 }, { 128, 2 }, { 128, 4 }, { 128, 8 }, { 128, 16 }, { 128, 32 } } do
+  transpose_case(("transpose %d, group %d"):format(v[1], v[2]), v[1], v[1] // 16, { group = v[2] })
+end
+for _, v in ipairs { { 64, nil }, { 64, 16 }, { 64, 32 }, { 128, nil }, { 128, 8 }, { 128, 16 } } do
+  transpose_case(("transpose %d%s, early"):format(v[1], v[2] and (", group " .. v[2]) or ""), v[1], v[1] // 16, { group = v[2], early = 1 })
+end
+transpose_case("transpose 64, order 2", 64, 4, { order = 2 })
+transpose_case("transpose 128, order 2", 128, 8, { order = 2 })
+for _, v in ipairs { { 64, 16, 4 }, { 64, 16, 8 }, { 128, 8, 3 }, { 64, 32, 4 }, { 64, 32, 8 }, { 128, 16, 3 } } do
+  transpose_case(("transpose %d, group %d, stages %d"):format(v[1], v[2], v[3]), v[1], v[1] // 16, { group = v[2], stages = v[3] })
+end
+
 -- The program against its CPU reference on a few rows of X (read back).
 local function check_rows(name, k, launch, raw)
   if raw then

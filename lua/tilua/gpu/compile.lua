@@ -118,14 +118,16 @@ local OPTIONS = {
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
-      if k == "order" or k == "claims" then
-        if x ~= 0 and x ~= 1 then return false end
+      if k == "order" or k == "claims" or k == "early" then
+        if x ~= 0 and x ~= 1 and (k ~= "order" or x ~= 2) then return false end
+      elseif k == "group" then
+        if math.type(x) ~= "integer" or x < 1 or x > 65536 then return false end
       elseif (k ~= "stages" and k ~= "outs" and k ~= "per_sm") or math.type(x) ~= "integer" or x < 1 or x > 16 then
         return false
       end
     end
     return true
-  end, "nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1, claims = 0|1}" },
+  end, "nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1|2, group = n (1 to 65536), claims = 0|1, early = 0|1}" },
 }
 local function check_option(key, v)
   local spec = OPTIONS[key]

@@ -100,6 +100,7 @@ function T.plan_loop(wop)
   if not m then return nil end
   local d = DEFAULT[m.n] or { stages = 2, outs = 2, per_sm = 1 }
   m.stages, m.outs, m.per_sm, m.order = o.stages or d.stages, o.outs or d.outs, o.per_sm or d.per_sm, o.order or 0
+  m.group, m.early = o.group or d.group, (o.early or d.early or 0) > 0
   m.claims = (T.forced_claims or o.claims or 0) > 0 -- (T.forced_claims: the pass's option transpose_claims while it runs)
   if m.stages < 1 or m.outs < 2 or m.per_sm < 1 then return nil end
   if m.per_sm * (m.stages + m.outs) * m.n * m.n * 2 > MAX_SM_BYTES then return nil end
@@ -123,9 +124,21 @@ end
 -- fastest -- along X's rows -- instead of x fastest: q taken as (q mod ny) x
 -- nx + q / ny, the same programs in another order.)
 local function coords(L, env, after, P, q)
-  if P.order == 1 and L.P.lowered_programs[2] then
-    local ny = X.programs(L, 2)
-    q = (q % ny) * X.programs(L, 1) + q // ny
+  if L.P.lowered_programs[2] then
+    local nx, ny = X.programs(L, 1), X.programs(L, 2)
+    if P.order == 1 then
+      q = (q % ny) * nx + q // ny
+    elseif P.order == 2 then -- (diagonal: x = q mod nx, y = (q / nx + x) mod ny)
+      local x = q % nx
+      q = ((q // nx + x) % ny) * nx + x
+    elseif P.group then -- (bands of `group` x values, x fastest in a band; the last band's height h)
+      local G = tl.const(P.group, tl.i32)
+      local band = G * ny
+      local g = q // band
+      local rem, x0 = q - g * band, g * G
+      local h = tl.min(G, nx - x0)
+      q = (rem // h) * nx + x0 + rem % h
+    end
   end
   L.vmap[after:arg(1):id()] = q
   for _, o in ipairs(after:ops()) do
@@ -249,8 +262,9 @@ function T.build(L, env, wop, P)
       tl.if_(tid:eq(0), function() tl.bulk_wait(O - 2, { read = true }) end)
       tl.barrier()
       tl.if_(tid:eq(0), function()
+        if P.early then fill(s, grid * S + c) end
         store(q, b)
-        fill(s, grid * S + c)
+        if not P.early then fill(s, grid * S + c) end
         tl.if_(c:eq(total - 1), function() tl.atomic_exch(counter, zero) end)
       end)
       return next_stage(s, phase, b)
@@ -265,8 +279,9 @@ function T.build(L, env, wop, P)
     tl.if_(tid:eq(0), function() tl.bulk_wait(O - 2, { read = true }) end) -- output tile b + 1 free
     tl.barrier()
     tl.if_(tid:eq(0), function()
+      if P.early then fill(s, q + grid * S) end -- (early: the refill's loads before the store)
       store(q, b)
-      fill(s, q + grid * S)
+      if not P.early then fill(s, q + grid * S) end
     end)
     return next_stage(s, phase, b)
   end)
