@@ -136,34 +136,42 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     { "tiles of 64, bands of 3 tile rows, refills first", { 2000, 1032 }, 64, 4, { group = 3, early = 1 } },
     { "tiles of 128, bands of 4 tile rows, programs claimed", { 2056, 1544 }, 128, 8, { group = 4, claims = 1, stages = 2 } },
     { "tiles of 128, diagonal order", { 2056, 1544 }, 128, 8, { order = 2 } },
+    -- (s14: 32-bit elements in boxes of 32 x 32, bytes in boxes of 128 x 128; f32 at odd rows through the registers)
+    { "f32, tiles of 64", { 2000, 1036 }, 64, 4, nil, "f32" },
+    { "f32, tiles of 32, bands of 5", { 1036, 2000 }, 32, 2, { group = 5 }, "f32" },
+    { "f32, tiles of 64, odd rows (the fallback)", { 1001, 1500 }, 64, 4, nil, "f32" },
+    { "u8, tiles of 128", { 2064, 1552 }, 128, 8, nil, "u8" },
+    { "u8, tiles of 256, 1 stage", { 1552, 2064 }, 256, 16, nil, "u8" },
   }
   for j, t in ipairs(tr) do
     if not small then
-      it(("transpose bf16 %s, %d x %d: the CPU reference"):format(t[1], t[2][1], t[2][2]), function()
+      local e = t[6] or "bf16"
+      it(("transpose %s %s, %d x %d: the CPU reference"):format(e, t[1], t[2][1], t[2][2]), function()
         if not GPU then pending("no GPU: " .. tl.device.error()) return end
         tl.options.tile_transpose = t[5]
         local k
         local ran, ok, summary = pcall(function()
           local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
-          local c = fresh.cases.transpose_bf16
+          local c = fresh.cases["transpose_" .. e]
           c.build = function()
-            k = tl.rows.transpose { n = t[3], warps = t[4], name = "transpose_bf16" }
+            k = tl.rows.transpose { n = t[3], warps = t[4], elem = tl[e], name = "transpose_" .. e }
             return k
           end
           c.grid = function(_, M, N) return { (M + t[3] - 1) // t[3], (N + t[3] - 1) // t[3] } end
           -- (claims: launched twice, the second right only if the first put the counter back to 0)
           for r = 1, type(t[5]) == "table" and t[5].claims and 1 or 0 do
-            local good, s = fresh.run_case("transpose_bf16", { seed = seed + 13 * j + 1000 * r, size = t[2] })
+            local good, s = fresh.run_case("transpose_" .. e, { seed = seed + 13 * j + 1000 * r, size = t[2] })
             if not good then return false, "launch 1: " .. s end
           end
-          return fresh.run_case("transpose_bf16", { seed = seed + 13 * j, size = t[2] })
+          return fresh.run_case("transpose_" .. e, { seed = seed + 13 * j, size = t[2] })
         end)
         tl.options.tile_transpose = nil
         assert(ran, ok)
         print("tile_rows_gpu: " .. t[1] .. ": " .. summary)
         assert(ok, summary)
         -- the variant through the registers ran where TMA could not take the rows, and only there
-        local odd = t[5] ~= false and (t[2][1] % 8 ~= 0 or t[2][2] % 8 ~= 0)
+        local a = 16 // tl[e]:info().bytes -- (elements of 16 bytes)
+        local odd = t[5] ~= false and (t[2][1] % a ~= 0 or t[2][2] % a ~= 0)
         assert.equal(odd, k.fallback() ~= nil)
       end)
     end

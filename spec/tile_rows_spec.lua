@@ -333,8 +333,13 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.equal("tma", f)
     assert.equal(1, launch.per_sm) -- (the default of 64: 6 stages, 2 output tiles, 1 CTA an SM)
     assert.same({ "X", "Y" }, launch.transpose)
-    assert.equal("registers", (form(tl.rows.transpose { n = 64, elem = tl.f32 }))) -- (stmatrix moves 16-bit elements)
     assert.equal("registers", (form(tl.rows.transpose { n = 32 }))) -- (no multiple of the 64-element box)
+    -- (s14) 32-bit elements in boxes of 32 x 32, 8-bit in boxes of 128 x 128: n a multiple of those
+    assert.equal("tma", (form(tl.rows.transpose { n = 64, elem = tl.f32 })))
+    assert.equal("tma", (form(tl.rows.transpose { n = 32, elem = tl.f32, warps = 2 })))
+    assert.equal("tma", (form(tl.rows.transpose { n = 128, elem = tl.u8 })))
+    assert.equal("registers", (form(tl.rows.transpose { n = 64, elem = tl.u8 })))
+    assert.equal("registers", (form(tl.rows.transpose { n = 64, elem = tl.f64 }))) -- (8-byte elements: not lowered by TMA)
     tl.options.tile_transpose = false
     local off = form(tl.rows.transpose { n = 64 })
     tl.options.tile_transpose = { stages = 2, outs = 3, per_sm = 3 }
@@ -385,6 +390,35 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     local good, report = ex.run_case("transpose_bf16", { seed = 5, emulate = true, size = { 136, 72 }, ctas = 2, check = true,
                                                          max_states = 2000 })
     assert(good, report)
+  end)
+
+  it("the transpose by TMA of 32-bit elements (boxes of 32 x 32) and of bytes (128 x 128): ragged edges, 1 to 3 CTAs lapping the ring, bands and early refills; protocol clean", function()
+    local tl = require "tilua"
+    for _, v in ipairs { { "f32", 64, nil, { 200, 136 }, 2 }, { "f32", 32, { stages = 2, group = 3, early = 1 }, { 136, 264 }, 3 },
+                         { "u8", 128, nil, { 272, 144 }, 2 }, { "u8", 128, { stages = 1, outs = 3, order = 2 }, { 400, 272 }, 3 } } do
+      tl.options.tile_transpose = v[3]
+      local ran, good, summary = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        local k
+        fresh.cases["transpose_" .. v[1]].build = function()
+          k = tl.rows.transpose { n = v[2], elem = tl[v[1]], warps = v[2] // 16, name = "transpose_" .. v[1] }
+          return k
+        end
+        fresh.cases["transpose_" .. v[1]].grid = function(_, M, N) return { (M + v[2] - 1) // v[2], (N + v[2] - 1) // v[2] } end
+        local good, summary = fresh.run_case("transpose_" .. v[1], { seed = 8, emulate = true, size = v[4], ctas = v[5] })
+        assert.equal("map:X", k:lowered_op():attr("tileas.params")[1])
+        return good, summary
+      end)
+      tl.options.tile_transpose = nil
+      assert(ran, good)
+      assert(good, summary)
+    end
+    local ex = assert(loadfile "examples/tile_rows.lua")("--library")
+    for _, e in ipairs { "f32", "u8" } do
+      local good, report = ex.run_case("transpose_" .. e, { seed = 9, emulate = true, size = e == "u8" and { 144, 272 } or { 72, 104 }, ctas = 2,
+                                                            check = true, max_states = 2000 })
+      assert(good, report)
+    end
   end)
 
   it("the transpose by TMA with its programs claimed at run time (tile_transpose.claims = 1): 1 to 3 CTAs, ragged edges, fewer programs than the CTAs' stages; the counter back to 0; protocol clean", function()

@@ -322,6 +322,7 @@ do -- tl.rows (an indented block)
     end
     local k, registers = build(), nil
     local launch, tr, tr_for = k.launch, nil, nil
+    local align = 16 // elem:info().bytes -- (the maps' rows: 16-byte multiples)
     local tensor_arg = require("tilua.gpu.recipe").tensor_arg
     function k.launch(self, cfg) -- (k:run's too)
       if not self.ptx then self:compile() end
@@ -332,7 +333,7 @@ do -- tl.rows (an indented block)
       local bad = false
       for _, t in ipairs(tr or {}) do -- (the row stride as the launch reads it: recipe.lua's tensor_arg)
         local s = args[t] ~= nil and tensor_arg(t, args[t]).strides[1]
-        bad = bad or (math.type(s) == "integer" and s % 8 ~= 0)
+        bad = bad or (math.type(s) == "integer" and s % align ~= 0)
       end
       if not bad then return launch(self, cfg) end
       -- (the option stays off for the launch too: --emulate lowers the kernel again at its first launch)

@@ -337,9 +337,18 @@ local cases = {
 -- stages = input tiles in flight a CTA, outs = output tiles, per_sm = CTAs an
 -- SM, order 1: the programs y fastest; false: the exchange through the
 -- threads' registers, as before)
-local function transpose_case(name, n, warps, opt)
-  local launch = { grid = { M // n, N // n }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }
-  cases[#cases + 1] = { name, tl.rows.transpose { n = n, warps = warps }, launch, 2 * bytes, nil, opt }
+-- (s14: elements of 32 bits (X of M x N / 2 f32) and of 8 (M x 2N bytes): the same bytes)
+local xb, yb
+local function transpose_case(name, n, warps, opt, e)
+  local xs, ys, cols = x, y, N
+  if e == "f32" then xs, ys, cols = xf, yf, N // 2 end
+  if e == "u8" then
+    if not xb then xb, yb = D.random(tl.u8, 2 * M * N, seed + 5), D.alloc(tl.u8, 2 * M * N) end
+    xs, ys, cols = xb, yb, 2 * N
+  end
+  local launch = { grid = { M // n, cols // n }, args = { X = { xs, { M, cols } }, Y = { ys, { cols, M } } } }
+  cases[#cases + 1] = { name, tl.rows.transpose { n = n, warps = warps, elem = e and tl[e] or nil }, launch, 2 * bytes, nil, opt,
+                        tx = xs, ty = ys, tcols = cols }
 end
 transpose_case("transpose 64", 64, 4)
 transpose_case("transpose 128", 128, 8)
@@ -380,13 +389,22 @@ for _, v in ipairs { { 64, nil }, { 64, 16 }, { 64, 32 }, { 128, nil }, { 128, 8
   transpose_case(("transpose %d%s, early"):format(v[1], v[2] and (", group " .. v[2]) or ""), v[1], v[1] // 16, { group = v[2], early = 1 })
 end
 transpose_case("transpose 64, order 2", 64, 4, { order = 2 })
+-- 32-bit (TMA: boxes of 32 x 32, word moves) and 8-bit elements (boxes of 128 x 128 bytes, stmatrix.trans of byte pairs)
+transpose_case("transpose f32 64", 64, 4, nil, "f32")
+transpose_case("transpose f32 32", 32, 2, nil, "f32")
+transpose_case("transpose f32 128", 128, 8, nil, "f32")
+transpose_case("transpose f32 64, exchange (registers)", 64, 4, false, "f32")
+transpose_case("transpose u8 128", 128, 8, nil, "u8")
+transpose_case("transpose u8 128, 4 warps", 128, 4, nil, "u8")
+transpose_case("transpose u8 256", 256, 16, nil, "u8")
+transpose_case("transpose u8 128, exchange (registers)", 128, 8, false, "u8")
 transpose_case("transpose 128, order 2", 128, 8, { order = 2 })
 for _, v in ipairs { { 64, 16, 4 }, { 64, 16, 8 }, { 128, 8, 3 }, { 64, 32, 4 }, { 64, 32, 8 }, { 128, 16, 3 } } do
   transpose_case(("transpose %d, group %d, stages %d"):format(v[1], v[2], v[3]), v[1], v[1] // 16, { group = v[2], stages = v[3] })
 end
 
 -- The program against its CPU reference on a few rows of X (read back).
-local function check_rows(name, k, launch, raw)
+local function check_rows(name, k, launch, raw, c)
   if raw then
     y:fill(0)
     k:launch(launch)
@@ -396,7 +414,7 @@ local function check_rows(name, k, launch, raw)
   end
   if name:match "^transpose" then -- sampled elements: Y[j, i] = X[i, j]
     local function at(buf, i) return buf:to_table(i + 1, i + 1)[1] end
-    local n = 0
+    local n, N, x, y = 0, c.tcols, c.tx, c.ty
     for _, ij in ipairs { { 0, 0 }, { 1, N - 1 }, { 3, math.min(77, N - 1) }, { 2, N // 2 }, { M - 1, N - 1 }, { M // 2 + 5, math.min(1000, N - 1) } } do
       if at(y, ij[2] * M + ij[1]) ~= at(x, ij[1] * N + ij[2]) then error(name .. ": Y is not X transposed", 0) end
       n = n + 1
@@ -444,12 +462,12 @@ for _, c in ipairs(cases) do
   tl.options.tile_transpose = c[6]
   k:compile()
   if name:match "^transpose" then
-    y:fill(0) -- (no earlier program's Y passes the check)
+    (c.ty or y):fill(0) -- (no earlier program's Y passes the check)
     local tma = false
     for _, e in ipairs(k:lowered_op():attr "tileas.params") do tma = tma or e == "map:X" end
     name = name .. (tma and " [tma]" or " [registers]")
   end
-  local checked = check_rows(name, k, launch, c.raw)
+  local checked = check_rows(name, k, launch, c.raw, c)
   -- --interleave=1 (s13): cuMemcpyDtoD timed again just before and just after
   -- the program, the ratio against their mean (the GPU's clocks and the
   -- memory's state drift within a run: the first copy is no reference then)

@@ -39,14 +39,18 @@ local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
 
 local T = {}
 
-local BOX = 64 -- a box's side: 64 16-bit elements are the 128-byte swizzle's row
-local BOX_WORDS = BOX * BOX // 2 -- 32-bit words of a box
+-- A box is square, its rows the 128-byte swizzle's: 128 / (element bytes) a
+-- side (16-bit: 64 x 64, 8 KiB; 32-bit: 32 x 32, 4 KiB), 32 words a row.
+local function box_of(elem_bytes) return 128 // elem_bytes end
 
--- Defaults by n: stages (input tiles in flight a CTA), outs (output tiles),
--- per_sm. The H200's best of the bench's variants (docs/PERF.md, 2026-11-29):
--- n = 64 at 6 stages, 1 CTA an SM 0.907 of a copy (4 stages, 2 CTAs 0.780);
--- n = 128 at 2 stages 0.921.
-local DEFAULT = { [64] = { stages = 6, outs = 2, per_sm = 1 }, [128] = { stages = 2, outs = 2, per_sm = 1 } }
+-- The defaults: 1 CTA an SM, 2 output tiles, and stages (input tiles in
+-- flight a CTA) for about 48 KiB in flight, rounded up: ceil(48 KiB / the
+-- tile's bytes). The H200's best of the bench's variants (docs/PERF.md,
+-- 2026-11-29): 16-bit n = 64 (8 KiB) at 6 stages 0.907 of a copy (4 stages
+-- 0.816, 8 0.777; 4 stages on 2 CTAs an SM, the first default, 0.780); n = 128
+-- (32 KiB) at 2 stages 0.921 (3: 0.848). 32-bit n = 64 (16 KiB): 3 stages.
+local IN_FLIGHT = 48 * 1024
+local function default_of(tile_bytes) return { stages = math.max(1, -(-IN_FLIGHT // tile_bytes)), outs = 2, per_sm = 1 } end
 local MAX_SM_BYTES = 200 * 1024 -- the tiles of an SM's CTAs at most (227 KiB an SM)
 
 local SCALAR_TILEAS = { ["tileas.num_programs"] = true, ["tileas.cancel_next_program_id"] = true }
@@ -77,9 +81,10 @@ local function match(after)
   if tr:operand(1):id() ~= ld:result(1):id() or st:operand(4):id() ~= tr:result(1):id() then return nil end
   if ld:result(1):nuses() ~= 1 or tr:result(1):nuses() ~= 1 then return nil end
   local ti = R.tile_of(ld:result(1))
-  if not ti or #ti.shape ~= 2 or ti.shape[1] ~= ti.shape[2] or ti.shape[1] % BOX ~= 0 then return nil end
-  if R.elem_bytes(ti.elem) ~= 2 then return nil end -- (stmatrix moves 16-bit elements)
-  return { load = ld, transpose = tr, store = st, n = ti.shape[1], elem = ti.elem }
+  local eb = ti and R.elem_bytes(ti.elem)
+  if eb ~= 1 and eb ~= 2 and eb ~= 4 then return nil end -- (16-bit: stmatrix.trans; 32-bit: word moves; 8-bit: byte pairs, stmatrix.trans)
+  if #ti.shape ~= 2 or ti.shape[1] ~= ti.shape[2] or ti.shape[1] % box_of(eb) ~= 0 then return nil end
+  return { load = ld, transpose = tr, store = st, n = ti.shape[1], elem = ti.elem, eb = eb }
 end
 
 -- The options (tl.options.tile_transpose) or nil where it is off.
@@ -98,12 +103,12 @@ function T.plan_loop(wop)
   if not cond[#cond - 1] or cond[#cond - 1]:name() ~= "tileas.is_valid_program_id" then return nil end
   local m = match(wop:region(2):entry())
   if not m then return nil end
-  local d = DEFAULT[m.n] or { stages = 2, outs = 2, per_sm = 1 }
+  local d = default_of(m.n * m.n * m.eb)
   m.stages, m.outs, m.per_sm, m.order = o.stages or d.stages, o.outs or d.outs, o.per_sm or d.per_sm, o.order or 0
   m.group, m.early = o.group or d.group, (o.early or d.early or 0) > 0
   m.claims = (T.forced_claims or o.claims or 0) > 0 -- (T.forced_claims: the pass's option transpose_claims while it runs)
   if m.stages < 1 or m.outs < 2 or m.per_sm < 1 then return nil end
-  if m.per_sm * (m.stages + m.outs) * m.n * m.n * 2 > MAX_SM_BYTES then return nil end
+  if m.per_sm * (m.stages + m.outs) * m.n * m.n * m.eb > MAX_SM_BYTES then return nil end
   return m
 end
 
@@ -116,7 +121,8 @@ function T.map_type(op)
   local mine = m and ((op:name() == "tileas.tiled_load" and op:result(1):id() == m.load:result(1):id())
     or (op:name() == "tileas.tiled_store" and op:operand(4):id() == m.store:operand(4):id()))
   if not mine then return nil end
-  return tl.tensor_map_type(m.elem, { BOX, BOX }, 128)
+  local B = box_of(m.eb)
+  return tl.tensor_map_type(m.elem, { B, B }, 128)
 end
 
 -- The lowered scalar ops of the body for program q (an i32): the load's and
@@ -155,9 +161,11 @@ function T.build(L, env, wop, P)
   L.program_loop, L.persistent, L.linear, L.per_sm = wop, true, nil, P.per_sm
   local after = wop:region(2):entry()
   local n, S, O = P.n, P.stages, P.outs
+  local BOX = box_of(P.eb)
+  local BOX_WORDS = BOX * 32 -- (a box row: 32 words, a chunk 4)
   local nb = n // BOX
   local tile_words = nb * nb * BOX_WORDS
-  local tile_bytes = n * n * 2
+  local tile_bytes = n * n * P.eb
   local xe, ye = L.P.by_arg[P.load:operand(1):id()], L.P.by_arg[P.store:operand(1):id()]
   local xmap, ymap = L.args[xe.lowered_map], L.args[ye.lowered_map]
   local ins = L.k:shared(tl.i32, S * tile_words, { align = 1024 })
@@ -205,10 +213,51 @@ function T.build(L, env, wop, P)
   -- fragment, and the output row j of matrix lane / 8 that it addresses
   local r, c = lane // 4, lane % 4
   local j, mq = lane % 8, lane // 8
-  local units = nb * nb * 16
+  local units = nb * nb * (P.eb == 2 and 16 or 32) -- (8-bit: 32 units of 16 rows x 32 bytes a box)
   local W = L.warps
   if units % W ~= 0 then R.fail(P.transpose, "a transpose of %d x %d on %d warps is not lowered", n, n, W) end
-  local function move(s, b)
+  local move
+  -- 32-bit elements: a box is 4 x 4 blocks of 8 x 8 words; a unit is half a
+  -- block, two of its 4 x 4 quarters (d = 0: the diagonal ones, 1: the
+  -- others): lane bits 0-1 the word in the quarter, 2-3 its row, 4 (x) the
+  -- quarter (its row half x, its word half x xor d). Each lane loads its word
+  -- and stores it at the transposed place: with the swizzle, the 32 lanes
+  -- meet 32 banks on both sides (x flips the chunk's bit 2 on one side and
+  -- bit 0 on the other). Loads of 8 units, then their stores.
+  -- A warp's units are warp + W i (W dividing 32: unit i's box is i / (32 /
+  -- W)); its place in the box, i mod (32 / W), takes 32 / W values whose
+  -- words in the input and output boxes each thread computes once, before the
+  -- loop (in_off, out_off): a unit is then a load and a store at a constant
+  -- offset from the stage's and the output tile's words.
+  local in_off, out_off = {}, {}
+  if P.eb == 4 then
+    if 32 % W ~= 0 then R.fail(P.transpose, "a 32-bit transpose on %d warps is not lowered (a divisor of 32)", W) end
+    local x, rq, wq = lane // 16, (lane // 4) % 4, lane % 4
+    local rl = x * 4 + rq -- (the lane's row in the block; its word there: xd * 4 + wq)
+    for t = 0, 32 // W - 1 do
+      local k = warp + W * t
+      local blk, d = k // 2, k % 2
+      local bp, bq = blk // 4, blk % 4
+      local xd = x ~ d
+      in_off[t] = (bp * 8 + rl) * 32 + ((bq * 2 + xd) ~ rl) * 4 + wq
+      out_off[t] = (bq * 8 + xd * 4 + wq) * 32 + ((bp * 2 + x) ~ (xd * 4 + wq)) * 4 + rq
+    end
+  end
+  local function move32(s, b)
+    local per, per_box = units // W, 32 // W
+    local src0, dst0 = ins + s * tile_words, outs + b * tile_words
+    for i0 = 0, per - 1, 8 do
+      local vals, dsts = {}, {}
+      for i = i0, math.min(i0 + 8, per) - 1 do
+        local box, t = i // per_box, i % per_box
+        local bi, bj = box // nb, box % nb
+        vals[#vals + 1] = (src0 + (in_off[t] + (bi * nb + bj) * BOX_WORDS)):load()
+        dsts[#dsts + 1] = dst0 + (out_off[t] + (bj * nb + bi) * BOX_WORDS)
+      end
+      for m, v in ipairs(vals) do dsts[m]:store(v) end
+    end
+  end
+  local function move16(s, b)
     for i = 0, units // W - 1 do
       local u = warp + W * i
       local box, k = u // 16, u % 16
@@ -225,6 +274,39 @@ function T.build(L, env, wop, P)
       tl.stmatrix(dst + ((q * 8 + j) * 32 + (p ~ j) * 4), regs, { trans = true })
     end
   end
+  -- 8-bit elements: a box is 128 x 128 bytes; a unit is 16 rows (p) x 32
+  -- bytes (q), four 8 x 8 matrices of 16-bit pairs for one stmatrix.trans:
+  -- matrix m's row a holds, at its column j, the bytes of input rows 2a and
+  -- 2a + 1 at byte column 32q + 8m + j, so its transposed row j is output row
+  -- 32q + 8m + j's 16 bytes of input rows 16p .. 16p + 15 (chunk p of it,
+  -- swizzled). Lane 4a + c holds columns 2c, 2c + 1 of each matrix: word 2m +
+  -- c / 2 of rows 2a and 2a + 1 (two 32-bit loads; lanes c and c xor 1 read
+  -- the same words), its byte pair 2 (c mod 2) interleaved (a byte perm by
+  -- shifts and masks).
+  local function move8(s, b)
+    local a, c = lane // 4, lane % 4
+    local sh = (c % 2) * 16
+    local m8, m16 = tl.const(0xFF, tl.i32), tl.const(0xFF00, tl.i32)
+    for i = 0, units // W - 1 do
+      local u = warp + W * i
+      local box, k = u // 32, u % 32
+      local bi, bj = box // nb, box % nb
+      local p, q = k // 4, k % 4
+      local src = ins + (s * tile_words + (bi * nb + bj) * BOX_WORDS)
+      local dst = outs + (b * tile_words + (bj * nb + bi) * BOX_WORDS)
+      local regs = {}
+      for m = 0, 3 do
+        local w = {}
+        for h = 0, 1 do
+          local row = 2 * a + h -- (in the unit; its swizzle: row mod 8)
+          w[h + 1] = (src + ((p * 16 + row) * 32 + ((q * 2 + m // 2) ~ (row % 8)) * 4 + 2 * (m % 2) + c // 2)):load() >> sh
+        end
+        regs[m + 1] = (w[1] & m8) | ((w[2] & m8) << 8) | ((w[1] & m16) << 8) | ((w[2] & m16) << 16)
+      end
+      tl.stmatrix(dst + ((q * 32 + mq * 8 + j) * 32 + (p ~ j) * 4), regs, { trans = true })
+    end
+  end
+  move = ({ [1] = move8, [2] = move16, [4] = move32 })[P.eb]
 
   local zero = tl.const(0, tl.i32)
   local function store(q, b)
