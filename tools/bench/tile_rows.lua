@@ -404,7 +404,7 @@ for _, v in ipairs { { 64, 16, 4 }, { 64, 16, 8 }, { 128, 8, 3 }, { 64, 32, 4 },
 end
 
 -- The program against its CPU reference on a few rows of X (read back).
-local function check_rows(name, k, launch, raw, c)
+local function check_rows(name, k, launch, raw, tc)
   if raw then
     y:fill(0)
     k:launch(launch)
@@ -414,7 +414,7 @@ local function check_rows(name, k, launch, raw, c)
   end
   if name:match "^transpose" then -- sampled elements: Y[j, i] = X[i, j]
     local function at(buf, i) return buf:to_table(i + 1, i + 1)[1] end
-    local n, N, x, y = 0, c.tcols, c.tx, c.ty
+    local n, N, x, y = 0, tc.tcols, tc.tx, tc.ty
     for _, ij in ipairs { { 0, 0 }, { 1, N - 1 }, { 3, math.min(77, N - 1) }, { 2, N // 2 }, { M - 1, N - 1 }, { M // 2 + 5, math.min(1000, N - 1) } } do
       if at(y, ij[2] * M + ij[1]) ~= at(x, ij[1] * N + ij[2]) then error(name .. ": Y is not X transposed", 0) end
       n = n + 1

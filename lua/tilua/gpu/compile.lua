@@ -43,10 +43,11 @@
 --                           ld.global.cs; store = 1 | 2: its stores with
 --                           st.global.cs | st.global.cg)
 --   tl.options.tile_transpose  nil (the default): a program that loads, transposes
---                           and stores an n x n tile of 16-bit elements (n a multiple
---                           of 64) goes by TMA (convert-tileas-to-cutlass's
---                           transpose.lua); false: through the threads' registers;
---                           a table {stages, outs, per_sm, order}: TMA with those
+--                           and stores an n x n tile of 8-, 16- or 32-bit elements
+--                           (n a multiple of 128, 64, 32) goes by TMA (convert-tileas-
+--                           to-cutlass's transpose.lua); false: through the threads'
+--                           registers; a table {stages, outs, per_sm, order, group,
+--                           early, claims}: TMA with those
 --   tl.options.slicing      nil (the default): tileas-decide-slicing's rule gives
 --                           the loops it picks their sliceCount (docs/passes.md);
 --                           false: no loop is sliced; N (1..16): every loop the

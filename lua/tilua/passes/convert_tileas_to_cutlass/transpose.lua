@@ -1,18 +1,22 @@
 -- tilua.passes.convert_tileas_to_cutlass.transpose: the transpose program of a
 -- compute agent (compute.lua) -- a persistent loop whose body loads one n x n
--- tile of 16-bit elements, transposes it and stores it (tl.rows.transpose) --
--- by TMA both ways. Through the threads' registers (blocked.lua's exchange:
--- vector loads, a swizzled buffer of the threads' own pattern, vector
--- stores) it held 0.72-0.75 of a copy's bandwidth.
+-- tile of 8-, 16- or 32-bit elements, transposes it and stores it
+-- (tl.rows.transpose) -- by TMA both ways. Through the threads' registers
+-- (blocked.lua's exchange: vector loads, a swizzled buffer of the threads'
+-- own pattern, vector stores) 16-bit tiles held 0.72-0.75 of a copy's
+-- bandwidth.
 --
---   the maps       X and Y: boxes of 64 x 64 with the 128-byte swizzle (a box
---                  row is 128 bytes: its 16-byte chunk c at c xor (row mod 8))
+--   the maps       X and Y: square boxes with the 128-byte swizzle (a box row
+--                  is 128 bytes: its 16-byte chunk c at c xor (row mod 8)):
+--                  64 x 64 16-bit elements, 32 x 32 of 32 bits, 128 x 128 bytes
 --   shared         `stages` input tiles (the ring; an mbarrier a stage) and
---                  `outs` output tiles, each of (n / 64)^2 boxes of 8 KiB
+--                  `outs` output tiles, each of (n / side)^2 boxes
 --   before         thread 0 inits the barriers and loads the CTA's first
 --                  `stages` programs (TMA, completing on the stage's barrier)
---   iteration i    every thread waits for stage s; each warp moves its 8 x 8
---   (program q)    blocks: per four blocks a 32-bit load a matrix (lane 4r + c:
+--   iteration i    every thread waits for stage s; each warp moves its units
+--   (program q)    (16-bit below; 32-bit and 8-bit at move32 and move8),
+--                  a proxy fence, a barrier, the store and the refill. 16-bit:
+--                  8 x 8 blocks, per four a 32-bit load a matrix (lane 4r + c:
 --                  the block's row r, elements 2c, 2c + 1, at the swizzled
 --                  address) and one stmatrix.trans into the output box, whose
 --                  rows each lane addresses (swizzled too: a block's 8 rows
@@ -24,13 +28,20 @@
 --                  thread 0 waits (bulk_wait read, outs - 2 groups pending)
 --                  before each iteration's barrier
 --
+-- The programs' order: x fastest (order 0, by default), y fastest (order 1),
+-- the diagonal (order 2), or in bands of `group` rows of tiles of X, x fastest
+-- in a band: what the CTAs have in flight at once is then a block of tiles
+-- (the band's rows by grid x stages / group columns) rather than a column of
+-- them. early = 1 issues each refill's loads before the store.
+--
 -- TMA reads zeros past the tensor and clips stores to it: a ragged edge needs
 -- no masks. Its maps need 16-byte aligned pointers and rows (row strides of X
--- and Y multiples of 8 elements): the lowered kernel's tileas.launch names the
+-- and Y multiples of 16 bytes): the lowered kernel's tileas.launch names the
 -- two tensors (`transpose`), whose launch recipe checks their rows and says
 -- how to opt out (tilua.gpu.recipe); tl.rows.transpose launches its variant
 -- through the registers there instead. tl.options.tile_transpose = false keeps
--- the exchange through registers; a table sets {stages, outs, per_sm, order}.
+-- the exchange through registers; a table sets {stages, outs, per_sm, order,
+-- group, early, claims}.
 
 local tl = require "tilua"
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"
@@ -156,65 +167,16 @@ local function coords(L, env, after, P, q)
   return { V.get(L, ld:operand(2), ld), V.get(L, ld:operand(3), ld) }, { V.get(L, st:operand(2), st), V.get(L, st:operand(3), st) }
 end
 
--- env.persistent: the CTA's loop over its programs (see the top).
-function T.build(L, env, wop, P)
-  L.program_loop, L.persistent, L.linear, L.per_sm = wop, true, nil, P.per_sm
-  local after = wop:region(2):entry()
-  local n, S, O = P.n, P.stages, P.outs
-  local BOX = box_of(P.eb)
-  local BOX_WORDS = BOX * 32 -- (a box row: 32 words, a chunk 4)
-  local nb = n // BOX
-  local tile_words = nb * nb * BOX_WORDS
-  local tile_bytes = n * n * P.eb
-  local xe, ye = L.P.by_arg[P.load:operand(1):id()], L.P.by_arg[P.store:operand(1):id()]
-  local xmap, ymap = L.args[xe.lowered_map], L.args[ye.lowered_map]
-  local ins = L.k:shared(tl.i32, S * tile_words, { align = 1024 })
-  local outs = L.k:shared(tl.i32, O * tile_words, { align = 1024 })
-  local bars = L.k:shared(tl.i64, S, { align = 8 })
-  local tid = L.tid
-  local lane, warp = L.lane, L.warp
-  local total = X.programs(L, 1)
-  for d = 2, 3 do if L.P.lowered_programs[d] then total = total * X.programs(L, d) end end
-  local first, grid = tl.block_id("x"), tl.grid_dim("x")
-
-  -- (claims: the program of each stage, written by thread 0 as it fills the
-  -- stage, read by every thread once the stage's barrier completes)
-  local claims = P.claims
-  local slots = claims and L.k:shared(tl.i32, S, { align = 8 })
-
-  -- thread 0: stage s gets program q's tile (where q is a program; with
-  -- claims: q into the stage's slot, and an arrive alone where q is none)
-  local function fill(s, q)
-    if claims then (slots + s):store(q) end
-    tl.if_(q:lt(total), function()
-      local lc = coords(L, env, after, P, q)
-      local bar = bars + s
-      tl.mbarrier_arrive_expect_tx(bar, tile_bytes)
-      for bi = 0, nb - 1 do
-        for bj = 0, nb - 1 do
-          local dst = ins + (s * tile_words + (bi * nb + bj) * BOX_WORDS)
-          tl.tma_load(dst, xmap, bar, { lc[1] * n + bi * BOX, lc[2] * n + bj * BOX })
-        end
-      end
-    end, claims and function() tl.mbarrier_arrive(bars + s) end or nil)
-  end
-
-  tl.if_(tid:eq(0), function()
-    for s = 0, S - 1 do tl.mbarrier_init(bars + s, 1) end
-    tl.fence_mbarrier_init()
-    tl.tensor_map_prefetch(xmap)
-    tl.tensor_map_prefetch(ymap)
-    for s = 0, S - 1 do fill(tl.const(s, tl.i32), first + grid * s) end
-  end)
-  tl.barrier()
-
+-- The move of a tile from input stage s to output tile b (a function of s
+-- and b, values): each warp's units, by the element's bytes.
+local function movers(P, ins, outs, tile_words, BOX_WORDS, nb, lane, warp, W)
+  local n = P.n
   -- the lane's parts of a unit (four 8 x 8 blocks: block row p of the input
   -- box, block columns q0 .. q0 + 3): its row r and word c of each block's
   -- fragment, and the output row j of matrix lane / 8 that it addresses
   local r, c = lane // 4, lane % 4
   local j, mq = lane % 8, lane // 8
   local units = nb * nb * (P.eb == 2 and 16 or 32) -- (8-bit: 32 units of 16 rows x 32 bytes a box)
-  local W = L.warps
   if units % W ~= 0 then R.fail(P.transpose, "a transpose of %d x %d on %d warps is not lowered", n, n, W) end
   local move
   -- 32-bit elements: a box is 4 x 4 blocks of 8 x 8 words; a unit is half a
@@ -307,6 +269,62 @@ function T.build(L, env, wop, P)
     end
   end
   move = ({ [1] = move8, [2] = move16, [4] = move32 })[P.eb]
+
+  return move
+end
+
+-- env.persistent: the CTA's loop over its programs (see the top).
+function T.build(L, env, wop, P)
+  L.program_loop, L.persistent, L.linear, L.per_sm = wop, true, nil, P.per_sm
+  local after = wop:region(2):entry()
+  local n, S, O = P.n, P.stages, P.outs
+  local BOX = box_of(P.eb)
+  local BOX_WORDS = BOX * 32 -- (a box row: 32 words, a chunk 4)
+  local nb = n // BOX
+  local tile_words = nb * nb * BOX_WORDS
+  local tile_bytes = n * n * P.eb
+  local xe, ye = L.P.by_arg[P.load:operand(1):id()], L.P.by_arg[P.store:operand(1):id()]
+  local xmap, ymap = L.args[xe.lowered_map], L.args[ye.lowered_map]
+  local ins = L.k:shared(tl.i32, S * tile_words, { align = 1024 })
+  local outs = L.k:shared(tl.i32, O * tile_words, { align = 1024 })
+  local bars = L.k:shared(tl.i64, S, { align = 8 })
+  local tid = L.tid
+  local total = X.programs(L, 1)
+  for d = 2, 3 do if L.P.lowered_programs[d] then total = total * X.programs(L, d) end end
+  local first, grid = tl.block_id("x"), tl.grid_dim("x")
+
+  -- (claims: the program of each stage, written by thread 0 as it fills the
+  -- stage, read by every thread once the stage's barrier completes)
+  local claims = P.claims
+  local slots = claims and L.k:shared(tl.i32, S, { align = 8 })
+
+  -- thread 0: stage s gets program q's tile (where q is a program; with
+  -- claims: q into the stage's slot, and an arrive alone where q is none)
+  local function fill(s, q)
+    if claims then (slots + s):store(q) end
+    tl.if_(q:lt(total), function()
+      local lc = coords(L, env, after, P, q)
+      local bar = bars + s
+      tl.mbarrier_arrive_expect_tx(bar, tile_bytes)
+      for bi = 0, nb - 1 do
+        for bj = 0, nb - 1 do
+          local dst = ins + (s * tile_words + (bi * nb + bj) * BOX_WORDS)
+          tl.tma_load(dst, xmap, bar, { lc[1] * n + bi * BOX, lc[2] * n + bj * BOX })
+        end
+      end
+    end, claims and function() tl.mbarrier_arrive(bars + s) end or nil)
+  end
+
+  tl.if_(tid:eq(0), function()
+    for s = 0, S - 1 do tl.mbarrier_init(bars + s, 1) end
+    tl.fence_mbarrier_init()
+    tl.tensor_map_prefetch(xmap)
+    tl.tensor_map_prefetch(ymap)
+    for s = 0, S - 1 do fill(tl.const(s, tl.i32), first + grid * s) end
+  end)
+  tl.barrier()
+
+  local move = movers(P, ins, outs, tile_words, BOX_WORDS, nb, L.lane, L.warp, L.warps)
 
   local zero = tl.const(0, tl.i32)
   local function store(q, b)
