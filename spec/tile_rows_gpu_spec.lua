@@ -137,11 +137,16 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     { "tiles of 128, bands of 4 tile rows, programs claimed", { 2056, 1544 }, 128, 8, { group = 4, claims = 1, stages = 2 } },
     { "tiles of 128, diagonal order", { 2056, 1544 }, 128, 8, { order = 2 } },
     -- (s14: 32-bit elements in boxes of 32 x 32, bytes in boxes of 128 x 128; f32 at odd rows through the registers)
-    { "f32, tiles of 64", { 2000, 1036 }, 64, 4, nil, "f32" },
-    { "f32, tiles of 32, bands of 5", { 1036, 2000 }, 32, 2, { group = 5 }, "f32" },
+    { "f32, tiles of 64 by TMA", { 2000, 1036 }, 64, 4, { form = "tma" }, "f32" },
+    { "f32, tiles of 32 by TMA, bands of 5", { 1036, 2000 }, 32, 2, { form = "tma", group = 5 }, "f32" },
     { "f32, tiles of 64, odd rows (the fallback)", { 1001, 1500 }, 64, 4, nil, "f32" },
     { "u8, tiles of 128", { 2064, 1552 }, 128, 8, nil, "u8" },
     { "u8, tiles of 256, 1 stage", { 1552, 2064 }, 256, 16, nil, "u8" },
+    -- (s14: 16-bit in the pairs form, a CTA a tile: ragged edges on both sides, rows of 16-byte multiples)
+    { "tiles of 64, pairs", { 2000, 1032 }, 64, 4, { form = "pairs" } },
+    { "tiles of 128, pairs, 4 warps", { 2056, 1544 }, 128, 4, { form = "pairs" } },
+    { "tiles of 64, pairs, bands of 3, 2 warps", { 1496, 1000 }, 64, 2, { form = "pairs", group = 3 } },
+    { "tiles of 64, pairs, rows of 3000 bytes (the fallback)", { 1500, 1000 }, 64, 4, { form = "pairs" } },
   }
   for j, t in ipairs(tr) do
     if not small then

@@ -335,8 +335,11 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.same({ "X", "Y" }, launch.transpose)
     assert.equal("registers", (form(tl.rows.transpose { n = 32 }))) -- (no multiple of the 64-element box)
     -- (s14) 32-bit elements in boxes of 32 x 32, 8-bit in boxes of 128 x 128: n a multiple of those
+    assert.equal("registers", (form(tl.rows.transpose { n = 64, elem = tl.f32 }))) -- (the rule: 32-bit through the registers)
+    tl.options.tile_transpose = { form = "tma" }
     assert.equal("tma", (form(tl.rows.transpose { n = 64, elem = tl.f32 })))
     assert.equal("tma", (form(tl.rows.transpose { n = 32, elem = tl.f32, warps = 2 })))
+    tl.options.tile_transpose = nil
     assert.equal("tma", (form(tl.rows.transpose { n = 128, elem = tl.u8 })))
     assert.equal("registers", (form(tl.rows.transpose { n = 64, elem = tl.u8 })))
     assert.equal("registers", (form(tl.rows.transpose { n = 64, elem = tl.f64 }))) -- (8-byte elements: not lowered by TMA)
@@ -350,7 +353,8 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.equal(3, l3.per_sm)
     local ok, err = pcall(function() tl.options.tile_transpose = { ahead = 3 } end)
     assert.is_false(ok)
-    assert.matches("nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1|2, group = n (1 to 65536), claims = 0|1, early = 0|1}", err, 1, true)
+    assert.matches('nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1|2, group = n (1 to 65536), claims = 0|1, early = 0|1, form = "tma"|"pairs"|"registers"}', err, 1, true)
+    assert.is_false((pcall(function() tl.options.tile_transpose = { form = "smem" } end)))
     assert.is_false((pcall(function() tl.options.tile_transpose = { group = 0 } end)))
     assert.is_false((pcall(function() tl.options.tile_transpose = { order = 3 } end)))
     -- one to three CTAs walking every program (the ring's stages and the output tiles wrapping), ragged edges
@@ -394,7 +398,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
 
   it("the transpose by TMA of 32-bit elements (boxes of 32 x 32) and of bytes (128 x 128): ragged edges, 1 to 3 CTAs lapping the ring, bands and early refills; protocol clean", function()
     local tl = require "tilua"
-    for _, v in ipairs { { "f32", 64, nil, { 200, 136 }, 2 }, { "f32", 32, { stages = 2, group = 3, early = 1 }, { 136, 264 }, 3 },
+    for _, v in ipairs { { "f32", 64, { form = "tma" }, { 200, 136 }, 2 }, { "f32", 32, { form = "tma", stages = 2, group = 3, early = 1 }, { 136, 264 }, 3 },
                          { "u8", 128, nil, { 272, 144 }, 2 }, { "u8", 128, { stages = 1, outs = 3, order = 2 }, { 400, 272 }, 3 } } do
       tl.options.tile_transpose = v[3]
       local ran, good, summary = pcall(function()
@@ -413,11 +417,42 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
       assert(ran, good)
       assert(good, summary)
     end
-    local ex = assert(loadfile "examples/tile_rows.lua")("--library")
     for _, e in ipairs { "f32", "u8" } do
-      local good, report = ex.run_case("transpose_" .. e, { seed = 9, emulate = true, size = e == "u8" and { 144, 272 } or { 72, 104 }, ctas = 2,
-                                                            check = true, max_states = 2000 })
+      tl.options.tile_transpose = { form = "tma" }
+      local ran, good, report = pcall(function()
+        local ex = assert(loadfile "examples/tile_rows.lua")("--library")
+        return ex.run_case("transpose_" .. e, { seed = 9, emulate = true, size = e == "u8" and { 144, 272 } or { 72, 104 }, ctas = 2,
+                                                check = true, max_states = 2000 })
+      end)
+      tl.options.tile_transpose = nil
+      assert(ran, good)
       assert(good, report)
+    end
+  end)
+
+  it("the transpose of 16-bit tiles in the pairs form (tile_transpose.form = 'pairs'): a CTA a tile, ragged edges, 2 to 16 warps, bands", function()
+    local tl = require "tilua"
+    for _, v in ipairs { { 64, 4, nil, { 200, 136 } }, { 64, 2, { group = 2 }, { 136, 272 } }, { 128, 8, nil, { 264, 136 } },
+                         { 128, 16, nil, { 136, 264 } }, { 64, 8, nil, { 64, 64 } } } do
+      tl.options.tile_transpose = { form = "pairs", group = v[3] and v[3].group }
+      local ran, good, summary = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+        local k
+        fresh.cases.transpose_bf16.build = function()
+          k = tl.rows.transpose { n = v[1], warps = v[2], name = "transpose_bf16" }
+          return k
+        end
+        fresh.cases.transpose_bf16.grid = function(_, M, N) return { (M + v[1] - 1) // v[1], (N + v[1] - 1) // v[1] } end
+        local good, summary = fresh.run_case("transpose_bf16", { seed = 10, emulate = true, size = v[4] })
+        local l = k:lowered_op():attr_or_default "tileas.launch"
+        assert.is_true(l.linear)
+        assert.same({ "X", "Y" }, l.transpose)
+        assert.equal("ptr:X", k:lowered_op():attr("tileas.params")[1])
+        return good, summary
+      end)
+      tl.options.tile_transpose = nil
+      assert(ran, good)
+      assert(good, summary)
     end
   end)
 

@@ -119,7 +119,9 @@ local OPTIONS = {
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
-      if k == "order" or k == "claims" or k == "early" then
+      if k == "form" then
+        if x ~= "tma" and x ~= "pairs" and x ~= "registers" then return false end
+      elseif k == "order" or k == "claims" or k == "early" then
         if x ~= 0 and x ~= 1 and (k ~= "order" or x ~= 2) then return false end
       elseif k == "group" then
         if math.type(x) ~= "integer" or x < 1 or x > 65536 then return false end
@@ -128,7 +130,7 @@ local OPTIONS = {
       end
     end
     return true
-  end, "nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1|2, group = n (1 to 65536), claims = 0|1, early = 0|1}" },
+  end, 'nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1|2, group = n (1 to 65536), claims = 0|1, early = 0|1, form = "tma"|"pairs"|"registers"}' },
 }
 local function check_option(key, v)
   local spec = OPTIONS[key]

@@ -47,6 +47,7 @@ local tl = require "tilua"
 local R = require "tilua.passes.convert_tileas_to_cutlass.read"
 local V = require "tilua.passes.convert_tileas_to_cutlass.values"
 local X = require "tilua.passes.convert_tileas_to_cutlass.ops"
+local B = require "tilua.passes.convert_tileas_to_cutlass.blocked"
 
 local T = {}
 
@@ -62,6 +63,15 @@ local function box_of(elem_bytes) return 128 // elem_bytes end
 -- (32 KiB) at 2 stages 0.921 (3: 0.848). 32-bit n = 64 (16 KiB): 3 stages.
 local IN_FLIGHT = 48 * 1024
 local function default_of(tile_bytes) return { stages = math.max(1, -(-IN_FLIGHT // tile_bytes)), outs = 2, per_sm = 1 } end
+
+-- The form by the element's bytes (the rule; tl.options.tile_transpose.form
+-- or the pass's option transpose_form overrides it): 32-bit tiles cross the
+-- threads' registers (blocked.lua's exchange: 0.958 / 0.960 of a copy against
+-- 0.918 / 0.919 by TMA on the H200, s14tr-1), 8- and 16-bit tiles go by TMA
+-- (bytes 0.917-0.926 against 0.42 through the registers; 16-bit 0.80-0.89
+-- against 0.70-0.75); the pairs form of 16-bit tiles (build_pairs) by option.
+local function default_form(eb) return eb == 4 and "registers" or "tma" end
+local FORMS = { "tma", "pairs", "registers" } -- (transpose_form = 1, 2, 3)
 local MAX_SM_BYTES = 200 * 1024 -- the tiles of an SM's CTAs at most (227 KiB an SM)
 
 local SCALAR_TILEAS = { ["tileas.num_programs"] = true, ["tileas.cancel_next_program_id"] = true }
@@ -118,6 +128,12 @@ function T.plan_loop(wop)
   m.stages, m.outs, m.per_sm, m.order = o.stages or d.stages, o.outs or d.outs, o.per_sm or d.per_sm, o.order or 0
   m.group, m.early = o.group or d.group, (o.early or d.early or 0) > 0
   m.claims = (T.forced_claims or o.claims or 0) > 0 -- (T.forced_claims: the pass's option transpose_claims while it runs)
+  -- the form: TMA, the pairs form (build_pairs: 16-bit tiles of 64 or 128;
+  -- TMA for others), or the exchange through registers (nil: no plan)
+  local form = FORMS[T.forced_form or 0] or o.form or default_form(m.eb)
+  if form == "registers" then return nil end
+  m.pairs = form == "pairs" and m.eb == 2 and (m.n == 64 or m.n == 128) or nil
+  if m.pairs then m.per_sm, m.claims = 1, false return m end
   if m.stages < 1 or m.outs < 2 or m.per_sm < 1 then return nil end
   if m.per_sm * (m.stages + m.outs) * m.n * m.n * m.eb > MAX_SM_BYTES then return nil end
   return m
@@ -131,9 +147,9 @@ function T.map_type(op)
   local m = wop and T.plan_loop(wop)
   local mine = m and ((op:name() == "tileas.tiled_load" and op:result(1):id() == m.load:result(1):id())
     or (op:name() == "tileas.tiled_store" and op:operand(4):id() == m.store:operand(4):id()))
-  if not mine then return nil end
-  local B = box_of(m.eb)
-  return tl.tensor_map_type(m.elem, { B, B }, 128)
+  if not mine or m.pairs then return nil end -- (the pairs form: pointers)
+  local side = box_of(m.eb)
+  return tl.tensor_map_type(m.elem, { side, side }, 128)
 end
 
 -- The lowered scalar ops of the body for program q (an i32): the load's and
@@ -273,8 +289,98 @@ local function movers(P, ins, outs, tile_words, BOX_WORDS, nb, lane, warp, W)
   return move
 end
 
+-- The pairs form of a 16-bit transpose: a CTA a program (the launch's linear
+-- grid, as the exchange through registers), no TMA. Pair-row i of the tile
+-- (rows 2i and 2i + 1) at column c is one 32-bit word, (X[2i][c], X[2i +
+-- 1][c]) -- Y's row c at columns 2i, 2i + 1 -- so the tile moves as an n/2 x
+-- n tile of words: each thread loads 16 bytes of rows 2i and 2i + 1 (8 lanes
+-- a 128-byte row), makes their 8 pair words by masks and shifts, and stores
+-- each at row c, word i of a shared n x n/2 tile of words whose 16-byte chunk
+-- g of row c lies at g xor ((c / 8) mod 8) (the 32 lanes of a store meet 32
+-- banks); a barrier; each thread loads 16 bytes of a row of that tile (8 lanes
+-- a row: no conflict) and stores them to Y's row (8 lanes 128 bytes). Tiles
+-- inside both tensors at 16-byte aligned pointers take those vector accesses,
+-- the others element by element (16-bit loads, zeros past X; stores masked).
+local function build_pairs(L, env, wop, P)
+  L.program_loop, L.persistent, L.per_sm = wop, nil, nil -- (L.linear: compute.lua's launch of a CTA a program)
+  local after = wop:region(2):entry()
+  local n, elem = P.n, P.elem
+  local lc, sc = coords(L, env, after, P, tl.block_id("x"))
+  local xe, ye = L.P.by_arg[P.load:operand(1):id()], L.P.by_arg[P.store:operand(1):id()]
+  local xp, yp = L.args[xe.lowered_ptr], L.args[ye.lowered_ptr]
+  local xs, ys = L.args[xe.lowered_strides[1]], L.args[ye.lowered_strides[1]]
+  local xm, xn = L.args[xe.lowered_dims[1]], L.args[xe.lowered_dims[2]]
+  local ym, yn = L.args[ye.lowered_dims[1]], L.args[ye.lowered_dims[2]]
+  local r0, c0, yr0, yc0 = lc[1] * n, lc[2] * n, sc[1] * n, sc[2] * n
+  local half = n // 2 -- (words a row of the shared tile)
+  local buf = L.k:shared(tl.i32, n * half, { align = 16 })
+  local lane, warp, W = L.lane, L.warp, L.warps
+  local rr, cc = lane // 8, lane % 8
+  local lo, hi = tl.const(0xFFFF, tl.i32), tl.const(-65536, tl.i32) -- (0xFFFF0000)
+  local zero = tl.const(0, elem)
+  local full_in = (r0 + n):le(xm) & (c0 + n):le(xn) & B.aligned(L, xe, 8)
+  local full_out = (yr0 + n):le(ym) & (yc0 + n):le(yn) & B.aligned(L, ye, 8)
+  local function words_of(v) -- a vector of 8 16-bit elements as 4 words
+    v = v:bitcast(tl.vector(tl.i32, 4))
+    return tl.extract(v, 0), tl.extract(v, 1), tl.extract(v, 2), tl.extract(v, 3)
+  end
+  local loads, stores = n * n // 512, n * n // 256 -- (warp-wide units of each phase)
+  if loads % W ~= 0 or stores % W ~= 0 then R.fail(P.transpose, "a transpose of %d x %d on %d warps is not lowered", n, n, W) end
+  for t = 0, loads // W - 1 do
+    local u = warp + W * t
+    local i, J = (u % (n // 8)) * 4 + rr, (u // (n // 8)) * 8 + cc -- (pair-row i, 16-byte chunk J of the rows)
+    local row, col = r0 + i * 2, c0 + J * 8
+    local function at(dr) return xp + ((row + dr):cast(tl.i64) * xs + col:cast(tl.i64)) end
+    local w = table.pack(tl.if_(full_in, function()
+      local a0, a1, a2, a3 = words_of(at(0):load { vector = 8 })
+      local b0, b1, b2, b3 = words_of(at(1):load { vector = 8 })
+      return a0, a1, a2, a3, b0, b1, b2, b3
+    end, function()
+      local out = {}
+      for dr = 0, 1 do
+        local ok = (row + dr):lt(xm)
+        for m = 0, 3 do
+          local e = {}
+          for h = 0, 1 do
+            local inb = ok & (col + (2 * m + h)):lt(xn)
+            e[h + 1] = tl.if_(inb, function() return (at(dr) + (2 * m + h)):load() end, function() return zero end)
+          end
+          out[#out + 1] = tl.vector_of(elem, e):bitcast(tl.i32)
+        end
+      end
+      return table.unpack(out)
+    end))
+    local base = (i // 4) ~ (J % 8) -- (the chunk of word i in rows 8J .. 8J + 7, swizzled)
+    for m = 0, 3 do
+      local a, b = w[m + 1], w[m + 5]
+      local pair = { (a & lo) | (b << 16), (a >> 16) | (b & hi) } -- (columns 8J + 2m and 8J + 2m + 1)
+      for h = 0, 1 do
+        local c = J * 8 + 2 * m + h
+        local dst = buf + (c * half + base * 4 + i % 4)
+        dst:store(pair[h + 1])
+      end
+    end
+  end
+  tl.barrier()
+  for t = 0, stores // W - 1 do
+    local u = warp + W * t
+    local c, g = (u % (n // 4)) * 4 + rr, (u // (n // 4)) * 8 + cc -- (row c of the shared tile, its chunk g)
+    local v = (buf + (c * half + (g ~ ((c // 8) % 8)) * 4)):load { vector = 4 }
+    local row, col = yr0 + c, yc0 + g * 8
+    local p = yp + (row:cast(tl.i64) * ys + col:cast(tl.i64))
+    tl.if_(full_out, function() p:store(v:bitcast(tl.vector(elem, 8))) end, function()
+      local e8 = v:bitcast(tl.vector(elem, 8))
+      local ok = row:lt(ym)
+      for k = 0, 7 do
+        tl.if_(ok & (col + k):lt(yn), function() (p + k):store(tl.extract(e8, k)) end)
+      end
+    end)
+  end
+end
+
 -- env.persistent: the CTA's loop over its programs (see the top).
 function T.build(L, env, wop, P)
+  if P.pairs then return build_pairs(L, env, wop, P) end
   L.program_loop, L.persistent, L.linear, L.per_sm = wop, true, nil, P.per_sm
   local after = wop:region(2):entry()
   local n, S, O = P.n, P.stages, P.outs
