@@ -396,26 +396,34 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert(good, report)
   end)
 
+  -- a transpose of elem e, tiles of n on `warps` warps, with tile_transpose =
+  -- opt, on the emulator at size (ctas: a persistent grid's CTAs): the kernel
+  -- and run_case's verdict
+  local function transposed(e, n, warps, opt, size, ctas)
+    local tl = require "tilua"
+    tl.options.tile_transpose = opt
+    local k
+    local ran, good, summary = pcall(function()
+      local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
+      fresh.cases["transpose_" .. e].build = function()
+        k = tl.rows.transpose { n = n, elem = tl[e], warps = warps, name = "transpose_" .. e }
+        return k
+      end
+      fresh.cases["transpose_" .. e].grid = function(_, M, N) return { (M + n - 1) // n, (N + n - 1) // n } end
+      return fresh.run_case("transpose_" .. e, { seed = 8, emulate = true, size = size, ctas = ctas })
+    end)
+    tl.options.tile_transpose = nil
+    assert(ran, good)
+    assert(good, summary)
+    return k
+  end
+
   it("the transpose by TMA of 32-bit elements (boxes of 32 x 32) and of bytes (128 x 128): ragged edges, 1 to 3 CTAs lapping the ring, bands and early refills; protocol clean", function()
     local tl = require "tilua"
     for _, v in ipairs { { "f32", 64, { form = "tma" }, { 200, 136 }, 2 }, { "f32", 32, { form = "tma", stages = 2, group = 3, early = 1 }, { 136, 264 }, 3 },
                          { "u8", 128, nil, { 272, 144 }, 2 }, { "u8", 128, { stages = 1, outs = 3, order = 2 }, { 400, 272 }, 3 } } do
-      tl.options.tile_transpose = v[3]
-      local ran, good, summary = pcall(function()
-        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
-        local k
-        fresh.cases["transpose_" .. v[1]].build = function()
-          k = tl.rows.transpose { n = v[2], elem = tl[v[1]], warps = v[2] // 16, name = "transpose_" .. v[1] }
-          return k
-        end
-        fresh.cases["transpose_" .. v[1]].grid = function(_, M, N) return { (M + v[2] - 1) // v[2], (N + v[2] - 1) // v[2] } end
-        local good, summary = fresh.run_case("transpose_" .. v[1], { seed = 8, emulate = true, size = v[4], ctas = v[5] })
-        assert.equal("map:X", k:lowered_op():attr("tileas.params")[1])
-        return good, summary
-      end)
-      tl.options.tile_transpose = nil
-      assert(ran, good)
-      assert(good, summary)
+      local k = transposed(v[1], v[2], v[2] // 16, v[3], v[4], v[5])
+      assert.equal("map:X", k:lowered_op():attr("tileas.params")[1])
     end
     for _, e in ipairs { "f32", "u8" } do
       tl.options.tile_transpose = { form = "tma" }
@@ -431,28 +439,13 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
   end)
 
   it("the transpose of 16-bit tiles in the pairs form (tile_transpose.form = 'pairs'): a CTA a tile, ragged edges, 2 to 16 warps, bands", function()
-    local tl = require "tilua"
-    for _, v in ipairs { { 64, 4, nil, { 200, 136 } }, { 64, 2, { group = 2 }, { 136, 272 } }, { 128, 8, nil, { 264, 136 } },
+    for _, v in ipairs { { 64, 4, nil, { 200, 136 } }, { 64, 2, 2, { 136, 272 } }, { 128, 8, nil, { 264, 136 } },
                          { 128, 16, nil, { 136, 264 } }, { 64, 8, nil, { 64, 64 } } } do
-      tl.options.tile_transpose = { form = "pairs", group = v[3] and v[3].group }
-      local ran, good, summary = pcall(function()
-        local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
-        local k
-        fresh.cases.transpose_bf16.build = function()
-          k = tl.rows.transpose { n = v[1], warps = v[2], name = "transpose_bf16" }
-          return k
-        end
-        fresh.cases.transpose_bf16.grid = function(_, M, N) return { (M + v[1] - 1) // v[1], (N + v[1] - 1) // v[1] } end
-        local good, summary = fresh.run_case("transpose_bf16", { seed = 10, emulate = true, size = v[4] })
-        local l = k:lowered_op():attr_or_default "tileas.launch"
-        assert.is_true(l.linear)
-        assert.same({ "X", "Y" }, l.transpose)
-        assert.equal("ptr:X", k:lowered_op():attr("tileas.params")[1])
-        return good, summary
-      end)
-      tl.options.tile_transpose = nil
-      assert(ran, good)
-      assert(good, summary)
+      local k = transposed("bf16", v[1], v[2], { form = "pairs", group = v[3] }, v[4])
+      local l = k:lowered_op():attr_or_default "tileas.launch"
+      assert.is_true(l.linear)
+      assert.same({ "X", "Y" }, l.transpose)
+      assert.equal("ptr:X", k:lowered_op():attr("tileas.params")[1])
     end
   end)
 
