@@ -47,7 +47,9 @@
 --                           (n a multiple of 128, 64, 32) goes by TMA (convert-tileas-
 --                           to-cutlass's transpose.lua); false: through the threads'
 --                           registers; a table {stages, outs, per_sm, order, group,
---                           early, claims}: TMA with those
+--                           early, claims, form}: TMA with those (form: "tma",
+--                           "pairs" or "registers" over the rule's choice by the
+--                           element's size)
 --   tl.options.slicing      nil (the default): tileas-decide-slicing's rule gives
 --                           the loops it picks their sliceCount (docs/passes.md);
 --                           false: no loop is sliced; N (1..16): every loop the
