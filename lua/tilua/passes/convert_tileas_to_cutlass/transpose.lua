@@ -69,8 +69,11 @@ local function default_of(tile_bytes) return { stages = math.max(1, -(-IN_FLIGHT
 -- threads' registers (blocked.lua's exchange: 0.958 / 0.960 of a copy against
 -- 0.918 / 0.919 by TMA on the H200, s14tr-1), 8- and 16-bit tiles go by TMA
 -- (bytes 0.917-0.926 against 0.42 through the registers; 16-bit 0.80-0.89
--- against 0.70-0.75); the pairs form of 16-bit tiles (build_pairs) by option.
-local function default_form(eb) return eb == 4 and "registers" or "tma" end
+-- against 0.70-0.75); the pairs form of 16-bit tiles (build_pairs) by option
+-- until measured (s14tr-2: where it holds >= 0.92 of a copy, DEFAULT_FORM[2]
+-- becomes "pairs"; the pairs form takes tiles of 64 and 128, others keep TMA).
+local DEFAULT_FORM = { [1] = "tma", [2] = "tma", [4] = "registers" } -- (by the element's bytes)
+local function default_form(eb) return DEFAULT_FORM[eb] end
 local FORMS = { "tma", "pairs", "registers" } -- (transpose_form = 1, 2, 3)
 local MAX_SM_BYTES = 200 * 1024 -- the tiles of an SM's CTAs at most (227 KiB an SM)
 
