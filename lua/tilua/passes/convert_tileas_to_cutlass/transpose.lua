@@ -297,7 +297,8 @@ end
 -- (rows 2i and 2i + 1) at column c is one 32-bit word, (X[2i][c], X[2i +
 -- 1][c]) -- Y's row c at columns 2i, 2i + 1 -- so the tile moves as an n/2 x
 -- n tile of words: each thread loads 16 bytes of rows 2i and 2i + 1 (8 lanes
--- a 128-byte row), makes their 8 pair words by masks and shifts, and stores
+-- a 128-byte row; every unit's loads issued before any is used), makes their
+-- 8 pair words by masks and shifts, and stores
 -- each at row c, word i of a shared n x n/2 tile of words whose 16-byte chunk
 -- g of row c lies at g xor ((c / 8) mod 8) (the 32 lanes of a store meet 32
 -- banks); a barrier; each thread loads 16 bytes of a row of that tile (8 lanes
@@ -329,12 +330,15 @@ local function build_pairs(L, env, wop, P)
   end
   local loads, stores = n * n // 512, n * n // 256 -- (warp-wide units of each phase)
   if loads % W ~= 0 or stores % W ~= 0 then R.fail(P.transpose, "a transpose of %d x %d on %d warps is not lowered", n, n, W) end
+  -- (every unit's loads first, then the pairs and the shared stores: the
+  -- loads of all the thread's units in flight at once)
+  local got = {}
   for t = 0, loads // W - 1 do
     local u = warp + W * t
     local i, J = (u % (n // 8)) * 4 + rr, (u // (n // 8)) * 8 + cc -- (pair-row i, 16-byte chunk J of the rows)
     local row, col = r0 + i * 2, c0 + J * 8
     local function at(dr) return xp + ((row + dr):cast(tl.i64) * xs + col:cast(tl.i64)) end
-    local w = table.pack(tl.if_(full_in, function()
+    got[t + 1] = { i = i, J = J, w = table.pack(tl.if_(full_in, function()
       local a0, a1, a2, a3 = words_of(at(0):load { vector = 8 })
       local b0, b1, b2, b3 = words_of(at(1):load { vector = 8 })
       return a0, a1, a2, a3, b0, b1, b2, b3
@@ -352,7 +356,10 @@ local function build_pairs(L, env, wop, P)
         end
       end
       return table.unpack(out)
-    end))
+    end)) }
+  end
+  for _, g in ipairs(got) do
+    local i, J, w = g.i, g.J, g.w
     local base = (i // 4) ~ (J % 8) -- (the chunk of word i in rows 8J .. 8J + 7, swizzled)
     for m = 0, 3 do
       local a, b = w[m + 1], w[m + 5]
@@ -365,10 +372,14 @@ local function build_pairs(L, env, wop, P)
     end
   end
   tl.barrier()
+  local rows = {} -- (the shared loads first, then the stores)
   for t = 0, stores // W - 1 do
     local u = warp + W * t
     local c, g = (u % (n // 4)) * 4 + rr, (u // (n // 4)) * 8 + cc -- (row c of the shared tile, its chunk g)
-    local v = (buf + (c * half + (g ~ ((c // 8) % 8)) * 4)):load { vector = 4 }
+    rows[t + 1] = { c = c, g = g, v = (buf + (c * half + (g ~ ((c // 8) % 8)) * 4)):load { vector = 4 } }
+  end
+  for _, r in ipairs(rows) do
+    local c, g, v = r.c, r.g, r.v
     local row, col = yr0 + c, yc0 + g * 8
     local p = yp + (row:cast(tl.i64) * ys + col:cast(tl.i64))
     tl.if_(full_out, function() p:store(v:bitcast(tl.vector(elem, 8))) end, function()
