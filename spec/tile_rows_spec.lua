@@ -336,6 +336,14 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.equal("registers", (form(tl.rows.transpose { n = 32 }))) -- (no multiple of the 64-element box)
     -- (s14) 32-bit elements in boxes of 32 x 32, 8-bit in boxes of 128 x 128: n a multiple of those
     assert.equal("registers", (form(tl.rows.transpose { n = 64, elem = tl.f32 }))) -- (the rule: 32-bit through the registers)
+    -- (s14tr-2) but a tile the exchange cannot hold in 48 KiB of shared memory (f32 at 128: 64 KiB) by TMA;
+    -- the exchange asked for by name still refuses it
+    assert.equal("tma", (form(tl.rows.transpose { n = 128, elem = tl.f32, warps = 8 })))
+    tl.options.tile_transpose = { form = "registers" }
+    local big_ok, big_err = pcall(form, tl.rows.transpose { n = 128, elem = tl.f32, warps = 8 })
+    tl.options.tile_transpose = nil
+    assert.is_false(big_ok)
+    assert.matches("moving a 128 x 128 tile between threads needs 65536 bytes", tostring(big_err), 1, true)
     tl.options.tile_transpose = { form = "tma" }
     assert.equal("tma", (form(tl.rows.transpose { n = 64, elem = tl.f32 })))
     assert.equal("tma", (form(tl.rows.transpose { n = 32, elem = tl.f32, warps = 2 })))

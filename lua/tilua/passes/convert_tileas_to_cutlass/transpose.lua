@@ -72,8 +72,15 @@ local function default_of(tile_bytes) return { stages = math.max(1, -(-IN_FLIGHT
 -- against 0.70-0.75); the pairs form of 16-bit tiles (build_pairs) by option
 -- until measured (s14tr-2: where it holds >= 0.92 of a copy, DEFAULT_FORM[2]
 -- becomes "pairs"; the pairs form takes tiles of 64 and 128, others keep TMA).
+-- The exchange holds the whole tile in shared memory (B.MAX_SHARED, 48 KiB):
+-- a larger tile (f32 at 128: 64 KiB) goes by TMA instead, where the rule
+-- gives the exchange (s14tr-2: the bench's f32 128 failed to compile).
 local DEFAULT_FORM = { [1] = "tma", [2] = "tma", [4] = "registers" } -- (by the element's bytes)
-local function default_form(eb) return DEFAULT_FORM[eb] end
+local function default_form(eb, n)
+  local f = DEFAULT_FORM[eb]
+  if f == "registers" and n * n * eb > B.MAX_SHARED then return "tma" end
+  return f
+end
 local FORMS = { "tma", "pairs", "registers" } -- (transpose_form = 1, 2, 3)
 local MAX_SM_BYTES = 200 * 1024 -- the tiles of an SM's CTAs at most (227 KiB an SM)
 
@@ -133,7 +140,7 @@ function T.plan_loop(wop)
   m.claims = (T.forced_claims or o.claims or 0) > 0 -- (T.forced_claims: the pass's option transpose_claims while it runs)
   -- the form: TMA, the pairs form (build_pairs: 16-bit tiles of 64 or 128;
   -- TMA for others), or the exchange through registers (nil: no plan)
-  local form = FORMS[T.forced_form or 0] or o.form or default_form(m.eb)
+  local form = FORMS[T.forced_form or 0] or o.form or default_form(m.eb, m.n)
   if form == "registers" then return nil end
   m.pairs = form == "pairs" and m.eb == 2 and (m.n == 64 or m.n == 128) or nil
   if m.pairs then m.per_sm, m.claims = 1, false return m end
