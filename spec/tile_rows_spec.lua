@@ -329,7 +329,15 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
       local params = table.concat(k:lowered_op():attr "tileas.params", ",")
       return params:find("map:X", 1, true) and "tma" or "registers", k:lowered_op():attr_or_default "tileas.launch"
     end
+    -- (s14tr-3) the rule: 16-bit tiles of 64 and 128 in the pairs form (pointers, a CTA a tile); the TMA form by name
+    for _, n in ipairs { 64, 128 } do
+      local fp, lp = form(tl.rows.transpose { n = n, warps = n // 16 })
+      assert.equal("registers", fp)
+      assert.is_true(lp.linear)
+    end
+    tl.options.tile_transpose = { form = "tma" }
     local f, launch = form(tl.rows.transpose { n = 64 })
+    tl.options.tile_transpose = nil
     assert.equal("tma", f)
     assert.equal(1, launch.per_sm) -- (the default of 64: 6 stages, 2 output tiles, 1 CTA an SM)
     assert.same({ "X", "Y" }, launch.transpose)
@@ -353,7 +361,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.equal("registers", (form(tl.rows.transpose { n = 64, elem = tl.f64 }))) -- (8-byte elements: not lowered by TMA)
     tl.options.tile_transpose = false
     local off = form(tl.rows.transpose { n = 64 })
-    tl.options.tile_transpose = { stages = 2, outs = 3, per_sm = 3 }
+    tl.options.tile_transpose = { form = "tma", stages = 2, outs = 3, per_sm = 3 }
     local f3, l3 = form(tl.rows.transpose { n = 64 })
     tl.options.tile_transpose = nil
     assert.equal("registers", off)
@@ -366,14 +374,19 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_false((pcall(function() tl.options.tile_transpose = { group = 0 } end)))
     assert.is_false((pcall(function() tl.options.tile_transpose = { order = 3 } end)))
     -- one to three CTAs walking every program (the ring's stages and the output tiles wrapping), ragged edges
+    tl.options.tile_transpose = { form = "tma" }
+    local tma_ex = assert(loadfile "examples/tile_rows.lua")("--library") -- (ex's kernels: compiled in the default form)
     for _, t in ipairs { { { 136, 200 }, 1 }, { { 200, 72 }, 2 }, { { 72, 104 }, 3 }, { { 64, 64 }, 1 } } do
-      local good, summary = ex.run_case("transpose_bf16", { seed = 3, emulate = true, size = t[1], ctas = t[2] })
+      local ran, good, summary = pcall(tma_ex.run_case, "transpose_bf16", { seed = 3, emulate = true, size = t[1], ctas = t[2] })
+      assert(ran, good)
       assert(good, summary)
     end
+    tl.options.tile_transpose = nil
     -- the programs in bands of tile rows (the last band ragged: 9 rows of tiles in bands of 2 and 4, 4 in
     -- bands of 3), refills before the stores, the diagonal order: every tile once, on 1 to 3 CTAs
-    for _, v in ipairs { { { group = 2, early = 1 }, { 520, 200 }, 2 }, { { group = 4, stages = 2 }, { 520, 330 }, 3 },
-                         { { group = 3 }, { 200, 330 }, 1 }, { { order = 2 }, { 520, 200 }, 2 }, { { order = 2, early = 1 }, { 200, 330 }, 3 } } do
+    for _, v in ipairs { { { form = "tma", group = 2, early = 1 }, { 520, 200 }, 2 }, { { form = "tma", group = 4, stages = 2 }, { 520, 330 }, 3 },
+                         { { form = "tma", group = 3 }, { 200, 330 }, 1 }, { { form = "tma", order = 2 }, { 520, 200 }, 2 },
+                         { { form = "tma", order = 2, early = 1 }, { 200, 330 }, 3 } } do
       tl.options.tile_transpose = v[1]
       local ran, good, summary = pcall(function()
         local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
@@ -385,7 +398,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
     -- tiles of 128 (four boxes a tile) on 8 and 4 warps, one stage and three output
     -- tiles, the programs walked y fastest
-    for _, v in ipairs { { 8, nil }, { 4, { stages = 1, outs = 3, per_sm = 1, order = 1 } } } do
+    for _, v in ipairs { { 8, { form = "tma" } }, { 4, { form = "tma", stages = 1, outs = 3, per_sm = 1, order = 1 } } } do
       tl.options.tile_transpose = v[2]
       local ran, good, summary = pcall(function()
         local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
@@ -399,8 +412,11 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
       assert(ran, good)
       assert(good, summary)
     end
-    local good, report = ex.run_case("transpose_bf16", { seed = 5, emulate = true, size = { 136, 72 }, ctas = 2, check = true,
-                                                         max_states = 2000 })
+    tl.options.tile_transpose = { form = "tma" }
+    local ran, good, report = pcall(tma_ex.run_case, "transpose_bf16", { seed = 5, emulate = true, size = { 136, 72 }, ctas = 2, check = true,
+                                                                         max_states = 2000 })
+    tl.options.tile_transpose = nil
+    assert(ran, good)
     assert(good, report)
   end)
 
@@ -459,7 +475,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
 
   it("the transpose by TMA with its programs claimed at run time (tile_transpose.claims = 1): 1 to 3 CTAs, ragged edges, fewer programs than the CTAs' stages; the counter back to 0; protocol clean", function()
     local tl = require "tilua"
-    tl.options.tile_transpose = { claims = 1, stages = 2 }
+    tl.options.tile_transpose = { form = "tma", claims = 1, stages = 2 }
     local ok, err = pcall(function()
       local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
       claims_kernel(tl.rows.transpose { n = 64 })
@@ -475,6 +491,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     local tl = require "tilua"
     local saved = tl.options.emulate
     tl.options.emulate = true
+    tl.options.tile_transpose = { form = "tma" } -- (the TMA form by name: 16-bit's default is the pairs form)
     -- X[M, N] (row stride sx), Y[N, M] (row stride sy) through k:run; -> whether Y is X^T
     local function run(k, M, N, sx, sy)
       local x = tl.device.random(tl.bf16, M * sx, M + N)
@@ -515,6 +532,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
         .. "16-bit elements is 100, not a multiple of 8", msg, 1, true)
     end)
     tl.options.emulate = saved
+    tl.options.tile_transpose = nil
     assert(ran, err)
   end)
 

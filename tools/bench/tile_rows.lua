@@ -331,8 +331,9 @@ local cases = {
   { "row sum", tl.rows.reduce { kind = "sum", n = N }, { grid = { M }, args = { X = { x, { M, N } }, Out = { rstd, { M } }, N = N } }, bytes },
 }
 
--- the transposes: by TMA (convert-tileas-to-cutlass's transpose.lua, the
--- default for 16-bit tiles of a multiple of 64) and its variants
+-- the transposes: by TMA (convert-tileas-to-cutlass's transpose.lua; 16-bit
+-- tiles of 64 and 128 default to the pairs form, others of a multiple of 64
+-- go by TMA) and its variants
 -- (tl.options.tile_transpose while the kernel compiles, the 6th entry:
 -- stages = input tiles in flight a CTA, outs = output tiles, per_sm = CTAs an
 -- SM, order 1: the programs y fastest; false: the exchange through the
@@ -346,11 +347,14 @@ local function transpose_case(name, n, warps, opt, e)
     if not xb then xb, yb = D.random(tl.u8, 2 * M * N, seed + 5), D.alloc(tl.u8, 2 * M * N) end
     xs, ys, cols = xb, yb, 2 * N
   end
+  -- (16-bit's variants -- stages, bands, early refills, the diagonal, claims -- are the TMA form's: their
+  -- options name it, since 16-bit's default is the pairs form)
+  if type(opt) == "table" and not e and not opt.form then opt.form = "tma" end
   local launch = { grid = { M // n, cols // n }, args = { X = { xs, { M, cols } }, Y = { ys, { cols, M } } } }
   cases[#cases + 1] = { name, tl.rows.transpose { n = n, warps = warps, elem = e and tl[e] or nil }, launch, 2 * bytes, nil, opt,
                         tx = xs, ty = ys, tcols = cols }
 end
-transpose_case("transpose 64", 64, 4)
+transpose_case("transpose 64", 64, 4) -- (the default: the pairs form since s14tr-3; by TMA before)
 transpose_case("transpose 128", 128, 8)
 transpose_case("transpose 64, exchange (registers)", 64, 4, false)
 transpose_case("transpose 128, exchange (registers)", 128, 8, false)

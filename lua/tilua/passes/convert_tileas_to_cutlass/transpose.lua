@@ -67,15 +67,15 @@ local function default_of(tile_bytes) return { stages = math.max(1, -(-IN_FLIGHT
 -- The form by the element's bytes (the rule; tl.options.tile_transpose.form
 -- or the pass's option transpose_form overrides it): 32-bit tiles cross the
 -- threads' registers (blocked.lua's exchange: 0.958 / 0.960 of a copy against
--- 0.918 / 0.919 by TMA on the H200, s14tr-1), 8- and 16-bit tiles go by TMA
--- (bytes 0.917-0.926 against 0.42 through the registers; 16-bit 0.80-0.89
--- against 0.70-0.75); the pairs form of 16-bit tiles (build_pairs) by option
--- until measured (s14tr-2: where it holds >= 0.92 of a copy, DEFAULT_FORM[2]
--- becomes "pairs"; the pairs form takes tiles of 64 and 128, others keep TMA).
+-- 0.918 / 0.919 by TMA on the H200, s14tr-1), 8-bit tiles go by TMA (0.917-0.926
+-- against 0.42 through the registers), 16-bit tiles in the pairs form
+-- (build_pairs; s14tr-2 at 16384^2: 0.949 at tiles of 128, 0.915 at 64,
+-- against 0.915 / 0.782 by TMA; s14tr-3 at 16384 x 8192: docs/PERF.md); the
+-- pairs form takes tiles of 64 and 128, others keep TMA.
 -- The exchange holds the whole tile in shared memory (B.MAX_SHARED, 48 KiB):
 -- a larger tile (f32 at 128: 64 KiB) goes by TMA instead, where the rule
 -- gives the exchange (s14tr-2: the bench's f32 128 failed to compile).
-local DEFAULT_FORM = { [1] = "tma", [2] = "tma", [4] = "registers" } -- (by the element's bytes)
+local DEFAULT_FORM = { [1] = "tma", [2] = "pairs", [4] = "registers" } -- (by the element's bytes)
 local function default_form(eb, n)
   local f = DEFAULT_FORM[eb]
   if f == "registers" and n * n * eb > B.MAX_SHARED then return "tma" end
