@@ -20,7 +20,7 @@ local ref = require("tilua.emulate.mathref").fn
 
 local EPS = 1e-5
 
--- {=== host tensors: {elem = "bf16" | "f32", shape = {...}, v = {values, 1-based, row-major}}
+-- {=== host tensors: {elem = "bf16" | "f32" | "u8", shape = {...}, v = {values, 1-based, row-major}}
 
 local function count(shape)
   local n = 1
@@ -31,6 +31,7 @@ end
 -- a value of the element type nearest to x (what the device holds)
 local function round(elem, x)
   if elem == "f32" then return values.f32(x) end
+  if elem == "u8" then return math.max(0, math.min(255, math.floor(x))) end
   local h = values.float16
   return h.dec[elem](h.enc[elem](x))
 end
@@ -51,6 +52,8 @@ local function bytes_of(t)
   local parts = {}
   if t.elem == "f32" then
     for i, x in ipairs(t.v) do parts[i] = string.pack("<f", x) end
+  elseif t.elem == "u8" then
+    for i, x in ipairs(t.v) do parts[i] = string.pack("B", x) end
   else
     local enc = values.float16.enc[t.elem]
     for i, x in ipairs(t.v) do parts[i] = string.pack("<I2", enc(x)) end
@@ -61,13 +64,15 @@ local function from_bytes(t, s)
   local out = {}
   if t.elem == "f32" then
     for i = 1, count(t.shape) do out[i] = (string.unpack("<f", s, 4 * i - 3)) end
+  elseif t.elem == "u8" then
+    for i = 1, count(t.shape) do out[i] = (string.unpack("B", s, i)) end
   else
     local dec = values.float16.dec[t.elem]
     for i = 1, count(t.shape) do out[i] = dec((string.unpack("<I2", s, 2 * i - 1))) end
   end
   return out
 end
-local function ttype(elem) return elem == "f32" and tl.f32 or tl.bf16 end
+local function ttype(elem) return ({ f32 = tl.f32, u8 = tl.u8 })[elem] or tl.bf16 end
 
 -- }===
 
@@ -375,14 +380,19 @@ for _, layer in ipairs { false, true } do
   })
 end
 
-for _, elem in ipairs { "bf16", "f32" } do
-  -- (bf16 goes by TMA, whose maps need rows of a multiple of 16 bytes: M and N
-  -- multiples of 8, ragged against the tile; f32 through the threads' registers)
-  local tma = elem == "bf16"
+for _, elem in ipairs { "bf16", "f32", "u8" } do
+  -- (each goes by TMA, whose maps need rows of a multiple of 16 bytes: bf16's M
+  -- and N multiples of 8, ragged against the tile; f32 at rows of 1500 and
+  -- 1000 elements by TMA, at odd rows through the threads' registers; bytes in
+  -- tiles of 128 at rows of multiples of 16)
+  local tma = elem ~= "f32"
+  local u8 = elem == "u8"
   case("transpose_" .. elem, {
-    n = 64, sizes = tma and { { 1000, 1496 }, { 136, 72 } } or { { 1000, 1500 }, { 129, 67 } }, small = tma and { 72, 104 } or { 70, 100 },
+    n = u8 and 128 or 64,
+    sizes = u8 and { { 1040, 1488 }, { 272, 144 } } or tma and { { 1000, 1496 }, { 136, 72 } } or { { 1000, 1500 }, { 129, 67 } },
+    small = u8 and { 144, 208 } or tma and { 72, 104 } or { 70, 100 },
     build = function(c) return tl.rows.transpose { n = c.n, elem = ttype(elem), name = "transpose_" .. elem } end,
-    inputs = function(M, N) return { X = random(elem, { M, N }, -4, 4) } end,
+    inputs = function(M, N) return { X = u8 and random(elem, { M, N }, 0, 256) or random(elem, { M, N }, -4, 4) } end,
     outputs = function(M, N) return { Y = { elem, { N, M } } } end,
     grid = function(c, M, N) return { (M + c.n - 1) // c.n, (N + c.n - 1) // c.n } end,
     reference = function(I, M, N)

@@ -142,51 +142,71 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     end
   end
 
-  -- the transpose by TMA (transpose.lua): far more programs than CTAs (the
+  -- the transpose by TMA (transpose.lua; by name: 16-bit's default is the pairs
+  -- form, its cases below): far more programs than CTAs (the
   -- input ring and the output tiles wrapping), ragged edges; tiles of 128;
   -- other stages and CTAs an SM; and bf16 through the registers
   -- (tl.options.tile_transpose = false) at rows TMA cannot take. At 1500 x
   -- 1000 Y's rows (3000 bytes) are no multiple of 16: tl.rows.transpose
   -- launches its variant through the registers instead
   local tr = {
-    { "tiles of 64", { 2000, 1032 }, 64, 4, nil },
-    { "tiles of 128", { 2056, 1544 }, 128, 8, nil },
-    { "tiles of 64, 8 stages, 1 CTA an SM, y fastest", { 1496, 1000 }, 64, 4, { stages = 8, outs = 2, per_sm = 1, order = 1 } },
+    { "tiles of 64", { 2000, 1032 }, 64, 4, { form = "tma" } },
+    { "tiles of 128", { 2056, 1544 }, 128, 8, { form = "tma" } },
+    { "tiles of 64, 8 stages, 1 CTA an SM, y fastest", { 1496, 1000 }, 64, 4, { form = "tma", stages = 8, outs = 2, per_sm = 1, order = 1 } },
     { "tiles of 64, 8 stages, 1 CTA an SM, y fastest, rows of 3000 bytes (the fallback)", { 1500, 1000 }, 64, 4,
-      { stages = 8, outs = 2, per_sm = 1, order = 1 } },
-    { "tiles of 128, 1 stage, 3 outputs, 4 warps, 1 CTA an SM", { 1544, 2056 }, 128, 4, { stages = 1, outs = 3, per_sm = 1 } },
+      { form = "tma", stages = 8, outs = 2, per_sm = 1, order = 1 } },
+    { "tiles of 128, 1 stage, 3 outputs, 4 warps, 1 CTA an SM", { 1544, 2056 }, 128, 4, { form = "tma", stages = 1, outs = 3, per_sm = 1 } },
     { "through the registers, odd rows", { 1001, 1500 }, 64, 4, false },
     -- (programs claimed: more tiles than the CTAs' static stages, 132 x 2 and 132 x 1 on an H200)
-    { "tiles of 64, programs claimed, 2 stages", { 2000, 1032 }, 64, 4, { claims = 1, stages = 2 } },
-    { "tiles of 128, programs claimed, 1 stage", { 2056, 1544 }, 128, 8, { claims = 1, stages = 1 } },
+    { "tiles of 64, programs claimed, 2 stages", { 2000, 1032 }, 64, 4, { form = "tma", claims = 1, stages = 2 } },
+    { "tiles of 128, programs claimed, 1 stage", { 2056, 1544 }, 128, 8, { form = "tma", claims = 1, stages = 1 } },
+    -- (s14: the programs in bands of tile rows, the last band ragged (32 rows of tiles in bands of 3;
+    -- 17 in bands of 4), refills before the stores; the diagonal order)
+    { "tiles of 64, bands of 3 tile rows, refills first", { 2000, 1032 }, 64, 4, { form = "tma", group = 3, early = 1 } },
+    { "tiles of 128, bands of 4 tile rows, programs claimed", { 2056, 1544 }, 128, 8, { form = "tma", group = 4, claims = 1, stages = 2 } },
+    { "tiles of 128, diagonal order", { 2056, 1544 }, 128, 8, { form = "tma", order = 2 } },
+    -- (s14: 32-bit elements in boxes of 32 x 32, bytes in boxes of 128 x 128; f32 at odd rows through the registers)
+    { "f32, tiles of 64 by TMA", { 2000, 1036 }, 64, 4, { form = "tma" }, "f32" },
+    { "f32, tiles of 32 by TMA, bands of 5", { 1036, 2000 }, 32, 2, { form = "tma", group = 5 }, "f32" },
+    { "f32, tiles of 64, odd rows (the fallback)", { 1001, 1500 }, 64, 4, nil, "f32" },
+    { "u8, tiles of 128", { 2064, 1552 }, 128, 8, nil, "u8" },
+    { "u8, tiles of 256, 1 stage", { 1552, 2064 }, 256, 16, nil, "u8" },
+    -- (s14: 16-bit in the pairs form, a CTA a tile: ragged edges on both sides, rows of 16-byte multiples)
+    { "tiles of 64, pairs", { 2000, 1032 }, 64, 4, { form = "pairs" } },
+    { "tiles of 128, the default (pairs)", { 2056, 1544 }, 128, 8, nil },
+    { "tiles of 128, pairs, 4 warps", { 2056, 1544 }, 128, 4, { form = "pairs" } },
+    { "tiles of 64, pairs, bands of 3, 2 warps", { 1496, 1000 }, 64, 2, { form = "pairs", group = 3 } },
+    { "tiles of 64, pairs, rows of 3000 bytes (the fallback)", { 1500, 1000 }, 64, 4, { form = "pairs" } },
   }
   for j, t in ipairs(tr) do
     if not small then
-      it(("transpose bf16 %s, %d x %d: the CPU reference"):format(t[1], t[2][1], t[2][2]), function()
+      local e = t[6] or "bf16"
+      it(("transpose %s %s, %d x %d: the CPU reference"):format(e, t[1], t[2][1], t[2][2]), function()
         if not GPU then pending("no GPU: " .. tl.device.error()) return end
         tl.options.tile_transpose = t[5]
         local k
         local ran, ok, summary = pcall(function()
           local fresh = assert(loadfile "examples/tile_rows.lua")("--library")
-          local c = fresh.cases.transpose_bf16
+          local c = fresh.cases["transpose_" .. e]
           c.build = function()
-            k = tl.rows.transpose { n = t[3], warps = t[4], name = "transpose_bf16" }
+            k = tl.rows.transpose { n = t[3], warps = t[4], elem = tl[e], name = "transpose_" .. e }
             return k
           end
           c.grid = function(_, M, N) return { (M + t[3] - 1) // t[3], (N + t[3] - 1) // t[3] } end
           -- (claims: launched twice, the second right only if the first put the counter back to 0)
           for r = 1, type(t[5]) == "table" and t[5].claims and 1 or 0 do
-            local good, s = fresh.run_case("transpose_bf16", { seed = seed + 13 * j + 1000 * r, size = t[2] })
+            local good, s = fresh.run_case("transpose_" .. e, { seed = seed + 13 * j + 1000 * r, size = t[2] })
             if not good then return false, "launch 1: " .. s end
           end
-          return fresh.run_case("transpose_bf16", { seed = seed + 13 * j, size = t[2] })
+          return fresh.run_case("transpose_" .. e, { seed = seed + 13 * j, size = t[2] })
         end)
         tl.options.tile_transpose = nil
         assert(ran, ok)
         print("tile_rows_gpu: " .. t[1] .. ": " .. summary)
         assert(ok, summary)
         -- the variant through the registers ran where TMA could not take the rows, and only there
-        local odd = t[5] ~= false and (t[2][1] % 8 ~= 0 or t[2][2] % 8 ~= 0)
+        local a = 16 // tl[e]:info().bytes -- (elements of 16 bytes)
+        local odd = t[5] ~= false and (t[2][1] % a ~= 0 or t[2][2] % a ~= 0)
         assert.equal(odd, k.fallback() ~= nil)
       end)
     end

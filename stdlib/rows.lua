@@ -18,9 +18,10 @@
 --                                            row's first element, var = E[d^2] - E[d]^2; else the
 --                                            centred row's squares after the mean; both masked past N)
 --   tl.rows.layernorm_bwd{n, elem, rows}     DX, DWp[P, N], DBp[P, N] (f32 parts of DW and DB)
---   tl.rows.transpose{n, elem}               Y[N, M] = X[M, N]^T, a tile of n x n a program (16-bit, n a
---                                            multiple of 64: by TMA; k.fallback(): its variant through the
---                                            registers, launched at rows TMA cannot take)
+--   tl.rows.transpose{n, elem}               Y[N, M] = X[M, N]^T, a tile of n x n a program (16-bit, n 64 or
+--                                            128: the pairs form, other multiples of 64: by TMA; k.fallback():
+--                                            its variant through the registers, launched at rows of no
+--                                            16-byte multiple)
 --
 -- Every builder takes warps (the block's; default by n) and min_ctas (blocks an
 -- SM must hold: ptxas bounds the registers to fit them).
@@ -303,10 +304,11 @@ do -- tl.rows (an indented block)
   -- {=== layout changes
 
   -- Y[N, M] = X[M, N]^T: a program a tile of n x n, read along X's rows and
-  -- written along Y's. A 16-bit tile of a multiple of 64 goes by TMA both ways
-  -- (convert-tileas-to-cutlass's transpose.lua), whose maps need rows of
-  -- 16-byte multiples (row strides of X and Y multiples of 8 elements); others
-  -- cross the threads through shared memory. A launch of the TMA kernel at
+  -- written along Y's. A 16-bit tile of 64 or 128 goes in the pairs form, of
+  -- another multiple of 64 by TMA both ways (convert-tileas-to-cutlass's
+  -- transpose.lua), whose maps need rows of 16-byte multiples (row strides of
+  -- X and Y multiples of 8 elements; the pairs form's launch asks the same);
+  -- others cross the threads through shared memory. A launch of such a kernel at
   -- other rows runs the same program compiled through the registers
   -- (tl.options.tile_transpose = false; compiled at the first such launch).
   function tl.rows.transpose(o)
@@ -322,6 +324,7 @@ do -- tl.rows (an indented block)
     end
     local k, registers = build(), nil
     local launch, tr, tr_for = k.launch, nil, nil
+    local align = 16 // elem:info().bytes -- (the maps' rows: 16-byte multiples)
     local tensor_arg = require("tilua.gpu.recipe").tensor_arg
     function k.launch(self, cfg) -- (k:run's too)
       if not self.ptx then self:compile() end
@@ -332,7 +335,7 @@ do -- tl.rows (an indented block)
       local bad = false
       for _, t in ipairs(tr or {}) do -- (the row stride as the launch reads it: recipe.lua's tensor_arg)
         local s = args[t] ~= nil and tensor_arg(t, args[t]).strides[1]
-        bad = bad or (math.type(s) == "integer" and s % 8 ~= 0)
+        bad = bad or (math.type(s) == "integer" and s % align ~= 0)
       end
       if not bad then return launch(self, cfg) end
       -- (the option stays off for the launch too: --emulate lowers the kernel again at its first launch)

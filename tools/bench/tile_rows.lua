@@ -380,17 +380,30 @@ for _, layer in ipairs { false, true } do
   end
 end
 
--- the transposes: by TMA (convert-tileas-to-cutlass's transpose.lua, the
--- default for 16-bit tiles of a multiple of 64) and its variants
+-- the transposes: by TMA (convert-tileas-to-cutlass's transpose.lua; 16-bit
+-- tiles of 64 and 128 default to the pairs form, others of a multiple of 64
+-- go by TMA) and its variants
 -- (tl.options.tile_transpose while the kernel compiles, the 6th entry:
 -- stages = input tiles in flight a CTA, outs = output tiles, per_sm = CTAs an
 -- SM, order 1: the programs y fastest; false: the exchange through the
 -- threads' registers, as before)
-local function transpose_case(name, n, warps, opt)
-  local launch = { grid = { M // n, N // n }, args = { X = { x, { M, N } }, Y = { y, { N, M } } } }
-  cases[#cases + 1] = { name, tl.rows.transpose { n = n, warps = warps }, launch, 2 * bytes, nil, opt }
+-- (s14: elements of 32 bits (X of M x N / 2 f32) and of 8 (M x 2N bytes): the same bytes)
+local xb, yb
+local function transpose_case(name, n, warps, opt, e)
+  local xs, ys, cols = x, y, N
+  if e == "f32" then xs, ys, cols = xf, yf, N // 2 end
+  if e == "u8" then
+    if not xb then xb, yb = D.random(tl.u8, 2 * M * N, seed + 5), D.alloc(tl.u8, 2 * M * N) end
+    xs, ys, cols = xb, yb, 2 * N
+  end
+  -- (16-bit's variants -- stages, bands, early refills, the diagonal, claims -- are the TMA form's: their
+  -- options name it, since 16-bit's default is the pairs form)
+  if type(opt) == "table" and not e and not opt.form then opt.form = "tma" end
+  local launch = { grid = { M // n, cols // n }, args = { X = { xs, { M, cols } }, Y = { ys, { cols, M } } } }
+  cases[#cases + 1] = { name, tl.rows.transpose { n = n, warps = warps, elem = e and tl[e] or nil }, launch, 2 * bytes, nil, opt,
+                        tx = xs, ty = ys, tcols = cols }
 end
-transpose_case("transpose 64", 64, 4)
+transpose_case("transpose 64", 64, 4) -- (the default: the pairs form since s14tr-3; by TMA before)
 transpose_case("transpose 128", 128, 8)
 transpose_case("transpose 64, exchange (registers)", 64, 4, false)
 transpose_case("transpose 128, exchange (registers)", 128, 8, false)
@@ -418,8 +431,47 @@ transpose_case("transpose 64, claims, stages 4", 64, 4, { claims = 1, stages = 4
 transpose_case("transpose 64, claims, stages 8", 64, 4, { claims = 1, stages = 8 })
 transpose_case("transpose 128, claims, stages 3", 128, 8, { claims = 1, stages = 3 })
 
+-- (s14) the programs' order: bands of `group` tile rows of X (x fastest in a
+-- band: G x 2n bytes of each of Y's rows written together; group = all rows
+-- is order 0, group 1 is order 1), and the diagonal (order 2); early: each
+-- iteration's refill issued before its store
+for _, v in ipairs { { 64, 4 }, { 64, 8 }, { 64, 16 }, { 64, 32 }, { 64, 64 }, { 128, 2 }, { 128, 4 }, { 128, 8 }, { 128, 16 }, { 128, 32 } } do
+  transpose_case(("transpose %d, group %d"):format(v[1], v[2]), v[1], v[1] // 16, { group = v[2] })
+end
+for _, v in ipairs { { 64, nil }, { 64, 16 }, { 64, 32 }, { 128, nil }, { 128, 8 }, { 128, 16 } } do
+  transpose_case(("transpose %d%s, early"):format(v[1], v[2] and (", group " .. v[2]) or ""), v[1], v[1] // 16, { group = v[2], early = 1 })
+end
+transpose_case("transpose 64, order 2", 64, 4, { order = 2 })
+-- 32-bit (TMA: boxes of 32 x 32, word moves) and 8-bit elements (boxes of 128 x 128 bytes, stmatrix.trans of byte pairs)
+-- (f32's default: the exchange through the registers, the rule since s14tr-1)
+transpose_case("transpose f32 64", 64, 4, nil, "f32")
+transpose_case("transpose f32 128", 128, 8, nil, "f32")
+transpose_case("transpose f32 64, tma", 64, 4, { form = "tma" }, "f32")
+transpose_case("transpose f32 32, tma", 32, 2, { form = "tma" }, "f32")
+transpose_case("transpose f32 128, tma", 128, 8, { form = "tma" }, "f32")
+-- (s14) 16-bit in the pairs form: a CTA a tile, rows 2i and 2i + 1 paired into words, a 32-bit exchange
+-- (the TMA form by name: the 16-bit default's peers whichever form the rule gives 16-bit tiles)
+transpose_case("transpose 64, tma", 64, 4, { form = "tma" })
+transpose_case("transpose 128, tma", 128, 8, { form = "tma" })
+transpose_case("transpose 64, pairs", 64, 4, { form = "pairs" })
+transpose_case("transpose 128, pairs", 128, 8, { form = "pairs" })
+transpose_case("transpose 64, pairs, 2 warps", 64, 2, { form = "pairs" })
+transpose_case("transpose 64, pairs, 8 warps", 64, 8, { form = "pairs" })
+transpose_case("transpose 128, pairs, 4 warps", 128, 4, { form = "pairs" })
+transpose_case("transpose 128, pairs, 16 warps", 128, 16, { form = "pairs" })
+transpose_case("transpose 64, pairs, group 8", 64, 4, { form = "pairs", group = 8 })
+transpose_case("transpose 128, pairs, group 8", 128, 8, { form = "pairs", group = 8 })
+transpose_case("transpose u8 128", 128, 8, nil, "u8")
+transpose_case("transpose u8 128, 4 warps", 128, 4, nil, "u8")
+transpose_case("transpose u8 256", 256, 16, nil, "u8")
+transpose_case("transpose u8 128, exchange (registers)", 128, 8, false, "u8")
+transpose_case("transpose 128, order 2", 128, 8, { order = 2 })
+for _, v in ipairs { { 64, 16, 4 }, { 64, 16, 8 }, { 128, 8, 3 }, { 64, 32, 4 }, { 64, 32, 8 }, { 128, 16, 3 } } do
+  transpose_case(("transpose %d, group %d, stages %d"):format(v[1], v[2], v[3]), v[1], v[1] // 16, { group = v[2], stages = v[3] })
+end
+
 -- The program against its CPU reference on a few rows of X (read back).
-local function check_rows(name, k, launch, raw)
+local function check_rows(name, k, launch, raw, tc)
   if raw then
     y:fill(0)
     k:launch(launch)
@@ -429,7 +481,7 @@ local function check_rows(name, k, launch, raw)
   end
   if name:match "^transpose" then -- sampled elements: Y[j, i] = X[i, j]
     local function at(buf, i) return buf:to_table(i + 1, i + 1)[1] end
-    local n = 0
+    local n, N, x, y = 0, tc.tcols, tc.tx, tc.ty
     for _, ij in ipairs { { 0, 0 }, { 1, N - 1 }, { 3, math.min(77, N - 1) }, { 2, N // 2 }, { M - 1, N - 1 }, { M // 2 + 5, math.min(1000, N - 1) } } do
       if at(y, ij[2] * M + ij[1]) ~= at(x, ij[1] * N + ij[2]) then error(name .. ": Y is not X transposed", 0) end
       n = n + 1
@@ -478,12 +530,12 @@ for _, c in ipairs(cases) do
   tl.options.blocked_unit = c.unit
   k:compile()
   if name:match "^transpose" then
-    y:fill(0) -- (no earlier program's Y passes the check)
+    (c.ty or y):fill(0) -- (no earlier program's Y passes the check)
     local tma = false
     for _, e in ipairs(k:lowered_op():attr "tileas.params") do tma = tma or e == "map:X" end
     name = name .. (tma and " [tma]" or " [registers]")
   end
-  local checked = check_rows(name, k, launch, c.raw)
+  local checked = check_rows(name, k, launch, c.raw, c)
   -- --interleave=1 (s13): cuMemcpyDtoD timed again just before and just after
   -- the program, the ratio against their mean (the GPU's clocks and the
   -- memory's state drift within a run: the first copy is no reference then)

@@ -46,10 +46,13 @@
 --                           row, every vector where all are inside and
 --                           aligned, not a branch a vector)
 --   tl.options.tile_transpose  nil (the default): a program that loads, transposes
---                           and stores an n x n tile of 16-bit elements (n a multiple
---                           of 64) goes by TMA (convert-tileas-to-cutlass's
---                           transpose.lua); false: through the threads' registers;
---                           a table {stages, outs, per_sm, order}: TMA with those
+--                           and stores an n x n tile of 8-, 16- or 32-bit elements
+--                           (n a multiple of 128, 64, 32) goes by TMA (convert-tileas-
+--                           to-cutlass's transpose.lua); false: through the threads'
+--                           registers; a table {stages, outs, per_sm, order, group,
+--                           early, claims, form}: TMA with those (form: "tma",
+--                           "pairs" or "registers" over the rule's choice by the
+--                           element's size)
 --   tl.options.slicing      nil (the default): tileas-decide-slicing's rule gives
 --                           the loops it picks their sliceCount (docs/passes.md);
 --                           false: no loop is sliced; N (1..16): every loop the
@@ -139,14 +142,18 @@ local OPTIONS = {
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
-      if k == "order" or k == "claims" then
-        if x ~= 0 and x ~= 1 then return false end
+      if k == "form" then
+        if x ~= "tma" and x ~= "pairs" and x ~= "registers" then return false end
+      elseif k == "order" or k == "claims" or k == "early" then
+        if x ~= 0 and x ~= 1 and (k ~= "order" or x ~= 2) then return false end
+      elseif k == "group" then
+        if math.type(x) ~= "integer" or x < 1 or x > 65536 then return false end
       elseif (k ~= "stages" and k ~= "outs" and k ~= "per_sm") or math.type(x) ~= "integer" or x < 1 or x > 16 then
         return false
       end
     end
     return true
-  end, "nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1, claims = 0|1}" },
+  end, 'nil, false or {stages = n, outs = n, per_sm = n (1 to 16), order = 0|1|2, group = n (1 to 65536), claims = 0|1, early = 0|1, form = "tma"|"pairs"|"registers"}' },
 }
 local function check_option(key, v)
   local spec = OPTIONS[key]

@@ -296,7 +296,7 @@ function R.tile_program(name, params, entries, L)
       r.inputs[#r.inputs + 1] = i
     end
   end
-  local ranks = {}
+  local ranks, eb = {}, {}
   for _, entry in ipairs(entries) do -- a tensor's rank: its highest dim or stride entry, or its map's
     local kind, t, d = entry:match "^(%a+):([^:]*):?(%d*)$"
     if kind == "dim" or kind == "stride" then ranks[t] = math.max(ranks[t] or 0, tonumber(d) + 1) end
@@ -307,7 +307,8 @@ function R.tile_program(name, params, entries, L)
     if entry == "workspace" then
       r.args[i] = { "workspace" }
     elseif kind == "map" then
-      ranks[t] = math.max(ranks[t] or 0, tl.tensor_map_info(p.type).rank)
+      local mi = tl.tensor_map_info(p.type)
+      ranks[t], eb[t] = math.max(ranks[t] or 0, mi.rank), mi.elem:info().bytes
       input { name = t, kind = "tensor" }
       r.args[i] = { "map", t }
     elseif kind == "ptr" then
@@ -330,10 +331,11 @@ function R.tile_program(name, params, entries, L)
   local px, py, pz = { "programs", 1 }, { "programs", 2 }, { "programs", 3 }
   r.checks = {}
   if not L.programs_z then r.checks[1] = { "flat_z", ("tile kernel '%s'"):format(name) } end
-  for _, t in ipairs(L.transpose or {}) do -- a transpose by TMA (transpose.lua): its maps' 16-byte rows of 16-bit elements
-    r.checks[#r.checks + 1] = { "multiple", { "stride", t, 0 }, 8, ("tile kernel '%s' transposes by TMA, whose tensor maps need"
+  for _, t in ipairs(L.transpose or {}) do -- a transpose by TMA (transpose.lua): its maps' 16-byte rows
+    local align = 16 // (eb[t] or 2) -- (elements of 16 bytes: 8 of 16 bits, 4 of 32)
+    r.checks[#r.checks + 1] = { "multiple", { "stride", t, 0 }, align, ("tile kernel '%s' transposes by TMA, whose tensor maps need"
       .. " rows of a multiple of 16 bytes (compiled with tl.options.tile_transpose = false, it goes through the registers"
-      .. " at any size): the row stride of %s in 16-bit elements"):format(name, t) }
+      .. " at any size): the row stride of %s in %d-bit elements"):format(name, t, 128 // align) }
   end
   if L.workers then -- StreamK: the grid of programs it was planned for, on its workers
     r.grid = { L.workers, 1, 1 }

@@ -24,6 +24,10 @@ local V = require "tilua.passes.convert_tileas_to_cutlass.values"
 
 local B = {}
 
+-- The shared memory a layout change's or a reduce's buffer may take (static:
+-- 48 KiB at most); transpose.lua's rule keeps larger tiles off the exchange.
+B.MAX_SHARED = 48 * 1024
+
 -- {=== distributions
 
 -- The entry `key` of a layout as a list of rank integers (1 where absent).
@@ -424,7 +428,7 @@ function B.reduce_many(L, ops, xs)
       -- its own place in them
       local per_warp = (32 * nv + 3) // 4 * 4
       local bytes = L.warps * per_warp * 4
-      if bytes > 48 * 1024 then
+      if bytes > B.MAX_SHARED then
         R.fail(op, "a reduce across %d warps of %d values a lane needs %d bytes of shared memory (48 KiB at most): use a smaller tile", wk, nv, bytes)
       end
       local buf = L.k:shared(elem, L.warps * per_warp)
@@ -476,7 +480,7 @@ function B.exchange(L, op, x, transpose)
   local rows, cols = X.shape[1], X.shape[2]
   local eb = R.elem_bytes(x.elem)
   local bytes = rows * cols * eb
-  if bytes > 48 * 1024 then
+  if bytes > B.MAX_SHARED then
     R.fail(op, "moving a %d x %d tile between threads needs %d bytes of shared memory (48 KiB at most): use a smaller tile", rows, cols, bytes)
   end
   local buf = L.k:shared(x.elem, rows * cols, { align = 16 })

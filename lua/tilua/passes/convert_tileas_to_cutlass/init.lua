@@ -206,7 +206,8 @@ end
 -- each claim published an iteration later, 7: the shared ring of 3 with bulk
 -- stores, 8: as 7, the rows claimed) overrides
 -- tl.options.row_ring's choice of form (rowring.lua); transpose_claims (0 or
--- 1) tl.options.tile_transpose's claims (transpose.lua); merge_lines=0 keeps
+-- 1) tl.options.tile_transpose's claims, transpose_form (1: TMA, 2: pairs, 3:
+-- through the registers; 0: the rule) its form (transpose.lua); merge_lines=0 keeps
 -- a staged line's box a consumer (staged.lua: the default, 1, brings the
 -- consumers' lines at consecutive row blocks in one box); linear_desc=1 builds
 -- a consumer's wgmma descriptors as one base plus the stage's and k step's
@@ -216,7 +217,8 @@ function M.convert(module, options)
   local G = require "tilua.kernels.gemm"
   local Ring = require "tilua.passes.convert_tileas_to_cutlass.rowring"
   Ring.forced = options and options.row_ring
-  require("tilua.passes.convert_tileas_to_cutlass.transpose").forced_claims = options and options.transpose_claims
+  local Tr = require "tilua.passes.convert_tileas_to_cutlass.transpose"
+  Tr.forced_claims, Tr.forced_form = options and options.transpose_claims, options and options.transpose_form
   Staged.merge_lines = not (options and options.merge_lines == 0)
   require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = options and options.linear_desc == 1 or nil
   Sums.enabled = not (options and options.sums_by_dot == 0) and tl.options.sums_by_dot ~= false
