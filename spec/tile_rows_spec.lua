@@ -586,7 +586,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
       end)
       local ok, msg = pcall(run, h, 100, 136, 136, 100)
       assert.is_false(ok)
-      assert.matches("launch: tile kernel 'hand_transpose' transposes by TMA, whose tensor maps need rows of a multiple of 16 bytes "
+      assert.matches("launch: tile kernel 'hand_transpose' transposes in 16-byte row pieces (TMA or pairs), which need rows of a multiple of 16 bytes "
         .. "(compiled with tl.options.tile_transpose = false, it goes through the registers at any size): the row stride of Y in "
         .. "16-bit elements is 100, not a multiple of 8", msg, 1, true)
     end)

@@ -285,7 +285,7 @@ end
 -- StreamK workers and workspace)
 
 -- R.tile_program(name, params, entries, L) -> recipe (L.transpose = {X, Y}: a
--- transpose by TMA, whose launch checks the two tensors' row strides and says
+-- transpose by TMA or in pairs, whose launch checks the two tensors' row strides and says
 -- how to opt out)
 function R.tile_program(name, params, entries, L)
   L = L or {}
@@ -331,9 +331,9 @@ function R.tile_program(name, params, entries, L)
   local px, py, pz = { "programs", 1 }, { "programs", 2 }, { "programs", 3 }
   r.checks = {}
   if not L.programs_z then r.checks[1] = { "flat_z", ("tile kernel '%s'"):format(name) } end
-  for _, t in ipairs(L.transpose or {}) do -- a transpose by TMA (transpose.lua): its maps' 16-byte rows
+  for _, t in ipairs(L.transpose or {}) do -- a transpose by TMA or in pairs (transpose.lua): 16-byte rows
     local align = 16 // (eb[t] or 2) -- (elements of 16 bytes: 8 of 16 bits, 4 of 32)
-    r.checks[#r.checks + 1] = { "multiple", { "stride", t, 0 }, align, ("tile kernel '%s' transposes by TMA, whose tensor maps need"
+    r.checks[#r.checks + 1] = { "multiple", { "stride", t, 0 }, align, ("tile kernel '%s' transposes in 16-byte row pieces (TMA or pairs), which need"
       .. " rows of a multiple of 16 bytes (compiled with tl.options.tile_transpose = false, it goes through the registers"
       .. " at any size): the row stride of %s in %d-bit elements"):format(name, t, 128 // align) }
   end
