@@ -88,7 +88,8 @@ typedef struct Plan {
   bool has_sizes;
   bool peek; /* arguments are read in their table's array part (lb_peek_ok) */
   unsigned static_smem, smem;
-  unsigned smem_allowed; /* the largest shared memory the function's attribute was raised to */
+  LbFunction
+      *func; /* its function (user value 1 keeps it): func->smem_allowed, the attribute's memo */
   const void *buffer_mt; /* the metatable of device buffers (LB_BUFFER) */
   const char *name;      /* the kernel's, interned by the runtime */
   TlcuRuntime *rt;       /* the device the function was loaded on */
@@ -177,6 +178,7 @@ static int core_launch_plan(lua_State *L) {
   for (int i = 0; i < n; i++)
     if (kinds[i] == ARG_TMAP && !has_map_check(L, 2, i)) return 0;
   p->fn = f->fn;
+  p->func = f;
   p->rt = lb_function_runtime(L, 1);
   p->cur = lb_current_device(L);
   p->nargs = n;
@@ -552,7 +554,7 @@ static void launch_issue(lua_State *L, int plan, Plan *p, TlcuLaunch *cfg, const
   memcpy(cfg->block, p->block, sizeof cfg->block);
   memcpy(cfg->cluster, p->cluster, sizeof cfg->cluster);
   cfg->smem = lb_launch_smem(L, p->static_smem, dyn);
-  cfg->smem_allowed = cfg->smem <= p->smem_allowed;
+  cfg->smem_allowed = cfg->smem <= p->func->smem_allowed;
   cfg->stream = stream;
   cfg->pdl = pdl;
   cfg->hang = NULL;
@@ -565,7 +567,7 @@ static void launch_issue(lua_State *L, int plan, Plan *p, TlcuLaunch *cfg, const
     cfg->file = note->file;
   }
   if (tlcu_launch(rt, p->fn, cfg, ptrs) != TLCU_OK) lb_cuda_error_of(L, rt, "launch");
-  if (cfg->smem > p->smem_allowed) p->smem_allowed = cfg->smem;
+  if (cfg->smem > p->func->smem_allowed) p->func->smem_allowed = cfg->smem;
 }
 
 /* Launch through the plan at index plan: the grid, the arguments' table, the

@@ -22,7 +22,8 @@
 /* A kernel of a loaded module (the userdata LB_FUNCTION). */
 typedef struct LbFunction {
   CUfunction fn;
-  unsigned smem_allowed; /* the dynamic shared memory its attribute was raised to (fn:launch) */
+  unsigned smem_allowed; /* the dynamic shared memory its attribute was raised to (fn:launch and
+                         ** its launch plans, l_launch.c: one memo) */
 } LbFunction;
 
 /* A device buffer (the userdata LB_BUFFER; tl.device's buffers hold one as `raw`). */
