@@ -275,6 +275,37 @@ describe("the configurations the check of every compile tries", function()
     assert.are.same({ "the derived inputs on one cluster, n = 131072", "2 CTAs (two clusters), n = 262144",
                       "3 CTAs (three clusters) on a ragged size, n = 349532" }, res[1].checked)
   end)
+
+  -- a GEMM whose problem is a kernel argument (tl.gemm's dynamic forms): its
+  -- work grows with M x N x K, and its rings wrap twice with one row of tiles
+  -- as with several; the check runs on one of them held at the smallest size
+  it("holds one of several integer parameters at the smallest size where the rings still wrap twice (a dynamic GEMM)", function()
+    local g = tl.gemm.build { m = 512, n = 512, k = 512, bm = 128, bn = 256, dynamic = true, dtype = "bf16" }
+    local kop = require("tilua.emulate.protocol").kernels(g.kernel.module)[1]
+    local PR = require "tilua.emulate.protocol"
+    local args, desc, n, failure, small = PR.inputs(kop, { work = { left = 40000000, limit = 40000000 } })
+    assert.is_nil(failure)
+    local i, v = next(small)
+    assert.is_nil(next(small, i))
+    assert.is_true(i >= 4 and i <= 6 and v < n) -- (A, B, D, then M, N, K)
+    assert.equal(v, args[i])
+    for j = 4, 6 do if j ~= i then assert.equal(n, args[j]) end end
+    assert.matches((", %d"):rep(3):format(args[4], args[5], args[6]) .. "%)$", desc)
+    -- the check on them: every ring wrapped twice, no violation, and in less
+    -- work than on n for all three
+    local function work_of(o)
+      local w = { left = 40000000, limit = 40000000 }
+      o.work = w
+      local r = PR.check(kop, o)
+      assert.is_true(r.ok, r.report)
+      assert.is_true(r.min_phases >= 2)
+      return w.limit - w.left
+    end
+    local all = {}
+    for j, a in ipairs(args) do all[j] = a end
+    all[i] = n
+    assert.is_true(work_of { args = args } < work_of { args = all } / 2)
+  end)
 end)
 
 describe("the configurations of a tile program", function()

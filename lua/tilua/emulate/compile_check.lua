@@ -116,7 +116,11 @@ local function configurations(P, kop)
     local on = ks.sizes and "its declared sizes and otherwise a ragged size" or "a ragged size"
     out[#out + 1] = { what = ("%d CTAs (three clusters) on %s"):format(3 * cs, on), ragged = true,
                       same_ctas = not tells_ctas,
-                      o = function(r) return { grid = 3 * cs, n = ragged(r.n, 3 * cs) } end }
+                      o = function(r)
+                        local small -- (the integer parameters the derived inputs held small: ragged too)
+                        for i, v in pairs(r.small or {}) do small = small or {}; small[i] = ragged(v, 3 * cs) end
+                        return { grid = 3 * cs, n = ragged(r.n, 3 * cs), small = small }
+                      end }
   end
   return out
 end

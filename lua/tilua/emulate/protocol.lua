@@ -53,7 +53,7 @@ end
 -- 1.0, a pointer parameter a fresh zeroed buffer of `bytes` bytes (default n
 -- times its element size), or with o.fill == "pattern" one whose byte j is
 -- j % 251 + 1 (the REPL's :check).
-local function args_for(kop, n, o, fixed)
+local function args_for(kop, n, o, fixed, small)
   local args, shown = {}, {}
   for i, a in ipairs(kop:region(1):entry():args()) do
     local t = a:type()
@@ -81,7 +81,8 @@ local function args_for(kop, n, o, fixed)
     elseif fixed[i] then
       args[i], shown[i] = fixed[i].v, fixed[i].shown
     else
-      args[i], shown[i] = n, tostring(n)
+      local v = small and small[i] or n -- (an integer parameter the search held small)
+      args[i], shown[i] = v, tostring(v)
     end
   end
   return args, shown
@@ -264,7 +265,7 @@ local function default_grid(kop)
 end
 M.default_grid = default_grid
 
--- inputs(kernel, o) -> args, description, n, failure. o.args wins; else the size n is
+-- inputs(kernel, o) -> args, description, n, failure, small. o.args wins; else the size n is
 -- o.n; for a kernel without integer parameters the first of the sizes derived
 -- from the kernel (o.sizes; only the buffers' sizes would change: no run
 -- needed); else the first of them at which one round-robin emulation on
@@ -281,6 +282,9 @@ M.default_grid = default_grid
 -- once). The search stops at a size the kernel's scheduler cannot plan (its
 -- tile ids would wrap: an input too large, not a failure), and where the rings
 -- wrap but no more at two sizes twice as large or more.
+-- A kernel of several integer parameters, where the rings wrap twice, tries
+-- each of them held at the smallest size (small: { [parameter index] = value
+-- }, what the size n does not give; o.small gives them with o.n).
 -- o.max_work (or o.work, a counter machine.lua's Run:clock charges) and
 -- o.max_seconds (or o.deadline, a time of os.clock()) bound the runs: the
 -- choice of inputs and the search share them.
@@ -305,17 +309,39 @@ function M.inputs(k, o)
     sized = sized or ((kind == "int" or kind == "index") and not fixed[i])
   end
   if not sized then sizes = { sizes[1] } end
-  local pick, failed, failure, fails, laps = nil, nil, nil, 0, nil
+  local function run(size, small)
+    return pcall(em.run, o.decoded or kop, { grid = grid, args = args_for(kop, size, o, fixed, small), max_steps = o.max_steps,
+                                             max_ops = o.max_ops, values = false, deadline = o.deadline, work = o.work })
+  end
+  local function wraps(ok, r) return ok and r.ok and (not r.min_phases or r.min_phases >= 2) end
+  -- several integer parameters (a GEMM's M, N and K): where the rings wrap
+  -- twice at a size four times the smallest or more, one of them held at the
+  -- smallest size and the others at this one, if the rings still wrap twice
+  -- so. The work grows with their product: the check (and the configurations
+  -- after it, sized from this one) costs a fraction (a GEMM: one row of tiles,
+  -- the k loop as long). A variant that fails is passed over (a parameter
+  -- that small may be no input of the kernel).
+  local ints = {}
+  for i, a in ipairs(kop:region(1):entry():args()) do
+    local kind = a:type():info().kind
+    if (kind == "int" or kind == "index") and not fixed[i] then ints[#ints + 1] = i end
+  end
+  local pick, small, failed, failure, fails, laps = nil, o.small, nil, nil, 0, nil
   for _, size in ipairs(sizes) do
     if #sizes == 1 then
       pick = size
       break
     end
-    local args = args_for(kop, size, o, fixed)
-    local ok, r = pcall(em.run, o.decoded or kop, { grid = grid, args = args, max_steps = o.max_steps, max_ops = o.max_ops,
-                                       values = false, deadline = o.deadline, work = o.work })
-    if ok and r.ok and (not r.min_phases or r.min_phases >= 2) then
+    local ok, r = run(size)
+    if wraps(ok, r) then
       pick = size
+      for _, i in ipairs(#ints >= 2 and size >= 4 * sizes[1] and ints or {}) do
+        local held = { [i] = sizes[1] }
+        if wraps(run(size, held)) then
+          small = held
+          break
+        end
+      end
       break
     end
     if ok and r.ok then -- (rings that wrap, but no more at two sizes twice as large or more, will not: stop)
@@ -338,9 +364,10 @@ function M.inputs(k, o)
   -- where no size wraps every ring twice (a data-parallel kernel's CTA does one
   -- tile at every size): the smallest with the most laps
   local n = pick or failed or (laps and laps.n) or sizes[#sizes]
-  local args, shown = args_for(kop, n, o, fixed)
+  if not pick then small = o.small end
+  local args, shown = args_for(kop, n, o, fixed, small)
   local d = #shown == 0 and "no parameters" or ("n = %d: (%s)"):format(n, table.concat(shown, ", "))
-  return args, d, n, not pick and failed and failure or nil
+  return args, d, n, not pick and failed and failure or nil, small
 end
 
 -- {=== tile programs (docs/protocol.md, "Tile programs")
@@ -572,11 +599,11 @@ function M.check(k, o)
   end
   local grid = o.grid or default_grid(kop)
   o = setmetatable({ grid = grid }, { __index = o })
-  local args, desc, n = M.inputs(kop, o)
+  local args, desc, n, _, small = M.inputs(kop, o)
   local r = em.check(o.decoded, { grid = grid, args = args, max_states = o.max_states or 20000, max_seconds = o.max_seconds,
                             trace_limit = o.trace, max_steps = o.max_steps, max_ops = o.max_ops, shortest = o.shortest,
                             deadline = o.deadline, work = o.work })
-  r.kernel, r.args, r.grid, r.inputs, r.n = kop, args, grid, desc, n
+  r.kernel, r.args, r.grid, r.inputs, r.n, r.small = kop, args, grid, desc, n, small
   r.name = kop:attr_or_default "sym_name"
   return r
 end
