@@ -51,7 +51,7 @@ end
 
 -- The largest errors of the emulated O and LSE (bytes ob, lb) against the CPU
 -- (doubles), and how many elements are off: O by more than 2^-7 + 2^-8 |ref|
--- (P and O are rounded to 16 bits), the LSE by more than 1e-3 (1 + |ref|).
+-- (P and O are rounded to 16 bits), the LSE by more than tl.attention.lse_tolerance.
 -- -> worst |O - ref|, worst |LSE - ref|, elements off
 function M.compare(c, x, ob, lb)
   local dec = VV.float16.dec[c.dtype or "bf16"]
@@ -61,7 +61,7 @@ function M.compare(c, x, ob, lb)
     local qo = ((b * c.h + h) * c.sq + i) * c.d
     local got_l = string.unpack("<f", lb, ((b * c.h + h) * c.sq + i) * 4 + 1)
     worstl = math.max(worstl, math.abs(got_l - lse))
-    if math.abs(got_l - lse) > 1e-3 * (1 + math.abs(lse)) then bad = bad + 1 end
+    if math.abs(got_l - lse) > require("tilua").attention.lse_tolerance(lse) then bad = bad + 1 end
     for e = 1, c.d do
       local acc = 0
       for j = 0, lim - 1 do acc = acc + p[j] * x.V[((b * c.hkv + hk) * c.skv + j) * c.d + e] end
