@@ -78,6 +78,7 @@ for _, a in ipairs(... ~= "--library" and arg or {}) do
   if a == "--fast" then o.fast = true end
   if a == "--pdl" then o.pdl = true end
   if a == "--cooperative" then o.consumers = "cooperative" end
+  if a == "--pingpong" then o.consumers = "pingpong" end
 end
 
 -- {=== the tile program
@@ -90,11 +91,11 @@ local function build(opts)
   -- warpgroup a whole one, the two alternating over one ring); with
   -- opts.consumers = "cooperative" or on a cluster (which ping-pong does not
   -- take) cooperative ones on 128 x 256
-  local pingpong = fast and opts.consumers ~= "cooperative" and (opts.cluster or 1) == 1 or nil
+  local pingpong = (fast and opts.consumers ~= "cooperative" or opts.consumers == "pingpong") and (opts.cluster or 1) == 1 or nil
   -- opts.bn: the tile's columns (promoted per-tensor or row / column scales:
   -- 144 fits a warpgroup's registers with the two sums in flight; block
   -- scales take 128, one block of B's scales a program)
-  local BN = opts.bn or pingpong and 192 or fast and 256 or 128
+  local BN = opts.bn or pingpong and fast and 192 or fast and 256 or 128
   if blocks and BN ~= 128 then error("tile_gemm_fp8: block scales take 128 columns a program, got " .. BN, 2) end
   tl.new_module()
   local params = { A = tl.tensor(tl.i8, 2), B = tl.tensor(tl.i8, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 }
@@ -103,7 +104,7 @@ local function build(opts)
   else params.sa, params.sb = tl.f32, tl.f32 end
   -- opts.cluster = 2: a program of 256 rows on a cluster of 2 CTAs (128 rows
   -- each, B multicast to both: 3/4 of the bytes from L2 a CTA reads alone)
-  local bm = opts.cluster == 2 and 256 or 128
+  local bm = opts.bm or opts.cluster == 2 and 256 or 128
   local name = (scales == "tensor" and "tile_gemm_fp8" or "tile_gemm_fp8_" .. scales) .. (pingpong and "_pp" or "") .. (fast and "_fast" or "")
   local k = tl.tile_kernel(name, { params = params, cluster = { opts.cluster or 1, 1, 1 } })
   k.program_rows, k.program_cols, k.pdl = bm, BN, opts.pdl or nil

@@ -84,6 +84,14 @@ local forms = {
   { "tensor_lin", { scales = "tensor", lowering = "linear_desc=1" }, "tile fp8, per-tensor scales, linear descriptors" },
   { "blocks_lin", { scales = "blocks", lowering = "linear_desc=1" }, "tile fp8, block scales, staged by TMA, linear descriptors" },
   { "tensor_fast_lin", { scales = "tensor", fast = true, lowering = "linear_desc=1" }, "tile fp8, per-tensor, fast, ping-pong 128 x 192, linear descriptors" },
+  -- (the promoted forms on ping-pong consumers of 64-row programs, 64 x 128
+  -- each: a consumer's accumulator and its two lagged sums fit a warpgroup;
+  -- a stage holds half a cooperative stage's work, so 8 stages and 6; and the
+  -- fast cooperative 128 x 128, the promoted forms' tile without promotion)
+  { "tensor_pp64", { scales = "tensor", consumers = "pingpong", bm = 64, stages = 8 }, "tile fp8, per-tensor scales, ping-pong 64 x 128, 8 stages" },
+  { "blocks_pp64", { scales = "blocks", consumers = "pingpong", bm = 64, stages = 8 }, "tile fp8, block scales, ping-pong 64 x 128, 8 stages" },
+  { "blocks_pp64_s6", { scales = "blocks", consumers = "pingpong", bm = 64, stages = 6 }, "tile fp8, block scales, ping-pong 64 x 128, 6 stages" },
+  { "tensor_fast128", { scales = "tensor", fast = true, consumers = "cooperative", bn = 128, stages = 5 }, "tile fp8, per-tensor, fast, cooperative 128 x 128, 5 stages" },
   -- (tl.gemm's fp8 GEMM in other forms than the reference row's: what a
   -- tile shape, ping-pong or a cluster would give the per-tensor fast form;
   -- each checked against cuBLASLt's result, the report printed)
@@ -181,6 +189,9 @@ for round = 1, o.rounds do
     local i, t = row_of[f[1]], row_of[f[1]:match "_c2" and "tensor_c2" or f[1]:match "_pdl" and "tensor_pdl" or f[1]:match "_lin" and "tensor_lin" or "tensor"]
     if f[2].scales == "blocks" and i and t then
       print(("%s: %.3f of the per-tensor form's throughput"):format(f[3], best[t] / best[i]))
+      -- (a ping-pong block-scaled form over the per-tensor one of the same form too)
+      local pp = f[1]:match "_pp64" and row_of.tensor_pp64
+      if pp then print(("%s: %.3f of the per-tensor ping-pong 64 x 128's"):format(f[3], best[pp] / best[i])) end
     end
   end
   -- the promoted forms over cuBLASLt's promoted accumulation
