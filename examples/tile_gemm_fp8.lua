@@ -50,13 +50,19 @@
 -- ncu's locked clocks); --fast --cooperative (and --fast --cluster) the
 -- cooperative 128 x 256 in 4 stages. --bn=N: the promoted per-tensor and
 -- row / column forms' tile columns (128; 144 fits, cuBLASLt's promoted tile,
--- but measured 0.79-0.88 of 128 in s14fp8-2).
+-- but measured 0.79-0.88 of 128 in s14fp8-2). --pingpong --bm=64 (the
+-- promoted forms, block scales too): ping-pong consumers of 64 x 128
+-- programs, each consumer warpgroup a whole program in turn (its accumulator
+-- and the lagged promotion's two sums, 3 x 64 registers, fit a warpgroup; a
+-- 128-row program's would not), so that one's epilogue runs under the
+-- other's mainloop; a stage holds half a cooperative stage's work (--stages=8
+-- as deep in time as the cooperative form's 4).
 --
 -- --pdl: a programmatic dependent launch (each program waits for the previous
 -- grid before its first read, then lets the next grid launch; once per CTA:
 -- the lowering keeps them before the loop of programs).
 --
---   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D]] [--fast [--cooperative]] [--bn=N] [--pdl] [--e5m2] [--stages=N] [--cluster] [--emit=ir|ptx] [--stage=NAME]
+--   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D]] [--fast [--cooperative]] [--bn=N] [--pingpong --bm=64] [--pdl] [--e5m2] [--stages=N] [--cluster] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random fp8 data (values of magnitude in [0.25, 4))
 -- and random scales, and checks sampled elements of C against CPU dot products
@@ -103,7 +109,9 @@ local function build(opts)
   elseif blocks then params.sa, params.sb = tl.tensor(tl.f32, 2), tl.tensor(tl.f32, 2)
   else params.sa, params.sb = tl.f32, tl.f32 end
   -- opts.cluster = 2: a program of 256 rows on a cluster of 2 CTAs (128 rows
-  -- each, B multicast to both: 3/4 of the bytes from L2 a CTA reads alone)
+  -- each, B multicast to both: 3/4 of the bytes from L2 a CTA reads alone);
+  -- opts.bm = 64 with opts.consumers = "pingpong": 64-row programs, a
+  -- consumer warpgroup each in turn
   local bm = opts.bm or opts.cluster == 2 and 256 or 128
   local name = (scales == "tensor" and "tile_gemm_fp8" or "tile_gemm_fp8_" .. scales) .. (pingpong and "_pp" or "") .. (fast and "_fast" or "")
   local k = tl.tile_kernel(name, { params = params, cluster = { opts.cluster or 1, 1, 1 } })

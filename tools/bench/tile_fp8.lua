@@ -15,7 +15,10 @@
 -- scales in a box a warpgroup (convert-tileas-to-cutlass{merge_lines=0}) and in 4, 5 and 6
 -- stages, the per-tensor one in 4 stages, the per-tensor (promoted and
 -- fast) and block-scaled ones with linear wgmma descriptors
--- (convert-tileas-to-cutlass{linear_desc=1}), tl.gemm's fp8 GEMM on the
+-- (convert-tileas-to-cutlass{linear_desc=1}), the per-tensor and
+-- block-scaled ones on ping-pong consumers of 64 x 128 programs (8 stages;
+-- block scales in 6 too), the fast cooperative 128 x 128 (the promoted
+-- forms' tile without the promotion), tl.gemm's fp8 GEMM on the
 -- cooperative fast form's tile and in other forms (ping-pong
 -- 128 x 192 a warpgroup, alone and on a 2 x 1 cluster; 128 x 256 on a 2 x 1
 -- cluster: gemm_pp, gemm_pp_c2, gemm_c2, checked against cuBLASLt's result),
