@@ -93,6 +93,11 @@ local function build(opts)
   local fp8, scales = opts.fp8 or "e4m3", opts.scales or "tensor"
   local rowcol, blocks = scales == "rowcol", scales == "blocks"
   local fast = opts.fast and not blocks -- (block scales sum each k block apart)
+  -- opts.promote = "fma" (per-tensor scales, promoted; a diagnostic): each k
+  -- block's sum is scaled by sa * sb as it is promoted (one FFMA an element,
+  -- as the block-scaled form's) instead of the accumulator once at the end:
+  -- the block-scaled form's promotion without its scales' loads
+  local fma = opts.promote == "fma" and scales == "tensor" and not fast
   -- fast: ping-pong consumers by default (128 x 192 programs, each consumer
   -- warpgroup a whole one, the two alternating over one ring); with
   -- opts.consumers = "cooperative" or on a cluster (which ping-pong does not
@@ -114,6 +119,7 @@ local function build(opts)
   -- consumer warpgroup each in turn
   local bm = opts.bm or opts.cluster == 2 and 256 or 128
   local name = (scales == "tensor" and "tile_gemm_fp8" or "tile_gemm_fp8_" .. scales) .. (pingpong and "_pp" or "") .. (fast and "_fast" or "")
+    .. (fma and "_fma" or "")
   local k = tl.tile_kernel(name, { params = params, cluster = { opts.cluster or 1, 1, 1 } })
   k.program_rows, k.program_cols, k.pdl = bm, BN, opts.pdl or nil
   k:define(function(k, p)
@@ -132,6 +138,7 @@ local function build(opts)
                              tl.zeros({ bm, BN }, tl.f32), function(kk, acc)
       -- (square tiles: say that B is given as [N, K])
       local a, b = tl.load(p.A, { m, kk }, { bm, 128 }), tl.load(p.B, { n, kk }, { BN, 128 })
+      if fma then return acc + tl.dot(a, b, tl.zeros({ bm, BN }, tl.f32), { fp8 = fp8, transpose_b = true }) * (p.sa * p.sb) end
       if not blocks then return tl.dot(a, b, acc, { fp8 = fp8, transpose_b = true, fast_accum = fast or nil }) end
       -- this k block's scales, read before its product is waited for
       local s = tl.expand_dim(tl.load(p.sa, { kk, m }, { bm }), 1) * tl.extract(tl.load(p.sb, { n, kk }, { 1 }), { 0 })
@@ -141,7 +148,7 @@ local function build(opts)
       local sa = tl.expand_dim(tl.load(p.sa, { m }, { bm }), 1) -- [bm, 1]: a column over the tile
       local sb = tl.expand_dim(tl.load(p.sb, { n }, { BN }), 0) -- [1, BN]: a row
       acc = acc * sa * sb
-    elseif not blocks then
+    elseif not blocks and not fma then
       acc = acc * (p.sa * p.sb)
     end
     tl.store(p.C, { m, n }, acc:cast(tl.bf16))

@@ -56,7 +56,8 @@ describe("an fp8 GEMM as a tile program", function()
                          { scales = "blocks", fp8 = "e4m3", prefetch = 4 }, { scales = "tensor", fp8 = "e4m3", fast = true, consumers = "cooperative" },
                          { scales = "rowcol", fp8 = "e5m2", fast = true }, { scales = "tensor", fp8 = "e4m3", bn = 144 },
                          { scales = "blocks", fp8 = "e4m3", consumers = "pingpong", bm = 64, stages = 8 },
-                         { scales = "tensor", fp8 = "e4m3", consumers = "pingpong", bm = 64, stages = 8 } } do
+                         { scales = "tensor", fp8 = "e4m3", consumers = "pingpong", bm = 64, stages = 8 },
+                         { scales = "tensor", fp8 = "e4m3", promote = "fma", stages = 4 } } do
       local k = ex.build(o)
       local ptx = k:compile()
       -- a programmatic dependent launch: the producer's first TMA and the
@@ -98,19 +99,22 @@ describe("an fp8 GEMM as a tile program", function()
   -- CTAs and on one, so that both consumers take turns; cooperative: 128 x
   -- 256 tiles; pdl: each program waits for the previous grid; bn 144: the
   -- promoted form on 128 x 144 tiles; pingpong 64: the promoted form on
-  -- ping-pong consumers of 64 x 128 programs, 3 x 1 of them, on 2 CTAs and on 1)
+  -- ping-pong consumers of 64 x 128 programs, 3 x 1 of them, on 2 CTAs and on 1;
+  -- fma: each k block's sum scaled by sa * sb as it is promoted, a power of
+  -- two, so bit for bit as the scale applied once)
   for _, v in ipairs { { false, "e4m3", 160 }, { true, "e4m3", 300 }, { true, "e5m2", 96 }, { false, "e4m3", 400, true },
                        { true, "e4m3", 300, false, true }, { false, "e4m3", 400, true, false, "cooperative" },
                        { true, "e5m2", 160, true }, { false, "e4m3", 300, false, false, nil, 144 },
-                       { false, "e4m3", 400, false, false, "pingpong", nil, 64 } } do
-    local rowcol, fmt, K, fast, pdl, consumers, bn, bm = v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]
+                       { false, "e4m3", 400, false, false, "pingpong", nil, 64 }, { false, "e4m3", 300, false, false, nil, nil, nil, "fma" } } do
+    local rowcol, fmt, K, fast, pdl, consumers, bn, bm, promote = v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]
     local pp = fast and consumers ~= "cooperative" or bm ~= nil
     local M, N = pp and 260 or 130, bn and 200 or 100
-    it(("%s, %d x %d x %d (K ragged), %s scales%s%s%s%s, on 2 persistent CTAs%s: the CPU reference, bit for bit"):format(
+    it(("%s, %d x %d x %d (K ragged), %s scales%s%s%s%s%s, on 2 persistent CTAs%s: the CPU reference, bit for bit"):format(
       fmt, M, N, K, rowcol and "row / column" or "per-tensor", fast and ", fast accumulation" or "", pdl and ", PDL" or "",
       bm and ", ping-pong 64 x 128" or pp and ", ping-pong 128 x 192" or fast and ", cooperative 128 x 256" or "", bn and (", 128 x %d tiles"):format(bn) or "",
-      pp and " and on 1" or ""), function()
-      local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt, fast = fast, pdl = pdl, consumers = consumers, bn = bn, bm = bm }
+      promote and ", promoted by FFMA with sa * sb" or "", pp and " and on 1" or ""), function()
+      local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt, fast = fast, pdl = pdl, consumers = consumers, bn = bn, bm = bm,
+                           promote = promote }
       local kop = PH.lowered_tile(k)
       if bm then M = 130 end
       local A, ab = fp8_bytes(M * K, 11, fmt)

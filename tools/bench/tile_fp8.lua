@@ -18,7 +18,9 @@
 -- (convert-tileas-to-cutlass{linear_desc=1}), the per-tensor and
 -- block-scaled ones on ping-pong consumers of 64 x 128 programs (8 stages;
 -- block scales in 6 too), the fast cooperative 128 x 128 (the promoted
--- forms' tile without the promotion), tl.gemm's fp8 GEMM on the
+-- forms' tile without the promotion), the per-tensor one promoted by FFMA
+-- with sa * sb a k block in 5 stages and 4 (block scales' promotion without
+-- their loads: diagnostics), tl.gemm's fp8 GEMM on the
 -- cooperative fast form's tile and in other forms (ping-pong
 -- 128 x 192 a warpgroup, alone and on a 2 x 1 cluster; 128 x 256 on a 2 x 1
 -- cluster: gemm_pp, gemm_pp_c2, gemm_c2, checked against cuBLASLt's result),
@@ -95,6 +97,11 @@ local forms = {
   { "blocks_pp64", { scales = "blocks", consumers = "pingpong", bm = 64, stages = 8 }, "tile fp8, block scales, ping-pong 64 x 128, 8 stages" },
   { "blocks_pp64_s6", { scales = "blocks", consumers = "pingpong", bm = 64, stages = 6 }, "tile fp8, block scales, ping-pong 64 x 128, 6 stages" },
   { "tensor_fast128", { scales = "tensor", fast = true, consumers = "cooperative", bn = 128, stages = 5 }, "tile fp8, per-tensor, fast, cooperative 128 x 128, 5 stages" },
+  -- (diagnostics of the block-scaled form's distance from the per-tensor one:
+  -- per-tensor scales promoted by FFMA with sa * sb a k block, as block
+  -- scales are, without their loads; in 5 stages and in block scales' 4)
+  { "tensor_fma", { scales = "tensor", promote = "fma" }, "tile fp8, per-tensor, promoted by FFMA (sa * sb a k block), 5 stages" },
+  { "tensor_fma_s4", { scales = "tensor", promote = "fma", stages = 4 }, "tile fp8, per-tensor, promoted by FFMA, 4 stages" },
   -- (tl.gemm's fp8 GEMM in other forms than the reference row's: what a
   -- tile shape, ping-pong or a cluster would give the per-tensor fast form;
   -- each checked against cuBLASLt's result, the report printed)
