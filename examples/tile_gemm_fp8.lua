@@ -56,7 +56,9 @@
 -- and the lagged promotion's two sums, 3 x 64 registers, fit a warpgroup; a
 -- 128-row program's would not), so that one's epilogue runs under the
 -- other's mainloop; a stage holds half a cooperative stage's work (--stages=8
--- as deep in time as the cooperative form's 4).
+-- as deep in time as the cooperative form's 4). Measured slower on an H200
+-- (s15fp8-1 in docs/PERF.md: block scales 0.70-0.75 of the cooperative 128 x
+-- 128, per-tensor 0.69-0.71): not the default.
 --
 -- --pdl: a programmatic dependent launch (each program waits for the previous
 -- grid before its first read, then lets the next grid launch; once per CTA:
