@@ -36,7 +36,8 @@
 -- fit a warpgroup's registers), 5 stages; 4 with block scales (on an H200,
 -- s11fp8-2 in docs/PERF.md: 4 stages beat 5 in 4 of 6 interleaved rounds, by
 -- 1.2 % on the mean of the ratios to per-tensor, 0.896 against 0.885; 6 was
--- slower in the one round it ran; --stages=N sets it). --fast (per-tensor or
+-- slower in the one round it ran; s15fp8-2: 4 beat 5 in 7 of 8 rounds, 5 at
+-- 0.966 of 4 on the mean; --stages=N sets it). --fast (per-tensor or
 -- row / column scales): no promotion, the k blocks accumulate in the tensor cores
 -- (tl.dot's fast_accum, cuBLASLt's fast accumulation), which frees the
 -- registers for larger tiles. K is a multiple of 16 (TMA's
@@ -98,7 +99,10 @@ local function build(opts)
   -- opts.promote = "fma" (per-tensor scales, promoted; a diagnostic): each k
   -- block's sum is scaled by sa * sb as it is promoted (one FFMA an element,
   -- as the block-scaled form's) instead of the accumulator once at the end:
-  -- the block-scaled form's promotion without its scales' loads
+  -- the block-scaled form's promotion without its scales' loads (s15fp8-2,
+  -- docs/PERF.md: 8.1 % more cycles than the FADD form at ncu's locked
+  -- clocks with as many instructions; slower than block scales under the
+  -- H200's power cap)
   local fma = opts.promote == "fma" and scales == "tensor" and not fast
   -- fast: ping-pong consumers by default (128 x 192 programs, each consumer
   -- warpgroup a whole one, the two alternating over one ring); with
