@@ -36,7 +36,8 @@
 -- fit a warpgroup's registers), 5 stages; 4 with block scales (on an H200,
 -- s11fp8-2 in docs/PERF.md: 4 stages beat 5 in 4 of 6 interleaved rounds, by
 -- 1.2 % on the mean of the ratios to per-tensor, 0.896 against 0.885; 6 was
--- slower in the one round it ran; --stages=N sets it). --fast (per-tensor or
+-- slower in the one round it ran; s15fp8-2: 4 beat 5 in 7 of 8 rounds, 5 at
+-- 0.966 of 4 on the mean; --stages=N sets it). --fast (per-tensor or
 -- row / column scales): no promotion, the k blocks accumulate in the tensor cores
 -- (tl.dot's fast_accum, cuBLASLt's fast accumulation), which frees the
 -- registers for larger tiles. K is a multiple of 16 (TMA's
@@ -50,13 +51,21 @@
 -- ncu's locked clocks); --fast --cooperative (and --fast --cluster) the
 -- cooperative 128 x 256 in 4 stages. --bn=N: the promoted per-tensor and
 -- row / column forms' tile columns (128; 144 fits, cuBLASLt's promoted tile,
--- but measured 0.79-0.88 of 128 in s14fp8-2).
+-- but measured 0.79-0.88 of 128 in s14fp8-2). --pingpong --bm=64 (the
+-- promoted forms, block scales too): ping-pong consumers of 64 x 128
+-- programs, each consumer warpgroup a whole program in turn (its accumulator
+-- and the lagged promotion's two sums, 3 x 64 registers, fit a warpgroup; a
+-- 128-row program's would not), so that one's epilogue runs under the
+-- other's mainloop; a stage holds half a cooperative stage's work (--stages=8
+-- as deep in time as the cooperative form's 4). Measured slower on an H200
+-- (s15fp8-1 in docs/PERF.md: block scales 0.70-0.75 of the cooperative 128 x
+-- 128, per-tensor 0.69-0.71): not the default.
 --
 -- --pdl: a programmatic dependent launch (each program waits for the previous
 -- grid before its first read, then lets the next grid launch; once per CTA:
 -- the lowering keeps them before the loop of programs).
 --
---   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D]] [--fast [--cooperative]] [--bn=N] [--pdl] [--e5m2] [--stages=N] [--cluster] [--emit=ir|ptx] [--stage=NAME]
+--   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D]] [--fast [--cooperative]] [--bn=N] [--pingpong --bm=64] [--pdl] [--e5m2] [--stages=N] [--cluster] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random fp8 data (values of magnitude in [0.25, 4))
 -- and random scales, and checks sampled elements of C against CPU dot products
@@ -78,6 +87,7 @@ for _, a in ipairs(... ~= "--library" and arg or {}) do
   if a == "--fast" then o.fast = true end
   if a == "--pdl" then o.pdl = true end
   if a == "--cooperative" then o.consumers = "cooperative" end
+  if a == "--pingpong" then o.consumers = "pingpong" end
 end
 
 -- {=== the tile program
@@ -86,15 +96,23 @@ local function build(opts)
   local fp8, scales = opts.fp8 or "e4m3", opts.scales or "tensor"
   local rowcol, blocks = scales == "rowcol", scales == "blocks"
   local fast = opts.fast and not blocks -- (block scales sum each k block apart)
+  -- opts.promote = "fma" (per-tensor scales, promoted; a diagnostic): each k
+  -- block's sum is scaled by sa * sb as it is promoted (one FFMA an element,
+  -- as the block-scaled form's) instead of the accumulator once at the end:
+  -- the block-scaled form's promotion without its scales' loads (s15fp8-2,
+  -- docs/PERF.md: 8.1 % more cycles than the FADD form at ncu's locked
+  -- clocks with as many instructions; slower than block scales under the
+  -- H200's power cap)
+  local fma = opts.promote == "fma" and scales == "tensor" and not fast
   -- fast: ping-pong consumers by default (128 x 192 programs, each consumer
   -- warpgroup a whole one, the two alternating over one ring); with
   -- opts.consumers = "cooperative" or on a cluster (which ping-pong does not
   -- take) cooperative ones on 128 x 256
-  local pingpong = fast and opts.consumers ~= "cooperative" and (opts.cluster or 1) == 1 or nil
+  local pingpong = (fast and opts.consumers ~= "cooperative" or opts.consumers == "pingpong") and (opts.cluster or 1) == 1 or nil
   -- opts.bn: the tile's columns (promoted per-tensor or row / column scales:
   -- 144 fits a warpgroup's registers with the two sums in flight; block
   -- scales take 128, one block of B's scales a program)
-  local BN = opts.bn or pingpong and 192 or fast and 256 or 128
+  local BN = opts.bn or pingpong and fast and 192 or fast and 256 or 128
   if blocks and BN ~= 128 then error("tile_gemm_fp8: block scales take 128 columns a program, got " .. BN, 2) end
   tl.new_module()
   local params = { A = tl.tensor(tl.i8, 2), B = tl.tensor(tl.i8, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 }
@@ -102,9 +120,12 @@ local function build(opts)
   elseif blocks then params.sa, params.sb = tl.tensor(tl.f32, 2), tl.tensor(tl.f32, 2)
   else params.sa, params.sb = tl.f32, tl.f32 end
   -- opts.cluster = 2: a program of 256 rows on a cluster of 2 CTAs (128 rows
-  -- each, B multicast to both: 3/4 of the bytes from L2 a CTA reads alone)
-  local bm = opts.cluster == 2 and 256 or 128
+  -- each, B multicast to both: 3/4 of the bytes from L2 a CTA reads alone);
+  -- opts.bm = 64 with opts.consumers = "pingpong": 64-row programs, a
+  -- consumer warpgroup each in turn
+  local bm = opts.bm or opts.cluster == 2 and 256 or 128
   local name = (scales == "tensor" and "tile_gemm_fp8" or "tile_gemm_fp8_" .. scales) .. (pingpong and "_pp" or "") .. (fast and "_fast" or "")
+    .. (fma and "_fma" or "")
   local k = tl.tile_kernel(name, { params = params, cluster = { opts.cluster or 1, 1, 1 } })
   k.program_rows, k.program_cols, k.pdl = bm, BN, opts.pdl or nil
   k:define(function(k, p)
@@ -123,6 +144,7 @@ local function build(opts)
                              tl.zeros({ bm, BN }, tl.f32), function(kk, acc)
       -- (square tiles: say that B is given as [N, K])
       local a, b = tl.load(p.A, { m, kk }, { bm, 128 }), tl.load(p.B, { n, kk }, { BN, 128 })
+      if fma then return acc + tl.dot(a, b, tl.zeros({ bm, BN }, tl.f32), { fp8 = fp8, transpose_b = true }) * (p.sa * p.sb) end
       if not blocks then return tl.dot(a, b, acc, { fp8 = fp8, transpose_b = true, fast_accum = fast or nil }) end
       -- this k block's scales, read before its product is waited for
       local s = tl.expand_dim(tl.load(p.sa, { kk, m }, { bm }), 1) * tl.extract(tl.load(p.sb, { n, kk }, { 1 }), { 0 })
@@ -132,7 +154,7 @@ local function build(opts)
       local sa = tl.expand_dim(tl.load(p.sa, { m }, { bm }), 1) -- [bm, 1]: a column over the tile
       local sb = tl.expand_dim(tl.load(p.sb, { n }, { BN }), 0) -- [1, BN]: a row
       acc = acc * sa * sb
-    elseif not blocks then
+    elseif not blocks and not fma then
       acc = acc * (p.sa * p.sb)
     end
     tl.store(p.C, { m, n }, acc:cast(tl.bf16))

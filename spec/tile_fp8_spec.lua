@@ -54,7 +54,10 @@ describe("an fp8 GEMM as a tile program", function()
                          { scales = "blocks", fp8 = "e4m3", cluster = 2 }, { scales = "tensor", fp8 = "e4m3", fast = true },
                          { scales = "tensor", fp8 = "e4m3", fast = true, pdl = true }, { scales = "blocks", fp8 = "e4m3", pdl = true },
                          { scales = "blocks", fp8 = "e4m3", prefetch = 4 }, { scales = "tensor", fp8 = "e4m3", fast = true, consumers = "cooperative" },
-                         { scales = "rowcol", fp8 = "e5m2", fast = true }, { scales = "tensor", fp8 = "e4m3", bn = 144 } } do
+                         { scales = "rowcol", fp8 = "e5m2", fast = true }, { scales = "tensor", fp8 = "e4m3", bn = 144 },
+                         { scales = "blocks", fp8 = "e4m3", consumers = "pingpong", bm = 64, stages = 8 },
+                         { scales = "tensor", fp8 = "e4m3", consumers = "pingpong", bm = 64, stages = 8 },
+                         { scales = "tensor", fp8 = "e4m3", promote = "fma", stages = 4 } } do
       local k = ex.build(o)
       local ptx = k:compile()
       -- a programmatic dependent launch: the producer's first TMA and the
@@ -76,7 +79,7 @@ describe("an fp8 GEMM as a tile program", function()
       local types = {}
       for i, a in ipairs(k:lowered_op():region(1):entry():args()) do types[i] = tostring(a:type()) end
       -- (on the cluster: each CTA loads half of the multicast box)
-      assert.equal(("!tile.tensor_map<i8, sw128, %d, 128>"):format(o.cluster and 64 or 128), types[1])
+      assert.equal(("!tile.tensor_map<i8, sw128, %d, 128>"):format(o.cluster and 64 or o.bm or 128), types[1])
       H.assert_ptxas_fast(ptx)
       -- the promotion a block late: two sums in flight by turns, neither
       -- copied while a wgmma writes it (C7514: ptxas would serialize), no spills
@@ -95,26 +98,32 @@ describe("an fp8 GEMM as a tile program", function()
   -- no promotion: ping-pong 128 x 192 programs, 260 rows: 3 programs, on 2
   -- CTAs and on one, so that both consumers take turns; cooperative: 128 x
   -- 256 tiles; pdl: each program waits for the previous grid; bn 144: the
-  -- promoted form on 128 x 144 tiles)
+  -- promoted form on 128 x 144 tiles; pingpong 64: the promoted form on
+  -- ping-pong consumers of 64 x 128 programs, 3 x 1 of them, on 2 CTAs and on 1;
+  -- fma: each k block's sum scaled by sa * sb as it is promoted, a power of
+  -- two, so bit for bit as the scale applied once)
   for _, v in ipairs { { false, "e4m3", 160 }, { true, "e4m3", 300 }, { true, "e5m2", 96 }, { false, "e4m3", 400, true },
                        { true, "e4m3", 300, false, true }, { false, "e4m3", 400, true, false, "cooperative" },
-                       { true, "e5m2", 160, true }, { false, "e4m3", 300, false, false, nil, 144 } } do
-    local rowcol, fmt, K, fast, pdl, consumers, bn = v[1], v[2], v[3], v[4], v[5], v[6], v[7]
-    local pp = fast and consumers ~= "cooperative"
+                       { true, "e5m2", 160, true }, { false, "e4m3", 300, false, false, nil, 144 },
+                       { false, "e4m3", 400, false, false, "pingpong", nil, 64 }, { false, "e4m3", 300, false, false, nil, nil, nil, "fma" } } do
+    local rowcol, fmt, K, fast, pdl, consumers, bn, bm, promote = v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]
+    local pp = fast and consumers ~= "cooperative" or bm ~= nil
     local M, N = pp and 260 or 130, bn and 200 or 100
-    it(("%s, %d x %d x %d (K ragged), %s scales%s%s%s%s, on 2 persistent CTAs%s: the CPU reference, bit for bit"):format(
+    it(("%s, %d x %d x %d (K ragged), %s scales%s%s%s%s%s, on 2 persistent CTAs%s: the CPU reference, bit for bit"):format(
       fmt, M, N, K, rowcol and "row / column" or "per-tensor", fast and ", fast accumulation" or "", pdl and ", PDL" or "",
-      pp and ", ping-pong 128 x 192" or fast and ", cooperative 128 x 256" or "", bn and (", 128 x %d tiles"):format(bn) or "",
-      pp and " and on 1" or ""), function()
-      local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt, fast = fast, pdl = pdl, consumers = consumers, bn = bn }
+      bm and ", ping-pong 64 x 128" or pp and ", ping-pong 128 x 192" or fast and ", cooperative 128 x 256" or "", bn and (", 128 x %d tiles"):format(bn) or "",
+      promote and ", promoted by FFMA with sa * sb" or "", pp and " and on 1" or ""), function()
+      local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt, fast = fast, pdl = pdl, consumers = consumers, bn = bn, bm = bm,
+                           promote = promote }
       local kop = PH.lowered_tile(k)
+      if bm then M = 130 end
       local A, ab = fp8_bytes(M * K, 11, fmt)
       local B, bb = fp8_bytes(N * K, 12, fmt)
       local sa, sb = {}, {}
       for i = 1, M do sa[i] = 2.0 ^ (i % 3 - 1) end
       for j = 1, N do sb[j] = 2.0 ^ -(j % 4) * (j % 2 == 0 and 1 or -1) end
       local vals = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
-                     ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = (M + 127) // 128,
+                     ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = (M + k.program_rows - 1) // k.program_rows,
                      ["programs:y"] = (N + k.program_cols - 1) // k.program_cols,
                      -- (128 x 144: C stored by plain stores, not stmatrix + TMA: a pointer)
                      ["ptr:C"] = string.rep("\0", M * N * 2), ["dim:C:0"] = M, ["dim:C:1"] = N, ["stride:C:0"] = N }
@@ -140,13 +149,16 @@ describe("an fp8 GEMM as a tile program", function()
   -- brings into the stages (staged.lua), and 4 k blocks ahead: global loads
   -- a block ahead around prefetches that are no-ops on the emulator; K 400:
   -- 4 k blocks, the first, a pair in the loop, one after it; K 300: 3, the
-  -- first, a pair, none after)
-  for _, v in ipairs { { 0, 400 }, { 4, 400 }, { 0, 300 } } do
-    local pf, K = v[1], v[2]
+  -- first, a pair, none after; pingpong: ping-pong consumers of 64 x 128
+  -- programs, 3 x 2 of them, both consumers reading the one line of A's
+  -- scales a stage, on 2 CTAs and on 1)
+  for _, v in ipairs { { 0, 400 }, { 4, 400 }, { 0, 300 }, { 0, 400, "pingpong" } } do
+    local pf, K, pingpong = v[1], v[2], v[3]
     it(("block scales (per row and 128 of K for A, per 128 x 128 for B), 130 x 200 x %d (every size ragged; %d k blocks), "
-      .. "%s, on 2 persistent CTAs: the CPU reference, bit for bit"):format(K, (K + 127) // 128,
-      pf > 0 and ("global loads, L1 prefetch %d k blocks ahead"):format(pf) or "staged by TMA"), function()
-      local k = ex.build { scales = "blocks", fp8 = "e4m3", prefetch = pf }
+      .. "%s, on 2 persistent CTAs%s: the CPU reference, bit for bit"):format(K, (K + 127) // 128,
+      pf > 0 and ("global loads, L1 prefetch %d k blocks ahead"):format(pf) or "staged by TMA",
+      pingpong and " and on 1, ping-pong 64 x 128" or ""), function()
+      local k = ex.build { scales = "blocks", fp8 = "e4m3", prefetch = pf, consumers = pingpong, bm = pingpong and 64 }
       local kop = PH.lowered_tile(k)
       local M, N = 130, 200
       local A, ab = fp8_bytes(M * K, 21)
@@ -156,33 +168,38 @@ describe("an fp8 GEMM as a tile program", function()
       for i = 1, ssa[1] * ssa[2] do sa[i] = 2.0 ^ (i % 5 - 2) end
       for i = 1, ssb[1] * ssb[2] do sb[i] = 2.0 ^ -(i % 3) * (i % 2 == 0 and 1 or -1) end
       local vals = { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
-                     ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 2, ["programs:y"] = 2,
+                     ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = (M + k.program_rows - 1) // k.program_rows, ["programs:y"] = 2,
                      ["ptr:sa"] = f32s(sa), ["dim:sa:0"] = ssa[1], ["dim:sa:1"] = ssa[2], ["stride:sa:0"] = ssa[2],
                      ["ptr:sb"] = f32s(sb), ["dim:sb:0"] = ssb[1], ["dim:sb:1"] = ssb[2], ["stride:sb:0"] = ssb[2],
                      -- (without prefetch the scales come into the stages by TMA: staged.lua)
                      ["map:sa"] = { data = f32s(sa), shape = ssa }, ["map:sb"] = { data = f32s(sb), shape = ssb } }
       local args, at = PH.params_args(kop, vals)
-      local r = tl.emulate(kop, { grid = 2, args = args, policy = "random", seed = 7 })
-      assert(r.ok, r.report)
-      assert_bf16(r.read(at["map:C"]), M, N, function(i, j)
-        local want = 0
-        for kb = 0, ssa[1] - 1 do
-          local s = 0
-          for kk = kb * 128, math.min(K, kb * 128 + 128) - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
-          want = want + s * sa[kb * ssa[2] + i + 1] * sb[j // 128 * ssb[2] + kb + 1]
-        end
-        return want
-      end)
+      for _, grid in ipairs(pingpong and { 2, 1 } or { 2 }) do
+        local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = 7 })
+        assert(r.ok, r.report)
+        assert_bf16(r.read(at["map:C"]), M, N, function(i, j)
+          local want = 0
+          for kb = 0, ssa[1] - 1 do
+            local s = 0
+            for kk = kb * 128, math.min(K, kb * 128 + 128) - 1 do s = s + A[i * K + kk] * B[j * K + kk] end
+            want = want + s * sa[kb * ssa[2] + i + 1] * sb[j // 128 * ssb[2] + kb + 1]
+          end
+          return want
+        end)
+      end
     end)
   end
 
   -- (the example's block scales staged by TMA, staged.lua; its fast form on
-  -- ping-pong consumers, 128 x 192)
-  for _, v in ipairs { { "block scales staged by TMA (staged.lua)", "--blocks", "blocks scales" },
-                       { "fast accumulation on ping-pong consumers (128 x 192)", "--fast", "tensor scales %(fast accumulation%)" } } do
+  -- ping-pong consumers, 128 x 192; block scales on ping-pong consumers of
+  -- 64 x 128 programs)
+  for _, v in ipairs { { "block scales staged by TMA (staged.lua)", { "--blocks" }, "blocks scales" },
+                       { "fast accumulation on ping-pong consumers (128 x 192)", { "--fast" }, "tensor scales %(fast accumulation%)" },
+                       { "block scales on ping-pong consumers of 64 x 128 programs", { "--blocks", "--pingpong", "--bm=64" }, "blocks scales" } } do
     it(v[1] .. ": the example on the emulator, the barrier protocol checked after every pass", function()
-      local out, err, code = H.tilua_env({ TILUA_SEED = "20261130", TILUA_CHECK_PROTOCOL = "1" },
-                                         { "examples/tile_gemm_fp8.lua", v[2], "--emulate" }, 120)
+      local cmd = { "examples/tile_gemm_fp8.lua", table.unpack(v[2]) }
+      cmd[#cmd + 1] = "--emulate"
+      local out, err, code = H.tilua_env({ TILUA_SEED = "20261130", TILUA_CHECK_PROTOCOL = "1" }, cmd, 120)
       assert.equal(0, code, err)
       assert.matches("tile_gemm_fp8: OK, seed 20261130, e4m3 " .. v[3] .. ", 200 x 296 x 256 on CPU emulator[^\n]*, 0 mismatches", out)
     end)

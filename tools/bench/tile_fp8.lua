@@ -15,7 +15,12 @@
 -- scales in a box a warpgroup (convert-tileas-to-cutlass{merge_lines=0}) and in 4, 5 and 6
 -- stages, the per-tensor one in 4 stages, the per-tensor (promoted and
 -- fast) and block-scaled ones with linear wgmma descriptors
--- (convert-tileas-to-cutlass{linear_desc=1}), tl.gemm's fp8 GEMM on the
+-- (convert-tileas-to-cutlass{linear_desc=1}), the per-tensor and
+-- block-scaled ones on ping-pong consumers of 64 x 128 programs (8 stages;
+-- block scales in 6 too), the fast cooperative 128 x 128 (the promoted
+-- forms' tile without the promotion), the per-tensor one promoted by FFMA
+-- with sa * sb a k block in 5 stages and 4 (block scales' promotion without
+-- their loads: diagnostics), tl.gemm's fp8 GEMM on the
 -- cooperative fast form's tile and in other forms (ping-pong
 -- 128 x 192 a warpgroup, alone and on a 2 x 1 cluster; 128 x 256 on a 2 x 1
 -- cluster: gemm_pp, gemm_pp_c2, gemm_c2, checked against cuBLASLt's result),
@@ -84,6 +89,19 @@ local forms = {
   { "tensor_lin", { scales = "tensor", lowering = "linear_desc=1" }, "tile fp8, per-tensor scales, linear descriptors" },
   { "blocks_lin", { scales = "blocks", lowering = "linear_desc=1" }, "tile fp8, block scales, staged by TMA, linear descriptors" },
   { "tensor_fast_lin", { scales = "tensor", fast = true, lowering = "linear_desc=1" }, "tile fp8, per-tensor, fast, ping-pong 128 x 192, linear descriptors" },
+  -- (the promoted forms on ping-pong consumers of 64-row programs, 64 x 128
+  -- each: a consumer's accumulator and its two lagged sums fit a warpgroup;
+  -- a stage holds half a cooperative stage's work, so 8 stages and 6; and the
+  -- fast cooperative 128 x 128, the promoted forms' tile without promotion)
+  { "tensor_pp64", { scales = "tensor", consumers = "pingpong", bm = 64, stages = 8 }, "tile fp8, per-tensor scales, ping-pong 64 x 128, 8 stages" },
+  { "blocks_pp64", { scales = "blocks", consumers = "pingpong", bm = 64, stages = 8 }, "tile fp8, block scales, ping-pong 64 x 128, 8 stages" },
+  { "blocks_pp64_s6", { scales = "blocks", consumers = "pingpong", bm = 64, stages = 6 }, "tile fp8, block scales, ping-pong 64 x 128, 6 stages" },
+  { "tensor_fast128", { scales = "tensor", fast = true, consumers = "cooperative", bn = 128, stages = 5 }, "tile fp8, per-tensor, fast, cooperative 128 x 128, 5 stages" },
+  -- (diagnostics of the block-scaled form's distance from the per-tensor one:
+  -- per-tensor scales promoted by FFMA with sa * sb a k block, as block
+  -- scales are, without their loads; in 5 stages and in block scales' 4)
+  { "tensor_fma", { scales = "tensor", promote = "fma" }, "tile fp8, per-tensor, promoted by FFMA (sa * sb a k block), 5 stages" },
+  { "tensor_fma_s4", { scales = "tensor", promote = "fma", stages = 4 }, "tile fp8, per-tensor, promoted by FFMA, 4 stages" },
   -- (tl.gemm's fp8 GEMM in other forms than the reference row's: what a
   -- tile shape, ping-pong or a cluster would give the per-tensor fast form;
   -- each checked against cuBLASLt's result, the report printed)
@@ -181,6 +199,9 @@ for round = 1, o.rounds do
     local i, t = row_of[f[1]], row_of[f[1]:match "_c2" and "tensor_c2" or f[1]:match "_pdl" and "tensor_pdl" or f[1]:match "_lin" and "tensor_lin" or "tensor"]
     if f[2].scales == "blocks" and i and t then
       print(("%s: %.3f of the per-tensor form's throughput"):format(f[3], best[t] / best[i]))
+      -- (a ping-pong block-scaled form over the per-tensor one of the same form too)
+      local pp = f[1]:match "_pp64" and row_of.tensor_pp64
+      if pp then print(("%s: %.3f of the per-tensor ping-pong 64 x 128's"):format(f[3], best[pp] / best[i])) end
     end
   end
   -- the promoted forms over cuBLASLt's promoted accumulation

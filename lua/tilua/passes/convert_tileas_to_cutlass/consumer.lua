@@ -321,9 +321,12 @@ Consumer.lag_plan = lag_plan -- (staged.lua's plan)
 -- in the SASS), one load point an iteration holds one fence of two. The loop
 -- carries the values of A's block and of the next. With the loop's prefetch
 -- (tileas.pipeline's prefetch = d), each issue also prefetches the lines of
--- the block d ahead into L1, so that those loads hit L1.
+-- the block d ahead into L1, so that those loads hit L1. hand, when given
+-- ({issued = f, state = a seq_bar cursor f advances}): f runs once every
+-- wgmma is issued, before the last promotions (a ping-pong consumer's
+-- hand-off of the ring to the other, as kernels/gemm.lua's mainloop does).
 -- -> the accumulator (a vector of n f32)
-local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf)
+local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf, hand)
   local kid, accid = b:arg(1):id(), b:arg(2):id()
   -- staged (staged.lua): the ahead loads' values are in the stage; an issue
   -- of block k reads block k's own (its stage held until the next issue)
@@ -420,24 +423,36 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
   carried()
   local B0 = cur[5].value
   local st0, rel0, acc0 = st.value, rel.value, acc -- (the else-branch starts from them)
+  local hand0 = hand and hand.state.value
+  local function handed() -- (the hand-off, its cursor yielded by both branches)
+    if not hand then return end
+    hand.issued()
+    return hand.state.value
+  end
   -- the last block: A's, or one more issued into B; every sum complete at the end
   local out = table.pack(tl.if_(((ub - lb) % 2):eq(0), function()
     local B, vb = issue(ub - 1, B0, staged and ub - 1 or nil)
+    local h = handed()
     promote_after_issue(ub - 1, A, va)
     tl.wgmma_wait(0)
     release(rel)
     rel:advance()
     promote(ub - 1, B, staged and vb or vn)
+    if h then return acc, st.value, rel.value, h end
     return acc, st.value, rel.value
   end, function()
     st.value, rel.value, acc = st0, rel0, acc0
+    if hand then hand.state.value = hand0 end
+    local h = handed()
     tl.wgmma_wait(0)
     release(rel)
     rel:advance()
     promote(ub - 1, A, va)
+    if h then return acc, st.value, rel.value, h end
     return acc, st.value, rel.value
   end))
   acc, st.value = out[1], out[2]
+  if hand then hand.state.value = out[4] end
   return acc
 end
 
@@ -520,18 +535,19 @@ local function pipelined_for(L, env, st, wg, t)
       R.fail(op, "staged loads in a loop whose promotion does not lag a block")
     end
     local acc
+    -- ping-pong (env.pp): this consumer's mainloop turn, the other's once
+    -- every wgmma is issued, then the epilogue's turn (the tiles' order)
+    local pp = env.pp
+    if pp then pp.own:wait(pp.turn) end
+    local issued = pp and function() pp.other:arrive(pp.turn) end
     if plan then
-      acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init), pf)
+      acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init), pf,
+                        pp and { issued = issued, state = pp.turn })
     else
-      -- ping-pong (env.pp): this consumer's mainloop turn, the other's once
-      -- every wgmma is issued, then the epilogue's turn (the tiles' order)
-      local pp = env.pp
-      if pp then pp.own:wait(pp.turn) end
-      acc = G.mainloop(tl, L.pipe, st, lb, ub, first, function(a, s, kk) return step(kk, a, s) end, releaser(L),
-                       pp and function() pp.other:arrive(pp.turn) end)
-      if pp then pp.own:wait(pp.turn) end
+      acc = G.mainloop(tl, L.pipe, st, lb, ub, first, function(a, s, kk) return step(kk, a, s) end, releaser(L), issued)
       if #ahead > 0 then acc = acc[1] end
     end
+    if pp then pp.own:wait(pp.turn) end
     if env.work and S then
       acc, env.final = G.fixup(tl, S.c, { ws = L.args[L.P.lowered_workspace] }, env.work, acc,
                                env.work:m(), env.work:n(), wg, t)

@@ -16,9 +16,11 @@
 --                    column the H200 traps, CUDA_ERROR_ILLEGAL_INSTRUCTION),
 --                    its float k block % 4
 -- has them staged: each stage of the pipeline gets a slot a consumer
--- warpgroup per load (128-byte aligned; one element that several consumers
--- read at coordinates computed alike, as block-scaled fp8's B scale, is
--- brought once, into the first one's slot, which they all read), the producer issues their TMA loads
+-- warpgroup per load (128-byte aligned; a load that several consumers make
+-- at coordinates computed alike, as block-scaled fp8's B scale, or the line
+-- of A's scales of ping-pong consumers, each of which computes its program's
+-- rows from the same work id, is brought once, into the first one's slot,
+-- which they all read), the producer issues their TMA loads
 -- into the stage after the operand tiles', completing on the stage's full
 -- barrier (the stage's transaction bytes count them), and the consumers read
 -- the block's values from the stage once its full barrier has passed, before
@@ -159,7 +161,7 @@ local function merge_lines(list, n)
   local by_tensor, order = {}, {}
   for _, f in ipairs(list) do
     local t = f.tensor:id()
-    if not f.single and not f.chain then
+    if not f.single and not f.chain and not f.from then
       if not by_tensor[t] then by_tensor[t], order[#order + 1] = {}, t end
       table.insert(by_tensor[t], f)
     end
@@ -274,9 +276,11 @@ function Staged.plan(L, an)
           if not closure(o:operand(j), kk, work, deps, seen) then ok = false end
         end
         f.op, f.tensor, f.agent, f.deps, f.kk, f.work = o, o:operand(1), i - 1, deps, kk, work
-        if f.single then -- (one element: the same for every consumer that reads it)
-          f.key = tostring(o:operand(1):id()) .. ":" .. key_of(o:operand(2), kk, work) .. ":" .. key_of(o:operand(3), kk, work)
-        end
+        -- (its coordinates' key: a load that an earlier consumer makes alike
+        -- reads the same values, B's scale element of block-scaled fp8, or
+        -- a ping-pong consumer's line of A's scales, whose rows each
+        -- consumer computes from the same work id)
+        f.key = tostring(o:operand(1):id()) .. ":" .. key_of(o:operand(2), kk, work) .. ":" .. key_of(o:operand(3), kk, work)
         f.map = tl.tensor_map_type(tl.f32, f.box, 0)
         local prev = maps[o:operand(1):id()]
         if prev and tostring(prev) ~= tostring(f.map) then ok = false end
@@ -287,9 +291,9 @@ function Staged.plan(L, an)
         for _, f in ipairs(mine) do
           list[#list + 1] = f
           by_op[f.op:result(1):id()] = f
-          -- (an element an earlier consumer's load brings: read from its slot, no TMA of its own)
+          -- (values an earlier consumer's load brings: read from its slot, no TMA of its own)
           for _, g in ipairs(list) do
-            if g ~= f and g.key and g.key == f.key and not g.from then f.from = g break end
+            if g ~= f and g.key and g.key == f.key and not g.from then f.from, f.reads_from = g, g.agent break end
           end
         end
       end
@@ -391,13 +395,15 @@ function Staged.read(L, env, op)
     local base = f.buf:ptr(env.group_stage(f.group), wg, 0) + (f.along == 2 and env.f.col or env.f.row)
     return V.line(tl.f32, f.along, function(off) return (base + off):load() end)
   end
-  if f.single then -- (from the slot of the consumer whose load brought it)
-    local from = f.from and f.from.agent or wg
-    return { single = f.buf:ptr(stage, from, V.get(L, op:operand(3), op) & (SINGLE_BOX - 1)):load() }
+  -- (values a load alike of an earlier consumer brought: from its slot;
+  -- a merged box's lines lie in each consumer's own slot)
+  local slot = f.reads_from or wg
+  if f.single then
+    return { single = f.buf:ptr(stage, slot, V.get(L, op:operand(3), op) & (SINGLE_BOX - 1)):load() }
   end
   local row = env.f.row
   -- (lazy: a line carried a k block is made again without being read)
-  return V.line(tl.f32, 1, function(off) return (f.buf:ptr(stage, wg, 0) + (row + off)):load() end)
+  return V.line(tl.f32, 1, function(off) return (f.buf:ptr(stage, slot, 0) + (row + off)):load() end)
 end
 
 -- Is the loop of body b's values staged (its ahead loads read from the stage)?
