@@ -32,16 +32,29 @@ local check = require "tilua.gpu.check"
 -- a 128 x 128 one, whose two consumer warpgroups each take the whole tile and
 -- alternate programs over one ring (tl.for_tiles's consumers; stdlib/gemm.lua's
 -- consumers = "pingpong", the same tiles and stages: 4 at 64 x 256, 6 at 128 x 128).
+-- On a cluster of 2 each warpgroup takes its CTA's block: --cluster=2 --bm=256
+-- --bn=128 is 128 x 128 a CTA with B multicast (stdlib's cluster = {2, 1}),
+-- --cluster=2 --bm=128 --bn=256 the same blocks with A multicast ({1, 2}).
 local function cols_of(o) return o.bn or 256 end
 local function rows_of(o)
   return o.bm or (o.consumers == "pingpong" and cols_of(o) > 128 and 64 or 128)
 end
+-- A CTA's block of the program on a cluster of 2 (tileas-plan-cta's split: M
+-- from 256 rows, else N) -> rows, cols
+local function block_of(o)
+  local bm, bn = rows_of(o), cols_of(o)
+  if (o.cluster or 1) ~= 2 then return bm, bn end
+  if bm >= 256 then return bm // 2, bn end
+  return bm, bn // 2
+end
 local function stages_of(o)
   if o.stages then return o.stages end
   if o.consumers ~= "pingpong" then return 3 end
-  -- stdlib/gemm.lua's: what fits beside 16 KiB of epilogue staging, at most 8 (4 at 64 x 256)
-  local most = (rows_of(o) == 64 and cols_of(o) == 256) and 4 or 8
-  return math.min(most, (227 * 1024 - 2048 - 16384) // ((rows_of(o) + cols_of(o)) * 64 * 2))
+  -- stdlib/gemm.lua's: what fits beside 16 KiB of epilogue staging, at most 8 (4 at 64 x 256 on
+  -- one CTA); a CTA's ring holds its block's rows of A and columns of B
+  local rows, cols = block_of(o)
+  local most = (rows == 64 and cols == 256 and (o.cluster or 1) == 1) and 4 or 8
+  return math.min(most, (227 * 1024 - 2048 - 16384) // ((rows + cols) * 64 * 2))
 end
 
 local function build(o)
