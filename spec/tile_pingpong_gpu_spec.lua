@@ -48,47 +48,21 @@ describe("the ping-pong tile GEMM on the GPU", function()
     for _, f in ipairs(CLUSTER_FORMS) do H.assert_ptxas(ex.build(f.o):compile()) end
   end)
 
-  for i, c0 in ipairs(CASES) do
-  for _, bn in ipairs { 256, 128 } do
-    local c = { m = c0.m, n = c0.n, k = c0.k, bn = bn, bm = ex.rows_of { consumers = "pingpong", bn = bn } }
-    c.stages = ex.stages_of { consumers = "pingpong", bn = bn }
-    local label = ("%d x %d programs, %d x %d x %d"):format(c.bm, c.bn, c.m, c.n, c.k)
-    it(label .. ": the reference kernel, CPU samples, stdlib/gemm.lua's ping-pong bit for bit", function()
+  -- the tile program of form f (its options f.o; on one CTA f.cluster is nil) on case c against
+  -- stdlib's ping-pong of the CTA's tile (f.bm x f.bn), stages and cluster
+  local function check_form(i, c, f, label)
+    it(label .. ": the reference kernel, CPU samples, stdlib/gemm.lua's ping-pong" .. (f.cluster and " in that cluster" or "")
+       .. " bit for bit", function()
       if not GPU then pending("no GPU: " .. tl.device.error()) return end
       local D = tl.device
-      local s = seed + 10 * i
+      local s = seed + 10 * i + (f.cluster and 1 or 0)
       local M, N, K = c.m, c.n, c.k
-      local buf <close> = H.gemm_buffers(M, N, K, s, 2)
-      local a, b, d_tile, d_std = buf.a, buf.b, buf[1], buf[2]
-      local k = ex.build { consumers = "pingpong", bn = c.bn }
-      k:compile()
-      k:run { grid = { (M + c.bm - 1) // c.bm, (N + c.bn - 1) // c.bn },
-              args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d_tile, { M, N } }, K = K } }
-      local g = tl.gemm.build { m = M, n = N, k = K, bn = c.bn, bm = c.bm, stages = c.stages, consumers = "pingpong" }
-      g:run { a = a, b = b, d = d_std }
-      D.synchronize()
-      local ok, report = g:check { a = a, b = b, d = d_tile, seed = s }
-      print(("ping-pong %s, seed %d on %s: %s"):format(label, s, D.info().name, report))
-      assert(ok, report)
-      assert(d_tile:equals(d_std), "the ping-pong tile GEMM differs from stdlib/gemm.lua's ping-pong")
-    end)
-  end
-  end
-
-  for i, c in ipairs(CASES) do
-  for _, f in ipairs(CLUSTER_FORMS) do
-    local label = ("cluster %dx%d, %d x %d a CTA (%d x %d programs), %d x %d x %d"):format(f.cluster[1], f.cluster[2],
-      f.bm, f.bn, f.o.bm, f.o.bn, c.m, c.n, c.k)
-    it(label .. ": the reference kernel, CPU samples, stdlib/gemm.lua's ping-pong in that cluster bit for bit", function()
-      if not GPU then pending("no GPU: " .. tl.device.error()) return end
-      local D = tl.device
-      local s = seed + 10 * i + 1
-      local M, N, K = c.m, c.n, c.k
+      local pm, pn = ex.rows_of(f.o), ex.cols_of(f.o) -- (the program's tile)
       local buf <close> = H.gemm_buffers(M, N, K, s, 2)
       local a, b, d_tile, d_std = buf.a, buf.b, buf[1], buf[2]
       local k = ex.build(f.o)
       k:compile()
-      k:run { grid = { (M + f.o.bm - 1) // f.o.bm, (N + f.o.bn - 1) // f.o.bn },
+      k:run { grid = { (M + pm - 1) // pm, (N + pn - 1) // pn },
               args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d_tile, { M, N } }, K = K } }
       local g = tl.gemm.build { m = M, n = N, k = K, bm = f.bm, bn = f.bn, stages = ex.stages_of(f.o), consumers = "pingpong",
                                 cluster = f.cluster }
@@ -97,8 +71,18 @@ describe("the ping-pong tile GEMM on the GPU", function()
       local ok, report = g:check { a = a, b = b, d = d_tile, seed = s }
       print(("ping-pong %s, seed %d on %s: %s"):format(label, s, D.info().name, report))
       assert(ok, report)
-      assert(d_tile:equals(d_std), "the ping-pong tile GEMM on a cluster differs from stdlib/gemm.lua's ping-pong in that cluster")
+      assert(d_tile:equals(d_std), "the ping-pong tile GEMM differs from stdlib/gemm.lua's ping-pong of its tile")
     end)
   end
+
+  for i, c in ipairs(CASES) do
+    for _, bn in ipairs { 256, 128 } do
+      local f = { o = { consumers = "pingpong", bn = bn }, bn = bn, bm = ex.rows_of { consumers = "pingpong", bn = bn } }
+      check_form(i, c, f, ("%d x %d programs, %d x %d x %d"):format(f.bm, f.bn, c.m, c.n, c.k))
+    end
+    for _, f in ipairs(CLUSTER_FORMS) do
+      check_form(i, c, f, ("cluster %dx%d, %d x %d a CTA (%d x %d programs), %d x %d x %d"):format(f.cluster[1], f.cluster[2],
+        f.bm, f.bn, f.o.bm, f.o.bn, c.m, c.n, c.k))
+    end
   end
 end)

@@ -179,9 +179,9 @@ describe("ping-pong consumers of a tile GEMM", function()
       assert.is_true(clean.states > 100)
       -- the producer's tail and the final cluster sync deleted: a CTA may leave while
       -- the other's consumers still release its stages (remote arrivals)
-      PH.ops(kop, "cutlass.pipeline.producer_tail")[1]:erase()
-      PH.ops(kop, "tile.cluster_wait")[1]:erase()
-      PH.ops(kop, "tile.cluster_arrive")[1]:erase()
+      for _, name in ipairs { "cutlass.pipeline.producer_tail", "tile.cluster_wait", "tile.cluster_arrive" } do
+        PH.ops(kop, name)[1]:erase()
+      end
       local bad = tl.verify_protocol(kop, { grid = 2, args = args, max_states = 2000 })
       assert.is_false(bad.ok, "the mutant passed")
       assert.equal("dsmem", bad.violation.kind, bad.report)
