@@ -9,7 +9,7 @@
 --
 --   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--bm=128|256] [--stages=S]
 --                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--consumers=pingpong [--bn=128]]
---                                [--emit=ir|ptx] [--stage=NAME]
+--                                [--pdl=1] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data and checks C against the plain
 -- reference kernel of stdlib/gemm.lua and sampled CPU dot products; without
@@ -35,6 +35,9 @@ local check = require "tilua.gpu.check"
 -- On a cluster of 2 each warpgroup takes its CTA's block: --cluster=2 --bm=256
 -- --bn=128 is 128 x 128 a CTA with B multicast (stdlib's cluster = {2, 1}),
 -- --cluster=2 --bm=128 --bn=256 the same blocks with A multicast ({1, 2}).
+-- o.pdl: launched as a programmatic dependent launch (k.pdl; stdlib/gemm.lua's
+-- default): every CTA waits for the previous grid before its first read, then
+-- lets the next grid launch (its CTAs' prologues overlap this grid's tail).
 local function cols_of(o) return o.bn or 256 end
 local function rows_of(o)
   return o.bm or (o.consumers == "pingpong" and cols_of(o) > 128 and 64 or 128)
@@ -67,7 +70,12 @@ local function build(o)
     cluster = { o.cluster or 1, 1, 1 },
     schedule = streamk and { kind = o.schedule, programs = { (o.m + bm - 1) // bm, (o.n + bn - 1) // bn },
                              workers = o.workers, splits = o.splits } or nil })
+  k.pdl = o.pdl and true or nil
   k:define(function(k, p)
+    if o.pdl then
+      tl.griddepcontrol_wait()
+      tl.griddepcontrol_launch_dependents()
+    end
     local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
     local acc = tl.zeros({ bm, bn }, tl.f32)
     acc = tl.for_tiles(streamk and o.k or p.K, { tile = 64, stages = stages_of(o), consumers = o.consumers }, acc, function(kk, acc)
@@ -116,7 +124,7 @@ local function harness(name, build, fused, o)
     local bias <close> = fused and tl.device.random(tl.f32, N, c.seed + 2) or nil
     local d <close> = tl.device.alloc(tl.bf16, M * N)
     d:fill(0)
-    kernel:run { grid = { (M + rows_of(o) - 1) // rows_of(o), (N + cols_of(o) - 1) // cols_of(o) },
+    kernel:run { grid = { (M + rows_of(o) - 1) // rows_of(o), (N + cols_of(o) - 1) // cols_of(o) }, pdl = kernel.pdl,
                  args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K,
                           bias = fused and { bias, { N } } or nil } }
     local ref = tl.gemm.build { m = M, n = N, k = K, bias = fused or nil, activation = fused and "relu" or nil }

@@ -11,7 +11,8 @@
 -- 2 (tileas-plan-cta's split, each warpgroup the CTA's block): 128 x 128 a CTA
 -- with B multicast (a 256 x 128 program) and with A multicast (128 x 256),
 -- 128 x 192 a CTA with B multicast (256 x 192), each against stdlib/gemm.lua's
--- ping-pong of that tile and cluster bit for bit. Without a GPU
+-- ping-pong of that tile and cluster bit for bit; the first also as a
+-- programmatic dependent launch (o.pdl), twice right after stdlib's kernel. Without a GPU
 -- the kernel is still compiled and assembled, and the launches report pending.
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
@@ -39,6 +40,8 @@ local CLUSTER_FORMS = {
   { o = { consumers = "pingpong", cluster = 2, bm = 256, bn = 128 }, bm = 128, bn = 128, cluster = { 2, 1 } },
   { o = { consumers = "pingpong", cluster = 2, bm = 128, bn = 256 }, bm = 128, bn = 128, cluster = { 1, 2 } },
   { o = { consumers = "pingpong", cluster = 2, bm = 256, bn = 192 }, bm = 128, bn = 192, cluster = { 2, 1 } },
+  -- (as a programmatic dependent launch: o.pdl, right after stdlib's kernel on the same stream)
+  { o = { consumers = "pingpong", cluster = 2, bm = 256, bn = 128, pdl = true }, bm = 128, bn = 128, cluster = { 2, 1 } },
 }
 
 describe("the ping-pong tile GEMM on the GPU", function()
@@ -62,11 +65,12 @@ describe("the ping-pong tile GEMM on the GPU", function()
       local a, b, d_tile, d_std = buf.a, buf.b, buf[1], buf[2]
       local k = ex.build(f.o)
       k:compile()
-      k:run { grid = { (M + pm - 1) // pm, (N + pn - 1) // pn },
-              args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d_tile, { M, N } }, K = K } }
       local g = tl.gemm.build { m = M, n = N, k = K, bm = f.bm, bn = f.bn, stages = ex.stages_of(f.o), consumers = "pingpong",
                                 cluster = f.cluster }
-      g:run { a = a, b = b, d = d_std }
+      local function tile() k:launch { grid = { (M + pm - 1) // pm, (N + pn - 1) // pn }, pdl = k.pdl,
+                                       args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d_tile, { M, N } }, K = K } } end
+      if k.pdl then g:run { a = a, b = b, d = d_std } tile() tile()
+      else tile() g:run { a = a, b = b, d = d_std } end
       D.synchronize()
       local ok, report = g:check { a = a, b = b, d = d_tile, seed = s }
       print(("ping-pong %s, seed %d on %s: %s"):format(label, s, D.info().name, report))
@@ -81,8 +85,8 @@ describe("the ping-pong tile GEMM on the GPU", function()
       check_form(i, c, f, ("%d x %d programs, %d x %d x %d"):format(f.bm, f.bn, c.m, c.n, c.k))
     end
     for _, f in ipairs(CLUSTER_FORMS) do
-      check_form(i, c, f, ("cluster %dx%d, %d x %d a CTA (%d x %d programs), %d x %d x %d"):format(f.cluster[1], f.cluster[2],
-        f.bm, f.bn, f.o.bm, f.o.bn, c.m, c.n, c.k))
+      check_form(i, c, f, ("cluster %dx%d, %d x %d a CTA (%d x %d programs%s), %d x %d x %d"):format(f.cluster[1], f.cluster[2],
+        f.bm, f.bn, f.o.bm, f.o.bn, f.o.pdl and ", PDL" or "", c.m, c.n, c.k))
     end
   end
 end)

@@ -28,6 +28,12 @@
 --     128 x 256 (3 stages) on one CTA and on a cluster of 2 (a 256 x 256 program, B multicast:
 --     stdlib's cluster = 2), and cuBLASLt
 --   --shapes=MxNxK,...: those problems instead of the squares of --sizes
+--   --cluster=1 --pdl=1: the launch instead (a programmatic dependent launch, stdlib's default, against
+--     none): the tile ping-pongs 128 x 128 c2x1 and c1x2 without and with PDL (o.pdl), each against
+--     stdlib's ping-pong of that tile and cluster with (its default) and without (pdl = false), the
+--     one-CTA tile and stdlib ping-pong 128 x 128 (the choice model's form), cuBLASLt; and how many
+--     clusters of each cluster kernel fit at once (k:max_active_clusters: stdlib's grid, against the
+--     tile kernel's 132 CTAs)
 local tl = require "tilua"
 
 local o = { sizes = "8192,4096", rounds = 9, coop_stages = "3,4" }
@@ -45,18 +51,33 @@ local D = tl.device
 -- multicast) or N (c1x2: A multicast), stdlib's pair the same tile in that cluster)
 local function form_list()
   local L = {}
-  local function tile_pp(bm, bn, stages, pair, cl)
+  -- (pdl: the tile program as a programmatic dependent launch; std_pdl = false: stdlib's without one)
+  local function tile_pp(bm, bn, stages, pair, cl, pdl, std_pdl)
     local pm, pn = bm * (cl and cl[1] or 1), bn * (cl and cl[2] or 1)
-    local to = { consumers = "pingpong", bm = pm, bn = pn, cluster = cl and 2 or nil }
+    local to = { consumers = "pingpong", bm = pm, bn = pn, cluster = cl and 2 or nil, pdl = pdl }
     stages = stages or ex.stages_of(to)
     to.stages = stages
     local where = cl and (" c%dx%d"):format(cl[1], cl[2]) or ""
-    L[#L + 1] = { kind = "tile", name = ("tile ping-pong %dx%d%s (%d st)"):format(bm, bn, where, stages), bm = pm, bn = pn, o = to }
+    L[#L + 1] = { kind = "tile", name = ("tile ping-pong %dx%d%s (%d st)%s"):format(bm, bn, where, stages, pdl and " pdl" or ""),
+                  bm = pm, bn = pn, o = to }
     if pair then
       L[#L].pair = #L + 1
-      L[#L + 1] = { kind = "std", name = ("stdlib ping-pong %dx%d%s (%d st)"):format(bm, bn, where, stages),
-                    cfg = { consumers = "pingpong", bm = bm, bn = bn, stages = stages, cluster = cl } }
+      L[#L + 1] = { kind = "std", name = ("stdlib ping-pong %dx%d%s (%d st)%s"):format(bm, bn, where, stages,
+                                                                                    std_pdl == false and " no pdl" or ""),
+                    cfg = { consumers = "pingpong", bm = bm, bn = bn, stages = stages, cluster = cl, pdl = std_pdl } }
     end
+  end
+  if o.cluster and o.pdl then
+    tile_pp(128, 128, nil, true)
+    tile_pp(128, 128, nil, true, { 2, 1 })
+    tile_pp(128, 128, nil, true, { 2, 1 }, true, false)
+    -- the same kernel again on the grid stdlib's launch takes (the clusters that fit at once, times 2):
+    -- where as many fit as the 66 of its persistent grid, a repeat of the first row (the bench's noise)
+    tile_pp(128, 128, nil, false, { 2, 1 })
+    L[#L].name, L[#L].capped = L[#L].name .. " grid cap", true
+    tile_pp(128, 128, nil, true, { 1, 2 })
+    tile_pp(128, 128, nil, true, { 1, 2 }, true, false)
+    return L
   end
   if o.cluster then
     tile_pp(128, 128, nil, false)
@@ -152,8 +173,18 @@ for _, pr in ipairs(problems) do
     if f.kind == "tile" then
       local k, bm, bn = f.k, f.bm, f.bn
       F.run = function()
-        k:launch { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn },
+        k:launch { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn }, pdl = k.pdl,
                    args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { F.d, { M, N } }, K = K } }
+      end
+      if f.capped then -- the recipe's persistent grid from an SM count of 2 x the clusters that fit
+        local run, ok, fits = F.run, pcall(k.max_active_clusters, k)
+        fits = ok and fits or 0 -- (none to ask, the emulator: the recipe's grid)
+        F.run = function()
+          local sms = D.sm_count
+          D.sm_count = function() return fits > 0 and math.min(sms(), 2 * fits) or sms() end
+          run()
+          D.sm_count = sms
+        end
       end
     else
       local cfg = { m = M, n = N, k = K }
@@ -161,6 +192,7 @@ for _, pr in ipairs(problems) do
       local g = tl.gemm.build(cfg)
       g.kernel:compile()
       std = std or g
+      F.g = g
       F.run = function() g:run { a = a, b = b, d = F.d } end
     end
     forms[i] = F
@@ -197,6 +229,18 @@ for _, pr in ipairs(problems) do
     end
   end
   if not all_ok then error("a kernel is wrong: no timing", 0) end
+  if o.pdl then -- the clusters that fit at once: stdlib's persistent grid, against the tile kernel's
+    for i = 1, ours do
+      if forms[i].name:match " c%dx%d" then
+        local k = L[i].k or forms[i].g.kernel
+        local ok, n = pcall(k.max_active_clusters, k)
+        print(("%s %s: %s clusters of 2 fit at once%s"):format(label, forms[i].name, ok and tostring(n) or ("? (" .. tostring(n) .. ")"),
+          L[i].k and ("; launched on %d CTAs"):format(L[i].capped and ok and math.min(D.sm_count() // 2 * 2, 2 * n)
+                                                      or D.sm_count() // 2 * 2) or ("; stdlib's grid %s CTAs"):format(
+            forms[i].g._clusters and tostring(math.min(D.sm_count() // 2 * 2, 2 * forms[i].g._clusters)) or "?")))
+      end
+    end
+  end
   -- interleaved rounds: round r runs the forms from the r-th on, wrapping
   local t = {}
   for i = 1, #forms do t[i] = {} end
