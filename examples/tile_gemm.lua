@@ -9,7 +9,7 @@
 --
 --   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--bm=128|256] [--stages=S]
 --                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--consumers=pingpong [--bn=128]]
---                                [--pdl=1] [--emit=ir|ptx] [--stage=NAME]
+--                                [--pdl=0|1] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data and checks C against the plain
 -- reference kernel of stdlib/gemm.lua and sampled CPU dot products; without
@@ -38,9 +38,18 @@ local check = require "tilua.gpu.check"
 -- o.pdl: launched as a programmatic dependent launch (k.pdl; stdlib/gemm.lua's
 -- default): every CTA waits for the previous grid before its first read, then
 -- lets the next grid launch (its CTAs' prologues overlap this grid's tail).
+-- Default (pdl_of): on for the ping-pong 256 x 128 program on a cluster of 2
+-- (2 x 1, B multicast), off otherwise; o.pdl = false (--pdl=0) or true (--pdl=1)
+-- decides instead. Measured on an H200 (docs/PERF.md, s15pp-2): PDL made that
+-- form 1.09 / 1.10 / 1.01 times as fast at 4096^3 / 3456x4096x4096 /
+-- 4096x14336x4096, and the 128 x 256 program (1 x 2) 0.97 / 0.94 / 0.99.
 local function cols_of(o) return o.bn or 256 end
 local function rows_of(o)
   return o.bm or (o.consumers == "pingpong" and cols_of(o) > 128 and 64 or 128)
+end
+local function pdl_of(o)
+  if o.pdl ~= nil then return o.pdl ~= false and o.pdl ~= 0 end
+  return o.consumers == "pingpong" and o.cluster == 2 and rows_of(o) == 256 and cols_of(o) == 128
 end
 -- A CTA's block of the program on a cluster of 2 (tileas-plan-cta's split: M
 -- from 256 rows, else N) -> rows, cols
@@ -70,9 +79,10 @@ local function build(o)
     cluster = { o.cluster or 1, 1, 1 },
     schedule = streamk and { kind = o.schedule, programs = { (o.m + bm - 1) // bm, (o.n + bn - 1) // bn },
                              workers = o.workers, splits = o.splits } or nil })
-  k.pdl = o.pdl and true or nil
+  local pdl = pdl_of(o)
+  k.pdl = pdl or nil
   k:define(function(k, p)
-    if o.pdl then
+    if pdl then
       tl.griddepcontrol_wait()
       tl.griddepcontrol_launch_dependents()
     end
@@ -137,6 +147,7 @@ end
 
 local opts = options(...)
 local example = harness("tile_gemm", function(o) return build(o or opts) end, false, opts)
-example.harness, example.options, example.rows_of, example.cols_of, example.stages_of = harness, options, rows_of, cols_of, stages_of
+example.harness, example.options, example.rows_of, example.cols_of = harness, options, rows_of, cols_of
+example.stages_of, example.pdl_of = stages_of, pdl_of
 if ... == "--library" then return example end
 check.main(example)

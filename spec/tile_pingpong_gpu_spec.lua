@@ -11,8 +11,9 @@
 -- 2 (tileas-plan-cta's split, each warpgroup the CTA's block): 128 x 128 a CTA
 -- with B multicast (a 256 x 128 program) and with A multicast (128 x 256),
 -- 128 x 192 a CTA with B multicast (256 x 192), each against stdlib/gemm.lua's
--- ping-pong of that tile and cluster bit for bit; the first also as a
--- programmatic dependent launch (o.pdl), twice right after stdlib's kernel. Without a GPU
+-- ping-pong of that tile and cluster bit for bit; the first a programmatic
+-- dependent launch (the example's default there, ex.pdl_of), twice right after
+-- stdlib's kernel, and also as a plain launch (o.pdl = false). Without a GPU
 -- the kernel is still compiled and assembled, and the launches report pending.
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
@@ -40,8 +41,8 @@ local CLUSTER_FORMS = {
   { o = { consumers = "pingpong", cluster = 2, bm = 256, bn = 128 }, bm = 128, bn = 128, cluster = { 2, 1 } },
   { o = { consumers = "pingpong", cluster = 2, bm = 128, bn = 256 }, bm = 128, bn = 128, cluster = { 1, 2 } },
   { o = { consumers = "pingpong", cluster = 2, bm = 256, bn = 192 }, bm = 128, bn = 192, cluster = { 2, 1 } },
-  -- (as a programmatic dependent launch: o.pdl, right after stdlib's kernel on the same stream)
-  { o = { consumers = "pingpong", cluster = 2, bm = 256, bn = 128, pdl = true }, bm = 128, bn = 128, cluster = { 2, 1 } },
+  -- (the first without its default programmatic dependent launch: o.pdl = false)
+  { o = { consumers = "pingpong", cluster = 2, bm = 256, bn = 128, pdl = false }, bm = 128, bn = 128, cluster = { 2, 1 } },
 }
 
 describe("the ping-pong tile GEMM on the GPU", function()
@@ -86,7 +87,7 @@ describe("the ping-pong tile GEMM on the GPU", function()
     end
     for _, f in ipairs(CLUSTER_FORMS) do
       check_form(i, c, f, ("cluster %dx%d, %d x %d a CTA (%d x %d programs%s), %d x %d x %d"):format(f.cluster[1], f.cluster[2],
-        f.bm, f.bn, f.o.bm, f.o.bn, f.o.pdl and ", PDL" or "", c.m, c.n, c.k))
+        f.bm, f.bn, f.o.bm, f.o.bn, ex.pdl_of(f.o) and ", PDL" or "", c.m, c.n, c.k))
     end
   end
 end)

@@ -203,4 +203,27 @@ describe("ping-pong consumers of a tile GEMM", function()
     H.assert_ptxas(ex.build({ consumers = "pingpong", cluster = 2, bm = 128, bn = 256 }):compile())
     H.assert_ptxas(ex.build({ consumers = "pingpong", cluster = 2, bm = 256, bn = 192 }):compile())
   end)
+
+  -- the launch's default (docs/PERF.md, s15pp-2): a programmatic dependent launch for the 256 x 128
+  -- program on a 2 x 1 cluster, where it was faster on an H200, none for the 128 x 256 one (1 x 2),
+  -- where it was slower, nor for the forms not measured; o.pdl decides instead when given
+  it("launches the 256 x 128 program on a 2 x 1 cluster as a programmatic dependent launch by default, no other", function()
+    local function pdl(o)
+      local k = ex.build(o)
+      local ptx = k:compile()
+      local waits = ptx:find("griddepcontrol.wait", 1, true) ~= nil
+      assert.equal(waits, ptx:find("griddepcontrol.launch_dependents", 1, true) ~= nil)
+      assert.equal(waits, k.pdl == true, "k.pdl and the kernel's griddepcontrol disagree")
+      assert.equal(waits, ex.pdl_of(o))
+      return waits
+    end
+    assert.is_true(pdl { consumers = "pingpong", cluster = 2, bm = 256, bn = 128 })
+    assert.is_false(pdl { consumers = "pingpong", cluster = 2, bm = 128, bn = 256 })
+    assert.is_false(pdl { consumers = "pingpong", cluster = 2, bm = 256, bn = 192 })
+    assert.is_false(pdl { consumers = "pingpong", bn = 128 })
+    assert.is_false(pdl { cluster = 2, bm = 256 })
+    assert.is_false(pdl { consumers = "pingpong", cluster = 2, bm = 256, bn = 128, pdl = false })
+    assert.is_false(pdl { consumers = "pingpong", cluster = 2, bm = 256, bn = 128, pdl = 0 }) -- (--pdl=0)
+    assert.is_true(pdl { consumers = "pingpong", cluster = 2, bm = 128, bn = 256, pdl = 1 }) -- (--pdl=1)
+  end)
 end)

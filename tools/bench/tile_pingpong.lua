@@ -29,7 +29,8 @@
 --     stdlib's cluster = 2), and cuBLASLt
 --   --shapes=MxNxK,...: those problems instead of the squares of --sizes
 --   --cluster=1 --pdl=1: the launch instead (a programmatic dependent launch, stdlib's default, against
---     none): the tile ping-pongs 128 x 128 c2x1 and c1x2 without and with PDL (o.pdl), each against
+--     none): the tile ping-pongs 128 x 128 c2x1 and c1x2 without and with PDL (o.pdl = false, true;
+--     elsewhere the example's default, PDL on for the c2x1 only: a row's name ends in "pdl"), each against
 --     stdlib's ping-pong of that tile and cluster with (its default) and without (pdl = false), the
 --     one-CTA tile and stdlib ping-pong 128 x 128 (the choice model's form), cuBLASLt; and how many
 --     clusters of each cluster kernel fit at once (k:max_active_clusters: stdlib's grid, against the
@@ -51,14 +52,16 @@ local D = tl.device
 -- multicast) or N (c1x2: A multicast), stdlib's pair the same tile in that cluster)
 local function form_list()
   local L = {}
-  -- (pdl: the tile program as a programmatic dependent launch; std_pdl = false: stdlib's without one)
+  -- (pdl: the tile program as a programmatic dependent launch or not, nil: the example's default, ex.pdl_of;
+  -- std_pdl = false: stdlib's without one)
   local function tile_pp(bm, bn, stages, pair, cl, pdl, std_pdl)
     local pm, pn = bm * (cl and cl[1] or 1), bn * (cl and cl[2] or 1)
     local to = { consumers = "pingpong", bm = pm, bn = pn, cluster = cl and 2 or nil, pdl = pdl }
     stages = stages or ex.stages_of(to)
     to.stages = stages
     local where = cl and (" c%dx%d"):format(cl[1], cl[2]) or ""
-    L[#L + 1] = { kind = "tile", name = ("tile ping-pong %dx%d%s (%d st)%s"):format(bm, bn, where, stages, pdl and " pdl" or ""),
+    L[#L + 1] = { kind = "tile", name = ("tile ping-pong %dx%d%s (%d st)%s"):format(bm, bn, where, stages,
+                                                                                   ex.pdl_of(to) and " pdl" or ""),
                   bm = pm, bn = pn, o = to }
     if pair then
       L[#L].pair = #L + 1
@@ -69,13 +72,13 @@ local function form_list()
   end
   if o.cluster and o.pdl then
     tile_pp(128, 128, nil, true)
-    tile_pp(128, 128, nil, true, { 2, 1 })
+    tile_pp(128, 128, nil, true, { 2, 1 }, false)
     tile_pp(128, 128, nil, true, { 2, 1 }, true, false)
     -- the same kernel again on the grid stdlib's launch takes (the clusters that fit at once, times 2):
     -- where as many fit as the 66 of its persistent grid, a repeat of the first row (the bench's noise)
-    tile_pp(128, 128, nil, false, { 2, 1 })
+    tile_pp(128, 128, nil, false, { 2, 1 }, false)
     L[#L].name, L[#L].capped = L[#L].name .. " grid cap", true
-    tile_pp(128, 128, nil, true, { 1, 2 })
+    tile_pp(128, 128, nil, true, { 1, 2 }, false)
     tile_pp(128, 128, nil, true, { 1, 2 }, true, false)
     return L
   end
