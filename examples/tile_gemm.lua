@@ -9,7 +9,7 @@
 --
 --   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--bm=128|256] [--stages=S]
 --                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--consumers=pingpong [--bn=128]]
---                                [--emit=ir|ptx] [--stage=NAME]
+--                                [--pdl=0|1] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data and checks C against the plain
 -- reference kernel of stdlib/gemm.lua and sampled CPU dot products; without
@@ -32,16 +32,41 @@ local check = require "tilua.gpu.check"
 -- a 128 x 128 one, whose two consumer warpgroups each take the whole tile and
 -- alternate programs over one ring (tl.for_tiles's consumers; stdlib/gemm.lua's
 -- consumers = "pingpong", the same tiles and stages: 4 at 64 x 256, 6 at 128 x 128).
+-- On a cluster of 2 each warpgroup takes its CTA's block: --cluster=2 --bm=256
+-- --bn=128 is 128 x 128 a CTA with B multicast (stdlib's cluster = {2, 1}),
+-- --cluster=2 --bm=128 --bn=256 the same blocks with A multicast ({1, 2}).
+-- o.pdl: launched as a programmatic dependent launch (k.pdl; stdlib/gemm.lua's
+-- default): every CTA waits for the previous grid before its first read, then
+-- lets the next grid launch (its CTAs' prologues overlap this grid's tail).
+-- Default (pdl_of): on for the ping-pong 256 x 128 program on a cluster of 2
+-- (2 x 1, B multicast), off otherwise; o.pdl = false (--pdl=0) or true (--pdl=1)
+-- decides instead. Measured on an H200 (docs/PERF.md, s15pp-2): PDL made that
+-- form 1.09 / 1.10 / 1.01 times as fast at 4096^3 / 3456x4096x4096 /
+-- 4096x14336x4096, and the 128 x 256 program (1 x 2) 0.97 / 0.94 / 0.99.
 local function cols_of(o) return o.bn or 256 end
 local function rows_of(o)
   return o.bm or (o.consumers == "pingpong" and cols_of(o) > 128 and 64 or 128)
 end
+local function pdl_of(o)
+  if o.pdl ~= nil then return o.pdl ~= false and o.pdl ~= 0 end
+  return o.consumers == "pingpong" and o.cluster == 2 and rows_of(o) == 256 and cols_of(o) == 128
+end
+-- A CTA's block of the program on a cluster of 2 (tileas-plan-cta's split: M
+-- from 256 rows, else N) -> rows, cols
+local function block_of(o)
+  local bm, bn = rows_of(o), cols_of(o)
+  if (o.cluster or 1) ~= 2 then return bm, bn end
+  if bm >= 256 then return bm // 2, bn end
+  return bm, bn // 2
+end
 local function stages_of(o)
   if o.stages then return o.stages end
   if o.consumers ~= "pingpong" then return 3 end
-  -- stdlib/gemm.lua's: what fits beside 16 KiB of epilogue staging, at most 8 (4 at 64 x 256)
-  local most = (rows_of(o) == 64 and cols_of(o) == 256) and 4 or 8
-  return math.min(most, (227 * 1024 - 2048 - 16384) // ((rows_of(o) + cols_of(o)) * 64 * 2))
+  -- stdlib/gemm.lua's: what fits beside 16 KiB of epilogue staging, at most 8 (4 at 64 x 256 on
+  -- one CTA); a CTA's ring holds its block's rows of A and columns of B
+  local rows, cols = block_of(o)
+  local most = (rows == 64 and cols == 256 and (o.cluster or 1) == 1) and 4 or 8
+  return math.min(most, (227 * 1024 - 2048 - 16384) // ((rows + cols) * 64 * 2))
 end
 
 local function build(o)
@@ -54,7 +79,13 @@ local function build(o)
     cluster = { o.cluster or 1, 1, 1 },
     schedule = streamk and { kind = o.schedule, programs = { (o.m + bm - 1) // bm, (o.n + bn - 1) // bn },
                              workers = o.workers, splits = o.splits } or nil })
+  local pdl = pdl_of(o)
+  k.pdl = pdl or nil
   k:define(function(k, p)
+    if pdl then
+      tl.griddepcontrol_wait()
+      tl.griddepcontrol_launch_dependents()
+    end
     local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
     local acc = tl.zeros({ bm, bn }, tl.f32)
     acc = tl.for_tiles(streamk and o.k or p.K, { tile = 64, stages = stages_of(o), consumers = o.consumers }, acc, function(kk, acc)
@@ -103,7 +134,7 @@ local function harness(name, build, fused, o)
     local bias <close> = fused and tl.device.random(tl.f32, N, c.seed + 2) or nil
     local d <close> = tl.device.alloc(tl.bf16, M * N)
     d:fill(0)
-    kernel:run { grid = { (M + rows_of(o) - 1) // rows_of(o), (N + cols_of(o) - 1) // cols_of(o) },
+    kernel:run { grid = { (M + rows_of(o) - 1) // rows_of(o), (N + cols_of(o) - 1) // cols_of(o) }, pdl = kernel.pdl,
                  args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K,
                           bias = fused and { bias, { N } } or nil } }
     local ref = tl.gemm.build { m = M, n = N, k = K, bias = fused or nil, activation = fused and "relu" or nil }
@@ -116,6 +147,7 @@ end
 
 local opts = options(...)
 local example = harness("tile_gemm", function(o) return build(o or opts) end, false, opts)
-example.harness, example.options, example.rows_of, example.cols_of, example.stages_of = harness, options, rows_of, cols_of, stages_of
+example.harness, example.options, example.rows_of, example.cols_of = harness, options, rows_of, cols_of
+example.stages_of, example.pdl_of = stages_of, pdl_of
 if ... == "--library" then return example end
 check.main(example)

@@ -27,8 +27,9 @@
 **               `tileas.replica_offsets`), so a lowering may run one code on
 **               every warpgroup
 **   ping-pong   a loop marked `tileas.pipeline = {pingpong = true}` (a 64- or
-**               128-row accumulator, one CTA, in a persistent loop; 128 rows
-**               take one warpgroup's mma layouts): two consumers
+**               128-row accumulator a CTA, in a persistent loop; 128 rows
+**               take one warpgroup's mma layouts; on a cluster the CTA's
+**               block of the program's, tileas-plan-cta's split): two consumers
 **               instead, each a copy with the whole accumulator, marked
 **               `tileas.pingpong = [g, 2]`: consumer g takes the programs
 **               j = g mod 2 of its CTA's sequence (convert-tileas-to-cutlass
@@ -340,8 +341,9 @@ static const IrType *block_type_of(Rewriter *r, const IrValue *v) {
                              half_layout(r->ctx, t->layout, m->rows / m->cta_rows));
 }
 
-/* A ping-pong consumer of 128 rows: the tiles keep their shapes, the mma
-** layouts take one warpgroup's warps (two 64-row slices of wgmma). */
+/* A ping-pong consumer of 128 rows (a CTA's block): the tiles keep their
+** shapes, the mma layouts take one warpgroup's warps (two 64-row slices of
+** wgmma). */
 static const IrType *warpgroup_type_of(Rewriter *r, const IrValue *v) {
   const IrType *t = v->type;
   if (t->kind != IR_TY_TILE) return NULL;
@@ -715,15 +717,15 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
     return IR_FAIL;
   }
   m->nconsumers = (uint32_t)(block / WG_ROWS);
-  /* ping-pong: two consumers, each the whole accumulator, taking programs in turn */
+  /* ping-pong: two consumers, each the whole accumulator (on a cluster, its
+  ** CTA's block), taking programs in turn */
   bool pingpong = ir_stamp_TILEAS_PIPELINE(m->loop).pingpong;
-  if (pingpong && (ks.ctas > 1 || (m->rows != WG_ROWS && m->rows != 2 * WG_ROWS) ||
-                   !rw_find(k, is_program_loop))) {
+  if (pingpong && ((block != WG_ROWS && block != 2 * WG_ROWS) || !rw_find(k, is_program_loop))) {
     ir_op_error(m->loop,
                 "tileas-materialize-agents: ping-pong consumers each hold the whole accumulator "
-                "(one warpgroup's: 64 or 128 rows, got %lld) and take turns at the programs of a "
-                "persistent loop (tileas-dynamic-persistent) on one CTA",
-                (long long)m->rows);
+                "(one warpgroup's: 64 or 128 rows a CTA, got %lld) and take turns at the programs "
+                "of a persistent loop (tileas-dynamic-persistent)",
+                (long long)block);
     return IR_FAIL;
   }
   if (pingpong) m->nconsumers = 1; /* (each the whole accumulator: nothing split) */
@@ -744,7 +746,7 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   for (uint32_t c = 0; c < (pingpong ? 2 : m->nconsumers) && !m->failed; c++) {
     agents[na++] = build_consumer(m, first, k, pingpong ? 0 : c);
     if (pingpong) { /* (a warpgroup's mma layouts: 128 rows are 2 x 64, a warp 16 of each) */
-      if (m->rows > WG_ROWS) rw_retype(agents[na - 1], warpgroup_type_of, &m->rw);
+      if (block > WG_ROWS) rw_retype(agents[na - 1], warpgroup_type_of, &m->rw);
       int64_t g[2] = {c, 2};
       ir_op_set_attr(agents[na - 1], ir_stamp_spec(STAMP_TILEAS_PINGPONG)->name,
                      ir_attr_int_array(r->ctx, 2, g));

@@ -21,6 +21,20 @@
 --   --study=1: the 64 x 256 ping-pong's stages besides: the tile program at 4 and 5 stages, stdlib's at
 --     3, 4 and 5 and in a 2 x 1 cluster at 4 and 5, and stdlib's ping-pong 128 x 192 at 5 (the same
 --     40 KiB a stage and 217 KiB in all as 64 x 256 at 5)
+--   --cluster=1: ping-pong on clusters of 2 instead: the tile ping-pongs 128 x 128 a CTA with B
+--     multicast (a 256 x 128 program, c2x1) and with A multicast (128 x 256, c1x2), 128 x 192 a CTA
+--     with B multicast (256 x 192, c2x1), each against stdlib's ping-pong of that tile and cluster
+--     bit for bit; the tile ping-pongs 128 x 128 and 128 x 192 on one CTA, the tile cooperative
+--     128 x 256 (3 stages) on one CTA and on a cluster of 2 (a 256 x 256 program, B multicast:
+--     stdlib's cluster = 2), and cuBLASLt
+--   --shapes=MxNxK,...: those problems instead of the squares of --sizes
+--   --cluster=1 --pdl=1: the launch instead (a programmatic dependent launch, stdlib's default, against
+--     none): the tile ping-pongs 128 x 128 c2x1 and c1x2 without and with PDL (o.pdl = false, true;
+--     elsewhere the example's default, PDL on for the c2x1 only: a row's name ends in "pdl"), each against
+--     stdlib's ping-pong of that tile and cluster with (its default) and without (pdl = false), the
+--     one-CTA tile and stdlib ping-pong 128 x 128 (the choice model's form), cuBLASLt; and how many
+--     clusters of each cluster kernel fit at once (k:max_active_clusters: stdlib's grid, against the
+--     tile kernel's 132 CTAs)
 local tl = require "tilua"
 
 local o = { sizes = "8192,4096", rounds = 9, coop_stages = "3,4" }
@@ -28,22 +42,60 @@ for _, a in ipairs(arg or {}) do
   local key, v = a:match "^%-%-([%w_]+)=(.+)$"
   if key then o[key] = math.tointeger(tonumber(v)) or v end
 end
+if o.cluster and tostring(o.coop_stages) == "3,4" then o.coop_stages = "3" end -- (--cluster: the example's default only)
 local ex = assert(loadfile "examples/tile_gemm.lua")("--library")
 local D = tl.device
 
 -- The forms, in the table's order: kind "tile" (the tile program: bm, bn, stages, consumers),
 -- "std" (tl.gemm.build's: cfg), "blas". A tile ping-pong names its stdlib pair (pair = index).
+-- (on a cluster, --cluster=1: the CTA's block is bm x bn, the program's twice that along M (c2x1: B
+-- multicast) or N (c1x2: A multicast), stdlib's pair the same tile in that cluster)
 local function form_list()
   local L = {}
-  local function tile_pp(bm, bn, stages, pair)
-    stages = stages or ex.stages_of { consumers = "pingpong", bn = bn }
-    L[#L + 1] = { kind = "tile", name = ("tile ping-pong %dx%d (%d st)"):format(bm, bn, stages), bm = bm, bn = bn,
-                  o = { consumers = "pingpong", bn = bn, stages = stages } }
+  -- (pdl: the tile program as a programmatic dependent launch or not, nil: the example's default, ex.pdl_of;
+  -- std_pdl = false: stdlib's without one)
+  local function tile_pp(bm, bn, stages, pair, cl, pdl, std_pdl)
+    local pm, pn = bm * (cl and cl[1] or 1), bn * (cl and cl[2] or 1)
+    local to = { consumers = "pingpong", bm = pm, bn = pn, cluster = cl and 2 or nil, pdl = pdl }
+    stages = stages or ex.stages_of(to)
+    to.stages = stages
+    local where = cl and (" c%dx%d"):format(cl[1], cl[2]) or ""
+    L[#L + 1] = { kind = "tile", name = ("tile ping-pong %dx%d%s (%d st)%s"):format(bm, bn, where, stages,
+                                                                                   ex.pdl_of(to) and " pdl" or ""),
+                  bm = pm, bn = pn, o = to }
     if pair then
       L[#L].pair = #L + 1
-      L[#L + 1] = { kind = "std", name = ("stdlib ping-pong %dx%d (%d st)"):format(bm, bn, stages),
-                    cfg = { consumers = "pingpong", bm = bm, bn = bn, stages = stages } }
+      L[#L + 1] = { kind = "std", name = ("stdlib ping-pong %dx%d%s (%d st)%s"):format(bm, bn, where, stages,
+                                                                                    std_pdl == false and " no pdl" or ""),
+                    cfg = { consumers = "pingpong", bm = bm, bn = bn, stages = stages, cluster = cl, pdl = std_pdl } }
     end
+  end
+  if o.cluster and o.pdl then
+    tile_pp(128, 128, nil, true)
+    tile_pp(128, 128, nil, true, { 2, 1 }, false)
+    tile_pp(128, 128, nil, true, { 2, 1 }, true, false)
+    -- the same kernel again on the grid stdlib's launch takes (the clusters that fit at once, times 2):
+    -- where as many fit as the 66 of its persistent grid, a repeat of the first row (the bench's noise)
+    tile_pp(128, 128, nil, false, { 2, 1 }, false)
+    L[#L].name, L[#L].capped = L[#L].name .. " grid cap", true
+    tile_pp(128, 128, nil, true, { 1, 2 }, false)
+    tile_pp(128, 128, nil, true, { 1, 2 }, true, false)
+    return L
+  end
+  if o.cluster then
+    tile_pp(128, 128, nil, false)
+    tile_pp(128, 128, nil, true, { 2, 1 })
+    tile_pp(128, 128, nil, true, { 1, 2 })
+    tile_pp(128, 192, nil, false)
+    tile_pp(128, 192, nil, true, { 2, 1 })
+    for s in tostring(o.coop_stages):gmatch "%d+" do
+      s = math.tointeger(tonumber(s))
+      L[#L + 1] = { kind = "tile", name = ("tile cooperative 128x256 (%d st)"):format(s), bm = 128, bn = 256, o = { stages = s },
+                    coop = true }
+      L[#L + 1] = { kind = "tile", name = ("tile cooperative 128x256 c2x1 (%d st)"):format(s), bm = 256, bn = 256,
+                    o = { stages = s, bm = 256, cluster = 2 }, coop = true }
+    end
+    return L
   end
   tile_pp(128, 128, o.stages, true)
   for s in tostring(o.coop_stages):gmatch "%d+" do
@@ -101,9 +153,20 @@ local function median(t) -- (of an odd count the middle one, of an even the mean
   return (s[(#s + 1) // 2] + s[#s // 2 + 1]) / 2
 end
 
+local problems = {}
 for size in tostring(o.sizes):gmatch "%d+" do
-  local M = math.tointeger(tonumber(size))
-  local N, K = M, M
+  local x = math.tointeger(tonumber(size))
+  problems[#problems + 1] = { x, x, x }
+end
+if o.shapes then
+  problems = {}
+  for m, n, k in tostring(o.shapes):gmatch "(%d+)x(%d+)x(%d+)" do
+    problems[#problems + 1] = { math.tointeger(tonumber(m)), math.tointeger(tonumber(n)), math.tointeger(tonumber(k)) }
+  end
+end
+for _, pr in ipairs(problems) do
+  local M, N, K = pr[1], pr[2], pr[3]
+  local label = (M == N and N == K) and ("%d^3"):format(M) or ("%dx%dx%d"):format(M, N, K)
   local a <close> = D.random(tl.bf16, M * K, seed)
   local b <close> = D.random(tl.bf16, N * K, seed + 1)
   local ref <close> = D.alloc(tl.bf16, M * N)
@@ -113,8 +176,18 @@ for size in tostring(o.sizes):gmatch "%d+" do
     if f.kind == "tile" then
       local k, bm, bn = f.k, f.bm, f.bn
       F.run = function()
-        k:launch { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn },
+        k:launch { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn }, pdl = k.pdl,
                    args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { F.d, { M, N } }, K = K } }
+      end
+      if f.capped then -- the recipe's persistent grid from an SM count of 2 x the clusters that fit
+        local run, ok, fits = F.run, pcall(k.max_active_clusters, k)
+        fits = ok and fits or 0 -- (none to ask, the emulator: the recipe's grid)
+        F.run = function()
+          local sms = D.sm_count
+          D.sm_count = function() return fits > 0 and math.min(sms(), 2 * fits) or sms() end
+          run()
+          D.sm_count = sms
+        end
       end
     else
       local cfg = { m = M, n = N, k = K }
@@ -122,6 +195,7 @@ for size in tostring(o.sizes):gmatch "%d+" do
       local g = tl.gemm.build(cfg)
       g.kernel:compile()
       std = std or g
+      F.g = g
       F.run = function() g:run { a = a, b = b, d = F.d } end
     end
     forms[i] = F
@@ -150,14 +224,26 @@ for size in tostring(o.sizes):gmatch "%d+" do
     local ok, report
     if cublas then ok, report = std:check { a = a, b = b, d = forms[i].d, reference = ref }
     else ok, report = std:check { a = a, b = b, d = forms[i].d, seed = seed } end
-    print(("%d^3 %s: %s, %s"):format(M, forms[i].name, ok and "OK" or "FAILED", report))
+    print(("%s %s: %s, %s"):format(label, forms[i].name, ok and "OK" or "FAILED", report))
     all_ok = all_ok and ok
     local p = forms[i].pair and forms[forms[i].pair]
     if p then
-      print(("%d^3 %s vs %s: %s"):format(M, forms[i].name, p.name, forms[i].d:equals(p.d) and "bit for bit the same" or "DIFFERENT"))
+      print(("%s %s vs %s: %s"):format(label, forms[i].name, p.name, forms[i].d:equals(p.d) and "bit for bit the same" or "DIFFERENT"))
     end
   end
   if not all_ok then error("a kernel is wrong: no timing", 0) end
+  if o.pdl then -- the clusters that fit at once: stdlib's persistent grid, against the tile kernel's
+    for i = 1, ours do
+      if forms[i].name:match " c%dx%d" then
+        local k = L[i].k or forms[i].g.kernel
+        local ok, n = pcall(k.max_active_clusters, k)
+        print(("%s %s: %s clusters of 2 fit at once%s"):format(label, forms[i].name, ok and tostring(n) or ("? (" .. tostring(n) .. ")"),
+          L[i].k and ("; launched on %d CTAs"):format(L[i].capped and ok and math.min(D.sm_count() // 2 * 2, 2 * n)
+                                                      or D.sm_count() // 2 * 2) or ("; stdlib's grid %s CTAs"):format(
+            forms[i].g._clusters and tostring(math.min(D.sm_count() // 2 * 2, 2 * forms[i].g._clusters)) or "?")))
+      end
+    end
+  end
   -- interleaved rounds: round r runs the forms from the r-th on, wrapping
   local t = {}
   for i = 1, #forms do t[i] = {} end
@@ -174,7 +260,7 @@ for size in tostring(o.sizes):gmatch "%d+" do
   end
   local flops = 2.0 * M * N * K
   local function tf(ms) return flops / ms / 1e9 end
-  print(("%-37s %9s %9s %9s %7s %9s"):format(("%d^3, %d rounds"):format(M, o.rounds), "median ms", "TFLOP/s",
+  print(("%-37s %9s %9s %9s %7s %9s"):format(("%s, %d rounds"):format(label, o.rounds), "median ms", "TFLOP/s",
     "best", "spread", "/ cuBLASLt"))
   for i, f in ipairs(forms) do
     local r = cublas and med[#forms] / med[i] or nil
@@ -188,7 +274,7 @@ for size in tostring(o.sizes):gmatch "%d+" do
         if forms[j].coop then parts[#parts + 1] = ("/ %s %.3f"):format(forms[j].name, med[j] / med[i]) end
       end
       parts[#parts + 1] = ("/ %s %.3f"):format(forms[forms[i].pair].name, med[forms[i].pair] / med[i])
-      print(("%d^3 %s (speed, medians): %s"):format(M, forms[i].name, table.concat(parts, ", ")))
+      print(("%s %s (speed, medians): %s"):format(label, forms[i].name, table.concat(parts, ", ")))
     end
   end
   for i = 1, ours do forms[i].d:free() end

@@ -96,6 +96,9 @@ local BUILD = {
 -- cluster = 2): a multicast producer writes the stages of every CTA, so each
 -- stage is released to the whole cluster, one participant per consumer
 -- warpgroup; its init ends with the DSMEM handshake of convert-cutlass-to-nvvm.
+-- Ping-pong consumers on a cluster (mode pingpong_cluster, as stdlib/gemm.lua's
+-- consumers = "pingpong" with a cluster): the same, each stage released to the
+-- whole cluster by the warps of the one warpgroup whose program it holds.
 local CLAIM_STAGES = 2 -- ids claimed ahead of the consumers: the next tile's while they compute one
 
 local function shared_and_pipeline(L)
@@ -119,7 +122,8 @@ local function shared_and_pipeline(L)
   -- a pipeline for each group of rings (plan.lua's read_groups: one for a GEMM)
   for _, g in ipairs(L.groups) do
     g.pipe = k:pipeline { stages = g.stages, producers = { { L.producer.first, 1 } }, consumers = parts,
-                          transaction_bytes = g.bytes, mode = L.nctas > 1 and "cluster" or L.pingpong and "pingpong" or "cooperative" }
+                          transaction_bytes = g.bytes,
+                          mode = L.nctas > 1 and (L.pingpong and "pingpong_cluster" or "cluster") or L.pingpong and "pingpong" or "cooperative" }
   end
   -- ping-pong's turns (plan.lua's read_pingpong): pp[g] slot 0 is consumer g's
   -- mainloop turn, slot 1 its epilogue turn; each hands both to the other

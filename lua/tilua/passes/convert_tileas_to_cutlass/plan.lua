@@ -442,8 +442,8 @@ local function read_pingpong(L)
   end
   if n == 0 then return end
   if n ~= 2 or #L.consumers ~= 2 then R.fail(L.consumers[1].op, "ping-pong takes two consumer agents, both marked tileas.pingpong") end
-  if L.S or L.dynamic or L.data_parallel or L.nctas > 1 then
-    R.fail(L.consumers[1].op, "ping-pong consumers take turns at the programs of the static persistent schedule on one CTA (not StreamK, split-K, dynamic or data-parallel, nor a cluster)")
+  if L.S or L.dynamic or L.data_parallel then
+    R.fail(L.consumers[1].op, "ping-pong consumers take turns at the programs of the static persistent schedule (not StreamK, split-K, dynamic or data-parallel)")
   end
   if #L.groups ~= 1 or L.groups[1].per_program or L.skew then
     R.fail(L.consumers[1].op, "ping-pong consumers read one ring group filled every k block (a GEMM's)")
@@ -459,8 +459,8 @@ local function read_pingpong(L)
         end
         if op:attr "tileas.turns" then R.fail(op, "a ping-pong consumer's loop of chained dots is not lowered yet") end
         ag.pp_loop = op
-        local acc = R.tile_of(op:result(1))
-        ag.pp_rows, ag.pp_cols = acc.shape[1], acc.shape[2]
+        local block = R.cta_part(R.tile_of(op:result(1)), L.nctas) -- (on a cluster: the CTA's block)
+        ag.pp_rows, ag.pp_cols = block[1], block[2]
       end
     end)
     if loops ~= 1 then R.fail(ag.op, "a ping-pong consumer runs one pipelined loop a program, got %d", loops) end
