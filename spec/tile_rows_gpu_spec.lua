@@ -94,6 +94,17 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     { "layernorm", { 290, 8192 }, { claims = 1, whole = 1 }, claimed .. ", one branch a row", 1 },
     { "softmax", { 300, 8192 }, { claims = 1, whole = 1 }, claimed .. ", one branch a row", 1 },
     { "softmax", { 600, 4101 }, { claims = 1, whole = 1 }, claimed .. ", one branch a row", 1 },
+    -- (s15) the shared ring with its rows claimed at run time (row_ring =
+    -- {registers = 0, claims = 1}: bulk copies in, the threads' stores out; a
+    -- refill a claim): more rows than the CTAs' static stages (4 x grid at a
+    -- tile of 8192, 2 x grid at in_flight = 64 KiB, 3 x grid at 96 KiB; the
+    -- row copy's tile of 2048 at 16 KiB: 2), ragged rows, launched twice
+    { "rmsnorm", { 2300, 520 }, { registers = 0, claims = 1 }, shared .. ", rows claimed", 2 },
+    { "softmax", { 1300, 512 }, { registers = 0, claims = 1, in_flight = 65536 }, shared .. " of 2, rows claimed", 2 },
+    { "layernorm", { 1201, 515 }, { registers = 0, claims = 1, hoist = 1 }, shared .. ", rows claimed, W and B hoisted", 2 },
+    { "layernorm_1pass", { 1101, 515 }, { registers = 0, claims = 1, in_flight = 98304 }, shared .. " of 3, rows claimed", 1 },
+    { "rmsnorm", { 600, 8190 }, { registers = 0, claims = 1, in_flight = 65536 }, shared .. " of 2, rows claimed", 1 },
+    { "row_copy", { 900, 2000 }, { registers = 0, claims = 1, in_flight = 16384 }, shared .. " of 2, rows claimed", 2 },
   }
   for j, t in ipairs(rings) do
     if ex.cases[t[1]] and not small then

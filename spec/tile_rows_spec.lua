@@ -290,6 +290,27 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
   end)
 
+  it("the shared ring with rows claimed at run time (row_ring = {registers = 0, claims = 1}): bulk copies in, the threads' stores out, each refill a claim made an iteration before; several CTAs lapping, ragged and aligned; the counter back to 0; protocol clean", function()
+    local tl = require "tilua"
+    -- (in_flight: 2 and 3 stages of a row of 1024 bf16 at 2 CTAs an SM; and the rule's 8)
+    for _, o in ipairs { { registers = 0, claims = 1, in_flight = 2 * 2 * 2048 }, { registers = 0, claims = 1, in_flight = 3 * 2 * 2048 },
+                         { registers = 0, claims = 1 } } do
+      with_ring(o, function(fresh)
+        local k = tl.rows.rmsnorm { n = 1024 }
+        claims_kernel(k)
+        local ir = k:lowered_op():print()
+        assert.truthy(ir:find("nvvm.cp.async.bulk.shared.cluster.global", 1, true))
+        assert.is_nil(ir:find("nvvm.cp.async.bulk.global.shared.cta", 1, true)) -- (the threads store)
+        -- (fewer rows than the CTAs' static stages, rows claimed by 1 to 4 CTAs)
+        claims_runs(fresh, { { "rmsnorm", { 3, 520 }, 4 }, { "rmsnorm", { 13, 1024 }, 2 }, { "softmax", { 9, 4101 }, 2 },
+                             { "layernorm", { 11, 515 }, 3 }, { "row_copy", { 17, 1030 }, 1 }, { "layernorm_1pass", { 10, 2048 }, 2 },
+                             { "rmsnorm", { 7, 1000 }, 2 } },
+          51, ("shared ring, claims, in_flight %s"):format(tostring(o.in_flight)))
+        claims_protocol(fresh, "row_copy", { 9, 1024 })
+      end)
+    end
+  end)
+
   it("LayerNorm of rows far from 0 (f32, 1000 + [-1, 1)), both forms: the exact statistics on full rows and on rows shorter than the tile (masked, not (n - N) mean^2 subtracted), rows claimed by several CTAs, two rows ahead", function()
     local tl = require "tilua"
     for _, o in ipairs { false, { registers = 2, claims = 1 } } do

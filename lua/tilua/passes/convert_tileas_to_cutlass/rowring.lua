@@ -67,7 +67,8 @@ local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's o
 local FORCED = { { registers = 0, async = 0, claims = 0 }, { registers = 1, async = 0, claims = 0 },
                  { async = 3, claims = 0 }, { registers = 1, async = 0, claims = 1 },
                  { registers = 2, async = 0, claims = 1 }, { registers = 1, async = 0, claims = 1, late = 1 },
-                 { bulk = 3, registers = 0, async = 0, claims = 0 }, { bulk = 3, registers = 0, async = 0, claims = 1 } }
+                 { bulk = 3, registers = 0, async = 0, claims = 0 }, { bulk = 3, registers = 0, async = 0, claims = 1 },
+                 { registers = 0, async = 0, claims = 1 } }
 
 -- The hints of the register loop's loads of the rows ahead (row_ring.stream):
 -- 1 = ld.global.L1::no_allocate, 2 = ld.global.cs (evict first in L1 and L2).
@@ -168,10 +169,12 @@ function Ring.plan(L, wop)
     end
     if #loads ~= 1 or not out then return nil end
   end
-  local bulk_claims = bulk and (choices.claims or 0) > 0 and 1 or nil -- (one row a claim)
+  -- (the shared rings, bulk stores or not: rows claimed at run time where
+  -- claims is given, one row a claim; by stride otherwise)
+  local ring_claims = (choices.claims or 0) > 0 and 1 or nil
   if stages < 2 then return nil end -- (rows too long for two stages in every CTA of an SM)
   return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1,
-           out = out, claims = bulk_claims }
+           out = out, claims = ring_claims }
 end
 
 -- The bytes of program q's row that ring r's copy moves (an i32; 0: none), a
@@ -209,7 +212,8 @@ end
 -- env.tiled_load of a ring's load in iteration (q, s, phase): wait for the
 -- stage, the registers from it, a barrier, the stage refilled.
 local function ring_load(L, P, r, it)
-  if not P.slots then tl.mbarrier_wait(r.bars + it.s, it.phase) end -- (claims: waited for in the loop's condition)
+  -- (claims: the first load's stage waited for in the loop's condition)
+  if not (P.slots and r == P.loads[1]) then tl.mbarrier_wait(r.bars + it.s, it.phase) end
   local bytes = row_bytes(L, r, it.q)
   local x = B.tiled_load(L, r.op, { base = r.smem + it.s * r.n, elems = bytes // r.eb })
   if P.out then
@@ -220,7 +224,7 @@ local function ring_load(L, P, r, it)
     return x
   end
   tl.barrier()
-  fill(L, P, r, it.s, it.q + P.ahead)
+  fill(L, P, r, it.s, it.next)
   return x
 end
 
@@ -582,13 +586,10 @@ function Ring.build(L, env, wop, P)
     end
     return hoisted
   end
-  if P.claims and not P.out then
-    programs()
-    return loop_claims(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
-  end
   if P.registers then
     programs()
-    return loop_registers(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
+    local loop = P.claims and loop_claims or loop_registers
+    return loop(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
   end
   if P.async then
     programs()
@@ -599,7 +600,7 @@ function Ring.build(L, env, wop, P)
     r.smem = L.k:shared(r.elem, S * r.n, { align = 128 })
     r.bars = L.k:shared(tl.i64, S, { align = 8 })
   end
-  if P.out and P.claims then P.slots = L.k:shared(tl.i32, S, { align = 8 }) end
+  if P.claims then P.slots = L.k:shared(tl.i32, S, { align = 8 }) end
   L.tid = L.tid or tl.thread_id("x")
   tl.if_(L.tid:eq(0), function()
     for _, r in ipairs(P.loads) do
@@ -610,7 +611,6 @@ function Ring.build(L, env, wop, P)
   tl.barrier()
   local total = programs()
   local first, grid = tl.block_id("x"), tl.grid_dim("x")
-  P.ahead = grid * S
   for j = 0, S - 1 do
     for _, r in ipairs(P.loads) do fill(L, P, r, tl.const(j, tl.i32), first + grid * j) end
   end
@@ -630,7 +630,33 @@ function Ring.build(L, env, wop, P)
     local wrap = s1:eq(S)
     return tl.select(wrap, zero, s1), tl.select(wrap, it.phase ~ 1, it.phase)
   end
-  if P.slots then
+  if P.slots and not P.out then
+    -- (the shared ring, the rows claimed) every iteration refills the stage it
+    -- read with a claim made one iteration before (thread 0: an atomic add on
+    -- the counter, c: program S grid + c; the first before the loop), so that
+    -- the atomic's answer has had a whole body's time when the refill reads it.
+    -- A CTA claims once before the loop and once an iteration that runs a
+    -- program: a launch makes programs + grid claims, and the thread whose
+    -- claim returns the last puts the counter back to 0. The claim still
+    -- unused at the exit holds no program: it was made after the claim (or
+    -- the static row) of the stage that ended the loop, which held none.
+    local counter = L.args[L.P.lowered_workspace]
+    local one = tl.const(1, tl.i32)
+    local last = total + grid - one
+    local t0 = L.tid:eq(0)
+    local c0 = tl.if_(t0, function() return tl.atomic_add(counter, one) end, function() return zero end)
+    tl.while_({ zero, zero, c0 }, function(s, phase, pending)
+      tl.mbarrier_wait(P.loads[1].bars + s, phase)
+      local q = (P.slots + s):load()
+      return q:lt(total), q, s, phase, pending
+    end, function(q, s, phase, pending)
+      local c = tl.if_(t0, function() return tl.atomic_add(counter, one) end, function() return zero end)
+      local s1, phase1 = body { q = q, s = s, phase = phase, next = pending + grid * S }
+      tl.if_(t0 & c:eq(last), function() tl.atomic_exch(counter, zero) end)
+      return s1, phase1, c
+    end)
+    tl.if_(t0 & c0:eq(last), function() tl.atomic_exch(counter, zero) end)
+  elseif P.slots then
     -- (bulk stores, the rows claimed) iteration n of the CTA (n >= 1) claims
     -- (thread 0: an atomic add on the counter, c: program S grid + c) and
     -- refills the previous stage with the claim once its row is stored: a
@@ -655,7 +681,8 @@ function Ring.build(L, env, wop, P)
     end)
   else
     tl.for_range(first, total, grid, { zero, zero }, function(q, s, phase)
-      return body { q = q, s = s, phase = phase, refill = q:gt(first), next = q + grid * (S - 1) }
+      -- (bulk stores: the previous stage refilled, S - 1 grids ahead of q; else this one, S grids ahead)
+      return body { q = q, s = s, phase = phase, refill = q:gt(first), next = q + grid * (P.out and S - 1 or S) }
     end)
   end
   if P.out then tl.if_(L.tid:eq(0), function() tl.bulk_wait(0) end) end -- (the rows' copies complete)
