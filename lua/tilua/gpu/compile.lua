@@ -32,7 +32,8 @@
 --                           8192); nil: rowring.lua's budget; benchmarks
 --                           compare them; registers = d: each thread loads its
 --                           part of the row d programs ahead into registers while
---                           it works on this one (1), 0: the shared ring;
+--                           it works on this one (1), 0: the shared ring
+--                           (with claims = 1: its rows claimed, a refill a claim);
 --                           async = S: a ring of S rows that each thread fills
 --                           with its own chunks by cp.async; claims = K (1, 2,
 --                           4): the register loop (registers = 1; registers

@@ -33,7 +33,9 @@
 -- With claims = K (tl.options.row_ring = {claims = K}, K = 1, 2 or 4) the
 -- register loop takes its rows by runtime claims on a counter, K rows a
 -- claim, instead of by stride (loop_claims); with registers = 2 (K = 1) it
--- keeps two rows ahead in registers.
+-- keeps two rows ahead in registers. The shared ring with claims = 1
+-- ({registers = 0, claims = 1}) refills each stage it has read with a row
+-- claimed an iteration before (a slot a stage holds its program; Ring.build).
 --
 -- The third form (async = S, tl.options.row_ring = {async = S}): a ring of S
 -- rows in shared memory that each thread fills itself with cp.async (16 bytes
