@@ -379,6 +379,13 @@ local cases = {
   { "layernorm, ring 3, claims, hoist 1", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304 } },
   { "layernorm, ring 6, claims, hoist 1", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 196608 } },
   { "rmsnorm, ring, claims, 3 CTAs an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 0, claims = 1, per_sm = 3 } },
+  -- (s15norm-2) the stage's reads in one branch a row (whole = 1), the ring of
+  -- 2 for softmax
+  { "rmsnorm, ring 3, claims, whole", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 98304, whole = 1 } },
+  { "softmax, ring 3, claims, whole", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 98304, whole = 1 } },
+  { "softmax, ring 2, claims", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 65536 } },
+  { "layernorm, ring 3, claims, hoist 1, whole", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
+  { "layernorm, ring, claims, hoist 1, whole", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, whole = 1 } },
   { "row copy (Y = X), raw 8 B x 8, a CTA a row, 2 CTAs an SM", raw_copy(8, 8), raw_launch(8, 8, nil, SMEM2), 2 * bytes, raw = true },
   { "row copy (Y = X), raw 8 B x 16, a CTA 2 rows, 2 CTAs an SM", raw_copy(8, 16), raw_launch(8, 16, nil, SMEM2), 2 * bytes, raw = true },
 }

@@ -22,7 +22,9 @@
 --                           (tl.compile's); "passes": the latter only
 --   tl.options.row_ring     nil (the default): a program without a dot that loads
 --                           and stores a row gets convert-tileas-to-cutlass's row loop
---                           (rowring.lua: the next row in registers); false: never
+--                           (rowring.lua: the next row in registers; one row
+--                           reduced and at most one other tile loaded: the
+--                           shared ring, rows claimed); false: never
 --                           (one CTA a program);
 --                           a table {per_sm, in_flight, hoist}: the ring with
 --                           those (hoist = 0: W and B loaded once a row, 1:

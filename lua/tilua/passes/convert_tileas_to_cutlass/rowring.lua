@@ -17,8 +17,10 @@
 --                               loads of shared memory), a barrier (the stage is read),
 --                               thread 0 refills it with the row of program q + stages * grid
 --
--- That is the shared ring (tl.options.row_ring = {registers = 0}). By default
--- (registers = d, 1) the loop has no ring: each thread loads its registers of
+-- That is the shared ring (tl.options.row_ring = {registers = 0}). The
+-- register loop (registers = d, 1; the default but for the rule in Ring.plan:
+-- one row reduced, at most one other tile -> the shared ring, rows claimed)
+-- has no ring: each thread loads its registers of
 -- the row d programs ahead while it works on this one (loop_registers), 0.88
 -- of a copy's bandwidth against the ring's 0.80-0.84 (its one issuing thread,
 -- its barrier before a refill, the shared round trip).
@@ -58,6 +60,9 @@ local PER_SM = 2 -- CTAs an SM (at least: the kernel's min_ctas where larger)
 local IN_FLIGHT = 128 * 1024 -- bytes of rows an SM aims to have in flight
 local MAX_STAGES = 8
 local MAX_SM_RING_BYTES = 192 * 1024 -- the rings of an SM's per_sm CTAs at most (an SM has 227 KiB of shared memory)
+local SHARED_IN_FLIGHT = 96 * 1024 -- the default shared ring's (3 rows of 8192 bf16 a CTA at 2 CTAs an SM)
+-- tl.options.row_ring's keys that choose the form (the default's rule: none given)
+local FORM_KEYS = { "registers", "async", "bulk", "claims", "stream", "late", "store", "whole" }
 local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's overhead)
 
 -- The ring's plan for the persistent loop `wop` of a compute agent, or nil
@@ -91,12 +96,6 @@ function Ring.plan(L, wop)
   local async = choice("async", 0)
   local bulk = not async and choice("bulk", 0)
   if bulk then async = nil end
-  -- the rows in registers by default (0.88 of a copy against the shared ring's
-  -- 0.80-0.84), claimed at run time one a claim (the register loop of one row
-  -- ahead only; 0.92-0.94 of a copy against 0.86-0.88 by stride, docs/PERF.md)
-  local registers = not async and not bulk and choice("registers", 1)
-  local claims = registers and choice("claims", 1) or nil
-  if registers and registers > 1 and claims ~= 1 then claims = nil end -- (d rows ahead: claims of one row only)
   local after = wop:region(2):entry()
   local pid = after:arg(1):id()
   local loads, bytes, other_ids = {}, 0, false
@@ -129,9 +128,46 @@ function Ring.plan(L, wop)
     stores_row = stores_row or (ti and #ti.shape == 2 and ti.shape[1] == 1 and ti.shape[2] * R.elem_bytes(ti.elem) >= MIN_ROW_BYTES)
   end
   if #loads == 0 or not stores_row then return nil end
+  -- The default form (none chosen: Ring.forced nil, tl.options.row_ring
+  -- without a key of the form): the shared ring with its rows claimed, 3
+  -- stages of a row of 8192 bf16 (SHARED_IN_FLIGHT), for a program that loads
+  -- one row, reduces it and loads at most one other tile (RMSNorm's W; a
+  -- softmax): s15norm-1 on the H200, RMSNorm 0.963-0.964 of cuMemcpyDtoD
+  -- against the register loop's 0.951, softmax 0.953-0.960 against
+  -- 0.948-0.955, in both rounds. Else the rows in registers (0.88 of a copy
+  -- against the shared ring's 0.80-0.84 by stride; LayerNorm's W and B: the
+  -- ring 0.928-0.929 against 0.928-0.936; a row copy, no reduction: 0.952
+  -- against 0.960), claimed at run time one a claim (the register loop of one
+  -- row ahead only; 0.92-0.94 of a copy against 0.86-0.88 by stride,
+  -- docs/PERF.md).
+  local shared_default = false
+  if not forced and not async and not bulk then
+    local form = false
+    for _, k in ipairs(FORM_KEYS) do form = form or opts[k] ~= nil end
+    if not form and #loads == 1 then
+      local reduces, others = false, 0
+      for _, o in ipairs(after:ops()) do
+        reduces = reduces or o:name() == "tileas.reduce"
+        if o:name() == "tileas.tiled_load" and o:id() ~= loads[1].op:id() then others = others + 1 end
+      end
+      shared_default = reduces and others <= 1
+    end
+  end
+  local registers = not async and not bulk and (shared_default and 0 or choice("registers", 1))
+  registers = registers and registers > 0 and registers or nil
+  local claims = registers and choice("claims", 1) or nil
+  if registers and registers > 1 and claims ~= 1 then claims = nil end -- (d rows ahead: claims of one row only)
   local per_sm = opts.per_sm or math.max(PER_SM, L.kop:kernel_spec().min_ctas or 0)
   local by_op = {}
   for _, r in ipairs(loads) do by_op[r.op:result(1):id()] = r end
+  if shared_default then
+    -- (rows too long for 2 stages an SM's CTAs: the register loop)
+    local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, (opts.in_flight or SHARED_IN_FLIGHT) // (per_sm * bytes)))
+    if stages >= 2 then
+      return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1, claims = 1 }
+    end
+    registers, claims = 1, 1
+  end
   if registers then
     -- the next `registers` rows in registers: a thread's share of them at
     -- most a quarter of its registers at per_sm CTAs an SM (else it would spill)
@@ -176,7 +212,7 @@ function Ring.plan(L, wop)
   local ring_claims = (choices.claims or 0) > 0 and 1 or nil
   if stages < 2 then return nil end -- (rows too long for two stages in every CTA of an SM)
   return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1,
-           out = out, claims = ring_claims }
+           out = out, claims = ring_claims, whole = (opts.whole or 0) > 0 }
 end
 
 -- The bytes of program q's row that ring r's copy moves (an i32; 0: none), a
@@ -217,7 +253,10 @@ local function ring_load(L, P, r, it)
   -- (claims: the first load's stage waited for in the loop's condition)
   if not (P.slots and r == P.loads[1]) then tl.mbarrier_wait(r.bars + it.s, it.phase) end
   local bytes = row_bytes(L, r, it.q)
+  -- (P.whole: the stage's reads in one branch, row_ring.whole; the stores as without)
+  L.whole_row = P.whole
   local x = B.tiled_load(L, r.op, { base = r.smem + it.s * r.n, elems = bytes // r.eb })
+  L.whole_row = nil
   if P.out then
     -- (bulk stores: the stage refilled once stored, bulk_store; a barrier
     -- before the threads write the row back into it unless each writes only
