@@ -21,9 +21,13 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
   -- (every kernel's PTX through ptxas: example.tile_rows, which compiles them all)
 
   -- the row loop (convert-tileas-to-cutlass: a persistent grid of 2 CTAs an
-  -- SM, the next row loaded into registers ahead): far more rows than CTAs, so
-  -- that each CTA walks several programs; odd lengths and aligned ones
-  for j, t in ipairs { { "rmsnorm", { 2300, 520 } }, { "softmax", { 2300, 512 } }, { "layernorm", { 2200, 515 } } } do
+  -- SM; by default RMSNorm and softmax on the shared ring with their rows
+  -- claimed, 3 stages of the tile's row of 8192: 792 rows static on an H200,
+  -- the rest claimed; LayerNorm the next row loaded into registers ahead):
+  -- far more rows than CTAs, so that each CTA walks several programs; odd
+  -- lengths and aligned ones
+  for j, t in ipairs { { "rmsnorm", { 2300, 520 } }, { "softmax", { 2300, 512 } }, { "layernorm", { 2200, 515 } },
+                       { "rmsnorm", { 800, 8192 } } } do
     if ex.cases[t[1]] and not small then
       it(("%s, %d x %d (the row loop, CTAs lapping): the CPU reference"):format(t[1], t[2][1], t[2][2]), function()
         if not GPU then pending("no GPU: " .. tl.device.error()) return end
@@ -94,6 +98,23 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
     { "layernorm", { 290, 8192 }, { claims = 1, whole = 1 }, claimed .. ", one branch a row", 1 },
     { "softmax", { 300, 8192 }, { claims = 1, whole = 1 }, claimed .. ", one branch a row", 1 },
     { "softmax", { 600, 4101 }, { claims = 1, whole = 1 }, claimed .. ", one branch a row", 1 },
+    -- (s15) the shared ring with its rows claimed at run time (row_ring =
+    -- {registers = 0, claims = 1}: bulk copies in, the threads' stores out; a
+    -- refill a claim): more rows than the CTAs' static stages (4 x grid at a
+    -- tile of 8192, 2 x grid at in_flight = 64 KiB, 3 x grid at 96 KiB; the
+    -- row copy's tile of 2048 at 16 KiB: 2), ragged rows, launched twice
+    { "rmsnorm", { 2300, 520 }, { registers = 0, claims = 1 }, shared .. ", rows claimed", 2 },
+    { "softmax", { 1300, 512 }, { registers = 0, claims = 1, in_flight = 65536 }, shared .. " of 2, rows claimed", 2 },
+    { "layernorm", { 1201, 515 }, { registers = 0, claims = 1, hoist = 1 }, shared .. ", rows claimed, W and B hoisted", 2 },
+    { "layernorm_1pass", { 1101, 515 }, { registers = 0, claims = 1, in_flight = 98304 }, shared .. " of 3, rows claimed", 1 },
+    { "rmsnorm", { 600, 8190 }, { registers = 0, claims = 1, in_flight = 65536 }, shared .. " of 2, rows claimed", 1 },
+    { "row_copy", { 900, 2000 }, { registers = 0, claims = 1, in_flight = 16384 }, shared .. " of 2, rows claimed", 2 },
+    -- (s15) the stage's reads in one branch a row (whole = 1): full rows
+    -- (every vector from the stage at once), ragged ones (the tail from the
+    -- tensor), a tile of 515 (the ragged branch alone)
+    { "softmax", { 800, 8192 }, { registers = 0, claims = 1, whole = 1, in_flight = 98304 }, shared .. " of 3, rows claimed, one branch a row", 1 },
+    { "rmsnorm", { 600, 8190 }, { registers = 0, claims = 1, whole = 1, in_flight = 98304 }, shared .. " of 3, rows claimed, one branch a row", 1 },
+    { "layernorm", { 1201, 515 }, { registers = 0, claims = 1, hoist = 1, whole = 1 }, shared .. ", rows claimed, W and B hoisted, one branch a row", 1 },
   }
   for j, t in ipairs(rings) do
     if ex.cases[t[1]] and not small then

@@ -35,7 +35,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
   end)
 
-  it("the row loop (the next row in registers): one CTA walks every row, ragged and aligned rows", function()
+  it("the row loop by default (RMSNorm, softmax: the shared ring, rows claimed; LayerNorm: the next row in registers): one CTA walks every row, ragged and aligned rows", function()
     for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } } } do
       local ok, summary = ex.run_case(t[1], { seed = 7, emulate = true, size = t[2], ctas = 1 })
       assert(ok, summary)
@@ -62,6 +62,36 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_false(ok)
     assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2, whole = 0|1}", err, 1, true)
     assert.is_nil(tl.options.row_ring)
+  end)
+
+  it("the row loop's default form (s15norm): the shared ring of rows claimed, 3 stages of 8192 bf16, for a program that loads its row, reduces it and loads at most one other tile (RMSNorm, softmax); the register loop otherwise (LayerNorm's W and B, a row copy) or where a ring of 2 stages does not fit", function()
+    local tl = require "tilua"
+    -- (the ring's stages: the kernel's shared bytes over a row's, the
+    -- barriers, slots and reductions' buffers less than a row)
+    local function form(k, n)
+      k:compile()
+      local ir = k:lowered_op():print()
+      local ring = ir:find("nvvm.cp.async.bulk.shared.cluster.global", 1, true) ~= nil
+      assert.equal(4, k:lowered_op():attr_or_default("tileas.launch").workspace_bytes) -- (rows claimed either way)
+      return ring, k:lowered_op():attr_or_default("shared_bytes") // (2 * n)
+    end
+    local ring, stages = form(tl.rows.rmsnorm { n = 8192 }, 8192)
+    assert.is_true(ring)
+    assert.equal(3, stages)
+    ring, stages = form(tl.rows.softmax { n = 8192 }, 8192)
+    assert.is_true(ring)
+    assert.equal(3, stages)
+    assert.equal(8, select(2, form(tl.rows.softmax { n = 1024 }, 1024))) -- (8 stages at most)
+    assert.is_false((form(tl.rows.layernorm { n = 8192 }, 8192)))
+    assert.is_false((form(tl.rows.layernorm { n = 8192, one_pass = true }, 8192)))
+    -- a form chosen (a key of the form in tl.options.row_ring): as chosen
+    tl.options.row_ring = { registers = 1 }
+    local ok1, err1 = pcall(function() assert.is_false((form(tl.rows.rmsnorm { n = 8192 }, 8192))) end)
+    tl.options.row_ring = { in_flight = 4 * 2 * 16384 } -- (not a key of the form: the default form, 4 stages)
+    local ok2, err2 = pcall(function() assert.equal(4, select(2, form(tl.rows.rmsnorm { n = 8192 }, 8192))) end)
+    tl.options.row_ring = nil
+    assert(ok1, err1)
+    assert(ok2, err2)
   end)
 
   it("the row rule's units (tileas-assign-layouts): 8 bytes a thread's access for a row copy of >= 64 bytes a thread, 16 for rows with arithmetic; tl.options.blocked_unit forces 4, 8 or 16", function()
@@ -104,6 +134,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
   it("the register loop's rows in one branch a row (row_ring.whole = 1): full rows, ragged and unaligned ones", function()
     local tl = require "tilua"
     local function v4(k) return select(2, k:compile():gsub("ld%.global%.v4", "")) end
+    tl.options.row_ring = { registers = 1 } -- (the register loop: RMSNorm's default is the shared ring)
     local each = v4(tl.rows.rmsnorm { n = 8192 }) -- (4 vectors of the next row before the loop and in it, W's 4)
     tl.options.row_ring = { whole = 1 }
     local ok, err = pcall(function()
@@ -125,9 +156,9 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
 
   it("the shared row ring (row_ring.registers = 0): one CTA walks every row, ragged and aligned; protocol clean", function()
     local tl = require "tilua"
-    local k0 = tl.rows.rmsnorm { n = 1024 }
+    local k0 = tl.rows.layernorm { n = 1024 }
     k0:compile()
-    assert.is_nil(k0:lowered_op():print():find("mbarrier", 1, true)) -- (the default: rows in registers)
+    assert.is_nil(k0:lowered_op():print():find("mbarrier", 1, true)) -- (LayerNorm's default: rows in registers)
     tl.options.row_ring = { registers = 0 }
     local ok, err = pcall(function()
       local fresh = assert(loadfile "examples/tile_rows.lua")("--library") -- (kernels compiled with the option)
@@ -288,6 +319,40 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
         claims_protocol(fresh, "row_copy", { 9, 1024 })
       end)
     end
+  end)
+
+  it("the shared ring with rows claimed at run time (row_ring = {registers = 0, claims = 1}): bulk copies in, the threads' stores out, each refill a claim made an iteration before; several CTAs lapping, ragged and aligned; the counter back to 0; protocol clean", function()
+    local tl = require "tilua"
+    -- (in_flight: 2 and 3 stages of a row of 1024 bf16 at 2 CTAs an SM; and the rule's 8)
+    for _, o in ipairs { { registers = 0, claims = 1, in_flight = 2 * 2 * 2048 }, { registers = 0, claims = 1, in_flight = 3 * 2 * 2048 },
+                         { registers = 0, claims = 1 } } do
+      with_ring(o, function(fresh)
+        local k = tl.rows.rmsnorm { n = 1024 }
+        claims_kernel(k)
+        local ir = k:lowered_op():print()
+        assert.truthy(ir:find("nvvm.cp.async.bulk.shared.cluster.global", 1, true))
+        assert.is_nil(ir:find("nvvm.cp.async.bulk.global.shared.cta", 1, true)) -- (the threads store)
+        -- (fewer rows than the CTAs' static stages, rows claimed by 1 to 4 CTAs)
+        claims_runs(fresh, { { "rmsnorm", { 3, 520 }, 4 }, { "rmsnorm", { 13, 1024 }, 2 }, { "softmax", { 9, 4101 }, 2 },
+                             { "layernorm", { 11, 515 }, 3 }, { "row_copy", { 17, 1030 }, 1 }, { "layernorm_1pass", { 10, 2048 }, 2 },
+                             { "rmsnorm", { 7, 1000 }, 2 } },
+          51, ("shared ring, claims, in_flight %s"):format(tostring(o.in_flight)))
+        claims_protocol(fresh, "row_copy", { 9, 1024 })
+      end)
+    end
+  end)
+
+  it("the shared ring's reads of the stage in one branch a row (row_ring = {registers = 0, claims = 1, whole = 1}): full rows (every vector from the stage), ragged and unaligned ones (the tail from the tensor); several CTAs lapping", function()
+    local tl = require "tilua"
+    with_ring({ registers = 0, claims = 1, whole = 1, in_flight = 2 * 2 * 16384 }, function(fresh)
+      local k = tl.rows.rmsnorm { n = 1024 }
+      claims_kernel(k)
+      assert.truthy(k:lowered_op():print():find("nvvm.cp.async.bulk.shared.cluster.global", 1, true))
+      -- (the examples' tile: 8192; rows of 8192 take the one branch, shorter ones the other)
+      claims_runs(fresh, { { "rmsnorm", { 7, 8192 }, 2 }, { "softmax", { 5, 8192 }, 2 }, { "layernorm", { 5, 8192 }, 2 },
+                           { "softmax", { 9, 4101 }, 2 }, { "layernorm", { 11, 515 }, 3 }, { "rmsnorm", { 7, 1000 }, 2 } },
+        61, "shared ring, claims, one branch a row")
+    end)
   end)
 
   it("LayerNorm of rows far from 0 (f32, 1000 + [-1, 1)), both forms: the exact statistics on full rows and on rows shorter than the tile (masked, not (n - N) mean^2 subtracted), rows claimed by several CTAs, two rows ahead", function()

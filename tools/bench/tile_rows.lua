@@ -357,6 +357,35 @@ local cases = {
   { "layernorm, whole, unit 8", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { whole = 1 }, unit = 8 },
   { "rmsnorm, whole, 2 ahead", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { whole = 1, registers = 2, claims = 1 } },
   { "softmax, whole, 2 ahead", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { whole = 1, registers = 2, claims = 1 } },
+  -- (s15) the shared ring with its rows claimed at run time (registers = 0,
+  -- claims = 1: thread 0 copies the rows in by cp.async.bulk, the threads read
+  -- them from the stage and store them; a refill a claim): stages from the
+  -- bytes in flight (the rule's 128 KiB an SM: 4 rows of 8192 bf16 a CTA;
+  -- 64 / 96 / 160 / 192 KiB: 2 / 3 / 5 / 6)
+  { "rmsnorm, ring, claims", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 0, claims = 1 } },
+  { "softmax, ring, claims", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 0, claims = 1 } },
+  { "layernorm, ring, claims", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1 } },
+  { "layernorm, ring, claims, hoist 1", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1 } },
+  { "layernorm, one pass, ring, claims, hoist 1", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes,
+    { registers = 0, claims = 1, hoist = 1 } },
+  { "row copy (Y = X), ring, claims", row_copy(8), sm_launch, 2 * bytes, { registers = 0, claims = 1 } },
+  { "row copy (Y = X), ring 6, claims", row_copy(8), sm_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 196608 } },
+  { "rmsnorm, ring 2, claims", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 65536 } },
+  { "rmsnorm, ring 3, claims", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 98304 } },
+  { "rmsnorm, ring 5, claims", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 163840 } },
+  { "rmsnorm, ring 6, claims", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 196608 } },
+  { "softmax, ring 3, claims", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 98304 } },
+  { "softmax, ring 6, claims", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 196608 } },
+  { "layernorm, ring 3, claims, hoist 1", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304 } },
+  { "layernorm, ring 6, claims, hoist 1", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 196608 } },
+  { "rmsnorm, ring, claims, 3 CTAs an SM", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 0, claims = 1, per_sm = 3 } },
+  -- (s15norm-2) the stage's reads in one branch a row (whole = 1), the ring of
+  -- 2 for softmax
+  { "rmsnorm, ring 3, claims, whole", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 98304, whole = 1 } },
+  { "softmax, ring 3, claims, whole", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 98304, whole = 1 } },
+  { "softmax, ring 2, claims", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 65536 } },
+  { "layernorm, ring 3, claims, hoist 1, whole", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
+  { "layernorm, ring, claims, hoist 1, whole", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, whole = 1 } },
   { "row copy (Y = X), raw 8 B x 8, a CTA a row, 2 CTAs an SM", raw_copy(8, 8), raw_launch(8, 8, nil, SMEM2), 2 * bytes, raw = true },
   { "row copy (Y = X), raw 8 B x 16, a CTA 2 rows, 2 CTAs an SM", raw_copy(8, 16), raw_launch(8, 16, nil, SMEM2), 2 * bytes, raw = true },
 }

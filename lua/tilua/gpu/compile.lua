@@ -22,7 +22,9 @@
 --                           (tl.compile's); "passes": the latter only
 --   tl.options.row_ring     nil (the default): a program without a dot that loads
 --                           and stores a row gets convert-tileas-to-cutlass's row loop
---                           (rowring.lua: the next row in registers); false: never
+--                           (rowring.lua: the next row in registers; one row
+--                           reduced and at most one other tile loaded: the
+--                           shared ring, rows claimed); false: never
 --                           (one CTA a program);
 --                           a table {per_sm, in_flight, hoist}: the ring with
 --                           those (hoist = 0: W and B loaded once a row, 1:
@@ -32,7 +34,8 @@
 --                           8192); nil: rowring.lua's budget; benchmarks
 --                           compare them; registers = d: each thread loads its
 --                           part of the row d programs ahead into registers while
---                           it works on this one (1), 0: the shared ring;
+--                           it works on this one (1), 0: the shared ring
+--                           (with claims = 1: its rows claimed, a refill a claim);
 --                           async = S: a ring of S rows that each thread fills
 --                           with its own chunks by cp.async; claims = K (1, 2,
 --                           4): the register loop (registers = 1; registers

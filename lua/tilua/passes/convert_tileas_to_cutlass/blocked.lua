@@ -690,19 +690,30 @@ function B.tiled_load(L, op, ring)
   local function from_global(g, at)
     return tl.if_(at.fast, function() return read(address(L, e, at.row, at.idx[D.rank])) end, function() return slow(g) end)
   end
+  -- a group's registers: from the ring's stage where the copy covers it,
+  -- else from the tensor
+  local function group(g)
+    local at = place(g)
+    if not ring then return from_global(g, at) end
+    local col = at.idx[D.rank]
+    return tl.if_(both((col + vec):le(ring.elems), valid(D, g[1])),
+      function() return read(ring.base + col) end, function() return from_global(g, at) end)
+  end
   local gs = groups(D, vec)
   -- (L.whole_row: rowring.lua's row_ring.whole) one branch for a tile whose
   -- groups lie in one row: every group's vector load where the last one may
-  -- go (the row inside, the last group's end inside, aligned), its address
-  -- the first group's plus a constant; else each group on its own branch as
-  -- without
+  -- go (the row inside, the last group's end inside, aligned; with `ring`:
+  -- the last group's end inside the stage's copy), its address the first
+  -- group's plus a constant; else each group on its own branch as without
   local whole
   local first, last = row_span(D, gs)
-  if L.whole_row and vec > 1 and #gs > 1 and not ring and first then
+  if L.whole_row and vec > 1 and #gs > 1 and not given and first then
     local a1, al = place(first), place(last)
     local rank = D.rank
-    whole = table.pack(tl.if_(al.fast, function()
-      local p0, out = address(L, e, a1.row, a1.idx[rank]), {}
+    local all = al.fast
+    if ring then all = both((al.idx[rank] + vec):le(ring.elems), valid(D, last[1])) end
+    whole = table.pack(tl.if_(all, function()
+      local p0, out = ring and ring.base + a1.idx[rank] or address(L, e, a1.row, a1.idx[rank]), {}
       for _, g in ipairs(gs) do
         local c = D.off[g[1]][rank] - D.off[first[1]][rank]
         for _, v in ipairs { read(c == 0 and p0 or p0 + c) } do out[#out + 1] = v end
@@ -711,7 +722,7 @@ function B.tiled_load(L, op, ring)
     end, function()
       local out = {}
       for _, g in ipairs(gs) do
-        for _, v in ipairs { from_global(g, place(g)) } do out[#out + 1] = v end
+        for _, v in ipairs { group(g) } do out[#out + 1] = v end
       end
       return table.unpack(out)
     end))
@@ -728,13 +739,8 @@ function B.tiled_load(L, op, ring)
         outs = table.pack(take(nout))
       elseif whole then
         outs = table.pack(table.unpack(whole, (k - 1) * nout + 1, k * nout))
-      elseif ring then
-        local at = place(g)
-        local col = at.idx[D.rank]
-        outs = table.pack(tl.if_(both((col + vec):le(ring.elems), valid(D, g[1])),
-          function() return read(ring.base + col) end, function() return from_global(g, at) end))
       else
-        outs = table.pack(from_global(g, place(g)))
+        outs = table.pack(group(g))
       end
       for j = 1, nout do raw[#raw + 1] = outs[j] end
       if half then

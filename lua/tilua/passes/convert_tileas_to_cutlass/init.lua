@@ -208,7 +208,7 @@ end
 -- each thread fills by cp.async, 4: the next row in registers, the rows
 -- claimed at run time, 5: the next two rows in registers, claimed, 6: as 4,
 -- each claim published an iteration later, 7: the shared ring of 3 with bulk
--- stores, 8: as 7, the rows claimed) overrides
+-- stores, 8: as 7, the rows claimed, 9: the shared ring, the rows claimed) overrides
 -- tl.options.row_ring's choice of form (rowring.lua); transpose_claims (0 or
 -- 1) tl.options.tile_transpose's claims, transpose_form (1: TMA, 2: pairs, 3:
 -- through the registers; 0: the rule) its form (transpose.lua); merge_lines=0 keeps

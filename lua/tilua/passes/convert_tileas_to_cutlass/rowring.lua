@@ -17,8 +17,10 @@
 --                               loads of shared memory), a barrier (the stage is read),
 --                               thread 0 refills it with the row of program q + stages * grid
 --
--- That is the shared ring (tl.options.row_ring = {registers = 0}). By default
--- (registers = d, 1) the loop has no ring: each thread loads its registers of
+-- That is the shared ring (tl.options.row_ring = {registers = 0}). The
+-- register loop (registers = d, 1; the default but for the rule in Ring.plan:
+-- one row reduced, at most one other tile -> the shared ring, rows claimed)
+-- has no ring: each thread loads its registers of
 -- the row d programs ahead while it works on this one (loop_registers), 0.88
 -- of a copy's bandwidth against the ring's 0.80-0.84 (its one issuing thread,
 -- its barrier before a refill, the shared round trip).
@@ -33,7 +35,9 @@
 -- With claims = K (tl.options.row_ring = {claims = K}, K = 1, 2 or 4) the
 -- register loop takes its rows by runtime claims on a counter, K rows a
 -- claim, instead of by stride (loop_claims); with registers = 2 (K = 1) it
--- keeps two rows ahead in registers.
+-- keeps two rows ahead in registers. The shared ring with claims = 1
+-- ({registers = 0, claims = 1}) refills each stage it has read with a row
+-- claimed an iteration before (a slot a stage holds its program; Ring.build).
 --
 -- The third form (async = S, tl.options.row_ring = {async = S}): a ring of S
 -- rows in shared memory that each thread fills itself with cp.async (16 bytes
@@ -56,6 +60,9 @@ local PER_SM = 2 -- CTAs an SM (at least: the kernel's min_ctas where larger)
 local IN_FLIGHT = 128 * 1024 -- bytes of rows an SM aims to have in flight
 local MAX_STAGES = 8
 local MAX_SM_RING_BYTES = 192 * 1024 -- the rings of an SM's per_sm CTAs at most (an SM has 227 KiB of shared memory)
+local SHARED_IN_FLIGHT = 96 * 1024 -- the default shared ring's (3 rows of 8192 bf16 a CTA at 2 CTAs an SM)
+-- tl.options.row_ring's keys that choose the form (the default's rule: none given)
+local FORM_KEYS = { "registers", "async", "bulk", "claims", "stream", "late", "store", "whole" }
 local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's overhead)
 
 -- The ring's plan for the persistent loop `wop` of a compute agent, or nil
@@ -67,7 +74,8 @@ local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's o
 local FORCED = { { registers = 0, async = 0, claims = 0 }, { registers = 1, async = 0, claims = 0 },
                  { async = 3, claims = 0 }, { registers = 1, async = 0, claims = 1 },
                  { registers = 2, async = 0, claims = 1 }, { registers = 1, async = 0, claims = 1, late = 1 },
-                 { bulk = 3, registers = 0, async = 0, claims = 0 }, { bulk = 3, registers = 0, async = 0, claims = 1 } }
+                 { bulk = 3, registers = 0, async = 0, claims = 0 }, { bulk = 3, registers = 0, async = 0, claims = 1 },
+                 { registers = 0, async = 0, claims = 1 } }
 
 -- The hints of the register loop's loads of the rows ahead (row_ring.stream):
 -- 1 = ld.global.L1::no_allocate, 2 = ld.global.cs (evict first in L1 and L2).
@@ -88,12 +96,6 @@ function Ring.plan(L, wop)
   local async = choice("async", 0)
   local bulk = not async and choice("bulk", 0)
   if bulk then async = nil end
-  -- the rows in registers by default (0.88 of a copy against the shared ring's
-  -- 0.80-0.84), claimed at run time one a claim (the register loop of one row
-  -- ahead only; 0.92-0.94 of a copy against 0.86-0.88 by stride, docs/PERF.md)
-  local registers = not async and not bulk and choice("registers", 1)
-  local claims = registers and choice("claims", 1) or nil
-  if registers and registers > 1 and claims ~= 1 then claims = nil end -- (d rows ahead: claims of one row only)
   local after = wop:region(2):entry()
   local pid = after:arg(1):id()
   local loads, bytes, other_ids = {}, 0, false
@@ -126,9 +128,46 @@ function Ring.plan(L, wop)
     stores_row = stores_row or (ti and #ti.shape == 2 and ti.shape[1] == 1 and ti.shape[2] * R.elem_bytes(ti.elem) >= MIN_ROW_BYTES)
   end
   if #loads == 0 or not stores_row then return nil end
+  -- The default form (none chosen: Ring.forced nil, tl.options.row_ring
+  -- without a key of the form): the shared ring with its rows claimed, 3
+  -- stages of a row of 8192 bf16 (SHARED_IN_FLIGHT), for a program that loads
+  -- one row, reduces it and loads at most one other tile (RMSNorm's W; a
+  -- softmax): s15norm-1 on the H200, RMSNorm 0.963-0.964 of cuMemcpyDtoD
+  -- against the register loop's 0.951, softmax 0.953-0.960 against
+  -- 0.948-0.955, in both rounds. Else the rows in registers (0.88 of a copy
+  -- against the shared ring's 0.80-0.84 by stride; LayerNorm's W and B: the
+  -- ring 0.928-0.929 against 0.928-0.936; a row copy, no reduction: 0.952
+  -- against 0.960), claimed at run time one a claim (the register loop of one
+  -- row ahead only; 0.92-0.94 of a copy against 0.86-0.88 by stride,
+  -- docs/PERF.md).
+  local shared_default = false
+  if not forced and not async and not bulk then
+    local form = false
+    for _, k in ipairs(FORM_KEYS) do form = form or opts[k] ~= nil end
+    if not form and #loads == 1 then
+      local reduces, others = false, 0
+      for _, o in ipairs(after:ops()) do
+        reduces = reduces or o:name() == "tileas.reduce"
+        if o:name() == "tileas.tiled_load" and o:id() ~= loads[1].op:id() then others = others + 1 end
+      end
+      shared_default = reduces and others <= 1
+    end
+  end
+  local registers = not async and not bulk and (shared_default and 0 or choice("registers", 1))
+  registers = registers and registers > 0 and registers or nil
+  local claims = registers and choice("claims", 1) or nil
+  if registers and registers > 1 and claims ~= 1 then claims = nil end -- (d rows ahead: claims of one row only)
   local per_sm = opts.per_sm or math.max(PER_SM, L.kop:kernel_spec().min_ctas or 0)
   local by_op = {}
   for _, r in ipairs(loads) do by_op[r.op:result(1):id()] = r end
+  if shared_default then
+    -- (rows too long for 2 stages an SM's CTAs: the register loop)
+    local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, (opts.in_flight or SHARED_IN_FLIGHT) // (per_sm * bytes)))
+    if stages >= 2 then
+      return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1, claims = 1 }
+    end
+    registers, claims = 1, 1
+  end
   if registers then
     -- the next `registers` rows in registers: a thread's share of them at
     -- most a quarter of its registers at per_sm CTAs an SM (else it would spill)
@@ -168,10 +207,12 @@ function Ring.plan(L, wop)
     end
     if #loads ~= 1 or not out then return nil end
   end
-  local bulk_claims = bulk and (choices.claims or 0) > 0 and 1 or nil -- (one row a claim)
+  -- (the shared rings, bulk stores or not: rows claimed at run time where
+  -- claims is given, one row a claim; by stride otherwise)
+  local ring_claims = (choices.claims or 0) > 0 and 1 or nil
   if stages < 2 then return nil end -- (rows too long for two stages in every CTA of an SM)
   return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1,
-           out = out, claims = bulk_claims }
+           out = out, claims = ring_claims, whole = (opts.whole or 0) > 0 }
 end
 
 -- The bytes of program q's row that ring r's copy moves (an i32; 0: none), a
@@ -209,9 +250,13 @@ end
 -- env.tiled_load of a ring's load in iteration (q, s, phase): wait for the
 -- stage, the registers from it, a barrier, the stage refilled.
 local function ring_load(L, P, r, it)
-  if not P.slots then tl.mbarrier_wait(r.bars + it.s, it.phase) end -- (claims: waited for in the loop's condition)
+  -- (claims: the first load's stage waited for in the loop's condition)
+  if not (P.slots and r == P.loads[1]) then tl.mbarrier_wait(r.bars + it.s, it.phase) end
   local bytes = row_bytes(L, r, it.q)
+  -- (P.whole: the stage's reads in one branch, row_ring.whole; the stores as without)
+  L.whole_row = P.whole
   local x = B.tiled_load(L, r.op, { base = r.smem + it.s * r.n, elems = bytes // r.eb })
+  L.whole_row = nil
   if P.out then
     -- (bulk stores: the stage refilled once stored, bulk_store; a barrier
     -- before the threads write the row back into it unless each writes only
@@ -220,7 +265,7 @@ local function ring_load(L, P, r, it)
     return x
   end
   tl.barrier()
-  fill(L, P, r, it.s, it.q + P.ahead)
+  fill(L, P, r, it.s, it.next)
   return x
 end
 
@@ -582,13 +627,10 @@ function Ring.build(L, env, wop, P)
     end
     return hoisted
   end
-  if P.claims and not P.out then
-    programs()
-    return loop_claims(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
-  end
   if P.registers then
     programs()
-    return loop_registers(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
+    local loop = P.claims and loop_claims or loop_registers
+    return loop(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
   end
   if P.async then
     programs()
@@ -599,7 +641,7 @@ function Ring.build(L, env, wop, P)
     r.smem = L.k:shared(r.elem, S * r.n, { align = 128 })
     r.bars = L.k:shared(tl.i64, S, { align = 8 })
   end
-  if P.out and P.claims then P.slots = L.k:shared(tl.i32, S, { align = 8 }) end
+  if P.claims then P.slots = L.k:shared(tl.i32, S, { align = 8 }) end
   L.tid = L.tid or tl.thread_id("x")
   tl.if_(L.tid:eq(0), function()
     for _, r in ipairs(P.loads) do
@@ -610,7 +652,6 @@ function Ring.build(L, env, wop, P)
   tl.barrier()
   local total = programs()
   local first, grid = tl.block_id("x"), tl.grid_dim("x")
-  P.ahead = grid * S
   for j = 0, S - 1 do
     for _, r in ipairs(P.loads) do fill(L, P, r, tl.const(j, tl.i32), first + grid * j) end
   end
@@ -630,7 +671,33 @@ function Ring.build(L, env, wop, P)
     local wrap = s1:eq(S)
     return tl.select(wrap, zero, s1), tl.select(wrap, it.phase ~ 1, it.phase)
   end
-  if P.slots then
+  if P.slots and not P.out then
+    -- (the shared ring, the rows claimed) every iteration refills the stage it
+    -- read with a claim made one iteration before (thread 0: an atomic add on
+    -- the counter, c: program S grid + c; the first before the loop), so that
+    -- the atomic's answer has had a whole body's time when the refill reads it.
+    -- A CTA claims once before the loop and once an iteration that runs a
+    -- program: a launch makes programs + grid claims, and the thread whose
+    -- claim returns the last puts the counter back to 0. The claim still
+    -- unused at the exit holds no program: it was made after the claim (or
+    -- the static row) of the stage that ended the loop, which held none.
+    local counter = L.args[L.P.lowered_workspace]
+    local one = tl.const(1, tl.i32)
+    local last = total + grid - one
+    local t0 = L.tid:eq(0)
+    local c0 = tl.if_(t0, function() return tl.atomic_add(counter, one) end, function() return zero end)
+    tl.while_({ zero, zero, c0 }, function(s, phase, pending)
+      tl.mbarrier_wait(P.loads[1].bars + s, phase)
+      local q = (P.slots + s):load()
+      return q:lt(total), q, s, phase, pending
+    end, function(q, s, phase, pending)
+      local c = tl.if_(t0, function() return tl.atomic_add(counter, one) end, function() return zero end)
+      local s1, phase1 = body { q = q, s = s, phase = phase, next = pending + grid * S }
+      tl.if_(t0 & c:eq(last), function() tl.atomic_exch(counter, zero) end)
+      return s1, phase1, c
+    end)
+    tl.if_(t0 & c0:eq(last), function() tl.atomic_exch(counter, zero) end)
+  elseif P.slots then
     -- (bulk stores, the rows claimed) iteration n of the CTA (n >= 1) claims
     -- (thread 0: an atomic add on the counter, c: program S grid + c) and
     -- refills the previous stage with the claim once its row is stored: a
@@ -655,7 +722,8 @@ function Ring.build(L, env, wop, P)
     end)
   else
     tl.for_range(first, total, grid, { zero, zero }, function(q, s, phase)
-      return body { q = q, s = s, phase = phase, refill = q:gt(first), next = q + grid * (S - 1) }
+      -- (bulk stores: the previous stage refilled, S - 1 grids ahead of q; else this one, S grids ahead)
+      return body { q = q, s = s, phase = phase, refill = q:gt(first), next = q + grid * (P.out and S - 1 or S) }
     end)
   end
   if P.out then tl.if_(L.tid:eq(0), function() tl.bulk_wait(0) end) end -- (the rows' copies complete)
