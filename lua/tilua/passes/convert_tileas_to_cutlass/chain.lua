@@ -640,8 +640,13 @@ local function iteration(S, C, kk)
   reduced_stores(S)
   release_late(S)
   for _, d in ipairs(an.late) do S.late_result[d] = results[d] end
-  register_operands(S, n)
+  -- the late dots' accumulators first (the rescaled O), then their A registers (P packed):
+  -- stdlib/attention.lua's order. With the packs first, ptxas hoisted the late group's wait
+  -- above most of the softmax's exp2 to pack early (the packed registers are those the
+  -- group in flight reads), and the warps stalled at it (s15tattn-1: 1624 of the loop's
+  -- 32647 stall samples at the wait, against 20 in stdlib's kernel)
   accumulators(S, n)
+  register_operands(S, n)
   update_cells(S, C, n, n.acc, nv)
 end
 
