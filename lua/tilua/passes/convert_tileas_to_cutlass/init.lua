@@ -77,6 +77,7 @@ local Consumer = require "tilua.passes.convert_tileas_to_cutlass.consumer"
 local Compute = require "tilua.passes.convert_tileas_to_cutlass.compute"
 local Staged = require "tilua.passes.convert_tileas_to_cutlass.staged"
 local Sums = require "tilua.passes.convert_tileas_to_cutlass.sums"
+local Chain = require "tilua.passes.convert_tileas_to_cutlass.chain"
 
 local M = {}
 
@@ -222,6 +223,7 @@ function M.convert(module, options)
   Staged.merge_lines = not (options and options.merge_lines == 0)
   require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = options and options.linear_desc == 1 or nil
   Sums.enabled = not (options and options.sums_by_dot == 0) and tl.options.sums_by_dot ~= false
+  Chain.wait_fence = not (options and options.wait_fence == 0) and tl.options.wait_fence ~= false
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then
