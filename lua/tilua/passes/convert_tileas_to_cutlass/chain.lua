@@ -641,7 +641,7 @@ local function iteration(S, C, kk)
   -- a CTA fence right before the late group's wait (Chain.wait_fence, tl.options.wait_fence):
   -- ptxas takes that wait no earlier than the fence, so every exp2 of the body runs while the
   -- late dots do. Without it ptxas hoisted the wait above most of them to pack P early (its
-  -- registers are those of the P the group in flight reads): attention d128, G16 W1 E5 W0 E61
+  -- registers are those of the P the group in flight reads): attention d128, G16 W1 E6 W0 E60
   -- (SASS), the warps stalled at the wait (s15tattn-1: 1624 of the loop's 32647 stall
   -- samples; 20 in stdlib's kernel, whose ptxas order is E18 W0 E48); with it E66 W0, at one
   -- MEMBAR.ALL.CTA a block, at every head dim and causal or not
