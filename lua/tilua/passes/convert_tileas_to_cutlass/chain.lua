@@ -14,7 +14,7 @@
 --                wait for the ahead group, release its stages; the body's
 --                register ops of j (the late dots' A operands and the values
 --                the loop carries computed); wait for the late group, release
---                its stages (a CTA fence first: Chain.wait_fence); the late
+--                its stages (with Chain.wait_fence a CTA fence first); the late
 --                dots' accumulators of j computed from their results (the
 --                rescaled O), then their A registers
 --   after        wait the late dots' last stages, issue them, wait, release
@@ -56,7 +56,7 @@ local Masks = require "tilua.passes.convert_tileas_to_cutlass.masks"
 local InOrder = require "tilua.passes.convert_tileas_to_cutlass.in_order"
 
 local Chain = {}
-Chain.wait_fence = true -- (init.lua sets it a run: tl.options.wait_fence, the pass option wait_fence)
+Chain.wait_fence = false -- (init.lua sets it a run: tl.options.wait_fence, the pass option wait_fence)
 
 -- {=== reading the loop
 
@@ -638,13 +638,13 @@ local function iteration(S, C, kk)
   if S.reducing then S.staged = o.staged ~ 1 end -- (the other tile: the late dots just issued read this one)
   lower_body(S, nv)
   local n = outputs_before_wait(S)
-  -- a CTA fence right before the late group's wait (Chain.wait_fence, tl.options.wait_fence):
-  -- ptxas takes that wait no earlier than the fence, so every exp2 of the body runs while the
-  -- late dots do. Without it ptxas hoisted the wait above most of them to pack P early (its
-  -- registers are those of the P the group in flight reads): attention d128, G16 W1 E6 W0 E60
-  -- (SASS), the warps stalled at the wait (s15tattn-1: 1624 of the loop's 32647 stall
-  -- samples; 20 in stdlib's kernel, whose ptxas order is E18 W0 E48); with it E66 W0, at one
-  -- MEMBAR.ALL.CTA a block, at every head dim and causal or not
+  -- with Chain.wait_fence (tl.options.wait_fence = true; off by default): a CTA fence right
+  -- before the late group's wait. ptxas takes that wait no earlier than the fence, so every
+  -- exp2 of the body comes before it (attention d128: G16 W1 E66 W0, where ptxas otherwise
+  -- takes it after 6 of the 66 to pack P early, its registers those of the P the group in
+  -- flight reads, and the warps stall there: s15tattn-1, 1624 of the loop's 32647 stall
+  -- samples). Measured slower (s15tattn-2: d128 0.913 of stdlib against 0.949 without, d64
+  -- 0.885 against 0.944; the rescale and the packs after the wait then wait on the exp2)
   if Chain.wait_fence then tl.fence("cta") end
   tl.wgmma_wait(0)
   reduced_stores(S)
