@@ -651,10 +651,9 @@ local function iteration(S, C, kk)
   release_late(S)
   for _, d in ipairs(an.late) do S.late_result[d] = results[d] end
   -- the late dots' accumulators first (the rescaled O), then their A registers (P packed):
-  -- stdlib/attention.lua's order. With the packs first, ptxas hoisted the late group's wait
-  -- above most of the softmax's exp2 to pack early (the packed registers are those the
-  -- group in flight reads), and the warps stalled at it (s15tattn-1: 1624 of the loop's
-  -- 32647 stall samples at the wait, against 20 in stdlib's kernel)
+  -- stdlib/attention.lua's order (s15tattn-2: level with the packs first at d128 and causal,
+  -- +1 % at d64). ptxas takes the wait where it first packs P either way (attention d128:
+  -- after 5 of the 66 exp2 in this order, 6 in the other; stdlib's kernel after 18)
   accumulators(S, n)
   register_operands(S, n)
   update_cells(S, C, n, n.acc, nv)
