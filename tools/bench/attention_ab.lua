@@ -25,6 +25,8 @@
 -- and adds each kernel's ratio to it.
 -- --tile-nosum adds the tile program compiled with tl.options.sums_by_dot = false (its row
 -- sums by FADD, as before the sums by the P V GEMM: convert-tileas-to-cutlass's sums.lua);
+-- --tile-fence adds the tile program compiled with tl.options.wait_fence = true (a CTA fence
+-- before its loop's P V wait, which ptxas then takes after every exp2; slower, s15tattn-2);
 -- --tile-bm=N the tile program with programs of N query rows (N / 64 consumers; its default:
 -- 192 at head dim 64, 128 above).
 --   tilua tools/bench/attention_ab.lua --small=VARIANT [--d=64] [--causal] [--sms=N]   (for compute-sanitizer: one
@@ -48,6 +50,7 @@ for _, a in ipairs(arg) do
   if a == "--check" then o.check = true end
   if a == "--torch" then o.torch = true end
   if a == "--tile-nosum" then o.tile_nosum = true end
+  if a == "--tile-fence" then o.tile_fence = true end
   if a == "--causal" then o.causal = true end
 end
 
@@ -113,9 +116,11 @@ local function kernels(p, kinds)
         pr.bm = bm
       end
       if kind == "tile_nosum" then tl.options.sums_by_dot = false end
+      if kind == "tile_fence" then tl.options.wait_fence = true end
       k:compile()
-      tl.options.sums_by_dot = nil
+      tl.options.sums_by_dot, tl.options.wait_fence = nil, nil
       list[#list + 1] = { label = "tile program" .. (sched and ", " .. sched or "") .. (kind == "tile_nosum" and ", sums by FADD" or "")
+                            .. (kind == "tile_fence" and ", wait fence" or "")
                             .. (bm and (", bm %d"):format(bm) or ""), kind = kind,
                           run = function(x) ex.launch(k, pr, x) end }
     end
@@ -206,6 +211,7 @@ for _, p in ipairs(order) do
       kinds = p.causal and { "std", "tile", "tile_dp", "tile_persistent", "std_persistent" } or { "std", "tile", "tile_dp", "std_dp" }
     end
     if o.tile_nosum then kinds[#kinds + 1] = "tile_nosum" end
+    if o.tile_fence then kinds[#kinds + 1] = "tile_fence" end
     if o.tile_bm then kinds[#kinds + 1] = "tile_bm" end
     if o.no_tile then
       local k2 = {}

@@ -72,6 +72,11 @@
 --                           loop's row sums by its late dot where sums.lua's rule
 --                           holds (attention's l by the PV GEMM, a box of ones
 --                           beside V); false: never (the sums by FADD)
+--   tl.options.wait_fence   nil (the default): nothing; true: convert-tileas-to-cutlass
+--                           puts a CTA fence (fence.acq_rel.cta) right before a
+--                           chained loop's wait for its late dots (attention's P V),
+--                           which keeps ptxas from taking that wait above the
+--                           softmax's exp2 (chain.lua; measured slower, s15tattn-2)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --   tl.options.compile_gc   nil (the default): while k:compile runs, Lua's
@@ -142,6 +147,7 @@ local OPTIONS = {
   slicing = { function(v) return v == nil or v == false or int_in(1, 16)(v) end, "nil, false or an integer in [1, 16]" },
   blocked_unit = { function(v) return v == nil or v == 4 or v == 8 or v == 16 end, "nil, 4, 8 or 16" },
   sums_by_dot = { function(v) return v == nil or v == false end, "nil or false" },
+  wait_fence = { function(v) return v == nil or v == true end, "nil or true" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
@@ -371,7 +377,7 @@ end
 -- transpose.lua): a compile's result depends on their values, so the cache
 -- keys on them, and the kernel keeps those it was compiled with
 -- (k.lowering_options) for whatever lowers it again (gpu/emulated.lua).
-local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing", "blocked_unit", "sums_by_dot" }
+local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing", "blocked_unit", "sums_by_dot", "wait_fence" }
 
 -- -> a copy of the lowering options' values now
 function M.lowering_options()

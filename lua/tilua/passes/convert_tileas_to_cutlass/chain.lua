@@ -14,8 +14,9 @@
 --                wait for the ahead group, release its stages; the body's
 --                register ops of j (the late dots' A operands and the values
 --                the loop carries computed); wait for the late group, release
---                its stages; the late dots' accumulators of j computed from
---                their results (the rescaled O)
+--                its stages (with Chain.wait_fence a CTA fence first); the late
+--                dots' accumulators of j computed from their results (the
+--                rescaled O), then their A registers
 --   after        wait the late dots' last stages, issue them, wait, release
 --
 -- A dot whose result only a reduce-add store reads (from zeros, its A operand
@@ -55,6 +56,7 @@ local Masks = require "tilua.passes.convert_tileas_to_cutlass.masks"
 local InOrder = require "tilua.passes.convert_tileas_to_cutlass.in_order"
 
 local Chain = {}
+Chain.wait_fence = false -- (init.lua sets it a run: tl.options.wait_fence, the pass option wait_fence)
 
 -- {=== reading the loop
 
@@ -636,12 +638,24 @@ local function iteration(S, C, kk)
   if S.reducing then S.staged = o.staged ~ 1 end -- (the other tile: the late dots just issued read this one)
   lower_body(S, nv)
   local n = outputs_before_wait(S)
+  -- with Chain.wait_fence (tl.options.wait_fence = true; off by default): a CTA fence right
+  -- before the late group's wait. ptxas takes that wait no earlier than the fence, so every
+  -- exp2 of the body comes before it (attention d128: G16 W1 E66 W0, where ptxas otherwise
+  -- takes it after 6 of the 66 to pack P early, its registers those of the P the group in
+  -- flight reads, and the warps stall there: s15tattn-1, 1624 of the loop's 32647 stall
+  -- samples). Measured slower (s15tattn-2: d128 0.913 of stdlib against 0.949 without, d64
+  -- 0.885 against 0.944; the rescale and the packs after the wait then wait on the exp2)
+  if Chain.wait_fence then tl.fence("cta") end
   tl.wgmma_wait(0)
   reduced_stores(S)
   release_late(S)
   for _, d in ipairs(an.late) do S.late_result[d] = results[d] end
-  register_operands(S, n)
+  -- the late dots' accumulators first (the rescaled O), then their A registers (P packed):
+  -- stdlib/attention.lua's order (s15tattn-2: level with the packs first at d128 and causal,
+  -- +1 % at d64). ptxas takes the wait where it first packs P either way (attention d128:
+  -- after 5 of the 66 exp2 in this order, 6 in the other; stdlib's kernel after 18)
   accumulators(S, n)
+  register_operands(S, n)
   update_cells(S, C, n, n.acc, nv)
 end
 

@@ -77,6 +77,7 @@ local Consumer = require "tilua.passes.convert_tileas_to_cutlass.consumer"
 local Compute = require "tilua.passes.convert_tileas_to_cutlass.compute"
 local Staged = require "tilua.passes.convert_tileas_to_cutlass.staged"
 local Sums = require "tilua.passes.convert_tileas_to_cutlass.sums"
+local Chain = require "tilua.passes.convert_tileas_to_cutlass.chain"
 
 local M = {}
 
@@ -226,6 +227,7 @@ function M.convert(module, options)
   Staged.merge_lines = not (options and options.merge_lines == 0)
   require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = options and options.linear_desc == 1 or nil
   Sums.enabled = not (options and options.sums_by_dot == 0) and tl.options.sums_by_dot ~= false
+  Chain.wait_fence = (options and options.wait_fence == 1) or tl.options.wait_fence == true
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then
