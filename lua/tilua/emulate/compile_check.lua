@@ -11,8 +11,8 @@
 local M = {}
 
 -- Emulator work a kernel, by default (tl.options.check_protocol_work; units of
--- machine.lua's Run:clock): about half a second on one core of a 2024 x86
--- machine.
+-- machine.lua's Run:clock): 0.15-0.2 s of one core of the dev machine
+-- (measured on the dynamic GEMMs, 2026-11-30).
 M.WORK = 3000000
 
 local function default_note(line) io.stderr:write(line, "\n") end
