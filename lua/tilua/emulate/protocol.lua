@@ -303,12 +303,14 @@ function M.inputs(k, o)
   local grid = o.grid or default_grid(kop)
   local sizes = o.n and { o.n } or o.sizes or derived_sizes(kop, grid)
   local fixed = fixed_params(kop, grid)
-  local sized = false -- an integer parameter the grid does not fix: the size can change what the kernel does
+  -- the integer parameters the grid does not fix: with none, the size cannot
+  -- change what the kernel does
+  local ints = {}
   for i, a in ipairs(kop:region(1):entry():args()) do
     local kind = a:type():info().kind
-    sized = sized or ((kind == "int" or kind == "index") and not fixed[i])
+    if (kind == "int" or kind == "index") and not fixed[i] then ints[#ints + 1] = i end
   end
-  if not sized then sizes = { sizes[1] } end
+  if #ints == 0 then sizes = { sizes[1] } end
   local function run(size, small)
     return pcall(em.run, o.decoded or kop, { grid = grid, args = args_for(kop, size, o, fixed, small), max_steps = o.max_steps,
                                              max_ops = o.max_ops, values = false, deadline = o.deadline, work = o.work })
@@ -321,11 +323,6 @@ function M.inputs(k, o)
   -- after it, sized from this one) costs a fraction (a GEMM: one row of tiles,
   -- the k loop as long). A variant that fails is passed over (a parameter
   -- that small may be no input of the kernel).
-  local ints = {}
-  for i, a in ipairs(kop:region(1):entry():args()) do
-    local kind = a:type():info().kind
-    if (kind == "int" or kind == "index") and not fixed[i] then ints[#ints + 1] = i end
-  end
   local pick, small, failed, failure, fails, laps = nil, o.small, nil, nil, 0, nil
   for _, size in ipairs(sizes) do
     if #sizes == 1 then
