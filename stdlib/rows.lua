@@ -242,7 +242,10 @@ do -- tl.rows (an indented block)
           -- E[x^2] - mean^2 would cancel to nothing at |mean| >> std)
           local x0 = tl.extract(f32(tl.load(p.X, { row, 0 }, { 1, 1 })), { 0, 0 }) -- (every thread loads it)
           local d = inside(x - x0)
-          local s1, s2 = tl.reduce(d, 1, "add"), tl.reduce(d * d, 1, "add")
+          -- (d^2 made before both reduces: adjacent, they are lowered together,
+          -- one barrier for both; made between them it kept them apart)
+          local dd = d * d
+          local s1, s2 = tl.reduce(d, 1, "add"), tl.reduce(dd, 1, "add")
           local md = s1 / fn
           var = tl.maximum(s2 / fn - md * md, tl.zeros({ 1 }, tl.f32))
           mean = md + x0

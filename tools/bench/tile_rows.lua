@@ -82,6 +82,53 @@ local function row_copy(warps)
   return k
 end
 
+-- (s16) LayerNorm's body taken apart (diagnostics, on the ring form given to
+-- each case): tl.rows.layernorm's two-pass body as written there, with each
+-- of its costs changed alone: recip (the mean and variance as a product with
+-- 1 / N, not a division a row), mask = false (no select of the squares past
+-- N: right only where N is the tile's n, as here), wb = false (no W and B:
+-- not LayerNorm, not checked), plain (one pass without a shift, E[x^2] -
+-- mean^2: the two sums in one reduction, one barrier; cancels at |mean| >>
+-- std, not a form the library may take). Named "ln diag": check_rows checks
+-- those whose result is LayerNorm's (wb not false) as "layernorm".
+local function ln_diag(f)
+  tl.new_module()
+  local k = tl.tile_kernel("ln_diag", { params = { X = tl.tensor(tl.bf16, 2), W = tl.tensor(tl.bf16, 1), B = tl.tensor(tl.bf16, 1),
+                                                  Y = tl.tensor(tl.bf16, 2), Mean = tl.tensor(tl.f32, 1), Rstd = tl.tensor(tl.f32, 1),
+                                                  N = tl.i32, eps = tl.f32 }, num_warps = 8 })
+  k:define(function(_, p)
+    local row = tl.program_id("x")
+    local x = tl.load(p.X, { row, 0 }, { 1, N }):cast(tl.f32)
+    local fn = p.N:cast(tl.f32)
+    local function per_n(s) if f.recip then return s * (1.0 / fn) end return s / fn end
+    local function inside(v)
+      if f.mask == false then return v end
+      return tl.select(tl.iota({ 1, N }, 1):lt(p.N), v, tl.zeros({ 1, N }, tl.f32))
+    end
+    local mean, var, xc
+    if f.plain then
+      local xx = x * x -- (before both reduces: lowered together, one barrier)
+      local s1, s2 = tl.reduce(x, 1, "add"), tl.reduce(xx, 1, "add")
+      mean = per_n(s1)
+      var = tl.maximum(per_n(s2) - mean * mean, tl.zeros({ 1 }, tl.f32))
+      xc = x - tl.expand_dim(mean, 1)
+    else
+      mean = per_n(tl.reduce(x, 1, "add"))
+      xc = x - tl.expand_dim(mean, 1)
+      var = per_n(tl.reduce(inside(xc * xc), 1, "add"))
+    end
+    local rstd = tl.rsqrt(var + p.eps)
+    local y = xc * tl.expand_dim(rstd, 1)
+    if f.wb ~= false then
+      y = y * tl.expand_dim(tl.load(p.W, { 0 }, { N }):cast(tl.f32), 0) + tl.expand_dim(tl.load(p.B, { 0 }, { N }):cast(tl.f32), 0)
+    end
+    tl.store(p.Y, { row, 0 }, y:cast(tl.bf16))
+    tl.store(p.Mean, { row }, mean)
+    tl.store(p.Rstd, { row }, rstd)
+  end)
+  return k
+end
+
 -- (s13) the copy as a plain SIMT kernel (tl.kernel, no tile program): each
 -- thread of 8 warps moves U units of V bytes of a chunk of 256 * U * V bytes
 -- (all U loads, then all U stores), the CTAs walking the chunks by stride of
@@ -386,6 +433,21 @@ local cases = {
   { "softmax, ring 2, claims", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 65536 } },
   { "layernorm, ring 3, claims, hoist 1, whole", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
   { "layernorm, ring, claims, hoist 1, whole", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, whole = 1 } },
+  -- (s16) LayerNorm's body taken apart (ln_diag) on the hoisted ring of 3 with
+  -- one branch a row (s15norm-2's best form), and the one-pass form with its
+  -- two sums reduced together (one barrier a row)
+  { "ln diag, as the library", ln_diag {}, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
+  { "ln diag, recip", ln_diag { recip = true }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
+  { "ln diag, no mask", ln_diag { mask = false }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
+  { "ln diag, recip, no mask", ln_diag { recip = true, mask = false }, ln_launch, 2 * bytes,
+    { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
+  { "ln diag, no W B", ln_diag { wb = false }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
+  { "ln diag, plain one pass", ln_diag { plain = true, recip = true }, ln_launch, 2 * bytes,
+    { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
+  { "ln diag, recip, registers", ln_diag { recip = true }, ln_launch, 2 * bytes, { registers = 1 } },
+  { "ln diag, recip, no mask, registers", ln_diag { recip = true, mask = false }, ln_launch, 2 * bytes, { registers = 1 } },
+  { "layernorm, one pass, ring 3, claims, hoist 1, whole", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes,
+    { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
   { "row copy (Y = X), raw 8 B x 8, a CTA a row, 2 CTAs an SM", raw_copy(8, 8), raw_launch(8, 8, nil, SMEM2), 2 * bytes, raw = true },
   { "row copy (Y = X), raw 8 B x 16, a CTA 2 rows, 2 CTAs an SM", raw_copy(8, 16), raw_launch(8, 16, nil, SMEM2), 2 * bytes, raw = true },
 }
@@ -527,6 +589,7 @@ local function check_rows(name, k, launch, raw, tc)
     return "3 rows checked"
   end
   local base = name:match "^%w+" -- (a variant's program: "layernorm, 16 warps")
+  if name:match "^ln diag" and not name:match "no W B" then base = "layernorm" end
   local c = ex.cases[({ rmsnorm = "rmsnorm", softmax = "softmax", layernorm = "layernorm" })[base] or ""]
   if not c then return "run" end
   local bad = 0
