@@ -288,9 +288,36 @@ local function iota_below(L, op, D, x, b)
   if not (x.iota and s and (pred == "slt" or pred == 2) and x.D == D) then return nil end
   local base = D.base[x.iota]
   local lim = base and s - base or s
-  local regs = {}
-  for i = 1, D.n do regs[i] = tl.const(D.off[i][x.iota], tl.i32):lt(lim) end
-  return B.value(tl.i1, D, regs)
+  local regs, most = {}, 0
+  for i = 1, D.n do
+    regs[i] = tl.const(D.off[i][x.iota], tl.i32):lt(lim)
+    most = math.max(most, D.off[i][x.iota])
+  end
+  local y = B.value(tl.i1, D, regs)
+  y.below = { lim = lim, most = most, dim = x.iota } -- (every register inside where most < lim: B.elementwise's select)
+  return y
+end
+
+-- arith.select(iota < s, a, b) of a blocked tile (c.below: iota_below's) as
+-- one branch a thread (tl.options.mask_branch): where the thread's last
+-- position along the mask's dim lies below s (every element inside: a row
+-- as long as its tile, or the thread's part of a longer row wholly inside)
+-- its registers are a's, with no compare and no select; else each register
+-- compared and selected as without. -> the registers, or nil (not such a select).
+local MASK_BRANCH_MIN = 8 -- registers a thread (fewer: the selects cost less than the branch)
+local function select_below(D, c, a, b)
+  if not (tl.options.mask_branch and c.below and D.n >= MASK_BRANCH_MIN) then return nil end
+  local function at(o, i) return B.is_dist(o) and o.r[i] or o end
+  local lim, dim = c.below.lim, c.below.dim
+  return table.pack(tl.if_(tl.const(c.below.most, tl.i32):lt(lim), function()
+    local out = {}
+    for i = 1, D.n do out[i] = at(a, i) end
+    return table.unpack(out)
+  end, function()
+    local out = {}
+    for i = 1, D.n do out[i] = tl.select(tl.const(D.off[i][dim], tl.i32):lt(lim), at(a, i), at(b, i)) end
+    return table.unpack(out)
+  end))
 end
 
 -- bf16 of a word of two (the high half, or the low one) widened to f32: the
@@ -309,6 +336,10 @@ function B.elementwise(L, op, opds, fn)
   if name == "arith.cmpi" and B.is_dist(x) then
     local y = iota_below(L, op, D, x, opds[2])
     if y then return y end
+  end
+  if name == "arith.select" and B.is_dist(x) and x.D == D then
+    local regs = select_below(D, x, opds[2], opds[3])
+    if regs then return B.value(ti.elem, D, { table.unpack(regs, 1, D.n) }) end
   end
   if name == "arith.extf" and B.is_dist(x) and x.words and x.elem == tl.bf16 and ti.elem == tl.f32 then
     local regs = {}
@@ -402,7 +433,9 @@ function B.reduce_many(L, ops, xs)
     local comb = COMBINE[kind]
     local ident = identity(kind, elem)
     -- the thread's registers along k, those past the extent masked
-    local vals = {}
+    -- (tl.options.reduce_tree: combined pairwise, a tree of log2 depth, not
+    -- one after another)
+    local vals, lists = {}, {}
     for r = 1, X.n do
       local off = X.off[r]
       local so = {}
@@ -410,7 +443,20 @@ function B.reduce_many(L, ops, xs)
       local j = S.index[off_key(so)]
       local v = xi.r[r]
       if X.limit[k] then v = tl.select(pos(X, r, k):lt(X.limit[k]), v, ident) end
-      vals[j] = vals[j] and comb(vals[j], v) or v
+      if tl.options.reduce_tree then
+        lists[j] = lists[j] or {}
+        table.insert(lists[j], v)
+      else
+        vals[j] = vals[j] and comb(vals[j], v) or v
+      end
+    end
+    for j, l in pairs(lists) do
+      while #l > 1 do
+        local nl = {}
+        for a = 1, #l, 2 do nl[#nl + 1] = l[a + 1] and comb(l[a], l[a + 1]) or l[a] end
+        l = nl
+      end
+      vals[j] = l[1]
     end
     for j = 1, S.n do all[(i - 1) * S.n + j], combs[(i - 1) * S.n + j] = vals[j], comb end
   end
