@@ -77,14 +77,12 @@
 --                           chained loop's wait for its late dots (attention's P V),
 --                           which keeps ptxas from taking that wait above the
 --                           softmax's exp2 (chain.lua; measured slower, s15tattn-2)
---   tl.options.mask_branch  nil (the default) or false: a select of a blocked tile
---                           by a mask iota < s, a compare and a select a register;
---                           true: one branch a thread, the thread's registers as
---                           they are where its last position lies below s
+--   tl.options.mask_branch  nil (the default): the rule -- a select of a blocked
+--                           tile by a mask iota < s as one branch a thread in
+--                           the body of a shared row ring (LayerNorm's mask of its
+--                           squares), elsewhere a compare and a select a register;
+--                           true / false: the branch everywhere / nowhere
 --                           (blocked.lua's select_below; 8 registers a thread at least)
---   tl.options.reduce_tree  nil (the default) or false: a blocked reduce combines a
---                           thread's registers one after another; true: pairwise (a
---                           tree of log2 depth: the same operations, a shorter chain)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --   tl.options.compile_gc   nil (the default): while k:compile runs, Lua's
@@ -157,7 +155,6 @@ local OPTIONS = {
   sums_by_dot = { function(v) return v == nil or v == false end, "nil or false" },
   wait_fence = { function(v) return v == nil or v == true end, "nil or true" },
   mask_branch = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
-  reduce_tree = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
@@ -387,7 +384,7 @@ end
 -- transpose.lua): a compile's result depends on their values, so the cache
 -- keys on them, and the kernel keeps those it was compiled with
 -- (k.lowering_options) for whatever lowers it again (gpu/emulated.lua).
-local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing", "blocked_unit", "sums_by_dot", "wait_fence", "mask_branch", "reduce_tree" }
+local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing", "blocked_unit", "sums_by_dot", "wait_fence", "mask_branch" }
 
 -- -> a copy of the lowering options' values now
 function M.lowering_options()

@@ -299,14 +299,24 @@ local function iota_below(L, op, D, x, b)
 end
 
 -- arith.select(iota < s, a, b) of a blocked tile (c.below: iota_below's) as
--- one branch a thread (tl.options.mask_branch): where the thread's last
--- position along the mask's dim lies below s (every element inside: a row
--- as long as its tile, or the thread's part of a longer row wholly inside)
--- its registers are a's, with no compare and no select; else each register
--- compared and selected as without. -> the registers, or nil (not such a select).
+-- one branch a thread (the mask branch): where the thread's last position
+-- along the mask's dim lies below s (every element inside: a row as long as
+-- its tile, or the thread's part of a longer row wholly inside) its
+-- registers are a's, with no compare and no select; else each register
+-- compared and selected as without. -> the registers, or nil (not such a
+-- select). The rule (B.mask_branch nil): on in the body of a shared row ring
+-- (L.shared_ring: rowring.lua's shared rings, where LayerNorm's mask of its
+-- squares takes it: s16norm-1 on the H200, the hoisted ring of 3 at 0.955-0.958
+-- of cuMemcpyDtoD against 0.938-0.945 without), off elsewhere (the register
+-- loop carries the next row in registers: there it spilled 20 bytes and ran
+-- at 0.894-0.899 against 0.930-0.939). B.mask_branch true / false (the pass's
+-- option mask_branch = 1 / 0, else tl.options.mask_branch): on / off everywhere.
 local MASK_BRANCH_MIN = 8 -- registers a thread (fewer: the selects cost less than the branch)
-local function select_below(D, c, a, b)
-  if not (tl.options.mask_branch and c.below and D.n >= MASK_BRANCH_MIN) then return nil end
+B.mask_branch = nil -- (init.lua sets it a run)
+local function select_below(L, D, c, a, b)
+  local on = B.mask_branch
+  if on == nil then on = L.shared_ring end
+  if not (on and c.below and D.n >= MASK_BRANCH_MIN) then return nil end
   local function at(o, i) return B.is_dist(o) and o.r[i] or o end
   local lim, dim = c.below.lim, c.below.dim
   return table.pack(tl.if_(tl.const(c.below.most, tl.i32):lt(lim), function()
@@ -338,7 +348,7 @@ function B.elementwise(L, op, opds, fn)
     if y then return y end
   end
   if name == "arith.select" and B.is_dist(x) and x.D == D then
-    local regs = select_below(D, x, opds[2], opds[3])
+    local regs = select_below(L, D, x, opds[2], opds[3])
     if regs then return B.value(ti.elem, D, { table.unpack(regs, 1, D.n) }) end
   end
   if name == "arith.extf" and B.is_dist(x) and x.words and x.elem == tl.bf16 and ti.elem == tl.f32 then
@@ -433,9 +443,7 @@ function B.reduce_many(L, ops, xs)
     local comb = COMBINE[kind]
     local ident = identity(kind, elem)
     -- the thread's registers along k, those past the extent masked
-    -- (tl.options.reduce_tree: combined pairwise, a tree of log2 depth, not
-    -- one after another)
-    local vals, lists = {}, {}
+    local vals = {}
     for r = 1, X.n do
       local off = X.off[r]
       local so = {}
@@ -443,20 +451,7 @@ function B.reduce_many(L, ops, xs)
       local j = S.index[off_key(so)]
       local v = xi.r[r]
       if X.limit[k] then v = tl.select(pos(X, r, k):lt(X.limit[k]), v, ident) end
-      if tl.options.reduce_tree then
-        lists[j] = lists[j] or {}
-        table.insert(lists[j], v)
-      else
-        vals[j] = vals[j] and comb(vals[j], v) or v
-      end
-    end
-    for j, l in pairs(lists) do
-      while #l > 1 do
-        local nl = {}
-        for a = 1, #l, 2 do nl[#nl + 1] = l[a + 1] and comb(l[a], l[a + 1]) or l[a] end
-        l = nl
-      end
-      vals[j] = l[1]
+      vals[j] = vals[j] and comb(vals[j], v) or v
     end
     for j = 1, S.n do all[(i - 1) * S.n + j], combs[(i - 1) * S.n + j] = vals[j], comb end
   end

@@ -78,6 +78,7 @@ local Compute = require "tilua.passes.convert_tileas_to_cutlass.compute"
 local Staged = require "tilua.passes.convert_tileas_to_cutlass.staged"
 local Sums = require "tilua.passes.convert_tileas_to_cutlass.sums"
 local Chain = require "tilua.passes.convert_tileas_to_cutlass.chain"
+local B = require "tilua.passes.convert_tileas_to_cutlass.blocked"
 
 local M = {}
 
@@ -216,7 +217,11 @@ end
 -- a staged line's box a consumer (staged.lua: the default, 1, brings the
 -- consumers' lines at consecutive row blocks in one box); linear_desc=1 builds
 -- a consumer's wgmma descriptors as one base plus the stage's and k step's
--- offsets (consumer.lua; values.lua's V.desc linear), not from each address.
+-- offsets (consumer.lua; values.lua's V.desc linear), not from each address;
+-- mask_branch=1 / 0 a select of a blocked tile by iota < s as one branch a
+-- thread everywhere / nowhere (blocked.lua's select_below; without it
+-- tl.options.mask_branch, and where that is nil the rule: in a shared row
+-- ring's body).
 function M.convert(module, options)
   local tl = require "tilua"
   local G = require "tilua.kernels.gemm"
@@ -228,6 +233,8 @@ function M.convert(module, options)
   require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = options and options.linear_desc == 1 or nil
   Sums.enabled = not (options and options.sums_by_dot == 0) and tl.options.sums_by_dot ~= false
   Chain.wait_fence = (options and options.wait_fence == 1) or tl.options.wait_fence == true
+  local mb = options and options.mask_branch
+  if mb ~= nil then B.mask_branch = mb == 1 else B.mask_branch = tl.options.mask_branch end
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then

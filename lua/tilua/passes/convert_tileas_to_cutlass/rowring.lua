@@ -19,7 +19,8 @@
 --
 -- That is the shared ring (tl.options.row_ring = {registers = 0}). The
 -- register loop (registers = d, 1; the default but for the rule in Ring.plan:
--- one row reduced, at most one other tile -> the shared ring, rows claimed)
+-- one row reduced, at most one other tile or others all hoisted -> the shared
+-- ring, rows claimed)
 -- has no ring: each thread loads its registers of
 -- the row d programs ahead while it works on this one (loop_registers), 0.88
 -- of a copy's bandwidth against the ring's 0.80-0.84 (its one issuing thread,
@@ -134,37 +135,50 @@ function Ring.plan(L, wop)
   -- one row, reduces it and loads at most one other tile (RMSNorm's W; a
   -- softmax): s15norm-1 on the H200, RMSNorm 0.963-0.964 of cuMemcpyDtoD
   -- against the register loop's 0.951, softmax 0.953-0.960 against
-  -- 0.948-0.955, in both rounds. Else the rows in registers (0.88 of a copy
-  -- against the shared ring's 0.80-0.84 by stride; LayerNorm's W and B: the
-  -- ring 0.928-0.929 against 0.928-0.936; a row copy, no reduction: 0.952
-  -- against 0.960), claimed at run time one a claim (the register loop of one
-  -- row ahead only; 0.92-0.94 of a copy against 0.86-0.88 by stride,
-  -- docs/PERF.md).
-  local shared_default = false
+  -- 0.948-0.955, in both rounds; or (s16norm) more than one other tile, all
+  -- hoisted (below: LayerNorm's W and B; s16norm-1, that form with its mask
+  -- one branch a thread, blocked.lua's select_below, 0.955-0.958 against the
+  -- register loop's 0.930-0.939). Else the rows in registers (0.88 of a copy
+  -- against the shared ring's 0.80-0.84 by stride; LayerNorm in one pass; a
+  -- row copy, no reduction: 0.952 against 0.960), claimed at run time one a
+  -- claim (the register loop of one row ahead only; 0.92-0.94 of a copy
+  -- against 0.86-0.88 by stride, docs/PERF.md).
+  local per_sm = opts.per_sm or math.max(PER_SM, L.kop:kernel_spec().min_ctas or 0)
+  local shared_default, hoisted_others = false, false
   if not forced and not async and not bulk then
     local form = false
     for _, k in ipairs(FORM_KEYS) do form = form or opts[k] ~= nil end
     if not form and #loads == 1 then
-      local reduces, others = false, 0
+      local reduces, others = false, {}
       for _, o in ipairs(after:ops()) do
         reduces = reduces or o:name() == "tileas.reduce"
-        if o:name() == "tileas.tiled_load" and o:id() ~= loads[1].op:id() then others = others + 1 end
+        if o:name() == "tileas.tiled_load" and o:id() ~= loads[1].op:id() then others[#others + 1] = o end
       end
-      shared_default = reduces and others <= 1
+      shared_default = reduces and #others <= 1
+      -- (s16norm) or more than one other tile, every one of them hoisted
+      -- before the loop under a quarter of a thread's registers in all (each
+      -- at most an eighth; LayerNorm's W and B at 8192 bf16 on 8 warps, 16 +
+      -- 16 of 128 at 2 CTAs an SM); then read in one branch a row (whole)
+      if reduces and #others > 1 and (opts.hoist == nil or opts.hoist == 1) then
+        local inv = Ring.invariant(L, { per_sm = per_sm, hoist_quarter = true }, wop, after)
+        hoisted_others = true
+        for _, o in ipairs(others) do hoisted_others = hoisted_others and inv[o:result(1):id()] == true end
+        shared_default = hoisted_others
+      end
     end
   end
   local registers = not async and not bulk and (shared_default and 0 or choice("registers", 1))
   registers = registers and registers > 0 and registers or nil
   local claims = registers and choice("claims", 1) or nil
   if registers and registers > 1 and claims ~= 1 then claims = nil end -- (d rows ahead: claims of one row only)
-  local per_sm = opts.per_sm or math.max(PER_SM, L.kop:kernel_spec().min_ctas or 0)
   local by_op = {}
   for _, r in ipairs(loads) do by_op[r.op:result(1):id()] = r end
   if shared_default then
     -- (rows too long for 2 stages an SM's CTAs: the register loop)
     local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, (opts.in_flight or SHARED_IN_FLIGHT) // (per_sm * bytes)))
     if stages >= 2 then
-      return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1, claims = 1 }
+      return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1,
+               hoist_quarter = hoisted_others or nil, whole = hoisted_others or nil, claims = 1 }
     end
     registers, claims = 1, 1
   end
@@ -315,15 +329,17 @@ end
 -- row after the reductions, s11norm-1), W alone two rows ahead or at 3 CTAs an
 -- SM (W and B hoisted at 3 CTAs an SM spilled: 0.42 of a copy). A program with
 -- one such tile (RMSNorm) hoists what it did under an eighth in all, which
--- P.hoist_eighth (row_ring.hoist = 2) keeps for every program; -> a set of
--- their results' ids.
-local function invariant(L, P, wop, after)
+-- P.hoist_eighth (row_ring.hoist = 2) keeps for every program; with
+-- P.hoist_quarter (the default's rule for several such tiles on the shared
+-- ring, Ring.plan: LayerNorm's W and B) a quarter in all; -> a set of their
+-- results' ids.
+function Ring.invariant(L, P, wop, after)
   local stored, inv = {}, {}
   R.each_op(wop, function(o) if o:name() == "tileas.tiled_store" then stored[o:operand(1):id()] = true end end)
   local threads = 32 * L.warps
   local regs = math.min(tl.core.limits().max_thread_regs, 65536 // (P.per_sm * threads)) -- (registers a thread: 255 at most)
   local each = regs // 8
-  local budget = each
+  local budget = P.hoist_quarter and regs // 4 or each
   if P.registers and not P.hoist_eighth then
     local row_words = 0
     for _, r in ipairs(P.loads) do row_words = row_words + ((r.n * r.eb + threads - 1) // threads + 3) // 4 * (P.registers + 1) end
@@ -621,7 +637,7 @@ function Ring.build(L, env, wop, P)
   end
   local after = wop:region(2):entry()
   local function hoist()
-    local hoisted = P.hoist and invariant(L, P, wop, after) or {}
+    local hoisted = P.hoist and Ring.invariant(L, P, wop, after) or {}
     for _, o in ipairs(after:ops()) do
       if o:nresults() == 1 and hoisted[o:result(1):id()] then V.at_loc(o, X.lower_op, L, o, env) end
     end
@@ -636,6 +652,8 @@ function Ring.build(L, env, wop, P)
     programs()
     return loop_async(L, env, after, P, tl.block_id("x"), tl.grid_dim("x"), hoist())
   end
+  -- (the shared rings: a mask of the row as one branch a thread, blocked.lua's select_below)
+  L.shared_ring = true
   local S = P.stages
   for _, r in ipairs(P.loads) do
     r.smem = L.k:shared(r.elem, S * r.n, { align = 128 })
@@ -727,6 +745,7 @@ function Ring.build(L, env, wop, P)
     end)
   end
   if P.out then tl.if_(L.tid:eq(0), function() tl.bulk_wait(0) end) end -- (the rows' copies complete)
+  L.shared_ring = nil
 end
 
 return Ring
