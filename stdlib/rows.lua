@@ -229,7 +229,11 @@ do -- tl.rows (an indented block)
       local once = (o.rows or 1) > 1 -- (one row a program: W and B loaded after the reductions)
       local w, b = once and as_row(p.W, n), once and as_row(p.B, n)
       each_row(p, o, n, nil, function(row, x)
-        local fn = p.N:cast(tl.f32)
+        -- (1 / N once, the means as products with it: one division a row,
+        -- not two; within about an ulp of s / N, exact where N is a power of
+        -- two. s16norm-1 on the H200: 0.958-0.962 of a copy against
+        -- 0.938-0.945 with the two divisions on the same ring)
+        local inv_n = 1.0 / p.N:cast(tl.f32)
         -- v where inside the row, else 0 (past N: padding, which must not count;
         -- the mask made where it is used, not held across the reductions)
         local function inside(v) return tl.select(tl.iota({ 1, n }, 1):lt(p.N), v, tl.zeros({ 1, n }, tl.f32)) end
@@ -246,16 +250,16 @@ do -- tl.rows (an indented block)
           -- one barrier for both; made between them it kept them apart)
           local dd = d * d
           local s1, s2 = tl.reduce(d, 1, "add"), tl.reduce(dd, 1, "add")
-          local md = s1 / fn
-          var = tl.maximum(s2 / fn - md * md, tl.zeros({ 1 }, tl.f32))
+          local md = s1 * inv_n
+          var = tl.maximum(s2 * inv_n - md * md, tl.zeros({ 1 }, tl.f32))
           mean = md + x0
           xc = x - expand_row(mean)
         else
-          mean = tl.reduce(x, 1, "add") / fn
+          mean = tl.reduce(x, 1, "add") * inv_n
           -- past the row xc is -mean: those squares must not count (masked:
           -- subtracting (n - N) mean^2 cancels where |mean| >> std)
           xc = x - expand_row(mean)
-          var = tl.reduce(inside(xc * xc), 1, "add") / fn
+          var = tl.reduce(inside(xc * xc), 1, "add") * inv_n
         end
         local rstd = tl.rsqrt(var + p.eps)
         tl.store(p.Y, { row, 0 }, (xc * expand_row(rstd) * (w or as_row(p.W, n)) + (b or as_row(p.B, n))):cast(elem))
