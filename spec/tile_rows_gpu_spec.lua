@@ -21,13 +21,15 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
   -- (every kernel's PTX through ptxas: example.tile_rows, which compiles them all)
 
   -- the row loop (convert-tileas-to-cutlass: a persistent grid of 2 CTAs an
-  -- SM; by default RMSNorm and softmax on the shared ring with their rows
-  -- claimed, 3 stages of the tile's row of 8192: 792 rows static on an H200,
-  -- the rest claimed; LayerNorm the next row loaded into registers ahead):
-  -- far more rows than CTAs, so that each CTA walks several programs; odd
-  -- lengths and aligned ones
+  -- SM; by default RMSNorm, softmax and (s16norm) LayerNorm on the shared ring
+  -- with their rows claimed, 3 stages of the tile's row of 8192: 792 rows
+  -- static on an H200, the rest claimed; LayerNorm's W and B hoisted, its mask
+  -- one branch a thread): far more rows than CTAs, so that each CTA walks
+  -- several programs; odd lengths and aligned ones; LayerNorm's rows of 8000
+  -- of 8192 and of 2000 of 2048 (f32, far from 0) on both sides of the mask
+  -- branch (threads whose part of the row lies inside it, threads past it)
   for j, t in ipairs { { "rmsnorm", { 2300, 520 } }, { "softmax", { 2300, 512 } }, { "layernorm", { 2200, 515 } },
-                       { "rmsnorm", { 800, 8192 } } } do
+                       { "rmsnorm", { 800, 8192 } }, { "layernorm", { 300, 8000 } }, { "layernorm_offset", { 700, 2000 } } } do
     if ex.cases[t[1]] and not small then
       it(("%s, %d x %d (the row loop, CTAs lapping): the CPU reference"):format(t[1], t[2][1], t[2][2]), function()
         if not GPU then pending("no GPU: " .. tl.device.error()) return end

@@ -35,8 +35,10 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end
   end)
 
-  it("the row loop by default (RMSNorm, softmax: the shared ring, rows claimed; LayerNorm: the next row in registers): one CTA walks every row, ragged and aligned rows", function()
-    for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } } } do
+  it("the row loop by default (RMSNorm, softmax, LayerNorm: the shared ring, rows claimed; LayerNorm's mask one branch a thread): one CTA walks every row, ragged and aligned rows", function()
+    -- (LayerNorm 3 x 8000 of a tile of 8192: threads whose part of the row lies
+    -- inside it and threads past it, both sides of the mask branch)
+    for _, t in ipairs { { "rmsnorm", { 11, 300 } }, { "softmax", { 9, 4101 } }, { "layernorm", { 10, 2048 } }, { "layernorm", { 3, 8000 } } } do
       local ok, summary = ex.run_case(t[1], { seed = 7, emulate = true, size = t[2], ctas = 1 })
       assert(ok, summary)
     end
@@ -64,7 +66,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_nil(tl.options.row_ring)
   end)
 
-  it("the row loop's default form (s15norm): the shared ring of rows claimed, 3 stages of 8192 bf16, for a program that loads its row, reduces it and loads at most one other tile (RMSNorm, softmax); the register loop otherwise (LayerNorm's W and B, a row copy) or where a ring of 2 stages does not fit", function()
+  it("the row loop's default form (s15norm, s16norm): the shared ring of rows claimed, 3 stages of 8192 bf16, for a program that loads its row, reduces it and loads at most one other tile (RMSNorm, softmax) or other tiles all hoisted under a quarter of the registers (LayerNorm's W and B: then whole); the register loop otherwise (LayerNorm in one pass, a row copy) or where a ring of 2 stages does not fit", function()
     local tl = require "tilua"
     -- (the ring's stages: the kernel's shared bytes over a row's, the
     -- barriers, slots and reductions' buffers less than a row)
@@ -82,8 +84,18 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_true(ring)
     assert.equal(3, stages)
     assert.equal(8, select(2, form(tl.rows.softmax { n = 1024 }, 1024))) -- (8 stages at most)
-    assert.is_false((form(tl.rows.layernorm { n = 8192 }, 8192)))
+    ring, stages = form(tl.rows.layernorm { n = 8192 }, 8192)
+    assert.is_true(ring)
+    assert.equal(3, stages)
+    -- (one pass: its load of X[row, 0] depends on the program, not hoisted)
     assert.is_false((form(tl.rows.layernorm { n = 8192, one_pass = true }, 8192)))
+    -- (W and B not hoisted, or an eighth in all: the register loop)
+    for _, h in ipairs { 0, 2 } do
+      tl.options.row_ring = { hoist = h }
+      local okh, errh = pcall(function() assert.is_false((form(tl.rows.layernorm { n = 8192 }, 8192))) end)
+      tl.options.row_ring = nil
+      assert(okh, errh)
+    end
     -- a form chosen (a key of the form in tl.options.row_ring): as chosen
     tl.options.row_ring = { registers = 1 }
     local ok1, err1 = pcall(function() assert.is_false((form(tl.rows.rmsnorm { n = 8192 }, 8192))) end)
@@ -156,9 +168,9 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
 
   it("the shared row ring (row_ring.registers = 0): one CTA walks every row, ragged and aligned; protocol clean", function()
     local tl = require "tilua"
-    local k0 = tl.rows.layernorm { n = 1024 }
+    local k0 = tl.rows.layernorm { n = 1024, one_pass = true }
     k0:compile()
-    assert.is_nil(k0:lowered_op():print():find("mbarrier", 1, true)) -- (LayerNorm's default: rows in registers)
+    assert.is_nil(k0:lowered_op():print():find("mbarrier", 1, true)) -- (LayerNorm in one pass by default: rows in registers)
     tl.options.row_ring = { registers = 0 }
     local ok, err = pcall(function()
       local fresh = assert(loadfile "examples/tile_rows.lua")("--library") -- (kernels compiled with the option)
@@ -407,7 +419,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     hinted("store", { "st.global.cs.v4.b32", "st.global.cg.v4.b32" })
   end)
 
-  it("the register loop's hoisting budget: LayerNorm's W and B both before the loop at 8192 (no load after its last barrier), B a row with hoist = 2 or two rows ahead; RMSNorm's W as before", function()
+  it("the register loop's hoisting budget: LayerNorm's W and B both before the loop at 8192 (no load after its last barrier), B a row with hoist = 2 or two rows ahead; RMSNorm's W as before; LayerNorm's default (s16norm) the shared ring of s16norm-1's form with the mask branch", function()
     local tl = require "tilua"
     local function ptx_with(k, opts)
       tl.options.row_ring = opts
@@ -426,12 +438,28 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
       return n
     end
     local ln = tl.rows.layernorm { n = 8192 }
-    local default = ptx_with(ln, nil)
+    local default = ptx_with(ln, { registers = 1 }) -- (the register loop: LayerNorm's default before s16norm)
     assert.equal(0, loads_after_last_barrier(default))
-    assert.equal(default, ptx_with(ln, { hoist = 1 }))
-    assert.is_true(loads_after_last_barrier(ptx_with(ln, { hoist = 2 })) > 0) -- (B's loads: the budget before s11norm-2)
+    assert.equal(default, ptx_with(ln, { registers = 1, hoist = 1 }))
+    assert.is_true(loads_after_last_barrier(ptx_with(ln, { registers = 1, hoist = 2 })) > 0) -- (B's loads: the budget before s11norm-2)
     assert.is_true(loads_after_last_barrier(ptx_with(ln, { registers = 2, claims = 1 })) > 0) -- (W alone two rows ahead)
+    -- LayerNorm's default: the form s16norm-1 measured, with the mask branch
+    -- (the shared rings' rule: tl.options.mask_branch = false takes it off);
+    -- RMSNorm's and softmax's have no such mask, the option changes nothing
+    local function ptx_mb(k, mb)
+      tl.options.mask_branch = mb
+      local ok, ptx = pcall(ptx_with, k, nil)
+      tl.options.mask_branch = nil
+      assert(ok, ptx)
+      return ptx
+    end
+    local ln_default = ptx_with(ln, nil)
+    assert.equal(ln_default, ptx_with(ln, { registers = 0, claims = 1, hoist = 1, whole = 1, in_flight = 98304 }))
+    assert.are_not.equal(ln_default, ptx_mb(ln, false))
+    local sm = tl.rows.softmax { n = 8192 }
+    assert.equal(ptx_with(sm, nil), ptx_mb(sm, false))
     local rms = tl.rows.rmsnorm { n = 8192 }
+    assert.equal(ptx_with(rms, nil), ptx_mb(rms, false))
     for _, o in ipairs { {}, { per_sm = 3 }, { registers = 2, claims = 1 } } do
       local with2 = {}
       for key, v in pairs(o) do with2[key] = v end
