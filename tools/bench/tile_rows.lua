@@ -433,36 +433,37 @@ local cases = {
   { "softmax, ring 2, claims", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { registers = 0, claims = 1, in_flight = 65536 } },
   { "layernorm, ring 3, claims, hoist 1, whole", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
   { "layernorm, ring, claims, hoist 1, whole", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, whole = 1 } },
-  -- (s16) LayerNorm's body taken apart (ln_diag) on the hoisted ring of 3 with
-  -- one branch a row (s15norm-2's best form), and the one-pass form with its
-  -- two sums reduced together (one barrier a row)
-  { "ln diag, as the library", ln_diag {}, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
-  { "ln diag, recip", ln_diag { recip = true }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
+  -- (s16) LayerNorm's body taken apart (ln_diag) on the hoisted ring of 3
+  -- with one branch a row (s15norm-2's best form; the mask of the squares a
+  -- compare and a select a register, mb = false: as s16norm-1 measured them,
+  -- before the mask branch was the shared rings' rule), and the one-pass form
+  -- with its two sums reduced together (one barrier a row)
+  { "ln diag, as the library", ln_diag {}, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 }, mb = false },
+  { "ln diag, recip", ln_diag { recip = true }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 }, mb = false },
   { "ln diag, no mask", ln_diag { mask = false }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
-  { "ln diag, recip, no mask", ln_diag { recip = true, mask = false }, ln_launch, 2 * bytes,
-    { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
-  { "ln diag, no W B", ln_diag { wb = false }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
-  { "ln diag, plain one pass", ln_diag { plain = true, recip = true }, ln_launch, 2 * bytes,
-    { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
+  { "ln diag, recip, no mask", ln_diag { recip = true, mask = false }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
+  { "ln diag, no W B", ln_diag { wb = false }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 }, mb = false },
+  { "ln diag, plain one pass", ln_diag { plain = true, recip = true }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
   { "ln diag, recip, registers", ln_diag { recip = true }, ln_launch, 2 * bytes, { registers = 1 } },
   { "ln diag, recip, no mask, registers", ln_diag { recip = true, mask = false }, ln_launch, 2 * bytes, { registers = 1 } },
-  { "layernorm, one pass, ring 3, claims, hoist 1, whole", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes,
-    { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
+  { "layernorm, one pass, ring 3, claims, hoist 1, whole", tl.rows.layernorm { n = N, one_pass = true }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
   -- (s16) the mask of the squares past N as one branch a thread (mb:
-  -- tl.options.mask_branch while the kernel compiles), a reduce's registers
-  -- combined pairwise (tree: tl.options.reduce_tree), the ring of 2
-  { "layernorm, ring 3, claims, hoist 1, whole, mask branch", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes,
-    { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 }, mb = true },
-  { "layernorm, mask branch", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, nil, mb = true },
-  { "layernorm, ring 3, claims, hoist 1, whole, tree", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes,
-    { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 }, tree = true },
-  { "layernorm, ring 3, claims, hoist 1, whole, mask branch, tree", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes,
-    { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 }, mb = true, tree = true },
-  { "layernorm, mask branch, tree", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, nil, mb = true, tree = true },
+  -- tl.options.mask_branch while the kernel compiles; since s16norm the rule
+  -- on the shared rings), the ring of 2
+  { "layernorm, ring 3, claims, hoist 1, whole, mask branch", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 }, mb = true },
+  { "layernorm, mask branch", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { registers = 1 }, mb = true },
   { "layernorm, ring 2, claims, hoist 1, whole", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes,
     { registers = 0, claims = 1, hoist = 1, in_flight = 65536, whole = 1 } },
-  { "ln diag, recip, mask branch", ln_diag { recip = true }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 },
-    mb = true },
+  { "ln diag, recip, mask branch", ln_diag { recip = true }, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 }, mb = true },
+  -- (s16norm-2) LayerNorm's default since s16norm (the shared ring of 3, rows
+  -- claimed, W and B hoisted, whole, the mask branch; 1 / N once a row, the
+  -- means as products): "layernorm" above; the default before it, byte for
+  -- byte (ln_diag's body is the library's before s16norm: the means as
+  -- divisions; the register loop); the default without the mask branch; the
+  -- old body (two divisions) on the new form
+  { "ln diag, as the library, registers (the old default)", ln_diag {}, ln_launch, 2 * bytes, { registers = 1 } },
+  { "layernorm, no mask branch", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, nil, mb = false },
+  { "ln diag, as the library, mask branch", ln_diag {}, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
   { "row copy (Y = X), raw 8 B x 8, a CTA a row, 2 CTAs an SM", raw_copy(8, 8), raw_launch(8, 8, nil, SMEM2), 2 * bytes, raw = true },
   { "row copy (Y = X), raw 8 B x 16, a CTA 2 rows, 2 CTAs an SM", raw_copy(8, 16), raw_launch(8, 16, nil, SMEM2), 2 * bytes, raw = true },
 }
@@ -635,7 +636,7 @@ for _, c in ipairs(cases) do
   tl.options.row_ring = c[5]
   tl.options.tile_transpose = c[6]
   tl.options.blocked_unit = c.unit
-  tl.options.mask_branch, tl.options.reduce_tree = c.mb, c.tree
+  tl.options.mask_branch = c.mb
   k:compile()
   if name:match "^transpose" then
     (c.ty or y):fill(0) -- (no earlier program's Y passes the check)
@@ -651,7 +652,7 @@ for _, c in ipairs(cases) do
   local before = o.interleave and time(function() y:copy_from(x) end)
   local ms = time(function() k:launch(launch) end)
   if o.interleave then ref = 2 * bytes / ((before + time(function() y:copy_from(x) end)) / 2) / 1e6 end
-  tl.options.row_ring, tl.options.tile_transpose, tl.options.blocked_unit, tl.options.mask_branch, tl.options.reduce_tree = nil, nil, nil, nil, nil
+  tl.options.row_ring, tl.options.tile_transpose, tl.options.blocked_unit, tl.options.mask_branch = nil, nil, nil, nil
   local gbs = moved / ms / 1e6
   rows[#rows + 1] = { name, ms, gbs, gbs / ref }
   print(("%s: %s, %.3f ms, %.0f GB/s, %.3f of the copy%s"):format(name, checked, ms, gbs, gbs / ref,
