@@ -62,8 +62,10 @@ local function build(o)
       if o.causal then keep = keep & cols:le(rows) end
       s = tl.select(keep, s, -math.huge)
       local mn = tl.maximum(mi, tl.reduce(s, 1, "max")) -- the running maximum
-      local pr = tl.exp2(s * c - tl.expand_dim(mn * c, 1))
-      local alpha = tl.exp2((mi - mn) * c) -- rescales what was summed before
+      local ms = mn * c -- (o.guard, o.fold: stdlib's -inf guard and factor m_old c - m_new c, timed in s16tattn)
+      if o.guard then ms = tl.select(mn:eq(-math.huge), 0, ms) end
+      local pr = tl.exp2(s * c - tl.expand_dim(ms, 1))
+      local alpha = tl.exp2(o.fold and mi * c - ms or (mi - mn) * c) -- rescales what was summed before
       local v = tl.load(p.V, { b, hk, j, 0 }, { BN, D })
       return mn, li * alpha + tl.reduce(pr, 1, "add"), tl.dot(pr:cast(tl.bf16), v, acc * tl.expand_dim(alpha, 1))
     end)

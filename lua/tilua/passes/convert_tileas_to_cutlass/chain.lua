@@ -57,6 +57,7 @@ local InOrder = require "tilua.passes.convert_tileas_to_cutlass.in_order"
 
 local Chain = {}
 Chain.wait_fence = false -- (init.lua sets it a run: tl.options.wait_fence, the pass option wait_fence)
+Chain.softmax_rows = false -- (init.lua: tl.options.softmax_rows, the pass option softmax_rows)
 
 -- {=== reading the loop
 
@@ -430,7 +431,9 @@ local function lower_body(S, ahead_vecs)
   env.tiled_store = function(op)
     if S.an.reduced[op:operand(op:noperands()):id()] then S.pending[#S.pending + 1] = op else saved_store(op) end
   end
+  L.rows_lazy = Chain.softmax_rows or nil -- (ops.lua's reduces: a row when first read)
   X.lower_block(L, S.b, env)
+  L.rows_lazy = nil
   env.dot, env.tiled_store = saved, saved_store
 end
 
@@ -460,9 +463,37 @@ local function summed_accumulator(S, d)
   end
   return tl.vector_of(tl.f32, vals)
 end
+-- With Chain.softmax_rows the body's row values a row at a time, before the
+-- wait: for row 0, then row 8, the carried rows (the running max: the row's
+-- reduction), the summed dot's factor, then the late dots' register A values
+-- of the row (P's exp2), stdlib/attention.lua's softmax order.
+local function rows_in_order(S)
+  local L, yield, f = S.L, S.yield, S.env.f
+  for _, dr in ipairs { 0, 8 } do
+    for i = 1, S.nslots do
+      if not S.an.late_of_slot[i] and i ~= S.sum_slot and S.slot_kind[i] == "rows" then
+        V.get(L, yield:operand(i), yield):at(dr)
+      end
+    end
+    if S.sum then V.get(L, S.sum.x, S.sum.dot):at(dr) end
+    for _, d in ipairs(S.an.late) do
+      local ti = R.tile_of(d.op:operand(1))
+      if ti.space == "rmem" and not S.an.staged[d] then
+        local x = V.get(L, d.op:operand(1), d.op)
+        local wide = V.is_frag(x) and x.trunc_of
+        if wide then
+          for i = 0, ti.shape[1] * ti.shape[2] // 128 - 1 do
+            if f.offset(i) == dr then wide:at(i) end
+          end
+        end
+      end
+    end
+  end
+end
 local function outputs_before_wait(S)
   local L, op, yield = S.L, S.op, S.yield
   local out = { areg = {}, slots = {}, staged = S.staged }
+  if Chain.softmax_rows then rows_in_order(S) end
   for i = 1, S.nslots do
     if not S.an.late_of_slot[i] and i ~= S.sum_slot then
       out.slots[i] = pack(V.get(L, yield:operand(i), yield), S.slot_kind[i], op:result(i):type())
