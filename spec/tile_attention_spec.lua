@@ -75,6 +75,18 @@ describe("attention as a tile program (examples/attention.lua)", function()
     end)
   end
 
+  it("in stdlib's softmax order (tl.options.softmax_rows and max_chain; the program's o.fold and o.guard) on the CPU emulator equals a CPU reference", function()
+    tl.options.softmax_rows, tl.options.max_chain = true, true
+    local ok, err = pcall(function()
+      for _, o in ipairs { { sq = 200, skv = 130, d = 128, grid = 2 }, { sq = 200, skv = 200, d = 64, causal = true, grid = 2 } } do
+        local c = problem(o)
+        emulated_equals_cpu(PH.lowered_tile(example.build { d = c.d, causal = c.causal, fold = true, guard = true }), c, 13 + c.d, 3)
+      end
+    end)
+    tl.options.softmax_rows, tl.options.max_chain = nil, nil
+    assert(ok, err)
+  end)
+
   it("the data-parallel schedule: a CTA a program (the launch's grid), each its loop once; on the CPU emulator equals a CPU reference", function()
     tl.new_module()
     local ok, err = pcall(tl.tile_kernel, "t", { params = { X = tl.tensor(tl.f32, 2) }, schedule = { kind = "data_parallel", workers = 4 } })
