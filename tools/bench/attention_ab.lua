@@ -27,9 +27,10 @@
 -- sums by FADD, as before the sums by the P V GEMM: convert-tileas-to-cutlass's sums.lua);
 -- --tile-fence adds the tile program compiled with tl.options.wait_fence = true (a CTA fence
 -- before its loop's P V wait, which ptxas then takes after every exp2; slower, s15tattn-2);
--- --tile-forms=F1,F2 adds the tile program in each form F: tokens joined with "+": rows
--- (tl.options.softmax_rows: the loop's softmax a row at a time), chain (tl.options.max_chain:
--- a row's max as a chain), fold (the program's factor exp2(m_old c - m_new c)), guard (the
+-- --tile-forms=F1,F2 adds the tile program in each form F: tokens joined with "+": rows / norows
+-- (tl.options.softmax_rows true / false: the loop's softmax a row at a time or not; unset: its
+-- rule, on at d128), chain / nochain (tl.options.max_chain true / false: a row's max as a chain
+-- or a tree; unset: the rule's), fold (the program's factor exp2(m_old c - m_new c)), guard (the
 -- program's -inf guard: m_new c taken as 0 where m_new = -inf); the last two are
 -- examples/attention.lua's build options o.fold, o.guard (stdlib's kernel's forms: s16tattn).
 -- --tile-bm=N the tile program with programs of N query rows (N / 64 consumers; its default:
@@ -117,7 +118,9 @@ local function kernels(p, kinds)
       local form, bo = kind:match "^tile:(.+)$", { d = p.d, causal = p.causal, schedule = sched, bm = bm }
       for t in (form or ""):gmatch "[^+]+" do
         if t == "rows" then tl.options.softmax_rows = true
+        elseif t == "norows" then tl.options.softmax_rows = false
         elseif t == "chain" then tl.options.max_chain = true
+        elseif t == "nochain" then tl.options.max_chain = false
         elseif t == "fold" then bo.fold = true
         elseif t == "guard" then bo.guard = true
         else error("attention_ab: unknown tile form token " .. t) end

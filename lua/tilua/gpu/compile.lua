@@ -77,16 +77,20 @@
 --                           chained loop's wait for its late dots (attention's P V),
 --                           which keeps ptxas from taking that wait above the
 --                           softmax's exp2 (chain.lua; measured slower, s15tattn-2)
---   tl.options.softmax_rows nil (the default): a chained loop's row reductions
---                           computed where the body reads them, both rows at once;
---                           true: a row at a time, each row's reduction when first
---                           read, and before the late group's wait the carried
---                           rows, the summed dot's factor and the late dots' A
---                           values of row 0, then of row 8 (stdlib/attention.lua's
---                           softmax order; chain.lua, s16tattn)
---   tl.options.max_chain    nil (the default): a row's max or min over the lane's
---                           values as a tree; true: as a chain in element order
---                           (stdlib/attention.lua's row_max; ops.lua, s16tattn)
+--   tl.options.softmax_rows false: a chained loop's row reductions computed where
+--                           the body reads them, both rows at once; true: a row
+--                           at a time, each row's reduction when first read, and
+--                           before the late group's wait the carried rows, the
+--                           summed dot's factor and the late dots' A values of
+--                           row 0, then of row 8 (stdlib/attention.lua's softmax
+--                           order); nil (the default): true in a loop issued
+--                           ahead that takes a row's max and whose late dots
+--                           are 128 wide (the d128 attention), false elsewhere
+--                           (chain.lua's rows_rule, s16tattn)
+--   tl.options.max_chain    false: a row's max or min over the lane's values as a
+--                           tree; true: as a chain in element order
+--                           (stdlib/attention.lua's row_max; ops.lua); nil (the
+--                           default): a chain where softmax_rows's rule holds
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --   tl.options.compile_gc   nil (the default): while k:compile runs, Lua's
@@ -158,8 +162,8 @@ local OPTIONS = {
   blocked_unit = { function(v) return v == nil or v == 4 or v == 8 or v == 16 end, "nil, 4, 8 or 16" },
   sums_by_dot = { function(v) return v == nil or v == false end, "nil or false" },
   wait_fence = { function(v) return v == nil or v == true end, "nil or true" },
-  softmax_rows = { function(v) return v == nil or v == true end, "nil or true" },
-  max_chain = { function(v) return v == nil or v == true end, "nil or true" },
+  softmax_rows = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
+  max_chain = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do

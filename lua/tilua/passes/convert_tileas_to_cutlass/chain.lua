@@ -57,7 +57,7 @@ local InOrder = require "tilua.passes.convert_tileas_to_cutlass.in_order"
 
 local Chain = {}
 Chain.wait_fence = false -- (init.lua sets it a run: tl.options.wait_fence, the pass option wait_fence)
-Chain.softmax_rows = false -- (init.lua: tl.options.softmax_rows, the pass option softmax_rows)
+Chain.softmax_rows = nil -- (init.lua: tl.options.softmax_rows, the pass option softmax_rows; nil: Chain.rows_rule)
 
 -- {=== reading the loop
 
@@ -431,9 +431,10 @@ local function lower_body(S, ahead_vecs)
   env.tiled_store = function(op)
     if S.an.reduced[op:operand(op:noperands()):id()] then S.pending[#S.pending + 1] = op else saved_store(op) end
   end
-  L.rows_lazy = Chain.softmax_rows or nil -- (ops.lua's reduces: a row when first read)
+  L.rows_lazy = S.rows or nil -- (ops.lua's reduces: a row when first read)
+  L.rows_chain = S.rows_rule or nil -- (ops.lua's max: a chain where X.max_chain is nil, by the rule)
   X.lower_block(L, S.b, env)
-  L.rows_lazy = nil
+  L.rows_lazy, L.rows_chain = nil, nil
   env.dot, env.tiled_store = saved, saved_store
 end
 
@@ -463,7 +464,7 @@ local function summed_accumulator(S, d)
   end
   return tl.vector_of(tl.f32, vals)
 end
--- With Chain.softmax_rows the body's row values a row at a time, before the
+-- With S.rows (Chain.softmax_rows, or its rule) the body's row values a row at a time, before the
 -- wait: for row 0, then row 8, the carried rows (the running max: the row's
 -- reduction), the summed dot's factor, then the late dots' register A values
 -- of the row (P's exp2), stdlib/attention.lua's softmax order.
@@ -493,7 +494,7 @@ end
 local function outputs_before_wait(S)
   local L, op, yield = S.L, S.op, S.yield
   local out = { areg = {}, slots = {}, staged = S.staged }
-  if Chain.softmax_rows then rows_in_order(S) end
+  if S.rows then rows_in_order(S) end
   for i = 1, S.nslots do
     if not S.an.late_of_slot[i] and i ~= S.sum_slot then
       out.slots[i] = pack(V.get(L, yield:operand(i), yield), S.slot_kind[i], op:result(i):type())
@@ -863,6 +864,24 @@ local function split_loops(S, C, masks, from, at, ub)
   end
 end
 
+-- The softmax a row at a time and a row's max as a chain (stdlib/attention.lua's
+-- order) by default, where tl.options.softmax_rows (max_chain) is nil: in a loop
+-- issued ahead (not in order, no reduced dot) whose body takes a row's max (an
+-- online softmax) and whose late dots are all 128 columns wide: the d128
+-- attention forward (s16tattn-1: 1.017 x the tree form non-causal, 1.034 x
+-- causal; at d64, 64 wide, 0.97 x causal: left out; d256 and the backward's dQ
+-- loop, no max, not measured).
+function Chain.rows_rule(S)
+  if S.in_order or S.reducing or #S.an.late == 0 then return false end
+  for _, d in ipairs(S.an.late) do
+    if R.tile_of(d.op:result(1)).shape[2] ~= 128 then return false end
+  end
+  for _, o in ipairs(S.b:ops()) do
+    if o:name() == "tileas.reduce" and o:attr_or_default "kind" == "max" then return true end
+  end
+  return false
+end
+
 -- env.pipelined_for of a consumer whose loop op is scheduled (tileas.ahead):
 -- cur maps each group of rings to the consumer's cursor; ctx.turn: the
 -- seq_bar state (nil: no turns).
@@ -875,6 +894,8 @@ function Chain.lower(L, env, op, cur, ctx)
               turns = ctx.turn and op:attr_or_default "tileas.turns" }
   S.reducing = next(an.reduced) ~= nil
   S.in_order = Chain.in_order(op)
+  S.rows_rule = Chain.rows_rule(S)
+  if Chain.softmax_rows == nil then S.rows = S.rows_rule else S.rows = Chain.softmax_rows end
   if S.in_order then S.early, S.one_group = InOrder.early_operands(S), InOrder.one_group(S) end
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then

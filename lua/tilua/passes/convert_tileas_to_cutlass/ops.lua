@@ -275,7 +275,7 @@ local math_fns = {
   gelu_tanh = function(x) return x * sigmoid(f32(1.5957691216057308) * tl.fma(f32(0.044715) * x, x * x, x)) end,
 }
 X.math_fns = math_fns
-X.max_chain = false -- (init.lua sets it a run: tl.options.max_chain, the pass option max_chain)
+X.max_chain = nil -- (init.lua sets it a run: tl.options.max_chain, the pass option max_chain; nil: chain.lua's rule)
 
 
 -- Where a reduced row's columns come from: tiled_loads (the dot's B ring's,
@@ -346,10 +346,11 @@ end
 -- A reduce along dim 1 (N) of a consumer's accumulator tile: a Line of the
 -- rows the thread holds. In the wgmma fragment a row's values are in the 4
 -- lanes of a quad (2 of every 8 columns each): each lane combines its own
--- (a tree; a max or min as a chain in element order with X.max_chain), then
+-- (a tree; a max or min as a chain in element order with X.max_chain, or where
+-- it is nil in a chained loop's body by chain.lua's rule, L.rows_chain), then
 -- shfl.xor 1 and 2 within the quad give every lane of it the row's value.
 -- Computed here (not lazily): the shuffles need the whole warp; but in the
--- body of a chained loop with Chain.softmax_rows (L.rows_lazy, straight-line
+-- body of a chained loop with the softmax a row at a time (L.rows_lazy, straight-line
 -- code) a row is computed when first read, so that the softmax goes a row at
 -- a time (chain.lua).
 local reduce_fns = {
@@ -413,7 +414,7 @@ local function lower_reduce(L, op, env)
   local comb = reduce_fns[kind]
   if shape[1] ~= 64 then R.fail(op, "a reduce along dim 1 of a tile of %d rows a warpgroup (a ping-pong consumer's) is not lowered yet", shape[1]) end
   local n = shape[1] * shape[2] // 128
-  local chain = X.max_chain and kind ~= "add"
+  local chain = kind ~= "add" and (X.max_chain or X.max_chain == nil and L.rows_chain)
   local lane_sum = env.lane_sums and env.lane_sums[op:result(1):id()]
   local function row(dr)
     local vals = {}
@@ -437,7 +438,7 @@ local function lower_reduce(L, op, env)
     v = comb(v, tl.shfl_xor(v, 1))
     return comb(v, tl.shfl_xor(v, 2))
   end
-  if L.rows_lazy then -- (a chained loop's body with Chain.softmax_rows: a row when first read, in
+  if L.rows_lazy then -- (a chained loop's body with the softmax a row at a time: a row when first read, in
     -- the body's straight-line code, where the whole warp runs)
     L.vmap[op:result(1):id()] = V.line(ri.elem, 1, row)
     return
