@@ -28,11 +28,12 @@
 -- --tile-fence adds the tile program compiled with tl.options.wait_fence = true (a CTA fence
 -- before its loop's P V wait, which ptxas then takes after every exp2; slower, s15tattn-2);
 -- --tile-forms=F1,F2 adds the tile program in each form F: tokens joined with "+": rows / norows
--- (tl.options.softmax_rows true / false: the loop's softmax a row at a time or not; unset: its
--- rule, on at d128), chain / nochain (tl.options.max_chain true / false: a row's max as a chain
--- or a tree; unset: the rule's), fold (the program's factor exp2(m_old c - m_new c)), guard (the
--- program's -inf guard: m_new c taken as 0 where m_new = -inf); the last two are
--- examples/attention.lua's build options o.fold, o.guard (stdlib's kernel's forms: s16tattn).
+-- (tl.options.softmax_rows true / false: the loop's softmax a row at a time or not; unset:
+-- off), chain / nochain (tl.options.max_chain true / false: a row's max as a chain
+-- or a tree; unset: the rule's, on at d128), nofold (the program's old arithmetic: the factor
+-- exp2((m_old - m_new) c), no guard), noguard (the factor exp2(m_old c - m_new c) without the
+-- -inf guard); fold / guard: the default (stdlib's arithmetic); examples/attention.lua's build
+-- options o.fold, o.guard (s16tattn).
 -- --tile-bm=N the tile program with programs of N query rows (N / 64 consumers; its default:
 -- 192 at head dim 64, 128 above).
 --   tilua tools/bench/attention_ab.lua --small=VARIANT [--d=64] [--causal] [--sms=N]   (for compute-sanitizer: one
@@ -122,7 +123,9 @@ local function kernels(p, kinds)
         elseif t == "chain" then tl.options.max_chain = true
         elseif t == "nochain" then tl.options.max_chain = false
         elseif t == "fold" then bo.fold = true
+        elseif t == "nofold" then bo.fold = false
         elseif t == "guard" then bo.guard = true
+        elseif t == "noguard" then bo.guard = false
         else error("attention_ab: unknown tile form token " .. t) end
       end
       local k = ex.build(bo)

@@ -83,14 +83,14 @@
 --                           before the late group's wait the carried rows, the
 --                           summed dot's factor and the late dots' A values of
 --                           row 0, then of row 8 (stdlib/attention.lua's softmax
---                           order); nil (the default): true in a loop issued
---                           ahead that takes a row's max and whose late dots
---                           are 128 wide (the d128 attention), false elsewhere
---                           (chain.lua's rows_rule, s16tattn)
+--                           order); nil (the default): false (slower with the
+--                           program's arithmetic as stdlib's: s16tattn)
 --   tl.options.max_chain    false: a row's max or min over the lane's values as a
 --                           tree; true: as a chain in element order
 --                           (stdlib/attention.lua's row_max; ops.lua); nil (the
---                           default): a chain where softmax_rows's rule holds
+--                           default): a chain in a loop issued ahead that
+--                           takes a row's max and whose late dots are 128 wide
+--                           (the d128 attention; chain.lua's chain_rule)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --   tl.options.compile_gc   nil (the default): while k:compile runs, Lua's

@@ -57,7 +57,7 @@ local InOrder = require "tilua.passes.convert_tileas_to_cutlass.in_order"
 
 local Chain = {}
 Chain.wait_fence = false -- (init.lua sets it a run: tl.options.wait_fence, the pass option wait_fence)
-Chain.softmax_rows = nil -- (init.lua: tl.options.softmax_rows, the pass option softmax_rows; nil: Chain.rows_rule)
+Chain.softmax_rows = nil -- (init.lua: tl.options.softmax_rows, the pass option softmax_rows; nil: off)
 
 -- {=== reading the loop
 
@@ -432,7 +432,7 @@ local function lower_body(S, ahead_vecs)
     if S.an.reduced[op:operand(op:noperands()):id()] then S.pending[#S.pending + 1] = op else saved_store(op) end
   end
   L.rows_lazy = S.rows or nil -- (ops.lua's reduces: a row when first read)
-  L.rows_chain = S.rows_rule or nil -- (ops.lua's max: a chain where X.max_chain is nil, by the rule)
+  L.rows_chain = S.chain_rule or nil -- (ops.lua's max: a chain where X.max_chain is nil, by the rule)
   X.lower_block(L, S.b, env)
   L.rows_lazy, L.rows_chain = nil, nil
   env.dot, env.tiled_store = saved, saved_store
@@ -464,7 +464,7 @@ local function summed_accumulator(S, d)
   end
   return tl.vector_of(tl.f32, vals)
 end
--- With S.rows (Chain.softmax_rows, or its rule) the body's row values a row at a time, before the
+-- With S.rows (Chain.softmax_rows, off by default) the body's row values a row at a time, before the
 -- wait: for row 0, then row 8, the carried rows (the running max: the row's
 -- reduction), the summed dot's factor, then the late dots' register A values
 -- of the row (P's exp2), stdlib/attention.lua's softmax order.
@@ -864,14 +864,17 @@ local function split_loops(S, C, masks, from, at, ub)
   end
 end
 
--- The softmax a row at a time and a row's max as a chain (stdlib/attention.lua's
--- order) by default, where tl.options.softmax_rows (max_chain) is nil: in a loop
--- issued ahead (not in order, no reduced dot) whose body takes a row's max (an
--- online softmax) and whose late dots are all 128 columns wide: the d128
--- attention forward (s16tattn-1: 1.017 x the tree form non-causal, 1.034 x
--- causal; at d64, 64 wide, 0.97 x causal: left out; d256 and the backward's dQ
--- loop, no max, not measured).
-function Chain.rows_rule(S)
+-- A row's max as a chain (stdlib/attention.lua's row_max) by default, where
+-- tl.options.max_chain is nil: in a loop issued ahead (not in order, no reduced
+-- dot) whose body takes a row's max (an online softmax) and whose late dots are
+-- all 128 columns wide: the d128 attention forward. The softmax a row at a time
+-- (tl.options.softmax_rows) only where asked for: with the program's arithmetic
+-- as stdlib's (examples/attention.lua's fold and -inf guard) it is slower
+-- (s16tattn-1: 0.942 of stdlib's kernel against 0.974 with the chain alone;
+-- s16tattn-2: the chain alone 0.983, rows + chain with the old arithmetic 0.969).
+-- At d64, 64 wide, the chain was slower causal (0.97 x): left out; d256 and the
+-- backward's dQ loop, no max, not measured.
+function Chain.chain_rule(S)
   if S.in_order or S.reducing or #S.an.late == 0 then return false end
   for _, d in ipairs(S.an.late) do
     if R.tile_of(d.op:result(1)).shape[2] ~= 128 then return false end
@@ -894,8 +897,8 @@ function Chain.lower(L, env, op, cur, ctx)
               turns = ctx.turn and op:attr_or_default "tileas.turns" }
   S.reducing = next(an.reduced) ~= nil
   S.in_order = Chain.in_order(op)
-  S.rows_rule = Chain.rows_rule(S)
-  if Chain.softmax_rows == nil then S.rows = S.rows_rule else S.rows = Chain.softmax_rows end
+  S.chain_rule = Chain.chain_rule(S)
+  S.rows = Chain.softmax_rows or false -- (nil: off; s16tattn-3)
   if S.in_order then S.early, S.one_group = InOrder.early_operands(S), InOrder.one_group(S) end
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then

@@ -228,7 +228,7 @@ function M.convert(module, options)
   require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = options and options.linear_desc == 1 or nil
   Sums.enabled = not (options and options.sums_by_dot == 0) and tl.options.sums_by_dot ~= false
   Chain.wait_fence = (options and options.wait_fence == 1) or tl.options.wait_fence == true
-  -- (nil: chain.lua's rule, Chain.rows_rule; the pass option 0 / 1 over tl.options' false / true)
+  -- (nil: softmax_rows off, max_chain by chain.lua's rule, Chain.chain_rule; the pass option 0 / 1 over tl.options' false / true)
   local function tri(v, t) if v == 1 then return true elseif v == 0 then return false end return t end
   Chain.softmax_rows = tri(options and options.softmax_rows, tl.options.softmax_rows)
   X.max_chain = tri(options and options.max_chain, tl.options.max_chain)
