@@ -8,7 +8,9 @@
 -- batch x heads; causal: x the heads, y batch x row blocks (TM of them), the
 -- longest first, claimed at run time: programs of differing lengths); it loads its Q tile once, then walks the keys in tiles of 128 (64
 -- at head dim 256; an online softmax: the running row maximum and sum are
--- carried by the loop with the output accumulator), masks the keys past the
+-- carried by the loop with the output accumulator, in stdlib's arithmetic: the
+-- factor exp2(m_old c - m_new c), a row all -inf so far guarded to 0, not NaN;
+-- docs/tileprog.md, "Chained dots"), masks the keys past the
 -- end (and, causal, right of the diagonal) with an index tile, and stores O
 -- and the log-sum-exp. tile-to-ptx lowers it to stdlib/attention.lua's design
 -- (the FlashAttention-3 design: docs/attention.md).
@@ -62,8 +64,10 @@ local function build(o)
       if o.causal then keep = keep & cols:le(rows) end
       s = tl.select(keep, s, -math.huge)
       local mn = tl.maximum(mi, tl.reduce(s, 1, "max")) -- the running maximum
-      local pr = tl.exp2(s * c - tl.expand_dim(mn * c, 1))
-      local alpha = tl.exp2((mi - mn) * c) -- rescales what was summed before
+      local ms = mn * c -- (stdlib's arithmetic; o.fold = false: exp2((m_old - m_new) c), s16tattn-2's)
+      if o.fold ~= false and o.guard ~= false then ms = tl.select(mn:eq(-math.huge), 0, ms) end -- (a row all -inf so far: P, factor 0)
+      local pr = tl.exp2(s * c - tl.expand_dim(ms, 1))
+      local alpha = tl.exp2(o.fold == false and (mi - mn) * c or mi * c - ms) -- rescales what was summed before
       local v = tl.load(p.V, { b, hk, j, 0 }, { BN, D })
       return mn, li * alpha + tl.reduce(pr, 1, "add"), tl.dot(pr:cast(tl.bf16), v, acc * tl.expand_dim(alpha, 1))
     end)

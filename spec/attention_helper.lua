@@ -51,7 +51,8 @@ end
 
 -- The largest errors of the emulated O and LSE (bytes ob, lb) against the CPU
 -- (doubles), and how many elements are off: O by more than 2^-7 + 2^-8 |ref|
--- (P and O are rounded to 16 bits), the LSE by more than tl.attention.lse_tolerance.
+-- (P and O are rounded to 16 bits), the LSE by more than tl.attention.lse_tolerance;
+-- a NaN is off.
 -- -> worst |O - ref|, worst |LSE - ref|, elements off
 function M.compare(c, x, ob, lb)
   local dec = VV.float16.dec[c.dtype or "bf16"]
@@ -61,13 +62,13 @@ function M.compare(c, x, ob, lb)
     local qo = ((b * c.h + h) * c.sq + i) * c.d
     local got_l = string.unpack("<f", lb, ((b * c.h + h) * c.sq + i) * 4 + 1)
     worstl = math.max(worstl, math.abs(got_l - lse))
-    if math.abs(got_l - lse) > require("tilua").attention.lse_tolerance(lse) then bad = bad + 1 end
+    if math.abs(got_l - lse) > require("tilua").attention.lse_tolerance(lse) or got_l ~= got_l then bad = bad + 1 end -- (NaN: off)
     for e = 1, c.d do
       local acc = 0
       for j = 0, lim - 1 do acc = acc + p[j] * x.V[((b * c.hkv + hk) * c.skv + j) * c.d + e] end
       local got = dec(string.unpack("<I2", ob, (qo + e - 1) * 2 + 1))
       worst = math.max(worst, math.abs(got - acc))
-      if math.abs(got - acc) > 2 ^ -7 + 2 ^ -8 * math.abs(acc) then bad = bad + 1 end
+      if math.abs(got - acc) > 2 ^ -7 + 2 ^ -8 * math.abs(acc) or got ~= got then bad = bad + 1 end
     end
   end)
   return worst, worstl, bad

@@ -75,6 +75,54 @@ describe("attention as a tile program (examples/attention.lua)", function()
     end)
   end
 
+  it("in s16tattn-2's form (the old arithmetic, o.fold = false: the factor exp2((m_old - m_new) c), no guard; tl.options.softmax_rows on, max_chain by its rule at d128, forced at d64) on the CPU emulator equals a CPU reference", function()
+    local ok, err = pcall(function()
+      for _, o in ipairs { { sq = 200, skv = 130, d = 128, grid = 2 }, { sq = 200, skv = 200, d = 64, causal = true, grid = 2, chain = true } } do
+        tl.options.softmax_rows, tl.options.max_chain = true, o.chain
+        local c = problem(o)
+        emulated_equals_cpu(PH.lowered_tile(example.build { d = c.d, causal = c.causal, fold = false }), c, 13 + c.d, 3)
+      end
+    end)
+    tl.options.softmax_rows, tl.options.max_chain = nil, nil
+    assert(ok, err)
+  end)
+
+  -- The -inf guard: the program's masks keep key 0 in every row (non-causal and
+  -- causal), so no row's scores are all -inf in its first key tile; scores of -inf
+  -- from the data are: Q's first column 1 and K's -inf for the keys of the first
+  -- tile (128), every row's first tile all -inf.
+  it("a row whose scores in its first key tile are all -inf: with the -inf guard (the default) P and the factor there are 0 and O, the LSE the softmax over its other keys; without it (o.guard = false) and with the old arithmetic (o.fold = false) NaN", function()
+    local VV = require "tilua.emulate.values"
+    local enc = VV.float16.enc.bf16
+    local c = problem { sq = 70, skv = 200, d = 128, grid = 1 }
+    local x, bytes = AH.inputs(c, 29)
+    local function pack(vals)
+      local t = {}
+      for i, v in ipairs(vals) do t[i] = string.pack("<I2", enc(v)) end
+      return table.concat(t)
+    end
+    for r = 0, c.b * c.h * c.sq - 1 do x.Q[r * c.d + 1] = 1 end
+    for bh = 0, c.b * c.hkv - 1 do
+      for j = 0, 127 do x.K[(bh * c.skv + j) * c.d + 1] = -math.huge end
+    end
+    bytes.q, bytes.k = pack(x.Q), pack(x.K)
+    for _, form in ipairs { {}, { guard = false }, { fold = false } } do
+      local kop = PH.lowered_tile(example.build { d = c.d, fold = form.fold, guard = form.guard })
+      local args, at = args_of(kop, c, bytes)
+      local r = tl.emulate(kop, { grid = c.grid, args = args, max_steps = 1e9, policy = "random", seed = 3 })
+      assert(r.ok, r.report)
+      local ob = r.read(at["map:O"])
+      local worst, worstl, bad = AH.compare(c, x, ob, r.read(at["ptr:LSE"]))
+      local o0 = VV.float16.dec.bf16(string.unpack("<I2", ob, 1))
+      if next(form) then
+        assert.is_true(o0 ~= o0, "O[0] not NaN: " .. o0) -- (-inf - -inf in P's exp2 and the factor)
+        assert.equal(c.b * c.h * c.sq * (c.d + 1), bad)
+      else
+        assert.equal(0, bad, ("max |O - ref| %.3g, max |LSE - ref| %.3g"):format(worst, worstl))
+      end
+    end
+  end)
+
   it("the data-parallel schedule: a CTA a program (the launch's grid), each its loop once; on the CPU emulator equals a CPU reference", function()
     tl.new_module()
     local ok, err = pcall(tl.tile_kernel, "t", { params = { X = tl.tensor(tl.f32, 2) }, schedule = { kind = "data_parallel", workers = 4 } })

@@ -19,7 +19,7 @@
 -- late (pack_late), paired (kv_order), cN (consumers), bnN, sN (stages),
 -- r24 (registers 24/240), dp (data-parallel); KIND std:VARIANT for --launch. A variant
 -- PROBLEM/VARIANT is that problem's only (--variants="d64/nosplit+nosum,d64 causal/sum,d128/split").
--- --check checks every stdlib kernel first (O and the log-sum-exp against
+-- --check checks every stdlib kernel first (--tile-check: the tile programs too) (O and the log-sum-exp against
 -- the reference kernel on every element, one CPU row); --torch times torch's
 -- cuDNN SDPA on the same problems in a child process first (tools/bench/peers.lua)
 -- and adds each kernel's ratio to it.
@@ -27,6 +27,13 @@
 -- sums by FADD, as before the sums by the P V GEMM: convert-tileas-to-cutlass's sums.lua);
 -- --tile-fence adds the tile program compiled with tl.options.wait_fence = true (a CTA fence
 -- before its loop's P V wait, which ptxas then takes after every exp2; slower, s15tattn-2);
+-- --tile-forms=F1,F2 adds the tile program in each form F: tokens joined with "+": rows / norows
+-- (tl.options.softmax_rows true / false: the loop's softmax a row at a time or not; unset:
+-- off), chain / nochain (tl.options.max_chain true / false: a row's max as a chain
+-- or a tree; unset: the rule's, on at d128), nofold (the program's old arithmetic: the factor
+-- exp2((m_old - m_new) c), no guard), noguard (the factor exp2(m_old c - m_new c) without the
+-- -inf guard); fold / guard: the default (stdlib's arithmetic); examples/attention.lua's build
+-- options o.fold, o.guard (s16tattn).
 -- --tile-bm=N the tile program with programs of N query rows (N / 64 consumers; its default:
 -- 192 at head dim 64, 128 above).
 --   tilua tools/bench/attention_ab.lua --small=VARIANT [--d=64] [--causal] [--sms=N]   (for compute-sanitizer: one
@@ -51,6 +58,7 @@ for _, a in ipairs(arg) do
   if a == "--torch" then o.torch = true end
   if a == "--tile-nosum" then o.tile_nosum = true end
   if a == "--tile-fence" then o.tile_fence = true end
+  if a == "--tile-check" then o.tile_check = true end
   if a == "--causal" then o.causal = true end
 end
 
@@ -108,7 +116,19 @@ local function kernels(p, kinds)
       end
     else
       local bm = kind == "tile_bm" and o.tile_bm or nil
-      local k = ex.build { d = p.d, causal = p.causal, schedule = sched, bm = bm }
+      local form, bo = kind:match "^tile:(.+)$", { d = p.d, causal = p.causal, schedule = sched, bm = bm }
+      for t in (form or ""):gmatch "[^+]+" do
+        if t == "rows" then tl.options.softmax_rows = true
+        elseif t == "norows" then tl.options.softmax_rows = false
+        elseif t == "chain" then tl.options.max_chain = true
+        elseif t == "nochain" then tl.options.max_chain = false
+        elseif t == "fold" then bo.fold = true
+        elseif t == "nofold" then bo.fold = false
+        elseif t == "guard" then bo.guard = true
+        elseif t == "noguard" then bo.guard = false
+        else error("attention_ab: unknown tile form token " .. t) end
+      end
+      local k = ex.build(bo)
       local pr = prob
       if bm then
         pr = {}
@@ -118,8 +138,9 @@ local function kernels(p, kinds)
       if kind == "tile_nosum" then tl.options.sums_by_dot = false end
       if kind == "tile_fence" then tl.options.wait_fence = true end
       k:compile()
-      tl.options.sums_by_dot, tl.options.wait_fence = nil, nil
+      tl.options.sums_by_dot, tl.options.wait_fence, tl.options.softmax_rows, tl.options.max_chain = nil, nil, nil, nil
       list[#list + 1] = { label = "tile program" .. (sched and ", " .. sched or "") .. (kind == "tile_nosum" and ", sums by FADD" or "")
+                            .. (form and ", " .. form or "")
                             .. (kind == "tile_fence" and ", wait fence" or "")
                             .. (bm and (", bm %d"):format(bm) or ""), kind = kind,
                           run = function(x) ex.launch(k, pr, x) end }
@@ -213,6 +234,7 @@ for _, p in ipairs(order) do
     if o.tile_nosum then kinds[#kinds + 1] = "tile_nosum" end
     if o.tile_fence then kinds[#kinds + 1] = "tile_fence" end
     if o.tile_bm then kinds[#kinds + 1] = "tile_bm" end
+    for f in tostring(o.tile_forms or ""):gmatch "[^,]+" do kinds[#kinds + 1] = "tile:" .. f end
     if o.no_tile then
       local k2 = {}
       for _, kd in ipairs(kinds) do if not kd:match "^tile" then k2[#k2 + 1] = kd end end
@@ -224,14 +246,14 @@ for _, p in ipairs(order) do
       elseif pname == p.name then kinds[#kinds + 1] = "std:" .. only end
     end
     local x, ks = inputs(p), kernels(p, kinds)
-    if o.check then -- every stdlib kernel against the reference kernel (the default's), every element
+    if o.check or o.tile_check then -- every stdlib kernel against the reference kernel (the default's), every element
       local R, RL = ks[1].a:reference(x)
       for _, kn in ipairs(ks) do
-        if kn.a then
+        if kn.a or o.tile_check then -- (--tile-check: the tile programs too, against the default's reference)
           x.o:fill(0)
           kn.run(x)
           D.synchronize()
-          local ok, report = kn.a:check { q = x.q, k = x.k, v = x.v, o = x.o, lse = x.lse, reference = { R, RL }, samples = 1, vmax = 1.0 }
+          local ok, report = (kn.a or ks[1].a):check { q = x.q, k = x.k, v = x.v, o = x.o, lse = x.lse, reference = { R, RL }, samples = 1, vmax = 1.0 }
           print(("check %s %s: %s %s"):format(p.name, kn.label, ok and "OK" or "WRONG", report))
         end
       end

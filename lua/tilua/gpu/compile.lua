@@ -83,6 +83,20 @@
 --                           squares), elsewhere a compare and a select a register;
 --                           true / false: the branch everywhere / nowhere
 --                           (blocked.lua's select_below; 8 registers a thread at least)
+--   tl.options.softmax_rows false: a chained loop's row reductions computed where
+--                           the body reads them, both rows at once; true: a row
+--                           at a time, each row's reduction when first read, and
+--                           before the late group's wait the carried rows, the
+--                           summed dot's factor and the late dots' A values of
+--                           row 0, then of row 8 (stdlib/attention.lua's softmax
+--                           order); nil (the default): false (slower with the
+--                           program's arithmetic as stdlib's: s16tattn)
+--   tl.options.max_chain    false: a row's max or min over the lane's values as a
+--                           tree; true: as a chain in element order
+--                           (stdlib/attention.lua's row_max; ops.lua); nil (the
+--                           default): a chain in a loop issued ahead that
+--                           takes a row's max and whose late dots are 128 wide
+--                           (the d128 attention; chain.lua's chain_rule)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --   tl.options.compile_gc   nil (the default): while k:compile runs, Lua's
@@ -155,6 +169,8 @@ local OPTIONS = {
   sums_by_dot = { function(v) return v == nil or v == false end, "nil or false" },
   wait_fence = { function(v) return v == nil or v == true end, "nil or true" },
   mask_branch = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
+  softmax_rows = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
+  max_chain = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
@@ -384,7 +400,9 @@ end
 -- transpose.lua): a compile's result depends on their values, so the cache
 -- keys on them, and the kernel keeps those it was compiled with
 -- (k.lowering_options) for whatever lowers it again (gpu/emulated.lua).
-local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing", "blocked_unit", "sums_by_dot", "wait_fence", "mask_branch" }
+  mask_branch = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
+  softmax_rows = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
+  max_chain = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
 
 -- -> a copy of the lowering options' values now
 function M.lowering_options()

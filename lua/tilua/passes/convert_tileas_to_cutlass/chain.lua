@@ -57,6 +57,7 @@ local InOrder = require "tilua.passes.convert_tileas_to_cutlass.in_order"
 
 local Chain = {}
 Chain.wait_fence = false -- (init.lua sets it a run: tl.options.wait_fence, the pass option wait_fence)
+Chain.softmax_rows = nil -- (init.lua: tl.options.softmax_rows, the pass option softmax_rows; nil: off)
 
 -- {=== reading the loop
 
@@ -430,7 +431,10 @@ local function lower_body(S, ahead_vecs)
   env.tiled_store = function(op)
     if S.an.reduced[op:operand(op:noperands()):id()] then S.pending[#S.pending + 1] = op else saved_store(op) end
   end
+  L.rows_lazy = S.rows or nil -- (ops.lua's reduces: a row when first read)
+  L.rows_chain = S.chain_rule or nil -- (ops.lua's max: a chain where X.max_chain is nil, by the rule)
   X.lower_block(L, S.b, env)
+  L.rows_lazy, L.rows_chain = nil, nil
   env.dot, env.tiled_store = saved, saved_store
 end
 
@@ -460,9 +464,37 @@ local function summed_accumulator(S, d)
   end
   return tl.vector_of(tl.f32, vals)
 end
+-- With S.rows (Chain.softmax_rows, off by default) the body's row values a row at a time, before the
+-- wait: for row 0, then row 8, the carried rows (the running max: the row's
+-- reduction), the summed dot's factor, then the late dots' register A values
+-- of the row (P's exp2), stdlib/attention.lua's softmax order.
+local function rows_in_order(S)
+  local L, yield, f = S.L, S.yield, S.env.f
+  for _, dr in ipairs { 0, 8 } do
+    for i = 1, S.nslots do
+      if not S.an.late_of_slot[i] and i ~= S.sum_slot and S.slot_kind[i] == "rows" then
+        V.get(L, yield:operand(i), yield):at(dr)
+      end
+    end
+    if S.sum then V.get(L, S.sum.x, S.sum.dot):at(dr) end
+    for _, d in ipairs(S.an.late) do
+      local ti = R.tile_of(d.op:operand(1))
+      if ti.space == "rmem" and not S.an.staged[d] then
+        local x = V.get(L, d.op:operand(1), d.op)
+        local wide = V.is_frag(x) and x.trunc_of
+        if wide then
+          for i = 0, ti.shape[1] * ti.shape[2] // 128 - 1 do
+            if f.offset(i) == dr then wide:at(i) end
+          end
+        end
+      end
+    end
+  end
+end
 local function outputs_before_wait(S)
   local L, op, yield = S.L, S.op, S.yield
   local out = { areg = {}, slots = {}, staged = S.staged }
+  if S.rows then rows_in_order(S) end
   for i = 1, S.nslots do
     if not S.an.late_of_slot[i] and i ~= S.sum_slot then
       out.slots[i] = pack(V.get(L, yield:operand(i), yield), S.slot_kind[i], op:result(i):type())
@@ -832,6 +864,27 @@ local function split_loops(S, C, masks, from, at, ub)
   end
 end
 
+-- A row's max as a chain (stdlib/attention.lua's row_max) by default, where
+-- tl.options.max_chain is nil: in a loop issued ahead (not in order, no reduced
+-- dot) whose body takes a row's max (an online softmax) and whose late dots are
+-- all 128 columns wide: the d128 attention forward. The softmax a row at a time
+-- (tl.options.softmax_rows) only where asked for: with the program's arithmetic
+-- as stdlib's (examples/attention.lua's fold and -inf guard) it is slower
+-- (s16tattn-1: 0.942 of stdlib's kernel against 0.974 with the chain alone;
+-- s16tattn-2: the chain alone 0.983, rows + chain with the old arithmetic 0.969).
+-- At d64, 64 wide, the chain was slower causal (0.97 x): left out; d256 and the
+-- backward's dQ loop, no max, not measured.
+function Chain.chain_rule(S)
+  if S.in_order or S.reducing or #S.an.late == 0 then return false end
+  for _, d in ipairs(S.an.late) do
+    if R.tile_of(d.op:result(1)).shape[2] ~= 128 then return false end
+  end
+  for _, o in ipairs(S.b:ops()) do
+    if o:name() == "tileas.reduce" and o:attr_or_default "kind" == "max" then return true end
+  end
+  return false
+end
+
 -- env.pipelined_for of a consumer whose loop op is scheduled (tileas.ahead):
 -- cur maps each group of rings to the consumer's cursor; ctx.turn: the
 -- seq_bar state (nil: no turns).
@@ -844,6 +897,8 @@ function Chain.lower(L, env, op, cur, ctx)
               turns = ctx.turn and op:attr_or_default "tileas.turns" }
   S.reducing = next(an.reduced) ~= nil
   S.in_order = Chain.in_order(op)
+  S.chain_rule = Chain.chain_rule(S)
+  S.rows = Chain.softmax_rows or false -- (nil: off; s16tattn-3)
   if S.in_order then S.early, S.one_group = InOrder.early_operands(S), InOrder.one_group(S) end
   for i = 1, S.nslots do
     if not an.late_of_slot[i] then

@@ -233,8 +233,12 @@ function M.convert(module, options)
   require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = options and options.linear_desc == 1 or nil
   Sums.enabled = not (options and options.sums_by_dot == 0) and tl.options.sums_by_dot ~= false
   Chain.wait_fence = (options and options.wait_fence == 1) or tl.options.wait_fence == true
-  local mb = options and options.mask_branch
-  if mb ~= nil then B.mask_branch = mb == 1 else B.mask_branch = tl.options.mask_branch end
+  -- (the pass option 0 / 1 over tl.options' false / true over nil: mask_branch by blocked.lua's rule,
+  -- softmax_rows off, max_chain by chain.lua's rule, Chain.chain_rule)
+  local function tri(v, t) if v == 1 then return true elseif v == 0 then return false end return t end
+  B.mask_branch = tri(options and options.mask_branch, tl.options.mask_branch)
+  Chain.softmax_rows = tri(options and options.softmax_rows, tl.options.softmax_rows)
+  X.max_chain = tri(options and options.max_chain, tl.options.max_chain)
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then

@@ -275,6 +275,7 @@ local math_fns = {
   gelu_tanh = function(x) return x * sigmoid(f32(1.5957691216057308) * tl.fma(f32(0.044715) * x, x * x, x)) end,
 }
 X.math_fns = math_fns
+X.max_chain = nil -- (init.lua sets it a run: tl.options.max_chain, the pass option max_chain; nil: chain.lua's rule)
 
 
 -- Where a reduced row's columns come from: tiled_loads (the dot's B ring's,
@@ -345,8 +346,13 @@ end
 -- A reduce along dim 1 (N) of a consumer's accumulator tile: a Line of the
 -- rows the thread holds. In the wgmma fragment a row's values are in the 4
 -- lanes of a quad (2 of every 8 columns each): each lane combines its own
--- (a tree), then shfl.xor 1 and 2 within the quad give every lane of it the
--- row's value. Computed here (not lazily): the shuffles need the whole warp.
+-- (a tree; a max or min as a chain in element order with X.max_chain, or where
+-- it is nil in a chained loop's body by chain.lua's rule, L.rows_chain), then
+-- shfl.xor 1 and 2 within the quad give every lane of it the row's value.
+-- Computed here (not lazily): the shuffles need the whole warp; but in the
+-- body of a chained loop with the softmax a row at a time (L.rows_lazy, straight-line
+-- code) a row is computed when first read, so that the softmax goes a row at
+-- a time (chain.lua).
 local reduce_fns = {
   add = function(a, b) return a + b end,
   max = function(a, b) return tl.max(a, b) end,
@@ -408,26 +414,38 @@ local function lower_reduce(L, op, env)
   local comb = reduce_fns[kind]
   if shape[1] ~= 64 then R.fail(op, "a reduce along dim 1 of a tile of %d rows a warpgroup (a ping-pong consumer's) is not lowered yet", shape[1]) end
   local n = shape[1] * shape[2] // 128
-  local rows = {}
-  for _, dr in ipairs { 0, 8 } do
+  local chain = kind ~= "add" and (X.max_chain or X.max_chain == nil and L.rows_chain)
+  local lane_sum = env.lane_sums and env.lane_sums[op:result(1):id()]
+  local function row(dr)
     local vals = {}
     for i = 0, n - 1 do
       local r = env.f.offset(i)
       if r == dr then vals[#vals + 1] = x:at(i) end
     end
-    while #vals > 1 do
-      local nx = {}
-      for j = 1, #vals, 2 do nx[#nx + 1] = vals[j + 1] and comb(vals[j], vals[j + 1]) or vals[j] end
-      vals = nx
-    end
-    local v = vals[1]
-    if env.lane_sums and env.lane_sums[op:result(1):id()] then -- (a loop's carried row sum: the quad's lanes summed after it)
-      rows[dr] = v
+    local v
+    if chain then -- (X.max_chain: in element order, stdlib/attention.lua's row_max)
+      v = vals[1]
+      for j = 2, #vals do v = comb(v, vals[j]) end
     else
-      v = comb(v, tl.shfl_xor(v, 1))
-      rows[dr] = comb(v, tl.shfl_xor(v, 2))
+      while #vals > 1 do
+        local nx = {}
+        for j = 1, #vals, 2 do nx[#nx + 1] = vals[j + 1] and comb(vals[j], vals[j + 1]) or vals[j] end
+        vals = nx
+      end
+      v = vals[1]
     end
+    if lane_sum then return v end -- (a loop's carried row sum: the quad's lanes summed after it)
+    v = comb(v, tl.shfl_xor(v, 1))
+    return comb(v, tl.shfl_xor(v, 2))
   end
+  if L.rows_lazy then -- (a chained loop's body with the softmax a row at a time: a row when first read, in
+    -- the body's straight-line code, where the whole warp runs)
+    L.vmap[op:result(1):id()] = V.line(ri.elem, 1, row)
+    return
+  end
+  local rows = {}
+  rows[0] = row(0)
+  rows[8] = row(8)
   L.vmap[op:result(1):id()] = V.line(ri.elem, 1, function(dr) return rows[dr] end)
 end
 
