@@ -20,7 +20,9 @@
 -- block scales in 6 too), the fast cooperative 128 x 128 (the promoted
 -- forms' tile without the promotion), the per-tensor one promoted by FFMA
 -- with sa * sb a k block in 5 stages and 4 (block scales' promotion without
--- their loads: diagnostics), tl.gemm's fp8 GEMM on the
+-- their loads: diagnostics), the per-tensor and block-scaled ones with each
+-- k block promoted once waited for whole (DeepGEMM's order, lag=0; block
+-- scales in 5 stages too), tl.gemm's fp8 GEMM on the
 -- cooperative fast form's tile and in other forms (ping-pong
 -- 128 x 192 a warpgroup, alone and on a 2 x 1 cluster; 128 x 256 on a 2 x 1
 -- cluster: gemm_pp, gemm_pp_c2, gemm_c2, checked against cuBLASLt's result),
@@ -102,6 +104,12 @@ local forms = {
   -- scales are, without their loads; in 5 stages and in block scales' 4)
   { "tensor_fma", { scales = "tensor", promote = "fma" }, "tile fp8, per-tensor, promoted by FFMA (sa * sb a k block), 5 stages" },
   { "tensor_fma_s4", { scales = "tensor", promote = "fma", stages = 4 }, "tile fp8, per-tensor, promoted by FFMA, 4 stages" },
+  -- (each k block waited for whole, then promoted: DeepGEMM's order,
+  -- convert-tileas-to-cutlass{lag=0}; the consumers overlap each other's
+  -- promotion, not their own)
+  { "blocks_nolag", { scales = "blocks", lowering = "lag=0" }, "tile fp8, block scales, each k block promoted once waited for (lag=0)" },
+  { "blocks_nolag_s5", { scales = "blocks", stages = 5, lowering = "lag=0" }, "tile fp8, block scales, lag=0, 5 stages" },
+  { "tensor_nolag", { scales = "tensor", lowering = "lag=0" }, "tile fp8, per-tensor scales, lag=0" },
   -- (tl.gemm's fp8 GEMM in other forms than the reference row's: what a
   -- tile shape, ping-pong or a cluster would give the per-tensor fast form;
   -- each checked against cuBLASLt's result, the report printed)

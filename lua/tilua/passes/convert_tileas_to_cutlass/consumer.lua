@@ -456,6 +456,84 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
   return acc
 end
 
+-- The same loop (lag_plan's plan) in DeepGEMM's order, Consumer.lag == 0
+-- (the pass option lag=0): a k block an iteration, issued into one sum (its
+-- ahead loads' values loaded once it is issued: staged, from its own stage),
+-- waited for whole (wgmma_wait 0), its stage released, then promoted; no
+-- block in flight while a warpgroup promotes, so the tensor cores work on
+-- the other consumer's block meanwhile (the consumers overlap each other,
+-- not themselves). Two sums' registers fewer than lagged_loop's. Not for
+-- ping-pong consumers (their hand-off follows the last issue). -> the
+-- accumulator (a vector of n f32)
+local function unlagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf)
+  local kid, accid = b:arg(1):id(), b:arg(2):id()
+  local staged = Staged.loop(L, b)
+  local yield, pipe = b:terminator(), L.pipe
+  local release = releaser(L)
+  local function load_vals(k)
+    local vals = {}
+    for _, o in ipairs(ahead) do
+      local v = ahead_load(L, env, b, o, k, n)
+      table.move(v, 1, #v, #vals + 1, vals)
+    end
+    return vals
+  end
+  local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
+  -- (not staged: the ahead loads' values of the first block before the loop,
+  -- each iteration's of the next once its block is issued)
+  local vn = {}
+  if not staged and #ahead > 0 then
+    for _, o in ipairs(invariant) do V.at_loc(o, X.lower_op, L, o, env) end
+    vn = load_vals(lb)
+    for d = 1, pf - 1 do -- (prefetch: the next blocks' lines; each issue prefetches the block pf ahead)
+      for _, o in ipairs(ahead) do ahead_prefetch(L, env, b, o, lb + d, n) end
+    end
+  end
+  local cur = { st, rel, { value = acc } }
+  for i = 1, #vn do cur[3 + i] = { value = vn[i] } end
+  tl.cutlass.for_range(lb, ub, cur, function(j)
+    acc = cur[3].value
+    local mine = {}
+    for i = 1, #vn do mine[i] = cur[3 + i].value end
+    pipe:consumer_wait(st)
+    L.vmap[kid], L.vmap[accid] = j, V.vec_frag(acc, n)
+    env.acc_in, env.stage, env.lag = acc, st:index(), { issue = true, into = tl.zeros(tl.f32, n) }
+    local nxt = {}
+    env.after_issue = { function()
+      if staged then mine = load_vals(j) else nxt = load_vals(j + 1) end
+      if pf > 0 then for _, o in ipairs(ahead) do ahead_prefetch(L, env, b, o, j + pf, n) end end
+    end }
+    for _, o in ipairs(invariant) do V.at_loc(o, X.lower_op, L, o, env) end
+    for _, o in ipairs(b:ops()) do
+      if plan.deps[o:nresults() > 0 and o:result(1):id() or false] then V.at_loc(o, X.lower_op, L, o, env) end
+    end
+    V.at_loc(plan.dot, X.lower_op, L, plan.dot, env)
+    local sum = env.lag.sum
+    env.lag, env.after_issue = nil, nil
+    st:advance()
+    tl.wgmma_wait(0)
+    release(rel)
+    rel:advance()
+    -- the block's body with its complete sum
+    L.vmap[kid], L.vmap[accid] = j, V.vec_frag(acc, n)
+    env.acc_in, env.lag, env.pending_loads = acc, { prev = sum }, {}
+    env.ahead = carried_ahead(env, ahead, mine, 1, n)
+    X.lower_block(L, b, env)
+    env.lag, env.ahead, env.pending_loads = nil, nil, nil
+    local out = V.get(L, yield:operand(1), yield)
+    if not V.is_frag(out) then R.fail(yield, "the pipelined loop must yield its dot's result or elementwise ops of it") end
+    if out.vec then acc = out.vec
+    else
+      local v = {}
+      for i = 0, n - 1 do v[i + 1] = out:at(i) end
+      acc = tl.vector_of(tl.f32, v)
+    end
+    cur[3].value = acc
+    for i = 1, #vn do cur[3 + i].value = nxt[i] end
+  end)
+  return cur[3].value
+end
+
 -- }===
 
 -- env.pipelined_for: the accumulator carried as vector<N/2 x f32> through
@@ -540,7 +618,9 @@ local function pipelined_for(L, env, st, wg, t)
     local pp = env.pp
     if pp then pp.own:wait(pp.turn) end
     local issued = pp and function() pp.other:arrive(pp.turn) end
-    if plan then
+    if plan and Consumer.lag == 0 and not pp then
+      acc = unlagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init), pf)
+    elseif plan then
       acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init), pf,
                         pp and { issued = issued, state = pp.turn })
     else

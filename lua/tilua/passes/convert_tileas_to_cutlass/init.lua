@@ -216,7 +216,10 @@ end
 -- a staged line's box a consumer (staged.lua: the default, 1, brings the
 -- consumers' lines at consecutive row blocks in one box); linear_desc=1 builds
 -- a consumer's wgmma descriptors as one base plus the stage's and k step's
--- offsets (consumer.lua; values.lua's V.desc linear), not from each address.
+-- offsets (consumer.lua; values.lua's V.desc linear), not from each address;
+-- lag=0 promotes a loop's k blocks in DeepGEMM's order (consumer.lua's
+-- unlagged_loop: each block waited for whole, then promoted) instead of a
+-- block late.
 function M.convert(module, options)
   local tl = require "tilua"
   local G = require "tilua.kernels.gemm"
@@ -226,6 +229,8 @@ function M.convert(module, options)
   Tr.forced_claims, Tr.forced_form = options and options.transpose_claims, options and options.transpose_form
   Staged.merge_lines = not (options and options.merge_lines == 0)
   require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = options and options.linear_desc == 1 or nil
+  require("tilua.passes.convert_tileas_to_cutlass.consumer").lag = options and options.lag
+    or (tl.options.promote_lag == false and 0 or nil)
   Sums.enabled = not (options and options.sums_by_dot == 0) and tl.options.sums_by_dot ~= false
   Chain.wait_fence = (options and options.wait_fence == 1) or tl.options.wait_fence == true
   local errors, changed = {}, false
