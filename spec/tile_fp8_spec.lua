@@ -106,14 +106,15 @@ describe("an fp8 GEMM as a tile program", function()
                        { true, "e4m3", 300, false, true }, { false, "e4m3", 400, true, false, "cooperative" },
                        { true, "e5m2", 160, true }, { false, "e4m3", 300, false, false, nil, 144 },
                        { false, "e4m3", 400, false, false, "pingpong", nil, 64 }, { false, "e4m3", 300, false, false, nil, nil, nil, "fma" },
-                       { false, "e4m3", 300, false, false, nil, nil, nil, nil, "lag=0" } } do
+                       { false, "e4m3", 300, false, false, nil, nil, nil, nil, "lag=0" },
+                       { false, "e4m3", 400, false, false, nil, nil, nil, nil, "release_index=1" } } do
     local rowcol, fmt, K, fast, pdl, consumers, bn, bm, promote, lowering = v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]
     local pp = fast and consumers ~= "cooperative" or bm ~= nil
     local M, N = pp and 260 or 130, bn and 200 or 100
     it(("%s, %d x %d x %d (K ragged), %s scales%s%s%s%s%s, on 2 persistent CTAs%s: the CPU reference, bit for bit"):format(
       fmt, M, N, K, rowcol and "row / column" or "per-tensor", fast and ", fast accumulation" or "", pdl and ", PDL" or "",
       bm and ", ping-pong 64 x 128" or pp and ", ping-pong 128 x 192" or fast and ", cooperative 128 x 256" or "", bn and (", 128 x %d tiles"):format(bn) or "",
-      promote and ", promoted by FFMA with sa * sb" or lowering and ", each k block promoted once waited for (lag=0)" or "", pp and " and on 1" or ""), function()
+      promote and ", promoted by FFMA with sa * sb" or lowering and ", lowered with " .. lowering or "", pp and " and on 1" or ""), function()
       local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt, fast = fast, pdl = pdl, consumers = consumers, bn = bn, bm = bm,
                            promote = promote }
       local kop = PH.lowered_tile(k, lowering)
@@ -154,14 +155,21 @@ describe("an fp8 GEMM as a tile program", function()
   -- programs, 3 x 2 of them, both consumers reading the one line of A's
   -- scales a stage, on 2 CTAs and on 1)
   -- lag=0: each k block waited for whole, then promoted (DeepGEMM's order;
-  -- K 400: 4 blocks, 300: 3, 112: 1), staged by TMA and with global loads
+  -- K 400: 4 blocks, 300: 3, 112: 1), staged by TMA and with global loads;
+  -- staged_base=1: A's staged line addressed as the thread's stage-0 address
+  -- plus the stage's offset; release_index=1: the stages released by a cursor
+  -- made from the wait's (K 400 and 300: the lagged loop's two tails, 112:
+  -- its first block only; ping-pong: with the hand-off)
   for _, v in ipairs { { 0, 400 }, { 4, 400 }, { 0, 300 }, { 0, 400, "pingpong" }, { 0, 400, nil, "lag=0" },
-                       { 0, 300, nil, "lag=0" }, { 0, 112, nil, "lag=0" }, { 4, 300, nil, "lag=0" } } do
+                       { 0, 300, nil, "lag=0" }, { 0, 112, nil, "lag=0" }, { 4, 300, nil, "lag=0" },
+                       { 0, 400, nil, "staged_base=1" }, { 0, 400, nil, "release_index=1" }, { 0, 300, nil, "release_index=1" },
+                       { 0, 112, nil, "staged_base=1,release_index=1" }, { 4, 300, nil, "release_index=1" },
+                       { 0, 400, "pingpong", "staged_base=1,release_index=1" } } do
     local pf, K, pingpong, lowering = v[1], v[2], v[3], v[4]
     it(("block scales (per row and 128 of K for A, per 128 x 128 for B), 130 x 200 x %d (every size ragged; %d k blocks), "
       .. "%s, on 2 persistent CTAs%s%s: the CPU reference, bit for bit"):format(K, (K + 127) // 128,
       pf > 0 and ("global loads, L1 prefetch %d k blocks ahead"):format(pf) or "staged by TMA",
-      pingpong and " and on 1, ping-pong 64 x 128" or "", lowering and ", each k block promoted once waited for (lag=0)" or ""), function()
+      pingpong and " and on 1, ping-pong 64 x 128" or "", lowering and (", lowered with " .. lowering) or ""), function()
       local k = ex.build { scales = "blocks", fp8 = "e4m3", prefetch = pf, consumers = pingpong, bm = pingpong and 64 }
       local kop = PH.lowered_tile(k, lowering)
       local M, N = 130, 200

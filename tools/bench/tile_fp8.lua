@@ -22,7 +22,10 @@
 -- with sa * sb a k block in 5 stages and 4 (block scales' promotion without
 -- their loads: diagnostics), the per-tensor and block-scaled ones with each
 -- k block promoted once waited for whole (DeepGEMM's order, lag=0; block
--- scales in 5 stages too), tl.gemm's fp8 GEMM on the
+-- scales in 5 stages too), the block-scaled one with A's staged line
+-- addressed from the thread's stage-0 address (staged_base=1), with the
+-- stages released by a cursor made from the wait's (release_index=1; the
+-- per-tensor one too) and with both, tl.gemm's fp8 GEMM on the
 -- cooperative fast form's tile and in other forms (ping-pong
 -- 128 x 192 a warpgroup, alone and on a 2 x 1 cluster; 128 x 256 on a 2 x 1
 -- cluster: gemm_pp, gemm_pp_c2, gemm_c2, checked against cuBLASLt's result),
@@ -110,6 +113,14 @@ local forms = {
   { "blocks_nolag", { scales = "blocks", lowering = "lag=0" }, "tile fp8, block scales, each k block promoted once waited for (lag=0)" },
   { "blocks_nolag_s5", { scales = "blocks", stages = 5, lowering = "lag=0" }, "tile fp8, block scales, lag=0, 5 stages" },
   { "tensor_nolag", { scales = "tensor", lowering = "lag=0" }, "tile fp8, per-tensor scales, lag=0" },
+  -- (fewer instructions a k block in the lagged loop: A's staged line
+  -- addressed as the thread's stage-0 address plus the stage's offset,
+  -- staged_base=1; the stages released by a cursor made from the wait's,
+  -- release_index=1, per-tensor too; both)
+  { "blocks_sbase", { scales = "blocks", lowering = "staged_base=1" }, "tile fp8, block scales, staged line at stage 0 + the stage's offset (staged_base=1)" },
+  { "blocks_rel", { scales = "blocks", lowering = "release_index=1" }, "tile fp8, block scales, released by the wait's cursor (release_index=1)" },
+  { "tensor_rel", { scales = "tensor", lowering = "release_index=1" }, "tile fp8, per-tensor scales, released by the wait's cursor (release_index=1)" },
+  { "blocks_both", { scales = "blocks", lowering = "staged_base=1,release_index=1" }, "tile fp8, block scales, staged_base=1 and release_index=1" },
   -- (tl.gemm's fp8 GEMM in other forms than the reference row's: what a
   -- tile shape, ping-pong or a cluster would give the per-tensor fast form;
   -- each checked against cuBLASLt's result, the report printed)

@@ -379,12 +379,26 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     acc = tl.vector_of(tl.f32, v)
   end
   local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
+  -- the stage of the block issued d blocks before st's released: by the
+  -- release cursor rel (the default: a second cursor the loop carries), or,
+  -- Consumer.release_index (the pass option release_index=1), by a cursor
+  -- made from st's d blocks back (st advanced by stages - d: a release reads
+  -- the index only), rel left as it is, so that the loop carries one cursor
+  -- (s16fp8-1's SASS: rel's advance and its barrier's address are 13
+  -- instructions a k block on the vector pipe)
+  local function release_behind(d)
+    if Consumer.release_index then
+      release(st:rebound(st.value):advance(pipe.stages - d))
+      return
+    end
+    release(rel)
+    rel:advance()
+  end
   -- block kk - 1 (sum, vals) complete once block kk is issued: its stage
   -- released (the promotion reads registers only), then promoted
   local function promote_after_issue(kk, sum, vals)
     tl.wgmma_wait(1)
-    release(rel)
-    rel:advance()
+    release_behind(2)
     promote(kk - 1, sum, vals)
   end
   -- (prefetch: the first blocks' lines, before the first issue)
@@ -435,8 +449,7 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     local h = handed()
     promote_after_issue(ub - 1, A, va)
     tl.wgmma_wait(0)
-    release(rel)
-    rel:advance()
+    release_behind(1)
     promote(ub - 1, B, staged and vb or vn)
     if h then return acc, st.value, rel.value, h end
     return acc, st.value, rel.value
@@ -445,8 +458,7 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     if hand then hand.state.value = hand0 end
     local h = handed()
     tl.wgmma_wait(0)
-    release(rel)
-    rel:advance()
+    release_behind(1)
     promote(ub - 1, A, va)
     if h then return acc, st.value, rel.value, h end
     return acc, st.value, rel.value

@@ -219,7 +219,12 @@ end
 -- offsets (consumer.lua; values.lua's V.desc linear), not from each address;
 -- lag=0 promotes a loop's k blocks in DeepGEMM's order (consumer.lua's
 -- unlagged_loop: each block waited for whole, then promoted) instead of a
--- block late.
+-- block late; staged_base=1 addresses a staged line (block scales' A line)
+-- as the thread's address at stage 0 plus the stage's offset (staged.lua's
+-- Staged.stage_last), not the stage's slot plus the row; release_index=1
+-- releases a lagged loop's stages by a cursor made from the wait's, d
+-- blocks back, instead of a second cursor the loop carries (consumer.lua's
+-- lagged_loop).
 function M.convert(module, options)
   local tl = require "tilua"
   local G = require "tilua.kernels.gemm"
@@ -228,7 +233,9 @@ function M.convert(module, options)
   local Tr = require "tilua.passes.convert_tileas_to_cutlass.transpose"
   Tr.forced_claims, Tr.forced_form = options and options.transpose_claims, options and options.transpose_form
   Staged.merge_lines = not (options and options.merge_lines == 0)
+  Staged.stage_last = options and options.staged_base == 1 or nil
   require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = options and options.linear_desc == 1 or nil
+  require("tilua.passes.convert_tileas_to_cutlass.consumer").release_index = options and options.release_index == 1 or nil
   require("tilua.passes.convert_tileas_to_cutlass.consumer").lag = options and options.lag
     or (tl.options.promote_lag == false and 0 or nil)
   Sums.enabled = not (options and options.sums_by_dot == 0) and tl.options.sums_by_dot ~= false
