@@ -157,8 +157,8 @@ describe("an fp8 GEMM as a tile program", function()
   -- lag=0: each k block waited for whole, then promoted (DeepGEMM's order;
   -- K 400: 4 blocks, 300: 3, 112: 1), staged by TMA and with global loads;
   -- staged_base=1: A's staged line addressed as the thread's stage-0 address
-  -- plus the stage's offset; release_index=1: the stages released by a cursor
-  -- made from the wait's (K 400 and 300: the lagged loop's two tails, 112:
+  -- plus the stage's offset; release_index=1: the release cursor moved to the
+  -- wait's of the block issued last (K 400 and 300: the lagged loop's two tails, 112:
   -- its first block only; ping-pong: with the hand-off)
   for _, v in ipairs { { 0, 400 }, { 4, 400 }, { 0, 300 }, { 0, 400, "pingpong" }, { 0, 400, nil, "lag=0" },
                        { 0, 300, nil, "lag=0" }, { 0, 112, nil, "lag=0" }, { 4, 300, nil, "lag=0" },

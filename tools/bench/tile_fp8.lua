@@ -24,7 +24,7 @@
 -- k block promoted once waited for whole (DeepGEMM's order, lag=0; block
 -- scales in 5 stages too), the block-scaled one with A's staged line
 -- addressed from the thread's stage-0 address (staged_base=1), with the
--- stages released by a cursor made from the wait's (release_index=1; the
+-- release cursor moved to the wait's of the last issue (release_index=1; the
 -- per-tensor one too) and with both, tl.gemm's fp8 GEMM on the
 -- cooperative fast form's tile and in other forms (ping-pong
 -- 128 x 192 a warpgroup, alone and on a 2 x 1 cluster; 128 x 256 on a 2 x 1
@@ -115,8 +115,8 @@ local forms = {
   { "tensor_nolag", { scales = "tensor", lowering = "lag=0" }, "tile fp8, per-tensor scales, lag=0" },
   -- (fewer instructions a k block in the lagged loop: A's staged line
   -- addressed as the thread's stage-0 address plus the stage's offset,
-  -- staged_base=1; the stages released by a cursor made from the wait's,
-  -- release_index=1, per-tensor too; both)
+  -- staged_base=1; the release cursor moved to the wait's cursor of the
+  -- block issued last, not incremented, release_index=1, per-tensor too; both)
   { "blocks_sbase", { scales = "blocks", lowering = "staged_base=1" }, "tile fp8, block scales, staged line at stage 0 + the stage's offset (staged_base=1)" },
   { "blocks_rel", { scales = "blocks", lowering = "release_index=1" }, "tile fp8, block scales, released by the wait's cursor (release_index=1)" },
   { "tensor_rel", { scales = "tensor", lowering = "release_index=1" }, "tile fp8, per-tensor scales, released by the wait's cursor (release_index=1)" },

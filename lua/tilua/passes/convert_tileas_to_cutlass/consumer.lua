@@ -342,9 +342,11 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     end
     return vals
   end
+  local issued_at -- (st's value at the latest issue: its block's cursor)
   -- issue k block kk into the registers of sum `into` (waiting for its
   -- stage), then load the values of blocks ... -> its sum (in flight), them
   local function issue(kk, into, ...)
+    issued_at = st.value
     pipe:consumer_wait(st)
     L.vmap[kid], L.vmap[accid] = kk, V.vec_frag(acc, n)
     env.acc_in, env.stage, env.lag = acc, st:index(), { issue = true, into = into }
@@ -379,26 +381,23 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     acc = tl.vector_of(tl.f32, v)
   end
   local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
-  -- the stage of the block issued d blocks before st's released: by the
-  -- release cursor rel (the default: a second cursor the loop carries), or,
-  -- Consumer.release_index (the pass option release_index=1), by a cursor
-  -- made from st's d blocks back (st advanced by stages - d: a release reads
-  -- the index only), rel left as it is, so that the loop carries one cursor
-  -- (s16fp8-1's SASS: rel's advance and its barrier's address are 13
-  -- instructions a k block on the vector pipe)
-  local function release_behind(d)
-    if Consumer.release_index then
-      release(st:rebound(st.value):advance(pipe.stages - d))
-      return
-    end
+  -- the stage of the oldest block not released (rel's) released, then rel
+  -- moved to the next: by its own advance (the default: a second cursor the
+  -- loop carries and increments), or, Consumer.release_index (the pass option
+  -- release_index=1) after an issue, to the wait's cursor that issue took
+  -- (st's value then: the next block not released), so that rel carries
+  -- values st computed (s16fp8-1's SASS: rel's increment and its barrier's
+  -- address are 13 instructions a k block on the vector pipe)
+  local function release_oldest(after_issue)
     release(rel)
+    if after_issue and Consumer.release_index then rel.value = issued_at return end
     rel:advance()
   end
   -- block kk - 1 (sum, vals) complete once block kk is issued: its stage
   -- released (the promotion reads registers only), then promoted
   local function promote_after_issue(kk, sum, vals)
     tl.wgmma_wait(1)
-    release_behind(2)
+    release_oldest(true)
     promote(kk - 1, sum, vals)
   end
   -- (prefetch: the first blocks' lines, before the first issue)
@@ -449,7 +448,7 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     local h = handed()
     promote_after_issue(ub - 1, A, va)
     tl.wgmma_wait(0)
-    release_behind(1)
+    release_oldest()
     promote(ub - 1, B, staged and vb or vn)
     if h then return acc, st.value, rel.value, h end
     return acc, st.value, rel.value
@@ -458,7 +457,7 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     if hand then hand.state.value = hand0 end
     local h = handed()
     tl.wgmma_wait(0)
-    release_behind(1)
+    release_oldest()
     promote(ub - 1, A, va)
     if h then return acc, st.value, rel.value, h end
     return acc, st.value, rel.value

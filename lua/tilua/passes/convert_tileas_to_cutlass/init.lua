@@ -222,9 +222,9 @@ end
 -- block late; staged_base=1 addresses a staged line (block scales' A line)
 -- as the thread's address at stage 0 plus the stage's offset (staged.lua's
 -- Staged.stage_last), not the stage's slot plus the row; release_index=1
--- releases a lagged loop's stages by a cursor made from the wait's, d
--- blocks back, instead of a second cursor the loop carries (consumer.lua's
--- lagged_loop).
+-- moves a lagged loop's release cursor to the wait's cursor of the block
+-- issued last instead of incrementing it on its own (consumer.lua's
+-- lagged_loop, release_oldest).
 function M.convert(module, options)
   local tl = require "tilua"
   local G = require "tilua.kernels.gemm"
