@@ -164,7 +164,8 @@ describe("an fp8 GEMM as a tile program", function()
                        { 0, 300, nil, "lag=0" }, { 0, 112, nil, "lag=0" }, { 4, 300, nil, "lag=0" },
                        { 0, 400, nil, "staged_base=1" }, { 0, 400, nil, "release_index=1" }, { 0, 300, nil, "release_index=1" },
                        { 0, 112, nil, "staged_base=1,release_index=1" }, { 4, 300, nil, "release_index=1" },
-                       { 0, 400, "pingpong", "staged_base=1,release_index=1" } } do
+                       { 0, 400, "pingpong", "staged_base=1,release_index=1" },
+                       { 0, 300, nil, "staged_base=1,release_index=1,linear_desc=1" } } do
     local pf, K, pingpong, lowering = v[1], v[2], v[3], v[4]
     it(("block scales (per row and 128 of K for A, per 128 x 128 for B), 130 x 200 x %d (every size ragged; %d k blocks), "
       .. "%s, on 2 persistent CTAs%s%s: the CPU reference, bit for bit"):format(K, (K + 127) // 128,

@@ -25,7 +25,8 @@
 -- scales in 5 stages too), the block-scaled one with A's staged line
 -- addressed from the thread's stage-0 address (staged_base=1), with the
 -- release cursor moved to the wait's of the last issue (release_index=1; the
--- per-tensor one too) and with both, tl.gemm's fp8 GEMM on the
+-- per-tensor one too), with both and with both and linear descriptors,
+-- tl.gemm's fp8 GEMM on the
 -- cooperative fast form's tile and in other forms (ping-pong
 -- 128 x 192 a warpgroup, alone and on a 2 x 1 cluster; 128 x 256 on a 2 x 1
 -- cluster: gemm_pp, gemm_pp_c2, gemm_c2, checked against cuBLASLt's result),
@@ -121,6 +122,7 @@ local forms = {
   { "blocks_rel", { scales = "blocks", lowering = "release_index=1" }, "tile fp8, block scales, released by the wait's cursor (release_index=1)" },
   { "tensor_rel", { scales = "tensor", lowering = "release_index=1" }, "tile fp8, per-tensor scales, released by the wait's cursor (release_index=1)" },
   { "blocks_both", { scales = "blocks", lowering = "staged_base=1,release_index=1" }, "tile fp8, block scales, staged_base=1 and release_index=1" },
+  { "blocks_all", { scales = "blocks", lowering = "staged_base=1,release_index=1,linear_desc=1" }, "tile fp8, block scales, staged_base=1, release_index=1 and linear descriptors" },
   -- (tl.gemm's fp8 GEMM in other forms than the reference row's: what a
   -- tile shape, ping-pong or a cluster would give the per-tensor fast form;
   -- each checked against cuBLASLt's result, the report printed)
