@@ -5,7 +5,8 @@
 -- ping-pong consumers of 64 x 128 programs; the per-tensor one promoted by FFMA with sa * sb (a
 -- diagnostic); two as programmatic dependent launches; block scales with
 -- their lines prefetched into L1 4 k blocks ahead; block scales lowered with
--- staged_base=1 and release_index=1, per-tensor with release_index=1) on the GPU (label gpu:
+-- staged_base=1 and release_index=1, per-tensor with release_index=1; block scales with the
+-- wgmma descriptors from each address, linear_desc=0, the default being linear) on the GPU (label gpu:
 -- spec/gpu_runner.lua; tools/gpu test runs it): fresh random inputs of ragged
 -- sizes (M, N no multiples of the tile, N a multiple of 8; K a multiple of 16, not of the tile's
 -- 128) against CPU dot products of the decoded bytes on sampled elements,
@@ -31,7 +32,8 @@ describe("fp8 tile GEMMs on the GPU", function()
                        { "e4m3", "blocks", nil, nil, nil, nil, "pingpong", nil, 64 }, { "e4m3", "tensor", nil, nil, nil, nil, "pingpong", nil, 64 },
                        { "e4m3", "tensor", nil, nil, nil, nil, nil, nil, nil, "fma" },
                        { "e4m3", "blocks", nil, nil, nil, nil, nil, nil, nil, nil, "staged_base=1,release_index=1" },
-                       { "e4m3", "tensor", nil, nil, nil, nil, nil, nil, nil, nil, "release_index=1" } } do
+                       { "e4m3", "tensor", nil, nil, nil, nil, nil, nil, nil, nil, "release_index=1" },
+                       { "e4m3", "blocks", nil, nil, nil, nil, nil, nil, nil, nil, "linear_desc=0" } } do
     local kernel
     for _, size in ipairs(sizes) do
       n = n + 1

@@ -159,13 +159,17 @@ describe("an fp8 GEMM as a tile program", function()
   -- staged_base=1: A's staged line addressed as the thread's stage-0 address
   -- plus the stage's offset; release_index=1: the release cursor moved to the
   -- wait's of the block issued last (K 400 and 300: the lagged loop's two tails, 112:
-  -- its first block only; ping-pong: with the hand-off)
+  -- its first block only; ping-pong: with the hand-off); linear_desc=0: the
+  -- wgmma descriptors from each element's address, the default before
+  -- s16fp8-3 (the cases without options run the default: linear descriptors
+  -- in the lagged loop of staged scales, asserted below)
   for _, v in ipairs { { 0, 400 }, { 4, 400 }, { 0, 300 }, { 0, 400, "pingpong" }, { 0, 400, nil, "lag=0" },
                        { 0, 300, nil, "lag=0" }, { 0, 112, nil, "lag=0" }, { 4, 300, nil, "lag=0" },
                        { 0, 400, nil, "staged_base=1" }, { 0, 400, nil, "release_index=1" }, { 0, 300, nil, "release_index=1" },
                        { 0, 112, nil, "staged_base=1,release_index=1" }, { 4, 300, nil, "release_index=1" },
                        { 0, 400, "pingpong", "staged_base=1,release_index=1" },
-                       { 0, 300, nil, "staged_base=1,release_index=1,linear_desc=1" } } do
+                       { 0, 300, nil, "staged_base=1,release_index=1,linear_desc=1" },
+                       { 0, 400, nil, "linear_desc=0" }, { 0, 300, nil, "linear_desc=0" }, { 0, 112, nil, "linear_desc=0" } } do
     local pf, K, pingpong, lowering = v[1], v[2], v[3], v[4]
     it(("block scales (per row and 128 of K for A, per 128 x 128 for B), 130 x 200 x %d (every size ragged; %d k blocks), "
       .. "%s, on 2 persistent CTAs%s%s: the CPU reference, bit for bit"):format(K, (K + 127) // 128,
@@ -202,6 +206,28 @@ describe("an fp8 GEMM as a tile program", function()
       end
     end)
   end
+
+  -- The descriptors' rule (consumer.lua's desc): by default the lagged loop of
+  -- staged block scales lowers as with linear_desc=1 and not as with
+  -- linear_desc=0; per-tensor, global-load block scales (prefetch) and ping-pong
+  -- consumers keep the address form (as with linear_desc=0). So the emulator's
+  -- default cases above run the linear form.
+  it("the wgmma descriptors' rule: linear by default in the lagged loop of staged block scales only", function()
+    local function text(k, lowering)
+      local m = PH.lowered_tile(k, lowering)
+      while m:parent() do m = m:parent() end
+      return m:print()
+    end
+    for _, c in ipairs { { { scales = "blocks", fp8 = "e4m3" }, true }, { { scales = "tensor", fp8 = "e4m3" }, false },
+                         { { scales = "blocks", fp8 = "e4m3", prefetch = 4 }, false },
+                         { { scales = "blocks", fp8 = "e4m3", consumers = "pingpong", bm = 64 }, false } } do
+      local k = ex.build(c[1])
+      local default, on, off = text(k), text(k, "linear_desc=1"), text(k, "linear_desc=0")
+      assert.is_true(on ~= off, "linear_desc changes nothing")
+      assert.are.equal(c[2], default == on)
+      assert.are.equal(not c[2], default == off)
+    end
+  end)
 
   -- (the example's block scales staged by TMA, staged.lua; its fast form on
   -- ping-pong consumers, 128 x 192; block scales on ping-pong consumers of

@@ -15,7 +15,8 @@
 -- scales in a box a warpgroup (convert-tileas-to-cutlass{merge_lines=0}) and in 4, 5 and 6
 -- stages, the per-tensor one in 4 stages, the per-tensor (promoted and
 -- fast) and block-scaled ones with linear wgmma descriptors
--- (convert-tileas-to-cutlass{linear_desc=1}), the per-tensor and
+-- (convert-tileas-to-cutlass{linear_desc=1}; the block-scaled one's default)
+-- and the block-scaled one without them (linear_desc=0), the per-tensor and
 -- block-scaled ones on ping-pong consumers of 64 x 128 programs (8 stages;
 -- block scales in 6 too), the fast cooperative 128 x 128 (the promoted
 -- forms' tile without the promotion), the per-tensor one promoted by FFMA
@@ -91,9 +92,13 @@ local forms = {
   { "tensor_bn144", { scales = "tensor", bn = 144 }, "tile fp8, per-tensor scales, 128 x 144" },
   { "tensor_bn144_s6", { scales = "tensor", bn = 144, stages = 6 }, "tile fp8, per-tensor scales, 128 x 144, 6 stages" },
   -- (the consumers' wgmma descriptors as one base plus offsets:
-  -- convert-tileas-to-cutlass{linear_desc=1})
+  -- convert-tileas-to-cutlass{linear_desc=1}, the block-scaled form's default
+  -- since s16fp8-3, whose row blocks_lin is now the same kernel as blocks;
+  -- blocks_addr: its descriptors from each address, linear_desc=0, the
+  -- default before)
   { "tensor_lin", { scales = "tensor", lowering = "linear_desc=1" }, "tile fp8, per-tensor scales, linear descriptors" },
   { "blocks_lin", { scales = "blocks", lowering = "linear_desc=1" }, "tile fp8, block scales, staged by TMA, linear descriptors" },
+  { "blocks_addr", { scales = "blocks", lowering = "linear_desc=0" }, "tile fp8, block scales, staged by TMA, descriptors from each address (linear_desc=0)" },
   { "tensor_fast_lin", { scales = "tensor", fast = true, lowering = "linear_desc=1" }, "tile fp8, per-tensor, fast, ping-pong 128 x 192, linear descriptors" },
   -- (the promoted forms on ping-pong consumers of 64-row programs, 64 x 128
   -- each: a consumer's accumulator and its two lagged sums fit a warpgroup;

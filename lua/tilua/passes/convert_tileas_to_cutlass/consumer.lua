@@ -24,11 +24,21 @@ local Consumer = {}
 
 -- {=== the mainloop: dots of rings
 
--- A wgmma descriptor (V.desc); with Consumer.linear_desc (the pass option
--- linear_desc=1) as the ring's base descriptor plus the stage's and the k
--- step's 16-byte units where the swizzle allows (one 64-bit add a wgmma
--- instead of the address's arithmetic).
-local function desc(r, s, kk, kstep, kmajor) return V.desc(r, s, kk, kstep, kmajor, Consumer.linear_desc) end
+-- A wgmma descriptor (V.desc); linear (the ring's base descriptor plus the
+-- stage's and the k step's 16-byte units where the swizzle allows: one
+-- 64-bit add a wgmma instead of the address's arithmetic) where the pass
+-- option says so (Consumer.linear_desc: linear_desc=1 true, linear_desc=0
+-- false), else by the rule: the lagged loop of staged block scales
+-- (lagged_loop sets linear_rule while it lowers; s16fp8-2 measured it
+-- 0.998-1.087 of the address form, that loop being issue-bound), the
+-- address form elsewhere (per-tensor and the fast forms: slower or not
+-- measured faster, s14fp8-1 and s15's last runs).
+local linear_rule = false
+local function desc(r, s, kk, kstep, kmajor)
+  local linear = Consumer.linear_desc
+  if linear == nil then linear = linear_rule end
+  return V.desc(r, s, kk, kstep, kmajor, linear)
+end
 
 -- The f32 accumulator acc plus a k block's complete sum (vectors of f32).
 local function promoted(acc, sum)
@@ -326,7 +336,19 @@ Consumer.lag_plan = lag_plan -- (staged.lua's plan)
 -- wgmma is issued, before the last promotions (a ping-pong consumer's
 -- hand-off of the ring to the other, as kernels/gemm.lua's mainloop does).
 -- -> the accumulator (a vector of n f32)
+local lagged_loop_body
 local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf, hand)
+  -- (the descriptors' rule, desc above: linear in the loop of staged block
+  -- scales on one consumer's rows, the promoted block form; not ping-pong's)
+  local saved = linear_rule
+  linear_rule = Staged.loop(L, b) and not hand
+  local ok, out = pcall(lagged_loop_body, L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf, hand)
+  linear_rule = saved
+  if not ok then error(out, 0) end
+  return out
+end
+
+function lagged_loop_body(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf, hand)
   local kid, accid = b:arg(1):id(), b:arg(2):id()
   -- staged (staged.lua): the ahead loads' values are in the stage; an issue
   -- of block k reads block k's own (its stage held until the next issue)

@@ -234,7 +234,8 @@ function M.convert(module, options)
   Tr.forced_claims, Tr.forced_form = options and options.transpose_claims, options and options.transpose_form
   Staged.merge_lines = not (options and options.merge_lines == 0)
   Staged.stage_last = options and options.staged_base == 1 or nil
-  require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = options and options.linear_desc == 1 or nil
+  local linear = options and options.linear_desc
+  require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = linear == 1 or (linear ~= 0 and nil)
   require("tilua.passes.convert_tileas_to_cutlass.consumer").release_index = options and options.release_index == 1 or nil
   require("tilua.passes.convert_tileas_to_cutlass.consumer").lag = options and options.lag
     or (tl.options.promote_lag == false and 0 or nil)
