@@ -65,7 +65,11 @@
 -- grid before its first read, then lets the next grid launch; once per CTA:
 -- the lowering keeps them before the loop of programs).
 --
---   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D]] [--fast [--cooperative]] [--bn=N] [--pingpong --bm=64] [--pdl] [--e5m2] [--stages=N] [--cluster] [--emit=ir|ptx] [--stage=NAME]
+-- --lag=0 (the promoted forms): each k block waited for whole, then promoted,
+-- as DeepGEMM's kernels do (tl.options.promote_lag = false), instead of a
+-- block late with the next block's wgmmas in flight.
+--
+--   tilua examples/tile_gemm_fp8.lua [--m=M] [--n=N] [--k=K] [--rowcol|--blocks [--prefetch=D]] [--fast [--cooperative]] [--bn=N] [--pingpong --bm=64] [--pdl] [--e5m2] [--stages=N] [--cluster] [--lag=0] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random fp8 data (values of magnitude in [0.25, 4))
 -- and random scales, and checks sampled elements of C against CPU dot products
@@ -167,6 +171,9 @@ local kernel
 local example = { name = "tile_gemm_fp8", build = build }
 
 function example.prepare()
+  -- --lag=0: each k block's promotion once it is waited for whole
+  -- (DeepGEMM's order: tl.options.promote_lag = false), not a block late
+  if o.lag == 0 then tl.options.promote_lag = false end
   kernel = build()
   check.compile(example.name, kernel)
 end

@@ -38,14 +38,15 @@ end
 -- A tile program's kernel as the emulator runs it: tile-to-ptx up to
 -- convert-tileas-to-cutlass (the tileas passes and the lowering), then its tile
 -- scheduler lowered, in a module of its own.
-function M.lowered_tile(k)
+function M.lowered_tile(k, lowering)
   local core = require("tilua").core
   local passes
   for _, p in ipairs(core.pipelines()) do
     if p.name == "tile-to-ptx" then passes = p.passes:match "^(.-convert%-tileas%-to%-cutlass)" end
   end
   local m = k.module:clone()
-  assert(core.run_pipeline(m, assert(passes) .. ",lower-tile-scheduler"))
+  -- (lowering: convert-tileas-to-cutlass's options, "lag=0")
+  assert(core.run_pipeline(m, assert(passes) .. (lowering and "{" .. lowering .. "}" or "") .. ",lower-tile-scheduler"))
   return M.ops(m, "tile.kernel")[1]
 end
 

@@ -105,17 +105,19 @@ describe("an fp8 GEMM as a tile program", function()
   for _, v in ipairs { { false, "e4m3", 160 }, { true, "e4m3", 300 }, { true, "e5m2", 96 }, { false, "e4m3", 400, true },
                        { true, "e4m3", 300, false, true }, { false, "e4m3", 400, true, false, "cooperative" },
                        { true, "e5m2", 160, true }, { false, "e4m3", 300, false, false, nil, 144 },
-                       { false, "e4m3", 400, false, false, "pingpong", nil, 64 }, { false, "e4m3", 300, false, false, nil, nil, nil, "fma" } } do
-    local rowcol, fmt, K, fast, pdl, consumers, bn, bm, promote = v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]
+                       { false, "e4m3", 400, false, false, "pingpong", nil, 64 }, { false, "e4m3", 300, false, false, nil, nil, nil, "fma" },
+                       { false, "e4m3", 300, false, false, nil, nil, nil, nil, "lag=0" },
+                       { false, "e4m3", 400, false, false, nil, nil, nil, nil, "release_index=1" } } do
+    local rowcol, fmt, K, fast, pdl, consumers, bn, bm, promote, lowering = v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]
     local pp = fast and consumers ~= "cooperative" or bm ~= nil
     local M, N = pp and 260 or 130, bn and 200 or 100
     it(("%s, %d x %d x %d (K ragged), %s scales%s%s%s%s%s, on 2 persistent CTAs%s: the CPU reference, bit for bit"):format(
       fmt, M, N, K, rowcol and "row / column" or "per-tensor", fast and ", fast accumulation" or "", pdl and ", PDL" or "",
       bm and ", ping-pong 64 x 128" or pp and ", ping-pong 128 x 192" or fast and ", cooperative 128 x 256" or "", bn and (", 128 x %d tiles"):format(bn) or "",
-      promote and ", promoted by FFMA with sa * sb" or "", pp and " and on 1" or ""), function()
+      promote and ", promoted by FFMA with sa * sb" or lowering and ", lowered with " .. lowering or "", pp and " and on 1" or ""), function()
       local k = ex.build { scales = rowcol and "rowcol" or "tensor", fp8 = fmt, fast = fast, pdl = pdl, consumers = consumers, bn = bn, bm = bm,
                            promote = promote }
-      local kop = PH.lowered_tile(k)
+      local kop = PH.lowered_tile(k, lowering)
       if bm then M = 130 end
       local A, ab = fp8_bytes(M * K, 11, fmt)
       local B, bb = fp8_bytes(N * K, 12, fmt)
@@ -152,14 +154,29 @@ describe("an fp8 GEMM as a tile program", function()
   -- first, a pair, none after; pingpong: ping-pong consumers of 64 x 128
   -- programs, 3 x 2 of them, both consumers reading the one line of A's
   -- scales a stage, on 2 CTAs and on 1)
-  for _, v in ipairs { { 0, 400 }, { 4, 400 }, { 0, 300 }, { 0, 400, "pingpong" } } do
-    local pf, K, pingpong = v[1], v[2], v[3]
+  -- lag=0: each k block waited for whole, then promoted (DeepGEMM's order;
+  -- K 400: 4 blocks, 300: 3, 112: 1), staged by TMA and with global loads;
+  -- staged_base=1: A's staged line addressed as the thread's stage-0 address
+  -- plus the stage's offset; release_index=1: the release cursor moved to the
+  -- wait's of the block issued last (K 400 and 300: the lagged loop's two tails, 112:
+  -- its first block only; ping-pong: with the hand-off); linear_desc=0: the
+  -- wgmma descriptors from each element's address, the default before
+  -- s16fp8-3 (the cases without options run the default: linear descriptors
+  -- in the lagged loop of staged scales, asserted below)
+  for _, v in ipairs { { 0, 400 }, { 4, 400 }, { 0, 300 }, { 0, 400, "pingpong" }, { 0, 400, nil, "lag=0" },
+                       { 0, 300, nil, "lag=0" }, { 0, 112, nil, "lag=0" }, { 4, 300, nil, "lag=0" },
+                       { 0, 400, nil, "staged_base=1" }, { 0, 400, nil, "release_index=1" }, { 0, 300, nil, "release_index=1" },
+                       { 0, 112, nil, "staged_base=1,release_index=1" }, { 4, 300, nil, "release_index=1" },
+                       { 0, 400, "pingpong", "staged_base=1,release_index=1" },
+                       { 0, 300, nil, "staged_base=1,release_index=1,linear_desc=1" },
+                       { 0, 400, nil, "linear_desc=0" }, { 0, 300, nil, "linear_desc=0" }, { 0, 112, nil, "linear_desc=0" } } do
+    local pf, K, pingpong, lowering = v[1], v[2], v[3], v[4]
     it(("block scales (per row and 128 of K for A, per 128 x 128 for B), 130 x 200 x %d (every size ragged; %d k blocks), "
-      .. "%s, on 2 persistent CTAs%s: the CPU reference, bit for bit"):format(K, (K + 127) // 128,
+      .. "%s, on 2 persistent CTAs%s%s: the CPU reference, bit for bit"):format(K, (K + 127) // 128,
       pf > 0 and ("global loads, L1 prefetch %d k blocks ahead"):format(pf) or "staged by TMA",
-      pingpong and " and on 1, ping-pong 64 x 128" or ""), function()
+      pingpong and " and on 1, ping-pong 64 x 128" or "", lowering and (", lowered with " .. lowering) or ""), function()
       local k = ex.build { scales = "blocks", fp8 = "e4m3", prefetch = pf, consumers = pingpong, bm = pingpong and 64 }
-      local kop = PH.lowered_tile(k)
+      local kop = PH.lowered_tile(k, lowering)
       local M, N = 130, 200
       local A, ab = fp8_bytes(M * K, 21)
       local B, bb = fp8_bytes(N * K, 22)
@@ -190,12 +207,35 @@ describe("an fp8 GEMM as a tile program", function()
     end)
   end
 
+  -- The descriptors' rule (consumer.lua's desc): by default the lagged loop of
+  -- staged block scales lowers as with linear_desc=1 and not as with
+  -- linear_desc=0; per-tensor, global-load block scales (prefetch) and ping-pong
+  -- consumers keep the address form (as with linear_desc=0). So the emulator's
+  -- default cases above run the linear form.
+  it("the wgmma descriptors' rule: linear by default in the lagged loop of staged block scales only", function()
+    local function text(k, lowering)
+      local m = PH.lowered_tile(k, lowering)
+      while m:parent() do m = m:parent() end
+      return m:print()
+    end
+    for _, c in ipairs { { { scales = "blocks", fp8 = "e4m3" }, true }, { { scales = "tensor", fp8 = "e4m3" }, false },
+                         { { scales = "blocks", fp8 = "e4m3", prefetch = 4 }, false },
+                         { { scales = "blocks", fp8 = "e4m3", consumers = "pingpong", bm = 64 }, false } } do
+      local k = ex.build(c[1])
+      local default, on, off = text(k), text(k, "linear_desc=1"), text(k, "linear_desc=0")
+      assert.is_true(on ~= off, "linear_desc changes nothing")
+      assert.are.equal(c[2], default == on)
+      assert.are.equal(not c[2], default == off)
+    end
+  end)
+
   -- (the example's block scales staged by TMA, staged.lua; its fast form on
   -- ping-pong consumers, 128 x 192; block scales on ping-pong consumers of
   -- 64 x 128 programs)
   for _, v in ipairs { { "block scales staged by TMA (staged.lua)", { "--blocks" }, "blocks scales" },
                        { "fast accumulation on ping-pong consumers (128 x 192)", { "--fast" }, "tensor scales %(fast accumulation%)" },
-                       { "block scales on ping-pong consumers of 64 x 128 programs", { "--blocks", "--pingpong", "--bm=64" }, "blocks scales" } } do
+                       { "block scales on ping-pong consumers of 64 x 128 programs", { "--blocks", "--pingpong", "--bm=64" }, "blocks scales" },
+                       { "block scales, each k block promoted once waited for (--lag=0)", { "--blocks", "--lag=0" }, "blocks scales" } } do
     it(v[1] .. ": the example on the emulator, the barrier protocol checked after every pass", function()
       local cmd = { "examples/tile_gemm_fp8.lua", table.unpack(v[2]) }
       cmd[#cmd + 1] = "--emulate"

@@ -15,12 +15,19 @@
 -- scales in a box a warpgroup (convert-tileas-to-cutlass{merge_lines=0}) and in 4, 5 and 6
 -- stages, the per-tensor one in 4 stages, the per-tensor (promoted and
 -- fast) and block-scaled ones with linear wgmma descriptors
--- (convert-tileas-to-cutlass{linear_desc=1}), the per-tensor and
+-- (convert-tileas-to-cutlass{linear_desc=1}; the block-scaled one's default)
+-- and the block-scaled one without them (linear_desc=0), the per-tensor and
 -- block-scaled ones on ping-pong consumers of 64 x 128 programs (8 stages;
 -- block scales in 6 too), the fast cooperative 128 x 128 (the promoted
 -- forms' tile without the promotion), the per-tensor one promoted by FFMA
 -- with sa * sb a k block in 5 stages and 4 (block scales' promotion without
--- their loads: diagnostics), tl.gemm's fp8 GEMM on the
+-- their loads: diagnostics), the per-tensor and block-scaled ones with each
+-- k block promoted once waited for whole (DeepGEMM's order, lag=0; block
+-- scales in 5 stages too), the block-scaled one with A's staged line
+-- addressed from the thread's stage-0 address (staged_base=1), with the
+-- release cursor moved to the wait's of the last issue (release_index=1; the
+-- per-tensor one too), with both and with both and linear descriptors,
+-- tl.gemm's fp8 GEMM on the
 -- cooperative fast form's tile and in other forms (ping-pong
 -- 128 x 192 a warpgroup, alone and on a 2 x 1 cluster; 128 x 256 on a 2 x 1
 -- cluster: gemm_pp, gemm_pp_c2, gemm_c2, checked against cuBLASLt's result),
@@ -85,9 +92,13 @@ local forms = {
   { "tensor_bn144", { scales = "tensor", bn = 144 }, "tile fp8, per-tensor scales, 128 x 144" },
   { "tensor_bn144_s6", { scales = "tensor", bn = 144, stages = 6 }, "tile fp8, per-tensor scales, 128 x 144, 6 stages" },
   -- (the consumers' wgmma descriptors as one base plus offsets:
-  -- convert-tileas-to-cutlass{linear_desc=1})
+  -- convert-tileas-to-cutlass{linear_desc=1}, the block-scaled form's default
+  -- since s16fp8-3, whose row blocks_lin is now the same kernel as blocks;
+  -- blocks_addr: its descriptors from each address, linear_desc=0, the
+  -- default before)
   { "tensor_lin", { scales = "tensor", lowering = "linear_desc=1" }, "tile fp8, per-tensor scales, linear descriptors" },
   { "blocks_lin", { scales = "blocks", lowering = "linear_desc=1" }, "tile fp8, block scales, staged by TMA, linear descriptors" },
+  { "blocks_addr", { scales = "blocks", lowering = "linear_desc=0" }, "tile fp8, block scales, staged by TMA, descriptors from each address (linear_desc=0)" },
   { "tensor_fast_lin", { scales = "tensor", fast = true, lowering = "linear_desc=1" }, "tile fp8, per-tensor, fast, ping-pong 128 x 192, linear descriptors" },
   -- (the promoted forms on ping-pong consumers of 64-row programs, 64 x 128
   -- each: a consumer's accumulator and its two lagged sums fit a warpgroup;
@@ -102,6 +113,21 @@ local forms = {
   -- scales are, without their loads; in 5 stages and in block scales' 4)
   { "tensor_fma", { scales = "tensor", promote = "fma" }, "tile fp8, per-tensor, promoted by FFMA (sa * sb a k block), 5 stages" },
   { "tensor_fma_s4", { scales = "tensor", promote = "fma", stages = 4 }, "tile fp8, per-tensor, promoted by FFMA, 4 stages" },
+  -- (each k block waited for whole, then promoted: DeepGEMM's order,
+  -- convert-tileas-to-cutlass{lag=0}; the consumers overlap each other's
+  -- promotion, not their own)
+  { "blocks_nolag", { scales = "blocks", lowering = "lag=0" }, "tile fp8, block scales, each k block promoted once waited for (lag=0)" },
+  { "blocks_nolag_s5", { scales = "blocks", stages = 5, lowering = "lag=0" }, "tile fp8, block scales, lag=0, 5 stages" },
+  { "tensor_nolag", { scales = "tensor", lowering = "lag=0" }, "tile fp8, per-tensor scales, lag=0" },
+  -- (fewer instructions a k block in the lagged loop: A's staged line
+  -- addressed as the thread's stage-0 address plus the stage's offset,
+  -- staged_base=1; the release cursor moved to the wait's cursor of the
+  -- block issued last, not incremented, release_index=1, per-tensor too; both)
+  { "blocks_sbase", { scales = "blocks", lowering = "staged_base=1" }, "tile fp8, block scales, staged line at stage 0 + the stage's offset (staged_base=1)" },
+  { "blocks_rel", { scales = "blocks", lowering = "release_index=1" }, "tile fp8, block scales, released by the wait's cursor (release_index=1)" },
+  { "tensor_rel", { scales = "tensor", lowering = "release_index=1" }, "tile fp8, per-tensor scales, released by the wait's cursor (release_index=1)" },
+  { "blocks_both", { scales = "blocks", lowering = "staged_base=1,release_index=1" }, "tile fp8, block scales, staged_base=1 and release_index=1" },
+  { "blocks_all", { scales = "blocks", lowering = "staged_base=1,release_index=1,linear_desc=1" }, "tile fp8, block scales, staged_base=1, release_index=1 and linear descriptors" },
   -- (tl.gemm's fp8 GEMM in other forms than the reference row's: what a
   -- tile shape, ping-pong or a cluster would give the per-tensor fast form;
   -- each checked against cuBLASLt's result, the report printed)

@@ -97,6 +97,11 @@
 --                           default): a chain in a loop issued ahead that
 --                           takes a row's max and whose late dots are 128 wide
 --                           (the d128 attention; chain.lua's chain_rule)
+--   tl.options.promote_lag  nil (the default): convert-tileas-to-cutlass promotes a
+--                           loop's k blocks summed from zero (fp8) a block late,
+--                           the next block's wgmmas in flight meanwhile; false:
+--                           in DeepGEMM's order, each block waited for whole
+--                           then promoted (the pass option lag=0; consumer.lua)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --   tl.options.compile_gc   nil (the default): while k:compile runs, Lua's
@@ -171,6 +176,7 @@ local OPTIONS = {
   mask_branch = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
   softmax_rows = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
   max_chain = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
+  promote_lag = { function(v) return v == nil or v == false end, "nil or false" },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
@@ -400,9 +406,8 @@ end
 -- transpose.lua): a compile's result depends on their values, so the cache
 -- keys on them, and the kernel keeps those it was compiled with
 -- (k.lowering_options) for whatever lowers it again (gpu/emulated.lua).
-  mask_branch = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
-  softmax_rows = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
-  max_chain = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
+local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing", "blocked_unit", "sums_by_dot", "wait_fence", "mask_branch",
+                           "softmax_rows", "max_chain", "promote_lag" }
 
 -- -> a copy of the lowering options' values now
 function M.lowering_options()

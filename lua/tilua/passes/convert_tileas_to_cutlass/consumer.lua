@@ -24,11 +24,21 @@ local Consumer = {}
 
 -- {=== the mainloop: dots of rings
 
--- A wgmma descriptor (V.desc); with Consumer.linear_desc (the pass option
--- linear_desc=1) as the ring's base descriptor plus the stage's and the k
--- step's 16-byte units where the swizzle allows (one 64-bit add a wgmma
--- instead of the address's arithmetic).
-local function desc(r, s, kk, kstep, kmajor) return V.desc(r, s, kk, kstep, kmajor, Consumer.linear_desc) end
+-- A wgmma descriptor (V.desc); linear (the ring's base descriptor plus the
+-- stage's and the k step's 16-byte units where the swizzle allows: one
+-- 64-bit add a wgmma instead of the address's arithmetic) where the pass
+-- option says so (Consumer.linear_desc: linear_desc=1 true, linear_desc=0
+-- false), else by the rule: the lagged loop of staged block scales
+-- (lagged_loop sets linear_rule while it lowers; s16fp8-2 measured it
+-- 0.998-1.087 of the address form, that loop being issue-bound), the
+-- address form elsewhere (per-tensor and the fast forms: slower or not
+-- measured faster, s14fp8-1 and s15's last runs).
+local linear_rule = false
+local function desc(r, s, kk, kstep, kmajor)
+  local linear = Consumer.linear_desc
+  if linear == nil then linear = linear_rule end
+  return V.desc(r, s, kk, kstep, kmajor, linear)
+end
 
 -- The f32 accumulator acc plus a k block's complete sum (vectors of f32).
 local function promoted(acc, sum)
@@ -326,7 +336,19 @@ Consumer.lag_plan = lag_plan -- (staged.lua's plan)
 -- wgmma is issued, before the last promotions (a ping-pong consumer's
 -- hand-off of the ring to the other, as kernels/gemm.lua's mainloop does).
 -- -> the accumulator (a vector of n f32)
+local lagged_loop_body
 local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf, hand)
+  -- (the descriptors' rule, desc above: linear in the loop of staged block
+  -- scales on one consumer's rows, the promoted block form; not ping-pong's)
+  local saved = linear_rule
+  linear_rule = Staged.loop(L, b) and not hand
+  local ok, out = pcall(lagged_loop_body, L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf, hand)
+  linear_rule = saved
+  if not ok then error(out, 0) end
+  return out
+end
+
+function lagged_loop_body(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf, hand)
   local kid, accid = b:arg(1):id(), b:arg(2):id()
   -- staged (staged.lua): the ahead loads' values are in the stage; an issue
   -- of block k reads block k's own (its stage held until the next issue)
@@ -342,9 +364,11 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     end
     return vals
   end
+  local issued_at -- (st's value at the latest issue: its block's cursor)
   -- issue k block kk into the registers of sum `into` (waiting for its
   -- stage), then load the values of blocks ... -> its sum (in flight), them
   local function issue(kk, into, ...)
+    issued_at = st.value
     pipe:consumer_wait(st)
     L.vmap[kid], L.vmap[accid] = kk, V.vec_frag(acc, n)
     env.acc_in, env.stage, env.lag = acc, st:index(), { issue = true, into = into }
@@ -379,12 +403,23 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     acc = tl.vector_of(tl.f32, v)
   end
   local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
+  -- the stage of the oldest block not released (rel's) released, then rel
+  -- moved to the next: by its own advance (the default: a second cursor the
+  -- loop carries and increments), or, Consumer.release_index (the pass option
+  -- release_index=1) after an issue, to the wait's cursor that issue took
+  -- (st's value then: the next block not released), so that rel carries
+  -- values st computed (s16fp8-1's SASS: rel's increment and its barrier's
+  -- address are 13 instructions a k block on the vector pipe)
+  local function release_oldest(after_issue)
+    release(rel)
+    if after_issue and Consumer.release_index then rel.value = issued_at return end
+    rel:advance()
+  end
   -- block kk - 1 (sum, vals) complete once block kk is issued: its stage
   -- released (the promotion reads registers only), then promoted
   local function promote_after_issue(kk, sum, vals)
     tl.wgmma_wait(1)
-    release(rel)
-    rel:advance()
+    release_oldest(true)
     promote(kk - 1, sum, vals)
   end
   -- (prefetch: the first blocks' lines, before the first issue)
@@ -435,8 +470,7 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     local h = handed()
     promote_after_issue(ub - 1, A, va)
     tl.wgmma_wait(0)
-    release(rel)
-    rel:advance()
+    release_oldest()
     promote(ub - 1, B, staged and vb or vn)
     if h then return acc, st.value, rel.value, h end
     return acc, st.value, rel.value
@@ -445,8 +479,7 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
     if hand then hand.state.value = hand0 end
     local h = handed()
     tl.wgmma_wait(0)
-    release(rel)
-    rel:advance()
+    release_oldest()
     promote(ub - 1, A, va)
     if h then return acc, st.value, rel.value, h end
     return acc, st.value, rel.value
@@ -454,6 +487,84 @@ local function lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc
   acc, st.value = out[1], out[2]
   if hand then hand.state.value = out[4] end
   return acc
+end
+
+-- The same loop (lag_plan's plan) in DeepGEMM's order, Consumer.lag == 0
+-- (the pass option lag=0): a k block an iteration, issued into one sum (its
+-- ahead loads' values loaded once it is issued: staged, from its own stage),
+-- waited for whole (wgmma_wait 0), its stage released, then promoted; no
+-- block in flight while a warpgroup promotes, so the tensor cores work on
+-- the other consumer's block meanwhile (the consumers overlap each other,
+-- not themselves). Two sums' registers fewer than lagged_loop's. Not for
+-- ping-pong consumers (their hand-off follows the last issue). -> the
+-- accumulator (a vector of n f32)
+local function unlagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc, pf)
+  local kid, accid = b:arg(1):id(), b:arg(2):id()
+  local staged = Staged.loop(L, b)
+  local yield, pipe = b:terminator(), L.pipe
+  local release = releaser(L)
+  local function load_vals(k)
+    local vals = {}
+    for _, o in ipairs(ahead) do
+      local v = ahead_load(L, env, b, o, k, n)
+      table.move(v, 1, #v, #vals + 1, vals)
+    end
+    return vals
+  end
+  local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
+  -- (not staged: the ahead loads' values of the first block before the loop,
+  -- each iteration's of the next once its block is issued)
+  local vn = {}
+  if not staged and #ahead > 0 then
+    for _, o in ipairs(invariant) do V.at_loc(o, X.lower_op, L, o, env) end
+    vn = load_vals(lb)
+    for d = 1, pf - 1 do -- (prefetch: the next blocks' lines; each issue prefetches the block pf ahead)
+      for _, o in ipairs(ahead) do ahead_prefetch(L, env, b, o, lb + d, n) end
+    end
+  end
+  local cur = { st, rel, { value = acc } }
+  for i = 1, #vn do cur[3 + i] = { value = vn[i] } end
+  tl.cutlass.for_range(lb, ub, cur, function(j)
+    acc = cur[3].value
+    local mine = {}
+    for i = 1, #vn do mine[i] = cur[3 + i].value end
+    pipe:consumer_wait(st)
+    L.vmap[kid], L.vmap[accid] = j, V.vec_frag(acc, n)
+    env.acc_in, env.stage, env.lag = acc, st:index(), { issue = true, into = tl.zeros(tl.f32, n) }
+    local nxt = {}
+    env.after_issue = { function()
+      if staged then mine = load_vals(j) else nxt = load_vals(j + 1) end
+      if pf > 0 then for _, o in ipairs(ahead) do ahead_prefetch(L, env, b, o, j + pf, n) end end
+    end }
+    for _, o in ipairs(invariant) do V.at_loc(o, X.lower_op, L, o, env) end
+    for _, o in ipairs(b:ops()) do
+      if plan.deps[o:nresults() > 0 and o:result(1):id() or false] then V.at_loc(o, X.lower_op, L, o, env) end
+    end
+    V.at_loc(plan.dot, X.lower_op, L, plan.dot, env)
+    local sum = env.lag.sum
+    env.lag, env.after_issue = nil, nil
+    st:advance()
+    tl.wgmma_wait(0)
+    release(rel)
+    rel:advance()
+    -- the block's body with its complete sum
+    L.vmap[kid], L.vmap[accid] = j, V.vec_frag(acc, n)
+    env.acc_in, env.lag, env.pending_loads = acc, { prev = sum }, {}
+    env.ahead = carried_ahead(env, ahead, mine, 1, n)
+    X.lower_block(L, b, env)
+    env.lag, env.ahead, env.pending_loads = nil, nil, nil
+    local out = V.get(L, yield:operand(1), yield)
+    if not V.is_frag(out) then R.fail(yield, "the pipelined loop must yield its dot's result or elementwise ops of it") end
+    if out.vec then acc = out.vec
+    else
+      local v = {}
+      for i = 0, n - 1 do v[i + 1] = out:at(i) end
+      acc = tl.vector_of(tl.f32, v)
+    end
+    cur[3].value = acc
+    for i = 1, #vn do cur[3 + i].value = nxt[i] end
+  end)
+  return cur[3].value
 end
 
 -- }===
@@ -540,7 +651,9 @@ local function pipelined_for(L, env, st, wg, t)
     local pp = env.pp
     if pp then pp.own:wait(pp.turn) end
     local issued = pp and function() pp.other:arrive(pp.turn) end
-    if plan then
+    if plan and Consumer.lag == 0 and not pp then
+      acc = unlagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init), pf)
+    elseif plan then
       acc = lagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, zero and tl.zeros(tl.f32, n) or vec_of(init), pf,
                         pp and { issued = issued, state = pp.turn })
     else

@@ -222,6 +222,14 @@ end
 -- thread everywhere / nowhere (blocked.lua's select_below; without it
 -- tl.options.mask_branch, and where that is nil the rule: in a shared row
 -- ring's body).
+-- lag=0 promotes a loop's k blocks in DeepGEMM's order (consumer.lua's
+-- unlagged_loop: each block waited for whole, then promoted) instead of a
+-- block late; staged_base=1 addresses a staged line (block scales' A line)
+-- as the thread's address at stage 0 plus the stage's offset (staged.lua's
+-- Staged.stage_last), not the stage's slot plus the row; release_index=1
+-- moves a lagged loop's release cursor to the wait's cursor of the block
+-- issued last instead of incrementing it on its own (consumer.lua's
+-- lagged_loop, release_oldest).
 function M.convert(module, options)
   local tl = require "tilua"
   local G = require "tilua.kernels.gemm"
@@ -230,7 +238,12 @@ function M.convert(module, options)
   local Tr = require "tilua.passes.convert_tileas_to_cutlass.transpose"
   Tr.forced_claims, Tr.forced_form = options and options.transpose_claims, options and options.transpose_form
   Staged.merge_lines = not (options and options.merge_lines == 0)
-  require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = options and options.linear_desc == 1 or nil
+  Staged.stage_last = options and options.staged_base == 1 or nil
+  local linear = options and options.linear_desc
+  require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = linear == 1 or (linear ~= 0 and nil)
+  require("tilua.passes.convert_tileas_to_cutlass.consumer").release_index = options and options.release_index == 1 or nil
+  require("tilua.passes.convert_tileas_to_cutlass.consumer").lag = options and options.lag
+    or (tl.options.promote_lag == false and 0 or nil)
   Sums.enabled = not (options and options.sums_by_dot == 0) and tl.options.sums_by_dot ~= false
   Chain.wait_fence = (options and options.wait_fence == 1) or tl.options.wait_fence == true
   -- (the pass option 0 / 1 over tl.options' false / true over nil: mask_branch by blocked.lua's rule,

@@ -337,7 +337,7 @@ function Staged.shared(L)
     local key = f.tensor:id()
     local slot = (f.width * 4 + SLOT_ALIGN - 1) // SLOT_ALIGN * SLOT_ALIGN // 4
     bufs[key] = bufs[key] or L.k:shared(tl.f32, { g.stages, #L.consumers, slot }, { align = SLOT_ALIGN })
-    f.buf = bufs[key]
+    f.buf, f.stage_elems = bufs[key], #L.consumers * slot
     if not f.from then -- (a merged box: all its lines)
       local bytes = 4
       for _, x in ipairs(f.box) do bytes = bytes * x end
@@ -402,6 +402,17 @@ function Staged.read(L, env, op)
     return { single = f.buf:ptr(stage, slot, V.get(L, op:operand(3), op) & (SINGLE_BOX - 1)):load() }
   end
   local row = env.f.row
+  -- Staged.stage_last (the pass option staged_base=1): the thread's address
+  -- at stage 0 (its slot and row: the same every k block) plus the stage's
+  -- floats, instead of the stage's slot plus the row, so that the part that
+  -- does not change in the loop is one sum ptxas can keep (one uniform
+  -- offset and an LDS [R + UR] a k block; the default's address is a ULEA,
+  -- a ULEA and a LEA a k block, s16fp8-1's SASS)
+  if Staged.stage_last then
+    return V.line(tl.f32, 1, function(off)
+      return ((f.buf:ptr(0, slot, 0) + (row + off)) + stage * f.stage_elems):load()
+    end)
+  end
   -- (lazy: a line carried a k block is made again without being read)
   return V.line(tl.f32, 1, function(off) return (f.buf:ptr(stage, slot, 0) + (row + off)):load() end)
 end
