@@ -29,27 +29,31 @@ end
 local function build(opts)
   opts = opts or o
   local act = opts.tanh and tl.gelu_tanh or tl.gelu
+  local bm, bn = opts.bm or 128, opts.bn or 256 -- (opts.consumers = "pingpong": examples/tile_gemm.lua's)
   tl.new_module()
   local k = tl.tile_kernel("tile_gemm_bias_gelu", {
     params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2),
                bias = tl.tensor(tl.f32, 1), K = tl.i32 } })
   k:define(function(k, p)
     local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
-    local acc = tl.for_tiles(p.K, { tile = 64, stages = 3 }, tl.zeros({ 128, 256 }, tl.f32), function(kk, acc)
-      return tl.dot(tl.load(p.A, { pid_m, kk }, { 128, 64 }), tl.load(p.B, { pid_n, kk }, { 256, 64 }), acc)
+    local acc = tl.for_tiles(p.K, { tile = 64, stages = opts.stages or 3, consumers = opts.consumers },
+                             tl.zeros({ bm, bn }, tl.f32), function(kk, acc)
+      return tl.dot(tl.load(p.A, { pid_m, kk }, { bm, 64 }), tl.load(p.B, { pid_n, kk }, { bn, 64 }), acc)
     end)
-    local bias = tl.expand_dim(tl.load(p.bias, { pid_n }, { 256 }), 0) -- [1, 256]: a row over the tile
+    local bias = tl.expand_dim(tl.load(p.bias, { pid_n }, { bn }), 0) -- [1, bn]: a row over the tile
     tl.store(p.C, { pid_m, pid_n }, act(acc + bias):cast(tl.bf16))
   end)
   return k
 end
 -- }===
 
-local kernel
+local kernel, kopts
 local example = { name = "tile_gemm_bias_gelu", build = build }
 
-function example.prepare()
-  kernel = build()
+-- prepare(opts): the kernel run checks, built with opts (build's; the command line's without)
+function example.prepare(opts)
+  kopts = opts or o
+  kernel = build(kopts)
   check.compile(example.name, kernel)
 end
 
@@ -63,10 +67,11 @@ function example.run(c)
   local bias <close> = D.random(tl.f32, N, c.seed + 2)
   local d <close> = D.alloc(tl.bf16, M * N)
   d:fill(0)
-  kernel:run { grid = { (M + 127) // 128, (N + 255) // 256 },
+  local bm, bn = kopts.bm or 128, kopts.bn or 256
+  kernel:run { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn },
                args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, bias = { bias, { N } }, K = K } }
   local av, bv, bs, got = a:to_table(), b:to_table(), bias:to_table(), d:to_table()
-  local act = o.tanh and ref.gelu_tanh or ref.gelu
+  local act = kopts.tanh and ref.gelu_tanh or ref.gelu
   math.randomseed(c.seed)
   local fail, count = check.mismatches(example.name)
   local worst = 0

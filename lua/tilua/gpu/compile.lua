@@ -77,6 +77,11 @@
 --                           chained loop's wait for its late dots (attention's P V),
 --                           which keeps ptxas from taking that wait above the
 --                           softmax's exp2 (chain.lua; measured slower, s15tattn-2)
+--   tl.options.tile_math    nil (the default): tileas.math's erf, gelu and gelu_tanh
+--                           as their log2-polynomial forms (one ex2, no reciprocal
+--                           for erf and gelu; docs/tileprog.md, "Tile maths");
+--                           "as7126": the older forms (erf by Abramowitz and Stegun
+--                           7.1.26, gelu from it, gelu_tanh's longer sequence)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --   tl.options.compile_gc   nil (the default): while k:compile runs, Lua's
@@ -148,6 +153,7 @@ local OPTIONS = {
   blocked_unit = { function(v) return v == nil or v == 4 or v == 8 or v == 16 end, "nil, 4, 8 or 16" },
   sums_by_dot = { function(v) return v == nil or v == false end, "nil or false" },
   wait_fence = { function(v) return v == nil or v == true end, "nil or true" },
+  tile_math = { function(v) return v == nil or v == "as7126" end, 'nil or "as7126"' },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
@@ -377,7 +383,7 @@ end
 -- transpose.lua): a compile's result depends on their values, so the cache
 -- keys on them, and the kernel keeps those it was compiled with
 -- (k.lowering_options) for whatever lowers it again (gpu/emulated.lua).
-local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing", "blocked_unit", "sums_by_dot", "wait_fence" }
+local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing", "blocked_unit", "sums_by_dot", "wait_fence", "tile_math" }
 
 -- -> a copy of the lowering options' values now
 function M.lowering_options()
