@@ -250,7 +250,7 @@ local function sigmoid(x) return tl.rcp_approx(f32(1.0) + exp(-x)) end -- 1 / (1
 -- one's error):
 -- "log2poly" (the default): erfc(|x|) = 2^P(|x|), P a degree-5 polynomial fitted
 -- to log2 erfc (weighted minimax on [0, 4.5], P(0) = 0, decreasing beyond: one ex2,
--- no reciprocal); gelu(x) = max(x, 0) - |x| Q(|x|) with Q(a) = 2^G(a) = erfc(a / sqrt 2) / 2,
+-- no reciprocal); gelu(x) = max(x, 0) - a Q(a), a = min(|x|, 10^4), Q(a) = 2^G(a) = erfc(a / sqrt 2) / 2,
 -- G fitted on [0, 6] (G(0) = -1, decreasing beyond), the same function as
 -- x (1 + erf(x / sqrt 2)) / 2 without its cancellation below 0.
 -- "as7126": Abramowitz and Stegun 7.1.26, 1 - t (a1 + t (a2 + ... + t a5)) e^{-x^2} with
@@ -279,8 +279,10 @@ local function erf_log2poly(x)
   local y = f32(1.0) - tl.ex2(horner(X.ERFC_LOG2, a, 2) * a) -- (P(0) = 0: the last step a product)
   return tl.select(x:lt(f32(0.0)), -y, y)
 end
+-- (|x| held to 10^4 below: 2^G is 0 there, and gelu(+inf) = inf - inf 0 would be NaN)
+X.GELU_CLAMP = 1e4
 local function gelu_log2poly(x)
-  local a = tl.max(x, -x)
+  local a = tl.min(tl.max(x, -x), f32(X.GELU_CLAMP))
   return tl.fma(-a, tl.ex2(horner(X.GELU_LOG2, a, 1)), tl.max(x, f32(0.0)))
 end
 local function erf(x) return older() and erf_as7126(x) or erf_log2poly(x) end
@@ -288,6 +290,7 @@ local function erf(x) return older() and erf_as7126(x) or erf_log2poly(x) end
 -- x / (1 + 2^(x (c1 + c3 x^2))) with c1 = -2 sqrt(2 / pi) log2 e, c3 = 0.044715 c1
 -- (tl.options.tile_math = "as7126": the older sequence of the same function, 3 more multiplies)
 local GT_C1, GT_C3 = -2.30220819, -0.102943242
+X.GELU_TANH_C = { GT_C1, GT_C3 }
 local function gelu_tanh(x)
   if older() then
     return x * sigmoid(f32(1.5957691216057308) * tl.fma(f32(0.044715) * x, x * x, x))
