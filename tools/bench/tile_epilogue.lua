@@ -17,6 +17,7 @@
 --   gelu_as7126, gelu_tanh_as7126  the same with the older formulas (tl.options.tile_math = "as7126")
 --   gelu_pp, gelu_tanh_pp    ping-pong consumers, 128 x 128 programs in 6 stages (default forms)
 --   plain_pp                 the plain tile GEMM on ping-pong consumers, 128 x 128 in 6 stages
+--   gelu_st4, gelu_tanh_st4, plain_st4  the 128 x 256 programs in 4 stages instead of 3
 -- Ratios are against the plain 128 x 256 GEMM; plain_pp is printed beside it.
 local tl = require "tilua"
 
@@ -44,10 +45,11 @@ print(("tile_epilogue bench on %s (%d SMs), %d x %d x %d, seed %d, %d rounds"):f
 
 local PP = { consumers = "pingpong", bm = 128, bn = 128, stages = 6 }
 local function variant_opts(name)
-  local base = name:gsub("_as7126$", ""):gsub("_pp$", "")
-  if base ~= "gelu" and base ~= "gelu_tanh" and name ~= "plain_pp" then error("unknown variant " .. name, 0) end
+  local base = name:gsub("_as7126$", ""):gsub("_pp$", ""):gsub("_st4$", "")
+  if base ~= "gelu" and base ~= "gelu_tanh" and base ~= "plain" then error("unknown variant " .. name, 0) end
   local v = { name = name, form = name:match "_as7126$" and "as7126" or nil, tanh = base == "gelu_tanh" }
   if name:match "_pp$" then for key, x in pairs(PP) do v[key] = x end end
+  if name:match "_st4$" then v.stages = 4 end
   return v
 end
 
@@ -64,11 +66,12 @@ end }
 for _, name in ipairs(o.variants) do
   local v = variant_opts(name)
   tl.options.tile_math = v.form
-  if name == "plain_pp" then
-    local k = plain_ex.build { m = M, n = N, k = K, consumers = "pingpong", bm = 128, bn = 128 }
+  if name:match "^plain_" then
+    local k = plain_ex.build { m = M, n = N, k = K, consumers = v.consumers, bm = v.bm, bn = v.bn, stages = v.stages }
     k:compile()
-    kernels[#kernels + 1] = { name = "tile GEMM, ping-pong 128 x 128", plain = true, run = function()
-      k:launch { grid = { (M + 127) // 128, (N + 127) // 128 }, args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { c, { M, N } }, K = K } }
+    local bm, bn = v.bm or 128, v.bn or 256
+    kernels[#kernels + 1] = { name = ("tile GEMM (%s)"):format(name), run = function()
+      k:launch { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn }, args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { c, { M, N } }, K = K } }
     end }
   else
     -- the check: the example's run at a ragged size, this variant's kernel
