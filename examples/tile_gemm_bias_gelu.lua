@@ -4,9 +4,12 @@
 --   C[M, N] = gelu(A[M, K] . B[N, K]^T + bias[N])   (bf16 in, f32 bias and accumulation, bf16 out)
 --
 -- tl.gelu is the exact (erf) GELU, x (1 + erf(x / sqrt 2)) / 2, which
--- `tile-to-ptx` computes per element of the accumulator fragment from the
--- approximate exp and reciprocal (docs/tileprog.md, "Tile maths": within 2e-6
--- absolute); --tanh takes tl.gelu_tanh (its tanh form, as x sigmoid(2u)) instead.
+-- `tile-to-ptx` computes per element of the accumulator fragment as
+-- max(x, 0) - |x| 2^G(|x|), G a degree-5 polynomial, over the approximate ex2
+-- (docs/tileprog.md, "Tile maths": within 4.5e-7 |x|); --tanh takes
+-- tl.gelu_tanh (its tanh form, as x sigmoid(2u)) instead. build{bm, bn, stages,
+-- consumers = "pingpong"} changes the program's tile and pipeline (128 x 256, 3
+-- stages, cooperative consumers by default; tools/bench/tile_epilogue.lua).
 --
 --   tilua examples/tile_gemm_bias_gelu.lua [--m=M] [--n=N] [--k=K] [--tanh] [--emit=ir|ptx] [--stage=NAME]
 --
