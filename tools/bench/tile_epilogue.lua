@@ -4,13 +4,19 @@
 -- examples/tile_gemm.lua (same tile 128 x 256 x 64, 3 stages, persistent),
 -- at 8192^3 by default, measured in one run on one device. Every fused kernel
 -- is checked first (its example's sampled CPU references), then all are timed
--- in rounds: each round one sample (CUDA events around 10 back-to-back
--- launches) of every kernel, each round starting one kernel later. Printed: the
--- median and best of each, and plain / fused (time) a round, its median and
--- range; the target is >= 0.95.
+-- in pairs against the plain GEMM, so that the power cap's drift of the SM
+-- clock (1.3-1.5 GHz at 8192^3, changing within a second) falls on both
+-- sides alike: a sample is CUDA events around --launches (10) back-to-back
+-- launches; a pair is the samples plain, fused, fused, plain (A B B A: a
+-- linear drift cancels), its ratio (plain + plain) / (fused + fused); a round
+-- takes one pair of every variant, each round starting one variant later.
+-- Printed: the median and best sample of each kernel, the median of its pair
+-- ratios (plain / fused, time: the target is >= 0.95), their quartiles and
+-- range and how many pairs reach 0.95, each pair's ratio, and with --clocks=1
+-- nvidia-smi's SM clock, power and throttle reasons after every round.
 --
---   tilua tools/bench/tile_epilogue.lua [--m=8192] [--n=8192] [--k=8192] [--tanh] [--rounds=5]
---        [--variants=NAME,NAME...]
+--   tilua tools/bench/tile_epilogue.lua [--m=8192] [--n=8192] [--k=8192] [--tanh] [--rounds=15]
+--        [--launches=10] [--clocks=1] [--variants=NAME,NAME...]
 --
 -- Variants (default: the one fused kernel of --tanh or not, as lowered by default):
 --   gelu, gelu_tanh          the fused kernel, erf / tanh GELU, the default forms
@@ -18,13 +24,12 @@
 --   gelu_pp, gelu_tanh_pp    ping-pong consumers, 128 x 128 programs in 6 stages (default forms)
 --   plain_pp                 the plain tile GEMM on ping-pong consumers, 128 x 128 in 6 stages
 --   gelu_st4, gelu_tanh_st4, plain_st4  the 128 x 256 programs in 4 stages instead of 3
--- Ratios are against the plain 128 x 256 GEMM; plain_pp is printed beside it.
+-- Ratios are against the plain 128 x 256 GEMM; plain_pp is paired with it too.
 local tl = require "tilua"
 
-local o = { m = 8192, n = 8192, k = 8192, rounds = 5 }
+local P = dofile "tools/bench/peers.lua"
+local o = P.options { m = 8192, n = 8192, k = 8192, rounds = 15, launches = 10, clocks = 0 }
 for _, a in ipairs(arg or {}) do
-  local key, v = a:match "^%-%-([%w_]+)=(%d+)$"
-  if key then o[key] = tonumber(v) end
   if a == "--tanh" then o.tanh = true end
   local vs = a:match "^%-%-variants=(.*)$"
   if vs then
@@ -40,8 +45,8 @@ local M, N, K = o.m, o.n, o.k
 
 local fused_ex = assert(loadfile "examples/tile_gemm_bias_gelu.lua")("--library")
 local plain_ex = assert(loadfile "examples/tile_gemm.lua")("--library")
-print(("tile_epilogue bench on %s (%d SMs), %d x %d x %d, seed %d, %d rounds"):format(D.info().name, D.sm_count(),
-  M, N, K, seed, o.rounds))
+print(("tile_epilogue bench on %s (%d SMs), %d x %d x %d, seed %d, %d rounds of pairs (A B B A), %d launches a sample")
+  :format(D.info().name, D.sm_count(), M, N, K, seed, o.rounds, o.launches))
 
 local PP = { consumers = "pingpong", bm = 128, bn = 128, stages = 6 }
 local function variant_opts(name)
@@ -90,40 +95,53 @@ for _, name in ipairs(o.variants) do
 end
 tl.options.tile_math = nil
 
-local function sample(fn) return D.time(function() for _ = 1, 10 do fn() end end) / 10 end
+local function sample(fn) return D.time(function() for _ = 1, o.launches do fn() end end) / o.launches end
 for _, kr in ipairs(kernels) do kr.run() end
 D.synchronize()
 local n = #kernels
-for _, kr in ipairs(kernels) do kr.t = {} end
+for _, kr in ipairs(kernels) do kr.t, kr.ratio = {}, {} end
+local plain_t = kernels[1].t
+-- a round: one pair (plain, it, it, plain) of every variant, starting one later each round
 for r = 1, o.rounds do
-  for j = 0, n - 1 do
-    local kr = kernels[(r - 1 + j) % n + 1]
-    kr.t[r] = sample(kr.run)
+  for j = 0, n - 2 do
+    local kr = kernels[(r - 1 + j) % (n - 1) + 2]
+    local p1, f1, f2, p2 = sample(kernels[1].run), sample(kr.run), sample(kr.run), sample(kernels[1].run)
+    kr.t[#kr.t + 1], kr.t[#kr.t + 2] = f1, f2
+    plain_t[#plain_t + 1], plain_t[#plain_t + 2] = p1, p2
+    kr.ratio[r] = (p1 + p2) / (f1 + f2)
   end
+  if o.clocks == 1 then print(("clocks after round %d: %s"):format(r, P.clocks())) end
 end
-local function median(t)
+local function sorted(t)
   local s = {}
   for i, x in ipairs(t) do s[i] = x end
   table.sort(s)
-  return #s % 2 == 1 and s[(#s + 1) // 2] or (s[#s // 2] + s[#s // 2 + 1]) / 2
+  return s
+end
+-- the q-quantile of t (linear between the order statistics)
+local function quantile(t, q)
+  local s = sorted(t)
+  local h = (#s - 1) * q + 1
+  local lo = math.floor(h)
+  return s[lo] + (h - lo) * ((s[lo + 1] or s[lo]) - s[lo])
 end
 local flops = 2.0 * M * N * K
-print("| kernel | median ms | TFLOP/s | best ms | plain / it (median of rounds) | range over rounds | rounds >= 0.95 |")
-print("|---|---|---|---|---|---|---|")
-for _, kr in ipairs(kernels) do
-  local med, best = median(kr.t), math.huge
+print("| kernel | median ms | TFLOP/s | best ms | plain / it (median of pairs) | quartiles | range | pairs >= 0.95 |")
+print("|---|---|---|---|---|---|---|---|")
+for i, kr in ipairs(kernels) do
+  local med, best = quantile(kr.t, 0.5), math.huge
   for _, x in ipairs(kr.t) do best = math.min(best, x) end
-  local ratios, lo, hi, good = {}, math.huge, 0, 0
-  for r = 1, o.rounds do
-    ratios[r] = kernels[1].t[r] / kr.t[r]
-    lo, hi = math.min(lo, ratios[r]), math.max(hi, ratios[r])
-    if ratios[r] >= 0.95 then good = good + 1 end
+  if i == 1 then
+    print(("| %s | %.4f | %.1f | %.4f | 1 | - | - | - |"):format(kr.name, med, flops / med / 1e9, best))
+  else
+    local s, good = sorted(kr.ratio), 0
+    for _, x in ipairs(s) do if x >= 0.95 then good = good + 1 end end
+    print(("| %s | %.4f | %.1f | %.4f | %.3f | %.3f-%.3f | %.3f-%.3f | %d of %d |"):format(kr.name, med, flops / med / 1e9,
+      best, quantile(s, 0.5), quantile(s, 0.25), quantile(s, 0.75), s[1], s[#s], good, #s))
   end
-  print(("| %s | %.4f | %.1f | %.4f | %.3f | %.3f-%.3f | %d of %d |"):format(kr.name, med, flops / med / 1e9, best,
-    median(ratios), lo, hi, good, o.rounds))
 end
 for i = 2, n do
   local per = {}
-  for r = 1, o.rounds do per[r] = ("%.3f"):format(kernels[1].t[r] / kernels[i].t[r]) end
-  print(("rounds, plain / %s: %s"):format(kernels[i].name, table.concat(per, " ")))
+  for r, x in ipairs(kernels[i].ratio) do per[r] = ("%.3f"):format(x) end
+  print(("pairs, plain / %s: %s"):format(kernels[i].name, table.concat(per, " ")))
 end
