@@ -22,8 +22,11 @@
 --   gelu, gelu_tanh          the fused kernel, erf / tanh GELU, the default forms
 --   gelu_as7126, gelu_tanh_as7126  the same with the older formulas (tl.options.tile_math = "as7126")
 --   gelu_pp, gelu_tanh_pp    ping-pong consumers, 128 x 128 programs in 6 stages (default forms)
+--   plain                    the plain tile GEMM again (an A / A pair: the method's own spread)
 --   plain_pp                 the plain tile GEMM on ping-pong consumers, 128 x 128 in 6 stages
 --   gelu_st4, gelu_tanh_st4, plain_st4  the 128 x 256 programs in 4 stages instead of 3
+--   NAME_lb                  a fused one with the bias read from one address a thread
+--                            (tl.options.line_loads = "based"), e.g. gelu_lb, gelu_tanh_lb
 -- Ratios are against the plain 128 x 256 GEMM; plain_pp is paired with it too.
 local tl = require "tilua"
 
@@ -50,11 +53,13 @@ print(("tile_epilogue bench on %s (%d SMs), %d x %d x %d, seed %d, %d rounds of 
 
 local PP = { consumers = "pingpong", bm = 128, bn = 128, stages = 6 }
 local function variant_opts(name)
-  local base = name:gsub("_as7126$", ""):gsub("_pp$", ""):gsub("_st4$", "")
+  local lines = name:match "_lb$" and "based" or nil
+  local rest = name:gsub("_lb$", "")
+  local base = rest:gsub("_as7126$", ""):gsub("_pp$", ""):gsub("_st4$", "")
   if base ~= "gelu" and base ~= "gelu_tanh" and base ~= "plain" then error("unknown variant " .. name, 0) end
-  local v = { name = name, form = name:match "_as7126$" and "as7126" or nil, tanh = base == "gelu_tanh" }
-  if name:match "_pp$" then for key, x in pairs(PP) do v[key] = x end end
-  if name:match "_st4$" then v.stages = 4 end
+  local v = { name = name, form = rest:match "_as7126$" and "as7126" or nil, lines = lines, tanh = base == "gelu_tanh" }
+  if rest:match "_pp$" then for key, x in pairs(PP) do v[key] = x end end
+  if rest:match "_st4$" then v.stages = 4 end
   return v
 end
 
@@ -70,8 +75,8 @@ kernels[1] = { name = "tile GEMM", run = function()
 end }
 for _, name in ipairs(o.variants) do
   local v = variant_opts(name)
-  tl.options.tile_math = v.form
-  if name:match "^plain_" then
+  tl.options.tile_math, tl.options.line_loads = v.form, v.lines
+  if name:match "^plain" then
     local k = plain_ex.build { m = M, n = N, k = K, consumers = v.consumers, bm = v.bm, bn = v.bn, stages = v.stages }
     k:compile()
     local bm, bn = v.bm or 128, v.bn or 256
@@ -93,7 +98,7 @@ for _, name in ipairs(o.variants) do
     end }
   end
 end
-tl.options.tile_math = nil
+tl.options.tile_math, tl.options.line_loads = nil, nil
 
 local function sample(fn) return D.time(function() for _ = 1, o.launches do fn() end end) / o.launches end
 for _, kr in ipairs(kernels) do kr.run() end

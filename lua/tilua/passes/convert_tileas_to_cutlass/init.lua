@@ -216,7 +216,10 @@ end
 -- a staged line's box a consumer (staged.lua: the default, 1, brings the
 -- consumers' lines at consecutive row blocks in one box); linear_desc=1 builds
 -- a consumer's wgmma descriptors as one base plus the stage's and k step's
--- offsets (consumer.lua; values.lua's V.desc linear), not from each address.
+-- offsets (consumer.lua; values.lua's V.desc linear), not from each address;
+-- line_loads=1 (or tl.options.line_loads = "based") reads a consumer's row or
+-- column of a rank-1 tensor (a GEMM's bias) from the thread's address and
+-- count left, computed once (values.lua's V.based_loader).
 function M.convert(module, options)
   local tl = require "tilua"
   local G = require "tilua.kernels.gemm"
@@ -228,6 +231,8 @@ function M.convert(module, options)
   require("tilua.passes.convert_tileas_to_cutlass.consumer").linear_desc = options and options.linear_desc == 1 or nil
   Sums.enabled = not (options and options.sums_by_dot == 0) and tl.options.sums_by_dot ~= false
   Chain.wait_fence = (options and options.wait_fence == 1) or tl.options.wait_fence == true
+  require("tilua.passes.convert_tileas_to_cutlass.consumer").based_lines = (options and options.line_loads == 1)
+    or tl.options.line_loads == "based"
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then
