@@ -14,13 +14,17 @@ local function a_value(i, k) return ((i * 7 + k * 3) % 5) - 2 end
 local function b_value(j, k) return ((j * 5 + k * 11 + 1) % 3) - 1 end
 
 describe("the tile maths in a GEMM's epilogue", function()
-  -- (based: the bias read from one address a thread, tl.options.line_loads =
-  -- "based"; the second column of programs holds columns 256-299 of 512)
-  for _, case in ipairs { { tanh = false }, { tanh = true }, { tanh = false, based = true } } do
+  -- (the example's default: ping-pong consumers, 128 x 128 programs, the third
+  -- column of programs holding columns 256-299 of 384; cooperative: 128 x 256,
+  -- the second column 256-299 of 512; based: the bias read from one address a
+  -- thread, tl.options.line_loads = "based")
+  for _, case in ipairs { { tanh = false }, { tanh = true }, { tanh = false, consumers = "cooperative" },
+                          { tanh = true, consumers = "cooperative" }, { tanh = false, based = true } } do
     local tanh = case.tanh
-    it(("C = %s(A . B^T + bias)%s, 150 x 300 x 72 on the emulator: the exact function within its error"):format(
-      tanh and "gelu_tanh" or "gelu", case.based and ", the bias by line_loads = \"based\"" or ""), function()
-      local k = ex.build { tanh = tanh }
+    local t = ex.tiling(case)
+    it(("C = %s(A . B^T + bias), %s %d x %d programs%s, 150 x 300 x 72 on the emulator: the exact function within its error"):format(
+      tanh and "gelu_tanh" or "gelu", t.consumers, t.bm, t.bn, case.based and ", the bias by line_loads = \"based\"" or ""), function()
+      local k = ex.build { tanh = tanh, consumers = case.consumers }
       tl.options.line_loads = case.based and "based" or nil
       local ok, kop = pcall(PH.lowered_tile, k)
       tl.options.line_loads = nil
@@ -35,7 +39,7 @@ describe("the tile maths in a GEMM's epilogue", function()
       end
       local args, at = PH.params_args(kop, { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
         ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["ptr:bias"] = table.concat(biasb), ["dim:bias:0"] = N,
-        ["arg:K"] = K, ["programs:x"] = 2, ["programs:y"] = 2 })
+        ["arg:K"] = K, ["programs:x"] = (M + t.bm - 1) // t.bm, ["programs:y"] = (N + t.bn - 1) // t.bn })
       local r = tl.emulate(kop, { grid = 2, args = args })
       assert(r.ok, r.report)
       local out = r.read(at["map:C"])
