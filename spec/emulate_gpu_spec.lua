@@ -665,11 +665,14 @@ cases[#cases + 1] = { example = "tile_reduce_store", name = "tile_reduce_store (
 end }
 
 -- GEMM + bias + GELU (examples/tile_gemm_bias_gelu.lua, its tanh form: fewer
--- ops to emulate): ex2.approx and rcp.approx on the GPU, the exact function on
--- the emulator: within a bf16 ulp, as the softmax.
+-- ops to emulate, on the example's default ping-pong consumers: two 128 x 128
+-- programs, one a consumer, in one CTA): ex2.approx and rcp.approx on the GPU,
+-- the exact function on the emulator: within a bf16 ulp, as the softmax.
 cases[#cases + 1] = { example = "tile_gemm_bias_gelu", name = "tile_gemm_bias_gelu (tile-to-ptx; the tile maths in the epilogue; within a bf16 ulp)",
                       within = true, run = function(seed)
-  local k = example("tile_gemm_bias_gelu").build { tanh = true } -- (gelu_tanh: the erf form is spec/tile_math_spec.lua's)
+  local ex = example("tile_gemm_bias_gelu")
+  local k = ex.build { tanh = true } -- (gelu_tanh: the erf form is spec/tile_math_spec.lua's)
+  local t = ex.tiling { tanh = true }
   k:compile()
   local kop = PH.lowered_tile(k)
   local M, N, K = 128, 256, 64
@@ -681,12 +684,12 @@ cases[#cases + 1] = { example = "tile_gemm_bias_gelu", name = "tile_gemm_bias_ge
   local C = ("\255"):rep(2 * M * N)
   local values = { ["map:A"] = { data = A, shape = { M, K } }, ["map:B"] = { data = B, shape = { N, K } },
                    ["map:C"] = { data = C, shape = { M, N } }, ["ptr:bias"] = bias, ["dim:bias:0"] = N,
-                   ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1 }
+                   ["arg:K"] = K, ["programs:x"] = M // t.bm, ["programs:y"] = N // t.bn }
   local args, at = PH.params_args(kop, values)
   local c = at["map:C"]
   local r, r2 = emulate_twice(kop, 1, args, seed)
   local a, b, d, bb = tl.device.from(tl.u8, A), tl.device.from(tl.u8, B), tl.device.from(tl.u8, C), tl.device.from(tl.u8, bias)
-  k:run { grid = { 1, 1 }, args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, bias = { bb, { N } }, K = K } }
+  k:run { grid = { M // t.bm, N // t.bn }, args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, bias = { bb, { N } }, K = K } }
   local gpu_c, emu_c = d:to_string(), r.read(c)
   for _, x in ipairs { a, b, d, bb } do x:free() end
   local what = ("tile_gemm_bias_gelu %d x %d x %d, seed %d"):format(M, N, K, seed)

@@ -1,6 +1,7 @@
 -- tools/bench/peers.lua: what the benches that time a tile program against
 -- peers in one run share (dofile "tools/bench/peers.lua"): the command line's
--- integer options, the timing of the runs and the table they print.
+-- integer options, the timing of the runs, the table they print and the
+-- clocks line (--clocks=1).
 local tl = require "tilua"
 local P = {}
 
@@ -26,6 +27,16 @@ function P.time(runs)
     for i, r in ipairs(runs) do best[i] = math.min(best[i] or math.huge, sample(r[2])) end
   end
   return best
+end
+
+-- nvidia-smi's SM and memory clocks, power, temperature and active throttle
+-- reasons now, as one CSV line (or "?"): what the benches' --clocks=1 prints
+-- after a round.
+function P.clocks()
+  local p = io.popen "nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader 2>&1"
+  local line = p and p:read "l" or "?"
+  if p then p:close() end
+  return line or "?"
 end
 
 -- Print the table: name, ms, TFLOP/s of `flops`, and a ratio column

@@ -238,9 +238,5 @@ for round = 1, o.rounds do
     end
   end
   -- --clocks=1: the SM clock, power and temperature after the round (nvidia-smi)
-  if o.clocks == 1 then
-    local p = io.popen "nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader 2>&1"
-    print(("clocks after round %d: %s"):format(round, p and p:read "l" or "?"))
-    if p then p:close() end
-  end
+  if o.clocks == 1 then print(("clocks after round %d: %s"):format(round, P.clocks())) end
 end

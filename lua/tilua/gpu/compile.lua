@@ -102,6 +102,18 @@
 --                           the next block's wgmmas in flight meanwhile; false:
 --                           in DeepGEMM's order, each block waited for whole
 --                           then promoted (the pass option lag=0; consumer.lua)
+--   tl.options.tile_math    nil (the default): tileas.math's erf, gelu and gelu_tanh
+--                           as their log2-polynomial forms (one ex2, no reciprocal
+--                           for erf and gelu; docs/tileprog.md, "Tile maths");
+--                           "as7126": the older forms (erf by Abramowitz and Stegun
+--                           7.1.26, gelu from it, gelu_tanh's longer sequence)
+--   tl.options.line_loads   nil (the default): a tile program's row or column of a
+--                           rank-1 tensor read into a consumer (a GEMM's bias) as
+--                           per-element bounds-checked loads; "based": the thread's
+--                           address and count left computed once, each element a
+--                           compare with a constant and a select of its offset
+--                           (values.lua's V.based_loader; tools/bench/tile_epilogue.lua's
+--                           _lb variants)
 --   tl.options.compiled_hook  fn(k) after every k:compile, cached or not (`tilua
 --                           export` collects the kernels a script compiles)
 --   tl.options.compile_gc   nil (the default): while k:compile runs, Lua's
@@ -177,6 +189,8 @@ local OPTIONS = {
   softmax_rows = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
   max_chain = { function(v) return v == nil or type(v) == "boolean" end, "nil, true or false" },
   promote_lag = { function(v) return v == nil or v == false end, "nil or false" },
+  tile_math = { function(v) return v == nil or v == "as7126" end, 'nil or "as7126"' },
+  line_loads = { function(v) return v == nil or v == "based" end, 'nil or "based"' },
   tile_transpose = { function(v)
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
@@ -407,7 +421,7 @@ end
 -- keys on them, and the kernel keeps those it was compiled with
 -- (k.lowering_options) for whatever lowers it again (gpu/emulated.lua).
 local LOWERING_OPTIONS = { "row_ring", "tile_transpose", "slicing", "blocked_unit", "sums_by_dot", "wait_fence", "mask_branch",
-                           "softmax_rows", "max_chain", "promote_lag" }
+                           "softmax_rows", "max_chain", "promote_lag", "tile_math", "line_loads" }
 
 -- -> a copy of the lowering options' values now
 function M.lowering_options()

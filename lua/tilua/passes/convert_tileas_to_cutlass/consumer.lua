@@ -713,7 +713,9 @@ local function tiled_load(L, env, f)
       local lead = R.leading(op)
       local base = V.plus(V.get(L, op:operand(2 + lead), op) * ri.shape[1], V.slice_block_offset(L, ri, along, op))
                    + (along == 2 and f.col or f.row) -- (on a cluster: the CTA's block of it)
-      L.vmap[op:result(1):id()] = V.line(ri.elem, along, function(off) return V.load_at(L, e, op, V.leading(L, op, { base + off })) end)
+      local at = function(off) return V.load_at(L, e, op, V.leading(L, op, { base + off })) end
+      if Consumer.based_lines and lead == 0 and e.rank == 1 then at = V.based_loader(L, e, op, base) end
+      L.vmap[op:result(1):id()] = V.line(ri.elem, along, at)
       if env.pending_loads then table.insert(env.pending_loads, L.vmap[op:result(1):id()]) end
     elseif kind == "mma" and #ri.shape == 2 then
       local lead = R.leading(op)

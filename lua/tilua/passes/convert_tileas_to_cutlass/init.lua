@@ -230,6 +230,9 @@ end
 -- moves a lagged loop's release cursor to the wait's cursor of the block
 -- issued last instead of incrementing it on its own (consumer.lua's
 -- lagged_loop, release_oldest).
+-- line_loads=1 (or tl.options.line_loads = "based") reads a consumer's row or
+-- column of a rank-1 tensor (a GEMM's bias) from the thread's address and
+-- count left, computed once (values.lua's V.based_loader).
 function M.convert(module, options)
   local tl = require "tilua"
   local G = require "tilua.kernels.gemm"
@@ -252,6 +255,8 @@ function M.convert(module, options)
   B.mask_branch = tri(options and options.mask_branch, tl.options.mask_branch)
   Chain.softmax_rows = tri(options and options.softmax_rows, tl.options.softmax_rows)
   X.max_chain = tri(options and options.max_chain, tl.options.max_chain)
+  require("tilua.passes.convert_tileas_to_cutlass.consumer").based_lines = (options and options.line_loads == 1)
+    or tl.options.line_loads == "based"
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
     if kop:name() == "tile.kernel" then

@@ -245,16 +245,57 @@ local function f32(x) return tl.const(x, tl.f32) end
 local LOG2E = 1.4426950408889634
 local function exp(x) return tl.ex2(x * f32(LOG2E)) end
 local function sigmoid(x) return tl.rcp_approx(f32(1.0) + exp(-x)) end -- 1 / (1 + inf) = 0 far below 0
--- erf: Abramowitz and Stegun 7.1.26, 1 - t (a1 + t (a2 + ... + t a5)) e^{-x^2} with
--- t = 1 / (1 + p |x|) (absolute error 1.5e-7 in exact arithmetic), odd
+-- erf and gelu, two forms (tl.options.tile_math picks one at lowering time: a
+-- lowering option of gpu/compile.lua; docs/tileprog.md, "Tile maths", gives each
+-- one's error):
+-- "log2poly" (the default): erfc(|x|) = 2^P(|x|), P a degree-5 polynomial fitted
+-- to log2 erfc (weighted minimax on [0, 4.5], P(0) = 0, decreasing beyond: one ex2,
+-- no reciprocal); gelu(x) = max(x, 0) - a Q(a), a = min(|x|, 10^4), Q(a) = 2^G(a) = erfc(a / sqrt 2) / 2,
+-- G fitted on [0, 6] (G(0) = -1, decreasing beyond), the same function as
+-- x (1 + erf(x / sqrt 2)) / 2 without its cancellation below 0.
+-- "as7126": Abramowitz and Stegun 7.1.26, 1 - t (a1 + t (a2 + ... + t a5)) e^{-x^2} with
+-- t = 1 / (1 + p |x|) (absolute error 1.5e-7 in exact arithmetic), odd; gelu from it.
+local function older() return tl.options.tile_math == "as7126" end
 local ERF_P, ERF_A = 0.3275911, { 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429 }
-local function erf(x)
+local function erf_as7126(x)
   local a = tl.max(x, -x)
   local t = tl.rcp_approx(f32(1.0) + a * f32(ERF_P))
   local poly = f32(ERF_A[5])
   for i = 4, 1, -1 do poly = tl.fma(poly, t, f32(ERF_A[i])) end
   local y = f32(1.0) - poly * t * exp(-(a * a))
   return tl.select(x:lt(f32(0.0)), -y, y)
+end
+-- the coefficients of P and G from degree 0 up (f32 values; fitted by a
+-- Lawson-weighted least squares, then checked in f32 by spec/tile_math_spec.lua)
+X.ERFC_LOG2 = { 0.0, -1.62788904, -0.918509424, -0.148665503, 0.029589925, -0.00294412021 }
+X.GELU_LOG2 = { -1.0, -1.15109134, -0.459254712, -0.0525611937, 0.00739748077, -0.000520451751 }
+local function horner(c, a, from)
+  local p = f32(c[#c])
+  for i = #c - 1, from, -1 do p = tl.fma(p, a, f32(c[i])) end
+  return p
+end
+local function erf_log2poly(x)
+  local a = tl.max(x, -x)
+  local y = f32(1.0) - tl.ex2(horner(X.ERFC_LOG2, a, 2) * a) -- (P(0) = 0: the last step a product)
+  return tl.select(x:lt(f32(0.0)), -y, y)
+end
+-- (|x| held to 10^4 below: 2^G is 0 there, and gelu(+inf) = inf - inf 0 would be NaN)
+X.GELU_CLAMP = 1e4
+local function gelu_log2poly(x)
+  local a = tl.min(tl.max(x, -x), f32(X.GELU_CLAMP))
+  return tl.fma(-a, tl.ex2(horner(X.GELU_LOG2, a, 1)), tl.max(x, f32(0.0)))
+end
+local function erf(x) return older() and erf_as7126(x) or erf_log2poly(x) end
+-- gelu_tanh: x sigmoid(2u), u = sqrt(2 / pi) (x + 0.044715 x^3), as
+-- x / (1 + 2^(x (c1 + c3 x^2))) with c1 = -2 sqrt(2 / pi) log2 e, c3 = 0.044715 c1
+-- (tl.options.tile_math = "as7126": the older sequence of the same function, 3 more multiplies)
+local GT_C1, GT_C3 = -2.30220819, -0.102943242
+X.GELU_TANH_C = { GT_C1, GT_C3 }
+local function gelu_tanh(x)
+  if older() then
+    return x * sigmoid(f32(1.5957691216057308) * tl.fma(f32(0.044715) * x, x * x, x))
+  end
+  return x * tl.rcp_approx(f32(1.0) + tl.ex2(tl.fma(f32(GT_C3), x * x, f32(GT_C1)) * x))
 end
 local math_fns = {
   exp = exp,
@@ -269,10 +310,13 @@ local math_fns = {
   erf = erf,
   sigmoid = sigmoid,
   silu = function(x) return x * sigmoid(x) end,
-  gelu = function(x) return f32(0.5) * x * (f32(1.0) + erf(x * f32(0.7071067811865476))) end,
+  gelu = function(x)
+    if older() then return f32(0.5) * x * (f32(1.0) + erf_as7126(x * f32(0.7071067811865476))) end
+    return gelu_log2poly(x)
+  end,
   -- x (1 + tanh u) / 2 computed as x sigmoid(2u): 1 + tanh.approx(u) cancels
   -- far below 0 (tanh.approx's 2^-11 relative error near -1 left 0.25% in y)
-  gelu_tanh = function(x) return x * sigmoid(f32(1.5957691216057308) * tl.fma(f32(0.044715) * x, x * x, x)) end,
+  gelu_tanh = gelu_tanh,
 }
 X.math_fns = math_fns
 X.max_chain = nil -- (init.lua sets it a run: tl.options.max_chain, the pass option max_chain; nil: chain.lua's rule)

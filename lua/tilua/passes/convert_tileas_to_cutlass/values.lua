@@ -152,6 +152,27 @@ function V.load_at(L, e, op, idx)
   return tl.select(inb, (base + tl.select(inb, off, tl.const(0, tl.i64))):load(), zero)
 end
 
+-- tl.options.line_loads = "based": a loader of the elements base + off (off a
+-- Lua integer, the fragment's constant offset) of a rank-1 tensor e: the
+-- thread's address of element base and the count left, N - base, computed
+-- once; an element then costs a compare with a constant, a select of the
+-- offset (off in bounds, else -base: the tensor's first element, as
+-- V.load_at reads) and the load (0 out of bounds, as V.load_at). -> fn(off)
+function V.based_loader(L, e, op, base)
+  local tl, args = L.tl, L.args
+  if not e.lowered_ptr then R.fail(op, "tensor '%s' has no pointer parameter", e.name) end
+  local left = args[e.lowered_dims[1]] - base
+  local back = tl.const(0, tl.i32) - base
+  local at = args[e.lowered_ptr] + base:cast(tl.i64)
+  local zero = tl.is_float_type(e.elem) and tl.const(0.0, e.elem) or tl.const(0, e.elem)
+  return function(off)
+    if L.prefetching then return V.load_at(L, e, op, { base + off }) end
+    local c = tl.const(off, tl.i32)
+    local inb = c:lt(left)
+    return tl.select(inb, (at + tl.select(inb, c, back):cast(tl.i64)):load(), zero)
+  end
+end
+
 -- Store v at the element (dropped out of bounds); a reduce-add store of op
 -- adds it atomically (a red.global.add).
 function V.store_at(L, e, op, idx, v)
