@@ -8,8 +8,9 @@
 -- batch x heads; causal: x the heads, y batch x row blocks (TM of them), the
 -- longest first, claimed at run time: programs of differing lengths); it loads its Q tile once, then walks the keys in tiles of 128 (64
 -- at head dim 256; an online softmax: the running row maximum and sum are
--- carried by the loop with the output accumulator, in stdlib's arithmetic: the
--- factor exp2(m_old c - m_new c), a row all -inf so far guarded to 0, not NaN;
+-- carried by the loop with the output accumulator, above head dim 64 in stdlib's
+-- arithmetic: the factor exp2(m_old c - m_new c), a row all -inf so far guarded
+-- to 0, not NaN; at 64 exp2((m_old - m_new) c), faster there (o.fold: s16tattn-3);
 -- docs/tileprog.md, "Chained dots"), masks the keys past the
 -- end (and, causal, right of the diagonal) with an index tile, and stores O
 -- and the log-sum-exp. tile-to-ptx lowers it to stdlib/attention.lua's design
@@ -53,6 +54,7 @@ local function build(o)
       m, b, h = tl.program_id("x"), bh // p.H, bh % p.H
     end
     local hk, c = h // p.group, p.scale * LOG2E -- the key head; exp(x * scale) is exp2(x * c)
+    local fold = o.fold == nil and D > 64 or o.fold -- (d64: the difference's form measured faster)
     local q = tl.load(p.Q, { b, h, m, 0 }, { BM, D }) -- loaded once, read by every key tile
     local rows = tl.iota({ BM, BN }, 0) + m * BM
     local keys = o.causal and tl.min(p.SKV, (m + 1) * BM) or p.SKV -- (causal: none right of the last row)
@@ -64,10 +66,10 @@ local function build(o)
       if o.causal then keep = keep & cols:le(rows) end
       s = tl.select(keep, s, -math.huge)
       local mn = tl.maximum(mi, tl.reduce(s, 1, "max")) -- the running maximum
-      local ms = mn * c -- (stdlib's arithmetic; o.fold = false: exp2((m_old - m_new) c), s16tattn-2's)
-      if o.fold ~= false and o.guard ~= false then ms = tl.select(mn:eq(-math.huge), 0, ms) end -- (a row all -inf so far: P, factor 0)
+      local ms = mn * c -- (stdlib's arithmetic; without fold: exp2((m_old - m_new) c), s16tattn-2's)
+      if fold and o.guard ~= false then ms = tl.select(mn:eq(-math.huge), 0, ms) end -- (a row all -inf so far: P, factor 0)
       local pr = tl.exp2(s * c - tl.expand_dim(ms, 1))
-      local alpha = tl.exp2(o.fold == false and (mi - mn) * c or mi * c - ms) -- rescales what was summed before
+      local alpha = tl.exp2(fold and mi * c - ms or (mi - mn) * c) -- rescales what was summed before
       local v = tl.load(p.V, { b, hk, j, 0 }, { BN, D })
       return mn, li * alpha + tl.reduce(pr, 1, "add"), tl.dot(pr:cast(tl.bf16), v, acc * tl.expand_dim(alpha, 1))
     end)
