@@ -255,7 +255,7 @@ function M.convert(module, options)
   B.mask_branch = tri(options and options.mask_branch, tl.options.mask_branch)
   Chain.softmax_rows = tri(options and options.softmax_rows, tl.options.softmax_rows)
   X.max_chain = tri(options and options.max_chain, tl.options.max_chain)
-  require("tilua.passes.convert_tileas_to_cutlass.consumer").based_lines = (options and options.line_loads == 1)
+  require("tilua.passes.convert_tileas_to_cutlass.epilogue").based_lines = (options and options.line_loads == 1)
     or tl.options.line_loads == "based"
   local errors, changed = {}, false
   for _, kop in ipairs(module:region(1):entry():ops()) do
