@@ -258,6 +258,17 @@ local function ahead_prefetch(L, env, b, o, k, n)
 end
 
 -- The loop's prefetch distance in k blocks (tileas.pipeline's prefetch; 0: none).
+-- The ahead loads' values at k block k (past the last: masked, unused), in
+-- the order of `ahead` (lagged_loop's and unlagged_loop's issue).
+local function block_vals(L, env, b, ahead, k, n)
+  local vals = {}
+  for _, o in ipairs(ahead) do
+    local v = ahead_load(L, env, b, o, k, n)
+    table.move(v, 1, #v, #vals + 1, vals)
+  end
+  return vals
+end
+
 local function prefetch_distance(op)
   local p = op:attr "tileas.pipeline"
   return type(p) == "table" and p.prefetch or 0
@@ -356,15 +367,7 @@ function lagged_loop_body(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc,
   local staged = Staged.loop(L, b)
   local yield, pipe = b:terminator(), L.pipe
   local release = releaser(L)
-  -- the ahead loads' values at k block k (past the last: masked, unused)
-  local function load_vals(k)
-    local vals = {}
-    for _, o in ipairs(ahead) do
-      local v = ahead_load(L, env, b, o, k, n)
-      table.move(v, 1, #v, #vals + 1, vals)
-    end
-    return vals
-  end
+  local function load_vals(k) return block_vals(L, env, b, ahead, k, n) end
   local issued_at -- (st's value at the latest issue: its block's cursor)
   -- issue k block kk into the registers of sum `into` (waiting for its
   -- stage), then load the values of blocks ... -> its sum (in flight), them
@@ -504,14 +507,7 @@ local function unlagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, a
   local staged = Staged.loop(L, b)
   local yield, pipe = b:terminator(), L.pipe
   local release = releaser(L)
-  local function load_vals(k)
-    local vals = {}
-    for _, o in ipairs(ahead) do
-      local v = ahead_load(L, env, b, o, k, n)
-      table.move(v, 1, #v, #vals + 1, vals)
-    end
-    return vals
-  end
+  local function load_vals(k) return block_vals(L, env, b, ahead, k, n) end
   local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
   -- (not staged: the ahead loads' values of the first block before the loop,
   -- each iteration's of the next once its block is issued)
