@@ -269,6 +269,20 @@ local function block_vals(L, env, b, ahead, k, n)
   return vals
 end
 
+-- Lower the dot of body b with what it depends on (env.lag set: issued into
+-- its sum, env.after_issue run after the issue), advance st -> the sum
+local function issue_block(L, env, b, invariant, plan, st)
+  for _, o in ipairs(invariant) do V.at_loc(o, X.lower_op, L, o, env) end
+  for _, o in ipairs(b:ops()) do
+    if plan.deps[o:nresults() > 0 and o:result(1):id() or false] then V.at_loc(o, X.lower_op, L, o, env) end
+  end
+  V.at_loc(plan.dot, X.lower_op, L, plan.dot, env)
+  local sum = env.lag.sum
+  env.lag, env.after_issue = nil, nil
+  st:advance()
+  return sum
+end
+
 local function prefetch_distance(op)
   local p = op:attr "tileas.pipeline"
   return type(p) == "table" and p.prefetch or 0
@@ -381,14 +395,7 @@ function lagged_loop_body(L, env, st, b, ahead, invariant, plan, n, lb, ub, acc,
       for i, k in ipairs(blocks) do vals[i] = load_vals(k) end
       if pf > 0 then for _, o in ipairs(ahead) do ahead_prefetch(L, env, b, o, kk + pf, n) end end
     end }
-    for _, o in ipairs(invariant) do V.at_loc(o, X.lower_op, L, o, env) end
-    for _, o in ipairs(b:ops()) do
-      if plan.deps[o:nresults() > 0 and o:result(1):id() or false] then V.at_loc(o, X.lower_op, L, o, env) end
-    end
-    V.at_loc(plan.dot, X.lower_op, L, plan.dot, env)
-    local sum = env.lag.sum
-    env.lag, env.after_issue = nil, nil
-    st:advance()
+    local sum = issue_block(L, env, b, invariant, plan, st)
     return sum, table.unpack(vals, 1, #blocks)
   end
   -- the body of k block kk whose dot's sum `prev` is complete (its ahead
@@ -533,14 +540,7 @@ local function unlagged_loop(L, env, st, b, ahead, invariant, plan, n, lb, ub, a
       if staged then mine = load_vals(j) else nxt = load_vals(j + 1) end
       if pf > 0 then for _, o in ipairs(ahead) do ahead_prefetch(L, env, b, o, j + pf, n) end end
     end }
-    for _, o in ipairs(invariant) do V.at_loc(o, X.lower_op, L, o, env) end
-    for _, o in ipairs(b:ops()) do
-      if plan.deps[o:nresults() > 0 and o:result(1):id() or false] then V.at_loc(o, X.lower_op, L, o, env) end
-    end
-    V.at_loc(plan.dot, X.lower_op, L, plan.dot, env)
-    local sum = env.lag.sum
-    env.lag, env.after_issue = nil, nil
-    st:advance()
+    local sum = issue_block(L, env, b, invariant, plan, st)
     tl.wgmma_wait(0)
     release(rel)
     rel:advance()
