@@ -62,7 +62,7 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     assert.is_true(off.linear)
     local ok, err = pcall(function() tl.options.row_ring = { stages = 3 } end)
     assert.is_false(ok)
-    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2, whole = 0|1}", err, 1, true)
+    assert.matches("tl.options.row_ring must be nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2, whole = 0|1, refill = 0|1}", err, 1, true)
     assert.is_nil(tl.options.row_ring)
   end)
 
@@ -188,6 +188,37 @@ describe("memory-bound tile programs (tl.rows) on the emulator", function()
     end)
     tl.options.row_ring = nil
     assert(ok, err)
+  end)
+
+  it("the shared ring's refill (row_ring.refill): at the first reduce's barrier by the rule where the body has two reduces (LayerNorm, softmax: a barrier a row fewer), behind its own barrier with refill = 0; forced where the body has one barrier (RMSNorm: a barrier at the body's end) or none (a row copy: the refill behind a barrier at the end); the emulator's race check clean on each", function()
+    local tl = require "tilua"
+    local function barriers(k)
+      k:compile()
+      local _, n = k.ptx:gsub("bar%.sync", "")
+      return n
+    end
+    -- (the shared ring's setup barrier, then the body's: the stage's and the reduces')
+    assert.equal(3, barriers(tl.rows.layernorm { n = 8192 }))
+    assert.equal(3, barriers(tl.rows.softmax { n = 8192 }))
+    assert.equal(3, barriers(tl.rows.rmsnorm { n = 8192 })) -- (one reduce: the rule keeps the stage's barrier)
+    for _, t in ipairs { { { refill = 0 }, { layernorm = 4, softmax = 4 } },
+                         { { refill = 1 }, { rmsnorm = 3 } },
+                         { { registers = 0, refill = 1 }, { row_copy = 2 } } } do
+      tl.options.row_ring = t[1]
+      local ok, err = pcall(function()
+        local fresh = assert(loadfile "examples/tile_rows.lua")("--library") -- (kernels compiled with the option)
+        for name, want in pairs(t[2]) do
+          if name ~= "row_copy" then assert.equal(want, barriers(tl.rows[name] { n = 8192 }), name) end
+          local good, summary = fresh.run_case(name, { seed = 11, emulate = true, size = { 9, 2000 }, ctas = 1 })
+          assert(good, summary)
+          good, summary = fresh.run_case(name, { seed = 12, emulate = true, size = { 5, 300 }, ctas = 1, check = true,
+                                                 max_states = 2000 })
+          assert(good, summary)
+        end
+      end)
+      tl.options.row_ring = nil
+      assert(ok, err)
+    end
   end)
 
   -- the register loop with row_ring[key] = 1, 2: each hint in its PTX, ptxas, the emulator

@@ -466,6 +466,12 @@ local cases = {
   { "ln diag, as the library, mask branch", ln_diag {}, ln_launch, 2 * bytes, { registers = 0, claims = 1, hoist = 1, in_flight = 98304, whole = 1 } },
   { "row copy (Y = X), raw 8 B x 8, a CTA a row, 2 CTAs an SM", raw_copy(8, 8), raw_launch(8, 8, nil, SMEM2), 2 * bytes, raw = true },
   { "row copy (Y = X), raw 8 B x 16, a CTA 2 rows, 2 CTAs an SM", raw_copy(8, 16), raw_launch(8, 16, nil, SMEM2), 2 * bytes, raw = true },
+  -- (s17) the shared ring's refill at the body's first reduce's barrier (the
+  -- rule for two reduces: LayerNorm, softmax) against behind its own barrier
+  -- (refill 0: the form before), and forced on RMSNorm's one reduce
+  { "layernorm, refill 0", tl.rows.layernorm { n = N }, ln_launch, 2 * bytes, { refill = 0 } },
+  { "softmax, refill 0", tl.rows.softmax { n = N }, sm_launch, 2 * bytes, { refill = 0 } },
+  { "rmsnorm, refill 1", tl.rows.rmsnorm { n = N }, rms_launch, 2 * bytes, { refill = 1 } },
 }
 -- (s14) the backward passes (DX, and each program's part of DW / DB: X and DY
 -- read, DX written, DWp of P x N f32) at 16-byte units (the rule's) and 8;

@@ -47,7 +47,11 @@
 --                           st.global.cs | st.global.cg; whole = 1: the
 --                           register loop's row loads and stores one branch a
 --                           row, every vector where all are inside and
---                           aligned, not a branch a vector)
+--                           aligned, not a branch a vector); refill = 0 | 1:
+--                           the shared ring refills a stage behind a barrier
+--                           of its own right after its reads | at the body's
+--                           first reduce's barrier (nil: 1 where the body has
+--                           two reduces or more, rowring.lua's rule)
 --   tl.options.tile_transpose  nil (the default): a program that loads, transposes
 --                           and stores an n x n tile of 8-, 16- or 32-bit elements
 --                           (n a multiple of 128, 64, 32) goes by TMA (convert-tileas-
@@ -174,13 +178,13 @@ local OPTIONS = {
     if type(v) ~= "table" then return v == nil or v == false end
     for k, x in pairs(v) do
       if (k ~= "per_sm" and k ~= "in_flight" and k ~= "hoist" and k ~= "registers" and k ~= "async" and k ~= "claims"
-          and k ~= "stream" and k ~= "late" and k ~= "store" and k ~= "bulk" and k ~= "whole")
+          and k ~= "stream" and k ~= "late" and k ~= "store" and k ~= "bulk" and k ~= "whole" and k ~= "refill")
         or math.type(x) ~= "integer" or x < 0 or (k == "registers" and x > 4) or (k == "async" and x > 8) or (k == "bulk" and x > 8)
         or (k == "claims" and x ~= 0 and x ~= 1 and x ~= 2 and x ~= 4) or (k == "stream" and x > 2) or (k == "late" and x > 1)
-        or (k == "store" and x > 2) or (k == "hoist" and x > 2) or (k == "whole" and x > 1) then return false end
+        or (k == "store" and x > 2) or (k == "hoist" and x > 2) or (k == "whole" and x > 1) or (k == "refill" and x > 1) then return false end
     end
     return true
-  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2, whole = 0|1}" },
+  end, "nil, false or {per_sm = n, in_flight = bytes, hoist = 0..2, registers = 0..4, async = 0..8, bulk = 0..8, claims = 0|1|2|4, stream = 0..2, late = 0|1, store = 0..2, whole = 0|1, refill = 0|1}" },
   slicing = { function(v) return v == nil or v == false or int_in(1, 16)(v) end, "nil, false or an integer in [1, 16]" },
   blocked_unit = { function(v) return v == nil or v == 4 or v == 8 or v == 16 end, "nil, 4, 8 or 16" },
   sums_by_dot = { function(v) return v == nil or v == false end, "nil or false" },

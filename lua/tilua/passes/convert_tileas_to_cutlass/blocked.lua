@@ -483,6 +483,7 @@ function B.reduce_many(L, ops, xs)
       end
       if writer then tl.if_(writer, write) else write() end
       tl.barrier()
+      if L.on_barrier then L.on_barrier(L, op) end -- (rowring.lua's late refills)
       -- warp w' of the reader's row along k: warp + (w' - warp_k) * its stride
       local first = (L.warp - X.warp_coord[k] * X.warp_stride[k]) * per_warp + place
       for j = 1, nv do
@@ -551,6 +552,7 @@ function B.exchange(L, op, x, transpose)
     if own then tl.if_(own, write) else write() end
   end
   tl.barrier()
+  if L.on_barrier then L.on_barrier(L, op) end -- (rowring.lua's late refills)
   -- the read: the result's registers
   local regs = {}
   local wide_read = not transpose and Y.shape[2] > 1 and Y.size[2] == chunk and swizzle

@@ -221,7 +221,9 @@ end
 -- mask_branch=1 / 0 a select of a blocked tile by iota < s as one branch a
 -- thread everywhere / nowhere (blocked.lua's select_below; without it
 -- tl.options.mask_branch, and where that is nil the rule: in a shared row
--- ring's body).
+-- ring's body). refill=0 / 1: a shared row ring refills a stage behind a
+-- barrier of its own after its reads / at the body's first reduce's barrier
+-- (without it tl.options.row_ring.refill, then rowring.lua's rule).
 -- lag=0 promotes a loop's k blocks in DeepGEMM's order (consumer.lua's
 -- unlagged_loop: each block waited for whole, then promoted) instead of a
 -- block late; staged_base=1 addresses a staged line (block scales' A line)
@@ -238,6 +240,7 @@ function M.convert(module, options)
   local G = require "tilua.kernels.gemm"
   local Ring = require "tilua.passes.convert_tileas_to_cutlass.rowring"
   Ring.forced = options and options.row_ring
+  Ring.forced_refill = options and options.refill
   local Tr = require "tilua.passes.convert_tileas_to_cutlass.transpose"
   Tr.forced_claims, Tr.forced_form = options and options.transpose_claims, options and options.transpose_form
   Staged.merge_lines = not (options and options.merge_lines == 0)

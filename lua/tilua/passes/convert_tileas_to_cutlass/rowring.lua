@@ -66,6 +66,26 @@ local SHARED_IN_FLIGHT = 96 * 1024 -- the default shared ring's (3 rows of 8192 
 local FORM_KEYS = { "registers", "async", "bulk", "claims", "stream", "late", "store", "whole" }
 local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's overhead)
 
+-- Where the shared ring refills the stage it read (row_ring.refill): 0 = right
+-- after the stage's reads, behind a barrier of its own (every thread has read
+-- it); 1 = after the body's first barrier at its top level (a reduce's: every
+-- thread read the stage before it), one barrier a row fewer; the end of the
+-- body adds a barrier where it had fewer than two (the reduces' buffers of one
+-- row are read before the next row writes them: docs/tileprog.md). The rule
+-- (none given): 1 where the body has two reduces or more at its top level and
+-- no op with a region (so no barrier a branch away): LayerNorm's, softmax's.
+-- (Ring.forced_refill: the pass's option refill while it runs.)
+local function refill_rule(after, opts)
+  local forced = Ring.forced_refill or opts.refill -- (the pass's option refill over tl.options')
+  if forced ~= nil then return forced == 1 end
+  local reduces = 0
+  for _, o in ipairs(after:ops()) do
+    if o:nregions() > 0 then return false end
+    if o:name() == "tileas.reduce" then reduces = reduces + 1 end
+  end
+  return reduces >= 2
+end
+
 -- The ring's plan for the persistent loop `wop` of a compute agent, or nil
 -- (the program stays one CTA a program): its loads of the program's row
 -- ({op, e, n, elem, eb}), stages, per_sm.
@@ -178,7 +198,7 @@ function Ring.plan(L, wop)
     local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, (opts.in_flight or SHARED_IN_FLIGHT) // (per_sm * bytes)))
     if stages >= 2 then
       return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1,
-               hoist_quarter = hoisted_others or nil, whole = hoisted_others or nil, claims = 1 }
+               hoist_quarter = hoisted_others or nil, whole = hoisted_others or nil, claims = 1, late_refill = refill_rule(after, opts) }
     end
     registers, claims = 1, 1
   end
@@ -226,7 +246,7 @@ function Ring.plan(L, wop)
   local ring_claims = (choices.claims or 0) > 0 and 1 or nil
   if stages < 2 then return nil end -- (rows too long for two stages in every CTA of an SM)
   return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1,
-           out = out, claims = ring_claims, whole = (opts.whole or 0) > 0 }
+           out = out, claims = ring_claims, whole = (opts.whole or 0) > 0, late_refill = not out and refill_rule(after, opts) }
 end
 
 -- The bytes of program q's row that ring r's copy moves (an i32; 0: none), a
@@ -278,9 +298,39 @@ local function ring_load(L, P, r, it)
     if not P.out.own then tl.barrier() end
     return x
   end
+  if P.late_refill then
+    -- (refilled at the body's next barrier: Ring.barrier)
+    local pending = L.ring_refills
+    pending[#pending + 1] = function() fill(L, P, r, it.s, it.next) end
+    return x
+  end
   tl.barrier()
   fill(L, P, r, it.s, it.next)
   return x
+end
+
+-- blocked.lua's hook after a barrier it put in the shared ring's body (L.on_barrier
+-- while P.late_refill): one at the body's top level (op: the op lowered there)
+-- counts, and refills the stages read before it.
+local function at_barrier(L, op)
+  if op:id() ~= L.ring_top then return end
+  L.ring_barriers = L.ring_barriers + 1
+  local pending = L.ring_refills
+  L.ring_refills = {}
+  for _, f in ipairs(pending) do f() end
+end
+
+-- The end of a body with late refills: the stages still to refill behind a
+-- barrier; a barrier where the body had one only (its buffer is written again
+-- by the next row before that row's first barrier).
+local function end_refills(L)
+  if #L.ring_refills > 0 then
+    tl.barrier()
+    L.ring_barriers = L.ring_barriers + 1
+    for _, f in ipairs(L.ring_refills) do f() end
+  elseif L.ring_barriers < 2 then
+    tl.barrier()
+  end
 end
 
 -- env.tiled_store of the row stored by a bulk copy (P.out) in iteration
@@ -372,10 +422,18 @@ local function lower_body(L, env, after, P, q, hoisted, load)
     if not r then return tiled_load(op) end
     L.vmap[op:result(1):id()] = load(r)
   end
+  local late = P.late_refill and L.shared_ring
+  if late then L.ring_refills, L.ring_barriers, L.on_barrier = {}, 0, at_barrier end
   for _, o in ipairs(after:ops()) do
     local skip = o:name() == "tileas.cancel_next_program_id" or o:name() == "scf.yield"
       or (o:nresults() == 1 and hoisted[o:result(1):id()])
+    L.ring_top = o:id()
     if not skip then V.at_loc(o, X.lower_op, L, o, env) end
+  end
+  L.ring_top = nil
+  if late then
+    end_refills(L)
+    L.ring_refills, L.ring_barriers, L.on_barrier = nil, nil, nil
   end
   env.tiled_load = tiled_load
 end
