@@ -51,7 +51,8 @@
 --                           the shared ring refills a stage behind a barrier
 --                           of its own right after its reads | at the body's
 --                           first reduce's barrier (nil: 1 where the body has
---                           two reduces or more, rowring.lua's rule)
+--                           two reduces and loads only its row, rowring.lua's
+--                           rule: softmax)
 --   tl.options.tile_transpose  nil (the default): a program that loads, transposes
 --                           and stores an n x n tile of 8-, 16- or 32-bit elements
 --                           (n a multiple of 128, 64, 32) goes by TMA (convert-tileas-
