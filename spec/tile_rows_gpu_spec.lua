@@ -22,7 +22,7 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
 
   -- the row loop (convert-tileas-to-cutlass: a persistent grid of 2 CTAs an
   -- SM; by default RMSNorm, softmax and (s16norm) LayerNorm on the shared ring
-  -- with their rows claimed, 3 stages of the tile's row of 8192: 792 rows
+  -- with their rows claimed, 3 stages of the tile's row of 8192 (LayerNorm 2): 792 rows
   -- static on an H200, the rest claimed; LayerNorm's W and B hoisted, its mask
   -- one branch a thread): far more rows than CTAs, so that each CTA walks
   -- several programs; odd lengths and aligned ones; LayerNorm's rows of 8000

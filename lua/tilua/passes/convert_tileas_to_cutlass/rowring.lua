@@ -62,6 +62,11 @@ local IN_FLIGHT = 128 * 1024 -- bytes of rows an SM aims to have in flight
 local MAX_STAGES = 8
 local MAX_SM_RING_BYTES = 192 * 1024 -- the rings of an SM's per_sm CTAs at most (an SM has 227 KiB of shared memory)
 local SHARED_IN_FLIGHT = 96 * 1024 -- the default shared ring's (3 rows of 8192 bf16 a CTA at 2 CTAs an SM)
+-- ... where the rule takes it for hoisted other tiles (LayerNorm's W and B): 2
+-- rows of 8192 bf16 a CTA (s17-2 on the H200: 0.960-0.967 of cuMemcpyDtoD
+-- against 3 stages' 0.949-0.962 and 4 stages' 0.943-0.945 in 3 rounds; s16norm-1's
+-- ring of 2 level with 3 or above in 2 of 2 before the mask branch)
+local SHARED_IN_FLIGHT_HOISTED = 64 * 1024
 -- tl.options.row_ring's keys that choose the form (the default's rule: none given)
 local FORM_KEYS = { "registers", "async", "bulk", "claims", "stream", "late", "store", "whole" }
 local MIN_ROW_BYTES = 1024 -- shorter rows: the threads' own loads (the copy's overhead)
@@ -162,7 +167,8 @@ function Ring.plan(L, wop)
   -- 0.948-0.955, in both rounds; or (s16norm) more than one other tile, all
   -- hoisted (below: LayerNorm's W and B; s16norm-1, that form with its mask
   -- one branch a thread, blocked.lua's select_below, 0.955-0.958 against the
-  -- register loop's 0.930-0.939). Else the rows in registers (0.88 of a copy
+  -- register loop's 0.930-0.939; since s17 in 2 stages,
+  -- SHARED_IN_FLIGHT_HOISTED). Else the rows in registers (0.88 of a copy
   -- against the shared ring's 0.80-0.84 by stride; LayerNorm in one pass; a
   -- row copy, no reduction: 0.952 against 0.960), claimed at run time one a
   -- claim (the register loop of one row ahead only; 0.92-0.94 of a copy
@@ -199,7 +205,8 @@ function Ring.plan(L, wop)
   for _, r in ipairs(loads) do by_op[r.op:result(1):id()] = r end
   if shared_default then
     -- (rows too long for 2 stages an SM's CTAs: the register loop)
-    local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, (opts.in_flight or SHARED_IN_FLIGHT) // (per_sm * bytes)))
+    local in_flight = opts.in_flight or (hoisted_others and SHARED_IN_FLIGHT_HOISTED or SHARED_IN_FLIGHT)
+    local stages = math.min(MAX_STAGES, MAX_SM_RING_BYTES // (per_sm * bytes), math.max(2, in_flight // (per_sm * bytes)))
     if stages >= 2 then
       return { loads = loads, by_op = by_op, stages = stages, per_sm = per_sm, hoist = opts.hoist ~= 0, hoist_all = opts.hoist == 1,
                hoist_quarter = hoisted_others or nil, whole = hoisted_others or nil, claims = 1, late_refill = refill_rule(after, opts) }
