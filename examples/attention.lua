@@ -38,7 +38,11 @@ local function build(o)
   o = o or {}
   local D, BM, BN = o.d or 128, block_rows(o), o.bn or (o.d == 256 and 64 or 128) -- (d 256: K, V tiles of 64 keys fit)
   tl.new_module()
-  local k = tl.tile_kernel("attention", { schedule = o.schedule or (o.causal and "dynamic" or nil),
+  -- (the split tail: whole programs in whole rounds of the SMs, then the rest a consumer's 64 rows a tile;
+  -- o.workers: on so many CTAs at most)
+  local split = o.split ~= nil and o.split ~= 0 and o.split ~= false
+  local sched = split and { kind = "split_tail", workers = o.workers } or nil
+  local k = tl.tile_kernel("attention", { schedule = o.schedule or (o.causal and "dynamic" or sched),
     params = { Q = tl.tensor(tl.bf16, 4), K = tl.tensor(tl.bf16, 4),
     V = tl.tensor(tl.bf16, 4), O = tl.tensor(tl.bf16, 4), LSE = tl.tensor(tl.f32, 3), SKV = tl.i32, TM = tl.i32, H = tl.i32, group = tl.i32,
     scale = tl.f32 } })
