@@ -18,6 +18,7 @@
 --
 --   tilua examples/attention.lua [--b=B] [--h=H] [--hkv=HKV] [--sq=SQ] [--skv=SKV] [--d=64|128|256] [--causal]
 --                                [--schedule=persistent|dynamic] (causal: dynamic by default)
+--                                [--split=1 [--workers=N]] (non-causal: the split-tail schedule, on N CTAs at most)
 --                                [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data (ragged lengths, grouped-query heads)
