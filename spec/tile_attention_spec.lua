@@ -63,7 +63,8 @@ describe("attention as a tile program (examples/attention.lua)", function()
   local CASES = {
     { sq = 200, skv = 200, d = 64, causal = true, grid = 2 }, -- three consumers, each its own rows of the diagonal; a block of 8 rows
     { sq = 200, skv = 130, d = 128, grid = 2 },
-    { b = 2, h = 2, hkv = 1, sq = 100, skv = 77, d = 64, grid = 1 }, -- one CTA walks 4 programs
+    { b = 2, h = 2, hkv = 1, sq = 100, skv = 77, d = 64, grid = 1 }, -- one CTA walks 4 programs (d64: the split
+    -- tail by default, 4 whole rounds, no unit tile; the persistent form below, o.split = 0)
     { sq = 260, skv = 260, d = 128, causal = true, grid = 3 },
     { sq = 70, skv = 130, d = 256, grid = 1 }, -- keys in tiles of 64
   }
@@ -152,6 +153,20 @@ describe("attention as a tile program (examples/attention.lua)", function()
       emulated_equals_cpu(kop, c, 17 + c.sq, 3)
     end)
   end
+
+  it("the split tail is the default at d64 non-causal with programs of 192 rows (measured faster there: s17split-1), not at d128, causal, other rows or with o.split = 0; d64 without it (o.split = 0, the persistent schedule) on the CPU emulator equals a CPU reference", function()
+    local function kind(o) local a = example.build(o).op:attr("tileas.schedule") return a and a.kind or "persistent" end
+    assert.equal("split_tail", kind { d = 64 })
+    assert.equal("persistent", kind { d = 64, split = 0 })
+    assert.equal("persistent", kind { d = 64, split = false })
+    assert.equal("persistent", kind { d = 64, bm = 128 })
+    assert.equal("persistent", kind { d = 128 })
+    assert.equal("split_tail", kind { d = 128, split = 1 })
+    assert.equal("dynamic", kind { d = 64, causal = true })
+    assert.equal("data_parallel", kind { d = 64, schedule = "data_parallel" })
+    local c = problem { b = 2, h = 2, hkv = 1, sq = 100, skv = 77, d = 64, grid = 1 } -- one CTA walks 4 programs
+    emulated_equals_cpu(PH.lowered_tile(example.build { d = 64, split = 0 }), c, 11 + c.d + c.sq, 3)
+  end)
 
   it("the split tail: PTX that ptxas takes unserialized, its launch on the CTAs asked for at most, the protocol check clean with unit tiles; refused where it has no loop of chained dots", function()
     local k = example.build { d = 64, split = true, workers = 3 }
