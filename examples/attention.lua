@@ -18,6 +18,8 @@
 --
 --   tilua examples/attention.lua [--b=B] [--h=H] [--hkv=HKV] [--sq=SQ] [--skv=SKV] [--d=64|128|256] [--causal]
 --                                [--schedule=persistent|dynamic] (causal: dynamic by default)
+--                                [--split=0|1 [--workers=N]] (non-causal: the split-tail schedule, on N CTAs at most;
+--                                 by default on at d64, off at d128 and 256: docs/PERF.md, s17split)
 --                                [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data (ragged lengths, grouped-query heads)
@@ -38,7 +40,16 @@ local function build(o)
   o = o or {}
   local D, BM, BN = o.d or 128, block_rows(o), o.bn or (o.d == 256 and 64 or 128) -- (d 256: K, V tiles of 64 keys fit)
   tl.new_module()
-  local k = tl.tile_kernel("attention", { schedule = o.schedule or (o.causal and "dynamic" or nil),
+  -- (the split tail: whole programs in whole rounds of the SMs, then the rest a consumer's 64 rows a tile;
+  -- o.workers: on so many CTAs at most). By default where it measured faster: d64 non-causal with
+  -- programs of 192 rows (s17split-1, H200, 2 x 16 heads, S 4096: the speed of stdlib's kernel times
+  -- 1.013 with it, 0.946 without, medians of 21 interleaved rounds); not at d128 (0.941 with it, 0.978
+  -- without: slower) nor causal (dynamic claims). o.split = 0 or false (--split=0) turns it off, 1 or true on.
+  local split
+  if o.split == nil then split = D == 64 and BM == 192 and not o.causal
+  else split = o.split ~= 0 and o.split ~= false end
+  local sched = split and { kind = "split_tail", workers = o.workers } or nil
+  local k = tl.tile_kernel("attention", { schedule = o.schedule or (o.causal and "dynamic" or sched),
     params = { Q = tl.tensor(tl.bf16, 4), K = tl.tensor(tl.bf16, 4),
     V = tl.tensor(tl.bf16, 4), O = tl.tensor(tl.bf16, 4), LSE = tl.tensor(tl.f32, 3), SKV = tl.i32, TM = tl.i32, H = tl.i32, group = tl.i32,
     scale = tl.f32 } })

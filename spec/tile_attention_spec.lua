@@ -63,7 +63,8 @@ describe("attention as a tile program (examples/attention.lua)", function()
   local CASES = {
     { sq = 200, skv = 200, d = 64, causal = true, grid = 2 }, -- three consumers, each its own rows of the diagonal; a block of 8 rows
     { sq = 200, skv = 130, d = 128, grid = 2 },
-    { b = 2, h = 2, hkv = 1, sq = 100, skv = 77, d = 64, grid = 1 }, -- one CTA walks 4 programs
+    { b = 2, h = 2, hkv = 1, sq = 100, skv = 77, d = 64, grid = 1 }, -- one CTA walks 4 programs (d64: the split
+    -- tail by default, 4 whole rounds, no unit tile; the persistent form below, o.split = 0)
     { sq = 260, skv = 260, d = 128, causal = true, grid = 3 },
     { sq = 70, skv = 130, d = 256, grid = 1 }, -- keys in tiles of 64
   }
@@ -136,6 +137,65 @@ describe("attention as a tile program (examples/attention.lua)", function()
     k:compile()
     assert.same({ "mul", { "mul", { "mul", px, py }, pz }, 1 }, tl.launch_info(k).recipe.grid[1])
     emulated_equals_cpu(kop, c, 7, 5)
+  end)
+
+  -- The split tail (schedule = "split_tail", o.split; convert-tileas-to-cutlass's split_tail.lua):
+  -- whole programs in whole rounds of the CTAs, then the programs' rest a consumer replica's 64
+  -- rows a tile, the others walking the stages. 1 x 2 heads, 200 rows (2 programs of 192 a head: 6
+  -- units, 4 with rows, the last ragged) on 3 CTAs: 3 whole programs, then 3 unit tiles (one with
+  -- rows 192-199, two past the rows); 2 x 2 heads, 300 rows on 5 CTAs: 5 whole, 9 unit tiles.
+  for _, o in ipairs { { sq = 200, skv = 200, d = 64, grid = 3 }, { b = 2, h = 2, hkv = 1, sq = 300, skv = 130, d = 64, grid = 5 } } do
+    local c = problem(o)
+    it(("the split tail on the CPU emulator equals a CPU reference: %d x %d heads, %d x %d, d 64, %d CTAs"):format(
+         c.b, c.h, c.sq, c.skv, c.grid), function()
+      local kop = PH.lowered_tile(example.build { d = 64, split = true })
+      assert.equal("split_tail", kop:attr("tileas.launch").schedule)
+      emulated_equals_cpu(kop, c, 17 + c.sq, 3)
+    end)
+  end
+
+  it("the split tail is the default at d64 non-causal with programs of 192 rows (measured faster there: s17split-1), not at d128, causal, other rows or with o.split = 0; d64 without it (o.split = 0, the persistent schedule) on the CPU emulator equals a CPU reference", function()
+    local function kind(o) local a = example.build(o).op:attr("tileas.schedule") return a and a.kind or "persistent" end
+    assert.equal("split_tail", kind { d = 64 })
+    assert.equal("persistent", kind { d = 64, split = 0 })
+    assert.equal("persistent", kind { d = 64, split = false })
+    assert.equal("persistent", kind { d = 64, bm = 128 })
+    assert.equal("persistent", kind { d = 128 })
+    assert.equal("split_tail", kind { d = 128, split = 1 })
+    assert.equal("dynamic", kind { d = 64, causal = true })
+    assert.equal("data_parallel", kind { d = 64, schedule = "data_parallel" })
+    local c = problem { b = 2, h = 2, hkv = 1, sq = 100, skv = 77, d = 64, grid = 1 } -- one CTA walks 4 programs
+    emulated_equals_cpu(PH.lowered_tile(example.build { d = 64, split = 0 }), c, 11 + c.d + c.sq, 3)
+  end)
+
+  it("the split tail: PTX that ptxas takes unserialized, its launch on the CTAs asked for at most, the protocol check clean with unit tiles; refused where it has no loop of chained dots", function()
+    local k = example.build { d = 64, split = true, workers = 3 }
+    H.assert_ptxas_fast(k:compile())
+    local px, py = { "programs", 1 }, { "programs", 2 }
+    assert.same({ "max", 1, { "mul", { "div", { "min", 3, { "mul", { "mul", { "mul", px, py }, { "programs", 3 } }, 1 } }, 1 }, 1 } },
+                tl.launch_info(k).recipe.grid[1])
+    -- 400 rows of one head on 2 CTAs: 2 whole programs, then the third's 3 units, a tile each
+    local c = problem { h = 1, sq = 400, skv = 200, d = 64 }
+    local kop = PH.lowered_tile(example.build { d = 64, split = true })
+    local _, bytes = AH.inputs(c, 5)
+    local r = tl.verify_protocol(kop, { grid = 2, args = (args_of(kop, c, bytes)), max_states = 3000, max_seconds = 300 })
+    assert(r.ok, r.report)
+    tl.new_module()
+    local ok, err = pcall(tl.tile_kernel, "t", { params = { X = tl.tensor(tl.f32, 2) }, schedule = { kind = "split_tail", workers = 0 } })
+    assert.is_false(ok)
+    assert.matches("workers %(a split%-tail schedule's CTAs at most", tostring(err))
+    tl.new_module()
+    local g = tl.tile_kernel("g", { params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 },
+                                    schedule = "split_tail" })
+    g:define(function(_, p)
+      local acc = tl.for_tiles(p.K, { tile = 64, stages = 3 }, tl.zeros({ 128, 128 }, tl.f32), function(kk, acc)
+        return tl.dot(tl.load(p.A, { tl.program_id("x"), kk }, { 128, 64 }), tl.load(p.B, { tl.program_id("y"), kk }, { 128, 64 }), acc)
+      end)
+      tl.store(p.C, { tl.program_id("x"), tl.program_id("y") }, acc:cast(tl.bf16))
+    end)
+    ok, err = pcall(PH.lowered_tile, g)
+    assert.is_false(ok)
+    assert.matches("the split%-tail schedule lowers a loop of chained dots issued ahead", tostring(err))
   end)
 
   it("passes the protocol check: no deadlock, stage or phase error in its pipelines and turns", function()

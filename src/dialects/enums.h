@@ -131,7 +131,7 @@
 /* A tile program's schedule once lowered (tileas.launch's `schedule`). */
 #define TILEAS_SCHEDULE_LIST(X)                                                                    \
   X(TSCHED_STREAMK, "streamk") X(TSCHED_SPLITK, "splitk") X(TSCHED_DYNAMIC, "dynamic")                \
-  X(TSCHED_DATA_PARALLEL, "data_parallel")
+  X(TSCHED_DATA_PARALLEL, "data_parallel") X(TSCHED_SPLIT_TAIL, "split_tail")
 /* How the launcher fills a lowered tile program's parameter (the entries of
 ** its tileas.params: "KIND:TENSOR", "dim:TENSOR:D", "programs:x", "workspace";
 ** lua/tilua/gpu/launch.lua), with how many ':'-separated parts follow the kind. */

@@ -548,17 +548,19 @@ IrResult tileas_check_replica_offsets(IrOp *op) {
 }
 
 /* "persistent", "dynamic" (ids claimed at run time), "data_parallel" (a
-** CTA a program) or a dictionary: its entries are tileprog.schedule's (Lua),
-** which fills in the workers from the device when they are absent. */
+** CTA a program), "split_tail" (whole programs in whole rounds of the workers,
+** then the rest a consumer replica's rows at a time) or a dictionary: its
+** entries are tileprog.schedule's (Lua), which fills in the workers from the
+** device when they are absent. */
 IrResult tileas_check_schedule(IrOp *op) {
   const IrAttr *s = ir_stamp_TILEAS_SCHEDULE(op).value;
   if (s->kind == IR_ATTR_DICT ||
       (s->kind == IR_ATTR_STR &&
        (strcmp(s->u.str.s, "persistent") == 0 || strcmp(s->u.str.s, "dynamic") == 0 ||
-        strcmp(s->u.str.s, "data_parallel") == 0)))
+        strcmp(s->u.str.s, "data_parallel") == 0 || strcmp(s->u.str.s, "split_tail") == 0)))
     return IR_OK;
-  ir_op_error(op, "tileas.schedule must be \"persistent\", \"dynamic\", \"data_parallel\" or a "
-                  "dictionary {kind, programs, workers [, splits]}");
+  ir_op_error(op, "tileas.schedule must be \"persistent\", \"dynamic\", \"data_parallel\", "
+                  "\"split_tail\" or a dictionary {kind, programs, workers [, splits]}");
   return IR_FAIL;
 }
 

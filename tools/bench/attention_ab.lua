@@ -33,7 +33,10 @@
 -- or a tree; unset: the rule's, on at d128), nofold (the program's old arithmetic: the factor
 -- exp2((m_old - m_new) c), no guard), noguard (the factor exp2(m_old c - m_new c) without the
 -- -inf guard); fold / guard: the default (stdlib's arithmetic); examples/attention.lua's build
--- options o.fold, o.guard (s16tattn).
+-- options o.fold, o.guard (s16tattn); split / nosplit (o.split: the split-tail schedule, whole
+-- programs in whole rounds of the SMs, then the rest a consumer's 64 rows a tile, or not; s17split:
+-- the program's default at d64 non-causal with 192-row programs, so there "tile program" is the split
+-- and nosplit the form before).
 -- --tile-bm=N the tile program with programs of N query rows (N / 64 consumers; its default:
 -- 192 at head dim 64, 128 above).
 --   tilua tools/bench/attention_ab.lua --small=VARIANT [--d=64] [--causal] [--sms=N]   (for compute-sanitizer: one
@@ -126,6 +129,8 @@ local function kernels(p, kinds)
         elseif t == "nofold" then bo.fold = false
         elseif t == "guard" then bo.guard = true
         elseif t == "noguard" then bo.guard = false
+        elseif t == "split" then bo.split = true
+        elseif t == "nosplit" then bo.split = false
         else error("attention_ab: unknown tile form token " .. t) end
       end
       local k = ex.build(bo)

@@ -38,23 +38,31 @@ local M = {}
 -- "dynamic" ({kind = "dynamic"}) claims the program ids at run time (an
 -- atomic counter: convert-tileas-to-cutlass's loops.lua); "data_parallel"
 -- launches a CTA a program (the persistent loop's code, run once a CTA: the
--- hardware hands out the CTAs as SMs free up, in the order of the programs).
+-- hardware hands out the CTAs as SMs free up, in the order of the programs);
+-- "split_tail" walks whole programs in whole rounds of the persistent workers,
+-- then the programs' rest a consumer replica's rows at a time (its other
+-- replicas walk the stages: convert-tileas-to-cutlass's split_tail.lua);
+-- {kind = "split_tail", workers = n} on at most n CTAs (tests: fewer than the SMs).
+local PLAIN = { dynamic = "its ids are claimed at run time", data_parallel = "a CTA a program",
+                split_tail = "its tiles are planned on the device from the grid" }
 function M.schedule(s, what, default_workers)
   if s == nil or s == "persistent" then return nil end
-  if s == "dynamic" or s == "data_parallel" then return { kind = s } end
-  if type(s) ~= "table" or (s.kind ~= "streamk" and s.kind ~= "splitk" and s.kind ~= "persistent" and s.kind ~= "dynamic"
-                            and s.kind ~= "data_parallel") then
-    return nil, what .. " must be \"persistent\", \"dynamic\", \"data_parallel\" or {kind = \"streamk\" | \"splitk\", programs = {x, y}, workers = n [, splits = s]}"
+  if PLAIN[s] then return { kind = s } end
+  if type(s) ~= "table" or (s.kind ~= "streamk" and s.kind ~= "splitk" and s.kind ~= "persistent" and not PLAIN[s.kind]) then
+    return nil, what .. " must be \"persistent\", \"dynamic\", \"data_parallel\", \"split_tail\" or {kind = \"streamk\" | \"splitk\", programs = {x, y}, workers = n [, splits = s]}"
   end
   if s.kind == "persistent" then return nil end
-  if s.kind == "dynamic" or s.kind == "data_parallel" then
+  if s.kind == "split_tail" and s.workers ~= nil and (math.type(s.workers) ~= "integer" or s.workers < 1) then
+    return nil, what .. ".workers (a split-tail schedule's CTAs at most; by default the device's SMs) must be a positive integer"
+  end
+  if PLAIN[s.kind] then
     for key in pairs(s) do
-      if key ~= "kind" then
-        return nil, what .. (": a %s schedule takes no option '%s' (%s)"):format(s.kind == "dynamic" and "dynamic" or "data-parallel",
-          tostring(key), s.kind == "dynamic" and "its ids are claimed at run time" or "a CTA a program")
+      if key ~= "kind" and not (key == "workers" and s.kind == "split_tail") then
+        return nil, what .. (": a %s schedule takes no option '%s' (%s)"):format(
+          ({ dynamic = "dynamic", data_parallel = "data-parallel", split_tail = "split-tail" })[s.kind], tostring(key), PLAIN[s.kind])
       end
     end
-    return { kind = s.kind }
+    return { kind = s.kind, workers = s.workers }
   end
   local p = s.programs
   if type(p) ~= "table" or #p ~= 2 or math.type(p[1]) ~= "integer" or math.type(p[2]) ~= "integer" or p[1] < 1 or p[2] < 1 then
@@ -152,7 +160,7 @@ end
 
 -- tl.tile_kernel(name, {params = {name = type, ...} | {{name, type}, ...},
 -- num_warps = 4, cluster = {x, y, z} (default 1, 1, 1), target = 90, smem,
--- schedule = "persistent" | "dynamic" | "data_parallel" | {kind = "streamk" | "splitk", programs, workers, splits},
+-- schedule = "persistent" | "dynamic" | "data_parallel" | "split_tail" | {kind = "split_tail", workers} | {kind = "streamk" | "splitk", programs, workers, splits},
 -- min_ctas = n (blocks an SM must hold: tl.kernel's)}) ->
 -- a kernel whose body k:define builds; params are tl.tensor types and scalars.
 function tl.tile_kernel(name, opts)

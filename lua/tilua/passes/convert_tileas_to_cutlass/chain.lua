@@ -194,6 +194,19 @@ end
 
 -- }===
 
+-- The groups of rings of the loop of chained dots op: .ahead, .late, .once
+-- (in plan order), .all (every one of them), .reducing (a reduced dot),
+-- .shared (a group both kinds read); split_tail.lua's walk of its stages.
+function Chain.groups(L, op)
+  local an = read_loop(L, op)
+  local all = {}
+  for _, g in ipairs(L.groups) do
+    if an.ahead_groups[g] or an.late_groups[g] or an.once[g] then all[#all + 1] = g end
+  end
+  return { ahead = ordered(L, an.ahead_groups), late = ordered(L, an.late_groups), once = ordered(L, an.once), all = all,
+           reducing = next(an.reduced) ~= nil, shared = next(an.shared) ~= nil }
+end
+
 -- Is dot op a reduced dot (tileas.reduced: from zeros, read only by
 -- reduce-add stores, its K split among the consumers by tileas-materialize-agents)?
 function Chain.reduced(op) return op:attr_or_default "tileas.reduced" end

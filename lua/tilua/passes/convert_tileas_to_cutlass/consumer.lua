@@ -712,13 +712,15 @@ local function build(L, ag, count, first)
         cursors[#cursors + 1] = ctx.turn
       end
       local st = L.pipe and cursors[1]
+      env.group_cursors = cur
       env.program_id = Loops.program_id(L)
       env.persistent = Loops.persistent(L, env, cursors, "consumer")
       env.copy = function(op) R.fail(op, "a copy in a consumer agent is not lowered yet") end
       env.dot = dot(L, env)
       local gemm_loop = L.pipe and pipelined_for(L, env, st, wg, t)
       env.pipelined_for = function(op)
-        if Chain.scheduled(op) then return Chain.lower(L, env, op, cur, ctx) end
+        -- (env.solo: a unit tile of the split tail, this replica's alone: no turns, split_tail.lua)
+        if Chain.scheduled(op) then return Chain.lower(L, env, op, cur, env.solo and { go = ctx.go, wg = ctx.wg } or ctx) end
         if not gemm_loop then R.fail(op, "a pipelined loop of several pipelines whose dots are not scheduled ahead is not lowered yet") end
         return gemm_loop(op)
       end

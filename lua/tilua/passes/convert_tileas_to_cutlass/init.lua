@@ -190,8 +190,9 @@ local function finish(L, k)
   k.op:set_attr("tileas.params", L.P.launch)
   k.op:set_attr("tileas.launch", { persistent = L.persistent, cluster = L.nctas > 1 and L.nctas or nil,
                                    linear = L.linear or nil, per_sm = L.per_sm, programs_z = L.P.programs_z or nil,
-                                   schedule = S and S.kind or L.dynamic and "dynamic" or L.data_parallel and "data_parallel" or nil, programs = S and S.programs or nil,
-                                   workers = S and S.c.grid or nil,
+                                   schedule = S and S.kind or L.dynamic and "dynamic" or L.data_parallel and "data_parallel"
+                                     or L.split and "split_tail" or nil, programs = S and S.programs or nil,
+                                   workers = S and S.c.grid or L.split_workers or nil, -- (split tail: its CTAs at most)
                                    workspace_bytes = (S or L.dynamic or L.row_claims) and (S or L.dynamic or L.row_claims).workspace_bytes or nil,
                                    transpose = tr })
 end

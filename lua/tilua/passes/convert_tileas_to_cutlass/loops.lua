@@ -157,21 +157,28 @@ end
 -- pipelined loop's bounds, computed from the program's ids: the ops of the
 -- body they come from, which must be pure); after its epilogue it hands the
 -- turn on to the other consumer. -> the bodies of M.tile_loop
-local function pingpong_bodies(L, env, after)
-  local pp = env.pp
-  local loop = pp.loop
+-- The ops of the persistent loop's body that the bounds of its pipelined
+-- loop `loop` come from (`who` names the consumer that skips the rest) -> {[op id] = true}
+local function bounds_ops(loop, who)
   local only = {}
   local function need(v)
     local d = v:def()
     if not d or only[d:id()] or d:parent():id() ~= loop:parent():id() then return end
     if d:nregions() > 0 or not (d:name():match "^arith%." or d:name() == "tileas.num_programs" or d:name() == "tileas.get_program_id") then
-      R.fail(d, "a ping-pong consumer's pipelined loop bounds must come from arith ops of the program ids and parameters")
+      R.fail(d, "%s's pipelined loop bounds must come from arith ops of the program ids and parameters", who)
     end
     only[d:id()] = true
     for i = 1, d:noperands() do need(d:operand(i)) end
   end
   need(loop:operand(1))
   need(loop:operand(2))
+  return only
+end
+
+local function pingpong_bodies(L, env, after)
+  local pp = env.pp
+  local loop = pp.loop
+  local only = bounds_ops(loop, "a ping-pong consumer")
   local function skip(work)
     tile_body(L, env, after, work, only)
     local lb, ub = Loops.k_blocks(L, loop, env)
@@ -204,6 +211,18 @@ function Loops.persistent(L, env, cursors, role)
       all = { table.unpack(cursors) }
       all[#all + 1] = st
       work = claimed_work(L, role, st)
+    elseif L.split then -- the split tail's tiles (split_tail.lua): whole programs, then a replica's units
+      local Split = require "tilua.passes.convert_tileas_to_cutlass.split_tail"
+      local c, S = Split.sizes(L)
+      work, all = Split.scheduler(L, S):work(Loops.program_id(L)("x")), cursors
+      local only = role == "consumer" and bounds_ops(L.split.loop, "a split-tail consumer")
+      L.G.tile_loop(tl, work, all, { function(w)
+        local t = Split.tile(c, S, w)
+        if role ~= "consumer" then return tile_body(L, env, after, t) end
+        Split.consumer_tile(L, env, t, all, function() tile_body(L, env, after, t) end,
+                            function() tile_body(L, env, after, t, only) end)
+      end })
+      return
     else
       work, all = scheduler(L):work(Loops.program_id(L)("x")), cursors
     end

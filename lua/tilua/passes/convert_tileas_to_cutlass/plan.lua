@@ -11,6 +11,7 @@
 --   L.S                          the StreamK / split-K plan, or nil (plan_schedule)
 --   L.dynamic                    or the dynamic scheduler's ({workspace_bytes}: loops.lua's claims)
 --   L.data_parallel              or true: a CTA a program (schedule = "data_parallel")
+--   L.split                      or true: the split tail (schedule = "split_tail", split_tail.lua)
 --   L.rings, L.ring_of, L.stages the rings (alloc_tensor with tileas.stages) and
 --   L.pre                        the other ops before the agents
 
@@ -192,6 +193,11 @@ local function plan_schedule(tl, G, kop, agents, nconsumers, nctas, L_programs_z
     return { kind = "dynamic", workspace_bytes = 4 }
   end
   if s.kind == "data_parallel" then return { kind = "data_parallel" } end -- (the launch's grid: a CTA a program)
+  if s.kind == "split_tail" then -- (split_tail.lua: the static persistent walk, its tiles split on the device)
+    if nctas > 1 then R.fail(kop, "the split-tail schedule on a cluster is not lowered") end
+    if L_programs_z then R.fail(kop, "the split-tail schedule of a program that reads program_id(\"z\") is not lowered (its units are programs {x, y} and a consumer replica)") end
+    return { kind = "split_tail", workers = s.workers }
+  end
   local what = s.kind == "splitk" and "split-K" or "StreamK"
   if nctas > 1 then R.fail(kop, "%s on a cluster is not lowered (nor is it in stdlib/gemm.lua)", what) end
   if L_programs_z then R.fail(kop, "%s of a program that reads program_id(\"z\") is not lowered (its plan is a grid of programs {x, y})", what) end
@@ -490,11 +496,13 @@ function plan.read(tl, G, kop, Ring)
   L.S = plan_schedule(tl, G, kop, L.agents, #L.consumers, L.nctas, L.P.programs_z)
   if L.S and L.S.kind == "dynamic" then L.S, L.dynamic = nil, L.S end
   if L.S and L.S.kind == "data_parallel" then L.S, L.data_parallel = nil, true end
+  if L.S and L.S.kind == "split_tail" then L.S, L.split, L.split_workers = nil, true, L.S.workers end
   if L.S and L.compute then R.fail(kop, "%s splits the k loop of a dot: a program without one has none", L.S.kind) end
   if L.S or L.dynamic then add_workspace_param(tl, L.P) end
   read_rings(L, Ring)
   read_groups(L)
   read_pingpong(L)
+  if L.split then require("tilua.passes.convert_tileas_to_cutlass.split_tail").check(L) end
   return L
 end
 
