@@ -20,7 +20,8 @@ local ref = require("tilua.emulate.mathref").fn
 
 local EPS = 1e-5
 
--- {=== host tensors: {elem = "bf16" | "f32" | "u8", shape = {...}, v = {values, 1-based, row-major}}
+-- {=== host tensors: {elem = "bf16" | "f32" | "u8", shape = {...}, v = {values, 1-based, row-major}
+-- [, bytes = the values' bytes]}
 
 local function count(shape)
   local n = 1
@@ -28,49 +29,83 @@ local function count(shape)
   return n
 end
 
--- a value of the element type nearest to x (what the device holds)
-local function round(elem, x)
-  if elem == "f32" then return values.f32(x) end
-  if elem == "u8" then return math.max(0, math.min(255, math.floor(x))) end
-  local h = values.float16
-  return h.dec[elem](h.enc[elem](x))
+-- Bytes to and from values many elements at a time (a GPU case moves
+-- millions): string.pack / unpack of a chunk a call, bf16 decoded once a code.
+local CODE = { f32 = "f", u8 = "B", bf16 = "I2" }
+local CHUNK = 200
+local formats = {}
+local function format(code, k) -- (k elements, little-endian)
+  local key = code .. k
+  formats[key] = formats[key] or "<" .. code:rep(k)
+  return formats[key]
 end
-
--- A tensor of random values in [lo, hi) rounded to elem.
-local function random(elem, shape, lo, hi)
-  local v = {}
-  for i = 1, count(shape) do v[i] = round(elem, lo + (hi - lo) * math.random()) end
-  return { elem = elem, shape = shape, v = v }
-end
-local function zeros(elem, shape)
-  local v = {}
-  for i = 1, count(shape) do v[i] = 0.0 end
-  return { elem = elem, shape = shape, v = v }
-end
-
-local function bytes_of(t)
+local function pack_all(code, v, n)
   local parts = {}
-  if t.elem == "f32" then
-    for i, x in ipairs(t.v) do parts[i] = string.pack("<f", x) end
-  elseif t.elem == "u8" then
-    for i, x in ipairs(t.v) do parts[i] = string.pack("B", x) end
-  else
-    local enc = values.float16.enc[t.elem]
-    for i, x in ipairs(t.v) do parts[i] = string.pack("<I2", enc(x)) end
+  for i = 1, n, CHUNK do
+    local j = math.min(i + CHUNK - 1, n)
+    parts[#parts + 1] = string.pack(format(code, j - i + 1), table.unpack(v, i, j))
   end
   return table.concat(parts)
 end
-local function from_bytes(t, s)
-  local out = {}
-  if t.elem == "f32" then
-    for i = 1, count(t.shape) do out[i] = (string.unpack("<f", s, 4 * i - 3)) end
-  elseif t.elem == "u8" then
-    for i = 1, count(t.shape) do out[i] = (string.unpack("B", s, i)) end
-  else
-    local dec = values.float16.dec[t.elem]
-    for i = 1, count(t.shape) do out[i] = dec((string.unpack("<I2", s, 2 * i - 1))) end
+local function unpack_all(code, s, n)
+  local out, size = {}, string.packsize(code)
+  for i = 1, n, CHUNK do
+    local k = math.min(CHUNK, n - i + 1)
+    table.move({ string.unpack(format(code, k), s, (i - 1) * size + 1) }, 1, k, i, out)
   end
   return out
+end
+-- the bf16 codes of v[1..n]: values.float16.enc's rounding (to f32, then to nearest even)
+local function bf16_codes(v, n)
+  local u = unpack_all("I4", pack_all("f", v, n), n)
+  for i = 1, n do
+    local b = u[i]
+    u[i] = ((b & 0x7f800000) == 0x7f800000 and (b & 0x7fffff) ~= 0) and 0x7fc0
+      or ((b + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff
+  end
+  return u
+end
+local bf16_value = setmetatable({}, { __index = function(t, h)
+  t[h] = values.float16.dec.bf16(h)
+  return t[h]
+end })
+
+-- A tensor of random values in [lo, hi) rounded to elem (what the device
+-- holds), with its bytes.
+local function random(elem, shape, lo, hi)
+  local n, v, bytes = count(shape), {}
+  for i = 1, n do v[i] = lo + (hi - lo) * math.random() end
+  if elem == "u8" then
+    for i = 1, n do v[i] = math.max(0, math.min(255, math.floor(v[i]))) end
+    bytes = pack_all("B", v, n)
+  elseif elem == "f32" then
+    bytes = pack_all("f", v, n)
+    v = unpack_all("f", bytes, n)
+  else
+    local h = bf16_codes(v, n)
+    for i = 1, n do v[i] = bf16_value[h[i]] end
+    bytes = pack_all("I2", h, n)
+  end
+  return { elem = elem, shape = shape, v = v, bytes = bytes }
+end
+-- an output's tensor: its bytes, zero
+local function zeros(elem, shape)
+  return { elem = elem, shape = shape, bytes = ("\0"):rep(count(shape) * string.packsize(CODE[elem])) }
+end
+
+local function bytes_of(t)
+  if t.bytes then return t.bytes end
+  local n = count(t.shape)
+  if t.elem == "bf16" then return pack_all("I2", bf16_codes(t.v, n), n) end
+  return pack_all(CODE[t.elem], t.v, n)
+end
+local function from_bytes(t, s)
+  local n = count(t.shape)
+  local v = unpack_all(CODE[t.elem], s, n)
+  if t.elem == "bf16" then
+    for i = 1, n do v[i] = bf16_value[v[i]] end
+  end
+  return v
 end
 local function ttype(elem) return ({ f32 = tl.f32, u8 = tl.u8 })[elem] or tl.bf16 end
 
@@ -80,8 +115,6 @@ local function ttype(elem) return ({ f32 = tl.f32, u8 = tl.u8 })[elem] or tl.bf1
 -- inputs(M, N) -> named host tensors and scalars; outputs(M, N) -> the names and
 -- shapes of what it writes; grid(M, N); reference(inputs, M, N) -> outputs'
 -- values; tol[name] = {rel, abs}: |got - want| <= rel |want| + abs
-
-local function row(t, N, r) return function(j) return t.v[r * N + j + 1] end end
 
 local BF16 = { 2 ^ -7, 1e-6 } -- bf16's rounding of the result (2^-9) and the f32 work before it
 local F32 = { 1e-4, 1e-5 }
@@ -139,12 +172,12 @@ for _, kind in ipairs { "sum", "max", "min" } do
     outputs = function(M, N) return { Out = { "f32", { M } } } end,
     grid = function(c, M, N) return { M } end,
     reference = function(I, M, N)
-      local out = {}
+      local out, x = {}, I.X.v
       for r = 0, M - 1 do
-        local x = row(I.X, N, r)
-        local s = x(0)
-        for j = 1, N - 1 do
-          s = kind == "sum" and s + x(j) or kind == "max" and math.max(s, x(j)) or math.min(s, x(j))
+        local o = r * N
+        local s = x[o + 1]
+        for j = o + 2, o + N do
+          s = kind == "sum" and s + x[j] or kind == "max" and math.max(s, x[j]) or math.min(s, x[j])
         end
         out[r + 1] = s
       end
@@ -161,12 +194,12 @@ case("row_mean_var", {
   outputs = function(M, N) return { Mean = { "f32", { M } }, Var = { "f32", { M } } } end,
   grid = function(c, M, N) return { M } end,
   reference = function(I, M, N)
-    local mean, var = {}, {}
+    local mean, var, x = {}, {}, I.X.v
     for r = 0, M - 1 do
-      local x, s, q = row(I.X, N, r), 0, 0
-      for j = 0, N - 1 do s = s + x(j) end
+      local o, s, q = r * N, 0, 0
+      for j = o + 1, o + N do s = s + x[j] end
       local m = s / N
-      for j = 0, N - 1 do q = q + (x(j) - m) ^ 2 end
+      for j = o + 1, o + N do q = q + (x[j] - m) ^ 2 end
       mean[r + 1], var[r + 1] = m, q / N
     end
     return { Mean = mean, Var = var }
@@ -220,27 +253,30 @@ case("softmax", {
   outputs = function(M, N) return { Y = { "bf16", { M, N } } } end,
   grid = function(c, M, N) return { M } end,
   reference = function(I, M, N)
-    local y = {}
+    local y, x = {}, I.X.v
     for r = 0, M - 1 do
-      local x, mx, s = row(I.X, N, r), -math.huge, 0
-      for j = 0, N - 1 do mx = math.max(mx, x(j)) end
-      for j = 0, N - 1 do s = s + math.exp(x(j) - mx) end
-      for j = 0, N - 1 do y[r * N + j + 1] = math.exp(x(j) - mx) / s end
+      local o, mx, s = r * N, -math.huge, 0
+      for j = o + 1, o + N do mx = math.max(mx, x[j]) end
+      for j = o + 1, o + N do
+        y[j] = math.exp(x[j] - mx)
+        s = s + y[j]
+      end
+      for j = o + 1, o + N do y[j] = y[j] / s end
     end
     return { Y = y }
   end,
   tol = { Y = BF16 },
 })
 
--- rstd of row r of x (minus mean with `centre`)
-local function norm_stats(x, N, centre)
+-- mean (0 without `centre`) and rstd of the row x[o + 1 .. o + N]
+local function norm_stats(x, o, N, centre)
   local m = 0
   if centre then
-    for j = 0, N - 1 do m = m + x(j) end
+    for j = o + 1, o + N do m = m + x[j] end
     m = m / N
   end
   local q = 0
-  for j = 0, N - 1 do q = q + (x(j) - m) ^ 2 end
+  for j = o + 1, o + N do q = q + (x[j] - m) ^ 2 end
   return m, 1 / math.sqrt(q / N + EPS)
 end
 
@@ -251,12 +287,12 @@ case("rmsnorm", {
   outputs = function(M, N) return { Y = { "bf16", { M, N } }, Rstd = { "f32", { M } } } end,
   grid = function(c, M, N) return { M } end,
   reference = function(I, M, N)
-    local y, rs = {}, {}
+    local y, rs, x, w = {}, {}, I.X.v, I.W.v
     for r = 0, M - 1 do
-      local x = row(I.X, N, r)
-      local _, s = norm_stats(x, N, false)
+      local o = r * N
+      local _, s = norm_stats(x, o, N, false)
       rs[r + 1] = s
-      for j = 0, N - 1 do y[r * N + j + 1] = x(j) * s * I.W.v[j + 1] end
+      for j = 1, N do y[o + j] = x[o + j] * s * w[j] end
     end
     return { Y = y, Rstd = rs }
   end,
@@ -273,12 +309,12 @@ case("layernorm", {
   outputs = function(M, N) return { Y = { "bf16", { M, N } }, Mean = { "f32", { M } }, Rstd = { "f32", { M } } } end,
   grid = function(c, M, N) return { M } end,
   reference = function(I, M, N)
-    local y, ms, rs = {}, {}, {}
+    local y, ms, rs, x, w, b = {}, {}, {}, I.X.v, I.W.v, I.B.v
     for r = 0, M - 1 do
-      local x = row(I.X, N, r)
-      local m, s = norm_stats(x, N, true)
+      local o = r * N
+      local m, s = norm_stats(x, o, N, true)
       ms[r + 1], rs[r + 1] = m, s
-      for j = 0, N - 1 do y[r * N + j + 1] = (x(j) - m) * s * I.W.v[j + 1] + I.B.v[j + 1] end
+      for j = 1, N do y[o + j] = (x[o + j] - m) * s * w[j] + b[j] end
     end
     return { Y = y, Mean = ms, Rstd = rs }
   end,
@@ -307,7 +343,7 @@ for _, one in ipairs { false, true } do
   c.inputs = function(M, N)
     local I = cases.layernorm.inputs(M, N)
     I.X = random("f32", { M, N }, 999, 1001)
-    I.W.elem, I.B.elem = "f32", "f32" -- (bf16 values: f32 ones too)
+    for _, n in ipairs { "W", "B" } do I[n] = { elem = "f32", shape = I[n].shape, v = I[n].v } end -- (bf16 values: f32 ones too)
     return I
   end
   c.outputs = function(M, N) return { Y = { "f32", { M, N } }, Mean = { "f32", { M } }, Rstd = { "f32", { M } } } end
@@ -340,8 +376,8 @@ for _, layer in ipairs { false, true } do
                   M = M, N = N }
       local mean, rstd = {}, {}
       for r = 0, M - 1 do
-        local m, s = norm_stats(row(I.X, N, r), N, layer)
-        mean[r + 1], rstd[r + 1] = round("f32", m), round("f32", s)
+        local m, s = norm_stats(I.X.v, r * N, N, layer)
+        mean[r + 1], rstd[r + 1] = values.f32(m), values.f32(s)
       end
       I.Rstd = { elem = "f32", shape = { M }, v = rstd }
       if layer then I.Mean = { elem = "f32", shape = { M }, v = mean } end
@@ -359,19 +395,20 @@ for _, layer in ipairs { false, true } do
     reference = function(I, M, N)
       local dx, dw, db = {}, {}, {}
       for j = 1, N do dw[j], db[j] = 0, 0 end
+      local x, dy, w = I.X.v, I.DY.v, I.W.v
       for r = 0, M - 1 do
-        local x, dy = row(I.X, N, r), row(I.DY, N, r)
+        local o = r * N
         local m, s = layer and I.Mean.v[r + 1] or 0, I.Rstd.v[r + 1]
         local c1, c2 = 0, 0
-        for j = 0, N - 1 do
-          local xh, g = (x(j) - m) * s, dy(j) * I.W.v[j + 1]
+        for j = 1, N do
+          local xh, g = (x[o + j] - m) * s, dy[o + j] * w[j]
           c1, c2 = c1 + g * xh, c2 + g
-          dw[j + 1], db[j + 1] = dw[j + 1] + dy(j) * xh, db[j + 1] + dy(j)
+          dw[j], db[j] = dw[j] + dy[o + j] * xh, db[j] + dy[o + j]
         end
         c1, c2 = c1 / N, c2 / N
-        for j = 0, N - 1 do
-          local xh, g = (x(j) - m) * s, dy(j) * I.W.v[j + 1]
-          dx[r * N + j + 1] = s * (g - xh * c1 - (layer and c2 or 0))
+        for j = 1, N do
+          local xh, g = (x[o + j] - m) * s, dy[o + j] * w[j]
+          dx[o + j] = s * (g - xh * c1 - (layer and c2 or 0))
         end
       end
       return { DX = dx, DWp = dw, DBp = layer and db or nil }
@@ -396,9 +433,12 @@ for _, elem in ipairs { "bf16", "f32", "u8" } do
     outputs = function(M, N) return { Y = { elem, { N, M } } } end,
     grid = function(c, M, N) return { (M + c.n - 1) // c.n, (N + c.n - 1) // c.n } end,
     reference = function(I, M, N)
-      local y = {}
-      for i = 0, M - 1 do
-        for j = 0, N - 1 do y[j * M + i + 1] = I.X.v[i * N + j + 1] end
+      local y, x, k = {}, I.X.v, 0
+      for j = 1, N do -- (Y's elements in order: the table grows as an array)
+        for i = 0, M - 1 do
+          k = k + 1
+          y[k] = x[i * N + j]
+        end
       end
       return { Y = y }
     end,
@@ -420,8 +460,8 @@ local function emulator_args(kop, I, outs, grid)
   for i, e in ipairs(kop:attr "tileas.params") do
     local kind, name, dim = e:match "^(%a+):([^:]*):?(%d*)$"
     local t = tensors[name]
-    if kind == "ptr" then args[i] = t.bytes or bytes_of(t)
-    elseif kind == "map" then args[i] = { bytes = t.bytes or bytes_of(t), shape = t.shape } -- (a TMA program's)
+    if kind == "ptr" then args[i] = bytes_of(t)
+    elseif kind == "map" then args[i] = { bytes = bytes_of(t), shape = t.shape } -- (a TMA program's)
     elseif kind == "dim" then args[i] = t.shape[tonumber(dim) + 1]
     elseif kind == "stride" then
       local s = 1
@@ -497,7 +537,7 @@ local function execute(name, o)
     local bufs, args = {}, {}
     for n, t in pairs(I) do
       if type(t) == "table" then
-        bufs[n] = D.from(ttype(t.elem), t.v)
+        bufs[n] = D.from(ttype(t.elem), bytes_of(t))
         args[n] = { bufs[n], t.shape }
       else
         args[n] = t

@@ -96,12 +96,13 @@ end
 function M.forward_outputs(c, x, bytes)
   local enc, dec = VV.float16.enc[c.dtype or "bf16"], VV.float16.dec[c.dtype or "bf16"]
   local O, ob, LSE, lb = {}, {}, {}, {}
+  local V, d = x.V, c.d
   M.each_row(c, x, function(b, h, i, p, lim, lse)
-    local hk = h // (c.h // c.hkv)
-    local qo = ((b * c.h + h) * c.sq + i) * c.d
-    for e = 1, c.d do
+    local vo = (b * c.hkv + h // (c.h // c.hkv)) * c.skv * d
+    local qo = ((b * c.h + h) * c.sq + i) * d
+    for e = 1, d do
       local acc = 0
-      for j = 0, lim - 1 do acc = acc + p[j] * x.V[((b * c.hkv + hk) * c.skv + j) * c.d + e] end
+      for j = 0, lim - 1 do acc = acc + p[j] * V[vo + j * d + e] end
       local bits = enc(acc)
       O[qo + e], ob[qo + e] = dec(bits), string.pack("<I2", bits)
     end
@@ -116,17 +117,18 @@ end
 -- fn(b, h, i, p, lim, lse) for every query row: p[j] = softmax of its scores
 -- (j < lim, the keys it sees), lse its log-sum-exp (doubles).
 function M.each_row(c, x, fn)
+  local Q, K, d = x.Q, x.K, c.d -- (locals: the loops below are the references' time)
   for b = 0, c.b - 1 do
     for h = 0, c.h - 1 do
       local hk = h // (c.h // c.hkv)
       for i = 0, c.sq - 1 do
-        local qo = ((b * c.h + h) * c.sq + i) * c.d
+        local qo = ((b * c.h + h) * c.sq + i) * d
         local s, mx = {}, -math.huge
         local lim = c.causal and math.min(c.skv, i + 1) or c.skv
         for j = 0, lim - 1 do
-          local ko = ((b * c.hkv + hk) * c.skv + j) * c.d
+          local ko = ((b * c.hkv + hk) * c.skv + j) * d
           local acc = 0
-          for e = 1, c.d do acc = acc + x.Q[qo + e] * x.K[ko + e] end
+          for e = 1, d do acc = acc + Q[qo + e] * K[ko + e] end
           s[j] = acc * c.scale
           mx = math.max(mx, s[j])
         end
@@ -147,30 +149,35 @@ end
 -- a bound of the sum of its terms' magnitudes ({mq, mk, mv}: the scale of the
 -- rounding of P and dS to 16 bits).
 function M.backward_reference(c, x)
-  local g = c.h // c.hkv
-  local r = { dQ = {}, dK = {}, dV = {}, mq = {}, mk = {}, mv = {} }
-  for i = 1, c.b * c.h * c.sq * c.d do r.dQ[i], r.mq[i] = 0, 0 end
-  for i = 1, c.b * c.hkv * c.skv * c.d do r.dK[i], r.dV[i], r.mk[i], r.mv[i] = 0, 0, 0, 0 end
+  local g, d, scale = c.h // c.hkv, c.d, c.scale
+  local Q, K, V, O, dO = x.Q, x.K, x.V, x.O, x.dO
+  local dQ, dK, dV, mq, mk, mv = {}, {}, {}, {}, {}, {}
+  for i = 1, c.b * c.h * c.sq * d do dQ[i], mq[i] = 0, 0 end
+  for i = 1, c.b * c.hkv * c.skv * d do dK[i], dV[i], mk[i], mv[i] = 0, 0, 0, 0 end
+  local function abs(t) -- (|t| once, not in the innermost loop)
+    local a = {}
+    for i = 1, #t do a[i] = math.abs(t[i]) end
+    return a
+  end
+  local aQ, aK, adO = abs(Q), abs(K), abs(dO)
   M.each_row(c, x, function(b, h, i, p, lim)
-    local qo, kb = ((b * c.h + h) * c.sq + i) * c.d, (b * c.hkv + h // g) * c.skv
+    local qo, kb = ((b * c.h + h) * c.sq + i) * d, (b * c.hkv + h // g) * c.skv
     local delta = 0
-    for e = 1, c.d do delta = delta + x.dO[qo + e] * x.O[qo + e] end
+    for e = 1, d do delta = delta + dO[qo + e] * O[qo + e] end
     for j = 0, lim - 1 do
-      local ko = (kb + j) * c.d
+      local ko, pj = (kb + j) * d, p[j]
       local dp = 0
-      for e = 1, c.d do dp = dp + x.dO[qo + e] * x.V[ko + e] end
-      local ds, mds = p[j] * (dp - delta) * c.scale, p[j] * (math.abs(dp) + math.abs(delta)) * c.scale
-      for e = 1, c.d do
-        r.dQ[qo + e] = r.dQ[qo + e] + ds * x.K[ko + e]
-        r.mq[qo + e] = r.mq[qo + e] + mds * math.abs(x.K[ko + e])
-        r.dK[ko + e] = r.dK[ko + e] + ds * x.Q[qo + e]
-        r.mk[ko + e] = r.mk[ko + e] + mds * math.abs(x.Q[qo + e])
-        r.dV[ko + e] = r.dV[ko + e] + p[j] * x.dO[qo + e]
-        r.mv[ko + e] = r.mv[ko + e] + p[j] * math.abs(x.dO[qo + e])
+      for e = 1, d do dp = dp + dO[qo + e] * V[ko + e] end
+      local ds, mds = pj * (dp - delta) * scale, pj * (math.abs(dp) + math.abs(delta)) * scale
+      for e = 1, d do
+        local q, k = qo + e, ko + e
+        dQ[q], mq[q] = dQ[q] + ds * K[k], mq[q] + mds * aK[k]
+        dK[k], mk[k] = dK[k] + ds * Q[q], mk[k] + mds * aQ[q]
+        dV[k], mv[k] = dV[k] + pj * dO[q], mv[k] + pj * adO[q]
       end
     end
   end)
-  return r
+  return { dQ = dQ, dK = dK, dV = dV, mq = mq, mk = mk, mv = mv }
 end
 
 -- How many elements of the 16-bit gradient bytes got differ from ref (one of

@@ -46,7 +46,7 @@ describe("memory-bound tile programs (tl.rows) on the GPU", function()
   -- programs ahead): {case, size, tl.options.row_ring, what}. Each CTA laps
   -- its ring (more programs than stages: 264 CTAs on an H200's 132 SMs at 2
   -- an SM, 132 at per_sm = 1), at sizes whose host side (the random inputs,
-  -- the CPU reference: about a microsecond an element) stays a few seconds a
+  -- the CPU reference: under a microsecond an element) stays a few seconds a
   -- case: the full rows (8190 and 4101 of a tile of 8192) on one CTA an SM,
   -- 300 and 600 rows (2.3 and 4.5 programs a CTA), not thousands.
   -- And the register loop with the rows claimed at run time (row_ring.claims
