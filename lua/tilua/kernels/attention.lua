@@ -191,22 +191,30 @@ function M.turn_state(tl, go, wg)
   return setmetatable({ value = v, bar = go[1] }, mt)
 end
 
--- Wait for this warpgroup's turn to issue its GEMMs.
+-- Wait for this warpgroup's turn to issue its GEMMs (ctx.turn_if, an i1:
+-- only where it holds; the convert-tileas-to-cutlass split tail's unit tiles
+-- take no turns).
 function M.turn_wait(tl, go, ctx)
   if not ctx.turn then return end
   local st = ctx.turn
-  by_warpgroup(tl, #go, ctx.wg, function(w) go[w]:wait(st) end)
+  local function wait() by_warpgroup(tl, #go, ctx.wg, function(w) go[w]:wait(st) end) end
+  if ctx.turn_if then tl.if_(ctx.turn_if, wait) else wait() end
 end
 
--- Hand the turn to the next warpgroup (arrive on its seq_bar; the state advances).
+-- Hand the turn to the next warpgroup (arrive on its seq_bar; the state
+-- advances; where ctx.turn_if does not hold, neither).
 function M.turn_pass(tl, go, ctx)
   if not ctx.turn then return end
   local before, mt = ctx.turn.value, getmetatable(ctx.turn)
-  ctx.turn.value = by_warpgroup(tl, #go, ctx.wg, function(w)
-    local st = setmetatable({ value = before, bar = go[w] }, mt)
-    go[w % #go + 1]:arrive(st)
-    return st
-  end)
+  local function pass()
+    return by_warpgroup(tl, #go, ctx.wg, function(w)
+      local st = setmetatable({ value = before, bar = go[w] }, mt)
+      go[w % #go + 1]:arrive(st)
+      return st
+    end)
+  end
+  if ctx.turn_if then ctx.turn.value = tl.if_(ctx.turn_if, pass, function() return before end)
+  else ctx.turn.value = pass() end
 end
 
 -- }===

@@ -719,8 +719,10 @@ local function build(L, ag, count, first)
       env.dot = dot(L, env)
       local gemm_loop = L.pipe and pipelined_for(L, env, st, wg, t)
       env.pipelined_for = function(op)
-        -- (env.solo: a unit tile of the split tail, this replica's alone: no turns, split_tail.lua)
-        if Chain.scheduled(op) then return Chain.lower(L, env, op, cur, env.solo and { go = ctx.go, wg = ctx.wg } or ctx) end
+        -- (env.turn_if: the split tail's turns only in whole programs' tiles, split_tail.lua)
+        if Chain.scheduled(op) then
+          return Chain.lower(L, env, op, cur, env.turn_if and { go = ctx.go, wg = ctx.wg, turn = ctx.turn, turn_if = env.turn_if } or ctx)
+        end
         if not gemm_loop then R.fail(op, "a pipelined loop of several pipelines whose dots are not scheduled ahead is not lowered yet") end
         return gemm_loop(op)
       end

@@ -16,7 +16,8 @@
 --   a unit tile  the producer loads the program's tiles as for a whole one
 --                (its whole Q box, its K and V); the consumer replica of the
 --                unit runs the program's body without the turns (tileas.turns:
---                none waits for it), the others walk the stages: each wait and
+--                none waits for it; the body is one in the code, its turns
+--                under `not single`), the others walk the stages: each wait and
 --                release of the loop's rings in the loop's own order (chain.lua's),
 --                so the rings' release counts and phases stay those of a whole program
 --
@@ -156,22 +157,22 @@ local function idle(L, env, cur, g, bounds)
   end
 end
 
--- The body of a consumer's tile `t` (Split.tile): a whole program, its body
--- (`whole`, the turns taken); a unit tile, its replica's body without the
--- turns (env.solo: consumer.lua's ctx without them), the others' idle walk.
--- cursors: the persistent loop's (the rings', the turns'); env.group_cursors:
--- the rings' by group; bounds(): the loop bounds' ops of the tile lowered.
+-- The body of a consumer's tile `t` (Split.tile): the program's body
+-- (`whole`) on a whole program's tile and on its replica's unit tile, the
+-- turns taken in the former only (env.turn_if: consumer.lua's ctx, the turns'
+-- waits and hand-overs under it: one body in the code, not two); the other
+-- replicas' idle walk on a unit tile. cursors: the persistent loop's (the
+-- rings', the turns'); env.group_cursors: the rings' by group; bounds(): the
+-- loop bounds' ops of the tile lowered.
 function Split.consumer_tile(L, env, t, cursors, whole, bounds)
   local Chain = require "tilua.passes.convert_tileas_to_cutlass.chain"
   local g = Chain.groups(L, L.split.loop)
   local me = tl.cast(env.replica, tl.i32)
-  branch(L, t.single, cursors, function()
-    branch(L, t.replica:eq(me), cursors, function()
-      env.solo = true
-      whole()
-      env.solo = nil
-    end, function() idle(L, env, env.group_cursors, g, bounds) end)
-  end, whole)
+  branch(L, t.single & t.replica:ne(me), cursors, function() idle(L, env, env.group_cursors, g, bounds) end, function()
+    env.turn_if = ~t.single
+    whole()
+    env.turn_if = nil
+  end)
 end
 
 -- }===
