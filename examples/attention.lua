@@ -43,7 +43,8 @@ local function build(o)
   -- (the split tail: whole programs in whole rounds of the SMs, then the rest a consumer's 64 rows a tile;
   -- o.workers: on so many CTAs at most). By default where it measured faster: d64 non-causal with
   -- programs of 192 rows (s17split-1, H200, 2 x 16 heads, S 4096: the speed of stdlib's kernel times
-  -- 1.013 with it, 0.946 without, medians of 21 interleaved rounds); not at d128 (0.941 with it, 0.978
+  -- 1.013 with it, 0.946 without, medians of 21 interleaved rounds; s17b-5, its one body: 1.000 against
+  -- 0.946 in 15); not at d128 (0.941 with it, 0.978
   -- without: slower) nor causal (dynamic claims). o.split = 0 or false (--split=0) turns it off, 1 or true on.
   local split
   if o.split == nil then split = D == 64 and BM == 192 and not o.causal
