@@ -734,20 +734,11 @@ local function split_loops(S, C, masks, from, at, ub)
   for id in pairs(masks) do L.masks[id] = selects end
   -- what the body binds (L.vmap) and computes of the values from before the
   -- loop (their lazy elements) is not seen after it
-  local function copy(t)
-    local c = {}
-    for i, e in pairs(t) do c[i] = e end
-    return c
-  end
-  local vmap, caches = copy(L.vmap), {}
-  for _, x in pairs(vmap) do
-    if V.is_lazy(x) and not caches[x] then caches[x] = copy(x.cache) end
-  end
+  local restore = V.snapshot(L)
   local step = tl.const(1, tl.i32) -- (the first loop's step, where lowering that loop built it)
   tl.cutlass.for_range(at, ub, C.list, function(kk) S.iteration(S, C, kk) end)
   L.masks = saved_masks
-  for id in pairs(L.vmap) do L.vmap[id] = vmap[id] end
-  for x, cache in pairs(caches) do x.cache = cache end
+  restore()
   local second = C.list[1].value:def()
   local first = second:clone()
   first:move_before(second:operand(3):def()) -- (before the second loop's step)

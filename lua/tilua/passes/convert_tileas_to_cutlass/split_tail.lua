@@ -108,19 +108,7 @@ end
 -- values' elements) as they were before the if: neither branch sees what the
 -- other lowered, nor the code after the if what either did.
 local function branch(L, cond, cursors, fn_a, fn_b)
-  local function copy(t)
-    local o = {}
-    for k, v in pairs(t) do o[k] = v end
-    return o
-  end
-  local vmap, caches = copy(L.vmap), {}
-  for _, x in pairs(vmap) do
-    if V.is_lazy(x) and not caches[x] then caches[x] = copy(x.cache) end
-  end
-  local function restore()
-    for id in pairs(L.vmap) do L.vmap[id] = vmap[id] end
-    for x, cache in pairs(caches) do x.cache = copy(cache) end
-  end
+  local restore = V.snapshot(L)
   local function run(fn) return function() restore() fn() end end
   A.branch(tl, cond, cursors, run(fn_a), run(fn_b))
   restore()

@@ -86,6 +86,26 @@ function V.is_lazy(x) return getmetatable(x) == Lazy end
 function V.is_frag(x) return getmetatable(x) == Lazy and x.kind == "frag" end
 function V.is_line(x) return getmetatable(x) == Lazy and x.kind == "line" end
 
+-- What the lowering has bound (L.vmap) and computed of its lazy values'
+-- elements so far -> restore(): both as they were then (again at each call),
+-- so that code lowered after it (a loop's body, an if's branch) is not seen
+-- by what is lowered after the restore.
+function V.snapshot(L)
+  local function copy(t)
+    local o = {}
+    for k, v in pairs(t) do o[k] = v end
+    return o
+  end
+  local vmap, caches = copy(L.vmap), {}
+  for _, x in pairs(vmap) do
+    if V.is_lazy(x) and not caches[x] then caches[x] = copy(x.cache) end
+  end
+  return function()
+    for id in pairs(L.vmap) do L.vmap[id] = vmap[id] end
+    for x, cache in pairs(caches) do x.cache = copy(cache) end
+  end
+end
+
 local Ring = {}
 Ring.__index = Ring
 V.Ring = Ring
