@@ -337,7 +337,7 @@ function R.tile_program(name, params, entries, L)
       .. " rows of a multiple of 16 bytes (compiled with tl.options.tile_transpose = false, it goes through the registers"
       .. " at any size): the row stride of %s in %d-bit elements"):format(name, t, 128 // align) }
   end
-  if L.workers and L.schedule ~= "split_tail" then -- StreamK: the grid of programs it was planned for, on its workers
+  if L.workers then -- StreamK: the grid of programs it was planned for, on its workers
     r.grid = { L.workers, 1, 1 }
     r.checks[#r.checks + 1] = { "programs", { L.programs[1], L.programs[2], 1 }, ("%s kernel '%s'"):format(L.schedule, name) }
     return r
@@ -353,9 +353,9 @@ function R.tile_program(name, params, entries, L)
     r.grid = { { "max", 1, { "min", { "mul", { "sms" }, L.per_sm }, { "mul", { "mul", px, py }, pz } } }, 1, 1 }
   elseif L.persistent and L.schedule == "data_parallel" then -- a CTA a program (whole clusters), each its loop once
     r.grid = { { "mul", { "mul", { "mul", px, py }, pz }, n }, 1, 1 }
-  elseif L.persistent then -- (the split tail's workers: so many CTAs at most, else the SMs)
+  elseif L.persistent then -- (max_ctas: so many CTAs at most, the split tail's workers; else the SMs)
     local units = { "mul", { "mul", { "mul", px, py }, pz }, n }
-    local cap = L.schedule == "split_tail" and L.workers or { "sms" }
+    local cap = L.max_ctas or { "sms" }
     r.grid = { { "max", n, { "mul", { "div", { "min", cap, units }, n }, n } }, 1, 1 }
   else
     r.grid = { { "mul", px, n }, py, pz }

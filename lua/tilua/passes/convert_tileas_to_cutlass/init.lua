@@ -192,7 +192,8 @@ local function finish(L, k)
                                    linear = L.linear or nil, per_sm = L.per_sm, programs_z = L.P.programs_z or nil,
                                    schedule = S and S.kind or L.dynamic and "dynamic" or L.data_parallel and "data_parallel"
                                      or L.split and "split_tail" or nil, programs = S and S.programs or nil,
-                                   workers = S and S.c.grid or L.split_workers or nil, -- (split tail: its CTAs at most)
+                                   workers = S and S.c.grid or nil,
+                                   max_ctas = L.split_workers, -- (the split tail's CTAs at most: recipe.lua's persistent grid)
                                    workspace_bytes = (S or L.dynamic or L.row_claims) and (S or L.dynamic or L.row_claims).workspace_bytes or nil,
                                    transpose = tr })
 end
