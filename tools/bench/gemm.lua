@@ -119,6 +119,14 @@ local ALSO = {
   { bm = 256, bn = 64, cluster = { 2, 1 } },
   { bm = 64, bn = 128, wgs = 1, cluster = { 2, 1 } },
   { bm = 64, bn = 256, wgs = 1, cluster = { 2, 1 } },
+  -- the decode rows' 64-row tiles with more stages in flight (cuBLASLt's 64 x 32 at 64 x 4096 x 4096
+  -- holds 16 stages of 12 KiB): memory-bound forms, the bytes in flight an SM
+  { bm = 64, bn = 64, wgs = 1, cluster = { 1, 2 }, schedule = "splitk", splits = 2, stages = 13 },
+  { bm = 64, bn = 64, wgs = 1, cluster = { 1, 2 }, schedule = "splitk", splits = 2, stages = 10 },
+  { bm = 64, bn = 80, wgs = 1, stages = 12 },
+  { bm = 64, bn = 80, wgs = 1, cluster = { 1, 2 }, stages = 12 },
+  { bm = 64, bn = 48, wgs = 1, cluster = { 1, 2 }, stages = 15 },
+  { bm = 64, bn = 128, wgs = 1, cluster = { 2, 1 }, stages = 9 },
 }
 local function form_name(c)
   local o = { m = 1024, n = 1024, k = 1024 }
@@ -129,6 +137,7 @@ local function form_name(c)
   if c.cluster then parts[#parts + 1] = ("c%dx%d"):format(c.cluster[1], c.cluster[2]) end
   if c.schedule then parts[#parts + 1] = c.schedule .. (c.splits and c.splits or "") end
   if c.bk then parts[#parts + 1] = "bk" .. c.bk end
+  if c.stages then parts[#parts + 1] = "s" .. c.stages end
   return table.concat(parts, " ")
 end
 -- (swap_ab: the tile's N side is M rounded up, so built per shape too)
