@@ -120,7 +120,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     -- bn: 64 to 256 in steps of 64, or 48 to 256 in steps of 16 (80, 96, 160,
     -- 168-class tiles: finer steps against idle SMs) with cooperative consumers
     -- and K-major B; the epilogue's sub-tiles then divide bn (32 columns, or 16)
-    if not c.swap_ab and (c.bn % 16 ~= 0 or c.bn < 48 or c.bn > 256) then raise("gemm.build: bn must be a multiple of 16 from 48 to 256") end
+    if not c.swap_ab and (c.bn % 16 ~= 0 or c.bn < 32 or c.bn > 256) then raise("gemm.build: bn must be a multiple of 16 from 48 to 256") end
     local fine = not c.swap_ab and c.bn % 64 ~= 0
     if fine and (PP or (c.b_major or "k") ~= "k" or (c.epi and c.bn % c.epi ~= 0)) then
       raise("gemm.build: bn not a multiple of 64 needs cooperative consumers, K-major B and epi dividing bn (16 or 32)")

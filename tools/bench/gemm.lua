@@ -127,6 +127,11 @@ local ALSO = {
   { bm = 64, bn = 80, wgs = 1, cluster = { 1, 2 }, stages = 12 },
   { bm = 64, bn = 48, wgs = 1, cluster = { 1, 2 }, stages = 15 },
   { bm = 64, bn = 128, wgs = 1, cluster = { 2, 1 }, stages = 9 },
+  -- cuBLASLt's own tile there: 64 x 32, a 1 x 2 cluster, 16 stages, no split
+  { bm = 64, bn = 32, wgs = 1, cluster = { 1, 2 }, stages = 16 },
+  { bm = 64, bn = 32, wgs = 1, cluster = { 1, 2 } },
+  { bm = 64, bn = 32, wgs = 1, stages = 16 },
+  { bm = 64, bn = 32, wgs = 1, cluster = { 1, 2 }, schedule = "splitk", splits = 2, stages = 16 },
 }
 local function form_name(c)
   local o = { m = 1024, n = 1024, k = 1024 }
