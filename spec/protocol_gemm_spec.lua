@@ -158,6 +158,10 @@ describe("the stdlib GEMM on the emulator", function()
     { bm = 256, bn = 176 },                                       -- two slices a warpgroup, 16-column sub-tiles (clipped at N)
     { bm = 256, bn = 64, cluster = 2 },                           -- two slices a warpgroup, B multicast (overhang along M)
     { bm = 64, bn = 128, wgs = 1, cluster = 2 },                  -- one warpgroup, B multicast to both 64-row tiles
+    -- ksplit: two warpgroups take every other stage of a 64-row tile, the second's sums added by the first
+    { consumers = "ksplit", schedule = "persistent" },            -- 2 k blocks a tile: one each
+    { consumers = "ksplit", schedule = "persistent", sms = 1, stages = 4 }, -- one CTA walks 4 tiles
+    { consumers = "ksplit", schedule = "persistent", sms = 1, bn = 48 }, -- 16-column sub-tiles, the last tile clipped at N
   }
   for _, v in ipairs(variants) do
     local name = {}
@@ -182,7 +186,8 @@ describe("the stdlib GEMM on the emulator", function()
   it("runs one dynamic kernel on ragged shapes of every size, at both levels", function()
     for _, v in ipairs { { schedule = "data_parallel", levels = { "lower-tile-scheduler", "ptx" } },
                          { schedule = "persistent", sms = 2, consumers = "pingpong" },
-                         { schedule = "persistent", sms = 4, cluster = { 2, 2 }, bm = 256 } } do
+                         { schedule = "persistent", sms = 4, cluster = { 2, 2 }, bm = 256 },
+                         { schedule = "persistent", sms = 3, consumers = "ksplit" } } do
       local cfg = { m = 128, n = 128, k = 128, bn = 64, stages = 2, dynamic = true }
       for key, x in pairs(v) do if key ~= "levels" then cfg[key] = x end end
       local g = tl.gemm.build(cfg)

@@ -171,6 +171,11 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 1000, n = 1032, k = 1000, consumers = "pingpong", bm = 64, bn = 256 },     -- m64n256 a warpgroup
     { m = 1000, n = 1032, k = 1000, consumers = "pingpong", bm = 64, bn = 256, cluster = 2, sms = 6 },
     { m = 1000, n = 1032, k = 1000, consumers = "pingpong", bm = 128, bn = 192, cluster = 2 },  -- two m64n192 a warpgroup
+    -- ksplit: two warpgroups take every other stage of a 64-row tile (odd k block counts: the
+    -- parity of a tile's first stage alternates), the second's sums added in shared memory
+    { m = 57, n = 1032, k = 4104, consumers = "ksplit", bn = 64 },
+    { m = 200, n = 1000, k = 1032, consumers = "ksplit", bn = 48, sms = 7 },
+    { m = 64, n = 4104, k = 520, consumers = "ksplit", bn = 32, alpha = 0.5, beta = 2, bias = true, activation = "relu" },
   }
   for _, o in ipairs(cases) do
     local extra = {}
@@ -206,7 +211,7 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { bn = 192 }, { bn = 128, cluster = { 2, 1 } }, { bn = 64, cluster = { 2, 1 } }, { bn = 192, cluster = { 1, 2 } },
     { bn = 96 }, { bn = 160, cluster = { 2, 1 } },
     { bn = 80 }, { bn = 208, cluster = { 2, 1 } }, { bn = 48, cluster = { 1, 2 } },
-    { consumers = "pingpong", cluster = { 2, 1 } },
+    { consumers = "pingpong", cluster = { 2, 1 } }, { consumers = "ksplit", bn = 64 },
   }
   local dynamic_shapes = { { 1, 4096, 4096 }, { 77, 1032, 520 }, { 1000, 1000, 1000 }, { 2056, 3000, 1536 }, { 4096, 136, 8200 } }
   for _, f in ipairs(dynamic_forms) do

@@ -111,16 +111,29 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     c.kb = c.bk // c.kw
     c.kstep = c.fp8 and 32 or 16
     c.consumers = c.consumers or "cooperative"
-    if c.consumers ~= "cooperative" and c.consumers ~= "pingpong" then
-      raise(("gemm.build: consumers must be cooperative or pingpong, got %s"):format(tostring(c.consumers)))
+    if c.consumers ~= "cooperative" and c.consumers ~= "pingpong" and c.consumers ~= "ksplit" then
+      raise(("gemm.build: consumers must be cooperative, pingpong or ksplit, got %s"):format(tostring(c.consumers)))
     end
     local PP = c.consumers == "pingpong"
+    -- ksplit: two consumer warpgroups on one 64-row tile, each taking every
+    -- other stage of the ring (its k blocks), their sums added in shared memory
+    -- before the first one's epilogue (cuBLASLt's 64 x 32 kernel at 64 x 4096
+    -- x 4096 runs 384 threads a 64-row tile): two chains of wgmmas where a
+    -- small tile's one chain leaves the tensor cores idle
+    local KS = c.consumers == "ksplit"
+    if KS then
+      c.bm = c.bm or 64
+      if c.bm ~= 64 or c.swap_ab or (c.wgs or 2) ~= 2 or (c.cluster or 1) ~= 1 or (c.schedule or "persistent") ~= "persistent" then
+        raise("gemm.build: ksplit consumers take 64-row tiles on 2 warpgroups, one CTA a cluster, a persistent schedule")
+      end
+      c.wgs = 2
+    end
     if c.swap_ab then swap_ab_cfg(c) end
     c.bn = c.bn or (PP and 128 or 256)
-    -- bn: 64 to 256 in steps of 64, or 48 to 256 in steps of 16 (80, 96, 160,
+    -- bn: 64 to 256 in steps of 64, or 32 to 256 in steps of 16 (80, 96, 160,
     -- 168-class tiles: finer steps against idle SMs) with cooperative consumers
     -- and K-major B; the epilogue's sub-tiles then divide bn (32 columns, or 16)
-    if not c.swap_ab and (c.bn % 16 ~= 0 or c.bn < 32 or c.bn > 256) then raise("gemm.build: bn must be a multiple of 16 from 48 to 256") end
+    if not c.swap_ab and (c.bn % 16 ~= 0 or c.bn < 32 or c.bn > 256) then raise("gemm.build: bn must be a multiple of 16 from 32 to 256") end
     local fine = not c.swap_ab and c.bn % 64 ~= 0
     if fine and (PP or (c.b_major or "k") ~= "k" or (c.epi and c.bn % c.epi ~= 0)) then
       raise("gemm.build: bn not a multiple of 64 needs cooperative consumers, K-major B and epi dividing bn (16 or 32)")
@@ -134,7 +147,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     end
     c.wgs = c.wgs or (PP and 2 or (c.bm == 256 or c.bm == 320) and 2 or c.bm // 64)
     if PP and c.wgs ~= 2 then raise("gemm.build: ping-pong has two consumer warpgroups") end
-    if math.type(c.wgs) ~= "integer" or c.wgs < 1 or c.wgs > 5 or (not PP and c.bm // 64 < c.wgs) then
+    if math.type(c.wgs) ~= "integer" or c.wgs < 1 or c.wgs > 5 or (not PP and not KS and c.bm // 64 < c.wgs) then
       raise(("gemm.build: wgs (consumer warpgroups) must be 1 to 5, at most bm / 64 = %d"):format(c.bm // 64))
     end
     -- cooperative: warpgroup w takes slices [lo[w], lo[w + 1]) of the bm / 64
@@ -142,7 +155,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     c.lo = {}
     for w = 0, c.wgs do c.lo[w] = PP and 0 or w * (c.bm // 64) // c.wgs end
     c.even = PP or (c.bm // 64) % c.wgs == 0
-    c.mi = PP and c.bm // 64 or ((c.bm // 64) + c.wgs - 1) // c.wgs -- the most a warpgroup has
+    c.mi = (PP or KS) and c.bm // 64 or ((c.bm // 64) + c.wgs - 1) // c.wgs -- the most a warpgroup has
     c.fixup_parts = c.even and 1 or c.wgs -- StreamK: warpgroups with code of their own each run the fixup
     -- registers. Two consumer warpgroups (CUTLASS's and FA3's configuration):
     -- the producer warpgroup gives registers back (setmaxnreg.dec 40) and the
@@ -179,10 +192,18 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     local smem_limit = tl.core.limits().max_smem - 2048 -- the barrier pool and alignment
     local stage_bytes = (c.bm + c.bn) * c.bk * c.ebytes
     local epi_bytes = c.swap_ab and 0 or c.wgs * 2 * 64 * c.epi * 2 -- (swapped: stored from registers)
+    if KS then epi_bytes = 2 * 64 * c.epi * 2 + 64 * c.bn * 4 end -- one warpgroup stores; the f32 sums it adds
     -- ping-pong 64 x 256: 4 stages on one CTA (5 ran 0.76-0.85 times as fast, 3 0.79; 128 x 192 at 5 does
     -- not slow down), in a cluster the 5 that fit (2 x 1: 1.047 times 4's speed); docs/PERF.md, s13pp-2
     local most = (PP and c.bm == 64 and c.bn == 256 and c.cluster == 1) and 4 or c.swap_ab and 12 or 8
     c.stages = c.stages or math.min(most, (smem_limit - epi_bytes) // stage_bytes)
+    -- ksplit: an even ring, so that each warpgroup owns its stages (with an odd one a
+    -- warpgroup waits on a stage whose last phase the other took: the protocol
+    -- check finds the phase aliasing)
+    if KS and c.stages % 2 == 1 then
+      if o.stages then raise("gemm.build: ksplit consumers need an even count of stages") end
+      c.stages = c.stages - 1
+    end
     if math.type(c.stages) ~= "integer" or c.stages < 1 or c.stages * stage_bytes + epi_bytes > smem_limit then
       raise(("gemm.build: %s stages of %d KiB and %d KiB of epilogue staging do not fit the %d KiB of shared memory"):format(
         tostring(c.stages), stage_bytes // 1024, epi_bytes // 1024, smem_limit // 1024))
@@ -217,7 +238,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     aligned("D", c.n, 2)
     aligned("A", c.a_major == "k" and c.k or c.m, c.ebytes)
     aligned("B", c.b_major == "k" and c.k or c.n, c.ebytes)
-    if PP and (c.schedule == "streamk" or c.ksplits) then
+    if (PP or KS) and (c.schedule == "streamk" or c.ksplits) then
       raise("gemm.build: ping-pong consumers need a persistent or data-parallel schedule (not StreamK or split-K)")
     end
     c.aboxes = (c.bm // c.cn + 255) // 256 -- A boxes per stage (or per multicast share)
@@ -290,17 +311,21 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     -- (stage s, 128-byte column j of K: sub-stage s * kb + j)
     G.sA = k:shared(ein, { S * c.kb, TM, c.kw }, { align = 1024, swizzle = 128 })
     G.sB = k:shared(ein, { S * c.kb, BN, c.kw }, { align = 1024, swizzle = 128 })
-    G.sD = not c.swap_ab and k:shared(eout, { WG, 2, 64, EC }, { align = 1024, swizzle = 2 * EC }) or nil
+    local KS = c.consumers == "ksplit"
+    G.sD = not c.swap_ab and k:shared(eout, { KS and 1 or WG, 2, 64, EC }, { align = 1024, swizzle = 2 * EC }) or nil
+    -- ksplit: the second warpgroup's f32 sums, element i of thread t at [i][t]
+    G.sR = KS and k:shared(tl.f32, { BN // 2, 128 }, { align = 128 }) or nil
     -- cooperative: every consumer warp releases every stage; ping-pong: a
     -- stage holds one warpgroup's tile and that warpgroup releases it; a
     -- cluster: the producers of a row and a column of CTAs write this CTA's
     -- stages, every consumer warp releases each stage on every CTA (ping-pong
     -- in a cluster: each warp of the warpgroup whose tile it holds)
     local consumers = { { 4, 4 * WG } }
-    if PP then consumers = { { 4, 4 }, { 8, 4 } } end
+    -- (ksplit: as ping-pong, each stage released by the warpgroup that took it)
+    if PP or KS then consumers = { { 4, 4 }, { 8, 4 } } end
     G.pipe = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers,
                           transaction_bytes = (TM + BN) * BK * c.ebytes,
-                          mode = CL > 1 and (PP and "pingpong_cluster" or "cluster") or PP and "pingpong" or "cooperative" }
+                          mode = CL > 1 and (PP and "pingpong_cluster" or "cluster") or (PP or KS) and "pingpong" or "cooperative" }
     -- ping-pong turns: go[g] slot 0 is warpgroup g's mainloop turn, slot 1 its
     -- epilogue turn; each warpgroup hands both to the other (CUTLASS's
     -- OrderedSequenceBarrier of two stages)
@@ -533,10 +558,65 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     end)
   end
 
-  -- The consumer agents: ping-pong's two, an even split's one, an uneven split's one a warpgroup.
+  -- A ksplit consumer warpgroup g (warps [first, first + 4)): the stages of
+  -- the ring whose place in its sequence has g's parity, whatever tile they
+  -- hold; q carries the parity of the place of the tile's first k block.
+  -- Warpgroup 1 leaves its sums in G.sR; warpgroup 0 adds them and stores the tile.
+  local function ksplit_consumer(G, a, first, g)
+    local c, k, p, pipe = G.c, G.k, G.p, G.pipe
+    local BN, BK = c.bn, c.bk
+    if c.regs then tl.setmaxnreg(c.regs[2], "inc") end
+    k:async_exec("consumer", { first_warp = first, warps = 4 }, function()
+      local t = a:thread_id() % 128
+      if c.pdl then tl.griddepcontrol_wait() end
+      local st = pipe:consumer_start()
+      if g == 1 then st:advance(1) end
+      local q = { value = tl.const(0, tl.i32) }
+      local wopts = { type_a = c.dtype, type_b = c.dtype, trans_a = c.a_major ~= "k", trans_b = c.b_major ~= "k" }
+      local sum_bar = 3 -- (1: warpgroup 0's epilogue)
+      tiles(G, { st, q }, { function(work)
+        local m, n = work:m(), work:n()
+        local _, kbn = k_range(G, work)
+        -- this warpgroup's k blocks of the tile: every other from (g + q) % 2
+        local own = (kbn - (q.value + g) % 2 + 1) // 2
+        local acc = { value = tl.zeros(tl.f32, BN // 2) }
+        tl.cutlass.for_range(tl.const(0, tl.i32), own, { st, acc }, function()
+          pipe:consumer_wait(st)
+          local s = st:index()
+          tl.wgmma_fence()
+          for kk = 0, BK // c.kstep - 1 do
+            acc.value = tl.wgmma(acc.value, desc_a(G, s, 0, kk), desc_b(G, s, kk), wopts)
+          end
+          tl.wgmma_commit()
+          tl.wgmma_wait(0) -- (the other warpgroup's wgmmas fill the wait)
+          tl.elect_one(function() pipe:consumer_release(st) end)
+          st:advance(2)
+        end)
+        q.value = (q.value + kbn) % 2
+        if g == 1 then
+          for i = 0, BN // 2 - 1 do G.sR:ptr(i, t):store(tl.extract(acc.value, i)) end
+          tl.named_barrier_sync(sum_bar, 256)
+          tl.named_barrier_sync(sum_bar, 256) -- (warpgroup 0 has read them)
+        else
+          tl.named_barrier_sync(sum_bar, 256)
+          local sums = {}
+          for i = 0, BN // 2 - 1 do sums[i + 1] = tl.extract(acc.value, i) + G.sR:ptr(i, t):load() end
+          local v = tl.vector_of(tl.f32, sums)
+          tl.named_barrier_sync(sum_bar, 256)
+          M.epilogue(tl, c, p, G.sD, v, m, n, 0, 0, t, G.dims)
+        end
+      end })
+      if g == 0 then tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end) end
+    end)
+  end
+
+  -- The consumer agents: ping-pong's two, ksplit's two, an even split's one, an uneven split's one a warpgroup.
   local function consumers(G)
     local c, k = G.c, G.k
-    if c.consumers == "pingpong" then
+    if c.consumers == "ksplit" then
+      k:agent("consumer0", { warps = 4 }, function(a) ksplit_consumer(G, a, 4, 0) end)
+      k:agent("consumer1", { warps = 4 }, function(a) ksplit_consumer(G, a, 8, 1) end)
+    elseif c.consumers == "pingpong" then
       k:agent("consumer0", { warps = 4 }, function(a) consumer(G, a, 4, 4, 0, 0) end)
       k:agent("consumer1", { warps = 4 }, function(a) consumer(G, a, 8, 4, 1, 1) end)
     elseif c.even then

@@ -127,6 +127,13 @@ local ALSO = {
   { bm = 64, bn = 80, wgs = 1, cluster = { 1, 2 }, stages = 12 },
   { bm = 64, bn = 48, wgs = 1, cluster = { 1, 2 }, stages = 15 },
   { bm = 64, bn = 128, wgs = 1, cluster = { 2, 1 }, stages = 9 },
+  -- ksplit: two warpgroups on one 64-row tile, every other stage each
+  { consumers = "ksplit", bn = 64 },
+  { consumers = "ksplit", bn = 64, stages = 12 },
+  { consumers = "ksplit", bn = 32, stages = 16 },
+  { consumers = "ksplit", bn = 48, stages = 12 },
+  { consumers = "ksplit", bn = 80 },
+  { consumers = "ksplit", bn = 128 },
   -- cuBLASLt's own tile there: 64 x 32, a 1 x 2 cluster, 16 stages, no split
   { bm = 64, bn = 32, wgs = 1, cluster = { 1, 2 }, stages = 16 },
   { bm = 64, bn = 32, wgs = 1, cluster = { 1, 2 } },
