@@ -195,7 +195,9 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     if KS then epi_bytes = 2 * 64 * c.epi * 2 + 64 * c.bn * 4 end -- one warpgroup stores; the f32 sums it adds
     -- ping-pong 64 x 256: 4 stages on one CTA (5 ran 0.76-0.85 times as fast, 3 0.79; 128 x 192 at 5 does
     -- not slow down), in a cluster the 5 that fit (2 x 1: 1.047 times 4's speed); docs/PERF.md, s13pp-2
-    local most = (PP and c.bm == 64 and c.bn == 256 and c.cluster == 1) and 4 or c.swap_ab and 12 or 8
+    -- (ksplit: 14, the most the CTA's 32 barrier slots hold besides its two seq_bars; 64 x 32
+    -- ran fastest at 16 of 12 KiB, s18-5)
+    local most = (PP and c.bm == 64 and c.bn == 256 and c.cluster == 1) and 4 or c.swap_ab and 12 or KS and 14 or 8
     c.stages = c.stages or math.min(most, (smem_limit - epi_bytes) // stage_bytes)
     -- ksplit: an even ring, so that each warpgroup owns its stages (with an odd one a
     -- warpgroup waits on a stage whose last phase the other took: the protocol
@@ -315,6 +317,9 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     G.sD = not c.swap_ab and k:shared(eout, { KS and 1 or WG, 2, 64, EC }, { align = 1024, swizzle = 2 * EC }) or nil
     -- ksplit: the second warpgroup's f32 sums, element i of thread t at [i][t]
     G.sR = KS and k:shared(tl.f32, { BN // 2, 128 }, { align = 128 }) or nil
+    -- and its hand-over: `ready` (the second warpgroup arrives once its sums are
+    -- in G.sR, the first waits), `free` (the first arrives once it read them)
+    G.sums = KS and { ready = k:seq_bar { depth = 1, arrive_count = 128 }, free = k:seq_bar { depth = 1, arrive_count = 128 } } or nil
     -- cooperative: every consumer warp releases every stage; ping-pong: a
     -- stage holds one warpgroup's tile and that warpgroup releases it; a
     -- cluster: the producers of a row and a column of CTAs write this CTA's
@@ -561,7 +566,10 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- A ksplit consumer warpgroup g (warps [first, first + 4)): the stages of
   -- the ring whose place in its sequence has g's parity, whatever tile they
   -- hold; q carries the parity of the place of the tile's first k block.
-  -- Warpgroup 1 leaves its sums in G.sR; warpgroup 0 adds them and stores the tile.
+  -- Warpgroup 1 leaves its sums in G.sR; warpgroup 0 adds them and stores the
+  -- tile. (The hand-over is a pair of mbarriers: a named barrier of both
+  -- warpgroups, reached from their two code paths, is what compute-sanitizer's
+  -- synccheck reports as divergent threads.)
   local function ksplit_consumer(G, a, first, g)
     local c, k, p, pipe = G.c, G.k, G.p, G.pipe
     local BN, BK = c.bn, c.bk
@@ -572,9 +580,9 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       local st = pipe:consumer_start()
       if g == 1 then st:advance(1) end
       local q = { value = tl.const(0, tl.i32) }
+      local turn = G.sums.ready:state { phase = g } -- (warpgroup 1's first wait on `free` passes)
       local wopts = { type_a = c.dtype, type_b = c.dtype, trans_a = c.a_major ~= "k", trans_b = c.b_major ~= "k" }
-      local sum_bar = 3 -- (1: warpgroup 0's epilogue)
-      tiles(G, { st, q }, { function(work)
+      tiles(G, { st, q, turn }, { function(work)
         local m, n = work:m(), work:n()
         local _, kbn = k_range(G, work)
         -- this warpgroup's k blocks of the tile: every other from (g + q) % 2
@@ -594,15 +602,15 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
         end)
         q.value = (q.value + kbn) % 2
         if g == 1 then
+          G.sums.free:wait(turn)
           for i = 0, BN // 2 - 1 do G.sR:ptr(i, t):store(tl.extract(acc.value, i)) end
-          tl.named_barrier_sync(sum_bar, 256)
-          tl.named_barrier_sync(sum_bar, 256) -- (warpgroup 0 has read them)
+          G.sums.ready:arrive(turn)
         else
-          tl.named_barrier_sync(sum_bar, 256)
+          G.sums.ready:wait(turn)
           local sums = {}
           for i = 0, BN // 2 - 1 do sums[i + 1] = tl.extract(acc.value, i) + G.sR:ptr(i, t):load() end
           local v = tl.vector_of(tl.f32, sums)
-          tl.named_barrier_sync(sum_bar, 256)
+          G.sums.free:arrive(turn)
           M.epilogue(tl, c, p, G.sD, v, m, n, 0, 0, t, G.dims)
         end
       end })

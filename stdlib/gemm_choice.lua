@@ -190,6 +190,11 @@ local function decode_fill(m, n, k, sms)
   if m > 32 then
     local bn = math.max(48, ((n + sms - 1) // sms + 15) // 16 * 16)
     if bn <= 256 and bn ~= 64 and bn ~= 128 then out[#out + 1] = { bm = 64, bn = bn, wgs = 1 } end
+    -- two warpgroups on each 64-row tile, every other k block each (ksplit), the
+    -- narrowest tile (from 32 columns) that gives at most a tile an SM: cuBLASLt's
+    -- 64 x 32 at 64 x 4096 x 4096 (s18-5: 0.87 -> 0.98 of it there)
+    local kbn = math.max(32, ((n + sms - 1) // sms + 15) // 16 * 16)
+    if kbn <= 128 then out[#out + 1] = { bm = 64, bn = kbn, consumers = "ksplit" } end
     if tiles >= 2 and s >= 2 then
       out[#out + 1] = { bm = 64, bn = 64, wgs = 1, cluster = { 1, 2 }, schedule = "splitk", splits = s }
     end
@@ -269,7 +274,7 @@ end
 -- measured: forms of one family differ by less than the model can tell).
 local function decode_family(o, c)
   local sched = o.schedule == "streamk" and "streamk" or (o.schedule == "splitk" or c.ksplits) and "splitk" or "whole"
-  return ("%s/%s/%s/%s"):format(c.swap_ab and "swap" or "tile", sched, c.swap_ab and c.bm or "", c.bk)
+  return ("%s/%s/%s/%s/%s"):format(c.swap_ab and "swap" or "tile", sched, c.swap_ab and c.bm or "", c.bk, c.consumers)
 end
 
 local function copy(t)

@@ -130,8 +130,8 @@ local ALSO = {
   -- ksplit: two warpgroups on one 64-row tile, every other stage each
   { consumers = "ksplit", bn = 64 },
   { consumers = "ksplit", bn = 64, stages = 12 },
-  { consumers = "ksplit", bn = 32, stages = 16 },
-  { consumers = "ksplit", bn = 48, stages = 12 },
+  { consumers = "ksplit", bn = 32 },
+  { consumers = "ksplit", bn = 48 },
   { consumers = "ksplit", bn = 80 },
   { consumers = "ksplit", bn = 128 },
   -- cuBLASLt's own tile there: 64 x 32, a 1 x 2 cluster, 16 stages, no split
