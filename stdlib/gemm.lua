@@ -65,6 +65,19 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     c.bm = c.bm or 64
   end
 
+  -- consumers = "ksplit": two consumer warpgroups on one 64-row tile, each
+  -- taking every other stage of the ring (its k blocks), their sums added in
+  -- shared memory before the first one's epilogue (cuBLASLt's 64 x 32 kernel at
+  -- 64 x 4096 x 4096 runs 384 threads a 64-row tile): two chains of wgmmas
+  -- where a small tile's one chain leaves the tensor cores waiting
+  local function ksplit_cfg(c)
+    c.bm = c.bm or 64
+    if c.bm ~= 64 or c.swap_ab or (c.wgs or 2) ~= 2 or (c.cluster or 1) ~= 1 or (c.schedule or "persistent") ~= "persistent" then
+      raise("gemm.build: ksplit consumers take 64-row tiles on 2 warpgroups, one CTA a cluster, a persistent schedule")
+    end
+    c.wgs = 2
+  end
+
   -- The problem in tiles: bm x bn of D (swapped: bm of D's columns x bn of
   -- its rows), k blocks, cluster tiles, and a cluster split-K's splits.
   local function tiles_cfg(c)
@@ -83,6 +96,28 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       end
       c.ctiles, c.max_splits = c.ctiles * c.ksplits, c.ksplits
     end
+  end
+
+  -- The ring: c.stages (given, or as many as fit up to a form's most) beside the epilogue's staging.
+  local function ring_cfg(c, PP, KS)
+    local smem_limit = tl.core.limits().max_smem - 2048 -- the barrier pool and alignment
+    local stage_bytes = (c.bm + c.bn) * c.bk * c.ebytes
+    local epi_bytes = c.swap_ab and 0 or c.wgs * 2 * 64 * c.epi * 2 -- (swapped: stored from registers)
+    if KS then epi_bytes = 2 * 64 * c.epi * 2 + 64 * c.bn * 4 end -- one warpgroup stores; the f32 sums it adds
+    -- ping-pong 64 x 256: 4 stages on one CTA (5 ran 0.76-0.85 times as fast, 3 0.79; 128 x 192 at 5 does
+    -- not slow down), in a cluster the 5 that fit (2 x 1: 1.047 times 4's speed); docs/PERF.md, s13pp-2
+    -- (ksplit: 14, what the 32 barrier slots hold besides its seq_bars; 64 x 32 led at 16, s18-5)
+    local most = (PP and c.bm == 64 and c.bn == 256 and c.cluster == 1) and 4 or c.swap_ab and 12 or KS and 14 or 8
+    local given = c.stages
+    c.stages = c.stages or math.min(most, (smem_limit - epi_bytes) // stage_bytes)
+    if math.type(c.stages) ~= "integer" or c.stages < 1 or c.stages * stage_bytes + epi_bytes > smem_limit then
+      raise(("gemm.build: %s stages of %d KiB and %d KiB of epilogue staging do not fit the %d KiB of shared memory"):format(
+        tostring(c.stages), stage_bytes // 1024, epi_bytes // 1024, smem_limit // 1024))
+    end
+    -- ksplit: an even ring, each warpgroup's stages its own (with an odd one a warpgroup waits on a
+    -- stage whose last phase the other took: the protocol check finds that phase aliasing)
+    if KS and c.stages % 2 == 1 and given then raise("gemm.build: ksplit consumers need an even count of stages") end
+    if KS and c.stages % 2 == 1 then c.stages = c.stages - 1 end
   end
 
   local function cfg_of(o)
@@ -115,19 +150,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       raise(("gemm.build: consumers must be cooperative, pingpong or ksplit, got %s"):format(tostring(c.consumers)))
     end
     local PP = c.consumers == "pingpong"
-    -- ksplit: two consumer warpgroups on one 64-row tile, each taking every
-    -- other stage of the ring (its k blocks), their sums added in shared memory
-    -- before the first one's epilogue (cuBLASLt's 64 x 32 kernel at 64 x 4096
-    -- x 4096 runs 384 threads a 64-row tile): two chains of wgmmas where a
-    -- small tile's one chain leaves the tensor cores idle
     local KS = c.consumers == "ksplit"
-    if KS then
-      c.bm = c.bm or 64
-      if c.bm ~= 64 or c.swap_ab or (c.wgs or 2) ~= 2 or (c.cluster or 1) ~= 1 or (c.schedule or "persistent") ~= "persistent" then
-        raise("gemm.build: ksplit consumers take 64-row tiles on 2 warpgroups, one CTA a cluster, a persistent schedule")
-      end
-      c.wgs = 2
-    end
+    if KS then ksplit_cfg(c) end
     if c.swap_ab then swap_ab_cfg(c) end
     c.bn = c.bn or (PP and 128 or 256)
     -- bn: 64 to 256 in steps of 64, or 32 to 256 in steps of 16 (80, 96, 160,
@@ -189,27 +213,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     end
     if c.cm * c.cn > 4 then raise("gemm.build: a cluster of at most 4 CTAs") end
     c.cluster = c.cm * c.cn
-    local smem_limit = tl.core.limits().max_smem - 2048 -- the barrier pool and alignment
-    local stage_bytes = (c.bm + c.bn) * c.bk * c.ebytes
-    local epi_bytes = c.swap_ab and 0 or c.wgs * 2 * 64 * c.epi * 2 -- (swapped: stored from registers)
-    if KS then epi_bytes = 2 * 64 * c.epi * 2 + 64 * c.bn * 4 end -- one warpgroup stores; the f32 sums it adds
-    -- ping-pong 64 x 256: 4 stages on one CTA (5 ran 0.76-0.85 times as fast, 3 0.79; 128 x 192 at 5 does
-    -- not slow down), in a cluster the 5 that fit (2 x 1: 1.047 times 4's speed); docs/PERF.md, s13pp-2
-    -- (ksplit: 14, the most the CTA's 32 barrier slots hold besides its two seq_bars; 64 x 32
-    -- ran fastest at 16 of 12 KiB, s18-5)
-    local most = (PP and c.bm == 64 and c.bn == 256 and c.cluster == 1) and 4 or c.swap_ab and 12 or KS and 14 or 8
-    c.stages = c.stages or math.min(most, (smem_limit - epi_bytes) // stage_bytes)
-    -- ksplit: an even ring, so that each warpgroup owns its stages (with an odd one a
-    -- warpgroup waits on a stage whose last phase the other took: the protocol
-    -- check finds the phase aliasing)
-    if KS and c.stages % 2 == 1 then
-      if o.stages then raise("gemm.build: ksplit consumers need an even count of stages") end
-      c.stages = c.stages - 1
-    end
-    if math.type(c.stages) ~= "integer" or c.stages < 1 or c.stages * stage_bytes + epi_bytes > smem_limit then
-      raise(("gemm.build: %s stages of %d KiB and %d KiB of epilogue staging do not fit the %d KiB of shared memory"):format(
-        tostring(c.stages), stage_bytes // 1024, epi_bytes // 1024, smem_limit // 1024))
-    end
+    ring_cfg(c, PP, KS)
     -- swapped: a cluster column shares (multicasts) its stage of A, a share of
     -- whole 8-row groups (the swizzle atom) for each CTA
     if c.swap_ab and (c.cn > 1 or (c.bn // c.cm) % 8 ~= 0) then
@@ -566,10 +570,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- A ksplit consumer warpgroup g (warps [first, first + 4)): the stages of
   -- the ring whose place in its sequence has g's parity, whatever tile they
   -- hold; q carries the parity of the place of the tile's first k block.
-  -- Warpgroup 1 leaves its sums in G.sR; warpgroup 0 adds them and stores the
-  -- tile. (The hand-over is a pair of mbarriers: a named barrier of both
-  -- warpgroups, reached from their two code paths, is what compute-sanitizer's
-  -- synccheck reports as divergent threads.)
+  -- Warpgroup 1 leaves its sums in G.sR, warpgroup 0 adds them and stores the tile (handed over
+  -- by mbarriers: synccheck reports a named barrier reached from two code paths as divergent).
   local function ksplit_consumer(G, a, first, g)
     local c, k, p, pipe = G.c, G.k, G.p, G.pipe
     local BN, BK = c.bn, c.bk
@@ -592,9 +594,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
           pipe:consumer_wait(st)
           local s = st:index()
           tl.wgmma_fence()
-          for kk = 0, BK // c.kstep - 1 do
-            acc.value = tl.wgmma(acc.value, desc_a(G, s, 0, kk), desc_b(G, s, kk), wopts)
-          end
+          for kk = 0, BK // c.kstep - 1 do acc.value = tl.wgmma(acc.value, desc_a(G, s, 0, kk), desc_b(G, s, kk), wopts) end
           tl.wgmma_commit()
           tl.wgmma_wait(0) -- (the other warpgroup's wgmmas fill the wait)
           tl.elect_one(function() pipe:consumer_release(st) end)
@@ -609,9 +609,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
           G.sums.ready:wait(turn)
           local sums = {}
           for i = 0, BN // 2 - 1 do sums[i + 1] = tl.extract(acc.value, i) + G.sR:ptr(i, t):load() end
-          local v = tl.vector_of(tl.f32, sums)
           G.sums.free:arrive(turn)
-          M.epilogue(tl, c, p, G.sD, v, m, n, 0, 0, t, G.dims)
+          M.epilogue(tl, c, p, G.sD, tl.vector_of(tl.f32, sums), m, n, 0, 0, t, G.dims)
         end
       end })
       if g == 0 then tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end) end
