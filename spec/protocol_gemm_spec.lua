@@ -225,6 +225,8 @@ describe("the stdlib GEMM on the emulator", function()
       { 7, 72, 392, { schedule = "data_parallel", bk = 192 } },                -- three rows, the last block past K
       -- split-K in a cluster sharing A's rows (a decode form; 40 rows in 48, 24 a CTA): 4 tiles of B's rows, 2 splits
       { 40, 200, 256, { schedule = "splitk", splits = 2, cluster = 2, bn = 48, sms = 4, stages = 2 } },
+      -- ksplit: two warpgroups on each 64-row tile of B, every other k block each (3 k blocks a tile: the parity alternates)
+      { 16, 200, 136, { consumers = "ksplit", sms = 2, stages = 4 } },
     }
     for i, s in ipairs(cases) do
       local M, N, K = s[1], s[2], s[3]
@@ -261,7 +263,7 @@ describe("the stdlib GEMM on the emulator", function()
     assert.error_matches(function() tl.gemm.build { m = 16, n = 128, k = 128, swap_ab = true, bn = 12 } end,
       "with swap_ab, bn %(rows of A a tile%) must be a multiple of 8 from 8 to 256")
     assert.error_matches(function() tl.gemm.build { m = 16, n = 128, k = 128, swap_ab = true, consumers = "pingpong" } end,
-      "swap_ab needs cooperative consumers and K%-major A and B")
+      "swap_ab needs cooperative or ksplit consumers and K%-major A and B")
     assert.error_matches(function() tl.gemm.build { m = 16, n = 128, k = 128, swap_ab = true, cluster = 4, bn = 16 } end,
       "with swap_ab, a cluster is cm x 1 CTAs that share A's rows, bn / cm a multiple of 8")
   end)

@@ -176,6 +176,7 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 57, n = 1032, k = 4104, consumers = "ksplit", bn = 64 },
     { m = 200, n = 1000, k = 1032, consumers = "ksplit", bn = 48, sms = 7 },
     { m = 64, n = 4104, k = 520, consumers = "ksplit", bn = 32, alpha = 0.5, beta = 2, bias = true, activation = "relu" },
+    { m = 16, n = 4104, k = 1032, swap_ab = true, consumers = "ksplit", sms = 9 },       -- swapped: tokens on wgmma's N side
   }
   for _, o in ipairs(cases) do
     local extra = {}

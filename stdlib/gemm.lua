@@ -55,8 +55,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- wgmma and the GEMM streams B's weights: bm rows of B a tile, deep rings.
   local function swap_ab_cfg(c)
     if c.swap_ab ~= true then raise("gemm.build: swap_ab must be true or nil") end
-    if c.consumers ~= "cooperative" or (c.a_major or "k") ~= "k" or (c.b_major or "k") ~= "k" then
-      raise("gemm.build: swap_ab needs cooperative consumers and K-major A and B")
+    if c.consumers == "pingpong" or (c.a_major or "k") ~= "k" or (c.b_major or "k") ~= "k" then
+      raise("gemm.build: swap_ab needs cooperative or ksplit consumers and K-major A and B")
     end
     c.bn = c.bn or math.min(64, (c.m + 7) // 8 * 8)
     if math.type(c.bn) ~= "integer" or c.bn % 8 ~= 0 or c.bn < 8 or c.bn > 256 then
@@ -72,7 +72,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- where a small tile's one chain leaves the tensor cores waiting
   local function ksplit_cfg(c)
     c.bm = c.bm or 64
-    if c.bm ~= 64 or c.swap_ab or (c.wgs or 2) ~= 2 or (c.cluster or 1) ~= 1 or (c.schedule or "persistent") ~= "persistent" then
+    if c.bm ~= 64 or (c.wgs or 2) ~= 2 or (c.cluster or 1) ~= 1 or (c.schedule or "persistent") ~= "persistent" then
       raise("gemm.build: ksplit consumers take 64-row tiles on 2 warpgroups, one CTA a cluster, a persistent schedule")
     end
     c.wgs = 2
@@ -103,7 +103,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     local smem_limit = tl.core.limits().max_smem - 2048 -- the barrier pool and alignment
     local stage_bytes = (c.bm + c.bn) * c.bk * c.ebytes
     local epi_bytes = c.swap_ab and 0 or c.wgs * 2 * 64 * c.epi * 2 -- (swapped: stored from registers)
-    if KS then epi_bytes = 2 * 64 * c.epi * 2 + 64 * c.bn * 4 end -- one warpgroup stores; the f32 sums it adds
+    if KS then epi_bytes = (c.swap_ab and 0 or 2 * 64 * c.epi * 2) + 64 * c.bn * 4 end -- one warpgroup stores; the sums it adds
     -- ping-pong 64 x 256: 4 stages on one CTA (5 ran 0.76-0.85 times as fast, 3 0.79; 128 x 192 at 5 does
     -- not slow down), in a cluster the 5 that fit (2 x 1: 1.047 times 4's speed); docs/PERF.md, s13pp-2
     -- (ksplit: 14, what the 32 barrier slots hold besides its seq_bars; 64 x 32 led at 16, s18-5)
@@ -610,10 +610,12 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
           local sums = {}
           for i = 0, BN // 2 - 1 do sums[i + 1] = tl.extract(acc.value, i) + G.sR:ptr(i, t):load() end
           G.sums.free:arrive(turn)
-          M.epilogue(tl, c, p, G.sD, tl.vector_of(tl.f32, sums), m, n, 0, 0, t, G.dims)
+          local v = tl.vector_of(tl.f32, sums)
+          if c.swap_ab then M.epilogue_transposed(tl, c, p, v, m, n, 0, t, G.dims)
+          else M.epilogue(tl, c, p, G.sD, v, m, n, 0, 0, t, G.dims) end
         end
       end })
-      if g == 0 then tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end) end
+      if g == 0 and not c.swap_ab then tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end) end
     end)
   end
 
