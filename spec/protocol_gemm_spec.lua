@@ -158,6 +158,9 @@ describe("the stdlib GEMM on the emulator", function()
     { bm = 256, bn = 176 },                                       -- two slices a warpgroup, 16-column sub-tiles (clipped at N)
     { bm = 256, bn = 64, cluster = 2 },                           -- two slices a warpgroup, B multicast (overhang along M)
     { bm = 64, bn = 128, wgs = 1, cluster = 2 },                  -- one warpgroup, B multicast to both 64-row tiles
+    -- bn from 32 (cuBLASLt's 64 x 32 tile at 64 x 4096 x 4096)
+    { bn = 32 },                                                  -- m64n32, 4 tiles along N
+    { bm = 64, bn = 32, wgs = 1, cluster = { 1, 2 } },            -- one warpgroup, A multicast along N
     -- ksplit: two warpgroups take every other stage of a 64-row tile, the second's sums added by the first
     { consumers = "ksplit", schedule = "persistent" },            -- 2 k blocks a tile: one each
     { consumers = "ksplit", schedule = "persistent", sms = 1, stages = 4 }, -- one CTA walks 4 tiles
