@@ -244,7 +244,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     aligned("D", c.n, 2)
     aligned("A", c.a_major == "k" and c.k or c.m, c.ebytes)
     aligned("B", c.b_major == "k" and c.k or c.n, c.ebytes)
-    if (PP or KS) and (c.schedule == "streamk" or c.ksplits) then
+    if PP and (c.schedule == "streamk" or c.ksplits) then
       raise("gemm.build: ping-pong consumers need a persistent or data-parallel schedule (not StreamK or split-K)")
     end
     c.aboxes = (c.bm // c.cn + 255) // 256 -- A boxes per stage (or per multicast share)
@@ -473,6 +473,21 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     return tl.wgmma_desc(G.sB:ptr(s, kk * 16, 0), { swizzle = 128, lbo = 8192, sbo = 1024 })
   end
 
+  -- The wgmmas of stage s into accs (#accs 64-row slices of A from row `rows`),
+  -- committed; first_step: D = A*B (a tile's first k block)
+  local function mma_stage(G, accs, s, rows, first_step)
+    local c = G.c
+    local o = { type_a = c.dtype, type_b = c.dtype, trans_a = c.a_major ~= "k", trans_b = c.b_major ~= "k" }
+    tl.wgmma_fence()
+    for kk = 0, c.bk // c.kstep - 1 do
+      o.scale_d = (first_step and kk == 0) and false or nil
+      local db = desc_b(G, s, kk)
+      for i = 1, #accs do accs[i] = tl.wgmma(accs[i], desc_a(G, s, rows + 64 * (i - 1), kk), db, o) end
+    end
+    tl.wgmma_commit()
+    return accs
+  end
+
   -- A cluster split-K's work tile (m, n) as M.fixup reads a StreamK one: its
   -- split is its batch l; the last split (l = ksplits - 1) adds the others'
   -- partials. (The scheduler hands out l in order, the slowest index, and the
@@ -492,7 +507,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- cooperative warpgroup of an even split (the warpgroup a runtime value)
   local function consumer(G, a, first, n, g, w)
     local c, k, p, pipe, go = G.c, G.k, G.p, G.pipe, G.go
-    local PP, CL, CM, CN, BN, BK, KT = c.consumers == "pingpong", c.cluster, c.cm, c.cn, c.bn, c.bk, G.KT
+    local PP, CL, CM, CN, BN, KT = c.consumers == "pingpong", c.cluster, c.cm, c.cn, c.bn, G.KT
     if c.regs then tl.setmaxnreg(c.regs[2], "inc") end
     local MI = w and not PP and c.lo[w + 1] - c.lo[w] or c.mi
     k:async_exec("consumer", { first_warp = first, warps = n }, function()
@@ -516,17 +531,6 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
         if CL > 1 then pipe:consumer_release(s) return end
         tl.elect_one(function() pipe:consumer_release(s) end)
       end
-      local wopts = { type_a = c.dtype, type_b = c.dtype, trans_a = c.a_major ~= "k", trans_b = c.b_major ~= "k" }
-      local function mma_stage(accs, s, first_step)
-        tl.wgmma_fence()
-        for kk = 0, BK // c.kstep - 1 do
-          wopts.scale_d = (first_step and kk == 0) and false or nil -- D = A*B on a tile's first step
-          local db = desc_b(G, s, kk)
-          for i = 1, MI do accs[i] = tl.wgmma(accs[i], desc_a(G, s, rows + 64 * (i - 1), kk), db, wopts) end
-        end
-        tl.wgmma_commit()
-        return accs
-      end
       local turn = PP and go[g + 1]:state { phase = g == 0 and 1 or 0 } -- warpgroup 0 goes first
 
       local function tile(work)
@@ -539,7 +543,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
           local z = {}
           for i = 1, MI do z[i] = tl.zeros(tl.f32, BN // 2) end
           return z
-        end, function(acc, s, _, first_step) return mma_stage(acc, s, first_step) end, release,
+        end, function(acc, s, _, first_step) return mma_stage(G, acc, s, rows, first_step) end, release,
         PP and function() go[2 - g]:arrive(turn) end or nil)
         if PP then go[g + 1]:wait(turn) end -- the epilogues in the tiles' order
         local slices = {}
@@ -574,7 +578,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- by mbarriers: synccheck reports a named barrier reached from two code paths as divergent).
   local function ksplit_consumer(G, a, first, g)
     local c, k, p, pipe = G.c, G.k, G.p, G.pipe
-    local BN, BK = c.bn, c.bk
+    local BN = c.bn
     if c.regs then tl.setmaxnreg(c.regs[2], "inc") end
     k:async_exec("consumer", { first_warp = first, warps = 4 }, function()
       local t = a:thread_id() % 128
@@ -583,7 +587,6 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       if g == 1 then st:advance(1) end
       local q = { value = tl.const(0, tl.i32) }
       local turn = G.sums.ready:state { phase = g } -- (warpgroup 1's first wait on `free` passes)
-      local wopts = { type_a = c.dtype, type_b = c.dtype, trans_a = c.a_major ~= "k", trans_b = c.b_major ~= "k" }
       tiles(G, { st, q, turn }, { function(work)
         local m, n = work:m(), work:n()
         local _, kbn = k_range(G, work)
@@ -592,10 +595,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
         local acc = { value = tl.zeros(tl.f32, BN // 2) }
         tl.cutlass.for_range(tl.const(0, tl.i32), own, { st, acc }, function()
           pipe:consumer_wait(st)
-          local s = st:index()
-          tl.wgmma_fence()
-          for kk = 0, BK // c.kstep - 1 do acc.value = tl.wgmma(acc.value, desc_a(G, s, 0, kk), desc_b(G, s, kk), wopts) end
-          tl.wgmma_commit()
+          acc.value = mma_stage(G, { acc.value }, st:index(), 0, false)[1]
           tl.wgmma_wait(0) -- (the other warpgroup's wgmmas fill the wait)
           tl.elect_one(function() pipe:consumer_release(st) end)
           st:advance(2)

@@ -188,12 +188,13 @@ local function decode_fill(m, n, k, sms)
     out[#out + 1] = { swap_ab = true, bm = 64, bn = cols, cluster = { 2, 1 }, schedule = "splitk", splits = s }
   end
   if m > 32 then
-    local bn = math.max(48, ((n + sms - 1) // sms + 15) // 16 * 16)
+    local per_sm = ((n + sms - 1) // sms + 15) // 16 * 16 -- (B's rows a tile an SM, in steps of 16)
+    local bn = math.max(48, per_sm)
     if bn <= 256 and bn ~= 64 and bn ~= 128 then out[#out + 1] = { bm = 64, bn = bn, wgs = 1 } end
     -- two warpgroups on each 64-row tile, every other k block each (ksplit), the
     -- narrowest tile (from 32 columns) that gives at most a tile an SM: cuBLASLt's
     -- 64 x 32 at 64 x 4096 x 4096 (s18-5: 0.87 -> 0.98 of it there)
-    local kbn = math.max(32, ((n + sms - 1) // sms + 15) // 16 * 16)
+    local kbn = math.max(32, per_sm)
     if kbn <= 128 then out[#out + 1] = { bm = 64, bn = kbn, consumers = "ksplit" } end
     if tiles >= 2 and s >= 2 then
       out[#out + 1] = { bm = 64, bn = 64, wgs = 1, cluster = { 1, 2 }, schedule = "splitk", splits = s }
