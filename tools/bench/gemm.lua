@@ -125,7 +125,9 @@ local ALSO = {
   { consumers = "ksplit", bn = 32 },
   { consumers = "ksplit", bn = 48 },
   { consumers = "ksplit", bn = 80 },
+  { consumers = "ksplit", bn = 96 },
   { consumers = "ksplit", bn = 128 },
+  { consumers = "ksplit", bn = 192 },
   { swap_ab = true, consumers = "ksplit" },       -- 64 rows of B a tile, the tokens on the N side
   { swap_ab = true, consumers = "ksplit", bk = 128 },
   -- cuBLASLt's own tile at 64 x 4096 x 4096 on one warpgroup: 64 x 32, a 1 x 2 cluster, 16 stages, no split
