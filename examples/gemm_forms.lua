@@ -6,7 +6,7 @@
 -- warpgroup), 192 rows (three warpgroups) and 320 rows (warpgroups of two and
 -- three slices), 64-wide epilogue sub-tiles, split-K and StreamK on those
 -- tiles, tiles of 128 x 192 and 128 x 64 (a cluster of 2, split-K), and the swapped form for a few rows of A (swap_ab: 33 rows), 256-row tiles of 64, 160 and 176 columns
--- and 64 x 128 on one warpgroup in a cluster of 2 along M, and two warpgroups splitting a 64-row tile's k blocks (ksplit). Each is built, compiled and assembled with ptxas; on a GPU it runs on
+-- and 64 x 128 on one warpgroup in a cluster of 2 along M, and two warpgroups splitting a 64-row tile's k blocks (ksplit, alone and in a cluster of 2 along M). Each is built, compiled and assembled with ptxas; on a GPU it runs on
 -- fresh random data of a ragged shape (no dimension a multiple of its tile)
 -- and is checked against a plain tilua reference kernel and sampled CPU dot
 -- products.
@@ -69,6 +69,8 @@ local FORMS = {
   -- (ksplit; tl.gemm.candidates' pick at 64 x 4096 x 4096 and 64 x 6144 x 4096, docs/PERF.md s18)
   { name = "ksplit_64x32", consumers = "ksplit", bm = 64, bn = 32 },
   { name = "ksplit_64x48", consumers = "ksplit", bm = 64, bn = 48 },
+  -- (in a cluster of 2 along M sharing B's stages: cuBLASLt's form at 128 tokens, 96 x 64 1 x 2)
+  { name = "ksplit_64x96_c2x1", consumers = "ksplit", bm = 64, bn = 96, cluster = { 2, 1 } },
 }
 local only
 for _, a in ipairs(... ~= "--library" and arg or {}) do

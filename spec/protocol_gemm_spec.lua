@@ -165,6 +165,9 @@ describe("the stdlib GEMM on the emulator", function()
     { consumers = "ksplit", schedule = "persistent" },            -- 2 k blocks a tile: one each
     { consumers = "ksplit", schedule = "persistent", sms = 1, stages = 4 }, -- one CTA walks 4 tiles
     { consumers = "ksplit", schedule = "persistent", sms = 1, bn = 48 }, -- 16-column sub-tiles, the last tile clipped at N
+    -- ksplit in a cluster (pipeline mode pingpong_cluster): each stage released on every CTA by the warpgroup that took it
+    { consumers = "ksplit", schedule = "persistent", cluster = 2 },                        -- B multicast along M
+    { consumers = "ksplit", schedule = "persistent", cluster = { 1, 2 }, sms = 2, stages = 4 }, -- A multicast, one cluster walks 2 tiles
   }
   for _, v in ipairs(variants) do
     local name = {}
@@ -190,7 +193,8 @@ describe("the stdlib GEMM on the emulator", function()
     for _, v in ipairs { { schedule = "data_parallel", levels = { "lower-tile-scheduler", "ptx" } },
                          { schedule = "persistent", sms = 2, consumers = "pingpong" },
                          { schedule = "persistent", sms = 4, cluster = { 2, 2 }, bm = 256 },
-                         { schedule = "persistent", sms = 3, consumers = "ksplit" } } do
+                         { schedule = "persistent", sms = 3, consumers = "ksplit" },
+                         { schedule = "persistent", sms = 2, consumers = "ksplit", cluster = 2, stages = 4 } } do
       local cfg = { m = 128, n = 128, k = 128, bn = 64, stages = 2, dynamic = true }
       for key, x in pairs(v) do if key ~= "levels" then cfg[key] = x end end
       local g = tl.gemm.build(cfg)
@@ -230,6 +234,7 @@ describe("the stdlib GEMM on the emulator", function()
       { 40, 200, 256, { schedule = "splitk", splits = 2, cluster = 2, bn = 48, sms = 4, stages = 2 } },
       -- ksplit: two warpgroups on each 64-row tile of B, every other k block each (3 k blocks a tile: the parity alternates)
       { 16, 200, 136, { consumers = "ksplit", sms = 2, stages = 4 } },
+      { 33, 200, 136, { consumers = "ksplit", sms = 2, stages = 4, cluster = 2, bn = 48 } }, -- and A's rows multicast to 2 CTAs
     }
     for i, s in ipairs(cases) do
       local M, N, K = s[1], s[2], s[3]

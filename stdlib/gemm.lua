@@ -68,12 +68,12 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- consumers = "ksplit": two consumer warpgroups on one 64-row tile, each
   -- taking every other stage of the ring (its k blocks), their sums added in
   -- shared memory before the first one's epilogue (cuBLASLt's 64 x 32 kernel at
-  -- 64 x 4096 x 4096 runs 384 threads a 64-row tile): two chains of wgmmas
-  -- where a small tile's one chain leaves the tensor cores waiting
+  -- 64 x 4096 x 4096 runs 384 threads a 64-row tile; at 128 x 6144 x 4096 its 96 x 64
+  -- in a 1 x 2 cluster): two chains of wgmmas where a small tile's one leaves the tensor cores waiting
   local function ksplit_cfg(c)
     c.bm = c.bm or 64
-    if c.bm ~= 64 or (c.wgs or 2) ~= 2 or (c.cluster or 1) ~= 1 or (c.schedule or "persistent") ~= "persistent" then
-      raise("gemm.build: ksplit consumers take 64-row tiles on 2 warpgroups, one CTA a cluster, a persistent schedule")
+    if c.bm ~= 64 or (c.wgs or 2) ~= 2 or (c.schedule or "persistent") ~= "persistent" then
+      raise("gemm.build: ksplit consumers take 64-row tiles on 2 warpgroups and a persistent schedule")
     end
     c.wgs = 2
   end
@@ -334,7 +334,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     if PP or KS then consumers = { { 4, 4 }, { 8, 4 } } end
     G.pipe = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers,
                           transaction_bytes = (TM + BN) * BK * c.ebytes,
-                          mode = CL > 1 and (PP and "pingpong_cluster" or "cluster") or (PP or KS) and "pingpong" or "cooperative" }
+                          mode = CL > 1 and ((PP or KS) and "pingpong_cluster" or "cluster") or (PP or KS) and "pingpong" or "cooperative" }
     -- ping-pong turns: go[g] slot 0 is warpgroup g's mainloop turn, slot 1 its
     -- epilogue turn; each warpgroup hands both to the other (CUTLASS's
     -- OrderedSequenceBarrier of two stages)
@@ -488,6 +488,16 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     return accs
   end
 
+  -- A stage is released once the wgmmas that read it completed: wgmma.wait_group
+  -- is warpgroup-collective and completes their (async-proxy) reads, so one
+  -- lane of each warp may release for its warp (the lowering counts it as 32
+  -- arrivals), instead of every thread arriving; in a cluster every lane
+  -- runs it (lane r releases on CTA r).
+  local function release(G, s)
+    if G.c.cluster > 1 then G.pipe:consumer_release(s) return end
+    tl.elect_one(function() G.pipe:consumer_release(s) end)
+  end
+
   -- A cluster split-K's work tile (m, n) as M.fixup reads a StreamK one: its
   -- split is its batch l; the last split (l = ksplits - 1) adds the others'
   -- partials. (The scheduler hands out l in order, the slowest index, and the
@@ -507,7 +517,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- cooperative warpgroup of an even split (the warpgroup a runtime value)
   local function consumer(G, a, first, n, g, w)
     local c, k, p, pipe, go = G.c, G.k, G.p, G.pipe, G.go
-    local PP, CL, CM, CN, BN, KT = c.consumers == "pingpong", c.cluster, c.cm, c.cn, c.bn, G.KT
+    local PP, CM, CN, BN, KT = c.consumers == "pingpong", c.cm, c.cn, c.bn, G.KT
     if c.regs then tl.setmaxnreg(c.regs[2], "inc") end
     local MI = w and not PP and c.lo[w + 1] - c.lo[w] or c.mi
     k:async_exec("consumer", { first_warp = first, warps = n }, function()
@@ -522,15 +532,6 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       -- ping-pong: the second warpgroup's first tile is the CTA's second, its
       -- stages come after the first tile's k blocks
       if g == 1 then st:advance(KT) end
-      -- A stage is released once the wgmmas that read it completed: wgmma.wait_group
-      -- is warpgroup-collective and completes their (async-proxy) reads, so one
-      -- lane of each warp may release for its warp (the lowering counts it as 32
-      -- arrivals), instead of every thread arriving; in a cluster every lane
-      -- runs it (lane r releases on CTA r).
-      local function release(s)
-        if CL > 1 then pipe:consumer_release(s) return end
-        tl.elect_one(function() pipe:consumer_release(s) end)
-      end
       local turn = PP and go[g + 1]:state { phase = g == 0 and 1 or 0 } -- warpgroup 0 goes first
 
       local function tile(work)
@@ -543,7 +544,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
           local z = {}
           for i = 1, MI do z[i] = tl.zeros(tl.f32, BN // 2) end
           return z
-        end, function(acc, s, _, first_step) return mma_stage(G, acc, s, rows, first_step) end, release,
+        end, function(acc, s, _, first_step) return mma_stage(G, acc, s, rows, first_step) end, function(s) release(G, s) end,
         PP and function() go[2 - g]:arrive(turn) end or nil)
         if PP then go[g + 1]:wait(turn) end -- the epilogues in the tiles' order
         local slices = {}
@@ -578,7 +579,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- by mbarriers: synccheck reports a named barrier reached from two code paths as divergent).
   local function ksplit_consumer(G, a, first, g)
     local c, k, p, pipe = G.c, G.k, G.p, G.pipe
-    local BN = c.bn
+    local BN, CM, CN = c.bn, c.cm, c.cn
     if c.regs then tl.setmaxnreg(c.regs[2], "inc") end
     k:async_exec("consumer", { first_warp = first, warps = 4 }, function()
       local t = a:thread_id() % 128
@@ -588,7 +589,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       local q = { value = tl.const(0, tl.i32) }
       local turn = G.sums.ready:state { phase = g } -- (warpgroup 1's first wait on `free` passes)
       tiles(G, { st, q, turn }, { function(work)
-        local m, n = work:m(), work:n()
+        local m, n = work:m() * CM + G.rm, work:n() * CN + G.rn
         local _, kbn = k_range(G, work)
         -- this warpgroup's k blocks of the tile: every other from (g + q) % 2
         local own = (kbn - (q.value + g) % 2 + 1) // 2
@@ -597,7 +598,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
           pipe:consumer_wait(st)
           acc.value = mma_stage(G, { acc.value }, st:index(), 0, false)[1]
           tl.wgmma_wait(0) -- (the other warpgroup's wgmmas fill the wait)
-          tl.elect_one(function() pipe:consumer_release(st) end)
+          release(G, st)
           st:advance(2)
         end)
         q.value = (q.value + kbn) % 2
