@@ -177,6 +177,9 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { m = 200, n = 1000, k = 1032, consumers = "ksplit", bn = 48, sms = 7 },
     { m = 64, n = 4104, k = 520, consumers = "ksplit", bn = 32, alpha = 0.5, beta = 2, bias = true, activation = "relu" },
     { m = 16, n = 4104, k = 1032, swap_ab = true, consumers = "ksplit", sms = 9 },       -- swapped: tokens on wgmma's N side
+    -- ksplit in a cluster: B shared along M (5 row tiles: the last cluster's second CTA past M), A shared along N
+    { m = 300, n = 1000, k = 1032, consumers = "ksplit", bn = 96, cluster = { 2, 1 }, sms = 6 },
+    { m = 57, n = 1032, k = 520, consumers = "ksplit", bn = 64, cluster = { 1, 2 }, sms = 4, bias = true },
   }
   for _, o in ipairs(cases) do
     local extra = {}
@@ -213,6 +216,7 @@ describe("the GEMM of stdlib/gemm.lua", function()
     { bn = 96 }, { bn = 160, cluster = { 2, 1 } },
     { bn = 80 }, { bn = 208, cluster = { 2, 1 } }, { bn = 48, cluster = { 1, 2 } },
     { consumers = "pingpong", cluster = { 2, 1 } }, { consumers = "ksplit", bn = 64 },
+    { consumers = "ksplit", bn = 96, cluster = { 2, 1 } },
   }
   local dynamic_shapes = { { 1, 4096, 4096 }, { 77, 1032, 520 }, { 1000, 1000, 1000 }, { 2056, 3000, 1536 }, { 4096, 136, 8200 } }
   for _, f in ipairs(dynamic_forms) do

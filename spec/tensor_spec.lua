@@ -263,7 +263,7 @@ describe("the GEMM generator (stdlib/gemm.lua)", function()
       "gemm.build: ksplit consumers need an even count of stages")
     assert.equal(6, tl.gemm.build { m = 64, n = 128, k = 128, consumers = "ksplit", bn = 128 }.cfg.stages) -- 7 fit
     assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, consumers = "ksplit", bm = 128 } end,
-      "gemm.build: ksplit consumers take 64-row tiles on 2 warpgroups, one CTA a cluster, a persistent schedule")
+      "gemm.build: ksplit consumers take 64-row tiles on 2 warpgroups and a persistent schedule")
     assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, bn = 160, epi = 64 } end,
       "gemm.build: bn not a multiple of 64 needs cooperative consumers, K-major B and epi dividing bn (16 or 32)")
     assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, bn = 80, epi = 32 } end,

@@ -119,6 +119,7 @@ local ALSO = {
   { bm = 256, bn = 64, cluster = { 2, 1 } },
   { bm = 64, bn = 128, wgs = 1, cluster = { 2, 1 } },
   { bm = 64, bn = 256, wgs = 1, cluster = { 2, 1 } },
+  { bn = 128, cluster = { 1, 2 } },               -- cuBLASLt's 128x128_64x6_2x1 at 512 x 4096 x 4096 and x 14336 (s19-3)
   -- ksplit: two warpgroups on one 64-row tile, every other stage each (tl.gemm.candidates offers
   -- the narrowest that gives a tile an SM for 33 to 64 rows)
   { consumers = "ksplit", bn = 64 },
