@@ -134,8 +134,10 @@ local ALSO = {
   { consumers = "ksplit", bn = 96, cluster = { 2, 1 } },
   { consumers = "ksplit", bn = 128, cluster = { 2, 1 } },
   { consumers = "ksplit", bn = 160, cluster = { 2, 1 } },
+  { consumers = "ksplit", bn = 32, cluster = { 1, 2 } },    -- cuBLASLt's 64x32_64x16_1x2 at 64 x 4096 x 4096 (s19-6)
   { consumers = "ksplit", bn = 48, cluster = { 1, 2 } },
   { consumers = "ksplit", bn = 64, cluster = { 1, 2 } },
+  { consumers = "ksplit", bn = 80, cluster = { 1, 2 } },
   { swap_ab = true, consumers = "ksplit" },       -- 64 rows of B a tile, the tokens on the N side
   { swap_ab = true, consumers = "ksplit", bk = 128 },
   -- cuBLASLt's own tile at 64 x 4096 x 4096 on one warpgroup: 64 x 32, a 1 x 2 cluster, 16 stages, no split
