@@ -235,6 +235,9 @@ describe("the stdlib GEMM on the emulator", function()
       -- ksplit: two warpgroups on each 64-row tile of B, every other k block each (3 k blocks a tile: the parity alternates)
       { 16, 200, 136, { consumers = "ksplit", sms = 2, stages = 4 } },
       { 33, 200, 136, { consumers = "ksplit", sms = 2, stages = 4, cluster = 2, bn = 48 } }, -- and A's rows multicast to 2 CTAs
+      -- B's rows multicast along the tokens (2 tiles of 24 and 16 rows of A): 4 tiles of B's rows
+      { 40, 200, 136, { schedule = "persistent", sms = 2, cluster = { 1, 2 }, bn = 24, stages = 3 } },
+      { 40, 200, 136, { consumers = "ksplit", sms = 2, cluster = { 1, 2 }, bn = 24, stages = 4 } },
     }
     for i, s in ipairs(cases) do
       local M, N, K = s[1], s[2], s[3]
@@ -273,7 +276,7 @@ describe("the stdlib GEMM on the emulator", function()
     assert.error_matches(function() tl.gemm.build { m = 16, n = 128, k = 128, swap_ab = true, consumers = "pingpong" } end,
       "swap_ab needs cooperative or ksplit consumers and K%-major A and B")
     assert.error_matches(function() tl.gemm.build { m = 16, n = 128, k = 128, swap_ab = true, cluster = 4, bn = 16 } end,
-      "with swap_ab, a cluster is cm x 1 CTAs that share A's rows, bn / cm a multiple of 8")
+      "with swap_ab, the cm CTAs of a cluster column share A's rows, bn / cm a multiple of 8")
   end)
 
   it("needs the swizzle; an accumulator read before its wgmma_wait is an error", function()

@@ -140,6 +140,12 @@ local ALSO = {
   { consumers = "ksplit", bn = 80, cluster = { 1, 2 } },
   { swap_ab = true, consumers = "ksplit" },       -- 64 rows of B a tile, the tokens on the N side
   { swap_ab = true, consumers = "ksplit", bk = 128 },
+  -- swapped, the tokens split over a 1 x 2 cluster that shares B's rows: cuBLASLt's 64x32_64x16_1x2 at 64 x 4096 x 4096
+  -- (64 rows of B by 32 tokens a CTA, s19-6)
+  { swap_ab = true, consumers = "ksplit", bn = 32, cluster = { 1, 2 } },
+  { swap_ab = true, consumers = "ksplit", bn = 64, cluster = { 1, 2 } },
+  { swap_ab = true, consumers = "ksplit", bn = 16, cluster = { 1, 2 } },
+  { swap_ab = true, bn = 32, cluster = { 1, 2 } },
   -- cuBLASLt's own tile at 64 x 4096 x 4096 on one warpgroup: 64 x 32, a 1 x 2 cluster, 16 stages, no split
   -- (s18-4: 158 TFLOP/s against 64 x 32 ksplit's 210)
   { bm = 64, bn = 32, wgs = 1, cluster = { 1, 2 }, stages = 16 },
@@ -148,7 +154,7 @@ local function form_name(c)
   local o = { m = 1024, n = 1024, k = 1024 }
   for key, v in pairs(c) do o[key] = v end
   local cf = tl.gemm.config(o) -- the tile the defaults give
-  local parts = { c.swap_ab and ("swap_ab %dxM"):format(cf.bm) or ("%dx%d"):format(cf.bm, cf.bn) }
+  local parts = { c.swap_ab and ("swap_ab %dx%s"):format(cf.bm, c.bn or "M") or ("%dx%d"):format(cf.bm, cf.bn) }
   if c.consumers then parts[#parts + 1] = c.consumers end
   if c.cluster then parts[#parts + 1] = ("c%dx%d"):format(c.cluster[1], c.cluster[2]) end
   if c.schedule then parts[#parts + 1] = c.schedule .. (c.splits and c.splits or "") end
