@@ -162,11 +162,11 @@ describe("the stdlib GEMM on the emulator", function()
     { bn = 32 },                                                  -- m64n32, 4 tiles along N
     { bm = 64, bn = 32, wgs = 1, cluster = { 1, 2 } },            -- one warpgroup, A multicast along N
     -- ksplit: two warpgroups take every other stage of a 64-row tile, the second's sums added by the first
-    { consumers = "ksplit", schedule = "persistent", stages = 4 }, -- 2 k blocks a tile: one each
+    { consumers = "ksplit", schedule = "persistent" },            -- 2 k blocks a tile: one each
     { consumers = "ksplit", schedule = "persistent", sms = 1, stages = 4 }, -- one CTA walks 4 tiles
-    { consumers = "ksplit", schedule = "persistent", sms = 1, bn = 48, stages = 4 }, -- 16-column sub-tiles, the last tile clipped at N
+    { consumers = "ksplit", schedule = "persistent", sms = 1, bn = 48 }, -- 16-column sub-tiles, the last tile clipped at N
     -- ksplit in a cluster (pipeline mode pingpong_cluster): each stage released on every CTA by the warpgroup that took it
-    { consumers = "ksplit", schedule = "persistent", cluster = 2, stages = 4 },             -- B multicast along M
+    { consumers = "ksplit", schedule = "persistent", cluster = 2 },                        -- B multicast along M
     { consumers = "ksplit", schedule = "persistent", cluster = { 1, 2 }, sms = 2, stages = 4 }, -- A multicast, one cluster walks 2 tiles
   }
   for _, v in ipairs(variants) do
@@ -193,7 +193,7 @@ describe("the stdlib GEMM on the emulator", function()
     for _, v in ipairs { { schedule = "data_parallel", levels = { "lower-tile-scheduler", "ptx" } },
                          { schedule = "persistent", sms = 2, consumers = "pingpong" },
                          { schedule = "persistent", sms = 4, cluster = { 2, 2 }, bm = 256 },
-                         { schedule = "persistent", sms = 3, consumers = "ksplit", stages = 4 },
+                         { schedule = "persistent", sms = 3, consumers = "ksplit" },
                          { schedule = "persistent", sms = 2, consumers = "ksplit", cluster = 2, stages = 4 } } do
       local cfg = { m = 128, n = 128, k = 128, bn = 64, stages = 2, dynamic = true }
       for key, x in pairs(v) do if key ~= "levels" then cfg[key] = x end end

@@ -260,9 +260,7 @@ describe("the GEMM generator (stdlib/gemm.lua)", function()
     assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, bn = 72 } end,
       "gemm.build: bn must be a multiple of 16 from 32 to 256")
     assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, consumers = "ksplit", stages = 3 } end,
-      "gemm.build: ksplit consumers need an even count of stages, at least 4 (3)")
-    assert.has_error(function() tl.gemm.build { m = 64, n = 256, k = 128, consumers = "ksplit", bn = 256 } end,
-      "gemm.build: ksplit consumers need an even count of stages, at least 4 (2)") -- (the sums take 64 KiB)
+      "gemm.build: ksplit consumers need an even count of stages")
     assert.equal(6, tl.gemm.build { m = 64, n = 128, k = 128, consumers = "ksplit", bn = 128 }.cfg.stages) -- 7 fit
     assert.has_error(function() tl.gemm.build { m = 128, n = 128, k = 128, consumers = "ksplit", bm = 128 } end,
       "gemm.build: ksplit consumers take 64-row tiles on 2 warpgroups and a persistent schedule")

@@ -115,12 +115,9 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
         tostring(c.stages), stage_bytes // 1024, epi_bytes // 1024, smem_limit // 1024))
     end
     -- ksplit: an even ring, each warpgroup's stages its own (with an odd one a warpgroup waits on a
-    -- stage whose last phase the other took: the protocol check finds that phase aliasing), two at
-    -- least (a warpgroup releases a stage once its next one's wgmmas are issued)
-    if KS and c.stages % 2 == 1 and not given then c.stages = c.stages - 1 end
-    if KS and (c.stages % 2 == 1 or c.stages < 4) then
-      raise(("gemm.build: ksplit consumers need an even count of stages, at least 4 (%d)"):format(c.stages))
-    end
+    -- stage whose last phase the other took: the protocol check finds that phase aliasing)
+    if KS and c.stages % 2 == 1 and given then raise("gemm.build: ksplit consumers need an even count of stages") end
+    if KS and c.stages % 2 == 1 then c.stages = c.stages - 1 end
   end
 
   local function cfg_of(o)
@@ -598,18 +595,13 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
         -- this warpgroup's k blocks of the tile: every other from (g + q) % 2
         local own = (kbn - (q.value + g) % 2 + 1) // 2
         local acc = { value = tl.zeros(tl.f32, BN // 2) }
-        -- (a stage released once the next one's wgmmas are issued: wgmma_wait(1))
-        local rel = setmetatable({ value = st.value, pipe = pipe, role = "consumer" }, tl.cutlass.State)
-        tl.cutlass.for_range(tl.const(0, tl.i32), own, { st, rel, acc }, function(i)
+        tl.cutlass.for_range(tl.const(0, tl.i32), own, { st, acc }, function()
           pipe:consumer_wait(st)
           acc.value = mma_stage(G, { acc.value }, st:index(), 0, false)[1]
-          tl.wgmma_wait(1)
-          tl.if_(i:gt(0), function() release(G, rel) end)
-          rel.value = st.value
+          tl.wgmma_wait(0) -- (the other warpgroup's wgmmas fill the wait)
+          release(G, st)
           st:advance(2)
         end)
-        tl.wgmma_wait(0)
-        tl.if_(own:gt(0), function() release(G, rel) end)
         q.value = (q.value + kbn) % 2
         if g == 1 then
           G.sums.free:wait(turn)
