@@ -214,9 +214,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     if c.cm * c.cn > 4 then raise("gemm.build: a cluster of at most 4 CTAs") end
     c.cluster = c.cm * c.cn
     ring_cfg(c, PP, KS)
-    -- swapped: a cluster column shares (multicasts) its stage of A, a share of
-    -- whole 8-row groups (the swizzle atom) for each CTA; a cluster row its stage
-    -- of B (the tokens split over cn CTAs: cuBLASLt's 64x32 1 x 2 at 64 tokens)
+    -- swapped: a cluster column shares (multicasts) its stage of A, whole 8-row groups (the swizzle
+    -- atom) a CTA; a cluster row its stage of B (cuBLASLt's 64x32 1 x 2 at 64 tokens)
     if c.swap_ab and (c.bn // c.cm) % 8 ~= 0 then
       raise("gemm.build: with swap_ab, the cm CTAs of a cluster column share A's rows, bn / cm a multiple of 8")
     end
