@@ -238,6 +238,9 @@ describe("the stdlib GEMM on the emulator", function()
       -- B's rows multicast along the tokens (2 tiles of 24 and 16 rows of A): 4 tiles of B's rows
       { 40, 200, 136, { schedule = "persistent", sms = 2, cluster = { 1, 2 }, bn = 24, stages = 3 } },
       { 40, 200, 136, { consumers = "ksplit", sms = 2, cluster = { 1, 2 }, bn = 24, stages = 4 } },
+      -- both: a 2 x 2 cluster (A's rows shared along B's rows, B's along the tokens)
+      { 40, 200, 136, { sms = 4, cluster = { 2, 2 }, bn = 32, stages = 3 } },
+      { 40, 200, 136, { consumers = "ksplit", sms = 4, cluster = { 2, 2 }, bn = 32, stages = 4 } },
     }
     for i, s in ipairs(cases) do
       local M, N, K = s[1], s[2], s[3]
