@@ -127,6 +127,12 @@ local ALSO = {
   { consumers = "ksplit", bn = 48 },
   { consumers = "ksplit", bn = 80 },
   { consumers = "ksplit", bn = 96 },
+  { consumers = "ksplit", bn = 32, bk = 128 },    -- 256 bytes of each row of B a stage
+  { consumers = "ksplit", bn = 48, bk = 128 },
+  { consumers = "ksplit", bn = 64, bk = 128 },
+  { consumers = "ksplit", bn = 80, bk = 128 },
+  { bn = 48, bk = 128 },
+  { bn = 64, bk = 128 },
   { consumers = "ksplit", bn = 128 },
   { consumers = "ksplit", bn = 192 },
   -- in a cluster of 2 along M sharing B (cuBLASLt's 96 x 64 1 x 2 and 128 x 64 1 x 2 at 128 tokens) or along N sharing A
