@@ -210,6 +210,7 @@ describe("tl.gemm.candidates", function()
         if o.cluster then assert.equal(2, g.cfg.cluster) assert.equal("splitk", o.schedule) end
         if o.cluster and o.swap_ab then assert.is_true(o.cluster[1] == 2 and o.bn % 16 == 0) end
         if o.cluster and not o.swap_ab then assert.same({ 1, 2 }, o.cluster) end
+        if o.consumers == "ksplit" then assert.equal(128, o.bk) end -- (256 bytes of each row a stage: s19-13)
       end
     end
   end)

@@ -165,6 +165,7 @@ describe("the stdlib GEMM on the emulator", function()
     { consumers = "ksplit", schedule = "persistent" },            -- 2 k blocks a tile: one each
     { consumers = "ksplit", schedule = "persistent", sms = 1, stages = 4 }, -- one CTA walks 4 tiles
     { consumers = "ksplit", schedule = "persistent", sms = 1, bn = 48 }, -- 16-column sub-tiles, the last tile clipped at N
+    { consumers = "ksplit", schedule = "persistent", sms = 1, bn = 32, bk = 128 }, -- k blocks of two 128-byte rows (the model's ksplit)
     -- ksplit in a cluster (pipeline mode pingpong_cluster): each stage released on every CTA by the warpgroup that took it
     { consumers = "ksplit", schedule = "persistent", cluster = 2 },                        -- B multicast along M
     { consumers = "ksplit", schedule = "persistent", cluster = { 1, 2 }, sms = 2, stages = 4 }, -- A multicast, one cluster walks 2 tiles

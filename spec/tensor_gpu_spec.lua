@@ -180,6 +180,7 @@ describe("the GEMM of stdlib/gemm.lua", function()
     -- ksplit in a cluster: B shared along M (5 row tiles: the last cluster's second CTA past M), A shared along N
     { m = 300, n = 1000, k = 1032, consumers = "ksplit", bn = 96, cluster = { 2, 1 }, sms = 6 },
     { m = 57, n = 1032, k = 520, consumers = "ksplit", bn = 64, cluster = { 1, 2 }, sms = 4, bias = true },
+    { m = 64, n = 1000, k = 4104, consumers = "ksplit", bn = 32, bk = 128, sms = 9 },                 -- the model's ksplit: bk 128, 33 k blocks
   }
   for _, o in ipairs(cases) do
     local extra = {}

@@ -193,9 +193,10 @@ local function decode_fill(m, n, k, sms)
     if bn <= 256 and bn ~= 64 and bn ~= 128 then out[#out + 1] = { bm = 64, bn = bn, wgs = 1 } end
     -- two warpgroups on each 64-row tile, every other k block each (ksplit), the
     -- narrowest tile (from 32 columns) that gives at most a tile an SM: cuBLASLt's
-    -- 64 x 32 at 64 x 4096 x 4096 (s18-5: 0.87 -> 0.98 of it there)
+    -- 64 x 32 at 64 x 4096 x 4096 (s18-5: 0.87 -> 0.98 of it there); 256 bytes of each
+    -- row a stage (bk 128: 64 x 32 198 -> 219 TFLOP/s there, level or better elsewhere, s19-13)
     local kbn = math.max(32, per_sm)
-    if kbn <= 128 then out[#out + 1] = { bm = 64, bn = kbn, consumers = "ksplit" } end
+    if kbn <= 128 then out[#out + 1] = { bm = 64, bn = kbn, consumers = "ksplit", bk = 128 } end
     if tiles >= 2 and s >= 2 then
       out[#out + 1] = { bm = 64, bn = 64, wgs = 1, cluster = { 1, 2 }, schedule = "splitk", splits = s }
     end
