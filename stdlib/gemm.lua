@@ -65,11 +65,10 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     c.bm = c.bm or 64
   end
 
-  -- consumers = "ksplit": two consumer warpgroups on one 64-row tile, each
-  -- taking every other stage of the ring (its k blocks), their sums added in
-  -- shared memory before the first one's epilogue (cuBLASLt's 64 x 32 kernel at
-  -- 64 x 4096 x 4096 runs 384 threads a 64-row tile; at 128 x 6144 x 4096 its 96 x 64
-  -- in a 1 x 2 cluster): two chains of wgmmas where a small tile's one leaves the tensor cores waiting
+  -- consumers = "ksplit": two consumer warpgroups on one 64-row tile, each taking every other stage of
+  -- the ring (its k blocks), their sums added in shared memory before the first one's epilogue
+  -- (cuBLASLt's 64 x 32 kernel at 64 x 4096 x 4096 runs 384 threads a 64-row tile; at 128 x 6144 x 4096
+  -- its 96 x 64 in a 1 x 2 cluster): two chains of wgmmas where a small tile's one leaves the tensor cores waiting
   local function ksplit_cfg(c)
     c.bm = c.bm or 64
     if c.bm ~= 64 or (c.wgs or 2) ~= 2 or (c.schedule or "persistent") ~= "persistent" then
@@ -181,14 +180,12 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     c.even = PP or (c.bm // 64) % c.wgs == 0
     c.mi = (PP or KS) and c.bm // 64 or ((c.bm // 64) + c.wgs - 1) // c.wgs -- the most a warpgroup has
     c.fixup_parts = c.even and 1 or c.wgs -- StreamK: warpgroups with code of their own each run the fixup
-    -- registers. Two consumer warpgroups (CUTLASS's and FA3's configuration):
-    -- the producer warpgroup gives registers back (setmaxnreg.dec 40) and the
-    -- consumers take them (setmaxnreg.inc 232), and ptxas compiles the code
-    -- after the .inc with 232. Any other count: no setmaxnreg (c.regs nil).
-    -- ptxas 13.0 gives a kernel of more threads the launch's share (65536 /
-    -- threads) past an .inc whatever its count (a 512-thread kernel's
-    -- consumers get 128), so it would buy nothing there, and an .inc that the
-    -- CTA's register pool cannot serve waits forever.
+    -- registers. Two consumer warpgroups (CUTLASS's and FA3's configuration): the producer warpgroup
+    -- gives registers back (setmaxnreg.dec 40) and the consumers take them (setmaxnreg.inc 232), and
+    -- ptxas compiles the code after the .inc with 232. Any other count: no setmaxnreg (c.regs nil).
+    -- ptxas 13.0 gives a kernel of more threads the launch's share (65536 / threads) past an .inc
+    -- whatever its count (a 512-thread kernel's consumers get 128), so it would buy nothing there,
+    -- and an .inc that the CTA's register pool cannot serve waits forever.
     c.regs = c.wgs == 2 and { 40, 232 } or nil
     local budget = c.regs and c.regs[2] or math.min(248, 65536 // (128 * (c.wgs + 1)) // 8 * 8)
     if c.mi * c.bn // 2 > budget - 32 then
@@ -329,12 +326,10 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     -- cluster: the producers of a row and a column of CTAs write this CTA's
     -- stages, every consumer warp releases each stage on every CTA (ping-pong
     -- in a cluster: each warp of the warpgroup whose tile it holds)
-    local consumers = { { 4, 4 * WG } }
-    -- (ksplit: as ping-pong, each stage released by the warpgroup that took it)
-    if PP or KS then consumers = { { 4, 4 }, { 8, 4 } } end
-    G.pipe = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = consumers,
+    local own = PP or KS -- (ksplit: as ping-pong, each stage released by the warpgroup that took it)
+    G.pipe = k:pipeline { stages = S, producers = { { 0, 1 } }, consumers = own and { { 4, 4 }, { 8, 4 } } or { { 4, 4 * WG } },
                           transaction_bytes = (TM + BN) * BK * c.ebytes,
-                          mode = CL > 1 and ((PP or KS) and "pingpong_cluster" or "cluster") or (PP or KS) and "pingpong" or "cooperative" }
+                          mode = own and (CL > 1 and "pingpong_cluster" or "pingpong") or (CL > 1 and "cluster" or "cooperative") }
     -- ping-pong turns: go[g] slot 0 is warpgroup g's mainloop turn, slot 1 its
     -- epilogue turn; each warpgroup hands both to the other (CUTLASS's
     -- OrderedSequenceBarrier of two stages)
@@ -372,6 +367,9 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   local function tiles(G, cursors, bodies)
     M.tile_loop(tl, scheduler(G):work(G.c.cluster > 1 and tl.cluster_id() or tl.block_id()), cursors, bodies)
   end
+
+  -- This CTA's tile (m, n) of a work tile (a cluster's: at its place rm, rn in the cluster).
+  local function tile_of(G, work) return work:m() * G.c.cm + G.rm, work:n() * G.c.cn + G.rn end
 
   -- The sub-stage of stage s that holds the 128-byte column j of its k block
   -- (one a stage: the stage itself).
@@ -434,7 +432,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
           local row_mask = 0 -- the ranks of a cluster row (rm = 0)
           for j = 0, CN - 1 do row_mask = row_mask | 1 << (CM * j) end
           tiles(G, { st }, { function(work)
-            local m0, n0 = (work:m() * CM + G.rm) * TM, (work:n() * CN + G.rn) * BN
+            local m, n = tile_of(G, work)
+            local m0, n0 = m * TM, n * BN
             local kb0, kbn = k_range(G, work)
             tl.cutlass.for_range(kb0, kb0 + kbn, { st }, function(kb)
               local k0 = kb * BK
@@ -517,7 +516,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- cooperative warpgroup of an even split (the warpgroup a runtime value)
   local function consumer(G, a, first, n, g, w)
     local c, k, p, pipe, go = G.c, G.k, G.p, G.pipe, G.go
-    local PP, CM, CN, BN, KT = c.consumers == "pingpong", c.cm, c.cn, c.bn, G.KT
+    local PP, BN, KT = c.consumers == "pingpong", c.bn, G.KT
     if c.regs then tl.setmaxnreg(c.regs[2], "inc") end
     local MI = w and not PP and c.lo[w + 1] - c.lo[w] or c.mi
     k:async_exec("consumer", { first_warp = first, warps = n }, function()
@@ -535,7 +534,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       local turn = PP and go[g + 1]:state { phase = g == 0 and 1 or 0 } -- warpgroup 0 goes first
 
       local function tile(work)
-        local m, n = work:m() * CM + G.rm, work:n() * CN + G.rn
+        local m, n = tile_of(G, work)
         local _, kbn = k_range(G, work)
         if PP then go[g + 1]:wait(turn) end
         -- ping-pong: the other warpgroup's mainloop may start once this one's
@@ -579,7 +578,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
   -- by mbarriers: synccheck reports a named barrier reached from two code paths as divergent).
   local function ksplit_consumer(G, a, first, g)
     local c, k, p, pipe = G.c, G.k, G.p, G.pipe
-    local BN, CM, CN = c.bn, c.cm, c.cn
+    local BN = c.bn
     if c.regs then tl.setmaxnreg(c.regs[2], "inc") end
     k:async_exec("consumer", { first_warp = first, warps = 4 }, function()
       local t = a:thread_id() % 128
@@ -589,7 +588,7 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       local q = { value = tl.const(0, tl.i32) }
       local turn = G.sums.ready:state { phase = g } -- (warpgroup 1's first wait on `free` passes)
       tiles(G, { st, q, turn }, { function(work)
-        local m, n = work:m() * CM + G.rm, work:n() * CN + G.rn
+        local m, n = tile_of(G, work)
         local _, kbn = k_range(G, work)
         -- this warpgroup's k blocks of the tile: every other from (g + q) % 2
         local own = (kbn - (q.value + g) % 2 + 1) // 2

@@ -121,20 +121,21 @@ local ALSO = {
   { bm = 64, bn = 256, wgs = 1, cluster = { 2, 1 } },
   { bn = 128, cluster = { 1, 2 } },               -- cuBLASLt's 128x128_64x6_2x1 at 512 x 4096 x 4096 and x 14336 (s19-3)
   -- ksplit: two warpgroups on one 64-row tile, every other stage each (tl.gemm.candidates offers
-  -- the narrowest that gives a tile an SM for 33 to 64 rows)
+  -- the narrowest that gives a tile an SM for 33 to 64 rows, with bk 128)
   { consumers = "ksplit", bn = 64 },
   { consumers = "ksplit", bn = 32 },
   { consumers = "ksplit", bn = 48 },
   { consumers = "ksplit", bn = 80 },
   { consumers = "ksplit", bn = 96 },
-  { consumers = "ksplit", bn = 32, bk = 128 },    -- 256 bytes of each row of B a stage
+  { consumers = "ksplit", bn = 128 },
+  { consumers = "ksplit", bn = 192 },
+  -- 256 bytes of each row of B a stage (bk 128: the model's ksplit since s19-14; the 128-row tiles slower, s19-13)
+  { consumers = "ksplit", bn = 32, bk = 128 },
   { consumers = "ksplit", bn = 48, bk = 128 },
   { consumers = "ksplit", bn = 64, bk = 128 },
   { consumers = "ksplit", bn = 80, bk = 128 },
   { bn = 48, bk = 128 },
   { bn = 64, bk = 128 },
-  { consumers = "ksplit", bn = 128 },
-  { consumers = "ksplit", bn = 192 },
   -- in a cluster of 2 along M sharing B (cuBLASLt's 96 x 64 1 x 2 and 128 x 64 1 x 2 at 128 tokens) or along N sharing A
   { consumers = "ksplit", bn = 64, cluster = { 2, 1 } },
   { consumers = "ksplit", bn = 96, cluster = { 2, 1 } },
