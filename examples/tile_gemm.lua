@@ -8,7 +8,7 @@
 --   C[M, N] = A[M, K] . B[N, K]^T   (bf16 in, f32 accumulation, bf16 out)
 --
 --   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--bm=128|256] [--stages=S]
---                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--consumers=pingpong [--bn=128]]
+--                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--consumers=pingpong|ksplit [--bn=N]]
 --                                [--pdl=0|1] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data and checks C against the plain
@@ -35,6 +35,10 @@ local check = require "tilua.gpu.check"
 -- On a cluster of 2 each warpgroup takes its CTA's block: --cluster=2 --bm=256
 -- --bn=128 is 128 x 128 a CTA with B multicast (stdlib's cluster = {2, 1}),
 -- --cluster=2 --bm=128 --bn=256 the same blocks with A multicast ({1, 2}).
+-- o.consumers = "ksplit": a 64 x 128 program (o.bn: its columns), whose two
+-- consumer warpgroups take every other k block of it from one ring and add
+-- their sums before the epilogue (stdlib/gemm.lua's consumers = "ksplit", the
+-- decode shapes' form: 64 x 32 at 64 x 4096 x 4096), an even count of stages.
 -- o.pdl: launched as a programmatic dependent launch (k.pdl; stdlib/gemm.lua's
 -- default): every CTA waits for the previous grid before its first read, then
 -- lets the next grid launch (its CTAs' prologues overlap this grid's tail).
@@ -43,9 +47,9 @@ local check = require "tilua.gpu.check"
 -- decides instead. Measured on an H200 (docs/PERF.md, s15pp-2): PDL made that
 -- form 1.09 / 1.10 / 1.01 times as fast at 4096^3 / 3456x4096x4096 /
 -- 4096x14336x4096, and the 128 x 256 program (1 x 2) 0.97 / 0.94 / 0.99.
-local function cols_of(o) return o.bn or 256 end
+local function cols_of(o) return o.bn or (o.consumers == "ksplit" and 128 or 256) end
 local function rows_of(o)
-  return o.bm or (o.consumers == "pingpong" and cols_of(o) > 128 and 64 or 128)
+  return o.bm or ((o.consumers == "pingpong" and cols_of(o) > 128 or o.consumers == "ksplit") and 64 or 128)
 end
 local function pdl_of(o)
   if o.pdl ~= nil then return o.pdl ~= false and o.pdl ~= 0 end
@@ -59,14 +63,22 @@ local function block_of(o)
   if bm >= 256 then return bm // 2, bn end
   return bm, bn // 2
 end
+local SMEM = 227 * 1024 - 2048 -- (a block's shared memory, less the barriers' and the kernel's other words)
 local function stages_of(o)
   if o.stages then return o.stages end
+  if o.consumers == "ksplit" then
+    -- stdlib/gemm.lua's: an even count beside 16 KiB of staging and the second warpgroup's
+    -- f32 sums, at most 14 (what the 32 barrier slots hold beside the hand-over's)
+    local rows, cols = block_of(o)
+    local fit = (SMEM - 16384 - rows * cols * 4) // ((rows + cols) * 64 * 2)
+    return math.min(14, fit // 2 * 2)
+  end
   if o.consumers ~= "pingpong" then return 3 end
   -- stdlib/gemm.lua's: what fits beside 16 KiB of epilogue staging, at most 8 (4 at 64 x 256 on
   -- one CTA); a CTA's ring holds its block's rows of A and columns of B
   local rows, cols = block_of(o)
   local most = (rows == 64 and cols == 256 and (o.cluster or 1) == 1) and 4 or 8
-  return math.min(most, (227 * 1024 - 2048 - 16384) // ((rows + cols) * 64 * 2))
+  return math.min(most, (SMEM - 16384) // ((rows + cols) * 64 * 2))
 end
 
 local function build(o)

@@ -125,7 +125,7 @@ describe("ping-pong consumers of a tile GEMM", function()
     assert.matches("64 or 128 rows a CTA, got 192", tostring(err))
     ok, err = pcall(tl.for_tiles, 4, { tile = 1, consumers = "both" }, function() end)
     assert.is_false(ok)
-    assert.matches("consumers must be \"cooperative\" or \"pingpong\"", tostring(err))
+    assert.matches("consumers must be \"cooperative\", \"pingpong\" or \"ksplit\"", tostring(err))
   end)
 
   -- On a cluster of 2 (tileas-plan-cta's split; each consumer the CTA's block,

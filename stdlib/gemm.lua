@@ -316,11 +316,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     G.sB = k:shared(ein, { S * c.kb, BN, c.kw }, { align = 1024, swizzle = 128 })
     local KS = c.consumers == "ksplit"
     G.sD = not c.swap_ab and k:shared(eout, { KS and 1 or WG, 2, 64, EC }, { align = 1024, swizzle = 2 * EC }) or nil
-    -- ksplit: the second warpgroup's f32 sums, element i of thread t at [i][t]
-    G.sR = KS and k:shared(tl.f32, { BN // 2, 128 }, { align = 128 }) or nil
-    -- and its hand-over: `ready` (the second warpgroup arrives once its sums are
-    -- in G.sR, the first waits), `free` (the first arrives once it read them)
-    G.sums = KS and { ready = k:seq_bar { depth = 1, arrive_count = 128 }, free = k:seq_bar { depth = 1, arrive_count = 128 } } or nil
+    -- ksplit: the second warpgroup's f32 sums and their hand-over
+    G.sums = KS and M.ksplit_shared(tl, k, BN // 2) or nil
     -- cooperative: every consumer warp releases every stage; ping-pong: a
     -- stage holds one warpgroup's tile and that warpgroup releases it; a
     -- cluster: the producers of a row and a column of CTAs write this CTA's
@@ -571,11 +568,8 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     end)
   end
 
-  -- A ksplit consumer warpgroup g (warps [first, first + 4)): the stages of
-  -- the ring whose place in its sequence has g's parity, whatever tile they
-  -- hold; q carries the parity of the place of the tile's first k block.
-  -- Warpgroup 1 leaves its sums in G.sR, warpgroup 0 adds them and stores the tile (handed over
-  -- by mbarriers: synccheck reports a named barrier reached from two code paths as divergent).
+  -- A ksplit consumer warpgroup g (warps [first, first + 4)): kernels/gemm.lua's
+  -- ksplit pieces over the persistent tile loop.
   local function ksplit_consumer(G, a, first, g)
     local c, k, p, pipe = G.c, G.k, G.p, G.pipe
     local BN = c.bn
@@ -586,31 +580,15 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
       local st = pipe:consumer_start()
       if g == 1 then st:advance(1) end
       local q = { value = tl.const(0, tl.i32) }
-      local turn = G.sums.ready:state { phase = g } -- (warpgroup 1's first wait on `free` passes)
+      local turn = M.ksplit_turn(G.sums, g)
       tiles(G, { st, q, turn }, { function(work)
         local m, n = tile_of(G, work)
         local _, kbn = k_range(G, work)
-        -- this warpgroup's k blocks of the tile: every other from (g + q) % 2
-        local own = (kbn - (q.value + g) % 2 + 1) // 2
-        local acc = { value = tl.zeros(tl.f32, BN // 2) }
-        tl.cutlass.for_range(tl.const(0, tl.i32), own, { st, acc }, function()
-          pipe:consumer_wait(st)
-          acc.value = mma_stage(G, { acc.value }, st:index(), 0, false)[1]
-          tl.wgmma_wait(0) -- (the other warpgroup's wgmmas fill the wait)
-          release(G, st)
-          st:advance(2)
-        end)
-        q.value = (q.value + kbn) % 2
-        if g == 1 then
-          G.sums.free:wait(turn)
-          for i = 0, BN // 2 - 1 do G.sR:ptr(i, t):store(tl.extract(acc.value, i)) end
-          G.sums.ready:arrive(turn)
-        else
-          G.sums.ready:wait(turn)
-          local sums = {}
-          for i = 0, BN // 2 - 1 do sums[i + 1] = tl.extract(acc.value, i) + G.sR:ptr(i, t):load() end
-          G.sums.free:arrive(turn)
-          local v = tl.vector_of(tl.f32, sums)
+        local acc = M.ksplit_mainloop(tl, pipe, st, g, q, kbn, tl.zeros(tl.f32, BN // 2),
+                                      function(v, s) return mma_stage(G, { v }, s, 0, false)[1] end,
+                                      function(s) release(G, s) end)
+        local v = M.ksplit_sum(tl, G.sums, g, turn, acc, BN // 2, t)
+        if g == 0 then
           if c.swap_ab then M.epilogue_transposed(tl, c, p, v, m, n, 0, t, G.dims)
           else M.epilogue(tl, c, p, G.sD, v, m, n, 0, 0, t, G.dims) end
         end

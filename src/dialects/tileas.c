@@ -522,17 +522,28 @@ IrResult tileas_check_replica(IrOp *op) {
   return IR_FAIL;
 }
 
-/* [g, 2] on a consumer agent: ping-pong consumer g of the two. */
-IrResult tileas_check_pingpong(IrOp *op) {
-  IrAttrList r = ir_stamp_TILEAS_PINGPONG(op).value;
+/* [g, 2] on a consumer agent that is no replica: consumer g of the two of a
+** ping-pong or ksplit pair (named by `what`). */
+static IrResult check_pair(IrOp *op, IrAttrList r, const char *attr, const char *what) {
   int64_t g = ir_attr_list_int(r, 0), n = ir_attr_list_int(r, 1);
   if (r.n == 2 && n == 2 && (g == 0 || g == 1) &&
       ir_attrs_TILEAS_AGENT(op).kind == AGENT_CONSUMER && !ir_op_attr(op, "tileas.replica"))
     return IR_OK;
-  ir_op_error(op,
-              "tileas.pingpong must be [g, 2] on a consumer agent that is no replica: ping-pong "
-              "consumer g (0 or 1) of 2");
+  ir_op_error(op, "%s must be [g, 2] on a consumer agent that is no replica: %s consumer g (0 or 1) of 2",
+              attr, what);
   return IR_FAIL;
+}
+
+IrResult tileas_check_pingpong(IrOp *op) {
+  return check_pair(op, ir_stamp_TILEAS_PINGPONG(op).value, "tileas.pingpong", "ping-pong");
+}
+
+IrResult tileas_check_ksplit(IrOp *op) {
+  if (ir_op_attr(op, "tileas.pingpong")) {
+    ir_op_error(op, "tileas.ksplit and tileas.pingpong on one agent: its consumers split either the programs or the k blocks");
+    return IR_FAIL;
+  }
+  return check_pair(op, ir_stamp_TILEAS_KSPLIT(op).value, "tileas.ksplit", "ksplit");
 }
 
 /* One multiple per dim of the slice, none negative. */

@@ -34,6 +34,13 @@
 **               `tileas.pingpong = [g, 2]`: consumer g takes the programs
 **               j = g mod 2 of its CTA's sequence (convert-tileas-to-cutlass
 **               alternates them over the one ring, ordered by seq_bars)
+**   ksplit      a loop marked `tileas.pipeline = {ksplit = true}` (a 64-row
+**               accumulator a CTA, in a persistent loop, an even ring): two
+**               consumers, each a copy with the whole accumulator, marked
+**               `tileas.ksplit = [g, 2]`: consumer g takes the iterations whose
+**               place in the ring's sequence has g's parity; consumer 1 hands
+**               its sums to consumer 0, which alone runs what follows the loop
+**               (convert-tileas-to-cutlass)
 **
 ** A tile program without such a loop (an elementwise map, a reduction, a
 ** normalization: no dot to pipeline) becomes one agent {kind = compute,
@@ -720,6 +727,14 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   /* ping-pong: two consumers, each the whole accumulator (on a cluster, its
   ** CTA's block), taking programs in turn */
   bool pingpong = ir_stamp_TILEAS_PIPELINE(m->loop).pingpong;
+  /* ksplit: two consumers, each the whole 64-row accumulator, taking every
+  ** other stage of the ring (an even ring: with an odd one a consumer would
+  ** wait on a stage whose previous phase the other one took) */
+  bool ksplit = ir_stamp_TILEAS_PIPELINE(m->loop).ksplit;
+  if (ksplit && pingpong) {
+    ir_op_error(m->loop, "tileas-materialize-agents: a loop's consumers are ping-pong or ksplit, not both");
+    return IR_FAIL;
+  }
   if (pingpong && ((block != WG_ROWS && block != 2 * WG_ROWS) || !rw_find(k, is_program_loop))) {
     ir_op_error(m->loop,
                 "tileas-materialize-agents: ping-pong consumers each hold the whole accumulator "
@@ -728,7 +743,22 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
                 (long long)block);
     return IR_FAIL;
   }
-  if (pingpong) m->nconsumers = 1; /* (each the whole accumulator: nothing split) */
+  if (ksplit && (block != WG_ROWS || !rw_find(k, is_program_loop))) {
+    ir_op_error(m->loop,
+                "tileas-materialize-agents: ksplit consumers each hold the whole accumulator (one "
+                "warpgroup's: 64 rows a CTA, got %lld) and carry the ring's parity through the "
+                "programs of a persistent loop (tileas-dynamic-persistent)",
+                (long long)block);
+    return IR_FAIL;
+  }
+  if (ksplit && m->stages % 2) {
+    ir_op_error(m->loop,
+                "tileas-materialize-agents: ksplit consumers take every other stage of the ring: its "
+                "stages must be even, got %lld",
+                (long long)m->stages);
+    return IR_FAIL;
+  }
+  if (pingpong || ksplit) m->nconsumers = 1; /* (each the whole accumulator: nothing split) */
   IrBlock *body = r->entry;
   IrOp *first = body->first;
   /* the rings, at the top */
@@ -743,12 +773,12 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   IrOp *agents[1 + MAX_CONSUMERS];
   uint32_t na = 0;
   agents[na++] = build_producer(m, first, k);
-  for (uint32_t c = 0; c < (pingpong ? 2 : m->nconsumers) && !m->failed; c++) {
-    agents[na++] = build_consumer(m, first, k, pingpong ? 0 : c);
-    if (pingpong) { /* (a warpgroup's mma layouts: 128 rows are 2 x 64, a warp 16 of each) */
+  for (uint32_t c = 0; c < (pingpong || ksplit ? 2 : m->nconsumers) && !m->failed; c++) {
+    agents[na++] = build_consumer(m, first, k, pingpong || ksplit ? 0 : c);
+    if (pingpong || ksplit) { /* (a warpgroup's mma layouts: 128 rows are 2 x 64, a warp 16 of each) */
       if (block > WG_ROWS) rw_retype(agents[na - 1], warpgroup_type_of, &m->rw);
       int64_t g[2] = {c, 2};
-      ir_op_set_attr(agents[na - 1], ir_stamp_spec(STAMP_TILEAS_PINGPONG)->name,
+      ir_op_set_attr(agents[na - 1], ir_stamp_spec(pingpong ? STAMP_TILEAS_PINGPONG : STAMP_TILEAS_KSPLIT)->name,
                      ir_attr_int_array(r->ctx, 2, g));
     }
   }

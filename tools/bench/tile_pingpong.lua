@@ -1,5 +1,5 @@
 -- tools/bench/tile_pingpong.lua: the tile GEMM of examples/tile_gemm.lua with
--- ping-pong consumers (tl.for_tiles {consumers = "pingpong"}: a 128 x 128 or a
+-- ping-pong consumers (or ksplit ones: --ksplit=1, below) (tl.for_tiles {consumers = "pingpong"}: a 128 x 128 or a
 -- 64 x 256 program, two consumer warpgroups each with the whole tile,
 -- alternating programs over one ring, the mainloops and epilogues ordered by
 -- two seq_bars) against the same tile program with cooperative consumers (128
@@ -15,7 +15,7 @@
 -- Without a GPU it compiles the kernels and stops.
 --
 --   tilua tools/bench/tile_pingpong.lua [--sizes=8192,4096] [--rounds=9] [--stages=S]
---                                       [--coop_stages=3,4] [--study=1]
+--                                       [--coop_stages=3,4] [--study=1] [--cluster=1 [--pdl=1]] [--ksplit=1]
 --   --stages: the ping-pong 128 x 128's depth (default stdlib's: 6)
 --   --coop_stages: the tile cooperative 128 x 256's depths, one form each (the example's default 3)
 --   --study=1: the 64 x 256 ping-pong's stages besides: the tile program at 4 and 5 stages, stdlib's at
@@ -27,6 +27,11 @@
 --     bit for bit; the tile ping-pongs 128 x 128 and 128 x 192 on one CTA, the tile cooperative
 --     128 x 256 (3 stages) on one CTA and on a cluster of 2 (a 256 x 256 program, B multicast:
 --     stdlib's cluster = 2), and cuBLASLt
+--   --ksplit=1: ksplit consumers instead (tl.for_tiles {consumers = "ksplit"}: a 64-row program whose
+--     two warpgroups take every other k block): the tile ksplits 64 x 32, 64 x 96 a CTA on a cluster of 2
+--     (a 128 x 96 program, B multicast) and 64 x 128, each against stdlib's ksplit of that tile, cluster and
+--     stages bit for bit, stdlib's own choice for the shape (tl.gemm.build's default) and cuBLASLt; its
+--     default shapes the decode rows where ksplit wins (64x4096x4096, 128x6144x4096, 64x14336x4096)
 --   --shapes=MxNxK,...: those problems instead of the squares of --sizes
 --   --cluster=1 --pdl=1: the launch instead (a programmatic dependent launch, stdlib's default, against
 --     none): the tile ping-pongs 128 x 128 c2x1 and c1x2 without and with PDL (o.pdl = false, true;
@@ -54,21 +59,31 @@ local function form_list()
   local L = {}
   -- (pdl: the tile program as a programmatic dependent launch or not, nil: the example's default, ex.pdl_of;
   -- std_pdl = false: stdlib's without one)
-  local function tile_pp(bm, bn, stages, pair, cl, pdl, std_pdl)
+  -- (consumers: "pingpong" or "ksplit", the tile program's and its stdlib pair's)
+  local function tile_pair(consumers, bm, bn, stages, pair, cl, pdl, std_pdl)
     local pm, pn = bm * (cl and cl[1] or 1), bn * (cl and cl[2] or 1)
-    local to = { consumers = "pingpong", bm = pm, bn = pn, cluster = cl and 2 or nil, pdl = pdl }
+    local to = { consumers = consumers, bm = pm, bn = pn, cluster = cl and 2 or nil, pdl = pdl }
     stages = stages or ex.stages_of(to)
     to.stages = stages
     local where = cl and (" c%dx%d"):format(cl[1], cl[2]) or ""
-    L[#L + 1] = { kind = "tile", name = ("tile ping-pong %dx%d%s (%d st)%s"):format(bm, bn, where, stages,
-                                                                                   ex.pdl_of(to) and " pdl" or ""),
+    local what = consumers == "pingpong" and "ping-pong" or consumers
+    L[#L + 1] = { kind = "tile", name = ("tile %s %dx%d%s (%d st)%s"):format(what, bm, bn, where, stages,
+                                                                            ex.pdl_of(to) and " pdl" or ""),
                   bm = pm, bn = pn, o = to }
     if pair then
       L[#L].pair = #L + 1
-      L[#L + 1] = { kind = "std", name = ("stdlib ping-pong %dx%d%s (%d st)%s"):format(bm, bn, where, stages,
-                                                                                    std_pdl == false and " no pdl" or ""),
-                    cfg = { consumers = "pingpong", bm = bm, bn = bn, stages = stages, cluster = cl, pdl = std_pdl } }
+      L[#L + 1] = { kind = "std", name = ("stdlib %s %dx%d%s (%d st)%s"):format(what, bm, bn, where, stages,
+                                                                             std_pdl == false and " no pdl" or ""),
+                    cfg = { consumers = consumers, bm = bm, bn = bn, stages = stages, cluster = cl, pdl = std_pdl } }
     end
+  end
+  local function tile_pp(...) return tile_pair("pingpong", ...) end
+  if o.ksplit then -- the decode forms (stdlib/gemm_choice.lua's), each beside stdlib's of its tile and stages
+    tile_pair("ksplit", 64, 32, nil, true)
+    tile_pair("ksplit", 64, 96, nil, true, { 2, 1 })
+    tile_pair("ksplit", 64, 128, nil, true)
+    L[#L + 1] = { kind = "std", name = "stdlib's choice", cfg = {} }
+    return L
   end
   if o.cluster and o.pdl then
     tile_pp(128, 128, nil, true)
@@ -158,6 +173,7 @@ for size in tostring(o.sizes):gmatch "%d+" do
   local x = math.tointeger(tonumber(size))
   problems[#problems + 1] = { x, x, x }
 end
+if o.ksplit and not o.shapes then o.shapes = "64x4096x4096,128x6144x4096,64x14336x4096" end
 if o.shapes then
   problems = {}
   for m, n, k in tostring(o.shapes):gmatch "(%d+)x(%d+)x(%d+)" do

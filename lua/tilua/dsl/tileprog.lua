@@ -622,7 +622,10 @@ end
 -- dot in the iteration that reads it), for tiles whose registers would not
 -- hold two iterations' values. consumers = "pingpong" (default "cooperative"):
 -- two consumer warpgroups, each with the whole (64-row) accumulator, take the
--- persistent loop's programs in turn from one ring (tileas.pipeline's pingpong).
+-- persistent loop's programs in turn from one ring (tileas.pipeline's pingpong);
+-- consumers = "ksplit": two consumer warpgroups on one 64-row accumulator,
+-- each taking every other stage of the ring, the second's sums added into the
+-- first's before the epilogue (tileas.pipeline's ksplit; stages even).
 function tl.for_tiles(extent, step, ...)
   local n = select("#", ...)
   local body = select(n, ...)
@@ -638,8 +641,8 @@ function tl.for_tiles(extent, step, ...)
     raise("for_tiles: prefetch must be an integer from 0 to 64 (k blocks)")
   end
   if opts.in_order ~= nil and type(opts.in_order) ~= "boolean" then raise("for_tiles: in_order must be a boolean") end
-  if opts.consumers ~= nil and opts.consumers ~= "cooperative" and opts.consumers ~= "pingpong" then
-    raise(("for_tiles: consumers must be \"cooperative\" or \"pingpong\", got %s"):format(tostring(opts.consumers)))
+  if opts.consumers ~= nil and opts.consumers ~= "cooperative" and opts.consumers ~= "pingpong" and opts.consumers ~= "ksplit" then
+    raise(("for_tiles: consumers must be \"cooperative\", \"pingpong\" or \"ksplit\", got %s"):format(tostring(opts.consumers)))
   end
   local count
   if math.type(extent) == "integer" then
@@ -656,7 +659,7 @@ function tl.for_tiles(extent, step, ...)
       return body(kk, ...)
     end))
   loop:set_attr("tileas.pipeline", { stages = stages, prefetch = prefetch ~= 0 and prefetch or nil, in_order = opts.in_order or nil,
-                                        pingpong = opts.consumers == "pingpong" or nil })
+                                        pingpong = opts.consumers == "pingpong" or nil, ksplit = opts.consumers == "ksplit" or nil })
   return table.unpack(results, 1, results.n)
 end
 

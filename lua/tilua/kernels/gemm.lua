@@ -10,6 +10,8 @@
 --   M.epilogue(tl, c, p, sD, acc, m, n, cw, rows, t [, dims]), M.store_subtiles(tl, o, vals),
 --   M.store_fragment(tl, o, vals)                the epilogue: sub-tiled, or the whole fragment at once
 --   M.epilogue_transposed(tl, c, p, acc, m, n, rows, t [, dims])  a swapped GEMM's (swap_ab), from registers
+--   M.ksplit_shared(tl, k, n), M.ksplit_turn(ks, g), M.ksplit_mainloop(tl, pipe, st, g, q, kbn, acc0, mma, release),
+--   M.ksplit_sum(tl, ks, g, turn, acc, n, t)     ksplit's two warpgroups on one tile
 --   M.grid_of(c, ctiles)                         the grid of a schedule
 --   M.k_range(tl, c, work), M.max_splits(tl, c), M.plan_streamk(tl, c),
 --   M.streamk_scheduler(tl, c, ws), M.workspace_bytes(c), M.fixup(tl, c, p, work, acc, m, n, cw, t [, part])
@@ -94,6 +96,68 @@ function M.mainloop(tl, pipe, st, lb, ub, init, mma, release, issued)
   release(rel)
   return values()
 end
+
+-- {=== ksplit: two consumer warpgroups on one tile (consumers = "ksplit")
+--
+-- Warpgroup g takes the stages of the one ring whose place in its sequence has
+-- g's parity, whatever tile they hold (so each pipeline stage is released by
+-- the warpgroup that took it: a pipeline of mode pingpong). Each sums its own
+-- k blocks; warpgroup 1 then leaves its sums in shared memory and warpgroup 0
+-- adds them and alone runs the epilogue. The hand-over is ordered by two
+-- seq_bars of depth 1 (mbarriers: synccheck reports a named barrier reached
+-- from two code paths as divergent).
+
+-- The hand-over's shared state in kernel k for n f32 a thread: sR (element i
+-- of thread t at [i][t]), `ready` (warpgroup 1 arrives once its sums are in
+-- sR, warpgroup 0 waits) and `free` (warpgroup 0 arrives once it read them).
+function M.ksplit_shared(tl, k, n)
+  return { sR = k:shared(tl.f32, { n, 128 }, { align = 128 }),
+           ready = k:seq_bar { depth = 1, arrive_count = 128 }, free = k:seq_bar { depth = 1, arrive_count = 128 } }
+end
+
+-- Warpgroup g's turn at the hand-over (a cursor the tile loop carries; warpgroup 1's first wait on `free` passes).
+function M.ksplit_turn(ks, g) return ks.ready:state { phase = g } end
+
+-- Warpgroup g's k loop over a tile's kbn k blocks (at least one: the
+-- producer fills as many) from its cursor st of pipeline `pipe` (each stage
+-- the warpgroup takes advances it by 2; warpgroup 1's starts one ahead).
+-- q.value: the parity of the place of the tile's first k block in the ring's
+-- sequence, carried through the tile loop and advanced here. mma(acc, stage,
+-- kb) issues k block kb of the tile (wgmma_fence ... commit); acc0: the
+-- warpgroup's first accumulator. -> its sums
+function M.ksplit_mainloop(tl, pipe, st, g, q, kbn, acc0, mma, release)
+  local first = (q.value + g) % 2 -- this warpgroup's first k block of the tile
+  local own = (kbn - first + 1) // 2
+  local acc = { value = acc0 }
+  tl.cutlass.for_range(tl.const(0, tl.i32), own, { st, acc }, function(i)
+    pipe:consumer_wait(st)
+    acc.value = mma(acc.value, st:index(), first + 2 * i)
+    tl.wgmma_wait(0) -- (the other warpgroup's wgmmas fill the wait)
+    release(st)
+    st:advance(2)
+  end)
+  q.value = (q.value + kbn) % 2
+  return acc.value
+end
+
+-- The hand-over of warpgroup g's sums acc (a vector of n f32, thread t's) at
+-- its turn: warpgroup 1 stores them, warpgroup 0 adds them to its own. ->
+-- the tile's sums (warpgroup 0), nil (warpgroup 1)
+function M.ksplit_sum(tl, ks, g, turn, acc, n, t)
+  if g == 1 then
+    ks.free:wait(turn)
+    for i = 0, n - 1 do ks.sR:ptr(i, t):store(tl.extract(acc, i)) end
+    ks.ready:arrive(turn)
+    return nil
+  end
+  ks.ready:wait(turn)
+  local sums = {}
+  for i = 0, n - 1 do sums[i + 1] = tl.extract(acc, i) + ks.sR:ptr(i, t):load() end
+  ks.free:arrive(turn)
+  return tl.vector_of(tl.f32, sums)
+end
+
+-- }===
 
 -- The epilogue of one 64-row slice of consumer warpgroup cw's part of tile
 -- (m, n): acc (its 64 x BN fragment, rows `rows` of the tile) scaled, biased

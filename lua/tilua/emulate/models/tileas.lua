@@ -123,6 +123,8 @@ do
     if rec.kind == "consumer" then t.consumers = t.consumers + 1 end
     local pp = op:attr "tileas.pingpong"
     if pp then rec.pingpong, t.pingpong = pp[1], true end
+    local ks = op:attr "tileas.ksplit"
+    if ks then rec.ksplit, t.ksplit = ks[1], true end
   end
   -- the persistent loop (tileas-dynamic-persistent): a program an iteration
   D["scf.while"] = function(rec, op)
@@ -271,12 +273,12 @@ do
 
   -- {=== agents
 
-  local end_program, program_period -- (below, with the rings)
+  local end_program, program_period, ksplit_body -- (below, with the rings; ksplit's)
   handlers["tileas.agent"] = function(R, W, rec, _, ctx)
     if W.w ~= rec.first then return {} end
     local old, oldg = W.role, W.grp
     W.role, W.grp = rec.kind, rec.first
-    W.pingpong = rec.pingpong
+    W.pingpong, W.ksplit = rec.pingpong, rec.ksplit
     W.label = ("%s agent %d%s"):format(rec.kind, rec.first, R.grid > 1 and (" (CTA %d)"):format(W.cta.id) or "")
     R:exec_block(W, rec.regions[1][1], {}, ctx)
     if not R.k.tileas.persistent then end_program(R, W, rec) end -- (one program: the agent's run)
@@ -298,6 +300,46 @@ do
     W.nclaims = (W.nclaims or 0) + 1
     return { cta.id + W.nclaims * R.grid } -- (cancel_next_program_id's)
   end
+  -- ksplit consumers (tileas.ksplit = [g, 2]): each runs the iterations of the
+  -- pipelined loop whose place in the ring's sequence has g's parity
+  -- (tileas.pipelined_for), consumer 1 from zeros; then consumer 1 hands its
+  -- sums to consumer 0, which adds them and alone runs the rest of the program:
+  -- consumer 1's program is its ops up to the pipelined loop, then the next
+  -- program's id (tileas.cancel_next_program_id) and the yield.
+  function ksplit_body(rec)
+    if rec.ksplit_body then return rec.ksplit_body end
+    local blk, ops, loop = rec.regions[2][1], {}, nil
+    for _, o in ipairs(blk.ops) do
+      if not loop or o.name == "tileas.cancel_next_program_id" or o.name == "scf.yield" then ops[#ops + 1] = o end
+      if o.name == "tileas.pipelined_for" then loop = o end
+    end
+    if not loop or ops[#ops].name ~= "scf.yield" or ops[#ops - 1].name ~= "tileas.cancel_next_program_id" then
+      violation("model", ("ksplit consumer 1 at %s: its program is not a pipelined loop followed by the next program's id"):format(rec.loc))
+    end
+    rec.ksplit_body = { args = blk.args, ops = ops }
+    return rec.ksplit_body
+  end
+  local function ksplit_hand_over(R, W, rec, iters)
+    local cta, n = W.cta, W.pp_n
+    if W.ksplit == 1 then
+      R:request(W, rec, function() return true end, function()
+        cta.ks_sums = cta.ks_sums or {}
+        cta.ks_sums[n] = iters[1]
+      end, function() return ("hands its sums of program %d to ksplit consumer 0"):format(n) end, "k" .. cta.id, "w")
+      return
+    end
+    local other
+    R:request(W, rec, function() return cta.ks_sums and cta.ks_sums[n] ~= nil end, function() other = cta.ks_sums[n] end,
+      function() return ("waits for ksplit consumer 1's sums of program %d"):format(n) end, "k" .. cta.id, "re")
+    local mine = iters[1]
+    local v
+    if mine.v and other.v then
+      local round = values.elem_codec(mine.elem).round
+      v = {}
+      for i = 1, #mine.v do v[i] = round(mine.v[i] + other.v[i]) end
+    end
+    iters[1] = new_tile(mine.shape, mine.elem, v)
+  end
   handlers["tileas.program_loop"] = function(R, W, rec, ins, ctx)
     local cur, n = ins, 0
     local pp = R.k.tileas.pingpong
@@ -309,7 +351,7 @@ do
         cur = skip_program(R, W, rec, n)
       else
         W.pp_n = n -- (the program whose loop tileas.pipelined_for records)
-        cur = R:exec_block(W, rec.regions[2][1], fwd, ctx)
+        cur = R:exec_block(W, W.ksplit == 1 and ksplit_body(rec) or rec.regions[2][1], fwd, ctx)
         end_program(R, W, rec)
       end
       n = n + 1
@@ -342,7 +384,7 @@ do
         for st = 0, rg.stages - 1 do
           local base = RING_BARS + 8 * 2 * (rg.ring * 64 + st)
           init(base, 1, rg.loc, ("the full barrier of stage %d of the ring at %s"):format(st, rg.loc))
-          init(base + 8, R.k.tileas.pingpong and 1 or math.max(1, R.k.tileas.consumers), rg.loc,
+          init(base + 8, (R.k.tileas.pingpong or R.k.tileas.ksplit) and 1 or math.max(1, R.k.tileas.consumers), rg.loc,
             ("the empty barrier of stage %d of the ring at %s"):format(st, rg.loc))
         end
       end
@@ -362,8 +404,19 @@ do
     local body = rec.regions[1][1]
     local outer = W.pipe
     local consumer = R.k.tileas and W.role == "consumer" -- (a lowered kernel may keep the attribute)
+    local ks = consumer and W.ksplit
+    if ks == 1 then -- (consumer 1 sums from zeros: the lowering's)
+      local a = iters[1]
+      local z
+      if a.v then
+        z = {}
+        for i = 1, #a.v do z[i] = 0.0 end
+      end
+      iters[1] = new_tile(a.shape, a.elem, z)
+    end
     for i = lb, ub - 1, step do
       W.pipe_j = (W.pipe_j or -1) + 1
+      if ks and W.pipe_j % 2 ~= ks then goto next_iteration end -- (the other ksplit consumer's)
       local it = { j = W.pipe_j }
       W.pipe = it
       local a = { i }
@@ -381,9 +434,11 @@ do
           ::next_ring::
         end
       end
+      ::next_iteration::
     end
     W.pipe = outer
     W.laps = ((W.pipe_j or -1) + 1) // rec.stages -- across the run (a persistent loop runs it again)
+    if ks then ksplit_hand_over(R, W, rec, iters) end
     if consumer and W.pingpong and W.pp_n then -- (the other ping-pong consumer skips the program by it)
       local cta, n, count = W.cta, W.pp_n, math.max(0, (ub - lb + step - 1) // step)
       R:request(W, rec, function() return true end, function()

@@ -581,9 +581,11 @@ local function pipelined_for(L, env, st, wg, t)
       R.fail(op, "the carried value must be a 64-row mma accumulator (128 rows: a ping-pong consumer's)")
     end
     local n = shape[2] // 2
-    local init = V.get(L, op:operand(4), op)
+    -- (ksplit's consumer 1 starts from zeros: loops.lua lowered only what its loop reads)
+    local ks = env.ks
+    local init = not (ks and ks.g == 1) and V.get(L, op:operand(4), op)
     -- a zero accumulator starts from zeros, as stdlib/gemm.lua's does
-    local zero = init.splat and R.const_int(init.splat) == 0
+    local zero = not init or init.splat and R.const_int(init.splat) == 0
     local function vec_of(x)
       if slices > 1 then return V.slice_vecs(x, slices, n) end
       if x.vec then return x.vec end
@@ -643,6 +645,15 @@ local function pipelined_for(L, env, st, wg, t)
       R.fail(op, "staged loads in a loop whose promotion does not lag a block")
     end
     local acc
+    -- ksplit (env.ks): every other k block of the program (kernels/gemm.lua's
+    -- ksplit pieces), consumer 1's sums handed to consumer 0, which alone goes on
+    if ks then
+      if plan or #ahead > 0 then R.fail(op, "a ksplit consumer's loop with loads read ahead or a promotion is not lowered yet") end
+      acc = G.ksplit_mainloop(tl, L.pipe, st, ks.g, ks.q, ub - lb, first(), function(a, s, kb) return step(lb + kb, a, s) end, releaser(L))
+      acc = G.ksplit_sum(tl, L.ks, ks.g, ks.turn, acc, n, t)
+      if acc then L.vmap[op:result(1):id()] = V.frag(tl.f32, n, function(i) return tl.extract(acc, i) end) end
+      return
+    end
     -- ping-pong (env.pp): this consumer's mainloop turn, the other's once
     -- every wgmma is issued, then the epilogue's turn (the tiles' order)
     local pp = env.pp
@@ -683,9 +694,9 @@ local function build(L, ag, count, first)
       local wg = env.replica or ag.index
       local t = ta.thread_id() % 128
       local f = tl.wgmma_fragment(t)
-      if ag.pp_rows and ag.pp_rows > 64 then -- (a ping-pong consumer's 128 rows: element i of slice i // n)
-        env.slices = ag.pp_rows // 64
-        local base, n = f, ag.pp_cols // 2
+      if ag.pair_rows and ag.pair_rows > 64 then -- (a ping-pong consumer's 128 rows: element i of slice i // n)
+        env.slices = ag.pair_rows // 64
+        local base, n = f, ag.pair_cols // 2
         f = { row = base.row, col = base.col, offset = function(i)
           local dr, dc = base.offset(i % n)
           return dr + 64 * (i // n), dc
@@ -703,9 +714,16 @@ local function build(L, ag, count, first)
       local ctx = { go = L.go, wg = tl.cast(wg, tl.i32) }
       if ag.pingpong then -- (loops.lua's Loops.persistent passes the turns on)
         local g = ag.pingpong
-        env.pp = { g = g, own = L.pp[g + 1], other = L.pp[2 - g], loop = ag.pp_loop, st = cursors[1] }
+        env.pp = { g = g, own = L.pp[g + 1], other = L.pp[2 - g], loop = ag.pair_loop, st = cursors[1] }
         env.pp.turn = L.pp[g + 1]:state { phase = g == 0 and 1 or 0 } -- consumer 0 goes first
         cursors[#cursors + 1] = env.pp.turn
+      end
+      if ag.ksplit then -- (loops.lua's Loops.persistent lowers only consumer 1's loop)
+        local g = ag.ksplit
+        if g == 1 then cursors[1]:advance(1) end -- (consumer g takes the ring's places of g's parity)
+        env.ks = { g = g, loop = ag.pair_loop, q = { value = tl.const(0, tl.i32) }, turn = L.G.ksplit_turn(L.ks, g) }
+        cursors[#cursors + 1] = env.ks.q
+        cursors[#cursors + 1] = env.ks.turn
       end
       if L.go then
         ctx.turn = A.turn_state(tl, L.go, ctx.wg)

@@ -84,6 +84,9 @@ local function store_rows(L, e, op, x, ri, tm, f, t)
   end)
 end
 
+-- The consumer warpgroups that store, a staging buffer each (ksplit's: consumer 0 alone).
+local function storing(L) return L.ksplit and 1 or #L.consumers end
+
 -- A reduce-add store of an f32 tile in the mma layout by TMA: the fragment
 -- written (pairs, 8 bytes) into the warpgroup's staging tile of boxes of
 -- 64 x 32 f32 (a 128-byte swizzle, the map's), then one thread adds each box
@@ -94,7 +97,7 @@ local function tma_reduce(L, env, op, e, x, shape, coords, f, wg, t)
   L.reduce_out = L.reduce_out or {}
   local buf = L.reduce_out[boxes]
   if not buf then
-    buf = L.k:shared(tl.f32, { #L.consumers, boxes, 64, 32 }, { align = 1024, swizzle = 128 })
+    buf = L.k:shared(tl.f32, { storing(L), boxes, 64, 32 }, { align = 1024, swizzle = 128 })
     L.reduce_out[boxes] = buf
   end
   tl.if_(t:eq(0), function() tl.bulk_wait(0, { read = true }) end)
@@ -152,11 +155,11 @@ function Epilogue.tiled_store(L, env, f, wg, t)
                       return V.leading(L, op, { V.plus(row, offs[1]), V.plus(tn * ri.shape[2] + ch * EC, offs[2]) })
                     end }
         if e.store_whole then
-          L.whole_staging = L.whole_staging or L.k:shared(ri.elem, { #L.consumers, 2, 64, 64 }, { align = 1024, swizzle = 128 })
+          L.whole_staging = L.whole_staging or L.k:shared(ri.elem, { storing(L), 2, 64, 64 }, { align = 1024, swizzle = 128 })
           o.staging = L.whole_staging
           L.G.store_fragment(tl, o, vals)
         else
-          L.staging = L.staging or L.k:shared(ri.elem, { #L.consumers, 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
+          L.staging = L.staging or L.k:shared(ri.elem, { storing(L), 2, 64, EC }, { align = 1024, swizzle = 2 * EC })
           o.staging = L.staging
           L.G.store_subtiles(tl, o, vals)
         end

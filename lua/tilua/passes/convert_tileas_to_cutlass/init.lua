@@ -101,6 +101,8 @@ local BUILD = {
 -- Ping-pong consumers on a cluster (mode pingpong_cluster, as stdlib/gemm.lua's
 -- consumers = "pingpong" with a cluster): the same, each stage released to the
 -- whole cluster by the warps of the one warpgroup whose program it holds.
+-- ksplit consumers: as ping-pong's, each stage released by the warpgroup that
+-- took it.
 local CLAIM_STAGES = 2 -- ids claimed ahead of the consumers: the next tile's while they compute one
 
 local function shared_and_pipeline(L)
@@ -116,7 +118,8 @@ local function shared_and_pipeline(L)
     if c.first ~= first_consumer + 4 * (i - 1) then R.fail(c.op, "the consumer agents must take consecutive warpgroups") end
   end
   local parts = { { first_consumer, 4 * #consumers } }
-  if L.nctas > 1 or L.pingpong then -- (ping-pong: each stage released by the warpgroup whose tile it holds)
+  local own = L.pingpong or L.ksplit -- (each stage released by the warpgroup that took it: plan.lua's read_pair)
+  if L.nctas > 1 or own then
     parts = {}
     for i = 1, #consumers do parts[i] = { first_consumer + 4 * (i - 1), 4 } end
   end
@@ -125,12 +128,14 @@ local function shared_and_pipeline(L)
   for _, g in ipairs(L.groups) do
     g.pipe = k:pipeline { stages = g.stages, producers = { { L.producer.first, 1 } }, consumers = parts,
                           transaction_bytes = g.bytes,
-                          mode = L.nctas > 1 and (L.pingpong and "pingpong_cluster" or "cluster") or L.pingpong and "pingpong" or "cooperative" }
+                          mode = L.nctas > 1 and (own and "pingpong_cluster" or "cluster") or own and "pingpong" or "cooperative" }
   end
-  -- ping-pong's turns (plan.lua's read_pingpong): pp[g] slot 0 is consumer g's
+  -- ping-pong's turns (plan.lua's read_pair): pp[g] slot 0 is consumer g's
   -- mainloop turn, slot 1 its epilogue turn; each hands both to the other
   -- (stdlib/gemm.lua's go: CUTLASS's OrderedSequenceBarrier of two stages)
   if L.pingpong then L.pp = { k:seq_bar { depth = 2, arrive_count = 128 }, k:seq_bar { depth = 2, arrive_count = 128 } } end
+  -- ksplit's hand-over of consumer 1's sums (kernels/gemm.lua's ksplit pieces)
+  if L.ksplit then L.ks = L.G.ksplit_shared(tl, k, consumers[1].pair_cols // 2) end
   L.pipe = #L.groups == 1 and L.groups[1].pipe or nil
   -- the dynamic scheduler's ring of claimed ids (loops.lua): an i32 a stage
   if L.dynamic then

@@ -151,30 +151,38 @@ local function tile_body(L, env, after, work, only)
   env.program_id, env.work, env.k_range = saved, nil, nil
 end
 
--- A ping-pong consumer's programs (env.pp, plan.lua's read_pingpong):
--- consumer g runs the CTA's programs j = g mod 2 and skips the others,
--- advancing its cursor of the one ring past a skipped program's k blocks (its
--- pipelined loop's bounds, computed from the program's ids: the ops of the
--- body they come from, which must be pure); after its epilogue it hands the
--- turn on to the other consumer. -> the bodies of M.tile_loop
 -- The ops of the persistent loop's body that the bounds of its pipelined
--- loop `loop` come from (`who` names the consumer that skips the rest) -> {[op id] = true}
-local function bounds_ops(loop, who)
+-- loop `loop` come from (`who` names the consumer that skips the rest; whole:
+-- also the loop and what its body reads) -> {[op id] = true}
+local function bounds_ops(loop, who, whole)
   local only = {}
   local function need(v)
     local d = v:def()
     if not d or only[d:id()] or d:parent():id() ~= loop:parent():id() then return end
     if d:nregions() > 0 or not (d:name():match "^arith%." or d:name() == "tileas.num_programs" or d:name() == "tileas.get_program_id") then
-      R.fail(d, "%s's pipelined loop bounds must come from arith ops of the program ids and parameters", who)
+      R.fail(d, "%s's pipelined loop %s must come from arith ops of the program ids and parameters", who,
+             whole and "(its bounds and what its body reads)" or "bounds")
     end
     only[d:id()] = true
     for i = 1, d:noperands() do need(d:operand(i)) end
   end
   need(loop:operand(1))
   need(loop:operand(2))
+  if whole then -- (and the loop, with what its body reads from the program's body)
+    only[loop:id()] = true
+    for _, o in ipairs(loop:region(1):entry():ops()) do
+      for i = 1, o:noperands() do need(o:operand(i)) end
+    end
+  end
   return only
 end
 
+-- A ping-pong consumer's programs (env.pp, plan.lua's read_pair):
+-- consumer g runs the CTA's programs j = g mod 2 and skips the others,
+-- advancing its cursor of the one ring past a skipped program's k blocks (its
+-- pipelined loop's bounds, computed from the program's ids: the ops of the
+-- body they come from, which must be pure); after its epilogue it hands the
+-- turn on to the other consumer. -> the bodies of M.tile_loop
 local function pingpong_bodies(L, env, after)
   local pp = env.pp
   local loop = pp.loop
@@ -190,6 +198,15 @@ local function pingpong_bodies(L, env, after)
   end
   if pp.g == 0 then return { own, skip } end
   return { skip, own }
+end
+
+-- A ksplit consumer's programs (env.ks, plan.lua's read_pair): consumer 0
+-- runs each program whole, consumer 1 only its pipelined loop (with the ops
+-- of the program's body that its bounds and its body read, which must be
+-- pure), whose sums it hands to consumer 0 (consumer.lua). -> the bodies of M.tile_loop
+local function ksplit_bodies(L, env, after)
+  local only = env.ks.g == 1 and bounds_ops(env.ks.loop, "a ksplit consumer", true) or nil
+  return { function(w) tile_body(L, env, after, w, only) end }
 end
 
 -- env.persistent for an agent of `role` (producer / consumer) whose pipeline
@@ -226,7 +243,8 @@ function Loops.persistent(L, env, cursors, role)
     else
       work, all = scheduler(L):work(Loops.program_id(L)("x")), cursors
     end
-    L.G.tile_loop(tl, work, all, env.pp and pingpong_bodies(L, env, after) or { function(w) tile_body(L, env, after, w) end })
+    L.G.tile_loop(tl, work, all, env.pp and pingpong_bodies(L, env, after) or env.ks and ksplit_bodies(L, env, after)
+                                 or { function(w) tile_body(L, env, after, w) end })
     -- the consumers have read every id (the last, past the end, too) before the producer leaves
     if L.claims and role == "producer" then L.claims.pipe:producer_tail(all[#all]) end
   end

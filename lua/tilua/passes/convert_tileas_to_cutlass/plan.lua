@@ -183,6 +183,22 @@ local function agents_have(agents, kind)
   return false
 end
 
+-- The pipelined loop `loop` (one carried accumulator) only adds dot products
+-- to its accumulator, so that its k blocks may be summed in parts (StreamK's
+-- splits, ksplit's consumers) and the parts added; `why` starts the error.
+function plan.sum_of_dots(loop, why)
+  local body = loop:region(1):entry()
+  local sums = { [body:arg(2):id()] = true } -- the accumulator plus dot products
+  for _, op in ipairs(body:ops()) do
+    local n = op:name()
+    if n == "tileas.dot" and sums[op:operand(3):id()] then sums[op:result(1):id()] = true
+    elseif n == "scf.yield" and not sums[op:operand(1):id()] or
+           not (n == "scf.yield" or n == "tileas.extract_slice" or n == "tileas.splat" or n:match "^arith%." and not R.tile_of(op:result(1))) then
+      R.fail(op, "%s: the k loop may only add dot products to its accumulator (then the epilogue after the loop), found '%s'", why, n)
+    end
+  end
+end
+
 local function plan_schedule(tl, G, kop, agents, nconsumers, nctas, L_programs_z)
   local s, err = require("tilua.dsl.tileprog").schedule(kop:attr "tileas.schedule", "tileas.schedule")
   if err then R.fail(kop, "%s", err) end
@@ -224,16 +240,7 @@ local function plan_schedule(tl, G, kop, agents, nconsumers, nctas, L_programs_z
       if loop:nresults() ~= 1 or not init or init:name() ~= "tileas.splat" or R.const_int(init:operand(1)) ~= 0 then
         R.fail(loop, "%s adds the partial sums of a tile's splits: the k loop must carry one accumulator that starts at zero (tl.zeros)", what)
       end
-      local body = loop:region(1):entry()
-      local sums = { [body:arg(2):id()] = true } -- the accumulator plus dot products
-      for _, op in ipairs(body:ops()) do
-        local n = op:name()
-        if n == "tileas.dot" and sums[op:operand(3):id()] then sums[op:result(1):id()] = true
-        elseif n == "scf.yield" and not sums[op:operand(1):id()] or
-               not (n == "scf.yield" or n == "tileas.extract_slice" or n == "tileas.splat" or n:match "^arith%." and not R.tile_of(op:result(1))) then
-          R.fail(op, "%s adds the partial sums of a tile's splits: the k loop may only add dot products to its accumulator (then the epilogue after the loop), found '%s'", what, n)
-        end
-      end
+      plan.sum_of_dots(loop, what .. " adds the partial sums of a tile's splits")
       -- what precedes the loop runs on every split of the tile
       for _, op in ipairs(whiles[1]:region(2):entry():ops()) do
         if op == loop then break end
@@ -430,29 +437,38 @@ local function read_groups(L)
   end
 end
 
--- Ping-pong consumers (tileas.pingpong = [g, 2], tileas-materialize-agents):
--- the two consumer agents, each the whole accumulator, take the programs of
--- the static persistent schedule in turn (ag.pingpong = g, L.pingpong), as
--- stdlib/gemm.lua's consumers = "pingpong": one ring (a pipeline of mode
--- pingpong), their mainloops and epilogues ordered by two seq_bars
--- (consumer.lua, loops.lua). The pipelined loop is the persistent loop's,
--- directly in its body, its ring group the kernel's one.
-local function read_pingpong(L)
+-- A pair of consumers (tileas-materialize-agents), each the whole accumulator,
+-- on one ring (a pipeline of mode pingpong: each stage released by the consumer
+-- that took it), its pipelined loop directly in the persistent loop's body and
+-- its ring group the kernel's one (consumer.lua, loops.lua):
+--   ping-pong (tileas.pingpong = [g, 2]: ag.pingpong = g, L.pingpong): they take
+--     the programs of the static persistent schedule in turn, as
+--     stdlib/gemm.lua's consumers = "pingpong", their mainloops and epilogues
+--     ordered by two seq_bars;
+--   ksplit (tileas.ksplit = [g, 2]: ag.ksplit = g, L.ksplit): they take every
+--     other k block of each program (kernels/gemm.lua's ksplit pieces, as
+--     stdlib/gemm.lua's consumers = "ksplit"), so the loop may only add dot
+--     products to its accumulator; consumer 1 hands its sums to consumer 0,
+--     which alone runs what follows the loop.
+local PAIRS = { pingpong = { what = "ping-pong", does = "take turns at the programs" },
+                ksplit = { what = "ksplit", does = "split the k blocks of the programs" } }
+local function read_pair(L, kind)
+  local attr, what = "tileas." .. kind, PAIRS[kind].what
   local n = 0
   for _, ag in ipairs(L.consumers) do
-    local pp = ag.op:attr "tileas.pingpong"
+    local pp = ag.op:attr(attr)
     if pp then
-      ag.pingpong, n = pp[1], n + 1
-      if pp[1] ~= ag.index then R.fail(ag.op, "ping-pong consumer %d is consumer agent %d: they must come in order", pp[1], ag.index) end
+      ag[kind], n = pp[1], n + 1
+      if pp[1] ~= ag.index then R.fail(ag.op, "%s consumer %d is consumer agent %d: they must come in order", what, pp[1], ag.index) end
     end
   end
   if n == 0 then return end
-  if n ~= 2 or #L.consumers ~= 2 then R.fail(L.consumers[1].op, "ping-pong takes two consumer agents, both marked tileas.pingpong") end
+  if n ~= 2 or #L.consumers ~= 2 then R.fail(L.consumers[1].op, "%s takes two consumer agents, both marked %s", what, attr) end
   if L.S or L.dynamic or L.data_parallel then
-    R.fail(L.consumers[1].op, "ping-pong consumers take turns at the programs of the static persistent schedule (not StreamK, split-K, dynamic or data-parallel)")
+    R.fail(L.consumers[1].op, "%s consumers %s of the static persistent schedule (not StreamK, split-K, dynamic or data-parallel)", what, PAIRS[kind].does)
   end
   if #L.groups ~= 1 or L.groups[1].per_program or L.skew then
-    R.fail(L.consumers[1].op, "ping-pong consumers read one ring group filled every k block (a GEMM's)")
+    R.fail(L.consumers[1].op, "%s consumers read one ring group filled every k block (a GEMM's)", what)
   end
   for _, ag in ipairs(L.consumers) do
     local loops = 0
@@ -461,17 +477,21 @@ local function read_pingpong(L)
         loops = loops + 1
         local parent = op:parent()
         if not parent or parent:name() ~= "scf.while" then
-          R.fail(op, "a ping-pong consumer's pipelined loop must be directly in the persistent loop's body (tileas-dynamic-persistent)")
+          R.fail(op, "a %s consumer's pipelined loop must be directly in the persistent loop's body (tileas-dynamic-persistent)", what)
         end
-        if op:attr "tileas.turns" then R.fail(op, "a ping-pong consumer's loop of chained dots is not lowered yet") end
-        ag.pp_loop = op
+        if op:attr "tileas.turns" then R.fail(op, "a %s consumer's loop of chained dots is not lowered yet", what) end
+        ag.pair_loop = op
         local block = R.cta_part(R.tile_of(op:result(1)), L.nctas) -- (on a cluster: the CTA's block)
-        ag.pp_rows, ag.pp_cols = block[1], block[2]
+        ag.pair_rows, ag.pair_cols = block[1], block[2]
+        if kind == "ksplit" then
+          if block[1] ~= 64 then R.fail(op, "ksplit consumers hold one warpgroup's 64-row accumulator a CTA, got %d rows", block[1]) end
+          plan.sum_of_dots(op, "ksplit consumers add their sums of a program's k blocks")
+        end
       end
     end)
-    if loops ~= 1 then R.fail(ag.op, "a ping-pong consumer runs one pipelined loop a program, got %d", loops) end
+    if loops ~= 1 then R.fail(ag.op, "a %s consumer runs one pipelined loop a program, got %d", what, loops) end
   end
-  L.pingpong = true
+  L[kind] = true
 end
 
 -- The plan record of kernel kop (tl the library, G the shared GEMM pieces,
@@ -501,7 +521,8 @@ function plan.read(tl, G, kop, Ring)
   if L.S or L.dynamic then add_workspace_param(tl, L.P) end
   read_rings(L, Ring)
   read_groups(L)
-  read_pingpong(L)
+  read_pair(L, "pingpong")
+  read_pair(L, "ksplit")
   if L.split then require("tilua.passes.convert_tileas_to_cutlass.split_tail").check(L) end
   return L
 end

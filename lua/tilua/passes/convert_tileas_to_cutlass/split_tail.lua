@@ -52,7 +52,7 @@ function Split.check(L)
   local Chain = require "tilua.passes.convert_tileas_to_cutlass.chain"
   local n = #L.consumers
   local what = "the split-tail schedule"
-  if L.pingpong or L.compute then R.fail(L.kop, "%s splits the programs of consumer replicas (not ping-pong consumers, nor a program without a dot)", what) end
+  if L.pingpong or L.ksplit or L.compute then R.fail(L.kop, "%s splits the programs of consumer replicas (not ping-pong or ksplit consumers, nor a program without a dot)", what) end
   for i, ag in ipairs(L.consumers) do
     local rep = ag.op:attr "tileas.replica"
     if n < 2 or not rep or rep[1] ~= i - 1 or rep[2] ~= n or ag.first ~= L.consumers[1].first + 4 * (i - 1) then

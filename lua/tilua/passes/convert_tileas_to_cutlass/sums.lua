@@ -76,7 +76,7 @@ end
 -- = a's, x = the factor, ring = D's B ring, n = D's columns} or nil. L.ring_of
 -- maps rings (by value id); bytes: the rings' shared memory now.
 function Sums.rule(L, op)
-  if not Sums.enabled or L.nctas > 1 or L.pingpong then return nil end
+  if not Sums.enabled or L.nctas > 1 or L.pingpong or L.ksplit then return nil end
   local b = op:region(1):entry()
   local yield = b:terminator()
   local dots = {}
