@@ -31,7 +31,7 @@
 --   --ksplit=1: ksplit consumers instead (tl.for_tiles {consumers = "ksplit"}: a 64-row program whose
 --     two warpgroups take every other k block): the tile ksplits 64 x 32, 64 x 96 a CTA on a cluster of 2
 --     (a 128 x 96 program, B multicast) and 64 x 128, each against stdlib's ksplit of that tile, cluster and
---     stages bit for bit, stdlib's own choice for the shape (tl.gemm.build's default) and cuBLASLt; its
+--     stages bit for bit, stdlib's own choice for the shape (tl.gemm.candidates's first) and cuBLASLt; its
 --     default shapes the decode rows where ksplit wins (64x4096x4096, 128x6144x4096, 64x14336x4096)
 --   --shapes=MxNxK,...: those problems instead of the squares of --sizes
 --   --cluster=1 --pdl=1: the launch instead (a programmatic dependent launch, stdlib's default, against
@@ -83,7 +83,7 @@ local function form_list()
     tile_pair("ksplit", 64, 32, nil, true)
     tile_pair("ksplit", 64, 96, nil, true, { 2, 1 })
     tile_pair("ksplit", 64, 128, nil, true)
-    L[#L + 1] = { kind = "std", name = "stdlib's choice", cfg = {} }
+    L[#L + 1] = { kind = "std", name = "stdlib's choice", cfg = {}, choice = true } -- (the model's first candidate)
     return L
   end
   if o.cluster and o.pdl then
@@ -209,7 +209,7 @@ for _, pr in ipairs(problems) do
       end
     else
       local cfg = { m = M, n = N, k = K }
-      for k, v in pairs(f.cfg) do cfg[k] = v end
+      for k, v in pairs(f.choice and tl.gemm.candidates { m = M, n = N, k = K, count = 1 }[1] or f.cfg) do cfg[k] = v end
       local g = tl.gemm.build(cfg)
       g.kernel:compile()
       std = std or g

@@ -86,12 +86,15 @@ local function plan_params(tl, kop, agents, nctas, L)
           want_map(e, op, tl.tensor_map_type(ti.elem, R.full_box(e.rank, { 64, 32 }), 128))
           P.tma_stores = true
         elseif n == "tileas.tiled_store" and ag.kind == "consumer" and ti.layout and ti.layout.kind == "mma"
-           and R.elem_bytes(ti.elem) == 2 and R.cta_part(ti, nctas)[2] % 64 == 0 then
-          -- sub-tiles of 64 x 32, a 64-byte swizzle (consumer.lua's tiled_store); after a loop
-          -- of chained dots (whose rings are not a GEMM's deep ring) a warpgroup's whole
-          -- fragment of at most 128 columns at once, in boxes of 64 x 64, a 128-byte swizzle
-          e.store_whole = chained and R.cta_part(ti, nctas)[2] <= 128
-          e.store_cols = e.store_whole and 64 or 32
+           and R.elem_bytes(ti.elem) == 2 and R.cta_part(ti, nctas)[2] % 16 == 0 then
+          -- sub-tiles of 64 x 32, a 64-byte swizzle (consumer.lua's tiled_store; 64 x 16, a
+          -- 32-byte one, where the block's columns are no multiple of 32: stdlib/gemm.lua's
+          -- epi); after a loop of chained dots (whose rings are not a GEMM's deep ring) a
+          -- warpgroup's whole fragment of 64 or 128 columns at once, in boxes of 64 x 64, a
+          -- 128-byte swizzle
+          local cols = R.cta_part(ti, nctas)[2]
+          e.store_whole = chained and cols <= 128 and cols % 64 == 0
+          e.store_cols = e.store_whole and 64 or cols % 32 == 0 and 32 or 16
           want_map(e, op, tl.tensor_map_type(ti.elem, R.full_box(e.rank, { 64, e.store_cols }), 2 * e.store_cols))
           P.tma_stores = true
         elseif ag.kind == "compute" and Tr.map_type(op) then -- a transpose by TMA (transpose.lua)
