@@ -264,6 +264,21 @@ function H.gpus(n, without_nccl)
   end
 end
 
+-- H.ragged_gemm_cases(seed) -> three GEMM shapes {m, n, k} picked by seed, small, medium and
+-- large, none a multiple of a tile: N and K multiples of 8 (TMA's 16-byte rows)
+function H.ragged_gemm_cases(seed)
+  local rng = seed
+  local function rand(lo, hi)
+    rng = (rng * 1103515245 + 12345) % 2147483648
+    return lo + rng % (hi - lo + 1)
+  end
+  local cases = {}
+  for _, r in ipairs { { 1, 200, 8, 64, 8, 40 }, { 200, 1600, 40, 256, 8, 160 }, { 2000, 5000, 200, 520, 60, 300 } } do
+    cases[#cases + 1] = { m = rand(r[1], r[2]), n = 8 * rand(r[3], r[4]), k = 8 * rand(r[5], r[6]) }
+  end
+  return cases
+end
+
 -- H.gemm_buffers(M, N, K, seed [, outputs]): a GEMM's device buffers, freed together when the
 -- table is closed: bf16 A (M x K, random from seed), B (N x K, from seed + 1) and `outputs`
 -- (default 1) zeroed bf16 M x N outputs.

@@ -35,6 +35,16 @@ function M.lowered_gemm(g, pipeline)
   return M.ops(m, "tile.kernel")[1]
 end
 
+-- The kernel of tile program k after tile-to-ptx up to pass `stage` ("input": as built).
+function M.stage_kernel(k, stage)
+  local core = require("tilua").core
+  local passes
+  for _, p in ipairs(core.pipelines()) do if p.name == "tile-to-ptx" then passes = p.passes end end
+  local m = k.module:clone()
+  if stage ~= "input" then assert(core.run_pipeline(m, passes:match("^(.-" .. stage:gsub("%-", "%%-") .. ")"))) end
+  return M.ops(m, "tile.kernel")[1]
+end
+
 -- A tile program's kernel as the emulator runs it: tile-to-ptx up to
 -- convert-tileas-to-cutlass (the tileas passes and the lowering), then its tile
 -- scheduler lowered, in a module of its own.

@@ -21,16 +21,7 @@ print(("tile_ksplit_gpu: seed %d"):format(seed))
 
 local ex = assert(loadfile "examples/tile_gemm.lua")("--library")
 
--- ragged shapes from the seed: N and K multiples of 8 (TMA's 16-byte rows)
-local rng = seed
-local function rand(lo, hi)
-  rng = (rng * 1103515245 + 12345) % 2147483648
-  return lo + rng % (hi - lo + 1)
-end
-local CASES = {}
-for _, r in ipairs { { 1, 200, 8, 64, 8, 40 }, { 200, 1600, 40, 256, 8, 160 }, { 2000, 5000, 200, 520, 60, 300 } } do
-  CASES[#CASES + 1] = { m = rand(r[1], r[2]), n = 8 * rand(r[3], r[4]), k = 8 * rand(r[5], r[6]) }
-end
+local CASES = H.ragged_gemm_cases(seed) -- (ragged shapes from the seed)
 CASES[#CASES + 1] = { m = 64, n = 4096, k = 4096 } -- the decode shape (64 k blocks, 128 programs of 64 x 32)
 CASES[#CASES + 1] = { m = 1000, n = 1480, k = 520 } -- the example's problem (9 k blocks: odd)
 

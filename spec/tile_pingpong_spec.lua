@@ -18,14 +18,7 @@ local PH = dofile "spec/protocol_helper.lua"
 local ex = assert(loadfile "examples/tile_gemm.lua")("--library")
 local bf16, matrix = PH.bf16, PH.matrix
 
--- the module of kernel k after tile-to-ptx up to pass `stage` ("input": as built)
-local function stage_kernel(k, stage)
-  local passes
-  for _, p in ipairs(tl.core.pipelines()) do if p.name == "tile-to-ptx" then passes = p.passes end end
-  local m = k.module:clone()
-  if stage ~= "input" then assert(tl.core.run_pipeline(m, passes:match("^(.-" .. stage:gsub("%-", "%%-") .. ")"))) end
-  return PH.ops(m, "tile.kernel")[1]
-end
+local stage_kernel = PH.stage_kernel
 
 describe("ping-pong consumers of a tile GEMM", function()
   -- 3 x 2 programs of 64 x 256 (edges along M and N), 4 k blocks (the ring of 5 wraps)

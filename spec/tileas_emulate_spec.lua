@@ -16,15 +16,7 @@ local bf16, matrix = PH.bf16, PH.matrix
 local function f32s(t) return H.pack("<f", t) end -- a list of numbers -> f32 bytes
 local read_f32 = H.f32s
 
--- the module of kernel k after tile-to-ptx up to pass `stage` ("input": as built)
-local function stage_kernel(k, stage)
-  local core = tl.core
-  local passes
-  for _, p in ipairs(core.pipelines()) do if p.name == "tile-to-ptx" then passes = p.passes end end
-  local m = k.module:clone()
-  if stage ~= "input" then assert(core.run_pipeline(m, passes:match("^(.-" .. stage:gsub("%-", "%%-") .. ")"))) end
-  return PH.ops(m, "tile.kernel")[1]
-end
+local stage_kernel = PH.stage_kernel
 
 describe("tile programs on the emulator (tileas)", function()
   local M, N, K = 130, 260, 200 -- edges along M and N, 4 k blocks (a ring of 3 wraps)
