@@ -313,7 +313,7 @@ do
       if not loop or o.name == "tileas.cancel_next_program_id" or o.name == "scf.yield" then ops[#ops + 1] = o end
       if o.name == "tileas.pipelined_for" then loop = o end
     end
-    if not loop or ops[#ops].name ~= "scf.yield" or ops[#ops - 1].name ~= "tileas.cancel_next_program_id" then
+    if not loop or #ops < 2 or ops[#ops].name ~= "scf.yield" or ops[#ops - 1].name ~= "tileas.cancel_next_program_id" then
       violation("model", ("ksplit consumer 1 at %s: its program is not a pipelined loop followed by the next program's id"):format(rec.loc))
     end
     rec.ksplit_body = { args = blk.args, ops = ops }
