@@ -112,11 +112,11 @@ do -- (the module's definitions; an indented block)
     local programs = tl.dims3(cfg.grid or 1, "launch: grid")
     local grid, values = tl.recipe.values(info.recipe, info.params, k, cfg.args or {}, programs)
     local last = k._tile_args
-    if last and last.info == info and last.values == values then return grid, last.list end
+    if last and last.info == info and last.values == values then return grid, last.list, values end
     local list = {}
     for i, v in ipairs(values) do list[i] = arg_for(info.params[i], v) end
     k._tile_args = { info = info, values = values, list = list }
-    return grid, list
+    return grid, list, values
   end
   -- }===
 
@@ -131,12 +131,17 @@ do -- (the module's definitions; an indented block)
   -- and names decoded once, with the check of each tensor map parameter; nil
   -- when a parameter needs the Lua path (16-bit floats) or the launch carries
   -- debug-hangs records.
+  -- A tile program's plan is of its lowered kernel's parameters (info.params),
+  -- kept apart (k._tile_plan): the C fast path takes k._plan with the
+  -- arguments as given, which a tile program's recipe converts first.
   local function launch_plan(k, info)
-    if k._plan_for == k._fn then return k._plan end
-    k._plan_for, k._plan = k._fn, nil
+    local key, params = "_plan", k.params
+    if info.tile then key, params = "_tile_plan", info.params end
+    if k[key .. "_for"] == k._fn then return k[key] end
+    k[key .. "_for"], k[key] = k._fn, nil
     if info.hang_sites then return nil end
     local kinds, names, elems, maps = {}, {}, {}, {}
-    for n, p in ipairs(k.params) do
+    for n, p in ipairs(params) do
       local i = p.type:info()
       local kind = i.kind == "ptr" and "ptr" or i.kind == "index" and "i64"
                    or i.kind == "int" and i.width > 1 and ("i" .. i.width)
@@ -148,12 +153,12 @@ do -- (the module's definitions; an indented block)
       if kind == "tmap" then maps[n] = function(v) tl.tensor_map_arg(p, v) end end -- the one check of a map
     end
     local sizes = {} -- kernel_spec.sizes by position
-    for n, p in ipairs(k.params) do sizes[n] = info.sizes and info.sizes[p.name] or false end
-    k._plan = core.launch_plan(k._fn, { kinds = kinds, names = names, elems = elems, maps = maps, sizes = sizes,
-                                        block = info.block,
-                                        cluster = info.cluster, grid = info.grid, static = info.static, smem = info.smem,
-                                        name = k.name })
-    return k._plan
+    for n, p in ipairs(params) do sizes[n] = info.sizes and info.sizes[p.name] or false end
+    k[key] = core.launch_plan(k._fn, { kinds = kinds, names = names, elems = elems, maps = maps, sizes = sizes,
+                                       block = info.block,
+                                       cluster = info.cluster, grid = info.grid, static = info.static, smem = info.smem,
+                                       name = k.name })
+    return k[key]
   end
 
   -- The sizes the kernel accepts (kernel_spec.sizes: an integer argument that
@@ -203,9 +208,13 @@ do -- (the module's definitions; an indented block)
     local info = launch_info(self)
     -- on cfg.device, else the current device (tl.device.use); the emulator is one device
     if not tl.options.emulate and core.device_available() then on_device(self, cfg.device or core.device_current()) end
-    if self._fn and cfg.block == nil and cfg.cluster == nil and not info.tile then -- the fast path
+    if self._fn and cfg.block == nil and cfg.cluster == nil and not (info.tile and tl.options.emulate) then -- the fast path
       local plan = launch_plan(self, info)
-      if plan then
+      if plan and info.tile then -- (the recipe's values: tensor maps, buffers, dims; its grid of CTAs)
+        local grid, _, values = tile_launch(self, info, cfg)
+        plan:launch(grid, values, cfg.smem, cfg.stream, cfg.pdl)
+        return self
+      elseif plan then
         plan:launch(cfg.grid or 1, cfg.args or {}, cfg.smem, cfg.stream, cfg.pdl)
         return self
       end
