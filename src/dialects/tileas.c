@@ -529,8 +529,9 @@ static IrResult check_pair(IrOp *op, IrAttrList r, const char *attr, const char 
   if (r.n == 2 && n == 2 && (g == 0 || g == 1) &&
       ir_attrs_TILEAS_AGENT(op).kind == AGENT_CONSUMER && !ir_op_attr(op, "tileas.replica"))
     return IR_OK;
-  ir_op_error(op, "%s must be [g, 2] on a consumer agent that is no replica: %s consumer g (0 or 1) of 2",
-              attr, what);
+  ir_op_error(
+      op, "%s must be [g, 2] on a consumer agent that is no replica: %s consumer g (0 or 1) of 2",
+      attr, what);
   return IR_FAIL;
 }
 
@@ -540,7 +541,9 @@ IrResult tileas_check_pingpong(IrOp *op) {
 
 IrResult tileas_check_ksplit(IrOp *op) {
   if (ir_op_attr(op, "tileas.pingpong")) {
-    ir_op_error(op, "tileas.ksplit and tileas.pingpong on one agent: its consumers split either the programs or the k blocks");
+    ir_op_error(
+        op,
+        "tileas.ksplit and tileas.pingpong on one agent: its consumers split either the programs or the k blocks");
     return IR_FAIL;
   }
   return check_pair(op, ir_stamp_TILEAS_KSPLIT(op).value, "tileas.ksplit", "ksplit");

@@ -732,7 +732,8 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   ** wait on a stage whose previous phase the other one took) */
   bool ksplit = ir_stamp_TILEAS_PIPELINE(m->loop).ksplit;
   if (ksplit && pingpong) {
-    ir_op_error(m->loop, "tileas-materialize-agents: a loop's consumers are ping-pong or ksplit, not both");
+    ir_op_error(m->loop,
+                "tileas-materialize-agents: a loop's consumers are ping-pong or ksplit, not both");
     return IR_FAIL;
   }
   if (pingpong && ((block != WG_ROWS && block != 2 * WG_ROWS) || !rw_find(k, is_program_loop))) {
@@ -752,10 +753,11 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
     return IR_FAIL;
   }
   if (ksplit && m->stages % 2) {
-    ir_op_error(m->loop,
-                "tileas-materialize-agents: ksplit consumers take every other stage of the ring: its "
-                "stages must be even, got %lld",
-                (long long)m->stages);
+    ir_op_error(
+        m->loop,
+        "tileas-materialize-agents: ksplit consumers take every other stage of the ring: its "
+        "stages must be even, got %lld",
+        (long long)m->stages);
     return IR_FAIL;
   }
   if (pingpong || ksplit) m->nconsumers = 1; /* (each the whole accumulator: nothing split) */
@@ -775,10 +777,12 @@ static IrResult materialize_kernel(Rewriter *r, IrOp *k) {
   agents[na++] = build_producer(m, first, k);
   for (uint32_t c = 0; c < (pingpong || ksplit ? 2 : m->nconsumers) && !m->failed; c++) {
     agents[na++] = build_consumer(m, first, k, pingpong || ksplit ? 0 : c);
-    if (pingpong || ksplit) { /* (a warpgroup's mma layouts: 128 rows are 2 x 64, a warp 16 of each) */
+    if (pingpong ||
+        ksplit) { /* (a warpgroup's mma layouts: 128 rows are 2 x 64, a warp 16 of each) */
       if (block > WG_ROWS) rw_retype(agents[na - 1], warpgroup_type_of, &m->rw);
       int64_t g[2] = {c, 2};
-      ir_op_set_attr(agents[na - 1], ir_stamp_spec(pingpong ? STAMP_TILEAS_PINGPONG : STAMP_TILEAS_KSPLIT)->name,
+      ir_op_set_attr(agents[na - 1],
+                     ir_stamp_spec(pingpong ? STAMP_TILEAS_PINGPONG : STAMP_TILEAS_KSPLIT)->name,
                      ir_attr_int_array(r->ctx, 2, g));
     }
   }
