@@ -1,6 +1,6 @@
 -- A tile program's launch again on the same tensors reuses the last one's
--- values and converted arguments (lua/tilua/gpu/recipe.lua's same_as_last,
--- lua/tilua/gpu/launch.lua's tile_launch): tensor inputs given each time as
+-- values (lua/tilua/gpu/recipe.lua's same_as_last, lua/tilua/gpu/launch.lua's
+-- tile_values; the C launch plan packs them): tensor inputs given each time as
 -- new tables of the same buffer, shape and strides, a persistent grid (the
 -- device's SM count read). Checked on the stand-in driver (spec/c/fake_cuda.c,
 -- its launch log): every launch, reused or not, logs the line that the same
@@ -50,12 +50,12 @@ local function lines()
   return t
 end
 for i, s in ipairs(sets) do
-  local before, list = #lines(), k._tile_args and k._tile_args.list
+  local before, last = #lines(), k._last and k._last.values
   launch(s)
   D.synchronize()
   local new = lines()
   local mine = table.concat(new, "\n", before + 1)
-  local reused = list ~= nil and k._tile_args.list == list
+  local reused = last ~= nil and k._last.values == last
   -- the same launch, the kernel's memos cleared (its tensor maps made again)
   k._last, k._tile_args, k._maps = nil, nil, nil
   local n0 = #lines()

@@ -102,21 +102,25 @@ do -- (the module's definitions; an indented block)
   -- parameters filled by its launch recipe (tilua.gpu.recipe, from the lowered
   -- kernel's tileas.params and tileas.launch); k._maps and k._workspace keep
   -- the tensor maps and the StreamK workspace across launches.
-  -- The arguments converted are the last launch's again when the recipe gave
-  -- the same values (the same tables when it saw the same inputs; arg_for is a
-  -- function of the parameter and the value, and the C launch reads a buffer's
-  -- address and liveness when it packs it): 25-31 us a launch of the attention
-  -- backward's programs on the dev machine before, its tensor maps' checks
-  -- (docs/PERF.md s13bwd-3).
-  local function tile_launch(k, info, cfg)
+  -- tile_values: the recipe's grid of CTAs and values of the lowered kernel's
+  -- parameters (the last launch's values table again when it saw the same
+  -- inputs). tile_args: those values converted (arg_for), for the Lua path only
+  -- (the C launch plan packs the values itself); the last launch's list again
+  -- for the same values table (arg_for is a function of the parameter and the
+  -- value, and the C launch reads a buffer's address and liveness when it
+  -- packs it): 25-31 us a launch of the attention backward's programs on the
+  -- dev machine before, its tensor maps' checks (docs/PERF.md s13bwd-3).
+  local function tile_values(k, info, cfg)
     local programs = tl.dims3(cfg.grid or 1, "launch: grid")
-    local grid, values = tl.recipe.values(info.recipe, info.params, k, cfg.args or {}, programs)
+    return tl.recipe.values(info.recipe, info.params, k, cfg.args or {}, programs)
+  end
+  local function tile_args(k, info, values)
     local last = k._tile_args
-    if last and last.info == info and last.values == values then return grid, last.list, values end
+    if last and last.info == info and last.values == values then return last.list end
     local list = {}
     for i, v in ipairs(values) do list[i] = arg_for(info.params[i], v) end
     k._tile_args = { info = info, values = values, list = list }
-    return grid, list, values
+    return list
   end
   -- }===
 
@@ -211,7 +215,7 @@ do -- (the module's definitions; an indented block)
     if self._fn and cfg.block == nil and cfg.cluster == nil and not (info.tile and tl.options.emulate) then -- the fast path
       local plan = launch_plan(self, info)
       if plan and info.tile then -- (the recipe's values: tensor maps, buffers, dims; its grid of CTAs)
-        local grid, _, values = tile_launch(self, info, cfg)
+        local grid, values = tile_values(self, info, cfg)
         plan:launch(grid, values, cfg.smem, cfg.stream, cfg.pdl)
         return self
       elseif plan then
@@ -227,7 +231,10 @@ do -- (the module's definitions; an indented block)
       if c and c[i] ~= cluster[i] then raise(("launch: cluster {%d,%d,%d} differs from the kernel's {%d,%d,%d}"):format(c[1], c[2], c[3], cluster[1], cluster[2], cluster[3])) end
     end
     local grid, targs
-    if info.tile then grid, targs = tile_launch(self, info, cfg)
+    if info.tile then
+      local values
+      grid, values = tile_values(self, info, cfg)
+      targs = tile_args(self, info, values)
     else grid = tl.dims3(cfg.grid or 1, "launch: grid") end
     for i = 1, 3 do
       if grid[i] % cluster[i] ~= 0 then raise(("launch: grid dimension %d (%d) is not a multiple of the cluster's (%d)"):format(i, grid[i], cluster[i])) end
