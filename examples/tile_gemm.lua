@@ -7,7 +7,7 @@
 --
 --   C[M, N] = A[M, K] . B[N, K]^T   (bf16 in, f32 accumulation, bf16 out)
 --
---   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--bm=128|256] [--stages=S]
+--   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--bm=128|256] [--bk=64|128] [--stages=S]
 --                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--consumers=pingpong|ksplit [--bn=N]]
 --                                [--pdl=0|1] [--emit=ir|ptx] [--stage=NAME]
 --
@@ -39,6 +39,10 @@ local check = require "tilua.gpu.check"
 -- consumer warpgroups take every other k block of it from one ring and add
 -- their sums before the epilogue (stdlib/gemm.lua's consumers = "ksplit", the
 -- decode shapes' form: 64 x 32 at 64 x 4096 x 4096), an even count of stages.
+-- o.bk: the k block (tl.for_tiles's tile), 64 or 128 elements: a stage of
+-- 128 holds two 128-byte swizzle rows of each row of A and B (two TMA boxes an
+-- operand); stdlib's decode model picks ksplit 64 x 32 with bk = 128 at 64 x 4096
+-- x 4096 (docs/PERF.md, s19-13).
 -- o.pdl: launched as a programmatic dependent launch (k.pdl; stdlib/gemm.lua's
 -- default): every CTA waits for the previous grid before its first read, then
 -- lets the next grid launch (its CTAs' prologues overlap this grid's tail).
@@ -64,26 +68,29 @@ local function block_of(o)
   return bm, bn // 2
 end
 local SMEM = 227 * 1024 - 2048 -- (a block's shared memory, less the barriers' and the kernel's other words)
+local function bk_of(o) return o.bk or 64 end
 local function stages_of(o)
   if o.stages then return o.stages end
+  local bk = bk_of(o)
+  local rows, cols = block_of(o) -- (a CTA's ring holds its block's rows of A and columns of B)
   if o.consumers == "ksplit" then
     -- stdlib/gemm.lua's: an even count beside 16 KiB of staging and the second warpgroup's
     -- f32 sums, at most 14 (what the 32 barrier slots hold beside the hand-over's)
-    local rows, cols = block_of(o)
-    local fit = (SMEM - 16384 - rows * cols * 4) // ((rows + cols) * 64 * 2)
+    local fit = (SMEM - 16384 - rows * cols * 4) // ((rows + cols) * bk * 2)
     return math.min(14, fit // 2 * 2)
   end
-  if o.consumers ~= "pingpong" then return 3 end
+  if o.consumers ~= "pingpong" then -- 3, or what fits beside the 64 KiB of epilogue staging
+    return math.max(1, math.min(3, (SMEM - 65536) // ((rows + cols) * bk * 2)))
+  end
   -- stdlib/gemm.lua's: what fits beside 16 KiB of epilogue staging, at most 8 (4 at 64 x 256 on
-  -- one CTA); a CTA's ring holds its block's rows of A and columns of B
-  local rows, cols = block_of(o)
+  -- one CTA)
   local most = (rows == 64 and cols == 256 and (o.cluster or 1) == 1) and 4 or 8
-  return math.min(most, (SMEM - 16384) // ((rows + cols) * 64 * 2))
+  return math.min(most, (SMEM - 16384) // ((rows + cols) * bk * 2))
 end
 
 local function build(o)
   o = o or {}
-  local bm, bn = rows_of(o), cols_of(o)
+  local bm, bn, bk = rows_of(o), cols_of(o), bk_of(o)
   local streamk = o.schedule == "streamk" or o.schedule == "splitk"
   tl.new_module()
   local k = tl.tile_kernel("tile_gemm", {
@@ -100,9 +107,9 @@ local function build(o)
     end
     local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
     local acc = tl.zeros({ bm, bn }, tl.f32)
-    acc = tl.for_tiles(streamk and o.k or p.K, { tile = 64, stages = stages_of(o), consumers = o.consumers }, acc, function(kk, acc)
-      local a = tl.load(p.A, { pid_m, kk }, { bm, 64 })
-      local b = tl.load(p.B, { pid_n, kk }, { bn, 64 }) -- B stored [N, K]: dot takes it transposed
+    acc = tl.for_tiles(streamk and o.k or p.K, { tile = bk, stages = stages_of(o), consumers = o.consumers }, acc, function(kk, acc)
+      local a = tl.load(p.A, { pid_m, kk }, { bm, bk })
+      local b = tl.load(p.B, { pid_n, kk }, { bn, bk }) -- B stored [N, K]: dot takes it transposed
       return tl.dot(a, b, acc)
     end)
     tl.store(p.C, { pid_m, pid_n }, acc:cast(tl.bf16))

@@ -7,8 +7,9 @@
 -- run) against stdlib/gemm.lua's reference kernel and sampled CPU dot
 -- products, and against stdlib/gemm.lua's consumers = "ksplit" kernel of the
 -- same tile and stages bit for bit: 64 x 32 (14 stages, the decode form), 64 x
--- 128, and a 128 x 96 program on a cluster of 2 (64 x 96 a CTA, B multicast:
--- stdlib's ksplit in a 2 x 1 cluster). The shapes give odd and even counts of k
+-- 128, a 128 x 96 program on a cluster of 2 (64 x 96 a CTA, B multicast:
+-- stdlib's ksplit in a 2 x 1 cluster), and 64 x 32 with 128-element k blocks
+-- (8 stages: the decode model's pick at 64 x 4096 x 4096). The shapes give odd and even counts of k
 -- blocks a program and of programs a CTA (the parity of a program's first k
 -- block changes along a CTA's programs). Without a GPU the kernels are still
 -- compiled and assembled, and the launches report pending.
@@ -30,6 +31,7 @@ local FORMS = {
   { o = { consumers = "ksplit", bn = 32 }, bm = 64, bn = 32 },
   { o = { consumers = "ksplit" }, bm = 64, bn = 128 },
   { o = { consumers = "ksplit", cluster = 2, bm = 128, bn = 96 }, bm = 64, bn = 96, cluster = { 2, 1 } },
+  { o = { consumers = "ksplit", bn = 32, bk = 128 }, bm = 64, bn = 32, bk = 128 },
 }
 
 describe("the ksplit tile GEMM on the GPU", function()
@@ -39,7 +41,8 @@ describe("the ksplit tile GEMM on the GPU", function()
 
   for i, c in ipairs(CASES) do
     for j, f in ipairs(FORMS) do
-      local label = ("%d x %d a CTA%s, %d x %d x %d"):format(f.bm, f.bn, f.cluster and " (cluster 2x1)" or "", c.m, c.n, c.k)
+      local label = ("%d x %d a CTA%s%s, %d x %d x %d"):format(f.bm, f.bn, f.cluster and " (cluster 2x1)" or "",
+                                                            f.bk and (" bk " .. f.bk) or "", c.m, c.n, c.k)
       it(label .. ": the reference kernel, CPU samples, stdlib/gemm.lua's ksplit bit for bit", function()
         if not GPU then pending("no GPU: " .. tl.device.error()) return end
         local D = tl.device
@@ -51,7 +54,7 @@ describe("the ksplit tile GEMM on the GPU", function()
         local k = ex.build(f.o)
         k:compile()
         local g = tl.gemm.build { m = M, n = N, k = K, bm = f.bm, bn = f.bn, stages = ex.stages_of(f.o), consumers = "ksplit",
-                                  cluster = f.cluster }
+                                  cluster = f.cluster, bk = f.bk }
         k:launch { grid = { (M + pm - 1) // pm, (N + pn - 1) // pn },
                    args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d_tile, { M, N } }, K = K } }
         g:run { a = a, b = b, d = d_std }

@@ -10,7 +10,8 @@
 -- give the plain reference's bytes with the CTAs running odd and even counts of
 -- programs and an odd count of k blocks a program (so the parity changes from
 -- program to program); on a cluster of 2 (a 128-row program split along M, B
--- multicast, mode pingpong_cluster) the lowered kernel on 1 and 2 clusters; the
+-- multicast, mode pingpong_cluster) the lowered kernel on 1 and 2 clusters; with
+-- 128-element k blocks (stdlib's decode tile, 64 x 32 with bk = 128); the
 -- protocol checker explores the materialized agents and the lowered kernel,
 -- and finds the overwrite when consumer 1 no longer waits for consumer 0 to
 -- have read its previous sums; what is refused.
@@ -109,6 +110,24 @@ describe("ksplit consumers of a tile GEMM", function()
     end
   end)
 
+  -- stdlib's decode tile (64 x 32, bk = 128: two 128-byte swizzle rows of each
+  -- row of A and B a stage, 8 stages): 3 x 4 programs, 5 k blocks a program (the
+  -- last ragged), so the parity changes from program to program
+  it("with 128-element k blocks (64 x 32, two TMA boxes an operand a stage) the lowered kernel computes the reference", function()
+    local P3 = problem_of(150, 120, 5 * 128 - 40)
+    local k = ex.build { consumers = "ksplit", bn = 32, bk = 128 }
+    assert.equal(8, ex.stages_of { consumers = "ksplit", bn = 32, bk = 128 })
+    local kop = PH.lowered_tile(k)
+    local loads = #PH.ops(kop, "tile.tma_load")
+    assert.equal(4, loads, "a stage's loads: two boxes of A, two of B")
+    for _, grid in ipairs { 5, 2 } do
+      local args, at = PH.params_args(kop, P3.values(3, 4))
+      local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = 17 + grid })
+      assert(r.ok, r.report)
+      P3.check(r.read(at["map:C"] or at["ptr:C"]), ("bk 128 on %d CTAs"):format(grid))
+    end
+  end)
+
   it("the protocol checker explores the materialized agents and the lowered kernel, and finds the hand-over's overwrite", function()
     local k = ex.build { consumers = "ksplit", stages = 2, bn = 64 }
     local K2 = 192 -- 3 k blocks through 2 stages: the ring wraps within a program, the parity changes between programs
@@ -164,9 +183,10 @@ describe("ksplit consumers of a tile GEMM", function()
     assert.matches("ksplit consumers add their sums of a program's k blocks: the k loop may only add dot products to its accumulator", tostring(err))
   end)
 
-  it("compiles through ptxas (64 x 32, 64 x 128; 128 x 96 on a cluster of 2)", function()
+  it("compiles through ptxas (64 x 32, 64 x 128; 128 x 96 on a cluster of 2; 64 x 32 with bk = 128)", function()
     H.assert_ptxas(ex.build({ consumers = "ksplit", bn = 32 }):compile())
     H.assert_ptxas(ex.build({ consumers = "ksplit" }):compile())
     H.assert_ptxas(ex.build({ consumers = "ksplit", cluster = 2, bm = 128, bn = 96 }):compile())
+    H.assert_ptxas(ex.build({ consumers = "ksplit", bn = 32, bk = 128 }):compile())
   end)
 end)

@@ -29,7 +29,8 @@
 --     128 x 256 (3 stages) on one CTA and on a cluster of 2 (a 256 x 256 program, B multicast:
 --     stdlib's cluster = 2), and cuBLASLt
 --   --ksplit=1: ksplit consumers instead (tl.for_tiles {consumers = "ksplit"}: a 64-row program whose
---     two warpgroups take every other k block): the tile ksplits 64 x 32, 64 x 96 a CTA on a cluster of 2
+--     two warpgroups take every other k block): the tile ksplits 64 x 32 (k blocks of 64 and of 128
+--     elements), 64 x 96 a CTA on a cluster of 2
 --     (a 128 x 96 program, B multicast) and 64 x 128, each against stdlib's ksplit of that tile, cluster and
 --     stages bit for bit, stdlib's own choice for the shape (tl.gemm.candidates's first) and cuBLASLt; its
 --     default shapes the decode rows where ksplit wins (64x4096x4096, 128x6144x4096, 64x14336x4096)
@@ -60,13 +61,13 @@ local function form_list()
   local L = {}
   -- (pdl: the tile program as a programmatic dependent launch or not, nil: the example's default, ex.pdl_of;
   -- std_pdl = false: stdlib's without one)
-  -- (consumers: "pingpong" or "ksplit", the tile program's and its stdlib pair's)
-  local function tile_pair(consumers, bm, bn, stages, pair, cl, pdl, std_pdl)
+  -- (consumers: "pingpong" or "ksplit", the tile program's and its stdlib pair's; bk: their k block, 64 if nil)
+  local function tile_pair(consumers, bm, bn, stages, pair, cl, pdl, std_pdl, bk)
     local pm, pn = bm * (cl and cl[1] or 1), bn * (cl and cl[2] or 1)
-    local to = { consumers = consumers, bm = pm, bn = pn, cluster = cl and 2 or nil, pdl = pdl }
+    local to = { consumers = consumers, bm = pm, bn = pn, cluster = cl and 2 or nil, pdl = pdl, bk = bk }
     stages = stages or ex.stages_of(to)
     to.stages = stages
-    local where = cl and (" c%dx%d"):format(cl[1], cl[2]) or ""
+    local where = (cl and (" c%dx%d"):format(cl[1], cl[2]) or "") .. (bk and (" bk%d"):format(bk) or "")
     local what = consumers == "pingpong" and "ping-pong" or consumers
     L[#L + 1] = { kind = "tile", name = ("tile %s %dx%d%s (%d st)%s"):format(what, bm, bn, where, stages,
                                                                             ex.pdl_of(to) and " pdl" or ""),
@@ -75,12 +76,14 @@ local function form_list()
       L[#L].pair = #L + 1
       L[#L + 1] = { kind = "std", name = ("stdlib %s %dx%d%s (%d st)%s"):format(what, bm, bn, where, stages,
                                                                              std_pdl == false and " no pdl" or ""),
-                    cfg = { consumers = consumers, bm = bm, bn = bn, stages = stages, cluster = cl, pdl = std_pdl } }
+                    cfg = { consumers = consumers, bm = bm, bn = bn, stages = stages, cluster = cl, pdl = std_pdl,
+                            bk = bk } }
     end
   end
   local function tile_pp(...) return tile_pair("pingpong", ...) end
   if o.ksplit then -- the decode forms (stdlib/gemm_choice.lua's), each beside stdlib's of its tile and stages
     tile_pair("ksplit", 64, 32, nil, true)
+    tile_pair("ksplit", 64, 32, nil, true, nil, nil, nil, 128) -- (the model's pick at 64x4096x4096)
     tile_pair("ksplit", 64, 96, nil, true, { 2, 1 })
     tile_pair("ksplit", 64, 128, nil, true)
     L[#L + 1] = { kind = "std", name = "stdlib's choice", cfg = {}, choice = true } -- (the model's first candidate)
