@@ -139,10 +139,10 @@ do -- (the module's definitions; an indented block)
   -- kept apart (k._tile_plan): the C fast path takes k._plan with the
   -- arguments as given, which a tile program's recipe converts first.
   local function launch_plan(k, info)
-    local key, params = "_plan", k.params
-    if info.tile then key, params = "_tile_plan", info.params end
-    if k[key .. "_for"] == k._fn then return k[key] end
-    k[key .. "_for"], k[key] = k._fn, nil
+    local key, key_for, params = "_plan", "_plan_for", k.params -- (no string made a launch)
+    if info.tile then key, key_for, params = "_tile_plan", "_tile_plan_for", info.params end
+    if k[key_for] == k._fn then return k[key] end
+    k[key_for], k[key] = k._fn, nil
     if info.hang_sites then return nil end
     local kinds, names, elems, maps = {}, {}, {}, {}
     for n, p in ipairs(params) do

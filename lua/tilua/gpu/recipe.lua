@@ -207,10 +207,14 @@ end
 
 -- A tensor input as the last launch read it: its buffer, and copies of its
 -- shape and strides (the table is its owner's, who may change it in place).
+local mtype, type_of = math.type, type -- (upvalues: the comparison runs every launch)
 local function same_numbers(a, b) -- (two lists of the same numbers, of the same kinds: 4 and 4.0 differ)
-  if type(a) ~= "table" or type(b) ~= "table" or #a ~= #b then return false end
-  for d = 1, #a do
-    if a[d] ~= b[d] or math.type(a[d]) ~= math.type(b[d]) then return false end
+  if type_of(a) ~= "table" or type_of(b) ~= "table" then return false end
+  local n = #a
+  if n ~= #b then return false end
+  for d = 1, n do
+    local x, y = a[d], b[d]
+    if x ~= y or mtype(x) ~= mtype(y) then return false end
   end
   return true
 end
@@ -219,10 +223,11 @@ local function snapshot(v)
   return { buffer = v.buffer or v[1], shape = copy(v.shape or v[2]), strides = copy(v.strides) }
 end
 local function same_tensor(seen, v)
-  if type(seen) ~= "table" or type(v) ~= "table" or not rawequal(seen.buffer, v.buffer or v[1]) then return false end
+  if type_of(seen) ~= "table" or type_of(v) ~= "table" or not rawequal(seen.buffer, v.buffer or v[1]) then return false end
   if not same_numbers(seen.shape, v.shape or v[2]) then return false end
-  if seen.strides == nil then return v.strides == nil end
-  return same_numbers(seen.strides, v.strides)
+  local strides = seen.strides
+  if strides == nil then return v.strides == nil end
+  return same_numbers(strides, v.strides)
 end
 
 -- Whether a launch of recipe with inputs and programs gives what the last one
