@@ -9,7 +9,7 @@
 --
 --   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--bm=128|256] [--bk=64|128] [--stages=S]
 --                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--consumers=pingpong|ksplit [--bn=N]]
---                                [--pdl=0|1] [--emit=ir|ptx] [--stage=NAME]
+--                                [--swap=1 [--bm=8..64] [--bn=64|128]] [--pdl=0|1] [--emit=ir|ptx] [--stage=NAME]
 --
 -- On a GPU it runs on fresh random data and checks C against the plain
 -- reference kernel of stdlib/gemm.lua and sampled CPU dot products; without
@@ -43,6 +43,11 @@ local check = require "tilua.gpu.check"
 -- 128 holds two 128-byte swizzle rows of each row of A and B (two TMA boxes an
 -- operand); stdlib's decode model picks ksplit 64 x 32 with bk = 128 at 64 x 4096
 -- x 4096 (docs/PERF.md, s19-13).
+-- o.swap: the swapped form for decode-sized M (stdlib/gemm.lua's swap_ab):
+-- the program computes its tile of C transposed, D^T = B . A^T (an o.bn x o.bm
+-- accumulator: bn rows of B, 64 a consumer warpgroup, by bm tokens, 8 to 64 in
+-- steps of 8), and stores tl.transpose of it (from registers, element by
+-- element); default 16 x 128 a program, 12 stages at most.
 -- o.pdl: launched as a programmatic dependent launch (k.pdl; stdlib/gemm.lua's
 -- default): every CTA waits for the previous grid before its first read, then
 -- lets the next grid launch (its CTAs' prologues overlap this grid's tail).
@@ -51,8 +56,9 @@ local check = require "tilua.gpu.check"
 -- decides instead. Measured on an H200 (docs/PERF.md, s15pp-2): PDL made that
 -- form 1.09 / 1.10 / 1.01 times as fast at 4096^3 / 3456x4096x4096 /
 -- 4096x14336x4096, and the 128 x 256 program (1 x 2) 0.97 / 0.94 / 0.99.
-local function cols_of(o) return o.bn or (o.consumers == "ksplit" and 128 or 256) end
+local function cols_of(o) return o.bn or (o.swap and 128 or o.consumers == "ksplit" and 128 or 256) end
 local function rows_of(o)
+  if o.swap then return o.bm or 16 end
   return o.bm or ((o.consumers == "pingpong" and cols_of(o) > 128 or o.consumers == "ksplit") and 64 or 128)
 end
 local function pdl_of(o)
@@ -78,6 +84,9 @@ local function stages_of(o)
     -- f32 sums, at most 14 (what the 32 barrier slots hold beside the hand-over's)
     local fit = (SMEM - 16384 - rows * cols * 4) // ((rows + cols) * bk * 2)
     return math.min(14, fit // 2 * 2)
+  end
+  if o.swap then -- stdlib/gemm.lua's swap_ab: stored from registers, no staging, at most 12
+    return math.min(12, SMEM // ((rows + cols) * bk * 2))
   end
   if o.consumers ~= "pingpong" then -- 3, or what fits beside the 64 KiB of epilogue staging
     return math.max(1, math.min(3, (SMEM - 65536) // ((rows + cols) * bk * 2)))
@@ -106,6 +115,16 @@ local function build(o)
       tl.griddepcontrol_launch_dependents()
     end
     local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
+    if o.swap then -- D^T = B . A^T: B's rows on wgmma's 64-row side, the bm tokens its N
+      local acc = tl.for_tiles(streamk and o.k or p.K, { tile = bk, stages = stages_of(o) }, tl.zeros({ bn, bm }, tl.f32),
+        function(kk, acc)
+          local b = tl.load(p.B, { pid_n, kk }, { bn, bk })
+          local a = tl.load(p.A, { pid_m, kk }, { bm, bk })
+          return tl.dot(b, a, acc)
+        end)
+      tl.store(p.C, { pid_m, pid_n }, tl.transpose(acc:cast(tl.bf16)))
+      return
+    end
     local acc = tl.zeros({ bm, bn }, tl.f32)
     acc = tl.for_tiles(streamk and o.k or p.K, { tile = bk, stages = stages_of(o), consumers = o.consumers }, acc, function(kk, acc)
       local a = tl.load(p.A, { pid_m, kk }, { bm, bk })

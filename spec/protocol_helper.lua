@@ -168,6 +168,40 @@ function M.matrix(rows, cols, f)
   return v, table.concat(bytes)
 end
 
+-- A GEMM problem of M x N x K with small integer operands (every sum exact in
+-- f32 and its bf16 rounding the reference's): A (M x K) and B (N x K) as
+-- tensors, C's bytes; P.check(out, what) compares a result's bf16 C with the
+-- plain reference, P.values(px, py) the lowered kernel's arguments by
+-- tileas.params entry (C a tensor map, or a pointer where the epilogue stores
+-- plainly).
+function M.int_gemm(rows, cols, depth)
+  local bf16 = M.bf16
+  local A, ab = M.matrix(rows, depth, function(i, k) return ((i * 7 + k * 3) % 5) - 2 end)
+  local B, bb = M.matrix(cols, depth, function(j, k) return ((j * 5 + k * 11 + 1) % 3) - 1 end)
+  local P = { M = rows, N = cols, K = depth, A = { data = ab, shape = { rows, depth } },
+              B = { data = bb, shape = { cols, depth } }, C = { bytes = rows * cols * 2, shape = { rows, cols } } }
+  function P.check(out, what)
+    local bad, first = 0, nil
+    for i = 0, rows - 1 do
+      for j = 0, cols - 1 do
+        local s = 0
+        for k = 0, depth - 1 do s = s + A[i * depth + k] * B[j * depth + k] end
+        local got = string.unpack("<I2", out, 1 + 2 * (i * cols + j))
+        if got ~= bf16(s) then
+          bad, first = bad + 1, first or ("%s: [%d, %d] = %04x, want %04x"):format(what, i, j, got, bf16(s))
+        end
+      end
+    end
+    if bad > 0 then error(("%d elements off; %s"):format(bad, first), 2) end
+  end
+  function P.values(px, py)
+    return { ["map:A"] = P.A, ["map:B"] = P.B, ["map:C"] = P.C, ["ptr:C"] = ("\0"):rep(rows * cols * 2),
+             ["dim:C:0"] = rows, ["dim:C:1"] = cols, ["stride:C:0"] = cols, ["arg:K"] = depth, ["programs:x"] = px,
+             ["programs:y"] = py }
+  end
+  return P
+end
+
 -- The arguments of a lowered tile program (convert-tileas-to-cutlass), each
 -- parameter filled as its tileas.params entry says from `values` (entry ->
 -- argument, as the launcher would); -> args, and the position of each entry.

@@ -20,37 +20,10 @@ local tl = require "tilua"
 local PH = dofile "spec/protocol_helper.lua"
 
 local ex = assert(loadfile "examples/tile_gemm.lua")("--library")
-local bf16, matrix = PH.bf16, PH.matrix
 
 local stage_kernel = PH.stage_kernel
 
--- A problem of M x N x K with small integer operands, and the check of a result
-local function problem_of(M, N, K)
-  local A, ab = matrix(M, K, function(i, k) return ((i * 7 + k * 3) % 5) - 2 end)
-  local B, bb = matrix(N, K, function(j, k) return ((j * 5 + k * 11 + 1) % 3) - 1 end)
-  local P = { M = M, N = N, K = K, A = { data = ab, shape = { M, K } }, B = { data = bb, shape = { N, K } },
-              C = { bytes = M * N * 2, shape = { M, N } } }
-  function P.check(out, what)
-    local bad, first = 0, nil
-    for i = 0, M - 1 do
-      for j = 0, N - 1 do
-        local s = 0
-        for k = 0, K - 1 do s = s + A[i * K + k] * B[j * K + k] end
-        local got = string.unpack("<I2", out, 1 + 2 * (i * N + j))
-        if got ~= bf16(s) then
-          bad, first = bad + 1, first or ("%s: [%d, %d] = %04x, want %04x"):format(what, i, j, got, bf16(s))
-        end
-      end
-    end
-    assert.equal(0, bad, first)
-  end
-  -- the lowered kernel's arguments (its C a tensor map, or a pointer where the epilogue stores plainly)
-  function P.values(px, py)
-    return { ["map:A"] = P.A, ["map:B"] = P.B, ["map:C"] = P.C, ["ptr:C"] = ("\0"):rep(M * N * 2), ["dim:C:0"] = M,
-             ["dim:C:1"] = N, ["stride:C:0"] = N, ["arg:K"] = K, ["programs:x"] = px, ["programs:y"] = py }
-  end
-  return P
-end
+local problem_of = PH.int_gemm
 
 local function pipeline_mode(kop)
   local mode

@@ -298,6 +298,14 @@ static bool visit_mdim(IrOp *op, void *ud) {
     }
     break;
   }
+  case OP_TILEAS_TRANSPOSE: { /* (a swapped GEMM's D^T stored as D: its M runs along the other dim)
+                               */
+    IrValue *x = op->operands[0].value, *y = &op->results[0];
+    int dx = get_mdim(m, x), dy = get_mdim(m, y);
+    if (dx >= 0) set_mdim(m, y, 1 - dx, &p->again);
+    if (dy >= 0) set_mdim(m, x, 1 - dy, &p->again);
+    break;
+  }
   case OP_SCF_FOR:
   case OP_SCF_WHILE:
   case OP_SCF_IF: share_slots(p, op); break;

@@ -16,7 +16,7 @@
 -- Without a GPU it compiles the kernels and stops.
 --
 --   tilua tools/bench/tile_pingpong.lua [--sizes=8192,4096] [--rounds=9] [--stages=S]
---                                       [--coop_stages=3,4] [--study=1] [--cluster=1 [--pdl=1]] [--ksplit=1]
+--                                       [--coop_stages=3,4] [--study=1] [--cluster=1 [--pdl=1]] [--ksplit=1] [--swap=1]
 --   --stages: the ping-pong 128 x 128's depth (default stdlib's: 6)
 --   --coop_stages: the tile cooperative 128 x 256's depths, one form each (the example's default 3)
 --   --study=1: the 64 x 256 ping-pong's stages besides: the tile program at 4 and 5 stages, stdlib's at
@@ -34,6 +34,10 @@
 --     (a 128 x 96 program, B multicast) and 64 x 128, each against stdlib's ksplit of that tile, cluster and
 --     stages bit for bit, stdlib's own choice for the shape (tl.gemm.candidates's first) and cuBLASLt; its
 --     default shapes the decode rows where ksplit wins (64x4096x4096, 128x6144x4096, 64x14336x4096)
+--   --swap=1: the swapped forms instead (examples/tile_gemm.lua's swap: a program of bm tokens x bn
+--     columns of C computes D^T = B . A^T and stores its transpose): 16 x 128, 8 x 64 and 32 x 128 with
+--     128-element k blocks, each against stdlib's swap_ab of that tile and stages bit for bit, stdlib's
+--     own choice and cuBLASLt; its default shapes decode rows (16x4096x4096, 16x14336x4096, 8x28672x4096)
 --   --shapes=MxNxK,...: those problems instead of the squares of --sizes
 --   --cluster=1 --pdl=1: the launch instead (a programmatic dependent launch, stdlib's default, against
 --     none): the tile ping-pongs 128 x 128 c2x1 and c1x2 without and with PDL (o.pdl = false, true;
@@ -87,6 +91,18 @@ local function form_list()
     tile_pair("ksplit", 64, 96, nil, true, { 2, 1 })
     tile_pair("ksplit", 64, 128, nil, true)
     L[#L + 1] = { kind = "std", name = "stdlib's choice", cfg = {}, choice = true } -- (the model's first candidate)
+    return L
+  end
+  if o.swap then -- the swapped forms (stdlib/gemm.lua's swap_ab): tokens x columns of C a program, each
+    -- beside stdlib's swap_ab of its tile (bm rows of B x bn tokens) and stages
+    for _, t in ipairs { { 16, 128 }, { 8, 64 }, { 32, 128, 128 } } do
+      local to = { swap = true, bm = t[1], bn = t[2], bk = t[3] }
+      local stages = ex.stages_of(to)
+      local what = ("swapped %dx%d%s (%d st)"):format(t[1], t[2], t[3] and (" bk" .. t[3]) or "", stages)
+      L[#L + 1] = { kind = "tile", name = "tile " .. what, bm = t[1], bn = t[2], o = to, pair = #L + 2 }
+      L[#L + 1] = { kind = "std", name = "stdlib " .. what, cfg = { swap_ab = true, bm = t[2], bn = t[1], bk = t[3], stages = stages } }
+    end
+    L[#L + 1] = { kind = "std", name = "stdlib's choice", cfg = {}, choice = true }
     return L
   end
   if o.cluster and o.pdl then
@@ -178,6 +194,7 @@ for size in tostring(o.sizes):gmatch "%d+" do
   problems[#problems + 1] = { x, x, x }
 end
 if o.ksplit and not o.shapes then o.shapes = "64x4096x4096,128x6144x4096,64x14336x4096" end
+if o.swap and not o.shapes then o.shapes = "16x4096x4096,16x14336x4096,8x28672x4096" end
 if o.shapes then
   problems = {}
   for m, n, k in tostring(o.shapes):gmatch "(%d+)x(%d+)x(%d+)" do

@@ -84,6 +84,21 @@ local function store_rows(L, e, op, x, ri, tm, f, t)
   end)
 end
 
+-- A transposed accumulator (ops.lua's tileas.transpose of a fragment: a
+-- swapped GEMM's D^T, its rows D's columns) stored as the tile ri of D,
+-- element by element, bounds-checked: element i of the fragment of the 64 x n
+-- tile at D's row f.col + dc and column f.row + dr of the tile (as
+-- kernels/gemm.lua's epilogue_transposed: a few rows of D, a small part of the
+-- traffic of a kernel that streams B).
+local function store_transposed(L, e, op, x, ri, tm, tn, f)
+  if L.nctas > 1 then R.fail(op, "a transposed accumulator's store on a cluster is not lowered yet") end
+  local r0, c0 = tm * ri.shape[1] + f.col, tn * ri.shape[2] + f.row
+  for i = 0, ri.shape[1] * ri.shape[2] // 128 - 1 do
+    local dr, dc = f.offset(i)
+    V.store_at(L, e, op, V.leading(L, op, { r0 + dc, c0 + dr }), x:at(i))
+  end
+end
+
 -- The consumer warpgroups that store, a staging buffer each (ksplit's: consumer 0 alone).
 local function storing(L) return L.ksplit and 1 or #L.consumers end
 
@@ -133,6 +148,7 @@ function Epilogue.tiled_store(L, env, f, wg, t)
     local shape, offs = V.block_offsets(L, ri) -- this CTA's block of the tile
     if not V.is_frag(x) then R.fail(op, "tiled_store of a tile not in the mma layout is not lowered yet") end
     local tm, tn = V.get(L, op:operand(2 + lead), op), V.get(L, op:operand(3 + lead), op)
+    if x.transposed then return store_transposed(L, e, op, x, ri, tm, tn, f) end
     local slices = shape[1] // 64 -- (a ping-pong consumer's 128 rows: two 64-row slices)
     if slices > 1 and (op:attr "reduce" or e.store_whole) then
       R.fail(op, "a reduce-add or whole-fragment store of a 128-row ping-pong consumer is not lowered yet")

@@ -633,7 +633,18 @@ end
 OPS["tileas.expand_dim"], OPS["tileas.broadcast"], OPS["tileas.convert_layout"] = shape_op, shape_op, shape_op
 OPS["tileas.transpose"] = function(L, op)
   local x = V.get(L, op:operand(1), op)
-  if not B.is_dist(x) then R.fail(op, "a transpose of a tile not of a blocked layout (in a compute agent) is not lowered yet") end
+  if V.is_frag(x) then -- a consumer's accumulator D^T (a swapped GEMM's): stored as D (epilogue.lua)
+    for _, u in ipairs(op:result(1):users()) do
+      if u:name() ~= "tileas.tiled_store" then
+        R.fail(u, "a transposed accumulator may only be stored (tiled_store), not used by '%s' (apply elementwise ops and the cast before the transpose)", u:name())
+      end
+    end
+    local y = V.frag(x.elem, 0, function(i) return x:at(i) end)
+    y.transposed = true
+    L.vmap[op:result(1):id()] = y
+    return
+  end
+  if not B.is_dist(x) then R.fail(op, "a transpose of a tile not of a blocked layout (in a compute agent) or of an accumulator is not lowered yet") end
   L.vmap[op:result(1):id()] = B.exchange(L, op, x, true)
 end
 
