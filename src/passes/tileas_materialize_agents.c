@@ -298,8 +298,7 @@ static bool visit_mdim(IrOp *op, void *ud) {
     }
     break;
   }
-  case OP_TILEAS_TRANSPOSE: { /* (a swapped GEMM's D^T stored as D: its M runs along the other dim)
-                               */
+  case OP_TILEAS_TRANSPOSE: { /* (a swapped GEMM's D^T stored as D: M along the other dim) */
     IrValue *x = op->operands[0].value, *y = &op->results[0];
     int dx = get_mdim(m, x), dy = get_mdim(m, y);
     if (dx >= 0) set_mdim(m, y, 1 - dx, &p->again);
