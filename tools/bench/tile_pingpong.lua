@@ -38,6 +38,8 @@
 --     columns of C computes D^T = B . A^T and stores its transpose): 16 x 128, 8 x 64 and 32 x 128 with
 --     128-element k blocks, each against stdlib's swap_ab of that tile and stages bit for bit, stdlib's
 --     own choice and cuBLASLt; its default shapes decode rows (16x4096x4096, 16x14336x4096, 8x28672x4096)
+--   --swap=1 --knobs=0: each tile form also compiled without tileas-insert-OCG-knobs (its `.pragma "next
+--     knob FenceCode"` lines, which stdlib's PTX has none of), a row "no knobs"
 --   --shapes=MxNxK,...: those problems instead of the squares of --sizes
 --   --cluster=1 --pdl=1: the launch instead (a programmatic dependent launch, stdlib's default, against
 --     none): the tile ping-pongs 128 x 128 c2x1 and c1x2 without and with PDL (o.pdl = false, true;
@@ -99,7 +101,12 @@ local function form_list()
       local to = { swap = true, bm = t[1], bn = t[2], bk = t[3] }
       local stages = ex.stages_of(to)
       local what = ("swapped %dx%d%s (%d st)"):format(t[1], t[2], t[3] and (" bk" .. t[3]) or "", stages)
-      L[#L + 1] = { kind = "tile", name = "tile " .. what, bm = t[1], bn = t[2], o = to, pair = #L + 2 }
+      local pair = #L + (o.knobs == 0 and 3 or 2)
+      L[#L + 1] = { kind = "tile", name = "tile " .. what, bm = t[1], bn = t[2], o = to, pair = pair }
+      if o.knobs == 0 then
+        L[#L + 1] = { kind = "tile", name = "tile " .. what .. " no knobs", bm = t[1], bn = t[2], o = to, pair = pair,
+                      knobs = false }
+      end
       L[#L + 1] = { kind = "std", name = "stdlib " .. what, cfg = { swap_ab = true, bm = t[2], bn = t[1], bk = t[3], stages = stages } }
     end
     L[#L + 1] = { kind = "std", name = "stdlib's choice", cfg = {}, choice = true }
@@ -151,11 +158,13 @@ local function form_list()
   return L
 end
 
+local tile_to_ptx -- (the tile programs' pipeline: a row with knobs = false leaves its OCG knobs pass out)
+for _, p in ipairs(tl.core.pipelines()) do if p.name == "tile-to-ptx" then tile_to_ptx = p.passes end end
 local function compile_tiles(L)
   for _, f in ipairs(L) do
     if f.kind == "tile" then
       f.k = ex.build(f.o)
-      f.k:compile()
+      f.k:compile(f.knobs == false and tile_to_ptx:gsub(",tileas%-insert%-OCG%-knobs", "") or nil)
     end
   end
 end
