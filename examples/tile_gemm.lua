@@ -47,7 +47,12 @@ local check = require "tilua.gpu.check"
 -- the program computes its tile of C transposed, D^T = B . A^T (an o.bn x o.bm
 -- accumulator: bn rows of B, 64 a consumer warpgroup, by bm tokens, 8 to 64 in
 -- steps of 8), and stores tl.transpose of it (from registers, element by
--- element); default 16 x 128 a program, 12 stages at most.
+-- element); default 16 x 128 a program, 12 stages at most. Its programs along x
+-- are C's blocks of columns, along y its blocks of tokens (grid_of): the
+-- scheduler walks x fastest, so the programs that read the same rows of B run
+-- on neighbouring CTAs, as stdlib's swap_ab's tiles do (docs/PERF.md, s23-8:
+-- 0.83-0.89 of stdlib's time with the tokens along x where a column has 2-4
+-- blocks of tokens, 0.97-0.99 so).
 -- o.pdl: launched as a programmatic dependent launch (k.pdl; stdlib/gemm.lua's
 -- default): every CTA waits for the previous grid before its first read, then
 -- lets the next grid launch (its CTAs' prologues overlap this grid's tail).
@@ -97,6 +102,14 @@ local function stages_of(o)
   return math.min(most, (SMEM - 16384) // ((rows + cols) * bk * 2))
 end
 
+-- The grid of programs of an M x N problem: {along x, along y} (the swapped
+-- form's: columns, then tokens).
+local function grid_of(o, M, N)
+  local gm, gn = (M + rows_of(o) - 1) // rows_of(o), (N + cols_of(o) - 1) // cols_of(o)
+  if o.swap then return { gn, gm } end
+  return { gm, gn }
+end
+
 local function build(o)
   o = o or {}
   local bm, bn, bk = rows_of(o), cols_of(o), bk_of(o)
@@ -105,7 +118,7 @@ local function build(o)
   local k = tl.tile_kernel("tile_gemm", {
     params = { A = tl.tensor(tl.bf16, 2), B = tl.tensor(tl.bf16, 2), C = tl.tensor(tl.bf16, 2), K = tl.i32 },
     cluster = { o.cluster or 1, 1, 1 },
-    schedule = streamk and { kind = o.schedule, programs = { (o.m + bm - 1) // bm, (o.n + bn - 1) // bn },
+    schedule = streamk and { kind = o.schedule, programs = grid_of(o, o.m, o.n),
                              workers = o.workers, splits = o.splits } or nil })
   local pdl = pdl_of(o)
   k.pdl = pdl or nil
@@ -116,6 +129,7 @@ local function build(o)
     end
     local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
     if o.swap then -- D^T = B . A^T: B's rows on wgmma's 64-row side, the bm tokens its N
+      pid_n, pid_m = tl.program_id("x"), tl.program_id("y") -- (grid_of)
       local acc = tl.for_tiles(streamk and o.k or p.K, { tile = bk, stages = stages_of(o) }, tl.zeros({ bn, bm }, tl.f32),
         function(kk, acc)
           local b = tl.load(p.B, { pid_n, kk }, { bn, bk })
@@ -172,7 +186,7 @@ local function harness(name, build, fused, o)
     local bias <close> = fused and tl.device.random(tl.f32, N, c.seed + 2) or nil
     local d <close> = tl.device.alloc(tl.bf16, M * N)
     d:fill(0)
-    kernel:run { grid = { (M + rows_of(o) - 1) // rows_of(o), (N + cols_of(o) - 1) // cols_of(o) }, pdl = kernel.pdl,
+    kernel:run { grid = grid_of(o, M, N), pdl = kernel.pdl,
                  args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d, { M, N } }, K = K,
                           bias = fused and { bias, { N } } or nil } }
     local ref = tl.gemm.build { m = M, n = N, k = K, bias = fused or nil, activation = fused and "relu" or nil }
@@ -186,6 +200,6 @@ end
 local opts = options(...)
 local example = harness("tile_gemm", function(o) return build(o or opts) end, false, opts)
 example.harness, example.options, example.rows_of, example.cols_of = harness, options, rows_of, cols_of
-example.stages_of, example.pdl_of = stages_of, pdl_of
+example.stages_of, example.pdl_of, example.grid_of = stages_of, pdl_of, grid_of
 if ... == "--library" then return example end
 check.main(example)

@@ -135,9 +135,11 @@ end
 
 -- H.WGMMA_SLOW: what ptxas says when a wgmma kernel will run slower than its
 -- PTX asks: wgmmas serialized (C7510; C7512: too few registers; C7513: an input
--- register of an in-flight wgmma written), a warpgroup.arrive injected (C7519),
--- setmaxnreg ignored (C7508).
-H.WGMMA_SLOW = { "C7508", "C7510", "C7512", "C7513", "C7519" }
+-- register of an in-flight wgmma written; C7514: an accumulator register read
+-- by another instruction while a wgmma may be in flight, as an epilogue's
+-- conversion placed before its bounds check did), a warpgroup.arrive injected
+-- (C7519), setmaxnreg ignored (C7508).
+H.WGMMA_SLOW = { "C7508", "C7510", "C7512", "C7513", "C7514", "C7519" }
 
 -- H.assert_ptxas_fast(ptx): ptxas takes the PTX and says none of H.WGMMA_SLOW.
 function H.assert_ptxas_fast(ptx)

@@ -48,7 +48,7 @@ describe("the swapped tile GEMM on the GPU", function()
         -- stdlib's swapped tile: bm rows of B (D's columns) x bn tokens
         local g = tl.gemm.build { m = M, n = N, k = K, swap_ab = true, bm = pn, bn = pm, bk = f.o.bk,
                                   stages = ex.stages_of(f.o) }
-        k:launch { grid = { (M + pm - 1) // pm, (N + pn - 1) // pn },
+        k:launch { grid = ex.grid_of(f.o, M, N), -- (C's columns along x, its tokens along y)
                    args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { d_tile, { M, N } }, K = K } }
         g:run { a = a, b = b, d = d_std }
         D.synchronize()

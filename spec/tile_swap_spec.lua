@@ -30,7 +30,7 @@ describe("the swapped tile GEMM (a transposed accumulator stored)", function()
     local label = ("%d x %d programs%s, %d x %d x %d"):format(bm, bn, c.o.bk and (", bk " .. c.o.bk) or "", c.m, c.n, c.k)
     it(label .. ": every tileas stage and the lowered kernel compute the reference", function()
       local P = PH.int_gemm(c.m, c.n, c.k)
-      local px, py = (c.m + bm - 1) // bm, (c.n + bn - 1) // bn
+      local px, py = table.unpack(ex.grid_of(c.o, c.m, c.n)) -- (columns along x, tokens along y)
       local k = ex.build(c.o)
       local kop = PH.lowered_tile(k)
       for _, grid in ipairs { 1, 2, 3 } do
@@ -56,7 +56,7 @@ describe("the swapped tile GEMM (a transposed accumulator stored)", function()
                    C = { bytes = 2 * 16 * 384, shape = { 16, 384 } }, K = K2 }
     local kop = PH.lowered_tile(k)
     local values = { ["map:A"] = args.A, ["map:B"] = args.B, ["ptr:C"] = ("\0"):rep(args.C.bytes), ["dim:C:0"] = 16,
-                     ["dim:C:1"] = 384, ["stride:C:0"] = 384, ["arg:K"] = K2, ["programs:x"] = 1, ["programs:y"] = 3 }
+                     ["dim:C:1"] = 384, ["stride:C:0"] = 384, ["arg:K"] = K2, ["programs:x"] = 3, ["programs:y"] = 1 }
     local r = tl.verify_protocol(kop, { grid = 1, args = PH.params_args(kop, values) })
     assert(r.ok, r.report)
   end)
@@ -81,7 +81,8 @@ describe("the swapped tile GEMM (a transposed accumulator stored)", function()
                    program(function(acc) return tl.transpose(acc):cast(tl.bf16) end))
   end)
 
-  it("compiles through ptxas (16 x 128, 8 x 64, 40 x 128 with bk = 128)", function()
-    for _, c in ipairs(CASES) do H.assert_ptxas(ex.build(c.o):compile()) end
+  it("compiles through ptxas unserialized (16 x 128, 8 x 64, 40 x 128 with bk = 128)", function()
+    -- (the conversions before the bounds checks serialized every wgmma, C7514: 8 x 64 at 0.7 of stdlib's)
+    for _, c in ipairs(CASES) do H.assert_ptxas_fast(ex.build(c.o):compile()) end
   end)
 end)

@@ -39,7 +39,8 @@
 --     128-element k blocks, each against stdlib's swap_ab of that tile and stages bit for bit, stdlib's
 --     own choice and cuBLASLt; its default shapes decode rows (16x4096x4096, 16x14336x4096, 8x28672x4096)
 --   --swap=1 --knobs=0: each tile form also compiled without tileas-insert-OCG-knobs (its `.pragma "next
---     knob FenceCode"` lines, which stdlib's PTX has none of), a row "no knobs"
+--     knob FenceCode"` lines, which stdlib's PTX has none of), a row "no knobs"; --swap=1 --pdl=1: each
+--     tile form also with the launch its default does not take (a row "pdl" or "no pdl")
 --   --shapes=MxNxK,...: those problems instead of the squares of --sizes
 --   --cluster=1 --pdl=1: the launch instead (a programmatic dependent launch, stdlib's default, against
 --     none): the tile ping-pongs 128 x 128 c2x1 and c1x2 without and with PDL (o.pdl = false, true;
@@ -101,11 +102,18 @@ local function form_list()
       local to = { swap = true, bm = t[1], bn = t[2], bk = t[3] }
       local stages = ex.stages_of(to)
       local what = ("swapped %dx%d%s (%d st)"):format(t[1], t[2], t[3] and (" bk" .. t[3]) or "", stages)
-      local pair = #L + (o.knobs == 0 and 3 or 2)
-      L[#L + 1] = { kind = "tile", name = "tile " .. what, bm = t[1], bn = t[2], o = to, pair = pair }
-      if o.knobs == 0 then
-        L[#L + 1] = { kind = "tile", name = "tile " .. what .. " no knobs", bm = t[1], bn = t[2], o = to, pair = pair,
-                      knobs = false }
+      -- the tile rows: the example's default; --knobs=0: also without the OCG knobs; --pdl=1: also with
+      -- the launch that the default does not take (a programmatic dependent one or not)
+      local rows = { { o = to, name = "" } }
+      if o.knobs == 0 then rows[#rows + 1] = { o = to, name = " no knobs", knobs = false } end
+      if o.pdl == 1 then
+        local other = { swap = true, bm = t[1], bn = t[2], bk = t[3], pdl = not ex.pdl_of(to) }
+        rows[#rows + 1] = { o = other, name = other.pdl and " pdl" or " no pdl" }
+      end
+      local pair = #L + #rows + 1
+      for _, r in ipairs(rows) do
+        L[#L + 1] = { kind = "tile", name = "tile " .. what .. r.name, bm = t[1], bn = t[2], o = r.o, pair = pair,
+                      knobs = r.knobs }
       end
       L[#L + 1] = { kind = "std", name = "stdlib " .. what, cfg = { swap_ab = true, bm = t[2], bn = t[1], bk = t[3], stages = stages } }
     end
@@ -223,7 +231,7 @@ for _, pr in ipairs(problems) do
       local k, bm, bn = f.k, f.bm, f.bn
       -- (one launch table for every launch: the launcher keeps the arguments it converted for
       -- the same inputs, so a short kernel's time is the GPU's, not the tensor maps' encoding)
-      local launch = { grid = { (M + bm - 1) // bm, (N + bn - 1) // bn }, pdl = k.pdl,
+      local launch = { grid = f.o.swap and ex.grid_of(f.o, M, N) or { (M + bm - 1) // bm, (N + bn - 1) // bn }, pdl = k.pdl,
                        args = { A = { a, { M, K } }, B = { b, { N, K } }, C = { F.d, { M, N } }, K = K } }
       F.run = function() k:launch(launch) end
       if f.capped then -- the recipe's persistent grid from an SM count of 2 x the clusters that fit

@@ -95,7 +95,7 @@ local function store_transposed(L, e, op, x, ri, tm, tn, f)
   local r0, c0 = tm * ri.shape[1] + f.col, tn * ri.shape[2] + f.row
   for i = 0, ri.shape[1] * ri.shape[2] // 128 - 1 do
     local dr, dc = f.offset(i)
-    V.store_at(L, e, op, V.leading(L, op, { r0 + dc, c0 + dr }), x:at(i))
+    V.store_at(L, e, op, V.leading(L, op, { r0 + dc, c0 + dr }), x, i)
   end
 end
 
@@ -185,7 +185,7 @@ function Epilogue.tiled_store(L, env, f, wg, t)
       local r0, c0 = tile_rows_cols(L, f, tm, tn, ri)
       for i = 0, shape[1] * shape[2] // 128 - 1 do
         local dr, dc = f.offset(i)
-        V.store_at(L, e, op, V.leading(L, op, { r0 + dr, c0 + dc }), x:at(i))
+        V.store_at(L, e, op, V.leading(L, op, { r0 + dr, c0 + dc }), x, i)
       end
     end
   end
