@@ -93,9 +93,11 @@ end
 local function store_transposed(L, e, op, x, ri, tm, tn, f)
   if L.nctas > 1 then R.fail(op, "a transposed accumulator's store on a cluster is not lowered yet") end
   local r0, c0 = tm * ri.shape[1] + f.col, tn * ri.shape[2] + f.row
+  local narrow = x.of.trunc_of and x.of -- (a cast fragment: each element converted inside its bounds check)
   for i = 0, ri.shape[1] * ri.shape[2] // 128 - 1 do
     local dr, dc = f.offset(i)
-    V.store_at(L, e, op, V.leading(L, op, { r0 + dc, c0 + dr }), x, i)
+    local idx = V.leading(L, op, { r0 + dc, c0 + dr })
+    if narrow then V.store_at(L, e, op, idx, narrow.trunc_of:at(i), narrow.convert) else V.store_at(L, e, op, idx, x:at(i)) end
   end
 end
 
@@ -185,7 +187,7 @@ function Epilogue.tiled_store(L, env, f, wg, t)
       local r0, c0 = tile_rows_cols(L, f, tm, tn, ri)
       for i = 0, shape[1] * shape[2] // 128 - 1 do
         local dr, dc = f.offset(i)
-        V.store_at(L, e, op, V.leading(L, op, { r0 + dr, c0 + dc }), x, i)
+        V.store_at(L, e, op, V.leading(L, op, { r0 + dr, c0 + dc }), x:at(i))
       end
     end
   end

@@ -215,8 +215,9 @@ local function elementwise(L, op)
   local nm = op:name()
   local src = opds[1]
   if nm == "arith.truncf" and V.is_frag(src) then
-    local f = V.frag(ri.elem, n, function(i) return tl.op1(nm, { src:at(i) }, ri.elem, attrs) end)
-    f.trunc_of = src -- the store packs the wide values
+    local function convert(w) return tl.op1(nm, { w }, ri.elem, attrs) end
+    local f = V.frag(ri.elem, n, function(i) return convert(src:at(i)) end)
+    f.trunc_of, f.convert = src, convert -- the store packs the wide values, or converts each where it stores it
     return f
   end
   local masked = nm == "arith.select" and masked_select(L, op, n, opds)
@@ -640,7 +641,7 @@ OPS["tileas.transpose"] = function(L, op)
       end
     end
     local y = V.frag(x.elem, 0, function(i) return x:at(i) end)
-    y.transposed = true
+    y.transposed, y.of = true, x
     L.vmap[op:result(1):id()] = y
     return
   end

@@ -17,12 +17,11 @@ local V = {}
 local Lazy = {}
 Lazy.__index = Lazy
 function V.lazy(kind, elem, at) return setmetatable({ kind = kind, elem = elem, fn = at, cache = {} }, Lazy) end
-local in_branch = 0 -- (> 0: building inside a branch of V.store_at, whose values nothing after it may use)
 function Lazy:at(i)
   local v = self.cache[i]
   if v == nil then
     v = self.fn(i)
-    if in_branch == 0 then self.cache[i] = v end
+    self.cache[i] = v
   end
   return v
 end
@@ -195,23 +194,18 @@ function V.based_loader(L, e, op, base)
 end
 
 -- Store v at the element (dropped out of bounds); a reduce-add store of op
--- adds it atomically (a red.global.add). v may be element i of a lazy value
--- instead (x, i): it is built inside the bounds check then, what that builds
--- not kept for later. Built before the branch, an accumulator's conversion
--- makes ptxas serialize every wgmma of the kernel (C7514: "non wgmma
--- instructions reading accumulator registers ... between start and end of the
--- pipeline stage"), as it did the swapped form's 4 wgmma m64n8k16 a k block.
-function V.store_at(L, e, op, idx, v, i)
+-- adds it atomically (a red.global.add). With convert (a truncf frag's
+-- .convert), v is the wide value and is converted inside the bounds check:
+-- converted before it, an accumulator's element makes ptxas serialize every
+-- wgmma of the kernel (C7514: "non wgmma instructions reading accumulator
+-- registers ... between start and end of the pipeline stage"), as it did the
+-- swapped form's 4 wgmma m64n8k16 a k block. (Only the conversion moves: a
+-- value built inside the branch may not be used after it.)
+function V.store_at(L, e, op, idx, v, convert)
   local base, off, inb = element(L, e, op, idx)
   local reduce = op:attr "reduce"
   L.tl.if_(inb, function()
-    if i then
-      in_branch = in_branch + 1
-      local ok, built = pcall(v.at, v, i)
-      in_branch = in_branch - 1
-      if not ok then error(built, 0) end
-      v = built
-    end
+    if convert then v = convert(v) end
     if reduce then L.tl.atomic(reduce, base + off, v) else (base + off):store(v) end
   end)
 end
