@@ -129,7 +129,7 @@ local function build(o)
     end
     local pid_m, pid_n = tl.program_id("x"), tl.program_id("y")
     if o.swap then -- D^T = B . A^T: B's rows on wgmma's 64-row side, the bm tokens its N
-      pid_n, pid_m = tl.program_id("x"), tl.program_id("y") -- (grid_of)
+      pid_m, pid_n = pid_n, pid_m -- (C's columns along x: grid_of)
       local acc = tl.for_tiles(streamk and o.k or p.K, { tile = bk, stages = stages_of(o) }, tl.zeros({ bn, bm }, tl.f32),
         function(kk, acc)
           local b = tl.load(p.B, { pid_n, kk }, { bn, bk })
