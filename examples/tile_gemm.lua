@@ -7,7 +7,7 @@
 --
 --   C[M, N] = A[M, K] . B[N, K]^T   (bf16 in, f32 accumulation, bf16 out)
 --
---   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2] [--bm=128|256] [--bk=64|128] [--stages=S]
+--   tilua examples/tile_gemm.lua [--m=M] [--n=N] [--k=K] [--cluster=1|2|4] [--bm=128|256] [--bk=64|128] [--stages=S]
 --                                [--schedule=streamk|splitk [--workers=W] [--splits=S]] [--consumers=pingpong|ksplit [--bn=N]]
 --                                [--swap=1 [--bm=8..64] [--bn=64|128]] [--pdl=0|1] [--emit=ir|ptx] [--stage=NAME]
 --
@@ -23,7 +23,10 @@ local check = require "tilua.gpu.check"
 -- o.cluster = 2: the program runs on a cluster of 2 CTAs (tileas-plan-cta
 -- splits the tile along N, each CTA 128 x 128, and multicasts A to both);
 -- with o.bm = 256 (a 256 x 256 tile) it splits M instead: each CTA 128 x 256,
--- B multicast, as stdlib/gemm.lua's cluster = 2. o.stages: the pipeline's depth (3).
+-- B multicast, as stdlib/gemm.lua's cluster = 2. o.cluster = 4 with o.bm =
+-- 256 splits both (2 x 2): --bn=512 is 128 x 256 a CTA, A multicast to the 2
+-- CTAs of its rows and B to the 2 of its columns (stdlib's cluster = {2, 2});
+-- --bn=256 128 x 128 a CTA. o.stages: the pipeline's depth (3).
 -- o.schedule = "streamk" (or "splitk"): the k loop of every program split over
 -- o.workers CTAs (default: one per SM) by the StreamK scheduler, for the
 -- problem o.m x o.n x o.k only (the split is planned at compile time: the grid
@@ -70,13 +73,18 @@ local function pdl_of(o)
   if o.pdl ~= nil then return o.pdl ~= false and o.pdl ~= 0 end
   return o.consumers == "pingpong" and o.cluster == 2 and rows_of(o) == 256 and cols_of(o) == 128
 end
--- A CTA's block of the program on a cluster of 2 (tileas-plan-cta's split: M
--- from 256 rows, else N) -> rows, cols
+-- A CTA's block of the program on a cluster (tileas-plan-cta's split of the
+-- accumulator, tas_dot_split: M in chunks of 128, then 64, the rest along N
+-- while N keeps 64 columns a CTA) -> rows, cols
 local function block_of(o)
-  local bm, bn = rows_of(o), cols_of(o)
-  if (o.cluster or 1) ~= 2 then return bm, bn end
-  if bm >= 256 then return bm // 2, bn end
-  return bm, bn // 2
+  local bm, bn, n = rows_of(o), cols_of(o), o.cluster or 1
+  for _, chunk in ipairs { 128, 64 } do
+    local s = math.max(1, math.min(n, bm // chunk))
+    while n % s ~= 0 do s = s - 1 end
+    local sn = n // s
+    if bn % sn == 0 and bn // sn >= 64 then return bm // s, bn // sn end
+  end
+  return bm, bn
 end
 local SMEM = 227 * 1024 - 2048 -- (a block's shared memory, less the barriers' and the kernel's other words)
 local function bk_of(o) return o.bk or 64 end

@@ -13,7 +13,9 @@
 --
 -- With --cluster=C the program runs on a cluster of C CTAs (tileas-plan-cta
 -- splits the tile among them as examples/tile_gemm.lua's; the bias row is
--- split as the accumulator's columns: on 4 CTAs each loads its 64 of the 256).
+-- split as the accumulator's columns: on 4 CTAs each loads its 64 of the 256;
+-- --cluster=4 --bm=256 splits both dims, 2 x 2, and the 2 CTAs that hold a
+-- block's columns each load its 128 of the row).
 --
 -- On a GPU it runs on fresh random data and checks C against the plain
 -- reference kernel of stdlib/gemm.lua with the same bias and relu (the check of

@@ -261,6 +261,37 @@ describe("a 256-row tile program on a cluster of 2 (--cluster=2 --bm=256): tilea
   end)
 end)
 
+describe("a 256 x 512 tile program on a cluster of 4 (--cluster=4 --bm=256 --bn=512): tileas-plan-cta's 2 x 2 split", function()
+  it("is stdlib/gemm.lua's cluster = {2, 2} kernel: the same instructions, A's multicast TMA in two 32-row pieces; ptxas takes it", function()
+    local k = gemm_example.build { cluster = 4, bm = 256, bn = 512 }
+    local ptx = k:compile()
+    assert.same({ persistent = true, cluster = 4 }, k:lowered_op():attr "tileas.launch")
+    -- A: 32-row pieces (each CTA half of its 64 rows of both 128-row halves, to the CTA beside it), B: 128 of
+    -- its CTA's 256 rows, to the CTA beside it along the other dim
+    assert.same({ "!tile.tensor_map<bf16, sw128, 32, 64>", "!tile.tensor_map<bf16, sw128, 128, 64>",
+                  "!tile.tensor_map<bf16, sw64, 64, 32>", "i32", "i32", "i32" }, param_types(k:lowered_op()))
+    local cluster_ins = { "^mapa", "^barrier" }
+    local tile = histogram(ptx, cluster_ins)
+    local g = tl.gemm.build { m = 4096, n = 4096, k = 4096, bn = 256, stages = 3, schedule = "persistent", cluster = { 2, 2 } }
+    local std = histogram(g.kernel:compile(), cluster_ins)
+    local mc_load = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+    assert.equal(std[mc_load] // 2 * 3, tile[mc_load]) -- (A's and B's, and A's second piece)
+    tile[mc_load], std[mc_load] = nil, nil
+    assert.same(std, tile)
+    assert.matches(".reqnctapercluster 4, 1, 1", ptx, 1, true)
+    H.assert_ptxas(ptx)
+  end)
+
+  it("the protocol checker is clean on it (every interleaving it explores; the ring wraps)", function()
+    local M, N, K = 256, 512, 256 -- 4 k blocks through 3 stages
+    local _, ab = matrix(M, K, a_value)
+    local _, bb = matrix(N, K, b_value)
+    assert_clean(lowered(gemm_example.build { cluster = 4, bm = 256, bn = 512 }), 4, {
+      ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
+      ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1 })
+  end)
+end)
+
 describe("the lowered tile programs on the CPU emulator", function()
   local cases = {
     { ex = gemm_example, m = 128, n = 256, k = 128, ctas = 1 },                  -- one tile
@@ -279,6 +310,12 @@ describe("the lowered tile programs on the CPU emulator", function()
     { ex = fused_example, m = 136, n = 296, k = 72, ctas = 8, cluster = 4, bias = true },
     { ex = fused_example, m = 136, n = 296, k = 72, ctas = 4, cluster = 2, bias = true },
     { ex = fused_example, m = 300, n = 264, k = 72, ctas = 4, cluster = 2, bm = 256, bias = true },
+    -- a 256 x 256 program on clusters of 4 (tileas-plan-cta splits both dims,
+    -- [2, 2]: each CTA 128 x 128, A multicast to the 2 CTAs of its rows, B to
+    -- the 2 of its columns, stdlib's 2 x 2 cluster): edges, 4 programs on 2
+    -- clusters; the bias's columns loaded by the 2 CTAs that hold them
+    { ex = gemm_example, m = 300, n = 264, k = 72, ctas = 8, cluster = 4, bm = 256 },
+    { ex = fused_example, m = 300, n = 296, k = 72, ctas = 8, cluster = 4, bm = 256, bias = true },
   }
   for _, c in ipairs(cases) do
     it(("%s, %d x %d x %d on %d persistent CTA(s)%s: the CPU reference, bit for bit"):format(c.ex.name, c.m, c.n, c.k, c.ctas,

@@ -66,8 +66,8 @@ bool tileas_check_layout(IrOp *op, const IrType *t) {
                 ir_op_type_str(op, t));
     return false;
   }
-  static const char *const per_dim[] = {"warps", "cta", "size", "lanes"};
-  for (int i = 0; i < 4; i++) {
+  static const char *const per_dim[] = {"warps", "cta", "cta_stride", "size", "lanes"};
+  for (int i = 0; i < 5; i++) {
     const IrAttr *a = ir_attr_dict_get(l, per_dim[i]);
     if (a && !positive_ints(a, t->rank)) {
       ir_op_error(op, "the layout's '%s' of %s must be %u positive integers, one per dim",

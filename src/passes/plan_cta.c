@@ -6,17 +6,17 @@
 ** With kernel_spec.num_ctas = n > 1 a program runs on a cluster of n CTAs
 ** (Triton's num_ctas): a tile of layout cta [c0, c1] is cut into c0 x c1
 ** blocks, block (i, j) held by the CTAs of cluster rank r with
-** r mod c0 = i and (r / c0) mod c1 = j; where c0 * c1 < n the blocks are
-** replicated, each on n / (c0 * c1) CTAs. docs/passes.md says what is decided:
+** (r / s0) mod c0 = i and (r / s1) mod c1 = j, the strides s the layout's
+** `cta_stride` or by default s0 = 1, s1 = c0; where c0 * c1 < n the blocks
+** are replicated, each on n / (c0 * c1) CTAs. docs/passes.md says what is decided:
 **
-**   1. the dots: acc [M, N] split [sm, sn] (sm first: M in chunks of 128, then
-**      64; sn = n / sm, N / sn >= 64; tas_dot_split), a split [sm, 1], b split
-**      [1, sn]; M is the program's: a replica consumer's rows times the
-**      replicas (tileas.replica = [c, r]);
+**   1. the dots: acc [M, N] split [sm, sn] (sm first: M in chunks of 128,
+**      then 64; sn = n / sm, N / sn >= 64; tas_dot_split), a split [sm, 1],
+**      b split [1, sn] at rank stride sm (cta_stride); M is the program's: a
+**      replica consumer's rows times the replicas (tileas.replica = [c, r]);
 **      markers (convert_layouts that change only the CTA part) go before its
-**      operands (backward) and after its result (forward), which is fixed; a cta of [2, 1] on the
-*accumulator is two CTAs cooperating
-**      on one tile;
+**      operands (backward) and after its result (forward), which is fixed; a
+**      cta of [2, 1] on the accumulator is two CTAs cooperating on one tile;
 **   2. the seeds: those markers and every convert_layout of the input that
 **      changes the CTA part (backward, then forward); with none, the anchors:
 **      each tiled_load and alloc_tensor split along its first dim that the n
@@ -193,12 +193,13 @@ static int piece_dim(IrOp *op) {
 static const IrType *pieces_type(Plan *p, IrOp *slice, const IrType *want) {
   const IrType *x = slice->operands[0].value->type;
   int d = piece_dim(slice);
-  int64_t cta[TAS_MAX_RANK], rep[TAS_MAX_RANK];
+  int64_t cta[TAS_MAX_RANK], rep[TAS_MAX_RANK], stride[TAS_MAX_RANK];
   tas_cta(want, cta);
+  tas_cta_stride(want, stride);
   for (uint32_t i = 0; i < x->rank; i++)
     rep[i] = 1;
   rep[d] = x->shape[d] / slice->results[0].type->shape[d];
-  const IrType *t = tas_with_cta(p->t.r.ctx, x, cta);
+  const IrType *t = tas_with_cta_stride(p->t.r.ctx, x, cta, stride);
   return rep[d] > 1 && tas_cta_count(t) > 1
              ? tas_layout_with(p->t.r.ctx, t, "cta_repeat",
                                ir_attr_int_array(p->t.r.ctx, x->rank, rep))
@@ -207,11 +208,10 @@ static const IrType *pieces_type(Plan *p, IrOp *slice, const IrType *want) {
 
 /* The operand type with which shape op (broadcast, expand_dim, reduce) makes
 ** its result in the CTA part of t, or NULL (docs/passes.md, step 3):
-**   broadcast   the operand is split as the result where it is not widened;
-**               a split of a widened dim is dropped (each CTA widens its
-**               block) when no split dim comes after it (the CTAs keep
-**               their blocks: no CTA part says "split along j, replicated
-**               along i" for a split [i, j]);
+**   broadcast   the operand is split as the result where it is not widened,
+**               at the same rank strides; a split of a widened dim is
+**               dropped (each CTA widens its block: the CTAs of a split
+**               [i, j] widened along i hold the j blocks, each on i CTAs);
 **   expand_dim  the operand is split as the result (the new dim never is);
 **   reduce      the operand is split as the result, not along the reduced dim
 **               (each CTA reduces whole rows of its block). */
@@ -222,30 +222,27 @@ static const IrType *shape_operand(Plan *p, IrOp *op, const IrType *t) {
     return NULL;
   const IrType *x = op->operands[0].value->type;
   if (!tas_is_tile(x) || !x->layout || !tas_is_tile(t) || x->rank > TAS_MAX_RANK - 1) return NULL;
-  int64_t c[TAS_MAX_RANK], rep[TAS_MAX_RANK], v[TAS_MAX_RANK];
+  int64_t c[TAS_MAX_RANK], rep[TAS_MAX_RANK], v[TAS_MAX_RANK], s[TAS_MAX_RANK], vs[TAS_MAX_RANK];
   tas_cta_repeat(t, rep);
   for (uint32_t i = 0; i < t->rank; i++)
     if (rep[i] != 1) return NULL; /* pieces: the extract_slice's */
+  tas_cta(t, c);
+  tas_cta_stride(t, s);
   switch (op->kind) {
   case OP_TILEAS_BROADCAST: {
     if (tas_is_slice(x) || tas_is_slice(t) || x->rank != t->rank) return NULL;
-    tas_cta(t, c);
-    bool dropped = false, keeps = true;
-    for (uint32_t i = 0; i < t->rank; i++) {
-      if (x->shape[i] != t->shape[i] && c[i] > 1) dropped = true, c[i] = 1;
-      else if (c[i] > 1 && dropped) keeps = false;
-    }
-    return keeps ? tas_with_cta(ctx, x, c) : NULL;
+    for (uint32_t i = 0; i < t->rank; i++)
+      if (x->shape[i] != t->shape[i]) c[i] = 1;
+    return tas_with_cta_stride(ctx, x, c, s);
   }
   case OP_TILEAS_EXPAND_DIM: {
     int64_t d = ir_attrs_TILEAS_EXPAND_DIM(op).dim;
     if (tas_is_slice(t) || d < 0 || (uint32_t)d >= t->rank) return NULL;
     if (tas_is_slice(x))
       return tas_layout_int(x, "dim", -1) == d ? tas_with_cta_of(ctx, x, t) : NULL;
-    tas_cta(t, c);
     for (uint32_t i = 0, j = 0; i < t->rank; i++)
-      if (i != (uint32_t)d) v[j++] = c[i];
-    return c[d] == 1 ? tas_with_cta(ctx, x, v) : NULL;
+      if (i != (uint32_t)d) vs[j] = s[i], v[j++] = c[i];
+    return c[d] == 1 ? tas_with_cta_stride(ctx, x, v, vs) : NULL;
   }
   case OP_TILEAS_REDUCE: {
     int64_t d = ir_attrs_TILEAS_REDUCE(op).dim;
@@ -263,10 +260,13 @@ static const IrType *shape_operand(Plan *p, IrOp *op, const IrType *t) {
         if (rep[i] != 1) return NULL;
       return c[d] == 1 ? tas_with_cta_of(ctx, x, t) : NULL;
     }
-    tas_cta(t, c);
-    for (uint32_t i = 0, j = 0; i < x->rank; i++)
-      v[i] = i == (uint32_t)d ? 1 : c[j++];
-    return tas_with_cta(ctx, x, v);
+    for (uint32_t i = 0, j = 0; i < x->rank; i++) {
+      bool reduced = i == (uint32_t)d;
+      v[i] = reduced ? 1 : c[j];
+      vs[i] = reduced ? 1 : s[j];
+      j += !reduced;
+    }
+    return tas_with_cta_stride(ctx, x, v, vs);
   }
   default: return NULL;
   }
@@ -435,12 +435,16 @@ static void plan_dot(Plan *p, IrOp *dot) {
   if (!ck_mul(acc->type->shape[0], replicas(dot), &rows))
     rows = INT64_MAX; /* an absurd replica count */
   tas_dot_split(rows, acc->type->shape[1], p->nctas, &sm, &sn);
+  /* the accumulator's block (i, j) on rank i + sm j: a's rows at rank stride 1,
+  ** b's columns at sm (whole along the other dim: each block on sn / sm CTAs) */
   int64_t c_acc[2] = {sm, sn}, c_a[2] = {sm, 1}, c_b[2] = {1, sn};
-  if (at.transpose_a) c_a[0] = 1, c_a[1] = sm;
-  if (at.transpose_b) c_b[0] = sn, c_b[1] = 1;
-  const int64_t *want[3] = {c_a, c_b, c_acc};
+  int64_t s_acc[2] = {1, sm}, s_a[2] = {1, 1}, s_b[2] = {1, sm};
+  if (at.transpose_a) c_a[0] = 1, c_a[1] = sm, s_a[1] = 1;
+  if (at.transpose_b) c_b[0] = sn, c_b[1] = 1, s_b[0] = sm, s_b[1] = 1;
+  const int64_t *want[3] = {c_a, c_b, c_acc}, *stride[3] = {s_a, s_b, s_acc};
   for (uint32_t i = 0; i < 3; i++)
-    demand(p, dot, i, tas_with_cta(p->t.r.ctx, dot->operands[i].value->type, want[i]));
+    demand(p, dot, i,
+           tas_with_cta_stride(p->t.r.ctx, dot->operands[i].value->type, want[i], stride[i]));
   retype(p, &dot->results[0], dot->operands[2].value->type, NULL);
 }
 

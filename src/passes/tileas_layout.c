@@ -46,6 +46,28 @@ static void ints_of(const IrType *t, const char *key, int64_t *out) {
 void tas_cta(const IrType *t, int64_t *cta) { ints_of(t, "cta", cta); }
 void tas_cta_repeat(const IrType *t, int64_t *rep) { ints_of(t, "cta_repeat", rep); }
 
+/* The rank strides a split cta takes without a `cta_stride`: each dim's
+** blocks after the dims before it (1 along a dim the split leaves whole). */
+static void default_strides(uint32_t rank, const int64_t *cta, int64_t *stride) {
+  int64_t s = 1;
+  for (uint32_t i = 0; i < rank; i++) {
+    stride[i] = cta[i] > 1 ? s : 1;
+    if (!ck_mul(s, cta[i], &s)) s = 1; /* a layout's cta of no real kernel */
+  }
+}
+
+void tas_cta_stride(const IrType *t, int64_t *stride) {
+  int64_t cta[TAS_MAX_RANK];
+  tas_cta(t, cta);
+  if (tas_layout_get(t, "cta_stride")) {
+    ints_of(t, "cta_stride", stride);
+    for (uint32_t i = 0; i < t->rank; i++)
+      if (cta[i] == 1) stride[i] = 1; /* (a whole dim has no block index) */
+  } else {
+    default_strides(t->rank, cta, stride);
+  }
+}
+
 int64_t tas_cta_count(const IrType *t) {
   int64_t cta[TAS_MAX_RANK], n = 1;
   tas_cta(t, cta);
@@ -56,22 +78,44 @@ int64_t tas_cta_count(const IrType *t) {
 
 bool tas_same_cta(const IrType *a, const IrType *b) {
   int64_t ca[TAS_MAX_RANK], cb[TAS_MAX_RANK], ra[TAS_MAX_RANK], rb[TAS_MAX_RANK];
+  int64_t sa[TAS_MAX_RANK], sb[TAS_MAX_RANK];
   if (a->rank != b->rank) return false;
   tas_cta(a, ca);
   tas_cta(b, cb);
   tas_cta_repeat(a, ra);
   tas_cta_repeat(b, rb);
-  return memcmp(ca, cb, a->rank * sizeof(int64_t)) == 0 && memcmp(ra, rb, a->rank * sizeof(int64_t)) == 0;
+  tas_cta_stride(a, sa);
+  tas_cta_stride(b, sb);
+  size_t n = a->rank * sizeof(int64_t);
+  return memcmp(ca, cb, n) == 0 && memcmp(ra, rb, n) == 0 && memcmp(sa, sb, n) == 0;
 }
 
-const IrType *tas_with_cta(IrContext *ctx, const IrType *t, const int64_t *cta) {
+const IrType *tas_with_cta_stride(IrContext *ctx, const IrType *t, const int64_t *cta,
+                                  const int64_t *stride) {
   bool trivial = true;
   for (uint32_t i = 0; i < t->rank; i++)
     trivial = trivial && cta[i] == 1;
   if (tas_layout_get(t, "cta_repeat")) t = tas_layout_with(ctx, t, "cta_repeat", NULL); /* a plain split */
+  int64_t dflt[TAS_MAX_RANK], s[TAS_MAX_RANK];
+  default_strides(t->rank, cta, dflt);
+  bool plain = true;
+  for (uint32_t i = 0; i < t->rank; i++) {
+    s[i] = stride && cta[i] > 1 ? stride[i] : 1;
+    plain = plain && (cta[i] == 1 || s[i] == dflt[i]);
+  }
+  /* absent means the default strides: a type whose strides are those says nothing */
+  if (plain) {
+    if (tas_layout_get(t, "cta_stride")) t = tas_layout_with(ctx, t, "cta_stride", NULL);
+  } else {
+    t = tas_layout_with(ctx, t, "cta_stride", ir_attr_int_array(ctx, t->rank, s));
+  }
   if (trivial) /* absent means all 1: a type that says [1, 1] keeps saying it */
     return tas_cta_count(t) == 1 ? t : tas_layout_with(ctx, t, "cta", NULL);
   return tas_layout_with(ctx, t, "cta", ir_attr_int_array(ctx, t->rank, cta));
+}
+
+const IrType *tas_with_cta(IrContext *ctx, const IrType *t, const int64_t *cta) {
+  return tas_with_cta_stride(ctx, t, cta, NULL);
 }
 
 static bool is_slice_dict(const IrAttr *l) {
@@ -88,10 +132,10 @@ static const IrAttr *cta_holder(const IrAttr *l) {
 }
 
 const IrType *tas_with_cta_of(IrContext *ctx, const IrType *t, const IrType *like) {
-  static const char *const keys[] = {"cta", "cta_repeat"};
+  static const char *const keys[] = {"cta", "cta_repeat", "cta_stride"};
   if (!t->layout) return t;
   const IrAttr *holder = cta_holder(t->layout), *from = like->layout ? cta_holder(like->layout) : NULL, *h = holder;
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 3; i++) {
     const IrAttr *a = from ? ir_attr_dict_get(from, keys[i]) : NULL;
     if (a != ir_attr_dict_get(h, keys[i])) h = dict_with(ctx, h, keys[i], a); /* as like says it, or not */
   }

@@ -28,10 +28,20 @@ const IrType *tas_with_elem(IrContext *ctx, const IrType *t, const IrType *elem)
 ** consumers each slice one piece). */
 void tas_cta(const IrType *t, int64_t *cta);
 void tas_cta_repeat(const IrType *t, int64_t *rep);
+/* Which CTAs hold which block (docs/passes.md): along dim d the block index of
+** cluster rank r is (r / stride[d]) mod cta[d]. `cta_stride` gives the strides
+** where they are not the default, each dim's after the dims before it (1 along a
+** whole dim): B's columns on a 2 x 2 split, [1, 2], where its cta is [1, 2]. */
+void tas_cta_stride(const IrType *t, int64_t *stride);
 int64_t tas_cta_count(const IrType *t); /* the product of the CTA part */
 bool tas_same_cta(const IrType *a, const IrType *b);
-/* t with the CTA part cta (dropped when every extent is 1); t must have a layout. */
+/* t with the CTA part cta (dropped when every extent is 1), its default strides;
+** t must have a layout. */
 const IrType *tas_with_cta(IrContext *ctx, const IrType *t, const int64_t *cta);
+/* The same with the rank strides `stride` (NULL: the default; said only where
+** they are not). */
+const IrType *tas_with_cta_stride(IrContext *ctx, const IrType *t, const int64_t *cta,
+                                  const int64_t *stride);
 /* Is t in a slice layout (`kind = "slice"`: its CTA part is its parent's, one dim more)? */
 bool tas_is_slice(const IrType *t);
 /* t with the CTA part (`cta`, `cta_repeat`) of `like`, spelled as like spells it;

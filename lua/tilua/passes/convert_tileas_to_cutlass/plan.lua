@@ -362,7 +362,6 @@ local function read_rings(L, Ring)
       if stages and s ~= stages and not once then R.fail(op, "rings of %d and %d stages", stages, s) end
       if not once then stages = s end
       local g = R.ring_geometry(op:result(1), L.nctas)
-      if g.multicast > 1 and g.cta then R.fail(op, "multicast of a ring split among the CTAs is not lowered yet") end
       rings[#rings + 1] = setmetatable({ value = op:result(1), op = op, elem = g.ti.elem, shape = g.shape, tile = g.ti,
                                          stages = s, per_program = once or nil,
                                          swizzle = g.swizzle, box = g.box, nbox = g.nbox, multicast = g.multicast, pieces = g.pieces,

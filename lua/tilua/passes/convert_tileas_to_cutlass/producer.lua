@@ -55,9 +55,10 @@ local function ring_copy(L, env)
     local coords, piece, mc = {}, nil, nil
     local lead = R.leading(ld) -- (coordinates of the dims the tile leaves out come first)
     for d = 1, 2 do coords[d] = V.plus(V.get(L, ld:operand(1 + lead + d), ld) * r.tile.shape[d], offs[d]) end
-    if r.multicast > 1 then
-      if r.multicast ~= L.nctas then R.fail(op, "a multicast to %d of %d CTAs is not lowered yet", r.multicast, L.nctas) end
-      piece, mc = L.rank * r.box[1], (1 << L.nctas) - 1
+    if r.multicast > 1 then -- (this CTA's 1/k of its block, of each piece; to the k that hold the block)
+      local t
+      t, mc = V.replica(L, r.tile, r.multicast, op)
+      piece = t * r.box[1]
       coords[1] = coords[1] + piece
     end
     for pc = 0, r.pieces.n - 1 do

@@ -137,6 +137,29 @@ function R.cta_part(ti, n)
   return shape, c
 end
 
+-- Which CTAs of a cluster hold which block of a tile whose layout's CTA part
+-- is l's (tileas-plan-cta's `cta`, `cta_stride`; docs/passes.md): along dim d
+-- the block index of cluster rank r is r // strides[d] % cta[d]; by default
+-- each dim's after the dims before it. -> strides (1 along a whole dim)
+function R.cta_strides(l, dims)
+  local c, given = l and l.cta, l and l.cta_stride
+  local strides, s = {}, 1
+  for d = 1, dims do
+    local cd = c and c[d] or 1
+    strides[d] = cd == 1 and 1 or given and given[d] or s
+    s = s * cd
+  end
+  return strides
+end
+
+-- The block index of cluster rank r (a number) along each dim of a tile split
+-- c at strides s (R.cta_strides), as one key.
+function R.cta_block_key(c, s, r)
+  local key = {}
+  for d = 1, #s do key[d] = r // s[d] % (c and c[d] or 1) end
+  return table.concat(key, ",")
+end
+
 -- The pieces of a tile split with a `cta_repeat` (tileas-plan-cta: a ring
 -- whose replica consumers each slice one piece): along dim 1 (rows), how many
 -- and the rows of one in the program's tile and in the CTA's block (1 piece of
@@ -225,9 +248,9 @@ function R.ring_geometry(ring, n)
   local k = n > 1 and R.ring_multicast(ring) or 1
   local sw = ti.layout and ti.layout.swizzle or 0
   local box, nbox = R.ring_box(shape, R.elem_bytes(ti.elem), sw)
-  if k > 1 then box = { box[1] // k, box[2] } end
   local pieces = R.cta_pieces(ti, shape)
   if pieces.n > 1 then box = { pieces.block_rows, box[2] } end -- a TMA load per piece
+  if k > 1 then box = { box[1] // k, box[2] } end -- (of each piece)
   box = ring_view_box(ring, box)
   return { ti = ti, shape = shape, cta = c, multicast = k, swizzle = sw, box = box, nbox = nbox, pieces = pieces }
 end

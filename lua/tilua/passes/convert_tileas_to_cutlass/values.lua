@@ -289,13 +289,44 @@ end
 -- cta_repeat): nil along a dim the cluster does not split. -> shape, offsets
 function V.block_offsets(L, ti)
   local shape, c = R.cta_part(ti, L.nctas)
-  local offs, stride = {}, 1
+  local offs, strides = {}, R.cta_strides(ti.layout, #shape)
   for d = 1, #shape do
     local cd = c and c[d] or 1
-    if cd > 1 then offs[d] = L.rank // stride % cd * (d == 1 and R.cta_pieces(ti, shape).block_rows or shape[d]) end
-    stride = stride * cd
+    if cd > 1 then offs[d] = L.rank // strides[d] % cd * (d == 1 and R.cta_pieces(ti, shape).block_rows or shape[d]) end
   end
   return shape, offs
+end
+
+-- A load of tile ti multicast to the k CTAs that hold this CTA's block of it
+-- (R.cta_strides): which of them this CTA is (t, its 1/k part) and the
+-- cluster ranks of all k (the multicast mask; a number where it is the same
+-- on every CTA). The k must be the ranks r0 + m j (j < k) for some step m
+-- (the blocks of a tile split as tileas-plan-cta splits its dots' operands):
+-- then t = r // m % k and the mask is the pattern of j shifted by r - m t.
+function V.replica(L, ti, k, op)
+  local _, c = R.cta_part(ti, L.nctas)
+  local s, n = R.cta_strides(ti.layout, #ti.shape), L.nctas
+  local function fits(m) -- (are r's replicas r - m t + m j, j < k?)
+    for r = 0, n - 1 do
+      local t, key = r // m % k, R.cta_block_key(c, s, r)
+      for j = 0, k - 1 do
+        local q = r - m * t + m * j
+        if q >= n or R.cta_block_key(c, s, q) ~= key then return false end
+      end
+    end
+    return true
+  end
+  local m = 1
+  while m * k <= n and not fits(m) do m = m + 1 end
+  if m * k > n then R.fail(op, "a multicast to CTAs of a cluster that are not evenly spaced in rank is not lowered") end
+  local pattern = 0 -- (the ranks 0, m, ..., m (k - 1))
+  for j = 0, k - 1 do pattern = pattern | 1 << (j * m) end
+  if m * k == n then -- (one replica set a stride: t = r // m, the base r % m)
+    if m == 1 then return L.rank, pattern end
+    return L.rank // m, L.tl.const(pattern, L.tl.i32) << L.rank % m
+  end
+  local t = m == 1 and L.rank % k or L.rank // m % k
+  return t, L.tl.const(pattern, L.tl.i32) << (L.rank - (m == 1 and t or t * m))
 end
 
 -- The offset of this CTA's block of ri, a slice of the mma layout along dim
@@ -306,10 +337,8 @@ function V.slice_block_offset(L, ri, along, op)
   local c = L.nctas > 1 and p.cta
   if not c then return nil end
   if p.cta_repeat then R.fail(op, "a slice split by cta_repeat is not lowered yet") end
-  local stride = 1
-  for d = 1, along - 1 do stride = stride * (c[d] or 1) end
   local cd = c[along] or 1
-  return cd > 1 and L.rank // stride % cd * (ri.shape[1] // cd) or nil
+  return cd > 1 and L.rank // R.cta_strides(p, #ri.shape + 1)[along] % cd * (ri.shape[1] // cd) or nil
 end
 
 -- x, or x + off where there is an offset.
