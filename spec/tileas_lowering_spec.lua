@@ -93,6 +93,15 @@ local function assert_clean(kop, grid, values)
   assert.is_true(c.states > 100)
   return args
 end
+
+-- The inputs of a tile GEMM's one M x N program, K deep (A, B of the test
+-- pattern), for assert_clean.
+local function gemm_values(M, N, K)
+  local _, ab = matrix(M, K, a_value)
+  local _, bb = matrix(N, K, b_value)
+  return { ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
+           ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1 }
+end
 -- }===
 
 describe("tile programs to PTX (tile-to-ptx)", function()
@@ -252,12 +261,7 @@ describe("a 256-row tile program on a cluster of 2 (--cluster=2 --bm=256): tilea
   end)
 
   it("the protocol checker is clean on it (every interleaving it explores; the ring wraps)", function()
-    local M, N, K = 256, 256, 256 -- 4 k blocks through 3 stages
-    local _, ab = matrix(M, K, a_value)
-    local _, bb = matrix(N, K, b_value)
-    assert_clean(lowered(gemm_example.build { cluster = 2, bm = 256 }), 2, {
-      ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
-      ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1 })
+    assert_clean(lowered(gemm_example.build { cluster = 2, bm = 256 }), 2, gemm_values(256, 256, 256)) -- (4 k blocks, 3 stages)
   end)
 end)
 
@@ -283,12 +287,7 @@ describe("a 256 x 512 tile program on a cluster of 4 (--cluster=4 --bm=256 --bn=
   end)
 
   it("the protocol checker is clean on it (every interleaving it explores; the ring wraps)", function()
-    local M, N, K = 256, 512, 256 -- 4 k blocks through 3 stages
-    local _, ab = matrix(M, K, a_value)
-    local _, bb = matrix(N, K, b_value)
-    assert_clean(lowered(gemm_example.build { cluster = 4, bm = 256, bn = 512 }), 4, {
-      ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
-      ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1 })
+    assert_clean(lowered(gemm_example.build { cluster = 4, bm = 256, bn = 512 }), 4, gemm_values(256, 512, 256)) -- (4 k blocks, 3 stages)
   end)
 end)
 
@@ -339,13 +338,8 @@ describe("the lowered tile programs on the CPU emulator", function()
   end
 
   it("the protocol checker is clean on a cluster of 2 (every interleaving it explores; the ring wraps)", function()
-    local M, N, K = 128, 256, 256 -- 4 k blocks through 3 stages
-    local _, ab = matrix(M, K, a_value)
-    local _, bb = matrix(N, K, b_value)
     local kop = lowered(gemm_example.build { cluster = 2 })
-    local args = assert_clean(kop, 2, {
-      ["map:A"] = { data = ab, shape = { M, K } }, ["map:B"] = { data = bb, shape = { N, K } },
-      ["map:C"] = { bytes = M * N * 2, shape = { M, N } }, ["arg:K"] = K, ["programs:x"] = 1, ["programs:y"] = 1 })
+    local args = assert_clean(kop, 2, gemm_values(128, 256, 256)) -- (4 k blocks through 3 stages)
     -- and it catches a CTA that may exit while its peer still releases into it
     -- (producer_tail and the final cluster sync deleted)
     PH.ops(kop, "cutlass.pipeline.producer_tail")[1]:erase()
