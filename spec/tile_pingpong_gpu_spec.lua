@@ -10,7 +10,8 @@
 -- program with no partner, and the skipped programs' k blocks). On clusters of
 -- 2 (tileas-plan-cta's split, each warpgroup the CTA's block): 128 x 128 a CTA
 -- with B multicast (a 256 x 128 program) and with A multicast (128 x 256),
--- 128 x 192 a CTA with B multicast (256 x 192), each against stdlib/gemm.lua's
+-- 128 x 192 a CTA with B multicast (256 x 192); on clusters of 4 128 x 128 a
+-- CTA of a 256 x 256 program split 2 x 2; each against stdlib/gemm.lua's
 -- ping-pong of that tile and cluster bit for bit; the first a programmatic
 -- dependent launch (the example's default there, ex.pdl_of), twice right after
 -- stdlib's kernel, and also as a plain launch (o.pdl = false). Without a GPU
@@ -27,13 +28,15 @@ local ex = assert(loadfile "examples/tile_gemm.lua")("--library")
 local CASES = H.ragged_gemm_cases(seed) -- (ragged shapes from the seed)
 CASES[#CASES + 1] = { m = 8191, n = 8184, k = 264 } -- programs past two a CTA, odd and even
 
--- ping-pong on clusters of 2: the program (o), the CTA's block and stdlib's cluster
+-- ping-pong on clusters of 2 and 4: the program (o), the CTA's block and stdlib's cluster
 local CLUSTER_FORMS = {
   { o = { consumers = "pingpong", cluster = 2, bm = 256, bn = 128 }, bm = 128, bn = 128, cluster = { 2, 1 } },
   { o = { consumers = "pingpong", cluster = 2, bm = 128, bn = 256 }, bm = 128, bn = 128, cluster = { 1, 2 } },
   { o = { consumers = "pingpong", cluster = 2, bm = 256, bn = 192 }, bm = 128, bn = 192, cluster = { 2, 1 } },
   -- (the first without its default programmatic dependent launch: o.pdl = false)
   { o = { consumers = "pingpong", cluster = 2, bm = 256, bn = 128, pdl = false }, bm = 128, bn = 128, cluster = { 2, 1 } },
+  -- on a cluster of 4: a 256 x 256 program split 2 x 2, A and B each multicast to 2
+  { o = { consumers = "pingpong", cluster = 4, bm = 256, bn = 256 }, bm = 128, bn = 128, cluster = { 2, 2 } },
 }
 
 describe("the ping-pong tile GEMM on the GPU", function()

@@ -9,7 +9,7 @@
 -- every tileas stage and the lowered kernel give the plain reference's bytes
 -- with the CTAs running odd and even counts of programs; the protocol checker
 -- explores the lowered kernel and the materialized agents; on clusters of 2
--- (each consumer the CTA's block, mode pingpong_cluster) the lowered kernel's
+-- and 4 (2 x 2) (each consumer the CTA's block, mode pingpong_cluster) the lowered kernel's
 -- result on 1 and 2 clusters and the protocol check; what is refused.
 local H = dofile "spec/helper.lua"
 local tl = require "tilua"
@@ -125,21 +125,25 @@ describe("ping-pong consumers of a tile GEMM", function()
   -- 128 x 128): a 256 x 128 program splits M (B multicast, stdlib's cluster {2, 1}),
   -- a 128 x 256 one N (A multicast, {1, 2}); one ring of a pipeline of mode
   -- pingpong_cluster, each stage released on both CTAs by its warpgroup's warps.
-  local CLUSTERED = { { bm = 256, bn = 128, m = 520, n = 300 }, { bm = 128, bn = 256, m = 300, n = 520 } }
+  -- On a cluster of 4, a 256 x 256 program splits both (2 x 2, 128 x 128 a
+  -- CTA, A and B each multicast to 2: stdlib's ping-pong in cluster {2, 2}).
+  local CLUSTERED = { { bm = 256, bn = 128, m = 520, n = 300 }, { bm = 128, bn = 256, m = 300, n = 520 },
+                      { bm = 256, bn = 256, m = 520, n = 300, cluster = 4 } }
   for _, c in ipairs(CLUSTERED) do
-  it(("%d x %d programs on clusters of 2 (%s split): the lowered kernel computes the reference on 1 and 2 clusters"):format(
-       c.bm, c.bn, c.bm == 256 and "M" or "N"), function()
+  local n = c.cluster or 2
+  it(("%d x %d programs on clusters of %d (%s split): the lowered kernel computes the reference on 1 and 2 clusters"):format(
+       c.bm, c.bn, n, n == 4 and "2 x 2" or c.bm == 256 and "M" or "N"), function()
     local K2 = 200
     local A2, ab2 = matrix(c.m, K2, function(i, k) return ((i * 7 + k * 3) % 5) - 2 end)
     local B2, bb2 = matrix(c.n, K2, function(j, k) return ((j * 5 + k * 11 + 1) % 3) - 1 end)
-    local kop = PH.lowered_tile(ex.build { consumers = "pingpong", cluster = 2, bm = c.bm, bn = c.bn, stages = 3 })
+    local kop = PH.lowered_tile(ex.build { consumers = "pingpong", cluster = n, bm = c.bm, bn = c.bn, stages = 3 })
     local mode
     kop:walk(function(op) if op:name() == "cutlass.pipeline.init" then mode = op:attr "mode" end end)
     assert.equal("pingpong_cluster", mode)
     local values = { ["map:A"] = { data = ab2, shape = { c.m, K2 } }, ["map:B"] = { data = bb2, shape = { c.n, K2 } },
                      ["map:C"] = { bytes = c.m * c.n * 2, shape = { c.m, c.n } }, ["arg:K"] = K2,
                      ["programs:x"] = (c.m + c.bm - 1) // c.bm, ["programs:y"] = (c.n + c.bn - 1) // c.bn }
-    for _, grid in ipairs { 2, 4 } do -- (3 x 2 or 2 x 3 programs: 6 on one cluster, 3 each on two)
+    for _, grid in ipairs { n, 2 * n } do -- (3 x 2 or 2 x 3 programs: 6 on one cluster, 3 each on two)
       local args, at = PH.params_args(kop, values)
       local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = 11 + grid })
       assert(r.ok, r.report)
@@ -163,11 +167,12 @@ describe("ping-pong consumers of a tile GEMM", function()
     for _, c in ipairs(CLUSTERED) do
       local K2 = 192 -- 3 k blocks through 2 stages: the ring wraps within a program
       local M2, N2 = 3 * c.bm, c.bn
-      local kop = PH.lowered_tile(ex.build { consumers = "pingpong", cluster = 2, bm = c.bm, bn = c.bn, stages = 2 })
+      local n = c.cluster or 2
+      local kop = PH.lowered_tile(ex.build { consumers = "pingpong", cluster = n, bm = c.bm, bn = c.bn, stages = 2 })
       local values = { ["map:A"] = { bytes = 2 * M2 * K2, shape = { M2, K2 } }, ["map:B"] = { bytes = 2 * N2 * K2, shape = { N2, K2 } },
                        ["map:C"] = { bytes = 2 * M2 * N2, shape = { M2, N2 } }, ["arg:K"] = K2, ["programs:x"] = 3, ["programs:y"] = 1 }
       local args = PH.params_args(kop, values)
-      local clean = tl.verify_protocol(kop, { grid = 2, args = args, max_states = 2000 })
+      local clean = tl.verify_protocol(kop, { grid = n, args = args, max_states = 1000 * n * n })
       assert(clean.ok, clean.report)
       assert.is_true(clean.states > 100)
       -- the producer's tail and the final cluster sync deleted: a CTA may leave while
@@ -175,7 +180,7 @@ describe("ping-pong consumers of a tile GEMM", function()
       for _, name in ipairs { "cutlass.pipeline.producer_tail", "tile.cluster_wait", "tile.cluster_arrive" } do
         PH.ops(kop, name)[1]:erase()
       end
-      local bad = tl.verify_protocol(kop, { grid = 2, args = args, max_states = 2000 })
+      local bad = tl.verify_protocol(kop, { grid = n, args = args, max_states = 1000 * n * n })
       assert.is_false(bad.ok, "the mutant passed")
       assert.equal("dsmem", bad.violation.kind, bad.report)
     end
@@ -189,11 +194,12 @@ describe("ping-pong consumers of a tile GEMM", function()
     assert.matches("static persistent schedule", tostring(err))
   end)
 
-  it("compiles through ptxas (64 x 256, 128 x 128; on clusters of 2, 128 x 128 and 128 x 192 a CTA)", function()
+  it("compiles through ptxas (64 x 256, 128 x 128; on clusters of 2, 128 x 128 and 128 x 192 a CTA; 2 x 2, 128 x 128)", function()
     H.assert_ptxas(ex.build({ consumers = "pingpong" }):compile())
     H.assert_ptxas(ex.build({ consumers = "pingpong", bn = 128 }):compile())
     H.assert_ptxas(ex.build({ consumers = "pingpong", cluster = 2, bm = 256, bn = 128 }):compile())
     H.assert_ptxas(ex.build({ consumers = "pingpong", cluster = 2, bm = 128, bn = 256 }):compile())
+    H.assert_ptxas(ex.build({ consumers = "pingpong", cluster = 4, bm = 256, bn = 256 }):compile())
     H.assert_ptxas(ex.build({ consumers = "pingpong", cluster = 2, bm = 256, bn = 192 }):compile())
   end)
 
