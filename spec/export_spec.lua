@@ -160,6 +160,61 @@ describe("tl.export", function()
     assert.same(runs(d .. "/lua.log"), runs(d .. "/linked.log"))
   end)
 
+  it("sizes a persistent tile program's grid on clusters to those resident at once, as k:launch does (stand-in driver)", function()
+    need_fake()
+    -- examples/tile_gemm.lua on clusters of 2, 8 programs; the stand-in has 4 SMs and
+    -- says FAKE_CUDA_CLUSTERS clusters fit: 1 -> 2 CTAs, 3 -> 4 (the SMs)
+    local e = tmpdir()
+    local script = e .. "/launch.lua"
+    local f = assert(io.open(script, "w"))
+    f:write([[
+      local tl = require "tilua"
+      local k = loadfile("examples/tile_gemm.lua")("--library").build { cluster = 2 }
+      tl.export(arg[1], k, { cubin = false })
+      local D = tl.device
+      local a, b, c = D.alloc(tl.bf16, 512 * 64), D.alloc(tl.bf16, 512 * 64), D.alloc(tl.bf16, 512 * 512)
+      k:launch { grid = { 4, 2 }, args = { A = { a, { 512, 64 } }, B = { b, { 512, 64 } }, C = { c, { 512, 512 } }, K = 64 } }
+      D.synchronize()
+      print "done"
+    ]])
+    f:close()
+    f = assert(io.open(e .. "/host.c", "w"))
+    f:write([[
+#include <stdio.h>
+#include "tile_gemm.h"
+int main(void) {
+  tilua_dim3 grid, programs = {4, 2, 1};
+  if (tilua_use_device(0) != CUDA_SUCCESS || tile_gemm_grid(&grid, programs) != CUDA_SUCCESS) {
+    fprintf(stderr, "%s\n", tilua_last_error());
+    return 1;
+  }
+  printf("grid=%u,%u,%u\n", grid.x, grid.y, grid.z);
+  return 0;
+}
+]])
+    f:close()
+    assert(os.execute("mkdir -p " .. q(e .. "/x")))
+    local built = false
+    for _, clusters in ipairs { 1, 3 } do
+      local log = e .. "/lua" .. clusters .. ".log"
+      local out, err, code = H.tilua_env({ TILUA_LIBCUDA = FAKE, FAKE_CUDA_LOG = log, FAKE_CUDA_CLUSTERS = tostring(clusters),
+                                           [NO_CHECK] = "1" }, { script, e .. "/x" }, 120)
+      assert(code == 0 and out:find "done", out .. err)
+      if not built then
+        local ok, msg = sh(("%s -std=c11 -Wall -Wextra -Werror %s -I%s %s %s/*.c -ldl -o %s"):format(CC, CFLAGS, q(e .. "/x"),
+          q(e .. "/host.c"), q(e .. "/x"), q(e .. "/host")))
+        assert(ok, msg)
+        built = true
+      end
+      local c_out, c_err, c_code = H.run { "env", "TILUA_LIBCUDA=" .. FAKE, "FAKE_CUDA_CLUSTERS=" .. clusters, e .. "/host" }
+      assert.equal(0, c_code, c_err)
+      local want = ("grid=%d,1,1"):format(clusters == 1 and 2 or 4)
+      assert.truthy(table.concat(runs(log), "\n"):find("launch tile_gemm " .. want .. " block=384,1,1 cluster=2,1,1", 1, true),
+        H.slurp(log))
+      assert.equal(want .. "\n", c_out)
+    end
+  end)
+
   it("refuses what it cannot write", function()
     local ok, err = pcall(tl.export, os.tmpname(), { 42 })
     assert.is_false(ok)

@@ -266,6 +266,24 @@ static tilua_graph *capturing;
 
 static CUresult record_node(tilua_kernel *k, CUstream stream);
 
+CUresult tilua_max_active_clusters(tilua_kernel *k, int *out) {
+  CUfunction fn;
+  CUresult r = tilua_kernel_load(k, &fn);
+  if (r != CUDA_SUCCESS) return r;
+  CUlaunchAttribute a;
+  memset(&a, 0, sizeof a);
+  a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  a.value.clusterDim.x = k->cluster[0], a.value.clusterDim.y = k->cluster[1];
+  a.value.clusterDim.z = k->cluster[2];
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = k->cluster[0], cfg.gridDimY = k->cluster[1], cfg.gridDimZ = k->cluster[2];
+  cfg.blockDimX = k->block[0], cfg.blockDimY = k->block[1], cfg.blockDimZ = k->block[2];
+  cfg.sharedMemBytes = k->smem, cfg.attrs = &a, cfg.numAttrs = 1;
+  *out = 0;
+  return check(drv.cuOccupancyMaxActiveClusters(out, fn, &cfg), "cuOccupancyMaxActiveClusters");
+}
+
 CUresult tilua_launch(tilua_kernel *k, CUstream stream, tilua_dim3 grid, void **params) {
   CUfunction fn;
   CUresult r = tilua_kernel_load(k, &fn);

@@ -95,6 +95,10 @@ typedef struct tilua_kernel {
 
 /* The kernel's function in the current context, loading its module the first time. */
 CUresult tilua_kernel_load(tilua_kernel *k, CUfunction *out);
+/* How many clusters of the kernel (its block, cluster and shared memory) can be
+** resident at once on the current device (cuOccupancyMaxActiveClusters): the
+** size of a persistent grid of clusters. */
+CUresult tilua_max_active_clusters(tilua_kernel *k, int *out);
 /* Launch on `stream` (0: the default stream) with a pointer to each parameter's value;
 ** the grid is in blocks, a multiple of the cluster. Recorded when the stream captures a graph. */
 CUresult tilua_launch(tilua_kernel *k, CUstream stream, tilua_dim3 grid, void **params);

@@ -102,13 +102,14 @@ end
 
 -- {=== recipe expressions as C
 
--- The inputs an expression reads (names, and "sms"), into set.
+-- The inputs an expression reads (names, "sms" and "clusters"), into set.
 local function reads(e, set)
   if type(e) ~= "table" then return set end
   local op = e[1]
   if op == "dim" or op == "stride" then set[e[2]] = true
   elseif op == "programs" then set.programs = true
   elseif op == "sms" then set.sms = true
+  elseif op == "clusters" then set.clusters = true
   else reads(e[2], set) reads(e[3], set) end
   return set
 end
@@ -140,6 +141,7 @@ local function cexpr(e, ranks, used)
   end
   if op == "programs" then return ("(int64_t)programs.%s"):format(({ "x", "y", "z" })[e[2]]) end
   if op == "sms" then return "(int64_t)tl_sms" end
+  if op == "clusters" then return "(int64_t)tl_clusters" end
   local a, b = cexpr(e[2], ranks, used), cexpr(e[3], ranks, used)
   if BIN[op] then return ("(%s %s %s)"):format(a, BIN[op], b) end
   used[op] = true
@@ -283,7 +285,12 @@ function M.recipe_c(cname, k, recipe, ps, H, C0)
     if fill[1] == "map" and kinds[fill[2]] == "tensor" then ranks[fill[2]] = ps[n].map.rank end
   end
   local function sms_line(set)
-    return set.sms and "  int tl_sms = 0;\n  CUresult tl_r = tilua_sm_count(&tl_sms);\n  if (tl_r != CUDA_SUCCESS) return tl_r;\n" or ""
+    local out = set.sms and "  int tl_sms = 0;\n  CUresult tl_r = tilua_sm_count(&tl_sms);\n  if (tl_r != CUDA_SUCCESS) return tl_r;\n" or ""
+    if set.clusters then -- (the persistent grid of a kernel on clusters: as many as are resident at once)
+      out = out .. ("  int tl_clusters = 0;\n  %s = tilua_max_active_clusters(&%s_kernel, &tl_clusters);\n"
+        .. "  if (tl_r != CUDA_SUCCESS) return tl_r;\n"):format(set.sms and "tl_r" or "CUresult tl_r", cname)
+    end
+    return out
   end
 
   -- the grid

@@ -35,6 +35,8 @@
 --   }
 --   E = an integer | { "dim", tensor, d } | { "stride", tensor, d }  (d 0-based; elements)
 --     | { "programs", axis }  (1..3) | { "sms" } (the device's SMs)
+--     | { "clusters" }  (how many clusters of the kernel can be resident at once:
+--                        cuOccupancyMaxActiveClusters; a GPC holds a whole number of them)
 --     | { "add" | "sub" | "mul" | "div" | "min" | "max", E, E }      (div: floor)
 --
 -- A fill these expressions cannot say (a scheduler's Params planned at launch
@@ -73,8 +75,14 @@ end
 
 R.tensor_arg = tensor_arg -- (name, v) -> {buffer, shape, strides}: a launch's tensor read as the recipes read it
 
+-- The current device (nil: none to name).
+local function device_now()
+  if tl.options.emulate or not core.device_available() then return nil end
+  return core.device_current()
+end
+
 -- The environment of one launch: inputs read (and checked) once, on demand.
-local function env_of(recipe, inputs, programs)
+local function env_of(recipe, inputs, programs, state)
   local env, kinds = { programs = programs }, {}
   for _, i in ipairs(recipe.inputs) do kinds[i.name] = i end
   local tensors = {}
@@ -98,6 +106,19 @@ local function env_of(recipe, inputs, programs)
     env.sm_count = env.sm_count or tl.device.sm_count()
     return env.sm_count
   end
+  -- (the kernel's, kept per device: a launch that reads it reads the device's SM
+  -- count too, so that the next launch on another device evaluates both again)
+  function env.clusters()
+    if tl.options.emulate then return env.sms() end -- (the emulator's CTAs are all resident)
+    env.sms()
+    if not env.cluster_count then
+      local dev = device_now() or -1
+      state._max_clusters = state._max_clusters or {}
+      state._max_clusters[dev] = state._max_clusters[dev] or state:max_active_clusters()
+      env.cluster_count = state._max_clusters[dev]
+    end
+    return env.cluster_count
+  end
   return env
 end
 
@@ -108,6 +129,7 @@ local function eval(e, env)
   if op == "stride" then return env.tensor(e[2]).strides[e[3] + 1] end
   if op == "programs" then return env.programs[e[2]] end
   if op == "sms" then return env.sms() end
+  if op == "clusters" then return env.clusters() end
   local a, b = eval(e[2], env), eval(e[3], env)
   if op == "add" then return a + b elseif op == "sub" then return a - b elseif op == "mul" then return a * b
   elseif op == "div" then return a // b elseif op == "min" then return math.min(a, b) end
@@ -238,10 +260,6 @@ end
 -- program's launches on the same tensors, each with new tables of the same
 -- shapes, convert nothing: 12-14 us a launch of the attention backward's
 -- programs on the dev machine before, docs/PERF.md s13bwd-3.)
-local function device_now() -- (nil: none to name, so never the same)
-  if tl.options.emulate or not core.device_available() then return nil end
-  return core.device_current()
-end
 local function same_as_last(last, recipe, inputs, programs)
   if not last or last.recipe ~= recipe then return false end
   if last.sms and (last.device == nil or last.device ~= device_now()) then return false end
@@ -267,7 +285,7 @@ function R.values(recipe, params, state, inputs, programs)
   inputs = inputs or {}
   local last = state._last
   if same_as_last(last, recipe, inputs, programs) then return last.grid, last.values end
-  local env = env_of(recipe, inputs, programs)
+  local env = env_of(recipe, inputs, programs, state)
   for _, c in ipairs(recipe.checks or {}) do check(c, programs, env) end
   local values = {}
   for i = 1, #recipe.args do values[i] = value(recipe, params, state, env, i) end
@@ -352,7 +370,10 @@ function R.tile_program(name, params, entries, L)
     return r
   end
   -- a program of a cluster of n CTAs (along x) runs on all n; a persistent
-  -- kernel on at most one CTA per SM, whole clusters, at least one
+  -- kernel on at most one CTA per SM, whole clusters, at least one, and no more
+  -- clusters than are resident at once (a GPC holds a whole number of them: 30
+  -- of 4 on an H200's 132 SMs; a 33rd would wait for a whole cluster's share of
+  -- the persistent loop, docs/PERF.md)
   local n = L.cluster or 1
   if L.persistent and L.per_sm then -- per_sm CTAs an SM, a program a CTA at most (a program without a dot)
     r.grid = { { "max", 1, { "min", { "mul", { "sms" }, L.per_sm }, { "mul", { "mul", px, py }, pz } } }, 1, 1 }
@@ -361,6 +382,7 @@ function R.tile_program(name, params, entries, L)
   elseif L.persistent then -- (max_ctas: so many CTAs at most, the split tail's workers; else the SMs)
     local units = { "mul", { "mul", { "mul", px, py }, pz }, n }
     local cap = L.max_ctas or { "sms" }
+    if n > 1 then cap = { "min", cap, { "mul", { "clusters" }, n } } end
     r.grid = { { "max", n, { "mul", { "div", { "min", cap, units }, n }, n } }, 1, 1 }
   else
     r.grid = { { "mul", px, n }, py, pz }
