@@ -641,6 +641,11 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
                          { "map", "b", shape = c.b_major == "k" and { c.n, c.k } or { c.k, c.n } },
                          c.swap_ab and { "ptr", "d" } or { "map", "d", shape = { c.m, c.n } } },
                 grid = { c.grid, 1, 1 }, pdl = c.pdl or nil }
+    if c.schedule == "persistent" and c.cluster > 1 then
+      -- a persistent grid of clusters: no more than can be resident at once (a
+      -- GPC fits a whole number of clusters: 132 SMs hold 30 of 4, not 33)
+      r.grid[1] = { "max", c.cluster, { "min", c.grid, { "mul", { "clusters" }, c.cluster } } }
+    end
     local function add(input, fill)
       r.inputs[#r.inputs + 1] = input
       r.args[#r.args + 1] = fill
@@ -722,15 +727,12 @@ do -- tl.gemm: the generator and the check of a GEMM (an indented block)
     if c.beta and c.beta ~= 0 and not o.c then raise("gemm:run: beta ~= 0 needs c") end
     if c.bias and not o.bias then raise("gemm:run: bias = true needs a bias buffer") end
     local grid, args = tl.recipe.values(c.recipe or self.kernel.recipe, self.kernel.params, self, o)
-    if c.schedule == "persistent" and c.cluster > 1 and not tl.options.emulate then
-      -- a persistent grid of clusters: as many as can be resident at once (a
-      -- GPC fits a whole number of clusters: 132 SMs hold fewer than 33 of 4)
-      self._clusters = self._clusters or self.kernel:max_active_clusters()
-      if self._clusters > 0 then grid = { math.min(grid[1], self._clusters * c.cluster), grid[2], grid[3] } end
-    end
     self.kernel:launch { grid = grid, args = args, pdl = c.pdl }
     return self
   end
+
+  -- g:max_active_clusters() -> its kernel's (the recipe's { "clusters" }).
+  function M.Gemm:max_active_clusters() return self.kernel:max_active_clusters() end
 
   -- {===================================================================
   -- Checking: a plain tilua reference kernel and a sampled CPU check

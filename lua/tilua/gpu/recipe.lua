@@ -113,6 +113,9 @@ local function env_of(recipe, inputs, programs, state)
     env.sms()
     if not env.cluster_count then
       local dev = device_now() or -1
+      if type(state.max_active_clusters) ~= "function" then
+        raise("launch: a grid of the clusters resident at once needs its kernel (the recipe's state has no max_active_clusters)")
+      end
       state._max_clusters = state._max_clusters or {}
       state._max_clusters[dev] = state._max_clusters[dev] or state:max_active_clusters()
       env.cluster_count = state._max_clusters[dev]
