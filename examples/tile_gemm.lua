@@ -74,17 +74,11 @@ local function pdl_of(o)
   return o.consumers == "pingpong" and o.cluster == 2 and rows_of(o) == 256 and cols_of(o) == 128
 end
 -- A CTA's block of the program on a cluster (tileas-plan-cta's split of the
--- accumulator, tas_dot_split: M in chunks of 128, then 64, the rest along N
--- while N keeps 64 columns a CTA) -> rows, cols
+-- accumulator) -> rows, cols
 local function block_of(o)
-  local bm, bn, n = rows_of(o), cols_of(o), o.cluster or 1
-  for _, chunk in ipairs { 128, 64 } do
-    local s = math.max(1, math.min(n, bm // chunk))
-    while n % s ~= 0 do s = s - 1 end
-    local sn = n // s
-    if bn % sn == 0 and bn // sn >= 64 then return bm // s, bn // sn end
-  end
-  return bm, bn
+  local bm, bn = rows_of(o), cols_of(o)
+  local sm, sn = tl.core.dot_split(bm, bn, o.cluster or 1)
+  return bm // sm, bn // sn
 end
 local SMEM = 227 * 1024 - 2048 -- (a block's shared memory, less the barriers' and the kernel's other words)
 local function bk_of(o) return o.bk or 64 end

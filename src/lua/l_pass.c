@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../passes/passes.h"
+#include "../passes/tileas_layout.h"
 #include "lbind.h"
 
 static void push_pass(lua_State *L, int i) {
@@ -308,7 +309,24 @@ IrResult lb_run_pipeline(lua_State *L, int op_idx, struct IrPipeline *p) {
   return ir_pipeline_run(p, lb_check_op(L, op_idx), &opts);
 }
 
+/* core.dot_split(m, n, ctas) -> sm, sn: how tileas-plan-cta splits a dot's m x n
+** accumulator among a cluster's CTAs (tas_dot_split), for a script that sizes
+** what a CTA holds before it compiles (examples/tile_gemm.lua's stages). */
+static int core_dot_split(lua_State *L) {
+  lua_Integer m = luaL_checkinteger(L, 1), n = luaL_checkinteger(L, 2),
+              ctas = luaL_checkinteger(L, 3);
+  luaL_argcheck(L, m > 0, 1, "a positive count of rows");
+  luaL_argcheck(L, n > 0, 2, "a positive count of columns");
+  luaL_argcheck(L, ctas > 0 && ctas <= 16, 3, "1 to 16 CTAs");
+  int64_t sm, sn;
+  tas_dot_split(m, n, ctas, &sm, &sn);
+  lua_pushinteger(L, sm);
+  lua_pushinteger(L, sn);
+  return 2;
+}
+
 static const luaL_Reg pass_functions[] = {{"passes", core_passes},
+                                          {"dot_split", core_dot_split},
                                           {"pipelines", core_pipelines},
                                           {"pipeline_parse", core_pipeline_parse},
                                           {"run_pipeline", core_run_pipeline},

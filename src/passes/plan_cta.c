@@ -435,13 +435,12 @@ static void plan_dot(Plan *p, IrOp *dot) {
   if (!ck_mul(acc->type->shape[0], replicas(dot), &rows))
     rows = INT64_MAX; /* an absurd replica count */
   tas_dot_split(rows, acc->type->shape[1], p->nctas, &sm, &sn);
-  /* the accumulator's block (i, j) on rank i + sm j: a's rows at rank stride 1,
-  ** b's columns at sm (whole along the other dim: each block on sn / sm CTAs) */
-  int64_t c_acc[2] = {sm, sn}, c_a[2] = {sm, 1}, c_b[2] = {1, sn};
-  int64_t s_acc[2] = {1, sm}, s_a[2] = {1, 1}, s_b[2] = {1, sm};
-  if (at.transpose_a) c_a[0] = 1, c_a[1] = sm, s_a[1] = 1;
-  if (at.transpose_b) c_b[0] = sn, c_b[1] = 1, s_b[0] = sm, s_b[1] = 1;
-  const int64_t *want[3] = {c_a, c_b, c_acc}, *stride[3] = {s_a, s_b, s_acc};
+  /* the accumulator's block (i, j) on rank i + sm j (the default strides), a's
+  ** rows at rank stride 1 (the default too), b's columns at sm (said) */
+  int64_t c_acc[2] = {sm, sn}, c_a[2] = {sm, 1}, c_b[2] = {1, sn}, s_b[2] = {1, sm};
+  if (at.transpose_a) c_a[0] = 1, c_a[1] = sm;
+  if (at.transpose_b) c_b[0] = sn, c_b[1] = 1, s_b[0] = sm;
+  const int64_t *want[3] = {c_a, c_b, c_acc}, *stride[3] = {NULL, s_b, NULL};
   for (uint32_t i = 0; i < 3; i++)
     demand(p, dot, i,
            tas_with_cta_stride(p->t.r.ctx, dot->operands[i].value->type, want[i], stride[i]));

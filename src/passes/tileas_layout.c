@@ -100,7 +100,7 @@ const IrType *tas_with_cta_stride(IrContext *ctx, const IrType *t, const int64_t
   default_strides(t->rank, cta, dflt);
   bool plain = true;
   for (uint32_t i = 0; i < t->rank; i++) {
-    s[i] = stride && cta[i] > 1 ? stride[i] : 1;
+    s[i] = cta[i] == 1 ? 1 : stride ? stride[i] : dflt[i]; /* (NULL: the default) */
     plain = plain && (cta[i] == 1 || s[i] == dflt[i]);
   }
   /* absent means the default strides: a type whose strides are those says nothing */

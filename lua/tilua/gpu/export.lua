@@ -284,13 +284,20 @@ function M.recipe_c(cname, k, recipe, ps, H, C0)
     if fill[1] == "scalar" then scalar_types[fill[2]] = ps[n].ctype end
     if fill[1] == "map" and kinds[fill[2]] == "tensor" then ranks[fill[2]] = ps[n].map.rank end
   end
-  local function sms_line(set)
-    local out = set.sms and "  int tl_sms = 0;\n  CUresult tl_r = tilua_sm_count(&tl_sms);\n  if (tl_r != CUDA_SUCCESS) return tl_r;\n" or ""
-    if set.clusters then -- (the persistent grid of a kernel on clusters: as many as are resident at once)
-      out = out .. ("  int tl_clusters = 0;\n  %s = tilua_max_active_clusters(&%s_kernel, &tl_clusters);\n"
-        .. "  if (tl_r != CUDA_SUCCESS) return tl_r;\n"):format(set.sms and "tl_r" or "CUresult tl_r", cname)
+  -- The C that reads what the expressions of `set` read of the device into
+  -- tl_sms (its SMs) and tl_clusters (the kernel's clusters resident at once:
+  -- a persistent grid on clusters); `declare`: tl_r is declared here.
+  local function device_reads(set, declare)
+    local out = {}
+    if declare and (set.sms or set.clusters) then out[#out + 1] = "  CUresult tl_r = CUDA_SUCCESS;" end
+    if set.sms then
+      out[#out + 1] = "  int tl_sms = 0;\n  if ((tl_r = tilua_sm_count(&tl_sms)) != CUDA_SUCCESS) return tl_r;"
     end
-    return out
+    if set.clusters then
+      out[#out + 1] = ("  int tl_clusters = 0;\n  if ((tl_r = tilua_max_active_clusters(&%s_kernel, &tl_clusters)) != CUDA_SUCCESS) return tl_r;")
+        :format(cname)
+    end
+    return #out > 0 and table.concat(out, "\n") or nil
   end
 
   -- the grid
@@ -300,7 +307,9 @@ function M.recipe_c(cname, k, recipe, ps, H, C0)
   H("/* {=== its launcher (the launch recipe tilua's own launcher runs) */\n")
   H("/* The grid (CTAs) of a launch. */")
   H("CUresult %s_grid(%s);", cname, join({ "tilua_dim3 *grid", table.unpack(gdecl) }))
-  C("CUresult %s_grid(%s) {\n%s", cname, join({ "tilua_dim3 *grid", table.unpack(gdecl) }), sms_line(gset))
+  C("CUresult %s_grid(%s) {", cname, join({ "tilua_dim3 *grid", table.unpack(gdecl) }))
+  local grid_reads = device_reads(gset, true)
+  if grid_reads then C(grid_reads) end
   local gx = {}
   for d = 1, 3 do gx[d] = cexpr_(recipe.grid[d] or 1, ranks) end
   C("  int64_t tl_x = %s, tl_y = %s, tl_z = %s;", gx[1], gx[2], gx[3])
@@ -380,9 +389,10 @@ function M.recipe_c(cname, k, recipe, ps, H, C0)
       w[1], w[2], cstr(chk[3]))
     ::continue::
   end
-  local needs_sms = false
-  for n, fill in ipairs(recipe.args) do if fill[1] == "int" and reads(fill[2], {}).sms then needs_sms = true end end
-  if needs_sms then C("  int tl_sms = 0;\n  if ((tl_r = tilua_sm_count(&tl_sms)) != CUDA_SUCCESS) return tl_r;") end
+  local aset = {} -- (what the int arguments read)
+  for _, fill in ipairs(recipe.args) do if fill[1] == "int" then reads(fill[2], aset) end end
+  local arg_reads = device_reads(aset, false)
+  if arg_reads then C(arg_reads) end
   for n, fill in ipairs(recipe.args) do
     local p, kind = ps[n], fill[1]
     if kind == "map" then
