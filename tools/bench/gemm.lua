@@ -32,6 +32,9 @@
 --   --sweep --shapes=MxNxK,...  those shapes only, in that order, treated as the
 --                 sweep treats its shapes (the model's forms, --count, --also)
 --   --rounds=N    the pick and cuBLASLt timed N times in turn (default 2), the best kept
+--   --swizzles=S,S  the sweep measures each of the model's forms with these raster swizzles
+--                 too (named "... swS"; the default is 8, docs/gemm.md)
+--   --rasters=R,R   ... and in these raster orders (along_m, along_n; named "... along_n")
 --
 -- A time is the best of 5 samples (the sweep: 3) of CUDA events around
 -- back-to-back launches (10; the sweep: as many as fill ~5 ms), tilua and
@@ -40,6 +43,7 @@ local tl = require "tilua"
 
 local quick, only, sweep, limit, budget, tokens = false, nil, false, nil, nil, nil
 local classes, count, samples, choice, also, rounds = nil, 3, nil, false, nil, 2
+local swizzles, rasters = nil, nil
 for _, a in ipairs(arg or {}) do
   quick = quick or a == "--quick"
   sweep = sweep or a == "--sweep"
@@ -53,6 +57,8 @@ for _, a in ipairs(arg or {}) do
   samples = tonumber(a:match "^%-%-samples=(%d+)$" or "") or samples
   also = a:match "^%-%-also=(.*)$" or also
   rounds = tonumber(a:match "^%-%-rounds=(%d+)$" or "") or rounds
+  swizzles = a:match "^%-%-swizzles=(.*)$" or swizzles
+  rasters = a:match "^%-%-rasters=(.*)$" or rasters
 end
 
 if not choice then tl.device.require() end
@@ -120,6 +126,11 @@ local ALSO = {
   { bm = 64, bn = 128, wgs = 1, cluster = { 2, 1 } },
   { bm = 64, bn = 256, wgs = 1, cluster = { 2, 1 } },
   { bn = 128, cluster = { 1, 2 } },               -- cuBLASLt's 128x128_64x6_2x1 at 512 x 4096 x 4096 and x 14336 (s19-3)
+  -- clusters of 4 at 128 and 512 tokens: B shared by the 4 tiles along M, both operands by 2, A by the 4 along N
+  { bn = 128, cluster = { 4, 1 } },
+  { bn = 128, cluster = { 2, 2 } },
+  { bn = 64, cluster = { 1, 4 } },
+  { bn = 48, cluster = { 1, 4 } },
   -- ksplit: two warpgroups on one 64-row tile, every other stage each (tl.gemm.candidates offers
   -- the narrowest that gives a tile an SM for 33 to 64 rows, with bk 128)
   { consumers = "ksplit", bn = 64 },
@@ -167,6 +178,8 @@ local function form_name(c)
   if c.schedule then parts[#parts + 1] = c.schedule .. (c.splits and c.splits or "") end
   if c.bk then parts[#parts + 1] = "bk" .. c.bk end
   if c.stages then parts[#parts + 1] = "s" .. c.stages end
+  if c.swizzle then parts[#parts + 1] = "sw" .. c.swizzle end
+  if c.raster then parts[#parts + 1] = c.raster end
   return table.concat(parts, " ")
 end
 -- (swap_ab: the tile's N side is M rounded up, so built per shape too)
@@ -323,6 +336,21 @@ local function candidates_for(m, n, k, dt, in_sweep)
         for _, c in ipairs(forms) do
           if form_name(c) == name and not named[name] then named[name] = true list[#list + 1] = c end
         end
+      end
+    end
+    -- --swizzles, --rasters: each form so far again with each swizzle, raster order and both
+    local variants = {}
+    for sw in (swizzles or ""):gmatch "%d+" do variants[#variants + 1] = { swizzle = tonumber(sw) } end
+    for r in (rasters or ""):gmatch "[%w_]+" do
+      variants[#variants + 1] = { raster = r }
+      for sw in (swizzles or ""):gmatch "%d+" do variants[#variants + 1] = { swizzle = tonumber(sw), raster = r } end
+    end
+    for i = 1, #list do
+      for _, v in ipairs(variants) do
+        local c = {}
+        for key, x in pairs(list[i]) do c[key] = x end
+        for key, x in pairs(v) do c[key] = x end
+        if not named[form_name(c)] then named[form_name(c)] = true list[#list + 1] = c end
       end
     end
     return list
