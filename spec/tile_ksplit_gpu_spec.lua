@@ -8,8 +8,9 @@
 -- products, and against stdlib/gemm.lua's consumers = "ksplit" kernel of the
 -- same tile and stages bit for bit: 64 x 32 (14 stages, the decode form), 64 x
 -- 128, a 128 x 96 program on a cluster of 2 (64 x 96 a CTA, B multicast:
--- stdlib's ksplit in a 2 x 1 cluster), and 64 x 32 with 128-element k blocks
--- (8 stages: the decode model's pick at 64 x 4096 x 4096). The shapes give odd and even counts of k
+-- stdlib's ksplit in a 2 x 1 cluster), 64 x 32 with 128-element k blocks
+-- (8 stages: the decode model's pick at 64 x 4096 x 4096), and a 64 x 256
+-- program on a cluster of 4 (64 x 64 a CTA, A multicast: stdlib's 1 x 4). The shapes give odd and even counts of k
 -- blocks a program and of programs a CTA (the parity of a program's first k
 -- block changes along a CTA's programs). Without a GPU the kernels are still
 -- compiled and assembled, and the launches report pending.
@@ -32,6 +33,7 @@ local FORMS = {
   { o = { consumers = "ksplit" }, bm = 64, bn = 128 },
   { o = { consumers = "ksplit", cluster = 2, bm = 128, bn = 96 }, bm = 64, bn = 96, cluster = { 2, 1 } },
   { o = { consumers = "ksplit", bn = 32, bk = 128 }, bm = 64, bn = 32, bk = 128 },
+  { o = { consumers = "ksplit", cluster = 4, bn = 256 }, bm = 64, bn = 64, cluster = { 1, 4 } },
 }
 
 describe("the ksplit tile GEMM on the GPU", function()
@@ -41,7 +43,7 @@ describe("the ksplit tile GEMM on the GPU", function()
 
   for i, c in ipairs(CASES) do
     for j, f in ipairs(FORMS) do
-      local label = ("%d x %d a CTA%s%s, %d x %d x %d"):format(f.bm, f.bn, f.cluster and " (cluster 2x1)" or "",
+      local label = ("%d x %d a CTA%s%s, %d x %d x %d"):format(f.bm, f.bn, f.cluster and (" (cluster %dx%d)"):format(f.cluster[1], f.cluster[2]) or "",
                                                             f.bk and (" bk " .. f.bk) or "", c.m, c.n, c.k)
       it(label .. ": the reference kernel, CPU samples, stdlib/gemm.lua's ksplit bit for bit", function()
         if not GPU then pending("no GPU: " .. tl.device.error()) return end

@@ -83,6 +83,22 @@ describe("ksplit consumers of a tile GEMM", function()
     end
   end)
 
+  -- a 64 x 256 program on a cluster of 4 split along N (64 x 64 a CTA, A multicast to the 4, 16 rows a CTA's
+  -- load): its default ring (12 stages of 32 KiB a program, 16 KiB a CTA) fits a CTA's shared memory only as split
+  it("on a cluster of 4 (a 64 x 256 program split along N, A multicast to 4) the lowered kernel computes the reference on 1 and 2 clusters", function()
+    assert.equal(12, ex.stages_of { consumers = "ksplit", cluster = 4, bn = 256 })
+    H.assert_ptxas(ex.build({ consumers = "ksplit", cluster = 4, bn = 256 }):compile())
+    local P4 = problem_of(150, 300, 3 * 64 - 8)
+    local kop = PH.lowered_tile(ex.build { consumers = "ksplit", cluster = 4, bn = 256, stages = 4 })
+    assert.equal("pingpong_cluster", pipeline_mode(kop))
+    for _, grid in ipairs { 4, 8 } do -- (3 x 2 programs: 6 on one cluster, 3 and 3 on two)
+      local args, at = PH.params_args(kop, P4.values(3, 2))
+      local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = 23 + grid })
+      assert(r.ok, r.report)
+      P4.check(r.read(at["map:C"] or at["ptr:C"]), ("%d CTAs"):format(grid))
+    end
+  end)
+
   -- stdlib's decode tile (64 x 32, bk = 128: two 128-byte swizzle rows of each
   -- row of A and B a stage, 8 stages): 3 x 4 programs, 5 k blocks a program (the
   -- last ragged), so the parity changes from program to program

@@ -496,20 +496,40 @@ IrResult tileas_verify_agent_switch(IrOp *op) {
 ** Stamps: what the rows of tileas.def's stamps cannot say
 ** ======================================================================= */
 
-/* A ring (tileas.stages on an alloc_tensor): its stages fit the shared
+/* How many CTAs share a tile's bytes: its layout's CTA part (a CTA holds its
+** block of the tile, of every piece of a `cta_repeat`); a tile not split yet
+** in a kernel of n CTAs a cluster: n, the most tileas-plan-cta can split it
+** (what it does not split, convert-tile-to-nvvm's shared memory check sees). */
+static int64_t ctas_sharing(const IrOp *op, const IrType *t) {
+  const IrAttr *cta = t->layout ? ir_attr_dict_get(t->layout, "cta") : NULL;
+  if (!cta) {
+    KernelSpec ks = kernel_spec_of(op);
+    return ks.ok && ks.ctas > 1 ? ks.ctas : 1;
+  }
+  int64_t n = 1;
+  if (!positive_ints(cta, t->rank)) return 1; /* the layout's check says */
+  for (uint32_t i = 0; i < t->rank && n <= SM90_MAX_SMEM; i++)
+    n *= cta->u.arr.elems[i]->u.i;
+  return n;
+}
+
+/* A ring (tileas.stages on an alloc_tensor): a CTA's stages fit the shared
 ** memory of one block, so that neither a lowering nor the protocol model
 ** sizes a ring past what a block can hold. */
 IrResult tileas_check_stages(IrOp *op) {
   if (op->nresults != 1 || op->results[0].type->kind != IR_TY_TILE)
     return IR_OK; /* the signature says */
-  int64_t bytes = dia_type_storage_bytes(op->results[0].type),
-          stages = ir_stamp_TILEAS_STAGES(op).value;
-  if (bytes <= 0 || stages <= SM90_MAX_SMEM / bytes)
-    return IR_OK; /* a dynamic shape: static_tile says */
+  const IrType *t = op->results[0].type;
+  int64_t bytes = dia_type_storage_bytes(t), stages = ir_stamp_TILEAS_STAGES(op).value,
+          n = ctas_sharing(op, t);
+  if (bytes <= 0) return IR_OK; /* a dynamic shape: static_tile says */
+  bytes = (bytes + n - 1) / n;
+  if (stages <= SM90_MAX_SMEM / bytes) return IR_OK;
   ir_op_error(
       op,
-      "tileas.stages = %lld: stages of %lld bytes take more than the %d bytes of a block's shared memory (at most %lld of them)",
-      (long long)stages, (long long)bytes, SM90_MAX_SMEM, (long long)(SM90_MAX_SMEM / bytes));
+      "tileas.stages = %lld: stages of %lld bytes%s take more than the %d bytes of a block's shared memory (at most %lld of them)",
+      (long long)stages, (long long)bytes, n > 1 ? " a CTA" : "", SM90_MAX_SMEM,
+      (long long)(SM90_MAX_SMEM / bytes));
   return IR_FAIL;
 }
 

@@ -31,7 +31,8 @@
 --   --ksplit=1: ksplit consumers instead (tl.for_tiles {consumers = "ksplit"}: a 64-row program whose
 --     two warpgroups take every other k block): the tile ksplits 64 x 32 (k blocks of 64 and of 128
 --     elements), 64 x 96 a CTA on a cluster of 2
---     (a 128 x 96 program, B multicast) and 64 x 128, each against stdlib's ksplit of that tile, cluster and
+--     (a 128 x 96 program, B multicast), 64 x 128 and 64 x 64 a CTA on a cluster of 4 (a 64 x 256 program, A
+--     multicast to the 4), each against stdlib's ksplit of that tile, cluster and
 --     stages bit for bit, stdlib's own choice for the shape (tl.gemm.candidates's first) and cuBLASLt; its
 --     default shapes the decode rows where ksplit wins (64x4096x4096, 128x6144x4096, 64x14336x4096)
 --   --swap=1: the swapped forms instead (examples/tile_gemm.lua's swap: a program of bm tokens x bn
@@ -71,7 +72,7 @@ local function form_list()
   -- (consumers: "pingpong" or "ksplit", the tile program's and its stdlib pair's; bk: their k block, 64 if nil)
   local function tile_pair(consumers, bm, bn, stages, pair, cl, pdl, std_pdl, bk)
     local pm, pn = bm * (cl and cl[1] or 1), bn * (cl and cl[2] or 1)
-    local to = { consumers = consumers, bm = pm, bn = pn, cluster = cl and 2 or nil, pdl = pdl, bk = bk }
+    local to = { consumers = consumers, bm = pm, bn = pn, cluster = cl and cl[1] * cl[2] or nil, pdl = pdl, bk = bk }
     stages = stages or ex.stages_of(to)
     to.stages = stages
     local where = (cl and (" c%dx%d"):format(cl[1], cl[2]) or "") .. (bk and (" bk%d"):format(bk) or "")
@@ -93,6 +94,7 @@ local function form_list()
     tile_pair("ksplit", 64, 32, nil, true, nil, nil, nil, 128) -- (the model's pick at 64x4096x4096)
     tile_pair("ksplit", 64, 96, nil, true, { 2, 1 })
     tile_pair("ksplit", 64, 128, nil, true)
+    tile_pair("ksplit", 64, 64, nil, true, { 1, 4 }) -- (a 64 x 256 program on a cluster of 4, A multicast)
     L[#L + 1] = { kind = "std", name = "stdlib's choice", cfg = {}, choice = true } -- (the model's first candidate)
     return L
   end
