@@ -41,7 +41,10 @@ local check = require "tilua.gpu.check"
 -- o.consumers = "ksplit": a 64 x 128 program (o.bn: its columns), whose two
 -- consumer warpgroups take every other k block of it from one ring and add
 -- their sums before the epilogue (stdlib/gemm.lua's consumers = "ksplit", the
--- decode shapes' form: 64 x 32 at 64 x 4096 x 4096), an even count of stages.
+-- decode shapes' form: 64 x 32 at 64 x 4096 x 4096), an even count of stages;
+-- on a cluster each CTA takes a block of at least 64 columns (--cluster=2
+-- --bm=128 --bn=96: 64 x 96 a CTA, B multicast; --cluster=4 --bn=256: 64 x 64
+-- a CTA, A multicast to the 4, stdlib's {1, 4}).
 -- o.bk: the k block (tl.for_tiles's tile), 64 or 128 elements: a stage of
 -- 128 holds two 128-byte swizzle rows of each row of A and B (two TMA boxes an
 -- operand); stdlib's decode model picks ksplit 64 x 32 with bk = 128 at 64 x 4096
