@@ -37,11 +37,13 @@ local sets = {
   { x2, { 512, 512 }, 1024, 0.25, 8, strides = true }, -- strides given (the row-major ones)
   { x2, { 512, 512 }, 1024, 0.25, 8, strides = true, same = true },
   { x1, { 1024, 512 }, 1024, 0.5, 16 },                -- the first again, after others
+  { x1, { 1024, 512 }, 1024, 0.5, 16, flat = true, same = true }, -- its grid as an integer: the same programs
+  { x1, { 1024, 512 }, 1024, 0.5, 8, flat = true },    -- fewer programs
 }
 local function launch(s)
   if s.grow then shape[1] = 512 end -- (in place)
   local X = { buffer = s[1], shape = s[2], strides = s.strides and { s[2][2], 1 } or nil }
-  k:launch { grid = { s[5], 1 }, args = { X = X, Y = { y, { s[3], 64 } }, s = s[4] } }
+  k:launch { grid = s.flat and s[5] or { s[5], 1 }, args = { X = X, Y = { y, { s[3], 64 } }, s = s[4] } }
 end
 local log = os.getenv "MEMO_LOG"
 local function lines()
@@ -76,9 +78,35 @@ for i, s in ipairs(sets) do
   launch(s) -- (the memos as after a launch of this set, for the next)
   D.synchronize()
 end
+-- a grid of floats after a launch of those numbers: refused as on a first launch
+local ok, err = pcall(function()
+  k:launch { grid = { 8.0, 1 }, args = { X = { x1, { 1024, 512 } }, Y = { y, { 1024, 64 } }, s = 0.5 } }
+end)
+print(("float grid: %s %s"):format(tostring(ok), tostring(err)))
 ]]
 
 describe("a tile program launched again on the same tensors", function()
+  it("core.same_inputs: the same buffer and numbers of the same kinds, scalars rawequal", function()
+    local core = require("tilua").core
+    local buf = {}
+    local seen = { X = { buffer = buf, shape = { 1024, 512 } }, Y = { buffer = buf, shape = { 8, 8 }, strides = { 8, 1 } },
+                   s = 0.5 }
+    local names, tensors = { "X", "Y", "s" }, { true, true, false }
+    local function same(inputs) return core.same_inputs(names, tensors, seen, inputs) end
+    local Y = { buf, { 8, 8 }, strides = { 8, 1 } }
+    assert.is_true(same { X = { buf, { 1024, 512 } }, Y = Y, s = 0.5 })
+    assert.is_true(same { X = { buffer = buf, shape = { 1024, 512 } }, Y = Y, s = 0.5 })
+    assert.is_false(same { X = { buf, { 1024.0, 512 } }, Y = Y, s = 0.5 }) -- (4 and 4.0 differ)
+    assert.is_false(same { X = { buf, { 1024, 512, 1 } }, Y = Y, s = 0.5 })
+    assert.is_false(same { X = { {}, { 1024, 512 } }, Y = Y, s = 0.5 })
+    assert.is_false(same { X = { buf, { 1024, 512 } }, Y = { buf, { 8, 8 } }, s = 0.5 }) -- strides not given
+    assert.is_false(same { X = { buf, { 1024, 512 }, strides = { 512, 1 } }, Y = Y, s = 0.5 })
+    assert.is_false(same { X = { buf, { 1024, 512 } }, Y = { buf, { 8, 8 }, strides = { 16, 1 } }, s = 0.5 })
+    assert.is_false(same { X = { buf, { 1024, 512 } }, Y = Y, s = 0.25 })
+    assert.is_false(same { X = buf, Y = Y, s = 0.5 })
+    assert.is_false(same { Y = Y, s = 0.5 })
+  end)
+
   it("reuses the last launch's arguments exactly when its inputs are the same (the stand-in driver's log)", function()
     local fake = os.getenv "TILUA_FAKE_CUDA"
     if not fake or fake == "" then pending("runs against the stand-in driver (ctest sets TILUA_FAKE_CUDA)") return end
@@ -92,17 +120,18 @@ describe("a tile program launched again on the same tensors", function()
     for i, reused, maps, same in out:gmatch "(%d+) reused=(%a+) maps=(%d+) same_line=(%a+)" do
       got[tonumber(i)] = { reused = reused == "true", maps = tonumber(maps), same = same == "true" }
     end
-    assert.equal(10, #got, out .. err)
+    assert.equal(12, #got, out .. err)
     for i, g in ipairs(got) do
       assert.is_true(g.same, ("launch %d logged another line than with the memos cleared\n%s"):format(i, out))
     end
     -- reused exactly where the inputs were the last's; then no tensor map encoded
     local want = {}
-    for i = 1, 10 do want[i] = false end
-    for _, i in ipairs { 2, 3, 4, 9 } do want[i] = true end
+    for i = 1, 12 do want[i] = false end
+    for _, i in ipairs { 2, 3, 4, 9, 11 } do want[i] = true end
     for i, g in ipairs(got) do
       assert.equal(want[i], g.reused, ("launch %d\n%s"):format(i, out))
       if want[i] then assert.equal(0, g.maps, ("launch %d\n%s"):format(i, out)) end
     end
+    assert.matches("float grid: false [^\n]*launch: grid must hold positive integers", out)
   end)
 end)

@@ -21,6 +21,8 @@
 **                                       the current device's, and cfg names no block,
 **                                       cluster or device; else slow(k, cfg)
 **   plan:raw_loop(n, grid, args) -> seconds of n raw cuLaunchKernel calls
+**   core.same_inputs(names, tensors, seen, inputs) -> whether a tile program's
+**                                       inputs are what its last launch saw (recipe.lua)
 **   core.now() -> monotonic seconds
 **   core.lua_peek() -> whether launches read Lua 5.4's structures (l_peek.h)
 **
@@ -777,12 +779,90 @@ static int plan_raw_loop(lua_State *L) {
   return 1;
 }
 
+/* {======================================================================
+** A tile program's launch like the last (tilua.gpu.recipe's same_as_last)
+** ======================================================================= */
+
+/* Whether the values at indices a and b are lists of the same numbers of the
+** same kinds (4 and 4.0 differ), read as Lua reads them (metamethods and all). */
+static bool same_numbers(lua_State *L, int a, int b) {
+  if (lua_type(L, a) != LUA_TTABLE || lua_type(L, b) != LUA_TTABLE) return false;
+  lua_Integer n = luaL_len(L, a);
+  if (n != luaL_len(L, b)) return false;
+  for (lua_Integer d = 1; d <= n; d++) {
+    lua_geti(L, a, d);
+    lua_geti(L, b, d);
+    bool same = lua_isinteger(L, -1) == lua_isinteger(L, -2) && lua_rawequal(L, -1, -2) &&
+                lua_type(L, -1) == LUA_TNUMBER;
+    lua_pop(L, 2);
+    if (!same) return false;
+  }
+  return true;
+}
+
+/* A tensor input v (at index v) against the copy the last launch kept (at
+** index seen: {buffer =, shape =, strides =}): the same buffer, the same
+** numbers in its shape and strides. v is {buffer, shape [, strides]} with the
+** fields by name or the first two by position. */
+static bool same_tensor(lua_State *L, int seen, int v) {
+  if (lua_type(L, seen) != LUA_TTABLE || lua_type(L, v) != LUA_TTABLE) return false;
+  int top = lua_gettop(L);
+  lua_getfield(L, seen, "buffer");
+  if (lua_getfield(L, v, "buffer") == LUA_TNIL || lua_toboolean(L, -1) == 0) {
+    lua_pop(L, 1);
+    lua_geti(L, v, 1);
+  }
+  bool same = lua_rawequal(L, -1, -2);
+  if (same) {
+    lua_getfield(L, seen, "shape");
+    if (lua_getfield(L, v, "shape") == LUA_TNIL || lua_toboolean(L, -1) == 0) {
+      lua_pop(L, 1);
+      lua_geti(L, v, 2);
+    }
+    same = same_numbers(L, top + 3, top + 4);
+  }
+  if (same) {
+    lua_getfield(L, seen, "strides");
+    lua_getfield(L, v, "strides");
+    same = lua_isnil(L, -2) ? lua_isnil(L, -1) : same_numbers(L, top + 5, top + 6);
+  }
+  lua_settop(L, top);
+  return same;
+}
+
+/* core.same_inputs(names, tensors, seen, inputs) -> whether each input names[i]
+** of inputs is what the last launch saw (seen[name]): a tensor (tensors[i]) the
+** same buffer, shape and strides, another value the same (rawequal). */
+static int core_same_inputs(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+  bool same = true;
+  for (lua_Integer i = 1; same && i <= n; i++) {
+    lua_rawgeti(L, 1, i); /* the name: 5 */
+    lua_rawgeti(L, 2, i); /* a tensor: 6 */
+    lua_pushvalue(L, 5);
+    lua_gettable(L, 4); /* the value given: 7 */
+    lua_pushvalue(L, 5);
+    lua_rawget(L, 3); /* the value seen: 8 */
+    same = lua_toboolean(L, 6) ? same_tensor(L, 8, 7) : lua_rawequal(L, 7, 8);
+    lua_settop(L, 4);
+  }
+  lua_pushboolean(L, same);
+  return 1;
+}
+
+/* }====================================================================== */
+
 static const luaL_Reg plan_methods[] = {
     {"launch", plan_launch}, {"raw_loop", plan_raw_loop}, {NULL, NULL}};
 static const luaL_Reg launch_functions[] = {{"launch_plan", core_launch_plan},
                                             {"launch_fast", core_launch_fast},
                                             {"now", core_now},
                                             {"lua_peek", core_lua_peek},
+                                            {"same_inputs", core_same_inputs},
                                             {NULL, NULL}};
 
 static const LbClass launch_classes[] = {{LB_LAUNCH_PLAN, NULL, plan_methods}, {NULL, NULL, NULL}};

@@ -111,8 +111,10 @@ do -- (the module's definitions; an indented block)
   -- packs it): 25-31 us a launch of the attention backward's programs on the
   -- dev machine before, its tensor maps' checks (docs/PERF.md s13bwd-3).
   local function tile_values(k, info, cfg)
-    local programs = tl.dims3(cfg.grid or 1, "launch: grid")
-    return tl.recipe.values(info.recipe, info.params, k, cfg.args or {}, programs)
+    local grid, args = cfg.grid or 1, cfg.args or {}
+    local ctas, values = tl.recipe.again(info.recipe, k, args, grid)
+    if ctas then return ctas, values end
+    return tl.recipe.values(info.recipe, info.params, k, args, tl.dims3(grid, "launch: grid"))
   end
   local function tile_args(k, info, values)
     local last = k._tile_args

@@ -232,29 +232,10 @@ end
 
 -- A tensor input as the last launch read it: its buffer, and copies of its
 -- shape and strides (the table is its owner's, who may change it in place).
-local mtype, type_of = math.type, type -- (upvalues: the comparison runs every launch)
-local function same_numbers(a, b) -- (two lists of the same numbers, of the same kinds: 4 and 4.0 differ)
-  if type_of(a) ~= "table" or type_of(b) ~= "table" then return false end
-  local n = #a
-  if n ~= #b then return false end
-  for d = 1, n do
-    local x, y = a[d], b[d]
-    if x ~= y or mtype(x) ~= mtype(y) then return false end
-  end
-  return true
-end
 local function snapshot(v)
   if type(v) ~= "table" then return v end
   return { buffer = v.buffer or v[1], shape = copy(v.shape or v[2]), strides = copy(v.strides) }
 end
-local function same_tensor(seen, v)
-  if type_of(seen) ~= "table" or type_of(v) ~= "table" or not rawequal(seen.buffer, v.buffer or v[1]) then return false end
-  if not same_numbers(seen.shape, v.shape or v[2]) then return false end
-  local strides = seen.strides
-  if strides == nil then return v.strides == nil end
-  return same_numbers(strides, v.strides)
-end
-
 -- Whether a launch of recipe with inputs and programs gives what the last one
 -- (state._last) gave: the same recipe, grid of programs and inputs (the same
 -- buffers and numbers; a tensor input the same buffer with the same shape and
@@ -263,21 +244,36 @@ end
 -- program's launches on the same tensors, each with new tables of the same
 -- shapes, convert nothing: 12-14 us a launch of the attention backward's
 -- programs on the dev machine before, docs/PERF.md s13bwd-3.)
+-- Whether grid (n or {x [, y [, z]]}: a launch's, as tl.dims3 reads it) is the grid of programs
+-- lp (the last launch's, positive integers): no table made.
+local mtype = math.type
+local function same_grid(lp, grid)
+  if type(grid) ~= "table" then return grid == lp[1] and lp[2] == 1 and lp[3] == 1 and mtype(grid) == "integer" end
+  local x, y, z = grid[1] or grid.x or 1, grid[2] or grid.y or 1, grid[3] or grid.z or 1
+  return x == lp[1] and y == lp[2] and z == lp[3] and mtype(x) == "integer" and mtype(y) == "integer"
+         and mtype(z) == "integer"
+end
+-- (the inputs compared in C, core.same_inputs: a recipe's names and which are tensors listed once)
+local input_lists = setmetatable({}, { __mode = "k" })
 local function same_as_last(last, recipe, inputs, programs)
   if not last or last.recipe ~= recipe then return false end
   if last.sms and (last.device == nil or last.device ~= device_now()) then return false end
-  for d = 1, 3 do
-    if last.programs[d] ~= programs[d] then return false end
+  if not same_grid(last.programs, programs) then return false end
+  local l = input_lists[recipe]
+  if not l then
+    l = { names = {}, tensors = {} }
+    for n, i in ipairs(recipe.inputs) do l.names[n], l.tensors[n] = i.name, i.kind == "tensor" end
+    input_lists[recipe] = l
   end
-  for _, i in ipairs(recipe.inputs) do
-    local v = inputs[i.name]
-    if i.kind == "tensor" then
-      if not same_tensor(last.inputs[i.name], v) then return false end
-    elseif not rawequal(v, last.inputs[i.name]) then
-      return false
-    end
-  end
-  return true
+  return core.same_inputs(l.names, l.tensors, last.inputs, inputs)
+end
+
+-- R.again(recipe, state, inputs, grid) -> the last launch's grid of CTAs and values
+-- when a launch of recipe with inputs on grid (n or {x, y, z}, tl.dims3's forms)
+-- is like it, else nil (k:launch's first try: no table made)
+function R.again(recipe, state, inputs, grid)
+  local last = state._last
+  if same_as_last(last, recipe, inputs, grid) then return last.grid, last.values end
 end
 
 -- R.values(recipe, params, state, inputs [, programs]) -> grid {x, y, z}, values
