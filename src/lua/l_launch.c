@@ -858,12 +858,9 @@ static int core_same_inputs(lua_State *L) {
 
 static const luaL_Reg plan_methods[] = {
     {"launch", plan_launch}, {"raw_loop", plan_raw_loop}, {NULL, NULL}};
-static const luaL_Reg launch_functions[] = {{"launch_plan", core_launch_plan},
-                                            {"launch_fast", core_launch_fast},
-                                            {"now", core_now},
-                                            {"lua_peek", core_lua_peek},
-                                            {"same_inputs", core_same_inputs},
-                                            {NULL, NULL}};
+static const luaL_Reg launch_functions[] = {
+    {"launch_plan", core_launch_plan}, {"launch_fast", core_launch_fast}, {"now", core_now},
+    {"lua_peek", core_lua_peek},       {"same_inputs", core_same_inputs}, {NULL, NULL}};
 
 static const LbClass launch_classes[] = {{LB_LAUNCH_PLAN, NULL, plan_methods}, {NULL, NULL, NULL}};
 const LbArea lb_area_launch = {launch_classes, launch_functions};
