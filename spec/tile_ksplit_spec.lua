@@ -71,16 +71,22 @@ describe("ksplit consumers of a tile GEMM", function()
     end
   end)
 
-  it("on a cluster of 2 (a 128 x 96 program split along M, B multicast) the lowered kernel computes the reference on 1 and 2 clusters", function()
-    local P2 = problem_of(330, 200, 5 * 64 - 24)
-    local kop = PH.lowered_tile(ex.build { consumers = "ksplit", cluster = 2, bm = 128, bn = 96, stages = 4 })
+  -- The lowered kernel of program o on the emulator, on 1 and 2 clusters (grids), against P (programs px x py)
+  local function on_clusters(o, P, px, py, grids, seed)
+    local kop = PH.lowered_tile(ex.build(o))
     assert.equal("pingpong_cluster", pipeline_mode(kop))
-    for _, grid in ipairs { 2, 4 } do -- (3 x 3 programs: 9 on one cluster, 5 and 4 on two)
-      local args, at = PH.params_args(kop, P2.values(3, 3))
-      local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = 11 + grid })
+    for _, grid in ipairs(grids) do
+      local args, at = PH.params_args(kop, P.values(px, py))
+      local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = seed + grid })
       assert(r.ok, r.report)
-      P2.check(r.read(at["map:C"] or at["ptr:C"]), ("%d CTAs"):format(grid))
+      P.check(r.read(at["map:C"] or at["ptr:C"]), ("%d CTAs"):format(grid))
     end
+  end
+
+  it("on a cluster of 2 (a 128 x 96 program split along M, B multicast) the lowered kernel computes the reference on 1 and 2 clusters", function()
+    -- (3 x 3 programs: 9 on one cluster, 5 and 4 on two)
+    on_clusters({ consumers = "ksplit", cluster = 2, bm = 128, bn = 96, stages = 4 }, problem_of(330, 200, 5 * 64 - 24),
+                3, 3, { 2, 4 }, 11)
   end)
 
   -- a 64 x 256 program on a cluster of 4 split along N (64 x 64 a CTA, A multicast to the 4, 16 rows a CTA's
@@ -88,15 +94,8 @@ describe("ksplit consumers of a tile GEMM", function()
   it("on a cluster of 4 (a 64 x 256 program split along N, A multicast to 4) the lowered kernel computes the reference on 1 and 2 clusters", function()
     assert.equal(12, ex.stages_of { consumers = "ksplit", cluster = 4, bn = 256 })
     H.assert_ptxas(ex.build({ consumers = "ksplit", cluster = 4, bn = 256 }):compile())
-    local P4 = problem_of(150, 300, 3 * 64 - 8)
-    local kop = PH.lowered_tile(ex.build { consumers = "ksplit", cluster = 4, bn = 256, stages = 4 })
-    assert.equal("pingpong_cluster", pipeline_mode(kop))
-    for _, grid in ipairs { 4, 8 } do -- (3 x 2 programs: 6 on one cluster, 3 and 3 on two)
-      local args, at = PH.params_args(kop, P4.values(3, 2))
-      local r = tl.emulate(kop, { grid = grid, args = args, policy = "random", seed = 23 + grid })
-      assert(r.ok, r.report)
-      P4.check(r.read(at["map:C"] or at["ptr:C"]), ("%d CTAs"):format(grid))
-    end
+    -- (3 x 2 programs: 6 on one cluster, 3 and 3 on two)
+    on_clusters({ consumers = "ksplit", cluster = 4, bn = 256, stages = 4 }, problem_of(150, 300, 3 * 64 - 8), 3, 2, { 4, 8 }, 23)
   end)
 
   -- stdlib's decode tile (64 x 32, bk = 128: two 128-byte swizzle rows of each
