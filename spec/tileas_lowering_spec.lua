@@ -189,6 +189,20 @@ describe("tile programs to PTX (tile-to-ptx)", function()
   end)
 end)
 
+describe("a dot that no split gives each CTA of its cluster", function()
+  -- (tl.core.dot_split: none for 64 x 64 on 2 CTAs, 64 x 128 on 4; each CTA would compute and store the whole tile)
+  for _, o in ipairs { { cluster = 2, bm = 64, bn = 64 }, { consumers = "ksplit", cluster = 2, bn = 64 },
+                       { consumers = "ksplit", cluster = 4 } } do
+    it(("is refused at the dot, with what to change (%s, %d CTAs)"):format(o.consumers or "cooperative", o.cluster), function()
+      local ok, err = pcall(function() gemm_example.build(o):compile() end)
+      assert.is_false(ok)
+      assert.matches("examples/tile_gemm.lua:%d+: convert%-tileas%-to%-cutlass: a 64 x %d+ dot on a cluster of %d CTAs: "
+        .. "tileas%-plan%-cta found no split of it among them .* every CTA would compute and store the whole tile: give "
+        .. "the program more rows or columns, or its cluster fewer CTAs", tostring(err))
+    end)
+  end
+end)
+
 describe("the fused GEMM + bias + relu on clusters (tileas-plan-cta's backward propagation)", function()
   -- the program after tile-to-ptx's stages up to tileas-plan-cta, printed
   local function planned(k)

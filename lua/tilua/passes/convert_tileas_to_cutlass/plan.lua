@@ -58,6 +58,23 @@ local function plan_params(tl, kop, agents, nctas, L)
     if e.map and e.map ~= ty then R.fail(op, "tensor '%s' is read by TMA with two different boxes (%s, %s)", e.name, tostring(e.map), tostring(ty)) end
     e.map = ty
   end
+  -- (first: the rings' loads below would refuse such a dot's operands less clearly)
+  for _, ag in ipairs(agents) do
+    R.each_op(ag.op, function(op)
+      if op:name() == "tileas.dot" and nctas > 1 then
+        -- a dot tileas-plan-cta could not split keeps its accumulator whole on every CTA: each would
+        -- compute the tile and store it again
+        local ti = R.tile_of(op:result(1))
+        local _, c = R.cta_part(ti, nctas)
+        if ti and (not c or c[1] * c[2] == 1) then
+          R.fail(op, "a %d x %d dot on a cluster of %d CTAs: tileas-plan-cta found no split of it among them (each"
+            .. " CTA's block at least 64 columns, its rows in chunks of 128 or 64: tl.core.dot_split), and every CTA"
+            .. " would compute and store the whole tile: give the program more rows or columns, or its cluster fewer CTAs",
+            ti.shape[1], ti.shape[2], nctas)
+        end
+      end
+    end)
+  end
   for _, ag in ipairs(agents) do
     local chained = false -- (a loop of chained dots: attention's; or in order, whose loop has no dot marked ahead)
     R.each_op(ag.op, function(op)
