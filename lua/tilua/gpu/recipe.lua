@@ -236,14 +236,7 @@ local function snapshot(v)
   if type(v) ~= "table" then return v end
   return { buffer = v.buffer or v[1], shape = copy(v.shape or v[2]), strides = copy(v.strides) }
 end
--- Whether a launch of recipe with inputs and programs gives what the last one
--- (state._last) gave: the same recipe, grid of programs and inputs (the same
--- buffers and numbers; a tensor input the same buffer with the same shape and
--- strides, compared with the copies the last launch kept), and, when it read
--- the device's SM count (a persistent grid), the same current device. (A tile
--- program's launches on the same tensors, each with new tables of the same
--- shapes, convert nothing: 12-14 us a launch of the attention backward's
--- programs on the dev machine before, docs/PERF.md s13bwd-3.)
+
 -- Whether grid (n or {x [, y [, z]]}: a launch's, as tl.dims3 reads it) is the grid of programs
 -- lp (the last launch's, positive integers): no table made.
 local mtype = math.type
@@ -255,6 +248,16 @@ local function same_grid(lp, grid)
 end
 -- (the inputs compared in C, core.same_inputs: a recipe's names and which are tensors listed once)
 local input_lists = setmetatable({}, { __mode = "k" })
+
+-- Whether a launch of recipe with inputs and programs gives what the last one
+-- (state._last) gave: the same recipe, grid of programs and inputs (the same
+-- buffers and numbers; a tensor input the same buffer with the same shape and
+-- strides, compared with the copies the last launch kept), and, when it read
+-- the device's SM count (a persistent grid), the same current device. (A tile
+-- program's launches on the same tensors, each with new tables of the same
+-- shapes, convert nothing: 12-14 us a launch of the attention backward's
+-- programs on the dev machine before, docs/PERF.md s13bwd-3; the comparison in
+-- C and no table made for the grid: docs/PERF.md, the twenty-fifth session.)
 local function same_as_last(last, recipe, inputs, programs)
   if not last or last.recipe ~= recipe then return false end
   if last.sms and (last.device == nil or last.device ~= device_now()) then return false end
