@@ -804,21 +804,22 @@ static bool same_numbers(lua_State *L, int a, int b) {
 ** index seen: {buffer =, shape =, strides =}): the same buffer, the same
 ** numbers in its shape and strides. v is {buffer, shape [, strides]} with the
 ** fields by name or the first two by position. */
+/* Push v.name, or v[i] where that is nil or false (Lua's `v.name or v[i]`). */
+static void field_or_index(lua_State *L, int v, const char *name, lua_Integer i) {
+  if (lua_getfield(L, v, name) != LUA_TNIL && lua_toboolean(L, -1)) return;
+  lua_pop(L, 1);
+  lua_geti(L, v, i);
+}
+
 static bool same_tensor(lua_State *L, int seen, int v) {
   if (lua_type(L, seen) != LUA_TTABLE || lua_type(L, v) != LUA_TTABLE) return false;
   int top = lua_gettop(L);
   lua_getfield(L, seen, "buffer");
-  if (lua_getfield(L, v, "buffer") == LUA_TNIL || lua_toboolean(L, -1) == 0) {
-    lua_pop(L, 1);
-    lua_geti(L, v, 1);
-  }
+  field_or_index(L, v, "buffer", 1);
   bool same = lua_rawequal(L, -1, -2);
   if (same) {
     lua_getfield(L, seen, "shape");
-    if (lua_getfield(L, v, "shape") == LUA_TNIL || lua_toboolean(L, -1) == 0) {
-      lua_pop(L, 1);
-      lua_geti(L, v, 2);
-    }
+    field_or_index(L, v, "shape", 2);
     same = same_numbers(L, top + 3, top + 4);
   }
   if (same) {

@@ -339,18 +339,17 @@ local function candidates_for(m, n, k, dt, in_sweep)
       end
     end
     -- --swizzles, --rasters: each form so far again with each swizzle, raster order and both
-    local variants = {}
-    for sw in (swizzles or ""):gmatch "%d+" do variants[#variants + 1] = { swizzle = tonumber(sw) } end
-    for r in (rasters or ""):gmatch "[%w_]+" do
-      variants[#variants + 1] = { raster = r }
-      for sw in (swizzles or ""):gmatch "%d+" do variants[#variants + 1] = { swizzle = tonumber(sw), raster = r } end
-    end
+    -- (false: the form's own; form_name tells the variants apart)
+    local sws, rs = { false }, { false }
+    for sw in (swizzles or ""):gmatch "%d+" do sws[#sws + 1] = tonumber(sw) end
+    for r in (rasters or ""):gmatch "[%w_]+" do rs[#rs + 1] = r end
     for i = 1, #list do
-      for _, v in ipairs(variants) do
-        local c = {}
-        for key, x in pairs(list[i]) do c[key] = x end
-        for key, x in pairs(v) do c[key] = x end
-        if not named[form_name(c)] then named[form_name(c)] = true list[#list + 1] = c end
+      for _, sw in ipairs(sws) do
+        for _, r in ipairs(rs) do
+          local c = { swizzle = sw or nil, raster = r or nil }
+          for key, x in pairs(list[i]) do c[key] = c[key] or x end
+          if not named[form_name(c)] then named[form_name(c)] = true list[#list + 1] = c end
+        end
       end
     end
     return list
